@@ -1,0 +1,1 @@
+"""Outbox: Kafka-style transactions over HTTP, stored in SQLite or PostgreSQL."""

@@ -1,0 +1,1 @@
+"""The HTTP layer: routers, request/response schemas, and the error → HTTP mapping."""

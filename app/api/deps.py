@@ -1,0 +1,46 @@
+"""The services a request needs, held on app.state and injected with Depends."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Annotated
+
+from fastapi import Depends, Request
+
+from app.domain.clock import Clock
+from app.services.group_service import GroupService
+from app.services.log_service import LogService
+from app.services.topic_service import TopicService
+from app.services.transaction_coordinator import TransactionCoordinator
+from app.settings import Settings
+from app.storage.engine import Database
+
+
+@dataclass
+class Services:
+    settings: Settings
+    db: Database
+    clock: Clock
+    topics: TopicService
+    log: LogService
+    coordinator: TransactionCoordinator
+    groups: GroupService
+
+    @classmethod
+    def build(cls, settings: Settings, db: Database, clock: Clock) -> "Services":
+        return cls(
+            settings=settings,
+            db=db,
+            clock=clock,
+            topics=TopicService(db, settings, clock),
+            log=LogService(db, settings, clock),
+            coordinator=TransactionCoordinator(db, settings, clock),
+            groups=GroupService(db, settings, clock),
+        )
+
+
+def get_services(request: Request) -> Services:
+    return request.app.state.services
+
+
+ServicesDep = Annotated[Services, Depends(get_services)]

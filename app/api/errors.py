@@ -1,0 +1,112 @@
+"""Domain errors → HTTP, in this one place. Every refusal is an ErrorResponse body."""
+
+from __future__ import annotations
+
+import logging
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from app.domain import errors as e
+
+logger = logging.getLogger(__name__)
+
+STATUS_BY_ERROR: dict[type[e.OutboxError], int] = {
+    e.InvalidRequest: 400,
+    e.InvalidTopic: 400,
+    e.InvalidPartitions: 400,
+    e.InvalidConfig: 400,
+    e.InvalidTransactionTimeout: 400,
+    e.RecordListTooLarge: 413,
+    e.UnknownTopicOrPartition: 404,
+    e.TransactionalIdNotFound: 404,
+    e.OffsetOutOfRange: 416,
+    e.TopicAlreadyExists: 409,
+    e.UnknownProducerId: 409,
+    e.ProducerFenced: 409,
+    e.InvalidProducerEpoch: 409,
+    e.InvalidProducerIdMapping: 409,
+    e.InvalidTxnState: 409,
+    e.ConcurrentTransactions: 409,
+    e.TransactionTimedOut: 409,
+    e.OutOfOrderSequenceNumber: 409,
+    e.DuplicateSequenceNumber: 409,
+    e.OffsetMismatch: 409,
+    e.UnstableOffsetCommit: 409,
+    e.StorageUnavailable: 503,
+}
+RETRY_AFTER_S = "1"
+
+
+def error_body(code: str, message: str, retriable: bool, details: dict | None = None) -> dict:
+    body: dict = {"error_code": code, "message": message, "retriable": retriable}
+    if details:
+        body["details"] = details
+    return body
+
+
+def _outbox_error(_: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, e.OutboxError)
+    status = STATUS_BY_ERROR.get(type(exc), 500)
+    headers = {"Retry-After": RETRY_AFTER_S} if exc.retriable else None
+    return JSONResponse(
+        error_body(exc.error_code, exc.message, exc.retriable, exc.details or None),
+        status_code=status,
+        headers=headers,
+    )
+
+
+def _validation_error(_: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, RequestValidationError)
+    problems = []
+    for err in exc.errors():
+        loc = ".".join(str(p) for p in err.get("loc", ()))
+        problems.append({"field": loc, "problem": err.get("msg", "invalid")})
+    summary = "; ".join(f"{p['field']}: {p['problem']}" for p in problems[:5])
+    return JSONResponse(
+        error_body("INVALID_REQUEST", f"invalid request: {summary}", False, {"errors": problems[:50]}),
+        status_code=422,
+    )
+
+
+def _http_error(_: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, StarletteHTTPException)
+    code = {404: "NOT_FOUND", 405: "METHOD_NOT_ALLOWED", 413: "RECORD_LIST_TOO_LARGE"}.get(
+        exc.status_code, "INVALID_REQUEST"
+    )
+    return JSONResponse(
+        error_body(code, str(exc.detail), False), status_code=exc.status_code, headers=exc.headers
+    )
+
+
+def _unexpected(_: Request, exc: Exception) -> JSONResponse:
+    logger.exception("unexpected error", exc_info=exc)
+    return JSONResponse(
+        error_body("UNKNOWN_SERVER_ERROR", "unexpected server error; see the service log", True),
+        status_code=500,
+    )
+
+
+def install(app: FastAPI) -> None:
+    app.add_exception_handler(e.OutboxError, _outbox_error)
+    app.add_exception_handler(RequestValidationError, _validation_error)
+    app.add_exception_handler(StarletteHTTPException, _http_error)
+    app.add_exception_handler(Exception, _unexpected)
+
+
+def documented(*statuses: int) -> dict[int | str, dict]:
+    """`responses=` for a route: the error statuses it may answer, all with ErrorResponse."""
+    from app.api.schemas.common import ErrorResponse
+
+    text = {
+        400: "invalid request",
+        404: "unknown topic, partition or transactional_id",
+        409: "state conflict (fenced, wrong state, sequence, offset mismatch); see retriable",
+        413: "request too large",
+        416: "offset out of range",
+        422: "request body or parameters do not match the schema",
+        503: "database unavailable; retriable",
+    }
+    return {s: {"model": ErrorResponse, "description": text[s]} for s in sorted({422, 503, *statuses})}

@@ -1,0 +1,50 @@
+from __future__ import annotations
+
+from fastapi import APIRouter
+from fastapi.responses import JSONResponse
+from pydantic import BaseModel
+from sqlalchemy import text
+
+from app.api.deps import ServicesDep
+from app.api.errors import documented, error_body
+from app.storage import migrate
+
+router = APIRouter(tags=["health"])
+
+
+class Health(BaseModel):
+    status: str
+
+
+class Readiness(BaseModel):
+    status: str
+    database: str
+    schema_revision: str | None
+    head_revision: str | None
+
+
+@router.get("/healthz", operation_id="healthz", response_model=Health)
+def healthz() -> Health:
+    """The process is up."""
+    return Health(status="ok")
+
+
+@router.get("/readyz", operation_id="readyz", response_model=Readiness, responses=documented())
+def readyz(services: ServicesDep):  # type: ignore[no-untyped-def]
+    """The database answers and its schema is at the migrations' head."""
+    head = migrate.head_revision(services.settings.database_url)
+    try:
+        with services.db.read() as conn:
+            conn.execute(text("SELECT 1"))
+        current = migrate.current_revision(services.db.engine)
+    except Exception as exc:  # noqa: BLE001 - readiness reports any failure
+        return JSONResponse(
+            error_body("STORAGE_UNAVAILABLE", f"database unreachable: {exc.__class__.__name__}", True),
+            status_code=503,
+        )
+    if current != head:
+        return JSONResponse(
+            error_body("STORAGE_UNAVAILABLE", f"schema at {current}, head is {head}: run `outbox migrate`", True),
+            status_code=503,
+        )
+    return Readiness(status="ready", database=services.db.dialect, schema_revision=current, head_revision=head)

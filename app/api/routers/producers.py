@@ -1,0 +1,37 @@
+from __future__ import annotations
+
+from fastapi import APIRouter
+
+from app.api.deps import ServicesDep
+from app.api.errors import documented
+from app.api.schemas.producers import InitProducerIdRequest, InitProducerIdResponse
+
+router = APIRouter(prefix="/v1/producers", tags=["producers"])
+
+
+@router.post("", operation_id="init_producer_id", response_model=InitProducerIdResponse,
+             responses=documented(400, 404, 409))
+def init_producer_id(body: InitProducerIdRequest, services: ServicesDep) -> InitProducerIdResponse:
+    """InitProducerId: a producer id and epoch.
+
+    With `transactional_id`, the epoch of that id is bumped: an earlier instance is fenced
+    and its open transaction aborted. While that transaction is completing the answer is
+    CONCURRENT_TRANSACTIONS (retriable). With the caller's current `producer_id` and
+    `producer_epoch` (KIP-360) only that live instance may bump its own epoch.
+    """
+    if (body.producer_id is None) != (body.producer_epoch is None):
+        from app.domain.errors import InvalidRequest
+
+        raise InvalidRequest("producer_id and producer_epoch go together")
+    r = services.coordinator.init_producer_id(
+        transactional_id=body.transactional_id,
+        transaction_timeout_ms=body.transaction_timeout_ms,
+        producer_id=body.producer_id,
+        producer_epoch=body.producer_epoch,
+    )
+    return InitProducerIdResponse(
+        producer_id=r.producer_id,
+        producer_epoch=r.producer_epoch,
+        transactional_id=r.transactional_id,
+        transaction_timeout_ms=r.transaction_timeout_ms,
+    )

@@ -1,0 +1,64 @@
+from __future__ import annotations
+
+import orjson
+from fastapi import APIRouter
+
+from app.api.deps import ServicesDep
+from app.api.errors import documented
+from app.api.schemas.records import BatchResult, SendRequest, SendResponse
+from app.services.log_service import SendBatch
+from app.storage.log import RecordToAppend
+
+router = APIRouter(prefix="/v1/records", tags=["records"])
+
+
+@router.post("", operation_id="send", response_model=SendResponse,
+             responses=documented(400, 404, 409, 413))
+def send(body: SendRequest, services: ServicesDep) -> SendResponse:
+    """Send: batches of records to one or more topic-partitions, written all or nothing in
+    one database transaction.
+
+    - plain: no producer fields.
+    - idempotent: `producer_id`, `producer_epoch` and a `base_sequence` per batch; a retry of
+      the last batch is answered with its first offsets and writes nothing (`duplicate`).
+    - transactional: also `transactional_id`, inside BeginTransaction … Commit/Abort.
+    - `expected_offset` per batch (KIP-27): any mismatch refuses the whole request.
+    """
+    now = services.clock()
+    batches = [
+        SendBatch(
+            topic=b.topic,
+            partition=b.partition,
+            base_sequence=b.base_sequence,
+            expected_offset=b.expected_offset,
+            records=[
+                RecordToAppend(
+                    key=r.key,
+                    value=orjson.dumps(r.value).decode(),
+                    headers=None if r.headers is None else orjson.dumps(r.headers).decode(),
+                    timestamp_ms=now if r.timestamp_ms is None else r.timestamp_ms,
+                )
+                for r in b.records
+            ],
+        )
+        for b in body.batches
+    ]
+    results = services.log.send(
+        batches,
+        producer_id=body.producer_id,
+        producer_epoch=body.producer_epoch,
+        transactional_id=body.transactional_id,
+    )
+    return SendResponse(
+        results=[
+            BatchResult(
+                topic=r.topic,
+                partition=r.partition,
+                base_offset=r.base_offset,
+                last_offset=r.base_offset + r.record_count - 1,
+                record_count=r.record_count,
+                duplicate=r.duplicate,
+            )
+            for r in results
+        ]
+    )

@@ -1,0 +1,127 @@
+from __future__ import annotations
+
+from typing import Annotated
+
+import orjson
+from fastapi import APIRouter, Path, Query
+from fastapi.responses import Response
+
+from app.api.deps import ServicesDep
+from app.api.errors import documented
+from app.api.schemas.common import PartitionField
+from app.api.schemas.records import FetchResponse
+from app.api.schemas.topics import (
+    PartitionDescription,
+    TopicConfig,
+    TopicCreate,
+    TopicDescription,
+    TopicList,
+    TopicSummary,
+)
+from app.domain.types import IsolationLevel
+from app.storage.topics import Topic
+
+router = APIRouter(prefix="/v1/topics", tags=["topics"])
+
+TopicPath = Annotated[str, Path(min_length=1, max_length=249)]
+
+
+def _summary(t: Topic) -> TopicSummary:
+    return TopicSummary(
+        name=t.name,
+        partition_count=t.partition_count,
+        config=TopicConfig(
+            cleanup_policy=t.cleanup_policy,
+            retention_ms=t.retention_ms,
+            check_expected_offsets=t.check_expected_offsets,
+        ),
+    )
+
+
+@router.post("", status_code=201, operation_id="create_topic", response_model=TopicDescription,
+             responses=documented(400, 409))
+def create_topic(body: TopicCreate, services: ServicesDep) -> TopicDescription:
+    """Create a topic with its partitions (all empty)."""
+    services.topics.create(
+        body.name,
+        body.partitions,
+        cleanup_policy=body.config.cleanup_policy,
+        retention_ms=body.config.retention_ms,
+        check_expected_offsets=body.config.check_expected_offsets,
+    )
+    return describe_topic(body.name, services)
+
+
+@router.get("", operation_id="list_topics", response_model=TopicList, responses=documented())
+def list_topics(services: ServicesDep) -> TopicList:
+    return TopicList(topics=[_summary(t) for t in services.topics.list()])
+
+
+@router.get("/{topic}", operation_id="describe_topic", response_model=TopicDescription,
+            responses=documented(404))
+def describe_topic(topic: TopicPath, services: ServicesDep) -> TopicDescription:
+    """The topic, and per partition its log start, log end and last stable offset."""
+    t, parts = services.topics.describe(topic)
+    return TopicDescription(
+        **_summary(t).model_dump(),
+        partitions=[PartitionDescription(**vars_of(p)) for p in parts],
+    )
+
+
+def vars_of(obj: object) -> dict:
+    return {name: getattr(obj, name) for name in obj.__slots__}  # type: ignore[attr-defined]
+
+
+@router.get(
+    "/{topic}/partitions/{partition}/records",
+    operation_id="fetch_records",
+    response_model=FetchResponse,
+    responses=documented(404, 416),
+)
+def fetch_records(
+    topic: TopicPath,
+    partition: Annotated[int, Path(ge=0, le=2**31 - 1)],
+    services: ServicesDep,
+    offset: Annotated[int, Query(ge=0, le=2**63 - 1, description="read_committed: a commit position; read_uncommitted: an offset")] = 0,
+    isolation: IsolationLevel = IsolationLevel.READ_COMMITTED,
+    max_records: Annotated[int | None, Query(ge=1, le=1_000_000)] = None,
+) -> Response:
+    """Records of one partition from `offset`.
+
+    read_committed (the default) returns committed records in commit order: a
+    non-transactional record at its own offset, a transaction's records at the offset of its
+    COMMIT marker; records of open or aborted transactions and control markers never appear.
+    read_uncommitted returns every data record in offset order. Continue from `next_offset`.
+    """
+    limit = min(max_records or services.settings.fetch_max_records_default,
+                services.settings.fetch_max_records_limit)
+    t, result, lso = services.log.fetch(
+        topic, partition, offset=offset, max_records=limit, isolation=isolation
+    )
+    # Values are stored as JSON text and spliced in unparsed (orjson.Fragment): a fetch of
+    # thousands of records costs no JSON decode and re-encode.
+    body = {
+        "topic": t.name,
+        "partition": partition,
+        "isolation": isolation.value,
+        "records": [
+            {
+                "offset": r.offset,
+                "commit_position": r.commit_position,
+                "timestamp_ms": r.timestamp_ms,
+                "key": r.key,
+                "value": orjson.Fragment(r.value if r.value is not None else b"null"),
+                "headers": None if r.headers is None else orjson.Fragment(r.headers),
+                "producer_id": r.producer_id,
+                "producer_epoch": r.producer_epoch,
+                "sequence": r.sequence,
+                "transactional": r.transactional,
+            }
+            for r in result.records
+        ],
+        "next_offset": result.next_offset,
+        "high_watermark": result.high_watermark,
+        "last_stable_offset": lso,
+        "log_start_offset": result.log_start_offset,
+    }
+    return Response(orjson.dumps(body), media_type="application/json")

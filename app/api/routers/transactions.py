@@ -1,0 +1,129 @@
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, Path, Query
+
+from app.api.deps import ServicesDep
+from app.api.errors import documented
+from app.api.schemas.transactions import (
+    AddOffsetsRequest,
+    BeginTransactionRequest,
+    EndTransactionRequest,
+    PendingOffset,
+    TransactionDescription,
+    TransactionList,
+    TransactionPartition,
+    TransactionSummary,
+)
+from app.domain.transaction import TransactionMetadata
+from app.domain.types import TransactionState
+from app.services.transaction_coordinator import OffsetToStage
+
+router = APIRouter(prefix="/v1/transactions", tags=["transactions"])
+
+TransactionalIdPath = Annotated[str, Path(min_length=1, max_length=255)]
+
+
+def _summary(meta: TransactionMetadata, now_ms: int) -> TransactionSummary:
+    open_ = meta.state is TransactionState.ONGOING and meta.txn_started_ms is not None
+    return TransactionSummary(
+        transactional_id=meta.transactional_id,
+        state=meta.state,
+        producer_id=meta.producer_id,
+        producer_epoch=meta.producer_epoch,
+        txn_id=meta.txn_id,
+        transaction_timeout_ms=meta.transaction_timeout_ms,
+        txn_started_ms=meta.txn_started_ms,
+        age_ms=max(0, now_ms - meta.txn_started_ms) if open_ else None,  # type: ignore[operator]
+        updated_ms=meta.updated_ms,
+    )
+
+
+def _describe(services: ServicesDep, transactional_id: str) -> TransactionDescription:
+    meta, parts, pending = services.coordinator.describe(transactional_id)
+    return TransactionDescription(
+        **_summary(meta, services.clock()).model_dump(),
+        partitions=[TransactionPartition(topic=p.topic, partition=p.partition, first_offset=p.first_offset) for p in parts],
+        pending_offsets=[
+            PendingOffset(group_id=o.group_id, topic=o.topic, partition=o.partition,
+                          offset=o.committed_offset, metadata=o.metadata)
+            for o in pending
+        ],
+    )
+
+
+@router.post("/{transactional_id}/begin", operation_id="begin_transaction",
+             response_model=TransactionDescription, responses=documented(400, 404, 409))
+def begin_transaction(
+    transactional_id: TransactionalIdPath, body: BeginTransactionRequest, services: ServicesDep
+) -> TransactionDescription:
+    """BeginTransaction: Empty/CompleteCommit/CompleteAbort → Ongoing, with a new `txn_id`."""
+    services.coordinator.begin(transactional_id, body.producer_id, body.producer_epoch)
+    return _describe(services, transactional_id)
+
+
+@router.post("/{transactional_id}/offsets", operation_id="add_offsets",
+             response_model=TransactionDescription, responses=documented(400, 404, 409))
+def add_offsets(
+    transactional_id: TransactionalIdPath, body: AddOffsetsRequest, services: ServicesDep
+) -> TransactionDescription:
+    """AddOffsets: stage a group's offsets in the open transaction; they become the group's
+    committed offsets when it commits and are dropped if it aborts."""
+    services.coordinator.add_offsets(
+        transactional_id,
+        body.producer_id,
+        body.producer_epoch,
+        body.group_id,
+        [OffsetToStage(o.topic, o.partition, o.offset, o.metadata) for o in body.offsets],
+    )
+    return _describe(services, transactional_id)
+
+
+@router.post("/{transactional_id}/commit", operation_id="commit_transaction",
+             response_model=TransactionDescription, responses=documented(400, 404, 409))
+def commit_transaction(
+    transactional_id: TransactionalIdPath, body: EndTransactionRequest, services: ServicesDep
+) -> TransactionDescription:
+    """Commit: PrepareCommit is made durable, then the COMMIT markers are written.
+
+    Once this answers 200 the transaction will commit whatever crashes. The state returned
+    is CompleteCommit, or PrepareCommit if the markers are left to the coordinator worker.
+    A retry after success answers the same.
+    """
+    services.coordinator.end_transaction(
+        transactional_id, body.producer_id, body.producer_epoch, commit=True, txn_id=body.txn_id
+    )
+    return _describe(services, transactional_id)
+
+
+@router.post("/{transactional_id}/abort", operation_id="abort_transaction",
+             response_model=TransactionDescription, responses=documented(400, 404, 409))
+def abort_transaction(
+    transactional_id: TransactionalIdPath, body: EndTransactionRequest, services: ServicesDep
+) -> TransactionDescription:
+    """Abort: PrepareAbort, then ABORT markers; staged offsets are dropped."""
+    services.coordinator.end_transaction(
+        transactional_id, body.producer_id, body.producer_epoch, commit=False, txn_id=body.txn_id
+    )
+    return _describe(services, transactional_id)
+
+
+@router.get("/{transactional_id}", operation_id="describe_transaction",
+            response_model=TransactionDescription, responses=documented(404))
+def describe_transaction(transactional_id: TransactionalIdPath, services: ServicesDep) -> TransactionDescription:
+    """State, producer id and epoch, partitions, pending offsets and age of a transactional_id."""
+    return _describe(services, transactional_id)
+
+
+@router.get("", operation_id="list_transactions", response_model=TransactionList,
+            responses=documented(400))
+def list_transactions(
+    services: ServicesDep,
+    state: Annotated[list[TransactionState] | None, Query()] = None,
+    limit: Annotated[int, Query(ge=1, le=10_000)] = 1000,
+) -> TransactionList:
+    now = services.clock()
+    return TransactionList(
+        transactions=[_summary(m, now) for m in services.coordinator.list(state, limit)]
+    )

@@ -1,0 +1,70 @@
+from __future__ import annotations
+
+from typing import Annotated
+
+from pydantic import BaseModel, Field
+
+from app.api.schemas.common import (
+    GroupIdField,
+    OffsetEntry,
+    ProducerEpochField,
+    ProducerIdField,
+    StrictModel,
+)
+from app.domain.types import MAX_INT64, TransactionState
+
+
+class ProducerIdentity(StrictModel):
+    producer_id: ProducerIdField
+    producer_epoch: ProducerEpochField
+
+
+class BeginTransactionRequest(ProducerIdentity):
+    pass
+
+
+class EndTransactionRequest(ProducerIdentity):
+    txn_id: Annotated[int, Field(ge=0, le=MAX_INT64)] | None = Field(
+        default=None,
+        description="the txn_id BeginTransaction returned; when given, a delayed retry cannot end a later transaction",
+    )
+
+
+class AddOffsetsRequest(ProducerIdentity):
+    group_id: GroupIdField
+    offsets: Annotated[list[OffsetEntry], Field(min_length=1, max_length=10_000)]
+
+
+class TransactionPartition(BaseModel):
+    topic: str
+    partition: int
+    first_offset: int
+
+
+class PendingOffset(BaseModel):
+    group_id: str
+    topic: str
+    partition: int
+    offset: int
+    metadata: str | None
+
+
+class TransactionSummary(BaseModel):
+    transactional_id: str
+    state: TransactionState
+    producer_id: int
+    producer_epoch: int
+    txn_id: int | None
+    transaction_timeout_ms: int
+    txn_started_ms: int | None
+    age_ms: int | None = Field(description="how long the current transaction has been open")
+    updated_ms: int
+
+
+class TransactionDescription(TransactionSummary):
+    partitions: list[TransactionPartition]
+    pending_offsets: list[PendingOffset]
+
+
+class TransactionList(BaseModel):
+    transactions: list[TransactionSummary]

@@ -1,0 +1,118 @@
+"""The `outbox` command: serve, coordinator, migrate, openapi."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import signal
+import sys
+import threading
+from pathlib import Path
+
+import yaml
+
+from app.settings import Settings
+
+
+def _serve(settings: Settings, args: argparse.Namespace) -> int:
+    import uvicorn
+
+    from app.api.app import create_app
+
+    if args.no_coordinator:
+        settings = settings.model_copy(update={"run_coordinator": False})
+    uvicorn.run(
+        create_app(settings),
+        host=args.host or settings.host,
+        port=args.port or settings.port,
+        log_level=settings.log_level,
+        access_log=False,
+    )
+    return 0
+
+
+def _coordinator(settings: Settings, args: argparse.Namespace) -> int:
+    from app.domain.clock import system_clock
+    from app.services.transaction_coordinator import TransactionCoordinator
+    from app.storage import migrate
+    from app.storage.engine import Database, build_engine
+    from app.worker.coordinator import CoordinatorWorker
+
+    if settings.should_auto_migrate:
+        migrate.upgrade(settings.database_url)
+    db = Database(build_engine(settings.database_url, pool_size=2,
+                               sqlite_busy_timeout_ms=settings.sqlite_busy_timeout_ms))
+    worker = CoordinatorWorker(
+        TransactionCoordinator(db, settings, system_clock), system_clock, settings.coordinator_interval_ms
+    )
+    if args.once:
+        print(worker.run_once())
+        return 0
+    stop = threading.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda *_: stop.set())
+    worker.start()
+    logging.getLogger(__name__).info("coordinator running against %s", db.dialect)
+    stop.wait()
+    worker.stop()
+    db.dispose()
+    return 0
+
+
+def _migrate(settings: Settings, args: argparse.Namespace) -> int:
+    from app.storage import migrate
+
+    migrate.upgrade(settings.database_url, args.revision)
+    print(f"database at {migrate.head_revision(settings.database_url) if args.revision == 'head' else args.revision}")
+    return 0
+
+
+def openapi_yaml() -> str:
+    from app.api.app import create_app
+
+    return yaml.safe_dump(create_app(Settings()).openapi(), sort_keys=False, allow_unicode=True)
+
+
+def _openapi(settings: Settings, args: argparse.Namespace) -> int:
+    text = openapi_yaml()
+    if args.output == "-":
+        sys.stdout.write(text)
+    else:
+        Path(args.output).write_text(text)
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="outbox",
+        description="Kafka-style transactions over HTTP. Settings come from OUTBOX_* variables "
+        "(OUTBOX_DATABASE_URL, default sqlite:///./outbox.db).",
+    )
+    sub = parser.add_subparsers(dest="command", required=True)
+    serve = sub.add_parser("serve", help="run the HTTP API (with the coordinator worker in-process)")
+    serve.add_argument("--host", default=None)
+    serve.add_argument("--port", type=int, default=None)
+    serve.add_argument("--no-coordinator", action="store_true",
+                       help="do not run the coordinator worker in this process")
+    serve.set_defaults(func=_serve)
+    coord = sub.add_parser("coordinator", help="run the coordinator worker alone")
+    coord.add_argument("--once", action="store_true", help="one pass, then exit")
+    coord.set_defaults(func=_coordinator)
+    mig = sub.add_parser("migrate", help="alembic upgrade on the configured database")
+    mig.add_argument("revision", nargs="?", default="head")
+    mig.set_defaults(func=_migrate)
+    oa = sub.add_parser("openapi", help="write the OpenAPI document as YAML")
+    oa.add_argument("--output", "-o", default="openapi.yaml")
+    oa.set_defaults(func=_openapi)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    settings = Settings()
+    logging.basicConfig(level=settings.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    return args.func(settings, args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

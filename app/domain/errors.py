@@ -1,0 +1,155 @@
+"""Domain errors. Each carries its Kafka error name and whether the caller may retry.
+
+The mapping to HTTP status codes lives in one place: app.api.errors.
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+
+class OutboxError(Exception):
+    """The request could not be served."""
+
+    error_code: ClassVar[str] = "UNKNOWN_SERVER_ERROR"
+    retriable: ClassVar[bool] = False
+
+    def __init__(self, message: str | None = None, **details: Any) -> None:
+        self.message = message or (self.__doc__ or self.error_code).strip()
+        self.details = details
+        super().__init__(self.message)
+
+
+class InvalidRequest(OutboxError):
+    """The request is malformed or names values out of range."""
+
+    error_code = "INVALID_REQUEST"
+
+
+class UnknownTopicOrPartition(OutboxError):
+    """This topic or partition does not exist."""
+
+    error_code = "UNKNOWN_TOPIC_OR_PARTITION"
+
+
+class TopicAlreadyExists(OutboxError):
+    """A topic with this name already exists."""
+
+    error_code = "TOPIC_ALREADY_EXISTS"
+
+
+class InvalidPartitions(OutboxError):
+    """The number of partitions is out of range."""
+
+    error_code = "INVALID_PARTITIONS"
+
+
+class InvalidTopic(OutboxError):
+    """The topic name is not legal."""
+
+    error_code = "INVALID_TOPIC_EXCEPTION"
+
+
+class InvalidConfig(OutboxError):
+    """The topic configuration is not valid."""
+
+    error_code = "INVALID_CONFIG"
+
+
+class TransactionalIdNotFound(OutboxError):
+    """No producer was ever initialised with this transactional_id."""
+
+    error_code = "TRANSACTIONAL_ID_NOT_FOUND"
+
+
+class UnknownProducerId(OutboxError):
+    """The service holds no state for this producer id; re-initialise the producer."""
+
+    error_code = "UNKNOWN_PRODUCER_ID"
+
+
+class ProducerFenced(OutboxError):
+    """A newer producer with the same transactional_id exists; this instance is fenced and must close."""
+
+    error_code = "PRODUCER_FENCED"
+
+
+class InvalidProducerEpoch(OutboxError):
+    """The producer epoch does not match the current epoch of this producer id."""
+
+    error_code = "INVALID_PRODUCER_EPOCH"
+
+
+class InvalidProducerIdMapping(OutboxError):
+    """The producer id is not the one bound to this transactional_id."""
+
+    error_code = "INVALID_PRODUCER_ID_MAPPING"
+
+
+class InvalidTxnState(OutboxError):
+    """The transaction is not in a state that allows this operation."""
+
+    error_code = "INVALID_TXN_STATE"
+
+
+class ConcurrentTransactions(OutboxError):
+    """The previous transaction of this transactional_id is still completing; retry shortly."""
+
+    error_code = "CONCURRENT_TRANSACTIONS"
+    retriable = True
+
+
+class InvalidTransactionTimeout(OutboxError):
+    """The transaction timeout is larger than the configured maximum or not positive."""
+
+    error_code = "INVALID_TRANSACTION_TIMEOUT"
+
+
+class TransactionTimedOut(OutboxError):
+    """The transaction ran past its timeout and was aborted by the coordinator."""
+
+    error_code = "TRANSACTION_TIMED_OUT"
+
+
+class OutOfOrderSequenceNumber(OutboxError):
+    """The batch's base sequence does not follow the last sequence written for this producer and partition."""
+
+    error_code = "OUT_OF_ORDER_SEQUENCE_NUMBER"
+
+
+class DuplicateSequenceNumber(OutboxError):
+    """The batch overlaps sequences already written but is not a retry of the last batch."""
+
+    error_code = "DUPLICATE_SEQUENCE_NUMBER"
+
+
+class OffsetMismatch(OutboxError):
+    """expected_offset differs from the partition's next offset; nothing was written."""
+
+    error_code = "OFFSET_MISMATCH"
+
+
+class UnstableOffsetCommit(OutboxError):
+    """The group has offsets pending in an open transaction for this partition; retry after it completes."""
+
+    error_code = "UNSTABLE_OFFSET_COMMIT"
+    retriable = True
+
+
+class OffsetOutOfRange(OutboxError):
+    """The requested offset is outside the partition's log."""
+
+    error_code = "OFFSET_OUT_OF_RANGE"
+
+
+class RecordListTooLarge(OutboxError):
+    """The request carries more records or bytes than the service accepts in one request."""
+
+    error_code = "RECORD_LIST_TOO_LARGE"
+
+
+class StorageUnavailable(OutboxError):
+    """The database is busy or unreachable; retry shortly."""
+
+    error_code = "STORAGE_UNAVAILABLE"
+    retriable = True

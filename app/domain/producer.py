@@ -1,0 +1,77 @@
+"""Idempotent-producer rules: per (producer, partition) sequence numbers (guarantee 5).
+
+A batch carries `base_sequence`; its records take base_sequence .. base_sequence+n-1.
+The service remembers, per producer and partition, the epoch, the last sequence written,
+and the last batch (its base sequence, size and first offset), so that a retry of that
+batch is answered with the offsets it was first given, and writes nothing.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+
+from app.domain.errors import (
+    DuplicateSequenceNumber,
+    InvalidProducerEpoch,
+    OutOfOrderSequenceNumber,
+    UnknownProducerId,
+)
+
+MAX_SEQUENCE = 2**31 - 1
+
+
+@dataclass(frozen=True, slots=True)
+class ProducerPartitionState:
+    producer_epoch: int
+    last_sequence: int
+    last_batch_base_sequence: int
+    last_batch_record_count: int
+    last_batch_base_offset: int
+
+
+class BatchVerdict(enum.Enum):
+    APPEND = "append"
+    DUPLICATE = "duplicate"
+
+
+def check_sequence(
+    state: ProducerPartitionState | None,
+    producer_epoch: int,
+    base_sequence: int,
+    record_count: int,
+) -> BatchVerdict:
+    """Decide whether a batch is the next one, a retry of the last one, or refused."""
+    if base_sequence + record_count - 1 > MAX_SEQUENCE:
+        raise OutOfOrderSequenceNumber("sequence numbers would pass 2^31-1; bump the epoch")
+    if state is None or producer_epoch > state.producer_epoch:
+        # A new producer, or a new epoch, starts its sequences at zero.
+        if base_sequence != 0:
+            if state is None:
+                raise UnknownProducerId(
+                    f"no sequence state for this producer on this partition and base_sequence "
+                    f"is {base_sequence}, not 0"
+                )
+            raise OutOfOrderSequenceNumber(
+                f"a new producer epoch starts at sequence 0, got {base_sequence}"
+            )
+        return BatchVerdict.APPEND
+    if producer_epoch < state.producer_epoch:
+        raise InvalidProducerEpoch(
+            f"producer epoch {producer_epoch} is older than {state.producer_epoch} on this partition"
+        )
+    if base_sequence == state.last_sequence + 1:
+        return BatchVerdict.APPEND
+    if (
+        base_sequence == state.last_batch_base_sequence
+        and record_count == state.last_batch_record_count
+    ):
+        return BatchVerdict.DUPLICATE
+    if base_sequence <= state.last_sequence:
+        raise DuplicateSequenceNumber(
+            f"sequences {base_sequence}..{base_sequence + record_count - 1} overlap those already "
+            f"written (last {state.last_sequence}) and are not a retry of the last batch"
+        )
+    raise OutOfOrderSequenceNumber(
+        f"expected base_sequence {state.last_sequence + 1}, got {base_sequence}"
+    )

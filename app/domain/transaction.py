@@ -1,0 +1,118 @@
+"""The transaction state machine of a transactional_id (Kafka's TransactionMetadata).
+
+Every state change goes through `check_transition`, which consults the table of valid
+previous states, as Kafka's coordinator does.
+
+    Empty ──begin──▶ Ongoing ──commit──▶ PrepareCommit ──markers──▶ CompleteCommit
+      ▲                │  └──abort/timeout/fence──▶ PrepareAbort ──markers──▶ CompleteAbort
+      └────────────────┴──────────── (begin again from either Complete state) ◀────┘
+
+PrepareEpochFence (the timeout and fencing path) is Kafka's transient state between
+"epoch bumped" and "PrepareAbort written"; this service bumps the epoch and writes
+PrepareAbort in one database transaction, so it is never stored, but it is part of the
+vocabulary and of the table below.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from app.domain.errors import (
+    ConcurrentTransactions,
+    InvalidProducerEpoch,
+    InvalidProducerIdMapping,
+    InvalidTxnState,
+    ProducerFenced,
+)
+from app.domain.types import MAX_PRODUCER_EPOCH, ProducerEpoch, ProducerId, TransactionState, TxnId
+
+S = TransactionState
+
+VALID_PREVIOUS_STATES: dict[TransactionState, frozenset[TransactionState]] = {
+    S.EMPTY: frozenset({S.EMPTY, S.COMPLETE_COMMIT, S.COMPLETE_ABORT}),
+    S.ONGOING: frozenset({S.EMPTY, S.COMPLETE_COMMIT, S.COMPLETE_ABORT}),
+    S.PREPARE_COMMIT: frozenset({S.ONGOING}),
+    S.PREPARE_ABORT: frozenset({S.ONGOING, S.PREPARE_EPOCH_FENCE}),
+    S.COMPLETE_COMMIT: frozenset({S.PREPARE_COMMIT}),
+    S.COMPLETE_ABORT: frozenset({S.PREPARE_ABORT}),
+    S.PREPARE_EPOCH_FENCE: frozenset({S.ONGOING}),
+    S.DEAD: frozenset({S.EMPTY, S.COMPLETE_COMMIT, S.COMPLETE_ABORT}),
+}
+
+# States in which a transaction has been decided but its control markers may still be missing.
+COMPLETING_STATES = frozenset({S.PREPARE_COMMIT, S.PREPARE_ABORT, S.PREPARE_EPOCH_FENCE})
+# States from which a new transaction may begin or a new producer epoch may be handed out.
+IDLE_STATES = frozenset({S.EMPTY, S.COMPLETE_COMMIT, S.COMPLETE_ABORT})
+
+
+def check_transition(current: TransactionState, target: TransactionState) -> None:
+    """Raise INVALID_TXN_STATE unless `target` may follow `current`."""
+    if current not in VALID_PREVIOUS_STATES[target]:
+        raise InvalidTxnState(
+            f"transaction is {current.value}; it cannot move to {target.value}",
+            state=current.value,
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class TransactionMetadata:
+    """What the coordinator knows of one transactional_id."""
+
+    transactional_id: str
+    producer_id: ProducerId
+    producer_epoch: ProducerEpoch
+    state: TransactionState
+    txn_id: TxnId | None
+    transaction_timeout_ms: int
+    txn_started_ms: int | None
+    updated_ms: int
+
+    def check_producer(self, producer_id: int, producer_epoch: int) -> None:
+        """Fence callers that are not the live producer of this transactional_id."""
+        if producer_id != self.producer_id:
+            raise InvalidProducerIdMapping(
+                f"producer id {producer_id} is not the producer of transactional_id "
+                f"{self.transactional_id!r}"
+            )
+        if producer_epoch < self.producer_epoch:
+            raise ProducerFenced(
+                f"producer epoch {producer_epoch} is older than the current epoch "
+                f"{self.producer_epoch}: a newer instance took over or the transaction timed out"
+            )
+        if producer_epoch > self.producer_epoch:
+            raise InvalidProducerEpoch(
+                f"producer epoch {producer_epoch} is newer than the current epoch {self.producer_epoch}"
+            )
+
+    def check_txn_id(self, txn_id: int | None) -> None:
+        """Refuse an end request that names an earlier transaction (a delayed retry, cf. KAFKA-17754)."""
+        if txn_id is not None and txn_id != self.txn_id:
+            raise InvalidTxnState(
+                f"txn_id {txn_id} is not the current transaction ({self.txn_id}) of "
+                f"{self.transactional_id!r}",
+                state=self.state.value,
+            )
+
+    def require_ongoing(self) -> None:
+        if self.state in COMPLETING_STATES:
+            raise ConcurrentTransactions(
+                f"transaction is {self.state.value}; wait for it to complete", state=self.state.value
+            )
+        if self.state is not S.ONGOING:
+            raise InvalidTxnState(
+                f"transaction is {self.state.value}; call begin first", state=self.state.value
+            )
+
+    def is_timed_out(self, now_ms: int) -> bool:
+        return (
+            self.state is S.ONGOING
+            and self.txn_started_ms is not None
+            and now_ms > self.txn_started_ms + self.transaction_timeout_ms
+        )
+
+
+def next_epoch(producer_id: ProducerId, producer_epoch: ProducerEpoch) -> tuple[bool, ProducerEpoch]:
+    """The epoch after a bump, and whether the producer id is exhausted and must be replaced."""
+    if producer_epoch >= MAX_PRODUCER_EPOCH:
+        return True, ProducerEpoch(0)
+    return False, ProducerEpoch(producer_epoch + 1)

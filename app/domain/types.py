@@ -1,0 +1,47 @@
+"""Identifiers and enumerations named as Kafka names them."""
+
+from __future__ import annotations
+
+import enum
+from typing import NewType
+
+ProducerId = NewType("ProducerId", int)
+ProducerEpoch = NewType("ProducerEpoch", int)
+TxnId = NewType("TxnId", int)  # "TxId" of seed 000: names one transaction of a transactional_id
+TopicId = NewType("TopicId", int)
+
+NO_PRODUCER_ID = -1
+NO_PRODUCER_EPOCH = -1
+# Kafka's producer epoch is a 16-bit signed number; when it would pass this the coordinator
+# hands the transactional_id a fresh producer id instead (as Kafka does).
+MAX_PRODUCER_EPOCH = 32767
+MAX_INT64 = 2**63 - 1
+MAX_INT32 = 2**31 - 1
+
+
+class TransactionState(str, enum.Enum):
+    EMPTY = "Empty"
+    ONGOING = "Ongoing"
+    PREPARE_COMMIT = "PrepareCommit"
+    PREPARE_ABORT = "PrepareAbort"
+    COMPLETE_COMMIT = "CompleteCommit"
+    COMPLETE_ABORT = "CompleteAbort"
+    PREPARE_EPOCH_FENCE = "PrepareEpochFence"
+    DEAD = "Dead"
+
+
+class ControlType(str, enum.Enum):
+    """Kafka's ControlRecordType: the control markers the coordinator appends to data partitions."""
+
+    COMMIT = "COMMIT"
+    ABORT = "ABORT"
+
+
+class IsolationLevel(str, enum.Enum):
+    READ_COMMITTED = "read_committed"
+    READ_UNCOMMITTED = "read_uncommitted"
+
+
+class CleanupPolicy(str, enum.Enum):
+    DELETE = "delete"
+    COMPACT = "compact"

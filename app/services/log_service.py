@@ -1,0 +1,168 @@
+"""Send and Fetch: the producer and consumer side of the partition logs."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from app.domain.clock import Clock
+from app.domain.errors import (
+    InvalidProducerEpoch,
+    InvalidRequest,
+    RecordListTooLarge,
+    TransactionalIdNotFound,
+)
+from app.domain.types import IsolationLevel
+from app.settings import Settings
+from app.storage import log, producers, topics
+from app.storage import transactions as txns
+from app.storage.engine import Database
+
+
+@dataclass(slots=True)
+class SendBatch:
+    topic: str
+    partition: int
+    records: list[log.RecordToAppend]
+    base_sequence: int | None = None
+    expected_offset: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class SendResult:
+    topic: str
+    partition: int
+    base_offset: int
+    record_count: int
+    duplicate: bool
+
+
+class LogService:
+    def __init__(self, db: Database, settings: Settings, clock: Clock) -> None:
+        self.db = db
+        self.settings = settings
+        self.clock = clock
+
+    def send(
+        self,
+        batches: list[SendBatch],
+        *,
+        producer_id: int | None,
+        producer_epoch: int | None,
+        transactional_id: str | None,
+    ) -> list[SendResult]:
+        self._validate(batches, producer_id, producer_epoch, transactional_id)
+        now = self.clock()
+        with self.db.write() as conn:
+            by_name = topics.get_topics(conn, {b.topic for b in batches})
+            to_append = []
+            for b in batches:
+                topic = by_name[b.topic]
+                topics.check_partition(topic, b.partition)
+                if topic.check_expected_offsets and b.expected_offset is None:
+                    raise InvalidRequest(
+                        f"topic {topic.name!r} has check_expected_offsets: every batch needs expected_offset"
+                    )
+                to_append.append(
+                    log.BatchToAppend(
+                        topic.topic_id, b.partition, b.records, b.base_sequence, b.expected_offset
+                    )
+                )
+            txn_id = None
+            if transactional_id is not None:
+                assert producer_id is not None and producer_epoch is not None
+                # Shared lock on the transaction row for the whole append: see storage.transactions.get.
+                meta = txns.get(conn, transactional_id, lock="share")
+                if meta is None:
+                    raise TransactionalIdNotFound(
+                        f"no producer was initialised with transactional_id {transactional_id!r}"
+                    )
+                meta.check_producer(producer_id, producer_epoch)
+                meta.require_ongoing()
+                txn_id = meta.txn_id
+            elif producer_id is not None:
+                assert producer_epoch is not None
+                current, bound_to = producers.current_state(conn, producer_id, lock=True)
+                if bound_to is not None:
+                    raise InvalidRequest(
+                        f"producer {producer_id} belongs to transactional_id {bound_to!r}: "
+                        "send with transactional_id inside a transaction"
+                    )
+                if producer_epoch != current:
+                    raise InvalidProducerEpoch(
+                        f"producer epoch {producer_epoch} is not the current epoch {current}"
+                    )
+            results = log.append_batches(
+                conn,
+                to_append,
+                producer_id=producer_id,
+                producer_epoch=producer_epoch,
+                transactional_id=transactional_id,
+                txn_id=txn_id,
+                now_ms=now,
+            )
+        return [
+            SendResult(b.topic, r.partition, r.base_offset, r.record_count, r.duplicate)
+            for b, r in zip(batches, results, strict=True)
+        ]
+
+    def _validate(
+        self,
+        batches: list[SendBatch],
+        producer_id: int | None,
+        producer_epoch: int | None,
+        transactional_id: str | None,
+    ) -> None:
+        if not batches:
+            raise InvalidRequest("a Send needs at least one batch")
+        total = sum(len(b.records) for b in batches)
+        if total > self.settings.max_records_per_request:
+            raise RecordListTooLarge(
+                f"{total} records in one request; the limit is {self.settings.max_records_per_request}"
+            )
+        seen: set[tuple[str, int]] = set()
+        for b in batches:
+            if not b.records:
+                raise InvalidRequest(f"batch for {b.topic}/{b.partition} has no records")
+            if (b.topic, b.partition) in seen:
+                raise InvalidRequest(
+                    f"two batches for {b.topic}/{b.partition}: send one batch per partition"
+                )
+            seen.add((b.topic, b.partition))
+        if (producer_id is None) != (producer_epoch is None):
+            raise InvalidRequest("producer_id and producer_epoch go together")
+        if transactional_id is not None and producer_id is None:
+            raise InvalidRequest("a transactional Send needs producer_id and producer_epoch")
+        for b in batches:
+            if producer_id is not None and b.base_sequence is None:
+                raise InvalidRequest(
+                    f"batch for {b.topic}/{b.partition} needs base_sequence: the producer is idempotent"
+                )
+            if producer_id is None and b.base_sequence is not None:
+                raise InvalidRequest("base_sequence needs producer_id and producer_epoch")
+
+    def fetch(
+        self,
+        topic_name: str,
+        partition: int,
+        *,
+        offset: int,
+        max_records: int,
+        isolation: IsolationLevel,
+    ) -> tuple[topics.Topic, log.FetchResult, int]:
+        with self.db.read() as conn:
+            topic = topics.get_topic(conn, topic_name)
+            topics.check_partition(topic, partition)
+            result = log.fetch(
+                conn,
+                topic_id=topic.topic_id,
+                partition=partition,
+                offset=offset,
+                max_records=max_records,
+                isolation=isolation,
+            )
+            lso = next(
+                p.last_stable_offset
+                for p in topics.describe_partitions(conn, topic)
+                if p.partition == partition
+            )
+        return topic, result, lso

@@ -1,0 +1,47 @@
+"""Settings from the environment (prefix OUTBOX_). Built in entry points and passed down."""
+
+from __future__ import annotations
+
+from pydantic import Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="OUTBOX_", env_file=None, extra="ignore")
+
+    database_url: str = Field(
+        default="sqlite:///./outbox.db",
+        description="SQLAlchemy URL: sqlite:///path.db or postgresql+psycopg://user@host/db",
+    )
+    host: str = "127.0.0.1"
+    port: int = 8000
+    # None: migrate on start-up for SQLite only (an embedded file has no operator to run
+    # `outbox migrate`); PostgreSQL deployments migrate as a separate step.
+    auto_migrate: bool | None = None
+    run_coordinator: bool = Field(
+        default=True, description="run the coordinator worker inside `outbox serve`"
+    )
+    # Complete commits and aborts inside the Commit/Abort request (the coordinator worker still
+    # finishes whatever a crash leaves behind). Off: the request returns once PrepareCommit is
+    # durable, as Kafka's EndTxn does, and the worker writes the markers.
+    complete_inline: bool = True
+    coordinator_interval_ms: int = Field(default=200, ge=10)
+    # Kafka's transaction.timeout.ms default and transaction.max.timeout.ms.
+    default_transaction_timeout_ms: int = Field(default=60_000, ge=1)
+    max_transaction_timeout_ms: int = Field(default=900_000, ge=1)
+    max_records_per_request: int = Field(default=20_000, ge=1)
+    max_request_bytes: int = Field(default=32 * 1024 * 1024, ge=1024)
+    max_partitions_per_topic: int = Field(default=1024, ge=1)
+    fetch_max_records_default: int = Field(default=500, ge=1)
+    fetch_max_records_limit: int = Field(default=10_000, ge=1)
+    sqlite_busy_timeout_ms: int = Field(default=30_000, ge=0)
+    db_pool_size: int = Field(default=10, ge=1)
+    log_level: str = "info"
+
+    @property
+    def is_sqlite(self) -> bool:
+        return self.database_url.startswith("sqlite")
+
+    @property
+    def should_auto_migrate(self) -> bool:
+        return self.is_sqlite if self.auto_migrate is None else self.auto_migrate

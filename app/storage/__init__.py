@@ -1,0 +1,1 @@
+"""Storage: SQLAlchemy Core tables and the queries over them, one module per concern."""

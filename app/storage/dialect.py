@@ -1,0 +1,40 @@
+"""Statements whose spelling differs between SQLite and PostgreSQL.
+
+Both speak INSERT … ON CONFLICT; SQLAlchemy keeps the constructs in per-dialect modules, so
+the choice is made here once.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from sqlalchemy import Connection, Table
+from sqlalchemy.dialects import postgresql, sqlite
+
+
+def _insert(conn: Connection, table: Table) -> Any:
+    return sqlite.insert(table) if conn.dialect.name == "sqlite" else postgresql.insert(table)
+
+
+def insert_ignore(conn: Connection, table: Table) -> Any:
+    """INSERT that does nothing when the primary key already exists."""
+    return _insert(conn, table).on_conflict_do_nothing()
+
+
+def upsert(conn: Connection, table: Table, update_columns: Sequence[str]) -> Any:
+    """INSERT that overwrites `update_columns` when the primary key already exists."""
+    stmt = _insert(conn, table)
+    keys = [c.name for c in table.primary_key.columns]
+    return stmt.on_conflict_do_update(
+        index_elements=keys, set_={name: stmt.excluded[name] for name in update_columns}
+    )
+
+
+def lock_for_share(conn: Connection, stmt: Any) -> Any:
+    """SELECT … FOR SHARE on PostgreSQL; SQLite's write transaction already holds the whole-database lock."""
+    return stmt if conn.dialect.name == "sqlite" else stmt.with_for_update(read=True)
+
+
+def lock_for_update(conn: Connection, stmt: Any) -> Any:
+    return stmt if conn.dialect.name == "sqlite" else stmt.with_for_update()

@@ -1,0 +1,107 @@
+"""Engines and database transactions, and the few places SQLite and PostgreSQL differ.
+
+Write transactions: on SQLite `BEGIN IMMEDIATE`, which takes the write lock up front (a
+deferred transaction that reads and later writes can fail with SQLITE_BUSY without waiting
+on busy_timeout). On PostgreSQL the default READ COMMITTED; the row locks each write takes
+are described where they are taken.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from sqlalchemy import Connection, Engine, create_engine, event
+from sqlalchemy.engine import make_url
+from sqlalchemy.pool import NullPool
+
+from app.storage.errors import translate_driver_errors
+
+_WRITE = "outbox_write"
+
+
+def normalise_url(url: str) -> str:
+    """Let operators write postgresql://… and still get psycopg 3."""
+    u = make_url(url)
+    if u.drivername in ("postgresql", "postgres"):
+        u = u.set(drivername="postgresql+psycopg")
+    return u.render_as_string(hide_password=False)
+
+
+def build_engine(url: str, *, pool_size: int = 10, sqlite_busy_timeout_ms: int = 30_000) -> Engine:
+    url = normalise_url(url)
+    if url.startswith("sqlite"):
+        engine = create_engine(
+            url,
+            connect_args={"check_same_thread": False, "timeout": sqlite_busy_timeout_ms / 1000},
+            pool_size=pool_size,
+            max_overflow=pool_size * 4,
+        )
+        _configure_sqlite(engine, sqlite_busy_timeout_ms)
+        return engine
+    return create_engine(
+        url,
+        pool_size=pool_size,
+        max_overflow=pool_size * 4,
+        pool_pre_ping=True,
+    )
+
+
+def build_migration_engine(url: str) -> Engine:
+    engine = create_engine(normalise_url(url), poolclass=NullPool)
+    if engine.dialect.name == "sqlite":
+        _configure_sqlite(engine, 30_000)
+    return engine
+
+
+def _configure_sqlite(engine: Engine, busy_timeout_ms: int) -> None:
+    @event.listens_for(engine, "connect")
+    def _on_connect(dbapi_connection, _record) -> None:  # type: ignore[no-untyped-def]
+        # Hand transaction control to SQLAlchemy's begin event below (pysqlite's own implicit
+        # BEGIN would be DEFERRED, and would not be emitted before SELECTs).
+        dbapi_connection.isolation_level = None
+        cursor = dbapi_connection.cursor()
+        cursor.execute("PRAGMA journal_mode=WAL")
+        cursor.execute("PRAGMA synchronous=NORMAL")
+        cursor.execute(f"PRAGMA busy_timeout={int(busy_timeout_ms)}")
+        cursor.execute("PRAGMA foreign_keys=ON")
+        cursor.close()
+
+    @event.listens_for(engine, "begin")
+    def _on_begin(conn: Connection) -> None:
+        conn.exec_driver_sql("BEGIN IMMEDIATE" if conn.info.get(_WRITE) else "BEGIN")
+
+
+class Database:
+    """Owns the engine; hands out read and write database transactions."""
+
+    def __init__(self, engine: Engine) -> None:
+        self.engine = engine
+        self.dialect = engine.dialect.name
+
+    @property
+    def is_sqlite(self) -> bool:
+        return self.dialect == "sqlite"
+
+    @contextmanager
+    def write(self) -> Iterator[Connection]:
+        """One short write transaction; committed on exit, rolled back on any exception."""
+        with translate_driver_errors():
+            with self.engine.connect() as conn:
+                conn.info[_WRITE] = True
+                try:
+                    with conn.begin():
+                        yield conn
+                finally:
+                    conn.info.pop(_WRITE, None)
+
+    @contextmanager
+    def read(self) -> Iterator[Connection]:
+        """A read transaction: one consistent snapshot on SQLite, READ COMMITTED on PostgreSQL."""
+        with translate_driver_errors():
+            with self.engine.connect() as conn:
+                with conn.begin():
+                    yield conn
+
+    def dispose(self) -> None:
+        self.engine.dispose()

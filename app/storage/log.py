@@ -1,0 +1,422 @@
+"""The partition log: appending records and control markers, and fetching them.
+
+Offset assignment (guarantee 6). Each partition has one row in `partitions` whose
+`next_offset` is the log end. An appender takes its offsets by updating that row and keeps
+the row lock until its database transaction commits; the next appender of the partition
+waits for the lock and then reads the committed value. So offsets are handed out in commit
+order, and a reader that sees offset n+1 committed has already been able to see n. A
+database sequence would not do: it hands out numbers before commit and never rolls them
+back, so a reader could see 102 commit before 101 and skip 101 forever.
+
+Deadlocks: a request that appends to several partitions locks them in (topic_id, partition)
+order, and takes its transaction row lock (if any) before any partition lock.
+
+Commit order (guarantee 3). read_committed exposes a non-transactional record at its own
+offset and a committed transaction's records at the offset of its COMMIT marker: these are
+the "commit points". A read walks the commit points of the primary key range [position,
+log end) in offset order with a LIMIT, so the database streams an index scan and stops
+early, then fetches the records of the COMMIT markers it met through ix_records_txn. An
+open transaction's records are simply not commit points yet: they never hold readers back,
+and surface, whole, at the offset of their marker.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from sqlalchemy import Connection, and_, delete, insert, or_, select, update
+
+from app.domain.errors import OffsetMismatch, OffsetOutOfRange, UnknownTopicOrPartition
+from app.domain.producer import BatchVerdict, ProducerPartitionState, check_sequence
+from app.domain.types import ControlType, IsolationLevel
+from app.storage import dialect
+from app.storage.tables import partitions, producer_partitions, records, transaction_partitions
+
+
+@dataclass(slots=True)
+class RecordToAppend:
+    key: str | None
+    value: str | None  # JSON text
+    headers: str | None  # JSON text of an object, or None
+    timestamp_ms: int
+
+
+@dataclass(slots=True)
+class BatchToAppend:
+    topic_id: int
+    partition: int
+    records: list[RecordToAppend]
+    base_sequence: int | None = None
+    expected_offset: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class AppendResult:
+    topic_id: int
+    partition: int
+    base_offset: int
+    record_count: int
+    duplicate: bool
+
+
+@dataclass(frozen=True, slots=True)
+class StoredRecord:
+    offset: int
+    commit_position: int | None
+    timestamp_ms: int
+    key: str | None
+    value: str | None
+    headers: str | None
+    producer_id: int | None
+    producer_epoch: int | None
+    sequence: int | None
+    transactional: bool
+
+
+@dataclass(slots=True)
+class FetchResult:
+    records: list[StoredRecord] = field(default_factory=list)
+    next_offset: int = 0
+    high_watermark: int = 0
+    log_start_offset: int = 0
+
+
+def _partition_key(b: BatchToAppend) -> tuple[int, int]:
+    return (b.topic_id, b.partition)
+
+
+def _take_offsets(conn: Connection, topic_id: int, partition: int, count: int) -> int:
+    """Reserve `count` offsets; returns the first. Holds the partition row lock until commit."""
+    new_end = conn.execute(
+        update(partitions)
+        .where(partitions.c.topic_id == topic_id, partitions.c.partition == partition)
+        .values(next_offset=partitions.c.next_offset + count)
+        .returning(partitions.c.next_offset)
+    ).scalar_one_or_none()
+    if new_end is None:
+        raise UnknownTopicOrPartition(f"unknown partition {partition} of topic id {topic_id}")
+    return new_end - count
+
+
+def _lock_partition(conn: Connection, topic_id: int, partition: int) -> int:
+    """Lock the partition row without moving it; returns the log end offset."""
+    stmt = dialect.lock_for_update(
+        conn,
+        select(partitions.c.next_offset).where(
+            partitions.c.topic_id == topic_id, partitions.c.partition == partition
+        ),
+    )
+    end = conn.execute(stmt).scalar_one_or_none()
+    if end is None:
+        raise UnknownTopicOrPartition(f"unknown partition {partition} of topic id {topic_id}")
+    return end
+
+
+def _producer_state(
+    conn: Connection, producer_id: int, topic_id: int, partition: int
+) -> ProducerPartitionState | None:
+    row = conn.execute(
+        select(
+            producer_partitions.c.producer_epoch,
+            producer_partitions.c.last_sequence,
+            producer_partitions.c.last_batch_base_sequence,
+            producer_partitions.c.last_batch_record_count,
+            producer_partitions.c.last_batch_base_offset,
+        ).where(
+            producer_partitions.c.producer_id == producer_id,
+            producer_partitions.c.topic_id == topic_id,
+            producer_partitions.c.partition == partition,
+        )
+    ).first()
+    return None if row is None else ProducerPartitionState(*row)
+
+
+def append_batches(
+    conn: Connection,
+    batches: Sequence[BatchToAppend],
+    *,
+    producer_id: int | None,
+    producer_epoch: int | None,
+    transactional_id: str | None,
+    txn_id: int | None,
+    now_ms: int,
+) -> list[AppendResult]:
+    """Append every batch, all or nothing, in the caller's database transaction.
+
+    Batches must name distinct partitions. Results come back in the order of `batches`.
+    """
+    results: dict[tuple[int, int], AppendResult] = {}
+    rows: list[dict] = []
+    state_rows: list[dict] = []
+    txn_partition_rows: list[dict] = []
+
+    for batch in sorted(batches, key=_partition_key):
+        count = len(batch.records)
+        verdict = BatchVerdict.APPEND
+        if producer_id is not None:
+            assert producer_epoch is not None and batch.base_sequence is not None
+            log_end = _lock_partition(conn, batch.topic_id, batch.partition)
+            state = _producer_state(conn, producer_id, batch.topic_id, batch.partition)
+            verdict = check_sequence(state, producer_epoch, batch.base_sequence, count)
+            if verdict is BatchVerdict.DUPLICATE:
+                assert state is not None
+                results[_partition_key(batch)] = AppendResult(
+                    batch.topic_id, batch.partition, state.last_batch_base_offset, count, True
+                )
+                continue
+            _check_expected(batch, log_end)
+            base_offset = _take_offsets(conn, batch.topic_id, batch.partition, count)
+        else:
+            base_offset = _take_offsets(conn, batch.topic_id, batch.partition, count)
+            _check_expected(batch, base_offset)
+
+        results[_partition_key(batch)] = AppendResult(
+            batch.topic_id, batch.partition, base_offset, count, False
+        )
+        base_sequence = batch.base_sequence
+        for i, r in enumerate(batch.records):
+            rows.append(
+                {
+                    "topic_id": batch.topic_id,
+                    "partition": batch.partition,
+                    "offset": base_offset + i,
+                    "timestamp_ms": r.timestamp_ms,
+                    "key": r.key,
+                    "value": r.value,
+                    "headers": r.headers,
+                    "producer_id": producer_id,
+                    "producer_epoch": producer_epoch,
+                    "sequence": None if base_sequence is None else base_sequence + i,
+                    "txn_id": txn_id,
+                    "control_type": None,
+                }
+            )
+        if producer_id is not None:
+            assert base_sequence is not None
+            state_rows.append(
+                {
+                    "producer_id": producer_id,
+                    "topic_id": batch.topic_id,
+                    "partition": batch.partition,
+                    "producer_epoch": producer_epoch,
+                    "last_sequence": base_sequence + count - 1,
+                    "last_batch_base_sequence": base_sequence,
+                    "last_batch_record_count": count,
+                    "last_batch_base_offset": base_offset,
+                    "updated_ms": now_ms,
+                }
+            )
+        if txn_id is not None:
+            txn_partition_rows.append(
+                {
+                    "transactional_id": transactional_id,
+                    "topic_id": batch.topic_id,
+                    "partition": batch.partition,
+                    "txn_id": txn_id,
+                    "first_offset": base_offset,
+                }
+            )
+
+    if rows:
+        conn.execute(insert(records), rows)
+    if state_rows:
+        conn.execute(
+            dialect.upsert(
+                conn,
+                producer_partitions,
+                [
+                    "producer_epoch",
+                    "last_sequence",
+                    "last_batch_base_sequence",
+                    "last_batch_record_count",
+                    "last_batch_base_offset",
+                    "updated_ms",
+                ],
+            ),
+            state_rows,
+        )
+    if txn_partition_rows:
+        # The first Send to a partition adds it to the transaction (Kafka's AddPartitionsToTxn);
+        # later Sends keep the first offset, which is what the last stable offset needs.
+        conn.execute(dialect.insert_ignore(conn, transaction_partitions), txn_partition_rows)
+    return [results[_partition_key(b)] for b in batches]
+
+
+def _check_expected(batch: BatchToAppend, next_offset: int) -> None:
+    if batch.expected_offset is not None and batch.expected_offset != next_offset:
+        raise OffsetMismatch(
+            f"expected_offset {batch.expected_offset} but the next offset of partition "
+            f"{batch.partition} is {next_offset}",
+            partition=batch.partition,
+            next_offset=next_offset,
+        )
+
+
+def write_control_marker(
+    conn: Connection,
+    *,
+    transactional_id: str,
+    topic_id: int,
+    partition: int,
+    txn_id: int,
+    producer_id: int,
+    producer_epoch: int,
+    control_type: ControlType,
+    now_ms: int,
+) -> int | None:
+    """Write the transaction's marker in one partition, once. Returns its offset, or None if
+    another worker (or an earlier attempt) already wrote it.
+
+    The transaction_partitions row is the claim: deleting it and appending the marker commit
+    together, so a marker exists exactly when the row is gone. A second worker's DELETE waits
+    on the first one's row lock (PostgreSQL) or on the write lock (SQLite) and then deletes
+    nothing.
+    """
+    claimed = conn.execute(
+        delete(transaction_partitions)
+        .where(
+            transaction_partitions.c.transactional_id == transactional_id,
+            transaction_partitions.c.topic_id == topic_id,
+            transaction_partitions.c.partition == partition,
+            transaction_partitions.c.txn_id == txn_id,
+        )
+        .returning(transaction_partitions.c.partition)
+    ).first()
+    if claimed is None:
+        return None
+    offset = _take_offsets(conn, topic_id, partition, 1)
+    conn.execute(
+        insert(records).values(
+            topic_id=topic_id,
+            partition=partition,
+            offset=offset,
+            timestamp_ms=now_ms,
+            key=None,
+            value=None,
+            headers=None,
+            producer_id=producer_id,
+            producer_epoch=producer_epoch,
+            sequence=None,
+            txn_id=txn_id,
+            control_type=control_type.value,
+        )
+    )
+    return offset
+
+
+_RECORD_COLUMNS = (
+    records.c.offset,
+    records.c.timestamp_ms,
+    records.c.key,
+    records.c.value,
+    records.c.headers,
+    records.c.producer_id,
+    records.c.producer_epoch,
+    records.c.sequence,
+    records.c.txn_id,
+)
+
+
+def _stored(row, commit_position: int | None) -> StoredRecord:  # type: ignore[no-untyped-def]
+    return StoredRecord(
+        offset=row.offset,
+        commit_position=commit_position,
+        timestamp_ms=row.timestamp_ms,
+        key=row.key,
+        value=row.value,
+        headers=row.headers,
+        producer_id=row.producer_id,
+        producer_epoch=row.producer_epoch,
+        sequence=row.sequence,
+        transactional=row.txn_id is not None,
+    )
+
+
+def fetch(
+    conn: Connection,
+    *,
+    topic_id: int,
+    partition: int,
+    offset: int,
+    max_records: int,
+    isolation: IsolationLevel,
+) -> FetchResult:
+    bounds = conn.execute(
+        select(partitions.c.next_offset, partitions.c.log_start_offset).where(
+            partitions.c.topic_id == topic_id, partitions.c.partition == partition
+        )
+    ).first()
+    if bounds is None:
+        raise UnknownTopicOrPartition(f"unknown partition {partition}")
+    high_watermark, log_start = bounds
+    if offset > high_watermark or offset < log_start:
+        raise OffsetOutOfRange(
+            f"offset {offset} is outside the log [{log_start}, {high_watermark}]",
+            log_start_offset=log_start,
+            log_end_offset=high_watermark,
+        )
+    result = FetchResult(next_offset=high_watermark, high_watermark=high_watermark,
+                         log_start_offset=log_start)
+    in_range = and_(
+        records.c.topic_id == topic_id,
+        records.c.partition == partition,
+        records.c.offset >= offset,
+        # Bounded by the log end read above, so both statements work on the same prefix.
+        records.c.offset < high_watermark,
+    )
+    if isolation is IsolationLevel.READ_UNCOMMITTED:
+        rows = conn.execute(
+            select(*_RECORD_COLUMNS)
+            .where(in_range, records.c.control_type.is_(None))
+            .order_by(records.c.offset)
+            .limit(max_records)
+        ).all()
+        result.records = [_stored(r, None) for r in rows]
+        if len(rows) == max_records:
+            result.next_offset = rows[-1].offset + 1
+        return result
+
+    points = conn.execute(
+        select(*_RECORD_COLUMNS, records.c.control_type)
+        .where(
+            in_range,
+            or_(
+                and_(records.c.txn_id.is_(None), records.c.control_type.is_(None)),
+                records.c.control_type == ControlType.COMMIT.value,
+            ),
+        )
+        .order_by(records.c.offset)
+        .limit(max_records)
+    ).all()
+    txn_ids = [p.txn_id for p in points if p.control_type is not None]
+    by_txn: dict[int, list] = {t: [] for t in txn_ids}
+    if txn_ids:
+        for row in conn.execute(
+            select(*_RECORD_COLUMNS)
+            .where(
+                records.c.topic_id == topic_id,
+                records.c.partition == partition,
+                records.c.txn_id.in_(txn_ids),
+                records.c.control_type.is_(None),
+                records.c.offset < points[-1].offset,
+            )
+            .order_by(records.c.offset)
+        ):
+            by_txn[row.txn_id].append(row)
+
+    out: list[StoredRecord] = []
+    for i, point in enumerate(points):
+        if point.control_type is None:
+            out.append(_stored(point, point.offset))
+        else:
+            out.extend(_stored(r, point.offset) for r in by_txn[point.txn_id])
+        if len(out) >= max_records and i < len(points) - 1:
+            # Stop at a commit point: a transaction is never split across fetches.
+            result.next_offset = point.offset + 1
+            break
+    else:
+        if len(points) == max_records:
+            result.next_offset = points[-1].offset + 1
+    result.records = out
+    return result

@@ -1,0 +1,58 @@
+"""Committed consumer-group offsets."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from sqlalchemy import Connection, select, tuple_
+
+from app.storage import dialect
+from app.storage.tables import group_offsets, topics, transaction_offsets
+
+
+@dataclass(frozen=True, slots=True)
+class CommittedOffset:
+    topic: str
+    partition: int
+    committed_offset: int
+    metadata: str | None
+    committed_ms: int
+
+
+def commit(conn: Connection, rows: list[dict]) -> None:
+    conn.execute(
+        dialect.upsert(conn, group_offsets, ["committed_offset", "metadata", "committed_ms"]), rows
+    )
+
+
+def fetch(conn: Connection, group_id: str, topic_id: int | None = None) -> list[CommittedOffset]:
+    stmt = (
+        select(
+            topics.c.name,
+            group_offsets.c.partition,
+            group_offsets.c.committed_offset,
+            group_offsets.c.metadata,
+            group_offsets.c.committed_ms,
+        )
+        .join(topics, topics.c.topic_id == group_offsets.c.topic_id)
+        .where(group_offsets.c.group_id == group_id)
+        .order_by(topics.c.name, group_offsets.c.partition)
+    )
+    if topic_id is not None:
+        stmt = stmt.where(group_offsets.c.topic_id == topic_id)
+    return [CommittedOffset(*r) for r in conn.execute(stmt)]
+
+
+def pending_partitions(
+    conn: Connection, group_id: str, keys: list[tuple[int, int]] | None
+) -> list[tuple[str, int]]:
+    """(topic, partition) pairs of the group with offsets staged in an unfinished transaction."""
+    stmt = (
+        select(topics.c.name, transaction_offsets.c.partition)
+        .join(topics, topics.c.topic_id == transaction_offsets.c.topic_id)
+        .where(transaction_offsets.c.group_id == group_id)
+        .distinct()
+    )
+    if keys is not None:
+        stmt = stmt.where(tuple_(transaction_offsets.c.topic_id, transaction_offsets.c.partition).in_(keys))
+    return [(r[0], r[1]) for r in conn.execute(stmt)]

@@ -1,0 +1,59 @@
+"""Producer ids and epochs, and the counters that hand out ids."""
+
+from __future__ import annotations
+
+from sqlalchemy import Connection, insert, select, update
+
+from app.domain.errors import UnknownProducerId
+from app.storage import dialect
+from app.storage.tables import counters, producers
+
+PRODUCER_ID_COUNTER = "producer_id"
+TXN_ID_COUNTER = "txn_id"
+
+
+def next_id(conn: Connection, name: str) -> int:
+    """Take the next value of a named counter (the row is created by the migration)."""
+    return conn.execute(
+        update(counters)
+        .where(counters.c.name == name)
+        .values(value=counters.c.value + 1)
+        .returning(counters.c.value)
+    ).scalar_one()
+
+
+def create_producer(
+    conn: Connection, *, transactional_id: str | None, now_ms: int, producer_epoch: int = 0
+) -> int:
+    producer_id = next_id(conn, PRODUCER_ID_COUNTER)
+    conn.execute(
+        insert(producers).values(
+            producer_id=producer_id,
+            producer_epoch=producer_epoch,
+            transactional_id=transactional_id,
+            created_ms=now_ms,
+        )
+    )
+    return producer_id
+
+
+def set_producer_epoch(conn: Connection, producer_id: int, producer_epoch: int) -> None:
+    conn.execute(
+        update(producers)
+        .where(producers.c.producer_id == producer_id)
+        .values(producer_epoch=producer_epoch)
+    )
+
+
+def current_state(conn: Connection, producer_id: int, *, lock: bool) -> tuple[int, str | None]:
+    """The producer's current epoch and transactional_id. With `lock`, a shared row lock that
+    an epoch bump waits on, so no Send of the old epoch lands after the bump."""
+    stmt = select(producers.c.producer_epoch, producers.c.transactional_id).where(
+        producers.c.producer_id == producer_id
+    )
+    if lock:
+        stmt = dialect.lock_for_share(conn, stmt)
+    row = conn.execute(stmt).first()
+    if row is None:
+        raise UnknownProducerId(f"unknown producer id {producer_id}; call InitProducerId")
+    return row[0], row[1]

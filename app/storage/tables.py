@@ -1,0 +1,193 @@
+"""The schema, in SQLAlchemy Core. The single source for alembic and for every query.
+
+Types are chosen to be identical on SQLite and PostgreSQL: BigInteger offsets and ids,
+Text for JSON payloads (stored as JSON text; the service never queries inside a value, and
+text avoids a parse on the hot insert path).
+"""
+
+from __future__ import annotations
+
+from sqlalchemy import (
+    BigInteger,
+    Boolean,
+    CheckConstraint,
+    Column,
+    ForeignKey,
+    Index,
+    Integer,
+    MetaData,
+    PrimaryKeyConstraint,
+    String,
+    Table,
+    Text,
+    text,
+)
+
+NAMING_CONVENTION = {
+    "ix": "ix_%(table_name)s_%(column_0_N_name)s",
+    "uq": "uq_%(table_name)s_%(column_0_N_name)s",
+    "ck": "ck_%(table_name)s_%(constraint_name)s",
+    "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
+    "pk": "pk_%(table_name)s",
+}
+
+metadata = MetaData(naming_convention=NAMING_CONVENTION)
+
+# Named counters handed out with UPDATE … RETURNING: producer ids and txn ids. A counter row
+# works the same on both databases (SQLite has no sequences).
+counters = Table(
+    "counters",
+    metadata,
+    Column("name", String(32), primary_key=True),
+    Column("value", BigInteger, nullable=False),
+)
+
+topics = Table(
+    "topics",
+    metadata,
+    Column("topic_id", Integer, primary_key=True, autoincrement=True),
+    Column("name", String(249), nullable=False, unique=True),
+    Column("partition_count", Integer, nullable=False),
+    Column("cleanup_policy", String(16), nullable=False),
+    Column("retention_ms", BigInteger, nullable=False),
+    Column("check_expected_offsets", Boolean, nullable=False),
+    Column("created_ms", BigInteger, nullable=False),
+)
+
+# One row per partition. `next_offset` is the log end offset and doubles as the partition's
+# append lock: appenders take offsets with UPDATE … RETURNING and hold the row lock until their
+# database transaction commits, so offsets become visible in order (guarantee 6).
+partitions = Table(
+    "partitions",
+    metadata,
+    Column("topic_id", Integer, ForeignKey("topics.topic_id", ondelete="CASCADE"), nullable=False),
+    Column("partition", Integer, nullable=False),
+    Column("next_offset", BigInteger, nullable=False),
+    Column("log_start_offset", BigInteger, nullable=False),
+    PrimaryKeyConstraint("topic_id", "partition"),
+)
+
+# The partition logs: data records and control markers. A record is transactional when
+# txn_id is set; a control marker has control_type set ('COMMIT' or 'ABORT') and the txn_id
+# of the transaction it ends.
+records = Table(
+    "records",
+    metadata,
+    Column("topic_id", Integer, nullable=False),
+    Column("partition", Integer, nullable=False),
+    Column("offset", BigInteger, nullable=False),
+    Column("timestamp_ms", BigInteger, nullable=False),
+    Column("key", Text, nullable=True),
+    Column("value", Text, nullable=True),
+    Column("headers", Text, nullable=True),
+    Column("producer_id", BigInteger, nullable=True),
+    Column("producer_epoch", Integer, nullable=True),
+    Column("sequence", Integer, nullable=True),
+    Column("txn_id", BigInteger, nullable=True),
+    Column("control_type", String(8), nullable=True),
+    PrimaryKeyConstraint("topic_id", "partition", "offset"),
+    CheckConstraint(
+        "control_type IS NULL OR control_type IN ('COMMIT', 'ABORT')", name="control_type"
+    ),
+)
+# The read_committed join: a COMMIT marker finds its transaction's records in its partition.
+Index(
+    "ix_records_txn",
+    records.c.topic_id,
+    records.c.partition,
+    records.c.txn_id,
+    records.c.offset,
+    sqlite_where=text("txn_id IS NOT NULL"),
+    postgresql_where=text("txn_id IS NOT NULL"),
+)
+
+producers = Table(
+    "producers",
+    metadata,
+    Column("producer_id", BigInteger, primary_key=True, autoincrement=False),
+    Column("producer_epoch", Integer, nullable=False),
+    Column("transactional_id", String(255), nullable=True),
+    Column("created_ms", BigInteger, nullable=False),
+)
+
+# Per (producer, partition): the idempotence state of guarantee 5.
+producer_partitions = Table(
+    "producer_partitions",
+    metadata,
+    Column("producer_id", BigInteger, nullable=False),
+    Column("topic_id", Integer, nullable=False),
+    Column("partition", Integer, nullable=False),
+    Column("producer_epoch", Integer, nullable=False),
+    Column("last_sequence", Integer, nullable=False),
+    Column("last_batch_base_sequence", Integer, nullable=False),
+    Column("last_batch_record_count", Integer, nullable=False),
+    Column("last_batch_base_offset", BigInteger, nullable=False),
+    Column("updated_ms", BigInteger, nullable=False),
+    PrimaryKeyConstraint("producer_id", "topic_id", "partition"),
+)
+
+# Kafka's TransactionMetadata: one row per transactional_id.
+transactions = Table(
+    "transactions",
+    metadata,
+    Column("transactional_id", String(255), primary_key=True),
+    Column("producer_id", BigInteger, nullable=False),
+    Column("producer_epoch", Integer, nullable=False),
+    Column("state", String(24), nullable=False),
+    Column("txn_id", BigInteger, nullable=True),
+    Column("transaction_timeout_ms", BigInteger, nullable=False),
+    Column("txn_started_ms", BigInteger, nullable=True),
+    Column("updated_ms", BigInteger, nullable=False),
+)
+Index("ix_transactions_state", transactions.c.state)
+
+# The partitions of each open (or completing) transaction; a row is removed when that
+# partition's control marker is written. first_offset gives the last stable offset.
+transaction_partitions = Table(
+    "transaction_partitions",
+    metadata,
+    Column("transactional_id", String(255), nullable=False),
+    Column("topic_id", Integer, nullable=False),
+    Column("partition", Integer, nullable=False),
+    Column("txn_id", BigInteger, nullable=False),
+    Column("first_offset", BigInteger, nullable=False),
+    PrimaryKeyConstraint("transactional_id", "topic_id", "partition"),
+)
+Index(
+    "ix_transaction_partitions_partition",
+    transaction_partitions.c.topic_id,
+    transaction_partitions.c.partition,
+)
+
+# Group offsets staged inside an open transaction (AddOffsets); they become committed offsets
+# when the transaction commits and are dropped when it aborts.
+transaction_offsets = Table(
+    "transaction_offsets",
+    metadata,
+    Column("transactional_id", String(255), nullable=False),
+    Column("group_id", String(255), nullable=False),
+    Column("topic_id", Integer, nullable=False),
+    Column("partition", Integer, nullable=False),
+    Column("txn_id", BigInteger, nullable=False),
+    Column("committed_offset", BigInteger, nullable=False),
+    Column("metadata", Text, nullable=True),
+    PrimaryKeyConstraint("transactional_id", "group_id", "topic_id", "partition"),
+)
+Index(
+    "ix_transaction_offsets_group",
+    transaction_offsets.c.group_id,
+    transaction_offsets.c.topic_id,
+    transaction_offsets.c.partition,
+)
+
+group_offsets = Table(
+    "group_offsets",
+    metadata,
+    Column("group_id", String(255), nullable=False),
+    Column("topic_id", Integer, nullable=False),
+    Column("partition", Integer, nullable=False),
+    Column("committed_offset", BigInteger, nullable=False),
+    Column("metadata", Text, nullable=True),
+    Column("committed_ms", BigInteger, nullable=False),
+    PrimaryKeyConstraint("group_id", "topic_id", "partition"),
+)

@@ -1,0 +1,137 @@
+"""Topics and their partitions."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from sqlalchemy import Connection, func, insert, select
+from sqlalchemy.exc import IntegrityError
+
+from app.domain.errors import TopicAlreadyExists, UnknownTopicOrPartition
+from app.domain.types import TopicId
+from app.storage.tables import partitions, topics, transaction_partitions
+
+
+@dataclass(frozen=True, slots=True)
+class Topic:
+    topic_id: TopicId
+    name: str
+    partition_count: int
+    cleanup_policy: str
+    retention_ms: int
+    check_expected_offsets: bool
+    created_ms: int
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionInfo:
+    partition: int
+    log_start_offset: int
+    log_end_offset: int
+    last_stable_offset: int
+
+
+def create_topic(
+    conn: Connection,
+    *,
+    name: str,
+    partition_count: int,
+    cleanup_policy: str,
+    retention_ms: int,
+    check_expected_offsets: bool,
+    now_ms: int,
+) -> Topic:
+    if conn.execute(select(topics.c.topic_id).where(topics.c.name == name)).first():
+        raise TopicAlreadyExists(f"topic {name!r} already exists")
+    try:
+        topic_id = conn.execute(
+            insert(topics)
+            .values(
+                name=name,
+                partition_count=partition_count,
+                cleanup_policy=cleanup_policy,
+                retention_ms=retention_ms,
+                check_expected_offsets=check_expected_offsets,
+                created_ms=now_ms,
+            )
+            .returning(topics.c.topic_id)
+        ).scalar_one()
+    except IntegrityError as e:  # a concurrent create of the same name on PostgreSQL
+        raise TopicAlreadyExists(f"topic {name!r} already exists") from e
+    conn.execute(
+        insert(partitions),
+        [
+            {"topic_id": topic_id, "partition": p, "next_offset": 0, "log_start_offset": 0}
+            for p in range(partition_count)
+        ],
+    )
+    return Topic(
+        TopicId(topic_id), name, partition_count, cleanup_policy, retention_ms,
+        check_expected_offsets, now_ms,
+    )
+
+
+def _topic(row) -> Topic:  # type: ignore[no-untyped-def]
+    return Topic(
+        TopicId(row.topic_id), row.name, row.partition_count, row.cleanup_policy,
+        row.retention_ms, bool(row.check_expected_offsets), row.created_ms,
+    )
+
+
+def get_topic(conn: Connection, name: str) -> Topic:
+    row = conn.execute(select(topics).where(topics.c.name == name)).first()
+    if row is None:
+        raise UnknownTopicOrPartition(f"unknown topic {name!r}")
+    return _topic(row)
+
+
+def get_topics(conn: Connection, names: set[str]) -> dict[str, Topic]:
+    """Topics by name; UNKNOWN_TOPIC_OR_PARTITION if any is missing."""
+    rows = conn.execute(select(topics).where(topics.c.name.in_(sorted(names)))).all()
+    found = {row.name: _topic(row) for row in rows}
+    missing = names - found.keys()
+    if missing:
+        raise UnknownTopicOrPartition(f"unknown topic(s): {', '.join(sorted(missing))}")
+    return found
+
+
+def get_topics_by_id(conn: Connection, topic_ids: set[int]) -> dict[int, Topic]:
+    rows = conn.execute(select(topics).where(topics.c.topic_id.in_(sorted(topic_ids)))).all()
+    return {row.topic_id: _topic(row) for row in rows}
+
+
+def list_topics(conn: Connection) -> list[Topic]:
+    return [_topic(row) for row in conn.execute(select(topics).order_by(topics.c.name))]
+
+
+def check_partition(topic: Topic, partition: int) -> None:
+    if not 0 <= partition < topic.partition_count:
+        raise UnknownTopicOrPartition(
+            f"topic {topic.name!r} has partitions 0..{topic.partition_count - 1}; got {partition}"
+        )
+
+
+def describe_partitions(conn: Connection, topic: Topic) -> list[PartitionInfo]:
+    # The last stable offset is the first offset of the earliest transaction that has not
+    # written its control marker in the partition yet (Kafka's LSO), or the log end.
+    first_open = dict(
+        conn.execute(
+            select(transaction_partitions.c.partition, func.min(transaction_partitions.c.first_offset))
+            .where(transaction_partitions.c.topic_id == topic.topic_id)
+            .group_by(transaction_partitions.c.partition)
+        ).all()
+    )
+    rows = conn.execute(
+        select(partitions.c.partition, partitions.c.log_start_offset, partitions.c.next_offset)
+        .where(partitions.c.topic_id == topic.topic_id)
+        .order_by(partitions.c.partition)
+    ).all()
+    return [
+        PartitionInfo(
+            partition=r.partition,
+            log_start_offset=r.log_start_offset,
+            log_end_offset=r.next_offset,
+            last_stable_offset=min(first_open.get(r.partition, r.next_offset), r.next_offset),
+        )
+        for r in rows
+    ]

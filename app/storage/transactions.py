@@ -1,0 +1,213 @@
+"""Transaction metadata (one row per transactional_id), its partitions and pending offsets."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from sqlalchemy import Connection, delete, func, insert, select, update
+
+from app.domain.transaction import TransactionMetadata
+from app.domain.types import ProducerEpoch, ProducerId, TransactionState, TxnId
+from app.storage import dialect
+from app.storage.tables import (
+    group_offsets,
+    topics,
+    transaction_offsets,
+    transaction_partitions,
+    transactions,
+)
+
+
+@dataclass(frozen=True, slots=True)
+class TxnPartition:
+    topic_id: int
+    topic: str
+    partition: int
+    txn_id: int
+    first_offset: int
+
+
+@dataclass(frozen=True, slots=True)
+class PendingOffset:
+    group_id: str
+    topic_id: int
+    topic: str
+    partition: int
+    committed_offset: int
+    metadata: str | None
+
+
+def _metadata(row) -> TransactionMetadata:  # type: ignore[no-untyped-def]
+    return TransactionMetadata(
+        transactional_id=row.transactional_id,
+        producer_id=ProducerId(row.producer_id),
+        producer_epoch=ProducerEpoch(row.producer_epoch),
+        state=TransactionState(row.state),
+        txn_id=None if row.txn_id is None else TxnId(row.txn_id),
+        transaction_timeout_ms=row.transaction_timeout_ms,
+        txn_started_ms=row.txn_started_ms,
+        updated_ms=row.updated_ms,
+    )
+
+
+def get(conn: Connection, transactional_id: str, *, lock: str | None = None) -> TransactionMetadata | None:
+    """The metadata row; lock='share' for senders, lock='update' for state changes.
+
+    Senders hold a shared lock for their whole append, so a state change (PrepareCommit,
+    PrepareAbort, an epoch bump) waits until in-flight Sends of the old state have committed:
+    without it a Send validated as Ongoing could add a partition after PrepareCommit read the
+    list of partitions, and that partition would never get its marker.
+    """
+    stmt = select(transactions).where(transactions.c.transactional_id == transactional_id)
+    if lock == "share":
+        stmt = dialect.lock_for_share(conn, stmt)
+    elif lock == "update":
+        stmt = dialect.lock_for_update(conn, stmt)
+    row = conn.execute(stmt).first()
+    return None if row is None else _metadata(row)
+
+
+def insert_new(
+    conn: Connection,
+    *,
+    transactional_id: str,
+    producer_id: int,
+    producer_epoch: int,
+    transaction_timeout_ms: int,
+    now_ms: int,
+) -> None:
+    conn.execute(
+        insert(transactions).values(
+            transactional_id=transactional_id,
+            producer_id=producer_id,
+            producer_epoch=producer_epoch,
+            state=TransactionState.EMPTY.value,
+            txn_id=None,
+            transaction_timeout_ms=transaction_timeout_ms,
+            txn_started_ms=None,
+            updated_ms=now_ms,
+        )
+    )
+
+
+def update_row(conn: Connection, transactional_id: str, **values: object) -> None:
+    if isinstance(values.get("state"), TransactionState):
+        values["state"] = values["state"].value  # type: ignore[union-attr]
+    conn.execute(
+        update(transactions).where(transactions.c.transactional_id == transactional_id).values(**values)
+    )
+
+
+def list_all(
+    conn: Connection, *, states: list[TransactionState] | None = None, limit: int = 1000
+) -> list[TransactionMetadata]:
+    stmt = select(transactions).order_by(transactions.c.transactional_id).limit(limit)
+    if states:
+        stmt = stmt.where(transactions.c.state.in_([s.value for s in states]))
+    return [_metadata(r) for r in conn.execute(stmt)]
+
+
+def ids_in_states(conn: Connection, states: list[TransactionState], limit: int) -> list[str]:
+    return list(
+        conn.execute(
+            select(transactions.c.transactional_id)
+            .where(transactions.c.state.in_([s.value for s in states]))
+            .order_by(transactions.c.updated_ms)
+            .limit(limit)
+        ).scalars()
+    )
+
+
+def partitions_of(conn: Connection, transactional_id: str) -> list[TxnPartition]:
+    rows = conn.execute(
+        select(
+            transaction_partitions.c.topic_id,
+            topics.c.name,
+            transaction_partitions.c.partition,
+            transaction_partitions.c.txn_id,
+            transaction_partitions.c.first_offset,
+        )
+        .join(topics, topics.c.topic_id == transaction_partitions.c.topic_id)
+        .where(transaction_partitions.c.transactional_id == transactional_id)
+        .order_by(transaction_partitions.c.topic_id, transaction_partitions.c.partition)
+    )
+    return [TxnPartition(*r) for r in rows]
+
+
+def pending_offsets_of(conn: Connection, transactional_id: str) -> list[PendingOffset]:
+    rows = conn.execute(
+        select(
+            transaction_offsets.c.group_id,
+            transaction_offsets.c.topic_id,
+            topics.c.name,
+            transaction_offsets.c.partition,
+            transaction_offsets.c.committed_offset,
+            transaction_offsets.c.metadata,
+        )
+        .join(topics, topics.c.topic_id == transaction_offsets.c.topic_id)
+        .where(transaction_offsets.c.transactional_id == transactional_id)
+        .order_by(
+            transaction_offsets.c.group_id,
+            transaction_offsets.c.topic_id,
+            transaction_offsets.c.partition,
+        )
+    )
+    return [PendingOffset(*r) for r in rows]
+
+
+def stage_offsets(conn: Connection, rows: list[dict]) -> None:
+    """AddOffsets: later offsets for the same group and partition replace earlier ones."""
+    conn.execute(
+        dialect.upsert(conn, transaction_offsets, ["txn_id", "committed_offset", "metadata"]), rows
+    )
+
+
+def complete_offsets(
+    conn: Connection, *, transactional_id: str, txn_id: int, commit: bool, now_ms: int
+) -> int:
+    """Turn the transaction's pending offsets into committed ones (commit) or drop them (abort).
+
+    DELETE … RETURNING is the claim, as for markers: of two workers completing the same
+    transaction, the second deletes nothing and so commits nothing twice.
+    """
+    claimed = conn.execute(
+        delete(transaction_offsets)
+        .where(
+            transaction_offsets.c.transactional_id == transactional_id,
+            transaction_offsets.c.txn_id == txn_id,
+        )
+        .returning(
+            transaction_offsets.c.group_id,
+            transaction_offsets.c.topic_id,
+            transaction_offsets.c.partition,
+            transaction_offsets.c.committed_offset,
+            transaction_offsets.c.metadata,
+        )
+    ).all()
+    if commit and claimed:
+        conn.execute(
+            dialect.upsert(conn, group_offsets, ["committed_offset", "metadata", "committed_ms"]),
+            [
+                {
+                    "group_id": r.group_id,
+                    "topic_id": r.topic_id,
+                    "partition": r.partition,
+                    "committed_offset": r.committed_offset,
+                    "metadata": r.metadata,
+                    "committed_ms": now_ms,
+                }
+                for r in claimed
+            ],
+        )
+    return len(claimed)
+
+
+def count_partitions_left(conn: Connection, transactional_id: str, txn_id: int) -> int:
+    return conn.execute(
+        select(func.count())
+        .select_from(transaction_partitions)
+        .where(
+            transaction_partitions.c.transactional_id == transactional_id,
+            transaction_partitions.c.txn_id == txn_id,
+        )
+    ).scalar_one()

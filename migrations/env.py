@@ -1,0 +1,55 @@
+"""Alembic environment: one migration chain for SQLite and PostgreSQL."""
+
+from __future__ import annotations
+
+import os
+
+from alembic import context
+
+from app.storage.engine import build_migration_engine
+from app.storage.tables import metadata
+
+config = context.config
+if config.config_file_name is not None and os.environ.get("OUTBOX_DATABASE_URL"):
+    # The alembic command line, pointed at the service's database by the same setting.
+    config.set_main_option("sqlalchemy.url", os.environ["OUTBOX_DATABASE_URL"].replace("%", "%%"))
+
+
+def run_migrations_offline() -> None:
+    context.configure(
+        url=config.get_main_option("sqlalchemy.url"),
+        target_metadata=metadata,
+        literal_binds=True,
+        render_as_batch=True,
+    )
+    with context.begin_transaction():
+        context.run_migrations()
+
+
+def run_migrations_online() -> None:
+    connectable = config.attributes.get("connection")
+    if connectable is not None:
+        _run(connectable)
+        return
+    engine = build_migration_engine(config.get_main_option("sqlalchemy.url"))
+    with engine.connect() as connection:
+        _run(connection)
+    engine.dispose()
+
+
+def _run(connection) -> None:  # type: ignore[no-untyped-def]
+    context.configure(
+        connection=connection,
+        target_metadata=metadata,
+        # SQLite cannot ALTER most things in place; batch mode rebuilds tables when needed.
+        render_as_batch=connection.dialect.name == "sqlite",
+        compare_type=True,
+    )
+    with context.begin_transaction():
+        context.run_migrations()
+
+
+if context.is_offline_mode():
+    run_migrations_offline()
+else:
+    run_migrations_online()

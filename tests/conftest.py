@@ -1,0 +1,121 @@
+"""Fixtures shared by every suite.
+
+`db_url` is parametrized over SQLite and PostgreSQL, so every test that uses it (directly or
+through `services`, `client`) runs on both. PostgreSQL is the real server named by
+OUTBOX_TEST_POSTGRES_URL (default: the local one, trust auth); each test session gets its own
+database, migrated once and truncated between tests.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from sqlalchemy import create_engine, text
+from sqlalchemy.engine import make_url
+
+from app.api.deps import Services
+from app.settings import Settings
+from app.storage import migrate
+from app.storage.engine import Database, build_engine
+from app.storage.tables import metadata
+
+ADMIN_URL = os.environ.get(
+    "OUTBOX_TEST_POSTGRES_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/postgres"
+)
+BACKENDS = ["sqlite", "postgresql"]
+
+
+class FakeClock:
+    """Milliseconds that move only when a test moves them."""
+
+    def __init__(self, start_ms: int = 1_700_000_000_000) -> None:
+        self.now_ms = start_ms
+
+    def __call__(self) -> int:
+        return self.now_ms
+
+    def advance(self, ms: int) -> None:
+        self.now_ms += ms
+
+
+@pytest.fixture(scope="session")
+def postgres_url() -> Iterator[str]:
+    name = f"outbox_test_{uuid.uuid4().hex[:10]}"
+    admin = create_engine(ADMIN_URL, isolation_level="AUTOCOMMIT")
+    with admin.connect() as conn:
+        conn.execute(text(f'CREATE DATABASE "{name}"'))
+    url = make_url(ADMIN_URL).set(database=name).render_as_string(hide_password=False)
+    migrate.upgrade(url)
+    try:
+        yield url
+    finally:
+        with admin.connect() as conn:
+            conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+        admin.dispose()
+
+
+@pytest.fixture(scope="session")
+def sqlite_template(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("template") / "outbox.db"
+    migrate.upgrade(f"sqlite:///{path}")
+    return path
+
+
+_TABLES = [t.name for t in metadata.sorted_tables]
+
+
+def _reset_postgres(url: str) -> None:
+    engine = create_engine(url)
+    with engine.begin() as conn:
+        conn.execute(text("TRUNCATE " + ", ".join(f'"{t}"' for t in _TABLES if t != "counters")
+                          + " RESTART IDENTITY CASCADE"))
+        conn.execute(text("UPDATE counters SET value = 0"))
+    engine.dispose()
+
+
+@pytest.fixture(params=BACKENDS)
+def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    if request.param == "sqlite":
+        path = tmp_path / "outbox.db"
+        shutil.copy(request.getfixturevalue("sqlite_template"), path)
+        return f"sqlite:///{path}"
+    url = request.getfixturevalue("postgres_url")
+    _reset_postgres(url)
+    return url
+
+
+@pytest.fixture
+def clock() -> FakeClock:
+    return FakeClock()
+
+
+@pytest.fixture
+def settings(db_url: str) -> Settings:
+    return Settings(database_url=db_url, run_coordinator=False, auto_migrate=False)
+
+
+@pytest.fixture
+def database(settings: Settings) -> Iterator[Database]:
+    db = Database(build_engine(settings.database_url, pool_size=5))
+    yield db
+    db.dispose()
+
+
+@pytest.fixture
+def services(settings: Settings, database: Database, clock: FakeClock) -> Services:
+    return Services.build(settings, database, clock)
+
+
+@pytest.fixture
+def client(settings: Settings, clock: FakeClock):  # type: ignore[no-untyped-def]
+    from fastapi.testclient import TestClient
+
+    from app.api.app import create_app
+
+    with TestClient(create_app(settings, clock)) as c:
+        yield c

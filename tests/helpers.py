@@ -1,0 +1,71 @@
+"""Small HTTP helpers that keep tests about behaviour, not request plumbing."""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+def create_topic(client, name: str, partitions: int = 1, **config: Any) -> dict:  # type: ignore[no-untyped-def]
+    r = client.post("/v1/topics", json={"name": name, "partitions": partitions, "config": config})
+    assert r.status_code == 201, r.text
+    return r.json()
+
+
+def init_producer(client, transactional_id: str | None = None, **extra: Any) -> dict:  # type: ignore[no-untyped-def]
+    body: dict[str, Any] = {**extra}
+    if transactional_id is not None:
+        body["transactional_id"] = transactional_id
+    r = client.post("/v1/producers", json=body)
+    assert r.status_code == 200, r.text
+    return r.json()
+
+
+def ident(producer: dict) -> dict:
+    return {"producer_id": producer["producer_id"], "producer_epoch": producer["producer_epoch"]}
+
+
+def begin(client, tid: str, producer: dict) -> dict:  # type: ignore[no-untyped-def]
+    r = client.post(f"/v1/transactions/{tid}/begin", json=ident(producer))
+    assert r.status_code == 200, r.text
+    return r.json()
+
+
+def send(client, batches: list[dict], producer: dict | None = None, tid: str | None = None):  # type: ignore[no-untyped-def]
+    body: dict[str, Any] = {"batches": batches}
+    if producer is not None:
+        body.update(ident(producer))
+    if tid is not None:
+        body["transactional_id"] = tid
+    return client.post("/v1/records", json=body)
+
+
+def batch(topic: str, partition: int, values: list[Any], base_sequence: int | None = None, **extra: Any) -> dict:
+    b: dict[str, Any] = {"topic": topic, "partition": partition, "records": [{"value": v} for v in values], **extra}
+    if base_sequence is not None:
+        b["base_sequence"] = base_sequence
+    return b
+
+
+def fetch(client, topic: str, partition: int, offset: int = 0, isolation: str = "read_committed", max_records: int | None = None) -> dict:  # type: ignore[no-untyped-def]
+    params: dict[str, Any] = {"offset": offset, "isolation": isolation}
+    if max_records is not None:
+        params["max_records"] = max_records
+    r = client.get(f"/v1/topics/{topic}/partitions/{partition}/records", params=params)
+    assert r.status_code == 200, r.text
+    return r.json()
+
+
+def values(fetched: dict) -> list[Any]:
+    return [r["value"] for r in fetched["records"]]
+
+
+def read_all(client, topic: str, partition: int, isolation: str = "read_committed") -> list[dict]:  # type: ignore[no-untyped-def]
+    out, offset = [], 0
+    while True:
+        page = fetch(client, topic, partition, offset, isolation)
+        out.extend(page["records"])
+        if page["next_offset"] == offset or page["next_offset"] >= page["high_watermark"] and not page["records"]:
+            return out
+        offset = page["next_offset"]
+        if offset >= page["high_watermark"]:
+            return out
