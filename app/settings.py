@@ -21,9 +21,11 @@ class Settings(BaseSettings):
     run_coordinator: bool = Field(
         default=True, description="run the coordinator worker inside `outbox serve`"
     )
-    # Complete commits and aborts inside the Commit/Abort request (the coordinator worker still
-    # finishes whatever a crash leaves behind). Off: the request returns once PrepareCommit is
-    # durable, as Kafka's EndTxn does, and the worker writes the markers.
+    # Complete commits and aborts inside the request that decides them (Commit, Abort, and the
+    # InitProducerId that fences an open transaction); the coordinator worker still finishes
+    # whatever a crash leaves behind. Off: those requests return once the decision
+    # (PrepareCommit/PrepareAbort) is durable, as Kafka's EndTxn does, the worker writes the
+    # markers, and until it has, InitProducerId and Begin answer CONCURRENT_TRANSACTIONS.
     complete_inline: bool = True
     coordinator_interval_ms: int = Field(default=200, ge=10)
     # Kafka's transaction.timeout.ms default and transaction.max.timeout.ms.

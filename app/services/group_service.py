@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from app.domain.clock import Clock
 from app.domain.errors import UnstableOffsetCommit
-from app.services.transaction_coordinator import OffsetToStage
+from app.services.transaction_coordinator import OffsetToStage, check_distinct_partitions
 from app.settings import Settings
 from app.storage import offsets, topics
 from app.storage.engine import Database
@@ -17,6 +17,7 @@ class GroupService:
         self.clock = clock
 
     def commit(self, group_id: str, to_commit: list[OffsetToStage]) -> None:
+        check_distinct_partitions(to_commit)
         now = self.clock()
         with self.db.write() as conn:
             by_name = topics.get_topics(conn, {o.topic for o in to_commit})

@@ -58,6 +58,15 @@ class OffsetToStage:
     metadata: str | None
 
 
+def check_distinct_partitions(offsets: list[OffsetToStage]) -> None:
+    """One offset per partition per request: two would leave the winner to chance."""
+    seen: set[tuple[str, int]] = set()
+    for o in offsets:
+        if (o.topic, o.partition) in seen:
+            raise InvalidRequest(f"two offsets for {o.topic}/{o.partition} in one request")
+        seen.add((o.topic, o.partition))
+
+
 class TransactionCoordinator:
     def __init__(self, db: Database, settings: Settings, clock: Clock) -> None:
         self.db = db
@@ -90,6 +99,8 @@ class TransactionCoordinator:
             result = self._init_once(transactional_id, timeout_ms, producer_id, producer_epoch)
             if result is not None:
                 return result
+            if not self.settings.complete_inline:
+                break  # the worker writes the markers; the caller retries (Kafka's behaviour)
             # The previous instance's transaction is being aborted or completed: finish it here
             # rather than make every caller wait for the worker's next pass.
             self.complete(transactional_id)
@@ -199,8 +210,10 @@ class TransactionCoordinator:
                         updated_ms=now,
                     )
                     return txns.get(conn, transactional_id)  # type: ignore[return-value]
-            if attempt == 0:
+            if attempt == 0 and self.settings.complete_inline:
                 self.complete(transactional_id)
+            else:
+                break
         raise ConcurrentTransactions(
             f"the previous transaction of {transactional_id!r} is still completing; retry"
         )
@@ -215,6 +228,7 @@ class TransactionCoordinator:
         group_id: str,
         offsets: list[OffsetToStage],
     ) -> TransactionMetadata:
+        check_distinct_partitions(offsets)
         with self.db.write() as conn:
             meta = self._require(conn, transactional_id, lock="share")
             meta.check_producer(producer_id, producer_epoch)
@@ -335,11 +349,7 @@ class TransactionCoordinator:
         """Kafka's timedOutTransactions: abort, with an epoch bump, every transaction open past
         its timeout, so the late producer is fenced (guarantee 8)."""
         with self.db.read() as conn:
-            candidates = [
-                m.transactional_id
-                for m in txns.list_all(conn, states=[S.ONGOING], limit=10_000)
-                if m.is_timed_out(now_ms)
-            ][:limit]
+            candidates = txns.timed_out_ids(conn, now_ms, limit)
         aborted = []
         for tid in candidates:
             with self.db.write() as conn:

@@ -107,6 +107,22 @@ def list_all(
     return [_metadata(r) for r in conn.execute(stmt)]
 
 
+def timed_out_ids(conn: Connection, now_ms: int, limit: int) -> list[str]:
+    """Ongoing transactions whose timeout has passed (the ix_transactions_state index narrows
+    the scan to open transactions)."""
+    return list(
+        conn.execute(
+            select(transactions.c.transactional_id)
+            .where(
+                transactions.c.state == TransactionState.ONGOING.value,
+                transactions.c.txn_started_ms + transactions.c.transaction_timeout_ms < now_ms,
+            )
+            .order_by(transactions.c.txn_started_ms)
+            .limit(limit)
+        ).scalars()
+    )
+
+
 def ids_in_states(conn: Connection, states: list[TransactionState], limit: int) -> list[str]:
     return list(
         conn.execute(
@@ -185,6 +201,9 @@ def complete_offsets(
         )
     ).all()
     if commit and claimed:
+        # Upserted in key order, like every writer of group_offsets, so that two transactions
+        # committing offsets of the same partitions cannot deadlock on PostgreSQL.
+        claimed = sorted(claimed, key=lambda r: (r.group_id, r.topic_id, r.partition))
         conn.execute(
             dialect.upsert(conn, group_offsets, ["committed_offset", "metadata", "committed_ms"]),
             [
