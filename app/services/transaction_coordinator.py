@@ -298,8 +298,9 @@ class TransactionCoordinator:
         for p in parts:
             if p.txn_id != meta.txn_id:
                 continue
-            # One short database transaction per partition (see the module docstring).
-            with self.db.write() as conn:
+            # One short database transaction per partition (see the module docstring). Not
+            # flushed on commit: if a crash loses it, the durable Prepare state redoes it.
+            with self.db.write(durable=False) as conn:
                 log.write_control_marker(
                     conn,
                     transactional_id=transactional_id,
@@ -312,7 +313,7 @@ class TransactionCoordinator:
                     now_ms=self.clock(),
                 )
         now = self.clock()
-        with self.db.write() as conn:
+        with self.db.write(durable=False) as conn:
             current = txns.get(conn, transactional_id, lock="update")
             if current is None or current.state != meta.state or current.txn_id != meta.txn_id:
                 return current  # another worker finished it first

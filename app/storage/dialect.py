@@ -38,3 +38,25 @@ def lock_for_share(conn: Connection, stmt: Any) -> Any:
 
 def lock_for_update(conn: Connection, stmt: Any) -> Any:
     return stmt if conn.dialect.name == "sqlite" else stmt.with_for_update()
+
+
+def bulk_insert(conn: Connection, table: Table, columns: Sequence[str], rows: list[tuple]) -> None:
+    """The hot path of Send: many rows into one table, at close to the database's own rate.
+
+    PostgreSQL: COPY FROM STDIN over the connection's open transaction (measured in NOTES.md
+    at about 2.5x executemany). SQLite: the driver's executemany on a prepared INSERT, with
+    no per-row SQLAlchemy parameter processing.
+    """
+    quote = conn.dialect.identifier_preparer.quote
+    cols = ", ".join(quote(c) for c in columns)
+    if conn.dialect.name == "postgresql":
+        cursor = conn.connection.driver_connection.cursor()  # type: ignore[union-attr]
+        try:
+            with cursor.copy(f"COPY {quote(table.name)} ({cols}) FROM STDIN") as copy:
+                for row in rows:
+                    copy.write_row(row)
+        finally:
+            cursor.close()
+        return
+    marks = ", ".join("?" for _ in columns)
+    conn.exec_driver_sql(f"INSERT INTO {quote(table.name)} ({cols}) VALUES ({marks})", rows)

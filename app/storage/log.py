@@ -82,6 +82,13 @@ class FetchResult:
     log_start_offset: int = 0
 
 
+# Every column of `records` but control_type, which data records leave NULL.
+DATA_RECORD_COLUMNS = (
+    "topic_id", "partition", "offset", "timestamp_ms", "key", "value", "headers",
+    "producer_id", "producer_epoch", "sequence", "txn_id",
+)
+
+
 def _partition_key(b: BatchToAppend) -> tuple[int, int]:
     return (b.topic_id, b.partition)
 
@@ -147,7 +154,7 @@ def append_batches(
     Batches must name distinct partitions. Results come back in the order of `batches`.
     """
     results: dict[tuple[int, int], AppendResult] = {}
-    rows: list[dict] = []
+    rows: list[tuple] = []
     state_rows: list[dict] = []
     txn_partition_rows: list[dict] = []
 
@@ -175,23 +182,24 @@ def append_batches(
             batch.topic_id, batch.partition, base_offset, count, False
         )
         base_sequence = batch.base_sequence
-        for i, r in enumerate(batch.records):
-            rows.append(
-                {
-                    "topic_id": batch.topic_id,
-                    "partition": batch.partition,
-                    "offset": base_offset + i,
-                    "timestamp_ms": r.timestamp_ms,
-                    "key": r.key,
-                    "value": r.value,
-                    "headers": r.headers,
-                    "producer_id": producer_id,
-                    "producer_epoch": producer_epoch,
-                    "sequence": None if base_sequence is None else base_sequence + i,
-                    "txn_id": txn_id,
-                    "control_type": None,
-                }
+        topic_id, partition = batch.topic_id, batch.partition
+        # Tuples in DATA_RECORD_COLUMNS order.
+        rows.extend(
+            (
+                topic_id,
+                partition,
+                base_offset + i,
+                r.timestamp_ms,
+                r.key,
+                r.value,
+                r.headers,
+                producer_id,
+                producer_epoch,
+                None if base_sequence is None else base_sequence + i,
+                txn_id,
             )
+            for i, r in enumerate(batch.records)
+        )
         if producer_id is not None:
             assert base_sequence is not None
             state_rows.append(
@@ -219,7 +227,7 @@ def append_batches(
             )
 
     if rows:
-        conn.execute(insert(records), rows)
+        dialect.bulk_insert(conn, records, DATA_RECORD_COLUMNS, rows)
     if state_rows:
         conn.execute(
             dialect.upsert(
