@@ -33,6 +33,7 @@ def _serve(settings: Settings, args: argparse.Namespace) -> int:
 
 def _coordinator(settings: Settings, args: argparse.Namespace) -> int:
     from app.domain.clock import system_clock
+    from app.services.group_service import GroupService
     from app.services.transaction_coordinator import TransactionCoordinator
     from app.storage import migrate
     from app.storage.engine import Database, build_engine
@@ -43,7 +44,10 @@ def _coordinator(settings: Settings, args: argparse.Namespace) -> int:
     db = Database(build_engine(settings.database_url, pool_size=2,
                                sqlite_busy_timeout_ms=settings.sqlite_busy_timeout_ms))
     worker = CoordinatorWorker(
-        TransactionCoordinator(db, settings, system_clock), system_clock, settings.coordinator_interval_ms
+        TransactionCoordinator(db, settings, system_clock),
+        system_clock,
+        settings.coordinator_interval_ms,
+        groups=GroupService(db, settings, system_clock),
     )
     if args.once:
         print(worker.run_once())
@@ -82,6 +86,45 @@ def _openapi(settings: Settings, args: argparse.Namespace) -> int:
     return 0
 
 
+def _transactions(settings: Settings, args: argparse.Namespace) -> int:
+    """Operator tools against the configured database (like kafka-transactions.sh)."""
+    import json
+
+    from app.domain.clock import system_clock
+    from app.domain.types import TransactionState
+    from app.services.transaction_coordinator import TransactionCoordinator
+    from app.storage.engine import Database, build_engine
+
+    db = Database(build_engine(settings.database_url, pool_size=1))
+    coordinator = TransactionCoordinator(db, settings, system_clock)
+    now = system_clock()
+
+    def row(m) -> dict:  # type: ignore[no-untyped-def]
+        age = now - m.txn_started_ms if m.state is TransactionState.ONGOING and m.txn_started_ms else None
+        return {"transactional_id": m.transactional_id, "state": m.state.value,
+                "producer_id": m.producer_id, "producer_epoch": m.producer_epoch,
+                "txn_id": m.txn_id, "age_ms": age}
+
+    try:
+        if args.action == "list":
+            states = [TransactionState(s) for s in args.state] if args.state else None
+            out = [row(m) for m in coordinator.list(states, args.limit, args.min_age_ms)]
+        elif args.action == "hanging":
+            out = [row(m) for m in coordinator.hanging(now)]
+        elif args.action == "describe":
+            meta, parts, pending = coordinator.describe(args.transactional_id)
+            out = {**row(meta),
+                   "partitions": [{"topic": p.topic, "partition": p.partition, "first_offset": p.first_offset} for p in parts],
+                   "pending_offsets": [{"group_id": o.group_id, "topic": o.topic, "partition": o.partition,
+                                        "offset": o.committed_offset} for o in pending]}
+        else:
+            out = row(coordinator.admin_abort(args.transactional_id))
+    finally:
+        db.dispose()
+    print(json.dumps(out, indent=2))
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="outbox",
@@ -101,6 +144,18 @@ def build_parser() -> argparse.ArgumentParser:
     mig = sub.add_parser("migrate", help="alembic upgrade on the configured database")
     mig.add_argument("revision", nargs="?", default="head")
     mig.set_defaults(func=_migrate)
+    tx = sub.add_parser("transactions", help="operator tools: list, describe, hanging, abort")
+    txs = tx.add_subparsers(dest="action", required=True)
+    tl = txs.add_parser("list", help="transactions, by state and age")
+    tl.add_argument("--state", action="append", help="e.g. Ongoing (repeatable)")
+    tl.add_argument("--min-age-ms", type=int, default=None)
+    tl.add_argument("--limit", type=int, default=1000)
+    txs.add_parser("hanging", help="open (or completing) longer than the maximum transaction timeout")
+    td = txs.add_parser("describe")
+    td.add_argument("transactional_id")
+    ta = txs.add_parser("abort", help="abort an open transaction and fence its producer")
+    ta.add_argument("transactional_id")
+    tx.set_defaults(func=_transactions)
     oa = sub.add_parser("openapi", help="write the OpenAPI document as YAML")
     oa.add_argument("--output", "-o", default="openapi.yaml")
     oa.set_defaults(func=_openapi)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from pydantic import Field
+from pydantic import Field, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 
@@ -31,6 +31,15 @@ class Settings(BaseSettings):
     # Kafka's transaction.timeout.ms default and transaction.max.timeout.ms.
     default_transaction_timeout_ms: int = Field(default=60_000, ge=1)
     max_transaction_timeout_ms: int = Field(default=900_000, ge=1)
+    # Kafka's transactional.id.expiration.ms: an idle transactional_id is forgotten after this.
+    # It must exceed the maximum transaction timeout, so that a zombie stays fenced.
+    transactional_id_expiration_ms: int = Field(default=7 * 24 * 3600 * 1000, ge=1)
+    # Kafka's group.min/max.session.timeout.ms.
+    group_min_session_timeout_ms: int = Field(default=1_000, ge=1)
+    group_max_session_timeout_ms: int = Field(default=1_800_000, ge=1)
+    default_session_timeout_ms: int = Field(default=45_000, ge=1)
+    # Bound on how long an offset fetch may wait for a pending transaction (wait_ms).
+    max_offset_fetch_wait_ms: int = Field(default=30_000, ge=0)
     max_records_per_request: int = Field(default=20_000, ge=1)
     max_request_bytes: int = Field(default=32 * 1024 * 1024, ge=1024)
     max_partitions_per_topic: int = Field(default=1024, ge=1)
@@ -39,6 +48,19 @@ class Settings(BaseSettings):
     sqlite_busy_timeout_ms: int = Field(default=30_000, ge=0)
     db_pool_size: int = Field(default=10, ge=1)
     log_level: str = "info"
+
+    @model_validator(mode="after")
+    def _check_bounds(self) -> "Settings":
+        if self.transactional_id_expiration_ms <= self.max_transaction_timeout_ms:
+            raise ValueError(
+                "transactional_id_expiration_ms must exceed max_transaction_timeout_ms, or an "
+                "expired id could let a timed-out zombie's producer id back in"
+            )
+        if self.default_transaction_timeout_ms > self.max_transaction_timeout_ms:
+            raise ValueError("default_transaction_timeout_ms exceeds max_transaction_timeout_ms")
+        if self.group_min_session_timeout_ms > self.group_max_session_timeout_ms:
+            raise ValueError("group_min_session_timeout_ms exceeds group_max_session_timeout_ms")
+        return self
 
     @property
     def is_sqlite(self) -> bool:

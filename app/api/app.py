@@ -16,6 +16,7 @@ from app.api import errors
 from app.api.deps import Services
 from app.api.routers import groups, health, producers, records, topics, transactions
 from app.domain.clock import Clock, system_clock
+from app.services.group_service import GroupService
 from app.services.transaction_coordinator import TransactionCoordinator
 from app.settings import Settings
 from app.storage import migrate
@@ -46,7 +47,10 @@ def create_app(settings: Settings | None = None, clock: Clock = system_clock) ->
         worker = None
         if settings.run_coordinator:
             worker = CoordinatorWorker(
-                TransactionCoordinator(db, settings, clock), clock, settings.coordinator_interval_ms
+                TransactionCoordinator(db, settings, clock),
+                clock,
+                settings.coordinator_interval_ms,
+                groups=GroupService(db, settings, clock),
             )
             worker.start()
         try:
@@ -83,6 +87,7 @@ def create_app(settings: Settings | None = None, clock: Clock = system_clock) ->
 
     for module in (topics, producers, records, transactions, groups, health):
         app.include_router(module.router)
+    app.include_router(transactions.admin_router)
 
     def openapi() -> dict[str, Any]:
         if app.openapi_schema is None:

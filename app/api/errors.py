@@ -35,6 +35,10 @@ STATUS_BY_ERROR: dict[type[e.OutboxError], int] = {
     e.DuplicateSequenceNumber: 409,
     e.OffsetMismatch: 409,
     e.UnstableOffsetCommit: 409,
+    e.IllegalGeneration: 409,
+    e.UnknownMemberId: 409,
+    e.GroupIdNotFound: 404,
+    e.InvalidSessionTimeout: 400,
     e.StorageUnavailable: 503,
 }
 RETRY_AFTER_S = "1"

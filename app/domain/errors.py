@@ -148,6 +148,30 @@ class RecordListTooLarge(OutboxError):
     error_code = "RECORD_LIST_TOO_LARGE"
 
 
+class IllegalGeneration(OutboxError):
+    """The generation_id is not the group's current generation: the group rebalanced."""
+
+    error_code = "ILLEGAL_GENERATION"
+
+
+class UnknownMemberId(OutboxError):
+    """The member_id is not a member of this group (it left, or its session timed out)."""
+
+    error_code = "UNKNOWN_MEMBER_ID"
+
+
+class GroupIdNotFound(OutboxError):
+    """No consumer group with this group_id has members."""
+
+    error_code = "GROUP_ID_NOT_FOUND"
+
+
+class InvalidSessionTimeout(OutboxError):
+    """The session timeout is outside the allowed range."""
+
+    error_code = "INVALID_SESSION_TIMEOUT"
+
+
 class StorageUnavailable(OutboxError):
     """The database is busy or unreachable; retry shortly."""
 

@@ -66,6 +66,7 @@ class TransactionMetadata:
     transaction_timeout_ms: int
     txn_started_ms: int | None
     updated_ms: int
+    last_producer_epoch: ProducerEpoch | None = None
 
     def check_producer(self, producer_id: int, producer_epoch: int) -> None:
         """Fence callers that are not the live producer of this transactional_id."""
@@ -109,6 +110,28 @@ class TransactionMetadata:
             and self.txn_started_ms is not None
             and now_ms > self.txn_started_ms + self.transaction_timeout_ms
         )
+
+
+def classify_recovery(
+    meta: TransactionMetadata, producer_id: int, producer_epoch: int
+) -> bool:
+    """KIP-360: may the caller (producer_id, producer_epoch) re-initialise this transactional_id?
+
+    Returns True for a retry of a bump this same instance already asked for (answer it again),
+    False for the live instance itself (bump now), and raises PRODUCER_FENCED for anyone else:
+    in particular an instance that another InitProducerId has replaced in between.
+    """
+    if producer_id != meta.producer_id:
+        raise ProducerFenced(
+            f"producer id {producer_id} is not the producer of {meta.transactional_id!r}"
+        )
+    if producer_epoch == meta.producer_epoch:
+        return False
+    if meta.last_producer_epoch is not None and producer_epoch == meta.last_producer_epoch:
+        return True
+    raise ProducerFenced(
+        f"producer epoch {producer_epoch} was replaced (current epoch {meta.producer_epoch})"
+    )
 
 
 def next_epoch(producer_id: ProducerId, producer_epoch: ProducerEpoch) -> tuple[bool, ProducerEpoch]:

@@ -1,13 +1,44 @@
-"""Consumer-group offsets outside transactions (commit, fetch)."""
+"""Consumer groups: membership with generations, and offsets committed outside transactions.
+
+The rebalance protocol is Kafka's eager one reduced to what HTTP clients need: Join returns
+the member's assignment at once (the service runs the range assignor itself, no group
+leader), every membership change bumps the generation, and a member learns of a rebalance
+from its next heartbeat. Offset commits that carry group metadata (KIP-447) are refused when
+their generation is not the current one, which fences a consumer that lost its partitions.
+"""
 
 from __future__ import annotations
 
+import time
+import uuid
+from dataclasses import dataclass
+
+from sqlalchemy import Connection
+
+from app.domain.assignor import range_assign
 from app.domain.clock import Clock
-from app.domain.errors import UnstableOffsetCommit
-from app.services.transaction_coordinator import OffsetToStage, check_distinct_partitions
+from app.domain.errors import (
+    GroupIdNotFound,
+    InvalidRequest,
+    InvalidSessionTimeout,
+    UnknownMemberId,
+    UnstableOffsetCommit,
+)
+from app.domain.offsets import GroupMetadata, OffsetToStage, check_distinct_partitions
 from app.settings import Settings
-from app.storage import offsets, topics
+from app.storage import groups, offsets, topics
 from app.storage.engine import Database
+
+OFFSET_WAIT_POLL_S = 0.05
+
+
+@dataclass(frozen=True, slots=True)
+class Membership:
+    group_id: str
+    member_id: str
+    generation_id: int
+    assignment: list[tuple[str, int]]
+    member_count: int
 
 
 class GroupService:
@@ -16,10 +47,112 @@ class GroupService:
         self.settings = settings
         self.clock = clock
 
-    def commit(self, group_id: str, to_commit: list[OffsetToStage]) -> None:
+    # --- membership -------------------------------------------------------------------------
+
+    def join(
+        self, group_id: str, *, member_id: str | None, topic_names: list[str], session_timeout_ms: int
+    ) -> Membership:
+        lo, hi = self.settings.group_min_session_timeout_ms, self.settings.group_max_session_timeout_ms
+        if not lo <= session_timeout_ms <= hi:
+            raise InvalidSessionTimeout(f"session_timeout_ms must be in {lo}..{hi}")
+        if not topic_names:
+            raise InvalidRequest("subscribe to at least one topic")
+        subscription = sorted(set(topic_names))
+        now = self.clock()
+        with self.db.write() as conn:
+            topics.get_topics(conn, set(subscription))  # unknown topics are refused
+            groups.lock_group(conn, group_id, now)
+            current = {m.member_id: m for m in groups.members(conn, group_id)}
+            if member_id is not None and member_id not in current:
+                raise UnknownMemberId(f"{member_id!r} is not a member of group {group_id!r}; join without member_id")
+            if member_id is not None and current[member_id].topics == subscription:
+                groups.update_member(conn, group_id, member_id, last_heartbeat_ms=now)
+                return self._membership(conn, group_id, member_id)
+            if member_id is None:
+                member_id = f"member-{uuid.uuid4().hex}"
+                groups.add_member(
+                    conn,
+                    group_id,
+                    groups.Member(member_id, subscription, [], session_timeout_ms, now, now),
+                )
+            else:
+                groups.update_member(
+                    conn, group_id, member_id, topics=subscription,
+                    session_timeout_ms=session_timeout_ms, last_heartbeat_ms=now,
+                )
+            self._rebalance(conn, group_id, now)
+            return self._membership(conn, group_id, member_id)
+
+    def heartbeat(self, group_id: str, member_id: str) -> Membership:
+        now = self.clock()
+        with self.db.write() as conn:
+            if member_id not in {m.member_id for m in groups.members(conn, group_id)}:
+                raise UnknownMemberId(f"{member_id!r} is not a member of group {group_id!r}; rejoin")
+            groups.update_member(conn, group_id, member_id, last_heartbeat_ms=now)
+            return self._membership(conn, group_id, member_id)
+
+    def leave(self, group_id: str, member_id: str) -> None:
+        now = self.clock()
+        with self.db.write() as conn:
+            groups.lock_group(conn, group_id, now)
+            if member_id not in {m.member_id for m in groups.members(conn, group_id)}:
+                raise UnknownMemberId(f"{member_id!r} is not a member of group {group_id!r}")
+            groups.remove_members(conn, group_id, [member_id])
+            self._rebalance(conn, group_id, now)
+
+    def describe(self, group_id: str) -> tuple[int, list[groups.Member]]:
+        with self.db.read() as conn:
+            gen = groups.generation(conn, group_id)
+            if gen is None:
+                raise GroupIdNotFound(f"no consumer group {group_id!r}")
+            return gen, groups.members(conn, group_id)
+
+    def expire_members(self, now_ms: int) -> int:
+        """Remove members whose session timed out and rebalance their groups."""
+        with self.db.read() as conn:
+            candidates = groups.groups_with_expired_members(conn, now_ms)
+        removed = 0
+        for group_id in candidates:
+            with self.db.write() as conn:
+                groups.lock_group(conn, group_id, now_ms)
+                expired = [
+                    m.member_id
+                    for m in groups.members(conn, group_id)
+                    if m.last_heartbeat_ms + m.session_timeout_ms < now_ms
+                ]
+                if expired:
+                    groups.remove_members(conn, group_id, expired)
+                    self._rebalance(conn, group_id, now_ms)
+                    removed += len(expired)
+        return removed
+
+    def _rebalance(self, conn: Connection, group_id: str, now: int) -> None:
+        members = groups.members(conn, group_id)
+        names = {t for m in members for t in m.topics}
+        counts = {t.name: t.partition_count for t in topics.list_topics(conn) if t.name in names}
+        assignment = range_assign({m.member_id: m.topics for m in members}, counts)
+        for m in members:
+            groups.update_member(conn, group_id, m.member_id, assignment=assignment[m.member_id])
+        generation = groups.generation(conn, group_id) or 0
+        groups.set_generation(conn, group_id, generation + 1, now)
+
+    @staticmethod
+    def _membership(conn: Connection, group_id: str, member_id: str) -> Membership:
+        members = groups.members(conn, group_id)
+        me = next(m for m in members if m.member_id == member_id)
+        return Membership(
+            group_id, member_id, groups.generation(conn, group_id) or 0, me.assignment, len(members)
+        )
+
+    # --- offsets ----------------------------------------------------------------------------
+
+    def commit(
+        self, group_id: str, to_commit: list[OffsetToStage], group_metadata: GroupMetadata | None = None
+    ) -> None:
         check_distinct_partitions(to_commit)
         now = self.clock()
         with self.db.write() as conn:
+            groups.check_group_metadata(conn, group_id, group_metadata)
             by_name = topics.get_topics(conn, {o.topic for o in to_commit})
             rows = []
             for o in to_commit:
@@ -38,11 +171,22 @@ class GroupService:
             offsets.commit(conn, rows)
 
     def fetch(
-        self, group_id: str, *, topic: str | None, require_stable: bool
+        self, group_id: str, *, topic: str | None, require_stable: bool, wait_ms: int = 0
     ) -> list[offsets.CommittedOffset]:
         """The group's committed offsets. With require_stable (the default, as in KIP-447), a
         partition with offsets pending in an unfinished transaction is refused with
-        UNSTABLE_OFFSET_COMMIT instead of answering the value that transaction is replacing."""
+        UNSTABLE_OFFSET_COMMIT instead of answering the value that transaction is replacing;
+        wait_ms > 0 first waits, at most that long, for the transaction to complete."""
+        deadline = time.monotonic() + wait_ms / 1000
+        while True:
+            try:
+                return self._fetch_once(group_id, topic=topic, require_stable=require_stable)
+            except UnstableOffsetCommit:
+                if time.monotonic() >= deadline:
+                    raise
+            time.sleep(min(OFFSET_WAIT_POLL_S, max(0.0, deadline - time.monotonic())))
+
+    def _fetch_once(self, group_id: str, *, topic: str | None, require_stable: bool) -> list[offsets.CommittedOffset]:
         with self.db.read() as conn:
             topic_id = None if topic is None else topics.get_topic(conn, topic).topic_id
             if require_stable:

@@ -12,7 +12,7 @@ from app.storage import topics
 from app.storage.engine import Database
 
 # Kafka's legal topic names.
-TOPIC_NAME = re.compile(r"^[a-zA-Z0-9._-]{1,249}$")
+TOPIC_NAME = re.compile(r"[a-zA-Z0-9._-]{1,249}")
 DEFAULT_RETENTION_MS = 7 * 24 * 3600 * 1000
 
 
@@ -31,7 +31,7 @@ class TopicService:
         retention_ms: int = DEFAULT_RETENTION_MS,
         check_expected_offsets: bool = False,
     ) -> topics.Topic:
-        if not TOPIC_NAME.match(name) or name in (".", ".."):
+        if not TOPIC_NAME.fullmatch(name) or name in (".", ".."):
             raise InvalidTopic(
                 f"topic name {name!r} is not legal: use 1-249 of a-z A-Z 0-9 . _ -"
             )

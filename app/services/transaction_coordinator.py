@@ -15,12 +15,14 @@ import logging
 from dataclasses import dataclass
 
 from app.domain.clock import Clock
+from app.domain.offsets import GroupMetadata, OffsetToStage, check_distinct_partitions
 from app.domain.errors import (
     ConcurrentTransactions,
+    InvalidProducerEpoch,
+    InvalidProducerIdMapping,
     InvalidRequest,
     InvalidTransactionTimeout,
     InvalidTxnState,
-    ProducerFenced,
     TransactionalIdNotFound,
 )
 from app.domain.transaction import (
@@ -28,11 +30,12 @@ from app.domain.transaction import (
     IDLE_STATES,
     TransactionMetadata,
     check_transition,
+    classify_recovery,
     next_epoch,
 )
-from app.domain.types import ControlType, TransactionState
+from app.domain.types import ControlType, ProducerEpoch, ProducerId, TransactionState
 from app.settings import Settings
-from app.storage import log, producers, topics
+from app.storage import groups, log, producers, topics
 from app.storage import transactions as txns
 from app.storage.engine import Database
 
@@ -48,23 +51,6 @@ class ProducerIdAndEpoch:
     producer_epoch: int
     transactional_id: str | None
     transaction_timeout_ms: int | None
-
-
-@dataclass(frozen=True, slots=True)
-class OffsetToStage:
-    topic: str
-    partition: int
-    committed_offset: int
-    metadata: str | None
-
-
-def check_distinct_partitions(offsets: list[OffsetToStage]) -> None:
-    """One offset per partition per request: two would leave the winner to chance."""
-    seen: set[tuple[str, int]] = set()
-    for o in offsets:
-        if (o.topic, o.partition) in seen:
-            raise InvalidRequest(f"two offsets for {o.topic}/{o.partition} in one request")
-        seen.add((o.topic, o.partition))
 
 
 class TransactionCoordinator:
@@ -83,12 +69,12 @@ class TransactionCoordinator:
         producer_id: int | None = None,
         producer_epoch: int | None = None,
     ) -> ProducerIdAndEpoch:
+        if (producer_id is None) != (producer_epoch is None):
+            raise InvalidRequest("producer_id and producer_epoch go together")
         if transactional_id is None:
             if transaction_timeout_ms is not None:
                 raise InvalidRequest("transaction_timeout_ms needs a transactional_id")
-            with self.db.write() as conn:
-                pid = producers.create_producer(conn, transactional_id=None, now_ms=self.clock())
-            return ProducerIdAndEpoch(pid, 0, None, None)
+            return self._init_idempotent(producer_id, producer_epoch)
 
         timeout_ms = transaction_timeout_ms or self.settings.default_transaction_timeout_ms
         if not 0 < timeout_ms <= self.settings.max_transaction_timeout_ms:
@@ -108,6 +94,31 @@ class TransactionCoordinator:
             f"the previous transaction of {transactional_id!r} is still completing; retry"
         )
 
+    def _init_idempotent(self, producer_id: int | None, producer_epoch: int | None) -> ProducerIdAndEpoch:
+        now = self.clock()
+        with self.db.write() as conn:
+            if producer_id is None:
+                return ProducerIdAndEpoch(
+                    producers.create_producer(conn, transactional_id=None, now_ms=now), 0, None, None
+                )
+            # KIP-360 for an idempotent producer: bump its own epoch, which resets sequences.
+            epoch, bound_to = producers.current_state(conn, producer_id, lock=True)
+            if bound_to is not None:
+                raise InvalidRequest(
+                    f"producer {producer_id} belongs to transactional_id {bound_to!r}; pass it"
+                )
+            if producer_epoch != epoch:
+                raise InvalidProducerEpoch(
+                    f"producer epoch {producer_epoch} is not the current epoch {epoch}"
+                )
+            exhausted, bumped = next_epoch(ProducerId(producer_id), ProducerEpoch(epoch))
+            if exhausted:
+                return ProducerIdAndEpoch(
+                    producers.create_producer(conn, transactional_id=None, now_ms=now), 0, None, None
+                )
+            producers.set_producer_epoch(conn, producer_id, bumped)
+            return ProducerIdAndEpoch(producer_id, bumped, None, None)
+
     def _init_once(
         self,
         transactional_id: str,
@@ -115,13 +126,15 @@ class TransactionCoordinator:
         producer_id: int | None,
         producer_epoch: int | None,
     ) -> ProducerIdAndEpoch | None:
+        """One attempt. None: the previous transaction must complete first."""
         now = self.clock()
         with self.db.write() as conn:
             meta = txns.get(conn, transactional_id, lock="update")
             if meta is None:
                 if producer_id is not None:
-                    raise InvalidRequest(
-                        f"transactional_id {transactional_id!r} has no producer to recover"
+                    raise InvalidProducerIdMapping(
+                        f"transactional_id {transactional_id!r} has no producer to recover "
+                        "(it expired?); initialise without producer_id"
                     )
                 pid = producers.create_producer(conn, transactional_id=transactional_id, now_ms=now)
                 txns.insert_new(
@@ -134,22 +147,27 @@ class TransactionCoordinator:
                 )
                 return ProducerIdAndEpoch(pid, 0, transactional_id, timeout_ms)
 
+            is_retry = False
             if producer_id is not None:
-                # KIP-360: only the live instance may bump its own epoch.
-                if (producer_id, producer_epoch) != (meta.producer_id, meta.producer_epoch):
-                    raise ProducerFenced(
-                        f"producer {producer_id} epoch {producer_epoch} is not the current "
-                        f"producer of {transactional_id!r}"
-                    )
+                assert producer_epoch is not None
+                is_retry = classify_recovery(meta, producer_id, producer_epoch)
 
             if meta.state in COMPLETING_STATES:
                 return None
             if meta.state is S.ONGOING:
-                # A new instance fences the old one: bump the epoch and abort its transaction.
-                self._fence_and_abort(conn, meta, now)
+                # A new instance fences the old one (or, KIP-360, the live instance recovers):
+                # bump the epoch and abort the open transaction. A KIP-360 caller's retry
+                # is then recognised by last_producer_epoch.
+                self._fence_and_abort(conn, meta, now, last_producer_epoch=producer_epoch)
                 return None
             if meta.state not in IDLE_STATES:
                 raise InvalidTxnState(f"transactional_id is {meta.state.value}")
+
+            if is_retry:
+                # The bump this instance asked for already happened (its answer was lost, or
+                # it was the abort of its open transaction): answer with the current epoch.
+                txns.update_row(conn, transactional_id, transaction_timeout_ms=timeout_ms, updated_ms=now)
+                return ProducerIdAndEpoch(meta.producer_id, meta.producer_epoch, transactional_id, timeout_ms)
 
             exhausted, epoch = next_epoch(meta.producer_id, meta.producer_epoch)
             pid = meta.producer_id
@@ -166,10 +184,14 @@ class TransactionCoordinator:
                 transaction_timeout_ms=timeout_ms,
                 txn_started_ms=None,
                 updated_ms=now,
+                # Only a KIP-360 bump may be retried; a new instance's bump fences the old one.
+                last_producer_epoch=producer_epoch if producer_id is not None and not exhausted else None,
             )
             return ProducerIdAndEpoch(pid, epoch, transactional_id, timeout_ms)
 
-    def _fence_and_abort(self, conn, meta: TransactionMetadata, now: int) -> None:  # type: ignore[no-untyped-def]
+    def _fence_and_abort(  # type: ignore[no-untyped-def]
+        self, conn, meta: TransactionMetadata, now: int, *, last_producer_epoch: int | None = None
+    ) -> None:
         """Ongoing → (PrepareEpochFence) → PrepareAbort with the epoch bumped, in one write."""
         check_transition(meta.state, S.PREPARE_EPOCH_FENCE)
         check_transition(S.PREPARE_EPOCH_FENCE, S.PREPARE_ABORT)
@@ -188,6 +210,7 @@ class TransactionCoordinator:
             producer_epoch=epoch,
             state=S.PREPARE_ABORT,
             updated_ms=now,
+            last_producer_epoch=None if exhausted else last_producer_epoch,
         )
 
     # --- Begin ------------------------------------------------------------------------------
@@ -227,12 +250,14 @@ class TransactionCoordinator:
         producer_epoch: int,
         group_id: str,
         offsets: list[OffsetToStage],
+        group_metadata: GroupMetadata | None = None,
     ) -> TransactionMetadata:
         check_distinct_partitions(offsets)
         with self.db.write() as conn:
             meta = self._require(conn, transactional_id, lock="share")
             meta.check_producer(producer_id, producer_epoch)
             meta.require_ongoing()
+            groups.check_group_metadata(conn, group_id, group_metadata)
             by_name = topics.get_topics(conn, {o.topic for o in offsets})
             rows = []
             for o in offsets:
@@ -362,6 +387,52 @@ class TransactionCoordinator:
             self.complete(tid)
         return aborted
 
+    def expire_transactional_ids(self, now_ms: int, limit: int = 100) -> list[str]:
+        """Forget transactional_ids idle for transactional_id_expiration_ms (guarantee 8)."""
+        expiration = self.settings.transactional_id_expiration_ms
+        with self.db.read() as conn:
+            candidates = txns.expired_ids(conn, now_ms, expiration, limit)
+        expired = []
+        for tid in candidates:
+            with self.db.write() as conn:
+                meta = txns.get(conn, tid, lock="update")
+                if meta is None or meta.state not in IDLE_STATES or meta.updated_ms + expiration >= now_ms:
+                    continue  # used again meanwhile
+                # Dead is Kafka's state for a removed id; here the row goes away with it.
+                check_transition(meta.state, S.DEAD)
+                txns.delete_transactional_id(conn, tid, meta.producer_id)
+            expired.append(tid)
+        return expired
+
+    # --- Operator tools ---------------------------------------------------------------------
+
+    def admin_abort(self, transactional_id: str) -> TransactionMetadata:
+        """Abort an open transaction without its producer (kafka-transactions.sh abort): the
+        epoch is bumped, as on timeout, so the producer is fenced if it comes back."""
+        now = self.clock()
+        with self.db.write() as conn:
+            meta = self._require(conn, transactional_id, lock="update")
+            if meta.state is S.ONGOING:
+                self._fence_and_abort(conn, meta, now)
+            elif meta.state is not S.PREPARE_ABORT:
+                raise InvalidTxnState(
+                    f"transaction is {meta.state.value}; only an open transaction can be aborted",
+                    state=meta.state.value,
+                )
+        return self.complete(transactional_id) or meta
+
+    def hanging(self, now_ms: int) -> list[TransactionMetadata]:
+        """Transactions open longer than the maximum timeout, or decided but not completed for
+        as long: the coordinator should have ended them, so none is running or it is failing."""
+        with self.db.read() as conn:
+            stale = now_ms - self.settings.max_transaction_timeout_ms
+            open_ = txns.list_all(conn, states=[S.ONGOING], started_before_ms=stale, limit=10_000)
+            stuck = [
+                m for m in txns.list_all(conn, states=[S.PREPARE_COMMIT, S.PREPARE_ABORT], limit=10_000)
+                if m.updated_ms <= stale
+            ]
+        return sorted(open_ + stuck, key=lambda m: m.transactional_id)
+
     # --- Describe ---------------------------------------------------------------------------
 
     def describe(self, transactional_id: str) -> tuple[TransactionMetadata, list[txns.TxnPartition], list[txns.PendingOffset]]:
@@ -369,9 +440,14 @@ class TransactionCoordinator:
             meta = self._require(conn, transactional_id, lock=None)
             return meta, txns.partitions_of(conn, transactional_id), txns.pending_offsets_of(conn, transactional_id)
 
-    def list(self, states: list[TransactionState] | None, limit: int) -> list[TransactionMetadata]:
+    def list(
+        self, states: list[TransactionState] | None, limit: int, min_age_ms: int | None = None
+    ) -> list[TransactionMetadata]:
+        """Transactions, optionally only those in `states` whose current transaction has been
+        open at least min_age_ms."""
+        started_before = None if min_age_ms is None else self.clock() - min_age_ms
         with self.db.read() as conn:
-            return txns.list_all(conn, states=states, limit=limit)
+            return txns.list_all(conn, states=states, started_before_ms=started_before, limit=limit)
 
     @staticmethod
     def _require(conn, transactional_id: str, lock: str | None = "update") -> TransactionMetadata:  # type: ignore[no-untyped-def]

@@ -3,7 +3,7 @@
 Write transactions: on SQLite `BEGIN IMMEDIATE`, which takes the write lock up front (a
 deferred transaction that reads and later writes can fail with SQLITE_BUSY without waiting
 on busy_timeout). On PostgreSQL the default READ COMMITTED; the row locks each write takes
-are described where they are taken.
+are described where they are taken. Reads: one snapshot on both (see Database.read).
 """
 
 from __future__ import annotations
@@ -105,9 +105,17 @@ class Database:
 
     @contextmanager
     def read(self) -> Iterator[Connection]:
-        """A read transaction: one consistent snapshot on SQLite, READ COMMITTED on PostgreSQL."""
+        """A read transaction that sees one snapshot on both databases.
+
+        PostgreSQL's default READ COMMITTED takes a new snapshot per statement, so a fetch that
+        reads the log end, then records, then open transactions could report a last stable
+        offset past its own high watermark. REPEATABLE READ gives the whole read one snapshot,
+        and a read-only transaction never fails with a serialization error.
+        """
         with translate_driver_errors():
             with self.engine.connect() as conn:
+                if self.dialect == "postgresql":
+                    conn = conn.execution_options(isolation_level="REPEATABLE READ")
                 with conn.begin():
                     yield conn
 

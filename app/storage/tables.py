@@ -138,6 +138,9 @@ transactions = Table(
     Column("transaction_timeout_ms", BigInteger, nullable=False),
     Column("txn_started_ms", BigInteger, nullable=True),
     Column("updated_ms", BigInteger, nullable=False),
+    # KIP-360: the epoch a live producer asked to bump from, so that a retry of that request
+    # is answered again instead of being fenced. Cleared by any other bump.
+    Column("last_producer_epoch", Integer, nullable=True),
 )
 Index("ix_transactions_state", transactions.c.state)
 
@@ -190,4 +193,27 @@ group_offsets = Table(
     Column("metadata", Text, nullable=True),
     Column("committed_ms", BigInteger, nullable=False),
     PrimaryKeyConstraint("group_id", "topic_id", "partition"),
+)
+
+# Consumer groups (KIP-447 needs their generations). One row per group; a membership change
+# bumps generation_id, and offset commits that name an older generation are refused.
+consumer_groups = Table(
+    "consumer_groups",
+    metadata,
+    Column("group_id", String(255), primary_key=True),
+    Column("generation_id", Integer, nullable=False),
+    Column("updated_ms", BigInteger, nullable=False),
+)
+
+group_members = Table(
+    "group_members",
+    metadata,
+    Column("group_id", String(255), nullable=False),
+    Column("member_id", String(255), nullable=False),
+    Column("topics", Text, nullable=False),  # JSON list of subscribed topic names
+    Column("assignment", Text, nullable=False),  # JSON list of [topic, partition]
+    Column("session_timeout_ms", Integer, nullable=False),
+    Column("last_heartbeat_ms", BigInteger, nullable=False),
+    Column("joined_ms", BigInteger, nullable=False),
+    PrimaryKeyConstraint("group_id", "member_id"),
 )

@@ -11,6 +11,8 @@ from app.domain.types import ProducerEpoch, ProducerId, TransactionState, TxnId
 from app.storage import dialect
 from app.storage.tables import (
     group_offsets,
+    producer_partitions,
+    producers,
     topics,
     transaction_offsets,
     transaction_partitions,
@@ -47,6 +49,9 @@ def _metadata(row) -> TransactionMetadata:  # type: ignore[no-untyped-def]
         transaction_timeout_ms=row.transaction_timeout_ms,
         txn_started_ms=row.txn_started_ms,
         updated_ms=row.updated_ms,
+        last_producer_epoch=(
+            None if row.last_producer_epoch is None else ProducerEpoch(row.last_producer_epoch)
+        ),
     )
 
 
@@ -99,11 +104,17 @@ def update_row(conn: Connection, transactional_id: str, **values: object) -> Non
 
 
 def list_all(
-    conn: Connection, *, states: list[TransactionState] | None = None, limit: int = 1000
+    conn: Connection,
+    *,
+    states: list[TransactionState] | None = None,
+    started_before_ms: int | None = None,
+    limit: int = 1000,
 ) -> list[TransactionMetadata]:
     stmt = select(transactions).order_by(transactions.c.transactional_id).limit(limit)
     if states:
         stmt = stmt.where(transactions.c.state.in_([s.value for s in states]))
+    if started_before_ms is not None:
+        stmt = stmt.where(transactions.c.txn_started_ms <= started_before_ms)
     return [_metadata(r) for r in conn.execute(stmt)]
 
 
@@ -121,6 +132,26 @@ def timed_out_ids(conn: Connection, now_ms: int, limit: int) -> list[str]:
             .limit(limit)
         ).scalars()
     )
+
+
+def expired_ids(conn: Connection, now_ms: int, expiration_ms: int, limit: int) -> list[str]:
+    """Idle transactional_ids unused for expiration_ms (never one with an open transaction)."""
+    idle = [TransactionState.EMPTY.value, TransactionState.COMPLETE_COMMIT.value,
+            TransactionState.COMPLETE_ABORT.value]
+    return list(
+        conn.execute(
+            select(transactions.c.transactional_id)
+            .where(transactions.c.state.in_(idle), transactions.c.updated_ms + expiration_ms < now_ms)
+            .limit(limit)
+        ).scalars()
+    )
+
+
+def delete_transactional_id(conn: Connection, transactional_id: str, producer_id: int) -> None:
+    """Forget a transactional_id with its producer and that producer's sequence state."""
+    conn.execute(delete(transactions).where(transactions.c.transactional_id == transactional_id))
+    conn.execute(delete(producers).where(producers.c.producer_id == producer_id))
+    conn.execute(delete(producer_partitions).where(producer_partitions.c.producer_id == producer_id))
 
 
 def ids_in_states(conn: Connection, states: list[TransactionState], limit: int) -> list[str]:

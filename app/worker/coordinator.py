@@ -13,6 +13,7 @@ import threading
 from dataclasses import dataclass
 
 from app.domain.clock import Clock
+from app.services.group_service import GroupService
 from app.services.transaction_coordinator import TransactionCoordinator
 
 logger = logging.getLogger(__name__)
@@ -23,11 +24,20 @@ class CoordinatorPass:
     timed_out: int
     completed_commits: int
     completed_aborts: int
+    expired_transactional_ids: int = 0
+    expired_members: int = 0
 
 
 class CoordinatorWorker:
-    def __init__(self, coordinator: TransactionCoordinator, clock: Clock, interval_ms: int) -> None:
+    def __init__(
+        self,
+        coordinator: TransactionCoordinator,
+        clock: Clock,
+        interval_ms: int,
+        groups: GroupService | None = None,
+    ) -> None:
         self.coordinator = coordinator
+        self.groups = groups
         self.clock = clock
         self.interval_s = interval_ms / 1000
         self._stop = threading.Event()
@@ -37,12 +47,11 @@ class CoordinatorWorker:
         now = self.clock() if now_ms is None else now_ms
         timed_out = self.coordinator.abort_timed_out(now)
         commits, aborts = self.coordinator.complete_pending()
-        result = CoordinatorPass(len(timed_out), commits, aborts)
-        if timed_out or commits or aborts:
-            logger.info(
-                "coordinator pass: %d timed out, %d commits and %d aborts completed",
-                result.timed_out, result.completed_commits, result.completed_aborts,
-            )
+        expired = self.coordinator.expire_transactional_ids(now)
+        members = self.groups.expire_members(now) if self.groups is not None else 0
+        result = CoordinatorPass(len(timed_out), commits, aborts, len(expired), members)
+        if timed_out or commits or aborts or expired or members:
+            logger.info("coordinator pass: %s", result)
         return result
 
     def run_forever(self) -> None:

@@ -2,24 +2,48 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Path, Query
+from fastapi import APIRouter, Path, Query, Response
 
 from app.api.deps import ServicesDep
 from app.api.errors import documented
-from app.api.schemas.groups import CommittedOffset, GroupOffsets, OffsetCommitRequest
-from app.services.transaction_coordinator import OffsetToStage
+from app.api.schemas.groups import (
+    CommittedOffset,
+    GroupDescription,
+    GroupOffsets,
+    JoinGroupRequest,
+    MemberDescription,
+    Membership,
+    OffsetCommitRequest,
+    TopicPartition,
+)
+from app.domain.errors import InvalidRequest
+from app.domain.offsets import GroupMetadata, OffsetToStage
 
 router = APIRouter(prefix="/v1/groups", tags=["groups"])
 
 GroupPath = Annotated[str, Path(min_length=1, max_length=255)]
+MemberPath = Annotated[str, Path(min_length=1, max_length=255)]
+
+
+def group_metadata(generation_id: int | None, member_id: str | None) -> GroupMetadata | None:
+    if (generation_id is None) != (member_id is None):
+        raise InvalidRequest("generation_id and member_id go together")
+    return None if generation_id is None else GroupMetadata(generation_id, member_id)  # type: ignore[arg-type]
+
+
+def _tps(parts: list[tuple[str, int]]) -> list[TopicPartition]:
+    return [TopicPartition(topic=t, partition=p) for t, p in parts]
 
 
 @router.post("/{group_id}/offsets", operation_id="commit_offsets", response_model=GroupOffsets,
-             responses=documented(400, 404))
+             responses=documented(400, 404, 409))
 def commit_offsets(group_id: GroupPath, body: OffsetCommitRequest, services: ServicesDep) -> GroupOffsets:
-    """Commit group offsets outside any transaction."""
+    """Commit group offsets outside any transaction. With generation_id and member_id
+    (KIP-447) a commit from an older generation is refused with ILLEGAL_GENERATION."""
     services.groups.commit(
-        group_id, [OffsetToStage(o.topic, o.partition, o.offset, o.metadata) for o in body.offsets]
+        group_id,
+        [OffsetToStage(o.topic, o.partition, o.offset, o.metadata) for o in body.offsets],
+        group_metadata(body.generation_id, body.member_id),
     )
     return fetch_offsets(group_id, services, topic=None, require_stable=False)
 
@@ -31,15 +55,68 @@ def fetch_offsets(
     services: ServicesDep,
     topic: Annotated[str | None, Query(min_length=1, max_length=249)] = None,
     require_stable: bool = True,
+    wait_ms: Annotated[int, Query(ge=0, le=600_000)] = 0,
 ) -> GroupOffsets:
     """The group's committed offsets. With require_stable (default), a partition whose offsets
-    are pending in an unfinished transaction answers UNSTABLE_OFFSET_COMMIT (retriable)."""
-    rows = services.groups.fetch(group_id, topic=topic, require_stable=require_stable)
+    are pending in an unfinished transaction answers UNSTABLE_OFFSET_COMMIT (retriable);
+    wait_ms waits for that transaction to complete first (bounded by the service's maximum)."""
+    rows = services.groups.fetch(
+        group_id, topic=topic, require_stable=require_stable,
+        wait_ms=min(wait_ms, services.settings.max_offset_fetch_wait_ms),
+    )
     return GroupOffsets(
         group_id=group_id,
         offsets=[
             CommittedOffset(topic=r.topic, partition=r.partition, offset=r.committed_offset,
                             metadata=r.metadata, committed_ms=r.committed_ms)
             for r in rows
+        ],
+    )
+
+
+@router.post("/{group_id}/members", operation_id="join_group", response_model=Membership,
+             responses=documented(400, 404, 409))
+def join_group(group_id: GroupPath, body: JoinGroupRequest, services: ServicesDep) -> Membership:
+    """JoinGroup: become a member (or rejoin with member_id). Any change of membership bumps
+    the generation and reassigns partitions with the range assignor."""
+    m = services.groups.join(
+        group_id,
+        member_id=body.member_id,
+        topic_names=body.topics,
+        session_timeout_ms=body.session_timeout_ms or services.settings.default_session_timeout_ms,
+    )
+    return Membership(group_id=m.group_id, member_id=m.member_id, generation_id=m.generation_id,
+                      assignment=_tps(m.assignment), member_count=m.member_count)
+
+
+@router.post("/{group_id}/members/{member_id}/heartbeat", operation_id="heartbeat",
+             response_model=Membership, responses=documented(404, 409))
+def heartbeat(group_id: GroupPath, member_id: MemberPath, services: ServicesDep) -> Membership:
+    """Keep the session alive. The answer carries the current generation and assignment: a
+    generation other than the member's own means the group rebalanced."""
+    m = services.groups.heartbeat(group_id, member_id)
+    return Membership(group_id=m.group_id, member_id=m.member_id, generation_id=m.generation_id,
+                      assignment=_tps(m.assignment), member_count=m.member_count)
+
+
+@router.delete("/{group_id}/members/{member_id}", operation_id="leave_group", status_code=204,
+               responses=documented(404, 409))
+def leave_group(group_id: GroupPath, member_id: MemberPath, services: ServicesDep) -> Response:
+    """LeaveGroup: the remaining members are rebalanced at once."""
+    services.groups.leave(group_id, member_id)
+    return Response(status_code=204)
+
+
+@router.get("/{group_id}", operation_id="describe_group", response_model=GroupDescription,
+            responses=documented(404))
+def describe_group(group_id: GroupPath, services: ServicesDep) -> GroupDescription:
+    generation, members = services.groups.describe(group_id)
+    return GroupDescription(
+        group_id=group_id,
+        generation_id=generation,
+        members=[
+            MemberDescription(member_id=m.member_id, topics=m.topics, assignment=_tps(m.assignment),
+                              session_timeout_ms=m.session_timeout_ms, last_heartbeat_ms=m.last_heartbeat_ms)
+            for m in members
         ],
     )

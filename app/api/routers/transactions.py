@@ -18,7 +18,8 @@ from app.api.schemas.transactions import (
 )
 from app.domain.transaction import TransactionMetadata
 from app.domain.types import TransactionState
-from app.services.transaction_coordinator import OffsetToStage
+from app.api.routers.groups import group_metadata
+from app.domain.offsets import OffsetToStage
 
 router = APIRouter(prefix="/v1/transactions", tags=["transactions"])
 
@@ -76,6 +77,7 @@ def add_offsets(
         body.producer_epoch,
         body.group_id,
         [OffsetToStage(o.topic, o.partition, o.offset, o.metadata) for o in body.offsets],
+        group_metadata(body.generation_id, body.member_id),
     )
     return _describe(services, transactional_id)
 
@@ -121,9 +123,24 @@ def describe_transaction(transactional_id: TransactionalIdPath, services: Servic
 def list_transactions(
     services: ServicesDep,
     state: Annotated[list[TransactionState] | None, Query()] = None,
+    min_age_ms: Annotated[int | None, Query(ge=0, le=2**63 - 1, description="only transactions open at least this long")] = None,
+    hanging: Annotated[bool, Query(description="only transactions open, or left completing, longer than the maximum transaction timeout")] = False,
     limit: Annotated[int, Query(ge=1, le=10_000)] = 1000,
 ) -> TransactionList:
+    """Transactions by state and age; `hanging=true` lists those the coordinator should have
+    ended already (is a coordinator worker running?)."""
     now = services.clock()
-    return TransactionList(
-        transactions=[_summary(m, now) for m in services.coordinator.list(state, limit)]
-    )
+    found = services.coordinator.hanging(now) if hanging else services.coordinator.list(state, limit, min_age_ms)
+    return TransactionList(transactions=[_summary(m, now) for m in found[:limit]])
+
+
+admin_router = APIRouter(prefix="/v1/admin/transactions", tags=["admin"])
+
+
+@admin_router.post("/{transactional_id}/abort", operation_id="admin_abort_transaction",
+                   response_model=TransactionDescription, responses=documented(404, 409))
+def admin_abort_transaction(transactional_id: TransactionalIdPath, services: ServicesDep) -> TransactionDescription:
+    """Operator abort of an open transaction, without its producer: the epoch is bumped as on
+    timeout, so the producer is fenced if it comes back."""
+    services.coordinator.admin_abort(transactional_id)
+    return _describe(services, transactional_id)

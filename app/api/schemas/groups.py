@@ -9,6 +9,10 @@ from app.api.schemas.common import OffsetEntry, StrictModel
 
 class OffsetCommitRequest(StrictModel):
     offsets: Annotated[list[OffsetEntry], Field(min_length=1, max_length=10_000)]
+    generation_id: Annotated[int, Field(ge=0, le=2**31 - 1)] | None = Field(
+        default=None, description="KIP-447: refuse the commit unless this is the group's generation"
+    )
+    member_id: Annotated[str, Field(min_length=1, max_length=255)] | None = None
 
 
 class CommittedOffset(BaseModel):
@@ -22,3 +26,38 @@ class CommittedOffset(BaseModel):
 class GroupOffsets(BaseModel):
     group_id: str
     offsets: list[CommittedOffset]
+
+
+class JoinGroupRequest(StrictModel):
+    topics: Annotated[list[Annotated[str, Field(min_length=1, max_length=249)]], Field(min_length=1, max_length=1000)]
+    member_id: Annotated[str, Field(min_length=1, max_length=255)] | None = Field(
+        default=None, description="rejoin as this member (e.g. to change the subscription)"
+    )
+    session_timeout_ms: Annotated[int, Field(ge=1, le=2**31 - 1)] | None = None
+
+
+class TopicPartition(BaseModel):
+    topic: str
+    partition: int
+
+
+class Membership(BaseModel):
+    group_id: str
+    member_id: str
+    generation_id: int
+    assignment: list[TopicPartition]
+    member_count: int
+
+
+class MemberDescription(BaseModel):
+    member_id: str
+    topics: list[str]
+    assignment: list[TopicPartition]
+    session_timeout_ms: int
+    last_heartbeat_ms: int
+
+
+class GroupDescription(BaseModel):
+    group_id: str
+    generation_id: int
+    members: list[MemberDescription]

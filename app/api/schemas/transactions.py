@@ -33,6 +33,11 @@ class EndTransactionRequest(ProducerIdentity):
 class AddOffsetsRequest(ProducerIdentity):
     group_id: GroupIdField
     offsets: Annotated[list[OffsetEntry], Field(min_length=1, max_length=10_000)]
+    generation_id: Annotated[int, Field(ge=0, le=2**31 - 1)] | None = Field(
+        default=None,
+        description="KIP-447 group metadata: refuse (ILLEGAL_GENERATION) unless this is the group's generation",
+    )
+    member_id: Annotated[str, Field(min_length=1, max_length=255)] | None = None
 
 
 class TransactionPartition(BaseModel):

@@ -1,0 +1,125 @@
+"""Consumer groups: members, generations and assignments."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import orjson
+from sqlalchemy import Connection, delete, insert, select, update
+
+from app.domain.errors import IllegalGeneration, UnknownMemberId
+from app.domain.offsets import GroupMetadata
+from app.storage import dialect
+from app.storage.tables import consumer_groups, group_members
+
+
+@dataclass(frozen=True, slots=True)
+class Member:
+    member_id: str
+    topics: list[str]
+    assignment: list[tuple[str, int]]
+    session_timeout_ms: int
+    last_heartbeat_ms: int
+    joined_ms: int
+
+
+def generation(conn: Connection, group_id: str, *, lock: bool = False) -> int | None:
+    stmt = select(consumer_groups.c.generation_id).where(consumer_groups.c.group_id == group_id)
+    if lock:
+        stmt = dialect.lock_for_update(conn, stmt)
+    return conn.execute(stmt).scalar_one_or_none()
+
+
+def lock_group(conn: Connection, group_id: str, now_ms: int) -> int:
+    """Create the group if needed and lock its row: membership changes of one group are
+    serialized, so two joins cannot both compute an assignment from the same old members."""
+    conn.execute(
+        dialect.insert_ignore(conn, consumer_groups).values(
+            group_id=group_id, generation_id=0, updated_ms=now_ms
+        )
+    )
+    gen = generation(conn, group_id, lock=True)
+    assert gen is not None
+    return gen
+
+
+def set_generation(conn: Connection, group_id: str, generation_id: int, now_ms: int) -> None:
+    conn.execute(
+        update(consumer_groups)
+        .where(consumer_groups.c.group_id == group_id)
+        .values(generation_id=generation_id, updated_ms=now_ms)
+    )
+
+
+def members(conn: Connection, group_id: str) -> list[Member]:
+    rows = conn.execute(
+        select(group_members).where(group_members.c.group_id == group_id).order_by(group_members.c.member_id)
+    )
+    return [
+        Member(
+            r.member_id,
+            orjson.loads(r.topics),
+            [tuple(x) for x in orjson.loads(r.assignment)],  # type: ignore[misc]
+            r.session_timeout_ms,
+            r.last_heartbeat_ms,
+            r.joined_ms,
+        )
+        for r in rows
+    ]
+
+
+def add_member(conn: Connection, group_id: str, member: Member) -> None:
+    conn.execute(
+        insert(group_members).values(
+            group_id=group_id,
+            member_id=member.member_id,
+            topics=orjson.dumps(member.topics).decode(),
+            assignment=orjson.dumps(member.assignment).decode(),
+            session_timeout_ms=member.session_timeout_ms,
+            last_heartbeat_ms=member.last_heartbeat_ms,
+            joined_ms=member.joined_ms,
+        )
+    )
+
+
+def update_member(conn: Connection, group_id: str, member_id: str, **values: object) -> None:
+    for key in ("topics", "assignment"):
+        if key in values:
+            values[key] = orjson.dumps(values[key]).decode()
+    conn.execute(
+        update(group_members)
+        .where(group_members.c.group_id == group_id, group_members.c.member_id == member_id)
+        .values(**values)
+    )
+
+
+def remove_members(conn: Connection, group_id: str, member_ids: list[str]) -> None:
+    conn.execute(
+        delete(group_members).where(
+            group_members.c.group_id == group_id, group_members.c.member_id.in_(member_ids)
+        )
+    )
+
+
+def groups_with_expired_members(conn: Connection, now_ms: int) -> list[str]:
+    return list(
+        conn.execute(
+            select(group_members.c.group_id)
+            .where(group_members.c.last_heartbeat_ms + group_members.c.session_timeout_ms < now_ms)
+            .distinct()
+        ).scalars()
+    )
+
+
+def check_group_metadata(conn: Connection, group_id: str, meta: GroupMetadata | None) -> None:
+    """KIP-447: offsets that carry group metadata are fenced by the group's generation."""
+    if meta is None:
+        return
+    current = generation(conn, group_id)
+    if meta.member_id not in {m.member_id for m in members(conn, group_id)}:
+        raise UnknownMemberId(f"{meta.member_id!r} is not a member of group {group_id!r}")
+    if meta.generation_id != current:
+        raise IllegalGeneration(
+            f"generation {meta.generation_id} is stale; group {group_id!r} is at generation {current}",
+            generation_id=current,
+        )

@@ -1,0 +1,389 @@
+"""Fixtures for the end-to-end suite: real `python -m app.cli …` processes on a real database.
+
+`backend` is parametrized over SQLite (a file in the test's tmp dir; `serve` migrates it
+itself) and PostgreSQL (a fresh database per test, migrated with `python -m app.cli migrate`,
+dropped WITH (FORCE) afterwards). `launcher` starts service processes against it and kills
+every one of them in teardown, whatever the test did; their logs are printed when a test
+fails.
+
+Nothing here imports the service in-process except to read the database afterwards: what is
+tested is what the processes do.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from sqlalchemy import Engine, create_engine, func, select, text
+from sqlalchemy.engine import make_url
+from sqlalchemy.pool import NullPool
+
+from app.storage.tables import (
+    group_offsets,
+    partitions,
+    records,
+    topics,
+    transaction_offsets,
+    transaction_partitions,
+)
+
+ROOT = Path(__file__).resolve().parents[2]
+PYTHON = sys.executable
+ADMIN_URL = os.environ.get(
+    "OUTBOX_TEST_POSTGRES_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/postgres"
+)
+BACKENDS = ["sqlite", "postgresql"]
+READY_TIMEOUT_S = 30.0
+CLI_TIMEOUT_S = 60.0
+
+
+# --- test outcome, for printing process logs on failure ---------------------------------------
+
+
+@pytest.hookimpl(wrapper=True, tryfirst=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):  # type: ignore[no-untyped-def]
+    report = yield
+    if report.failed:
+        item.stash.setdefault(_FAILED, set()).add(report.when)
+    return report
+
+
+_FAILED = pytest.StashKey[set]()
+
+
+# --- the database -------------------------------------------------------------------------------
+
+
+@dataclass
+class Backend:
+    """The database one test runs on, and SQL helpers that read it directly."""
+
+    name: str
+    url: str
+    tmp: Path
+    _engine: Engine | None = field(default=None, repr=False)
+
+    @property
+    def engine(self) -> Engine:
+        if self._engine is None:
+            # NullPool: no connection outlives a query, so nothing holds the SQLite file or
+            # the PostgreSQL database when the processes and the teardown need them.
+            self._engine = create_engine(self.url, poolclass=NullPool)
+        return self._engine
+
+    def dispose(self) -> None:
+        if self._engine is not None:
+            self._engine.dispose()
+            self._engine = None
+
+    def query(self, stmt: Any) -> list[tuple]:
+        with self.engine.connect() as conn:
+            return [tuple(r) for r in conn.execute(stmt)]
+
+    def topic_id(self, name: str) -> int:
+        (row,) = self.query(select(topics.c.topic_id).where(topics.c.name == name))
+        return row[0]
+
+    def markers(self) -> list[tuple[str, int, int, str, int]]:
+        """Every control marker: (topic, partition, offset, control_type, txn_id), in order."""
+        return self.query(
+            select(topics.c.name, records.c.partition, records.c.offset, records.c.control_type, records.c.txn_id)
+            .join(topics, topics.c.topic_id == records.c.topic_id)
+            .where(records.c.control_type.is_not(None))
+            .order_by(topics.c.name, records.c.partition, records.c.offset)
+        )
+
+    def log_ends(self) -> dict[tuple[str, int], int]:
+        """partitions.next_offset of every partition."""
+        return {
+            (t, p): end
+            for t, p, end in self.query(
+                select(topics.c.name, partitions.c.partition, partitions.c.next_offset)
+                .join(topics, topics.c.topic_id == partitions.c.topic_id)
+            )
+        }
+
+    def log_shape(self) -> dict[tuple[str, int], tuple[int, int, int | None]]:
+        """Per partition that has records: (count(*), count of distinct offsets, max(offset))."""
+        return {
+            (t, p): (n, d, m)
+            for t, p, n, d, m in self.query(
+                select(
+                    topics.c.name,
+                    records.c.partition,
+                    func.count(),
+                    func.count(records.c.offset.distinct()),
+                    func.max(records.c.offset),
+                )
+                .join(topics, topics.c.topic_id == records.c.topic_id)
+                .group_by(topics.c.name, records.c.partition)
+            )
+        }
+
+    def assert_logs_gapless(self) -> None:
+        """Every partition's log holds exactly the offsets 0 .. next_offset-1."""
+        shape = self.log_shape()
+        for key, end in self.log_ends().items():
+            n, distinct, top = shape.get(key, (0, 0, None))
+            assert (n, distinct, -1 if top is None else top) == (end, end, end - 1), (
+                f"{key}: {n} rows, {distinct} distinct offsets, max offset {top}, next_offset {end}"
+            )
+
+    def open_transaction_partitions(self) -> list[tuple]:
+        return self.query(
+            select(
+                transaction_partitions.c.transactional_id,
+                transaction_partitions.c.topic_id,
+                transaction_partitions.c.partition,
+                transaction_partitions.c.txn_id,
+            ).order_by(transaction_partitions.c.transactional_id, transaction_partitions.c.topic_id,
+                       transaction_partitions.c.partition)
+        )
+
+    def staged_offsets(self) -> list[tuple]:
+        return self.query(
+            select(transaction_offsets.c.transactional_id, transaction_offsets.c.group_id,
+                   transaction_offsets.c.partition, transaction_offsets.c.committed_offset)
+        )
+
+    def group_offset_rows(self) -> list[tuple]:
+        """(group_id, topic, partition, committed_offset), sorted."""
+        return self.query(
+            select(group_offsets.c.group_id, topics.c.name, group_offsets.c.partition,
+                   group_offsets.c.committed_offset)
+            .join(topics, topics.c.topic_id == group_offsets.c.topic_id)
+            .order_by(group_offsets.c.group_id, topics.c.name, group_offsets.c.partition)
+        )
+
+
+def _base_env(database_url: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("OUTBOX_")}
+    env["OUTBOX_DATABASE_URL"] = database_url
+    env["PYTHONUNBUFFERED"] = "1"
+    return env
+
+
+def _settings_env(settings: dict[str, Any]) -> dict[str, str]:
+    out = {}
+    for name, value in settings.items():
+        if isinstance(value, bool):
+            value = "true" if value else "false"
+        out[f"OUTBOX_{name.upper()}"] = str(value)
+    return out
+
+
+@pytest.fixture(params=BACKENDS)
+def backend(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Backend]:
+    if request.param == "sqlite":
+        b = Backend("sqlite", f"sqlite:///{tmp_path / 'outbox.db'}", tmp_path)
+        try:
+            yield b
+        finally:
+            b.dispose()
+        return
+
+    name = f"outbox_e2e_{uuid.uuid4().hex[:12]}"
+    admin = create_engine(ADMIN_URL, isolation_level="AUTOCOMMIT", poolclass=NullPool)
+    with admin.connect() as conn:
+        conn.execute(text(f'CREATE DATABASE "{name}"'))
+    url = make_url(ADMIN_URL).set(database=name).render_as_string(hide_password=False)
+    b = Backend("postgresql", url, tmp_path)
+    try:
+        done = subprocess.run(
+            [PYTHON, "-m", "app.cli", "migrate"], cwd=ROOT, env=_base_env(url),
+            capture_output=True, text=True, timeout=CLI_TIMEOUT_S,
+        )
+        assert done.returncode == 0, f"migrate failed:\n{done.stdout}\n{done.stderr}"
+        yield b
+    finally:
+        b.dispose()
+        with admin.connect() as conn:
+            conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+        admin.dispose()
+
+
+# --- processes ----------------------------------------------------------------------------------
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class ServiceProcess:
+    """One `python -m app.cli …` process, its output in a log file."""
+
+    def __init__(self, label: str, args: list[str], env: dict[str, str], log_path: Path,
+                 port: int | None = None) -> None:
+        self.label = label
+        self.args = args
+        self.port = port
+        self.log_path = log_path
+        self._log = open(log_path, "ab")  # noqa: SIM115 - closed in reap()
+        self.proc = subprocess.Popen(
+            [PYTHON, "-m", "app.cli", *args], cwd=ROOT, env=env,
+            stdout=self._log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+        )
+
+    @property
+    def pid(self) -> int:
+        return self.proc.pid
+
+    @property
+    def url(self) -> str:
+        assert self.port is not None
+        return f"http://127.0.0.1:{self.port}"
+
+    def client(self, **kwargs: Any) -> httpx.Client:
+        return httpx.Client(base_url=self.url, timeout=kwargs.pop("timeout", 30.0), **kwargs)
+
+    def log_text(self) -> str:
+        return self.log_path.read_text(errors="replace")
+
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+    def wait_ready(self, timeout_s: float = READY_TIMEOUT_S) -> None:
+        """Until GET /readyz answers 200; raises if the process exits first."""
+        deadline = time.monotonic() + timeout_s
+        with httpx.Client(base_url=self.url, timeout=2.0) as c:
+            while time.monotonic() < deadline:
+                if not self.alive():
+                    raise ProcessExited(self)
+                try:
+                    if c.get("/readyz").status_code == 200:
+                        return
+                except httpx.TransportError:
+                    pass
+                time.sleep(0.05)
+        raise TimeoutError(f"{self.label} not ready after {timeout_s}s:\n{self.log_text()[-4000:]}")
+
+    def wait_for_log(self, pattern: str, timeout_s: float = READY_TIMEOUT_S) -> None:
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if re.search(pattern, self.log_text()):
+                return
+            if not self.alive():
+                raise ProcessExited(self)
+            time.sleep(0.05)
+        raise TimeoutError(f"{self.label}: no {pattern!r} after {timeout_s}s:\n{self.log_text()[-4000:]}")
+
+    def kill9(self) -> None:
+        """SIGKILL: a crash, no shutdown hooks."""
+        if self.alive():
+            os.kill(self.proc.pid, signal.SIGKILL)
+        self.proc.wait(timeout=10)
+
+    def reap(self) -> None:
+        if self.alive():
+            self.proc.kill()
+        try:
+            self.proc.wait(timeout=10)
+        finally:
+            self._log.close()
+
+
+class ProcessExited(RuntimeError):
+    def __init__(self, p: ServiceProcess) -> None:
+        super().__init__(f"{p.label} exited with {p.proc.returncode}:\n{p.log_text()[-4000:]}")
+        self.process = p
+
+
+class Launcher:
+    """Starts service processes for one test; `close()` kills all of them."""
+
+    def __init__(self, backend: Backend) -> None:
+        self.backend = backend
+        self.processes: list[ServiceProcess] = []
+        self.cli_runs: list[tuple[str, str]] = []
+        self._n = 0
+
+    def env(self, **settings: Any) -> dict[str, str]:
+        return {**_base_env(self.backend.url), **_settings_env(settings)}
+
+    def _log_path(self, label: str) -> Path:
+        self._n += 1
+        return self.backend.tmp / f"{self._n:02d}-{label}.log"
+
+    def start_server(self, **settings: Any) -> ServiceProcess:
+        """Start `serve` (not waiting for it); settings are OUTBOX_* names in lower case."""
+        port = free_port()
+        p = ServiceProcess(f"serve:{port}", ["serve", "--port", str(port)], self.env(**settings),
+                           self._log_path(f"serve-{port}"), port=port)
+        self.processes.append(p)
+        return p
+
+    def server(self, **settings: Any) -> ServiceProcess:
+        """A `serve` process that answers /readyz. Retries with another port if the one picked
+        was taken meanwhile."""
+        for attempt in range(3):
+            p = self.start_server(**settings)
+            try:
+                p.wait_ready()
+                return p
+            except ProcessExited:
+                if attempt == 2 or "address already in use" not in p.log_text().lower():
+                    raise
+        raise AssertionError("unreachable")
+
+    def coordinator(self, **settings: Any) -> ServiceProcess:
+        """A long-running `coordinator` process (not waited for: see wait_for_log)."""
+        label = f"coordinator-{len(self.processes)}"
+        p = ServiceProcess(label, ["coordinator"], self.env(**settings), self._log_path(label))
+        self.processes.append(p)
+        return p
+
+    def cli(self, *args: str, **settings: Any) -> str:
+        """Run `python -m app.cli ARGS` to completion; returns its stdout; fails on exit != 0."""
+        done = subprocess.run(
+            [PYTHON, "-m", "app.cli", *args], cwd=ROOT, env=self.env(**settings),
+            capture_output=True, text=True, timeout=CLI_TIMEOUT_S,
+        )
+        self.cli_runs.append((" ".join(args), f"exit {done.returncode}\n{done.stdout}\n{done.stderr}"))
+        assert done.returncode == 0, f"`{' '.join(args)}` exited {done.returncode}:\n{done.stdout}\n{done.stderr}"
+        return done.stdout
+
+    def coordinator_once(self, **settings: Any) -> dict[str, int]:
+        """`coordinator --once`: its pass counts, e.g. {'timed_out': 0, 'completed_commits': 1, …}."""
+        out = self.cli("coordinator", "--once", **settings)
+        counts = dict(re.findall(r"(timed_out|completed_commits|completed_aborts)=(\d+)", out))
+        assert set(counts) == {"timed_out", "completed_commits", "completed_aborts"}, out
+        return {k: int(v) for k, v in counts.items()}
+
+    def close(self) -> None:
+        for p in self.processes:
+            p.reap()
+
+    def report(self) -> str:
+        parts = []
+        for p in self.processes:
+            parts.append(f"===== {p.label} (pid {p.pid}, exit {p.proc.returncode}) =====\n"
+                         f"{p.log_text()[-6000:]}")
+        for args, out in self.cli_runs:
+            parts.append(f"===== cli {args} =====\n{out[-3000:]}")
+        return "\n".join(parts)
+
+
+@pytest.fixture
+def launcher(request: pytest.FixtureRequest, backend: Backend) -> Iterator[Launcher]:
+    la = Launcher(backend)
+    try:
+        yield la
+    finally:
+        la.close()
+        if request.node.stash.get(_FAILED, set()) & {"setup", "call"}:
+            print(f"\n[{backend.name}] process logs:\n{la.report()}")

@@ -1,0 +1,130 @@
+"""Consumer groups: membership, generations, and KIP-447 fencing of offsets, on both databases."""
+
+from __future__ import annotations
+
+import pytest
+
+from app.worker.coordinator import CoordinatorWorker
+from tests.helpers import batch, begin, create_topic, ident, init_producer, send
+
+
+@pytest.fixture
+def worker(services, clock) -> CoordinatorWorker:  # type: ignore[no-untyped-def]
+    return CoordinatorWorker(services.coordinator, clock, interval_ms=50, groups=services.groups)
+
+
+def _join(client, group: str, topics: list[str], **extra) -> dict:  # type: ignore[no-untyped-def]
+    r = client.post(f"/v1/groups/{group}/members", json={"topics": topics, "session_timeout_ms": 10_000, **extra})
+    assert r.status_code == 200, r.text
+    return r.json()
+
+
+def _parts(membership: dict) -> list[tuple[str, int]]:
+    return [(a["topic"], a["partition"]) for a in membership["assignment"]]
+
+
+def test_first_member_gets_every_partition_at_generation_one(client):  # type: ignore[no-untyped-def]
+    create_topic(client, "in", 3)
+    m = _join(client, "g", ["in"])
+    assert m["generation_id"] == 1 and m["member_count"] == 1
+    assert _parts(m) == [("in", 0), ("in", 1), ("in", 2)]
+
+
+def test_a_second_member_bumps_the_generation_and_splits_the_partitions(client):  # type: ignore[no-untyped-def]
+    create_topic(client, "in", 4)
+    a = _join(client, "g", ["in"])
+    b = _join(client, "g", ["in"])
+    assert b["generation_id"] == 2
+    a_now = client.post(f"/v1/groups/g/members/{a['member_id']}/heartbeat").json()
+    assert a_now["generation_id"] == 2
+    assert sorted(_parts(a_now) + _parts(b)) == [("in", i) for i in range(4)]
+    assert len(_parts(a_now)) == len(_parts(b)) == 2
+
+
+def test_leaving_rebalances_the_remaining_members(client):  # type: ignore[no-untyped-def]
+    create_topic(client, "in", 2)
+    a = _join(client, "g", ["in"])
+    b = _join(client, "g", ["in"])
+    assert client.delete(f"/v1/groups/g/members/{b['member_id']}").status_code == 204
+    a_now = client.post(f"/v1/groups/g/members/{a['member_id']}/heartbeat").json()
+    assert a_now["generation_id"] == 3 and _parts(a_now) == [("in", 0), ("in", 1)]
+    r = client.post(f"/v1/groups/g/members/{b['member_id']}/heartbeat")
+    assert (r.status_code, r.json()["error_code"]) == (409, "UNKNOWN_MEMBER_ID")
+
+
+def test_a_member_that_misses_its_session_timeout_is_removed(client, clock, worker):  # type: ignore[no-untyped-def]
+    create_topic(client, "in", 2)
+    a = _join(client, "g", ["in"])
+    b = _join(client, "g", ["in"])
+    clock.advance(6_000)
+    client.post(f"/v1/groups/g/members/{a['member_id']}/heartbeat")
+    clock.advance(5_000)  # b last heard from 11 s ago, a 5 s ago; timeout 10 s
+    assert worker.run_once().expired_members == 1
+    described = client.get("/v1/groups/g").json()
+    assert [m["member_id"] for m in described["members"]] == [a["member_id"]]
+    assert described["generation_id"] == 3
+    assert b["member_id"] not in {m["member_id"] for m in described["members"]}
+
+
+def test_rejoining_with_the_same_subscription_keeps_the_generation(client):  # type: ignore[no-untyped-def]
+    create_topic(client, "in", 2)
+    a = _join(client, "g", ["in"])
+    again = _join(client, "g", ["in"], member_id=a["member_id"])
+    assert again["generation_id"] == a["generation_id"] == 1
+
+
+def test_session_timeout_outside_the_bounds_is_refused(client):  # type: ignore[no-untyped-def]
+    create_topic(client, "in", 1)
+    r = client.post("/v1/groups/g/members", json={"topics": ["in"], "session_timeout_ms": 1})
+    assert (r.status_code, r.json()["error_code"]) == (400, "INVALID_SESSION_TIMEOUT")
+
+
+def test_offset_commit_from_a_stale_generation_is_refused(client):  # type: ignore[no-untyped-def]
+    create_topic(client, "in", 2)
+    a = _join(client, "g", ["in"])
+    _join(client, "g", ["in"])
+    body = {"offsets": [{"topic": "in", "partition": 0, "offset": 3}],
+            "generation_id": a["generation_id"], "member_id": a["member_id"]}
+    r = client.post("/v1/groups/g/offsets", json=body)
+    assert (r.status_code, r.json()["error_code"]) == (409, "ILLEGAL_GENERATION")
+    assert client.get("/v1/groups/g/offsets").json()["offsets"] == []
+    r = client.post("/v1/groups/g/offsets", json={**body, "generation_id": 2})
+    assert r.status_code == 200
+
+
+def test_add_offsets_from_a_stale_generation_is_refused(client):  # type: ignore[no-untyped-def]
+    create_topic(client, "in", 1)
+    a = _join(client, "g", ["in"])
+    p = init_producer(client, "X")
+    begin(client, "X", p)
+    _join(client, "g", ["in"])
+    r = client.post("/v1/transactions/X/offsets", json={
+        **ident(p), "group_id": "g", "offsets": [{"topic": "in", "partition": 0, "offset": 1}],
+        "generation_id": a["generation_id"], "member_id": a["member_id"]})
+    assert (r.status_code, r.json()["error_code"]) == (409, "ILLEGAL_GENERATION")
+    assert client.get("/v1/transactions/X").json()["pending_offsets"] == []
+
+
+def test_add_offsets_from_an_unknown_member_is_refused(client):  # type: ignore[no-untyped-def]
+    create_topic(client, "in", 1)
+    _join(client, "g", ["in"])
+    p = init_producer(client, "X")
+    begin(client, "X", p)
+    r = client.post("/v1/transactions/X/offsets", json={
+        **ident(p), "group_id": "g", "offsets": [{"topic": "in", "partition": 0, "offset": 1}],
+        "generation_id": 1, "member_id": "nobody"})
+    assert (r.status_code, r.json()["error_code"]) == (409, "UNKNOWN_MEMBER_ID")
+
+
+def test_offset_fetch_wait_returns_unstable_after_the_bound(client):  # type: ignore[no-untyped-def]
+    create_topic(client, "in", 1)
+    p = init_producer(client, "X")
+    begin(client, "X", p)
+    client.post("/v1/transactions/X/offsets", json={
+        **ident(p), "group_id": "g", "offsets": [{"topic": "in", "partition": 0, "offset": 1}]})
+    r = client.get("/v1/groups/g/offsets", params={"wait_ms": 100})
+    assert (r.status_code, r.json()["error_code"]) == (409, "UNSTABLE_OFFSET_COMMIT")
+    client.post("/v1/transactions/X/commit", json=ident(p))
+    r = client.get("/v1/groups/g/offsets", params={"wait_ms": 100})
+    assert r.status_code == 200 and r.json()["offsets"][0]["offset"] == 1
+    assert send(client, [batch("in", 0, ["x"])]).status_code == 200

@@ -1,0 +1,140 @@
+"""KIP-360 epoch-bump recovery, transactional id expiration and operator tools, on both databases."""
+
+from __future__ import annotations
+
+import pytest
+
+from app.worker.coordinator import CoordinatorWorker
+from tests.helpers import batch, begin, create_topic, fetch, ident, init_producer, send, values
+
+
+@pytest.fixture
+def worker(services, clock) -> CoordinatorWorker:  # type: ignore[no-untyped-def]
+    return CoordinatorWorker(services.coordinator, clock, interval_ms=50, groups=services.groups)
+
+
+def _recover(client, tid: str, p: dict):  # type: ignore[no-untyped-def]
+    return client.post("/v1/producers", json={"transactional_id": tid, **ident(p)})
+
+
+def test_live_producer_bumps_its_own_epoch_and_restarts_sequences(client):  # type: ignore[no-untyped-def]
+    create_topic(client, "t", 1)
+    p = init_producer(client, "X")
+    begin(client, "X", p)
+    send(client, [batch("t", 0, ["a", "b"], 0)], p, "X")
+    r = send(client, [batch("t", 0, ["c"], 7)], p, "X")
+    assert r.json()["error_code"] == "OUT_OF_ORDER_SEQUENCE_NUMBER"
+    client.post("/v1/transactions/X/abort", json=ident(p))
+
+    bumped = _recover(client, "X", p)
+
+    assert bumped.status_code == 200
+    q = bumped.json()
+    assert (q["producer_id"], q["producer_epoch"]) == (p["producer_id"], p["producer_epoch"] + 1)
+    begin(client, "X", q)
+    assert send(client, [batch("t", 0, ["c"], 0)], q, "X").status_code == 200
+    client.post("/v1/transactions/X/commit", json=ident(q))
+    assert values(fetch(client, "t", 0)) == ["c"]
+
+
+def test_a_retried_recovery_is_answered_with_the_same_epoch(client):  # type: ignore[no-untyped-def]
+    p = init_producer(client, "X")
+    first = _recover(client, "X", p).json()
+    again = _recover(client, "X", p)
+    assert again.status_code == 200 and again.json()["producer_epoch"] == first["producer_epoch"]
+
+
+def test_recovery_after_another_instance_initialised_is_fenced(client):  # type: ignore[no-untyped-def]
+    p = init_producer(client, "X")
+    init_producer(client, "X")  # a second instance takes over
+    r = _recover(client, "X", p)
+    assert (r.status_code, r.json()["error_code"]) == (409, "PRODUCER_FENCED")
+
+
+def test_recovery_with_an_open_transaction_aborts_it_and_bumps_once(client):  # type: ignore[no-untyped-def]
+    create_topic(client, "t", 1)
+    p = init_producer(client, "X")
+    begin(client, "X", p)
+    send(client, [batch("t", 0, ["lost"], 0)], p, "X")
+    r = _recover(client, "X", p)
+    assert r.status_code == 200 and r.json()["producer_epoch"] == p["producer_epoch"] + 1
+    assert client.get("/v1/transactions/X").json()["state"] == "CompleteAbort"
+    assert fetch(client, "t", 0)["records"] == []
+
+
+def test_idempotent_producer_bumps_its_epoch_to_reset_sequences(client):  # type: ignore[no-untyped-def]
+    create_topic(client, "t", 1)
+    p = init_producer(client)
+    send(client, [batch("t", 0, ["a"], 0)], p)
+    r = client.post("/v1/producers", json=ident(p))
+    assert r.status_code == 200
+    q = r.json()
+    assert (q["producer_id"], q["producer_epoch"]) == (p["producer_id"], 1)
+    assert send(client, [batch("t", 0, ["b"], 0)], q).status_code == 200
+    assert send(client, [batch("t", 0, ["c"], 1)], p).json()["error_code"] == "INVALID_PRODUCER_EPOCH"
+
+
+def test_idle_transactional_id_expires_and_its_zombie_stays_fenced(client, clock, worker, settings):  # type: ignore[no-untyped-def]
+    create_topic(client, "t", 1)
+    p = init_producer(client, "X")
+    clock.advance(settings.transactional_id_expiration_ms + 1)
+    assert worker.run_once().expired_transactional_ids == 1
+    assert client.get("/v1/transactions/X").status_code == 404
+    r = client.post("/v1/transactions/X/begin", json=ident(p))
+    assert (r.status_code, r.json()["error_code"]) == (404, "TRANSACTIONAL_ID_NOT_FOUND")
+    fresh = init_producer(client, "X")
+    assert fresh["producer_id"] != p["producer_id"]
+    r = client.post("/v1/transactions/X/begin", json=ident(p))
+    assert r.json()["error_code"] == "INVALID_PRODUCER_ID_MAPPING"
+
+
+def test_a_transactional_id_with_an_open_transaction_never_expires(client, clock, worker, settings):  # type: ignore[no-untyped-def]
+    p = init_producer(client, "X", transaction_timeout_ms=settings.max_transaction_timeout_ms)
+    begin(client, "X", p)
+    clock.advance(settings.max_transaction_timeout_ms)
+    assert worker.run_once().expired_transactional_ids == 0
+    assert client.get("/v1/transactions/X").json()["state"] == "Ongoing"
+
+
+def test_transaction_timeout_above_the_maximum_is_refused(client, settings):  # type: ignore[no-untyped-def]
+    r = client.post("/v1/producers", json={"transactional_id": "X",
+                                           "transaction_timeout_ms": settings.max_transaction_timeout_ms + 1})
+    assert (r.status_code, r.json()["error_code"]) == (400, "INVALID_TRANSACTION_TIMEOUT")
+
+
+def test_list_transactions_filters_by_state_and_age(client, clock):  # type: ignore[no-untyped-def]
+    a, b = init_producer(client, "A"), init_producer(client, "B")
+    init_producer(client, "C")
+    begin(client, "A", a)
+    clock.advance(5_000)
+    begin(client, "B", b)
+    listed = client.get("/v1/transactions", params={"state": "Ongoing"}).json()["transactions"]
+    assert [t["transactional_id"] for t in listed] == ["A", "B"]
+    old = client.get("/v1/transactions", params={"state": "Ongoing", "min_age_ms": 5_000}).json()["transactions"]
+    assert [(t["transactional_id"], t["age_ms"]) for t in old] == [("A", 5_000)]
+    empty = client.get("/v1/transactions", params={"state": "Empty"}).json()["transactions"]
+    assert [t["transactional_id"] for t in empty] == ["C"]
+
+
+def test_hanging_lists_transactions_open_past_the_maximum_timeout(client, clock, settings):  # type: ignore[no-untyped-def]
+    p = init_producer(client, "A", transaction_timeout_ms=1000)
+    init_producer(client, "B")
+    begin(client, "A", p)
+    assert client.get("/v1/transactions", params={"hanging": True}).json()["transactions"] == []
+    clock.advance(settings.max_transaction_timeout_ms + 1)  # no coordinator ran
+    hanging = client.get("/v1/transactions", params={"hanging": True}).json()["transactions"]
+    assert [t["transactional_id"] for t in hanging] == ["A"]
+
+
+def test_operator_abort_aborts_and_fences_the_producer(client):  # type: ignore[no-untyped-def]
+    create_topic(client, "t", 1)
+    p = init_producer(client, "X")
+    begin(client, "X", p)
+    send(client, [batch("t", 0, ["a"], 0)], p, "X")
+    r = client.post("/v1/admin/transactions/X/abort")
+    assert r.status_code == 200 and r.json()["state"] == "CompleteAbort"
+    assert r.json()["producer_epoch"] == p["producer_epoch"] + 1
+    r = client.post("/v1/transactions/X/commit", json=ident(p))
+    assert r.json()["error_code"] == "PRODUCER_FENCED"
+    r = client.post("/v1/admin/transactions/X/abort")
+    assert (r.status_code, r.json()["error_code"]) == (409, "INVALID_TXN_STATE")
