@@ -1,0 +1,35 @@
+"""A Python client with the shape Kafka users know: Producer and Consumer over the HTTP API.
+
+    producer = Producer(url, transactional_id="pizza-income-0")
+    producer.init_transactions()
+    consumer = Consumer(url, group_id="pizza-income")
+    consumer.subscribe(["orders"])
+    while True:
+        records = consumer.poll()
+        producer.begin_transaction()
+        for r in records: producer.send("income", transform(r.value))
+        producer.send_offsets_to_transaction(consumer.position_offsets(), consumer.group_metadata())
+        producer.commit_transaction()
+"""
+
+from app.client.consumer import Consumer, ConsumerRecord, GroupMetadata
+from app.client.errors import (
+    AbortableError,
+    ClientError,
+    FatalError,
+    ProducerFencedError,
+    RetriableError,
+)
+from app.client.producer import Producer
+
+__all__ = [
+    "AbortableError",
+    "ClientError",
+    "Consumer",
+    "ConsumerRecord",
+    "FatalError",
+    "GroupMetadata",
+    "Producer",
+    "ProducerFencedError",
+    "RetriableError",
+]

@@ -1,0 +1,288 @@
+"""Producer: idempotent always, transactional when given a transactional_id."""
+
+from __future__ import annotations
+
+import itertools
+import zlib
+from collections import defaultdict
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+
+from app.client.consumer import GroupMetadata
+from app.client.errors import (
+    EPOCH_BUMP_CODES,
+    AbortableError,
+    ClientError,
+    FatalError,
+    ProducerFencedError,
+    RetriableError,
+)
+from app.client.http import Session
+
+TopicPartition = tuple[str, int]
+
+
+@dataclass(frozen=True, slots=True)
+class RecordMetadata:
+    topic: str
+    partition: int
+    offset: int
+
+
+class Producer:
+    """Buffers records per partition and sends them in batches with sequence numbers.
+
+    `send()` only buffers; `flush()` (and `commit_transaction()`) writes the buffer in one
+    request per `batch_records` records, across partitions. Retriable failures are retried
+    with the same sequences, so a retry that reaches a batch already written is answered
+    with its first offsets and writes nothing.
+    """
+
+    def __init__(
+        self,
+        base_url: str,
+        transactional_id: str | None = None,
+        *,
+        transaction_timeout_ms: int | None = None,
+        batch_records: int = 5_000,
+        delivery_timeout_s: float = 60.0,
+        request_timeout_s: float = 30.0,
+        client: httpx.Client | None = None,
+    ) -> None:
+        self.transactional_id = transactional_id
+        self.transaction_timeout_ms = transaction_timeout_ms
+        self.batch_records = batch_records
+        self.delivery_timeout_s = delivery_timeout_s
+        self._session = Session(base_url, request_timeout_s=request_timeout_s, client=client)
+        self.producer_id: int | None = None
+        self.producer_epoch: int | None = None
+        self._txn_id: int | None = None
+        self._in_transaction = False
+        self._next_sequence: dict[TopicPartition, int] = defaultdict(int)
+        self._buffer: dict[TopicPartition, list[dict]] = defaultdict(list)
+        self._buffered = 0
+        self._partition_counts: dict[str, int] = {}
+        self._round_robin = itertools.count()
+        self._abortable: ClientError | None = None
+        self._needs_epoch_bump = False
+        self._fatal: FatalError | None = None
+
+    # --- lifecycle --------------------------------------------------------------------------
+
+    def init_transactions(self) -> None:
+        """InitProducerId: fences any earlier instance with this transactional_id and aborts
+        its open transaction. Call once, before the first transaction."""
+        self._init(recover=False)
+
+    def _init(self, *, recover: bool) -> None:
+        body: dict[str, Any] = {}
+        if self.transactional_id is not None:
+            body["transactional_id"] = self.transactional_id
+            if self.transaction_timeout_ms is not None:
+                body["transaction_timeout_ms"] = self.transaction_timeout_ms
+        if recover:
+            body.update(producer_id=self.producer_id, producer_epoch=self.producer_epoch)
+        answer = self._call("POST", "/v1/producers", json=body)
+        self.producer_id, self.producer_epoch = answer["producer_id"], answer["producer_epoch"]
+        self._next_sequence.clear()
+        self._needs_epoch_bump = False
+
+    def close(self) -> None:
+        self._session.close()
+
+    # --- transactions -----------------------------------------------------------------------
+
+    def begin_transaction(self) -> None:
+        self._require_transactional()
+        self._check_usable()
+        if self._in_transaction:
+            raise FatalError("INVALID_TXN_STATE", "a transaction is already open")
+        try:
+            answer = self._call("POST", f"/v1/transactions/{self.transactional_id}/begin", json=self._ident())
+        except FatalError as e:
+            # A retry of a Begin whose answer was lost finds its own empty transaction open.
+            answer = self._adopt_empty_transaction(e)
+        self._txn_id = answer["txn_id"]
+        self._in_transaction = True
+        self._abortable = None
+
+    def send(
+        self,
+        topic: str,
+        value: Any,
+        key: str | None = None,
+        partition: int | None = None,
+        headers: dict[str, str] | None = None,
+    ) -> None:
+        self._check_usable()
+        if self.transactional_id is not None and not self._in_transaction:
+            raise FatalError("INVALID_TXN_STATE", "send() outside a transaction: call begin_transaction()")
+        if self.producer_id is None:
+            self._init(recover=False)  # an idempotent producer initialises on first use
+        if partition is None:
+            partition = self._partition_for(topic, key)
+        record: dict[str, Any] = {"value": value}
+        if key is not None:
+            record["key"] = key
+        if headers:
+            record["headers"] = headers
+        self._buffer[(topic, partition)].append(record)
+        self._buffered += 1
+        if self._buffered >= self.batch_records:
+            self.flush()
+
+    def flush(self) -> list[RecordMetadata]:
+        """Write everything buffered. Returns the first offset of each batch written."""
+        self._check_usable()
+        written: list[RecordMetadata] = []
+        while self._buffer:
+            taken, batches = 0, []
+            for tp in list(self._buffer):
+                records = self._buffer[tp]
+                chunk = records[: max(1, self.batch_records - taken)]
+                batches.append((tp, chunk))
+                taken += len(chunk)
+                if taken >= self.batch_records:
+                    break
+            written.extend(self._send_batches(batches))
+            for tp, chunk in batches:
+                rest = self._buffer[tp][len(chunk):]
+                if rest:
+                    self._buffer[tp] = rest
+                else:
+                    del self._buffer[tp]
+                self._buffered -= len(chunk)
+        return written
+
+    def _send_batches(self, batches: list[tuple[TopicPartition, list[dict]]]) -> list[RecordMetadata]:
+        body: dict[str, Any] = {
+            **self._ident(),
+            "batches": [
+                {"topic": t, "partition": p, "base_sequence": self._next_sequence[(t, p)], "records": recs}
+                for (t, p), recs in batches
+            ],
+        }
+        if self.transactional_id is not None:
+            body["transactional_id"] = self.transactional_id
+        try:
+            answer = self._call("POST", "/v1/records", json=body, deadline_s=self.delivery_timeout_s)
+        except ClientError as e:
+            # Whether the request was written is unknown (or the sequences are refused): the
+            # transaction must abort, and the sequences restart under a bumped epoch.
+            if not isinstance(e, FatalError):
+                self._needs_epoch_bump = e.error_code in EPOCH_BUMP_CODES or isinstance(e, RetriableError)
+                self._abortable = e if isinstance(e, AbortableError) else AbortableError(e.error_code, e.message, e.status)
+                raise self._abortable from e
+            raise
+        for (tp, recs) in batches:
+            self._next_sequence[tp] += len(recs)
+        return [RecordMetadata(r["topic"], r["partition"], r["base_offset"]) for r in answer["results"]]
+
+    def send_offsets_to_transaction(
+        self, offsets: dict[TopicPartition, int], group_metadata: GroupMetadata | str
+    ) -> None:
+        """Stage the consumer's positions in the transaction (KIP-447 fencing when given the
+        consumer's group_metadata())."""
+        self._require_transactional()
+        self._check_usable()
+        if not offsets:
+            return
+        body: dict[str, Any] = {
+            **self._ident(),
+            "offsets": [{"topic": t, "partition": p, "offset": o} for (t, p), o in sorted(offsets.items())],
+        }
+        if isinstance(group_metadata, GroupMetadata):
+            body["group_id"] = group_metadata.group_id
+            if group_metadata.member_id is not None:
+                body.update(generation_id=group_metadata.generation_id, member_id=group_metadata.member_id)
+        else:
+            body["group_id"] = group_metadata
+        try:
+            self._call("POST", f"/v1/transactions/{self.transactional_id}/offsets", json=body)
+        except AbortableError as e:
+            self._abortable = e
+            raise
+
+    def commit_transaction(self) -> None:
+        self._require_transactional()
+        self.flush()
+        self._check_usable()
+        self._call(
+            "POST",
+            f"/v1/transactions/{self.transactional_id}/commit",
+            json={**self._ident(), "txn_id": self._txn_id},
+        )
+        self._in_transaction = False
+
+    def abort_transaction(self) -> None:
+        """Abort the open transaction and drop what is still buffered. After an error that
+        left the sequences unknown, also bump the epoch (KIP-360) to go on under the same
+        producer id; if another instance took over meanwhile, this raises ProducerFencedError."""
+        self._require_transactional()
+        if self._fatal is not None:
+            raise self._fatal
+        self._buffer.clear()
+        self._buffered = 0
+        try:
+            if self._in_transaction:
+                self._call(
+                    "POST",
+                    f"/v1/transactions/{self.transactional_id}/abort",
+                    json={**self._ident(), "txn_id": self._txn_id},
+                )
+        except AbortableError:
+            pass  # nothing of it can commit; the epoch bump below resolves it
+        self._in_transaction = False
+        self._abortable = None
+        if self._needs_epoch_bump:
+            self._init(recover=True)
+
+    # --- helpers ----------------------------------------------------------------------------
+
+    def _call(self, method: str, path: str, **kwargs: Any) -> Any:
+        try:
+            return self._session.call(method, path, **kwargs)
+        except FatalError as e:
+            if isinstance(e, ProducerFencedError) or e.error_code != "INVALID_TXN_STATE":
+                self._fatal = e
+            raise
+
+    def _ident(self) -> dict[str, Any]:
+        if self.producer_id is None:
+            raise FatalError("INVALID_TXN_STATE", "call init_transactions() first")
+        return {"producer_id": self.producer_id, "producer_epoch": self.producer_epoch}
+
+    def _require_transactional(self) -> None:
+        if self.transactional_id is None:
+            raise FatalError("INVALID_TXN_STATE", "this producer has no transactional_id")
+
+    def _check_usable(self) -> None:
+        if self._fatal is not None:
+            raise self._fatal
+        if self._abortable is not None:
+            raise self._abortable
+
+    def _adopt_empty_transaction(self, error: FatalError) -> dict:
+        if error.error_code != "INVALID_TXN_STATE":
+            raise error
+        txn = self._call("GET", f"/v1/transactions/{self.transactional_id}")
+        if (
+            txn["state"] == "Ongoing"
+            and (txn["producer_id"], txn["producer_epoch"]) == (self.producer_id, self.producer_epoch)
+            and not txn["partitions"]
+            and not txn["pending_offsets"]
+        ):
+            return txn
+        raise error
+
+    def _partition_for(self, topic: str, key: str | None) -> int:
+        count = self._partition_counts.get(topic)
+        if count is None:
+            count = self._call("GET", f"/v1/topics/{topic}")["partition_count"]
+            self._partition_counts[topic] = count
+        if key is None:
+            return next(self._round_robin) % count
+        # A stable hash, so one key always lands in one partition.
+        return zlib.crc32(key.encode()) % count
