@@ -7,12 +7,12 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
 
-from fastapi import FastAPI, Request
+from fastapi import FastAPI
 from fastapi.openapi.utils import get_openapi
-from fastapi.responses import JSONResponse
 
 from app import __doc__ as product_doc
 from app.api import errors
+from app.api.body_limit import BodySizeLimit
 from app.api.deps import Services
 from app.api.routers import groups, health, producers, records, topics, transactions
 from app.domain.clock import Clock, system_clock
@@ -71,19 +71,7 @@ def create_app(settings: Settings | None = None, clock: Clock = system_clock) ->
     app.state.settings = settings
     errors.install(app)
 
-    @app.middleware("http")
-    async def limit_body_size(request: Request, call_next):  # type: ignore[no-untyped-def]
-        length = request.headers.get("content-length")
-        if length is not None and length.isdigit() and int(length) > settings.max_request_bytes:
-            return JSONResponse(
-                errors.error_body(
-                    "RECORD_LIST_TOO_LARGE",
-                    f"request body of {length} bytes exceeds {settings.max_request_bytes}",
-                    False,
-                ),
-                status_code=413,
-            )
-        return await call_next(request)
+    app.add_middleware(BodySizeLimit, max_bytes=settings.max_request_bytes)
 
     for module in (topics, producers, records, transactions, groups, health):
         app.include_router(module.router)

@@ -9,7 +9,6 @@ their generation is not the current one, which fences a consumer that lost its p
 
 from __future__ import annotations
 
-import time
 import uuid
 from dataclasses import dataclass
 
@@ -29,7 +28,6 @@ from app.settings import Settings
 from app.storage import groups, offsets, topics
 from app.storage.engine import Database
 
-OFFSET_WAIT_POLL_S = 0.05
 
 
 @dataclass(frozen=True, slots=True)
@@ -170,23 +168,10 @@ class GroupService:
                 )
             offsets.commit(conn, rows)
 
-    def fetch(
-        self, group_id: str, *, topic: str | None, require_stable: bool, wait_ms: int = 0
-    ) -> list[offsets.CommittedOffset]:
+    def fetch(self, group_id: str, *, topic: str | None, require_stable: bool) -> list[offsets.CommittedOffset]:
         """The group's committed offsets. With require_stable (the default, as in KIP-447), a
         partition with offsets pending in an unfinished transaction is refused with
-        UNSTABLE_OFFSET_COMMIT instead of answering the value that transaction is replacing;
-        wait_ms > 0 first waits, at most that long, for the transaction to complete."""
-        deadline = time.monotonic() + wait_ms / 1000
-        while True:
-            try:
-                return self._fetch_once(group_id, topic=topic, require_stable=require_stable)
-            except UnstableOffsetCommit:
-                if time.monotonic() >= deadline:
-                    raise
-            time.sleep(min(OFFSET_WAIT_POLL_S, max(0.0, deadline - time.monotonic())))
-
-    def _fetch_once(self, group_id: str, *, topic: str | None, require_stable: bool) -> list[offsets.CommittedOffset]:
+        UNSTABLE_OFFSET_COMMIT instead of answering the value that transaction is replacing."""
         with self.db.read() as conn:
             topic_id = None if topic is None else topics.get_topic(conn, topic).topic_id
             if require_stable:

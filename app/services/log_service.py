@@ -81,7 +81,7 @@ class LogService:
                 txn_id = meta.txn_id
             elif producer_id is not None:
                 assert producer_epoch is not None
-                current, bound_to = producers.current_state(conn, producer_id, lock=True)
+                current, bound_to = producers.current_state(conn, producer_id, lock="share")
                 if bound_to is not None:
                     raise InvalidRequest(
                         f"producer {producer_id} belongs to transactional_id {bound_to!r}: "

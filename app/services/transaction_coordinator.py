@@ -102,7 +102,7 @@ class TransactionCoordinator:
                     producers.create_producer(conn, transactional_id=None, now_ms=now), 0, None, None
                 )
             # KIP-360 for an idempotent producer: bump its own epoch, which resets sequences.
-            epoch, bound_to = producers.current_state(conn, producer_id, lock=True)
+            epoch, bound_to = producers.current_state(conn, producer_id, lock="update")
             if bound_to is not None:
                 raise InvalidRequest(
                     f"producer {producer_id} belongs to transactional_id {bound_to!r}; pass it"
@@ -323,9 +323,8 @@ class TransactionCoordinator:
         for p in parts:
             if p.txn_id != meta.txn_id:
                 continue
-            # One short database transaction per partition (see the module docstring). Not
-            # flushed on commit: if a crash loses it, the durable Prepare state redoes it.
-            with self.db.write(durable=False) as conn:
+            # One short database transaction per partition (see the module docstring).
+            with self.db.write() as conn:
                 log.write_control_marker(
                     conn,
                     transactional_id=transactional_id,
@@ -338,7 +337,7 @@ class TransactionCoordinator:
                     now_ms=self.clock(),
                 )
         now = self.clock()
-        with self.db.write(durable=False) as conn:
+        with self.db.write() as conn:
             current = txns.get(conn, transactional_id, lock="update")
             if current is None or current.state != meta.state or current.txn_id != meta.txn_id:
                 return current  # another worker finished it first

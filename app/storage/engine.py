@@ -84,21 +84,18 @@ class Database:
         return self.dialect == "sqlite"
 
     @contextmanager
-    def write(self, *, durable: bool = True) -> Iterator[Connection]:
+    def write(self) -> Iterator[Connection]:
         """One short write transaction; committed on exit, rolled back on any exception.
 
-        durable=False is for work that can be redone from an earlier durable write (the
-        control markers and completion of a transaction whose PrepareCommit/PrepareAbort is
-        already on disk): on PostgreSQL it commits without waiting for the WAL flush. A crash
-        can only lose a suffix of such commits, which the coordinator then redoes.
+        Every write is durable when it commits, markers included: a marker readers have seen
+        must never vanish in a database crash, or its offset could be handed out again and a
+        reader already past it would skip the new record (guarantee 6).
         """
         with translate_driver_errors():
             with self.engine.connect() as conn:
                 conn.info[_WRITE] = True
                 try:
                     with conn.begin():
-                        if not durable and self.dialect == "postgresql":
-                            conn.exec_driver_sql("SET LOCAL synchronous_commit TO OFF")
                         yield conn
                 finally:
                     conn.info.pop(_WRITE, None)

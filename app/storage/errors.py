@@ -5,9 +5,10 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 
+import psycopg
 from sqlalchemy import exc
 
-from app.domain.errors import StorageUnavailable
+from app.domain.errors import InvalidRequest, StorageUnavailable
 
 # PostgreSQL SQLSTATEs that mean "try again": serialization_failure, deadlock_detected,
 # lock_not_available, too_many_connections, cannot_connect_now, admin_shutdown, crash_shutdown.
@@ -19,13 +20,26 @@ def translate_driver_errors() -> Iterator[None]:
     try:
         yield
     except exc.OperationalError as e:
-        raise StorageUnavailable(f"database unavailable: {_short(e)}") from e
+        raise StorageUnavailable(f"database unavailable: {_short(e.orig or e)}") from e
+    except exc.DataError as e:
+        # A value the database cannot store (the API's validation should have caught it).
+        raise InvalidRequest(f"value refused by the database: {_short(e.orig or e)}") from e
     except exc.DBAPIError as e:
-        sqlstate = getattr(getattr(e, "orig", None), "sqlstate", None)
+        sqlstate = getattr(e.orig, "sqlstate", None)
         if e.connection_invalidated or sqlstate in _RETRIABLE_SQLSTATES:
+            raise StorageUnavailable(f"database unavailable: {_short(e.orig or e)}") from e
+        raise
+    # The COPY of Send's hot path runs on the raw psycopg connection, outside SQLAlchemy.
+    except psycopg.OperationalError as e:
+        raise StorageUnavailable(f"database unavailable: {_short(e)}") from e
+    except psycopg.DataError as e:
+        raise InvalidRequest(f"value refused by the database: {_short(e)}") from e
+    except psycopg.Error as e:
+        if e.sqlstate in _RETRIABLE_SQLSTATES:
             raise StorageUnavailable(f"database unavailable: {_short(e)}") from e
         raise
 
 
-def _short(e: exc.DBAPIError) -> str:
-    return str(e.orig).strip().splitlines()[0] if e.orig is not None else str(e)
+def _short(e: BaseException) -> str:
+    text = str(e).strip()
+    return text.splitlines()[0] if text else type(e).__name__

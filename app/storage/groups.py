@@ -23,10 +23,12 @@ class Member:
     joined_ms: int
 
 
-def generation(conn: Connection, group_id: str, *, lock: bool = False) -> int | None:
+def generation(conn: Connection, group_id: str, *, lock: str | None = None) -> int | None:
     stmt = select(consumer_groups.c.generation_id).where(consumer_groups.c.group_id == group_id)
-    if lock:
+    if lock == "update":
         stmt = dialect.lock_for_update(conn, stmt)
+    elif lock == "share":
+        stmt = dialect.lock_for_share(conn, stmt)
     return conn.execute(stmt).scalar_one_or_none()
 
 
@@ -38,7 +40,7 @@ def lock_group(conn: Connection, group_id: str, now_ms: int) -> int:
             group_id=group_id, generation_id=0, updated_ms=now_ms
         )
     )
-    gen = generation(conn, group_id, lock=True)
+    gen = generation(conn, group_id, lock="update")
     assert gen is not None
     return gen
 
@@ -115,7 +117,9 @@ def check_group_metadata(conn: Connection, group_id: str, meta: GroupMetadata | 
     """KIP-447: offsets that carry group metadata are fenced by the group's generation."""
     if meta is None:
         return
-    current = generation(conn, group_id)
+    # Shared lock until the offsets are staged: a rebalance (which locks the row for update)
+    # cannot slip in between this check and the write it guards.
+    current = generation(conn, group_id, lock="share")
     if meta.member_id not in {m.member_id for m in members(conn, group_id)}:
         raise UnknownMemberId(f"{meta.member_id!r} is not a member of group {group_id!r}")
     if meta.generation_id != current:

@@ -45,14 +45,14 @@ def set_producer_epoch(conn: Connection, producer_id: int, producer_epoch: int) 
     )
 
 
-def current_state(conn: Connection, producer_id: int, *, lock: bool) -> tuple[int, str | None]:
-    """The producer's current epoch and transactional_id. With `lock`, a shared row lock that
-    an epoch bump waits on, so no Send of the old epoch lands after the bump."""
+def current_state(conn: Connection, producer_id: int, *, lock: str) -> tuple[int, str | None]:
+    """The producer's current epoch and transactional_id. lock='share' (Send): a row lock that
+    an epoch bump waits on, so no Send of the old epoch lands after the bump; lock='update'
+    (the bump itself)."""
     stmt = select(producers.c.producer_epoch, producers.c.transactional_id).where(
         producers.c.producer_id == producer_id
     )
-    if lock:
-        stmt = dialect.lock_for_share(conn, stmt)
+    stmt = dialect.lock_for_share(conn, stmt) if lock == "share" else dialect.lock_for_update(conn, stmt)
     row = conn.execute(stmt).first()
     if row is None:
         raise UnknownProducerId(f"unknown producer id {producer_id}; call InitProducerId")

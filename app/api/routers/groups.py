@@ -2,10 +2,16 @@ from __future__ import annotations
 
 from typing import Annotated
 
+import time
+
+import anyio
 from fastapi import APIRouter, Path, Query, Response
+from starlette.concurrency import run_in_threadpool
 
 from app.api.deps import ServicesDep
+from app.api.strict_json import StrictJSONRoute
 from app.api.errors import documented
+from app.api.schemas.common import IdText
 from app.api.schemas.groups import (
     CommittedOffset,
     GroupDescription,
@@ -16,13 +22,15 @@ from app.api.schemas.groups import (
     OffsetCommitRequest,
     TopicPartition,
 )
-from app.domain.errors import InvalidRequest
+from app.domain.errors import InvalidRequest, UnstableOffsetCommit
 from app.domain.offsets import GroupMetadata, OffsetToStage
 
-router = APIRouter(prefix="/v1/groups", tags=["groups"])
+router = APIRouter(prefix="/v1/groups", tags=["groups"], route_class=StrictJSONRoute)
 
-GroupPath = Annotated[str, Path(min_length=1, max_length=255)]
-MemberPath = Annotated[str, Path(min_length=1, max_length=255)]
+OFFSET_WAIT_POLL_S = 0.05
+
+GroupPath = Annotated[IdText, Path(min_length=1, max_length=255)]
+MemberPath = Annotated[IdText, Path(min_length=1, max_length=255)]
 
 
 def group_metadata(generation_id: int | None, member_id: str | None) -> GroupMetadata | None:
@@ -35,6 +43,17 @@ def _tps(parts: list[tuple[str, int]]) -> list[TopicPartition]:
     return [TopicPartition(topic=t, partition=p) for t, p in parts]
 
 
+def _offsets(group_id: str, rows: list) -> GroupOffsets:  # type: ignore[type-arg]
+    return GroupOffsets(
+        group_id=group_id,
+        offsets=[
+            CommittedOffset(topic=r.topic, partition=r.partition, offset=r.committed_offset,
+                            metadata=r.metadata, committed_ms=r.committed_ms)
+            for r in rows
+        ],
+    )
+
+
 @router.post("/{group_id}/offsets", operation_id="commit_offsets", response_model=GroupOffsets,
              responses=documented(400, 404, 409))
 def commit_offsets(group_id: GroupPath, body: OffsetCommitRequest, services: ServicesDep) -> GroupOffsets:
@@ -45,33 +64,34 @@ def commit_offsets(group_id: GroupPath, body: OffsetCommitRequest, services: Ser
         [OffsetToStage(o.topic, o.partition, o.offset, o.metadata) for o in body.offsets],
         group_metadata(body.generation_id, body.member_id),
     )
-    return fetch_offsets(group_id, services, topic=None, require_stable=False)
+    return _offsets(group_id, services.groups.fetch(group_id, topic=None, require_stable=False))
 
 
 @router.get("/{group_id}/offsets", operation_id="fetch_offsets", response_model=GroupOffsets,
             responses=documented(404, 409))
-def fetch_offsets(
+async def fetch_offsets(
     group_id: GroupPath,
     services: ServicesDep,
-    topic: Annotated[str | None, Query(min_length=1, max_length=249)] = None,
+    topic: Annotated[IdText | None, Query(min_length=1, max_length=249)] = None,
     require_stable: bool = True,
     wait_ms: Annotated[int, Query(ge=0, le=600_000)] = 0,
 ) -> GroupOffsets:
     """The group's committed offsets. With require_stable (default), a partition whose offsets
     are pending in an unfinished transaction answers UNSTABLE_OFFSET_COMMIT (retriable);
     wait_ms waits for that transaction to complete first (bounded by the service's maximum)."""
-    rows = services.groups.fetch(
-        group_id, topic=topic, require_stable=require_stable,
-        wait_ms=min(wait_ms, services.settings.max_offset_fetch_wait_ms),
-    )
-    return GroupOffsets(
-        group_id=group_id,
-        offsets=[
-            CommittedOffset(topic=r.topic, partition=r.partition, offset=r.committed_offset,
-                            metadata=r.metadata, committed_ms=r.committed_ms)
-            for r in rows
-        ],
-    )
+    # The wait sleeps on the event loop, not in a worker thread: many waiting consumers must
+    # not use up the threads that the commits they wait for need.
+    deadline = time.monotonic() + min(wait_ms, services.settings.max_offset_fetch_wait_ms) / 1000
+    while True:
+        try:
+            rows = await run_in_threadpool(
+                services.groups.fetch, group_id, topic=topic, require_stable=require_stable
+            )
+            return _offsets(group_id, rows)
+        except UnstableOffsetCommit:
+            if time.monotonic() >= deadline:
+                raise
+        await anyio.sleep(min(OFFSET_WAIT_POLL_S, max(0.0, deadline - time.monotonic())))
 
 
 @router.post("/{group_id}/members", operation_id="join_group", response_model=Membership,

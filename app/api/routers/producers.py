@@ -3,10 +3,11 @@ from __future__ import annotations
 from fastapi import APIRouter
 
 from app.api.deps import ServicesDep
+from app.api.strict_json import StrictJSONRoute
 from app.api.errors import documented
 from app.api.schemas.producers import InitProducerIdRequest, InitProducerIdResponse
 
-router = APIRouter(prefix="/v1/producers", tags=["producers"])
+router = APIRouter(prefix="/v1/producers", tags=["producers"], route_class=StrictJSONRoute)
 
 
 @router.post("", operation_id="init_producer_id", response_model=InitProducerIdResponse,

@@ -4,12 +4,14 @@ import orjson
 from fastapi import APIRouter
 
 from app.api.deps import ServicesDep
+from app.api.strict_json import StrictJSONRoute
 from app.api.errors import documented
-from app.api.schemas.records import BatchResult, SendRequest, SendResponse
+from app.api.schemas.records import BatchResult, RecordIn, SendRequest, SendResponse
+from app.domain.errors import InvalidRequest
 from app.services.log_service import SendBatch
 from app.storage.log import RecordToAppend
 
-router = APIRouter(prefix="/v1/records", tags=["records"])
+router = APIRouter(prefix="/v1/records", tags=["records"], route_class=StrictJSONRoute)
 
 
 @router.post("", operation_id="send", response_model=SendResponse,
@@ -31,15 +33,7 @@ def send(body: SendRequest, services: ServicesDep) -> SendResponse:
             partition=b.partition,
             base_sequence=b.base_sequence,
             expected_offset=b.expected_offset,
-            records=[
-                RecordToAppend(
-                    key=r.key,
-                    value=orjson.dumps(r.value).decode(),
-                    headers=None if r.headers is None else orjson.dumps(r.headers).decode(),
-                    timestamp_ms=now if r.timestamp_ms is None else r.timestamp_ms,
-                )
-                for r in b.records
-            ],
+            records=[_to_append(b.topic, b.partition, i, r, now) for i, r in enumerate(b.records)],
         )
         for b in body.batches
     ]
@@ -61,4 +55,21 @@ def send(body: SendRequest, services: ServicesDep) -> SendResponse:
             )
             for r in results
         ]
+    )
+
+
+def _to_append(topic: str, partition: int, index: int, r: RecordIn, now_ms: int) -> RecordToAppend:
+    """Values are stored as JSON text. orjson refuses what could not be read back as sent:
+    integers beyond 64 bits, lone surrogates, nesting deeper than 254 levels."""
+    try:
+        value = orjson.dumps(r.value).decode()
+    except orjson.JSONEncodeError as e:
+        raise InvalidRequest(
+            f"record {index} of {topic}/{partition}: value cannot be stored as JSON: {e}"
+        ) from None
+    return RecordToAppend(
+        key=r.key,
+        value=value,
+        headers=None if r.headers is None else orjson.dumps(r.headers).decode(),
+        timestamp_ms=now_ms if r.timestamp_ms is None else r.timestamp_ms,
     )

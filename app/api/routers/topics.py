@@ -7,7 +7,9 @@ from fastapi import APIRouter, Path, Query
 from fastapi.responses import Response
 
 from app.api.deps import ServicesDep
+from app.api.strict_json import StrictJSONRoute
 from app.api.errors import documented
+from app.api.schemas.common import IdText
 from app.api.schemas.common import PartitionField
 from app.api.schemas.records import FetchResponse
 from app.api.schemas.topics import (
@@ -21,9 +23,9 @@ from app.api.schemas.topics import (
 from app.domain.types import IsolationLevel
 from app.storage.topics import Topic
 
-router = APIRouter(prefix="/v1/topics", tags=["topics"])
+router = APIRouter(prefix="/v1/topics", tags=["topics"], route_class=StrictJSONRoute)
 
-TopicPath = Annotated[str, Path(min_length=1, max_length=249)]
+TopicPath = Annotated[IdText, Path(min_length=1, max_length=249)]
 
 
 def _summary(t: Topic) -> TopicSummary:

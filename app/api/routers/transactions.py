@@ -5,7 +5,9 @@ from typing import Annotated
 from fastapi import APIRouter, Path, Query
 
 from app.api.deps import ServicesDep
+from app.api.strict_json import StrictJSONRoute
 from app.api.errors import documented
+from app.api.schemas.common import IdText
 from app.api.schemas.transactions import (
     AddOffsetsRequest,
     BeginTransactionRequest,
@@ -21,9 +23,9 @@ from app.domain.types import TransactionState
 from app.api.routers.groups import group_metadata
 from app.domain.offsets import OffsetToStage
 
-router = APIRouter(prefix="/v1/transactions", tags=["transactions"])
+router = APIRouter(prefix="/v1/transactions", tags=["transactions"], route_class=StrictJSONRoute)
 
-TransactionalIdPath = Annotated[str, Path(min_length=1, max_length=255)]
+TransactionalIdPath = Annotated[IdText, Path(min_length=1, max_length=255)]
 
 
 def _summary(meta: TransactionMetadata, now_ms: int) -> TransactionSummary:
@@ -134,7 +136,7 @@ def list_transactions(
     return TransactionList(transactions=[_summary(m, now) for m in found[:limit]])
 
 
-admin_router = APIRouter(prefix="/v1/admin/transactions", tags=["admin"])
+admin_router = APIRouter(prefix="/v1/admin/transactions", tags=["admin"], route_class=StrictJSONRoute)
 
 
 @admin_router.post("/{transactional_id}/abort", operation_id="admin_abort_transaction",

@@ -2,17 +2,17 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, Strict
 
-from app.api.schemas.common import OffsetEntry, StrictModel
+from app.api.schemas.common import MemberIdField, OffsetEntry, StrictModel, TopicName
 
 
 class OffsetCommitRequest(StrictModel):
     offsets: Annotated[list[OffsetEntry], Field(min_length=1, max_length=10_000)]
-    generation_id: Annotated[int, Field(ge=0, le=2**31 - 1)] | None = Field(
+    generation_id: Annotated[int, Strict(), Field(ge=0, le=2**31 - 1)] | None = Field(
         default=None, description="KIP-447: refuse the commit unless this is the group's generation"
     )
-    member_id: Annotated[str, Field(min_length=1, max_length=255)] | None = None
+    member_id: MemberIdField | None = None
 
 
 class CommittedOffset(BaseModel):
@@ -29,11 +29,11 @@ class GroupOffsets(BaseModel):
 
 
 class JoinGroupRequest(StrictModel):
-    topics: Annotated[list[Annotated[str, Field(min_length=1, max_length=249)]], Field(min_length=1, max_length=1000)]
-    member_id: Annotated[str, Field(min_length=1, max_length=255)] | None = Field(
+    topics: Annotated[list[TopicName], Field(min_length=1, max_length=1000)]
+    member_id: MemberIdField | None = Field(
         default=None, description="rejoin as this member (e.g. to change the subscription)"
     )
-    session_timeout_ms: Annotated[int, Field(ge=1, le=2**31 - 1)] | None = None
+    session_timeout_ms: Annotated[int, Strict(), Field(ge=1, le=2**31 - 1)] | None = None
 
 
 class TopicPartition(BaseModel):

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, Strict
 
 from app.api.schemas.common import (
     OffsetField,
@@ -10,6 +10,7 @@ from app.api.schemas.common import (
     ProducerEpochField,
     ProducerIdField,
     StrictModel,
+    Text,
     TopicName,
     TransactionalIdField,
 )
@@ -17,10 +18,10 @@ from app.domain.types import MAX_INT32, MAX_INT64, IsolationLevel
 
 
 class RecordIn(StrictModel):
-    key: str | None = None
-    value: Any = Field(default=None, description="any JSON value")
-    headers: dict[str, str] | None = None
-    timestamp_ms: Annotated[int, Field(ge=0, le=MAX_INT64)] | None = Field(
+    key: Text | None = None
+    value: Any = Field(default=None, description="any JSON value (integers within 64 bits)")
+    headers: dict[Text, Text] | None = None
+    timestamp_ms: Annotated[int, Strict(), Field(ge=0, le=MAX_INT64)] | None = Field(
         default=None, description="create time; the service's clock when omitted"
     )
 
@@ -28,7 +29,7 @@ class RecordIn(StrictModel):
 class BatchIn(StrictModel):
     topic: TopicName
     partition: PartitionField
-    base_sequence: Annotated[int, Field(ge=0, le=MAX_INT32)] | None = Field(
+    base_sequence: Annotated[int, Strict(), Field(ge=0, le=MAX_INT32)] | None = Field(
         default=None,
         description="sequence of the first record, per (producer, partition); required with producer_id",
     )

@@ -2,10 +2,11 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, Strict
 
 from app.api.schemas.common import (
     GroupIdField,
+    MemberIdField,
     OffsetEntry,
     ProducerEpochField,
     ProducerIdField,
@@ -24,7 +25,7 @@ class BeginTransactionRequest(ProducerIdentity):
 
 
 class EndTransactionRequest(ProducerIdentity):
-    txn_id: Annotated[int, Field(ge=0, le=MAX_INT64)] | None = Field(
+    txn_id: Annotated[int, Strict(), Field(ge=0, le=MAX_INT64)] | None = Field(
         default=None,
         description="the txn_id BeginTransaction returned; when given, a delayed retry cannot end a later transaction",
     )
@@ -33,11 +34,11 @@ class EndTransactionRequest(ProducerIdentity):
 class AddOffsetsRequest(ProducerIdentity):
     group_id: GroupIdField
     offsets: Annotated[list[OffsetEntry], Field(min_length=1, max_length=10_000)]
-    generation_id: Annotated[int, Field(ge=0, le=2**31 - 1)] | None = Field(
+    generation_id: Annotated[int, Strict(), Field(ge=0, le=2**31 - 1)] | None = Field(
         default=None,
         description="KIP-447 group metadata: refuse (ILLEGAL_GENERATION) unless this is the group's generation",
     )
-    member_id: Annotated[str, Field(min_length=1, max_length=255)] | None = None
+    member_id: MemberIdField | None = None
 
 
 class TransactionPartition(BaseModel):

@@ -1,0 +1,287 @@
+"""The transaction state machine of a transactional_id (app.domain.transaction), without I/O."""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import replace
+
+import pytest
+
+from app.domain.errors import (
+    ConcurrentTransactions,
+    InvalidProducerEpoch,
+    InvalidProducerIdMapping,
+    InvalidTxnState,
+    ProducerFenced,
+)
+from app.domain.transaction import (
+    COMPLETING_STATES,
+    IDLE_STATES,
+    VALID_PREVIOUS_STATES,
+    TransactionMetadata,
+    check_transition,
+    classify_recovery,
+    next_epoch,
+)
+from app.domain.types import MAX_PRODUCER_EPOCH, ProducerEpoch, ProducerId, TransactionState, TxnId
+
+S = TransactionState
+
+# The transitions the service allows, written out independently of the module's table: Kafka's
+# TransactionState.validPreviousStates, except Ongoing → Ongoing (Kafka's AddPartitionsToTxn;
+# here Begin on an open transaction is refused).
+ALLOWED = {
+    (S.EMPTY, S.EMPTY), (S.COMPLETE_COMMIT, S.EMPTY), (S.COMPLETE_ABORT, S.EMPTY),
+    (S.EMPTY, S.ONGOING), (S.COMPLETE_COMMIT, S.ONGOING), (S.COMPLETE_ABORT, S.ONGOING),
+    (S.ONGOING, S.PREPARE_COMMIT),
+    (S.ONGOING, S.PREPARE_ABORT), (S.PREPARE_EPOCH_FENCE, S.PREPARE_ABORT),
+    (S.PREPARE_COMMIT, S.COMPLETE_COMMIT),
+    (S.PREPARE_ABORT, S.COMPLETE_ABORT),
+    (S.ONGOING, S.PREPARE_EPOCH_FENCE),
+    (S.EMPTY, S.DEAD), (S.COMPLETE_COMMIT, S.DEAD), (S.COMPLETE_ABORT, S.DEAD),
+}
+ALL_PAIRS = list(itertools.product(S, S))
+REFUSED = [pair for pair in ALL_PAIRS if pair not in ALLOWED]
+
+
+def _pair_id(pair: tuple[TransactionState, TransactionState]) -> str:
+    return f"{pair[0].value}->{pair[1].value}"
+
+
+def meta(**overrides: object) -> TransactionMetadata:
+    base = TransactionMetadata(
+        transactional_id="tid",
+        producer_id=ProducerId(10),
+        producer_epoch=ProducerEpoch(5),
+        state=S.ONGOING,
+        txn_id=TxnId(7),
+        transaction_timeout_ms=60_000,
+        txn_started_ms=1_000,
+        updated_ms=1_000,
+    )
+    return replace(base, **overrides)  # type: ignore[arg-type]
+
+
+# --- check_transition ---------------------------------------------------------------------------
+
+
+def test_table_of_valid_previous_states_is_the_documented_one() -> None:
+    table = {(prev, target) for target, prevs in VALID_PREVIOUS_STATES.items() for prev in prevs}
+    assert table == ALLOWED
+
+
+def test_table_names_every_state_as_a_target() -> None:
+    assert set(VALID_PREVIOUS_STATES) == set(S)
+
+
+@pytest.mark.parametrize("pair", sorted(ALLOWED), ids=_pair_id)
+def test_check_transition_allows_a_listed_previous_state(pair: tuple[TransactionState, TransactionState]) -> None:
+    current, target = pair
+    check_transition(current, target)
+
+
+@pytest.mark.parametrize("pair", REFUSED, ids=_pair_id)
+def test_check_transition_refuses_an_unlisted_previous_state_with_invalid_txn_state(
+    pair: tuple[TransactionState, TransactionState],
+) -> None:
+    current, target = pair
+    with pytest.raises(InvalidTxnState) as raised:
+        check_transition(current, target)
+    assert raised.value.error_code == "INVALID_TXN_STATE"
+    assert raised.value.retriable is False
+    assert raised.value.details == {"state": current.value}
+
+
+def test_begin_on_an_open_transaction_is_refused() -> None:
+    with pytest.raises(InvalidTxnState):
+        check_transition(S.ONGOING, S.ONGOING)
+
+
+def test_commit_after_abort_decision_is_refused() -> None:
+    with pytest.raises(InvalidTxnState):
+        check_transition(S.PREPARE_ABORT, S.PREPARE_COMMIT)
+
+
+def test_dead_is_terminal() -> None:
+    for target in S:
+        with pytest.raises(InvalidTxnState):
+            check_transition(S.DEAD, target)
+
+
+def test_completing_and_idle_states_are_disjoint_and_exclude_ongoing() -> None:
+    assert not COMPLETING_STATES & IDLE_STATES
+    assert S.ONGOING not in COMPLETING_STATES | IDLE_STATES
+
+
+# --- check_producer: fencing -----------------------------------------------------------------
+
+
+def test_check_producer_accepts_the_live_producer_and_epoch() -> None:
+    meta().check_producer(10, 5)
+
+
+def test_check_producer_older_epoch_is_fenced() -> None:
+    with pytest.raises(ProducerFenced) as raised:
+        meta().check_producer(10, 4)
+    assert raised.value.error_code == "PRODUCER_FENCED"
+    assert raised.value.retriable is False
+
+
+def test_check_producer_much_older_epoch_is_fenced() -> None:
+    with pytest.raises(ProducerFenced):
+        meta().check_producer(10, 0)
+
+
+def test_check_producer_newer_epoch_is_invalid_producer_epoch() -> None:
+    with pytest.raises(InvalidProducerEpoch) as raised:
+        meta().check_producer(10, 6)
+    assert raised.value.error_code == "INVALID_PRODUCER_EPOCH"
+    assert raised.value.retriable is False
+
+
+def test_check_producer_other_producer_id_is_invalid_mapping() -> None:
+    with pytest.raises(InvalidProducerIdMapping) as raised:
+        meta().check_producer(11, 5)
+    assert raised.value.error_code == "INVALID_PRODUCER_ID_MAPPING"
+    assert raised.value.retriable is False
+
+
+def test_check_producer_other_producer_id_wins_over_an_older_epoch() -> None:
+    with pytest.raises(InvalidProducerIdMapping):
+        meta().check_producer(11, 4)
+
+
+def test_check_producer_other_producer_id_wins_over_a_newer_epoch() -> None:
+    with pytest.raises(InvalidProducerIdMapping):
+        meta().check_producer(9, 6)
+
+
+# --- check_txn_id --------------------------------------------------------------------------------
+
+
+def test_check_txn_id_accepts_no_txn_id() -> None:
+    meta().check_txn_id(None)
+
+
+def test_check_txn_id_accepts_the_current_txn_id() -> None:
+    meta().check_txn_id(7)
+
+
+def test_check_txn_id_refuses_an_earlier_txn_id() -> None:
+    with pytest.raises(InvalidTxnState) as raised:
+        meta().check_txn_id(6)
+    assert raised.value.details == {"state": "Ongoing"}
+
+
+def test_check_txn_id_refuses_a_later_txn_id() -> None:
+    with pytest.raises(InvalidTxnState):
+        meta().check_txn_id(8)
+
+
+def test_check_txn_id_refuses_any_txn_id_when_none_was_ever_begun() -> None:
+    with pytest.raises(InvalidTxnState):
+        meta(state=S.EMPTY, txn_id=None).check_txn_id(1)
+
+
+# --- require_ongoing -----------------------------------------------------------------------------
+
+
+def test_require_ongoing_accepts_ongoing() -> None:
+    meta(state=S.ONGOING).require_ongoing()
+
+
+@pytest.mark.parametrize("state", sorted(COMPLETING_STATES), ids=lambda s: s.value)
+def test_require_ongoing_while_completing_is_concurrent_transactions_and_retriable(state: TransactionState) -> None:
+    with pytest.raises(ConcurrentTransactions) as raised:
+        meta(state=state).require_ongoing()
+    assert raised.value.error_code == "CONCURRENT_TRANSACTIONS"
+    assert raised.value.retriable is True
+    assert raised.value.details == {"state": state.value}
+
+
+@pytest.mark.parametrize("state", sorted([*IDLE_STATES, S.DEAD]), ids=lambda s: s.value)
+def test_require_ongoing_when_not_begun_is_invalid_txn_state(state: TransactionState) -> None:
+    with pytest.raises(InvalidTxnState) as raised:
+        meta(state=state, txn_started_ms=None).require_ongoing()
+    assert raised.value.retriable is False
+    assert raised.value.details == {"state": state.value}
+
+
+# --- is_timed_out --------------------------------------------------------------------------------
+
+
+def test_is_timed_out_false_before_the_timeout() -> None:
+    assert not meta().is_timed_out(1_000 + 59_999)
+
+
+def test_is_timed_out_false_exactly_at_the_timeout() -> None:
+    assert not meta().is_timed_out(1_000 + 60_000)
+
+
+def test_is_timed_out_true_one_ms_past_the_timeout() -> None:
+    assert meta().is_timed_out(1_000 + 60_001)
+
+
+def test_is_timed_out_false_when_not_ongoing() -> None:
+    for state in S:
+        if state is not S.ONGOING:
+            assert not meta(state=state).is_timed_out(10**12), state
+
+
+def test_is_timed_out_false_without_a_start_time() -> None:
+    assert not meta(txn_started_ms=None).is_timed_out(10**12)
+
+
+def test_is_timed_out_false_when_the_clock_is_behind_the_start() -> None:
+    assert not meta().is_timed_out(0)
+
+
+# --- next_epoch ----------------------------------------------------------------------------------
+
+
+def test_next_epoch_increments() -> None:
+    assert next_epoch(ProducerId(1), ProducerEpoch(0)) == (False, 1)
+
+
+def test_next_epoch_reaches_the_maximum_without_exhaustion() -> None:
+    assert next_epoch(ProducerId(1), ProducerEpoch(MAX_PRODUCER_EPOCH - 1)) == (False, MAX_PRODUCER_EPOCH)
+
+
+def test_next_epoch_at_the_maximum_is_exhausted_and_restarts_at_zero() -> None:
+    assert MAX_PRODUCER_EPOCH == 32767
+    assert next_epoch(ProducerId(1), ProducerEpoch(32767)) == (True, 0)
+
+
+def test_next_epoch_above_the_maximum_is_exhausted() -> None:
+    assert next_epoch(ProducerId(1), ProducerEpoch(40000)) == (True, 0)
+
+
+# --- classify_recovery (KIP-360) -----------------------------------------------------------------
+
+
+def test_recovery_by_the_live_instance_bumps_now() -> None:
+    assert classify_recovery(meta(), 10, 5) is False
+
+
+def test_recovery_retry_with_the_epoch_just_bumped_from_is_answered_again() -> None:
+    assert classify_recovery(meta(last_producer_epoch=ProducerEpoch(4)), 10, 4) is True
+
+
+def test_recovery_with_an_older_epoch_that_is_not_the_last_is_fenced() -> None:
+    with pytest.raises(ProducerFenced):
+        classify_recovery(meta(last_producer_epoch=ProducerEpoch(4)), 10, 3)
+
+
+def test_recovery_with_an_older_epoch_after_a_new_instance_took_over_is_fenced() -> None:
+    with pytest.raises(ProducerFenced):
+        classify_recovery(meta(last_producer_epoch=None), 10, 4)
+
+
+def test_recovery_with_a_newer_epoch_is_fenced() -> None:
+    with pytest.raises(ProducerFenced):
+        classify_recovery(meta(), 10, 6)
+
+
+def test_recovery_by_another_producer_id_is_fenced() -> None:
+    with pytest.raises(ProducerFenced):
+        classify_recovery(meta(), 11, 5)
