@@ -42,7 +42,8 @@ def _coordinator(settings: Settings, args: argparse.Namespace) -> int:
     if settings.should_auto_migrate:
         migrate.upgrade(settings.database_url)
     db = Database(build_engine(settings.database_url, pool_size=2,
-                               sqlite_busy_timeout_ms=settings.sqlite_busy_timeout_ms))
+                               sqlite_busy_timeout_ms=settings.sqlite_busy_timeout_ms,
+                               sqlite_synchronous=settings.sqlite_synchronous))
     worker = CoordinatorWorker(
         TransactionCoordinator(db, settings, system_clock),
         system_clock,

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Literal
+
 from pydantic import Field, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
@@ -46,6 +48,9 @@ class Settings(BaseSettings):
     fetch_max_records_default: int = Field(default=500, ge=1)
     fetch_max_records_limit: int = Field(default=10_000, ge=1)
     sqlite_busy_timeout_ms: int = Field(default=30_000, ge=0)
+    # FULL: an acknowledged write survives a power loss too. NORMAL (WAL) survives a process
+    # crash but may lose the last commits on power loss, for fewer fsyncs.
+    sqlite_synchronous: Literal["FULL", "NORMAL"] = "FULL"
     db_pool_size: int = Field(default=10, ge=1)
     log_level: str = "info"
 

@@ -40,6 +40,7 @@ def create_app(settings: Settings | None = None, clock: Clock = system_clock) ->
                 settings.database_url,
                 pool_size=settings.db_pool_size,
                 sqlite_busy_timeout_ms=settings.sqlite_busy_timeout_ms,
+                sqlite_synchronous=settings.sqlite_synchronous,
             )
         )
         services = Services.build(settings, db, clock)

@@ -28,7 +28,13 @@ def normalise_url(url: str) -> str:
     return u.render_as_string(hide_password=False)
 
 
-def build_engine(url: str, *, pool_size: int = 10, sqlite_busy_timeout_ms: int = 30_000) -> Engine:
+def build_engine(
+    url: str,
+    *,
+    pool_size: int = 10,
+    sqlite_busy_timeout_ms: int = 30_000,
+    sqlite_synchronous: str = "FULL",
+) -> Engine:
     url = normalise_url(url)
     if url.startswith("sqlite"):
         engine = create_engine(
@@ -37,7 +43,7 @@ def build_engine(url: str, *, pool_size: int = 10, sqlite_busy_timeout_ms: int =
             pool_size=pool_size,
             max_overflow=pool_size * 4,
         )
-        _configure_sqlite(engine, sqlite_busy_timeout_ms)
+        _configure_sqlite(engine, sqlite_busy_timeout_ms, sqlite_synchronous)
         return engine
     return create_engine(
         url,
@@ -50,11 +56,13 @@ def build_engine(url: str, *, pool_size: int = 10, sqlite_busy_timeout_ms: int =
 def build_migration_engine(url: str) -> Engine:
     engine = create_engine(normalise_url(url), poolclass=NullPool)
     if engine.dialect.name == "sqlite":
-        _configure_sqlite(engine, 30_000)
+        _configure_sqlite(engine, 30_000, "FULL")
     return engine
 
 
-def _configure_sqlite(engine: Engine, busy_timeout_ms: int) -> None:
+def _configure_sqlite(engine: Engine, busy_timeout_ms: int, synchronous: str) -> None:
+    if synchronous not in ("FULL", "NORMAL"):
+        raise ValueError(f"sqlite synchronous must be FULL or NORMAL, not {synchronous!r}")
     @event.listens_for(engine, "connect")
     def _on_connect(dbapi_connection, _record) -> None:  # type: ignore[no-untyped-def]
         # Hand transaction control to SQLAlchemy's begin event below (pysqlite's own implicit
@@ -62,7 +70,7 @@ def _configure_sqlite(engine: Engine, busy_timeout_ms: int) -> None:
         dbapi_connection.isolation_level = None
         cursor = dbapi_connection.cursor()
         cursor.execute("PRAGMA journal_mode=WAL")
-        cursor.execute("PRAGMA synchronous=NORMAL")
+        cursor.execute(f"PRAGMA synchronous={synchronous}")
         cursor.execute(f"PRAGMA busy_timeout={int(busy_timeout_ms)}")
         cursor.execute("PRAGMA foreign_keys=ON")
         cursor.close()
