@@ -145,3 +145,20 @@ def test_expected_offset_appends_only_at_that_offset(client):  # type: ignore[no
     assert (r.status_code, r.json()["error_code"]) == (409, "OFFSET_MISMATCH")
     assert (_log_end(client, "t", 0), _log_end(client, "t", 1)) == (1, 0)
     assert send(client, [batch("t", 0, ["b"], expected_offset=1)]).status_code == 200
+
+
+def test_a_retried_conditional_batch_is_appended_at_most_once(client):  # type: ignore[no-untyped-def]
+    create_topic(client, "t", 1)
+    request = [batch("t", 0, ["a", "b"], expected_offset=0)]
+    assert send(client, request).status_code == 200
+    retry = send(client, request)
+    assert (retry.status_code, retry.json()["error_code"]) == (409, "OFFSET_MISMATCH")
+    assert retry.json()["details"]["next_offset"] == 2
+    assert values(fetch(client, "t", 0)) == ["a", "b"]
+
+
+def test_a_topic_with_check_expected_offsets_refuses_a_send_without_one(client):  # type: ignore[no-untyped-def]
+    create_topic(client, "t", 1, check_expected_offsets=True)
+    r = send(client, [batch("t", 0, ["a"])])
+    assert (r.status_code, r.json()["error_code"]) == (400, "INVALID_REQUEST")
+    assert send(client, [batch("t", 0, ["a"], expected_offset=0)]).status_code == 200
