@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+from dataclasses import asdict
 from typing import Annotated
 
 import orjson
@@ -66,12 +67,8 @@ def describe_topic(topic: TopicPath, services: ServicesDep) -> TopicDescription:
     t, parts = services.topics.describe(topic)
     return TopicDescription(
         **_summary(t).model_dump(),
-        partitions=[PartitionDescription(**vars_of(p)) for p in parts],
+        partitions=[PartitionDescription(**asdict(p)) for p in parts],
     )
-
-
-def vars_of(obj: object) -> dict:
-    return {name: getattr(obj, name) for name in obj.__slots__}  # type: ignore[attr-defined]
 
 
 @router.get(
