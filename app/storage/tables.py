@@ -101,6 +101,17 @@ Index(
     postgresql_where=text("txn_id IS NOT NULL"),
 )
 
+# read_committed by position range (the committed_records view, Spark): the COMMIT markers of
+# a partition, without a second walk of the whole range.
+Index(
+    "ix_records_commit_markers",
+    records.c.topic_id,
+    records.c.partition,
+    records.c.offset,
+    sqlite_where=text("control_type = 'COMMIT'"),
+    postgresql_where=text("control_type = 'COMMIT'"),
+)
+
 producers = Table(
     "producers",
     metadata,

@@ -1,0 +1,15 @@
+"""Errors of the Spark jobs: one root, each kind with a message that names the fix."""
+
+from __future__ import annotations
+
+
+class SparkJobError(Exception):
+    """A Spark job cannot run as configured."""
+
+
+class JavaNotFound(SparkJobError):
+    """No Java runtime, or one too old for this PySpark."""
+
+
+class JdbcDriverNotFound(SparkJobError):
+    """No JDBC driver jar for the database."""

@@ -1,0 +1,292 @@
+"""Seed 001's pizza-income pipeline as an exactly-once Spark batch job.
+
+One run is one batch:
+
+1. InitProducerId for the job's transactional_id: fences any earlier run still alive and
+   aborts its open transaction (which drops the offsets it staged), so what follows sees
+   the group's offsets as the last committed run left them.
+2. Start positions: the group's committed offsets in `orders` (waiting out pending ones).
+   End positions: the log end of each partition, snapshotted once, here, on the driver.
+3. Spark reads the committed orders with start <= commit_position < end (spark_jobs.reader)
+   and aggregates them: the income of each pizza order, and the batch's totals.
+4. One transaction through the service: the income records to `pizza-income`, one totals
+   record to `pizza-income-totals`, and the group's offsets moved to the end positions
+   (AddOffsets); then Commit.
+
+What "each output exactly once" means here. The batches' ranges tile the log: a run starts
+where the last committed run ended, because the offsets move only in the transaction that
+carries that run's outputs. So every committed order is counted in exactly one committed
+batch: one `pizza-income` record per pizza order (key: the order id; value: its income, summed
+over the batch's records of that order), and one `pizza-income-totals` record per batch, keyed
+by the batch's input range ("orders:0=0-120,1=0-98"), whose counts and sums add up, over all
+batches, to those of the whole topic. A run that dies before its Commit leaves an open
+transaction that the next run's InitProducerId aborts (or the coordinator times out): none of
+its outputs is ever visible, and the next run reads the same start positions again (its end
+may be later, if more orders came in; its outputs are then those of the larger range). A run
+that dies after its Commit has moved the offsets to its end: the next run starts there, and
+outputs nothing if nothing new came in. Two runs at once with the same transactional_id fence
+each other: only one can commit. (Runs with different transactional ids for the same group
+would not: keep one transactional_id per group, the default.)
+
+    python -m spark_jobs.pizza_income --url http://127.0.0.1:8000 --database-url sqlite:///./outbox.db
+    spark-submit --master 'local[*]' --jars /usr/share/java/sqlite-jdbc.jar \\
+        spark_jobs/pizza_income.py --url http://127.0.0.1:8000 --database-url sqlite:///./outbox.db
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import signal
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+if __package__ in (None, ""):  # spark-submit runs this file as a script: find the packages
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from app.client import Producer  # noqa: E402
+from app.client.errors import ClientError  # noqa: E402
+from app.client.http import Session  # noqa: E402
+from spark_jobs.errors import SparkJobError  # noqa: E402
+from spark_jobs.positions import (  # noqa: E402
+    PositionRange,
+    batch_ranges,
+    committed_offsets,
+    log_end_offsets,
+)
+from spark_jobs.reader import read_committed  # noqa: E402
+from spark_jobs.source import DEFAULT_FETCHSIZE, JdbcSource  # noqa: E402
+
+logger = logging.getLogger("spark_jobs.pizza_income")
+
+INPUT, OUTPUT, TOTALS = "orders", "pizza-income", "pizza-income-totals"
+GROUP = "pizza-income-spark"
+# Decimal, not double: sums that do not depend on how Spark splits the work, so a batch's
+# totals are the same whichever run computes them.
+ORDER_SCHEMA = "order_id BIGINT, meal STRING, value DECIMAL(18,2)"
+PIZZA = "Pizza"
+CHECKPOINTS = ("after-init", "after-snapshot", "after-read", "after-send", "after-offsets", "after-commit")
+
+
+@dataclass
+class BatchResult:
+    batch_id: str
+    ranges: list[PositionRange]
+    orders: int = 0
+    pizza_orders: int = 0  # distinct pizza order ids
+    income: float = 0.0
+    ignored: int = 0  # records without an order_id
+    outputs: int = 0
+    committed: bool = False
+    timings_s: dict[str, float] = field(default_factory=dict)
+
+    def end_offsets(self) -> dict[int, int]:
+        return {r.partition: r.end for r in self.ranges}
+
+    def as_json(self) -> str:
+        d = asdict(self)
+        d["ranges"] = [asdict(r) for r in self.ranges]
+        return json.dumps(d, sort_keys=True)
+
+
+def batch_id(topic: str, ranges: list[PositionRange]) -> str:
+    return f"{topic}:" + ",".join(f"{r.partition}={r.start}-{r.end}" for r in ranges)
+
+
+def aggregate(records):  # type: ignore[no-untyped-def]
+    """(per pizza order: order_id, income, records; totals: orders, pizza_orders, income,
+    ignored). A record without an order_id is not an order: counted as ignored, no more."""
+    from pyspark.sql import functions as F
+
+    is_order = F.col("order_id").isNotNull()
+    is_pizza = is_order & (F.col("meal") == PIZZA)
+    per_order = records.where(is_pizza).groupBy("order_id").agg(
+        F.sum("value").alias("income"), F.count(F.lit(1)).alias("records")
+    )
+    totals = records.agg(
+        F.count("order_id").alias("orders"),
+        F.count_distinct(F.when(is_pizza, F.col("order_id"))).alias("pizza_orders"),
+        F.sum(F.when(is_pizza, F.col("value"))).alias("income"),
+        F.count(F.when(~is_order, 1)).alias("ignored"),
+    )
+    return per_order, totals
+
+
+def _no_checkpoint(_name: str, _result: BatchResult | None) -> None:
+    return None
+
+
+def run(
+    spark,  # type: ignore[no-untyped-def]
+    *,
+    url: str,
+    source: JdbcSource,
+    group: str = GROUP,
+    transactional_id: str | None = None,
+    input_topic: str = INPUT,
+    output_topic: str = OUTPUT,
+    totals_topic: str = TOTALS,
+    max_positions: int | None = None,
+    splits: int | None = None,
+    fetchsize: int = DEFAULT_FETCHSIZE,
+    transaction_timeout_ms: int = 60_000,
+    checkpoint: Callable[[str, BatchResult | None], None] = _no_checkpoint,
+) -> BatchResult:
+    """One batch, exactly once (see the module docstring). `checkpoint(name, result)` is
+    called at each of CHECKPOINTS; tests make it crash there, or write to the log there."""
+    clock = time.monotonic()
+    timings: dict[str, float] = {}
+
+    def lap(name: str) -> None:
+        nonlocal clock
+        now = time.monotonic()
+        timings[name] = round(now - clock, 3)
+        clock = now
+
+    session = Session(url)
+    producer = Producer(url, transactional_id or f"{group}-job",
+                        transaction_timeout_ms=transaction_timeout_ms)
+    try:
+        for topic in (input_topic, output_topic, totals_topic):
+            _require_topic(session, topic)
+        producer.init_transactions()
+        checkpoint("after-init", None)
+        starts = committed_offsets(session, group, input_topic)
+        ends = log_end_offsets(session, input_topic)  # the snapshot: read once, here
+        ranges = batch_ranges(starts, ends, max_positions=max_positions)
+        result = BatchResult(batch_id(input_topic, ranges), ranges, timings_s=timings)
+        lap("positions")
+        checkpoint("after-snapshot", result)
+        if all(r.size == 0 for r in ranges):
+            logger.info("nothing new in %s for group %s", input_topic, group)
+            return result
+
+        orders = read_committed(spark, source, input_topic, ranges, value_schema=ORDER_SCHEMA,
+                                flatten=True, splits=splits, fetchsize=fetchsize)
+        per_order, totals = aggregate(orders)
+        incomes = sorted((r.order_id, r.income) for r in per_order.collect())
+        total = totals.collect()[0]
+        result.orders, result.pizza_orders = total["orders"], total["pizza_orders"]
+        result.ignored = total["ignored"]
+        result.income = float(total["income"] or 0)
+        lap("spark")
+        checkpoint("after-read", result)
+
+        producer.begin_transaction()
+        headers = {"batch": result.batch_id}
+        for order_id, income in incomes:
+            producer.send(output_topic, {"order_id": order_id, "income": float(income)},
+                          key=str(order_id), headers=headers)
+        producer.send(totals_topic, {
+            "batch": result.batch_id, "topic": input_topic,
+            "ranges": [{"partition": r.partition, "start": r.start, "end": r.end} for r in ranges],
+            "orders": result.orders, "pizza_orders": result.pizza_orders, "income": result.income,
+            "ignored_records": result.ignored,
+        }, key=result.batch_id)
+        producer.flush()
+        result.outputs = len(incomes) + 1
+        checkpoint("after-send", result)
+        producer.send_offsets_to_transaction({(input_topic, r.partition): r.end for r in ranges}, group)
+        checkpoint("after-offsets", result)
+        producer.commit_transaction()
+        result.committed = True
+        lap("transaction")
+        checkpoint("after-commit", result)
+        return result
+    finally:
+        producer.close()
+        session.close()
+
+
+def _require_topic(session: Session, topic: str) -> None:
+    try:
+        session.call("GET", f"/v1/topics/{topic}")
+    except ClientError as e:
+        if e.error_code == "UNKNOWN_TOPIC_OR_PARTITION":
+            body = json.dumps({"name": topic, "partitions": 2})
+            raise SparkJobError(
+                f"topic {topic!r} does not exist: create it first, e.g. curl -X POST "
+                f"$OUTBOX/v1/topics -H 'content-type: application/json' -d '{body}'"
+            ) from e
+        raise
+
+
+def _kill_self_at(point: str) -> Callable[[str, BatchResult | None], None]:
+    def checkpoint(name: str, result: BatchResult | None) -> None:
+        if name == point:
+            if result is not None:
+                print(result.as_json(), flush=True)  # what the test needs to know of this run
+            logger.warning("--crash-at %s: killing myself with SIGKILL", name)
+            logging.shutdown()
+            os.kill(os.getpid(), signal.SIGKILL)
+
+    return checkpoint
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--url", default=os.environ.get("OUTBOX_URL", "http://127.0.0.1:8000"),
+                        help="the outbox service (default $OUTBOX_URL or http://127.0.0.1:8000)")
+    parser.add_argument("--database-url", default=os.environ.get("OUTBOX_DATABASE_URL", "sqlite:///./outbox.db"),
+                        help="the service's database, as OUTBOX_DATABASE_URL or a jdbc: URL")
+    parser.add_argument("--group", default=GROUP)
+    parser.add_argument("--transactional-id", default=None, help="default: GROUP-job")
+    parser.add_argument("--input", default=INPUT)
+    parser.add_argument("--output", default=OUTPUT)
+    parser.add_argument("--totals", default=TOTALS)
+    parser.add_argument("--master", default=None,
+                        help="Spark master (default: spark-submit's, else local[*])")
+    parser.add_argument("--jdbc-jars", default=None, help="comma-separated JDBC driver jars")
+    parser.add_argument("--splits", type=int, default=None, help="JDBC queries per topic-partition")
+    parser.add_argument("--max-positions", type=int, default=None,
+                        help="read at most this many positions per partition in this batch")
+    parser.add_argument("--fetchsize", type=int, default=DEFAULT_FETCHSIZE)
+    parser.add_argument("--transaction-timeout-ms", type=int, default=60_000)
+    parser.add_argument("--crash-at", choices=CHECKPOINTS, default=None,
+                        help="kill -9 this process at that point (for crash tests)")
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    logging.getLogger("py4j").setLevel(logging.WARNING)
+    logging.getLogger("httpx").setLevel(logging.WARNING)
+
+    from spark_jobs.session import build_session
+
+    source = JdbcSource.from_url(args.database_url)
+    if source.database == "sqlite" and not Path(source.url.removeprefix("jdbc:sqlite:")).is_file():
+        # sqlite-jdbc would create an empty file there and fail later on the missing view.
+        print(f"error: no SQLite database at {source.url.removeprefix('jdbc:sqlite:')}: "
+              "pass the service's OUTBOX_DATABASE_URL as --database-url", file=sys.stderr)
+        return 2
+    try:
+        spark, _ = build_session(
+            "pizza-income", databases=[source.database], master=args.master,
+            jdbc_jars=args.jdbc_jars.split(",") if args.jdbc_jars else None,
+        )
+    except SparkJobError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    try:
+        result = run(
+            spark, url=args.url, source=source, group=args.group,
+            transactional_id=args.transactional_id, input_topic=args.input,
+            output_topic=args.output, totals_topic=args.totals, max_positions=args.max_positions,
+            splits=args.splits, fetchsize=args.fetchsize,
+            transaction_timeout_ms=args.transaction_timeout_ms,
+            checkpoint=_kill_self_at(args.crash_at) if args.crash_at else _no_checkpoint,
+        )
+    except SparkJobError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    finally:
+        spark.stop()
+    print(result.as_json())
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,137 @@
+"""Read committed records into a Spark DataFrame, in parallel, through JDBC.
+
+    ranges = batch_ranges(committed_offsets(s, group, topic), log_end_offsets(s, topic))
+    df = read_committed(spark, JdbcSource.from_url(db_url), topic, ranges,
+                        value_schema="order_id BIGINT, meal STRING, value DOUBLE")
+
+The source is the database view `committed_records` (migration 0003): the data records a
+read_committed consumer may see, each with its `commit_position`. The read is split into
+JDBC partitions by explicit predicates, one per (topic-partition, sub-range of positions):
+each partition's [start, end) is cut into `splits` equal ranges of positions, every predicate
+bounded on both sides. (Spark's own column partitioning leaves the first and last partitions
+open-ended and skewed; it also knows nothing of topic-partitions.) The rows come back as they
+are in the log: sort by (partition, commit_position, offset) for read_committed order.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+from spark_jobs.positions import PositionRange
+from spark_jobs.source import DEFAULT_FETCHSIZE, JdbcSource
+
+VIEW = "committed_records"
+
+# The view's columns and their Spark types. Spark has no SQLite dialect, and SQLite reports
+# no types for a view's expressions, so the types are pinned with customSchema (on PostgreSQL
+# too: the same DataFrame schema from both databases).
+VIEW_COLUMNS: tuple[tuple[str, str], ...] = (
+    ("topic", "STRING"),
+    ("topic_id", "INT"),
+    ("partition", "INT"),
+    ("offset", "BIGINT"),
+    ("commit_position", "BIGINT"),
+    ("timestamp_ms", "BIGINT"),
+    ("key", "STRING"),
+    ("value", "STRING"),
+    ("headers", "STRING"),
+    ("producer_id", "BIGINT"),
+    ("transactional", "BOOLEAN"),
+)
+CUSTOM_SCHEMA = ", ".join(f"`{name}` {kind}" for name, kind in VIEW_COLUMNS)
+
+# Automatic splitting: aim for about one JDBC partition per task slot, but never cut a
+# partition's range into pieces smaller than this many positions (a query per few rows costs
+# more than it saves).
+MIN_POSITIONS_PER_SPLIT = 50_000
+
+
+def sql_string(value: str) -> str:
+    return "'" + value.replace("'", "''") + "'"
+
+
+def split_range(r: PositionRange, splits: int) -> list[tuple[int, int]]:
+    """[start, end) cut into `splits` contiguous ranges whose sizes differ by at most one."""
+    n = r.size
+    if n == 0:
+        return []
+    k = max(1, min(splits, n))
+    bounds = [r.start + (n * i) // k for i in range(k + 1)]
+    return list(zip(bounds[:-1], bounds[1:], strict=True))
+
+
+def auto_splits(ranges: Sequence[PositionRange], parallelism: int) -> int:
+    nonempty = [r for r in ranges if r.size > 0]
+    if not nonempty:
+        return 1
+    per_partition = math.ceil(parallelism / len(nonempty))
+    by_size = math.ceil(max(r.size for r in nonempty) / MIN_POSITIONS_PER_SPLIT)
+    return max(1, min(per_partition, by_size))
+
+
+def predicates(topic: str, ranges: Sequence[PositionRange], splits: int) -> list[str]:
+    """One WHERE clause per (partition, sub-range); [] when every range is empty.
+
+    Both databases push these conditions into both branches of the view, so each query walks
+    index ranges: (topic_id, partition, offset) of the primary key for plain records, of
+    ix_records_commit_markers for COMMIT markers, then ix_records_txn for their records."""
+    out = []
+    for r in ranges:
+        for lo, hi in split_range(r, splits):
+            out.append(f'topic = {sql_string(topic)} AND "partition" = {int(r.partition)} '
+                       f"AND commit_position >= {int(lo)} AND commit_position < {int(hi)}")
+    return out
+
+
+def read_committed(
+    spark,  # type: ignore[no-untyped-def]
+    source: JdbcSource,
+    topic: str,
+    ranges: Sequence[PositionRange],
+    *,
+    value_schema=None,  # type: ignore[no-untyped-def]
+    flatten: bool = False,
+    splits: int | None = None,
+    fetchsize: int = DEFAULT_FETCHSIZE,
+):  # type: ignore[no-untyped-def]
+    """A DataFrame of the committed records of `topic` with start <= commit_position < end
+    for each PositionRange, read by parallel JDBC queries.
+
+    Columns: topic, partition, offset, commit_position, timestamp_ms, timestamp, key, value,
+    headers (map<string,string>), producer_id, transactional. With `value_schema` (a
+    StructType or a DDL string such as "order_id BIGINT, meal STRING"), `value` is decoded
+    from JSON into a struct of that schema (a field is null where the value lacks it or does
+    not parse as an object of that schema: Spark's PERMISSIVE JSON mode); with
+    `flatten=True` its fields become top-level columns instead.
+
+    `splits`: JDBC partitions per topic-partition; None picks about one per task slot
+    (spark.sparkContext.defaultParallelism), no smaller than MIN_POSITIONS_PER_SPLIT positions.
+    """
+    from pyspark.sql import functions as F
+
+    if splits is None:
+        splits = auto_splits(ranges, spark.sparkContext.defaultParallelism)
+    if splits < 1:
+        raise ValueError("splits must be at least 1")
+    wheres = predicates(topic, ranges, splits) or ["1 = 0"]  # nothing to read: an empty frame
+    props = source.properties(fetchsize=fetchsize)
+    props["customSchema"] = CUSTOM_SCHEMA
+    raw = spark.read.jdbc(source.url, VIEW, predicates=wheres, properties=props)
+
+    df = raw.select(
+        "topic", "partition", "offset", "commit_position", "timestamp_ms",
+        F.timestamp_millis("timestamp_ms").alias("timestamp"),
+        "key",
+        F.from_json("value", value_schema).alias("value") if value_schema is not None else F.col("value"),
+        F.from_json("headers", "map<string,string>").alias("headers"),
+        "producer_id", "transactional",
+    )
+    if value_schema is None or not flatten:
+        return df
+    meta = [c for c in df.columns if c != "value"]
+    fields = [f.name for f in df.schema["value"].dataType.fields]
+    clash = sorted(set(meta) & set(fields))
+    if clash:
+        raise ValueError(f"value fields {clash} clash with record columns; read with flatten=False")
+    return df.select(*meta, "value.*")

@@ -1,0 +1,250 @@
+"""The exactly-once Spark job: killed before and after its commit, rerun, each output once, the
+group's offsets exactly at the snapshotted end. On SQLite and PostgreSQL."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections import Counter
+from pathlib import Path
+
+import httpx
+import pytest
+
+from app.client import Producer
+from spark_jobs import pizza_income
+from spark_jobs.jars import resolve_jdbc_jars
+from spark_jobs.pizza_income import GROUP, INPUT, OUTPUT, TOTALS, BatchResult
+from spark_jobs.positions import PositionRange
+from spark_jobs.source import JdbcSource
+from tests.e2e.api import ok, read_all
+
+ROOT = Path(__file__).resolve().parents[2]
+JOB_TIMEOUT_S = 180
+
+
+class Crash(BaseException):
+    """Stands for kill -9 in-process: the job stops where it is, sends nothing more, and
+    leaves its transaction as it is (BaseException: nothing in the job catches it)."""
+
+
+class Orders:
+    """Orders in `orders`: plain ones and transactional ones; unique ids; every third a salad."""
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+        self.plain_producer = Producer(url)
+        self.shops: dict[str, Producer] = {}
+        self.next_id = 1
+        self.committed: dict[int, dict] = {}  # what the job must count: order_id -> order
+        self._pending: dict[str, list[dict]] = {}
+
+    def _orders(self, n: int) -> list[dict]:
+        out = []
+        for _ in range(n):
+            i = self.next_id
+            self.next_id += 1
+            out.append({"order_id": i, "meal": "Salad" if i % 3 == 0 else "Pizza", "value": i + 0.25})
+        return out
+
+    def plain(self, n_per_partition: int) -> None:
+        for p in (0, 1):
+            for o in self._orders(n_per_partition):
+                self.plain_producer.send(INPUT, o, key=str(o["order_id"]), partition=p)
+                self.committed[o["order_id"]] = o
+        self.plain_producer.flush()
+
+    def open(self, shop: str, n_per_partition: int) -> None:
+        if shop not in self.shops:
+            self.shops[shop] = Producer(self.url, shop)
+            self.shops[shop].init_transactions()
+        self.shops[shop].begin_transaction()
+        self._pending[shop] = []
+        for p in (0, 1):
+            for o in self._orders(n_per_partition):
+                self.shops[shop].send(INPUT, o, key=str(o["order_id"]), partition=p)
+                self._pending[shop].append(o)
+        self.shops[shop].flush()
+
+    def commit(self, shop: str) -> None:
+        self.shops[shop].commit_transaction()
+        self.committed.update((o["order_id"], o) for o in self._pending.pop(shop))
+
+    def abort(self, shop: str) -> None:
+        self.shops[shop].abort_transaction()
+        self._pending.pop(shop)
+
+    def pizza(self) -> dict[int, float]:
+        return {i: o["value"] for i, o in self.committed.items() if o["meal"] == "Pizza"}
+
+    def close(self) -> None:
+        self.plain_producer.close()
+        for p in self.shops.values():
+            p.close()
+
+
+def _create_topics(url: str) -> None:
+    for name, partitions in ((INPUT, 2), (OUTPUT, 2), (TOTALS, 1)):
+        ok(httpx.post(f"{url}/v1/topics", json={"name": name, "partitions": partitions}), 201)
+
+
+def _outputs(url: str) -> tuple[list[dict], list[dict]]:
+    with httpx.Client(base_url=url, timeout=30) as c:
+        income = [r["value"] for p in (0, 1) for r in read_all(c, OUTPUT, p)]
+        totals = [r["value"] for r in read_all(c, TOTALS, 0)]
+    return income, totals
+
+
+def _group_offsets(url: str) -> dict[int, int]:
+    r = httpx.get(f"{url}/v1/groups/{GROUP}/offsets", params={"require_stable": "false"})
+    if r.status_code == 404:
+        return {}
+    return {o["partition"]: o["offset"] for o in ok(r)["offsets"] if o["topic"] == INPUT}
+
+
+def _log_ends(url: str, topic: str) -> dict[int, int]:
+    return {p["partition"]: p["log_end_offset"] for p in ok(httpx.get(f"{url}/v1/topics/{topic}"))["partitions"]}
+
+
+def _assert_each_pizza_order_once(url: str, orders: Orders) -> list[dict]:
+    income, totals = _outputs(url)
+    counts = Counter(r["order_id"] for r in income)
+    assert [i for i, n in counts.items() if n > 1] == [], "an order's income was output twice"
+    assert {r["order_id"]: r["income"] for r in income} == orders.pizza()
+    assert len({t["batch"] for t in totals}) == len(totals), "a batch's totals were output twice"
+    assert sum(t["orders"] for t in totals) == len(orders.committed)
+    assert sum(t["pizza_orders"] for t in totals) == len(orders.pizza())
+    assert round(sum(t["income"] for t in totals), 2) == round(sum(orders.pizza().values()), 2)
+    return totals
+
+
+def test_job_killed_before_and_after_commit_outputs_each_result_once(spark, backend, launcher) -> None:  # type: ignore[no-untyped-def]
+    url = launcher.server().url
+    _create_topics(url)
+    source = JdbcSource.from_url(backend.url)
+    orders = Orders(url)
+    orders.plain(4)
+    orders.open("shop-a", 3)
+    orders.commit("shop-a")
+    orders.open("shop-b", 2)
+    orders.abort("shop-b")  # never counted
+    orders.open("shop-c", 3)  # open at the first snapshot
+    orders.plain_producer.send(INPUT, {"meal": "Pizza", "value": 1}, partition=0)  # no order_id
+    orders.plain_producer.flush()
+
+    seen: dict[str, BatchResult | None] = {}
+
+    def checkpoints(crash_at: str | None, on_snapshot=None):  # type: ignore[no-untyped-def]
+        def checkpoint(name: str, result: BatchResult | None) -> None:
+            seen[name] = result
+            if name == "after-snapshot" and on_snapshot is not None:
+                on_snapshot()  # other writers go on while the job reads
+            if name == crash_at:
+                raise Crash(name)
+        return checkpoint
+
+    def run(crash_at: str | None, on_snapshot=None) -> BatchResult:  # type: ignore[no-untyped-def]
+        seen.clear()
+        return pizza_income.run(spark, url=url, source=source, splits=2,
+                                checkpoint=checkpoints(crash_at, on_snapshot))
+
+    def commit_c_and_add_plain() -> None:
+        orders.commit("shop-c")  # commits after the snapshot: its marker is past the end
+        orders.plain(1)
+
+    # Run 1 dies between AddOffsets and Commit: nothing of it is ever visible.
+    with pytest.raises(Crash):
+        run("after-offsets", on_snapshot=commit_c_and_add_plain)
+    run1 = seen["after-offsets"]
+    assert run1 is not None and run1.orders == 4 * 2 + 3 * 2, "shop-c, committed after the snapshot, not read"
+    assert _outputs(url) == ([], [])
+    assert _group_offsets(url) == {}
+
+    # Run 2 (the rerun) fences run 1's transaction, reads from the same start to a new
+    # snapshot, commits, and dies right after the Commit answered.
+    with pytest.raises(Crash):
+        run("after-commit", on_snapshot=lambda: orders.plain(2))
+    run2 = seen["after-commit"]
+    assert run2 is not None and run2.committed
+    assert [r.start for r in run2.ranges] == [0, 0]
+    assert _group_offsets(url) == run2.end_offsets(), "offsets advance exactly to the snapshotted end"
+    income, totals = _outputs(url)
+    assert [t["batch"] for t in totals] == [run2.batch_id]
+    assert totals[0]["orders"] == len(orders.committed) - 2 * 2  # all but the last plain orders
+    assert totals[0]["ignored_records"] == run2.ignored == 1
+
+    # Run 3 reads exactly what came after run 2's snapshot.
+    run3 = run(None)
+    assert run3.committed and [r.start for r in run3.ranges] == [r.end for r in run2.ranges]
+    assert run3.orders == 2 * 2
+    assert _group_offsets(url) == run3.end_offsets() == _log_ends(url, INPUT)
+    totals = _assert_each_pizza_order_once(url, orders)
+    assert [t["batch"] for t in totals] == [run2.batch_id, run3.batch_id]
+
+    # Run 4: nothing new, so no transaction and no output.
+    run4 = run(None)
+    assert not run4.committed and run4.outputs == 0 and all(r.size == 0 for r in run4.ranges)
+    assert [t["batch"] for t in _assert_each_pizza_order_once(url, orders)] == [run2.batch_id, run3.batch_id]
+    orders.close()
+
+
+def _job_command(how: str, backend_url: str, url: str, *extra: str) -> list[str]:
+    args = ["--url", url, "--database-url", backend_url, "--splits", "2", *extra]
+    if how == "python -m":
+        return [sys.executable, "-m", "spark_jobs.pizza_income", "--master", "local[2]", *args]
+    import pyspark
+
+    database = JdbcSource.from_url(backend_url).database
+    jars = ",".join(resolve_jdbc_jars([database]).jars)
+    spark_submit = str(Path(pyspark.__file__).parent / "bin" / "spark-submit")
+    return [spark_submit, "--master", "local[2]", "--jars", jars,
+            "--conf", "spark.sql.shuffle.partitions=2", "--conf", "spark.ui.enabled=false",
+            str(ROOT / "spark_jobs" / "pizza_income.py"), *args]
+
+
+def _run_job(cmd: list[str], tmp: Path, label: str) -> tuple[int, BatchResult | None]:
+    env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable}
+    log = tmp / f"job-{label}.log"
+    with open(log, "w") as err:
+        done = subprocess.run(cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=err, text=True,
+                              timeout=JOB_TIMEOUT_S)
+    lines = [line for line in done.stdout.splitlines() if line.startswith("{")]
+    # Killed: -9 for python -m; spark-submit reports its killed Python driver as 137.
+    if done.returncode not in (0, -9, 137):
+        pytest.fail(f"{label}: exit {done.returncode}\n{done.stdout}\n{log.read_text()[-5000:]}")
+    if not lines:
+        return done.returncode, None
+    d = json.loads(lines[-1])
+    d["ranges"] = [PositionRange(**r) for r in d["ranges"]]
+    return done.returncode, BatchResult(**d)
+
+
+def test_job_under_python_m_and_spark_submit_survives_kill_9(spark, backend, launcher, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    url = launcher.server().url
+    _create_topics(url)
+    orders = Orders(url)
+    orders.plain(5)
+    orders.open("shop-a", 2)
+    orders.commit("shop-a")
+
+    # python -m, killed (SIGKILL, by itself) after AddOffsets, before Commit.
+    code, run1 = _run_job(_job_command("python -m", backend.url, url, "--crash-at", "after-offsets"), tmp_path, "1")
+    assert code == -9 and run1 is not None
+    assert _outputs(url) == ([], []) and _group_offsets(url) == {}
+
+    orders.plain(1)
+    # spark-submit, killed right after its Commit.
+    code, run2 = _run_job(_job_command("spark-submit", backend.url, url, "--crash-at", "after-commit"), tmp_path, "2")
+    assert code == 137 and run2 is not None and run2.committed
+    assert run2.end_offsets() == _log_ends(url, INPUT) == _group_offsets(url)
+    _assert_each_pizza_order_once(url, orders)
+
+    # The rerun finds nothing new: no output, offsets where they were.
+    rerun = pizza_income.run(spark, url=url, source=JdbcSource.from_url(backend.url))
+    assert not rerun.committed and rerun.outputs == 0
+    assert [(r.start, r.end) for r in rerun.ranges] == [(r.end, r.end) for r in run2.ranges]
+    assert len(_assert_each_pizza_order_once(url, orders)) == 1
+    assert _group_offsets(url) == run2.end_offsets()
+    orders.close()

@@ -1,0 +1,164 @@
+"""The Spark jobs' planning and setup, without Spark: position ranges, JDBC predicates, JDBC
+URLs, driver discovery and the Java check (with fake jars and a fake java)."""
+
+from __future__ import annotations
+
+import os
+import stat
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from spark_jobs.errors import JavaNotFound, JdbcDriverNotFound
+from spark_jobs.jars import (
+    check_java,
+    parse_java_major,
+    required_java_major,
+    resolve_jdbc_jars,
+)
+from spark_jobs.positions import PositionRange, batch_ranges
+from spark_jobs.reader import MIN_POSITIONS_PER_SPLIT, auto_splits, predicates, split_range
+from spark_jobs.session import check_submitted_jars
+from spark_jobs.source import JdbcSource
+
+# --- positions and predicates ---------------------------------------------------------------
+
+
+def test_split_range_is_contiguous_bounded_and_even() -> None:
+    parts = split_range(PositionRange(0, 10, 110), 3)
+    assert parts == [(10, 43), (43, 76), (76, 110)]
+    assert split_range(PositionRange(0, 5, 7), 4) == [(5, 6), (6, 7)]  # never an empty range
+    assert split_range(PositionRange(0, 7, 7), 4) == []
+    sizes = [hi - lo for lo, hi in split_range(PositionRange(0, 0, 1_000_003), 8)]
+    assert max(sizes) - min(sizes) <= 1 and sum(sizes) == 1_000_003
+
+
+def test_predicates_name_topic_partition_and_both_position_bounds() -> None:
+    preds = predicates("it's", [PositionRange(0, 0, 4), PositionRange(1, 3, 3), PositionRange(2, 10, 12)], 2)
+    assert preds == [
+        "topic = 'it''s' AND \"partition\" = 0 AND commit_position >= 0 AND commit_position < 2",
+        "topic = 'it''s' AND \"partition\" = 0 AND commit_position >= 2 AND commit_position < 4",
+        "topic = 'it''s' AND \"partition\" = 2 AND commit_position >= 10 AND commit_position < 11",
+        "topic = 'it''s' AND \"partition\" = 2 AND commit_position >= 11 AND commit_position < 12",
+    ]
+
+
+def test_auto_splits_aims_at_the_task_slots_but_not_at_tiny_ranges() -> None:
+    big = [PositionRange(p, 0, 10 * MIN_POSITIONS_PER_SPLIT) for p in range(2)]
+    assert auto_splits(big, parallelism=8) == 4
+    assert auto_splits([PositionRange(0, 0, 100)], parallelism=8) == 1
+    assert auto_splits([PositionRange(0, 5, 5)], parallelism=8) == 1
+
+
+def test_batch_ranges_start_at_committed_offsets_and_stop_at_the_snapshot() -> None:
+    ranges = batch_ranges({0: 4}, {0: 10, 1: 7}, max_positions=5)
+    assert ranges == [PositionRange(0, 4, 9), PositionRange(1, 0, 5)]
+    with pytest.raises(ValueError, match="past the log end"):
+        batch_ranges({0: 11}, {0: 10})
+
+
+# --- JDBC URLs --------------------------------------------------------------------------------
+
+
+def test_database_urls_become_jdbc_urls(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    s = JdbcSource.from_url("sqlite:///./outbox.db")
+    assert (s.database, s.url) == ("sqlite", f"jdbc:sqlite:{tmp_path / 'outbox.db'}")
+    assert JdbcSource.from_url("sqlite:////var/db/o.db").url == "jdbc:sqlite:/var/db/o.db"
+    pg = JdbcSource.from_url("postgresql+psycopg://app:s%40cret@db.example:6432/outbox?sslmode=require")
+    assert pg.url == "jdbc:postgresql://db.example:6432/outbox?sslmode=require"
+    assert pg.properties(fetchsize=500) == {
+        "driver": "org.postgresql.Driver", "fetchsize": "500", "user": "app", "password": "s@cret"}
+    assert "s@cret" not in repr(pg)
+    assert JdbcSource.from_url("postgresql://u@h/d").url == "jdbc:postgresql://h:5432/d"
+    assert JdbcSource.from_url("jdbc:postgresql://h/d", user="x").user == "x"
+    with pytest.raises(Exception, match="in-memory"):
+        JdbcSource.from_url("sqlite://")
+    with pytest.raises(Exception, match="unsupported"):
+        JdbcSource.from_url("mysql://u@h/d")
+
+
+# --- JDBC driver discovery --------------------------------------------------------------------
+
+
+def _jar(path: Path, *classes: str) -> Path:
+    with zipfile.ZipFile(path, "w") as z:
+        z.writestr("META-INF/MANIFEST.MF", "Manifest-Version: 1.0\n")
+        for c in classes:
+            z.writestr(c.replace(".", "/") + ".class", b"\xca\xfe\xba\xbe")
+    return path
+
+
+def test_explicit_jars_come_first_then_the_debian_directory(tmp_path: Path) -> None:
+    explicit = _jar(tmp_path / "my-pg.jar", "org.postgresql.Driver")
+    debian = tmp_path / "java"
+    debian.mkdir()
+    _jar(debian / "postgresql.jar", "org.postgresql.Driver")
+    _jar(debian / "sqlite-jdbc.jar", "org.sqlite.JDBC")
+    env = {"OUTBOX_SPARK_JDBC_JARS": str(explicit), "OUTBOX_SPARK_JDBC_DIR": str(debian)}
+    r = resolve_jdbc_jars(["postgresql", "sqlite"], env=env, maven_reachable=False)
+    assert r.jars == [str(explicit), str(debian / "sqlite-jdbc.jar")]
+    assert r.sources["postgresql"].startswith("explicit") and r.sources["sqlite"].startswith(str(debian))
+    assert r.spark_conf() == {"spark.jars": f"{explicit},{debian / 'sqlite-jdbc.jar'}"}
+
+
+def test_maven_coordinates_only_when_maven_answers(tmp_path: Path) -> None:
+    env = {"OUTBOX_SPARK_JDBC_DIR": str(tmp_path)}
+    r = resolve_jdbc_jars(["postgresql"], env=env, maven_reachable=True)
+    assert r.jars == [] and r.spark_conf() == {"spark.jars.packages": "org.postgresql:postgresql:42.7.4"}
+    with pytest.raises(JdbcDriverNotFound) as e:
+        resolve_jdbc_jars(["postgresql", "sqlite"], env=env, maven_reachable=False)
+    message = str(e.value)
+    assert "apt-get install -y libpostgresql-jdbc-java libxerial-sqlite-jdbc-java" in message
+    assert "OUTBOX_SPARK_JDBC_JARS=" in message and "did not answer" in message
+    with pytest.raises(JdbcDriverNotFound, match="OUTBOX_SPARK_JDBC_PACKAGES=auto"):
+        resolve_jdbc_jars(["sqlite"], env={**env, "OUTBOX_SPARK_JDBC_PACKAGES": "never"}, maven_reachable=True)
+    r = resolve_jdbc_jars(["sqlite"], env={**env, "OUTBOX_SPARK_JDBC_PACKAGES": "always"}, maven_reachable=False)
+    assert r.packages == ["org.xerial:sqlite-jdbc:3.46.1.3"]
+
+
+def test_an_explicit_jar_that_is_missing_or_no_driver_is_an_error(tmp_path: Path) -> None:
+    env = {"OUTBOX_SPARK_JDBC_DIR": str(tmp_path)}
+    with pytest.raises(JdbcDriverNotFound, match="does not exist"):
+        resolve_jdbc_jars(["sqlite"], jdbc_jars=[str(tmp_path / "nope.jar")], env=env, maven_reachable=False)
+    other = _jar(tmp_path / "guava.jar", "com.google.common.base.Strings")
+    with pytest.raises(JdbcDriverNotFound, match="holds none of the JDBC drivers"):
+        resolve_jdbc_jars(["sqlite"], jdbc_jars=[str(other)], env=env, maven_reachable=False)
+
+
+def test_under_spark_submit_a_missing_driver_names_the_jars_flag(tmp_path: Path) -> None:
+    pg = _jar(tmp_path / "postgresql.jar", "org.postgresql.Driver")
+    r = check_submitted_jars(["postgresql"], f"file://{pg}")
+    assert r.sources == {"postgresql": f"spark-submit: file://{pg}"}
+    with pytest.raises(JdbcDriverNotFound, match="spark-submit was started without a JDBC driver for sqlite"):
+        check_submitted_jars(["postgresql", "sqlite"], f"file://{pg}")
+
+
+# --- Java ---------------------------------------------------------------------------------------
+
+
+def test_java_versions_are_read_from_java_version_output() -> None:
+    assert parse_java_major('openjdk version "17.0.15" 2025-04-15') == 17
+    assert parse_java_major('java version "1.8.0_392"') == 8
+    assert parse_java_major('openjdk version "21" 2023-09-19') == 21
+    assert required_java_major("4.3.0") == 17 and required_java_major("3.5.1") == 8
+
+
+def _fake_java(home: Path, version: str) -> None:
+    (home / "bin").mkdir(parents=True)
+    java = home / "bin" / "java"
+    java.write_text(f'#!/bin/sh\necho \'openjdk version "{version}" 2020-01-01\' >&2\n')
+    java.chmod(java.stat().st_mode | stat.S_IEXEC)
+
+
+def test_missing_or_old_java_is_an_error_that_names_the_fix(tmp_path: Path) -> None:
+    with pytest.raises(JavaNotFound, match="Java not found.*no java on PATH.*openjdk-17-jre-headless"):
+        check_java(17, env={"PATH": str(tmp_path)})
+    with pytest.raises(JavaNotFound, match="has no bin/java"):
+        check_java(17, env={"JAVA_HOME": str(tmp_path / "nothing"), "PATH": os.environ.get("PATH", "")})
+    _fake_java(tmp_path / "jdk11", "11.0.2")
+    with pytest.raises(JavaNotFound, match="is Java 11, this PySpark needs Java 17 or newer"):
+        check_java(17, env={"JAVA_HOME": str(tmp_path / "jdk11")})
+    _fake_java(tmp_path / "jdk21", "21.0.1")
+    assert check_java(17, env={"JAVA_HOME": str(tmp_path / "jdk21")}) == (str(tmp_path / "jdk21" / "bin" / "java"), 21)
