@@ -43,7 +43,8 @@ def _coordinator(settings: Settings, args: argparse.Namespace) -> int:
         migrate.upgrade(settings.database_url)
     db = Database(build_engine(settings.database_url, pool_size=2,
                                sqlite_busy_timeout_ms=settings.sqlite_busy_timeout_ms,
-                               sqlite_synchronous=settings.sqlite_synchronous))
+                               sqlite_synchronous=settings.sqlite_synchronous),
+                  sqlite_busy_timeout_ms=settings.sqlite_busy_timeout_ms)
     worker = CoordinatorWorker(
         TransactionCoordinator(db, settings, system_clock),
         system_clock,
@@ -113,13 +114,14 @@ def _transactions(settings: Settings, args: argparse.Namespace) -> int:
         elif args.action == "hanging":
             out = [row(m) for m in coordinator.hanging(now)]
         elif args.action == "describe":
-            meta, parts, pending = coordinator.describe(args.transactional_id)
+            view = coordinator.describe(args.transactional_id)
+            meta, parts, pending = view.meta, view.partitions, view.pending_offsets
             out = {**row(meta),
                    "partitions": [{"topic": p.topic, "partition": p.partition, "first_offset": p.first_offset} for p in parts],
                    "pending_offsets": [{"group_id": o.group_id, "topic": o.topic, "partition": o.partition,
                                         "offset": o.committed_offset} for o in pending]}
         else:
-            out = row(coordinator.admin_abort(args.transactional_id))
+            out = row(coordinator.admin_abort(args.transactional_id).meta)
     finally:
         db.dispose()
     print(json.dumps(out, indent=2))

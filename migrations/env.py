@@ -6,7 +6,7 @@ import os
 
 from alembic import context
 
-from app.storage.engine import build_migration_engine
+from app.storage.engine import build_migration_engine, take_write_lock_at_begin
 from app.storage.tables import metadata
 
 config = context.config
@@ -33,6 +33,9 @@ def run_migrations_online() -> None:
         return
     engine = build_migration_engine(config.get_main_option("sqlalchemy.url"))
     with engine.connect() as connection:
+        # Several processes may start on one new SQLite file at once: each waits for the
+        # write lock, and the ones after the first find the schema at head.
+        take_write_lock_at_begin(connection)
         _run(connection)
     engine.dispose()
 

@@ -41,7 +41,8 @@ def create_app(settings: Settings | None = None, clock: Clock = system_clock) ->
                 pool_size=settings.db_pool_size,
                 sqlite_busy_timeout_ms=settings.sqlite_busy_timeout_ms,
                 sqlite_synchronous=settings.sqlite_synchronous,
-            )
+            ),
+            sqlite_busy_timeout_ms=settings.sqlite_busy_timeout_ms,
         )
         services = Services.build(settings, db, clock)
         app.state.services = services

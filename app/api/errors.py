@@ -101,16 +101,19 @@ def install(app: FastAPI) -> None:
 
 
 def documented(*statuses: int) -> dict[int | str, dict]:
-    """`responses=` for a route: the error statuses it may answer, all with ErrorResponse."""
+    """`responses=` for a route: the error statuses it may answer, all with ErrorResponse.
+
+    422 (schema), 413 (a body over OUTBOX_MAX_REQUEST_BYTES, refused by app.api.body_limit
+    before any route runs) and 503 (database unavailable) can answer any route."""
     from app.api.schemas.common import ErrorResponse
 
     text = {
         400: "invalid request",
         404: "unknown topic, partition or transactional_id",
         409: "state conflict (fenced, wrong state, sequence, offset mismatch); see retriable",
-        413: "request too large",
+        413: "request too large: too many records, or a body over the size limit",
         416: "offset out of range",
         422: "request body or parameters do not match the schema",
         503: "database unavailable; retriable",
     }
-    return {s: {"model": ErrorResponse, "description": text[s]} for s in sorted({422, 503, *statuses})}
+    return {s: {"model": ErrorResponse, "description": text[s]} for s in sorted({413, 422, 503, *statuses})}

@@ -148,7 +148,7 @@ class LogService:
         offset: int,
         max_records: int,
         isolation: IsolationLevel,
-    ) -> tuple[topics.Topic, log.FetchResult, int]:
+    ) -> tuple[topics.Topic, log.FetchResult]:
         with self.db.read() as conn:
             topic = topics.get_topic(conn, topic_name)
             topics.check_partition(topic, partition)
@@ -160,9 +160,4 @@ class LogService:
                 max_records=max_records,
                 isolation=isolation,
             )
-            lso = next(
-                p.last_stable_offset
-                for p in topics.describe_partitions(conn, topic)
-                if p.partition == partition
-            )
-        return topic, result, lso
+        return topic, result

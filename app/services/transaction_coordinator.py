@@ -1,18 +1,24 @@
 """The transaction coordinator: InitProducerId, Begin, AddOffsets, Commit/Abort, completion,
 and the timeout sweep (Kafka's TransactionCoordinator and TransactionMarkerChannelManager).
 
-Why two phases. Commit first records the decision (PrepareCommit) in one small database
-transaction; from then on the transaction *will* commit, whatever crashes. The control
-markers are then written partition by partition, each in its own short transaction, so no
-request ever holds the append locks of many partitions at once, and a crash half-way leaves
-a state that the next worker finishes (guarantee 9). Writing every partition's marker in one
-big transaction would lock all of them for its whole length and stall every producer.
+Two phases. Commit records the decision (PrepareCommit); completion then writes a COMMIT
+marker in every partition the transaction touched, turns its staged offsets into the group's
+committed offsets, and records CompleteCommit. Completion is one database transaction: every
+partition's marker and the offsets become visible together (guarantee 1), and a crash leaves
+either nothing of it or all of it. Its partition locks are taken in (topic_id, partition)
+order, as appenders take them, and held only for the few statements that remain.
+
+With `complete_inline` (the default) Commit decides and completes in the same database
+transaction, so PrepareCommit is never seen from outside and a Commit costs one durable
+write. Without it, Commit makes PrepareCommit durable and answers; the coordinator worker
+completes it (Kafka's behaviour), and so does the worker after any crash that left a
+transaction decided but not completed (guarantee 9).
 """
 
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 
 from app.domain.clock import Clock
 from app.domain.offsets import GroupMetadata, OffsetToStage, check_distinct_partitions
@@ -33,7 +39,7 @@ from app.domain.transaction import (
     classify_recovery,
     next_epoch,
 )
-from app.domain.types import ControlType, ProducerEpoch, ProducerId, TransactionState
+from app.domain.types import ControlType, ProducerEpoch, ProducerId, TransactionState, TxnId
 from app.settings import Settings
 from app.storage import groups, log, producers, topics
 from app.storage import transactions as txns
@@ -43,6 +49,16 @@ S = TransactionState
 logger = logging.getLogger(__name__)
 
 _INIT_ATTEMPTS = 3
+
+
+@dataclass(frozen=True, slots=True)
+class TransactionView:
+    """A transactional_id's metadata with its partitions and staged offsets, read in the same
+    database transaction that changed it (what Begin, AddOffsets, Commit and Abort answer)."""
+
+    meta: TransactionMetadata
+    partitions: list[txns.TxnPartition] = field(default_factory=list)
+    pending_offsets: list[txns.PendingOffset] = field(default_factory=list)
 
 
 @dataclass(frozen=True, slots=True)
@@ -191,7 +207,7 @@ class TransactionCoordinator:
 
     def _fence_and_abort(  # type: ignore[no-untyped-def]
         self, conn, meta: TransactionMetadata, now: int, *, last_producer_epoch: int | None = None
-    ) -> None:
+    ) -> TransactionMetadata:
         """Ongoing → (PrepareEpochFence) → PrepareAbort with the epoch bumped, in one write."""
         check_transition(meta.state, S.PREPARE_EPOCH_FENCE)
         check_transition(S.PREPARE_EPOCH_FENCE, S.PREPARE_ABORT)
@@ -203,6 +219,7 @@ class TransactionCoordinator:
             )
         else:
             producers.set_producer_epoch(conn, pid, epoch)
+        last = None if exhausted else last_producer_epoch
         txns.update_row(
             conn,
             meta.transactional_id,
@@ -210,36 +227,42 @@ class TransactionCoordinator:
             producer_epoch=epoch,
             state=S.PREPARE_ABORT,
             updated_ms=now,
-            last_producer_epoch=None if exhausted else last_producer_epoch,
+            last_producer_epoch=last,
+        )
+        return replace(
+            meta,
+            producer_id=ProducerId(pid),
+            producer_epoch=epoch,
+            state=S.PREPARE_ABORT,
+            updated_ms=now,
+            last_producer_epoch=None if last is None else ProducerEpoch(last),
         )
 
     # --- Begin ------------------------------------------------------------------------------
 
-    def begin(self, transactional_id: str, producer_id: int, producer_epoch: int) -> TransactionMetadata:
-        for attempt in range(2):
-            now = self.clock()
-            with self.db.write() as conn:
-                meta = self._require(conn, transactional_id)
-                meta.check_producer(producer_id, producer_epoch)
-                if meta.state not in COMPLETING_STATES:
-                    check_transition(meta.state, S.ONGOING)
-                    txn_id = producers.next_id(conn, producers.TXN_ID_COUNTER)
-                    txns.update_row(
-                        conn,
-                        transactional_id,
-                        state=S.ONGOING,
-                        txn_id=txn_id,
-                        txn_started_ms=now,
-                        updated_ms=now,
+    def begin(self, transactional_id: str, producer_id: int, producer_epoch: int) -> TransactionView:
+        now = self.clock()
+        with self.db.write() as conn:
+            meta = self._require(conn, transactional_id)
+            meta.check_producer(producer_id, producer_epoch)
+            if meta.state in COMPLETING_STATES:
+                if not self.settings.complete_inline:
+                    raise ConcurrentTransactions(
+                        f"the previous transaction of {transactional_id!r} is still completing; retry"
                     )
-                    return txns.get(conn, transactional_id)  # type: ignore[return-value]
-            if attempt == 0 and self.settings.complete_inline:
-                self.complete(transactional_id)
-            else:
-                break
-        raise ConcurrentTransactions(
-            f"the previous transaction of {transactional_id!r} is still completing; retry"
-        )
+                # Finish the previous transaction here rather than make the caller wait for
+                # the worker's next pass.
+                meta = self._complete_locked(conn, meta, now)
+            check_transition(meta.state, S.ONGOING)
+            txn_id = producers.next_id(conn, producers.TXN_ID_COUNTER)
+            txns.update_row(
+                conn, transactional_id, state=S.ONGOING, txn_id=txn_id, txn_started_ms=now, updated_ms=now
+            )
+            # A new transaction has no partitions or staged offsets yet: completion removed
+            # the previous one's.
+            return TransactionView(
+                replace(meta, state=S.ONGOING, txn_id=TxnId(txn_id), txn_started_ms=now, updated_ms=now)
+            )
 
     # --- AddOffsets -------------------------------------------------------------------------
 
@@ -251,7 +274,7 @@ class TransactionCoordinator:
         group_id: str,
         offsets: list[OffsetToStage],
         group_metadata: GroupMetadata | None = None,
-    ) -> TransactionMetadata:
+    ) -> TransactionView:
         check_distinct_partitions(offsets)
         with self.db.write() as conn:
             meta = self._require(conn, transactional_id, lock="share")
@@ -275,7 +298,7 @@ class TransactionCoordinator:
                     }
                 )
             txns.stage_offsets(conn, rows)
-            return meta
+            return self._view(conn, meta)
 
     # --- Commit / Abort ---------------------------------------------------------------------
 
@@ -287,7 +310,7 @@ class TransactionCoordinator:
         *,
         commit: bool,
         txn_id: int | None = None,
-    ) -> TransactionMetadata:
+    ) -> TransactionView:
         now = self.clock()
         target = S.PREPARE_COMMIT if commit else S.PREPARE_ABORT
         with self.db.write() as conn:
@@ -295,61 +318,60 @@ class TransactionCoordinator:
             meta.check_producer(producer_id, producer_epoch)
             meta.check_txn_id(txn_id)
             done = {S.PREPARE_COMMIT, S.COMPLETE_COMMIT} if commit else {S.PREPARE_ABORT, S.COMPLETE_ABORT}
-            if meta.state in done:
-                # A retry of the same request: answer as the first time.
-                pass
-            else:
+            if meta.state not in done:
                 check_transition(meta.state, target)
-                txns.update_row(conn, transactional_id, state=target, updated_ms=now)
-            meta = txns.get(conn, transactional_id)  # type: ignore[assignment]
-        if self.settings.complete_inline:
-            return self.complete(transactional_id) or meta
-        return meta
+                meta = replace(meta, state=target, updated_ms=now)
+                if not self.settings.complete_inline:
+                    txns.update_row(conn, transactional_id, state=target, updated_ms=now)
+                # else the Prepare state would be overwritten in this same database
+                # transaction: only the Complete state is written.
+            # else: a retry of the same request, answered as the first time.
+            if self.settings.complete_inline and meta.state is target:
+                meta = self._complete_locked(conn, meta, now)
+            return self._view(conn, meta)
 
     # --- Completion (the second phase) -------------------------------------------------------
 
     def complete(self, transactional_id: str) -> TransactionMetadata | None:
-        """Write the missing control markers of a PrepareCommit/PrepareAbort transaction, move
-        its pending offsets, and mark it complete. Safe to run twice, or in two workers at once.
-        """
-        with self.db.read() as conn:
-            meta = txns.get(conn, transactional_id)
-            if meta is None or meta.state not in (S.PREPARE_COMMIT, S.PREPARE_ABORT):
-                return meta
-            parts = txns.partitions_of(conn, transactional_id)
-        assert meta.txn_id is not None
-        commit = meta.state is S.PREPARE_COMMIT
-        control = ControlType.COMMIT if commit else ControlType.ABORT
-        for p in parts:
-            if p.txn_id != meta.txn_id:
-                continue
-            # One short database transaction per partition (see the module docstring).
-            with self.db.write() as conn:
-                log.write_control_marker(
-                    conn,
-                    transactional_id=transactional_id,
-                    topic_id=p.topic_id,
-                    partition=p.partition,
-                    txn_id=meta.txn_id,
-                    producer_id=meta.producer_id,
-                    producer_epoch=meta.producer_epoch,
-                    control_type=control,
-                    now_ms=self.clock(),
-                )
+        """Complete a PrepareCommit/PrepareAbort transaction: its missing control markers, its
+        staged offsets, its Complete state, in one database transaction. Safe to run twice, or
+        in two workers at once: the second finds it complete."""
         now = self.clock()
         with self.db.write() as conn:
-            current = txns.get(conn, transactional_id, lock="update")
-            if current is None or current.state != meta.state or current.txn_id != meta.txn_id:
-                return current  # another worker finished it first
-            if txns.count_partitions_left(conn, transactional_id, meta.txn_id):
-                return current  # a marker write failed; the next pass retries
-            txns.complete_offsets(
-                conn, transactional_id=transactional_id, txn_id=meta.txn_id, commit=commit, now_ms=now
-            )
-            target = S.COMPLETE_COMMIT if commit else S.COMPLETE_ABORT
-            check_transition(current.state, target)
-            txns.update_row(conn, transactional_id, state=target, updated_ms=now)
-            return txns.get(conn, transactional_id)
+            meta = txns.get(conn, transactional_id, lock="update")
+            if meta is None or meta.state not in (S.PREPARE_COMMIT, S.PREPARE_ABORT):
+                return meta
+            return self._complete_locked(conn, meta, now)
+
+    def _complete_locked(self, conn, meta: TransactionMetadata, now: int) -> TransactionMetadata:  # type: ignore[no-untyped-def]
+        """The completion, inside the caller's database transaction, which holds the
+        transaction row's lock (FOR UPDATE)."""
+        assert meta.txn_id is not None and meta.state in (S.PREPARE_COMMIT, S.PREPARE_ABORT)
+        commit = meta.state is S.PREPARE_COMMIT
+        log.write_control_markers(
+            conn,
+            transactional_id=meta.transactional_id,
+            txn_id=meta.txn_id,
+            producer_id=meta.producer_id,
+            producer_epoch=meta.producer_epoch,
+            control_type=ControlType.COMMIT if commit else ControlType.ABORT,
+            now_ms=now,
+        )
+        txns.complete_offsets(
+            conn, transactional_id=meta.transactional_id, txn_id=meta.txn_id, commit=commit, now_ms=now
+        )
+        target = S.COMPLETE_COMMIT if commit else S.COMPLETE_ABORT
+        check_transition(meta.state, target)
+        txns.update_row(conn, meta.transactional_id, state=target, updated_ms=now)
+        return replace(meta, state=target, updated_ms=now)
+
+    @staticmethod
+    def _view(conn, meta: TransactionMetadata) -> TransactionView:  # type: ignore[no-untyped-def]
+        if meta.state in IDLE_STATES:
+            return TransactionView(meta)  # completion removed its partitions and staged offsets
+        return TransactionView(
+            meta, txns.partitions_of(conn, meta.transactional_id), txns.pending_offsets_of(conn, meta.transactional_id)
+        )
 
     def complete_pending(self, limit: int = 100) -> tuple[int, int]:
         """Finish every transaction left in PrepareCommit/PrepareAbort. Returns (commits, aborts)."""
@@ -381,9 +403,8 @@ class TransactionCoordinator:
                 meta = txns.get(conn, tid, lock="update")
                 if meta is None or not meta.is_timed_out(now_ms):
                     continue  # committed or aborted meanwhile
-                self._fence_and_abort(conn, meta, now_ms)
+                self._complete_locked(conn, self._fence_and_abort(conn, meta, now_ms), now_ms)
             aborted.append(tid)
-            self.complete(tid)
         return aborted
 
     def expire_transactional_ids(self, now_ms: int, limit: int = 100) -> list[str]:
@@ -405,20 +426,20 @@ class TransactionCoordinator:
 
     # --- Operator tools ---------------------------------------------------------------------
 
-    def admin_abort(self, transactional_id: str) -> TransactionMetadata:
+    def admin_abort(self, transactional_id: str) -> TransactionView:
         """Abort an open transaction without its producer (kafka-transactions.sh abort): the
         epoch is bumped, as on timeout, so the producer is fenced if it comes back."""
         now = self.clock()
         with self.db.write() as conn:
             meta = self._require(conn, transactional_id, lock="update")
             if meta.state is S.ONGOING:
-                self._fence_and_abort(conn, meta, now)
+                meta = self._fence_and_abort(conn, meta, now)
             elif meta.state is not S.PREPARE_ABORT:
                 raise InvalidTxnState(
                     f"transaction is {meta.state.value}; only an open transaction can be aborted",
                     state=meta.state.value,
                 )
-        return self.complete(transactional_id) or meta
+            return self._view(conn, self._complete_locked(conn, meta, now))
 
     def hanging(self, now_ms: int) -> list[TransactionMetadata]:
         """Transactions open longer than the maximum timeout, or decided but not completed for
@@ -434,10 +455,12 @@ class TransactionCoordinator:
 
     # --- Describe ---------------------------------------------------------------------------
 
-    def describe(self, transactional_id: str) -> tuple[TransactionMetadata, list[txns.TxnPartition], list[txns.PendingOffset]]:
+    def describe(self, transactional_id: str) -> TransactionView:
         with self.db.read() as conn:
             meta = self._require(conn, transactional_id, lock=None)
-            return meta, txns.partitions_of(conn, transactional_id), txns.pending_offsets_of(conn, transactional_id)
+            return TransactionView(
+                meta, txns.partitions_of(conn, transactional_id), txns.pending_offsets_of(conn, transactional_id)
+            )
 
     def list(
         self, states: list[TransactionState] | None, limit: int, min_age_ms: int | None = None

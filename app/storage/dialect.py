@@ -36,8 +36,9 @@ def lock_for_share(conn: Connection, stmt: Any) -> Any:
     return stmt if conn.dialect.name == "sqlite" else stmt.with_for_update(read=True)
 
 
-def lock_for_update(conn: Connection, stmt: Any) -> Any:
-    return stmt if conn.dialect.name == "sqlite" else stmt.with_for_update()
+def lock_for_update(conn: Connection, stmt: Any, of: Any = None) -> Any:
+    """SELECT … FOR UPDATE [OF table] on PostgreSQL; SQLite's write lock covers it."""
+    return stmt if conn.dialect.name == "sqlite" else stmt.with_for_update(of=of)
 
 
 def bulk_insert(conn: Connection, table: Table, columns: Sequence[str], rows: list[tuple]) -> None:

@@ -9,15 +9,27 @@ are described where they are taken. Reads: one snapshot on both (see Database.re
 from __future__ import annotations
 
 from collections.abc import Iterator
+import threading
 from contextlib import contextmanager
 
 from sqlalchemy import Connection, Engine, create_engine, event
 from sqlalchemy.engine import make_url
 from sqlalchemy.pool import NullPool
 
+from app.domain.errors import StorageUnavailable
 from app.storage.errors import translate_driver_errors
 
 _WRITE = "outbox_write"
+
+
+def take_write_lock_at_begin(conn: Connection) -> None:
+    """Make this connection's transactions BEGIN IMMEDIATE on SQLite (no effect elsewhere).
+
+    For a transaction that reads before it writes, such as a migration (read the version,
+    then CREATE): a deferred one fails at once with SQLITE_BUSY if another process wrote in
+    between, without waiting on busy_timeout.
+    """
+    conn.info[_WRITE] = True
 
 
 def normalise_url(url: str) -> str:
@@ -83,9 +95,14 @@ def _configure_sqlite(engine: Engine, busy_timeout_ms: int, synchronous: str) ->
 class Database:
     """Owns the engine; hands out read and write database transactions."""
 
-    def __init__(self, engine: Engine) -> None:
+    def __init__(self, engine: Engine, *, sqlite_busy_timeout_ms: int = 30_000) -> None:
         self.engine = engine
         self.dialect = engine.dialect.name
+        # SQLite has one writer at a time. Writers of this process queue here, in order,
+        # instead of in SQLite's busy handler, which polls with sleeps of up to 100 ms and
+        # so turns contention into long tails. Other processes still meet busy_timeout.
+        self._sqlite_writer = threading.Lock() if self.dialect == "sqlite" else None
+        self._sqlite_wait_s = sqlite_busy_timeout_ms / 1000
 
     @property
     def is_sqlite(self) -> bool:
@@ -99,7 +116,7 @@ class Database:
         must never vanish in a database crash, or its offset could be handed out again and a
         reader already past it would skip the new record (guarantee 6).
         """
-        with translate_driver_errors():
+        with self._writer_turn(), translate_driver_errors():
             with self.engine.connect() as conn:
                 conn.info[_WRITE] = True
                 try:
@@ -107,6 +124,18 @@ class Database:
                         yield conn
                 finally:
                     conn.info.pop(_WRITE, None)
+
+    @contextmanager
+    def _writer_turn(self) -> Iterator[None]:
+        if self._sqlite_writer is None:
+            yield
+            return
+        if not self._sqlite_writer.acquire(timeout=self._sqlite_wait_s):
+            raise StorageUnavailable("database is locked: timed out waiting for this process's other writers")
+        try:
+            yield
+        finally:
+            self._sqlite_writer.release()
 
     @contextmanager
     def read(self) -> Iterator[Connection]:

@@ -25,7 +25,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from sqlalchemy import Connection, and_, delete, insert, or_, select, update
+from sqlalchemy import Connection, and_, delete, func, insert, or_, select, update
 
 from app.domain.errors import OffsetMismatch, OffsetOutOfRange, UnknownTopicOrPartition
 from app.domain.producer import BatchVerdict, ProducerPartitionState, check_sequence
@@ -79,6 +79,7 @@ class FetchResult:
     records: list[StoredRecord] = field(default_factory=list)
     next_offset: int = 0
     high_watermark: int = 0
+    last_stable_offset: int = 0
     log_start_offset: int = 0
 
 
@@ -106,37 +107,40 @@ def _take_offsets(conn: Connection, topic_id: int, partition: int, count: int) -
     return new_end - count
 
 
-def _lock_partition(conn: Connection, topic_id: int, partition: int) -> int:
-    """Lock the partition row without moving it; returns the log end offset."""
+def _lock_partition_with_producer_state(
+    conn: Connection, producer_id: int, topic_id: int, partition: int
+) -> tuple[int, ProducerPartitionState | None]:
+    """Lock the partition row without moving it, and read the producer's sequence state there,
+    in one round trip. Returns (log end offset, state or None)."""
+    pp = producer_partitions
     stmt = dialect.lock_for_update(
         conn,
-        select(partitions.c.next_offset).where(
-            partitions.c.topic_id == topic_id, partitions.c.partition == partition
-        ),
-    )
-    end = conn.execute(stmt).scalar_one_or_none()
-    if end is None:
-        raise UnknownTopicOrPartition(f"unknown partition {partition} of topic id {topic_id}")
-    return end
-
-
-def _producer_state(
-    conn: Connection, producer_id: int, topic_id: int, partition: int
-) -> ProducerPartitionState | None:
-    row = conn.execute(
         select(
-            producer_partitions.c.producer_epoch,
-            producer_partitions.c.last_sequence,
-            producer_partitions.c.last_batch_base_sequence,
-            producer_partitions.c.last_batch_record_count,
-            producer_partitions.c.last_batch_base_offset,
-        ).where(
-            producer_partitions.c.producer_id == producer_id,
-            producer_partitions.c.topic_id == topic_id,
-            producer_partitions.c.partition == partition,
+            partitions.c.next_offset,
+            pp.c.producer_epoch,
+            pp.c.last_sequence,
+            pp.c.last_batch_base_sequence,
+            pp.c.last_batch_record_count,
+            pp.c.last_batch_base_offset,
         )
-    ).first()
-    return None if row is None else ProducerPartitionState(*row)
+        .select_from(
+            partitions.outerjoin(
+                pp,
+                and_(
+                    pp.c.producer_id == producer_id,
+                    pp.c.topic_id == partitions.c.topic_id,
+                    pp.c.partition == partitions.c.partition,
+                ),
+            )
+        )
+        .where(partitions.c.topic_id == topic_id, partitions.c.partition == partition),
+        of=partitions,
+    )
+    row = conn.execute(stmt).first()
+    if row is None:
+        raise UnknownTopicOrPartition(f"unknown partition {partition} of topic id {topic_id}")
+    end, *state = row
+    return end, (None if state[0] is None else ProducerPartitionState(*state))
 
 
 def append_batches(
@@ -163,8 +167,9 @@ def append_batches(
         verdict = BatchVerdict.APPEND
         if producer_id is not None:
             assert producer_epoch is not None and batch.base_sequence is not None
-            log_end = _lock_partition(conn, batch.topic_id, batch.partition)
-            state = _producer_state(conn, producer_id, batch.topic_id, batch.partition)
+            log_end, state = _lock_partition_with_producer_state(
+                conn, producer_id, batch.topic_id, batch.partition
+            )
             verdict = check_sequence(state, producer_epoch, batch.base_sequence, count)
             if verdict is BatchVerdict.DUPLICATE:
                 assert state is not None
@@ -261,56 +266,66 @@ def _check_expected(batch: BatchToAppend, next_offset: int) -> None:
         )
 
 
-def write_control_marker(
+def write_control_markers(
     conn: Connection,
     *,
     transactional_id: str,
-    topic_id: int,
-    partition: int,
     txn_id: int,
     producer_id: int,
     producer_epoch: int,
     control_type: ControlType,
     now_ms: int,
-) -> int | None:
-    """Write the transaction's marker in one partition, once. Returns its offset, or None if
-    another worker (or an earlier attempt) already wrote it.
+    only: tuple[int, int] | None = None,
+) -> list[tuple[int, int, int]]:
+    """Write the transaction's marker in every partition that still lacks one (or only in
+    `only`, a (topic_id, partition)), in the caller's database transaction. Returns
+    (topic_id, partition, offset) of each marker written now, in partition order.
 
-    The transaction_partitions row is the claim: deleting it and appending the marker commit
-    together, so a marker exists exactly when the row is gone. A second worker's DELETE waits
-    on the first one's row lock (PostgreSQL) or on the write lock (SQLite) and then deletes
-    nothing.
+    The transaction_partitions rows are the claims: deleting them and appending the markers
+    commit together, so a partition has its marker exactly when its row is gone, and a second
+    worker (or a retry) finds nothing left to claim. Callers hold the transaction row's lock
+    (FOR UPDATE), so two completions of one transaction never run side by side; the markers
+    take their partitions' locks in (topic_id, partition) order, as every appender does.
     """
-    claimed = conn.execute(
-        delete(transaction_partitions)
-        .where(
-            transaction_partitions.c.transactional_id == transactional_id,
-            transaction_partitions.c.topic_id == topic_id,
-            transaction_partitions.c.partition == partition,
-            transaction_partitions.c.txn_id == txn_id,
-        )
-        .returning(transaction_partitions.c.partition)
-    ).first()
-    if claimed is None:
-        return None
-    offset = _take_offsets(conn, topic_id, partition, 1)
-    conn.execute(
-        insert(records).values(
-            topic_id=topic_id,
-            partition=partition,
-            offset=offset,
-            timestamp_ms=now_ms,
-            key=None,
-            value=None,
-            headers=None,
-            producer_id=producer_id,
-            producer_epoch=producer_epoch,
-            sequence=None,
-            txn_id=txn_id,
-            control_type=control_type.value,
-        )
+    claim = delete(transaction_partitions).where(
+        transaction_partitions.c.transactional_id == transactional_id,
+        transaction_partitions.c.txn_id == txn_id,
     )
-    return offset
+    if only is not None:
+        claim = claim.where(
+            transaction_partitions.c.topic_id == only[0], transaction_partitions.c.partition == only[1]
+        )
+    claimed = sorted(
+        conn.execute(
+            claim.returning(transaction_partitions.c.topic_id, transaction_partitions.c.partition)
+        ).all()
+    )
+    written = [
+        (topic_id, partition, _take_offsets(conn, topic_id, partition, 1))
+        for topic_id, partition in claimed
+    ]
+    if written:
+        conn.execute(
+            insert(records),
+            [
+                {
+                    "topic_id": topic_id,
+                    "partition": partition,
+                    "offset": offset,
+                    "timestamp_ms": now_ms,
+                    "key": None,
+                    "value": None,
+                    "headers": None,
+                    "producer_id": producer_id,
+                    "producer_epoch": producer_epoch,
+                    "sequence": None,
+                    "txn_id": txn_id,
+                    "control_type": control_type.value,
+                }
+                for topic_id, partition, offset in written
+            ],
+        )
+    return written
 
 
 _RECORD_COLUMNS = (
@@ -350,22 +365,33 @@ def fetch(
     max_records: int,
     isolation: IsolationLevel,
 ) -> FetchResult:
+    # The log end, and the last stable offset (the first offset of the earliest transaction
+    # still without its marker here), read in one statement of the caller's snapshot.
+    first_open = (
+        select(func.min(transaction_partitions.c.first_offset))
+        .where(
+            transaction_partitions.c.topic_id == topic_id,
+            transaction_partitions.c.partition == partition,
+        )
+        .scalar_subquery()
+    )
     bounds = conn.execute(
-        select(partitions.c.next_offset, partitions.c.log_start_offset).where(
+        select(partitions.c.next_offset, partitions.c.log_start_offset, first_open).where(
             partitions.c.topic_id == topic_id, partitions.c.partition == partition
         )
     ).first()
     if bounds is None:
         raise UnknownTopicOrPartition(f"unknown partition {partition}")
-    high_watermark, log_start = bounds
+    high_watermark, log_start, first_open_offset = bounds
     if offset > high_watermark or offset < log_start:
         raise OffsetOutOfRange(
             f"offset {offset} is outside the log [{log_start}, {high_watermark}]",
             log_start_offset=log_start,
             log_end_offset=high_watermark,
         )
+    last_stable = high_watermark if first_open_offset is None else min(first_open_offset, high_watermark)
     result = FetchResult(next_offset=high_watermark, high_watermark=high_watermark,
-                         log_start_offset=log_start)
+                         last_stable_offset=last_stable, log_start_offset=log_start)
     in_range = and_(
         records.c.topic_id == topic_id,
         records.c.partition == partition,

@@ -206,24 +206,25 @@ def test_prepare_abort_left_by_a_crash_is_completed_once(backend, launcher) -> N
 
 
 def test_half_written_markers_are_finished_once(backend, launcher) -> None:  # type: ignore[no-untyped-def]
-    """A worker that died after writing one partition's marker of three: the next one writes
-    the two missing markers and leaves the first alone."""
+    """A transaction decided but with one partition's marker of three written (as a worker of
+    an earlier version, which wrote one marker per database transaction, could leave it): the
+    next worker writes the two missing markers and leaves the first alone."""
     server = launcher.server(**PREPARE_ONLY)
     with server.client() as c:
         producer, txn_id = _prepare(c, commit=True)
 
-        # What a coordinator does for the first partition, then "crashes".
         db = Database(build_engine(backend.url, pool_size=1))
         try:
+            orders_id = backend.topic_id("orders")
             marker = dict(
-                transactional_id=TID, topic_id=backend.topic_id("orders"), partition=1, txn_id=txn_id,
-                producer_id=producer["producer_id"], producer_epoch=producer["producer_epoch"],
-                control_type=ControlType.COMMIT,
+                transactional_id=TID, txn_id=txn_id, producer_id=producer["producer_id"],
+                producer_epoch=producer["producer_epoch"], control_type=ControlType.COMMIT,
+                only=(orders_id, 1),
             )
             with db.write() as conn:
-                assert log.write_control_marker(conn, **marker, now_ms=1) == 1
+                assert log.write_control_markers(conn, **marker, now_ms=1) == [(orders_id, 1, 1)]
             with db.write() as conn:  # the claim is gone: a second attempt writes nothing
-                assert log.write_control_marker(conn, **marker, now_ms=2) is None
+                assert log.write_control_markers(conn, **marker, now_ms=2) == []
         finally:
             db.dispose()
 

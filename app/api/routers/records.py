@@ -62,14 +62,16 @@ def _to_append(topic: str, partition: int, index: int, r: RecordIn, now_ms: int)
     """Values are stored as JSON text. orjson refuses what could not be read back as sent:
     integers beyond 64 bits, lone surrogates, nesting deeper than 254 levels."""
     try:
-        value = orjson.dumps(r.value).decode()
+        value = orjson.dumps(r.get("value")).decode()
     except orjson.JSONEncodeError as e:
         raise InvalidRequest(
             f"record {index} of {topic}/{partition}: value cannot be stored as JSON: {e}"
         ) from None
+    headers = r.get("headers")
+    timestamp_ms = r.get("timestamp_ms")
     return RecordToAppend(
-        key=r.key,
+        key=r.get("key"),
         value=value,
-        headers=None if r.headers is None else orjson.dumps(r.headers).decode(),
-        timestamp_ms=now_ms if r.timestamp_ms is None else r.timestamp_ms,
+        headers=None if headers is None else orjson.dumps(headers).decode(),
+        timestamp_ms=now_ms if timestamp_ms is None else timestamp_ms,
     )

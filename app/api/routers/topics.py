@@ -94,7 +94,7 @@ def fetch_records(
     """
     limit = min(max_records or services.settings.fetch_max_records_default,
                 services.settings.fetch_max_records_limit)
-    t, result, lso = services.log.fetch(
+    t, result = services.log.fetch(
         topic, partition, offset=offset, max_records=limit, isolation=isolation
     )
     # Values are stored as JSON text and spliced in unparsed (orjson.Fragment): a fetch of
@@ -120,7 +120,7 @@ def fetch_records(
         ],
         "next_offset": result.next_offset,
         "high_watermark": result.high_watermark,
-        "last_stable_offset": lso,
+        "last_stable_offset": result.last_stable_offset,
         "log_start_offset": result.log_start_offset,
     }
     return Response(orjson.dumps(body), media_type="application/json")

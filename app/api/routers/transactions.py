@@ -22,6 +22,7 @@ from app.domain.transaction import TransactionMetadata
 from app.domain.types import TransactionState
 from app.api.routers.groups import group_metadata
 from app.domain.offsets import OffsetToStage
+from app.services.transaction_coordinator import TransactionView
 
 router = APIRouter(prefix="/v1/transactions", tags=["transactions"], route_class=StrictJSONRoute)
 
@@ -43,15 +44,17 @@ def _summary(meta: TransactionMetadata, now_ms: int) -> TransactionSummary:
     )
 
 
-def _describe(services: ServicesDep, transactional_id: str) -> TransactionDescription:
-    meta, parts, pending = services.coordinator.describe(transactional_id)
+def _description(view: TransactionView, now_ms: int) -> TransactionDescription:
     return TransactionDescription(
-        **_summary(meta, services.clock()).model_dump(),
-        partitions=[TransactionPartition(topic=p.topic, partition=p.partition, first_offset=p.first_offset) for p in parts],
+        **_summary(view.meta, now_ms).model_dump(),
+        partitions=[
+            TransactionPartition(topic=p.topic, partition=p.partition, first_offset=p.first_offset)
+            for p in view.partitions
+        ],
         pending_offsets=[
             PendingOffset(group_id=o.group_id, topic=o.topic, partition=o.partition,
                           offset=o.committed_offset, metadata=o.metadata)
-            for o in pending
+            for o in view.pending_offsets
         ],
     )
 
@@ -62,8 +65,8 @@ def begin_transaction(
     transactional_id: TransactionalIdPath, body: BeginTransactionRequest, services: ServicesDep
 ) -> TransactionDescription:
     """BeginTransaction: Empty/CompleteCommit/CompleteAbort → Ongoing, with a new `txn_id`."""
-    services.coordinator.begin(transactional_id, body.producer_id, body.producer_epoch)
-    return _describe(services, transactional_id)
+    view = services.coordinator.begin(transactional_id, body.producer_id, body.producer_epoch)
+    return _description(view, services.clock())
 
 
 @router.post("/{transactional_id}/offsets", operation_id="add_offsets",
@@ -73,7 +76,7 @@ def add_offsets(
 ) -> TransactionDescription:
     """AddOffsets: stage a group's offsets in the open transaction; they become the group's
     committed offsets when it commits and are dropped if it aborts."""
-    services.coordinator.add_offsets(
+    view = services.coordinator.add_offsets(
         transactional_id,
         body.producer_id,
         body.producer_epoch,
@@ -81,7 +84,7 @@ def add_offsets(
         [OffsetToStage(o.topic, o.partition, o.offset, o.metadata) for o in body.offsets],
         group_metadata(body.generation_id, body.member_id),
     )
-    return _describe(services, transactional_id)
+    return _description(view, services.clock())
 
 
 @router.post("/{transactional_id}/commit", operation_id="commit_transaction",
@@ -89,16 +92,17 @@ def add_offsets(
 def commit_transaction(
     transactional_id: TransactionalIdPath, body: EndTransactionRequest, services: ServicesDep
 ) -> TransactionDescription:
-    """Commit: PrepareCommit is made durable, then the COMMIT markers are written.
+    """Commit: PrepareCommit, then a COMMIT marker in every partition of the transaction and
+    its staged offsets moved to the group, all visible together.
 
     Once this answers 200 the transaction will commit whatever crashes. The state returned
-    is CompleteCommit, or PrepareCommit if the markers are left to the coordinator worker.
-    A retry after success answers the same.
+    is CompleteCommit, or PrepareCommit when the service leaves completion to the coordinator
+    worker (`complete_inline=false`). A retry after success answers the same.
     """
-    services.coordinator.end_transaction(
+    view = services.coordinator.end_transaction(
         transactional_id, body.producer_id, body.producer_epoch, commit=True, txn_id=body.txn_id
     )
-    return _describe(services, transactional_id)
+    return _description(view, services.clock())
 
 
 @router.post("/{transactional_id}/abort", operation_id="abort_transaction",
@@ -107,17 +111,17 @@ def abort_transaction(
     transactional_id: TransactionalIdPath, body: EndTransactionRequest, services: ServicesDep
 ) -> TransactionDescription:
     """Abort: PrepareAbort, then ABORT markers; staged offsets are dropped."""
-    services.coordinator.end_transaction(
+    view = services.coordinator.end_transaction(
         transactional_id, body.producer_id, body.producer_epoch, commit=False, txn_id=body.txn_id
     )
-    return _describe(services, transactional_id)
+    return _description(view, services.clock())
 
 
 @router.get("/{transactional_id}", operation_id="describe_transaction",
             response_model=TransactionDescription, responses=documented(404))
 def describe_transaction(transactional_id: TransactionalIdPath, services: ServicesDep) -> TransactionDescription:
     """State, producer id and epoch, partitions, pending offsets and age of a transactional_id."""
-    return _describe(services, transactional_id)
+    return _description(services.coordinator.describe(transactional_id), services.clock())
 
 
 @router.get("", operation_id="list_transactions", response_model=TransactionList,
@@ -144,5 +148,4 @@ admin_router = APIRouter(prefix="/v1/admin/transactions", tags=["admin"], route_
 def admin_abort_transaction(transactional_id: TransactionalIdPath, services: ServicesDep) -> TransactionDescription:
     """Operator abort of an open transaction, without its producer: the epoch is bumped as on
     timeout, so the producer is fenced if it comes back."""
-    services.coordinator.admin_abort(transactional_id)
-    return _describe(services, transactional_id)
+    return _description(services.coordinator.admin_abort(transactional_id), services.clock())

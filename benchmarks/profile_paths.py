@@ -1,0 +1,243 @@
+"""Where the time of the produce and commit paths goes.
+
+    .venv/bin/python benchmarks/profile_paths.py                     # SQLite and PostgreSQL
+    .venv/bin/python benchmarks/profile_paths.py --db postgresql --cprofile commit
+
+For each operation on the hot paths (BeginTransaction, Send of 1,000 records plain /
+idempotent / transactional, Commit, a read_committed Fetch) it prints:
+
+- the SQL statements it runs and the database transactions it commits (counted with
+  SQLAlchemy events: deterministic, whatever the machine is doing). COPY is issued on the
+  driver's cursor and is not counted as a statement;
+- its median time in the service layer (no HTTP), and through the whole HTTP stack in process
+  (the ASGI app under httpx, no network), so the difference is what parsing, validation and
+  serialisation cost;
+- with --cprofile OP, the functions where that operation spends its time.
+
+Figures are from the run that prints them; the machine's load moves the times, not the counts.
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import os
+import pstats
+import statistics
+import sys
+import tempfile
+import time
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+
+import orjson
+from sqlalchemy import create_engine, event, text
+from sqlalchemy.engine import make_url
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from fastapi.testclient import TestClient  # noqa: E402
+
+from app.api.app import create_app  # noqa: E402
+from app.api.deps import Services  # noqa: E402
+from app.domain.types import IsolationLevel  # noqa: E402
+from app.services.log_service import SendBatch  # noqa: E402
+from app.settings import Settings  # noqa: E402
+from app.storage import migrate  # noqa: E402
+from app.storage.engine import Database, build_engine  # noqa: E402
+from app.storage.log import RecordToAppend  # noqa: E402
+
+ADMIN_URL = os.environ.get("OUTBOX_BENCH_POSTGRES_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/postgres")
+BATCH = 1_000
+VALUE = {"order_id": 123456, "meal": "Pizza", "value": 12.5, "customer": "c-000042", "note": "extra cheese"}
+
+
+class Counter:
+    """SQL statements and commits on an engine, per operation."""
+
+    def __init__(self, db: Database) -> None:
+        self.statements = 0
+        self.commits = 0
+        event.listen(db.engine, "before_cursor_execute", self._statement)
+        event.listen(db.engine, "commit", self._commit)
+
+    def _statement(self, *_args: object) -> None:
+        self.statements += 1
+
+    def _commit(self, *_args: object) -> None:
+        self.commits += 1
+
+    def measure(self, op: Callable[[], object]) -> tuple[int, int, float]:
+        """Run op once: (statements, commits, milliseconds)."""
+        self.statements = self.commits = 0
+        t0 = time.perf_counter()
+        op()
+        ms = (time.perf_counter() - t0) * 1000
+        return self.statements, self.commits, ms
+
+
+def database(kind: str) -> tuple[str, Callable[[], None]]:
+    if kind == "sqlite":
+        return f"sqlite:///{tempfile.mkdtemp(prefix='outbox-profile-')}/profile.db", lambda: None
+    name = f"outbox_profile_{uuid.uuid4().hex[:8]}"
+    admin = create_engine(ADMIN_URL, isolation_level="AUTOCOMMIT")
+    with admin.connect() as c:
+        c.execute(text(f'CREATE DATABASE "{name}"'))
+
+    def drop() -> None:
+        with admin.connect() as c:
+            c.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+        admin.dispose()
+
+    return make_url(ADMIN_URL).set(database=name).render_as_string(hide_password=False), drop
+
+
+class Paths:
+    """The operations, each runnable in the service layer and over the in-process HTTP stack."""
+
+    def __init__(self, services: Services, http: TestClient) -> None:
+        self.s = services
+        self.http = http
+        services.topics.create("profile", 1)
+        services.topics.create("profile-http", 1)
+        value = orjson.dumps(VALUE).decode()
+        self.records = [RecordToAppend(f"k{i}", value, None, 1) for i in range(BATCH)]
+        self.body_records = [{"key": f"k{i}", "value": VALUE} for i in range(BATCH)]
+        self.idem = services.coordinator.init_producer_id(transactional_id=None, transaction_timeout_ms=None)
+        self.txn = services.coordinator.init_producer_id(transactional_id="profile", transaction_timeout_ms=None)
+        r = http.post("/v1/producers", json={"transactional_id": "profile-http"}).json()
+        self.http_ident = {"producer_id": r["producer_id"], "producer_epoch": r["producer_epoch"]}
+        r = http.post("/v1/producers", json={}).json()
+        self.http_idem = {"producer_id": r["producer_id"], "producer_epoch": r["producer_epoch"]}
+        self.seq = {"idem": 0, "txn": 0, "http-idem": 0, "http-txn": 0}
+
+    # --- service layer ---------------------------------------------------------------------
+
+    def send(self, mode: str) -> None:
+        ident = {"plain": (None, None, None), "idempotent": (self.idem.producer_id, self.idem.producer_epoch, None),
+                 "transactional": (self.txn.producer_id, self.txn.producer_epoch, "profile")}[mode]
+        seq = None
+        if mode != "plain":
+            key = "idem" if mode == "idempotent" else "txn"
+            seq, self.seq[key] = self.seq[key], self.seq[key] + BATCH
+        self.s.log.send([SendBatch("profile", 0, self.records, seq)], producer_id=ident[0],
+                        producer_epoch=ident[1], transactional_id=ident[2])
+
+    def begin(self) -> None:
+        self.s.coordinator.begin("profile", self.txn.producer_id, self.txn.producer_epoch)
+
+    def commit(self) -> None:
+        self.s.coordinator.end_transaction("profile", self.txn.producer_id, self.txn.producer_epoch, commit=True)
+
+    def fetch(self) -> None:
+        self.s.log.fetch("profile", 0, offset=0, max_records=BATCH, isolation=IsolationLevel.READ_COMMITTED)
+
+    # --- the whole HTTP stack in process ------------------------------------------------------
+
+    def _post(self, path: str, body: dict) -> None:
+        r = self.http.post(path, content=orjson.dumps(body), headers={"content-type": "application/json"})
+        assert r.status_code == 200, r.text
+
+    def http_send(self, mode: str) -> None:
+        body: dict = {"batches": [{"topic": "profile-http", "partition": 0, "records": self.body_records}]}
+        if mode != "plain":
+            key = "http-idem" if mode == "idempotent" else "http-txn"
+            body.update(self.http_idem if mode == "idempotent" else self.http_ident)
+            body["batches"][0]["base_sequence"] = self.seq[key]
+            self.seq[key] += BATCH
+        if mode == "transactional":
+            body["transactional_id"] = "profile-http"
+        self._post("/v1/records", body)
+
+    def http_begin(self) -> None:
+        self._post("/v1/transactions/profile-http/begin", self.http_ident)
+
+    def http_commit(self) -> None:
+        self._post("/v1/transactions/profile-http/commit", self.http_ident)
+
+    def http_fetch(self) -> None:
+        r = self.http.get("/v1/topics/profile-http/partitions/0/records",
+                          params={"offset": 0, "max_records": BATCH})
+        assert r.status_code == 200, r.text
+
+
+def profile_database(kind: str, rounds: int, cprofile_op: str | None) -> None:
+    url, drop = database(kind)
+    try:
+        migrate.upgrade(url)
+        settings = Settings(database_url=url, run_coordinator=False, auto_migrate=False)
+        db = Database(build_engine(url, pool_size=2))
+        counter = Counter(db)
+        services = Services.build(settings, db, lambda: int(time.time() * 1000))
+        with TestClient(create_app(settings.model_copy(update={"run_coordinator": False}))) as http:
+            p = Paths(services, http)
+
+            # One transaction cycle in the order a producer runs it, repeated.
+            def cycle_ops() -> list[tuple[str, Callable[[], object], Callable[[], object]]]:
+                return [
+                    ("BeginTransaction", p.begin, p.http_begin),
+                    ("Send 1,000, transactional", lambda: p.send("transactional"), lambda: p.http_send("transactional")),
+                    ("Commit (1 partition)", p.commit, p.http_commit),
+                ]
+
+            other_ops = [
+                ("Send 1,000, plain", lambda: p.send("plain"), lambda: p.http_send("plain")),
+                ("Send 1,000, idempotent", lambda: p.send("idempotent"), lambda: p.http_send("idempotent")),
+                ("Fetch 1,000, read_committed", p.fetch, p.http_fetch),
+            ]
+            counts: dict[str, tuple[int, int]] = {}
+            times: dict[str, list[float]] = {}
+            http_times: dict[str, list[float]] = {}
+            for _ in range(rounds):
+                for name, op, http_op in cycle_ops() + other_ops:
+                    stmts, commits, ms = counter.measure(op)
+                    counts[name] = (stmts, commits)
+                    times.setdefault(name, []).append(ms)
+                    http_times.setdefault(name, []).append(_timed(http_op))
+            print(f"## {kind}\n")
+            print("| operation | SQL statements | commits | service layer ms | through HTTP ms | HTTP layer share |")
+            print("| --- | ---: | ---: | ---: | ---: | ---: |")
+            for name, (stmts, commits) in counts.items():
+                svc, full = statistics.median(times[name]), statistics.median(http_times[name])
+                print(f"| {name} | {stmts} | {commits} | {svc:.2f} | {full:.2f} | {max(0.0, 1 - svc / full):.0%} |")
+            print()
+            if cprofile_op:
+                # A whole transaction cycle each round, profiling only the chosen operation.
+                prof = cProfile.Profile()
+                for _ in range(rounds):
+                    for name, op in (("begin", p.http_begin), ("send", lambda: p.http_send("transactional")),
+                                     ("commit", p.http_commit)):
+                        if name == cprofile_op:
+                            prof.enable()
+                        op()
+                        prof.disable()
+                print(f"### cProfile: {cprofile_op}, {rounds} rounds, through the HTTP stack\n")
+                pstats.Stats(prof).sort_stats("cumulative").print_stats(30)
+        db.dispose()
+    finally:
+        drop()
+
+
+def _timed(op: Callable[[], object]) -> float:
+    t0 = time.perf_counter()
+    op()
+    return (time.perf_counter() - t0) * 1000
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--db", choices=["sqlite", "postgresql", "both"], default="both")
+    parser.add_argument("--rounds", type=int, default=50)
+    parser.add_argument("--cprofile", choices=["begin", "send", "commit"], default=None,
+                        help="also print a cProfile of this step of a transaction through the HTTP stack")
+    args = parser.parse_args(argv)
+    kinds = ["sqlite", "postgresql"] if args.db == "both" else [args.db]
+    print(f"# {os.cpu_count()} cores; {args.rounds} rounds; batches of {BATCH} records\n")
+    for kind in kinds:
+        profile_database(kind, args.rounds, args.cprofile)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
