@@ -356,6 +356,25 @@ def _stored(row, commit_position: int | None) -> StoredRecord:  # type: ignore[n
     )
 
 
+def _count_txn_records(
+    conn: Connection, topic_id: int, partition: int, txn_ids: list[int], *, before: int
+) -> dict[int, int]:
+    """Data records per transaction in one partition, below offset `before`."""
+    return dict(
+        conn.execute(
+            select(records.c.txn_id, func.count())
+            .where(
+                records.c.topic_id == topic_id,
+                records.c.partition == partition,
+                records.c.txn_id.in_(txn_ids),
+                records.c.control_type.is_(None),
+                records.c.offset < before,
+            )
+            .group_by(records.c.txn_id)
+        ).all()
+    )
+
+
 def fetch(
     conn: Connection,
     *,
@@ -423,34 +442,53 @@ def fetch(
         .order_by(records.c.offset)
         .limit(max_records)
     ).all()
+    if not points:
+        return result
+    # A COMMIT marker stands for all of its transaction's records in this partition, so
+    # max_records commit points may stand for many times max_records records. Count the
+    # records of the transactions met (ix_records_txn), a few transactions at first and twice
+    # as many each time more are needed, stop at the first commit point that reaches
+    # max_records, and read the records of those transactions only.
     txn_ids = [p.txn_id for p in points if p.control_type is not None]
-    by_txn: dict[int, list] = {t: [] for t in txn_ids}
-    if txn_ids:
+    sizes: dict[int, int] = {}
+    counted, chunk = 0, 4
+    end, total = len(points), 0
+    for i, point in enumerate(points):
+        if point.control_type is None:
+            total += 1
+        else:
+            if point.txn_id not in sizes:
+                ids = txn_ids[counted:counted + chunk]
+                counted, chunk = counted + len(ids), chunk * 2
+                sizes.update(_count_txn_records(conn, topic_id, partition, ids, before=points[-1].offset))
+            total += sizes.get(point.txn_id, 0)
+        if total >= max_records:
+            end = i + 1  # a transaction is never split across fetches
+            break
+    chosen = points[:end]
+    if end < len(points) or len(points) == max_records:
+        result.next_offset = chosen[-1].offset + 1
+
+    by_txn: dict[int, list] = {p.txn_id: [] for p in chosen if p.control_type is not None}
+    if by_txn:
         for row in conn.execute(
             select(*_RECORD_COLUMNS)
             .where(
                 records.c.topic_id == topic_id,
                 records.c.partition == partition,
-                records.c.txn_id.in_(txn_ids),
+                records.c.txn_id.in_(list(by_txn)),
                 records.c.control_type.is_(None),
-                records.c.offset < points[-1].offset,
+                records.c.offset < chosen[-1].offset,
             )
             .order_by(records.c.offset)
-        ):
+        ).all():
             by_txn[row.txn_id].append(row)
 
     out: list[StoredRecord] = []
-    for i, point in enumerate(points):
+    for point in chosen:
         if point.control_type is None:
             out.append(_stored(point, point.offset))
         else:
             out.extend(_stored(r, point.offset) for r in by_txn[point.txn_id])
-        if len(out) >= max_records and i < len(points) - 1:
-            # Stop at a commit point: a transaction is never split across fetches.
-            result.next_offset = point.offset + 1
-            break
-    else:
-        if len(points) == max_records:
-            result.next_offset = points[-1].offset + 1
     result.records = out
     return result
