@@ -44,7 +44,8 @@ def _coordinator(settings: Settings, args: argparse.Namespace) -> int:
     db = Database(build_engine(settings.database_url, pool_size=2,
                                sqlite_busy_timeout_ms=settings.sqlite_busy_timeout_ms,
                                sqlite_synchronous=settings.sqlite_synchronous),
-                  sqlite_busy_timeout_ms=settings.sqlite_busy_timeout_ms)
+                  sqlite_busy_timeout_ms=settings.sqlite_busy_timeout_ms,
+                  sqlite_synchronous=settings.sqlite_synchronous)
     worker = CoordinatorWorker(
         TransactionCoordinator(db, settings, system_clock),
         system_clock,

@@ -43,6 +43,7 @@ def create_app(settings: Settings | None = None, clock: Clock = system_clock) ->
                 sqlite_synchronous=settings.sqlite_synchronous,
             ),
             sqlite_busy_timeout_ms=settings.sqlite_busy_timeout_ms,
+            sqlite_synchronous=settings.sqlite_synchronous,
         )
         services = Services.build(settings, db, clock)
         app.state.services = services

@@ -241,28 +241,36 @@ class TransactionCoordinator:
     # --- Begin ------------------------------------------------------------------------------
 
     def begin(self, transactional_id: str, producer_id: int, producer_epoch: int) -> TransactionView:
-        now = self.clock()
-        with self.db.write() as conn:
-            meta = self._require(conn, transactional_id)
-            meta.check_producer(producer_id, producer_epoch)
-            if meta.state in COMPLETING_STATES:
-                if not self.settings.complete_inline:
-                    raise ConcurrentTransactions(
-                        f"the previous transaction of {transactional_id!r} is still completing; retry"
+        for attempt in range(2):
+            now = self.clock()
+            # Not durable: if a crash loses a Begin, nothing durable can have depended on it
+            # (the first transactional Send, AddOffsets or Commit commits durably, and so
+            # flushes it too), and the producer's next call is refused (INVALID_TXN_STATE)
+            # rather than misapplied. Kafka's BeginTransaction does not even reach the
+            # coordinator. Completing a previous transaction is durable: it is done apart.
+            with self.db.write(durable=False) as conn:
+                meta = self._require(conn, transactional_id)
+                meta.check_producer(producer_id, producer_epoch)
+                if meta.state not in COMPLETING_STATES:
+                    check_transition(meta.state, S.ONGOING)
+                    txn_id = producers.next_id(conn, producers.TXN_ID_COUNTER)
+                    txns.update_row(
+                        conn, transactional_id, state=S.ONGOING, txn_id=txn_id, txn_started_ms=now, updated_ms=now
                     )
+                    # A new transaction has no partitions or staged offsets yet: completion
+                    # removed the previous one's.
+                    return TransactionView(
+                        replace(meta, state=S.ONGOING, txn_id=TxnId(txn_id), txn_started_ms=now, updated_ms=now)
+                    )
+            if attempt == 0 and self.settings.complete_inline:
                 # Finish the previous transaction here rather than make the caller wait for
                 # the worker's next pass.
-                meta = self._complete_locked(conn, meta, now)
-            check_transition(meta.state, S.ONGOING)
-            txn_id = producers.next_id(conn, producers.TXN_ID_COUNTER)
-            txns.update_row(
-                conn, transactional_id, state=S.ONGOING, txn_id=txn_id, txn_started_ms=now, updated_ms=now
-            )
-            # A new transaction has no partitions or staged offsets yet: completion removed
-            # the previous one's.
-            return TransactionView(
-                replace(meta, state=S.ONGOING, txn_id=TxnId(txn_id), txn_started_ms=now, updated_ms=now)
-            )
+                self.complete(transactional_id)
+            else:
+                break
+        raise ConcurrentTransactions(
+            f"the previous transaction of {transactional_id!r} is still completing; retry"
+        )
 
     # --- AddOffsets -------------------------------------------------------------------------
 

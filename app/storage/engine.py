@@ -95,9 +95,12 @@ def _configure_sqlite(engine: Engine, busy_timeout_ms: int, synchronous: str) ->
 class Database:
     """Owns the engine; hands out read and write database transactions."""
 
-    def __init__(self, engine: Engine, *, sqlite_busy_timeout_ms: int = 30_000) -> None:
+    def __init__(
+        self, engine: Engine, *, sqlite_busy_timeout_ms: int = 30_000, sqlite_synchronous: str = "FULL"
+    ) -> None:
         self.engine = engine
         self.dialect = engine.dialect.name
+        self._sqlite_synchronous = sqlite_synchronous
         # SQLite has one writer at a time. Writers of this process queue here, in order,
         # instead of in SQLite's busy handler, which polls with sleeps of up to 100 ms and
         # so turns contention into long tails. Other processes still meet busy_timeout.
@@ -109,21 +112,32 @@ class Database:
         return self.dialect == "sqlite"
 
     @contextmanager
-    def write(self) -> Iterator[Connection]:
+    def write(self, *, durable: bool = True) -> Iterator[Connection]:
         """One short write transaction; committed on exit, rolled back on any exception.
 
         Every write is durable when it commits, markers included: a marker readers have seen
         must never vanish in a database crash, or its offset could be handed out again and a
         reader already past it would skip the new record (guarantee 6).
+
+        durable=False is for a write whose loss in a crash nobody can observe except as a
+        refusal: it commits without waiting for the disk (SQLite synchronous=NORMAL, which
+        skips the WAL fsync; PostgreSQL commits are cheap enough here to keep them all
+        durable). Any later durable commit makes it durable too, since both logs are written
+        and flushed in order.
         """
+        relaxed = not durable and self.dialect == "sqlite" and self._sqlite_synchronous == "FULL"
         with self._writer_turn(), translate_driver_errors():
             with self.engine.connect() as conn:
                 conn.info[_WRITE] = True
+                if relaxed:  # the safety level can only change outside a transaction
+                    conn.connection.driver_connection.execute("PRAGMA synchronous=NORMAL")  # type: ignore[union-attr]
                 try:
                     with conn.begin():
                         yield conn
                 finally:
                     conn.info.pop(_WRITE, None)
+                    if relaxed:
+                        conn.connection.driver_connection.execute("PRAGMA synchronous=FULL")  # type: ignore[union-attr]
 
     @contextmanager
     def _writer_turn(self) -> Iterator[None]:
