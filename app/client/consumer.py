@@ -128,10 +128,19 @@ class Consumer:
                     self._pending = _Assignment(answer["generation_id"], _parts(answer))
 
     def _apply(self, assignment: _Assignment) -> None:
-        """Adopt an assignment: drop revoked partitions, start new ones at their committed
+        """Adopt an assignment: drop revoked partitions, start the others at their committed
         offsets. The committed-offset fetch waits on pending transactional offsets (KIP-447),
-        so a partition taken over mid-transaction starts after that transaction ends."""
-        kept = {tp: pos for tp, pos in self._positions.items() if tp in assignment.partitions}
+        so a partition taken over mid-transaction starts after that transaction ends.
+
+        A new generation starts every partition at its committed offset, even one this
+        consumer had before (Kafka's eager rebalance revokes them all): another member may have
+        owned it and committed in between, and the old in-memory position would read again
+        what that member already processed. Only a manual re-assignment keeps positions."""
+        same_generation = assignment.generation_id == self._assignment.generation_id
+        kept = {
+            tp: pos for tp, pos in self._positions.items()
+            if same_generation and tp in assignment.partitions
+        }
         new = [tp for tp in assignment.partitions if tp not in kept]
         kept.update(self._committed(new))
         self._positions = kept

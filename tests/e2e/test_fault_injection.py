@@ -1,0 +1,226 @@
+"""Issue 5's fault-injection suite, short version: exactly-once copying on both databases while
+copiers, API servers, the coordinator worker and (PostgreSQL) the database connections are
+killed and restarted. The harness, the checks and the long script are in tests/e2e/faults.py;
+repeat a failed run with the seed it prints (OUTBOX_FAULTS_SEED=… runs the test with it).
+
+The checks themselves are tested first, on fabricated runs with a duplicate, a lost record, an
+aborted read, a skip, a nonmonotonic poll and a torn transaction: the suite can fail.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+
+import pytest
+
+from tests.e2e.conftest import ADMIN_URL
+from tests.e2e.faults import (
+    OUTPUT,
+    Config,
+    Seen,
+    check_outcome,
+    check_poll,
+    failure_report,
+    parse_copier_logs,
+    run_with,
+)
+
+# --- the checks, on fabricated runs -------------------------------------------------------------
+
+INPUTS = {0: [{"p": 0, "i": 0}, {"p": 0, "i": 1}, {"p": 0, "i": 2}], 1: [{"p": 1, "i": 0}]}
+
+
+def _out(src: dict, offset: int, commit_position: int, tag: str) -> Seen:
+    return Seen(offset, commit_position, {"src": src, "in": src["i"], "tag": tag})
+
+
+def _clean() -> dict[int, list[Seen]]:
+    # partition 0: transaction A (offsets 0, 1; COMMIT at 2), transaction B (3; COMMIT at 4)
+    # partition 1: transaction A (0; COMMIT at 1)
+    return {
+        0: [_out(INPUTS[0][0], 0, 2, "A"), _out(INPUTS[0][1], 1, 2, "A"), _out(INPUTS[0][2], 3, 4, "B")],
+        1: [_out(INPUTS[1][0], 0, 1, "A")],
+    }
+
+
+DECLARED = {"A": {0: 2, 1: 1}, "B": {0: 1}}
+ENDS = {0: 3, 1: 1}
+
+
+def _check(final=None, seen=None, **kw):  # type: ignore[no-untyped-def]
+    final = _clean() if final is None else final
+    args = dict(inputs=INPUTS, final=final, seen=_clean() if seen is None else seen, declared=DECLARED,
+                acknowledged={"A", "B"}, group_offsets=ENDS, input_ends=ENDS)
+    args.update(kw)
+    return check_outcome(**args)
+
+
+def test_a_clean_run_passes() -> None:
+    o = _check()
+    assert o.violations == []
+    assert (o.records_in, o.records_out, o.offsets_ok) == (4, 4, True)
+
+
+def test_a_duplicate_is_caught() -> None:
+    final = _clean()
+    final[0].append(_out(INPUTS[0][2], 5, 6, "C"))  # input 0/2 copied again by transaction C
+    o = _check(final, final, declared={**DECLARED, "C": {0: 1}})
+    assert o.duplicates == 1 and o.order_violations == 1
+    assert any(v.startswith("duplicate: input fi-in/0 offset 2") for v in o.violations)
+
+
+def test_a_lost_record_is_caught() -> None:
+    final = _clean()
+    del final[0][2]  # transaction B's only record
+    o = _check(final, final, acknowledged={"A"}, declared={"A": DECLARED["A"]})
+    assert o.lost == 1 and o.order_violations == 1
+    assert any(v.startswith("lost: input fi-in/0 offset 2") for v in o.violations)
+
+
+def test_a_misrouted_record_is_caught() -> None:
+    final = _clean()
+    final[1].append(final[0].pop())  # B's record in the wrong output partition
+    final[1][-1] = Seen(2, 3, final[1][-1].value)
+    o = _check(final, final, declared={"A": DECLARED["A"], "B": {1: 1}})
+    assert o.extra == 1 and any(v.startswith("misrouted") for v in o.violations)
+
+
+def test_an_aborted_read_is_caught() -> None:
+    seen = _clean()
+    # The reader was given a record of an aborted transaction X at offset 3 ...
+    seen[0].insert(2, Seen(3, 3, {"src": INPUTS[0][2], "in": 2, "tag": "X"}))
+    o = _check(seen=seen)
+    assert o.aborted_reads == 1
+    assert any(v.startswith(f"aborted read: {OUTPUT}/0 offset 3") for v in o.violations)
+
+
+def test_a_record_the_tailing_reader_never_got_is_a_skip() -> None:
+    seen = _clean()
+    del seen[0][1]
+    o = _check(seen=seen)
+    assert o.skipped == 1 and o.aborted_reads == 0
+    assert any(v.startswith(f"skipped: {OUTPUT}/0 offset 1") for v in o.violations)
+
+
+def test_records_given_twice_or_out_of_order_are_caught() -> None:
+    seen = _clean()
+    seen[0].append(seen[0][0])
+    assert any(v.startswith("returned twice") for v in _check(seen=seen).violations)
+    seen = _clean()
+    seen[0][0], seen[0][1] = seen[0][1], seen[0][0]
+    assert any(v.startswith("reordered") for v in _check(seen=seen).violations)
+
+
+def test_polls_that_go_back_or_return_commit_points_before_the_position_are_caught() -> None:
+    rec = {"offset": 3, "commit_position": 4, "value": 1}
+    assert check_poll(0, 5, {"records": [], "next_offset": 5}) == []
+    assert check_poll(0, 4, {"records": [rec], "next_offset": 5}) == []
+    assert any("nonmonotonic" in v for v in check_poll(0, 5, {"records": [], "next_offset": 4}))
+    assert any("nonmonotonic" in v for v in check_poll(0, 5, {"records": [rec], "next_offset": 6}))
+    assert any("nonmonotonic" in v for v in check_poll(0, 4, {"records": [rec], "next_offset": 4}))
+    back = [{"offset": 5, "commit_position": 6, "value": 1}, rec]
+    assert any("go back" in v for v in check_poll(0, 0, {"records": back, "next_offset": 7}))
+    # And a run whose verifier reported one fails.
+    assert _check(poll_violations=["nonmonotonic: x"]).poll_violations == 1
+
+
+def test_a_torn_or_lost_transaction_is_caught() -> None:
+    # Transaction A committed only its partition-0 records: torn.
+    final = _clean()
+    final[1] = []
+    o = _check(final, final)
+    assert o.txn_violations == 1 and o.lost == 1
+    assert any(v.startswith("atomicity: transaction A") for v in o.violations)
+    # An acknowledged commit that is not in the output.
+    o = _check(acknowledged={"A", "B", "Z"})
+    assert o.violations == ["durability: transaction Z was acknowledged as committed but is not in the output"]
+    # A transaction whose copier never called Commit.
+    o = _check(declared={"A": DECLARED["A"]}, acknowledged={"A"})
+    assert any(v.startswith("atomicity: transaction B is in the output but") for v in o.violations)
+
+
+def test_group_offsets_short_of_the_input_ends_fail() -> None:
+    o = _check(group_offsets={0: 2, 1: 1})
+    assert not o.offsets_ok and len(o.violations) == 1
+
+
+def test_copier_logs_are_parsed_whatever_sigkill_cut(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    log = tmp_path / "fi-001-copier-0.log"
+    log.write_text('{"ev":"started"}\nsome warning\n{"ev":"commit","tag":"t1","n":{"0":2}}\n'
+                   '{"ev":"committed","tag":"t1"}\n{"ev":"violation","what":"gap"}\n{"ev":"commit","ta')
+    declared, acked, violations, counts = parse_copier_logs([log])
+    assert declared == {"t1": {0: 2}} and acked == {"t1"}
+    assert violations == ["fi-001-copier-0.log: gap"] and counts["commit"] == 1
+
+
+# --- the short run, on both databases ------------------------------------------------------------
+
+
+@pytest.mark.e2e
+@pytest.mark.timeout(420)
+def test_copiers_killed_with_the_servers_coordinator_and_database_copy_each_record_once(backend, launcher):  # type: ignore[no-untyped-def]
+    seed = int(os.environ.get("OUTBOX_FAULTS_SEED") or random.randrange(1 << 31))
+    pg = backend.name == "postgresql"
+    cfg = Config(
+        backend=backend.name, seed=seed, duration_s=35, fault_rate=0.35, copiers=3, partitions=4,
+        records=1500 if pg else 2000, max_records=5, servers=2, complete_inline="mixed",
+        drain_timeout_s=180,
+    )
+    result = run_with(cfg, backend, launcher, admin_url=ADMIN_URL)
+    print(result.summary())
+    assert result.ok, failure_report(result)
+    # The faults really happened, every kind (the schedule deals each kind in turn).
+    s = result.stats
+    assert s["kill_copier"] and s["kill_server"] and s["kill_coordinator"], failure_report(result)
+    assert not pg or s["db_terminate"], failure_report(result)
+    assert s["server_inline"] and s["server_not_inline"], failure_report(result)  # both commit paths
+    assert s["txn_committed"] > 0
+
+
+# --- what the fault runs found ------------------------------------------------------------------
+
+
+@pytest.mark.e2e
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("backend", ["sqlite"], indirect=True)
+def test_a_consumer_that_rejoins_resumes_from_the_committed_offset(launcher):  # type: ignore[no-untyped-def]
+    """Deterministic reproduction of the duplicate seen with seed 2099127605 (sqlite): copier A
+    lost its membership (its server was down past the session timeout), aborted, rewound with
+    seek_to_committed() while B owned the partition, B went on and committed, then A rejoined,
+    got the partition back and resumed from its rewound position."""
+    import time
+
+    import httpx
+
+    from app.client import Consumer, Producer
+
+    url = launcher.server(coordinator_interval_ms=100).url
+    assert httpx.post(f"{url}/v1/topics", json={"name": "in", "partitions": 1}).status_code == 201
+    p = Producer(url)
+    for i in range(10):
+        p.send("in", i, partition=0)
+    p.flush()
+
+    a = Consumer(url, "g", session_timeout_ms=1000, max_records=5)
+    a.subscribe(["in"])
+    a._stop.set()  # A stalls: no heartbeats, and the coordinator expires its membership
+    a._heartbeat.join()
+    deadline = time.monotonic() + 30
+    while httpx.get(f"{url}/v1/groups/g").json().get("members"):
+        assert time.monotonic() < deadline, "A's membership never expired"
+        time.sleep(0.1)
+    b = Consumer(url, "g", session_timeout_ms=30_000, max_records=5)
+    b.subscribe(["in"])
+    assert [r.value for r in b.poll(5)] == [0, 1, 2, 3, 4]
+    b.commit()
+    a.seek_to_committed()  # A rewinds (after an aborted transaction): offset 5
+    assert a.position_offsets() == {("in", 0): 5}
+    assert [r.value for r in b.poll(5)] == [5, 6, 7, 8, 9]
+    b.commit()  # B is done: the group's offset is 10
+    b.close()
+    a._rejoin = True  # what A's heartbeat thread sets on UNKNOWN_MEMBER_ID
+    again = a.poll(2)  # A rejoins as the only member and gets in/0 back
+    assert a.assignment() == [("in", 0)]
+    assert [r.value for r in again] == [], "A re-read records the group had already committed"
+    a.close()
