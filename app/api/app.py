@@ -13,6 +13,7 @@ from fastapi.openapi.utils import get_openapi
 from app import __doc__ as product_doc
 from app.api import errors
 from app.api.body_limit import BodySizeLimit
+from app.api.path_guard import EncodedSlashGuard
 from app.api.deps import Services
 from app.api.routers import groups, health, producers, records, topics, transactions
 from app.domain.clock import Clock, system_clock
@@ -75,6 +76,7 @@ def create_app(settings: Settings | None = None, clock: Clock = system_clock) ->
     errors.install(app)
 
     app.add_middleware(BodySizeLimit, max_bytes=settings.max_request_bytes)
+    app.add_middleware(EncodedSlashGuard)
 
     for module in (topics, producers, records, transactions, groups, health):
         app.include_router(module.router)
