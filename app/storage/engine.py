@@ -128,7 +128,7 @@ class Database:
         relaxed = not durable and self.dialect == "sqlite" and self._sqlite_synchronous == "FULL"
         with self._writer_turn(), translate_driver_errors():
             with self.engine.connect() as conn:
-                conn.info[_WRITE] = True
+                take_write_lock_at_begin(conn)
                 if relaxed:  # the safety level can only change outside a transaction
                     conn.connection.driver_connection.execute("PRAGMA synchronous=NORMAL")  # type: ignore[union-attr]
                 try:

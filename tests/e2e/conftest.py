@@ -20,6 +20,7 @@ import subprocess
 import sys
 import time
 import uuid
+from contextlib import contextmanager
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -185,22 +186,24 @@ def _settings_env(settings: dict[str, Any]) -> dict[str, str]:
     return out
 
 
-@pytest.fixture(params=BACKENDS)
-def backend(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Backend]:
-    if request.param == "sqlite":
-        b = Backend("sqlite", f"sqlite:///{tmp_path / 'outbox.db'}", tmp_path)
+@contextmanager
+def provisioned(kind: str, tmp: Path, prefix: str = "outbox_e2e") -> Iterator[Backend]:
+    """A fresh database of `kind`: a SQLite file in `tmp` (`serve` migrates it itself), or a
+    new PostgreSQL database migrated with `python -m app.cli migrate` and dropped afterwards."""
+    if kind == "sqlite":
+        b = Backend("sqlite", f"sqlite:///{tmp / 'outbox.db'}", tmp)
         try:
             yield b
         finally:
             b.dispose()
         return
 
-    name = f"outbox_e2e_{uuid.uuid4().hex[:12]}"
+    name = f"{prefix}_{uuid.uuid4().hex[:12]}"
     admin = create_engine(ADMIN_URL, isolation_level="AUTOCOMMIT", poolclass=NullPool)
     with admin.connect() as conn:
         conn.execute(text(f'CREATE DATABASE "{name}"'))
     url = make_url(ADMIN_URL).set(database=name).render_as_string(hide_password=False)
-    b = Backend("postgresql", url, tmp_path)
+    b = Backend("postgresql", url, tmp)
     try:
         done = subprocess.run(
             [PYTHON, "-m", "app.cli", "migrate"], cwd=ROOT, env=_base_env(url),
@@ -213,6 +216,12 @@ def backend(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Backend]
         with admin.connect() as conn:
             conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
         admin.dispose()
+
+
+@pytest.fixture(params=BACKENDS)
+def backend(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Backend]:
+    with provisioned(request.param, tmp_path) as b:
+        yield b
 
 
 # --- processes ----------------------------------------------------------------------------------

@@ -30,13 +30,11 @@ import contextlib
 import os
 import random
 import ssl
-import subprocess
 import sys
 import tempfile
 import threading
 import time
 import traceback
-import uuid
 from collections import Counter, defaultdict
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -940,38 +938,11 @@ def add_terminal_summary(config: Any, text: str) -> None:
 # --- the script -----------------------------------------------------------------------------
 
 
-@contextlib.contextmanager
-def provisioned(backend_name: str, tmp: Path) -> Iterator[Any]:
+def provisioned(backend_name: str, tmp: Path) -> Any:
     """A fresh database, as the `backend` fixture makes it (tests/e2e/conftest.py)."""
-    from sqlalchemy import create_engine, text
-    from sqlalchemy.engine import make_url
-    from sqlalchemy.pool import NullPool
+    from tests.e2e.conftest import provisioned as provision
 
-    from tests.e2e.conftest import ADMIN_URL, CLI_TIMEOUT_S, PYTHON, ROOT, Backend, _base_env
-
-    if backend_name == "sqlite":
-        b = Backend("sqlite", f"sqlite:///{tmp / 'outbox.db'}", tmp)
-        try:
-            yield b
-        finally:
-            b.dispose()
-        return
-    name = f"outbox_load_{uuid.uuid4().hex[:12]}"
-    admin = create_engine(ADMIN_URL, isolation_level="AUTOCOMMIT", poolclass=NullPool)
-    with admin.connect() as conn:
-        conn.execute(text(f'CREATE DATABASE "{name}"'))
-    url = make_url(ADMIN_URL).set(database=name).render_as_string(hide_password=False)
-    b = Backend("postgresql", url, tmp)
-    try:
-        done = subprocess.run([PYTHON, "-m", "app.cli", "migrate"], cwd=ROOT, env=_base_env(url),
-                              capture_output=True, text=True, timeout=CLI_TIMEOUT_S)
-        assert done.returncode == 0, f"migrate failed:\n{done.stdout}\n{done.stderr}"
-        yield b
-    finally:
-        b.dispose()
-        with admin.connect() as conn:
-            conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
-        admin.dispose()
+    return provision(backend_name, tmp, prefix="outbox_load")
 
 
 def main(argv: list[str] | None = None) -> int:
