@@ -19,10 +19,14 @@ def _serve(settings: Settings, args: argparse.Namespace) -> int:
 
     from app.api.app import create_app
 
+    from app.gc_tuning import tune_for_service
+
     if args.no_coordinator:
         settings = settings.model_copy(update={"run_coordinator": False})
+    app = create_app(settings)
+    tune_for_service()
     uvicorn.run(
-        create_app(settings),
+        app,
         host=args.host or settings.host,
         port=args.port or settings.port,
         log_level=settings.log_level,
@@ -55,6 +59,9 @@ def _coordinator(settings: Settings, args: argparse.Namespace) -> int:
     if args.once:
         print(worker.run_once())
         return 0
+    from app.gc_tuning import tune_for_service
+
+    tune_for_service()
     stop = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: stop.set())

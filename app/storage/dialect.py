@@ -2,29 +2,44 @@
 
 Both speak INSERT … ON CONFLICT; SQLAlchemy keeps the constructs in per-dialect modules, so
 the choice is made here once.
+
+Statements are built once per dialect and reused (functools.cache): building a Core
+statement costs more Python time than executing a cached one, and the hot paths (Send,
+Begin, Commit) run several per request. Callers pass values as bind parameters.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from functools import cache
 from typing import Any
 
 from sqlalchemy import Connection, Table
 from sqlalchemy.dialects import postgresql, sqlite
 
 
-def _insert(conn: Connection, table: Table) -> Any:
-    return sqlite.insert(table) if conn.dialect.name == "sqlite" else postgresql.insert(table)
+def _insert(dialect_name: str, table: Table) -> Any:
+    return sqlite.insert(table) if dialect_name == "sqlite" else postgresql.insert(table)
 
 
 def insert_ignore(conn: Connection, table: Table) -> Any:
     """INSERT that does nothing when the primary key already exists."""
-    return _insert(conn, table).on_conflict_do_nothing()
+    return _insert_ignore(conn.dialect.name, table)
+
+
+@cache
+def _insert_ignore(dialect_name: str, table: Table) -> Any:
+    return _insert(dialect_name, table).on_conflict_do_nothing()
 
 
 def upsert(conn: Connection, table: Table, update_columns: Sequence[str]) -> Any:
     """INSERT that overwrites `update_columns` when the primary key already exists."""
-    stmt = _insert(conn, table)
+    return _upsert(conn.dialect.name, table, tuple(update_columns))
+
+
+@cache
+def _upsert(dialect_name: str, table: Table, update_columns: tuple[str, ...]) -> Any:
+    stmt = _insert(dialect_name, table)
     keys = [c.name for c in table.primary_key.columns]
     return stmt.on_conflict_do_update(
         index_elements=keys, set_={name: stmt.excluded[name] for name in update_columns}

@@ -24,8 +24,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from functools import cache
+from typing import Any
 
-from sqlalchemy import Connection, and_, delete, func, insert, or_, select, update
+from sqlalchemy import Connection, and_, bindparam, delete, func, insert, or_, select, update
 
 from app.domain.errors import OffsetMismatch, OffsetOutOfRange, UnknownTopicOrPartition
 from app.domain.producer import BatchVerdict, ProducerPartitionState, check_sequence
@@ -94,29 +96,34 @@ def _partition_key(b: BatchToAppend) -> tuple[int, int]:
     return (b.topic_id, b.partition)
 
 
+# Built once (see storage.dialect): the hot statements of Send and completion.
+_TAKE_OFFSETS = (
+    update(partitions)
+    .where(partitions.c.topic_id == bindparam("p_topic_id"), partitions.c.partition == bindparam("p_partition"))
+    .values(next_offset=partitions.c.next_offset + bindparam("p_count"))
+    .returning(partitions.c.next_offset)
+)
+
+
 def _take_offsets(conn: Connection, topic_id: int, partition: int, count: int) -> int:
     """Reserve `count` offsets; returns the first. Holds the partition row lock until commit."""
     new_end = conn.execute(
-        update(partitions)
-        .where(partitions.c.topic_id == topic_id, partitions.c.partition == partition)
-        .values(next_offset=partitions.c.next_offset + count)
-        .returning(partitions.c.next_offset)
+        _TAKE_OFFSETS, {"p_topic_id": topic_id, "p_partition": partition, "p_count": count}
     ).scalar_one_or_none()
     if new_end is None:
         raise UnknownTopicOrPartition(f"unknown partition {partition} of topic id {topic_id}")
     return new_end - count
 
 
-def _lock_partition_with_producer_state(
-    conn: Connection, producer_id: int, topic_id: int, partition: int
-) -> tuple[int, ProducerPartitionState | None]:
-    """Lock the partition row without moving it, and read the producer's sequence state there,
-    in one round trip. Returns (log end offset, state or None)."""
-    pp = producer_partitions
-    stmt = dialect.lock_for_update(
-        conn,
+@cache
+def _lock_with_producer_state_stmt(dialect_name: str) -> Any:
+    """SELECT … FOR UPDATE OF partitions, with the producer's sequence state in the partition
+    and whether the transaction already has the partition (LEFT JOINs: either may be absent)."""
+    pp, tp = producer_partitions, transaction_partitions
+    stmt = (
         select(
             partitions.c.next_offset,
+            tp.c.first_offset,
             pp.c.producer_epoch,
             pp.c.last_sequence,
             pp.c.last_batch_base_sequence,
@@ -127,20 +134,40 @@ def _lock_partition_with_producer_state(
             partitions.outerjoin(
                 pp,
                 and_(
-                    pp.c.producer_id == producer_id,
+                    pp.c.producer_id == bindparam("producer_id"),
                     pp.c.topic_id == partitions.c.topic_id,
                     pp.c.partition == partitions.c.partition,
                 ),
+            ).outerjoin(
+                tp,
+                and_(
+                    tp.c.transactional_id == bindparam("transactional_id"),
+                    tp.c.topic_id == partitions.c.topic_id,
+                    tp.c.partition == partitions.c.partition,
+                ),
             )
         )
-        .where(partitions.c.topic_id == topic_id, partitions.c.partition == partition),
-        of=partitions,
+        .where(partitions.c.topic_id == bindparam("topic_id"), partitions.c.partition == bindparam("partition"))
     )
-    row = conn.execute(stmt).first()
+    # SQLite's write transaction already holds the whole-database lock.
+    return stmt if dialect_name == "sqlite" else stmt.with_for_update(of=partitions)
+
+
+def _lock_partition_with_producer_state(
+    conn: Connection, producer_id: int, transactional_id: str | None, topic_id: int, partition: int
+) -> tuple[int, bool, ProducerPartitionState | None]:
+    """Lock the partition row without moving it, and read the producer's sequence state there
+    and whether the transaction (if any) already has the partition, in one round trip.
+    Returns (log end offset, partition already in the transaction, state or None)."""
+    row = conn.execute(
+        _lock_with_producer_state_stmt(conn.dialect.name),
+        {"producer_id": producer_id, "transactional_id": transactional_id,
+         "topic_id": topic_id, "partition": partition},
+    ).first()
     if row is None:
         raise UnknownTopicOrPartition(f"unknown partition {partition} of topic id {topic_id}")
-    end, *state = row
-    return end, (None if state[0] is None else ProducerPartitionState(*state))
+    end, first_offset, *state = row
+    return end, first_offset is not None, (None if state[0] is None else ProducerPartitionState(*state))
 
 
 def append_batches(
@@ -165,10 +192,11 @@ def append_batches(
     for batch in sorted(batches, key=_partition_key):
         count = len(batch.records)
         verdict = BatchVerdict.APPEND
+        already_in_transaction = False
         if producer_id is not None:
             assert producer_epoch is not None and batch.base_sequence is not None
-            log_end, state = _lock_partition_with_producer_state(
-                conn, producer_id, batch.topic_id, batch.partition
+            log_end, already_in_transaction, state = _lock_partition_with_producer_state(
+                conn, producer_id, transactional_id, batch.topic_id, batch.partition
             )
             verdict = check_sequence(state, producer_epoch, batch.base_sequence, count)
             if verdict is BatchVerdict.DUPLICATE:
@@ -220,7 +248,7 @@ def append_batches(
                     "updated_ms": now_ms,
                 }
             )
-        if txn_id is not None:
+        if txn_id is not None and not already_in_transaction:
             txn_partition_rows.append(
                 {
                     "transactional_id": transactional_id,
@@ -251,7 +279,8 @@ def append_batches(
         )
     if txn_partition_rows:
         # The first Send to a partition adds it to the transaction (Kafka's AddPartitionsToTxn);
-        # later Sends keep the first offset, which is what the last stable offset needs.
+        # later Sends find it there (the lock query joins it) and keep the first offset, which
+        # is what the last stable offset needs. Kept an insert-or-ignore all the same.
         conn.execute(dialect.insert_ignore(conn, transaction_partitions), txn_partition_rows)
     return [results[_partition_key(b)] for b in batches]
 
@@ -264,6 +293,21 @@ def _check_expected(batch: BatchToAppend, next_offset: int) -> None:
             partition=batch.partition,
             next_offset=next_offset,
         )
+
+
+_CLAIM_ALL = (
+    delete(transaction_partitions)
+    .where(
+        transaction_partitions.c.transactional_id == bindparam("transactional_id"),
+        transaction_partitions.c.txn_id == bindparam("txn_id"),
+    )
+    .returning(transaction_partitions.c.topic_id, transaction_partitions.c.partition)
+)
+_CLAIM_ONE = _CLAIM_ALL.where(
+    transaction_partitions.c.topic_id == bindparam("topic_id"),
+    transaction_partitions.c.partition == bindparam("partition"),
+)
+_INSERT_RECORD = insert(records)
 
 
 def write_control_markers(
@@ -287,26 +331,18 @@ def write_control_markers(
     (FOR UPDATE), so two completions of one transaction never run side by side; the markers
     take their partitions' locks in (topic_id, partition) order, as every appender does.
     """
-    claim = delete(transaction_partitions).where(
-        transaction_partitions.c.transactional_id == transactional_id,
-        transaction_partitions.c.txn_id == txn_id,
-    )
+    claim = _CLAIM_ALL if only is None else _CLAIM_ONE
+    params = {"transactional_id": transactional_id, "txn_id": txn_id}
     if only is not None:
-        claim = claim.where(
-            transaction_partitions.c.topic_id == only[0], transaction_partitions.c.partition == only[1]
-        )
-    claimed = sorted(
-        conn.execute(
-            claim.returning(transaction_partitions.c.topic_id, transaction_partitions.c.partition)
-        ).all()
-    )
+        params.update(topic_id=only[0], partition=only[1])
+    claimed = sorted(conn.execute(claim, params).all())
     written = [
         (topic_id, partition, _take_offsets(conn, topic_id, partition, 1))
         for topic_id, partition in claimed
     ]
     if written:
         conn.execute(
-            insert(records),
+            _INSERT_RECORD,
             [
                 {
                     "topic_id": topic_id,

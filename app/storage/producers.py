@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from sqlalchemy import Connection, insert, select, update
+from sqlalchemy import Connection, bindparam, insert, select, update
 
 from app.domain.errors import UnknownProducerId
 from app.storage import dialect
@@ -12,14 +12,17 @@ PRODUCER_ID_COUNTER = "producer_id"
 TXN_ID_COUNTER = "txn_id"
 
 
+_NEXT_ID = (
+    update(counters)
+    .where(counters.c.name == bindparam("counter_name"))
+    .values(value=counters.c.value + 1)
+    .returning(counters.c.value)
+)
+
+
 def next_id(conn: Connection, name: str) -> int:
     """Take the next value of a named counter (the row is created by the migration)."""
-    return conn.execute(
-        update(counters)
-        .where(counters.c.name == name)
-        .values(value=counters.c.value + 1)
-        .returning(counters.c.value)
-    ).scalar_one()
+    return conn.execute(_NEXT_ID, {"counter_name": name}).scalar_one()
 
 
 def create_producer(

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from sqlalchemy import Connection, func, insert, select
+from sqlalchemy import Connection, bindparam, func, insert, select
 from sqlalchemy.exc import IntegrityError
 
 from app.domain.errors import TopicAlreadyExists, UnknownTopicOrPartition
@@ -85,9 +85,12 @@ def get_topic(conn: Connection, name: str) -> Topic:
     return _topic(row)
 
 
+_TOPICS_BY_NAME = select(topics).where(topics.c.name.in_(bindparam("names", expanding=True)))
+
+
 def get_topics(conn: Connection, names: set[str]) -> dict[str, Topic]:
     """Topics by name; UNKNOWN_TOPIC_OR_PARTITION if any is missing."""
-    rows = conn.execute(select(topics).where(topics.c.name.in_(sorted(names)))).all()
+    rows = conn.execute(_TOPICS_BY_NAME, {"names": sorted(names)}).all()
     found = {row.name: _topic(row) for row in rows}
     missing = names - found.keys()
     if missing:

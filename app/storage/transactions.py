@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cache
+from typing import Any
 
-from sqlalchemy import Connection, delete, func, insert, select, update
+from sqlalchemy import Connection, bindparam, delete, func, insert, select, update
 
 from app.domain.transaction import TransactionMetadata
 from app.domain.types import ProducerEpoch, ProducerId, TransactionState, TxnId
@@ -63,13 +65,20 @@ def get(conn: Connection, transactional_id: str, *, lock: str | None = None) -> 
     without it a Send validated as Ongoing could add a partition after PrepareCommit read the
     list of partitions, and that partition would never get its marker.
     """
-    stmt = select(transactions).where(transactions.c.transactional_id == transactional_id)
-    if lock == "share":
-        stmt = dialect.lock_for_share(conn, stmt)
-    elif lock == "update":
-        stmt = dialect.lock_for_update(conn, stmt)
-    row = conn.execute(stmt).first()
+    row = conn.execute(_get_stmt(conn.dialect.name, lock), {"transactional_id": transactional_id}).first()
     return None if row is None else _metadata(row)
+
+
+@cache
+def _get_stmt(dialect_name: str, lock: str | None) -> Any:
+    stmt = select(transactions).where(transactions.c.transactional_id == bindparam("transactional_id"))
+    if dialect_name == "sqlite":  # the write transaction already holds the whole-database lock
+        return stmt
+    if lock == "share":
+        return stmt.with_for_update(read=True)
+    if lock == "update":
+        return stmt.with_for_update()
+    return stmt
 
 
 def insert_new(
@@ -99,7 +108,17 @@ def update_row(conn: Connection, transactional_id: str, **values: object) -> Non
     if isinstance(values.get("state"), TransactionState):
         values["state"] = values["state"].value  # type: ignore[union-attr]
     conn.execute(
-        update(transactions).where(transactions.c.transactional_id == transactional_id).values(**values)
+        _update_stmt(tuple(sorted(values))),
+        {"key_transactional_id": transactional_id, **{f"new_{k}": v for k, v in values.items()}},
+    )
+
+
+@cache
+def _update_stmt(columns: tuple[str, ...]) -> Any:
+    return (
+        update(transactions)
+        .where(transactions.c.transactional_id == bindparam("key_transactional_id"))
+        .values({c: bindparam(f"new_{c}") for c in columns})
     )
 
 
@@ -209,6 +228,22 @@ def stage_offsets(conn: Connection, rows: list[dict]) -> None:
     )
 
 
+_CLAIM_OFFSETS = (
+    delete(transaction_offsets)
+    .where(
+        transaction_offsets.c.transactional_id == bindparam("transactional_id"),
+        transaction_offsets.c.txn_id == bindparam("txn_id"),
+    )
+    .returning(
+        transaction_offsets.c.group_id,
+        transaction_offsets.c.topic_id,
+        transaction_offsets.c.partition,
+        transaction_offsets.c.committed_offset,
+        transaction_offsets.c.metadata,
+    )
+)
+
+
 def complete_offsets(
     conn: Connection, *, transactional_id: str, txn_id: int, commit: bool, now_ms: int
 ) -> int:
@@ -218,18 +253,7 @@ def complete_offsets(
     transaction, the second deletes nothing and so commits nothing twice.
     """
     claimed = conn.execute(
-        delete(transaction_offsets)
-        .where(
-            transaction_offsets.c.transactional_id == transactional_id,
-            transaction_offsets.c.txn_id == txn_id,
-        )
-        .returning(
-            transaction_offsets.c.group_id,
-            transaction_offsets.c.topic_id,
-            transaction_offsets.c.partition,
-            transaction_offsets.c.committed_offset,
-            transaction_offsets.c.metadata,
-        )
+        _CLAIM_OFFSETS, {"transactional_id": transactional_id, "txn_id": txn_id}
     ).all()
     if commit and claimed:
         # Upserted in key order, like every writer of group_offsets, so that two transactions
