@@ -85,12 +85,18 @@ def get_topic(conn: Connection, name: str) -> Topic:
     return _topic(row)
 
 
+_TOPIC_BY_NAME = select(topics).where(topics.c.name == bindparam("name"))
+# An expanding IN is rendered anew for each execution; most Sends name one topic.
 _TOPICS_BY_NAME = select(topics).where(topics.c.name.in_(bindparam("names", expanding=True)))
 
 
 def get_topics(conn: Connection, names: set[str]) -> dict[str, Topic]:
     """Topics by name; UNKNOWN_TOPIC_OR_PARTITION if any is missing."""
-    rows = conn.execute(_TOPICS_BY_NAME, {"names": sorted(names)}).all()
+    if len(names) == 1:
+        (name,) = names
+        rows = conn.execute(_TOPIC_BY_NAME, {"name": name}).all()
+    else:
+        rows = conn.execute(_TOPICS_BY_NAME, {"names": sorted(names)}).all()
     found = {row.name: _topic(row) for row in rows}
     missing = names - found.keys()
     if missing:

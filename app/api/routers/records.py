@@ -33,7 +33,7 @@ def send(body: SendRequest, services: ServicesDep) -> SendResponse:
             partition=b.partition,
             base_sequence=b.base_sequence,
             expected_offset=b.expected_offset,
-            records=[_to_append(b.topic, b.partition, i, r, now) for i, r in enumerate(b.records)],
+            records=_to_append(b.topic, b.partition, b.records, now),
         )
         for b in body.batches
     ]
@@ -58,20 +58,28 @@ def send(body: SendRequest, services: ServicesDep) -> SendResponse:
     )
 
 
-def _to_append(topic: str, partition: int, index: int, r: RecordIn, now_ms: int) -> RecordToAppend:
+def _to_append(topic: str, partition: int, records: list[RecordIn], now_ms: int) -> list[RecordToAppend]:
     """Values are stored as JSON text. orjson refuses what could not be read back as sent:
-    integers beyond 64 bits, lone surrogates, nesting deeper than 254 levels."""
-    try:
-        value = orjson.dumps(r.get("value")).decode()
-    except orjson.JSONEncodeError as e:
-        raise InvalidRequest(
-            f"record {index} of {topic}/{partition}: value cannot be stored as JSON: {e}"
-        ) from None
-    headers = r.get("headers")
-    timestamp_ms = r.get("timestamp_ms")
-    return RecordToAppend(
-        key=r.get("key"),
-        value=value,
-        headers=None if headers is None else orjson.dumps(headers).decode(),
-        timestamp_ms=now_ms if timestamp_ms is None else timestamp_ms,
-    )
+    integers beyond 64 bits, lone surrogates, nesting deeper than 254 levels.
+
+    One loop with its names bound locally: it runs once per record of every Send."""
+    dumps, out = orjson.dumps, []
+    append = out.append
+    for index, r in enumerate(records):
+        try:
+            value = dumps(r.get("value")).decode()
+        except orjson.JSONEncodeError as e:
+            raise InvalidRequest(
+                f"record {index} of {topic}/{partition}: value cannot be stored as JSON: {e}"
+            ) from None
+        headers = r.get("headers")
+        timestamp_ms = r.get("timestamp_ms")
+        append(
+            RecordToAppend(
+                r.get("key"),
+                value,
+                None if headers is None else dumps(headers).decode(),
+                now_ms if timestamp_ms is None else timestamp_ms,
+            )
+        )
+    return out
