@@ -56,6 +56,13 @@ def lock_for_update(conn: Connection, stmt: Any, of: Any = None) -> Any:
     return stmt if conn.dialect.name == "sqlite" else stmt.with_for_update(of=of)
 
 
+def execute_rows(conn: Connection, stmt: Any, rows: list[dict[str, Any]]) -> None:
+    """Run a write statement for each row. A single row goes as a plain execute: a one-row
+    list would take the driver's executemany path (psycopg's pipeline mode), which costs
+    more than the statement itself on the Send and Commit paths."""
+    conn.execute(stmt, rows[0] if len(rows) == 1 else rows)
+
+
 def bulk_insert(conn: Connection, table: Table, columns: Sequence[str], rows: list[tuple]) -> None:
     """The hot path of Send: many rows into one table, at close to the database's own rate.
 

@@ -262,7 +262,8 @@ def append_batches(
     if rows:
         dialect.bulk_insert(conn, records, DATA_RECORD_COLUMNS, rows)
     if state_rows:
-        conn.execute(
+        dialect.execute_rows(
+            conn,
             dialect.upsert(
                 conn,
                 producer_partitions,
@@ -281,7 +282,7 @@ def append_batches(
         # The first Send to a partition adds it to the transaction (Kafka's AddPartitionsToTxn);
         # later Sends find it there (the lock query joins it) and keep the first offset, which
         # is what the last stable offset needs. Kept an insert-or-ignore all the same.
-        conn.execute(dialect.insert_ignore(conn, transaction_partitions), txn_partition_rows)
+        dialect.execute_rows(conn, dialect.insert_ignore(conn, transaction_partitions), txn_partition_rows)
     return [results[_partition_key(b)] for b in batches]
 
 
@@ -341,7 +342,8 @@ def write_control_markers(
         for topic_id, partition in claimed
     ]
     if written:
-        conn.execute(
+        dialect.execute_rows(
+            conn,
             _INSERT_RECORD,
             [
                 {

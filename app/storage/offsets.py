@@ -22,8 +22,8 @@ class CommittedOffset:
 def commit(conn: Connection, rows: list[dict]) -> None:
     # Key order, as in transactions.complete_offsets: no deadlock between concurrent commits.
     rows = sorted(rows, key=lambda r: (r["group_id"], r["topic_id"], r["partition"]))
-    conn.execute(
-        dialect.upsert(conn, group_offsets, ["committed_offset", "metadata", "committed_ms"]), rows
+    dialect.execute_rows(
+        conn, dialect.upsert(conn, group_offsets, ["committed_offset", "metadata", "committed_ms"]), rows
     )
 
 

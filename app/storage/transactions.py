@@ -223,8 +223,8 @@ def pending_offsets_of(conn: Connection, transactional_id: str) -> list[PendingO
 
 def stage_offsets(conn: Connection, rows: list[dict]) -> None:
     """AddOffsets: later offsets for the same group and partition replace earlier ones."""
-    conn.execute(
-        dialect.upsert(conn, transaction_offsets, ["txn_id", "committed_offset", "metadata"]), rows
+    dialect.execute_rows(
+        conn, dialect.upsert(conn, transaction_offsets, ["txn_id", "committed_offset", "metadata"]), rows
     )
 
 
@@ -259,7 +259,8 @@ def complete_offsets(
         # Upserted in key order, like every writer of group_offsets, so that two transactions
         # committing offsets of the same partitions cannot deadlock on PostgreSQL.
         claimed = sorted(claimed, key=lambda r: (r.group_id, r.topic_id, r.partition))
-        conn.execute(
+        dialect.execute_rows(
+            conn,
             dialect.upsert(conn, group_offsets, ["committed_offset", "metadata", "committed_ms"]),
             [
                 {
