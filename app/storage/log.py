@@ -15,7 +15,9 @@ Commit order (guarantee 3). read_committed exposes a non-transactional record at
 offset and a committed transaction's records at the offset of its COMMIT marker: these are
 the "commit points". A read walks the commit points of the primary key range [position,
 log end) in offset order with a LIMIT, so the database streams an index scan and stops
-early, then fetches the records of the COMMIT markers it met through ix_records_txn. An
+early, then fetches the records of the COMMIT markers it met: each transactional batch's
+first record (its head) carries the batch's size and is indexed (ix_records_txn_batches),
+and the batch is a run of consecutive offsets read through the primary key. An
 open transaction's records are simply not commit points yet: they never hold readers back,
 and surface, whole, at the offset of their marker.
 """
@@ -88,7 +90,7 @@ class FetchResult:
 # Every column of `records` but control_type, which data records leave NULL.
 DATA_RECORD_COLUMNS = (
     "topic_id", "partition", "offset", "timestamp_ms", "key", "value", "headers",
-    "producer_id", "producer_epoch", "sequence", "txn_id",
+    "producer_id", "producer_epoch", "sequence", "txn_id", "batch_record_count",
 )
 
 
@@ -116,58 +118,59 @@ def _take_offsets(conn: Connection, topic_id: int, partition: int, count: int) -
 
 
 @cache
-def _lock_with_producer_state_stmt(dialect_name: str) -> Any:
-    """SELECT … FOR UPDATE OF partitions, with the producer's sequence state in the partition
-    and whether the transaction already has the partition (LEFT JOINs: either may be absent)."""
+def _producer_state_stmt() -> Any:
+    """The producer's sequence state in a partition, and the first offset of its transaction
+    there if the transaction already has the partition. One row, whatever exists: scalar
+    subqueries, each NULL when its row is absent."""
+
+    def of(column: Any, key: Any) -> Any:
+        table = column.table
+        return (
+            select(column)
+            .where(key == bindparam(key.key), table.c.topic_id == bindparam("topic_id"),
+                   table.c.partition == bindparam("partition"))
+            .scalar_subquery()
+        )
+
     pp, tp = producer_partitions, transaction_partitions
-    stmt = (
-        select(
-            partitions.c.next_offset,
-            tp.c.first_offset,
-            pp.c.producer_epoch,
-            pp.c.last_sequence,
-            pp.c.last_batch_base_sequence,
-            pp.c.last_batch_record_count,
-            pp.c.last_batch_base_offset,
-        )
-        .select_from(
-            partitions.outerjoin(
-                pp,
-                and_(
-                    pp.c.producer_id == bindparam("producer_id"),
-                    pp.c.topic_id == partitions.c.topic_id,
-                    pp.c.partition == partitions.c.partition,
-                ),
-            ).outerjoin(
-                tp,
-                and_(
-                    tp.c.transactional_id == bindparam("transactional_id"),
-                    tp.c.topic_id == partitions.c.topic_id,
-                    tp.c.partition == partitions.c.partition,
-                ),
-            )
-        )
-        .where(partitions.c.topic_id == bindparam("topic_id"), partitions.c.partition == bindparam("partition"))
+    return select(
+        of(tp.c.first_offset, tp.c.transactional_id),
+        of(pp.c.producer_epoch, pp.c.producer_id),
+        of(pp.c.last_sequence, pp.c.producer_id),
+        of(pp.c.last_batch_base_sequence, pp.c.producer_id),
+        of(pp.c.last_batch_record_count, pp.c.producer_id),
+        of(pp.c.last_batch_base_offset, pp.c.producer_id),
     )
-    # SQLite's write transaction already holds the whole-database lock.
-    return stmt if dialect_name == "sqlite" else stmt.with_for_update(of=partitions)
 
 
-def _lock_partition_with_producer_state(
-    conn: Connection, producer_id: int, transactional_id: str | None, topic_id: int, partition: int
+def _take_offsets_with_producer_state(
+    conn: Connection, producer_id: int, transactional_id: str | None, topic_id: int, partition: int,
+    count: int,
 ) -> tuple[int, bool, ProducerPartitionState | None]:
-    """Lock the partition row without moving it, and read the producer's sequence state there
-    and whether the transaction (if any) already has the partition, in one round trip.
-    Returns (log end offset, partition already in the transaction, state or None)."""
-    row = conn.execute(
-        _lock_with_producer_state_stmt(conn.dialect.name),
+    """Reserve `count` offsets as _take_offsets does, then read the producer's sequence state
+    in the partition and whether the transaction (if any) already has it. Returns (first
+    offset reserved, partition already in the transaction, state or None). A caller that
+    then writes nothing gives the offsets back with _return_offsets.
+
+    Two statements, deliberately. The state must be read by a statement that starts after
+    the partition's lock is held: two copies of one batch (a client's retry racing its first
+    attempt) queue on that lock, and on PostgreSQL's READ COMMITTED a statement that waited
+    for a row lock sees the locked row's new version but every other table as of its own
+    start, so a state read in the locking statement would miss what the first copy wrote
+    and the second would append the batch again (tests/integration/test_send_races.py)."""
+    base_offset = _take_offsets(conn, topic_id, partition, count)
+    first_offset, *state = conn.execute(
+        _producer_state_stmt(),
         {"producer_id": producer_id, "transactional_id": transactional_id,
          "topic_id": topic_id, "partition": partition},
-    ).first()
-    if row is None:
-        raise UnknownTopicOrPartition(f"unknown partition {partition} of topic id {topic_id}")
-    end, first_offset, *state = row
-    return end, first_offset is not None, (None if state[0] is None else ProducerPartitionState(*state))
+    ).one()
+    return base_offset, first_offset is not None, (None if state[0] is None else ProducerPartitionState(*state))
+
+
+def _return_offsets(conn: Connection, topic_id: int, partition: int, count: int) -> None:
+    """Undo a _take_offsets* of this database transaction (its row lock is still held, so
+    nobody took offsets after it)."""
+    _take_offsets(conn, topic_id, partition, -count)
 
 
 def append_batches(
@@ -195,18 +198,20 @@ def append_batches(
         already_in_transaction = False
         if producer_id is not None:
             assert producer_epoch is not None and batch.base_sequence is not None
-            log_end, already_in_transaction, state = _lock_partition_with_producer_state(
-                conn, producer_id, transactional_id, batch.topic_id, batch.partition
+            # Offsets first, then the verdict: a refusal rolls the whole database transaction
+            # back, and a duplicate (rare: a retry) gives its offsets back.
+            base_offset, already_in_transaction, state = _take_offsets_with_producer_state(
+                conn, producer_id, transactional_id, batch.topic_id, batch.partition, count
             )
             verdict = check_sequence(state, producer_epoch, batch.base_sequence, count)
             if verdict is BatchVerdict.DUPLICATE:
                 assert state is not None
+                _return_offsets(conn, batch.topic_id, batch.partition, count)
                 results[_partition_key(batch)] = AppendResult(
                     batch.topic_id, batch.partition, state.last_batch_base_offset, count, True
                 )
                 continue
-            _check_expected(batch, log_end)
-            base_offset = _take_offsets(conn, batch.topic_id, batch.partition, count)
+            _check_expected(batch, base_offset)
         else:
             base_offset = _take_offsets(conn, batch.topic_id, batch.partition, count)
             _check_expected(batch, base_offset)
@@ -216,7 +221,8 @@ def append_batches(
         )
         base_sequence = batch.base_sequence
         topic_id, partition = batch.topic_id, batch.partition
-        # Tuples in DATA_RECORD_COLUMNS order.
+        # Tuples in DATA_RECORD_COLUMNS order. The first record of a transactional batch is
+        # its head: it carries the batch's size, and only it enters ix_records_txn_batches.
         rows.extend(
             (
                 topic_id,
@@ -230,9 +236,13 @@ def append_batches(
                 producer_epoch,
                 None if base_sequence is None else base_sequence + i,
                 txn_id,
+                None,
             )
             for i, r in enumerate(batch.records)
         )
+        if txn_id is not None:
+            first = len(rows) - count
+            rows[first] = rows[first][:-1] + (count,)
         if producer_id is not None:
             assert base_sequence is not None
             state_rows.append(
@@ -397,20 +407,55 @@ def _stored(row, commit_position: int | None) -> StoredRecord:  # type: ignore[n
 def _count_txn_records(
     conn: Connection, topic_id: int, partition: int, txn_ids: list[int], *, before: int
 ) -> dict[int, int]:
-    """Data records per transaction in one partition, below offset `before`."""
+    """Data records per transaction in one partition, below offset `before`: the sizes of
+    its batches, summed over their heads (ix_records_txn_batches, one entry per batch)."""
     return dict(
         conn.execute(
-            select(records.c.txn_id, func.count())
+            select(records.c.txn_id, func.sum(records.c.batch_record_count))
             .where(
                 records.c.topic_id == topic_id,
                 records.c.partition == partition,
                 records.c.txn_id.in_(txn_ids),
-                records.c.control_type.is_(None),
+                records.c.batch_record_count.is_not(None),
                 records.c.offset < before,
             )
             .group_by(records.c.txn_id)
         ).all()
     )
+
+
+_HEADS = records.alias("heads")
+
+
+def _transaction_records(
+    conn: Connection, topic_id: int, partition: int, txn_ids: list[int], *, before: int
+) -> list:  # type: ignore[type-arg]
+    """The data records of these transactions in one partition, below offset `before`, in
+    offset order: each batch head (ix_records_txn_batches) joined to its run of offsets
+    (primary key range), so no other record of the partition is read."""
+    h, r = _HEADS, records
+    return conn.execute(
+        select(*_RECORD_COLUMNS)
+        .select_from(
+            h.join(
+                r,
+                and_(
+                    r.c.topic_id == h.c.topic_id,
+                    r.c.partition == h.c.partition,
+                    r.c.offset >= h.c.offset,
+                    r.c.offset < h.c.offset + h.c.batch_record_count,
+                ),
+            )
+        )
+        .where(
+            h.c.topic_id == topic_id,
+            h.c.partition == partition,
+            h.c.txn_id.in_(txn_ids),
+            h.c.batch_record_count.is_not(None),
+            h.c.offset < before,
+        )
+        .order_by(r.c.offset)
+    ).all()
 
 
 def fetch(
@@ -484,7 +529,7 @@ def fetch(
         return result
     # A COMMIT marker stands for all of its transaction's records in this partition, so
     # max_records commit points may stand for many times max_records records. Count the
-    # records of the transactions met (ix_records_txn), a few transactions at first and twice
+    # records of the transactions met (their batch heads), a few transactions at first and twice
     # as many each time more are needed, stop at the first commit point that reaches
     # max_records, and read the records of those transactions only.
     txn_ids = [p.txn_id for p in points if p.control_type is not None]
@@ -509,17 +554,7 @@ def fetch(
 
     by_txn: dict[int, list] = {p.txn_id: [] for p in chosen if p.control_type is not None}
     if by_txn:
-        for row in conn.execute(
-            select(*_RECORD_COLUMNS)
-            .where(
-                records.c.topic_id == topic_id,
-                records.c.partition == partition,
-                records.c.txn_id.in_(list(by_txn)),
-                records.c.control_type.is_(None),
-                records.c.offset < chosen[-1].offset,
-            )
-            .order_by(records.c.offset)
-        ).all():
+        for row in _transaction_records(conn, topic_id, partition, list(by_txn), before=chosen[-1].offset):
             by_txn[row.txn_id].append(row)
 
     out: list[StoredRecord] = []

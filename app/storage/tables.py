@@ -69,7 +69,9 @@ partitions = Table(
 
 # The partition logs: data records and control markers. A record is transactional when
 # txn_id is set; a control marker has control_type set ('COMMIT' or 'ABORT') and the txn_id
-# of the transaction it ends.
+# of the transaction it ends. The first record of each transactional batch (a Send writes a
+# batch at consecutive offsets) carries batch_record_count: the batch is the run of offsets
+# [offset, offset + batch_record_count). Every other record leaves it NULL.
 records = Table(
     "records",
     metadata,
@@ -85,20 +87,23 @@ records = Table(
     Column("sequence", Integer, nullable=True),
     Column("txn_id", BigInteger, nullable=True),
     Column("control_type", String(8), nullable=True),
+    Column("batch_record_count", Integer, nullable=True),
     PrimaryKeyConstraint("topic_id", "partition", "offset"),
     CheckConstraint(
         "control_type IS NULL OR control_type IN ('COMMIT', 'ABORT')", name="control_type"
     ),
 )
-# The read_committed join: a COMMIT marker finds its transaction's records in its partition.
+# The read_committed join: a COMMIT marker finds its transaction's batch heads in its
+# partition, one entry per batch rather than per record (migration 0004), and each head's
+# records through the primary key.
 Index(
-    "ix_records_txn",
+    "ix_records_txn_batches",
     records.c.topic_id,
     records.c.partition,
     records.c.txn_id,
     records.c.offset,
-    sqlite_where=text("txn_id IS NOT NULL"),
-    postgresql_where=text("txn_id IS NOT NULL"),
+    sqlite_where=text("batch_record_count IS NOT NULL"),
+    postgresql_where=text("batch_record_count IS NOT NULL"),
 )
 
 # read_committed by position range (the committed_records view, Spark): the COMMIT markers of

@@ -1,0 +1,118 @@
+"""Transactional records are found through their batch heads, not one index entry per record.
+
+Until now `ix_records_txn` indexed every transactional record by (topic_id, partition,
+txn_id, offset), so that a COMMIT marker could find its transaction's records: one index
+insertion per record, which made a transactional Send cost about an eighth more than a plain
+one on PostgreSQL (docs/benchmarks.md).
+
+A Send writes each batch at consecutive offsets (it holds the partition's offset lock), so a
+transaction's records in a partition are a few runs of offsets, one per Send. The first record
+of each transactional batch now carries `batch_record_count`, and the partial index
+`ix_records_txn_batches` holds only those heads: one entry per batch (Kafka indexes batches,
+not records, too). A reader finds the heads of a committed transaction through it and reads
+each run [head offset, head offset + batch_record_count) through the primary key.
+
+Existing transactional records become batches of one (each its own head), so data written
+before this migration reads exactly as before. On a large database that backfill touches
+every transactional record once.
+
+The `committed_records` view is rebuilt on the heads (same columns, same rows).
+
+Revision ID: 0004
+Revises: 0003
+Create Date: 2026-11-24
+"""
+
+from __future__ import annotations
+
+import sqlalchemy as sa
+from alembic import op
+
+revision = "0004"
+down_revision = "0003"
+branch_labels = None
+depends_on = None
+
+# The plain branch is 0003's; the transactional branch goes marker → its batch heads (partial
+# index) → each head's run of records (primary key range).
+CREATE_COMMITTED_RECORDS = """
+CREATE VIEW committed_records AS
+SELECT t.name AS topic, r.topic_id, r."partition", r."offset",
+       r."offset" AS commit_position,
+       r.timestamp_ms, r.key, r.value, r.headers, r.producer_id,
+       FALSE AS transactional
+FROM records r
+JOIN topics t ON t.topic_id = r.topic_id
+WHERE r.txn_id IS NULL AND r.control_type IS NULL
+UNION ALL
+SELECT t.name AS topic, r.topic_id, r."partition", r."offset",
+       m."offset" AS commit_position,
+       r.timestamp_ms, r.key, r.value, r.headers, r.producer_id,
+       TRUE AS transactional
+FROM records m
+JOIN records h
+  ON h.topic_id = m.topic_id AND h."partition" = m."partition" AND h.txn_id = m.txn_id
+ AND h.batch_record_count IS NOT NULL AND h."offset" < m."offset"
+JOIN records r
+  ON r.topic_id = h.topic_id AND r."partition" = h."partition"
+ AND r."offset" >= h."offset" AND r."offset" < h."offset" + h.batch_record_count
+JOIN topics t ON t.topic_id = m.topic_id
+WHERE m.control_type = 'COMMIT'
+"""
+
+# 0003's view, for downgrade.
+CREATE_COMMITTED_RECORDS_0003 = """
+CREATE VIEW committed_records AS
+SELECT t.name AS topic, r.topic_id, r."partition", r."offset",
+       r."offset" AS commit_position,
+       r.timestamp_ms, r.key, r.value, r.headers, r.producer_id,
+       FALSE AS transactional
+FROM records r
+JOIN topics t ON t.topic_id = r.topic_id
+WHERE r.txn_id IS NULL AND r.control_type IS NULL
+UNION ALL
+SELECT t.name AS topic, r.topic_id, r."partition", r."offset",
+       m."offset" AS commit_position,
+       r.timestamp_ms, r.key, r.value, r.headers, r.producer_id,
+       TRUE AS transactional
+FROM records m
+JOIN records r
+  ON r.topic_id = m.topic_id AND r."partition" = m."partition" AND r.txn_id = m.txn_id
+ AND r.control_type IS NULL
+JOIN topics t ON t.topic_id = m.topic_id
+WHERE m.control_type = 'COMMIT'
+"""
+
+
+def upgrade() -> None:
+    op.execute("DROP VIEW IF EXISTS committed_records")
+    # A plain ADD COLUMN on both databases (SQLite appends it without rebuilding the table).
+    op.execute("ALTER TABLE records ADD COLUMN batch_record_count INTEGER")
+    op.execute(
+        "UPDATE records SET batch_record_count = 1 WHERE txn_id IS NOT NULL AND control_type IS NULL"
+    )
+    op.create_index(
+        "ix_records_txn_batches",
+        "records",
+        ["topic_id", "partition", "txn_id", "offset"],
+        unique=False,
+        sqlite_where=sa.text("batch_record_count IS NOT NULL"),
+        postgresql_where=sa.text("batch_record_count IS NOT NULL"),
+    )
+    op.drop_index("ix_records_txn", table_name="records")
+    op.execute(CREATE_COMMITTED_RECORDS)
+
+
+def downgrade() -> None:
+    op.execute("DROP VIEW IF EXISTS committed_records")
+    op.create_index(
+        "ix_records_txn",
+        "records",
+        ["topic_id", "partition", "txn_id", "offset"],
+        unique=False,
+        sqlite_where=sa.text("txn_id IS NOT NULL"),
+        postgresql_where=sa.text("txn_id IS NOT NULL"),
+    )
+    op.drop_index("ix_records_txn_batches", table_name="records")
+    op.execute("ALTER TABLE records DROP COLUMN batch_record_count")
+    op.execute(CREATE_COMMITTED_RECORDS_0003)
