@@ -16,6 +16,30 @@ from typing import Any
 
 from sqlalchemy import Connection, Table
 from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.ext.compiler import compiles
+from sqlalchemy.sql.selectable import Join
+
+
+class OuterFirstJoin(Join):
+    """An inner join whose left side the database loops over first.
+
+    SQLite plans without statistics (the service never runs ANALYZE), so for a self-join of
+    `records` it cannot tell that the left side, read through a small partial index, is the
+    selective one, and may loop over the whole partition instead. Its CROSS JOIN keeps the
+    written order (https://sqlite.org/optoverview.html#crossjoin). PostgreSQL has statistics
+    and gets a plain JOIN.
+    """
+
+    inherit_cache = True
+
+
+@compiles(OuterFirstJoin, "sqlite")
+def _sqlite_outer_first(join: OuterFirstJoin, compiler: Any, **kw: Any) -> str:
+    kw["asfrom"] = True
+    left = join.left._compiler_dispatch(compiler, **kw)
+    right = join.right._compiler_dispatch(compiler, **kw)
+    kw.pop("asfrom")
+    return f"{left} CROSS JOIN {right} ON {join.onclause._compiler_dispatch(compiler, **kw)}"
 
 
 def _insert(dialect_name: str, table: Table) -> Any:

@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from functools import cache
 from typing import Any
 
-from sqlalchemy import Connection, and_, bindparam, delete, func, insert, or_, select, update
+from sqlalchemy import Connection, and_, bindparam, delete, func, insert, or_, select, true, update
 
 from app.domain.errors import OffsetMismatch, OffsetOutOfRange, UnknownTopicOrPartition
 from app.domain.producer import BatchVerdict, ProducerPartitionState, check_sequence
@@ -424,37 +424,49 @@ def _count_txn_records(
     )
 
 
-_HEADS = records.alias("heads")
+@cache
+def _transaction_records_stmt(dialect_name: str) -> Any:
+    """Batch heads of some transactions (ix_records_txn_batches), each joined to its run of
+    offsets (primary key range). The heads must be the outer loop: read the other way round
+    the join walks every record of the partition. Neither database may be left to choose, as
+    the service does not rely on statistics being fresh (a partition just filled has none):
+    PostgreSQL gets a LATERAL subquery, which can only run per head; SQLite, which has no
+    LATERAL, a CROSS JOIN, which it never reorders."""
+    h, r = records.alias("heads"), records
+    heads_wanted = and_(
+        h.c.topic_id == bindparam("topic_id"),
+        h.c.partition == bindparam("partition"),
+        h.c.txn_id.in_(bindparam("txn_ids", expanding=True)),
+        h.c.batch_record_count.is_not(None),
+        h.c.offset < bindparam("before"),
+    )
+    in_run = and_(
+        r.c.topic_id == h.c.topic_id,
+        r.c.partition == h.c.partition,
+        r.c.offset >= h.c.offset,
+        r.c.offset < h.c.offset + h.c.batch_record_count,
+    )
+    if dialect_name == "postgresql":
+        # OFFSET 0 keeps the planner from pulling the subquery up into a plain join, which
+        # it could then reorder.
+        run = select(*_RECORD_COLUMNS).where(in_run).offset(0).lateral("run")
+        return select(run).select_from(h.join(run, true())).where(heads_wanted).order_by(run.c.offset)
+    return (
+        select(*_RECORD_COLUMNS)
+        .select_from(dialect.OuterFirstJoin(h, r, in_run))
+        .where(heads_wanted)
+        .order_by(r.c.offset)
+    )
 
 
 def _transaction_records(
     conn: Connection, topic_id: int, partition: int, txn_ids: list[int], *, before: int
 ) -> list:  # type: ignore[type-arg]
     """The data records of these transactions in one partition, below offset `before`, in
-    offset order: each batch head (ix_records_txn_batches) joined to its run of offsets
-    (primary key range), so no other record of the partition is read."""
-    h, r = _HEADS, records
+    offset order, without reading any other record of the partition."""
     return conn.execute(
-        select(*_RECORD_COLUMNS)
-        .select_from(
-            h.join(
-                r,
-                and_(
-                    r.c.topic_id == h.c.topic_id,
-                    r.c.partition == h.c.partition,
-                    r.c.offset >= h.c.offset,
-                    r.c.offset < h.c.offset + h.c.batch_record_count,
-                ),
-            )
-        )
-        .where(
-            h.c.topic_id == topic_id,
-            h.c.partition == partition,
-            h.c.txn_id.in_(txn_ids),
-            h.c.batch_record_count.is_not(None),
-            h.c.offset < before,
-        )
-        .order_by(r.c.offset)
+        _transaction_records_stmt(conn.dialect.name),
+        {"topic_id": topic_id, "partition": partition, "txn_ids": txn_ids, "before": before},
     ).all()
 
 

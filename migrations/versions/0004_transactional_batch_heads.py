@@ -16,7 +16,8 @@ Existing transactional records become batches of one (each its own head), so dat
 before this migration reads exactly as before. On a large database that backfill touches
 every transactional record once.
 
-The `committed_records` view is rebuilt on the heads (same columns, same rows).
+The `committed_records` view is rebuilt on the heads (same columns, same rows), in a form
+per database that fixes the join order (see CREATE_COMMITTED_RECORDS).
 
 Revision ID: 0004
 Revises: 0003
@@ -33,10 +34,15 @@ down_revision = "0003"
 branch_labels = None
 depends_on = None
 
-# The plain branch is 0003's; the transactional branch goes marker → its batch heads (partial
-# index) → each head's run of records (primary key range).
-CREATE_COMMITTED_RECORDS = """
-CREATE VIEW committed_records AS
+# The plain branch is 0003's. The transactional branch goes marker → its batch heads (partial
+# index) → each head's run of records (primary key range), in that order whatever the
+# planner's statistics say: a partition just filled has none, and read the other way round
+# the join walks every record of the partition for each marker. PostgreSQL keeps the order
+# through LATERAL subqueries (OFFSET 0 stops the planner from flattening them back into a
+# join it could reorder); SQLite, which has no LATERAL, through CROSS JOIN, which it never
+# reorders. The marker's topic and partition are the branch's columns, so that a reader's
+# conditions on them reach the marker index.
+_PLAIN_BRANCH = """
 SELECT t.name AS topic, r.topic_id, r."partition", r."offset",
        r."offset" AS commit_position,
        r.timestamp_ms, r.key, r.value, r.headers, r.producer_id,
@@ -44,21 +50,46 @@ SELECT t.name AS topic, r.topic_id, r."partition", r."offset",
 FROM records r
 JOIN topics t ON t.topic_id = r.topic_id
 WHERE r.txn_id IS NULL AND r.control_type IS NULL
-UNION ALL
-SELECT t.name AS topic, r.topic_id, r."partition", r."offset",
+"""
+
+CREATE_COMMITTED_RECORDS = {
+    "postgresql": "CREATE VIEW committed_records AS" + _PLAIN_BRANCH + """UNION ALL
+SELECT t.name AS topic, m.topic_id, m."partition", r."offset",
        m."offset" AS commit_position,
        r.timestamp_ms, r.key, r.value, r.headers, r.producer_id,
        TRUE AS transactional
 FROM records m
-JOIN records h
+JOIN topics t ON t.topic_id = m.topic_id
+CROSS JOIN LATERAL (
+    SELECT h."offset", h.batch_record_count FROM records h
+    WHERE h.topic_id = m.topic_id AND h."partition" = m."partition" AND h.txn_id = m.txn_id
+      AND h.batch_record_count IS NOT NULL AND h."offset" < m."offset"
+    OFFSET 0
+) h
+CROSS JOIN LATERAL (
+    SELECT r."offset", r.timestamp_ms, r.key, r.value, r.headers, r.producer_id FROM records r
+    WHERE r.topic_id = m.topic_id AND r."partition" = m."partition"
+      AND r."offset" >= h."offset" AND r."offset" < h."offset" + h.batch_record_count
+    OFFSET 0
+) r
+WHERE m.control_type = 'COMMIT'
+""",
+    "sqlite": "CREATE VIEW committed_records AS" + _PLAIN_BRANCH + """UNION ALL
+SELECT t.name AS topic, m.topic_id, m."partition", r."offset",
+       m."offset" AS commit_position,
+       r.timestamp_ms, r.key, r.value, r.headers, r.producer_id,
+       TRUE AS transactional
+FROM records m
+JOIN topics t ON t.topic_id = m.topic_id
+CROSS JOIN records h
   ON h.topic_id = m.topic_id AND h."partition" = m."partition" AND h.txn_id = m.txn_id
  AND h.batch_record_count IS NOT NULL AND h."offset" < m."offset"
-JOIN records r
-  ON r.topic_id = h.topic_id AND r."partition" = h."partition"
+CROSS JOIN records r
+  ON r.topic_id = m.topic_id AND r."partition" = m."partition"
  AND r."offset" >= h."offset" AND r."offset" < h."offset" + h.batch_record_count
-JOIN topics t ON t.topic_id = m.topic_id
 WHERE m.control_type = 'COMMIT'
-"""
+""",
+}
 
 # 0003's view, for downgrade.
 CREATE_COMMITTED_RECORDS_0003 = """
@@ -100,7 +131,7 @@ def upgrade() -> None:
         postgresql_where=sa.text("batch_record_count IS NOT NULL"),
     )
     op.drop_index("ix_records_txn", table_name="records")
-    op.execute(CREATE_COMMITTED_RECORDS)
+    op.execute(CREATE_COMMITTED_RECORDS[op.get_bind().dialect.name])
 
 
 def downgrade() -> None:
