@@ -97,7 +97,8 @@ def _records(n: int) -> list[dict]:
 
 def produce(url: str, topic: str, *, mode: str, seconds: float, partition: int = 0,
             tid: str | None = None, commit_every_ms: float | None = None) -> int:
-    """One producer for `seconds`; returns records written. mode: plain | idempotent | transactional."""
+    """One producer for `seconds`; returns records written. mode: plain | idempotent | transactional.
+    Each call initialises its producer: a new epoch of `tid`, whose sequences start at 0."""
     records = _records(BATCH)
     written = 0
     with httpx.Client(base_url=url, timeout=60) as c:
@@ -245,7 +246,7 @@ def raw_insert_rate(db_url: str, seconds: float) -> dict[str, float]:
 # --- one database ---------------------------------------------------------------------------------
 
 
-def bench_database(kind: str, seconds: float) -> list[Row]:
+def bench_database(kind: str, seconds: float, rounds: int = 1) -> list[Row]:
     rows: list[Row] = []
     cleanup: Callable[[], None] = lambda: None
     if kind == "sqlite":
@@ -267,13 +268,31 @@ def bench_database(kind: str, seconds: float) -> list[Row]:
     service = Service(db_url)
     try:
         url = service.url
-        for mode in ("plain", "idempotent", "transactional"):
-            create_topic(url, f"p-{mode}", 1)
-            n = produce(url, f"p-{mode}", mode=mode, seconds=seconds, tid=f"bench-{mode}")
-            rows.append(Row(kind, f"produce {mode}" + (" (commit / 1,000)" if mode == "transactional" else ""), n / seconds))
-        create_topic(url, "p-txn-100ms", 1)
-        n = produce(url, "p-txn-100ms", mode="transactional", seconds=seconds, tid="bench-100ms", commit_every_ms=100)
-        rows.append(Row(kind, "produce transactional (commit / 100 ms)", n / seconds))
+        # The four producers take turns, `rounds` times, and each figure is the median of its
+        # rounds: the log grows during the run and the machine's load drifts, and a producer
+        # measured only after the others would pay for both.
+        producers = [
+            ("produce plain", "p-plain", "plain", None),
+            ("produce idempotent", "p-idempotent", "idempotent", None),
+            ("produce transactional (commit / 1,000)", "p-transactional", "transactional", None),
+            ("produce transactional (commit / 100 ms)", "p-txn-100ms", "transactional", 100.0),
+        ]
+        # The database's own insert rate takes its turn in each round too (the service is idle
+        # meanwhile), so that it meets the same log size and the same machine as the producers.
+        rates: dict[str, list[float]] = {name: [] for name, *_ in producers}
+        for _, topic, _, _ in producers:
+            create_topic(url, topic, 1)
+        for _ in range(rounds):
+            for name, topic, mode, commit_every_ms in producers:
+                n = produce(url, topic, mode=mode, seconds=seconds, tid=f"bench-{topic}",
+                            commit_every_ms=commit_every_ms)
+                rates[name].append(n / seconds)
+            for method, rate in raw_insert_rate(db_url, seconds).items():
+                rates.setdefault(f"raw insert, {method}, no HTTP", []).append(rate)
+        for name in rates:
+            spread = f"{min(rates[name]):,.0f}–{max(rates[name]):,.0f}"
+            rows.append(Row(kind, name, statistics.median(rates[name]),
+                            {"rounds": f"{len(rates[name])} ({spread})"} if rounds > 1 else {}))
 
         for isolation in ("read_uncommitted", "read_committed"):
             n, took = read_all(url, "p-transactional", isolation)
@@ -294,8 +313,6 @@ def bench_database(kind: str, seconds: float) -> list[Row]:
                 rows.append(Row(kind, f"plain, {producers} producers × {partitions} partitions", n / seconds))
     finally:
         service.stop()
-    for method, rate in raw_insert_rate(db_url, seconds).items():
-        rows.append(Row(kind, f"raw insert, {method}, no HTTP", rate))
     cleanup()
     return rows
 
@@ -304,11 +321,14 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--db", choices=["sqlite", "postgresql", "both"], default="both")
     parser.add_argument("--seconds", type=float, default=4.0, help="duration of each throughput run")
+    parser.add_argument("--rounds", type=int, default=3,
+                        help="turns of the four single producers; each figure is the median of its rounds")
     args = parser.parse_args(argv)
     kinds = ["sqlite", "postgresql"] if args.db == "both" else [args.db]
-    print(f"# {os.cpu_count()} cores; batches of {BATCH} records of {len(orjson.dumps(VALUE))} bytes; {args.seconds:g} s per run\n")
+    print(f"# {os.cpu_count()} cores; batches of {BATCH} records of {len(orjson.dumps(VALUE))} bytes; "
+          f"{args.seconds:g} s per run; single producers: median of {args.rounds} interleaved rounds\n")
     for kind in kinds:
-        rows = bench_database(kind, args.seconds)
+        rows = bench_database(kind, args.seconds, args.rounds)
         by = {r.name: r.records_per_s for r in rows}
         plain = by["produce plain"]
         print(f"## {kind}\n")

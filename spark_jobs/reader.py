@@ -75,7 +75,8 @@ def predicates(topic: str, ranges: Sequence[PositionRange], splits: int) -> list
 
     Both databases push these conditions into both branches of the view, so each query walks
     index ranges: (topic_id, partition, offset) of the primary key for plain records, of
-    ix_records_commit_markers for COMMIT markers, then ix_records_txn for their records."""
+    ix_records_commit_markers for COMMIT markers, then ix_records_txn_batches for their
+    transactions' batch heads, then the primary key for each batch's run of offsets."""
     out = []
     for r in ranges:
         for lo, hi in split_range(r, splits):

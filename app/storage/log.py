@@ -470,6 +470,9 @@ def _transaction_records(
     ).all()
 
 
+_FIRST_POINTS = 64  # commit points asked for by a read_committed fetch's first page
+
+
 def fetch(
     conn: Connection,
     *,
@@ -525,43 +528,57 @@ def fetch(
             result.next_offset = rows[-1].offset + 1
         return result
 
-    points = conn.execute(
-        select(*_RECORD_COLUMNS, records.c.control_type)
-        .where(
-            in_range,
-            or_(
-                and_(records.c.txn_id.is_(None), records.c.control_type.is_(None)),
-                records.c.control_type == ControlType.COMMIT.value,
-            ),
-        )
-        .order_by(records.c.offset)
-        .limit(max_records)
-    ).all()
-    if not points:
-        return result
-    # A COMMIT marker stands for all of its transaction's records in this partition, so
-    # max_records commit points may stand for many times max_records records. Count the
-    # records of the transactions met (their batch heads), a few transactions at first and twice
-    # as many each time more are needed, stop at the first commit point that reaches
-    # max_records, and read the records of those transactions only.
-    txn_ids = [p.txn_id for p in points if p.control_type is not None]
+    # A COMMIT marker stands for all of its transaction's records in this partition, so a few
+    # commit points may already hold max_records records, and the points of a partition of
+    # large transactions lie far apart. Walk the commit points in pages, a few at first and
+    # four times as many each time more are needed (never more than could still fit), count
+    # the records of the transactions met (their batch heads, a few transactions at a time),
+    # stop at the first commit point that reaches max_records, and read the records of those
+    # transactions only. Asking for max_records points at once would walk the rest of such a
+    # partition on every fetch.
+    chosen: list = []  # type: ignore[type-arg]
     sizes: dict[int, int] = {}
-    counted, chunk = 0, 4
-    end, total = len(points), 0
-    for i, point in enumerate(points):
-        if point.control_type is None:
-            total += 1
-        else:
-            if point.txn_id not in sizes:
-                ids = txn_ids[counted:counted + chunk]
-                counted, chunk = counted + len(ids), chunk * 2
-                sizes.update(_count_txn_records(conn, topic_id, partition, ids, before=points[-1].offset))
-            total += sizes.get(point.txn_id, 0)
-        if total >= max_records:
-            end = i + 1  # a transaction is never split across fetches
-            break
-    chosen = points[:end]
-    if end < len(points) or len(points) == max_records:
+    total, start, limit = 0, offset, min(max_records, _FIRST_POINTS)
+    full = exhausted = False
+    while not (full or exhausted):
+        page = conn.execute(
+            select(*_RECORD_COLUMNS, records.c.control_type)
+            .where(
+                records.c.topic_id == topic_id,
+                records.c.partition == partition,
+                records.c.offset >= start,
+                records.c.offset < high_watermark,
+                or_(
+                    and_(records.c.txn_id.is_(None), records.c.control_type.is_(None)),
+                    records.c.control_type == ControlType.COMMIT.value,
+                ),
+            )
+            .order_by(records.c.offset)
+            .limit(limit)
+        ).all()
+        exhausted = len(page) < limit
+        txn_ids = [p.txn_id for p in page if p.control_type is not None]
+        counted, chunk = 0, 4
+        for point in page:
+            if point.control_type is None:
+                total += 1
+            else:
+                if point.txn_id not in sizes:
+                    ids = txn_ids[counted:counted + chunk]
+                    counted, chunk = counted + len(ids), chunk * 2
+                    sizes.update(_count_txn_records(conn, topic_id, partition, ids, before=page[-1].offset))
+                total += sizes.get(point.txn_id, 0)
+            chosen.append(point)
+            if total >= max_records:
+                full = True  # a transaction is never split across fetches
+                break
+        if page:
+            start = page[-1].offset + 1
+        # Every commit point holds at least one record: no more than this many can still fit.
+        limit = min(limit * 4, max_records - total)
+    if not chosen:
+        return result
+    if full:
         result.next_offset = chosen[-1].offset + 1
 
     by_txn: dict[int, list] = {p.txn_id: [] for p in chosen if p.control_type is not None}
