@@ -90,8 +90,8 @@ def fill(url: str) -> None:
             tid = f"shop-{p}-{rng.randrange(TXNS_PER_PARTITION)}"
             st = producers[tid]
             if st["txn_id"] is None:
-                meta = coord.begin(tid, st["pid"], st["epoch"])
-                st["txn_id"], st["sent"] = meta.txn_id, 0
+                view = coord.begin(tid, st["pid"], st["epoch"])
+                st["txn_id"], st["sent"] = view.meta.txn_id, 0
             log_svc.send([SendBatch("pizza-orders", p, records(BATCH), base_sequence=st["seq"])],
                          producer_id=st["pid"], producer_epoch=st["epoch"], transactional_id=tid)
             st["seq"] += BATCH
