@@ -323,7 +323,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--db", choices=["sqlite", "postgresql", "both"], default="both")
     parser.add_argument("--seconds", type=float, default=4.0, help="duration of each throughput run")
-    parser.add_argument("--rounds", type=int, default=3,
+    parser.add_argument("--rounds", type=int, default=5,
                         help="turns of the four single producers; each figure is the median of its rounds")
     args = parser.parse_args(argv)
     kinds = ["sqlite", "postgresql"] if args.db == "both" else [args.db]
