@@ -120,7 +120,7 @@ def _take_offsets(conn: Connection, topic_id: int, partition: int, count: int) -
 @cache
 def _producer_state_stmt() -> Any:
     """The producer's sequence state in a partition, and the first offset of its transaction
-    there if the transaction already has the partition. One row, whatever exists: scalar
+    (this txn_id) there if the transaction already has the partition. One row, whatever exists: scalar
     subqueries, each NULL when its row is absent."""
 
     def of(column: Any, key: Any) -> Any:
@@ -133,8 +133,14 @@ def _producer_state_stmt() -> Any:
         )
 
     pp, tp = producer_partitions, transaction_partitions
+    in_this_transaction = (
+        select(tp.c.first_offset)
+        .where(tp.c.transactional_id == bindparam("transactional_id"), tp.c.txn_id == bindparam("txn_id"),
+               tp.c.topic_id == bindparam("topic_id"), tp.c.partition == bindparam("partition"))
+        .scalar_subquery()
+    )
     return select(
-        of(tp.c.first_offset, tp.c.transactional_id),
+        in_this_transaction,
         of(pp.c.producer_epoch, pp.c.producer_id),
         of(pp.c.last_sequence, pp.c.producer_id),
         of(pp.c.last_batch_base_sequence, pp.c.producer_id),
@@ -144,8 +150,8 @@ def _producer_state_stmt() -> Any:
 
 
 def _take_offsets_with_producer_state(
-    conn: Connection, producer_id: int, transactional_id: str | None, topic_id: int, partition: int,
-    count: int,
+    conn: Connection, producer_id: int, transactional_id: str | None, txn_id: int | None,
+    topic_id: int, partition: int, count: int,
 ) -> tuple[int, bool, ProducerPartitionState | None]:
     """Reserve `count` offsets as _take_offsets does, then read the producer's sequence state
     in the partition and whether the transaction (if any) already has it. Returns (first
@@ -161,7 +167,7 @@ def _take_offsets_with_producer_state(
     base_offset = _take_offsets(conn, topic_id, partition, count)
     first_offset, *state = conn.execute(
         _producer_state_stmt(),
-        {"producer_id": producer_id, "transactional_id": transactional_id,
+        {"producer_id": producer_id, "transactional_id": transactional_id, "txn_id": txn_id,
          "topic_id": topic_id, "partition": partition},
     ).one()
     return base_offset, first_offset is not None, (None if state[0] is None else ProducerPartitionState(*state))
@@ -201,7 +207,7 @@ def append_batches(
             # Offsets first, then the verdict: a refusal rolls the whole database transaction
             # back, and a duplicate (rare: a retry) gives its offsets back.
             base_offset, already_in_transaction, state = _take_offsets_with_producer_state(
-                conn, producer_id, transactional_id, batch.topic_id, batch.partition, count
+                conn, producer_id, transactional_id, txn_id, batch.topic_id, batch.partition, count
             )
             verdict = check_sequence(state, producer_epoch, batch.base_sequence, count)
             if verdict is BatchVerdict.DUPLICATE:
@@ -516,6 +522,8 @@ def fetch(
         # Bounded by the log end read above, so both statements work on the same prefix.
         records.c.offset < high_watermark,
     )
+    if max_records <= 0:  # the API refuses it; nothing to read, and the loops below need one
+        return result
     if isolation is IsolationLevel.READ_UNCOMMITTED:
         rows = conn.execute(
             select(*_RECORD_COLUMNS)

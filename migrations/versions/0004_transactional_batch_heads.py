@@ -14,7 +14,9 @@ each run [head offset, head offset + batch_record_count) through the primary key
 
 Existing transactional records become batches of one (each its own head), so data written
 before this migration reads exactly as before. On a large database that backfill touches
-every transactional record once.
+every transactional record once. Stop every writer of the database (serve, coordinator)
+before running it: a process still on the older code would write transactional records
+without heads, and read_committed readers would not see them (README, PostgreSQL).
 
 The `committed_records` view is rebuilt on the heads (same columns, same rows), in a form
 per database that fixes the join order (see CREATE_COMMITTED_RECORDS).
