@@ -26,8 +26,9 @@ class OuterFirstJoin(Join):
     SQLite plans without statistics (the service never runs ANALYZE), so for a self-join of
     `records` it cannot tell that the left side, read through a small partial index, is the
     selective one, and may loop over the whole partition instead. Its CROSS JOIN keeps the
-    written order (https://sqlite.org/optoverview.html#crossjoin). PostgreSQL has statistics
-    and gets a plain JOIN.
+    written order (https://sqlite.org/optoverview.html#crossjoin). Other databases compile it
+    as a plain JOIN, which PostgreSQL may reorder: where the order matters there, use a
+    LATERAL subquery (storage.log._transaction_records_stmt).
     """
 
     inherit_cache = True
@@ -70,14 +71,14 @@ def _upsert(dialect_name: str, table: Table, update_columns: tuple[str, ...]) ->
     )
 
 
-def lock_for_share(conn: Connection, stmt: Any) -> Any:
+def lock_for_share(dialect_name: str, stmt: Any) -> Any:
     """SELECT … FOR SHARE on PostgreSQL; SQLite's write transaction already holds the whole-database lock."""
-    return stmt if conn.dialect.name == "sqlite" else stmt.with_for_update(read=True)
+    return stmt if dialect_name == "sqlite" else stmt.with_for_update(read=True)
 
 
-def lock_for_update(conn: Connection, stmt: Any, of: Any = None) -> Any:
+def lock_for_update(dialect_name: str, stmt: Any, of: Any = None) -> Any:
     """SELECT … FOR UPDATE [OF table] on PostgreSQL; SQLite's write lock covers it."""
-    return stmt if conn.dialect.name == "sqlite" else stmt.with_for_update(of=of)
+    return stmt if dialect_name == "sqlite" else stmt.with_for_update(of=of)
 
 
 def execute_rows(conn: Connection, stmt: Any, rows: list[dict[str, Any]]) -> None:

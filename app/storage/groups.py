@@ -26,9 +26,9 @@ class Member:
 def generation(conn: Connection, group_id: str, *, lock: str | None = None) -> int | None:
     stmt = select(consumer_groups.c.generation_id).where(consumer_groups.c.group_id == group_id)
     if lock == "update":
-        stmt = dialect.lock_for_update(conn, stmt)
+        stmt = dialect.lock_for_update(conn.dialect.name, stmt)
     elif lock == "share":
-        stmt = dialect.lock_for_share(conn, stmt)
+        stmt = dialect.lock_for_share(conn.dialect.name, stmt)
     return conn.execute(stmt).scalar_one_or_none()
 
 

@@ -117,36 +117,34 @@ def _take_offsets(conn: Connection, topic_id: int, partition: int, count: int) -
     return new_end - count
 
 
-@cache
-def _producer_state_stmt() -> Any:
-    """The producer's sequence state in a partition, and the first offset of its transaction
-    (this txn_id) there if the transaction already has the partition. One row, whatever exists: scalar
-    subqueries, each NULL when its row is absent."""
-
-    def of(column: Any, key: Any) -> Any:
-        table = column.table
-        return (
-            select(column)
-            .where(key == bindparam(key.key), table.c.topic_id == bindparam("topic_id"),
-                   table.c.partition == bindparam("partition"))
-            .scalar_subquery()
-        )
-
-    pp, tp = producer_partitions, transaction_partitions
-    in_this_transaction = (
-        select(tp.c.first_offset)
-        .where(tp.c.transactional_id == bindparam("transactional_id"), tp.c.txn_id == bindparam("txn_id"),
-               tp.c.topic_id == bindparam("topic_id"), tp.c.partition == bindparam("partition"))
+def _in_partition(column: Any, *keys: Any) -> Any:
+    """A scalar subquery: `column` of the row of the bound partition whose `keys` equal the
+    bind parameters of their own names; NULL when there is no such row."""
+    table = column.table
+    return (
+        select(column)
+        .where(*(key == bindparam(key.key) for key in keys),
+               table.c.topic_id == bindparam("topic_id"), table.c.partition == bindparam("partition"))
         .scalar_subquery()
     )
-    return select(
-        in_this_transaction,
-        of(pp.c.producer_epoch, pp.c.producer_id),
-        of(pp.c.last_sequence, pp.c.producer_id),
-        of(pp.c.last_batch_base_sequence, pp.c.producer_id),
-        of(pp.c.last_batch_record_count, pp.c.producer_id),
-        of(pp.c.last_batch_base_offset, pp.c.producer_id),
-    )
+
+
+# The producer's sequence state in a partition, and the first offset of its transaction (this
+# txn_id) there if the transaction already has the partition: one row, whatever exists.
+_pp, _tp = producer_partitions, transaction_partitions
+_PRODUCER_STATE = select(
+    _in_partition(_tp.c.first_offset, _tp.c.transactional_id, _tp.c.txn_id),
+    *(
+        _in_partition(column, _pp.c.producer_id)
+        for column in (
+            _pp.c.producer_epoch,
+            _pp.c.last_sequence,
+            _pp.c.last_batch_base_sequence,
+            _pp.c.last_batch_record_count,
+            _pp.c.last_batch_base_offset,
+        )
+    ),
+)
 
 
 def _take_offsets_with_producer_state(
@@ -166,7 +164,7 @@ def _take_offsets_with_producer_state(
     and the second would append the batch again (tests/integration/test_send_races.py)."""
     base_offset = _take_offsets(conn, topic_id, partition, count)
     first_offset, *state = conn.execute(
-        _producer_state_stmt(),
+        _PRODUCER_STATE,
         {"producer_id": producer_id, "transactional_id": transactional_id, "txn_id": txn_id,
          "topic_id": topic_id, "partition": partition},
     ).one()
@@ -296,7 +294,7 @@ def append_batches(
         )
     if txn_partition_rows:
         # The first Send to a partition adds it to the transaction (Kafka's AddPartitionsToTxn);
-        # later Sends find it there (the lock query joins it) and keep the first offset, which
+        # later Sends find it there (_PRODUCER_STATE reads it) and keep the first offset, which
         # is what the last stable offset needs. Kept an insert-or-ignore all the same.
         dialect.execute_rows(conn, dialect.insert_ignore(conn, transaction_partitions), txn_partition_rows)
     return [results[_partition_key(b)] for b in batches]

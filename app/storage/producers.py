@@ -55,7 +55,7 @@ def current_state(conn: Connection, producer_id: int, *, lock: str) -> tuple[int
     stmt = select(producers.c.producer_epoch, producers.c.transactional_id).where(
         producers.c.producer_id == producer_id
     )
-    stmt = dialect.lock_for_share(conn, stmt) if lock == "share" else dialect.lock_for_update(conn, stmt)
+    stmt = dialect.lock_for_share(conn.dialect.name, stmt) if lock == "share" else dialect.lock_for_update(conn.dialect.name, stmt)
     row = conn.execute(stmt).first()
     if row is None:
         raise UnknownProducerId(f"unknown producer id {producer_id}; call InitProducerId")

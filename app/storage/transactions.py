@@ -72,12 +72,10 @@ def get(conn: Connection, transactional_id: str, *, lock: str | None = None) -> 
 @cache
 def _get_stmt(dialect_name: str, lock: str | None) -> Any:
     stmt = select(transactions).where(transactions.c.transactional_id == bindparam("transactional_id"))
-    if dialect_name == "sqlite":  # the write transaction already holds the whole-database lock
-        return stmt
     if lock == "share":
-        return stmt.with_for_update(read=True)
+        return dialect.lock_for_share(dialect_name, stmt)
     if lock == "update":
-        return stmt.with_for_update()
+        return dialect.lock_for_update(dialect_name, stmt)
     return stmt
 
 
