@@ -47,7 +47,8 @@ def _coordinator(settings: Settings, args: argparse.Namespace) -> int:
         migrate.upgrade(settings.database_url)
     db = Database(build_engine(settings.database_url, pool_size=2,
                                sqlite_busy_timeout_ms=settings.sqlite_busy_timeout_ms,
-                               sqlite_synchronous=settings.sqlite_synchronous),
+                               sqlite_synchronous=settings.sqlite_synchronous,
+                               pool_pre_ping=settings.db_pool_pre_ping),
                   sqlite_busy_timeout_ms=settings.sqlite_busy_timeout_ms,
                   sqlite_synchronous=settings.sqlite_synchronous)
     worker = CoordinatorWorker(

@@ -52,6 +52,11 @@ class Settings(BaseSettings):
     # crash but may lose the last commits on power loss, for fewer fsyncs.
     sqlite_synchronous: Literal["FULL", "NORMAL"] = "FULL"
     db_pool_size: int = Field(default=10, ge=1)
+    # PostgreSQL: test each pooled connection with a round trip before handing it out. Off by
+    # default: it adds a round trip to every request, a tenth of a small one's time (docs/
+    # benchmarks.md). Without it a database restart fails the one request that meets a dead
+    # connection first (503, retriable), and that failure discards the whole pool.
+    db_pool_pre_ping: bool = False
     log_level: str = "info"
 
     @model_validator(mode="after")

@@ -192,6 +192,33 @@ def commit_to_visible(url: str, topic: str, rounds: int) -> list[float]:
     return out
 
 
+def request_latencies(url: str, topic: str, rounds: int) -> dict[str, float]:
+    """Median ms of each request of a one-Send transaction, next to a plain Send and a request
+    that does no work, taking turns: what a transaction costs on top of its records."""
+    tid = f"req-{uuid.uuid4().hex[:8]}"
+    times: dict[str, list[float]] = {k: [] for k in ("GET /healthz", "Send, plain", "BeginTransaction",
+                                                       "Send, transactional", "Commit")}
+    records = _records(BATCH)
+    with httpx.Client(base_url=url, timeout=60) as c:
+        p = _post(c, "/v1/producers", {"transactional_id": tid})
+        ident = {"producer_id": p["producer_id"], "producer_epoch": p["producer_epoch"]}
+        calls: list[tuple[str, Callable[[int], object]]] = [
+            ("GET /healthz", lambda _: c.get("/healthz")),
+            ("Send, plain", lambda _: _post(c, "/v1/records", {"batches": [
+                {"topic": topic, "partition": 0, "records": records}]})),
+            ("BeginTransaction", lambda _: _post(c, f"/v1/transactions/{tid}/begin", ident)),
+            ("Send, transactional", lambda seq: _post(c, "/v1/records", {**ident, "transactional_id": tid, "batches": [
+                {"topic": topic, "partition": 0, "base_sequence": seq, "records": records}]})),
+            ("Commit", lambda _: _post(c, f"/v1/transactions/{tid}/commit", ident)),
+        ]
+        for r in range(rounds):
+            for name, call in calls:
+                t0 = time.perf_counter()
+                call(r * BATCH)
+                times[name].append((time.perf_counter() - t0) * 1000)
+    return {name: statistics.median(v) for name, v in times.items()}
+
+
 # --- the database's own limit -------------------------------------------------------------------
 
 
@@ -306,6 +333,10 @@ def bench_database(kind: str, seconds: float, rounds: int = 1) -> list[Row]:
         rows.append(Row(kind, "commit → visible to read_committed", None,
                         {"p50 ms": f"{statistics.median(lat):.2f}", "p99 ms": f"{q[98]:.2f}"}))
 
+        create_topic(url, "requests", 1)
+        for name, ms in request_latencies(url, "requests", 100).items():
+            rows.append(Row(kind, f"request: {name}", None, {"p50 ms": f"{ms:.2f}"}))
+
         for producers in (1, 4, 16):
             for partitions in (1, 16):
                 topic = f"c-{producers}-{partitions}"
@@ -345,6 +376,14 @@ def main(argv: list[str] | None = None) -> int:
         print(f"| transactional (commit / 100 ms) / plain | {by['produce transactional (commit / 100 ms)'] / plain:.2f} |")
         print(f"| read_committed / read_uncommitted fetch | {by['fetch read_committed'] / by['fetch read_uncommitted']:.2f} |")
         print(f"| plain produce over HTTP / best raw insert | {plain / raw:.2f} |\n")
+        # What the per-request medians allow, whatever the database does: a transaction of
+        # one Send pays Begin and Commit on top of its Send; a long one only the Send's extra.
+        ms = {r.name.removeprefix("request: "): float(r.extra["p50 ms"]) for r in rows if r.name.startswith("request: ")}
+        one = ms["Send, plain"] / (ms["BeginTransaction"] + ms["Send, transactional"] + ms["Commit"])
+        print("| bound from the request medians | value |\n| --- | ---: |")
+        print(f"| transactional ÷ plain, one Send per transaction: plain Send ÷ (Begin + Send + Commit) | {one:.2f} |")
+        print(f"| transactional ÷ plain, long transactions: plain Send ÷ transactional Send | "
+              f"{ms['Send, plain'] / ms['Send, transactional']:.2f} |\n")
     return 0
 
 

@@ -42,6 +42,7 @@ def create_app(settings: Settings | None = None, clock: Clock = system_clock) ->
                 pool_size=settings.db_pool_size,
                 sqlite_busy_timeout_ms=settings.sqlite_busy_timeout_ms,
                 sqlite_synchronous=settings.sqlite_synchronous,
+                pool_pre_ping=settings.db_pool_pre_ping,
             ),
             sqlite_busy_timeout_ms=settings.sqlite_busy_timeout_ms,
             sqlite_synchronous=settings.sqlite_synchronous,

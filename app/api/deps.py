@@ -39,7 +39,9 @@ class Services:
         )
 
 
-def get_services(request: Request) -> Services:
+async def get_services(request: Request) -> Services:
+    # async: FastAPI runs a plain-def dependency in the thread pool, one more thread hop per
+    # request for what is an attribute read.
     return request.app.state.services
 
 

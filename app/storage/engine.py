@@ -46,6 +46,7 @@ def build_engine(
     pool_size: int = 10,
     sqlite_busy_timeout_ms: int = 30_000,
     sqlite_synchronous: str = "FULL",
+    pool_pre_ping: bool = False,
 ) -> Engine:
     url = normalise_url(url)
     if url.startswith("sqlite"):
@@ -61,7 +62,10 @@ def build_engine(
         url,
         pool_size=pool_size,
         max_overflow=pool_size * 4,
-        pool_pre_ping=True,
+        # A disconnect met by any statement invalidates every pooled connection (SQLAlchemy's
+        # default), so after a database restart one request fails (retriable) rather than one
+        # per pooled connection; pre-ping would catch even that one, at a round trip per request.
+        pool_pre_ping=pool_pre_ping,
     )
 
 

@@ -1,0 +1,91 @@
+"""Pooled connections that the database dropped (a restart, an operator's
+pg_terminate_backend), with pool pre-ping off, the default: the request that meets the first
+dead connection is refused as retriable and writes nothing; the pool is then replaced, so the
+requests after it succeed, however many dead connections the pool held."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+
+import pytest
+from fastapi.testclient import TestClient
+from sqlalchemy import create_engine, text
+from sqlalchemy.engine import make_url
+
+from app.api.app import create_app
+from app.settings import Settings
+
+POOL = 4
+
+
+@pytest.fixture
+def pg_client(request: pytest.FixtureRequest) -> Iterator[tuple[TestClient, str]]:
+    url = request.getfixturevalue("postgres_url")
+    from tests.conftest import _reset_postgres
+
+    _reset_postgres(url)
+    settings = Settings(database_url=url, run_coordinator=False, auto_migrate=False, db_pool_size=POOL)
+    with TestClient(create_app(settings)) as client:
+        yield client, url
+
+
+def _fill_pool(client: TestClient) -> None:
+    """Check out POOL connections at once, so the pool holds that many when they return."""
+    barrier = threading.Barrier(POOL)
+    pool = client.app.state.services.db.engine.pool  # type: ignore[attr-defined]
+    conns = []
+
+    def take() -> None:
+        conns.append(pool.connect())
+        barrier.wait()
+
+    threads = [threading.Thread(target=take) for _ in range(POOL)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    for c in conns:
+        c.close()
+    assert pool.checkedin() == POOL
+
+
+def _terminate_backends(url: str) -> int:
+    name = make_url(url).database
+    admin = create_engine(url, isolation_level="AUTOCOMMIT")
+    try:
+        with admin.connect() as conn:
+            return conn.execute(
+                text("SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
+                     "WHERE datname = :name AND pid <> pg_backend_pid()"),
+                {"name": name},
+            ).scalar_one()
+    finally:
+        admin.dispose()
+
+
+def _send(client: TestClient, key: str):  # type: ignore[no-untyped-def]
+    return client.post("/v1/records", json={"batches": [
+        {"topic": "orders", "partition": 0, "records": [{"key": key, "value": 1}]}]})
+
+
+def test_after_the_database_drops_every_pooled_connection_one_request_is_refused_retriably_then_all_succeed(
+    pg_client: tuple[TestClient, str],
+) -> None:
+    client, url = pg_client
+    assert client.post("/v1/topics", json={"name": "orders", "partitions": 1}).status_code == 201
+    _fill_pool(client)
+    assert _terminate_backends(url) == POOL
+
+    answers = [_send(client, f"k{i}") for i in range(POOL + 2)]
+
+    refused = [a for a in answers if a.status_code != 200]
+    assert len(refused) <= 1
+    for a in refused:
+        assert a.status_code == 503
+        assert a.json()["error_code"] == "STORAGE_UNAVAILABLE" and a.json()["retriable"] is True
+    assert all(a.status_code == 200 for a in answers[1:])
+    # Exactly the accepted records are in the log, at consecutive offsets from 0.
+    accepted = [f"k{i}" for i, a in enumerate(answers) if a.status_code == 200]
+    page = client.get("/v1/topics/orders/partitions/0/records", params={"offset": 0}).json()
+    assert [(r["offset"], r["key"]) for r in page["records"]] == list(enumerate(accepted))
