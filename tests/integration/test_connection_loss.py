@@ -11,7 +11,6 @@ from collections.abc import Iterator
 import pytest
 from fastapi.testclient import TestClient
 from sqlalchemy import create_engine, text
-from sqlalchemy.engine import make_url
 
 from app.api.app import create_app
 from app.settings import Settings
@@ -21,44 +20,52 @@ POOL = 4
 
 @pytest.fixture
 def pg_client(request: pytest.FixtureRequest) -> Iterator[tuple[TestClient, str]]:
+    """A service on PostgreSQL; `@pytest.mark.parametrize("pg_client", [True], indirect=True)`
+    turns pre-ping on."""
     url = request.getfixturevalue("postgres_url")
     from tests.conftest import _reset_postgres
 
     _reset_postgres(url)
-    settings = Settings(database_url=url, run_coordinator=False, auto_migrate=False, db_pool_size=POOL)
+    settings = Settings(database_url=url, run_coordinator=False, auto_migrate=False, db_pool_size=POOL,
+                        db_pool_pre_ping=getattr(request, "param", False))
     with TestClient(create_app(settings)) as client:
         yield client, url
 
 
-def _fill_pool(client: TestClient) -> None:
-    """Check out POOL connections at once, so the pool holds that many when they return."""
+def _fill_pool(client: TestClient) -> list[int]:
+    """Check out POOL connections at once, so the pool holds that many when they return.
+    Returns their backends' process ids."""
     barrier = threading.Barrier(POOL)
     pool = client.app.state.services.db.engine.pool  # type: ignore[attr-defined]
-    conns = []
+    pids: list[int] = []
 
     def take() -> None:
-        conns.append(pool.connect())
+        conn = pool.connect()
+        cursor = conn.cursor()
+        cursor.execute("SELECT pg_backend_pid()")
+        pids.append(cursor.fetchone()[0])
+        cursor.close()
+        conn.rollback()
         barrier.wait()
+        conn.close()
 
     threads = [threading.Thread(target=take) for _ in range(POOL)]
     for t in threads:
         t.start()
     for t in threads:
         t.join()
-    for c in conns:
-        c.close()
-    assert pool.checkedin() == POOL
+    assert pool.checkedin() == POOL and len(set(pids)) == POOL
+    return pids
 
 
-def _terminate_backends(url: str) -> int:
-    name = make_url(url).database
+def _terminate(url: str, pids: list[int]) -> int:
+    """Terminate the backends and wait (up to 10 s each) until they are gone."""
     admin = create_engine(url, isolation_level="AUTOCOMMIT")
     try:
         with admin.connect() as conn:
             return conn.execute(
-                text("SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
-                     "WHERE datname = :name AND pid <> pg_backend_pid()"),
-                {"name": name},
+                text("SELECT count(*) FILTER (WHERE pg_terminate_backend(pid, 10000)) FROM unnest(:pids) AS pid"),
+                {"pids": pids},
             ).scalar_one()
     finally:
         admin.dispose()
@@ -74,8 +81,7 @@ def test_after_the_database_drops_every_pooled_connection_one_request_is_refused
 ) -> None:
     client, url = pg_client
     assert client.post("/v1/topics", json={"name": "orders", "partitions": 1}).status_code == 201
-    _fill_pool(client)
-    assert _terminate_backends(url) == POOL
+    assert _terminate(url, _fill_pool(client)) == POOL
 
     answers = [_send(client, f"k{i}") for i in range(POOL + 2)]
 
@@ -89,3 +95,12 @@ def test_after_the_database_drops_every_pooled_connection_one_request_is_refused
     accepted = [f"k{i}" for i, a in enumerate(answers) if a.status_code == 200]
     page = client.get("/v1/topics/orders/partitions/0/records", params={"offset": 0}).json()
     assert [(r["offset"], r["key"]) for r in page["records"]] == list(enumerate(accepted))
+
+
+@pytest.mark.parametrize("pg_client", [True], indirect=True)
+def test_with_pre_ping_on_no_request_meets_a_dropped_connection(pg_client: tuple[TestClient, str]) -> None:
+    client, url = pg_client
+    assert client.post("/v1/topics", json={"name": "orders", "partitions": 1}).status_code == 201
+    assert _terminate(url, _fill_pool(client)) == POOL
+
+    assert [_send(client, f"k{i}").status_code for i in range(POOL + 2)] == [200] * (POOL + 2)
