@@ -40,17 +40,12 @@ def _coordinator(settings: Settings, args: argparse.Namespace) -> int:
     from app.services.group_service import GroupService
     from app.services.transaction_coordinator import TransactionCoordinator
     from app.storage import migrate
-    from app.storage.engine import Database, build_engine
+    from app.storage.engine import open_database
     from app.worker.coordinator import CoordinatorWorker
 
     if settings.should_auto_migrate:
         migrate.upgrade(settings.database_url)
-    db = Database(build_engine(settings.database_url, pool_size=2,
-                               sqlite_busy_timeout_ms=settings.sqlite_busy_timeout_ms,
-                               sqlite_synchronous=settings.sqlite_synchronous,
-                               pool_pre_ping=settings.db_pool_pre_ping),
-                  sqlite_busy_timeout_ms=settings.sqlite_busy_timeout_ms,
-                  sqlite_synchronous=settings.sqlite_synchronous)
+    db = open_database(settings, pool_size=2)
     worker = CoordinatorWorker(
         TransactionCoordinator(db, settings, system_clock),
         system_clock,

@@ -88,6 +88,13 @@ def _post(client: httpx.Client, path: str, body: dict | bytes) -> dict:
     return r.json()
 
 
+def _init_producer(client: httpx.Client, tid: str | None) -> dict:
+    """InitProducerId (transactional when `tid` is given): the producer_id and producer_epoch
+    every later call of that producer carries."""
+    p = _post(client, "/v1/producers", {} if tid is None else {"transactional_id": tid})
+    return {"producer_id": p["producer_id"], "producer_epoch": p["producer_epoch"]}
+
+
 def _records(n: int) -> list[dict]:
     return [{"key": f"k{i}", "value": VALUE} for i in range(n)]
 
@@ -104,9 +111,7 @@ def produce(url: str, topic: str, *, mode: str, seconds: float, partition: int =
     with httpx.Client(base_url=url, timeout=60) as c:
         ident: dict = {}
         if mode != "plain":
-            init = {"transactional_id": tid} if mode == "transactional" else {}
-            p = _post(c, "/v1/producers", init)
-            ident = {"producer_id": p["producer_id"], "producer_epoch": p["producer_epoch"]}
+            ident = _init_producer(c, tid if mode == "transactional" else None)
         seq = 0
         deadline = time.monotonic() + seconds
         while time.monotonic() < deadline:
@@ -172,8 +177,7 @@ def commit_to_visible(url: str, topic: str, rounds: int) -> list[float]:
     tid = f"lat-{uuid.uuid4().hex[:8]}"
     out = []
     with httpx.Client(base_url=url, timeout=60) as c:
-        p = _post(c, "/v1/producers", {"transactional_id": tid})
-        ident = {"producer_id": p["producer_id"], "producer_epoch": p["producer_epoch"]}
+        ident = _init_producer(c, tid)
         seq, position = 0, 0
         for _ in range(rounds):
             _post(c, f"/v1/transactions/{tid}/begin", ident)
@@ -200,8 +204,7 @@ def request_latencies(url: str, topic: str, rounds: int) -> dict[str, float]:
                                                        "Send, transactional", "Commit")}
     records = _records(BATCH)
     with httpx.Client(base_url=url, timeout=60) as c:
-        p = _post(c, "/v1/producers", {"transactional_id": tid})
-        ident = {"producer_id": p["producer_id"], "producer_epoch": p["producer_epoch"]}
+        ident = _init_producer(c, tid)
         calls: list[tuple[str, Callable[[int], object]]] = [
             ("GET /healthz", lambda _: c.get("/healthz")),
             ("Send, plain", lambda _: _post(c, "/v1/records", {"batches": [

@@ -21,7 +21,7 @@ from app.services.group_service import GroupService
 from app.services.transaction_coordinator import TransactionCoordinator
 from app.settings import Settings
 from app.storage import migrate
-from app.storage.engine import Database, build_engine
+from app.storage.engine import open_database
 from app.worker.coordinator import CoordinatorWorker
 
 logger = logging.getLogger(__name__)
@@ -36,17 +36,7 @@ def create_app(settings: Settings | None = None, clock: Clock = system_clock) ->
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         if settings.should_auto_migrate:
             migrate.upgrade(settings.database_url)
-        db = Database(
-            build_engine(
-                settings.database_url,
-                pool_size=settings.db_pool_size,
-                sqlite_busy_timeout_ms=settings.sqlite_busy_timeout_ms,
-                sqlite_synchronous=settings.sqlite_synchronous,
-                pool_pre_ping=settings.db_pool_pre_ping,
-            ),
-            sqlite_busy_timeout_ms=settings.sqlite_busy_timeout_ms,
-            sqlite_synchronous=settings.sqlite_synchronous,
-        )
+        db = open_database(settings, pool_size=settings.db_pool_size)
         services = Services.build(settings, db, clock)
         app.state.services = services
         worker = None

@@ -17,6 +17,7 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.pool import NullPool
 
 from app.domain.errors import StorageUnavailable
+from app.settings import Settings
 from app.storage.errors import translate_driver_errors
 
 _WRITE = "outbox_write"
@@ -173,3 +174,19 @@ class Database:
 
     def dispose(self) -> None:
         self.engine.dispose()
+
+
+def open_database(settings: Settings, *, pool_size: int) -> Database:
+    """The database of a long-running process (`serve`, `coordinator`), as its settings say."""
+    engine = build_engine(
+        settings.database_url,
+        pool_size=pool_size,
+        sqlite_busy_timeout_ms=settings.sqlite_busy_timeout_ms,
+        sqlite_synchronous=settings.sqlite_synchronous,
+        pool_pre_ping=settings.db_pool_pre_ping,
+    )
+    return Database(
+        engine,
+        sqlite_busy_timeout_ms=settings.sqlite_busy_timeout_ms,
+        sqlite_synchronous=settings.sqlite_synchronous,
+    )

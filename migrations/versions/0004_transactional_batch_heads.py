@@ -117,6 +117,19 @@ WHERE m.control_type = 'COMMIT'
 """
 
 
+def _create_txn_index(name: str, where: str) -> None:
+    """The read_committed join's partial index: 0003's has every transactional record,
+    0004's only the batch heads."""
+    op.create_index(
+        name,
+        "records",
+        ["topic_id", "partition", "txn_id", "offset"],
+        unique=False,
+        sqlite_where=sa.text(where),
+        postgresql_where=sa.text(where),
+    )
+
+
 def upgrade() -> None:
     op.execute("DROP VIEW IF EXISTS committed_records")
     # A plain ADD COLUMN on both databases (SQLite appends it without rebuilding the table).
@@ -124,28 +137,14 @@ def upgrade() -> None:
     op.execute(
         "UPDATE records SET batch_record_count = 1 WHERE txn_id IS NOT NULL AND control_type IS NULL"
     )
-    op.create_index(
-        "ix_records_txn_batches",
-        "records",
-        ["topic_id", "partition", "txn_id", "offset"],
-        unique=False,
-        sqlite_where=sa.text("batch_record_count IS NOT NULL"),
-        postgresql_where=sa.text("batch_record_count IS NOT NULL"),
-    )
+    _create_txn_index("ix_records_txn_batches", "batch_record_count IS NOT NULL")
     op.drop_index("ix_records_txn", table_name="records")
     op.execute(CREATE_COMMITTED_RECORDS[op.get_bind().dialect.name])
 
 
 def downgrade() -> None:
     op.execute("DROP VIEW IF EXISTS committed_records")
-    op.create_index(
-        "ix_records_txn",
-        "records",
-        ["topic_id", "partition", "txn_id", "offset"],
-        unique=False,
-        sqlite_where=sa.text("txn_id IS NOT NULL"),
-        postgresql_where=sa.text("txn_id IS NOT NULL"),
-    )
+    _create_txn_index("ix_records_txn", "txn_id IS NOT NULL")
     op.drop_index("ix_records_txn_batches", table_name="records")
     op.execute("ALTER TABLE records DROP COLUMN batch_record_count")
     op.execute(CREATE_COMMITTED_RECORDS_0003)
