@@ -43,6 +43,7 @@ class Row:
     name: str
     records_per_s: float | None = None
     extra: dict[str, str] = field(default_factory=dict)
+    per_round: list[float] = field(default_factory=list)  # records/s of each interleaved round
 
 
 # --- a service under test ---------------------------------------------------------------------
@@ -324,7 +325,8 @@ def bench_database(kind: str, seconds: float, rounds: int = 1) -> list[Row]:
         for name in rates:
             spread = f"{min(rates[name]):,.0f}–{max(rates[name]):,.0f}"
             rows.append(Row(kind, name, statistics.median(rates[name]),
-                            {"rounds": f"{len(rates[name])} ({spread})"} if rounds > 1 else {}))
+                            {"rounds": f"{len(rates[name])} ({spread})"} if rounds > 1 else {},
+                            rates[name]))
 
         for isolation in ("read_uncommitted", "read_committed"):
             n, took = read_all(url, f"p-transactional-{rounds - 1}", isolation)
@@ -366,19 +368,32 @@ def main(argv: list[str] | None = None) -> int:
     for kind in kinds:
         rows = bench_database(kind, args.seconds, args.rounds)
         by = {r.name: r.records_per_s for r in rows}
-        plain = by["produce plain"]
         print(f"## {kind}\n")
         print("| path | records/s | notes |\n| --- | ---: | --- |")
         for r in rows:
             rate = f"{r.records_per_s:,.0f}" if r.records_per_s else ""
             print(f"| {r.name} | {rate} | {', '.join(f'{k} {v}' for k, v in r.extra.items())} |")
-        raw = max(v for k, v in by.items() if k.startswith("raw insert") and v)
-        print("\n| ratio | value |\n| --- | ---: |")
-        print(f"| idempotent / plain | {by['produce idempotent'] / plain:.2f} |")
-        print(f"| transactional (commit / 1,000) / plain | {by['produce transactional (commit / 1,000)'] / plain:.2f} |")
-        print(f"| transactional (commit / 100 ms) / plain | {by['produce transactional (commit / 100 ms)'] / plain:.2f} |")
-        print(f"| read_committed / read_uncommitted fetch | {by['fetch read_committed'] / by['fetch read_uncommitted']:.2f} |")
-        print(f"| plain produce over HTTP / best raw insert | {plain / raw:.2f} |\n")
+        raw_name = max((k for k, v in by.items() if k.startswith("raw insert") and v), key=lambda k: by[k])
+        per_round = {r.name: r.per_round for r in rows}
+
+        def ratio(label: str, a: str, b: str) -> None:
+            """The ratio of the medians, and the same ratio within each round (runs next to each
+            other), whose spread shows how far the machine's drift moves it."""
+            line = f"| {label} | {by[a] / by[b]:.2f} |"
+            if len(per_round.get(a, [])) > 1 and len(per_round[a]) == len(per_round.get(b, [])):
+                paired = sorted(x / y for x, y in zip(per_round[a], per_round[b]))
+                line += f" {paired[0]:.2f} / {statistics.median(paired):.2f} / {paired[-1]:.2f} |"
+            else:
+                line += " |"
+            print(line)
+
+        print("\n| ratio | value | within a round: min / median / max |\n| --- | ---: | ---: |")
+        ratio("idempotent / plain", "produce idempotent", "produce plain")
+        ratio("transactional (commit / 1,000) / plain", "produce transactional (commit / 1,000)", "produce plain")
+        ratio("transactional (commit / 100 ms) / plain", "produce transactional (commit / 100 ms)", "produce plain")
+        ratio("read_committed / read_uncommitted fetch", "fetch read_committed", "fetch read_uncommitted")
+        ratio("plain produce over HTTP / best raw insert", "produce plain", raw_name)
+        print()
         # What the per-request medians allow, whatever the database does: a transaction of
         # one Send pays Begin and Commit on top of its Send; a long one only the Send's extra.
         ms = {r.name.removeprefix("request: "): float(r.extra["p50 ms"]) for r in rows if r.name.startswith("request: ")}

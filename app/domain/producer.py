@@ -35,6 +35,31 @@ class BatchVerdict(enum.Enum):
     DUPLICATE = "duplicate"
 
 
+@dataclass(frozen=True, slots=True)
+class NextBatchCondition:
+    """What the stored state must hold for a batch to be the producer's next one here."""
+
+    producer_epoch: int
+    last_sequence: int
+
+
+def next_batch_condition(
+    producer_epoch: int, base_sequence: int, record_count: int
+) -> NextBatchCondition | None:
+    """check_sequence's common case as a condition on the stored state, which storage can test
+    in the statement that writes the new state: a batch is appended when the state has the
+    batch's epoch and ends just before base_sequence. Nearly every batch of a running
+    producer is such a batch; any state that fails the condition goes to check_sequence.
+
+    None when no stored state can make the batch the next one in its epoch: a batch at
+    sequence 0 (a new producer or epoch, which needs no state or an older one) or one that
+    would pass 2^31-1 (refused). Those go straight to check_sequence.
+    """
+    if base_sequence == 0 or base_sequence + record_count - 1 > MAX_SEQUENCE:
+        return None
+    return NextBatchCondition(producer_epoch, base_sequence - 1)
+
+
 def check_sequence(
     state: ProducerPartitionState | None,
     producer_epoch: int,

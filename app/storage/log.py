@@ -32,7 +32,13 @@ from typing import Any
 from sqlalchemy import Connection, and_, bindparam, delete, func, insert, or_, select, true, update
 
 from app.domain.errors import OffsetMismatch, OffsetOutOfRange, UnknownTopicOrPartition
-from app.domain.producer import BatchVerdict, ProducerPartitionState, check_sequence
+from app.domain.producer import (
+    BatchVerdict,
+    NextBatchCondition,
+    ProducerPartitionState,
+    check_sequence,
+    next_batch_condition,
+)
 from app.domain.types import ControlType, IsolationLevel
 from app.storage import dialect
 from app.storage.tables import partitions, producer_partitions, records, transaction_partitions
@@ -147,32 +153,90 @@ _PRODUCER_STATE = select(
 )
 
 
-def _take_offsets_with_producer_state(
+def _read_producer_state(
     conn: Connection, producer_id: int, transactional_id: str | None, txn_id: int | None,
-    topic_id: int, partition: int, count: int,
-) -> tuple[int, bool, ProducerPartitionState | None]:
-    """Reserve `count` offsets as _take_offsets does, then read the producer's sequence state
-    in the partition and whether the transaction (if any) already has it. Returns (first
-    offset reserved, partition already in the transaction, state or None). A caller that
-    then writes nothing gives the offsets back with _return_offsets.
+    topic_id: int, partition: int,
+) -> tuple[bool, ProducerPartitionState | None]:
+    """The producer's sequence state in the partition (or None), and whether the transaction
+    (if any) already has the partition.
 
-    Two statements, deliberately. The state must be read by a statement that starts after
-    the partition's lock is held: two copies of one batch (a client's retry racing its first
-    attempt) queue on that lock, and on PostgreSQL's READ COMMITTED a statement that waited
-    for a row lock sees the locked row's new version but every other table as of its own
-    start, so a state read in the locking statement would miss what the first copy wrote
-    and the second would append the batch again (tests/integration/test_send_races.py)."""
-    base_offset = _take_offsets(conn, topic_id, partition, count)
+    Called once the partition's lock is held (_take_offsets), in a statement of its own: two
+    copies of one batch (a client's retry racing its first attempt) queue on that lock, and on
+    PostgreSQL's READ COMMITTED a statement that waited for a row lock sees the locked row's
+    new version but every other table as of its own start, so a state read in the locking
+    statement would miss what the first copy wrote and the second would append the batch
+    again (tests/integration/test_send_races.py)."""
     first_offset, *state = conn.execute(
         _PRODUCER_STATE,
         {"producer_id": producer_id, "transactional_id": transactional_id, "txn_id": txn_id,
          "topic_id": topic_id, "partition": partition},
     ).one()
-    return base_offset, first_offset is not None, (None if state[0] is None else ProducerPartitionState(*state))
+    return first_offset is not None, (None if state[0] is None else ProducerPartitionState(*state))
+
+
+# A running producer's next batch in one statement instead of a read and a write: the new
+# sequence state is written only where the stored state meets next_batch_condition, and the
+# statement answers, as _PRODUCER_STATE does, whether the transaction already has the
+# partition. No row back means the condition failed (or there is no state): the caller then
+# reads the state and asks check_sequence. Like the read, it runs after the partition's lock
+# is taken, so a copy of the batch that queued behind its first attempt sees the state that
+# attempt wrote (last_sequence moved on) and misses; PostgreSQL's UPDATE would in any case
+# re-check its WHERE on the newest version of a row it had to wait for.
+# (Bind names carry a b_ prefix: SQLAlchemy reserves an UPDATE's column names for its SET.)
+_WRITE_NEXT_BATCH_STATE = (
+    update(_pp)
+    .where(
+        _pp.c.producer_id == bindparam("b_producer_id"),
+        _pp.c.topic_id == bindparam("b_topic_id"),
+        _pp.c.partition == bindparam("b_partition"),
+        _pp.c.producer_epoch == bindparam("b_expected_epoch"),
+        _pp.c.last_sequence == bindparam("b_expected_last_sequence"),
+    )
+    .values(
+        last_sequence=bindparam("b_last_sequence"),
+        last_batch_base_sequence=bindparam("b_base_sequence"),
+        last_batch_record_count=bindparam("b_record_count"),
+        last_batch_base_offset=bindparam("b_base_offset"),
+        updated_ms=bindparam("b_now_ms"),
+    )
+    .returning(
+        select(_tp.c.first_offset)
+        .where(
+            _tp.c.transactional_id == bindparam("b_transactional_id"),
+            _tp.c.txn_id == bindparam("b_txn_id"),
+            _tp.c.topic_id == bindparam("b_topic_id"),
+            _tp.c.partition == bindparam("b_partition"),
+        )
+        .scalar_subquery()
+        .label("first_offset")
+    )
+)
+
+
+def _write_next_batch_state(
+    conn: Connection, expected: NextBatchCondition, *, producer_id: int,
+    transactional_id: str | None, txn_id: int | None, batch: BatchToAppend, base_offset: int,
+    now_ms: int,
+) -> bool | None:
+    """Write the batch's sequence state if it is the producer's next batch here. Returns None
+    when it is not (nothing written), else whether the transaction already has the partition."""
+    assert batch.base_sequence is not None
+    count = len(batch.records)
+    row = conn.execute(
+        _WRITE_NEXT_BATCH_STATE,
+        {"b_producer_id": producer_id, "b_topic_id": batch.topic_id, "b_partition": batch.partition,
+         "b_expected_epoch": expected.producer_epoch,
+         "b_expected_last_sequence": expected.last_sequence,
+         "b_last_sequence": batch.base_sequence + count - 1,
+         "b_base_sequence": batch.base_sequence, "b_record_count": count,
+         "b_base_offset": base_offset, "b_now_ms": now_ms,
+         "b_transactional_id": transactional_id, "b_txn_id": txn_id},
+    ).first()
+    return None if row is None else row.first_offset is not None
 
 
 def _return_offsets(conn: Connection, topic_id: int, partition: int, count: int) -> None:
-    """Undo a _take_offsets* of this database transaction (its row lock is still held, so
+    """Undo a _take_offsets of this database transaction (its row lock is still held, so
     nobody took offsets after it)."""
     _take_offsets(conn, topic_id, partition, -count)
 
@@ -198,27 +262,35 @@ def append_batches(
 
     for batch in sorted(batches, key=_partition_key):
         count = len(batch.records)
-        verdict = BatchVerdict.APPEND
-        already_in_transaction = False
+        already_in_transaction = state_written = False
+        base_offset = _take_offsets(conn, batch.topic_id, batch.partition, count)
         if producer_id is not None:
             assert producer_epoch is not None and batch.base_sequence is not None
             # Offsets first, then the verdict: a refusal rolls the whole database transaction
-            # back, and a duplicate (rare: a retry) gives its offsets back.
-            base_offset, already_in_transaction, state = _take_offsets_with_producer_state(
-                conn, producer_id, transactional_id, txn_id, batch.topic_id, batch.partition, count
-            )
-            verdict = check_sequence(state, producer_epoch, batch.base_sequence, count)
-            if verdict is BatchVerdict.DUPLICATE:
-                assert state is not None
-                _return_offsets(conn, batch.topic_id, batch.partition, count)
-                results[_partition_key(batch)] = AppendResult(
-                    batch.topic_id, batch.partition, state.last_batch_base_offset, count, True
+            # back, and a duplicate (rare: a retry) gives its offsets back. The next batch of
+            # a running producer is judged and its state written by one statement; any other
+            # batch is judged by check_sequence on the state read back.
+            expected = next_batch_condition(producer_epoch, batch.base_sequence, count)
+            if expected is not None:
+                in_transaction = _write_next_batch_state(
+                    conn, expected, producer_id=producer_id, transactional_id=transactional_id,
+                    txn_id=txn_id, batch=batch, base_offset=base_offset, now_ms=now_ms,
                 )
-                continue
-            _check_expected(batch, base_offset)
-        else:
-            base_offset = _take_offsets(conn, batch.topic_id, batch.partition, count)
-            _check_expected(batch, base_offset)
+                state_written = in_transaction is not None
+                already_in_transaction = bool(in_transaction)
+            if not state_written:
+                already_in_transaction, state = _read_producer_state(
+                    conn, producer_id, transactional_id, txn_id, batch.topic_id, batch.partition
+                )
+                verdict = check_sequence(state, producer_epoch, batch.base_sequence, count)
+                if verdict is BatchVerdict.DUPLICATE:
+                    assert state is not None
+                    _return_offsets(conn, batch.topic_id, batch.partition, count)
+                    results[_partition_key(batch)] = AppendResult(
+                        batch.topic_id, batch.partition, state.last_batch_base_offset, count, True
+                    )
+                    continue
+        _check_expected(batch, base_offset)
 
         results[_partition_key(batch)] = AppendResult(
             batch.topic_id, batch.partition, base_offset, count, False
@@ -247,7 +319,7 @@ def append_batches(
         if txn_id is not None:
             first = len(rows) - count
             rows[first] = rows[first][:-1] + (count,)
-        if producer_id is not None:
+        if producer_id is not None and not state_written:
             assert base_sequence is not None
             state_rows.append(
                 {
@@ -294,8 +366,9 @@ def append_batches(
         )
     if txn_partition_rows:
         # The first Send to a partition adds it to the transaction (Kafka's AddPartitionsToTxn);
-        # later Sends find it there (_PRODUCER_STATE reads it) and keep the first offset, which
-        # is what the last stable offset needs. Kept an insert-or-ignore all the same.
+        # later Sends find it there (_PRODUCER_STATE and _WRITE_NEXT_BATCH_STATE read it) and
+        # keep the first offset, which is what the last stable offset needs. Kept an
+        # insert-or-ignore all the same.
         dialect.execute_rows(conn, dialect.insert_ignore(conn, transaction_partitions), txn_partition_rows)
     return [results[_partition_key(b)] for b in batches]
 

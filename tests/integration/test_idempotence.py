@@ -34,6 +34,36 @@ def test_next_batch_continues_the_sequence(client):  # type: ignore[no-untyped-d
     assert [rec["sequence"] for rec in fetch(client, "t", 0)["records"]] == [0, 1, 2]
 
 
+def test_a_retry_of_a_later_batch_returns_its_first_offsets_and_writes_nothing(client):  # type: ignore[no-untyped-def]
+    create_topic(client, "t", 1)
+    p = init_producer(client)
+    send(client, [batch("t", 0, ["a", "b"], 0)], p)
+    first = send(client, [batch("t", 0, ["c", "d"], 2)], p).json()["results"][0]
+    send(client, [batch("t", 0, ["other"])])
+
+    retry = send(client, [batch("t", 0, ["c", "d"], 2)], p)
+
+    assert retry.status_code == 200
+    assert (first["base_offset"], first["duplicate"]) == (2, False)
+    assert (retry.json()["results"][0]["base_offset"], retry.json()["results"][0]["duplicate"]) == (2, True)
+    assert values(fetch(client, "t", 0)) == ["a", "b", "c", "d", "other"]
+
+
+def test_a_refused_request_does_not_advance_the_sequence_of_its_accepted_later_batch(client):  # type: ignore[no-untyped-def]
+    create_topic(client, "t", 2)
+    p = init_producer(client)
+    send(client, [batch("t", 0, ["a"], 0), batch("t", 1, ["b"], 0)], p)
+    # partition 0's batch is the next one; partition 1's leaves a gap and refuses the request
+    r = send(client, [batch("t", 0, ["c"], 1), batch("t", 1, ["gap"], 5)], p)
+    assert (r.status_code, r.json()["error_code"]) == (409, "OUT_OF_ORDER_SEQUENCE_NUMBER")
+    assert (_log_end(client, "t", 0), _log_end(client, "t", 1)) == (1, 1)
+
+    again = send(client, [batch("t", 0, ["c"], 1)], p)
+
+    assert (again.status_code, again.json()["results"][0]["duplicate"]) == (200, False)
+    assert values(fetch(client, "t", 0)) == ["a", "c"]
+
+
 def test_a_gap_in_sequences_is_refused(client):  # type: ignore[no-untyped-def]
     create_topic(client, "t", 1)
     p = init_producer(client)

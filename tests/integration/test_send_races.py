@@ -99,3 +99,37 @@ def test_a_transactional_retry_racing_its_first_attempt_is_written_once(services
     assert sorted((r.base_offset, r.duplicate) for r in results) == [(0, False), (0, True)]
     services.coordinator.end_transaction("racer", p.producer_id, p.producer_epoch, commit=True)
     assert _log_end(services) == 2  # the record and the COMMIT marker
+
+
+def test_a_retry_of_a_later_batch_racing_its_first_attempt_is_written_once(services, database) -> None:  # type: ignore[no-untyped-def]
+    """The next batch of a running producer is judged by the statement that writes its state;
+    the copy that waited must see the state the first copy wrote, and be a duplicate."""
+    services.topics.create("race", 1)
+    p = services.coordinator.init_producer_id(transactional_id=None, transaction_timeout_ms=None)
+    producer = {"producer_id": p.producer_id, "producer_epoch": p.producer_epoch, "transactional_id": None}
+    services.log.send([SendBatch("race", 0, [RecordToAppend(None, "0", None, 1)], 0)], **producer)
+
+    def batches() -> list[SendBatch]:
+        return [SendBatch("race", 0, [RecordToAppend(None, "1", None, 1), RecordToAppend(None, "2", None, 1)], 1)]
+
+    results = _race_two_copies(services, database, batches, **producer)
+
+    assert sorted((r.base_offset, r.record_count, r.duplicate) for r in results) == [(1, 2, False), (1, 2, True)]
+    assert _log_end(services) == 3
+
+
+def test_a_transactional_retry_of_a_later_batch_racing_its_first_attempt_is_written_once(services, database) -> None:  # type: ignore[no-untyped-def]
+    services.topics.create("race", 1)
+    p = services.coordinator.init_producer_id(transactional_id="racer", transaction_timeout_ms=None)
+    producer = {"producer_id": p.producer_id, "producer_epoch": p.producer_epoch, "transactional_id": "racer"}
+    services.coordinator.begin("racer", p.producer_id, p.producer_epoch)
+    services.log.send([SendBatch("race", 0, [RecordToAppend(None, "0", None, 1)], 0)], **producer)
+
+    def batches() -> list[SendBatch]:
+        return [SendBatch("race", 0, [RecordToAppend(None, "1", None, 1)], 1)]
+
+    results = _race_two_copies(services, database, batches, **producer)
+
+    assert sorted((r.base_offset, r.duplicate) for r in results) == [(1, False), (1, True)]
+    services.coordinator.end_transaction("racer", p.producer_id, p.producer_epoch, commit=True)
+    assert _log_end(services) == 3  # two records and the COMMIT marker

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from app.domain.errors import (
     DuplicateSequenceNumber,
@@ -10,7 +12,14 @@ from app.domain.errors import (
     OutOfOrderSequenceNumber,
     UnknownProducerId,
 )
-from app.domain.producer import MAX_SEQUENCE, BatchVerdict, ProducerPartitionState, check_sequence
+from app.domain.producer import (
+    MAX_SEQUENCE,
+    BatchVerdict,
+    NextBatchCondition,
+    ProducerPartitionState,
+    check_sequence,
+    next_batch_condition,
+)
 
 
 def after(epoch: int = 3, base: int = 10, count: int = 5, base_offset: int = 100) -> ProducerPartitionState:
@@ -161,3 +170,75 @@ def test_first_batch_of_the_max_size_is_appended() -> None:
 def test_retry_of_a_batch_ending_at_the_max_sequence_is_a_duplicate() -> None:
     state = after(base=MAX_SEQUENCE - 4, count=5)
     assert check_sequence(state, 3, MAX_SEQUENCE - 4, 5) is BatchVerdict.DUPLICATE
+
+
+# --- the next batch as a condition storage tests while writing --------------------------------
+
+
+def test_the_next_batch_condition_asks_for_the_same_epoch_ending_just_before_the_batch() -> None:
+    assert next_batch_condition(3, 15, 2) == NextBatchCondition(producer_epoch=3, last_sequence=14)
+
+
+def test_a_batch_at_sequence_zero_has_no_next_batch_condition() -> None:
+    assert next_batch_condition(3, 0, 5) is None
+
+
+def test_a_batch_passing_the_max_sequence_has_no_next_batch_condition() -> None:
+    assert next_batch_condition(3, MAX_SEQUENCE - 4, 6) is None
+    assert next_batch_condition(3, MAX_SEQUENCE - 4, 5) == NextBatchCondition(3, MAX_SEQUENCE - 5)
+
+
+_epochs = st.integers(0, 5)
+_sequences = st.integers(0, MAX_SEQUENCE)
+_counts = st.integers(1, 1_000)
+
+
+@st.composite
+def _states(draw: st.DrawFn) -> ProducerPartitionState:
+    # often close to the 2^31-1 ceiling, where a next batch can overflow
+    last = draw(st.one_of(_sequences, st.integers(MAX_SEQUENCE - 2_000, MAX_SEQUENCE)))
+    count = draw(st.integers(1, last + 1))
+    base = last - count + 1
+    return after(epoch=draw(_epochs), base=base, count=count, base_offset=draw(st.integers(0, 10**12)))
+
+
+def _verdict(state: ProducerPartitionState, epoch: int, base: int, count: int) -> BatchVerdict | str:
+    try:
+        return check_sequence(state, epoch, base, count)
+    except Exception as e:  # noqa: BLE001 - the refusal is the verdict
+        return type(e).__name__
+
+
+def _meets(state: ProducerPartitionState, condition: NextBatchCondition | None) -> bool:
+    return (
+        condition is not None
+        and state.producer_epoch == condition.producer_epoch
+        and state.last_sequence == condition.last_sequence
+    )
+
+
+@given(_states(), st.data())
+def test_a_state_meeting_the_next_batch_condition_is_one_check_sequence_appends_after(
+    state: ProducerPartitionState, data: st.DataObject
+) -> None:
+    """Storage appends on the condition alone, so it must never accept what check_sequence refuses."""
+    epoch = data.draw(st.one_of(st.just(state.producer_epoch), _epochs))
+    near = st.integers(max(0, state.last_sequence - 3), min(MAX_SEQUENCE, state.last_sequence + 3))
+    following = min(MAX_SEQUENCE, state.last_sequence + 1)
+    base = data.draw(st.one_of(st.just(following), near, st.just(state.last_batch_base_sequence), _sequences))
+    room = MAX_SEQUENCE - base + 1  # records that still fit below the ceiling
+    count = data.draw(st.one_of(st.just(state.last_batch_record_count), _counts,
+                                st.sampled_from([room, room + 1])))
+    if _meets(state, next_batch_condition(epoch, base, count)):
+        assert _verdict(state, epoch, base, count) is BatchVerdict.APPEND
+
+
+@given(_states(), _counts)
+def test_every_next_batch_of_the_same_epoch_meets_the_next_batch_condition(
+    state: ProducerPartitionState, count: int
+) -> None:
+    """...and the condition is not narrower than check_sequence's APPEND for a state of the
+    batch's own epoch, so a running producer's batches take the one-statement path."""
+    base = state.last_sequence + 1
+    if _verdict(state, state.producer_epoch, base, count) is BatchVerdict.APPEND:
+        assert _meets(state, next_batch_condition(state.producer_epoch, base, count))
