@@ -284,17 +284,18 @@ def bench_database(kind: str, seconds: float, rounds: int = 1) -> list[Row]:
         tmp = tempfile.mkdtemp(prefix="outbox-bench-")
         db_url = f"sqlite:///{tmp}/bench.db"
     else:
-        name = f"outbox_bench_{uuid.uuid4().hex[:8]}"
+        # Not `name`: the loops below reuse that for row names, and cleanup() reads this late.
+        db_name = f"outbox_bench_{uuid.uuid4().hex[:8]}"
         admin = create_engine(ADMIN_URL, isolation_level="AUTOCOMMIT")
         with admin.connect() as c:
-            c.execute(text(f'CREATE DATABASE "{name}"'))
-        db_url = make_url(ADMIN_URL).set(database=name).render_as_string(hide_password=False)
+            c.execute(text(f'CREATE DATABASE "{db_name}"'))
+        db_url = make_url(ADMIN_URL).set(database=db_name).render_as_string(hide_password=False)
         subprocess.run([sys.executable, "-m", "app.cli", "migrate"], cwd=ROOT, check=True,
                        env={**os.environ, "OUTBOX_DATABASE_URL": db_url}, capture_output=True)
 
         def cleanup() -> None:
             with admin.connect() as c:
-                c.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+                c.execute(text(f'DROP DATABASE IF EXISTS "{db_name}" WITH (FORCE)'))
 
     service = Service(db_url)
     try:
