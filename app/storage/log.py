@@ -123,14 +123,15 @@ def _take_offsets(conn: Connection, topic_id: int, partition: int, count: int) -
     return new_end - count
 
 
-def _in_partition(column: Any, *keys: Any) -> Any:
+def _in_partition(column: Any, *keys: Any, prefix: str = "") -> Any:
     """A scalar subquery: `column` of the row of the bound partition whose `keys` equal the
-    bind parameters of their own names; NULL when there is no such row."""
+    bind parameters of their own names (after `prefix`); NULL when there is no such row."""
     table = column.table
     return (
         select(column)
-        .where(*(key == bindparam(key.key) for key in keys),
-               table.c.topic_id == bindparam("topic_id"), table.c.partition == bindparam("partition"))
+        .where(*(key == bindparam(prefix + key.key) for key in keys),
+               table.c.topic_id == bindparam(prefix + "topic_id"),
+               table.c.partition == bindparam(prefix + "partition"))
         .scalar_subquery()
     )
 
@@ -200,14 +201,7 @@ _WRITE_NEXT_BATCH_STATE = (
         updated_ms=bindparam("b_now_ms"),
     )
     .returning(
-        select(_tp.c.first_offset)
-        .where(
-            _tp.c.transactional_id == bindparam("b_transactional_id"),
-            _tp.c.txn_id == bindparam("b_txn_id"),
-            _tp.c.topic_id == bindparam("b_topic_id"),
-            _tp.c.partition == bindparam("b_partition"),
-        )
-        .scalar_subquery()
+        _in_partition(_tp.c.first_offset, _tp.c.transactional_id, _tp.c.txn_id, prefix="b_")
         .label("first_offset")
     )
 )
