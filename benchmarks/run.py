@@ -13,6 +13,7 @@ Every figure is measured in the run that prints it; nothing is hard-coded.
 from __future__ import annotations
 
 import argparse
+import http.client
 import os
 import socket
 import statistics
@@ -25,6 +26,7 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from urllib.parse import urlencode
 
 import httpx
 import orjson
@@ -43,7 +45,7 @@ class Row:
     name: str
     records_per_s: float | None = None
     extra: dict[str, str] = field(default_factory=dict)
-    per_round: list[float] = field(default_factory=list)  # records/s of each interleaved round
+    turns: list[tuple[int, float]] = field(default_factory=list)  # (records, seconds) of each turn
 
 
 # --- a service under test ---------------------------------------------------------------------
@@ -81,15 +83,62 @@ class Service:
         self.proc.wait(10)
 
 
-def _post(client: httpx.Client, path: str, body: dict | bytes) -> dict:
-    content = body if isinstance(body, bytes) else orjson.dumps(body)
-    r = client.post(path, content=content, headers={"content-type": "application/json"})
-    if r.status_code != 200 and r.status_code != 201:
-        raise RuntimeError(f"{path}: {r.status_code} {r.text[:300]}")
-    return r.json()
+class Client:
+    """One keep-alive HTTP/1.1 connection to the service: the load generator's side of every run.
+
+    The standard library's http.client by default (--client), as the leanest client this
+    process can be: on 2 shared cores the client's CPU time comes off the service's, and
+    httpx spends about 1 ms of it per request here (0.44 ms for http.client, both with the
+    body's orjson.dumps; docs/benchmarks.md, session 6), a cost that a producer written in
+    another language would not pay. `--client httpx` measures through httpx instead."""
+
+    kind = "http.client"
+
+    def __init__(self, url: str, timeout: float = 60) -> None:
+        self.url = url
+        if self.kind == "httpx":
+            self._httpx: httpx.Client | None = httpx.Client(base_url=url, timeout=timeout)
+        else:
+            self._httpx = None
+            host, port = url.removeprefix("http://").rsplit(":", 1)
+            self._conn = http.client.HTTPConnection(host, int(port), timeout=timeout)
+
+    def request(self, method: str, path: str, body: bytes | None = None) -> tuple[int, bytes]:
+        headers = {"content-type": "application/json"} if body is not None else {}
+        if self._httpx is not None:
+            r = self._httpx.request(method, path, content=body, headers=headers)
+            return r.status_code, r.content
+        self._conn.request(method, path, body=body, headers=headers)
+        response = self._conn.getresponse()
+        return response.status, response.read()
+
+    def get_json(self, path: str, params: dict | None = None) -> dict:
+        status, content = self.request("GET", path + ("?" + urlencode(params) if params else ""))
+        if status != 200:
+            raise RuntimeError(f"{path}: {status} {content[:300]!r}")
+        return orjson.loads(content)
+
+    def close(self) -> None:
+        if self._httpx is not None:
+            self._httpx.close()
+        else:
+            self._conn.close()
+
+    def __enter__(self) -> Client:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
 
-def _init_producer(client: httpx.Client, tid: str | None) -> dict:
+def _post(client: Client, path: str, body: dict | bytes) -> dict:
+    status, content = client.request("POST", path, body if isinstance(body, bytes) else orjson.dumps(body))
+    if status != 200 and status != 201:
+        raise RuntimeError(f"{path}: {status} {content[:300]!r}")
+    return orjson.loads(content)
+
+
+def _init_producer(client: Client, tid: str | None) -> dict:
     """InitProducerId (transactional when `tid` is given): the producer_id and producer_epoch
     every later call of that producer carries."""
     p = _post(client, "/v1/producers", {} if tid is None else {"transactional_id": tid})
@@ -103,38 +152,59 @@ def _records(n: int) -> list[dict]:
 # --- producers ----------------------------------------------------------------------------------
 
 
-def produce(url: str, topic: str, *, mode: str, seconds: float, partition: int = 0,
-            tid: str | None = None, commit_every_ms: float | None = None) -> int:
-    """One producer for `seconds`; returns records written. mode: plain | idempotent | transactional.
-    Each call initialises its producer: a new epoch of `tid`, whose sequences start at 0."""
-    records = _records(BATCH)
-    written = 0
-    with httpx.Client(base_url=url, timeout=60) as c:
-        ident: dict = {}
+class Producer:
+    """A single producer: plain, idempotent or transactional (a Commit after every Send, or
+    after every `commit_every_ms`). It keeps its connection and its producer_id and epoch from
+    turn to turn, as a long-lived producer does; each turn writes one partition of a topic of
+    its own, whose sequences start at 0."""
+
+    def __init__(self, url: str, mode: str, tid: str | None = None,
+                 commit_every_ms: float | None = None) -> None:
+        self.client = Client(url)
+        self.mode, self.tid, self.commit_every_ms = mode, tid, commit_every_ms
+        self.ident: dict = {}
         if mode != "plain":
-            ident = _init_producer(c, tid if mode == "transactional" else None)
-        seq = 0
-        deadline = time.monotonic() + seconds
-        while time.monotonic() < deadline:
-            if mode == "transactional":
+            self.ident = _init_producer(self.client, tid if mode == "transactional" else None)
+        self.records = _records(BATCH)
+
+    def turn(self, topic: str, seconds: float, partition: int = 0) -> tuple[int, float]:
+        """Produce for about `seconds`, whole transactions only; returns (records written,
+        seconds it took), the time of its last transaction included."""
+        c, ident, tid = self.client, self.ident, self.tid
+        written, seq = 0, 0
+        t0 = time.perf_counter()
+        deadline = t0 + seconds
+        while time.perf_counter() < deadline:
+            if self.mode == "transactional":
                 _post(c, f"/v1/transactions/{tid}/begin", ident)
-            txn_started = time.monotonic()
+            txn_started = time.perf_counter()
             while True:
-                body: dict = {"batches": [{"topic": topic, "partition": partition, "records": records}]}
-                if mode != "plain":
+                body: dict = {"batches": [{"topic": topic, "partition": partition, "records": self.records}]}
+                if self.mode != "plain":
                     body.update(ident)
                     body["batches"][0]["base_sequence"] = seq
                     seq += BATCH
-                if mode == "transactional":
+                if self.mode == "transactional":
                     body["transactional_id"] = tid
                 _post(c, "/v1/records", body)
                 written += BATCH
-                # commit every BATCH records, or (commit_every_ms) every so many ms
-                if commit_every_ms is None or (time.monotonic() - txn_started) * 1000 >= commit_every_ms:
+                if self.commit_every_ms is None or (time.perf_counter() - txn_started) * 1000 >= self.commit_every_ms:
                     break
-            if mode == "transactional":
+            if self.mode == "transactional":
                 _post(c, f"/v1/transactions/{tid}/commit", ident)
-    return written
+        return written, time.perf_counter() - t0
+
+    def close(self) -> None:
+        self.client.close()
+
+
+def produce(url: str, topic: str, *, mode: str, seconds: float, partition: int = 0) -> int:
+    """A new producer for one turn of `seconds`; returns records written."""
+    producer = Producer(url, mode)
+    try:
+        return producer.turn(topic, seconds, partition)[0]
+    finally:
+        producer.close()
 
 
 def concurrent(n: int, target: Callable[[int], int]) -> int:
@@ -152,7 +222,7 @@ def concurrent(n: int, target: Callable[[int], int]) -> int:
 
 
 def create_topic(url: str, name: str, partitions: int) -> None:
-    with httpx.Client(base_url=url) as c:
+    with Client(url) as c:
         _post(c, "/v1/topics", {"name": name, "partitions": partitions})
 
 
@@ -162,10 +232,10 @@ def create_topic(url: str, name: str, partitions: int) -> None:
 def read_all(url: str, topic: str, isolation: str) -> tuple[int, float]:
     n, offset = 0, 0
     t0 = time.perf_counter()
-    with httpx.Client(base_url=url, timeout=60) as c:
+    with Client(url) as c:
         while True:
-            page = c.get(f"/v1/topics/{topic}/partitions/0/records",
-                         params={"offset": offset, "isolation": isolation, "max_records": 5000}).json()
+            page = c.get_json(f"/v1/topics/{topic}/partitions/0/records",
+                              {"offset": offset, "isolation": isolation, "max_records": 5000})
             n += len(page["records"])
             if page["next_offset"] >= page["high_watermark"]:
                 break
@@ -177,7 +247,7 @@ def commit_to_visible(url: str, topic: str, rounds: int) -> list[float]:
     """ms from Commit answered to the records returned by a read_committed fetch."""
     tid = f"lat-{uuid.uuid4().hex[:8]}"
     out = []
-    with httpx.Client(base_url=url, timeout=60) as c:
+    with Client(url) as c:
         ident = _init_producer(c, tid)
         seq, position = 0, 0
         for _ in range(rounds):
@@ -188,8 +258,8 @@ def commit_to_visible(url: str, topic: str, rounds: int) -> list[float]:
             _post(c, f"/v1/transactions/{tid}/commit", ident)
             t0 = time.perf_counter()
             while True:
-                page = c.get(f"/v1/topics/{topic}/partitions/0/records",
-                             params={"offset": position, "max_records": 100}).json()
+                page = c.get_json(f"/v1/topics/{topic}/partitions/0/records",
+                                  {"offset": position, "max_records": 100})
                 position = page["next_offset"]
                 if page["records"]:
                     break
@@ -204,10 +274,10 @@ def request_latencies(url: str, topic: str, rounds: int) -> dict[str, float]:
     times: dict[str, list[float]] = {k: [] for k in ("GET /healthz", "Send, plain", "BeginTransaction",
                                                        "Send, transactional", "Commit")}
     records = _records(BATCH)
-    with httpx.Client(base_url=url, timeout=60) as c:
+    with Client(url) as c:
         ident = _init_producer(c, tid)
         calls: list[tuple[str, Callable[[int], object]]] = [
-            ("GET /healthz", lambda _: c.get("/healthz")),
+            ("GET /healthz", lambda _: c.request("GET", "/healthz")),
             ("Send, plain", lambda _: _post(c, "/v1/records", {"batches": [
                 {"topic": topic, "partition": 0, "records": records}]})),
             ("BeginTransaction", lambda _: _post(c, f"/v1/transactions/{tid}/begin", ident)),
@@ -226,58 +296,65 @@ def request_latencies(url: str, topic: str, rounds: int) -> dict[str, float]:
 # --- the database's own limit -------------------------------------------------------------------
 
 
-def raw_insert_rate(db_url: str, seconds: float) -> dict[str, float]:
-    """The same rows, straight into `records` in 1,000-row transactions, no HTTP."""
-    value = orjson.dumps(VALUE).decode()
-    cols = '(topic_id, "partition", "offset", timestamp_ms, key, value, headers, producer_id, producer_epoch, sequence, txn_id)'
-    rates = {}
-    if db_url.startswith("sqlite"):
-        import sqlite3
+class RawInserter:
+    """The database's own limit: the same rows as a plain Send, inserted straight into
+    `records` by the driver in 1,000-row transactions, no HTTP, no service (idle meanwhile).
+    It takes turns like a producer, into a topic created through the service for the turn, so
+    that its rows land where a producer's would (records' primary key starts with topic_id);
+    nothing reads them, so the partition's log end is left alone."""
 
-        conn = sqlite3.connect(make_url(db_url).database, isolation_level=None)
-        conn.execute("PRAGMA journal_mode=WAL")
-        conn.execute("PRAGMA synchronous=FULL")
-        offset, n = 0, 0
+    COLUMNS = '(topic_id, "partition", "offset", timestamp_ms, key, value, headers, producer_id, producer_epoch, sequence, txn_id)'
+
+    def __init__(self, db_url: str) -> None:
+        self.value = orjson.dumps(VALUE).decode()
+        self.sqlite = db_url.startswith("sqlite")
+        if self.sqlite:
+            import sqlite3
+
+            self.conn = sqlite3.connect(make_url(db_url).database, isolation_level=None)
+            self.conn.execute("PRAGMA journal_mode=WAL")
+            self.conn.execute("PRAGMA synchronous=FULL")  # the service's default
+            self.methods: tuple[str, ...] = ("executemany",)
+        else:
+            import psycopg
+
+            self.conn = psycopg.connect(make_url(db_url).set(drivername="postgresql")
+                                        .render_as_string(hide_password=False), autocommit=True)
+            self.methods = ("executemany", "copy")
+
+    def topic_id(self, topic: str) -> int:
+        mark = "?" if self.sqlite else "%s"
+        return self.conn.execute(f"SELECT topic_id FROM topics WHERE name = {mark}", (topic,)).fetchone()[0]
+
+    def turn(self, method: str, topic_id: int, seconds: float) -> tuple[int, float]:
+        conn, offset = self.conn, 0
         t0 = time.perf_counter()
-        while time.perf_counter() - t0 < seconds:
-            rows = [(99999, 0, offset + i, 1, f"k{i}", value, None, None, None, None, None) for i in range(BATCH)]
-            conn.execute("BEGIN")
-            conn.executemany(f"INSERT INTO records {cols} VALUES (?,?,?,?,?,?,?,?,?,?,?)", rows)
-            conn.execute("COMMIT")
-            offset += BATCH
-            n += BATCH
-        rates["executemany"] = n / (time.perf_counter() - t0)
-        conn.execute("DELETE FROM records WHERE topic_id = 99999")
-        conn.close()
-        return rates
-    import psycopg
-
-    dsn = make_url(db_url).set(drivername="postgresql").render_as_string(hide_password=False)
-    with psycopg.connect(dsn) as conn:
-        for method in ("executemany", "copy"):
-            offset, n = 0, 0
-            t0 = time.perf_counter()
-            while time.perf_counter() - t0 < seconds:
-                rows = [(99999, 0, offset + i, 1, f"k{i}", value, None, None, None, None, None) for i in range(BATCH)]
+        deadline = t0 + seconds
+        while time.perf_counter() < deadline:
+            rows = [(topic_id, 0, offset + i, 1, f"k{i}", self.value, None, None, None, None, None) for i in range(BATCH)]
+            if self.sqlite:
+                conn.execute("BEGIN")
+                conn.executemany(f"INSERT INTO records {self.COLUMNS} VALUES (?,?,?,?,?,?,?,?,?,?,?)", rows)
+                conn.execute("COMMIT")
+            else:
                 with conn.transaction(), conn.cursor() as cur:
                     if method == "copy":
-                        with cur.copy(f"COPY records {cols} FROM STDIN") as cp:
-                            for r in rows:
-                                cp.write_row(r)
+                        with cur.copy(f"COPY records {self.COLUMNS} FROM STDIN") as cp:
+                            for row in rows:
+                                cp.write_row(row)
                     else:
-                        cur.executemany(f"INSERT INTO records {cols} VALUES (%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s)", rows)
-                offset += BATCH
-                n += BATCH
-            rates[method] = n / (time.perf_counter() - t0)
-            with conn.transaction():
-                conn.execute("DELETE FROM records WHERE topic_id = 99999")
-    return rates
+                        cur.executemany(f"INSERT INTO records {self.COLUMNS} VALUES (%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s)", rows)
+            offset += BATCH
+        return offset, time.perf_counter() - t0
+
+    def close(self) -> None:
+        self.conn.close()
 
 
 # --- one database ---------------------------------------------------------------------------------
 
 
-def bench_database(kind: str, seconds: float, rounds: int = 1) -> list[Row]:
+def bench_database(kind: str, seconds: float, rounds: int, turn_seconds: float) -> list[Row]:
     rows: list[Row] = []
     cleanup: Callable[[], None] = lambda: None
     if kind == "sqlite":
@@ -300,37 +377,51 @@ def bench_database(kind: str, seconds: float, rounds: int = 1) -> list[Row]:
     service = Service(db_url)
     try:
         url = service.url
-        # The four producers take turns, `rounds` times, and each figure is the median of its
-        # rounds: the log grows during the run and the machine's load drifts, and a producer
-        # measured only after the others would pay for both.
+        # The single producers and the database's own insert take short turns, one after the
+        # other, `rounds` times, and each figure is the total of its turns: records ÷ seconds.
+        # The machine's speed drifts by tens of percent over seconds here (docs/benchmarks.md),
+        # so a path measured in one long run of its own would be compared with its neighbours
+        # under a different machine; in turns of half a second, every path meets the same
+        # drift. Each turn writes a topic created just before it: records' primary key starts
+        # with the topic id, so every turn appends at the right edge of the index, as a busy
+        # topic does, rather than into the middle of one that other turns have grown since.
+        paths: dict[str, tuple[str, Callable[[str], tuple[int, float]]]] = {}
         producers = [
-            ("produce plain", "p-plain", "plain", None),
-            ("produce idempotent", "p-idempotent", "idempotent", None),
-            ("produce transactional (commit / 1,000)", "p-transactional", "transactional", None),
-            ("produce transactional (commit / 100 ms)", "p-txn-100ms", "transactional", 100.0),
+            ("produce plain", "p-plain", Producer(url, "plain")),
+            ("produce idempotent", "p-idempotent", Producer(url, "idempotent")),
+            ("produce transactional (commit / 1,000)", "p-txn-1000",
+             Producer(url, "transactional", "bench-txn-1000")),
+            ("produce transactional (commit / 100 ms)", "p-txn-100ms",
+             Producer(url, "transactional", "bench-txn-100ms", commit_every_ms=100.0)),
         ]
-        # The database's own insert rate takes its turn in each round too (the service is idle
-        # meanwhile), so that it meets the same log size and the same machine as the producers.
-        # Each run writes a topic created just before it: records' primary key starts with the
-        # topic id, so every run (and the raw insert, topic 99999) appends at the right edge of
-        # the index, as a busy topic does, rather than into the middle of one grown by others.
-        rates: dict[str, list[float]] = {name: [] for name, *_ in producers}
+        for name, slug, producer in producers:
+            paths[name] = (slug, lambda topic, p=producer: p.turn(topic, turn_seconds))
+        raw = RawInserter(db_url)
+        for method in raw.methods:
+            paths[f"raw insert, {method}, no HTTP"] = (
+                f"raw-{method}", lambda topic, m=method: raw.turn(m, raw.topic_id(topic), turn_seconds))
+        turns: dict[str, list[tuple[int, float]]] = {name: [] for name in paths}
         for r in range(rounds):
-            for name, topic, mode, commit_every_ms in producers:
-                create_topic(url, f"{topic}-{r}", 1)
-                n = produce(url, f"{topic}-{r}", mode=mode, seconds=seconds, tid=f"bench-{topic}",
-                            commit_every_ms=commit_every_ms)
-                rates[name].append(n / seconds)
-            for method, rate in raw_insert_rate(db_url, seconds).items():
-                rates.setdefault(f"raw insert, {method}, no HTTP", []).append(rate)
-        for name in rates:
-            spread = f"{min(rates[name]):,.0f}–{max(rates[name]):,.0f}"
-            rows.append(Row(kind, name, statistics.median(rates[name]),
-                            {"rounds": f"{len(rates[name])} ({spread})"} if rounds > 1 else {},
-                            rates[name]))
+            for name, (slug, turn) in paths.items():
+                create_topic(url, f"{slug}-{r}", 1)
+                turns[name].append(turn(f"{slug}-{r}"))
+        for _, _, producer in producers:
+            producer.close()
+        raw.close()
+        for name, done in turns.items():
+            per_turn = [n / took for n, took in done]
+            rows.append(Row(kind, name, sum(n for n, _ in done) / sum(took for _, took in done),
+                            {"turns": f"{len(done)} ({min(per_turn):,.0f}–{max(per_turn):,.0f})"},
+                            done))
 
+        # read_committed against read_uncommitted fetch of the same records: transactions of
+        # one Send, as the commit / 1,000 producer writes them.
+        create_topic(url, "fetch", 1)
+        produce_txn = Producer(url, "transactional", "bench-fetch")
+        produce_txn.turn("fetch", seconds)
+        produce_txn.close()
         for isolation in ("read_uncommitted", "read_committed"):
-            n, took = read_all(url, f"p-transactional-{rounds - 1}", isolation)
+            n, took = read_all(url, "fetch", isolation)
             rows.append(Row(kind, f"fetch {isolation}", n / took, {"records": str(n)}))
 
         create_topic(url, "latency", 1)
@@ -356,18 +447,39 @@ def bench_database(kind: str, seconds: float, rounds: int = 1) -> list[Row]:
     return rows
 
 
+def ratio_line(label: str, value: float, a: list[tuple[int, float]], b: list[tuple[int, float]]) -> str:
+    """A table row: the ratio of the totals, and the same ratio over each quarter of the rounds
+    (from the turns of `a` and `b`), whose spread is how far the machine's drift still moves it."""
+    line = f"| {label} | {value:.2f} |"
+    if len(a) < 4 or len(a) != len(b):
+        return line + " |"
+    q = len(a) // 4
+
+    def rate(turns: list[tuple[int, float]]) -> float:
+        return sum(n for n, _ in turns) / sum(took for _, took in turns)
+
+    quarters = sorted(rate(a[i:i + q]) / rate(b[i:i + q]) for i in range(0, 4 * q, q))
+    return line + f" {quarters[0]:.2f}–{quarters[-1]:.2f} |"
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--db", choices=["sqlite", "postgresql", "both"], default="both")
-    parser.add_argument("--seconds", type=float, default=4.0, help="duration of each throughput run")
-    parser.add_argument("--rounds", type=int, default=5,
-                        help="turns of the four single producers; each figure is the median of its rounds")
+    parser.add_argument("--rounds", type=int, default=20,
+                        help="turns of each single producer and of the raw insert, taken in rotation")
+    parser.add_argument("--turn-seconds", type=float, default=0.5, help="duration of each such turn")
+    parser.add_argument("--seconds", type=float, default=3.0,
+                        help="duration of each concurrent run (1/4/16 producers)")
+    parser.add_argument("--client", choices=["http.client", "httpx"], default="http.client",
+                        help="the load generator's HTTP client (see Client)")
     args = parser.parse_args(argv)
+    Client.kind = args.client
     kinds = ["sqlite", "postgresql"] if args.db == "both" else [args.db]
     print(f"# {os.cpu_count()} cores; batches of {BATCH} records of {len(orjson.dumps(VALUE))} bytes; "
-          f"{args.seconds:g} s per run; single producers: median of {args.rounds} interleaved rounds\n")
+          f"single producers and raw insert: {args.rounds} turns of {args.turn_seconds:g} s each, in rotation; "
+          f"concurrent runs {args.seconds:g} s; client {args.client}\n")
     for kind in kinds:
-        rows = bench_database(kind, args.seconds, args.rounds)
+        rows = bench_database(kind, args.seconds, args.rounds, args.turn_seconds)
         by = {r.name: r.records_per_s for r in rows}
         print(f"## {kind}\n")
         print("| path | records/s | notes |\n| --- | ---: | --- |")
@@ -375,25 +487,17 @@ def main(argv: list[str] | None = None) -> int:
             rate = f"{r.records_per_s:,.0f}" if r.records_per_s else ""
             print(f"| {r.name} | {rate} | {', '.join(f'{k} {v}' for k, v in r.extra.items())} |")
         raw_name = max((k for k, v in by.items() if k.startswith("raw insert") and v), key=lambda k: by[k])
-        per_round = {r.name: r.per_round for r in rows}
+        turns = {r.name: r.turns for r in rows}
 
-        def ratio(label: str, a: str, b: str) -> None:
-            """The ratio of the medians, and the same ratio within each round (runs next to each
-            other), whose spread shows how far the machine's drift moves it."""
-            line = f"| {label} | {by[a] / by[b]:.2f} |"
-            if len(per_round.get(a, [])) > 1 and len(per_round[a]) == len(per_round.get(b, [])):
-                paired = sorted(x / y for x, y in zip(per_round[a], per_round[b]))
-                line += f" {paired[0]:.2f} / {statistics.median(paired):.2f} / {paired[-1]:.2f} |"
-            else:
-                line += " |"
-            print(line)
-
-        print("\n| ratio | value | within a round: min / median / max |\n| --- | ---: | ---: |")
-        ratio("idempotent / plain", "produce idempotent", "produce plain")
-        ratio("transactional (commit / 1,000) / plain", "produce transactional (commit / 1,000)", "produce plain")
-        ratio("transactional (commit / 100 ms) / plain", "produce transactional (commit / 100 ms)", "produce plain")
-        ratio("read_committed / read_uncommitted fetch", "fetch read_committed", "fetch read_uncommitted")
-        ratio("plain produce over HTTP / best raw insert", "produce plain", raw_name)
+        print("\n| ratio | value | in each quarter of the rounds |\n| --- | ---: | ---: |")
+        for label, a, b in (
+            ("idempotent / plain", "produce idempotent", "produce plain"),
+            ("transactional (commit / 1,000) / plain", "produce transactional (commit / 1,000)", "produce plain"),
+            ("transactional (commit / 100 ms) / plain", "produce transactional (commit / 100 ms)", "produce plain"),
+            ("read_committed / read_uncommitted fetch", "fetch read_committed", "fetch read_uncommitted"),
+            ("plain produce over HTTP / best raw insert", "produce plain", raw_name),
+        ):
+            print(ratio_line(label, by[a] / by[b], turns.get(a, []), turns.get(b, [])))
         print()
         # What the per-request medians allow, whatever the database does: a transaction of
         # one Send pays Begin and Commit on top of its Send; a long one only the Send's extra.
