@@ -36,7 +36,6 @@ import threading
 import time
 import traceback
 from collections import Counter, defaultdict
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any

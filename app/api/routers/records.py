@@ -1,17 +1,57 @@
 from __future__ import annotations
 
-import orjson
-from fastapi import APIRouter
+from collections.abc import Callable, Coroutine
+from typing import Any
 
-from app.api.deps import ServicesDep
-from app.api.strict_json import StrictJSONRoute
+import orjson
+from fastapi import APIRouter, HTTPException, Request, Response
+from fastapi.concurrency import run_in_threadpool
+from fastapi.routing import APIRoute
+
+from app.api.deps import Services, ServicesDep
 from app.api.errors import documented
 from app.api.schemas.records import BatchResult, RecordIn, SendRequest, SendResponse
+from app.api.send_fast_path import decode_send
+from app.api.strict_json import StrictJSONRequest, StrictJSONRoute
 from app.domain.errors import InvalidRequest
-from app.services.log_service import SendBatch
+from app.services.log_service import SendBatch, SendResult
 from app.storage.log import RecordToAppend
 
-router = APIRouter(prefix="/v1/records", tags=["records"], route_class=StrictJSONRoute)
+
+class SendRoute(StrictJSONRoute):
+    """A JSON Send first tries the fast path (app.api.send_fast_path); whatever it leaves, and
+    every other request, goes through FastAPI and the `send` endpoint below."""
+
+    def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
+        fastapi_handler = APIRoute.get_route_handler(self)  # StrictJSONRoute's, unwrapped
+
+        async def handler(request: Request) -> Response:
+            strict = StrictJSONRequest(request.scope, request.receive)
+            if request.headers.get("content-type") != "application/json":
+                return await fastapi_handler(strict)
+            try:
+                body = await strict.body()  # kept on `strict`: the full path reads it from there
+            except HTTPException:  # BodySizeLimit's 413
+                raise
+            except Exception as e:  # as FastAPI answers a body it could not read (a client gone)
+                raise HTTPException(400, "There was an error parsing the body") from e
+            services: Services = request.app.state.services
+            decoded = decode_send(body, services.clock())
+            if decoded is None:
+                return await fastapi_handler(strict)
+            results = await run_in_threadpool(
+                services.log.send,
+                decoded.batches,
+                producer_id=decoded.producer_id,
+                producer_epoch=decoded.producer_epoch,
+                transactional_id=decoded.transactional_id,
+            )
+            return Response(_response(results).model_dump_json(), media_type="application/json")
+
+        return handler
+
+
+router = APIRouter(prefix="/v1/records", tags=["records"], route_class=SendRoute)
 
 
 @router.post("", operation_id="send", response_model=SendResponse,
@@ -43,6 +83,10 @@ def send(body: SendRequest, services: ServicesDep) -> SendResponse:
         producer_epoch=body.producer_epoch,
         transactional_id=body.transactional_id,
     )
+    return _response(results)
+
+
+def _response(results: list[SendResult]) -> SendResponse:
     return SendResponse(
         results=[
             BatchResult(

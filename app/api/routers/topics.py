@@ -11,7 +11,6 @@ from app.api.deps import ServicesDep
 from app.api.strict_json import StrictJSONRoute
 from app.api.errors import documented
 from app.api.schemas.common import IdText
-from app.api.schemas.common import PartitionField
 from app.api.schemas.records import FetchResponse
 from app.api.schemas.topics import (
     PartitionDescription,

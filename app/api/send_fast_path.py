@@ -1,0 +1,142 @@
+"""The Send body's fast path: decoded by msgspec, each record's value kept as the JSON text
+the client sent.
+
+Why: the full path parses the body into Python objects (orjson), validates them into new ones
+(pydantic's SendRequest) and writes every value back to JSON text for storage. For a Send of
+1,000 records that object churn was the largest cost left in the service: measured in one run
+against the full path, plain produce went 1.33x faster on PostgreSQL (docs/benchmarks.md,
+session 6). msgspec checks the same schema while it parses, and `msgspec.Raw` keeps a value
+as the bytes it arrived as, so no value is ever built as Python objects.
+
+The full path (StrictJSONRoute's parse and pydantic's SendRequest, which also documents the
+body in openapi.yaml) stays the definition of a valid Send. This path takes a body only when
+it is sure the full path would take it with the same result, and returns None otherwise:
+then the full path runs and answers, refusals included, so every error a client sees comes
+from one place. It gives way:
+
+- when msgspec refuses the body or any field (wrong type, range, length, unknown field);
+- when the body holds a run of 19 or more digits (an integer that may not fit 64 bits, which
+  the full path refuses) or a 3-digit exponent (a float that may overflow);
+- when a string holds NUL, or a topic or transactional_id holds '/' or a control character
+  (what the schema's Text and IdText refuse); lone surrogates msgspec refuses itself;
+- when a value is long enough to nest deeper than orjson can write back (the full path's
+  limit), unless orjson reads and writes it.
+
+The one difference it makes is in stored text, not in meaning: a value is stored as sent
+(whitespace, escapes and number spelling included) rather than re-serialised by orjson.
+tests/unit/test_send_fast_path.py holds the two paths to the same batches.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Annotated
+
+import msgspec
+import orjson
+from msgspec import Meta
+
+from app.api.schemas.common import _valid_id
+from app.domain.types import MAX_INT32, MAX_INT64, MAX_PRODUCER_EPOCH
+from app.services.log_service import SendBatch
+from app.storage.log import RecordToAppend
+
+_NULL = msgspec.Raw(b"null")
+Int32 = Annotated[int, Meta(ge=0, le=MAX_INT32)]
+Int64 = Annotated[int, Meta(ge=0, le=MAX_INT64)]
+
+
+class _Record(msgspec.Struct, forbid_unknown_fields=True):
+    key: str | None = None
+    value: msgspec.Raw = _NULL
+    headers: dict[str, str] | None = None
+    timestamp_ms: Int64 | None = None
+
+
+class _Batch(msgspec.Struct, forbid_unknown_fields=True):
+    topic: Annotated[str, Meta(min_length=1, max_length=249)]
+    partition: Int32
+    records: Annotated[list[_Record], Meta(min_length=1)]
+    base_sequence: Int32 | None = None
+    expected_offset: Int64 | None = None
+
+
+class _Send(msgspec.Struct, forbid_unknown_fields=True):
+    batches: Annotated[list[_Batch], Meta(min_length=1)]
+    transactional_id: Annotated[str, Meta(min_length=1, max_length=255)] | None = None
+    producer_id: Int64 | None = None
+    producer_epoch: Annotated[int, Meta(ge=0, le=MAX_PRODUCER_EPOCH)] | None = None
+
+
+_decoder = msgspec.json.Decoder(_Send)
+
+# Digits -> "0", e/E -> "e", +/- -> "+", everything else -> " ": a long digit run or a long
+# exponent is then a substring search over the body (a regular expression is ten times slower).
+# Strings that merely look like them (a key "e123") only send the body down the full path.
+_SHAPES = bytes(
+    0x30 if 0x30 <= i <= 0x39 else 0x65 if i in (0x45, 0x65) else 0x2B if i in (0x2B, 0x2D) else 0x20
+    for i in range(256)
+)
+_LONG_DIGIT_RUN = b"0" * 19
+_LONG_EXPONENTS = (b"e000", b"e+000")
+# A value of n bytes nests at most n / 2 deep; orjson writes at most 254 levels.
+_SHALLOW_ENOUGH = 2 * 254
+
+
+@dataclass(frozen=True, slots=True)
+class DecodedSend:
+    batches: list[SendBatch]
+    producer_id: int | None
+    producer_epoch: int | None
+    transactional_id: str | None
+
+
+def decode_send(body: bytes, now_ms: int) -> DecodedSend | None:
+    """The Send in `body`, or None when the full path must decide."""
+    shapes = body.translate(_SHAPES)
+    if _LONG_DIGIT_RUN in shapes or any(e in shapes for e in _LONG_EXPONENTS):
+        return None
+    try:
+        send = _decoder.decode(body)
+        if send.transactional_id is not None:
+            _valid_id(send.transactional_id)
+        batches = [
+            SendBatch(
+                topic=_valid_id(b.topic),
+                partition=b.partition,
+                base_sequence=b.base_sequence,
+                expected_offset=b.expected_offset,
+                records=_records(b.records, now_ms),
+            )
+            for b in send.batches
+        ]
+    except (msgspec.ValidationError, msgspec.DecodeError, ValueError, orjson.JSONEncodeError):
+        # ValueError: a Text or IdText check, a value that is not UTF-8 (UnicodeDecodeError)
+        # or that orjson cannot read (JSONDecodeError); JSONEncodeError: nor write back.
+        return None
+    return DecodedSend(batches, send.producer_id, send.producer_epoch, send.transactional_id)
+
+
+def _records(records: list[_Record], now_ms: int) -> list[RecordToAppend]:
+    out = []
+    append, dumps, loads = out.append, orjson.dumps, orjson.loads
+    for r in records:
+        key, headers, raw = r.key, r.headers, bytes(r.value)
+        if key is not None and "\x00" in key:
+            raise ValueError("NUL in key")
+        if headers is not None:
+            for name, text in headers.items():
+                if "\x00" in name or "\x00" in text:
+                    raise ValueError("NUL in a header")
+        if len(raw) > _SHALLOW_ENOUGH:
+            dumps(loads(raw))  # raises where the full path would refuse the value
+        timestamp_ms = r.timestamp_ms
+        append(
+            RecordToAppend(
+                key,
+                raw.decode(),
+                None if headers is None else dumps(headers).decode(),
+                now_ms if timestamp_ms is None else timestamp_ms,
+            )
+        )
+    return out
