@@ -3,9 +3,9 @@ the client sent.
 
 Why: the full path parses the body into Python objects (orjson), validates them into new ones
 (pydantic's SendRequest) and writes every value back to JSON text for storage. For a Send of
-1,000 records that object churn was the largest cost left in the service: measured in one run
-against the full path, plain produce went 1.33x faster on PostgreSQL (docs/benchmarks.md,
-session 6). msgspec checks the same schema while it parses, and `msgspec.Raw` keeps a value
+1,000 records that object churn was the largest cost left in the service: with this path,
+plain produce ran 1.28x as fast on PostgreSQL (the service before and after taking turns on
+one database; docs/benchmarks.md, session 6). msgspec checks the same schema while it parses, and `msgspec.Raw` keeps a value
 as the bytes it arrived as, so no value is ever built as Python objects.
 
 The full path (StrictJSONRoute's parse and pydantic's SendRequest, which also documents the

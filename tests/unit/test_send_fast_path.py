@@ -203,3 +203,17 @@ def test_fields_the_schema_refuses_leave_the_fast_path(fields: dict) -> None:
     body = orjson.dumps(fields)
     assert full_path(body) is None
     assert decode_send(body, NOW) is None
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        b'{"batches":[{"topic":"t","partition":0,"records":[{"value":1,"value":[2]}]}]}',
+        b'{"batches":[{"topic":"t","partition":0,"records":[{"key":"a","key":null}]}],'
+        b'"batches":[{"topic":"u","partition":1,"records":[{}]}]}',
+    ],
+)
+def test_a_repeated_field_counts_by_its_last_occurrence_on_both_paths(body: bytes) -> None:
+    fast, full = decode_send(body, NOW), full_path(body)
+    assert fast is not None and full is not None
+    assert comparable(fast) == comparable(full)
