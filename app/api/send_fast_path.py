@@ -19,8 +19,8 @@ from one place. It gives way:
   the full path refuses) or a 3-digit exponent (a float that may overflow);
 - when a string holds NUL, or a topic or transactional_id holds '/' or a control character
   (what the schema's Text and IdText refuse); lone surrogates msgspec refuses itself;
-- when a value is long enough to nest deeper than orjson can write back (the full path's
-  limit), unless orjson reads and writes it.
+- when a value holds more '[' and '{' than the 254 levels orjson writes back (the full
+  path's limit), unless orjson does read and write it.
 
 The one difference it makes is in stored text, not in meaning: a value is stored as sent
 (whitespace, escapes and number spelling included) rather than re-serialised by orjson.
@@ -36,7 +36,7 @@ import msgspec
 import orjson
 from msgspec import Meta
 
-from app.api.schemas.common import _valid_id
+from app.api.schemas.common import valid_id
 from app.domain.types import MAX_INT32, MAX_INT64, MAX_PRODUCER_EPOCH
 from app.services.log_service import SendBatch
 from app.storage.log import RecordToAppend
@@ -79,8 +79,8 @@ _SHAPES = bytes(
 )
 _LONG_DIGIT_RUN = b"0" * 19
 _LONG_EXPONENTS = (b"e000", b"e+000")
-# A value of n bytes nests at most n / 2 deep; orjson writes at most 254 levels.
-_SHALLOW_ENOUGH = 2 * 254
+# orjson writes at most 254 levels; a value cannot nest deeper than it has '[' and '{'.
+_MAX_DEPTH = 254
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,10 +99,10 @@ def decode_send(body: bytes, now_ms: int) -> DecodedSend | None:
     try:
         send = _decoder.decode(body)
         if send.transactional_id is not None:
-            _valid_id(send.transactional_id)
+            valid_id(send.transactional_id)
         batches = [
             SendBatch(
-                topic=_valid_id(b.topic),
+                topic=valid_id(b.topic),
                 partition=b.partition,
                 base_sequence=b.base_sequence,
                 expected_offset=b.expected_offset,
@@ -128,7 +128,7 @@ def _records(records: list[_Record], now_ms: int) -> list[RecordToAppend]:
             for name, text in headers.items():
                 if "\x00" in name or "\x00" in text:
                     raise ValueError("NUL in a header")
-        if len(raw) > _SHALLOW_ENOUGH:
+        if raw.count(b"[") + raw.count(b"{") > _MAX_DEPTH:
             dumps(loads(raw))  # raises where the full path would refuse the value
         timestamp_ms = r.timestamp_ms
         append(

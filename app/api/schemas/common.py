@@ -18,7 +18,7 @@ def _valid_text(value: str) -> str:
     return value
 
 
-def _valid_id(value: str) -> str:
+def valid_id(value: str) -> str:
     """Ids that appear in URL paths: no '/' and no control characters."""
     _valid_text(value)
     if "/" in value or any(ord(c) < 0x20 or ord(c) == 0x7F for c in value):
@@ -27,7 +27,7 @@ def _valid_id(value: str) -> str:
 
 
 Text = Annotated[str, AfterValidator(_valid_text)]
-IdText = Annotated[str, AfterValidator(_valid_id)]
+IdText = Annotated[str, AfterValidator(valid_id)]
 
 ProducerIdField = Annotated[int, Strict(), Field(ge=0, le=MAX_INT64, description="64-bit producer id from InitProducerId")]
 ProducerEpochField = Annotated[int, Strict(), Field(ge=0, le=MAX_PRODUCER_EPOCH, description="producer epoch from InitProducerId")]
