@@ -14,7 +14,8 @@ it is sure the full path would take it with the same result, and returns None ot
 then the full path runs and answers, refusals included, so every error a client sees comes
 from one place. It gives way:
 
-- when msgspec refuses the body or any field (wrong type, range, length, unknown field);
+- when the body is not UTF-8, or msgspec refuses it or any field (wrong type, range, length,
+  unknown field, nesting past msgspec's own limit);
 - when the body holds a run of 19 or more digits (an integer that may not fit 64 bits, which
   the full path refuses) or a 3-digit exponent (a float that may overflow);
 - when the body holds a NUL (the schema's Text refuses it in keys, headers and ids; in JSON it
@@ -101,6 +102,10 @@ def decode_send(body: bytes, now_ms: int) -> DecodedSend | None:
     if _LONG_DIGIT_RUN in shapes or _LONG_EXPONENT in shapes or _NUL in body:
         return None
     try:
+        # msgspec does not check the UTF-8 inside a Raw value, and each value is decoded
+        # below, but a value that a repeated key replaced never is: so the whole body here.
+        if not body.isascii():
+            body.decode("utf-8")
         send = _decoder.decode(body)
         if send.transactional_id is not None:
             valid_id(send.transactional_id)
@@ -114,9 +119,10 @@ def decode_send(body: bytes, now_ms: int) -> DecodedSend | None:
             )
             for b in send.batches
         ]
-    except (msgspec.ValidationError, msgspec.DecodeError, ValueError, orjson.JSONEncodeError):
-        # ValueError: a Text or IdText check, a value that is not UTF-8 (UnicodeDecodeError)
-        # or that orjson cannot read (JSONDecodeError); JSONEncodeError: nor write back.
+    except (msgspec.ValidationError, msgspec.DecodeError, ValueError, orjson.JSONEncodeError, RecursionError):
+        # ValueError: an IdText check, bytes that are not UTF-8 (UnicodeDecodeError) or a value
+        # orjson cannot read (JSONDecodeError); JSONEncodeError: nor write back;
+        # RecursionError: msgspec's own limit, some 1,000 levels deep.
         return None
     return DecodedSend(batches, send.producer_id, send.producer_epoch, send.transactional_id)
 

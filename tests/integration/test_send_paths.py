@@ -59,6 +59,7 @@ def test_the_fast_path_keeps_a_values_text_as_sent(client: Any) -> None:
     [
         (b"12345678901234567890123", "INVALID_REQUEST"),  # beyond 64 bits: orjson cannot store it
         (b"[" * 300 + b"]" * 300, "INVALID_REQUEST"),  # deeper than orjson writes
+        (b"[" * 1000 + b"]" * 1000, "INVALID_REQUEST"),  # past msgspec's recursion limit (was a 500)
         (b"NaN", "INVALID_REQUEST"),
     ],
 )
@@ -70,6 +71,18 @@ def test_a_value_the_fast_path_leaves_is_refused_by_the_full_path_with_nothing_s
         r = post(client, body("t", value), content_type)
         assert 400 <= r.status_code < 500
         assert r.json()["error_code"] == error_code
+    assert stored_values(client, "t") == []
+
+
+def test_a_body_that_is_not_utf8_is_refused_on_both_paths(client: Any) -> None:
+    # The first "value" is not UTF-8; the repeated key replaces it (found in review: the fast
+    # path had taken this body).
+    create_topic(client, "t")
+    bad = b'{"batches":[{"topic":"t","partition":0,"records":[{"value":"\xff","value":1}]}]}'
+    for content_type in (PLAIN, FULL_PATH_ONLY):
+        r = post(client, bad, content_type)
+        assert r.status_code == 400, r.text
+        assert r.json()["error_code"] == "INVALID_REQUEST"
     assert stored_values(client, "t") == []
 
 

@@ -143,7 +143,12 @@ def test_fast_path_takes_only_what_the_full_path_takes_and_builds_the_same_batch
 @given(st.data())
 def test_fast_path_agrees_on_byte_level_mutations_of_a_valid_body(data: st.DataObject) -> None:
     body = bytearray(encode(valid_body(2), False, False))
-    for _ in range(data.draw(st.integers(1, 3))):
+    if data.draw(st.booleans()):
+        # A repeated key: the copy of a field comes first and the original overrides it.
+        field = data.draw(st.sampled_from([b'"value":', b'"key":', b'"records":', b'"batches":', b'"partition":']))
+        at = body.index(field)
+        body[at:at] = field + data.draw(st.sampled_from([b'"\xff"', b'"\xc0\x80"', b"1", b"[]", b"null", b'"x"'])) + b","
+    for _ in range(data.draw(st.integers(0, 3))):
         at = data.draw(st.integers(0, len(body) - 1))
         body[at:at + 1] = data.draw(st.sampled_from(
             [b"", b"\\", b'"', b"0", b"9" * 20, b"e400", b"\\u0000", b"\\ud800", b"\xff", b"\xed\xa0\x80",
@@ -178,6 +183,8 @@ def test_a_value_is_stored_as_the_client_sent_it() -> None:
         b"1E+308",
         b'"\xed\xa0\x80"',  # a surrogate encoded in UTF-8 is not UTF-8
         b"[" * 300 + b"]" * 300,  # deeper than orjson writes
+        b"[" * 1000 + b"]" * 1000,  # past msgspec's own recursion limit
+        b"[" * 2000 + b"]" * 2000,
     ],
 )
 def test_values_the_full_path_must_judge_leave_the_fast_path(value: bytes) -> None:
@@ -201,6 +208,21 @@ def test_values_the_full_path_must_judge_leave_the_fast_path(value: bytes) -> No
 )
 def test_fields_the_schema_refuses_leave_the_fast_path(fields: dict) -> None:
     body = orjson.dumps(fields)
+    assert full_path(body) is None
+    assert decode_send(body, NOW) is None
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        # Not UTF-8 where a repeated key hides it from the per-value check (found in review).
+        b'{"batches":[{"topic":"t","partition":0,"records":[{"value":"\xff","value":1}]}]}',
+        b'{"batches":[{"topic":"t","partition":0,"records":[{"value":"\xc0\x80","value":1}]}]}',
+        b'{"batches":[{"topic":"t","partition":0,"records":[{"value":"\xff"}]}],'
+        b'"batches":[{"topic":"t","partition":0,"records":[{"value":2}]}]}',
+    ],
+)
+def test_a_body_that_is_not_utf8_leaves_the_fast_path(body: bytes) -> None:
     assert full_path(body) is None
     assert decode_send(body, NOW) is None
 
