@@ -5,8 +5,9 @@ Why: the full path parses the body into Python objects (orjson), validates them 
 (pydantic's SendRequest) and writes every value back to JSON text for storage. For a Send of
 1,000 records that object churn was the largest cost left in the service: with this path,
 plain produce ran 1.28x as fast on PostgreSQL (the service before and after taking turns on
-one database; docs/benchmarks.md, session 6). msgspec checks the same schema while it parses, and `msgspec.Raw` keeps a value
-as the bytes it arrived as, so no value is ever built as Python objects.
+one database; docs/benchmarks.md, session 6). msgspec checks the same schema while it
+parses, and `msgspec.Raw` keeps a value as the bytes it arrived as, so no value is ever built
+as Python objects.
 
 The full path (StrictJSONRoute's parse and pydantic's SendRequest, which also documents the
 body in openapi.yaml) stays the definition of a valid Send. This path takes a body only when
@@ -119,7 +120,8 @@ def decode_send(body: bytes, now_ms: int) -> DecodedSend | None:
             )
             for b in send.batches
         ]
-    except (msgspec.ValidationError, msgspec.DecodeError, ValueError, orjson.JSONEncodeError, RecursionError):
+    except (msgspec.ValidationError, msgspec.DecodeError, ValueError, orjson.JSONEncodeError,
+            RecursionError):
         # ValueError: an IdText check, bytes that are not UTF-8 (UnicodeDecodeError) or a value
         # orjson cannot read (JSONDecodeError); JSONEncodeError: nor write back;
         # RecursionError: msgspec's own limit, some 1,000 levels deep.

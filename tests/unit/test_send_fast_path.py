@@ -62,7 +62,9 @@ def comparable(send: DecodedSend) -> tuple:
 
 def _json(text: str | None) -> Any:
     # Tag numbers by type so that 1 and 1.0 (and True) differ, as they do for a reader.
-    return json.loads(text, parse_float=lambda s: ("float", float(s)), parse_int=lambda s: ("int", int(s))) if text is not None else None
+    if text is None:
+        return None
+    return json.loads(text, parse_float=lambda s: ("float", float(s)), parse_int=lambda s: ("int", int(s)))
 
 
 # --- generated bodies: near the schema, with values of every kind and fields out of bounds --
