@@ -40,6 +40,7 @@ import orjson
 from msgspec import Meta
 
 from app.api.schemas.common import valid_id
+from app.api.strict_json import LONG_DIGIT_RUN
 from app.domain.types import MAX_INT32, MAX_INT64, MAX_PRODUCER_EPOCH
 from app.services.log_service import SendBatch
 from app.storage.log import RecordToAppend
@@ -81,7 +82,6 @@ _SHAPES = bytes(
     0x30 if 0x30 <= i <= 0x39 or i in (0x2B, 0x2D) else 0x65 if i in (0x45, 0x65) else 0x20
     for i in range(256)
 )
-_LONG_DIGIT_RUN = b"0" * 19
 _LONG_EXPONENT = b"e000"
 _NUL = b"\\u0000"
 # orjson writes at most 254 levels; a value cannot nest deeper than it has '[' and '{', nor
@@ -100,7 +100,7 @@ class DecodedSend:
 def decode_send(body: bytes, now_ms: int) -> DecodedSend | None:
     """The Send in `body`, or None when the full path must decide."""
     shapes = body.translate(_SHAPES)
-    if _LONG_DIGIT_RUN in shapes or _LONG_EXPONENT in shapes or _NUL in body:
+    if LONG_DIGIT_RUN in shapes or _LONG_EXPONENT in shapes or _NUL in body:
         return None
     try:
         # msgspec does not check the UTF-8 inside a Raw value, and each value is decoded
@@ -142,7 +142,7 @@ def _records(records: list[_Record], now_ms: int) -> list[RecordToAppend]:
         append(
             RecordToAppend(
                 r.key,
-                str(raw, "utf-8"),  # raises on bytes that are not UTF-8
+                str(raw, "utf-8"),  # the body was checked as UTF-8 in decode_send
                 None if headers is None else dumps(headers).decode(),
                 now_ms if timestamp_ms is None else timestamp_ms,
             )

@@ -22,6 +22,7 @@ from app.api.schemas.records import SendRequest
 from app.api.send_fast_path import DecodedSend, decode_send
 from app.api.strict_json import loads
 from app.domain.errors import InvalidRequest
+from app.services.log_service import SendBatch
 
 NOW = 1_700_000_000_000
 _send_request = TypeAdapter(SendRequest)
@@ -38,8 +39,6 @@ def full_path(body: bytes) -> DecodedSend | None:
         ]
     except (ValueError, ValidationError, InvalidRequest):  # json's JSONDecodeError is a ValueError
         return None
-    from app.services.log_service import SendBatch
-
     return DecodedSend(
         [SendBatch(topic=t, partition=p, base_sequence=s, expected_offset=e, records=r)
          for t, p, s, e, r in batches],
