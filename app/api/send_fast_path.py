@@ -17,8 +17,9 @@ from one place. It gives way:
 
 - when the body is not UTF-8, or msgspec refuses it or any field (wrong type, range, length,
   unknown field, nesting past msgspec's own limit);
-- when the body holds a run of 19 or more digits (an integer that may not fit 64 bits, which
-  the full path refuses) or a 3-digit exponent (a float that may overflow);
+- when a number in the body has a run of 19 or more digits (an integer that may not fit 64
+  bits, which the full path refuses) or a 3-digit exponent (a float that may overflow). Text
+  inside strings does not count: a key that is a UUID often looks like one ("…9e12-4…");
 - when the body holds a NUL (the schema's Text refuses it in keys, headers and ids; in JSON it
   can only be the escape backslash-u0000), or a topic or transactional_id holds '/' or a
   control character (IdText); lone surrogates msgspec refuses itself;
@@ -76,8 +77,8 @@ _decoder = msgspec.json.Decoder(_Send)
 
 # Digits, '+' and '-' -> "0", e/E -> "e", everything else -> " ": a run of 19 digits (a sign
 # counts) or a 3-digit exponent is then a substring search over the body, ten times faster than
-# a regular expression. Text that merely looks like one (a key "e123") only sends the body
-# down the full path; so does any NUL, which JSON can only carry as the escape \u0000.
+# a regular expression (and strings are taken out before a match counts: _has_long_number).
+# Any NUL sends the body down the full path; JSON can only carry it as the escape \u0000.
 _SHAPES = bytes(
     0x30 if 0x30 <= i <= 0x39 or i in (0x2B, 0x2D) else 0x65 if i in (0x45, 0x65) else 0x20
     for i in range(256)
@@ -99,8 +100,7 @@ class DecodedSend:
 
 def decode_send(body: bytes, now_ms: int) -> DecodedSend | None:
     """The Send in `body`, or None when the full path must decide."""
-    shapes = body.translate(_SHAPES)
-    if LONG_DIGIT_RUN in shapes or _LONG_EXPONENT in shapes or _NUL in body:
+    if _NUL in body:
         return None
     try:
         # msgspec does not check the UTF-8 inside a Raw value, and each value is decoded
@@ -108,6 +108,10 @@ def decode_send(body: bytes, now_ms: int) -> DecodedSend | None:
         if not body.isascii():
             body.decode("utf-8")
         send = _decoder.decode(body)
+        # After the decode, which has checked the body's syntax (_numbers_outside_strings
+        # relies on it); numbers in a value that a repeated key replaced count too.
+        if _has_long_number(body):
+            return None
         if send.transactional_id is not None:
             valid_id(send.transactional_id)
         batches = [
@@ -127,6 +131,34 @@ def decode_send(body: bytes, now_ms: int) -> DecodedSend | None:
         # RecursionError: msgspec's own limit, some 1,000 levels deep.
         return None
     return DecodedSend(batches, send.producer_id, send.producer_epoch, send.transactional_id)
+
+
+def _has_long_number(body: bytes) -> bool:
+    """Whether a number in the body (valid JSON) has a 19-digit run or a 3-digit exponent.
+
+    The search over the whole body is cheap and almost always finds nothing. When it does
+    find one, it looks again with the strings taken out, since text matches too: the keys of
+    a Send of 1,000 records keyed by UUIDs nearly always hold an 'e' and three digits."""
+    shapes = body.translate(_SHAPES)
+    if LONG_DIGIT_RUN not in shapes and _LONG_EXPONENT not in shapes:
+        return False
+    shapes = _numbers_outside_strings(body).translate(_SHAPES)
+    return LONG_DIGIT_RUN in shapes or _LONG_EXPONENT in shapes
+
+
+def _numbers_outside_strings(body: bytes) -> bytes:
+    """The body with the contents of its strings removed: what is left is structure, literals
+    and numbers. Valid JSON only.
+
+    Outside strings JSON has no backslash, so every backslash is inside a string, where it
+    starts an escape of two characters (or six: the 'u' escape's four hex digits are not
+    quotes). Removing the escaped backslashes first (pairs from the left, as JSON reads
+    them), then the escaped quotes, leaves only quotes that open and close strings; splitting
+    on them, the even pieces are outside. Two searches and a split (about 0.4 ms for a Send
+    of 150 kB) instead of a regular expression (about 1.5 ms)."""
+    if b"\\" in body:
+        body = body.replace(b"\\\\", b"").replace(b'\\"', b"")
+    return b"".join(body.split(b'"')[0::2])
 
 
 def _records(records: list[_Record], now_ms: int) -> list[RecordToAppend]:

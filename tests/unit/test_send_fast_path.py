@@ -9,6 +9,7 @@ properties are what keeps the two from ever disagreeing about what is a valid Se
 from __future__ import annotations
 
 import json
+import uuid
 from typing import Any
 
 import orjson
@@ -190,6 +191,49 @@ def test_a_value_is_stored_as_the_client_sent_it() -> None:
 )
 def test_values_the_full_path_must_judge_leave_the_fast_path(value: bytes) -> None:
     body = b'{"batches":[{"topic":"t","partition":0,"records":[{"value":' + value + b"}]}]}"
+    assert decode_send(body, NOW) is None
+
+
+def test_a_send_keyed_by_uuids_takes_the_fast_path() -> None:
+    # Nearly every UUID holds an 'e' and three digits or dashes, which read like a 3-digit
+    # exponent: in a key, that is text, and must not send the body down the full path.
+    keys = [str(uuid.UUID(int=i * 0x9E3779B97F4A7C15_F39CC0605CEDC835 % 2**128)) for i in range(1000)]
+    body = orjson.dumps({"batches": [{"topic": "t", "partition": 0,
+                                      "records": [{"key": k, "value": {"n": 1}} for k in keys]}]})
+    fast = decode_send(body, NOW)
+    assert fast is not None
+    assert [r.key for r in fast.batches[0].records] == keys
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        b'{"batches":[{"topic":"invoice-2024","partition":0,"records":[{}]}],"transactional_id":"stage-1000"}',
+        b'{"batches":[{"topic":"t","partition":0,"records":[{"key":"12345678901234567890123"}]}]}',
+        b'{"batches":[{"topic":"t","partition":0,"records":[{"headers":{"e100":"1e999"}}]}]}',
+        b'{"batches":[{"topic":"t","partition":0,"records":[{"value":["1e400","12345678901234567890"]}]}]}',
+        # Escaped quotes and backslashes inside strings do not end them early.
+        b'{"batches":[{"topic":"t","partition":0,"records":[{"value":"\\\\"},{"value":"\\\\\\"e123"}]}]}',
+        b'{"batches":[{"topic":"t","partition":0,"records":[{"value":"\\"1e400\\""},{"key":"\\\\\\\\e100"}]}]}',
+    ],
+)
+def test_text_that_looks_like_a_long_number_stays_on_the_fast_path(body: bytes) -> None:
+    fast, full = decode_send(body, NOW), full_path(body)
+    assert fast is not None and full is not None
+    assert comparable(fast) == comparable(full)
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        b'{"batches":[{"topic":"t","partition":0,"records":[{"value":1e400,"value":1}]}]}',
+        b'{"batches":[{"topic":"t","partition":0,"records":[{"value":123456789012345678901,"value":1}]}]}',
+        # A number after a string that ends in an escaped backslash is outside it.
+        b'{"batches":[{"topic":"t","partition":0,"records":[{"key":"e\\\\","value":1e999}]}]}',
+        b'{"batches":[{"topic":"t","partition":0,"records":[{"value":["\\"", 1E+400]}]}]}',
+    ],
+)
+def test_a_long_number_outside_strings_leaves_the_fast_path(body: bytes) -> None:
     assert decode_send(body, NOW) is None
 
 
