@@ -263,8 +263,8 @@ def test_fields_the_schema_refuses_leave_the_fast_path(fields: dict) -> None:
         # Not UTF-8 where a repeated key hides it from the per-value check (found in review).
         b'{"batches":[{"topic":"t","partition":0,"records":[{"value":"\xff","value":1}]}]}',
         b'{"batches":[{"topic":"t","partition":0,"records":[{"value":"\xc0\x80","value":1}]}]}',
-        b'{"batches":[{"topic":"t","partition":0,"records":[{"value":"\xff"}]}],'
-        b'"batches":[{"topic":"t","partition":0,"records":[{"value":2}]}]}',
+        (b'{"batches":[{"topic":"t","partition":0,"records":[{"value":"\xff"}]}],'
+        b'"batches":[{"topic":"t","partition":0,"records":[{"value":2}]}]}'),
     ],
 )
 def test_a_body_that_is_not_utf8_leaves_the_fast_path(body: bytes) -> None:
@@ -276,8 +276,8 @@ def test_a_body_that_is_not_utf8_leaves_the_fast_path(body: bytes) -> None:
     "body",
     [
         b'{"batches":[{"topic":"t","partition":0,"records":[{"value":1,"value":[2]}]}]}',
-        b'{"batches":[{"topic":"t","partition":0,"records":[{"key":"a","key":null}]}],'
-        b'"batches":[{"topic":"u","partition":1,"records":[{}]}]}',
+        (b'{"batches":[{"topic":"t","partition":0,"records":[{"key":"a","key":null}]}],'
+        b'"batches":[{"topic":"u","partition":1,"records":[{}]}]}'),
     ],
 )
 def test_a_repeated_field_counts_by_its_last_occurrence_on_both_paths(body: bytes) -> None:
