@@ -75,14 +75,16 @@ class _Send(msgspec.Struct, forbid_unknown_fields=True):
 
 _decoder = msgspec.json.Decoder(_Send)
 
-# Digits, '+' and '-' -> "0", e/E -> "e", everything else -> " ": a run of 19 digits (a sign
-# counts) or a 3-digit exponent is then a substring search over the body, ten times faster than
-# a regular expression (and strings are taken out before a match counts: _has_long_number).
+# Digits -> "0", e/E -> "e", '+' and '-' deleted (_SIGNS), everything else -> " ": a run of
+# 19 digits or a 3-digit exponent ("1e+400" -> "0e000", while "1e-05" -> "0e00" is not one)
+# is then a substring search over the body, ten times faster than a regular expression (and
+# strings are taken out before a match counts: _has_long_number). Outside strings a sign
+# only ever starts a number or its exponent, so deleting it joins nothing else.
 # Any NUL sends the body down the full path; JSON can only carry it as the escape \u0000.
 _SHAPES = bytes(
-    0x30 if 0x30 <= i <= 0x39 or i in (0x2B, 0x2D) else 0x65 if i in (0x45, 0x65) else 0x20
-    for i in range(256)
+    0x30 if 0x30 <= i <= 0x39 else 0x65 if i in (0x45, 0x65) else 0x20 for i in range(256)
 )
+_SIGNS = b"+-"
 _LONG_EXPONENT = b"e000"
 _NUL = b"\\u0000"
 # orjson writes at most 254 levels; a value cannot nest deeper than it has '[' and '{', nor
@@ -139,10 +141,10 @@ def _has_long_number(body: bytes) -> bool:
     The search over the whole body is cheap and almost always finds nothing. When it does
     find one, it looks again with the strings taken out, since text matches too: the keys of
     a Send of 1,000 records keyed by UUIDs nearly always hold an 'e' and three digits."""
-    shapes = body.translate(_SHAPES)
+    shapes = body.translate(_SHAPES, _SIGNS)
     if LONG_DIGIT_RUN not in shapes and _LONG_EXPONENT not in shapes:
         return False
-    shapes = _numbers_outside_strings(body).translate(_SHAPES)
+    shapes = _numbers_outside_strings(body).translate(_SHAPES, _SIGNS)
     return LONG_DIGIT_RUN in shapes or _LONG_EXPONENT in shapes
 
 

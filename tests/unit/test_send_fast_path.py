@@ -183,6 +183,8 @@ def test_a_value_is_stored_as_the_client_sent_it() -> None:
         b"12345678901234567890",  # may not fit 64 bits: the full path decides
         b"1e400",  # overflows a float
         b"1E+308",
+        b"1e-400",  # a 3-digit exponent either way
+        b"-12345678901234567890",
         b'"\xed\xa0\x80"',  # a surrogate encoded in UTF-8 is not UTF-8
         b"[" * 300 + b"]" * 300,  # deeper than orjson writes
         b"[" * 1000 + b"]" * 1000,  # past msgspec's own recursion limit
@@ -218,6 +220,19 @@ def test_a_send_keyed_by_uuids_takes_the_fast_path() -> None:
     ],
 )
 def test_text_that_looks_like_a_long_number_stays_on_the_fast_path(body: bytes) -> None:
+    fast, full = decode_send(body, NOW), full_path(body)
+    assert fast is not None and full is not None
+    assert comparable(fast) == comparable(full)
+
+
+@pytest.mark.parametrize(
+    "value",
+    [b"1e-05", b"2.5E-10", b"-1.5e+99", b"[1e-7, -0.5e+12, 6.02E23]", b"-922337203685477580"],
+)
+def test_numbers_with_two_digit_exponents_stay_on_the_fast_path(value: bytes) -> None:
+    # A sign is not a digit: "e-05" is a 2-digit exponent, which cannot overflow. As Python's
+    # json writes 0.00001, it is the usual spelling of small floats.
+    body = b'{"batches":[{"topic":"t","partition":0,"records":[{"value":' + value + b"}]}]}"
     fast, full = decode_send(body, NOW), full_path(body)
     assert fast is not None and full is not None
     assert comparable(fast) == comparable(full)
