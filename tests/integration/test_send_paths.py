@@ -15,7 +15,7 @@ import pytest
 from tests.helpers import create_topic
 
 PLAIN = "application/json"
-FULL_PATH_ONLY = "application/json; charset=utf-8"  # the fast path takes exactly PLAIN
+FULL_PATH_ONLY = "application/vnd.api+json"  # JSON to FastAPI, not taken by the fast path
 
 
 def post(client: Any, body: bytes, content_type: str) -> Any:
@@ -46,12 +46,23 @@ def test_both_paths_answer_a_send_alike_and_store_the_same_value(client: Any) ->
     assert stored_values(client, "t") == [(0, expected, "k", {"h": "v"}), (1, expected, "k", {"h": "v"})]
 
 
-def test_the_fast_path_keeps_a_values_text_as_sent(client: Any) -> None:
+@pytest.mark.parametrize(
+    "content_type",
+    [PLAIN, "application/json; charset=utf-8", "application/json;charset=UTF-8", "Application/JSON"],
+)
+def test_the_fast_path_keeps_a_values_text_as_sent(client: Any, content_type: str) -> None:
     create_topic(client, "t")
-    assert post(client, body("t", b'[1, 2.50 ,{"a" :1}]'), PLAIN).status_code == 200
+    assert post(client, body("t", b'[1, 2.50 ,{"a" :1}]'), content_type).status_code == 200
     page = client.get("/v1/topics/t/partitions/0/records")
     # The fetch splices the stored text into its response unparsed.
     assert b'"value":[1, 2.50 ,{"a" :1}]' in page.content
+
+
+def test_the_full_path_stores_a_value_as_orjson_writes_it(client: Any) -> None:
+    create_topic(client, "t")
+    assert post(client, body("t", b'[1, 2.50 ,{"a" :1}]'), FULL_PATH_ONLY).status_code == 200
+    page = client.get("/v1/topics/t/partitions/0/records")
+    assert b'"value":[1,2.5,{"a":1}]' in page.content
 
 
 @pytest.mark.parametrize(

@@ -18,6 +18,14 @@ from app.services.log_service import SendBatch, SendResult
 from app.storage.log import RecordToAppend
 
 
+# What the fast path takes. FastAPI reads each of these as JSON, and reads JSON as UTF-8
+# whatever the charset says, so both paths see the same body. .NET's JsonContent and many
+# Java clients send the charset; other JSON types (application/*+json) take the full path.
+_FAST_PATH_CONTENT_TYPES = frozenset(
+    {"application/json", "application/json; charset=utf-8", "application/json;charset=utf-8"}
+)
+
+
 class SendRoute(StrictJSONRoute):
     """A JSON Send first tries the fast path (app.api.send_fast_path); whatever it leaves, and
     every other request, goes through FastAPI and the `send` endpoint below."""
@@ -27,7 +35,8 @@ class SendRoute(StrictJSONRoute):
 
         async def handler(request: Request) -> Response:
             strict = StrictJSONRequest(request.scope, request.receive)
-            if request.headers.get("content-type") != "application/json":
+            content_type = request.headers.get("content-type")
+            if content_type is None or content_type.lower() not in _FAST_PATH_CONTENT_TYPES:
                 return await fastapi_handler(strict)
             try:
                 body = await strict.body()  # kept on `strict`: the full path reads it from there
