@@ -17,9 +17,10 @@ from one place. It gives way:
 
 - when the body is not UTF-8, or msgspec refuses it or any field (wrong type, range, length,
   unknown field, nesting past msgspec's own limit);
-- when a number in the body has a run of 19 or more digits (an integer that may not fit 64
-  bits, which the full path refuses) or a 3-digit exponent (a float that may overflow). Text
-  inside strings does not count: a key that is a UUID often looks like one ("…9e12-4…");
+- when a number in the body is an integer outside -2**63 … 2**64-1 (which the full path
+  refuses), a float with 19 or more digits before its point, or a float with a 3-digit
+  exponent (either may overflow). Text inside strings does not count: a key that is a UUID
+  often looks like a number ("…9e12-4…");
 - when the body holds a NUL (the schema's Text refuses it in keys, headers and ids; in JSON it
   can only be the escape backslash-u0000), or a topic or transactional_id holds '/' or a
   control character (IdText); lone surrogates msgspec refuses itself;
@@ -33,6 +34,7 @@ tests/unit/test_send_fast_path.py holds the two paths to the same batches.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Annotated
 
@@ -86,6 +88,19 @@ _SHAPES = bytes(
 )
 _SIGNS = b"+-"
 _LONG_EXPONENT = b"e000"
+# Digits -> "0", e/E -> "e", '.' kept, '-' and '+' -> "-", everything else -> " ".
+_RUN_SHAPES = bytes(
+    0x30 if 0x30 <= i <= 0x39 else 0x65 if i in (0x45, 0x65) else 0x2E if i == 0x2E
+    else 0x2D if i in (0x2B, 0x2D) else 0x20
+    for i in range(256)
+)
+_UNCOMMON_RUNS = (
+    b"-" + LONG_DIGIT_RUN,  # negative
+    b" " + LONG_DIGIT_RUN + b"0",  # 20 digits or more
+    b" " + LONG_DIGIT_RUN + b".",  # before a float's point
+    b" " + LONG_DIGIT_RUN + b"e",
+)
+_DIGIT_RUN = re.compile(rb"[0-9]{19,}")
 _NUL = b"\\u0000"
 # orjson writes at most 254 levels; a value cannot nest deeper than it has '[' and '{', nor
 # than half its length.
@@ -136,16 +151,52 @@ def decode_send(body: bytes, now_ms: int) -> DecodedSend | None:
 
 
 def _has_long_number(body: bytes) -> bool:
-    """Whether a number in the body (valid JSON) has a 19-digit run or a 3-digit exponent.
+    """Whether a number in the body (valid JSON) is one the full path must judge: a 3-digit
+    exponent, or a run of 19 or more digits other than an integer the full path takes.
 
     The search over the whole body is cheap and almost always finds nothing. When it does
     find one, it looks again with the strings taken out, since text matches too: the keys of
-    a Send of 1,000 records keyed by UUIDs nearly always hold an 'e' and three digits."""
+    a Send of 1,000 records keyed by UUIDs nearly always hold an 'e' and three digits. A
+    19-digit integer is common in its own right: a timestamp in nanoseconds."""
     shapes = body.translate(_SHAPES, _SIGNS)
     if LONG_DIGIT_RUN not in shapes and _LONG_EXPONENT not in shapes:
         return False
-    shapes = _numbers_outside_strings(body).translate(_SHAPES, _SIGNS)
-    return LONG_DIGIT_RUN in shapes or _LONG_EXPONENT in shapes
+    outside = _numbers_outside_strings(body)
+    shapes = outside.translate(_SHAPES, _SIGNS)
+    if _LONG_EXPONENT in shapes:
+        return True
+    if LONG_DIGIT_RUN not in shapes:
+        return False
+    if _all_runs_are_common_safe_ones(outside):
+        return False
+    return not all(_is_safe_run(outside, run) for run in _DIGIT_RUN.finditer(outside))
+
+
+def _all_runs_are_common_safe_ones(outside: bytes) -> bool:
+    """Whether every run of 19 or more digits is a fraction or a positive integer of exactly
+    19 digits (below 10**19 < 2**64): the two common kinds, both safe. Byte searches, since a
+    regular expression over the body would cost more than the full path saves.
+
+    In _RUN_SHAPES a run follows ' ' (structure), '-' (a sign), '.' (a fraction) or 'e' (an
+    exponent, which the caller has already refused as e000); so any run that is not common
+    shows as one of _UNCOMMON_RUNS."""
+    shapes = b" " + outside.translate(_RUN_SHAPES) + b" "
+    return not any(pattern in shapes for pattern in _UNCOMMON_RUNS)
+
+
+def _is_safe_run(text: bytes, run: re.Match[bytes]) -> bool:
+    """Whether the full path takes a number whose run of 19 or more digits this is: a float's
+    fraction (which cannot overflow), or a whole integer within -2**63 … 2**64-1 (the json
+    module's int, written back by orjson). A float's digits before its point may overflow:
+    the full path decides those."""
+    start, end = run.span()
+    before, after = text[start - 1:start], text[end:end + 1]
+    if before == b".":
+        return True
+    if after in (b".", b"e", b"E"):
+        return False
+    value = -int(run[0]) if before == b"-" else int(run[0])
+    return -(2**63) <= value <= 2**64 - 1
 
 
 def _numbers_outside_strings(body: bytes) -> bytes:

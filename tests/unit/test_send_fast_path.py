@@ -180,11 +180,15 @@ def test_a_value_is_stored_as_the_client_sent_it() -> None:
 @pytest.mark.parametrize(
     "value",
     [
-        b"12345678901234567890",  # may not fit 64 bits: the full path decides
+        b"98765432109876543210",  # beyond 64 bits: the full path decides
         b"1e400",  # overflows a float
         b"1E+308",
         b"1e-400",  # a 3-digit exponent either way
-        b"-12345678901234567890",
+        b"-9223372036854775809",  # below -2**63
+        b"18446744073709551616",  # above 2**64-1
+        b"[1, 123456789012345678901]",
+        b"1234567890123456789.5",  # 19 digits before a float's point
+        b"1234567890123456789e5",
         b'"\xed\xa0\x80"',  # a surrogate encoded in UTF-8 is not UTF-8
         b"[" * 300 + b"]" * 300,  # deeper than orjson writes
         b"[" * 1000 + b"]" * 1000,  # past msgspec's own recursion limit
@@ -227,11 +231,18 @@ def test_text_that_looks_like_a_long_number_stays_on_the_fast_path(body: bytes) 
 
 @pytest.mark.parametrize(
     "value",
-    [b"1e-05", b"2.5E-10", b"-1.5e+99", b"[1e-7, -0.5e+12, 6.02E23]", b"-922337203685477580"],
+    [
+        # A sign is not a digit: "e-05" is a 2-digit exponent, which cannot overflow. As
+        # Python's json writes 0.00001, it is the usual spelling of small floats.
+        b"1e-05", b"2.5E-10", b"-1.5e+99", b"[1e-7, -0.5e+12, 6.02E23]", b"-922337203685477580",
+        # 19 and 20 digits that the full path takes: a timestamp in nanoseconds, the bounds.
+        b"1732450000123456789", b'{"ts": 1732450000123456789, "n": -1732450000123456789}',
+        b"9223372036854775807", b"-9223372036854775808", b"12345678901234567890", b"18446744073709551615",
+        # A long fraction cannot overflow: orjson writes 3.0000000000000004e-05 so.
+        b"0.000030000000000000004", b"[-1.1234567890123456789, 0.5]",
+    ],
 )
-def test_numbers_with_two_digit_exponents_stay_on_the_fast_path(value: bytes) -> None:
-    # A sign is not a digit: "e-05" is a 2-digit exponent, which cannot overflow. As Python's
-    # json writes 0.00001, it is the usual spelling of small floats.
+def test_numbers_the_full_path_takes_stay_on_the_fast_path(value: bytes) -> None:
     body = b'{"batches":[{"topic":"t","partition":0,"records":[{"value":' + value + b"}]}]}"
     fast, full = decode_send(body, NOW), full_path(body)
     assert fast is not None and full is not None

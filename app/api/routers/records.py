@@ -17,7 +17,6 @@ from app.domain.errors import InvalidRequest
 from app.services.log_service import SendBatch, SendResult
 from app.storage.log import RecordToAppend
 
-
 # What the fast path takes. FastAPI reads each of these as JSON, and reads JSON as UTF-8
 # whatever the charset says, so both paths see the same body. .NET's JsonContent and many
 # Java clients send the charset; other JSON types (application/*+json) take the full path.
