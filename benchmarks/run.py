@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import http.client
 import os
+import random
 import socket
 import statistics
 import subprocess
@@ -149,6 +150,15 @@ def _records(n: int) -> list[dict]:
     return [{"key": f"k{i}", "value": VALUE} for i in range(n)]
 
 
+def _records_keyed_by_uuid(n: int) -> list[dict]:
+    """Records as many producers write them: UUID keys, a timestamp in nanoseconds in the
+    value. Both look like long numbers to a search that does not skip strings (docs/
+    benchmarks.md, session 7): this producer shows whether they cost the Send its fast path."""
+    rng = random.Random(7)
+    return [{"key": str(uuid.UUID(int=rng.getrandbits(128), version=4)),
+             "value": {**VALUE, "ts": 1_764_000_000_000_000_000 + rng.getrandbits(40)}} for _ in range(n)]
+
+
 # --- producers ----------------------------------------------------------------------------------
 
 
@@ -159,13 +169,13 @@ class Producer:
     its own, whose sequences start at 0."""
 
     def __init__(self, url: str, mode: str, tid: str | None = None,
-                 commit_every_ms: float | None = None) -> None:
+                 commit_every_ms: float | None = None, records: list[dict] | None = None) -> None:
         self.client = Client(url)
         self.mode, self.tid, self.commit_every_ms = mode, tid, commit_every_ms
         self.ident: dict = {}
         if mode != "plain":
             self.ident = _init_producer(self.client, tid if mode == "transactional" else None)
-        self.records = _records(BATCH)
+        self.records = _records(BATCH) if records is None else records
 
     def turn(self, topic: str, seconds: float, partition: int = 0) -> tuple[int, float]:
         """Produce for about `seconds`, whole transactions only; returns (records written,
@@ -388,6 +398,8 @@ def bench_database(kind: str, seconds: float, rounds: int, turn_seconds: float) 
         paths: dict[str, tuple[str, Callable[[str], tuple[int, float]]]] = {}
         producers = [
             ("produce plain", "p-plain", Producer(url, "plain")),
+            ("produce plain, UUID keys and ns timestamps", "p-plain-uuid",
+             Producer(url, "plain", records=_records_keyed_by_uuid(BATCH))),
             ("produce idempotent", "p-idempotent", Producer(url, "idempotent")),
             ("produce transactional (commit / 1,000)", "p-txn-1000",
              Producer(url, "transactional", "bench-txn-1000")),
@@ -496,6 +508,8 @@ def main(argv: list[str] | None = None) -> int:
             ("transactional (commit / 100 ms) / plain", "produce transactional (commit / 100 ms)", "produce plain"),
             ("read_committed / read_uncommitted fetch", "fetch read_committed", "fetch read_uncommitted"),
             ("plain produce over HTTP / best raw insert", "produce plain", raw_name),
+            ("plain, UUID keys and ns timestamps / plain", "produce plain, UUID keys and ns timestamps",
+             "produce plain"),
         ):
             print(ratio_line(label, by[a] / by[b], turns.get(a, []), turns.get(b, [])))
         print()
