@@ -18,9 +18,10 @@ from one place. It gives way:
 - when the body is not UTF-8, or msgspec refuses it or any field (wrong type, range, length,
   unknown field, nesting past msgspec's own limit);
 - when a number in the body is an integer outside -2**63 … 2**64-1 (which the full path
-  refuses), a float with 19 or more digits before its point, or a float with a 3-digit
-  exponent (either may overflow). Text inside strings does not count: a key that is a UUID
-  often looks like a number ("…9e12-4…");
+  refuses), a float with a 3-digit exponent (which may overflow) or, to keep the rule
+  simple, with 19 or more digits before its point. Text inside strings does not count: a
+  key that is a UUID often looks like a number ("…9e12-4…"). A body with a 19-digit run
+  that may nest deeper than 64 levels leaves too (_JSON_MODULE_SAFE_DEPTH);
 - when the body holds a NUL (the schema's Text refuses it in keys, headers and ids; in JSON it
   can only be the escape backslash-u0000), or a topic or transactional_id holds '/' or a
   control character (IdText); lone surrogates msgspec refuses itself;
@@ -80,9 +81,8 @@ _decoder = msgspec.json.Decoder(_Send)
 # Digits -> "0", e/E -> "e", '+' and '-' deleted (_SIGNS), everything else -> " ": a run of
 # 19 digits or a 3-digit exponent ("1e+400" -> "0e000", while "1e-05" -> "0e00" is not one)
 # is then a substring search over the body, ten times faster than a regular expression (and
-# strings are taken out before a match counts: _has_long_number). Outside strings a sign
-# only ever starts a number or its exponent, so deleting it joins nothing else.
-# Any NUL sends the body down the full path; JSON can only carry it as the escape \u0000.
+# strings are taken out before a match counts: _numbers_need_full_path). Outside strings a
+# sign only ever starts a number or its exponent, so deleting it joins nothing else.
 _SHAPES = bytes(
     0x30 if 0x30 <= i <= 0x39 else 0x65 if i in (0x45, 0x65) else 0x20 for i in range(256)
 )
@@ -101,6 +101,14 @@ _UNCOMMON_RUNS = (
     b" " + LONG_DIGIT_RUN + b"e",
 )
 _DIGIT_RUN = re.compile(rb"[0-9]{19,}")
+# Where a body holds a run of 19 digits, strings included, the full path parses it with the
+# json module (app.api.strict_json), whose nesting limit is Python's recursion limit less the
+# stack in use: some 950 levels, depending on the caller. The values this path keeps nest at
+# most 254 deep (_records), but a value that a repeated key replaced is never looked at, so
+# such a body goes to the full path if it may nest deeper than this (found in review).
+_JSON_MODULE_SAFE_DEPTH = 64
+_NOT_BRACKETS = bytes(i for i in range(256) if i not in b"[]{}")
+# Any NUL sends the body down the full path; JSON can only carry it as the escape \u0000.
 _NUL = b"\\u0000"
 # orjson writes at most 254 levels; a value cannot nest deeper than it has '[' and '{', nor
 # than half its length.
@@ -127,7 +135,7 @@ def decode_send(body: bytes, now_ms: int) -> DecodedSend | None:
         send = _decoder.decode(body)
         # After the decode, which has checked the body's syntax (_numbers_outside_strings
         # relies on it); numbers in a value that a repeated key replaced count too.
-        if _has_long_number(body):
+        if _numbers_need_full_path(body):
             return None
         if send.transactional_id is not None:
             valid_id(send.transactional_id)
@@ -150,18 +158,23 @@ def decode_send(body: bytes, now_ms: int) -> DecodedSend | None:
     return DecodedSend(batches, send.producer_id, send.producer_epoch, send.transactional_id)
 
 
-def _has_long_number(body: bytes) -> bool:
+def _numbers_need_full_path(body: bytes) -> bool:
     """Whether a number in the body (valid JSON) is one the full path must judge: a 3-digit
-    exponent, or a run of 19 or more digits other than an integer the full path takes.
+    exponent, or a run of 19 or more digits other than an integer the full path takes; or
+    whether the full path, parsing a body with such a run by the json module, might fail on
+    its nesting (_JSON_MODULE_SAFE_DEPTH).
 
     The search over the whole body is cheap and almost always finds nothing. When it does
     find one, it looks again with the strings taken out, since text matches too: the keys of
     a Send of 1,000 records keyed by UUIDs nearly always hold an 'e' and three digits. A
     19-digit integer is common in its own right: a timestamp in nanoseconds."""
     shapes = body.translate(_SHAPES, _SIGNS)
-    if LONG_DIGIT_RUN not in shapes and _LONG_EXPONENT not in shapes:
+    long_run = LONG_DIGIT_RUN in shapes
+    if not long_run and _LONG_EXPONENT not in shapes:
         return False
     outside = _numbers_outside_strings(body)
+    if long_run and _nests_deeper_than(outside, _JSON_MODULE_SAFE_DEPTH):
+        return True
     shapes = outside.translate(_SHAPES, _SIGNS)
     if _LONG_EXPONENT in shapes:
         return True
@@ -184,6 +197,19 @@ def _all_runs_are_common_safe_ones(outside: bytes) -> bool:
     return not any(pattern in shapes for pattern in _UNCOMMON_RUNS)
 
 
+def _nests_deeper_than(outside: bytes, depth: int) -> bool:
+    """Whether the body's brackets (strings taken out) may nest deeper than `depth` levels.
+    Each pass removes the innermost pairs, one level or two ('{[]}' goes at once), so what
+    is left after `depth` passes nests deeper than `depth`, and an empty result means at most
+    twice that. A Send empties in a few passes over a few kB."""
+    skeleton = outside.translate(None, _NOT_BRACKETS)
+    for _ in range(depth):
+        if not skeleton:
+            return False
+        skeleton = skeleton.replace(b"[]", b"").replace(b"{}", b"")
+    return bool(skeleton)
+
+
 def _is_safe_run(text: bytes, run: re.Match[bytes]) -> bool:
     """Whether the full path takes a number whose run of 19 or more digits this is: a float's
     fraction (which cannot overflow), or a whole integer within -2**63 … 2**64-1 (the json
@@ -193,7 +219,7 @@ def _is_safe_run(text: bytes, run: re.Match[bytes]) -> bool:
     before, after = text[start - 1:start], text[end:end + 1]
     if before == b".":
         return True
-    if after in (b".", b"e", b"E"):
+    if after in (b".", b"e", b"E") or end - start > 20:
         return False
     value = -int(run[0]) if before == b"-" else int(run[0])
     return -(2**63) <= value <= 2**64 - 1
