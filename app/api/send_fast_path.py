@@ -80,20 +80,26 @@ _decoder = msgspec.json.Decoder(_Send)
 
 # Digits -> "0", e/E -> "e", '+' and '-' deleted (_SIGNS), everything else -> " ": a run of
 # 19 digits or a 3-digit exponent ("1e+400" -> "0e000", while "1e-05" -> "0e00" is not one)
-# is then a substring search over the body, ten times faster than a regular expression (and
-# strings are taken out before a match counts: _numbers_need_full_path). Outside strings a
-# sign only ever starts a number or its exponent, so deleting it joins nothing else.
+# is then a substring search over the body, ten times faster than a regular expression. Only
+# a first, cheap sieve: strings are taken out before a match counts (_numbers_need_full_path).
 _SHAPES = bytes(
     0x30 if 0x30 <= i <= 0x39 else 0x65 if i in (0x45, 0x65) else 0x20 for i in range(256)
 )
 _SIGNS = b"+-"
 _LONG_EXPONENT = b"e000"
-# Digits -> "0", e/E -> "e", '.' kept, '-' and '+' -> "-", everything else -> " ".
+# The numbers outside strings, read again more closely: digits -> "0", e/E -> "e", '.' kept,
+# '-' and '+' -> "-", everything else -> " ". A 3-digit exponent shows as e000 or e-000. A run
+# of 19 or more digits follows ' ' (structure), '-' (a sign), '.' (a fraction) or 'e' (an
+# exponent, refused already); the two common kinds, both safe, are a fraction and a positive
+# integer of exactly 19 digits (below 10**19 < 2**64), and any other run shows as one of
+# _UNCOMMON_RUNS: byte searches, since a regular expression over the body would cost more
+# than the full path saves.
 _RUN_SHAPES = bytes(
     0x30 if 0x30 <= i <= 0x39 else 0x65 if i in (0x45, 0x65) else 0x2E if i == 0x2E
     else 0x2D if i in (0x2B, 0x2D) else 0x20
     for i in range(256)
 )
+_LONG_SIGNED_EXPONENT = b"e-000"
 _UNCOMMON_RUNS = (
     b"-" + LONG_DIGIT_RUN,  # negative
     b" " + LONG_DIGIT_RUN + b"0",  # 20 digits or more
@@ -175,26 +181,14 @@ def _numbers_need_full_path(body: bytes) -> bool:
     outside = _numbers_outside_strings(body)
     if long_run and _nests_deeper_than(outside, _JSON_MODULE_SAFE_DEPTH):
         return True
-    shapes = outside.translate(_SHAPES, _SIGNS)
-    if _LONG_EXPONENT in shapes:
+    shapes = b" " + outside.translate(_RUN_SHAPES) + b" "
+    if _LONG_EXPONENT in shapes or _LONG_SIGNED_EXPONENT in shapes:
         return True
     if LONG_DIGIT_RUN not in shapes:
         return False
-    if _all_runs_are_common_safe_ones(outside):
-        return False
+    if not any(pattern in shapes for pattern in _UNCOMMON_RUNS):
+        return False  # every run is of a common safe kind
     return not all(_is_safe_run(outside, run) for run in _DIGIT_RUN.finditer(outside))
-
-
-def _all_runs_are_common_safe_ones(outside: bytes) -> bool:
-    """Whether every run of 19 or more digits is a fraction or a positive integer of exactly
-    19 digits (below 10**19 < 2**64): the two common kinds, both safe. Byte searches, since a
-    regular expression over the body would cost more than the full path saves.
-
-    In _RUN_SHAPES a run follows ' ' (structure), '-' (a sign), '.' (a fraction) or 'e' (an
-    exponent, which the caller has already refused as e000); so any run that is not common
-    shows as one of _UNCOMMON_RUNS."""
-    shapes = b" " + outside.translate(_RUN_SHAPES) + b" "
-    return not any(pattern in shapes for pattern in _UNCOMMON_RUNS)
 
 
 def _nests_deeper_than(outside: bytes, depth: int) -> bool:
