@@ -31,6 +31,7 @@ def _serve(settings: Settings, args: argparse.Namespace) -> int:
         port=args.port or settings.port,
         log_level=settings.log_level,
         access_log=False,
+        timeout_keep_alive=settings.http_keep_alive_timeout_s,
     )
     return 0
 

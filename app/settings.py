@@ -17,6 +17,11 @@ class Settings(BaseSettings):
     )
     host: str = "127.0.0.1"
     port: int = 8000
+    # How long `outbox serve` keeps an idle keep-alive connection open (uvicorn's own default,
+    # 5 s). Behind a load balancer or proxy that pools connections, set it above the balancer's
+    # idle timeout: otherwise the service may close a connection just as the balancer sends a
+    # request on it, and that request fails (a 502 from the balancer) without reaching us.
+    http_keep_alive_timeout_s: int = Field(default=5, ge=1)
     # None: migrate on start-up for SQLite only (an embedded file has no operator to run
     # `outbox migrate`); PostgreSQL deployments migrate as a separate step.
     auto_migrate: bool | None = None

@@ -1,0 +1,60 @@
+"""`outbox serve` keeps an idle keep-alive connection open for OUTBOX_HTTP_KEEP_ALIVE_TIMEOUT_S.
+
+Connection handling does not depend on the database, so SQLite alone is enough here.
+"""
+
+from __future__ import annotations
+
+import socket
+import time
+
+import pytest
+
+REQUEST = b"GET /healthz HTTP/1.1\r\nHost: outbox\r\nConnection: keep-alive\r\n\r\n"
+UVICORN_DEFAULT_S = 5
+
+
+def _get_healthz(conn: socket.socket) -> bytes:
+    """One keep-alive request on `conn`; returns the whole response (headers and body)."""
+    conn.sendall(REQUEST)
+    data = b""
+    while b"\r\n\r\n" not in data:
+        chunk = conn.recv(65536)
+        assert chunk, f"connection closed mid-response: {data!r}"
+        data += chunk
+    head, _, body = data.partition(b"\r\n\r\n")
+    length = int(next(line.split(b":")[1] for line in head.split(b"\r\n")
+                      if line.lower().startswith(b"content-length:")))
+    while len(body) < length:
+        body += conn.recv(65536)
+    return head + b"\r\n\r\n" + body
+
+
+def _closed_by_server(conn: socket.socket) -> bool:
+    """Whether the server has closed its end: a read sees end-of-stream, not a timeout."""
+    conn.settimeout(0.5)
+    try:
+        return conn.recv(1, socket.MSG_PEEK) == b""
+    except TimeoutError:
+        return False
+    finally:
+        conn.settimeout(5)
+
+
+@pytest.mark.parametrize("backend", ["sqlite"], indirect=True)
+def test_idle_connection_lasts_as_long_as_the_keep_alive_setting(launcher) -> None:  # type: ignore[no-untyped-def]
+    short = launcher.server(http_keep_alive_timeout_s=1)
+    long = launcher.server(http_keep_alive_timeout_s=30)
+    conns = {}
+    for name, server in (("short", short), ("long", long)):
+        conns[name] = socket.create_connection(("127.0.0.1", server.port), timeout=5)
+        assert _get_healthz(conns[name]).startswith(b"HTTP/1.1 200"), name
+    try:
+        # Idle for longer than uvicorn's default: only the setting can keep one of them open.
+        time.sleep(UVICORN_DEFAULT_S + 1.5)
+        assert _closed_by_server(conns["short"])
+        assert not _closed_by_server(conns["long"])
+        assert _get_healthz(conns["long"]).endswith(b'{"status":"ok"}')
+    finally:
+        for c in conns.values():
+            c.close()
