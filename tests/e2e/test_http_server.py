@@ -1,14 +1,19 @@
-"""`outbox serve` keeps an idle keep-alive connection open for OUTBOX_HTTP_KEEP_ALIVE_TIMEOUT_S.
+"""`outbox serve` as a process behind a load balancer: keep-alive and shutdown.
 
 Connection handling does not depend on the database, so SQLite alone is enough here.
 """
 
 from __future__ import annotations
 
+import signal
 import socket
+import threading
 import time
 
+import httpx
 import pytest
+
+from tests.e2e.api import ok
 
 REQUEST = b"GET /healthz HTTP/1.1\r\nHost: outbox\r\nConnection: keep-alive\r\n\r\n"
 UVICORN_DEFAULT_S = 5
@@ -58,3 +63,37 @@ def test_idle_connection_lasts_as_long_as_the_keep_alive_setting(launcher) -> No
     finally:
         for c in conns.values():
             c.close()
+
+
+@pytest.mark.parametrize("backend", ["sqlite"], indirect=True)
+def test_sigterm_lets_an_in_flight_request_finish_before_the_process_exits(launcher) -> None:  # type: ignore[no-untyped-def]
+    server = launcher.server()
+    with server.client() as c:
+        ok(c.post("/v1/topics", json={"name": "orders", "partitions": 1}), 201)
+        ident = ok(c.post("/v1/producers", json={"transactional_id": "t"}))
+        ident = {"producer_id": ident["producer_id"], "producer_epoch": ident["producer_epoch"]}
+        ok(c.post("/v1/transactions/t/begin", json=ident))
+        ok(c.post("/v1/transactions/t/offsets", json={**ident, "group_id": "g", "offsets": [
+            {"topic": "orders", "partition": 0, "offset": 1}]}))
+    # A stable offset fetch waits for the open transaction: 2 s, then its usual answer.
+    answer: dict[str, httpx.Response | BaseException] = {}
+
+    def fetch() -> None:
+        try:
+            with server.client() as c:
+                answer["r"] = c.get("/v1/groups/g/offsets", params={"wait_ms": 2000})
+        except BaseException as e:  # noqa: BLE001 - the test reports it below
+            answer["r"] = e
+
+    waiting = threading.Thread(target=fetch)
+    waiting.start()
+    time.sleep(0.5)
+    server.proc.send_signal(signal.SIGTERM)
+    waiting.join(10)
+    r = answer["r"]
+    assert isinstance(r, httpx.Response), r
+    assert r.status_code == 409 and r.json()["error_code"] == "UNSTABLE_OFFSET_COMMIT", r.text
+    # uvicorn ends by re-raising the signal once shutdown is done: a SIGTERM exit status, after
+    # the lifespan's shutdown (the coordinator worker stopped, the pool closed) has completed.
+    assert server.proc.wait(10) in (0, -signal.SIGTERM)
+    assert "Application shutdown complete" in server.log_text()
