@@ -59,6 +59,12 @@ def _coordinator(settings: Settings, args: argparse.Namespace) -> int:
     from app.gc_tuning import tune_for_service
 
     tune_for_service()
+    if settings.coordinator_metrics_port is not None:
+        # Its counters (passes, completions, timeouts) on their own port: this process serves
+        # no API. The database gauges are in every `serve`'s /metrics.
+        from prometheus_client import start_http_server
+
+        start_http_server(settings.coordinator_metrics_port, addr=settings.host)
     stop = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: stop.set())

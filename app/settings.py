@@ -35,6 +35,9 @@ class Settings(BaseSettings):
     # markers, and until it has, InitProducerId and Begin answer CONCURRENT_TRANSACTIONS.
     complete_inline: bool = True
     coordinator_interval_ms: int = Field(default=200, ge=10)
+    # `outbox coordinator` serves no API; with a port here it serves its /metrics there (on
+    # OUTBOX_HOST), for Prometheus to scrape its counters.
+    coordinator_metrics_port: int | None = Field(default=None, ge=1, le=65535)
     # Kafka's transaction.timeout.ms default and transaction.max.timeout.ms.
     default_transaction_timeout_ms: int = Field(default=60_000, ge=1)
     max_transaction_timeout_ms: int = Field(default=900_000, ge=1)

@@ -15,7 +15,8 @@ from app.api import errors
 from app.api.body_limit import BodySizeLimit
 from app.api.path_guard import EncodedSlashGuard
 from app.api.deps import Services
-from app.api.routers import groups, health, producers, records, topics, transactions
+from app.api.request_metrics import RequestMetrics
+from app.api.routers import groups, health, metrics, producers, records, topics, transactions
 from app.domain.clock import Clock, system_clock
 from app.services.group_service import GroupService
 from app.services.transaction_coordinator import TransactionCoordinator
@@ -68,8 +69,9 @@ def create_app(settings: Settings | None = None, clock: Clock = system_clock) ->
 
     app.add_middleware(BodySizeLimit, max_bytes=settings.max_request_bytes)
     app.add_middleware(EncodedSlashGuard)
+    app.add_middleware(RequestMetrics)  # outermost: it also counts what the two above refuse
 
-    for module in (topics, producers, records, transactions, groups, health):
+    for module in (topics, producers, records, transactions, groups, health, metrics):
         app.include_router(module.router)
     app.include_router(transactions.admin_router)
 

@@ -10,6 +10,7 @@ from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from app.domain import errors as e
+from app.metrics import ERRORS
 
 logger = logging.getLogger(__name__)
 
@@ -45,6 +46,8 @@ RETRY_AFTER_S = "1"
 
 
 def error_body(code: str, message: str, retriable: bool, details: dict | None = None) -> dict:
+    """Every refusal's body; building one counts it in outbox_errors_total."""
+    ERRORS.labels(code).inc()
     body: dict = {"error_code": code, "message": message, "retriable": retriable}
     if details:
         body["details"] = details

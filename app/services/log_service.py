@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from app import metrics
 from app.domain.clock import Clock
 from app.domain.errors import (
     InvalidProducerEpoch,
@@ -34,6 +35,23 @@ class SendResult:
     base_offset: int
     record_count: int
     duplicate: bool
+
+
+_RECORDS_APPENDED = {
+    kind: metrics.RECORDS_APPENDED.labels(kind) for kind in ("plain", "idempotent", "transactional")
+}
+
+
+def _count(results: list[log.AppendResult], producer_id: int | None, transactional_id: str | None) -> None:
+    """Metrics of a committed Send."""
+    kind = "plain" if producer_id is None else "idempotent" if transactional_id is None else "transactional"
+    written = 0
+    for r in results:
+        if r.duplicate:
+            metrics.DUPLICATE_BATCHES.inc()
+        else:
+            written += r.record_count
+    _RECORDS_APPENDED[kind].inc(written)
 
 
 class LogService:
@@ -100,6 +118,7 @@ class LogService:
                 txn_id=txn_id,
                 now_ms=now,
             )
+        _count(results, producer_id, transactional_id)
         return [
             SendResult(b.topic, r.partition, r.base_offset, r.record_count, r.duplicate)
             for b, r in zip(batches, results, strict=True)

@@ -20,6 +20,7 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass, field, replace
 
+from app import metrics
 from app.domain.clock import Clock
 from app.domain.offsets import GroupMetadata, OffsetToStage, check_distinct_partitions
 from app.domain.errors import (
@@ -43,7 +44,7 @@ from app.domain.types import ControlType, ProducerEpoch, ProducerId, Transaction
 from app.settings import Settings
 from app.storage import groups, log, producers, topics
 from app.storage import transactions as txns
-from app.storage.engine import Database
+from app.storage.engine import Database, after_commit
 
 S = TransactionState
 logger = logging.getLogger(__name__)
@@ -174,7 +175,9 @@ class TransactionCoordinator:
                 # A new instance fences the old one (or, KIP-360, the live instance recovers):
                 # bump the epoch and abort the open transaction. A KIP-360 caller's retry
                 # is then recognised by last_producer_epoch.
-                self._fence_and_abort(conn, meta, now, last_producer_epoch=producer_epoch)
+                self._fence_and_abort(
+                    conn, meta, now, reason="init_producer_id", last_producer_epoch=producer_epoch
+                )
                 return None
             if meta.state not in IDLE_STATES:
                 raise InvalidTxnState(f"transactional_id is {meta.state.value}")
@@ -206,9 +209,11 @@ class TransactionCoordinator:
             return ProducerIdAndEpoch(pid, epoch, transactional_id, timeout_ms)
 
     def _fence_and_abort(  # type: ignore[no-untyped-def]
-        self, conn, meta: TransactionMetadata, now: int, *, last_producer_epoch: int | None = None
+        self, conn, meta: TransactionMetadata, now: int, *, reason: str,
+        last_producer_epoch: int | None = None,
     ) -> TransactionMetadata:
-        """Ongoing → (PrepareEpochFence) → PrepareAbort with the epoch bumped, in one write."""
+        """Ongoing → (PrepareEpochFence) → PrepareAbort with the epoch bumped, in one write.
+        `reason` labels the fence in metrics: init_producer_id, timeout or admin."""
         check_transition(meta.state, S.PREPARE_EPOCH_FENCE)
         check_transition(S.PREPARE_EPOCH_FENCE, S.PREPARE_ABORT)
         exhausted, epoch = next_epoch(meta.producer_id, meta.producer_epoch)
@@ -229,6 +234,7 @@ class TransactionCoordinator:
             updated_ms=now,
             last_producer_epoch=last,
         )
+        after_commit(conn, metrics.TRANSACTIONS_FENCED.labels(reason).inc)
         return replace(
             meta,
             producer_id=ProducerId(pid),
@@ -371,6 +377,7 @@ class TransactionCoordinator:
         target = S.COMPLETE_COMMIT if commit else S.COMPLETE_ABORT
         check_transition(meta.state, target)
         txns.update_row(conn, meta.transactional_id, state=target, updated_ms=now)
+        after_commit(conn, metrics.TRANSACTIONS_COMPLETED.labels("commit" if commit else "abort").inc)
         return replace(meta, state=target, updated_ms=now)
 
     @staticmethod
@@ -411,7 +418,7 @@ class TransactionCoordinator:
                 meta = txns.get(conn, tid, lock="update")
                 if meta is None or not meta.is_timed_out(now_ms):
                     continue  # committed or aborted meanwhile
-                self._complete_locked(conn, self._fence_and_abort(conn, meta, now_ms), now_ms)
+                self._complete_locked(conn, self._fence_and_abort(conn, meta, now_ms, reason="timeout"), now_ms)
             aborted.append(tid)
         return aborted
 
@@ -441,13 +448,17 @@ class TransactionCoordinator:
         with self.db.write() as conn:
             meta = self._require(conn, transactional_id, lock="update")
             if meta.state is S.ONGOING:
-                meta = self._fence_and_abort(conn, meta, now)
+                meta = self._fence_and_abort(conn, meta, now, reason="admin")
             elif meta.state is not S.PREPARE_ABORT:
                 raise InvalidTxnState(
                     f"transaction is {meta.state.value}; only an open transaction can be aborted",
                     state=meta.state.value,
                 )
             return self._view(conn, self._complete_locked(conn, meta, now))
+
+    def count_by_state(self) -> dict[S, int]:
+        with self.db.read() as conn:
+            return txns.count_by_state(conn)
 
     def hanging(self, now_ms: int) -> list[TransactionMetadata]:
         """Transactions open longer than the maximum timeout, or decided but not completed for

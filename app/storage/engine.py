@@ -8,7 +8,7 @@ are described where they are taken. Reads: one snapshot on both (see Database.re
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 import threading
 from contextlib import contextmanager
 
@@ -21,6 +21,7 @@ from app.settings import Settings
 from app.storage.errors import translate_driver_errors
 
 _WRITE = "outbox_write"
+_AFTER_COMMIT = "outbox_after_commit"
 
 
 def take_write_lock_at_begin(conn: Connection) -> None:
@@ -31,6 +32,12 @@ def take_write_lock_at_begin(conn: Connection) -> None:
     between, without waiting on busy_timeout.
     """
     conn.info[_WRITE] = True
+
+
+def after_commit(conn: Connection, fn: Callable[[], None]) -> None:
+    """Run `fn` once the write transaction `conn` belongs to has committed (Database.write);
+    never if it rolls back. For effects outside the database, such as metrics."""
+    conn.info.setdefault(_AFTER_COMMIT, []).append(fn)
 
 
 def normalise_url(url: str) -> str:
@@ -139,8 +146,11 @@ class Database:
                 try:
                     with conn.begin():
                         yield conn
+                    for fn in conn.info.pop(_AFTER_COMMIT, ()):
+                        fn()
                 finally:
                     conn.info.pop(_WRITE, None)
+                    conn.info.pop(_AFTER_COMMIT, None)
                     if relaxed:
                         conn.connection.driver_connection.execute("PRAGMA synchronous=FULL")  # type: ignore[union-attr]
 

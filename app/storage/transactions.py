@@ -135,6 +135,14 @@ def list_all(
     return [_metadata(r) for r in conn.execute(stmt)]
 
 
+def count_by_state(conn: Connection) -> dict[TransactionState, int]:
+    """How many transactional_ids are in each state (states with none are left out)."""
+    rows = conn.execute(
+        select(transactions.c.state, func.count()).group_by(transactions.c.state)
+    ).all()
+    return {TransactionState(state): n for state, n in rows}
+
+
 def timed_out_ids(conn: Connection, now_ms: int, limit: int) -> list[str]:
     """Ongoing transactions whose timeout has passed (the ix_transactions_state index narrows
     the scan to open transactions)."""

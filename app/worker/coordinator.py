@@ -12,6 +12,7 @@ import logging
 import threading
 from dataclasses import dataclass
 
+from app import metrics
 from app.domain.clock import Clock
 from app.services.group_service import GroupService
 from app.services.transaction_coordinator import TransactionCoordinator
@@ -50,6 +51,9 @@ class CoordinatorWorker:
         expired = self.coordinator.expire_transactional_ids(now)
         members = self.groups.expire_members(now) if self.groups is not None else 0
         result = CoordinatorPass(len(timed_out), commits, aborts, len(expired), members)
+        metrics.TRANSACTIONAL_IDS_EXPIRED.inc(len(expired))
+        metrics.GROUP_MEMBERS_EXPIRED.inc(members)
+        metrics.COORDINATOR_PASSES.labels("ok").inc()
         if timed_out or commits or aborts or expired or members:
             logger.info("coordinator pass: %s", result)
         return result
@@ -59,6 +63,7 @@ class CoordinatorWorker:
             try:
                 self.run_once()
             except Exception:  # the database may be restarting; try again next pass
+                metrics.COORDINATOR_PASSES.labels("failed").inc()
                 logger.exception("coordinator pass failed")
             self._stop.wait(self.interval_s)
 

@@ -1,4 +1,4 @@
-"""`outbox serve` as a process behind a load balancer: keep-alive and shutdown.
+"""`outbox serve` and `outbox coordinator` as processes: keep-alive, shutdown, metrics port.
 
 Connection handling does not depend on the database, so SQLite alone is enough here.
 """
@@ -14,6 +14,7 @@ import httpx
 import pytest
 
 from tests.e2e.api import ok
+from tests.e2e.conftest import free_port
 
 REQUEST = b"GET /healthz HTTP/1.1\r\nHost: outbox\r\nConnection: keep-alive\r\n\r\n"
 UVICORN_DEFAULT_S = 5
@@ -97,3 +98,20 @@ def test_sigterm_lets_an_in_flight_request_finish_before_the_process_exits(launc
     # the lifespan's shutdown (the coordinator worker stopped, the pool closed) has completed.
     assert server.proc.wait(10) in (0, -signal.SIGTERM)
     assert "Application shutdown complete" in server.log_text()
+
+
+@pytest.mark.parametrize("backend", ["sqlite"], indirect=True)
+def test_coordinator_process_serves_its_metrics_on_the_configured_port(launcher) -> None:  # type: ignore[no-untyped-def]
+    port = free_port()
+    launcher.coordinator(coordinator_metrics_port=port, coordinator_interval_ms=50)
+    deadline = time.monotonic() + 30
+    passes = 0.0
+    while passes < 2 and time.monotonic() < deadline:
+        try:
+            text = httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=2).text
+        except httpx.TransportError:
+            text = ""  # not listening yet
+        passes = sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines()
+                     if line.startswith('outbox_coordinator_passes_total{outcome="ok"}'))
+        time.sleep(0.1)
+    assert passes >= 2

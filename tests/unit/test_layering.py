@@ -13,7 +13,7 @@ import pytest
 APP = Path(__file__).resolve().parents[2] / "app"
 
 FORBIDDEN = {
-    "domain": ("app.storage", "app.services", "app.api", "app.worker", "app.client", "sqlalchemy", "fastapi", "starlette", "httpx"),
+    "domain": ("app.storage", "app.services", "app.api", "app.worker", "app.client", "app.metrics", "sqlalchemy", "fastapi", "starlette", "httpx", "prometheus_client"),
     "storage": ("app.services", "app.api", "app.worker", "app.client", "fastapi", "starlette"),
     "services": ("app.api", "app.worker", "app.client", "fastapi", "starlette"),
     "worker": ("app.api", "app.client", "fastapi", "starlette"),

@@ -1,0 +1,65 @@
+"""Prometheus metrics, exposed by `GET /metrics` (app.api.routers.metrics).
+
+Counters live in this process: every `outbox serve` (and `outbox coordinator`) process counts
+what it did itself, and Prometheus sums the instances it scrapes. What is stored in the
+database (transactions by state, hanging ones) is read at scrape time instead, so every API
+process reports the same figure for it: take max() across instances, not sum().
+
+Counters are incremented after the database transaction that did the work has committed:
+a rolled-back Send or completion counts nothing.
+"""
+
+from __future__ import annotations
+
+from prometheus_client import Counter, Histogram
+
+HTTP_REQUESTS = Counter(
+    "outbox_http_requests",
+    "HTTP requests answered, by method, route template and status code.",
+    ["method", "route", "status"],
+)
+HTTP_REQUEST_DURATION = Histogram(
+    "outbox_http_request_duration_seconds",
+    "Time from a request's arrival to the end of its response, by method and route template.",
+    ["method", "route"],
+    # A Send of 1,000 records takes a few milliseconds; a waiting offset fetch up to 30 s.
+    buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30),
+)
+ERRORS = Counter(
+    "outbox_errors",
+    "Requests refused, by the error_code of their ErrorResponse.",
+    ["error_code"],
+)
+RECORDS_APPENDED = Counter(
+    "outbox_records_appended",
+    "Records written by Sends, by kind of producer (plain, idempotent, transactional).",
+    ["producer"],
+)
+DUPLICATE_BATCHES = Counter(
+    "outbox_duplicate_batches",
+    "Batches answered as a retry of the producer's last batch in their partition: nothing written.",
+)
+TRANSACTIONS_COMPLETED = Counter(
+    "outbox_transactions_completed",
+    "Transactions whose control markers were written, by result (commit, abort).",
+    ["result"],
+)
+TRANSACTIONS_FENCED = Counter(
+    "outbox_transactions_fenced",
+    "Open transactions aborted with a producer epoch bump, by reason: a new instance's "
+    "InitProducerId (init_producer_id), the transaction timeout (timeout), an operator (admin).",
+    ["reason"],
+)
+TRANSACTIONAL_IDS_EXPIRED = Counter(
+    "outbox_transactional_ids_expired",
+    "Idle transactional_ids forgotten after OUTBOX_TRANSACTIONAL_ID_EXPIRATION_MS.",
+)
+GROUP_MEMBERS_EXPIRED = Counter(
+    "outbox_group_members_expired",
+    "Consumer group members removed after their session timeout.",
+)
+COORDINATOR_PASSES = Counter(
+    "outbox_coordinator_passes",
+    "Passes of the coordinator worker, by outcome (ok, failed: the error is in the log).",
+    ["outcome"],
+)

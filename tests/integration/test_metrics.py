@@ -1,0 +1,150 @@
+"""GET /metrics: what each operation adds to the counters, and the gauges read from the database.
+
+The counters belong to the process (the tests' process here, shared by every app the suite
+builds), so each test compares a counter before and after what it does.
+"""
+
+from __future__ import annotations
+
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from app.storage.engine import after_commit
+from app.worker.coordinator import CoordinatorWorker
+from tests.helpers import batch, begin, create_topic, ident, init_producer, send
+
+
+def scrape(client) -> dict[tuple[str, frozenset], float]:  # type: ignore[no-untyped-def]
+    r = client.get("/metrics")
+    assert r.status_code == 200, r.text
+    assert r.headers["content-type"].startswith("text/plain")
+    return {
+        (s.name, frozenset(s.labels.items())): s.value
+        for family in text_string_to_metric_families(r.text)
+        for s in family.samples
+    }
+
+
+def value(scraped: dict, name: str, **labels: str) -> float:
+    return scraped.get((name, frozenset(labels.items())), 0.0)
+
+
+def delta(before: dict, after: dict, name: str, **labels: str) -> float:
+    return value(after, name, **labels) - value(before, name, **labels)
+
+
+def test_sends_count_the_records_they_wrote_by_kind_of_producer(client) -> None:  # type: ignore[no-untyped-def]
+    create_topic(client, "orders", 2)
+    idem = init_producer(client)
+    before = scrape(client)
+    assert send(client, [batch("orders", 0, [1, 2, 3]), batch("orders", 1, [4])]).status_code == 200
+    assert send(client, [batch("orders", 0, [5, 6], base_sequence=0)], idem).status_code == 200
+    after = scrape(client)
+    assert delta(before, after, "outbox_records_appended_total", producer="plain") == 4
+    assert delta(before, after, "outbox_records_appended_total", producer="idempotent") == 2
+    assert delta(before, after, "outbox_records_appended_total", producer="transactional") == 0
+
+
+def test_a_retried_batch_counts_as_a_duplicate_and_writes_nothing(client) -> None:  # type: ignore[no-untyped-def]
+    create_topic(client, "orders")
+    idem = init_producer(client)
+    assert send(client, [batch("orders", 0, [1, 2], base_sequence=0)], idem).status_code == 200
+    before = scrape(client)
+    r = send(client, [batch("orders", 0, [1, 2], base_sequence=0)], idem)
+    assert r.json()["results"][0]["duplicate"] is True
+    after = scrape(client)
+    assert delta(before, after, "outbox_duplicate_batches_total") == 1
+    assert delta(before, after, "outbox_records_appended_total", producer="idempotent") == 0
+
+
+def test_commit_and_abort_count_completed_transactions_by_result(client) -> None:  # type: ignore[no-untyped-def]
+    create_topic(client, "orders")
+    p = init_producer(client, "t")
+    before = scrape(client)
+    for seq, end in enumerate(("commit", "abort")):
+        begin(client, "t", p)
+        assert send(client, [batch("orders", 0, [end], base_sequence=seq)], p, "t").status_code == 200
+        assert client.post(f"/v1/transactions/t/{end}", json=ident(p)).status_code == 200
+    # A retry of the abort is answered as the first time and completes nothing more.
+    assert client.post("/v1/transactions/t/abort", json=ident(p)).status_code == 200
+    after = scrape(client)
+    assert delta(before, after, "outbox_transactions_completed_total", result="commit") == 1
+    assert delta(before, after, "outbox_transactions_completed_total", result="abort") == 1
+    assert delta(before, after, "outbox_records_appended_total", producer="transactional") == 2
+
+
+def test_a_new_instance_fencing_an_open_transaction_counts_as_a_fence(client) -> None:  # type: ignore[no-untyped-def]
+    create_topic(client, "orders")
+    p = init_producer(client, "t")
+    begin(client, "t", p)
+    assert send(client, [batch("orders", 0, [1], base_sequence=0)], p, "t").status_code == 200
+    before = scrape(client)
+    init_producer(client, "t")
+    after = scrape(client)
+    assert delta(before, after, "outbox_transactions_fenced_total", reason="init_producer_id") == 1
+    assert delta(before, after, "outbox_transactions_completed_total", result="abort") == 1
+
+
+def test_the_coordinator_counts_its_pass_and_the_timeout_it_aborts(client, services, clock) -> None:  # type: ignore[no-untyped-def]
+    create_topic(client, "orders")
+    p = init_producer(client, "t", transaction_timeout_ms=1_000)
+    begin(client, "t", p)
+    worker = CoordinatorWorker(services.coordinator, clock, interval_ms=200)
+    before = scrape(client)
+    clock.advance(1_001)
+    assert worker.run_once().timed_out == 1
+    after = scrape(client)
+    assert delta(before, after, "outbox_transactions_fenced_total", reason="timeout") == 1
+    assert delta(before, after, "outbox_coordinator_passes_total", outcome="ok") == 1
+
+
+def test_refusals_are_counted_by_error_code(client) -> None:  # type: ignore[no-untyped-def]
+    before = scrape(client)
+    assert client.get("/v1/topics/nope").status_code == 404
+    assert client.post("/v1/topics", json={"name": ""}).status_code == 422
+    after = scrape(client)
+    assert delta(before, after, "outbox_errors_total", error_code="UNKNOWN_TOPIC_OR_PARTITION") == 1
+    assert delta(before, after, "outbox_errors_total", error_code="INVALID_REQUEST") == 1
+
+
+def test_requests_are_labelled_by_route_template_not_by_path(client) -> None:  # type: ignore[no-untyped-def]
+    create_topic(client, "orders")
+    before = scrape(client)
+    assert client.get("/v1/topics/orders").status_code == 200
+    assert client.get("/v1/topics/nope").status_code == 404
+    assert client.get("/no/such/path").status_code == 404
+    after = scrape(client)
+    route = "/v1/topics/{topic}"
+    assert delta(before, after, "outbox_http_requests_total", method="GET", route=route, status="200") == 1
+    assert delta(before, after, "outbox_http_requests_total", method="GET", route=route, status="404") == 1
+    assert delta(before, after, "outbox_http_requests_total", method="GET", route="<unmatched>", status="404") == 1
+    assert delta(before, after, "outbox_http_request_duration_seconds_count", method="GET", route=route) == 2
+    assert not any(name == "outbox_http_requests_total" and ("route", "/v1/topics/orders") in labels
+                   for name, labels in after)
+
+
+def test_transaction_states_and_hanging_transactions_are_read_from_the_database(client, clock) -> None:  # type: ignore[no-untyped-def]
+    create_topic(client, "orders")
+    for tid in ("a", "b", "c"):
+        init_producer(client, tid)
+    begin(client, "a", init_producer(client, "a"))
+    begin(client, "b", init_producer(client, "b"))
+    scraped = scrape(client)
+    assert value(scraped, "outbox_database_up") == 1
+    assert value(scraped, "outbox_transactions", state="Ongoing") == 2
+    assert value(scraped, "outbox_transactions", state="Empty") == 1
+    assert value(scraped, "outbox_transactions", state="PrepareCommit") == 0
+    assert value(scraped, "outbox_transactions_hanging") == 0
+    clock.advance(900_001)  # past the maximum transaction timeout, with no worker running
+    assert value(scrape(client), "outbox_transactions_hanging") == 2
+
+
+def test_after_commit_effects_run_only_once_the_write_has_committed(database) -> None:  # type: ignore[no-untyped-def]
+    ran: list[str] = []
+    with pytest.raises(RuntimeError), database.write() as conn:
+        after_commit(conn, lambda: ran.append("rolled back"))
+        raise RuntimeError("the write fails")
+    with database.write() as conn:
+        after_commit(conn, lambda: ran.append("committed"))
+        assert ran == []
+    assert ran == ["committed"]
