@@ -11,7 +11,11 @@ a rolled-back Send or completion counts nothing.
 
 from __future__ import annotations
 
-from prometheus_client import Counter, Histogram
+from prometheus_client import Counter, Histogram, disable_created_metrics
+
+# No `*_created` series beside every counter: a start timestamp per label set doubles the
+# series and no dashboard of ours reads it.
+disable_created_metrics()
 
 HTTP_REQUESTS = Counter(
     "outbox_http_requests",

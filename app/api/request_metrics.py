@@ -3,7 +3,8 @@
 A pure ASGI middleware (no BaseHTTPMiddleware: that would copy every body through a task).
 The label is the matched route's path template (`/v1/topics/{name}`), never the raw path, so
 topic names and transactional ids do not each become a time series; requests that match no
-route share one label.
+route share one label, and so do those refused before routing (a body over the size limit,
+an encoded slash).
 """
 
 from __future__ import annotations
@@ -16,6 +17,9 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from app.metrics import HTTP_REQUEST_DURATION, HTTP_REQUESTS
 
 UNMATCHED = "<unmatched>"
+# The method is the client's to choose (uvicorn's h11 passes any token, httptools some 35), so
+# only these become label values; any other is counted as "other".
+METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"})
 
 
 class RequestMetrics:
@@ -41,6 +45,6 @@ class RequestMetrics:
             # The router records the route it matched in the scope it was given, this one.
             route: Any = scope.get("route")
             template = getattr(route, "path", None) or UNMATCHED
-            method = scope["method"]
+            method = scope["method"] if scope["method"] in METHODS else "other"
             HTTP_REQUESTS.labels(method, template, str(status)).inc()
             HTTP_REQUEST_DURATION.labels(method, template).observe(time.perf_counter() - start)

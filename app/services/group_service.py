@@ -11,9 +11,11 @@ from __future__ import annotations
 
 import uuid
 from dataclasses import dataclass
+from functools import partial
 
 from sqlalchemy import Connection
 
+from app import metrics
 from app.domain.assignor import range_assign
 from app.domain.clock import Clock
 from app.domain.errors import (
@@ -26,7 +28,7 @@ from app.domain.errors import (
 from app.domain.offsets import GroupMetadata, OffsetToStage, check_distinct_partitions
 from app.settings import Settings
 from app.storage import groups, offsets, topics
-from app.storage.engine import Database
+from app.storage.engine import Database, after_commit
 
 
 
@@ -122,6 +124,7 @@ class GroupService:
                     groups.remove_members(conn, group_id, expired)
                     self._rebalance(conn, group_id, now_ms)
                     removed += len(expired)
+                    after_commit(conn, partial(metrics.GROUP_MEMBERS_EXPIRED.inc, len(expired)))
         return removed
 
     def _rebalance(self, conn: Connection, group_id: str, now: int) -> None:

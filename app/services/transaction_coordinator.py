@@ -436,6 +436,7 @@ class TransactionCoordinator:
                 # Dead is Kafka's state for a removed id; here the row goes away with it.
                 check_transition(meta.state, S.DEAD)
                 txns.delete_transactional_id(conn, tid, meta.producer_id)
+                after_commit(conn, metrics.TRANSACTIONAL_IDS_EXPIRED.inc)
             expired.append(tid)
         return expired
 
@@ -456,9 +457,12 @@ class TransactionCoordinator:
                 )
             return self._view(conn, self._complete_locked(conn, meta, now))
 
-    def count_by_state(self) -> dict[S, int]:
+    def gauges(self, now_ms: int) -> tuple[dict[S, int], int]:
+        """transactional_ids by state, and how many are hanging (as `hanging` lists them), from
+        one snapshot, counted by the database."""
         with self.db.read() as conn:
-            return txns.count_by_state(conn)
+            stale = now_ms - self.settings.max_transaction_timeout_ms
+            return txns.count_by_state(conn), txns.count_hanging(conn, stale)
 
     def hanging(self, now_ms: int) -> list[TransactionMetadata]:
         """Transactions open longer than the maximum timeout, or decided but not completed for

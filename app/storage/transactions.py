@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from functools import cache
 from typing import Any
 
-from sqlalchemy import Connection, bindparam, delete, func, insert, select, update
+from sqlalchemy import Connection, and_, bindparam, delete, func, insert, or_, select, update
 
 from app.domain.transaction import TransactionMetadata
 from app.domain.types import ProducerEpoch, ProducerId, TransactionState, TxnId
@@ -141,6 +141,23 @@ def count_by_state(conn: Connection) -> dict[TransactionState, int]:
         select(transactions.c.state, func.count()).group_by(transactions.c.state)
     ).all()
     return {TransactionState(state): n for state, n in rows}
+
+
+def count_hanging(conn: Connection, stale_before_ms: int) -> int:
+    """Transactions open since stale_before_ms or earlier, or decided but not completed since
+    then (the count of TransactionCoordinator.hanging)."""
+    t = transactions.c
+    return conn.execute(
+        select(func.count()).select_from(transactions).where(
+            or_(
+                and_(t.state == TransactionState.ONGOING.value, t.txn_started_ms <= stale_before_ms),
+                and_(
+                    t.state.in_([TransactionState.PREPARE_COMMIT.value, TransactionState.PREPARE_ABORT.value]),
+                    t.updated_ms <= stale_before_ms,
+                ),
+            )
+        )
+    ).scalar_one()
 
 
 def timed_out_ids(conn: Connection, now_ms: int, limit: int) -> list[str]:

@@ -51,8 +51,6 @@ class CoordinatorWorker:
         expired = self.coordinator.expire_transactional_ids(now)
         members = self.groups.expire_members(now) if self.groups is not None else 0
         result = CoordinatorPass(len(timed_out), commits, aborts, len(expired), members)
-        metrics.TRANSACTIONAL_IDS_EXPIRED.inc(len(expired))
-        metrics.GROUP_MEMBERS_EXPIRED.inc(members)
         metrics.COORDINATOR_PASSES.labels("ok").inc()
         if timed_out or commits or aborts or expired or members:
             logger.info("coordinator pass: %s", result)

@@ -98,6 +98,40 @@ def test_the_coordinator_counts_its_pass_and_the_timeout_it_aborts(client, servi
     assert delta(before, after, "outbox_coordinator_passes_total", outcome="ok") == 1
 
 
+def test_an_operator_abort_counts_as_an_admin_fence(client) -> None:  # type: ignore[no-untyped-def]
+    begin(client, "t", init_producer(client, "t"))
+    before = scrape(client)
+    assert client.post("/v1/admin/transactions/t/abort").status_code == 200
+    after = scrape(client)
+    assert delta(before, after, "outbox_transactions_fenced_total", reason="admin") == 1
+    assert delta(before, after, "outbox_transactions_completed_total", result="abort") == 1
+
+
+def test_the_coordinator_counts_the_transactional_ids_and_members_it_expires(client, services, clock) -> None:  # type: ignore[no-untyped-def]
+    create_topic(client, "orders")
+    init_producer(client, "idle")
+    r = client.post("/v1/groups/g/members", json={"topics": ["orders"], "session_timeout_ms": 10_000})
+    assert r.status_code == 200, r.text
+    worker = CoordinatorWorker(services.coordinator, clock, interval_ms=200, groups=services.groups)
+    before = scrape(client)
+    clock.advance(services.settings.transactional_id_expiration_ms + 1)
+    result = worker.run_once()
+    assert (result.expired_transactional_ids, result.expired_members) == (1, 1)
+    after = scrape(client)
+    assert delta(before, after, "outbox_transactional_ids_expired_total") == 1
+    assert delta(before, after, "outbox_group_members_expired_total") == 1
+
+
+def test_a_refused_send_counts_no_records(client) -> None:  # type: ignore[no-untyped-def]
+    create_topic(client, "orders")
+    before = scrape(client)
+    # The second batch names a partition that does not exist: the whole Send is refused.
+    assert send(client, [batch("orders", 0, [1, 2]), batch("orders", 7, [3])]).status_code == 404
+    after = scrape(client)
+    assert delta(before, after, "outbox_records_appended_total", producer="plain") == 0
+    assert delta(before, after, "outbox_errors_total", error_code="UNKNOWN_TOPIC_OR_PARTITION") == 1
+
+
 def test_refusals_are_counted_by_error_code(client) -> None:  # type: ignore[no-untyped-def]
     before = scrape(client)
     assert client.get("/v1/topics/nope").status_code == 404
@@ -121,6 +155,30 @@ def test_requests_are_labelled_by_route_template_not_by_path(client) -> None:  #
     assert delta(before, after, "outbox_http_request_duration_seconds_count", method="GET", route=route) == 2
     assert not any(name == "outbox_http_requests_total" and ("route", "/v1/topics/orders") in labels
                    for name, labels in after)
+
+
+def test_methods_outside_the_usual_set_share_one_label(client) -> None:  # type: ignore[no-untyped-def]
+    create_topic(client, "orders")
+    before = scrape(client)
+    assert client.request("PROPFIND", "/v1/topics/orders").status_code == 405
+    after = scrape(client)
+    route = "/v1/topics/{topic}"
+    assert delta(before, after, "outbox_http_requests_total", method="other", route=route, status="405") == 1
+    assert not any(("method", "PROPFIND") in labels for _, labels in after)
+
+
+def test_a_scrape_answers_with_database_up_0_when_the_database_is_down() -> None:
+    from fastapi.testclient import TestClient
+
+    from app.api.app import create_app
+    from app.settings import Settings
+
+    down = Settings(database_url="postgresql+psycopg://postgres@127.0.0.1:1/none",
+                    run_coordinator=False, auto_migrate=False)
+    with TestClient(create_app(down)) as c:
+        scraped = scrape(c)
+    assert value(scraped, "outbox_database_up") == 0
+    assert ("outbox_transactions", frozenset({("state", "Ongoing")})) not in scraped
 
 
 def test_transaction_states_and_hanging_transactions_are_read_from_the_database(client, clock) -> None:  # type: ignore[no-untyped-def]

@@ -33,8 +33,7 @@ class DatabaseGauges:
         coordinator = self.services.coordinator
         up = GaugeMetricFamily("outbox_database_up", "1 if the database answered this scrape's queries, else 0.")
         try:
-            by_state = coordinator.count_by_state()
-            hanging = len(coordinator.hanging(self.services.clock()))
+            by_state, hanging = coordinator.gauges(self.services.clock())
         except Exception as exc:  # noqa: BLE001 - a scrape must answer while the database is down
             logger.warning("metrics: database gauges unavailable: %s", exc.__class__.__name__)
             up.add_metric([], 0)
