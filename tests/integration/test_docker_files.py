@@ -132,9 +132,17 @@ def test_the_api_healthcheck_asks_readyz_with_valid_python(compose: dict) -> Non
     compile(snippet, "<healthcheck>", "exec")
 
 
-@pytest.mark.parametrize("name", ["migrate", "coordinator"])
-def test_processes_without_http_turn_the_image_healthcheck_off(compose: dict, name: str) -> None:
-    assert compose["services"][name]["healthcheck"]["disable"] is True
+def test_the_one_shot_migration_turns_the_image_healthcheck_off(compose: dict) -> None:
+    assert compose["services"]["migrate"]["healthcheck"]["disable"] is True
+
+
+def test_the_coordinator_serves_metrics_on_all_interfaces_and_its_healthcheck_asks_that_port(compose: dict) -> None:
+    env = compose["services"]["coordinator"]["environment"]
+    settings = Settings(**{k.removeprefix("OUTBOX_").lower(): v for k, v in env.items()})
+    assert settings.host == "0.0.0.0" and settings.coordinator_metrics_port is not None
+    snippet = _python_c_snippet(_healthcheck_argv(compose["services"]["coordinator"]["healthcheck"]["test"]))
+    assert f"http://127.0.0.1:{settings.coordinator_metrics_port}/metrics" in snippet
+    compile(snippet, "<healthcheck>", "exec")
 
 
 @pytest.mark.parametrize("name", OUTBOX_SERVICES)
