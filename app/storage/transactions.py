@@ -143,20 +143,32 @@ def count_by_state(conn: Connection) -> dict[TransactionState, int]:
     return {TransactionState(state): n for state, n in rows}
 
 
-def count_hanging(conn: Connection, stale_before_ms: int) -> int:
-    """Transactions open since stale_before_ms or earlier, or decided but not completed since
-    then (the count of TransactionCoordinator.hanging)."""
+def _hanging(stale_before_ms: int) -> Any:
+    """Open since stale_before_ms or earlier, or decided but not completed since then: what
+    the coordinator should have ended already (TransactionCoordinator.hanging)."""
     t = transactions.c
+    return or_(
+        and_(t.state == TransactionState.ONGOING.value, t.txn_started_ms <= stale_before_ms),
+        and_(
+            t.state.in_([TransactionState.PREPARE_COMMIT.value, TransactionState.PREPARE_ABORT.value]),
+            t.updated_ms <= stale_before_ms,
+        ),
+    )
+
+
+def list_hanging(conn: Connection, stale_before_ms: int, limit: int) -> list[TransactionMetadata]:
+    stmt = (
+        select(transactions)
+        .where(_hanging(stale_before_ms))
+        .order_by(transactions.c.transactional_id)
+        .limit(limit)
+    )
+    return [_metadata(r) for r in conn.execute(stmt)]
+
+
+def count_hanging(conn: Connection, stale_before_ms: int) -> int:
     return conn.execute(
-        select(func.count()).select_from(transactions).where(
-            or_(
-                and_(t.state == TransactionState.ONGOING.value, t.txn_started_ms <= stale_before_ms),
-                and_(
-                    t.state.in_([TransactionState.PREPARE_COMMIT.value, TransactionState.PREPARE_ABORT.value]),
-                    t.updated_ms <= stale_before_ms,
-                ),
-            )
-        )
+        select(func.count()).select_from(transactions).where(_hanging(stale_before_ms))
     ).scalar_one()
 
 

@@ -309,6 +309,21 @@ def deferred_client(settings, clock):  # type: ignore[no-untyped-def]
         yield c
 
 
+def test_hanging_lists_a_commit_left_uncompleted_past_the_maximum_timeout(deferred_client, clock, settings):  # type: ignore[no-untyped-def]
+    c = deferred_client
+    create_topic(c, "t", 1)
+    p = init_producer(c, "X")
+    begin(c, "X", p)
+    send(c, [batch("t", 0, ["a"], 0)], p, "X")
+    assert _end(c, "X", p, "commit")["state"] == "PrepareCommit"
+    assert c.get("/v1/transactions", params={"hanging": True}).json()["transactions"] == []
+    assert "outbox_transactions_hanging 0.0" in c.get("/metrics").text
+    clock.advance(settings.max_transaction_timeout_ms + 1)  # no worker ran
+    hanging = c.get("/v1/transactions", params={"hanging": True}).json()["transactions"]
+    assert [(t["transactional_id"], t["state"]) for t in hanging] == [("X", "PrepareCommit")]
+    assert "outbox_transactions_hanging 1.0" in c.get("/metrics").text
+
+
 def test_commit_is_durable_at_prepare_commit_and_the_worker_completes_it(deferred_client, worker):  # type: ignore[no-untyped-def]
     c = deferred_client
     create_topic(c, "t", 2)
