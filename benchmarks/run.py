@@ -60,13 +60,18 @@ def _free_port() -> int:
 
 
 class Service:
-    def __init__(self, url: str, **settings: str) -> None:
+    """`outbox serve` on `url`, from the source tree `root` (another checkout of the project
+    for a before/after comparison: benchmarks/ab.py)."""
+
+    def __init__(self, url: str, root: Path = ROOT, **settings: str) -> None:
         self.port = _free_port()
         env = {k: v for k, v in os.environ.items() if not k.startswith("OUTBOX_")}
         env.update({"OUTBOX_DATABASE_URL": url, "OUTBOX_LOG_LEVEL": "warning", **settings})
+        # The tree's own `app` package first, whatever the venv's editable install points at.
+        env["PYTHONPATH"] = str(root)
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "app.cli", "serve", "--port", str(self.port)],
-            cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+            cwd=root, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
         )
         self.url = f"http://127.0.0.1:{self.port}"
         deadline = time.monotonic() + 60
@@ -79,6 +84,11 @@ class Service:
             if time.monotonic() > deadline or self.proc.poll() is not None:
                 raise RuntimeError("service did not start")
             time.sleep(0.1)
+
+    def cpu_seconds(self) -> float:
+        """CPU time (user + system) the service process has used so far, from /proc."""
+        fields = Path(f"/proc/{self.proc.pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
     def stop(self) -> None:
         self.proc.terminate()
@@ -153,8 +163,9 @@ def _records(n: int) -> list[dict]:
 
 def _records_keyed_by_uuid(n: int) -> list[dict]:
     """Records as many producers write them: UUID keys, a timestamp in nanoseconds in the
-    value. Both look like long numbers to a search that does not skip strings (docs/
-    benchmarks.md, session 7): this producer shows whether they cost the Send its fast path."""
+    value. UUIDs look like long exponents to the Send's search for numbers that overflow a
+    float (app.api.send_body), which then parses the body once more: this producer shows
+    what that costs."""
     rng = random.Random(7)
     return [{"key": str(uuid.UUID(int=rng.getrandbits(128), version=4)),
              "value": {**VALUE, "ts": 1_764_000_000_000_000_000 + rng.getrandbits(40)}} for _ in range(n)]

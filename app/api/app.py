@@ -3,18 +3,22 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from typing import Any
 
-from fastapi import FastAPI
+import msgspec
+from fastapi import APIRouter, FastAPI
+from fastapi.dependencies.models import Dependant
 from fastapi.openapi.utils import get_openapi
+from fastapi.routing import APIRoute
 
 from app import __doc__ as product_doc
 from app.api import errors
 from app.api.body_limit import BodySizeLimit
 from app.api.path_guard import EncodedSlashGuard
 from app.api.deps import Services
+from app.api.json_body import JsonBody
 from app.api.request_metrics import RequestMetrics
 from app.api.routers import groups, health, metrics, producers, records, topics, transactions
 from app.domain.clock import Clock, system_clock
@@ -71,20 +75,32 @@ def create_app(settings: Settings | None = None, clock: Clock = system_clock) ->
     app.add_middleware(EncodedSlashGuard)
     app.add_middleware(RequestMetrics)  # outermost: it also counts what the two above refuse
 
-    for module in (topics, producers, records, transactions, groups, health, metrics):
-        app.include_router(module.router)
-    app.include_router(transactions.admin_router)
+    routers = [m.router for m in (topics, producers, records, transactions, groups, health, metrics)]
+    routers.append(transactions.admin_router)
+    for router in routers:
+        app.include_router(router)
 
     def openapi() -> dict[str, Any]:
         if app.openapi_schema is None:
-            app.openapi_schema = _openapi(app)
+            app.openapi_schema = _openapi(app, routers, settings)
         return app.openapi_schema
 
     app.openapi = openapi  # type: ignore[method-assign]
     return app
 
 
-def _openapi(app: FastAPI) -> dict[str, Any]:
+# Limits that are settings. The service checks them and answers with Kafka's error codes
+# (INVALID_PARTITIONS, INVALID_TRANSACTION_TIMEOUT, INVALID_SESSION_TIMEOUT); the document
+# states the same bounds, taken from the settings of the service that serves it.
+_SETTING_BOUNDS: dict[tuple[str, str], Callable[[Settings], tuple[int, int]]] = {
+    ("TopicCreate", "partitions"): lambda s: (1, s.max_partitions_per_topic),
+    ("InitProducerIdRequest", "transaction_timeout_ms"): lambda s: (1, s.max_transaction_timeout_ms),
+    ("JoinGroupRequest", "session_timeout_ms"):
+        lambda s: (s.group_min_session_timeout_ms, s.group_max_session_timeout_ms),
+}
+
+
+def _openapi(app: FastAPI, routers: list[APIRouter], settings: Settings) -> dict[str, Any]:
     schema = get_openapi(
         title=app.title, version=app.version, description=app.description, routes=app.routes
     )
@@ -97,7 +113,53 @@ def _openapi(app: FastAPI) -> dict[str, Any]:
                 resp["content"] = {
                     "application/json": {"schema": {"$ref": "#/components/schemas/ErrorResponse"}}
                 }
-    comps = schema.get("components", {}).get("schemas", {})
+    comps = schema.setdefault("components", {}).setdefault("schemas", {})
     comps.pop("HTTPValidationError", None)
     comps.pop("ValidationError", None)
+    _add_request_bodies(routers, schema, comps)
+    for (component, field), bounds in _SETTING_BOUNDS.items():
+        low, high = bounds(settings)
+        prop = comps[component]["properties"][field]
+        integer = next(s for s in prop.get("anyOf", [prop]) if s.get("type") == "integer")
+        integer.update(minimum=low, maximum=high)
     return schema
+
+
+def _add_request_bodies(routers: list[APIRouter], schema: dict[str, Any], comps: dict[str, Any]) -> None:
+    """Each operation's request body, from the msgspec Struct its JsonBody decodes: the one
+    definition of a valid body is the one documented."""
+    body_of = {
+        route.operation_id: body.type
+        for router in routers
+        for route in router.routes
+        if isinstance(route, APIRoute) and (body := _json_body(route.dependant)) is not None
+    }
+    types = sorted(set(body_of.values()), key=lambda t: t.__name__)
+    refs, components = msgspec.json.schema_components(types, ref_template="#/components/schemas/{name}")
+    for name, component in components.items():
+        if name in comps:
+            # An enumeration both sides share (CleanupPolicy) is one schema; anything else
+            # would be two shapes under one name.
+            if "enum" not in component or set(comps[name].get("enum", ())) != set(component["enum"]):
+                raise RuntimeError(f"schema {name} is both a request body and a response model")
+            continue
+        comps[name] = component
+    ref_of = dict(zip(types, refs, strict=True))
+    for path in schema["paths"].values():
+        for method, operation in path.items():
+            type_ = body_of.get(operation["operationId"])
+            if type_ is not None:
+                body = {"required": True, "content": {"application/json": {"schema": ref_of[type_]}}}
+                # Where FastAPI puts a body it knows of: before the responses.
+                path[method] = {key: value for key, value in operation.items() if key != "responses"}
+                path[method].update(requestBody=body, responses=operation["responses"])
+
+
+def _json_body(dependant: Dependant) -> JsonBody[Any] | None:
+    for dep in dependant.dependencies:
+        if isinstance(dep.call, JsonBody):
+            return dep.call
+        found = _json_body(dep)
+        if found is not None:
+            return found
+    return None

@@ -80,7 +80,8 @@ def _validation_error(_: Request, exc: Exception) -> JSONResponse:
 
 def _http_error(_: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, StarletteHTTPException)
-    code = {404: "NOT_FOUND", 405: "METHOD_NOT_ALLOWED", 413: "RECORD_LIST_TOO_LARGE"}.get(
+    code = {404: "NOT_FOUND", 405: "METHOD_NOT_ALLOWED", 413: "RECORD_LIST_TOO_LARGE",
+            415: "UNSUPPORTED_MEDIA_TYPE"}.get(
         exc.status_code, "INVALID_REQUEST"
     )
     return JSONResponse(
@@ -111,12 +112,13 @@ def documented(*statuses: int) -> dict[int | str, dict]:
     from app.api.schemas.common import ErrorResponse
 
     text = {
-        400: "invalid request",
+        400: "invalid request: a malformed body (empty, not UTF-8, not JSON, nested too deep), or a rule of the operation broken",
         404: "unknown topic, partition or transactional_id",
         409: "state conflict (fenced, wrong state, sequence, offset mismatch); see retriable",
         413: "request too large: too many records, or a body over the size limit",
+        415: "the body is not sent as JSON (content-type: application/json)",
         416: "offset out of range",
-        422: "request body or parameters do not match the schema",
+        422: "the body or a parameter does not match the schema",
         503: "database unavailable; retriable",
     }
     return {s: {"model": ErrorResponse, "description": text[s]} for s in sorted({413, 422, 503, *statuses})}

@@ -6,7 +6,7 @@ import re
 
 from app.domain.clock import Clock
 from app.domain.errors import InvalidConfig, InvalidPartitions, InvalidTopic
-from app.domain.types import CleanupPolicy
+from app.domain.types import MAX_INT64, CleanupPolicy
 from app.settings import Settings
 from app.storage import topics
 from app.storage.engine import Database
@@ -37,10 +37,11 @@ class TopicService:
             )
         if not 1 <= partition_count <= self.settings.max_partitions_per_topic:
             raise InvalidPartitions(
-                f"partitions must be in 1..{self.settings.max_partitions_per_topic}"
+                f"partitions must be in 1..{self.settings.max_partitions_per_topic} "
+                "(OUTBOX_MAX_PARTITIONS_PER_TOPIC)"
             )
-        if retention_ms < -1 or retention_ms == 0:
-            raise InvalidConfig("retention_ms must be positive, or -1 for unlimited")
+        if not (retention_ms == -1 or 0 < retention_ms <= MAX_INT64):
+            raise InvalidConfig("retention_ms must be positive (at most 2**63 - 1), or -1 for unlimited")
         with self.db.write() as conn:
             return topics.create_topic(
                 conn,

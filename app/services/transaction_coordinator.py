@@ -93,10 +93,12 @@ class TransactionCoordinator:
                 raise InvalidRequest("transaction_timeout_ms needs a transactional_id")
             return self._init_idempotent(producer_id, producer_epoch)
 
-        timeout_ms = transaction_timeout_ms or self.settings.default_transaction_timeout_ms
+        timeout_ms = (self.settings.default_transaction_timeout_ms if transaction_timeout_ms is None
+                      else transaction_timeout_ms)
         if not 0 < timeout_ms <= self.settings.max_transaction_timeout_ms:
             raise InvalidTransactionTimeout(
-                f"transaction_timeout_ms must be in 1..{self.settings.max_transaction_timeout_ms}"
+                f"transaction_timeout_ms must be in 1..{self.settings.max_transaction_timeout_ms} "
+                "(OUTBOX_MAX_TRANSACTION_TIMEOUT_MS)"
             )
         for _ in range(_INIT_ATTEMPTS):
             result = self._init_once(transactional_id, timeout_ms, producer_id, producer_epoch)

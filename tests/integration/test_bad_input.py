@@ -350,8 +350,8 @@ def topic_cases() -> list[Case]:
         Case("create-duplicate", "POST", P, 409, "TOPIC_ALREADY_EXISTS", json={"name": "orders"}),
         Case("create-duplicate-other-partitions", "POST", P, 409, "TOPIC_ALREADY_EXISTS",
              json={"name": "payments", "partitions": 7}),
-        Case("create-zero-partitions", "POST", P, 422, V, json={"name": "new", "partitions": 0}),
-        Case("create-negative-partitions", "POST", P, 422, V, json={"name": "new", "partitions": -1}),
+        Case("create-zero-partitions", "POST", P, 400, "INVALID_PARTITIONS", json={"name": "new", "partitions": 0}),
+        Case("create-negative-partitions", "POST", P, 400, "INVALID_PARTITIONS", json={"name": "new", "partitions": -1}),
         Case("create-partitions-above-max", "POST", P, 400, "INVALID_PARTITIONS",
              json={"name": "new", "partitions": 2000}),
         Case("create-partitions-string", "POST", P, 422, V, json={"name": "new", "partitions": "abc"}),
@@ -368,16 +368,16 @@ def topic_cases() -> list[Case]:
              json={"name": "new", "config": {"cleanup_policy": "bogus"}}),
         Case("create-retention-zero", "POST", P, 400, "INVALID_CONFIG",
              json={"name": "new", "config": {"retention_ms": 0}}),
-        Case("create-retention-minus-two", "POST", P, 422, V,
+        Case("create-retention-minus-two", "POST", P, 400, "INVALID_CONFIG",
              json={"name": "new", "config": {"retention_ms": -2}}),
         Case("create-retention-string", "POST", P, 422, V,
              json={"name": "new", "config": {"retention_ms": "week"}}),
         Case("create-check-expected-offsets-string", "POST", P, 422, V,
              json={"name": "new", "config": {"check_expected_offsets": "maybe"}}),
-        Case("create-malformed-json", "POST", P, 422, V, content=b'{"name": "new", '),
-        Case("create-trailing-garbage", "POST", P, 422, V, content=b'{"name": "new"} x'),
-        Case("create-single-quotes", "POST", P, 422, V, content=b"{'name': 'new'}"),
-        Case("create-empty-body", "POST", P, 422, V, content=b""),
+        Case("create-malformed-json", "POST", P, 400, V, content=b'{"name": "new", '),
+        Case("create-trailing-garbage", "POST", P, 400, V, content=b'{"name": "new"} x'),
+        Case("create-single-quotes", "POST", P, 400, V, content=b"{'name': 'new'}"),
+        Case("create-empty-body", "POST", P, 400, V, content=b""),
         Case("create-json-null-body", "POST", P, 422, V, content=b"null"),
         Case("create-json-array-body", "POST", P, 422, V, content=b'[{"name": "new"}]'),
         Case("create-json-string-body", "POST", P, 422, V, content=b'"new"'),
@@ -390,8 +390,9 @@ def topic_cases() -> list[Case]:
         Case("topics-wrong-method-delete", "DELETE", P, 405, "METHOD_NOT_ALLOWED"),
     ]
     for n in BIG:
-        c.append(Case(f"create-partitions-{n}", "POST", P, 422, V, json={"name": "new", "partitions": n}))
-        c.append(Case(f"create-retention-{n}", "POST", P, 422, V,
+        c.append(Case(f"create-partitions-{n}", "POST", P, 400, "INVALID_PARTITIONS",
+                      json={"name": "new", "partitions": n}))
+        c.append(Case(f"create-retention-{n}", "POST", P, 400, "INVALID_CONFIG",
                       json={"name": "new", "config": {"retention_ms": n}}))
     return c
 
@@ -432,14 +433,14 @@ def producer_cases() -> list[Case]:
         Case("init-tid-list", "POST", P, 422, V, json={"transactional_id": ["a"]}),
         # The transactional_id is a path segment of every other transaction endpoint: one with
         # a "/" could be initialised but never begun, committed, aborted or described.
-        Case("init-tid-with-slash", "POST", P, BAD, V, json={"transactional_id": "a/b"}),
+        Case("init-tid-with-slash", "POST", P, 422, V, json={"transactional_id": "a/b"}),
         Case("init-timeout-above-max", "POST", P, 400, "INVALID_TRANSACTION_TIMEOUT",
              json={"transactional_id": "brand-new", "transaction_timeout_ms": 900_001}),
         Case("init-timeout-above-max-on-open-txn", "POST", P, 400, "INVALID_TRANSACTION_TIMEOUT",
              json={"transactional_id": "open-txn", "transaction_timeout_ms": 900_001}),
-        Case("init-timeout-zero", "POST", P, 422, V,
+        Case("init-timeout-zero", "POST", P, 400, "INVALID_TRANSACTION_TIMEOUT",
              json={"transactional_id": "brand-new", "transaction_timeout_ms": 0}),
-        Case("init-timeout-negative", "POST", P, 422, V,
+        Case("init-timeout-negative", "POST", P, 400, "INVALID_TRANSACTION_TIMEOUT",
              json={"transactional_id": "brand-new", "transaction_timeout_ms": -1}),
         Case("init-timeout-string", "POST", P, 422, V,
              json={"transactional_id": "brand-new", "transaction_timeout_ms": "1m"}),
@@ -467,7 +468,7 @@ def producer_cases() -> list[Case]:
              json=lambda s: {"transactional_id": "brand-new", **ident(s.idem)}),
         Case("init-unknown-field", "POST", P, 422, V,
              json={"transactional_id": "brand-new", "acks": "all"}),
-        Case("init-malformed-json", "POST", P, 422, V, content=b'{"transactional_id": '),
+        Case("init-malformed-json", "POST", P, 400, V, content=b'{"transactional_id": '),
         Case("init-json-array-body", "POST", P, 422, V, content=b"[]"),
         Case("init-wrong-method", "GET", P, 405, "METHOD_NOT_ALLOWED"),
     ]
@@ -477,7 +478,7 @@ def producer_cases() -> list[Case]:
         c.append(Case(f"init-epoch-{n}", "POST", P, 422, V,
                       json=lambda s, n=n: {"transactional_id": "open-txn",
                                            "producer_id": s.txn["producer_id"], "producer_epoch": n}))
-        c.append(Case(f"init-timeout-{n}", "POST", P, 422, V,
+        c.append(Case(f"init-timeout-{n}", "POST", P, 400, "INVALID_TRANSACTION_TIMEOUT",
                       json={"transactional_id": "brand-new", "transaction_timeout_ms": n}))
     return c
 
@@ -494,7 +495,7 @@ def transaction_cases() -> list[Case]:
                  json=lambda s: _txn(s)),
             Case(f"{action}-tid-1000-chars", "POST", f"{T}/{LONG_TID}/{action}", 422, V,
                  json=lambda s: _txn(s)),
-            Case(f"{action}-missing-body", "POST", path, 422, V),
+            Case(f"{action}-missing-body", "POST", path, 400, V),
             Case(f"{action}-missing-epoch", "POST", path, 422, V,
                  json=lambda s: {"producer_id": s.txn["producer_id"]}),
             Case(f"{action}-missing-producer-id", "POST", path, 422, V,
@@ -510,7 +511,7 @@ def transaction_cases() -> list[Case]:
                  json=lambda s: {"producer_id": s.txn["producer_id"], "producer_epoch": -1}),
             Case(f"{action}-unknown-field", "POST", path, 422, V,
                  json=lambda s: _txn(s, isolation="serializable")),
-            Case(f"{action}-malformed-json", "POST", path, 422, V, content=b'{"producer_id": 1,}'),
+            Case(f"{action}-malformed-json", "POST", path, 400, V, content=b'{"producer_id": 1,}'),
             Case(f"{action}-stale-epoch", "POST", f"{T}/fenced-txn/{action}", 409, "PRODUCER_FENCED",
                  json=lambda s: _txn(s, s.stale)),
             Case(f"{action}-newer-epoch", "POST", path, 409, "INVALID_PRODUCER_EPOCH",
@@ -630,7 +631,7 @@ def add_offsets_cases() -> list[Case]:
                                  member_id="nobody")),
         Case("offsets-member-of-no-group", "POST", O, 409, "UNKNOWN_MEMBER_ID",
              json=lambda s: body(s, group_id="new-group", generation_id=0, member_id=s.member_id)),
-        Case("offsets-malformed-json", "POST", O, 422, V, content=b'{"group_id": "txn-group"'),
+        Case("offsets-malformed-json", "POST", O, 400, V, content=b'{"group_id": "txn-group"'),
         Case("offsets-wrong-method", "GET", O, 405, "METHOD_NOT_ALLOWED"),
     ]
     for n in BIG:
@@ -711,20 +712,20 @@ def send_cases() -> list[Case]:
         Case("send-epoch-32768", "POST", R, 422, V,
              json=lambda s: {"producer_id": s.idem["producer_id"], "producer_epoch": 32768,
                              "batches": [_rec("orders", 1, 1, base_sequence=2)]}),
-        Case("send-malformed-json", "POST", R, 422, V, content=b'{"batches": [{"topic": "orders",'),
-        Case("send-trailing-comma", "POST", R, 422, V,
+        Case("send-malformed-json", "POST", R, 400, V, content=b'{"batches": [{"topic": "orders",'),
+        Case("send-trailing-comma", "POST", R, 400, V,
              content=b'{"batches": [{"topic": "orders", "partition": 0, "records": [{"value": 1}]},]}'),
         Case("send-json-array-body", "POST", R, 422, V, content=b'[{"topic": "orders"}]'),
-        Case("send-empty-body", "POST", R, 422, V, content=b""),
-        Case("send-non-standard-nan", "POST", R, BAD, V,
+        Case("send-empty-body", "POST", R, 400, V, content=b""),
+        Case("send-non-standard-nan", "POST", R, 400, V,
              content=b'{"batches": [{"topic": "orders", "partition": 0, "records": [{"value": NaN}]}]}'),
-        Case("send-non-standard-infinity", "POST", R, BAD, V,
+        Case("send-non-standard-infinity", "POST", R, 400, V,
              content=b'{"batches": [{"topic": "orders", "partition": 0, "records": [{"value": Infinity}]}]}'),
-        Case("send-value-lone-surrogate", "POST", R, BAD, V,
+        Case("send-value-lone-surrogate", "POST", R, 400, V,
              content=b'{"batches": [{"topic": "orders", "partition": 0, "records": [{"value": "\\ud800"}]}]}'),
-        Case("send-key-lone-surrogate", "POST", R, BAD, V,
+        Case("send-key-lone-surrogate", "POST", R, 400, V,
              content=b'{"batches": [{"topic": "orders", "partition": 0, "records": [{"key": "\\udfff"}]}]}'),
-        Case("send-header-lone-surrogate", "POST", R, BAD, V,
+        Case("send-header-lone-surrogate", "POST", R, 400, V,
              content=b'{"batches": [{"topic": "orders", "partition": 0, "records": [{"headers": {"h": "\\ud83d"}}]}]}'),
         Case("send-wrong-method", "GET", R, 405, "METHOD_NOT_ALLOWED"),
         Case("send-wrong-method-put", "PUT", R, 405, "METHOD_NOT_ALLOWED", json={"batches": [good0]}),
@@ -888,7 +889,7 @@ def group_cases() -> list[Case]:
                              "member_id": s.member_id}),
         Case("group-commit-group-300-chars", "POST", f"/v1/groups/{'g' * 300}/offsets", 422, V,
              json={"offsets": [entry()]}),
-        Case("group-commit-malformed-json", "POST", G, 422, V, content=b'{"offsets": [{"topic": "orders"'),
+        Case("group-commit-malformed-json", "POST", G, 400, V, content=b'{"offsets": [{"topic": "orders"'),
         Case("group-fetch-pending-offsets-unstable", "GET", "/v1/groups/txn-group/offsets", 409,
              "UNSTABLE_OFFSET_COMMIT"),
         Case("group-fetch-pending-offsets-unstable-topic", "GET", "/v1/groups/txn-group/offsets", 409,
@@ -930,8 +931,8 @@ def membership_cases() -> list[Case]:
              json={"topics": ["orders", "nope"]}),
         Case("join-unknown-topic-existing-group", "POST", J, 404, "UNKNOWN_TOPIC_OR_PARTITION",
              json=lambda s: {"topics": ["nope"], "member_id": s.member_id}),
-        Case("join-session-timeout-zero", "POST", J, 422, V, json={"topics": ["orders"], "session_timeout_ms": 0}),
-        Case("join-session-timeout-negative", "POST", J, 422, V,
+        Case("join-session-timeout-zero", "POST", J, 400, "INVALID_SESSION_TIMEOUT", json={"topics": ["orders"], "session_timeout_ms": 0}),
+        Case("join-session-timeout-negative", "POST", J, 400, "INVALID_SESSION_TIMEOUT",
              json={"topics": ["orders"], "session_timeout_ms": -1}),
         Case("join-session-timeout-string", "POST", J, 422, V,
              json={"topics": ["orders"], "session_timeout_ms": "45s"}),
@@ -939,7 +940,7 @@ def membership_cases() -> list[Case]:
              json={"topics": ["orders"], "session_timeout_ms": 999}),
         Case("join-session-timeout-above-max", "POST", J, 400, "INVALID_SESSION_TIMEOUT",
              json={"topics": ["orders"], "session_timeout_ms": 1_800_001}),
-        Case("join-session-timeout-2**31", "POST", J, 422, V,
+        Case("join-session-timeout-2**31", "POST", J, 400, "INVALID_SESSION_TIMEOUT",
              json={"topics": ["orders"], "session_timeout_ms": 2**31}),
         Case("join-unknown-member", "POST", J, 409, "UNKNOWN_MEMBER_ID",
              json={"topics": ["orders"], "member_id": "nobody"}),
@@ -949,7 +950,7 @@ def membership_cases() -> list[Case]:
         Case("join-member-id-300-chars", "POST", J, 422, V, json={"topics": ["orders"], "member_id": "m" * 300}),
         Case("join-member-id-int", "POST", J, 422, V, json={"topics": ["orders"], "member_id": 1}),
         Case("join-unknown-field", "POST", J, 422, V, json={"topics": ["orders"], "protocol": "range"}),
-        Case("join-malformed-json", "POST", J, 422, V, content=b'{"topics": ["orders"'),
+        Case("join-malformed-json", "POST", J, 400, V, content=b'{"topics": ["orders"'),
         Case("join-group-300-chars", "POST", f"/v1/groups/{'g' * 300}/members", 422, V,
              json={"topics": ["orders"]}),
         Case("join-wrong-method", "GET", J, 405, "METHOD_NOT_ALLOWED"),
@@ -966,7 +967,7 @@ def membership_cases() -> list[Case]:
         Case("describe-group-wrong-method", "DELETE", "/v1/groups/member-group", 405, "METHOD_NOT_ALLOWED"),
     ]
     for n in BIG:
-        c.append(Case(f"join-session-timeout-{n}", "POST", J, 422, V,
+        c.append(Case(f"join-session-timeout-{n}", "POST", J, 400, "INVALID_SESSION_TIMEOUT",
                       json={"topics": ["orders"], "session_timeout_ms": n}))
     return c
 

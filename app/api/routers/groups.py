@@ -9,9 +9,9 @@ from fastapi import APIRouter, Path, Query, Response
 from starlette.concurrency import run_in_threadpool
 
 from app.api.deps import ServicesDep
-from app.api.strict_json import StrictJSONRoute
 from app.api.errors import documented
-from app.api.schemas.common import IdText
+from app.api.json_body import json_body
+from app.api.schemas.common import ID_MAX_LENGTH, ID_PATTERN, TOPIC_NAME_MAX_LENGTH
 from app.api.schemas.groups import (
     CommittedOffset,
     GroupDescription,
@@ -25,12 +25,12 @@ from app.api.schemas.groups import (
 from app.domain.errors import InvalidRequest, UnstableOffsetCommit
 from app.domain.offsets import GroupMetadata, OffsetToStage
 
-router = APIRouter(prefix="/v1/groups", tags=["groups"], route_class=StrictJSONRoute)
+router = APIRouter(prefix="/v1/groups", tags=["groups"])
 
 OFFSET_WAIT_POLL_S = 0.05
 
-GroupPath = Annotated[IdText, Path(min_length=1, max_length=255)]
-MemberPath = Annotated[IdText, Path(min_length=1, max_length=255)]
+GroupPath = Annotated[str, Path(min_length=1, max_length=ID_MAX_LENGTH, pattern=ID_PATTERN)]
+MemberPath = Annotated[str, Path(min_length=1, max_length=ID_MAX_LENGTH, pattern=ID_PATTERN)]
 
 
 def group_metadata(generation_id: int | None, member_id: str | None) -> GroupMetadata | None:
@@ -55,8 +55,10 @@ def _offsets(group_id: str, rows: list) -> GroupOffsets:  # type: ignore[type-ar
 
 
 @router.post("/{group_id}/offsets", operation_id="commit_offsets", response_model=GroupOffsets,
-             responses=documented(400, 404, 409))
-def commit_offsets(group_id: GroupPath, body: OffsetCommitRequest, services: ServicesDep) -> GroupOffsets:
+             responses=documented(400, 404, 409, 415))
+def commit_offsets(
+    group_id: GroupPath, body: Annotated[OffsetCommitRequest, json_body(OffsetCommitRequest)], services: ServicesDep
+) -> GroupOffsets:
     """Commit group offsets outside any transaction. With generation_id and member_id
     (KIP-447) a commit from an older generation is refused with ILLEGAL_GENERATION."""
     services.groups.commit(
@@ -72,7 +74,7 @@ def commit_offsets(group_id: GroupPath, body: OffsetCommitRequest, services: Ser
 async def fetch_offsets(
     group_id: GroupPath,
     services: ServicesDep,
-    topic: Annotated[IdText | None, Query(min_length=1, max_length=249)] = None,
+    topic: Annotated[str | None, Query(min_length=1, max_length=TOPIC_NAME_MAX_LENGTH, pattern=ID_PATTERN)] = None,
     require_stable: bool = True,
     wait_ms: Annotated[int, Query(ge=0, le=600_000)] = 0,
 ) -> GroupOffsets:
@@ -95,15 +97,18 @@ async def fetch_offsets(
 
 
 @router.post("/{group_id}/members", operation_id="join_group", response_model=Membership,
-             responses=documented(400, 404, 409))
-def join_group(group_id: GroupPath, body: JoinGroupRequest, services: ServicesDep) -> Membership:
+             responses=documented(400, 404, 409, 415))
+def join_group(
+    group_id: GroupPath, body: Annotated[JoinGroupRequest, json_body(JoinGroupRequest)], services: ServicesDep
+) -> Membership:
     """JoinGroup: become a member (or rejoin with member_id). Any change of membership bumps
     the generation and reassigns partitions with the range assignor."""
     m = services.groups.join(
         group_id,
         member_id=body.member_id,
         topic_names=body.topics,
-        session_timeout_ms=body.session_timeout_ms or services.settings.default_session_timeout_ms,
+        session_timeout_ms=(services.settings.default_session_timeout_ms if body.session_timeout_ms is None
+                            else body.session_timeout_ms),
     )
     return Membership(group_id=m.group_id, member_id=m.member_id, generation_id=m.generation_id,
                       assignment=_tps(m.assignment), member_count=m.member_count)

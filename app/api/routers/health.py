@@ -6,11 +6,10 @@ from pydantic import BaseModel
 from sqlalchemy import text
 
 from app.api.deps import ServicesDep
-from app.api.strict_json import StrictJSONRoute
 from app.api.errors import documented, error_body
 from app.storage import migrate
 
-router = APIRouter(tags=["health"], route_class=StrictJSONRoute)
+router = APIRouter(tags=["health"])
 
 
 class Health(BaseModel):

@@ -1,18 +1,22 @@
 from __future__ import annotations
 
+from typing import Annotated
+
 from fastapi import APIRouter
 
 from app.api.deps import ServicesDep
-from app.api.strict_json import StrictJSONRoute
 from app.api.errors import documented
+from app.api.json_body import json_body
 from app.api.schemas.producers import InitProducerIdRequest, InitProducerIdResponse
 
-router = APIRouter(prefix="/v1/producers", tags=["producers"], route_class=StrictJSONRoute)
+router = APIRouter(prefix="/v1/producers", tags=["producers"])
 
 
 @router.post("", operation_id="init_producer_id", response_model=InitProducerIdResponse,
-             responses=documented(400, 404, 409))
-def init_producer_id(body: InitProducerIdRequest, services: ServicesDep) -> InitProducerIdResponse:
+             responses=documented(400, 404, 409, 415))
+def init_producer_id(
+    body: Annotated[InitProducerIdRequest, json_body(InitProducerIdRequest)], services: ServicesDep
+) -> InitProducerIdResponse:
     """InitProducerId: a producer id and epoch.
 
     With `transactional_id`, the epoch of that id is bumped: an earlier instance is fenced
@@ -20,10 +24,6 @@ def init_producer_id(body: InitProducerIdRequest, services: ServicesDep) -> Init
     CONCURRENT_TRANSACTIONS (retriable). With the caller's current `producer_id` and
     `producer_epoch` (KIP-360) only that live instance may bump its own epoch.
     """
-    if (body.producer_id is None) != (body.producer_epoch is None):
-        from app.domain.errors import InvalidRequest
-
-        raise InvalidRequest("producer_id and producer_epoch go together")
     r = services.coordinator.init_producer_id(
         transactional_id=body.transactional_id,
         transaction_timeout_ms=body.transaction_timeout_ms,

@@ -8,9 +8,9 @@ from fastapi import APIRouter, Path, Query
 from fastapi.responses import Response
 
 from app.api.deps import ServicesDep
-from app.api.strict_json import StrictJSONRoute
 from app.api.errors import documented
-from app.api.schemas.common import IdText
+from app.api.json_body import json_body
+from app.api.schemas.common import ID_PATTERN, TOPIC_NAME_MAX_LENGTH
 from app.api.schemas.records import FetchResponse
 from app.api.schemas.topics import (
     PartitionDescription,
@@ -20,12 +20,12 @@ from app.api.schemas.topics import (
     TopicList,
     TopicSummary,
 )
-from app.domain.types import IsolationLevel
+from app.domain.types import MAX_INT32, MAX_INT64, IsolationLevel
 from app.storage.topics import Topic
 
-router = APIRouter(prefix="/v1/topics", tags=["topics"], route_class=StrictJSONRoute)
+router = APIRouter(prefix="/v1/topics", tags=["topics"])
 
-TopicPath = Annotated[IdText, Path(min_length=1, max_length=249)]
+TopicPath = Annotated[str, Path(min_length=1, max_length=TOPIC_NAME_MAX_LENGTH, pattern=ID_PATTERN)]
 
 
 def _summary(t: Topic) -> TopicSummary:
@@ -41,8 +41,8 @@ def _summary(t: Topic) -> TopicSummary:
 
 
 @router.post("", status_code=201, operation_id="create_topic", response_model=TopicDescription,
-             responses=documented(400, 409))
-def create_topic(body: TopicCreate, services: ServicesDep) -> TopicDescription:
+             responses=documented(400, 409, 415))
+def create_topic(body: Annotated[TopicCreate, json_body(TopicCreate)], services: ServicesDep) -> TopicDescription:
     """Create a topic with its partitions (all empty)."""
     services.topics.create(
         body.name,
@@ -78,11 +78,15 @@ def describe_topic(topic: TopicPath, services: ServicesDep) -> TopicDescription:
 )
 def fetch_records(
     topic: TopicPath,
-    partition: Annotated[int, Path(ge=0, le=2**31 - 1)],
+    partition: Annotated[int, Path(ge=0, le=MAX_INT32)],
     services: ServicesDep,
-    offset: Annotated[int, Query(ge=0, le=2**63 - 1, description="read_committed: a commit position; read_uncommitted: an offset")] = 0,
+    offset: Annotated[int, Query(ge=0, le=MAX_INT64, description="read_committed: a commit position; read_uncommitted: an offset")] = 0,
     isolation: IsolationLevel = IsolationLevel.READ_COMMITTED,
-    max_records: Annotated[int | None, Query(ge=1, le=1_000_000)] = None,
+    max_records: Annotated[int | None, Query(
+        ge=1, le=MAX_INT32,
+        description="most records to return; at most OUTBOX_FETCH_MAX_RECORDS_LIMIT are, "
+        "whatever this asks (OUTBOX_FETCH_MAX_RECORDS_DEFAULT when omitted)",
+    )] = None,
 ) -> Response:
     """Records of one partition from `offset`.
 

@@ -5,9 +5,9 @@ from typing import Annotated
 from fastapi import APIRouter, Path, Query
 
 from app.api.deps import ServicesDep
-from app.api.strict_json import StrictJSONRoute
 from app.api.errors import documented
-from app.api.schemas.common import IdText
+from app.api.json_body import json_body
+from app.api.schemas.common import ID_MAX_LENGTH, ID_PATTERN
 from app.api.schemas.transactions import (
     AddOffsetsRequest,
     BeginTransactionRequest,
@@ -24,9 +24,9 @@ from app.api.routers.groups import group_metadata
 from app.domain.offsets import OffsetToStage
 from app.services.transaction_coordinator import TransactionView
 
-router = APIRouter(prefix="/v1/transactions", tags=["transactions"], route_class=StrictJSONRoute)
+router = APIRouter(prefix="/v1/transactions", tags=["transactions"])
 
-TransactionalIdPath = Annotated[IdText, Path(min_length=1, max_length=255)]
+TransactionalIdPath = Annotated[str, Path(min_length=1, max_length=ID_MAX_LENGTH, pattern=ID_PATTERN)]
 
 
 def _summary(meta: TransactionMetadata, now_ms: int) -> TransactionSummary:
@@ -60,9 +60,9 @@ def _description(view: TransactionView, now_ms: int) -> TransactionDescription:
 
 
 @router.post("/{transactional_id}/begin", operation_id="begin_transaction",
-             response_model=TransactionDescription, responses=documented(400, 404, 409))
+             response_model=TransactionDescription, responses=documented(400, 404, 409, 415))
 def begin_transaction(
-    transactional_id: TransactionalIdPath, body: BeginTransactionRequest, services: ServicesDep
+    transactional_id: TransactionalIdPath, body: Annotated[BeginTransactionRequest, json_body(BeginTransactionRequest)], services: ServicesDep
 ) -> TransactionDescription:
     """BeginTransaction: Empty/CompleteCommit/CompleteAbort → Ongoing, with a new `txn_id`."""
     view = services.coordinator.begin(transactional_id, body.producer_id, body.producer_epoch)
@@ -70,9 +70,9 @@ def begin_transaction(
 
 
 @router.post("/{transactional_id}/offsets", operation_id="add_offsets",
-             response_model=TransactionDescription, responses=documented(400, 404, 409))
+             response_model=TransactionDescription, responses=documented(400, 404, 409, 415))
 def add_offsets(
-    transactional_id: TransactionalIdPath, body: AddOffsetsRequest, services: ServicesDep
+    transactional_id: TransactionalIdPath, body: Annotated[AddOffsetsRequest, json_body(AddOffsetsRequest)], services: ServicesDep
 ) -> TransactionDescription:
     """AddOffsets: stage a group's offsets in the open transaction; they become the group's
     committed offsets when it commits and are dropped if it aborts."""
@@ -88,9 +88,9 @@ def add_offsets(
 
 
 @router.post("/{transactional_id}/commit", operation_id="commit_transaction",
-             response_model=TransactionDescription, responses=documented(400, 404, 409))
+             response_model=TransactionDescription, responses=documented(400, 404, 409, 415))
 def commit_transaction(
-    transactional_id: TransactionalIdPath, body: EndTransactionRequest, services: ServicesDep
+    transactional_id: TransactionalIdPath, body: Annotated[EndTransactionRequest, json_body(EndTransactionRequest)], services: ServicesDep
 ) -> TransactionDescription:
     """Commit: PrepareCommit, then a COMMIT marker in every partition of the transaction and
     its staged offsets moved to the group, all visible together.
@@ -106,9 +106,9 @@ def commit_transaction(
 
 
 @router.post("/{transactional_id}/abort", operation_id="abort_transaction",
-             response_model=TransactionDescription, responses=documented(400, 404, 409))
+             response_model=TransactionDescription, responses=documented(400, 404, 409, 415))
 def abort_transaction(
-    transactional_id: TransactionalIdPath, body: EndTransactionRequest, services: ServicesDep
+    transactional_id: TransactionalIdPath, body: Annotated[EndTransactionRequest, json_body(EndTransactionRequest)], services: ServicesDep
 ) -> TransactionDescription:
     """Abort: PrepareAbort, then ABORT markers; staged offsets are dropped."""
     view = services.coordinator.end_transaction(
@@ -140,7 +140,7 @@ def list_transactions(
     return TransactionList(transactions=[_summary(m, now) for m in found[:limit]])
 
 
-admin_router = APIRouter(prefix="/v1/admin/transactions", tags=["admin"], route_class=StrictJSONRoute)
+admin_router = APIRouter(prefix="/v1/admin/transactions", tags=["admin"])
 
 
 @admin_router.post("/{transactional_id}/abort", operation_id="admin_abort_transaction",

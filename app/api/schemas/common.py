@@ -1,48 +1,56 @@
+"""What every resource's schemas share: the id and number types of requests, and the error body.
+
+Request bodies are msgspec Structs (decoded by app.api.json_body; the OpenAPI document is
+generated from them), responses pydantic models. Path and query parameters use the same
+limits through the constants below.
+"""
+
 from __future__ import annotations
 
 from typing import Annotated, Any
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, Strict
+import msgspec
+from msgspec import Meta
+from pydantic import BaseModel, Field
 
 from app.domain.types import MAX_INT32, MAX_INT64, MAX_PRODUCER_EPOCH
 
-def _valid_text(value: str) -> str:
-    """Text both databases store exactly: PostgreSQL refuses NUL, and a lone surrogate is not
-    Unicode that UTF-8 can carry."""
-    if "\x00" in value:
-        raise ValueError("must not contain NUL (U+0000)")
-    try:
-        value.encode("utf-8")
-    except UnicodeEncodeError:
-        raise ValueError("must be valid Unicode (no lone surrogates)") from None
-    return value
+# Ids appear in URL paths: no '/', and no control characters (NUL included: PostgreSQL cannot
+# store it in text).
+ID_PATTERN = r"^[^/\x00-\x1f\x7f]*$"
+# Other text both databases store exactly: no NUL.
+TEXT_PATTERN = r"^[^\x00]*$"
+TOPIC_NAME_MAX_LENGTH = 249  # Kafka's
+ID_MAX_LENGTH = 255
 
 
-def valid_id(value: str) -> str:
-    """Ids that appear in URL paths: no '/' and no control characters."""
-    _valid_text(value)
-    if "/" in value or any(ord(c) < 0x20 or ord(c) == 0x7F for c in value):
-        raise ValueError("must not contain '/' or control characters")
-    return value
+def _id(max_length: int, description: str) -> Any:
+    return Annotated[str, Meta(min_length=1, max_length=max_length, pattern=ID_PATTERN,
+                               description=description)]
 
 
-Text = Annotated[str, AfterValidator(_valid_text)]
-IdText = Annotated[str, AfterValidator(valid_id)]
+TopicName = _id(TOPIC_NAME_MAX_LENGTH, "a topic's name")
+TransactionalId = _id(ID_MAX_LENGTH, "the transactional_id a producer was initialised with")
+GroupId = _id(ID_MAX_LENGTH, "a consumer group")
+MemberId = _id(ID_MAX_LENGTH, "a group member, as JoinGroup answered it")
+ProducerId = Annotated[int, Meta(ge=0, le=MAX_INT64, description="64-bit producer id from InitProducerId")]
+ProducerEpoch = Annotated[int, Meta(ge=0, le=MAX_PRODUCER_EPOCH, description="producer epoch from InitProducerId")]
+Offset = Annotated[int, Meta(ge=0, le=MAX_INT64)]
+Partition = Annotated[int, Meta(ge=0, le=MAX_INT32)]
+GenerationId = Annotated[int, Meta(ge=0, le=MAX_INT32)]
+OffsetMetadata = Annotated[str, Meta(max_length=4096, pattern=TEXT_PATTERN)]
 
-ProducerIdField = Annotated[int, Strict(), Field(ge=0, le=MAX_INT64, description="64-bit producer id from InitProducerId")]
-ProducerEpochField = Annotated[int, Strict(), Field(ge=0, le=MAX_PRODUCER_EPOCH, description="producer epoch from InitProducerId")]
-OffsetField = Annotated[int, Strict(), Field(ge=0, le=MAX_INT64)]
-PartitionField = Annotated[int, Strict(), Field(ge=0, le=MAX_INT32)]
-TopicName = Annotated[IdText, Field(min_length=1, max_length=249)]
-TransactionalIdField = Annotated[IdText, Field(min_length=1, max_length=255)]
-GroupIdField = Annotated[IdText, Field(min_length=1, max_length=255)]
-MemberIdField = Annotated[IdText, Field(min_length=1, max_length=255)]
+
+class RequestBody(msgspec.Struct, forbid_unknown_fields=True, frozen=True):
+    """A request body. Unknown fields are refused, so a misspelt field never silently means
+    its default."""
 
 
-class StrictModel(BaseModel):
-    """Unknown fields are refused, so a misspelt field never silently means its default."""
-
-    model_config = ConfigDict(extra="forbid")
+class OffsetEntry(RequestBody):
+    topic: TopicName
+    partition: Partition
+    offset: Annotated[Offset, Meta(description="the next offset to consume (Kafka's committed offset)")]
+    metadata: OffsetMetadata | None = None
 
 
 class ErrorResponse(BaseModel):
@@ -50,10 +58,3 @@ class ErrorResponse(BaseModel):
     message: str
     retriable: bool = Field(description="true when the same request may succeed if retried later")
     details: dict[str, Any] | None = None
-
-
-class OffsetEntry(StrictModel):
-    topic: TopicName
-    partition: PartitionField
-    offset: OffsetField = Field(description="the next offset to consume (Kafka's committed offset)")
-    metadata: Annotated[Text, Field(max_length=4096)] | None = None

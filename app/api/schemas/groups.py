@@ -2,17 +2,30 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from pydantic import BaseModel, Field, Strict
+from msgspec import Meta
+from pydantic import BaseModel
 
-from app.api.schemas.common import MemberIdField, OffsetEntry, StrictModel, TopicName
+from app.api.schemas.common import GenerationId, MemberId, OffsetEntry, RequestBody, TopicName
 
 
-class OffsetCommitRequest(StrictModel):
-    offsets: Annotated[list[OffsetEntry], Field(min_length=1, max_length=10_000)]
-    generation_id: Annotated[int, Strict(), Field(ge=0, le=2**31 - 1)] | None = Field(
-        default=None, description="KIP-447: refuse the commit unless this is the group's generation"
-    )
-    member_id: MemberIdField | None = None
+class OffsetCommitRequest(RequestBody):
+    offsets: Annotated[list[OffsetEntry], Meta(min_length=1, max_length=10_000)]
+    generation_id: Annotated[GenerationId, Meta(
+        description="KIP-447: refuse the commit unless this is the group's generation"
+    )] | None = None
+    member_id: MemberId | None = None
+
+
+class JoinGroupRequest(RequestBody):
+    topics: Annotated[list[TopicName], Meta(min_length=1, max_length=1000)]
+    member_id: Annotated[MemberId, Meta(
+        description="rejoin as this member (e.g. to change the subscription)"
+    )] | None = None
+    # Bounds stated in the OpenAPI document from the service's settings (app.api.app); the
+    # service checks them and answers INVALID_SESSION_TIMEOUT, as Kafka does.
+    session_timeout_ms: Annotated[int, Meta(
+        description="the service's default when omitted. Out of range: INVALID_SESSION_TIMEOUT"
+    )] | None = None
 
 
 class CommittedOffset(BaseModel):
@@ -26,14 +39,6 @@ class CommittedOffset(BaseModel):
 class GroupOffsets(BaseModel):
     group_id: str
     offsets: list[CommittedOffset]
-
-
-class JoinGroupRequest(StrictModel):
-    topics: Annotated[list[TopicName], Field(min_length=1, max_length=1000)]
-    member_id: MemberIdField | None = Field(
-        default=None, description="rejoin as this member (e.g. to change the subscription)"
-    )
-    session_timeout_ms: Annotated[int, Strict(), Field(ge=1, le=2**31 - 1)] | None = None
 
 
 class TopicPartition(BaseModel):

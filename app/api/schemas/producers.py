@@ -2,21 +2,26 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from pydantic import BaseModel, Field, Strict
+from msgspec import Meta
+from pydantic import BaseModel
 
-from app.api.schemas.common import ProducerEpochField, ProducerIdField, StrictModel, TransactionalIdField
-from app.domain.types import MAX_INT32
+from app.api.schemas.common import ProducerEpoch, ProducerId, RequestBody, TransactionalId
 
 
-class InitProducerIdRequest(StrictModel):
-    transactional_id: TransactionalIdField | None = Field(
-        default=None, description="omit for an idempotent, non-transactional producer"
-    )
-    transaction_timeout_ms: Annotated[int, Strict(), Field(ge=1, le=MAX_INT32)] | None = None
-    producer_id: ProducerIdField | None = Field(
-        default=None, description="KIP-360: the caller's current producer id, to bump its own epoch"
-    )
-    producer_epoch: ProducerEpochField | None = None
+class InitProducerIdRequest(RequestBody):
+    transactional_id: Annotated[TransactionalId, Meta(
+        description="omit for an idempotent, non-transactional producer"
+    )] | None = None
+    # Bounds stated in the OpenAPI document from the service's settings (app.api.app); the
+    # service checks them and answers INVALID_TRANSACTION_TIMEOUT, as Kafka does.
+    transaction_timeout_ms: Annotated[int, Meta(
+        description="Kafka's transaction.timeout.ms; the service's default when omitted. "
+        "Out of range: INVALID_TRANSACTION_TIMEOUT"
+    )] | None = None
+    producer_id: Annotated[ProducerId, Meta(
+        description="KIP-360: the caller's current producer id, to bump its own epoch"
+    )] | None = None
+    producer_epoch: ProducerEpoch | None = None
 
 
 class InitProducerIdResponse(BaseModel):

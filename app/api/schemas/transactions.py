@@ -2,22 +2,24 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from pydantic import BaseModel, Field, Strict
+from msgspec import Meta
+from pydantic import BaseModel, Field
 
 from app.api.schemas.common import (
-    GroupIdField,
-    MemberIdField,
+    GenerationId,
+    GroupId,
+    MemberId,
     OffsetEntry,
-    ProducerEpochField,
-    ProducerIdField,
-    StrictModel,
+    ProducerEpoch,
+    ProducerId,
+    RequestBody,
 )
 from app.domain.types import MAX_INT64, TransactionState
 
 
-class ProducerIdentity(StrictModel):
-    producer_id: ProducerIdField
-    producer_epoch: ProducerEpochField
+class ProducerIdentity(RequestBody):
+    producer_id: ProducerId
+    producer_epoch: ProducerEpoch
 
 
 class BeginTransactionRequest(ProducerIdentity):
@@ -25,20 +27,19 @@ class BeginTransactionRequest(ProducerIdentity):
 
 
 class EndTransactionRequest(ProducerIdentity):
-    txn_id: Annotated[int, Strict(), Field(ge=0, le=MAX_INT64)] | None = Field(
-        default=None,
+    txn_id: Annotated[int, Meta(
+        ge=0, le=MAX_INT64,
         description="the txn_id BeginTransaction returned; when given, a delayed retry cannot end a later transaction",
-    )
+    )] | None = None
 
 
 class AddOffsetsRequest(ProducerIdentity):
-    group_id: GroupIdField
-    offsets: Annotated[list[OffsetEntry], Field(min_length=1, max_length=10_000)]
-    generation_id: Annotated[int, Strict(), Field(ge=0, le=2**31 - 1)] | None = Field(
-        default=None,
+    group_id: GroupId
+    offsets: Annotated[list[OffsetEntry], Meta(min_length=1, max_length=10_000)]
+    generation_id: Annotated[GenerationId, Meta(
         description="KIP-447 group metadata: refuse (ILLEGAL_GENERATION) unless this is the group's generation",
-    )
-    member_id: MemberIdField | None = None
+    )] | None = None
+    member_id: MemberId | None = None
 
 
 class TransactionPartition(BaseModel):

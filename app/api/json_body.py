@@ -1,0 +1,148 @@
+"""Request bodies: one decoder for every JSON body, and one answer for each kind of bad body.
+
+Every operation that takes a body declares it as a dependency,
+`body: Annotated[TopicCreate, json_body(TopicCreate)]`, where the type is a msgspec Struct
+(app/api/schemas). That Struct is the one definition of a valid body: msgspec checks it while
+it parses (no Python objects built twice), and the OpenAPI document's request bodies are
+generated from it (app.api.app._openapi), so what Swagger UI shows is what is checked.
+
+What a caller gets for each kind of bad body, on every endpoint alike:
+
+| kind | status | error_code |
+| --- | --- | --- |
+| no body | 400 | INVALID_REQUEST |
+| content-type other than JSON (missing, form data, text/plain, a charset other than UTF-8) | 415 | UNSUPPORTED_MEDIA_TYPE |
+| not UTF-8, not JSON, a lone surrogate escape | 400 | INVALID_REQUEST, saying where (line, column) |
+| nested too deep | 400 | INVALID_REQUEST |
+| JSON, but not the operation's shape (type, range, unknown or missing field) | 422 | INVALID_REQUEST, `details.errors` naming the field |
+
+A key that appears twice in one object is not refused: the last one wins, as in JavaScript,
+Python and every decoder this service uses (a record's value is stored as sent, duplicates
+and all).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any, Generic, TypeVar
+
+import msgspec
+import orjson
+from fastapi import Depends, Request
+from fastapi.exceptions import RequestValidationError
+from starlette.exceptions import HTTPException
+
+from app.domain.errors import InvalidRequest
+
+T = TypeVar("T")
+
+# application/json, or a structured-syntax type such as application/vnd.api+json; with no
+# parameters, or charset=utf-8 (JSON is UTF-8: RFC 8259 §8.1).
+_JSON_MEDIA_TYPE = re.compile(r"application/(?:json|[^;/\s]+\+json)", re.IGNORECASE)
+_UTF8 = re.compile(r"charset\s*=\s*\"?utf-8\"?", re.IGNORECASE)
+# msgspec's error path: $.batches[0].records[2].key, with [...] for a key of a mapping.
+_PATH_PART = re.compile(r"\.([^.\[]+)|\[(\d+)\]|\[\.\.\.\]")
+
+
+def is_json_content_type(content_type: str | None) -> bool:
+    if not content_type:
+        return False
+    media_type, _, params = content_type.partition(";")
+    if not _JSON_MEDIA_TYPE.fullmatch(media_type.strip()):
+        return False
+    params = params.strip()
+    return not params or _UTF8.fullmatch(params) is not None
+
+
+class JsonBody(Generic[T]):
+    """A dependency that decodes the request body into `type_` (a msgspec Struct)."""
+
+    def __init__(self, type_: type[T]) -> None:
+        self.type = type_
+        self._decoder = msgspec.json.Decoder(type_)
+
+    async def __call__(self, request: Request) -> T:
+        content_type = request.headers.get("content-type")
+        body = await request.body()
+        if not body.strip():
+            raise InvalidRequest(
+                "the request body is empty: this operation takes a JSON object "
+                "(content-type: application/json)"
+            )
+        if not is_json_content_type(content_type):
+            raise HTTPException(
+                415,
+                f"the body must be JSON, sent with content-type: application/json "
+                f"(got {content_type!r})" if content_type else
+                "the body must be JSON, sent with content-type: application/json "
+                "(the request has no content-type; with curl add -H 'content-type: application/json')",
+            )
+        return decode(self._decoder, body)
+
+
+def json_body(type_: type) -> Any:
+    """`body: Annotated[TopicCreate, json_body(TopicCreate)]`: the operation's body."""
+    return Depends(JsonBody(type_))
+
+
+def decode(decoder: msgspec.json.Decoder, body: bytes) -> Any:
+    """`body` decoded by `decoder`, or the refusal the table above gives it."""
+    try:
+        if not body.isascii():
+            # msgspec does not look inside the values it keeps as raw JSON text; those must be
+            # Unicode too, or a reader of the log could not decode what it fetched.
+            body.decode("utf-8")
+        return decoder.decode(body)
+    except UnicodeDecodeError as e:
+        raise InvalidRequest(f"the body is not UTF-8: {where(body, e.start)} ({e.reason})") from None
+    except msgspec.ValidationError as e:
+        # msgspec stops at the first problem, which may come before a syntax error further
+        # on: a body that is not JSON at all is that, whatever its first field holds.
+        if (problem := not_json(body)) is not None:
+            raise InvalidRequest(f"the body is not valid JSON: {problem}") from None
+        raise schema_mismatch(str(e)) from None
+    except msgspec.DecodeError:
+        raise InvalidRequest(
+            f"the body is not valid JSON: {not_json(body) or 'it could not be parsed'}"
+        ) from None
+    except RecursionError:
+        raise InvalidRequest(
+            f"the body nests deeper than {MAX_DEPTH} levels of arrays and objects"
+        ) from None
+
+
+# Values are kept as raw JSON and checked to nest at most this deep (app.api.send_body);
+# msgspec refuses a body whose nesting reaches Python's recursion limit (about 1,000) first.
+MAX_DEPTH = 254
+
+
+def not_json(body: bytes) -> str | None:
+    """Why `body` is not JSON, with its line and column, or None if it is. orjson says it
+    better than msgspec ("unexpected end of data: line 1 column 17" against "Input data was
+    truncated")."""
+    try:
+        orjson.loads(body)
+    except orjson.JSONDecodeError as e:
+        return str(e)
+    return None
+
+
+def where(body: bytes, index: int) -> str:
+    line = body.count(b"\n", 0, index) + 1
+    column = index - (body.rfind(b"\n", 0, index) + 1) + 1
+    return f"line {line} column {column} (byte {index})"
+
+
+def schema_mismatch(message: str, prefix: tuple[str | int, ...] = ("body",)) -> RequestValidationError:
+    """msgspec's "Expected `int`, got `str` - at `$.batches[0].partition`" as the 422 that the
+    query and path checks answer too (app.api.errors), located at body.batches.0.partition."""
+    problem, _, path = message.partition(" - at `")
+    loc: list[str | int] = list(prefix)
+    for name, index in (m.groups() for m in _PATH_PART.finditer(path.rstrip("`").removeprefix("$"))):
+        if name is not None:
+            loc.append(name)
+        elif index is not None:
+            loc.append(int(index))
+        else:
+            loc.append("[key]")
+    return RequestValidationError([{"loc": tuple(loc), "msg": problem, "type": "body"}])
