@@ -1,67 +1,227 @@
-"""Seed 001's "pizza orders → income" pipeline, exactly once.
+"""The README's pizza shop, exactly once: orders from `orders` to income in `income`.
 
-Consumes `orders` as a member of a consumer group, keeps the pizza orders, and produces
-{"order_id", "income"} to `pizza-income`, committing the consumed offsets in the same
-transaction. Killed at any point and restarted, its output holds each pizza order once.
+Reads `orders` as consumer group `pizza-income`. Every order is a pizza: an order
+{"pizza": "margherita", "price": 9.5} keyed "order-1" earns {"amount": 9.5} keyed "order-1" in
+`income`, in the partition with the order's partition number (modulo income's partition
+count), as in the README's walkthrough. Each poll is one transaction carrying the income
+records and the group's offsets past the orders, so, killed at any point and restarted, the
+example leaves each order's income in `income` once.
 
-    python -m examples.pizza_income --url http://127.0.0.1:8000 --transactional-id pizza-income-0
+An order it cannot turn into income (a value that is not a JSON object, or whose `price` is
+missing or not a number) does not stop it: with --dead-letter-topic it goes there, with its
+key, value and headers and `dlq.*` headers saying why and where it came from, in the same
+transaction as the income and the offsets (exactly once too); without it, it is skipped with
+a WARNING naming its topic, partition, offset and the reason.
+
+A topic that does not exist ends it at once, with one line saying which and how to create it.
+
+    .venv/bin/python -m examples.pizza_income --url http://127.0.0.1:8000 --idle-exit-s 5
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import logging
 import sys
 import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
 
-from app.client import AbortableError, Consumer, Producer
+from app.client import (
+    AbortableError,
+    ClientError,
+    Consumer,
+    ConsumerRecord,
+    ExponentialBackoff,
+    FatalError,
+    Producer,
+    RetriableError,
+    UnknownTopicOrPartitionError,
+)
 
-INPUT, OUTPUT, GROUP = "orders", "pizza-income", "pizza-income"
+INPUT, OUTPUT, GROUP = "orders", "income", "pizza-income"
+TOPIC_PARTITIONS = 2  # what the walkthrough creates, and what the missing-topic hint suggests
+# Headers a dead-lettered order carries besides its own.
+DLQ_REASON, DLQ_TOPIC, DLQ_PARTITION, DLQ_OFFSET = (
+    "dlq.reason", "dlq.original.topic", "dlq.original.partition", "dlq.original.offset",
+)
+EXIT_OK, EXIT_FAILED = 0, 1
+
+logger = logging.getLogger("pizza_income")
 
 
-def transform(order: dict) -> dict | None:
-    if order.get("meal") != "Pizza":
-        return None
-    return {"order_id": order["order_id"], "income": order["value"]}
+class NotAnOrder(ValueError):
+    """The record's value is not an order this example can earn income from."""
 
 
-def run(url: str, transactional_id: str, *, idle_exit_s: float | None, session_timeout_ms: int,
-        transaction_timeout_ms: int, max_records: int = 500) -> int:
-    producer = Producer(url, transactional_id, transaction_timeout_ms=transaction_timeout_ms)
-    producer.init_transactions()
-    consumer = Consumer(url, GROUP, session_timeout_ms=session_timeout_ms, max_records=max_records)
-    consumer.subscribe([INPUT])
-    processed, idle_since = 0, time.monotonic()
-    try:
+def income_of(order: Any) -> dict[str, Any]:
+    """The income record's value for one order: {"amount": its price}."""
+    if not isinstance(order, dict):
+        raise NotAnOrder(f"value is not a JSON object but {_json_type(order)}")
+    if "price" not in order:
+        raise NotAnOrder("order has no price")
+    price = order["price"]
+    if isinstance(price, bool) or not isinstance(price, int | float):
+        raise NotAnOrder(f"price is not a number but {_json_type(price)}")
+    return {"amount": price}
+
+
+def _json_type(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, int | float):
+        return "a number"
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, list):
+        return "an array"
+    return "an object"
+
+
+@dataclass
+class Totals:
+    orders: int = 0
+    income: int = 0
+    dead_lettered: int = 0
+    skipped: int = 0
+
+
+@dataclass
+class Rejected:
+    record: ConsumerRecord
+    reason: str
+
+
+@dataclass
+class PizzaIncome:
+    producer: Producer
+    consumer: Consumer
+    dead_letter_topic: str | None
+    backoff: ExponentialBackoff
+    totals: Totals = field(default_factory=Totals)
+    sleep: Callable[[float], None] = time.sleep
+
+    def __post_init__(self) -> None:
+        # Looked up before InitProducerId: a run that cannot work must not fence one that does.
+        self._output_partitions = len(self.producer.partitions_for(OUTPUT))
+        self.producer.partitions_for(INPUT)
+        self._dlq_partitions = (
+            len(self.producer.partitions_for(self.dead_letter_topic)) if self.dead_letter_topic else 0
+        )
+
+    def run(self, idle_exit_s: float | None) -> Totals:
+        self.producer.init_transactions()
+        self.consumer.subscribe([INPUT])
+        idle_since, failed_attempts = time.monotonic(), 0
         while True:
-            records = consumer.poll(timeout_s=0.5)
+            records = self.consumer.poll(timeout_s=0.5)
             if not records:
                 if idle_exit_s is not None and time.monotonic() - idle_since > idle_exit_s:
-                    return processed
+                    return self.totals
                 continue
             idle_since = time.monotonic()
-            producer.begin_transaction()
             try:
-                for record in records:
-                    income = transform(record.value)
-                    if income is not None:
-                        producer.send(OUTPUT, income, key=str(income["order_id"]))
-                producer.send_offsets_to_transaction(consumer.position_offsets(), consumer.group_metadata())
-                producer.commit_transaction()
-                processed += len(records)
+                self._process(records)
             except AbortableError as e:
-                logging.warning("aborting: %s", e)
-                producer.abort_transaction()
-                consumer.seek_to_committed()
-    finally:
-        consumer.close()
-        producer.close()
+                # Redone from the committed offsets, after a pause that grows while the
+                # failures go on: a lasting failure must not become a loop of requests.
+                pause_s = self.backoff.backoff_s(failed_attempts)
+                failed_attempts += 1
+                logger.warning("transaction aborted (%s); redoing it in %.2f s", e, pause_s)
+                self.producer.abort_transaction()
+                self.consumer.seek_to_committed()
+                self.sleep(pause_s)
+            else:
+                failed_attempts = 0
+
+    def _process(self, records: list[ConsumerRecord]) -> None:
+        self.producer.begin_transaction()
+        try:
+            income, rejected = 0, []
+            for record in records:
+                try:
+                    value = income_of(record.value)
+                except NotAnOrder as e:
+                    rejected.append(Rejected(record, str(e)))
+                    self._dead_letter(record, str(e))
+                    continue
+                self.producer.send(OUTPUT, value, key=record.key,
+                                   partition=record.partition % self._output_partitions)
+                income += 1
+            self.producer.send_offsets_to_transaction(
+                self.consumer.position_offsets(), self.consumer.group_metadata()
+            )
+            self.producer.commit_transaction()
+        except UnknownTopicOrPartitionError:
+            _abort_quietly(self.producer)  # not to leave it open until its timeout
+            raise
+        # Logged once committed: a redone transaction would otherwise log its orders twice.
+        for r in rejected:
+            where = f"{r.record.topic}/{r.record.partition} offset {r.record.offset} (key {r.record.key!r})"
+            if self.dead_letter_topic:
+                logger.warning("dead-lettered %s to %s: %s", where, self.dead_letter_topic, r.reason)
+            else:
+                logger.warning("skipped %s: %s", where, r.reason)
+        self.totals.orders += len(records)
+        self.totals.income += income
+        if self.dead_letter_topic:
+            self.totals.dead_lettered += len(rejected)
+        else:
+            self.totals.skipped += len(rejected)
+
+    def _dead_letter(self, record: ConsumerRecord, reason: str) -> None:
+        if not self.dead_letter_topic:
+            return
+        headers = {
+            **(record.headers or {}),
+            DLQ_REASON: reason,
+            DLQ_TOPIC: record.topic,
+            DLQ_PARTITION: str(record.partition),
+            DLQ_OFFSET: str(record.offset),
+        }
+        self.producer.send(self.dead_letter_topic, record.value, key=record.key,
+                           partition=record.partition % self._dlq_partitions, headers=headers)
+
+
+def _abort_quietly(producer: Producer) -> None:
+    try:
+        producer.abort_transaction()
+    except ClientError as e:
+        logger.debug("abort after a missing topic failed: %s", e)
+
+
+def missing_topic_line(url: str, topic: str | None, error: ClientError) -> str:
+    if topic is None:
+        return f"a topic does not exist ({error.message}); create it with POST {url}/v1/topics"
+    body = json.dumps({"name": topic, "partitions": TOPIC_PARTITIONS})
+    return (f"topic {topic!r} does not exist; create it with: curl -s -X POST {url}/v1/topics "
+            f"-H 'content-type: application/json' -d '{body}'")
+
+
+def _missing_of(producer: Producer, topics: list[str]) -> str | None:
+    """Which of `topics` does not exist (a Send naming several does not say)."""
+    for topic in topics:
+        try:
+            producer.partitions_for(topic)
+        except UnknownTopicOrPartitionError:
+            return topic
+        except ClientError:
+            return None
+    return None
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--url", default="http://127.0.0.1:8000")
     parser.add_argument("--transactional-id", default="pizza-income-0")
+    parser.add_argument("--dead-letter-topic", default=None, metavar="TOPIC",
+                        help="write orders that cannot be turned into income here, in the same "
+                             "transaction (the topic must exist); without it they are skipped "
+                             "with a WARNING")
     parser.add_argument("--idle-exit-s", type=float, default=None,
                         help="exit after this long without input (for batch runs and tests)")
     parser.add_argument("--session-timeout-ms", type=int, default=10_000)
@@ -69,11 +229,28 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--max-records", type=int, default=500, help="records per poll (per transaction)")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
-    processed = run(args.url, args.transactional_id, idle_exit_s=args.idle_exit_s,
-                    session_timeout_ms=args.session_timeout_ms,
-                    transaction_timeout_ms=args.transaction_timeout_ms, max_records=args.max_records)
-    print(f"processed {processed} orders")
-    return 0
+    logging.getLogger("httpx").setLevel(logging.WARNING)  # a line per request otherwise
+
+    url = args.url.rstrip("/")
+    producer = Producer(url, args.transactional_id, transaction_timeout_ms=args.transaction_timeout_ms)
+    consumer = Consumer(url, GROUP, session_timeout_ms=args.session_timeout_ms, max_records=args.max_records)
+    try:
+        app = PizzaIncome(producer, consumer, args.dead_letter_topic, ExponentialBackoff())
+        totals = app.run(args.idle_exit_s)
+    except UnknownTopicOrPartitionError as e:
+        topic = e.topic or _missing_of(producer, [INPUT, OUTPUT, *filter(None, [args.dead_letter_topic])])
+        print(missing_topic_line(url, topic, e), file=sys.stderr)
+        return EXIT_FAILED
+    except (FatalError, RetriableError) as e:
+        # Fenced (another instance took over) or the service unreachable past the deadline.
+        logger.error("stopping: %s", e)
+        return EXIT_FAILED
+    finally:
+        consumer.close()
+        producer.close()
+    print(f"processed {totals.orders} orders: {totals.income} income records, "
+          f"{totals.dead_lettered} dead-lettered, {totals.skipped} skipped")
+    return EXIT_OK
 
 
 if __name__ == "__main__":

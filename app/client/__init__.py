@@ -7,11 +7,12 @@
     while True:
         records = consumer.poll()
         producer.begin_transaction()
-        for r in records: producer.send("income", transform(r.value))
+        for r in records: producer.send("income", {"amount": r.value["price"]}, key=r.key)
         producer.send_offsets_to_transaction(consumer.position_offsets(), consumer.group_metadata())
         producer.commit_transaction()
 """
 
+from app.client.backoff import ExponentialBackoff
 from app.client.consumer import Consumer, ConsumerRecord, GroupMetadata
 from app.client.errors import (
     AbortableError,
@@ -19,6 +20,7 @@ from app.client.errors import (
     FatalError,
     ProducerFencedError,
     RetriableError,
+    UnknownTopicOrPartitionError,
 )
 from app.client.producer import Producer
 
@@ -27,9 +29,11 @@ __all__ = [
     "ClientError",
     "Consumer",
     "ConsumerRecord",
+    "ExponentialBackoff",
     "FatalError",
     "GroupMetadata",
     "Producer",
     "ProducerFencedError",
     "RetriableError",
+    "UnknownTopicOrPartitionError",
 ]

@@ -10,7 +10,8 @@ from typing import Any
 
 import httpx
 
-from app.client.errors import ClientError, RetriableError
+from app.client.backoff import DEFAULT_RETRY_BACKOFF_MAX_MS, DEFAULT_RETRY_BACKOFF_MS, ExponentialBackoff
+from app.client.errors import ClientError, RetriableError, UnknownTopicOrPartitionError
 from app.client.http import Session
 
 logger = logging.getLogger(__name__)
@@ -47,7 +48,11 @@ class _Assignment:
 
 class Consumer:
     """Positions are read_committed positions: after a poll, a partition's position is the
-    fetch's next_offset, and committing it means "every record returned so far is done"."""
+    fetch's next_offset, and committing it means "every record returned so far is done".
+
+    Retriable failures are retried with Kafka's KIP-580 backoff (`retry_backoff_ms` doubling
+    up to `retry_backoff_max_ms`, ±20 % jitter). Subscribing to, or fetching from, a topic
+    that does not exist raises UnknownTopicOrPartitionError at once."""
 
     def __init__(
         self,
@@ -59,6 +64,8 @@ class Consumer:
         max_records: int = 500,
         offset_wait_ms: int = 5_000,
         request_timeout_s: float = 30.0,
+        retry_backoff_ms: int = DEFAULT_RETRY_BACKOFF_MS,
+        retry_backoff_max_ms: int = DEFAULT_RETRY_BACKOFF_MAX_MS,
         client: httpx.Client | None = None,
     ) -> None:
         self.group_id = group_id
@@ -66,8 +73,9 @@ class Consumer:
         self.session_timeout_ms = session_timeout_ms
         self.max_records = max_records
         self.offset_wait_ms = offset_wait_ms
-        self._session = Session(base_url, request_timeout_s=request_timeout_s, client=client)
-        self._heartbeat_session = Session(base_url, request_timeout_s=request_timeout_s)
+        backoff = ExponentialBackoff(retry_backoff_ms, retry_backoff_max_ms)
+        self._session = Session(base_url, request_timeout_s=request_timeout_s, client=client, backoff=backoff)
+        self._heartbeat_session = Session(base_url, request_timeout_s=request_timeout_s, backoff=backoff)
         self._topics: list[str] = []
         self._member_id: str | None = None
         self._assignment = _Assignment(-1, ())
@@ -77,12 +85,15 @@ class Consumer:
         self._manual = False
         self._lock = threading.Lock()
         self._stop = threading.Event()
+        self._membership_changed = threading.Event()  # set by the heartbeat, wakes an idle poll()
         self._heartbeat: threading.Thread | None = None
         self._next_partition = 0
 
     # --- membership -------------------------------------------------------------------------
 
     def subscribe(self, topics: list[str]) -> None:
+        """Join the group (at once, not at the first poll as in Kafka). The service refuses a
+        subscription naming a topic that does not exist: UnknownTopicOrPartitionError."""
         if self.group_id is None:
             raise ValueError("subscribe() needs a group_id; use assign() without one")
         self._topics = sorted(set(topics))
@@ -100,7 +111,12 @@ class Consumer:
         body: dict[str, Any] = {"topics": self._topics, "session_timeout_ms": self.session_timeout_ms}
         if self._member_id is not None and not self._rejoin:
             body["member_id"] = self._member_id
-        answer = self._session.call("POST", f"/v1/groups/{self.group_id}/members", json=body)
+        try:
+            answer = self._session.call("POST", f"/v1/groups/{self.group_id}/members", json=body)
+        except UnknownTopicOrPartitionError as e:
+            if len(self._topics) == 1:
+                e.topic = self._topics[0]
+            raise
         self._member_id = answer["member_id"]
         self._rejoin = False
         self._apply(_Assignment(answer["generation_id"], _parts(answer)))
@@ -120,12 +136,14 @@ class Consumer:
                 if e.error_code == "UNKNOWN_MEMBER_ID":
                     with self._lock:
                         self._rejoin = True
+                    self._membership_changed.set()
                 elif not isinstance(e, RetriableError):
                     logger.warning("heartbeat failed: %s", e)
                 continue
             with self._lock:
                 if answer["generation_id"] != self._assignment.generation_id:
                     self._pending = _Assignment(answer["generation_id"], _parts(answer))
+                    self._membership_changed.set()
 
     def _apply(self, assignment: _Assignment) -> None:
         """Adopt an assignment: drop revoked partitions, start the others at their committed
@@ -165,6 +183,7 @@ class Consumer:
         """Records from the assigned partitions, each partition's in commit order."""
         with self._lock:
             rejoin, pending, self._pending = self._rejoin, self._pending, None
+            self._membership_changed.clear()
         if rejoin:
             self._join()
         elif pending is not None:
@@ -182,15 +201,22 @@ class Consumer:
             if out or time.monotonic() >= deadline:
                 return out
             time.sleep(min(0.05, max(0.0, deadline - time.monotonic())))
-        time.sleep(min(timeout_s, 0.05))
+        # Nothing assigned (more members than partitions): wait out the timeout, as Kafka's
+        # poll does, rather than hand a caller's loop an empty answer at once; a rebalance
+        # that the heartbeat learns of ends the wait.
+        self._membership_changed.wait(timeout_s)
         return []
 
     def _fetch(self, tp: TopicPartition, max_records: int) -> list[ConsumerRecord]:
         topic, partition = tp
-        page = self._session.call(
-            "GET", f"/v1/topics/{topic}/partitions/{partition}/records",
-            params={"offset": self._positions[tp], "isolation": self.isolation, "max_records": max(1, max_records)},
-        )
+        try:
+            page = self._session.call(
+                "GET", f"/v1/topics/{topic}/partitions/{partition}/records",
+                params={"offset": self._positions[tp], "isolation": self.isolation, "max_records": max(1, max_records)},
+            )
+        except UnknownTopicOrPartitionError as e:
+            e.topic = topic
+            raise
         self._positions[tp] = page["next_offset"]
         return [
             ConsumerRecord(topic, partition, r["offset"], r["commit_position"], r["key"], r["value"],

@@ -1,18 +1,16 @@
-"""The HTTP session shared by Producer and Consumer: JSON in and out, retries with backoff
-inside a deadline for retriable answers and transport errors."""
+"""The HTTP session shared by Producer and Consumer: JSON in and out, retries of retriable
+answers and transport errors inside a deadline, with the client's one backoff between them."""
 
 from __future__ import annotations
 
-import random
 import time
+from collections.abc import Callable
 from typing import Any
 
 import httpx
 
+from app.client.backoff import ExponentialBackoff
 from app.client.errors import ClientError, RetriableError, classify
-
-RETRY_BACKOFF_MIN_S = 0.02
-RETRY_BACKOFF_MAX_S = 1.0
 
 
 class Session:
@@ -22,9 +20,15 @@ class Session:
         *,
         request_timeout_s: float = 30.0,
         client: httpx.Client | None = None,
+        backoff: ExponentialBackoff | None = None,
+        sleep: Callable[[float], None] = time.sleep,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.http = client or httpx.Client(base_url=base_url.rstrip("/"), timeout=request_timeout_s)
         self._owns = client is None
+        self.backoff = backoff or ExponentialBackoff()
+        self.sleep = sleep
+        self.clock = clock
 
     def call(
         self,
@@ -36,14 +40,16 @@ class Session:
         deadline_s: float = 60.0,
         ok_status: tuple[int, ...] = (200, 201, 204),
     ) -> Any:
-        """One request, retried on retriable errors until `deadline_s` has passed.
+        """One request, retried on retriable errors until `deadline_s` has passed; any other
+        refusal is raised at once.
 
         Transport errors are retried too: every mutating call of this protocol is safe to
         repeat (sequence numbers make Send idempotent; Commit and Abort answer a retry as the
-        first time; AddOffsets overwrites).
+        first time; AddOffsets overwrites). The service's `Retry-After: 1` is not followed:
+        the backoff starts lower and spreads the retries of many clients (KIP-580).
         """
-        deadline = time.monotonic() + deadline_s
-        backoff = RETRY_BACKOFF_MIN_S
+        deadline = self.clock() + deadline_s
+        attempts = 0
         while True:
             try:
                 response = self.http.request(method, path, json=json, params=params)
@@ -53,10 +59,13 @@ class Session:
                 if response.status_code in ok_status:
                     return response.json() if response.content else None
                 error = _error_of(response)
-            if not isinstance(error, RetriableError) or time.monotonic() + backoff > deadline:
+            if not isinstance(error, RetriableError):
                 raise error
-            time.sleep(backoff * (0.5 + random.random() / 2))
-            backoff = min(backoff * 2, RETRY_BACKOFF_MAX_S)
+            pause = self.backoff.backoff_s(attempts)
+            if self.clock() + pause > deadline:
+                raise error
+            self.sleep(pause)
+            attempts += 1
 
     def close(self) -> None:
         if self._owns:

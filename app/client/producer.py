@@ -10,6 +10,7 @@ from typing import Any
 
 import httpx
 
+from app.client.backoff import DEFAULT_RETRY_BACKOFF_MAX_MS, DEFAULT_RETRY_BACKOFF_MS, ExponentialBackoff
 from app.client.consumer import GroupMetadata
 from app.client.errors import (
     EPOCH_BUMP_CODES,
@@ -18,6 +19,7 @@ from app.client.errors import (
     FatalError,
     ProducerFencedError,
     RetriableError,
+    UnknownTopicOrPartitionError,
 )
 from app.client.http import Session
 
@@ -38,6 +40,11 @@ class Producer:
     request per `batch_records` records, across partitions. Retriable failures are retried
     with the same sequences, so a retry that reaches a batch already written is answered
     with its first offsets and writes nothing.
+
+    Retries pause as Kafka's `retry.backoff.ms` / `retry.backoff.max.ms` say (KIP-580:
+    doubling from `retry_backoff_ms`, capped at `retry_backoff_max_ms`, ±20 % jitter) and
+    stop at the call's deadline (`delivery_timeout_s` for a Send). A topic that does not
+    exist is UnknownTopicOrPartitionError at once, never retried.
     """
 
     def __init__(
@@ -49,13 +56,18 @@ class Producer:
         batch_records: int = 5_000,
         delivery_timeout_s: float = 60.0,
         request_timeout_s: float = 30.0,
+        retry_backoff_ms: int = DEFAULT_RETRY_BACKOFF_MS,
+        retry_backoff_max_ms: int = DEFAULT_RETRY_BACKOFF_MAX_MS,
         client: httpx.Client | None = None,
     ) -> None:
         self.transactional_id = transactional_id
         self.transaction_timeout_ms = transaction_timeout_ms
         self.batch_records = batch_records
         self.delivery_timeout_s = delivery_timeout_s
-        self._session = Session(base_url, request_timeout_s=request_timeout_s, client=client)
+        self._session = Session(
+            base_url, request_timeout_s=request_timeout_s, client=client,
+            backoff=ExponentialBackoff(retry_backoff_ms, retry_backoff_max_ms),
+        )
         self.producer_id: int | None = None
         self.producer_epoch: int | None = None
         self._txn_id: int | None = None
@@ -121,8 +133,16 @@ class Producer:
             raise FatalError("INVALID_TXN_STATE", "send() outside a transaction: call begin_transaction()")
         if self.producer_id is None:
             self._init(recover=False)  # an idempotent producer initialises on first use
+        # The topic is looked up before anything is buffered, so a topic that does not exist
+        # is refused here and leaves the transaction as it was.
+        count = self._partition_count(topic, at_least=None if partition is None else partition + 1)
         if partition is None:
-            partition = self._partition_for(topic, key)
+            partition = self._partition_for(key, count)
+        elif not 0 <= partition < count:
+            raise UnknownTopicOrPartitionError(
+                "UNKNOWN_TOPIC_OR_PARTITION", f"topic {topic!r} has partitions 0..{count - 1}; got {partition}",
+                topic=topic,
+            )
         record: dict[str, Any] = {"value": value}
         if key is not None:
             record["key"] = key
@@ -168,6 +188,17 @@ class Producer:
             body["transactional_id"] = self.transactional_id
         try:
             answer = self._call("POST", "/v1/records", json=body, deadline_s=self.delivery_timeout_s)
+        except UnknownTopicOrPartitionError as e:
+            # Deleted since send() looked it up. Nothing of the request was written (a Send is
+            # all or nothing), so the sequences hold; but the transaction lacks these records
+            # and must not commit, as in Kafka after a failed send.
+            topics = {t for (t, _), _ in batches}
+            for t in topics:
+                self._partition_counts.pop(t, None)
+            if e.topic is None and len(topics) == 1:
+                e.topic = next(iter(topics))
+            self._abortable = e
+            raise
         except ClientError as e:
             # Whether the request was written is unknown (or the sequences are refused): the
             # transaction must abort, and the sequences restart under a bumped epoch.
@@ -201,7 +232,8 @@ class Producer:
             body["group_id"] = group_metadata
         try:
             self._call("POST", f"/v1/transactions/{self.transactional_id}/offsets", json=body)
-        except AbortableError as e:
+        except (AbortableError, UnknownTopicOrPartitionError) as e:
+            # Committing without the offsets would make the output be produced again.
             self._abortable = e
             raise
 
@@ -277,11 +309,23 @@ class Producer:
             return txn
         raise error
 
-    def _partition_for(self, topic: str, key: str | None) -> int:
+    def partitions_for(self, topic: str) -> list[int]:
+        """The topic's partitions (Kafka's partitionsFor); UnknownTopicOrPartitionError if the
+        topic does not exist. Asks the service the first time, then answers from memory."""
+        return list(range(self._partition_count(topic)))
+
+    def _partition_count(self, topic: str, at_least: int | None = None) -> int:
         count = self._partition_counts.get(topic)
-        if count is None:
-            count = self._call("GET", f"/v1/topics/{topic}")["partition_count"]
+        if count is None or (at_least is not None and count < at_least):  # partitions may have been added
+            try:
+                count = self._call("GET", f"/v1/topics/{topic}")["partition_count"]
+            except UnknownTopicOrPartitionError as e:
+                e.topic = topic
+                raise
             self._partition_counts[topic] = count
+        return count
+
+    def _partition_for(self, key: str | None, count: int) -> int:
         if key is None:
             return next(self._round_robin) % count
         # A stable hash, so one key always lands in one partition.

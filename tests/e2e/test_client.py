@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from app.client import AbortableError, Consumer, Producer, ProducerFencedError
+from app.client import AbortableError, Consumer, Producer, ProducerFencedError, UnknownTopicOrPartitionError
 
 pytestmark = pytest.mark.e2e
 
@@ -118,6 +118,30 @@ def test_recovery_is_fenced_when_another_instance_initialised_in_between(url):  
     second.send("out", "from-second")
     second.commit_transaction()
     assert [r.value for r in _read_committed(url, "out", 1)] == ["from-second"]
+
+
+def test_subscribing_to_a_topic_that_does_not_exist_raises_unknown_topic_at_once(url):  # type: ignore[no-untyped-def]
+    # The service refuses a JoinGroup naming a topic it does not have (Kafka would accept the
+    # subscription and assign nothing until the topic appears).
+    _create(url, "in", 1)
+    consumer = Consumer(url, "g")
+    with pytest.raises(UnknownTopicOrPartitionError) as raised:
+        consumer.subscribe(["in", "nope"])
+    assert raised.value.message == "unknown topic(s): nope"
+    consumer.close()
+
+
+def test_a_transaction_goes_on_after_a_send_to_a_topic_that_does_not_exist(url):  # type: ignore[no-untyped-def]
+    _create(url, "out", 1)
+    tp = Producer(url, "x")
+    tp.init_transactions()
+    tp.begin_transaction()
+    tp.send("out", "kept")
+    with pytest.raises(UnknownTopicOrPartitionError) as raised:
+        tp.send("nope", "refused")
+    assert raised.value.topic == "nope"
+    tp.commit_transaction()
+    assert [r.value for r in _read_committed(url, "out", 1)] == ["kept"]
 
 
 def test_expected_offset_race_has_exactly_one_winner(url):  # type: ignore[no-untyped-def]

@@ -1,0 +1,166 @@
+"""examples/pizza_income.py against the README's walkthrough data, run as a subprocess with
+the venv's interpreter from the repository root, on both databases.
+
+Its output must be the walkthrough's own: {"amount": price} keyed by the order's key, in the
+partition with the order's partition number, in `income`; consumer group `pizza-income`.
+(tests/e2e/test_exactly_once.py kills it with kill -9 under load.)
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from tests.e2e.api import group_offsets, ok, read_all
+
+pytestmark = pytest.mark.e2e
+ROOT = Path(__file__).resolve().parents[2]
+RUN_TIMEOUT_S = 120  # a guard against a hang, not a measure
+
+# The walkthrough's orders, as README's "Some orders to consume" sends them, and after them
+# one order the transform cannot handle per partition.
+WALKTHROUGH_ORDERS = [
+    {"topic": "orders", "partition": 0, "records": [
+        {"key": "order-1", "value": {"pizza": "margherita", "price": 9.5}},
+        {"key": "order-2", "value": {"pizza": "diavola", "price": 11}}]},
+    {"topic": "orders", "partition": 1, "records": [
+        {"key": "order-3", "value": {"pizza": "funghi", "price": 10}}]},
+]
+POISON = [
+    {"topic": "orders", "partition": 0, "records": [
+        {"key": "order-4", "value": {"pizza": "calzone"}, "headers": {"till": "2"}}]},
+    {"topic": "orders", "partition": 1, "records": [
+        {"key": "order-5", "value": "margherita"}]},
+]
+# The walkthrough's income records: (partition, key, value).
+WALKTHROUGH_INCOME = [
+    (0, "order-1", {"amount": 9.5}),
+    (0, "order-2", {"amount": 11}),
+    (1, "order-3", {"amount": 10}),
+]
+# Past every order, poison included: nothing is read again after a restart.
+OFFSETS_PAST_EVERY_ORDER = [("orders", 0, 3), ("orders", 1, 2)]
+
+
+def _create_topics(client: httpx.Client, *names: str) -> None:
+    for name in names:
+        ok(client.post("/v1/topics", json={"name": name, "partitions": 2}), 201)
+
+
+def _send_orders(client: httpx.Client) -> None:
+    ok(client.post("/v1/records", json={"batches": WALKTHROUGH_ORDERS}))
+    ok(client.post("/v1/records", json={"batches": POISON}))
+
+
+def _run_example(url: str, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "examples.pizza_income", "--url", url, *args],
+        cwd=ROOT, capture_output=True, text=True, timeout=RUN_TIMEOUT_S,
+    )
+
+
+def _committed(client: httpx.Client, topic: str) -> list[tuple[int, str | None, Any, dict | None]]:
+    """(partition, key, value, headers) of every read_committed record, by partition and offset."""
+    out = []
+    for partition in range(2):
+        for r in read_all(client, topic, partition):
+            assert r["transactional"], r  # written by the example's transactions
+            out.append((partition, r["key"], r["value"], r["headers"]))
+    return out
+
+
+def _log_messages(stderr: str, level: str) -> list[str]:
+    return re.findall(rf"^\S+ \S+ {level} (.*)$", stderr, flags=re.MULTILINE)
+
+
+def test_the_walkthroughs_orders_become_its_income_and_the_poison_goes_to_the_dead_letter_topic(launcher):  # type: ignore[no-untyped-def]
+    server = launcher.server()
+    with server.client() as client:
+        _create_topics(client, "orders", "income", "orders.dlq")
+        _send_orders(client)
+
+        done = _run_example(server.url, "--dead-letter-topic", "orders.dlq", "--idle-exit-s", "2")
+
+        assert done.returncode == 0, done.stderr
+        assert done.stdout == "processed 5 orders: 3 income records, 2 dead-lettered, 0 skipped\n"
+        assert _committed(client, "income") == [(p, k, v, None) for p, k, v in WALKTHROUGH_INCOME]
+        assert _committed(client, "orders.dlq") == [
+            (0, "order-4", {"pizza": "calzone"}, {
+                "till": "2",
+                "dlq.reason": "order has no price",
+                "dlq.original.topic": "orders", "dlq.original.partition": "0", "dlq.original.offset": "2",
+            }),
+            (1, "order-5", "margherita", {
+                "dlq.reason": "value is not a JSON object but a string",
+                "dlq.original.topic": "orders", "dlq.original.partition": "1", "dlq.original.offset": "1",
+            }),
+        ]
+        assert group_offsets(client, "pizza-income") == OFFSETS_PAST_EVERY_ORDER
+        assert _log_messages(done.stderr, "WARNING") == [
+            "dead-lettered orders/0 offset 2 (key 'order-4') to orders.dlq: order has no price",
+            "dead-lettered orders/1 offset 1 (key 'order-5') to orders.dlq: value is not a JSON object but a string",
+        ]
+
+
+def test_without_a_dead_letter_topic_the_poison_is_skipped_with_a_warning_naming_it(launcher):  # type: ignore[no-untyped-def]
+    server = launcher.server()
+    with server.client() as client:
+        _create_topics(client, "orders", "income")
+        _send_orders(client)
+
+        done = _run_example(server.url, "--idle-exit-s", "2")
+
+        assert done.returncode == 0, done.stderr
+        assert done.stdout == "processed 5 orders: 3 income records, 0 dead-lettered, 2 skipped\n"
+        assert _committed(client, "income") == [(p, k, v, None) for p, k, v in WALKTHROUGH_INCOME]
+        assert group_offsets(client, "pizza-income") == OFFSETS_PAST_EVERY_ORDER
+        assert _log_messages(done.stderr, "WARNING") == [
+            "skipped orders/0 offset 2 (key 'order-4'): order has no price",
+            "skipped orders/1 offset 1 (key 'order-5'): value is not a JSON object but a string",
+        ]
+
+
+def _requests_by_route(client: httpx.Client) -> dict[tuple[str, str, str], float]:
+    """outbox_http_requests_total by (method, route, status), scrapes of /metrics left out."""
+    counts = {}
+    for family in text_string_to_metric_families(client.get("/metrics").text):
+        if family.name == "outbox_http_requests":
+            for s in family.samples:
+                if s.name == "outbox_http_requests_total" and s.labels["route"] != "/metrics":
+                    counts[(s.labels["method"], s.labels["route"], s.labels["status"])] = s.value
+    return counts
+
+
+@pytest.mark.parametrize("missing, args, found_first", [
+    ("income", [], 0),
+    ("orders.dlq", ["--dead-letter-topic", "orders.dlq"], 2),  # after income and orders
+])
+def test_a_missing_topic_ends_the_example_with_one_line_and_no_other_request(launcher, missing, args, found_first):  # type: ignore[no-untyped-def]
+    server = launcher.server()
+    with server.client() as client:
+        _create_topics(client, *{"orders", "income", "orders.dlq"} - {missing})
+        _send_orders(client)
+        before = _requests_by_route(client)
+
+        done = _run_example(server.url, *args)
+
+        after = _requests_by_route(client)
+        assert done.returncode == 1
+        assert done.stdout == ""
+        assert done.stderr.splitlines() == [
+            f"topic {missing!r} does not exist; create it with: curl -s -X POST {server.url}/v1/topics "
+            f"""-H 'content-type: application/json' -d '{{"name": "{missing}", "partitions": 2}}'"""
+        ]
+        made = {k: after[k] - before.get(k, 0) for k in after if after[k] != before.get(k, 0)}
+        # Topic lookups only: no InitProducerId (a running instance is not fenced), no join.
+        assert made == {
+            **({("GET", "/v1/topics/{topic}", "200"): found_first} if found_first else {}),
+            ("GET", "/v1/topics/{topic}", "404"): 1,
+        }

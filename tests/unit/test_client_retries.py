@@ -1,0 +1,323 @@
+"""The client's retries: KIP-580's backoff, and the refusals that are never retried.
+
+The service is an httpx.MockTransport answering from a script; sleeping, the clock and the
+jitter's random draw are injected, so nothing here waits.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable
+from typing import Any
+
+import httpx
+import pytest
+
+from app.client import (
+    AbortableError,
+    Consumer,
+    ExponentialBackoff,
+    Producer,
+    RetriableError,
+    UnknownTopicOrPartitionError,
+)
+from app.client.http import Session
+
+URL = "http://outbox.test"
+
+
+class Draw(random.Random):
+    """A random source whose uniform(a, b) always answers the same point of [a, b]."""
+
+    def __init__(self, at: float) -> None:
+        super().__init__(0)
+        self.at = at
+
+    def uniform(self, a: float, b: float) -> float:
+        return a + (b - a) * self.at
+
+
+LOWEST, MIDDLE, HIGHEST = Draw(0.0), Draw(0.5), Draw(1.0)
+
+
+class FakeTime:
+    """sleep() moves the clock; nothing waits."""
+
+    def __init__(self) -> None:
+        self.now = 1000.0
+        self.sleeps: list[float] = []
+
+    def clock(self) -> float:
+        return self.now
+
+    def sleep(self, seconds: float) -> None:
+        self.sleeps.append(round(seconds, 6))
+        self.now += seconds
+
+
+class Script:
+    """A fake service: each request takes the next answer scripted for its method and path."""
+
+    def __init__(self, answers: dict[tuple[str, str], list[httpx.Response]]) -> None:
+        self.answers = answers
+        self.requests: list[tuple[str, str]] = []
+
+    def __call__(self, request: httpx.Request) -> httpx.Response:
+        key = (request.method, request.url.path)
+        self.requests.append(key)
+        queue = self.answers.get(key)
+        assert queue, f"unscripted request {key}"
+        return queue.pop(0) if len(queue) > 1 else queue[0]
+
+    def client(self) -> httpx.Client:
+        return httpx.Client(base_url=URL, transport=httpx.MockTransport(self))
+
+
+def refusal(status: int, code: str, retriable: bool, message: str = "scripted") -> httpx.Response:
+    return httpx.Response(status, json={"error_code": code, "message": message, "retriable": retriable})
+
+
+def unavailable() -> httpx.Response:
+    return refusal(503, "STORAGE_UNAVAILABLE", True)
+
+
+def unknown_topic(name: str = "nope") -> httpx.Response:
+    return refusal(404, "UNKNOWN_TOPIC_OR_PARTITION", False, f"unknown topic {name!r}")
+
+
+def ok(body: Any = None, status: int = 200) -> httpx.Response:
+    return httpx.Response(status, json=body if body is not None else {})
+
+
+def session(script: Script, fake: FakeTime, backoff: ExponentialBackoff) -> Session:
+    return Session(URL, client=script.client(), backoff=backoff, sleep=fake.sleep, clock=fake.clock)
+
+
+# --- the backoff ------------------------------------------------------------------------------
+
+
+def delays_ms(backoff: ExponentialBackoff, n: int = 7) -> list[float]:
+    return [round(backoff.backoff_ms(a), 6) for a in range(n)]
+
+
+def test_backoff_doubles_from_retry_backoff_ms_up_to_retry_backoff_max_ms() -> None:
+    assert delays_ms(ExponentialBackoff(100, 1000, rng=MIDDLE)) == [100, 200, 400, 800, 1000, 1000, 1000]
+
+
+def test_jitter_reaches_20_percent_below_the_exponential_term() -> None:
+    assert delays_ms(ExponentialBackoff(100, 1000, rng=LOWEST)) == [80, 160, 320, 640, 800, 800, 800]
+
+
+def test_jitter_reaches_20_percent_above_the_exponential_term_but_never_the_cap() -> None:
+    assert delays_ms(ExponentialBackoff(100, 1000, rng=HIGHEST)) == [120, 240, 480, 960, 1000, 1000, 1000]
+
+
+def test_jittered_delays_stay_within_20_percent_of_the_capped_term() -> None:
+    backoff = ExponentialBackoff(100, 1000, rng=random.Random(580))
+    for attempts in range(8):
+        term = min(100 * 2**attempts, 1000)
+        low, high = 0.8 * term, min(1.2 * term, 1000)
+        drawn = [backoff.backoff_ms(attempts) for _ in range(500)]
+        assert low <= min(drawn) < max(drawn) <= high
+        assert max(drawn) - min(drawn) > 0.9 * (high - low)  # spread over the range, not one value
+
+
+def test_exponent_stops_growing_at_the_cap_so_capped_delays_keep_their_jitter() -> None:
+    # 100 ms doubling reaches 1000 ms at 2 ** 3.32…: from there the term is the cap itself.
+    assert delays_ms(ExponentialBackoff(100, 1000, rng=LOWEST), 12)[4:] == [800] * 8
+
+
+def test_initial_backoff_above_the_cap_is_a_constant_backoff_of_the_cap() -> None:
+    assert delays_ms(ExponentialBackoff(2000, 500, rng=LOWEST), 4) == [500, 500, 500, 500]
+
+
+def test_zero_initial_backoff_retries_without_pausing() -> None:
+    assert delays_ms(ExponentialBackoff(0, 1000, rng=HIGHEST), 3) == [0, 0, 0]
+
+
+@pytest.mark.parametrize("initial_ms, max_ms", [(-1, 1000), (100, -1)])
+def test_negative_backoff_is_refused(initial_ms: int, max_ms: int) -> None:
+    with pytest.raises(ValueError, match="must be >= 0"):
+        ExponentialBackoff(initial_ms, max_ms)
+
+
+# --- the session's retries ---------------------------------------------------------------------
+
+
+def test_retriable_refusals_are_retried_after_the_exponential_pauses() -> None:
+    script = Script({("GET", "/v1/topics/t"): [unavailable()] * 5 + [ok({"partition_count": 1})]})
+    fake = FakeTime()
+    answer = session(script, fake, ExponentialBackoff(100, 1000, rng=MIDDLE)).call("GET", "/v1/topics/t")
+    assert answer == {"partition_count": 1}
+    assert fake.sleeps == [0.1, 0.2, 0.4, 0.8, 1.0]
+    assert len(script.requests) == 6
+
+
+def test_transport_errors_are_retried_after_the_same_pauses() -> None:
+    failures = iter([httpx.ConnectError("refused")] * 2)
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        error = next(failures, None)
+        if error is not None:
+            raise error
+        return ok({"done": True})
+
+    fake = FakeTime()
+    s = Session(URL, client=httpx.Client(base_url=URL, transport=httpx.MockTransport(handler)),
+                backoff=ExponentialBackoff(100, 1000, rng=LOWEST), sleep=fake.sleep, clock=fake.clock)
+    assert s.call("POST", "/v1/records", json={}) == {"done": True}
+    assert fake.sleeps == [0.08, 0.16]
+
+
+def test_retries_stop_when_the_next_pause_would_pass_the_deadline() -> None:
+    script = Script({("GET", "/v1/topics/t"): [unavailable()]})
+    fake = FakeTime()
+    with pytest.raises(RetriableError) as raised:
+        session(script, fake, ExponentialBackoff(100, 1000, rng=MIDDLE)).call("GET", "/v1/topics/t", deadline_s=1.0)
+    assert raised.value.error_code == "STORAGE_UNAVAILABLE"
+    assert fake.sleeps == [0.1, 0.2, 0.4]  # 0.7 s slept; 0.8 s more would end past 1.0 s
+    assert len(script.requests) == 4
+
+
+def test_unknown_topic_is_raised_at_once_and_never_retried() -> None:
+    script = Script({("GET", "/v1/topics/nope"): [unknown_topic()]})
+    fake = FakeTime()
+    with pytest.raises(UnknownTopicOrPartitionError) as raised:
+        session(script, fake, ExponentialBackoff()).call("GET", "/v1/topics/nope")
+    assert raised.value.error_code == "UNKNOWN_TOPIC_OR_PARTITION"
+    assert not isinstance(raised.value, AbortableError | RetriableError)
+    assert script.requests == [("GET", "/v1/topics/nope")]
+    assert fake.sleeps == []
+
+
+# --- the settings on Producer and Consumer act ---------------------------------------------------
+
+
+def _pauses_of(make: Callable[[httpx.Client], Any], run: Callable[[Any], Any], script: Script) -> list[float]:
+    fake = FakeTime()
+    thing = make(script.client())
+    thing._session.sleep, thing._session.clock = fake.sleep, fake.clock
+    run(thing)
+    return fake.sleeps
+
+
+def test_producer_retry_backoff_settings_set_its_pauses() -> None:
+    script = Script({("POST", "/v1/producers"): [refusal(409, "CONCURRENT_TRANSACTIONS", True)] * 3
+                     + [ok({"producer_id": 7, "producer_epoch": 0})]})
+    pauses = _pauses_of(
+        lambda client: Producer(URL, "tx", retry_backoff_ms=30, retry_backoff_max_ms=50, client=client),
+        lambda producer: producer.init_transactions(),
+        script,
+    )
+    # 30 ms ±20 %, then the 50 ms cap (its term 30 * 2 ** 0.74 = 50, jittered down to 40).
+    assert len(pauses) == 3
+    assert 0.024 <= pauses[0] <= 0.036
+    assert all(0.040 <= p <= 0.050 for p in pauses[1:])
+
+
+def test_consumer_retry_backoff_settings_set_its_pauses() -> None:
+    script = Script({
+        ("GET", "/v1/topics/in/partitions/0/records"): [unavailable()] * 3 + [ok(
+            {"records": [], "next_offset": 0, "high_watermark": 0})],
+    })
+
+    def poll(consumer: Consumer) -> None:
+        consumer.assign([("in", 0)])
+        consumer.poll(timeout_s=0)
+
+    pauses = _pauses_of(
+        lambda client: Consumer(URL, retry_backoff_ms=500, retry_backoff_max_ms=5000, client=client),
+        poll,
+        script,
+    )
+    assert len(pauses) == 3
+    for attempts, pause in enumerate(pauses):
+        term = 0.5 * 2**attempts
+        assert 0.8 * term <= pause <= 1.2 * term
+
+
+# --- a topic that does not exist ---------------------------------------------------------------
+
+
+def _transactional_producer(script: Script) -> Producer:
+    script.answers.setdefault(("POST", "/v1/producers"), [ok({"producer_id": 7, "producer_epoch": 0})])
+    script.answers.setdefault(("POST", "/v1/transactions/tx/begin"), [ok({"txn_id": 1})])
+    producer = Producer(URL, "tx", client=script.client())
+    producer.init_transactions()
+    producer.begin_transaction()
+    return producer
+
+
+def test_send_to_a_missing_topic_raises_before_buffering_and_the_transaction_goes_on() -> None:
+    script = Script({
+        ("GET", "/v1/topics/nope"): [unknown_topic()],
+        ("POST", "/v1/transactions/tx/commit"): [ok({"state": "CompleteCommit"})],
+    })
+    producer = _transactional_producer(script)
+    with pytest.raises(UnknownTopicOrPartitionError) as raised:
+        producer.send("nope", {"amount": 1}, key="order-1")
+    assert raised.value.topic == "nope"
+    producer.commit_transaction()  # nothing of the refused record was buffered
+    assert script.requests == [
+        ("POST", "/v1/producers"), ("POST", "/v1/transactions/tx/begin"),
+        ("GET", "/v1/topics/nope"), ("POST", "/v1/transactions/tx/commit"),
+    ]
+
+
+def test_send_to_a_partition_the_topic_lacks_is_refused_after_one_fresh_lookup() -> None:
+    script = Script({("GET", "/v1/topics/income"): [ok({"partition_count": 2})]})
+    producer = _transactional_producer(script)
+    producer.send("income", {"amount": 1}, partition=1)
+    with pytest.raises(UnknownTopicOrPartitionError, match="partitions 0..1; got 2"):
+        producer.send("income", {"amount": 1}, partition=2)
+    assert script.requests.count(("GET", "/v1/topics/income")) == 2  # once more: partitions may have been added
+
+
+def test_send_refused_for_a_deleted_topic_is_not_retried_and_the_transaction_must_abort() -> None:
+    script = Script({
+        ("GET", "/v1/topics/income"): [ok({"partition_count": 2})],
+        ("POST", "/v1/records"): [unknown_topic("income")],
+        ("POST", "/v1/transactions/tx/abort"): [ok({"state": "CompleteAbort"})],
+    })
+    producer = _transactional_producer(script)
+    producer.send("income", {"amount": 1}, key="order-1")
+    with pytest.raises(UnknownTopicOrPartitionError) as raised:
+        producer.flush()
+    assert raised.value.topic == "income"
+    assert script.requests.count(("POST", "/v1/records")) == 1
+    with pytest.raises(UnknownTopicOrPartitionError):
+        producer.commit_transaction()  # refused in the client: the transaction lacks the records
+    producer.abort_transaction()
+    assert ("POST", "/v1/transactions/tx/commit") not in script.requests
+    assert (producer.producer_id, producer.producer_epoch) == (7, 0)  # nothing was written: no epoch bump
+
+
+def test_offsets_refused_for_a_missing_topic_leave_the_transaction_unable_to_commit() -> None:
+    script = Script({("POST", "/v1/transactions/tx/offsets"): [unknown_topic("orders")]})
+    producer = _transactional_producer(script)
+    with pytest.raises(UnknownTopicOrPartitionError):
+        producer.send_offsets_to_transaction({("orders", 0): 3}, "pizza-income")
+    with pytest.raises(UnknownTopicOrPartitionError):
+        producer.commit_transaction()
+    assert script.requests.count(("POST", "/v1/transactions/tx/offsets")) == 1
+
+
+def test_subscribing_to_a_missing_topic_raises_at_once() -> None:
+    script = Script({("POST", "/v1/groups/g/members"): [unknown_topic("nope")]})
+    consumer = Consumer(URL, "g", client=script.client())
+    with pytest.raises(UnknownTopicOrPartitionError) as raised:
+        consumer.subscribe(["nope"])
+    assert raised.value.topic == "nope"
+    assert script.requests == [("POST", "/v1/groups/g/members")]
+    assert consumer._heartbeat is None
+    consumer.close()
+
+
+def test_fetching_from_a_missing_topic_raises_at_once() -> None:
+    script = Script({("GET", "/v1/topics/gone/partitions/0/records"): [unknown_topic("gone")]})
+    consumer = Consumer(URL, client=script.client())
+    consumer.assign([("gone", 0)])
+    with pytest.raises(UnknownTopicOrPartitionError) as raised:
+        consumer.poll(timeout_s=5)
+    assert raised.value.topic == "gone"
+    assert script.requests == [("GET", "/v1/topics/gone/partitions/0/records")]

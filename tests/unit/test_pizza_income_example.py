@@ -1,0 +1,117 @@
+"""examples/pizza_income.py's transform and its missing-topic hint (the pipeline itself runs
+against a live service in tests/e2e/test_pizza_income_example.py)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from app.client import AbortableError, ConsumerRecord, ExponentialBackoff, UnknownTopicOrPartitionError
+from examples.pizza_income import NotAnOrder, PizzaIncome, income_of, missing_topic_line
+
+
+@pytest.mark.parametrize("order, income", [
+    ({"pizza": "margherita", "price": 9.5}, {"amount": 9.5}),
+    ({"pizza": "diavola", "price": 11}, {"amount": 11}),
+    ({"price": 0}, {"amount": 0}),
+])
+def test_an_order_earns_its_price_as_the_amount(order: dict, income: dict) -> None:
+    assert income_of(order) == income
+    assert type(income_of(order)["amount"]) is type(order["price"])  # 11 stays 11, as in the walkthrough
+
+
+@pytest.mark.parametrize("value, reason", [
+    ("margherita", "value is not a JSON object but a string"),
+    (["margherita", 9.5], "value is not a JSON object but an array"),
+    (None, "value is not a JSON object but null"),
+    (9.5, "value is not a JSON object but a number"),
+    ({"pizza": "margherita"}, "order has no price"),
+    ({"pizza": "margherita", "price": "9.5"}, "price is not a number but a string"),
+    ({"pizza": "margherita", "price": True}, "price is not a number but a boolean"),
+    ({"pizza": "margherita", "price": None}, "price is not a number but null"),
+    ({"pizza": "margherita", "price": {"eur": 9.5}}, "price is not a number but an object"),
+])
+def test_a_value_that_is_not_an_order_is_refused_with_the_reason(value: Any, reason: str) -> None:
+    with pytest.raises(NotAnOrder) as raised:
+        income_of(value)
+    assert str(raised.value) == reason
+
+
+def test_missing_topic_hint_is_one_line_with_the_curl_that_creates_it() -> None:
+    error = UnknownTopicOrPartitionError("UNKNOWN_TOPIC_OR_PARTITION", "unknown topic 'income'", 404, topic="income")
+    assert missing_topic_line("http://127.0.0.1:8000", "income", error) == (
+        "topic 'income' does not exist; create it with: curl -s -X POST http://127.0.0.1:8000/v1/topics "
+        """-H 'content-type: application/json' -d '{"name": "income", "partitions": 2}'"""
+    )
+
+
+class FakeProducer:
+    """Fails `failures` commits with an abortable error, then commits."""
+
+    def __init__(self, failures: int) -> None:
+        self.failures = failures
+        self.calls: list[str] = []
+
+    def partitions_for(self, topic: str) -> list[int]:
+        return [0, 1]
+
+    def init_transactions(self) -> None:
+        self.calls.append("init")
+
+    def begin_transaction(self) -> None:
+        self.calls.append("begin")
+
+    def send(self, topic: str, value: Any, **kwargs: Any) -> None:
+        self.calls.append(f"send {topic}")
+
+    def send_offsets_to_transaction(self, offsets: Any, group_metadata: Any) -> None:
+        self.calls.append("offsets")
+
+    def commit_transaction(self) -> None:
+        if self.failures:
+            self.failures -= 1
+            raise AbortableError("ILLEGAL_GENERATION", "scripted", 409)
+        self.calls.append("commit")
+
+    def abort_transaction(self) -> None:
+        self.calls.append("abort")
+
+
+class FakeConsumer:
+    """Answers one order until it is committed, then nothing."""
+
+    def __init__(self, producer: FakeProducer) -> None:
+        self.producer = producer
+        self.seeks = 0
+
+    def subscribe(self, topics: list[str]) -> None:
+        assert topics == ["orders"]
+
+    def poll(self, timeout_s: float) -> list[ConsumerRecord]:
+        if "commit" in self.producer.calls:
+            return []
+        return [ConsumerRecord("orders", 0, 0, None, "order-1", {"pizza": "margherita", "price": 9.5}, None, 0)]
+
+    def position_offsets(self) -> dict:
+        return {("orders", 0): 1}
+
+    def group_metadata(self) -> str:
+        return "pizza-income"
+
+    def seek_to_committed(self) -> None:
+        self.seeks += 1
+
+
+def test_a_transaction_that_keeps_aborting_is_redone_after_the_clients_growing_backoff() -> None:
+    producer = FakeProducer(failures=5)
+    consumer = FakeConsumer(producer)
+    sleeps: list[float] = []
+    app = PizzaIncome(producer, consumer, None, ExponentialBackoff(100, 1000, jitter=0), sleep=sleeps.append)  # type: ignore[arg-type]
+
+    totals = app.run(idle_exit_s=0)
+
+    assert sleeps == [0.1, 0.2, 0.4, 0.8, 1.0]
+    assert consumer.seeks == 5
+    assert producer.calls.count("abort") == 5
+    assert (totals.orders, totals.income) == (1, 1)
