@@ -4,6 +4,14 @@
 through `services`, `client`) runs on both. PostgreSQL is the real server named by
 OUTBOX_TEST_POSTGRES_URL (default: the local one, trust auth); each test session gets its own
 database, migrated once and truncated between tests.
+
+What a test needs from outside Python (a PostgreSQL server, Java and the JDBC jars, chromium)
+is checked once: where it is missing the test is skipped with the fix in its reason, which
+pytest's summary shows (-ra), or, with OUTBOX_TEST_REQUIRE_ALL=1 (set by .ci/run), failed, so
+that a run meant to be complete cannot pass by skipping.
+
+Tests are marked by where they live: tests/e2e `e2e`, tests/fuzz `fuzz`, tests/spark `spark`
+(pyproject.toml leaves them, and `slow` and `browser`, out of a plain `pytest`).
 """
 
 from __future__ import annotations
@@ -17,6 +25,7 @@ from pathlib import Path
 import pytest
 from sqlalchemy import create_engine, text
 from sqlalchemy.engine import make_url
+from sqlalchemy.exc import OperationalError
 
 from app.api.deps import Services
 from app.settings import Settings
@@ -28,6 +37,54 @@ ADMIN_URL = os.environ.get(
     "OUTBOX_TEST_POSTGRES_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/postgres"
 )
 BACKENDS = ["sqlite", "postgresql"]
+REQUIRE_ALL = os.environ.get("OUTBOX_TEST_REQUIRE_ALL") == "1"
+MARKER_OF_DIRECTORY = {"tests/e2e/": "e2e", "tests/fuzz/": "fuzz", "tests/spark/": "spark"}
+
+
+def unavailable(reason: str) -> None:
+    """What the test needs is missing: skip with `reason` (the fix), or fail where the run
+    must be complete (OUTBOX_TEST_REQUIRE_ALL=1)."""
+    if REQUIRE_ALL:
+        pytest.fail(f"{reason} (OUTBOX_TEST_REQUIRE_ALL=1: nothing may be skipped)", pytrace=False)
+    pytest.skip(reason)
+
+
+_postgres_problem: list[str | None] = []
+
+
+def require_postgres() -> None:
+    if not _postgres_problem:
+        engine = create_engine(ADMIN_URL)
+        try:
+            with engine.connect():
+                _postgres_problem.append(None)
+        except OperationalError as e:
+            url = make_url(ADMIN_URL).render_as_string(hide_password=True)
+            _postgres_problem.append(
+                f"PostgreSQL is not reachable at {url} ({str(e.orig).strip().splitlines()[0]}): "
+                "start it (Debian: apt-get install postgresql; pg_ctlcluster 15 main start) or "
+                "point OUTBOX_TEST_POSTGRES_URL at one; `bash .ci/run` starts the local one"
+            )
+        finally:
+            engine.dispose()
+    if _postgres_problem[0] is not None:
+        unavailable(_postgres_problem[0])
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        path = item.nodeid.replace("\\", "/")
+        for directory, marker in MARKER_OF_DIRECTORY.items():
+            if path.startswith(directory):
+                item.add_marker(marker)
+
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    # Every test parametrized over the databases (db_url, the e2e backend, the bad-input
+    # world…) takes "postgresql" as a parameter: one check covers them all.
+    callspec = getattr(item, "callspec", None)
+    if callspec is not None and "postgresql" in callspec.params.values():
+        require_postgres()
 
 
 class FakeClock:

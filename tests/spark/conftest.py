@@ -2,9 +2,10 @@
 partitions), and the end-to-end suite's `backend` and `launcher` (real `serve` processes on
 SQLite and on PostgreSQL), so Spark reads the database a real service writes.
 
-The suite is skipped, with the reason shown, only when pyspark is not installed
-(`pip install -e '.[spark]'`); CI installs it. Without Java or a JDBC driver the tests fail
-with the message that names the fix.
+Without pyspark (`pip install -e '.[spark]'`), Java 17+ or the JDBC driver jars (Debian's
+libpostgresql-jdbc-java and libxerial-sqlite-jdbc-java), the suite is skipped with the
+message that names the fix, or failed where nothing may be skipped (tests/conftest.py,
+`unavailable`); `bash .ci/run` installs all three.
 """
 
 from __future__ import annotations
@@ -16,22 +17,33 @@ from collections.abc import Iterator
 import pytest
 
 # The end-to-end fixtures (and their hook that prints process logs when a test fails).
+from tests.conftest import unavailable
 from tests.e2e.conftest import backend, launcher, pytest_runtest_makereport  # noqa: F401
 
-SPARK_MISSING = importlib.util.find_spec("pyspark") is None
-SKIP_REASON = "pyspark is not installed: pip install -e '.[spark]' (CI installs it; see docs/SPARK.md)"
+
+def _missing() -> str | None:
+    """What the Spark tests lack, as the fix to apply, or None."""
+    if importlib.util.find_spec("pyspark") is None:
+        return "pyspark is not installed: pip install -e '.[spark]' (see docs/SPARK.md)"
+    from pyspark import __version__
+    from spark_jobs.errors import SparkJobError
+    from spark_jobs.jars import check_java, required_java_major, resolve_jdbc_jars
+
+    try:
+        check_java(required_java_major(__version__))
+        resolve_jdbc_jars(["postgresql", "sqlite"], maven_reachable=False)
+    except SparkJobError as e:
+        return str(e)
+    return None
 
 
-def pytest_configure(config: pytest.Config) -> None:
-    config.addinivalue_line("markers", "spark: needs pyspark, Java 17+ and the JDBC drivers (tests/spark)")
+MISSING = _missing()
 
 
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    for item in items:
-        if "tests/spark/" in item.nodeid.replace("\\", "/"):
-            item.add_marker(pytest.mark.spark)
-            if SPARK_MISSING:
-                item.add_marker(pytest.mark.skip(reason=SKIP_REASON))
+@pytest.fixture(autouse=True)
+def _spark_requirements() -> None:
+    if MISSING is not None:
+        unavailable(MISSING)
 
 
 @pytest.fixture(scope="session")
