@@ -14,7 +14,7 @@ from fastapi.openapi.utils import get_openapi
 from fastapi.routing import APIRoute
 
 from app import __doc__ as product_doc
-from app.api import errors
+from app.api import docs_ui, errors
 from app.api.body_limit import BodySizeLimit
 from app.api.path_guard import EncodedSlashGuard
 from app.api.deps import Services
@@ -67,9 +67,12 @@ def create_app(settings: Settings | None = None, clock: Clock = system_clock) ->
         + "\n\nKafka's transactional protocol over HTTP: InitProducerId, BeginTransaction, "
         "Send, AddOffsets, Commit, Abort, and read_committed fetches.",
         lifespan=lifespan,
+        docs_url=None,  # FastAPI's pages load from CDNs; docs_ui serves them from the package
+        redoc_url=None,
     )
     app.state.settings = settings
     errors.install(app)
+    docs_ui.install(app)
 
     app.add_middleware(BodySizeLimit, max_bytes=settings.max_request_bytes)
     app.add_middleware(EncodedSlashGuard)

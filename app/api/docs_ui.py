@@ -1,0 +1,78 @@
+"""Swagger UI at /docs and ReDoc at /redoc, served from files installed with the package.
+
+FastAPI's own pages load their JavaScript, CSS and favicon from public CDNs, so on a machine
+without internet access they are blank. These load everything from this service: the
+upstream bundles vendored in app/api/static (its README names the npm packages and versions,
+and how to update them), under STATIC_URL. None of these routes is in the OpenAPI document.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from fastapi import FastAPI, Request
+from fastapi.openapi.docs import get_redoc_html, get_swagger_ui_html
+from fastapi.responses import HTMLResponse, Response
+from fastapi.staticfiles import StaticFiles
+
+STATIC_DIR = Path(__file__).resolve().parent / "static"
+STATIC_URL = "/docs/static"
+SWAGGER_UI_VERSION = "5.35.0"  # npm swagger-ui-dist
+REDOC_VERSION = "2.5.4"  # npm redoc
+FAVICON = "swagger-ui/favicon-32x32.png"
+DOCS_URL = "/docs"
+REDOC_URL = "/redoc"
+# The browser may load nothing from another origin, whatever a bundle asks for: ReDoc 2's
+# sidebar always asks Redocly's CDN for a logo (refused; its link text stays). What each page
+# needs: an inline script (FastAPI's page starts Swagger UI with one) and inline styles (both
+# UIs), data: images (Swagger UI's icons), and a worker from a blob (ReDoc's search).
+CSP = ("default-src 'self'; script-src 'self' 'unsafe-inline'; style-src 'self' 'unsafe-inline'; "
+       "img-src 'self' data:; worker-src 'self' blob:")
+
+
+def install(app: FastAPI) -> None:
+    """Serve the vendored files and add the two pages; `app` must have been built with
+    docs_url=None and redoc_url=None, or FastAPI's CDN pages would answer first."""
+    openapi_url = app.openapi_url
+    if openapi_url is None:
+        raise ValueError("the documentation pages need the app's openapi_url")
+    files = StaticFiles(directory=STATIC_DIR)
+
+    # A route, not app.mount(): FastAPI records only its own routes in the request's scope,
+    # where app.api.request_metrics reads the route template for its label; a mount's files
+    # would all be counted as <unmatched>. StaticFiles still resolves the path (nothing
+    # outside STATIC_DIR), the content type and the conditional GET.
+    @app.api_route(STATIC_URL + "/{path:path}", methods=["GET", "HEAD"], include_in_schema=False)
+    async def docs_static_file(path: str, request: Request) -> Response:
+        return await files.get_response(path, request.scope)
+
+    @app.get(DOCS_URL, include_in_schema=False)
+    async def swagger_ui(request: Request) -> HTMLResponse:
+        # root_path: behind a proxy that strips a prefix, the browser needs it back, as in
+        # FastAPI's own pages.
+        root = request.scope.get("root_path", "")
+        static = root + STATIC_URL
+        page = get_swagger_ui_html(
+            openapi_url=root + openapi_url,
+            title=f"{app.title} - Swagger UI",
+            swagger_js_url=f"{static}/swagger-ui/swagger-ui-bundle.js",
+            swagger_css_url=f"{static}/swagger-ui/swagger-ui.css",
+            swagger_favicon_url=f"{static}/{FAVICON}",
+            oauth2_redirect_url=None,  # the API has no OAuth2 security scheme
+        )
+        page.headers["Content-Security-Policy"] = CSP
+        return page
+
+    @app.get(REDOC_URL, include_in_schema=False)
+    async def redoc(request: Request) -> HTMLResponse:
+        root = request.scope.get("root_path", "")
+        static = root + STATIC_URL
+        page = get_redoc_html(
+            openapi_url=root + openapi_url,
+            title=f"{app.title} - ReDoc",
+            redoc_js_url=f"{static}/redoc/redoc.standalone.js",
+            redoc_favicon_url=f"{static}/{FAVICON}",
+            with_google_fonts=False,
+        )
+        page.headers["Content-Security-Policy"] = CSP
+        return page
