@@ -26,6 +26,7 @@ from urllib.parse import urlsplit
 import httpx
 import pytest
 
+from tests.conftest import unavailable
 from tests.e2e.conftest import ROOT, Launcher, ServiceProcess, provisioned
 
 pytestmark = [pytest.mark.e2e, pytest.mark.browser]
@@ -56,9 +57,9 @@ def browser() -> Iterator[Any]:
     try:
         from playwright.sync_api import sync_playwright
     except ImportError:
-        pytest.skip("the playwright package is not installed: pip install -e '.[test]'")
+        unavailable("the playwright package is not installed: pip install -e '.[test]'")
     if not CHROMIUM.exists():
-        pytest.skip(f"no Chromium at {CHROMIUM}: apt-get install chromium")
+        unavailable(f"no Chromium at {CHROMIUM}: apt-get install chromium")
     with sync_playwright() as pw:
         chromium = pw.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
         try:
