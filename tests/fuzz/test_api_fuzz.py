@@ -364,7 +364,7 @@ def requests_at(seed: Seed) -> st.SearchStrategy[schemathesis.Case]:
     def strategy(draw: Callable) -> schemathesis.Case:
         case = draw(kinds)
         # Three in four are steered: a random id rarely names anything, and generated ids
-        # often break rules the spec does not state (no '/' or control characters: 422).
+        # often break the spec's own patterns (no '/' or control characters: 422).
         if draw(st.integers(0, 3)):
             _steer(draw, case, seed.hints)
         return case

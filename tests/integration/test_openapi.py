@@ -33,3 +33,27 @@ def test_every_contract_path_is_served() -> None:
     }
     served = {(m, p) for p, ops in paths.items() for m in ops}
     assert expected <= served
+
+
+def test_limits_that_are_settings_are_stated_from_the_serving_settings() -> None:
+    settings = Settings(max_partitions_per_topic=8, max_transaction_timeout_ms=5000,
+                        default_transaction_timeout_ms=5000, transactional_id_expiration_ms=10_000,
+                        group_min_session_timeout_ms=100, group_max_session_timeout_ms=200)
+    schemas = create_app(settings).openapi()["components"]["schemas"]
+
+    def bounds(component: str, field: str) -> tuple[int, int]:
+        prop = schemas[component]["properties"][field]
+        integer = next(s for s in prop.get("anyOf", [prop]) if s.get("type") == "integer")
+        return integer["minimum"], integer["maximum"]
+
+    assert bounds("TopicCreate", "partitions") == (1, 8)
+    assert bounds("InitProducerIdRequest", "transaction_timeout_ms") == (1, 5000)
+    assert bounds("JoinGroupRequest", "session_timeout_ms") == (100, 200)
+
+
+def test_the_stated_partition_limit_is_the_one_checked(client) -> None:  # type: ignore[no-untyped-def]
+    limit = client.get("/openapi.json").json()["components"]["schemas"]["TopicCreate"]["properties"][
+        "partitions"]["maximum"]
+    assert client.post("/v1/topics", json={"name": "at", "partitions": limit}).status_code == 201
+    over = client.post("/v1/topics", json={"name": "over", "partitions": limit + 1})
+    assert (over.status_code, over.json()["error_code"]) == (400, "INVALID_PARTITIONS")
