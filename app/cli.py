@@ -28,7 +28,7 @@ EXIT_FAILURE = 1  # the command was right but failed: database, unknown id, sche
 EXIT_USAGE = 2  # the command line or a setting is wrong (argparse's status too)
 EXIT_INTERRUPTED = 130  # Ctrl-C, as a shell reports SIGINT
 
-logger = logging.getLogger(__name__)
+logger = logging.getLogger("app.cli")  # not __name__, which is "__main__" under `python -m app.cli`
 
 
 class CommandError(Exception):
