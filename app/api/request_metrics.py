@@ -63,6 +63,8 @@ class RequestMetrics:
         status = 500  # if the app raises before it answers, the server answers 500
         rid = request_id(scope)
         rid_header = (REQUEST_ID_HEADER, rid.encode("ascii"))
+        # For the 500 handler (app.api.errors), which answers from outside this middleware.
+        scope.setdefault("state", {})["request_id"] = rid
 
         async def send_and_note_status(message: Message) -> None:
             nonlocal status

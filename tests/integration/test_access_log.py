@@ -94,3 +94,19 @@ def test_access_log_false_logs_no_request_but_still_echoes_the_id(settings, capl
         assert c.get("/v1/topics", headers={"X-Request-ID": "quiet"}).headers["X-Request-ID"] == "quiet"
         c.get("/healthz")
     assert logged(caplog) == []
+
+
+def test_an_unexpected_error_echoes_the_request_id_and_logs_it_with_the_traceback(settings, caplog, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    from app.services.topic_service import TopicService
+
+    def broken(*_args: object, **_kwargs: object) -> None:
+        raise RuntimeError("a bug")
+
+    monkeypatch.setattr(TopicService, "list", broken)
+    with TestClient(create_app(settings), raise_server_exceptions=False) as c:
+        r = c.get("/v1/topics", headers={"X-Request-ID": "req-500"})
+    assert (r.status_code, r.headers["X-Request-ID"]) == (500, "req-500")
+    (error,) = [rec for rec in caplog.records if rec.name == "app.api.errors"]
+    assert error.getMessage() == "unexpected error (request_id=req-500)" and error.exc_info is not None
+    (access,) = logged(caplog)
+    assert (access.route, access.status, access.request_id) == ("/v1/topics", 500, "req-500")
