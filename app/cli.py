@@ -60,6 +60,7 @@ def _serve(settings: Settings, args: argparse.Namespace) -> int:
     # Migrated above, where a failure is reported like any other; not again in the lifespan.
     app = create_app(settings.model_copy(update={"auto_migrate": False}))
     tune_for_service()
+
     class Server(uvicorn.Server):
         async def startup(self, sockets: list[socket.socket] | None = None) -> None:
             await super().startup(sockets)
@@ -114,6 +115,13 @@ def _prepare_database(settings: Settings, *, refuse_schema_mismatch: bool) -> No
             current = migrate.current_revision(engine)
         finally:
             engine.dispose()
+        try:
+            migrate.known(current)
+        except migrate.SchemaMismatch as e:
+            if refuse_schema_mismatch:
+                raise
+            logger.warning("%s; /readyz answers 503", e)
+            return
         if current != migrate.head_revision():
             logger.info("migrating %s from %s to %s", redacted_url(settings.database_url),
                         current or "empty", migrate.head_revision())

@@ -119,7 +119,8 @@ def test_the_operator_tools_do_not_create_a_sqlite_file_that_is_not_there(tmp_pa
     assert not (tmp_path / "outbox.db").exists()
 
 
-@pytest.mark.parametrize("args", [("transactions", "list"), ("transactions", "hanging"), ("coordinator", "--once")])
+@pytest.mark.parametrize("args", [("transactions", "list"), ("transactions", "hanging"), ("coordinator", "--once"),
+                                  ("coordinator",)])
 def test_an_unmigrated_database_is_one_line_that_says_to_migrate(empty_database: str, args: tuple[str, ...]) -> None:
     line = one_error_line(outbox(empty_database, *args, auto_migrate="false"), 1)
     assert line == "the database has no outbox schema: run `outbox migrate` (to 0004)"
@@ -257,11 +258,45 @@ def test_migrate_to_an_unknown_revision_lists_the_known_ones(migrated: str) -> N
     assert line == "no migration '0009'; this version has 0001, 0002, 0003, 0004"
 
 
-def test_a_database_migrated_by_a_newer_version_is_refused(migrated: str) -> None:
+@pytest.mark.parametrize("args", [("transactions", "list"), ("migrate",), ("coordinator",)])
+def test_a_database_migrated_by_a_newer_version_is_refused(migrated: str, args: tuple[str, ...]) -> None:
     engine = create_engine(migrated, poolclass=NullPool)
     with engine.begin() as conn:
         conn.execute(text("UPDATE alembic_version SET version_num = '0005'"))
     engine.dispose()
-    line = one_error_line(outbox(migrated, "transactions", "list"), 1)
+    line = one_error_line(outbox(migrated, *args, auto_migrate="true"), 1)
     assert line == ("the database is at revision 0005, which this version of outbox does not know "
                     "(its newest is 0004): a newer version migrated it")
+
+
+@pytest.mark.parametrize("empty_database", ["postgresql"], indirect=True)
+def test_serve_on_an_unmigrated_database_starts_warning_once_and_is_not_ready(empty_database: str, tmp_path: Path) -> None:
+    from tests.e2e.conftest import Backend, Launcher
+
+    launcher = Launcher(Backend("postgresql", empty_database, tmp_path))
+    try:
+        server = launcher.start_server()
+        server.wait_for_log("Application startup complete")
+        with server.client() as c:
+            r = c.get("/readyz")
+        assert (r.status_code, r.json()["error_code"]) == (503, "STORAGE_UNAVAILABLE")
+        (warning,) = [line for line in server.log_text().splitlines() if " WARNING " in line]
+        assert warning.endswith("app.cli: the database has no outbox schema: run `outbox migrate` (to 0004); "
+                                "/readyz answers 503 until then"), warning
+    finally:
+        launcher.close()
+
+
+def test_coordinator_on_a_database_that_does_not_answer_warns_and_keeps_trying(tmp_path: Path) -> None:
+    from tests.e2e.conftest import Backend, Launcher
+
+    launcher = Launcher(Backend("postgresql", UNREACHABLE_PG, tmp_path))
+    try:
+        worker = launcher.coordinator()
+        worker.wait_for_log("coordinator pass failed")
+        assert worker.alive()
+        (warning,) = [line for line in worker.log_text().splitlines() if " WARNING " in line]
+        assert "database postgresql+psycopg://outbox:***@127.0.0.1:1/outbox does not answer yet" in warning
+        assert "s3cret-pw" not in worker.log_text()
+    finally:
+        launcher.close()
