@@ -1,52 +1,163 @@
-"""The `outbox` command: serve, coordinator, migrate, openapi."""
+"""The `outbox` command: serve, coordinator, migrate, backup, transactions, openapi.
+
+A mistake (an unknown transactional id, an unreachable database, a bad OUTBOX_* setting, a
+port in use, …) is reported by `main` in one line on stderr, `outbox: error: …`, with an exit
+status that says which kind it was (EXIT_*); `--verbose` adds the traceback. Commands raise;
+they never print their own errors.
+"""
 
 from __future__ import annotations
 
 import argparse
+import errno
 import logging
+import os
 import signal
+import socket
 import sys
 import threading
+import traceback
 from pathlib import Path
+from urllib.parse import quote
 
 import yaml
 
 from app.settings import Settings
 
+EXIT_FAILURE = 1  # the command was right but failed: database, unknown id, schema, port, file
+EXIT_USAGE = 2  # the command line or a setting is wrong (argparse's status too)
+EXIT_INTERRUPTED = 130  # Ctrl-C, as a shell reports SIGINT
+
+logger = logging.getLogger("app.cli")  # not __name__, which is "__main__" under `python -m app.cli`
+
+
+class CommandError(Exception):
+    """A command's own refusal, reported as it is worded."""
+
+    def __init__(self, message: str, exit_status: int = EXIT_FAILURE) -> None:
+        super().__init__(message)
+        self.exit_status = exit_status
+
+
+# --- commands -------------------------------------------------------------------------------
+
 
 def _serve(settings: Settings, args: argparse.Namespace) -> int:
     import uvicorn
 
+    from app import logs
     from app.api.app import create_app
-
     from app.gc_tuning import tune_for_service
 
     if args.no_coordinator:
         settings = settings.model_copy(update={"run_coordinator": False})
-    app = create_app(settings)
+    host = args.host or settings.host
+    port = settings.port if args.port is None else args.port
+    # Bound here rather than by uvicorn, so that a port in use is one line and exit 1, before
+    # any migration, rather than uvicorn's start-up failure.
+    sock = _listen(host, port)
+    _prepare_database(settings, refuse_schema_mismatch=False)
+    # Migrated above, where a failure is reported like any other; not again in the lifespan.
+    app = create_app(settings.model_copy(update={"auto_migrate": False}))
     tune_for_service()
-    uvicorn.run(
-        app,
-        host=args.host or settings.host,
-        port=args.port or settings.port,
-        log_level=settings.log_level,
-        access_log=False,
-        timeout_keep_alive=settings.http_keep_alive_timeout_s,
+
+    class Server(uvicorn.Server):
+        async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+            await super().startup(sockets)
+            if self.started:  # uvicorn says this itself only for sockets it binds
+                logging.getLogger("uvicorn.error").info(
+                    "Uvicorn running on http://%s:%d (Press CTRL+C to quit)", host, sock.getsockname()[1]
+                )
+
+    server = Server(
+        uvicorn.Config(
+            app,
+            log_config=logs.logging_config(settings),
+            log_level=settings.log_level,
+            access_log=False,  # the service writes its own (outbox.access)
+            timeout_keep_alive=settings.http_keep_alive_timeout_s,
+        )
     )
-    return 0
+    server.run(sockets=[sock])
+    return 0 if server.started else 3  # uvicorn's status for a failed start-up
+
+
+def _listen(host: str, port: int) -> socket.socket:
+    sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host, port))
+    except OSError as e:
+        sock.close()
+        if e.errno == errno.EADDRINUSE:
+            raise CommandError(
+                f"cannot listen on {host}:{port}: the address is already in use (another process "
+                f"listens there); choose another port with --port or OUTBOX_PORT"
+            ) from e
+        raise CommandError(f"cannot listen on {host}:{port}: {e.strerror or e}") from e
+    return sock
+
+
+def _prepare_database(settings: Settings, *, refuse_schema_mismatch: bool) -> None:
+    """Start-up of `serve` and `coordinator`: migrate if they should, else check the schema.
+
+    A database that does not answer yet is only warned about: both processes keep trying
+    (/readyz answers 503 meanwhile). A schema they cannot use stops the coordinator (every
+    pass would fail); `serve` warns and its /readyz answers 503 until it is migrated.
+    """
+    from app.storage import migrate
+    from app.storage.engine import build_migration_engine, redacted_url
+
+    if settings.should_auto_migrate:
+        _require_sqlite_directory(settings)
+        engine = build_migration_engine(settings.database_url)
+        try:
+            current = migrate.current_revision(engine)
+        finally:
+            engine.dispose()
+        try:
+            migrate.known(current)
+        except migrate.SchemaMismatch as e:
+            if refuse_schema_mismatch:
+                raise
+            logger.warning("%s; /readyz answers 503", e)
+            return
+        if current != migrate.head_revision():
+            logger.info("migrating %s from %s to %s", redacted_url(settings.database_url),
+                        current or "empty", migrate.head_revision())
+        for step in migrate.upgrade(settings.database_url):
+            logger.info("%s", step)
+        return
+    from sqlalchemy.exc import DBAPIError
+
+    engine = build_migration_engine(settings.database_url)
+    try:
+        migrate.require_head(engine)
+    except DBAPIError as e:
+        logger.warning("database %s does not answer yet: %s", redacted_url(settings.database_url),
+                       _first_line(e.orig or e))
+    except migrate.SchemaMismatch as e:
+        if refuse_schema_mismatch:
+            raise
+        logger.warning("%s; /readyz answers 503 until then", e)
+    finally:
+        engine.dispose()
 
 
 def _coordinator(settings: Settings, args: argparse.Namespace) -> int:
     from app.domain.clock import system_clock
     from app.services.group_service import GroupService
     from app.services.transaction_coordinator import TransactionCoordinator
-    from app.storage import migrate
     from app.storage.engine import open_database
     from app.worker.coordinator import CoordinatorWorker
 
-    if settings.should_auto_migrate:
-        migrate.upgrade(settings.database_url)
-    db = open_database(settings, pool_size=2)
+    if args.once:
+        if settings.should_auto_migrate:
+            _prepare_database(settings, refuse_schema_mismatch=True)
+        db = _open_existing(settings, pool_size=2)
+    else:
+        _prepare_database(settings, refuse_schema_mismatch=True)
+        db = open_database(settings, pool_size=2)
     worker = CoordinatorWorker(
         TransactionCoordinator(db, settings, system_clock),
         system_clock,
@@ -54,7 +165,10 @@ def _coordinator(settings: Settings, args: argparse.Namespace) -> int:
         groups=GroupService(db, settings, system_clock),
     )
     if args.once:
-        print(worker.run_once())
+        try:
+            print(worker.run_once())
+        finally:
+            db.dispose()
         return 0
     from app.gc_tuning import tune_for_service
 
@@ -64,12 +178,18 @@ def _coordinator(settings: Settings, args: argparse.Namespace) -> int:
         # no API. The database gauges are in every `serve`'s /metrics.
         from prometheus_client import start_http_server
 
-        start_http_server(settings.coordinator_metrics_port, addr=settings.host)
+        try:
+            start_http_server(settings.coordinator_metrics_port, addr=settings.host)
+        except OSError as e:
+            raise CommandError(
+                f"cannot serve metrics on {settings.host}:{settings.coordinator_metrics_port} "
+                f"(OUTBOX_COORDINATOR_METRICS_PORT): {e.strerror or e}"
+            ) from e
     stop = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: stop.set())
     worker.start()
-    logging.getLogger(__name__).info("coordinator running against %s", db.dialect)
+    logger.info("coordinator running against %s", db.dialect)
     stop.wait()
     worker.stop()
     db.dispose()
@@ -78,9 +198,35 @@ def _coordinator(settings: Settings, args: argparse.Namespace) -> int:
 
 def _migrate(settings: Settings, args: argparse.Namespace) -> int:
     from app.storage import migrate
+    from app.storage.engine import build_migration_engine
 
-    migrate.upgrade(settings.database_url, args.revision)
-    print(f"database at {migrate.head_revision(settings.database_url) if args.revision == 'head' else args.revision}")
+    _require_sqlite_directory(settings)
+    for step in migrate.migrate_to(settings.database_url, args.revision, allow_downgrade=args.downgrade):
+        print(step)
+    engine = build_migration_engine(settings.database_url)
+    try:
+        print(f"database at {migrate.current_revision(engine) or 'base (no schema)'}")
+    finally:
+        engine.dispose()
+    return 0
+
+
+def _backup(settings: Settings, args: argparse.Namespace) -> int:
+    from app.storage import backup
+
+    if not settings.is_sqlite:
+        raise CommandError(
+            "outbox backup copies SQLite databases; back up PostgreSQL with `pg_dump -Fc` (and "
+            "pg_restore), or base backups with WAL archiving for point-in-time recovery "
+            "(README: Backup and restore)",
+            EXIT_USAGE,
+        )
+    destination = Path(args.path)
+    revision = backup.backup_sqlite(
+        settings.database_url, destination, busy_timeout_ms=settings.sqlite_busy_timeout_ms
+    )
+    print(f"backed up {backup.sqlite_path(settings.database_url)} to {destination} "
+          f"(schema {revision or 'none'})")
     return 0
 
 
@@ -106,9 +252,8 @@ def _transactions(settings: Settings, args: argparse.Namespace) -> int:
     from app.domain.clock import system_clock
     from app.domain.types import TransactionState
     from app.services.transaction_coordinator import TransactionCoordinator
-    from app.storage.engine import Database, build_engine
 
-    db = Database(build_engine(settings.database_url, pool_size=1))
+    db = _open_existing(settings, pool_size=1)
     coordinator = TransactionCoordinator(db, settings, system_clock)
     now = system_clock()
 
@@ -139,48 +284,202 @@ def _transactions(settings: Settings, args: argparse.Namespace) -> int:
     return 0
 
 
+def _open_existing(settings: Settings, *, pool_size: int):  # type: ignore[no-untyped-def]
+    """The database of a one-shot command, which must exist and be at the code's schema."""
+    from app.storage import migrate
+    from app.storage.backup import sqlite_path
+    from app.storage.engine import open_database
+
+    if settings.is_sqlite and (path := sqlite_path(settings.database_url)) and not path.exists():
+        # Opening it would create an empty file, in whatever directory this ran from.
+        raise CommandError(f"no SQLite database at {path.resolve()}; set OUTBOX_DATABASE_URL, "
+                           f"or create one with `outbox migrate`")
+    db = open_database(settings, pool_size=pool_size)
+    try:
+        migrate.require_head(db.engine)
+    except BaseException:
+        db.dispose()
+        raise
+    return db
+
+
+def _require_sqlite_directory(settings: Settings) -> None:
+    from app.storage.backup import sqlite_path
+
+    if settings.is_sqlite and (path := sqlite_path(settings.database_url)):
+        if not path.resolve().parent.is_dir():
+            raise CommandError(f"cannot create the SQLite database {path}: directory "
+                               f"{path.resolve().parent} does not exist")
+
+
+# --- the command line -----------------------------------------------------------------------
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str):  # type: ignore[no-untyped-def]
+        # One line, like every other mistake (argparse prints the usage block first).
+        raise CommandError(f"{message} (see `{self.prog} --help`)", EXIT_USAGE)
+
+
+def port_number(text: str) -> int:
+    port = int(text)
+    if not 0 <= port <= 65535:
+        raise ValueError(text)
+    return port
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    # -v is accepted after the subcommand too (`outbox transactions list -v`); SUPPRESS leaves
+    # the top-level value alone when a subcommand's flag is absent.
+    verbose = argparse.ArgumentParser(add_help=False)
+    verbose.add_argument("-v", "--verbose", action="store_true", default=argparse.SUPPRESS,
+                         help="on an error, print the traceback too")
+    parser = _Parser(
         prog="outbox",
         description="Kafka-style transactions over HTTP. Settings come from OUTBOX_* variables "
-        "(OUTBOX_DATABASE_URL, default sqlite:///./outbox.db).",
+        "(OUTBOX_DATABASE_URL, default sqlite:///./outbox.db). Exit status: 0 done, 1 failed "
+        "(database, unknown id, schema, port in use), 2 bad command line or OUTBOX_* setting.",
     )
+    parser.add_argument("-v", "--verbose", action="store_true", default=False,
+                        help="on an error, print the traceback too")
     sub = parser.add_subparsers(dest="command", required=True)
-    serve = sub.add_parser("serve", help="run the HTTP API (with the coordinator worker in-process)")
+
+    def command(name: str, **kwargs: object) -> argparse.ArgumentParser:
+        return sub.add_parser(name, parents=[verbose], **kwargs)  # type: ignore[arg-type]
+
+    serve = command("serve", help="run the HTTP API (with the coordinator worker in-process)")
     serve.add_argument("--host", default=None)
-    serve.add_argument("--port", type=int, default=None)
+    serve.add_argument("--port", type=port_number, default=None)
     serve.add_argument("--no-coordinator", action="store_true",
                        help="do not run the coordinator worker in this process")
     serve.set_defaults(func=_serve)
-    coord = sub.add_parser("coordinator", help="run the coordinator worker alone")
+    coord = command("coordinator", help="run the coordinator worker alone")
     coord.add_argument("--once", action="store_true", help="one pass, then exit")
     coord.set_defaults(func=_coordinator)
-    mig = sub.add_parser("migrate", help="alembic upgrade on the configured database")
-    mig.add_argument("revision", nargs="?", default="head")
+    mig = command("migrate", help="move the configured database's schema to a revision (default: head)")
+    mig.add_argument("revision", nargs="?", default="head", help="head (default), base, or a revision such as 0003")
+    mig.add_argument("--downgrade", action="store_true",
+                     help="allow moving to an older revision, which drops what later migrations added")
     mig.set_defaults(func=_migrate)
-    tx = sub.add_parser("transactions", help="operator tools: list, describe, hanging, abort")
+    bk = command("backup", help="copy the live SQLite database to a new file (PostgreSQL: pg_dump)")
+    bk.add_argument("path", help="the backup file to create (it must not exist)")
+    bk.set_defaults(func=_backup)
+    tx = command("transactions", help="operator tools: list, describe, hanging, abort")
     txs = tx.add_subparsers(dest="action", required=True)
-    tl = txs.add_parser("list", help="transactions, by state and age")
+    tl = txs.add_parser("list", parents=[verbose], help="transactions, by state and age")
     tl.add_argument("--state", action="append", help="e.g. Ongoing (repeatable)")
     tl.add_argument("--min-age-ms", type=int, default=None)
     tl.add_argument("--limit", type=int, default=1000)
-    txs.add_parser("hanging", help="open (or completing) longer than the maximum transaction timeout")
-    td = txs.add_parser("describe")
+    txs.add_parser("hanging", parents=[verbose],
+                   help="open (or completing) longer than the maximum transaction timeout")
+    td = txs.add_parser("describe", parents=[verbose])
     td.add_argument("transactional_id")
-    ta = txs.add_parser("abort", help="abort an open transaction and fence its producer")
+    ta = txs.add_parser("abort", parents=[verbose], help="abort an open transaction and fence its producer")
     ta.add_argument("transactional_id")
     tx.set_defaults(func=_transactions)
-    oa = sub.add_parser("openapi", help="write the OpenAPI document as YAML")
+    oa = command("openapi", help="write the OpenAPI document as YAML")
     oa.add_argument("--output", "-o", default="openapi.yaml")
     oa.set_defaults(func=_openapi)
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
-    settings = Settings()
-    logging.basicConfig(level=settings.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    return args.func(settings, args)
+    verbose = False
+    try:
+        args = build_parser().parse_args(argv)
+        verbose = args.verbose
+        settings = Settings()
+        from app import logs
+
+        logs.configure(settings)
+        return args.func(settings, args)
+    except KeyboardInterrupt:
+        return EXIT_INTERRUPTED
+    except Exception as exc:  # noqa: BLE001 - every mistake ends here, as one line
+        message, status = _explain(exc)
+        if verbose:
+            sys.stderr.write(_redact("".join(traceback.format_exception(exc))))
+        sys.stderr.write(f"outbox: error: {_redact(' '.join(message.split()))}\n")
+        return status
+
+
+# --- errors → one line ------------------------------------------------------------------------
+
+
+def _explain(exc: Exception) -> tuple[str, int]:
+    """The line and exit status for an exception that reached `main`."""
+    import psycopg
+    from pydantic import ValidationError
+    from sqlalchemy.exc import DBAPIError
+
+    from app.domain.errors import OutboxError, StorageUnavailable
+    from app.storage.backup import BackupRefused
+    from app.storage.migrate import SchemaMismatch
+
+    if isinstance(exc, CommandError):
+        return str(exc), exc.exit_status
+    if isinstance(exc, ValidationError) and exc.title == Settings.__name__:
+        return _settings_problems(exc), EXIT_USAGE
+    if isinstance(exc, (SchemaMismatch, BackupRefused)):
+        return str(exc), EXIT_FAILURE
+    if isinstance(exc, StorageUnavailable):
+        return _database_problem(exc.message), EXIT_FAILURE
+    if isinstance(exc, OutboxError):
+        return f"{exc.error_code}: {exc.message}", EXIT_FAILURE
+    if isinstance(exc, (DBAPIError, psycopg.Error)):
+        # Raised outside the service layer's translation: alembic's connection, a schema check.
+        orig = exc.orig if isinstance(exc, DBAPIError) and exc.orig is not None else exc
+        return _database_problem(f"database unavailable: {_first_line(orig)}"), EXIT_FAILURE
+    if isinstance(exc, OSError):
+        where = f": {exc.filename}" if exc.filename else ""
+        return f"{exc.strerror or exc}{where}", EXIT_FAILURE
+    return (f"unexpected {type(exc).__name__}: {_first_line(exc)} (run with --verbose for the "
+            f"traceback)"), EXIT_FAILURE
+
+
+def _settings_problems(exc) -> str:  # type: ignore[no-untyped-def]
+    problems = []
+    for err in exc.errors(include_input=False):
+        # A model-level check names its variables itself; a field's problem is named here.
+        name = "OUTBOX_" + "_".join(str(p) for p in err["loc"]).upper() if err["loc"] else None
+        msg = err["msg"].removeprefix("Value error, ")
+        problems.append(f"{name}: {msg}" if name else msg)
+    return "; ".join(problems)
+
+
+def _database_problem(message: str) -> str:
+    """A database failure, with the database it was (password hidden) and, for SQLite, why."""
+    from app.storage.backup import sqlite_path
+    from app.storage.engine import redacted_url
+
+    url = os.environ.get("OUTBOX_DATABASE_URL", Settings.model_fields["database_url"].default)
+    if url.startswith("sqlite") and "unable to open database file" in message:
+        path = sqlite_path(url)
+        if path is not None and not path.resolve().parent.is_dir():
+            return f"cannot open the SQLite database {path}: directory {path.resolve().parent} does not exist"
+    return f"{message} ({redacted_url(url)})"
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
+
+
+def _redact(text: str) -> str:
+    """Hide the database password wherever it appears (a driver's message, a traceback)."""
+    from sqlalchemy.engine import make_url
+
+    url = os.environ.get("OUTBOX_DATABASE_URL")
+    if not url:
+        return text
+    try:
+        password = make_url(url).password
+        secrets = [password, quote(password, safe="")] if password else []
+    except Exception:  # noqa: BLE001 - unparsable: hide the whole value
+        secrets = [url]
+    for secret in secrets:
+        text = text.replace(secret, "***")
+    return text
 
 
 if __name__ == "__main__":

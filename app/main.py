@@ -1,7 +1,15 @@
-"""The ASGI app for `uvicorn app.main:app`, configured from OUTBOX_* environment variables."""
+"""The ASGI app for `uvicorn app.main:app`, configured from OUTBOX_* environment variables.
 
+uvicorn has configured its logging by the time it imports this; the service's configuration
+(app.logs: OUTBOX_LOG_FORMAT, the access log, alembic quiet) replaces it, as in `outbox serve`.
+"""
+
+from app import logs
 from app.api.app import create_app
 from app.gc_tuning import tune_for_service
+from app.settings import Settings
 
-app = create_app()
+settings = Settings()
+logs.configure(settings)
+app = create_app(settings)
 tune_for_service()

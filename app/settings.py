@@ -4,8 +4,12 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import Field, model_validator
+from pydantic import Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
+from sqlalchemy.engine import make_url
+from sqlalchemy.exc import ArgumentError
+
+LOG_LEVELS = ("critical", "error", "warning", "info", "debug")
 
 
 class Settings(BaseSettings):
@@ -16,7 +20,7 @@ class Settings(BaseSettings):
         description="SQLAlchemy URL: sqlite:///path.db or postgresql+psycopg://user@host/db",
     )
     host: str = "127.0.0.1"
-    port: int = 8000
+    port: int = Field(default=8000, ge=0, le=65535)
     # How long `outbox serve` keeps an idle keep-alive connection open (uvicorn's own default,
     # 5 s). Behind a load balancer or proxy that pools connections, set it above the balancer's
     # idle timeout: otherwise the service may close a connection just as the balancer sends a
@@ -67,18 +71,52 @@ class Settings(BaseSettings):
     # the whole pool.
     db_pool_pre_ping: bool = False
     log_level: str = "info"
+    # text: one human-readable line per record; json: one JSON object per line (a log shipper's
+    # format), uvicorn's own lines included.
+    log_format: Literal["text", "json"] = "text"
+    # One line per HTTP request (method, route template, status, duration, request id).
+    access_log: bool = True
+    # Health probes and Prometheus scrapes arrive every few seconds from every prober and say
+    # little; they are left out of the access log unless this is on.
+    access_log_probes: bool = False
+
+    @field_validator("database_url")
+    @classmethod
+    def _check_database_url(cls, url: str) -> str:
+        # The message never repeats the URL: it may hold a password.
+        try:
+            backend = make_url(url).get_backend_name()
+        except (ArgumentError, ValueError):
+            raise ValueError(
+                "not a database URL; expected sqlite:///path.db or "
+                "postgresql+psycopg://user:password@host:5432/db"
+            ) from None
+        if backend not in ("sqlite", "postgresql", "postgres"):
+            raise ValueError(f"{backend!r} databases are not supported; use sqlite or postgresql")
+        return url
+
+    @field_validator("log_level")
+    @classmethod
+    def _check_log_level(cls, level: str) -> str:
+        if level.lower() not in LOG_LEVELS:
+            raise ValueError(f"must be one of {', '.join(LOG_LEVELS)}")
+        return level.lower()
 
     @model_validator(mode="after")
     def _check_bounds(self) -> "Settings":
         if self.transactional_id_expiration_ms <= self.max_transaction_timeout_ms:
             raise ValueError(
-                "transactional_id_expiration_ms must exceed max_transaction_timeout_ms, or an "
-                "expired id could let a timed-out zombie's producer id back in"
+                "OUTBOX_TRANSACTIONAL_ID_EXPIRATION_MS must exceed OUTBOX_MAX_TRANSACTION_TIMEOUT_MS, "
+                "or an expired id could let a timed-out zombie's producer id back in"
             )
         if self.default_transaction_timeout_ms > self.max_transaction_timeout_ms:
-            raise ValueError("default_transaction_timeout_ms exceeds max_transaction_timeout_ms")
+            raise ValueError(
+                "OUTBOX_DEFAULT_TRANSACTION_TIMEOUT_MS exceeds OUTBOX_MAX_TRANSACTION_TIMEOUT_MS"
+            )
         if self.group_min_session_timeout_ms > self.group_max_session_timeout_ms:
-            raise ValueError("group_min_session_timeout_ms exceeds group_max_session_timeout_ms")
+            raise ValueError(
+                "OUTBOX_GROUP_MIN_SESSION_TIMEOUT_MS exceeds OUTBOX_GROUP_MAX_SESSION_TIMEOUT_MS"
+            )
         return self
 
     @property

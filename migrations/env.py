@@ -47,6 +47,8 @@ def _run(connection) -> None:  # type: ignore[no-untyped-def]
         # SQLite cannot ALTER most things in place; batch mode rebuilds tables when needed.
         render_as_batch=connection.dialect.name == "sqlite",
         compare_type=True,
+        # app.storage.migrate collects the steps applied, to report them itself.
+        on_version_apply=config.attributes.get("on_version_apply"),
     )
     with context.begin_transaction():
         context.run_migrations()

@@ -76,7 +76,10 @@ def create_app(settings: Settings | None = None, clock: Clock = system_clock) ->
 
     app.add_middleware(BodySizeLimit, max_bytes=settings.max_request_bytes)
     app.add_middleware(EncodedSlashGuard)
-    app.add_middleware(RequestMetrics)  # outermost: it also counts what the two above refuse
+    # Outermost: it also counts and logs what the two above refuse.
+    app.add_middleware(
+        RequestMetrics, access_log=settings.access_log, log_probes=settings.access_log_probes
+    )
 
     routers = [m.router for m in (topics, producers, records, transactions, groups, health, metrics)]
     routers.append(transactions.admin_router)

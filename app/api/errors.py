@@ -89,11 +89,15 @@ def _http_error(_: Request, exc: Exception) -> JSONResponse:
     )
 
 
-def _unexpected(_: Request, exc: Exception) -> JSONResponse:
-    logger.exception("unexpected error", exc_info=exc)
+def _unexpected(request: Request, exc: Exception) -> JSONResponse:
+    # Starlette sends this answer from outside every middleware: the request id set by
+    # app.api.request_metrics is echoed here, and ties the traceback to the access line.
+    request_id = getattr(request.state, "request_id", None)
+    logger.exception("unexpected error (request_id=%s)", request_id, exc_info=exc)
     return JSONResponse(
         error_body("UNKNOWN_SERVER_ERROR", "unexpected server error; see the service log", True),
         status_code=500,
+        headers={"X-Request-ID": request_id} if request_id else None,
     )
 
 

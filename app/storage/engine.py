@@ -48,6 +48,14 @@ def normalise_url(url: str) -> str:
     return u.render_as_string(hide_password=False)
 
 
+def redacted_url(url: str) -> str:
+    """The URL with its password replaced by ***, for messages and logs."""
+    try:
+        return make_url(url).render_as_string(hide_password=True)
+    except Exception:  # noqa: BLE001 - an unparsable URL may still hold a password
+        return "<unparsable database URL>"
+
+
 def build_engine(
     url: str,
     *,

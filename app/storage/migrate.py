@@ -1,18 +1,45 @@
-"""Alembic, driven from code: upgrade to head, and ask whether a database is at head."""
+"""Alembic, driven from code: move a database to a revision, and compare its schema with the code's.
+
+Alembic's own INFO lines are kept out of the log (app.logs): `migrate_to` returns the steps it
+applied, and its callers say what they did in their own words.
+"""
 
 from __future__ import annotations
 
+import functools
+from dataclasses import dataclass
 from pathlib import Path
 
 from alembic import command
 from alembic.config import Config
-from alembic.runtime.migration import MigrationContext
+from alembic.runtime.migration import MigrationContext, MigrationInfo
 from alembic.script import ScriptDirectory
+from alembic.util import CommandError
 from sqlalchemy import Engine
 
 from app.storage.engine import build_migration_engine, normalise_url
 
 MIGRATIONS_DIR = Path(__file__).resolve().parent.parent.parent / "migrations"
+
+
+class SchemaMismatch(Exception):
+    """The database's schema revision is not one this code can use, or move as asked."""
+
+
+@dataclass(frozen=True, slots=True)
+class Step:
+    """One migration applied: from `source` to `destination` (None: no schema)."""
+
+    source: str | None
+    destination: str | None
+    is_upgrade: bool
+    description: str  # the first line of the migration's docstring
+
+    def __str__(self) -> str:
+        moved = f"{self.source or 'empty'} -> {self.destination or 'empty'}"
+        if self.is_upgrade:
+            return f"upgraded {moved}: {self.description}"
+        return f"downgraded {moved}, undoing: {self.description}"
 
 
 def alembic_config(database_url: str) -> Config:
@@ -22,12 +49,103 @@ def alembic_config(database_url: str) -> Config:
     return cfg
 
 
-def upgrade(database_url: str, revision: str = "head") -> None:
-    command.upgrade(alembic_config(database_url), revision)
+@functools.cache
+def _scripts() -> ScriptDirectory:
+    # The migrations are the code's: read once per process, not on every /readyz.
+    cfg = Config()
+    cfg.set_main_option("script_location", str(MIGRATIONS_DIR))
+    return ScriptDirectory.from_config(cfg)
 
 
-def head_revision(database_url: str) -> str | None:
-    return ScriptDirectory.from_config(alembic_config(database_url)).get_current_head()
+def upgrade(database_url: str, revision: str = "head") -> list[Step]:
+    """Upgrade to `revision` (never down); the steps applied, none if it was there already."""
+    return _run(command.upgrade, database_url, revision)
+
+
+def migrate_to(database_url: str, revision: str = "head", *, allow_downgrade: bool = False) -> list[Step]:
+    """Move the database to `revision`, up or (only if allowed) down; the steps applied."""
+    target = resolve(revision)
+    engine = build_migration_engine(database_url)
+    try:
+        current = current_revision(engine)
+    finally:
+        engine.dispose()
+    known(current)
+    if target == current:
+        return []
+    if target is not None and (current is None or _is_ancestor(current, target)):
+        return upgrade(database_url, target)
+    if not allow_downgrade:
+        raise SchemaMismatch(
+            f"the database is at {current}, newer than {target or 'base'}: moving it there is a "
+            f"downgrade, which drops what the later migrations added; add --downgrade to do it"
+        )
+    return _run(command.downgrade, database_url, target or "base")
+
+
+def resolve(revision: str) -> str | None:
+    """A revision the code has ('head', 'base' or an id); None stands for base (no schema)."""
+    if revision == "base":
+        return None
+    if revision == "head":
+        return head_revision()
+    try:
+        script = _scripts().get_revision(revision)
+    except CommandError:
+        script = None
+    if script is None:
+        raise SchemaMismatch(f"no migration {revision!r}; this version has {', '.join(revisions())}")
+    return script.revision
+
+
+def revisions() -> list[str]:
+    """The code's revisions, oldest first."""
+    return [s.revision for s in reversed(list(_scripts().walk_revisions()))]
+
+
+def known(current: str | None) -> None:
+    """Refuse a database migrated by a newer version of the code."""
+    if current is not None and current not in revisions():
+        raise SchemaMismatch(
+            f"the database is at revision {current}, which this version of outbox does not know "
+            f"(its newest is {head_revision()}): a newer version migrated it"
+        )
+
+
+def require_head(engine: Engine) -> None:
+    """Refuse to work on a database whose schema is not the one this code was written for."""
+    current = current_revision(engine)
+    known(current)
+    head = head_revision()
+    if current is None:
+        raise SchemaMismatch(f"the database has no outbox schema: run `outbox migrate` (to {head})")
+    if current != head:
+        raise SchemaMismatch(f"the database schema is at {current}, this version needs {head}: run `outbox migrate`")
+
+
+def _is_ancestor(older: str, newer: str) -> bool:
+    return any(s.revision == older for s in _scripts().iterate_revisions(newer, "base"))
+
+
+def _run(cmd, database_url: str, revision: str) -> list[Step]:  # type: ignore[no-untyped-def]
+    steps: list[Step] = []
+
+    def applied(*, step: MigrationInfo, **_: object) -> None:
+        (source,) = step.source_revision_ids or (None,)
+        (destination,) = step.destination_revision_ids or (None,)
+        script = step.up_revision
+        description = (script.doc or "").strip().splitlines()[0] if script is not None and script.doc else ""
+        steps.append(Step(source, destination, step.is_upgrade, description))
+
+    cfg = alembic_config(database_url)
+    cfg.attributes["on_version_apply"] = applied  # migrations/env.py passes it to alembic
+    cmd(cfg, revision)
+    return steps
+
+
+def head_revision(database_url: str | None = None) -> str | None:
+    """The newest revision of the code (the same whatever the database)."""
+    return _scripts().get_current_head()
 
 
 def current_revision(engine: Engine) -> str | None:

@@ -15,12 +15,12 @@ def test_every_setting_is_documented_in_the_readme(name: str) -> None:
 
 
 def test_expiration_must_exceed_the_maximum_transaction_timeout() -> None:
-    with pytest.raises(ValidationError, match="transactional_id_expiration_ms"):
+    with pytest.raises(ValidationError, match="OUTBOX_TRANSACTIONAL_ID_EXPIRATION_MS"):
         Settings(max_transaction_timeout_ms=10_000, transactional_id_expiration_ms=10_000)
 
 
 def test_default_timeout_must_not_exceed_the_maximum() -> None:
-    with pytest.raises(ValidationError, match="default_transaction_timeout_ms"):
+    with pytest.raises(ValidationError, match="OUTBOX_DEFAULT_TRANSACTION_TIMEOUT_MS"):
         Settings(default_transaction_timeout_ms=20_000, max_transaction_timeout_ms=10_000)
 
 
@@ -28,3 +28,18 @@ def test_sqlite_database_migrates_itself_and_postgresql_does_not_by_default() ->
     assert Settings(database_url="sqlite:///x.db").should_auto_migrate is True
     assert Settings(database_url="postgresql://h/db").should_auto_migrate is False
     assert Settings(database_url="postgresql://h/db", auto_migrate=True).should_auto_migrate is True
+
+
+@pytest.mark.parametrize("url", ["nonsense", "mysql://u:p@h/db", "postgresql://u:p@h:port/db"])
+def test_a_database_url_that_is_not_sqlite_or_postgresql_is_refused_without_repeating_it(url: str) -> None:
+    with pytest.raises(ValidationError) as refused:
+        Settings(database_url=url)
+    (error,) = refused.value.errors()
+    assert error["loc"] == ("database_url",)
+    assert "u:p" not in error["msg"] and "nonsense" not in error["msg"]
+
+
+def test_log_level_is_one_of_pythons_levels_in_any_case() -> None:
+    assert Settings(log_level="WARNING").log_level == "warning"
+    with pytest.raises(ValidationError, match="must be one of critical, error, warning, info, debug"):
+        Settings(log_level="verbose")

@@ -1,0 +1,67 @@
+"""How every process writes its log: one handler on stderr, text or JSON, uvicorn's lines included.
+
+`logging_config(settings)` is a `logging.config.dictConfig` dictionary. The CLI applies it at
+start-up, and `outbox serve` hands the same dictionary to uvicorn as its `log_config`, so the
+server's own lines ("Started server process", errors) come out in the one format rather than
+uvicorn's coloured default. uvicorn's access log stays off: the service writes its own
+(`outbox.access`, app.api.request_metrics), which knows the route template and request id.
+"""
+
+from __future__ import annotations
+
+import logging
+import logging.config
+from typing import Any
+
+from pythonjsonlogger.core import RESERVED_ATTRS
+from pythonjsonlogger.orjson import OrjsonFormatter
+
+from app.settings import Settings
+
+TEXT_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
+ACCESS_LOGGER = "outbox.access"
+
+# Loggers whose INFO lines say nothing an operator of serve, coordinator or the operator tools
+# needs: alembic announces its plugins and its dialect every time a migration context is made
+# (on start-up, and on every /readyz, which reads the schema revision). `outbox migrate`
+# reports what it migrated itself.
+QUIET_LOGGERS = ("alembic",)
+
+
+def json_formatter() -> logging.Formatter:
+    """One JSON object per line: time, level, logger, message, then any `extra` fields
+    (the access log's method, route, status, duration_ms, request_id) as their own keys."""
+    return OrjsonFormatter(
+        "%(levelname)s %(name)s %(message)s",
+        rename_fields={"levelname": "level", "name": "logger"},
+        timestamp="time",
+        # uvicorn passes an ANSI-coloured copy of each message as `color_message`.
+        reserved_attrs=[*RESERVED_ATTRS, "color_message"],
+    )
+
+
+def logging_config(settings: Settings) -> dict[str, Any]:
+    level = settings.log_level.upper()
+    formatter: dict[str, Any] = (
+        {"()": json_formatter} if settings.log_format == "json" else {"format": TEXT_FORMAT}
+    )
+    return {
+        "version": 1,
+        "disable_existing_loggers": False,
+        "formatters": {"outbox": formatter},
+        "handlers": {
+            "stderr": {"class": "logging.StreamHandler", "stream": "ext://sys.stderr", "formatter": "outbox"}
+        },
+        "root": {"level": level, "handlers": ["stderr"]},
+        "loggers": {
+            # uvicorn's lines go to the root handler above (no handlers of their own).
+            "uvicorn": {"level": level, "handlers": [], "propagate": True},
+            "uvicorn.access": {"handlers": [], "propagate": False},
+            **{name: {"level": "WARNING"} for name in QUIET_LOGGERS},
+        },
+    }
+
+
+def configure(settings: Settings) -> None:
+    logging.config.dictConfig(logging_config(settings))
+

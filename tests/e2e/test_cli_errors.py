@@ -1,0 +1,302 @@
+"""The `outbox` command's answer to an operator's ordinary mistakes: one line on stderr,
+`outbox: error: …`, exit status 1 (it failed) or 2 (the command line or a setting is wrong),
+no traceback unless `--verbose`; and `outbox migrate`'s own report, up and down.
+
+Each test runs the real `python -m app.cli` in a subprocess.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import sqlite3
+import subprocess
+import sys
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from sqlalchemy import create_engine, inspect, text
+from sqlalchemy.engine import make_url
+from sqlalchemy.pool import NullPool
+
+from tests.e2e.conftest import ADMIN_URL, ROOT
+
+pytestmark = pytest.mark.e2e
+
+UNREACHABLE_PG = "postgresql+psycopg://outbox:s3cret-pw@127.0.0.1:1/outbox"
+HEAD = "0004"
+REVISIONS = ["0001", "0002", "0003", "0004"]
+
+
+def outbox(database_url: str | None, *args: str, **settings: str) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("OUTBOX_")}
+    if database_url is not None:
+        env["OUTBOX_DATABASE_URL"] = database_url
+    env.update({f"OUTBOX_{k.upper()}": v for k, v in settings.items()})
+    return subprocess.run([sys.executable, "-m", "app.cli", *args], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=60)
+
+
+def one_error_line(done: subprocess.CompletedProcess, status: int) -> str:
+    """The run's only stderr line, after checking the exit status and the absence of a traceback."""
+    assert "Traceback" not in done.stderr, done.stderr
+    lines = done.stderr.splitlines()
+    assert len(lines) == 1, done.stderr
+    assert lines[0].startswith("outbox: error: "), lines[0]
+    assert done.returncode == status, (done.returncode, done.stderr)
+    return lines[0].removeprefix("outbox: error: ")
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def empty_database(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+    """A database of each kind that exists but was never migrated."""
+    if request.param == "sqlite":
+        path = tmp_path / "empty.db"
+        sqlite3.connect(path).close()
+        yield f"sqlite:///{path}"
+        return
+    name = f"outbox_cli_{uuid.uuid4().hex[:10]}"
+    admin = create_engine(ADMIN_URL, isolation_level="AUTOCOMMIT", poolclass=NullPool)
+    with admin.connect() as conn:
+        conn.execute(text(f'CREATE DATABASE "{name}"'))
+    try:
+        yield make_url(ADMIN_URL).set(database=name).render_as_string(hide_password=False)
+    finally:
+        with admin.connect() as conn:
+            conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+        admin.dispose()
+
+
+@pytest.fixture
+def migrated(empty_database: str) -> str:
+    done = outbox(empty_database, "migrate")
+    assert done.returncode == 0, done.stderr
+    return empty_database
+
+
+def revision(url: str) -> str | None:
+    engine = create_engine(url, poolclass=NullPool)
+    try:
+        if "alembic_version" not in inspect(engine).get_table_names():
+            return None
+        with engine.connect() as conn:
+            return conn.execute(text("SELECT version_num FROM alembic_version")).scalar()
+    finally:
+        engine.dispose()
+
+
+# --- runtime failures: exit 1 ---------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("action", ["describe", "abort"])
+def test_an_unknown_transactional_id_is_one_line_and_exit_1(migrated: str, action: str) -> None:
+    line = one_error_line(outbox(migrated, "transactions", action, "pizza-income-0"), 1)
+    assert line == ("TRANSACTIONAL_ID_NOT_FOUND: no producer was initialised with transactional_id "
+                    "'pizza-income-0'")
+
+
+@pytest.mark.parametrize("args", [("transactions", "list"), ("migrate",), ("coordinator", "--once")])
+def test_an_unreachable_postgresql_is_one_line_naming_it_without_its_password(args: tuple[str, ...]) -> None:
+    line = one_error_line(outbox(UNREACHABLE_PG, *args), 1)
+    assert line.startswith("database unavailable: connection failed:"), line
+    assert line.endswith("(postgresql+psycopg://outbox:***@127.0.0.1:1/outbox)"), line
+    assert "s3cret-pw" not in line
+
+
+@pytest.mark.parametrize("args", [("migrate",), ("serve", "--port", "0"), ("coordinator",)])
+def test_a_sqlite_file_in_a_missing_directory_cannot_be_created(tmp_path: Path, args: tuple[str, ...]) -> None:
+    url = f"sqlite:///{tmp_path}/no/such/dir/outbox.db"
+    line = one_error_line(outbox(url, *args), 1)
+    assert line == (f"cannot create the SQLite database {tmp_path}/no/such/dir/outbox.db: "
+                    f"directory {tmp_path}/no/such/dir does not exist")
+
+
+def test_the_operator_tools_do_not_create_a_sqlite_file_that_is_not_there(tmp_path: Path) -> None:
+    line = one_error_line(outbox(f"sqlite:///{tmp_path}/outbox.db", "transactions", "list"), 1)
+    assert line.startswith(f"no SQLite database at {tmp_path}/outbox.db;"), line
+    assert not (tmp_path / "outbox.db").exists()
+
+
+@pytest.mark.parametrize("args", [("transactions", "list"), ("transactions", "hanging"), ("coordinator", "--once"),
+                                  ("coordinator",)])
+def test_an_unmigrated_database_is_one_line_that_says_to_migrate(empty_database: str, args: tuple[str, ...]) -> None:
+    line = one_error_line(outbox(empty_database, *args, auto_migrate="false"), 1)
+    assert line == "the database has no outbox schema: run `outbox migrate` (to 0004)"
+
+
+def test_an_older_schema_is_one_line_that_says_to_migrate(empty_database: str) -> None:
+    assert outbox(empty_database, "migrate", "0003").returncode == 0
+    line = one_error_line(outbox(empty_database, "transactions", "list"), 1)
+    assert line == "the database schema is at 0003, this version needs 0004: run `outbox migrate`"
+
+
+def test_serve_on_a_port_in_use_is_one_line_and_exit_1(tmp_path: Path) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        done = outbox(f"sqlite:///{tmp_path}/outbox.db", "serve", "--port", str(port))
+    line = one_error_line(done, 1)
+    assert line.startswith(f"cannot listen on 127.0.0.1:{port}: the address is already in use"), line
+
+
+# --- the command line or a setting is wrong: exit 2 ------------------------------------------------
+
+
+def test_a_bad_setting_names_the_variable_and_the_problem(tmp_path: Path) -> None:
+    line = one_error_line(outbox(f"sqlite:///{tmp_path}/outbox.db", "serve", port="abc"), 2)
+    assert line == "OUTBOX_PORT: Input should be a valid integer, unable to parse string as an integer"
+
+
+def test_settings_that_contradict_each_other_are_named(tmp_path: Path) -> None:
+    done = outbox(f"sqlite:///{tmp_path}/outbox.db", "transactions", "list",
+                  default_transaction_timeout_ms="20000", max_transaction_timeout_ms="10000")
+    assert one_error_line(done, 2) == (
+        "OUTBOX_DEFAULT_TRANSACTION_TIMEOUT_MS exceeds OUTBOX_MAX_TRANSACTION_TIMEOUT_MS")
+
+
+def test_a_database_url_that_is_not_one_is_refused_without_repeating_it() -> None:
+    line = one_error_line(outbox("mysql://outbox:s3cret-pw@db/outbox", "migrate"), 2)
+    assert line == "OUTBOX_DATABASE_URL: 'mysql' databases are not supported; use sqlite or postgresql"
+
+
+def test_a_missing_argument_is_one_line_and_exit_2(tmp_path: Path) -> None:
+    line = one_error_line(outbox(f"sqlite:///{tmp_path}/outbox.db", "transactions", "describe"), 2)
+    assert line == ("the following arguments are required: transactional_id "
+                    "(see `outbox transactions describe --help`)")
+
+
+@pytest.mark.parametrize("empty_database", ["postgresql"], indirect=True)
+def test_backup_of_postgresql_names_what_to_use_instead(migrated: str) -> None:
+    line = one_error_line(outbox(migrated, "backup", "/tmp/never-written.db"), 2)
+    assert line.startswith("outbox backup copies SQLite databases; back up PostgreSQL with `pg_dump -Fc`")
+    assert not Path("/tmp/never-written.db").exists()
+
+
+# --- --verbose ------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("flag_position", ["before", "after"])
+def test_verbose_prints_the_traceback_then_the_same_line(migrated: str, flag_position: str) -> None:
+    args = ["transactions", "describe", "pizza-income-0"]
+    args = ["--verbose", *args] if flag_position == "before" else [*args, "-v"]
+    done = outbox(migrated, *args)
+    assert done.returncode == 1
+    assert done.stderr.startswith("Traceback (most recent call last):"), done.stderr
+    assert "app.domain.errors.TransactionalIdNotFound" in done.stderr
+    assert done.stderr.splitlines()[-1] == ("outbox: error: TRANSACTIONAL_ID_NOT_FOUND: no producer was "
+                                            "initialised with transactional_id 'pizza-income-0'")
+
+
+def test_verbose_hides_the_database_password_in_the_traceback_too() -> None:
+    done = outbox(UNREACHABLE_PG, "-v", "transactions", "list")
+    assert "Traceback" in done.stderr
+    assert "s3cret-pw" not in done.stderr
+
+
+# --- outbox migrate -------------------------------------------------------------------------------
+
+
+def test_migrate_reports_each_migration_it_applied_and_nothing_from_alembic(empty_database: str) -> None:
+    done = outbox(empty_database, "migrate")
+    assert done.returncode == 0, done.stderr
+    assert [line.split(":")[0] for line in done.stdout.splitlines()] == [
+        "upgraded empty -> 0001", "upgraded 0001 -> 0002", "upgraded 0002 -> 0003",
+        "upgraded 0003 -> 0004", "database at 0004"]
+    assert done.stderr == ""
+    again = outbox(empty_database, "migrate")
+    assert (again.stdout, again.stderr) == ("database at 0004\n", "")
+
+
+def test_migrate_to_an_older_revision_refuses_without_downgrade(migrated: str) -> None:
+    line = one_error_line(outbox(migrated, "migrate", "0003"), 1)
+    assert line.startswith("the database is at 0004, newer than 0003: moving it there is a downgrade")
+    assert revision(migrated) == HEAD
+
+
+def _write_a_committed_transaction(url: str) -> None:
+    """A topic, a committed transaction with group offsets, and a group member: a row in every
+    table family the migrations touch."""
+    from fastapi.testclient import TestClient
+
+    from app.api.app import create_app
+    from app.settings import Settings
+    from tests.helpers import batch, begin, create_topic, ident, init_producer, send
+
+    settings = Settings(database_url=url, run_coordinator=False, auto_migrate=False)
+    with TestClient(create_app(settings)) as client:
+        create_topic(client, "orders", 1)
+        p = init_producer(client, "pizza-income-0")
+        begin(client, "pizza-income-0", p)
+        send(client, [batch("orders", 0, ["a", "b"], 0)], p, "pizza-income-0")
+        r = client.post("/v1/transactions/pizza-income-0/offsets", json={
+            **ident(p), "group_id": "pizza-income", "offsets": [{"topic": "orders", "partition": 0, "offset": 2}]})
+        assert r.status_code == 200, r.text
+        assert client.post("/v1/transactions/pizza-income-0/commit", json=ident(p)).status_code == 200
+        r = client.post("/v1/groups/pizza-income/members", json={"topics": ["orders"]})
+        assert r.status_code == 200, r.text
+
+
+def test_every_migration_downgrades_with_data_and_upgrades_again(migrated: str) -> None:
+    _write_a_committed_transaction(migrated)
+    for older in [*reversed(REVISIONS[:-1]), "base"]:
+        done = outbox(migrated, "migrate", older, "--downgrade")
+        assert done.returncode == 0, done.stderr
+        assert done.stdout.splitlines()[-1] == f"database at {'base (no schema)' if older == 'base' else older}"
+        assert revision(migrated) == (None if older == "base" else older)
+    engine = create_engine(migrated, poolclass=NullPool)
+    assert set(inspect(engine).get_table_names()) == {"alembic_version"}
+    engine.dispose()
+    up = outbox(migrated, "migrate")
+    assert up.returncode == 0 and revision(migrated) == HEAD, up.stderr
+
+
+def test_migrate_to_an_unknown_revision_lists_the_known_ones(migrated: str) -> None:
+    line = one_error_line(outbox(migrated, "migrate", "0009"), 1)
+    assert line == "no migration '0009'; this version has 0001, 0002, 0003, 0004"
+
+
+@pytest.mark.parametrize("args", [("transactions", "list"), ("migrate",), ("coordinator",)])
+def test_a_database_migrated_by_a_newer_version_is_refused(migrated: str, args: tuple[str, ...]) -> None:
+    engine = create_engine(migrated, poolclass=NullPool)
+    with engine.begin() as conn:
+        conn.execute(text("UPDATE alembic_version SET version_num = '0005'"))
+    engine.dispose()
+    line = one_error_line(outbox(migrated, *args, auto_migrate="true"), 1)
+    assert line == ("the database is at revision 0005, which this version of outbox does not know "
+                    "(its newest is 0004): a newer version migrated it")
+
+
+@pytest.mark.parametrize("empty_database", ["postgresql"], indirect=True)
+def test_serve_on_an_unmigrated_database_starts_warning_once_and_is_not_ready(empty_database: str, tmp_path: Path) -> None:
+    from tests.e2e.conftest import Backend, Launcher
+
+    launcher = Launcher(Backend("postgresql", empty_database, tmp_path))
+    try:
+        server = launcher.start_server()
+        server.wait_for_log("Application startup complete")
+        with server.client() as c:
+            r = c.get("/readyz")
+        assert (r.status_code, r.json()["error_code"]) == (503, "STORAGE_UNAVAILABLE")
+        (warning,) = [line for line in server.log_text().splitlines() if " WARNING " in line]
+        assert warning.endswith("app.cli: the database has no outbox schema: run `outbox migrate` (to 0004); "
+                                "/readyz answers 503 until then"), warning
+    finally:
+        launcher.close()
+
+
+def test_coordinator_on_a_database_that_does_not_answer_warns_and_keeps_trying(tmp_path: Path) -> None:
+    from tests.e2e.conftest import Backend, Launcher
+
+    launcher = Launcher(Backend("postgresql", UNREACHABLE_PG, tmp_path))
+    try:
+        worker = launcher.coordinator()
+        worker.wait_for_log("coordinator pass failed")
+        assert worker.alive()
+        (warning,) = [line for line in worker.log_text().splitlines() if " WARNING " in line]
+        assert "database postgresql+psycopg://outbox:***@127.0.0.1:1/outbox does not answer yet" in warning
+        assert "s3cret-pw" not in worker.log_text()
+    finally:
+        launcher.close()

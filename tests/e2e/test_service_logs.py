@@ -1,0 +1,67 @@
+"""What `outbox serve` and `outbox coordinator` write to their log: the access line in text and
+in JSON (OUTBOX_LOG_FORMAT), uvicorn's own lines in the same format, and no alembic lines."""
+
+from __future__ import annotations
+
+import json
+import re
+import signal
+
+import pytest
+
+from tests.e2e.conftest import ServiceProcess
+
+pytestmark = pytest.mark.e2e
+
+
+def stopped(process: ServiceProcess) -> list[str]:
+    """The process's log lines once SIGTERM has ended it (its shutdown lines included)."""
+    process.proc.send_signal(signal.SIGTERM)
+    process.proc.wait(15)
+    return process.log_text().splitlines()
+
+
+def test_serve_start_up_and_readyz_write_no_alembic_line(launcher) -> None:  # type: ignore[no-untyped-def]
+    server = launcher.server(access_log_probes=True)
+    with server.client() as c:
+        for _ in range(3):
+            assert c.get("/readyz").status_code == 200
+    lines = stopped(server)
+    assert [line for line in lines if "alembic" in line] == []
+    assert sum("outbox.access: GET /readyz 200" in line for line in lines) >= 3
+
+
+@pytest.mark.parametrize("backend", ["sqlite"], indirect=True)
+def test_the_text_access_line(launcher) -> None:  # type: ignore[no-untyped-def]
+    server = launcher.server()
+    with server.client() as c:
+        c.get("/v1/topics/pizza-orders", headers={"X-Request-ID": "req-42"})
+    (line,) = [line for line in stopped(server) if "outbox.access" in line]
+    assert re.fullmatch(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3} INFO outbox\.access: "
+                        r"GET /v1/topics/\{topic\} 404 \d+\.\dms request_id=req-42", line), line
+
+
+@pytest.mark.parametrize("backend", ["sqlite"], indirect=True)
+def test_json_format_makes_every_serve_line_a_json_object_with_the_access_fields_as_keys(launcher) -> None:  # type: ignore[no-untyped-def]
+    server = launcher.server(log_format="json")
+    with server.client() as c:
+        c.get("/v1/topics/pizza-orders", headers={"X-Request-ID": "req-42"})
+    objects = [json.loads(line) for line in stopped(server)]  # every line, or this raises
+    assert all({"time", "level", "logger", "message"} <= o.keys() for o in objects), objects
+    assert all("color_message" not in o for o in objects)
+    (access,) = [o for o in objects if o["logger"] == "outbox.access"]
+    assert {k: access[k] for k in ("level", "method", "route", "status", "request_id")} == {
+        "level": "INFO", "method": "GET", "route": "/v1/topics/{topic}", "status": 404, "request_id": "req-42"}
+    assert isinstance(access["duration_ms"], float)
+    assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}\+00:00", access["time"]), access["time"]
+    uvicorn = {o["message"] for o in objects if o["logger"] == "uvicorn.error"}
+    assert {"Application startup complete.", "Application shutdown complete."} <= uvicorn
+
+
+@pytest.mark.parametrize("backend", ["sqlite"], indirect=True)
+def test_json_format_applies_to_the_coordinator_process(launcher) -> None:  # type: ignore[no-untyped-def]
+    worker = launcher.coordinator(log_format="json")
+    worker.wait_for_log("coordinator running")
+    objects = [json.loads(line) for line in stopped(worker)]
+    assert {"logger": "app.cli", "message": "coordinator running against sqlite"}.items() <= objects[-1].items()
+    assert all({"time", "level", "logger", "message"} <= o.keys() for o in objects), objects
