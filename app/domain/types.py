@@ -43,5 +43,16 @@ class IsolationLevel(str, enum.Enum):
 
 
 class CleanupPolicy(str, enum.Enum):
-    DELETE = "delete"
-    COMPACT = "compact"
+    """Kafka's cleanup.policy: what the log cleaner does to a topic's old records."""
+
+    DELETE = "delete"  # retention: the oldest records go, by age (retention_ms) and size (retention_bytes)
+    COMPACT = "compact"  # compaction: each key's latest committed record stays
+    COMPACT_DELETE = "compact,delete"  # both
+
+    @property
+    def deletes(self) -> bool:
+        return self is not CleanupPolicy.COMPACT
+
+    @property
+    def compacts(self) -> bool:
+        return self is not CleanupPolicy.DELETE

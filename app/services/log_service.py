@@ -6,6 +6,7 @@ from dataclasses import dataclass
 
 from app import metrics
 from app.domain.clock import Clock
+from app.domain.log_cleaning import record_size
 from app.domain.errors import (
     InvalidProducerEpoch,
     InvalidRequest,
@@ -26,6 +27,9 @@ class SendBatch:
     records: list[log.RecordToAppend]
     base_sequence: int | None = None
     expected_offset: int | None = None
+    # The records' bytes (app.domain.log_cleaning.record_size); computed here when not given.
+    # The Send decoder gives it, summed while it builds the records.
+    size_bytes: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,9 +84,12 @@ class LogService:
                     raise InvalidRequest(
                         f"topic {topic.name!r} has check_expected_offsets: every batch needs expected_offset"
                     )
+                size = b.size_bytes
+                if size is None:
+                    size = sum(record_size(r.key, r.value, r.headers) for r in b.records)
                 to_append.append(
                     log.BatchToAppend(
-                        topic.topic_id, b.partition, b.records, b.base_sequence, b.expected_offset
+                        topic.topic_id, b.partition, b.records, b.base_sequence, b.expected_offset, size
                     )
                 )
             txn_id = None

@@ -14,7 +14,8 @@ from collections.abc import Sequence
 from functools import cache
 from typing import Any
 
-from sqlalchemy import Connection, Table
+from sqlalchemy import BigInteger, Connection, Table
+from sqlalchemy.sql.functions import FunctionElement
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.ext.compiler import compiles
 from sqlalchemy.sql.selectable import Join
@@ -41,6 +42,24 @@ def _sqlite_outer_first(join: OuterFirstJoin, compiler: Any, **kw: Any) -> str:
     right = join.right._compiler_dispatch(compiler, **kw)
     kw.pop("asfrom")
     return f"{left} CROSS JOIN {right} ON {join.onclause._compiler_dispatch(compiler, **kw)}"
+
+
+class utf8_bytes(FunctionElement):  # noqa: N801 - named as the SQL function it stands for
+    """The bytes of a text in UTF-8, NULL as 0: PostgreSQL's octet_length; SQLite's length()
+    counts characters, but the length of the text as a BLOB counts bytes."""
+
+    type = BigInteger()
+    inherit_cache = True
+
+
+@compiles(utf8_bytes, "postgresql")
+def _pg_utf8_bytes(element: utf8_bytes, compiler: Any, **kw: Any) -> str:
+    return f"coalesce(octet_length({compiler.process(element.clauses, **kw)}), 0)"
+
+
+@compiles(utf8_bytes, "sqlite")
+def _sqlite_utf8_bytes(element: utf8_bytes, compiler: Any, **kw: Any) -> str:
+    return f"coalesce(length(CAST({compiler.process(element.clauses, **kw)} AS BLOB)), 0)"
 
 
 def _insert(dialect_name: str, table: Table) -> Any:

@@ -59,6 +59,7 @@ class BatchToAppend:
     records: list[RecordToAppend]
     base_sequence: int | None = None
     expected_offset: int | None = None
+    size_bytes: int = 0  # app.domain.log_cleaning.record_size of the records, summed
 
 
 @dataclass(frozen=True, slots=True)
@@ -104,19 +105,30 @@ def _partition_key(b: BatchToAppend) -> tuple[int, int]:
     return (b.topic_id, b.partition)
 
 
-# Built once (see storage.dialect): the hot statements of Send and completion.
+# Built once (see storage.dialect): the hot statements of Send and completion. The partition's
+# record count and size move in the same statement as its log end, so they are exact in every
+# snapshot (what retention_bytes acts on, and what describe shows).
 _TAKE_OFFSETS = (
     update(partitions)
     .where(partitions.c.topic_id == bindparam("p_topic_id"), partitions.c.partition == bindparam("p_partition"))
-    .values(next_offset=partitions.c.next_offset + bindparam("p_count"))
+    .values(
+        next_offset=partitions.c.next_offset + bindparam("p_count"),
+        record_count=partitions.c.record_count + bindparam("p_records"),
+        size_bytes=partitions.c.size_bytes + bindparam("p_size_bytes"),
+    )
     .returning(partitions.c.next_offset)
 )
 
 
-def _take_offsets(conn: Connection, topic_id: int, partition: int, count: int) -> int:
-    """Reserve `count` offsets; returns the first. Holds the partition row lock until commit."""
+def _take_offsets(
+    conn: Connection, topic_id: int, partition: int, count: int, size_bytes: int = 0, *, records: int | None = None
+) -> int:
+    """Reserve `count` offsets for `records` data records (all of them, unless said) of
+    `size_bytes`; returns the first. Holds the partition row lock until commit."""
     new_end = conn.execute(
-        _TAKE_OFFSETS, {"p_topic_id": topic_id, "p_partition": partition, "p_count": count}
+        _TAKE_OFFSETS,
+        {"p_topic_id": topic_id, "p_partition": partition, "p_count": count,
+         "p_records": count if records is None else records, "p_size_bytes": size_bytes},
     ).scalar_one_or_none()
     if new_end is None:
         raise UnknownTopicOrPartition(f"unknown partition {partition} of topic id {topic_id}")
@@ -229,10 +241,10 @@ def _write_next_batch_state(
     return None if row is None else row.first_offset is not None
 
 
-def _return_offsets(conn: Connection, topic_id: int, partition: int, count: int) -> None:
-    """Undo a _take_offsets of this database transaction (its row lock is still held, so
-    nobody took offsets after it)."""
-    _take_offsets(conn, topic_id, partition, -count)
+def _return_offsets(conn: Connection, batch: BatchToAppend) -> None:
+    """Undo the batch's _take_offsets in this database transaction (its row lock is still
+    held, so nobody took offsets after it)."""
+    _take_offsets(conn, batch.topic_id, batch.partition, -len(batch.records), -batch.size_bytes)
 
 
 def append_batches(
@@ -257,7 +269,7 @@ def append_batches(
     for batch in sorted(batches, key=_partition_key):
         count = len(batch.records)
         already_in_transaction = state_written = False
-        base_offset = _take_offsets(conn, batch.topic_id, batch.partition, count)
+        base_offset = _take_offsets(conn, batch.topic_id, batch.partition, count, batch.size_bytes)
         if producer_id is not None:
             assert producer_epoch is not None and batch.base_sequence is not None
             # Offsets first, then the verdict: a refusal rolls the whole database transaction
@@ -279,7 +291,7 @@ def append_batches(
                 verdict = check_sequence(state, producer_epoch, batch.base_sequence, count)
                 if verdict is BatchVerdict.DUPLICATE:
                     assert state is not None
-                    _return_offsets(conn, batch.topic_id, batch.partition, count)
+                    _return_offsets(conn, batch)
                     results[_partition_key(batch)] = AppendResult(
                         batch.topic_id, batch.partition, state.last_batch_base_offset, count, True
                     )
@@ -419,7 +431,7 @@ def write_control_markers(
         params.update(topic_id=only[0], partition=only[1])
     claimed = sorted(conn.execute(claim, params).all())
     written = [
-        (topic_id, partition, _take_offsets(conn, topic_id, partition, 1))
+        (topic_id, partition, _take_offsets(conn, topic_id, partition, 1, records=0))
         for topic_id, partition in claimed
     ]
     if written:

@@ -48,15 +48,25 @@ topics = Table(
     Column("topic_id", Integer, primary_key=True, autoincrement=True),
     Column("name", String(249), nullable=False, unique=True),
     Column("partition_count", Integer, nullable=False),
+    # 'delete', 'compact' or 'compact,delete' (Kafka's cleanup.policy)
     Column("cleanup_policy", String(16), nullable=False),
-    Column("retention_ms", BigInteger, nullable=False),
+    Column("retention_ms", BigInteger, nullable=False),  # -1: no time limit
     Column("check_expected_offsets", Boolean, nullable=False),
     Column("created_ms", BigInteger, nullable=False),
+    # Kafka's retention.bytes (-1: no size limit) and delete.retention.ms (how long compaction
+    # keeps a tombstone, the latest record of a key whose value is null).
+    Column("retention_bytes", BigInteger, nullable=False, server_default=text("-1")),
+    Column("delete_retention_ms", BigInteger, nullable=False, server_default=text("86400000")),
 )
 
 # One row per partition. `next_offset` is the log end offset and doubles as the partition's
 # append lock: appenders take offsets with UPDATE … RETURNING and hold the row lock until their
 # database transaction commits, so offsets become visible in order (guarantee 6).
+# `log_start_offset` is the first offset readers may ask for; the log cleaner deletes every row
+# below it (app.services.log_cleaner). `record_count` and `size_bytes` are the data records
+# stored (control markers not counted) and the UTF-8 bytes of their keys, values and headers,
+# kept by every append and every deletion in the same database transaction.
+# `cleaned_offset` is compaction's checkpoint: below it, the log holds each key once.
 partitions = Table(
     "partitions",
     metadata,
@@ -64,7 +74,20 @@ partitions = Table(
     Column("partition", Integer, nullable=False),
     Column("next_offset", BigInteger, nullable=False),
     Column("log_start_offset", BigInteger, nullable=False),
+    Column("record_count", BigInteger, nullable=False, server_default=text("0")),
+    Column("size_bytes", BigInteger, nullable=False, server_default=text("0")),
+    Column("cleaned_offset", BigInteger, nullable=False, server_default=text("0")),
     PrimaryKeyConstraint("topic_id", "partition"),
+)
+
+# Topics deleted whose records are still stored: the log cleaner deletes them a chunk at a
+# time, then the row. A deleted topic's name is free at once (its records carry the old id).
+deleted_topics = Table(
+    "deleted_topics",
+    metadata,
+    Column("topic_id", Integer, primary_key=True, autoincrement=False),
+    Column("name", String(249), nullable=False),
+    Column("deleted_ms", BigInteger, nullable=False),
 )
 
 # The partition logs: data records and control markers. A record is transactional when

@@ -8,7 +8,8 @@ from sqlalchemy import Connection, bindparam, func, insert, select
 from sqlalchemy.exc import IntegrityError
 
 from app.domain.errors import TopicAlreadyExists, UnknownTopicOrPartition
-from app.domain.types import TopicId
+from app.domain.topic_config import TopicConfig
+from app.domain.types import CleanupPolicy, TopicId
 from app.storage.tables import partitions, topics, transaction_partitions
 
 
@@ -17,10 +18,12 @@ class Topic:
     topic_id: TopicId
     name: str
     partition_count: int
-    cleanup_policy: str
-    retention_ms: int
-    check_expected_offsets: bool
+    config: TopicConfig
     created_ms: int
+
+    @property
+    def check_expected_offsets(self) -> bool:
+        return self.config.check_expected_offsets
 
 
 @dataclass(frozen=True, slots=True)
@@ -29,31 +32,29 @@ class PartitionInfo:
     log_start_offset: int
     log_end_offset: int
     last_stable_offset: int
+    record_count: int  # data records stored (markers not counted)
+    size_bytes: int  # UTF-8 bytes of their keys, values and headers
+
+
+def config_columns(config: TopicConfig) -> dict[str, object]:
+    return {
+        "cleanup_policy": config.cleanup_policy.value,
+        "retention_ms": config.retention_ms,
+        "retention_bytes": config.retention_bytes,
+        "delete_retention_ms": config.delete_retention_ms,
+        "check_expected_offsets": config.check_expected_offsets,
+    }
 
 
 def create_topic(
-    conn: Connection,
-    *,
-    name: str,
-    partition_count: int,
-    cleanup_policy: str,
-    retention_ms: int,
-    check_expected_offsets: bool,
-    now_ms: int,
+    conn: Connection, *, name: str, partition_count: int, config: TopicConfig, now_ms: int
 ) -> Topic:
     if conn.execute(select(topics.c.topic_id).where(topics.c.name == name)).first():
         raise TopicAlreadyExists(f"topic {name!r} already exists")
     try:
         topic_id = conn.execute(
             insert(topics)
-            .values(
-                name=name,
-                partition_count=partition_count,
-                cleanup_policy=cleanup_policy,
-                retention_ms=retention_ms,
-                check_expected_offsets=check_expected_offsets,
-                created_ms=now_ms,
-            )
+            .values(name=name, partition_count=partition_count, created_ms=now_ms, **config_columns(config))
             .returning(topics.c.topic_id)
         ).scalar_one()
     except IntegrityError as e:  # a concurrent create of the same name on PostgreSQL
@@ -65,17 +66,18 @@ def create_topic(
             for p in range(partition_count)
         ],
     )
-    return Topic(
-        TopicId(topic_id), name, partition_count, cleanup_policy, retention_ms,
-        check_expected_offsets, now_ms,
-    )
+    return Topic(TopicId(topic_id), name, partition_count, config, now_ms)
 
 
 def _topic(row) -> Topic:  # type: ignore[no-untyped-def]
-    return Topic(
-        TopicId(row.topic_id), row.name, row.partition_count, row.cleanup_policy,
-        row.retention_ms, bool(row.check_expected_offsets), row.created_ms,
+    config = TopicConfig(
+        cleanup_policy=CleanupPolicy(row.cleanup_policy),
+        retention_ms=row.retention_ms,
+        retention_bytes=row.retention_bytes,
+        delete_retention_ms=row.delete_retention_ms,
+        check_expected_offsets=bool(row.check_expected_offsets),
     )
+    return Topic(TopicId(row.topic_id), row.name, row.partition_count, config, row.created_ms)
 
 
 def get_topic(conn: Connection, name: str) -> Topic:
@@ -131,7 +133,8 @@ def describe_partitions(conn: Connection, topic: Topic) -> list[PartitionInfo]:
         ).all()
     )
     rows = conn.execute(
-        select(partitions.c.partition, partitions.c.log_start_offset, partitions.c.next_offset)
+        select(partitions.c.partition, partitions.c.log_start_offset, partitions.c.next_offset,
+               partitions.c.record_count, partitions.c.size_bytes)
         .where(partitions.c.topic_id == topic.topic_id)
         .order_by(partitions.c.partition)
     ).all()
@@ -141,6 +144,8 @@ def describe_partitions(conn: Connection, topic: Topic) -> list[PartitionInfo]:
             log_start_offset=r.log_start_offset,
             log_end_offset=r.next_offset,
             last_stable_offset=min(first_open.get(r.partition, r.next_offset), r.next_offset),
+            record_count=r.record_count,
+            size_bytes=r.size_bytes,
         )
         for r in rows
     ]

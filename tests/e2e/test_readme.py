@@ -35,8 +35,10 @@ MIN_STEPS = 10
 
 
 def _tracked_files(root: Path) -> list[str]:
+    """Tracked files, and new ones git does not ignore: what the next commit would hold."""
     try:
-        done = subprocess.run(["git", "ls-files", "-z"], cwd=root, capture_output=True, timeout=60)
+        done = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+                              cwd=root, capture_output=True, timeout=60)
     except FileNotFoundError:
         pytest.skip("git is not installed: cannot tell which files a fresh copy holds")
     if done.returncode != 0:

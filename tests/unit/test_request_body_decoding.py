@@ -93,3 +93,17 @@ def test_brackets_inside_strings_do_not_count_as_nesting() -> None:
 def test_many_shallow_siblings_are_not_deep() -> None:
     value = b"[" + b",".join([b'{"a":[1]}'] * 1000) + b"]"
     assert _decoded_value(value) == value.decode()
+
+
+@pytest.mark.parametrize("record", [
+    b'{"value": 1}', b'{}', b'{"key": "k\\u00e9", "value": "caf\\u00e9"}', b'{"key": "\xc3\xa9t\xc3\xa9"}',
+    b'{"headers": {"h": "\xe2\x82\xac", "\xf0\x9f\x98\x80": ""}, "value": [1, 2.5, {"a" : null}]}',
+    b'{"key": "", "headers": {}, "value": "\xf0\x9f\x98\x80"}',
+])
+def test_a_batch_counts_the_bytes_that_record_size_gives_its_records(record: bytes) -> None:
+    from app.domain.log_cleaning import record_size
+
+    body = b'{"batches":[{"topic":"t","partition":0,"records":[' + record + b"," + record + b"]}]}"
+    [batch] = to_domain(decode(SEND, body), body, 0).batches
+    assert batch.size_bytes == sum(record_size(r.key, r.value, r.headers) for r in batch.records)
+    assert batch.size_bytes > 0

@@ -29,28 +29,14 @@ TopicPath = Annotated[str, Path(min_length=1, max_length=TOPIC_NAME_MAX_LENGTH, 
 
 
 def _summary(t: Topic) -> TopicSummary:
-    return TopicSummary(
-        name=t.name,
-        partition_count=t.partition_count,
-        config=TopicConfig(
-            cleanup_policy=t.cleanup_policy,
-            retention_ms=t.retention_ms,
-            check_expected_offsets=t.check_expected_offsets,
-        ),
-    )
+    return TopicSummary(name=t.name, partition_count=t.partition_count, config=TopicConfig(**asdict(t.config)))
 
 
 @router.post("", status_code=201, operation_id="create_topic", response_model=TopicDescription,
              responses=documented(400, 409, 415))
 def create_topic(body: Annotated[TopicCreate, json_body(TopicCreate)], services: ServicesDep) -> TopicDescription:
     """Create a topic with its partitions (all empty)."""
-    services.topics.create(
-        body.name,
-        body.partitions,
-        cleanup_policy=body.config.cleanup_policy,
-        retention_ms=body.config.retention_ms,
-        check_expected_offsets=body.config.check_expected_offsets,
-    )
+    services.topics.create(body.name, body.partitions, body.config.to_domain())
     return describe_topic(body.name, services)
 
 

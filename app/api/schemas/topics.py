@@ -7,20 +7,49 @@ from msgspec import Meta
 from pydantic import BaseModel, Field
 
 from app.api.schemas.common import TOPIC_NAME_MAX_LENGTH, RequestBody
+from app.domain import topic_config as domain
 from app.domain.types import CleanupPolicy
-from app.services.topic_service import DEFAULT_RETENTION_MS
+
+# Checked by the domain (app.domain.topic_config), whatever the number, with Kafka's
+# INVALID_CONFIG; the schema states the same bounds.
+_POSITIVE_OR_NO_LIMIT = {"minimum": -1, "not": {"const": 0}}
 
 
 class TopicConfigIn(RequestBody):
-    cleanup_policy: CleanupPolicy = CleanupPolicy.DELETE
+    cleanup_policy: Annotated[CleanupPolicy, Meta(
+        description="Kafka's cleanup.policy. delete: the oldest records go once older than "
+        "retention_ms or beyond retention_bytes; compact: each key's latest committed record "
+        "stays; compact,delete: both"
+    )] = CleanupPolicy.DELETE
     retention_ms: Annotated[int, Meta(
-        description="how long records are kept; -1 keeps them forever (Kafka's retention.ms). "
+        description="delete: records older than this go (Kafka's retention.ms); -1: no time "
+        "limit. Out of range: INVALID_CONFIG",
+        extra_json_schema=_POSITIVE_OR_NO_LIMIT,
+    )] = domain.DEFAULT_RETENTION_MS
+    retention_bytes: Annotated[int, Meta(
+        description="delete: the oldest records of a partition go while it holds more bytes "
+        "of keys, values and headers than this (Kafka's retention.bytes); -1: no size limit. "
         "Out of range: INVALID_CONFIG",
-        extra_json_schema={"minimum": -1, "not": {"const": 0}},
-    )] = DEFAULT_RETENTION_MS
+        extra_json_schema=_POSITIVE_OR_NO_LIMIT,
+    )] = domain.NO_LIMIT
+    delete_retention_ms: Annotated[int, Meta(
+        description="compact: how long a tombstone (the latest record of a key, its value "
+        "null) is kept before it goes too (Kafka's delete.retention.ms). Out of range: "
+        "INVALID_CONFIG",
+        extra_json_schema={"minimum": 0},
+    )] = domain.DEFAULT_DELETE_RETENTION_MS
     check_expected_offsets: Annotated[bool, Meta(
         description="KIP-27: every Send to this topic must carry expected_offset"
     )] = False
+
+    def to_domain(self) -> domain.TopicConfig:
+        return domain.TopicConfig(
+            cleanup_policy=self.cleanup_policy,
+            retention_ms=self.retention_ms,
+            retention_bytes=self.retention_bytes,
+            delete_retention_ms=self.delete_retention_ms,
+            check_expected_offsets=self.check_expected_offsets,
+        )
 
 
 class TopicCreate(RequestBody):
@@ -37,6 +66,8 @@ class TopicCreate(RequestBody):
 class TopicConfig(BaseModel):
     cleanup_policy: CleanupPolicy
     retention_ms: int
+    retention_bytes: int
+    delete_retention_ms: int
     check_expected_offsets: bool = Field(
         description="KIP-27: every Send to this topic must carry expected_offset"
     )
@@ -44,11 +75,13 @@ class TopicConfig(BaseModel):
 
 class PartitionDescription(BaseModel):
     partition: int
-    log_start_offset: int
+    log_start_offset: int = Field(description="the first offset a fetch may ask for; retention and DeleteRecords move it")
     log_end_offset: int = Field(description="the next offset to be written (the high watermark)")
     last_stable_offset: int = Field(
         description="first offset of the earliest unfinished transaction in this partition, else the log end"
     )
+    record_count: int = Field(description="data records stored (control markers and compacted records not counted)")
+    size_bytes: int = Field(description="UTF-8 bytes of the stored records' keys, values and headers")
 
 
 class TopicSummary(BaseModel):
