@@ -146,10 +146,8 @@ def _prepare_database(settings: Settings, *, refuse_schema_mismatch: bool) -> No
 
 def _coordinator(settings: Settings, args: argparse.Namespace) -> int:
     from app.domain.clock import system_clock
-    from app.services.group_service import GroupService
-    from app.services.transaction_coordinator import TransactionCoordinator
     from app.storage.engine import open_database
-    from app.worker.coordinator import CoordinatorWorker
+    from app.worker import build_workers
 
     if args.once:
         if settings.should_auto_migrate:
@@ -158,15 +156,11 @@ def _coordinator(settings: Settings, args: argparse.Namespace) -> int:
     else:
         _prepare_database(settings, refuse_schema_mismatch=True)
         db = open_database(settings, pool_size=2)
-    worker = CoordinatorWorker(
-        TransactionCoordinator(db, settings, system_clock),
-        system_clock,
-        settings.coordinator_interval_ms,
-        groups=GroupService(db, settings, system_clock),
-    )
+    workers = build_workers(db, settings, system_clock)
     if args.once:
         try:
-            print(worker.run_once())
+            for worker in workers:
+                print(worker.run_once())
         finally:
             db.dispose()
         return 0
@@ -188,10 +182,12 @@ def _coordinator(settings: Settings, args: argparse.Namespace) -> int:
     stop = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: stop.set())
-    worker.start()
-    logger.info("coordinator running against %s", db.dialect)
+    for worker in workers:
+        worker.start()
+    logger.info("coordinator and log cleaner running against %s", db.dialect)
     stop.wait()
-    worker.stop()
+    for worker in workers:
+        worker.stop()
     db.dispose()
     return 0
 

@@ -67,3 +67,20 @@ COORDINATOR_PASSES = Counter(
     "Passes of the coordinator worker, by outcome (ok, failed: the error is in the log).",
     ["outcome"],
 )
+CLEANER_PASSES = Counter(
+    "outbox_cleaner_passes",
+    "Passes of the log cleaner, by outcome (ok, failed: the error is in the log).",
+    ["outcome"],
+)
+CLEANER_RECORDS_DELETED = Counter(
+    "outbox_cleaner_records_deleted",
+    "Data records the log cleaner deleted, by reason: below a log start that DeleteRecords "
+    "moved (below_log_start), retention_ms or retention_bytes (retention), compaction, or "
+    "their topic deleted (topics_purged).",
+    ["reason"],
+)
+CLEANER_BYTES_DELETED = Counter(
+    "outbox_cleaner_bytes_deleted",
+    "UTF-8 bytes of the keys, values and headers of the data records the log cleaner deleted "
+    "(deleted topics' records not counted).",
+)

@@ -39,6 +39,11 @@ class Settings(BaseSettings):
     # markers, and until it has, InitProducerId and Begin answer CONCURRENT_TRANSACTIONS.
     complete_inline: bool = True
     coordinator_interval_ms: int = Field(default=200, ge=10)
+    # Pause between two passes of the log cleaner (retention, compaction, deleted topics), which
+    # runs beside the coordinator worker. Kafka checks retention every 5 minutes
+    # (log.retention.check.interval.ms) and compacts after 15 s backoff; a pass with nothing to
+    # do costs a few indexed reads per partition.
+    cleaner_interval_ms: int = Field(default=30_000, ge=10)
     # `outbox coordinator` serves no API; with a port here it serves its /metrics there (on
     # OUTBOX_HOST), for Prometheus to scrape its counters.
     coordinator_metrics_port: int | None = Field(default=None, ge=1, le=65535)

@@ -22,12 +22,10 @@ from app.api.json_body import JsonBody
 from app.api.request_metrics import RequestMetrics
 from app.api.routers import groups, health, metrics, producers, records, topics, transactions
 from app.domain.clock import Clock, system_clock
-from app.services.group_service import GroupService
-from app.services.transaction_coordinator import TransactionCoordinator
 from app.settings import Settings
 from app.storage import migrate
 from app.storage.engine import open_database
-from app.worker.coordinator import CoordinatorWorker
+from app.worker import build_workers
 
 logger = logging.getLogger(__name__)
 
@@ -44,19 +42,13 @@ def create_app(settings: Settings | None = None, clock: Clock = system_clock) ->
         db = open_database(settings, pool_size=settings.db_pool_size)
         services = Services.build(settings, db, clock)
         app.state.services = services
-        worker = None
-        if settings.run_coordinator:
-            worker = CoordinatorWorker(
-                TransactionCoordinator(db, settings, clock),
-                clock,
-                settings.coordinator_interval_ms,
-                groups=GroupService(db, settings, clock),
-            )
+        workers = build_workers(db, settings, clock) if settings.run_coordinator else []
+        for worker in workers:
             worker.start()
         try:
             yield
         finally:
-            if worker is not None:
+            for worker in workers:
                 worker.stop()
             db.dispose()
 

@@ -16,6 +16,7 @@ logger = logging.getLogger(__name__)
 
 STATUS_BY_ERROR: dict[type[e.OutboxError], int] = {
     e.InvalidRequest: 400,
+    e.InvalidRecord: 400,
     e.InvalidTopic: 400,
     e.InvalidPartitions: 400,
     e.InvalidConfig: 400,

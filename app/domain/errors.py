@@ -26,6 +26,12 @@ class InvalidRequest(OutboxError):
     error_code = "INVALID_REQUEST"
 
 
+class InvalidRecord(OutboxError):
+    """A record breaks a rule of its topic (a compacted topic takes keyed records only)."""
+
+    error_code = "INVALID_RECORD"
+
+
 class UnknownTopicOrPartition(OutboxError):
     """This topic or partition does not exist."""
 

@@ -2,11 +2,231 @@
 
 Sizes. A partition's size, which `retention_bytes` limits, is the UTF-8 bytes of its data
 records' keys, values and headers as stored (`record_size`); control markers have none.
+
+Nothing at or past a partition's last stable offset is ever touched (seed 000's transactional
+high watermark): the cleaner reads only below it, and every rule here takes its input from
+there. Records are never rewritten and offsets never change: a deleted record leaves a hole.
+
+Retention (`retention_bound`) deletes a prefix of the log: everything below the log start
+(garbage a DeleteRecords left), then the oldest records while they are older than
+`retention_ms` or the partition holds more than `retention_bytes`. It never splits a
+transaction: if a transaction's records start below the bound and its marker is not below
+it, the bound stops at the transaction's first record, so a reader starting at the new log
+start sees whole transactions only, and a marker goes only with all of its records.
+
+Compaction (`Compaction`) keeps, below a cleaning point that never passes the last stable
+offset, each key's latest committed record, "latest" in the order read_committed shows them
+(commit order: a committed transaction's records at its COMMIT marker's offset). Records of
+aborted transactions go, and a marker goes once none of its records are left. A tombstone (a
+latest record whose value is null) goes once older than `delete_retention_ms`. Records of
+transactions whose outcome lies at or past the cleaning point, and records without a key,
+stay. As in Kafka, the cleaning point advances by "dirty" sections: the records whose commit
+position lies between the last cleaning point (the checkpoint) and the new one supersede
+older records anywhere below; the clean part below the checkpoint already holds each key
+once.
 """
 
 from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+
+from app.domain.types import ControlType
 
 
 def record_size(key: str | None, value: str | None, headers: str | None) -> int:
     """The bytes a record counts for: its key, value (JSON text) and headers (JSON text)."""
     return sum(0 if text is None else len(text.encode()) for text in (key, value, headers))
+
+
+# --- retention ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class StoredRow:
+    """What the cleaner reads of a stored record or control marker (never its value)."""
+
+    offset: int
+    timestamp_ms: int
+    txn_id: int | None
+    control_type: ControlType | None
+    size: int  # record_size; 0 for a marker
+
+
+@dataclass(frozen=True, slots=True)
+class RetentionLimits:
+    expire_before_ms: int | None  # records older than this go (now - retention_ms); None: no time limit
+    bytes_over: int  # bytes to delete to bring the partition down to retention_bytes; 0: none
+
+
+def retention_bound(
+    rows: Sequence[StoredRow], *, log_start: int, end: int, limits: RetentionLimits | None
+) -> int:
+    """The offset below which to delete, given the rows stored in [first stored offset, end)
+    in offset order, `end` at most the last stable offset. Never below `log_start` (rows
+    below it go whatever the limits); `limits` None: only those."""
+    bound = end
+    freed = 0
+    for row in rows:
+        if row.offset < log_start:
+            freed += row.size
+            continue
+        if row.control_type is not None:
+            continue  # a marker goes with its records: the bound stops at a record
+        expired = limits is not None and (
+            (limits.expire_before_ms is not None and row.timestamp_ms < limits.expire_before_ms)
+            or freed < limits.bytes_over
+        )
+        if not expired:
+            bound = row.offset
+            break
+        freed += row.size
+    if bound <= log_start:
+        return log_start
+    return _unsplit(rows, log_start, bound)
+
+
+def _unsplit(rows: Sequence[StoredRow], log_start: int, bound: int) -> int:
+    """Lower `bound` to the first record of any transaction it would split: one with records
+    below it (and at or past the log start) whose marker is not below it. Lowering the bound
+    can put another transaction's marker past it, so repeat until nothing moves."""
+    first: dict[int, int] = {}
+    marker: dict[int, int] = {}
+    for row in rows:
+        if row.offset < log_start or row.txn_id is None:
+            continue
+        if row.control_type is None:
+            first.setdefault(row.txn_id, row.offset)
+        else:
+            marker[row.txn_id] = row.offset
+    while True:
+        lowered = min(
+            (start for txn, start in first.items()
+             if start < bound and marker.get(txn, bound) >= bound),
+            default=bound,
+        )
+        if lowered == bound:
+            return max(bound, log_start)
+        bound = lowered
+
+
+# --- compaction -----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class CompactionRow:
+    """A stored record or marker as the compaction scan reads it (never the value itself)."""
+
+    offset: int
+    key: str | None
+    txn_id: int | None
+    control_type: ControlType | None
+    batch_record_count: int | None  # set on a transactional batch's first record (its head)
+    timestamp_ms: int
+    tombstone: bool  # value null
+
+
+@dataclass(slots=True)
+class ChunkPlan:
+    """What one database transaction of the scan deletes and rewrites."""
+
+    delete: list[int] = field(default_factory=list)  # offsets
+    # A batch head deleted while records of its run stay: the first of them becomes the head
+    # of the rest of the run, (offset, new batch_record_count), in the same transaction.
+    new_heads: list[tuple[int, int]] = field(default_factory=list)
+
+
+@dataclass(slots=True)
+class _Run:
+    lowest_survivor: int | None = None
+
+
+class Compaction:
+    """One compaction pass over a partition.
+
+    1. `supersede` is fed the committed records whose commit positions lie in the dirty
+       section, from the checkpoint on, in commit order (as read_committed reads them): the
+       last one of each key is that key's latest record. `close_dirty_section(point)` ends
+       it: the cleaning point, which every record fed lies below and which never passes the
+       last stable offset.
+    2. `scan` is fed the stored rows of [log start, cleaning point) in DESCENDING offset
+       order, a chunk at a time, and answers each chunk's deletions. Descending, a
+       transaction's marker comes before its records, so each record's outcome and commit
+       position are known when it is met, and a run's surviving records before its head.
+    3. `markers_left_empty` names the markers all of whose records are gone.
+    """
+
+    def __init__(self, *, tombstones_before_ms: int) -> None:
+        self.tombstones_before_ms = tombstones_before_ms
+        self.cleaning_point: int | None = None
+        self._latest: dict[str, tuple[int, int]] = {}  # key -> (commit position, offset)
+        self._outcome: dict[int, tuple[ControlType, int]] = {}  # txn -> (marker type, offset)
+        self._survivors: dict[int, int] = {}  # txn -> records of it kept
+        self._runs: dict[int, _Run] = {}  # txn -> the run being scanned
+        self._last_scanned: int | None = None
+
+    @property
+    def keys(self) -> int:
+        return len(self._latest)
+
+    def supersede(self, key: str | None, commit_position: int, offset: int) -> None:
+        assert self.cleaning_point is None, "the dirty section is closed"
+        if key is not None:
+            self._latest[key] = (commit_position, offset)
+
+    def close_dirty_section(self, cleaning_point: int) -> None:
+        assert all(position < cleaning_point for position, _ in self._latest.values())
+        self.cleaning_point = cleaning_point
+
+    def scan(self, rows: Iterable[CompactionRow]) -> ChunkPlan:
+        assert self.cleaning_point is not None, "close the dirty section first"
+        plan = ChunkPlan()
+        for row in rows:
+            assert row.offset < self.cleaning_point
+            assert self._last_scanned is None or row.offset < self._last_scanned, "descending offsets"
+            self._last_scanned = row.offset
+            if row.control_type is not None:
+                if row.txn_id is not None:
+                    self._outcome[row.txn_id] = (row.control_type, row.offset)
+                    self._survivors.setdefault(row.txn_id, 0)
+                continue
+            keep = self._keeps(row)
+            if not keep:
+                plan.delete.append(row.offset)
+            if row.txn_id is None:
+                continue
+            run = self._runs.setdefault(row.txn_id, _Run())
+            if keep:
+                self._survivors[row.txn_id] = self._survivors.get(row.txn_id, 0) + 1
+                run.lowest_survivor = row.offset
+            if row.batch_record_count is not None:  # the head: this run is done
+                end = row.offset + row.batch_record_count
+                if not keep and run.lowest_survivor is not None and run.lowest_survivor < end:
+                    plan.new_heads.append((run.lowest_survivor, end - run.lowest_survivor))
+                run.lowest_survivor = None
+        return plan
+
+    def _keeps(self, row: CompactionRow) -> bool:
+        if row.txn_id is None:
+            position = row.offset
+        else:
+            outcome = self._outcome.get(row.txn_id)
+            if outcome is None:
+                return True  # its marker lies at or past the cleaning point: not decided here
+            if outcome[0] is ControlType.ABORT:
+                return False
+            position = outcome[1]
+        if row.key is None:
+            return True  # nothing to compact it against
+        latest = self._latest.get(row.key)
+        if latest is not None and latest > (position, row.offset):
+            return False  # a later committed record of the key exists
+        # The key's latest record: a tombstone goes once it is old enough.
+        return not (row.tombstone and row.timestamp_ms < self.tombstones_before_ms)
+
+    def markers_left_empty(self) -> list[int]:
+        """Offsets of the markers met whose transactions have no record left in the partition.
+        Only valid once the scan has reached the log start."""
+        return sorted(
+            offset for txn, (_, offset) in self._outcome.items() if self._survivors.get(txn, 0) == 0
+        )

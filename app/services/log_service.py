@@ -9,6 +9,7 @@ from app.domain.clock import Clock
 from app.domain.log_cleaning import record_size
 from app.domain.errors import (
     InvalidProducerEpoch,
+    InvalidRecord,
     InvalidRequest,
     RecordListTooLarge,
     TransactionalIdNotFound,
@@ -80,6 +81,13 @@ class LogService:
             for b in batches:
                 topic = by_name[b.topic]
                 topics.check_partition(topic, b.partition)
+                if topic.config.cleanup_policy.compacts and any(r.key is None for r in b.records):
+                    # As Kafka: compaction keeps each key's latest record; a record without a
+                    # key has nothing to be compacted against.
+                    raise InvalidRecord(
+                        f"topic {topic.name!r} is compacted (cleanup_policy {topic.config.cleanup_policy.value}): "
+                        "every record needs a key"
+                    )
                 if topic.check_expected_offsets and b.expected_offset is None:
                     raise InvalidRequest(
                         f"topic {topic.name!r} has check_expected_offsets: every batch needs expected_offset"

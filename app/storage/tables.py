@@ -80,6 +80,19 @@ partitions = Table(
     PrimaryKeyConstraint("topic_id", "partition"),
 )
 
+# A log cleaner's claim on a partition while it compacts it: a compaction pass spans many
+# database transactions, so two cleaners must not compact one partition at once. A claim
+# whose holder died expires at until_ms.
+cleaner_leases = Table(
+    "cleaner_leases",
+    metadata,
+    Column("topic_id", Integer, nullable=False),
+    Column("partition", Integer, nullable=False),
+    Column("holder", String(64), nullable=False),
+    Column("until_ms", BigInteger, nullable=False),
+    PrimaryKeyConstraint("topic_id", "partition"),
+)
+
 # Topics deleted whose records are still stored: the log cleaner deletes them a chunk at a
 # time, then the row. A deleted topic's name is free at once (its records carry the old id).
 deleted_topics = Table(

@@ -69,15 +69,19 @@ def create_topic(
     return Topic(TopicId(topic_id), name, partition_count, config, now_ms)
 
 
-def _topic(row) -> Topic:  # type: ignore[no-untyped-def]
-    config = TopicConfig(
+def topic_config(row) -> TopicConfig:  # type: ignore[no-untyped-def]
+    """A `topics` row's config columns as the domain value."""
+    return TopicConfig(
         cleanup_policy=CleanupPolicy(row.cleanup_policy),
         retention_ms=row.retention_ms,
         retention_bytes=row.retention_bytes,
         delete_retention_ms=row.delete_retention_ms,
         check_expected_offsets=bool(row.check_expected_offsets),
     )
-    return Topic(TopicId(row.topic_id), row.name, row.partition_count, config, row.created_ms)
+
+
+def _topic(row) -> Topic:  # type: ignore[no-untyped-def]
+    return Topic(TopicId(row.topic_id), row.name, row.partition_count, topic_config(row), row.created_ms)
 
 
 def get_topic(conn: Connection, name: str) -> Topic:

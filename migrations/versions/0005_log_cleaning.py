@@ -6,6 +6,7 @@
   their keys, values and headers), which every append and deletion keeps, and which this
   migration fills from the records already stored; `cleaned_offset`, compaction's checkpoint.
 - deleted_topics: topics deleted whose records the cleaner still has to delete.
+- cleaner_leases: a cleaner's claim on a partition while it compacts it.
 
 Stop every `serve` and `coordinator` of the database before running it: a process on the
 older code would append without counting, and the counters (which retention.bytes acts on)
@@ -55,6 +56,14 @@ def upgrade() -> None:
         sa.Column("deleted_ms", sa.BigInteger(), nullable=False),
         sa.PrimaryKeyConstraint("topic_id", name=op.f("pk_deleted_topics")),
     )
+    op.create_table(
+        "cleaner_leases",
+        sa.Column("topic_id", sa.Integer(), nullable=False),
+        sa.Column("partition", sa.Integer(), nullable=False),
+        sa.Column("holder", sa.String(length=64), nullable=False),
+        sa.Column("until_ms", sa.BigInteger(), nullable=False),
+        sa.PrimaryKeyConstraint("topic_id", "partition", name=op.f("pk_cleaner_leases")),
+    )
     size = _BYTES[op.get_bind().dialect.name]
     record_size = " + ".join(size.format(c=c) for c in ("key", "value", "headers"))
     op.execute(f"""
@@ -69,6 +78,7 @@ def upgrade() -> None:
 
 
 def downgrade() -> None:
+    op.drop_table("cleaner_leases")
     op.drop_table("deleted_topics")
     for table, name, _ in reversed(_COLUMNS):
         op.execute(f"ALTER TABLE {table} DROP COLUMN {name}")

@@ -1,0 +1,256 @@
+"""The log cleaner: retention, compaction and the purge of deleted topics (Kafka's LogCleaner
+and log retention), as a chore of the worker (app.worker.cleaner).
+
+`run_once(now_ms)` visits every partition and returns what it deleted, by reason:
+
+- below the log start: rows a DeleteRecords left (readers can no longer ask for them);
+- retention (cleanup_policy delete, or compact,delete): the oldest records while they are
+  older than retention_ms or the partition holds more than retention_bytes, up to the last
+  stable offset, never splitting a transaction (app.domain.log_cleaning.retention_bound);
+- compaction (compact, compact,delete): each key's latest committed record stays below the
+  last stable offset (app.domain.log_cleaning.Compaction);
+- deleted topics: their records, a chunk at a time.
+
+Each step deletes a chunk of rows per database transaction, with the partition's counters
+and log start in the same transaction (app.storage.cleaning), so readers and appenders wait
+for it a short time only. Several cleaners may run at once (one per worker): prefix
+deletions are idempotent (a row is deleted and counted once, the log start only moves up),
+and a compaction pass, which keeps state across its transactions, holds a lease on its
+partition.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from collections.abc import Callable
+from dataclasses import astuple, dataclass
+
+from app import metrics
+from app.domain.clock import Clock
+from app.domain.errors import OffsetOutOfRange
+from app.domain.log_cleaning import Compaction, RetentionLimits, retention_bound
+from app.domain.topic_config import NO_LIMIT
+from app.domain.types import IsolationLevel
+from app.settings import Settings
+from app.storage import cleaning, log
+from app.storage.cleaning import PartitionState
+from app.storage.engine import Database, after_commit
+
+logger = logging.getLogger(__name__)
+
+# Rows per database transaction: a deletion of 5,000 rows takes a few milliseconds, which is
+# how long an appender of the partition (and on SQLite any writer) may wait for it.
+CHUNK_ROWS = 5_000
+# A transaction spanning more rows than a chunk holds the retention bound at its first record
+# until its marker is read: the chunk grows up to this before the cleaner gives up for now.
+MAX_CHUNK_ROWS = 1_000_000
+# Compaction's map of the dirty section's keys (Kafka's dedupe buffer): a dirty section with
+# more keys is compacted in parts, this many keys at a time.
+MAX_COMPACTION_KEYS = 500_000
+# Kafka's min.cleanable.dirty.ratio: compact once this share of the log below the last stable
+# offset is dirty, so each pass's scan of the whole partition is paid for by as many new records.
+MIN_CLEANABLE_DIRTY_RATIO = 0.5
+LEASE_MS = 60_000
+
+
+@dataclass(frozen=True, slots=True)
+class CleanerPass:
+    below_log_start: int = 0  # data records deleted below a log start that DeleteRecords moved
+    retention: int = 0  # data records deleted by retention_ms / retention_bytes
+    compaction: int = 0  # data records deleted by compaction
+    topics_purged: int = 0  # records of deleted topics deleted
+    bytes_deleted: int = 0  # bytes of the data records above
+    partitions_compacted: int = 0
+
+    def __add__(self, other: CleanerPass) -> CleanerPass:
+        return CleanerPass(*(a + b for a, b in zip(astuple(self), astuple(other), strict=True)))
+
+    def __bool__(self) -> bool:
+        return any(astuple(self))
+
+
+_REASONS = ("below_log_start", "retention", "compaction", "topics_purged")
+
+
+class LogCleaner:
+    def __init__(self, db: Database, settings: Settings, clock: Clock, *,
+                 chunk_rows: int = CHUNK_ROWS, max_compaction_keys: int = MAX_COMPACTION_KEYS) -> None:
+        self.db = db
+        self.settings = settings
+        self.clock = clock
+        self.chunk_rows = chunk_rows
+        self.max_compaction_keys = max_compaction_keys
+        self.holder = uuid.uuid4().hex  # this cleaner's name on the leases it takes
+
+    def run_once(self, now_ms: int | None = None, stop: Callable[[], bool] = lambda: False) -> CleanerPass:
+        """One pass over every partition, then the deleted topics. `stop` is asked between
+        chunks: a worker shutting down does not wait for a long pass."""
+        now = self.clock() if now_ms is None else now_ms
+        with self.db.read() as conn:
+            states = cleaning.partition_states(conn)
+        done = CleanerPass()
+        for state in states:
+            if stop():
+                return done
+            done += self._delete_prefix(state, now, stop)
+            if state.config.cleanup_policy.compacts and not stop():
+                done += self._compact(state, now, stop)
+        return done + self._purge_deleted_topics(stop)
+
+    # --- retention ------------------------------------------------------------------------
+
+    def _delete_prefix(self, state: PartitionState, now: int, stop: Callable[[], bool]) -> CleanerPass:
+        """Below the log start everything goes; above it, retention decides (delete policies
+        only), up to the last stable offset. A chunk of rows per database transaction."""
+        config = state.config
+        expire_before = None
+        if config.cleanup_policy.deletes and config.retention_ms != NO_LIMIT:
+            expire_before = now - config.retention_ms
+        done, span = CleanerPass(), self.chunk_rows
+        while not stop():
+            with self.db.write() as conn:
+                start = cleaning.first_stored(conn, state.topic_id, state.partition)
+                log_start = cleaning.log_start(conn, state.topic_id, state.partition)
+                if start is None or log_start is None:
+                    break
+                if start < log_start:
+                    records, size = cleaning.delete_prefix(
+                        conn, state.topic_id, state.partition, start, min(log_start, start + self.chunk_rows))
+                    step = CleanerPass(below_log_start=records, bytes_deleted=size)
+                else:
+                    bytes_over = 0
+                    if config.cleanup_policy.deletes and config.retention_bytes != NO_LIMIT:
+                        bytes_over = max(0, state.size_bytes - done.bytes_deleted - config.retention_bytes)
+                    if not config.cleanup_policy.deletes or (expire_before is None and not bytes_over):
+                        break
+                    end = min(state.last_stable, start + span)
+                    if end <= start:
+                        break
+                    rows = cleaning.stored_rows(conn, state.topic_id, state.partition, start, end)
+                    bound = retention_bound(rows, log_start=log_start, end=end,
+                                            limits=RetentionLimits(expire_before, bytes_over))
+                    if bound <= start:
+                        # Held back by a transaction whose marker lies past the rows read:
+                        # read more, up to the last stable offset, then give up for now.
+                        if end < state.last_stable and span < MAX_CHUNK_ROWS:
+                            span *= 2
+                            continue
+                        break
+                    records, size = cleaning.delete_prefix(conn, state.topic_id, state.partition, start, bound)
+                    step = CleanerPass(retention=records, bytes_deleted=size)
+                    span = self.chunk_rows
+                _count_after_commit(conn, step)
+            done += step
+        return done
+
+    # --- compaction -----------------------------------------------------------------------
+
+    def _compact(self, state: PartitionState, now: int, stop: Callable[[], bool]) -> CleanerPass:
+        with self.db.read() as conn:
+            log_start = cleaning.log_start(conn, state.topic_id, state.partition)
+        if log_start is None:
+            return CleanerPass()
+        checkpoint = max(state.cleaned_offset, log_start)
+        dirty, total = state.last_stable - checkpoint, state.last_stable - log_start
+        if dirty <= 0 or dirty < MIN_CLEANABLE_DIRTY_RATIO * total:
+            return CleanerPass()
+        with self.db.write() as conn:
+            if not cleaning.claim(conn, state.topic_id, state.partition, self.holder, now, now + LEASE_MS):
+                return CleanerPass()  # another cleaner compacts it
+        try:
+            compaction = self._dirty_section(state, checkpoint, now)
+            if compaction is None:
+                return CleanerPass()
+            return self._scan(state, compaction, log_start, stop)
+        finally:
+            with self.db.write() as conn:
+                cleaning.release(conn, state.topic_id, state.partition, self.holder)
+
+    def _dirty_section(self, state: PartitionState, checkpoint: int, now: int) -> Compaction | None:
+        """The dirty section's records, fed to a Compaction as read_committed reads them
+        (app.storage.log.fetch: one definition of what is committed and in which order), from
+        the checkpoint to the last stable offset, or to the commit point at which the map
+        holds max_compaction_keys keys. None if the log start moved past the checkpoint."""
+        compaction = Compaction(tombstones_before_ms=now - state.config.delete_retention_ms)
+        position, point, last = checkpoint, state.last_stable, None
+        while position < state.last_stable:
+            with self.db.read() as conn:
+                try:
+                    page = log.fetch(conn, topic_id=state.topic_id, partition=state.partition, offset=position,
+                                     max_records=self.chunk_rows, isolation=IsolationLevel.READ_COMMITTED)
+                except OffsetOutOfRange:
+                    return None
+            for record in page.records:
+                commit_position = record.commit_position
+                assert commit_position is not None
+                if commit_position >= state.last_stable:
+                    break
+                if commit_position != last and compaction.keys >= self.max_compaction_keys:
+                    point = commit_position  # full: this part of the dirty section ends here
+                    break
+                compaction.supersede(record.key, commit_position, record.offset)
+                last = commit_position
+            else:
+                if not page.records or page.next_offset <= position:
+                    break
+                position = page.next_offset
+                continue
+            break
+        compaction.close_dirty_section(point)
+        return compaction
+
+    def _scan(self, state: PartitionState, compaction: Compaction, log_start: int,
+              stop: Callable[[], bool]) -> CleanerPass:
+        """The rows below the cleaning point, from the top down, a chunk per database
+        transaction; then the markers left empty and the new checkpoint."""
+        assert compaction.cleaning_point is not None
+        done, below = CleanerPass(), compaction.cleaning_point
+        while not stop():  # stopped: the checkpoint stays, and the next pass scans again
+            with self.db.write() as conn:
+                rows = cleaning.compaction_rows(conn, state.topic_id, state.partition, log_start, below,
+                                                self.chunk_rows)
+                if rows:
+                    plan = compaction.scan(rows)
+                    records, size = cleaning.delete_offsets(conn, state.topic_id, state.partition, plan.delete)
+                    cleaning.set_batch_heads(conn, state.topic_id, state.partition, plan.new_heads)
+                    now = self.clock()
+                    cleaning.claim(conn, state.topic_id, state.partition, self.holder, now, now + LEASE_MS)
+                    step = CleanerPass(compaction=records, bytes_deleted=size)
+                else:
+                    records, size = cleaning.delete_offsets(conn, state.topic_id, state.partition,
+                                                            compaction.markers_left_empty())
+                    cleaning.set_cleaned_offset(conn, state.topic_id, state.partition, compaction.cleaning_point)
+                    step = CleanerPass(compaction=records, bytes_deleted=size, partitions_compacted=1)
+                _count_after_commit(conn, step)
+            done += step
+            if not rows:
+                break
+            below = rows[-1].offset
+        return done
+
+    # --- deleted topics -------------------------------------------------------------------
+
+    def _purge_deleted_topics(self, stop: Callable[[], bool]) -> CleanerPass:
+        purged = 0
+        while not stop():
+            with self.db.write() as conn:
+                topic_id = cleaning.next_deleted_topic(conn)
+                if topic_id is None:
+                    break
+                n = cleaning.purge_deleted_topic(conn, topic_id, self.chunk_rows)
+                _count_after_commit(conn, CleanerPass(topics_purged=n))
+            purged += n
+        return CleanerPass(topics_purged=purged)
+
+
+def _count_after_commit(conn, step: CleanerPass) -> None:  # type: ignore[no-untyped-def]
+    def count() -> None:
+        for reason in _REASONS:
+            n = getattr(step, reason)
+            if n:
+                metrics.CLEANER_RECORDS_DELETED.labels(reason).inc(n)
+        if step.bytes_deleted:
+            metrics.CLEANER_BYTES_DELETED.inc(step.bytes_deleted)
+
+    after_commit(conn, count)

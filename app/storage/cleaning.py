@@ -1,0 +1,266 @@
+"""The log cleaner's statements: what it reads of a partition, what it deletes, and its claims.
+
+Every deletion runs in the caller's write transaction together with the partition's
+counters (record_count, size_bytes) and, for a prefix, its log start, so every snapshot sees
+them agree with the rows. The counters move by what the DELETE itself returned, so two
+cleaners that raced on the same rows (the second DELETE finds them gone) subtract them once.
+
+Lock order: a deletion first locks the old rows it deletes, which no appender ever touches,
+then the partition's row (the append lock, app.storage.log._take_offsets) for its last
+statement; appenders and completions lock the partition row and then write new rows only.
+So the cleaner holds an appender up for one UPDATE and the commit, never for the DELETE.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from sqlalchemy import Connection, and_, bindparam, case, delete, func, select, update
+
+from app.domain.log_cleaning import CompactionRow, StoredRow
+from app.domain.topic_config import TopicConfig
+from app.domain.types import ControlType
+from app.storage import dialect
+from app.storage.dialect import utf8_bytes
+from app.storage.tables import (
+    cleaner_leases,
+    deleted_topics,
+    partitions,
+    records,
+    topics,
+    transaction_partitions,
+)
+from app.storage.topics import topic_config
+
+_SIZE = utf8_bytes(records.c.key) + utf8_bytes(records.c.value) + utf8_bytes(records.c.headers)
+_TOMBSTONE = "null"  # a record whose value is JSON null
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionState:
+    topic_id: int
+    topic: str
+    partition: int
+    config: TopicConfig
+    log_start: int
+    log_end: int
+    last_stable: int  # nothing at or past it is ever touched
+    size_bytes: int
+    cleaned_offset: int  # compaction's checkpoint
+
+
+def partition_states(conn: Connection) -> list[PartitionState]:
+    """Every partition of every topic, with its last stable offset, in one statement."""
+    first_open = (
+        select(func.min(transaction_partitions.c.first_offset))
+        .where(transaction_partitions.c.topic_id == partitions.c.topic_id,
+               transaction_partitions.c.partition == partitions.c.partition)
+        .scalar_subquery()
+    )
+    rows = conn.execute(
+        select(topics, partitions.c.partition, partitions.c.log_start_offset, partitions.c.next_offset,
+               partitions.c.size_bytes, partitions.c.cleaned_offset, first_open.label("first_open"))
+        .join(partitions, partitions.c.topic_id == topics.c.topic_id)
+        .order_by(topics.c.topic_id, partitions.c.partition)
+    ).all()
+    return [
+        PartitionState(
+            topic_id=r.topic_id, topic=r.name, partition=r.partition, config=topic_config(r),
+            log_start=r.log_start_offset, log_end=r.next_offset,
+            last_stable=r.next_offset if r.first_open is None else min(r.first_open, r.next_offset),
+            size_bytes=r.size_bytes, cleaned_offset=r.cleaned_offset,
+        )
+        for r in rows
+    ]
+
+
+def log_start(conn: Connection, topic_id: int, partition: int) -> int | None:
+    """The partition's log start now (DeleteRecords moves it at any time); None if the
+    partition is gone."""
+    return conn.execute(
+        select(partitions.c.log_start_offset)
+        .where(partitions.c.topic_id == topic_id, partitions.c.partition == partition)
+    ).scalar()
+
+
+def first_stored(conn: Connection, topic_id: int, partition: int) -> int | None:
+    """The lowest offset still stored (the primary key's first entry of the partition)."""
+    return conn.execute(
+        select(func.min(records.c.offset))
+        .where(records.c.topic_id == topic_id, records.c.partition == partition)
+    ).scalar()
+
+
+def stored_rows(conn: Connection, topic_id: int, partition: int, start: int, end: int) -> list[StoredRow]:
+    """The rows of [start, end) in offset order, sizes counted by the database."""
+    rows = conn.execute(
+        select(records.c.offset, records.c.timestamp_ms, records.c.txn_id, records.c.control_type,
+               _SIZE.label("size"))
+        .where(records.c.topic_id == topic_id, records.c.partition == partition,
+               records.c.offset >= start, records.c.offset < end)
+        .order_by(records.c.offset)
+    ).all()
+    return [
+        StoredRow(r.offset, r.timestamp_ms, r.txn_id,
+                  None if r.control_type is None else ControlType(r.control_type),
+                  0 if r.control_type is not None else r.size)
+        for r in rows
+    ]
+
+
+def compaction_rows(
+    conn: Connection, topic_id: int, partition: int, low: int, below: int, limit: int
+) -> list[CompactionRow]:
+    """Up to `limit` rows of [low, below) in descending offset order: the compaction scan's
+    next chunk, read from the top."""
+    rows = conn.execute(
+        select(records.c.offset, records.c.key, records.c.txn_id, records.c.control_type,
+               records.c.batch_record_count, records.c.timestamp_ms,
+               (records.c.value == _TOMBSTONE).label("tombstone"))
+        .where(records.c.topic_id == topic_id, records.c.partition == partition,
+               records.c.offset >= low, records.c.offset < below)
+        .order_by(records.c.offset.desc())
+        .limit(limit)
+    ).all()
+    return [
+        CompactionRow(r.offset, r.key, r.txn_id,
+                      None if r.control_type is None else ControlType(r.control_type),
+                      r.batch_record_count, r.timestamp_ms, bool(r.tombstone))
+        for r in rows
+    ]
+
+
+_UNCOUNT = (
+    update(partitions)
+    .where(partitions.c.topic_id == bindparam("p_topic_id"), partitions.c.partition == bindparam("p_partition"))
+    .values(record_count=partitions.c.record_count - bindparam("p_records"),
+            size_bytes=partitions.c.size_bytes - bindparam("p_size_bytes"))
+)
+# max(log_start_offset, :bound), spelt so that both databases take it (SQLite's max() of two
+# values is PostgreSQL's GREATEST()). DeleteRecords moves it the same way: never backwards.
+_MOVE_START = _UNCOUNT.values(
+    log_start_offset=case(
+        (partitions.c.log_start_offset < bindparam("p_bound"), bindparam("p_bound")),
+        else_=partitions.c.log_start_offset,
+    )
+)
+
+
+def _uncount(conn: Connection, topic_id: int, partition: int, deleted: Sequence, bound: int | None) -> tuple[int, int]:
+    data = [size for size, control_type in deleted if control_type is None]
+    params = {"p_topic_id": topic_id, "p_partition": partition, "p_records": len(data),
+              "p_size_bytes": sum(data)}
+    if bound is None:
+        if data:
+            conn.execute(_UNCOUNT, params)
+    else:
+        conn.execute(_MOVE_START, {**params, "p_bound": bound})
+    return len(data), sum(data)
+
+
+def delete_prefix(conn: Connection, topic_id: int, partition: int, start: int, bound: int) -> tuple[int, int]:
+    """Delete the rows of [start, bound) and make `bound` the log start if it is higher;
+    returns (data records, bytes) deleted."""
+    deleted = conn.execute(
+        delete(records)
+        .where(records.c.topic_id == topic_id, records.c.partition == partition,
+               records.c.offset >= start, records.c.offset < bound)
+        .returning(_SIZE, records.c.control_type)
+    ).all()
+    return _uncount(conn, topic_id, partition, deleted, bound)
+
+
+def delete_offsets(conn: Connection, topic_id: int, partition: int, offsets: Sequence[int]) -> tuple[int, int]:
+    """Delete these rows; returns (data records, bytes) deleted."""
+    if not offsets:
+        return 0, 0
+    deleted = conn.execute(
+        delete(records)
+        .where(records.c.topic_id == topic_id, records.c.partition == partition,
+               records.c.offset.in_(bindparam("offsets", expanding=True)))
+        .returning(_SIZE, records.c.control_type),
+        {"offsets": list(offsets)},
+    ).all()
+    return _uncount(conn, topic_id, partition, deleted, None)
+
+
+_SET_HEAD = (
+    update(records)
+    .where(records.c.topic_id == bindparam("h_topic_id"), records.c.partition == bindparam("h_partition"),
+           records.c.offset == bindparam("h_offset"))
+    .values(batch_record_count=bindparam("h_count"))
+)
+
+
+def set_batch_heads(conn: Connection, topic_id: int, partition: int, heads: Sequence[tuple[int, int]]) -> None:
+    """Make each (offset, count) the head of the run [offset, offset + count): compaction
+    deleted the run's head and kept these records, which read_committed finds only through a
+    head (ix_records_txn_batches)."""
+    if heads:
+        conn.execute(_SET_HEAD, [{"h_topic_id": topic_id, "h_partition": partition, "h_offset": o,
+                                  "h_count": n} for o, n in heads])
+
+
+def set_cleaned_offset(conn: Connection, topic_id: int, partition: int, offset: int) -> None:
+    conn.execute(
+        update(partitions)
+        .where(partitions.c.topic_id == topic_id, partitions.c.partition == partition,
+               partitions.c.cleaned_offset < offset)
+        .values(cleaned_offset=offset)
+    )
+
+
+# --- claims -----------------------------------------------------------------------------------
+
+
+def claim(conn: Connection, topic_id: int, partition: int, holder: str, now_ms: int, until_ms: int) -> bool:
+    """Take or renew the partition's compaction lease until `until_ms`, unless another holder
+    has one that has not expired. A compaction pass spans many database transactions (a scan
+    keeps state between them), so two cleaners must not compact one partition at once."""
+    taken = conn.execute(
+        update(cleaner_leases)
+        .where(cleaner_leases.c.topic_id == topic_id, cleaner_leases.c.partition == partition,
+               (cleaner_leases.c.holder == holder) | (cleaner_leases.c.until_ms < now_ms))
+        .values(holder=holder, until_ms=until_ms)
+    ).rowcount
+    if taken:
+        return True
+    # No lease row yet, or another holder's live one: an insert that does nothing on conflict
+    # tells them apart (and two cleaners inserting at once: one wins).
+    return conn.execute(
+        dialect.insert_ignore(conn, cleaner_leases).returning(cleaner_leases.c.holder),
+        {"topic_id": topic_id, "partition": partition, "holder": holder, "until_ms": until_ms},
+    ).first() is not None
+
+
+def release(conn: Connection, topic_id: int, partition: int, holder: str) -> None:
+    conn.execute(delete(cleaner_leases).where(
+        and_(cleaner_leases.c.topic_id == topic_id, cleaner_leases.c.partition == partition,
+             cleaner_leases.c.holder == holder)))
+
+
+# --- deleted topics ---------------------------------------------------------------------------
+
+
+def next_deleted_topic(conn: Connection) -> int | None:
+    return conn.execute(select(func.min(deleted_topics.c.topic_id))).scalar()
+
+
+def purge_deleted_topic(conn: Connection, topic_id: int, limit: int) -> int:
+    """Delete up to about `limit` records of a deleted topic, one partition's prefix at a
+    time; when none are left, its row in deleted_topics too. Returns the records deleted."""
+    partition = conn.execute(
+        select(func.min(records.c.partition)).where(records.c.topic_id == topic_id)
+    ).scalar()
+    if partition is None:
+        conn.execute(delete(deleted_topics).where(deleted_topics.c.topic_id == topic_id))
+        return 0
+    in_partition = and_(records.c.topic_id == topic_id, records.c.partition == partition)
+    bound = conn.execute(
+        select(records.c.offset).where(in_partition).order_by(records.c.offset).offset(limit).limit(1)
+    ).scalar()
+    stmt = delete(records).where(in_partition)
+    if bound is not None:
+        stmt = stmt.where(records.c.offset < bound)
+    return conn.execute(stmt).rowcount

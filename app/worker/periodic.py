@@ -1,0 +1,65 @@
+"""The shape every background chore shares (River's maintenance services): `run_once(now_ms)`
+does one pass and returns what it did, which tests assert on; a thread calls it every
+interval, and only waits between passes. A pass that fails is logged and counted, and the
+next one runs at the next interval: the database may be restarting."""
+
+from __future__ import annotations
+
+import logging
+import threading
+from typing import Any
+
+from prometheus_client import Counter
+
+from app.domain.clock import Clock
+
+logger = logging.getLogger(__name__)
+
+
+class PeriodicWorker:
+    """Subclasses name themselves and do a pass in `_pass(now_ms)`, returning a result that
+    is false when the pass did nothing (then nothing is logged)."""
+
+    name = "worker"
+
+    def __init__(self, clock: Clock, interval_ms: int, passes: Counter) -> None:
+        self.clock = clock
+        self.interval_s = interval_ms / 1000
+        self._passes = passes  # counted by outcome: ok, failed
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def _pass(self, now_ms: int) -> Any:
+        raise NotImplementedError
+
+    def run_once(self, now_ms: int | None = None) -> Any:
+        try:
+            result = self._pass(self.clock() if now_ms is None else now_ms)
+        except Exception:
+            self._passes.labels("failed").inc()
+            raise
+        self._passes.labels("ok").inc()
+        if result:
+            logger.info("%s pass: %s", self.name, result)
+        return result
+
+    def stopping(self) -> bool:
+        """Asked by long passes between their steps: stop() does not wait for a whole pass."""
+        return self._stop.is_set()
+
+    def run_forever(self) -> None:
+        while not self._stop.is_set():
+            try:
+                self.run_once()
+            except Exception:
+                logger.exception("%s pass failed", self.name)
+            self._stop.wait(self.interval_s)
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self.run_forever, name=f"outbox-{self.name}", daemon=True)
+        self._thread.start()
+
+    def stop(self, timeout_s: float = 10) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout_s)

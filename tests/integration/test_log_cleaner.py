@@ -1,0 +1,332 @@
+"""The log cleaner (app.services.log_cleaner) on both databases: retention, compaction, the
+rows below a log start, deleted topics. Each test states what stays, exactly."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from sqlalchemy import create_engine, func, insert, select, update
+
+from app.domain.log_cleaning import record_size
+from app.services.log_cleaner import CleanerPass, LogCleaner
+from app.storage import cleaning
+from app.storage.dialect import utf8_bytes
+from app.storage.tables import deleted_topics, partitions, records, topics
+from tests.helpers import batch, begin, create_topic, fetch, ident, init_producer, read_all, send
+
+HOUR = 3_600_000
+
+
+@pytest.fixture
+def cleaner(services, clock) -> LogCleaner:  # type: ignore[no-untyped-def]
+    # Small chunks, so that every test crosses chunk boundaries.
+    return LogCleaner(services.db, services.settings, clock, chunk_rows=3)
+
+
+def produce(client: Any, topic: str, values: list[Any], *, partition: int = 0, ts: int | None = None,
+            keys: list[str | None] | None = None) -> None:
+    recs = [{"value": v, **({"timestamp_ms": ts} if ts is not None else {})} for v in values]
+    for r, k in zip(recs, keys or [None] * len(recs), strict=True):
+        if k is not None:
+            r["key"] = k
+    r = client.post("/v1/records", json={"batches": [{"topic": topic, "partition": partition, "records": recs}]})
+    assert r.status_code == 200, r.text
+
+
+def txn(client: Any, tid: str, topic: str, values: list[Any], *, commit: bool | None = True,
+        keys: list[str] | None = None, partition: int = 0) -> dict:
+    p = init_producer(client, tid)
+    begin(client, tid, p)
+    b = batch(topic, partition, values, 0)
+    if keys is not None:
+        for r, k in zip(b["records"], keys, strict=True):
+            r["key"] = k
+    assert send(client, [b], p, tid).status_code == 200
+    if commit is not None:
+        r = client.post(f"/v1/transactions/{tid}/{'commit' if commit else 'abort'}", json=ident(p))
+        assert r.status_code == 200, r.text
+    return p
+
+
+def described(client: Any, topic: str, partition: int = 0) -> dict:
+    return client.get(f"/v1/topics/{topic}").json()["partitions"][partition]
+
+
+def offsets_stored(db_url: str, topic: str, partition: int = 0) -> list[int]:
+    engine = create_engine(db_url)
+    with engine.connect() as conn:
+        out = list(conn.execute(
+            select(records.c.offset).join(topics, topics.c.topic_id == records.c.topic_id)
+            .where(topics.c.name == topic, records.c.partition == partition).order_by(records.c.offset)
+        ).scalars())
+    engine.dispose()
+    return out
+
+
+def committed_values(client: Any, topic: str, start: int | None = None, partition: int = 0) -> list[Any]:
+    offset = described(client, topic, partition)["log_start_offset"] if start is None else start
+    out = []
+    while True:
+        page = fetch(client, topic, partition, offset)
+        out += [(r["key"], r["value"]) if r["key"] is not None else r["value"] for r in page["records"]]
+        if page["next_offset"] >= page["high_watermark"] or not page["records"]:
+            return out
+        offset = page["next_offset"]
+
+
+def assert_counters_exact(client: Any, db_url: str, topic: str, partition: int = 0) -> None:
+    engine = create_engine(db_url)
+    with engine.connect() as conn:
+        count, size = conn.execute(
+            select(func.count(), func.coalesce(func.sum(
+                utf8_bytes(records.c.key) + utf8_bytes(records.c.value) + utf8_bytes(records.c.headers)), 0))
+            .join(topics, topics.c.topic_id == records.c.topic_id)
+            .where(topics.c.name == topic, records.c.partition == partition, records.c.control_type.is_(None))
+        ).one()
+    engine.dispose()
+    d = described(client, topic, partition)
+    assert (d["record_count"], d["size_bytes"]) == (count, size)
+
+
+# --- retention by time ------------------------------------------------------------------------
+
+
+def test_records_older_than_retention_ms_go_and_the_log_start_moves(client, cleaner, clock, db_url) -> None:  # type: ignore[no-untyped-def]
+    create_topic(client, "t", retention_ms=HOUR)
+    produce(client, "t", [1, 2, 3, 4], ts=clock.now_ms - 2 * HOUR)
+    produce(client, "t", [5, 6], ts=clock.now_ms)
+
+    result = cleaner.run_once()
+
+    assert result == CleanerPass(retention=4, bytes_deleted=4)
+    assert described(client, "t")["log_start_offset"] == 4
+    assert offsets_stored(db_url, "t") == [4, 5]
+    assert committed_values(client, "t") == [5, 6]
+    assert client.get("/v1/topics/t/partitions/0/records", params={"offset": 3}).status_code == 416
+    assert_counters_exact(client, db_url, "t")
+
+
+def test_nothing_goes_before_its_time(client, cleaner, clock) -> None:  # type: ignore[no-untyped-def]
+    create_topic(client, "t", retention_ms=HOUR)
+    produce(client, "t", [1, 2], ts=clock.now_ms - HOUR + 1)
+    assert cleaner.run_once() == CleanerPass()
+    clock.advance(1)
+    assert cleaner.run_once().retention == 0
+    clock.advance(1)
+    assert cleaner.run_once().retention == 2
+
+
+def test_retention_minus_one_keeps_everything(client, cleaner, clock) -> None:  # type: ignore[no-untyped-def]
+    create_topic(client, "t", retention_ms=-1)
+    produce(client, "t", [1, 2], ts=0)
+    assert cleaner.run_once() == CleanerPass()
+    assert committed_values(client, "t") == [1, 2]
+
+
+def test_an_open_transaction_keeps_its_first_record_and_everything_after_however_old(client, cleaner, clock, db_url) -> None:  # type: ignore[no-untyped-def]
+    create_topic(client, "t", retention_ms=HOUR)
+    produce(client, "t", ["p0", "p1"])  # offsets 0, 1
+    p = txn(client, "open", "t", ["x2", "x3"], commit=None)  # offsets 2, 3: open
+    produce(client, "t", ["p4"])  # offset 4
+    clock.advance(10 * HOUR)
+
+    assert cleaner.run_once().retention == 2
+    assert offsets_stored(db_url, "t") == [2, 3, 4]
+    assert described(client, "t")["log_start_offset"] == 2
+
+    assert client.post("/v1/transactions/open/commit", json=ident(p)).status_code == 200  # marker 5
+    assert committed_values(client, "t") == ["p4", "x2", "x3"]
+    assert cleaner.run_once().retention == 3
+    assert offsets_stored(db_url, "t") == []
+    assert described(client, "t")["log_start_offset"] == 6
+
+
+def test_markers_go_with_the_records_they_end(client, cleaner, clock, db_url) -> None:  # type: ignore[no-untyped-def]
+    create_topic(client, "t", retention_ms=HOUR)
+    txn(client, "a", "t", ["a0", "a1"])  # 0, 1, marker 2
+    txn(client, "b", "t", ["b3"], commit=False)  # 3, abort marker 4
+    clock.advance(2 * HOUR)
+    produce(client, "t", ["p5"], ts=clock.now_ms)
+
+    assert cleaner.run_once().retention == 3
+    assert offsets_stored(db_url, "t") == [5]
+    assert described(client, "t")["log_start_offset"] == 5
+    assert_counters_exact(client, db_url, "t")
+
+
+def test_a_committed_transaction_that_straddles_the_bound_stays_whole(client, cleaner, clock, db_url) -> None:  # type: ignore[no-untyped-def]
+    create_topic(client, "t", retention_ms=HOUR)
+    produce(client, "t", ["p0"], ts=clock.now_ms - 2 * HOUR)
+    p = txn(client, "a", "t", ["a1"], commit=None)
+    clock.advance(2 * HOUR)
+    produce(client, "t", ["p2"], ts=clock.now_ms)  # not expired
+    assert client.post("/v1/transactions/a/commit", json=ident(p)).status_code == 200  # marker 3
+
+    # a1 is expired but its marker lies past p2, which stays: a1 stays too.
+    assert cleaner.run_once().retention == 1
+    assert offsets_stored(db_url, "t") == [1, 2, 3]
+    assert committed_values(client, "t") == ["p2", "a1"]
+
+
+# --- retention by size ------------------------------------------------------------------------
+
+
+def test_the_oldest_records_go_while_the_partition_holds_more_than_retention_bytes(client, cleaner, db_url) -> None:  # type: ignore[no-untyped-def]
+    create_topic(client, "t", retention_ms=-1, retention_bytes=25)
+    produce(client, "t", ["aaaaaaaa"] * 5)  # 10 bytes each ("aaaaaaaa" with its quotes)
+
+    assert cleaner.run_once() == CleanerPass(retention=3, bytes_deleted=30)
+    assert described(client, "t")["size_bytes"] == 20
+    assert committed_values(client, "t") == ["aaaaaaaa"] * 2
+    assert_counters_exact(client, db_url, "t")
+
+
+# --- below the log start ----------------------------------------------------------------------
+
+
+def move_log_start(db_url: str, topic: str, offset: int, partition: int = 0) -> None:
+    """What DeleteRecords does: moves the log start, nothing else."""
+    engine = create_engine(db_url)
+    with engine.begin() as conn:
+        topic_id = conn.execute(select(topics.c.topic_id).where(topics.c.name == topic)).scalar_one()
+        conn.execute(update(partitions).where(partitions.c.topic_id == topic_id, partitions.c.partition == partition)
+                     .values(log_start_offset=offset))
+    engine.dispose()
+
+
+def test_rows_below_the_log_start_go_whatever_the_policy(client, cleaner, db_url) -> None:  # type: ignore[no-untyped-def]
+    create_topic(client, "t", cleanup_policy="compact", retention_ms=-1)
+    produce(client, "t", list(range(8)), keys=[f"k{i}" for i in range(8)])
+    move_log_start(db_url, "t", 7)
+
+    result = cleaner.run_once()
+
+    assert result.below_log_start == 7
+    assert offsets_stored(db_url, "t") == [7]
+    assert_counters_exact(client, db_url, "t")
+
+
+# --- compaction -------------------------------------------------------------------------------
+
+
+def test_compaction_keeps_each_keys_latest_committed_record(client, cleaner, db_url) -> None:  # type: ignore[no-untyped-def]
+    create_topic(client, "t", cleanup_policy="compact")
+    produce(client, "t", [1, 2, 3, 4, 5], keys=["a", "b", "a", "c", "a"])
+    txn(client, "x", "t", [6, 7], keys=["b", "d"])  # 5, 6, marker 7
+    txn(client, "y", "t", [8], keys=["c"], commit=False)  # 8, abort 9
+
+    result = cleaner.run_once()
+
+    assert result.compaction == 4  # a@0, b@1, a@2 superseded; c@8 aborted
+    assert result.partitions_compacted == 1
+    assert committed_values(client, "t") == [("c", 4), ("a", 5), ("b", 6), ("d", 7)]
+    assert offsets_stored(db_url, "t") == [3, 4, 5, 6, 7]  # the abort marker went with c@8
+    assert_counters_exact(client, db_url, "t")
+
+
+def test_a_record_committed_later_wins_over_one_appended_later(client, cleaner) -> None:  # type: ignore[no-untyped-def]
+    create_topic(client, "t", cleanup_policy="compact")
+    p = txn(client, "x", "t", ["from-txn"], keys=["a"], commit=None)  # offset 0
+    produce(client, "t", ["plain"], keys=["a"])  # offset 1, visible first
+    assert client.post("/v1/transactions/x/commit", json=ident(p)).status_code == 200  # marker 2
+
+    cleaner.run_once()
+    assert committed_values(client, "t") == [("a", "from-txn")]
+
+
+def test_compaction_never_reaches_the_last_stable_offset(client, cleaner, db_url) -> None:  # type: ignore[no-untyped-def]
+    create_topic(client, "t", cleanup_policy="compact")
+    produce(client, "t", [1], keys=["a"])
+    txn(client, "x", "t", [2], keys=["a"], commit=None)  # open, at offset 1
+    produce(client, "t", [3], keys=["a"])  # offset 2, past the last stable offset
+
+    cleaner.run_once()
+    assert offsets_stored(db_url, "t") == [0, 1, 2]
+
+
+def test_a_partly_compacted_transaction_is_still_read_through_its_new_head(client, cleaner, db_url) -> None:  # type: ignore[no-untyped-def]
+    create_topic(client, "t", cleanup_policy="compact")
+    txn(client, "x", "t", [1, 2, 3, 4], keys=["a", "b", "c", "d"])  # 0..3, marker 4
+    produce(client, "t", [5, 6], keys=["a", "b"])  # 5, 6
+
+    assert cleaner.run_once().compaction == 2
+    assert offsets_stored(db_url, "t") == [2, 3, 4, 5, 6]
+    assert committed_values(client, "t") == [("c", 3), ("d", 4), ("a", 5), ("b", 6)]
+
+
+def test_an_old_tombstone_goes_after_delete_retention_ms(client, cleaner, clock, db_url) -> None:  # type: ignore[no-untyped-def]
+    create_topic(client, "t", cleanup_policy="compact", delete_retention_ms=HOUR)
+    produce(client, "t", [1, None], keys=["a", "a"])
+    produce(client, "t", [2], keys=["b"])
+
+    cleaner.run_once()
+    assert committed_values(client, "t") == [("a", None), ("b", 2)]  # the tombstone stays a while
+    clock.advance(HOUR + 1)
+    produce(client, "t", [3, 4, 5], keys=["b", "c", "c"])  # dirty enough to compact again
+    cleaner.run_once()
+    assert committed_values(client, "t") == [("b", 3), ("c", 5)]
+    assert_counters_exact(client, db_url, "t")
+
+
+def test_compact_and_delete_does_both(client, cleaner, clock) -> None:  # type: ignore[no-untyped-def]
+    create_topic(client, "t", cleanup_policy="compact,delete", retention_ms=HOUR)
+    produce(client, "t", [1], keys=["old"], ts=clock.now_ms - 2 * HOUR)
+    produce(client, "t", [2, 3], keys=["a", "a"], ts=clock.now_ms)
+
+    result = cleaner.run_once()
+    assert (result.retention, result.compaction) == (1, 1)
+    assert committed_values(client, "t") == [("a", 3)]
+
+
+def test_a_compacted_topic_refuses_records_without_a_key(client) -> None:  # type: ignore[no-untyped-def]
+    create_topic(client, "t", cleanup_policy="compact")
+    r = client.post("/v1/records", json={"batches": [{"topic": "t", "partition": 0,
+                                                      "records": [{"key": "k", "value": 1}, {"value": 2}]}]})
+    assert (r.status_code, r.json()["error_code"]) == (400, "INVALID_RECORD")
+    assert described(client, "t")["log_end_offset"] == 0
+
+
+# --- deleted topics and claims ----------------------------------------------------------------
+
+
+def test_a_deleted_topics_records_are_purged_and_then_its_entry(client, cleaner, clock, db_url) -> None:  # type: ignore[no-untyped-def]
+    create_topic(client, "t", 2)
+    produce(client, "t", list(range(5)), partition=0)
+    produce(client, "t", list(range(4)), partition=1)
+    engine = create_engine(db_url)
+    with engine.begin() as conn:  # what DELETE /v1/topics/t does
+        topic_id = conn.execute(select(topics.c.topic_id).where(topics.c.name == "t")).scalar_one()
+        conn.execute(insert(deleted_topics).values(topic_id=topic_id, name="t", deleted_ms=clock.now_ms))
+        conn.execute(topics.delete().where(topics.c.topic_id == topic_id))
+
+    assert cleaner.run_once().topics_purged == 9
+    with engine.connect() as conn:
+        assert conn.execute(select(func.count()).select_from(records)).scalar() == 0
+        assert conn.execute(select(func.count()).select_from(deleted_topics)).scalar() == 0
+    engine.dispose()
+
+
+def test_a_partition_compacted_by_one_cleaner_is_not_claimed_by_another(services, clock) -> None:  # type: ignore[no-untyped-def]
+    with services.db.write() as conn:
+        assert cleaning.claim(conn, 1, 0, "first", clock.now_ms, clock.now_ms + 1000)
+    with services.db.write() as conn:
+        assert not cleaning.claim(conn, 1, 0, "second", clock.now_ms, clock.now_ms + 1000)
+        assert cleaning.claim(conn, 1, 0, "first", clock.now_ms, clock.now_ms + 2000)  # renewed
+    with services.db.write() as conn:
+        assert cleaning.claim(conn, 1, 0, "second", clock.now_ms + 2001, clock.now_ms + 3000)  # expired
+    with services.db.write() as conn:
+        cleaning.release(conn, 1, 0, "first")  # not its holder any more: nothing
+        assert not cleaning.claim(conn, 1, 0, "first", clock.now_ms + 2002, clock.now_ms + 3000)
+
+
+def test_record_size_is_what_the_database_counts(client, db_url) -> None:  # type: ignore[no-untyped-def]
+    create_topic(client, "t")
+    r = client.post("/v1/records", json={"batches": [{"topic": "t", "partition": 0, "records": [
+        {"key": "ключ", "value": {"é": "😀"}, "headers": {"h": "€"}}]}]})
+    assert r.status_code == 200
+    [stored] = read_all(client, "t", 0)
+    import orjson
+    expected = record_size("ключ", orjson.dumps({"é": "😀"}).decode(), orjson.dumps({"h": "€"}).decode())
+    assert described(client, "t")["size_bytes"] == expected
+    assert_counters_exact(client, db_url, "t")

@@ -1,0 +1,211 @@
+"""The log cleaner's rules without a database (app.domain.log_cleaning)."""
+
+from __future__ import annotations
+
+import pytest
+
+from app.domain.log_cleaning import (
+    Compaction,
+    CompactionRow,
+    RetentionLimits,
+    StoredRow,
+    retention_bound,
+)
+from app.domain.types import ControlType
+
+C, A = ControlType.COMMIT, ControlType.ABORT
+OLD, NEW = 100, 1_000  # timestamps: records before 500 have expired
+EXPIRED = RetentionLimits(expire_before_ms=500, bytes_over=0)
+
+
+def rec(offset: int, ts: int = OLD, txn: int | None = None, size: int = 10) -> StoredRow:
+    return StoredRow(offset, ts, txn, None, size)
+
+
+def marker(offset: int, txn: int, kind: ControlType = C) -> StoredRow:
+    return StoredRow(offset, NEW, txn, kind, 0)
+
+
+# --- retention ------------------------------------------------------------------------------
+
+
+def test_retention_stops_at_the_first_record_not_expired() -> None:
+    rows = [rec(0), rec(1), rec(2, NEW), rec(3)]
+    assert retention_bound(rows, log_start=0, end=4, limits=EXPIRED) == 2
+
+
+def test_retention_takes_everything_read_when_all_expired() -> None:
+    assert retention_bound([rec(0), rec(1)], log_start=0, end=7, limits=EXPIRED) == 7
+
+
+def test_retention_by_size_deletes_the_oldest_until_enough_bytes_go() -> None:
+    rows = [rec(o, NEW, size=10) for o in range(5)]
+    limits = RetentionLimits(expire_before_ms=None, bytes_over=25)
+    assert retention_bound(rows, log_start=0, end=5, limits=limits) == 3
+
+
+def test_time_or_size_either_deletes() -> None:
+    rows = [rec(0, OLD), rec(1, NEW), rec(2, NEW)]
+    limits = RetentionLimits(expire_before_ms=500, bytes_over=15)
+    assert retention_bound(rows, log_start=0, end=3, limits=limits) == 2
+
+
+def test_no_limits_delete_only_below_the_log_start() -> None:
+    assert retention_bound([rec(0), rec(1), rec(2)], log_start=2, end=3, limits=None) == 2
+
+
+def test_retention_never_goes_below_the_log_start() -> None:
+    assert retention_bound([rec(5, NEW)], log_start=5, end=6, limits=EXPIRED) == 5
+
+
+def test_a_committed_transaction_goes_with_its_marker() -> None:
+    rows = [rec(0, txn=7), rec(1, txn=7), marker(2, 7), rec(3, NEW)]
+    assert retention_bound(rows, log_start=0, end=4, limits=EXPIRED) == 3
+
+
+def test_a_transaction_whose_marker_is_not_below_the_bound_is_not_split() -> None:
+    # txn 7's records are old, but its marker lies past the first record that stays.
+    rows = [rec(0), rec(1, txn=7), rec(2), rec(3, NEW), marker(4, 7)]
+    assert retention_bound(rows, log_start=0, end=5, limits=EXPIRED) == 1
+
+
+def test_a_transaction_whose_marker_is_not_read_yet_holds_the_bound_at_its_first_record() -> None:
+    rows = [rec(0), rec(1, txn=7), rec(2), rec(3)]
+    assert retention_bound(rows, log_start=0, end=4, limits=EXPIRED) == 1
+
+
+def test_lowering_the_bound_for_one_transaction_can_hold_another() -> None:
+    # txn 8 ends (marker 5) below the first bound (6), but txn 7 (marker 9) holds the bound at
+    # 3, past which txn 8's marker then lies: the bound drops to txn 8's first record, 1.
+    rows = [rec(0), rec(1, txn=8), rec(2), rec(3, txn=7), rec(4, txn=8), marker(5, 8), rec(6, NEW),
+            rec(7), rec(8), marker(9, 7)]
+    assert retention_bound(rows, log_start=0, end=10, limits=EXPIRED) == 1
+
+
+def test_an_aborted_transaction_is_not_split_either() -> None:
+    rows = [rec(0, txn=7), rec(1, NEW), marker(2, 7, A)]
+    assert retention_bound(rows, log_start=0, end=3, limits=EXPIRED) == 0
+
+
+# --- compaction -----------------------------------------------------------------------------
+
+
+def row(offset: int, key: str | None = None, txn: int | None = None, head: int | None = None,
+        ts: int = NEW, tombstone: bool = False) -> CompactionRow:
+    return CompactionRow(offset, key, txn, None, head, ts, tombstone)
+
+
+def mark(offset: int, txn: int, kind: ControlType = C) -> CompactionRow:
+    return CompactionRow(offset, None, txn, kind, None, NEW, False)
+
+
+def compacted(rows: list[CompactionRow], point: int, *, tombstones_before: int = 0,
+              dirty_from: int = 0) -> tuple[list[int], list[tuple[int, int]], list[int]]:
+    """Feed a Compaction the committed records of the dirty section as read_committed gives
+    them, scan the rows top down: (deleted offsets, new heads, empty markers)."""
+    outcome = {r.txn_id: (r.control_type, r.offset) for r in rows if r.control_type is not None}
+    committed = []
+    for r in rows:
+        if r.control_type is not None:
+            continue
+        if r.txn_id is None:
+            committed.append((r.offset, r.offset, r.key))
+        elif outcome.get(r.txn_id, (None,))[0] is C:
+            committed.append((outcome[r.txn_id][1], r.offset, r.key))
+    compaction = Compaction(tombstones_before_ms=tombstones_before)
+    for position, offset, key in sorted(committed):
+        if dirty_from <= position < point:
+            compaction.supersede(key, position, offset)
+    compaction.close_dirty_section(point)
+    plan = compaction.scan(sorted((r for r in rows if r.offset < point), key=lambda r: -r.offset))
+    return sorted(plan.delete), sorted(plan.new_heads), compaction.markers_left_empty()
+
+
+def test_compaction_keeps_each_keys_latest_record() -> None:
+    rows = [row(0, "a"), row(1, "b"), row(2, "a"), row(3, "c"), row(4, "b")]
+    assert compacted(rows, 5)[0] == [0, 1]
+
+
+def test_latest_is_in_commit_order_not_offset_order() -> None:
+    # txn 7 wrote a=… at offset 0 and committed at 2, after the plain a=… at offset 1.
+    rows = [row(0, "a", txn=7, head=1), row(1, "a"), mark(2, 7)]
+    assert compacted(rows, 3)[0] == [1]
+
+
+def test_records_past_the_cleaning_point_are_neither_touched_nor_superseding() -> None:
+    rows = [row(0, "a"), row(1, "a")]
+    assert compacted(rows, 1)[0] == []
+
+
+def test_a_transaction_decided_past_the_cleaning_point_keeps_its_records() -> None:
+    rows = [row(0, "a", txn=7, head=2), row(1, "b", txn=7), row(2, "a"), row(3, "b"), mark(4, 7)]
+    # Cleaning point 4: txn 7's marker is not below it, so its records stay, and do not
+    # supersede anything either.
+    assert compacted(rows, 4)[0] == []
+
+
+def test_aborted_records_go_and_so_does_their_empty_marker() -> None:
+    rows = [row(0, "a", txn=7, head=2), row(1, "b", txn=7), mark(2, 7, A), row(3, "c")]
+    deleted, _, empty = compacted(rows, 4)
+    assert deleted == [0, 1]
+    assert empty == [2]
+
+
+def test_a_committed_marker_goes_once_every_record_of_it_is_compacted_away() -> None:
+    rows = [row(0, "a", txn=7, head=1), mark(1, 7), row(2, "a")]
+    deleted, _, empty = compacted(rows, 3)
+    assert (deleted, empty) == ([0], [1])
+
+
+def test_a_marker_with_a_record_left_stays() -> None:
+    rows = [row(0, "a", txn=7, head=2), row(1, "b", txn=7), mark(2, 7), row(3, "a")]
+    deleted, _, empty = compacted(rows, 4)
+    assert (deleted, empty) == ([0], [])
+
+
+def test_a_deleted_head_passes_to_the_first_record_of_its_run_that_stays() -> None:
+    # One batch of txn 7 at offsets 0..3 (head 0, 4 records); a and b are superseded.
+    rows = [row(0, "a", txn=7, head=4), row(1, "b", txn=7), row(2, "c", txn=7), row(3, "d", txn=7),
+            mark(4, 7), row(5, "a"), row(6, "b")]
+    deleted, heads, _ = compacted(rows, 7)
+    assert deleted == [0, 1]
+    assert heads == [(2, 2)]
+
+
+def test_a_head_that_stays_keeps_its_run() -> None:
+    rows = [row(0, "a", txn=7, head=2), row(1, "b", txn=7), mark(2, 7), row(3, "b")]
+    deleted, heads, _ = compacted(rows, 4)
+    assert (deleted, heads) == ([1], [])
+
+
+def test_runs_of_one_transaction_move_their_heads_apart() -> None:
+    # Two batches of txn 7: [0,1] and [3,4], interleaved with a plain record at 2.
+    rows = [row(0, "a", txn=7, head=2), row(1, "b", txn=7), row(2, "x"), row(3, "c", txn=7, head=2),
+            row(4, "d", txn=7), mark(5, 7), row(6, "a"), row(7, "c")]
+    deleted, heads, _ = compacted(rows, 8)
+    assert deleted == [0, 3]
+    assert heads == [(1, 1), (4, 1)]
+
+
+def test_keyless_records_stay() -> None:
+    assert compacted([row(0), row(1), row(2, "a"), row(3, "a")], 4)[0] == [2]
+
+
+def test_an_old_tombstone_goes_a_recent_one_stays() -> None:
+    rows = [row(0, "a"), row(1, "a", ts=100, tombstone=True), row(2, "b"), row(3, "b", ts=900, tombstone=True)]
+    assert compacted(rows, 4, tombstones_before=500)[0] == [0, 1, 2]
+
+
+def test_the_clean_section_is_superseded_only_by_the_dirty_one() -> None:
+    # Below the checkpoint (3) each key is already once; a and c are written again above it.
+    rows = [row(0, "a"), row(1, "b"), row(2, "c"), row(3, "a"), row(4, "d"), row(5, "c")]
+    assert compacted(rows, 6, dirty_from=3)[0] == [0, 2]
+
+
+@pytest.mark.parametrize("point", [0, 1, 5])
+def test_every_record_fed_lies_below_the_cleaning_point(point: int) -> None:
+    compaction = Compaction(tombstones_before_ms=0)
+    compaction.supersede("a", 5, 5)
+    if point <= 5:
+        with pytest.raises(AssertionError):
+            compaction.close_dirty_section(point)
