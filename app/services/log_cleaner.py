@@ -75,12 +75,14 @@ _REASONS = ("below_log_start", "retention", "compaction", "topics_purged")
 
 class LogCleaner:
     def __init__(self, db: Database, settings: Settings, clock: Clock, *,
-                 chunk_rows: int = CHUNK_ROWS, max_compaction_keys: int = MAX_COMPACTION_KEYS) -> None:
+                 chunk_rows: int = CHUNK_ROWS, max_compaction_keys: int = MAX_COMPACTION_KEYS,
+                 min_cleanable_dirty_ratio: float = MIN_CLEANABLE_DIRTY_RATIO) -> None:
         self.db = db
         self.settings = settings
         self.clock = clock
         self.chunk_rows = chunk_rows
         self.max_compaction_keys = max_compaction_keys
+        self.min_cleanable_dirty_ratio = min_cleanable_dirty_ratio
         self.holder = uuid.uuid4().hex  # this cleaner's name on the leases it takes
 
     def run_once(self, now_ms: int | None = None, stop: Callable[[], bool] = lambda: False) -> CleanerPass:
@@ -153,7 +155,7 @@ class LogCleaner:
             return CleanerPass()
         checkpoint = max(state.cleaned_offset, log_start)
         dirty, total = state.last_stable - checkpoint, state.last_stable - log_start
-        if dirty <= 0 or dirty < MIN_CLEANABLE_DIRTY_RATIO * total:
+        if dirty <= 0 or dirty < self.min_cleanable_dirty_ratio * total:
             return CleanerPass()
         with self.db.write() as conn:
             if not cleaning.claim(conn, state.topic_id, state.partition, self.holder, now, now + LEASE_MS):
