@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Literal
 
 from pydantic import Field, field_validator, model_validator
@@ -12,8 +13,27 @@ from sqlalchemy.exc import ArgumentError
 LOG_LEVELS = ("critical", "error", "warning", "info", "debug")
 
 
+@dataclass(frozen=True, slots=True)
+class Limit:
+    """A range a request's number must be in, set by settings: checked by a service (with
+    Kafka's error code) and stated in the OpenAPI document (app.api.app), from one place."""
+
+    low: int
+    high: int
+    settings: str  # the variables that set it, for the error message
+
+    def __contains__(self, value: int) -> bool:
+        return self.low <= value <= self.high
+
+    def __str__(self) -> str:
+        return f"{self.low}..{self.high} ({self.settings})"
+
+
 class Settings(BaseSettings):
-    model_config = SettingsConfigDict(env_prefix="OUTBOX_", env_file=None, extra="ignore")
+    # hide_input_in_errors: a refused setting's value is not repeated in the error, which a
+    # traceback would print (OUTBOX_DATABASE_URL may hold a password).
+    model_config = SettingsConfigDict(env_prefix="OUTBOX_", env_file=None, extra="ignore",
+                                      hide_input_in_errors=True)
 
     database_url: str = Field(
         default="sqlite:///./outbox.db",
@@ -123,6 +143,19 @@ class Settings(BaseSettings):
                 "OUTBOX_GROUP_MIN_SESSION_TIMEOUT_MS exceeds OUTBOX_GROUP_MAX_SESSION_TIMEOUT_MS"
             )
         return self
+
+    @property
+    def partition_count_limit(self) -> Limit:
+        return Limit(1, self.max_partitions_per_topic, "OUTBOX_MAX_PARTITIONS_PER_TOPIC")
+
+    @property
+    def transaction_timeout_limit(self) -> Limit:
+        return Limit(1, self.max_transaction_timeout_ms, "OUTBOX_MAX_TRANSACTION_TIMEOUT_MS")
+
+    @property
+    def session_timeout_limit(self) -> Limit:
+        return Limit(self.group_min_session_timeout_ms, self.group_max_session_timeout_ms,
+                     "OUTBOX_GROUP_MIN_SESSION_TIMEOUT_MS..OUTBOX_GROUP_MAX_SESSION_TIMEOUT_MS")
 
     @property
     def is_sqlite(self) -> bool:

@@ -10,8 +10,8 @@ is checked once: where it is missing the test is skipped with the fix in its rea
 pytest's summary shows (-ra), or, with OUTBOX_TEST_REQUIRE_ALL=1 (set by .ci/run), failed, so
 that a run meant to be complete cannot pass by skipping.
 
-Tests are marked by where they live: tests/e2e `e2e`, tests/fuzz `fuzz`, tests/spark `spark`
-(pyproject.toml leaves them, and `slow` and `browser`, out of a plain `pytest`).
+Tests are marked by where they live: tests/e2e `e2e`, tests/fuzz `fuzz`, tests/spark `spark`;
+a plain `pytest` (no paths, no -m) leaves them, and `slow` and `browser`, out.
 """
 
 from __future__ import annotations
@@ -71,12 +71,23 @@ def require_postgres() -> None:
         unavailable(_postgres_problem[0])
 
 
+SLOW_TIERS = ("e2e", "fuzz", "spark", "slow", "browser")
+
+
+@pytest.hookimpl(tryfirst=True)  # before -m reads the markers
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     for item in items:
         path = item.nodeid.replace("\\", "/")
         for directory, marker in MARKER_OF_DIRECTORY.items():
             if path.startswith(directory):
                 item.add_marker(marker)
+    # A plain `pytest`, no paths and no -m: the fast tier. `pytest tests/spark`, `pytest -m e2e`
+    # or `pytest tests` (what .ci/run runs) choose for themselves.
+    if config.args_source is pytest.Config.ArgsSource.TESTPATHS and not config.option.markexpr:
+        slow = [item for item in items if any(item.get_closest_marker(m) for m in SLOW_TIERS)]
+        if slow:
+            config.hook.pytest_deselected(items=slow)
+            items[:] = [item for item in items if item not in set(slow)]
 
 
 def pytest_runtest_setup(item: pytest.Item) -> None:

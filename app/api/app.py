@@ -22,7 +22,7 @@ from app.api.json_body import JsonBody
 from app.api.request_metrics import RequestMetrics
 from app.api.routers import groups, health, metrics, producers, records, topics, transactions
 from app.domain.clock import Clock, system_clock
-from app.settings import Settings
+from app.settings import Limit, Settings
 from app.storage import migrate
 from app.storage.engine import open_database
 from app.worker import build_workers
@@ -87,14 +87,13 @@ def create_app(settings: Settings | None = None, clock: Clock = system_clock) ->
     return app
 
 
-# Limits that are settings. The service checks them and answers with Kafka's error codes
-# (INVALID_PARTITIONS, INVALID_TRANSACTION_TIMEOUT, INVALID_SESSION_TIMEOUT); the document
-# states the same bounds, taken from the settings of the service that serves it.
-_SETTING_BOUNDS: dict[tuple[str, str], Callable[[Settings], tuple[int, int]]] = {
-    ("TopicCreate", "partitions"): lambda s: (1, s.max_partitions_per_topic),
-    ("InitProducerIdRequest", "transaction_timeout_ms"): lambda s: (1, s.max_transaction_timeout_ms),
-    ("JoinGroupRequest", "session_timeout_ms"):
-        lambda s: (s.group_min_session_timeout_ms, s.group_max_session_timeout_ms),
+# Limits that are settings, by the request schema field they bound: the service checks them
+# with Kafka's error codes, and the document states the same Limit (app.settings.Limit), taken
+# from the settings of the service that serves it.
+_SETTING_LIMITS: dict[tuple[str, str], Callable[[Settings], Limit]] = {
+    ("TopicCreate", "partitions"): lambda s: s.partition_count_limit,
+    ("InitProducerIdRequest", "transaction_timeout_ms"): lambda s: s.transaction_timeout_limit,
+    ("JoinGroupRequest", "session_timeout_ms"): lambda s: s.session_timeout_limit,
 }
 
 
@@ -115,11 +114,11 @@ def _openapi(app: FastAPI, routers: list[APIRouter], settings: Settings) -> dict
     comps.pop("HTTPValidationError", None)
     comps.pop("ValidationError", None)
     _add_request_bodies(routers, schema, comps)
-    for (component, field), bounds in _SETTING_BOUNDS.items():
-        low, high = bounds(settings)
+    for (component, field), limit_of in _SETTING_LIMITS.items():
+        limit = limit_of(settings)
         prop = comps[component]["properties"][field]
         integer = next(s for s in prop.get("anyOf", [prop]) if s.get("type") == "integer")
-        integer.update(minimum=low, maximum=high)
+        integer.update(minimum=limit.low, maximum=limit.high)
     return schema
 
 

@@ -17,6 +17,7 @@ logger = logging.getLogger(__name__)
 STATUS_BY_ERROR: dict[type[e.OutboxError], int] = {
     e.InvalidRequest: 400,
     e.InvalidRecord: 400,
+    e.UnsupportedMediaType: 415,
     e.InvalidTopic: 400,
     e.InvalidPartitions: 400,
     e.InvalidConfig: 400,
@@ -81,8 +82,7 @@ def _validation_error(_: Request, exc: Exception) -> JSONResponse:
 
 def _http_error(_: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, StarletteHTTPException)
-    code = {404: "NOT_FOUND", 405: "METHOD_NOT_ALLOWED", 413: "RECORD_LIST_TOO_LARGE",
-            415: "UNSUPPORTED_MEDIA_TYPE"}.get(
+    code = {404: "NOT_FOUND", 405: "METHOD_NOT_ALLOWED", 413: "RECORD_LIST_TOO_LARGE"}.get(
         exc.status_code, "INVALID_REQUEST"
     )
     return JSONResponse(

@@ -31,11 +31,10 @@ import msgspec
 import orjson
 from fastapi import Request
 
-from app.api.json_body import MAX_DEPTH, JsonBody, schema_mismatch
+from app.api.json_body import MAX_DEPTH, JsonBody, decode, schema_mismatch
 from app.api.schemas.records import RecordIn, SendRequest
 from app.domain.errors import InvalidRequest
-from app.services.log_service import SendBatch
-from app.storage.log import RecordToAppend
+from app.services.log_service import RecordToAppend, SendBatch, check_record_count
 
 _NUL = b"\\u0000"
 _NULL = "null"
@@ -65,9 +64,11 @@ class SendBody(JsonBody[DecodedSend]):
     def __init__(self) -> None:
         super().__init__(SendRequest)  # type: ignore[arg-type]
 
-    async def __call__(self, request: Request) -> DecodedSend:  # type: ignore[override]
-        send: SendRequest = await super().__call__(request)  # type: ignore[assignment]
-        return to_domain(send, await request.body(), request.app.state.services.clock())
+    def decode_body(self, request: Request, body: bytes) -> DecodedSend:
+        services = request.app.state.services
+        send: SendRequest = decode(self._decoder, body)
+        check_record_count(sum(len(b.records) for b in send.batches), services.settings)
+        return to_domain(send, body, services.clock())
 
 
 def to_domain(send: SendRequest, body: bytes, now_ms: int) -> DecodedSend:

@@ -26,6 +26,12 @@ class InvalidRequest(OutboxError):
     error_code = "INVALID_REQUEST"
 
 
+class UnsupportedMediaType(OutboxError):
+    """The request body is not sent as JSON (content-type: application/json)."""
+
+    error_code = "UNSUPPORTED_MEDIA_TYPE"
+
+
 class InvalidRecord(OutboxError):
     """A record breaks a rule of its topic (a compacted topic takes keyed records only)."""
 

@@ -52,12 +52,8 @@ class GroupService:
     def join(
         self, group_id: str, *, member_id: str | None, topic_names: list[str], session_timeout_ms: int
     ) -> Membership:
-        lo, hi = self.settings.group_min_session_timeout_ms, self.settings.group_max_session_timeout_ms
-        if not lo <= session_timeout_ms <= hi:
-            raise InvalidSessionTimeout(
-                f"session_timeout_ms must be in {lo}..{hi} "
-                "(OUTBOX_GROUP_MIN_SESSION_TIMEOUT_MS..OUTBOX_GROUP_MAX_SESSION_TIMEOUT_MS)"
-            )
+        if session_timeout_ms not in self.settings.session_timeout_limit:
+            raise InvalidSessionTimeout(f"session_timeout_ms must be in {self.settings.session_timeout_limit}")
         if not topic_names:
             raise InvalidRequest("subscribe to at least one topic")
         subscription = sorted(set(topic_names))

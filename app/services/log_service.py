@@ -17,6 +17,7 @@ from app.domain.errors import (
 from app.domain.types import IsolationLevel
 from app.settings import Settings
 from app.storage import log, producers, topics
+from app.storage.log import RecordToAppend  # what a Send's records are built as (app.api.send_body)
 from app.storage import transactions as txns
 from app.storage.engine import Database
 
@@ -40,6 +41,16 @@ class SendResult:
     base_offset: int
     record_count: int
     duplicate: bool
+
+
+def check_record_count(total: int, settings: Settings) -> None:
+    """At most OUTBOX_MAX_RECORDS_PER_REQUEST records in one Send. The Send decoder asks it
+    before it builds a record, so an oversized Send costs no work per record."""
+    if total > settings.max_records_per_request:
+        raise RecordListTooLarge(
+            f"{total} records in one request; the limit is {settings.max_records_per_request} "
+            "(OUTBOX_MAX_RECORDS_PER_REQUEST)"
+        )
 
 
 _RECORDS_APPENDED = {
@@ -148,11 +159,7 @@ class LogService:
     ) -> None:
         if not batches:
             raise InvalidRequest("a Send needs at least one batch")
-        total = sum(len(b.records) for b in batches)
-        if total > self.settings.max_records_per_request:
-            raise RecordListTooLarge(
-                f"{total} records in one request; the limit is {self.settings.max_records_per_request}"
-            )
+        check_record_count(sum(len(b.records) for b in batches), self.settings)
         seen: set[tuple[str, int]] = set()
         for b in batches:
             if not b.records:

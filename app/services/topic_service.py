@@ -26,11 +26,8 @@ class TopicService:
             raise InvalidTopic(
                 f"topic name {name!r} is not legal: use 1-249 of a-z A-Z 0-9 . _ -"
             )
-        if not 1 <= partition_count <= self.settings.max_partitions_per_topic:
-            raise InvalidPartitions(
-                f"partitions must be in 1..{self.settings.max_partitions_per_topic} "
-                "(OUTBOX_MAX_PARTITIONS_PER_TOPIC)"
-            )
+        if partition_count not in self.settings.partition_count_limit:
+            raise InvalidPartitions(f"partitions must be in {self.settings.partition_count_limit}")
         with self.db.write() as conn:
             return topics.create_topic(
                 conn, name=name, partition_count=partition_count, config=config, now_ms=self.clock()

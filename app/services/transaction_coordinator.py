@@ -95,10 +95,9 @@ class TransactionCoordinator:
 
         timeout_ms = (self.settings.default_transaction_timeout_ms if transaction_timeout_ms is None
                       else transaction_timeout_ms)
-        if not 0 < timeout_ms <= self.settings.max_transaction_timeout_ms:
+        if timeout_ms not in self.settings.transaction_timeout_limit:
             raise InvalidTransactionTimeout(
-                f"transaction_timeout_ms must be in 1..{self.settings.max_transaction_timeout_ms} "
-                "(OUTBOX_MAX_TRANSACTION_TIMEOUT_MS)"
+                f"transaction_timeout_ms must be in {self.settings.transaction_timeout_limit}"
             )
         for _ in range(_INIT_ATTEMPTS):
             result = self._init_once(transactional_id, timeout_ms, producer_id, producer_epoch)

@@ -67,7 +67,12 @@ def backup_sqlite(database_url: str, destination: Path, *, busy_timeout_ms: int 
             dst.close()
             src.close()
         _fsync(partial)
-        os.replace(partial, destination)
+        try:
+            # A hard link, not a rename: it fails if a file appeared at the destination since
+            # the check above, where a rename would silently replace it.
+            os.link(partial, destination)
+        except FileExistsError:
+            raise BackupRefused(f"{destination} exists; back up to a new file") from None
         _fsync(destination.parent)
     finally:
         partial.unlink(missing_ok=True)

@@ -88,7 +88,9 @@ def test_a_backup_taken_while_a_writer_appends_is_a_prefix_of_the_log_and_restor
     finally:
         on_copy.close()
         copied.dispose()
-    assert acked_before <= len(served) <= acked_after, (acked_before, len(served), acked_after)
+    # One more than acknowledged after: a Send may have committed before the snapshot and had
+    # its answer read only after acked_after was.
+    assert acked_before <= len(served) <= acked_after + 1, (acked_before, len(served), acked_after)
     assert served == writer.acked[: len(served)]
 
     # Restore: with the service stopped, the copy replaces the database file, and the old

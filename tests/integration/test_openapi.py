@@ -2,6 +2,8 @@
 
 from pathlib import Path
 
+import pytest
+
 import yaml
 
 from app.api.app import create_app
@@ -51,9 +53,35 @@ def test_limits_that_are_settings_are_stated_from_the_serving_settings() -> None
     assert bounds("JoinGroupRequest", "session_timeout_ms") == (100, 200)
 
 
-def test_the_stated_partition_limit_is_the_one_checked(client) -> None:  # type: ignore[no-untyped-def]
-    limit = client.get("/openapi.json").json()["components"]["schemas"]["TopicCreate"]["properties"][
-        "partitions"]["maximum"]
-    assert client.post("/v1/topics", json={"name": "at", "partitions": limit}).status_code == 201
-    over = client.post("/v1/topics", json={"name": "over", "partitions": limit + 1})
-    assert (over.status_code, over.json()["error_code"]) == (400, "INVALID_PARTITIONS")
+def _stated(client, component: str, field: str) -> tuple[int, int]:  # type: ignore[no-untyped-def]
+    prop = client.get("/openapi.json").json()["components"]["schemas"][component]["properties"][field]
+    integer = next(s for s in prop.get("anyOf", [prop]) if s.get("type") == "integer")
+    return integer["minimum"], integer["maximum"]
+
+
+def _topic(client, n: int):  # type: ignore[no-untyped-def]
+    return client.post("/v1/topics", json={"name": f"t{n}", "partitions": n})
+
+
+def _producer(client, n: int):  # type: ignore[no-untyped-def]
+    return client.post("/v1/producers", json={"transactional_id": f"p{n}", "transaction_timeout_ms": n})
+
+
+def _member(client, n: int):  # type: ignore[no-untyped-def]
+    assert client.post("/v1/topics", json={"name": "g"}).status_code in (201, 409)
+    return client.post("/v1/groups/g/members", json={"topics": ["g"], "session_timeout_ms": n})
+
+
+@pytest.mark.parametrize("component, field, call, code", [
+    ("TopicCreate", "partitions", _topic, "INVALID_PARTITIONS"),
+    ("InitProducerIdRequest", "transaction_timeout_ms", _producer, "INVALID_TRANSACTION_TIMEOUT"),
+    ("JoinGroupRequest", "session_timeout_ms", _member, "INVALID_SESSION_TIMEOUT"),
+])
+def test_the_stated_limit_is_the_one_checked(client, component, field, call, code) -> None:  # type: ignore[no-untyped-def]
+    low, high = _stated(client, component, field)
+    for n in (low, high):
+        r = call(client, n)
+        assert r.status_code in (200, 201), r.text
+    for n in (low - 1, high + 1):
+        r = call(client, n)
+        assert (r.status_code, r.json()["error_code"]) == (400, code)

@@ -228,3 +228,25 @@ def test_a_value_with_a_repeated_key_is_stored_as_sent(client: Any) -> None:
     assert post(client, "/v1/records", send_body(b'{"a": 1, "a": 2}')).status_code == 200
     page = client.get("/v1/topics/t/partitions/0/records")
     assert b'"value":{"a": 1, "a": 2}' in page.content
+
+
+def test_a_number_no_integer_holds_is_a_schema_mismatch_not_a_syntax_error(client: Any) -> None:
+    message = refusal(post(client, "/v1/topics", b'{"name": "u", "partitions": 1e400}'), 422)
+    assert "body.partitions" in message, message
+
+
+@pytest.mark.parametrize("path", ["/v1/topics", "/v1/records"])
+def test_a_body_nested_past_the_parsers_reach_is_refused_as_too_deep(client: Any, path: str) -> None:
+    deep = b'{"config": ' * 1100 + b"1" + b"}" * 1100
+    assert refusal(post(client, path, deep), 400) == (
+        "the body nests deeper than 254 levels of arrays and objects")
+
+
+def test_an_oversized_send_is_refused_before_any_record_is_built(client: Any, monkeypatch: Any) -> None:
+    from app.api import send_body
+
+    create_topic(client, "t")
+    monkeypatch.setattr(send_body, "to_domain", lambda *a: pytest.fail("records were built"))
+    limit = client.app.state.services.settings.max_records_per_request
+    body = b'{"batches":[{"topic":"t","partition":0,"records":[' + b",".join([b"{}"] * (limit + 1)) + b"]}]}"
+    assert "(OUTBOX_MAX_RECORDS_PER_REQUEST)" in refusal(post(client, "/v1/records", body), 413, "RECORD_LIST_TOO_LARGE")
