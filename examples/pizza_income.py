@@ -15,6 +15,10 @@ a WARNING naming its topic, partition, offset and the reason.
 
 A topic that does not exist ends it at once, with one line saying which and how to create it.
 
+Where the group has no committed offset, or its committed offset fell below the log start
+(retention or DeleteRecords deleted orders it had not read), it starts at the oldest order
+still there (the consumer's auto_offset_reset="earliest", logged as a WARNING for the latter).
+
     .venv/bin/python -m examples.pizza_income --url http://127.0.0.1:8000 --idle-exit-s 5
 """
 
@@ -233,7 +237,9 @@ def main(argv: list[str] | None = None) -> int:
 
     url = args.url.rstrip("/")
     producer = Producer(url, args.transactional_id, transaction_timeout_ms=args.transaction_timeout_ms)
-    consumer = Consumer(url, GROUP, session_timeout_ms=args.session_timeout_ms, max_records=args.max_records)
+    # earliest: every order still in the log earns its income; latest would skip those too.
+    consumer = Consumer(url, GROUP, session_timeout_ms=args.session_timeout_ms, max_records=args.max_records,
+                        auto_offset_reset="earliest")
     try:
         app = PizzaIncome(producer, consumer, args.dead_letter_topic, ExponentialBackoff())
         totals = app.run(args.idle_exit_s)

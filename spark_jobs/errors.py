@@ -13,3 +13,9 @@ class JavaNotFound(SparkJobError):
 
 class JdbcDriverNotFound(SparkJobError):
     """No JDBC driver jar for the database."""
+
+
+class DataLossError(SparkJobError):
+    """A batch would skip records the group never read: its committed position is below the
+    partition's log start (retention or DeleteRecords deleted them), and the job was asked
+    to fail on data loss (Spark's Kafka source option failOnDataLoss)."""

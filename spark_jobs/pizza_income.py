@@ -7,6 +7,11 @@ One run is one batch:
    the group's offsets as the last committed run left them.
 2. Start positions: the group's committed offsets in `orders` (waiting out pending ones).
    End positions: the log end of each partition, snapshotted once, here, on the driver.
+   A committed offset below the partition's log start (retention or DeleteRecords deleted
+   orders the group never read) starts at the log start with a WARNING, counted in the
+   batch's `data_loss_partitions`; with --fail-on-data-loss the job stops there instead,
+   with one line (as Spark's Kafka source with failOnDataLoss). So does a log start that
+   passes a batch's start while Spark reads it.
 3. Spark reads the committed orders with start <= commit_position < end (spark_jobs.reader)
    and aggregates them: the income of each pizza order, and the batch's totals.
 4. One transaction through the service: the income records to `pizza-income`, one totals
@@ -57,7 +62,10 @@ from spark_jobs.positions import (  # noqa: E402
     PositionRange,
     batch_ranges,
     committed_offsets,
-    log_end_offsets,
+    deleted_while_reading,
+    log_bounds,
+    report_data_loss,
+    start_positions,
 )
 from spark_jobs.reader import read_committed  # noqa: E402
 from spark_jobs.source import DEFAULT_FETCHSIZE, JdbcSource  # noqa: E402
@@ -81,6 +89,7 @@ class BatchResult:
     pizza_orders: int = 0  # distinct pizza order ids
     income: float = 0.0
     ignored: int = 0  # records without an order_id
+    data_loss_partitions: int = 0  # partitions with records deleted before the group read them
     outputs: int = 0
     committed: bool = False
     timings_s: dict[str, float] = field(default_factory=dict)
@@ -135,10 +144,13 @@ def run(
     splits: int | None = None,
     fetchsize: int = DEFAULT_FETCHSIZE,
     transaction_timeout_ms: int = 60_000,
+    fail_on_data_loss: bool = False,
     checkpoint: Callable[[str, BatchResult | None], None] = _no_checkpoint,
 ) -> BatchResult:
     """One batch, exactly once (see the module docstring). `checkpoint(name, result)` is
-    called at each of CHECKPOINTS; tests make it crash there, or write to the log there."""
+    called at each of CHECKPOINTS; tests make it crash there, or write to the log there.
+    `fail_on_data_loss`: raise DataLossError, before any output, rather than start at the log
+    start of a partition whose committed offset is below it."""
     clock = time.monotonic()
     timings: dict[str, float] = {}
 
@@ -156,10 +168,13 @@ def run(
             _require_topic(session, topic)
         producer.init_transactions()
         checkpoint("after-init", None)
-        starts = committed_offsets(session, group, input_topic)
-        ends = log_end_offsets(session, input_topic)  # the snapshot: read once, here
-        ranges = batch_ranges(starts, ends, max_positions=max_positions)
-        result = BatchResult(batch_id(input_topic, ranges), ranges, timings_s=timings)
+        committed = committed_offsets(session, group, input_topic)
+        bounds = log_bounds(session, input_topic)  # the snapshot: read once, here
+        starts, lost = start_positions(committed, {p: b.log_start for p, b in bounds.items()})
+        report_data_loss(lost, group=group, topic=input_topic, fail_on_data_loss=fail_on_data_loss)
+        ranges = batch_ranges(starts, {p: b.log_end for p, b in bounds.items()}, max_positions=max_positions)
+        result = BatchResult(batch_id(input_topic, ranges), ranges, timings_s=timings,
+                             data_loss_partitions=len(lost))
         lap("positions")
         checkpoint("after-snapshot", result)
         if all(r.size == 0 for r in ranges):
@@ -174,6 +189,11 @@ def run(
         result.orders, result.pizza_orders = total["orders"], total["pizza_orders"]
         result.ignored = total["ignored"]
         result.income = float(total["income"] or 0)
+        # The log start may have passed a range's start since the snapshot: its first records
+        # may then have been deleted before the queries reached them.
+        cut = deleted_while_reading(ranges, {p: b.log_start for p, b in log_bounds(session, input_topic).items()})
+        report_data_loss(cut, group=group, topic=input_topic, fail_on_data_loss=fail_on_data_loss)
+        result.data_loss_partitions = len({d.partition for d in [*lost, *cut]})
         lap("spark")
         checkpoint("after-read", result)
 
@@ -247,6 +267,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="read at most this many positions per partition in this batch")
     parser.add_argument("--fetchsize", type=int, default=DEFAULT_FETCHSIZE)
     parser.add_argument("--transaction-timeout-ms", type=int, default=60_000)
+    parser.add_argument("--fail-on-data-loss", action="store_true",
+                        help="stop, with one line, instead of starting at the log start of a partition "
+                             "whose committed offset is below it (records deleted before the group read them)")
     parser.add_argument("--crash-at", choices=CHECKPOINTS, default=None,
                         help="kill -9 this process at that point (for crash tests)")
     args = parser.parse_args(argv)
@@ -277,6 +300,7 @@ def main(argv: list[str] | None = None) -> int:
             output_topic=args.output, totals_topic=args.totals, max_positions=args.max_positions,
             splits=args.splits, fetchsize=args.fetchsize,
             transaction_timeout_ms=args.transaction_timeout_ms,
+            fail_on_data_loss=args.fail_on_data_loss,
             checkpoint=_kill_self_at(args.crash_at) if args.crash_at else _no_checkpoint,
         )
     except SparkJobError as e:

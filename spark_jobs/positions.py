@@ -11,16 +11,25 @@ Positions are read_committed positions: offsets in the log at which commit point
   queries (each its own connection and snapshot) read one consistent batch.
 - start: the group's committed offsets (`GET /v1/groups/{group}/offsets`), asked with
   require_stable so that offsets pending in an unfinished transaction are waited for, never
-  read stale; 0 for a partition the group never committed.
+  read stale; the log start for a partition the group never committed, and for one whose
+  committed offset is below the log start (start_positions): retention or DeleteRecords
+  deleted records the group never read. That is data loss, said in a WARNING per partition
+  (report_data_loss), or an error (DataLossError) where the job must not go on without them,
+  as with Spark's Kafka source and its failOnDataLoss option. The log start comes from the
+  same description as the end.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import logging
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from app.client.errors import ClientError
 from app.client.http import Session
+from spark_jobs.errors import DataLossError
+
+logger = logging.getLogger(__name__)
 
 OFFSET_WAIT_MS = 10_000
 OFFSET_DEADLINE_S = 120.0
@@ -39,10 +48,81 @@ class PositionRange:
         return max(0, self.end - self.start)
 
 
+@dataclass(frozen=True, slots=True)
+class LogBounds:
+    """A partition's log start (the first offset still stored) and log end."""
+
+    log_start: int
+    log_end: int
+
+
+@dataclass(frozen=True, slots=True)
+class DataLoss:
+    """A partition whose records from `position` up to `log_start` were deleted before the
+    batch read them: the group's committed position was below the log start at the
+    snapshot, or (`while_reading`) the log start passed the batch's start while it read."""
+
+    partition: int
+    position: int
+    log_start: int
+    while_reading: bool = False
+
+    def describe(self, topic: str) -> str:
+        if self.while_reading:
+            return (f"{topic}/{self.partition}: the log start moved to {self.log_start} while the batch read "
+                    f"from {self.position}, so records below {self.log_start} may be missing from it")
+        return (f"{topic}/{self.partition}: committed position {self.position} is below the log start "
+                f"{self.log_start}, so records in [{self.position}, {self.log_start}) were deleted "
+                "before the group read them")
+
+
+def log_bounds(session: Session, topic: str) -> dict[int, LogBounds]:
+    """partition → (log start, log end), read now, from one description of the topic."""
+    described = session.call("GET", f"/v1/topics/{topic}")
+    return {p["partition"]: LogBounds(p["log_start_offset"], p["log_end_offset"]) for p in described["partitions"]}
+
+
 def log_end_offsets(session: Session, topic: str) -> dict[int, int]:
     """partition → log end offset, read now: the batch's end positions."""
-    described = session.call("GET", f"/v1/topics/{topic}")
-    return {p["partition"]: p["log_end_offset"] for p in described["partitions"]}
+    return {p: b.log_end for p, b in log_bounds(session, topic).items()}
+
+
+def start_positions(committed: Mapping[int, int], log_starts: Mapping[int, int]) -> tuple[dict[int, int], list[DataLoss]]:
+    """Each partition's start: its committed offset, or the log start where there is none
+    (the oldest record still there) or where the committed offset is below it (a DataLoss)."""
+    starts: dict[int, int] = {}
+    lost: list[DataLoss] = []
+    for partition, log_start in sorted(log_starts.items()):
+        position = committed.get(partition)
+        if position is not None and position < log_start:
+            lost.append(DataLoss(partition, position, log_start))
+        starts[partition] = log_start if position is None else max(position, log_start)
+    return starts, lost
+
+
+def deleted_while_reading(ranges: Sequence[PositionRange], log_starts: Mapping[int, int]) -> list[DataLoss]:
+    """The ranges whose start the log start has passed since the snapshot (log_starts read
+    after the read): their first records may have been deleted before the read reached them."""
+    return [
+        DataLoss(r.partition, r.start, log_starts[r.partition], while_reading=True)
+        for r in ranges
+        if r.size > 0 and log_starts.get(r.partition, r.start) > r.start
+    ]
+
+
+def report_data_loss(lost: Sequence[DataLoss], *, group: str, topic: str, fail_on_data_loss: bool) -> None:
+    """One WARNING per partition, or, with fail_on_data_loss, a DataLossError naming them all
+    on one line."""
+    if not lost:
+        return
+    if fail_on_data_loss:
+        raise DataLossError(
+            f"data loss for group {group!r}: " + "; ".join(d.describe(topic) for d in lost)
+            + " (without fail-on-data-loss the job goes on without them)"
+        )
+    for d in lost:
+        logger.warning("data loss for group %s: %s; %s", group, d.describe(topic),
+                       "the batch goes on without them" if d.while_reading else "starting at the log start")
 
 
 def committed_offsets(session: Session, group_id: str, topic: str) -> dict[int, int]:
@@ -63,7 +143,8 @@ def committed_offsets(session: Session, group_id: str, topic: str) -> dict[int, 
 def batch_ranges(
     starts: Mapping[int, int], ends: Mapping[int, int], *, max_positions: int | None = None
 ) -> list[PositionRange]:
-    """One range per partition of `ends`, from its start (0 if absent) to its end, or to
+    """One range per partition of `ends`, from its start (0 if absent; start_positions gives
+    every partition one) to its end, or to
     start + max_positions when that is smaller. Any position is a valid end: the records of a
     transaction share one commit_position, so a range never splits a transaction."""
     out = []

@@ -11,12 +11,20 @@ from typing import Any
 import httpx
 
 from app.client.backoff import DEFAULT_RETRY_BACKOFF_MAX_MS, DEFAULT_RETRY_BACKOFF_MS, ExponentialBackoff
-from app.client.errors import ClientError, RetriableError, UnknownTopicOrPartitionError
+from app.client.errors import (
+    ClientError,
+    NoOffsetForPartitionError,
+    OffsetOutOfRangeError,
+    RetriableError,
+    UnknownTopicOrPartitionError,
+)
 from app.client.http import Session
 
 logger = logging.getLogger(__name__)
 
 TopicPartition = tuple[str, int]
+EARLIEST, LATEST, NONE = "earliest", "latest", "none"
+AUTO_OFFSET_RESETS = (EARLIEST, LATEST, NONE)
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,6 +58,27 @@ class Consumer:
     """Positions are read_committed positions: after a poll, a partition's position is the
     fetch's next_offset, and committing it means "every record returned so far is done".
 
+    `auto_offset_reset` (Kafka's `auto.offset.reset`) decides where a partition starts when
+    the group has no committed offset for it (or the consumer has no group), and where it
+    goes when its position is out of range (the service answers 416 OFFSET_OUT_OF_RANGE:
+    typically a committed offset below the log start, whose records retention or
+    DeleteRecords deleted before the group read them):
+
+    - "earliest" (the default): the partition's log start, the oldest record still there;
+    - "latest": the partition's log end (high watermark), so only records written, and
+      transactions committed, from then on are read. The same for both isolations: an
+      open transaction's records surface at its COMMIT marker, which lands at or past the
+      high watermark, so nothing committed later is skipped, and starting at the last
+      stable offset instead (as Kafka's read_committed consumer does, since its reads stop
+      there) would read again what was committed behind an open transaction;
+    - "none": raise NoOffsetForPartitionError or OffsetOutOfRangeError (both
+      InvalidOffsetError) from poll(), position() or position_offsets(), the partition's
+      position unchanged; seek() it to go on.
+
+    A reset to the log start is a valid read_committed position: commit points below it are
+    gone with their records. An out-of-range reset is logged at WARNING (partition, old
+    and new position), a start without a committed offset at INFO, once each.
+
     Retriable failures are retried with Kafka's KIP-580 backoff (`retry_backoff_ms` doubling
     up to `retry_backoff_max_ms`, ±20 % jitter). Subscribing to, or fetching from, a topic
     that does not exist raises UnknownTopicOrPartitionError at once."""
@@ -60,6 +89,7 @@ class Consumer:
         group_id: str | None = None,
         *,
         isolation: str = "read_committed",
+        auto_offset_reset: str = EARLIEST,
         session_timeout_ms: int = 10_000,
         max_records: int = 500,
         offset_wait_ms: int = 5_000,
@@ -68,8 +98,12 @@ class Consumer:
         retry_backoff_max_ms: int = DEFAULT_RETRY_BACKOFF_MAX_MS,
         client: httpx.Client | None = None,
     ) -> None:
+        if auto_offset_reset not in AUTO_OFFSET_RESETS:
+            raise ValueError(f"auto_offset_reset must be one of {', '.join(AUTO_OFFSET_RESETS)}; "
+                             f"got {auto_offset_reset!r}")
         self.group_id = group_id
         self.isolation = isolation
+        self.auto_offset_reset = auto_offset_reset
         self.session_timeout_ms = session_timeout_ms
         self.max_records = max_records
         self.offset_wait_ms = offset_wait_ms
@@ -81,7 +115,18 @@ class Consumer:
         self._assignment = _Assignment(-1, ())
         self._pending: _Assignment | None = None  # learnt from a heartbeat, applied in poll()
         self._rejoin = False
+        # Assigned partitions without a position (no committed offset) are absent until
+        # poll() resets them (as Kafka's consumer resets lazily, before its next fetch).
         self._positions: dict[TopicPartition, int] = {}
+        # Where a reset started a partition that has no committed offset: what
+        # seek_to_committed() returns to, as if it had been committed, so that redoing an
+        # aborted transaction reads its records again instead of resetting anew ("latest"
+        # would skip them).
+        self._reset_starts: dict[TopicPartition, int] = {}
+        # auto_offset_reset="none" met an out-of-range position after other partitions'
+        # records were fetched in the same poll: those are returned first, this is raised
+        # by the next poll.
+        self._deferred: OffsetOutOfRangeError | None = None
         self._manual = False
         self._lock = threading.Lock()
         self._stop = threading.Event()
@@ -159,23 +204,101 @@ class Consumer:
             tp: pos for tp, pos in self._positions.items()
             if same_generation and tp in assignment.partitions
         }
+        self._reset_starts = {tp: s for tp, s in self._reset_starts.items() if tp in kept}
         new = [tp for tp in assignment.partitions if tp not in kept]
-        kept.update(self._committed(new))
+        kept.update(self._committed(new))  # the others are reset by the next poll
         self._positions = kept
         self._assignment = assignment
 
     def _committed(self, partitions: list[TopicPartition]) -> dict[TopicPartition, int]:
-        if not partitions:
+        """The group's committed offsets of those of `partitions` that have one."""
+        if not partitions or self.group_id is None:
             return {}
-        found: dict[TopicPartition, int] = {}
-        if self.group_id is not None:
-            answer = self._session.call(
-                "GET", f"/v1/groups/{self.group_id}/offsets",
-                params={"require_stable": "true", "wait_ms": self.offset_wait_ms},
-                deadline_s=max(60.0, self.session_timeout_ms / 1000),
+        answer = self._session.call(
+            "GET", f"/v1/groups/{self.group_id}/offsets",
+            params={"require_stable": "true", "wait_ms": self.offset_wait_ms},
+            deadline_s=max(60.0, self.session_timeout_ms / 1000),
+        )
+        found = {(o["topic"], o["partition"]): o["offset"] for o in answer["offsets"]}
+        return {tp: found[tp] for tp in partitions if tp in found}
+
+    # --- auto_offset_reset -------------------------------------------------------------------
+
+    def _reset_missing(self) -> None:
+        """Give every assigned partition without a position one, by auto_offset_reset."""
+        missing = [tp for tp in self._assignment.partitions if tp not in self._positions]
+        if not missing:
+            return
+        if self.auto_offset_reset == NONE:
+            topic, partition = missing[0]
+            whose = f"group {self.group_id!r} has" if self.group_id is not None else "a consumer without a group has"
+            raise NoOffsetForPartitionError(
+                "NO_OFFSET_FOR_PARTITION",
+                f"{whose} no committed offset for {_name(missing)} and auto_offset_reset is 'none'",
+                topic=topic, partition=partition,
             )
-            found = {(o["topic"], o["partition"]): o["offset"] for o in answer["offsets"]}
-        return {tp: found.get(tp, 0) for tp in partitions}
+        bounds = self._log_bounds(missing)
+        for tp in missing:
+            log_start, log_end = bounds[tp]
+            new = log_start if self.auto_offset_reset == EARLIEST else log_end
+            logger.info("%s%s/%d: no committed offset; starting at the log %s, offset %d (auto_offset_reset=%s)",
+                        self._group_prefix(), *tp, "start" if self.auto_offset_reset == EARLIEST else "end",
+                        new, self.auto_offset_reset)
+            self._positions[tp] = new
+            self._reset_starts[tp] = new
+
+    def _out_of_range(self, tp: TopicPartition, error: OffsetOutOfRangeError) -> None:
+        """The fetch at tp's position answered 416: reset it, or raise if that is not allowed."""
+        topic, partition = tp
+        position = self._positions[tp]
+        log_start, log_end = error.log_start_offset, error.log_end_offset
+        if log_start is None or log_end is None:  # a refusal without the bounds: ask for them
+            log_start, log_end = self._log_bounds([tp])[tp]
+            error.details.update(log_start_offset=log_start, log_end_offset=log_end)
+        where = (f"below the log start {log_start} (the records before it were deleted)"
+                 if position < log_start else f"past the log end {log_end}")
+        if self.auto_offset_reset == NONE:
+            raise OffsetOutOfRangeError(
+                error.error_code,
+                f"{self._group_prefix()}{topic}/{partition}: position {position} is {where}, "
+                "and auto_offset_reset is 'none'",
+                error.status, dict(error.details), topic=topic, partition=partition, position=position,
+            ) from error
+        new = log_start if self.auto_offset_reset == EARLIEST else log_end
+        logger.warning("%s%s/%d: position %d is %s; resetting it to the log %s, offset %d (auto_offset_reset=%s)",
+                       self._group_prefix(), topic, partition, position, where,
+                       "start" if self.auto_offset_reset == EARLIEST else "end", new, self.auto_offset_reset)
+        self._positions[tp] = new
+        if self._reset_starts.get(tp, log_start) < log_start:
+            self._reset_starts[tp] = new  # what it stood for is gone: start over from here
+
+    def _log_bounds(self, partitions: list[TopicPartition]) -> dict[TopicPartition, tuple[int, int]]:
+        """(log start, log end) of each partition, from its topic's description."""
+        out: dict[TopicPartition, tuple[int, int]] = {}
+        for topic in sorted({t for t, _ in partitions}):
+            try:
+                described = self._session.call("GET", f"/v1/topics/{topic}")
+            except UnknownTopicOrPartitionError as e:
+                e.topic = topic
+                raise
+            for p in described["partitions"]:
+                out[(topic, p["partition"])] = (p["log_start_offset"], p["log_end_offset"])
+        for topic, partition in partitions:
+            if (topic, partition) not in out:
+                raise UnknownTopicOrPartitionError(
+                    "UNKNOWN_TOPIC_OR_PARTITION", f"topic {topic!r} has no partition {partition}", topic=topic)
+        return out
+
+    def _group_prefix(self) -> str:
+        return f"group {self.group_id}: " if self.group_id is not None else ""
+
+    def _raise_deferred(self) -> None:
+        error, self._deferred = self._deferred, None
+        if error is None:
+            return
+        tp = (error.topic, error.partition)
+        if self._positions.get(tp) == error.position:  # not seeked, not revoked since
+            raise error
 
     # --- consuming --------------------------------------------------------------------------
 
@@ -188,13 +311,24 @@ class Consumer:
             self._join()
         elif pending is not None:
             self._apply(pending)
+        self._raise_deferred()
+        self._reset_missing()
         deadline = time.monotonic() + timeout_s
-        partitions = list(self._positions)
+        partitions = sorted(self._positions)
         while partitions:
             out: list[ConsumerRecord] = []
             for i in range(len(partitions)):
                 tp = partitions[(self._next_partition + i) % len(partitions)]
-                out.extend(self._fetch(tp, self.max_records - len(out)))
+                try:
+                    out.extend(self._fetch(tp, self.max_records - len(out)))
+                except OffsetOutOfRangeError as e:
+                    if not out:
+                        raise
+                    # The records already fetched have moved their partitions' positions:
+                    # hand them over, or they would be skipped.
+                    self._deferred = e
+                    self._next_partition = (self._next_partition + i) % len(partitions)
+                    return out
                 if len(out) >= self.max_records:
                     self._next_partition = (self._next_partition + i + 1) % len(partitions)
                     break
@@ -208,15 +342,25 @@ class Consumer:
         return []
 
     def _fetch(self, tp: TopicPartition, max_records: int) -> list[ConsumerRecord]:
+        """A fetch at tp's position. Out of range, the position is reset (or the error raised,
+        with auto_offset_reset="none") and fetched at once; should that be refused too (the
+        log start moved again in between), the poll's next round tries again."""
         topic, partition = tp
-        try:
-            page = self._session.call(
-                "GET", f"/v1/topics/{topic}/partitions/{partition}/records",
-                params={"offset": self._positions[tp], "isolation": self.isolation, "max_records": max(1, max_records)},
-            )
-        except UnknownTopicOrPartitionError as e:
-            e.topic = topic
-            raise
+        for _ in range(2):
+            try:
+                page = self._session.call(
+                    "GET", f"/v1/topics/{topic}/partitions/{partition}/records",
+                    params={"offset": self._positions[tp], "isolation": self.isolation,
+                            "max_records": max(1, max_records)},
+                )
+                break
+            except UnknownTopicOrPartitionError as e:
+                e.topic = topic
+                raise
+            except OffsetOutOfRangeError as e:
+                self._out_of_range(tp, e)
+        else:
+            return []
         self._positions[tp] = page["next_offset"]
         return [
             ConsumerRecord(topic, partition, r["offset"], r["commit_position"], r["key"], r["value"],
@@ -225,10 +369,14 @@ class Consumer:
         ]
 
     def position(self, tp: TopicPartition) -> int:
+        """tp's position; an assigned partition without one is reset first (auto_offset_reset)."""
+        if tp not in self._positions:
+            self._reset_missing()
         return self._positions[tp]
 
     def position_offsets(self) -> dict[TopicPartition, int]:
         """Every assigned partition's position: what send_offsets_to_transaction commits."""
+        self._reset_missing()
         return dict(self._positions)
 
     def assignment(self) -> list[TopicPartition]:
@@ -238,8 +386,11 @@ class Consumer:
         self._positions[tp] = offset
 
     def seek_to_committed(self) -> None:
-        """Rewind every partition to its committed offset (after an aborted transaction)."""
-        self._positions = self._committed(list(self._assignment.partitions))
+        """Rewind every partition to its committed offset (after an aborted transaction); one
+        without a committed offset goes back to where its reset started it."""
+        committed = self._committed(list(self._assignment.partitions))
+        self._reset_starts = {tp: s for tp, s in self._reset_starts.items() if tp not in committed}
+        self._positions = {**self._reset_starts, **committed}
 
     def group_metadata(self) -> GroupMetadata:
         """The generation under which the current positions were fetched: offsets sent with it
@@ -276,6 +427,10 @@ class Consumer:
                 pass  # the session timeout removes it anyway
         self._session.close()
         self._heartbeat_session.close()
+
+
+def _name(partitions: list[TopicPartition]) -> str:
+    return ", ".join(f"{t}/{p}" for t, p in partitions)
 
 
 def _parts(answer: dict) -> tuple[TopicPartition, ...]:

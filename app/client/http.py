@@ -73,10 +73,13 @@ class Session:
 
 
 def _error_of(response: httpx.Response) -> ClientError:
+    details = None
     try:
         body = response.json()
         code, message, retriable = body["error_code"], body["message"], bool(body["retriable"])
+        if isinstance(body.get("details"), dict):
+            details = body["details"]
     except Exception:  # not one of ours (a proxy?): 5xx may pass, the rest will not
         code, message = f"HTTP_{response.status_code}", response.text[:200]
         retriable = response.status_code >= 500
-    return classify(code, message, retriable, response.status_code)
+    return classify(code, message, retriable, response.status_code, details)

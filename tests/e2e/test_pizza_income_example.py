@@ -19,6 +19,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from tests.e2e.api import group_offsets, ok, read_all
+from tests.log_start import move_log_start
 
 pytestmark = pytest.mark.e2e
 ROOT = Path(__file__).resolve().parents[2]
@@ -124,6 +125,31 @@ def test_without_a_dead_letter_topic_the_poison_is_skipped_with_a_warning_naming
         assert _log_messages(done.stderr, "WARNING") == [
             "skipped orders/0 offset 2 (key 'order-4'): order has no price",
             "skipped orders/1 offset 1 (key 'order-5'): value is not a JSON object but a string",
+        ]
+
+
+def test_offsets_below_the_log_start_start_at_the_oldest_order_still_there(launcher):  # type: ignore[no-untyped-def]
+    server = launcher.server()
+    with server.client() as client:
+        _create_topics(client, "orders", "income")
+        ok(client.post("/v1/records", json={"batches": WALKTHROUGH_ORDERS}))
+        ok(client.post("/v1/records", json={"batches": [{"topic": "orders", "partition": 0, "records": [
+            {"key": "order-6", "value": {"pizza": "marinara", "price": 8}}]}]}))  # offset 2
+        # The group had processed order-1; retention then deleted order-1 and order-2.
+        ok(client.post("/v1/groups/pizza-income/offsets", json={"offsets": [
+            {"topic": "orders", "partition": 0, "offset": 1}, {"topic": "orders", "partition": 1, "offset": 0}]}))
+        move_log_start(launcher.backend.engine, "orders", 0, 2)
+
+        done = _run_example(server.url, "--idle-exit-s", "2")
+
+        assert done.returncode == 0, done.stderr
+        assert done.stdout == "processed 2 orders: 2 income records, 0 dead-lettered, 0 skipped\n"
+        assert _committed(client, "income") == [(0, "order-6", {"amount": 8}, None),
+                                                 (1, "order-3", {"amount": 10}, None)]
+        assert group_offsets(client, "pizza-income") == [("orders", 0, 3), ("orders", 1, 1)]
+        assert _log_messages(done.stderr, "WARNING") == [
+            "group pizza-income: orders/0: position 1 is below the log start 2 (the records before it were "
+            "deleted); resetting it to the log start, offset 2 (auto_offset_reset=earliest)",
         ]
 
 

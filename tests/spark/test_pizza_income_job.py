@@ -4,6 +4,7 @@ group's offsets exactly at the snapshotted end. On SQLite and PostgreSQL."""
 from __future__ import annotations
 
 import json
+import logging
 import os
 import subprocess
 import sys
@@ -20,6 +21,7 @@ from spark_jobs.pizza_income import GROUP, INPUT, OUTPUT, TOTALS, BatchResult
 from spark_jobs.positions import PositionRange
 from spark_jobs.source import JdbcSource
 from tests.e2e.api import ok, read_all
+from tests.log_start import move_log_start
 
 ROOT = Path(__file__).resolve().parents[2]
 JOB_TIMEOUT_S = 180
@@ -247,4 +249,61 @@ def test_job_under_python_m_and_spark_submit_survives_kill_9(spark, backend, lau
     assert [(r.start, r.end) for r in rerun.ranges] == [(r.end, r.end) for r in run2.ranges]
     assert len(_assert_each_pizza_order_once(url, orders)) == 1
     assert _group_offsets(url) == run2.end_offsets()
+    orders.close()
+
+
+def _commit_group_offsets(url: str, offsets: dict[int, int]) -> None:
+    ok(httpx.post(f"{url}/v1/groups/{GROUP}/offsets", json={"offsets": [
+        {"topic": INPUT, "partition": p, "offset": o} for p, o in sorted(offsets.items())]}))
+
+
+def test_job_starts_at_the_log_start_below_which_orders_were_deleted_and_says_so(spark, backend, launcher, caplog) -> None:  # type: ignore[no-untyped-def]
+    url = launcher.server().url
+    _create_topics(url)
+    orders = Orders(url)
+    orders.plain(4)  # orders 1-4 at offsets 0-3 of orders/0, orders 5-8 of orders/1
+    _commit_group_offsets(url, {0: 1, 1: 2})
+    move_log_start(backend.engine, INPUT, 0, 3)  # orders 2 and 3, never read, are gone
+
+    def delete_while_reading(name: str, _result: BatchResult | None) -> None:
+        if name == "after-snapshot":
+            move_log_start(backend.engine, INPUT, 1, 3)  # order 7, at the batch's start, is gone
+
+    caplog.set_level(logging.WARNING, logger="spark_jobs.positions")
+    result = pizza_income.run(spark, url=url, source=JdbcSource.from_url(backend.url), splits=2,
+                              checkpoint=delete_while_reading)
+
+    assert [(r.start, r.end) for r in result.ranges] == [(3, 4), (2, 4)]
+    assert result.committed and result.data_loss_partitions == 2
+    assert (result.orders, result.pizza_orders) == (2, 2)  # orders 4 and 8
+    assert _outputs(url)[0] == [{"order_id": 4, "income": 4.25}, {"order_id": 8, "income": 8.25}]
+    assert _group_offsets(url) == {0: 4, 1: 4}
+    assert [r.getMessage() for r in caplog.records if r.name == "spark_jobs.positions"] == [
+        f"data loss for group {GROUP}: orders/0: committed position 1 is below the log start 3, so records in "
+        "[1, 3) were deleted before the group read them; starting at the log start",
+        f"data loss for group {GROUP}: orders/1: the log start moved to 3 while the batch read from 2, so "
+        "records below 3 may be missing from it; the batch goes on without them",
+    ]
+    orders.close()
+
+
+def test_fail_on_data_loss_stops_the_job_with_one_line_and_no_output(backend, launcher) -> None:  # type: ignore[no-untyped-def]
+    url = launcher.server().url
+    _create_topics(url)
+    orders = Orders(url)
+    orders.plain(3)
+    _commit_group_offsets(url, {0: 1})
+    move_log_start(backend.engine, INPUT, 0, 2)
+
+    env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable}
+    done = subprocess.run(_job_command("python -m", backend.url, url, "--fail-on-data-loss"), cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=JOB_TIMEOUT_S)
+
+    assert done.returncode == 2, done.stderr[-5000:]
+    assert [line for line in done.stderr.splitlines() if line.startswith("error:")] == [
+        f"error: data loss for group '{GROUP}': orders/0: committed position 1 is below the log start 2, so "
+        "records in [1, 2) were deleted before the group read them (without fail-on-data-loss the job goes on "
+        "without them)"]
+    assert "{" not in done.stdout  # no batch printed
+    assert _outputs(url) == ([], []) and _group_offsets(url) == {0: 1}
     orders.close()

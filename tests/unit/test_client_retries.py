@@ -223,6 +223,7 @@ def test_consumer_retry_backoff_settings_set_its_pauses() -> None:
 
     def poll(consumer: Consumer) -> None:
         consumer.assign([("in", 0)])
+        consumer.seek(("in", 0), 0)
         consumer.poll(timeout_s=0)
 
     pauses = _pauses_of(
@@ -317,6 +318,7 @@ def test_fetching_from_a_missing_topic_raises_at_once() -> None:
     script = Script({("GET", "/v1/topics/gone/partitions/0/records"): [unknown_topic("gone")]})
     consumer = Consumer(URL, client=script.client())
     consumer.assign([("gone", 0)])
+    consumer.seek(("gone", 0), 0)
     with pytest.raises(UnknownTopicOrPartitionError) as raised:
         consumer.poll(timeout_s=5)
     assert raised.value.topic == "gone"

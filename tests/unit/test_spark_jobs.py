@@ -3,6 +3,7 @@ URLs, driver discovery and the Java check (with fake jars and a fake java)."""
 
 from __future__ import annotations
 
+import logging
 import os
 import stat
 import zipfile
@@ -10,14 +11,21 @@ from pathlib import Path
 
 import pytest
 
-from spark_jobs.errors import JavaNotFound, JdbcDriverNotFound
+from spark_jobs.errors import DataLossError, JavaNotFound, JdbcDriverNotFound
 from spark_jobs.jars import (
     check_java,
     parse_java_major,
     required_java_major,
     resolve_jdbc_jars,
 )
-from spark_jobs.positions import PositionRange, batch_ranges
+from spark_jobs.positions import (
+    DataLoss,
+    PositionRange,
+    batch_ranges,
+    deleted_while_reading,
+    report_data_loss,
+    start_positions,
+)
 from spark_jobs.reader import MIN_POSITIONS_PER_SPLIT, auto_splits, predicates, split_range
 from spark_jobs.session import check_submitted_jars
 from spark_jobs.source import JdbcSource
@@ -56,6 +64,42 @@ def test_batch_ranges_start_at_committed_offsets_and_stop_at_the_snapshot() -> N
     assert ranges == [PositionRange(0, 4, 9), PositionRange(1, 0, 5)]
     with pytest.raises(ValueError, match="past the log end"):
         batch_ranges({0: 11}, {0: 10})
+
+
+def test_start_positions_are_committed_offsets_clamped_to_the_log_start() -> None:
+    starts, lost = start_positions({0: 5, 1: 9, 2: 8}, {0: 8, 1: 8, 2: 8, 3: 4})
+    # 0: committed below the log start (a loss); 1, 2: at or above it; 3: never committed.
+    assert starts == {0: 8, 1: 9, 2: 8, 3: 4}
+    assert lost == [DataLoss(0, 5, 8)]
+
+
+def test_a_range_whose_start_the_log_start_passed_while_reading_is_a_loss() -> None:
+    ranges = [PositionRange(0, 8, 12), PositionRange(1, 3, 3), PositionRange(2, 5, 9)]
+    assert deleted_while_reading(ranges, {0: 10, 1: 4, 2: 5}) == [DataLoss(0, 8, 10, while_reading=True)]
+
+
+def test_data_loss_is_a_warning_per_partition_by_default(caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.WARNING, logger="spark_jobs.positions")
+    report_data_loss([DataLoss(0, 5, 8), DataLoss(1, 2, 6, while_reading=True)],
+                     group="g", topic="orders", fail_on_data_loss=False)
+    assert [(r.levelname, r.getMessage()) for r in caplog.records] == [
+        ("WARNING", "data loss for group g: orders/0: committed position 5 is below the log start 8, so records "
+                    "in [5, 8) were deleted before the group read them; starting at the log start"),
+        ("WARNING", "data loss for group g: orders/1: the log start moved to 6 while the batch read from 2, so "
+                    "records below 6 may be missing from it; the batch goes on without them"),
+    ]
+
+
+def test_fail_on_data_loss_raises_one_line_naming_every_partition(caplog: pytest.LogCaptureFixture) -> None:
+    with pytest.raises(DataLossError) as raised:
+        report_data_loss([DataLoss(0, 5, 8), DataLoss(1, 0, 3)], group="g", topic="orders", fail_on_data_loss=True)
+    assert str(raised.value) == (
+        "data loss for group 'g': orders/0: committed position 5 is below the log start 8, so records in [5, 8) "
+        "were deleted before the group read them; orders/1: committed position 0 is below the log start 3, so "
+        "records in [0, 3) were deleted before the group read them (without fail-on-data-loss the job goes on "
+        "without them)")
+    assert caplog.records == []
+    report_data_loss([], group="g", topic="orders", fail_on_data_loss=True)  # nothing lost: nothing raised
 
 
 # --- JDBC URLs --------------------------------------------------------------------------------
