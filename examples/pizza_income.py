@@ -51,7 +51,7 @@ TOPIC_PARTITIONS = 2  # what the walkthrough creates, and what the missing-topic
 DLQ_REASON, DLQ_TOPIC, DLQ_PARTITION, DLQ_OFFSET = (
     "dlq.reason", "dlq.original.topic", "dlq.original.partition", "dlq.original.offset",
 )
-EXIT_OK, EXIT_FAILED = 0, 1
+EXIT_OK, EXIT_FAILED, EXIT_INTERRUPTED = 0, 1, 130  # 130: as a shell reports SIGINT
 
 logger = logging.getLogger("pizza_income")
 
@@ -240,9 +240,20 @@ def main(argv: list[str] | None = None) -> int:
     # earliest: every order still in the log earns its income; latest would skip those too.
     consumer = Consumer(url, GROUP, session_timeout_ms=args.session_timeout_ms, max_records=args.max_records,
                         auto_offset_reset="earliest")
+    app = PizzaIncome(producer, consumer, args.dead_letter_topic, ExponentialBackoff())
     try:
-        app = PizzaIncome(producer, consumer, args.dead_letter_topic, ExponentialBackoff())
         totals = app.run(args.idle_exit_s)
+    except KeyboardInterrupt:
+        # Ctrl-C is how a run without --idle-exit-s ends: an open transaction is aborted now
+        # rather than left to its timeout (which would hold the group's offsets unstable).
+        try:
+            producer.abort_transaction()
+        except ClientError as e:
+            logger.warning("could not abort the open transaction: %s", e)
+        totals = app.totals
+        print(f"interrupted after {totals.orders} orders: {totals.income} income records, "
+              f"{totals.dead_lettered} dead-lettered, {totals.skipped} skipped", file=sys.stderr)
+        return EXIT_INTERRUPTED
     except UnknownTopicOrPartitionError as e:
         topic = e.topic or _missing_of(producer, [INPUT, OUTPUT, *filter(None, [args.dead_letter_topic])])
         print(missing_topic_line(url, topic, e), file=sys.stderr)

@@ -9,8 +9,10 @@ partition with the order's partition number, in `income`; consumer group `pizza-
 from __future__ import annotations
 
 import re
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -190,3 +192,28 @@ def test_a_missing_topic_ends_the_example_with_one_line_and_no_other_request(lau
             **({("GET", "/v1/topics/{topic}", "200"): found_first} if found_first else {}),
             ("GET", "/v1/topics/{topic}", "404"): 1,
         }
+
+
+def test_ctrl_c_ends_the_example_with_its_totals_and_no_traceback(launcher):  # type: ignore[no-untyped-def]
+    server = launcher.server()
+    with server.client() as client:
+        _create_topics(client, "orders", "income")
+        _send_orders(client)
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "examples.pizza_income", "--url", server.url],
+            cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        )
+        try:
+            # Wait until it has done the work there is, then interrupt it while it polls.
+            deadline = time.monotonic() + RUN_TIMEOUT_S
+            while group_offsets(client, "pizza-income") != OFFSETS_PAST_EVERY_ORDER:
+                assert time.monotonic() < deadline and proc.poll() is None, proc.communicate()
+                time.sleep(0.1)
+            proc.send_signal(signal.SIGINT)
+            _, stderr = proc.communicate(timeout=30)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+    assert proc.returncode == 130, stderr
+    assert "Traceback" not in stderr, stderr
+    assert "interrupted after 5 orders: 3 income records, 0 dead-lettered, 2 skipped" in stderr
