@@ -52,6 +52,13 @@ MAX_COMPACTION_KEYS = 500_000
 # offset is dirty, so each pass's scan of the whole partition is paid for by as many new records.
 MIN_CLEANABLE_DIRTY_RATIO = 0.5
 LEASE_MS = 60_000
+# Where PostgreSQL's autovacuum is off, the cleaner vacuums the log itself once it has deleted
+# this share of the live records (and at least VACUUM_MIN_ROWS): autovacuum's own default
+# thresholds (autovacuum_vacuum_scale_factor 0.2, threshold 50, raised here to make each
+# VACUUM, which reads every index of the table, worth its cost). Without it a log whose old
+# part the cleaner deletes would keep growing: nothing would make the space reusable.
+VACUUM_SCALE_FACTOR = 0.2
+VACUUM_MIN_ROWS = 10_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,6 +69,7 @@ class CleanerPass:
     topics_purged: int = 0  # records of deleted topics deleted
     bytes_deleted: int = 0  # bytes of the data records above
     partitions_compacted: int = 0
+    vacuums: int = 0  # VACUUMs of the log (PostgreSQL with autovacuum off)
 
     def __add__(self, other: CleanerPass) -> CleanerPass:
         return CleanerPass(*(a + b for a, b in zip(astuple(self), astuple(other), strict=True)))
@@ -84,6 +92,8 @@ class LogCleaner:
         self.max_compaction_keys = max_compaction_keys
         self.min_cleanable_dirty_ratio = min_cleanable_dirty_ratio
         self.holder = uuid.uuid4().hex  # this cleaner's name on the leases it takes
+        self._deleted_since_vacuum = 0
+        self._vacuums_itself: bool | None = None  # asked of the database once
 
     def run_once(self, now_ms: int | None = None, stop: Callable[[], bool] = lambda: False) -> CleanerPass:
         """One pass over every partition, then the deleted topics. `stop` is asked between
@@ -98,7 +108,8 @@ class LogCleaner:
             done += self._delete_prefix(state, now, stop)
             if state.config.cleanup_policy.compacts and not stop():
                 done += self._compact(state, now, stop)
-        return done + self._purge_deleted_topics(stop)
+        done += self._purge_deleted_topics(stop)
+        return done + self._reclaim_space(done)
 
     # --- retention ------------------------------------------------------------------------
 
@@ -230,6 +241,25 @@ class LogCleaner:
                 break
             below = rows[-1].offset
         return done
+
+    # --- space ----------------------------------------------------------------------------
+
+    def _reclaim_space(self, done: CleanerPass) -> CleanerPass:
+        self._deleted_since_vacuum += done.below_log_start + done.retention + done.compaction + done.topics_purged
+        if not self._deleted_since_vacuum:
+            return CleanerPass()
+        with self.db.read() as conn:
+            if self._vacuums_itself is None:
+                self._vacuums_itself = not cleaning.reclaims_space_itself(conn)
+            if not self._vacuums_itself:
+                return CleanerPass()
+            due = max(VACUUM_MIN_ROWS, VACUUM_SCALE_FACTOR * cleaning.live_records(conn))
+        if self._deleted_since_vacuum < due:
+            return CleanerPass()
+        with self.db.maintenance() as conn:
+            cleaning.vacuum_records(conn)
+        self._deleted_since_vacuum = 0
+        return CleanerPass(vacuums=1)
 
     # --- deleted topics -------------------------------------------------------------------
 

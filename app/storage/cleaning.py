@@ -264,3 +264,27 @@ def purge_deleted_topic(conn: Connection, topic_id: int, limit: int) -> int:
     if bound is not None:
         stmt = stmt.where(records.c.offset < bound)
     return conn.execute(stmt).rowcount
+
+
+# --- space ------------------------------------------------------------------------------------
+
+
+def reclaims_space_itself(conn: Connection) -> bool:
+    """Whether the database makes deleted rows' space reusable without the cleaner's help:
+    SQLite reuses a freed page at once; PostgreSQL only once its autovacuum (or a VACUUM)
+    has passed, and autovacuum may be off."""
+    if conn.dialect.name == "sqlite":
+        return True
+    return conn.exec_driver_sql("SELECT current_setting('autovacuum') = 'on'").scalar() is True
+
+
+def live_records(conn: Connection) -> int:
+    """Data records stored, all partitions (PostgreSQL sums BIGINTs as NUMERIC: made an int)."""
+    return int(conn.execute(select(func.coalesce(func.sum(partitions.c.record_count), 0))).scalar_one())
+
+
+def vacuum_records(conn: Connection) -> None:
+    """VACUUM the log on PostgreSQL (an autocommit connection): its deleted rows' space is then
+    reused by new ones, in the table and in its indexes. SKIP_LOCKED: another cleaner's VACUUM
+    of the table is as good."""
+    conn.exec_driver_sql("VACUUM (SKIP_LOCKED) records")

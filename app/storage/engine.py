@@ -190,6 +190,13 @@ class Database:
                 with conn.begin():
                     yield conn
 
+    @contextmanager
+    def maintenance(self) -> Iterator[Connection]:
+        """A connection outside any transaction, for what cannot run inside one (VACUUM)."""
+        with translate_driver_errors():
+            with self.engine.connect() as conn:
+                yield conn.execution_options(isolation_level="AUTOCOMMIT")
+
     def dispose(self) -> None:
         self.engine.dispose()
 

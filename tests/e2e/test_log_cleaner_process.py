@@ -60,5 +60,5 @@ def test_coordinator_once_runs_one_cleaner_pass_and_says_what_it_deleted(launche
         _old_records(client, 5)
         out = launcher.cli("coordinator", "--once")
         assert "CleanerPass(below_log_start=0, retention=5, compaction=0, topics_purged=0, bytes_deleted=5, " \
-               "partitions_compacted=0)" in out, out
+               "partitions_compacted=0, vacuums=0)" in out, out
         assert _log_start(client) == 5
