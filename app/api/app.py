@@ -100,6 +100,7 @@ def create_app(settings: Settings | None = None, clock: Clock = system_clock) ->
 # states the same bounds, taken from the settings of the service that serves it.
 _SETTING_BOUNDS: dict[tuple[str, str], Callable[[Settings], tuple[int, int]]] = {
     ("TopicCreate", "partitions"): lambda s: (1, s.max_partitions_per_topic),
+    ("CreatePartitionsRequest", "partition_count"): lambda s: (1, s.max_partitions_per_topic),
     ("InitProducerIdRequest", "transaction_timeout_ms"): lambda s: (1, s.max_transaction_timeout_ms),
     ("JoinGroupRequest", "session_timeout_ms"):
         lambda s: (s.group_min_session_timeout_ms, s.group_max_session_timeout_ms),
