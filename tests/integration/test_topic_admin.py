@@ -8,8 +8,10 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from fastapi.testclient import TestClient
 from sqlalchemy import create_engine, select
 
+from app.api.app import create_app
 from app.storage.tables import deleted_topics, group_offsets, producer_partitions, records, topics
 from tests.helpers import batch, begin, create_topic, fetch, ident, init_producer, send, values
 from tests.integration.test_metrics import delta, scrape
@@ -171,14 +173,14 @@ def test_a_partition_count_not_above_the_current_one_is_refused(client, count: i
     assert client.get("/v1/topics/t").json()["partition_count"] == 2
 
 
-def test_a_partition_count_above_the_limit_is_refused(client) -> None:  # type: ignore[no-untyped-def]
-    create_topic(client, "t", 1)
-    limit = client.app.state.settings.max_partitions_per_topic
+def test_a_partition_count_above_the_limit_is_refused(settings, clock) -> None:  # type: ignore[no-untyped-def]
+    with TestClient(create_app(settings.model_copy(update={"max_partitions_per_topic": 3}), clock)) as client:
+        create_topic(client, "t", 1)
 
-    body = _refused(_add_partitions(client, "t", limit + 1), 400, "INVALID_PARTITIONS")
+        body = _refused(_add_partitions(client, "t", 4), 400, "INVALID_PARTITIONS")
 
-    assert body["message"] == f"partition_count must be at most {limit} (OUTBOX_MAX_PARTITIONS_PER_TOPIC)"
-    assert _ok(_add_partitions(client, "t", limit))["partition_count"] == limit
+        assert body["message"] == "partition_count must be at most 3 (OUTBOX_MAX_PARTITIONS_PER_TOPIC)"
+        assert _ok(_add_partitions(client, "t", 3))["partition_count"] == 3
 
 
 # --- DeleteTopics ------------------------------------------------------------------------------------
