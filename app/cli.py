@@ -1,4 +1,4 @@
-"""The `outbox` command: serve, coordinator, migrate, backup, transactions, openapi.
+"""The `outbox` command: serve, coordinator, migrate, backup, transactions, topics, openapi.
 
 A mistake (an unknown transactional id, an unreachable database, a bad OUTBOX_* setting, a
 port in use, …) is reported by `main` in one line on stderr, `outbox: error: …`, with an exit
@@ -280,6 +280,76 @@ def _transactions(settings: Settings, args: argparse.Namespace) -> int:
     return 0
 
 
+def _topics(settings: Settings, args: argparse.Namespace) -> int:
+    """Topic administration against the configured database (like kafka-topics.sh and
+    kafka-delete-records.sh), through the same service as the HTTP API."""
+    import json
+    from dataclasses import asdict
+
+    from app.domain.clock import system_clock
+    from app.services.topic_service import TopicService
+
+    # Parsed before the database is opened: a mistake on the command line touches nothing.
+    config = _config_pairs(args.config) if args.action in ("create", "alter") else {}
+    db = _open_existing(settings, pool_size=1)
+    service = TopicService(db, settings, system_clock)
+
+    def summary(t) -> dict:  # type: ignore[no-untyped-def]
+        # As the HTTP API answers them (cleanup_policy, a str enum, is written as its value).
+        return {"name": t.name, "partition_count": t.partition_count, "config": asdict(t.config)}
+
+    def description(t, parts) -> dict:  # type: ignore[no-untyped-def]
+        return {**summary(t), "partitions": [asdict(p) for p in parts]}
+
+    try:
+        if args.action == "list":
+            out: object = [summary(t) for t in service.list()]
+        elif args.action == "describe":
+            out = description(*service.describe(args.topic))
+        elif args.action == "create":
+            from app.api.schemas.topics import TopicConfigIn
+
+            service.create(args.topic, args.partitions, _convert(config, TopicConfigIn).to_domain())
+            out = description(*service.describe(args.topic))
+        elif args.action == "alter":
+            from app.api.schemas.topics import TopicConfigChanges
+
+            out = description(*service.alter_config(args.topic, _convert(config, TopicConfigChanges).changes()))
+        elif args.action == "add-partitions":
+            out = description(*service.create_partitions(args.topic, args.partition_count))
+        elif args.action == "delete":
+            service.delete(args.topic)
+            out = {"name": args.topic, "deleted": True}
+        else:
+            log_start = service.delete_records(args.topic, args.partition, args.offset)
+            out = {"topic": args.topic, "partition": args.partition, "log_start_offset": log_start}
+    finally:
+        db.dispose()
+    print(json.dumps(out, indent=2))
+    return 0
+
+
+def _config_pairs(pairs: list[str]) -> dict[str, str]:
+    out = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            raise CommandError(f"config {pair!r} is not KEY=VALUE, e.g. retention_ms=86400000", EXIT_USAGE)
+        out[key] = value
+    return out
+
+
+def _convert(config: dict[str, str], struct: type):  # type: ignore[no-untyped-def]
+    """KEY=VALUE strings as the HTTP body's config (the same msgspec Struct, so the same keys
+    and types), numbers and booleans parsed from their text."""
+    import msgspec
+
+    try:
+        return msgspec.convert(config, struct, strict=False)
+    except msgspec.ValidationError as e:
+        raise CommandError(f"config: {e}", EXIT_USAGE) from None
+
+
 def _open_existing(settings: Settings, *, pool_size: int):  # type: ignore[no-untyped-def]
     """The database of a one-shot command, which must exist and be at the code's schema."""
     from app.storage import migrate
@@ -322,6 +392,13 @@ def port_number(text: str) -> int:
     if not 0 <= port <= 65535:
         raise ValueError(text)
     return port
+
+
+def non_negative(text: str) -> int:
+    number = int(text)
+    if number < 0:
+        raise ValueError(text)
+    return number
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -373,6 +450,36 @@ def build_parser() -> argparse.ArgumentParser:
     ta = txs.add_parser("abort", parents=[verbose], help="abort an open transaction and fence its producer")
     ta.add_argument("transactional_id")
     tx.set_defaults(func=_transactions)
+    tp = command("topics", help="topic administration: list, describe, create, alter, add-partitions, "
+                 "delete, delete-records")
+    tps = tp.add_subparsers(dest="action", required=True)
+    tps.add_parser("list", parents=[verbose], help="every topic with its partition count and config")
+    tpd = tps.add_parser("describe", parents=[verbose], help="a topic and its partitions' offsets and sizes")
+    tpd.add_argument("topic")
+    tpc = tps.add_parser("create", parents=[verbose], help="create a topic (CreateTopics)")
+    tpc.add_argument("topic")
+    tpc.add_argument("--partitions", type=int, default=1)
+    tpc.add_argument("--config", action="append", default=[], metavar="KEY=VALUE",
+                     help="e.g. retention_ms=86400000 (repeatable)")
+    tpa = tps.add_parser("alter", parents=[verbose],
+                         help="set config keys, keep the others (IncrementalAlterConfigs)")
+    tpa.add_argument("topic")
+    tpa.add_argument("config", nargs="+", metavar="KEY=VALUE",
+                     help="cleanup_policy, retention_ms, retention_bytes, delete_retention_ms, "
+                     "check_expected_offsets")
+    tpp = tps.add_parser("add-partitions", parents=[verbose],
+                         help="grow a topic to PARTITION_COUNT partitions (CreatePartitions)")
+    tpp.add_argument("topic")
+    tpp.add_argument("partition_count", type=int)
+    tpx = tps.add_parser("delete", parents=[verbose],
+                         help="delete a topic (DeleteTopics); refused while transactions use it")
+    tpx.add_argument("topic")
+    tpr = tps.add_parser("delete-records", parents=[verbose],
+                         help="move a partition's log start to OFFSET (DeleteRecords)")
+    tpr.add_argument("topic")
+    tpr.add_argument("partition", type=non_negative)
+    tpr.add_argument("offset", type=non_negative)
+    tp.set_defaults(func=_topics)
     oa = command("openapi", help="write the OpenAPI document as YAML")
     oa.add_argument("--output", "-o", default="openapi.yaml")
     oa.set_defaults(func=_openapi)

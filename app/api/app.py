@@ -92,6 +92,7 @@ def create_app(settings: Settings | None = None, clock: Clock = system_clock) ->
 # from the settings of the service that serves it.
 _SETTING_LIMITS: dict[tuple[str, str], Callable[[Settings], Limit]] = {
     ("TopicCreate", "partitions"): lambda s: s.partition_count_limit,
+    ("CreatePartitionsRequest", "partition_count"): lambda s: s.partition_count_limit,
     ("InitProducerIdRequest", "transaction_timeout_ms"): lambda s: s.transaction_timeout_limit,
     ("JoinGroupRequest", "session_timeout_ms"): lambda s: s.session_timeout_limit,
 }

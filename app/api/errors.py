@@ -27,6 +27,7 @@ STATUS_BY_ERROR: dict[type[e.OutboxError], int] = {
     e.TransactionalIdNotFound: 404,
     e.OffsetOutOfRange: 416,
     e.TopicAlreadyExists: 409,
+    e.TopicHasOpenTransactions: 409,
     e.UnknownProducerId: 409,
     e.ProducerFenced: 409,
     e.InvalidProducerEpoch: 409,

@@ -68,6 +68,18 @@ class InvalidConfig(OutboxError):
     error_code = "INVALID_CONFIG"
 
 
+class TopicHasOpenTransactions(OutboxError):
+    """Unfinished transactions write to this topic or stage offsets for it; it cannot be deleted
+    until they end.
+
+    Not retriable: the transactions end when their producers commit or abort, or at their
+    timeout (up to OUTBOX_MAX_TRANSACTION_TIMEOUT_MS), which a retry after a second does not
+    wait for: an operator decides whether to wait or to abort them. Kafka has no code for it,
+    as its DeleteTopics does not look at transactions."""
+
+    error_code = "TOPIC_HAS_OPEN_TRANSACTIONS"
+
+
 class TransactionalIdNotFound(OutboxError):
     """No producer was ever initialised with this transactional_id."""
 

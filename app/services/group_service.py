@@ -153,7 +153,8 @@ class GroupService:
         now = self.clock()
         with self.db.write() as conn:
             groups.check_group_metadata(conn, group_id, group_metadata)
-            by_name = topics.get_topics(conn, {o.topic for o in to_commit})
+            # Held against a delete of the topic until these offsets are written.
+            by_name = topics.get_topics_for_offsets(conn, {o.topic for o in to_commit})
             rows = []
             for o in to_commit:
                 topic = by_name[o.topic]

@@ -1,11 +1,15 @@
-"""Creating and describing topics."""
+"""Topics: create, list, describe, and their administration (Kafka's
+IncrementalAlterConfigs, CreatePartitions, DeleteTopics and DeleteRecords)."""
 
 from __future__ import annotations
 
+import dataclasses
 import re
+from typing import Any
 
 from app.domain.clock import Clock
 from app.domain.errors import InvalidPartitions, InvalidTopic
+from app.domain.topic_admin import check_deletable, new_log_start, partitions_to_add
 from app.domain.topic_config import TopicConfig
 from app.settings import Settings
 from app.storage import topics
@@ -41,3 +45,72 @@ class TopicService:
         with self.db.read() as conn:
             topic = topics.get_topic(conn, name)
             return topic, topics.describe_partitions(conn, topic)
+
+    # --- administration ---------------------------------------------------------------------
+
+    def alter_config(self, name: str, changes: dict[str, Any]) -> tuple[topics.Topic, list[topics.PartitionInfo]]:
+        """IncrementalAlterConfigs: the keys in `changes` set, every other kept.
+
+        The row lock makes concurrent alters of one topic apply one after the other, so none
+        undoes another's keys. A Send reads the config without a lock, once, in its own
+        database transaction: a Send running while the alter commits acts wholly on the old
+        config or wholly on the new one (check_expected_offsets, cleanup_policy's rule for
+        keys), as if it had come just before or just after; either order is a correct one.
+        The log cleaner reads the config on each pass."""
+        with self.db.write() as conn:
+            topic = topics.lock_topic(conn, name)
+            topic = dataclasses.replace(topic, config=topic.config.altered(changes))
+            topics.update_config(conn, topic.topic_id, topic.config)
+            return topic, topics.describe_partitions(conn, topic)
+
+    def create_partitions(self, name: str, partition_count: int) -> tuple[topics.Topic, list[topics.PartitionInfo]]:
+        """CreatePartitions: the topic grows to `partition_count` partitions, the new ones empty.
+        Two concurrent calls queue on the topic's row lock; the second then reads the count
+        the first wrote, so no partition is created twice."""
+        with self.db.write() as conn:
+            topic = topics.lock_topic(conn, name)
+            new = partitions_to_add(
+                topic.name, topic.partition_count, partition_count, self.settings.max_partitions_per_topic
+            )
+            topics.add_partitions(conn, topic.topic_id, new)
+            topic = dataclasses.replace(topic, partition_count=partition_count)
+            return topic, topics.describe_partitions(conn, topic)
+
+    def delete(self, name: str) -> None:
+        """DeleteTopics, refused (TOPIC_HAS_OPEN_TRANSACTIONS) while unfinished transactions
+        write to the topic or stage offsets for it.
+
+        Lock order: the topic row, then its partition rows in partition order, then the
+        reads. Appenders lock a transaction row, then partition rows in order; they never
+        lock a topic row (Send reads it without a lock) and this never locks a transaction
+        row, so there is no cycle: a Send holding a partition this waits for finishes, and
+        one that comes later waits for this and then finds the partition gone. Only once
+        every partition is held is the search for transactions sound: a Send that started a
+        transaction in the topic has committed (and is found), and none can start one now.
+        AddOffsets and offset commits hold the topic row FOR KEY SHARE, so their offsets are
+        committed before this takes its FOR UPDATE, and found too."""
+        with self.db.write() as conn:
+            topic = topics.lock_topic(conn, name, for_delete=True)
+            topics.lock_partitions(conn, topic.topic_id)
+            check_deletable(topic.name, topics.unfinished_transactional_ids(conn, topic.topic_id))
+            topics.delete_topic(conn, topic, now_ms=self.clock())
+
+    def delete_records(self, name: str, partition: int, offset: int) -> int:
+        """DeleteRecords: the partition's log start moves up to `offset` (never back, never
+        past the last stable offset); returns the log start. The records below it are garbage
+        from then on: no read returns them, and the log cleaner deletes them.
+
+        The last stable offset is read under the partition's append lock, so no transaction
+        can start below `offset` between the check and the commit (one that starts later
+        takes offsets at the log end, past it)."""
+        with self.db.write() as conn:
+            topic = topics.get_topic(conn, name)
+            topics.check_partition(topic, partition)
+            bounds = topics.lock_partition(conn, topic.topic_id, partition)
+            log_start = new_log_start(
+                offset,
+                log_start=bounds.log_start_offset,
+                last_stable=topics.last_stable_offset(conn, topic.topic_id, partition, bounds.log_end_offset),
+                log_end=bounds.log_end_offset,
+            )
+            return topics.advance_log_start(conn, topic.topic_id, partition, log_start)

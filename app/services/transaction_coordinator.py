@@ -296,7 +296,8 @@ class TransactionCoordinator:
             meta.check_producer(producer_id, producer_epoch)
             meta.require_ongoing()
             groups.check_group_metadata(conn, group_id, group_metadata)
-            by_name = topics.get_topics(conn, {o.topic for o in offsets})
+            # Held against a delete of the topic until these offsets are written.
+            by_name = topics.get_topics_for_offsets(conn, {o.topic for o in offsets})
             rows = []
             for o in offsets:
                 topic = by_name[o.topic]

@@ -100,6 +100,18 @@ def lock_for_update(dialect_name: str, stmt: Any, of: Any = None) -> Any:
     return stmt if dialect_name == "sqlite" else stmt.with_for_update(of=of)
 
 
+def lock_for_key_share(dialect_name: str, stmt: Any) -> Any:
+    """SELECT … FOR KEY SHARE on PostgreSQL: the row may not be deleted (FOR UPDATE waits for
+    it) but may be updated; SQLite's write lock covers it."""
+    return stmt if dialect_name == "sqlite" else stmt.with_for_update(read=True, key_share=True)
+
+
+def lock_for_no_key_update(dialect_name: str, stmt: Any) -> Any:
+    """SELECT … FOR NO KEY UPDATE on PostgreSQL: the lock an UPDATE of non-key columns takes,
+    which FOR KEY SHARE does not wait for; SQLite's write lock covers it."""
+    return stmt if dialect_name == "sqlite" else stmt.with_for_update(key_share=True)
+
+
 def execute_rows(conn: Connection, stmt: Any, rows: list[dict[str, Any]]) -> None:
     """Run a write statement for each row. A single row goes as a plain execute: a one-row
     list would take the driver's executemany path (psycopg's pipeline mode), which costs

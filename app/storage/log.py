@@ -528,6 +528,10 @@ def _transaction_records_stmt(dialect_name: str) -> Any:
         r.c.partition == h.c.partition,
         r.c.offset >= h.c.offset,
         r.c.offset < h.c.offset + h.c.batch_record_count,
+        # A transaction committed at or past the log start may have records below it
+        # (DeleteRecords, retention): those are garbage, never read, whether or not the log
+        # cleaner has deleted them yet.
+        r.c.offset >= bindparam("log_start"),
     )
     if dialect_name == "postgresql":
         # OFFSET 0 keeps the planner from pulling the subquery up into a plain join, which
@@ -543,13 +547,14 @@ def _transaction_records_stmt(dialect_name: str) -> Any:
 
 
 def _transaction_records(
-    conn: Connection, topic_id: int, partition: int, txn_ids: list[int], *, before: int
+    conn: Connection, topic_id: int, partition: int, txn_ids: list[int], *, log_start: int, before: int
 ) -> list:  # type: ignore[type-arg]
-    """The data records of these transactions in one partition, below offset `before`, in
-    offset order, without reading any other record of the partition."""
+    """The data records of these transactions in one partition, from the log start to below
+    offset `before`, in offset order, without reading any other record of the partition."""
     return conn.execute(
         _transaction_records_stmt(conn.dialect.name),
-        {"topic_id": topic_id, "partition": partition, "txn_ids": txn_ids, "before": before},
+        {"topic_id": topic_id, "partition": partition, "txn_ids": txn_ids, "log_start": log_start,
+         "before": before},
     ).all()
 
 
@@ -668,7 +673,8 @@ def fetch(
 
     by_txn: dict[int, list] = {p.txn_id: [] for p in chosen if p.control_type is not None}
     if by_txn:
-        for row in _transaction_records(conn, topic_id, partition, list(by_txn), before=chosen[-1].offset):
+        for row in _transaction_records(conn, topic_id, partition, list(by_txn), log_start=log_start,
+                                        before=chosen[-1].offset):
             by_txn[row.txn_id].append(row)
 
     out: list[StoredRecord] = []

@@ -1,16 +1,39 @@
-"""Topics and their partitions."""
+"""Topics and their partitions: creating, describing, and administering them (alter config,
+add partitions, delete, move a partition's log start).
+
+Locks (PostgreSQL; on SQLite the write transaction holds the whole database). A topic's row
+is locked FOR NO KEY UPDATE by a config change or CreatePartitions, FOR UPDATE by a delete,
+and FOR KEY SHARE by what stages or commits group offsets for it (AddOffsets, offset
+commits), so that those either commit before a delete looks for their offsets or find the
+topic gone. Send reads the row without a lock (it is the hot path): a delete keeps Sends out
+through the partition rows instead, which it locks in partition order before it looks for
+transactions (lock_partitions). Nothing that holds a partition or transaction row lock ever
+waits for a topic row, so none of this can deadlock with the appenders' order (transaction
+row, then partitions).
+"""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cache
+from typing import Any
 
-from sqlalchemy import Connection, bindparam, func, insert, select
+from sqlalchemy import Connection, bindparam, case, delete, func, insert, select, union, update
 from sqlalchemy.exc import IntegrityError
 
 from app.domain.errors import TopicAlreadyExists, UnknownTopicOrPartition
 from app.domain.topic_config import TopicConfig
 from app.domain.types import CleanupPolicy, TopicId
-from app.storage.tables import partitions, topics, transaction_partitions
+from app.storage import dialect
+from app.storage.tables import (
+    deleted_topics,
+    group_offsets,
+    partitions,
+    producer_partitions,
+    topics,
+    transaction_offsets,
+    transaction_partitions,
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,22 +74,37 @@ def create_topic(
 ) -> Topic:
     if conn.execute(select(topics.c.topic_id).where(topics.c.name == name)).first():
         raise TopicAlreadyExists(f"topic {name!r} already exists")
+    values: dict[str, Any] = {}
+    if conn.dialect.name == "sqlite":
+        # SQLite numbers an INTEGER PRIMARY KEY (without AUTOINCREMENT, which would need the
+        # table rebuilt under the committed_records view) max(rowid) + 1: a topic created
+        # after the newest one was deleted would get its id, and with it the deleted topic's
+        # records that the log cleaner has not purged yet. So never below a deleted id.
+        # PostgreSQL's serial never hands an id out twice. SQLite's write transaction makes
+        # the read and the insert one step.
+        values["topic_id"] = conn.execute(
+            select(func.max(func.coalesce(select(func.max(topics.c.topic_id)).scalar_subquery(), 0),
+                            func.coalesce(select(func.max(deleted_topics.c.topic_id)).scalar_subquery(), 0)) + 1)
+        ).scalar_one()
     try:
         topic_id = conn.execute(
             insert(topics)
-            .values(name=name, partition_count=partition_count, created_ms=now_ms, **config_columns(config))
+            .values(name=name, partition_count=partition_count, created_ms=now_ms,
+                    **config_columns(config), **values)
             .returning(topics.c.topic_id)
         ).scalar_one()
     except IntegrityError as e:  # a concurrent create of the same name on PostgreSQL
         raise TopicAlreadyExists(f"topic {name!r} already exists") from e
+    _insert_partitions(conn, topic_id, range(partition_count))
+    return Topic(TopicId(topic_id), name, partition_count, config, now_ms)
+
+
+def _insert_partitions(conn: Connection, topic_id: int, numbers: range) -> None:
+    """Empty partitions: nothing stored, log start and end 0."""
     conn.execute(
         insert(partitions),
-        [
-            {"topic_id": topic_id, "partition": p, "next_offset": 0, "log_start_offset": 0}
-            for p in range(partition_count)
-        ],
+        [{"topic_id": topic_id, "partition": p, "next_offset": 0, "log_start_offset": 0} for p in numbers],
     )
-    return Topic(TopicId(topic_id), name, partition_count, config, now_ms)
 
 
 def topic_config(row) -> TopicConfig:  # type: ignore[no-untyped-def]
@@ -153,3 +191,161 @@ def describe_partitions(conn: Connection, topic: Topic) -> list[PartitionInfo]:
         )
         for r in rows
     ]
+
+
+# --- administration -----------------------------------------------------------------------------
+
+
+@cache
+def _lock_topic_stmt(dialect_name: str, for_delete: bool) -> Any:
+    stmt = select(topics).where(topics.c.name == bindparam("name"))
+    if for_delete:
+        return dialect.lock_for_update(dialect_name, stmt)
+    return dialect.lock_for_no_key_update(dialect_name, stmt)
+
+
+def lock_topic(conn: Connection, name: str, *, for_delete: bool = False) -> Topic:
+    """The topic, its row locked until commit: FOR NO KEY UPDATE to change it (config,
+    partition count), which serializes changes so that none is lost and two CreatePartitions
+    cannot both add the same partitions; FOR UPDATE to delete it. A caller that waited for
+    another's lock reads the row as that one committed it (READ COMMITTED re-reads a locked
+    row), or finds it gone."""
+    row = conn.execute(_lock_topic_stmt(conn.dialect.name, for_delete), {"name": name}).first()
+    if row is None:
+        raise UnknownTopicOrPartition(f"unknown topic {name!r}")
+    return _topic(row)
+
+
+@cache
+def _topics_key_share_stmt(dialect_name: str) -> Any:
+    stmt = select(topics).where(topics.c.name.in_(bindparam("names", expanding=True))).order_by(topics.c.name)
+    return dialect.lock_for_key_share(dialect_name, stmt)
+
+
+def get_topics_for_offsets(conn: Connection, names: set[str]) -> dict[str, Topic]:
+    """get_topics for a write of group offsets (AddOffsets, an offset commit): the rows are
+    held FOR KEY SHARE until commit, so a delete of one of these topics waits for the offsets
+    to be written and then finds (and deletes, or refuses for) them, and one that came first
+    leaves this to find the topic gone. Config changes and CreatePartitions do not wait."""
+    rows = conn.execute(_topics_key_share_stmt(conn.dialect.name), {"names": sorted(names)}).all()
+    found = {row.name: _topic(row) for row in rows}
+    missing = names - found.keys()
+    if missing:
+        raise UnknownTopicOrPartition(f"unknown topic(s): {', '.join(sorted(missing))}")
+    return found
+
+
+def update_config(conn: Connection, topic_id: int, config: TopicConfig) -> None:
+    conn.execute(update(topics).where(topics.c.topic_id == topic_id).values(**config_columns(config)))
+
+
+def add_partitions(conn: Connection, topic_id: int, numbers: range) -> None:
+    """CreatePartitions, under lock_topic: the new partitions, empty, and the new count."""
+    _insert_partitions(conn, topic_id, numbers)
+    conn.execute(update(topics).where(topics.c.topic_id == topic_id).values(partition_count=numbers.stop))
+
+
+@cache
+def _lock_partitions_stmt(dialect_name: str) -> Any:
+    stmt = (
+        select(partitions.c.partition)
+        .where(partitions.c.topic_id == bindparam("topic_id"))
+        .order_by(partitions.c.partition)
+    )
+    return dialect.lock_for_update(dialect_name, stmt)
+
+
+def lock_partitions(conn: Connection, topic_id: int) -> None:
+    """Every partition row of the topic, locked in partition order (the order appenders lock
+    them in) until commit. A Send holding one has committed when this returns, so a later
+    statement sees the transaction it may have started; a Send that comes after waits, and
+    finds the partition gone."""
+    conn.execute(_lock_partitions_stmt(conn.dialect.name), {"topic_id": topic_id}).all()
+
+
+def unfinished_transactional_ids(conn: Connection, topic_id: int) -> list[str]:
+    """Transactional ids whose unfinished transaction has a partition of the topic, or
+    group offsets for it staged."""
+    stmt = union(
+        select(transaction_partitions.c.transactional_id).where(transaction_partitions.c.topic_id == topic_id),
+        select(transaction_offsets.c.transactional_id).where(transaction_offsets.c.topic_id == topic_id),
+    )
+    return sorted(conn.execute(stmt).scalars())
+
+
+def delete_topic(conn: Connection, topic: Topic, now_ms: int) -> None:
+    """DeleteTopics, under lock_topic(for_delete) and lock_partitions: the topic and its
+    partitions go at once (its name is free), with its committed group offsets (as Kafka
+    deletes a deleted topic's offsets) and the producers' sequence state in it. Its records
+    stay, queued in deleted_topics for the log cleaner; nothing reads them any more, as every
+    read starts from the topic or joins it (the committed_records view)."""
+    conn.execute(delete(group_offsets).where(group_offsets.c.topic_id == topic.topic_id))
+    conn.execute(delete(producer_partitions).where(producer_partitions.c.topic_id == topic.topic_id))
+    conn.execute(insert(deleted_topics).values(topic_id=topic.topic_id, name=topic.name, deleted_ms=now_ms))
+    # Partitions explicitly rather than by the foreign key's cascade alone, which SQLite
+    # applies only with PRAGMA foreign_keys on (a connection opened by another tool).
+    conn.execute(delete(partitions).where(partitions.c.topic_id == topic.topic_id))
+    conn.execute(delete(topics).where(topics.c.topic_id == topic.topic_id))
+
+
+@cache
+def _lock_partition_stmt(dialect_name: str) -> Any:
+    stmt = (
+        select(partitions.c.next_offset, partitions.c.log_start_offset)
+        .where(partitions.c.topic_id == bindparam("topic_id"), partitions.c.partition == bindparam("partition"))
+    )
+    return dialect.lock_for_update(dialect_name, stmt)
+
+
+@dataclass(frozen=True, slots=True)
+class LockedPartition:
+    log_start_offset: int
+    log_end_offset: int
+
+
+def lock_partition(conn: Connection, topic_id: int, partition: int) -> LockedPartition:
+    """The partition's bounds, its row locked until commit: the append lock that Send and the
+    control markers take (storage.log._take_offsets), so no append, and no transaction,
+    starts in the partition meanwhile."""
+    row = conn.execute(
+        _lock_partition_stmt(conn.dialect.name), {"topic_id": topic_id, "partition": partition}
+    ).first()
+    if row is None:  # deleted since the topic was read
+        raise UnknownTopicOrPartition(f"unknown partition {partition} of topic id {topic_id}")
+    return LockedPartition(row.log_start_offset, row.next_offset)
+
+
+def last_stable_offset(conn: Connection, topic_id: int, partition: int, log_end: int) -> int:
+    """The first offset of the partition's earliest unfinished transaction, or the log end.
+
+    Read in a statement of its own after lock_partition: on PostgreSQL's READ COMMITTED a
+    statement that waited for a row lock sees the other tables as of its own start, and would
+    miss a transaction that the Send it waited for had just added."""
+    first_open = conn.execute(
+        select(func.min(transaction_partitions.c.first_offset)).where(
+            transaction_partitions.c.topic_id == topic_id, transaction_partitions.c.partition == partition
+        )
+    ).scalar_one()
+    return log_end if first_open is None else min(first_open, log_end)
+
+
+# Never backwards, whoever writes it: DeleteRecords (here) and the log cleaner both write
+# max(log start, offset) in one UPDATE of this form, so whichever commits last cannot undo
+# the other.
+_ADVANCE_LOG_START = (
+    update(partitions)
+    .where(partitions.c.topic_id == bindparam("p_topic_id"), partitions.c.partition == bindparam("p_partition"))
+    .values(log_start_offset=case(
+        (partitions.c.log_start_offset < bindparam("p_offset"), bindparam("p_offset")),
+        else_=partitions.c.log_start_offset,
+    ))
+    .returning(partitions.c.log_start_offset)
+)
+
+
+def advance_log_start(conn: Connection, topic_id: int, partition: int, offset: int) -> int:
+    """Move the partition's log start up to `offset` (never back); returns the log start.
+    Records below it are never read again and the log cleaner deletes them."""
+    return conn.execute(
+        _ADVANCE_LOG_START, {"p_topic_id": topic_id, "p_partition": partition, "p_offset": offset}
+    ).scalar_one()

@@ -386,7 +386,6 @@ def topic_cases() -> list[Case]:
         Case("describe-unknown", "GET", f"{P}/nope", 404, "UNKNOWN_TOPIC_OR_PARTITION"),
         Case("describe-300-chars", "GET", f"{P}/{LONG_TOPIC}", 422, V),
         Case("topic-wrong-method-put", "PUT", f"{P}/orders", 405, "METHOD_NOT_ALLOWED", json={}),
-        Case("topic-wrong-method-delete", "DELETE", f"{P}/orders", 405, "METHOD_NOT_ALLOWED"),
         Case("topics-wrong-method-delete", "DELETE", P, 405, "METHOD_NOT_ALLOWED"),
     ]
     for n in BIG:
@@ -394,6 +393,102 @@ def topic_cases() -> list[Case]:
                       json={"name": "new", "partitions": n}))
         c.append(Case(f"create-retention-{n}", "POST", P, 400, "INVALID_CONFIG",
                       json={"name": "new", "config": {"retention_ms": n}}))
+    return c
+
+
+def topic_admin_cases() -> list[Case]:
+    """IncrementalAlterConfigs, CreatePartitions, DeleteTopics, DeleteRecords. In the starting
+    state orders/0 holds plain-0 at 0 and open-txn's records from 1 (last stable offset 1),
+    orders/1 three plain and idempotent records and no transaction, payments/0 nothing; open-txn
+    writes to orders and payments and stages offsets for orders."""
+    A = "/v1/topics/orders"
+    N = "/v1/topics/orders/partitions"
+    D = "/v1/topics/orders/partitions/0/delete-records"
+    c = [
+        Case("alter-unknown-topic", "PATCH", "/v1/topics/nope", 404, "UNKNOWN_TOPIC_OR_PARTITION",
+             json={"config": {"retention_ms": 1000}}),
+        Case("alter-topic-300-chars", "PATCH", f"/v1/topics/{LONG_TOPIC}", 422, V,
+             json={"config": {"retention_ms": 1000}}),
+        Case("alter-unknown-key", "PATCH", A, 422, V, json={"config": {"min_insync_replicas": 2}}),
+        Case("alter-unknown-key-beside-a-good-one", "PATCH", A, 422, V,
+             json={"config": {"retention_ms": 1000, "segment_ms": 5}}),
+        Case("alter-missing-config", "PATCH", A, 422, V, json={}),
+        Case("alter-config-null", "PATCH", A, 422, V, json={"config": None}),
+        Case("alter-config-list", "PATCH", A, 422, V, json={"config": [["retention_ms", 1000]]}),
+        Case("alter-config-at-top-level", "PATCH", A, 422, V, json={"retention_ms": 1000}),
+        Case("alter-partitions-through-config", "PATCH", A, 422, V, json={"config": {"partitions": 5}}),
+        Case("alter-retention-zero", "PATCH", A, 400, "INVALID_CONFIG", json={"config": {"retention_ms": 0}}),
+        Case("alter-retention-minus-two", "PATCH", A, 400, "INVALID_CONFIG", json={"config": {"retention_ms": -2}}),
+        Case("alter-retention-null", "PATCH", A, 422, V, json={"config": {"retention_ms": None}}),
+        Case("alter-retention-string", "PATCH", A, 422, V, json={"config": {"retention_ms": "1d"}}),
+        Case("alter-retention-bytes-zero", "PATCH", A, 400, "INVALID_CONFIG",
+             json={"config": {"retention_bytes": 0}}),
+        Case("alter-delete-retention-negative", "PATCH", A, 400, "INVALID_CONFIG",
+             json={"config": {"delete_retention_ms": -1}}),
+        # One bad key refuses the whole change: the good one beside it is not applied either.
+        Case("alter-good-key-with-a-bad-one", "PATCH", A, 400, "INVALID_CONFIG",
+             json={"config": {"cleanup_policy": "compact", "retention_bytes": 0}}),
+        Case("alter-cleanup-policy-bogus", "PATCH", A, 422, V, json={"config": {"cleanup_policy": "bogus"}}),
+        Case("alter-cleanup-policy-list", "PATCH", A, 422, V,
+             json={"config": {"cleanup_policy": ["compact", "delete"]}}),
+        Case("alter-check-expected-offsets-string", "PATCH", A, 422, V,
+             json={"config": {"check_expected_offsets": "yes"}}),
+        Case("alter-empty-body", "PATCH", A, 400, V, content=b""),
+        Case("alter-malformed-json", "PATCH", A, 400, V, content=b'{"config": {'),
+        Case("alter-json-array-body", "PATCH", A, 422, V, content=b"[]"),
+        Case("alter-invalid-utf8", "PATCH", A, 400, V, content=b'{"config": {"cleanup_policy": "\xff"}}'),
+        Case("partitions-equal", "POST", N, 400, "INVALID_PARTITIONS", json={"partition_count": 2}),
+        Case("partitions-fewer", "POST", N, 400, "INVALID_PARTITIONS", json={"partition_count": 1}),
+        Case("partitions-zero", "POST", N, 400, "INVALID_PARTITIONS", json={"partition_count": 0}),
+        Case("partitions-negative", "POST", N, 400, "INVALID_PARTITIONS", json={"partition_count": -1}),
+        Case("partitions-above-max", "POST", N, 400, "INVALID_PARTITIONS", json={"partition_count": 2000}),
+        Case("partitions-unknown-topic", "POST", "/v1/topics/nope/partitions", 404,
+             "UNKNOWN_TOPIC_OR_PARTITION", json={"partition_count": 3}),
+        Case("partitions-topic-300-chars", "POST", f"/v1/topics/{LONG_TOPIC}/partitions", 422, V,
+             json={"partition_count": 3}),
+        Case("partitions-missing-count", "POST", N, 422, V, json={}),
+        Case("partitions-count-string", "POST", N, 422, V, json={"partition_count": "3"}),
+        Case("partitions-count-fraction", "POST", N, 422, V, json={"partition_count": 2.5}),
+        Case("partitions-count-null", "POST", N, 422, V, json={"partition_count": None}),
+        Case("partitions-count-bool", "POST", N, 422, V, json={"partition_count": True}),
+        Case("partitions-create-topic-body", "POST", N, 422, V, json={"partitions": 3}),
+        Case("partitions-unknown-field", "POST", N, 422, V,
+             json={"partition_count": 3, "assignments": [[0], [1], [2]]}),
+        Case("partitions-empty-body", "POST", N, 400, V, content=b""),
+        Case("partitions-malformed-json", "POST", N, 400, V, content=b'{"partition_count": 3'),
+        Case("partitions-wrong-method", "GET", N, 405, "METHOD_NOT_ALLOWED"),
+        Case("delete-topic-in-open-transaction", "DELETE", A, 409, "TOPIC_HAS_OPEN_TRANSACTIONS"),
+        Case("delete-topic-only-partly-in-open-transaction", "DELETE", "/v1/topics/payments", 409,
+             "TOPIC_HAS_OPEN_TRANSACTIONS"),
+        Case("delete-topic-unknown", "DELETE", "/v1/topics/nope", 404, "UNKNOWN_TOPIC_OR_PARTITION"),
+        Case("delete-topic-300-chars", "DELETE", f"/v1/topics/{LONG_TOPIC}", 422, V),
+        Case("delete-records-past-last-stable-offset", "POST", D, 416, "OFFSET_OUT_OF_RANGE", json={"offset": 2}),
+        Case("delete-records-past-log-end", "POST", "/v1/topics/orders/partitions/1/delete-records", 416,
+             "OFFSET_OUT_OF_RANGE", json={"offset": 4}),
+        Case("delete-records-on-empty-partition", "POST", "/v1/topics/payments/partitions/0/delete-records",
+             416, "OFFSET_OUT_OF_RANGE", json={"offset": 1}),
+        Case("delete-records-unknown-topic", "POST", "/v1/topics/nope/partitions/0/delete-records", 404,
+             "UNKNOWN_TOPIC_OR_PARTITION", json={"offset": 0}),
+        Case("delete-records-unknown-partition", "POST", "/v1/topics/orders/partitions/2/delete-records",
+             404, "UNKNOWN_TOPIC_OR_PARTITION", json={"offset": 0}),
+        Case("delete-records-partition-negative", "POST", "/v1/topics/orders/partitions/-1/delete-records",
+             422, V, json={"offset": 0}),
+        Case("delete-records-partition-2**31", "POST", f"/v1/topics/orders/partitions/{2**31}/delete-records",
+             422, V, json={"offset": 0}),
+        Case("delete-records-offset-negative", "POST", D, 422, V, json={"offset": -1}),
+        Case("delete-records-offset-string", "POST", D, 422, V, json={"offset": "1"}),
+        Case("delete-records-offset-null", "POST", D, 422, V, json={"offset": None}),
+        Case("delete-records-missing-offset", "POST", D, 422, V, json={}),
+        Case("delete-records-unknown-field", "POST", D, 422, V, json={"offset": 0, "partition": 0}),
+        Case("delete-records-empty-body", "POST", D, 400, V, content=b""),
+        Case("delete-records-malformed-json", "POST", D, 400, V, content=b'{"offset": '),
+        Case("delete-records-wrong-method", "GET", D, 405, "METHOD_NOT_ALLOWED"),
+    ]
+    for n in BIG:
+        c.append(Case(f"alter-retention-{n}", "PATCH", A, 400, "INVALID_CONFIG",
+                      json={"config": {"retention_ms": n}}))
+        c.append(Case(f"partitions-count-{n}", "POST", N, 400, "INVALID_PARTITIONS", json={"partition_count": n}))
+        c.append(Case(f"delete-records-offset-{n}", "POST", D, 422, V, json={"offset": n}))
     return c
 
 
@@ -989,14 +1084,14 @@ def misc_cases() -> list[Case]:
         Case("unknown-path", "GET", "/v1/nope", 404, "NOT_FOUND"),
         Case("unknown-version", "GET", "/v2/topics", 404, "NOT_FOUND"),
         Case("unknown-post-path", "POST", "/v1/nope", 404, "NOT_FOUND", json={"name": "x"}),
-        Case("unknown-subresource", "GET", "/v1/topics/orders/partitions", 404, "NOT_FOUND"),
+        Case("unknown-subresource", "GET", "/v1/topics/orders/segments", 404, "NOT_FOUND"),
         Case("root", "GET", "/", 404, "NOT_FOUND"),
         Case("healthz-wrong-method", "POST", "/healthz", 405, "METHOD_NOT_ALLOWED", json={}),
         Case("readyz-wrong-method", "DELETE", "/readyz", 405, "METHOD_NOT_ALLOWED"),
     ]
 
 
-CASES = (topic_cases() + fetch_cases() + producer_cases() + transaction_cases()
+CASES = (topic_cases() + topic_admin_cases() + fetch_cases() + producer_cases() + transaction_cases()
          + add_offsets_cases() + send_cases() + group_cases() + membership_cases() + admin_cases()
          + misc_cases())
 assert len({c.id for c in CASES}) == len(CASES), "case ids must be unique"
@@ -1190,6 +1285,11 @@ EDGES = [
     Edge("init-tid-with-nul", "POST", "/v1/producers", b'{"transactional_id": "a\\u0000b"}',
          verify=_tid_round_trips("a\x00b")),
     Edge("describe-topic-with-nul", "GET", "/v1/topics/a%00b"),
+    Edge("alter-topic-with-nul", "PATCH", "/v1/topics/a%00b", b'{"config": {"retention_ms": 1000}}'),
+    Edge("delete-topic-with-nul", "DELETE", "/v1/topics/a%00b"),
+    Edge("add-partitions-topic-with-nul", "POST", "/v1/topics/a%00b/partitions", b'{"partition_count": 3}'),
+    Edge("delete-records-topic-with-nul", "POST", "/v1/topics/a%00b/partitions/0/delete-records",
+         b'{"offset": 0}'),
     Edge("fetch-topic-with-nul", "GET", "/v1/topics/a%00b/partitions/0/records"),
     Edge("describe-tid-with-nul", "GET", "/v1/transactions/a%00b"),
     Edge("begin-tid-with-nul", "POST", "/v1/transactions/a%00b/begin",

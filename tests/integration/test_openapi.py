@@ -32,6 +32,8 @@ def test_every_contract_path_is_served() -> None:
         ("get", "/v1/topics/{topic}/partitions/{partition}/records"),
         ("post", "/v1/groups/{group_id}/offsets"), ("get", "/v1/groups/{group_id}/offsets"),
         ("get", "/healthz"), ("get", "/readyz"),
+        ("patch", "/v1/topics/{topic}"), ("post", "/v1/topics/{topic}/partitions"),
+        ("delete", "/v1/topics/{topic}"), ("post", "/v1/topics/{topic}/partitions/{partition}/delete-records"),
     }
     served = {(m, p) for p, ops in paths.items() for m in ops}
     assert expected <= served
@@ -49,6 +51,7 @@ def test_limits_that_are_settings_are_stated_from_the_serving_settings() -> None
         return integer["minimum"], integer["maximum"]
 
     assert bounds("TopicCreate", "partitions") == (1, 8)
+    assert bounds("CreatePartitionsRequest", "partition_count") == (1, 8)
     assert bounds("InitProducerIdRequest", "transaction_timeout_ms") == (1, 5000)
     assert bounds("JoinGroupRequest", "session_timeout_ms") == (100, 200)
 
@@ -85,3 +88,26 @@ def test_the_stated_limit_is_the_one_checked(client, component, field, call, cod
     for n in (low - 1, high + 1):
         r = call(client, n)
         assert (r.status_code, r.json()["error_code"]) == (400, code)
+
+
+def test_the_stated_partition_count_limit_of_create_partitions_is_the_one_checked(client) -> None:  # type: ignore[no-untyped-def]
+    _, high = _stated(client, "CreatePartitionsRequest", "partition_count")
+    assert client.post("/v1/topics", json={"name": "grow"}).status_code == 201
+    over = client.post("/v1/topics/grow/partitions", json={"partition_count": high + 1})
+    assert (over.status_code, over.json()["error_code"]) == (400, "INVALID_PARTITIONS")
+    assert client.post("/v1/topics/grow/partitions", json={"partition_count": high}).status_code == 200
+
+
+def test_the_topic_administration_operations_have_stable_operation_ids() -> None:
+    paths = create_app(Settings()).openapi()["paths"]
+    assert {
+        (method, path): paths[path][method]["operationId"]
+        for path, method in (("/v1/topics/{topic}", "patch"), ("/v1/topics/{topic}/partitions", "post"),
+                             ("/v1/topics/{topic}", "delete"),
+                             ("/v1/topics/{topic}/partitions/{partition}/delete-records", "post"))
+    } == {
+        ("patch", "/v1/topics/{topic}"): "alter_topic_config",
+        ("post", "/v1/topics/{topic}/partitions"): "create_partitions",
+        ("delete", "/v1/topics/{topic}"): "delete_topic",
+        ("post", "/v1/topics/{topic}/partitions/{partition}/delete-records"): "delete_records",
+    }

@@ -56,7 +56,7 @@ def test_a_fetch_reads_a_transaction_from_its_batch_heads_then_their_offsets(ser
     with database.engine.connect() as conn:
         topic_id = conn.execute(text("SELECT topic_id FROM topics WHERE name = 'plans'")).scalar_one()
         stmt = _transaction_records_stmt(database.dialect).params(
-            topic_id=topic_id, partition=0, txn_ids=[1, 2, 3], before=10_000
+            topic_id=topic_id, partition=0, txn_ids=[1, 2, 3], log_start=0, before=10_000
         )
         sql = str(stmt.compile(conn, compile_kwargs={"literal_binds": True, "render_postcompile": True}))
     primary_key = "pk_records" if database.dialect == "postgresql" else "sqlite_autoindex_records_1"

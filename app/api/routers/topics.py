@@ -13,7 +13,11 @@ from app.api.json_body import json_body
 from app.api.schemas.common import ID_PATTERN, TOPIC_NAME_MAX_LENGTH
 from app.api.schemas.records import FetchResponse
 from app.api.schemas.topics import (
+    CreatePartitionsRequest,
+    DeleteRecordsRequest,
+    DeleteRecordsResponse,
     PartitionDescription,
+    TopicAlter,
     TopicConfig,
     TopicCreate,
     TopicDescription,
@@ -21,15 +25,23 @@ from app.api.schemas.topics import (
     TopicSummary,
 )
 from app.domain.types import MAX_INT32, MAX_INT64, IsolationLevel
-from app.storage.topics import Topic
+from app.storage.topics import PartitionInfo, Topic
 
 router = APIRouter(prefix="/v1/topics", tags=["topics"])
 
 TopicPath = Annotated[str, Path(min_length=1, max_length=TOPIC_NAME_MAX_LENGTH, pattern=ID_PATTERN)]
+PartitionPath = Annotated[int, Path(ge=0, le=MAX_INT32)]
 
 
 def _summary(t: Topic) -> TopicSummary:
     return TopicSummary(name=t.name, partition_count=t.partition_count, config=TopicConfig(**asdict(t.config)))
+
+
+def _description(t: Topic, parts: list[PartitionInfo]) -> TopicDescription:
+    return TopicDescription(
+        **_summary(t).model_dump(),
+        partitions=[PartitionDescription(**asdict(p)) for p in parts],
+    )
 
 
 @router.post("", status_code=201, operation_id="create_topic", response_model=TopicDescription,
@@ -49,11 +61,53 @@ def list_topics(services: ServicesDep) -> TopicList:
             responses=documented(404))
 def describe_topic(topic: TopicPath, services: ServicesDep) -> TopicDescription:
     """The topic, and per partition its log start, log end and last stable offset."""
-    t, parts = services.topics.describe(topic)
-    return TopicDescription(
-        **_summary(t).model_dump(),
-        partitions=[PartitionDescription(**asdict(p)) for p in parts],
-    )
+    return _description(*services.topics.describe(topic))
+
+
+@router.patch("/{topic}", operation_id="alter_topic_config", response_model=TopicDescription,
+              responses=documented(400, 404, 415))
+def alter_topic_config(
+    topic: TopicPath, body: Annotated[TopicAlter, json_body(TopicAlter)], services: ServicesDep
+) -> TopicDescription:
+    """Kafka's IncrementalAlterConfigs: set the config keys given, keep every other. Answers
+    the topic as it is now. Retention and compaction settings act from the log cleaner's next
+    pass; check_expected_offsets and cleanup_policy from the next Send."""
+    return _description(*services.topics.alter_config(topic, body.config.changes()))
+
+
+@router.post("/{topic}/partitions", operation_id="create_partitions", response_model=TopicDescription,
+             responses=documented(400, 404, 415))
+def create_partitions(
+    topic: TopicPath, body: Annotated[CreatePartitionsRequest, json_body(CreatePartitionsRequest)],
+    services: ServicesDep,
+) -> TopicDescription:
+    """Kafka's CreatePartitions: add partitions, empty, up to `partition_count` in all.
+    Partitions are never removed: a count not above the current one is INVALID_PARTITIONS."""
+    return _description(*services.topics.create_partitions(topic, body.partition_count))
+
+
+@router.delete("/{topic}", status_code=204, operation_id="delete_topic", responses=documented(404, 409))
+def delete_topic(topic: TopicPath, services: ServicesDep) -> Response:
+    """Kafka's DeleteTopics: the topic, its partitions and its consumer groups' committed
+    offsets go at once, and its name is free; the log cleaner deletes its records later.
+    Refused (409, TOPIC_HAS_OPEN_TRANSACTIONS, naming them in details.transactional_ids) while
+    unfinished transactions write to it or stage offsets for it: commit or abort them first."""
+    services.topics.delete(topic)
+    return Response(status_code=204)
+
+
+@router.post("/{topic}/partitions/{partition}/delete-records", operation_id="delete_records",
+             response_model=DeleteRecordsResponse, responses=documented(400, 404, 415, 416))
+def delete_records(
+    topic: TopicPath, partition: PartitionPath,
+    body: Annotated[DeleteRecordsRequest, json_body(DeleteRecordsRequest)], services: ServicesDep,
+) -> DeleteRecordsResponse:
+    """Kafka's DeleteRecords: move the partition's log start up to `offset`. Records below it
+    are never read again (a fetch below it is OFFSET_OUT_OF_RANGE) and the log cleaner
+    deletes them. Up to the last stable offset (past it: OFFSET_OUT_OF_RANGE, with the bounds
+    in details); an offset below the log start changes nothing and answers the log start."""
+    log_start = services.topics.delete_records(topic, partition, body.offset)
+    return DeleteRecordsResponse(topic=topic, partition=partition, log_start_offset=log_start)
 
 
 @router.get(
@@ -64,7 +118,7 @@ def describe_topic(topic: TopicPath, services: ServicesDep) -> TopicDescription:
 )
 def fetch_records(
     topic: TopicPath,
-    partition: Annotated[int, Path(ge=0, le=MAX_INT32)],
+    partition: PartitionPath,
     services: ServicesDep,
     offset: Annotated[int, Query(ge=0, le=MAX_INT64, description="read_committed: a commit position; read_uncommitted: an offset")] = 0,
     isolation: IsolationLevel = IsolationLevel.READ_COMMITTED,

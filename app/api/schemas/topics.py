@@ -1,12 +1,12 @@
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Any
 
 import msgspec
-from msgspec import Meta
+from msgspec import UNSET, Meta, UnsetType
 from pydantic import BaseModel, Field
 
-from app.api.schemas.common import TOPIC_NAME_MAX_LENGTH, RequestBody
+from app.api.schemas.common import TOPIC_NAME_MAX_LENGTH, Offset, RequestBody
 from app.domain import topic_config as domain
 from app.domain.types import CleanupPolicy
 
@@ -15,32 +15,40 @@ from app.domain.types import CleanupPolicy
 _POSITIVE_OR_NO_LIMIT = {"minimum": -1, "not": {"const": 0}}
 
 
+# Each key's type, bounds and meaning, shared by CreateTopics and IncrementalAlterConfigs.
+CleanupPolicyKey = Annotated[CleanupPolicy, Meta(
+    description="Kafka's cleanup.policy. delete: the oldest records go once older than "
+    "retention_ms or beyond retention_bytes; compact: each key's latest committed record "
+    "stays; compact,delete: both"
+)]
+RetentionMsKey = Annotated[int, Meta(
+    description="delete: records older than this go (Kafka's retention.ms); -1: no time "
+    "limit. Out of range: INVALID_CONFIG",
+    extra_json_schema=_POSITIVE_OR_NO_LIMIT,
+)]
+RetentionBytesKey = Annotated[int, Meta(
+    description="delete: the oldest records of a partition go while it holds more bytes "
+    "of keys, values and headers than this (Kafka's retention.bytes); -1: no size limit. "
+    "Out of range: INVALID_CONFIG",
+    extra_json_schema=_POSITIVE_OR_NO_LIMIT,
+)]
+DeleteRetentionMsKey = Annotated[int, Meta(
+    description="compact: how long a tombstone (the latest record of a key, its value "
+    "null) is kept before it goes too (Kafka's delete.retention.ms). Out of range: "
+    "INVALID_CONFIG",
+    extra_json_schema={"minimum": 0},
+)]
+CheckExpectedOffsetsKey = Annotated[bool, Meta(
+    description="KIP-27: every Send to this topic must carry expected_offset"
+)]
+
+
 class TopicConfigIn(RequestBody):
-    cleanup_policy: Annotated[CleanupPolicy, Meta(
-        description="Kafka's cleanup.policy. delete: the oldest records go once older than "
-        "retention_ms or beyond retention_bytes; compact: each key's latest committed record "
-        "stays; compact,delete: both"
-    )] = CleanupPolicy.DELETE
-    retention_ms: Annotated[int, Meta(
-        description="delete: records older than this go (Kafka's retention.ms); -1: no time "
-        "limit. Out of range: INVALID_CONFIG",
-        extra_json_schema=_POSITIVE_OR_NO_LIMIT,
-    )] = domain.DEFAULT_RETENTION_MS
-    retention_bytes: Annotated[int, Meta(
-        description="delete: the oldest records of a partition go while it holds more bytes "
-        "of keys, values and headers than this (Kafka's retention.bytes); -1: no size limit. "
-        "Out of range: INVALID_CONFIG",
-        extra_json_schema=_POSITIVE_OR_NO_LIMIT,
-    )] = domain.NO_LIMIT
-    delete_retention_ms: Annotated[int, Meta(
-        description="compact: how long a tombstone (the latest record of a key, its value "
-        "null) is kept before it goes too (Kafka's delete.retention.ms). Out of range: "
-        "INVALID_CONFIG",
-        extra_json_schema={"minimum": 0},
-    )] = domain.DEFAULT_DELETE_RETENTION_MS
-    check_expected_offsets: Annotated[bool, Meta(
-        description="KIP-27: every Send to this topic must carry expected_offset"
-    )] = False
+    cleanup_policy: CleanupPolicyKey = CleanupPolicy.DELETE
+    retention_ms: RetentionMsKey = domain.DEFAULT_RETENTION_MS
+    retention_bytes: RetentionBytesKey = domain.NO_LIMIT
+    delete_retention_ms: DeleteRetentionMsKey = domain.DEFAULT_DELETE_RETENTION_MS
+    check_expected_offsets: CheckExpectedOffsetsKey = False
 
     def to_domain(self) -> domain.TopicConfig:
         return domain.TopicConfig(
@@ -63,6 +71,48 @@ class TopicCreate(RequestBody):
     config: TopicConfigIn = msgspec.field(default_factory=TopicConfigIn)
 
 
+class TopicConfigChanges(RequestBody):
+    """The config keys to set; a key left out keeps its value. An unknown key is refused."""
+
+    cleanup_policy: CleanupPolicyKey | UnsetType = UNSET
+    retention_ms: RetentionMsKey | UnsetType = UNSET
+    retention_bytes: RetentionBytesKey | UnsetType = UNSET
+    delete_retention_ms: DeleteRetentionMsKey | UnsetType = UNSET
+    check_expected_offsets: CheckExpectedOffsetsKey | UnsetType = UNSET
+
+    def changes(self) -> dict[str, Any]:
+        return {k: v for k, v in msgspec.structs.asdict(self).items() if v is not UNSET}
+
+
+class TopicAlter(RequestBody):
+    # A body of its own around the keys, as Kafka's IncrementalAlterConfigs names the
+    # resource's configs: room for other things a topic may one day have changed.
+    config: TopicConfigChanges
+
+
+class CreatePartitionsRequest(RequestBody):
+    # Bounds stated in the OpenAPI document from the service's settings (app.api.app); the
+    # service checks them, and that the count grows, and answers INVALID_PARTITIONS.
+    partition_count: Annotated[int, Meta(
+        description="the topic's new number of partitions, more than it has now; the new "
+        "ones are empty. Not more: INVALID_PARTITIONS"
+    )]
+
+
+class DeleteRecordsRequest(RequestBody):
+    offset: Annotated[Offset, Meta(
+        description="the partition's new log start: every record below it is deleted. At most "
+        "the last stable offset (else OFFSET_OUT_OF_RANGE); below the current log start, "
+        "nothing changes"
+    )]
+
+
+class DeleteRecordsResponse(BaseModel):
+    topic: str
+    partition: int
+    log_start_offset: int = Field(description="the partition's log start now (Kafka's low watermark)")
+
+
 class TopicConfig(BaseModel):
     cleanup_policy: CleanupPolicy
     retention_ms: int
@@ -80,7 +130,8 @@ class PartitionDescription(BaseModel):
     last_stable_offset: int = Field(
         description="first offset of the earliest unfinished transaction in this partition, else the log end"
     )
-    record_count: int = Field(description="data records stored (control markers and compacted records not counted)")
+    record_count: int = Field(description="data records stored (control markers and compacted records not "
+                              "counted); records below the log start count until the log cleaner deletes them")
     size_bytes: int = Field(description="UTF-8 bytes of the stored records' keys, values and headers")
 
 

@@ -1,0 +1,59 @@
+"""The rules of topic administration (Kafka's CreatePartitions, DeleteRecords, DeleteTopics):
+the service reads the state under the locks it needs and asks these what may be written.
+IncrementalAlterConfigs' rule is TopicConfig.altered (app.domain.topic_config)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from app.domain.errors import InvalidPartitions, OffsetOutOfRange, TopicHasOpenTransactions
+
+
+def partitions_to_add(topic: str, current: int, requested: int, max_partitions: int) -> range:
+    """CreatePartitions: the partitions to create so that `topic` has `requested` in all.
+    A topic's partitions are never removed (a record's partition is part of its address), so
+    the count only grows, as in Kafka."""
+    if requested == current:
+        raise InvalidPartitions(f"topic {topic!r} already has {current} partitions")
+    if requested < current:
+        raise InvalidPartitions(
+            f"topic {topic!r} has {current} partitions, more than the {requested} asked for: "
+            "partitions can be added, never removed"
+        )
+    if requested > max_partitions:
+        raise InvalidPartitions(
+            f"partition_count must be at most {max_partitions} (OUTBOX_MAX_PARTITIONS_PER_TOPIC)"
+        )
+    return range(current, requested)
+
+
+def new_log_start(requested: int, *, log_start: int, last_stable: int, log_end: int) -> int:
+    """DeleteRecords: the partition's log start once the records below `requested` are
+    deleted. Never backwards (a request below the log start leaves it, as Kafka's low
+    watermark), and never past the last stable offset: below it every transaction has its
+    marker, so the log start never cuts into an unfinished transaction, and the log cleaner
+    may delete everything under it."""
+    if requested > last_stable:
+        raise OffsetOutOfRange(
+            f"offset {requested} is past the partition's last stable offset {last_stable}: "
+            f"records can be deleted up to it (log [{log_start}, {log_end}])",
+            log_start_offset=log_start,
+            last_stable_offset=last_stable,
+            log_end_offset=log_end,
+        )
+    return max(log_start, requested)
+
+
+def check_deletable(topic: str, transactional_ids: Iterable[str]) -> None:
+    """DeleteTopics: refused while unfinished transactions write to the topic or stage group
+    offsets for it. Deleting under them would leave a transaction with a partition that can
+    never get its marker, and offsets that would commit for a topic that is gone; aborting
+    them instead would end other producers' work as a side effect of an admin call."""
+    ids = sorted(set(transactional_ids))
+    if ids:
+        raise TopicHasOpenTransactions(
+            f"topic {topic!r} is in unfinished transactions of transactional_id(s) "
+            f"{', '.join(ids)}: wait for them to commit or abort, or abort them "
+            "(`outbox transactions abort ID`), then delete the topic",
+            transactional_ids=ids,
+        )

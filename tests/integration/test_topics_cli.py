@@ -1,0 +1,111 @@
+"""`outbox topics …` against the configured database, on SQLite and PostgreSQL: each verb's
+JSON answer is the HTTP API's, and what it changed is what the API then shows."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+from tests.helpers import batch, begin, create_topic, init_producer, send
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _outbox(db_url: str, *args: str) -> subprocess.CompletedProcess:
+    env = {**os.environ, "OUTBOX_DATABASE_URL": db_url}
+    return subprocess.run([sys.executable, "-m", "app.cli", "topics", *args], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=60)
+
+
+def _json(result: subprocess.CompletedProcess) -> Any:
+    assert (result.returncode, result.stderr) == (0, ""), result.stderr
+    return json.loads(result.stdout)
+
+
+def test_list_prints_every_topic_as_the_api_lists_it(client, db_url) -> None:  # type: ignore[no-untyped-def]
+    create_topic(client, "b", 2)
+    create_topic(client, "a", 1, retention_ms=1000)
+
+    assert _json(_outbox(db_url, "list")) == client.get("/v1/topics").json()["topics"]
+
+
+def test_describe_prints_the_topic_as_the_api_describes_it(client, db_url) -> None:  # type: ignore[no-untyped-def]
+    create_topic(client, "t", 2)
+    assert send(client, [batch("t", 1, ["a", "b"])]).status_code == 200
+
+    assert _json(_outbox(db_url, "describe", "t")) == client.get("/v1/topics/t").json()
+
+
+def test_create_makes_the_topic_with_its_config(client, db_url) -> None:  # type: ignore[no-untyped-def]
+    out = _json(_outbox(db_url, "create", "t", "--partitions", "2", "--config", "retention_ms=1000",
+                        "--config", "check_expected_offsets=true"))
+
+    assert out == client.get("/v1/topics/t").json()
+    assert (out["partition_count"], out["config"]["retention_ms"], out["config"]["check_expected_offsets"]) == (
+        2, 1000, True)
+
+
+def test_alter_sets_the_keys_given_and_keeps_the_others(client, db_url) -> None:  # type: ignore[no-untyped-def]
+    create_topic(client, "t", 1, retention_ms=5000)
+
+    out = _json(_outbox(db_url, "alter", "t", "cleanup_policy=compact,delete", "retention_bytes=100"))
+
+    assert out["config"] == {"cleanup_policy": "compact,delete", "retention_ms": 5000, "retention_bytes": 100,
+                             "delete_retention_ms": 86_400_000, "check_expected_offsets": False}
+    assert client.get("/v1/topics/t").json() == out
+
+
+def test_alter_with_an_unknown_key_is_a_usage_error_that_changes_nothing(client, db_url) -> None:  # type: ignore[no-untyped-def]
+    create_topic(client, "t", 1)
+    before = client.get("/v1/topics/t").json()
+
+    result = _outbox(db_url, "alter", "t", "retention_ms=1", "segment_ms=5")
+
+    assert (result.returncode, result.stdout) == (2, "")
+    assert result.stderr == "outbox: error: config: Object contains unknown field `segment_ms`\n"
+    assert client.get("/v1/topics/t").json() == before
+
+
+def test_add_partitions_grows_the_topic(client, db_url) -> None:  # type: ignore[no-untyped-def]
+    create_topic(client, "t", 1)
+
+    out = _json(_outbox(db_url, "add-partitions", "t", "3"))
+
+    assert [p["partition"] for p in out["partitions"]] == [0, 1, 2]
+    assert client.get("/v1/topics/t").json() == out
+
+
+def test_delete_deletes_the_topic(client, db_url) -> None:  # type: ignore[no-untyped-def]
+    create_topic(client, "t", 1)
+
+    assert _json(_outbox(db_url, "delete", "t")) == {"name": "t", "deleted": True}
+    assert client.get("/v1/topics/t").status_code == 404
+
+
+def test_delete_of_a_topic_in_an_open_transaction_is_one_line_naming_it(client, db_url) -> None:  # type: ignore[no-untyped-def]
+    create_topic(client, "t", 1)
+    p = init_producer(client, "writer")
+    begin(client, "writer", p)
+    assert send(client, [batch("t", 0, ["a"], 0)], p, "writer").status_code == 200
+
+    result = _outbox(db_url, "delete", "t")
+
+    assert (result.returncode, result.stdout) == (1, "")
+    assert result.stderr == (
+        "outbox: error: TOPIC_HAS_OPEN_TRANSACTIONS: topic 't' is in unfinished transactions of "
+        "transactional_id(s) writer: wait for them to commit or abort, or abort them (`outbox "
+        "transactions abort ID`), then delete the topic\n")
+
+
+def test_delete_records_moves_the_log_start(client, db_url) -> None:  # type: ignore[no-untyped-def]
+    create_topic(client, "t", 2)
+    assert send(client, [batch("t", 1, ["a", "b", "c"])]).status_code == 200
+
+    out = _json(_outbox(db_url, "delete-records", "t", "1", "2"))
+
+    assert out == {"topic": "t", "partition": 1, "log_start_offset": 2}
+    assert client.get("/v1/topics/t").json()["partitions"][1]["log_start_offset"] == 2
