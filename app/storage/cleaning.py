@@ -161,7 +161,28 @@ def _uncount(conn: Connection, topic_id: int, partition: int, deleted: Sequence,
 
 def delete_prefix(conn: Connection, topic_id: int, partition: int, start: int, bound: int) -> tuple[int, int]:
     """Delete the rows of [start, bound) and make `bound` the log start if it is higher;
-    returns (data records, bytes) deleted."""
+    returns (data records, bytes) deleted.
+
+    A transactional batch whose run [head, head + count) crosses `bound` keeps its records at
+    or past it readable: the first of them becomes the head of the rest of the run, in this
+    transaction (read_committed finds a batch's records only through its head). Retention
+    never cuts a transaction, but DeleteRecords may put a log start inside a batch, and a
+    chunk edge may fall there too."""
+    crossing = conn.execute(
+        select(records.c.offset, records.c.batch_record_count)
+        .where(records.c.topic_id == topic_id, records.c.partition == partition,
+               records.c.offset >= start, records.c.offset < bound,
+               records.c.batch_record_count.is_not(None),
+               records.c.offset + records.c.batch_record_count > bound)
+    ).all()
+    for head, count in crossing:
+        kept = conn.execute(
+            select(func.min(records.c.offset))
+            .where(records.c.topic_id == topic_id, records.c.partition == partition,
+                   records.c.offset >= bound, records.c.offset < head + count)
+        ).scalar()
+        if kept is not None:
+            set_batch_heads(conn, topic_id, partition, [(kept, head + count - kept)])
     deleted = conn.execute(
         delete(records)
         .where(records.c.topic_id == topic_id, records.c.partition == partition,

@@ -7,6 +7,9 @@
   migration fills from the records already stored; `cleaned_offset`, compaction's checkpoint.
 - deleted_topics: topics deleted whose records the cleaner still has to delete.
 - cleaner_leases: a cleaner's claim on a partition while it compacts it.
+- the committed_records view leaves out records below their partition's log start: those are
+  garbage that the cleaner deletes later, never read (app.storage.log.fetch leaves them out
+  too), and a transaction whose records a DeleteRecords cut shows the part at or after it.
 
 Stop every `serve` and `coordinator` of the database before running it: a process on the
 older code would append without counting, and the counters (which retention.bytes acts on)
@@ -18,6 +21,8 @@ Create Date: 2026-11-25
 """
 
 from __future__ import annotations
+
+import importlib
 
 import sqlalchemy as sa
 from alembic import op
@@ -46,6 +51,63 @@ _COLUMNS = [
 ]
 
 
+# 0004's view with the log start: each branch joins its partition (a record's, or a COMMIT
+# marker's, whose records then must lie at or past it). The join order 0004 fixes stays.
+_PLAIN_BRANCH = """
+SELECT t.name AS topic, r.topic_id, r."partition", r."offset",
+       r."offset" AS commit_position,
+       r.timestamp_ms, r.key, r.value, r.headers, r.producer_id,
+       FALSE AS transactional
+FROM records r
+JOIN topics t ON t.topic_id = r.topic_id
+JOIN partitions p ON p.topic_id = r.topic_id AND p."partition" = r."partition"
+WHERE r.txn_id IS NULL AND r.control_type IS NULL AND r."offset" >= p.log_start_offset
+"""
+
+CREATE_COMMITTED_RECORDS = {
+    "postgresql": "CREATE VIEW committed_records AS" + _PLAIN_BRANCH + """UNION ALL
+SELECT t.name AS topic, m.topic_id, m."partition", r."offset",
+       m."offset" AS commit_position,
+       r.timestamp_ms, r.key, r.value, r.headers, r.producer_id,
+       TRUE AS transactional
+FROM records m
+JOIN topics t ON t.topic_id = m.topic_id
+JOIN partitions p ON p.topic_id = m.topic_id AND p."partition" = m."partition"
+CROSS JOIN LATERAL (
+    SELECT h."offset", h.batch_record_count FROM records h
+    WHERE h.topic_id = m.topic_id AND h."partition" = m."partition" AND h.txn_id = m.txn_id
+      AND h.batch_record_count IS NOT NULL AND h."offset" < m."offset"
+    OFFSET 0
+) h
+CROSS JOIN LATERAL (
+    SELECT r."offset", r.timestamp_ms, r.key, r.value, r.headers, r.producer_id FROM records r
+    WHERE r.topic_id = m.topic_id AND r."partition" = m."partition"
+      AND r."offset" >= h."offset" AND r."offset" < h."offset" + h.batch_record_count
+      AND r."offset" >= p.log_start_offset
+    OFFSET 0
+) r
+WHERE m.control_type = 'COMMIT'
+""",
+    "sqlite": "CREATE VIEW committed_records AS" + _PLAIN_BRANCH + """UNION ALL
+SELECT t.name AS topic, m.topic_id, m."partition", r."offset",
+       m."offset" AS commit_position,
+       r.timestamp_ms, r.key, r.value, r.headers, r.producer_id,
+       TRUE AS transactional
+FROM records m
+JOIN topics t ON t.topic_id = m.topic_id
+JOIN partitions p ON p.topic_id = m.topic_id AND p."partition" = m."partition"
+CROSS JOIN records h
+  ON h.topic_id = m.topic_id AND h."partition" = m."partition" AND h.txn_id = m.txn_id
+ AND h.batch_record_count IS NOT NULL AND h."offset" < m."offset"
+CROSS JOIN records r
+  ON r.topic_id = m.topic_id AND r."partition" = m."partition"
+ AND r."offset" >= h."offset" AND r."offset" < h."offset" + h.batch_record_count
+ AND r."offset" >= p.log_start_offset
+WHERE m.control_type = 'COMMIT'
+""",
+}
+
+
 def upgrade() -> None:
     for table, name, default in _COLUMNS:
         op.add_column(table, sa.Column(name, sa.BigInteger(), nullable=False, server_default=sa.text(default)))
@@ -64,7 +126,10 @@ def upgrade() -> None:
         sa.Column("until_ms", sa.BigInteger(), nullable=False),
         sa.PrimaryKeyConstraint("topic_id", "partition", name=op.f("pk_cleaner_leases")),
     )
-    size = _BYTES[op.get_bind().dialect.name]
+    dialect = op.get_bind().dialect.name
+    op.execute("DROP VIEW IF EXISTS committed_records")
+    op.execute(CREATE_COMMITTED_RECORDS[dialect])
+    size = _BYTES[dialect]
     record_size = " + ".join(size.format(c=c) for c in ("key", "value", "headers"))
     op.execute(f"""
         UPDATE partitions SET
@@ -78,6 +143,9 @@ def upgrade() -> None:
 
 
 def downgrade() -> None:
+    op.execute("DROP VIEW IF EXISTS committed_records")
+    previous = importlib.import_module("migrations.versions.0004_transactional_batch_heads")
+    op.execute(previous.CREATE_COMMITTED_RECORDS[op.get_bind().dialect.name])
     op.drop_table("cleaner_leases")
     op.drop_table("deleted_topics")
     for table, name, _ in reversed(_COLUMNS):

@@ -7,8 +7,8 @@ in between. The model keeps the log as offsets (records and markers) and the com
 records in commit order (a committed transaction's records at its COMMIT marker). After each
 pass, read_committed from the log start must be exactly: below the pass's cleaning point (the
 last stable offset when it began) each key's last committed record, above it every committed
-record, in commit order; no aborted record anywhere; and the partition's record count and
-size exactly what is stored. Small cleaner chunks (3 rows) put chunk edges everywhere, and
+record, in commit order; no aborted record anywhere; and the committed_records view (what
+Spark reads) must show the same records in the same order as the fetch. Small cleaner chunks (3 rows) put chunk edges everywhere, and
 the cleaner compacts whatever is dirty (no dirty-ratio threshold).
 
 OUTBOX_COMPACTION_EXAMPLES (default 40) sets the examples per database.
@@ -17,6 +17,7 @@ OUTBOX_COMPACTION_EXAMPLES (default 40) sets the examples per database.
 from __future__ import annotations
 
 import itertools
+import json
 import os
 from dataclasses import dataclass, field
 from typing import Any
@@ -24,6 +25,7 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from sqlalchemy import text
 
 from app.services.log_cleaner import LogCleaner
 from tests.helpers import begin, create_topic, fetch, ident, init_producer, send
@@ -71,6 +73,15 @@ class Model:
         latest = {key: (position, offset) for position, offset, key, _ in below}
         return [(key, value) for position, offset, key, value in in_order
                 if position >= cleaning_point or latest[key] == (position, offset)]
+
+
+def view_rows(services: Any, topic: str) -> list[tuple[str, Any]]:
+    """The committed_records view of the topic, in commit order: what Spark reads."""
+    with services.db.read() as conn:
+        rows = conn.execute(text(
+            "SELECT key, value FROM committed_records WHERE topic = :t ORDER BY commit_position, \"offset\""
+        ), {"t": topic}).all()
+    return [(k, json.loads(v)) for k, v in rows]
 
 
 def read_committed(client: Any, topic: str) -> list[tuple[str, Any]]:
@@ -132,6 +143,8 @@ def _compaction_matches_the_model(client: Any, services: Any, clock: Any, run: l
             cleaner.run_once()
             shown = read_committed(client, name)
             assert shown == model.expected(point), f"after cleaning below {point}"
+            # One definition of what read_committed shows: the view Spark reads agrees.
+            assert view_rows(services, name) == shown
     latest = {}
     for _, _, key, value in sorted(model.committed):
         latest.pop(key, None)

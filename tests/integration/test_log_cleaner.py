@@ -75,6 +75,21 @@ def committed_values(client: Any, topic: str, start: int | None = None, partitio
         offset = page["next_offset"]
 
 
+def view_values(db_url: str, topic: str, partition: int = 0) -> list[Any]:
+    """The committed_records view (what Spark reads), in commit order."""
+    import json
+
+    from sqlalchemy import text
+
+    engine = create_engine(db_url)
+    with engine.connect() as conn:
+        rows = conn.execute(text(
+            'SELECT value FROM committed_records WHERE topic = :t AND "partition" = :p '
+            'ORDER BY commit_position, "offset"'), {"t": topic, "p": partition}).scalars().all()
+    engine.dispose()
+    return [json.loads(v) for v in rows]
+
+
 def assert_counters_exact(client: Any, db_url: str, topic: str, partition: int = 0) -> None:
     engine = create_engine(db_url)
     with engine.connect() as conn:
@@ -102,7 +117,7 @@ def test_records_older_than_retention_ms_go_and_the_log_start_moves(client, clea
     assert result == CleanerPass(retention=4, bytes_deleted=4)
     assert described(client, "t")["log_start_offset"] == 4
     assert offsets_stored(db_url, "t") == [4, 5]
-    assert committed_values(client, "t") == [5, 6]
+    assert committed_values(client, "t") == [5, 6] == view_values(db_url, "t")
     assert client.get("/v1/topics/t/partitions/0/records", params={"offset": 3}).status_code == 416
     assert_counters_exact(client, db_url, "t")
 
@@ -362,3 +377,16 @@ def test_the_cleaner_does_not_vacuum_for_a_few_deletions(client, cleaner, clock)
     create_topic(client, "t", retention_ms=HOUR)
     produce(client, "t", list(range(10)), ts=clock.now_ms - 2 * HOUR)
     assert cleaner.run_once().vacuums == 0
+
+
+def test_a_batch_cut_by_the_log_start_keeps_its_records_at_or_past_it(client, cleaner, db_url) -> None:  # type: ignore[no-untyped-def]
+    create_topic(client, "t")
+    txn(client, "x", "t", ["x0", "x1", "x2", "x3", "x4"])  # one batch, offsets 0..4, marker 5
+    move_log_start(db_url, "t", 2)  # what DeleteRecords may do: inside the batch
+    assert committed_values(client, "t") == ["x2", "x3", "x4"] == view_values(db_url, "t")
+
+    assert cleaner.run_once().below_log_start == 2  # its head (offset 0) among them
+
+    assert offsets_stored(db_url, "t") == [2, 3, 4, 5]
+    assert committed_values(client, "t") == ["x2", "x3", "x4"] == view_values(db_url, "t")
+    assert_counters_exact(client, db_url, "t")
