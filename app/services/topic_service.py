@@ -110,7 +110,7 @@ class TopicService:
             log_start = new_log_start(
                 offset,
                 log_start=bounds.log_start_offset,
-                last_stable=topics.last_stable_offset(conn, topic.topic_id, partition, bounds.log_end_offset),
+                last_stable=topics.last_stable_offset(conn, topic.topic_id, partition),
                 log_end=bounds.log_end_offset,
             )
             return topics.advance_log_start(conn, topic.topic_id, partition, log_start)

@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from sqlalchemy import Connection, and_, bindparam, case, delete, func, select, update
+from sqlalchemy import Connection, and_, bindparam, delete, func, select, update
 
 from app.domain.log_cleaning import CompactionRow, StoredRow
 from app.domain.topic_config import TopicConfig
@@ -29,9 +29,8 @@ from app.storage.tables import (
     partitions,
     records,
     topics,
-    transaction_partitions,
 )
-from app.storage.topics import topic_config
+from app.storage.topics import LAST_STABLE_OFFSET, log_start_at_least, topic_config
 
 _SIZE = utf8_bytes(records.c.key) + utf8_bytes(records.c.value) + utf8_bytes(records.c.headers)
 _TOMBSTONE = "null"  # a record whose value is JSON null
@@ -52,23 +51,16 @@ class PartitionState:
 
 def partition_states(conn: Connection) -> list[PartitionState]:
     """Every partition of every topic, with its last stable offset, in one statement."""
-    first_open = (
-        select(func.min(transaction_partitions.c.first_offset))
-        .where(transaction_partitions.c.topic_id == partitions.c.topic_id,
-               transaction_partitions.c.partition == partitions.c.partition)
-        .scalar_subquery()
-    )
     rows = conn.execute(
         select(topics, partitions.c.partition, partitions.c.log_start_offset, partitions.c.next_offset,
-               partitions.c.size_bytes, partitions.c.cleaned_offset, first_open.label("first_open"))
+               partitions.c.size_bytes, partitions.c.cleaned_offset, LAST_STABLE_OFFSET)
         .join(partitions, partitions.c.topic_id == topics.c.topic_id)
         .order_by(topics.c.topic_id, partitions.c.partition)
     ).all()
     return [
         PartitionState(
             topic_id=r.topic_id, topic=r.name, partition=r.partition, config=topic_config(r),
-            log_start=r.log_start_offset, log_end=r.next_offset,
-            last_stable=r.next_offset if r.first_open is None else min(r.first_open, r.next_offset),
+            log_start=r.log_start_offset, log_end=r.next_offset, last_stable=r.last_stable_offset,
             size_bytes=r.size_bytes, cleaned_offset=r.cleaned_offset,
         )
         for r in rows
@@ -137,14 +129,7 @@ _UNCOUNT = (
     .values(record_count=partitions.c.record_count - bindparam("p_records"),
             size_bytes=partitions.c.size_bytes - bindparam("p_size_bytes"))
 )
-# max(log_start_offset, :bound), spelt so that both databases take it (SQLite's max() of two
-# values is PostgreSQL's GREATEST()). DeleteRecords moves it the same way: never backwards.
-_MOVE_START = _UNCOUNT.values(
-    log_start_offset=case(
-        (partitions.c.log_start_offset < bindparam("p_bound"), bindparam("p_bound")),
-        else_=partitions.c.log_start_offset,
-    )
-)
+_MOVE_START = _UNCOUNT.values(log_start_offset=log_start_at_least(bindparam("p_bound")))
 
 
 def _uncount(conn: Connection, topic_id: int, partition: int, deleted: Sequence, bound: int | None) -> tuple[int, int]:

@@ -42,6 +42,7 @@ from app.domain.producer import (
 from app.domain.types import ControlType, IsolationLevel
 from app.storage import dialect
 from app.storage.tables import partitions, producer_partitions, records, transaction_partitions
+from app.storage.topics import LAST_STABLE_OFFSET
 
 
 @dataclass(slots=True)
@@ -570,31 +571,21 @@ def fetch(
     max_records: int,
     isolation: IsolationLevel,
 ) -> FetchResult:
-    # The log end, and the last stable offset (the first offset of the earliest transaction
-    # still without its marker here), read in one statement of the caller's snapshot.
-    first_open = (
-        select(func.min(transaction_partitions.c.first_offset))
-        .where(
-            transaction_partitions.c.topic_id == topic_id,
-            transaction_partitions.c.partition == partition,
-        )
-        .scalar_subquery()
-    )
+    # The log end, its start and its last stable offset, in one statement of the caller's snapshot.
     bounds = conn.execute(
-        select(partitions.c.next_offset, partitions.c.log_start_offset, first_open).where(
+        select(partitions.c.next_offset, partitions.c.log_start_offset, LAST_STABLE_OFFSET).where(
             partitions.c.topic_id == topic_id, partitions.c.partition == partition
         )
     ).first()
     if bounds is None:
         raise UnknownTopicOrPartition(f"unknown partition {partition}")
-    high_watermark, log_start, first_open_offset = bounds
+    high_watermark, log_start, last_stable = bounds
     if offset > high_watermark or offset < log_start:
         raise OffsetOutOfRange(
             f"offset {offset} is outside the log [{log_start}, {high_watermark}]",
             log_start_offset=log_start,
             log_end_offset=high_watermark,
         )
-    last_stable = high_watermark if first_open_offset is None else min(first_open_offset, high_watermark)
     result = FetchResult(next_offset=high_watermark, high_watermark=high_watermark,
                          last_stable_offset=last_stable, log_start_offset=log_start)
     in_range = and_(

@@ -164,19 +164,26 @@ def check_partition(topic: Topic, partition: int) -> None:
         )
 
 
-def describe_partitions(conn: Connection, topic: Topic) -> list[PartitionInfo]:
-    # The last stable offset is the first offset of the earliest transaction that has not
-    # written its control marker in the partition yet (Kafka's LSO), or the log end.
-    first_open = dict(
-        conn.execute(
-            select(transaction_partitions.c.partition, func.min(transaction_partitions.c.first_offset))
-            .where(transaction_partitions.c.topic_id == topic.topic_id)
-            .group_by(transaction_partitions.c.partition)
-        ).all()
+def _last_stable_offset() -> Any:
+    """A `partitions` row's last stable offset (Kafka's LSO), in SQL: the first offset of the
+    partition's earliest transaction still without its marker there, or the log end. The one
+    definition every reader of it uses (fetch, describe, DeleteRecords, the log cleaner)."""
+    first_open = (
+        select(func.min(transaction_partitions.c.first_offset))
+        .where(transaction_partitions.c.topic_id == partitions.c.topic_id,
+               transaction_partitions.c.partition == partitions.c.partition)
+        .scalar_subquery()
     )
+    return case((first_open < partitions.c.next_offset, first_open), else_=partitions.c.next_offset)
+
+
+LAST_STABLE_OFFSET = _last_stable_offset().label("last_stable_offset")
+
+
+def describe_partitions(conn: Connection, topic: Topic) -> list[PartitionInfo]:
     rows = conn.execute(
         select(partitions.c.partition, partitions.c.log_start_offset, partitions.c.next_offset,
-               partitions.c.record_count, partitions.c.size_bytes)
+               LAST_STABLE_OFFSET, partitions.c.record_count, partitions.c.size_bytes)
         .where(partitions.c.topic_id == topic.topic_id)
         .order_by(partitions.c.partition)
     ).all()
@@ -185,7 +192,7 @@ def describe_partitions(conn: Connection, topic: Topic) -> list[PartitionInfo]:
             partition=r.partition,
             log_start_offset=r.log_start_offset,
             log_end_offset=r.next_offset,
-            last_stable_offset=min(first_open.get(r.partition, r.next_offset), r.next_offset),
+            last_stable_offset=r.last_stable_offset,
             record_count=r.record_count,
             size_bytes=r.size_bytes,
         )
@@ -315,30 +322,29 @@ def lock_partition(conn: Connection, topic_id: int, partition: int) -> LockedPar
     return LockedPartition(row.log_start_offset, row.next_offset)
 
 
-def last_stable_offset(conn: Connection, topic_id: int, partition: int, log_end: int) -> int:
-    """The first offset of the partition's earliest unfinished transaction, or the log end.
+def last_stable_offset(conn: Connection, topic_id: int, partition: int) -> int:
+    """The partition's last stable offset (LAST_STABLE_OFFSET).
 
     Read in a statement of its own after lock_partition: on PostgreSQL's READ COMMITTED a
     statement that waited for a row lock sees the other tables as of its own start, and would
     miss a transaction that the Send it waited for had just added."""
-    first_open = conn.execute(
-        select(func.min(transaction_partitions.c.first_offset)).where(
-            transaction_partitions.c.topic_id == topic_id, transaction_partitions.c.partition == partition
-        )
+    return conn.execute(
+        select(LAST_STABLE_OFFSET).where(partitions.c.topic_id == topic_id, partitions.c.partition == partition)
     ).scalar_one()
-    return log_end if first_open is None else min(first_open, log_end)
 
 
-# Never backwards, whoever writes it: DeleteRecords (here) and the log cleaner both write
-# max(log start, offset) in one UPDATE of this form, so whichever commits last cannot undo
-# the other.
+def log_start_at_least(offset: Any) -> Any:
+    """max(log_start_offset, offset), spelt so that both databases take it (SQLite's max() of
+    two values is PostgreSQL's GREATEST()). Whoever moves a log start, DeleteRecords here or
+    the log cleaner, writes it in this form in one UPDATE: it never moves backwards, so
+    whichever commits last cannot undo the other."""
+    return case((partitions.c.log_start_offset < offset, offset), else_=partitions.c.log_start_offset)
+
+
 _ADVANCE_LOG_START = (
     update(partitions)
     .where(partitions.c.topic_id == bindparam("p_topic_id"), partitions.c.partition == bindparam("p_partition"))
-    .values(log_start_offset=case(
-        (partitions.c.log_start_offset < bindparam("p_offset"), bindparam("p_offset")),
-        else_=partitions.c.log_start_offset,
-    ))
+    .values(log_start_offset=log_start_at_least(bindparam("p_offset")))
     .returning(partitions.c.log_start_offset)
 )
 
