@@ -12,7 +12,7 @@ from app.domain.errors import InvalidPartitions, InvalidTopic
 from app.domain.topic_admin import check_deletable, new_log_start, partitions_to_add
 from app.domain.topic_config import TopicConfig
 from app.settings import Settings
-from app.storage import topics
+from app.storage import log, offsets, topics
 from app.storage.engine import Database
 
 # Kafka's legal topic names.
@@ -94,6 +94,26 @@ class TopicService:
             topics.lock_partitions(conn, topic.topic_id)
             check_deletable(topic.name, topics.unfinished_transactional_ids(conn, topic.topic_id))
             topics.delete_topic(conn, topic, now_ms=self.clock())
+
+    def delete_consumed_records(self, name: str, partition: int, group_ids: list[str]) -> int:
+        """DeleteRecords below what every one of these groups has consumed: the outbox's use,
+        dropping what its readers are done with. Their lowest committed offset is a
+        read_committed position, and a transaction committed at or past it may have records
+        below it that none of them has read yet (they are shown at its marker): the log start
+        stops at the first of those. A group with no committed offset for the partition has
+        read nothing of it: nothing is deleted. Returns the log start."""
+        with self.db.write() as conn:
+            topic = topics.get_topic(conn, name)
+            topics.check_partition(topic, partition)
+            bounds = topics.lock_partition(conn, topic.topic_id, partition)
+            consumed = offsets.lowest_committed(conn, sorted(set(group_ids)), topic.topic_id, partition)
+            if consumed is None:
+                return bounds.log_start_offset
+            bound = min(consumed, topics.last_stable_offset(conn, topic.topic_id, partition))
+            unread = log.first_record_committed_from(conn, topic.topic_id, partition, bound)
+            if unread is not None:
+                bound = min(bound, unread)
+            return topics.advance_log_start(conn, topic.topic_id, partition, bound)
 
     def delete_records(self, name: str, partition: int, offset: int) -> int:
         """DeleteRecords: the partition's log start moves up to `offset` (never back, never

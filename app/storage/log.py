@@ -559,6 +559,24 @@ def _transaction_records(
     ).all()
 
 
+def first_record_committed_from(conn: Connection, topic_id: int, partition: int, position: int) -> int | None:
+    """The lowest offset of a record whose transaction committed at or past `position` (its
+    COMMIT marker there) but which lies below it: such a record is exposed at its marker
+    (guarantee 3), so a reader whose position is `position` has not read it yet. None if
+    there is none. Reads the COMMIT markers from `position` on (ix_records_commit_markers)
+    and their transactions' batch heads below it (ix_records_txn_batches): few, for a reader
+    that keeps up."""
+    m, h = records.alias("m"), records.alias("h")
+    return conn.execute(
+        select(func.min(h.c.offset))
+        .select_from(dialect.OuterFirstJoin(m, h, and_(
+            h.c.topic_id == m.c.topic_id, h.c.partition == m.c.partition, h.c.txn_id == m.c.txn_id,
+            h.c.batch_record_count.is_not(None), h.c.offset < position)))
+        .where(m.c.topic_id == topic_id, m.c.partition == partition,
+               m.c.control_type == ControlType.COMMIT.value, m.c.offset >= position)
+    ).scalar()
+
+
 _FIRST_POINTS = 64  # commit points asked for by a read_committed fetch's first page
 
 

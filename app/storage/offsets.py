@@ -58,3 +58,16 @@ def pending_partitions(
     if keys is not None:
         stmt = stmt.where(tuple_(transaction_offsets.c.topic_id, transaction_offsets.c.partition).in_(keys))
     return [(r[0], r[1]) for r in conn.execute(stmt)]
+
+
+def lowest_committed(conn: Connection, group_ids: list[str], topic_id: int, partition: int) -> int | None:
+    """The lowest committed offset of these groups for the partition; None if one of them has
+    none (it has read nothing of it, as far as the service knows)."""
+    found = dict(conn.execute(
+        select(group_offsets.c.group_id, group_offsets.c.committed_offset)
+        .where(group_offsets.c.group_id.in_(group_ids), group_offsets.c.topic_id == topic_id,
+               group_offsets.c.partition == partition)
+    ).all())
+    if set(found) != set(group_ids):
+        return None
+    return min(found.values())

@@ -24,6 +24,7 @@ from app.api.schemas.topics import (
     TopicList,
     TopicSummary,
 )
+from app.domain.errors import InvalidRequest
 from app.domain.types import MAX_INT32, MAX_INT64, IsolationLevel
 from app.storage.topics import PartitionInfo, Topic
 
@@ -105,8 +106,16 @@ def delete_records(
     """Kafka's DeleteRecords: move the partition's log start up to `offset`. Records below it
     are never read again (a fetch below it is OFFSET_OUT_OF_RANGE) and the log cleaner
     deletes them. Up to the last stable offset (past it: OFFSET_OUT_OF_RANGE, with the bounds
-    in details); an offset below the log start changes nothing and answers the log start."""
-    log_start = services.topics.delete_records(topic, partition, body.offset)
+    in details); an offset below the log start changes nothing and answers the log start.
+
+    With `consumed_by` instead: up to what every one of those consumer groups has consumed
+    (the outbox's way to drop what its readers are done with)."""
+    if (body.offset is None) == (body.consumed_by is None):
+        raise InvalidRequest("give either offset or consumed_by")
+    if body.consumed_by is not None:
+        log_start = services.topics.delete_consumed_records(topic, partition, body.consumed_by)
+    else:
+        log_start = services.topics.delete_records(topic, partition, body.offset)
     return DeleteRecordsResponse(topic=topic, partition=partition, log_start_offset=log_start)
 
 

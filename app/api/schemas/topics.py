@@ -6,7 +6,7 @@ import msgspec
 from msgspec import UNSET, Meta, UnsetType
 from pydantic import BaseModel, Field
 
-from app.api.schemas.common import TOPIC_NAME_MAX_LENGTH, Offset, RequestBody
+from app.api.schemas.common import GroupId, TOPIC_NAME_MAX_LENGTH, Offset, RequestBody
 from app.domain import topic_config as domain
 from app.domain.types import CleanupPolicy
 
@@ -100,11 +100,19 @@ class CreatePartitionsRequest(RequestBody):
 
 
 class DeleteRecordsRequest(RequestBody):
+    """Either `offset` or `consumed_by`."""
+
     offset: Annotated[Offset, Meta(
         description="the partition's new log start: every record below it is deleted. At most "
         "the last stable offset (else OFFSET_OUT_OF_RANGE); below the current log start, "
         "nothing changes"
-    )]
+    )] | None = None
+    consumed_by: Annotated[list[GroupId], Meta(
+        min_length=1, max_length=1000,
+        description="instead of an offset: delete what every one of these consumer groups has "
+        "consumed, up to their lowest committed offset, never a record of a transaction one of "
+        "them has not read yet; a group with no committed offset here: nothing is deleted",
+    )] | None = None
 
 
 class DeleteRecordsResponse(BaseModel):
