@@ -57,8 +57,9 @@ def _serve(settings: Settings, args: argparse.Namespace) -> int:
     # any migration, rather than uvicorn's start-up failure.
     sock = _listen(host, port)
     _prepare_database(settings, refuse_schema_mismatch=False)
-    # Migrated above, where a failure is reported like any other; not again in the lifespan.
-    app = create_app(settings.model_copy(update={"auto_migrate": False}))
+    # Migrated (or checked) above, where a failure is reported like any other; not again in
+    # the lifespan.
+    app = create_app(settings, prepare_database=False)
     tune_for_service()
 
     class Server(uvicorn.Server):
@@ -99,49 +100,14 @@ def _listen(host: str, port: int) -> socket.socket:
 
 
 def _prepare_database(settings: Settings, *, refuse_schema_mismatch: bool) -> None:
-    """Start-up of `serve` and `coordinator`: migrate if they should, else check the schema.
-
-    A database that does not answer yet is only warned about: both processes keep trying
-    (/readyz answers 503 meanwhile). A schema they cannot use stops the coordinator (every
-    pass would fail); `serve` warns and its /readyz answers 503 until it is migrated.
-    """
+    """Start-up of `serve` and `coordinator` (app.storage.migrate.prepare), after the one
+    check that gives a clearer line here than SQLite's own."""
     from app.storage import migrate
-    from app.storage.engine import build_migration_engine, redacted_url
 
     if settings.should_auto_migrate:
         _require_sqlite_directory(settings)
-        engine = build_migration_engine(settings.database_url)
-        try:
-            current = migrate.current_revision(engine)
-        finally:
-            engine.dispose()
-        try:
-            migrate.known(current)
-        except migrate.SchemaMismatch as e:
-            if refuse_schema_mismatch:
-                raise
-            logger.warning("%s; /readyz answers 503", e)
-            return
-        if current != migrate.head_revision():
-            logger.info("migrating %s from %s to %s", redacted_url(settings.database_url),
-                        current or "empty", migrate.head_revision())
-        for step in migrate.upgrade(settings.database_url):
-            logger.info("%s", step)
-        return
-    from sqlalchemy.exc import DBAPIError
-
-    engine = build_migration_engine(settings.database_url)
-    try:
-        migrate.require_head(engine)
-    except DBAPIError as e:
-        logger.warning("database %s does not answer yet: %s", redacted_url(settings.database_url),
-                       _first_line(e.orig or e))
-    except migrate.SchemaMismatch as e:
-        if refuse_schema_mismatch:
-            raise
-        logger.warning("%s; /readyz answers 503 until then", e)
-    finally:
-        engine.dispose()
+    migrate.prepare(settings.database_url, auto_migrate=settings.should_auto_migrate,
+                    refuse_schema_mismatch=refuse_schema_mismatch)
 
 
 def _coordinator(settings: Settings, args: argparse.Namespace) -> int:
@@ -150,8 +116,7 @@ def _coordinator(settings: Settings, args: argparse.Namespace) -> int:
     from app.worker import build_workers
 
     if args.once:
-        if settings.should_auto_migrate:
-            _prepare_database(settings, refuse_schema_mismatch=True)
+        # A one-shot command: never creates or migrates a database (README, Command-line errors).
         db = _open_existing(settings, pool_size=2)
     else:
         _prepare_database(settings, refuse_schema_mismatch=True)
@@ -209,6 +174,7 @@ def _migrate(settings: Settings, args: argparse.Namespace) -> int:
 
 def _backup(settings: Settings, args: argparse.Namespace) -> int:
     from app.storage import backup
+    from app.storage.engine import sqlite_path
 
     if not settings.is_sqlite:
         raise CommandError(
@@ -221,19 +187,21 @@ def _backup(settings: Settings, args: argparse.Namespace) -> int:
     revision = backup.backup_sqlite(
         settings.database_url, destination, busy_timeout_ms=settings.sqlite_busy_timeout_ms
     )
-    print(f"backed up {backup.sqlite_path(settings.database_url)} to {destination} "
+    print(f"backed up {sqlite_path(settings.database_url)} to {destination} "
           f"(schema {revision or 'none'})")
     return 0
 
 
-def openapi_yaml() -> str:
+def openapi_yaml(settings: Settings) -> str:
+    """The document as a service with these settings serves it: the limits that are settings
+    are stated from them (openapi.yaml at the repository root is written with the defaults)."""
     from app.api.app import create_app
 
-    return yaml.safe_dump(create_app(Settings()).openapi(), sort_keys=False, allow_unicode=True)
+    return yaml.safe_dump(create_app(settings).openapi(), sort_keys=False, allow_unicode=True)
 
 
 def _openapi(settings: Settings, args: argparse.Namespace) -> int:
-    text = openapi_yaml()
+    text = openapi_yaml(settings)
     if args.output == "-":
         sys.stdout.write(text)
     else:
@@ -353,7 +321,7 @@ def _convert(config: dict[str, str], struct: type):  # type: ignore[no-untyped-d
 def _open_existing(settings: Settings, *, pool_size: int):  # type: ignore[no-untyped-def]
     """The database of a one-shot command, which must exist and be at the code's schema."""
     from app.storage import migrate
-    from app.storage.backup import sqlite_path
+    from app.storage.engine import sqlite_path
     from app.storage.engine import open_database
 
     if settings.is_sqlite and (path := sqlite_path(settings.database_url)) and not path.exists():
@@ -370,7 +338,7 @@ def _open_existing(settings: Settings, *, pool_size: int):  # type: ignore[no-un
 
 
 def _require_sqlite_directory(settings: Settings) -> None:
-    from app.storage.backup import sqlite_path
+    from app.storage.engine import sqlite_path
 
     if settings.is_sqlite and (path := sqlite_path(settings.database_url)):
         if not path.resolve().parent.is_dir():
@@ -512,6 +480,8 @@ def main(argv: list[str] | None = None) -> int:
 def _explain(exc: Exception) -> tuple[str, int]:
     """The line and exit status for an exception that reached `main`."""
     import psycopg
+
+    from app.storage.errors import first_line
     from pydantic import ValidationError
     from sqlalchemy.exc import DBAPIError
 
@@ -532,11 +502,11 @@ def _explain(exc: Exception) -> tuple[str, int]:
     if isinstance(exc, (DBAPIError, psycopg.Error)):
         # Raised outside the service layer's translation: alembic's connection, a schema check.
         orig = exc.orig if isinstance(exc, DBAPIError) and exc.orig is not None else exc
-        return _database_problem(f"database unavailable: {_first_line(orig)}"), EXIT_FAILURE
+        return _database_problem(f"database unavailable: {first_line(orig)}"), EXIT_FAILURE
     if isinstance(exc, OSError):
         where = f": {exc.filename}" if exc.filename else ""
         return f"{exc.strerror or exc}{where}", EXIT_FAILURE
-    return (f"unexpected {type(exc).__name__}: {_first_line(exc)} (run with --verbose for the "
+    return (f"unexpected {type(exc).__name__}: {first_line(exc)} (run with --verbose for the "
             f"traceback)"), EXIT_FAILURE
 
 
@@ -552,7 +522,7 @@ def _settings_problems(exc) -> str:  # type: ignore[no-untyped-def]
 
 def _database_problem(message: str) -> str:
     """A database failure, with the database it was (password hidden) and, for SQLite, why."""
-    from app.storage.backup import sqlite_path
+    from app.storage.engine import sqlite_path
     from app.storage.engine import redacted_url
 
     url = os.environ.get("OUTBOX_DATABASE_URL", Settings.model_fields["database_url"].default)
@@ -561,11 +531,6 @@ def _database_problem(message: str) -> str:
         if path is not None and not path.resolve().parent.is_dir():
             return f"cannot open the SQLite database {path}: directory {path.resolve().parent} does not exist"
     return f"{message} ({redacted_url(url)})"
-
-
-def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip()
-    return text.splitlines()[0] if text else type(exc).__name__
 
 
 def _redact(text: str) -> str:
@@ -581,7 +546,9 @@ def _redact(text: str) -> str:
     except Exception:  # noqa: BLE001 - unparsable: hide the whole value
         secrets = [url]
     for secret in secrets:
-        text = text.replace(secret, "***")
+        # Where a URL holds it (":secret@"): a bare replace would also hide "postgres" in
+        # "postgresql://" when that is the password.
+        text = text.replace(f":{secret}@", ":***@") if secret != url else text.replace(secret, "***")
     return text
 
 

@@ -32,13 +32,17 @@ logger = logging.getLogger(__name__)
 API_VERSION = "0.1.0"
 
 
-def create_app(settings: Settings | None = None, clock: Clock = system_clock) -> FastAPI:
+def create_app(settings: Settings | None = None, clock: Clock = system_clock, *,
+               prepare_database: bool = True) -> FastAPI:
+    """prepare_database: migrate (or check) the schema on start-up (app.storage.migrate.prepare);
+    `outbox serve` does that itself before uvicorn starts, where a failure is one line."""
     settings = settings or Settings()
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        if settings.should_auto_migrate:
-            migrate.upgrade(settings.database_url)
+        if prepare_database:
+            migrate.prepare(settings.database_url, auto_migrate=settings.should_auto_migrate,
+                            refuse_schema_mismatch=False)
         db = open_database(settings, pool_size=settings.db_pool_size)
         services = Services.build(settings, db, clock)
         app.state.services = services

@@ -20,17 +20,12 @@ import os
 import sqlite3
 from pathlib import Path
 
-from sqlalchemy.engine import make_url
+
+from app.storage.engine import sqlite_path
 
 
 class BackupRefused(Exception):
     """The backup cannot be made as asked; nothing was written."""
-
-
-def sqlite_path(database_url: str) -> Path | None:
-    """The file of a SQLite URL; None for an in-memory database."""
-    database = make_url(database_url).database
-    return None if not database or database == ":memory:" else Path(database)
 
 
 def backup_sqlite(database_url: str, destination: Path, *, busy_timeout_ms: int = 30_000) -> str | None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 import threading
 from contextlib import contextmanager
+from pathlib import Path
 
 from sqlalchemy import Connection, Engine, create_engine, event
 from sqlalchemy.engine import make_url
@@ -46,6 +47,12 @@ def normalise_url(url: str) -> str:
     if u.drivername in ("postgresql", "postgres"):
         u = u.set(drivername="postgresql+psycopg")
     return u.render_as_string(hide_password=False)
+
+
+def sqlite_path(database_url: str) -> Path | None:
+    """The file of a SQLite URL; None for an in-memory database."""
+    database = make_url(database_url).database
+    return None if not database or database == ":memory:" else Path(database)
 
 
 def redacted_url(url: str) -> str:

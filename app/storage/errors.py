@@ -20,26 +20,27 @@ def translate_driver_errors() -> Iterator[None]:
     try:
         yield
     except exc.OperationalError as e:
-        raise StorageUnavailable(f"database unavailable: {_short(e.orig or e)}") from e
+        raise StorageUnavailable(f"database unavailable: {first_line(e.orig or e)}") from e
     except exc.DataError as e:
         # A value the database cannot store (the API's validation should have caught it).
-        raise InvalidRequest(f"value refused by the database: {_short(e.orig or e)}") from e
+        raise InvalidRequest(f"value refused by the database: {first_line(e.orig or e)}") from e
     except exc.DBAPIError as e:
         sqlstate = getattr(e.orig, "sqlstate", None)
         if e.connection_invalidated or sqlstate in _RETRIABLE_SQLSTATES:
-            raise StorageUnavailable(f"database unavailable: {_short(e.orig or e)}") from e
+            raise StorageUnavailable(f"database unavailable: {first_line(e.orig or e)}") from e
         raise
     # The COPY of Send's hot path runs on the raw psycopg connection, outside SQLAlchemy.
     except psycopg.OperationalError as e:
-        raise StorageUnavailable(f"database unavailable: {_short(e)}") from e
+        raise StorageUnavailable(f"database unavailable: {first_line(e)}") from e
     except psycopg.DataError as e:
-        raise InvalidRequest(f"value refused by the database: {_short(e)}") from e
+        raise InvalidRequest(f"value refused by the database: {first_line(e)}") from e
     except psycopg.Error as e:
         if e.sqlstate in _RETRIABLE_SQLSTATES:
-            raise StorageUnavailable(f"database unavailable: {_short(e)}") from e
+            raise StorageUnavailable(f"database unavailable: {first_line(e)}") from e
         raise
 
 
-def _short(e: BaseException) -> str:
+def first_line(e: BaseException) -> str:
+    """A driver error's first line: what went wrong, without the SQL and the parameters."""
     text = str(e).strip()
     return text.splitlines()[0] if text else type(e).__name__

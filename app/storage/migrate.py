@@ -7,6 +7,7 @@ applied, and its callers say what they did in their own words.
 from __future__ import annotations
 
 import functools
+import logging
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -18,6 +19,8 @@ from alembic.util import CommandError
 from sqlalchemy import Engine
 
 from app.storage.engine import build_migration_engine, normalise_url
+
+logger = logging.getLogger(__name__)
 
 MIGRATIONS_DIR = Path(__file__).resolve().parent.parent.parent / "migrations"
 
@@ -52,9 +55,7 @@ def alembic_config(database_url: str) -> Config:
 @functools.cache
 def _scripts() -> ScriptDirectory:
     # The migrations are the code's: read once per process, not on every /readyz.
-    cfg = Config()
-    cfg.set_main_option("script_location", str(MIGRATIONS_DIR))
-    return ScriptDirectory.from_config(cfg)
+    return ScriptDirectory(str(MIGRATIONS_DIR))
 
 
 def upgrade(database_url: str, revision: str = "head") -> list[Step]:
@@ -143,7 +144,7 @@ def _run(cmd, database_url: str, revision: str) -> list[Step]:  # type: ignore[n
     return steps
 
 
-def head_revision(database_url: str | None = None) -> str | None:
+def head_revision() -> str | None:
     """The newest revision of the code (the same whatever the database)."""
     return _scripts().get_current_head()
 
@@ -153,5 +154,42 @@ def current_revision(engine: Engine) -> str | None:
         return MigrationContext.configure(conn).get_current_revision()
 
 
-def migrate_engine(database_url: str) -> Engine:
-    return build_migration_engine(database_url)
+
+def prepare(database_url: str, *, auto_migrate: bool, refuse_schema_mismatch: bool) -> None:
+    """Start-up of `serve` (`outbox serve` and `uvicorn app.main:app` alike) and `coordinator`:
+    migrate if they should, else check the schema, saying what they did in the log.
+
+    A database that does not answer yet is only warned about: both processes keep trying
+    (/readyz answers 503 meanwhile). A schema they cannot use stops the coordinator (every
+    pass would fail, `refuse_schema_mismatch`); `serve` warns and its /readyz answers 503
+    until it is migrated."""
+    from sqlalchemy.exc import DBAPIError
+
+    from app.storage.engine import redacted_url
+    from app.storage.errors import first_line
+
+    engine = build_migration_engine(database_url)
+    try:
+        current = current_revision(engine)
+        if auto_migrate:
+            known(current)
+            if current != head_revision():
+                logger.info("migrating %s from %s to %s", redacted_url(database_url), current or "empty",
+                            head_revision())
+        else:
+            require_head(engine)
+    except DBAPIError as e:
+        if auto_migrate:
+            raise
+        logger.warning("database %s does not answer yet: %s", redacted_url(database_url), first_line(e.orig or e))
+        return
+    except SchemaMismatch as e:
+        if refuse_schema_mismatch:
+            raise
+        logger.warning("%s; /readyz answers 503 until then", e)
+        return
+    finally:
+        engine.dispose()
+    if auto_migrate:
+        for step in upgrade(database_url):
+            logger.info("%s", step)

@@ -13,6 +13,8 @@ from pathlib import Path
 import httpx
 import pytest
 
+from app.storage import migrate
+
 from tests.e2e.api import ok
 from tests.e2e.conftest import Backend, Launcher
 
@@ -75,7 +77,7 @@ def test_a_backup_taken_while_a_writer_appends_is_a_prefix_of_the_log_and_restor
         writer.stop.set()
         writer.join(30)
     assert writer.error is None, writer.error
-    assert out == f"backed up {backend.url.removeprefix('sqlite:///')} to {copy} (schema 0004)\n"
+    assert out == f"backed up {backend.url.removeprefix('sqlite:///')} to {copy} (schema {migrate.head_revision()})\n"
     assert sorted(p.name for p in copy.parent.iterdir()) == ["outbox-backup.db"]  # one file, no -wal
 
     # The copy is consistent and `serve` serves it: a prefix of the acknowledged log, at the

@@ -21,13 +21,16 @@ from sqlalchemy import create_engine, inspect, text
 from sqlalchemy.engine import make_url
 from sqlalchemy.pool import NullPool
 
+from app.storage import migrate
 from tests.e2e.conftest import ADMIN_URL, ROOT
 
 pytestmark = pytest.mark.e2e
 
 UNREACHABLE_PG = "postgresql+psycopg://outbox:s3cret-pw@127.0.0.1:1/outbox"
-HEAD = "0004"
-REVISIONS = ["0001", "0002", "0003", "0004"]
+REVISIONS = migrate.revisions()  # the code's, oldest first
+HEAD = REVISIONS[-1]
+PREVIOUS = REVISIONS[-2]
+UNKNOWN = f"{int(HEAD) + 1:04d}"  # what a newer version would have written
 
 
 def outbox(database_url: str | None, *args: str, **settings: str) -> subprocess.CompletedProcess:
@@ -113,23 +116,59 @@ def test_a_sqlite_file_in_a_missing_directory_cannot_be_created(tmp_path: Path, 
                     f"directory {tmp_path}/no/such/dir does not exist")
 
 
-def test_the_operator_tools_do_not_create_a_sqlite_file_that_is_not_there(tmp_path: Path) -> None:
-    line = one_error_line(outbox(f"sqlite:///{tmp_path}/outbox.db", "transactions", "list"), 1)
+@pytest.mark.parametrize("args", [("transactions", "list"), ("coordinator", "--once")])
+def test_one_shot_commands_do_not_create_a_sqlite_file_that_is_not_there(tmp_path: Path, args: tuple[str, ...]) -> None:
+    # SQLite's default is to migrate on start-up (OUTBOX_AUTO_MIGRATE unset): not these.
+    line = one_error_line(outbox(f"sqlite:///{tmp_path}/outbox.db", *args), 1)
     assert line.startswith(f"no SQLite database at {tmp_path}/outbox.db;"), line
     assert not (tmp_path / "outbox.db").exists()
+
+
+def _uvicorn(database_url: str, **settings: str) -> subprocess.CompletedProcess:
+    """`uvicorn app.main:app` until it has started (or failed): the app's own start-up path."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("OUTBOX_")}
+    env.update({"OUTBOX_DATABASE_URL": database_url, **{f"OUTBOX_{k.upper()}": v for k, v in settings.items()}})
+    code = ("import uvicorn, sys; from uvicorn.config import Config; "
+            "server = uvicorn.Server(Config('app.main:app', port=0)); "
+            "server.should_exit = True; server.run(); sys.exit(0 if server.started else 3)")
+    return subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True,
+                          timeout=60)
+
+
+def test_uvicorn_never_echoes_a_refused_database_url(tmp_path: Path) -> None:
+    done = _uvicorn("mysql://outbox:s3cret-pw@db.example/outbox")
+    assert done.returncode != 0
+    assert "database_url" in done.stderr  # pydantic names the field it refused
+    assert "s3cret-pw" not in done.stderr + done.stdout
+
+
+def test_uvicorn_migrates_a_new_sqlite_file_and_says_so(tmp_path: Path) -> None:
+    done = _uvicorn(f"sqlite:///{tmp_path}/outbox.db")
+    assert done.returncode == 0, done.stderr
+    assert f"upgraded {REVISIONS[-2]} -> {HEAD}" in done.stderr, done.stderr
+
+
+def test_uvicorn_on_a_schema_of_a_newer_version_starts_not_ready_instead_of_failing(migrated: str) -> None:
+    engine = create_engine(migrated, poolclass=NullPool)
+    with engine.begin() as conn:
+        conn.execute(text(f"UPDATE alembic_version SET version_num = '{UNKNOWN}'"))
+    engine.dispose()
+    done = _uvicorn(migrated, auto_migrate="true")
+    assert done.returncode == 0, done.stderr
+    assert f"the database is at revision {UNKNOWN}, which this version of outbox does not know" in done.stderr
 
 
 @pytest.mark.parametrize("args", [("transactions", "list"), ("transactions", "hanging"), ("coordinator", "--once"),
                                   ("coordinator",)])
 def test_an_unmigrated_database_is_one_line_that_says_to_migrate(empty_database: str, args: tuple[str, ...]) -> None:
     line = one_error_line(outbox(empty_database, *args, auto_migrate="false"), 1)
-    assert line == "the database has no outbox schema: run `outbox migrate` (to 0004)"
+    assert line == f"the database has no outbox schema: run `outbox migrate` (to {HEAD})"
 
 
 def test_an_older_schema_is_one_line_that_says_to_migrate(empty_database: str) -> None:
     assert outbox(empty_database, "migrate", "0003").returncode == 0
     line = one_error_line(outbox(empty_database, "transactions", "list"), 1)
-    assert line == "the database schema is at 0003, this version needs 0004: run `outbox migrate`"
+    assert line == f"the database schema is at 0003, this version needs {HEAD}: run `outbox migrate`"
 
 
 def test_serve_on_a_port_in_use_is_one_line_and_exit_1(tmp_path: Path) -> None:
@@ -203,16 +242,16 @@ def test_migrate_reports_each_migration_it_applied_and_nothing_from_alembic(empt
     done = outbox(empty_database, "migrate")
     assert done.returncode == 0, done.stderr
     assert [line.split(":")[0] for line in done.stdout.splitlines()] == [
-        "upgraded empty -> 0001", "upgraded 0001 -> 0002", "upgraded 0002 -> 0003",
-        "upgraded 0003 -> 0004", "database at 0004"]
+        f"upgraded {older or 'empty'} -> {newer}" for older, newer in zip([None, *REVISIONS], REVISIONS)
+    ] + [f"database at {HEAD}"]
     assert done.stderr == ""
     again = outbox(empty_database, "migrate")
-    assert (again.stdout, again.stderr) == ("database at 0004\n", "")
+    assert (again.stdout, again.stderr) == (f"database at {HEAD}\n", "")
 
 
 def test_migrate_to_an_older_revision_refuses_without_downgrade(migrated: str) -> None:
-    line = one_error_line(outbox(migrated, "migrate", "0003"), 1)
-    assert line.startswith("the database is at 0004, newer than 0003: moving it there is a downgrade")
+    line = one_error_line(outbox(migrated, "migrate", PREVIOUS), 1)
+    assert line.startswith(f"the database is at {HEAD}, newer than {PREVIOUS}: moving it there is a downgrade")
     assert revision(migrated) == HEAD
 
 
@@ -255,18 +294,18 @@ def test_every_migration_downgrades_with_data_and_upgrades_again(migrated: str) 
 
 def test_migrate_to_an_unknown_revision_lists_the_known_ones(migrated: str) -> None:
     line = one_error_line(outbox(migrated, "migrate", "0009"), 1)
-    assert line == "no migration '0009'; this version has 0001, 0002, 0003, 0004"
+    assert line == f"no migration '0009'; this version has {', '.join(REVISIONS)}"
 
 
 @pytest.mark.parametrize("args", [("transactions", "list"), ("migrate",), ("coordinator",)])
 def test_a_database_migrated_by_a_newer_version_is_refused(migrated: str, args: tuple[str, ...]) -> None:
     engine = create_engine(migrated, poolclass=NullPool)
     with engine.begin() as conn:
-        conn.execute(text("UPDATE alembic_version SET version_num = '0005'"))
+        conn.execute(text(f"UPDATE alembic_version SET version_num = '{UNKNOWN}'"))
     engine.dispose()
     line = one_error_line(outbox(migrated, *args, auto_migrate="true"), 1)
-    assert line == ("the database is at revision 0005, which this version of outbox does not know "
-                    "(its newest is 0004): a newer version migrated it")
+    assert line == (f"the database is at revision {UNKNOWN}, which this version of outbox does not know "
+                    f"(its newest is {HEAD}): a newer version migrated it")
 
 
 @pytest.mark.parametrize("empty_database", ["postgresql"], indirect=True)
@@ -281,8 +320,8 @@ def test_serve_on_an_unmigrated_database_starts_warning_once_and_is_not_ready(em
             r = c.get("/readyz")
         assert (r.status_code, r.json()["error_code"]) == (503, "STORAGE_UNAVAILABLE")
         (warning,) = [line for line in server.log_text().splitlines() if " WARNING " in line]
-        assert warning.endswith("app.cli: the database has no outbox schema: run `outbox migrate` (to 0004); "
-                                "/readyz answers 503 until then"), warning
+        assert warning.endswith(f"app.storage.migrate: the database has no outbox schema: run `outbox migrate` "
+                                f"(to {HEAD}); /readyz answers 503 until then"), warning
     finally:
         launcher.close()
 
@@ -300,3 +339,9 @@ def test_coordinator_on_a_database_that_does_not_answer_warns_and_keeps_trying(t
         assert "s3cret-pw" not in worker.log_text()
     finally:
         launcher.close()
+
+
+def test_a_password_that_is_also_a_word_of_the_url_is_hidden_only_where_it_is_the_password() -> None:
+    line = one_error_line(outbox("postgresql+psycopg://postgres:postgres@127.0.0.1:1/x", "transactions", "list"), 1)
+    assert line.endswith("(postgresql+psycopg://postgres:***@127.0.0.1:1/x)"), line
+    assert ":postgres@" not in line

@@ -126,7 +126,7 @@ def test_racing_coordinator_processes_write_each_marker_once(backend, launcher) 
     assert backend.markers() == []
     workers = [launcher.coordinator(coordinator_interval_ms=20) for _ in range(WORKERS)]
     for w in workers:
-        w.wait_for_log("coordinator running against")
+        w.wait_for_log("coordinator and log cleaner running against")
     with server.client() as c:
         _wait_all(c, "CompleteCommit")
 

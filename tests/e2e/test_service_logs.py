@@ -61,7 +61,7 @@ def test_json_format_makes_every_serve_line_a_json_object_with_the_access_fields
 @pytest.mark.parametrize("backend", ["sqlite"], indirect=True)
 def test_json_format_applies_to_the_coordinator_process(launcher) -> None:  # type: ignore[no-untyped-def]
     worker = launcher.coordinator(log_format="json")
-    worker.wait_for_log("coordinator running")
+    worker.wait_for_log("coordinator and log cleaner running")
     objects = [json.loads(line) for line in stopped(worker)]
-    assert {"logger": "app.cli", "message": "coordinator running against sqlite"}.items() <= objects[-1].items()
+    assert {"logger": "app.cli", "message": "coordinator and log cleaner running against sqlite"}.items() <= objects[-1].items()
     assert all({"time", "level", "logger", "message"} <= o.keys() for o in objects), objects

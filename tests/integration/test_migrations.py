@@ -20,7 +20,7 @@ def test_migrated_schema_matches_the_table_definitions(db_url: str) -> None:
 
 def test_database_is_at_the_head_revision(db_url: str) -> None:
     engine = create_engine(db_url)
-    assert migrate.current_revision(engine) == migrate.head_revision(db_url)
+    assert migrate.current_revision(engine) == migrate.head_revision()
     engine.dispose()
 
 

@@ -32,7 +32,7 @@ def healthz() -> Health:
 @router.get("/readyz", operation_id="readyz", response_model=Readiness, responses=documented())
 def readyz(services: ServicesDep):  # type: ignore[no-untyped-def]
     """The database answers and its schema is at the migrations' head."""
-    head = migrate.head_revision(services.settings.database_url)
+    head = migrate.head_revision()
     try:
         with services.db.read() as conn:
             conn.execute(text("SELECT 1"))
