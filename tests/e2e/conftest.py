@@ -107,26 +107,31 @@ class Backend:
             .order_by(topics.c.name, records.c.partition, records.c.offset)
         )
 
-    def log_ends(self) -> dict[tuple[str, int], int]:
-        """partitions.next_offset of every partition."""
+    def log_bounds(self) -> dict[tuple[str, int], tuple[int, int]]:
+        """(log_start_offset, next_offset) of every partition."""
         return {
-            (t, p): end
-            for t, p, end in self.query(
-                select(topics.c.name, partitions.c.partition, partitions.c.next_offset)
+            (t, p): (start, end)
+            for t, p, start, end in self.query(
+                select(topics.c.name, partitions.c.partition, partitions.c.log_start_offset, partitions.c.next_offset)
                 .join(topics, topics.c.topic_id == partitions.c.topic_id)
             )
         }
 
-    def log_shape(self) -> dict[tuple[str, int], tuple[int, int, int | None]]:
-        """Per partition that has records: (count(*), count of distinct offsets, max(offset))."""
+    def log_ends(self) -> dict[tuple[str, int], int]:
+        """partitions.next_offset of every partition."""
+        return {key: end for key, (_, end) in self.log_bounds().items()}
+
+    def log_shape(self) -> dict[tuple[str, int], tuple[int, int, int | None, int | None]]:
+        """Per partition that has records: (count(*), distinct offsets, min(offset), max(offset))."""
         return {
-            (t, p): (n, d, m)
-            for t, p, n, d, m in self.query(
+            (t, p): (n, d, lo, hi)
+            for t, p, n, d, lo, hi in self.query(
                 select(
                     topics.c.name,
                     records.c.partition,
                     func.count(),
                     func.count(records.c.offset.distinct()),
+                    func.min(records.c.offset),
                     func.max(records.c.offset),
                 )
                 .join(topics, topics.c.topic_id == records.c.topic_id)
@@ -135,13 +140,48 @@ class Backend:
         }
 
     def assert_logs_gapless(self) -> None:
-        """Every partition's log holds exactly the offsets 0 .. next_offset-1."""
+        """Every partition's log holds every offset from its first stored one to next_offset-1,
+        and nothing is missing at or past its log start: what is gone went below it (retention,
+        DeleteRecords), from the bottom up."""
         shape = self.log_shape()
-        for key, end in self.log_ends().items():
-            n, distinct, top = shape.get(key, (0, 0, None))
-            assert (n, distinct, -1 if top is None else top) == (end, end, end - 1), (
-                f"{key}: {n} rows, {distinct} distinct offsets, max offset {top}, next_offset {end}"
+        for key, (start, end) in self.log_bounds().items():
+            n, distinct, lo, hi = shape.get(key, (0, 0, None, None))
+            first = end if lo is None else lo
+            assert first <= start or first == end, f"{key}: first stored offset {first} past the log start {start}"
+            assert (n, distinct, -1 if hi is None else hi) == (end - first, end - first, end - 1 if end > first else -1), (
+                f"{key}: {n} rows, {distinct} distinct offsets, offsets {lo}..{hi}, log [{start}, {end})"
             )
+
+    def below_log_starts(self) -> dict[tuple[str, int], int]:
+        """Rows still stored below their partition's log start (the cleaner deletes them)."""
+        shape = self.log_shape()
+        return {key: start - shape[key][2] for key, (start, _) in self.log_bounds().items()
+                if key in shape and shape[key][2] < start}
+
+    def counter_drift(self) -> dict[tuple[str, int], tuple[tuple[int, int], tuple[int, int]]]:
+        """Partitions whose (record_count, size_bytes) differ from the data records stored:
+        {partition: (counters, stored)}."""
+        from app.storage.dialect import utf8_bytes
+
+        stored = {
+            (t, p): (n, int(size))
+            for t, p, n, size in self.query(
+                select(topics.c.name, records.c.partition, func.count(),
+                       func.coalesce(func.sum(utf8_bytes(records.c.key) + utf8_bytes(records.c.value)
+                                              + utf8_bytes(records.c.headers)), 0))
+                .join(topics, topics.c.topic_id == records.c.topic_id)
+                .where(records.c.control_type.is_(None))
+                .group_by(topics.c.name, records.c.partition)
+            )
+        }
+        counted = {
+            (t, p): (n, size)
+            for t, p, n, size in self.query(
+                select(topics.c.name, partitions.c.partition, partitions.c.record_count, partitions.c.size_bytes)
+                .join(topics, topics.c.topic_id == partitions.c.topic_id)
+            )
+        }
+        return {key: (c, stored.get(key, (0, 0))) for key, c in counted.items() if c != stored.get(key, (0, 0))}
 
     def open_transaction_partitions(self) -> list[tuple]:
         return self.query(

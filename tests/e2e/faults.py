@@ -6,7 +6,11 @@ is produced beforehand (plain produce). K transactional *copier processes* (this
 record of input partition p to output partition p, with the group offsets inside each
 transaction (send_offsets_to_transaction). The copiers are spread over two API servers
 (`serve` with OUTBOX_RUN_COORDINATOR=false) and a stand-alone `coordinator` process completes
-transactions. While they run, a fault loop kill -9s, then restarts, one of: a copier, a
+transactions and runs the log cleaner (every 200 ms). While they copy, a *trimmer* thread asks
+a server, every half second, to delete what the copiers' group has consumed of the input
+(DeleteRecords with `consumed_by`, the outbox's way to keep a log short), so the input's log
+start moves up under the copiers and the cleaner, killed with the coordinator, deletes below
+it. While they run, a fault loop kill -9s, then restarts, one of: a copier, a
 server (restarted on the same port, so URLs stay stable; one server down at a time), the
 coordinator, or, on PostgreSQL, the database: its connections terminated
 (pg_terminate_backend), or with --pg-restart a real `pg_ctlcluster … restart` of the server
@@ -32,7 +36,10 @@ committed offsets reach the input's end offsets, with a deadline) the run is che
 - every copier transaction in the output is whole (the record counts its copier declared
   just before Commit), and every transaction whose Commit was acknowledged is in it;
 - the copiers' input polls were gapless (the input is plain records: offsets P, P+1, …);
-- the group's committed offsets equal the input's end offsets; every log is gapless.
+- the group's committed offsets equal the input's end offsets; every log is gapless from
+  its first stored offset, with nothing missing at or past its log start; once the cleaner
+  has caught up, nothing is stored below any log start, and every partition's record count
+  and size are exactly what is stored.
 
 Run it:
 
@@ -483,6 +490,8 @@ class Config:
     pg_restart_max: int = 1          # at most this many real restarts per run
     drain_timeout_s: float = 180.0
     coordinator_interval_ms: int = 100
+    cleaner_interval_ms: int = 200
+    trim: bool = True                # DeleteRecords consumed_by the copiers' group, while they copy
 
     def command(self) -> str:
         args = ["python", "-m", "tests.e2e.faults", "--backend", self.backend,
@@ -491,6 +500,8 @@ class Config:
                 "--records", str(self.records), "--partitions", str(self.partitions),
                 "--servers", str(self.servers), "--max-records", str(self.max_records),
                 "--complete-inline", self.complete_inline]
+        if not self.trim:
+            args.append("--no-trim")
         if self.pg_restart:
             args += ["--pg-restart", "--pg-restart-max", str(self.pg_restart_max)]
         return " ".join(shlex.quote(a) for a in args)
@@ -698,7 +709,8 @@ class Harness:
             self.launcher.processes.append(slot.proc)
             self.note(f"start server {slot.index} on port {slot.port} (complete_inline={inline})")
         elif slot.kind == "coordinator":
-            env = self.launcher.env(coordinator_interval_ms=self.cfg.coordinator_interval_ms)
+            env = self.launcher.env(coordinator_interval_ms=self.cfg.coordinator_interval_ms,
+                                    cleaner_interval_ms=self.cfg.cleaner_interval_ms)
             label = f"coordinator-{slot.index}"
             slot.proc = ServiceProcess(label, ["coordinator"], env, self._log_path(label))
             self.launcher.processes.append(slot.proc)
@@ -813,6 +825,9 @@ class Harness:
             inputs = self._produce_input()
             verifier = Verifier(self.url(0), cfg.partitions)
             verifier.start()
+            trimmer = Trimmer(self, cfg.partitions) if cfg.trim else None
+            if trimmer is not None:
+                trimmer.start()
             for s in self.copiers:
                 self._start(s)
 
@@ -852,6 +867,10 @@ class Harness:
             self._restore_all(t_drain + 120)
             input_ends = self._input_ends()
             group = self._wait_for_group(input_ends, t_drain + cfg.drain_timeout_s)
+            if trimmer is not None:
+                trimmer.stop()
+                self.stats["trims"] = trimmer.trims
+                self.stats["input_log_starts"] = trimmer.log_starts
             self._stop_copiers()
             self._wait_settled(time.monotonic() + cfg.transaction_timeout_ms / 1000 + 60)
             verifier.stop()
@@ -1024,14 +1043,25 @@ class Harness:
             s.close()
 
     def _database_checks(self, outcome: Outcome) -> None:
-        """Straight from the tables: every log gapless; transactions per marker type."""
-        for attempt in range(3):  # two queries, no common snapshot: only a lasting gap counts
+        """Straight from the tables: the cleaner caught up below every log start (it runs in the
+        coordinator process), every log gapless at and past its log start, the partitions'
+        counters exact; transactions per marker type."""
+        deadline = time.monotonic() + 60
+        while (below := self.backend.below_log_starts()) and time.monotonic() < deadline:
+            time.sleep(0.5)
+        if below:
+            outcome.add(f"rows still stored below the log start after 60 s: {below}")
+        self.stats["input_trimmed"] = sum(start for (t, _), (start, _) in self.backend.log_bounds().items()
+                                          if t == INPUT)
+        for attempt in range(3):  # a few queries, no common snapshot: only a lasting gap counts
             try:
                 self.backend.assert_logs_gapless()
+                drift = self.backend.counter_drift()
+                assert not drift, f"record_count/size_bytes differ from what is stored: {drift}"
                 break
             except AssertionError as e:
                 if attempt == 2:
-                    outcome.add(f"log not gapless: {e}")
+                    outcome.add(f"log not gapless, or counters wrong: {e}")
                 time.sleep(1)
         markers = self.backend.markers()
         out_markers = [m for m in markers if m[0] == OUTPUT]
@@ -1042,6 +1072,39 @@ class Harness:
         if twice:
             outcome.add(f"markers written twice for (partition, txn_id): {twice[:5]}")
         self.backend.dispose()
+
+
+class Trimmer(threading.Thread):
+    """Every half second, DeleteRecords consumed_by the copiers' group on each input partition,
+    through whichever server answers: the input's log start follows the group."""
+
+    def __init__(self, harness: Harness, partitions: int) -> None:
+        super().__init__(name="fi-trimmer", daemon=True)
+        self.harness = harness
+        self.partitions = partitions
+        self.trims = 0
+        self.log_starts = {p: 0 for p in range(partitions)}
+        self._stop_event = threading.Event()
+
+    def run(self) -> None:
+        import httpx
+
+        while not self._stop_event.wait(0.5):
+            for p in range(self.partitions):
+                for i in range(len(self.harness.servers)):
+                    try:
+                        r = httpx.post(f"{self.harness.url(i)}/v1/topics/{INPUT}/partitions/{p}/delete-records",
+                                       json={"consumed_by": [GROUP]}, timeout=10)
+                    except httpx.TransportError:
+                        continue  # that server is down: try another
+                    if r.status_code == 200:
+                        self.trims += 1
+                        self.log_starts[p] = max(self.log_starts[p], r.json()["log_start_offset"])
+                    break
+
+    def stop(self) -> None:
+        self._stop_event.set()
+        self.join(30)
 
 
 def run_with(cfg: Config, backend: Any, launcher: Any, *, admin_url: str | None = None,
@@ -1070,6 +1133,8 @@ def _script(argv: list[str]) -> int:
                     help="PostgreSQL faults include real restarts of the (shared!) server")
     ap.add_argument("--pg-restart-max", type=int, default=1)
     ap.add_argument("--drain-timeout", type=float, default=300.0)
+    ap.add_argument("--no-trim", action="store_true",
+                    help="no DeleteRecords of what the copiers consumed (the input keeps everything)")
     ap.add_argument("--keep", action="store_true", help="keep the database and logs even on success")
     ap.add_argument("--quiet", action="store_true", help="no event lines while running")
     args = ap.parse_args(argv)
@@ -1078,7 +1143,7 @@ def _script(argv: list[str]) -> int:
                  copiers=args.copiers, records=args.records, partitions=args.partitions,
                  servers=args.servers, max_records=args.max_records, complete_inline=args.complete_inline,
                  pg_restart=args.pg_restart, pg_restart_max=args.pg_restart_max,
-                 drain_timeout_s=args.drain_timeout)
+                 drain_timeout_s=args.drain_timeout, trim=not args.no_trim)
 
     from sqlalchemy import create_engine, text
     from sqlalchemy.engine import make_url

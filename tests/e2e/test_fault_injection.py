@@ -176,6 +176,9 @@ def test_copiers_killed_with_the_servers_coordinator_and_database_copy_each_reco
     assert not pg or s["db_terminate"], failure_report(result)
     assert s["server_inline"] and s["server_not_inline"], failure_report(result)  # both commit paths
     assert s["txn_committed"] > 0
+    # The input was trimmed under the copiers (DeleteRecords consumed_by), and the cleaner,
+    # killed with the coordinator, deleted below the log starts (checked in the outcome).
+    assert s["trims"] and s["input_trimmed"] > 0, failure_report(result)
 
 
 # --- what the fault runs found ------------------------------------------------------------------
