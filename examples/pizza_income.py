@@ -240,8 +240,9 @@ def main(argv: list[str] | None = None) -> int:
     # earliest: every order still in the log earns its income; latest would skip those too.
     consumer = Consumer(url, GROUP, session_timeout_ms=args.session_timeout_ms, max_records=args.max_records,
                         auto_offset_reset="earliest")
-    app = PizzaIncome(producer, consumer, args.dead_letter_topic, ExponentialBackoff())
+    app = None
     try:
+        app = PizzaIncome(producer, consumer, args.dead_letter_topic, ExponentialBackoff())
         totals = app.run(args.idle_exit_s)
     except KeyboardInterrupt:
         # Ctrl-C is how a run without --idle-exit-s ends: an open transaction is aborted now
@@ -250,7 +251,7 @@ def main(argv: list[str] | None = None) -> int:
             producer.abort_transaction()
         except ClientError as e:
             logger.warning("could not abort the open transaction: %s", e)
-        totals = app.totals
+        totals = app.totals if app is not None else Totals()
         print(f"interrupted after {totals.orders} orders: {totals.income} income records, "
               f"{totals.dead_lettered} dead-lettered, {totals.skipped} skipped", file=sys.stderr)
         return EXIT_INTERRUPTED
