@@ -86,6 +86,35 @@ def retention_bound(
     return _unsplit(rows, log_start, bound)
 
 
+@dataclass(frozen=True, slots=True)
+class ChunkSummary:
+    """What one aggregate over the stored rows of a range says of them, without reading each."""
+
+    rows: int  # records and markers
+    transactional: int  # rows with a txn_id: records of transactions, and markers
+    markers: int
+    newest_ms: int | None  # the highest timestamp_ms; None: no rows
+    size: int  # record_size of the data records, summed
+
+    @property
+    def records(self) -> int:
+        return self.rows - self.markers
+
+
+def expires_whole(summary: ChunkSummary, limits: RetentionLimits) -> bool:
+    """Whether retention deletes every row of a range so summed, all at or past the log start:
+    whether `retention_bound` over them would answer the range's end. So when they are records
+    of no transaction (nothing to split, no marker) and every one has expired: the newest is
+    older than expire_before_ms, or all of them together are fewer bytes than bytes_over (so
+    fewer went before each). False only means: read the rows (`retention_bound`)."""
+    if not summary.rows or summary.transactional or summary.markers:
+        return False
+    if (limits.expire_before_ms is not None and summary.newest_ms is not None
+            and summary.newest_ms < limits.expire_before_ms):
+        return True
+    return summary.size < limits.bytes_over
+
+
 def _unsplit(rows: Sequence[StoredRow], log_start: int, bound: int) -> int:
     """Lower `bound` to the first record of any transaction it would split: one with records
     below it (and at or past the log start) whose marker is not below it. Lowering the bound

@@ -169,6 +169,34 @@ def test_a_committed_transaction_that_straddles_the_bound_stays_whole(client, cl
     assert committed_values(client, "t") == ["p2", "a1"]
 
 
+def test_rows_another_cleaner_deletes_under_a_chunk_are_counted_once(client, cleaner, clock, db_url, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    if db_url.startswith("sqlite"):
+        pytest.skip("SQLite has one writer: no other cleaner can delete between a chunk's summary and its DELETE")
+    create_topic(client, "t", retention_ms=HOUR)
+    produce(client, "t", [1, 2, 3, 4, 5, 6], ts=clock.now_ms - 2 * HOUR)  # 1 byte each
+    summary_of = cleaning.chunk_summary
+    raced: list[int] = []
+
+    def summary_then_another_cleaner(conn, topic_id, partition, start, end):  # type: ignore[no-untyped-def]
+        summary = summary_of(conn, topic_id, partition, start, end)
+        if not raced:  # another cleaner deletes the chunk's first row and commits
+            raced.append(start)
+            other = create_engine(db_url)
+            with other.begin() as c:
+                cleaning.delete_prefix(c, topic_id, partition, start, start + 1)
+            other.dispose()
+        return summary
+
+    monkeypatch.setattr(cleaning, "chunk_summary", summary_then_another_cleaner)
+    result = cleaner.run_once()
+
+    assert raced == [0]
+    assert result == CleanerPass(retention=5, bytes_deleted=5)
+    assert offsets_stored(db_url, "t") == []
+    assert described(client, "t")["log_start_offset"] == 6
+    assert_counters_exact(client, db_url, "t")
+
+
 # --- retention by size ------------------------------------------------------------------------
 
 
