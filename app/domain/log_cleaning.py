@@ -65,6 +65,19 @@ def retention_bound(
     """The offset below which to delete, given the rows stored in [first stored offset, end)
     in offset order, `end` at most the last stable offset. Never below `log_start` (rows
     below it go whatever the limits); `limits` None: only those."""
+    bound = expired_until(rows, log_start=log_start, end=end, limits=limits)
+    if bound <= log_start:
+        return log_start
+    return _unsplit(rows, log_start, bound)
+
+
+def expired_until(
+    rows: Sequence[StoredRow], *, log_start: int, end: int, limits: RetentionLimits | None
+) -> int:
+    """The first record retention keeps by its limits alone, before any transaction holds the
+    bound lower (`end` if every record read may go). `retention_bound` never passes it, and
+    reading past `end` cannot move it unless it is `end`: the first record kept is among those
+    read, and a transaction whose marker lies past `end` lies past it too."""
     bound = end
     freed = 0
     for row in rows:
@@ -81,9 +94,7 @@ def retention_bound(
             bound = row.offset
             break
         freed += row.size
-    if bound <= log_start:
-        return log_start
-    return _unsplit(rows, log_start, bound)
+    return bound
 
 
 @dataclass(frozen=True, slots=True)

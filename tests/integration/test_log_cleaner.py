@@ -117,6 +117,21 @@ def test_nothing_goes_before_its_time(client, cleaner, clock) -> None:  # type: 
     assert cleaner.run_once().retention == 2
 
 
+def test_a_partition_whose_oldest_record_has_not_expired_is_read_one_chunk_a_pass(client, cleaner, clock, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    create_topic(client, "t", retention_ms=HOUR)
+    produce(client, "t", list(range(10)), ts=clock.now_ms - HOUR + 1)
+    read = cleaning.stored_rows
+    reads: list[tuple[int, int]] = []
+
+    def recorded(conn, topic_id, partition, start, end):  # type: ignore[no-untyped-def]
+        reads.append((start, end))
+        return read(conn, topic_id, partition, start, end)
+
+    monkeypatch.setattr(cleaning, "stored_rows", recorded)
+    assert cleaner.run_once() == CleanerPass()
+    assert reads == [(0, 3)]  # no longer read would move the bound: the first record stays
+
+
 def test_retention_minus_one_keeps_everything(client, cleaner, clock) -> None:  # type: ignore[no-untyped-def]
     create_topic(client, "t", retention_ms=-1)
     produce(client, "t", [1, 2], ts=0)

@@ -13,6 +13,7 @@ from app.domain.log_cleaning import (
     CompactionRow,
     RetentionLimits,
     StoredRow,
+    expired_until,
     expires_whole,
     retention_bound,
 )
@@ -90,6 +91,18 @@ def test_lowering_the_bound_for_one_transaction_can_hold_another() -> None:
 def test_an_aborted_transaction_is_not_split_either() -> None:
     rows = [rec(0, txn=7), rec(1, NEW), marker(2, 7, A)]
     assert retention_bound(rows, log_start=0, end=3, limits=EXPIRED) == 0
+
+
+def test_expired_until_is_the_first_record_kept_by_the_limits_alone() -> None:
+    rows = [rec(0, txn=7), rec(1), rec(2, NEW), marker(3, 7)]
+    assert expired_until(rows, log_start=0, end=4, limits=EXPIRED) == 2
+    assert retention_bound(rows, log_start=0, end=4, limits=EXPIRED) == 0  # txn 7 holds it lower
+
+
+def test_expired_until_is_the_end_when_every_record_read_may_go() -> None:
+    rows = [rec(0), rec(1, txn=7)]  # txn 7's marker lies past the rows read
+    assert expired_until(rows, log_start=0, end=2, limits=EXPIRED) == 2
+    assert retention_bound(rows, log_start=0, end=2, limits=EXPIRED) == 1
 
 
 # --- a chunk that goes whole, seen from its summary ---------------------------------------------
