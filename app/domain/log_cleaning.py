@@ -65,6 +65,19 @@ def retention_bound(
     """The offset below which to delete, given the rows stored in [first stored offset, end)
     in offset order, `end` at most the last stable offset. Never below `log_start` (rows
     below it go whatever the limits); `limits` None: only those."""
+    bound = expired_until(rows, log_start=log_start, end=end, limits=limits)
+    if bound <= log_start:
+        return log_start
+    return _unsplit(rows, log_start, bound)
+
+
+def expired_until(
+    rows: Sequence[StoredRow], *, log_start: int, end: int, limits: RetentionLimits | None
+) -> int:
+    """The first record retention keeps by its limits alone, before any transaction holds the
+    bound lower (`end` if every record read may go). `retention_bound` never passes it, and
+    reading past `end` cannot move it unless it is `end`: the first record kept is among those
+    read, and a transaction whose marker lies past `end` lies past it too."""
     bound = end
     freed = 0
     for row in rows:
@@ -81,9 +94,36 @@ def retention_bound(
             bound = row.offset
             break
         freed += row.size
-    if bound <= log_start:
-        return log_start
-    return _unsplit(rows, log_start, bound)
+    return bound
+
+
+@dataclass(frozen=True, slots=True)
+class ChunkSummary:
+    """What one aggregate over the stored rows of a range says of them, without reading each."""
+
+    rows: int  # records and markers
+    transactional: int  # rows with a txn_id: records of transactions, and markers
+    markers: int
+    newest_ms: int | None  # the highest timestamp_ms; None: no rows
+    size: int  # record_size of the data records, summed
+
+    @property
+    def records(self) -> int:
+        return self.rows - self.markers
+
+
+def expires_whole(summary: ChunkSummary, limits: RetentionLimits) -> bool:
+    """Whether retention deletes every row of a range so summed, all at or past the log start:
+    whether `retention_bound` over them would answer the range's end. So when they are records
+    of no transaction (nothing to split, no marker) and every one has expired: the newest is
+    older than expire_before_ms, or all of them together are fewer bytes than bytes_over (so
+    fewer went before each). False only means: read the rows (`retention_bound`)."""
+    if not summary.rows or summary.transactional or summary.markers:
+        return False
+    if (limits.expire_before_ms is not None and summary.newest_ms is not None
+            and summary.newest_ms < limits.expire_before_ms):
+        return True
+    return summary.size < limits.bytes_over
 
 
 def _unsplit(rows: Sequence[StoredRow], log_start: int, bound: int) -> int:

@@ -2,8 +2,10 @@
 
 Every deletion runs in the caller's write transaction together with the partition's
 counters (record_count, size_bytes) and, for a prefix, its log start, so every snapshot sees
-them agree with the rows. The counters move by what the DELETE itself returned, so two
-cleaners that raced on the same rows (the second DELETE finds them gone) subtract them once.
+them agree with the rows. The counters move by what the DELETE itself returned, or by the
+summary the transaction read before it once the DELETE has found every row counted there
+(delete_summed), so two cleaners that raced on the same rows (the second DELETE finds them
+gone) subtract them once.
 
 Lock order: a deletion first locks the old rows it deletes, which no appender ever touches,
 then the partition's row (the append lock, app.storage.log._take_offsets) for its last
@@ -18,7 +20,7 @@ from dataclasses import dataclass
 
 from sqlalchemy import Connection, and_, bindparam, delete, func, select, update
 
-from app.domain.log_cleaning import CompactionRow, StoredRow
+from app.domain.log_cleaning import ChunkSummary, CompactionRow, StoredRow
 from app.domain.topic_config import TopicConfig
 from app.domain.types import ControlType
 from app.storage import dialect
@@ -76,29 +78,56 @@ def log_start(conn: Connection, topic_id: int, partition: int) -> int | None:
     ).scalar()
 
 
-def first_stored(conn: Connection, topic_id: int, partition: int) -> int | None:
-    """The lowest offset still stored (the primary key's first entry of the partition)."""
-    return conn.execute(
-        select(func.min(records.c.offset))
+def first_stored(conn: Connection, topic_id: int, partition: int, at_least: int | None = None) -> int | None:
+    """The lowest offset still stored (the primary key's first entry of the partition), at or
+    past `at_least` if given: where the caller knows nothing is stored below, because it has
+    just deleted everything there. On PostgreSQL that spares the probe a walk over the index
+    entries of the rows deleted, which stay until a VACUUM: the cleaner's probe per chunk grew
+    with every chunk it had deleted (docs/benchmarks.md, session 9). ORDER BY … LIMIT 1, not
+    min(): with a lower bound PostgreSQL plans min() as an aggregate over the whole range."""
+    stmt = (
+        select(records.c.offset)
         .where(records.c.topic_id == topic_id, records.c.partition == partition)
-    ).scalar()
+        .order_by(records.c.offset)
+        .limit(1)
+    )
+    if at_least is not None:
+        stmt = stmt.where(records.c.offset >= at_least)
+    return conn.execute(stmt).scalar()
+
+
+def _in_range(topic_id: int, partition: int, start: int, end: int) -> tuple:
+    return (records.c.topic_id == topic_id, records.c.partition == partition,
+            records.c.offset >= start, records.c.offset < end)
 
 
 def stored_rows(conn: Connection, topic_id: int, partition: int, start: int, end: int) -> list[StoredRow]:
     """The rows of [start, end) in offset order, sizes counted by the database."""
     rows = conn.execute(
-        select(records.c.offset, records.c.timestamp_ms, records.c.txn_id, records.c.control_type,
-               _SIZE.label("size"))
-        .where(records.c.topic_id == topic_id, records.c.partition == partition,
-               records.c.offset >= start, records.c.offset < end)
+        select(records.c.offset, records.c.timestamp_ms, records.c.txn_id, records.c.control_type, _SIZE)
+        .where(*_in_range(topic_id, partition, start, end))
         .order_by(records.c.offset)
     ).all()
+    # Unpacked as tuples: a Row's attributes by name cost twice as much as the rest together.
     return [
-        StoredRow(r.offset, r.timestamp_ms, r.txn_id,
-                  None if r.control_type is None else ControlType(r.control_type),
-                  0 if r.control_type is not None else r.size)
-        for r in rows
+        StoredRow(offset, timestamp_ms, txn_id,
+                  None if control_type is None else ControlType(control_type),
+                  0 if control_type is not None else size)
+        for offset, timestamp_ms, txn_id, control_type, size in rows
     ]
+
+
+def chunk_summary(conn: Connection, topic_id: int, partition: int, start: int, end: int) -> ChunkSummary:
+    """One aggregate over the rows of [start, end): enough to see that retention deletes them
+    all (app.domain.log_cleaning.expires_whole), no row brought back."""
+    rows, transactional, markers, newest, size = conn.execute(
+        select(func.count(), func.count(records.c.txn_id), func.count(records.c.control_type),
+               func.max(records.c.timestamp_ms),
+               func.coalesce(func.sum(case((records.c.control_type.is_(None), _SIZE), else_=0)), 0))
+        .where(*_in_range(topic_id, partition, start, end))
+    ).one()
+    # PostgreSQL sums BIGINTs as NUMERIC.
+    return ChunkSummary(rows=rows, transactional=transactional, markers=markers, newest_ms=newest, size=int(size))
 
 
 def compaction_rows(
@@ -170,11 +199,25 @@ def delete_prefix(conn: Connection, topic_id: int, partition: int, start: int, b
             set_batch_heads(conn, topic_id, partition, [(kept, head + count - kept)])
     deleted = conn.execute(
         delete(records)
-        .where(records.c.topic_id == topic_id, records.c.partition == partition,
-               records.c.offset >= start, records.c.offset < bound)
+        .where(*_in_range(topic_id, partition, start, bound))
         .returning(_SIZE, records.c.control_type)
     ).all()
     return _uncount(conn, topic_id, partition, deleted, bound)
+
+
+def delete_summed(conn: Connection, topic_id: int, partition: int, start: int, bound: int,
+                  summary: ChunkSummary) -> bool:
+    """delete_prefix for rows whose `summary` this transaction has read: the counters move by
+    the summary, and no row comes back from the DELETE (bringing them back cost more than the
+    DELETE itself). True if the DELETE found every row the summary counted. False if it found
+    fewer: another cleaner deleted some meanwhile (PostgreSQL; SQLite has one writer) and
+    counted them, so the caller must roll back (the counters have not moved) and look again."""
+    deleted = conn.execute(delete(records).where(*_in_range(topic_id, partition, start, bound))).rowcount
+    if deleted != summary.rows:
+        return False
+    conn.execute(_MOVE_START, {"p_topic_id": topic_id, "p_partition": partition, "p_records": summary.records,
+                               "p_size_bytes": summary.size, "p_bound": bound})
+    return True
 
 
 def delete_offsets(conn: Connection, topic_id: int, partition: int, offsets: Sequence[int]) -> tuple[int, int]:

@@ -132,6 +132,21 @@ def test_nothing_goes_before_its_time(client, cleaner, clock) -> None:  # type: 
     assert cleaner.run_once().retention == 2
 
 
+def test_a_partition_whose_oldest_record_has_not_expired_is_read_one_chunk_a_pass(client, cleaner, clock, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    create_topic(client, "t", retention_ms=HOUR)
+    produce(client, "t", list(range(10)), ts=clock.now_ms - HOUR + 1)
+    read = cleaning.stored_rows
+    reads: list[tuple[int, int]] = []
+
+    def recorded(conn, topic_id, partition, start, end):  # type: ignore[no-untyped-def]
+        reads.append((start, end))
+        return read(conn, topic_id, partition, start, end)
+
+    monkeypatch.setattr(cleaning, "stored_rows", recorded)
+    assert cleaner.run_once() == CleanerPass()
+    assert reads == [(0, 3)]  # no longer read would move the bound: the first record stays
+
+
 def test_retention_minus_one_keeps_everything(client, cleaner, clock) -> None:  # type: ignore[no-untyped-def]
     create_topic(client, "t", retention_ms=-1)
     produce(client, "t", [1, 2], ts=0)
@@ -182,6 +197,34 @@ def test_a_committed_transaction_that_straddles_the_bound_stays_whole(client, cl
     assert cleaner.run_once().retention == 1
     assert offsets_stored(db_url, "t") == [1, 2, 3]
     assert committed_values(client, "t") == ["p2", "a1"]
+
+
+def test_rows_another_cleaner_deletes_under_a_chunk_are_counted_once(client, cleaner, clock, db_url, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    if db_url.startswith("sqlite"):
+        pytest.skip("SQLite has one writer: no other cleaner can delete between a chunk's summary and its DELETE")
+    create_topic(client, "t", retention_ms=HOUR)
+    produce(client, "t", [1, 2, 3, 4, 5, 6], ts=clock.now_ms - 2 * HOUR)  # 1 byte each
+    summary_of = cleaning.chunk_summary
+    raced: list[int] = []
+
+    def summary_then_another_cleaner(conn, topic_id, partition, start, end):  # type: ignore[no-untyped-def]
+        summary = summary_of(conn, topic_id, partition, start, end)
+        if not raced:  # another cleaner deletes the chunk's first row and commits
+            raced.append(start)
+            other = create_engine(db_url)
+            with other.begin() as c:
+                cleaning.delete_prefix(c, topic_id, partition, start, start + 1)
+            other.dispose()
+        return summary
+
+    monkeypatch.setattr(cleaning, "chunk_summary", summary_then_another_cleaner)
+    result = cleaner.run_once()
+
+    assert raced == [0]
+    assert result == CleanerPass(retention=5, bytes_deleted=5)
+    assert offsets_stored(db_url, "t") == []
+    assert described(client, "t")["log_start_offset"] == 6
+    assert_counters_exact(client, db_url, "t")
 
 
 # --- retention by size ------------------------------------------------------------------------

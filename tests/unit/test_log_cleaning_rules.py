@@ -4,11 +4,17 @@ from __future__ import annotations
 
 import pytest
 
+from hypothesis import given
+from hypothesis import strategies as st
+
 from app.domain.log_cleaning import (
+    ChunkSummary,
     Compaction,
     CompactionRow,
     RetentionLimits,
     StoredRow,
+    expired_until,
+    expires_whole,
     retention_bound,
 )
 from app.domain.types import ControlType
@@ -85,6 +91,75 @@ def test_lowering_the_bound_for_one_transaction_can_hold_another() -> None:
 def test_an_aborted_transaction_is_not_split_either() -> None:
     rows = [rec(0, txn=7), rec(1, NEW), marker(2, 7, A)]
     assert retention_bound(rows, log_start=0, end=3, limits=EXPIRED) == 0
+
+
+def test_expired_until_is_the_first_record_kept_by_the_limits_alone() -> None:
+    rows = [rec(0, txn=7), rec(1), rec(2, NEW), marker(3, 7)]
+    assert expired_until(rows, log_start=0, end=4, limits=EXPIRED) == 2
+    assert retention_bound(rows, log_start=0, end=4, limits=EXPIRED) == 0  # txn 7 holds it lower
+
+
+def test_expired_until_is_the_end_when_every_record_read_may_go() -> None:
+    rows = [rec(0), rec(1, txn=7)]  # txn 7's marker lies past the rows read
+    assert expired_until(rows, log_start=0, end=2, limits=EXPIRED) == 2
+    assert retention_bound(rows, log_start=0, end=2, limits=EXPIRED) == 1
+
+
+# --- a chunk that goes whole, seen from its summary ---------------------------------------------
+
+
+def summed(rows: list[StoredRow]) -> ChunkSummary:
+    """What app.storage.cleaning.chunk_summary's aggregate answers for these rows."""
+    return ChunkSummary(
+        rows=len(rows),
+        transactional=sum(r.txn_id is not None for r in rows),
+        markers=sum(r.control_type is not None for r in rows),
+        newest_ms=max((r.timestamp_ms for r in rows), default=None),
+        size=sum(r.size for r in rows if r.control_type is None),
+    )
+
+
+def test_plain_records_all_expired_go_whole() -> None:
+    assert expires_whole(summed([rec(0), rec(1), rec(2)]), EXPIRED)
+
+
+def test_one_record_not_expired_means_reading_the_rows() -> None:
+    assert not expires_whole(summed([rec(0), rec(1, NEW), rec(2)]), EXPIRED)
+
+
+def test_a_record_of_a_transaction_means_reading_the_rows() -> None:
+    assert not expires_whole(summed([rec(0), rec(1, txn=7), rec(2)]), EXPIRED)
+
+
+def test_a_marker_means_reading_the_rows() -> None:
+    assert not expires_whole(summed([rec(0), marker(1, 7)]), EXPIRED)
+
+
+def test_by_size_rows_go_whole_only_if_all_of_them_are_fewer_bytes_than_the_excess() -> None:
+    rows = [rec(o, NEW, size=10) for o in range(3)]
+    assert expires_whole(summed(rows), RetentionLimits(expire_before_ms=None, bytes_over=31))
+    assert not expires_whole(summed(rows), RetentionLimits(expire_before_ms=None, bytes_over=30))
+
+
+def test_no_rows_are_never_a_whole_chunk() -> None:
+    assert not expires_whole(summed([]), EXPIRED)
+
+
+_rows = st.lists(
+    st.tuples(st.sampled_from([OLD, NEW]), st.sampled_from([None, None, 7, 8]), st.booleans(), st.integers(0, 20)),
+    min_size=1, max_size=12,
+)
+
+
+@given(_rows, st.sampled_from([None, 500]), st.integers(0, 200), st.integers(0, 3))
+def test_whatever_goes_whole_is_what_retention_bound_deletes(spec, expire_before, bytes_over, start) -> None:  # type: ignore[no-untyped-def]
+    rows = [StoredRow(start + i, ts, txn, C if is_marker and txn is not None else None,
+                      0 if is_marker and txn is not None else size)
+            for i, (ts, txn, is_marker, size) in enumerate(spec)]
+    end = start + len(rows) + 1  # the range may end past its last row
+    limits = RetentionLimits(expire_before_ms=expire_before, bytes_over=bytes_over)
+    if expires_whole(summed(rows), limits):
+        assert retention_bound(rows, log_start=start, end=end, limits=limits) == end
 
 
 # --- compaction -----------------------------------------------------------------------------
