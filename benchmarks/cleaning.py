@@ -250,7 +250,7 @@ class ChunkProfile:
     the counters UPDATE, timed by SQLAlchemy's cursor events and taken out of the deletion
     that runs it; the commit (the end of Database.write's block to its exit)."""
 
-    STEPS = ("begin", "first_stored", "log_start", "chunk_summary", "stored_rows", "retention_bound",
+    STEPS = ("begin", "first_stored", "log_start", "delete_chunk", "stored_rows", "retention_bound",
              "DELETE", "counters UPDATE", "commit")
 
     def __init__(self, cleaner: LogCleaner) -> None:
@@ -258,15 +258,17 @@ class ChunkProfile:
         self.t = dict.fromkeys(self.STEPS, 0.0)
         self.chunks = 0  # transactions that deleted; the pass's look at each empty partition is in the times
         self.total = 0.0
+        self.running: str | None = None  # the wrapped step running now
 
     def _timed(self, step: str, fn: Callable) -> Callable:
         def wrapper(*args, **kwargs):  # type: ignore[no-untyped-def]
-            t0 = time.perf_counter()
+            t0, self.running = time.perf_counter(), step
             try:
                 return fn(*args, **kwargs)
             finally:
+                self.running = None
                 self.t[step] += time.perf_counter() - t0
-                if step == "DELETE":
+                if step in ("DELETE", "delete_chunk"):
                     self.chunks += 1
         return wrapper
 
@@ -297,11 +299,12 @@ class ChunkProfile:
             if statement.lstrip().upper().startswith("UPDATE PARTITIONS"):
                 took = time.perf_counter() - conn.info["profile_t0"]
                 self.t["counters UPDATE"] += took
-                self.t["DELETE"] -= took  # it ran inside a deletion, whose time includes it
+                if self.running == "DELETE":  # delete_prefix runs it: its time includes it
+                    self.t["DELETE"] -= took
 
-        steps = [(cleaning, name, name) for name in ("first_stored", "log_start", "chunk_summary", "stored_rows")
+        steps = [(cleaning, name, name) for name in ("first_stored", "log_start", "delete_chunk", "stored_rows")
                  if hasattr(cleaning, name)]
-        steps += [(cleaning, name, "DELETE") for name in ("delete_prefix", "delete_summed") if hasattr(cleaning, name)]
+        steps += [(cleaning, name, "DELETE") for name in ("delete_prefix",) if hasattr(cleaning, name)]
         steps += [(log_cleaner, "retention_bound", "retention_bound")]
         event.listen(db.engine, "before_cursor_execute", before)
         event.listen(db.engine, "after_cursor_execute", after)
@@ -352,8 +355,10 @@ print(json.dumps({"app": app.__file__, "retention": done.retention, "vacuums": d
 def cleaner_turn(tree: Path, url: str) -> dict:
     env = {k: v for k, v in os.environ.items() if not k.startswith("OUTBOX_")}
     env["PYTHONPATH"] = str(tree)  # the tree's own `app` package first
-    out = subprocess.run([sys.executable, "-c", _CLEANER_TURN, url], cwd=tree, env=env, check=True,
+    out = subprocess.run([sys.executable, "-c", _CLEANER_TURN, url], cwd=tree, env=env,
                          capture_output=True, text=True)
+    if out.returncode != 0:
+        raise RuntimeError(f"the cleaner turn for {tree} failed:\n{out.stderr[-3000:]}")
     result = orjson.loads(out.stdout.strip().splitlines()[-1])
     if not Path(result["app"]).resolve().is_relative_to(tree.resolve()):
         raise RuntimeError(f"the cleaner turn for {tree} imported {result['app']}")
@@ -364,7 +369,8 @@ def bench_throughput(kind: str, url: str, records: int, rounds: int, before: Pat
     settings, db = open_db(url)
     raw = Raw(url)
     trees = {"cleaner": ROOT, **({"cleaner, before": before} if before is not None else {})}
-    paths = (*trees, "raw DELETE, one statement", f"raw DELETE, {CHUNK_ROWS:,}-row chunks")
+    chunk = CHUNK_ROWS[kind]
+    paths = (*trees, "raw DELETE, one statement", f"raw DELETE, {chunk:,}-row chunks")
     raw_paths = paths[len(trees):]
     turns: dict[str, list[tuple[int, float]]] = {p: [] for p in paths}
     vacuum_s: dict[str, list[float]] = {p: [] for p in paths}
@@ -392,7 +398,7 @@ def bench_throughput(kind: str, url: str, records: int, rounds: int, before: Pat
                     if path.endswith("one statement"):
                         n = raw.delete_all(topic_id, 0, records)
                     else:
-                        n = raw.delete_chunked(topic_id, 0, records, CHUNK_ROWS)
+                        n = raw.delete_chunked(topic_id, 0, records, chunk)
                     took = time.perf_counter() - t0
                     # The log the cleaner would have left (its counters are the cleaner's
                     # measure of live records, which decides when it vacuums).
@@ -438,9 +444,9 @@ def bench_throughput(kind: str, url: str, records: int, rounds: int, before: Pat
         per_round = [(x[0] / x[1]) / (y[0] / y[1]) for x, y in zip(turns[a], turns[b], strict=True)]
         target = " (target ≥ 0.5)" if a == "cleaner" and b in raw_paths else ""
         print(f"| {a} ÷ {b}{target} | {rate(turns[a]) / rate(turns[b]):.2f} | {spread(per_round, '{:.2f}')} |")
-    chunk_ref = statistics.median(s / (n / CHUNK_ROWS) for n, s in turns[raw_paths[1]]) * 1000
+    chunk_ref = statistics.median(s / (n / chunk) for n, s in turns[raw_paths[1]]) * 1000
     print(f"\nWhere the cleaner's time goes: one more turn, in this process, each step timed ({profile.chunks} "
-          f"chunks that deleted, and a look at each of the earlier turns' empty partitions; {done.retention / profiled_s:,.0f} records/s with the timers on; a raw {CHUNK_ROWS:,}-row "
+          f"chunks that deleted, and a look at each of the earlier turns' empty partitions; {done.retention / profiled_s:,.0f} records/s with the timers on; a raw {chunk:,}-row "
           f"chunk, DELETE and commit, took {chunk_ref:.2f} ms, median of its turns).\n")
     print("| step, per chunk | ms | share |\n| --- | ---: | ---: |")
     for step in ChunkProfile.STEPS:
@@ -869,7 +875,8 @@ def main(argv: list[str] | None = None) -> int:
     kinds = ["sqlite", "postgresql"] if args.db == "both" else [args.db]
     import app
 
-    print(f"# The log cleaner: {os.cpu_count()} cores; cleaner chunks of {CHUNK_ROWS:,} rows; "
+    print(f"# The log cleaner: {os.cpu_count()} cores; cleaner chunks of "
+          f"{', '.join(f'{n:,} rows on {k}' for k, n in CHUNK_ROWS.items())}; "
           f"the service's source: {Path(app.__file__).parent.parent}\n")
     for kind in kinds:
         print(f"## {kind}\n")

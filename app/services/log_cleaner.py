@@ -45,9 +45,12 @@ from app.storage.engine import Database, after_commit
 
 logger = logging.getLogger(__name__)
 
-# Rows per database transaction: a deletion of 5,000 rows takes a few milliseconds, which is
-# how long an appender of the partition (and on SQLite any writer) may wait for it.
-CHUNK_ROWS = 5_000
+# Rows per database transaction, by database. On SQLite every writer waits for the cleaner's
+# transaction (one write lock): 5,000 rows take about 9 ms there, a Send's worth; 2,000 rows
+# halved the wait but fell to 0.4 of a raw DELETE's rate. On PostgreSQL nobody waits for the
+# rows it deletes (an appender only for the partition row's last UPDATE), and larger chunks
+# pay the per-chunk statements less often (docs/benchmarks.md, session 9, the log cleaner).
+CHUNK_ROWS = {"sqlite": 5_000, "postgresql": 20_000}
 # A transaction spanning more rows than a chunk holds the retention bound at its first record
 # until its marker is read: the chunk grows up to this before the cleaner gives up for now.
 MAX_CHUNK_ROWS = 1_000_000
@@ -87,19 +90,14 @@ class CleanerPass:
 _REASONS = ("below_log_start", "retention", "compaction", "topics_purged")
 
 
-class _Raced(Exception):
-    """Another cleaner deleted rows of a chunk between its summary and its DELETE: the chunk's
-    transaction is rolled back (app.storage.cleaning.delete_summed)."""
-
-
 class LogCleaner:
     def __init__(self, db: Database, settings: Settings, clock: Clock, *,
-                 chunk_rows: int = CHUNK_ROWS, max_compaction_keys: int = MAX_COMPACTION_KEYS,
+                 chunk_rows: int | None = None, max_compaction_keys: int = MAX_COMPACTION_KEYS,
                  min_cleanable_dirty_ratio: float = MIN_CLEANABLE_DIRTY_RATIO) -> None:
         self.db = db
         self.settings = settings
         self.clock = clock
-        self.chunk_rows = chunk_rows
+        self.chunk_rows = CHUNK_ROWS[db.dialect] if chunk_rows is None else chunk_rows
         self.max_compaction_keys = max_compaction_keys
         self.min_cleanable_dirty_ratio = min_cleanable_dirty_ratio
         self.holder = uuid.uuid4().hex  # this cleaner's name on the leases it takes
@@ -133,64 +131,58 @@ class LogCleaner:
             expire_before = now - config.retention_ms
         done, span = CleanerPass(), self.chunk_rows
         deleted_to = None  # the end of what this pass deleted last: nothing is stored below it
-        raced = False
         while not stop():
-            try:
-                with self.db.write() as conn:
-                    start = cleaning.first_stored(conn, state.topic_id, state.partition, at_least=deleted_to)
-                    log_start = cleaning.log_start(conn, state.topic_id, state.partition)
-                    if start is None or log_start is None:
+            with self.db.write() as conn:
+                start = cleaning.first_stored(conn, state.topic_id, state.partition, at_least=deleted_to)
+                log_start = cleaning.log_start(conn, state.topic_id, state.partition)
+                if start is None or log_start is None:
+                    break
+                if start < log_start:
+                    bound = min(log_start, start + self.chunk_rows)
+                    records, size = cleaning.delete_prefix(conn, state.topic_id, state.partition, start, bound)
+                    step = CleanerPass(below_log_start=records, bytes_deleted=size)
+                else:
+                    bytes_over = 0
+                    if config.cleanup_policy.deletes and config.retention_bytes != NO_LIMIT:
+                        bytes_over = max(0, state.size_bytes - done.bytes_deleted - config.retention_bytes)
+                    if not config.cleanup_policy.deletes or (expire_before is None and not bytes_over):
                         break
-                    if start < log_start:
-                        bound = min(log_start, start + self.chunk_rows)
-                        records, size = cleaning.delete_prefix(conn, state.topic_id, state.partition, start, bound)
-                        step = CleanerPass(below_log_start=records, bytes_deleted=size)
+                    end = min(state.last_stable, start + span)
+                    if end <= start:
+                        break
+                    limits = RetentionLimits(expire_before, bytes_over)
+                    # Most chunks go whole (plain records, all expired): deleted with a sum that
+                    # says so, without reading each row; otherwise read one by one.
+                    summary = None
+                    if span == self.chunk_rows:
+                        summary = cleaning.delete_chunk(conn, state.topic_id, state.partition, start, end,
+                                                        lambda s: expires_whole(s, limits))
+                    if summary is not None:
+                        bound = end
+                        cleaning.count_prefix_deleted(conn, state.topic_id, state.partition, summary, bound)
+                        records, size = summary.records, summary.size
                     else:
-                        bytes_over = 0
-                        if config.cleanup_policy.deletes and config.retention_bytes != NO_LIMIT:
-                            bytes_over = max(0, state.size_bytes - done.bytes_deleted - config.retention_bytes)
-                        if not config.cleanup_policy.deletes or (expire_before is None and not bytes_over):
+                        rows = cleaning.stored_rows(conn, state.topic_id, state.partition, start, end)
+                        bound = retention_bound(rows, log_start=log_start, end=end, limits=limits)
+                        if bound <= start:
+                            # Held back by a transaction whose marker lies past the rows read,
+                            # when every record read has expired: read more, up to the last
+                            # stable offset, then give up for now. Held back by a record that
+                            # has not expired, no longer read would move the bound (reading up
+                            # to a million rows a pass here made every pass over a partition
+                            # not yet due take seconds: docs/benchmarks.md, session 9).
+                            if (end < state.last_stable and span < MAX_CHUNK_ROWS
+                                    and expired_until(rows, log_start=log_start, end=end, limits=limits) == end):
+                                span *= 2
+                                continue
                             break
-                        end = min(state.last_stable, start + span)
-                        if end <= start:
-                            break
-                        limits = RetentionLimits(expire_before, bytes_over)
-                        # Most chunks go whole (plain records, all expired): an aggregate says
-                        # so at a fraction of the cost of reading each row into Python.
-                        summary = None
-                        if span == self.chunk_rows and not raced:
-                            summary = cleaning.chunk_summary(conn, state.topic_id, state.partition, start, end)
-                        if summary is not None and expires_whole(summary, limits):
-                            bound = end
-                            if not cleaning.delete_summed(conn, state.topic_id, state.partition, start, bound,
-                                                          summary):
-                                raise _Raced
-                            records, size = summary.records, summary.size
-                        else:
-                            rows = cleaning.stored_rows(conn, state.topic_id, state.partition, start, end)
-                            bound = retention_bound(rows, log_start=log_start, end=end, limits=limits)
-                            if bound <= start:
-                                # Held back by a transaction whose marker lies past the rows read,
-                                # when every record read has expired: read more, up to the last
-                                # stable offset, then give up for now. Held back by a record that
-                                # has not expired, no longer read would move the bound (reading up
-                                # to a million rows a pass here made every pass over a partition
-                                # not yet due take seconds: docs/benchmarks.md, session 9).
-                                if (end < state.last_stable and span < MAX_CHUNK_ROWS
-                                        and expired_until(rows, log_start=log_start, end=end, limits=limits) == end):
-                                    span *= 2
-                                    continue
-                                break
-                            records, size = cleaning.delete_prefix(conn, state.topic_id, state.partition,
-                                                                   start, bound)
-                        step = CleanerPass(retention=records, bytes_deleted=size)
-                        span = self.chunk_rows
-                    _count_after_commit(conn, step)
-            except _Raced:
-                raced = True  # rolled back: look again, and count what the DELETE returns
-                continue
+                        records, size = cleaning.delete_prefix(conn, state.topic_id, state.partition,
+                                                               start, bound)
+                    step = CleanerPass(retention=records, bytes_deleted=size)
+                    span = self.chunk_rows
+                _count_after_commit(conn, step)
             done += step
-            deleted_to, raced = bound, False
+            deleted_to = bound
         return done
 
     # --- compaction -----------------------------------------------------------------------

@@ -2,10 +2,8 @@
 
 Every deletion runs in the caller's write transaction together with the partition's
 counters (record_count, size_bytes) and, for a prefix, its log start, so every snapshot sees
-them agree with the rows. The counters move by what the DELETE itself returned, or by the
-summary the transaction read before it once the DELETE has found every row counted there
-(delete_summed), so two cleaners that raced on the same rows (the second DELETE finds them
-gone) subtract them once.
+them agree with the rows. The counters move by what the DELETE itself found, so two cleaners
+that raced on the same rows (the second DELETE finds them gone) subtract them once.
 
 Lock order: a deletion first locks the old rows it deletes, which no appender ever touches,
 then the partition's row (the append lock, app.storage.log._take_offsets) for its last
@@ -15,10 +13,11 @@ So the cleaner holds an appender up for one UPDATE and the commit, never for the
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
-from sqlalchemy import Connection, and_, bindparam, delete, func, select, update
+from sqlalchemy import Connection, and_, bindparam, case, delete, func, select, update
 
 from app.domain.log_cleaning import ChunkSummary, CompactionRow, StoredRow
 from app.domain.topic_config import TopicConfig
@@ -117,17 +116,43 @@ def stored_rows(conn: Connection, topic_id: int, partition: int, start: int, end
     ]
 
 
-def chunk_summary(conn: Connection, topic_id: int, partition: int, start: int, end: int) -> ChunkSummary:
-    """One aggregate over the rows of [start, end): enough to see that retention deletes them
-    all (app.domain.log_cleaning.expires_whole), no row brought back."""
-    rows, transactional, markers, newest, size = conn.execute(
-        select(func.count(), func.count(records.c.txn_id), func.count(records.c.control_type),
-               func.max(records.c.timestamp_ms),
-               func.coalesce(func.sum(case((records.c.control_type.is_(None), _SIZE), else_=0)), 0))
-        .where(*_in_range(topic_id, partition, start, end))
+def delete_chunk(conn: Connection, topic_id: int, partition: int, start: int, end: int,
+                 goes: Callable[[ChunkSummary], bool]) -> ChunkSummary | None:
+    """Delete the rows of [start, end) if, summed, they all go (`goes`, the caller's rule:
+    app.domain.log_cleaning.expires_whole); answer the summary, or None and delete nothing.
+    The counters are not moved (count_prefix_deleted).
+
+    One aggregate, then a DELETE that brings no row back: reading each row into Python, or
+    returning them from the DELETE, cost more than the DELETE itself (docs/benchmarks.md,
+    session 9). The DELETE must find every row the aggregate counted: another cleaner may
+    have deleted some in between (PostgreSQL; SQLite has one writer) and counted them itself.
+    If it did, the DELETE is undone (a savepoint) and the caller reads the rows one by one."""
+    in_range = _in_range(topic_id, partition, start, end)
+    summary = _summed(conn, select(records.c.txn_id, records.c.control_type, records.c.timestamp_ms,
+                                   _SIZE.label("size")).where(*in_range).subquery())
+    if not goes(summary):
+        return None
+    savepoint = conn.begin_nested()
+    if conn.execute(delete(records).where(*in_range)).rowcount != summary.rows:
+        savepoint.rollback()
+        return None
+    savepoint.commit()
+    return summary
+
+
+def _summed(conn: Connection, rows: Any) -> ChunkSummary:
+    count, transactional, markers, newest, size = conn.execute(
+        select(func.count(), func.count(rows.c.txn_id), func.count(rows.c.control_type), func.max(rows.c.timestamp_ms),
+               func.coalesce(func.sum(case((rows.c.control_type.is_(None), rows.c.size), else_=0)), 0))
     ).one()
     # PostgreSQL sums BIGINTs as NUMERIC.
-    return ChunkSummary(rows=rows, transactional=transactional, markers=markers, newest_ms=newest, size=int(size))
+    return ChunkSummary(rows=count, transactional=transactional, markers=markers, newest_ms=newest, size=int(size))
+
+
+def count_prefix_deleted(conn: Connection, topic_id: int, partition: int, summary: ChunkSummary, bound: int) -> None:
+    """The counters and the log start after delete_chunk deleted a prefix up to `bound`."""
+    conn.execute(_MOVE_START, {"p_topic_id": topic_id, "p_partition": partition, "p_records": summary.records,
+                               "p_size_bytes": summary.size, "p_bound": bound})
 
 
 def compaction_rows(
@@ -203,21 +228,6 @@ def delete_prefix(conn: Connection, topic_id: int, partition: int, start: int, b
         .returning(_SIZE, records.c.control_type)
     ).all()
     return _uncount(conn, topic_id, partition, deleted, bound)
-
-
-def delete_summed(conn: Connection, topic_id: int, partition: int, start: int, bound: int,
-                  summary: ChunkSummary) -> bool:
-    """delete_prefix for rows whose `summary` this transaction has read: the counters move by
-    the summary, and no row comes back from the DELETE (bringing them back cost more than the
-    DELETE itself). True if the DELETE found every row the summary counted. False if it found
-    fewer: another cleaner deleted some meanwhile (PostgreSQL; SQLite has one writer) and
-    counted them, so the caller must roll back (the counters have not moved) and look again."""
-    deleted = conn.execute(delete(records).where(*_in_range(topic_id, partition, start, bound))).rowcount
-    if deleted != summary.rows:
-        return False
-    conn.execute(_MOVE_START, {"p_topic_id": topic_id, "p_partition": partition, "p_records": summary.records,
-                               "p_size_bytes": summary.size, "p_bound": bound})
-    return True
 
 
 def delete_offsets(conn: Connection, topic_id: int, partition: int, offsets: Sequence[int]) -> tuple[int, int]:

@@ -201,26 +201,27 @@ def test_a_committed_transaction_that_straddles_the_bound_stays_whole(client, cl
 
 def test_rows_another_cleaner_deletes_under_a_chunk_are_counted_once(client, cleaner, clock, db_url, monkeypatch) -> None:  # type: ignore[no-untyped-def]
     if db_url.startswith("sqlite"):
-        pytest.skip("SQLite has one writer: no other cleaner can delete between a chunk's summary and its DELETE")
+        pytest.skip("SQLite has one writer: no other cleaner can delete between a chunk's sum and its DELETE")
     create_topic(client, "t", retention_ms=HOUR)
     produce(client, "t", [1, 2, 3, 4, 5, 6], ts=clock.now_ms - 2 * HOUR)  # 1 byte each
-    summary_of = cleaning.chunk_summary
+    delete_chunk = cleaning.delete_chunk
     raced: list[int] = []
 
-    def summary_then_another_cleaner(conn, topic_id, partition, start, end):  # type: ignore[no-untyped-def]
-        summary = summary_of(conn, topic_id, partition, start, end)
-        if not raced:  # another cleaner deletes the chunk's first row and commits
-            raced.append(start)
-            other = create_engine(db_url)
-            with other.begin() as c:
-                cleaning.delete_prefix(c, topic_id, partition, start, start + 1)
-            other.dispose()
-        return summary
+    def another_cleaner_between_sum_and_delete(conn, topic_id, partition, start, end, goes):  # type: ignore[no-untyped-def]
+        def goes_then_raced(summary):  # type: ignore[no-untyped-def]
+            if not raced:  # another cleaner deletes the chunk's first row, counts it, commits
+                raced.append(summary.rows)
+                other = create_engine(db_url)
+                with other.begin() as c:
+                    cleaning.delete_prefix(c, topic_id, partition, start, start + 1)
+                other.dispose()
+            return goes(summary)
+        return delete_chunk(conn, topic_id, partition, start, end, goes_then_raced)
 
-    monkeypatch.setattr(cleaning, "chunk_summary", summary_then_another_cleaner)
+    monkeypatch.setattr(cleaning, "delete_chunk", another_cleaner_between_sum_and_delete)
     result = cleaner.run_once()
 
-    assert raced == [0]
+    assert raced == [3]  # the first chunk summed three rows; its DELETE found two, was undone, and the rows were read
     assert result == CleanerPass(retention=5, bytes_deleted=5)
     assert offsets_stored(db_url, "t") == []
     assert described(client, "t")["log_start_offset"] == 6
