@@ -7,13 +7,8 @@ answer the same before and after the upgrade, and records written after it must 
 
 from __future__ import annotations
 
-import uuid
-from collections.abc import Iterator
-
-import pytest
 from alembic import command
 from sqlalchemy import create_engine, text
-from sqlalchemy.engine import make_url
 
 from app.domain.types import IsolationLevel
 from app.services.log_service import LogService, SendBatch
@@ -21,7 +16,6 @@ from app.settings import Settings
 from app.storage import migrate
 from app.storage.engine import Database, build_engine
 from app.storage.log import RecordToAppend
-from tests.conftest import ADMIN_URL
 
 # Written with the 0003 schema: topic 1 "old", partition 0. Offsets: 0 plain; 1, 2 records of
 # transaction 7 (committed by its marker at 4); 3 a record of transaction 8 (aborted at 5);
@@ -38,23 +32,6 @@ OLD_ROWS = [
     (7, '"t9a"', 9, None),
 ]
 COMMITTED = [("p0", 0), ("t7a", 4), ("t7b", 4), ("p6", 6)]  # (value, commit_position)
-
-
-@pytest.fixture(params=["sqlite", "postgresql"])
-def empty_url(request: pytest.FixtureRequest, tmp_path) -> Iterator[str]:  # type: ignore[no-untyped-def]
-    if request.param == "sqlite":
-        yield f"sqlite:///{tmp_path / 'old.db'}"
-        return
-    name = f"outbox_m4_{uuid.uuid4().hex[:8]}"
-    admin = create_engine(ADMIN_URL, isolation_level="AUTOCOMMIT")
-    with admin.connect() as conn:
-        conn.execute(text(f'CREATE DATABASE "{name}"'))
-    try:
-        yield make_url(ADMIN_URL).set(database=name).render_as_string(hide_password=False)
-    finally:
-        with admin.connect() as conn:
-            conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
-        admin.dispose()
 
 
 def _write_0003_log(url: str) -> None:
