@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from sqlalchemy import Connection
+
 from app import metrics
 from app.domain.clock import Clock
 from app.domain.log_cleaning import record_size
@@ -70,6 +72,71 @@ def _count(results: list[log.AppendResult], producer_id: int | None, transaction
     _RECORDS_APPENDED[kind].inc(written)
 
 
+def batches_to_append(conn: Connection, batches: list[SendBatch]) -> list[log.BatchToAppend]:
+    """The batches as the log stores them, once their topics' rules allow them: the partition
+    exists, a compacted topic's records have keys, a topic with check_expected_offsets gets
+    expected offsets. Every append goes through it: a Send, and an append in an application's
+    own transaction (append_in_open_transaction)."""
+    by_name = topics.get_topics(conn, {b.topic for b in batches})
+    to_append = []
+    for b in batches:
+        topic = by_name[b.topic]
+        topics.check_partition(topic, b.partition)
+        if topic.config.cleanup_policy.compacts and any(r.key is None for r in b.records):
+            # As Kafka: compaction keeps each key's latest record; a record without a
+            # key has nothing to be compacted against.
+            raise InvalidRecord(
+                f"topic {topic.name!r} is compacted (cleanup_policy {topic.config.cleanup_policy.value}): "
+                "every record needs a key"
+            )
+        if topic.check_expected_offsets and b.expected_offset is None:
+            raise InvalidRequest(
+                f"topic {topic.name!r} has check_expected_offsets: every batch needs expected_offset"
+            )
+        size = b.size_bytes
+        if size is None:
+            size = sum(record_size(r.key, r.value, r.headers) for r in b.records)
+        to_append.append(
+            log.BatchToAppend(topic.topic_id, b.partition, b.records, b.base_sequence, b.expected_offset, size)
+        )
+    return to_append
+
+
+def append_in_open_transaction(
+    conn: Connection, batch: SendBatch, message_ids: list[str | None], now_ms: int
+) -> list[bool]:
+    """Append one batch of plain records in a database transaction that the caller owns and
+    will commit or roll back (app.in_database, on SQLite). Returns, per record, whether it was
+    appended: a record whose message_id a stored record of the topic already carries, or an
+    earlier record of the batch, is not. On SQLite the caller's transaction holds the file's
+    write lock from its first write anyway, so offsets are taken at once, as a Send takes them;
+    PostgreSQL's appends wait for the commit instead (the outbox.append SQL function)."""
+    (whole,) = batches_to_append(conn, [batch])
+    published = log.published_message_ids(conn, whole.topic_id, {m for m in message_ids if m is not None})
+    appended: list[bool] = []
+    kept: list[log.RecordToAppend] = []
+    kept_ids: list[str | None] = []
+    for record, message_id in zip(batch.records, message_ids, strict=True):
+        fresh = message_id is None or message_id not in published
+        appended.append(fresh)
+        if fresh:
+            kept.append(record)
+            kept_ids.append(message_id)
+            if message_id is not None:
+                published.add(message_id)
+    if kept:
+        size = sum(record_size(r.key, r.value, r.headers) for r in kept)
+        to_append = log.BatchToAppend(whole.topic_id, whole.partition, kept, size_bytes=size)
+        (result,) = log.append_batches(
+            conn, [to_append], producer_id=None, producer_epoch=None, transactional_id=None,
+            txn_id=None, now_ms=now_ms,
+        )
+        log.set_message_ids(conn, whole.topic_id, whole.partition, [
+            (result.base_offset + i, m) for i, m in enumerate(kept_ids) if m is not None
+        ])
+    return appended
+
+
 class LogService:
     def __init__(self, db: Database, settings: Settings, clock: Clock) -> None:
         self.db = db
@@ -87,30 +154,7 @@ class LogService:
         self._validate(batches, producer_id, producer_epoch, transactional_id)
         now = self.clock()
         with self.db.write() as conn:
-            by_name = topics.get_topics(conn, {b.topic for b in batches})
-            to_append = []
-            for b in batches:
-                topic = by_name[b.topic]
-                topics.check_partition(topic, b.partition)
-                if topic.config.cleanup_policy.compacts and any(r.key is None for r in b.records):
-                    # As Kafka: compaction keeps each key's latest record; a record without a
-                    # key has nothing to be compacted against.
-                    raise InvalidRecord(
-                        f"topic {topic.name!r} is compacted (cleanup_policy {topic.config.cleanup_policy.value}): "
-                        "every record needs a key"
-                    )
-                if topic.check_expected_offsets and b.expected_offset is None:
-                    raise InvalidRequest(
-                        f"topic {topic.name!r} has check_expected_offsets: every batch needs expected_offset"
-                    )
-                size = b.size_bytes
-                if size is None:
-                    size = sum(record_size(r.key, r.value, r.headers) for r in b.records)
-                to_append.append(
-                    log.BatchToAppend(
-                        topic.topic_id, b.partition, b.records, b.base_sequence, b.expected_offset, size
-                    )
-                )
+            to_append = batches_to_append(conn, batches)
             txn_id = None
             if transactional_id is not None:
                 assert producer_id is not None and producer_epoch is not None

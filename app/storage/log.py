@@ -390,6 +390,32 @@ def _check_expected(batch: BatchToAppend, next_offset: int) -> None:
         )
 
 
+
+def published_message_ids(conn: Connection, topic_id: int, message_ids: set[str]) -> set[str]:
+    """Which of `message_ids` a stored record of the topic carries (ix_records_message_id)."""
+    if not message_ids:
+        return set()
+    return set(
+        conn.execute(
+            select(records.c.message_id).where(
+                records.c.topic_id == topic_id, records.c.message_id.in_(sorted(message_ids))
+            )
+        ).scalars()
+    )
+
+
+def set_message_ids(conn: Connection, topic_id: int, partition: int, ids: list[tuple[int, str]]) -> None:
+    """Give the records just appended at these offsets their message ids, in the same database
+    transaction: a second record with one of them fails on ix_records_message_id."""
+    if ids:
+        conn.execute(
+            update(records)
+            .where(records.c.topic_id == topic_id, records.c.partition == partition,
+                   records.c.offset == bindparam("o"))
+            .values(message_id=bindparam("m")),
+            [{"o": offset, "m": message_id} for offset, message_id in ids],
+        )
+
 _CLAIM_ALL = (
     delete(transaction_partitions)
     .where(

@@ -124,6 +124,10 @@ records = Table(
     Column("txn_id", BigInteger, nullable=True),
     Column("control_type", String(8), nullable=True),
     Column("batch_record_count", Integer, nullable=True),
+    # An application's key for a record appended inside its own database transaction
+    # (app.in_database, outbox.append): unique per topic among the records stored, so that a
+    # retry of an application transaction that committed publishes nothing again.
+    Column("message_id", Text, nullable=True),
     PrimaryKeyConstraint("topic_id", "partition", "offset"),
     CheckConstraint(
         "control_type IS NULL OR control_type IN ('COMMIT', 'ABORT')", name="control_type"
@@ -151,6 +155,15 @@ Index(
     records.c.offset,
     sqlite_where=text("control_type = 'COMMIT'"),
     postgresql_where=text("control_type = 'COMMIT'"),
+)
+
+Index(
+    "ix_records_message_id",
+    records.c.topic_id,
+    records.c.message_id,
+    unique=True,
+    sqlite_where=text("message_id IS NOT NULL"),
+    postgresql_where=text("message_id IS NOT NULL"),
 )
 
 producers = Table(

@@ -1,0 +1,45 @@
+// Places an order: the row in the application's own `orders` table and its record in the
+// outbox's `orders` topic, in one PostgreSQL transaction (README, "Appending in your own
+// transaction"). Both commit, or neither does.
+//
+//   npm install
+//   DATABASE_URL=postgresql://shop@127.0.0.1/outbox node place_order.js 42 1250 [--fail]
+//
+// --fail throws after the append, before the commit: the transaction rolls back, and neither
+// the order nor its record exists.
+const { Client } = require("pg");
+
+async function placeOrder(client, id, total, fail) {
+  await client.query("BEGIN");
+  try {
+    await client.query("INSERT INTO orders (id, total) VALUES ($1, $2) ON CONFLICT (id) DO NOTHING", [id, total]);
+    const { rows } = await client.query(
+      "SELECT outbox.append($1, $2, $3, $4::json, message_id => $5) AS appended",
+      ["orders", 0, String(id), JSON.stringify({ order: id, total }), `order-${id}-placed`],
+    );
+    if (fail) throw new Error("failing on purpose, before the commit");
+    await client.query("COMMIT");
+    return rows[0].appended;
+  } catch (err) {
+    await client.query("ROLLBACK");
+    throw err;
+  }
+}
+
+async function main() {
+  const [id, total] = process.argv.slice(2, 4).map(Number);
+  const fail = process.argv.includes("--fail");
+  const client = new Client({ connectionString: process.env.DATABASE_URL });
+  await client.connect();
+  try {
+    const appended = await placeOrder(client, id, total, fail);
+    console.log(appended ? `order ${id} placed` : `order ${id} was published before`);
+  } finally {
+    await client.end();
+  }
+}
+
+main().catch((err) => {
+  console.error(err.message);
+  process.exit(1);
+});

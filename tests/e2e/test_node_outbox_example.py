@@ -1,0 +1,59 @@
+"""examples/node_outbox: a Node.js application (node-postgres from the npm registry) places
+orders with outbox.append inside its own transaction; a non-Python caller of the SQL function."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import pytest
+
+from tests.conftest import unavailable
+from tests.helpers import create_topic, fetch
+from tests.integration.test_in_database_append import ORDERS, psycopg_url
+
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "node_outbox"
+
+pytestmark = pytest.mark.parametrize("db_url", ["postgresql"], indirect=True)
+
+
+@pytest.fixture
+def example(tmp_path: Path) -> Path:
+    if shutil.which("node") is None or shutil.which("npm") is None:
+        unavailable("Node.js and npm are needed (Debian: apt-get install nodejs npm)")
+    copy = tmp_path / "node_outbox"
+    shutil.copytree(EXAMPLE, copy, ignore=shutil.ignore_patterns("node_modules"))
+    installed = subprocess.run(["npm", "ci", "--no-audit", "--no-fund"], cwd=copy,
+                               capture_output=True, text=True, timeout=300)
+    if installed.returncode != 0:
+        unavailable(f"npm ci could not install pg from the npm registry: {installed.stderr.strip()[-300:]}")
+    return copy
+
+
+def place_order(example: Path, url: str, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(["node", "place_order.js", *args], cwd=example, capture_output=True, text=True,
+                          timeout=60, env={**os.environ, "DATABASE_URL": url})
+
+
+def test_orders_and_their_records_commit_together_from_node(example: Path, db_url: str, client: Any) -> None:
+    url = psycopg_url(db_url)
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute("DROP TABLE IF EXISTS orders")
+        conn.execute(ORDERS)
+    create_topic(client, "orders")
+
+    placed = place_order(example, url, "42", "1250")
+    retried = place_order(example, url, "42", "1250")
+    failed = place_order(example, url, "43", "99", "--fail")
+
+    assert (placed.returncode, placed.stdout.strip()) == (0, "order 42 placed"), placed.stderr
+    assert (retried.returncode, retried.stdout.strip()) == (0, "order 42 was published before"), retried.stderr
+    assert failed.returncode == 1 and "failing on purpose" in failed.stderr
+    with psycopg.connect(url) as conn:
+        assert conn.execute("SELECT id, total FROM orders").fetchall() == [(42, 1250)]
+    assert [(r["offset"], r["key"], r["value"]) for r in fetch(client, "orders", 0)["records"]] == [
+        (0, "42", {"order": 42, "total": 1250})]

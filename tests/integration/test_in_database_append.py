@@ -1,0 +1,323 @@
+"""Appending inside the application's own database transaction (app.in_database; on
+PostgreSQL the outbox.append SQL function): the business row and its records commit together
+or not at all, on both databases and through every kind of connection an application holds.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import psycopg
+import pytest
+from sqlalchemy import create_engine, text
+from sqlalchemy.engine import make_url
+from sqlalchemy.orm import Session
+
+from app.domain.errors import InvalidRecord, InvalidRequest, UnknownTopicOrPartition
+from app.in_database import OutboxRecord, append
+from tests.helpers import create_topic, fetch, values
+
+ORDERS = "CREATE TABLE orders (id INTEGER PRIMARY KEY, total INTEGER NOT NULL)"
+
+
+def psycopg_url(db_url: str) -> str:
+    return make_url(db_url).set(drivername="postgresql").render_as_string(hide_password=False)
+
+
+@pytest.fixture
+def app_db(db_url: str, client: Any) -> Iterator[str]:
+    """The service's database with the application's own table beside the log, and a topic
+    `orders` of two partitions."""
+    engine = create_engine(db_url)
+    with engine.begin() as conn:
+        conn.execute(text("DROP TABLE IF EXISTS orders"))
+        conn.execute(text(ORDERS))
+    engine.dispose()
+    create_topic(client, "orders", partitions=2)
+    yield db_url
+
+
+# Each kind of connection an application may hold, as a context manager that yields
+# (connection, insert an order row, commit, rollback).
+Kind = Callable[[str], Any]
+
+
+@contextmanager
+def sqlalchemy_connection(url: str) -> Iterator[tuple[Any, Callable, Callable, Callable]]:
+    engine = create_engine(url)
+    conn = engine.connect()
+    try:
+        yield (conn, lambda i: conn.execute(text("INSERT INTO orders VALUES (:i, 10)"), {"i": i}),
+               conn.commit, conn.rollback)
+    finally:
+        conn.close()
+        engine.dispose()
+
+
+@contextmanager
+def sqlalchemy_session(url: str) -> Iterator[tuple[Any, Callable, Callable, Callable]]:
+    engine = create_engine(url)
+    session = Session(engine)
+    try:
+        yield (session, lambda i: session.execute(text("INSERT INTO orders VALUES (:i, 10)"), {"i": i}),
+               session.commit, session.rollback)
+    finally:
+        session.close()
+        engine.dispose()
+
+
+@contextmanager
+def driver_connection(url: str) -> Iterator[tuple[Any, Callable, Callable, Callable]]:
+    """psycopg on PostgreSQL, the standard library's sqlite3 on SQLite."""
+    if url.startswith("sqlite"):
+        conn: Any = sqlite3.connect(make_url(url).database, timeout=30)
+        insert = lambda i: conn.execute("INSERT INTO orders VALUES (?, 10)", (i,))  # noqa: E731
+    else:
+        conn = psycopg.connect(psycopg_url(url))
+        insert = lambda i: conn.execute("INSERT INTO orders VALUES (%s, 10)", (i,))  # noqa: E731
+    try:
+        yield conn, insert, conn.commit, conn.rollback
+    finally:
+        conn.close()
+
+
+KINDS = [sqlalchemy_connection, sqlalchemy_session, driver_connection]
+kinds = pytest.mark.parametrize("kind", KINDS, ids=lambda k: k.__name__)
+
+
+def orders(url: str) -> list[int]:
+    engine = create_engine(url)
+    with engine.connect() as conn:
+        ids = [row[0] for row in conn.execute(text("SELECT id FROM orders ORDER BY id"))]
+    engine.dispose()
+    return ids
+
+
+@kinds
+def test_records_and_the_business_row_appear_together_at_commit(app_db: str, client: Any, kind: Kind) -> None:
+    with kind(app_db) as (conn, insert_order, commit, _):
+        insert_order(1)
+        assert append(conn, "orders", 0, [OutboxRecord(key="1", value={"total": 10}),
+                                          OutboxRecord(key="1", value="created", headers={"h": "v"})]) == [True, True]
+        before = fetch(client, "orders", 0)
+        commit()
+
+    assert (before["records"], before["high_watermark"]) == ([], 0)
+    after = fetch(client, "orders", 0)
+    assert [(r["offset"], r["key"], r["value"], r["headers"]) for r in after["records"]] == [
+        (0, "1", {"total": 10}, None), (1, "1", "created", {"h": "v"})]
+    assert orders(app_db) == [1]
+
+
+@kinds
+def test_a_rolled_back_transaction_leaves_neither_row_nor_records_nor_a_gap(app_db: str, client: Any, kind: Kind) -> None:
+    with kind(app_db) as (conn, insert_order, _, rollback):
+        insert_order(1)
+        append(conn, "orders", 0, [OutboxRecord(value="lost")])
+        rollback()
+    with kind(app_db) as (conn, insert_order, commit, _):
+        insert_order(2)
+        append(conn, "orders", 0, [OutboxRecord(value="kept")])
+        commit()
+
+    page = fetch(client, "orders", 0)
+    assert [(r["offset"], r["value"]) for r in page["records"]] == [(0, "kept")]
+    assert orders(app_db) == [2]
+
+
+@kinds
+def test_a_retried_message_id_is_published_once(app_db: str, client: Any, kind: Kind) -> None:
+    for attempt in range(2):
+        with kind(app_db) as (conn, _, commit, _r):
+            appended = append(conn, "orders", 1, [OutboxRecord(value="order 7 created", message_id="order-7")])
+            commit()
+        assert appended == [attempt == 0]
+
+    assert values(fetch(client, "orders", 1)) == ["order 7 created"]
+
+
+@kinds
+def test_a_message_id_twice_in_one_transaction_is_published_once(app_db: str, client: Any, kind: Kind) -> None:
+    with kind(app_db) as (conn, _, commit, _r):
+        first = append(conn, "orders", 0, [OutboxRecord(value="a", message_id="m"), OutboxRecord(value="b", message_id="m")])
+        second = append(conn, "orders", 0, [OutboxRecord(value="c", message_id="m"), OutboxRecord(value="d")])
+        commit()
+
+    assert (first, second) == ([True, False], [False, True])
+    assert values(fetch(client, "orders", 0)) == ["a", "d"]
+
+
+def test_one_message_id_may_be_used_in_two_topics(app_db: str, client: Any) -> None:
+    create_topic(client, "audit")
+    with driver_connection(app_db) as (conn, _, commit, _r):
+        assert append(conn, "orders", 0, [OutboxRecord(value=1, message_id="m")]) == [True]
+        assert append(conn, "audit", 0, [OutboxRecord(value=2, message_id="m")]) == [True]
+        commit()
+
+    assert (values(fetch(client, "orders", 0)), values(fetch(client, "audit", 0))) == ([1], [2])
+
+
+@pytest.mark.parametrize(("topic", "partition", "record", "error", "words"), [
+    ("nope", 0, OutboxRecord(value=1), UnknownTopicOrPartition, "nope"),
+    ("orders", 2, OutboxRecord(value=1), UnknownTopicOrPartition, "has partitions 0..1; got 2"),
+    ("orders", -1, OutboxRecord(value=1), InvalidRequest, "partition"),
+    ("orders", 0, OutboxRecord(value=float("inf")), InvalidRecord, "not JSON"),
+    ("orders", 0, OutboxRecord(value=10 ** 400), InvalidRequest, "infinity"),
+    ("orders", 0, OutboxRecord(value=1, key="a\x00b"), InvalidRequest, "NUL"),
+    ("orders", 0, OutboxRecord(value=1, headers={"h": 1}), InvalidRequest, "headers"),  # type: ignore[dict-item]
+    ("orders", 0, OutboxRecord(value={1, 2}), InvalidRecord, "not JSON"),
+], ids=["unknown topic", "no such partition", "negative partition", "infinity", "huge number",
+        "NUL in key", "header not a string", "a set"])
+@pytest.mark.parametrize("kind", [sqlalchemy_connection, driver_connection], ids=lambda k: k.__name__)
+def test_a_refused_append_says_why_and_writes_nothing(
+    app_db: str, client: Any, kind: Kind, topic: str, partition: int, record: OutboxRecord, error: type, words: str,
+) -> None:
+    with kind(app_db) as (conn, insert_order, commit, rollback):
+        insert_order(1)
+        with pytest.raises(error, match=words):
+            append(conn, topic, partition, [OutboxRecord(value="before"), record])
+        rollback()
+
+    assert fetch(client, "orders", 0)["high_watermark"] == 0
+    assert orders(app_db) == []
+
+
+def test_sqlite_a_refused_append_leaves_the_callers_own_writes_and_nothing_of_its_own(app_db: str, client: Any) -> None:
+    if not app_db.startswith("sqlite"):
+        pytest.skip("PostgreSQL aborts the whole transaction after a failed statement")
+    with driver_connection(app_db) as (conn, insert_order, commit, _):
+        insert_order(1)
+        append(conn, "orders", 0, [OutboxRecord(value="first")])
+        with pytest.raises(UnknownTopicOrPartition):
+            append(conn, "orders", 5, [OutboxRecord(value="refused")])
+        commit()
+
+    assert values(fetch(client, "orders", 0)) == ["first"]
+    assert orders(app_db) == [1]
+
+
+def test_a_compacted_topic_refuses_a_record_without_a_key(app_db: str, client: Any) -> None:
+    create_topic(client, "latest", cleanup_policy="compact")
+    with driver_connection(app_db) as (conn, _, _c, rollback):
+        with pytest.raises(InvalidRecord, match="every record needs a key"):
+            append(conn, "latest", 0, [OutboxRecord(value=1)])
+        rollback()
+
+
+def test_a_null_value_is_a_tombstone_as_from_a_send(app_db: str, client: Any) -> None:
+    with driver_connection(app_db) as (conn, _, commit, _r):
+        append(conn, "orders", 0, [OutboxRecord(key="k", value=None)])
+        commit()
+    r = client.post("/v1/records", json={"batches": [{"topic": "orders", "partition": 0, "records": [{"key": "k"}]}]})
+    assert r.status_code == 200
+
+    engine = create_engine(app_db)
+    with engine.connect() as c:
+        stored = c.execute(text('SELECT value FROM records ORDER BY "offset"')).scalars().all()
+    engine.dispose()
+    assert stored == ["null", "null"]
+
+
+def test_an_autocommit_connection_outside_a_transaction_is_refused(app_db: str, client: Any) -> None:
+    if app_db.startswith("sqlite"):
+        conn: Any = sqlite3.connect(make_url(app_db).database, isolation_level=None)
+    else:
+        conn = psycopg.connect(psycopg_url(app_db), autocommit=True)
+    with conn, pytest.raises(InvalidRequest, match="autocommit"):
+        append(conn, "orders", 0, [OutboxRecord(value=1)])
+
+    assert fetch(client, "orders", 0)["high_watermark"] == 0
+
+
+def test_records_from_the_application_and_from_sends_share_one_offset_sequence(app_db: str, client: Any) -> None:
+    def send(value: str) -> None:
+        r = client.post("/v1/records", json={"batches": [{"topic": "orders", "partition": 0, "records": [{"value": value}]}]})
+        assert r.status_code == 200, r.text
+
+    send("s0")
+    with driver_connection(app_db) as (conn, _, commit, _r):
+        append(conn, "orders", 0, [OutboxRecord(value="a1"), OutboxRecord(value="a2")])
+        commit()
+    send("s3")
+
+    page = fetch(client, "orders", 0)
+    assert [(r["offset"], r["value"]) for r in page["records"]] == [(0, "s0"), (1, "a1"), (2, "a2"), (3, "s3")]
+    described = client.get("/v1/topics/orders").json()["partitions"][0]
+    assert (described["record_count"], described["log_end_offset"]) == (4, 4)
+
+
+def test_a_reader_tailing_the_partition_never_skips_a_record_committed_late(app_db: str, client: Any) -> None:
+    """Applications whose transactions append, dawdle and then commit or roll back, beside a
+    producer of Sends, while a read_committed reader tails the partition: the reader gets every
+    committed record exactly once, in offset order, and none that was rolled back."""
+    import random
+    import threading
+    import time
+
+    stop = time.monotonic() + 3
+    committed: list[str] = []
+    rolled_back: list[str] = []
+    errors: list[BaseException] = []
+    lock = threading.Lock()
+
+    def application(name: str) -> None:
+        rng = random.Random(name)
+        n = 0
+        try:
+            while time.monotonic() < stop:
+                with driver_connection(app_db) as (conn, _insert, commit, rollback):
+                    batch = [f"{name}-{n}-{i}" for i in range(rng.randint(1, 3))]
+                    n += 1
+                    append(conn, "orders", 0, [OutboxRecord(value=v) for v in batch])
+                    time.sleep(rng.uniform(0, 0.02))  # commits late, after others' appends
+                    if rng.random() < 0.25:
+                        rollback()
+                        with lock:
+                            rolled_back.extend(batch)
+                    else:
+                        commit()
+                        with lock:
+                            committed.extend(batch)
+        except BaseException as e:  # noqa: BLE001 - reported below
+            errors.append(e)
+
+    def producer() -> None:
+        n = 0
+        try:
+            while time.monotonic() < stop:
+                value = f"send-{n}"
+                n += 1
+                r = client.post("/v1/records", json={"batches": [{"topic": "orders", "partition": 0,
+                                                                  "records": [{"value": value}]}]})
+                assert r.status_code == 200, r.text
+                with lock:
+                    committed.append(value)
+        except BaseException as e:  # noqa: BLE001
+            errors.append(e)
+
+    writers = [threading.Thread(target=application, args=(f"app{i}",)) for i in range(2)]
+    writers.append(threading.Thread(target=producer))
+    for w in writers:
+        w.start()
+    seen: list[tuple[int, str]] = []
+    position = 0
+    while True:
+        writing = any(w.is_alive() for w in writers)
+        page = fetch(client, "orders", 0, position)
+        seen.extend((r["offset"], r["value"]) for r in page["records"])
+        position = page["next_offset"]
+        if not writing and position >= page["high_watermark"]:
+            break
+    for w in writers:
+        w.join()
+
+    assert errors == []
+    offsets = [o for o, _ in seen]
+    assert offsets == sorted(set(offsets))
+    assert sorted(v for _, v in seen) == sorted(committed)
+    assert not set(rolled_back) & {v for _, v in seen}
+    assert seen == [(r["offset"], r["value"]) for r in fetch(client, "orders", 0, max_records=100_000)["records"]]
+    assert len(committed) > 20 and rolled_back

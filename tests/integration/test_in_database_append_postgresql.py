@@ -1,0 +1,245 @@
+"""PostgreSQL's outbox.append: callable from any language inside the application's own
+transaction, governed by grants, holding no lock of the log while the application's
+transaction runs, and handing out offsets in the order the transactions commit."""
+
+from __future__ import annotations
+
+import subprocess
+import threading
+import uuid
+from typing import Any
+
+import psycopg
+import pytest
+from psycopg import sql
+from sqlalchemy.engine import make_url
+
+from tests.helpers import create_topic, fetch
+from tests.integration.test_in_database_append import ORDERS, psycopg_url
+
+pytestmark = pytest.mark.parametrize("db_url", ["postgresql"], indirect=True)
+
+
+@pytest.fixture
+def url(db_url: str, client: Any) -> str:
+    with psycopg.connect(psycopg_url(db_url), autocommit=True) as conn:
+        conn.execute("DROP TABLE IF EXISTS orders")
+        conn.execute(ORDERS)
+    create_topic(client, "orders", partitions=2)
+    return psycopg_url(db_url)
+
+
+def offsets_and_values(client: Any, partition: int = 0) -> list[tuple[int, Any]]:
+    return [(r["offset"], r["value"]) for r in fetch(client, "orders", partition)["records"]]
+
+
+def send(client: Any, value: Any, partition: int = 0) -> int:
+    r = client.post("/v1/records", json={"batches": [{"topic": "orders", "partition": partition,
+                                                      "records": [{"value": value}]}]})
+    assert r.status_code == 200, r.text
+    return r.json()["results"][0]["base_offset"]
+
+
+def test_an_open_application_transaction_does_not_stop_producers_of_the_partition(url: str, client: Any) -> None:
+    with psycopg.connect(url) as app:
+        app.execute("INSERT INTO orders VALUES (1, 10)")
+        app.execute("SELECT outbox.append('orders', 0, 'k', '\"from the application\"')")
+        # The application's transaction is still open: a Send to the same partition must not
+        # wait for it (the client's call returns; with a lock held it would hang here).
+        done = threading.Event()
+        sent: list[int] = []
+        producer = threading.Thread(target=lambda: (sent.append(send(client, "from a Send")), done.set()))
+        producer.start()
+        assert done.wait(10), "the Send waited for the application's open transaction"
+        app.commit()
+        producer.join()
+
+    assert sent == [0]
+    assert offsets_and_values(client) == [(0, "from a Send"), (1, "from the application")]
+
+
+def test_offsets_follow_the_order_in_which_transactions_commit(url: str, client: Any) -> None:
+    with psycopg.connect(url) as first, psycopg.connect(url) as second:
+        first.execute("SELECT outbox.append('orders', 0, NULL, '\"appended first, committed last\"')")
+        second.execute("SELECT outbox.append('orders', 0, NULL, '\"appended last, committed first\"')")
+        second.commit()
+        first.commit()
+
+    assert offsets_and_values(client) == [(0, "appended last, committed first"), (1, "appended first, committed last")]
+
+
+def test_transactions_appending_to_partitions_in_opposite_orders_both_commit(url: str, client: Any) -> None:
+    errors: list[BaseException] = []
+    barrier = threading.Barrier(2)
+
+    def application(partitions: list[int], tag: str) -> None:
+        try:
+            with psycopg.connect(url) as conn:
+                for p in partitions:
+                    conn.execute("SELECT outbox.append('orders', %s, NULL, %s::json)", (p, f'"{tag}"'))
+                barrier.wait()
+                conn.commit()
+        except BaseException as e:  # noqa: BLE001 - reported below
+            errors.append(e)
+
+    threads = [threading.Thread(target=application, args=([0, 1], "a")),
+               threading.Thread(target=application, args=([1, 0], "b"))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+
+    assert errors == []
+    assert sorted(v for _, v in offsets_and_values(client, 0)) == ["a", "b"]
+    assert sorted(v for _, v in offsets_and_values(client, 1)) == ["a", "b"]
+
+
+def test_a_topic_deleted_before_the_commit_fails_the_commit_and_the_business_row(url: str, client: Any) -> None:
+    with psycopg.connect(url) as app:
+        app.execute("INSERT INTO orders VALUES (1, 10)")
+        app.execute("SELECT outbox.append('orders', 0, NULL, '1')")
+        assert client.delete("/v1/topics/orders").status_code == 204
+        with pytest.raises(psycopg.errors.UndefinedObject, match="UNKNOWN_TOPIC_OR_PARTITION"):
+            app.commit()
+        assert app.execute("SELECT count(*) FROM orders").fetchone() == (0,)
+
+
+def test_psql_appends_inside_its_own_transaction(url: str, client: Any) -> None:
+    def psql(script: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(["psql", "-X", "-q", "-v", "ON_ERROR_STOP=1", url, "-c", script],
+                              capture_output=True, text=True, timeout=60)
+
+    committed = psql("BEGIN; INSERT INTO orders VALUES (1, 10);"
+                     " SELECT outbox.append('orders', 0, '1', '{\"total\": 10}', '{\"source\": \"psql\"}', 'order-1');"
+                     " COMMIT;")
+    rolled_back = psql("BEGIN; INSERT INTO orders VALUES (2, 20);"
+                       " SELECT outbox.append('orders', 0, '2', '{\"total\": 20}');"
+                       " ROLLBACK;")
+    refused = psql("BEGIN; SELECT outbox.append('orders', 7, '3', '1'); COMMIT;")
+
+    assert committed.returncode == 0, committed.stderr
+    assert rolled_back.returncode == 0, rolled_back.stderr
+    assert refused.returncode != 0 and "UNKNOWN_TOPIC_OR_PARTITION: topic 'orders' has partitions 0..1; got 7" in refused.stderr
+    records = fetch(client, "orders", 0)["records"]
+    assert [(r["offset"], r["key"], r["value"], r["headers"]) for r in records] == [
+        (0, "1", {"total": 10}, {"source": "psql"})]
+
+
+@pytest.fixture
+def app_role(url: str) -> Any:
+    """A login role of the application's: rights on its own table, and on outbox.append only."""
+    role = f"outbox_app_{uuid.uuid4().hex[:8]}"
+    with psycopg.connect(url, autocommit=True) as admin:
+        admin.execute(sql.SQL("CREATE ROLE {} LOGIN").format(sql.Identifier(role)))
+        admin.execute(sql.SQL("GRANT SELECT, INSERT ON orders TO {}").format(sql.Identifier(role)))
+    yield role
+    with psycopg.connect(url, autocommit=True) as admin:
+        admin.execute(sql.SQL("DROP OWNED BY {}").format(sql.Identifier(role)))
+        admin.execute(sql.SQL("DROP ROLE {}").format(sql.Identifier(role)))
+
+
+def as_role(url: str, role: str) -> str:
+    return make_url(url).set(username=role).render_as_string(hide_password=False)
+
+
+def test_an_application_role_appends_only_with_execute_on_outbox_append(url: str, client: Any, app_role: str) -> None:
+    with psycopg.connect(as_role(url, app_role)) as app:
+        with pytest.raises(psycopg.errors.InsufficientPrivilege):
+            app.execute("SELECT outbox.append('orders', 0, NULL, '1')")
+    with psycopg.connect(url, autocommit=True) as admin:
+        admin.execute(sql.SQL("GRANT USAGE ON SCHEMA outbox TO {}").format(sql.Identifier(app_role)))
+        admin.execute(sql.SQL(
+            "GRANT EXECUTE ON FUNCTION outbox.append(text, integer, text, json, json, text, bigint) TO {}"
+        ).format(sql.Identifier(app_role)))
+
+    with psycopg.connect(as_role(url, app_role)) as app:
+        app.execute("INSERT INTO orders VALUES (1, 10)")
+        app.execute("SELECT outbox.append('orders', 0, NULL, '\"granted\"')")
+        app.commit()
+
+    assert offsets_and_values(client) == [(0, "granted")]
+
+
+@pytest.mark.parametrize("statement", [
+    "SELECT * FROM records",
+    "INSERT INTO records (topic_id, \"partition\", \"offset\", timestamp_ms) VALUES (1, 0, 99, 0)",
+    "UPDATE partitions SET next_offset = 0",
+    "INSERT INTO outbox.pending_records (topic_id, \"partition\", timestamp_ms, size_bytes) VALUES (1, 0, 0, 0)",
+    "SELECT outbox.publish_pending()",
+], ids=["read the log", "write the log", "move a log end", "stage directly", "call the trigger function"])
+def test_an_application_role_with_execute_has_no_right_on_the_log_itself(url: str, app_role: str, statement: str) -> None:
+    with psycopg.connect(url, autocommit=True) as admin:
+        admin.execute(sql.SQL("GRANT USAGE ON SCHEMA outbox TO {}").format(sql.Identifier(app_role)))
+        admin.execute(sql.SQL(
+            "GRANT EXECUTE ON FUNCTION outbox.append(text, integer, text, json, json, text, bigint) TO {}"
+        ).format(sql.Identifier(app_role)))
+
+    with psycopg.connect(as_role(url, app_role)) as app, pytest.raises(
+        (psycopg.errors.InsufficientPrivilege, psycopg.errors.FeatureNotSupported)
+    ):
+        app.execute(statement)
+
+
+VALUES = [
+    "1", "-0.5", '"text"', "null", "[1, {\"a\": [true, false, null]}]", '"e123"', '"\\u0000"',
+    "1e308", "1.7976931348623157e308", "1.7976931348623158e308", "1.7976931348623159e308", "1e309",
+    "-1e309", "1E+400", "[1, {\"deep\": 2e400}]", "1e-400", "9" * 308, "9" * 309, "9" * 400,
+    "0." + "9" * 400, "[" * 254 + "]" * 254, "[" * 255 + "]" * 255, '{"a":' * 254 + "1" + "}" * 254,
+    '{"a":' * 255 + "1" + "}" * 255, "[" * 254 + "1" + "]" * 254, "[" * 255 + "1" + "]" * 255,
+]
+HEADERS = ['{"a": "b"}', '{"a": 1}', "[]", '{"a": "\\u0000"}', '{"\\u0000": "x"}', '{"a": null}', "{}"]
+
+
+def verdict_of_a_send(client: Any, value: str, headers: str = "null") -> bool:
+    body = '{"batches": [{"topic": "orders", "partition": 0, "records": [{"value": %s, "headers": %s}]}]}' % (value, headers)
+    r = client.post("/v1/records", content=body, headers={"content-type": "application/json"})
+    assert r.status_code in (200, 400, 422), r.text
+    return r.status_code == 200
+
+
+def verdict_of_outbox_append(url: str, value: str, headers: str | None = None) -> bool:
+    with psycopg.connect(url) as conn:
+        try:
+            conn.execute("SELECT outbox.append('orders', 0, NULL, %s::json, %s::json)", (value, headers))
+        except psycopg.errors.InvalidParameterValue:
+            return False
+        finally:
+            conn.rollback()
+    return True
+
+
+@pytest.mark.parametrize("value", VALUES, ids=lambda v: v if len(v) < 30 else f"{v[:12]}…({len(v)})")
+def test_outbox_append_accepts_exactly_the_values_a_send_accepts(url: str, client: Any, value: str) -> None:
+    assert verdict_of_outbox_append(url, value) == verdict_of_a_send(client, value)
+
+
+@pytest.mark.parametrize("headers", HEADERS)
+def test_outbox_append_accepts_exactly_the_headers_a_send_accepts(url: str, client: Any, headers: str) -> None:
+    assert verdict_of_outbox_append(url, "1", headers) == verdict_of_a_send(client, "1", headers)
+
+
+def test_outbox_append_stores_a_value_and_headers_as_a_send_stores_them(url: str, client: Any) -> None:
+    value, headers = ' {"b": 1, "a": [1, 2.50]} ', '{"x": "1", "y": "é"}'
+    verdict_of_a_send(client, value, headers)
+    with psycopg.connect(url) as conn:
+        conn.execute("SELECT outbox.append('orders', 0, NULL, %s::json, %s::json)", (value, headers))
+        conn.commit()
+        stored = conn.execute('SELECT value, headers FROM records ORDER BY "offset"').fetchall()
+
+    assert stored[0][0] == stored[1][0] == '{"b": 1, "a": [1, 2.50]}'
+    assert [fetched["headers"] for fetched in fetch(client, "orders", 0)["records"]] == [{"x": "1", "y": "é"}] * 2
+
+
+def test_under_repeatable_read_a_commit_after_another_append_to_its_partition_is_a_serialization_failure(
+    url: str, client: Any,
+) -> None:
+    with psycopg.connect(url) as app:
+        app.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
+        app.execute("INSERT INTO orders VALUES (1, 10)")
+        app.execute("SELECT outbox.append('orders', 0, NULL, '\"repeatable read\"')")
+        send(client, "a Send in between")
+        with pytest.raises(psycopg.errors.SerializationFailure):
+            app.commit()
+        assert app.execute("SELECT count(*) FROM orders").fetchone() == (0,)
+
+    assert offsets_and_values(client) == [(0, "a Send in between")]
