@@ -222,7 +222,7 @@ def _transactions(settings: Settings, args: argparse.Namespace) -> int:
     now = system_clock()
 
     def row(m) -> dict:  # type: ignore[no-untyped-def]
-        age = now - m.txn_started_ms if m.state is TransactionState.ONGOING and m.txn_started_ms else None
+        age = now - m.txn_started_ms if m.state in (TransactionState.ONGOING, TransactionState.PREPARED) and m.txn_started_ms else None
         return {"transactional_id": m.transactional_id, "state": m.state.value,
                 "producer_id": m.producer_id, "producer_epoch": m.producer_epoch,
                 "txn_id": m.txn_id, "age_ms": age}

@@ -25,7 +25,7 @@ from app.client.errors import (
     RetriableError,
     UnknownTopicOrPartitionError,
 )
-from app.client.producer import Producer
+from app.client.producer import PreparedTxnState, Producer
 
 __all__ = [
     "AbortableError",
@@ -38,6 +38,7 @@ __all__ = [
     "InvalidOffsetError",
     "NoOffsetForPartitionError",
     "OffsetOutOfRangeError",
+    "PreparedTxnState",
     "Producer",
     "ProducerFencedError",
     "RetriableError",

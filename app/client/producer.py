@@ -33,6 +33,15 @@ class RecordMetadata:
     offset: int
 
 
+@dataclass(frozen=True, slots=True)
+class PreparedTxnState:
+    """KIP-939: what names a prepared transaction, for the application to record in its own
+    database's transaction (the txn_id) and compare after a restart (complete_transaction)."""
+
+    transactional_id: str
+    txn_id: int
+
+
 class Producer:
     """Buffers records per partition and sends them in batches with sequence numbers.
 
@@ -72,6 +81,7 @@ class Producer:
         self.producer_epoch: int | None = None
         self._txn_id: int | None = None
         self._in_transaction = False
+        self._prepared: PreparedTxnState | None = None
         self._next_sequence: dict[TopicPartition, int] = defaultdict(int)
         self._buffer: dict[TopicPartition, list[dict]] = defaultdict(list)
         self._buffered = 0
@@ -83,23 +93,36 @@ class Producer:
 
     # --- lifecycle --------------------------------------------------------------------------
 
-    def init_transactions(self) -> None:
+    def init_transactions(self, keep_prepared_txn: bool = False) -> PreparedTxnState | None:
         """InitProducerId: fences any earlier instance with this transactional_id and aborts
-        its open transaction. Call once, before the first transaction."""
-        self._init(recover=False)
+        its open transaction. Call once, before the first transaction.
 
-    def _init(self, *, recover: bool) -> None:
+        With `keep_prepared_txn` (KIP-939) a transaction the earlier instance prepared is kept
+        and returned: read your own database for the decision, then complete_transaction()."""
+        return self._init(recover=False, keep_prepared_txn=keep_prepared_txn)
+
+    def _init(self, *, recover: bool, keep_prepared_txn: bool = False) -> PreparedTxnState | None:
         body: dict[str, Any] = {}
         if self.transactional_id is not None:
             body["transactional_id"] = self.transactional_id
             if self.transaction_timeout_ms is not None:
                 body["transaction_timeout_ms"] = self.transaction_timeout_ms
+        if keep_prepared_txn:
+            body["keep_prepared_txn"] = True
         if recover:
             body.update(producer_id=self.producer_id, producer_epoch=self.producer_epoch)
         answer = self._call("POST", "/v1/producers", json=body)
         self.producer_id, self.producer_epoch = answer["producer_id"], answer["producer_epoch"]
         self._next_sequence.clear()
         self._needs_epoch_bump = False
+        prepared_txn_id = answer.get("prepared_txn_id")
+        if prepared_txn_id is None:
+            self._prepared = None
+            return None
+        assert self.transactional_id is not None
+        self._prepared = PreparedTxnState(self.transactional_id, prepared_txn_id)
+        self._txn_id, self._in_transaction = prepared_txn_id, True
+        return self._prepared
 
     def close(self) -> None:
         self._session.close()
@@ -237,6 +260,36 @@ class Producer:
             self._abortable = e
             raise
 
+    def prepare_transaction(self) -> PreparedTxnState:
+        """KIP-939: send what is buffered, then make the transaction Prepared: it takes nothing
+        more, never times out, and waits for commit_transaction() or abort_transaction(), from
+        this producer or from the next instance (init_transactions(keep_prepared_txn=True)).
+        Record the answer in your own database's transaction before committing here."""
+        self._require_transactional()
+        self.flush()
+        self._check_usable()
+        self._call(
+            "POST",
+            f"/v1/transactions/{self.transactional_id}/prepare",
+            json={**self._ident(), "txn_id": self._txn_id},
+        )
+        assert self.transactional_id is not None and self._txn_id is not None
+        self._prepared = PreparedTxnState(self.transactional_id, self._txn_id)
+        return self._prepared
+
+    def complete_transaction(self, recorded: PreparedTxnState | None) -> bool:
+        """KIP-939's completeTransaction: commit the prepared transaction if `recorded` (what
+        your database holds, None if nothing) names it, abort it otherwise. Returns whether
+        it committed."""
+        if self._prepared is None:
+            raise FatalError("INVALID_TXN_STATE", "no prepared transaction to complete")
+        commit = recorded == self._prepared
+        if commit:
+            self.commit_transaction()
+        else:
+            self.abort_transaction()
+        return commit
+
     def commit_transaction(self) -> None:
         self._require_transactional()
         self.flush()
@@ -247,6 +300,7 @@ class Producer:
             json={**self._ident(), "txn_id": self._txn_id},
         )
         self._in_transaction = False
+        self._prepared = None
 
     def abort_transaction(self) -> None:
         """Abort the open transaction and drop what is still buffered. After an error that
@@ -267,6 +321,7 @@ class Producer:
         except AbortableError:
             pass  # nothing of it can commit; the epoch bump below resolves it
         self._in_transaction = False
+        self._prepared = None
         self._abortable = None
         if self._needs_epoch_bump:
             self._init(recover=True)

@@ -7,6 +7,14 @@ previous states, as Kafka's coordinator does.
       ▲                │  └──abort/timeout/fence──▶ PrepareAbort ──markers──▶ CompleteAbort
       └────────────────┴──────────── (begin again from either Complete state) ◀────┘
 
+    Ongoing ──prepare──▶ Prepared ──commit──▶ PrepareCommit …
+                            └──abort/fence──▶ PrepareAbort …
+
+Prepared (KIP-939) is a transaction whose producer has finished it and asks the coordinator
+to keep it undecided until its own database has recorded the outcome: no more Sends or
+offsets, no timeout, and a new instance may take the transactional id over without aborting
+it (InitProducerId with keep_prepared_txn), to commit or abort it after reading that outcome.
+
 PrepareEpochFence (the timeout and fencing path) is Kafka's transient state between
 "epoch bumped" and "PrepareAbort written"; this service bumps the epoch and writes
 PrepareAbort in one database transaction, so it is never stored, but it is part of the
@@ -31,11 +39,12 @@ S = TransactionState
 VALID_PREVIOUS_STATES: dict[TransactionState, frozenset[TransactionState]] = {
     S.EMPTY: frozenset({S.EMPTY, S.COMPLETE_COMMIT, S.COMPLETE_ABORT}),
     S.ONGOING: frozenset({S.EMPTY, S.COMPLETE_COMMIT, S.COMPLETE_ABORT}),
-    S.PREPARE_COMMIT: frozenset({S.ONGOING}),
-    S.PREPARE_ABORT: frozenset({S.ONGOING, S.PREPARE_EPOCH_FENCE}),
+    S.PREPARED: frozenset({S.ONGOING}),
+    S.PREPARE_COMMIT: frozenset({S.ONGOING, S.PREPARED}),
+    S.PREPARE_ABORT: frozenset({S.ONGOING, S.PREPARED, S.PREPARE_EPOCH_FENCE}),
     S.COMPLETE_COMMIT: frozenset({S.PREPARE_COMMIT}),
     S.COMPLETE_ABORT: frozenset({S.PREPARE_ABORT}),
-    S.PREPARE_EPOCH_FENCE: frozenset({S.ONGOING}),
+    S.PREPARE_EPOCH_FENCE: frozenset({S.ONGOING, S.PREPARED}),
     S.DEAD: frozenset({S.EMPTY, S.COMPLETE_COMMIT, S.COMPLETE_ABORT}),
 }
 
@@ -98,6 +107,11 @@ class TransactionMetadata:
         if self.state in COMPLETING_STATES:
             raise ConcurrentTransactions(
                 f"transaction is {self.state.value}; wait for it to complete", state=self.state.value
+            )
+        if self.state is S.PREPARED:
+            raise InvalidTxnState(
+                "transaction is Prepared: it takes no more records or offsets; commit or abort it",
+                state=self.state.value,
             )
         if self.state is not S.ONGOING:
             raise InvalidTxnState(

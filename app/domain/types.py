@@ -22,6 +22,10 @@ MAX_INT32 = 2**31 - 1
 class TransactionState(str, enum.Enum):
     EMPTY = "Empty"
     ONGOING = "Ongoing"
+    # KIP-939: the producer has prepared the transaction (its Sends are in, its outcome is
+    # durable but undecided) and decides it later, after the application's own database has
+    # recorded the decision. Never timed out; ended only by Commit or Abort.
+    PREPARED = "Prepared"
     PREPARE_COMMIT = "PrepareCommit"
     PREPARE_ABORT = "PrepareAbort"
     COMPLETE_COMMIT = "CompleteCommit"

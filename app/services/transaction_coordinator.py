@@ -68,6 +68,9 @@ class ProducerIdAndEpoch:
     producer_epoch: int
     transactional_id: str | None
     transaction_timeout_ms: int | None
+    # KIP-939: the transaction kept Prepared by InitProducerId with keep_prepared_txn, for the
+    # new instance to commit or abort once it has read the outcome its own database recorded.
+    prepared_txn_id: int | None = None
 
 
 class TransactionCoordinator:
@@ -85,12 +88,15 @@ class TransactionCoordinator:
         transaction_timeout_ms: int | None,
         producer_id: int | None = None,
         producer_epoch: int | None = None,
+        keep_prepared_txn: bool = False,
     ) -> ProducerIdAndEpoch:
         if (producer_id is None) != (producer_epoch is None):
             raise InvalidRequest("producer_id and producer_epoch go together")
         if transactional_id is None:
             if transaction_timeout_ms is not None:
                 raise InvalidRequest("transaction_timeout_ms needs a transactional_id")
+            if keep_prepared_txn:
+                raise InvalidRequest("keep_prepared_txn needs a transactional_id")
             return self._init_idempotent(producer_id, producer_epoch)
 
         timeout_ms = (self.settings.default_transaction_timeout_ms if transaction_timeout_ms is None
@@ -100,7 +106,7 @@ class TransactionCoordinator:
                 f"transaction_timeout_ms must be in {self.settings.transaction_timeout_limit}"
             )
         for _ in range(_INIT_ATTEMPTS):
-            result = self._init_once(transactional_id, timeout_ms, producer_id, producer_epoch)
+            result = self._init_once(transactional_id, timeout_ms, producer_id, producer_epoch, keep_prepared_txn)
             if result is not None:
                 return result
             if not self.settings.complete_inline:
@@ -143,6 +149,7 @@ class TransactionCoordinator:
         timeout_ms: int,
         producer_id: int | None,
         producer_epoch: int | None,
+        keep_prepared_txn: bool,
     ) -> ProducerIdAndEpoch | None:
         """One attempt. None: the previous transaction must complete first."""
         now = self.clock()
@@ -172,7 +179,9 @@ class TransactionCoordinator:
 
             if meta.state in COMPLETING_STATES:
                 return None
-            if meta.state is S.ONGOING:
+            if meta.state is S.PREPARED and keep_prepared_txn:
+                return self._take_over_prepared(conn, meta, timeout_ms, now, producer_id, producer_epoch, is_retry)
+            if meta.state in (S.ONGOING, S.PREPARED):
                 # A new instance fences the old one (or, KIP-360, the live instance recovers):
                 # bump the epoch and abort the open transaction. A KIP-360 caller's retry
                 # is then recognised by last_producer_epoch.
@@ -209,11 +218,40 @@ class TransactionCoordinator:
             )
             return ProducerIdAndEpoch(pid, epoch, transactional_id, timeout_ms)
 
+    def _take_over_prepared(  # type: ignore[no-untyped-def]
+        self, conn, meta: TransactionMetadata, timeout_ms: int, now: int,
+        producer_id: int | None, producer_epoch: int | None, is_retry: bool,
+    ) -> ProducerIdAndEpoch:
+        """KIP-939's keepPreparedTxn: a new instance takes the transactional id over and the
+        prepared transaction stays Prepared, for it to end. The epoch is bumped as by any
+        InitProducerId, so the instance that prepared it can no longer end it
+        (PRODUCER_FENCED); the new one ends it with the new epoch and its txn_id."""
+        assert meta.txn_id is not None
+        if is_retry:
+            txns.update_row(conn, meta.transactional_id, transaction_timeout_ms=timeout_ms, updated_ms=now)
+            return ProducerIdAndEpoch(meta.producer_id, meta.producer_epoch, meta.transactional_id, timeout_ms,
+                                      meta.txn_id)
+        # The producer id stays: its records in the transaction's partitions carry it, and
+        # the markers that end them will too. An exhausted epoch cannot be bumped in place.
+        exhausted, epoch = next_epoch(meta.producer_id, meta.producer_epoch)
+        if exhausted:
+            raise InvalidTxnState(
+                f"producer {meta.producer_id} of {meta.transactional_id!r} has no epoch left to "
+                "take its prepared transaction over: commit or abort it with the current epoch",
+                state=meta.state.value,
+            )
+        producers.set_producer_epoch(conn, meta.producer_id, epoch)
+        txns.update_row(
+            conn, meta.transactional_id, producer_epoch=epoch, transaction_timeout_ms=timeout_ms, updated_ms=now,
+            last_producer_epoch=producer_epoch if producer_id is not None else None,
+        )
+        return ProducerIdAndEpoch(meta.producer_id, epoch, meta.transactional_id, timeout_ms, meta.txn_id)
+
     def _fence_and_abort(  # type: ignore[no-untyped-def]
         self, conn, meta: TransactionMetadata, now: int, *, reason: str,
         last_producer_epoch: int | None = None,
     ) -> TransactionMetadata:
-        """Ongoing → (PrepareEpochFence) → PrepareAbort with the epoch bumped, in one write.
+        """Ongoing or Prepared → (PrepareEpochFence) → PrepareAbort with the epoch bumped, in one write.
         `reason` labels the fence in metrics: init_producer_id, timeout or admin."""
         check_transition(meta.state, S.PREPARE_EPOCH_FENCE)
         check_transition(S.PREPARE_EPOCH_FENCE, S.PREPARE_ABORT)
@@ -314,6 +352,26 @@ class TransactionCoordinator:
                     }
                 )
             txns.stage_offsets(conn, rows)
+            return self._view(conn, meta)
+
+    # --- Prepare (KIP-939) ------------------------------------------------------------------
+
+    def prepare(
+        self, transactional_id: str, producer_id: int, producer_epoch: int, *, txn_id: int | None = None
+    ) -> TransactionView:
+        """Ongoing → Prepared: the transaction's records and offsets are all in; its outcome
+        waits, durable and without a timeout, for Commit or Abort. A retry answers the same."""
+        now = self.clock()
+        with self.db.write() as conn:
+            meta = self._require(conn, transactional_id, lock="update")
+            meta.check_producer(producer_id, producer_epoch)
+            meta.check_txn_id(txn_id)
+            if meta.state is not S.PREPARED:
+                if meta.state in COMPLETING_STATES:
+                    meta.require_ongoing()  # CONCURRENT_TRANSACTIONS, as for a Send
+                check_transition(meta.state, S.PREPARED)
+                txns.update_row(conn, transactional_id, state=S.PREPARED, updated_ms=now)
+                meta = replace(meta, state=S.PREPARED, updated_ms=now)
             return self._view(conn, meta)
 
     # --- Commit / Abort ---------------------------------------------------------------------
@@ -450,11 +508,11 @@ class TransactionCoordinator:
         now = self.clock()
         with self.db.write() as conn:
             meta = self._require(conn, transactional_id, lock="update")
-            if meta.state is S.ONGOING:
+            if meta.state in (S.ONGOING, S.PREPARED):
                 meta = self._fence_and_abort(conn, meta, now, reason="admin")
             elif meta.state is not S.PREPARE_ABORT:
                 raise InvalidTxnState(
-                    f"transaction is {meta.state.value}; only an open transaction can be aborted",
+                    f"transaction is {meta.state.value}; only an open or prepared transaction can be aborted",
                     state=meta.state.value,
                 )
             return self._view(conn, self._complete_locked(conn, meta, now))

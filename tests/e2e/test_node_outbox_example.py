@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -57,3 +58,10 @@ def test_orders_and_their_records_commit_together_from_node(example: Path, db_ur
         assert conn.execute("SELECT id, total FROM orders").fetchall() == [(42, 1250)]
     assert [(r["offset"], r["key"], r["value"]) for r in fetch(client, "orders", 0)["records"]] == [
         (0, "42", {"order": 42, "total": 1250})]
+
+
+@pytest.fixture(autouse=True)
+def _drop_orders(db_url: str) -> Iterator[None]:
+    yield
+    with psycopg.connect(psycopg_url(db_url), autocommit=True) as conn:
+        conn.execute("DROP TABLE IF EXISTS orders")  # the session's database: log tables only

@@ -210,6 +210,10 @@ def test_ctrl_c_ends_the_example_with_its_totals_and_no_traceback(launcher):  # 
         proc = subprocess.Popen(
             [sys.executable, "-m", "examples.pizza_income", "--url", server.url],
             cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+            # As from a terminal: a test run started in the background (`cmd &` in a script)
+            # ignores SIGINT, children inherit that, and Python then never turns it into
+            # KeyboardInterrupt.
+            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
         )
         try:
             # Wait until it has done the work there is, then interrupt it while it polls.

@@ -38,6 +38,12 @@ def app_db(db_url: str, client: Any) -> Iterator[str]:
     engine.dispose()
     create_topic(client, "orders", partitions=2)
     yield db_url
+    # The PostgreSQL database is the session's, shared by every test: leave only the log's
+    # tables (test_migrations compares them with app.storage.tables).
+    engine = create_engine(db_url)
+    with engine.begin() as conn:
+        conn.execute(text("DROP TABLE IF EXISTS orders"))
+    engine.dispose()
 
 
 # Each kind of connection an application may hold, as a context manager that yields

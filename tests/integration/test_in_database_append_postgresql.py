@@ -7,6 +7,7 @@ from __future__ import annotations
 import subprocess
 import threading
 import uuid
+from collections.abc import Iterator
 from typing import Any
 
 import psycopg
@@ -21,12 +22,14 @@ pytestmark = pytest.mark.parametrize("db_url", ["postgresql"], indirect=True)
 
 
 @pytest.fixture
-def url(db_url: str, client: Any) -> str:
+def url(db_url: str, client: Any) -> Iterator[str]:
     with psycopg.connect(psycopg_url(db_url), autocommit=True) as conn:
         conn.execute("DROP TABLE IF EXISTS orders")
         conn.execute(ORDERS)
     create_topic(client, "orders", partitions=2)
-    return psycopg_url(db_url)
+    yield psycopg_url(db_url)
+    with psycopg.connect(psycopg_url(db_url), autocommit=True) as conn:
+        conn.execute("DROP TABLE IF EXISTS orders")  # the session's database: log tables only
 
 
 def offsets_and_values(client: Any, partition: int = 0) -> list[tuple[int, Any]]:

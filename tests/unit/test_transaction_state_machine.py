@@ -29,7 +29,8 @@ S = TransactionState
 
 # The transitions the service allows, written out independently of the module's table: Kafka's
 # TransactionState.validPreviousStates, except Ongoing → Ongoing (Kafka's AddPartitionsToTxn;
-# here Begin on an open transaction is refused).
+# here Begin on an open transaction is refused), plus KIP-939's Prepared: prepared from Ongoing,
+# then committed, aborted or fenced like an Ongoing transaction.
 ALLOWED = {
     (S.EMPTY, S.EMPTY), (S.COMPLETE_COMMIT, S.EMPTY), (S.COMPLETE_ABORT, S.EMPTY),
     (S.EMPTY, S.ONGOING), (S.COMPLETE_COMMIT, S.ONGOING), (S.COMPLETE_ABORT, S.ONGOING),
@@ -39,6 +40,8 @@ ALLOWED = {
     (S.PREPARE_ABORT, S.COMPLETE_ABORT),
     (S.ONGOING, S.PREPARE_EPOCH_FENCE),
     (S.EMPTY, S.DEAD), (S.COMPLETE_COMMIT, S.DEAD), (S.COMPLETE_ABORT, S.DEAD),
+    (S.ONGOING, S.PREPARED),
+    (S.PREPARED, S.PREPARE_COMMIT), (S.PREPARED, S.PREPARE_ABORT), (S.PREPARED, S.PREPARE_EPOCH_FENCE),
 }
 ALL_PAIRS = list(itertools.product(S, S))
 REFUSED = [pair for pair in ALL_PAIRS if pair not in ALLOWED]
@@ -285,3 +288,12 @@ def test_recovery_with_a_newer_epoch_is_fenced() -> None:
 def test_recovery_by_another_producer_id_is_fenced() -> None:
     with pytest.raises(ProducerFenced):
         classify_recovery(meta(), 11, 5)
+
+
+def test_a_prepared_transaction_takes_no_more_records_or_offsets() -> None:
+    with pytest.raises(InvalidTxnState, match="Prepared"):
+        meta(state=S.PREPARED).require_ongoing()
+
+
+def test_a_prepared_transaction_never_times_out() -> None:
+    assert not meta(state=S.PREPARED, txn_started_ms=0, transaction_timeout_ms=1).is_timed_out(10**12)

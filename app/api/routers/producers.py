@@ -22,17 +22,20 @@ def init_producer_id(
     With `transactional_id`, the epoch of that id is bumped: an earlier instance is fenced
     and its open transaction aborted. While that transaction is completing the answer is
     CONCURRENT_TRANSACTIONS (retriable). With the caller's current `producer_id` and
-    `producer_epoch` (KIP-360) only that live instance may bump its own epoch.
+    `producer_epoch` (KIP-360) only that live instance may bump its own epoch. With
+    `keep_prepared_txn` (KIP-939) a Prepared transaction is kept for this instance to end.
     """
     r = services.coordinator.init_producer_id(
         transactional_id=body.transactional_id,
         transaction_timeout_ms=body.transaction_timeout_ms,
         producer_id=body.producer_id,
         producer_epoch=body.producer_epoch,
+        keep_prepared_txn=body.keep_prepared_txn,
     )
     return InitProducerIdResponse(
         producer_id=r.producer_id,
         producer_epoch=r.producer_epoch,
         transactional_id=r.transactional_id,
         transaction_timeout_ms=r.transaction_timeout_ms,
+        prepared_txn_id=r.prepared_txn_id,
     )

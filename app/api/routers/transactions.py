@@ -30,7 +30,7 @@ TransactionalIdPath = Annotated[str, Path(min_length=1, max_length=ID_MAX_LENGTH
 
 
 def _summary(meta: TransactionMetadata, now_ms: int) -> TransactionSummary:
-    open_ = meta.state is TransactionState.ONGOING and meta.txn_started_ms is not None
+    open_ = meta.state in (TransactionState.ONGOING, TransactionState.PREPARED) and meta.txn_started_ms is not None
     return TransactionSummary(
         transactional_id=meta.transactional_id,
         state=meta.state,
@@ -83,6 +83,23 @@ def add_offsets(
         body.group_id,
         [OffsetToStage(o.topic, o.partition, o.offset, o.metadata) for o in body.offsets],
         group_metadata(body.generation_id, body.member_id),
+    )
+    return _description(view, services.clock())
+
+
+@router.post("/{transactional_id}/prepare", operation_id="prepare_transaction",
+             response_model=TransactionDescription, responses=documented(400, 404, 409, 415))
+def prepare_transaction(
+    transactional_id: TransactionalIdPath, body: Annotated[EndTransactionRequest, json_body(EndTransactionRequest)], services: ServicesDep
+) -> TransactionDescription:
+    """Prepare (KIP-939): Ongoing → Prepared. The transaction takes no more records or offsets,
+    is never timed out, survives every restart, and ends only by Commit or Abort, from this
+    producer or from a new instance that took the transactional id over with
+    `keep_prepared_txn`. For two-phase commit with another database: prepare, record the
+    decision (this `txn_id`) in that database's transaction, then commit. A retry answers the same.
+    """
+    view = services.coordinator.prepare(
+        transactional_id, body.producer_id, body.producer_epoch, txn_id=body.txn_id
     )
     return _description(view, services.clock())
 
@@ -146,6 +163,7 @@ admin_router = APIRouter(prefix="/v1/admin/transactions", tags=["admin"])
 @admin_router.post("/{transactional_id}/abort", operation_id="admin_abort_transaction",
                    response_model=TransactionDescription, responses=documented(404, 409))
 def admin_abort_transaction(transactional_id: TransactionalIdPath, services: ServicesDep) -> TransactionDescription:
-    """Operator abort of an open transaction, without its producer: the epoch is bumped as on
-    timeout, so the producer is fenced if it comes back."""
+    """Operator abort of an open or prepared transaction, without its producer: the epoch is
+    bumped as on timeout, so the producer is fenced if it comes back. Abort a Prepared
+    transaction only once its application's own database is known not to have committed it."""
     return _description(services.coordinator.admin_abort(transactional_id), services.clock())

@@ -3,7 +3,7 @@ from __future__ import annotations
 from typing import Annotated
 
 from msgspec import Meta
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
 from app.api.schemas.common import ProducerEpoch, ProducerId, RequestBody, TransactionalId
 
@@ -22,6 +22,11 @@ class InitProducerIdRequest(RequestBody):
         description="KIP-360: the caller's current producer id, to bump its own epoch"
     )] | None = None
     producer_epoch: ProducerEpoch | None = None
+    keep_prepared_txn: Annotated[bool, Meta(
+        description="KIP-939: keep the transactional id's Prepared transaction instead of "
+        "aborting it, for this instance to commit or abort (its txn_id is answered in "
+        "prepared_txn_id). An Ongoing transaction that was never prepared is aborted all the same"
+    )] = False
 
 
 class InitProducerIdResponse(BaseModel):
@@ -29,3 +34,8 @@ class InitProducerIdResponse(BaseModel):
     producer_epoch: int
     transactional_id: str | None
     transaction_timeout_ms: int | None
+    prepared_txn_id: int | None = Field(
+        default=None,
+        description="the Prepared transaction kept by keep_prepared_txn: end it with commit or "
+        "abort, this txn_id and the epoch answered here",
+    )

@@ -1,0 +1,138 @@
+"""A shop whose orders live in MariaDB, publishing each order's event to the outbox exactly
+once: a two-phase commit between the two databases with a prepared transaction (KIP-939).
+
+For order n, n = 1, 2, …, --orders:
+
+1. an outbox transaction sends the event `{"order": n, "total": …}` keyed "n" to `orders`;
+2. the transaction is prepared: its outcome is durable but undecided, and nothing times it out;
+3. one MariaDB transaction inserts the order into `shop_orders` and the prepared transaction's
+   txn_id into `outbox_decisions`: the decision, recorded with the business change;
+4. the outbox transaction is committed.
+
+Killed anywhere and started again, it first takes its transactional id over while keeping a
+prepared transaction (init_transactions(keep_prepared_txn=True)), looks the transaction's txn_id
+up in `outbox_decisions`, and commits it if MariaDB committed the order, aborts it if not
+(complete_transaction). A transaction it had not prepared yet is aborted by the takeover. It
+then goes on with the order after the last one MariaDB holds. So every order in MariaDB has its
+event exactly once, and no event exists without its order.
+
+    .venv/bin/python -m examples.mariadb_orders --url http://127.0.0.1:8000 --orders 10 \\
+        --mariadb mysql://root@127.0.0.1:3306/test
+
+Needs the `orders` topic (`outbox topics create orders --partitions 2`) and PyMySQL (the
+project's `test` extra). `--crash-at STEP:N` kills the process with SIGKILL at STEP of order N
+(STEP: before-prepare, after-prepare, after-own-commit, after-outbox-commit): what the crash
+test (tests/e2e/test_mariadb_orders_example.py) runs at every step.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import signal
+import sys
+from urllib.parse import urlparse
+
+import pymysql
+
+from app.client import PreparedTxnState, Producer
+
+TOPIC = "orders"
+STEPS = ("before-prepare", "after-prepare", "after-own-commit", "after-outbox-commit")
+TABLES = (
+    "CREATE TABLE IF NOT EXISTS shop_orders (id BIGINT PRIMARY KEY, total BIGINT NOT NULL)",
+    # One row per outbox transaction whose order MariaDB committed: the decision to commit it.
+    "CREATE TABLE IF NOT EXISTS outbox_decisions (transactional_id VARCHAR(255) NOT NULL,"
+    " txn_id BIGINT NOT NULL, order_id BIGINT NOT NULL, PRIMARY KEY (transactional_id, txn_id))",
+)
+
+logger = logging.getLogger("mariadb_orders")
+
+
+def connect(url: str) -> pymysql.connections.Connection:
+    u = urlparse(url)
+    return pymysql.connect(host=u.hostname or "127.0.0.1", port=u.port or 3306, user=u.username or "root",
+                           password=u.password or "", database=(u.path or "/test").lstrip("/") or "test",
+                           autocommit=False)
+
+
+class Shop:
+    def __init__(self, outbox_url: str, mariadb_url: str, transactional_id: str, crash_at: str | None) -> None:
+        self.db = connect(mariadb_url)
+        with self.db.cursor() as c:
+            for statement in TABLES:
+                c.execute(statement)
+        self.db.commit()
+        self.transactional_id = transactional_id
+        self.producer = Producer(outbox_url, transactional_id=transactional_id)
+        self.crash_at = crash_at
+
+    def recover(self) -> None:
+        """Take the transactional id over; end a transaction the last run prepared as MariaDB
+        decided it."""
+        kept = self.producer.init_transactions(keep_prepared_txn=True)
+        if kept is None:
+            return
+        with self.db.cursor() as c:
+            c.execute("SELECT 1 FROM outbox_decisions WHERE transactional_id = %s AND txn_id = %s",
+                      (self.transactional_id, kept.txn_id))
+            recorded = kept if c.fetchone() else None
+        self.db.rollback()
+        committed = self.producer.complete_transaction(recorded)
+        logger.info("prepared transaction %d of the last run %s", kept.txn_id,
+                    "committed: MariaDB had its order" if committed else "aborted: MariaDB had no order of it")
+
+    def next_order(self) -> int:
+        with self.db.cursor() as c:
+            c.execute("SELECT COALESCE(MAX(id), 0) + 1 FROM shop_orders")
+            (n,) = c.fetchone()
+        self.db.rollback()
+        return int(n)
+
+    def place(self, order: int) -> None:
+        total = order * 125
+        self.producer.begin_transaction()
+        self.producer.send(TOPIC, {"order": order, "total": total}, key=str(order))
+        self._crash("before-prepare", order)
+        prepared: PreparedTxnState = self.producer.prepare_transaction()
+        self._crash("after-prepare", order)
+        with self.db.cursor() as c:
+            c.execute("INSERT INTO shop_orders (id, total) VALUES (%s, %s)", (order, total))
+            c.execute("INSERT INTO outbox_decisions (transactional_id, txn_id, order_id) VALUES (%s, %s, %s)",
+                      (self.transactional_id, prepared.txn_id, order))
+        self.db.commit()
+        self._crash("after-own-commit", order)
+        self.producer.commit_transaction()
+        self._crash("after-outbox-commit", order)
+        print(f"order {order} placed", flush=True)
+
+    def _crash(self, step: str, order: int) -> None:
+        if self.crash_at == f"{step}:{order}":
+            os.kill(os.getpid(), signal.SIGKILL)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--url", default="http://127.0.0.1:8000", help="the outbox service")
+    parser.add_argument("--mariadb", default="mysql://root@127.0.0.1:3306/test", help="the shop's own database")
+    parser.add_argument("--transactional-id", default="mariadb-shop")
+    parser.add_argument("--orders", type=int, default=10, help="place orders up to this number")
+    parser.add_argument("--crash-at", metavar="STEP:N", help=f"SIGKILL at STEP ({', '.join(STEPS)}) of order N")
+    args = parser.parse_args(argv)
+    if args.crash_at and args.crash_at.split(":")[0] not in STEPS:
+        parser.error(f"--crash-at: STEP is one of {', '.join(STEPS)}")
+    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    try:
+        shop = Shop(args.url, args.mariadb, args.transactional_id, args.crash_at)
+    except pymysql.err.OperationalError as e:
+        print(f"cannot reach MariaDB at {args.mariadb}: {e.args[-1]}", file=sys.stderr)
+        return 1
+    shop.recover()
+    for order in range(shop.next_order(), args.orders + 1):
+        shop.place(order)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,87 @@
+"""examples/mariadb_orders: two-phase commit between MariaDB and the outbox with a prepared
+transaction (KIP-939), killed with SIGKILL at every step of an order and started again: every
+order in MariaDB has its event exactly once, and no event exists without its order."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from tests.conftest import unavailable
+from tests.e2e.conftest import PYTHON, ROOT, Launcher
+
+ORDERS = 8
+STEPS = ("before-prepare", "after-prepare", "after-own-commit", "after-outbox-commit")
+MARIADB = "mysql://root@127.0.0.1:3306"
+
+
+@pytest.fixture
+def shop_db() -> Iterator[str]:
+    """A MariaDB database of its own (MariaDB on 127.0.0.1:3306, root without a password)."""
+    pymysql = pytest.importorskip("pymysql")
+    name = f"outbox_shop_{uuid.uuid4().hex[:8]}"
+    try:
+        admin = pymysql.connect(host="127.0.0.1", port=3306, user="root", password="", autocommit=True)
+    except pymysql.err.OperationalError as e:
+        unavailable(f"MariaDB is not reachable on 127.0.0.1:3306 as root ({e.args[-1]}): "
+                    "install and start it (Debian: apt-get install mariadb-server)")
+    with admin.cursor() as c:
+        c.execute(f"CREATE DATABASE {name}")
+    try:
+        yield f"{MARIADB}/{name}"
+    finally:
+        with admin.cursor() as c:
+            c.execute(f"DROP DATABASE IF EXISTS {name}")
+        admin.close()
+
+
+def run_shop(url: str, shop_db: str, *extra: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([PYTHON, "-m", "examples.mariadb_orders", "--url", url, "--mariadb", shop_db,
+                           "--orders", str(ORDERS), *extra], cwd=ROOT, capture_output=True, text=True, timeout=120)
+
+
+def test_every_order_has_its_event_exactly_once_whatever_step_the_shop_dies_at(launcher: Launcher, shop_db: str) -> None:
+    import pymysql
+
+    server = launcher.server()
+    with server.client() as c:
+        assert c.post("/v1/topics", json={"name": "orders", "partitions": 2}).status_code == 201
+    outcomes, logs = [], []
+    for i, step in enumerate(STEPS):
+        # Orders 1..4 each die at one step; the next run recovers and goes on.
+        crashed = run_shop(server.url, shop_db, "--crash-at", f"{step}:{i + 1}")
+        outcomes.append((step, crashed.returncode))
+        logs.append(crashed.stderr)
+        assert "Traceback" not in crashed.stderr, crashed.stderr
+        if i == 1:
+            server.kill9()  # the outbox service dies too, between two of the shop's runs
+            server = launcher.server()
+    finished = run_shop(server.url, shop_db)
+
+    assert outcomes == [(step, -signal.SIGKILL) for step in STEPS]
+    assert finished.returncode == 0, finished.stderr
+    # Each run's recovery, deciding for the run before it: order 2 died prepared before
+    # MariaDB's commit (aborted), order 3 prepared and recorded (committed).
+    recoveries = [[line for line in log.splitlines() if "prepared transaction" in line] for log in logs[1:]]
+    assert [len(r) for r in recoveries] == [0, 1, 1]
+    assert "aborted: MariaDB had no order of it" in recoveries[1][0]
+    assert "committed: MariaDB had its order" in recoveries[2][0]
+    shop = pymysql.connect(host="127.0.0.1", user="root", database=shop_db.rsplit("/", 1)[1])
+    with shop.cursor() as c:
+        c.execute("SELECT id, total FROM shop_orders ORDER BY id")
+        orders = list(c.fetchall())
+    shop.close()
+    assert orders == [(n, n * 125) for n in range(1, ORDERS + 1)]
+    with server.client() as c:
+        events: list[Any] = []
+        for partition in (0, 1):
+            r = c.get(f"/v1/topics/orders/partitions/{partition}/records", params={"offset": 0, "max_records": 1000})
+            events += [(int(rec["key"]), rec["value"]["total"]) for rec in r.json()["records"]]
+        state = c.get("/v1/transactions/mariadb-shop").json()["state"]
+    assert sorted(events) == orders
+    assert state == "CompleteCommit"
