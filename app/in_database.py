@@ -43,6 +43,7 @@ import time
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
+from functools import cache
 from dataclasses import dataclass
 from typing import Any
 
@@ -50,9 +51,11 @@ import msgspec
 import psycopg
 from psycopg.pq import TransactionStatus
 from fastapi.exceptions import RequestValidationError
-from sqlalchemy import Connection, create_engine
+from sqlalchemy import Connection, Engine, create_engine
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.orm import Session
+from sqlalchemy.dialects import registry
+from sqlalchemy.dialects.sqlite.pysqlite import SQLiteDialect_pysqlite
 from sqlalchemy.pool import NullPool
 
 from app.api.json_body import decode
@@ -202,7 +205,10 @@ def _require_postgresql_transaction(driver: Any) -> None:
 
 
 def _require_transaction(driver: sqlite3.Connection) -> None:
-    if driver.isolation_level is None and not driver.in_transaction:
+    # Python 3.12's autocommit=True commits every statement and makes commit() do nothing;
+    # isolation_level None is the older spelling of the same.
+    autocommit = getattr(driver, "autocommit", None) is True or driver.isolation_level is None
+    if autocommit and not driver.in_transaction:
         raise InvalidRequest(
             "the sqlite3 connection is in autocommit mode outside a transaction: the records "
             "would commit on their own; execute BEGIN first"
@@ -233,10 +239,16 @@ def _savepoint(conn: Connection) -> Iterator[None]:
 
 class _Borrowed:
     """The caller's sqlite3 connection, lent to SQLAlchemy: SQLAlchemy's commit, rollback and
-    close do nothing to it (the caller's transaction is the caller's to end)."""
+    close do nothing to it (the caller's transaction is the caller's to end), and its cursors
+    return plain tuples whatever row_factory the caller set."""
 
     def __init__(self, connection: sqlite3.Connection) -> None:
         self._connection = connection
+
+    def cursor(self) -> sqlite3.Cursor:
+        cursor = self._connection.cursor()
+        cursor.row_factory = None
+        return cursor
 
     def commit(self) -> None:
         pass
@@ -251,18 +263,38 @@ class _Borrowed:
         return getattr(self._connection, name)
 
 
+class _BorrowedDialect(SQLiteDialect_pysqlite):
+    """pysqlite without its on-connect set-up, which would register SQLAlchemy's own REGEXP
+    function on the caller's connection over the caller's."""
+
+    supports_statement_cache = True  # nothing here changes how statements compile
+
+    def on_connect(self) -> None:
+        return None
+
+    def on_connect_url(self, url: Any) -> None:
+        return None
+
+
+registry.register("sqlite.outbox_borrowed", __name__, "_BorrowedDialect")
+
 # One engine for every borrowed connection, so that SQLAlchemy compiles each statement once
 # (its cache is the engine's): a new engine per append cost 2 ms of compiling. NullPool: each
-# checkout asks _lend for the connection of the append under way.
+# checkout asks _lent for the connection of the append under way.
 _lent: ContextVar[sqlite3.Connection] = ContextVar("_lent")
-_ENGINE = create_engine("sqlite://", creator=lambda: _Borrowed(_lent.get()), poolclass=NullPool)
+
+
+@cache
+def _engine() -> Engine:
+    # Built at first use: the dialect is looked up in this module, which must be loaded.
+    return create_engine("sqlite+outbox_borrowed://", creator=lambda: _Borrowed(_lent.get()), poolclass=NullPool)
 
 
 @contextmanager
 def _over(connection: sqlite3.Connection) -> Iterator[Connection]:
     token = _lent.set(connection)
     try:
-        with _ENGINE.connect() as conn:
+        with _engine().connect() as conn:
             yield conn
     finally:
         _lent.reset(token)

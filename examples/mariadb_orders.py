@@ -6,13 +6,18 @@ For order n, n = 1, 2, …, --orders:
 1. an outbox transaction sends the event `{"order": n, "total": …}` keyed "n" to `orders`;
 2. the transaction is prepared: its outcome is durable but undecided, and nothing times it out;
 3. one MariaDB transaction inserts the order into `shop_orders` and the prepared transaction's
-   txn_id into `outbox_decisions`: the decision, recorded with the business change;
+   txn_id into `outbox_decisions` with the outcome `commit`: the decision, recorded with the
+   business change;
 4. the outbox transaction is committed.
 
 Killed anywhere and started again, it first takes its transactional id over while keeping a
-prepared transaction (init_transactions(keep_prepared_txn=True)), looks the transaction's txn_id
-up in `outbox_decisions`, and commits it if MariaDB committed the order, aborts it if not
-(complete_transaction). A transaction it had not prepared yet is aborted by the takeover. It
+prepared transaction (init_transactions(keep_prepared_txn=True)), then claims that transaction's
+decision in MariaDB: it inserts the txn_id with the outcome `abort`. If the insert finds the
+txn_id there, MariaDB committed the order: it commits the outbox transaction; otherwise its
+`abort` row is the decision, and it aborts (complete_transaction). Claiming rather than only
+looking is what makes a stalled, not dead, earlier instance harmless: its own insert of the
+txn_id, later, fails on the primary key, and its order rolls back with it (InnoDB makes the two
+inserts wait for each other). A transaction not prepared yet is aborted by the takeover. It
 then goes on with the order after the last one MariaDB holds. So every order in MariaDB has its
 event exactly once, and no event exists without its order.
 
@@ -42,12 +47,18 @@ TOPIC = "orders"
 STEPS = ("before-prepare", "after-prepare", "after-own-commit", "after-outbox-commit")
 TABLES = (
     "CREATE TABLE IF NOT EXISTS shop_orders (id BIGINT PRIMARY KEY, total BIGINT NOT NULL)",
-    # One row per outbox transaction whose order MariaDB committed: the decision to commit it.
+    # The decision of each prepared outbox transaction: `commit`, inserted with its order, or
+    # `abort`, claimed by a recovering instance. The primary key lets only one of them in.
     "CREATE TABLE IF NOT EXISTS outbox_decisions (transactional_id VARCHAR(255) NOT NULL,"
-    " txn_id BIGINT NOT NULL, order_id BIGINT NOT NULL, PRIMARY KEY (transactional_id, txn_id))",
+    " txn_id BIGINT NOT NULL, outcome VARCHAR(6) NOT NULL, order_id BIGINT,"
+    " PRIMARY KEY (transactional_id, txn_id))",
 )
 
 logger = logging.getLogger("mariadb_orders")
+
+
+class Superseded(RuntimeError):
+    """Another instance took the transactional id over and decided this one's transaction."""
 
 
 def connect(url: str) -> pymysql.connections.Connection:
@@ -74,11 +85,20 @@ class Shop:
         kept = self.producer.init_transactions(keep_prepared_txn=True)
         if kept is None:
             return
-        with self.db.cursor() as c:
-            c.execute("SELECT 1 FROM outbox_decisions WHERE transactional_id = %s AND txn_id = %s",
-                      (self.transactional_id, kept.txn_id))
-            recorded = kept if c.fetchone() else None
-        self.db.rollback()
+        try:
+            with self.db.cursor() as c:
+                c.execute("INSERT INTO outbox_decisions (transactional_id, txn_id, outcome) VALUES (%s, %s, 'abort')",
+                          (self.transactional_id, kept.txn_id))
+            self.db.commit()
+            recorded = None  # the abort claimed: no order of it can commit any more
+        except pymysql.err.IntegrityError:
+            self.db.rollback()
+            with self.db.cursor() as c:
+                c.execute("SELECT outcome FROM outbox_decisions WHERE transactional_id = %s AND txn_id = %s",
+                          (self.transactional_id, kept.txn_id))
+                (outcome,) = c.fetchone()
+            self.db.rollback()
+            recorded = kept if outcome == "commit" else None
         committed = self.producer.complete_transaction(recorded)
         logger.info("prepared transaction %d of the last run %s", kept.txn_id,
                     "committed: MariaDB had its order" if committed else "aborted: MariaDB had no order of it")
@@ -97,15 +117,24 @@ class Shop:
         self._crash("before-prepare", order)
         prepared: PreparedTxnState = self.producer.prepare_transaction()
         self._crash("after-prepare", order)
-        with self.db.cursor() as c:
-            c.execute("INSERT INTO shop_orders (id, total) VALUES (%s, %s)", (order, total))
-            c.execute("INSERT INTO outbox_decisions (transactional_id, txn_id, order_id) VALUES (%s, %s, %s)",
-                      (self.transactional_id, prepared.txn_id, order))
-        self.db.commit()
+        self.record(order, total, prepared)
         self._crash("after-own-commit", order)
         self.producer.commit_transaction()
         self._crash("after-outbox-commit", order)
         print(f"order {order} placed", flush=True)
+
+    def record(self, order: int, total: int, prepared: PreparedTxnState) -> None:
+        """The order and the decision to commit its outbox transaction, in one MariaDB
+        transaction; refused if a recovering instance claimed the decision (abort) first."""
+        try:
+            with self.db.cursor() as c:
+                c.execute("INSERT INTO shop_orders (id, total) VALUES (%s, %s)", (order, total))
+                c.execute("INSERT INTO outbox_decisions (transactional_id, txn_id, outcome, order_id)"
+                          " VALUES (%s, %s, 'commit', %s)", (self.transactional_id, prepared.txn_id, order))
+            self.db.commit()
+        except pymysql.err.IntegrityError:
+            self.db.rollback()
+            raise Superseded(f"order {order}: another instance decided transaction {prepared.txn_id} first") from None
 
     def _crash(self, step: str, order: int) -> None:
         if self.crash_at == f"{step}:{order}":
@@ -129,8 +158,12 @@ def main(argv: list[str] | None = None) -> int:
         print(f"cannot reach MariaDB at {args.mariadb}: {e.args[-1]}", file=sys.stderr)
         return 1
     shop.recover()
-    for order in range(shop.next_order(), args.orders + 1):
-        shop.place(order)
+    try:
+        for order in range(shop.next_order(), args.orders + 1):
+            shop.place(order)
+    except Superseded as e:
+        print(f"stopping: {e}", file=sys.stderr)
+        return 1
     return 0
 
 

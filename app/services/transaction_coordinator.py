@@ -231,21 +231,20 @@ class TransactionCoordinator:
             txns.update_row(conn, meta.transactional_id, transaction_timeout_ms=timeout_ms, updated_ms=now)
             return ProducerIdAndEpoch(meta.producer_id, meta.producer_epoch, meta.transactional_id, timeout_ms,
                                       meta.txn_id)
-        # The producer id stays: its records in the transaction's partitions carry it, and
-        # the markers that end them will too. An exhausted epoch cannot be bumped in place.
+        # An exhausted epoch gets a new producer id, as a fence does (_fence_and_abort): the
+        # transaction is found by its transactional id and txn_id, whatever producer id its
+        # records carry, and its markers will carry the new one.
         exhausted, epoch = next_epoch(meta.producer_id, meta.producer_epoch)
+        pid = meta.producer_id
         if exhausted:
-            raise InvalidTxnState(
-                f"producer {meta.producer_id} of {meta.transactional_id!r} has no epoch left to "
-                "take its prepared transaction over: commit or abort it with the current epoch",
-                state=meta.state.value,
-            )
-        producers.set_producer_epoch(conn, meta.producer_id, epoch)
+            pid = producers.create_producer(conn, transactional_id=meta.transactional_id, now_ms=now)
+        else:
+            producers.set_producer_epoch(conn, pid, epoch)
         txns.update_row(
-            conn, meta.transactional_id, producer_epoch=epoch, transaction_timeout_ms=timeout_ms, updated_ms=now,
-            last_producer_epoch=producer_epoch if producer_id is not None else None,
+            conn, meta.transactional_id, producer_id=pid, producer_epoch=epoch, transaction_timeout_ms=timeout_ms,
+            updated_ms=now, last_producer_epoch=producer_epoch if producer_id is not None and not exhausted else None,
         )
-        return ProducerIdAndEpoch(meta.producer_id, epoch, meta.transactional_id, timeout_ms, meta.txn_id)
+        return ProducerIdAndEpoch(pid, epoch, meta.transactional_id, timeout_ms, meta.txn_id)
 
     def _fence_and_abort(  # type: ignore[no-untyped-def]
         self, conn, meta: TransactionMetadata, now: int, *, reason: str,

@@ -41,9 +41,14 @@ depends_on = None
 # stages, and a deferred constraint trigger moves the transaction's records into the log as
 # it commits: the lock is held from there to the commit, as by a Send.
 #
+# SECURITY DEFINER functions run with the migration owner's rights, so every name they use is
+# qualified and pg_temp comes last on their search_path: otherwise a caller's temporary table
+# named `partitions` or `records` would stand in for the log's (PostgreSQL looks in pg_temp
+# first unless told otherwise), and a trigger on it would run the caller's code as the owner.
+#
 # UNLOGGED: a staged row never outlives its transaction (it is deleted before the commit), so
 # there is nothing to recover after a crash, which empties an unlogged table.
-_POSTGRESQL = """
+_POSTGRESQL = r"""
 CREATE SCHEMA outbox;
 ---
 REVOKE ALL ON SCHEMA outbox FROM PUBLIC;
@@ -72,17 +77,18 @@ CREATE FUNCTION outbox.append(
     message_id text DEFAULT NULL,
     timestamp_ms bigint DEFAULT NULL
 ) RETURNS boolean
-LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, {log_schema}
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, {log_schema}, pg_temp
 AS $fn$
 DECLARE
     t record;
+    parsed jsonb;
     -- As a Send stores them: the value as sent, without the white space around it; the
     -- headers as one JSON object (a later duplicate name wins).
     value_text text := btrim(value::text, E' \t\n\r');
     headers_text text := headers::text;
 BEGIN
     SELECT topic_id, partition_count, cleanup_policy, check_expected_offsets INTO t
-    FROM topics WHERE name = topic;
+    FROM {log_schema}.topics WHERE name = topic;
     -- The messages are the service's own (app/storage/topics.py).
     IF t IS NULL THEN
         RAISE EXCEPTION 'UNKNOWN_TOPIC_OR_PARTITION: unknown topic(s): %', coalesce(topic, 'null')
@@ -101,10 +107,22 @@ BEGIN
         RAISE EXCEPTION 'INVALID_RECORD: topic % is compacted (cleanup_policy %): every record needs a key',
             quote_literal(topic), t.cleanup_policy USING ERRCODE = 'invalid_parameter_value';
     END IF;
-    -- (A key with NUL never gets here: PostgreSQL's text cannot hold one.)
-    IF strpos(headers_text, '\\u0000') > 0 THEN
+    -- (A key with NUL never gets here: PostgreSQL's text cannot hold one.) The escape \u0000,
+    -- not an escaped backslash followed by u0000.
+    IF headers_text ~ '(^|[^\\])(\\\\)*\\u0000' THEN
         RAISE EXCEPTION 'INVALID_RECORD: headers cannot hold NUL (U+0000)'
             USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    -- jsonb refuses what the json type lets through and readers' parsers refuse: a lone
+    -- surrogate escape. Only a text holding a surrogate escape can fail the cast, and only
+    -- such a text enters the block (each entry is a subtransaction).
+    IF headers_text ~ '\\u[dD][89abAB]' THEN
+        BEGIN
+            headers_text := headers::jsonb::text;
+        EXCEPTION WHEN data_exception THEN
+            RAISE EXCEPTION 'INVALID_RECORD: headers hold JSON that readers cannot parse back: %', SQLERRM
+                USING ERRCODE = 'invalid_parameter_value';
+        END;
     END IF;
     IF headers IS NOT NULL AND (json_typeof(headers) <> 'object' OR EXISTS (
             SELECT 1 FROM json_each(headers) h WHERE json_typeof(h.value) <> 'string')) THEN
@@ -114,16 +132,28 @@ BEGIN
     headers_text := headers::jsonb::text;
     IF value IS NULL OR json_typeof(value) = 'null' THEN
         value_text := 'null';  -- as a Send stores a value null or omitted: a tombstone
-    ELSIF value_text ~ '[eE][+-]?[0-9]{{3}}|[0-9]{{255}}[0-9]{{54}}' AND jsonb_path_exists(
-            replace(value_text, '\\u0000', '\\u0020')::jsonb,
-            'strict $.** ? (@.type() == "number" && (@ >= 1.7976931348623158079e308 || @ <= -1.7976931348623158079e308))') THEN
-        RAISE EXCEPTION 'INVALID_RECORD: a number in the value is not finite as a 64-bit float'
-            USING ERRCODE = 'invalid_parameter_value';
-    -- An array or object at level 254 (the value itself is level 0) nests 255 deep.
-    ELSIF length(value_text) > 2 * 254 AND jsonb_path_exists(
-            replace(value_text, '\\u0000', '\\u0020')::jsonb, 'strict $.**{{254}} ? (@.type() == "array" || @.type() == "object")') THEN
-        RAISE EXCEPTION 'INVALID_RECORD: the value nests deeper than 254 levels'
-            USING ERRCODE = 'invalid_parameter_value';
+    -- What a Send checks after a cheap search (app/api/send_body.py), looked at closely only
+    -- where the search hits: a surrogate escape, a number with a 3-digit exponent or 309
+    -- digits in a row, a text long enough to nest 255 deep. NUL escapes become spaces for
+    -- jsonb, which cannot hold NUL (an escaped backslash before u0000 stays valid JSON too).
+    ELSIF value_text ~ '\\u[dD][89abAB]|[eE][+-]?[0-9]{{3}}|[0-9]{{255}}[0-9]{{54}}' OR length(value_text) > 2 * 254 THEN
+        BEGIN
+            parsed := replace(value_text, '\u0000', '\u0020')::jsonb;
+        EXCEPTION WHEN data_exception THEN
+            RAISE EXCEPTION 'INVALID_RECORD: the value is JSON that readers cannot parse back: %', SQLERRM
+                USING ERRCODE = 'invalid_parameter_value';
+        END;
+        -- 2^1024 - 2^970: from there on a number rounds to infinity as a 64-bit float.
+        IF jsonb_path_exists(parsed, 'strict $.** ? (@.type() == "number" && (@ >= {float_overflow} || @ <= -{float_overflow}))') THEN
+            RAISE EXCEPTION 'INVALID_RECORD: a number in the value is not finite as a 64-bit float'
+                USING ERRCODE = 'invalid_parameter_value';
+        END IF;
+        -- An array or object at level 254 (the value itself is level 0) nests 255 deep.
+        IF length(value_text) > 2 * 254
+           AND jsonb_path_exists(parsed, 'strict $.**{{254}} ? (@.type() == "array" || @.type() == "object")') THEN
+            RAISE EXCEPTION 'INVALID_RECORD: the value nests deeper than 254 levels'
+                USING ERRCODE = 'invalid_parameter_value';
+        END IF;
     END IF;
     IF timestamp_ms IS NOT NULL AND timestamp_ms < 0 THEN
         RAISE EXCEPTION 'INVALID_RECORD: timestamp_ms must be at least 0, not %', timestamp_ms
@@ -133,7 +163,7 @@ BEGIN
         -- Published before (a retry of an application transaction that committed), or
         -- already staged by this transaction: nothing to do. Two transactions staging one
         -- message_id at once both pass; the second to commit fails on ix_records_message_id.
-        IF EXISTS (SELECT 1 FROM records r WHERE r.topic_id = t.topic_id AND r.message_id = append.message_id)
+        IF EXISTS (SELECT 1 FROM {log_schema}.records r WHERE r.topic_id = t.topic_id AND r.message_id = append.message_id)
            OR EXISTS (SELECT 1 FROM outbox.pending_records p
                       WHERE p.xact = pg_current_xact_id() AND p.topic_id = t.topic_id
                         AND p.message_id = append.message_id) THEN
@@ -153,7 +183,7 @@ $fn$;
 -- partition order, as a Send locks partitions, so two committing transactions cannot
 -- deadlock on each other's partitions).
 CREATE FUNCTION outbox.publish_pending() RETURNS trigger
-LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, {log_schema}
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, {log_schema}, pg_temp
 AS $fn$
 DECLARE
     part record;
@@ -167,7 +197,7 @@ BEGIN
     LOOP
         -- The partition's offsets, as app/storage/log.py takes them: the row lock is held to
         -- the commit, so the next appender of the partition reads this transaction's log end.
-        UPDATE partitions SET next_offset = next_offset + part.n,
+        UPDATE {log_schema}.partitions SET next_offset = next_offset + part.n,
                               record_count = record_count + part.n,
                               size_bytes = size_bytes + part.bytes
         WHERE topic_id = part.topic_id AND "partition" = part."partition"
@@ -176,7 +206,7 @@ BEGIN
             RAISE EXCEPTION 'UNKNOWN_TOPIC_OR_PARTITION: topic id % was deleted before this transaction committed',
                 part.topic_id USING ERRCODE = 'undefined_object';
         END IF;
-        INSERT INTO records (topic_id, "partition", "offset", timestamp_ms, key, value, headers, message_id)
+        INSERT INTO {log_schema}.records (topic_id, "partition", "offset", timestamp_ms, key, value, headers, message_id)
         SELECT p.topic_id, p."partition", base + row_number() OVER (ORDER BY p.id) - 1,
                p.timestamp_ms, p.key, p.value, p.headers, p.message_id
         FROM outbox.pending_records p
@@ -205,7 +235,7 @@ def upgrade() -> None:
         # One statement per call (psycopg prepares each), with no parameters: the function
         # bodies' RAISE formats hold '%'.
         raw = bind.execution_options(no_parameters=True)
-        for statement in _POSTGRESQL.format(log_schema=log_schema).split("\n---"):
+        for statement in _POSTGRESQL.format(log_schema=log_schema, float_overflow=2**1024 - 2**970).split("\n---"):
             raw.exec_driver_sql(statement)
 
 

@@ -85,3 +85,40 @@ def test_every_order_has_its_event_exactly_once_whatever_step_the_shop_dies_at(l
         state = c.get("/v1/transactions/mariadb-shop").json()["state"]
     assert sorted(events) == orders
     assert state == "CompleteCommit"
+
+
+def test_a_stalled_instance_cannot_commit_an_order_whose_transaction_a_new_one_aborted(
+    launcher: Launcher, shop_db: str,
+) -> None:
+    """Not killed but stalled: instance A prepares order 1 and pauses before its MariaDB
+    transaction; B takes over, finds no decision, claims `abort`, aborts. A's MariaDB insert
+    then fails on the claimed txn_id, so the order never exists without its event."""
+    import pymysql
+
+    from examples.mariadb_orders import Shop, Superseded
+
+    server = launcher.server()
+    with server.client() as c:
+        assert c.post("/v1/topics", json={"name": "orders", "partitions": 2}).status_code == 201
+    a = Shop(server.url, shop_db, "stalled-shop", None)
+    a.recover()
+    a.producer.begin_transaction()
+    a.producer.send("orders", {"order": 1, "total": 125}, key="1")
+    prepared = a.producer.prepare_transaction()
+
+    b = Shop(server.url, shop_db, "stalled-shop", None)
+    b.recover()
+    with pytest.raises(Superseded):
+        a.record(1, 125, prepared)
+
+    shop = pymysql.connect(host="127.0.0.1", user="root", database=shop_db.rsplit("/", 1)[1])
+    with shop.cursor() as c:
+        c.execute("SELECT count(*) FROM shop_orders")
+        assert c.fetchone() == (0,)
+        c.execute("SELECT outcome FROM outbox_decisions WHERE txn_id = %s", (prepared.txn_id,))
+        assert c.fetchone() == ("abort",)
+    shop.close()
+    with server.client() as c:
+        assert c.get("/v1/transactions/stalled-shop").json()["state"] in ("CompleteAbort", "Empty")
+        for partition in (0, 1):
+            assert c.get(f"/v1/topics/orders/partitions/{partition}/records", params={"offset": 0}).json()["records"] == []

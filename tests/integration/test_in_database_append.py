@@ -238,7 +238,7 @@ def test_an_autocommit_connection_outside_a_transaction_is_refused(app_db: str, 
     assert fetch(client, "orders", 0)["high_watermark"] == 0
 
 
-def test_records_from_the_application_and_from_sends_share_one_offset_sequence(app_db: str, client: Any) -> None:
+def test_records_from_the_application_and_from_sends_share_one_offset_sequence_and_the_view(app_db: str, client: Any) -> None:
     def send(value: str) -> None:
         r = client.post("/v1/records", json={"batches": [{"topic": "orders", "partition": 0, "records": [{"value": value}]}]})
         assert r.status_code == 200, r.text
@@ -253,6 +253,11 @@ def test_records_from_the_application_and_from_sends_share_one_offset_sequence(a
     assert [(r["offset"], r["value"]) for r in page["records"]] == [(0, "s0"), (1, "a1"), (2, "a2"), (3, "s3")]
     described = client.get("/v1/topics/orders").json()["partitions"][0]
     assert (described["record_count"], described["log_end_offset"]) == (4, 4)
+    engine = create_engine(app_db)  # what Spark reads: the committed_records view
+    with engine.connect() as conn:
+        viewed = conn.execute(text('SELECT commit_position, value FROM committed_records ORDER BY commit_position')).all()
+    engine.dispose()
+    assert [(p, v) for p, v in viewed] == [(0, '"s0"'), (1, '"a1"'), (2, '"a2"'), (3, '"s3"')]
 
 
 def test_a_reader_tailing_the_partition_never_skips_a_record_committed_late(app_db: str, client: Any) -> None:
@@ -327,3 +332,19 @@ def test_a_reader_tailing_the_partition_never_skips_a_record_committed_late(app_
     assert not set(rolled_back) & {v for _, v in seen}
     assert seen == [(r["offset"], r["value"]) for r in fetch(client, "orders", 0, max_records=100_000)["records"]]
     assert len(committed) > 20 and rolled_back
+
+
+def test_sqlite_a_callers_row_factory_and_regexp_are_left_as_they_were(app_db: str, client: Any) -> None:
+    if not app_db.startswith("sqlite"):
+        pytest.skip("sqlite3 connections only")
+    conn = sqlite3.connect(make_url(app_db).database)
+    conn.row_factory = lambda cursor, row: {d[0]: v for d, v in zip(cursor.description, row)}
+    conn.create_function("regexp", 2, lambda pattern, s: pattern == "mine")
+    try:
+        assert append(conn, "orders", 0, [OutboxRecord(value=1)]) == [True]
+        conn.commit()
+        assert conn.execute("SELECT 'x' REGEXP 'mine' AS m").fetchone() == {"m": 1}
+    finally:
+        conn.close()
+
+    assert values(fetch(client, "orders", 0)) == [1]

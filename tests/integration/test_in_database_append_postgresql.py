@@ -189,8 +189,11 @@ VALUES = [
     "-1e309", "1E+400", "[1, {\"deep\": 2e400}]", "1e-400", "9" * 308, "9" * 309, "9" * 400,
     "0." + "9" * 400, "[" * 254 + "]" * 254, "[" * 255 + "]" * 255, '{"a":' * 254 + "1" + "}" * 254,
     '{"a":' * 255 + "1" + "}" * 255, "[" * 254 + "1" + "]" * 254, "[" * 255 + "1" + "]" * 255,
+    '"\\ud800"', '"\\\\ud800"', '"\\ud83d\\ude00"', '["\\udc00", 1e300]', "1e1000000",
+    "1.79769313486231580793e308", "1.797693134862315807937289714053e308", "-1.797693134862315807937289714054e308",
 ]
-HEADERS = ['{"a": "b"}', '{"a": 1}', "[]", '{"a": "\\u0000"}', '{"\\u0000": "x"}', '{"a": null}', "{}"]
+HEADERS = ['{"a": "b"}', '{"a": 1}', "[]", '{"a": "\\u0000"}', '{"\\u0000": "x"}', '{"a": null}', "{}",
+           '{"a": "\\\\u0000"}', '{"a": "\\\\\\u0000"}', '{"a": "\\ud800"}', '{"a": "\\ud83d\\ude00"}']
 
 
 def verdict_of_a_send(client: Any, value: str, headers: str = "null") -> bool:
@@ -246,3 +249,25 @@ def test_under_repeatable_read_a_commit_after_another_append_to_its_partition_is
         assert app.execute("SELECT count(*) FROM orders").fetchone() == (0,)
 
     assert offsets_and_values(client) == [(0, "a Send in between")]
+
+
+def test_an_application_roles_temporary_tables_cannot_stand_in_for_the_log(url: str, client: Any, app_role: str) -> None:
+    """outbox.append runs with its owner's rights: a caller's temporary `partitions`, `topics`
+    or `records` must not be what it reads or writes (they would be, PostgreSQL looking in
+    pg_temp first, unless its search_path puts pg_temp last)."""
+    with psycopg.connect(url, autocommit=True) as admin:
+        admin.execute(sql.SQL("GRANT USAGE ON SCHEMA outbox TO {}").format(sql.Identifier(app_role)))
+        admin.execute(sql.SQL(
+            "GRANT EXECUTE ON FUNCTION outbox.append(text, integer, text, json, json, text, bigint) TO {}"
+        ).format(sql.Identifier(app_role)))
+
+    with psycopg.connect(as_role(url, app_role)) as app:
+        app.execute("CREATE TEMP TABLE partitions (topic_id int, \"partition\" int, next_offset bigint, "
+                    "log_start_offset bigint, record_count bigint, size_bytes bigint, cleaned_offset bigint)")
+        app.execute("INSERT INTO partitions VALUES (1, 0, 1000000, 0, 0, 0, 0)")
+        app.execute("CREATE TEMP TABLE records (LIKE pg_temp.partitions)")
+        app.execute("SELECT outbox.append('orders', 0, NULL, '\"real\"')")
+        app.commit()
+
+    assert offsets_and_values(client) == [(0, "real")]
+    assert send(client, "after") == 1
