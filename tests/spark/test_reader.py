@@ -159,3 +159,48 @@ def test_value_schema_decodes_values_and_headers_into_columns(spark, backend, ur
     assert flat.columns[-3:] == ["order_id", "meal", "value"]
     assert [(r["key"], r["order_id"], r["value"]) for r in flat.orderBy("offset").collect()] == [
         ("o-1", 1, 9.5), ("o-2", 2, 7.0), ("o-3", None, None)]
+
+
+def test_reader_reads_records_appended_in_application_transactions(spark, backend, url) -> None:  # type: ignore[no-untyped-def]
+    """Records an application appended in its own database transaction (app.in_database) are
+    plain records to Spark too, in commit order with Sends and transactions; a rolled-back
+    application transaction leaves nothing."""
+    import sqlite3
+
+    import psycopg
+    from sqlalchemy.engine import make_url
+
+    from app.in_database import OutboxRecord, append
+
+    client = httpx.Client(base_url=url, timeout=30)
+    log = LogBuilder(client, TOPIC)
+    log.create(PARTITIONS)
+
+    def application(p: int, n: int, *, commit: bool = True) -> None:
+        u = make_url(backend.url)
+        conn = (sqlite3.connect(u.database, timeout=30) if backend.name == "sqlite"
+                else psycopg.connect(u.set(drivername="postgresql").render_as_string(hide_password=False)))
+        try:
+            append(conn, TOPIC, p, [OutboxRecord(value={"tag": "in-database" if commit else "rolled-back", "n": i})
+                                    for i in range(n)])
+            conn.commit() if commit else conn.rollback()
+        finally:
+            conn.close()
+
+    for p in range(PARTITIONS):
+        log.plain(p, 2)
+        application(p, 3)
+    log.begin("x1")
+    for p in range(PARTITIONS):
+        log.send("x1", p, 2)
+        application(p, 2)
+        application(p, 2, commit=False)
+    log.commit("x1")
+    ranges = batch_ranges({p: 0 for p in range(PARTITIONS)}, log.log_ends())
+    expected = _api_records(client, ranges)
+
+    got = _spark_records(read_committed(spark, JdbcSource.from_url(backend.url), TOPIC, ranges))
+
+    assert got == expected
+    assert sum('"in-database"' in k[5] for k in got) == PARTITIONS * 5
+    assert not any('"rolled-back"' in k[5] for k in got)
