@@ -1,4 +1,5 @@
-"""The `outbox` command: serve, coordinator, migrate, backup, transactions, topics, openapi.
+"""The `outbox` command: serve, coordinator, migrate, backup, transactions, topics, principals,
+acls, grant-reader, openapi.
 
 A mistake (an unknown transactional id, an unreachable database, a bad OUTBOX_* setting, a
 port in use, …) is reported by `main` in one line on stderr, `outbox: error: …`, with an exit
@@ -53,6 +54,9 @@ def _serve(settings: Settings, args: argparse.Namespace) -> int:
         settings = settings.model_copy(update={"run_coordinator": False})
     host = args.host or settings.host
     port = settings.port if args.port is None else args.port
+    _check_exposure(settings, host)
+    tls = _tls_options(settings)
+    _check_jwt_key(settings)
     # Bound here rather than by uvicorn, so that a port in use is one line and exit 1, before
     # any migration, rather than uvicorn's start-up failure.
     sock = _listen(host, port)
@@ -67,20 +71,80 @@ def _serve(settings: Settings, args: argparse.Namespace) -> int:
             await super().startup(sockets)
             if self.started:  # uvicorn says this itself only for sockets it binds
                 logging.getLogger("uvicorn.error").info(
-                    "Uvicorn running on http://%s:%d (Press CTRL+C to quit)", host, sock.getsockname()[1]
+                    "Uvicorn running on %s://%s:%d (Press CTRL+C to quit)", scheme, host, sock.getsockname()[1]
                 )
 
-    server = Server(
-        uvicorn.Config(
-            app,
-            log_config=logs.logging_config(settings),
-            log_level=settings.log_level,
-            access_log=False,  # the service writes its own (outbox.access)
-            timeout_keep_alive=settings.http_keep_alive_timeout_s,
-        )
+    config = uvicorn.Config(
+        app,
+        log_config=logs.logging_config(settings),
+        log_level=settings.log_level,
+        access_log=False,  # the service writes its own (outbox.access)
+        timeout_keep_alive=settings.http_keep_alive_timeout_s,
+        **tls,
     )
+    if "mtls" in settings.authentication_methods:
+        from uvicorn.config import HTTP_PROTOCOLS
+        from uvicorn.importer import import_from_string
+
+        from app.api.tls import with_client_certificate
+
+        config.http = with_client_certificate(import_from_string(HTTP_PROTOCOLS["httptools"] if _has_httptools()
+                                                                 else HTTP_PROTOCOLS["h11"]))
+    if settings.authentication == "none":
+        logging.getLogger("app.cli").warning(
+            "authentication is off (OUTBOX_AUTHENTICATION=none): whoever reaches %s:%d may read and change "
+            "everything", host, port)
+    scheme = "https" if tls else "http"
+    server = Server(config)
     server.run(sockets=[sock])
     return 0 if server.started else 3  # uvicorn's status for a failed start-up
+
+
+def _is_loopback(host: str) -> bool:
+    """Whether every address `host` names is a loopback one (127.0.0.0/8, ::1)."""
+    import ipaddress
+
+    try:
+        infos = socket.getaddrinfo(host, None)
+    except OSError:
+        return False
+    return bool(infos) and all(ipaddress.ip_address(info[4][0].split("%")[0]).is_loopback for info in infos)
+
+
+def _check_exposure(settings: Settings, host: str) -> None:
+    """Secure by default: with OUTBOX_AUTHENTICATION unset, serve on loopback only."""
+    if settings.authentication is None and not _is_loopback(host):
+        raise CommandError(
+            f"refusing to serve on {host} without authentication: anyone who reaches it could read and change "
+            f"every topic. Set OUTBOX_AUTHENTICATION to api_key, jwt and/or mtls (README, \"Authentication and "
+            f"ACLs\"), or to none to serve without it on purpose", EXIT_USAGE)
+
+
+def _tls_options(settings: Settings) -> dict:  # type: ignore[type-arg]
+    from app.api.tls import ssl_options
+
+    try:
+        return ssl_options(settings)
+    except ValueError as e:
+        raise CommandError(str(e), EXIT_USAGE) from None
+
+
+def _check_jwt_key(settings: Settings) -> None:
+    """A PEM key that does not load is one line here, not a failed start-up inside uvicorn."""
+    if "jwt" in settings.authentication_methods:
+        from app.domain.clock import system_clock
+        from app.services.security import JwtVerifier
+
+        try:
+            JwtVerifier(settings, system_clock)
+        except ValueError as e:
+            raise CommandError(str(e), EXIT_USAGE) from None
+
+
+def _has_httptools() -> bool:
+    import importlib.util
+
+    return importlib.util.find_spec("httptools") is not None
 
 
 def _listen(host: str, port: int) -> socket.socket:
@@ -297,6 +361,124 @@ def _topics(settings: Settings, args: argparse.Namespace) -> int:
     return 0
 
 
+def _operator() -> str:
+    """Who made a change from the command line, for the audit line: the operating system user."""
+    import getpass
+
+    try:
+        return f"cli:{getpass.getuser()}"
+    except (KeyError, OSError):
+        return "cli"
+
+
+def _principals(settings: Settings, args: argparse.Namespace) -> int:
+    """API keys, against the configured database. `create` prints the key once."""
+    import json
+
+    from app.domain.clock import system_clock
+    from app.services.security import SecurityService
+
+    db = _open_existing(settings, pool_size=1)
+    service = SecurityService(db, system_clock)
+    try:
+        if args.action == "create":
+            issued = service.create_api_key(args.principal, by=_operator())
+            out: object = {"principal": issued.principal, "key_id": issued.key_id, "api_key": issued.api_key,
+                           "created_ms": issued.created_ms}
+            print("outbox: store this API key now: it is not shown again, only a hash of it is kept",
+                  file=sys.stderr)
+        elif args.action == "list":
+            out = [{"principal": k.principal, "key_id": k.key_id, "created_ms": k.created_ms,
+                    "revoked_ms": k.revoked_ms} for k in service.list_api_keys(args.principal)]
+        else:
+            revoked = service.revoke_api_keys(by=_operator(), principal=args.principal, key_id=args.key_id)
+            if not revoked:
+                which = f"API key {args.key_id!r}" if args.key_id else "API keys"
+                raise CommandError(f"{args.principal} has no live {which}")
+            out = {"revoked": revoked}
+    finally:
+        db.dispose()
+    print(json.dumps(out, indent=2))
+    return 0
+
+
+def _acl_bindings(args: argparse.Namespace) -> list:  # type: ignore[type-arg]
+    """kafka-acls.sh's way: every principal × operation × resource named."""
+    from app.domain.acl import CLUSTER_NAME, AclBinding, Operation, PatternType, Permission, ResourceType, principal_name
+
+    pattern = PatternType(args.resource_pattern_type)
+    resources = [(ResourceType.TOPIC, t) for t in args.topic] + [(ResourceType.GROUP, g) for g in args.group] \
+        + [(ResourceType.TRANSACTIONAL_ID, x) for x in args.transactional_id] \
+        + ([(ResourceType.CLUSTER, CLUSTER_NAME)] if args.cluster else [])
+    principals = [(principal_name(p), Permission.ALLOW) for p in args.allow_principal] \
+        + [(principal_name(p), Permission.DENY) for p in args.deny_principal]
+    if not resources or not principals or not args.operation:
+        raise CommandError("name at least one --allow-principal or --deny-principal, one --operation, and one of "
+                           "--topic, --group, --transactional-id, --cluster", EXIT_USAGE)
+    return [AclBinding(principal, rtype, name, PatternType.LITERAL if rtype is ResourceType.CLUSTER else pattern,
+                       Operation(op), permission)
+            for principal, permission in principals for rtype, name in resources for op in args.operation]
+
+
+def _acls(settings: Settings, args: argparse.Namespace) -> int:
+    """ACL bindings, against the configured database (like kafka-acls.sh)."""
+    import json
+
+    from app.domain.acl import ResourceType, principal_name
+    from app.domain.clock import system_clock
+    from app.services.security import SecurityService
+    from app.storage.security import AclFilter
+
+    def row(b) -> dict:  # type: ignore[no-untyped-def]
+        return {"principal": b.principal, "resource_type": b.resource_type.value, "resource_name": b.resource_name,
+                "pattern_type": b.pattern_type.value, "operation": b.operation.value, "permission": b.permission.value}
+
+    bindings = _acl_bindings(args) if args.action in ("add", "remove") else []  # checked before the database
+    db = _open_existing(settings, pool_size=1)
+    service = SecurityService(db, system_clock)
+    try:
+        if args.action == "add":
+            added = service.add_acls(bindings, by=_operator())
+            out: object = [{**row(b), "created": new} for b, new in zip(bindings, added, strict=True)]
+        elif args.action == "list":
+            named = [(ResourceType.TOPIC, args.topic), (ResourceType.GROUP, args.group),
+                     (ResourceType.TRANSACTIONAL_ID, args.transactional_id)]
+            rtype, name = next(((t, n) for t, n in named if n is not None), (None, None))
+            if args.cluster:
+                rtype = ResourceType.CLUSTER
+            match = AclFilter(principal=None if args.principal is None else principal_name(args.principal),
+                              resource_type=rtype, resource_name=name)
+            out = [row(b) for b in service.list_acls(match)]
+        else:
+            removed = []
+            for b in bindings:
+                removed += service.remove_acls(
+                    AclFilter(b.principal, b.resource_type, b.resource_name, b.pattern_type, b.operation,
+                              b.permission), by=_operator())
+            out = [row(b) for b in removed]
+    finally:
+        db.dispose()
+    print(json.dumps(out, indent=2))
+    return 0
+
+
+def _grant_reader(settings: Settings, args: argparse.Namespace) -> int:
+    """PostgreSQL: a role that may read the committed_records view and nothing else (Spark's)."""
+    from app.storage import roles
+
+    if settings.is_sqlite:
+        raise CommandError("grant-reader is for PostgreSQL: an SQLite file has no roles; give a Spark job a "
+                           "read-only copy or open it read-only (docs/SPARK.md)")
+    password = sys.stdin.readline().rstrip("\n") if args.password_stdin else None
+    db = _open_existing(settings, pool_size=1)
+    try:
+        created = roles.grant_reader(db.engine, args.role, password=password)
+    finally:
+        db.dispose()
+    print(f"{'created role' if created else 'role'} {args.role}: SELECT on committed_records only")
+    return 0
+
+
 def _config_pairs(pairs: list[str]) -> dict[str, str]:
     out = {}
     for pair in pairs:
@@ -448,6 +630,43 @@ def build_parser() -> argparse.ArgumentParser:
     tpr.add_argument("partition", type=non_negative)
     tpr.add_argument("offset", type=non_negative)
     tp.set_defaults(func=_topics)
+    pr = command("principals", help="API keys: create (prints the key once), list, revoke")
+    prs = pr.add_subparsers(dest="action", required=True)
+    prc = prs.add_parser("create", parents=[verbose], help="a new API key for PRINCIPAL (User:<name>, or <name>)")
+    prc.add_argument("principal")
+    prl = prs.add_parser("list", parents=[verbose], help="API key ids by principal (never the keys)")
+    prl.add_argument("principal", nargs="?", default=None)
+    prr = prs.add_parser("revoke", parents=[verbose], help="revoke PRINCIPAL's API keys, or one with --key-id")
+    prr.add_argument("principal")
+    prr.add_argument("--key-id", default=None)
+    pr.set_defaults(func=_principals)
+    ac = command("acls", help="ACL bindings: add, list, remove (like kafka-acls.sh)")
+    acs = ac.add_subparsers(dest="action", required=True)
+    for action, text in (("add", "allow or deny principals operations on resources"),
+                         ("remove", "remove the bindings named (the same flags as add)")):
+        a = acs.add_parser(action, parents=[verbose], help=text)
+        a.add_argument("--allow-principal", action="append", default=[], metavar="User:NAME")
+        a.add_argument("--deny-principal", action="append", default=[], metavar="User:NAME")
+        a.add_argument("--operation", action="append", default=[], metavar="OPERATION",
+                       choices=["read", "write", "create", "delete", "alter", "describe", "idempotent_write", "all"])
+        a.add_argument("--topic", action="append", default=[])
+        a.add_argument("--group", action="append", default=[])
+        a.add_argument("--transactional-id", action="append", default=[])
+        a.add_argument("--cluster", action="store_true")
+        a.add_argument("--resource-pattern-type", choices=["literal", "prefixed"], default="literal")
+    acl_list = acs.add_parser("list", parents=[verbose], help="the bindings, all or of one principal or resource")
+    acl_list.add_argument("--principal", default=None)
+    which = acl_list.add_mutually_exclusive_group()
+    which.add_argument("--topic", default=None)
+    which.add_argument("--group", default=None)
+    which.add_argument("--transactional-id", default=None)
+    which.add_argument("--cluster", action="store_true")
+    ac.set_defaults(func=_acls)
+    gr = command("grant-reader", help="PostgreSQL: create or grant ROLE read access to committed_records only")
+    gr.add_argument("role")
+    gr.add_argument("--password-stdin", action="store_true",
+                    help="create the role with LOGIN and the password read from standard input")
+    gr.set_defaults(func=_grant_reader)
     oa = command("openapi", help="write the OpenAPI document as YAML")
     oa.add_argument("--output", "-o", default="openapi.yaml")
     oa.set_defaults(func=_openapi)

@@ -84,3 +84,24 @@ CLEANER_BYTES_DELETED = Counter(
     "UTF-8 bytes of the keys, values and headers of the data records the log cleaner deleted "
     "(deleted topics' records not counted).",
 )
+AUTHENTICATION_FAILURES = Counter(
+    "outbox_authentication_failures",
+    "Requests refused with 401, by method tried (api_key, jwt, mtls, none: no credentials).",
+    ["method"],
+)
+AUTHORIZATION_REFUSALS = Counter(
+    "outbox_authorization_refusals",
+    "Operations refused with 403 because no ACL allowed them (or one denied them), by resource "
+    "type and ACL operation.",
+    ["resource_type", "operation"],
+)
+SECURITY_CHANGES = Counter(
+    "outbox_security_changes",
+    "ACL bindings added or removed and API keys created or revoked through this process.",
+    ["change"],
+)
+SECURITY_REFRESH_PASSES = Counter(
+    "outbox_security_refresh_passes",
+    "Looks for ACL and API key changes made elsewhere, by outcome (ok, failed).",
+    ["outcome"],
+)

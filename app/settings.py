@@ -11,6 +11,8 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError
 
 LOG_LEVELS = ("critical", "error", "warning", "info", "debug")
+AUTHENTICATION_METHODS = ("api_key", "jwt", "mtls")
+NO_AUTHENTICATION = "none"
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,6 +107,34 @@ class Settings(BaseSettings):
     # little; they are left out of the access log unless this is on.
     access_log_probes: bool = False
 
+    # Who may call the API (README, "Authentication and ACLs"). Unset: nobody is asked, which
+    # `outbox serve` allows on a loopback address only; `none` says so on purpose (anywhere,
+    # with a warning); otherwise a comma-separated list of api_key, jwt, mtls, and then every
+    # request but the health probes needs a principal and an ACL that allows what it does.
+    authentication: str | None = None
+    # Kafka's super.users: principals (User:<name>, separated by ;) that every ACL check allows.
+    super_users: str = ""
+    # How often each process looks for ACL and API key changes made elsewhere (another API
+    # process, the CLI): a removed ACL or a revoked key stops working everywhere within this.
+    security_refresh_interval_ms: int = Field(default=1_000, ge=10)
+    # JWT bearer tokens (OAuth2 / OpenID Connect): the signature is checked against the keys at
+    # the JWKS URL or the PEM public key, then the issuer, the audience and the expiry.
+    jwt_jwks_url: str | None = None
+    jwt_public_key_file: str | None = None
+    jwt_issuer: str | None = None
+    jwt_audience: str | None = None
+    jwt_algorithms: str = "RS256,ES256"
+    jwt_principal_claim: str = "sub"
+    jwt_leeway_s: int = Field(default=30, ge=0, le=300)
+    # HTTPS for `outbox serve`, and with mtls the CA whose client certificates it accepts.
+    tls_cert_file: str | None = None
+    tls_key_file: str | None = None
+    tls_client_ca_file: str | None = None
+    # With authentication on: /metrics, and the API's pages (/docs, /redoc, /openapi.json),
+    # need credentials too (and describe on the cluster for /metrics).
+    protect_metrics: bool = False
+    protect_docs: bool = False
+
     @field_validator("database_url")
     @classmethod
     def _check_database_url(cls, url: str) -> str:
@@ -126,6 +156,69 @@ class Settings(BaseSettings):
         if level.lower() not in LOG_LEVELS:
             raise ValueError(f"must be one of {', '.join(LOG_LEVELS)}")
         return level.lower()
+
+    @field_validator("authentication")
+    @classmethod
+    def _check_authentication(cls, value: str | None) -> str | None:
+        if value is None or value.strip() == "":
+            return None
+        methods = [m.strip().lower() for m in value.split(",") if m.strip()]
+        if methods == [NO_AUTHENTICATION]:
+            return NO_AUTHENTICATION
+        unknown = [m for m in methods if m not in AUTHENTICATION_METHODS]
+        if unknown or not methods:
+            raise ValueError(
+                f"must be {NO_AUTHENTICATION!r} or a comma-separated list of {', '.join(AUTHENTICATION_METHODS)}"
+                + (f" (not {', '.join(repr(m) for m in unknown)})" if unknown else "")
+            )
+        return ",".join(m for m in AUTHENTICATION_METHODS if m in methods)
+
+    @field_validator("super_users")
+    @classmethod
+    def _check_super_users(cls, value: str) -> str:
+        names = [n.strip() for n in value.split(";") if n.strip()]
+        bad = [n for n in names if not n.startswith("User:") or n == "User:" or n == "User:*"]
+        if bad:
+            raise ValueError("must be principals User:<name> separated by ';' (User:* is not allowed)")
+        return ";".join(names)
+
+    @model_validator(mode="after")
+    def _check_security(self) -> "Settings":
+        methods = self.authentication_methods
+        jwt_settings = {
+            "OUTBOX_JWT_JWKS_URL": self.jwt_jwks_url, "OUTBOX_JWT_PUBLIC_KEY_FILE": self.jwt_public_key_file,
+            "OUTBOX_JWT_ISSUER": self.jwt_issuer, "OUTBOX_JWT_AUDIENCE": self.jwt_audience,
+        }
+        if "jwt" in methods:
+            if bool(self.jwt_jwks_url) == bool(self.jwt_public_key_file):
+                raise ValueError("jwt authentication needs exactly one of OUTBOX_JWT_JWKS_URL and "
+                                 "OUTBOX_JWT_PUBLIC_KEY_FILE (where the signing keys are)")
+            if not self.jwt_issuer or not self.jwt_audience:
+                raise ValueError("jwt authentication needs OUTBOX_JWT_ISSUER and OUTBOX_JWT_AUDIENCE: a token "
+                                 "is accepted only from that issuer and for that audience")
+            if not self.jwt_algorithm_list or any(a.startswith("HS") or a == "none" for a in self.jwt_algorithm_list):
+                raise ValueError("OUTBOX_JWT_ALGORITHMS must list public-key algorithms (RS256, ES256, PS256, "
+                                 "EdDSA, ...): HS* would take the public key as a shared secret")
+        else:
+            stray = [name for name, v in jwt_settings.items() if v]
+            if stray:
+                raise ValueError(f"{', '.join(stray)} set, but jwt is not in OUTBOX_AUTHENTICATION")
+        if self.tls_key_file and not self.tls_cert_file:
+            raise ValueError("OUTBOX_TLS_KEY_FILE set without OUTBOX_TLS_CERT_FILE")
+        if "mtls" in methods:
+            if not self.tls_cert_file or not self.tls_client_ca_file:
+                raise ValueError("mtls authentication needs OUTBOX_TLS_CERT_FILE (and OUTBOX_TLS_KEY_FILE unless "
+                                 "the key is in it) and OUTBOX_TLS_CLIENT_CA_FILE (the CA of client certificates)")
+        elif self.tls_client_ca_file:
+            raise ValueError("OUTBOX_TLS_CLIENT_CA_FILE set, but mtls is not in OUTBOX_AUTHENTICATION")
+        if not methods:
+            stray = [name for name, v in (("OUTBOX_SUPER_USERS", self.super_users),
+                                          ("OUTBOX_PROTECT_METRICS", self.protect_metrics),
+                                          ("OUTBOX_PROTECT_DOCS", self.protect_docs)) if v]
+            if stray:
+                raise ValueError(f"{', '.join(stray)} set, but OUTBOX_AUTHENTICATION names no method: "
+                                 "without authentication every caller may do everything")
+        return self
 
     @model_validator(mode="after")
     def _check_bounds(self) -> "Settings":
@@ -156,6 +249,21 @@ class Settings(BaseSettings):
     def session_timeout_limit(self) -> Limit:
         return Limit(self.group_min_session_timeout_ms, self.group_max_session_timeout_ms,
                      "OUTBOX_GROUP_MIN_SESSION_TIMEOUT_MS..OUTBOX_GROUP_MAX_SESSION_TIMEOUT_MS")
+
+    @property
+    def authentication_methods(self) -> tuple[str, ...]:
+        """The methods on; empty when authentication is off (unset or `none`)."""
+        if self.authentication in (None, NO_AUTHENTICATION):
+            return ()
+        return tuple(self.authentication.split(","))
+
+    @property
+    def super_user_list(self) -> frozenset[str]:
+        return frozenset(n for n in self.super_users.split(";") if n)
+
+    @property
+    def jwt_algorithm_list(self) -> list[str]:
+        return [a.strip() for a in self.jwt_algorithms.split(",") if a.strip()]
 
     @property
     def is_sqlite(self) -> bool:

@@ -106,8 +106,9 @@ class Client:
 
     kind = "http.client"
 
-    def __init__(self, url: str, timeout: float = 60) -> None:
+    def __init__(self, url: str, timeout: float = 60, headers: dict[str, str] | None = None) -> None:
         self.url = url
+        self.headers = headers or {}  # e.g. Authorization, on every request
         if self.kind == "httpx":
             self._httpx: httpx.Client | None = httpx.Client(base_url=url, timeout=timeout)
         else:
@@ -116,7 +117,7 @@ class Client:
             self._conn = http.client.HTTPConnection(host, int(port), timeout=timeout)
 
     def request(self, method: str, path: str, body: bytes | None = None) -> tuple[int, bytes]:
-        headers = {"content-type": "application/json"} if body is not None else {}
+        headers = {**self.headers, "content-type": "application/json"} if body is not None else self.headers
         if self._httpx is not None:
             r = self._httpx.request(method, path, content=body, headers=headers)
             return r.status_code, r.content
@@ -181,8 +182,9 @@ class Producer:
     its own, whose sequences start at 0."""
 
     def __init__(self, url: str, mode: str, tid: str | None = None,
-                 commit_every_ms: float | None = None, records: list[dict] | None = None) -> None:
-        self.client = Client(url)
+                 commit_every_ms: float | None = None, records: list[dict] | None = None,
+                 headers: dict[str, str] | None = None) -> None:
+        self.client = Client(url, headers=headers)
         self.mode, self.tid, self.commit_every_ms = mode, tid, commit_every_ms
         self.ident: dict = {}
         if mode != "plain":

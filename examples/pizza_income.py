@@ -27,6 +27,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import os
 import sys
 import time
 from collections.abc import Callable
@@ -221,6 +222,8 @@ def _missing_of(producer: Producer, topics: list[str]) -> str | None:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--url", default="http://127.0.0.1:8000")
+    parser.add_argument("--api-key", default=os.environ.get("OUTBOX_API_KEY"),
+                        help="with authentication on: the principal's API key (default: $OUTBOX_API_KEY)")
     parser.add_argument("--transactional-id", default="pizza-income-0")
     parser.add_argument("--dead-letter-topic", default=None, metavar="TOPIC",
                         help="write orders that cannot be turned into income here, in the same "
@@ -236,10 +239,11 @@ def main(argv: list[str] | None = None) -> int:
     logging.getLogger("httpx").setLevel(logging.WARNING)  # a line per request otherwise
 
     url = args.url.rstrip("/")
-    producer = Producer(url, args.transactional_id, transaction_timeout_ms=args.transaction_timeout_ms)
+    producer = Producer(url, args.transactional_id, transaction_timeout_ms=args.transaction_timeout_ms,
+                        api_key=args.api_key)
     # earliest: every order still in the log earns its income; latest would skip those too.
     consumer = Consumer(url, GROUP, session_timeout_ms=args.session_timeout_ms, max_records=args.max_records,
-                        auto_offset_reset="earliest")
+                        auto_offset_reset="earliest", api_key=args.api_key)
     app = None
     try:
         app = PizzaIncome(producer, consumer, args.dead_letter_topic, ExponentialBackoff())

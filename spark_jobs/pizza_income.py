@@ -56,7 +56,7 @@ if __package__ in (None, ""):  # spark-submit runs this file as a script: find t
 
 from app.client import Producer  # noqa: E402
 from app.client.errors import ClientError  # noqa: E402
-from app.client.http import Session  # noqa: E402
+from app.client.http import Session, credentials  # noqa: E402
 from spark_jobs.errors import SparkJobError  # noqa: E402
 from spark_jobs.positions import (  # noqa: E402
     PositionRange,
@@ -143,6 +143,7 @@ def run(
     max_positions: int | None = None,
     splits: int | None = None,
     fetchsize: int = DEFAULT_FETCHSIZE,
+    api_key: str | None = None,
     transaction_timeout_ms: int = 60_000,
     fail_on_data_loss: bool = False,
     checkpoint: Callable[[str, BatchResult | None], None] = _no_checkpoint,
@@ -160,9 +161,9 @@ def run(
         timings[name] = round(now - clock, 3)
         clock = now
 
-    session = Session(url)
+    session = Session(url, auth=credentials(api_key, None))
     producer = Producer(url, transactional_id or f"{group}-job",
-                        transaction_timeout_ms=transaction_timeout_ms)
+                        transaction_timeout_ms=transaction_timeout_ms, api_key=api_key)
     try:
         for topic in (input_topic, output_topic, totals_topic):
             _require_topic(session, topic)
@@ -254,6 +255,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="the outbox service (default $OUTBOX_URL or http://127.0.0.1:8000)")
     parser.add_argument("--database-url", default=os.environ.get("OUTBOX_DATABASE_URL", "sqlite:///./outbox.db"),
                         help="the service's database, as OUTBOX_DATABASE_URL or a jdbc: URL")
+    parser.add_argument("--api-key", default=os.environ.get("OUTBOX_API_KEY"),
+                        help="with authentication on: the job's API key (default: $OUTBOX_API_KEY); it needs read "
+                             "on the input topic and the group, write on the output topics and the transactional id")
     parser.add_argument("--group", default=GROUP)
     parser.add_argument("--transactional-id", default=None, help="default: GROUP-job")
     parser.add_argument("--input", default=INPUT)
@@ -300,7 +304,7 @@ def main(argv: list[str] | None = None) -> int:
             output_topic=args.output, totals_topic=args.totals, max_positions=args.max_positions,
             splits=args.splits, fetchsize=args.fetchsize,
             transaction_timeout_ms=args.transaction_timeout_ms,
-            fail_on_data_loss=args.fail_on_data_loss,
+            fail_on_data_loss=args.fail_on_data_loss, api_key=args.api_key,
             checkpoint=_kill_self_at(args.crash_at) if args.crash_at else _no_checkpoint,
         )
     except SparkJobError as e:

@@ -8,7 +8,7 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 import msgspec
-from fastapi import APIRouter, FastAPI
+from fastapi import APIRouter, Depends, FastAPI
 from fastapi.dependencies.models import Dependant
 from fastapi.openapi.utils import get_openapi
 from fastapi.routing import APIRoute
@@ -18,9 +18,13 @@ from app.api import docs_ui, errors
 from app.api.body_limit import BodySizeLimit
 from app.api.path_guard import EncodedSlashGuard
 from app.api.deps import Services
+from app.services.security import SecurityState
+from app.worker.security import SecurityRefresher
 from app.api.json_body import JsonBody
 from app.api.request_metrics import RequestMetrics
-from app.api.routers import groups, health, metrics, producers, records, topics, transactions
+from app.api.routers import acls, groups, health, metrics, producers, records, topics, transactions
+from app.api.security import authenticate, requires
+from app.domain.acl import CLUSTER, Operation
 from app.domain.clock import Clock, system_clock
 from app.settings import Limit, Settings
 from app.storage import migrate
@@ -44,9 +48,15 @@ def create_app(settings: Settings | None = None, clock: Clock = system_clock, *,
             migrate.prepare(settings.database_url, auto_migrate=settings.should_auto_migrate,
                             refuse_schema_mismatch=False)
         db = open_database(settings, pool_size=settings.db_pool_size)
-        services = Services.build(settings, db, clock)
-        app.state.services = services
+        security = None
         workers = build_workers(db, settings, clock) if settings.run_coordinator else []
+        if settings.authentication_methods:
+            security = SecurityState(db, settings, clock)
+            security.reload(unless_unchanged=False)
+            workers.append(SecurityRefresher(security, clock, settings.security_refresh_interval_ms))
+        services = Services.build(settings, db, clock, security)
+        app.state.services = services
+        app.state.security = security
         for worker in workers:
             worker.start()
         try:
@@ -65,10 +75,13 @@ def create_app(settings: Settings | None = None, clock: Clock = system_clock, *,
         lifespan=lifespan,
         docs_url=None,  # FastAPI's pages load from CDNs; docs_ui serves them from the package
         redoc_url=None,
+        openapi_url=None,  # docs_ui serves it, behind authentication where OUTBOX_PROTECT_DOCS says
     )
     app.state.settings = settings
+    app.state.security = None  # set by the lifespan when authentication is on
     errors.install(app)
-    docs_ui.install(app)
+    authenticated = [Depends(authenticate)]
+    docs_ui.install(app, dependencies=authenticated if settings.protect_docs else [])
 
     app.add_middleware(BodySizeLimit, max_bytes=settings.max_request_bytes)
     app.add_middleware(EncodedSlashGuard)
@@ -77,10 +90,17 @@ def create_app(settings: Settings | None = None, clock: Clock = system_clock, *,
         RequestMetrics, access_log=settings.access_log, log_probes=settings.access_log_probes
     )
 
-    routers = [m.router for m in (topics, producers, records, transactions, groups, health, metrics)]
-    routers.append(transactions.admin_router)
-    for router in routers:
-        app.include_router(router)
+    # Every router of the API is authenticated by construction; the health probes are not
+    # (a load balancer has no credentials), /metrics where OUTBOX_PROTECT_METRICS says.
+    api_routers = [m.router for m in (topics, producers, records, transactions, groups)]
+    api_routers += [transactions.admin_router, acls.router, acls.principals_router]
+    for router in api_routers:
+        app.include_router(router, dependencies=authenticated)
+    app.include_router(health.router)
+    app.include_router(metrics.router, dependencies=[requires(Operation.DESCRIBE, CLUSTER)]
+                       if settings.protect_metrics else [])
+    routers = [*api_routers, health.router, metrics.router]
+    _check_every_api_route_is_authenticated(app)
 
     def openapi() -> dict[str, Any]:
         if app.openapi_schema is None:
@@ -89,6 +109,16 @@ def create_app(settings: Settings | None = None, clock: Clock = system_clock, *,
 
     app.openapi = openapi  # type: ignore[method-assign]
     return app
+
+
+def _check_every_api_route_is_authenticated(app: FastAPI) -> None:
+    for route in app.routes:
+        if isinstance(route, APIRoute) and route.path.startswith("/v1") and not _depends_on(route.dependant, authenticate):
+            raise RuntimeError(f"{route.path} would be served without authentication")
+
+
+def _depends_on(dependant: Dependant, call: Callable[..., Any]) -> bool:
+    return any(dep.call is call or _depends_on(dep, call) for dep in dependant.dependencies)
 
 
 # Limits that are settings, by the request schema field they bound: the service checks them
@@ -119,12 +149,36 @@ def _openapi(app: FastAPI, routers: list[APIRouter], settings: Settings) -> dict
     comps.pop("HTTPValidationError", None)
     comps.pop("ValidationError", None)
     _add_request_bodies(routers, schema, comps)
+    _add_security(schema, settings)
     for (component, field), limit_of in _SETTING_LIMITS.items():
         limit = limit_of(settings)
         prop = comps[component]["properties"][field]
         integer = next(s for s in prop.get("anyOf", [prop]) if s.get("type") == "integer")
         integer.update(minimum=limit.low, maximum=limit.high)
     return schema
+
+
+def _add_security(schema: dict[str, Any], settings: Settings) -> None:
+    """The credentials each operation takes, for Swagger UI's Authorize button and clients.
+    With authentication off every operation is open (the empty requirement)."""
+    schemes: dict[str, Any] = {
+        "bearerAuth": {"type": "http", "scheme": "bearer",
+                       "description": "an API key (outbox_…, from `outbox principals create`) or, with "
+                       "OUTBOX_AUTHENTICATION=jwt, an OAuth2 / OpenID Connect JWT"},
+        "basicAuth": {"type": "http", "scheme": "basic",
+                      "description": "user name: the principal (or empty); password: its API key"},
+    }
+    if "mtls" in settings.authentication_methods:
+        schemes["mutualTLS"] = {"type": "mutualTLS", "description": "a TLS client certificate; the "
+                                "principal is User:<its subject>"}
+    schema.setdefault("components", {})["securitySchemes"] = schemes
+    requirement: list[dict[str, list[str]]] = [{name: []} for name in schemes]
+    if not settings.authentication_methods:
+        requirement.append({})
+    for path, item in schema["paths"].items():
+        if path.startswith("/v1") or (path == "/metrics" and settings.protect_metrics):
+            for operation in item.values():
+                operation["security"] = requirement
 
 
 def _add_request_bodies(routers: list[APIRouter], schema: dict[str, Any], comps: dict[str, Any]) -> None:

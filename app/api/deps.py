@@ -10,6 +10,7 @@ from fastapi import Depends, Request
 from app.domain.clock import Clock
 from app.services.group_service import GroupService
 from app.services.log_service import LogService
+from app.services.security import SecurityService, SecurityState
 from app.services.topic_service import TopicService
 from app.services.transaction_coordinator import TransactionCoordinator
 from app.settings import Settings
@@ -25,9 +26,11 @@ class Services:
     log: LogService
     coordinator: TransactionCoordinator
     groups: GroupService
+    security: SecurityService
 
     @classmethod
-    def build(cls, settings: Settings, db: Database, clock: Clock) -> "Services":
+    def build(cls, settings: Settings, db: Database, clock: Clock,
+              security_state: SecurityState | None = None) -> "Services":
         return cls(
             settings=settings,
             db=db,
@@ -36,6 +39,7 @@ class Services:
             log=LogService(db, settings, clock),
             coordinator=TransactionCoordinator(db, settings, clock),
             groups=GroupService(db, settings, clock),
+            security=SecurityService(db, clock, on_change=None if security_state is None else security_state.reload),
         )
 
 

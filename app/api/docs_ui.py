@@ -8,11 +8,14 @@ and how to update them), under STATIC_URL. None of these routes is in the OpenAP
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.openapi.docs import get_redoc_html, get_swagger_ui_html
-from fastapi.responses import HTMLResponse, Response
+from fastapi.params import Depends
+from fastapi.responses import HTMLResponse, JSONResponse, Response
 from fastapi.staticfiles import StaticFiles
 
 STATIC_DIR = Path(__file__).resolve().parent / "static"
@@ -22,6 +25,7 @@ REDOC_VERSION = "2.5.4"  # npm redoc
 FAVICON = "swagger-ui/favicon-32x32.png"
 DOCS_URL = "/docs"
 REDOC_URL = "/redoc"
+OPENAPI_URL = "/openapi.json"
 # The browser may load nothing from another origin, whatever a bundle asks for: ReDoc 2's
 # sidebar always asks Redocly's CDN for a logo (refused; its link text stays). What each page
 # needs: an inline script (FastAPI's page starts Swagger UI with one) and inline styles (both
@@ -30,23 +34,30 @@ CSP = ("default-src 'self'; script-src 'self' 'unsafe-inline'; style-src 'self' 
        "img-src 'self' data:; worker-src 'self' blob:")
 
 
-def install(app: FastAPI) -> None:
-    """Serve the vendored files and add the two pages; `app` must have been built with
-    docs_url=None and redoc_url=None, or FastAPI's CDN pages would answer first."""
-    openapi_url = app.openapi_url
-    if openapi_url is None:
-        raise ValueError("the documentation pages need the app's openapi_url")
+def install(app: FastAPI, dependencies: Sequence[Depends] = ()) -> None:
+    """Serve the OpenAPI document, the vendored files and the two pages, each behind
+    `dependencies` (authentication, where OUTBOX_PROTECT_DOCS says). `app` must have been
+    built with docs_url, redoc_url and openapi_url None, or FastAPI's own routes, which take
+    no dependencies and whose pages load from CDNs, would answer first."""
+    if app.docs_url or app.redoc_url or app.openapi_url:
+        raise ValueError("build the app with docs_url, redoc_url and openapi_url None")
+    openapi_url = OPENAPI_URL
     files = StaticFiles(directory=STATIC_DIR)
+    guarded: dict[str, Any] = {"include_in_schema": False, "dependencies": list(dependencies)}
+
+    @app.get(OPENAPI_URL, **guarded)
+    async def openapi_document() -> JSONResponse:
+        return JSONResponse(app.openapi())
 
     # A route, not app.mount(): FastAPI records only its own routes in the request's scope,
     # where app.api.request_metrics reads the route template for its label; a mount's files
     # would all be counted as <unmatched>. StaticFiles still resolves the path (nothing
     # outside STATIC_DIR), the content type and the conditional GET.
-    @app.api_route(STATIC_URL + "/{path:path}", methods=["GET", "HEAD"], include_in_schema=False)
+    @app.api_route(STATIC_URL + "/{path:path}", methods=["GET", "HEAD"], **guarded)
     async def docs_static_file(path: str, request: Request) -> Response:
         return await files.get_response(path, request.scope)
 
-    @app.get(DOCS_URL, include_in_schema=False)
+    @app.get(DOCS_URL, **guarded)
     async def swagger_ui(request: Request) -> HTMLResponse:
         # root_path: behind a proxy that strips a prefix, the browser needs it back, as in
         # FastAPI's own pages.
@@ -58,12 +69,14 @@ def install(app: FastAPI) -> None:
             swagger_js_url=f"{static}/swagger-ui/swagger-ui-bundle.js",
             swagger_css_url=f"{static}/swagger-ui/swagger-ui.css",
             swagger_favicon_url=f"{static}/{FAVICON}",
-            oauth2_redirect_url=None,  # the API has no OAuth2 security scheme
+            oauth2_redirect_url=None,  # the API has no OAuth2 flow: tokens are pasted into Authorize
+            # The key or token given to Authorize survives a reload of the page.
+            swagger_ui_parameters={"persistAuthorization": True},
         )
         page.headers["Content-Security-Policy"] = CSP
         return page
 
-    @app.get(REDOC_URL, include_in_schema=False)
+    @app.get(REDOC_URL, **guarded)
     async def redoc(request: Request) -> HTMLResponse:
         root = request.scope.get("root_path", "")
         static = root + STATIC_URL

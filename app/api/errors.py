@@ -44,6 +44,12 @@ STATUS_BY_ERROR: dict[type[e.OutboxError], int] = {
     e.GroupIdNotFound: 404,
     e.InvalidSessionTimeout: 400,
     e.StorageUnavailable: 503,
+    e.ResourceNotFound: 404,
+    e.AuthenticationFailed: 401,
+    e.TopicAuthorizationFailed: 403,
+    e.GroupAuthorizationFailed: 403,
+    e.TransactionalIdAuthorizationFailed: 403,
+    e.ClusterAuthorizationFailed: 403,
 }
 RETRY_AFTER_S = "1"
 
@@ -61,11 +67,15 @@ def _outbox_error(_: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, e.OutboxError)
     status = STATUS_BY_ERROR.get(type(exc), 500)
     headers = {"Retry-After": RETRY_AFTER_S} if exc.retriable else None
-    return JSONResponse(
+    response = JSONResponse(
         error_body(exc.error_code, exc.message, exc.retriable, exc.details or None),
         status_code=status,
         headers=headers,
     )
+    if isinstance(exc, e.AuthenticationFailed):
+        for challenge in exc.challenges or ('Bearer realm="outbox"',):
+            response.headers.append("WWW-Authenticate", challenge)
+    return response
 
 
 def _validation_error(_: Request, exc: Exception) -> JSONResponse:
@@ -118,6 +128,8 @@ def documented(*statuses: int) -> dict[int | str, dict]:
     from app.api.schemas.common import ErrorResponse
 
     text = {
+        401: "no valid credentials (authentication on): send an API key or a bearer token",
+        403: "no ACL allows this operation to the principal (TOPIC_, GROUP_, TRANSACTIONAL_ID_ or CLUSTER_AUTHORIZATION_FAILED); nothing was changed",
         400: "invalid request: a malformed body (empty, not UTF-8, not JSON, nested too deep), or a rule of the operation broken",
         404: "unknown topic, partition or transactional_id",
         409: "state conflict (fenced, wrong state, sequence, offset mismatch); see retriable",

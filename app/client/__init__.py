@@ -16,6 +16,8 @@ from app.client.backoff import ExponentialBackoff
 from app.client.consumer import Consumer, ConsumerRecord, GroupMetadata
 from app.client.errors import (
     AbortableError,
+    AuthenticationError,
+    AuthorizationError,
     ClientError,
     FatalError,
     InvalidOffsetError,
@@ -29,6 +31,8 @@ from app.client.producer import PreparedTxnState, Producer
 
 __all__ = [
     "AbortableError",
+    "AuthenticationError",
+    "AuthorizationError",
     "ClientError",
     "Consumer",
     "ConsumerRecord",

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import logging
+import ssl
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -18,7 +20,7 @@ from app.client.errors import (
     RetriableError,
     UnknownTopicOrPartitionError,
 )
-from app.client.http import Session
+from app.client.http import Session, credentials
 
 logger = logging.getLogger(__name__)
 
@@ -97,6 +99,9 @@ class Consumer:
         retry_backoff_ms: int = DEFAULT_RETRY_BACKOFF_MS,
         retry_backoff_max_ms: int = DEFAULT_RETRY_BACKOFF_MAX_MS,
         client: httpx.Client | None = None,
+        api_key: str | None = None,
+        token: str | Callable[[], str] | None = None,
+        tls: ssl.SSLContext | bool = True,
     ) -> None:
         if auto_offset_reset not in AUTO_OFFSET_RESETS:
             raise ValueError(f"auto_offset_reset must be one of {', '.join(AUTO_OFFSET_RESETS)}; "
@@ -108,8 +113,11 @@ class Consumer:
         self.max_records = max_records
         self.offset_wait_ms = offset_wait_ms
         backoff = ExponentialBackoff(retry_backoff_ms, retry_backoff_max_ms)
-        self._session = Session(base_url, request_timeout_s=request_timeout_s, client=client, backoff=backoff)
-        self._heartbeat_session = Session(base_url, request_timeout_s=request_timeout_s, backoff=backoff)
+        auth = credentials(api_key, token)
+        self._session = Session(base_url, request_timeout_s=request_timeout_s, client=client, backoff=backoff,
+                                auth=auth, tls=tls)
+        self._heartbeat_session = Session(base_url, request_timeout_s=request_timeout_s, backoff=backoff,
+                                          auth=auth, tls=tls)
         self._topics: list[str] = []
         self._member_id: str | None = None
         self._assignment = _Assignment(-1, ())

@@ -93,6 +93,18 @@ class OffsetOutOfRangeError(InvalidOffsetError):
         return self.details.get("log_end_offset")
 
 
+class AuthenticationError(FatalError):
+    """The service took no credentials of this client (missing, wrong, expired or revoked):
+    give the producer or consumer a valid api_key or token."""
+
+
+class AuthorizationError(ClientError):
+    """No ACL allows this principal the operation (TOPIC_, GROUP_, TRANSACTIONAL_ID_ or
+    CLUSTER_AUTHORIZATION_FAILED). Nothing was changed. Not retried and not an AbortableError
+    on purpose: redoing the transaction meets the same refusal until an operator adds the ACL.
+    A transaction open when it came is left as it was: abort it."""
+
+
 class ProducerFencedError(FatalError):
     """Another instance with the same transactional_id took over, or the transaction timed
     out and the coordinator fenced this one."""
@@ -108,6 +120,11 @@ KIND_BY_CODE: dict[str, type[ClientError]] = {
     "TRANSACTIONAL_ID_NOT_FOUND": FatalError,
     "INVALID_TXN_STATE": FatalError,
     "INVALID_TRANSACTION_TIMEOUT": FatalError,
+    "AUTHENTICATION_FAILED": AuthenticationError,
+    "TOPIC_AUTHORIZATION_FAILED": AuthorizationError,
+    "GROUP_AUTHORIZATION_FAILED": AuthorizationError,
+    "TRANSACTIONAL_ID_AUTHORIZATION_FAILED": AuthorizationError,
+    "CLUSTER_AUTHORIZATION_FAILED": AuthorizationError,
 }
 # Abortable errors after which the producer's sequence numbers are unknown: abort_transaction()
 # bumps the epoch (KIP-360) so that sequences restart at zero under the same producer id.

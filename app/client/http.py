@@ -3,6 +3,7 @@ answers and transport errors inside a deadline, with the client's one backoff be
 
 from __future__ import annotations
 
+import ssl
 import time
 from collections.abc import Callable
 from typing import Any
@@ -11,6 +12,26 @@ import httpx
 
 from app.client.backoff import ExponentialBackoff
 from app.client.errors import ClientError, RetriableError, classify
+
+
+class BearerAuth(httpx.Auth):
+    """`Authorization: Bearer <token>` on every request: an API key, or a JWT. A callable is
+    asked for the token before each request, so a client can hand over a refreshed JWT."""
+
+    def __init__(self, token: str | Callable[[], str]) -> None:
+        self._token = token
+
+    def auth_flow(self, request: httpx.Request):  # type: ignore[no-untyped-def]
+        token = self._token() if callable(self._token) else self._token
+        request.headers["Authorization"] = f"Bearer {token}"
+        yield request
+
+
+def credentials(api_key: str | None, token: str | Callable[[], str] | None) -> httpx.Auth | None:
+    if api_key is not None and token is not None:
+        raise ValueError("give api_key or token, not both")
+    credential = api_key if api_key is not None else token
+    return None if credential is None else BearerAuth(credential)
 
 
 class Session:
@@ -23,8 +44,14 @@ class Session:
         backoff: ExponentialBackoff | None = None,
         sleep: Callable[[float], None] = time.sleep,
         clock: Callable[[], float] = time.monotonic,
+        auth: httpx.Auth | None = None,
+        tls: ssl.SSLContext | bool = True,
     ) -> None:
-        self.http = client or httpx.Client(base_url=base_url.rstrip("/"), timeout=request_timeout_s)
+        """`auth`: credentials (credentials()); `tls`: True to verify the service's
+        certificate against the system's CAs, or an SSLContext (a private CA, a client
+        certificate for mtls)."""
+        self.http = client or httpx.Client(base_url=base_url.rstrip("/"), timeout=request_timeout_s, auth=auth,
+                                           verify=tls)
         self._owns = client is None
         self.backoff = backoff or ExponentialBackoff()
         self.sleep = sleep

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import itertools
+import ssl
 import zlib
 from collections import defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -21,7 +23,7 @@ from app.client.errors import (
     RetriableError,
     UnknownTopicOrPartitionError,
 )
-from app.client.http import Session
+from app.client.http import Session, credentials
 
 TopicPartition = tuple[str, int]
 
@@ -68,6 +70,9 @@ class Producer:
         retry_backoff_ms: int = DEFAULT_RETRY_BACKOFF_MS,
         retry_backoff_max_ms: int = DEFAULT_RETRY_BACKOFF_MAX_MS,
         client: httpx.Client | None = None,
+        api_key: str | None = None,
+        token: str | Callable[[], str] | None = None,
+        tls: ssl.SSLContext | bool = True,
     ) -> None:
         self.transactional_id = transactional_id
         self.transaction_timeout_ms = transaction_timeout_ms
@@ -76,6 +81,7 @@ class Producer:
         self._session = Session(
             base_url, request_timeout_s=request_timeout_s, client=client,
             backoff=ExponentialBackoff(retry_backoff_ms, retry_backoff_max_ms),
+            auth=credentials(api_key, token), tls=tls,
         )
         self.producer_id: int | None = None
         self.producer_epoch: int | None = None

@@ -196,6 +196,54 @@ class InvalidSessionTimeout(OutboxError):
     error_code = "INVALID_SESSION_TIMEOUT"
 
 
+class AuthenticationFailed(OutboxError):
+    """No valid credentials: send an API key or a bearer token (README, "Authentication and ACLs")."""
+
+    error_code = "AUTHENTICATION_FAILED"
+
+    def __init__(self, message: str | None = None, *, challenges: tuple[str, ...] | None = None,
+                 **details: Any) -> None:
+        super().__init__(message, **details)
+        # The WWW-Authenticate headers of the 401, one per scheme (a browser reads only one
+        # challenge per header); None: the schemes the service takes (app.api.security).
+        self.challenges = challenges
+
+
+class AuthorizationFailed(OutboxError):
+    """The principal has no ACL that allows this operation (or one denies it). Each resource
+    type has its own Kafka error code; nothing was changed."""
+
+
+class TopicAuthorizationFailed(AuthorizationFailed):
+    """Not authorized to access this topic."""
+
+    error_code = "TOPIC_AUTHORIZATION_FAILED"
+
+
+class GroupAuthorizationFailed(AuthorizationFailed):
+    """Not authorized to access this consumer group."""
+
+    error_code = "GROUP_AUTHORIZATION_FAILED"
+
+
+class TransactionalIdAuthorizationFailed(AuthorizationFailed):
+    """Not authorized to use this transactional id."""
+
+    error_code = "TRANSACTIONAL_ID_AUTHORIZATION_FAILED"
+
+
+class ClusterAuthorizationFailed(AuthorizationFailed):
+    """Not authorized for this cluster operation."""
+
+    error_code = "CLUSTER_AUTHORIZATION_FAILED"
+
+
+class ResourceNotFound(OutboxError):
+    """No such resource (an API key that does not exist or is already revoked)."""
+
+    error_code = "RESOURCE_NOT_FOUND"
+
+
 class StorageUnavailable(OutboxError):
     """The database is busy or unreachable; retry shortly."""
 

@@ -10,6 +10,7 @@ their generation is not the current one, which fences a consumer that lost its p
 from __future__ import annotations
 
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
 
@@ -171,14 +172,17 @@ class GroupService:
                 )
             offsets.commit(conn, rows)
 
-    def fetch(self, group_id: str, *, topic: str | None, require_stable: bool) -> list[offsets.CommittedOffset]:
+    def fetch(self, group_id: str, *, topic: str | None, require_stable: bool,
+              visible: Callable[[str], bool] = lambda _topic: True) -> list[offsets.CommittedOffset]:
         """The group's committed offsets. With require_stable (the default, as in KIP-447), a
         partition with offsets pending in an unfinished transaction is refused with
-        UNSTABLE_OFFSET_COMMIT instead of answering the value that transaction is replacing."""
+        UNSTABLE_OFFSET_COMMIT instead of answering the value that transaction is replacing.
+        Topics for which `visible` is false (the caller may not describe them) are left out,
+        of the answer and of the refusal alike."""
         with self.db.read() as conn:
             topic_id = None if topic is None else topics.get_topic(conn, topic).topic_id
             if require_stable:
-                pending = offsets.pending_partitions(conn, group_id, None)
+                pending = [p for p in offsets.pending_partitions(conn, group_id, None) if visible(p[0])]
                 if topic is not None:
                     pending = [p for p in pending if p[0] == topic]
                 if pending:
@@ -187,4 +191,4 @@ class GroupService:
                         + ", ".join(f"{t}/{p}" for t, p in sorted(pending)),
                         partitions=[{"topic": t, "partition": p} for t, p in sorted(pending)],
                     )
-            return offsets.fetch(conn, group_id, topic_id)
+            return [o for o in offsets.fetch(conn, group_id, topic_id) if visible(o.topic)]

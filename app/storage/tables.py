@@ -20,6 +20,7 @@ from sqlalchemy import (
     String,
     Table,
     Text,
+    UniqueConstraint,
     text,
 )
 
@@ -282,3 +283,41 @@ group_members = Table(
     Column("joined_ms", BigInteger, nullable=False),
     PrimaryKeyConstraint("group_id", "member_id"),
 )
+
+# Kafka's ACL bindings (app.domain.acl): who may do what to which resources. Read whole into
+# every API process's cache (app.services.security), which reloads it when the counter
+# `security_version` moves: every change to acls or api_keys moves it in the same transaction.
+acls = Table(
+    "acls",
+    metadata,
+    Column("acl_id", Integer, primary_key=True, autoincrement=True),
+    Column("principal", String(255), nullable=False),  # User:<name>, or User:* for everyone
+    Column("resource_type", String(24), nullable=False),
+    Column("resource_name", String(255), nullable=False),
+    Column("pattern_type", String(16), nullable=False),
+    Column("operation", String(24), nullable=False),
+    Column("permission", String(8), nullable=False),
+    Column("created_ms", BigInteger, nullable=False),
+    UniqueConstraint("principal", "resource_type", "resource_name", "pattern_type", "operation", "permission",
+                     name="uq_acls_binding"),
+    CheckConstraint("resource_type IN ('topic', 'group', 'transactional_id', 'cluster')", name="resource_type"),
+    CheckConstraint("pattern_type IN ('literal', 'prefixed')", name="pattern_type"),
+    CheckConstraint(
+        "operation IN ('read', 'write', 'create', 'delete', 'alter', 'describe', 'idempotent_write', 'all')",
+        name="operation",
+    ),
+    CheckConstraint("permission IN ('allow', 'deny')", name="permission"),
+)
+
+# API keys: `outbox_<key_id>_<secret>`. Only a slow hash of the secret is stored (scrypt, salted
+# per key; app.services.security), so a copy of the database does not give the keys away.
+api_keys = Table(
+    "api_keys",
+    metadata,
+    Column("key_id", String(32), primary_key=True),
+    Column("principal", String(255), nullable=False),
+    Column("secret_hash", String(255), nullable=False),
+    Column("created_ms", BigInteger, nullable=False),
+    Column("revoked_ms", BigInteger, nullable=True),
+)
+Index("ix_api_keys_principal", api_keys.c.principal)

@@ -212,3 +212,91 @@ def test_redoc_renders_every_operation_loading_only_from_the_server(visit, serve
     ]
     assert v.csp_violations() == [("img-src", REDOCLY_LOGO)]
     assert v.errors == []
+
+
+# --- with authentication on ---------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def secured(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[ServiceProcess, ServiceProcess, str]]:
+    """Two servers with API keys on one database: docs open, and docs protected
+    (OUTBOX_PROTECT_DOCS); and the super-user's key."""
+    import json
+
+    with provisioned("sqlite", tmp_path_factory.mktemp("docs-secured")) as backend:
+        launcher = Launcher(backend)
+        try:
+            settings = {"authentication": "api_key", "super_users": "User:admin"}
+            open_docs = launcher.server(**settings)
+            key = json.loads(launcher.cli("principals", "create", "admin"))["api_key"]
+            protected = launcher.server(**settings, protect_docs=True)
+            yield open_docs, protected, key
+        finally:
+            launcher.close()
+
+
+def _execute_list_topics(page: Any, *, opened: bool = False) -> str:
+    """Try it out on GET /v1/topics (unless `opened` already), Execute, and the status
+    Swagger UI shows."""
+    block = page.locator("#operations-topics-list_topics")
+    if not opened:
+        block.locator(".opblock-summary").click()
+        block.locator(".try-out__btn").click()
+    with page.expect_response(lambda r: urlsplit(r.url).path == "/v1/topics") as answer:
+        block.locator(".execute").click()
+    status = block.locator(".live-responses-table td.response-col_status:not(.col_header)")
+    # The table of an earlier Execute stays until this one's answer is shown.
+    page.wait_for_function(
+        "s => [...document.querySelectorAll('#operations-topics-list_topics .live-responses-table "
+        "td.response-col_status:not(.col_header)')].some(el => el.textContent.trim() === s)",
+        arg=str(answer.value.status), timeout=RENDER_TIMEOUT_MS)
+    return status.inner_text().strip()
+
+
+def test_swagger_uis_authorize_button_takes_an_api_key_for_try_it_out(browser, secured, capsys) -> None:  # type: ignore[no-untyped-def]
+    server, _, key = secured
+    v = PageVisit(browser, server.url + "/docs")
+    try:
+        v.rendered("#swagger-ui .opblock", "blocks => blocks.map(b => [b.id])", "swagger-ui-authorize-before.png", capsys)
+        assert _execute_list_topics(v.page) == "401"
+        v.page.locator(".btn.authorize").first.click()
+        bearer = v.page.locator(".auth-container").filter(has_text="bearerAuth")
+        bearer.locator("input").fill(key)
+        bearer.locator("button.authorize").click()
+        v.page.locator(".btn-done").first.click()
+        assert _execute_list_topics(v.page, opened=True) == "200"
+        path = screenshot_dir() / "swagger-ui-authorized.png"
+        v.page.screenshot(path=str(path), full_page=False)
+        with capsys.disabled():
+            print(f"\nscreenshot: {path}")
+        sent = [r for r in v.requests if urlsplit(r.url).path == "/v1/topics"]
+        assert [r.headers.get("authorization") for r in sent] == [None, f"Bearer {key}"]
+        assert v.errors == []
+    finally:
+        v.close()
+
+
+def test_protected_docs_ask_the_browser_for_credentials_and_open_with_an_api_key(browser, secured, capsys) -> None:  # type: ignore[no-untyped-def]
+    _, server, key = secured
+    from playwright.sync_api import Error as PlaywrightError
+
+    anonymous = browser.new_page()
+    try:
+        # Asked for a name and a password it does not have, headless Chromium gives up.
+        with pytest.raises(PlaywrightError, match="ERR_INVALID_AUTH_CREDENTIALS"):
+            anonymous.goto(server.url + "/docs")
+    finally:
+        anonymous.close()
+    context = browser.new_context(http_credentials={"username": "admin", "password": key})
+    try:
+        page = context.new_page()
+        page.goto(server.url + "/docs", wait_until="networkidle", timeout=RENDER_TIMEOUT_MS)
+        page.wait_for_selector("#swagger-ui .opblock", timeout=RENDER_TIMEOUT_MS)
+        path = screenshot_dir() / "swagger-ui-protected.png"
+        page.screenshot(path=str(path))
+        with capsys.disabled():
+            print(f"\nscreenshot: {path}")
+        # The browser sends the pair it was given with the page's own requests too.
+        assert _execute_list_topics(page) == "200"
+    finally:
+        context.close()

@@ -20,6 +20,7 @@ import httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
+from app.services.security import split_api_key
 from tests.e2e.api import group_offsets, ok, read_all
 from tests.log_start import move_log_start
 
@@ -110,6 +111,34 @@ def test_the_walkthroughs_orders_become_its_income_and_the_poison_goes_to_the_de
             "dead-lettered orders/0 offset 2 (key 'order-4') to orders.dlq: order has no price",
             "dead-lettered orders/1 offset 1 (key 'order-5') to orders.dlq: value is not a JSON object but a string",
         ]
+
+
+def test_with_authentication_on_it_runs_with_its_api_key_and_the_acls_the_readme_gives_it(launcher):  # type: ignore[no-untyped-def]
+    import json
+    import os
+
+    server = launcher.server(authentication="api_key", super_users="User:admin")
+    admin = json.loads(launcher.cli("principals", "create", "admin"))["api_key"]
+    shop = json.loads(launcher.cli("principals", "create", "pizza-shop"))["api_key"]
+    # README, "Authentication and ACLs": the pizza shop's two commands.
+    launcher.cli("acls", "add", "--allow-principal", "User:pizza-shop", "--operation", "read", "--topic", "orders",
+                 "--group", "pizza-income")
+    launcher.cli("acls", "add", "--allow-principal", "User:pizza-shop", "--operation", "write", "--topic", "income",
+                 "--transactional-id", "pizza-income-", "--resource-pattern-type", "prefixed")
+    with server.client(headers={"Authorization": f"Bearer {admin}"}) as client:
+        _create_topics(client, "orders", "income")
+        ok(client.post("/v1/records", json={"batches": WALKTHROUGH_ORDERS}))
+        refused = _run_example(server.url, "--idle-exit-s", "2")  # no key
+        assert refused.returncode == 1 and "AUTHENTICATION_FAILED" in refused.stderr, refused.stderr
+        done = subprocess.run(
+            [sys.executable, "-m", "examples.pizza_income", "--url", server.url, "--idle-exit-s", "2"],
+            cwd=ROOT, capture_output=True, text=True, timeout=RUN_TIMEOUT_S,
+            env={**os.environ, "OUTBOX_API_KEY": shop},
+        )
+        assert done.returncode == 0, done.stderr
+        assert done.stdout == "processed 3 orders: 3 income records, 0 dead-lettered, 0 skipped\n"
+        assert _committed(client, "income") == [(p, k, v, None) for p, k, v in WALKTHROUGH_INCOME]
+    assert split_api_key(shop)[1] not in done.stderr + server.log_text()  # type: ignore[index]
 
 
 def test_without_a_dead_letter_topic_the_poison_is_skipped_with_a_warning_naming_it(launcher):  # type: ignore[no-untyped-def]

@@ -48,11 +48,12 @@ class StoredTables:
                     names = [c.name for c in table.columns]
                     conn.execute(table.insert(), [dict(zip(names, r, strict=True)) for r in rows])
             if self.dialect == "postgresql":
-                # topics.topic_id is a serial: the next topic must not take a restored id.
-                conn.execute(text(
-                    "SELECT setval(pg_get_serial_sequence('topics', 'topic_id'), "
-                    "COALESCE((SELECT max(topic_id) FROM topics), 0) + 1, false)"
-                ))
+                # Serial keys: the next row must not take a restored id.
+                for table, column in (("topics", "topic_id"), ("acls", "acl_id")):
+                    conn.execute(text(
+                        f"SELECT setval(pg_get_serial_sequence('{table}', '{column}'), "
+                        f"COALESCE((SELECT max({column}) FROM {table}), 0) + 1, false)"
+                    ))
 
     def dispose(self) -> None:
         self.engine.dispose()

@@ -410,8 +410,13 @@ class World:
     calls: int = 0
     restores: int = 0
     statuses: dict[int, int] = field(default_factory=dict)
+    headers: dict[str, str] = field(default_factory=dict)  # the fuzzing principal's credentials
+    security: Any = None  # the app's SecurityState, when authentication is on
+    principal: str | None = None
 
     def call(self, case: schemathesis.Case) -> schemathesis.Response:
+        if self.headers:
+            case.headers = {**(case.headers or {}), **self.headers}
         response = case.call(app=self.asgi)
         self.calls += 1
         self.statuses[response.status_code] = self.statuses.get(response.status_code, 0) + 1
@@ -424,11 +429,44 @@ class World:
         if after != self.seeded:
             self.tables.restore(self.seeded)
             self.restores += 1
+            if self.security is not None:
+                # The ACLs and keys restored, with the version counter moved back: this
+                # process's cache must not keep what a request had added.
+                self.security.reload(unless_unchanged=False)
 
 
 @pytest.fixture
 def world(db_url: str) -> Iterator[World]:
-    app = create_app(app_settings(db_url), FakeClock())
+    yield from _world(db_url, app_settings(db_url))
+
+
+# The fuzzing principal with authentication on: a super-user, whose requests meet the same
+# checks as before plus authentication; or `limited`, allowed a little (reading orders and
+# payments, its own transactional ids and groups), so that most requests are refused by ACLs,
+# which must then change nothing.
+LIMITED_ACLS = [
+    {"principal": "User:limited", "resource_type": "topic", "resource_name": "orders", "operation": "read"},
+    {"principal": "User:limited", "resource_type": "topic", "resource_name": "pay", "pattern_type": "prefixed",
+     "operation": "all"},
+    {"principal": "User:limited", "resource_type": "topic", "resource_name": "guarded", "operation": "write",
+     "permission": "deny"},
+    {"principal": "User:limited", "resource_type": "transactional_id", "resource_name": "open-txn",
+     "operation": "write"},
+    {"principal": "User:limited", "resource_type": "group", "resource_name": "txn-group", "operation": "read"},
+    {"principal": "User:*", "resource_type": "group", "resource_name": "member-group", "operation": "describe"},
+]
+
+
+@pytest.fixture(params=["super_user", "limited"])
+def secured_world(request: pytest.FixtureRequest, db_url: str,
+                  monkeypatch: pytest.MonkeyPatch) -> Iterator[World]:
+    monkeypatch.setattr("app.services.security._SCRYPT_N", 2)  # keys made cheap to hash here
+    settings = app_settings(db_url).model_copy(update={"authentication": "api_key", "super_users": "User:admin"})
+    yield from _world(db_url, settings, principal=request.param)
+
+
+def _world(db_url: str, settings: Settings, principal: str | None = None) -> Iterator[World]:
+    app = create_app(settings, FakeClock())
 
     async def without_lifespan(scope, receive, send):  # type: ignore[no-untyped-def]
         # The TestClient below runs the lifespan (engine, services) once; schemathesis would
@@ -440,11 +478,19 @@ def world(db_url: str) -> Iterator[World]:
     tables = StoredTables(db_url)
     try:
         with TestClient(app) as client:
+            headers: dict[str, str] = {}
+            if principal is not None:
+                security = app.state.services.security
+                client.headers["Authorization"] = f"Bearer {security.create_api_key('admin', by='test').api_key}"
+                headers["Authorization"] = (client.headers["Authorization"] if principal == "super_user" else
+                                            f"Bearer {security.create_api_key(principal, by='test').api_key}")
+                _ok(client.post("/v1/acls", json={"acls": LIMITED_ACLS}))
             seed = _seed(client)
             seeded = tables.snapshot()
             tables.restore(seeded)  # the restore itself must give back exactly the seeded rows
             assert tables.snapshot() == seeded
-            w = World(tables.dialect, client, without_lifespan, tables, seed, seeded)
+            w = World(tables.dialect, client, without_lifespan, tables, seed, seeded, headers=headers,
+                      security=app.state.security, principal=principal)
             yield w
             print(f"\n{w.calls} requests, {w.restores} restores, statuses {sorted(w.statuses.items())}")
     finally:
@@ -514,6 +560,24 @@ def test_every_response_conforms_to_openapi_yaml(world: World) -> None:
 @LONG_RUN_TIMEOUT
 def test_refused_requests_leave_every_table_unchanged(world: World) -> None:
     fuzz(world, refusal_changes_nothing)
+
+
+def every_property(world: World, case: schemathesis.Case, response: schemathesis.Response) -> None:
+    no_server_error(world, case, response)
+    conforms_to_the_spec(world, case, response)
+    refusal_changes_nothing(world, case, response)
+
+
+CREDENTIALED_EXAMPLES = max(50, MAX_EXAMPLES // 2)
+
+
+@LONG_RUN_TIMEOUT
+def test_with_credentials_no_server_error_conformance_and_refusals_change_nothing(secured_world: World) -> None:
+    """Guarantee 16 under fuzzing: with authentication on, as a super-user or as a principal
+    whose ACLs refuse most requests (403s that must change nothing)."""
+    fuzz(secured_world, every_property, CREDENTIALED_EXAMPLES)
+    if secured_world.principal == "limited":  # the ACL refusals were reached, not only 401/422
+        assert secured_world.statuses.get(403, 0) > 0, secured_world.statuses
 
 
 # --- the harness can fail: each property against an app broken on purpose (SQLite only) ---------

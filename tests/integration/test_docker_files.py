@@ -121,6 +121,13 @@ def test_the_api_serves_on_all_interfaces_on_the_published_port_without_a_coordi
     assert f"{args.port}:{args.port}" in published
 
 
+def test_the_api_on_all_interfaces_asks_for_credentials(compose: dict) -> None:
+    env = compose["services"]["api"]["environment"]
+    settings = Settings(**{k.removeprefix("OUTBOX_").lower(): v for k, v in env.items()})
+    assert settings.authentication_methods == ("api_key",)
+    assert settings.super_user_list == {"User:admin"}
+
+
 def test_the_coordinator_runs_as_its_own_long_lived_process(compose: dict) -> None:
     args = _parse_outbox(_command(compose["services"]["coordinator"]))
     assert args.command == "coordinator" and not args.once
@@ -245,3 +252,9 @@ def test_the_image_healthcheck_asks_healthz_with_valid_python() -> None:
     snippet = _python_c_snippet(_exec_form(command.strip()))
     assert "/healthz" in snippet
     compile(snippet, "<healthcheck>", "exec")
+
+
+def test_the_image_serving_on_all_interfaces_asks_for_credentials_by_default() -> None:
+    env = dict(arg.split("=", 1) for args in _args_of("ENV") for arg in shlex.split(args) if "=" in arg)
+    assert Settings(**{k.removeprefix("OUTBOX_").lower(): v for k, v in env.items()
+                       if k.startswith("OUTBOX_")}).authentication_methods == ("api_key",)

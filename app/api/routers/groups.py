@@ -22,6 +22,9 @@ from app.api.schemas.groups import (
     OffsetCommitRequest,
     TopicPartition,
 )
+from app.api.security import AccessDep
+from app.domain import acl
+from app.domain.acl import Operation
 from app.domain.errors import InvalidRequest, UnstableOffsetCommit
 from app.domain.offsets import GroupMetadata, OffsetToStage
 
@@ -55,39 +58,57 @@ def _offsets(group_id: str, rows: list) -> GroupOffsets:  # type: ignore[type-ar
 
 
 @router.post("/{group_id}/offsets", operation_id="commit_offsets", response_model=GroupOffsets,
-             responses=documented(400, 404, 409, 415))
+             responses=documented(400, 401, 403, 404, 409, 415))
 def commit_offsets(
-    group_id: GroupPath, body: Annotated[OffsetCommitRequest, json_body(OffsetCommitRequest)], services: ServicesDep
+    group_id: GroupPath, body: Annotated[OffsetCommitRequest, json_body(OffsetCommitRequest)], services: ServicesDep,
+    access: AccessDep,
 ) -> GroupOffsets:
     """Commit group offsets outside any transaction. With generation_id and member_id
-    (KIP-447) a commit from an older generation is refused with ILLEGAL_GENERATION."""
+    (KIP-447) a commit from an older generation is refused with ILLEGAL_GENERATION. Needs
+    READ on the group and on each topic; the answer shows the topics the principal may
+    describe."""
+    access.require(Operation.READ, acl.group(group_id))
+    for o in body.offsets:
+        access.require(Operation.READ, acl.topic(o.topic))
     services.groups.commit(
         group_id,
         [OffsetToStage(o.topic, o.partition, o.offset, o.metadata) for o in body.offsets],
         group_metadata(body.generation_id, body.member_id),
     )
-    return _offsets(group_id, services.groups.fetch(group_id, topic=None, require_stable=False))
+    return _offsets(group_id, services.groups.fetch(group_id, topic=None, require_stable=False,
+                                                    visible=_describable(access)))
+
+
+def _describable(access: AccessDep):  # type: ignore[no-untyped-def]
+    return lambda topic: access.allows(Operation.DESCRIBE, acl.topic(topic))
 
 
 @router.get("/{group_id}/offsets", operation_id="fetch_offsets", response_model=GroupOffsets,
-            responses=documented(404, 409))
+            responses=documented(401, 403, 404, 409))
 async def fetch_offsets(
     group_id: GroupPath,
     services: ServicesDep,
+    access: AccessDep,
     topic: Annotated[str | None, Query(min_length=1, max_length=TOPIC_NAME_MAX_LENGTH, pattern=ID_PATTERN)] = None,
     require_stable: bool = True,
     wait_ms: Annotated[int, Query(ge=0, le=600_000)] = 0,
 ) -> GroupOffsets:
     """The group's committed offsets. With require_stable (default), a partition whose offsets
     are pending in an unfinished transaction answers UNSTABLE_OFFSET_COMMIT (retriable);
-    wait_ms waits for that transaction to complete first (bounded by the service's maximum)."""
+    wait_ms waits for that transaction to complete first (bounded by the service's maximum).
+    Needs DESCRIBE on the group, and on `topic` if given; without it, the topics the principal
+    may not describe are left out."""
+    access.require(Operation.DESCRIBE, acl.group(group_id))
+    if topic is not None:
+        access.require(Operation.DESCRIBE, acl.topic(topic))
     # The wait sleeps on the event loop, not in a worker thread: many waiting consumers must
     # not use up the threads that the commits they wait for need.
     deadline = time.monotonic() + min(wait_ms, services.settings.max_offset_fetch_wait_ms) / 1000
     while True:
         try:
             rows = await run_in_threadpool(
-                services.groups.fetch, group_id, topic=topic, require_stable=require_stable
+                services.groups.fetch, group_id, topic=topic, require_stable=require_stable,
+                visible=_describable(access),
             )
             return _offsets(group_id, rows)
         except UnstableOffsetCommit:
@@ -97,12 +118,17 @@ async def fetch_offsets(
 
 
 @router.post("/{group_id}/members", operation_id="join_group", response_model=Membership,
-             responses=documented(400, 404, 409, 415))
+             responses=documented(400, 401, 403, 404, 409, 415))
 def join_group(
-    group_id: GroupPath, body: Annotated[JoinGroupRequest, json_body(JoinGroupRequest)], services: ServicesDep
+    group_id: GroupPath, body: Annotated[JoinGroupRequest, json_body(JoinGroupRequest)], services: ServicesDep,
+    access: AccessDep,
 ) -> Membership:
     """JoinGroup: become a member (or rejoin with member_id). Any change of membership bumps
-    the generation and reassigns partitions with the range assignor."""
+    the generation and reassigns partitions with the range assignor. Needs READ on the group
+    and DESCRIBE on each topic subscribed."""
+    access.require(Operation.READ, acl.group(group_id))
+    for t in body.topics:
+        access.require(Operation.DESCRIBE, acl.topic(t))
     m = services.groups.join(
         group_id,
         member_id=body.member_id,
@@ -115,26 +141,32 @@ def join_group(
 
 
 @router.post("/{group_id}/members/{member_id}/heartbeat", operation_id="heartbeat",
-             response_model=Membership, responses=documented(404, 409))
-def heartbeat(group_id: GroupPath, member_id: MemberPath, services: ServicesDep) -> Membership:
+             response_model=Membership, responses=documented(401, 403, 404, 409))
+def heartbeat(group_id: GroupPath, member_id: MemberPath, services: ServicesDep, access: AccessDep) -> Membership:
     """Keep the session alive. The answer carries the current generation and assignment: a
-    generation other than the member's own means the group rebalanced."""
+    generation other than the member's own means the group rebalanced. Needs READ on the
+    group."""
+    access.require(Operation.READ, acl.group(group_id))
     m = services.groups.heartbeat(group_id, member_id)
     return Membership(group_id=m.group_id, member_id=m.member_id, generation_id=m.generation_id,
                       assignment=_tps(m.assignment), member_count=m.member_count)
 
 
 @router.delete("/{group_id}/members/{member_id}", operation_id="leave_group", status_code=204,
-               responses=documented(404, 409))
-def leave_group(group_id: GroupPath, member_id: MemberPath, services: ServicesDep) -> Response:
-    """LeaveGroup: the remaining members are rebalanced at once."""
+               responses=documented(401, 403, 404, 409))
+def leave_group(group_id: GroupPath, member_id: MemberPath, services: ServicesDep, access: AccessDep) -> Response:
+    """LeaveGroup: the remaining members are rebalanced at once. Needs READ on the group."""
+    access.require(Operation.READ, acl.group(group_id))
     services.groups.leave(group_id, member_id)
     return Response(status_code=204)
 
 
 @router.get("/{group_id}", operation_id="describe_group", response_model=GroupDescription,
-            responses=documented(404))
-def describe_group(group_id: GroupPath, services: ServicesDep) -> GroupDescription:
+            responses=documented(401, 403, 404))
+def describe_group(group_id: GroupPath, services: ServicesDep, access: AccessDep) -> GroupDescription:
+    """The group's generation and members, with their subscriptions and assignments. Needs
+    DESCRIBE on the group."""
+    access.require(Operation.DESCRIBE, acl.group(group_id))
     generation, members = services.groups.describe(group_id)
     return GroupDescription(
         group_id=group_id,

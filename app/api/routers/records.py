@@ -7,14 +7,17 @@ from fastapi import APIRouter, Depends
 from app.api.deps import ServicesDep
 from app.api.errors import documented
 from app.api.schemas.records import BatchResult, SendResponse
+from app.api.security import AccessDep
 from app.api.send_body import DecodedSend, SendBody
+from app.domain import acl
+from app.domain.acl import Operation
 
 router = APIRouter(prefix="/v1/records", tags=["records"])
 
 
 @router.post("", operation_id="send", response_model=SendResponse,
-             responses=documented(400, 404, 409, 413, 415))
-def send(body: Annotated[DecodedSend, Depends(SendBody())], services: ServicesDep) -> SendResponse:
+             responses=documented(400, 401, 403, 404, 409, 413, 415))
+def send(body: Annotated[DecodedSend, Depends(SendBody())], services: ServicesDep, access: AccessDep) -> SendResponse:
     """Send: batches of records to one or more topic-partitions, written all or nothing in
     one database transaction.
 
@@ -23,7 +26,13 @@ def send(body: Annotated[DecodedSend, Depends(SendBody())], services: ServicesDe
       the last batch is answered with its first offsets and writes nothing (`duplicate`).
     - transactional: also `transactional_id`, inside BeginTransaction … Commit/Abort.
     - `expected_offset` per batch (KIP-27): any mismatch refuses the whole request.
+
+    Needs WRITE on each topic, and on the transactional id for a transactional Send.
     """
+    if body.transactional_id is not None:
+        access.require(Operation.WRITE, acl.transactional_id(body.transactional_id))
+    for topic in sorted({b.topic for b in body.batches}):
+        access.require(Operation.WRITE, acl.topic(topic))
     results = services.log.send(
         body.batches,
         producer_id=body.producer_id,

@@ -12,6 +12,7 @@ from app.api.errors import documented
 from app.api.json_body import json_body
 from app.api.schemas.common import ID_PATTERN, TOPIC_NAME_MAX_LENGTH
 from app.api.schemas.records import FetchResponse
+from app.api.security import AccessDep
 from app.api.schemas.topics import (
     CreatePartitionsRequest,
     DeleteRecordsRequest,
@@ -24,7 +25,9 @@ from app.api.schemas.topics import (
     TopicList,
     TopicSummary,
 )
-from app.domain.errors import InvalidRequest
+from app.domain import acl
+from app.domain.acl import Operation
+from app.domain.errors import InvalidRequest, TopicAlreadyExists
 from app.domain.types import MAX_INT32, MAX_INT64, IsolationLevel
 from app.storage.topics import PartitionInfo, Topic
 
@@ -46,62 +49,83 @@ def _description(t: Topic, parts: list[PartitionInfo]) -> TopicDescription:
 
 
 @router.post("", status_code=201, operation_id="create_topic", response_model=TopicDescription,
-             responses=documented(400, 409, 415))
-def create_topic(body: Annotated[TopicCreate, json_body(TopicCreate)], services: ServicesDep) -> TopicDescription:
-    """Create a topic with its partitions (all empty)."""
-    services.topics.create(body.name, body.partitions, body.config.to_domain())
-    return describe_topic(body.name, services)
+             responses=documented(400, 401, 403, 409, 415))
+def create_topic(body: Annotated[TopicCreate, json_body(TopicCreate)], services: ServicesDep,
+                 access: AccessDep) -> TopicDescription:
+    """Create a topic with its partitions (all empty). Needs CREATE on the cluster or on the
+    topic."""
+    access.require_any(Operation.CREATE, [acl.CLUSTER, acl.topic(body.name)])
+    try:
+        services.topics.create(body.name, body.partitions, body.config.to_domain())
+    except TopicAlreadyExists:
+        # Only a principal that may describe the topic learns that it exists (Kafka's rule).
+        access.require(Operation.DESCRIBE, acl.topic(body.name))
+        raise
+    return _description(*services.topics.describe(body.name))
 
 
-@router.get("", operation_id="list_topics", response_model=TopicList, responses=documented())
-def list_topics(services: ServicesDep) -> TopicList:
-    return TopicList(topics=[_summary(t) for t in services.topics.list()])
+@router.get("", operation_id="list_topics", response_model=TopicList, responses=documented(401))
+def list_topics(services: ServicesDep, access: AccessDep) -> TopicList:
+    """The topics the principal may describe (with authentication on, the others are left
+    out, as in Kafka's Metadata)."""
+    return TopicList(topics=[_summary(t) for t in services.topics.list()
+                             if access.allows(Operation.DESCRIBE, acl.topic(t.name))])
 
 
 @router.get("/{topic}", operation_id="describe_topic", response_model=TopicDescription,
-            responses=documented(404))
-def describe_topic(topic: TopicPath, services: ServicesDep) -> TopicDescription:
-    """The topic, and per partition its log start, log end and last stable offset."""
+            responses=documented(401, 403, 404))
+def describe_topic(topic: TopicPath, services: ServicesDep, access: AccessDep) -> TopicDescription:
+    """The topic, and per partition its log start, log end and last stable offset. Needs
+    DESCRIBE on the topic (whether it exists or not: no other answer tells)."""
+    access.require(Operation.DESCRIBE, acl.topic(topic))
     return _description(*services.topics.describe(topic))
 
 
 @router.patch("/{topic}", operation_id="alter_topic_config", response_model=TopicDescription,
-              responses=documented(400, 404, 415))
+              responses=documented(400, 401, 403, 404, 415))
 def alter_topic_config(
-    topic: TopicPath, body: Annotated[TopicAlter, json_body(TopicAlter)], services: ServicesDep
+    topic: TopicPath, body: Annotated[TopicAlter, json_body(TopicAlter)], services: ServicesDep,
+    access: AccessDep,
 ) -> TopicDescription:
     """Kafka's IncrementalAlterConfigs: set the config keys given, keep every other. Answers
     the topic as it is now. Retention and compaction settings act from the log cleaner's next
-    pass; check_expected_offsets and cleanup_policy from the next Send."""
+    pass; check_expected_offsets and cleanup_policy from the next Send. Needs ALTER on the
+    topic."""
+    access.require(Operation.ALTER, acl.topic(topic))
     return _description(*services.topics.alter_config(topic, body.config.changes()))
 
 
 @router.post("/{topic}/partitions", operation_id="create_partitions", response_model=TopicDescription,
-             responses=documented(400, 404, 415))
+             responses=documented(400, 401, 403, 404, 415))
 def create_partitions(
     topic: TopicPath, body: Annotated[CreatePartitionsRequest, json_body(CreatePartitionsRequest)],
-    services: ServicesDep,
+    services: ServicesDep, access: AccessDep,
 ) -> TopicDescription:
     """Kafka's CreatePartitions: add partitions, empty, up to `partition_count` in all.
-    Partitions are never removed: a count not above the current one is INVALID_PARTITIONS."""
+    Partitions are never removed: a count not above the current one is INVALID_PARTITIONS.
+    Needs ALTER on the topic."""
+    access.require(Operation.ALTER, acl.topic(topic))
     return _description(*services.topics.create_partitions(topic, body.partition_count))
 
 
-@router.delete("/{topic}", status_code=204, operation_id="delete_topic", responses=documented(404, 409))
-def delete_topic(topic: TopicPath, services: ServicesDep) -> Response:
+@router.delete("/{topic}", status_code=204, operation_id="delete_topic", responses=documented(401, 403, 404, 409))
+def delete_topic(topic: TopicPath, services: ServicesDep, access: AccessDep) -> Response:
     """Kafka's DeleteTopics: the topic, its partitions and its consumer groups' committed
     offsets go at once, and its name is free; the log cleaner deletes its records later.
     Refused (409, TOPIC_HAS_OPEN_TRANSACTIONS, naming them in details.transactional_ids) while
-    unfinished transactions write to it or stage offsets for it: commit or abort them first."""
+    unfinished transactions write to it or stage offsets for it: commit or abort them first.
+    Needs DELETE on the topic."""
+    access.require(Operation.DELETE, acl.topic(topic))
     services.topics.delete(topic)
     return Response(status_code=204)
 
 
 @router.post("/{topic}/partitions/{partition}/delete-records", operation_id="delete_records",
-             response_model=DeleteRecordsResponse, responses=documented(400, 404, 415, 416))
+             response_model=DeleteRecordsResponse, responses=documented(400, 401, 403, 404, 415, 416))
 def delete_records(
     topic: TopicPath, partition: PartitionPath,
     body: Annotated[DeleteRecordsRequest, json_body(DeleteRecordsRequest)], services: ServicesDep,
+    access: AccessDep,
 ) -> DeleteRecordsResponse:
     """Kafka's DeleteRecords: move the partition's log start up to `offset`. Records below it
     are never read again (a fetch below it is OFFSET_OUT_OF_RANGE) and the log cleaner
@@ -109,7 +133,12 @@ def delete_records(
     in details); an offset below the log start changes nothing and answers the log start.
 
     With `consumed_by` instead: up to what every one of those consumer groups has consumed
-    (the outbox's way to drop what its readers are done with)."""
+    (the outbox's way to drop what its readers are done with).
+
+    Needs DELETE on the topic, and with `consumed_by` DESCRIBE on each of those groups."""
+    access.require(Operation.DELETE, acl.topic(topic))
+    for group_id in body.consumed_by or ():
+        access.require(Operation.DESCRIBE, acl.group(group_id))
     if (body.offset is None) == (body.consumed_by is None):
         raise InvalidRequest("give either offset or consumed_by")
     if body.consumed_by is not None:
@@ -123,12 +152,13 @@ def delete_records(
     "/{topic}/partitions/{partition}/records",
     operation_id="fetch_records",
     response_model=FetchResponse,
-    responses=documented(404, 416),
+    responses=documented(401, 403, 404, 416),
 )
 def fetch_records(
     topic: TopicPath,
     partition: PartitionPath,
     services: ServicesDep,
+    access: AccessDep,
     offset: Annotated[int, Query(ge=0, le=MAX_INT64, description="read_committed: a commit position; read_uncommitted: an offset")] = 0,
     isolation: IsolationLevel = IsolationLevel.READ_COMMITTED,
     max_records: Annotated[int | None, Query(
@@ -143,7 +173,9 @@ def fetch_records(
     non-transactional record at its own offset, a transaction's records at the offset of its
     COMMIT marker; records of open or aborted transactions and control markers never appear.
     read_uncommitted returns every data record in offset order. Continue from `next_offset`.
+    Needs READ on the topic.
     """
+    access.require(Operation.READ, acl.topic(topic))
     limit = min(max_records or services.settings.fetch_max_records_default,
                 services.settings.fetch_max_records_limit)
     t, result = services.log.fetch(

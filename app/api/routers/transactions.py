@@ -8,6 +8,9 @@ from app.api.deps import ServicesDep
 from app.api.errors import documented
 from app.api.json_body import json_body
 from app.api.schemas.common import ID_MAX_LENGTH, ID_PATTERN
+from app.api.security import AccessDep
+from app.domain import acl
+from app.domain.acl import Operation
 from app.api.schemas.transactions import (
     AddOffsetsRequest,
     BeginTransactionRequest,
@@ -60,22 +63,30 @@ def _description(view: TransactionView, now_ms: int) -> TransactionDescription:
 
 
 @router.post("/{transactional_id}/begin", operation_id="begin_transaction",
-             response_model=TransactionDescription, responses=documented(400, 404, 409, 415))
+             response_model=TransactionDescription, responses=documented(400, 401, 403, 404, 409, 415))
 def begin_transaction(
-    transactional_id: TransactionalIdPath, body: Annotated[BeginTransactionRequest, json_body(BeginTransactionRequest)], services: ServicesDep
+    transactional_id: TransactionalIdPath, body: Annotated[BeginTransactionRequest, json_body(BeginTransactionRequest)], services: ServicesDep,
+    access: AccessDep,
 ) -> TransactionDescription:
     """BeginTransaction: Empty/CompleteCommit/CompleteAbort → Ongoing, with a new `txn_id`."""
+    access.require(Operation.WRITE, acl.transactional_id(transactional_id))
     view = services.coordinator.begin(transactional_id, body.producer_id, body.producer_epoch)
     return _description(view, services.clock())
 
 
 @router.post("/{transactional_id}/offsets", operation_id="add_offsets",
-             response_model=TransactionDescription, responses=documented(400, 404, 409, 415))
+             response_model=TransactionDescription, responses=documented(400, 401, 403, 404, 409, 415))
 def add_offsets(
-    transactional_id: TransactionalIdPath, body: Annotated[AddOffsetsRequest, json_body(AddOffsetsRequest)], services: ServicesDep
+    transactional_id: TransactionalIdPath, body: Annotated[AddOffsetsRequest, json_body(AddOffsetsRequest)], services: ServicesDep,
+    access: AccessDep,
 ) -> TransactionDescription:
     """AddOffsets: stage a group's offsets in the open transaction; they become the group's
-    committed offsets when it commits and are dropped if it aborts."""
+    committed offsets when it commits and are dropped if it aborts. Needs WRITE on the
+    transactional id, READ on the group and READ on each topic."""
+    access.require(Operation.WRITE, acl.transactional_id(transactional_id))
+    access.require(Operation.READ, acl.group(body.group_id))
+    for o in body.offsets:
+        access.require(Operation.READ, acl.topic(o.topic))
     view = services.coordinator.add_offsets(
         transactional_id,
         body.producer_id,
@@ -88,9 +99,10 @@ def add_offsets(
 
 
 @router.post("/{transactional_id}/prepare", operation_id="prepare_transaction",
-             response_model=TransactionDescription, responses=documented(400, 404, 409, 415))
+             response_model=TransactionDescription, responses=documented(400, 401, 403, 404, 409, 415))
 def prepare_transaction(
-    transactional_id: TransactionalIdPath, body: Annotated[EndTransactionRequest, json_body(EndTransactionRequest)], services: ServicesDep
+    transactional_id: TransactionalIdPath, body: Annotated[EndTransactionRequest, json_body(EndTransactionRequest)], services: ServicesDep,
+    access: AccessDep,
 ) -> TransactionDescription:
     """Prepare (KIP-939): Ongoing → Prepared. The transaction takes no more records or offsets,
     is never timed out, survives every restart, and ends only by Commit or Abort, from this
@@ -98,6 +110,7 @@ def prepare_transaction(
     `keep_prepared_txn`. For two-phase commit with another database: prepare, record the
     decision (this `txn_id`) in that database's transaction, then commit. A retry answers the same.
     """
+    access.require(Operation.WRITE, acl.transactional_id(transactional_id))
     view = services.coordinator.prepare(
         transactional_id, body.producer_id, body.producer_epoch, txn_id=body.txn_id
     )
@@ -105,9 +118,10 @@ def prepare_transaction(
 
 
 @router.post("/{transactional_id}/commit", operation_id="commit_transaction",
-             response_model=TransactionDescription, responses=documented(400, 404, 409, 415))
+             response_model=TransactionDescription, responses=documented(400, 401, 403, 404, 409, 415))
 def commit_transaction(
-    transactional_id: TransactionalIdPath, body: Annotated[EndTransactionRequest, json_body(EndTransactionRequest)], services: ServicesDep
+    transactional_id: TransactionalIdPath, body: Annotated[EndTransactionRequest, json_body(EndTransactionRequest)], services: ServicesDep,
+    access: AccessDep,
 ) -> TransactionDescription:
     """Commit: PrepareCommit, then a COMMIT marker in every partition of the transaction and
     its staged offsets moved to the group, all visible together.
@@ -116,6 +130,7 @@ def commit_transaction(
     is CompleteCommit, or PrepareCommit when the service leaves completion to the coordinator
     worker (`complete_inline=false`). A retry after success answers the same.
     """
+    access.require(Operation.WRITE, acl.transactional_id(transactional_id))
     view = services.coordinator.end_transaction(
         transactional_id, body.producer_id, body.producer_epoch, commit=True, txn_id=body.txn_id
     )
@@ -123,11 +138,13 @@ def commit_transaction(
 
 
 @router.post("/{transactional_id}/abort", operation_id="abort_transaction",
-             response_model=TransactionDescription, responses=documented(400, 404, 409, 415))
+             response_model=TransactionDescription, responses=documented(400, 401, 403, 404, 409, 415))
 def abort_transaction(
-    transactional_id: TransactionalIdPath, body: Annotated[EndTransactionRequest, json_body(EndTransactionRequest)], services: ServicesDep
+    transactional_id: TransactionalIdPath, body: Annotated[EndTransactionRequest, json_body(EndTransactionRequest)], services: ServicesDep,
+    access: AccessDep,
 ) -> TransactionDescription:
     """Abort: PrepareAbort, then ABORT markers; staged offsets are dropped."""
+    access.require(Operation.WRITE, acl.transactional_id(transactional_id))
     view = services.coordinator.end_transaction(
         transactional_id, body.producer_id, body.producer_epoch, commit=False, txn_id=body.txn_id
     )
@@ -135,35 +152,44 @@ def abort_transaction(
 
 
 @router.get("/{transactional_id}", operation_id="describe_transaction",
-            response_model=TransactionDescription, responses=documented(404))
-def describe_transaction(transactional_id: TransactionalIdPath, services: ServicesDep) -> TransactionDescription:
-    """State, producer id and epoch, partitions, pending offsets and age of a transactional_id."""
+            response_model=TransactionDescription, responses=documented(401, 403, 404))
+def describe_transaction(transactional_id: TransactionalIdPath, services: ServicesDep,
+                         access: AccessDep) -> TransactionDescription:
+    """State, producer id and epoch, partitions, pending offsets and age of a transactional_id.
+    Needs DESCRIBE on the transactional id."""
+    access.require(Operation.DESCRIBE, acl.transactional_id(transactional_id))
     return _description(services.coordinator.describe(transactional_id), services.clock())
 
 
 @router.get("", operation_id="list_transactions", response_model=TransactionList,
-            responses=documented(400))
+            responses=documented(400, 401, 403))
 def list_transactions(
     services: ServicesDep,
+    access: AccessDep,
     state: Annotated[list[TransactionState] | None, Query()] = None,
     min_age_ms: Annotated[int | None, Query(ge=0, le=2**63 - 1, description="only transactions open at least this long")] = None,
     hanging: Annotated[bool, Query(description="only transactions open, or left completing, longer than the maximum transaction timeout")] = False,
     limit: Annotated[int, Query(ge=1, le=10_000)] = 1000,
 ) -> TransactionList:
     """Transactions by state and age; `hanging=true` lists those the coordinator should have
-    ended already (is a coordinator worker running?)."""
+    ended already (is a coordinator worker running?). With authentication on, only the
+    transactional ids the principal may describe are listed (Kafka's ListTransactions)."""
     now = services.clock()
     found = services.coordinator.hanging(now) if hanging else services.coordinator.list(state, limit, min_age_ms)
-    return TransactionList(transactions=[_summary(m, now) for m in found[:limit]])
+    visible = [m for m in found if access.allows(Operation.DESCRIBE, acl.transactional_id(m.transactional_id))]
+    return TransactionList(transactions=[_summary(m, now) for m in visible[:limit]])
 
 
 admin_router = APIRouter(prefix="/v1/admin/transactions", tags=["admin"])
 
 
 @admin_router.post("/{transactional_id}/abort", operation_id="admin_abort_transaction",
-                   response_model=TransactionDescription, responses=documented(404, 409))
-def admin_abort_transaction(transactional_id: TransactionalIdPath, services: ServicesDep) -> TransactionDescription:
+                   response_model=TransactionDescription, responses=documented(401, 403, 404, 409))
+def admin_abort_transaction(transactional_id: TransactionalIdPath, services: ServicesDep,
+                            access: AccessDep) -> TransactionDescription:
     """Operator abort of an open or prepared transaction, without its producer: the epoch is
     bumped as on timeout, so the producer is fenced if it comes back. Abort a Prepared
-    transaction only once its application's own database is known not to have committed it."""
+    transaction only once its application's own database is known not to have committed it.
+    Needs ALTER on the cluster (Kafka's KIP-664 abort writes markers as the cluster does)."""
+    access.require(Operation.ALTER, acl.CLUSTER)
     return _description(services.coordinator.admin_abort(transactional_id), services.clock())

@@ -1,0 +1,187 @@
+"""Principals and ACLs, as Kafka's authorizer (AclAuthorizer / StandardAuthorizer) has them.
+
+An ACL binding says: `principal` is `allow`ed or `deny`ed `operation` on the resources of
+`resource_type` whose name matches `resource_name` by `pattern_type`. A request is allowed when
+its principal is a super-user, or when no DENY binding matches it and at least one ALLOW
+binding does (Kafka's allow.everyone.if.no.acl.found=false: no binding, no access).
+
+Matching, as Kafka's:
+- principal: the binding's own (`User:alice`) or the wildcard `User:*`;
+- resource: LITERAL names one resource, or every resource of its type with the name `*`;
+  PREFIXED matches every name that starts with it;
+- operation: the binding's own, or ALL; an ALLOW of READ, WRITE, DELETE or ALTER implies
+  DESCRIBE (a principal that may read a topic may see that it exists). Implication applies
+  to ALLOW only: a DENY of DESCRIBE does not deny READ, a DENY of ALL denies everything.
+
+Pure: the bindings are handed in (app.services.security keeps them cached per process).
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+PRINCIPAL_TYPE = "User"
+WILDCARD_PRINCIPAL = "User:*"
+WILDCARD_RESOURCE = "*"
+ANONYMOUS = "User:ANONYMOUS"  # who a request is when authentication is off (Kafka's name)
+CLUSTER_NAME = "outbox-cluster"  # the one cluster resource (Kafka's "kafka-cluster")
+
+
+class ResourceType(str, enum.Enum):
+    TOPIC = "topic"
+    GROUP = "group"
+    TRANSACTIONAL_ID = "transactional_id"
+    CLUSTER = "cluster"
+
+
+class PatternType(str, enum.Enum):
+    LITERAL = "literal"
+    PREFIXED = "prefixed"
+
+
+class Operation(str, enum.Enum):
+    READ = "read"
+    WRITE = "write"
+    CREATE = "create"
+    DELETE = "delete"
+    ALTER = "alter"
+    DESCRIBE = "describe"
+    IDEMPOTENT_WRITE = "idempotent_write"
+    ALL = "all"
+
+
+class Permission(str, enum.Enum):
+    ALLOW = "allow"
+    DENY = "deny"
+
+
+# Which operations a binding may name for each resource type (Kafka's ResourceType ×
+# AclOperation table; ALL everywhere). A binding outside it could never match a request.
+OPERATIONS_OF: dict[ResourceType, frozenset[Operation]] = {
+    ResourceType.TOPIC: frozenset({Operation.READ, Operation.WRITE, Operation.CREATE, Operation.DELETE,
+                                   Operation.ALTER, Operation.DESCRIBE, Operation.ALL}),
+    ResourceType.GROUP: frozenset({Operation.READ, Operation.DELETE, Operation.DESCRIBE, Operation.ALL}),
+    ResourceType.TRANSACTIONAL_ID: frozenset({Operation.WRITE, Operation.DESCRIBE, Operation.ALL}),
+    ResourceType.CLUSTER: frozenset({Operation.CREATE, Operation.ALTER, Operation.DESCRIBE,
+                                     Operation.IDEMPOTENT_WRITE, Operation.ALL}),
+}
+
+# An ALLOW of any of these is also an ALLOW of DESCRIBE.
+_IMPLIES_DESCRIBE = frozenset({Operation.READ, Operation.WRITE, Operation.DELETE, Operation.ALTER, Operation.ALL})
+
+
+@dataclass(frozen=True, slots=True)
+class Resource:
+    type: ResourceType
+    name: str
+
+    def __str__(self) -> str:
+        return f"{self.type.value}:{self.name}"
+
+
+CLUSTER = Resource(ResourceType.CLUSTER, CLUSTER_NAME)
+
+
+def topic(name: str) -> Resource:
+    return Resource(ResourceType.TOPIC, name)
+
+
+def group(name: str) -> Resource:
+    return Resource(ResourceType.GROUP, name)
+
+
+def transactional_id(name: str) -> Resource:
+    return Resource(ResourceType.TRANSACTIONAL_ID, name)
+
+
+@dataclass(frozen=True, slots=True)
+class AclBinding:
+    principal: str
+    resource_type: ResourceType
+    resource_name: str
+    pattern_type: PatternType
+    operation: Operation
+    permission: Permission
+
+    def matches_resource(self, resource: Resource) -> bool:
+        if self.resource_type is not resource.type:
+            return False
+        if self.pattern_type is PatternType.PREFIXED:
+            return resource.name.startswith(self.resource_name)
+        return self.resource_name == resource.name or self.resource_name == WILDCARD_RESOURCE
+
+    def __str__(self) -> str:
+        return (f"{self.permission.value} {self.principal} {self.operation.value} on "
+                f"{self.resource_type.value}:{self.resource_name} ({self.pattern_type.value})")
+
+
+@dataclass(frozen=True, slots=True)
+class Principal:
+    """Who a request is: `User:<name>`, and how that was established (`api_key`, `jwt`,
+    `mtls`, or `none` when authentication is off)."""
+
+    name: str
+    method: str
+
+    def __str__(self) -> str:
+        return self.name
+
+
+def principal_name(name: str) -> str:
+    """`alice` → `User:alice`; a name already typed is kept."""
+    return name if name.startswith(f"{PRINCIPAL_TYPE}:") else f"{PRINCIPAL_TYPE}:{name}"
+
+
+def check_binding(binding: AclBinding) -> str | None:
+    """What is wrong with a binding to be stored, or None."""
+    if not binding.principal.startswith(f"{PRINCIPAL_TYPE}:") or len(binding.principal) <= len(PRINCIPAL_TYPE) + 1:
+        return f"principal must be {PRINCIPAL_TYPE}:<name> or {WILDCARD_PRINCIPAL}, not {binding.principal!r}"
+    if not binding.resource_name:
+        return "resource_name must not be empty"
+    if binding.operation not in OPERATIONS_OF[binding.resource_type]:
+        allowed = ", ".join(sorted(op.value for op in OPERATIONS_OF[binding.resource_type]))
+        return f"operation {binding.operation.value!r} does not apply to a {binding.resource_type.value} (one of: {allowed})"
+    if binding.resource_type is ResourceType.CLUSTER and (
+        binding.resource_name != CLUSTER_NAME or binding.pattern_type is not PatternType.LITERAL
+    ):
+        return f"the cluster resource is named {CLUSTER_NAME!r}, literal"
+    if binding.pattern_type is PatternType.PREFIXED and binding.resource_name == WILDCARD_RESOURCE:
+        return "a prefixed pattern of '*' matches only names that start with '*'; use literal '*' for every resource"
+    return None
+
+
+def _operation_allows(granted: Operation, wanted: Operation) -> bool:
+    return granted is wanted or granted is Operation.ALL or (
+        wanted is Operation.DESCRIBE and granted in _IMPLIES_DESCRIBE
+    )
+
+
+def may_write_some_topic(bindings: Iterable[AclBinding], principal: str) -> bool:
+    """An ALLOW of WRITE (or ALL) on some topic: since Kafka 3.0 (KIP-679) that is enough for
+    an idempotent InitProducerId, beside IDEMPOTENT_WRITE on the cluster. The producer id
+    alone grants nothing: each Send is still checked for WRITE on its topics."""
+    return any(
+        b.permission is Permission.ALLOW and b.resource_type is ResourceType.TOPIC
+        and b.operation in (Operation.WRITE, Operation.ALL)
+        and (b.principal == principal or b.principal == WILDCARD_PRINCIPAL)
+        for b in bindings
+    )
+
+
+def is_allowed(bindings: Iterable[AclBinding], principal: str, operation: Operation, resource: Resource) -> bool:
+    """Kafka's decision for one principal, operation and resource (super-users aside): no
+    matching DENY, and a matching ALLOW. `bindings` may hold other principals' too."""
+    allowed = False
+    for b in bindings:
+        if b.principal != principal and b.principal != WILDCARD_PRINCIPAL:
+            continue
+        if not b.matches_resource(resource):
+            continue
+        if b.permission is Permission.DENY:
+            if b.operation is operation or b.operation is Operation.ALL:
+                return False
+        elif not allowed and _operation_allows(b.operation, operation):
+            allowed = True
+    return allowed

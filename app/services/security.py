@@ -1,0 +1,359 @@
+"""Who a request is, and what it may do: credentials checked, ACLs decided, both cached.
+
+`SecurityState` is one per process. It holds a snapshot of the stored ACL bindings and live
+API keys (app.storage.security), reloaded when the counter `security_version` moves: at once
+after a change made through this process, and within OUTBOX_SECURITY_REFRESH_INTERVAL_MS after
+one made elsewhere (SecurityRefresher, app.worker.security). Every decision on the request path
+is then a dictionary lookup: an API key verified once is remembered by the SHA-256 of the
+presented key, and a decision by (principal, operation, resource), both forgotten on reload.
+
+`SecurityService` changes what is stored: API keys and ACL bindings, each change one audit
+line (logger `outbox.audit`) and counted in outbox_security_changes.
+
+Secrets are never logged nor kept: an API key's secret exists only in the answer that creates
+it, and as a scrypt hash in the database.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import hmac
+import logging
+import secrets
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from app import metrics
+from app.domain.acl import (
+    AclBinding,
+    Operation,
+    Principal,
+    Resource,
+    check_binding,
+    is_allowed,
+    may_write_some_topic,
+    principal_name,
+)
+from app.domain.clock import Clock
+from app.domain.errors import AuthenticationFailed, InvalidRequest
+from app.settings import Settings
+from app.storage import security as store
+from app.storage.engine import Database
+from app.storage.security import AclFilter, ApiKeyRow, SecuritySnapshot
+
+audit = logging.getLogger("outbox.audit")
+
+API_KEY_PREFIX = "outbox_"
+_KEY_ID_HEX = 16
+# scrypt (RFC 7914) at the cost OWASP advises for it (N=2^14... 2^17, r=8, p=1): about 40 ms
+# per check on the benchmark machine, paid once per key and process thanks to the cache below.
+_SCRYPT_N, _SCRYPT_R, _SCRYPT_P = 2**14, 8, 1
+# Remembered verdicts, bounded: past this many the memory is emptied (a new key costs one
+# scrypt again), so a client sending random keys cannot grow it without end.
+_MAX_REMEMBERED = 50_000
+_LOOK_AGAIN_S = 0.1
+
+
+def hash_secret(secret: str) -> str:
+    salt = secrets.token_bytes(16)
+    digest = hashlib.scrypt(secret.encode(), salt=salt, n=_SCRYPT_N, r=_SCRYPT_R, p=_SCRYPT_P, dklen=32)
+    return "$".join(("scrypt", str(_SCRYPT_N), str(_SCRYPT_R), str(_SCRYPT_P),
+                     base64.b64encode(salt).decode(), base64.b64encode(digest).decode()))
+
+
+def secret_matches(secret: str, stored: str) -> bool:
+    try:
+        scheme, n, r, p, salt, digest = stored.split("$")
+        if scheme != "scrypt":
+            return False
+        expected = base64.b64decode(digest)
+        got = hashlib.scrypt(secret.encode(), salt=base64.b64decode(salt), n=int(n), r=int(r), p=int(p),
+                             dklen=len(expected))
+    except (ValueError, TypeError):
+        return False
+    return hmac.compare_digest(got, expected)  # constant time: no timing tells how much matched
+
+
+def new_api_key() -> tuple[str, str, str]:
+    """(key_id, secret, the whole key to hand out): `outbox_<16 hex>_<43 base64url characters>`,
+    256 random bits of secret."""
+    key_id = secrets.token_hex(_KEY_ID_HEX // 2)
+    secret = secrets.token_urlsafe(32)
+    return key_id, secret, f"{API_KEY_PREFIX}{key_id}_{secret}"
+
+
+def split_api_key(key: str) -> tuple[str, str] | None:
+    """(key_id, secret) of something shaped like an API key, else None."""
+    if not key.startswith(API_KEY_PREFIX):
+        return None
+    rest = key[len(API_KEY_PREFIX):]
+    key_id, sep, secret = rest[:_KEY_ID_HEX], rest[_KEY_ID_HEX:_KEY_ID_HEX + 1], rest[_KEY_ID_HEX + 1:]
+    if sep != "_" or not secret or len(key_id) != _KEY_ID_HEX:
+        return None
+    return key_id, secret
+
+
+def _digest(credential: str) -> bytes:
+    return hashlib.sha256(credential.encode()).digest()
+
+
+@dataclass(frozen=True, slots=True)
+class IssuedApiKey:
+    key_id: str
+    principal: str
+    api_key: str  # shown once, never stored
+    created_ms: int
+
+
+class SecurityState:
+    """This process's view of the stored ACLs and API keys, and its caches (module docstring)."""
+
+    def __init__(self, db: Database, settings: Settings, clock: Clock) -> None:
+        self.db = db
+        self.settings = settings
+        self.clock = clock
+        self.super_users = settings.super_user_list
+        self._snapshot = SecuritySnapshot(-1, (), {})
+        self._lock = threading.Lock()  # one reload at a time
+        self._decisions: dict[tuple[str, Operation, Resource], bool] = {}
+        self._verified: dict[bytes, ApiKeyRow] = {}  # SHA-256 of a presented key → its row
+        self._refused: set[bytes] = set()  # SHA-256 of keys that failed: no scrypt again
+        self.jwt = JwtVerifier(settings, clock) if "jwt" in settings.authentication_methods else None
+        self._looked_again = 0.0
+
+    @property
+    def version(self) -> int:
+        return self._snapshot.version
+
+    def reload(self, *, unless_unchanged: bool = True) -> bool:
+        """Read the stored state again if its version moved (or always); whether it did."""
+        with self._lock:
+            with self.db.read() as conn:
+                if unless_unchanged and store.version(conn) == self._snapshot.version:
+                    return False
+                snapshot = store.snapshot(conn)
+            # Swapped whole, then the caches emptied: a request that raced the swap decided
+            # on the old state, as it would have a moment earlier.
+            self._snapshot = snapshot
+            self._decisions = {}
+            self._refused = set()
+            self._verified = {d: row for d, row in self._verified.items() if row.key_id in snapshot.keys}
+            return True
+
+    # -- authorization --------------------------------------------------------------------
+
+    def is_allowed(self, principal: Principal, operation: Operation, resource: Resource) -> bool:
+        if principal.name in self.super_users:
+            return True
+        key = (principal.name, operation, resource)
+        decision = self._decisions.get(key)
+        if decision is None:
+            decision = is_allowed(self._snapshot.bindings, principal.name, operation, resource)
+            if len(self._decisions) >= _MAX_REMEMBERED:
+                self._decisions = {}
+            self._decisions[key] = decision
+        return decision
+
+    def may_write_some_topic(self, principal: Principal) -> bool:
+        return principal.name in self.super_users or may_write_some_topic(self._snapshot.bindings, principal.name)
+
+    # -- authentication -------------------------------------------------------------------
+
+    def api_key_principal(self, key: str) -> str:
+        """The principal of a live API key, or AuthenticationFailed. May take one scrypt
+        (tens of milliseconds): call it off the event loop unless remembered() says no."""
+        digest = _digest(key)
+        row = self._verified.get(digest)
+        if row is not None and row.key_id in self._snapshot.keys:
+            return row.principal
+        parts = split_api_key(key)
+        if parts is None:
+            raise AuthenticationFailed("not an API key (outbox_<key id>_<secret>)")
+        if digest in self._refused:
+            raise AuthenticationFailed("the API key is unknown, revoked or wrong")
+        stored = self._snapshot.keys.get(parts[0])
+        if stored is None and self._may_look_again():
+            # A key created a moment ago by another process (`outbox principals create`): look
+            # for changes now rather than at the next refresh, at most once per
+            # _LOOK_AGAIN_S, so that unknown keys sent in a loop cost no query each.
+            self.reload()
+            stored = self._snapshot.keys.get(parts[0])
+        if stored is None:
+            raise AuthenticationFailed("the API key is unknown, revoked or wrong")
+        if not secret_matches(parts[1], stored.secret_hash):
+            # Remembered, as a scrypt was paid for it; an unknown key id costs none and is not
+            # (it may be a key created elsewhere that this process has not seen yet).
+            if len(self._refused) >= _MAX_REMEMBERED:
+                self._refused = set()
+            self._refused.add(digest)
+            raise AuthenticationFailed("the API key is unknown, revoked or wrong")
+        if len(self._verified) >= _MAX_REMEMBERED:
+            self._verified = {}
+        self._verified[digest] = stored
+        return stored.principal
+
+    def _may_look_again(self) -> bool:
+        now = time.monotonic()
+        if now - self._looked_again < _LOOK_AGAIN_S:
+            return False
+        self._looked_again = now
+        return True
+
+    def remembers(self, key: str) -> bool:
+        """Whether api_key_principal(key) answers without a scrypt."""
+        digest = _digest(key)
+        row = self._verified.get(digest)
+        return digest in self._refused or (row is not None and row.key_id in self._snapshot.keys)
+
+
+class JwtVerifier:
+    """OAuth2 / OpenID Connect bearer tokens, with pyjwt: the signature against the JWKS URL's
+    keys (fetched and cached by PyJWKClient, again when a token names a key it has not seen)
+    or the PEM public key; then issuer, audience, expiry (and not-before), with a leeway for
+    clocks. The principal is User:<the configured claim>."""
+
+    def __init__(self, settings: Settings, clock: Clock) -> None:
+        import jwt
+
+        self._jwt = jwt
+        self.settings = settings
+        self.clock = clock
+        self.algorithms = settings.jwt_algorithm_list
+        self._jwks = jwt.PyJWKClient(settings.jwt_jwks_url, cache_keys=True, lifespan=300, timeout=10) \
+            if settings.jwt_jwks_url else None
+        self._key: Any = None
+        if settings.jwt_public_key_file:
+            from cryptography.hazmat.primitives.serialization import load_pem_public_key
+
+            try:
+                self._key = load_pem_public_key(Path(settings.jwt_public_key_file).read_bytes())
+            except (OSError, ValueError) as e:
+                raise ValueError(f"OUTBOX_JWT_PUBLIC_KEY_FILE: cannot read a PEM public key from "
+                                 f"{settings.jwt_public_key_file}: {e}") from None
+        # Verified tokens by SHA-256, with their principal and expiry: a client sends the
+        # same token for minutes, and an RSA check per request would cost more than the rest.
+        self._verified: dict[bytes, tuple[str, float]] = {}
+
+    def remembers(self, token: str) -> bool:
+        """Whether principal(token) answers from memory (no signature check, no JWKS fetch)."""
+        hit = self._verified.get(_digest(token))
+        return hit is not None and self.clock() / 1000 < hit[1] + self.settings.jwt_leeway_s
+
+    def principal(self, token: str) -> str:
+        now_s = self.clock() / 1000
+        digest = _digest(token)
+        hit = self._verified.get(digest)
+        if hit is not None and now_s < hit[1] + self.settings.jwt_leeway_s:
+            return hit[0]
+        jwt = self._jwt
+        try:
+            key = self._jwks.get_signing_key_from_jwt(token).key if self._jwks is not None else self._key
+            claims = jwt.decode(
+                token, key, algorithms=self.algorithms, audience=self.settings.jwt_audience,
+                issuer=self.settings.jwt_issuer, leeway=self.settings.jwt_leeway_s,
+                options={"require": ["exp", "iss", "aud"], "verify_iat": False},
+            )
+        except jwt.ExpiredSignatureError:
+            raise AuthenticationFailed("the bearer token has expired", challenges=_bearer("invalid_token")) from None
+        except jwt.PyJWKClientConnectionError:
+            raise AuthenticationFailed("the bearer token's signing keys could not be fetched from the JWKS URL",
+                                       challenges=_bearer("invalid_token")) from None
+        except jwt.PyJWTError as e:
+            # pyjwt's messages name the check that failed ("Invalid audience", "Signature
+            # verification failed"), never the token.
+            raise AuthenticationFailed(f"the bearer token was refused: {e}", challenges=_bearer("invalid_token")) from None
+        subject = claims.get(self.settings.jwt_principal_claim)
+        if not isinstance(subject, str) or not subject:
+            raise AuthenticationFailed(f"the bearer token has no {self.settings.jwt_principal_claim!r} claim "
+                                       "(OUTBOX_JWT_PRINCIPAL_CLAIM) naming the principal",
+                                       challenges=_bearer("invalid_token"))
+        name = principal_name(subject)
+        if len(self._verified) >= _MAX_REMEMBERED:
+            self._verified = {}
+        self._verified[digest] = (name, float(claims["exp"]))
+        return name
+
+
+def _bearer(error: str) -> tuple[str, ...]:
+    return (f'Bearer realm="outbox", error="{error}"',)
+
+
+def audit_line(principal: Principal | str, action: str, target: str, allowed: bool, **extra: Any) -> None:
+    """One line per security decision worth keeping: a refusal, or a change of what is stored."""
+    audit.info("%s %s %s %s", principal, action, target, "allowed" if allowed else "refused",
+               extra={"principal": str(principal), "action": action, "resource": target,
+                      "allowed": allowed, **extra})
+
+
+class SecurityService:
+    """Changes to API keys and ACL bindings (the admin endpoints and `outbox principals` /
+    `outbox acls`). `on_change` is the process's SecurityState.reload, so the change acts here
+    at once (elsewhere within the refresh interval)."""
+
+    def __init__(self, db: Database, clock: Clock, on_change: Callable[[], Any] | None = None) -> None:
+        self.db = db
+        self.clock = clock
+        self.on_change = on_change or (lambda: None)
+
+    def create_api_key(self, principal: str, *, by: Principal | str) -> IssuedApiKey:
+        name = principal_name(principal.strip())
+        if name in ("User:", "User:*") or len(name) > 255 or any(c.isspace() or not c.isprintable() for c in name):
+            raise InvalidRequest(f"not a principal name: {principal!r} (User:<name>, printable, no spaces)")
+        key_id, secret, key = new_api_key()
+        now = self.clock()
+        with self.db.write() as conn:
+            store.add_api_key(conn, key_id, name, hash_secret(secret), now)
+        metrics.SECURITY_CHANGES.labels("api_key_created").inc()
+        audit_line(by, "create_api_key", f"{name} key {key_id}", True)
+        self.on_change()
+        return IssuedApiKey(key_id, name, key, now)
+
+    def list_api_keys(self, principal: str | None = None) -> list[ApiKeyRow]:
+        with self.db.read() as conn:
+            return store.list_api_keys(conn, None if principal is None else principal_name(principal))
+
+    def revoke_api_keys(self, *, by: Principal | str, principal: str | None = None,
+                        key_id: str | None = None) -> list[str]:
+        with self.db.write() as conn:
+            revoked = store.revoke_api_keys(conn, self.clock(), key_id=key_id,
+                                            principal=None if principal is None else principal_name(principal))
+        for k in revoked:
+            metrics.SECURITY_CHANGES.labels("api_key_revoked").inc()
+            audit_line(by, "revoke_api_key", f"key {k}", True)
+        if revoked:
+            self.on_change()
+        return revoked
+
+    def add_acls(self, bindings: list[AclBinding], *, by: Principal | str) -> list[bool]:
+        for b in bindings:
+            problem = check_binding(b)
+            if problem is not None:
+                raise InvalidRequest(f"invalid ACL binding ({b}): {problem}")
+        with self.db.write() as conn:
+            added = store.add_acls(conn, bindings, self.clock())
+        for b, new in zip(bindings, added, strict=True):
+            if new:
+                metrics.SECURITY_CHANGES.labels("acl_added").inc()
+                audit_line(by, "add_acl", str(b), True)
+        if any(added):
+            self.on_change()
+        return added
+
+    def list_acls(self, match: AclFilter) -> list[AclBinding]:
+        with self.db.read() as conn:
+            return store.list_acls(conn, match)
+
+    def remove_acls(self, match: AclFilter, *, by: Principal | str) -> list[AclBinding]:
+        with self.db.write() as conn:
+            removed = store.remove_acls(conn, match)
+        for b in removed:
+            metrics.SECURITY_CHANGES.labels("acl_removed").inc()
+            audit_line(by, "remove_acl", str(b), True)
+        if removed:
+            self.on_change()
+        return removed

@@ -1,0 +1,142 @@
+"""ACL bindings, API keys, and the version counter that tells API processes to reload them.
+
+Every change of `acls` or `api_keys` moves the counter `security_version` in the same
+transaction (changed()), so a process that reads the counter and then the tables in one
+snapshot (snapshot()) holds a cache that is exactly some committed state, never half of a
+change.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from sqlalchemy import Connection, and_, delete, insert, select, update
+
+from app.domain.acl import AclBinding, Operation, PatternType, Permission, ResourceType
+from app.storage import dialect
+from app.storage.producers import next_id
+from app.storage.tables import acls, api_keys, counters
+
+SECURITY_VERSION = "security_version"
+
+
+@dataclass(frozen=True, slots=True)
+class ApiKeyRow:
+    key_id: str
+    principal: str
+    secret_hash: str
+    created_ms: int
+    revoked_ms: int | None
+
+
+@dataclass(frozen=True, slots=True)
+class SecuritySnapshot:
+    version: int
+    bindings: tuple[AclBinding, ...]
+    keys: dict[str, ApiKeyRow]  # live keys (not revoked) by key_id
+
+
+@dataclass(frozen=True, slots=True)
+class AclFilter:
+    """Kafka's AclBindingFilter: None matches anything."""
+
+    principal: str | None = None
+    resource_type: ResourceType | None = None
+    resource_name: str | None = None
+    pattern_type: PatternType | None = None
+    operation: Operation | None = None
+    permission: Permission | None = None
+
+    def where(self) -> list:
+        conditions = []
+        for column, value in ((acls.c.principal, self.principal), (acls.c.resource_type, self.resource_type),
+                              (acls.c.resource_name, self.resource_name), (acls.c.pattern_type, self.pattern_type),
+                              (acls.c.operation, self.operation), (acls.c.permission, self.permission)):
+            if value is not None:
+                conditions.append(column == getattr(value, "value", value))
+        return conditions
+
+
+def version(conn: Connection) -> int:
+    return conn.execute(select(counters.c.value).where(counters.c.name == SECURITY_VERSION)).scalar_one()
+
+
+def changed(conn: Connection) -> int:
+    """Move the counter: every process reloads at its next look (and this one at once)."""
+    return next_id(conn, SECURITY_VERSION)
+
+
+def _binding(r) -> AclBinding:  # type: ignore[no-untyped-def]
+    return AclBinding(r.principal, ResourceType(r.resource_type), r.resource_name, PatternType(r.pattern_type),
+                      Operation(r.operation), Permission(r.permission))
+
+
+def snapshot(conn: Connection) -> SecuritySnapshot:
+    """The version and everything it covers; `conn` must read one snapshot (Database.read)."""
+    at = version(conn)
+    bindings = tuple(_binding(r) for r in conn.execute(select(acls).order_by(acls.c.acl_id)))
+    keys = {
+        r.key_id: ApiKeyRow(r.key_id, r.principal, r.secret_hash, r.created_ms, r.revoked_ms)
+        for r in conn.execute(select(api_keys).where(api_keys.c.revoked_ms.is_(None)))
+    }
+    return SecuritySnapshot(at, bindings, keys)
+
+
+def list_acls(conn: Connection, match: AclFilter) -> list[AclBinding]:
+    return [_binding(r) for r in conn.execute(select(acls).where(*match.where()).order_by(acls.c.acl_id))]
+
+
+def add_acls(conn: Connection, bindings: list[AclBinding], now_ms: int) -> list[bool]:
+    """Store each binding unless it is stored already; whether each was new."""
+    added = []
+    for b in bindings:
+        # RETURNING, not rowcount: PostgreSQL's driver reports -1 for an INSERT that returns
+        # its key (SQLAlchemy adds RETURNING acl_id by itself), inserted or not.
+        inserted = conn.execute(
+            dialect.insert_ignore(conn, acls).values(
+                principal=b.principal, resource_type=b.resource_type.value, resource_name=b.resource_name,
+                pattern_type=b.pattern_type.value, operation=b.operation.value, permission=b.permission.value,
+                created_ms=now_ms,
+            ).returning(acls.c.acl_id)
+        ).first()
+        added.append(inserted is not None)
+    if any(added):
+        changed(conn)
+    return added
+
+
+def remove_acls(conn: Connection, match: AclFilter) -> list[AclBinding]:
+    """Delete the bindings the filter matches; the ones deleted."""
+    gone = list_acls(conn, match)
+    if gone:
+        conn.execute(delete(acls).where(*match.where()))
+        changed(conn)
+    return gone
+
+
+def add_api_key(conn: Connection, key_id: str, principal: str, secret_hash: str, now_ms: int) -> None:
+    conn.execute(insert(api_keys).values(key_id=key_id, principal=principal, secret_hash=secret_hash,
+                                         created_ms=now_ms))
+    changed(conn)
+
+
+def list_api_keys(conn: Connection, principal: str | None = None) -> list[ApiKeyRow]:
+    stmt = select(api_keys).order_by(api_keys.c.principal, api_keys.c.created_ms, api_keys.c.key_id)
+    if principal is not None:
+        stmt = stmt.where(api_keys.c.principal == principal)
+    return [ApiKeyRow(r.key_id, r.principal, r.secret_hash, r.created_ms, r.revoked_ms) for r in conn.execute(stmt)]
+
+
+def revoke_api_keys(conn: Connection, now_ms: int, *, principal: str | None = None,
+                    key_id: str | None = None) -> list[str]:
+    """Revoke the live keys of a principal, or one key; the key ids revoked."""
+    live = [api_keys.c.revoked_ms.is_(None)]
+    if principal is not None:
+        live.append(api_keys.c.principal == principal)
+    if key_id is not None:
+        live.append(api_keys.c.key_id == key_id)
+    revoked = list(conn.execute(update(api_keys).where(and_(*live)).values(revoked_ms=now_ms)
+                                .returning(api_keys.c.key_id)).scalars())
+    if revoked:
+        changed(conn)
+    return sorted(revoked)

@@ -1,0 +1,84 @@
+"""`outbox grant-reader` (PostgreSQL): a role that reads committed records through the
+committed_records view, and nothing else: not the raw log (where open and aborted
+transactions' records are), not the service's other tables, and no write anywhere."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from sqlalchemy import create_engine, text
+from sqlalchemy.engine import make_url
+from sqlalchemy.exc import ProgrammingError
+
+from app.storage.roles import grant_reader
+from tests.helpers import batch, begin, create_topic, ident, init_producer, send
+
+pytestmark = pytest.mark.parametrize("db_url", ["postgresql"], indirect=True)
+
+
+@pytest.fixture
+def reader(db_url: str) -> Iterator[str]:
+    """A role made by grant_reader, and a URL that logs in as it."""
+    role = f"spark_{uuid.uuid4().hex[:8]}"
+    engine = create_engine(db_url)
+    created = grant_reader(engine, role, password="pw")
+    assert created
+    try:
+        yield make_url(db_url).set(username=role, password="pw").render_as_string(hide_password=False)
+    finally:
+        with engine.begin() as conn:
+            conn.execute(text(f'DROP OWNED BY "{role}"'))
+            conn.execute(text(f'DROP ROLE "{role}"'))
+        engine.dispose()
+
+
+def rows(url: str, sql: str) -> list[tuple[Any, ...]]:
+    engine = create_engine(url)
+    try:
+        with engine.connect() as conn:
+            return [tuple(r) for r in conn.execute(text(sql))]
+    finally:
+        engine.dispose()
+
+
+def test_the_reader_sees_committed_records_and_none_of_an_aborted_or_open_transaction(
+        client: Any, reader: str) -> None:
+    create_topic(client, "orders")
+    assert send(client, [batch("orders", 0, ["plain"])]).status_code == 200
+    for tid, outcome in (("a", "abort"), ("c", "commit"), ("o", None)):
+        p = init_producer(client, tid)
+        begin(client, tid, p)
+        assert send(client, [batch("orders", 0, [f"from {tid}"], 0)], p, tid).status_code == 200
+        if outcome:
+            assert client.post(f"/v1/transactions/{tid}/{outcome}", json=ident(p)).status_code == 200
+    seen = rows(reader, "SELECT value FROM committed_records ORDER BY commit_position, \"offset\"")
+    assert seen == [('"plain"',), ('"from c"',)]
+
+
+@pytest.mark.parametrize("sql", [
+    "SELECT value FROM records",
+    "SELECT * FROM producers",
+    "SELECT * FROM transactions",
+    "SELECT * FROM api_keys",
+    "SELECT * FROM acls",
+    "SELECT * FROM group_offsets",
+    "SELECT * FROM outbox.pending_records",
+    "INSERT INTO records (topic_id, \"partition\", \"offset\", timestamp_ms) VALUES (1, 0, 99, 0)",
+    "DELETE FROM topics",
+    "UPDATE partitions SET next_offset = 0",
+    "CREATE TABLE stolen AS SELECT 1",
+    "SELECT outbox.append('orders', 0, NULL, '1')",
+])
+def test_the_reader_can_do_nothing_else(client: Any, reader: str, sql: str) -> None:
+    create_topic(client, "orders")
+    with pytest.raises(ProgrammingError, match="permission denied"):
+        rows(reader, sql)
+
+
+def test_granting_an_existing_role_again_creates_nothing(db_url: str, reader: str) -> None:
+    role = make_url(reader).username
+    assert grant_reader(create_engine(db_url), role) is False  # type: ignore[arg-type]
+    assert rows(reader, "SELECT count(*) FROM committed_records") == [(0,)]
