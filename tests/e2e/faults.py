@@ -707,6 +707,7 @@ class RunResult:
     log_dir: Path
     harness_error: str | None = None
     events: list[str] = field(default_factory=list)
+    shop_db_kept: str | None = None  # the shop's MariaDB database, when the run kept it
 
     @property
     def ok(self) -> bool:
@@ -759,6 +760,7 @@ class RunResult:
             ("aborts called by copiers", s["copier_aborts"]),
             ("wall time", f"{self.wall_s:.1f} s (faults {self.fault_s:.1f} s, drain {self.drain_s:.1f} s)"),
             ("logs", str(self.log_dir)),
+            *([("shop's MariaDB database (kept)", self.shop_db_kept)] if self.shop_db_kept else []),
         ]
         width = max(len(k) for k, _ in rows)
         lines = [f"fault injection: {c.command()}"]
@@ -889,8 +891,9 @@ class Harness:
     conftest `Launcher` (which reaps them)."""
 
     def __init__(self, cfg: Config, backend: Any, launcher: Any, *, admin_url: str | None = None,
-                 log: Callable[[str], None] | None = None) -> None:
+                 log: Callable[[str], None] | None = None, keep: bool = False) -> None:
         self.cfg = cfg
+        self.keep = keep  # the shop's MariaDB database, even after a run that passed
         self.backend = backend
         self.launcher = launcher
         self.admin_url = admin_url
@@ -1204,10 +1207,10 @@ class Harness:
         result = RunResult(cfg, outcome, self.stats, time.monotonic() - t_start, fault_s, drain_s,
                            self.log_dir, error, self.events)
         if self.shop_db is not None:  # kept for a look when the run failed
-            if result.ok:
+            if result.ok and not self.keep:
                 drop_shop_db(self.shop_db)
             else:
-                self.note(f"the shop's MariaDB database is kept: {self.shop_db}")
+                result.shop_db_kept = self.shop_db
         try:  # kept beside the process logs, whatever happens to the caller's output
             (self.log_dir / "fi-report.txt").write_text(failure_report(result, tail_lines=30))
         except OSError:
@@ -1562,8 +1565,8 @@ class Trimmer(threading.Thread):
 
 
 def run_with(cfg: Config, backend: Any, launcher: Any, *, admin_url: str | None = None,
-             log: Callable[[str], None] | None = None) -> RunResult:
-    return Harness(cfg, backend, launcher, admin_url=admin_url, log=log).run()
+             log: Callable[[str], None] | None = None, keep: bool = False) -> RunResult:
+    return Harness(cfg, backend, launcher, admin_url=admin_url, log=log, keep=keep).run()
 
 
 # =============================================================================================
@@ -1594,7 +1597,8 @@ def _script(argv: list[str]) -> int:
     ap.add_argument("--mariadb", default="mysql://root@127.0.0.1:3306",
                     help="the MariaDB server of the shop (examples/mariadb_orders.py), which gets a database of its own")
     ap.add_argument("--no-shop", action="store_true", help="no shop (and no MariaDB needed)")
-    ap.add_argument("--keep", action="store_true", help="keep the database and logs even on success")
+    ap.add_argument("--keep", action="store_true",
+                    help="keep the databases (the shop's too) and logs even on success")
     ap.add_argument("--quiet", action="store_true", help="no event lines while running")
     args = ap.parse_args(argv)
     seed = args.seed if args.seed is not None else random.randrange(1 << 31)
@@ -1633,7 +1637,7 @@ def _script(argv: list[str]) -> int:
     launcher = Launcher(backend)
     log = None if args.quiet else (lambda s: print(s, flush=True))
     try:
-        result = run_with(cfg, backend, launcher, admin_url=ADMIN_URL, log=log)
+        result = run_with(cfg, backend, launcher, admin_url=ADMIN_URL, log=log, keep=args.keep)
     finally:
         launcher.close()
         backend.dispose()
