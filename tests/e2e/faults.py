@@ -689,7 +689,7 @@ class Config:
                 "--complete-inline", self.complete_inline]
         if not self.trim:
             args.append("--no-trim")
-        args += ["--apps", str(self.apps)]
+        args += ["--apps", str(self.apps), "--app-pause", f"{self.app_pause_s:g}"]
         args += ["--mariadb", self.shop_mariadb] if self.shop_mariadb else ["--no-shop"]
         if self.pg_restart:
             args += ["--pg-restart", "--pg-restart-max", str(self.pg_restart_max)]
@@ -1594,6 +1594,8 @@ def _script(argv: list[str]) -> int:
                     help="no DeleteRecords of what the copiers consumed (the input keeps everything)")
     ap.add_argument("--apps", type=int, default=2,
                     help="applications appending in their own database transactions (app.in_database)")
+    ap.add_argument("--app-pause", type=float, default=0.1,
+                    help="seconds an application sleeps between orders, at most")
     ap.add_argument("--mariadb", default="mysql://root@127.0.0.1:3306",
                     help="the MariaDB server of the shop (examples/mariadb_orders.py), which gets a database of its own")
     ap.add_argument("--no-shop", action="store_true", help="no shop (and no MariaDB needed)")
@@ -1607,6 +1609,7 @@ def _script(argv: list[str]) -> int:
                  servers=args.servers, max_records=args.max_records, complete_inline=args.complete_inline,
                  pg_restart=args.pg_restart, pg_restart_max=args.pg_restart_max,
                  drain_timeout_s=args.drain_timeout, trim=not args.no_trim, apps=args.apps,
+                 app_pause_s=args.app_pause,
                  shop_mariadb=None if args.no_shop else args.mariadb)
     if cfg.shop_mariadb and (problem := mariadb_problem(cfg.shop_mariadb)):
         print(f"{problem}; or run without the shop: --no-shop", file=sys.stderr)
