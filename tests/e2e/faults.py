@@ -35,7 +35,9 @@ the same way (their kinds join the deck):
 - the *shop* of `examples/mariadb_orders.py` (a two-phase commit with a prepared transaction,
   KIP-939; unless --no-shop): its orders live in a MariaDB database of the run's own, its
   events `{"order": n, "total": …}` go to the output topic, and a restart recovers what the
-  instance before it prepared.
+  instance before it prepared. Each instance is also told to kill itself (--crash-at) at one
+  step of an order a few orders on, the four steps taking turns, so that the recoveries of an
+  order MariaDB committed and of one it did not both happen in a short run.
 
 Meanwhile a read_committed verifier thread tails every output partition and records every
 record it is given.
@@ -109,6 +111,8 @@ INPUT, OUTPUT, GROUP = "fi-in", "fi-out", "fi-copiers"
 APP_TABLE = "fi_orders"    # the applications' business rows, in the log's own database
 APP_ORDERS = 1_000_000     # application k places orders (k + 1) * APP_ORDERS, +1, …
 SHOP_ID = "fi-shop"        # the shop's transactional id
+# examples/mariadb_orders.py's --crash-at steps, in the order the shop's instances take them.
+SHOP_CRASH_STEPS = ("after-own-commit", "after-prepare", "before-prepare", "after-outbox-commit")
 
 # Copier exit codes.
 EXIT_OK, EXIT_FATAL, EXIT_RETRIABLE, EXIT_CRASH = 0, 3, 4, 5
@@ -752,7 +756,7 @@ class RunResult:
             ("db faults: connections terminated", s["db_terminate"]),
             ("db faults: server restarts", s["db_restart"]),
             ("copier exits: fatal / retriable / crash", f"{s['exit_fatal']} / {s['exit_retriable']} / {s['exit_crash']}"),
-            ("application / shop exits by themselves", f"{s['app_exited']} / {s['shop_exited']}"),
+            ("application / shop exits by themselves (--crash-at)", f"{s['app_exited']} / {s['shop_exited']}"),
             ("server starts (inline / worker-completed)", f"{s['server_inline']} / {s['server_not_inline']}"),
             ("transactions committed (COMMIT markers)", s["txn_committed"]),
             ("transactions aborted (ABORT markers)", s["txn_aborted"]),
@@ -966,8 +970,15 @@ class Harness:
             slot.proc = self._client(slot, "tests.e2e.order_app", self._app_args(slot.index, first))
             self.note(f"start application {slot.index} (pid {slot.proc.proc.pid}) from order {first}")
         else:
-            slot.proc = self._client(slot, "examples.mariadb_orders", self._shop_args(slot.index, 10**9))
-            self.note(f"start shop (pid {slot.proc.proc.pid}) -> {self.url(slot.index)}")
+            # Besides the fault loop's kills, each instance kills itself at one step of an
+            # order a few orders on, the four steps taking turns: the recovery of an order
+            # MariaDB committed (after-own-commit) is otherwise a window of one request that
+            # a random kill seldom meets.
+            step = SHOP_CRASH_STEPS[(slot.starts - 1) % len(SHOP_CRASH_STEPS)]
+            at = max(self._shop_orders(), default=0) + self.settings_rng.randint(3, 10)
+            slot.proc = self._client(slot, "examples.mariadb_orders",
+                                     self._shop_args(slot.index, 10**9) + ["--crash-at", f"{step}:{at}"])
+            self.note(f"start shop (pid {slot.proc.proc.pid}) -> {self.url(slot.index)}, to die at {step} of order {at}")
 
     def _copier_args(self, index: int) -> list[str]:
         return ["copier", "--url", self.url(index), "--slot", str(index),

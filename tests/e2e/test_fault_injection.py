@@ -337,6 +337,8 @@ def test_copiers_applications_and_the_shop_killed_with_the_servers_coordinator_a
     # The applications committed and rolled back orders beside the copiers; the shop placed its own.
     assert o.app_rows > 0 and o.app_records == o.app_rows and s["app_rolled_back"] > 0, failure_report(result)
     assert no_shop or o.shop_orders > 0 and o.shop_events == o.shop_orders, failure_report(result)
+    # The shop recovered both ways: an order MariaDB had committed, and one it had not.
+    assert no_shop or s["shop_recovered_commit"] and s["shop_recovered_abort"], failure_report(result)
     if no_shop:
         unavailable(f"{no_shop}: the fault run went without the prepared-transaction shop (all else in it passed)")
 
