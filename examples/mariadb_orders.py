@@ -24,10 +24,11 @@ event exactly once, and no event exists without its order.
     .venv/bin/python -m examples.mariadb_orders --url http://127.0.0.1:8000 --orders 10 \\
         --mariadb mysql://root@127.0.0.1:3306/test
 
-Needs the `orders` topic (`outbox topics create orders --partitions 2`) and PyMySQL (the
-project's `test` extra). `--crash-at STEP:N` kills the process with SIGKILL at STEP of order N
-(STEP: before-prepare, after-prepare, after-own-commit, after-outbox-commit): what the crash
-test (tests/e2e/test_mariadb_orders_example.py) runs at every step.
+Needs the `orders` topic (`outbox topics create orders --partitions 2`; `--topic` names another)
+and PyMySQL (the project's `test` extra). `--crash-at STEP:N` kills the process with SIGKILL
+at STEP of order N (STEP: before-prepare, after-prepare, after-own-commit,
+after-outbox-commit): what the crash test (tests/e2e/test_mariadb_orders_example.py) runs at
+every step.
 """
 
 from __future__ import annotations
@@ -69,7 +70,8 @@ def connect(url: str) -> pymysql.connections.Connection:
 
 
 class Shop:
-    def __init__(self, outbox_url: str, mariadb_url: str, transactional_id: str, crash_at: str | None) -> None:
+    def __init__(self, outbox_url: str, mariadb_url: str, transactional_id: str, crash_at: str | None,
+                 topic: str = TOPIC) -> None:
         self.db = connect(mariadb_url)
         with self.db.cursor() as c:
             for statement in TABLES:
@@ -78,6 +80,7 @@ class Shop:
         self.transactional_id = transactional_id
         self.producer = Producer(outbox_url, transactional_id=transactional_id)
         self.crash_at = crash_at
+        self.topic = topic
 
     def recover(self) -> None:
         """Take the transactional id over; end a transaction the last run prepared as MariaDB
@@ -113,7 +116,7 @@ class Shop:
     def place(self, order: int) -> None:
         total = order * 125
         self.producer.begin_transaction()
-        self.producer.send(TOPIC, {"order": order, "total": total}, key=str(order))
+        self.producer.send(self.topic, {"order": order, "total": total}, key=str(order))
         self._crash("before-prepare", order)
         prepared: PreparedTxnState = self.producer.prepare_transaction()
         self._crash("after-prepare", order)
@@ -146,6 +149,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--url", default="http://127.0.0.1:8000", help="the outbox service")
     parser.add_argument("--mariadb", default="mysql://root@127.0.0.1:3306/test", help="the shop's own database")
     parser.add_argument("--transactional-id", default="mariadb-shop")
+    parser.add_argument("--topic", default=TOPIC, help="the topic of the orders' events")
     parser.add_argument("--orders", type=int, default=10, help="place orders up to this number")
     parser.add_argument("--crash-at", metavar="STEP:N", help=f"SIGKILL at STEP ({', '.join(STEPS)}) of order N")
     args = parser.parse_args(argv)
@@ -153,7 +157,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"--crash-at: STEP is one of {', '.join(STEPS)}")
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     try:
-        shop = Shop(args.url, args.mariadb, args.transactional_id, args.crash_at)
+        shop = Shop(args.url, args.mariadb, args.transactional_id, args.crash_at, args.topic)
     except pymysql.err.OperationalError as e:
         print(f"cannot reach MariaDB at {args.mariadb}: {e.args[-1]}", file=sys.stderr)
         return 1

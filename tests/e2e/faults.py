@@ -18,13 +18,34 @@ coordinator, or, on PostgreSQL, the database: its connections terminated
 per round; gaps between faults are uniform in [0.5, 1.5] / fault-rate. Servers start with
 OUTBOX_COMPLETE_INLINE true or false (the first starts alternate, restarts toss a coin), so
 commits are completed both inside the Commit request and by the coordinator process. A copier
-that meets a fatal error (fenced, say) exits and is restarted like a crashed one. Meanwhile a
-read_committed verifier thread tails every output partition and records every record it is
-given.
+that meets a fatal error (fenced, say) exits and is restarted like a crashed one.
 
-At the end (faults stopped, everything restarted, copiers left to finish until the group's
-committed offsets reach the input's end offsets, with a deadline) the run is checked
-(`check_outcome`, `check_poll`):
+Two more kinds of client write to the same output partitions, and are killed and restarted
+the same way (their kinds join the deck):
+
+- *applications* (`tests/e2e/order_app.py`, --apps of them) that append in their own
+  database transactions (app.in_database.append, issue 17): each places orders one after
+  another, an order being a row of the table `fi_orders` in the log's own database and its
+  record, `{"order": n, "app": "app-k"}` keyed "n" with message_id "order-n", to output
+  partition n % partitions, committed together; every seventh order is rolled back instead.
+  Restarted, an application goes on from the order after the last one it printed, which may
+  have committed unprinted (its message_id keeps its record from being published twice). On
+  PostgreSQL each one dawdles up to 20 ms between the append and the commit, so that its
+  records commit late, after other writers' appends;
+- the *shop* of `examples/mariadb_orders.py` (a two-phase commit with a prepared transaction,
+  KIP-939; unless --no-shop): its orders live in a MariaDB database of the run's own, its
+  events `{"order": n, "total": …}` go to the output topic, and a restart recovers what the
+  instance before it prepared. Each instance is also told to kill itself (--crash-at) at one
+  step of an order a few orders on, the four steps taking turns, so that the recoveries of an
+  order MariaDB committed and of one it did not both happen in a short run.
+
+Meanwhile a read_committed verifier thread tails every output partition and records every
+record it is given.
+
+At the end (faults stopped, everything restarted; each application killed and run once more
+for five orders, which must end cleanly, and the shop killed and run once more: it recovers
+and places three orders; copiers left to finish until the group's committed offsets reach the
+input's end offsets, with a deadline) the run is checked (`check_outcome`, `check_poll`):
 
 - every input record is in the output exactly once and nothing else is (exact values);
 - output partition p holds input partition p's values in input order;
@@ -35,6 +56,13 @@ committed offsets reach the input's end offsets, with a deadline) the run is che
   high watermark lower than one seen before);
 - every copier transaction in the output is whole (the record counts its copier declared
   just before Commit), and every transaction whose Commit was acknowledged is in it;
+- applications: every row of `fi_orders` has exactly one record and every application record
+  its row (a record of a rolled-back order is called so), every order an application printed
+  has its row, each application's records in a partition are in the order it committed them,
+  and the verifier was never given a record of a rolled-back order;
+- the shop: every order in MariaDB has its event exactly once, with its total, no event exists
+  without its order, every order the shop printed is in MariaDB, and no transaction is left
+  Prepared once a last run of the shop has recovered;
 - the copiers' input polls were gapless (the input is plain records: offsets P, P+1, …);
 - the group's committed offsets equal the input's end offsets; every log is gapless from
   its first stored offset, with nothing missing at or past its log start; once the cleaner
@@ -44,7 +72,10 @@ committed offsets reach the input's end offsets, with a deadline) the run is che
 Run it:
 
     .venv/bin/python -m tests.e2e.faults --backend postgresql --duration 300 --seed 7 \\
-        --fault-rate 0.3 --copiers 3 --records 20000 --partitions 6 [--pg-restart]
+        --fault-rate 0.3 --copiers 3 --records 20000 --partitions 6 --apps 2 [--pg-restart]
+
+(the shop needs MariaDB on 127.0.0.1:3306, root without a password, or --mariadb URL;
+--no-shop runs without it, --apps 0 without applications)
 
 It prints a summary table and exits 1 on any violation (2 if the harness itself failed),
 printing the seed and the command that repeats the run (the fault schedule and the input
@@ -77,6 +108,11 @@ ROOT = Path(__file__).resolve().parents[2]
 PYTHON = sys.executable
 
 INPUT, OUTPUT, GROUP = "fi-in", "fi-out", "fi-copiers"
+APP_TABLE = "fi_orders"    # the applications' business rows, in the log's own database
+APP_ORDERS = 1_000_000     # application k places orders (k + 1) * APP_ORDERS, +1, …
+SHOP_ID = "fi-shop"        # the shop's transactional id
+# examples/mariadb_orders.py's --crash-at steps, in the order the shop's instances take them.
+SHOP_CRASH_STEPS = ("after-own-commit", "after-prepare", "before-prepare", "after-outbox-commit")
 
 # Copier exit codes.
 EXIT_OK, EXIT_FATAL, EXIT_RETRIABLE, EXIT_CRASH = 0, 3, 4, 5
@@ -98,6 +134,37 @@ class Seen:
 
 def _key(value: Any) -> str:
     return json.dumps(value, sort_keys=True, separators=(",", ":"))
+
+
+def kind_of(value: Any) -> str | None:
+    """Who wrote an output record, by its value: a copier ({"src", "in", "tag"}), an
+    application ({"order", "app"}), the shop ({"order", "total"}); None for anything else."""
+    if isinstance(value, dict):
+        if "src" in value:
+            return "copier"
+        if "app" in value and "order" in value:
+            return "app"
+        if "total" in value and "order" in value:
+            return "shop"
+    return None
+
+
+@dataclass
+class Apps:
+    """What the in-database applications left: the order ids of `fi_orders`' rows, the orders
+    they printed as committed, and their --rollback-every."""
+
+    rows: set[int]
+    printed: set[int]
+    rollback_every: int
+
+
+@dataclass
+class ShopOrders:
+    """What the shop left: MariaDB's orders (id -> total) and the orders it printed as placed."""
+
+    orders: dict[int, int]
+    placed: set[int]
 
 
 def check_poll(partition: int, position: int, page: dict) -> list[str]:
@@ -138,6 +205,18 @@ class Outcome:
     txn_violations: int = 0
     input_poll_violations: int = 0
     offsets_ok: bool = False
+    app_rows: int = 0
+    app_records: int = 0
+    app_lost: int = 0
+    app_duplicates: int = 0
+    app_orphans: int = 0             # records without their row, rolled-back orders' included
+    app_order_violations: int = 0
+    app_rolled_back_reads: int = 0
+    shop_orders: int = 0
+    shop_events: int = 0
+    shop_lost: int = 0
+    shop_duplicates: int = 0
+    shop_orphans: int = 0            # events without their order, or with another total
     violations: list[str] = field(default_factory=list)
 
     def add(self, what: str, limit: int = 30) -> None:
@@ -158,19 +237,26 @@ def check_outcome(
     input_poll_violations: Iterable[str] = (),
     group_offsets: dict[int, int] | None = None,
     input_ends: dict[int, int] | None = None,
+    apps: Apps | None = None,
+    shop: ShopOrders | None = None,
 ) -> Outcome:
     """Check a finished run.
 
     inputs: input partition -> its values in offset order. final: output partition -> the
     read_committed output read from 0 after the run. seen: output partition -> what the
-    verifier was given during the run, in order. Output values are {"src": input value,
-    "in": input offset, "tag": transaction tag}. declared: tag -> {partition: records} as the
-    copier announced before calling Commit; acknowledged: tags whose Commit answered success.
+    verifier was given during the run, in order. Copiers' output values are {"src": input
+    value, "in": input offset, "tag": transaction tag}. declared: tag -> {partition: records}
+    as the copier announced before calling Commit; acknowledged: tags whose Commit answered
+    success. apps, shop: what the applications and the shop left in their own tables, when
+    the run had them (their records are then checked against those, by `check_apps` and
+    `check_shop`; without them such records are extra).
     """
     o = Outcome()
     declared = declared or {}
     o.records_in = sum(len(v) for v in inputs.values())
     o.records_out = sum(len(v) for v in final.values())
+    others = {k for k, there in (("app", apps), ("shop", shop)) if there is not None}
+    copied = {p: [r for r in recs if kind_of(r.value) not in others] for p, recs in final.items()}
 
     # Exactly once, exact values: each input value's occurrences over the whole output.
     where_in: dict[str, tuple[int, int]] = {}
@@ -178,7 +264,7 @@ def check_outcome(
         for i, v in enumerate(values):
             where_in[_key(v)] = (p, i)
     count: Counter[str] = Counter()
-    for p, recs in sorted(final.items()):
+    for p, recs in sorted(copied.items()):
         for r in recs:
             src = r.value.get("src") if isinstance(r.value, dict) else None
             k = _key(src)
@@ -200,8 +286,8 @@ def check_outcome(
             o.add(f"duplicate: input {INPUT}/{p} offset {i} ({k}) is in the output {c} times")
 
     # Order: output partition p is input partition p, value for value.
-    for p in sorted(set(inputs) | set(final)):
-        got = [_key(r.value.get("src") if isinstance(r.value, dict) else None) for r in final.get(p, [])]
+    for p in sorted(set(inputs) | set(copied)):
+        got = [_key(r.value.get("src") if isinstance(r.value, dict) else None) for r in copied.get(p, [])]
         want = [_key(v) for v in inputs.get(p, [])]
         if got != want:
             o.order_violations += 1
@@ -250,7 +336,7 @@ def check_outcome(
 
     # Transactions: whole (the counts declared before Commit), acknowledged ones present.
     by_tag: dict[str, Counter[int]] = defaultdict(Counter)
-    for p, recs in final.items():
+    for p, recs in copied.items():
         for r in recs:
             tag = r.value.get("tag") if isinstance(r.value, dict) else None
             by_tag[str(tag)][p] += 1
@@ -273,7 +359,89 @@ def check_outcome(
         if not o.offsets_ok:
             o.add(f"group offsets {dict(sorted(group_offsets.items()))} != input end offsets "
                   f"{dict(sorted(input_ends.items()))}")
+    if apps is not None:
+        check_apps(o, final, seen, apps)
+    if shop is not None:
+        check_shop(o, final, shop)
     return o
+
+
+def check_apps(o: Outcome, final: dict[int, list[Seen]], seen: dict[int, list[Seen]], apps: Apps) -> None:
+    """The applications' records against their rows (guarantee 14): one record per committed
+    row and no record without one, printed orders durable, each application's records in a
+    partition in the order it committed them, and none of a rolled-back order ever read."""
+    from tests.e2e.order_app import rolls_back  # the application's rule (not imported by copiers)
+
+    records = [(p, r) for p, recs in sorted(final.items()) for r in recs if kind_of(r.value) == "app"]
+    o.app_rows, o.app_records = len(apps.rows), len(records)
+    count = Counter(r.value["order"] for _, r in records)
+    for order in sorted(apps.rows):
+        if count[order] == 0:
+            o.app_lost += 1
+            o.add(f"lost: application order {order} committed its row but has no record")
+        elif count[order] > 1:
+            o.app_duplicates += count[order] - 1
+            o.add(f"duplicate: application order {order} has {count[order]} records")
+    for p, r in records:
+        order = r.value["order"]
+        if order in apps.rows:
+            continue
+        o.app_orphans += 1
+        if rolls_back(order, apps.rollback_every):
+            o.add(f"rolled back: application order {order}'s transaction was rolled back, but its record "
+                  f"is at {OUTPUT}/{p} offset {r.offset}")
+        else:
+            o.add(f"orphan: {OUTPUT}/{p} offset {r.offset} holds application order {order}, which has no row")
+    for order in sorted(apps.printed - apps.rows):
+        o.app_lost += 1
+        o.add(f"durability: an application printed order {order} as committed, but its row is not there")
+    # One application commits its orders one after another, in increasing order: its records
+    # come in that order in each partition (offsets follow commit order).
+    for p, recs in sorted(final.items()):
+        last: dict[str, tuple[int, int]] = {}
+        for r in recs:
+            if kind_of(r.value) != "app":
+                continue
+            app, order = r.value["app"], r.value["order"]
+            if app in last and order <= last[app][0]:
+                o.app_order_violations += 1
+                o.add(f"commit order: {OUTPUT}/{p} has {app}'s order {order} at offset {r.offset}, after its "
+                      f"order {last[app][0]} at offset {last[app][1]}")
+            last[app] = (order, r.offset)
+    for p, recs in sorted(seen.items()):
+        for r in recs:
+            if kind_of(r.value) == "app" and rolls_back(r.value["order"], apps.rollback_every):
+                o.app_rolled_back_reads += 1
+                o.add(f"rolled-back read: the tailing reader was given {OUTPUT}/{p} offset {r.offset}, "
+                      f"application order {r.value['order']}, whose transaction was rolled back")
+
+
+def check_shop(o: Outcome, final: dict[int, list[Seen]], shop: ShopOrders) -> None:
+    """The shop's events against its orders in MariaDB: each order's event exactly once, with
+    its total; no event without its order; every order the shop printed as placed in MariaDB."""
+    events = [(p, r) for p, recs in sorted(final.items()) for r in recs if kind_of(r.value) == "shop"]
+    o.shop_orders, o.shop_events = len(shop.orders), len(events)
+    count = Counter(r.value["order"] for _, r in events)
+    for order in sorted(shop.orders):
+        if count[order] == 0:
+            o.shop_lost += 1
+            o.add(f"lost: MariaDB holds shop order {order}, but its event is not in the output")
+        elif count[order] > 1:
+            o.shop_duplicates += count[order] - 1
+            o.add(f"duplicate: shop order {order} has {count[order]} events")
+    for p, r in events:
+        order, total = r.value["order"], r.value["total"]
+        if order not in shop.orders:
+            o.shop_orphans += 1
+            o.add(f"orphan: {OUTPUT}/{p} offset {r.offset} holds the event of shop order {order}, which "
+                  f"MariaDB does not hold")
+        elif total != shop.orders[order]:
+            o.shop_orphans += 1
+            o.add(f"wrong event: {OUTPUT}/{p} offset {r.offset} says shop order {order} totals {total}, "
+                  f"MariaDB says {shop.orders[order]}")
+    for order in sorted(shop.placed - set(shop.orders)):
+        o.shop_lost += 1
+        o.add(f"durability: the shop printed order {order} as placed, but MariaDB does not hold it")
 
 
 # =============================================================================================
@@ -301,11 +469,29 @@ def copier_main(argv: list[str]) -> int:
     class CheckedConsumer(Consumer):
         """Checks every input fetch: the input holds plain records only, so a read_committed
         fetch from position P must return offsets P, P+1, … and answer next_offset one past
-        the last (or, with nothing returned, at least P)."""
+        the last (or, with nothing returned, at least P).
+
+        A position below the input's log start is reset to it by the consumer, and the fetch
+        is then checked from there: the trimmer moves the log start only up to the group's
+        committed offset, so what lies below was copied already (a copier meets one when it
+        is a stale member whose partition a new owner committed past; the output's exactly-
+        once checks would catch a record lost that way)."""
+
+        def __init__(self, *a, **kw):  # type: ignore[no-untyped-def]
+            super().__init__(*a, **kw)
+            self._reset_to: dict = {}
+
+        def _out_of_range(self, tp, error):  # type: ignore[no-untyped-def]
+            before = self._positions[tp]
+            super()._out_of_range(tp, error)
+            self._reset_to[tp] = self._positions[tp]
+            _emit(ev="reset", what=f"{tp[0]}/{tp[1]} from {before} to {self._positions[tp]}")
 
         def _fetch(self, tp, max_records):  # type: ignore[no-untyped-def]
             start = self._positions[tp]
+            self._reset_to.pop(tp, None)
             got = super()._fetch(tp, max_records)
+            start = self._reset_to.pop(tp, start)
             offsets = [r.offset for r in got]
             nxt = self._positions[tp]
             if offsets != list(range(start, start + len(offsets))) or nxt < start \
@@ -492,6 +678,11 @@ class Config:
     coordinator_interval_ms: int = 100
     cleaner_interval_ms: int = 200
     trim: bool = True                # DeleteRecords consumed_by the copiers' group, while they copy
+    apps: int = 2                    # applications appending in their own transactions
+    app_rollback_every: int = 7      # each application rolls back every seventh order
+    app_pause_s: float = 0.1         # an application sleeps up to this between orders
+    app_dawdle_s: float = 0.02       # and, on PostgreSQL, up to this between append and commit
+    shop_mariadb: str | None = None  # MariaDB server of the shop (mysql://root@127.0.0.1:3306); None: no shop
 
     def command(self) -> str:
         args = ["python", "-m", "tests.e2e.faults", "--backend", self.backend,
@@ -502,6 +693,8 @@ class Config:
                 "--complete-inline", self.complete_inline]
         if not self.trim:
             args.append("--no-trim")
+        args += ["--apps", str(self.apps), "--app-pause", f"{self.app_pause_s:g}"]
+        args += ["--mariadb", self.shop_mariadb] if self.shop_mariadb else ["--no-shop"]
         if self.pg_restart:
             args += ["--pg-restart", "--pg-restart-max", str(self.pg_restart_max)]
         return " ".join(shlex.quote(a) for a in args)
@@ -518,6 +711,7 @@ class RunResult:
     log_dir: Path
     harness_error: str | None = None
     events: list[str] = field(default_factory=list)
+    shop_db_kept: str | None = None  # the shop's MariaDB database, when the run kept it
 
     @property
     def ok(self) -> bool:
@@ -530,6 +724,7 @@ class RunResult:
             ("seed", c.seed),
             ("faults / s, duration", f"{c.fault_rate:g} / s for {c.duration_s:g} s"),
             ("copiers, servers, partitions", f"{c.copiers}, {c.servers}, {c.partitions}"),
+            ("applications, shop", f"{c.apps}, {'yes' if c.shop_mariadb else 'no'}"),
             ("complete_inline", c.complete_inline),
             ("records in", o.records_in),
             ("records out", o.records_out),
@@ -543,15 +738,25 @@ class RunResult:
             ("nonmonotonic / bad polls", o.poll_violations),
             ("skipped by the tailing reader", o.skipped),
             ("input polls with gaps", o.input_poll_violations),
+            ("input positions reset to the log start", s["input_resets"]),
             ("transactions not whole / lost", o.txn_violations),
             ("group offsets == input ends", "yes" if o.offsets_ok else "NO"),
+            ("applications: rows / records / rolled back", f"{o.app_rows} / {o.app_records} / {s['app_rolled_back']}"),
+            ("applications: lost / duplicates / without a row", f"{o.app_lost} / {o.app_duplicates} / {o.app_orphans}"),
+            ("applications: out of commit order / rolled back read",
+             f"{o.app_order_violations} / {o.app_rolled_back_reads}"),
+            ("shop: orders in MariaDB / events", f"{o.shop_orders} / {o.shop_events}"),
+            ("shop: lost / duplicates / without an order", f"{o.shop_lost} / {o.shop_duplicates} / {o.shop_orphans}"),
+            ("shop: recoveries (committed / aborted)", f"{s['shop_recovered_commit']} / {s['shop_recovered_abort']}"),
             ("verifier polls (errors)", f"{s['verifier_polls']} ({s['verifier_errors']})"),
             ("kills: copier", s["kill_copier"]),
             ("kills: server", s["kill_server"]),
             ("kills: coordinator", s["kill_coordinator"]),
+            ("kills: application / shop", f"{s['kill_app']} / {s['kill_shop']}"),
             ("db faults: connections terminated", s["db_terminate"]),
             ("db faults: server restarts", s["db_restart"]),
             ("copier exits: fatal / retriable / crash", f"{s['exit_fatal']} / {s['exit_retriable']} / {s['exit_crash']}"),
+            ("application / shop exits by themselves (--crash-at)", f"{s['app_exited']} / {s['shop_exited']}"),
             ("server starts (inline / worker-completed)", f"{s['server_inline']} / {s['server_not_inline']}"),
             ("transactions committed (COMMIT markers)", s["txn_committed"]),
             ("transactions aborted (ABORT markers)", s["txn_aborted"]),
@@ -559,6 +764,7 @@ class RunResult:
             ("aborts called by copiers", s["copier_aborts"]),
             ("wall time", f"{self.wall_s:.1f} s (faults {self.fault_s:.1f} s, drain {self.drain_s:.1f} s)"),
             ("logs", str(self.log_dir)),
+            *([("shop's MariaDB database (kept)", self.shop_db_kept)] if self.shop_db_kept else []),
         ]
         width = max(len(k) for k, _ in rows)
         lines = [f"fault injection: {c.command()}"]
@@ -573,27 +779,24 @@ class RunResult:
 
 
 def failure_report(result: RunResult, tail_lines: int = 8) -> str:
-    """The summary, the run's events and the last lines of each copier log."""
+    """The summary, the run's events and the last lines of each client's log."""
     parts = [result.summary(), "events:", *result.events[-200:]]
-    for path in sorted(result.log_dir.glob("fi-*-copier-*.log")):
+    logs = [p for kind in ("copier", "app", "shop") for p in result.log_dir.glob(f"fi-*-{kind}-*.log")]
+    for path in sorted(logs):
         lines = path.read_text(errors="replace").strip().splitlines()
         parts.append(f"--- {path.name}")
         parts += lines[-tail_lines:]
     return "\n".join(parts)
 
 
-class CopierProcess:
-    """One copier subprocess, its output (JSON events, one a line) in a log file."""
+class ClientProcess:
+    """One client subprocess (`python -m MODULE ARGS`), its output in a log file."""
 
-    def __init__(self, slot: int, url: str, cfg: Config, log_path: Path) -> None:
-        self.slot = slot
+    def __init__(self, module: str, args: list[str], log_path: Path) -> None:
         self.log_path = log_path
         self._log = open(log_path, "ab")  # noqa: SIM115 - closed in reap()
         self.proc = subprocess.Popen(
-            [PYTHON, "-m", "tests.e2e.faults", "copier", "--url", url, "--slot", str(slot),
-             "--session-timeout-ms", str(cfg.session_timeout_ms),
-             "--transaction-timeout-ms", str(cfg.transaction_timeout_ms),
-             "--max-records", str(cfg.max_records)],
+            [PYTHON, "-m", module, *args],
             cwd=ROOT, env={**os.environ, "PYTHONUNBUFFERED": "1"},
             stdout=self._log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
         )
@@ -617,10 +820,10 @@ class CopierProcess:
 
 @dataclass
 class Slot:
-    kind: str                        # "server", "coordinator", "copier"
+    kind: str                        # "server", "coordinator", "copier", "app", "shop"
     index: int
     port: int | None = None
-    proc: Any = None                 # ServiceProcess or CopierProcess
+    proc: Any = None                 # ServiceProcess or ClientProcess
     down_until: float = 0.0          # restart not before this (monotonic)
     starts: int = 0
     killed: bool = False             # the current proc was killed by the fault loop
@@ -651,13 +854,50 @@ def parse_copier_logs(paths: Iterable[Path]) -> tuple[dict[str, dict[int, int]],
     return declared, acked, violations, counts
 
 
+def _whole_lines(path: Path) -> list[str]:
+    """The lines of a client's log that were written whole (SIGKILL may cut the last)."""
+    return [line for line in path.read_text(errors="replace").splitlines(keepends=True) if line.endswith("\n")]
+
+
+def parse_app_logs(paths: Iterable[Path]) -> tuple[list[int], list[int]]:
+    """(orders printed as committed, orders printed as rolled back) by an application's runs
+    (tests/e2e/order_app.py prints "n" and "rolled back n")."""
+    committed: list[int] = []
+    rolled_back: list[int] = []
+    for path in paths:
+        for line in _whole_lines(path):
+            words = line.split()
+            if len(words) == 1 and words[0].isdigit():
+                committed.append(int(words[0]))
+            elif len(words) == 3 and words[:2] == ["rolled", "back"] and words[2].isdigit():
+                rolled_back.append(int(words[2]))
+    return committed, rolled_back
+
+
+def parse_shop_logs(paths: Iterable[Path]) -> tuple[set[int], Counter]:
+    """(orders printed as placed, recoveries by outcome: "commit", "abort") by the shop's runs."""
+    placed: set[int] = set()
+    recoveries: Counter = Counter()
+    for path in paths:
+        for line in _whole_lines(path):
+            words = line.split()
+            if len(words) == 3 and words[0] == "order" and words[2] == "placed" and words[1].isdigit():
+                placed.add(int(words[1]))
+            elif "committed: MariaDB had its order" in line:
+                recoveries["commit"] += 1
+            elif "aborted: MariaDB had no order of it" in line:
+                recoveries["abort"] += 1
+    return placed, recoveries
+
+
 class Harness:
     """One run against a database given as a conftest `Backend`, processes started through a
     conftest `Launcher` (which reaps them)."""
 
     def __init__(self, cfg: Config, backend: Any, launcher: Any, *, admin_url: str | None = None,
-                 log: Callable[[str], None] | None = None) -> None:
+                 log: Callable[[str], None] | None = None, keep: bool = False) -> None:
         self.cfg = cfg
+        self.keep = keep  # the shop's MariaDB database, even after a run that passed
         self.backend = backend
         self.launcher = launcher
         self.admin_url = admin_url
@@ -674,7 +914,12 @@ class Harness:
         self.copiers: list[Slot] = []
         self.servers: list[Slot] = []
         self.coordinators: list[Slot] = []
-        self.copier_procs: list[CopierProcess] = []
+        self.copier_procs: list[ClientProcess] = []
+        self.apps: list[Slot] = []
+        self.shops: list[Slot] = []      # the shop, when the run has one
+        self.client_logs: dict[tuple[str, int], list[Path]] = defaultdict(list)
+        self.shop_db: str | None = None  # the shop's MariaDB database (a URL), made for the run
+        self.late_violations: list[str] = []
         self._db_restarts = 0
 
     # --- processes ------------------------------------------------------------------------
@@ -715,11 +960,55 @@ class Harness:
             slot.proc = ServiceProcess(label, ["coordinator"], env, self._log_path(label))
             self.launcher.processes.append(slot.proc)
             self.note(f"start coordinator {slot.index}")
-        else:
+        elif slot.kind == "copier":
             label = f"copier-{slot.index}"
-            slot.proc = CopierProcess(slot.index, self.url(slot.index), self.cfg, self._log_path(label))
+            slot.proc = ClientProcess("tests.e2e.faults", self._copier_args(slot.index), self._log_path(label))
             self.copier_procs.append(slot.proc)
             self.note(f"start copier {slot.index} (pid {slot.proc.proc.pid}) -> {self.url(slot.index)}")
+        elif slot.kind == "app":
+            first = self._app_next(slot.index)
+            slot.proc = self._client(slot, "tests.e2e.order_app", self._app_args(slot.index, first))
+            self.note(f"start application {slot.index} (pid {slot.proc.proc.pid}) from order {first}")
+        else:
+            # Besides the fault loop's kills, each instance kills itself at one step of an
+            # order a few orders on, the four steps taking turns: the recovery of an order
+            # MariaDB committed (after-own-commit) is otherwise a window of one request that
+            # a random kill seldom meets.
+            step = SHOP_CRASH_STEPS[(slot.starts - 1) % len(SHOP_CRASH_STEPS)]
+            at = max(self._shop_orders(), default=0) + self.settings_rng.randint(3, 10)
+            slot.proc = self._client(slot, "examples.mariadb_orders",
+                                     self._shop_args(slot.index, 10**9) + ["--crash-at", f"{step}:{at}"])
+            self.note(f"start shop (pid {slot.proc.proc.pid}) -> {self.url(slot.index)}, to die at {step} of order {at}")
+
+    def _copier_args(self, index: int) -> list[str]:
+        return ["copier", "--url", self.url(index), "--slot", str(index),
+                "--session-timeout-ms", str(self.cfg.session_timeout_ms),
+                "--transaction-timeout-ms", str(self.cfg.transaction_timeout_ms),
+                "--max-records", str(self.cfg.max_records)]
+
+    def _client(self, slot: Slot, module: str, args: list[str]) -> ClientProcess:
+        path = self._log_path(f"{slot.kind}-{slot.index}")
+        self.client_logs[(slot.kind, slot.index)].append(path)
+        return ClientProcess(module, args, path)
+
+    def _app_args(self, index: int, first: int, last: int | None = None) -> list[str]:
+        # On SQLite an application's transaction holds the file's write lock: no dawdling in it.
+        dawdle = self.cfg.app_dawdle_s if self.cfg.backend == "postgresql" else 0.0
+        return [self.backend.url, str(first), *([] if last is None else [str(last)]),
+                "--topic", OUTPUT, "--partitions", str(self.cfg.partitions), "--table", APP_TABLE,
+                "--app", f"app-{index}", "--rollback-every", str(self.cfg.app_rollback_every),
+                "--pause", str(self.cfg.app_pause_s), "--dawdle", str(dawdle)]
+
+    def _app_next(self, index: int) -> int:
+        """The order application `index` goes on from: the one after the last it printed
+        (committed or rolled back), or its first."""
+        committed, rolled_back = parse_app_logs(self.client_logs[("app", index)])
+        done = committed + rolled_back
+        return max(done) + 1 if done else (index + 1) * APP_ORDERS
+
+    def _shop_args(self, index: int, orders: int) -> list[str]:
+        return ["--url", self.url(index), "--mariadb", self.shop_db or "", "--transactional-id", SHOP_ID,
+                "--topic", OUTPUT, "--orders", str(orders)]
 
     def _kill(self, slot: Slot, down_s: float) -> None:
         slot.proc.kill9()
@@ -728,10 +1017,13 @@ class Harness:
         self.stats[f"kill_{slot.kind}"] += 1
         self.note(f"kill -9 {slot.kind} {slot.index} (down {down_s:.1f}s)")
 
+    def _slots(self) -> list[Slot]:
+        return self.servers + self.coordinators + self.copiers + self.apps + self.shops
+
     def supervise(self) -> None:
-        """Restart whatever is down and due; count copier exits."""
+        """Restart whatever is down and due; count client exits."""
         now = time.monotonic()
-        for slot in self.servers + self.coordinators + self.copiers:
+        for slot in self._slots():
             if slot.proc is not None and slot.proc.alive():
                 continue
             if slot.proc is not None and not slot.killed:
@@ -741,6 +1033,13 @@ class Harness:
                     kind = {EXIT_FATAL: "fatal", EXIT_RETRIABLE: "retriable"}.get(code, "crash")
                     self.stats[f"exit_{kind}"] += 1
                     self.note(f"copier {slot.index} exited with {code} ({kind}); restarting")
+                    slot.down_until = now + 0.2
+                elif slot.kind in ("app", "shop"):
+                    # Its database connection was terminated, or it gave up on a server: it
+                    # dies like a killed one, and is restarted like one.
+                    self.stats[f"{slot.kind}_exited"] += 1
+                    tail = slot.proc.log_path.read_text(errors="replace").strip().splitlines()[-1:]
+                    self.note(f"{slot.kind} {slot.index} exited with {code}; restarting ({tail})")
                     slot.down_until = now + 0.2
                 else:
                     self.stats[f"{slot.kind}_exited"] += 1
@@ -785,14 +1084,16 @@ class Harness:
         if kind == "db":
             self.db_fault()
             return True
-        slots = {"copier": self.copiers, "server": self.servers, "coordinator": self.coordinators}[kind]
+        slots = {"copier": self.copiers, "server": self.servers, "coordinator": self.coordinators,
+                 "app": self.apps, "shop": self.shops}[kind]
         up = [s for s in slots if s.proc is not None and s.proc.alive()]
         if kind == "server" and len(up) < len(slots):
             return False  # one server down at a time
         if not up:
             return False
         slot = self.rng.choice(up)
-        down = {"copier": (0.0, 1.0), "server": (0.0, 1.5), "coordinator": (0.2, 3.0)}[kind]
+        down = {"copier": (0.0, 1.0), "server": (0.0, 1.5), "coordinator": (0.2, 3.0),
+                "app": (0.0, 1.0), "shop": (0.0, 1.0)}[kind]
         self._kill(slot, self.rng.uniform(*down))
         return True
 
@@ -815,6 +1116,8 @@ class Harness:
             self.servers = [Slot("server", i, port=free_port()) for i in range(cfg.servers)]
             self.coordinators = [Slot("coordinator", 0)]
             self.copiers = [Slot("copier", i) for i in range(cfg.copiers)]
+            self.apps = [Slot("app", i) for i in range(cfg.apps)]
+            self.shops = [Slot("shop", 0)] if cfg.shop_mariadb else []
             # The first server migrates SQLite; the rest start once it is ready.
             self._start(self.servers[0])
             self.servers[0].proc.wait_ready(60)
@@ -828,11 +1131,16 @@ class Harness:
             trimmer = Trimmer(self, cfg.partitions) if cfg.trim else None
             if trimmer is not None:
                 trimmer.start()
-            for s in self.copiers:
+            if self.apps:
+                self._create_app_table()
+            if self.shops:
+                self._create_shop_db()
+            for s in self.copiers + self.apps + self.shops:
                 self._start(s)
 
             # Faults.
-            kinds = ["copier", "copier", "server", "coordinator"] + (["db"] if cfg.backend == "postgresql" else [])
+            kinds = ["copier", "copier", "server", "coordinator"] + (["app"] if self.apps else []) \
+                + (["shop"] if self.shops else []) + (["db"] if cfg.backend == "postgresql" else [])
             deck: list[str] = []
             t_faults = time.monotonic()
             end = t_faults + cfg.duration_s
@@ -865,6 +1173,9 @@ class Harness:
             # Drain: everything up, copiers finish.
             t_drain = time.monotonic()
             self._restore_all(t_drain + 120)
+            # The applications and the shop first: the copiers then drain without their load.
+            self._finish_apps()
+            self._finish_shop()
             input_ends = self._input_ends()
             group = self._wait_for_group(input_ends, t_drain + cfg.drain_timeout_s)
             if trimmer is not None:
@@ -873,6 +1184,8 @@ class Harness:
                 self.stats["input_log_starts"] = trimmer.log_starts
             self._stop_copiers()
             self._wait_settled(time.monotonic() + cfg.transaction_timeout_ms / 1000 + 60)
+            if self.shops:
+                self._check_nothing_prepared()
             verifier.stop()
             verifier.catch_up()
             final = read_final(self.url(0), cfg.partitions)
@@ -884,30 +1197,146 @@ class Harness:
             declared, acked, input_violations, ev_counts = parse_copier_logs(p.log_path for p in self.copier_procs)
             self.stats["acked"] = len(acked)
             self.stats["copier_aborts"] = ev_counts["abort"]
+            self.stats["input_resets"] = ev_counts["reset"]
             outcome = check_outcome(
                 inputs=inputs, final=final, seen=verifier.seen, poll_violations=verifier.violations,
                 declared=declared, acknowledged=acked, input_poll_violations=input_violations,
                 group_offsets=group, input_ends=input_ends,
+                apps=self._apps_left() if self.apps else None,
+                shop=self._shop_left() if self.shops else None,
             )
+            for v in self.late_violations:
+                outcome.add(v)
             self._database_checks(outcome)
         except Exception as e:  # noqa: BLE001 - reported with the seed
             error = f"{type(e).__name__}: {e}\n{traceback.format_exc()}"
             self.note(f"harness error: {error}")
         finally:
-            for s in self.copiers:
+            for s in self.copiers + self.apps + self.shops:
                 if s.proc is not None:
                     s.proc.reap()
         result = RunResult(cfg, outcome, self.stats, time.monotonic() - t_start, fault_s, drain_s,
                            self.log_dir, error, self.events)
+        if self.shop_db is not None:  # kept for a look when the run failed
+            if result.ok and not self.keep:
+                drop_shop_db(self.shop_db)
+            else:
+                result.shop_db_kept = self.shop_db
         try:  # kept beside the process logs, whatever happens to the caller's output
             (self.log_dir / "fi-report.txt").write_text(failure_report(result, tail_lines=30))
         except OSError:
             pass
         return result
 
+    # --- the applications and the shop ----------------------------------------------------
+
+    def _create_app_table(self) -> None:
+        from sqlalchemy import text
+
+        with self.backend.engine.begin() as conn:
+            conn.execute(text(f"CREATE TABLE {APP_TABLE} (id BIGINT PRIMARY KEY, total BIGINT NOT NULL)"))
+
+    def _create_shop_db(self) -> None:
+        name = f"outbox_fi_shop_{uuid.uuid4().hex[:8]}"
+        admin = mariadb_connect(self.cfg.shop_mariadb or "")
+        try:
+            with admin.cursor() as c:
+                c.execute(f"CREATE DATABASE {name}")
+        finally:
+            admin.close()
+        self.shop_db = f"{(self.cfg.shop_mariadb or '').rstrip('/')}/{name}"
+        self.note(f"the shop's database: {self.shop_db}")
+
+    def _run_to_the_end(self, slot: Slot, module: str, args: list[str], what: str) -> bool:
+        """Run one more instance of a client in `slot` to its end; a violation if it fails."""
+        slot.proc = self._client(slot, module, args)
+        try:
+            code = slot.proc.proc.wait(timeout=120)
+        except subprocess.TimeoutExpired:
+            slot.proc.kill9()
+            code = "no exit in 120 s"
+        if code == 0:
+            return True
+        tail = slot.proc.log_path.read_text(errors="replace").strip().splitlines()[-3:]
+        self.late_violations.append(f"{what} ended with {code}: {tail}")
+        return False
+
+    def _stop(self, slot: Slot) -> None:
+        if slot.proc is not None and not slot.proc.alive() and not slot.killed:
+            self.stats[f"{slot.kind}_exited"] += 1  # by itself, since the last look
+        if slot.proc is not None and slot.proc.alive():
+            slot.proc.kill9()
+        slot.killed = True
+        slot.down_until = float("inf")
+
+    def _finish_apps(self) -> None:
+        """Each application killed, and run once more for five orders from where it was: they
+        must all be placed (committed or rolled back) and the run end cleanly. The first may
+        have committed unprinted before the kill: it is then retried and published once."""
+        for slot in self.apps:
+            self._stop(slot)
+            first = self._app_next(slot.index)
+            what = f"application {slot.index}'s last run (orders {first}..{first + 4})"
+            if self._run_to_the_end(slot, "tests.e2e.order_app", self._app_args(slot.index, first, first + 4), what):
+                committed, rolled_back = parse_app_logs(self.client_logs[("app", slot.index)])
+                missing = set(range(first, first + 5)) - set(committed) - set(rolled_back)
+                if missing:
+                    self.late_violations.append(f"{what} did not place orders {sorted(missing)}")
+        self.stats["app_rolled_back"] = sum(len(parse_app_logs(self.client_logs[("app", s.index)])[1]) for s in self.apps)
+
+    def _finish_shop(self) -> None:
+        """The shop killed, and run once more for three more orders: it recovers what the
+        instance before it prepared, places them and ends cleanly."""
+        for slot in self.shops:
+            self._stop(slot)
+            last = max(self._shop_orders(), default=0)
+            what = f"the shop's last run (orders {last + 1}..{last + 3})"
+            if self._run_to_the_end(slot, "examples.mariadb_orders", self._shop_args(slot.index, last + 3), what):
+                missing = {last + 1, last + 2, last + 3} - parse_shop_logs(self.client_logs[("shop", 0)])[0]
+                if missing:
+                    self.late_violations.append(f"{what} did not place orders {sorted(missing)}")
+            recoveries = parse_shop_logs(self.client_logs[("shop", 0)])[1]
+            self.stats["shop_recovered_commit"] = recoveries["commit"]
+            self.stats["shop_recovered_abort"] = recoveries["abort"]
+
+    def _check_nothing_prepared(self) -> None:
+        s = self._session()
+        try:
+            body = s.call("GET", "/v1/transactions", params={"state": ["Prepared"]}, deadline_s=60)
+        finally:
+            s.close()
+        for t in body["transactions"]:
+            self.late_violations.append(f"transaction {t['transactional_id']} (txn_id {t['txn_id']}) is still "
+                                        "Prepared after the shop's last run recovered")
+
+    def _shop_orders(self) -> dict[int, int]:
+        """MariaDB's shop_orders, id -> total (nothing before the shop first created it)."""
+        import pymysql
+
+        conn = mariadb_connect(self.shop_db or "")
+        try:
+            with conn.cursor() as c:
+                c.execute("SELECT id, total FROM shop_orders")
+                return {int(i): int(t) for i, t in c.fetchall()}
+        except pymysql.err.ProgrammingError:
+            return {}
+        finally:
+            conn.close()
+
+    def _apps_left(self) -> Apps:
+        from sqlalchemy import text
+
+        rows = {int(r[0]) for r in self.backend.query(text(f"SELECT id FROM {APP_TABLE}"))}
+        printed = {n for s in self.apps for n in parse_app_logs(self.client_logs[("app", s.index)])[0]}
+        self.stats["app_orders"] = len(rows)
+        return Apps(rows=rows, printed=printed, rollback_every=self.cfg.app_rollback_every)
+
+    def _shop_left(self) -> ShopOrders:
+        return ShopOrders(orders=self._shop_orders(), placed=parse_shop_logs(self.client_logs[("shop", 0)])[0])
+
     def _restore_all(self, deadline: float) -> None:
         """Restart whatever the faults left down, now, and wait for the servers to be ready."""
-        for slot in self.servers + self.coordinators + self.copiers:
+        for slot in self._slots():
             slot.down_until = min(slot.down_until, time.monotonic())
         while True:
             self.supervise()
@@ -1074,6 +1503,45 @@ class Harness:
         self.backend.dispose()
 
 
+def mariadb_connect(url: str) -> Any:
+    """A PyMySQL connection (autocommit) to mysql://user:password@host:port[/database]."""
+    from urllib.parse import urlparse
+
+    import pymysql
+
+    u = urlparse(url)
+    return pymysql.connect(host=u.hostname or "127.0.0.1", port=u.port or 3306, user=u.username or "root",
+                           password=u.password or "", database=u.path.lstrip("/") or None, autocommit=True,
+                           connect_timeout=10)
+
+
+def mariadb_problem(url: str) -> str | None:
+    """Why the shop cannot run against the MariaDB server at `url`, with the fix; None if it can."""
+    try:
+        import pymysql
+    except ImportError:
+        return "PyMySQL is not installed (the shop's MariaDB driver): .venv/bin/pip install -e '.[test]'"
+    try:
+        mariadb_connect(url).close()
+    except pymysql.err.OperationalError as e:
+        return (f"MariaDB is not reachable at {url} ({e.args[-1]}): install and start it "
+                "(Debian: apt-get install mariadb-server)")
+    return None
+
+
+def drop_shop_db(url: str) -> None:
+    from urllib.parse import urlparse
+
+    server, name = url.rsplit("/", 1)
+    assert urlparse(url).path.lstrip("/") == name and name.startswith("outbox_fi_shop_"), url
+    admin = mariadb_connect(server)
+    try:
+        with admin.cursor() as c:
+            c.execute(f"DROP DATABASE IF EXISTS {name}")
+    finally:
+        admin.close()
+
+
 class Trimmer(threading.Thread):
     """Every half second, DeleteRecords consumed_by the copiers' group on each input partition,
     through whichever server answers: the input's log start follows the group."""
@@ -1108,8 +1576,8 @@ class Trimmer(threading.Thread):
 
 
 def run_with(cfg: Config, backend: Any, launcher: Any, *, admin_url: str | None = None,
-             log: Callable[[str], None] | None = None) -> RunResult:
-    return Harness(cfg, backend, launcher, admin_url=admin_url, log=log).run()
+             log: Callable[[str], None] | None = None, keep: bool = False) -> RunResult:
+    return Harness(cfg, backend, launcher, admin_url=admin_url, log=log, keep=keep).run()
 
 
 # =============================================================================================
@@ -1135,7 +1603,15 @@ def _script(argv: list[str]) -> int:
     ap.add_argument("--drain-timeout", type=float, default=300.0)
     ap.add_argument("--no-trim", action="store_true",
                     help="no DeleteRecords of what the copiers consumed (the input keeps everything)")
-    ap.add_argument("--keep", action="store_true", help="keep the database and logs even on success")
+    ap.add_argument("--apps", type=int, default=2,
+                    help="applications appending in their own database transactions (app.in_database)")
+    ap.add_argument("--app-pause", type=float, default=0.1,
+                    help="seconds an application sleeps between orders, at most")
+    ap.add_argument("--mariadb", default="mysql://root@127.0.0.1:3306",
+                    help="the MariaDB server of the shop (examples/mariadb_orders.py), which gets a database of its own")
+    ap.add_argument("--no-shop", action="store_true", help="no shop (and no MariaDB needed)")
+    ap.add_argument("--keep", action="store_true",
+                    help="keep the databases (the shop's too) and logs even on success")
     ap.add_argument("--quiet", action="store_true", help="no event lines while running")
     args = ap.parse_args(argv)
     seed = args.seed if args.seed is not None else random.randrange(1 << 31)
@@ -1143,7 +1619,12 @@ def _script(argv: list[str]) -> int:
                  copiers=args.copiers, records=args.records, partitions=args.partitions,
                  servers=args.servers, max_records=args.max_records, complete_inline=args.complete_inline,
                  pg_restart=args.pg_restart, pg_restart_max=args.pg_restart_max,
-                 drain_timeout_s=args.drain_timeout, trim=not args.no_trim)
+                 drain_timeout_s=args.drain_timeout, trim=not args.no_trim, apps=args.apps,
+                 app_pause_s=args.app_pause,
+                 shop_mariadb=None if args.no_shop else args.mariadb)
+    if cfg.shop_mariadb and (problem := mariadb_problem(cfg.shop_mariadb)):
+        print(f"{problem}; or run without the shop: --no-shop", file=sys.stderr)
+        return 2
 
     from sqlalchemy import create_engine, text
     from sqlalchemy.engine import make_url
@@ -1170,7 +1651,7 @@ def _script(argv: list[str]) -> int:
     launcher = Launcher(backend)
     log = None if args.quiet else (lambda s: print(s, flush=True))
     try:
-        result = run_with(cfg, backend, launcher, admin_url=ADMIN_URL, log=log)
+        result = run_with(cfg, backend, launcher, admin_url=ADMIN_URL, log=log, keep=args.keep)
     finally:
         launcher.close()
         backend.dispose()

@@ -18,7 +18,7 @@ from sqlalchemy.orm import Session
 
 from app.domain.errors import InvalidRecord, InvalidRequest, UnknownTopicOrPartition
 from app.in_database import OutboxRecord, append
-from tests.helpers import create_topic, fetch, values
+from tests.helpers import batch, begin, create_topic, fetch, ident, init_producer, send, values
 
 ORDERS = "CREATE TABLE orders (id INTEGER PRIMARY KEY, total INTEGER NOT NULL)"
 
@@ -262,23 +262,39 @@ def test_records_from_the_application_and_from_sends_share_one_offset_sequence_a
 
 def test_a_reader_tailing_the_partition_never_skips_a_record_committed_late(app_db: str, client: Any) -> None:
     """Applications whose transactions append, dawdle and then commit or roll back, beside a
-    producer of Sends, while a read_committed reader tails the partition: the reader gets every
-    committed record exactly once, in offset order, and none that was rolled back."""
+    producer of plain Sends and a transactional producer whose transactions commit or abort,
+    all on one partition, while a read_committed reader tails it: the reader gets every
+    committed record exactly once and none that was rolled back or aborted; plain and
+    application records at their own offsets, an application transaction's records at
+    consecutive offsets, and a committed transaction's records together, in the order sent, at
+    the offset of its COMMIT marker (guarantees 1, 3, 4, 6 and 14)."""
     import random
     import threading
     import time
 
-    stop = time.monotonic() + 3
-    committed: list[str] = []
-    rolled_back: list[str] = []
+    committed: list[str] = []            # every record that must be read, whoever wrote it
+    rolled_back: list[str] = []          # records of application transactions rolled back
+    app_batches: list[list[str]] = []    # committed application transactions, their records in order
+    sends: list[str] = []
+    transactions: list[list[str]] = []   # committed HTTP transactions, their records in the order sent
+    aborted: list[list[str]] = []
     errors: list[BaseException] = []
     lock = threading.Lock()
+    start = time.monotonic()
+
+    def writing() -> bool:
+        """Three seconds, and on until every kind of write has happened a few times (a slow
+        machine), for 30 s at most."""
+        elapsed = time.monotonic() - start
+        enough = (len(app_batches) >= 10 and rolled_back and len(sends) >= 10 and len(transactions) >= 3
+                  and aborted)
+        return not errors and (elapsed < 3 or not enough and elapsed < 30)
 
     def application(name: str) -> None:
         rng = random.Random(name)
         n = 0
         try:
-            while time.monotonic() < stop:
+            while writing():
                 with driver_connection(app_db) as (conn, _insert, commit, rollback):
                     batch = [f"{name}-{n}-{i}" for i in range(rng.randint(1, 3))]
                     n += 1
@@ -292,13 +308,17 @@ def test_a_reader_tailing_the_partition_never_skips_a_record_committed_late(app_
                         commit()
                         with lock:
                             committed.extend(batch)
+                            app_batches.append(batch)
+                # Between transactions, a pause: on SQLite an application's transaction holds
+                # the file's write lock, and back to back they would starve the HTTP writers.
+                time.sleep(rng.uniform(0, 0.02))
         except BaseException as e:  # noqa: BLE001 - reported below
             errors.append(e)
 
     def producer() -> None:
         n = 0
         try:
-            while time.monotonic() < stop:
+            while writing():
                 value = f"send-{n}"
                 n += 1
                 r = client.post("/v1/records", json={"batches": [{"topic": "orders", "partition": 0,
@@ -306,32 +326,85 @@ def test_a_reader_tailing_the_partition_never_skips_a_record_committed_late(app_
                 assert r.status_code == 200, r.text
                 with lock:
                     committed.append(value)
+                    sends.append(value)
+        except BaseException as e:  # noqa: BLE001
+            errors.append(e)
+
+    def transactional_producer() -> None:
+        """Begin, one to three Sends with a pause after each (so that others append and commit
+        inside the transaction's span of offsets), then Commit or, one time in three, Abort."""
+        rng = random.Random("txn")
+        tid = "tailing-txn"
+        n = seq = 0
+        try:
+            p = init_producer(client, tid)
+            while writing():
+                txn_id = begin(client, tid, p)["txn_id"]
+                sent: list[str] = []
+                for _ in range(rng.randint(1, 3)):
+                    vals = [f"txn-{n}-{len(sent) + i}" for i in range(rng.randint(1, 2))]
+                    r = send(client, [batch("orders", 0, vals, base_sequence=seq)], p, tid)
+                    assert r.status_code == 200, r.text
+                    seq += len(vals)
+                    sent += vals
+                    time.sleep(rng.uniform(0, 0.01))
+                n += 1
+                commit = rng.random() < 2 / 3
+                r = client.post(f"/v1/transactions/{tid}/{'commit' if commit else 'abort'}",
+                                json={**ident(p), "txn_id": txn_id})
+                assert r.status_code == 200, r.text
+                assert r.json()["state"] == ("CompleteCommit" if commit else "CompleteAbort"), r.text
+                with lock:
+                    if commit:
+                        committed.extend(sent)
+                        transactions.append(sent)
+                    else:
+                        aborted.append(sent)
         except BaseException as e:  # noqa: BLE001
             errors.append(e)
 
     writers = [threading.Thread(target=application, args=(f"app{i}",)) for i in range(2)]
-    writers.append(threading.Thread(target=producer))
+    writers += [threading.Thread(target=producer), threading.Thread(target=transactional_producer)]
     for w in writers:
         w.start()
-    seen: list[tuple[int, str]] = []
+    seen: list[tuple[int, int, str]] = []  # (offset, commit_position, value), as the reader got them
     position = 0
     while True:
-        writing = any(w.is_alive() for w in writers)
+        running = any(w.is_alive() for w in writers)
         page = fetch(client, "orders", 0, position)
-        seen.extend((r["offset"], r["value"]) for r in page["records"])
+        seen.extend((r["offset"], r["commit_position"], r["value"]) for r in page["records"])
         position = page["next_offset"]
-        if not writing and position >= page["high_watermark"]:
+        if not running and position >= page["high_watermark"]:
             break
     for w in writers:
         w.join()
 
     assert errors == []
-    offsets = [o for o, _ in seen]
-    assert offsets == sorted(set(offsets))
-    assert sorted(v for _, v in seen) == sorted(committed)
-    assert not set(rolled_back) & {v for _, v in seen}
-    assert seen == [(r["offset"], r["value"]) for r in fetch(client, "orders", 0, max_records=100_000)["records"]]
-    assert len(committed) > 20 and rolled_back
+    # What the reader got while the writers ran is the partition's committed records read
+    # afterwards from offset 0: nothing skipped, nothing it should not have been given.
+    final = fetch(client, "orders", 0, max_records=100_000)["records"]
+    assert seen == [(r["offset"], r["commit_position"], r["value"]) for r in final]
+    # In commit order: commit points ascend, a transaction's records by offset at its point.
+    assert [(cp, o) for o, cp, _ in seen] == sorted({(cp, o) for o, cp, _ in seen})
+    assert sorted(v for _, _, v in seen) == sorted(committed)
+    assert not (set(rolled_back) | {v for t in aborted for v in t}) & {v for _, _, v in seen}
+    at = {v: i for i, (_, _, v) in enumerate(seen)}
+    # Plain Sends and application records are visible at their own offsets; each application
+    # transaction's records took consecutive offsets when it committed.
+    assert all(o == cp for o, cp, v in seen if not v.startswith("txn-"))
+    for b in app_batches:
+        first = seen[at[b[0]]][0]
+        assert [seen[at[v]][0] for v in b] == list(range(first, first + len(b))), b
+    # A committed transaction comes all at once, in the order sent, at its COMMIT marker's
+    # offset: past its records, and the offset of no record the reader got.
+    offsets = {o for o, _, _ in seen}
+    for t in transactions:
+        i = at[t[0]]
+        got = seen[i:i + len(t)]
+        assert [v for _, _, v in got] == t
+        (point,) = {cp for _, cp, _ in got}
+        assert point > max(o for o, _, _ in got) and point not in offsets, got
+    assert len(app_batches) >= 10 and rolled_back and len(sends) >= 10 and len(transactions) >= 3 and aborted
 
 
 def test_sqlite_a_callers_row_factory_and_regexp_are_left_as_they_were(app_db: str, client: Any) -> None:
