@@ -9,7 +9,6 @@ import random
 import subprocess
 import threading
 import time
-from typing import Any
 
 from sqlalchemy import text
 
@@ -53,9 +52,14 @@ def test_every_order_has_exactly_one_record_however_the_application_dies(backend
     try:
         for kill in range(KILLS):
             app = start_app(backend, printed + 1)
-            time.sleep(rng.uniform(0.3, 1.0))
+            # Killed at a random moment once it is appending: its first order printed (an
+            # interpreter takes over a second to start on a loaded machine, and a kill before
+            # any order would test nothing).
+            first = app.stdout.readline()  # type: ignore[union-attr]
+            time.sleep(rng.uniform(0.0, 0.7))
             app.kill()  # SIGKILL
             out, err = app.communicate(timeout=10)
+            out = first + out
             assert "Traceback" not in err, err
             ids = [int(line) for line in out.split()]
             printed = ids[-1] if ids else printed
