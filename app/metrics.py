@@ -39,6 +39,11 @@ RECORDS_APPENDED = Counter(
     "Records written by Sends, by kind of producer (plain, idempotent, transactional).",
     ["producer"],
 )
+RECORDS_FETCHED = Counter(
+    "outbox_records_fetched",
+    "Records returned by Fetches, by isolation level (read_committed, read_uncommitted).",
+    ["isolation"],
+)
 DUPLICATE_BATCHES = Counter(
     "outbox_duplicate_batches",
     "Batches answered as a retry of the producer's last batch in their partition: nothing written.",

@@ -14,7 +14,7 @@ from fastapi.openapi.utils import get_openapi
 from fastapi.routing import APIRoute
 
 from app import __doc__ as product_doc
-from app.api import docs_ui, errors
+from app.api import console, docs_ui, errors
 from app.api.body_limit import BodySizeLimit
 from app.api.path_guard import EncodedSlashGuard
 from app.api.deps import Services
@@ -82,6 +82,7 @@ def create_app(settings: Settings | None = None, clock: Clock = system_clock, *,
     errors.install(app)
     authenticated = [Depends(authenticate)]
     docs_ui.install(app, dependencies=authenticated if settings.protect_docs else [])
+    console.install(app)
 
     app.add_middleware(BodySizeLimit, max_bytes=settings.max_request_bytes)
     app.add_middleware(EncodedSlashGuard)

@@ -41,6 +41,15 @@ class ControlType(str, enum.Enum):
     ABORT = "ABORT"
 
 
+class RecordState(str, enum.Enum):
+    """Where a data record stands, as a read_uncommitted fetch reports it: its transaction
+    committed (or it is not transactional), aborted, or not ended yet."""
+
+    COMMITTED = "committed"
+    ABORTED = "aborted"
+    OPEN = "open"
+
+
 class IsolationLevel(str, enum.Enum):
     READ_COMMITTED = "read_committed"
     READ_UNCOMMITTED = "read_uncommitted"

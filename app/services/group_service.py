@@ -28,7 +28,7 @@ from app.domain.errors import (
 )
 from app.domain.offsets import GroupMetadata, OffsetToStage, check_distinct_partitions
 from app.settings import Settings
-from app.storage import groups, offsets, topics
+from app.storage import groups, log, offsets, topics
 from app.storage.engine import Database, after_commit
 
 
@@ -40,6 +40,24 @@ class Membership:
     generation_id: int
     assignment: list[tuple[str, int]]
     member_count: int
+
+
+# Plain records counted per partition for a lag, at most: beyond it the lag is reported as at
+# least this (a count is a range scan of the primary key).
+LAG_COUNT_CAP = 1_000_000
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionLag:
+    topic: str
+    partition: int
+    committed_offset: int
+    log_start_offset: int
+    high_watermark: int
+    last_stable_offset: int
+    lag: int  # committed records after the committed offset
+    exact: bool  # False: at least `lag` (LAG_COUNT_CAP reached)
+    pending: bool  # an unfinished transaction has staged a new offset for it
 
 
 class GroupService:
@@ -106,6 +124,36 @@ class GroupService:
             if gen is None:
                 raise GroupIdNotFound(f"no consumer group {group_id!r}")
             return gen, groups.members(conn, group_id)
+
+    def list(self) -> list[groups.GroupListing]:
+        with self.db.read() as conn:
+            return groups.list_groups(conn)
+
+    def lag(self, group_id: str, visible: Callable[[str], bool] = lambda _topic: True) -> list[PartitionLag]:
+        """Per partition the group has committed an offset for (topics `visible` to the caller):
+        where it is, the partition's bounds, and how many committed records it has left to read
+        (app.storage.log.committed_between), in one snapshot."""
+        with self.db.read() as conn:
+            every = offsets.fetch(conn, group_id)
+            if not every and groups.generation(conn, group_id) is None \
+                    and not offsets.pending_partitions(conn, group_id, None):
+                raise GroupIdNotFound(f"no consumer group {group_id!r}")
+            committed = [o for o in every if visible(o.topic)]
+            pending = set(offsets.pending_partitions(conn, group_id, None))
+            bounds: dict[str, tuple[int, dict[int, topics.PartitionInfo]]] = {}
+            out = []
+            for o in committed:
+                if o.topic not in bounds:
+                    t = topics.get_topic(conn, o.topic)
+                    bounds[o.topic] = (t.topic_id, {p.partition: p for p in topics.describe_partitions(conn, t)})
+                topic_id, parts = bounds[o.topic]
+                info = parts[o.partition]
+                lag, exact = log.committed_between(conn, topic_id, o.partition, o.committed_offset,
+                                                   info.log_end_offset, LAG_COUNT_CAP)
+                out.append(PartitionLag(o.topic, o.partition, o.committed_offset, info.log_start_offset,
+                                        info.log_end_offset, info.last_stable_offset, lag, exact,
+                                        (o.topic, o.partition) in pending))
+            return out
 
     def expire_members(self, now_ms: int) -> int:
         """Remove members whose session timed out and rebalance their groups."""

@@ -245,4 +245,5 @@ class LogService:
                 max_records=max_records,
                 isolation=isolation,
             )
+        metrics.RECORDS_FETCHED.labels(isolation.value).inc(len(result.records))
         return topic, result

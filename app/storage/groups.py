@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import orjson
-from sqlalchemy import Connection, delete, insert, select, update
+from sqlalchemy import Connection, delete, func, insert, select, update
 
 from app.domain.errors import IllegalGeneration, UnknownMemberId
 from app.domain.offsets import GroupMetadata
@@ -127,3 +127,29 @@ def check_group_metadata(conn: Connection, group_id: str, meta: GroupMetadata | 
             f"generation {meta.generation_id} is stale; group {group_id!r} is at generation {current}",
             generation_id=current,
         )
+
+
+@dataclass(frozen=True, slots=True)
+class GroupListing:
+    group_id: str
+    generation_id: int | None  # None: the group has never had members (offsets only)
+    member_count: int
+
+
+def list_groups(conn: Connection) -> list[GroupListing]:
+    """Every group the service knows: those with members or a generation, and those that only
+    have offsets, committed or staged in a transaction (a transactional producer's group
+    need not join), by id."""
+    from app.storage.tables import group_offsets, transaction_offsets
+
+    known = select(consumer_groups.c.group_id).union(
+        select(group_offsets.c.group_id), select(transaction_offsets.c.group_id)).subquery()
+    members = (select(group_members.c.group_id, func.count().label("n"))
+               .group_by(group_members.c.group_id).subquery())
+    rows = conn.execute(
+        select(known.c.group_id, consumer_groups.c.generation_id, func.coalesce(members.c.n, 0))
+        .select_from(known.outerjoin(consumer_groups, consumer_groups.c.group_id == known.c.group_id)
+                     .outerjoin(members, members.c.group_id == known.c.group_id))
+        .order_by(known.c.group_id)
+    ).all()
+    return [GroupListing(g, gen, n) for g, gen, n in rows]

@@ -39,7 +39,7 @@ from app.domain.producer import (
     check_sequence,
     next_batch_condition,
 )
-from app.domain.types import ControlType, IsolationLevel
+from app.domain.types import ControlType, IsolationLevel, RecordState
 from app.storage import dialect
 from app.storage.tables import partitions, producer_partitions, records, transaction_partitions
 from app.storage.topics import LAST_STABLE_OFFSET
@@ -84,6 +84,7 @@ class StoredRecord:
     producer_epoch: int | None
     sequence: int | None
     transactional: bool
+    state: RecordState | None = None  # read_uncommitted only (read_committed returns committed ones)
 
 
 @dataclass(slots=True)
@@ -499,7 +500,7 @@ _RECORD_COLUMNS = (
 )
 
 
-def _stored(row, commit_position: int | None) -> StoredRecord:  # type: ignore[no-untyped-def]
+def _stored(row, commit_position: int | None, state: RecordState | None = None) -> StoredRecord:  # type: ignore[no-untyped-def]
     return StoredRecord(
         offset=row.offset,
         commit_position=commit_position,
@@ -511,6 +512,7 @@ def _stored(row, commit_position: int | None) -> StoredRecord:  # type: ignore[n
         producer_epoch=row.producer_epoch,
         sequence=row.sequence,
         transactional=row.txn_id is not None,
+        state=state,
     )
 
 
@@ -603,6 +605,73 @@ def first_record_committed_from(conn: Connection, topic_id: int, partition: int,
     ).scalar()
 
 
+def markers_of(conn: Connection, topic_id: int, partition: int, txn_ids: list[int]) -> dict[int, tuple[int, str]]:
+    """The marker that ended each of these transactions in the partition: txn_id → (its
+    offset, COMMIT or ABORT); a transaction not ended there yet is absent (ix_records_markers)."""
+    if not txn_ids:
+        return {}
+    return {
+        txn_id: (offset, control_type)
+        for txn_id, offset, control_type in conn.execute(
+            select(records.c.txn_id, records.c.offset, records.c.control_type)
+            .where(records.c.topic_id == topic_id, records.c.partition == partition,
+                   records.c.txn_id.in_(txn_ids), records.c.control_type.is_not(None))
+        )
+    }
+
+
+def _with_states(conn: Connection, topic_id: int, partition: int, rows: list) -> list[StoredRecord]:  # type: ignore[type-arg]
+    """read_uncommitted records with where each stands: a plain record is committed at its own
+    offset; a transactional one at its COMMIT marker, aborted at an ABORT, open before either."""
+    ended = markers_of(conn, topic_id, partition, sorted({r.txn_id for r in rows if r.txn_id is not None}))
+    out = []
+    for r in rows:
+        marker = None if r.txn_id is None else ended.get(r.txn_id)
+        if r.txn_id is None:
+            out.append(_stored(r, r.offset, RecordState.COMMITTED))
+        elif marker is None:
+            out.append(_stored(r, None, RecordState.OPEN))
+        elif marker[1] == ControlType.COMMIT.value:
+            out.append(_stored(r, marker[0], RecordState.COMMITTED))
+        else:
+            out.append(_stored(r, None, RecordState.ABORTED))
+    return out
+
+
+def committed_between(conn: Connection, topic_id: int, partition: int, start: int, end: int,
+                      cap: int) -> tuple[int, bool]:
+    """How many records a read_committed reader at position `start` is given before `end` (a
+    high watermark): the plain records at offsets in [start, end), and every record of each
+    transaction whose COMMIT marker lies there, wherever its records lie (guarantee 3), none
+    below the log start. Control markers and the records of open or aborted transactions are
+    not counted: what a consumer group has left to read, in records (its lag), not in offsets.
+    The plain records are counted up to `cap` (a range scan of the primary key): answers
+    (count, exact), exact False when the cap was reached."""
+    log_start = conn.execute(select(partitions.c.log_start_offset).where(
+        partitions.c.topic_id == topic_id, partitions.c.partition == partition)).scalar() or 0
+    start = max(start, log_start)
+    if start >= end:
+        return 0, True
+    plain = conn.execute(
+        select(func.count()).select_from(
+            select(records.c.offset)
+            .where(records.c.topic_id == topic_id, records.c.partition == partition,
+                   records.c.offset >= start, records.c.offset < end,
+                   records.c.txn_id.is_(None), records.c.control_type.is_(None))
+            .limit(cap).subquery())
+    ).scalar_one()
+    m, h = records.alias("m"), records.alias("h")
+    transactional = conn.execute(
+        select(func.coalesce(func.sum(h.c.batch_record_count), 0))
+        .select_from(dialect.OuterFirstJoin(m, h, and_(
+            h.c.topic_id == m.c.topic_id, h.c.partition == m.c.partition, h.c.txn_id == m.c.txn_id,
+            h.c.batch_record_count.is_not(None), h.c.offset >= log_start, h.c.offset < m.c.offset)))
+        .where(m.c.topic_id == topic_id, m.c.partition == partition,
+               m.c.control_type == ControlType.COMMIT.value, m.c.offset >= start, m.c.offset < end)
+    ).scalar_one()
+    return plain + int(transactional), plain < cap
+
+
 _FIRST_POINTS = 64  # commit points asked for by a read_committed fetch's first page
 
 
@@ -648,7 +717,7 @@ def fetch(
             .order_by(records.c.offset)
             .limit(max_records)
         ).all()
-        result.records = [_stored(r, None) for r in rows]
+        result.records = _with_states(conn, topic_id, partition, rows)
         if len(rows) == max_records:
             result.next_offset = rows[-1].offset + 1
         return result

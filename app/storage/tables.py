@@ -158,6 +158,16 @@ Index(
     postgresql_where=text("control_type = 'COMMIT'"),
 )
 
+# Which marker ended a transaction in a partition (migration 0008): one entry per marker.
+Index(
+    "ix_records_markers",
+    records.c.topic_id,
+    records.c.partition,
+    records.c.txn_id,
+    sqlite_where=text("control_type IS NOT NULL"),
+    postgresql_where=text("control_type IS NOT NULL"),
+)
+
 Index(
     "ix_records_message_id",
     records.c.topic_id,

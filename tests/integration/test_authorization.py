@@ -214,6 +214,8 @@ OPERATIONS: dict[str, Op] = {
     "leave_group": Op(lambda w: ("DELETE", f"/v1/groups/g/members/{w.values['member_id']}", None),
                       ((G, "g", Operation.READ),), ok=204, prepare=_join),
     "describe_group": Op(lambda w: ("GET", "/v1/groups/g", None), ((G, "g", Operation.DESCRIBE),), prepare=_join),
+    "list_groups": Op(lambda w: ("GET", "/v1/groups", None), ()),
+    "describe_group_lag": Op(lambda w: ("GET", "/v1/groups/g/lag", None), ((G, "g", Operation.DESCRIBE),)),
     "describe_acls": Op(lambda w: ("GET", "/v1/acls", None), ((C, CLUSTER_NAME, Operation.DESCRIBE),)),
     "create_acls": Op(lambda w: ("POST", "/v1/acls", {"acls": [{"principal": "User:carol", "resource_type": "group",
                                                                  "resource_name": "g", "operation": "read"}]}),
@@ -229,7 +231,7 @@ OPERATIONS: dict[str, Op] = {
 # Open with authentication on: the probes, and /metrics unless OUTBOX_PROTECT_METRICS.
 OPEN = {"healthz", "readyz", "metrics"}
 # Never refused for want of an ACL: they leave out what the principal may not describe.
-FILTERED = {"list_topics", "list_transactions"}
+FILTERED = {"list_topics", "list_transactions", "list_groups"}
 GUARDED = sorted(set(OPERATIONS) - FILTERED)
 
 
@@ -358,6 +360,22 @@ def test_list_transactions_shows_only_the_transactional_ids_the_principal_may_de
     world.grant([(X, "tx", Operation.DESCRIBE)])
     listed = world.client.get("/v1/transactions", headers=world.alice).json()["transactions"]
     assert [t["transactional_id"] for t in listed] == ["tx"]
+
+
+def test_list_groups_shows_only_the_groups_the_principal_may_describe(world: World) -> None:
+    world.as_admin("POST", "/v1/groups/other/offsets", {"offsets": [{"topic": "orders", "partition": 0, "offset": 0}]})
+    assert world.client.get("/v1/groups", headers=world.alice).json()["groups"] == []
+    world.grant([(G, "g", Operation.READ)])
+    listed = world.client.get("/v1/groups", headers=world.alice).json()["groups"]
+    assert [g["group_id"] for g in listed] == ["g"]
+
+
+def test_a_groups_lag_leaves_out_topics_the_principal_may_not_describe(world: World) -> None:
+    world.as_admin("POST", "/v1/topics", {"name": "payroll"})
+    world.as_admin("POST", "/v1/groups/g/offsets", {"offsets": [{"topic": "payroll", "partition": 0, "offset": 0}]})
+    world.grant([(G, "g", Operation.DESCRIBE), (T, "orders", Operation.DESCRIBE)])
+    got = world.client.get("/v1/groups/g/lag", headers=world.alice).json()["partitions"]
+    assert [(p["topic"], p["partition"]) for p in got] == [("orders", 0)]
 
 
 def test_fetch_offsets_of_a_whole_group_leaves_out_topics_the_principal_may_not_describe(world: World) -> None:

@@ -128,3 +128,86 @@ def test_offset_fetch_wait_returns_unstable_after_the_bound(client):  # type: ig
     r = client.get("/v1/groups/g/offsets", params={"wait_ms": 100})
     assert r.status_code == 200 and r.json()["offsets"][0]["offset"] == 1
     assert send(client, [batch("in", 0, ["x"])]).status_code == 200
+
+
+# --- ListGroups and the lag in records -------------------------------------------------------------
+
+
+def _lag(client, group: str) -> list[tuple]:  # type: ignore[no-untyped-def]
+    r = client.get(f"/v1/groups/{group}/lag")
+    assert r.status_code == 200, r.text
+    body = r.json()
+    assert body["total_lag"] == sum(p["lag"] for p in body["partitions"])
+    return [(p["topic"], p["partition"], p["committed_offset"], p["lag"], p["lag_exact"], p["pending"])
+            for p in body["partitions"]]
+
+
+def test_list_groups_names_groups_with_members_and_groups_with_offsets_only(client) -> None:  # type: ignore[no-untyped-def]
+    from tests.helpers import create_topic
+
+    create_topic(client, "orders", 2)
+    assert client.post("/v1/groups/members-only/members", json={"topics": ["orders"]}).status_code == 200
+    assert client.post("/v1/groups/offsets-only/offsets", json={"offsets": [
+        {"topic": "orders", "partition": 0, "offset": 0}]}).status_code == 200
+    listed = client.get("/v1/groups").json()["groups"]
+    assert [(g["group_id"], g["generation_id"], g["member_count"]) for g in listed] == [
+        ("members-only", 1, 1), ("offsets-only", None, 0)]
+
+
+def test_the_lag_counts_committed_records_not_markers_nor_open_or_aborted_ones(client) -> None:  # type: ignore[no-untyped-def]
+    from tests.helpers import batch, begin, create_topic, ident, init_producer, send
+
+    create_topic(client, "orders", 1)
+    assert send(client, [batch("orders", 0, ["p0", "p1"])]).status_code == 200  # offsets 0, 1
+    aborted = init_producer(client, "a")
+    begin(client, "a", aborted)
+    assert send(client, [batch("orders", 0, ["a0", "a1"], 0)], aborted, "a").status_code == 200  # 2, 3
+    assert client.post("/v1/transactions/a/abort", json=ident(aborted)).status_code == 200  # marker 4
+    committed = init_producer(client, "c")
+    begin(client, "c", committed)
+    assert send(client, [batch("orders", 0, ["c0", "c1", "c2"], 0)], committed, "c").status_code == 200  # 5-7
+    assert client.post("/v1/transactions/c/commit", json=ident(committed)).status_code == 200  # marker 8
+    assert send(client, [batch("orders", 0, ["p9"])]).status_code == 200  # 9
+    opened = init_producer(client, "o")
+    begin(client, "o", opened)
+    assert send(client, [batch("orders", 0, ["o0"], 0)], opened, "o").status_code == 200  # 10, open
+    for position, lag in ((0, 6), (2, 4), (5, 4), (8, 4), (9, 1), (10, 0), (11, 0)):
+        assert client.post("/v1/groups/g/offsets", json={"offsets": [
+            {"topic": "orders", "partition": 0, "offset": position}]}).status_code == 200
+        assert _lag(client, "g") == [("orders", 0, position, lag, True, False)], position
+    # What a consumer at 0 would read is what the lag at 0 said.
+    records = client.get("/v1/topics/orders/partitions/0/records", params={"offset": 0}).json()["records"]
+    assert len(records) == 6
+
+
+def test_the_lag_falls_to_zero_when_the_transaction_that_reads_the_rest_commits(client) -> None:  # type: ignore[no-untyped-def]
+    from tests.helpers import batch, begin, create_topic, ident, init_producer, send
+
+    create_topic(client, "orders", 1)
+    assert send(client, [batch("orders", 0, ["o1", "o2", "o3"])]).status_code == 200
+    assert client.post("/v1/groups/g/offsets", json={"offsets": [
+        {"topic": "orders", "partition": 0, "offset": 0}]}).status_code == 200
+    p = init_producer(client, "copier")
+    begin(client, "copier", p)
+    r = client.post("/v1/transactions/copier/offsets", json={**ident(p), "group_id": "g", "offsets": [
+        {"topic": "orders", "partition": 0, "offset": 3}]})
+    assert r.status_code == 200, r.text
+    assert _lag(client, "g") == [("orders", 0, 0, 3, True, True)]
+    assert client.post("/v1/transactions/copier/commit", json=ident(p)).status_code == 200
+    assert _lag(client, "g") == [("orders", 0, 3, 0, True, False)]
+
+
+def test_the_lag_of_an_unknown_group_is_group_id_not_found(client) -> None:  # type: ignore[no-untyped-def]
+    r = client.get("/v1/groups/nobody/lag")
+    assert (r.status_code, r.json()["error_code"]) == (404, "GROUP_ID_NOT_FOUND")
+
+
+def test_a_lag_past_the_count_cap_says_it_is_a_lower_bound(client, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    from tests.helpers import batch, create_topic, send
+
+    monkeypatch.setattr("app.services.group_service.LAG_COUNT_CAP", 3)
+    create_topic(client, "orders", 1)
+    assert send(client, [batch("orders", 0, list(range(5)))]).status_code == 200
+    assert client.post("/v1/groups/g/offsets", json={"offsets": [
+        {"topic": "orders", "partition": 0, "offset": 0}]}).status_code == 200
+    assert _lag(client, "g") == [("orders", 0, 0, 3, False, False)]

@@ -15,6 +15,10 @@ from app.api.schemas.common import ID_MAX_LENGTH, ID_PATTERN, TOPIC_NAME_MAX_LEN
 from app.api.schemas.groups import (
     CommittedOffset,
     GroupDescription,
+    GroupLag,
+    GroupList,
+    GroupListing,
+    PartitionLag,
     GroupOffsets,
     JoinGroupRequest,
     MemberDescription,
@@ -55,6 +59,32 @@ def _offsets(group_id: str, rows: list) -> GroupOffsets:  # type: ignore[type-ar
             for r in rows
         ],
     )
+
+
+@router.get("", operation_id="list_groups", response_model=GroupList, responses=documented(401))
+def list_groups(services: ServicesDep, access: AccessDep) -> GroupList:
+    """Kafka's ListGroups: every group with members, committed offsets or offsets staged in a
+    transaction, that the principal may describe."""
+    return GroupList(groups=[GroupListing(group_id=g.group_id, generation_id=g.generation_id,
+                                          member_count=g.member_count)
+                             for g in services.groups.list() if access.allows(Operation.DESCRIBE, acl.group(g.group_id))])
+
+
+@router.get("/{group_id}/lag", operation_id="describe_group_lag", response_model=GroupLag,
+            responses=documented(401, 403, 404))
+def describe_group_lag(group_id: GroupPath, services: ServicesDep, access: AccessDep) -> GroupLag:
+    """Per partition the group has committed an offset for: its position, the partition's log
+    start, last stable offset and high watermark, and its lag in records: the committed records
+    it has still to read. Control markers and records of open or aborted transactions are not
+    lag (offsets would count them: a group that has read everything shows 0). Needs DESCRIBE on
+    the group; topics the principal may not describe are left out."""
+    access.require(Operation.DESCRIBE, acl.group(group_id))
+    parts = services.groups.lag(group_id, visible=_describable(access))
+    return GroupLag(group_id=group_id, total_lag=sum(p.lag for p in parts), partitions=[
+        PartitionLag(topic=p.topic, partition=p.partition, committed_offset=p.committed_offset,
+                     log_start_offset=p.log_start_offset, high_watermark=p.high_watermark,
+                     last_stable_offset=p.last_stable_offset, lag=p.lag, lag_exact=p.exact, pending=p.pending)
+        for p in parts])
 
 
 @router.post("/{group_id}/offsets", operation_id="commit_offsets", response_model=GroupOffsets,

@@ -172,7 +172,9 @@ def fetch_records(
     read_committed (the default) returns committed records in commit order: a
     non-transactional record at its own offset, a transaction's records at the offset of its
     COMMIT marker; records of open or aborted transactions and control markers never appear.
-    read_uncommitted returns every data record in offset order. Continue from `next_offset`.
+    read_uncommitted returns every data record in offset order, each with its `state`
+    (committed, aborted, open) and, once committed, its commit position. Continue from
+    `next_offset`.
     Needs READ on the topic.
     """
     access.require(Operation.READ, acl.topic(topic))
@@ -183,25 +185,29 @@ def fetch_records(
     )
     # Values are stored as JSON text and spliced in unparsed (orjson.Fragment): a fetch of
     # thousands of records costs no JSON decode and re-encode.
+    records = [
+        {
+            "offset": r.offset,
+            "commit_position": r.commit_position,
+            "timestamp_ms": r.timestamp_ms,
+            "key": r.key,
+            "value": orjson.Fragment(r.value if r.value is not None else b"null"),
+            "headers": None if r.headers is None else orjson.Fragment(r.headers),
+            "producer_id": r.producer_id,
+            "producer_epoch": r.producer_epoch,
+            "sequence": r.sequence,
+            "transactional": r.transactional,
+        }
+        for r in result.records
+    ]
+    if isolation is IsolationLevel.READ_UNCOMMITTED:
+        for out, r in zip(records, result.records, strict=True):
+            out["state"] = r.state.value  # type: ignore[union-attr]
     body = {
         "topic": t.name,
         "partition": partition,
         "isolation": isolation.value,
-        "records": [
-            {
-                "offset": r.offset,
-                "commit_position": r.commit_position,
-                "timestamp_ms": r.timestamp_ms,
-                "key": r.key,
-                "value": orjson.Fragment(r.value if r.value is not None else b"null"),
-                "headers": None if r.headers is None else orjson.Fragment(r.headers),
-                "producer_id": r.producer_id,
-                "producer_epoch": r.producer_epoch,
-                "sequence": r.sequence,
-                "transactional": r.transactional,
-            }
-            for r in result.records
-        ],
+        "records": records,
         "next_offset": result.next_offset,
         "high_watermark": result.high_watermark,
         "last_stable_offset": result.last_stable_offset,

@@ -3,7 +3,7 @@ from __future__ import annotations
 from typing import Annotated
 
 from msgspec import Meta
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
 from app.api.schemas.common import GenerationId, MemberId, OffsetEntry, RequestBody, TopicName
 
@@ -66,3 +66,33 @@ class GroupDescription(BaseModel):
     group_id: str
     generation_id: int
     members: list[MemberDescription]
+
+
+class GroupListing(BaseModel):
+    group_id: str
+    generation_id: int | None = Field(description="null: the group never had members (its offsets were committed "
+                                      "by transactions or outside a membership)")
+    member_count: int
+
+
+class GroupList(BaseModel):
+    groups: list[GroupListing]
+
+
+class PartitionLag(BaseModel):
+    topic: str
+    partition: int
+    committed_offset: int = Field(description="the group's position: a read_committed position")
+    log_start_offset: int
+    high_watermark: int
+    last_stable_offset: int
+    lag: int = Field(description="committed records after the committed offset, up to the high watermark: control "
+                     "markers and records of open or aborted transactions are not counted")
+    lag_exact: bool = Field(description="false: at least `lag` (the count stopped at a million plain records)")
+    pending: bool = Field(description="an unfinished transaction has staged a new offset for this partition")
+
+
+class GroupLag(BaseModel):
+    group_id: str
+    partitions: list[PartitionLag]
+    total_lag: int

@@ -16,7 +16,7 @@ from app.api.schemas.common import (
     TopicName,
     TransactionalId,
 )
-from app.domain.types import MAX_INT32, MAX_INT64, IsolationLevel
+from app.domain.types import MAX_INT32, MAX_INT64, IsolationLevel, RecordState
 
 # A record's key and headers: text without NUL. The Send decoder checks it (app.api.send_body)
 # rather than msgspec, which would match a pattern against every key of every record: a
@@ -81,7 +81,8 @@ class SendResponse(BaseModel):
 class RecordOut(BaseModel):
     offset: int
     commit_position: int | None = Field(
-        description="read_committed: the offset at which the record is exposed (its own offset, or its transaction's COMMIT marker)"
+        description="the offset at which the record is exposed to read_committed readers (its own offset, or its "
+        "transaction's COMMIT marker); null for a record of an aborted or open transaction (read_uncommitted)"
     )
     timestamp_ms: int
     key: str | None
@@ -91,6 +92,11 @@ class RecordOut(BaseModel):
     producer_epoch: int | None
     sequence: int | None
     transactional: bool
+    state: RecordState | None = Field(
+        default=None,
+        description="read_uncommitted only: committed (a plain record, or its transaction committed), aborted, or "
+        "open (its transaction has not ended)",
+    )
 
 
 class FetchResponse(BaseModel):

@@ -1,0 +1,411 @@
+// The Outbox operator console (app/api/console.py). Plain JavaScript, no build step: it calls
+// the public HTTP API only (with the credential its user signs in with) and draws with uPlot.
+"use strict";
+
+(() => {
+  const main = document.getElementById("main");
+  const banner = document.getElementById("banner");
+  const CREDENTIAL = "outbox.console.credential";
+  const POLL_MS = 2000;
+  const HISTORY_POINTS = 150; // 5 minutes of 2 s samples
+  let timers = [];
+  let charts = [];
+
+  // --- the API ---------------------------------------------------------------------------
+
+  class ApiError extends Error {
+    constructor(status, body) {
+      super(body && body.message ? body.message : `HTTP ${status}`);
+      this.status = status;
+      this.code = body && body.error_code ? body.error_code : `HTTP_${status}`;
+    }
+  }
+
+  async function api(path, options = {}) {
+    const headers = { accept: "application/json", ...(options.headers || {}) };
+    const credential = sessionStorage.getItem(CREDENTIAL);
+    if (credential) headers.authorization = `Bearer ${credential}`;
+    if (options.json !== undefined) headers["content-type"] = "application/json";
+    // Relative to the page (…/console), so that behind a proxy that serves the service under
+    // a prefix the calls keep it.
+    const response = await fetch(path.replace(/^\//, ""), {
+      method: options.method || "GET", headers,
+      body: options.json !== undefined ? JSON.stringify(options.json) : undefined,
+    });
+    const text = await response.text();
+    let body = null;
+    try { body = text ? JSON.parse(text) : null; } catch (e) { body = { message: text.slice(0, 300) }; }
+    if (response.status === 401) {
+      askForCredentials(body && body.message);
+      throw new ApiError(401, body);
+    }
+    if (!response.ok) throw new ApiError(response.status, body);
+    return options.text ? text : body;
+  }
+
+  async function metricsText() {
+    const headers = {};
+    const credential = sessionStorage.getItem(CREDENTIAL);
+    if (credential) headers.authorization = `Bearer ${credential}`;
+    const response = await fetch("metrics", { headers });
+    if (!response.ok) throw new ApiError(response.status, null);
+    return response.text();
+  }
+
+  // --- sign in ----------------------------------------------------------------------------
+
+  const dialog = document.getElementById("sign-in");
+  function askForCredentials(reason) {
+    const error = document.getElementById("sign-in-error");
+    const had = sessionStorage.getItem(CREDENTIAL);
+    error.hidden = !had;
+    error.textContent = had ? `Not accepted: ${reason || "the credential was refused"}` : "";
+    if (!dialog.open) dialog.showModal();
+  }
+  document.getElementById("sign-in-form").addEventListener("submit", () => {
+    sessionStorage.setItem(CREDENTIAL, document.getElementById("credential").value.trim());
+    document.getElementById("credential").value = "";
+    route();
+  });
+  document.getElementById("sign-out").addEventListener("click", () => {
+    sessionStorage.removeItem(CREDENTIAL);
+    route();
+  });
+
+  // --- helpers ----------------------------------------------------------------------------
+
+  function h(tag, attrs = {}, ...children) {
+    const el = document.createElement(tag);
+    for (const [k, v] of Object.entries(attrs)) {
+      if (v === undefined || v === null || v === false) continue;
+      if (k.startsWith("on")) el.addEventListener(k.slice(2), v);
+      else if (k === "class") el.className = v;
+      else el.setAttribute(k, v === true ? "" : v);
+    }
+    for (const c of children.flat()) {
+      if (c === null || c === undefined || c === false) continue;
+      el.append(c instanceof Node ? c : document.createTextNode(String(c)));
+    }
+    return el;
+  }
+
+  function table(headers, rows, empty = "Nothing here.") {
+    if (!rows.length) return h("p", { class: "muted" }, empty);
+    return h("table", {},
+      h("thead", {}, h("tr", {}, headers.map(x => h("th", {}, x)))),
+      h("tbody", {}, rows.map(r => h("tr", {}, r.map(c => h("td", {}, c))))));
+  }
+
+  const fmt = new Intl.NumberFormat("en");
+  const n = x => (x === null || x === undefined ? "–" : fmt.format(x));
+  function age(ms) {
+    if (ms === null || ms === undefined) return "–";
+    if (ms < 1000) return `${ms} ms`;
+    if (ms < 120000) return `${(ms / 1000).toFixed(1)} s`;
+    if (ms < 7200000) return `${Math.round(ms / 60000)} min`;
+    return `${(ms / 3600000).toFixed(1)} h`;
+  }
+  function bytes(b) {
+    if (b < 1024) return `${b} B`;
+    if (b < 1048576) return `${(b / 1024).toFixed(1)} KiB`;
+    return `${(b / 1048576).toFixed(1)} MiB`;
+  }
+  const link = (href, text) => h("a", { href }, text);
+  const enc = encodeURIComponent;
+  const badge = (text, kind) => h("span", { class: `badge ${kind || text}` }, text);
+
+  function showError(e, what) {
+    banner.hidden = false;
+    banner.className = "error";
+    banner.textContent = e instanceof ApiError
+      ? `${what}: ${e.code} — ${e.message}`
+      : `${what}: ${e && e.message ? e.message : e}`;
+  }
+  function showNotice(text) {
+    banner.hidden = false;
+    banner.className = "notice";
+    banner.textContent = text;
+  }
+
+  function every(ms, fn) {
+    fn();
+    timers.push(setInterval(fn, ms));
+  }
+
+  function chart(container, title, seriesLabels, data) {
+    const width = Math.max(320, Math.min(container.clientWidth || 600, 900));
+    const plot = new uPlot({
+      title, width, height: 220,
+      // The last five minutes, however few points there are yet.
+      scales: { x: { time: true, range: (u, min, max) => {
+        const end = Number.isFinite(max) ? max : Date.now() / 1000;
+        return [end - (HISTORY_POINTS * POLL_MS) / 1000, end];
+      } }, y: { range: (u, min, max) => [0, Math.max(1, (Number.isFinite(max) ? max : 0) * 1.1)] } },
+      series: [{}, ...seriesLabels.map((label, i) => ({
+        label, stroke: ["#2563eb", "#dc2626", "#16a34a", "#9333ea"][i % 4], width: 2,
+      }))],
+      axes: [{}, { size: 60 }],
+    }, data, container);
+    charts.push(plot);
+    return plot;
+  }
+
+  // --- pages ------------------------------------------------------------------------------
+
+  // Prometheus text → {metric name: total over its series, "name{label=value}": that series}.
+  function parseMetrics(text) {
+    const out = {};
+    for (const line of text.split("\n")) {
+      if (!line || line.startsWith("#")) continue;
+      const m = line.match(/^([a-zA-Z_:][\w:]*)(\{[^}]*\})?\s+(\S+)/);
+      if (!m) continue;
+      const value = Number(m[3]);
+      out[m[1]] = (out[m[1]] || 0) + value;
+      if (m[2]) {
+        for (const kv of m[2].slice(1, -1).split(/,(?=\w+=)/)) out[`${m[1]}{${kv}}`] = (out[`${m[1]}{${kv}}`] || 0) + value;
+      }
+    }
+    return out;
+  }
+
+  const rateHistory = { t: [], produced: [], fetched: [], committed: [], aborted: [] };
+  let lastSample = null;
+
+  async function overview() {
+    main.replaceChildren(
+      h("h1", {}, "Overview"),
+      h("p", { class: "muted" }, "Live rates of the process this console talks to (its own counters, from /metrics), every 2 s."),
+      h("p", { id: "rates-now", class: "muted" }, "Measuring…"),
+      h("div", { id: "rates" }), h("div", { id: "outcomes" }),
+      h("h2", {}, "Hanging transactions"), h("div", { id: "hanging" }));
+    const rateData = [[], [], []];
+    const outcomeData = [[], [], []];
+    const rates = chart(document.getElementById("rates"), "Records per second", ["produced", "fetched"], rateData);
+    const outcomes = chart(document.getElementById("outcomes"), "Transactions ended per second",
+      ["committed", "aborted"], outcomeData);
+    every(POLL_MS, async () => {
+      let m;
+      try { m = parseMetrics(await metricsText()); } catch (e) {
+        showNotice(e.status === 403 ? "Rates need describe on the cluster (OUTBOX_PROTECT_METRICS is on)."
+          : `Rates unavailable: ${e.message}`);
+        return;
+      }
+      const now = Date.now() / 1000;
+      const sample = {
+        t: now, produced: m.outbox_records_appended_total || 0, fetched: m.outbox_records_fetched_total || 0,
+        committed: m['outbox_transactions_completed_total{result="commit"}'] || 0,
+        aborted: m['outbox_transactions_completed_total{result="abort"}'] || 0,
+      };
+      if (lastSample) {
+        const dt = Math.max(0.001, now - lastSample.t);
+        rateHistory.t.push(now);
+        for (const k of ["produced", "fetched", "committed", "aborted"]) {
+          rateHistory[k].push(Math.max(0, (sample[k] - lastSample[k]) / dt));
+        }
+        for (const k of Object.keys(rateHistory)) rateHistory[k] = rateHistory[k].slice(-HISTORY_POINTS);
+        rates.setData([rateHistory.t, rateHistory.produced, rateHistory.fetched]);
+        outcomes.setData([rateHistory.t, rateHistory.committed, rateHistory.aborted]);
+        const last = k => rateHistory[k][rateHistory[k].length - 1];
+        document.getElementById("rates-now").replaceChildren(
+          "Last 2 s: ", h("strong", { id: "produced-rate" }, n(Math.round(last("produced")))), " records/s produced, ",
+          h("strong", { id: "fetched-rate" }, n(Math.round(last("fetched")))), " fetched; ",
+          n(Math.round(last("committed") * 10) / 10), " transactions/s committed, ",
+          n(Math.round(last("aborted") * 10) / 10), " aborted.");
+      }
+      lastSample = sample;
+    });
+    try {
+      const hanging = (await api("/v1/transactions?hanging=true")).transactions;
+      document.getElementById("hanging").replaceChildren(table(
+        ["transactional id", "state", "age"],
+        hanging.map(t => [link(`#/transactions/${enc(t.transactional_id)}`, t.transactional_id), badge(t.state), age(t.age_ms)]),
+        "None: every transaction is ending within its timeout."));
+    } catch (e) { if (e.status !== 401) showError(e, "Hanging transactions"); }
+  }
+
+  async function topics() {
+    const list = (await api("/v1/topics")).topics;
+    main.replaceChildren(h("h1", {}, "Topics"), table(
+      ["topic", "partitions", "cleanup policy", "retention", "retention bytes"],
+      list.map(t => [link(`#/topics/${enc(t.name)}`, t.name), n(t.partition_count), t.config.cleanup_policy,
+        t.config.retention_ms < 0 ? "unlimited" : age(t.config.retention_ms),
+        t.config.retention_bytes < 0 ? "unlimited" : bytes(t.config.retention_bytes)]),
+      "No topic the principal may describe."));
+  }
+
+  async function topic(name) {
+    const t = await api(`/v1/topics/${enc(name)}`);
+    main.replaceChildren(
+      h("p", {}, link("#/topics", "← Topics")),
+      h("h1", {}, `Topic ${t.name}`),
+      h("p", { class: "muted" }, `cleanup policy ${t.config.cleanup_policy}; last stable offset: the first offset of the ` +
+        "partition's earliest open transaction (read_committed readers get committed transactions past it too, in commit order)."),
+      table(["partition", "log start", "last stable offset", "high watermark", "records", "bytes", ""],
+        t.partitions.map(p => [p.partition, n(p.log_start_offset), n(p.last_stable_offset), n(p.log_end_offset),
+          n(p.record_count), bytes(p.size_bytes),
+          link(`#/topics/${enc(t.name)}/${p.partition}?isolation=read_uncommitted&offset=${p.log_start_offset}`, "browse records")])));
+  }
+
+  async function records(name, partition, params) {
+    const isolation = params.get("isolation") === "read_committed" ? "read_committed" : "read_uncommitted";
+    const offset = params.get("offset") || "0";
+    if (!/^\d+$/.test(offset)) throw new ApiError(400, { error_code: "INVALID_REQUEST", message: `offset ${JSON.stringify(offset)} is not a number` });
+    const page = await api(`/v1/topics/${enc(name)}/partitions/${enc(partition)}/records?` +
+      new URLSearchParams({ offset, isolation, max_records: "100" }));
+    const form = h("form", { class: "inline", onsubmit: e => {
+      e.preventDefault();
+      const q = new URLSearchParams({ isolation: e.target.isolation.value, offset: e.target.offset.value });
+      location.hash = `#/topics/${enc(name)}/${partition}?${q}`;
+    } },
+    h("label", {}, "isolation ", h("select", { name: "isolation" },
+      ["read_uncommitted", "read_committed"].map(v => h("option", { value: v, selected: v === isolation }, v)))),
+    h("label", {}, " from ", h("input", { name: "offset", value: offset, size: 10 })),
+    h("button", { type: "submit" }, "Read"));
+    const value = v => { const s = JSON.stringify(v); return s.length > 120 ? `${s.slice(0, 117)}…` : s; };
+    main.replaceChildren(
+      h("p", {}, link(`#/topics/${enc(name)}`, `← Topic ${name}`)),
+      h("h1", {}, `${name} / ${partition}`),
+      h("p", { class: "muted" }, `log start ${n(page.log_start_offset)}, last stable offset ${n(page.last_stable_offset)}, ` +
+        `high watermark ${n(page.high_watermark)}. read_uncommitted shows every record in offset order with its state; ` +
+        "read_committed only committed ones, in commit order."),
+      form,
+      table(["offset", "commit position", "state", "key", "value", "headers", "producer", "time"],
+        page.records.map(r => [r.offset, r.commit_position === null ? "–" : r.commit_position,
+          badge(r.state || "committed"), r.key === null ? "–" : r.key, h("code", {}, value(r.value)),
+          r.headers ? h("code", {}, value(r.headers)) : "–",
+          r.producer_id === null ? "plain" : `${r.producer_id}/${r.producer_epoch}${r.transactional ? " txn" : ""}`,
+          new Date(r.timestamp_ms).toISOString().replace("T", " ").slice(0, 23)]),
+        "No records from this position."),
+      page.next_offset < page.high_watermark
+        ? h("p", {}, link(`#/topics/${enc(name)}/${partition}?${new URLSearchParams({ isolation, offset: page.next_offset })}`, "next page →"))
+        : h("p", { class: "muted" }, "End of the log."));
+  }
+
+  async function transactions(params) {
+    const which = params.get("show") || "open";
+    const query = which === "hanging" ? "?hanging=true" : which === "open"
+      ? "?state=Ongoing&state=Prepared&state=PrepareCommit&state=PrepareAbort" : "";
+    const list = (await api(`/v1/transactions${query}`)).transactions;
+    main.replaceChildren(
+      h("h1", {}, "Transactions"),
+      h("p", {}, ["open", "hanging", "all"].map(w => w === which ? h("strong", {}, w) : link(`#/transactions?show=${w}`, w))
+        .flatMap((x, i) => (i ? [" · ", x] : [x]))),
+      table(["transactional id", "state", "producer id / epoch", "txn id", "age", "timeout"],
+        list.map(t => [link(`#/transactions/${enc(t.transactional_id)}`, t.transactional_id), badge(t.state),
+          `${t.producer_id} / ${t.producer_epoch}`, t.txn_id === null ? "–" : t.txn_id, age(t.age_ms),
+          age(t.transaction_timeout_ms)]),
+        which === "hanging" ? "No hanging transaction." : "No transaction here."));
+  }
+
+  async function transaction(id) {
+    const t = await api(`/v1/transactions/${enc(id)}`);
+    const abortable = ["Ongoing", "Prepared"].includes(t.state);
+    const abort = h("button", { class: "danger", id: "abort", disabled: !abortable, onclick: async () => {
+      if (!confirm(`Abort transaction ${t.txn_id} of ${id}? Its records are never shown to read_committed readers, ` +
+        "its staged offsets are dropped, and its producer is fenced (epoch bump).")) return;
+      try {
+        const after = await api(`/v1/admin/transactions/${enc(id)}/abort`, { method: "POST" });
+        await route();
+        showNotice(`Aborted: ${id} is ${after.state}.`);
+      } catch (e) { showError(e, "Abort"); }
+    } }, "Abort…");
+    main.replaceChildren(
+      h("p", {}, link("#/transactions", "← Transactions")),
+      h("h1", {}, `Transaction ${id}`),
+      h("dl", {},
+        h("dt", {}, "state"), h("dd", {}, badge(t.state)),
+        h("dt", {}, "producer id / epoch"), h("dd", {}, `${t.producer_id} / ${t.producer_epoch}`),
+        h("dt", {}, "txn id"), h("dd", {}, t.txn_id === null ? "–" : t.txn_id),
+        h("dt", {}, "age"), h("dd", {}, age(t.age_ms)),
+        h("dt", {}, "timeout"), h("dd", {}, age(t.transaction_timeout_ms))),
+      h("p", {}, abort, abortable ? "" : h("span", { class: "muted" }, " (only an open or prepared transaction can be aborted)")),
+      h("h2", {}, "Partitions"),
+      table(["topic", "partition", "first offset"], t.partitions.map(p => [link(`#/topics/${enc(p.topic)}`, p.topic), p.partition, n(p.first_offset)]),
+        "None."),
+      h("h2", {}, "Offsets staged"),
+      table(["group", "topic", "partition", "offset"], t.pending_offsets.map(o => [link(`#/groups/${enc(o.group_id)}`, o.group_id), o.topic, o.partition, n(o.offset)]),
+        "None."));
+  }
+
+  async function groups() {
+    const list = (await api("/v1/groups")).groups;
+    const lags = await Promise.all(list.map(g => api(`/v1/groups/${enc(g.group_id)}/lag`).then(l => l.total_lag, () => null)));
+    main.replaceChildren(h("h1", {}, "Consumer groups"), table(
+      ["group", "generation", "members", "lag (records)"],
+      list.map((g, i) => [link(`#/groups/${enc(g.group_id)}`, g.group_id), g.generation_id === null ? "–" : g.generation_id,
+        n(g.member_count), lags[i] === null ? "–" : n(lags[i])]),
+      "No group the principal may describe."));
+  }
+
+  async function group(id) {
+    main.replaceChildren(
+      h("p", {}, link("#/groups", "← Consumer groups")),
+      h("h1", {}, `Group ${id}`),
+      h("p", { class: "muted" }, "Lag counts the committed records the group has still to read: control markers and " +
+        "records of open or aborted transactions are not lag."),
+      h("div", { id: "lag-table" }), h("div", { id: "lag-chart" }),
+      h("h2", {}, "Members"), h("div", { id: "members" }));
+    const history = [[], []];
+    const plot = chart(document.getElementById("lag-chart"), "Lag over time (records)", ["lag"], history);
+    every(POLL_MS, async () => {
+      let lag;
+      try { lag = await api(`/v1/groups/${enc(id)}/lag`); } catch (e) { if (e.status !== 401) showError(e, `Group ${id}`); return; }
+      document.getElementById("lag-table").replaceChildren(
+        h("p", {}, "total lag ", h("strong", { id: "total-lag" }, n(lag.total_lag)), " records"),
+        table(["topic", "partition", "committed offset", "last stable offset", "high watermark", "lag", ""],
+          lag.partitions.map(p => [link(`#/topics/${enc(p.topic)}`, p.topic), p.partition, n(p.committed_offset),
+            n(p.last_stable_offset), n(p.high_watermark), `${n(p.lag)}${p.lag_exact ? "" : "+"}`,
+            p.pending ? badge("offsets staged", "open") : ""]),
+          "No committed offsets."));
+      history[0].push(Date.now() / 1000);
+      history[1].push(lag.total_lag);
+      if (history[0].length > HISTORY_POINTS) { history[0].shift(); history[1].shift(); }
+      plot.setData(history);
+    });
+    try {
+      const g = await api(`/v1/groups/${enc(id)}`);
+      document.getElementById("members").replaceChildren(h("p", {}, `generation ${g.generation_id}`), table(
+        ["member", "topics", "assignment", "last heartbeat"],
+        g.members.map(m => [m.member_id, m.topics.join(", "), m.assignment.map(a => `${a.topic}/${a.partition}`).join(", "),
+          age(Date.now() - m.last_heartbeat_ms) + " ago"]), "No members."));
+    } catch (e) {
+      document.getElementById("members").replaceChildren(h("p", { class: "muted" },
+        e.code === "GROUP_ID_NOT_FOUND" ? "No members: its offsets are committed by transactions or without joining." : `${e.code}: ${e.message}`));
+    }
+  }
+
+  // --- routing ----------------------------------------------------------------------------
+
+  async function route() {
+    for (const t of timers) clearInterval(t);
+    timers = [];
+    for (const c of charts) c.destroy();
+    charts = [];
+    banner.hidden = true;
+    const [path, query] = location.hash.replace(/^#/, "").split("?");
+    const params = new URLSearchParams(query || "");
+    const parts = (path || "/").split("/").filter(Boolean).map(decodeURIComponent);
+    for (const a of document.querySelectorAll("[data-nav]")) {
+      a.classList.toggle("active", (parts[0] || "overview") === a.dataset.nav);
+    }
+    document.getElementById("sign-out").hidden = !sessionStorage.getItem(CREDENTIAL);
+    try {
+      if (!parts.length) await overview();
+      else if (parts[0] === "topics" && parts.length === 1) await topics();
+      else if (parts[0] === "topics" && parts.length === 2) await topic(parts[1]);
+      else if (parts[0] === "topics" && parts.length === 3) await records(parts[1], parts[2], params);
+      else if (parts[0] === "transactions" && parts.length === 1) await transactions(params);
+      else if (parts[0] === "transactions" && parts.length === 2) await transaction(parts[1]);
+      else if (parts[0] === "groups" && parts.length === 1) await groups();
+      else if (parts[0] === "groups" && parts.length === 2) await group(parts[1]);
+      else throw new ApiError(404, { error_code: "NOT_FOUND", message: `no page ${location.hash}` });
+    } catch (e) {
+      main.replaceChildren(h("h1", {}, "Could not show this page"),
+        h("p", { class: "error", id: "page-error" }, e instanceof ApiError ? `${e.code}: ${e.message}` : String(e)),
+        h("p", {}, link("#/", "Back to the overview")));
+    }
+  }
+
+  window.addEventListener("hashchange", route);
+  route();
+})();

@@ -1,0 +1,273 @@
+"""The operator console (/console) in a real browser, against a real `outbox serve`.
+
+Debian's Chromium, driven by Playwright, follows what an operator does: sees a topic it just
+created, a transaction open and then committed, a consumer group's lag (in records) fall to
+zero when the transaction that carries its offsets commits, browses a partition's records with
+their states, and aborts a hanging transaction from the page. Pages with bad input show a
+readable error. With authentication on, the console asks for an API key and shows only what
+that principal may describe. Every request the pages make goes to the server itself, and no
+page breaks its Content-Security-Policy. Screenshots of each page are saved (OUTBOX_SCREENSHOT_DIR,
+or .artifacts/screenshots) and their paths printed.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterator
+from typing import Any
+from urllib.parse import urlsplit
+
+import httpx
+import pytest
+
+from tests.e2e.conftest import Launcher, ServiceProcess, provisioned
+from tests.e2e.test_docs_browser import RECORD_CSP_VIOLATIONS, browser, screenshot_dir  # noqa: F401 - a fixture
+
+pytestmark = [pytest.mark.e2e, pytest.mark.browser]
+
+WAIT_MS = 20_000
+# Short timeouts, and no coordinator worker: a transaction left open becomes hanging (open past
+# the maximum timeout, nobody aborting it) within seconds.
+SETTINGS = {"run_coordinator": False, "max_transaction_timeout_ms": 1500, "default_transaction_timeout_ms": 1000,
+            "transactional_id_expiration_ms": 600_000}
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServiceProcess]:
+    with provisioned("sqlite", tmp_path_factory.mktemp("console")) as backend:
+        launcher = Launcher(backend)
+        try:
+            yield launcher.server(**SETTINGS)
+        finally:
+            launcher.close()
+
+
+class Console:
+    """A page of the console, the requests it made, its errors and CSP refusals."""
+
+    def __init__(self, browser: Any, base: str, capsys: pytest.CaptureFixture[str], **context: Any) -> None:
+        self.context = browser.new_context(viewport={"width": 1280, "height": 900}, **context)
+        self.page = self.context.new_page()
+        self.base = base
+        self.capsys = capsys
+        self.requests: list[str] = []
+        self.errors: list[str] = []
+        self.page.on("request", lambda r: self.requests.append(r.url))
+        self.page.on("pageerror", lambda e: self.errors.append(str(e)))
+        self.page.add_init_script(RECORD_CSP_VIOLATIONS)
+
+    def open(self, hash_: str) -> None:
+        self.page.goto(f"{self.base}/console{hash_}", wait_until="networkidle")
+
+    def text(self, selector: str = "main") -> str:
+        return self.page.locator(selector).inner_text()
+
+    def wait_text(self, text: str, selector: str = "main") -> None:
+        self.page.locator(selector).get_by_text(text).first.wait_for(timeout=WAIT_MS)
+
+    def screenshot(self, name: str) -> None:
+        path = screenshot_dir() / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self.page.screenshot(path=str(path), full_page=True)
+        with self.capsys.disabled():
+            print(f"\nscreenshot: {path}")
+
+    def check_clean(self, port: int) -> None:
+        assert self.errors == []
+        assert self.page.evaluate("window.cspViolations") == []
+        others = [u for u in self.requests if urlsplit(u).hostname != "127.0.0.1" or urlsplit(u).port != port]
+        assert others == []
+
+    def close(self) -> None:
+        self.context.close()
+
+
+@pytest.fixture
+def console(browser: Any, server: ServiceProcess, capsys: pytest.CaptureFixture[str]) -> Iterator[Console]:
+    c = Console(browser, server.url, capsys)
+    try:
+        yield c
+        c.check_clean(server.port)  # type: ignore[arg-type]
+    finally:
+        c.close()
+
+
+def ok(response: httpx.Response) -> Any:
+    assert response.status_code < 300, response.text
+    return response.json() if response.content else None
+
+
+def transaction(api: httpx.Client, tid: str, topic: str, offsets: dict | None = None) -> dict:
+    p = ok(api.post("/v1/producers", json={"transactional_id": tid}))
+    ident = {"producer_id": p["producer_id"], "producer_epoch": p["producer_epoch"]}
+    ok(api.post(f"/v1/transactions/{tid}/begin", json=ident))
+    ok(api.post("/v1/records", json={**ident, "transactional_id": tid, "batches": [
+        {"topic": topic, "partition": 0, "base_sequence": 0, "records": [{"key": "k", "value": {"from": tid}}]}]}))
+    if offsets:
+        ok(api.post(f"/v1/transactions/{tid}/offsets", json={**ident, **offsets}))
+    return ident
+
+
+def test_a_topic_a_transaction_and_a_groups_lag_falling_to_zero(console: Console, server: ServiceProcess) -> None:
+    from playwright.sync_api import expect
+
+    with server.client() as api:
+        ok(api.post("/v1/topics", json={"name": "orders", "partitions": 2}))
+        ok(api.post("/v1/topics", json={"name": "income", "partitions": 1}))
+        console.open("#/topics")
+        console.wait_text("orders")
+        console.screenshot("console-topics.png")
+        assert "orders\t2\tdelete" in console.text()
+
+        ok(api.post("/v1/records", json={"batches": [{"topic": "orders", "partition": 0, "records": [
+            {"key": f"order-{i}", "value": {"price": i}} for i in range(3)]}]}))
+        ok(api.post("/v1/groups/pizza-income/offsets", json={"offsets": [{"topic": "orders", "partition": 0, "offset": 0}]}))
+        ident = transaction(api, "copier", "income", {"group_id": "pizza-income", "offsets": [
+            {"topic": "orders", "partition": 0, "offset": 3}]})
+
+        console.open("#/transactions")
+        console.wait_text("copier")
+        assert "Ongoing" in console.text()
+        console.screenshot("console-transactions.png")
+
+        console.open("#/groups/pizza-income")
+        expect(console.page.locator("#total-lag")).to_have_text("3", timeout=WAIT_MS)
+        assert "offsets staged" in console.text()
+        ok(api.post("/v1/transactions/copier/commit", json=ident))
+        # The page polls: the lag falls to zero without a reload.
+        expect(console.page.locator("#total-lag")).to_have_text("0", timeout=WAIT_MS)
+        time.sleep(2.5)  # one more point on the chart
+        console.screenshot("console-group-lag.png")
+
+        console.open("#/topics/income/0?isolation=read_uncommitted&offset=0")
+        console.wait_text("committed")
+        console.screenshot("console-records.png")
+        row = console.page.locator("tbody tr").first.inner_text().split("\t")
+        assert row[:4] == ["0", "1", "committed", "k"]  # offset 0, exposed at its COMMIT marker 1
+
+        console.open("#/transactions?show=all")
+        console.wait_text("CompleteCommit")
+        console.open("#/transactions")
+        console.wait_text("No transaction here.")
+
+
+def test_a_hanging_transaction_is_aborted_from_the_page(console: Console, server: ServiceProcess) -> None:
+    with server.client() as api:
+        ok(api.post("/v1/topics", json={"name": "payments"}))
+        transaction(api, "stuck", "payments")
+        deadline = time.monotonic() + 10
+        while not ok(api.get("/v1/transactions", params={"hanging": "true"}))["transactions"]:
+            assert time.monotonic() < deadline, "the transaction never became hanging"
+            time.sleep(0.2)
+
+        console.open("")
+        console.wait_text("stuck")  # the overview lists hanging transactions
+        console.screenshot("console-overview.png")
+        console.page.get_by_role("link", name="stuck").click()
+        console.wait_text("Transaction stuck")
+        console.screenshot("console-hanging-transaction.png")
+        messages: list[str] = []
+
+        def accept(dialog: Any) -> None:
+            messages.append(dialog.message)
+            dialog.accept()
+
+        console.page.once("dialog", accept)
+        console.page.locator("#abort").click()
+        console.wait_text("Aborted: stuck is CompleteAbort.", "#banner")
+        assert messages and messages[0].startswith("Abort transaction")
+        console.wait_text("CompleteAbort")
+        assert ok(api.get("/v1/transactions/stuck"))["state"] == "CompleteAbort"
+        assert ok(api.get("/v1/topics/payments/partitions/0/records"))["records"] == []
+
+
+def test_the_overview_plots_the_rates_of_records_produced_and_fetched(console: Console, server: ServiceProcess) -> None:
+    import threading
+
+    stop = threading.Event()
+
+    def load() -> None:
+        with server.client() as api:
+            if api.get("/v1/topics/rates").status_code == 404:
+                ok(api.post("/v1/topics", json={"name": "rates"}))
+            while not stop.is_set():
+                ok(api.post("/v1/records", json={"batches": [{"topic": "rates", "partition": 0, "records": [
+                    {"value": i} for i in range(100)]}]}))
+                api.get("/v1/topics/rates/partitions/0/records", params={"max_records": 50})
+                time.sleep(0.05)
+
+    loader = threading.Thread(target=load)
+    loader.start()
+    try:
+        console.open("")
+        deadline = time.monotonic() + 20
+        while not (console.page.locator("#produced-rate").count()
+                   and int(console.text("#produced-rate").replace(",", "")) > 0
+                   and int(console.text("#fetched-rate").replace(",", "")) > 0):
+            assert time.monotonic() < deadline, console.text("#rates-now")
+            time.sleep(0.2)
+        time.sleep(4.5)  # a few more points on the charts
+        console.screenshot("console-overview-rates.png")
+        assert console.page.locator("#rates canvas").count() == 1
+    finally:
+        stop.set()
+        loader.join()
+
+
+@pytest.mark.parametrize(("hash_", "shown"), [
+    ("#/topics/no-such-topic", "UNKNOWN_TOPIC_OR_PARTITION"),
+    ("#/topics/orders/0?offset=abc", "INVALID_REQUEST: offset \"abc\" is not a number"),
+    ("#/topics/orders/0?offset=999999", "OFFSET_OUT_OF_RANGE"),
+    ("#/topics/orders/7", "UNKNOWN_TOPIC_OR_PARTITION"),
+    ("#/transactions/nobody", "TRANSACTIONAL_ID_NOT_FOUND"),
+    ("#/nowhere", "NOT_FOUND"),
+])
+def test_bad_input_shows_a_readable_error_not_a_blank_page(console: Console, server: ServiceProcess,
+                                                             hash_: str, shown: str) -> None:
+    with server.client() as api:
+        if api.get("/v1/topics/orders").status_code == 404:
+            ok(api.post("/v1/topics", json={"name": "orders", "partitions": 2}))
+    console.open(hash_)
+    console.wait_text("Could not show this page")
+    assert shown in console.text("#page-error")
+
+
+@pytest.fixture(scope="module")
+def secured(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[ServiceProcess, str, str]]:
+    with provisioned("sqlite", tmp_path_factory.mktemp("console-secured")) as backend:
+        launcher = Launcher(backend)
+        try:
+            server = launcher.server(authentication="api_key", super_users="User:admin")
+            admin = json.loads(launcher.cli("principals", "create", "admin"))["api_key"]
+            viewer = json.loads(launcher.cli("principals", "create", "viewer"))["api_key"]
+            launcher.cli("acls", "add", "--allow-principal", "User:viewer", "--operation", "describe",
+                         "--topic", "public")
+            with server.client(headers={"Authorization": f"Bearer {admin}"}) as api:
+                for name in ("public", "secret"):
+                    ok(api.post("/v1/topics", json={"name": name}))
+            yield server, admin, viewer
+        finally:
+            launcher.close()
+
+
+def test_with_authentication_on_it_asks_for_a_key_and_shows_what_the_principal_may_describe(
+        browser: Any, secured: tuple[ServiceProcess, str, str], capsys: pytest.CaptureFixture[str]) -> None:
+    server, _, viewer = secured
+    c = Console(browser, server.url, capsys)
+    try:
+        c.open("#/topics")
+        c.page.locator("#sign-in").wait_for(timeout=WAIT_MS)
+        c.page.locator("#credential").fill("outbox_0123456789abcdef_wrong")
+        c.page.locator("#sign-in-button").click()
+        c.wait_text("Not accepted", "#sign-in")
+        c.page.locator("#credential").fill(viewer)
+        c.page.locator("#sign-in-button").click()
+        c.wait_text("public")
+        c.screenshot("console-signed-in.png")
+        assert "secret" not in c.text()
+        c.open("#/topics/secret")
+        c.wait_text("TOPIC_AUTHORIZATION_FAILED")
+        c.check_clean(server.port)  # type: ignore[arg-type]
+    finally:
+        c.close()

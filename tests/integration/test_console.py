@@ -1,0 +1,72 @@
+"""/console, in process: the page and its files come from this service, under a strict
+Content-Security-Policy, and nothing else is served from the package's folders.
+tests/e2e/test_console_browser.py uses the console in Chromium."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+from fastapi.testclient import TestClient
+
+from app.api import console
+from app.api.app import create_app
+from app.settings import Settings
+from tests.integration.test_docs_ui import CONTENT_TYPES, references
+
+CONTENT_TYPES = {**CONTENT_TYPES, ".png": "image/png"}
+
+
+@pytest.fixture(scope="module")
+def client() -> TestClient:
+    return TestClient(create_app(Settings()))
+
+
+def test_the_console_loads_its_script_styles_and_icon_from_this_service(client) -> None:  # type: ignore[no-untyped-def]
+    r = client.get("/console")
+    assert r.status_code == 200 and r.headers["content-type"].startswith("text/html")
+    urls = [u for u in references(r.text) if not u.startswith("#")]  # in-page links aside
+    assert sorted(urls) == [
+        "console/static/console/console.css", "console/static/console/console.js",
+        "console/static/console/favicon-32x32.png",
+        "console/static/uplot/uPlot.iife.min.js", "console/static/uplot/uPlot.min.css",
+    ]
+    for url in urls:
+        asset = client.get(f"/{url}")
+        assert asset.status_code == 200, url
+        assert asset.headers["content-type"].split(";")[0] == CONTENT_TYPES[Path(url).suffix], url
+
+
+def test_the_console_may_load_and_call_nothing_but_this_service(client) -> None:  # type: ignore[no-untyped-def]
+    policy = client.get("/console").headers["content-security-policy"]
+    directives = {d.split()[0]: d.split()[1:] for d in policy.split(";") if d.strip()}
+    assert directives["default-src"] == ["'self'"] and directives["connect-src"] == ["'self'"]
+    assert directives["script-src"] == ["'self'"]  # no inline script, no eval
+    script = client.get("/console/static/console/console.js").text
+    assert re.findall(r"https?://", script) == []
+
+
+def test_behind_a_proxy_prefix_the_console_loads_from_under_it() -> None:
+    client = TestClient(create_app(Settings()), root_path="/outbox")
+    urls = [u for u in references(client.get("/outbox/console").text) if not u.startswith("#")]
+    # Relative to /outbox/console: the browser resolves them under /outbox/.
+    assert {u: client.get(f"/outbox/{u}").status_code for u in urls} == {u: 200 for u in urls}
+
+
+@pytest.mark.parametrize("path", ["swagger-ui/swagger-ui.css", "README.md", "%2E%2E/console.py",
+                                  "console/%2E%2E/%2E%2E/console.py", "uplot"])
+def test_the_consoles_files_are_only_its_own_and_uplot(client, path: str) -> None:  # type: ignore[no-untyped-def]
+    assert client.get(f"/console/static/{path}").status_code == 404
+
+
+def test_uplot_is_the_version_named_in_code_and_readme_with_its_licence() -> None:
+    bundle = (console.STATIC_DIR / "uplot" / "uPlot.iife.min.js").read_text()
+    readme = (console.STATIC_DIR / "README.md").read_text()
+    assert f"| `uplot` | {console.UPLOT_VERSION} |" in readme
+    assert "LICENSE" in {p.name for p in (console.STATIC_DIR / "uplot").iterdir()}
+    assert "uPlot" in bundle[:200]
+
+
+def test_the_console_is_not_in_the_openapi_document(client) -> None:  # type: ignore[no-untyped-def]
+    assert [p for p in client.get("/openapi.json").json()["paths"] if p.startswith("/console")] == []
