@@ -11,6 +11,7 @@ import msgspec
 from fastapi import APIRouter, Depends, FastAPI
 from fastapi.dependencies.models import Dependant
 from fastapi.openapi.utils import get_openapi
+from fastapi import routing
 from fastapi.routing import APIRoute
 
 from app import __doc__ as product_doc
@@ -113,9 +114,17 @@ def create_app(settings: Settings | None = None, clock: Clock = system_clock, *,
 
 
 def _check_every_api_route_is_authenticated(app: FastAPI) -> None:
-    for route in app.routes:
-        if isinstance(route, APIRoute) and route.path.startswith("/v1") and not _depends_on(route.dependant, authenticate):
-            raise RuntimeError(f"{route.path} would be served without authentication")
+    """Refuse an app in which a /v1 route would run without `authenticate`. Walks the routes
+    as FastAPI serves them (an included router's routes with its dependencies: app.routes
+    holds the routers themselves)."""
+    checked = 0
+    for route in routing.iter_route_contexts(app.routes):
+        if route.path and route.path.startswith("/v1") and isinstance(route.original_route, APIRoute):
+            if not _depends_on(route.dependant, authenticate):
+                raise RuntimeError(f"{route.path} would be served without authentication")
+            checked += 1
+    if not checked:
+        raise RuntimeError("no /v1 route found: the authentication check saw nothing")
 
 
 def _depends_on(dependant: Dependant, call: Callable[..., Any]) -> bool:

@@ -302,8 +302,9 @@ class SecurityService:
 
     def create_api_key(self, principal: str, *, by: Principal | str) -> IssuedApiKey:
         name = principal_name(principal.strip())
-        if name in ("User:", "User:*") or len(name) > 255 or any(c.isspace() or not c.isprintable() for c in name):
-            raise InvalidRequest(f"not a principal name: {principal!r} (User:<name>, printable, no spaces)")
+        if name in ("User:", "User:*") or len(name) > 255 or any(c <= " " or c == "\x7f" for c in name):
+            # The API's pattern (app.api.schemas.acls.PRINCIPAL_PATTERN), for the CLI too.
+            raise InvalidRequest(f"not a principal name: {principal!r} (User:<name>, no spaces nor control characters)")
         key_id, secret, key = new_api_key()
         now = self.clock()
         with self.db.write() as conn:

@@ -493,3 +493,20 @@ def test_with_authentication_unset_only_local_callers_are_answered(settings: Set
         assert c.get("/healthz").status_code == 200
     if status == 401:
         assert "answers local callers only" in r.json()["message"]
+
+
+def test_an_app_with_a_v1_route_that_skips_authentication_is_refused() -> None:
+    from fastapi import APIRouter, FastAPI
+
+    from app.api.app import _check_every_api_route_is_authenticated
+
+    app = FastAPI()
+    router = APIRouter(prefix="/v1/things")
+
+    @router.get("")
+    def things() -> list[str]:
+        return []
+
+    app.include_router(router)
+    with pytest.raises(RuntimeError, match="/v1/things would be served without authentication"):
+        _check_every_api_route_is_authenticated(app)
