@@ -67,6 +67,14 @@ def _serve(settings: Settings, args: argparse.Namespace) -> int:
     tune_for_service()
 
     class Server(uvicorn.Server):
+        def handle_exit(self, sig: int, frame: object) -> None:
+            # uvicorn waits for every request in flight before it shuts down: waiting fetches
+            # and streams end now, with what they have (app.storage.changes).
+            changes = getattr(app.state, "log_changes", None)
+            if changes is not None:
+                changes.close()
+            super().handle_exit(sig, frame)  # type: ignore[arg-type]
+
         async def startup(self, sockets: list[socket.socket] | None = None) -> None:
             await super().startup(sockets)
             if self.started:  # uvicorn says this itself only for sockets it binds

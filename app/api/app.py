@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
@@ -23,12 +24,13 @@ from app.services.security import SecurityState
 from app.worker.security import SecurityRefresher
 from app.api.json_body import JsonBody
 from app.api.request_metrics import RequestMetrics
-from app.api.routers import acls, groups, health, metrics, producers, records, topics, transactions
+from app.api.routers import acls, fetch, groups, health, metrics, producers, records, topics, transactions
 from app.api.security import authenticate, requires
 from app.domain.acl import CLUSTER, Operation
 from app.domain.clock import Clock, system_clock
 from app.settings import Limit, Settings
 from app.storage import migrate
+from app.storage.changes import LogChanges
 from app.storage.engine import open_database
 from app.worker import build_workers
 
@@ -49,13 +51,19 @@ def create_app(settings: Settings | None = None, clock: Clock = system_clock, *,
             migrate.prepare(settings.database_url, auto_migrate=settings.should_auto_migrate,
                             refuse_schema_mismatch=False)
         db = open_database(settings, pool_size=settings.db_pool_size)
+        # Waiting readers: woken by this process's commits, and by other processes' (NOTIFY,
+        # SQLite's data_version).
+        log_changes = LogChanges(settings.database_url)
+        log_changes.start(asyncio.get_running_loop())
+        db.on_log_change = log_changes.changed
+        app.state.log_changes = log_changes
         security = None
         workers = build_workers(db, settings, clock) if settings.run_coordinator else []
         if settings.authentication_methods:
             security = SecurityState(db, settings, clock)
             security.reload(unless_unchanged=False)
             workers.append(SecurityRefresher(security, clock, settings.security_refresh_interval_ms))
-        services = Services.build(settings, db, clock, security)
+        services = Services.build(settings, db, clock, security, log_changes)
         app.state.services = services
         app.state.security = security
         for worker in workers:
@@ -63,6 +71,7 @@ def create_app(settings: Settings | None = None, clock: Clock = system_clock, *,
         try:
             yield
         finally:
+            log_changes.stop()
             for worker in workers:
                 worker.stop()
             db.dispose()
@@ -94,7 +103,7 @@ def create_app(settings: Settings | None = None, clock: Clock = system_clock, *,
 
     # Every router of the API is authenticated by construction; the health probes are not
     # (a load balancer has no credentials), /metrics where OUTBOX_PROTECT_METRICS says.
-    api_routers = [m.router for m in (topics, producers, records, transactions, groups)]
+    api_routers = [m.router for m in (topics, producers, records, fetch, transactions, groups)]
     api_routers += [transactions.admin_router, acls.router, acls.principals_router]
     for router in api_routers:
         app.include_router(router, dependencies=authenticated)

@@ -238,9 +238,13 @@ class Access:
             return
         self._refuse(Operation.IDEMPOTENT_WRITE, CLUSTER)
 
-    def _refuse(self, operation: Operation, resource: Resource) -> None:
+    def refusal(self, operation: Operation, resource: Resource) -> None:
+        """Count and audit a refusal answered in place (a partition of a multi-partition Fetch)."""
         metrics.AUTHORIZATION_REFUSALS.labels(resource.type.value, operation.value).inc()
         audit_line(self.principal, operation.value, str(resource), False)
+
+    def _refuse(self, operation: Operation, resource: Resource) -> None:
+        self.refusal(operation, resource)
         what = _WHAT[resource.type]
         target = what if resource.type is ResourceType.CLUSTER else f"{what} {resource.name!r}"
         raise _REFUSAL[resource.type](

@@ -15,6 +15,7 @@ import httpx
 from app.client.backoff import DEFAULT_RETRY_BACKOFF_MAX_MS, DEFAULT_RETRY_BACKOFF_MS, ExponentialBackoff
 from app.client.errors import (
     ClientError,
+    classify,
     NoOffsetForPartitionError,
     OffsetOutOfRangeError,
     RetriableError,
@@ -23,6 +24,10 @@ from app.client.errors import (
 from app.client.http import Session, credentials
 
 logger = logging.getLogger(__name__)
+
+# The HTTP status a single-partition Fetch answers each partition error of a multi-partition
+# Fetch with: the errors read the same whichever way they came.
+_STATUS = {"OFFSET_OUT_OF_RANGE": 416, "UNKNOWN_TOPIC_OR_PARTITION": 404, "TOPIC_AUTHORIZATION_FAILED": 403}
 
 TopicPartition = tuple[str, int]
 EARLIEST, LATEST, NONE = "earliest", "latest", "none"
@@ -114,6 +119,8 @@ class Consumer:
         self.offset_wait_ms = offset_wait_ms
         backoff = ExponentialBackoff(retry_backoff_ms, retry_backoff_max_ms)
         auth = credentials(api_key, token)
+        # A poll's wait on the service, at most: its request must end before the request timeout.
+        self._max_wait_ms = max(0, int(request_timeout_s * 1000) - 5_000)
         self._session = Session(base_url, request_timeout_s=request_timeout_s, client=client, backoff=backoff,
                                 auth=auth, tls=tls)
         self._heartbeat_session = Session(base_url, request_timeout_s=request_timeout_s, backoff=backoff,
@@ -140,7 +147,6 @@ class Consumer:
         self._stop = threading.Event()
         self._membership_changed = threading.Event()  # set by the heartbeat, wakes an idle poll()
         self._heartbeat: threading.Thread | None = None
-        self._next_partition = 0
 
     # --- membership -------------------------------------------------------------------------
 
@@ -323,58 +329,51 @@ class Consumer:
         self._reset_missing()
         deadline = time.monotonic() + timeout_s
         partitions = sorted(self._positions)
+        refetch = True  # a partition reset for being out of range is fetched again at once, once
         while partitions:
+            # One request for the whole assignment, waiting on the service for records (Kafka's
+            # fetch.max.wait.ms): no polling loop here, and the records come as they commit.
+            wait_ms = max(0, min(int((deadline - time.monotonic()) * 1000), self._max_wait_ms))
+            answer = self._session.call("POST", "/v1/fetch", json={
+                "partitions": [{"topic": t, "partition": p, "offset": self._positions[(t, p)]} for t, p in partitions],
+                "isolation": self.isolation, "max_records": self.max_records, "max_wait_ms": wait_ms,
+            }, deadline_s=wait_ms / 1000 + 30)
             out: list[ConsumerRecord] = []
-            for i in range(len(partitions)):
-                tp = partitions[(self._next_partition + i) % len(partitions)]
+            out_of_range: list[tuple[TopicPartition, OffsetOutOfRangeError]] = []
+            for part in answer["partitions"]:
+                tp = (part["topic"], part["partition"])
+                if part.get("error_code") is None:
+                    self._positions[tp] = part["next_offset"]
+                    out.extend(ConsumerRecord(tp[0], tp[1], r["offset"], r["commit_position"], r["key"], r["value"],
+                                              r["headers"], r["timestamp_ms"]) for r in part["records"])
+                    continue
+                error = classify(part["error_code"], part["message"], False, _STATUS.get(part["error_code"]),
+                                 part.get("details"))
+                if isinstance(error, UnknownTopicOrPartitionError):
+                    error.topic = tp[0]
+                if not isinstance(error, OffsetOutOfRangeError):
+                    raise error
+                out_of_range.append((tp, error))
+            for tp, error in out_of_range:
                 try:
-                    out.extend(self._fetch(tp, self.max_records - len(out)))
+                    self._out_of_range(tp, error)
                 except OffsetOutOfRangeError as e:
                     if not out:
                         raise
-                    # The records already fetched have moved their partitions' positions:
-                    # hand them over, or they would be skipped.
+                    # The records fetched have moved their partitions' positions: hand them
+                    # over, or they would be skipped; the error comes with the next poll.
                     self._deferred = e
-                    self._next_partition = (self._next_partition + i) % len(partitions)
                     return out
-                if len(out) >= self.max_records:
-                    self._next_partition = (self._next_partition + i + 1) % len(partitions)
-                    break
+            if out_of_range and not out and refetch:
+                refetch = False
+                continue
             if out or time.monotonic() >= deadline:
                 return out
-            time.sleep(min(0.05, max(0.0, deadline - time.monotonic())))
         # Nothing assigned (more members than partitions): wait out the timeout, as Kafka's
         # poll does, rather than hand a caller's loop an empty answer at once; a rebalance
         # that the heartbeat learns of ends the wait.
         self._membership_changed.wait(timeout_s)
         return []
-
-    def _fetch(self, tp: TopicPartition, max_records: int) -> list[ConsumerRecord]:
-        """A fetch at tp's position. Out of range, the position is reset (or the error raised,
-        with auto_offset_reset="none") and fetched at once; should that be refused too (the
-        log start moved again in between), the poll's next round tries again."""
-        topic, partition = tp
-        for _ in range(2):
-            try:
-                page = self._session.call(
-                    "GET", f"/v1/topics/{topic}/partitions/{partition}/records",
-                    params={"offset": self._positions[tp], "isolation": self.isolation,
-                            "max_records": max(1, max_records)},
-                )
-                break
-            except UnknownTopicOrPartitionError as e:
-                e.topic = topic
-                raise
-            except OffsetOutOfRangeError as e:
-                self._out_of_range(tp, e)
-        else:
-            return []
-        self._positions[tp] = page["next_offset"]
-        return [
-            ConsumerRecord(topic, partition, r["offset"], r["commit_position"], r["key"], r["value"],
-                           r["headers"], r["timestamp_ms"])
-            for r in page["records"]
-        ]
 
     def position(self, tp: TopicPartition) -> int:
         """tp's position; an assigned partition without one is reset first (auto_offset_reset)."""

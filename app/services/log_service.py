@@ -11,6 +11,9 @@ from app.domain.clock import Clock
 from app.domain.log_cleaning import record_size
 from app.domain.errors import (
     InvalidProducerEpoch,
+    OffsetOutOfRange,
+    OutboxError,
+    UnknownTopicOrPartition,
     InvalidRecord,
     InvalidRequest,
     RecordListTooLarge,
@@ -18,7 +21,7 @@ from app.domain.errors import (
 )
 from app.domain.types import IsolationLevel
 from app.settings import Settings
-from app.storage import log, producers, topics
+from app.storage import changes, log, producers, topics
 from app.storage.log import RecordToAppend  # what a Send's records are built as (app.api.send_body)
 from app.storage import transactions as txns
 from app.storage.engine import Database
@@ -134,6 +137,9 @@ def append_in_open_transaction(
         log.set_message_ids(conn, whole.topic_id, whole.partition, [
             (result.base_offset + i, m) for i, m in enumerate(kept_ids) if m is not None
         ])
+        # The application commits, not the service: waiting readers in serve notice the commit
+        # by SQLite's data_version (app.storage.changes); nothing to hold on to here.
+        changes.take_changed(conn)
     return appended
 
 
@@ -247,3 +253,53 @@ class LogService:
             )
         metrics.RECORDS_FETCHED.labels(isolation.value).inc(len(result.records))
         return topic, result
+
+    def fetch_many(self, wanted: list[PartitionFetch], *, max_records: int,
+                   isolation: IsolationLevel) -> list[PartitionFetch]:
+        """Kafka's Fetch of several partitions, in one snapshot: each from its position, the
+        record limit shared fairly (an equal share each, then what is left to those that filled
+        theirs); a partition's error (unknown, out of range) is its answer, not the request's."""
+        share = max(1, max_records // max(1, len(wanted)))
+        with self.db.read() as conn:
+            for w in wanted:
+                self._fetch_one(conn, w, share, isolation)
+            left = max_records - sum(len(w.result.records) for w in wanted if w.result is not None)
+            full = [w for w in wanted if w.result is not None and len(w.result.records) >= share
+                    and w.result.next_offset < w.result.high_watermark]
+            if left > 0 and full:
+                more = max(1, left // len(full))
+                for w in full:
+                    assert w.result is not None
+                    first = w.result
+                    self._fetch_one(conn, w, more, isolation, offset=first.next_offset)
+                    assert w.result is not None
+                    w.result.records = first.records + w.result.records
+        metrics.RECORDS_FETCHED.labels(isolation.value).inc(
+            sum(len(w.result.records) for w in wanted if w.result is not None))
+        return wanted
+
+    @staticmethod
+    def _fetch_one(conn: Connection, w: PartitionFetch, max_records: int, isolation: IsolationLevel,
+                   offset: int | None = None) -> None:
+        try:
+            topic = topics.get_topic(conn, w.topic)
+            topics.check_partition(topic, w.partition)
+            w.topic_id = topic.topic_id
+            w.result = log.fetch(conn, topic_id=topic.topic_id, partition=w.partition,
+                                 offset=w.offset if offset is None else offset, max_records=max_records,
+                                 isolation=isolation)
+            w.error = None
+        except (UnknownTopicOrPartition, OffsetOutOfRange) as e:
+            w.result, w.error = None, e
+
+
+@dataclass(slots=True)
+class PartitionFetch:
+    """One partition of a multi-partition Fetch: where to read from, and what came back."""
+
+    topic: str
+    partition: int
+    offset: int
+    topic_id: int | None = None
+    result: log.FetchResult | None = None
+    error: OutboxError | None = None

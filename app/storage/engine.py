@@ -19,6 +19,7 @@ from sqlalchemy.pool import NullPool
 
 from app.domain.errors import StorageUnavailable
 from app.settings import Settings
+from app.storage import changes
 from app.storage.errors import translate_driver_errors
 
 _WRITE = "outbox_write"
@@ -132,6 +133,9 @@ class Database:
         # instead of in SQLite's busy handler, which polls with sleeps of up to 100 ms and
         # so turns contention into long tails. Other processes still meet busy_timeout.
         self._sqlite_writer = threading.Lock() if self.dialect == "sqlite" else None
+        # This process's waiting readers (app.storage.changes.LogChanges.changed), told of the
+        # partitions each committed write grew.
+        self.on_log_change: Callable[[set[tuple[int, int]]], None] | None = None
         self._sqlite_wait_s = sqlite_busy_timeout_ms / 1000
 
     @property
@@ -161,11 +165,18 @@ class Database:
                 try:
                     with conn.begin():
                         yield conn
+                        # Partitions whose logs grow at this commit: NOTIFY, inside the
+                        # transaction so that it is delivered only if it commits.
+                        changes.announce(conn, changes.peek_changed(conn))
+                    grown = changes.take_changed(conn)
                     for fn in conn.info.pop(_AFTER_COMMIT, ()):
                         fn()
+                    if grown and self.on_log_change is not None:
+                        self.on_log_change(grown)
                 finally:
                     conn.info.pop(_WRITE, None)
                     conn.info.pop(_AFTER_COMMIT, None)
+                    changes.take_changed(conn)
                     if relaxed:
                         conn.connection.driver_connection.execute("PRAGMA synchronous=FULL")  # type: ignore[union-attr]
 

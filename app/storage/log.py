@@ -40,7 +40,7 @@ from app.domain.producer import (
     next_batch_condition,
 )
 from app.domain.types import ControlType, IsolationLevel, RecordState
-from app.storage import dialect
+from app.storage import changes, dialect
 from app.storage.tables import partitions, producer_partitions, records, transaction_partitions
 from app.storage.topics import LAST_STABLE_OFFSET
 
@@ -134,6 +134,7 @@ def _take_offsets(
     ).scalar_one_or_none()
     if new_end is None:
         raise UnknownTopicOrPartition(f"unknown partition {partition} of topic id {topic_id}")
+    changes.mark_changed(conn, topic_id, partition)
     return new_end - count
 
 

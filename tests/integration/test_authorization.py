@@ -181,6 +181,11 @@ OPERATIONS: dict[str, Op] = {
                          ((T, "orders", Operation.DELETE), (G, "g", Operation.DESCRIBE))),
     "fetch_records": Op(lambda w: ("GET", "/v1/topics/orders/partitions/0/records", None),
                         ((T, "orders", Operation.READ),)),
+    "fetch_partitions": Op(lambda w: ("POST", "/v1/fetch", {"partitions": [{"topic": "orders", "partition": 0}]}),
+                           ()),
+    # The stream ends at once once the server is stopping: what the successful call needs here.
+    "stream_records": Op(lambda w: ("GET", "/v1/topics/orders/partitions/0/stream", None),
+                         ((T, "orders", Operation.READ),), prepare=lambda w: w.client.app.state.log_changes.close()),
     "init_producer_id": Op(lambda w: ("POST", "/v1/producers", {"transactional_id": "tx"}),
                            ((X, "tx", Operation.WRITE),)),
     "send": Op(lambda w: ("POST", "/v1/records", {**_ident(w), "transactional_id": "tx", "batches": [
@@ -231,7 +236,7 @@ OPERATIONS: dict[str, Op] = {
 # Open with authentication on: the probes, and /metrics unless OUTBOX_PROTECT_METRICS.
 OPEN = {"healthz", "readyz", "metrics"}
 # Never refused for want of an ACL: they leave out what the principal may not describe.
-FILTERED = {"list_topics", "list_transactions", "list_groups"}
+FILTERED = {"list_topics", "list_transactions", "list_groups", "fetch_partitions"}
 GUARDED = sorted(set(OPERATIONS) - FILTERED)
 
 
@@ -360,6 +365,19 @@ def test_list_transactions_shows_only_the_transactional_ids_the_principal_may_de
     world.grant([(X, "tx", Operation.DESCRIBE)])
     listed = world.client.get("/v1/transactions", headers=world.alice).json()["transactions"]
     assert [t["transactional_id"] for t in listed] == ["tx"]
+
+
+def test_a_multi_partition_fetch_answers_a_partition_it_may_not_read_with_its_own_refusal(world: World) -> None:
+    world.as_admin("POST", "/v1/topics", {"name": "payroll"})
+    world.grant([(T, "orders", Operation.READ)])
+    before = world.stored.snapshot()
+    r = world.client.post("/v1/fetch", headers=world.alice, json={"partitions": [
+        {"topic": "payroll", "partition": 0}, {"topic": "orders", "partition": 0}, {"topic": "ghost", "partition": 0}]})
+    got = r.json()["partitions"]
+    assert [(g["topic"], g.get("error_code")) for g in got] == [
+        ("payroll", "TOPIC_AUTHORIZATION_FAILED"), ("orders", None), ("ghost", "TOPIC_AUTHORIZATION_FAILED")]
+    assert [rec["value"] for rec in got[1]["records"]] == [1]
+    assert diff(before, world.stored.snapshot()) == []
 
 
 def test_list_groups_shows_only_the_groups_the_principal_may_describe(world: World) -> None:

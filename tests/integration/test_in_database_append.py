@@ -421,3 +421,31 @@ def test_sqlite_a_callers_row_factory_and_regexp_are_left_as_they_were(app_db: s
         conn.close()
 
     assert values(fetch(client, "orders", 0)) == [1]
+
+
+def test_a_waiting_fetch_is_woken_by_an_append_in_an_application_transaction_at_its_commit(
+        app_db: str, client: Any) -> None:
+    """PostgreSQL: the trigger that publishes the records NOTIFYs (migration 0009); SQLite: the
+    commit moves the file's data_version."""
+    import threading
+    import time
+
+    client.get("/v1/topics/orders/partitions/0/records")  # the waiting process knows the topic's id
+    done: list[float] = []
+
+    def application() -> None:
+        time.sleep(0.3)
+        with driver_connection(app_db) as (conn, insert_order, commit, _):
+            insert_order(7)
+            append(conn, "orders", 0, [OutboxRecord(key="7", value={"total": 10})])
+            commit()
+        done.append(time.monotonic())
+
+    t = threading.Thread(target=application)
+    t.start()
+    page = client.get("/v1/topics/orders/partitions/0/records", params={"max_wait_ms": 10_000}).json()
+    answered = time.monotonic()
+    t.join()
+    assert [r["key"] for r in page["records"]] == ["7"]
+    # Woken by the notification, not found by the re-check a second later.
+    assert answered - done[0] < 0.5, answered - done[0]

@@ -217,8 +217,8 @@ def test_producer_retry_backoff_settings_set_its_pauses() -> None:
 
 def test_consumer_retry_backoff_settings_set_its_pauses() -> None:
     script = Script({
-        ("GET", "/v1/topics/in/partitions/0/records"): [unavailable()] * 3 + [ok(
-            {"records": [], "next_offset": 0, "high_watermark": 0})],
+        ("POST", "/v1/fetch"): [unavailable()] * 3 + [ok({"partitions": [
+            {"topic": "in", "partition": 0, "records": [], "next_offset": 0, "high_watermark": 0}]})],
     })
 
     def poll(consumer: Consumer) -> None:
@@ -315,11 +315,14 @@ def test_subscribing_to_a_missing_topic_raises_at_once() -> None:
 
 
 def test_fetching_from_a_missing_topic_raises_at_once() -> None:
-    script = Script({("GET", "/v1/topics/gone/partitions/0/records"): [unknown_topic("gone")]})
+    # The multi-partition Fetch answers the partition's error in place.
+    script = Script({("POST", "/v1/fetch"): [ok({"partitions": [
+        {"topic": "gone", "partition": 0, "error_code": "UNKNOWN_TOPIC_OR_PARTITION",
+         "message": "topic 'gone' does not exist"}]})]})
     consumer = Consumer(URL, client=script.client())
     consumer.assign([("gone", 0)])
     consumer.seek(("gone", 0), 0)
     with pytest.raises(UnknownTopicOrPartitionError) as raised:
         consumer.poll(timeout_s=5)
     assert raised.value.topic == "gone"
-    assert script.requests == [("GET", "/v1/topics/gone/partitions/0/records")]
+    assert script.requests == [("POST", "/v1/fetch")]

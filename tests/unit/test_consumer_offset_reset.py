@@ -9,6 +9,7 @@ Every record is plain, its value its offset, so a commit point is the record its
 
 from __future__ import annotations
 
+import json
 import logging
 from dataclasses import dataclass
 from typing import Any
@@ -65,6 +66,15 @@ class FakeService:
                 {"topic": "orders", "partition": p, "offset": o} for p, o in sorted(self.committed.items())]})
         if path.startswith("/v1/topics/orders/partitions/") and path.endswith("/records"):
             return self._fetch(int(path.split("/")[5]), int(offset), int(request.url.params["max_records"]))
+        if path == "/v1/fetch":  # the multi-partition Fetch a poll makes: each partition as above
+            self.requests.pop()
+            body = json.loads(request.content)
+            answers = []
+            for part in body["partitions"]:
+                self.requests.append(("GET", f"/v1/topics/orders/partitions/{part['partition']}/records", part["offset"]))
+                one = self._fetch(part["partition"], part["offset"], body["max_records"]).json()
+                answers.append({"topic": part["topic"], "partition": part["partition"], **one})
+            return httpx.Response(200, json={"partitions": answers})
         raise AssertionError(f"unscripted request {request.method} {path}")
 
     def _fetch(self, partition: int, offset: int, max_records: int) -> httpx.Response:

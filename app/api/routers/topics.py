@@ -1,14 +1,16 @@
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
 from dataclasses import asdict
 from typing import Annotated
 
 import orjson
-from fastapi import APIRouter, Path, Query
-from fastapi.responses import Response
+from fastapi import APIRouter, Header, Path, Query
+from fastapi.responses import Response, StreamingResponse
 
 from app.api.deps import ServicesDep
 from app.api.errors import documented
+from app.api.fetched import partition_json, records_json
 from app.api.json_body import json_body
 from app.api.schemas.common import ID_PATTERN, TOPIC_NAME_MAX_LENGTH
 from app.api.schemas.records import FetchResponse
@@ -154,7 +156,7 @@ def delete_records(
     response_model=FetchResponse,
     responses=documented(401, 403, 404, 416),
 )
-def fetch_records(
+async def fetch_records(
     topic: TopicPath,
     partition: PartitionPath,
     services: ServicesDep,
@@ -166,6 +168,15 @@ def fetch_records(
         description="most records to return; at most OUTBOX_FETCH_MAX_RECORDS_LIMIT are, "
         "whatever this asks (OUTBOX_FETCH_MAX_RECORDS_DEFAULT when omitted)",
     )] = None,
+    max_wait_ms: Annotated[int, Query(
+        ge=0, le=600_000,
+        description="wait this long (at most OUTBOX_FETCH_MAX_WAIT_MS) for min_records records to be there, "
+        "answering as soon as they are (Kafka's fetch.max.wait.ms); 0: answer at once",
+    )] = 0,
+    min_records: Annotated[int, Query(
+        ge=1, le=MAX_INT32,
+        description="with max_wait_ms: answer once this many records (read_committed: committed ones) are there",
+    )] = 1,
 ) -> Response:
     """Records of one partition from `offset`.
 
@@ -175,42 +186,67 @@ def fetch_records(
     read_uncommitted returns every data record in offset order, each with its `state`
     (committed, aborted, open) and, once committed, its commit position. Continue from
     `next_offset`.
-    Needs READ on the topic.
+    With `max_wait_ms`, the answer waits until `min_records` records are there (woken by the
+    commit that brings them, in whichever process) or the wait ends; it holds no database
+    connection meanwhile. Needs READ on the topic.
     """
     access.require(Operation.READ, acl.topic(topic))
     limit = min(max_records or services.settings.fetch_max_records_default,
                 services.settings.fetch_max_records_limit)
-    t, result = services.log.fetch(
-        topic, partition, offset=offset, max_records=limit, isolation=isolation
+    t, result = await services.long_poll.fetch(
+        topic, partition, offset=offset, max_records=limit, isolation=isolation,
+        min_records=min_records, max_wait_ms=max_wait_ms,
     )
-    # Values are stored as JSON text and spliced in unparsed (orjson.Fragment): a fetch of
-    # thousands of records costs no JSON decode and re-encode.
-    records = [
-        {
-            "offset": r.offset,
-            "commit_position": r.commit_position,
-            "timestamp_ms": r.timestamp_ms,
-            "key": r.key,
-            "value": orjson.Fragment(r.value if r.value is not None else b"null"),
-            "headers": None if r.headers is None else orjson.Fragment(r.headers),
-            "producer_id": r.producer_id,
-            "producer_epoch": r.producer_epoch,
-            "sequence": r.sequence,
-            "transactional": r.transactional,
-        }
-        for r in result.records
-    ]
-    if isolation is IsolationLevel.READ_UNCOMMITTED:
-        for out, r in zip(records, result.records, strict=True):
-            out["state"] = r.state.value  # type: ignore[union-attr]
-    body = {
-        "topic": t.name,
-        "partition": partition,
-        "isolation": isolation.value,
-        "records": records,
-        "next_offset": result.next_offset,
-        "high_watermark": result.high_watermark,
-        "last_stable_offset": result.last_stable_offset,
-        "log_start_offset": result.log_start_offset,
-    }
+    body = partition_json(t.name, partition, result, isolation)
     return Response(orjson.dumps(body), media_type="application/json")
+
+
+SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}  # no proxy buffering (nginx)
+
+
+@router.get(
+    "/{topic}/partitions/{partition}/stream",
+    operation_id="stream_records",
+    response_class=StreamingResponse,
+    responses={200: {"description": "Server-Sent Events: `event: records`, `id:` the position to resume from, "
+                                    "`data:` {\"records\": [...]} (one commit point's records, as a Fetch gives "
+                                    "them); a `: heartbeat` comment every 15 s when nothing commits",
+                     "content": {"text/event-stream": {}}},
+               **documented(400, 401, 403, 404, 416)},
+)
+async def stream_records(
+    topic: TopicPath,
+    partition: PartitionPath,
+    services: ServicesDep,
+    access: AccessDep,
+    offset: Annotated[int, Query(ge=0, le=MAX_INT64, description="the read_committed position to start from")] = 0,
+    last_event_id: Annotated[str | None, Header(
+        description="the id of the last event received: resume after it (what a browser's EventSource sends on "
+        "reconnecting); takes precedence over `offset`")] = None,
+) -> StreamingResponse:
+    """A partition's read_committed records as they commit, as Server-Sent Events: one event per
+    commit point (a plain record, or a transaction's records in this partition, never split),
+    in commit order, each with the position to resume from as its id. Reconnect with
+    `Last-Event-ID` (a browser's EventSource does it by itself) to go on with nothing skipped and
+    nothing repeated. The stream ends when the server stops. Needs READ on the topic."""
+    access.require(Operation.READ, acl.topic(topic))
+    position = offset
+    if last_event_id is not None:
+        if not last_event_id.strip().isdigit() or int(last_event_id) > MAX_INT64:
+            raise InvalidRequest(f"Last-Event-ID must be a position (a number), not {last_event_id[:40]!r}")
+        position = int(last_event_id)
+    # Unknown partition or a position outside the log: a JSON refusal, before the stream starts.
+    await services.long_poll.fetch(topic, partition, offset=position, max_records=1,
+                                   isolation=IsolationLevel.READ_COMMITTED, min_records=0, max_wait_ms=0)
+    page = services.settings.fetch_max_records_default
+
+    async def events() -> AsyncIterator[bytes]:
+        yield b"retry: 1000\n\n"  # reconnect after a second
+        async for point in services.long_poll.stream(topic, partition, position, max_records=page):
+            if point is None:
+                yield b": heartbeat\n\n"
+                continue
+            data = orjson.dumps({"records": records_json(point.records, IsolationLevel.READ_COMMITTED)})
+            yield b"id: %d\nevent: records\ndata: %s\n\n" % (point.next_position, data)
+
+    return StreamingResponse(events(), media_type="text/event-stream", headers=SSE_HEADERS)

@@ -108,3 +108,47 @@ class FetchResponse(BaseModel):
     high_watermark: int
     last_stable_offset: int
     log_start_offset: int
+
+
+class FetchPartitionIn(RequestBody):
+    topic: TopicName
+    partition: Partition
+    offset: Annotated[Offset, Meta(description="read_committed: a commit position; read_uncommitted: an offset")] = 0
+
+
+class MultiFetchRequest(RequestBody):
+    """Kafka's Fetch of several partitions in one request."""
+
+    partitions: Annotated[list[FetchPartitionIn], Meta(min_length=1, max_length=1000)]
+    isolation: IsolationLevel = IsolationLevel.READ_COMMITTED
+    max_records: Annotated[int, Meta(
+        ge=1, le=MAX_INT32,
+        description="most records in all, shared fairly: an equal share per partition, then what is left to "
+        "those that filled theirs; at most OUTBOX_FETCH_MAX_RECORDS_LIMIT (OUTBOX_FETCH_MAX_RECORDS_DEFAULT "
+        "when omitted)",
+    )] | None = None
+    max_wait_ms: Annotated[int, Meta(
+        ge=0, le=600_000,
+        description="wait this long (at most OUTBOX_FETCH_MAX_WAIT_MS) for min_records records in all, answering as "
+        "soon as they are there, or at once if a partition has an error",
+    )] = 0
+    min_records: Annotated[int, Meta(ge=1, le=MAX_INT32)] = 1
+
+
+class PartitionRecords(BaseModel):
+    topic: str
+    partition: int
+    isolation: IsolationLevel | None = None
+    records: list[RecordOut] = Field(default_factory=list)
+    next_offset: int | None = None
+    high_watermark: int | None = None
+    last_stable_offset: int | None = None
+    log_start_offset: int | None = None
+    error_code: str | None = Field(default=None, description="this partition's refusal (UNKNOWN_TOPIC_OR_PARTITION, "
+                                   "OFFSET_OUT_OF_RANGE, TOPIC_AUTHORIZATION_FAILED); its other fields are then null")
+    message: str | None = None
+    details: dict[str, Any] | None = None
+
+
+class MultiFetchResponse(BaseModel):
+    partitions: list[PartitionRecords] = Field(description="in the order asked")

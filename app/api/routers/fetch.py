@@ -1,0 +1,63 @@
+"""Kafka's Fetch of several partitions in one request, waiting for records if asked."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+import orjson
+from fastapi import APIRouter
+from fastapi.responses import Response
+
+from app.api.deps import ServicesDep
+from app.api.errors import documented
+from app.api.fetched import partition_json
+from app.api.json_body import json_body
+from app.api.schemas.records import MultiFetchRequest, MultiFetchResponse
+from app.api.security import AccessDep
+from app.domain import acl
+from app.domain.acl import Operation
+from app.domain.errors import InvalidRequest, TopicAuthorizationFailed
+from app.services.log_service import PartitionFetch
+
+router = APIRouter(prefix="/v1/fetch", tags=["records"])
+
+
+@router.post("", operation_id="fetch_partitions", response_model=MultiFetchResponse,
+             responses=documented(400, 401, 415))
+async def fetch_partitions(body: Annotated[MultiFetchRequest, json_body(MultiFetchRequest)], services: ServicesDep,
+                           access: AccessDep) -> Response:
+    """Records of several partitions, each from its own position, in one snapshot: what a
+    group member polls its whole assignment with. The record limit is shared fairly; with
+    `max_wait_ms` the answer waits until `min_records` records in all are there. A partition
+    that cannot be read (unknown, out of range, no READ on its topic) is answered with its own
+    `error_code`, and the others are read. Needs READ on each topic."""
+    keys = [(p.topic, p.partition) for p in body.partitions]
+    if len(set(keys)) != len(keys):
+        raise InvalidRequest("a partition is named twice")
+    allowed = [p for p in body.partitions if access.allows(Operation.READ, acl.topic(p.topic))]
+    settings = services.settings
+    limit = min(body.max_records or settings.fetch_max_records_default, settings.fetch_max_records_limit)
+    done = await services.long_poll.fetch_many(
+        [PartitionFetch(p.topic, p.partition, p.offset) for p in allowed], max_records=limit,
+        isolation=body.isolation, min_records=body.min_records, max_wait_ms=body.max_wait_ms,
+    ) if allowed else []
+    by_key = {(w.topic, w.partition): w for w in done}
+    out: list[dict[str, Any]] = []
+    for p in body.partitions:
+        w = by_key.get((p.topic, p.partition))
+        if w is None:
+            access.refusal(Operation.READ, acl.topic(p.topic))  # counted and audited, answered in place
+            error = TopicAuthorizationFailed(f"{access.principal} is not authorized for read on topic {p.topic!r}: "
+                                             "no ACL allows it")
+            out.append(_error(p.topic, p.partition, error))
+        elif w.error is not None:
+            out.append(_error(p.topic, p.partition, w.error))
+        else:
+            assert w.result is not None
+            out.append(partition_json(p.topic, p.partition, w.result, body.isolation))
+    return Response(orjson.dumps({"partitions": out}), media_type="application/json")
+
+
+def _error(topic: str, partition: int, error: Any) -> dict[str, Any]:
+    return {"topic": topic, "partition": partition, "error_code": error.error_code, "message": error.message,
+            "details": error.details or None}

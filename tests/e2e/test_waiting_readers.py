@@ -1,0 +1,202 @@
+"""Readers that wait, in real processes on both databases: a waiting Fetch in one `serve` is
+woken by a commit made through another (PostgreSQL's NOTIFY, SQLite's data_version), hundreds
+of waiters hold no database connection, SIGTERM ends waits and streams at once, and the
+Server-Sent Events stream, read by a browser's EventSource, resumes across a server restart
+with nothing skipped and nothing repeated."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import statistics
+import threading
+import time
+from typing import Any
+
+import httpx
+import pytest
+
+from tests.e2e.conftest import Launcher, ServiceProcess
+
+pytestmark = pytest.mark.e2e
+
+
+def ok(r: httpx.Response) -> Any:
+    assert r.status_code < 300, r.text
+    return r.json() if r.content else None
+
+
+def test_a_waiting_fetch_is_woken_by_a_commit_made_through_another_process(launcher: Launcher) -> None:
+    waiter, writer = launcher.server(), launcher.server()
+    with waiter.client() as a, writer.client() as b:
+        ok(a.post("/v1/topics", json={"name": "orders"}))
+        ok(a.get("/v1/topics/orders/partitions/0/records"))  # the waiter's process knows the topic id
+        latencies = []
+        for n in range(6):
+            sent: list[float] = []
+
+            def send_later(n: int = n) -> None:
+                time.sleep(0.3)
+                ok(b.post("/v1/records", json={"batches": [{"topic": "orders", "partition": 0,
+                                                            "records": [{"value": n}]}]}))
+                sent.append(time.monotonic())
+
+            t = threading.Thread(target=send_later)
+            t.start()
+            page = ok(a.get("/v1/topics/orders/partitions/0/records", params={"offset": n, "max_wait_ms": 10_000}))
+            answered = time.monotonic()
+            t.join()
+            assert [r["value"] for r in page["records"]] == [n]
+            latencies.append(answered - sent[0])
+    # Without a notification the waiter would find the record at its next re-check, up to a
+    # second later (app.storage.changes.RECHECK_S): half a second in the median.
+    assert statistics.median(latencies) < 0.25, latencies
+
+
+def test_hundreds_of_waiting_fetches_hold_no_database_connection(launcher: Launcher) -> None:
+    server = launcher.server(db_pool_size=2)  # ten connections at most (two, and four times as many more)
+    with server.client() as c:
+        ok(c.post("/v1/topics", json={"name": "orders"}))
+        ok(c.get("/v1/topics/orders/partitions/0/records"))
+
+    async def scenario() -> tuple[list[Any], float, float]:
+        limits = httpx.Limits(max_connections=400, max_keepalive_connections=400)
+        async with httpx.AsyncClient(base_url=server.url, timeout=60, limits=limits) as http:
+            waiting = [asyncio.create_task(http.get("/v1/topics/orders/partitions/0/records",
+                                                    params={"max_wait_ms": 30_000}))
+                       for _ in range(300)]
+            await asyncio.sleep(2.0)
+            assert not any(w.done() for w in waiting)
+            started = time.monotonic()
+            # The service still answers while they wait: a describe and a Send.
+            ok(await http.get("/v1/topics/orders"))
+            ok(await http.post("/v1/records", json={"batches": [{"topic": "orders", "partition": 0,
+                                                                  "records": [{"value": "wake"}]}]}))
+            sent = time.monotonic()
+            answers = await asyncio.gather(*waiting)
+            return answers, sent - started, time.monotonic() - sent
+
+    answers, busy_s, woken_s = asyncio.run(scenario())
+    assert busy_s < 5.0, busy_s
+    assert [[r["value"] for r in a.json()["records"]] for a in answers] == [["wake"]] * 300
+    assert woken_s < 10.0, woken_s
+
+
+def test_sigterm_ends_waiting_fetches_and_streams_at_once(launcher: Launcher) -> None:
+    server = launcher.server()
+    with server.client() as c:
+        ok(c.post("/v1/topics", json={"name": "orders"}))
+    results: dict[str, Any] = {}
+
+    def wait_fetch() -> None:
+        with server.client() as c:
+            r = c.get("/v1/topics/orders/partitions/0/records", params={"max_wait_ms": 25_000})
+            results["fetch"] = (r.status_code, r.json()["records"], time.monotonic())
+
+    def stream() -> None:
+        lines = []
+        with httpx.stream("GET", f"{server.url}/v1/topics/orders/partitions/0/stream", timeout=60) as r:
+            for line in r.iter_lines():
+                lines.append(line)
+        results["stream"] = (r.status_code, lines, time.monotonic())
+
+    threads = [threading.Thread(target=wait_fetch), threading.Thread(target=stream)]
+    for t in threads:
+        t.start()
+    time.sleep(1.5)
+    signalled = time.monotonic()
+    os.kill(server.pid, signal.SIGTERM)
+    for t in threads:
+        t.join(timeout=20)
+    server.proc.wait(timeout=20)
+    assert results["fetch"][:2] == (200, [])
+    assert results["stream"][:2] == (200, ["retry: 1000", ""])
+    assert max(results["fetch"][2], results["stream"][2]) - signalled < 3.0
+
+
+# --- the stream in a browser, across a restart ----------------------------------------------------
+
+
+def _restart(launcher: Launcher, old: ServiceProcess) -> ServiceProcess:
+    """The same port, after the old process is gone: what the browser reconnects to."""
+    old.kill9()
+    p = ServiceProcess(f"serve:{old.port}", ["serve", "--port", str(old.port)], launcher.env(),
+                       launcher.backend.tmp / f"restarted-{old.port}.log", port=old.port)
+    launcher.processes.append(p)
+    p.wait_ready()
+    return p
+
+
+@pytest.mark.browser
+def test_an_eventsource_resumes_across_a_restart_with_nothing_skipped_or_repeated(launcher: Launcher) -> None:
+    from tests.conftest import unavailable
+    from tests.e2e.test_docs_browser import CHROMIUM, CHROMIUM_ARGS
+
+    try:
+        from playwright.sync_api import sync_playwright
+    except ImportError:
+        unavailable("the playwright package is not installed: pip install -e '.[test]'")
+    if not CHROMIUM.exists():
+        unavailable(f"no Chromium at {CHROMIUM}: apt-get install chromium")
+    server = launcher.server()
+    expected: list[Any] = []
+
+    def produce(c: httpx.Client, tag: str) -> None:
+        # A plain record, a committed transaction of two, an aborted one, a plain record.
+        ok(c.post("/v1/records", json={"batches": [{"topic": "orders", "partition": 0,
+                                                     "records": [{"value": f"{tag}-plain-1"}]}]}))
+        for tid, end in ((f"{tag}-c", "commit"), (f"{tag}-a", "abort")):
+            p = ok(c.post("/v1/producers", json={"transactional_id": tid}))
+            ident = {"producer_id": p["producer_id"], "producer_epoch": p["producer_epoch"]}
+            ok(c.post(f"/v1/transactions/{tid}/begin", json=ident))
+            ok(c.post("/v1/records", json={**ident, "transactional_id": tid, "batches": [
+                {"topic": "orders", "partition": 0, "base_sequence": 0,
+                 "records": [{"value": f"{tid}-1"}, {"value": f"{tid}-2"}]}]}))
+            ok(c.post(f"/v1/transactions/{tid}/{end}", json=ident))
+        ok(c.post("/v1/records", json={"batches": [{"topic": "orders", "partition": 0,
+                                                     "records": [{"value": f"{tag}-plain-2"}]}]}))
+        expected.extend([f"{tag}-plain-1", f"{tag}-c-1", f"{tag}-c-2", f"{tag}-plain-2"])
+
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+        try:
+            page = browser.new_page()
+            with server.client() as c:
+                ok(c.post("/v1/topics", json={"name": "orders"}))
+                produce(c, "before")
+            page.goto(f"{server.url}/console")  # the service's own origin: EventSource needs no CORS
+            page.evaluate("""() => {
+                window.got = []; window.ids = []; window.opened = 0;
+                const source = new EventSource("v1/topics/orders/partitions/0/stream");
+                source.onopen = () => { window.opened += 1; };
+                source.addEventListener("records", e => {
+                    window.ids.push(e.lastEventId);
+                    for (const r of JSON.parse(e.data).records) window.got.push(r.value);
+                });
+            }""")
+
+            def received(n: int) -> list[Any]:
+                deadline = time.monotonic() + 30
+                while len(got := page.evaluate("window.got")) < n:
+                    assert time.monotonic() < deadline, got
+                    time.sleep(0.1)
+                return got
+
+            received(4)
+            server = _restart(launcher, server)
+            with server.client() as c:
+                produce(c, "after")
+            got = received(8)
+            time.sleep(1.0)  # anything repeated would have arrived by now
+            got = page.evaluate("window.got")
+            ids = page.evaluate("window.ids")
+            opened = page.evaluate("window.opened")
+        finally:
+            browser.close()
+    assert got == expected
+    assert opened == 2  # it reconnected, with Last-Event-ID
+    # One event per commit point, its id the position after it. Offsets: plain 0; the
+    # committed transaction's records 1-2 and COMMIT marker 3 (id 4); the aborted one's 4-5 and
+    # ABORT 6 (no event); plain 7 (id 8). After the restart the same from offset 8.
+    assert [int(i) for i in ids] == [1, 4, 8, 9, 12, 16]

@@ -1,0 +1,145 @@
+"""Fetches that wait (Kafka's fetch.max.wait.ms / fetch.min.bytes, in records), and the
+multi-partition Fetch, in process on both databases: woken by the commit that brings the
+records, never early with records of an open transaction, empty when the wait ends."""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import Any
+
+from tests.helpers import batch, begin, create_topic, ident, init_producer, send
+
+
+def later(seconds: float, fn: Any) -> threading.Thread:
+    def run() -> None:
+        time.sleep(seconds)
+        fn()
+
+    t = threading.Thread(target=run)
+    t.start()
+    return t
+
+
+def timed_get(client: Any, url: str, **params: Any) -> tuple[float, Any]:
+    started = time.monotonic()
+    r = client.get(url, params=params)
+    assert r.status_code == 200, r.text
+    return time.monotonic() - started, r.json()
+
+
+def test_a_waiting_fetch_answers_as_soon_as_a_send_commits(client: Any) -> None:
+    create_topic(client, "orders")
+    t = later(0.3, lambda: send(client, [batch("orders", 0, ["late"])]))
+    took, page = timed_get(client, "/v1/topics/orders/partitions/0/records", max_wait_ms=10_000)
+    t.join()
+    assert [r["value"] for r in page["records"]] == ["late"]
+    assert 0.25 <= took < 2.0, took  # woken by the commit, not by the wait's end
+
+
+def test_a_waiting_fetch_with_nothing_to_read_answers_empty_when_the_wait_ends(client: Any) -> None:
+    create_topic(client, "orders")
+    took, page = timed_get(client, "/v1/topics/orders/partitions/0/records", max_wait_ms=400)
+    assert page["records"] == [] and page["next_offset"] == 0
+    assert 0.35 <= took < 2.0, took
+
+
+def test_a_fetch_with_records_there_does_not_wait(client: Any) -> None:
+    create_topic(client, "orders")
+    send(client, [batch("orders", 0, ["there"])])
+    took, page = timed_get(client, "/v1/topics/orders/partitions/0/records", max_wait_ms=10_000)
+    assert [r["value"] for r in page["records"]] == ["there"] and took < 1.0
+
+
+def test_read_committed_waits_through_an_open_transactions_records_until_it_commits(client: Any) -> None:
+    create_topic(client, "orders")
+    p = init_producer(client, "tx")
+    begin(client, "tx", p)
+    t = later(0.2, lambda: send(client, [batch("orders", 0, ["in txn"], 0)], p, "tx"))
+    took, page = timed_get(client, "/v1/topics/orders/partitions/0/records", max_wait_ms=700)
+    t.join()
+    assert page["records"] == [] and took >= 0.65  # the append woke it; nothing committed yet
+    t = later(0.3, lambda: client.post("/v1/transactions/tx/commit", json=ident(p)))
+    took, page = timed_get(client, "/v1/topics/orders/partitions/0/records", max_wait_ms=10_000)
+    t.join()
+    assert [r["value"] for r in page["records"]] == ["in txn"] and took < 2.0
+
+
+def test_min_records_holds_the_answer_until_that_many_are_there(client: Any) -> None:
+    create_topic(client, "orders")
+    def one_by_one() -> None:
+        for i in range(3):
+            time.sleep(0.15)
+            send(client, [batch("orders", 0, [i])])
+
+    sender = later(0.0, one_by_one)
+    took, page = timed_get(client, "/v1/topics/orders/partitions/0/records", max_wait_ms=10_000, min_records=3)
+    sender.join()
+    assert [r["value"] for r in page["records"]] == [0, 1, 2]
+    assert 0.25 <= took < 3.0, took
+
+
+def test_a_wait_is_bounded_by_the_services_maximum(client: Any, monkeypatch: Any) -> None:
+    create_topic(client, "orders")
+    monkeypatch.setattr(client.app.state.services.long_poll, "max_wait_ms", 300)
+    took, page = timed_get(client, "/v1/topics/orders/partitions/0/records", max_wait_ms=600_000)
+    assert page["records"] == [] and took < 2.0
+
+
+# --- several partitions in one request ------------------------------------------------------------
+
+
+def fetch_many(client: Any, parts: list[tuple[str, int, int]], **extra: Any) -> list[dict]:
+    r = client.post("/v1/fetch", json={"partitions": [{"topic": t, "partition": p, "offset": o} for t, p, o in parts],
+                                       **extra})
+    assert r.status_code == 200, r.text
+    return r.json()["partitions"]
+
+
+def test_several_partitions_are_read_each_from_its_position(client: Any) -> None:
+    create_topic(client, "orders", 2)
+    create_topic(client, "income")
+    send(client, [batch("orders", 0, ["a0", "a1"]), batch("orders", 1, ["b0"]), batch("income", 0, ["i0", "i1"])])
+    got = fetch_many(client, [("orders", 0, 1), ("orders", 1, 0), ("income", 0, 2)])
+    assert [(g["topic"], g["partition"], [r["value"] for r in g["records"]], g["next_offset"]) for g in got] == [
+        ("orders", 0, ["a1"], 2), ("orders", 1, ["b0"], 1), ("income", 0, [], 2)]
+
+
+def test_the_record_limit_is_shared_fairly_between_partitions(client: Any) -> None:
+    create_topic(client, "orders", 3)
+    send(client, [batch("orders", 0, list(range(10))), batch("orders", 1, list(range(10))),
+                  batch("orders", 2, [0])])
+    got = fetch_many(client, [("orders", 0, 0), ("orders", 1, 0), ("orders", 2, 0)], max_records=9)
+    # 3 each, then what partition 2 left (2 records) to the two that filled their share.
+    assert [len(g["records"]) for g in got] == [4, 4, 1]
+    assert [g["next_offset"] for g in got] == [4, 4, 1]
+
+
+def test_a_partition_that_cannot_be_read_answers_its_error_and_the_others_are_read(client: Any) -> None:
+    create_topic(client, "orders")
+    send(client, [batch("orders", 0, ["x"])])
+    got = fetch_many(client, [("orders", 0, 0), ("orders", 5, 0), ("nope", 0, 0)])
+    assert [(g["topic"], g["partition"], g.get("error_code")) for g in got] == [
+        ("orders", 0, None), ("orders", 5, "UNKNOWN_TOPIC_OR_PARTITION"), ("nope", 0, "UNKNOWN_TOPIC_OR_PARTITION")]
+    (out_of_range,) = fetch_many(client, [("orders", 0, 7)])
+    assert out_of_range["error_code"] == "OFFSET_OUT_OF_RANGE"
+    assert out_of_range["details"] == {"log_start_offset": 0, "log_end_offset": 1}
+
+
+def test_a_partition_named_twice_is_refused(client: Any) -> None:
+    create_topic(client, "orders")
+    r = client.post("/v1/fetch", json={"partitions": [{"topic": "orders", "partition": 0},
+                                                      {"topic": "orders", "partition": 0, "offset": 1}]})
+    assert (r.status_code, r.json()["error_code"]) == (400, "INVALID_REQUEST")
+
+
+def test_a_multi_partition_fetch_waits_for_records_in_any_of_its_partitions(client: Any) -> None:
+    create_topic(client, "orders", 2)
+    fetch_many(client, [("orders", 0, 0), ("orders", 1, 0)])  # its topic id is known from here on
+    t = later(0.3, lambda: send(client, [batch("orders", 1, ["late"])]))
+    started = time.monotonic()
+    got = fetch_many(client, [("orders", 0, 0), ("orders", 1, 0)], max_wait_ms=10_000)
+    took = time.monotonic() - started
+    t.join()
+    assert [[r["value"] for r in g["records"]] for g in got] == [[], ["late"]]
+    assert 0.25 <= took < 2.0, took
