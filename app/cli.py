@@ -648,6 +648,8 @@ def build_parser() -> argparse.ArgumentParser:
     prr.add_argument("principal")
     prr.add_argument("--key-id", default=None)
     pr.set_defaults(func=_principals)
+    from app.domain.acl import Operation
+
     ac = command("acls", help="ACL bindings: add, list, remove (like kafka-acls.sh)")
     acs = ac.add_subparsers(dest="action", required=True)
     for action, text in (("add", "allow or deny principals operations on resources"),
@@ -656,7 +658,7 @@ def build_parser() -> argparse.ArgumentParser:
         a.add_argument("--allow-principal", action="append", default=[], metavar="User:NAME")
         a.add_argument("--deny-principal", action="append", default=[], metavar="User:NAME")
         a.add_argument("--operation", action="append", default=[], metavar="OPERATION",
-                       choices=["read", "write", "create", "delete", "alter", "describe", "idempotent_write", "all"])
+                       choices=[op.value for op in Operation])
         a.add_argument("--topic", action="append", default=[])
         a.add_argument("--group", action="append", default=[])
         a.add_argument("--transactional-id", action="append", default=[])

@@ -35,7 +35,9 @@ def install(app: FastAPI) -> None:
 
     @app.api_route(STATIC_URL + "/{path:path}", methods=["GET", "HEAD"], include_in_schema=False)
     async def console_static_file(path: str, request: Request) -> Response:
-        if path.split("/", 1)[0] not in _SERVED:
+        parts = path.split("/")
+        # No "..": StaticFiles would resolve console/../swagger-ui/… to a folder not served here.
+        if parts[0] not in _SERVED or ".." in parts or any("\\" in p for p in parts):
             return Response(status_code=404)
         response = await files.get_response(path, request.scope)
         response.headers["Content-Security-Policy"] = CSP

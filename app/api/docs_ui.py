@@ -70,8 +70,7 @@ def install(app: FastAPI, dependencies: Sequence[Depends] = ()) -> None:
             swagger_css_url=f"{static}/swagger-ui/swagger-ui.css",
             swagger_favicon_url=f"{static}/{FAVICON}",
             oauth2_redirect_url=None,  # the API has no OAuth2 flow: tokens are pasted into Authorize
-            # The key or token given to Authorize survives a reload of the page.
-            swagger_ui_parameters={"persistAuthorization": True},
+            # Not persistAuthorization: it would keep the key in localStorage, past the session.
         )
         page.headers["Content-Security-Policy"] = CSP
         return page

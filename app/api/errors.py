@@ -46,6 +46,7 @@ STATUS_BY_ERROR: dict[type[e.OutboxError], int] = {
     e.StorageUnavailable: 503,
     e.ResourceNotFound: 404,
     e.AuthenticationFailed: 401,
+    e.IdentityProviderUnavailable: 503,
     e.TopicAuthorizationFailed: 403,
     e.GroupAuthorizationFailed: 403,
     e.TransactionalIdAuthorizationFailed: 403,

@@ -91,10 +91,14 @@ async def authenticate(request: Request) -> Principal:
     header = request.headers.get("authorization")
     try:
         if header is not None:
-            return await _from_header(state, methods, header)
+            principal = await _from_header(state, methods, header)
+            if header.lstrip()[:6].lower() == "basic ":
+                _refuse_cross_site(request)
+            return principal
         if "mtls" in methods:
             subject = _certificate_subject(request)
             if subject is not None:
+                _refuse_cross_site(request)
                 return Principal(acl.principal_name(subject), "mtls")
         raise AuthenticationFailed(
             "this operation needs credentials: " + _how(methods)
@@ -115,6 +119,29 @@ def _navigating(request: Request) -> bool:
     if mode is not None:
         return mode == "navigate"
     return "text/html" in request.headers.get("accept", "")  # a browser without Fetch Metadata
+
+
+_SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
+
+
+def _refuse_cross_site(request: Request) -> None:
+    """Credentials a browser sends by itself (Basic it cached, a client certificate) must not
+    let another site's page change anything (CSRF: a form that POSTs to the operator abort):
+    an unsafe method from another site is refused. What a browser says about the request's
+    origin decides (Fetch Metadata's Sec-Fetch-Site, else Origin); a client that is not a
+    browser sends neither and is not refused."""
+    if request.method in _SAFE_METHODS:
+        return
+    site = request.headers.get("sec-fetch-site")
+    if site is not None:
+        cross = site not in ("same-origin", "none")
+    else:
+        origin = request.headers.get("origin")
+        cross = origin is not None and origin.split("://", 1)[-1] != request.headers.get("host")
+    if cross:
+        raise AuthenticationFailed(
+            "a request from another site may not use the credentials a browser sends by itself (Basic, a client "
+            "certificate) to change anything: send an Authorization: Bearer header", method="cross_site")
 
 
 _LOOPBACK: dict[str, bool] = {}
@@ -217,6 +244,11 @@ class Access:
     def __init__(self, principal: Principal, state: SecurityState | None) -> None:
         self.principal = principal
         self._state = state
+
+    @property
+    def unchecked(self) -> bool:
+        """Authentication is off: everything is allowed, nothing is filtered."""
+        return self._state is None
 
     def allows(self, operation: Operation, resource: Resource) -> bool:
         return self._state is None or self._state.is_allowed(self.principal, operation, resource)

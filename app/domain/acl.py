@@ -49,6 +49,7 @@ class Operation(str, enum.Enum):
     ALTER = "alter"
     DESCRIBE = "describe"
     IDEMPOTENT_WRITE = "idempotent_write"
+    ALTER_CONFIGS = "alter_configs"  # change a topic's config: apart from ALTER, as in Kafka
     ALL = "all"
 
 
@@ -61,7 +62,7 @@ class Permission(str, enum.Enum):
 # AclOperation table; ALL everywhere). A binding outside it could never match a request.
 OPERATIONS_OF: dict[ResourceType, frozenset[Operation]] = {
     ResourceType.TOPIC: frozenset({Operation.READ, Operation.WRITE, Operation.CREATE, Operation.DELETE,
-                                   Operation.ALTER, Operation.DESCRIBE, Operation.ALL}),
+                                   Operation.ALTER, Operation.ALTER_CONFIGS, Operation.DESCRIBE, Operation.ALL}),
     ResourceType.GROUP: frozenset({Operation.READ, Operation.DELETE, Operation.DESCRIBE, Operation.ALL}),
     ResourceType.TRANSACTIONAL_ID: frozenset({Operation.WRITE, Operation.DESCRIBE, Operation.ALL}),
     ResourceType.CLUSTER: frozenset({Operation.CREATE, Operation.ALTER, Operation.DESCRIBE,
@@ -159,15 +160,23 @@ def _operation_allows(granted: Operation, wanted: Operation) -> bool:
 
 
 def may_write_some_topic(bindings: Iterable[AclBinding], principal: str) -> bool:
-    """An ALLOW of WRITE (or ALL) on some topic: since Kafka 3.0 (KIP-679) that is enough for
-    an idempotent InitProducerId, beside IDEMPOTENT_WRITE on the cluster. The producer id
-    alone grants nothing: each Send is still checked for WRITE on its topics."""
-    return any(
-        b.permission is Permission.ALLOW and b.resource_type is ResourceType.TOPIC
-        and b.operation in (Operation.WRITE, Operation.ALL)
-        and (b.principal == principal or b.principal == WILDCARD_PRINCIPAL)
-        for b in bindings
-    )
+    """An ALLOW of WRITE (or ALL) on some topics that no DENY covers: since Kafka 3.0 (KIP-679)
+    that is enough for an idempotent InitProducerId, beside IDEMPOTENT_WRITE on the cluster
+    (Kafka's authorizeByResourceType). The producer id alone grants nothing: each Send is still
+    checked for WRITE on its topics."""
+    mine = [b for b in bindings if b.resource_type is ResourceType.TOPIC
+            and b.operation in (Operation.WRITE, Operation.ALL)
+            and (b.principal == principal or b.principal == WILDCARD_PRINCIPAL)]
+    denies = [b for b in mine if b.permission is Permission.DENY]
+    return any(a.permission is Permission.ALLOW and not any(_covers(d, a) for d in denies) for a in mine)
+
+
+def _covers(deny: AclBinding, allow: AclBinding) -> bool:
+    """Whether every topic `allow` names is also named by `deny`."""
+    if deny.pattern_type is PatternType.LITERAL:
+        return deny.resource_name == WILDCARD_RESOURCE or (
+            allow.pattern_type is PatternType.LITERAL and allow.resource_name == deny.resource_name)
+    return allow.resource_name.startswith(deny.resource_name) and allow.resource_name != WILDCARD_RESOURCE
 
 
 def is_allowed(bindings: Iterable[AclBinding], principal: str, operation: Operation, resource: Resource) -> bool:

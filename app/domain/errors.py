@@ -209,6 +209,14 @@ class AuthenticationFailed(OutboxError):
         self.challenges = challenges
 
 
+class IdentityProviderUnavailable(OutboxError):
+    """The signing keys of bearer tokens could not be fetched from the identity provider's
+    JWKS URL: try again later."""
+
+    error_code = "IDENTITY_PROVIDER_UNAVAILABLE"
+    retriable = True
+
+
 class AuthorizationFailed(OutboxError):
     """The principal has no ACL that allows this operation (or one denies it). Each resource
     type has its own Kafka error code; nothing was changed."""

@@ -177,9 +177,10 @@ class LogService:
                 assert producer_epoch is not None
                 current, bound_to = producers.current_state(conn, producer_id, lock="share")
                 if bound_to is not None:
+                    # Which transactional id is not said: the caller may not be allowed to know it.
                     raise InvalidRequest(
-                        f"producer {producer_id} belongs to transactional_id {bound_to!r}: "
-                        "send with transactional_id inside a transaction"
+                        f"producer {producer_id} belongs to a transactional_id: send with that "
+                        "transactional_id inside a transaction"
                     )
                 if producer_epoch != current:
                     raise InvalidProducerEpoch(

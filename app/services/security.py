@@ -40,7 +40,7 @@ from app.domain.acl import (
     principal_name,
 )
 from app.domain.clock import Clock
-from app.domain.errors import AuthenticationFailed, InvalidRequest
+from app.domain.errors import AuthenticationFailed, IdentityProviderUnavailable, InvalidRequest
 from app.settings import Settings
 from app.storage import security as store
 from app.storage.engine import Database
@@ -57,6 +57,7 @@ _SCRYPT_N, _SCRYPT_R, _SCRYPT_P = 2**14, 8, 1
 # scrypt again), so a client sending random keys cannot grow it without end.
 _MAX_REMEMBERED = 50_000
 _LOOK_AGAIN_S = 0.1
+_FAILED_KEY_DELAY_S = 1.0
 
 
 def hash_secret(secret: str) -> str:
@@ -118,17 +119,29 @@ class SecurityState:
         self.settings = settings
         self.clock = clock
         self.super_users = settings.super_user_list
-        self._snapshot = SecuritySnapshot(-1, (), {})
+        # The stored state and the decisions made on it, replaced together by reload(): a
+        # request reads `_state` once, so a decision is always stored beside the snapshot it
+        # was made on (written into the replaced cache, a stale decision is dropped with it).
+        self._state = _DecidedOn(SecuritySnapshot(-1, (), {}))
         self._lock = threading.Lock()  # one reload at a time
-        self._decisions: dict[tuple[str, Operation, Resource], bool] = {}
         self._verified: dict[bytes, ApiKeyRow] = {}  # SHA-256 of a presented key → its row
         self._refused: set[bytes] = set()  # SHA-256 of keys that failed: no scrypt again
         self.jwt = JwtVerifier(settings, clock) if "jwt" in settings.authentication_methods else None
         self._looked_again = 0.0
+        # One scrypt at a time in this process, and none for a key id within
+        # _FAILED_KEY_DELAY_S of a wrong secret for it (Kafka's
+        # connection.failed.authentication.delay.ms, in spirit): a client sending wrong
+        # secrets for a known key id costs at most one hash per key id per interval.
+        self._hashing = threading.Semaphore(1)
+        self._failed_at: dict[str, float] = {}
+
+    @property
+    def _snapshot(self) -> SecuritySnapshot:
+        return self._state.snapshot
 
     @property
     def version(self) -> int:
-        return self._snapshot.version
+        return self._state.snapshot.version
 
     def reload(self, *, unless_unchanged: bool = True) -> bool:
         """Read the stored state again if its version moved (or always); whether it did."""
@@ -137,10 +150,9 @@ class SecurityState:
                 if unless_unchanged and store.version(conn) == self._snapshot.version:
                     return False
                 snapshot = store.snapshot(conn)
-            # Swapped whole, then the caches emptied: a request that raced the swap decided
-            # on the old state, as it would have a moment earlier.
-            self._snapshot = snapshot
-            self._decisions = {}
+            # Swapped whole, decisions with it: a request that raced the swap decided on the
+            # old state, as it would have a moment earlier, and its decision goes with it.
+            self._state = _DecidedOn(snapshot)
             self._refused = set()
             self._verified = {d: row for d, row in self._verified.items() if row.key_id in snapshot.keys}
             return True
@@ -150,17 +162,19 @@ class SecurityState:
     def is_allowed(self, principal: Principal, operation: Operation, resource: Resource) -> bool:
         if principal.name in self.super_users:
             return True
+        state = self._state
         key = (principal.name, operation, resource)
-        decision = self._decisions.get(key)
+        decision = state.decisions.get(key)
         if decision is None:
-            decision = is_allowed(self._snapshot.bindings, principal.name, operation, resource)
-            if len(self._decisions) >= _MAX_REMEMBERED:
-                self._decisions = {}
-            self._decisions[key] = decision
+            decision = is_allowed(state.snapshot.bindings, principal.name, operation, resource)
+            if len(state.decisions) >= _MAX_REMEMBERED:
+                state.decisions.clear()
+            state.decisions[key] = decision
         return decision
 
     def may_write_some_topic(self, principal: Principal) -> bool:
-        return principal.name in self.super_users or may_write_some_topic(self._snapshot.bindings, principal.name)
+        return principal.name in self.super_users or may_write_some_topic(self._state.snapshot.bindings,
+                                                                          principal.name)
 
     # -- authentication -------------------------------------------------------------------
 
@@ -185,12 +199,20 @@ class SecurityState:
             stored = self._snapshot.keys.get(parts[0])
         if stored is None:
             raise AuthenticationFailed("the API key is unknown, revoked or wrong")
-        if not secret_matches(parts[1], stored.secret_hash):
+        failed = self._failed_at.get(stored.key_id)
+        if failed is not None and time.monotonic() - failed < _FAILED_KEY_DELAY_S:
+            raise AuthenticationFailed("a wrong secret was sent for this API key a moment ago: try again in a second")
+        with self._hashing:
+            matches = secret_matches(parts[1], stored.secret_hash)
+        if not matches:
             # Remembered, as a scrypt was paid for it; an unknown key id costs none and is not
             # (it may be a key created elsewhere that this process has not seen yet).
             if len(self._refused) >= _MAX_REMEMBERED:
                 self._refused = set()
+            if len(self._failed_at) >= _MAX_REMEMBERED:
+                self._failed_at = {}
             self._refused.add(digest)
+            self._failed_at[stored.key_id] = time.monotonic()
             raise AuthenticationFailed("the API key is unknown, revoked or wrong")
         if len(self._verified) >= _MAX_REMEMBERED:
             self._verified = {}
@@ -211,6 +233,16 @@ class SecurityState:
         return digest in self._refused or (row is not None and row.key_id in self._snapshot.keys)
 
 
+class _DecidedOn:
+    """A snapshot of the stored ACLs and keys, and the decisions made on it."""
+
+    __slots__ = ("snapshot", "decisions")
+
+    def __init__(self, snapshot: SecuritySnapshot) -> None:
+        self.snapshot = snapshot
+        self.decisions: dict[tuple[str, Operation, Resource], bool] = {}
+
+
 class JwtVerifier:
     """OAuth2 / OpenID Connect bearer tokens, with pyjwt: the signature against the JWKS URL's
     keys (fetched and cached by PyJWKClient, again when a token names a key it has not seen)
@@ -224,8 +256,11 @@ class JwtVerifier:
         self.settings = settings
         self.clock = clock
         self.algorithms = settings.jwt_algorithm_list
-        self._jwks = jwt.PyJWKClient(settings.jwt_jwks_url, cache_keys=True, lifespan=300, timeout=10) \
-            if settings.jwt_jwks_url else None
+        # The key set is cached for 5 minutes and fetched again for a key id not in it; no
+        # per-key cache beside it (cache_keys), whose entries never expire: a key the provider
+        # withdraws stops verifying within those 5 minutes.
+        self._jwks = jwt.PyJWKClient(settings.jwt_jwks_url, cache_keys=False, cache_jwk_set=True, lifespan=300,
+                                     timeout=10) if settings.jwt_jwks_url else None
         self._key: Any = None
         if settings.jwt_public_key_file:
             from cryptography.hazmat.primitives.serialization import load_pem_public_key
@@ -261,8 +296,8 @@ class JwtVerifier:
         except jwt.ExpiredSignatureError:
             raise AuthenticationFailed("the bearer token has expired", challenges=_bearer("invalid_token")) from None
         except jwt.PyJWKClientConnectionError:
-            raise AuthenticationFailed("the bearer token's signing keys could not be fetched from the JWKS URL",
-                                       challenges=_bearer("invalid_token")) from None
+            # The provider, not the token: retriable, not a refusal of the caller's credentials.
+            raise IdentityProviderUnavailable() from None
         except jwt.PyJWTError as e:
             # pyjwt's messages name the check that failed ("Invalid audience", "Signature
             # verification failed"), never the token.
@@ -302,9 +337,9 @@ class SecurityService:
 
     def create_api_key(self, principal: str, *, by: Principal | str) -> IssuedApiKey:
         name = principal_name(principal.strip())
-        if name in ("User:", "User:*") or len(name) > 255 or any(c <= " " or c == "\x7f" for c in name):
+        if name in ("User:", "User:*") or len(name) > 255 or any(c < " " or c == "\x7f" for c in name):
             # The API's pattern (app.api.schemas.acls.PRINCIPAL_PATTERN), for the CLI too.
-            raise InvalidRequest(f"not a principal name: {principal!r} (User:<name>, no spaces nor control characters)")
+            raise InvalidRequest(f"not a principal name: {principal!r} (User:<name>, no control characters)")
         key_id, secret, key = new_api_key()
         now = self.clock()
         with self.db.write() as conn:

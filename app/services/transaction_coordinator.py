@@ -128,8 +128,9 @@ class TransactionCoordinator:
             # KIP-360 for an idempotent producer: bump its own epoch, which resets sequences.
             epoch, bound_to = producers.current_state(conn, producer_id, lock="update")
             if bound_to is not None:
+                # Which transactional id is not said: the caller may not be allowed to know it.
                 raise InvalidRequest(
-                    f"producer {producer_id} belongs to transactional_id {bound_to!r}; pass it"
+                    f"producer {producer_id} belongs to a transactional_id; pass it (transactional_id)"
                 )
             if producer_epoch != epoch:
                 raise InvalidProducerEpoch(

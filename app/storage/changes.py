@@ -14,10 +14,11 @@ of a completion; app.storage.log._take_offsets) notes the partition on its conne
   notify from the trigger that publishes them (migration 0009);
 - on SQLite, other processes' commits are noticed by `PRAGMA data_version` on one connection,
   read every DATA_VERSION_POLL_S: a counter SQLite keeps in shared memory, no read of the log.
+  When it moved, the partitions' log ends (`partitions`, a row per partition) say which grew.
 
-A notification can be lost (the listening connection drops, a SQLite change coincides with one
-of this process's own): a waiter then re-checks after RECHECK_S at most. A lost wake costs
-latency, never correctness, because a waiter always fetches again before it answers.
+A notification can be lost (the listening connection drops): a waiter then re-checks after
+RECHECK_S at most. A lost wake costs latency, never correctness, because a waiter always
+fetches again before it answers.
 
 Waiting is by version: a reader takes `version(keys)` before it fetches, and `wait(keys, since)`
 returns at once if any of those partitions changed after the version was taken, so a commit
@@ -39,7 +40,11 @@ from sqlalchemy.engine import make_url
 logger = logging.getLogger(__name__)
 
 CHANNEL = "outbox_log"
-RECHECK_S = 1.0  # the longest a lost notification can delay a waiter
+# The longest a lost notification can delay a waiter. Notifications are lost only when the
+# listening connection restarts (which then wakes every waiter anyway): this is the net under
+# that net. Each waiting request checks this often when nothing happens: 500 idle waiters, 50
+# fetches a second.
+RECHECK_S = 10.0
 DATA_VERSION_POLL_S = 0.05  # SQLite: how often other processes' commits are looked for
 _CHANGED = "outbox_changed_partitions"
 
@@ -87,7 +92,6 @@ class LogChanges:
         self._waiters: dict[Key | None, set[asyncio.Event]] = {}
         self._closing = threading.Event()
         self._thread: threading.Thread | None = None
-        self._own_commits = 0  # SQLite: this process's commits, told apart from other processes'
 
     # --- life ---------------------------------------------------------------------------
 
@@ -150,10 +154,9 @@ class LogChanges:
     # --- being told ---------------------------------------------------------------------
 
     def changed(self, keys: Iterable[Key], *, own: bool = True) -> None:
-        """These partitions' logs grew (a commit of this process, or a notification)."""
+        """These partitions' logs grew (a commit of this process, or one another process was
+        heard of: `own` False)."""
         keys = list(keys)
-        if own:
-            self._own_commits += 1
         if keys and self._loop is not None and not self._loop.is_closed():
             self._loop.call_soon_threadsafe(self._bump, keys)
 
@@ -208,24 +211,31 @@ class LogChanges:
         path = make_url(self.database_url).database
         if not path or path == ":memory:":  # an in-memory database has no other process
             return
-        last = None
+        version, ends = None, None
         conn = None
         while not self.closing:
             try:
                 if conn is None:
                     conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, check_same_thread=False)
-                own = self._own_commits
-                version = conn.execute("PRAGMA data_version").fetchone()[0]
-                # data_version moves for every other connection's commit, this process's own
-                # included; those woke their waiters already. Another process's commit in the
-                # same interval as one of ours is then caught by the re-check (RECHECK_S).
-                if last is not None and version != last and own == self._seen_own:
-                    self.changed_everywhere()
-                last, self._seen_own = version, own
+                    version, ends = None, None
+                now = conn.execute("PRAGMA data_version").fetchone()[0]
+                if now != version:
+                    # Some connection committed (this process's own included): which partitions'
+                    # logs grew is in `partitions`, a row per partition, read only then. Every
+                    # append and marker moves next_offset (app.storage.log._take_offsets).
+                    latest = dict(((t, p), n) for t, p, n in conn.execute(
+                        'SELECT topic_id, "partition", next_offset FROM partitions'))
+                    if ends is not None:
+                        grown = [k for k, n in latest.items() if ends.get(k) != n]
+                        if grown:
+                            self.changed(grown, own=False)
+                    version, ends = now, latest
             except sqlite3.Error:
+                if conn is not None:
+                    conn.close()
                 conn = None
+                self.changed_everywhere()  # what happened meanwhile is unknown: look again
+                self._closing.wait(RECHECK_S)
             self._closing.wait(DATA_VERSION_POLL_S)
         if conn is not None:
             conn.close()
-
-    _seen_own = 0

@@ -29,7 +29,8 @@ from dataclasses import dataclass, field
 from functools import cache
 from typing import Any
 
-from sqlalchemy import Connection, and_, bindparam, delete, func, insert, or_, select, true, update
+from sqlalchemy import BigInteger, Connection, and_, bindparam, delete, func, insert, or_, select, true, update
+from sqlalchemy.dialects.postgresql import ARRAY
 
 from app.domain.errors import OffsetMismatch, OffsetOutOfRange, UnknownTopicOrPartition
 from app.domain.producer import (
@@ -608,17 +609,30 @@ def first_record_committed_from(conn: Connection, topic_id: int, partition: int,
 
 def markers_of(conn: Connection, topic_id: int, partition: int, txn_ids: list[int]) -> dict[int, tuple[int, str]]:
     """The marker that ended each of these transactions in the partition: txn_id → (its
-    offset, COMMIT or ABORT); a transaction not ended there yet is absent (ix_records_markers)."""
+    offset, COMMIT or ABORT); a transaction not ended there yet is absent. One probe of
+    ix_records_markers per transaction (_markers_stmt)."""
     if not txn_ids:
         return {}
     return {
         txn_id: (offset, control_type)
         for txn_id, offset, control_type in conn.execute(
-            select(records.c.txn_id, records.c.offset, records.c.control_type)
-            .where(records.c.topic_id == topic_id, records.c.partition == partition,
-                   records.c.txn_id.in_(txn_ids), records.c.control_type.is_not(None))
-        )
+            _markers_stmt(conn.dialect.name), {"topic_id": topic_id, "partition": partition, "txn_ids": txn_ids})
     }
+
+
+@cache
+def _markers_stmt(dialect_name: str) -> Any:
+    """On PostgreSQL a LATERAL probe per transaction id: without statistics (never ANALYZEd)
+    the planner read every marker of the partition and filtered the ids. SQLite probes the
+    index per id of an IN list by itself."""
+    wanted = (records.c.topic_id == bindparam("topic_id"), records.c.partition == bindparam("partition"),
+              records.c.control_type.is_not(None))
+    columns = (records.c.txn_id, records.c.offset, records.c.control_type)
+    if dialect_name != "postgresql":
+        return select(*columns).where(*wanted, records.c.txn_id.in_(bindparam("txn_ids", expanding=True)))
+    ids = func.unnest(bindparam("txn_ids", type_=ARRAY(BigInteger))).table_valued("txn_id").render_derived()
+    probe = select(*columns).where(*wanted, records.c.txn_id == ids.c.txn_id).limit(1).lateral("marker")
+    return select(probe).select_from(ids.join(probe, true()))
 
 
 def _with_states(conn: Connection, topic_id: int, partition: int, rows: list) -> list[StoredRecord]:  # type: ignore[type-arg]
@@ -642,35 +656,45 @@ def _with_states(conn: Connection, topic_id: int, partition: int, rows: list) ->
 def committed_between(conn: Connection, topic_id: int, partition: int, start: int, end: int,
                       cap: int) -> tuple[int, bool]:
     """How many records a read_committed reader at position `start` is given before `end` (a
-    high watermark): the plain records at offsets in [start, end), and every record of each
-    transaction whose COMMIT marker lies there, wherever its records lie (guarantee 3), none
-    below the log start. Control markers and the records of open or aborted transactions are
-    not counted: what a consumer group has left to read, in records (its lag), not in offsets.
-    The plain records are counted up to `cap` (a range scan of the primary key): answers
-    (count, exact), exact False when the cap was reached."""
+    high watermark): what fetch() gives, counted. The plain records at offsets in [start, end),
+    and the records stored of each transaction whose COMMIT marker lies there, wherever they
+    lie (guarantee 3), none below the log start (a log start inside a transaction's run, and
+    the holes compaction leaves in one, are counted as fetch() reads them: row by row). Control
+    markers and the records of open or aborted transactions are not counted: what a consumer
+    group has left to read, in records (its lag), not in offsets. Plain records and
+    transactions are each counted up to `cap`: answers (count, exact), exact False when a cap
+    was reached."""
     log_start = conn.execute(select(partitions.c.log_start_offset).where(
         partitions.c.topic_id == topic_id, partitions.c.partition == partition)).scalar() or 0
     start = max(start, log_start)
     if start >= end:
         return 0, True
+    in_range = (records.c.topic_id == topic_id, records.c.partition == partition,
+                records.c.offset >= start, records.c.offset < end)
     plain = conn.execute(
         select(func.count()).select_from(
-            select(records.c.offset)
-            .where(records.c.topic_id == topic_id, records.c.partition == partition,
-                   records.c.offset >= start, records.c.offset < end,
-                   records.c.txn_id.is_(None), records.c.control_type.is_(None))
+            select(records.c.offset).where(*in_range, records.c.txn_id.is_(None), records.c.control_type.is_(None))
             .limit(cap).subquery())
     ).scalar_one()
-    m, h = records.alias("m"), records.alias("h")
-    transactional = conn.execute(
-        select(func.coalesce(func.sum(h.c.batch_record_count), 0))
-        .select_from(dialect.OuterFirstJoin(m, h, and_(
-            h.c.topic_id == m.c.topic_id, h.c.partition == m.c.partition, h.c.txn_id == m.c.txn_id,
-            h.c.batch_record_count.is_not(None), h.c.offset >= log_start, h.c.offset < m.c.offset)))
-        .where(m.c.topic_id == topic_id, m.c.partition == partition,
-               m.c.control_type == ControlType.COMMIT.value, m.c.offset >= start, m.c.offset < end)
-    ).scalar_one()
-    return plain + int(transactional), plain < cap
+    # The COMMIT markers in range (ix_records_commit_markers), then their transactions' records.
+    txn_ids = list(conn.execute(
+        select(records.c.txn_id).where(*in_range, records.c.control_type == ControlType.COMMIT.value)
+        .order_by(records.c.offset).limit(cap)
+    ).scalars())
+    transactional = 0
+    for chunk in range(0, len(txn_ids), 500):
+        transactional += conn.execute(_count_transaction_records_stmt(conn.dialect.name), {
+            "topic_id": topic_id, "partition": partition, "txn_ids": txn_ids[chunk:chunk + 500],
+            "log_start": log_start, "before": end}).scalar_one()
+    return plain + transactional, plain < cap and len(txn_ids) < cap
+
+
+@cache
+def _count_transaction_records_stmt(dialect_name: str) -> Any:
+    """The records stored of some transactions in one partition, at or past the log start:
+    _transaction_records_stmt's rows, counted."""
+    run = _transaction_records_stmt(dialect_name).subquery()
+    return select(func.count()).select_from(run)
 
 
 _FIRST_POINTS = 64  # commit points asked for by a read_committed fetch's first page

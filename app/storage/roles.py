@@ -8,12 +8,31 @@ producers, offsets or API key hashes, and no write anywhere.
 
 from __future__ import annotations
 
+import base64
+import hashlib
+import hmac
+import secrets
+
 from psycopg import sql
 from sqlalchemy import Engine
 
+_SCRAM_ITERATIONS = 4096  # PostgreSQL's own default (scram_iterations)
+
+
+def scram_sha_256(password: str) -> str:
+    """What PostgreSQL stores for a password (RFC 5802 / 7677), computed here so that the
+    password itself is never sent: SCRAM-SHA-256$<iterations>:<salt>$<StoredKey>:<ServerKey>."""
+    salt = secrets.token_bytes(16)
+    salted = hashlib.pbkdf2_hmac("sha256", password.encode(), salt, _SCRAM_ITERATIONS)
+    client_key = hmac.new(salted, b"Client Key", hashlib.sha256).digest()
+    server_key = hmac.new(salted, b"Server Key", hashlib.sha256).digest()
+    b64 = lambda b: base64.b64encode(b).decode()  # noqa: E731
+    return (f"SCRAM-SHA-256${_SCRAM_ITERATIONS}:{b64(salt)}"
+            f"${b64(hashlib.sha256(client_key).digest())}:{b64(server_key)}")
+
 
 def grant_reader(engine: Engine, role: str, *, password: str | None = None) -> bool:
-    """Create `role` if it does not exist (LOGIN, with `password` if given), and grant it
+    """Create `role` if it does not exist (LOGIN), set its `password` if given, and grant it
     USAGE on the view's schema and SELECT on committed_records. Whether it was created."""
     raw = engine.raw_connection()
     try:
@@ -22,10 +41,12 @@ def grant_reader(engine: Engine, role: str, *, password: str | None = None) -> b
             cur.execute("SELECT 1 FROM pg_roles WHERE rolname = %s", (role,))
             created = cur.fetchone() is None
             if created:
-                statement = sql.SQL("CREATE ROLE {} LOGIN").format(sql.Identifier(role))
-                if password is not None:
-                    statement = sql.SQL("{} PASSWORD {}").format(statement, sql.Literal(password))
-                cur.execute(statement)
+                cur.execute(sql.SQL("CREATE ROLE {} LOGIN").format(sql.Identifier(role)))
+            if password is not None:
+                # The SCRAM verifier, not the password: CREATE/ALTER ROLE take no parameters, and
+                # a literal password would reach the server's log (log_statement = ddl).
+                cur.execute(sql.SQL("ALTER ROLE {} PASSWORD {}").format(
+                    sql.Identifier(role), sql.Literal(scram_sha_256(password))))
             cur.execute("SELECT table_schema FROM information_schema.views WHERE table_name = 'committed_records' "
                         "AND table_schema = ANY (current_schemas(false))")
             schema = cur.fetchone()[0]  # type: ignore[index]

@@ -313,7 +313,7 @@ acls = Table(
     CheckConstraint("resource_type IN ('topic', 'group', 'transactional_id', 'cluster')", name="resource_type"),
     CheckConstraint("pattern_type IN ('literal', 'prefixed')", name="pattern_type"),
     CheckConstraint(
-        "operation IN ('read', 'write', 'create', 'delete', 'alter', 'describe', 'idempotent_write', 'all')",
+        "operation IN ('read', 'write', 'create', 'delete', 'alter', 'describe', 'idempotent_write', 'alter_configs', 'all')",
         name="operation",
     ),
     CheckConstraint("permission IN ('allow', 'deny')", name="permission"),

@@ -42,7 +42,7 @@ def upgrade() -> None:
                            name=op.f("ck_acls_resource_type")),
         sa.CheckConstraint("pattern_type IN ('literal', 'prefixed')", name=op.f("ck_acls_pattern_type")),
         sa.CheckConstraint(
-            "operation IN ('read', 'write', 'create', 'delete', 'alter', 'describe', 'idempotent_write', 'all')",
+            "operation IN ('read', 'write', 'create', 'delete', 'alter', 'describe', 'idempotent_write', 'alter_configs', 'all')",
             name=op.f("ck_acls_operation"),
         ),
         sa.CheckConstraint("permission IN ('allow', 'deny')", name=op.f("ck_acls_permission")),

@@ -30,8 +30,11 @@ _WHERE = sa.text("control_type IS NOT NULL")
 def upgrade() -> None:
     if op.get_bind().dialect.name == "postgresql":
         with op.get_context().autocommit_block():
+            # A build that was interrupted leaves an INVALID index of this name, which a plain
+            # IF NOT EXISTS would keep (and the planner never uses): build it again.
+            op.drop_index("ix_records_markers", table_name="records", postgresql_concurrently=True, if_exists=True)
             op.create_index("ix_records_markers", "records", ["topic_id", "partition", "txn_id"],
-                            postgresql_where=_WHERE, postgresql_concurrently=True, if_not_exists=True)
+                            postgresql_where=_WHERE, postgresql_concurrently=True)
     else:
         op.create_index("ix_records_markers", "records", ["topic_id", "partition", "txn_id"], sqlite_where=_WHERE)
 

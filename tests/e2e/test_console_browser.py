@@ -222,6 +222,7 @@ def test_the_overview_plots_the_rates_of_records_produced_and_fetched(console: C
     ("#/topics/orders/7", "UNKNOWN_TOPIC_OR_PARTITION"),
     ("#/transactions/nobody", "TRANSACTIONAL_ID_NOT_FOUND"),
     ("#/nowhere", "NOT_FOUND"),
+    ("#/topics/%E0%A4%A", "INVALID_REQUEST: the address"),
 ])
 def test_bad_input_shows_a_readable_error_not_a_blank_page(console: Console, server: ServiceProcess,
                                                              hash_: str, shown: str) -> None:

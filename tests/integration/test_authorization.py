@@ -12,6 +12,7 @@ succeeds; a DENY beside the ALLOW refuses; prefixed bindings allow. (A JWT's pri
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -173,7 +174,7 @@ OPERATIONS: dict[str, Op] = {
     "list_topics": Op(lambda w: ("GET", "/v1/topics", None), ()),
     "describe_topic": Op(lambda w: ("GET", "/v1/topics/orders", None), ((T, "orders", Operation.DESCRIBE),)),
     "alter_topic_config": Op(lambda w: ("PATCH", "/v1/topics/orders", {"config": {"retention_ms": 1000}}),
-                             ((T, "orders", Operation.ALTER),)),
+                             ((T, "orders", Operation.ALTER_CONFIGS),)),
     "create_partitions": Op(lambda w: ("POST", "/v1/topics/orders/partitions", {"partition_count": 3}),
                             ((T, "orders", Operation.ALTER),)),
     "delete_topic": Op(lambda w: ("DELETE", "/v1/topics/orders", None), ((T, "orders", Operation.DELETE),), ok=204),
@@ -528,3 +529,147 @@ def test_an_app_with_a_v1_route_that_skips_authentication_is_refused() -> None:
     app.include_router(router)
     with pytest.raises(RuntimeError, match="/v1/things would be served without authentication"):
         _check_every_api_route_is_authenticated(app)
+
+
+# --- from the review: what refusals and answers may reveal, CSRF, the cache under a reload -------
+
+
+def _basic(key_header: dict[str, str]) -> str:
+    import base64
+
+    key = key_header["Authorization"].removeprefix("Bearer ")
+    return "Basic " + base64.b64encode(f":{key}".encode()).decode()
+
+
+@pytest.mark.parametrize(("credential", "site", "status"), [
+    ("basic", "cross-site", 401), ("basic", "same-site", 401), ("basic", "same-origin", 200), ("basic", None, 200),
+    ("bearer", "cross-site", 200),
+])
+def test_credentials_a_browser_sends_by_itself_cannot_change_anything_from_another_site(
+        world: World, credential: str, site: str | None, status: int) -> None:
+    world.open_transaction("tx")
+    headers = {"Authorization": _basic(world.admin) if credential == "basic" else world.admin["Authorization"]}
+    if site is not None:
+        headers["Sec-Fetch-Site"] = site
+    before = world.stored.snapshot()
+    r = world.client.post("/v1/admin/transactions/tx/abort", headers=headers)
+    assert r.status_code == status, r.text
+    if status == 401:
+        assert "another site" in r.json()["message"]
+        assert diff(before, world.stored.snapshot()) == []
+    # Reading is not changing: a page from another site may not read the answer anyway (CORS).
+    assert world.client.get("/v1/topics", headers=headers).status_code == 200
+
+
+def test_an_origin_header_of_another_site_is_refused_where_fetch_metadata_is_missing(world: World) -> None:
+    world.open_transaction("tx")
+    r = world.client.post("/v1/admin/transactions/tx/abort",
+                          headers={"Authorization": _basic(world.admin), "Origin": "https://evil.example"})
+    assert r.status_code == 401
+
+
+def test_a_topic_that_cannot_be_deleted_names_only_the_transactional_ids_the_principal_may_describe(world: World) -> None:
+    world.open_transaction("secret-tx")
+    world.grant([(T, "orders", Operation.DELETE)])
+    r = world.client.delete("/v1/topics/orders", headers=world.alice)
+    assert (r.status_code, r.json()["error_code"]) == (409, "TOPIC_HAS_OPEN_TRANSACTIONS")
+    assert "secret-tx" not in r.text and r.json()["details"]["transactional_ids"] == []
+    world.grant([(X, "secret-tx", Operation.DESCRIBE)])
+    assert world.client.delete("/v1/topics/orders", headers=world.alice).json()["details"]["transactional_ids"] == [
+        "secret-tx"]
+
+
+def test_a_producer_id_of_another_transactional_id_is_refused_without_naming_it(world: World) -> None:
+    owner = world.open_transaction("secret-tx")
+    world.grant([(T, "orders", Operation.WRITE)])
+    ident = {"producer_id": owner["producer_id"], "producer_epoch": owner["producer_epoch"]}
+    send = world.client.post("/v1/records", headers=world.alice, json={**ident, "batches": [
+        {"topic": "orders", "partition": 0, "base_sequence": 0, "records": [{"value": 1}]}]})
+    init = world.client.post("/v1/producers", headers=world.alice, json=ident)
+    assert [(a.status_code, a.json()["error_code"]) for a in (send, init)] == [(400, "INVALID_REQUEST")] * 2
+    assert "secret-tx" not in send.text + init.text
+
+
+def test_describe_transaction_leaves_out_topics_and_groups_the_principal_may_not_describe(world: World) -> None:
+    txn = world.open_transaction("tx")  # writes orders/1
+    world.as_admin("POST", "/v1/transactions/tx/offsets", {
+        "producer_id": txn["producer_id"], "producer_epoch": txn["producer_epoch"], "group_id": "g",
+        "offsets": [{"topic": "orders", "partition": 0, "offset": 1}]})
+    world.grant([(X, "tx", Operation.DESCRIBE)])
+    described = world.client.get("/v1/transactions/tx", headers=world.alice).json()
+    assert (described["partitions"], described["pending_offsets"]) == ([], [])
+    world.grant([(T, "orders", Operation.DESCRIBE), (G, "g", Operation.DESCRIBE)])
+    described = world.client.get("/v1/transactions/tx", headers=world.alice).json()
+    assert [(p["topic"], p["partition"]) for p in described["partitions"]] == [("orders", 1)]
+    assert [(o["group_id"], o["offset"]) for o in described["pending_offsets"]] == [("g", 1)]
+
+
+def test_describe_group_leaves_out_the_members_topics_the_principal_may_not_describe(world: World) -> None:
+    _join(world)
+    world.grant([(G, "g", Operation.DESCRIBE)])
+    (member,) = world.client.get("/v1/groups/g", headers=world.alice).json()["members"]
+    assert (member["topics"], member["assignment"]) == ([], [])
+
+
+def test_describe_on_the_cluster_lists_every_group(world: World) -> None:
+    world.as_admin("POST", "/v1/groups/other/offsets", {"offsets": [{"topic": "orders", "partition": 0, "offset": 0}]})
+    world.grant([(C, CLUSTER_NAME, Operation.DESCRIBE)])
+    assert [g["group_id"] for g in world.client.get("/v1/groups", headers=world.alice).json()["groups"]] == [
+        "g", "other"]
+
+
+def test_list_transactions_limit_counts_what_the_principal_sees(world: World) -> None:
+    for tid in ("a", "b", "c", "d", "zz"):
+        world.open_transaction(tid)
+    world.grant([(X, "zz", Operation.DESCRIBE)])
+    listed = world.client.get("/v1/transactions", params={"limit": 3}, headers=world.alice).json()["transactions"]
+    assert [t["transactional_id"] for t in listed] == ["zz"]
+
+
+def test_a_decision_made_while_the_acls_reload_is_not_kept_past_the_reload(world: World,
+                                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    """The window the review found: a decision computed on the old bindings, stored after a
+    reload swapped them, must not survive in the new state."""
+    from app.services import security as security_module
+    from app.storage.security import AclFilter
+
+    state = world.client.app.state.security
+    world.grant([(T, "orders", Operation.READ)])
+    real = security_module.is_allowed
+    removed = threading.Event()
+
+    def decide_then_reload(bindings, principal, operation, resource):  # type: ignore[no-untyped-def]
+        decision = real(bindings, principal, operation, resource)  # on the old bindings: allowed
+        if not removed.is_set():
+            removed.set()
+            # What DELETE /v1/acls does (an HTTP call cannot be made from inside the app here).
+            world.client.app.state.services.security.remove_acls(AclFilter(principal="User:alice"), by="test")
+        return decision
+
+    monkeypatch.setattr(security_module, "is_allowed", decide_then_reload)
+    url = "/v1/topics/orders/partitions/0/records"
+    assert world.client.get(url, headers=world.alice).status_code == 200  # decided before the removal
+    assert state.version >= 3
+    assert world.client.get(url, headers=world.alice).status_code == 403  # not the remembered stale allow
+
+
+def test_after_a_wrong_secret_for_a_key_no_hash_is_paid_for_that_key_for_a_moment(
+        world: World, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A client sending wrong secrets for a known key id costs one scrypt per key id per
+    interval, not one per request; a key already verified is not affected."""
+    from app.services import security as security_module
+
+    monkeypatch.setattr(security_module, "_FAILED_KEY_DELAY_S", 0.3)
+    created = world.as_admin("POST", "/v1/principals/bob/api-keys")
+    key_id, key = created["key_id"], created["api_key"]
+    hashed: list[str] = []
+    real = security_module.secret_matches
+    monkeypatch.setattr(security_module, "secret_matches", lambda s, h: hashed.append(s) or real(s, h))
+    wrong = {"Authorization": f"Bearer outbox_{key_id}_{'x' * 43}"}
+    statuses = [world.client.get("/v1/topics", headers=wrong).status_code for _ in range(5)]
+    assert statuses == [401] * 5 and len(hashed) == 1
+    refused = world.client.get("/v1/topics", headers={"Authorization": f"Bearer {key}"})
+    assert refused.status_code == 401 and "a moment ago" in refused.json()["message"]
+    time.sleep(0.35)
+    assert world.client.get("/v1/topics", headers={"Authorization": f"Bearer {key}"}).status_code == 200
+    assert world.client.get("/v1/topics", headers=world.alice).status_code == 200  # remembered: unaffected

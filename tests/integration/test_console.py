@@ -55,7 +55,8 @@ def test_behind_a_proxy_prefix_the_console_loads_from_under_it() -> None:
 
 
 @pytest.mark.parametrize("path", ["swagger-ui/swagger-ui.css", "README.md", "%2E%2E/console.py",
-                                  "console/%2E%2E/%2E%2E/console.py", "uplot"])
+                                  "console/%2E%2E/%2E%2E/console.py", "uplot",
+                                  "console/%2E%2E/swagger-ui/swagger-ui.css", "uplot/%2E%2E/README.md"])
 def test_the_consoles_files_are_only_its_own_and_uplot(client, path: str) -> None:  # type: ignore[no-untyped-def]
     assert client.get(f"/console/static/{path}").status_code == 404
 

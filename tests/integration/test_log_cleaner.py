@@ -434,3 +434,32 @@ def test_a_batch_cut_by_the_log_start_keeps_its_records_at_or_past_it(client, cl
     assert offsets_stored(db_url, "t") == [2, 3, 4, 5]
     assert committed_values(client, "t") == ["x2", "x3", "x4"] == view_values(db_url, "t")
     assert_counters_exact(client, db_url, "t")
+
+
+def _lag_matches_what_a_fetch_reads_from_every_position(client: Any, topic: str) -> None:
+    end = described(client, topic)["log_end_offset"]
+    start = described(client, topic)["log_start_offset"]
+    for position in range(start, end + 1):
+        r = client.post("/v1/groups/g/offsets", json={"offsets": [{"topic": topic, "partition": 0, "offset": position}]})
+        assert r.status_code == 200, r.text
+        lag = client.get("/v1/groups/g/lag").json()["partitions"][0]["lag"]
+        read = len(client.get(f"/v1/topics/{topic}/partitions/0/records",
+                              params={"offset": position, "max_records": 10_000}).json()["records"])
+        assert lag == read, (position, lag, read)
+
+
+def test_the_lag_counts_what_a_fetch_reads_after_compaction_left_holes_in_a_transaction(client, cleaner) -> None:  # type: ignore[no-untyped-def]
+    create_topic(client, "t", cleanup_policy="compact")
+    txn(client, "x", "t", [1, 2, 3], keys=["a", "b", "b"])  # 0..2, marker 3: b@1 is superseded by b@2
+    produce(client, "t", [4], keys=["c"])  # 4
+    assert cleaner.run_once().compaction == 1
+    _lag_matches_what_a_fetch_reads_from_every_position(client, "t")
+
+
+def test_the_lag_counts_what_a_fetch_reads_when_the_log_start_cuts_a_transaction(client) -> None:  # type: ignore[no-untyped-def]
+    create_topic(client, "t")
+    txn(client, "x", "t", [1, 2, 3])  # 0..2, marker 3
+    produce(client, "t", [4])  # 4
+    r = client.post("/v1/topics/t/partitions/0/delete-records", json={"offset": 1})
+    assert r.status_code == 200, r.text
+    _lag_matches_what_a_fetch_reads_from_every_position(client, "t")

@@ -14,7 +14,7 @@ from __future__ import annotations
 from sqlalchemy import text
 
 from app.services.log_service import SendBatch
-from app.storage.log import RecordToAppend, _transaction_records_stmt
+from app.storage.log import RecordToAppend, _markers_stmt, _transaction_records_stmt
 
 TRANSACTIONS = 20
 RECORDS_PER_SEND = 50
@@ -47,7 +47,8 @@ def _plan(database, sql: str) -> list[str]:  # type: ignore[no-untyped-def]
 
 def _scans(lines: list[str]) -> list[str]:
     """The index each scan of `records` uses, in plan order (outer first)."""
-    names = ("ix_records_commit_markers", "ix_records_txn_batches", "pk_records", "sqlite_autoindex_records_1")
+    names = ("ix_records_commit_markers", "ix_records_markers", "ix_records_txn_batches", "pk_records",
+             "sqlite_autoindex_records_1")
     return [next(n for n in names if n in line) for line in lines if any(n in line for n in names)]
 
 
@@ -72,3 +73,16 @@ def test_the_committed_records_view_goes_marker_then_batch_heads_then_offsets(se
     assert _scans(_plan(database, sql)) == [
         primary_key, "ix_records_commit_markers", "ix_records_txn_batches", primary_key,
     ]
+
+
+def test_the_markers_of_some_transactions_are_probed_one_by_one_in_the_marker_index(services, database) -> None:  # type: ignore[no-untyped-def]
+    _fill(services)
+    with database.engine.connect() as conn:
+        topic_id = conn.execute(text("SELECT topic_id FROM topics WHERE name = 'plans'")).scalar_one()
+        sql = str(_markers_stmt(database.dialect).params(topic_id=topic_id, partition=0, txn_ids=[1, 2, 3]).compile(
+            conn, compile_kwargs={"literal_binds": True, "render_postcompile": True}))
+    lines = _plan(database, sql)
+    assert _scans(lines) == ["ix_records_markers"]
+    # The transaction id is part of the index condition, not a filter over every marker.
+    assert any("txn_id" in line for line in lines if "ix_records_markers" in line
+               or "Index Cond" in line), lines

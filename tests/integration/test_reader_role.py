@@ -82,3 +82,20 @@ def test_granting_an_existing_role_again_creates_nothing(db_url: str, reader: st
     role = make_url(reader).username
     assert grant_reader(create_engine(db_url), role) is False  # type: ignore[arg-type]
     assert rows(reader, "SELECT count(*) FROM committed_records") == [(0,)]
+
+
+def test_the_password_is_stored_as_a_scram_verifier_computed_without_sending_it(db_url: str, reader: str) -> None:
+    import base64
+    import hashlib
+    import hmac
+
+    role = make_url(reader).username
+    (stored,) = rows(db_url, f"SELECT rolpassword FROM pg_authid WHERE rolname = '{role}'")[0]
+    scheme, rest = stored.split("$", 1)
+    iterations_salt, keys = rest.split("$")
+    iterations, salt = iterations_salt.split(":")
+    stored_key, _server_key = keys.split(":")
+    assert (scheme, iterations) == ("SCRAM-SHA-256", "4096")
+    salted = hashlib.pbkdf2_hmac("sha256", b"pw", base64.b64decode(salt), 4096)
+    client_key = hmac.new(salted, b"Client Key", hashlib.sha256).digest()
+    assert base64.b64encode(hashlib.sha256(client_key).digest()).decode() == stored_key

@@ -62,9 +62,26 @@ def test_a_prefixed_binding_matches_names_that_start_with_it_only() -> None:
     assert not is_allowed(b, "User:alice", Operation.READ, topic("my-pizza-orders"))
 
 
-def test_a_literal_star_is_not_a_prefix_and_a_prefixed_name_is_not_literal() -> None:
+def test_a_literal_name_matches_that_name_only_and_a_star_only_as_a_literal() -> None:
     assert not is_allowed([binding(Operation.READ, name="ord", pattern=LITERAL)], "User:alice", Operation.READ,
                           topic("orders"))
+    # A literal "*" matches every name; a topic named "*x" is not matched by the prefix "*" on its own.
+    assert is_allowed([binding(Operation.READ, name="*")], "User:alice", Operation.READ, topic("orders"))
+    assert not is_allowed([binding(Operation.READ, name="*o", pattern=PREFIXED)], "User:alice", Operation.READ,
+                          topic("orders"))
+
+
+def test_alter_does_not_imply_alter_configs_and_all_does() -> None:
+    assert not is_allowed([binding(Operation.ALTER)], "User:alice", Operation.ALTER_CONFIGS, topic("orders"))
+    assert is_allowed([binding(Operation.ALL)], "User:alice", Operation.ALTER_CONFIGS, topic("orders"))
+
+
+def test_a_deny_that_covers_every_allowed_topic_takes_away_idempotent_write() -> None:
+    allow = binding(Operation.WRITE, name="pay-", pattern=PREFIXED)
+    assert not may_write_some_topic([allow, binding(Operation.WRITE, name="*", permission=DENY)], "User:alice")
+    assert not may_write_some_topic([allow, binding(Operation.ALL, name="pa", pattern=PREFIXED, permission=DENY)],
+                                    "User:alice")
+    assert may_write_some_topic([allow, binding(Operation.WRITE, name="pay-x", permission=DENY)], "User:alice")
 
 
 @pytest.mark.parametrize("granted", [Operation.READ, Operation.WRITE, Operation.DELETE, Operation.ALTER, Operation.ALL])

@@ -33,7 +33,7 @@ router = APIRouter(prefix="/v1/acls", tags=["acls"])
 principals_router = APIRouter(prefix="/v1/principals", tags=["acls"])
 
 PrincipalQuery = Annotated[str | None, Query(min_length=6, max_length=255, pattern=PRINCIPAL_PATTERN)]
-PrincipalPath = Annotated[str, Path(min_length=1, max_length=255, pattern=r"^[^\x00-\x20/\x7f]+$",
+PrincipalPath = Annotated[str, Path(min_length=1, max_length=255, pattern=r"^[^\x00-\x1f/\x7f]+$",
                                     description="User:<name>, or just <name>")]
 KeyIdPath = Annotated[str, Path(min_length=1, max_length=32, pattern=r"^[0-9a-f]+$")]
 

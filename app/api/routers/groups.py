@@ -64,10 +64,12 @@ def _offsets(group_id: str, rows: list) -> GroupOffsets:  # type: ignore[type-ar
 @router.get("", operation_id="list_groups", response_model=GroupList, responses=documented(401))
 def list_groups(services: ServicesDep, access: AccessDep) -> GroupList:
     """Kafka's ListGroups: every group with members, committed offsets or offsets staged in a
-    transaction, that the principal may describe."""
+    transaction, that the principal may describe (all of them with describe on the cluster)."""
+    every = access.allows(Operation.DESCRIBE, acl.CLUSTER)  # Kafka: describe on the cluster lists them all
     return GroupList(groups=[GroupListing(group_id=g.group_id, generation_id=g.generation_id,
                                           member_count=g.member_count)
-                             for g in services.groups.list() if access.allows(Operation.DESCRIBE, acl.group(g.group_id))])
+                             for g in services.groups.list()
+                             if every or access.allows(Operation.DESCRIBE, acl.group(g.group_id))])
 
 
 @router.get("/{group_id}/lag", operation_id="describe_group_lag", response_model=GroupLag,
@@ -198,11 +200,13 @@ def describe_group(group_id: GroupPath, services: ServicesDep, access: AccessDep
     DESCRIBE on the group."""
     access.require(Operation.DESCRIBE, acl.group(group_id))
     generation, members = services.groups.describe(group_id)
+    visible = _describable(access)  # members' topics the caller may not describe are left out
     return GroupDescription(
         group_id=group_id,
         generation_id=generation,
         members=[
-            MemberDescription(member_id=m.member_id, topics=m.topics, assignment=_tps(m.assignment),
+            MemberDescription(member_id=m.member_id, topics=[t for t in m.topics if visible(t)],
+                              assignment=_tps([(t, p) for t, p in m.assignment if visible(t)]),
                               session_timeout_ms=m.session_timeout_ms, last_heartbeat_ms=m.last_heartbeat_ms)
             for m in members
         ],

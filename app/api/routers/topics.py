@@ -29,7 +29,7 @@ from app.api.schemas.topics import (
 )
 from app.domain import acl
 from app.domain.acl import Operation
-from app.domain.errors import InvalidRequest, TopicAlreadyExists
+from app.domain.errors import InvalidRequest, TopicAlreadyExists, TopicHasOpenTransactions
 from app.domain.types import MAX_INT32, MAX_INT64, IsolationLevel
 from app.storage.topics import PartitionInfo, Topic
 
@@ -91,9 +91,10 @@ def alter_topic_config(
 ) -> TopicDescription:
     """Kafka's IncrementalAlterConfigs: set the config keys given, keep every other. Answers
     the topic as it is now. Retention and compaction settings act from the log cleaner's next
-    pass; check_expected_offsets and cleanup_policy from the next Send. Needs ALTER on the
-    topic."""
-    access.require(Operation.ALTER, acl.topic(topic))
+    pass; check_expected_offsets and cleanup_policy from the next Send. Needs ALTER_CONFIGS on
+    the topic (ALTER does not imply it: as in Kafka, a config such as retention_ms deletes
+    records)."""
+    access.require(Operation.ALTER_CONFIGS, acl.topic(topic))
     return _description(*services.topics.alter_config(topic, body.config.changes()))
 
 
@@ -118,7 +119,10 @@ def delete_topic(topic: TopicPath, services: ServicesDep, access: AccessDep) -> 
     unfinished transactions write to it or stage offsets for it: commit or abort them first.
     Needs DELETE on the topic."""
     access.require(Operation.DELETE, acl.topic(topic))
-    services.topics.delete(topic)
+    try:
+        services.topics.delete(topic)
+    except TopicHasOpenTransactions as e:
+        raise _only_describable(e, access) from None
     return Response(status_code=204)
 
 
@@ -250,3 +254,16 @@ async def stream_records(
             yield b"id: %d\nevent: records\ndata: %s\n\n" % (point.next_position, data)
 
     return StreamingResponse(events(), media_type="text/event-stream", headers=SSE_HEADERS)
+
+
+def _only_describable(e: TopicHasOpenTransactions, access: AccessDep) -> TopicHasOpenTransactions:
+    """The refusal, naming only the transactional ids the caller may describe (the others
+    counted): a principal allowed to delete a topic learns nothing more of who writes to it."""
+    ids = e.details.get("transactional_ids", [])
+    shown = [i for i in ids if access.allows(Operation.DESCRIBE, acl.transactional_id(i))]
+    if len(shown) == len(ids):
+        return e
+    others = len(ids) - len(shown)
+    return TopicHasOpenTransactions(
+        f"the topic is in unfinished transactions ({', '.join(shown + [f'{others} other(s)'])}): wait for them to "
+        "commit or abort, or have an operator abort them, then delete the topic", transactional_ids=shown)

@@ -47,17 +47,21 @@ def _summary(meta: TransactionMetadata, now_ms: int) -> TransactionSummary:
     )
 
 
-def _description(view: TransactionView, now_ms: int) -> TransactionDescription:
+def _description(view: TransactionView, now_ms: int, access: AccessDep) -> TransactionDescription:
+    """The transaction, with the partitions of the topics and the offsets of the groups the
+    caller may describe (Kafka's DescribeTransactions leaves the others out too)."""
+    topic_ok = lambda name: access.allows(Operation.DESCRIBE, acl.topic(name))  # noqa: E731
     return TransactionDescription(
         **_summary(view.meta, now_ms).model_dump(),
         partitions=[
             TransactionPartition(topic=p.topic, partition=p.partition, first_offset=p.first_offset)
-            for p in view.partitions
+            for p in view.partitions if topic_ok(p.topic)
         ],
         pending_offsets=[
             PendingOffset(group_id=o.group_id, topic=o.topic, partition=o.partition,
                           offset=o.committed_offset, metadata=o.metadata)
             for o in view.pending_offsets
+            if topic_ok(o.topic) and access.allows(Operation.DESCRIBE, acl.group(o.group_id))
         ],
     )
 
@@ -71,7 +75,7 @@ def begin_transaction(
     """BeginTransaction: Empty/CompleteCommit/CompleteAbort → Ongoing, with a new `txn_id`."""
     access.require(Operation.WRITE, acl.transactional_id(transactional_id))
     view = services.coordinator.begin(transactional_id, body.producer_id, body.producer_epoch)
-    return _description(view, services.clock())
+    return _description(view, services.clock(), access)
 
 
 @router.post("/{transactional_id}/offsets", operation_id="add_offsets",
@@ -95,7 +99,7 @@ def add_offsets(
         [OffsetToStage(o.topic, o.partition, o.offset, o.metadata) for o in body.offsets],
         group_metadata(body.generation_id, body.member_id),
     )
-    return _description(view, services.clock())
+    return _description(view, services.clock(), access)
 
 
 @router.post("/{transactional_id}/prepare", operation_id="prepare_transaction",
@@ -114,7 +118,7 @@ def prepare_transaction(
     view = services.coordinator.prepare(
         transactional_id, body.producer_id, body.producer_epoch, txn_id=body.txn_id
     )
-    return _description(view, services.clock())
+    return _description(view, services.clock(), access)
 
 
 @router.post("/{transactional_id}/commit", operation_id="commit_transaction",
@@ -134,7 +138,7 @@ def commit_transaction(
     view = services.coordinator.end_transaction(
         transactional_id, body.producer_id, body.producer_epoch, commit=True, txn_id=body.txn_id
     )
-    return _description(view, services.clock())
+    return _description(view, services.clock(), access)
 
 
 @router.post("/{transactional_id}/abort", operation_id="abort_transaction",
@@ -148,7 +152,7 @@ def abort_transaction(
     view = services.coordinator.end_transaction(
         transactional_id, body.producer_id, body.producer_epoch, commit=False, txn_id=body.txn_id
     )
-    return _description(view, services.clock())
+    return _description(view, services.clock(), access)
 
 
 @router.get("/{transactional_id}", operation_id="describe_transaction",
@@ -158,7 +162,7 @@ def describe_transaction(transactional_id: TransactionalIdPath, services: Servic
     """State, producer id and epoch, partitions, pending offsets and age of a transactional_id.
     Needs DESCRIBE on the transactional id."""
     access.require(Operation.DESCRIBE, acl.transactional_id(transactional_id))
-    return _description(services.coordinator.describe(transactional_id), services.clock())
+    return _description(services.coordinator.describe(transactional_id), services.clock(), access)
 
 
 @router.get("", operation_id="list_transactions", response_model=TransactionList,
@@ -175,7 +179,10 @@ def list_transactions(
     ended already (is a coordinator worker running?). With authentication on, only the
     transactional ids the principal may describe are listed (Kafka's ListTransactions)."""
     now = services.clock()
-    found = services.coordinator.hanging(now) if hanging else services.coordinator.list(state, limit, min_age_ms)
+    # With authentication on, what the caller may not describe is filtered out after the read:
+    # read past `limit` so that it does not take the caller's place (the list's own cap).
+    read_limit = limit if access.unchecked else 10_000
+    found = services.coordinator.hanging(now) if hanging else services.coordinator.list(state, read_limit, min_age_ms)
     visible = [m for m in found if access.allows(Operation.DESCRIBE, acl.transactional_id(m.transactional_id))]
     return TransactionList(transactions=[_summary(m, now) for m in visible[:limit]])
 
@@ -192,4 +199,4 @@ def admin_abort_transaction(transactional_id: TransactionalIdPath, services: Ser
     transaction only once its application's own database is known not to have committed it.
     Needs ALTER on the cluster (Kafka's KIP-664 abort writes markers as the cluster does)."""
     access.require(Operation.ALTER, acl.CLUSTER)
-    return _description(services.coordinator.admin_abort(transactional_id), services.clock())
+    return _description(services.coordinator.admin_abort(transactional_id), services.clock(), access)

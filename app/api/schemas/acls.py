@@ -11,7 +11,8 @@ from pydantic import BaseModel, Field
 from app.api.schemas.common import RequestBody
 from app.domain.acl import AclBinding, Operation, PatternType, Permission, ResourceType
 
-PRINCIPAL_PATTERN = r"^User:[^\x00-\x20\x7f]+$"  # no space nor control character (not \s: JSON Schema and Python differ on it)
+# No control character; spaces are allowed (a certificate's subject, User:CN=Pizza Shop,O=Example).
+PRINCIPAL_PATTERN = r"^User:[^\x00-\x1f\x7f]+$"
 PrincipalName = Annotated[str, Meta(min_length=6, max_length=255, pattern=PRINCIPAL_PATTERN,
                                     description="User:<name>, or User:* for every principal")]
 ResourceName = Annotated[str, Meta(min_length=1, max_length=255, pattern=r"^[^\x00-\x1f\x7f]+$",

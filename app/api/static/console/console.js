@@ -384,7 +384,15 @@
     banner.hidden = true;
     const [path, query] = location.hash.replace(/^#/, "").split("?");
     const params = new URLSearchParams(query || "");
-    const parts = (path || "/").split("/").filter(Boolean).map(decodeURIComponent);
+    let parts;
+    try {
+      parts = (path || "/").split("/").filter(Boolean).map(decodeURIComponent);
+    } catch (e) {
+      main.replaceChildren(h("h1", {}, "Could not show this page"),
+        h("p", { class: "error", id: "page-error" }, `INVALID_REQUEST: the address ${location.hash} is not valid`),
+        h("p", {}, link("#/", "Back to the overview")));
+      return;
+    }
     for (const a of document.querySelectorAll("[data-nav]")) {
       a.classList.toggle("active", (parts[0] || "overview") === a.dataset.nav);
     }
