@@ -42,9 +42,10 @@ logger = logging.getLogger(__name__)
 CHANNEL = "outbox_log"
 # The longest a lost notification can delay a waiter. Notifications are lost only when the
 # listening connection restarts (which then wakes every waiter anyway): this is the net under
-# that net. Each waiting request checks this often when nothing happens: 500 idle waiters, 50
-# fetches a second.
-RECHECK_S = 10.0
+# that net. A waiting request checks this often when nothing happens, and a consumer asks again
+# when its wait ends (at most OUTBOX_FETCH_MAX_WAIT_MS, 30 s by default): so 500 idle consumers
+# cost about 17 fetches a second, whatever their max_wait_ms (docs/benchmarks.md, session 11).
+RECHECK_S = 30.0
 DATA_VERSION_POLL_S = 0.05  # SQLite: how often other processes' commits are looked for
 _CHANGED = "outbox_changed_partitions"
 

@@ -293,8 +293,8 @@ def test_every_migration_downgrades_with_data_and_upgrades_again(migrated: str) 
 
 
 def test_migrate_to_an_unknown_revision_lists_the_known_ones(migrated: str) -> None:
-    line = one_error_line(outbox(migrated, "migrate", "0009"), 1)
-    assert line == f"no migration '0009'; this version has {', '.join(REVISIONS)}"
+    line = one_error_line(outbox(migrated, "migrate", UNKNOWN), 1)
+    assert line == f"no migration '{UNKNOWN}'; this version has {', '.join(REVISIONS)}"
 
 
 @pytest.mark.parametrize("args", [("transactions", "list"), ("migrate",), ("coordinator",)])

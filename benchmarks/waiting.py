@@ -1,0 +1,193 @@
+"""Consumers that wait against consumers that poll (issue 20): how soon a committed record is in
+a consumer's hands, and what idle consumers cost the service and the database.
+
+    .venv/bin/python benchmarks/waiting.py [--db sqlite|postgresql|both] [--samples 300] [--idle 500]
+
+On a fresh database per run, a real `outbox serve`:
+
+- **commit → in hand**: a producer sends one record every 20-40 ms (one Send each, timed from
+  the moment the request is sent: the commit is inside it); one consumer reads the partition
+  with a long-poll Fetch (max_wait_ms 5000), or as the client did before, polling with a 50 ms
+  pause after an empty answer, taking turns. p50 / p99 / max in ms, the Send's own time beside.
+- **idle consumers**: `--idle` consumers of a topic nobody writes to, for 10 s: long-polling
+  (max_wait_ms 30000) against polling once a second. The service's CPU (from /proc/<pid>/stat,
+  in % of one core) and, on PostgreSQL, the database's transactions per second
+  (pg_stat_database: every fetch is one read transaction).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import random
+import statistics
+import sys
+import tempfile
+import threading
+import time
+import uuid
+from pathlib import Path
+
+import httpx
+from sqlalchemy import create_engine, text
+from sqlalchemy.engine import make_url
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from run import ADMIN_URL, Service  # noqa: E402 - the benchmark's own modules, not a package
+
+POLL_PAUSE_S = 0.05  # the Python client's pause between empty polls before long-polling
+
+
+def pct(values: list[float], p: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(p * len(ordered)))]
+
+
+def latency(url: str, topic: str, samples: int, mode: str) -> tuple[list[float], list[float]]:
+    """(ms from Send sent to the record in the consumer's hands, ms each Send took)."""
+    sent_at: dict[int, float] = {}
+    send_ms: list[float] = []
+    got: list[float] = []
+    done = threading.Event()
+
+    def produce() -> None:
+        with httpx.Client(base_url=url, timeout=30) as c:
+            for n in range(samples):
+                time.sleep(random.uniform(0.02, 0.04))
+                sent_at[n] = time.perf_counter()
+                c.post("/v1/records", json={"batches": [{"topic": topic, "partition": 0,
+                                                          "records": [{"value": n}]}]}).raise_for_status()
+                send_ms.append((time.perf_counter() - sent_at[n]) * 1000)
+        done.set()
+
+    producer = threading.Thread(target=produce)
+    producer.start()
+    position = 0
+    with httpx.Client(base_url=url, timeout=30) as c:
+        while len(got) < samples:
+            params = {"offset": position, "max_records": 1000}
+            if mode == "long-poll":
+                params["max_wait_ms"] = 5000
+            page = c.get(f"/v1/topics/{topic}/partitions/0/records", params=params).json()
+            now = time.perf_counter()
+            for r in page["records"]:
+                got.append((now - sent_at[r["value"]]) * 1000)
+            position = page["next_offset"]
+            if not page["records"] and mode == "poll":
+                time.sleep(POLL_PAUSE_S)
+    producer.join()
+    return got, send_ms
+
+
+def database_transactions(db_url: str) -> int | None:
+    if not db_url.startswith("postgresql"):
+        return None
+    engine = create_engine(db_url)
+    with engine.connect() as conn:
+        n = conn.execute(text("SELECT xact_commit + xact_rollback FROM pg_stat_database "
+                              "WHERE datname = current_database()")).scalar_one()
+    engine.dispose()
+    return int(n)
+
+
+def idle(service: Service, db_url: str, topic: str, consumers: int, mode: str, seconds: float = 10.0) -> tuple[float, float | None]:
+    """(service CPU in % of one core, database transactions per second) over `seconds` of
+    `consumers` idle consumers."""
+
+    async def consume(http: httpx.AsyncClient, stop: asyncio.Event) -> None:
+        while not stop.is_set():
+            params = {"offset": 0}
+            if mode == "long-poll":
+                params["max_wait_ms"] = 30_000
+            try:
+                await http.get(f"/v1/topics/{topic}/partitions/0/records", params=params)
+            except httpx.HTTPError:
+                pass
+            if mode == "poll":
+                try:
+                    await asyncio.wait_for(stop.wait(), 1.0)
+                except TimeoutError:
+                    pass
+
+    async def run() -> tuple[float, float | None]:
+        limits = httpx.Limits(max_connections=consumers + 10, max_keepalive_connections=consumers + 10)
+        async with httpx.AsyncClient(base_url=service.url, timeout=60, limits=limits) as http:
+            stop = asyncio.Event()
+            tasks = [asyncio.create_task(consume(http, stop)) for _ in range(consumers)]
+            await asyncio.sleep(3.0)  # all connected and waiting
+            cpu0, tx0, t0 = service.cpu_seconds(), database_transactions(db_url), time.perf_counter()
+            await asyncio.sleep(seconds)
+            cpu1, tx1, t1 = service.cpu_seconds(), database_transactions(db_url), time.perf_counter()
+            stop.set()
+            # Long polls end at their max wait; do not wait for them.
+            for t in tasks:
+                t.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+        elapsed = t1 - t0
+        return (cpu1 - cpu0) / elapsed * 100, None if tx0 is None else (tx1 - tx0) / elapsed  # type: ignore[operator]
+
+    return asyncio.run(run())
+
+
+def bench(kind: str, samples: int, consumers: int) -> None:
+    cleanup = None
+    if kind == "sqlite":
+        db_url = f"sqlite:///{tempfile.mkdtemp(prefix='outbox-wait-')}/wait.db"
+    else:
+        name = f"outbox_wait_{uuid.uuid4().hex[:8]}"
+        admin = create_engine(ADMIN_URL, isolation_level="AUTOCOMMIT")
+        with admin.connect() as c:
+            c.execute(text(f'CREATE DATABASE "{name}"'))
+        db_url = make_url(ADMIN_URL).set(database=name).render_as_string(hide_password=False)
+
+        def cleanup() -> None:
+            with admin.connect() as c:
+                c.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+        env = {k: v for k, v in os.environ.items() if not k.startswith("OUTBOX_")}
+        import subprocess
+        subprocess.run([sys.executable, "-m", "app.cli", "migrate"], check=True, capture_output=True,
+                       env={**env, "OUTBOX_DATABASE_URL": db_url})
+    service = Service(db_url, OUTBOX_LOG_LEVEL="warning", OUTBOX_ACCESS_LOG="false")
+    try:
+        results = {}
+        for mode in ("long-poll", "poll", "long-poll", "poll"):  # taking turns
+            topic = f"lat-{mode}-{uuid.uuid4().hex[:6]}"
+            httpx.post(f"{service.url}/v1/topics", json={"name": topic}).raise_for_status()
+            got, send = latency(service.url, topic, samples // 2, mode)
+            prev = results.setdefault(mode, ([], []))
+            prev[0].extend(got)
+            prev[1].extend(send)
+        print(f"\n## {kind}: commit → in hand ({samples} records each, ms)\n")
+        print("| consumer | p50 | p99 | max | the Send itself, p50 |\n| --- | ---: | ---: | ---: | ---: |")
+        for mode, (got, send) in results.items():
+            label = "long-poll Fetch (max_wait_ms 5000)" if mode == "long-poll" else f"polling, {POLL_PAUSE_S * 1000:.0f} ms pause"
+            print(f"| {label} | {statistics.median(got):.1f} | {pct(got, 0.99):.1f} | {max(got):.1f} | "
+                  f"{statistics.median(send):.1f} |")
+        topic = f"idle-{uuid.uuid4().hex[:6]}"
+        httpx.post(f"{service.url}/v1/topics", json={"name": topic}).raise_for_status()
+        print(f"\n## {kind}: {consumers} idle consumers, 10 s\n")
+        print("| consumers | service CPU, % of one core | database transactions / s |\n| --- | ---: | ---: |")
+        print(f"| none | {idle(service, db_url, topic, 0, 'poll')[0]:.1f} | |")
+        for mode, label in (("long-poll", "long-polling (max_wait_ms 30000)"), ("poll", "polling once a second")):
+            cpu, tx = idle(service, db_url, topic, consumers, mode)
+            print(f"| {label} | {cpu:.1f} | {'–' if tx is None else f'{tx:.0f}'} |")
+    finally:
+        service.stop()
+        if cleanup is not None:
+            cleanup()
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--db", choices=["sqlite", "postgresql", "both"], default="both")
+    parser.add_argument("--samples", type=int, default=300)
+    parser.add_argument("--idle", type=int, default=500)
+    args = parser.parse_args(argv)
+    for kind in (["sqlite", "postgresql"] if args.db == "both" else [args.db]):
+        bench(kind, args.samples, args.idle)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
