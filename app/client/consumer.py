@@ -343,9 +343,7 @@ class Consumer:
             for part in answer["partitions"]:
                 tp = (part["topic"], part["partition"])
                 if part.get("error_code") is None:
-                    self._positions[tp] = part["next_offset"]
-                    out.extend(ConsumerRecord(tp[0], tp[1], r["offset"], r["commit_position"], r["key"], r["value"],
-                                              r["headers"], r["timestamp_ms"]) for r in part["records"])
+                    out.extend(self._records_of(tp, part))
                     continue
                 error = classify(part["error_code"], part["message"], False, _STATUS.get(part["error_code"]),
                                  part.get("details"))
@@ -374,6 +372,12 @@ class Consumer:
         # that the heartbeat learns of ends the wait.
         self._membership_changed.wait(timeout_s)
         return []
+
+    def _records_of(self, tp: TopicPartition, page: dict[str, Any]) -> list[ConsumerRecord]:
+        """One partition's page of a poll: its records, and the partition's position moved past them."""
+        self._positions[tp] = page["next_offset"]
+        return [ConsumerRecord(tp[0], tp[1], r["offset"], r["commit_position"], r["key"], r["value"],
+                               r["headers"], r["timestamp_ms"]) for r in page["records"]]
 
     def position(self, tp: TopicPartition) -> int:
         """tp's position; an assigned partition without one is reset first (auto_offset_reset)."""

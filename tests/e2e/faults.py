@@ -477,21 +477,14 @@ def copier_main(argv: list[str]) -> int:
         is a stale member whose partition a new owner committed past; the output's exactly-
         once checks would catch a record lost that way)."""
 
-        def __init__(self, *a, **kw):  # type: ignore[no-untyped-def]
-            super().__init__(*a, **kw)
-            self._reset_to: dict = {}
-
         def _out_of_range(self, tp, error):  # type: ignore[no-untyped-def]
             before = self._positions[tp]
             super()._out_of_range(tp, error)
-            self._reset_to[tp] = self._positions[tp]
             _emit(ev="reset", what=f"{tp[0]}/{tp[1]} from {before} to {self._positions[tp]}")
 
-        def _fetch(self, tp, max_records):  # type: ignore[no-untyped-def]
-            start = self._positions[tp]
-            self._reset_to.pop(tp, None)
-            got = super()._fetch(tp, max_records)
-            start = self._reset_to.pop(tp, start)
+        def _records_of(self, tp, page):  # type: ignore[no-untyped-def]
+            start = self._positions[tp]  # the position this page was fetched from (a reset's, after one)
+            got = super()._records_of(tp, page)
             offsets = [r.offset for r in got]
             nxt = self._positions[tp]
             if offsets != list(range(start, start + len(offsets))) or nxt < start \
@@ -589,26 +582,54 @@ class Verifier(threading.Thread):
             except ClientError:
                 self.errors += 1
                 return {"records": [], "next_offset": pos, "high_watermark": None}
-            self.polls += 1
-            self.violations.extend(check_poll(p, pos, page))
-            hw = page.get("high_watermark")
-            if isinstance(hw, int):
-                if hw < self.high_watermarks[p]:
-                    self.violations.append(f"nonmonotonic: {OUTPUT}/{p} high watermark went back from "
-                                           f"{self.high_watermarks[p]} to {hw}")
-                self.high_watermarks[p] = max(hw, self.high_watermarks[p])
-            self.seen[p].extend(Seen(r["offset"], r["commit_position"], r["value"]) for r in page["records"])
-            # The position never moves back, whatever an answer says (that is reported above).
-            self.positions[p] = max(pos, page["next_offset"]) if isinstance(page.get("next_offset"), int) else pos
-            return page
+            return self._took(p, pos, page)
+
+    def poll_all(self) -> int:
+        """Every partition in one multi-partition Fetch that waits for records (max_wait_ms):
+        the verifier long-polls, woken by the commits it checks, in whichever process they are
+        made. Returns the records read."""
+        from app.client import ClientError
+
+        with self._lock:
+            positions = dict(self.positions)
+        try:
+            answer = self._session.call("POST", "/v1/fetch", json={
+                "partitions": [{"topic": OUTPUT, "partition": p, "offset": pos} for p, pos in positions.items()],
+                "isolation": "read_committed", "max_records": self.max_records * self.partitions,
+                "max_wait_ms": 1000,
+            }, deadline_s=30.0)
+        except ClientError:
+            self.errors += 1
+            return 0
+        got = 0
+        with self._lock:
+            for page in answer["partitions"]:
+                p = page["partition"]
+                if page.get("error_code") is not None or self.positions[p] != positions[p]:
+                    self.errors += page.get("error_code") is not None
+                    continue
+                got += len(self._took(p, positions[p], page)["records"])
+        return got
+
+    def _took(self, p: int, pos: int, page: dict) -> dict:
+        """One partition's answer, checked and recorded (the caller holds the lock)."""
+        self.polls += 1
+        self.violations.extend(check_poll(p, pos, page))
+        hw = page.get("high_watermark")
+        if isinstance(hw, int):
+            if hw < self.high_watermarks[p]:
+                self.violations.append(f"nonmonotonic: {OUTPUT}/{p} high watermark went back from "
+                                       f"{self.high_watermarks[p]} to {hw}")
+            self.high_watermarks[p] = max(hw, self.high_watermarks[p])
+        self.seen[p].extend(Seen(r["offset"], r["commit_position"], r["value"]) for r in page["records"])
+        # The position never moves back, whatever an answer says (that is reported above).
+        self.positions[p] = max(pos, page["next_offset"]) if isinstance(page.get("next_offset"), int) else pos
+        return page
 
     def run(self) -> None:
         while not self._stop_event.is_set():
-            got = 0
-            for p in range(self.partitions):
-                got += len(self.poll(p)["records"])
-            if not got:
-                self._stop_event.wait(0.1)
+            if not self.poll_all():
+                self._stop_event.wait(0.05)  # a server was down, or the wait ended empty
 
     def stop(self) -> None:
         self._stop_event.set()
