@@ -8,8 +8,9 @@ are described where they are taken. Reads: one snapshot on both (see Database.re
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
 import threading
+from collections import deque
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -119,6 +120,45 @@ def _configure_sqlite(engine: Engine, busy_timeout_ms: int, synchronous: str) ->
         conn.exec_driver_sql("BEGIN IMMEDIATE" if conn.info.get(_WRITE) else "BEGIN")
 
 
+class TurnLock:
+    """A lock handed to its waiters in the order they asked for it.
+
+    threading.Lock is not: a thread that releases it and asks again at once, as the log
+    cleaner does between two chunks, nearly always gets it back before a waiting thread has
+    woken up, so a Send could wait through one chunk after another (p99 162 ms for 5 ms
+    chunks, in a test of the two locks; 5 ms with this one). Here release() hands the lock
+    straight to the first waiter, so a writer waits for those ahead of it only."""
+
+    def __init__(self) -> None:
+        self._mutex = threading.Lock()
+        self._waiters: deque[threading.Lock] = deque()
+        self._held = False
+
+    def acquire(self, timeout: float) -> bool:
+        with self._mutex:
+            if not self._held:
+                self._held = True
+                return True
+            turn = threading.Lock()
+            turn.acquire()
+            self._waiters.append(turn)
+        if turn.acquire(timeout=timeout):
+            return True  # handed over by release()
+        with self._mutex:
+            try:
+                self._waiters.remove(turn)
+            except ValueError:
+                return True  # handed over between the timeout and the mutex: ours now
+            return False
+
+    def release(self) -> None:
+        with self._mutex:
+            if self._waiters:
+                self._waiters.popleft().release()  # still held: by the first waiter now
+            else:
+                self._held = False
+
+
 class Database:
     """Owns the engine; hands out read and write database transactions."""
 
@@ -131,7 +171,7 @@ class Database:
         # SQLite has one writer at a time. Writers of this process queue here, in order,
         # instead of in SQLite's busy handler, which polls with sleeps of up to 100 ms and
         # so turns contention into long tails. Other processes still meet busy_timeout.
-        self._sqlite_writer = threading.Lock() if self.dialect == "sqlite" else None
+        self._sqlite_writer = TurnLock() if self.dialect == "sqlite" else None
         self._sqlite_wait_s = sqlite_busy_timeout_ms / 1000
 
     @property
