@@ -34,6 +34,8 @@ from app.domain.log_cleaning import (
     RetentionLimits,
     expired_until,
     expires_whole,
+    keeps_first,
+    may_expire_whole,
     retention_bound,
 )
 from app.domain.topic_config import NO_LIMIT
@@ -133,10 +135,11 @@ class LogCleaner:
         deleted_to = None  # the end of what this pass deleted last: nothing is stored below it
         while not stop():
             with self.db.write() as conn:
-                start = cleaning.first_stored(conn, state.topic_id, state.partition, at_least=deleted_to)
+                first = cleaning.first_stored(conn, state.topic_id, state.partition, at_least=deleted_to)
                 log_start = cleaning.log_start(conn, state.topic_id, state.partition)
-                if start is None or log_start is None:
+                if first is None or log_start is None:
                     break
+                start = first.offset
                 if start < log_start:
                     bound = min(log_start, start + self.chunk_rows)
                     records, size = cleaning.delete_prefix(conn, state.topic_id, state.partition, start, bound)
@@ -148,15 +151,22 @@ class LogCleaner:
                     if not config.cleanup_policy.deletes or (expire_before is None and not bytes_over):
                         break
                     end = min(state.last_stable, start + span)
-                    if end <= start:
-                        break
                     limits = RetentionLimits(expire_before, bytes_over)
+                    if end <= start or keeps_first(first, limits):
+                        # Nothing below the last stable offset, or a first record that stays:
+                        # everything after it stays too. The usual state of a partition under
+                        # a retention of days, seen from one row instead of a chunk's.
+                        break
                     # Most chunks go whole (plain records, all expired): deleted with a sum that
-                    # says so, without reading each row; otherwise read one by one.
+                    # says so, without reading each row; otherwise read one by one. The last
+                    # row tells, in one probe, when the sum cannot say so (the chunk that holds
+                    # the first record to stay, usually): then the rows are read at once.
                     summary = None
                     if span == self.chunk_rows:
-                        summary = cleaning.delete_chunk(conn, state.topic_id, state.partition, start, end,
-                                                        lambda s: expires_whole(s, limits))
+                        last = cleaning.last_stored(conn, state.topic_id, state.partition, start, end)
+                        if last is not None and may_expire_whole(last, limits):
+                            summary = cleaning.delete_chunk(conn, state.topic_id, state.partition, start, end,
+                                                            lambda s: expires_whole(s, limits))
                     if summary is not None:
                         bound = end
                         cleaning.count_prefix_deleted(conn, state.topic_id, state.partition, summary, bound)

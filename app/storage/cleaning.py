@@ -77,22 +77,36 @@ def log_start(conn: Connection, topic_id: int, partition: int) -> int | None:
     ).scalar()
 
 
-def first_stored(conn: Connection, topic_id: int, partition: int, at_least: int | None = None) -> int | None:
-    """The lowest offset still stored (the primary key's first entry of the partition), at or
-    past `at_least` if given: where the caller knows nothing is stored below, because it has
-    just deleted everything there. On PostgreSQL that spares the probe a walk over the index
-    entries of the rows deleted, which stay until a VACUUM: the cleaner's probe per chunk grew
-    with every chunk it had deleted (docs/benchmarks.md, session 9). ORDER BY … LIMIT 1, not
-    min(): with a lower bound PostgreSQL plans min() as an aggregate over the whole range."""
+def first_stored(conn: Connection, topic_id: int, partition: int, at_least: int | None = None) -> StoredRow | None:
+    """The row of the lowest offset still stored (the primary key's first entry of the
+    partition), at or past `at_least` if given: where the caller knows nothing is stored
+    below, because it has just deleted everything there. On PostgreSQL that spares the probe
+    a walk over the index entries of the rows deleted, which stay until a VACUUM: the
+    cleaner's probe per chunk grew with every chunk it had deleted (docs/benchmarks.md,
+    session 9). ORDER BY … LIMIT 1, not min(): with a lower bound PostgreSQL plans min() as
+    an aggregate over the whole range."""
     stmt = (
-        select(records.c.offset)
+        select(*_STORED_ROW)
         .where(records.c.topic_id == topic_id, records.c.partition == partition)
         .order_by(records.c.offset)
         .limit(1)
     )
     if at_least is not None:
         stmt = stmt.where(records.c.offset >= at_least)
-    return conn.execute(stmt).scalar()
+    row = conn.execute(stmt).first()
+    return None if row is None else _stored_row(*row)
+
+
+def last_stored(conn: Connection, topic_id: int, partition: int, start: int, end: int) -> StoredRow | None:
+    """The row of the highest offset stored in [start, end): one entry of the primary key
+    and its row, where summing the range reads every row."""
+    row = conn.execute(
+        select(*_STORED_ROW)
+        .where(*_in_range(topic_id, partition, start, end))
+        .order_by(records.c.offset.desc())
+        .limit(1)
+    ).first()
+    return None if row is None else _stored_row(*row)
 
 
 def _in_range(topic_id: int, partition: int, start: int, end: int) -> tuple:
@@ -100,20 +114,21 @@ def _in_range(topic_id: int, partition: int, start: int, end: int) -> tuple:
             records.c.offset >= start, records.c.offset < end)
 
 
+_STORED_ROW = (records.c.offset, records.c.timestamp_ms, records.c.txn_id, records.c.control_type, _SIZE)
+
+
+def _stored_row(offset: int, timestamp_ms: int, txn_id: int | None, control_type: str | None, size: int) -> StoredRow:
+    return StoredRow(offset, timestamp_ms, txn_id, None if control_type is None else ControlType(control_type),
+                     0 if control_type is not None else size)
+
+
 def stored_rows(conn: Connection, topic_id: int, partition: int, start: int, end: int) -> list[StoredRow]:
     """The rows of [start, end) in offset order, sizes counted by the database."""
     rows = conn.execute(
-        select(records.c.offset, records.c.timestamp_ms, records.c.txn_id, records.c.control_type, _SIZE)
-        .where(*_in_range(topic_id, partition, start, end))
-        .order_by(records.c.offset)
+        select(*_STORED_ROW).where(*_in_range(topic_id, partition, start, end)).order_by(records.c.offset)
     ).all()
     # Unpacked as tuples: a Row's attributes by name cost twice as much as the rest together.
-    return [
-        StoredRow(offset, timestamp_ms, txn_id,
-                  None if control_type is None else ControlType(control_type),
-                  0 if control_type is not None else size)
-        for offset, timestamp_ms, txn_id, control_type, size in rows
-    ]
+    return [_stored_row(*row) for row in rows]
 
 
 def delete_chunk(conn: Connection, topic_id: int, partition: int, start: int, end: int,

@@ -132,19 +132,42 @@ def test_nothing_goes_before_its_time(client, cleaner, clock) -> None:  # type: 
     assert cleaner.run_once().retention == 2
 
 
-def test_a_partition_whose_oldest_record_has_not_expired_is_read_one_chunk_a_pass(client, cleaner, clock, monkeypatch) -> None:  # type: ignore[no-untyped-def]
-    create_topic(client, "t", retention_ms=HOUR)
-    produce(client, "t", list(range(10)), ts=clock.now_ms - HOUR + 1)
-    read = cleaning.stored_rows
+def record_reads_and_sums(monkeypatch) -> tuple[list[tuple[int, int]], list[tuple[int, int]]]:  # type: ignore[no-untyped-def]
+    """The ranges the cleaner reads row by row (stored_rows) and sums (delete_chunk)."""
     reads: list[tuple[int, int]] = []
+    sums: list[tuple[int, int]] = []
+    read, summed = cleaning.stored_rows, cleaning.delete_chunk
 
-    def recorded(conn, topic_id, partition, start, end):  # type: ignore[no-untyped-def]
+    def recorded_read(conn, topic_id, partition, start, end):  # type: ignore[no-untyped-def]
         reads.append((start, end))
         return read(conn, topic_id, partition, start, end)
 
-    monkeypatch.setattr(cleaning, "stored_rows", recorded)
+    def recorded_sum(conn, topic_id, partition, start, end, goes):  # type: ignore[no-untyped-def]
+        sums.append((start, end))
+        return summed(conn, topic_id, partition, start, end, goes)
+
+    monkeypatch.setattr(cleaning, "stored_rows", recorded_read)
+    monkeypatch.setattr(cleaning, "delete_chunk", recorded_sum)
+    return reads, sums
+
+
+def test_a_partition_whose_oldest_record_has_not_expired_is_neither_read_nor_summed(client, cleaner, clock, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    create_topic(client, "t", retention_ms=HOUR)
+    produce(client, "t", list(range(10)), ts=clock.now_ms - HOUR + 1)
+    reads, sums = record_reads_and_sums(monkeypatch)
     assert cleaner.run_once() == CleanerPass()
-    assert reads == [(0, 3)]  # no longer read would move the bound: the first record stays
+    assert (reads, sums) == ([], [])  # its first row stays, and with it everything after
+
+
+def test_a_chunk_whose_last_row_has_not_expired_is_read_without_being_summed_first(client, cleaner, clock, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    create_topic(client, "t", retention_ms=HOUR)
+    produce(client, "t", [0], ts=clock.now_ms - 2 * HOUR)
+    produce(client, "t", list(range(1, 10)), ts=clock.now_ms - HOUR + 1)
+    reads, sums = record_reads_and_sums(monkeypatch)
+    assert cleaner.run_once() == CleanerPass(retention=1, bytes_deleted=1)
+    # Offset 2, the chunk's last row, cannot go: no sum can say the chunk goes whole. Then
+    # offset 1 is the first row, and stays: no longer read would move the bound.
+    assert (reads, sums) == ([(0, 3)], [])
 
 
 def test_retention_minus_one_keeps_everything(client, cleaner, clock) -> None:  # type: ignore[no-untyped-def]
