@@ -8,8 +8,8 @@
    `records` by the driver, as benchmarks/run.py's RawInserter does, then the partition's
    next_offset, record_count and size_bytes set to match), deleted by one LogCleaner.run_once
    (in a process of its own, timed inside it), against the same fill deleted by one raw
-   `DELETE … WHERE offset < end` and by raw DELETEs of CHUNK_ROWS rows, one transaction each,
-   as the cleaner chunks. With `--before DIR` the cleaner of another source tree takes turns
+   `DELETE … WHERE offset < end` and by raw DELETEs of WHOLE_CHUNK_ROWS rows, one transaction
+   each, as the cleaner chunks what it deletes whole. With `--before DIR` the cleaner of another source tree takes turns
    too. The paths take turns in rotation, `--rounds` times, each on a topic of its own. On
    PostgreSQL every turn ends with a VACUUM of `records` (the cleaner's own, or one the
    benchmark runs after a raw DELETE), timed apart, so every fill starts from the same table.
@@ -65,7 +65,7 @@ from app.domain.clock import system_clock  # noqa: E402
 from app.domain.log_cleaning import record_size  # noqa: E402
 from app.domain.topic_config import TopicConfig  # noqa: E402
 from app.services import log_cleaner  # noqa: E402
-from app.services.log_cleaner import CHUNK_ROWS, CleanerPass, LogCleaner  # noqa: E402
+from app.services.log_cleaner import CHUNK_ROWS, WHOLE_CHUNK_ROWS, CleanerPass, LogCleaner  # noqa: E402
 from app.services.topic_service import TopicService  # noqa: E402
 from app.settings import Settings  # noqa: E402
 from app.storage import cleaning  # noqa: E402
@@ -374,7 +374,7 @@ def bench_throughput(kind: str, url: str, records: int, rounds: int, before: Pat
     settings, db = open_db(url)
     raw = Raw(url)
     trees = {"cleaner": ROOT, **({"cleaner, before": before} if before is not None else {})}
-    chunk = CHUNK_ROWS[kind]
+    chunk = WHOLE_CHUNK_ROWS[kind]
     paths = (*trees, "raw DELETE, one statement", f"raw DELETE, {chunk:,}-row chunks")
     raw_paths = paths[len(trees):]
     turns: dict[str, list[tuple[int, float]]] = {p: [] for p in paths}
@@ -981,7 +981,8 @@ def main(argv: list[str] | None = None) -> int:
     import app
 
     print(f"# The log cleaner: {os.cpu_count()} cores; cleaner chunks of "
-          f"{', '.join(f'{n:,} rows on {k}' for k, n in CHUNK_ROWS.items())}; "
+          f"{', '.join(f'{n:,} rows on {k}' for k, n in CHUNK_ROWS.items())} (deleted whole: "
+          f"{', '.join(f'{n:,} on {k}' for k, n in WHOLE_CHUNK_ROWS.items())}); "
           f"the service's source: {Path(app.__file__).parent.parent}\n")
     for kind in kinds:
         print(f"## {kind}\n")

@@ -23,8 +23,11 @@ from __future__ import annotations
 
 import logging
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import astuple, dataclass
+
+from sqlalchemy import Connection
 
 from app import metrics
 from app.domain.clock import Clock
@@ -53,6 +56,12 @@ logger = logging.getLogger(__name__)
 # rows it deletes (an appender only for the partition row's last UPDATE), and larger chunks
 # pay the per-chunk statements less often (docs/benchmarks.md, session 9, the log cleaner).
 CHUNK_ROWS = {"sqlite": 5_000, "postgresql": 20_000}
+# Rows of a chunk that retention deletes whole: summed and deleted, never read into Python
+# (app.storage.cleaning.delete_chunk). On PostgreSQL, where nobody waits for them, a chunk's
+# fixed costs (its probes, savepoint, counters and commit, some ten round trips) weigh less
+# the more rows they serve (docs/benchmarks.md, the log cleaner, 1c). Every other step keeps
+# CHUNK_ROWS: it reads its rows, or names them in a statement (compaction's DELETE … IN).
+WHOLE_CHUNK_ROWS = {"sqlite": 5_000, "postgresql": 50_000}
 # A transaction spanning more rows than a chunk holds the retention bound at its first record
 # until its marker is read: the chunk grows up to this before the cleaner gives up for now.
 MAX_CHUNK_ROWS = 1_000_000
@@ -94,12 +103,16 @@ _REASONS = ("below_log_start", "retention", "compaction", "topics_purged")
 
 class LogCleaner:
     def __init__(self, db: Database, settings: Settings, clock: Clock, *,
-                 chunk_rows: int | None = None, max_compaction_keys: int = MAX_COMPACTION_KEYS,
+                 chunk_rows: int | None = None, whole_chunk_rows: int | None = None,
+                 max_compaction_keys: int = MAX_COMPACTION_KEYS,
                  min_cleanable_dirty_ratio: float = MIN_CLEANABLE_DIRTY_RATIO) -> None:
         self.db = db
         self.settings = settings
         self.clock = clock
         self.chunk_rows = CHUNK_ROWS[db.dialect] if chunk_rows is None else chunk_rows
+        if whole_chunk_rows is None:  # chunk_rows alone (tests): both
+            whole_chunk_rows = WHOLE_CHUNK_ROWS[db.dialect] if chunk_rows is None else chunk_rows
+        self.whole_chunk_rows = whole_chunk_rows
         self.max_compaction_keys = max_compaction_keys
         self.min_cleanable_dirty_ratio = min_cleanable_dirty_ratio
         self.holder = uuid.uuid4().hex  # this cleaner's name on the leases it takes
@@ -122,6 +135,21 @@ class LogCleaner:
         done += self._purge_deleted_topics(stop)
         return done + self._reclaim_space(done)
 
+    @contextmanager
+    def _chunk(self) -> Iterator[Connection]:
+        """The write transaction of one chunk. Its commit does not wait for the disk (SQLite
+        synchronous=NORMAL, PostgreSQL synchronous_commit off): that flush was a sixth to a
+        third of a chunk's time (docs/benchmarks.md). A crash of the machine, not of a
+        process, may lose the last chunks committed, and never one without those after it:
+        both databases replay their log in order, and any durable commit after a chunk (a
+        Send's) flushes it too. The partition is then as a cleaner that stopped earlier left
+        it: rows, counters and log start as they were before those chunks, consistent, and
+        deleted again by the next pass. A reader that saw the log start higher may find
+        records below it again, which it may read once more; none goes missing."""
+        with self.db.write(durable=False) as conn:
+            cleaning.commit_without_flush(conn)
+            yield conn
+
     # --- retention ------------------------------------------------------------------------
 
     def _delete_prefix(self, state: PartitionState, now: int, stop: Callable[[], bool]) -> CleanerPass:
@@ -133,8 +161,9 @@ class LogCleaner:
             expire_before = now - config.retention_ms
         done, span = CleanerPass(), self.chunk_rows
         deleted_to = None  # the end of what this pass deleted last: nothing is stored below it
+        summed_to = None  # the end of the last range summed that could not go whole
         while not stop():
-            with self.db.write() as conn:
+            with self._chunk() as conn:
                 first = cleaning.first_stored(conn, state.topic_id, state.partition, at_least=deleted_to)
                 log_start = cleaning.log_start(conn, state.topic_id, state.partition)
                 if first is None or log_start is None:
@@ -160,13 +189,20 @@ class LogCleaner:
                     # Most chunks go whole (plain records, all expired): deleted with a sum that
                     # says so, without reading each row; otherwise read one by one. The last
                     # row tells, in one probe, when the sum cannot say so (the chunk that holds
-                    # the first record to stay, usually): then the rows are read at once.
+                    # the first record to stay, usually): then the rows are read at once. A
+                    # range the sum said no to is read to its end before another sum, which
+                    # would cover much of it again.
                     summary = None
-                    if span == self.chunk_rows:
-                        last = cleaning.last_stored(conn, state.topic_id, state.partition, start, end)
+                    if span == self.chunk_rows and (summed_to is None or start >= summed_to):
+                        whole_end = min(state.last_stable, start + self.whole_chunk_rows)
+                        last = cleaning.last_stored(conn, state.topic_id, state.partition, start, whole_end)
                         if last is not None and may_expire_whole(last, limits):
-                            summary = cleaning.delete_chunk(conn, state.topic_id, state.partition, start, end,
-                                                            lambda s: expires_whole(s, limits))
+                            summary = cleaning.delete_chunk(conn, state.topic_id, state.partition, start,
+                                                            whole_end, lambda s: expires_whole(s, limits))
+                            if summary is None:
+                                summed_to = whole_end
+                            else:
+                                end = whole_end
                     if summary is not None:
                         bound = end
                         cleaning.count_prefix_deleted(conn, state.topic_id, state.partition, summary, bound)
@@ -258,7 +294,7 @@ class LogCleaner:
         assert compaction.cleaning_point is not None
         done, below = CleanerPass(), compaction.cleaning_point
         while not stop():  # stopped: the checkpoint stays, and the next pass scans again
-            with self.db.write() as conn:
+            with self._chunk() as conn:
                 rows = cleaning.compaction_rows(conn, state.topic_id, state.partition, log_start, below,
                                                 self.chunk_rows)
                 if rows:
@@ -304,7 +340,7 @@ class LogCleaner:
     def _purge_deleted_topics(self, stop: Callable[[], bool]) -> CleanerPass:
         purged = 0
         while not stop():
-            with self.db.write() as conn:
+            with self._chunk() as conn:
                 topic_id = cleaning.next_deleted_topic(conn)
                 if topic_id is None:
                     break

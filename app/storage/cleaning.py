@@ -50,6 +50,14 @@ class PartitionState:
     cleaned_offset: int  # compaction's checkpoint
 
 
+def commit_without_flush(conn: Connection) -> None:
+    """PostgreSQL: this transaction's commit does not wait for its WAL to reach the disk
+    (synchronous_commit off, for this transaction only). SQLite's equivalent, synchronous=NORMAL,
+    cannot change inside a transaction: Database.write(durable=False) sets it around one."""
+    if conn.dialect.name == "postgresql":
+        conn.exec_driver_sql("SET LOCAL synchronous_commit = off")
+
+
 def partition_states(conn: Connection) -> list[PartitionState]:
     """Every partition of every topic, with its last stable offset, in one statement."""
     rows = conn.execute(

@@ -187,10 +187,12 @@ class Database:
         reader already past it would skip the new record (guarantee 6).
 
         durable=False is for a write whose loss in a crash nobody can observe except as a
-        refusal: it commits without waiting for the disk (SQLite synchronous=NORMAL, which
-        skips the WAL fsync; PostgreSQL commits are cheap enough here to keep them all
-        durable). Any later durable commit makes it durable too, since both logs are written
-        and flushed in order.
+        refusal, or as a state the service could have been in anyway (the log cleaner's
+        chunks: as if it had stopped earlier): it commits without waiting for the disk
+        (SQLite synchronous=NORMAL, which skips the WAL fsync; PostgreSQL commits are cheap
+        enough here to keep them durable, but a transaction may turn synchronous_commit off
+        for itself, as the log cleaner's large ones do: app.storage.cleaning). Any later
+        durable commit makes it durable too, since both logs are written and flushed in order.
         """
         relaxed = not durable and self.dialect == "sqlite" and self._sqlite_synchronous == "FULL"
         with self._writer_turn(), translate_driver_errors():

@@ -170,6 +170,23 @@ def test_a_chunk_whose_last_row_has_not_expired_is_read_without_being_summed_fir
     assert (reads, sums) == ([(0, 3)], [])
 
 
+def test_a_range_whose_sum_said_no_is_read_to_its_end_before_another_sum(services, client, clock, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    cleaner = LogCleaner(services.db, services.settings, clock, chunk_rows=3, whole_chunk_rows=5)
+    create_topic(client, "t", retention_ms=HOUR)
+    produce(client, "t", ["p0", "p1"], ts=clock.now_ms - 2 * HOUR)  # 0, 1
+    txn(client, "a", "t", ["a2", "a3"])  # 2, 3, marker 4
+    clock.advance(2 * HOUR)
+    produce(client, "t", ["p5", "p6", "p7", "p8", "p9"], ts=clock.now_ms - 2 * HOUR)  # 5-9
+    reads, sums = record_reads_and_sums(monkeypatch)
+
+    assert cleaner.run_once() == CleanerPass(retention=9, bytes_deleted=9 * 4)
+    # [0, 5) ends with a marker: read three rows, up to txn a. [2, 7) holds txn a: the sum
+    # says no, and its rows are read to 7 and past, 3 at a time. From 8 on, a sum again.
+    assert reads == [(0, 3), (2, 5), (5, 8)]
+    assert sums == [(2, 7), (8, 10)]
+    assert described(client, "t")["log_start_offset"] == 10
+
+
 def test_retention_minus_one_keeps_everything(client, cleaner, clock) -> None:  # type: ignore[no-untyped-def]
     create_topic(client, "t", retention_ms=-1)
     produce(client, "t", [1, 2], ts=0)
@@ -249,6 +266,28 @@ def test_rows_another_cleaner_deletes_under_a_chunk_are_counted_once(client, cle
     assert offsets_stored(db_url, "t") == []
     assert described(client, "t")["log_start_offset"] == 6
     assert_counters_exact(client, db_url, "t")
+
+
+def test_a_chunk_commits_without_waiting_for_the_disk_and_other_writes_still_do(services, client, cleaner, clock, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    create_topic(client, "t", retention_ms=HOUR)
+    produce(client, "t", [1, 2], ts=clock.now_ms - 2 * HOUR)
+    seen: list[str] = []
+    first_stored = cleaning.first_stored
+
+    def flush_setting(conn) -> str:  # type: ignore[no-untyped-def]
+        if conn.dialect.name == "sqlite":
+            return {1: "NORMAL", 2: "FULL"}[conn.exec_driver_sql("PRAGMA synchronous").scalar()]
+        return conn.exec_driver_sql("SHOW synchronous_commit").scalar()
+
+    def recorded(conn, *args, **kwargs):  # type: ignore[no-untyped-def]
+        seen.append(flush_setting(conn))
+        return first_stored(conn, *args, **kwargs)
+
+    monkeypatch.setattr(cleaning, "first_stored", recorded)
+    assert cleaner.run_once().retention == 2
+    assert set(seen) == {"NORMAL" if services.db.is_sqlite else "off"}
+    with services.db.write() as conn:  # the next write on the same connections flushes again
+        assert flush_setting(conn) == ("FULL" if services.db.is_sqlite else "on")
 
 
 # --- retention by size ------------------------------------------------------------------------
