@@ -250,20 +250,26 @@ def spread(values: list[float], fmt: str = "{:,.0f}") -> str:
 
 
 class ChunkProfile:
-    """Where a cleaner pass's time goes, per chunk (one database transaction): each storage
-    call of the retention step, timed by wrapping it where app.services.log_cleaner finds it;
-    the counters UPDATE, timed by SQLAlchemy's cursor events and taken out of the deletion
-    that runs it; the commit (the end of Database.write's block to its exit)."""
+    """Where a cleaner pass's time goes, per chunk: each storage call of the retention step,
+    timed by wrapping it where app.services.log_cleaner finds it; the counters UPDATE, timed
+    by SQLAlchemy's cursor events and taken out of the deletion that runs it; a transaction's
+    begin and commit (Database.write's and read's own time around the calls); the WAL's
+    checkpoint (SQLite). Also how long the write transaction lasted: what every other writer
+    waits for on SQLite."""
 
-    STEPS = ("begin", "first_stored", "log_start", "last_stored", "delete_chunk", "stored_rows", "retention_bound",
-             "DELETE", "counters UPDATE", "commit")
+    STEPS = ("read: begin, commit", "first_stored", "log_start", "last_stored", "chunk_summary",
+             "write: begin", "delete_summed", "stored_rows", "retention_bound", "DELETE", "counters UPDATE",
+             "write: commit", "checkpoint")
+    DELETIONS = ("delete_summed", "DELETE")
 
     def __init__(self, cleaner: LogCleaner) -> None:
         self.cleaner = cleaner
         self.t = dict.fromkeys(self.STEPS, 0.0)
         self.chunks = 0  # transactions that deleted; the pass's look at each empty partition is in the times
         self.total = 0.0
+        self.write_held = 0.0  # inside Database.write, begin to commit
         self.running: str | None = None  # the wrapped step running now
+        self.inside = 0.0  # time of the wrapped steps so far (to take out of a transaction's own)
 
     def _timed(self, step: str, fn: Callable) -> Callable:
         def wrapper(*args, **kwargs):  # type: ignore[no-untyped-def]
@@ -272,8 +278,10 @@ class ChunkProfile:
                 return fn(*args, **kwargs)
             finally:
                 self.running = None
-                self.t[step] += time.perf_counter() - t0
-                if step in ("DELETE", "delete_chunk"):
+                took = time.perf_counter() - t0
+                self.t[step] += took
+                self.inside += took
+                if step in self.DELETIONS:
                     self.chunks += 1
         return wrapper
 
@@ -286,16 +294,33 @@ class ChunkProfile:
                 return getattr(db, name)
 
             @contextmanager
+            def read(self) -> Iterator[object]:
+                t0, inside = time.perf_counter(), profile.inside
+                with db.read() as conn:
+                    yield conn
+                took = time.perf_counter() - t0
+                profile.t["read: begin, commit"] += took - (profile.inside - inside)
+                profile.total += took
+
+            @contextmanager
             def write(self, **kwargs: object) -> Iterator[object]:
                 t0 = time.perf_counter()
                 with db.write(**kwargs) as conn:  # type: ignore[arg-type]
                     t1 = time.perf_counter()
-                    profile.t["begin"] += t1 - t0
+                    profile.t["write: begin"] += t1 - t0
                     yield conn
                     t2 = time.perf_counter()
                 t3 = time.perf_counter()
-                profile.t["commit"] += t3 - t2
+                profile.t["write: commit"] += t3 - t2
                 profile.total += t3 - t0
+                profile.write_held += t3 - t0
+
+            def checkpoint(self) -> None:
+                t0 = time.perf_counter()
+                db.checkpoint()
+                took = time.perf_counter() - t0
+                profile.t["checkpoint"] += took
+                profile.total += took
 
         def before(conn, cursor, statement, *args) -> None:  # type: ignore[no-untyped-def]
             conn.info["profile_t0"] = time.perf_counter()
@@ -304,11 +329,12 @@ class ChunkProfile:
             if statement.lstrip().upper().startswith("UPDATE PARTITIONS"):
                 took = time.perf_counter() - conn.info["profile_t0"]
                 self.t["counters UPDATE"] += took
+                self.inside += took
                 if self.running == "DELETE":  # delete_prefix runs it: its time includes it
                     self.t["DELETE"] -= took
 
-        steps = [(cleaning, name, name) for name in ("first_stored", "log_start", "last_stored", "delete_chunk",
-                                                      "stored_rows") if hasattr(cleaning, name)]
+        steps = [(cleaning, name, name) for name in ("first_stored", "log_start", "last_stored", "chunk_summary",
+                                                      "delete_summed", "stored_rows") if hasattr(cleaning, name)]
         steps += [(cleaning, name, "DELETE") for name in ("delete_prefix",) if hasattr(cleaning, name)]
         steps += [(log_cleaner, "retention_bound", "retention_bound")]
         event.listen(db.engine, "before_cursor_execute", before)
@@ -458,7 +484,9 @@ def bench_throughput(kind: str, url: str, records: int, rounds: int, before: Pat
         print(f"| {step} | {profile.t[step] / profile.chunks * 1000:.2f} | {profile.t[step] / profile.total:.0%} |")
     rest = profile.total - sum(profile.t.values())
     print(f"| the rest (Python between the steps) | {rest / profile.chunks * 1000:.2f} | {rest / profile.total:.0%} |")
-    print(f"| **a chunk** | **{profile.total / profile.chunks * 1000:.2f}** | |\n")
+    print(f"| **a chunk** | **{profile.total / profile.chunks * 1000:.2f}** | |")
+    print(f"| of which in the write transaction (what SQLite's other writers wait for) | "
+          f"{profile.write_held / profile.chunks * 1000:.2f} | {profile.write_held / profile.total:.0%} |\n")
 
 
 # --- cleaner in a child process (2 and 3) ---------------------------------------------------

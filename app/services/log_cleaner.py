@@ -62,6 +62,13 @@ CHUNK_ROWS = {"sqlite": 5_000, "postgresql": 20_000}
 # the more rows they serve (docs/benchmarks.md, the log cleaner, 1c). Every other step keeps
 # CHUNK_ROWS: it reads its rows, or names them in a statement (compaction's DELETE … IN).
 WHOLE_CHUNK_ROWS = {"sqlite": 5_000, "postgresql": 50_000}
+# SQLite: the cleaner checkpoints the WAL itself, out of the write turn, once its chunks have
+# deleted this many records since its last checkpoint: some 700 pages of the WAL for records
+# of ~100 bytes, under SQLite's own wal_autocheckpoint (1,000 pages), which would otherwise
+# run the checkpoint inside the commit of whichever writer passes it, a Send's included,
+# while the process's other writers wait. Each checkpoint flushes the WAL and the database
+# file: after every 5,000-row chunk, it was a fifth of the chunk's time.
+CHECKPOINT_RECORDS = 20_000
 # A transaction spanning more rows than a chunk holds the retention bound at its first record
 # until its marker is read: the chunk grows up to this before the cleaner gives up for now.
 MAX_CHUNK_ROWS = 1_000_000
@@ -116,6 +123,7 @@ class LogCleaner:
         self.max_compaction_keys = max_compaction_keys
         self.min_cleanable_dirty_ratio = min_cleanable_dirty_ratio
         self.holder = uuid.uuid4().hex  # this cleaner's name on the leases it takes
+        self._deleted_since_checkpoint = 0
         self._deleted_since_vacuum = 0
         self._vacuums_itself: bool | None = None  # asked of the database once
 
@@ -133,28 +141,41 @@ class LogCleaner:
             if state.config.cleanup_policy.compacts and not stop():
                 done += self._compact(state, now, stop)
         done += self._purge_deleted_topics(stop)
+        if self._deleted_since_checkpoint:  # the pass's last chunks' pages, before it rests
+            self.db.checkpoint()
+            self._deleted_since_checkpoint = 0
         return done + self._reclaim_space(done)
 
     @contextmanager
     def _chunk(self) -> Iterator[Connection]:
-        """The write transaction of one chunk. Its commit does not wait for the disk (SQLite
-        synchronous=NORMAL, PostgreSQL synchronous_commit off): that flush was a sixth to a
-        third of a chunk's time (docs/benchmarks.md). A crash of the machine, not of a
-        process, may lose the last chunks committed, and never one without those after it:
-        both databases replay their log in order, and any durable commit after a chunk (a
-        Send's) flushes it too. The partition is then as a cleaner that stopped earlier left
-        it: rows, counters and log start as they were before those chunks, consistent, and
-        deleted again by the next pass. A reader that saw the log start higher may find
-        records below it again, which it may read once more; none goes missing."""
-        with self.db.write(durable=False) as conn:
-            cleaning.commit_without_flush(conn)
+        """The write transaction of one chunk, a background one (Database.write): its commit
+        does not wait for the disk (SQLite synchronous=NORMAL, PostgreSQL synchronous_commit
+        off), which was a sixth to a third of a chunk's time (docs/benchmarks.md). A crash
+        of the machine, not of a process, may lose the last chunks committed, and never one
+        without those after it: both databases replay their log in order, and any durable
+        commit after a chunk (a Send's) flushes it too. The partition is then as a cleaner
+        that stopped earlier left it: rows, counters and log start as they were before those
+        chunks, consistent, and deleted again by the next pass. A reader that saw the log
+        start higher may find records below it again, which it may read once more; none goes
+        missing. On SQLite the WAL's checkpoint runs after the chunks (_chunk_done), out of
+        the write turn that every other writer of the process waits for."""
+        with self.db.write(background=True) as conn:
             yield conn
+
+    def _chunk_done(self, step: CleanerPass) -> None:
+        """After a chunk's transaction, out of the write turn: SQLite's checkpoint, when due."""
+        self._deleted_since_checkpoint += step.below_log_start + step.retention + step.compaction + step.topics_purged
+        if self._deleted_since_checkpoint >= CHECKPOINT_RECORDS:
+            self.db.checkpoint()
+            self._deleted_since_checkpoint = 0
 
     # --- retention ------------------------------------------------------------------------
 
     def _delete_prefix(self, state: PartitionState, now: int, stop: Callable[[], bool]) -> CleanerPass:
         """Below the log start everything goes; above it, retention decides (delete policies
-        only), up to the last stable offset. A chunk of rows per database transaction."""
+        only), up to the last stable offset. A chunk of rows per database transaction, looked
+        at first in a read transaction: a writer that waits for the chunk's (on SQLite every
+        writer of the database) waits for its DELETE only, not for the probes and the sum."""
         config = state.config
         expire_before = None
         if config.cleanup_policy.deletes and config.retention_ms != NO_LIMIT:
@@ -163,17 +184,14 @@ class LogCleaner:
         deleted_to = None  # the end of what this pass deleted last: nothing is stored below it
         summed_to = None  # the end of the last range summed that could not go whole
         while not stop():
-            with self._chunk() as conn:
+            with self.db.read() as conn:
                 first = cleaning.first_stored(conn, state.topic_id, state.partition, at_least=deleted_to)
                 log_start = cleaning.log_start(conn, state.topic_id, state.partition)
                 if first is None or log_start is None:
                     break
-                start = first.offset
-                if start < log_start:
-                    bound = min(log_start, start + self.chunk_rows)
-                    records, size = cleaning.delete_prefix(conn, state.topic_id, state.partition, start, bound)
-                    step = CleanerPass(below_log_start=records, bytes_deleted=size)
-                else:
+                start, summary = first.offset, None
+                below_log_start = start < log_start
+                if not below_log_start:
                     bytes_over = 0
                     if config.cleanup_policy.deletes and config.retention_bytes != NO_LIMIT:
                         bytes_over = max(0, state.size_bytes - done.bytes_deleted - config.retention_bytes)
@@ -192,43 +210,47 @@ class LogCleaner:
                     # the first record to stay, usually): then the rows are read at once. A
                     # range the sum said no to is read to its end before another sum, which
                     # would cover much of it again.
-                    summary = None
                     if span == self.chunk_rows and (summed_to is None or start >= summed_to):
                         whole_end = min(state.last_stable, start + self.whole_chunk_rows)
                         last = cleaning.last_stored(conn, state.topic_id, state.partition, start, whole_end)
                         if last is not None and may_expire_whole(last, limits):
-                            summary = cleaning.delete_chunk(conn, state.topic_id, state.partition, start,
-                                                            whole_end, lambda s: expires_whole(s, limits))
-                            if summary is None:
-                                summed_to = whole_end
-                            else:
+                            summary = cleaning.chunk_summary(conn, state.topic_id, state.partition, start, whole_end)
+                            if expires_whole(summary, limits):
                                 end = whole_end
-                    if summary is not None:
-                        bound = end
-                        cleaning.count_prefix_deleted(conn, state.topic_id, state.partition, summary, bound)
-                        records, size = summary.records, summary.size
-                    else:
-                        rows = cleaning.stored_rows(conn, state.topic_id, state.partition, start, end)
-                        bound = retention_bound(rows, log_start=log_start, end=end, limits=limits)
-                        if bound <= start:
-                            # Held back by a transaction whose marker lies past the rows read,
-                            # when every record read has expired: read more, up to the last
-                            # stable offset, then give up for now. Held back by a record that
-                            # has not expired, no longer read would move the bound (reading up
-                            # to a million rows a pass here made every pass over a partition
-                            # not yet due take seconds: docs/benchmarks.md, session 9).
-                            if (end < state.last_stable and span < MAX_CHUNK_ROWS
-                                    and expired_until(rows, log_start=log_start, end=end, limits=limits) == end):
-                                span *= 2
-                                continue
-                            break
-                        records, size = cleaning.delete_prefix(conn, state.topic_id, state.partition,
-                                                               start, bound)
+                            else:
+                                summary, summed_to = None, whole_end
+            with self._chunk() as conn:
+                if below_log_start:
+                    bound = min(log_start, start + self.chunk_rows)
+                    records, size = cleaning.delete_prefix(conn, state.topic_id, state.partition, start, bound)
+                    step = CleanerPass(below_log_start=records, bytes_deleted=size)
+                elif summary is not None and cleaning.delete_summed(conn, state.topic_id, state.partition,
+                                                                    start, end, summary):
+                    bound = end
+                    cleaning.count_prefix_deleted(conn, state.topic_id, state.partition, summary, bound)
+                    step = CleanerPass(retention=summary.records, bytes_deleted=summary.size)
+                else:
+                    rows = cleaning.stored_rows(conn, state.topic_id, state.partition, start, end)
+                    bound = retention_bound(rows, log_start=log_start, end=end, limits=limits)
+                    if bound <= start:
+                        # Held back by a transaction whose marker lies past the rows read,
+                        # when every record read has expired: read more, up to the last
+                        # stable offset, then give up for now. Held back by a record that
+                        # has not expired, no longer read would move the bound (reading up
+                        # to a million rows a pass here made every pass over a partition
+                        # not yet due take seconds: docs/benchmarks.md, session 9).
+                        if (end < state.last_stable and span < MAX_CHUNK_ROWS
+                                and expired_until(rows, log_start=log_start, end=end, limits=limits) == end):
+                            span *= 2
+                            continue
+                        break
+                    records, size = cleaning.delete_prefix(conn, state.topic_id, state.partition, start, bound)
                     step = CleanerPass(retention=records, bytes_deleted=size)
-                    span = self.chunk_rows
+                span = self.chunk_rows
                 _count_after_commit(conn, step)
             done += step
             deleted_to = bound
+            self._chunk_done(step)
         return done
 
     # --- compaction -----------------------------------------------------------------------
@@ -311,6 +333,7 @@ class LogCleaner:
                     step = CleanerPass(compaction=records, bytes_deleted=size, partitions_compacted=1)
                 _count_after_commit(conn, step)
             done += step
+            self._chunk_done(step)
             if not rows:
                 break
             below = rows[-1].offset
@@ -347,6 +370,7 @@ class LogCleaner:
                 n = cleaning.purge_deleted_topic(conn, topic_id, self.chunk_rows)
                 _count_after_commit(conn, CleanerPass(topics_purged=n))
             purged += n
+            self._chunk_done(CleanerPass(topics_purged=n))
         return CleanerPass(topics_purged=purged)
 
 

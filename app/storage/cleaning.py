@@ -13,9 +13,8 @@ So the cleaner holds an appender up for one UPDATE and the commit, never for the
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from sqlalchemy import Connection, and_, bindparam, case, delete, func, select, update
 
@@ -48,14 +47,6 @@ class PartitionState:
     last_stable: int  # nothing at or past it is ever touched
     size_bytes: int
     cleaned_offset: int  # compaction's checkpoint
-
-
-def commit_without_flush(conn: Connection) -> None:
-    """PostgreSQL: this transaction's commit does not wait for its WAL to reach the disk
-    (synchronous_commit off, for this transaction only). SQLite's equivalent, synchronous=NORMAL,
-    cannot change inside a transaction: Database.write(durable=False) sets it around one."""
-    if conn.dialect.name == "postgresql":
-        conn.exec_driver_sql("SET LOCAL synchronous_commit = off")
 
 
 def partition_states(conn: Connection) -> list[PartitionState]:
@@ -139,37 +130,43 @@ def stored_rows(conn: Connection, topic_id: int, partition: int, start: int, end
     return [_stored_row(*row) for row in rows]
 
 
-def delete_chunk(conn: Connection, topic_id: int, partition: int, start: int, end: int,
-                 goes: Callable[[ChunkSummary], bool]) -> ChunkSummary | None:
-    """Delete the rows of [start, end) if, summed, they all go (`goes`, the caller's rule:
-    app.domain.log_cleaning.expires_whole); answer the summary, or None and delete nothing.
-    The counters are not moved (count_prefix_deleted).
-
-    One aggregate, then a DELETE that brings no row back: reading each row into Python, or
+def chunk_summary(conn: Connection, topic_id: int, partition: int, start: int, end: int) -> ChunkSummary:
+    """The rows of [start, end) summed in one aggregate (app.domain.log_cleaning.expires_whole
+    decides from it whether they all go), without reading each into Python: that, or
     returning them from the DELETE, cost more than the DELETE itself (docs/benchmarks.md,
-    session 9). The DELETE must find every row the aggregate counted: another cleaner may
-    have deleted some in between (PostgreSQL; SQLite has one writer) and counted them itself.
-    If it did, the DELETE is undone (a savepoint) and the caller reads the rows one by one."""
-    in_range = _in_range(topic_id, partition, start, end)
-    summary = _summed(conn, select(records.c.txn_id, records.c.control_type, records.c.timestamp_ms,
-                                   _SIZE.label("size")).where(*in_range).subquery())
-    if not goes(summary):
-        return None
-    savepoint = conn.begin_nested()
-    if conn.execute(delete(records).where(*in_range)).rowcount != summary.rows:
-        savepoint.rollback()
-        return None
-    savepoint.commit()
-    return summary
-
-
-def _summed(conn: Connection, rows: Any) -> ChunkSummary:
+    session 9; a DELETE … RETURNING summed in the same statement, on PostgreSQL 15, twice
+    the aggregate and the DELETE together). A read: it needs no write transaction."""
+    summed = (
+        select(records.c.txn_id, records.c.control_type, records.c.timestamp_ms, _SIZE.label("size"))
+        .where(*_in_range(topic_id, partition, start, end))
+        .subquery()
+    )
     count, transactional, markers, newest, size = conn.execute(
-        select(func.count(), func.count(rows.c.txn_id), func.count(rows.c.control_type), func.max(rows.c.timestamp_ms),
-               func.coalesce(func.sum(case((rows.c.control_type.is_(None), rows.c.size), else_=0)), 0))
+        select(func.count(), func.count(summed.c.txn_id), func.count(summed.c.control_type),
+               func.max(summed.c.timestamp_ms),
+               func.coalesce(func.sum(case((summed.c.control_type.is_(None), summed.c.size), else_=0)), 0))
     ).one()
     # PostgreSQL sums BIGINTs as NUMERIC.
     return ChunkSummary(rows=count, transactional=transactional, markers=markers, newest_ms=newest, size=int(size))
+
+
+def delete_summed(conn: Connection, topic_id: int, partition: int, start: int, end: int,
+                  summary: ChunkSummary) -> bool:
+    """Delete the rows of [start, end) if they are still the rows `summary` counted; else
+    delete nothing. The counters are not moved (count_prefix_deleted).
+
+    Below the last stable offset rows are never added, only deleted: by another cleaner,
+    which counts them itself, between the sum and this DELETE (on SQLite too, since the sum
+    is read before the write turn is taken). So the DELETE finding as many rows as the sum
+    counted means it deleted those very rows; finding fewer, it is undone (a savepoint), and
+    the caller reads the rows one by one. Without the check, a row deleted in between would
+    leave the partition's counters a row and its bytes short."""
+    savepoint = conn.begin_nested()
+    if conn.execute(delete(records).where(*_in_range(topic_id, partition, start, end))).rowcount != summary.rows:
+        savepoint.rollback()
+        return False
+    savepoint.commit()
+    return True
 
 
 def count_prefix_deleted(conn: Connection, topic_id: int, partition: int, summary: ChunkSummary, bound: int) -> None:

@@ -23,6 +23,8 @@ from app.settings import Settings
 from app.storage.errors import translate_driver_errors
 
 _WRITE = "outbox_write"
+# SQLite's default, which every write but a background one keeps (Database.write).
+_SQLITE_WAL_AUTOCHECKPOINT = 1000
 _AFTER_COMMIT = "outbox_after_commit"
 
 
@@ -179,7 +181,7 @@ class Database:
         return self.dialect == "sqlite"
 
     @contextmanager
-    def write(self, *, durable: bool = True) -> Iterator[Connection]:
+    def write(self, *, durable: bool = True, background: bool = False) -> Iterator[Connection]:
         """One short write transaction; committed on exit, rolled back on any exception.
 
         Every write is durable when it commits, markers included: a marker readers have seen
@@ -187,21 +189,35 @@ class Database:
         reader already past it would skip the new record (guarantee 6).
 
         durable=False is for a write whose loss in a crash nobody can observe except as a
-        refusal, or as a state the service could have been in anyway (the log cleaner's
-        chunks: as if it had stopped earlier): it commits without waiting for the disk
-        (SQLite synchronous=NORMAL, which skips the WAL fsync; PostgreSQL commits are cheap
-        enough here to keep them durable, but a transaction may turn synchronous_commit off
-        for itself, as the log cleaner's large ones do: app.storage.cleaning). Any later
-        durable commit makes it durable too, since both logs are written and flushed in order.
+        refusal: it commits without waiting for the disk (SQLite synchronous=NORMAL, which
+        skips the WAL fsync; PostgreSQL commits are cheap enough here to keep them all
+        durable). Any later durable commit makes it durable too, since both logs are written
+        and flushed in order.
+
+        background=True is for the large transactions of a chore (the log cleaner's chunks)
+        whose loss in a crash leaves a state the service could have been in anyway. They are
+        not durable, on PostgreSQL too (synchronous_commit off for the transaction: its
+        commit would wait for all of its WAL), and on SQLite they leave the WAL's checkpoint
+        to the chore, which calls checkpoint() out of its turn: SQLite runs one inside the
+        commit that takes the WAL past wal_autocheckpoint (1,000 pages), while every other
+        writer of the process waits for that commit.
         """
-        relaxed = not durable and self.dialect == "sqlite" and self._sqlite_synchronous == "FULL"
+        sqlite = self.dialect == "sqlite"
+        relaxed = (background or not durable) and sqlite and self._sqlite_synchronous == "FULL"
+        deferred_checkpoint = background and sqlite
         with self._writer_turn(), translate_driver_errors():
             with self.engine.connect() as conn:
                 take_write_lock_at_begin(conn)
-                if relaxed:  # the safety level can only change outside a transaction
-                    conn.connection.driver_connection.execute("PRAGMA synchronous=NORMAL")  # type: ignore[union-attr]
+                driver = conn.connection.driver_connection
+                # The safety level can only change outside a transaction.
+                if relaxed:
+                    driver.execute("PRAGMA synchronous=NORMAL")  # type: ignore[union-attr]
+                if deferred_checkpoint:
+                    driver.execute("PRAGMA wal_autocheckpoint=0")  # type: ignore[union-attr]
                 try:
                     with conn.begin():
+                        if background and not sqlite:
+                            conn.exec_driver_sql("SET LOCAL synchronous_commit = off")
                         yield conn
                     for fn in conn.info.pop(_AFTER_COMMIT, ()):
                         fn()
@@ -209,7 +225,18 @@ class Database:
                     conn.info.pop(_WRITE, None)
                     conn.info.pop(_AFTER_COMMIT, None)
                     if relaxed:
-                        conn.connection.driver_connection.execute("PRAGMA synchronous=FULL")  # type: ignore[union-attr]
+                        driver.execute("PRAGMA synchronous=FULL")  # type: ignore[union-attr]
+                    if deferred_checkpoint:
+                        driver.execute(f"PRAGMA wal_autocheckpoint={_SQLITE_WAL_AUTOCHECKPOINT}")  # type: ignore[union-attr]
+
+    def checkpoint(self) -> None:
+        """SQLite: copy the WAL's committed pages into the database file, as background writes
+        leave to their caller. PASSIVE: it waits for no reader or writer, and takes no writer's
+        turn, so the process's writers go on meanwhile. Nothing to do on PostgreSQL."""
+        if self.dialect != "sqlite":
+            return
+        with translate_driver_errors(), self.engine.connect() as conn:
+            conn.connection.driver_connection.execute("PRAGMA wal_checkpoint(PASSIVE)")  # type: ignore[union-attr]
 
     @contextmanager
     def _writer_turn(self) -> Iterator[None]:

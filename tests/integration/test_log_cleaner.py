@@ -9,6 +9,7 @@ import pytest
 from sqlalchemy import create_engine, func, insert, select, update
 
 from app.domain.log_cleaning import record_size
+from app.services import log_cleaner
 from app.services.log_cleaner import CleanerPass, LogCleaner
 from app.storage import cleaning
 from app.storage.dialect import utf8_bytes
@@ -133,21 +134,21 @@ def test_nothing_goes_before_its_time(client, cleaner, clock) -> None:  # type: 
 
 
 def record_reads_and_sums(monkeypatch) -> tuple[list[tuple[int, int]], list[tuple[int, int]]]:  # type: ignore[no-untyped-def]
-    """The ranges the cleaner reads row by row (stored_rows) and sums (delete_chunk)."""
+    """The ranges the cleaner reads row by row (stored_rows) and sums (chunk_summary)."""
     reads: list[tuple[int, int]] = []
     sums: list[tuple[int, int]] = []
-    read, summed = cleaning.stored_rows, cleaning.delete_chunk
+    read, summed = cleaning.stored_rows, cleaning.chunk_summary
 
     def recorded_read(conn, topic_id, partition, start, end):  # type: ignore[no-untyped-def]
         reads.append((start, end))
         return read(conn, topic_id, partition, start, end)
 
-    def recorded_sum(conn, topic_id, partition, start, end, goes):  # type: ignore[no-untyped-def]
+    def recorded_sum(conn, topic_id, partition, start, end):  # type: ignore[no-untyped-def]
         sums.append((start, end))
-        return summed(conn, topic_id, partition, start, end, goes)
+        return summed(conn, topic_id, partition, start, end)
 
     monkeypatch.setattr(cleaning, "stored_rows", recorded_read)
-    monkeypatch.setattr(cleaning, "delete_chunk", recorded_sum)
+    monkeypatch.setattr(cleaning, "chunk_summary", recorded_sum)
     return reads, sums
 
 
@@ -240,25 +241,22 @@ def test_a_committed_transaction_that_straddles_the_bound_stays_whole(client, cl
 
 
 def test_rows_another_cleaner_deletes_under_a_chunk_are_counted_once(client, cleaner, clock, db_url, monkeypatch) -> None:  # type: ignore[no-untyped-def]
-    if db_url.startswith("sqlite"):
-        pytest.skip("SQLite has one writer: no other cleaner can delete between a chunk's sum and its DELETE")
     create_topic(client, "t", retention_ms=HOUR)
     produce(client, "t", [1, 2, 3, 4, 5, 6], ts=clock.now_ms - 2 * HOUR)  # 1 byte each
-    delete_chunk = cleaning.delete_chunk
+    chunk_summary = cleaning.chunk_summary
     raced: list[int] = []
 
-    def another_cleaner_between_sum_and_delete(conn, topic_id, partition, start, end, goes):  # type: ignore[no-untyped-def]
-        def goes_then_raced(summary):  # type: ignore[no-untyped-def]
-            if not raced:  # another cleaner deletes the chunk's first row, counts it, commits
-                raced.append(summary.rows)
-                other = create_engine(db_url)
-                with other.begin() as c:
-                    cleaning.delete_prefix(c, topic_id, partition, start, start + 1)
-                other.dispose()
-            return goes(summary)
-        return delete_chunk(conn, topic_id, partition, start, end, goes_then_raced)
+    def another_cleaner_between_sum_and_delete(conn, topic_id, partition, start, end):  # type: ignore[no-untyped-def]
+        summary = chunk_summary(conn, topic_id, partition, start, end)
+        if not raced:  # another cleaner deletes the chunk's first row, counts it, commits
+            raced.append(summary.rows)
+            other = create_engine(db_url)
+            with other.begin() as c:
+                cleaning.delete_prefix(c, topic_id, partition, start, start + 1)
+            other.dispose()
+        return summary
 
-    monkeypatch.setattr(cleaning, "delete_chunk", another_cleaner_between_sum_and_delete)
+    monkeypatch.setattr(cleaning, "chunk_summary", another_cleaner_between_sum_and_delete)
     result = cleaner.run_once()
 
     assert raced == [3]  # the first chunk summed three rows; its DELETE found two, was undone, and the rows were read
@@ -271,23 +269,43 @@ def test_rows_another_cleaner_deletes_under_a_chunk_are_counted_once(client, cle
 def test_a_chunk_commits_without_waiting_for_the_disk_and_other_writes_still_do(services, client, cleaner, clock, monkeypatch) -> None:  # type: ignore[no-untyped-def]
     create_topic(client, "t", retention_ms=HOUR)
     produce(client, "t", [1, 2], ts=clock.now_ms - 2 * HOUR)
-    seen: list[str] = []
-    first_stored = cleaning.first_stored
+    seen: list[tuple] = []
+    delete_summed = cleaning.delete_summed
 
-    def flush_setting(conn) -> str:  # type: ignore[no-untyped-def]
+    def settings_now(conn) -> tuple:  # type: ignore[no-untyped-def]
         if conn.dialect.name == "sqlite":
-            return {1: "NORMAL", 2: "FULL"}[conn.exec_driver_sql("PRAGMA synchronous").scalar()]
-        return conn.exec_driver_sql("SHOW synchronous_commit").scalar()
+            synchronous = {1: "NORMAL", 2: "FULL"}[conn.exec_driver_sql("PRAGMA synchronous").scalar()]
+            return synchronous, conn.exec_driver_sql("PRAGMA wal_autocheckpoint").scalar()
+        return (conn.exec_driver_sql("SHOW synchronous_commit").scalar(),)
 
     def recorded(conn, *args, **kwargs):  # type: ignore[no-untyped-def]
-        seen.append(flush_setting(conn))
-        return first_stored(conn, *args, **kwargs)
+        seen.append(settings_now(conn))
+        return delete_summed(conn, *args, **kwargs)
 
-    monkeypatch.setattr(cleaning, "first_stored", recorded)
+    monkeypatch.setattr(cleaning, "delete_summed", recorded)
     assert cleaner.run_once().retention == 2
-    assert set(seen) == {"NORMAL" if services.db.is_sqlite else "off"}
-    with services.db.write() as conn:  # the next write on the same connections flushes again
-        assert flush_setting(conn) == ("FULL" if services.db.is_sqlite else "on")
+    # SQLite: no fsync at commit, and no checkpoint in it either (the cleaner runs it later).
+    assert set(seen) == ({("NORMAL", 0)} if services.db.is_sqlite else {("off",)})
+    with services.db.write() as conn:  # the next write on the same connections: as before
+        assert settings_now(conn) == (("FULL", 1000) if services.db.is_sqlite else ("on",))
+
+
+def test_sqlite_checkpoints_out_of_the_write_turn(services, client, cleaner, clock, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    if not services.db.is_sqlite:
+        pytest.skip("PostgreSQL has no WAL checkpoint of its own to run")
+    monkeypatch.setattr(log_cleaner, "CHECKPOINT_RECORDS", 3)
+    create_topic(client, "t", retention_ms=HOUR)
+    produce(client, "t", list(range(7)), ts=clock.now_ms - 2 * HOUR)
+    turns_held: list[bool] = []
+    checkpoint = services.db.checkpoint
+
+    def recorded() -> None:
+        turns_held.append(services.db._sqlite_writer._held)
+        checkpoint()
+
+    monkeypatch.setattr(services.db, "checkpoint", recorded)
+    assert cleaner.run_once().retention == 7
+    assert turns_held == [False, False, False]  # after 3 and 6 records, and at the end of the pass
 
 
 # --- retention by size ------------------------------------------------------------------------
