@@ -145,6 +145,14 @@ def expires_whole(summary: ChunkSummary, limits: RetentionLimits) -> bool:
     return summary.size < limits.bytes_over
 
 
+def throttle_pause_s(records: int, elapsed_s: float, max_records_per_s: float) -> float:
+    """How long the cleaner pauses so that the `records` it deleted in `elapsed_s` average at
+    most `max_records_per_s`: Kafka's log cleaner throttle (log.cleaner.io.max.bytes.per.second,
+    kafka.utils.Throttler), counted in records, since here a row costs about the same to
+    delete whatever its size."""
+    return max(0.0, records / max_records_per_s - elapsed_s)
+
+
 def _unsplit(rows: Sequence[StoredRow], log_start: int, bound: int) -> int:
     """Lower `bound` to the first record of any transaction it would split: one with records
     below it (and at or past the log start) whose marker is not below it. Lowering the bound

@@ -22,6 +22,7 @@ partition.
 from __future__ import annotations
 
 import logging
+import time
 import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -40,6 +41,7 @@ from app.domain.log_cleaning import (
     keeps_first,
     may_expire_whole,
     retention_bound,
+    throttle_pause_s,
 )
 from app.domain.topic_config import NO_LIMIT
 from app.domain.types import IsolationLevel
@@ -69,6 +71,8 @@ WHOLE_CHUNK_ROWS = {"sqlite": 5_000, "postgresql": 50_000}
 # while the process's other writers wait. Each checkpoint flushes the WAL and the database
 # file: after every 5,000-row chunk, it was a fifth of the chunk's time.
 CHECKPOINT_RECORDS = 20_000
+# The throttle (OUTBOX_CLEANER_MAX_RECORDS_PER_SECOND) averages over windows this long.
+THROTTLE_WINDOW_S = 1.0
 # A transaction spanning more rows than a chunk holds the retention bound at its first record
 # until its marker is read: the chunk grows up to this before the cleaner gives up for now.
 MAX_CHUNK_ROWS = 1_000_000
@@ -124,6 +128,8 @@ class LogCleaner:
         self.min_cleanable_dirty_ratio = min_cleanable_dirty_ratio
         self.holder = uuid.uuid4().hex  # this cleaner's name on the leases it takes
         self._deleted_since_checkpoint = 0
+        self._throttled_since = time.monotonic()  # the throttle's window: its start, and records in it
+        self._throttled_records = 0
         self._deleted_since_vacuum = 0
         self._vacuums_itself: bool | None = None  # asked of the database once
 
@@ -131,6 +137,7 @@ class LogCleaner:
         """One pass over every partition, then the deleted topics. `stop` is asked between
         chunks: a worker shutting down does not wait for a long pass."""
         now = self.clock() if now_ms is None else now_ms
+        self._throttled_since, self._throttled_records = time.monotonic(), 0
         with self.db.read() as conn:
             states = cleaning.partition_states(conn)
         done = CleanerPass()
@@ -162,12 +169,27 @@ class LogCleaner:
         with self.db.write(background=True) as conn:
             yield conn
 
-    def _chunk_done(self, step: CleanerPass) -> None:
-        """After a chunk's transaction, out of the write turn: SQLite's checkpoint, when due."""
-        self._deleted_since_checkpoint += step.below_log_start + step.retention + step.compaction + step.topics_purged
+    def _chunk_done(self, step: CleanerPass, stop: Callable[[], bool]) -> None:
+        """After a chunk's transaction, out of the write turn: SQLite's checkpoint when due, and
+        the pause that keeps the cleaner under OUTBOX_CLEANER_MAX_RECORDS_PER_SECOND."""
+        deleted = step.below_log_start + step.retention + step.compaction + step.topics_purged
+        self._deleted_since_checkpoint += deleted
         if self._deleted_since_checkpoint >= CHECKPOINT_RECORDS:
             self.db.checkpoint()
             self._deleted_since_checkpoint = 0
+        limit = self.settings.cleaner_max_records_per_second
+        if limit is None:
+            return
+        self._throttled_records += deleted
+        now = time.monotonic()
+        pause = throttle_pause_s(self._throttled_records, now - self._throttled_since, limit)
+        while pause > 0 and not stop():  # a worker shutting down does not wait for the pause
+            time.sleep(min(pause, 0.1))
+            pause -= 0.1
+        if time.monotonic() - self._throttled_since >= THROTTLE_WINDOW_S:
+            # A new window, as Kafka's Throttler starts one after each check: time spent
+            # with nothing to delete is not saved up for a burst later.
+            self._throttled_since, self._throttled_records = time.monotonic(), 0
 
     # --- retention ------------------------------------------------------------------------
 
@@ -250,7 +272,7 @@ class LogCleaner:
                 _count_after_commit(conn, step)
             done += step
             deleted_to = bound
-            self._chunk_done(step)
+            self._chunk_done(step, stop)
         return done
 
     # --- compaction -----------------------------------------------------------------------
@@ -333,7 +355,7 @@ class LogCleaner:
                     step = CleanerPass(compaction=records, bytes_deleted=size, partitions_compacted=1)
                 _count_after_commit(conn, step)
             done += step
-            self._chunk_done(step)
+            self._chunk_done(step, stop)
             if not rows:
                 break
             below = rows[-1].offset
@@ -370,7 +392,7 @@ class LogCleaner:
                 n = cleaning.purge_deleted_topic(conn, topic_id, self.chunk_rows)
                 _count_after_commit(conn, CleanerPass(topics_purged=n))
             purged += n
-            self._chunk_done(CleanerPass(topics_purged=n))
+            self._chunk_done(CleanerPass(topics_purged=n), stop)
         return CleanerPass(topics_purged=purged)
 
 

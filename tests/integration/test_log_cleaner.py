@@ -308,6 +308,36 @@ def test_sqlite_checkpoints_out_of_the_write_turn(services, client, cleaner, clo
     assert turns_held == [False, False, False]  # after 3 and 6 records, and at the end of the pass
 
 
+def test_the_cleaner_pauses_between_chunks_to_keep_under_its_records_per_second(services, client, clock, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    class FakeTime:  # time.monotonic that moves only when the cleaner sleeps
+        now, slept = 1000.0, []
+
+        def monotonic(self) -> float:
+            return self.now
+
+        def sleep(self, s: float) -> None:
+            self.slept.append(s)
+            self.now += s
+
+    fake = FakeTime()
+    monkeypatch.setattr(log_cleaner, "time", fake)
+    settings = services.settings.model_copy(update={"cleaner_max_records_per_second": 2})
+    cleaner = LogCleaner(services.db, settings, clock, chunk_rows=3)
+    create_topic(client, "t", retention_ms=HOUR)
+    produce(client, "t", list(range(7)), ts=clock.now_ms - 2 * HOUR)
+
+    assert cleaner.run_once().retention == 7
+    # Chunks of 3, 3 and 1 records at 2 a second: 1.5 s after each of the first two (a window
+    # each), 0.5 s after the last, each pause slept in steps of at most 0.1 s.
+    assert round(sum(fake.slept), 6) == 3.5
+    assert max(fake.slept) <= 0.1
+
+    fake.slept.clear()
+    produce(client, "t", list(range(7)), ts=clock.now_ms - 2 * HOUR)
+    assert cleaner.run_once(stop=lambda: bool(fake.slept)).retention == 3  # stopped in its first pause
+    assert fake.slept == [0.1]
+
+
 # --- retention by size ------------------------------------------------------------------------
 
 

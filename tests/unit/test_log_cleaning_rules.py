@@ -18,6 +18,7 @@ from app.domain.log_cleaning import (
     keeps_first,
     may_expire_whole,
     retention_bound,
+    throttle_pause_s,
 )
 from app.domain.types import ControlType
 
@@ -199,6 +200,11 @@ def test_a_last_row_that_cannot_go_whole_means_the_sum_would_say_so(spec, expire
     limits = RetentionLimits(expire_before_ms=expire_before, bytes_over=bytes_over)
     if not may_expire_whole(rows[-1], limits):
         assert not expires_whole(summed(rows), limits)
+
+
+def test_the_throttle_pauses_until_the_records_average_the_limit() -> None:
+    assert throttle_pause_s(1_000, 0.25, 2_000) == 0.25  # 1,000 records take half a second at 2,000/s
+    assert throttle_pause_s(1_000, 0.75, 2_000) == 0.0  # slower than the limit already
 
 
 # --- compaction -----------------------------------------------------------------------------
