@@ -175,6 +175,10 @@ class Database:
         # so turns contention into long tails. Other processes still meet busy_timeout.
         self._sqlite_writer = TurnLock() if self.dialect == "sqlite" else None
         self._sqlite_wait_s = sqlite_busy_timeout_ms / 1000
+        # Write transactions begun in this process, background ones left out: a chore asks
+        # whether it changed to tell whether anyone else writes (the log cleaner yields then).
+        # A hint: two threads adding at once may count one.
+        self.writes = 0
 
     @property
     def is_sqlite(self) -> bool:
@@ -202,6 +206,8 @@ class Database:
         commit that takes the WAL past wal_autocheckpoint (1,000 pages), while every other
         writer of the process waits for that commit.
         """
+        if not background:
+            self.writes += 1
         sqlite = self.dialect == "sqlite"
         relaxed = (background or not durable) and sqlite and self._sqlite_synchronous == "FULL"
         deferred_checkpoint = background and sqlite

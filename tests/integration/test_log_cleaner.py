@@ -308,17 +308,21 @@ def test_sqlite_checkpoints_out_of_the_write_turn(services, client, cleaner, clo
     assert turns_held == [False, False, False]  # after 3 and 6 records, and at the end of the pass
 
 
+class FakeTime:
+    """time.monotonic that moves only when the cleaner sleeps, or a test says so."""
+
+    def __init__(self) -> None:
+        self.now, self.slept = 1000.0, []
+
+    def monotonic(self) -> float:
+        return self.now
+
+    def sleep(self, s: float) -> None:
+        self.slept.append(s)
+        self.now += s
+
+
 def test_the_cleaner_pauses_between_chunks_to_keep_under_its_records_per_second(services, client, clock, monkeypatch) -> None:  # type: ignore[no-untyped-def]
-    class FakeTime:  # time.monotonic that moves only when the cleaner sleeps
-        now, slept = 1000.0, []
-
-        def monotonic(self) -> float:
-            return self.now
-
-        def sleep(self, s: float) -> None:
-            self.slept.append(s)
-            self.now += s
-
     fake = FakeTime()
     monkeypatch.setattr(log_cleaner, "time", fake)
     settings = services.settings.model_copy(update={"cleaner_max_records_per_second": 2})
@@ -336,6 +340,27 @@ def test_the_cleaner_pauses_between_chunks_to_keep_under_its_records_per_second(
     produce(client, "t", list(range(7)), ts=clock.now_ms - 2 * HOUR)
     assert cleaner.run_once(stop=lambda: bool(fake.slept)).retention == 3  # stopped in its first pause
     assert fake.slept == [0.1]
+
+
+@pytest.mark.parametrize("others_write", [True, False])
+def test_the_cleaner_yields_to_its_process_writers(services, client, cleaner, clock, monkeypatch, others_write) -> None:  # type: ignore[no-untyped-def]
+    fake = FakeTime()
+    monkeypatch.setattr(log_cleaner, "time", fake)
+    create_topic(client, "t", retention_ms=HOUR)
+    produce(client, "t", list(range(7)), ts=clock.now_ms - 2 * HOUR)
+    chunk_summary = cleaning.chunk_summary
+
+    def a_chunk_of_10_ms_meanwhile_a_send(*args):  # type: ignore[no-untyped-def]
+        fake.now += 0.01
+        if others_write:
+            with services.db.write():  # another writer of the process, as a Send in serve
+                pass
+        return chunk_summary(*args)
+
+    monkeypatch.setattr(cleaning, "chunk_summary", a_chunk_of_10_ms_meanwhile_a_send)
+    assert cleaner.run_once().retention == 7
+    # Three chunks of 10 ms: each followed by a pause twice as long while others write.
+    assert [round(s, 6) for s in fake.slept] == ([0.02] * 3 if others_write else [])
 
 
 # --- retention by size ------------------------------------------------------------------------
