@@ -13,7 +13,9 @@
    too. The paths take turns in rotation, `--rounds` times, each on a topic of its own. On
    PostgreSQL every turn ends with a VACUUM of `records` (the cleaner's own, or one the
    benchmark runs after a raw DELETE), timed apart, so every fill starts from the same table.
-   Then one more cleaner turn, in this process, with its steps timed per chunk.
+   With `--sum-paths`, the cleaner's SQL alone takes turns too: each chunk's aggregate, then its
+   DELETE, and on PostgreSQL the one-pass alternative, a DELETE … RETURNING summed in the same
+   statement. Then one more cleaner turn, in this process, with its steps timed per chunk.
 2. latency: plain 1,000-record Sends over HTTP to `outbox serve`, one producer alternating
    between the partition being cleaned and another partition of the same topic, first with no
    cleaning, then while the cleaner deletes `--latency-records` expired records; p50, p99 and
@@ -198,6 +200,32 @@ class Raw:
                     f'AND "offset" >= {m} AND "offset" < {m}', (topic_id, partition, low, low + chunk)).rowcount
         return deleted
 
+    _SIZE = {"sqlite": "coalesce(length(CAST({} AS BLOB)), 0)", "postgresql": "coalesce(octet_length({}), 0)"}
+
+    def sum_and_delete_chunked(self, topic_id: int, partition: int, end: int, chunk: int, one_pass: bool) -> int:
+        """What the cleaner's SQL does per chunk, without its probes or counters: the chunk's
+        aggregate, then its DELETE (two passes over the rows); or, on PostgreSQL, one pass:
+        `WITH d AS (DELETE … RETURNING …) SELECT <the aggregate> FROM d`."""
+        m = self.mark
+        size = " + ".join(self._SIZE["sqlite" if self.sqlite else "postgresql"].format(c)
+                          for c in ("key", "value", "headers"))
+        sums = "count(*), count(txn_id), count(control_type), max(timestamp_ms), sum(size)"
+        in_range = f'topic_id = {m} AND "partition" = {m} AND "offset" >= {m} AND "offset" < {m}'
+        deleted = 0
+        for low in range(0, end, chunk):
+            params = (topic_id, partition, low, low + chunk)
+            with self.transaction():
+                if one_pass:
+                    deleted += self.conn.execute(
+                        f"WITH d AS (DELETE FROM records WHERE {in_range} "
+                        f"RETURNING txn_id, control_type, timestamp_ms, {size} AS size) SELECT {sums} FROM d",
+                        params).fetchone()[0]
+                else:
+                    self.conn.execute(f"SELECT {sums} FROM (SELECT txn_id, control_type, timestamp_ms, {size} AS size "
+                                      f"FROM records WHERE {in_range}) AS c", params).fetchone()
+                    deleted += self.conn.execute(f"DELETE FROM records WHERE {in_range}", params).rowcount
+        return deleted
+
     def vacuum(self) -> None:
         if not self.sqlite:
             self.conn.execute("VACUUM records")
@@ -257,7 +285,7 @@ class ChunkProfile:
     checkpoint (SQLite). Also how long the write transaction lasted: what every other writer
     waits for on SQLite."""
 
-    STEPS = ("read: begin, commit", "first_stored", "log_start", "last_stored", "chunk_summary",
+    STEPS = ("look: connection", "chunk_start", "first_stored", "log_start", "last_stored", "chunk_summary",
              "write: begin", "delete_summed", "stored_rows", "retention_bound", "DELETE", "counters UPDATE",
              "write: commit", "checkpoint")
     DELETIONS = ("delete_summed", "DELETE")
@@ -270,6 +298,7 @@ class ChunkProfile:
         self.write_held = 0.0  # inside Database.write, begin to commit
         self.running: str | None = None  # the wrapped step running now
         self.inside = 0.0  # time of the wrapped steps so far (to take out of a transaction's own)
+        self.vacuum_s = 0.0  # the cleaner's VACUUM, which the pass's figures leave out
 
     def _timed(self, step: str, fn: Callable) -> Callable:
         def wrapper(*args, **kwargs):  # type: ignore[no-untyped-def]
@@ -294,12 +323,12 @@ class ChunkProfile:
                 return getattr(db, name)
 
             @contextmanager
-            def read(self) -> Iterator[object]:
-                t0, inside = time.perf_counter(), profile.inside
-                with db.read() as conn:
+            def autocommit(self) -> Iterator[object]:  # the look at a chunk, and the VACUUM (apart)
+                t0, inside, vacuumed = time.perf_counter(), profile.inside, profile.vacuum_s
+                with db.autocommit() as conn:
                     yield conn
-                took = time.perf_counter() - t0
-                profile.t["read: begin, commit"] += took - (profile.inside - inside)
+                took = time.perf_counter() - t0 - (profile.vacuum_s - vacuumed)
+                profile.t["look: connection"] += took - (profile.inside - inside)
                 profile.total += took
 
             @contextmanager
@@ -333,8 +362,9 @@ class ChunkProfile:
                 if self.running == "DELETE":  # delete_prefix runs it: its time includes it
                     self.t["DELETE"] -= took
 
-        steps = [(cleaning, name, name) for name in ("first_stored", "log_start", "last_stored", "chunk_summary",
-                                                      "delete_summed", "stored_rows") if hasattr(cleaning, name)]
+        steps = [(cleaning, name, name) for name in ("chunk_start", "first_stored", "log_start", "last_stored",
+                                                      "chunk_summary", "delete_summed", "stored_rows")
+                 if hasattr(cleaning, name)]
         steps += [(cleaning, name, "DELETE") for name in ("delete_prefix",) if hasattr(cleaning, name)]
         steps += [(log_cleaner, "retention_bound", "retention_bound")]
         event.listen(db.engine, "before_cursor_execute", before)
@@ -344,6 +374,14 @@ class ChunkProfile:
                 stack.enter_context(patched(self.cleaner, "db", TimedDatabase()))
                 for module, name, step in steps:
                     stack.enter_context(patched(module, name, self._timed(step, getattr(module, name))))
+                vacuum = cleaning.vacuum_records
+
+                def timed_vacuum(conn) -> None:  # type: ignore[no-untyped-def]
+                    t0 = time.perf_counter()
+                    vacuum(conn)
+                    self.vacuum_s += time.perf_counter() - t0
+
+                stack.enter_context(patched(cleaning, "vacuum_records", timed_vacuum))
                 yield
         finally:
             event.remove(db.engine, "before_cursor_execute", before)
@@ -396,13 +434,17 @@ def cleaner_turn(tree: Path, url: str) -> dict:
     return result
 
 
-def bench_throughput(kind: str, url: str, records: int, rounds: int, before: Path | None) -> None:
+def bench_throughput(kind: str, url: str, records: int, rounds: int, before: Path | None,
+                     sum_paths: bool = False) -> None:
     settings, db = open_db(url)
     raw = Raw(url)
     trees = {"cleaner": ROOT, **({"cleaner, before": before} if before is not None else {})}
     chunk = WHOLE_CHUNK_ROWS[kind]
-    paths = (*trees, "raw DELETE, one statement", f"raw DELETE, {chunk:,}-row chunks")
-    raw_paths = paths[len(trees):]
+    raw_paths = ("raw DELETE, one statement", f"raw DELETE, {chunk:,}-row chunks")
+    sums = ((f"raw sum then DELETE, {chunk:,}-row chunks",)
+            + ((f"raw DELETE … RETURNING summed in one statement, {chunk:,}-row chunks",) if kind == "postgresql" else ())
+            if sum_paths else ())
+    paths = (*trees, *raw_paths, *sums)
     turns: dict[str, list[tuple[int, float]]] = {p: [] for p in paths}
     vacuum_s: dict[str, list[float]] = {p: [] for p in paths}
     fill_s: list[float] = []
@@ -428,8 +470,10 @@ def bench_throughput(kind: str, url: str, records: int, rounds: int, before: Pat
                     t0 = time.perf_counter()
                     if path.endswith("one statement"):
                         n = raw.delete_all(topic_id, 0, records)
-                    else:
+                    elif path.startswith("raw DELETE,"):
                         n = raw.delete_chunked(topic_id, 0, records, chunk)
+                    else:
+                        n = raw.sum_and_delete_chunked(topic_id, 0, records, chunk, one_pass="RETURNING" in path)
                     took = time.perf_counter() - t0
                     # The log the cleaner would have left (its counters are the cleaner's
                     # measure of live records, which decides when it vacuums).
@@ -469,6 +513,7 @@ def bench_throughput(kind: str, url: str, records: int, rounds: int, before: Pat
         print(f"| {path} | {rate(turns[path]):,.0f} | {spread(per_turn)} | {vac} | {with_vacuum:,.0f} |")
     print("\n| ratio | value | per round (min–max) |\n| --- | ---: | ---: |")
     pairs = [(a, b) for a in trees for b in raw_paths]
+    pairs += [(a, raw_paths[0]) for a in sums]
     if before is not None:
         pairs.append(("cleaner", "cleaner, before"))
     for a, b in pairs:
@@ -980,6 +1025,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=3, help="throughput: turns of each path, in rotation")
     parser.add_argument("--before", type=Path, help="throughput and latency: another source tree whose cleaner "
                         "(and, for latency, serve) takes turns too (e.g. git archive <commit> | tar -x -C DIR)")
+    parser.add_argument("--sum-paths", action="store_true",
+                        help="throughput: also the cleaner's SQL alone, a chunk's sum then its DELETE, and on "
+                        "PostgreSQL a DELETE … RETURNING summed in the same statement (one pass)")
     parser.add_argument("--setting", action="append", default=[], metavar="OUTBOX_NAME=VALUE",
                         help="latency: a setting for serve and the cleaner (repeatable), e.g. a cleaner throttle")
     parser.add_argument("--latency-records", type=int, default=1_000_000, help="latency: records the cleaner deletes")
@@ -1016,7 +1064,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"## {kind}\n")
         if "throughput" in parts:
             with fresh_database(kind) as url:
-                bench_throughput(kind, url, args.records, args.rounds, args.before)
+                bench_throughput(kind, url, args.records, args.rounds, args.before, args.sum_paths)
         if "latency" in parts:
             for where in (("process", "serve") if args.latency_cleaner == "both" else (args.latency_cleaner,)):
                 with fresh_database(kind) as url:

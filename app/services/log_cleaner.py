@@ -213,8 +213,9 @@ class LogCleaner:
     def _delete_prefix(self, state: PartitionState, now: int, stop: Callable[[], bool]) -> CleanerPass:
         """Below the log start everything goes; above it, retention decides (delete policies
         only), up to the last stable offset. A chunk of rows per database transaction, looked
-        at first in a read transaction: a writer that waits for the chunk's (on SQLite every
-        writer of the database) waits for its DELETE only, not for the probes and the sum."""
+        at first out of it (no snapshot is needed: delete_summed checks what it deletes): a
+        writer that waits for the chunk's transaction (on SQLite every writer of the database)
+        waits for its DELETE only, not for the probes and the sum."""
         config = state.config
         expire_before = None
         if config.cleanup_policy.deletes and config.retention_ms != NO_LIMIT:
@@ -223,9 +224,8 @@ class LogCleaner:
         deleted_to = None  # the end of what this pass deleted last: nothing is stored below it
         summed_to = None  # the end of the last range summed that could not go whole
         while not stop():
-            with self.db.read() as conn:
-                first = cleaning.first_stored(conn, state.topic_id, state.partition, at_least=deleted_to)
-                log_start = cleaning.log_start(conn, state.topic_id, state.partition)
+            with self.db.autocommit() as conn:
+                log_start, first = cleaning.chunk_start(conn, state.topic_id, state.partition, at_least=deleted_to)
                 if first is None or log_start is None:
                     break
                 start, summary = first.offset, None
@@ -395,7 +395,7 @@ class LogCleaner:
             due = max(VACUUM_MIN_ROWS, VACUUM_SCALE_FACTOR * cleaning.live_records(conn))
         if self._deleted_since_vacuum < due:
             return CleanerPass()
-        with self.db.maintenance() as conn:
+        with self.db.autocommit() as conn:
             cleaning.vacuum_records(conn)
         self._deleted_since_vacuum = 0
         return CleanerPass(vacuums=1)

@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from sqlalchemy import Connection, and_, bindparam, case, delete, func, select, update
+from sqlalchemy import Connection, and_, bindparam, case, delete, func, select, true, update
 
 from app.domain.log_cleaning import ChunkSummary, CompactionRow, StoredRow
 from app.domain.topic_config import TopicConfig
@@ -76,24 +76,35 @@ def log_start(conn: Connection, topic_id: int, partition: int) -> int | None:
     ).scalar()
 
 
-def first_stored(conn: Connection, topic_id: int, partition: int, at_least: int | None = None) -> StoredRow | None:
-    """The row of the lowest offset still stored (the primary key's first entry of the
-    partition), at or past `at_least` if given: where the caller knows nothing is stored
-    below, because it has just deleted everything there. On PostgreSQL that spares the probe
-    a walk over the index entries of the rows deleted, which stay until a VACUUM: the
-    cleaner's probe per chunk grew with every chunk it had deleted (docs/benchmarks.md,
-    session 9). ORDER BY … LIMIT 1, not min(): with a lower bound PostgreSQL plans min() as
-    an aggregate over the whole range."""
-    stmt = (
+def chunk_start(conn: Connection, topic_id: int, partition: int,
+                at_least: int | None = None) -> tuple[int | None, StoredRow | None]:
+    """The partition's log start now (None if the partition is gone: DeleteRecords moves it
+    at any time), and the row of the lowest offset still stored (the primary key's first
+    entry of the partition; None: none), at or past `at_least` if given, in one statement.
+
+    `at_least` is where the caller knows nothing is stored below, because it has just deleted
+    everything there. On PostgreSQL that spares the probe a walk over the index entries of the
+    rows deleted, which stay until a VACUUM: the cleaner's probe per chunk grew with every
+    chunk it had deleted (docs/benchmarks.md, session 9). ORDER BY … LIMIT 1, not min(): with
+    a lower bound PostgreSQL plans min() as an aggregate over the whole range."""
+    first = (
         select(*_STORED_ROW)
         .where(records.c.topic_id == topic_id, records.c.partition == partition)
         .order_by(records.c.offset)
         .limit(1)
     )
     if at_least is not None:
-        stmt = stmt.where(records.c.offset >= at_least)
-    row = conn.execute(stmt).first()
-    return None if row is None else _stored_row(*row)
+        first = first.where(records.c.offset >= at_least)
+    first = first.subquery()
+    row = conn.execute(
+        select(partitions.c.log_start_offset, *first.c)
+        .select_from(partitions.outerjoin(first, true()))
+        .where(partitions.c.topic_id == topic_id, partitions.c.partition == partition)
+    ).first()
+    if row is None:
+        return None, None
+    log_start_offset, *stored = row
+    return log_start_offset, (None if stored[0] is None else _stored_row(*stored))
 
 
 def last_stored(conn: Connection, topic_id: int, partition: int, start: int, end: int) -> StoredRow | None:
