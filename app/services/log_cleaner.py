@@ -16,7 +16,9 @@ and log start in the same transaction (app.storage.cleaning), so readers and app
 for it a short time only. Several cleaners may run at once (one per worker): prefix
 deletions are idempotent (a row is deleted and counted once, the log start only moves up),
 and a compaction pass, which keeps state across its transactions, holds a lease on its
-partition.
+partition. Between chunks it gives the machine back: it pauses after a chunk during which
+its process's other writers wrote (YIELD_FACTOR), and to stay under
+OUTBOX_CLEANER_MAX_RECORDS_PER_SECOND.
 """
 
 from __future__ import annotations
