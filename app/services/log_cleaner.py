@@ -55,16 +55,18 @@ from app.storage.engine import Database, after_commit
 logger = logging.getLogger(__name__)
 
 # Rows per database transaction, by database. On SQLite every writer waits for the cleaner's
-# transaction (one write lock): 5,000 rows take about 9 ms there, a Send's worth; 2,000 rows
-# halved the wait but fell to 0.4 of a raw DELETE's rate. On PostgreSQL nobody waits for the
-# rows it deletes (an appender only for the partition row's last UPDATE), and larger chunks
-# pay the per-chunk statements less often (docs/benchmarks.md, session 9, the log cleaner).
+# write transaction (one write lock), which for a chunk retention deletes whole holds its
+# DELETE and commit only: about 6 ms for 5,000 rows (2,000-row chunks once fell to 0.4 of a
+# raw DELETE's rate). On PostgreSQL nobody waits for the rows it deletes (an appender only
+# for the partition row's last UPDATE), and larger chunks pay the per-chunk statements less
+# often (docs/benchmarks.md, the log cleaner).
 CHUNK_ROWS = {"sqlite": 5_000, "postgresql": 20_000}
 # Rows of a chunk that retention deletes whole: summed and deleted, never read into Python
-# (app.storage.cleaning.delete_chunk). On PostgreSQL, where nobody waits for them, a chunk's
-# fixed costs (its probes, savepoint, counters and commit, some ten round trips) weigh less
-# the more rows they serve (docs/benchmarks.md, the log cleaner, 1c). Every other step keeps
-# CHUNK_ROWS: it reads its rows, or names them in a statement (compaction's DELETE … IN).
+# (app.storage.cleaning.chunk_summary, delete_summed). On PostgreSQL, where nobody waits for
+# them, a chunk's fixed costs (its look, savepoint, counters and commit, some ten round trips)
+# weigh less the more rows they serve (docs/benchmarks.md, the log cleaner, 4). Every other
+# step keeps CHUNK_ROWS: it reads its rows, or names them in a statement (compaction's
+# DELETE … IN).
 WHOLE_CHUNK_ROWS = {"sqlite": 5_000, "postgresql": 50_000}
 # SQLite: the cleaner checkpoints the WAL itself, out of the write turn, once its chunks have
 # deleted this many records since its last checkpoint: some 700 pages of the WAL for records
