@@ -66,6 +66,11 @@ class Settings(BaseSettings):
     # (log.retention.check.interval.ms) and compacts after 15 s backoff; a pass with nothing to
     # do costs a few indexed reads per partition.
     cleaner_interval_ms: int = Field(default=30_000, ge=10)
+    # The most records a second the log cleaner deletes, on average (None: as fast as it can),
+    # pausing between chunks: Kafka's log.cleaner.io.max.bytes.per.second, in records. On a
+    # machine whose cores the service's own requests need, a cleaner at full speed takes one
+    # of them (docs/benchmarks.md, the log cleaner).
+    cleaner_max_records_per_second: int | None = Field(default=None, ge=1)
     # `outbox coordinator` serves no API; with a port here it serves its /metrics there (on
     # OUTBOX_HOST), for Prometheus to scrape its counters.
     coordinator_metrics_port: int | None = Field(default=None, ge=1, le=65535)

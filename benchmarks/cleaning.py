@@ -8,17 +8,22 @@
    `records` by the driver, as benchmarks/run.py's RawInserter does, then the partition's
    next_offset, record_count and size_bytes set to match), deleted by one LogCleaner.run_once
    (in a process of its own, timed inside it), against the same fill deleted by one raw
-   `DELETE … WHERE offset < end` and by raw DELETEs of CHUNK_ROWS rows, one transaction each,
-   as the cleaner chunks. With `--before DIR` the cleaner of another source tree takes turns
+   `DELETE … WHERE offset < end` and by raw DELETEs of WHOLE_CHUNK_ROWS rows, one transaction
+   each, as the cleaner chunks what it deletes whole. With `--before DIR` the cleaner of another source tree takes turns
    too. The paths take turns in rotation, `--rounds` times, each on a topic of its own. On
    PostgreSQL every turn ends with a VACUUM of `records` (the cleaner's own, or one the
    benchmark runs after a raw DELETE), timed apart, so every fill starts from the same table.
-   Then one more cleaner turn, in this process, with its steps timed per chunk.
+   With `--sum-paths`, the cleaner's SQL alone takes turns too: each chunk's aggregate, then its
+   DELETE, and on PostgreSQL the one-pass alternative, a DELETE … RETURNING summed in the same
+   statement. Then one more cleaner turn, in this process, with its steps timed per chunk.
 2. latency: plain 1,000-record Sends over HTTP to `outbox serve`, one producer alternating
    between the partition being cleaned and another partition of the same topic, first with no
    cleaning, then while the cleaner deletes `--latency-records` expired records; p50, p99 and
    max of each, `--latency-rounds` times. The cleaner runs in a process of its own (serve with
    OUTBOX_RUN_COORDINATOR=false, as beside `outbox coordinator`), or as serve's own worker.
+   With `--before DIR` each round runs once per source tree, the order alternating, each tree
+   with a serve (and a cleaner) of its own; the p99 ratio is also given per round.
+   `--setting OUTBOX_NAME=VALUE` passes a setting to serve and the cleaner.
 3. soak: a producer at `--soak-rate` records/s to a topic with retention_bytes set so that the
    partitions fill it once every `--soak-seconds / --soak-periods` (a retention period), a
    LogCleaner in a process of its own every `--cleaner-interval-ms`, and the database's size
@@ -35,11 +40,13 @@ from __future__ import annotations
 import argparse
 import multiprocessing as mp
 import os
+import queue
 import shutil
 import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -60,7 +67,7 @@ from app.domain.clock import system_clock  # noqa: E402
 from app.domain.log_cleaning import record_size  # noqa: E402
 from app.domain.topic_config import TopicConfig  # noqa: E402
 from app.services import log_cleaner  # noqa: E402
-from app.services.log_cleaner import CHUNK_ROWS, CleanerPass, LogCleaner  # noqa: E402
+from app.services.log_cleaner import CHUNK_ROWS, WHOLE_CHUNK_ROWS, CleanerPass, LogCleaner  # noqa: E402
 from app.services.topic_service import TopicService  # noqa: E402
 from app.settings import Settings  # noqa: E402
 from app.storage import cleaning  # noqa: E402
@@ -193,6 +200,32 @@ class Raw:
                     f'AND "offset" >= {m} AND "offset" < {m}', (topic_id, partition, low, low + chunk)).rowcount
         return deleted
 
+    _SIZE = {"sqlite": "coalesce(length(CAST({} AS BLOB)), 0)", "postgresql": "coalesce(octet_length({}), 0)"}
+
+    def sum_and_delete_chunked(self, topic_id: int, partition: int, end: int, chunk: int, one_pass: bool) -> int:
+        """What the cleaner's SQL does per chunk, without its probes or counters: the chunk's
+        aggregate, then its DELETE (two passes over the rows); or, on PostgreSQL, one pass:
+        `WITH d AS (DELETE … RETURNING …) SELECT <the aggregate> FROM d`."""
+        m = self.mark
+        size = " + ".join(self._SIZE["sqlite" if self.sqlite else "postgresql"].format(c)
+                          for c in ("key", "value", "headers"))
+        sums = "count(*), count(txn_id), count(control_type), max(timestamp_ms), sum(size)"
+        in_range = f'topic_id = {m} AND "partition" = {m} AND "offset" >= {m} AND "offset" < {m}'
+        deleted = 0
+        for low in range(0, end, chunk):
+            params = (topic_id, partition, low, low + chunk)
+            with self.transaction():
+                if one_pass:
+                    deleted += self.conn.execute(
+                        f"WITH d AS (DELETE FROM records WHERE {in_range} "
+                        f"RETURNING txn_id, control_type, timestamp_ms, {size} AS size) SELECT {sums} FROM d",
+                        params).fetchone()[0]
+                else:
+                    self.conn.execute(f"SELECT {sums} FROM (SELECT txn_id, control_type, timestamp_ms, {size} AS size "
+                                      f"FROM records WHERE {in_range}) AS c", params).fetchone()
+                    deleted += self.conn.execute(f"DELETE FROM records WHERE {in_range}", params).rowcount
+        return deleted
+
     def vacuum(self) -> None:
         if not self.sqlite:
             self.conn.execute("VACUUM records")
@@ -245,20 +278,27 @@ def spread(values: list[float], fmt: str = "{:,.0f}") -> str:
 
 
 class ChunkProfile:
-    """Where a cleaner pass's time goes, per chunk (one database transaction): each storage
-    call of the retention step, timed by wrapping it where app.services.log_cleaner finds it;
-    the counters UPDATE, timed by SQLAlchemy's cursor events and taken out of the deletion
-    that runs it; the commit (the end of Database.write's block to its exit)."""
+    """Where a cleaner pass's time goes, per chunk: each storage call of the retention step,
+    timed by wrapping it where app.services.log_cleaner finds it; the counters UPDATE, timed
+    by SQLAlchemy's cursor events and taken out of the deletion that runs it; a transaction's
+    begin and commit (Database.write's and read's own time around the calls); the WAL's
+    checkpoint (SQLite). Also how long the write transaction lasted: what every other writer
+    waits for on SQLite."""
 
-    STEPS = ("begin", "first_stored", "log_start", "delete_chunk", "stored_rows", "retention_bound",
-             "DELETE", "counters UPDATE", "commit")
+    STEPS = ("look: connection", "chunk_start", "first_stored", "log_start", "last_stored", "chunk_summary",
+             "write: begin", "delete_summed", "stored_rows", "retention_bound", "DELETE", "counters UPDATE",
+             "write: commit", "checkpoint")
+    DELETIONS = ("delete_summed", "DELETE")
 
     def __init__(self, cleaner: LogCleaner) -> None:
         self.cleaner = cleaner
         self.t = dict.fromkeys(self.STEPS, 0.0)
         self.chunks = 0  # transactions that deleted; the pass's look at each empty partition is in the times
         self.total = 0.0
+        self.write_held = 0.0  # inside Database.write, begin to commit
         self.running: str | None = None  # the wrapped step running now
+        self.inside = 0.0  # time of the wrapped steps so far (to take out of a transaction's own)
+        self.vacuum_s = 0.0  # the cleaner's VACUUM, which the pass's figures leave out
 
     def _timed(self, step: str, fn: Callable) -> Callable:
         def wrapper(*args, **kwargs):  # type: ignore[no-untyped-def]
@@ -267,8 +307,10 @@ class ChunkProfile:
                 return fn(*args, **kwargs)
             finally:
                 self.running = None
-                self.t[step] += time.perf_counter() - t0
-                if step in ("DELETE", "delete_chunk"):
+                took = time.perf_counter() - t0
+                self.t[step] += took
+                self.inside += took
+                if step in self.DELETIONS:
                     self.chunks += 1
         return wrapper
 
@@ -281,16 +323,33 @@ class ChunkProfile:
                 return getattr(db, name)
 
             @contextmanager
+            def autocommit(self) -> Iterator[object]:  # the look at a chunk, and the VACUUM (apart)
+                t0, inside, vacuumed = time.perf_counter(), profile.inside, profile.vacuum_s
+                with db.autocommit() as conn:
+                    yield conn
+                took = time.perf_counter() - t0 - (profile.vacuum_s - vacuumed)
+                profile.t["look: connection"] += took - (profile.inside - inside)
+                profile.total += took
+
+            @contextmanager
             def write(self, **kwargs: object) -> Iterator[object]:
                 t0 = time.perf_counter()
                 with db.write(**kwargs) as conn:  # type: ignore[arg-type]
                     t1 = time.perf_counter()
-                    profile.t["begin"] += t1 - t0
+                    profile.t["write: begin"] += t1 - t0
                     yield conn
                     t2 = time.perf_counter()
                 t3 = time.perf_counter()
-                profile.t["commit"] += t3 - t2
+                profile.t["write: commit"] += t3 - t2
                 profile.total += t3 - t0
+                profile.write_held += t3 - t0
+
+            def checkpoint(self) -> None:
+                t0 = time.perf_counter()
+                db.checkpoint()
+                took = time.perf_counter() - t0
+                profile.t["checkpoint"] += took
+                profile.total += took
 
         def before(conn, cursor, statement, *args) -> None:  # type: ignore[no-untyped-def]
             conn.info["profile_t0"] = time.perf_counter()
@@ -299,10 +358,12 @@ class ChunkProfile:
             if statement.lstrip().upper().startswith("UPDATE PARTITIONS"):
                 took = time.perf_counter() - conn.info["profile_t0"]
                 self.t["counters UPDATE"] += took
+                self.inside += took
                 if self.running == "DELETE":  # delete_prefix runs it: its time includes it
                     self.t["DELETE"] -= took
 
-        steps = [(cleaning, name, name) for name in ("first_stored", "log_start", "delete_chunk", "stored_rows")
+        steps = [(cleaning, name, name) for name in ("chunk_start", "first_stored", "log_start", "last_stored",
+                                                      "chunk_summary", "delete_summed", "stored_rows")
                  if hasattr(cleaning, name)]
         steps += [(cleaning, name, "DELETE") for name in ("delete_prefix",) if hasattr(cleaning, name)]
         steps += [(log_cleaner, "retention_bound", "retention_bound")]
@@ -313,6 +374,14 @@ class ChunkProfile:
                 stack.enter_context(patched(self.cleaner, "db", TimedDatabase()))
                 for module, name, step in steps:
                     stack.enter_context(patched(module, name, self._timed(step, getattr(module, name))))
+                vacuum = cleaning.vacuum_records
+
+                def timed_vacuum(conn) -> None:  # type: ignore[no-untyped-def]
+                    t0 = time.perf_counter()
+                    vacuum(conn)
+                    self.vacuum_s += time.perf_counter() - t0
+
+                stack.enter_context(patched(cleaning, "vacuum_records", timed_vacuum))
                 yield
         finally:
             event.remove(db.engine, "before_cursor_execute", before)
@@ -365,13 +434,17 @@ def cleaner_turn(tree: Path, url: str) -> dict:
     return result
 
 
-def bench_throughput(kind: str, url: str, records: int, rounds: int, before: Path | None) -> None:
+def bench_throughput(kind: str, url: str, records: int, rounds: int, before: Path | None,
+                     sum_paths: bool = False) -> None:
     settings, db = open_db(url)
     raw = Raw(url)
     trees = {"cleaner": ROOT, **({"cleaner, before": before} if before is not None else {})}
-    chunk = CHUNK_ROWS[kind]
-    paths = (*trees, "raw DELETE, one statement", f"raw DELETE, {chunk:,}-row chunks")
-    raw_paths = paths[len(trees):]
+    chunk = WHOLE_CHUNK_ROWS[kind]
+    raw_paths = ("raw DELETE, one statement", f"raw DELETE, {chunk:,}-row chunks")
+    sums = ((f"raw sum then DELETE, {chunk:,}-row chunks",)
+            + ((f"raw DELETE … RETURNING summed in one statement, {chunk:,}-row chunks",) if kind == "postgresql" else ())
+            if sum_paths else ())
+    paths = (*trees, *raw_paths, *sums)
     turns: dict[str, list[tuple[int, float]]] = {p: [] for p in paths}
     vacuum_s: dict[str, list[float]] = {p: [] for p in paths}
     fill_s: list[float] = []
@@ -397,8 +470,10 @@ def bench_throughput(kind: str, url: str, records: int, rounds: int, before: Pat
                     t0 = time.perf_counter()
                     if path.endswith("one statement"):
                         n = raw.delete_all(topic_id, 0, records)
-                    else:
+                    elif path.startswith("raw DELETE,"):
                         n = raw.delete_chunked(topic_id, 0, records, chunk)
+                    else:
+                        n = raw.sum_and_delete_chunked(topic_id, 0, records, chunk, one_pass="RETURNING" in path)
                     took = time.perf_counter() - t0
                     # The log the cleaner would have left (its counters are the cleaner's
                     # measure of live records, which decides when it vacuums).
@@ -438,6 +513,7 @@ def bench_throughput(kind: str, url: str, records: int, rounds: int, before: Pat
         print(f"| {path} | {rate(turns[path]):,.0f} | {spread(per_turn)} | {vac} | {with_vacuum:,.0f} |")
     print("\n| ratio | value | per round (min–max) |\n| --- | ---: | ---: |")
     pairs = [(a, b) for a in trees for b in raw_paths]
+    pairs += [(a, raw_paths[0]) for a in sums]
     if before is not None:
         pairs.append(("cleaner", "cleaner, before"))
     for a, b in pairs:
@@ -453,7 +529,9 @@ def bench_throughput(kind: str, url: str, records: int, rounds: int, before: Pat
         print(f"| {step} | {profile.t[step] / profile.chunks * 1000:.2f} | {profile.t[step] / profile.total:.0%} |")
     rest = profile.total - sum(profile.t.values())
     print(f"| the rest (Python between the steps) | {rest / profile.chunks * 1000:.2f} | {rest / profile.total:.0%} |")
-    print(f"| **a chunk** | **{profile.total / profile.chunks * 1000:.2f}** | |\n")
+    print(f"| **a chunk** | **{profile.total / profile.chunks * 1000:.2f}** | |")
+    print(f"| of which in the write transaction (what SQLite's other writers wait for) | "
+          f"{profile.write_held / profile.chunks * 1000:.2f} | {profile.write_held / profile.total:.0%} |\n")
 
 
 # --- cleaner in a child process (2 and 3) ---------------------------------------------------
@@ -548,32 +626,92 @@ def quantiles(ms: list[float]) -> tuple[float, float, float]:
     return statistics.median(ms), q[98], max(ms)
 
 
+# The latency benchmark's cleaner in a process of its own, on a given source tree (this one,
+# or --before's): it opens the database, says so, waits for a line on stdin, runs one pass and
+# prints its span and its VACUUMs' spans (time.monotonic, comparable across processes).
+_CLEANER_PASS = r"""
+import json, sys, time
+import app
+from app.domain.clock import system_clock
+from app.services.log_cleaner import LogCleaner
+from app.settings import Settings
+from app.storage import cleaning
+from app.storage.engine import open_database
+
+settings = Settings()
+db = open_database(settings, pool_size=2)
+with db.read() as conn:  # the pool's first connection, before the pass
+    pass
+cleaner = LogCleaner(db, settings, system_clock)
+vacuum, spans = cleaning.vacuum_records, []
+
+def timed_vacuum(conn):
+    t0 = time.monotonic()
+    vacuum(conn)
+    spans.append((t0, time.monotonic()))
+
+cleaning.vacuum_records = timed_vacuum
+print(json.dumps({"app": app.__file__}), flush=True)
+sys.stdin.readline()
+t0 = time.monotonic()
+done = cleaner.run_once()
+print(json.dumps({"start": t0, "end": time.monotonic(), "retention": done.retention, "vacuums": spans}), flush=True)
+db.dispose()
+"""
+
+
 class ChildCleaning:
     """The cleaning of the latency benchmark by a LogCleaner in a process of its own (as
-    `outbox coordinator` runs one): one pass, which reports its span and its VACUUM's."""
+    `outbox coordinator` runs one), from the round's source tree: one pass, which reports its
+    span and its VACUUM's."""
 
     where = "a LogCleaner in another process (as `outbox coordinator` runs one), one pass"
 
-    def __init__(self, url: str, raw: Raw, topic_id: int, records: int) -> None:
-        self.cleaner = CleanerProcess(url)  # started now: its start-up is in neither phase
+    def __init__(self, url: str, raw: Raw, topic_id: int, records: int, tree: Path,
+                 settings: dict[str, str]) -> None:
+        env = {k: v for k, v in os.environ.items() if not k.startswith("OUTBOX_")}
+        env.update({"PYTHONPATH": str(tree), "OUTBOX_DATABASE_URL": url, **settings})
+        # Started now: its start-up is in neither phase.
+        self.proc = subprocess.Popen([sys.executable, "-c", _CLEANER_PASS], cwd=tree, env=env, text=True,
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE)
         self.records = records
+        self.lines: queue.Queue[str] = queue.Queue()
+        threading.Thread(target=self._read, daemon=True).start()
+        first = orjson.loads(self.lines.get(timeout=60))
+        if not Path(first["app"]).resolve().is_relative_to(tree.resolve()):
+            raise RuntimeError(f"the cleaner process for {tree} imported {first['app']}")
+        self.result: dict | None = None
+
+    def _read(self) -> None:
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            self.lines.put(line)
 
     def start(self) -> None:
-        self.cleaner.start()
+        assert self.proc.stdin is not None
+        self.proc.stdin.write("go\n")
+        self.proc.stdin.flush()
 
     def done(self) -> bool:
-        return not self.cleaner.alive() or bool(self.cleaner.drain())
+        if self.result is None:
+            try:
+                self.result = orjson.loads(self.lines.get_nowait())
+            except queue.Empty:
+                if self.proc.poll() is not None:
+                    raise RuntimeError(f"the cleaner process failed (exit {self.proc.returncode})") from None
+        return self.result is not None
 
     def finish(self) -> tuple[float, float, list[tuple[float, float]]]:
         """The pass's start and end and its VACUUMs' spans (time.monotonic)."""
-        (p,) = self.cleaner.finish()
-        deleted = CleanerPass(*p["pass"]).retention
-        if deleted != self.records:
-            raise RuntimeError(f"the cleaner deleted {deleted}, not {self.records} records")
-        return p["start"], p["end"], p["vacuums"]
+        assert self.result is not None
+        if self.result["retention"] != self.records:
+            raise RuntimeError(f"the cleaner deleted {self.result['retention']}, not {self.records} records")
+        return self.result["start"], self.result["end"], [tuple(v) for v in self.result["vacuums"]]
 
     def close(self) -> None:
-        self.cleaner.kill()
+        if self.proc.poll() is None:
+            self.proc.kill()
+        self.proc.wait(10)
 
 
 class ServeCleaning:
@@ -587,7 +725,8 @@ class ServeCleaning:
 
     where = "`outbox serve`'s own cleaner worker"
 
-    def __init__(self, url: str, raw: Raw, topic_id: int, records: int) -> None:
+    def __init__(self, url: str, raw: Raw, topic_id: int, records: int, tree: Path,
+                 settings: dict[str, str]) -> None:
         self.raw, self.topic_id, self.records = raw, topic_id, records
 
     def _vacuums(self) -> int:
@@ -634,87 +773,121 @@ class ServeCleaning:
 
 
 def bench_latency(kind: str, url: str, records: int, rounds: int, quiet_s: float, where: str,
-                  interval_ms: int) -> None:
+                  interval_ms: int, before: Path | None, settings: dict[str, str]) -> None:
+    """Each round: for each tree in turn (the order alternating by round), a serve of its own
+    on the same database, a topic, its fill, Sends without cleaning, then Sends while the
+    tree's cleaner cleans."""
     raw = Raw(url)
+    trees = {"after": ROOT, **({"before": before} if before is not None else {})}
+    # The fill can take longer than uvicorn's keep-alive (5 s): the client's one connection
+    # would find itself closed by the server.
+    serve_settings = {"OUTBOX_HTTP_KEEP_ALIVE_TIMEOUT_S": "600", **settings}
     if where == "serve":
-        service = Service(url, OUTBOX_RUN_COORDINATOR="true", OUTBOX_CLEANER_INTERVAL_MS=str(interval_ms))
+        serve_settings.update(OUTBOX_RUN_COORDINATOR="true", OUTBOX_CLEANER_INTERVAL_MS=str(interval_ms))
         cleaning_kind: type[ChildCleaning] | type[ServeCleaning] = ServeCleaning
         retention_ms = -1
     else:
-        service = Service(url, OUTBOX_RUN_COORDINATOR="false")
+        serve_settings.update(OUTBOX_RUN_COORDINATOR="false")
         cleaning_kind, retention_ms = ChildCleaning, HOUR_MS
-    client = Client(service.url)
     batch = _records(BATCH)
-    times = SendTimes()
-    cleans: list[tuple[float, float]] = []  # seconds, VACUUM seconds
+    times = {name: SendTimes() for name in trees}
+    per_round: dict[str, list[SendTimes]] = {name: [] for name in trees}
+    cleans: dict[str, list[tuple[float, float]]] = {name: [] for name in trees}  # seconds, VACUUM seconds
     fill_s: list[float] = []
 
-    def send(topic: str, partition: int) -> tuple[float, float]:
+    def send(client: Client, topic: str, partition: int) -> tuple[float, float]:
         t0 = time.monotonic()
         _post(client, "/v1/records", {"batches": [{"topic": topic, "partition": partition, "records": batch}]})
         return t0, (time.monotonic() - t0) * 1000
 
     try:
         for r in range(rounds):
-            topic = f"lat-{r}"
-            _post(client, "/v1/topics", {"name": topic, "partitions": 2, "config": {"retention_ms": retention_ms}})
-            topic_id = raw.topic_id(topic)
-            t0 = time.perf_counter()
-            raw.fill(topic_id, 0, records)
-            fill_s.append(time.perf_counter() - t0)
-            cleaning = cleaning_kind(url, raw, topic_id, records)
-            try:
-                # No cleaning: as long as the last cleaning took (the first round: quiet_s).
-                deadline = time.monotonic() + (cleans[-1][0] if cleans else quiet_s)
-                partition = 1
-                while time.monotonic() < deadline:
-                    times.by.setdefault(("none", partition), []).append(send(topic, partition)[1])
-                    partition ^= 1
-                cleaning.start()
-                sent: list[tuple[int, float, float]] = []
-                while not cleaning.done():
-                    sent.append((partition, *send(topic, partition)))
-                    partition ^= 1
-                started, ended, vacuums = cleaning.finish()
-            finally:
-                cleaning.close()
-            cleans.append((ended - started, sum(b - a for a, b in vacuums)))
-            for part, start, ms in sent:
-                if not started <= start <= ended:
-                    continue  # before the pass began or after it ended
-                times.by.setdefault(("cleaning", part), []).append(ms)
-                if any(a <= start <= b for a, b in vacuums):
-                    times.during_vacuum.setdefault(part, []).append(ms)
+            for name in (list(trees) if r % 2 == 0 else list(reversed(trees))):
+                tree = trees[name]
+                service = Service(url, tree, **serve_settings)
+                client = Client(service.url)
+                this_round = SendTimes()
+                try:
+                    topic = f"lat-{r}-{name}"
+                    _post(client, "/v1/topics", {"name": topic, "partitions": 2,
+                                                 "config": {"retention_ms": retention_ms}})
+                    topic_id = raw.topic_id(topic)
+                    t0 = time.perf_counter()
+                    raw.fill(topic_id, 0, records)
+                    fill_s.append(time.perf_counter() - t0)
+                    cleaning = cleaning_kind(url, raw, topic_id, records, tree, settings)
+                    try:
+                        # No cleaning: as long as this tree's last cleaning took (the first round: quiet_s).
+                        deadline = time.monotonic() + (cleans[name][-1][0] if cleans[name] else quiet_s)
+                        partition = 1
+                        while time.monotonic() < deadline:
+                            this_round.by.setdefault(("none", partition), []).append(
+                                send(client, topic, partition)[1])
+                            partition ^= 1
+                        cleaning.start()
+                        sent: list[tuple[int, float, float]] = []
+                        while not cleaning.done():
+                            sent.append((partition, *send(client, topic, partition)))
+                            partition ^= 1
+                        started, ended, vacuums = cleaning.finish()
+                    finally:
+                        cleaning.close()
+                finally:
+                    client.close()
+                    service.stop()
+                cleans[name].append((ended - started, sum(b - a for a, b in vacuums)))
+                for part, start, ms in sent:
+                    if not started <= start <= ended:
+                        continue  # before the pass began or after it ended
+                    this_round.by.setdefault(("cleaning", part), []).append(ms)
+                    if any(a <= start <= b for a, b in vacuums):
+                        this_round.during_vacuum.setdefault(part, []).append(ms)
+                per_round[name].append(this_round)
+                for key, ms in this_round.by.items():
+                    times[name].by.setdefault(key, []).extend(ms)
+                for part, ms in this_round.during_vacuum.items():
+                    times[name].during_vacuum.setdefault(part, []).extend(ms)
     finally:
-        client.close()
-        service.stop()
         raw.close()
 
     interval = f" (OUTBOX_CLEANER_INTERVAL_MS={interval_ms})" if where == "serve" else ""
-    print(f"### {kind}: Send latency under cleaning by {cleaning_kind.where}{interval}\n")
-    secs = [s for s, _ in cleans]
-    vac = [v for _, v in cleans]
+    extra = "".join(f", {k}={v}" for k, v in settings.items())
+    print(f"### {kind}: Send latency under cleaning by {cleaning_kind.where}{interval}{extra}\n")
     print(f"Plain Sends of {BATCH:,} records over HTTP, one producer alternating between partition 1 (another "
           f"partition of the topic) and partition 0, whose {records:,} expired records the cleaner deletes; "
           f"{rounds} rounds, each: fill (median {statistics.median(fill_s):.1f} s), Sends without cleaning, then "
-          f"Sends while it cleans. The cleaning took {spread(secs, '{:.1f}')} s "
-          f"({records / statistics.median(secs):,.0f} records/s, median)"
-          + (f", its VACUUM {spread(vac, '{:.1f}')} s of it" if kind == "postgresql" else "") + ".\n")
-    print("| Sends to | cleaning | Sends | p50 ms | p99 ms | max ms |\n| --- | --- | ---: | ---: | ---: | ---: |")
+          f"Sends while it cleans"
+          + (f"; each round once per tree, in turn, each with a serve of its own (before: {before})"
+             if before is not None else "") + ".\n")
+    for name in trees:
+        secs = [s for s, _ in cleans[name]]
+        vac = [v for _, v in cleans[name]]
+        print(f"{name}: the cleaning took {spread(secs, '{:.1f}')} s ({records / statistics.median(secs):,.0f} "
+              f"records/s, median)" + (f", its VACUUM {spread(vac, '{:.1f}')} s of it" if kind == "postgresql" else "")
+              + ".\n")
     names = {1: "another partition", 0: "the partition cleaned"}
-    for part in (1, 0):
-        for phase in ("none", "cleaning"):
-            ms = times.by.get((phase, part), [])
-            p50, p99, top = quantiles(ms)
-            print(f"| {names[part]} | {phase} | {len(ms)} | {p50:.1f} | {p99:.1f} | {top:.1f} |")
-        if len(times.during_vacuum.get(part, [])) >= 2:
-            ms = times.during_vacuum[part]
-            p50, p99, top = quantiles(ms)
-            print(f"| {names[part]} | of which during its VACUUM | {len(ms)} | {p50:.1f} | {p99:.1f} | {top:.1f} |")
-    print("\n| Sends to | cleaning ÷ none: p50 | p99 (target ≤ 1.5) | max |\n| --- | ---: | ---: | ---: |")
-    for part in (1, 0):
-        a, b = quantiles(times.by.get(("cleaning", part), [])), quantiles(times.by[("none", part)])
-        print(f"| {names[part]} | {a[0] / b[0]:.2f} | {a[1] / b[1]:.2f} | {a[2] / b[2]:.2f} |")
+    print("| tree | Sends to | cleaning | Sends | p50 ms | p99 ms | max ms |\n"
+          "| --- | --- | --- | ---: | ---: | ---: | ---: |")
+    for name in trees:
+        for part in (1, 0):
+            for phase in ("none", "cleaning"):
+                ms = times[name].by.get((phase, part), [])
+                p50, p99, top = quantiles(ms)
+                print(f"| {name} | {names[part]} | {phase} | {len(ms)} | {p50:.1f} | {p99:.1f} | {top:.1f} |")
+            if len(times[name].during_vacuum.get(part, [])) >= 2:
+                ms = times[name].during_vacuum[part]
+                p50, p99, top = quantiles(ms)
+                print(f"| {name} | {names[part]} | of which during its VACUUM | {len(ms)} | {p50:.1f} | {p99:.1f} "
+                      f"| {top:.1f} |")
+    print("\n| tree | Sends to | cleaning ÷ none: p50 | p99 (target ≤ 1.5) | p99, per round (min–max) | max |\n"
+          "| --- | --- | ---: | ---: | ---: | ---: |")
+    for name in trees:
+        for part in (1, 0):
+            a, b = quantiles(times[name].by.get(("cleaning", part), [])), quantiles(times[name].by[("none", part)])
+            rounds_p99 = [quantiles(t.by.get(("cleaning", part), []))[1] / quantiles(t.by[("none", part)])[1]
+                          for t in per_round[name]]
+            print(f"| {name} | {names[part]} | {a[0] / b[0]:.2f} | {a[1] / b[1]:.2f} | "
+                  f"{spread(rounds_p99, '{:.2f}')} | {a[2] / b[2]:.2f} |")
     print()
 
 
@@ -850,8 +1023,13 @@ def main(argv: list[str] | None = None) -> int:
                         help="comma-separated: throughput, latency, soak")
     parser.add_argument("--records", type=int, default=500_000, help="throughput: records per fill")
     parser.add_argument("--rounds", type=int, default=3, help="throughput: turns of each path, in rotation")
-    parser.add_argument("--before", type=Path, help="throughput: another source tree whose cleaner takes turns too "
-                        "(e.g. git archive <commit> | tar -x -C DIR)")
+    parser.add_argument("--before", type=Path, help="throughput and latency: another source tree whose cleaner "
+                        "(and, for latency, serve) takes turns too (e.g. git archive <commit> | tar -x -C DIR)")
+    parser.add_argument("--sum-paths", action="store_true",
+                        help="throughput: also the cleaner's SQL alone, a chunk's sum then its DELETE, and on "
+                        "PostgreSQL a DELETE … RETURNING summed in the same statement (one pass)")
+    parser.add_argument("--setting", action="append", default=[], metavar="OUTBOX_NAME=VALUE",
+                        help="latency: a setting for serve and the cleaner (repeatable), e.g. a cleaner throttle")
     parser.add_argument("--latency-records", type=int, default=1_000_000, help="latency: records the cleaner deletes")
     parser.add_argument("--latency-rounds", type=int, default=3)
     parser.add_argument("--latency-cleaner", choices=["process", "serve", "both"], default="both",
@@ -873,21 +1051,25 @@ def main(argv: list[str] | None = None) -> int:
     if parts - {"throughput", "latency", "soak"}:
         parser.error(f"--only: unknown {', '.join(sorted(parts - {'throughput', 'latency', 'soak'}))}")
     kinds = ["sqlite", "postgresql"] if args.db == "both" else [args.db]
+    latency_settings = dict(item.split("=", 1) for item in args.setting)
+    if any(not k.startswith("OUTBOX_") for k in latency_settings):
+        parser.error("--setting: OUTBOX_NAME=VALUE")
     import app
 
     print(f"# The log cleaner: {os.cpu_count()} cores; cleaner chunks of "
-          f"{', '.join(f'{n:,} rows on {k}' for k, n in CHUNK_ROWS.items())}; "
+          f"{', '.join(f'{n:,} rows on {k}' for k, n in CHUNK_ROWS.items())} (deleted whole: "
+          f"{', '.join(f'{n:,} on {k}' for k, n in WHOLE_CHUNK_ROWS.items())}); "
           f"the service's source: {Path(app.__file__).parent.parent}\n")
     for kind in kinds:
         print(f"## {kind}\n")
         if "throughput" in parts:
             with fresh_database(kind) as url:
-                bench_throughput(kind, url, args.records, args.rounds, args.before)
+                bench_throughput(kind, url, args.records, args.rounds, args.before, args.sum_paths)
         if "latency" in parts:
             for where in (("process", "serve") if args.latency_cleaner == "both" else (args.latency_cleaner,)):
                 with fresh_database(kind) as url:
                     bench_latency(kind, url, args.latency_records, args.latency_rounds, args.quiet_seconds, where,
-                                  args.serve_cleaner_interval_ms)
+                                  args.serve_cleaner_interval_ms, args.before, latency_settings)
         if "soak" in parts:
             for vacuum in ((True,) if kind == "sqlite" else
                            {"on": (True,), "off": (False,), "both": (True, False)}[args.soak_vacuum]):

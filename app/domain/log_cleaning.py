@@ -112,6 +112,25 @@ class ChunkSummary:
         return self.rows - self.markers
 
 
+def keeps_first(row: StoredRow, limits: RetentionLimits) -> bool:
+    """Whether retention keeps `row`, the first row stored at or past the log start, and so
+    everything after it: a record (a marker goes with its records, which may lie further
+    on) that has not expired, with no bytes to free. Then `retention_bound` over rows
+    starting with it answers its offset, and no more need be read."""
+    return (row.control_type is None and limits.bytes_over <= 0
+            and (limits.expire_before_ms is None or row.timestamp_ms >= limits.expire_before_ms))
+
+
+def may_expire_whole(last: StoredRow, limits: RetentionLimits) -> bool:
+    """False where `expires_whole` is false for any range whose last stored row is `last`,
+    without summing it: a marker or a record of a transaction, or a record that has not
+    expired when no bytes are to be freed (its timestamp bounds the newest from below)."""
+    if last.control_type is not None or last.txn_id is not None:
+        return False
+    return limits.bytes_over > 0 or (limits.expire_before_ms is not None
+                                     and last.timestamp_ms < limits.expire_before_ms)
+
+
 def expires_whole(summary: ChunkSummary, limits: RetentionLimits) -> bool:
     """Whether retention deletes every row of a range so summed, all at or past the log start:
     whether `retention_bound` over them would answer the range's end. So when they are records
@@ -124,6 +143,14 @@ def expires_whole(summary: ChunkSummary, limits: RetentionLimits) -> bool:
             and summary.newest_ms < limits.expire_before_ms):
         return True
     return summary.size < limits.bytes_over
+
+
+def throttle_pause_s(records: int, elapsed_s: float, max_records_per_s: float) -> float:
+    """How long the cleaner pauses so that the `records` it deleted in `elapsed_s` average at
+    most `max_records_per_s`: Kafka's log cleaner throttle (log.cleaner.io.max.bytes.per.second,
+    kafka.utils.Throttler), counted in records, since here a row costs about the same to
+    delete whatever its size."""
+    return max(0.0, records / max_records_per_s - elapsed_s)
 
 
 def _unsplit(rows: Sequence[StoredRow], log_start: int, bound: int) -> int:

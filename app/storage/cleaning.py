@@ -13,11 +13,10 @@ So the cleaner holds an appender up for one UPDATE and the commit, never for the
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
 
-from sqlalchemy import Connection, and_, bindparam, case, delete, func, select, update
+from sqlalchemy import Connection, and_, bindparam, case, delete, func, select, true, update
 
 from app.domain.log_cleaning import ChunkSummary, CompactionRow, StoredRow
 from app.domain.topic_config import TopicConfig
@@ -77,76 +76,115 @@ def log_start(conn: Connection, topic_id: int, partition: int) -> int | None:
     ).scalar()
 
 
-def first_stored(conn: Connection, topic_id: int, partition: int, at_least: int | None = None) -> int | None:
-    """The lowest offset still stored (the primary key's first entry of the partition), at or
-    past `at_least` if given: where the caller knows nothing is stored below, because it has
-    just deleted everything there. On PostgreSQL that spares the probe a walk over the index
-    entries of the rows deleted, which stay until a VACUUM: the cleaner's probe per chunk grew
-    with every chunk it had deleted (docs/benchmarks.md, session 9). ORDER BY … LIMIT 1, not
-    min(): with a lower bound PostgreSQL plans min() as an aggregate over the whole range."""
-    stmt = (
-        select(records.c.offset)
-        .where(records.c.topic_id == topic_id, records.c.partition == partition)
-        .order_by(records.c.offset)
-        .limit(1)
-    )
-    if at_least is not None:
-        stmt = stmt.where(records.c.offset >= at_least)
-    return conn.execute(stmt).scalar()
-
-
 def _in_range(topic_id: int, partition: int, start: int, end: int) -> tuple:
     return (records.c.topic_id == topic_id, records.c.partition == partition,
             records.c.offset >= start, records.c.offset < end)
 
 
+_STORED_ROW = (records.c.offset, records.c.timestamp_ms, records.c.txn_id, records.c.control_type, _SIZE)
+
+
+def _stored_row(offset: int, timestamp_ms: int, txn_id: int | None, control_type: str | None, size: int) -> StoredRow:
+    return StoredRow(offset, timestamp_ms, txn_id, None if control_type is None else ControlType(control_type),
+                     0 if control_type is not None else size)
+
+
+# A chunk's statements, built once (as app.storage.dialect's are): building a Core statement
+# cost more Python time than running the cached one, a third of a millisecond a chunk here.
+_PARTITION = (records.c.topic_id == bindparam("c_topic_id"), records.c.partition == bindparam("c_partition"))
+_RANGE = (*_PARTITION, records.c.offset >= bindparam("c_start"), records.c.offset < bindparam("c_end"))
+_FIRST = (
+    select(*_STORED_ROW)
+    .where(*_PARTITION, records.c.offset >= bindparam("c_start"))
+    .order_by(records.c.offset)
+    .limit(1)
+    .subquery()
+)
+_CHUNK_START = (
+    select(partitions.c.log_start_offset, *_FIRST.c)
+    .select_from(partitions.outerjoin(_FIRST, true()))
+    .where(partitions.c.topic_id == bindparam("c_topic_id"), partitions.c.partition == bindparam("c_partition"))
+)
+_LAST_STORED = select(*_STORED_ROW).where(*_RANGE).order_by(records.c.offset.desc()).limit(1)
+_SUMMED = (
+    select(records.c.txn_id, records.c.control_type, records.c.timestamp_ms, _SIZE.label("size"))
+    .where(*_RANGE)
+    .subquery()
+)
+_CHUNK_SUMMARY = select(
+    func.count(), func.count(_SUMMED.c.txn_id), func.count(_SUMMED.c.control_type), func.max(_SUMMED.c.timestamp_ms),
+    func.coalesce(func.sum(case((_SUMMED.c.control_type.is_(None), _SUMMED.c.size), else_=0)), 0),
+)
+_DELETE_RANGE = delete(records).where(*_RANGE)
+
+
+def _range(topic_id: int, partition: int, start: int, end: int | None = None) -> dict:
+    return {"c_topic_id": topic_id, "c_partition": partition, "c_start": start, "c_end": end}
+
+
+def chunk_start(conn: Connection, topic_id: int, partition: int,
+                at_least: int | None = None) -> tuple[int | None, StoredRow | None]:
+    """The partition's log start now (None if the partition is gone: DeleteRecords moves it
+    at any time), and the row of the lowest offset still stored (the primary key's first
+    entry of the partition; None: none), at or past `at_least` if given, in one statement.
+
+    `at_least` is where the caller knows nothing is stored below, because it has just deleted
+    everything there. On PostgreSQL that spares the probe a walk over the index entries of the
+    rows deleted, which stay until a VACUUM: the cleaner's probe per chunk grew with every
+    chunk it had deleted (docs/benchmarks.md, session 9). ORDER BY … LIMIT 1, not min(): with
+    a lower bound PostgreSQL plans min() as an aggregate over the whole range."""
+    row = conn.execute(_CHUNK_START, _range(topic_id, partition, -1 if at_least is None else at_least)).first()
+    if row is None:
+        return None, None
+    log_start_offset, *stored = row
+    return log_start_offset, (None if stored[0] is None else _stored_row(*stored))
+
+
+def last_stored(conn: Connection, topic_id: int, partition: int, start: int, end: int) -> StoredRow | None:
+    """The row of the highest offset stored in [start, end): one entry of the primary key
+    and its row, where summing the range reads every row."""
+    row = conn.execute(_LAST_STORED, _range(topic_id, partition, start, end)).first()
+    return None if row is None else _stored_row(*row)
+
+
 def stored_rows(conn: Connection, topic_id: int, partition: int, start: int, end: int) -> list[StoredRow]:
     """The rows of [start, end) in offset order, sizes counted by the database."""
     rows = conn.execute(
-        select(records.c.offset, records.c.timestamp_ms, records.c.txn_id, records.c.control_type, _SIZE)
-        .where(*_in_range(topic_id, partition, start, end))
-        .order_by(records.c.offset)
+        select(*_STORED_ROW).where(*_in_range(topic_id, partition, start, end)).order_by(records.c.offset)
     ).all()
     # Unpacked as tuples: a Row's attributes by name cost twice as much as the rest together.
-    return [
-        StoredRow(offset, timestamp_ms, txn_id,
-                  None if control_type is None else ControlType(control_type),
-                  0 if control_type is not None else size)
-        for offset, timestamp_ms, txn_id, control_type, size in rows
-    ]
+    return [_stored_row(*row) for row in rows]
 
 
-def delete_chunk(conn: Connection, topic_id: int, partition: int, start: int, end: int,
-                 goes: Callable[[ChunkSummary], bool]) -> ChunkSummary | None:
-    """Delete the rows of [start, end) if, summed, they all go (`goes`, the caller's rule:
-    app.domain.log_cleaning.expires_whole); answer the summary, or None and delete nothing.
-    The counters are not moved (count_prefix_deleted).
-
-    One aggregate, then a DELETE that brings no row back: reading each row into Python, or
+def chunk_summary(conn: Connection, topic_id: int, partition: int, start: int, end: int) -> ChunkSummary:
+    """The rows of [start, end) summed in one aggregate (app.domain.log_cleaning.expires_whole
+    decides from it whether they all go), without reading each into Python: that, or
     returning them from the DELETE, cost more than the DELETE itself (docs/benchmarks.md,
-    session 9). The DELETE must find every row the aggregate counted: another cleaner may
-    have deleted some in between (PostgreSQL; SQLite has one writer) and counted them itself.
-    If it did, the DELETE is undone (a savepoint) and the caller reads the rows one by one."""
-    in_range = _in_range(topic_id, partition, start, end)
-    summary = _summed(conn, select(records.c.txn_id, records.c.control_type, records.c.timestamp_ms,
-                                   _SIZE.label("size")).where(*in_range).subquery())
-    if not goes(summary):
-        return None
-    savepoint = conn.begin_nested()
-    if conn.execute(delete(records).where(*in_range)).rowcount != summary.rows:
-        savepoint.rollback()
-        return None
-    savepoint.commit()
-    return summary
-
-
-def _summed(conn: Connection, rows: Any) -> ChunkSummary:
+    session 9; a DELETE … RETURNING summed in the same statement, on PostgreSQL 15, twice
+    the aggregate and the DELETE together). A read: it needs no write transaction."""
     count, transactional, markers, newest, size = conn.execute(
-        select(func.count(), func.count(rows.c.txn_id), func.count(rows.c.control_type), func.max(rows.c.timestamp_ms),
-               func.coalesce(func.sum(case((rows.c.control_type.is_(None), rows.c.size), else_=0)), 0))
-    ).one()
+        _CHUNK_SUMMARY, _range(topic_id, partition, start, end)).one()
     # PostgreSQL sums BIGINTs as NUMERIC.
     return ChunkSummary(rows=count, transactional=transactional, markers=markers, newest_ms=newest, size=int(size))
+
+
+def delete_summed(conn: Connection, topic_id: int, partition: int, start: int, end: int,
+                  summary: ChunkSummary) -> bool:
+    """Delete the rows of [start, end) if they are still the rows `summary` counted; else
+    delete nothing. The counters are not moved (count_prefix_deleted).
+
+    Below the last stable offset rows are never added, only deleted: by another cleaner,
+    which counts them itself, between the sum and this DELETE (on SQLite too, since the sum
+    is read before the write turn is taken). So the DELETE finding as many rows as the sum
+    counted means it deleted those very rows; finding fewer, it is undone (a savepoint), and
+    the caller reads the rows one by one. Without the check, a row deleted in between would
+    leave the partition's counters a row and its bytes short."""
+    savepoint = conn.begin_nested()
+    if conn.execute(_DELETE_RANGE, _range(topic_id, partition, start, end)).rowcount != summary.rows:
+        savepoint.rollback()
+        return False
+    savepoint.commit()
+    return True
 
 
 def count_prefix_deleted(conn: Connection, topic_id: int, partition: int, summary: ChunkSummary, bound: int) -> None:

@@ -9,6 +9,7 @@ import pytest
 from sqlalchemy import create_engine, func, insert, select, update
 
 from app.domain.log_cleaning import record_size
+from app.services import log_cleaner
 from app.services.log_cleaner import CleanerPass, LogCleaner
 from app.storage import cleaning
 from app.storage.dialect import utf8_bytes
@@ -132,19 +133,59 @@ def test_nothing_goes_before_its_time(client, cleaner, clock) -> None:  # type: 
     assert cleaner.run_once().retention == 2
 
 
-def test_a_partition_whose_oldest_record_has_not_expired_is_read_one_chunk_a_pass(client, cleaner, clock, monkeypatch) -> None:  # type: ignore[no-untyped-def]
-    create_topic(client, "t", retention_ms=HOUR)
-    produce(client, "t", list(range(10)), ts=clock.now_ms - HOUR + 1)
-    read = cleaning.stored_rows
+def record_reads_and_sums(monkeypatch) -> tuple[list[tuple[int, int]], list[tuple[int, int]]]:  # type: ignore[no-untyped-def]
+    """The ranges the cleaner reads row by row (stored_rows) and sums (chunk_summary)."""
     reads: list[tuple[int, int]] = []
+    sums: list[tuple[int, int]] = []
+    read, summed = cleaning.stored_rows, cleaning.chunk_summary
 
-    def recorded(conn, topic_id, partition, start, end):  # type: ignore[no-untyped-def]
+    def recorded_read(conn, topic_id, partition, start, end):  # type: ignore[no-untyped-def]
         reads.append((start, end))
         return read(conn, topic_id, partition, start, end)
 
-    monkeypatch.setattr(cleaning, "stored_rows", recorded)
+    def recorded_sum(conn, topic_id, partition, start, end):  # type: ignore[no-untyped-def]
+        sums.append((start, end))
+        return summed(conn, topic_id, partition, start, end)
+
+    monkeypatch.setattr(cleaning, "stored_rows", recorded_read)
+    monkeypatch.setattr(cleaning, "chunk_summary", recorded_sum)
+    return reads, sums
+
+
+def test_a_partition_whose_oldest_record_has_not_expired_is_neither_read_nor_summed(client, cleaner, clock, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    create_topic(client, "t", retention_ms=HOUR)
+    produce(client, "t", list(range(10)), ts=clock.now_ms - HOUR + 1)
+    reads, sums = record_reads_and_sums(monkeypatch)
     assert cleaner.run_once() == CleanerPass()
-    assert reads == [(0, 3)]  # no longer read would move the bound: the first record stays
+    assert (reads, sums) == ([], [])  # its first row stays, and with it everything after
+
+
+def test_a_chunk_whose_last_row_has_not_expired_is_read_without_being_summed_first(client, cleaner, clock, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    create_topic(client, "t", retention_ms=HOUR)
+    produce(client, "t", [0], ts=clock.now_ms - 2 * HOUR)
+    produce(client, "t", list(range(1, 10)), ts=clock.now_ms - HOUR + 1)
+    reads, sums = record_reads_and_sums(monkeypatch)
+    assert cleaner.run_once() == CleanerPass(retention=1, bytes_deleted=1)
+    # Offset 2, the chunk's last row, cannot go: no sum can say the chunk goes whole. Then
+    # offset 1 is the first row, and stays: no longer read would move the bound.
+    assert (reads, sums) == ([(0, 3)], [])
+
+
+def test_a_range_whose_sum_said_no_is_read_to_its_end_before_another_sum(services, client, clock, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    cleaner = LogCleaner(services.db, services.settings, clock, chunk_rows=3, whole_chunk_rows=5)
+    create_topic(client, "t", retention_ms=HOUR)
+    produce(client, "t", ["p0", "p1"], ts=clock.now_ms - 2 * HOUR)  # 0, 1
+    txn(client, "a", "t", ["a2", "a3"])  # 2, 3, marker 4
+    clock.advance(2 * HOUR)
+    produce(client, "t", ["p5", "p6", "p7", "p8", "p9"], ts=clock.now_ms - 2 * HOUR)  # 5-9
+    reads, sums = record_reads_and_sums(monkeypatch)
+
+    assert cleaner.run_once() == CleanerPass(retention=9, bytes_deleted=9 * 4)
+    # [0, 5) ends with a marker: read three rows, up to txn a. [2, 7) holds txn a: the sum
+    # says no, and its rows are read to 7 and past, 3 at a time. From 8 on, a sum again.
+    assert reads == [(0, 3), (2, 5), (5, 8)]
+    assert sums == [(2, 7), (8, 10)]
+    assert described(client, "t")["log_start_offset"] == 10
 
 
 def test_retention_minus_one_keeps_everything(client, cleaner, clock) -> None:  # type: ignore[no-untyped-def]
@@ -200,25 +241,22 @@ def test_a_committed_transaction_that_straddles_the_bound_stays_whole(client, cl
 
 
 def test_rows_another_cleaner_deletes_under_a_chunk_are_counted_once(client, cleaner, clock, db_url, monkeypatch) -> None:  # type: ignore[no-untyped-def]
-    if db_url.startswith("sqlite"):
-        pytest.skip("SQLite has one writer: no other cleaner can delete between a chunk's sum and its DELETE")
     create_topic(client, "t", retention_ms=HOUR)
     produce(client, "t", [1, 2, 3, 4, 5, 6], ts=clock.now_ms - 2 * HOUR)  # 1 byte each
-    delete_chunk = cleaning.delete_chunk
+    chunk_summary = cleaning.chunk_summary
     raced: list[int] = []
 
-    def another_cleaner_between_sum_and_delete(conn, topic_id, partition, start, end, goes):  # type: ignore[no-untyped-def]
-        def goes_then_raced(summary):  # type: ignore[no-untyped-def]
-            if not raced:  # another cleaner deletes the chunk's first row, counts it, commits
-                raced.append(summary.rows)
-                other = create_engine(db_url)
-                with other.begin() as c:
-                    cleaning.delete_prefix(c, topic_id, partition, start, start + 1)
-                other.dispose()
-            return goes(summary)
-        return delete_chunk(conn, topic_id, partition, start, end, goes_then_raced)
+    def another_cleaner_between_sum_and_delete(conn, topic_id, partition, start, end):  # type: ignore[no-untyped-def]
+        summary = chunk_summary(conn, topic_id, partition, start, end)
+        if not raced:  # another cleaner deletes the chunk's first row, counts it, commits
+            raced.append(summary.rows)
+            other = create_engine(db_url)
+            with other.begin() as c:
+                cleaning.delete_prefix(c, topic_id, partition, start, start + 1)
+            other.dispose()
+        return summary
 
-    monkeypatch.setattr(cleaning, "delete_chunk", another_cleaner_between_sum_and_delete)
+    monkeypatch.setattr(cleaning, "chunk_summary", another_cleaner_between_sum_and_delete)
     result = cleaner.run_once()
 
     assert raced == [3]  # the first chunk summed three rows; its DELETE found two, was undone, and the rows were read
@@ -226,6 +264,103 @@ def test_rows_another_cleaner_deletes_under_a_chunk_are_counted_once(client, cle
     assert offsets_stored(db_url, "t") == []
     assert described(client, "t")["log_start_offset"] == 6
     assert_counters_exact(client, db_url, "t")
+
+
+def test_a_chunk_commits_without_waiting_for_the_disk_and_other_writes_still_do(services, client, cleaner, clock, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    create_topic(client, "t", retention_ms=HOUR)
+    produce(client, "t", [1, 2], ts=clock.now_ms - 2 * HOUR)
+    seen: list[tuple] = []
+    delete_summed = cleaning.delete_summed
+
+    def settings_now(conn) -> tuple:  # type: ignore[no-untyped-def]
+        if conn.dialect.name == "sqlite":
+            synchronous = {1: "NORMAL", 2: "FULL"}[conn.exec_driver_sql("PRAGMA synchronous").scalar()]
+            return synchronous, conn.exec_driver_sql("PRAGMA wal_autocheckpoint").scalar()
+        return (conn.exec_driver_sql("SHOW synchronous_commit").scalar(),)
+
+    def recorded(conn, *args, **kwargs):  # type: ignore[no-untyped-def]
+        seen.append(settings_now(conn))
+        return delete_summed(conn, *args, **kwargs)
+
+    monkeypatch.setattr(cleaning, "delete_summed", recorded)
+    assert cleaner.run_once().retention == 2
+    # SQLite: no fsync at commit, and no checkpoint in it either (the cleaner runs it later).
+    assert set(seen) == ({("NORMAL", 0)} if services.db.is_sqlite else {("off",)})
+    with services.db.write() as conn:  # the next write on the same connections: as before
+        assert settings_now(conn) == (("FULL", 1000) if services.db.is_sqlite else ("on",))
+
+
+def test_sqlite_checkpoints_out_of_the_write_turn(services, client, cleaner, clock, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    if not services.db.is_sqlite:
+        pytest.skip("PostgreSQL has no WAL checkpoint of its own to run")
+    monkeypatch.setattr(log_cleaner, "CHECKPOINT_RECORDS", 3)
+    create_topic(client, "t", retention_ms=HOUR)
+    produce(client, "t", list(range(7)), ts=clock.now_ms - 2 * HOUR)
+    turns_held: list[bool] = []
+    checkpoint = services.db.checkpoint
+
+    def recorded() -> None:
+        turns_held.append(services.db._sqlite_writer._held)
+        checkpoint()
+
+    monkeypatch.setattr(services.db, "checkpoint", recorded)
+    assert cleaner.run_once().retention == 7
+    assert turns_held == [False, False, False]  # after 3 and 6 records, and at the end of the pass
+
+
+class FakeTime:
+    """time.monotonic that moves only when the cleaner sleeps, or a test says so."""
+
+    def __init__(self) -> None:
+        self.now, self.slept = 1000.0, []
+
+    def monotonic(self) -> float:
+        return self.now
+
+    def sleep(self, s: float) -> None:
+        self.slept.append(s)
+        self.now += s
+
+
+def test_the_cleaner_pauses_between_chunks_to_keep_under_its_records_per_second(services, client, clock, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    fake = FakeTime()
+    monkeypatch.setattr(log_cleaner, "time", fake)
+    settings = services.settings.model_copy(update={"cleaner_max_records_per_second": 2})
+    cleaner = LogCleaner(services.db, settings, clock, chunk_rows=3)
+    create_topic(client, "t", retention_ms=HOUR)
+    produce(client, "t", list(range(7)), ts=clock.now_ms - 2 * HOUR)
+
+    assert cleaner.run_once().retention == 7
+    # Chunks of 3, 3 and 1 records at 2 a second: 1.5 s after each of the first two (a window
+    # each), 0.5 s after the last, each pause slept in steps of at most 0.1 s.
+    assert round(sum(fake.slept), 6) == 3.5
+    assert max(fake.slept) <= 0.1
+
+    fake.slept.clear()
+    produce(client, "t", list(range(7)), ts=clock.now_ms - 2 * HOUR)
+    assert cleaner.run_once(stop=lambda: bool(fake.slept)).retention == 3  # stopped in its first pause
+    assert fake.slept == [0.1]
+
+
+@pytest.mark.parametrize("others_write", [True, False])
+def test_the_cleaner_yields_to_its_process_writers(services, client, cleaner, clock, monkeypatch, others_write) -> None:  # type: ignore[no-untyped-def]
+    fake = FakeTime()
+    monkeypatch.setattr(log_cleaner, "time", fake)
+    create_topic(client, "t", retention_ms=HOUR)
+    produce(client, "t", list(range(7)), ts=clock.now_ms - 2 * HOUR)
+    chunk_summary = cleaning.chunk_summary
+
+    def a_chunk_of_10_ms_meanwhile_a_send(*args):  # type: ignore[no-untyped-def]
+        fake.now += 0.01
+        if others_write:
+            with services.db.write():  # another writer of the process, as a Send in serve
+                pass
+        return chunk_summary(*args)
+
+    monkeypatch.setattr(cleaning, "chunk_summary", a_chunk_of_10_ms_meanwhile_a_send)
+    assert cleaner.run_once().retention == 7
+    # Three chunks of 10 ms: each followed by a pause twice as long while others write.
+    assert [round(s, 6) for s in fake.slept] == ([0.02] * 3 if others_write else [])
 
 
 # --- retention by size ------------------------------------------------------------------------

@@ -15,7 +15,10 @@ from app.domain.log_cleaning import (
     StoredRow,
     expired_until,
     expires_whole,
+    keeps_first,
+    may_expire_whole,
     retention_bound,
+    throttle_pause_s,
 )
 from app.domain.types import ControlType
 
@@ -151,15 +154,57 @@ _rows = st.lists(
 )
 
 
-@given(_rows, st.sampled_from([None, 500]), st.integers(0, 200), st.integers(0, 3))
-def test_whatever_goes_whole_is_what_retention_bound_deletes(spec, expire_before, bytes_over, start) -> None:  # type: ignore[no-untyped-def]
-    rows = [StoredRow(start + i, ts, txn, C if is_marker and txn is not None else None,
+def _stored(spec: list, start: int) -> list[StoredRow]:
+    return [StoredRow(start + i, ts, txn, C if is_marker and txn is not None else None,
                       0 if is_marker and txn is not None else size)
             for i, (ts, txn, is_marker, size) in enumerate(spec)]
+
+
+@given(_rows, st.sampled_from([None, 500]), st.integers(0, 200), st.integers(0, 3))
+def test_whatever_goes_whole_is_what_retention_bound_deletes(spec, expire_before, bytes_over, start) -> None:  # type: ignore[no-untyped-def]
+    rows = _stored(spec, start)
     end = start + len(rows) + 1  # the range may end past its last row
     limits = RetentionLimits(expire_before_ms=expire_before, bytes_over=bytes_over)
     if expires_whole(summed(rows), limits):
         assert retention_bound(rows, log_start=start, end=end, limits=limits) == end
+
+
+def test_a_first_record_not_expired_keeps_everything() -> None:
+    assert keeps_first(rec(0, NEW), EXPIRED)
+    assert not keeps_first(rec(0, OLD), EXPIRED)
+    assert not keeps_first(marker(0, 7), EXPIRED)  # its transaction's records may lie further on
+    assert not keeps_first(rec(0, NEW), RetentionLimits(expire_before_ms=500, bytes_over=1))
+
+
+def test_a_last_row_that_cannot_go_whole_says_so_without_a_sum() -> None:
+    assert may_expire_whole(rec(5), EXPIRED)
+    assert not may_expire_whole(rec(5, NEW), EXPIRED)
+    assert not may_expire_whole(rec(5, txn=7), EXPIRED)
+    assert not may_expire_whole(marker(5, 7), EXPIRED)
+    assert may_expire_whole(rec(5, NEW), RetentionLimits(expire_before_ms=None, bytes_over=1))  # the sum decides
+
+
+@given(_rows, st.sampled_from([None, 500]), st.integers(0, 200), st.integers(0, 3))
+def test_a_first_row_that_stays_is_where_retention_bound_stops(spec, expire_before, bytes_over, start) -> None:  # type: ignore[no-untyped-def]
+    rows = _stored(spec, start)
+    limits = RetentionLimits(expire_before_ms=expire_before, bytes_over=bytes_over)
+    if keeps_first(rows[0], limits):
+        end = start + len(rows) + 1
+        assert retention_bound(rows, log_start=start, end=end, limits=limits) == start
+        assert expired_until(rows, log_start=start, end=end, limits=limits) == start  # no longer read moves it
+
+
+@given(_rows, st.sampled_from([None, 500]), st.integers(0, 200), st.integers(0, 3))
+def test_a_last_row_that_cannot_go_whole_means_the_sum_would_say_so(spec, expire_before, bytes_over, start) -> None:  # type: ignore[no-untyped-def]
+    rows = _stored(spec, start)
+    limits = RetentionLimits(expire_before_ms=expire_before, bytes_over=bytes_over)
+    if not may_expire_whole(rows[-1], limits):
+        assert not expires_whole(summed(rows), limits)
+
+
+def test_the_throttle_pauses_until_the_records_average_the_limit() -> None:
+    assert throttle_pause_s(1_000, 0.25, 2_000) == 0.25  # 1,000 records take half a second at 2,000/s
+    assert throttle_pause_s(1_000, 0.75, 2_000) == 0.0  # slower than the limit already
 
 
 # --- compaction -----------------------------------------------------------------------------
