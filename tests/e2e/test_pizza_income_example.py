@@ -113,6 +113,14 @@ def test_the_walkthroughs_orders_become_its_income_and_the_poison_goes_to_the_de
         ]
 
 
+def _wait_until_allowed(server, api_key: str, path: str, timeout_s: float = 10) -> None:  # type: ignore[no-untyped-def]
+    deadline = time.monotonic() + timeout_s
+    with server.client(headers={"Authorization": f"Bearer {api_key}"}) as as_principal:
+        while (status := as_principal.get(path).status_code) == 403 and time.monotonic() < deadline:
+            time.sleep(0.05)
+    assert status == 200, f"GET {path} still {status} after {timeout_s} s"
+
+
 def test_with_authentication_on_it_runs_with_its_api_key_and_the_acls_the_readme_gives_it(launcher):  # type: ignore[no-untyped-def]
     import json
     import os
@@ -128,6 +136,9 @@ def test_with_authentication_on_it_runs_with_its_api_key_and_the_acls_the_readme
     with server.client(headers={"Authorization": f"Bearer {admin}"}) as client:
         _create_topics(client, "orders", "income")
         ok(client.post("/v1/records", json={"batches": WALKTHROUGH_ORDERS}))
+        # The CLI is another process: the server sees its ACLs within
+        # OUTBOX_SECURITY_REFRESH_INTERVAL_MS (README), not at once.
+        _wait_until_allowed(server, shop, "/v1/topics/income")
         refused = _run_example(server.url, "--idle-exit-s", "2")  # no key
         assert refused.returncode == 1 and "AUTHENTICATION_FAILED" in refused.stderr, refused.stderr
         done = subprocess.run(
