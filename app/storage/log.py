@@ -504,12 +504,24 @@ _RECORD_COLUMNS = (
 )
 
 
-def _stored(row, commit_position: int | None, state: RecordState | None = None) -> StoredRecord:  # type: ignore[no-untyped-def]
-    # Unpacked by position (_RECORD_COLUMNS' order): a Row's attributes by name cost ten times
-    # the rest of this function, and a fetch makes one of these per record.
-    offset, timestamp_ms, key, value, headers, producer_id, producer_epoch, sequence, txn_id = row[:9]
-    return StoredRecord(offset, commit_position, timestamp_ms, key, value, headers, producer_id, producer_epoch,
-                        sequence, txn_id is not None, state)
+# A fetch builds one StoredRecord per record, from the driver's row unpacked by position
+# (_RECORD_COLUMNS' order; a Row's attributes by name cost ten times as much): tuple.__new__ is
+# what StoredRecord._make calls, without its length check and classmethod call, a third of the
+# cost of StoredRecord(...) with its eleven arguments.
+_new = tuple.__new__
+
+
+def _committed_plain(points: Sequence[Any]) -> list[StoredRecord]:
+    """Plain records, as commit points (with their txn_id and control_type, both None): each
+    committed at its own offset."""
+    return [_new(StoredRecord, (o, o, ts, k, v, h, pid, pe, seq, False, None))
+            for o, ts, k, v, h, pid, pe, seq, _, _ in points]
+
+
+def _committed_at(rows: Sequence[Any], commit_position: int) -> list[StoredRecord]:
+    """A transaction's records: all committed at its COMMIT marker's offset (guarantee 3)."""
+    return [_new(StoredRecord, (o, commit_position, ts, k, v, h, pid, pe, seq, True, None))
+            for o, ts, k, v, h, pid, pe, seq, _ in rows]
 
 
 def _count_txn_records(
@@ -517,18 +529,22 @@ def _count_txn_records(
 ) -> dict[int, int]:
     """Data records per transaction in one partition, below offset `before`: the sizes of
     its batches, summed over their heads (ix_records_txn_batches, one entry per batch)."""
-    return dict(
-        conn.execute(
-            select(records.c.txn_id, func.sum(records.c.batch_record_count))
-            .where(
-                records.c.topic_id == topic_id,
-                records.c.partition == partition,
-                records.c.txn_id.in_(txn_ids),
-                records.c.batch_record_count.is_not(None),
-                records.c.offset < before,
-            )
-            .group_by(records.c.txn_id)
-        ).all()
+    return dict(conn.execute(_count_txn_records_stmt(), {
+        "topic_id": topic_id, "partition": partition, "txn_ids": txn_ids, "before": before}).all())
+
+
+@cache
+def _count_txn_records_stmt() -> Any:
+    return (
+        select(records.c.txn_id, func.sum(records.c.batch_record_count))
+        .where(
+            records.c.topic_id == bindparam("topic_id"),
+            records.c.partition == bindparam("partition"),
+            records.c.txn_id.in_(bindparam("txn_ids", expanding=True)),
+            records.c.batch_record_count.is_not(None),
+            records.c.offset < bindparam("before"),
+        )
+        .group_by(records.c.txn_id)
     )
 
 
@@ -632,18 +648,22 @@ def _markers_stmt(dialect_name: str) -> Any:
 def _with_states(conn: Connection, topic_id: int, partition: int, rows: list) -> list[StoredRecord]:  # type: ignore[type-arg]
     """read_uncommitted records with where each stands: a plain record is committed at its own
     offset; a transactional one at its COMMIT marker, aborted at an ABORT, open before either."""
-    ended = markers_of(conn, topic_id, partition, sorted({r.txn_id for r in rows if r.txn_id is not None}))
+    ended = markers_of(conn, topic_id, partition, sorted({r[8] for r in rows if r[8] is not None}))
+    commit, committed, aborted, open_ = (ControlType.COMMIT.value, RecordState.COMMITTED, RecordState.ABORTED,
+                                         RecordState.OPEN)
     out = []
-    for r in rows:
-        marker = None if r.txn_id is None else ended.get(r.txn_id)
-        if r.txn_id is None:
-            out.append(_stored(r, r.offset, RecordState.COMMITTED))
-        elif marker is None:
-            out.append(_stored(r, None, RecordState.OPEN))
-        elif marker[1] == ControlType.COMMIT.value:
-            out.append(_stored(r, marker[0], RecordState.COMMITTED))
+    for o, ts, k, v, h, pid, pe, seq, txn_id in rows:
+        if txn_id is None:
+            out.append(_new(StoredRecord, (o, o, ts, k, v, h, pid, pe, seq, False, committed)))
+            continue
+        marker = ended.get(txn_id)
+        if marker is None:
+            position, state = None, open_
+        elif marker[1] == commit:
+            position, state = marker[0], committed
         else:
-            out.append(_stored(r, None, RecordState.ABORTED))
+            position, state = None, aborted
+        out.append(_new(StoredRecord, (o, position, ts, k, v, h, pid, pe, seq, True, state)))
     return out
 
 
@@ -694,6 +714,34 @@ def _count_transaction_records_stmt(dialect_name: str) -> Any:
 _FIRST_POINTS = 64  # commit points asked for by a read_committed fetch's first page
 
 
+@cache
+def _fetch_stmts() -> tuple[Any, Any, Any]:
+    """A fetch's statements, built once with bind parameters, as the Send's are: building the
+    Core statements on every call cost more than running them. All three read the caller's one
+    snapshot. The bounds: the log end, its start and its last stable offset. The
+    read_uncommitted page: data records from an offset. The read_committed page: the commit
+    points from a position, each plain record (with its columns) and each COMMIT marker."""
+    bounds = select(partitions.c.next_offset, partitions.c.log_start_offset, LAST_STABLE_OFFSET).where(
+        partitions.c.topic_id == bindparam("topic_id"), partitions.c.partition == bindparam("partition"))
+    in_range = (
+        records.c.topic_id == bindparam("topic_id"),
+        records.c.partition == bindparam("partition"),
+        records.c.offset >= bindparam("start"),
+        # Bounded by the log end the bounds read, so every statement works on the same prefix.
+        records.c.offset < bindparam("high_watermark"),
+    )
+    uncommitted = (select(*_RECORD_COLUMNS).where(*in_range, records.c.control_type.is_(None))
+                   .order_by(records.c.offset).limit(bindparam("limit")))
+    points = (
+        select(*_RECORD_COLUMNS, records.c.control_type)
+        .where(*in_range, or_(and_(records.c.txn_id.is_(None), records.c.control_type.is_(None)),
+                              records.c.control_type == ControlType.COMMIT.value))
+        .order_by(records.c.offset)
+        .limit(bindparam("limit"))
+    )
+    return bounds, uncommitted, points
+
+
 def fetch(
     conn: Connection,
     *,
@@ -703,12 +751,9 @@ def fetch(
     max_records: int,
     isolation: IsolationLevel,
 ) -> FetchResult:
-    # The log end, its start and its last stable offset, in one statement of the caller's snapshot.
-    bounds = conn.execute(
-        select(partitions.c.next_offset, partitions.c.log_start_offset, LAST_STABLE_OFFSET).where(
-            partitions.c.topic_id == topic_id, partitions.c.partition == partition
-        )
-    ).first()
+    bounds_stmt, uncommitted_stmt, points_stmt = _fetch_stmts()
+    where = {"topic_id": topic_id, "partition": partition}
+    bounds = conn.execute(bounds_stmt, where).first()
     if bounds is None:
         raise UnknownTopicOrPartition(f"unknown partition {partition}")
     high_watermark, log_start, last_stable = bounds
@@ -720,25 +765,14 @@ def fetch(
         )
     result = FetchResult(next_offset=high_watermark, high_watermark=high_watermark,
                          last_stable_offset=last_stable, log_start_offset=log_start)
-    in_range = and_(
-        records.c.topic_id == topic_id,
-        records.c.partition == partition,
-        records.c.offset >= offset,
-        # Bounded by the log end read above, so both statements work on the same prefix.
-        records.c.offset < high_watermark,
-    )
-    if max_records <= 0:  # the API refuses it; nothing to read, and the loops below need one
+    if max_records <= 0 or offset == high_watermark:  # nothing to read (the API refuses max_records 0)
         return result
+    where["high_watermark"] = high_watermark
     if isolation is IsolationLevel.READ_UNCOMMITTED:
-        rows = conn.execute(
-            select(*_RECORD_COLUMNS)
-            .where(in_range, records.c.control_type.is_(None))
-            .order_by(records.c.offset)
-            .limit(max_records)
-        ).all()
+        rows = conn.execute(uncommitted_stmt, {**where, "start": offset, "limit": max_records}).all()
         result.records = _with_states(conn, topic_id, partition, rows)
         if len(rows) == max_records:
-            result.next_offset = rows[-1].offset + 1
+            result.next_offset = rows[-1][0] + 1
         return result
 
     # A COMMIT marker stands for all of its transaction's records in this partition, so a few
@@ -754,57 +788,57 @@ def fetch(
     total, start, limit = 0, offset, min(max_records, _FIRST_POINTS)
     full = exhausted = False
     while not (full or exhausted):
-        page = conn.execute(
-            select(*_RECORD_COLUMNS, records.c.control_type)
-            .where(
-                records.c.topic_id == topic_id,
-                records.c.partition == partition,
-                records.c.offset >= start,
-                records.c.offset < high_watermark,
-                or_(
-                    and_(records.c.txn_id.is_(None), records.c.control_type.is_(None)),
-                    records.c.control_type == ControlType.COMMIT.value,
-                ),
-            )
-            .order_by(records.c.offset)
-            .limit(limit)
-        ).all()
+        page = conn.execute(points_stmt, {**where, "start": start, "limit": limit}).all()
         exhausted = len(page) < limit
-        txn_ids = [p.txn_id for p in page if p.control_type is not None]
-        counted, chunk = 0, 4
-        for point in page:
-            if point.control_type is None:
-                total += 1
-            else:
-                if point.txn_id not in sizes:
-                    ids = txn_ids[counted:counted + chunk]
-                    counted, chunk = counted + len(ids), chunk * 2
-                    sizes.update(_count_txn_records(conn, topic_id, partition, ids, before=page[-1].offset))
-                total += sizes.get(point.txn_id, 0)
-            chosen.append(point)
-            if total >= max_records:
-                full = True  # a transaction is never split across fetches
-                break
+        # A page of plain records only, all of which fit: taken whole, without a look at each.
+        if total + len(page) <= max_records and all(p[9] is None for p in page):
+            total += len(page)
+            chosen.extend(page)
+            full = total >= max_records
+        else:
+            txn_ids = [p[8] for p in page if p[9] is not None]
+            counted, chunk = 0, 4
+            for point in page:
+                if point[9] is None:
+                    total += 1
+                else:
+                    txn_id = point[8]
+                    if txn_id not in sizes:
+                        ids = txn_ids[counted:counted + chunk]
+                        counted, chunk = counted + len(ids), chunk * 2
+                        sizes.update(_count_txn_records(conn, topic_id, partition, ids, before=page[-1][0]))
+                    total += sizes.get(txn_id, 0)
+                chosen.append(point)
+                if total >= max_records:
+                    full = True  # a transaction is never split across fetches
+                    break
         if page:
-            start = page[-1].offset + 1
+            start = page[-1][0] + 1
         # Every commit point holds at least one record: no more than this many can still fit.
         limit = min(limit * 4, max_records - total)
     if not chosen:
         return result
     if full:
-        result.next_offset = chosen[-1].offset + 1
+        result.next_offset = chosen[-1][0] + 1
 
-    by_txn: dict[int, list] = {p.txn_id: [] for p in chosen if p.control_type is not None}
-    if by_txn:
-        for row in _transaction_records(conn, topic_id, partition, list(by_txn), log_start=log_start,
-                                        before=chosen[-1].offset):
-            by_txn[row.txn_id].append(row)
-
+    by_txn: dict[int, list] = {p[8]: [] for p in chosen if p[9] is not None}  # type: ignore[type-arg]
+    if not by_txn:
+        result.records = _committed_plain(chosen)
+        return result
+    for row in _transaction_records(conn, topic_id, partition, list(by_txn), log_start=log_start,
+                                    before=chosen[-1][0]):
+        by_txn[row[8]].append(row)
     out: list[StoredRecord] = []
+    plain: list = []  # type: ignore[type-arg]  # a run of plain points, converted in one go
     for point in chosen:
-        if point.control_type is None:
-            out.append(_stored(point, point.offset))
-        else:
-            out.extend(_stored(r, point.offset) for r in by_txn[point.txn_id])
+        if point[9] is None:
+            plain.append(point)
+            continue
+        if plain:
+            out.extend(_committed_plain(plain))
+            plain = []
+        out.extend(_committed_at(by_txn[point[8]], point[0]))
+    if plain:
+        out.extend(_committed_plain(plain))
     result.records = out
     return result

@@ -123,7 +123,7 @@ def _topic(row) -> Topic:  # type: ignore[no-untyped-def]
 
 
 def get_topic(conn: Connection, name: str) -> Topic:
-    row = conn.execute(select(topics).where(topics.c.name == name)).first()
+    row = conn.execute(_TOPIC_BY_NAME, {"name": name}).first()
     if row is None:
         raise UnknownTopicOrPartition(f"unknown topic {name!r}")
     return _topic(row)
