@@ -779,9 +779,9 @@ def fetch(
     # commit points may already hold max_records records, and the points of a partition of
     # large transactions lie far apart. Walk the commit points in pages, a few at first and
     # four times as many each time more are needed (never more than could still fit), count
-    # the records of the transactions met (their batch heads, a few transactions at a time),
-    # stop at the first commit point that reaches max_records, and read the records of those
-    # transactions only. Asking for max_records points at once would walk the rest of such a
+    # the records of the transactions met (their batch heads, 16 transactions at first, then
+    # twice as many each time), stop at the first commit point that reaches max_records, and
+    # read the records of those transactions only. Asking for max_records points at once would walk the rest of such a
     # partition on every fetch.
     chosen: list = []  # type: ignore[type-arg]
     sizes: dict[int, int] = {}
@@ -797,7 +797,7 @@ def fetch(
             full = total >= max_records
         else:
             txn_ids = [p[8] for p in page if p[9] is not None]
-            counted, chunk = 0, 4
+            counted, chunk = 0, 16  # one count for most pages: an index probe per transaction
             for point in page:
                 if point[9] is None:
                     total += 1
