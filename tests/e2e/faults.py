@@ -994,8 +994,10 @@ class Harness:
             # Besides the fault loop's kills, each instance kills itself at one step of an
             # order a few orders on, the four steps taking turns: the recovery of an order
             # MariaDB committed (after-own-commit) is otherwise a window of one request that
-            # a random kill seldom meets.
-            step = SHOP_CRASH_STEPS[(slot.starts - 1) % len(SHOP_CRASH_STEPS)]
+            # a random kill seldom meets. The turn moves on only once an instance died at its
+            # step: one the fault loop killed first leaves its step to the next instance (on
+            # a slow machine it may not have reached its order).
+            step = SHOP_CRASH_STEPS[self.stats["shop_exited"] % len(SHOP_CRASH_STEPS)]
             at = max(self._shop_orders(), default=0) + self.settings_rng.randint(3, 10)
             slot.proc = self._client(slot, "examples.mariadb_orders",
                                      self._shop_args(slot.index, 10**9) + ["--crash-at", f"{step}:{at}"])
