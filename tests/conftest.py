@@ -40,6 +40,20 @@ BACKENDS = ["sqlite", "postgresql"]
 REQUIRE_ALL = os.environ.get("OUTBOX_TEST_REQUIRE_ALL") == "1"
 MARKER_OF_DIRECTORY = {"tests/e2e/": "e2e", "tests/fuzz/": "fuzz", "tests/spark/": "spark"}
 
+# .ci/run runs the suite on two pytest-xdist workers (`-n 2 --dist loadgroup`): most tests wait
+# on processes, sockets and disks as much as they compute. The tests named here take turns on
+# one worker per group instead: Spark's (one JVM and SparkSession per worker would cost a
+# start-up each and two cores' worth of executors), and those that start many processes and
+# database connections at once (two of them together could pass PostgreSQL's 100 connections).
+XDIST_GROUP_OF_PATH = {
+    "tests/spark/": "spark",
+    **{f"tests/e2e/{name}.py": "processes" for name in (
+        "test_fault_injection", "test_load", "test_in_database_append_crashes", "test_waiting_readers",
+        "test_sqlite_multiprocess", "test_multiple_workers", "test_crash_recovery", "test_exactly_once",
+        "test_mariadb_orders_example",
+    )},
+}
+
 
 def unavailable(reason: str) -> None:
     """What the test needs is missing: skip with `reason` (the fix), or fail where the run
@@ -81,6 +95,9 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         for directory, marker in MARKER_OF_DIRECTORY.items():
             if path.startswith(directory):
                 item.add_marker(marker)
+        for prefix, group in XDIST_GROUP_OF_PATH.items():
+            if path.startswith(prefix):
+                item.add_marker(pytest.mark.xdist_group(group))
     # A plain `pytest`, no paths and no -m: the fast tier. `pytest tests/spark`, `pytest -m e2e`
     # or `pytest tests` (what .ci/run runs) choose for themselves.
     if config.args_source is pytest.Config.ArgsSource.TESTPATHS and not config.option.markexpr:
