@@ -604,16 +604,20 @@ class RawInserter:
         return [[(topic_id, *row) for row in rows] for rows in self._rows[start:start + count]]
 
     def turn(self, method: str, topic_id: int, seconds: float) -> Turn:
-        """Insert batches for `seconds` of insert time; returns (records, seconds inserting).
+        """Insert batches for `seconds` of insert time; returns (records, seconds inserting)."""
+        return self.prepare(method, topic_id, seconds)()
 
-        The clock runs only around each batch's transaction: batches are prepared before it,
-        as many as the last turn of this method used and half as many again, and if a turn runs
-        out, more are prepared with the clock stopped."""
+    def prepare(self, method: str, topic_id: int, seconds: float) -> Callable[[], Turn]:
+        """A turn's batches, made now, as many as the last turn of this method used and half as
+        many again, and the turn that inserts them: its clock runs only around each batch's
+        transaction, and if it runs out of batches, more are made with the clock stopped."""
         if method.endswith(self.OLD):
-            return self._turn_building_rows(topic_id, seconds)
+            return lambda: self._turn_building_rows(topic_id, seconds)
+        batches = self._prepared(method, topic_id, 0, getattr(self, f"_expected_{method}", 50))
+        return lambda: self._insert(method, topic_id, seconds, batches)
+
+    def _insert(self, method: str, topic_id: int, seconds: float, batches: list) -> Turn:
         conn, elapsed, done = self.conn, 0.0, 0
-        expected = getattr(self, f"_expected_{method}", 50)
-        batches = self._prepared(method, topic_id, 0, expected)
         insert = f"INSERT INTO records {self.COLUMNS} VALUES ({', '.join(['?' if self.sqlite else '%s'] * 11)})"
         while elapsed < seconds:
             if done == len(batches):
@@ -866,15 +870,18 @@ def bench_database(kind: str, args: argparse.Namespace, rng: random.Random, note
         # turn writes a topic created just before it: records' primary key starts with the
         # topic id, so every turn appends at the right edge of the index, as a busy topic
         # does, rather than into the middle of one that other turns have grown since.
-        paths: dict[str, Callable[[int], Turn]] = {}
+        # A path is set up for round r (its topic created, its rows made) by paths[name](r),
+        # which returns the turn itself: only that is timed and metered, so creating a topic
+        # costs no path its CPU.
+        paths: dict[str, Callable[[int], Callable[[], Turn]]] = {}
         service_paths: set[str] = set()
 
         def producing(name: str, slug: str, producer: Producer) -> None:
             closers.append(producer.close)
 
-            def turn(r: int) -> Turn:
+            def turn(r: int) -> Callable[[], Turn]:
                 create_topic(url, f"{slug}-{r}", 1)
-                return producer.turn(f"{slug}-{r}", turn_seconds)
+                return lambda: producer.turn(f"{slug}-{r}", turn_seconds)
 
             paths[name] = turn
             service_paths.add(name)
@@ -912,17 +919,17 @@ def bench_database(kind: str, args: argparse.Namespace, rng: random.Random, note
                 reader = Reader(url, topic, isolation)
                 closers.append(reader.close)
                 name = f"fetch {records_kind} records, {isolation}"
-                paths[name] = lambda r, rd=reader: rd.turn(turn_seconds)
+                paths[name] = lambda r, rd=reader: lambda: rd.turn(turn_seconds)
                 service_paths.add(name)
 
         raw = RawInserter(db_url)
         closers.append(raw.close)
         methods = list(raw.methods) + ([raw.methods[-1] + RawInserter.OLD] if args.old_reference else [])
         for method in methods:
-            def raw_turn(r: int, m: str = method) -> Turn:
+            def raw_turn(r: int, m: str = method) -> Callable[[], Turn]:
                 topic = f"raw-{m.replace(' ', '-').replace(',', '')}-{r}"
                 create_topic(url, topic, 1)
-                return raw.turn(m, raw.topic_id(topic), turn_seconds)
+                return raw.prepare(m, raw.topic_id(topic), turn_seconds)
 
             paths[f"raw insert, {method}, no HTTP"] = raw_turn
 
@@ -938,8 +945,8 @@ def bench_database(kind: str, args: argparse.Namespace, rng: random.Random, note
             while left > 0:  # untimed: something for the dequeue turns to claim
                 left -= pgq.enqueue_turn(0.5)[0]
             vacuum.extend(["pgqueuer", "pgqueuer_log", "pgqueuer_statistics"])
-            paths["pgqueuer enqueue"] = lambda r: pgq.enqueue_turn(turn_seconds)
-            paths["pgqueuer dequeue + log_jobs"] = lambda r: pgq.dequeue_turn(turn_seconds)
+            paths["pgqueuer enqueue"] = lambda r: lambda: pgq.enqueue_turn(turn_seconds)
+            paths["pgqueuer dequeue + log_jobs"] = lambda r: lambda: pgq.dequeue_turn(turn_seconds)
             if args.pgmq_sql is not None:
                 mq = Pgmq(db_url, args.pgmq_sql)
                 closers.append(mq.close)
@@ -947,8 +954,8 @@ def bench_database(kind: str, args: argparse.Namespace, rng: random.Random, note
                 while left > 0:
                     left -= mq.send_turn(0.5)[0]
                 vacuum.append(f"pgmq.q_{Pgmq.QUEUE}")
-                paths["pgmq send_batch"] = lambda r: mq.send_turn(turn_seconds)
-                paths["pgmq read + delete"] = lambda r: mq.read_turn(turn_seconds)
+                paths["pgmq send_batch"] = lambda r: lambda: mq.send_turn(turn_seconds)
+                paths["pgmq read + delete"] = lambda r: lambda: mq.read_turn(turn_seconds)
             else:
                 notes.append("PGMQ: not measured (no --pgmq-sql)")
         else:
@@ -964,7 +971,7 @@ def bench_database(kind: str, args: argparse.Namespace, rng: random.Random, note
             order = rng.sample(names, len(names))
             orders.append("".join(_letters(len(names))[names.index(n)] for n in order))
             for name in order:
-                done, used = meter.measure(lambda: paths[name](r))
+                done, used = meter.measure(paths[name](r))
                 turns[name].append(done)
                 cpu[name].add(used)
         if vacuum:
