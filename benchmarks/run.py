@@ -293,15 +293,6 @@ class Producer:
         self.client.close()
 
 
-def produce(url: str, topic: str, *, mode: str, seconds: float, partition: int = 0) -> int:
-    """A new producer for one turn of `seconds`; returns records written."""
-    producer = Producer(url, mode)
-    try:
-        return producer.turn(topic, seconds, partition)[0]
-    finally:
-        producer.close()
-
-
 @dataclass
 class ConcurrentRun:
     records: int  # every record written, the last Sends' included
@@ -1134,6 +1125,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-old-reference", dest="old_reference", action="store_false",
                         help="leave out the raw COPY with rows built in the timed loop (the reference before issue 20)")
     args = parser.parse_args(argv)
+    if args.pgmq_sql is not None and not args.pgmq_sql.is_file():
+        parser.error(f"--pgmq-sql {args.pgmq_sql}: no such file")  # before any database is made
     Client.kind = args.client
     seed = args.seed if args.seed is not None else random.SystemRandom().randrange(1 << 32)
     rng = random.Random(seed)
