@@ -309,14 +309,19 @@ def concurrent_plain(url: str, topic: str, producers: int, partitions: int, seco
     whose Sends queue up behind each other, that is up to 16 Sends' worth of records in a few
     seconds. The rate is now every record ÷ the real span, from the common start to the last
     answer; the Sends answered within the nominal window are counted too, for the notes."""
-    clients = [Producer(url, "plain") for _ in range(producers)]  # connected before the start
+    # Made before the start; http.client connects at the first Send (a loopback connect).
+    clients = [Producer(url, "plain") for _ in range(producers)]
     finished: list[list[float]] = [[] for _ in range(producers)]
     written = [0] * producers
+    failed: list[BaseException] = []
     start = threading.Barrier(producers + 1)
 
     def run(i: int) -> None:
         start.wait()
-        written[i] = clients[i].turn(topic, seconds, i % partitions, finished[i])[0]
+        try:
+            written[i] = clients[i].turn(topic, seconds, i % partitions, finished[i])[0]
+        except BaseException as e:  # noqa: BLE001 - raised below: a lost producer is no figure
+            failed.append(e)
 
     threads = [threading.Thread(target=run, args=(i,)) for i in range(producers)]
     try:
@@ -329,6 +334,8 @@ def concurrent_plain(url: str, topic: str, producers: int, partitions: int, seco
     finally:
         for c in clients:
             c.close()
+    if failed:
+        raise RuntimeError(f"{len(failed)} of {producers} producers failed") from failed[0]
     ends = [t for f in finished for t in f]
     return ConcurrentRun(sum(written), max(ends) - t0, BATCH * sum(1 for t in ends if t <= t0 + seconds), seconds)
 
@@ -439,7 +446,7 @@ def commit_to_visible(url: str, topic: str, samples: int, mode: str) -> tuple[li
         except BaseException as e:  # noqa: BLE001 - reported by the producer's side
             failed.append(e)
 
-    consumer = threading.Thread(target=consume)
+    consumer = threading.Thread(target=consume, daemon=True)  # a failed producer must not leave it polling
     consumer.start()
     rng = random.Random(11)
     with Client(url) as c:
