@@ -34,7 +34,7 @@ from sqlalchemy import create_engine, text
 from sqlalchemy.engine import make_url
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from run import ADMIN_URL, POLL_PAUSE_S, Service  # noqa: E402 - the benchmark's own modules, not a package
+from run import ADMIN_URL, POLL_PAUSE_S, ROOT, Service  # noqa: E402 - the benchmark's own modules, not a package
 
 
 def pct(values: list[float], p: float) -> float:
@@ -147,8 +147,9 @@ def bench(kind: str, samples: int, consumers: int) -> None:
         if cleanup is not None:  # PostgreSQL: migrate the fresh database, inside the try that drops it
             env = {k: v for k, v in os.environ.items() if not k.startswith("OUTBOX_")}
             import subprocess
-            subprocess.run([sys.executable, "-m", "app.cli", "migrate"], check=True, capture_output=True,
-                           env={**env, "OUTBOX_DATABASE_URL": db_url})
+            # This tree's `app`, as Service runs it, not whatever the venv's editable install names.
+            subprocess.run([sys.executable, "-m", "app.cli", "migrate"], check=True, capture_output=True, cwd=ROOT,
+                           env={**env, "OUTBOX_DATABASE_URL": db_url, "PYTHONPATH": str(ROOT)})
         service = Service(db_url, OUTBOX_LOG_LEVEL="warning", OUTBOX_ACCESS_LOG="false")
         results = {}
         for mode in ("long-poll", "poll", "long-poll", "poll"):  # taking turns
