@@ -671,9 +671,9 @@ class Pgmq:
     queue, driven by psycopg from this process: `pgmq.send_batch` of the same 1,000 values a
     Send carries, and a consumer's loop: `pgmq.read` of 1,000 at a time (a visibility timeout
     of an hour), then `pgmq.delete` of those ids, as a consumer that is done with them does.
-    Without the delete, read messages stay in the queue ahead of the unread ones and every
-    read steps over all of them (a first run fell from 30,000 to 7,000 messages/s over its
-    turns): that measured the benchmark, not PGMQ."""
+    Without the delete, read messages would stay in the queue ahead of the unread ones (read
+    takes the lowest ids whose visibility time has passed) for every later read to step over:
+    that would measure the benchmark, not PGMQ."""
 
     QUEUE = "bench"
 
