@@ -125,6 +125,16 @@ def main(argv: list[str] | None = None) -> int:
         def cleanup() -> None:
             with admin.connect() as c:
                 c.execute(text(f'DROP DATABASE IF EXISTS "{db_name}" WITH (FORCE)'))
+    try:
+        run_and_report(args, db_url)
+    finally:
+        # Whatever failed above, the scratch database goes (issue 20: run.py left it behind).
+        if cleanup is not None:
+            cleanup()
+    return 0
+
+
+def run_and_report(args: argparse.Namespace, db_url: str) -> None:
     services: dict[str, Service] = {}
     raw = None
     try:
@@ -170,11 +180,7 @@ def main(argv: list[str] | None = None) -> int:
             raw.close()
         for service in services.values():
             service.stop()
-    try:
-        cost = in_process_cost(db_url, args.other_acls)
-    finally:
-        if cleanup is not None:
-            cleanup()
+    cost = in_process_cost(db_url, args.other_acls)
 
     print(f"# {args.db}: {args.rounds} rounds of {args.turn_seconds:g} s turns; reference: raw {method}; "
           f"{args.other_acls} other bindings\n")
@@ -193,7 +199,6 @@ def main(argv: list[str] | None = None) -> int:
     print()
     for label, value in cost.items():
         print(f"{label}: {value:,.1f}")
-    return 0
 
 
 if __name__ == "__main__":

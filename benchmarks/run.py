@@ -1,18 +1,32 @@
-"""Throughput and latency of the service next to what the database itself can insert.
+"""Throughput and latency of the service next to what the database itself can insert, and next to
+the PostgreSQL queues users would pick instead.
 
     .venv/bin/python benchmarks/run.py                 # SQLite and PostgreSQL
-    .venv/bin/python benchmarks/run.py --db postgresql --seconds 5
+    .venv/bin/python benchmarks/run.py --db postgresql --rounds 8 --pgmq-sql /path/to/pgmq.sql
 
 Starts a real `outbox serve` process per database (a fresh SQLite file; a fresh PostgreSQL
 database on OUTBOX_BENCH_POSTGRES_URL, default the local server) and drives it over HTTP
 from this process. Client, service and database share the machine, as they do here (2 cores):
 the figures are for comparing paths with each other in one run, not absolute capacity.
 Every figure is measured in the run that prints it; nothing is hard-coded.
+
+What each row measures, and what it leaves out, is said where it is measured (issue 20: a
+benchmark that cannot flatter):
+
+- every path of the rotation (producers, fetches, the database's own insert, the peers) takes
+  `--rounds` turns in an order shuffled afresh each round, from a seed that is printed;
+- the reference, the database's own insert, sends rows encoded before its clock starts;
+- the peers, on PostgreSQL: pgqueuer (installed from PyPI, the `bench` extra) and PGMQ (its
+  plain SQL install file, given with `--pgmq-sql`; not part of this repository);
+- CPU per record is read per process: the service's (from /proc/<pid>/stat), this client's
+  (time.process_time) and, on PostgreSQL, the database backends' serving the scratch database
+  (from /proc/<backend pid>/stat; PostgreSQL's own background processes are left out).
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
 import http.client
 import os
 import random
@@ -26,8 +40,9 @@ import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from datetime import timedelta
 from pathlib import Path
-from typing import Self
+from typing import Self, TypeVar
 from urllib.parse import urlencode
 
 import httpx
@@ -39,6 +54,29 @@ ROOT = Path(__file__).resolve().parents[1]
 ADMIN_URL = os.environ.get("OUTBOX_BENCH_POSTGRES_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/postgres")
 BATCH = 1_000
 VALUE = {"order_id": 123456, "meal": "Pizza", "value": 12.5, "customer": "c-000042", "note": "extra cheese"}
+POLL_PAUSE_S = 0.05  # the Python client's pause between empty polls before it long-polled (benchmarks/waiting.py)
+CLK_TCK = os.sysconf("SC_CLK_TCK")
+
+
+Turn = tuple[int, float]  # (records, seconds) of one turn
+T = TypeVar("T")
+
+
+@dataclass
+class Cpu:
+    """CPU seconds used during some turns, per process: the service, this client, the database
+    backends of the scratch database (None where there are none to read: SQLite runs in the
+    service's process, or in this one for the raw insert)."""
+
+    service: float = 0.0
+    client: float = 0.0
+    database: float | None = None
+
+    def add(self, other: Cpu) -> None:
+        self.service += other.service
+        self.client += other.client
+        if other.database is not None:
+            self.database = (self.database or 0.0) + other.database
 
 
 @dataclass
@@ -47,7 +85,10 @@ class Row:
     name: str
     records_per_s: float | None = None
     extra: dict[str, str] = field(default_factory=dict)
-    turns: list[tuple[int, float]] = field(default_factory=list)  # (records, seconds) of each turn
+    turns: list[Turn] = field(default_factory=list)
+    cpu: Cpu | None = None
+    records: int = 0
+    service_cpu: bool = True  # whether the service's CPU belongs to this path (not a peer's)
 
 
 # --- a service under test ---------------------------------------------------------------------
@@ -59,6 +100,12 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
+def _proc_cpu(pid: int) -> float:
+    """CPU time (user + system) process `pid` has used so far, from /proc."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / CLK_TCK
+
+
 class Service:
     """`outbox serve` on `url`, from the source tree `root` (another checkout of the project
     for a before/after comparison: benchmarks/ab.py)."""
@@ -67,7 +114,8 @@ class Service:
         self.port = _free_port()
         env = {k: v for k, v in os.environ.items() if not k.startswith("OUTBOX_")}
         env.update({"OUTBOX_DATABASE_URL": url, "OUTBOX_LOG_LEVEL": "warning", **settings})
-        # The tree's own `app` package first, whatever the venv's editable install points at.
+        # The tree's own `app` package first (cwd too: `-m` puts it first on sys.path), whatever
+        # the venv's editable install points at.
         env["PYTHONPATH"] = str(root)
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "app.cli", "serve", "--port", str(self.port)],
@@ -82,16 +130,17 @@ class Service:
             except httpx.TransportError:
                 pass
             if time.monotonic() > deadline or self.proc.poll() is not None:
+                self.stop()
                 raise RuntimeError("service did not start")
             time.sleep(0.1)
 
     def cpu_seconds(self) -> float:
         """CPU time (user + system) the service process has used so far, from /proc."""
-        fields = Path(f"/proc/{self.proc.pid}/stat").read_text().rsplit(")", 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+        return _proc_cpu(self.proc.pid)
 
     def stop(self) -> None:
-        self.proc.terminate()
+        if self.proc.poll() is None:
+            self.proc.terminate()
         self.proc.wait(10)
 
 
@@ -106,24 +155,42 @@ class Client:
 
     kind = "http.client"
 
+    # The service closes a keep-alive connection left idle for OUTBOX_HTTP_KEEP_ALIVE_TIMEOUT_S
+    # (uvicorn's 5 s by default). A producer waits while every other path takes its turn, so
+    # with turns of more than ~0.8 s its next request went out on a connection the service had
+    # closed and the run died (RemoteDisconnected). A connection idle for longer than this is
+    # reopened before the request, as a long-lived producer's client would: one TCP connect on
+    # loopback per turn, a fraction of a millisecond in a turn of half a second or more.
+    IDLE_REOPEN_S = 3.0
+
     def __init__(self, url: str, timeout: float = 60, headers: dict[str, str] | None = None) -> None:
-        self.url = url
+        self.url, self.timeout = url, timeout
         self.headers = headers or {}  # e.g. Authorization, on every request
+        self._used = time.monotonic()
+        self._httpx: httpx.Client | None = None
         if self.kind == "httpx":
-            self._httpx: httpx.Client | None = httpx.Client(base_url=url, timeout=timeout)
+            self._httpx = httpx.Client(base_url=url, timeout=timeout)
         else:
-            self._httpx = None
             host, port = url.removeprefix("http://").rsplit(":", 1)
             self._conn = http.client.HTTPConnection(host, int(port), timeout=timeout)
 
     def request(self, method: str, path: str, body: bytes | None = None) -> tuple[int, bytes]:
         headers = {**self.headers, "content-type": "application/json"} if body is not None else self.headers
-        if self._httpx is not None:
-            r = self._httpx.request(method, path, content=body, headers=headers)
-            return r.status_code, r.content
-        self._conn.request(method, path, body=body, headers=headers)
-        response = self._conn.getresponse()
-        return response.status, response.read()
+        reopen = time.monotonic() - self._used > self.IDLE_REOPEN_S
+        try:
+            if self._httpx is not None:
+                if reopen:
+                    self._httpx.close()
+                    self._httpx = httpx.Client(base_url=self.url, timeout=self.timeout)
+                r = self._httpx.request(method, path, content=body, headers=headers)
+                return r.status_code, r.content
+            if reopen:
+                self._conn.close()  # http.client connects again on the next request
+            self._conn.request(method, path, body=body, headers=headers)
+            response = self._conn.getresponse()
+            return response.status, response.read()
+        finally:
+            self._used = time.monotonic()  # from the answer: a long poll's wait is not idleness
 
     def get_json(self, path: str, params: dict | None = None) -> dict:
         status, content = self.request("GET", path + ("?" + urlencode(params) if params else ""))
@@ -191,9 +258,11 @@ class Producer:
             self.ident = _init_producer(self.client, tid if mode == "transactional" else None)
         self.records = _records(BATCH) if records is None else records
 
-    def turn(self, topic: str, seconds: float, partition: int = 0) -> tuple[int, float]:
+    def turn(self, topic: str, seconds: float, partition: int = 0,
+             finished: list[float] | None = None) -> Turn:
         """Produce for about `seconds`, whole transactions only; returns (records written,
-        seconds it took), the time of its last transaction included."""
+        seconds it took), the time of its last transaction included. `finished`, if given,
+        gets the perf_counter() at which each Send's answer came."""
         c, ident, tid = self.client, self.ident, self.tid
         written, seq = 0, 0
         t0 = time.perf_counter()
@@ -212,6 +281,8 @@ class Producer:
                     body["transactional_id"] = tid
                 _post(c, "/v1/records", body)
                 written += BATCH
+                if finished is not None:
+                    finished.append(time.perf_counter())
                 if self.commit_every_ms is None or (time.perf_counter() - txn_started) * 1000 >= self.commit_every_ms:
                     break
             if self.mode == "transactional":
@@ -222,27 +293,51 @@ class Producer:
         self.client.close()
 
 
-def produce(url: str, topic: str, *, mode: str, seconds: float, partition: int = 0) -> int:
-    """A new producer for one turn of `seconds`; returns records written."""
-    producer = Producer(url, mode)
-    try:
-        return producer.turn(topic, seconds, partition)[0]
-    finally:
-        producer.close()
+@dataclass
+class ConcurrentRun:
+    records: int  # every record written, the last Sends' included
+    span: float  # seconds from the common start to the last Send's answer
+    in_window: int  # records of Sends answered within the nominal `seconds`
+    seconds: float  # the nominal duration
 
 
-def concurrent(n: int, target: Callable[[int], int]) -> int:
-    results = [0] * n
+def concurrent_plain(url: str, topic: str, producers: int, partitions: int, seconds: float) -> ConcurrentRun:
+    """`producers` plain producers on `partitions` partitions for `seconds`, started together.
+
+    Before issue 20 this divided every record written by the nominal `seconds`, though each
+    producer's last Send (started before the deadline) is answered after it: at 16 producers
+    whose Sends queue up behind each other, that is up to 16 Sends' worth of records in a few
+    seconds. The rate is now every record ÷ the real span, from the common start to the last
+    answer; the Sends answered within the nominal window are counted too, for the notes."""
+    # Made before the start; http.client connects at the first Send (a loopback connect).
+    clients = [Producer(url, "plain") for _ in range(producers)]
+    finished: list[list[float]] = [[] for _ in range(producers)]
+    written = [0] * producers
+    failed: list[BaseException] = []
+    start = threading.Barrier(producers + 1)
 
     def run(i: int) -> None:
-        results[i] = target(i)
+        start.wait()
+        try:
+            written[i] = clients[i].turn(topic, seconds, i % partitions, finished[i])[0]
+        except BaseException as e:  # noqa: BLE001 - raised below: a lost producer is no figure
+            failed.append(e)
 
-    threads = [threading.Thread(target=run, args=(i,)) for i in range(n)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    return sum(results)
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(producers)]
+    try:
+        for t in threads:
+            t.start()
+        start.wait()
+        t0 = time.perf_counter()
+        for t in threads:
+            t.join()
+    finally:
+        for c in clients:
+            c.close()
+    if failed:
+        raise RuntimeError(f"{len(failed)} of {producers} producers failed") from failed[0]
+    ends = [t for f in finished for t in f]
+    return ConcurrentRun(sum(written), max(ends) - t0, BATCH * sum(1 for t in ends if t <= t0 + seconds), seconds)
 
 
 def create_topic(url: str, name: str, partitions: int) -> None:
@@ -267,8 +362,35 @@ def read_all(url: str, topic: str, isolation: str) -> tuple[int, float]:
     return n, time.perf_counter() - t0
 
 
-def commit_to_visible(url: str, topic: str, rounds: int) -> list[float]:
-    """ms from Commit answered to the records returned by a read_committed fetch."""
+class Reader:
+    """A consumer of one partition that takes turns like a producer: it fetches pages of 5,000
+    for `seconds`, starting over from offset 0 at the end of the log, so every turn reads the
+    same records however many turns there are."""
+
+    def __init__(self, url: str, topic: str, isolation: str) -> None:
+        self.client = Client(url)
+        self.path = f"/v1/topics/{topic}/partitions/0/records"
+        self.isolation, self.offset = isolation, 0
+
+    def turn(self, seconds: float) -> Turn:
+        n = 0
+        t0 = time.perf_counter()
+        deadline = t0 + seconds
+        while time.perf_counter() < deadline:
+            page = self.client.get_json(self.path, {"offset": self.offset, "isolation": self.isolation,
+                                                    "max_records": 5000})
+            n += len(page["records"])
+            self.offset = 0 if page["next_offset"] >= page["high_watermark"] else page["next_offset"]
+        return n, time.perf_counter() - t0
+
+    def close(self) -> None:
+        self.client.close()
+
+
+def commit_then_get(url: str, topic: str, rounds: int) -> list[float]:
+    """The row before issue 20: ms from a Commit answered to the records returned by the next
+    read_committed fetch, sent by the same client after it. The commit is done before the
+    clock starts, so this is one GET's time: it cannot show a visibility lag."""
     tid = f"lat-{uuid.uuid4().hex[:8]}"
     out = []
     with Client(url) as c:
@@ -289,6 +411,68 @@ def commit_to_visible(url: str, topic: str, rounds: int) -> list[float]:
                     break
             out.append((time.perf_counter() - t0) * 1000)
     return out
+
+
+def commit_to_visible(url: str, topic: str, samples: int, mode: str) -> tuple[list[float], list[float]]:
+    """(ms from just before a Commit is sent to its records in a read_committed consumer's hands,
+    ms each Commit took), for a consumer in another thread that long-polls (`mode` "long-poll",
+    max_wait_ms 5000) or polls with the old client's pause after an empty answer ("poll").
+
+    A transactional producer sends 10 records, waits, then commits, every 20-40 ms, so the
+    consumer is waiting when the commit comes: what is measured is how soon a commit becomes
+    visible to a consumer already there, the Commit's own time included, as an application
+    sees it. Each transaction's records carry its number, so a page maps back to its commit."""
+    tid = f"lat-{mode}-{uuid.uuid4().hex[:8]}"
+    committing: dict[int, float] = {}
+    commit_ms: list[float] = []
+    got: list[float] = []
+    failed: list[BaseException] = []
+
+    def consume() -> None:
+        position = 0
+        try:
+            with Client(url) as c:
+                while len(got) < samples:
+                    params: dict = {"offset": position, "max_records": 1000, "isolation": "read_committed"}
+                    if mode == "long-poll":
+                        params["max_wait_ms"] = 5000
+                    page = c.get_json(f"/v1/topics/{topic}/partitions/0/records", params)
+                    now = time.perf_counter()
+                    for n in sorted({r["value"]["txn"] for r in page["records"]}):
+                        got.append((now - committing[n]) * 1000)
+                    position = page["next_offset"]
+                    if not page["records"] and mode == "poll":
+                        time.sleep(POLL_PAUSE_S)
+        except BaseException as e:  # noqa: BLE001 - reported by the producer's side
+            failed.append(e)
+
+    consumer = threading.Thread(target=consume, daemon=True)  # a failed producer must not leave it polling
+    consumer.start()
+    rng = random.Random(11)
+    with Client(url) as c:
+        ident = _init_producer(c, tid)
+        seq = 0
+        for n in range(samples):
+            if failed:
+                break
+            _post(c, f"/v1/transactions/{tid}/begin", ident)
+            _post(c, "/v1/records", {**ident, "transactional_id": tid, "batches": [
+                {"topic": topic, "partition": 0, "base_sequence": seq,
+                 "records": [{"key": f"k{i}", "value": {"txn": n, **VALUE}} for i in range(10)]}]})
+            seq += 10
+            time.sleep(rng.uniform(0.02, 0.04))  # the consumer is waiting again by now
+            committing[n] = time.perf_counter()
+            _post(c, f"/v1/transactions/{tid}/commit", ident)
+            commit_ms.append((time.perf_counter() - committing[n]) * 1000)
+    consumer.join(30)
+    if failed:
+        raise RuntimeError("the consumer failed") from failed[0]
+    return got, commit_ms
+
+
+def pct(values: list[float], p: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(p * len(ordered)))]
 
 
 def request_latencies(url: str, topic: str, rounds: int) -> dict[str, float]:
@@ -347,18 +531,42 @@ def request_bounds(ms: dict[str, float], commit_every_ms: float = 100.0) -> list
 # --- the database's own limit -------------------------------------------------------------------
 
 
+def _psycopg_url(db_url: str) -> str:
+    return make_url(db_url).set(drivername="postgresql").render_as_string(hide_password=False)
+
+
+def _copy_text(field: object) -> str:
+    """One field in COPY's text format."""
+    if field is None:
+        return "\\N"
+    return str(field).replace("\\", "\\\\").replace("\t", "\\t").replace("\n", "\\n").replace("\r", "\\r")
+
+
 class RawInserter:
     """The database's own limit: the same rows as a plain Send, inserted straight into
     `records` by the driver in 1,000-row transactions, no HTTP, no service (idle meanwhile).
     It takes turns like a producer, into a topic created through the service for the turn, so
     that its rows land where a producer's would (records' primary key starts with topic_id);
-    nothing reads them, so the partition's log end is left alone."""
+    nothing reads them, so the partition's log end is left alone.
+
+    The rows are made before the clock starts: tuples for executemany, and for COPY the bytes
+    of COPY's text format, written in one piece per batch. Until issue 20 the rows were built
+    in Python inside the timed loop, and COPY wrote them row by row (write_row), which cost
+    the reference about 15 %: the service's ratio to it read that much high. The old way is
+    still here as the method "copy, rows built in the loop" (SQLite: "executemany, …"), to
+    show the difference in one run.
+    """
 
     COLUMNS = '(topic_id, "partition", "offset", timestamp_ms, key, value, headers, producer_id, producer_epoch, sequence, txn_id)'
+    OLD = ", rows built in the loop"  # after the method's name: the way before issue 20
 
     def __init__(self, db_url: str) -> None:
         self.value = orjson.dumps(VALUE).decode()
         self.sqlite = db_url.startswith("sqlite")
+        # Batch b's rows, without the topic (the first column, which changes every turn), made
+        # once and reused by every turn, whose topic starts at offset 0.
+        self._rows: list[list[tuple]] = []
+        self._copy: list[bytes] = []
         if self.sqlite:
             import sqlite3
 
@@ -369,15 +577,70 @@ class RawInserter:
         else:
             import psycopg
 
-            self.conn = psycopg.connect(make_url(db_url).set(drivername="postgresql")
-                                        .render_as_string(hide_password=False), autocommit=True)
-            self.methods = ("executemany", "copy")
+            self.conn = psycopg.connect(_psycopg_url(db_url), autocommit=True)
+            self.methods = ("executemany", "copy")  # the last, the best: benchmarks/ab.py's reference
 
     def topic_id(self, topic: str) -> int:
         mark = "?" if self.sqlite else "%s"
         return self.conn.execute(f"SELECT topic_id FROM topics WHERE name = {mark}", (topic,)).fetchone()[0]
 
-    def turn(self, method: str, topic_id: int, seconds: float) -> tuple[int, float]:
+    def _grow(self, batches: int) -> None:
+        while len(self._rows) < batches:
+            base = len(self._rows) * BATCH
+            rows = [(0, base + i, 1, f"k{i}", self.value, None, None, None, None, None) for i in range(BATCH)]
+            self._rows.append(rows)
+            # "\t" + the rest of the line: the topic goes in front of each line, per turn.
+            self._copy.append("".join("\t" + "\t".join(map(_copy_text, row)) + "\n" for row in rows).encode())
+
+    def _prepared(self, method: str, topic_id: int, start: int, count: int) -> list:
+        """Batches start … start + count - 1 of a turn into `topic_id`, ready to send."""
+        self._grow(start + count)
+        if method == "copy":
+            tid = str(topic_id).encode()
+            # bytes.replace runs in C: a batch costs microseconds here, outside the clock.
+            return [tid + b[:-1].replace(b"\n", b"\n" + tid) + b"\n" for b in self._copy[start:start + count]]
+        return [[(topic_id, *row) for row in rows] for rows in self._rows[start:start + count]]
+
+    def turn(self, method: str, topic_id: int, seconds: float) -> Turn:
+        """Insert batches for `seconds` of insert time; returns (records, seconds inserting)."""
+        return self.prepare(method, topic_id, seconds)()
+
+    def prepare(self, method: str, topic_id: int, seconds: float) -> Callable[[], Turn]:
+        """A turn's batches, made now, as many as the last turn of this method used and half as
+        many again, and the turn that inserts them: its clock runs only around each batch's
+        transaction, and if it runs out of batches, more are made with the clock stopped."""
+        if method.endswith(self.OLD):
+            return lambda: self._turn_building_rows(topic_id, seconds)
+        batches = self._prepared(method, topic_id, 0, getattr(self, f"_expected_{method}", 50))
+        return lambda: self._insert(method, topic_id, seconds, batches)
+
+    def _insert(self, method: str, topic_id: int, seconds: float, batches: list) -> Turn:
+        conn, elapsed, done = self.conn, 0.0, 0
+        insert = f"INSERT INTO records {self.COLUMNS} VALUES ({', '.join(['?' if self.sqlite else '%s'] * 11)})"
+        while elapsed < seconds:
+            if done == len(batches):
+                batches += self._prepared(method, topic_id, done, max(10, done // 2))
+            batch = batches[done]
+            t0 = time.perf_counter()
+            if self.sqlite:
+                conn.execute("BEGIN")
+                conn.executemany(insert, batch)
+                conn.execute("COMMIT")
+            else:
+                with conn.transaction(), conn.cursor() as cur:
+                    if method == "copy":
+                        with cur.copy(f"COPY records {self.COLUMNS} FROM STDIN") as cp:
+                            cp.write(batch)
+                    else:
+                        cur.executemany(insert, batch)
+            elapsed += time.perf_counter() - t0
+            done += 1
+        setattr(self, f"_expected_{method}", done + done // 2)
+        return done * BATCH, elapsed
+
+    def _turn_building_rows(self, topic_id: int, seconds: float) -> Turn:
+        """The best method as run.py ran it before issue 20, rows built on the clock: SQLite's
+        executemany, PostgreSQL's COPY writing them one by one."""
         conn, offset = self.conn, 0
         t0 = time.perf_counter()
         deadline = t0 + seconds
@@ -387,14 +650,12 @@ class RawInserter:
                 conn.execute("BEGIN")
                 conn.executemany(f"INSERT INTO records {self.COLUMNS} VALUES (?,?,?,?,?,?,?,?,?,?,?)", rows)
                 conn.execute("COMMIT")
-            else:
-                with conn.transaction(), conn.cursor() as cur:
-                    if method == "copy":
-                        with cur.copy(f"COPY records {self.COLUMNS} FROM STDIN") as cp:
-                            for row in rows:
-                                cp.write_row(row)
-                    else:
-                        cur.executemany(f"INSERT INTO records {self.COLUMNS} VALUES (%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s)", rows)
+                offset += BATCH
+                continue
+            with conn.transaction(), conn.cursor() as cur:
+                with cur.copy(f"COPY records {self.COLUMNS} FROM STDIN") as cp:
+                    for row in rows:
+                        cp.write_row(row)
             offset += BATCH
         return offset, time.perf_counter() - t0
 
@@ -402,86 +663,357 @@ class RawInserter:
         self.conn.close()
 
 
+# --- peers: what users would pick instead (PostgreSQL only) ---------------------------------------
+
+
+class Pgmq:
+    """PGMQ installed from its plain SQL file into the scratch database (schema `pgmq`), one
+    queue, driven by psycopg from this process: `pgmq.send_batch` of the same 1,000 values a
+    Send carries, and a consumer's loop: `pgmq.read` of 1,000 at a time (a visibility timeout
+    of an hour), then `pgmq.delete` of those ids, as a consumer that is done with them does.
+    Without the delete, read messages would stay in the queue ahead of the unread ones (read
+    takes the lowest ids whose visibility time has passed) for every later read to step over:
+    that would measure the benchmark, not PGMQ."""
+
+    QUEUE = "bench"
+
+    def __init__(self, db_url: str, sql_file: Path) -> None:
+        import psycopg
+
+        self.conn = psycopg.connect(_psycopg_url(db_url), autocommit=True)
+        self.conn.execute(sql_file.read_text())
+        self.conn.execute("SELECT pgmq.create(%s)", (self.QUEUE,))
+        self.messages = [orjson.dumps(VALUE).decode()] * BATCH  # the same list every batch
+
+    def send_turn(self, seconds: float) -> Turn:
+        conn, n = self.conn, 0
+        t0 = time.perf_counter()
+        deadline = t0 + seconds
+        while time.perf_counter() < deadline:
+            conn.execute("SELECT pgmq.send_batch(%s, %s::jsonb[])", (self.QUEUE, self.messages)).fetchall()
+            n += BATCH
+        return n, time.perf_counter() - t0
+
+    def read_turn(self, seconds: float) -> Turn:
+        """Reads and deletes until `seconds` have passed or the queue has nothing left."""
+        conn, n = self.conn, 0
+        t0 = time.perf_counter()
+        deadline = t0 + seconds
+        while time.perf_counter() < deadline:
+            rows = conn.execute("SELECT msg_id, message FROM pgmq.read(%s, %s, %s)",
+                                (self.QUEUE, 3600, BATCH)).fetchall()
+            if not rows:
+                break
+            conn.execute("SELECT pgmq.delete(%s, %s::bigint[])", (self.QUEUE, [r[0] for r in rows])).fetchall()
+            n += len(rows)
+        return n, time.perf_counter() - t0
+
+    def close(self) -> None:
+        self.conn.close()
+
+
+class PgQueuer:
+    """pgqueuer (PyPI) installed into the scratch database, driven through its own Queries API
+    over a psycopg async connection in this process, as an application enqueuing jobs and a
+    worker claiming them would: `enqueue` of 1,000 jobs whose payload is the same value a Send
+    carries, and a worker's loop: `dequeue` of batches of 1,000 (claimed, status 'picked'),
+    then `log_jobs` of them as successful (a DELETE from the queue and a row in its log), as
+    pgqueuer's QueueManager does for each job done. Claimed jobs left in the queue would slow
+    every later dequeue, as PGMQ's read messages do (see Pgmq)."""
+
+    ENTRYPOINT = "bench"
+
+    def __init__(self, db_url: str) -> None:
+        import psycopg
+        from pgqueuer.adapters.drivers.psycopg import PsycopgDriver
+        from pgqueuer.adapters.persistence.queries import Queries
+        from pgqueuer.ports.repository import EntrypointExecutionParameter
+
+        self.loop = asyncio.new_event_loop()
+        self.conn = self.loop.run_until_complete(psycopg.AsyncConnection.connect(_psycopg_url(db_url), autocommit=True))
+        self.queries = Queries(PsycopgDriver(self.conn))
+        self.loop.run_until_complete(self.queries.install())
+        payload = orjson.dumps(VALUE)
+        self.batch = ([self.ENTRYPOINT] * BATCH, [payload] * BATCH, [0] * BATCH)  # made once
+        self.entrypoints = {self.ENTRYPOINT: EntrypointExecutionParameter(concurrency_limit=0)}
+        self.manager = uuid.uuid4()
+
+    def enqueue_turn(self, seconds: float) -> Turn:
+        async def run() -> Turn:
+            n = 0
+            t0 = time.perf_counter()
+            deadline = t0 + seconds
+            while time.perf_counter() < deadline:
+                await self.queries.enqueue(*self.batch)
+                n += BATCH
+            return n, time.perf_counter() - t0
+
+        return self.loop.run_until_complete(run())
+
+    def dequeue_turn(self, seconds: float) -> Turn:
+        """Claims until `seconds` have passed or nothing is left to claim."""
+        async def run() -> Turn:
+            n = 0
+            t0 = time.perf_counter()
+            deadline = t0 + seconds
+            while time.perf_counter() < deadline:
+                jobs = await self.queries.dequeue(BATCH, self.entrypoints, self.manager, None, timedelta(hours=1))
+                if not jobs:
+                    break
+                await self.queries.log_jobs([(job, "successful", None) for job in jobs])
+                n += len(jobs)
+            return n, time.perf_counter() - t0
+
+        return self.loop.run_until_complete(run())
+
+    def close(self) -> None:
+        self.loop.run_until_complete(self.conn.close())
+        self.loop.close()
+
+
+# --- CPU per process ------------------------------------------------------------------------------
+
+
+class CpuMeter:
+    """Reads, between turns, the CPU time of each process a path runs in: the service (from
+    /proc/<pid>/stat), this process (time.process_time(): the load generator, the raw insert's
+    driver, the peers' clients) and, on PostgreSQL, every backend connected to the scratch
+    database (pg_stat_activity, then /proc/<pid>/stat; this meter's own connection excepted).
+    PostgreSQL's background processes (WAL writer, checkpointer, autovacuum) are not counted:
+    they work for every path alike. On SQLite the database is a library inside the service
+    (or, for the raw insert, inside this process), so its CPU is in those columns."""
+
+    def __init__(self, service: Service, db_url: str) -> None:
+        self.service = service
+        self.conn = None
+        if not db_url.startswith("sqlite"):
+            import psycopg
+
+            self.conn = psycopg.connect(_psycopg_url(db_url), autocommit=True)
+
+    def _backends(self) -> dict[int, float] | None:
+        if self.conn is None:
+            return None
+        out = {}
+        for (pid,) in self.conn.execute("SELECT pid FROM pg_stat_activity WHERE datname = current_database() "
+                                        "AND pid <> pg_backend_pid()").fetchall():
+            try:
+                out[pid] = _proc_cpu(pid)
+            except (FileNotFoundError, ProcessLookupError):
+                pass  # ended since
+        return out
+
+    def measure(self, work: Callable[[], T]) -> tuple[T, Cpu]:
+        b0, s0, c0 = self._backends(), self.service.cpu_seconds(), time.process_time()
+        done = work()
+        c1, s1, b1 = time.process_time(), self.service.cpu_seconds(), self._backends()
+        database = None
+        if b0 is not None and b1 is not None:
+            # A backend that started during the turn counts from zero; one that ended is lost
+            # (the service's pool keeps its connections, the peers use one each).
+            database = sum(cpu - b0.get(pid, 0.0) for pid, cpu in b1.items())
+        return done, Cpu(s1 - s0, c1 - c0, database)
+
+    def close(self) -> None:
+        if self.conn is not None:
+            self.conn.close()
+
+
 # --- one database ---------------------------------------------------------------------------------
 
 
-def bench_database(kind: str, seconds: float, rounds: int, turn_seconds: float) -> list[Row]:
+def _letters(n: int) -> str:
+    return "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"[:n]
+
+
+def bench_database(kind: str, args: argparse.Namespace, rng: random.Random, notes: list[str]) -> list[Row]:
+    seconds, rounds, turn_seconds = args.seconds, args.rounds, args.turn_seconds
     rows: list[Row] = []
-    cleanup: Callable[[], None] = lambda: None
-    if kind == "sqlite":
-        tmp = tempfile.mkdtemp(prefix="outbox-bench-")
-        db_url = f"sqlite:///{tmp}/bench.db"
-    else:
-        # Not `name`: the loops below reuse that for row names, and cleanup() reads this late.
-        db_name = f"outbox_bench_{uuid.uuid4().hex[:8]}"
-        admin = create_engine(ADMIN_URL, isolation_level="AUTOCOMMIT")
-        with admin.connect() as c:
-            c.execute(text(f'CREATE DATABASE "{db_name}"'))
-        db_url = make_url(ADMIN_URL).set(database=db_name).render_as_string(hide_password=False)
-        subprocess.run([sys.executable, "-m", "app.cli", "migrate"], cwd=ROOT, check=True,
-                       env={**os.environ, "OUTBOX_DATABASE_URL": db_url}, capture_output=True)
-
-        def cleanup() -> None:
-            with admin.connect() as c:
-                c.execute(text(f'DROP DATABASE IF EXISTS "{db_name}" WITH (FORCE)'))
-
-    service = Service(db_url)
+    closers: list[Callable[[], None]] = []  # run in reverse, whatever fails
+    service = None
     try:
+        if kind == "sqlite":
+            tmp = tempfile.mkdtemp(prefix="outbox-bench-")
+            db_url = f"sqlite:///{tmp}/bench.db"
+        else:
+            db_name = f"outbox_bench_{uuid.uuid4().hex[:8]}"
+            admin = create_engine(ADMIN_URL, isolation_level="AUTOCOMMIT")
+            with admin.connect() as c:
+                c.execute(text(f'CREATE DATABASE "{db_name}"'))
+
+            def drop() -> None:
+                # WITH (FORCE): a connection left open by a failed turn does not keep it.
+                with admin.connect() as c:
+                    c.execute(text(f'DROP DATABASE IF EXISTS "{db_name}" WITH (FORCE)'))
+                admin.dispose()
+
+            closers.append(drop)
+            db_url = make_url(ADMIN_URL).set(database=db_name).render_as_string(hide_password=False)
+            subprocess.run([sys.executable, "-m", "app.cli", "migrate"], cwd=ROOT, check=True, capture_output=True,
+                           env={**os.environ, "OUTBOX_DATABASE_URL": db_url, "PYTHONPATH": str(ROOT)})
+
+        service = Service(db_url)
         url = service.url
-        # The single producers and the database's own insert take short turns, one after the
-        # other, `rounds` times, and each figure is the total of its turns: records ÷ seconds.
-        # The machine's speed drifts by tens of percent over seconds here (docs/benchmarks.md),
-        # so a path measured in one long run of its own would be compared with its neighbours
-        # under a different machine; in turns of half a second, every path meets the same
-        # drift. Each turn writes a topic created just before it: records' primary key starts
-        # with the topic id, so every turn appends at the right edge of the index, as a busy
-        # topic does, rather than into the middle of one that other turns have grown since.
-        paths: dict[str, tuple[str, Callable[[str], tuple[int, float]]]] = {}
-        producers = [
-            ("produce plain", "p-plain", Producer(url, "plain")),
-            ("produce plain, UUID keys and ns timestamps", "p-plain-uuid",
-             Producer(url, "plain", records=_records_keyed_by_uuid(BATCH))),
-            ("produce idempotent", "p-idempotent", Producer(url, "idempotent")),
-            ("produce transactional (commit / 1,000)", "p-txn-1000",
-             Producer(url, "transactional", "bench-txn-1000")),
-            ("produce transactional (commit / 100 ms)", "p-txn-100ms",
-             Producer(url, "transactional", "bench-txn-100ms", commit_every_ms=100.0)),
-        ]
-        for name, slug, producer in producers:
-            paths[name] = (slug, lambda topic, p=producer: p.turn(topic, turn_seconds))
-        raw = RawInserter(db_url)
-        for method in raw.methods:
-            paths[f"raw insert, {method}, no HTTP"] = (
-                f"raw-{method}", lambda topic, m=method: raw.turn(m, raw.topic_id(topic), turn_seconds))
-        turns: dict[str, list[tuple[int, float]]] = {name: [] for name in paths}
-        for r in range(rounds):
-            for name, (slug, turn) in paths.items():
+        meter = CpuMeter(service, db_url)
+        closers.append(meter.close)
+
+        # Every path below takes short turns, `rounds` times, in an order shuffled afresh each
+        # round, and each figure is the total of its turns: records ÷ seconds. The machine's
+        # speed drifts by tens of percent over seconds here (docs/benchmarks.md), so a path
+        # measured in one long run of its own would be compared with its neighbours under a
+        # different machine; in turns of half a second, every path meets the same drift. Until
+        # issue 20 the order was the same every round, so a path always followed the same
+        # neighbour (and whatever that neighbour left to the database: dirty pages, a
+        # checkpoint, autovacuum); the shuffle spreads that over every path. Each producing
+        # turn writes a topic created just before it: records' primary key starts with the
+        # topic id, so every turn appends at the right edge of the index, as a busy topic
+        # does, rather than into the middle of one that other turns have grown since.
+        # A path is set up for round r (its topic created, its rows made) by paths[name](r),
+        # which returns the turn itself: only that is timed and metered, so creating a topic
+        # costs no path its CPU.
+        paths: dict[str, Callable[[int], Callable[[], Turn]]] = {}
+        service_paths: set[str] = set()
+
+        def producing(name: str, slug: str, producer: Producer) -> None:
+            closers.append(producer.close)
+
+            def turn(r: int) -> Callable[[], Turn]:
                 create_topic(url, f"{slug}-{r}", 1)
-                turns[name].append(turn(f"{slug}-{r}"))
-        for _, _, producer in producers:
-            producer.close()
-        raw.close()
-        for name, done in turns.items():
-            per_turn = [n / took for n, took in done]
-            rows.append(Row(kind, name, sum(n for n, _ in done) / sum(took for _, took in done),
+                return lambda: producer.turn(f"{slug}-{r}", turn_seconds)
+
+            paths[name] = turn
+            service_paths.add(name)
+
+        producing("produce plain", "p-plain", Producer(url, "plain"))
+        producing("produce plain, UUID keys and ns timestamps", "p-plain-uuid",
+                  Producer(url, "plain", records=_records_keyed_by_uuid(BATCH)))
+        producing("produce idempotent", "p-idempotent", Producer(url, "idempotent"))
+        producing("produce transactional (commit / 1,000)", "p-txn-1000",
+                  Producer(url, "transactional", "bench-txn-1000"))
+        producing("produce transactional (commit / 100 ms)", "p-txn-100ms",
+                  Producer(url, "transactional", "bench-txn-100ms", commit_every_ms=100.0))
+
+        # Fetches of records written before the rounds: plain ones, and transactional ones (a
+        # commit per Send, as the commit / 1,000 producer writes them), each read_committed and
+        # read_uncommitted. Until issue 20 read_uncommitted always went first, over rows
+        # PostgreSQL had not yet marked committed (hint bits: the first reader of a row looks
+        # its transaction up and writes the mark), so it paid for both and read_committed ÷
+        # read_uncommitted read high. One untimed read of each topic now marks every row, and
+        # the order is shuffled with the rest.
+        for records_kind, mode in (("plain", "plain"), ("transactional", "transactional")):
+            topic = f"fetch-{records_kind}"
+            create_topic(url, topic, 1)
+            filler = Producer(url, mode, f"bench-fetch-{records_kind}" if mode == "transactional" else None)
+            filler.turn(topic, seconds)
+            filler.close()
+            # The read that marks every row, outside the rotation; then read_committed once, so
+            # that the old row's way (one read each, read_uncommitted first) is printed beside.
+            first = read_all(url, topic, "read_uncommitted")
+            then = read_all(url, topic, "read_committed")
+            notes.append(f"{kind}, {records_kind} records fetched once each as before issue 20 (read_uncommitted "
+                         f"first, on rows not yet marked): read_uncommitted {first[0] / first[1]:,.0f}/s, then "
+                         f"read_committed {then[0] / then[1]:,.0f}/s, ratio {then[0] / then[1] / (first[0] / first[1]):.2f}")
+            for isolation in ("read_committed", "read_uncommitted"):
+                reader = Reader(url, topic, isolation)
+                closers.append(reader.close)
+                name = f"fetch {records_kind} records, {isolation}"
+                paths[name] = lambda r, rd=reader: lambda: rd.turn(turn_seconds)
+                service_paths.add(name)
+
+        raw = RawInserter(db_url)
+        closers.append(raw.close)
+        methods = list(raw.methods) + ([raw.methods[-1] + RawInserter.OLD] if args.old_reference else [])
+        for method in methods:
+            def raw_turn(r: int, m: str = method) -> Callable[[], Turn]:
+                topic = f"raw-{m.replace(' ', '-').replace(',', '')}-{r}"
+                create_topic(url, topic, 1)
+                return raw.prepare(m, raw.topic_id(topic), turn_seconds)
+
+            paths[f"raw insert, {method}, no HTTP"] = raw_turn
+
+        # The peers' queues update and delete rows, and this server runs with autovacuum off
+        # (docs/benchmarks.md, the machine): their tables are vacuumed before each round,
+        # outside the clock, as autovacuum would on a server with its default settings. The
+        # service's `records` only grows, and is left alone.
+        vacuum: list[str] = []
+        if kind == "postgresql":
+            try:
+                import pgqueuer  # noqa: F401 - the optional extra `bench`
+            except ImportError:
+                notes.append("pgqueuer: not measured (not installed: pip install -e '.[bench]')")
+            else:
+                pgq = PgQueuer(db_url)
+                closers.append(pgq.close)
+                left = args.peer_prefill
+                while left > 0:  # untimed: something for the dequeue turns to claim
+                    left -= pgq.enqueue_turn(0.5)[0]
+                vacuum.extend(["pgqueuer", "pgqueuer_log", "pgqueuer_statistics"])
+                paths["pgqueuer enqueue"] = lambda r: lambda: pgq.enqueue_turn(turn_seconds)
+                paths["pgqueuer dequeue + log_jobs"] = lambda r: lambda: pgq.dequeue_turn(turn_seconds)
+            if args.pgmq_sql is not None:
+                mq = Pgmq(db_url, args.pgmq_sql)
+                closers.append(mq.close)
+                left = args.peer_prefill
+                while left > 0:
+                    left -= mq.send_turn(0.5)[0]
+                vacuum.append(f"pgmq.q_{Pgmq.QUEUE}")
+                paths["pgmq send_batch"] = lambda r: lambda: mq.send_turn(turn_seconds)
+                paths["pgmq read + delete"] = lambda r: lambda: mq.read_turn(turn_seconds)
+            else:
+                notes.append("PGMQ: not measured (no --pgmq-sql)")
+        else:
+            notes.append("pgqueuer, PGMQ: not measured on SQLite (both are PostgreSQL queues)")
+
+        names = list(paths)
+        turns: dict[str, list[Turn]] = {name: [] for name in names}
+        cpu: dict[str, Cpu] = {name: Cpu() for name in names}
+        orders = []
+        for r in range(rounds):
+            if vacuum and meter.conn is not None:
+                meter.conn.execute(f"VACUUM {', '.join(vacuum)}")
+            order = rng.sample(names, len(names))
+            orders.append("".join(_letters(len(names))[names.index(n)] for n in order))
+            for name in order:
+                done, used = meter.measure(paths[name](r))
+                turns[name].append(done)
+                cpu[name].add(used)
+        if vacuum:
+            notes.append(f"vacuumed before each round, outside the clock (autovacuum is off here): {', '.join(vacuum)}")
+        notes.append(f"{kind} rotation, one letter a path: "
+                     + ", ".join(f"{_letters(len(names))[i]} {n}" for i, n in enumerate(names)))
+        notes.append(f"{kind} orders, one round each: {' '.join(orders)}")
+        for name in names:
+            done = turns[name]
+            per_turn = [n / took for n, took in done if took > 0]
+            total = sum(n for n, _ in done)
+            rows.append(Row(kind, name, total / sum(took for _, took in done),
                             {"turns": f"{len(done)} ({min(per_turn):,.0f}–{max(per_turn):,.0f})"},
-                            done))
+                            done, cpu[name], total, name in service_paths))
 
-        # read_committed against read_uncommitted fetch of the same records: transactions of
-        # one Send, as the commit / 1,000 producer writes them.
-        create_topic(url, "fetch", 1)
-        produce_txn = Producer(url, "transactional", "bench-fetch")
-        produce_txn.turn("fetch", seconds)
-        produce_txn.close()
-        for isolation in ("read_uncommitted", "read_committed"):
-            n, took = read_all(url, "fetch", isolation)
-            rows.append(Row(kind, f"fetch {isolation}", n / took, {"records": str(n)}))
-
-        create_topic(url, "latency", 1)
-        lat = commit_to_visible(url, "latency", 200)
-        q = statistics.quantiles(lat, n=100)
-        rows.append(Row(kind, "commit → visible to read_committed", None,
-                        {"p50 ms": f"{statistics.median(lat):.2f}", "p99 ms": f"{q[98]:.2f}"}))
+        # How soon a commit is in a waiting consumer's hands: a long-polling consumer against
+        # one polling with the old client's pause, in alternating blocks so both meet the same
+        # drift. Before issue 20 this row was commit_then_get: one GET after an inline commit.
+        samples = args.latency_samples
+        blocks = 4
+        lat: dict[str, tuple[list[float], list[float]]] = {"long-poll": ([], []), "poll": ([], [])}
+        for b in range(blocks):
+            for mode in (("long-poll", "poll") if b % 2 == 0 else ("poll", "long-poll")):
+                topic = f"latency-{mode}-{b}"
+                create_topic(url, topic, 1)
+                got, commits = commit_to_visible(url, topic, samples // blocks, mode)
+                lat[mode][0].extend(got)
+                lat[mode][1].extend(commits)
+        for mode, (got, commits) in lat.items():
+            label = ("long-polling consumer (max_wait_ms 5000)" if mode == "long-poll"
+                     else f"polling consumer ({POLL_PAUSE_S * 1000:.0f} ms pause)")
+            rows.append(Row(kind, f"commit → in a {label}'s hands", None, {
+                "p50 ms": f"{statistics.median(got):.2f}", "p99 ms": f"{pct(got, 0.99):.2f}",
+                "max ms": f"{max(got):.2f}", "the Commit itself, p50 ms": f"{statistics.median(commits):.2f}",
+                "samples": str(len(got))}))
+        create_topic(url, "latency-old", 1)
+        old = commit_then_get(url, "latency-old", 200)
+        rows.append(Row(kind, "commit answered → next GET (the row before issue 20)", None,
+                        {"p50 ms": f"{statistics.median(old):.2f}", "p99 ms": f"{pct(old, 0.99):.2f}"}))
 
         create_topic(url, "requests", 1)
         for name, ms in request_latencies(url, "requests", 100).items():
@@ -491,16 +1023,24 @@ def bench_database(kind: str, seconds: float, rounds: int, turn_seconds: float) 
             for partitions in (1, 16):
                 topic = f"c-{producers}-{partitions}"
                 create_topic(url, topic, partitions)
-                n = concurrent(producers, lambda i, t=topic, parts=partitions: produce(
-                    url, t, mode="plain", seconds=seconds, partition=i % parts))
-                rows.append(Row(kind, f"plain, {producers} producers × {partitions} partitions", n / seconds))
+                run, used = meter.measure(lambda: concurrent_plain(url, topic, producers, partitions, seconds))
+                rows.append(Row(kind, f"plain, {producers} producers × {partitions} partitions", run.records / run.span, {
+                    "span s": f"{run.span:.2f}",
+                    "answered in the window ÷ nominal s": f"{run.in_window / run.seconds:,.0f}",
+                    "all ÷ nominal s (before issue 20)": f"{run.records / run.seconds:,.0f}",
+                }, cpu=used, records=run.records))
     finally:
-        service.stop()
-    cleanup()
+        if service is not None:
+            service.stop()
+        for close in reversed(closers):
+            try:
+                close()
+            except Exception as e:  # noqa: BLE001 - the others still run; said, not hidden
+                print(f"# cleanup: {close!r} failed: {e!r}", file=sys.stderr)
     return rows
 
 
-def ratio_line(label: str, value: float, a: list[tuple[int, float]], b: list[tuple[int, float]]) -> str:
+def ratio_line(label: str, value: float, a: list[Turn], b: list[Turn]) -> str:
     """A table row: the ratio of the totals, and the same ratio over each quarter of the rounds
     (from the turns of `a` and `b`), whose spread is how far the machine's drift still moves it."""
     line = f"| {label} | {value:.2f} |"
@@ -508,56 +1048,108 @@ def ratio_line(label: str, value: float, a: list[tuple[int, float]], b: list[tup
         return line + " |"
     q = len(a) // 4
 
-    def rate(turns: list[tuple[int, float]]) -> float:
+    def rate(turns: list[Turn]) -> float:
         return sum(n for n, _ in turns) / sum(took for _, took in turns)
 
     quarters = sorted(rate(a[i:i + q]) / rate(b[i:i + q]) for i in range(0, 4 * q, q))
     return line + f" {quarters[0]:.2f}–{quarters[-1]:.2f} |"
 
 
+def _us(seconds: float | None, records: int) -> str:
+    return "" if seconds is None or not records else f"{seconds / records * 1e6:.1f}"
+
+
+def print_database(kind: str, rows: list[Row], reference: str) -> None:
+    by = {r.name: r for r in rows}
+    ref = by[reference].records_per_s
+    print(f"## {kind}\n")
+    print(f"Reference: {reference}. CPU µs per record, per process (see CpuMeter): the service's; this client's "
+          "(load generator, or the raw insert's and the peers' driver); the database backends' "
+          "(PostgreSQL only).\n")
+    print("| path | records/s | ÷ reference | CPU µs / record: service | client | database | notes |\n"
+          "| --- | ---: | ---: | ---: | ---: | ---: | --- |")
+    for r in rows:
+        if r.records_per_s is None:
+            continue
+        c = r.cpu
+        print(f"| {r.name} | {r.records_per_s:,.0f} | {r.records_per_s / ref:.2f} | "
+              f"{_us(c.service if c and r.service_cpu else None, r.records)} | {_us(c.client if c else None, r.records)} | "
+              f"{_us(c.database if c else None, r.records)} | {', '.join(f'{k} {v}' for k, v in r.extra.items())} |")
+    print("\n| latency | figures |\n| --- | --- |")
+    for r in rows:
+        if r.records_per_s is None:
+            print(f"| {r.name} | {', '.join(f'{k} {v}' for k, v in r.extra.items())} |")
+    turns = {r.name: r.turns for r in rows}
+    print("\n| ratio | value | in each quarter of the rounds |\n| --- | ---: | ---: |")
+    pairs = [
+        ("idempotent / plain", "produce idempotent", "produce plain"),
+        ("transactional (commit / 1,000) / plain", "produce transactional (commit / 1,000)", "produce plain"),
+        ("transactional (commit / 100 ms) / plain", "produce transactional (commit / 100 ms)", "produce plain"),
+        ("plain, UUID keys and ns timestamps / plain", "produce plain, UUID keys and ns timestamps", "produce plain"),
+        ("plain records: read_committed / read_uncommitted fetch", "fetch plain records, read_committed",
+         "fetch plain records, read_uncommitted"),
+        ("transactional records: read_committed / read_uncommitted fetch",
+         "fetch transactional records, read_committed", "fetch transactional records, read_uncommitted"),
+        (f"plain produce over HTTP / {reference}", "produce plain", reference),
+        (f"raw insert, rows built in the loop (before issue 20) / {reference}",
+         reference.removesuffix(", no HTTP") + f"{RawInserter.OLD}, no HTTP", reference),
+        ("plain produce over HTTP / pgqueuer enqueue", "produce plain", "pgqueuer enqueue"),
+        ("plain produce over HTTP / pgmq send_batch", "produce plain", "pgmq send_batch"),
+        ("fetch plain records, read_committed / pgqueuer dequeue + log_jobs", "fetch plain records, read_committed",
+         "pgqueuer dequeue + log_jobs"),
+        ("fetch plain records, read_committed / pgmq read + delete", "fetch plain records, read_committed",
+         "pgmq read + delete"),
+    ]
+    for label, a, b in pairs:
+        if a in by and b in by:
+            print(ratio_line(label, by[a].records_per_s / by[b].records_per_s, turns[a], turns[b]))
+    print()
+    ms = {r.name.removeprefix("request: "): float(r.extra["p50 ms"]) for r in rows if r.name.startswith("request: ")}
+    print("| transactional ÷ plain, predicted from the request medians | value |\n| --- | ---: |")
+    for label, value in request_bounds(ms):
+        print(f"| {label} | {value:.2f} |")
+    print()
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--db", choices=["sqlite", "postgresql", "both"], default="both")
     parser.add_argument("--rounds", type=int, default=20,
-                        help="turns of each single producer and of the raw insert, taken in rotation")
+                        help="turns of each path of the rotation, in an order shuffled each round")
     parser.add_argument("--turn-seconds", type=float, default=0.5, help="duration of each such turn")
     parser.add_argument("--seconds", type=float, default=3.0,
-                        help="duration of each concurrent run (1/4/16 producers)")
+                        help="duration of each concurrent run (1/4/16 producers), and of the writes the fetches read")
     parser.add_argument("--client", choices=["http.client", "httpx"], default="http.client",
                         help="the load generator's HTTP client (see Client)")
+    parser.add_argument("--seed", type=int, default=None, help="of the rotation's shuffle (printed; random if not given)")
+    parser.add_argument("--pgmq-sql", type=Path, default=None,
+                        help="PGMQ's plain SQL install file (pgmq-extension/sql/pgmq.sql), installed into the "
+                             "scratch database for the PGMQ turns; not measured without it")
+    parser.add_argument("--peer-prefill", type=int, default=100_000,
+                        help="messages each peer queue holds before the rounds, for its read turns to claim")
+    parser.add_argument("--latency-samples", type=int, default=200,
+                        help="commits per consumer kind for commit → in hand")
+    parser.add_argument("--no-old-reference", dest="old_reference", action="store_false",
+                        help="leave out the raw COPY with rows built in the timed loop (the reference before issue 20)")
     args = parser.parse_args(argv)
+    if args.pgmq_sql is not None and not args.pgmq_sql.is_file():
+        parser.error(f"--pgmq-sql {args.pgmq_sql}: no such file")  # before any database is made
     Client.kind = args.client
+    seed = args.seed if args.seed is not None else random.SystemRandom().randrange(1 << 32)
+    rng = random.Random(seed)
     kinds = ["sqlite", "postgresql"] if args.db == "both" else [args.db]
     print(f"# {os.cpu_count()} cores; batches of {BATCH} records of {len(orjson.dumps(VALUE))} bytes; "
-          f"single producers and raw insert: {args.rounds} turns of {args.turn_seconds:g} s each, in rotation; "
-          f"concurrent runs {args.seconds:g} s; client {args.client}\n")
+          f"every path of the rotation: {args.rounds} turns of {args.turn_seconds:g} s each, in an order shuffled "
+          f"each round (--seed {seed}); concurrent runs {args.seconds:g} s; client {args.client}\n")
     for kind in kinds:
-        rows = bench_database(kind, args.seconds, args.rounds, args.turn_seconds)
+        notes: list[str] = []
+        rows = bench_database(kind, args, rng, notes)
         by = {r.name: r.records_per_s for r in rows}
-        print(f"## {kind}\n")
-        print("| path | records/s | notes |\n| --- | ---: | --- |")
-        for r in rows:
-            rate = f"{r.records_per_s:,.0f}" if r.records_per_s else ""
-            print(f"| {r.name} | {rate} | {', '.join(f'{k} {v}' for k, v in r.extra.items())} |")
-        raw_name = max((k for k, v in by.items() if k.startswith("raw insert") and v), key=lambda k: by[k])
-        turns = {r.name: r.turns for r in rows}
-
-        print("\n| ratio | value | in each quarter of the rounds |\n| --- | ---: | ---: |")
-        for label, a, b in (
-            ("idempotent / plain", "produce idempotent", "produce plain"),
-            ("transactional (commit / 1,000) / plain", "produce transactional (commit / 1,000)", "produce plain"),
-            ("transactional (commit / 100 ms) / plain", "produce transactional (commit / 100 ms)", "produce plain"),
-            ("read_committed / read_uncommitted fetch", "fetch read_committed", "fetch read_uncommitted"),
-            ("plain produce over HTTP / best raw insert", "produce plain", raw_name),
-            ("plain, UUID keys and ns timestamps / plain", "produce plain, UUID keys and ns timestamps",
-             "produce plain"),
-        ):
-            print(ratio_line(label, by[a] / by[b], turns.get(a, []), turns.get(b, [])))
-        print()
-        ms = {r.name.removeprefix("request: "): float(r.extra["p50 ms"]) for r in rows if r.name.startswith("request: ")}
-        print("| transactional ÷ plain, predicted from the request medians | value |\n| --- | ---: |")
-        for label, value in request_bounds(ms):
-            print(f"| {label} | {value:.2f} |")
+        reference = max((k for k, v in by.items() if k.startswith("raw insert") and v
+                         and RawInserter.OLD not in k), key=lambda k: by[k])
+        print_database(kind, rows, reference)
+        for note in notes:
+            print(f"- {note}")
         print()
     return 0
 

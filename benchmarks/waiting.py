@@ -34,9 +34,7 @@ from sqlalchemy import create_engine, text
 from sqlalchemy.engine import make_url
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from run import ADMIN_URL, Service  # noqa: E402 - the benchmark's own modules, not a package
-
-POLL_PAUSE_S = 0.05  # the Python client's pause between empty polls before long-polling
+from run import ADMIN_URL, POLL_PAUSE_S, ROOT, Service  # noqa: E402 - the benchmark's own modules, not a package
 
 
 def pct(values: list[float], p: float) -> float:
@@ -144,12 +142,15 @@ def bench(kind: str, samples: int, consumers: int) -> None:
         def cleanup() -> None:
             with admin.connect() as c:
                 c.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
-        env = {k: v for k, v in os.environ.items() if not k.startswith("OUTBOX_")}
-        import subprocess
-        subprocess.run([sys.executable, "-m", "app.cli", "migrate"], check=True, capture_output=True,
-                       env={**env, "OUTBOX_DATABASE_URL": db_url})
-    service = Service(db_url, OUTBOX_LOG_LEVEL="warning", OUTBOX_ACCESS_LOG="false")
+    service = None
     try:
+        if cleanup is not None:  # PostgreSQL: migrate the fresh database, inside the try that drops it
+            env = {k: v for k, v in os.environ.items() if not k.startswith("OUTBOX_")}
+            import subprocess
+            # This tree's `app`, as Service runs it, not whatever the venv's editable install names.
+            subprocess.run([sys.executable, "-m", "app.cli", "migrate"], check=True, capture_output=True, cwd=ROOT,
+                           env={**env, "OUTBOX_DATABASE_URL": db_url, "PYTHONPATH": str(ROOT)})
+        service = Service(db_url, OUTBOX_LOG_LEVEL="warning", OUTBOX_ACCESS_LOG="false")
         results = {}
         for mode in ("long-poll", "poll", "long-poll", "poll"):  # taking turns
             topic = f"lat-{mode}-{uuid.uuid4().hex[:6]}"
@@ -173,7 +174,8 @@ def bench(kind: str, samples: int, consumers: int) -> None:
             cpu, tx = idle(service, db_url, topic, consumers, mode)
             print(f"| {label} | {cpu:.1f} | {'–' if tx is None else f'{tx:.0f}'} |")
     finally:
-        service.stop()
+        if service is not None:
+            service.stop()
         if cleanup is not None:
             cleanup()
 
