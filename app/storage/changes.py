@@ -195,12 +195,13 @@ class LogChanges:
                     # Anything committed while no connection listened was not heard.
                     self.changed_everywhere()
                     while not self.closing:
-                        keys = []
-                        for notify in conn.notifies(timeout=0.5, stop_after=256):
+                        # Each notification passed on as it arrives: the generator runs until
+                        # its timeout (which only bounds how late `closing` is seen), so
+                        # collecting them for one call after it kept every wake waiting up to
+                        # half a second.
+                        for notify in conn.notifies(timeout=0.5):
                             topic_id, _, partition = notify.payload.partition(":")
-                            keys.append((int(topic_id), int(partition)))
-                        if keys:
-                            self.changed(set(keys), own=False)
+                            self.changed([(int(topic_id), int(partition))], own=False)
             except Exception as e:  # noqa: BLE001 - the database may be restarting: waiters re-check meanwhile
                 if self.closing:
                     return

@@ -49,9 +49,12 @@ def test_a_waiting_fetch_is_woken_by_a_commit_made_through_another_process(launc
             t.join()
             assert [r["value"] for r in page["records"]] == [n]
             latencies.append(answered - sent[0])
-    # Without a notification the waiter would find the record at its next re-check, up to a
-    # second later (app.storage.changes.RECHECK_S): half a second in the median.
-    assert statistics.median(latencies) < 0.25, latencies
+    # A lost notification would leave the waiter to its re-check (app.storage.changes.RECHECK_S,
+    # 30 s) and the 10 s wait would end empty. A late one shows here: PostgreSQL's listener
+    # once passed notifications on only at the end of its half-second notifies() timeout
+    # (a median of 0.18 s; 6 ms now); SQLite's watcher looks every 50 ms.
+    print("latencies (s):", [round(x, 4) for x in latencies])
+    assert statistics.median(latencies) < 0.1, latencies
 
 
 def test_hundreds_of_waiting_fetches_hold_no_database_connection(launcher: Launcher) -> None:
