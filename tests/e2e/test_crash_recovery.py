@@ -318,7 +318,13 @@ def test_kill_under_load_loses_nothing_acknowledged(backend, launcher) -> None: 
     writers = [_LoadWriter(i, server.url) for i in range(4)]
     for w in writers:
         w.start()
-    time.sleep(random.uniform(1.0, 2.0))
+    # The crash comes at a random moment once something of each kind was acknowledged (on a
+    # loaded machine a fixed 1-2 s had seen no commit yet), so that there is something to lose.
+    deadline = time.monotonic() + 60
+    while not (any(w.plain for w in writers) and any(w.committed for w in writers)):
+        assert time.monotonic() < deadline, "no plain Send and commit acknowledged in 60 s"
+        time.sleep(0.05)
+    time.sleep(random.uniform(0.0, 1.0))
     _crash(server)
     for w in writers:
         w.join(30)
