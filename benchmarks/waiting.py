@@ -8,7 +8,8 @@ On a fresh database per run, a real `outbox serve`:
 - **commit → in hand**: a producer sends one record every 20-40 ms (one Send each, timed from
   the moment the request is sent: the commit is inside it); one consumer reads the partition
   with a long-poll Fetch (max_wait_ms 5000), or as the client did before, polling with a 50 ms
-  pause after an empty answer, taking turns. p50 / p99 / max in ms, the Send's own time beside.
+  pause after an empty answer, taking turns. p50 / p99 / max in ms, the Send's own time beside,
+  and p50 / p99 from the Send's answer (the commit is done by then): the visibility lag.
 - **idle consumers**: `--idle` consumers of a topic nobody writes to, for 10 s: long-polling
   (max_wait_ms 30000) against polling once a second. The service's CPU (from /proc/<pid>/stat,
   in % of one core) and, on PostgreSQL, the database's transactions per second
@@ -42,9 +43,15 @@ def pct(values: list[float], p: float) -> float:
     return ordered[min(len(ordered) - 1, int(p * len(ordered)))]
 
 
-def latency(url: str, topic: str, samples: int, mode: str) -> tuple[list[float], list[float]]:
-    """(ms from Send sent to the record in the consumer's hands, ms each Send took)."""
+def latency(url: str, topic: str, samples: int, mode: str) -> tuple[list[float], list[float], list[float]]:
+    """(ms from Send sent to the record in the consumer's hands, ms each Send took, ms from the
+    Send's answer to the record in hand). The commit happens inside the Send, so the first
+    bounds the visibility lag from above and the third, less the answer's way back, from
+    below; the third is negative when the consumer had the record before the producer had
+    its answer."""
     sent_at: dict[int, float] = {}
+    answered_at: dict[int, float] = {}
+    in_hand_at: dict[int, float] = {}
     send_ms: list[float] = []
     got: list[float] = []
     done = threading.Event()
@@ -56,7 +63,8 @@ def latency(url: str, topic: str, samples: int, mode: str) -> tuple[list[float],
                 sent_at[n] = time.perf_counter()
                 c.post("/v1/records", json={"batches": [{"topic": topic, "partition": 0,
                                                           "records": [{"value": n}]}]}).raise_for_status()
-                send_ms.append((time.perf_counter() - sent_at[n]) * 1000)
+                answered_at[n] = time.perf_counter()
+                send_ms.append((answered_at[n] - sent_at[n]) * 1000)
         done.set()
 
     producer = threading.Thread(target=produce)
@@ -71,11 +79,12 @@ def latency(url: str, topic: str, samples: int, mode: str) -> tuple[list[float],
             now = time.perf_counter()
             for r in page["records"]:
                 got.append((now - sent_at[r["value"]]) * 1000)
+                in_hand_at[r["value"]] = now
             position = page["next_offset"]
             if not page["records"] and mode == "poll":
                 time.sleep(POLL_PAUSE_S)
     producer.join()
-    return got, send_ms
+    return got, send_ms, [(in_hand_at[n] - answered_at[n]) * 1000 for n in sorted(in_hand_at)]
 
 
 def database_transactions(db_url: str) -> int | None:
@@ -155,16 +164,19 @@ def bench(kind: str, samples: int, consumers: int) -> None:
         for mode in ("long-poll", "poll", "long-poll", "poll"):  # taking turns
             topic = f"lat-{mode}-{uuid.uuid4().hex[:6]}"
             httpx.post(f"{service.url}/v1/topics", json={"name": topic}).raise_for_status()
-            got, send = latency(service.url, topic, samples // 2, mode)
-            prev = results.setdefault(mode, ([], []))
+            got, send, after = latency(service.url, topic, samples // 2, mode)
+            prev = results.setdefault(mode, ([], [], []))
             prev[0].extend(got)
             prev[1].extend(send)
+            prev[2].extend(after)
         print(f"\n## {kind}: commit → in hand ({samples} records each, ms)\n")
-        print("| consumer | p50 | p99 | max | the Send itself, p50 |\n| --- | ---: | ---: | ---: | ---: |")
-        for mode, (got, send) in results.items():
+        print("| consumer | from the Send sent: p50 | p99 | max | the Send itself, p50 | p99 "
+              "| from the Send's answer: p50 | p99 |\n| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+        for mode, (got, send, after) in results.items():
             label = "long-poll Fetch (max_wait_ms 5000)" if mode == "long-poll" else f"polling, {POLL_PAUSE_S * 1000:.0f} ms pause"
             print(f"| {label} | {statistics.median(got):.1f} | {pct(got, 0.99):.1f} | {max(got):.1f} | "
-                  f"{statistics.median(send):.1f} |")
+                  f"{statistics.median(send):.1f} | {pct(send, 0.99):.1f} | {statistics.median(after):.1f} | "
+                  f"{pct(after, 0.99):.1f} |")
         topic = f"idle-{uuid.uuid4().hex[:6]}"
         httpx.post(f"{service.url}/v1/topics", json={"name": topic}).raise_for_status()
         print(f"\n## {kind}: {consumers} idle consumers, 10 s\n")
