@@ -374,9 +374,11 @@ def register(spark: Any) -> None:
 
 
 def read_outbox(spark: Any, **options: str) -> Any:
-    """spark.read.format("outbox").options(**options).load(), with the options, the database
-    and the service checked here first, so that a mistake is an OutboxSourceError of one line
-    rather than a Python traceback inside Spark's AnalysisException."""
+    """spark.read.format("outbox").options(**options).load(), with the options, the database,
+    the service, the topics and the positions checked here first, so that a mistake is an
+    OutboxSourceError (or DataLossError) of one line rather than a Python traceback inside
+    Spark's AnalysisException. Spark plans the read again when the DataFrame runs, with the
+    log bounds then (and the pushed filters)."""
     parsed = parse_options(options)
     if parsed.value_schema:
         from pyspark.sql.types import _parse_datatype_string
@@ -387,5 +389,10 @@ def read_outbox(spark: Any, **options: str) -> Any:
             first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
             raise OutboxSourceError(f"option valueSchema: {parsed.value_schema!r} is not a schema: {first}") from None
     check_reachable(parsed)
+    # Plan once here, as Spark will when the DataFrame runs, for the errors that planning
+    # finds (a topic that does not exist, data loss): here they are one line.
+    bounds = snapshot(parsed, None)
+    plan_ranges(parsed, bounds, group_offsets(parsed, {tp.topic for tp in bounds}) if parsed.starting == "group" else {},
+                Pruning())
     register(spark)
     return spark.read.format(NAME).options(**options).load()
