@@ -235,8 +235,9 @@ def check_database(database: Database) -> None:
     except psycopg.errors.UndefinedTable:
         raise OutboxSourceError(_not_migrated(database)) from None
     except psycopg.Error as e:
-        first = (str(e).strip().splitlines() or [type(e).__name__])[-1]
-        raise OutboxSourceError(f"cannot read the database {database.display}: {first}") from None
+        # libpq's message spans lines (the failure, then a hint): one line here
+        said = " ".join(line.strip() for line in str(e).splitlines() if line.strip()) or type(e).__name__
+        raise OutboxSourceError(f"cannot read the database {database.display}: {said}") from None
 
 
 def _not_migrated(database: Database) -> str:
