@@ -19,8 +19,11 @@ materialised, nothing collected), with the same number of tasks (--tasks):
   costs the database, read the fastest way Spark knows;
 - source: spark.read.format("outbox"), every column (headers as a map, timestamp);
 - source, no headers: includeHeaders=false;
+- source, ADBC: driver=adbc (the ADBC PostgreSQL driver instead of psycopg);
 - JDBC reader: spark_jobs.reader.read_committed() (the view through JDBC, headers and
-  timestamp decoded in Spark), today's reader.
+  timestamp decoded in Spark), today's reader;
+- Arrow floor: a Python data source that yields prebuilt Arrow batches of the same schema
+  and row count, no database: what PySpark's Python data source machinery itself costs.
 
     .venv/bin/python benchmarks/spark_source.py --fill          # create and fill the scratch database
     .venv/bin/python benchmarks/spark_source.py --rounds 5      # measure
@@ -102,6 +105,51 @@ def copy_to_plain_table(url: str) -> int:
     return rows
 
 
+def arrow_floor_source(rows: int, tasks: int, value: str):  # type: ignore[no-untyped-def]
+    """A data source that yields prebuilt Arrow batches of the outbox schema (no database): what
+    PySpark's Python data source machinery itself costs for `rows` rows in `tasks` tasks."""
+    from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
+
+    from spark_jobs.datasource import RECORD_COLUMNS
+
+    class ArrowFloor(DataSource):
+        @classmethod
+        def name(cls) -> str:
+            return "arrow_floor"
+
+        def schema(self) -> str:
+            return f"{RECORD_COLUMNS}, value STRING, headers MAP<STRING, STRING>"
+
+        def reader(self, schema):  # type: ignore[no-untyped-def]
+            return Reader(schema)
+
+    class Reader(DataSourceReader):
+        def __init__(self, schema) -> None:  # type: ignore[no-untyped-def]
+            self.schema = schema
+
+        def partitions(self):  # type: ignore[no-untyped-def]
+            return [InputPartition(i) for i in range(tasks)]
+
+        def read(self, partition):  # type: ignore[no-untyped-def]
+            import pyarrow as pa
+            from pyspark.sql.pandas.types import to_arrow_schema
+
+            arrow = to_arrow_schema(self.schema, timezone="UTC")
+            n = 20_000
+            batch = pa.RecordBatch.from_arrays([
+                pa.repeat(pa.scalar("orders", pa.string()), n), pa.repeat(pa.scalar(1, pa.int32()), n),
+                pa.array(range(n), pa.int64()), pa.array(range(n), pa.int64()),
+                pa.array([1_700_000_000_000_000] * n, pa.int64()).cast(pa.timestamp("us", tz="UTC")),
+                pa.array([f"order-{i}" for i in range(n)]), pa.array([value] * n),
+                pa.nulls(n, type=arrow.field("headers").type)], schema=arrow)
+            mine = rows // tasks + (1 if partition.value < rows % tasks else 0)
+            while mine > 0:
+                yield batch.slice(0, min(n, mine))
+                mine -= n
+
+    return ArrowFloor
+
+
 def timed(df) -> float:  # type: ignore[no-untyped-def]
     t0 = time.perf_counter()
     df.write.format("noop").mode("overwrite").save()
@@ -116,7 +164,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--copies", type=int, default=21, help="copies of the filled log appended in SQL")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--tasks", type=int, default=8, help="Spark tasks (JDBC queries, data source splits)")
-    parser.add_argument("--variants", default="plain,view_jdbc,source,source_no_headers,jdbc_reader")
+    parser.add_argument("--variants", default="plain,view_jdbc,source,source_adbc,source_no_headers,jdbc_reader,arrow_floor")
     args = parser.parse_args(argv)
 
     if args.fill:
@@ -162,11 +210,16 @@ def main(argv: list[str] | None = None) -> int:
         def jdbc_reader():  # type: ignore[no-untyped-def]
             return read_committed(spark, source, committed_log.TOPIC, ranges, splits=args.tasks // len(ranges))
 
+        sample = spark.read.jdbc(source.url, "bench_plain_records", properties=props).select("value").first()[0]
+        spark.dataSource.register(arrow_floor_source(rows, args.tasks, sample))
+
         variants = {
+            "arrow_floor": lambda: spark.read.format("arrow_floor").load(),
             "plain": plain,
             "view_jdbc": view_jdbc,
             "source": source_df,
             "source_no_headers": lambda: source_df(includeHeaders="false"),
+            "source_adbc": lambda: source_df(driver="adbc"),
             "jdbc_reader": jdbc_reader,
         }
         chosen = [v.strip() for v in args.variants.split(",")]

@@ -109,13 +109,18 @@ def _log_query(path: str | None, split: Split, statement: str, database: str, st
 
 
 def read_split(database_kind: str, target: str, split: Split, schema: pa.Schema, *,
-               value_type: pa.StructType | None, query_log: str | None) -> Iterator[pa.RecordBatch]:
-    """The split's records as record batches of `schema` (the Spark schema in Arrow terms)."""
+               value_type: pa.StructType | None, query_log: str | None,
+               driver: str = "psycopg") -> Iterator[pa.RecordBatch]:
+    """The split's records as record batches of `schema` (the Spark schema in Arrow terms).
+    `driver`: for PostgreSQL, "psycopg" or "adbc" (the ADBC PostgreSQL driver)."""
     include_headers = "headers" in schema.names
     statement = select_statement(split, include_headers=include_headers)
     started = time.monotonic()
     rows = 0
-    stored = _read_postgresql if database_kind == "postgresql" else _read_sqlite
+    if database_kind == "sqlite":
+        stored = _read_sqlite
+    else:
+        stored = _read_postgresql_adbc if driver == "adbc" else _read_postgresql
     for batch in stored(target, statement, include_headers):
         rows += batch.num_rows
         yield _to_spark(batch, split, schema, value_type)
@@ -144,6 +149,19 @@ def _read_postgresql(conninfo: str, statement: str, include_headers: bool) -> It
         rows = cur.stream(statement, size=STREAM_CHUNK_ROWS if psycopg.pq.version() >= 170000 else 1)
         while chunk := list(islice(rows, FETCH_ROWS)):
             yield _columns(chunk, schema)
+
+
+def _read_postgresql_adbc(conninfo: str, statement: str, include_headers: bool) -> Iterator[pa.RecordBatch]:
+    """The ADBC PostgreSQL driver (Apache Arrow's): it reads the result as binary COPY and
+    builds the Arrow columns in C++, no Python object per value."""
+    import adbc_driver_postgresql.dbapi
+
+    schema = _stored_schema(include_headers)
+    with adbc_driver_postgresql.dbapi.connect(conninfo) as conn, conn.cursor() as cur:
+        cur.execute("SET jit = off")
+        cur.execute(statement)
+        for batch in cur.fetch_record_batch():
+            yield batch.cast(schema)  # bigint and text as the stored schema names them
 
 
 def _read_sqlite(path: str, statement: str, include_headers: bool) -> Iterator[pa.RecordBatch]:

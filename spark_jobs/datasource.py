@@ -99,7 +99,6 @@ class Pruning:
     commit_positions: Bounds = Bounds()
     offsets: Bounds = Bounds()
     timestamps_ms: Bounds = Bounds()
-    nothing: bool = False  # a condition no record meets (e.g. commit_position = 1.5)
 
     def keeps(self, tp: TopicPartition) -> bool:
         if self.topics is not None and tp.topic not in self.topics:
@@ -359,7 +358,7 @@ class OutboxBatchReader(DataSourceReader):
         value_type = arrow_schema.field("value").type
         return read_split(self.options.database.kind, self.options.database.target, split, arrow_schema,
                           value_type=value_type if self.options.value_schema else None,
-                          query_log=self.options.query_log)
+                          query_log=self.options.query_log, driver=self.options.driver)
 
 
 # --- For the driver program ---------------------------------------------------------------------

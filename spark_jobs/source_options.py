@@ -39,6 +39,7 @@ OPTIONS: dict[str, str] = {
     "failOnDataLoss": "true (default): a start below the log start is an error; false: start at the log start",
     "valueSchema": "a DDL schema (\"order_id BIGINT, meal STRING\"): value becomes a struct parsed from its JSON",
     "includeHeaders": "true (default); false leaves the headers column out",
+    "driver": "PostgreSQL only: psycopg (default) or adbc (the ADBC PostgreSQL driver, pip install adbc-driver-postgresql)",
     "positionsPerSplit": "positions of a partition per Spark task (default 250000)",
     "queryLog": "a file to which every task appends the SQL it ran, one JSON line each (for tests and debugging)",
 }
@@ -98,6 +99,7 @@ class SourceOptions:
     include_headers: bool = True
     positions_per_split: int = DEFAULT_POSITIONS_PER_SPLIT
     query_log: str | None = None
+    driver: str = "psycopg"
 
     def wants_topic(self, topic: str) -> bool:
         if self.topic_pattern is not None:
@@ -182,6 +184,9 @@ def parse_options(raw: Mapping[str, str], env: Mapping[str, str] | None = None) 
         raise OutboxSourceError(f"option positionsPerSplit: expected a positive whole number, "
                                 f"not {given['positionsPerSplit']!r}")
     value_schema = given.get("valueSchema", "").strip() or None
+    driver = given.get("driver", "psycopg").strip().lower()
+    if driver not in ("psycopg", "adbc"):
+        raise OutboxSourceError(f"option driver: expected psycopg or adbc, not {given['driver']!r}")
 
     return SourceOptions(
         url=url,
@@ -199,6 +204,7 @@ def parse_options(raw: Mapping[str, str], env: Mapping[str, str] | None = None) 
         include_headers=_bool("includeHeaders", given.get("includeHeaders", "true")),
         positions_per_split=per_split,
         query_log=given.get("queryLog") or None,
+        driver=driver,
     )
 
 
@@ -207,7 +213,7 @@ def parse_options(raw: Mapping[str, str], env: Mapping[str, str] | None = None) 
 PROBE_TIMEOUT_S = 5
 
 
-def check_database(database: Database) -> None:
+def check_database(database: Database, driver: str = "psycopg") -> None:
     """The database answers and has the committed_records view (migration 0003 or later)."""
     probe = "SELECT 1 FROM committed_records WHERE 1 = 0"
     if database.kind == "sqlite":
@@ -224,6 +230,12 @@ def check_database(database: Database) -> None:
                 raise OutboxSourceError(_not_migrated(database)) from None
             raise OutboxSourceError(f"cannot read the SQLite database {database.target}: {e}") from None
         return
+    if database.kind == "postgresql" and driver == "adbc":
+        try:
+            import adbc_driver_postgresql  # noqa: F401
+        except ImportError:
+            raise OutboxSourceError("option driver=adbc: adbc-driver-postgresql is not installed: "
+                                    "pip install adbc-driver-postgresql") from None
     try:
         import psycopg
     except ImportError:
@@ -265,5 +277,5 @@ def check_service(options: SourceOptions) -> None:
 
 
 def check_reachable(options: SourceOptions) -> None:
-    check_database(options.database)
+    check_database(options.database, options.driver)
     check_service(options)

@@ -83,6 +83,21 @@ def test_reads_exactly_the_read_committed_records_up_to_the_ending_positions(spa
     assert {json.loads(r[6])["tag"] for r in now} == tags | {"late", "after-snapshot"}
 
 
+@pytest.mark.parametrize("backend", ["postgresql"], indirect=True)
+def test_the_adbc_driver_reads_the_same_records_as_psycopg(spark, backend, url, client, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    log = LogBuilder(client, TOPIC)
+    _mixed_log(log)
+    queries = tmp_path / "queries.jsonl"
+    expected = _api_rows(client, TOPIC, {p: (0, e) for p, e in log.log_ends().items()})
+    for driver in ("psycopg", "adbc"):
+        df = read_outbox(spark, url=url, databaseUrl=backend.url, topics=TOPIC, driver=driver, queryLog=str(queries))
+        assert _spark_rows(df) == expected, driver
+        assert _spark_rows(df.where("partition = 2 AND offset >= 10 AND offset < 12")) == [
+            r for r in expected if r[1] == 2 and 10 <= r[2] < 12]
+    parsed = read_outbox(spark, url=url, databaseUrl=backend.url, topics=TOPIC, driver="adbc", valueSchema="n INT, tag STRING")
+    assert sorted(r["value"]["n"] for r in parsed.collect()) == sorted(json.loads(r[6])["n"] for r in expected)
+
+
 def test_starting_positions_earliest_latest_json_and_a_groups_committed_offsets(spark, backend, url, client) -> None:  # type: ignore[no-untyped-def]
     log = LogBuilder(client, TOPIC)
     _mixed_log(log)
@@ -271,6 +286,7 @@ def test_option_mistakes_are_one_line_errors(spark, tmp_path) -> None:  # type: 
         spark, **base, endingPositions='{"refunds": {"0": 5}}')
     assert "option group is required" in _error(spark, **base, startingPositions="group")
     assert "option failOnDataLoss: expected true or false" in _error(spark, **base, failOnDataLoss="maybe")
+    assert "option driver: expected psycopg or adbc" in _error(spark, **base, driver="jdbc")
     assert "option valueSchema" in _error(spark, **base, valueSchema="order_id BIGGINT,")
 
 
