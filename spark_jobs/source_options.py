@@ -39,7 +39,7 @@ OPTIONS: dict[str, str] = {
     "failOnDataLoss": "true (default): a start below the log start is an error; false: start at the log start",
     "valueSchema": "a DDL schema (\"order_id BIGINT, meal STRING\"): value becomes a struct parsed from its JSON",
     "includeHeaders": "true (default); false leaves the headers column out",
-    "driver": "PostgreSQL only: psycopg (default) or adbc (the ADBC PostgreSQL driver, pip install adbc-driver-postgresql)",
+    "driver": "PostgreSQL only: adbc (default: the ADBC PostgreSQL driver, in the spark extra) or psycopg",
     "positionsPerSplit": "positions of a partition per Spark task (default 250000)",
     "queryLog": "a file to which every task appends the SQL it ran, one JSON line each (for tests and debugging)",
 }
@@ -99,7 +99,9 @@ class SourceOptions:
     include_headers: bool = True
     positions_per_split: int = DEFAULT_POSITIONS_PER_SPLIT
     query_log: str | None = None
-    driver: str = "psycopg"
+    # PostgreSQL's reader: ADBC used less CPU per row than psycopg and read faster in every
+    # round of benchmarks/spark_source.py (docs/SPARK.md, "The data source's throughput")
+    driver: str = "adbc"
 
     def wants_topic(self, topic: str) -> bool:
         if self.topic_pattern is not None:
@@ -184,7 +186,7 @@ def parse_options(raw: Mapping[str, str], env: Mapping[str, str] | None = None) 
         raise OutboxSourceError(f"option positionsPerSplit: expected a positive whole number, "
                                 f"not {given['positionsPerSplit']!r}")
     value_schema = given.get("valueSchema", "").strip() or None
-    driver = given.get("driver", "psycopg").strip().lower()
+    driver = given.get("driver", "adbc").strip().lower()
     if driver not in ("psycopg", "adbc"):
         raise OutboxSourceError(f"option driver: expected psycopg or adbc, not {given['driver']!r}")
 
@@ -213,7 +215,7 @@ def parse_options(raw: Mapping[str, str], env: Mapping[str, str] | None = None) 
 PROBE_TIMEOUT_S = 5
 
 
-def check_database(database: Database, driver: str = "psycopg") -> None:
+def check_database(database: Database, driver: str = "adbc") -> None:
     """The database answers and has the committed_records view (migration 0003 or later)."""
     probe = "SELECT 1 FROM committed_records WHERE 1 = 0"
     if database.kind == "sqlite":
@@ -234,8 +236,8 @@ def check_database(database: Database, driver: str = "psycopg") -> None:
         try:
             import adbc_driver_postgresql  # noqa: F401
         except ImportError:
-            raise OutboxSourceError("option driver=adbc: adbc-driver-postgresql is not installed: "
-                                    "pip install adbc-driver-postgresql") from None
+            raise OutboxSourceError("adbc-driver-postgresql is not installed: pip install 'outbox[spark]' "
+                                    "(or adbc-driver-postgresql), or set the option driver=psycopg") from None
     try:
         import psycopg
     except ImportError:

@@ -355,3 +355,64 @@ def test_positions_json_round_trips_in_the_kafka_sources_form() -> None:
     assert text == '{"b":{"3":-1},"orders":{"0":-2,"1":23}}'
     assert positions_from_json(text) == positions
     assert TopicRange("orders", 0, 5, 3).size == 0
+
+
+# --- Planning, without Spark running anything --------------------------------------------------
+
+
+def _plan(filters: list, **options: str) -> list[tuple]:  # type: ignore[type-arg]
+    from spark_jobs.datasource import plan_ranges, prune
+    from spark_jobs.positions import LogBounds
+    from spark_jobs.source_options import parse_options
+
+    parsed = parse_options({"url": "http://outbox", "databaseUrl": "sqlite:///x.db", "topics": "a,b", **options})
+    bounds = {TopicPartition(t, p): LogBounds(10, 100) for t in ("a", "b") for p in range(3)}
+    pruning, _rest = prune(filters)
+    return [(r.topic, r.partition, r.start, r.end) for r in plan_ranges(parsed, bounds, {}, pruning).ranges]
+
+
+def test_planning_prunes_partitions_and_narrows_ranges_by_the_pushed_filters() -> None:
+    from pyspark.sql.datasource import EqualTo, GreaterThan, GreaterThanOrEqual, In, LessThan, LessThanOrEqual
+
+    everything = [(t, p, 10, 100) for t in ("a", "b") for p in range(3)]
+    assert _plan([]) == everything
+    assert _plan([EqualTo(("topic",), "b"), In(("partition",), (0, 2, 7))]) == [("b", 0, 10, 100), ("b", 2, 10, 100)]
+    assert _plan([GreaterThan(("partition",), 0), LessThanOrEqual(("partition",), 1), EqualTo(("topic",), "a")]) == [
+        ("a", 1, 10, 100)]
+    assert _plan([EqualTo(("topic",), "a"), EqualTo(("partition",), 0), GreaterThanOrEqual(("commit_position",), 40),
+                  LessThan(("commit_position",), 50)]) == [("a", 0, 40, 50)]
+    # offset >= x bounds commit positions from below; offset < y does not bound them above
+    assert _plan([EqualTo(("topic",), "a"), EqualTo(("partition",), 0), GreaterThan(("offset",), 60),
+                  LessThan(("offset",), 70)]) == [("a", 0, 61, 100)]
+    # ranges that the filters empty get no split at all
+    assert _plan([GreaterThanOrEqual(("commit_position",), 100)]) == []
+    assert _plan([EqualTo(("topic",), "c")]) == []
+
+
+def test_timestamp_filters_become_millisecond_bounds_that_spark_still_checks() -> None:
+    from pyspark.sql.datasource import EqualTo, GreaterThan, GreaterThanOrEqual, LessThan, LessThanOrEqual
+
+    from spark_jobs.datasource import prune
+
+    at = datetime(2026, 1, 2, 3, 4, 5, 678_901, tzinfo=timezone.utc)  # not a whole millisecond
+    ms = int(at.timestamp() * 1000)  # floor
+    cases = {GreaterThan: (ms + 1, None), GreaterThanOrEqual: (ms + 1, None), LessThan: (None, ms + 1),
+             LessThanOrEqual: (None, ms + 1), EqualTo: (ms + 1, ms + 1)}
+    for kind, (low, high) in cases.items():
+        f = kind(("timestamp",), at)
+        pruning, rest = prune([f])
+        assert (pruning.timestamps_ms.low, pruning.timestamps_ms.high) == (low, high), kind.__name__
+        assert rest == [f]
+    whole = at.replace(microsecond=678_000)
+    assert prune([GreaterThan(("timestamp",), whole)])[0].timestamps_ms.low == ms + 1
+    assert prune([GreaterThanOrEqual(("timestamp",), whole)])[0].timestamps_ms.low == ms
+
+
+def test_planning_refuses_positions_outside_the_log() -> None:
+    with pytest.raises(DataLossError, match=r"a/1: committed position 3 is below the log start 10"):
+        _plan([], startingPositions='{"a": {"1": 3}}')
+    assert ("a", 1, 10, 100) in _plan([], startingPositions='{"a": {"1": 3}}', failOnDataLoss="false")
+    with pytest.raises(OutboxSourceError, match=r"endingPositions: b/2 ends at 101, past its log end 100"):
+        _plan([], endingPositions='{"b": {"2": 101}}')
+    with pytest.raises(OutboxSourceError, match=r"a/0: the start 50 is past the end 40"):
+        _plan([], startingPositions='{"a": {"0": 50}}', endingPositions='{"a": {"0": 40}}')
