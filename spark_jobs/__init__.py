@@ -1,5 +1,11 @@
-"""Spark over the outbox: read committed records through JDBC, and exactly-once batch jobs.
+"""Spark over the outbox: the `outbox` data source, committed records through JDBC, and
+exactly-once batch jobs.
 
+    datasource.py    the `outbox` data source (spark.read.format("outbox")): register(),
+                     read_outbox(), planning with pruning and narrowing by pushed filters
+    arrow_read.py    one split's committed records as Arrow batches, read in Spark's Python
+                     workers with the database's own driver (ADBC or psycopg; sqlite3)
+    source_options.py  the data source's options, checked up front (one-line errors)
     reader.py        read_committed(): a DataFrame of the committed records of a topic between
                      start and end positions, split into parallel JDBC queries
     positions.py     start positions (a group's committed offsets) and end positions (the log
@@ -9,6 +15,6 @@
     session.py       build_session(): a SparkSession with the drivers on its classpath
     pizza_income.py  seed 001's pizza-income pipeline as an exactly-once batch job
 
-Needs the `spark` extra (`pip install -e '.[spark]'`), Java 17+ and the JDBC drivers; see
-docs/SPARK.md.
+Needs the `spark` extra (`pip install 'outbox[spark]'`: PySpark, pyarrow, the ADBC PostgreSQL
+driver) and Java 17+; the JDBC reader and the jobs also need the JDBC drivers. See docs/SPARK.md.
 """

@@ -19,3 +19,9 @@ class DataLossError(SparkJobError):
     """A batch would skip records the group never read: its committed position is below the
     partition's log start (retention or DeleteRecords deleted them), and the job was asked
     to fail on data loss (Spark's Kafka source option failOnDataLoss)."""
+
+
+class OutboxSourceError(SparkJobError):
+    """The `outbox` data source cannot read as asked: an unknown or malformed option, a
+    database that cannot be reached or is not migrated, a service that does not answer, a
+    topic that does not exist. One line, naming the option or the fix."""

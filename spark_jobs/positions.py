@@ -157,3 +157,86 @@ def batch_ranges(
             end = min(end, start + max_positions)
         out.append(PositionRange(partition, start, end))
     return out
+
+
+# --- Positions of many topics: the `outbox` data source's start and end, and a stream's offsets ---
+#
+# The data source reads several topics at once, so its positions are keyed by (topic,
+# partition). They are written as JSON the way Spark's Kafka source writes its offsets,
+# {"orders": {"0": 23, "1": -2}}, with -2 for the log start ("earliest") and -1 for the log end
+# ("latest"): the same text is an option a user types (startingPositions, endingPositions)
+# and, later, a streaming query's offset in its checkpoint.
+
+EARLIEST = -2  # the log start: the first offset still stored
+LATEST = -1  # the log end: the offset the next record will get
+
+
+@dataclass(frozen=True, slots=True, order=True)
+class TopicPartition:
+    topic: str
+    partition: int
+
+    def __str__(self) -> str:
+        return f"{self.topic}/{self.partition}"
+
+
+@dataclass(frozen=True, slots=True, order=True)
+class TopicRange:
+    """The positions [start, end) of one topic-partition."""
+
+    topic: str
+    partition: int
+    start: int
+    end: int
+
+    @property
+    def size(self) -> int:
+        return max(0, self.end - self.start)
+
+    @property
+    def topic_partition(self) -> TopicPartition:
+        return TopicPartition(self.topic, self.partition)
+
+
+def positions_from_json(text: str) -> dict[TopicPartition, int]:
+    """{"orders": {"0": 23, "1": -2}} → {orders/0: 23, orders/1: EARLIEST}; ValueError naming
+    what is wrong, in one line."""
+    import json
+
+    try:
+        parsed = json.loads(text)
+    except ValueError as e:
+        raise ValueError(f"not JSON ({e.msg} at character {e.pos})") from None
+    if not isinstance(parsed, dict):
+        raise ValueError('expected an object of topics, like {"orders": {"0": 23, "1": -2}}')
+    out: dict[TopicPartition, int] = {}
+    for topic, partitions in parsed.items():
+        if not isinstance(partitions, dict):
+            raise ValueError(f'topic {topic!r}: expected an object of partitions, like {{"0": 23}}')
+        for partition, position in partitions.items():
+            if not (isinstance(partition, str) and partition.isdigit()):
+                raise ValueError(f"topic {topic!r}: partition {partition!r} is not a partition number")
+            if isinstance(position, bool) or not isinstance(position, int) or position < EARLIEST:
+                raise ValueError(f"{topic}/{partition}: position {position!r} is not an offset, "
+                                 f"{EARLIEST} (earliest) or {LATEST} (latest)")
+            out[TopicPartition(topic, int(partition))] = position
+    return out
+
+
+def positions_to_json(positions: Mapping[TopicPartition, int]) -> str:
+    """The inverse of positions_from_json, partitions in order."""
+    import json
+
+    by_topic: dict[str, dict[str, int]] = {}
+    for tp in sorted(positions):
+        by_topic.setdefault(tp.topic, {})[str(tp.partition)] = positions[tp]
+    return json.dumps(by_topic, separators=(",", ":"))
+
+
+def resolve_position(position: int, bounds: LogBounds) -> int:
+    """EARLIEST and LATEST as offsets of the partition now."""
+    if position == EARLIEST:
+        return bounds.log_start
+    if position == LATEST:
+        return bounds.log_end
+    return position

@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Iterable, Mapping
+import sys
+from collections.abc import Iterable, Mapping, MutableMapping
 from pathlib import Path
 
 from spark_jobs.errors import JdbcDriverNotFound
@@ -35,6 +36,15 @@ DEFAULT_CONF = {
     "spark.ui.showConsoleProgress": "false",
     "spark.sql.session.timeZone": "UTC",
 }
+
+
+def use_this_python_for_workers(env: MutableMapping[str, str]) -> None:
+    """Spark's Python workers (the `outbox` data source plans and reads in them) run
+    PYSPARK_PYTHON, else `python3` from PATH, which need not be the interpreter that has
+    pyarrow and this package: unless PYSPARK_PYTHON says which, they run this one. (PySpark
+    reads the variable, not spark.pyspark.python, when it wraps a Python data source.)"""
+    if not env.get("PYSPARK_PYTHON"):
+        env["PYSPARK_PYTHON"] = sys.executable
 
 
 def under_spark_submit() -> bool:
@@ -73,6 +83,7 @@ def build_session(
         resolution = resolve_jdbc_jars(databases, jdbc_jars=jdbc_jars,
                                        configured_jars=(conf or {}).get("spark.jars"))
         builder = SparkSession.builder.appName(app_name).master(master or DEFAULT_MASTER)
+        use_this_python_for_workers(os.environ)
         extra = {**DEFAULT_CONF, **(conf or {}), **resolution.spark_conf()}
     for key, value in extra.items():
         builder = builder.config(key, value)

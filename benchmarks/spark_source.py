@@ -1,0 +1,250 @@
+"""Read throughput of the `outbox` data source against a raw Spark JDBC read of the same rows.
+
+The database: benchmarks/committed_log.py's realistic log written through the service's HTTP
+API (--records-per-partition per partition, 4 partitions), then, on PostgreSQL, copied
+--copies times in SQL further along the same partitions (offsets, transaction ids and
+timestamps shifted, so each copy is a log of its own: markers find their own transactions'
+records), which makes millions of rows in seconds instead of an hour of Sends; one record in
+ten gets headers. Then the committed records are copied into an ordinary table
+`bench_plain_records` (the same rows, with the data source's columns and a bigint key `id`).
+
+In one SparkSession (local[2]), turns in rotation (each variant once per round, --rounds
+rounds after a warm-up round), every read into Spark's `noop` sink (every row and column
+materialised, nothing collected), with the same number of tasks (--tasks):
+
+- plain JDBC: spark.read.jdbc of bench_plain_records partitioned on `id`, the columns as
+  stored (key, value and headers as text, timestamp_ms as a number): the raw read to beat;
+- view, JDBC: spark.read.jdbc of the view committed_records with the same per-partition
+  predicates as the reader, the same columns as text, nothing decoded: what the view itself
+  costs the database, read the fastest way Spark knows;
+- source: spark.read.format("outbox"), every column (headers as a map, timestamp);
+- source, no headers: includeHeaders=false;
+- source, ADBC: driver=adbc (the ADBC PostgreSQL driver instead of psycopg);
+- JDBC reader: spark_jobs.reader.read_committed() (the view through JDBC, headers and
+  timestamp decoded in Spark), today's reader;
+- Arrow floor: a Python data source that yields prebuilt Arrow batches of the same schema
+  and row count, no database: what PySpark's Python data source machinery itself costs.
+
+    .venv/bin/python benchmarks/spark_source.py --fill          # create and fill the scratch database
+    .venv/bin/python benchmarks/spark_source.py --rounds 5      # measure
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import time
+from pathlib import Path
+
+from sqlalchemy import create_engine, text
+from sqlalchemy.engine import make_url
+from sqlalchemy.pool import NullPool
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+import committed_log  # noqa: E402
+
+from spark_jobs.datasource import read_outbox  # noqa: E402
+from spark_jobs.positions import batch_ranges, log_end_offsets  # noqa: E402
+from spark_jobs.reader import CUSTOM_SCHEMA, predicates, read_committed  # noqa: E402
+from spark_jobs.session import build_session  # noqa: E402
+from spark_jobs.source import DEFAULT_FETCHSIZE, JdbcSource  # noqa: E402
+
+ADMIN_URL = "postgresql+psycopg://postgres@127.0.0.1:5432/postgres"
+DATABASE = "outbox_spark_source_bench"
+PLAIN_COLUMNS = '"partition", "offset", commit_position, timestamp_ms, key, value, headers'
+
+
+def fill(admin_url: str, records_per_partition: int, copies: int) -> str:
+    admin = create_engine(admin_url, isolation_level="AUTOCOMMIT", poolclass=NullPool)
+    with admin.connect() as conn:
+        conn.execute(text(f'DROP DATABASE IF EXISTS "{DATABASE}" WITH (FORCE)'))
+        conn.execute(text(f'CREATE DATABASE "{DATABASE}"'))
+    admin.dispose()
+    url = make_url(admin_url).set(database=DATABASE).render_as_string(hide_password=False)
+    with committed_log.serve(url) as api:
+        print(f"  {committed_log.fill(api, records_per_partition)}", file=sys.stderr)
+    engine = create_engine(url, poolclass=NullPool)
+    with engine.begin() as conn:
+        length = conn.execute(text("SELECT max(next_offset) FROM partitions")).scalar_one()
+        txns = conn.execute(text("SELECT max(txn_id) + 1 FROM records")).scalar_one()
+        conn.execute(text(
+            "INSERT INTO records (topic_id, \"partition\", \"offset\", timestamp_ms, key, value, headers, producer_id, "
+            "producer_epoch, sequence, txn_id, control_type, batch_record_count, message_id) "
+            "SELECT topic_id, \"partition\", \"offset\" + k * :length, timestamp_ms + k, key, value, headers, "
+            "producer_id, producer_epoch, sequence, txn_id + k * :txns, control_type, batch_record_count, message_id "
+            "FROM records CROSS JOIN generate_series(1, :copies) AS k"), {"length": length, "txns": txns,
+                                                                           "copies": copies})
+        conn.execute(text("UPDATE partitions SET next_offset = :end, record_count = record_count * :n"),
+                     {"end": length * (copies + 1), "n": copies + 1})
+        conn.execute(text(
+            "UPDATE records SET headers = '{\"source\":\"till-' || (\"offset\" % 7) || '\",\"trace\":\"t-' "
+            "|| \"offset\" || '\"}' WHERE \"offset\" % 10 = 0 AND control_type IS NULL"))
+    with engine.connect() as conn:
+        conn.execute(text("COMMIT"))
+        conn.execution_options(isolation_level="AUTOCOMMIT").execute(text("VACUUM ANALYZE records"))
+    engine.dispose()
+    return url
+
+
+def copy_to_plain_table(url: str) -> int:
+    engine = create_engine(url, poolclass=NullPool)
+    with engine.begin() as conn:
+        conn.execute(text("DROP TABLE IF EXISTS bench_plain_records"))
+        conn.execute(text(
+            f"CREATE TABLE bench_plain_records AS SELECT row_number() OVER () AS id, {PLAIN_COLUMNS} "
+            f"FROM committed_records WHERE topic = '{committed_log.TOPIC}'"))
+        conn.execute(text("CREATE UNIQUE INDEX ix_bench_plain_records_id ON bench_plain_records (id)"))
+        rows = conn.execute(text("SELECT count(*) FROM bench_plain_records")).scalar_one()
+    with engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
+        conn.execute(text("VACUUM ANALYZE bench_plain_records"))
+    engine.dispose()
+    return rows
+
+
+def arrow_floor_source(rows: int, tasks: int, value: str):  # type: ignore[no-untyped-def]
+    """A data source that yields prebuilt Arrow batches of the outbox schema (no database): what
+    PySpark's Python data source machinery itself costs for `rows` rows in `tasks` tasks."""
+    from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
+
+    from spark_jobs.datasource import RECORD_COLUMNS
+
+    class ArrowFloor(DataSource):
+        @classmethod
+        def name(cls) -> str:
+            return "arrow_floor"
+
+        def schema(self) -> str:
+            return f"{RECORD_COLUMNS}, value STRING, headers MAP<STRING, STRING>"
+
+        def reader(self, schema):  # type: ignore[no-untyped-def]
+            return Reader(schema)
+
+    class Reader(DataSourceReader):
+        def __init__(self, schema) -> None:  # type: ignore[no-untyped-def]
+            self.schema = schema
+
+        def partitions(self):  # type: ignore[no-untyped-def]
+            return [InputPartition(i) for i in range(tasks)]
+
+        def read(self, partition):  # type: ignore[no-untyped-def]
+            import pyarrow as pa
+            from pyspark.sql.pandas.types import to_arrow_schema
+
+            arrow = to_arrow_schema(self.schema, timezone="UTC")
+            n = 20_000
+            batch = pa.RecordBatch.from_arrays([
+                pa.repeat(pa.scalar("orders", pa.string()), n), pa.repeat(pa.scalar(1, pa.int32()), n),
+                pa.array(range(n), pa.int64()), pa.array(range(n), pa.int64()),
+                pa.array([1_700_000_000_000_000] * n, pa.int64()).cast(pa.timestamp("us", tz="UTC")),
+                pa.array([f"order-{i}" for i in range(n)]), pa.array([value] * n),
+                pa.nulls(n, type=arrow.field("headers").type)], schema=arrow)
+            mine = rows // tasks + (1 if partition.value < rows % tasks else 0)
+            while mine > 0:
+                yield batch.slice(0, min(n, mine))
+                mine -= n
+
+    return ArrowFloor
+
+
+def timed(df) -> float:  # type: ignore[no-untyped-def]
+    t0 = time.perf_counter()
+    df.write.format("noop").mode("overwrite").save()
+    return time.perf_counter() - t0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--admin-url", default=ADMIN_URL)
+    parser.add_argument("--fill", action="store_true", help="(re)create and fill the scratch database first")
+    parser.add_argument("--records-per-partition", type=int, default=25_000)
+    parser.add_argument("--copies", type=int, default=21, help="copies of the filled log appended in SQL")
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--tasks", type=int, default=8, help="Spark tasks (JDBC queries, data source splits)")
+    parser.add_argument("--variants", default="plain,view_jdbc,source,source_adbc,source_no_headers,jdbc_reader,arrow_floor")
+    args = parser.parse_args(argv)
+
+    if args.fill:
+        url = fill(args.admin_url, args.records_per_partition, args.copies)
+    else:
+        url = make_url(args.admin_url).set(database=DATABASE).render_as_string(hide_password=False)
+    rows = copy_to_plain_table(url)
+
+    spark, _ = build_session("spark-source-benchmark", databases=["postgresql"], master="local[2]",
+                             conf={"spark.sql.shuffle.partitions": "2", "spark.ui.enabled": "false",
+                                   "spark.driver.memory": "2g"})
+    spark.sparkContext.setLogLevel("ERROR")
+    source = JdbcSource.from_url(url)
+    props = source.properties(fetchsize=DEFAULT_FETCHSIZE)
+    with committed_log.serve(url) as api:
+        from app.client.http import Session
+
+        session = Session(api)
+        ends = log_end_offsets(session, committed_log.TOPIC)
+        session.close()
+        ranges = batch_ranges({}, ends)
+        per_partition = max(ends.values())
+        per_split = -(-per_partition * len(ends) // args.tasks)
+
+        def plain():  # type: ignore[no-untyped-def]
+            return spark.read.jdbc(source.url, "bench_plain_records", column="id", lowerBound=1,
+                                   upperBound=rows + 1, numPartitions=args.tasks,
+                                   properties={**props, "customSchema": "`id` BIGINT, `partition` INT, `offset` BIGINT, "
+                                               "commit_position BIGINT, timestamp_ms BIGINT, key STRING, "
+                                               "value STRING, headers STRING"}
+                                   ).drop("id")
+
+        def source_df(**extra: str):  # type: ignore[no-untyped-def]
+            return read_outbox(spark, url=api, databaseUrl=url, topics=committed_log.TOPIC,
+                               positionsPerSplit=str(per_split), **extra)
+
+        def view_jdbc():  # type: ignore[no-untyped-def]
+            return spark.read.jdbc(source.url, "committed_records",
+                                   predicates=predicates(committed_log.TOPIC, ranges, args.tasks // len(ranges)),
+                                   properties={**props, "customSchema": CUSTOM_SCHEMA}
+                                   ).select(*PLAIN_COLUMNS.replace('"', "").split(", "))
+
+        def jdbc_reader():  # type: ignore[no-untyped-def]
+            return read_committed(spark, source, committed_log.TOPIC, ranges, splits=args.tasks // len(ranges))
+
+        sample = spark.read.jdbc(source.url, "bench_plain_records", properties=props).select("value").first()[0]
+        spark.dataSource.register(arrow_floor_source(rows, args.tasks, sample))
+
+        variants = {
+            "arrow_floor": lambda: spark.read.format("arrow_floor").load(),
+            "plain": plain,
+            "view_jdbc": view_jdbc,
+            "source": source_df,
+            "source_no_headers": lambda: source_df(includeHeaders="false"),
+            "source_adbc": lambda: source_df(driver="adbc"),
+            "jdbc_reader": jdbc_reader,
+        }
+        chosen = [v.strip() for v in args.variants.split(",")]
+        counts = {name: variants[name]().count() for name in chosen}
+        print(f"rows: {rows:,}; counts: {counts}; tasks: {source_df().rdd.getNumPartitions()}", file=sys.stderr)
+        assert all(c == rows for c in counts.values()), counts
+        seconds: dict[str, list[float]] = {name: [] for name in chosen}
+        for round_ in range(args.rounds + 1):  # round 0 warms up
+            for name in chosen:
+                s = timed(variants[name]())
+                if round_:
+                    seconds[name].append(s)
+            print(f"  round {round_}: " + ", ".join(f"{n} {seconds[n][-1] if round_ else 0:.2f}" for n in chosen),
+                  file=sys.stderr)
+    spark.stop()
+
+    medians = {n: statistics.median(s) for n, s in seconds.items()}
+    print(f"| variant | rows | tasks | seconds (median of {args.rounds}) | all runs | rows/s | plain JDBC / variant |")
+    print("| --- | ---: | ---: | ---: | --- | ---: | ---: |")
+    for n in chosen:
+        ratio = medians["plain"] / medians[n] if "plain" in medians else float("nan")
+        print(f"| {n} | {rows:,} | {args.tasks} | {medians[n]:.2f} | {', '.join(f'{s:.2f}' for s in seconds[n])} | "
+              f"{rows / medians[n]:,.0f} | {ratio:.2f} |")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,283 @@
+"""The options of the `outbox` data source, checked before Spark runs anything.
+
+    spark.read.format("outbox")
+        .option("url", "http://127.0.0.1:8000")          # the service: topics, log bounds, groups
+        .option("databaseUrl", "postgresql://…/outbox")  # its database: the records
+        .option("topics", "orders,refunds")              # or topicPattern
+        .option("startingPositions", "earliest")         # latest, group, or JSON per partition
+        .option("endingPositions", "latest")             # or JSON per partition
+        .load()
+
+Every option is read here, once, into `SourceOptions`; an unknown option or a malformed value
+is an OutboxSourceError of one line naming it. The checks that need the outside world (the
+database answers and is migrated, the service answers) are `check_reachable`.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from spark_jobs.errors import OutboxSourceError
+from spark_jobs.positions import EARLIEST, LATEST, TopicPartition, positions_from_json
+
+# Option name (as Spark users write it) → what it means. Spark hands options over with their
+# keys lower-cased or as typed, depending on the API used, so they are matched without case.
+OPTIONS: dict[str, str] = {
+    "url": "the outbox service's URL (topics, log bounds and group offsets come from its API)",
+    "databaseUrl": "the service's database, as OUTBOX_DATABASE_URL (sqlite:///… or postgresql://…)",
+    "apiKey": "the service's API key, when its authentication is on (default: $OUTBOX_API_KEY)",
+    "topics": "comma-separated topic names",
+    "topicPattern": "a regular expression that whole topic names match",
+    "startingPositions": "earliest (default), latest, group, or JSON per partition "
+                         '({"orders": {"0": 23, "1": -2}}; -2 earliest, -1 latest)',
+    "group": "with startingPositions=group: the consumer group whose committed offsets to start at",
+    "endingPositions": "latest (default: the log end when the read is planned), or JSON per partition",
+    "failOnDataLoss": "true (default): a start below the log start is an error; false: start at the log start",
+    "valueSchema": "a DDL schema (\"order_id BIGINT, meal STRING\"): value becomes a struct parsed from its JSON",
+    "includeHeaders": "true (default); false leaves the headers column out",
+    "driver": "PostgreSQL only: adbc (default: the ADBC PostgreSQL driver, in the spark extra) or psycopg",
+    "positionsPerSplit": "positions of a partition per Spark task (default 250000)",
+    "queryLog": "a file to which every task appends the SQL it ran, one JSON line each (for tests and debugging)",
+}
+_BY_LOWER = {name.lower(): name for name in OPTIONS}
+
+DEFAULT_POSITIONS_PER_SPLIT = 250_000
+
+
+@dataclass(frozen=True, slots=True)
+class Database:
+    """Where the records are read: the service's database, for the Python driver of its kind."""
+
+    kind: str  # "postgresql" or "sqlite"
+    target: str = field(repr=False)  # a libpq connection URI, or the SQLite file's path
+    display: str = ""  # the target without its password, for messages
+
+    @classmethod
+    def from_url(cls, url: str) -> Database:
+        from sqlalchemy.engine import make_url
+        from sqlalchemy.exc import ArgumentError
+
+        try:
+            u = make_url(url)
+        except ArgumentError:
+            raise OutboxSourceError(f"option databaseUrl: {url!r} is not a database URL "
+                                    "(sqlite:///path/outbox.db or postgresql://user@host:5432/outbox)") from None
+        backend = u.get_backend_name()
+        if backend == "sqlite":
+            if not u.database or u.database == ":memory:":
+                raise OutboxSourceError(f"option databaseUrl: {url!r} is an in-memory SQLite database; "
+                                        "the service's database file is needed")
+            path = str(Path(u.database).resolve())
+            return cls("sqlite", path, path)
+        if backend == "postgresql":
+            # libpq takes the URI with the driver name dropped (postgresql+psycopg:// → postgresql://).
+            plain = u.set(drivername="postgresql")
+            return cls("postgresql", plain.render_as_string(hide_password=False), plain.render_as_string())
+        raise OutboxSourceError(f"option databaseUrl: {backend!r} databases are not supported; "
+                                "use sqlite:///… or postgresql://…")
+
+
+@dataclass(frozen=True, slots=True)
+class SourceOptions:
+    url: str
+    database: Database
+    api_key: str | None = field(default=None, repr=False)
+    topics: tuple[str, ...] = ()
+    topic_pattern: str | None = None
+    # "earliest", "latest", "group" or "json" (then starting_json holds the positions)
+    starting: str = "earliest"
+    starting_json: Mapping[TopicPartition, int] = field(default_factory=dict)
+    group: str | None = None
+    ending: str = "latest"
+    ending_json: Mapping[TopicPartition, int] = field(default_factory=dict)
+    fail_on_data_loss: bool = True
+    value_schema: str | None = None
+    include_headers: bool = True
+    positions_per_split: int = DEFAULT_POSITIONS_PER_SPLIT
+    query_log: str | None = None
+    # PostgreSQL's reader: ADBC used less CPU per row than psycopg and read faster in every
+    # round of benchmarks/spark_source.py (docs/SPARK.md, "The data source's throughput")
+    driver: str = "adbc"
+
+    def wants_topic(self, topic: str) -> bool:
+        if self.topic_pattern is not None:
+            return re.fullmatch(self.topic_pattern, topic) is not None
+        return topic in self.topics
+
+
+def _bool(name: str, value: str) -> bool:
+    lowered = value.strip().lower()
+    if lowered in ("true", "false"):
+        return lowered == "true"
+    raise OutboxSourceError(f"option {name}: expected true or false, not {value!r}")
+
+
+def _positions(name: str, value: str, *, allow_group: bool) -> tuple[str, dict[TopicPartition, int]]:
+    word = value.strip()
+    if word.lower() in ("earliest", "latest") or (allow_group and word.lower() == "group"):
+        return word.lower(), {}
+    if word.startswith("{"):
+        try:
+            return "json", positions_from_json(word)
+        except ValueError as e:
+            raise OutboxSourceError(f"option {name}: {e}") from None
+    kinds = "earliest, latest, group" if allow_group else "earliest, latest"
+    raise OutboxSourceError(f"option {name}: expected {kinds} or JSON like "
+                            f'{{"orders": {{"0": 23, "1": {EARLIEST}}}}}, not {value!r}')
+
+
+def parse_options(raw: Mapping[str, str], env: Mapping[str, str] | None = None) -> SourceOptions:
+    """The options of one read, checked; OutboxSourceError (one line) for the first problem."""
+    env = os.environ if env is None else env
+    given: dict[str, str] = {}
+    for key, value in raw.items():
+        name = _BY_LOWER.get(key.lower())
+        if name is None:
+            raise OutboxSourceError(f"unknown option {key!r} for the outbox data source; "
+                                    f"known: {', '.join(OPTIONS)}")
+        given[name] = str(value)
+
+    for required in ("url", "databaseUrl"):
+        if not given.get(required, "").strip():
+            raise OutboxSourceError(f"option {required} is required: {OPTIONS[required]}")
+    url = given["url"].strip().rstrip("/")
+    if not re.match(r"^https?://", url):
+        raise OutboxSourceError(f"option url: expected the service's http:// or https:// URL, not {url!r}")
+
+    topics = tuple(t.strip() for t in given.get("topics", "").split(",") if t.strip())
+    pattern = given.get("topicPattern")
+    if bool(topics) == bool(pattern):
+        raise OutboxSourceError("give exactly one of the options topics (a comma-separated list) "
+                                "and topicPattern (a regular expression)")
+    if pattern:
+        try:
+            re.compile(pattern)
+        except re.error as e:
+            raise OutboxSourceError(f"option topicPattern: {pattern!r} is not a regular expression: {e}") from None
+
+    starting, starting_json = _positions("startingPositions", given.get("startingPositions", "earliest"),
+                                         allow_group=True)
+    ending, ending_json = _positions("endingPositions", given.get("endingPositions", "latest"),
+                                     allow_group=False)
+    if ending == "earliest":
+        raise OutboxSourceError("option endingPositions: earliest would read nothing; use latest or JSON")
+    if EARLIEST in ending_json.values():
+        raise OutboxSourceError(f"option endingPositions: {EARLIEST} (earliest) is not an end; use an offset or "
+                                f"{LATEST} (latest)")
+    group = given.get("group", "").strip() or None
+    if starting == "group" and group is None:
+        raise OutboxSourceError("option group is required with startingPositions=group")
+    if group is not None and starting != "group":
+        raise OutboxSourceError("option group is only read with startingPositions=group")
+    for name, positions in (("startingPositions", starting_json), ("endingPositions", ending_json)):
+        strangers = sorted({tp.topic for tp in positions if not (tp.topic in topics or pattern and re.fullmatch(pattern, tp.topic))})
+        if strangers:
+            raise OutboxSourceError(f"option {name} names topics this read does not read: {', '.join(strangers)}")
+
+    try:
+        per_split = int(given.get("positionsPerSplit", DEFAULT_POSITIONS_PER_SPLIT))
+    except ValueError:
+        per_split = 0
+    if per_split < 1:
+        raise OutboxSourceError(f"option positionsPerSplit: expected a positive whole number, "
+                                f"not {given['positionsPerSplit']!r}")
+    value_schema = given.get("valueSchema", "").strip() or None
+    driver = given.get("driver", "adbc").strip().lower()
+    if driver not in ("psycopg", "adbc"):
+        raise OutboxSourceError(f"option driver: expected psycopg or adbc, not {given['driver']!r}")
+
+    return SourceOptions(
+        url=url,
+        database=Database.from_url(given["databaseUrl"].strip()),
+        api_key=given.get("apiKey") or env.get("OUTBOX_API_KEY") or None,
+        topics=topics,
+        topic_pattern=pattern or None,
+        starting=starting,
+        starting_json=starting_json,
+        group=group,
+        ending=ending,
+        ending_json=ending_json,
+        fail_on_data_loss=_bool("failOnDataLoss", given.get("failOnDataLoss", "true")),
+        value_schema=value_schema,
+        include_headers=_bool("includeHeaders", given.get("includeHeaders", "true")),
+        positions_per_split=per_split,
+        query_log=given.get("queryLog") or None,
+        driver=driver,
+    )
+
+
+# --- The outside world ---------------------------------------------------------------------
+
+PROBE_TIMEOUT_S = 5
+
+
+def check_database(database: Database, driver: str = "adbc") -> None:
+    """The database answers and has the committed_records view (migration 0003 or later)."""
+    probe = "SELECT 1 FROM committed_records WHERE 1 = 0"
+    if database.kind == "sqlite":
+        import sqlite3
+
+        if not Path(database.target).is_file():
+            raise OutboxSourceError(f"option databaseUrl: no SQLite database at {database.target}: "
+                                    "name the service's OUTBOX_DATABASE_URL")
+        try:
+            with sqlite3.connect(f"file:{database.target}?mode=ro", uri=True, timeout=PROBE_TIMEOUT_S) as conn:
+                conn.execute(probe).fetchall()
+        except sqlite3.Error as e:
+            if "no such table" in str(e):
+                raise OutboxSourceError(_not_migrated(database)) from None
+            raise OutboxSourceError(f"cannot read the SQLite database {database.target}: {e}") from None
+        return
+    if database.kind == "postgresql" and driver == "adbc":
+        try:
+            import adbc_driver_postgresql  # noqa: F401
+        except ImportError:
+            raise OutboxSourceError("adbc-driver-postgresql is not installed: pip install 'outbox[spark]' "
+                                    "(or adbc-driver-postgresql), or set the option driver=psycopg") from None
+    try:
+        import psycopg
+    except ImportError:
+        raise OutboxSourceError("psycopg is not installed: pip install 'psycopg[binary]' "
+                                "(the data source reads PostgreSQL with it)") from None
+    try:
+        with psycopg.connect(database.target, connect_timeout=PROBE_TIMEOUT_S) as conn:
+            conn.execute(probe).fetchall()
+    except psycopg.errors.UndefinedTable:
+        raise OutboxSourceError(_not_migrated(database)) from None
+    except psycopg.Error as e:
+        # libpq's message spans lines (the failure, then a hint): one line here
+        said = " ".join(line.strip() for line in str(e).splitlines() if line.strip()) or type(e).__name__
+        raise OutboxSourceError(f"cannot read the database {database.display}: {said}") from None
+
+
+def _not_migrated(database: Database) -> str:
+    return (f"the database {database.display} has no committed_records view: it is not an outbox database "
+            "migrated to 0003 or later (run outbox migrate, or start outbox serve on it)")
+
+
+def check_service(options: SourceOptions) -> None:
+    """The service answers (GET /v1/topics), with the credentials given."""
+    import httpx
+
+    from app.client.http import credentials
+
+    try:
+        response = httpx.get(f"{options.url}/v1/topics", timeout=PROBE_TIMEOUT_S,
+                             auth=credentials(options.api_key, None))
+    except httpx.HTTPError as e:
+        raise OutboxSourceError(f"cannot reach the outbox service at {options.url}: {e or type(e).__name__}") from None
+    if response.status_code in (401, 403):
+        raise OutboxSourceError(f"the outbox service at {options.url} refused the credentials "
+                                f"(HTTP {response.status_code}): set the option apiKey (or OUTBOX_API_KEY)")
+    if response.status_code != 200:
+        raise OutboxSourceError(f"the outbox service at {options.url} answered GET /v1/topics "
+                                f"with HTTP {response.status_code}: is it an outbox service?")
+
+
+def check_reachable(options: SourceOptions) -> None:
+    check_database(options.database, options.driver)
+    check_service(options)
