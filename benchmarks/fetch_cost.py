@@ -32,16 +32,9 @@ from sqlalchemy import create_engine, text
 from sqlalchemy.engine import make_url
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from run import ADMIN_URL, BATCH, ROOT, Client, Service, _records  # noqa: E402 - the benchmark's own modules
+from run import ADMIN_URL, BATCH, ROOT, Client, Service, _init_producer, _post, _records  # noqa: E402 - the benchmark's own modules
 
 TXN_RECORDS = 100  # records per transaction in the transactional topic
-
-
-def _post(c: Client, path: str, body: dict) -> dict:
-    status, content = c.request("POST", path, orjson.dumps(body))
-    if status not in (200, 201):
-        raise RuntimeError(f"{path}: {status} {content[:300]!r}")
-    return orjson.loads(content)
 
 
 def fill(url: str, records: int) -> None:
@@ -54,8 +47,7 @@ def fill(url: str, records: int) -> None:
         for _ in range(records // BATCH):
             _post(c, "/v1/records", {"batches": [{"topic": "plain", "partition": 0, "records": batch}]})
         tid = "fill"
-        ident = _post(c, "/v1/producers", {"transactional_id": tid})
-        ident = {"producer_id": ident["producer_id"], "producer_epoch": ident["producer_epoch"]}
+        ident = _init_producer(c, tid)
         seq, small = 0, _records(TXN_RECORDS)
         for _ in range(records // TXN_RECORDS):
             _post(c, f"/v1/transactions/{tid}/begin", ident)
