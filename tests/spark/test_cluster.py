@@ -1,13 +1,15 @@
 """The pizza job with spark-submit on a standalone cluster on localhost: a master and a worker
 started by `python -m spark_jobs.cluster start` (PySpark's own spark-class), the job's reads
 run by the worker's executor, in its Python workers, through the `outbox` data source; no JDBC
-jar. On PostgreSQL (the cluster start costs ~10 s, the job ~20 s: one database only)."""
+jar. On SQLite and PostgreSQL, one cluster for both (it takes ~10-15 s to start)."""
 
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
@@ -36,9 +38,28 @@ def _cluster_cli(*args: str) -> str:
     return done.stdout
 
 
-@pytest.mark.parametrize("backend", ["postgresql"], indirect=True)
+@pytest.fixture(scope="module")
+def standalone(tmp_path_factory: pytest.TempPathFactory) -> Iterator[cluster.Cluster]:
+    """A cluster started with the documented command, for this module's tests; stopped with
+    the documented command after them, which must leave neither daemon running nor the
+    master's web UI answering, and nothing recorded."""
+    directory = tmp_path_factory.mktemp("cluster")
+    _cluster_cli("start", "--dir", str(directory))
+    started = cluster.load(directory)
+    assert started is not None
+    try:
+        yield started
+    finally:
+        stopped = _cluster_cli("stop", "--dir", str(directory))
+    assert stopped == f"stopped worker {started.worker_pid}, master {started.master_pid}\n"
+    assert not cluster.is_running(started.worker_pid, cluster.WORKER_CLASS)
+    assert not cluster.is_running(started.master_pid, cluster.MASTER_CLASS)
+    assert cluster.master_state(started.web_ui) is None
+    assert cluster.load(directory) is None
+
+
 def test_the_job_submitted_to_a_standalone_cluster_outputs_each_income_once_and_commits_the_offsets(  # type: ignore[no-untyped-def]
-        backend, launcher, tmp_path) -> None:
+        standalone, backend, launcher, tmp_path) -> None:
     url = launcher.server().url
     _create_topics(url)
     orders = Orders(url)
@@ -49,31 +70,25 @@ def test_the_job_submitted_to_a_standalone_cluster_outputs_each_income_once_and_
     orders.abort("shop-b")
     ends = _log_ends(url, INPUT)
 
-    directory = tmp_path / "cluster"
-    _cluster_cli("start", "--dir", str(directory))
-    started = cluster.load(directory)
-    assert started is not None
-    try:
-        code, result = _run_job(
-            [spark_submit(), "--master", started.master_url, "--conf", "spark.ui.enabled=false",
-             "--conf", "spark.sql.shuffle.partitions=2", str(ROOT / "spark_jobs" / "pizza_income.py"),
-             "--url", url, "--database-url", backend.url, "--positions-per-split", "3"],
-            tmp_path, "cluster", SPARK_LOCAL_IP="127.0.0.1")
-        apps = httpx.get(f"{started.web_ui}/json/").json()["completedapps"]
-    finally:
-        stopped = _cluster_cli("stop", "--dir", str(directory))
+    code, result = _run_job(
+        [spark_submit(), "--master", standalone.master_url, "--conf", "spark.ui.enabled=false",
+         "--conf", "spark.sql.shuffle.partitions=2", str(ROOT / "spark_jobs" / "pizza_income.py"),
+         "--url", url, "--database-url", backend.url, "--positions-per-split", "3"],
+        tmp_path, "cluster", SPARK_LOCAL_IP="127.0.0.1")
 
     assert code == 0 and result is not None and result.committed
-    # The application ran on this master, and its executor on the worker ran the tasks.
-    assert [(a["name"], a["state"]) for a in apps] == [("pizza-income", "FINISHED")]
-    executor_logs = list((directory / "work").glob("app-*/*/stderr"))
+    # The application ran on this master, and its executor, on the worker, ran the tasks.
+    [app_id] = re.findall(r"Connected to Spark cluster with app ID (app-\S+)", (tmp_path / "job-cluster.log").read_text())
+    apps = httpx.get(f"{standalone.web_ui}/json/").json()["completedapps"]
+    assert [(a["name"], a["state"]) for a in apps if a["id"] == app_id] == [("pizza-income", "FINISHED")]
+    executor_logs = list((Path(standalone.directory) / "work" / app_id).glob("*/stderr"))
     assert len(executor_logs) == 1 and "Finished task" in executor_logs[0].read_text()
 
     income, totals = _outputs(url)
     pizza = orders.pizza()  # orders 1-10 but 3, 6 and 9 (salads)
     assert sorted(income, key=lambda r: r["order_id"]) == [
         {"order_id": i, "income": v} for i, v in sorted(pizza.items())]
-    batch = f"{INPUT}:0={0}-{ends[0]},1={0}-{ends[1]}"
+    batch = f"{INPUT}:0=0-{ends[0]},1=0-{ends[1]}"
     assert totals == [{
         "batch": batch, "topic": INPUT,
         "ranges": [{"partition": p, "start": 0, "end": ends[p]} for p in (0, 1)],
@@ -81,13 +96,6 @@ def test_the_job_submitted_to_a_standalone_cluster_outputs_each_income_once_and_
     }]
     assert result.batch_id == batch
     assert _group_offsets(url) == ends == result.end_offsets()
-
-    # `stop` stopped both daemons (the master's web UI no longer answers) and forgot them.
-    assert stopped == f"stopped worker {started.worker_pid}, master {started.master_pid}\n"
-    assert not cluster.is_running(started.worker_pid, cluster.WORKER_CLASS)
-    assert not cluster.is_running(started.master_pid, cluster.MASTER_CLASS)
-    assert cluster.master_state(started.web_ui) is None
-    assert cluster.load(directory) is None
     orders.close()
 
 
