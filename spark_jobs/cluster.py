@@ -102,15 +102,20 @@ def master_state(web_ui: str) -> dict | None:
     return r.json() if r.status_code == 200 else None
 
 
-def _wait(proc: subprocess.Popen, log: Path, what: str, ready, deadline: float) -> bool:  # type: ignore[no-untyped-def]
-    """Poll `ready()` until it is true (True), or `proc` exits (False); ClusterError at the deadline."""
-    while time.monotonic() < deadline:
-        if ready():
-            return True
-        if proc.poll() is not None:
-            return False
-        time.sleep(0.25)
-    raise ClusterError(f"the {what} did not come up in {START_TIMEOUT_S:.0f} s; see {log}")
+def _wait(proc: subprocess.Popen, java_class: str, log: Path, what: str, ready, deadline: float) -> bool:  # type: ignore[no-untyped-def]
+    """Poll `ready()` until it is true (True), or `proc` exits (False). At the deadline, or
+    interrupted, the daemon is stopped (nothing would stop it later) and the error raised."""
+    try:
+        while time.monotonic() < deadline:
+            if ready():
+                return True
+            if proc.poll() is not None:
+                return False
+            time.sleep(0.25)
+        raise ClusterError(f"the {what} did not come up in {START_TIMEOUT_S:.0f} s; see {log}")
+    except BaseException:
+        _terminate(proc.pid, java_class)
+        raise
 
 
 def _last_error(log: Path) -> str:
@@ -125,7 +130,10 @@ def _start_master(directory: Path, deadline: float) -> tuple[subprocess.Popen, s
         web_ui = f"http://127.0.0.1:{ui_port}"
         proc = _daemon(directory, "master", [MASTER_CLASS, "--host", "127.0.0.1", "--port", str(port),
                                              "--webui-port", str(ui_port)])
-        if _wait(proc, log, "master", lambda: (master_state(web_ui) or {}).get("status") == "ALIVE", deadline):
+        def alive() -> bool:
+            return (master_state(web_ui) or {}).get("status") == "ALIVE"
+
+        if _wait(proc, MASTER_CLASS, log, "master", alive, deadline):
             return proc, f"spark://127.0.0.1:{port}", web_ui
     raise ClusterError(f"the master exited {START_ATTEMPTS} times: {_last_error(log)} (see {log})")
 
@@ -143,7 +151,7 @@ def _start_worker(directory: Path, master_url: str, web_ui: str, cores: int, mem
         proc = _daemon(directory, "worker", [WORKER_CLASS, master_url, "--host", "127.0.0.1", "--port", str(port),
                                              "--webui-port", str(free_port()), "--cores", str(cores),
                                              "--memory", memory, "--work-dir", str(directory / "work")])
-        if _wait(proc, log, "worker", registered, deadline):
+        if _wait(proc, WORKER_CLASS, log, "worker", registered, deadline):
             return proc
     raise ClusterError(f"the worker exited {START_ATTEMPTS} times: {_last_error(log)} (see {log})")
 

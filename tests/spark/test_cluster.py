@@ -6,6 +6,7 @@ jar. On SQLite and PostgreSQL, one cluster for both (it takes ~10-15 s to start)
 from __future__ import annotations
 
 import json
+import os
 import re
 import subprocess
 import sys
@@ -117,3 +118,14 @@ def test_the_cluster_refuses_to_start_twice_from_one_directory(tmp_path: Path) -
     assert (done.returncode, done.stdout, done.stderr) == (2, "", (
         f"error: a cluster started from {directory} is running (spark://127.0.0.1:7077): stop it first: "
         f"python -m spark_jobs.cluster stop --dir {directory}\n"))
+
+
+def test_the_cluster_without_java_is_one_error_line(tmp_path: Path) -> None:
+    directory = tmp_path / "cluster"
+    done = subprocess.run([sys.executable, "-m", "spark_jobs.cluster", "start", "--dir", str(directory)], cwd=ROOT,
+                          capture_output=True, text=True, timeout=60,
+                          env={**os.environ, "JAVA_HOME": str(tmp_path / "nojava")})
+    assert (done.returncode, done.stdout, done.stderr) == (2, "", (
+        f"error: Java not found (JAVA_HOME={tmp_path}/nojava has no bin/java): install a Java 17+ runtime "
+        "(Debian/Ubuntu: apt-get install -y openjdk-17-jre-headless) and put it on PATH or point JAVA_HOME at it\n"))
+    assert cluster.load(directory) is None
