@@ -56,6 +56,7 @@ import sys
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
+from decimal import Decimal
 from pathlib import Path
 
 if __package__ in (None, ""):  # spark-submit runs this file as a script: find the packages
@@ -259,7 +260,7 @@ def run(
 def write_batch(
     producer: Producer,
     result: BatchResult,
-    incomes: list[tuple[int, object]],
+    incomes: list[tuple[int, Decimal]],
     *,
     group: str,
     input_topic: str,
@@ -273,7 +274,7 @@ def write_batch(
     producer.begin_transaction()
     headers = {"batch": result.batch_id}
     for order_id, income in incomes:
-        producer.send(output_topic, {"order_id": order_id, "income": float(income)},  # type: ignore[arg-type]
+        producer.send(output_topic, {"order_id": order_id, "income": float(income)},
                       key=str(order_id), headers=headers)
     producer.send(totals_topic, {
         "batch": result.batch_id, "topic": input_topic,
