@@ -246,14 +246,17 @@ def parse_values(texts: pa.Array, value_type: pa.StructType) -> pa.Array:
     import orjson
 
     empty: dict[str, Any] = {f.name: None for f in value_type}
+    # A DECIMAL field takes Python's Decimal, never a float (pyarrow refuses one, and a float
+    # would round 0.1): with one in the schema, numbers with a fraction are decoded as Decimal.
+    loads, invalid = (_loads_decimal, ValueError) if _has_decimal(value_type) else (orjson.loads, orjson.JSONDecodeError)
     objects: list[dict[str, Any] | None] = []
     for text in texts.to_pylist():
         if text is None:
             objects.append(None)
             continue
         try:
-            decoded = orjson.loads(text)
-        except orjson.JSONDecodeError:
+            decoded = loads(text)
+        except invalid:
             decoded = empty
         # JSON null (a record sent without a value) is a null struct, as from_json makes it
         objects.append(decoded if isinstance(decoded, dict) or decoded is None else empty)
@@ -261,6 +264,19 @@ def parse_values(texts: pa.Array, value_type: pa.StructType) -> pa.Array:
         return pa.array(objects, type=value_type)
     except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, ValueError, OverflowError):
         return pa.array([_fitted(o, value_type, empty) for o in objects], type=value_type)
+
+
+def _loads_decimal(text: str) -> Any:
+    import json
+    from decimal import Decimal
+
+    return json.loads(text, parse_float=Decimal)
+
+
+def _has_decimal(t: pa.DataType) -> bool:
+    if pa.types.is_decimal(t):
+        return True
+    return any(_has_decimal(t.field(i).type) for i in range(t.num_fields)) if t.num_fields else False
 
 
 def _fitted(obj: dict[str, Any] | None, value_type: pa.StructType, empty: dict[str, Any]) -> dict[str, Any] | None:

@@ -144,16 +144,11 @@ def source_options(*, url: str, database_url: str, topic: str, ranges: list[Posi
 
 
 def read_orders(spark, options: dict[str, str]):  # type: ignore[no-untyped-def]
-    """The orders of the batch: order_id, meal, value. The value's JSON is parsed by Spark's
-    from_json, not by the source's valueSchema: the source's Arrow conversion turns a JSON
-    number with a fraction into a null DECIMAL (docs/SPARK.md, "Known problems"), and the
-    income must be summed as decimals."""
-    from pyspark.sql import functions as F
-
+    """The orders of the batch: order_id, meal, value, the value's JSON parsed by the data
+    source (valueSchema), its income as a DECIMAL."""
     from spark_jobs.datasource import read_outbox
 
-    records = read_outbox(spark, **options)
-    return records.select(F.from_json("value", ORDER_SCHEMA).alias("order")).select("order.*")
+    return read_outbox(spark, **options, valueSchema=ORDER_SCHEMA).select("value.*")
 
 
 def aggregate(records):  # type: ignore[no-untyped-def]

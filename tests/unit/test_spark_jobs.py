@@ -206,3 +206,25 @@ def test_missing_or_old_java_is_an_error_that_names_the_fix(tmp_path: Path) -> N
         check_java(17, env={"JAVA_HOME": str(tmp_path / "jdk11")})
     _fake_java(tmp_path / "jdk21", "21.0.1")
     assert check_java(17, env={"JAVA_HOME": str(tmp_path / "jdk21")}) == (str(tmp_path / "jdk21" / "bin" / "java"), 21)
+
+
+# --- The data source's value parsing (spark_jobs.arrow_read), as from_json reads ---------------
+
+
+def test_a_value_schema_with_a_decimal_reads_numbers_with_a_fraction_exactly() -> None:
+    pa = pytest.importorskip("pyarrow")
+    from decimal import Decimal
+
+    from spark_jobs.arrow_read import parse_values
+
+    order = pa.struct([("order_id", pa.int64()), ("meal", pa.string()), ("value", pa.decimal128(18, 2))])
+    texts = pa.array(['{"order_id": 1, "meal": "Pizza", "value": 1.25}', '{"order_id": 2, "value": 7}',
+                      '{"order_id": 3, "value": 0.1}', "not json", None])
+
+    assert parse_values(texts, order).to_pylist() == [
+        {"order_id": 1, "meal": "Pizza", "value": Decimal("1.25")},
+        {"order_id": 2, "meal": None, "value": Decimal("7.00")},
+        {"order_id": 3, "meal": None, "value": Decimal("0.10")},
+        {"order_id": None, "meal": None, "value": None},
+        None,
+    ]
