@@ -6,7 +6,7 @@ import itertools
 import ssl
 import zlib
 from collections import defaultdict
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -296,15 +296,17 @@ class Producer:
             self.abort_transaction()
         return commit
 
-    def commit_transaction(self) -> None:
+    def commit_transaction(self, prepared: Sequence[PreparedTxnState] = ()) -> None:
+        """Commit the open (or prepared) transaction. `prepared` names transactions other
+        producers prepared (prepare_transaction() returned them): they commit in the same
+        decision as this one, all or none (a joint commit)."""
         self._require_transactional()
         self.flush()
         self._check_usable()
-        self._call(
-            "POST",
-            f"/v1/transactions/{self.transactional_id}/commit",
-            json={**self._ident(), "txn_id": self._txn_id},
-        )
+        body: dict[str, Any] = {**self._ident(), "txn_id": self._txn_id}
+        if prepared:
+            body["prepared"] = [{"transactional_id": p.transactional_id, "txn_id": p.txn_id} for p in prepared]
+        self._call("POST", f"/v1/transactions/{self.transactional_id}/commit", json=body)
         self._in_transaction = False
         self._prepared = None
 

@@ -10,6 +10,9 @@ previous states, as Kafka's coordinator does.
     Ongoing ──prepare──▶ Prepared ──commit──▶ PrepareCommit …
                             └──abort/fence──▶ PrepareAbort …
 
+A Commit may name other Prepared transactions (a joint commit): they move to PrepareCommit in
+the same decision, and complete in the same database transaction as the caller's.
+
 Prepared (KIP-939) is a transaction whose producer has finished it and asks the coordinator
 to keep it undecided until its own database has recorded the outcome: no more Sends or
 offsets, no timeout, and a new instance may take the transactional id over without aborting
@@ -64,6 +67,15 @@ def check_transition(current: TransactionState, target: TransactionState) -> Non
 
 
 @dataclass(frozen=True, slots=True)
+class PreparedTxnRef:
+    """A Prepared transaction named in another transaction's Commit: by its transactional id
+    and its txn_id, so a delayed retry cannot commit a later transaction of the same id."""
+
+    transactional_id: str
+    txn_id: int
+
+
+@dataclass(frozen=True, slots=True)
 class TransactionMetadata:
     """What the coordinator knows of one transactional_id."""
 
@@ -100,6 +112,21 @@ class TransactionMetadata:
             raise InvalidTxnState(
                 f"txn_id {txn_id} is not the current transaction ({self.txn_id}) of "
                 f"{self.transactional_id!r}",
+                state=self.state.value,
+            )
+
+    def check_joins_commit(self, txn_id: int, *, decided: bool) -> None:
+        """A transaction named in another transaction's Commit (a joint commit: the sink whose
+        tasks each prepared their own transaction, committed by the driver in one decision).
+        Before that Commit is decided it must be Prepared, with this txn_id; on a retry of the
+        decided Commit it must have been committed with it. Anything else (an Ongoing one,
+        another transaction of the same id, one committed or aborted on its own) is refused,
+        so that a joint commit never commits part of a batch or a transaction nobody prepared."""
+        expected = (S.PREPARE_COMMIT, S.COMPLETE_COMMIT) if decided else (S.PREPARED,)
+        if txn_id != self.txn_id or self.state not in expected:
+            raise InvalidTxnState(
+                f"transaction {self.transactional_id!r} (txn_id {self.txn_id}) is {self.state.value}: a commit "
+                f"takes other transactions only when they are Prepared, named by their txn_id ({txn_id} given)",
                 state=self.state.value,
             )
 

@@ -18,6 +18,7 @@ transaction decided but not completed (guarantee 9).
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 
 from app import metrics
@@ -35,6 +36,7 @@ from app.domain.errors import (
 from app.domain.transaction import (
     COMPLETING_STATES,
     IDLE_STATES,
+    PreparedTxnRef,
     TransactionMetadata,
     check_transition,
     classify_recovery,
@@ -384,24 +386,44 @@ class TransactionCoordinator:
         *,
         commit: bool,
         txn_id: int | None = None,
+        prepared: Sequence[PreparedTxnRef] = (),
     ) -> TransactionView:
+        """Commit or Abort. A Commit may name other Prepared transactions (`prepared`): they are
+        decided with the caller's, in the same database transaction, and (inline completion)
+        completed in it too, so read_committed readers see all of their records or none."""
         now = self.clock()
         target = S.PREPARE_COMMIT if commit else S.PREPARE_ABORT
+        _check_joint_commit(transactional_id, prepared, commit)
         with self.db.write() as conn:
-            meta = self._require(conn, transactional_id, lock="update")
+            # Each row locked in one order, the transactional ids sorted: two joint commits
+            # naming overlapping transactions would otherwise deadlock on PostgreSQL.
+            names = sorted({transactional_id, *(ref.transactional_id for ref in prepared)})
+            locked = {name: self._require(conn, name, lock="update") for name in names}
+            meta = locked[transactional_id]
             meta.check_producer(producer_id, producer_epoch)
             meta.check_txn_id(txn_id)
             done = {S.PREPARE_COMMIT, S.COMPLETE_COMMIT} if commit else {S.PREPARE_ABORT, S.COMPLETE_ABORT}
-            if meta.state not in done:
+            # Already decided: a retry of the same request, answered as the first time.
+            decided = meta.state in done
+            for ref in prepared:
+                locked[ref.transactional_id].check_joins_commit(ref.txn_id, decided=decided)
+            joined = [locked[ref.transactional_id] for ref in prepared]
+            if decided:
+                # What the first request decided but left to the worker (complete_inline was
+                # off then) is completed now if it is on.
+                moving = [m for m in (meta, *joined) if m.state is target]
+            else:
                 check_transition(meta.state, target)
-                meta = replace(meta, state=target, updated_ms=now)
+                moving = [replace(m, state=target, updated_ms=now) for m in (meta, *joined)]
+                meta = moving[0]
                 if not self.settings.complete_inline:
-                    txns.update_row(conn, transactional_id, state=target, updated_ms=now)
+                    for m in moving:
+                        txns.update_row(conn, m.transactional_id, state=target, updated_ms=now)
                 # else the Prepare state would be overwritten in this same database
                 # transaction: only the Complete state is written.
-            # else: a retry of the same request, answered as the first time.
-            if self.settings.complete_inline and meta.state is target:
-                meta = self._complete_locked(conn, meta, now)
+            if self.settings.complete_inline and moving:
+                completed = {m.transactional_id: m for m in self._complete_all(conn, moving, now)}
+                meta = completed.get(transactional_id, meta)
             return self._view(conn, meta)
 
     # --- Completion (the second phase) -------------------------------------------------------
@@ -418,27 +440,34 @@ class TransactionCoordinator:
             return self._complete_locked(conn, meta, now)
 
     def _complete_locked(self, conn, meta: TransactionMetadata, now: int) -> TransactionMetadata:  # type: ignore[no-untyped-def]
-        """The completion, inside the caller's database transaction, which holds the
-        transaction row's lock (FOR UPDATE)."""
-        assert meta.txn_id is not None and meta.state in (S.PREPARE_COMMIT, S.PREPARE_ABORT)
-        commit = meta.state is S.PREPARE_COMMIT
+        return self._complete_all(conn, [meta], now)[0]
+
+    def _complete_all(self, conn, metas: Sequence[TransactionMetadata], now: int) -> list[TransactionMetadata]:  # type: ignore[no-untyped-def]
+        """The completion of decided transactions, all with the same decision, inside the
+        caller's database transaction, which holds their rows' locks (FOR UPDATE): markers in
+        one partition order across all of them (log.write_control_markers), staged offsets,
+        Complete states."""
+        assert metas and len({m.state for m in metas}) == 1
+        assert all(m.txn_id is not None and m.state in (S.PREPARE_COMMIT, S.PREPARE_ABORT) for m in metas)
+        commit = metas[0].state is S.PREPARE_COMMIT
         log.write_control_markers(
             conn,
-            transactional_id=meta.transactional_id,
-            txn_id=meta.txn_id,
-            producer_id=meta.producer_id,
-            producer_epoch=meta.producer_epoch,
+            [log.MarkerOwner(m.transactional_id, m.txn_id, m.producer_id, m.producer_epoch) for m in metas],  # type: ignore[arg-type]
             control_type=ControlType.COMMIT if commit else ControlType.ABORT,
             now_ms=now,
         )
-        txns.complete_offsets(
-            conn, transactional_id=meta.transactional_id, txn_id=meta.txn_id, commit=commit, now_ms=now
-        )
         target = S.COMPLETE_COMMIT if commit else S.COMPLETE_ABORT
-        check_transition(meta.state, target)
-        txns.update_row(conn, meta.transactional_id, state=target, updated_ms=now)
-        after_commit(conn, metrics.TRANSACTIONS_COMPLETED.labels("commit" if commit else "abort").inc)
-        return replace(meta, state=target, updated_ms=now)
+        completed = []
+        for meta in metas:
+            txns.complete_offsets(
+                conn, transactional_id=meta.transactional_id, txn_id=meta.txn_id, commit=commit, now_ms=now
+            )
+            check_transition(meta.state, target)
+            txns.update_row(conn, meta.transactional_id, state=target, updated_ms=now)
+            completed.append(replace(meta, state=target, updated_ms=now))
+        counter = metrics.TRANSACTIONS_COMPLETED.labels("commit" if commit else "abort")
+        after_commit(conn, lambda: counter.inc(len(metas)))
+        return completed
 
     @staticmethod
     def _view(conn, meta: TransactionMetadata) -> TransactionView:  # type: ignore[no-untyped-def]
@@ -558,3 +587,15 @@ class TransactionCoordinator:
                 f"no producer was initialised with transactional_id {transactional_id!r}"
             )
         return meta
+
+
+def _check_joint_commit(transactional_id: str, prepared: Sequence[PreparedTxnRef], commit: bool) -> None:
+    if not prepared:
+        return
+    if not commit:
+        raise InvalidRequest("only a Commit names other prepared transactions")
+    names = [ref.transactional_id for ref in prepared]
+    if transactional_id in names:
+        raise InvalidRequest(f"prepared names the committing transaction {transactional_id!r} itself")
+    if len(set(names)) != len(names):
+        raise InvalidRequest("prepared names a transactional id twice")

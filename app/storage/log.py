@@ -436,35 +436,50 @@ _CLAIM_ONE = _CLAIM_ALL.where(
 _INSERT_RECORD = insert(records)
 
 
+@dataclass(frozen=True, slots=True)
+class MarkerOwner:
+    """The transaction a control marker ends: whose partitions it claims, and the producer
+    identity the marker carries."""
+
+    transactional_id: str
+    txn_id: int
+    producer_id: int
+    producer_epoch: int
+
+
 def write_control_markers(
     conn: Connection,
+    owners: Sequence[MarkerOwner],
     *,
-    transactional_id: str,
-    txn_id: int,
-    producer_id: int,
-    producer_epoch: int,
     control_type: ControlType,
     now_ms: int,
     only: tuple[int, int] | None = None,
 ) -> list[tuple[int, int, int]]:
-    """Write the transaction's marker in every partition that still lacks one (or only in
-    `only`, a (topic_id, partition)), in the caller's database transaction. Returns
+    """Write each owner transaction's marker in every partition that still lacks one (or only
+    in `only`, a (topic_id, partition)), in the caller's database transaction. Returns
     (topic_id, partition, offset) of each marker written now, in partition order.
 
     The transaction_partitions rows are the claims: deleting them and appending the markers
     commit together, so a partition has its marker exactly when its row is gone, and a second
-    worker (or a retry) finds nothing left to claim. Callers hold the transaction row's lock
-    (FOR UPDATE), so two completions of one transaction never run side by side; the markers
-    take their partitions' locks in (topic_id, partition) order, as every appender does.
+    worker (or a retry) finds nothing left to claim. Callers hold the transactions' row locks
+    (FOR UPDATE), so two completions of one transaction never run side by side.
+
+    The markers take their partitions' locks in (topic_id, partition) order, as every appender
+    does, across all the owners together: a joint commit that completed its transactions one
+    after another would lock partition 3 for the first and then partition 1 for the second,
+    and deadlock with an appender holding 1 and waiting for 3.
     """
     claim = _CLAIM_ALL if only is None else _CLAIM_ONE
-    params = {"transactional_id": transactional_id, "txn_id": txn_id}
-    if only is not None:
-        params.update(topic_id=only[0], partition=only[1])
-    claimed = sorted(conn.execute(claim, params).all())
+    claimed: list[tuple[int, int, int]] = []  # (topic_id, partition, index of the owner)
+    for i, owner in enumerate(owners):
+        params = {"transactional_id": owner.transactional_id, "txn_id": owner.txn_id}
+        if only is not None:
+            params.update(topic_id=only[0], partition=only[1])
+        claimed.extend((topic_id, partition, i) for topic_id, partition in conn.execute(claim, params))
+    claimed.sort()
     written = [
-        (topic_id, partition, _take_offsets(conn, topic_id, partition, 1, records=0))
-        for topic_id, partition in claimed
+        (topic_id, partition, _take_offsets(conn, topic_id, partition, 1, records=0), owners[i])
+        for topic_id, partition, i in claimed
     ]
     if written:
         dialect.execute_rows(
@@ -479,16 +494,16 @@ def write_control_markers(
                     "key": None,
                     "value": None,
                     "headers": None,
-                    "producer_id": producer_id,
-                    "producer_epoch": producer_epoch,
+                    "producer_id": owner.producer_id,
+                    "producer_epoch": owner.producer_epoch,
                     "sequence": None,
-                    "txn_id": txn_id,
+                    "txn_id": owner.txn_id,
                     "control_type": control_type.value,
                 }
-                for topic_id, partition, offset in written
+                for topic_id, partition, offset, owner in written
             ],
         )
-    return written
+    return [(topic_id, partition, offset) for topic_id, partition, offset, _ in written]
 
 
 _RECORD_COLUMNS = (

@@ -78,6 +78,26 @@ def test_aborted_transaction_output_is_never_read(url):  # type: ignore[no-untyp
     assert [r.value for r in _read_committed(url, "out", 1)] == ["committed"]
 
 
+def test_parallel_writers_prepare_and_one_producer_commits_them_with_its_own(url):  # type: ignore[no-untyped-def]
+    _create(url, "out", 2)
+    writers = [Producer(url, f"writer-{i}") for i in range(2)]
+    prepared = []
+    for i, w in enumerate(writers):
+        w.init_transactions()
+        w.begin_transaction()
+        w.send("out", f"from writer {i}", partition=i)
+        prepared.append(w.prepare_transaction())
+    driver = Producer(url, "driver")
+    driver.init_transactions()
+    driver.begin_transaction()
+    driver.send("out", "from the driver", partition=0)
+    assert _read_committed(url, "out", 2) == []
+
+    driver.commit_transaction(prepared=prepared)
+
+    assert sorted(r.value for r in _read_committed(url, "out", 2)) == ["from the driver", "from writer 0", "from writer 1"]
+
+
 def test_out_of_order_sequence_is_abortable_and_abort_bumps_the_epoch(url):  # type: ignore[no-untyped-def]
     _create(url, "out", 1)
     tp = Producer(url, "x")

@@ -216,15 +216,12 @@ def test_half_written_markers_are_finished_once(backend, launcher) -> None:  # t
         db = Database(build_engine(backend.url, pool_size=1))
         try:
             orders_id = backend.topic_id("orders")
-            marker = dict(
-                transactional_id=TID, txn_id=txn_id, producer_id=producer["producer_id"],
-                producer_epoch=producer["producer_epoch"], control_type=ControlType.COMMIT,
-                only=(orders_id, 1),
-            )
+            owner = log.MarkerOwner(TID, txn_id, producer["producer_id"], producer["producer_epoch"])
+            marker = dict(control_type=ControlType.COMMIT, only=(orders_id, 1))
             with db.write() as conn:
-                assert log.write_control_markers(conn, **marker, now_ms=1) == [(orders_id, 1, 1)]
+                assert log.write_control_markers(conn, [owner], **marker, now_ms=1) == [(orders_id, 1, 1)]
             with db.write() as conn:  # the claim is gone: a second attempt writes nothing
-                assert log.write_control_markers(conn, **marker, now_ms=2) == []
+                assert log.write_control_markers(conn, [owner], **marker, now_ms=2) == []
         finally:
             db.dispose()
 

@@ -151,6 +151,12 @@ def _prepared(w: World) -> None:
     w.as_admin("POST", "/v1/transactions/tx/prepare", w.values["txn"])
 
 
+def _prepared_two(w: World) -> None:
+    _prepared(w)
+    w.values["txn2"] = w.open_transaction("tx2")
+    w.as_admin("POST", "/v1/transactions/tx2/prepare", w.values["txn2"])
+
+
 def _key(w: World) -> None:
     w.values["key_id"] = w.as_admin("POST", "/v1/principals/User:carol/api-keys")["key_id"]
 
@@ -199,8 +205,10 @@ OPERATIONS: dict[str, Op] = {
                       prepare=_txn),
     "prepare_transaction": Op(lambda w: ("POST", "/v1/transactions/tx/prepare", w.values["txn"]),
                               ((X, "tx", Operation.WRITE),), prepare=_txn),
-    "commit_transaction": Op(lambda w: ("POST", "/v1/transactions/tx/commit", w.values["txn"]),
-                             ((X, "tx", Operation.WRITE),), prepare=_prepared),
+    # A joint commit: WRITE on each transaction it commits, its own and the one it names.
+    "commit_transaction": Op(lambda w: ("POST", "/v1/transactions/tx/commit", {**w.values["txn"], "prepared": [
+                                 {"transactional_id": "tx2", "txn_id": w.values["txn2"]["txn_id"]}]}),
+                             ((X, "tx", Operation.WRITE), (X, "tx2", Operation.WRITE)), prepare=_prepared_two),
     "abort_transaction": Op(lambda w: ("POST", "/v1/transactions/tx/abort", w.values["txn"]),
                             ((X, "tx", Operation.WRITE),), prepare=_txn),
     "describe_transaction": Op(lambda w: ("GET", "/v1/transactions/tx", None), ((X, "tx", Operation.DESCRIBE),),

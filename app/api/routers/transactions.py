@@ -14,6 +14,7 @@ from app.domain.acl import Operation
 from app.api.schemas.transactions import (
     AddOffsetsRequest,
     BeginTransactionRequest,
+    CommitTransactionRequest,
     EndTransactionRequest,
     PendingOffset,
     TransactionDescription,
@@ -21,7 +22,7 @@ from app.api.schemas.transactions import (
     TransactionPartition,
     TransactionSummary,
 )
-from app.domain.transaction import TransactionMetadata
+from app.domain.transaction import PreparedTxnRef, TransactionMetadata
 from app.domain.types import TransactionState
 from app.api.routers.groups import group_metadata
 from app.domain.offsets import OffsetToStage
@@ -124,8 +125,8 @@ def prepare_transaction(
 @router.post("/{transactional_id}/commit", operation_id="commit_transaction",
              response_model=TransactionDescription, responses=documented(400, 401, 403, 404, 409, 415))
 def commit_transaction(
-    transactional_id: TransactionalIdPath, body: Annotated[EndTransactionRequest, json_body(EndTransactionRequest)], services: ServicesDep,
-    access: AccessDep,
+    transactional_id: TransactionalIdPath, body: Annotated[CommitTransactionRequest, json_body(CommitTransactionRequest)],
+    services: ServicesDep, access: AccessDep,
 ) -> TransactionDescription:
     """Commit: PrepareCommit, then a COMMIT marker in every partition of the transaction and
     its staged offsets moved to the group, all visible together.
@@ -133,10 +134,17 @@ def commit_transaction(
     Once this answers 200 the transaction will commit whatever crashes. The state returned
     is CompleteCommit, or PrepareCommit when the service leaves completion to the coordinator
     worker (`complete_inline=false`). A retry after success answers the same.
+
+    `prepared` names other Prepared transactions to commit in the same decision (a joint
+    commit): parallel writers each prepare their own transaction, and one commit makes all of
+    them visible at once; with inline completion, in one database transaction.
     """
     access.require(Operation.WRITE, acl.transactional_id(transactional_id))
+    for ref in body.prepared:
+        access.require(Operation.WRITE, acl.transactional_id(ref.transactional_id))
     view = services.coordinator.end_transaction(
-        transactional_id, body.producer_id, body.producer_epoch, commit=True, txn_id=body.txn_id
+        transactional_id, body.producer_id, body.producer_epoch, commit=True, txn_id=body.txn_id,
+        prepared=[PreparedTxnRef(ref.transactional_id, ref.txn_id) for ref in body.prepared],
     )
     return _description(view, services.clock(), access)
 

@@ -13,6 +13,7 @@ from app.api.schemas.common import (
     ProducerEpoch,
     ProducerId,
     RequestBody,
+    TransactionalId,
 )
 from app.domain.types import MAX_INT64, TransactionState
 
@@ -31,6 +32,21 @@ class EndTransactionRequest(ProducerIdentity):
         ge=0, le=MAX_INT64,
         description="the txn_id BeginTransaction returned; when given, a delayed retry cannot end a later transaction",
     )] | None = None
+
+
+class PreparedTransactionRef(RequestBody):
+    transactional_id: TransactionalId
+    txn_id: Annotated[int, Meta(ge=0, le=MAX_INT64, description="the Prepared transaction's txn_id")]
+
+
+class CommitTransactionRequest(EndTransactionRequest):
+    prepared: Annotated[list[PreparedTransactionRef], Meta(
+        max_length=1_000,
+        description="other Prepared transactions (KIP-939) to commit in the same decision: all of them and this "
+        "one commit together, or nothing changes (INVALID_TXN_STATE names one that is not Prepared with that "
+        "txn_id). For writers that prepare in parallel and commit once, as the Spark sink's tasks do. Needs "
+        "WRITE on each transactional id",
+    )] = []
 
 
 class AddOffsetsRequest(ProducerIdentity):
