@@ -90,6 +90,8 @@ DEFAULT_TRANSACTION_TIMEOUT_MS = 900_000
 OFFSET_WAIT_MS = 10_000
 # The Ongoing/Prepared transactions listed per cleanup (the API's own maximum)
 LIST_LIMIT = 10_000
+# A Commit names at most this many prepared transactions (the service's CommitTransactionRequest)
+MAX_JOINT_COMMIT = 1_000
 COLUMNS = ("topic", "partition", "key", "value", "headers")
 
 
@@ -436,6 +438,10 @@ def commit_batch(options: SinkOptions, messages: Sequence[SinkCommitMessage | No
     done = [m for m in messages if m is not None]
     prepared = [m.prepared for m in done if m.prepared is not None]
     records = sum(m.records for m in done)
+    if len(prepared) > MAX_JOINT_COMMIT:
+        raise OutboxSinkError(f"sink {options.sink_id}: {len(prepared)} tasks wrote; the service commits at most "
+                              f"{MAX_JOINT_COMMIT} prepared transactions together: coalesce() the DataFrame "
+                              f"to {MAX_JOINT_COMMIT} partitions or fewer")
     driver = _producer(options, options.sink_id)
     try:
         # Fences an earlier driver of this sink and aborts its unfinished transaction, with the
