@@ -121,6 +121,38 @@ def test_columns_topic_partition_headers_and_a_struct_value_sent_as_its_json(spa
     assert committed(client, "other") == [(0, None, {"id": 2, "price": 3.0, "tags": []}, {})]
 
 
+def test_values_of_every_type_become_the_json_to_json_writes() -> None:
+    """A value column that is not a string, as Arrow hands its rows to Python (a map as a list
+    of pairs), becomes the JSON Spark's to_json would write: no service, no Spark job."""
+    from datetime import date, datetime, timezone
+    from decimal import Decimal
+
+    from pyspark.sql.types import (
+        ArrayType, BinaryType, BooleanType, DateType, DecimalType, LongType, MapType, StringType,
+        StructField, StructType, TimestampType,
+    )
+
+    from spark_jobs.sink import json_converter
+
+    value_type = StructType([
+        StructField("id", LongType()), StructField("price", DecimalType(6, 2)),
+        StructField("count", DecimalType(10, 0)), StructField("day", DateType()),
+        StructField("at", TimestampType()), StructField("raw", BinaryType()),
+        StructField("tags", MapType(StringType(), ArrayType(DecimalType(4, 1)))),
+        StructField("flag", BooleanType()), StructField("note", StringType()),
+    ])
+    convert = json_converter(value_type)
+    assert convert is not None
+    row = {"id": 7, "price": Decimal("12.50"), "count": Decimal("3"), "day": date(2026, 11, 26),
+           "at": datetime(2026, 11, 26, 19, 30, 0, 123000, tzinfo=timezone.utc), "raw": b"\x00\xff",
+           "tags": [("a", [Decimal("1.5"), None])], "flag": True, "note": None}
+    assert convert(row) == {"id": 7, "price": 12.5, "count": 3, "day": "2026-11-26",
+                            "at": "2026-11-26T19:30:00.123000+00:00", "raw": "AP8=",
+                            "tags": {"a": [1.5, None]}, "flag": True, "note": None}
+    assert convert(None) is None
+    assert json_converter(ArrayType(LongType())) is None, "JSON already: sent as it is"
+
+
 def test_a_failed_task_leaves_nothing_visible_and_nothing_open(spark, backend, url, client) -> None:  # type: ignore[no-untyped-def]
     """Task 0 sends its 300 records (6 Sends of 50) and prepares; task 1 fails (a UDF raises on
     one of its rows, after a pause that lets task 0 finish). The job fails (local[2]: one
