@@ -96,6 +96,7 @@ def driver_write(spark, url: str, topic: str, rows: int, tasks: int) -> float:  
     df = outputs(spark, rows, tasks)
     started = time.perf_counter()
     collected = df.collect()
+    collect_s = time.perf_counter() - started
     producer = Producer(url, f"driver-{topic}", transaction_timeout_ms=900_000)
     try:
         producer.init_transactions()
@@ -105,7 +106,10 @@ def driver_write(spark, url: str, topic: str, rows: int, tasks: int) -> float:  
         producer.commit_transaction()
     finally:
         producer.close()
-    return time.perf_counter() - started
+    seconds = time.perf_counter() - started
+    if rows > 1_000:  # not the warm-up's
+        print(f"    (driver writer: collect() {collect_s:.2f} s of {seconds:.2f} s)", flush=True)
+    return seconds
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -155,7 +155,7 @@ def test_values_of_every_type_become_the_json_to_json_writes() -> None:
 
 def test_a_failed_task_leaves_nothing_visible_and_nothing_open(spark, backend, url, client) -> None:  # type: ignore[no-untyped-def]
     """Task 0 sends its 300 records (6 Sends of 50) and prepares; task 1 fails (a UDF raises on
-    one of its rows, after a pause that lets task 0 finish). The job fails (local[2]: one
+    one of its rows, once task 0's transaction is Prepared). The job fails (local[2]: one
     attempt per task), Spark's abort runs on the driver and aborts task 0's prepared
     transaction: its records are in the log, never visible; nothing stays Ongoing or Prepared."""
     from pyspark import TaskContext
@@ -165,7 +165,10 @@ def test_a_failed_task_leaves_nothing_visible_and_nothing_open(spark, backend, u
     def fail_in_task_1(value: str) -> str:
         ctx = TaskContext.get()
         if ctx is not None and ctx.partitionId() == 1 and json.loads(value)["n"] == 550:
-            time.sleep(2)
+            deadline = time.monotonic() + 60
+            while httpx.get(f"{url}/v1/transactions/failing.0").json().get("state") != "Prepared":
+                assert time.monotonic() < deadline, "task 0 never prepared"
+                time.sleep(0.05)
             raise RuntimeError("task 1 fails")
         return value
 
@@ -384,4 +387,18 @@ def test_mistakes_are_one_line_errors_naming_the_fix_before_any_task_runs(spark,
     register(spark)
     with pytest.raises(Exception, match=re.escape('the outbox sink only appends: use mode("append")')):
         df.write.format("outbox").mode("overwrite").option("url", url).option("topic", TOPIC).save()
+    # Text that is not JSON in a string value column fails its task (after its first record
+    # was sent), which aborts its transaction.
+    import pyarrow as pa
+    from pyspark.sql.types import StringType, StructField, StructType
+
+    schema = StructType([StructField("value", StringType())])
+    options = parse_sink_options({"url": url, "topic": TOPIC, "sinkId": "not-json", "batchRecords": "1"},
+                                 streaming=False)
+    with pytest.raises(OutboxSinkError, match=r"^column value holds text that is not JSON .*to_json\(\) it first$"):
+        write_partition(options, check_columns(schema, options), schema, 0,
+                        [pa.record_batch([pa.array(['{"n": 1}'])], names=["value"]),
+                         pa.record_batch([pa.array(["plain text"])], names=["value"])])
+    assert sum(log_ends(client)) == 2, "the first record and its ABORT marker"
     assert committed(client) == []
+    assert open_transactions(client) == {}
