@@ -295,16 +295,20 @@ JOB = textwrap.dedent("""
     from spark_jobs.session import build_session
     from spark_jobs.sink import OutboxStreamWriter
 
-    url, inputs, checkpoint, pause_at, mark = sys.argv[1:6]
+    url, inputs, checkpoint, pause_at, when, mark = sys.argv[1:7]
     PAUSE_AT = int(pause_at)
 
     class PausingWriter(OutboxStreamWriter):
-        # The test's window: the tasks have prepared, the driver has not committed.
+        # The test's windows: before, the tasks have prepared and the driver has not
+        # committed; after, the driver has committed and Spark's checkpoint does not say so.
         def commit(self, messages, batchId):
-            if batchId == PAUSE_AT:
+            if batchId == PAUSE_AT and when == "before":
                 Path(mark).write_text(str(batchId))
                 time.sleep(3600)
             super().commit(messages, batchId)
+            if batchId == PAUSE_AT and when == "after":
+                Path(mark).write_text(str(batchId))
+                time.sleep(3600)
 
     class PausingOutbox(OutboxDataSource):
         def streamWriter(self, schema, overwrite):
@@ -324,39 +328,55 @@ JOB = textwrap.dedent("""
 """)
 
 
+def _run_until_paused(args: list[str], env: dict[str, str], mark: Path) -> subprocess.Popen:
+    job = subprocess.Popen(args, cwd=ROOT, env=env, start_new_session=True,
+                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    deadline = time.monotonic() + 120
+    while not mark.exists():
+        assert job.poll() is None, job.stdout.read().decode()[-4000:]  # type: ignore[union-attr]
+        assert time.monotonic() < deadline, "the job never paused"
+        time.sleep(0.2)
+    return job
+
+
+def _kill(job: subprocess.Popen) -> None:
+    os.killpg(job.pid, signal.SIGKILL)  # the driver, its JVM and its Python workers
+    job.wait(30)
+
+
 @pytest.mark.parametrize("backend", ["postgresql"], indirect=True)
-def test_a_driver_killed_between_prepare_and_commit_leaves_nothing_and_the_restart_writes_every_row_once(backend, url, client, tmp_path) -> None:  # type: ignore[no-untyped-def]
-    """A streaming job of three micro-batches in a process of its own, paused in batch 1's
-    commit (after its tasks prepared), then killed with its JVM and workers: batch 0 visible,
-    batch 1 not. Restarted from the checkpoint, it writes batch 1 and 2: every row once.
-    (PostgreSQL only: 25-30 s a run, two Spark drivers; the service's side of each step is
-    the same on SQLite, which the other tests cover.)"""
+def test_a_driver_killed_before_or_after_its_commit_leaves_each_row_once_after_restarts(backend, url, client, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """A streaming job of three micro-batches in a process of its own, killed with SIGKILL
+    (with its JVM and workers) twice: paused in batch 1's commit after its tasks prepared
+    (batch 0 visible, batch 1 Prepared and invisible); restarted from the checkpoint, paused
+    right after it committed batch 1, before Spark's checkpoint recorded it. The third run
+    replays batch 1 (its commit finds the batch id committed and aborts the rewrite), then
+    writes batch 2: every row exactly once, nothing left open. (PostgreSQL only: three Spark
+    drivers as processes, 40 s; the service's side of each step is the same on SQLite, which
+    the other tests cover.)"""
     _write_inputs(tmp_path / "in", [range(0, 10), range(10, 20), range(20, 30)])
     script = tmp_path / "job.py"
     script.write_text(JOB)
-    mark = tmp_path / "paused"
     args = [sys.executable, str(script), url, str(tmp_path / "in"), str(tmp_path / "checkpoint")]
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
 
-    job = subprocess.Popen([*args, "1", str(mark)], cwd=ROOT, env=env, start_new_session=True,
-                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    job = _run_until_paused([*args, "1", "before", str(tmp_path / "paused-before")], env, tmp_path / "paused-before")
     try:
-        deadline = time.monotonic() + 120
-        while not mark.exists():
-            assert job.poll() is None, job.stdout.read().decode()[-4000:]  # type: ignore[union-attr]
-            assert time.monotonic() < deadline, "the job never reached batch 1's commit"
-            time.sleep(0.2)
-        # Batch 1's tasks prepared: their records are in the log, not visible.
         assert sorted(r[2]["n"] for r in committed(client)) == list(range(0, 10))
         assert set(open_transactions(client).values()) == {"Prepared"}
     finally:
-        os.killpg(job.pid, signal.SIGKILL)  # the driver, its JVM and its Python workers
-        job.wait(30)
+        _kill(job)
     assert sorted(r[2]["n"] for r in committed(client)) == list(range(0, 10))
 
-    done = subprocess.run([*args, "-1", str(mark)], cwd=ROOT, env=env, capture_output=True, text=True, timeout=180)
+    job = _run_until_paused([*args, "1", "after", str(tmp_path / "paused-after")], env, tmp_path / "paused-after")
+    _kill(job)
+    assert sorted(r[2]["n"] for r in committed(client)) == list(range(0, 20))
+
+    done = subprocess.run([*args, "-1", "never", str(tmp_path / "unused")], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=180)
     assert "done None" in done.stdout, done.stdout[-4000:] + done.stderr[-4000:]
     assert sorted((r[2]["n"], r[0]) for r in committed(client)) == [(n, by_key(n)) for n in range(30)]
+    assert ok(client.get("/v1/groups/killed/offsets"))["offsets"][0]["offset"] == 3
     assert open_transactions(client) == {}
 
 
