@@ -14,19 +14,13 @@ with the spread of the ratio over each quarter of the rounds.
 from __future__ import annotations
 
 import argparse
-import os
-import subprocess
 import sys
-import tempfile
-import uuid
 from pathlib import Path
 
-from sqlalchemy import create_engine, text
-from sqlalchemy.engine import make_url
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from scratch import scratch_database  # noqa: E402
 from run import (  # noqa: E402 - the benchmark's own modules, not a package
-    ADMIN_URL,
     BATCH,
     ROOT,
     Producer,
@@ -51,56 +45,38 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--turn-seconds", type=float, default=0.5)
     args = parser.parse_args(argv)
 
-    cleanup = None
-    if args.db == "sqlite":
-        db_url = f"sqlite:///{tempfile.mkdtemp(prefix='outbox-ab-')}/ab.db"
-    else:
-        db_name = f"outbox_ab_{uuid.uuid4().hex[:8]}"
-        admin = create_engine(ADMIN_URL, isolation_level="AUTOCOMMIT")
-        with admin.connect() as c:
-            c.execute(text(f'CREATE DATABASE "{db_name}"'))
-        db_url = make_url(ADMIN_URL).set(database=db_name).render_as_string(hide_password=False)
-
-        def cleanup() -> None:
-            with admin.connect() as c:
-                c.execute(text(f'DROP DATABASE IF EXISTS "{db_name}" WITH (FORCE)'))
-    # Both trees must share the schema: migrate with the older one, then the newer one.
-    for root in (args.before, args.after):
-        subprocess.run([sys.executable, "-m", "app.cli", "migrate"], cwd=root, check=True,
-                       capture_output=True, env={**os.environ, "OUTBOX_DATABASE_URL": db_url,
-                                                 "PYTHONPATH": str(root)})
-    services = {"before": Service(db_url, args.before), "after": Service(db_url, args.after)}
-    raw = RawInserter(db_url)
-    try:
-        paths = {}
-        for side, service in services.items():
-            for name, producer in (
-                ("plain", Producer(service.url, "plain")),
-                ("plain, UUID keys", Producer(service.url, "plain", records=_records_keyed_by_uuid(BATCH))),
-                ("transactional, commit / Send", Producer(service.url, "transactional", f"ab-{side}")),
-            ):
-                paths[(side, name)] = (service, producer)
-        method = raw.methods[-1]
-        turns: dict[object, list[tuple[int, float]]] = {key: [] for key in [*paths, "raw"]}
-        cpu: dict[object, float] = {key: 0.0 for key in paths}
-        for r in range(args.rounds):
-            for key, (service, producer) in paths.items():
-                topic = f"ab-{key[0]}-{len(turns[key])}-{abs(hash(key[1])) % 1000}-{r}"
-                create_topic(service.url, topic, 1)
-                before_cpu = service.cpu_seconds()
-                turns[key].append(producer.turn(topic, args.turn_seconds))
-                cpu[key] += service.cpu_seconds() - before_cpu
-            topic = f"ab-raw-{r}"
-            create_topic(services["after"].url, topic, 1)
-            turns["raw"].append(raw.turn(method, raw.topic_id(topic), args.turn_seconds))
-        for _, producer in paths.values():
-            producer.close()
-    finally:
-        raw.close()
-        for service in services.values():
-            service.stop()
-        if cleanup is not None:
-            cleanup()
+    # Both trees share the schema: migrated with the older one, then the newer one.
+    with scratch_database(args.db, "ab", migrate_with=(args.before, args.after)) as db_url:
+        services = {"before": Service(db_url, args.before), "after": Service(db_url, args.after)}
+        raw = RawInserter(db_url)
+        try:
+            paths = {}
+            for side, service in services.items():
+                for name, producer in (
+                    ("plain", Producer(service.url, "plain")),
+                    ("plain, UUID keys", Producer(service.url, "plain", records=_records_keyed_by_uuid(BATCH))),
+                    ("transactional, commit / Send", Producer(service.url, "transactional", f"ab-{side}")),
+                ):
+                    paths[(side, name)] = (service, producer)
+            method = raw.methods[-1]
+            turns: dict[object, list[tuple[int, float]]] = {key: [] for key in [*paths, "raw"]}
+            cpu: dict[object, float] = {key: 0.0 for key in paths}
+            for r in range(args.rounds):
+                for key, (service, producer) in paths.items():
+                    topic = f"ab-{key[0]}-{len(turns[key])}-{abs(hash(key[1])) % 1000}-{r}"
+                    create_topic(service.url, topic, 1)
+                    before_cpu = service.cpu_seconds()
+                    turns[key].append(producer.turn(topic, args.turn_seconds))
+                    cpu[key] += service.cpu_seconds() - before_cpu
+                topic = f"ab-raw-{r}"
+                create_topic(services["after"].url, topic, 1)
+                turns["raw"].append(raw.turn(method, raw.topic_id(topic), args.turn_seconds))
+            for _, producer in paths.values():
+                producer.close()
+        finally:
+            raw.close()
+            for service in services.values():
+                service.stop()
 
     print(f"# {args.db}: {args.rounds} rounds of {args.turn_seconds:g} s turns; reference: raw {method}\n")
     print("| path | side | records/s | service CPU µs / record |\n| --- | --- | ---: | ---: |")

@@ -21,18 +21,15 @@ import json
 import os
 import subprocess
 import sys
-import tempfile
 import time
-import uuid
 from pathlib import Path
 
 import httpx
 from sqlalchemy import create_engine, text
-from sqlalchemy.engine import make_url
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from scratch import scratch_database  # noqa: E402
 from run import (  # noqa: E402 - the benchmark's own modules, not a package
-    ADMIN_URL,
     ROOT,
     Producer,
     RawInserter,
@@ -112,25 +109,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--other-acls", type=int, default=1000, help="bindings of other principals in the table")
     args = parser.parse_args(argv)
 
-    cleanup = None
-    if args.db == "sqlite":
-        db_url = f"sqlite:///{tempfile.mkdtemp(prefix='outbox-auth-')}/auth.db"
-    else:
-        db_name = f"outbox_auth_{uuid.uuid4().hex[:8]}"
-        admin = create_engine(ADMIN_URL, isolation_level="AUTOCOMMIT")
-        with admin.connect() as c:
-            c.execute(text(f'CREATE DATABASE "{db_name}"'))
-        db_url = make_url(ADMIN_URL).set(database=db_name).render_as_string(hide_password=False)
-
-        def cleanup() -> None:
-            with admin.connect() as c:
-                c.execute(text(f'DROP DATABASE IF EXISTS "{db_name}" WITH (FORCE)'))
-    try:
+    with scratch_database(args.db, "auth") as db_url:
         run_and_report(args, db_url)
-    finally:
-        # Whatever failed above, the scratch database goes (issue 20: run.py left it behind).
-        if cleanup is not None:
-            cleanup()
     return 0
 
 

@@ -41,21 +41,18 @@ import argparse
 import multiprocessing as mp
 import os
 import queue
-import shutil
 import statistics
 import subprocess
 import sys
-import tempfile
 import threading
 import time
-import uuid
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
 from dataclasses import astuple, dataclass, field
 from pathlib import Path
 
 import orjson
-from sqlalchemy import create_engine, event, text
+from sqlalchemy import event
 from sqlalchemy.engine import make_url
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -72,7 +69,8 @@ from app.services.topic_service import TopicService  # noqa: E402
 from app.settings import Settings  # noqa: E402
 from app.storage import cleaning  # noqa: E402
 from app.storage.engine import Database, open_database  # noqa: E402
-from run import ADMIN_URL, BATCH, VALUE, Client, Service, _post, _records  # noqa: E402
+from scratch import scratch_database  # noqa: E402
+from run import BATCH, VALUE, Client, Service, _post, _records  # noqa: E402
 
 HOUR_MS = 3_600_000
 VALUE_TEXT = orjson.dumps(VALUE).decode()
@@ -80,35 +78,6 @@ EXPIRED_TS = 1  # 1970: older than any retention_ms
 
 
 # --- databases ----------------------------------------------------------------------------------
-
-
-@contextmanager
-def fresh_database(kind: str) -> Iterator[str]:
-    """A new SQLite file or PostgreSQL database, migrated; removed afterwards."""
-    if kind == "sqlite":
-        tmp = tempfile.mkdtemp(prefix="outbox-cleaning-")
-        url = f"sqlite:///{tmp}/cleaning.db"
-
-        def drop() -> None:
-            shutil.rmtree(tmp, ignore_errors=True)
-    else:
-        name = f"outbox_cleaning_{uuid.uuid4().hex[:8]}"
-        admin = create_engine(ADMIN_URL, isolation_level="AUTOCOMMIT")
-        with admin.connect() as c:
-            c.execute(text(f'CREATE DATABASE "{name}"'))
-        url = make_url(ADMIN_URL).set(database=name).render_as_string(hide_password=False)
-
-        def drop() -> None:
-            with admin.connect() as c:
-                c.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
-            admin.dispose()
-    try:
-        env = {k: v for k, v in os.environ.items() if not k.startswith("OUTBOX_")}
-        subprocess.run([sys.executable, "-m", "app.cli", "migrate"], cwd=ROOT, check=True, capture_output=True,
-                       env={**env, "OUTBOX_DATABASE_URL": url, "PYTHONPATH": str(ROOT)})
-        yield url
-    finally:
-        drop()
 
 
 def open_db(url: str) -> tuple[Settings, Database]:
@@ -1063,17 +1032,17 @@ def main(argv: list[str] | None = None) -> int:
     for kind in kinds:
         print(f"## {kind}\n")
         if "throughput" in parts:
-            with fresh_database(kind) as url:
+            with scratch_database(kind, "cleaning") as url:
                 bench_throughput(kind, url, args.records, args.rounds, args.before, args.sum_paths)
         if "latency" in parts:
             for where in (("process", "serve") if args.latency_cleaner == "both" else (args.latency_cleaner,)):
-                with fresh_database(kind) as url:
+                with scratch_database(kind, "cleaning") as url:
                     bench_latency(kind, url, args.latency_records, args.latency_rounds, args.quiet_seconds, where,
                                   args.serve_cleaner_interval_ms, args.before, latency_settings)
         if "soak" in parts:
             for vacuum in ((True,) if kind == "sqlite" else
                            {"on": (True,), "off": (False,), "both": (True, False)}[args.soak_vacuum]):
-                with fresh_database(kind) as url:
+                with scratch_database(kind, "cleaning") as url:
                     bench_soak(kind, url, args.soak_seconds, args.soak_periods, args.soak_rate,
                                args.soak_partitions, args.cleaner_interval_ms, args.sample_seconds, vacuum)
         sys.stdout.flush()

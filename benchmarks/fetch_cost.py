@@ -20,19 +20,16 @@ from __future__ import annotations
 import argparse
 import os
 import random
-import subprocess
 import sys
-import tempfile
 import time
-import uuid
 from pathlib import Path
 
 import orjson
 from sqlalchemy import create_engine, text
-from sqlalchemy.engine import make_url
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from run import ADMIN_URL, BATCH, ROOT, Client, Service, _init_producer, _post, _records  # noqa: E402 - the benchmark's own modules
+from scratch import scratch_database  # noqa: E402
+from run import BATCH, ROOT, Client, Service, _init_producer, _post, _records  # noqa: E402 - the benchmark's own modules
 
 TXN_RECORDS = 100  # records per transaction in the transactional topic
 
@@ -98,52 +95,39 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=1)
     args = parser.parse_args(argv)
 
-    admin = None
-    if args.db == "sqlite":
-        db_url = f"sqlite:///{tempfile.mkdtemp(prefix='outbox-fetch-')}/fetch.db"
-    else:
-        db_name = f"outbox_fetch_{uuid.uuid4().hex[:8]}"
-        admin = create_engine(ADMIN_URL, isolation_level="AUTOCOMMIT")
-        with admin.connect() as c:
-            c.execute(text(f'CREATE DATABASE "{db_name}"'))
-        db_url = make_url(ADMIN_URL).set(database=db_name).render_as_string(hide_password=False)
     trees = {"after": ROOT} if args.before is None else {"before": args.before, "after": ROOT}
-    services: dict[str, Service] = {}
-    try:
-        for root in trees.values():  # the older tree first, should the newer one add migrations
-            subprocess.run([sys.executable, "-m", "app.cli", "migrate"], cwd=root, check=True, capture_output=True,
-                           env={**os.environ, "OUTBOX_DATABASE_URL": db_url, "PYTHONPATH": str(root)})
-        for side, root in trees.items():
-            # Turns of other paths keep a connection idle for longer than the default 5 s.
-            services[side] = Service(db_url, root, OUTBOX_HTTP_KEEP_ALIVE_TIMEOUT_S="600")
-        fill(services["after"].url, args.records)
-        if admin is not None:
-            with create_engine(db_url, isolation_level="AUTOCOMMIT").connect() as c:
-                c.execute(text("VACUUM ANALYZE"))  # the fill's rows all-visible, as a settled log's are
-        paths: dict[tuple[str, str], object] = {}
-        for side, service in services.items():
-            paths[(side, "Send, plain")] = Sender(service.url)
-            for topic in ("plain", "txn"):
-                for isolation in ("read_committed", "read_uncommitted"):
-                    paths[(side, f"Fetch {isolation}, {topic}")] = Reader(service.url, topic, isolation)
-        for p in paths.values():
-            p.turn(0.2)  # warm: connections, caches, the first plans
-        rng = random.Random(args.seed)
-        counts: dict[tuple[str, str], list[tuple[int, float, float]]] = {k: [] for k in paths}
-        for _ in range(args.rounds):
-            order = list(paths)
-            rng.shuffle(order)
-            for key in order:
-                service = services[key[0]]
-                cpu0, t0 = service.cpu_seconds(), time.perf_counter()
-                n = paths[key].turn(args.turn_seconds)  # type: ignore[attr-defined]
-                counts[key].append((n, time.perf_counter() - t0, service.cpu_seconds() - cpu0))
-    finally:
-        for s in services.values():
-            s.stop()
-        if admin is not None:
-            with admin.connect() as c:
-                c.execute(text(f'DROP DATABASE IF EXISTS "{db_name}" WITH (FORCE)'))
+    # The older tree migrates first, should the newer one add migrations.
+    with scratch_database(args.db, "fetch", migrate_with=list(trees.values())) as db_url:
+        services: dict[str, Service] = {}
+        try:
+            for side, root in trees.items():
+                # Turns of other paths keep a connection idle for longer than the default 5 s.
+                services[side] = Service(db_url, root, OUTBOX_HTTP_KEEP_ALIVE_TIMEOUT_S="600")
+            fill(services["after"].url, args.records)
+            if args.db == "postgresql":
+                with create_engine(db_url, isolation_level="AUTOCOMMIT").connect() as c:
+                    c.execute(text("VACUUM ANALYZE"))  # the fill's rows all-visible, as a settled log's are
+            paths: dict[tuple[str, str], object] = {}
+            for side, service in services.items():
+                paths[(side, "Send, plain")] = Sender(service.url)
+                for topic in ("plain", "txn"):
+                    for isolation in ("read_committed", "read_uncommitted"):
+                        paths[(side, f"Fetch {isolation}, {topic}")] = Reader(service.url, topic, isolation)
+            for p in paths.values():
+                p.turn(0.2)  # warm: connections, caches, the first plans
+            rng = random.Random(args.seed)
+            counts: dict[tuple[str, str], list[tuple[int, float, float]]] = {k: [] for k in paths}
+            for _ in range(args.rounds):
+                order = list(paths)
+                rng.shuffle(order)
+                for key in order:
+                    service = services[key[0]]
+                    cpu0, t0 = service.cpu_seconds(), time.perf_counter()
+                    n = paths[key].turn(args.turn_seconds)  # type: ignore[attr-defined]
+                    counts[key].append((n, time.perf_counter() - t0, service.cpu_seconds() - cpu0))
+        finally:
+            for s in services.values():
+                s.stop()
 
     print(f"# Fetch against Send, service CPU per record: {args.db}, {os.cpu_count()} cores, {args.rounds} rounds "
           f"of {args.turn_seconds} s turns in shuffled order (seed {args.seed}), {args.records:,} records a topic, "

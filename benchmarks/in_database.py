@@ -48,7 +48,7 @@ for path in (str(ROOT), str(ROOT / "benchmarks")):
         sys.path.insert(0, path)
 
 from app.in_database import OutboxRecord, append  # noqa: E402
-from cleaning import fresh_database  # noqa: E402
+from scratch import scratch_database  # noqa: E402
 from run import Client, Service  # noqa: E402
 
 VALUE = {"order": 0, "total": 1250, "items": ["pizza", "soda"]}
@@ -209,7 +209,7 @@ def main(argv: list[str] | None = None) -> int:
 
     print(f"# Appends in the application's transaction: {os.cpu_count()} cores")
     for kind in (["sqlite", "postgresql"] if args.db == "both" else [args.db]):
-        with fresh_database(kind) as url:
+        with scratch_database(kind, "in_database") as url:
             service = Service(url)
             try:
                 client = Client(service.url)

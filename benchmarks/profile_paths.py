@@ -25,30 +25,27 @@ import os
 import pstats
 import statistics
 import sys
-import tempfile
 import time
-import uuid
 from collections.abc import Callable
 from pathlib import Path
 
 import orjson
-from sqlalchemy import create_engine, event, text
-from sqlalchemy.engine import make_url
+from sqlalchemy import event
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from fastapi.testclient import TestClient  # noqa: E402
+
+from scratch import scratch_database  # noqa: E402
 
 from app.api.app import create_app  # noqa: E402
 from app.api.deps import Services  # noqa: E402
 from app.domain.types import IsolationLevel  # noqa: E402
 from app.services.log_service import SendBatch  # noqa: E402
 from app.settings import Settings  # noqa: E402
-from app.storage import migrate  # noqa: E402
 from app.storage.engine import Database, build_engine  # noqa: E402
 from app.storage.log import RecordToAppend  # noqa: E402
 
-ADMIN_URL = os.environ.get("OUTBOX_BENCH_POSTGRES_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/postgres")
 BATCH = 1_000
 VALUE = {"order_id": 123456, "meal": "Pizza", "value": 12.5, "customer": "c-000042", "note": "extra cheese"}
 
@@ -75,22 +72,6 @@ class Counter:
         op()
         ms = (time.perf_counter() - t0) * 1000
         return self.statements, self.commits, ms
-
-
-def database(kind: str) -> tuple[str, Callable[[], None]]:
-    if kind == "sqlite":
-        return f"sqlite:///{tempfile.mkdtemp(prefix='outbox-profile-')}/profile.db", lambda: None
-    name = f"outbox_profile_{uuid.uuid4().hex[:8]}"
-    admin = create_engine(ADMIN_URL, isolation_level="AUTOCOMMIT")
-    with admin.connect() as c:
-        c.execute(text(f'CREATE DATABASE "{name}"'))
-
-    def drop() -> None:
-        with admin.connect() as c:
-            c.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
-        admin.dispose()
-
-    return make_url(ADMIN_URL).set(database=name).render_as_string(hide_password=False), drop
 
 
 class Paths:
@@ -163,9 +144,7 @@ class Paths:
 
 
 def profile_database(kind: str, rounds: int, cprofile_op: str | None) -> None:
-    url, drop = database(kind)
-    try:
-        migrate.upgrade(url)
+    with scratch_database(kind, "profile") as url:
         settings = Settings(database_url=url, run_coordinator=False, auto_migrate=False)
         db = Database(build_engine(url, pool_size=2))
         counter = Counter(db)
@@ -215,8 +194,6 @@ def profile_database(kind: str, rounds: int, cprofile_op: str | None) -> None:
                 print(f"### cProfile: {cprofile_op}, {rounds} rounds, through the HTTP stack\n")
                 pstats.Stats(prof).sort_stats("cumulative").print_stats(30)
         db.dispose()
-    finally:
-        drop()
 
 
 def _timed(op: Callable[[], object]) -> float:

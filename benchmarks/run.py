@@ -34,11 +34,11 @@ import socket
 import statistics
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 import uuid
 from collections.abc import Callable
+from contextlib import ExitStack
 from dataclasses import dataclass, field
 from datetime import timedelta
 from pathlib import Path
@@ -47,11 +47,11 @@ from urllib.parse import urlencode
 
 import httpx
 import orjson
-from sqlalchemy import create_engine, text
 from sqlalchemy.engine import make_url
 
+from scratch import scratch_database  # beside this file
+
 ROOT = Path(__file__).resolve().parents[1]
-ADMIN_URL = os.environ.get("OUTBOX_BENCH_POSTGRES_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/postgres")
 BATCH = 1_000
 VALUE = {"order_id": 123456, "meal": "Pizza", "value": 12.5, "customer": "c-000042", "note": "extra cheese"}
 POLL_PAUSE_S = 0.05  # the Python client's pause between empty polls before it long-polled (benchmarks/waiting.py)
@@ -832,25 +832,9 @@ def bench_database(kind: str, args: argparse.Namespace, rng: random.Random, note
     closers: list[Callable[[], None]] = []  # run in reverse, whatever fails
     service = None
     try:
-        if kind == "sqlite":
-            tmp = tempfile.mkdtemp(prefix="outbox-bench-")
-            db_url = f"sqlite:///{tmp}/bench.db"
-        else:
-            db_name = f"outbox_bench_{uuid.uuid4().hex[:8]}"
-            admin = create_engine(ADMIN_URL, isolation_level="AUTOCOMMIT")
-            with admin.connect() as c:
-                c.execute(text(f'CREATE DATABASE "{db_name}"'))
-
-            def drop() -> None:
-                # WITH (FORCE): a connection left open by a failed turn does not keep it.
-                with admin.connect() as c:
-                    c.execute(text(f'DROP DATABASE IF EXISTS "{db_name}" WITH (FORCE)'))
-                admin.dispose()
-
-            closers.append(drop)
-            db_url = make_url(ADMIN_URL).set(database=db_name).render_as_string(hide_password=False)
-            subprocess.run([sys.executable, "-m", "app.cli", "migrate"], cwd=ROOT, check=True, capture_output=True,
-                           env={**os.environ, "OUTBOX_DATABASE_URL": db_url, "PYTHONPATH": str(ROOT)})
+        scratch = ExitStack()
+        closers.append(scratch.close)
+        db_url = scratch.enter_context(scratch_database(kind, "bench"))
 
         service = Service(db_url)
         url = service.url

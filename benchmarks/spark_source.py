@@ -13,7 +13,11 @@ rounds after a warm-up round), every read into Spark's `noop` sink (every row an
 materialised, nothing collected), with the same number of tasks (--tasks):
 
 - plain JDBC: spark.read.jdbc of bench_plain_records partitioned on `id`, the columns as
-  stored (key, value and headers as text, timestamp_ms as a number): the raw read to beat;
+  stored (key, value and headers as text, timestamp_ms as a number): the raw read to beat,
+  the committed rows copied densely into a table of their own;
+- records raw: spark.read.jdbc of the log's table `records` itself, the same splits as
+  offset ranges, every row of them as stored (aborted records and markers too), no
+  visibility: what reading the log's rows where they are costs before read_committed;
 - view, JDBC: spark.read.jdbc of the view committed_records with the same per-partition
   predicates as the reader, the same columns as text, nothing decoded: what the view itself
   costs the database, read the fastest way Spark knows;
@@ -76,16 +80,19 @@ def fill(admin_url: str, records_per_partition: int, copies: int) -> str:
             "producer_epoch, sequence, txn_id, control_type, batch_record_count, message_id) "
             "SELECT topic_id, \"partition\", \"offset\" + k * :length, timestamp_ms + k, key, value, headers, "
             "producer_id, producer_epoch, sequence, txn_id + k * :txns, control_type, batch_record_count, message_id "
-            "FROM records CROSS JOIN generate_series(1, :copies) AS k"), {"length": length, "txns": txns,
-                                                                           "copies": copies})
+            # In copy order, then in the order the service appended the rows (ctid): the heap
+            # then holds each copy as a log appends it. Without the ORDER BY, PostgreSQL wrote
+            # each row followed by its copies, so an offset range was spread over the whole
+            # table, a heap page per few rows, and the view's index range scans paid for it.
+            "FROM generate_series(1, :copies) AS k CROSS JOIN records ORDER BY k, records.ctid"),
+            {"length": length, "txns": txns, "copies": copies})
         conn.execute(text("UPDATE partitions SET next_offset = :end, record_count = record_count * :n"),
                      {"end": length * (copies + 1), "n": copies + 1})
         conn.execute(text(
             "UPDATE records SET headers = '{\"source\":\"till-' || (\"offset\" % 7) || '\",\"trace\":\"t-' "
             "|| \"offset\" || '\"}' WHERE \"offset\" % 10 = 0 AND control_type IS NULL"))
-    with engine.connect() as conn:
-        conn.execute(text("COMMIT"))
-        conn.execution_options(isolation_level="AUTOCOMMIT").execute(text("VACUUM ANALYZE records"))
+    with engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
+        conn.execute(text("VACUUM ANALYZE records"))
     engine.dispose()
     return url
 
@@ -164,7 +171,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--copies", type=int, default=21, help="copies of the filled log appended in SQL")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--tasks", type=int, default=8, help="Spark tasks (JDBC queries, data source splits)")
-    parser.add_argument("--variants", default="plain,view_jdbc,source,source_adbc,source_no_headers,jdbc_reader,arrow_floor")
+    parser.add_argument("--variants", default="plain,records_raw,view_jdbc,source,source_adbc,source_no_headers,jdbc_reader,arrow_floor")
     args = parser.parse_args(argv)
 
     if args.fill:
@@ -207,6 +214,21 @@ def main(argv: list[str] | None = None) -> int:
                                    properties={**props, "customSchema": CUSTOM_SCHEMA}
                                    ).select(*PLAIN_COLUMNS.replace('"', "").split(", "))
 
+        # The log's own table, read raw: the same splits as offset ranges, every row of them
+        # as stored (aborted records and markers too: about 7 % more rows than are committed),
+        # no visibility at all. Issue 21's first measurement compared against this one.
+        topic_id = spark.read.jdbc(source.url, "topics", properties=props).where(
+            f"name = '{committed_log.TOPIC}'").first()["topic_id"]
+        raw_predicates = [p.replace(f"topic = '{committed_log.TOPIC}'", f"topic_id = {topic_id}")
+                          .replace("commit_position", '"offset"')
+                          for p in predicates(committed_log.TOPIC, ranges, args.tasks // len(ranges))]
+
+        def records_raw():  # type: ignore[no-untyped-def]
+            return spark.read.jdbc(source.url, "records", predicates=raw_predicates,
+                                   properties={**props, "customSchema": "`partition` INT, `offset` BIGINT, "
+                                               "timestamp_ms BIGINT, key STRING, value STRING, headers STRING"}
+                                   ).select("partition", "offset", "timestamp_ms", "key", "value", "headers")
+
         def jdbc_reader():  # type: ignore[no-untyped-def]
             return read_committed(spark, source, committed_log.TOPIC, ranges, splits=args.tasks // len(ranges))
 
@@ -216,6 +238,7 @@ def main(argv: list[str] | None = None) -> int:
         variants = {
             "arrow_floor": lambda: spark.read.format("arrow_floor").load(),
             "plain": plain,
+            "records_raw": records_raw,
             "view_jdbc": view_jdbc,
             "source": source_df,
             "source_no_headers": lambda: source_df(includeHeaders="false"),
@@ -225,7 +248,7 @@ def main(argv: list[str] | None = None) -> int:
         chosen = [v.strip() for v in args.variants.split(",")]
         counts = {name: variants[name]().count() for name in chosen}
         print(f"rows: {rows:,}; counts: {counts}; tasks: {source_df().rdd.getNumPartitions()}", file=sys.stderr)
-        assert all(c == rows for c in counts.values()), counts
+        assert all(c == rows for n, c in counts.items() if n != "records_raw"), counts
         seconds: dict[str, list[float]] = {name: [] for name in chosen}
         for round_ in range(args.rounds + 1):  # round 0 warms up
             for name in chosen:
@@ -237,12 +260,13 @@ def main(argv: list[str] | None = None) -> int:
     spark.stop()
 
     medians = {n: statistics.median(s) for n, s in seconds.items()}
-    print(f"| variant | rows | tasks | seconds (median of {args.rounds}) | all runs | rows/s | plain JDBC / variant |")
-    print("| --- | ---: | ---: | ---: | --- | ---: | ---: |")
+    print(f"| variant | rows | tasks | seconds (median of {args.rounds}) | all runs | rows/s | plain JDBC / variant "
+          "| records_raw / variant |")
+    print("| --- | ---: | ---: | ---: | --- | ---: | ---: | ---: |")
     for n in chosen:
-        ratio = medians["plain"] / medians[n] if "plain" in medians else float("nan")
-        print(f"| {n} | {rows:,} | {args.tasks} | {medians[n]:.2f} | {', '.join(f'{s:.2f}' for s in seconds[n])} | "
-              f"{rows / medians[n]:,.0f} | {ratio:.2f} |")
+        ratios = [f"{medians[ref] / medians[n]:.2f}" if ref in medians else "–" for ref in ("plain", "records_raw")]
+        print(f"| {n} | {counts[n]:,} | {args.tasks} | {medians[n]:.2f} | {', '.join(f'{s:.2f}' for s in seconds[n])} | "
+              f"{counts[n] / medians[n]:,.0f} | {' | '.join(ratios)} |")
     return 0
 
 

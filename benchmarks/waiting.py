@@ -20,11 +20,9 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import os
 import random
 import statistics
 import sys
-import tempfile
 import threading
 import time
 import uuid
@@ -32,10 +30,10 @@ from pathlib import Path
 
 import httpx
 from sqlalchemy import create_engine, text
-from sqlalchemy.engine import make_url
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from run import ADMIN_URL, POLL_PAUSE_S, ROOT, Service  # noqa: E402 - the benchmark's own modules, not a package
+from run import POLL_PAUSE_S, Service  # noqa: E402 - the benchmark's own modules, not a package
+from scratch import scratch_database  # noqa: E402
 
 
 def pct(values: list[float], p: float) -> float:
@@ -138,58 +136,38 @@ def idle(service: Service, db_url: str, topic: str, consumers: int, mode: str, s
 
 
 def bench(kind: str, samples: int, consumers: int) -> None:
-    cleanup = None
-    if kind == "sqlite":
-        db_url = f"sqlite:///{tempfile.mkdtemp(prefix='outbox-wait-')}/wait.db"
-    else:
-        name = f"outbox_wait_{uuid.uuid4().hex[:8]}"
-        admin = create_engine(ADMIN_URL, isolation_level="AUTOCOMMIT")
-        with admin.connect() as c:
-            c.execute(text(f'CREATE DATABASE "{name}"'))
-        db_url = make_url(ADMIN_URL).set(database=name).render_as_string(hide_password=False)
-
-        def cleanup() -> None:
-            with admin.connect() as c:
-                c.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
-    service = None
-    try:
-        if cleanup is not None:  # PostgreSQL: migrate the fresh database, inside the try that drops it
-            env = {k: v for k, v in os.environ.items() if not k.startswith("OUTBOX_")}
-            import subprocess
-            # This tree's `app`, as Service runs it, not whatever the venv's editable install names.
-            subprocess.run([sys.executable, "-m", "app.cli", "migrate"], check=True, capture_output=True, cwd=ROOT,
-                           env={**env, "OUTBOX_DATABASE_URL": db_url, "PYTHONPATH": str(ROOT)})
-        service = Service(db_url, OUTBOX_LOG_LEVEL="warning", OUTBOX_ACCESS_LOG="false")
-        results = {}
-        for mode in ("long-poll", "poll", "long-poll", "poll"):  # taking turns
-            topic = f"lat-{mode}-{uuid.uuid4().hex[:6]}"
+    with scratch_database(kind, "wait") as db_url:
+        service = None
+        try:
+            service = Service(db_url, OUTBOX_LOG_LEVEL="warning", OUTBOX_ACCESS_LOG="false")
+            results = {}
+            for mode in ("long-poll", "poll", "long-poll", "poll"):  # taking turns
+                topic = f"lat-{mode}-{uuid.uuid4().hex[:6]}"
+                httpx.post(f"{service.url}/v1/topics", json={"name": topic}).raise_for_status()
+                got, send, after = latency(service.url, topic, samples // 2, mode)
+                prev = results.setdefault(mode, ([], [], []))
+                prev[0].extend(got)
+                prev[1].extend(send)
+                prev[2].extend(after)
+            print(f"\n## {kind}: commit → in hand ({samples} records each, ms)\n")
+            print("| consumer | from the Send sent: p50 | p99 | max | the Send itself, p50 | p99 "
+                  "| from the Send's answer: p50 | p99 |\n| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+            for mode, (got, send, after) in results.items():
+                label = "long-poll Fetch (max_wait_ms 5000)" if mode == "long-poll" else f"polling, {POLL_PAUSE_S * 1000:.0f} ms pause"
+                print(f"| {label} | {statistics.median(got):.1f} | {pct(got, 0.99):.1f} | {max(got):.1f} | "
+                      f"{statistics.median(send):.1f} | {pct(send, 0.99):.1f} | {statistics.median(after):.1f} | "
+                      f"{pct(after, 0.99):.1f} |")
+            topic = f"idle-{uuid.uuid4().hex[:6]}"
             httpx.post(f"{service.url}/v1/topics", json={"name": topic}).raise_for_status()
-            got, send, after = latency(service.url, topic, samples // 2, mode)
-            prev = results.setdefault(mode, ([], [], []))
-            prev[0].extend(got)
-            prev[1].extend(send)
-            prev[2].extend(after)
-        print(f"\n## {kind}: commit → in hand ({samples} records each, ms)\n")
-        print("| consumer | from the Send sent: p50 | p99 | max | the Send itself, p50 | p99 "
-              "| from the Send's answer: p50 | p99 |\n| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
-        for mode, (got, send, after) in results.items():
-            label = "long-poll Fetch (max_wait_ms 5000)" if mode == "long-poll" else f"polling, {POLL_PAUSE_S * 1000:.0f} ms pause"
-            print(f"| {label} | {statistics.median(got):.1f} | {pct(got, 0.99):.1f} | {max(got):.1f} | "
-                  f"{statistics.median(send):.1f} | {pct(send, 0.99):.1f} | {statistics.median(after):.1f} | "
-                  f"{pct(after, 0.99):.1f} |")
-        topic = f"idle-{uuid.uuid4().hex[:6]}"
-        httpx.post(f"{service.url}/v1/topics", json={"name": topic}).raise_for_status()
-        print(f"\n## {kind}: {consumers} idle consumers, 10 s\n")
-        print("| consumers | service CPU, % of one core | database transactions / s |\n| --- | ---: | ---: |")
-        print(f"| none | {idle(service, db_url, topic, 0, 'poll')[0]:.1f} | |")
-        for mode, label in (("long-poll", "long-polling (max_wait_ms 30000)"), ("poll", "polling once a second")):
-            cpu, tx = idle(service, db_url, topic, consumers, mode)
-            print(f"| {label} | {cpu:.1f} | {'–' if tx is None else f'{tx:.0f}'} |")
-    finally:
-        if service is not None:
-            service.stop()
-        if cleanup is not None:
-            cleanup()
+            print(f"\n## {kind}: {consumers} idle consumers, 10 s\n")
+            print("| consumers | service CPU, % of one core | database transactions / s |\n| --- | ---: | ---: |")
+            print(f"| none | {idle(service, db_url, topic, 0, 'poll')[0]:.1f} | |")
+            for mode, label in (("long-poll", "long-polling (max_wait_ms 30000)"), ("poll", "polling once a second")):
+                cpu, tx = idle(service, db_url, topic, consumers, mode)
+                print(f"| {label} | {cpu:.1f} | {'–' if tx is None else f'{tx:.0f}'} |")
+        finally:
+            if service is not None:
+                service.stop()
 
 
 def main(argv: list[str] | None = None) -> int:

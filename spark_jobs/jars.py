@@ -185,7 +185,7 @@ def _missing_message(missing: list[str], jar_dir: Path, mode: str, repository: s
     packages = " ".join(DRIVERS[d].debian_package for d in missing)
     lines.append(f"  - Debian/Ubuntu: apt-get install -y {packages}   (installs the jars in {DEBIAN_JAR_DIR})")
     jars = ",".join(f"/path/to/{DRIVERS[d].debian_jar_names[0]}" for d in missing)
-    lines.append(f"  - name the jars: OUTBOX_SPARK_JDBC_JARS={jars}  (or --jdbc-jars, or spark-submit --jars)")
+    lines.append(f"  - name the jars: OUTBOX_SPARK_JDBC_JARS={jars}  (or build_session(jdbc_jars=…), or spark-submit --jars)")
     coords = ",".join(DRIVERS[d].maven_coordinate for d in missing)
     if mode == "never":
         lines.append(f"  - allow Maven: OUTBOX_SPARK_JDBC_PACKAGES=auto (would use {coords})")

@@ -12,11 +12,13 @@ One run is one batch:
    batch's `data_loss_partitions`; with --fail-on-data-loss the job stops there instead,
    with one line (as Spark's Kafka source with failOnDataLoss). So does a log start that
    passes a batch's start while Spark reads it.
-3. Spark reads the committed orders with start <= commit_position < end (spark_jobs.reader)
-   and aggregates them: the income of each pizza order, and the batch's totals.
-4. One transaction through the service: the income records to `pizza-income`, one totals
-   record to `pizza-income-totals`, and the group's offsets moved to the end positions
-   (AddOffsets); then Commit.
+3. Spark reads the committed orders with start <= commit_position < end through the `outbox`
+   data source (spark_jobs.datasource: startingPositions and endingPositions are those
+   positions, as JSON) and aggregates them: the income of each pizza order, and the batch's
+   totals.
+4. One transaction through the service (write_batch): the income records to `pizza-income`,
+   one totals record to `pizza-income-totals`, and the group's offsets moved to the end
+   positions (AddOffsets); then Commit.
 
 What "each output exactly once" means here. The batches' ranges tile the log: a run starts
 where the last committed run ended, because the offsets move only in the transaction that
@@ -33,9 +35,14 @@ outputs nothing if nothing new came in. Two runs at once with the same transacti
 each other: only one can commit. (Runs with different transactional ids for the same group
 would not: keep one transactional_id per group, the default.)
 
+Before Spark starts, the job checks what it needs (check_prerequisites): the database answers
+and is migrated, the service answers, the topics exist; a problem is one line on stderr,
+`error: ...`, and exit status 2. It needs no JDBC driver: the data source reads the database
+with its Python driver, in Spark's Python workers.
+
     python -m spark_jobs.pizza_income --url http://127.0.0.1:8000 --database-url sqlite:///./outbox.db
-    spark-submit --master 'local[*]' --jars /usr/share/java/sqlite-jdbc.jar \\
-        spark_jobs/pizza_income.py --url http://127.0.0.1:8000 --database-url sqlite:///./outbox.db
+    PYSPARK_PYTHON=.venv/bin/python spark-submit --master spark://127.0.0.1:7077 \\
+        spark_jobs/pizza_income.py --url http://127.0.0.1:8000 --database-url postgresql://…/outbox
 """
 
 from __future__ import annotations
@@ -49,6 +56,7 @@ import sys
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
+from decimal import Decimal
 from pathlib import Path
 
 if __package__ in (None, ""):  # spark-submit runs this file as a script: find the packages
@@ -60,15 +68,16 @@ from app.client.http import Session, credentials  # noqa: E402
 from spark_jobs.errors import SparkJobError  # noqa: E402
 from spark_jobs.positions import (  # noqa: E402
     PositionRange,
+    TopicPartition,
     batch_ranges,
     committed_offsets,
     deleted_while_reading,
     log_bounds,
+    positions_to_json,
     report_data_loss,
     start_positions,
 )
-from spark_jobs.reader import read_committed  # noqa: E402
-from spark_jobs.source import DEFAULT_FETCHSIZE, JdbcSource  # noqa: E402
+from spark_jobs.source_options import DEFAULT_POSITIONS_PER_SPLIT  # noqa: E402
 
 logger = logging.getLogger("spark_jobs.pizza_income")
 
@@ -107,6 +116,46 @@ def batch_id(topic: str, ranges: list[PositionRange]) -> str:
     return f"{topic}:" + ",".join(f"{r.partition}={r.start}-{r.end}" for r in ranges)
 
 
+def source_options(*, url: str, database_url: str, topic: str, ranges: list[PositionRange],
+                   api_key: str | None = None,
+                   positions_per_split: int = DEFAULT_POSITIONS_PER_SPLIT) -> dict[str, str]:
+    """The `outbox` data source's options that read exactly the batch's ranges.
+
+    The positions are given as JSON rather than startingPositions=group and endingPositions=
+    latest: Spark plans the read again for each action, and the job's AddOffsets and batch id
+    must name exactly the positions read, whatever the group's offsets and the log end are by
+    then. failOnDataLoss=false: the job decides about data loss itself, with its own option,
+    before the read (a start below the log start at the snapshot) and after it (the log start
+    passed a range's start while Spark read): a log start that moves in between makes the
+    source start there, which the check after the read reports."""
+    options = {
+        "url": url,
+        "databaseUrl": database_url,
+        "topics": topic,
+        "startingPositions": positions_to_json({TopicPartition(topic, r.partition): r.start for r in ranges}),
+        "endingPositions": positions_to_json({TopicPartition(topic, r.partition): r.end for r in ranges}),
+        "failOnDataLoss": "false",
+        "includeHeaders": "false",
+        "positionsPerSplit": str(positions_per_split),
+    }
+    if api_key is not None:
+        options["apiKey"] = api_key
+    return options
+
+
+def read_orders(spark, options: dict[str, str]):  # type: ignore[no-untyped-def]
+    """The orders of the batch: order_id, meal, value. The value's JSON is parsed by Spark's
+    from_json, not by the source's valueSchema: the source's Arrow conversion turns a JSON
+    number with a fraction into a null DECIMAL (docs/SPARK.md, "Known problems"), and the
+    income must be summed as decimals."""
+    from pyspark.sql import functions as F
+
+    from spark_jobs.datasource import read_outbox
+
+    records = read_outbox(spark, **options)
+    return records.select(F.from_json("value", ORDER_SCHEMA).alias("order")).select("order.*")
+
+
 def aggregate(records):  # type: ignore[no-untyped-def]
     """(per pizza order: order_id, income, records; totals: orders, pizza_orders, income,
     ignored). A record without an order_id is not an order: counted as ignored, no more."""
@@ -134,15 +183,14 @@ def run(
     spark,  # type: ignore[no-untyped-def]
     *,
     url: str,
-    source: JdbcSource,
+    database_url: str,
     group: str = GROUP,
     transactional_id: str | None = None,
     input_topic: str = INPUT,
     output_topic: str = OUTPUT,
     totals_topic: str = TOTALS,
     max_positions: int | None = None,
-    splits: int | None = None,
-    fetchsize: int = DEFAULT_FETCHSIZE,
+    positions_per_split: int = DEFAULT_POSITIONS_PER_SPLIT,
     api_key: str | None = None,
     transaction_timeout_ms: int = 60_000,
     fail_on_data_loss: bool = False,
@@ -182,8 +230,9 @@ def run(
             logger.info("nothing new in %s for group %s", input_topic, group)
             return result
 
-        orders = read_committed(spark, source, input_topic, ranges, value_schema=ORDER_SCHEMA,
-                                flatten=True, splits=splits, fetchsize=fetchsize)
+        orders = read_orders(spark, source_options(
+            url=url, database_url=database_url, topic=input_topic, ranges=ranges, api_key=api_key,
+            positions_per_split=positions_per_split))
         per_order, totals = aggregate(orders)
         incomes = sorted((r.order_id, r.income) for r in per_order.collect())
         total = totals.collect()[0]
@@ -198,30 +247,48 @@ def run(
         lap("spark")
         checkpoint("after-read", result)
 
-        producer.begin_transaction()
-        headers = {"batch": result.batch_id}
-        for order_id, income in incomes:
-            producer.send(output_topic, {"order_id": order_id, "income": float(income)},
-                          key=str(order_id), headers=headers)
-        producer.send(totals_topic, {
-            "batch": result.batch_id, "topic": input_topic,
-            "ranges": [{"partition": r.partition, "start": r.start, "end": r.end} for r in ranges],
-            "orders": result.orders, "pizza_orders": result.pizza_orders, "income": result.income,
-            "ignored_records": result.ignored,
-        }, key=result.batch_id)
-        producer.flush()
-        result.outputs = len(incomes) + 1
-        checkpoint("after-send", result)
-        producer.send_offsets_to_transaction({(input_topic, r.partition): r.end for r in ranges}, group)
-        checkpoint("after-offsets", result)
-        producer.commit_transaction()
-        result.committed = True
+        write_batch(producer, result, incomes, group=group, input_topic=input_topic,
+                    output_topic=output_topic, totals_topic=totals_topic, checkpoint=checkpoint)
         lap("transaction")
         checkpoint("after-commit", result)
         return result
     finally:
         producer.close()
         session.close()
+
+
+def write_batch(
+    producer: Producer,
+    result: BatchResult,
+    incomes: list[tuple[int, Decimal]],
+    *,
+    group: str,
+    input_topic: str,
+    output_topic: str,
+    totals_topic: str,
+    checkpoint: Callable[[str, BatchResult | None], None] = _no_checkpoint,
+) -> None:
+    """The batch's outputs and the group's new offsets, in one transaction of `producer` (its
+    transactions initialised), committed: all of it becomes visible at once, or none of it.
+    (The write path alone: the `outbox` sink, written by the executors, is to replace it.)"""
+    producer.begin_transaction()
+    headers = {"batch": result.batch_id}
+    for order_id, income in incomes:
+        producer.send(output_topic, {"order_id": order_id, "income": float(income)},
+                      key=str(order_id), headers=headers)
+    producer.send(totals_topic, {
+        "batch": result.batch_id, "topic": input_topic,
+        "ranges": [{"partition": r.partition, "start": r.start, "end": r.end} for r in result.ranges],
+        "orders": result.orders, "pizza_orders": result.pizza_orders, "income": result.income,
+        "ignored_records": result.ignored,
+    }, key=result.batch_id)
+    producer.flush()
+    result.outputs = len(incomes) + 1
+    checkpoint("after-send", result)
+    producer.send_offsets_to_transaction({(input_topic, r.partition): r.end for r in result.ranges}, group)
+    checkpoint("after-offsets", result)
+    producer.commit_transaction()
+    result.committed = True
 
 
 def _require_topic(session: Session, topic: str) -> None:
@@ -249,12 +316,43 @@ def _kill_self_at(point: str) -> Callable[[str, BatchResult | None], None]:
     return checkpoint
 
 
+def check_prerequisites(*, url: str, database_url: str, topics: list[str], api_key: str | None = None) -> None:
+    """What the job needs, checked before Spark starts: the database answers and is an
+    outbox database migrated far enough, the service answers (with the credentials given),
+    the topics exist. SparkJobError of one line, naming the job's flag, for the first problem."""
+    from spark_jobs.source_options import check_reachable, parse_options
+
+    raw = {"url": url, "databaseUrl": database_url, "topics": ",".join(topics)}
+    if api_key is not None:
+        raw["apiKey"] = api_key
+    try:
+        check_reachable(parse_options(raw))
+    except SparkJobError as e:
+        raise SparkJobError(_as_flags(str(e))) from None
+    session = Session(url.rstrip("/"), auth=credentials(api_key, None))
+    try:
+        for topic in topics:
+            _require_topic(session, topic)
+    finally:
+        session.close()
+
+
+# The data source's messages name its options; the job's user types these flags.
+_FLAGS = {"option databaseUrl": "--database-url", "option url": "--url", "set the option apiKey": "pass --api-key"}
+
+
+def _as_flags(message: str) -> str:
+    for option, flag in _FLAGS.items():
+        message = message.replace(option, flag)
+    return message
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--url", default=os.environ.get("OUTBOX_URL", "http://127.0.0.1:8000"),
                         help="the outbox service (default $OUTBOX_URL or http://127.0.0.1:8000)")
     parser.add_argument("--database-url", default=os.environ.get("OUTBOX_DATABASE_URL", "sqlite:///./outbox.db"),
-                        help="the service's database, as OUTBOX_DATABASE_URL or a jdbc: URL")
+                        help="the service's database, as its OUTBOX_DATABASE_URL (sqlite:///… or postgresql://…)")
     parser.add_argument("--api-key", default=os.environ.get("OUTBOX_API_KEY"),
                         help="with authentication on: the job's API key (default: $OUTBOX_API_KEY); it needs read "
                              "on the input topic and the group, write on the output topics and the transactional id")
@@ -265,11 +363,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--totals", default=TOTALS)
     parser.add_argument("--master", default=None,
                         help="Spark master (default: spark-submit's, else local[*])")
-    parser.add_argument("--jdbc-jars", default=None, help="comma-separated JDBC driver jars")
-    parser.add_argument("--splits", type=int, default=None, help="JDBC queries per topic-partition")
+    parser.add_argument("--positions-per-split", type=int, default=DEFAULT_POSITIONS_PER_SPLIT,
+                        help="positions of a partition read by one Spark task (the data source's positionsPerSplit)")
     parser.add_argument("--max-positions", type=int, default=None,
                         help="read at most this many positions per partition in this batch")
-    parser.add_argument("--fetchsize", type=int, default=DEFAULT_FETCHSIZE)
     parser.add_argument("--transaction-timeout-ms", type=int, default=60_000)
     parser.add_argument("--fail-on-data-loss", action="store_true",
                         help="stop, with one line, instead of starting at the log start of a partition "
@@ -277,32 +374,28 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--crash-at", choices=CHECKPOINTS, default=None,
                         help="kill -9 this process at that point (for crash tests)")
     args = parser.parse_args(argv)
+    if args.positions_per_split < 1:
+        parser.error("--positions-per-split must be at least 1")
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
     logging.getLogger("py4j").setLevel(logging.WARNING)
     logging.getLogger("httpx").setLevel(logging.WARNING)
 
     from spark_jobs.session import build_session
 
-    source = JdbcSource.from_url(args.database_url)
-    if source.database == "sqlite" and not Path(source.url.removeprefix("jdbc:sqlite:")).is_file():
-        # sqlite-jdbc would create an empty file there and fail later on the missing view.
-        print(f"error: no SQLite database at {source.url.removeprefix('jdbc:sqlite:')}: "
-              "pass the service's OUTBOX_DATABASE_URL as --database-url", file=sys.stderr)
-        return 2
     try:
-        spark, _ = build_session(
-            "pizza-income", databases=[source.database], master=args.master,
-            jdbc_jars=args.jdbc_jars.split(",") if args.jdbc_jars else None,
-        )
+        check_prerequisites(url=args.url, database_url=args.database_url, api_key=args.api_key,
+                            topics=[args.input, args.output, args.totals])
+        # No database to name: the data source reads with Python drivers, no JDBC jar needed.
+        spark, _ = build_session("pizza-income", databases=[], master=args.master)
     except SparkJobError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
     try:
         result = run(
-            spark, url=args.url, source=source, group=args.group,
+            spark, url=args.url, database_url=args.database_url, group=args.group,
             transactional_id=args.transactional_id, input_topic=args.input,
             output_topic=args.output, totals_topic=args.totals, max_positions=args.max_positions,
-            splits=args.splits, fetchsize=args.fetchsize,
+            positions_per_split=args.positions_per_split,
             transaction_timeout_ms=args.transaction_timeout_ms,
             fail_on_data_loss=args.fail_on_data_loss, api_key=args.api_key,
             checkpoint=_kill_self_at(args.crash_at) if args.crash_at else _no_checkpoint,

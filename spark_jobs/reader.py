@@ -1,5 +1,10 @@
 """Read committed records into a Spark DataFrame, in parallel, through JDBC.
 
+No job reads through this any more: the pizza job reads through the `outbox` data source
+(spark_jobs.datasource). It stays as the JDBC baseline the data source is measured against
+(benchmarks/spark_source.py, spark_read.py) and for the query plans of
+benchmarks/explain_committed_records.py; new code should use the data source.
+
     ranges = batch_ranges(committed_offsets(s, group, topic), log_end_offsets(s, topic))
     df = read_committed(spark, JdbcSource.from_url(db_url), topic, ranges,
                         value_schema="order_id BIGINT, meal STRING, value DOUBLE")

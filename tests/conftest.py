@@ -11,7 +11,7 @@ pytest's summary shows (-ra), or, with OUTBOX_TEST_REQUIRE_ALL=1 (set by .ci/run
 that a run meant to be complete cannot pass by skipping.
 
 Tests are marked by where they live: tests/e2e `e2e`, tests/fuzz `fuzz`, tests/spark `spark`;
-a plain `pytest` (no paths, no -m) leaves them, and `slow` and `browser`, out.
+a plain `pytest` (no paths, no -m) leaves them, and `cluster`, `slow` and `browser`, out.
 """
 
 from __future__ import annotations
@@ -85,7 +85,7 @@ def require_postgres() -> None:
         unavailable(_postgres_problem[0])
 
 
-SLOW_TIERS = ("e2e", "fuzz", "spark", "slow", "browser")
+SLOW_TIERS = ("e2e", "fuzz", "spark", "cluster", "slow", "browser")
 
 
 @pytest.hookimpl(tryfirst=True)  # before -m reads the markers

@@ -16,15 +16,16 @@ import pytest
 
 from app.client import Producer
 from spark_jobs import pizza_income
-from spark_jobs.jars import resolve_jdbc_jars
 from spark_jobs.pizza_income import GROUP, INPUT, OUTPUT, TOTALS, BatchResult
 from spark_jobs.positions import PositionRange
-from spark_jobs.source import JdbcSource
+from tests.conftest import ADMIN_URL, require_postgres
 from tests.e2e.api import ok, read_all
 from tests.log_start import move_log_start
 
 ROOT = Path(__file__).resolve().parents[2]
 JOB_TIMEOUT_S = 180
+# A few positions per Spark task, so that each partition's range is read by several tasks.
+PER_SPLIT = 3
 
 
 class Crash(BaseException):
@@ -125,7 +126,6 @@ def _assert_each_pizza_order_once(url: str, orders: Orders) -> list[dict]:
 def test_job_killed_before_and_after_commit_outputs_each_result_once(spark, backend, launcher) -> None:  # type: ignore[no-untyped-def]
     url = launcher.server().url
     _create_topics(url)
-    source = JdbcSource.from_url(backend.url)
     orders = Orders(url)
     orders.plain(4)
     orders.open("shop-a", 3)
@@ -149,7 +149,7 @@ def test_job_killed_before_and_after_commit_outputs_each_result_once(spark, back
 
     def run(crash_at: str | None, on_snapshot=None) -> BatchResult:  # type: ignore[no-untyped-def]
         seen.clear()
-        return pizza_income.run(spark, url=url, source=source, splits=2,
+        return pizza_income.run(spark, url=url, database_url=backend.url, positions_per_split=PER_SPLIT,
                                 checkpoint=checkpoints(crash_at, on_snapshot))
 
     def commit_c_and_add_plain() -> None:
@@ -193,21 +193,23 @@ def test_job_killed_before_and_after_commit_outputs_each_result_once(spark, back
 
 
 def _job_command(how: str, backend_url: str, url: str, *extra: str) -> list[str]:
-    args = ["--url", url, "--database-url", backend_url, "--splits", "2", *extra]
+    args = ["--url", url, "--database-url", backend_url, "--positions-per-split", str(PER_SPLIT), *extra]
     if how == "python -m":
         return [sys.executable, "-m", "spark_jobs.pizza_income", "--master", "local[2]", *args]
-    import pyspark
-
-    database = JdbcSource.from_url(backend_url).database
-    jars = ",".join(resolve_jdbc_jars([database]).jars)
-    spark_submit = str(Path(pyspark.__file__).parent / "bin" / "spark-submit")
-    return [spark_submit, "--master", "local[2]", "--jars", jars,
+    # No --jars: the data source reads with the database's Python driver.
+    return [spark_submit(), "--master", "local[2]",
             "--conf", "spark.sql.shuffle.partitions=2", "--conf", "spark.ui.enabled=false",
             str(ROOT / "spark_jobs" / "pizza_income.py"), *args]
 
 
-def _run_job(cmd: list[str], tmp: Path, label: str) -> tuple[int, BatchResult | None]:
-    env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable}
+def spark_submit() -> str:
+    import pyspark
+
+    return str(Path(pyspark.__file__).parent / "bin" / "spark-submit")
+
+
+def _run_job(cmd: list[str], tmp: Path, label: str, **env_extra: str) -> tuple[int, BatchResult | None]:
+    env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable, **env_extra}
     log = tmp / f"job-{label}.log"
     with open(log, "w") as err:
         done = subprocess.run(cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=err, text=True,
@@ -244,7 +246,7 @@ def test_job_under_python_m_and_spark_submit_survives_kill_9(spark, backend, lau
     _assert_each_pizza_order_once(url, orders)
 
     # The rerun finds nothing new: no output, offsets where they were.
-    rerun = pizza_income.run(spark, url=url, source=JdbcSource.from_url(backend.url))
+    rerun = pizza_income.run(spark, url=url, database_url=backend.url)
     assert not rerun.committed and rerun.outputs == 0
     assert [(r.start, r.end) for r in rerun.ranges] == [(r.end, r.end) for r in run2.ranges]
     assert len(_assert_each_pizza_order_once(url, orders)) == 1
@@ -270,7 +272,7 @@ def test_job_starts_at_the_log_start_below_which_orders_were_deleted_and_says_so
             move_log_start(backend.engine, INPUT, 1, 3)  # order 7, at the batch's start, is gone
 
     caplog.set_level(logging.WARNING, logger="spark_jobs.positions")
-    result = pizza_income.run(spark, url=url, source=JdbcSource.from_url(backend.url), splits=2,
+    result = pizza_income.run(spark, url=url, database_url=backend.url, positions_per_split=PER_SPLIT,
                               checkpoint=delete_while_reading)
 
     assert [(r.start, r.end) for r in result.ranges] == [(3, 4), (2, 4)]
@@ -307,3 +309,66 @@ def test_fail_on_data_loss_stops_the_job_with_one_line_and_no_output(backend, la
     assert "{" not in done.stdout  # no batch printed
     assert _outputs(url) == ([], []) and _group_offsets(url) == {0: 1}
     orders.close()
+
+
+# --- What the job needs, checked before Spark starts ------------------------------------------------
+
+
+def _job_errors(database_url: str, url: str = "http://127.0.0.1:9") -> list[str]:
+    """The job's stderr, line by line, after it exited with status 2. Spark writes to stderr
+    as soon as its JVM starts, so one line means the job stopped before Spark started."""
+    done = subprocess.run([sys.executable, "-m", "spark_jobs.pizza_income", "--url", url,
+                           "--database-url", database_url], cwd=ROOT, capture_output=True, text=True,
+                          timeout=JOB_TIMEOUT_S)
+    assert (done.returncode, done.stdout) == (2, ""), done.stderr[-3000:]
+    return done.stderr.splitlines()
+
+
+def _postgres_database(name: str) -> str:
+    from sqlalchemy.engine import make_url
+
+    require_postgres()
+    return make_url(ADMIN_URL).set(drivername="postgresql", database=name).render_as_string(hide_password=False)
+
+
+def test_an_unreachable_database_is_one_error_line_before_spark_starts() -> None:
+    [line] = _job_errors("postgresql://postgres@127.0.0.1:9/outbox")
+    assert line.startswith('error: cannot read the database postgresql://postgres@127.0.0.1:9/outbox: connection '
+                           'failed: connection to server at "127.0.0.1", port 9 failed: Connection refused'), line
+
+
+def test_a_missing_database_is_one_error_line_before_spark_starts(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    assert _job_errors(f"sqlite:///{tmp_path}/nope.db") == [
+        f"error: --database-url: no SQLite database at {tmp_path}/nope.db: name the service's OUTBOX_DATABASE_URL"]
+    missing = _postgres_database("outbox_no_such_database")
+    [line] = _job_errors(missing)
+    assert line.startswith(f"error: cannot read the database {missing}: connection failed: ")
+    assert line.endswith('database "outbox_no_such_database" does not exist'), line
+
+
+def test_a_database_that_is_not_migrated_is_one_error_line_before_spark_starts(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    import sqlite3
+
+    sqlite3.connect(tmp_path / "empty.db").close()
+    fix = "it is not an outbox database migrated to 0003 or later (run outbox migrate, or start outbox serve on it)"
+    assert _job_errors(f"sqlite:///{tmp_path}/empty.db") == [
+        f"error: the database {tmp_path}/empty.db has no committed_records view: {fix}"]
+    maintenance = _postgres_database("postgres")
+    assert _job_errors(maintenance) == [f"error: the database {maintenance} has no committed_records view: {fix}"]
+
+
+def test_an_unreachable_service_is_one_error_line_before_spark_starts(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    database = f"sqlite:///{tmp_path}/outbox.db"
+    subprocess.run([sys.executable, "-m", "app.cli", "migrate"], cwd=ROOT, check=True, capture_output=True,
+                   env={**os.environ, "OUTBOX_DATABASE_URL": database})
+    assert _job_errors(database, url="http://127.0.0.1:9") == [
+        "error: cannot reach the outbox service at http://127.0.0.1:9: [Errno 111] Connection refused"]
+
+
+@pytest.mark.parametrize("backend", ["sqlite"], indirect=True)
+def test_a_missing_topic_is_one_error_line_before_spark_starts(backend, launcher) -> None:  # type: ignore[no-untyped-def]
+    url = launcher.server().url
+    ok(httpx.post(f"{url}/v1/topics", json={"name": INPUT, "partitions": 2}), 201)
+    assert _job_errors(backend.url, url=url) == [
+        f"error: topic {OUTPUT!r} does not exist: create it first, e.g. curl -X POST $OUTBOX/v1/topics "
+        f"-H 'content-type: application/json' -d '{{\"name\": \"{OUTPUT}\", \"partitions\": 2}}'"]
