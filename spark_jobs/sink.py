@@ -61,7 +61,7 @@ from pyspark.sql.types import (
 )
 
 from app.client import PreparedTxnState, Producer
-from app.client.errors import ClientError
+from app.client.errors import ClientError, RetriableError
 from app.client.http import Session, credentials
 from spark_jobs.errors import OutboxSinkError
 
@@ -473,6 +473,12 @@ def commit_batch(options: SinkOptions, messages: Sequence[SinkCommitMessage | No
                 driver.abort_transaction()
             except ClientError:
                 pass  # the next driver's InitProducerId aborts it
+            if isinstance(e, RetriableError):
+                # Unanswered within the deadline: the service may have committed. A replayed
+                # micro-batch finds out (step 3); a batch write cannot.
+                raise OutboxSinkError(f"sink {options.sink_id}: the commit of {len(prepared)} prepared transactions "
+                                      f"was not answered ({e.error_code}: {e}); whether the batch committed is "
+                                      "unknown: read the output before rerunning a batch write") from None
             if isinstance(e, ClientError):
                 raise OutboxSinkError(f"sink {options.sink_id}: the commit of {len(prepared)} prepared transactions "
                                       f"was refused, nothing of the batch is visible: {e.error_code}: {e}") from None
@@ -494,7 +500,22 @@ def abort_batch(options: SinkOptions, messages: Sequence[SinkCommitMessage | Non
 # --- Spark's classes ----------------------------------------------------------------------------
 
 
-class OutboxBatchWriter(DataSourceArrowWriter):
+class _Tasks:
+    """What a task of either writer runs: its partition's rows, in one prepared transaction."""
+
+    options: SinkOptions
+    columns: Columns
+    schema: StructType
+
+    def write(self, iterator: Iterator[Any]) -> SinkCommitMessage:
+        from pyspark import TaskContext
+
+        context = TaskContext.get()
+        assert context is not None
+        return write_partition(self.options, self.columns, self.schema, context.partitionId(), iterator)
+
+
+class OutboxBatchWriter(_Tasks, DataSourceArrowWriter):
     """df.write.format("outbox").mode("append"). Built on the driver when the write is planned:
     the options, the columns and the service are checked there, before any task."""
 
@@ -509,13 +530,6 @@ class OutboxBatchWriter(DataSourceArrowWriter):
             # No task of this write runs yet: whatever this sink left open is a leftover.
             clean_leftovers(self.options, set())
 
-    def write(self, iterator: Iterator[Any]) -> SinkCommitMessage:
-        from pyspark import TaskContext
-
-        context = TaskContext.get()
-        assert context is not None
-        return write_partition(self.options, self.columns, self.schema, context.partitionId(), iterator)
-
     def commit(self, messages: list[WriterCommitMessage | None]) -> None:  # type: ignore[override]
         commit_batch(self.options, messages, None)  # type: ignore[arg-type]
 
@@ -523,7 +537,7 @@ class OutboxBatchWriter(DataSourceArrowWriter):
         abort_batch(self.options, messages)  # type: ignore[arg-type]
 
 
-class OutboxStreamWriter(DataSourceStreamArrowWriter):
+class OutboxStreamWriter(_Tasks, DataSourceStreamArrowWriter):
     """df.writeStream.format("outbox") in append mode. Spark builds one when it plans the query
     and one more on the driver for each micro-batch's commit: nothing is cleaned up here (at a
     commit, the batch's own prepared transactions exist already), only checked."""
@@ -535,13 +549,6 @@ class OutboxStreamWriter(DataSourceStreamArrowWriter):
         self.schema = schema
         self.columns = check_columns(schema, self.options)
         check_service(self.options)
-
-    def write(self, iterator: Iterator[Any]) -> SinkCommitMessage:
-        from pyspark import TaskContext
-
-        context = TaskContext.get()
-        assert context is not None
-        return write_partition(self.options, self.columns, self.schema, context.partitionId(), iterator)
 
     def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:  # type: ignore[override]  # noqa: N803
         commit_batch(self.options, messages, batchId)  # type: ignore[arg-type]
