@@ -3,6 +3,9 @@ exactly-once batch jobs.
 
     datasource.py    the `outbox` data source (spark.read.format("outbox")): register(),
                      read_outbox(), planning with pruning and narrowing by pushed filters
+    sink.py          the data source's exactly-once sink (df.write / df.writeStream
+                     .format("outbox")): each task prepares its own transaction, the driver
+                     commits them together with the batch id; write_outbox()
     arrow_read.py    one split's committed records as Arrow batches, read in Spark's Python
                      workers with the database's own driver (ADBC or psycopg; sqlite3)
     source_options.py  the data source's options, checked up front (one-line errors)

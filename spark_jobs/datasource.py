@@ -36,6 +36,7 @@ of the database, read one consistent batch (docs/SPARK.md, "Positions").
 
 from __future__ import annotations
 
+import functools
 import logging
 import math
 from collections.abc import Iterable, Iterator, Mapping, Sequence
@@ -46,6 +47,8 @@ from typing import Any
 from pyspark.sql.datasource import (
     DataSource,
     DataSourceReader,
+    DataSourceStreamWriter,
+    DataSourceWriter,
     EqualTo,
     Filter,
     GreaterThan,
@@ -310,11 +313,12 @@ class OutboxPartition(InputPartition):
 class OutboxDataSource(DataSource):
     """spark.read.format("outbox"): see the module docstring."""
 
-    def __init__(self, options: dict[str, str]) -> None:
-        super().__init__(options)
-        # Checked here, where Spark first builds the source (at load(), before any job): an
-        # unknown option or a malformed value stops the read with its one line.
-        self.parsed = parse_options(options)
+    @functools.cached_property
+    def parsed(self) -> SourceOptions:
+        # A read's options, checked at schema() (load(), before any job): an unknown option or
+        # a malformed value stops the read with its one line. Not when Spark builds the source:
+        # it builds it for a write too, whose options are the sink's (spark_jobs.sink).
+        return parse_options(self.options)
 
     @classmethod
     def name(cls) -> str:
@@ -327,6 +331,16 @@ class OutboxDataSource(DataSource):
 
     def reader(self, schema: StructType) -> DataSourceReader:
         return OutboxBatchReader(self.parsed, schema)
+
+    def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
+        from spark_jobs.sink import OutboxBatchWriter
+
+        return OutboxBatchWriter(self.options, schema, overwrite)
+
+    def streamWriter(self, schema: StructType, overwrite: bool) -> DataSourceStreamWriter:  # noqa: N802 - Spark's name
+        from spark_jobs.sink import OutboxStreamWriter
+
+        return OutboxStreamWriter(self.options, schema, overwrite)
 
 
 class OutboxBatchReader(DataSourceReader):

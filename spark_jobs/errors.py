@@ -25,3 +25,9 @@ class OutboxSourceError(SparkJobError):
     """The `outbox` data source cannot read as asked: an unknown or malformed option, a
     database that cannot be reached or is not migrated, a service that does not answer, a
     topic that does not exist. One line, naming the option or the fix."""
+
+
+class OutboxSinkError(SparkJobError):
+    """The `outbox` sink cannot write as asked: an unknown or malformed option, a column of the
+    wrong name or type, a save mode other than append, a service that does not answer, an
+    output topic that does not exist. One line, naming the option, the column or the fix."""

@@ -1,0 +1,573 @@
+"""The `outbox` sink: df.write.format("outbox") and df.writeStream.format("outbox"), exactly once.
+
+    (df.write.format("outbox").mode("append")
+       .option("url", "http://127.0.0.1:8000").option("topic", "income")
+       .save())
+    (df.writeStream.format("outbox")
+       .option("url", "http://127.0.0.1:8000").option("topic", "income").option("sinkId", "income-job")
+       .option("checkpointLocation", "/var/lib/jobs/income")
+       .start())
+
+Columns: `topic` (string; or the option topic, which wins over the column, as in Spark's Kafka
+sink), `partition` (integer, optional: else the client's partitioner on the key, as a Producer
+places records), `key` (string, nullable), `value` (a string column holds JSON text and is sent
+as that JSON; any other type is converted to JSON as Spark's to_json would: see
+`json_converter`), `headers` (map<string,string>, optional). Only `value` is required.
+
+How one batch (a batch write, or one micro-batch) is written, with one commit point:
+
+1. Each Spark task writes its rows itself, on its executor, with its own transactional
+   producer `<sinkId>.<partitionId>`: InitProducerId (which fences an earlier attempt of the
+   same partition and aborts its open or prepared transaction), Begin, Sends of `batchRecords`
+   records, then Prepare (KIP-939). The task hands the driver its PreparedTxnState. A task
+   without rows writes nothing and says so.
+2. The driver (Spark's `commit(messages, batchId)`) runs one transaction of the sink's own
+   producer `<sinkId>`: it stages the batch id as the offset of the group `<sinkId>` (streaming),
+   then commits with every task's prepared transaction listed (the service's commit together
+   with prepared transactions): the tasks' records, in every partition, and the batch id
+   become visible in one database transaction, or none of it does.
+3. A replayed micro-batch (the driver died after that commit, before Spark's checkpoint said
+   so) finds its batch id committed already: its tasks' prepared transactions are aborted
+   and nothing is written twice.
+4. Transactions of this sink left Ongoing or Prepared by a run that never committed (a killed
+   driver, a partition count that changed, a task that died without aborting) are taken over
+   by the driver (InitProducerId aborts them: WRITE on the transactional id is all it needs,
+   not the cluster ALTER of the admin abort), before each commit and on abort.
+
+docs/SPARK.md, "The sink", says why each choice, and what a batch write without sinkId does.
+"""
+
+from __future__ import annotations
+
+import base64
+import logging
+import os
+import re
+import time
+import uuid
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from pyspark.sql.datasource import DataSourceArrowWriter, DataSourceStreamArrowWriter, WriterCommitMessage
+from pyspark.sql.types import (
+    ArrayType,
+    BinaryType,
+    DataType,
+    IntegralType,
+    MapType,
+    StringType,
+    StructType,
+)
+
+from app.client import PreparedTxnState, Producer
+from app.client.errors import ClientError, RetriableError
+from app.client.http import Session, credentials
+from spark_jobs.errors import OutboxSinkError
+
+logger = logging.getLogger(__name__)
+
+# Option name (as Spark users write it) → what it means; matched without case, as Spark hands
+# options over with their keys lower-cased or as typed (spark_jobs.source_options does the same).
+OPTIONS: dict[str, str] = {
+    "url": "the outbox service's URL",
+    "apiKey": "the service's API key, when its authentication is on (default: $OUTBOX_API_KEY)",
+    "topic": "the output topic of every row (wins over a topic column)",
+    "sinkId": "names the sink's transactional ids (<sinkId> on the driver, <sinkId>.<partition> per task) "
+              "and its progress group <sinkId>; required for streaming",
+    "batchRecords": "records per Send of a task (default 5000)",
+    "transactionTimeoutMs": "a task's transaction timeout while it sends, before it is prepared "
+                            "(default 900000, the service's default maximum)",
+}
+_BY_LOWER = {name.lower(): name for name in OPTIONS}
+
+DEFAULT_BATCH_RECORDS = 5_000
+# A task's transaction stays Ongoing while it sends all its rows (a few million at tens of
+# thousands a second): the service's 60 s default would abort large partitions. Once prepared
+# it has no timeout at all (KIP-939).
+DEFAULT_TRANSACTION_TIMEOUT_MS = 900_000
+# GET /v1/groups/{id}/offsets: how long the service waits out a pending offset commit
+OFFSET_WAIT_MS = 10_000
+# The Ongoing/Prepared transactions listed per cleanup (the API's own maximum)
+LIST_LIMIT = 10_000
+# A Commit names at most this many prepared transactions (the service's CommitTransactionRequest)
+MAX_JOINT_COMMIT = 1_000
+COLUMNS = ("topic", "partition", "key", "value", "headers")
+
+
+@dataclass(frozen=True, slots=True)
+class SinkOptions:
+    url: str
+    sink_id: str
+    api_key: str | None = field(default=None, repr=False)
+    topic: str | None = None
+    batch_records: int = DEFAULT_BATCH_RECORDS
+    transaction_timeout_ms: int = DEFAULT_TRANSACTION_TIMEOUT_MS
+    # False: a batch write without the option sinkId, under a name made up for it
+    named: bool = True
+
+
+def _positive(name: str, value: str) -> int:
+    try:
+        n = int(value)
+    except ValueError:
+        n = 0
+    if n < 1:
+        raise OutboxSinkError(f"option {name}: expected a positive whole number, not {value!r}")
+    return n
+
+
+def parse_sink_options(raw: Mapping[str, str], *, streaming: bool,
+                       env: Mapping[str, str] | None = None) -> SinkOptions:
+    """The options of one write, checked; OutboxSinkError (one line) for the first problem.
+    Spark's own options of a streaming write (checkpointLocation, path) are let through."""
+    env = os.environ if env is None else env
+    given: dict[str, str] = {}
+    for key, value in raw.items():
+        name = _BY_LOWER.get(key.lower())
+        if name is None:
+            if key.lower() in ("checkpointlocation", "path"):
+                continue
+            raise OutboxSinkError(f"unknown option {key!r} for the outbox sink; known: {', '.join(OPTIONS)}")
+        given[name] = str(value)
+    url = given.get("url", "").strip().rstrip("/")
+    if not url:
+        raise OutboxSinkError(f"option url is required: {OPTIONS['url']}")
+    if not re.match(r"^https?://", url):
+        raise OutboxSinkError(f"option url: expected the service's http:// or https:// URL, not {url!r}")
+    sink_id = given.get("sinkId", "").strip()
+    if not sink_id:
+        if streaming:
+            raise OutboxSinkError("option sinkId is required for a streaming write: it names the sink's "
+                                  "transactional ids and the group that records its last batch")
+        sink_id = f"spark-sink-{uuid.uuid4().hex[:12]}"
+    # The ids the service accepts (app/api/schemas/common.py), with room for ".<partition>".
+    if "/" in sink_id or re.search(r"[\x00-\x1f\x7f]", sink_id) or len(sink_id) > 240:
+        raise OutboxSinkError(f"option sinkId: {sink_id!r} is not a transactional id "
+                              "(at most 240 characters, no '/' or control characters)")
+    topic = given.get("topic", "").strip() or None
+    return SinkOptions(
+        url=url,
+        sink_id=sink_id,
+        api_key=given.get("apiKey") or env.get("OUTBOX_API_KEY") or None,
+        topic=topic,
+        batch_records=_positive("batchRecords", given.get("batchRecords", str(DEFAULT_BATCH_RECORDS))),
+        transaction_timeout_ms=_positive("transactionTimeoutMs",
+                                         given.get("transactionTimeoutMs", str(DEFAULT_TRANSACTION_TIMEOUT_MS))),
+        named="sinkId" in given,
+    )
+
+
+def task_transactional_id(sink_id: str, partition_id: int) -> str:
+    return f"{sink_id}.{partition_id}"
+
+
+def is_task_transactional_id(sink_id: str, transactional_id: str) -> bool:
+    return re.fullmatch(re.escape(sink_id) + r"\.\d+", transactional_id) is not None
+
+
+# --- Columns ------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Columns:
+    """Which of the sink's columns the DataFrame has (value always), and how value is sent."""
+
+    topic: bool
+    partition: bool
+    key: bool
+    headers: bool
+    value_is_json_text: bool
+
+
+def check_columns(schema: StructType, options: SinkOptions) -> Columns:
+    """The DataFrame's columns against the sink's; OutboxSinkError (one line) for the first
+    column of an unknown name or the wrong type."""
+    types = {f.name.lower(): f.dataType for f in schema.fields}
+    unknown = [f.name for f in schema.fields if f.name.lower() not in COLUMNS]
+    if unknown:
+        raise OutboxSinkError(f"column {unknown[0]!r} is not one the outbox sink writes; "
+                              f"select {', '.join(COLUMNS)} (value required)")
+    if "value" not in types:
+        raise OutboxSinkError("the outbox sink needs a column value (JSON text, or any type, sent as its JSON)")
+    if "topic" not in types and options.topic is None:
+        raise OutboxSinkError("no output topic: give the option topic, or a column topic")
+
+    def need(name: str, ok: bool, what: str) -> None:
+        if name in types and not ok:
+            raise OutboxSinkError(f"column {name} is {types[name].simpleString()}; the outbox sink needs {what}")
+
+    need("topic", isinstance(types.get("topic"), StringType), "a string (cast it)")
+    need("partition", isinstance(types.get("partition"), IntegralType), "an integer (cast it)")
+    need("key", isinstance(types.get("key"), StringType), "a string or null (cast it)")
+    headers = types.get("headers")
+    need("headers", isinstance(headers, MapType) and isinstance(headers.keyType, StringType)
+         and isinstance(headers.valueType, StringType), "map<string,string>")
+    return Columns(topic="topic" in types, partition="partition" in types, key="key" in types,
+                   headers="headers" in types, value_is_json_text=isinstance(types["value"], StringType))
+
+
+def check_service(options: SinkOptions) -> None:
+    """The service answers with these credentials, and the option topic exists: checked on the
+    driver when Spark builds the writer, before any task runs."""
+    from spark_jobs.source_options import check_service as check_answers
+
+    try:
+        check_answers(options)  # type: ignore[arg-type]  # it reads .url and .api_key
+    except Exception as e:  # OutboxSourceError: the same line, as the sink's error
+        raise OutboxSinkError(str(e)) from None
+    if options.topic is not None:
+        session = _session(options)
+        try:
+            session.call("GET", f"/v1/topics/{options.topic}", deadline_s=30)
+        except ClientError as e:
+            if e.error_code == "UNKNOWN_TOPIC_OR_PARTITION":
+                raise OutboxSinkError(f"option topic: the topic {options.topic!r} does not exist "
+                                      "(create it first: POST /v1/topics)") from None
+            raise OutboxSinkError(f"cannot describe the topic {options.topic!r}: {e.error_code}: {e}") from None
+        finally:
+            session.close()
+
+
+# --- Values as JSON -----------------------------------------------------------------------------
+
+
+def json_converter(data_type: DataType) -> Callable[[Any], Any] | None:
+    """How a value of `data_type`, as Arrow hands it to Python, becomes a JSON value, as Spark's
+    to_json writes it: structs and maps as objects, arrays as arrays, numbers as numbers
+    (decimals through float, as the service stores any JSON number), dates and timestamps as
+    ISO 8601 text, binary as base64. None: the value is JSON already (numbers, booleans, text).
+    A string column is not converted here: it holds JSON text (see write_partition)."""
+    from pyspark.sql.types import DateType, DecimalType, TimestampNTZType, TimestampType
+
+    if isinstance(data_type, StructType):
+        fields = [(f.name, json_converter(f.dataType)) for f in data_type.fields]
+        return lambda v: None if v is None else {n: (v[n] if c is None else c(v[n])) for n, c in fields}
+    if isinstance(data_type, MapType):
+        kc, vc = json_converter(data_type.keyType), json_converter(data_type.valueType)
+        # Arrow hands a map over as a list of (key, value) pairs; JSON keys are text.
+        return lambda v: None if v is None else {
+            str(k if kc is None else kc(k)): (x if vc is None else vc(x)) for k, x in v}
+    if isinstance(data_type, ArrayType):
+        ec = json_converter(data_type.elementType)
+        return None if ec is None else (lambda v: None if v is None else [ec(x) for x in v])
+    if isinstance(data_type, DecimalType):
+        return lambda v: None if v is None else (int(v) if data_type.scale == 0 else float(v))
+    if isinstance(data_type, (DateType, TimestampType, TimestampNTZType)):
+        return lambda v: None if v is None else v.isoformat()
+    if isinstance(data_type, BinaryType):
+        return lambda v: None if v is None else base64.b64encode(v).decode()
+    return None
+
+
+# --- A task: write, prepare ---------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class SinkCommitMessage(WriterCommitMessage):
+    """What a task hands the driver: its prepared transaction (None: it had no rows), how many
+    records it holds, and their topics (the driver records progress in the first one)."""
+
+    partition_id: int
+    prepared: PreparedTxnState | None
+    records: int = 0
+    topics: tuple[str, ...] = ()
+
+
+def _producer(options: SinkOptions, transactional_id: str) -> Producer:
+    return Producer(options.url, transactional_id, transaction_timeout_ms=options.transaction_timeout_ms,
+                    batch_records=options.batch_records, api_key=options.api_key)
+
+
+def _session(options: SinkOptions) -> Session:
+    return Session(options.url, auth=credentials(options.api_key, None))
+
+
+def _rows(batch: Any, columns: Columns, schema: StructType, options: SinkOptions) -> Iterator[tuple]:
+    """(topic, value, key, partition, headers) of each row of an Arrow record batch."""
+    import orjson
+
+    n = batch.num_rows
+    by_name = {name.lower(): i for i, name in enumerate(batch.schema.names)}
+
+    def column(name: str) -> list | None:
+        return batch.column(by_name[name]).to_pylist() if name in by_name else None
+
+    value_type = next(f.dataType for f in schema.fields if f.name.lower() == "value")
+    raw = column("value")
+    assert raw is not None
+    if columns.value_is_json_text:
+        values = [None if v is None else orjson.loads(v) for v in raw]
+    else:
+        convert = json_converter(value_type)
+        values = raw if convert is None else [convert(v) for v in raw]
+    topics = [options.topic] * n if options.topic is not None else column("topic")
+    keys = column("key") or [None] * n
+    partitions = column("partition") or [None] * n
+    headers = [None if h is None else dict(h) for h in column("headers")] if columns.headers else [None] * n
+    assert topics is not None
+    return zip(topics, values, keys, partitions, headers, strict=True)
+
+
+def write_partition(options: SinkOptions, columns: Columns, schema: StructType, partition_id: int,
+                    batches: Iterable[Any]) -> SinkCommitMessage:
+    """One task's rows (Arrow record batches) in one prepared transaction of the producer
+    `<sinkId>.<partitionId>`. Its InitProducerId fences an earlier attempt of this partition
+    (a retried or speculative task) and aborts that attempt's transaction, so only one attempt's
+    records can ever commit. On failure the transaction is aborted (best effort: the driver's
+    cleanup takes over what a killed task leaves)."""
+    import orjson
+
+    transactional_id = task_transactional_id(options.sink_id, partition_id)
+    producer: Producer | None = None
+    count = 0
+    topics: set[str] = {options.topic} if options.topic is not None else set()
+    try:
+        for batch in batches:
+            if batch.num_rows == 0:
+                continue
+            if producer is None:
+                producer = _producer(options, transactional_id)
+                producer.init_transactions()
+                producer.begin_transaction()
+            try:
+                rows = _rows(batch, columns, schema, options)
+            except orjson.JSONDecodeError as e:
+                raise OutboxSinkError(f"column value holds text that is not JSON ({e}); a string column is "
+                                      "sent as the JSON it holds: to send text, to_json() it first") from None
+            for topic, value, key, partition, headers in rows:
+                if topic is None:
+                    raise OutboxSinkError("a row's topic is null: give every row a topic, or the option topic")
+                if columns.topic and options.topic is None:
+                    topics.add(topic)
+                producer.send(topic, value, key=key, partition=partition, headers=headers)
+                count += 1
+        if producer is None:
+            return SinkCommitMessage(partition_id, None)
+        prepared = producer.prepare_transaction()
+        return SinkCommitMessage(partition_id, prepared, count, tuple(sorted(topics)))
+    except BaseException:
+        if producer is not None and producer.producer_id is not None:
+            try:
+                producer.abort_transaction()
+            except ClientError as e:  # fenced by a newer attempt, or the service is gone
+                logger.warning("%s: could not abort after a failure: %s", transactional_id, e)
+        raise
+    finally:
+        if producer is not None:
+            producer.close()
+
+
+# --- The driver: one commit point ---------------------------------------------------------------
+
+
+def last_committed_batch(options: SinkOptions) -> int | None:
+    """The last batch id the sink committed: its group `<sinkId>` holds batchId + 1 (the next
+    batch to write, as a consumer's committed offset is the next record to read) on partition 0
+    of an output topic. The highest over the group's partitions, so a sink whose batches wrote
+    to different topics reads its last one. require_stable: an offset still pending in an
+    unfinished transaction of the sink is waited out, never read stale."""
+    session = _session(options)
+    try:
+        answer = session.call("GET", f"/v1/groups/{options.sink_id}/offsets",
+                              params={"require_stable": "true", "wait_ms": OFFSET_WAIT_MS}, deadline_s=120)
+    except ClientError as e:
+        if e.error_code == "GROUP_ID_NOT_FOUND":
+            return None
+        raise
+    finally:
+        session.close()
+    offsets = [o["offset"] for o in answer["offsets"]]
+    return max(offsets) - 1 if offsets else None
+
+
+def open_transactions(options: SinkOptions) -> list[str]:
+    """The sink's task transactional ids (`<sinkId>.<n>`) whose transaction is Ongoing or Prepared."""
+    session = _session(options)
+    try:
+        answer = session.call("GET", "/v1/transactions",
+                              params={"state": ["Ongoing", "Prepared"], "limit": LIST_LIMIT}, deadline_s=60)
+    finally:
+        session.close()
+    return sorted(t["transactional_id"] for t in answer["transactions"]
+                  if is_task_transactional_id(options.sink_id, t["transactional_id"]))
+
+
+def take_over(options: SinkOptions, transactional_ids: Iterable[str]) -> list[str]:
+    """Abort each one's open or prepared transaction by taking its id over: InitProducerId
+    without keep_prepared_txn fences the producer that had it and aborts its transaction (the
+    contract's fencing), needing WRITE on the id only."""
+    done = []
+    for transactional_id in transactional_ids:
+        producer = _producer(options, transactional_id)
+        try:
+            producer.init_transactions()
+            done.append(transactional_id)
+        finally:
+            producer.close()
+    return done
+
+
+def clean_leftovers(options: SinkOptions, keep: set[str]) -> list[str]:
+    """Abort the sink's open and prepared transactions that are not in `keep` (the batch being
+    committed). Only called when no task of this sink runs (Spark runs a micro-batch's commit
+    after all its tasks, and the next one's tasks after that): anything open then was left by a
+    run that never committed, or is a zombie attempt, which this fences."""
+    leftovers = [t for t in open_transactions(options) if t not in keep]
+    if leftovers:
+        logger.warning("sink %s: aborting %d transactions left open by a run that did not commit: %s",
+                       options.sink_id, len(leftovers), ", ".join(leftovers))
+    return take_over(options, leftovers)
+
+
+@dataclass
+class CommitOutcome:
+    """What commit did, for logs and tests."""
+
+    committed: bool
+    records: int = 0
+    transactions: int = 0
+    replayed: bool = False
+    aborted_leftovers: list[str] = field(default_factory=list)
+
+
+def commit_batch(options: SinkOptions, messages: Sequence[SinkCommitMessage | None],
+                 batch_id: int | None) -> CommitOutcome:
+    """The one commit point of a batch, on the driver: see the module docstring, steps 2-4."""
+    started = time.monotonic()
+    done = [m for m in messages if m is not None]
+    prepared = [m.prepared for m in done if m.prepared is not None]
+    records = sum(m.records for m in done)
+    if len(prepared) > MAX_JOINT_COMMIT:
+        raise OutboxSinkError(f"sink {options.sink_id}: {len(prepared)} tasks wrote; the service commits at most "
+                              f"{MAX_JOINT_COMMIT} prepared transactions together: coalesce() the DataFrame "
+                              f"to {MAX_JOINT_COMMIT} partitions or fewer")
+    driver = _producer(options, options.sink_id)
+    try:
+        # Fences an earlier driver of this sink and aborts its unfinished transaction, with the
+        # progress it staged: what follows reads the last batch that really committed.
+        driver.init_transactions()
+        if batch_id is not None:
+            last = last_committed_batch(options)
+            if last is not None and batch_id <= last:
+                logger.warning("sink %s: batch %d was committed already (last: %d); its %d records are "
+                               "aborted, not written twice", options.sink_id, batch_id, last, records)
+                take_over(options, [p.transactional_id for p in prepared])
+                return CommitOutcome(False, replayed=True)
+        leftovers = clean_leftovers(options, {p.transactional_id for p in prepared})
+        progress_topic = options.topic or min((t for m in done for t in m.topics), default=None)
+        record_progress = batch_id is not None and progress_topic is not None
+        if not prepared and not record_progress:
+            return CommitOutcome(False, aborted_leftovers=leftovers)
+        driver.begin_transaction()
+        try:
+            if record_progress:
+                assert batch_id is not None and progress_topic is not None
+                driver.send_offsets_to_transaction({(progress_topic, 0): batch_id + 1}, options.sink_id)
+            driver.commit_transaction(prepared=prepared)
+        except BaseException as e:
+            # Refused (a listed transaction is no longer Prepared: a newer attempt or an
+            # operator aborted it) or unreachable: nothing of the batch committed. The driver's
+            # own transaction is aborted so that its staged progress does not wait for a timeout.
+            try:
+                driver.abort_transaction()
+            except ClientError:
+                pass  # the next driver's InitProducerId aborts it
+            if isinstance(e, RetriableError):
+                # Unanswered within the deadline: the service may have committed. A replayed
+                # micro-batch finds out (step 3); a batch write cannot.
+                raise OutboxSinkError(f"sink {options.sink_id}: the commit of {len(prepared)} prepared transactions "
+                                      f"was not answered ({e.error_code}: {e}); whether the batch committed is "
+                                      "unknown: read the output before rerunning a batch write") from None
+            if isinstance(e, ClientError):
+                raise OutboxSinkError(f"sink {options.sink_id}: the commit of {len(prepared)} prepared transactions "
+                                      f"was refused, nothing of the batch is visible: {e.error_code}: {e}") from None
+            raise
+        logger.info("sink %s: batch %s committed: %d records in %d transactions, commit %.2f s",
+                    options.sink_id, batch_id, records, len(prepared), time.monotonic() - started)
+        return CommitOutcome(True, records, len(prepared), aborted_leftovers=leftovers)
+    finally:
+        driver.close()
+
+
+def abort_batch(options: SinkOptions, messages: Sequence[SinkCommitMessage | None]) -> list[str]:
+    """A failed batch: abort the prepared transactions of the tasks that finished, and any open
+    one a failed task left (its message is None, so the list of open ones finds it)."""
+    named = {m.prepared.transactional_id for m in messages if m is not None and m.prepared is not None}
+    return take_over(options, sorted(named | set(open_transactions(options))))
+
+
+# --- Spark's classes ----------------------------------------------------------------------------
+
+
+class _Tasks:
+    """What a task of either writer runs: its partition's rows, in one prepared transaction."""
+
+    options: SinkOptions
+    columns: Columns
+    schema: StructType
+
+    def write(self, iterator: Iterator[Any]) -> SinkCommitMessage:
+        from pyspark import TaskContext
+
+        context = TaskContext.get()
+        assert context is not None
+        return write_partition(self.options, self.columns, self.schema, context.partitionId(), iterator)
+
+
+class OutboxBatchWriter(_Tasks, DataSourceArrowWriter):
+    """df.write.format("outbox").mode("append"). Built on the driver when the write is planned:
+    the options, the columns and the service are checked there, before any task."""
+
+    def __init__(self, raw_options: Mapping[str, str], schema: StructType, overwrite: bool) -> None:
+        if overwrite:
+            raise OutboxSinkError("the outbox sink only appends: use mode(\"append\")")
+        self.options = parse_sink_options(raw_options, streaming=False)
+        self.schema = schema
+        self.columns = check_columns(schema, self.options)
+        check_service(self.options)
+        if self.options.named:
+            # No task of this write runs yet: whatever this sink left open is a leftover.
+            clean_leftovers(self.options, set())
+
+    def commit(self, messages: list[WriterCommitMessage | None]) -> None:  # type: ignore[override]
+        commit_batch(self.options, messages, None)  # type: ignore[arg-type]
+
+    def abort(self, messages: list[WriterCommitMessage | None]) -> None:  # type: ignore[override]
+        abort_batch(self.options, messages)  # type: ignore[arg-type]
+
+
+class OutboxStreamWriter(_Tasks, DataSourceStreamArrowWriter):
+    """df.writeStream.format("outbox") in append mode. Spark builds one when it plans the query
+    and one more on the driver for each micro-batch's commit: nothing is cleaned up here (at a
+    commit, the batch's own prepared transactions exist already), only checked."""
+
+    def __init__(self, raw_options: Mapping[str, str], schema: StructType, overwrite: bool) -> None:
+        if overwrite:
+            raise OutboxSinkError("the outbox sink only appends: use outputMode(\"append\")")
+        self.options = parse_sink_options(raw_options, streaming=True)
+        self.schema = schema
+        self.columns = check_columns(schema, self.options)
+        check_service(self.options)
+
+    def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:  # type: ignore[override]  # noqa: N803
+        commit_batch(self.options, messages, batchId)  # type: ignore[arg-type]
+
+    def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:  # type: ignore[override]  # noqa: N803
+        abort_batch(self.options, messages)  # type: ignore[arg-type]
+
+
+# --- For the driver program ---------------------------------------------------------------------
+
+
+def write_outbox(df: Any, **options: str) -> None:
+    """df.write.format("outbox").mode("append").options(**options).save(), with the options, the
+    columns, the service and the topic checked here first, so that a mistake is an
+    OutboxSinkError of one line rather than a Python traceback inside Spark's exception."""
+    from spark_jobs.datasource import register
+
+    parsed = parse_sink_options(options, streaming=False)
+    check_columns(df.schema, parsed)
+    check_service(parsed)
+    register(df.sparkSession)
+    df.write.format("outbox").mode("append").options(**options).save()

@@ -1,0 +1,422 @@
+"""The `outbox` sink (df.write / df.writeStream .format("outbox")): every row exactly once, in
+the partition of its key, visible only through the driver's one commit; a failed batch, a
+retried task, a replayed micro-batch, leftovers of a dead run and a killed driver leave nothing
+visible and nothing twice. On SQLite and PostgreSQL, against a real `serve`."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+import zlib
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from spark_jobs.datasource import register
+from spark_jobs.errors import OutboxSinkError
+from spark_jobs.sink import (
+    commit_batch,
+    last_committed_batch,
+    parse_sink_options,
+    write_outbox,
+    write_partition,
+    check_columns,
+)
+from tests.e2e.api import ok
+
+ROOT = Path(__file__).resolve().parents[2]
+TOPIC = "out"
+PARTITIONS = 3
+
+
+@pytest.fixture
+def url(launcher):  # type: ignore[no-untyped-def]
+    return launcher.server().url
+
+
+@pytest.fixture
+def client(url):  # type: ignore[no-untyped-def]
+    with httpx.Client(base_url=url, timeout=30) as c:
+        ok(c.post("/v1/topics", json={"name": TOPIC, "partitions": PARTITIONS}), 201)
+        yield c
+
+
+def committed(client: httpx.Client, topic: str = TOPIC) -> list[tuple[int, str | None, Any, dict]]:
+    """What a read_committed consumer reads of every partition, up to the last stable offset:
+    (partition, key, value, headers), in each partition's order."""
+    out = []
+    n = ok(client.get(f"/v1/topics/{topic}"))["partition_count"]
+    for partition in range(n):
+        pos = 0
+        while True:
+            page = ok(client.get(f"/v1/topics/{topic}/partitions/{partition}/records",
+                                 params={"offset": pos, "isolation": "read_committed", "max_records": 5000}))
+            out.extend((partition, r["key"], r["value"], r["headers"] or {}) for r in page["records"])
+            if not page["records"] or page["next_offset"] >= page["last_stable_offset"]:
+                break
+            pos = page["next_offset"]
+    return out
+
+
+def log_ends(client: httpx.Client, topic: str = TOPIC) -> list[int]:
+    return [p["log_end_offset"] for p in ok(client.get(f"/v1/topics/{topic}"))["partitions"]]
+
+
+def open_transactions(client: httpx.Client) -> dict[str, str]:
+    listed = ok(client.get("/v1/transactions", params={"state": ["Ongoing", "Prepared"]}))["transactions"]
+    return {t["transactional_id"]: t["state"] for t in listed}
+
+
+def state(client: httpx.Client, transactional_id: str) -> str:
+    return ok(client.get(f"/v1/transactions/{transactional_id}"))["state"]
+
+
+def by_key(n: int) -> int:
+    """The client's partitioner (Producer): a record with a key goes to crc32(key) mod the
+    partition count."""
+    return zlib.crc32(f"k{n}".encode()) % PARTITIONS
+
+
+# --- Batch writes -------------------------------------------------------------------------------
+
+
+def test_a_batch_write_commits_every_row_once_in_its_keys_partition(spark, backend, url, client) -> None:  # type: ignore[no-untyped-def]
+    """60 rows in 4 Spark partitions (4 tasks, each its own prepared transaction, Sends of 7
+    records): all of them, once each, where the client's partitioner puts their keys; every
+    task's transaction committed, none left open."""
+    df = spark.range(0, 60, numPartitions=4).selectExpr(
+        "concat('k', id) AS key", "to_json(named_struct('n', id)) AS value")
+    write_outbox(df, url=url, topic=TOPIC, sinkId="batch", batchRecords="7")
+
+    rows = committed(client)
+    assert sorted((r[2]["n"], r[0], r[1]) for r in rows) == [(n, by_key(n), f"k{n}") for n in range(60)]
+    assert [state(client, f"batch.{p}") for p in range(4)] == ["CompleteCommit"] * 4
+    assert open_transactions(client) == {}
+
+
+@pytest.mark.parametrize("backend", ["sqlite"], indirect=True)
+def test_columns_topic_partition_headers_and_a_struct_value_sent_as_its_json(spark, backend, url, client) -> None:  # type: ignore[no-untyped-def]
+    """The columns, as the Kafka sink's: topic per row, partition given, headers, a null key,
+    and a value that is not a string, sent as to_json would write it. (What the sink makes of
+    columns happens in Spark, before the database: one backend is enough.)"""
+    ok(client.post("/v1/topics", json={"name": "other", "partitions": 1}), 201)
+    df = spark.sql("""
+        SELECT * FROM VALUES
+          ('out',   2, 'a',  named_struct('id', 1, 'price', CAST(9.5 AS DECIMAL(4,2)), 'tags', array('x')),
+           map('h', '1')),
+          ('other', 0, NULL, named_struct('id', 2, 'price', CAST(3 AS DECIMAL(4,2)), 'tags', array()),
+           CAST(NULL AS MAP<STRING,STRING>))
+        AS t(topic, partition, key, value, headers)""")
+    write_outbox(df, url=url)
+    assert committed(client, "out") == [(2, "a", {"id": 1, "price": 9.5, "tags": ["x"]}, {"h": "1"})]
+    assert committed(client, "other") == [(0, None, {"id": 2, "price": 3.0, "tags": []}, {})]
+
+
+def test_values_of_every_type_become_the_json_to_json_writes() -> None:
+    """A value column that is not a string, as Arrow hands its rows to Python (a map as a list
+    of pairs), becomes the JSON Spark's to_json would write: no service, no Spark job."""
+    from datetime import date, datetime, timezone
+    from decimal import Decimal
+
+    from pyspark.sql.types import (
+        ArrayType, BinaryType, BooleanType, DateType, DecimalType, LongType, MapType, StringType,
+        StructField, StructType, TimestampType,
+    )
+
+    from spark_jobs.sink import json_converter
+
+    value_type = StructType([
+        StructField("id", LongType()), StructField("price", DecimalType(6, 2)),
+        StructField("count", DecimalType(10, 0)), StructField("day", DateType()),
+        StructField("at", TimestampType()), StructField("raw", BinaryType()),
+        StructField("tags", MapType(StringType(), ArrayType(DecimalType(4, 1)))),
+        StructField("flag", BooleanType()), StructField("note", StringType()),
+    ])
+    convert = json_converter(value_type)
+    assert convert is not None
+    row = {"id": 7, "price": Decimal("12.50"), "count": Decimal("3"), "day": date(2026, 11, 26),
+           "at": datetime(2026, 11, 26, 19, 30, 0, 123000, tzinfo=timezone.utc), "raw": b"\x00\xff",
+           "tags": [("a", [Decimal("1.5"), None])], "flag": True, "note": None}
+    assert convert(row) == {"id": 7, "price": 12.5, "count": 3, "day": "2026-11-26",
+                            "at": "2026-11-26T19:30:00.123000+00:00", "raw": "AP8=",
+                            "tags": {"a": [1.5, None]}, "flag": True, "note": None}
+    assert convert(None) is None
+    assert json_converter(ArrayType(LongType())) is None, "JSON already: sent as it is"
+
+
+def test_a_failed_task_leaves_nothing_visible_and_nothing_open(spark, backend, url, client) -> None:  # type: ignore[no-untyped-def]
+    """Task 0 sends its 300 records (6 Sends of 50) and prepares; task 1 fails (a UDF raises on
+    one of its rows, once task 0's transaction is Prepared). The job fails (local[2]: one
+    attempt per task), Spark's abort runs on the driver and aborts task 0's prepared
+    transaction: its records are in the log, never visible; nothing stays Ongoing or Prepared."""
+    from pyspark import TaskContext
+    from pyspark.sql.functions import udf
+
+    @udf("string")
+    def fail_in_task_1(value: str) -> str:
+        ctx = TaskContext.get()
+        if ctx is not None and ctx.partitionId() == 1 and json.loads(value)["n"] == 550:
+            deadline = time.monotonic() + 60
+            while httpx.get(f"{url}/v1/transactions/failing.0").json().get("state") != "Prepared":
+                assert time.monotonic() < deadline, "task 0 never prepared"
+                time.sleep(0.05)
+            raise RuntimeError("task 1 fails")
+        return value
+
+    df = spark.range(0, 600, numPartitions=2).selectExpr(
+        "concat('k', id) AS key", "to_json(named_struct('n', id)) AS value")
+    with pytest.raises(Exception, match="task 1 fails"):
+        write_outbox(df.withColumn("value", fail_in_task_1("value")), url=url, topic=TOPIC, sinkId="failing",
+                     batchRecords="50")
+
+    assert sum(log_ends(client)) == 300 + PARTITIONS, "task 0's records and a marker per partition"
+    assert committed(client) == [], "the markers are ABORTs"
+    assert open_transactions(client) == {}
+
+
+def test_a_retried_task_attempt_fences_the_earlier_one_and_only_its_records_commit(backend, url, client) -> None:  # type: ignore[no-untyped-def]
+    """Two attempts of task 5 (the first slow, or lost with its executor): the second one's
+    InitProducerId aborts the first's prepared transaction; the commit of the second's writes
+    its records once, the first's never. (write_partition is what each task runs.)"""
+    import pyarrow as pa
+    from pyspark.sql.types import StringType, StructField, StructType
+
+    schema = StructType([StructField("key", StringType()), StructField("value", StringType())])
+    options = parse_sink_options({"url": url, "topic": TOPIC, "sinkId": "retried"}, streaming=False)
+    columns = check_columns(schema, options)
+
+    def attempt(tag: str) -> Any:
+        batch = pa.record_batch([pa.array(["k1", "k2"]), pa.array([json.dumps({"a": tag, "i": i}) for i in (1, 2)])],
+                                names=["key", "value"])
+        return write_partition(options, columns, schema, 5, [batch])
+
+    first = attempt("first")
+    second = attempt("second")
+    assert first.prepared is not None and second.prepared is not None
+    assert state(client, "retried.5") == "Prepared"
+    with pytest.raises(OutboxSinkError, match="INVALID_TXN_STATE"):
+        commit_batch(options, [first], None)  # what a driver holding the fenced attempt's message gets
+    assert committed(client) == []
+
+    assert commit_batch(options, [second], None).committed
+    assert sorted(r[2]["a"] for r in committed(client)) == ["second", "second"]
+
+
+# --- Streaming ----------------------------------------------------------------------------------
+
+
+def _write_inputs(directory: Path, batches: list[range]) -> None:
+    directory.mkdir(parents=True, exist_ok=True)
+    for i, numbers in enumerate(batches):
+        path = directory / f"{i:03d}.json"
+        path.write_text("".join(json.dumps({"n": n}) + "\n" for n in numbers))
+        # The file source takes the oldest files first (maxFilesPerTrigger): one second apart.
+        os.utime(path, (1_700_000_000 + i, 1_700_000_000 + i))
+
+
+def test_a_streaming_query_writes_each_micro_batch_once_and_records_its_batch_id(spark, backend, url, client, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """Three files, one micro-batch each (maxFilesPerTrigger=1): every row once, and the group
+    <sinkId> holds the last batch id + 1 on partition 0 of the topic, committed with it."""
+    _write_inputs(tmp_path / "in", [range(0, 10), range(10, 25), range(25, 30)])
+    register(spark)
+    query = (spark.readStream.schema("n LONG").option("maxFilesPerTrigger", 1).json(str(tmp_path / "in"))
+             .selectExpr("concat('k', n) AS key", "to_json(named_struct('n', n)) AS value")
+             .writeStream.format("outbox").option("url", url).option("topic", TOPIC).option("sinkId", "stream")
+             .option("checkpointLocation", str(tmp_path / "checkpoint")).trigger(availableNow=True).start())
+    query.awaitTermination(120)
+    assert query.exception() is None
+
+    assert sorted((r[2]["n"], r[0]) for r in committed(client)) == [(n, by_key(n)) for n in range(30)]
+    offsets = ok(client.get("/v1/groups/stream/offsets"))["offsets"]
+    assert [(o["topic"], o["partition"], o["offset"]) for o in offsets] == [(TOPIC, 0, 3)]
+    assert open_transactions(client) == {}
+
+
+def _prepared_batch(url: str, sink_id: str, tag: str, partitions: tuple[int, ...] = (0, 1)) -> list[Any]:
+    """What the tasks of one micro-batch hand the driver: one prepared transaction each."""
+    import pyarrow as pa
+    from pyspark.sql.types import StringType, StructField, StructType
+
+    schema = StructType([StructField("value", StringType())])
+    options = parse_sink_options({"url": url, "topic": TOPIC, "sinkId": sink_id}, streaming=True)
+    return [write_partition(options, check_columns(schema, options), schema, p,
+                            [pa.record_batch([pa.array([json.dumps({"tag": tag, "task": p})])], names=["value"])])
+            for p in partitions]
+
+
+def test_a_replayed_batch_id_writes_nothing_twice(backend, url, client) -> None:  # type: ignore[no-untyped-def]
+    """Batch 7 committed; the same batch replayed (the driver died before Spark's checkpoint
+    said so, and the tasks ran again): its commit aborts the new prepared transactions."""
+    options = parse_sink_options({"url": url, "topic": TOPIC, "sinkId": "replay"}, streaming=True)
+    assert commit_batch(options, _prepared_batch(url, "replay", "first"), 7).committed
+    assert last_committed_batch(options) == 7
+
+    replay = _prepared_batch(url, "replay", "replayed")
+    outcome = commit_batch(options, replay, 7)
+    assert (outcome.committed, outcome.replayed) == (False, True)
+    assert sorted(r[2]["tag"] for r in committed(client)) == ["first", "first"]
+    assert open_transactions(client) == {}
+    # And an earlier id too (a checkpoint older than the output): nothing.
+    assert not commit_batch(options, _prepared_batch(url, "replay", "older"), 3).committed
+    assert commit_batch(options, _prepared_batch(url, "replay", "next"), 8).committed
+    assert sorted(r[2]["tag"] for r in committed(client)) == ["first", "first", "next", "next"]
+
+
+def test_the_commit_aborts_what_a_run_that_never_committed_left_prepared(backend, url, client) -> None:  # type: ignore[no-untyped-def]
+    """A run with 3 tasks prepared and died before its commit; the next run has 2 tasks: its
+    tasks' InitProducerId abort partitions 0 and 1, its commit aborts the orphan of task 2
+    (nothing holds the partitions' last stable offset any longer), and commits its own."""
+    _prepared_batch(url, "orphans", "dead run", partitions=(0, 1, 2))
+    assert set(open_transactions(client)) == {"orphans.0", "orphans.1", "orphans.2"}
+    options = parse_sink_options({"url": url, "topic": TOPIC, "sinkId": "orphans"}, streaming=True)
+    outcome = commit_batch(options, _prepared_batch(url, "orphans", "next run"), 0)
+
+    assert outcome.committed and outcome.aborted_leftovers == ["orphans.2"]
+    assert sorted(r[2]["tag"] for r in committed(client)) == ["next run", "next run"]
+    assert open_transactions(client) == {}
+
+
+# --- A driver killed between the tasks' prepare and the commit ----------------------------------
+
+JOB = textwrap.dedent("""
+    import os, sys, time
+    from pathlib import Path
+    from spark_jobs.datasource import OutboxDataSource, register
+    from spark_jobs.session import build_session
+    from spark_jobs.sink import OutboxStreamWriter
+
+    url, inputs, checkpoint, pause_at, when, mark = sys.argv[1:7]
+    PAUSE_AT = int(pause_at)
+
+    class PausingWriter(OutboxStreamWriter):
+        # The test's windows: before, the tasks have prepared and the driver has not
+        # committed; after, the driver has committed and Spark's checkpoint does not say so.
+        def commit(self, messages, batchId):
+            if batchId == PAUSE_AT and when == "before":
+                Path(mark).write_text(str(batchId))
+                time.sleep(3600)
+            super().commit(messages, batchId)
+            if batchId == PAUSE_AT and when == "after":
+                Path(mark).write_text(str(batchId))
+                time.sleep(3600)
+
+    class PausingOutbox(OutboxDataSource):
+        def streamWriter(self, schema, overwrite):
+            return PausingWriter(self.options, schema, overwrite)
+
+    spark, _ = build_session("sink-kill", databases=[], master="local[2]",
+                             conf={"spark.ui.enabled": "false", "spark.sql.shuffle.partitions": "2"})
+    spark.sparkContext.setLogLevel("ERROR")
+    register(spark)
+    spark.dataSource.register(PausingOutbox)
+    q = (spark.readStream.schema("n LONG").option("maxFilesPerTrigger", 1).json(inputs)
+         .selectExpr("concat('k', n) AS key", "to_json(named_struct('n', n)) AS value")
+         .writeStream.format("outbox").option("url", url).option("topic", "out").option("sinkId", "killed")
+         .option("checkpointLocation", checkpoint).trigger(availableNow=True).start())
+    q.awaitTermination()
+    print("done", q.exception())
+""")
+
+
+def _run_until_paused(args: list[str], env: dict[str, str], mark: Path) -> subprocess.Popen:
+    job = subprocess.Popen(args, cwd=ROOT, env=env, start_new_session=True,
+                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    deadline = time.monotonic() + 120
+    while not mark.exists():
+        assert job.poll() is None, job.stdout.read().decode()[-4000:]  # type: ignore[union-attr]
+        assert time.monotonic() < deadline, "the job never paused"
+        time.sleep(0.2)
+    return job
+
+
+def _kill(job: subprocess.Popen) -> None:
+    os.killpg(job.pid, signal.SIGKILL)  # the driver, its JVM and its Python workers
+    job.wait(30)
+
+
+@pytest.mark.parametrize("backend", ["postgresql"], indirect=True)
+def test_a_driver_killed_before_or_after_its_commit_leaves_each_row_once_after_restarts(backend, url, client, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """A streaming job of three micro-batches in a process of its own, killed with SIGKILL
+    (with its JVM and workers) twice: paused in batch 1's commit after its tasks prepared
+    (batch 0 visible, batch 1 Prepared and invisible); restarted from the checkpoint, paused
+    right after it committed batch 1, before Spark's checkpoint recorded it. The third run
+    replays batch 1 (its commit finds the batch id committed and aborts the rewrite), then
+    writes batch 2: every row exactly once, nothing left open. (PostgreSQL only: three Spark
+    drivers as processes, 40 s; the service's side of each step is the same on SQLite, which
+    the other tests cover.)"""
+    _write_inputs(tmp_path / "in", [range(0, 10), range(10, 20), range(20, 30)])
+    script = tmp_path / "job.py"
+    script.write_text(JOB)
+    args = [sys.executable, str(script), url, str(tmp_path / "in"), str(tmp_path / "checkpoint")]
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+
+    job = _run_until_paused([*args, "1", "before", str(tmp_path / "paused-before")], env, tmp_path / "paused-before")
+    try:
+        assert sorted(r[2]["n"] for r in committed(client)) == list(range(0, 10))
+        assert set(open_transactions(client).values()) == {"Prepared"}
+    finally:
+        _kill(job)
+    assert sorted(r[2]["n"] for r in committed(client)) == list(range(0, 10))
+
+    job = _run_until_paused([*args, "1", "after", str(tmp_path / "paused-after")], env, tmp_path / "paused-after")
+    _kill(job)
+    assert sorted(r[2]["n"] for r in committed(client)) == list(range(0, 20))
+
+    done = subprocess.run([*args, "-1", "never", str(tmp_path / "unused")], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=180)
+    assert "done None" in done.stdout, done.stdout[-4000:] + done.stderr[-4000:]
+    assert sorted((r[2]["n"], r[0]) for r in committed(client)) == [(n, by_key(n)) for n in range(30)]
+    assert ok(client.get("/v1/groups/killed/offsets"))["offsets"][0]["offset"] == 3
+    assert open_transactions(client) == {}
+
+
+# --- Errors -------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("backend", ["sqlite"], indirect=True)
+def test_mistakes_are_one_line_errors_naming_the_fix_before_any_task_runs(spark, backend, url, client) -> None:  # type: ignore[no-untyped-def]
+    df = spark.range(1).selectExpr("'k' AS key", "'{}' AS value")
+    cases = [
+        (df, {"url": url}, "no output topic: give the option topic, or a column topic"),
+        (df, {"url": url, "topic": "missing"}, "option topic: the topic 'missing' does not exist (create it first"),
+        (df, {"url": "http://127.0.0.1:9", "topic": TOPIC}, "cannot reach the outbox service at http://127.0.0.1:9"),
+        (df, {"url": url, "topic": TOPIC, "batchRecords": "0"}, "option batchRecords: expected a positive whole number"),
+        (df, {"url": url, "topics": TOPIC}, "unknown option 'topics' for the outbox sink; known: url, apiKey, topic"),
+        (df.selectExpr("1 AS key", "value"), {"url": url, "topic": TOPIC},
+         "column key is int; the outbox sink needs a string or null (cast it)"),
+        (df.selectExpr("key AS id", "value"), {"url": url, "topic": TOPIC},
+         "column 'id' is not one the outbox sink writes; select topic, partition, key, value, headers"),
+    ]
+    for frame, options, message in cases:
+        with pytest.raises(OutboxSinkError) as e:
+            write_outbox(frame, **options)
+        assert str(e.value).startswith(message) and "\n" not in str(e.value), str(e.value)
+    with pytest.raises(OutboxSinkError, match="option sinkId is required for a streaming write"):
+        parse_sink_options({"url": url, "topic": TOPIC}, streaming=True)
+    # Spark's own save modes: overwrite is the sink's one line inside Spark's error.
+    register(spark)
+    with pytest.raises(Exception, match=re.escape('the outbox sink only appends: use mode("append")')):
+        df.write.format("outbox").mode("overwrite").option("url", url).option("topic", TOPIC).save()
+    # Text that is not JSON in a string value column fails its task (after its first record
+    # was sent), which aborts its transaction.
+    import pyarrow as pa
+    from pyspark.sql.types import StringType, StructField, StructType
+
+    schema = StructType([StructField("value", StringType())])
+    options = parse_sink_options({"url": url, "topic": TOPIC, "sinkId": "not-json", "batchRecords": "1"},
+                                 streaming=False)
+    with pytest.raises(OutboxSinkError, match=r"^column value holds text that is not JSON .*to_json\(\) it first$"):
+        write_partition(options, check_columns(schema, options), schema, 0,
+                        [pa.record_batch([pa.array(['{"n": 1}'])], names=["value"]),
+                         pa.record_batch([pa.array(["plain text"])], names=["value"])])
+    assert sum(log_ends(client)) == 2, "the first record and its ABORT marker"
+    assert committed(client) == []
+    assert open_transactions(client) == {}
