@@ -202,3 +202,119 @@ def test_commit_group_shows_the_querys_end_positions_as_the_groups_offsets_with_
     assert {(o["partition"], o["offset"]) for o in offsets} == {(0, 3), (1, 2)}
     lag = ok(client.get("/v1/groups/lake-loader/lag"))
     assert lag["total_lag"] == 0
+
+
+# --- Offsets and admission control, without Spark -----------------------------------------------
+
+
+def test_admit_takes_everything_that_fits_in_the_limit() -> None:
+    from spark_jobs.stream_source import admit
+
+    assert admit({T0: 10, T1: 0, T2: 5}, None) == {T0: 10, T1: 0, T2: 5}
+    assert admit({T0: 10, T1: 0, T2: 5}, 15) == {T0: 10, T1: 0, T2: 5}
+
+
+def test_admit_shares_the_limit_in_proportion_to_what_each_partition_has_waiting() -> None:
+    from spark_jobs.stream_source import admit
+
+    # 7 of 40: 1.75, 5.25 and 0; the one position left over goes to the largest remainder
+    assert admit({T0: 10, T1: 30, T2: 0}, 7) == {T0: 2, T1: 5, T2: 0}
+    # ties go to the first partitions; never more than a partition has, exactly the limit in all
+    assert admit({T0: 1, T1: 1, T2: 1}, 2) == {T0: 1, T1: 1, T2: 0}
+    for waiting in ({T0: 1, T1: 1000, T2: 3}, {T0: 999, T1: 1, T2: 0}, {T0: 7, T1: 7, T2: 7}):
+        for limit in (1, 2, 5, 20):
+            taken = admit(waiting, limit)
+            assert sum(taken.values()) == min(limit, sum(waiting.values()))
+            assert all(0 <= taken[tp] <= waiting[tp] for tp in waiting)
+
+
+def test_next_end_moves_each_partition_up_by_its_share_from_where_it_is() -> None:
+    from spark_jobs.stream_source import next_end
+
+    bounds = {T0: LogBounds(0, 20), T1: LogBounds(0, 5)}
+    assert next_end({T0: 5, T1: 5}, bounds, None) == {T0: 20, T1: 5}
+    assert next_end({T0: 5, T1: 5}, bounds, 4) == {T0: 9, T1: 5}
+    assert next_end({T0: 20, T1: 5}, bounds, 4) == {T0: 20, T1: 5}, "nothing new: the start again"
+
+
+def test_next_end_starts_new_partitions_at_their_log_start_and_keeps_vanished_ones() -> None:
+    from spark_jobs.stream_source import next_end
+
+    other = TopicPartition("gone", 0)
+    assert next_end({T0: 4, other: 9}, {T0: LogBounds(0, 4), T1: LogBounds(3, 10)}, None) == {
+        T0: 4, T1: 10, other: 9}
+    assert next_end({T0: 4}, {T0: LogBounds(0, 4), T1: LogBounds(3, 10)}, 2) == {T0: 4, T1: 5}
+
+
+def test_next_end_past_deleted_records_counts_from_the_log_start() -> None:
+    """A start below the log start: the limit is spent from the log start on, and the end is at
+    least the log start, so that a micro-batch comes and its planning reports the loss."""
+    from spark_jobs.stream_source import next_end
+
+    assert next_end({T0: 2}, {T0: LogBounds(50, 100)}, 10) == {T0: 60}
+    assert next_end({T0: 2}, {T0: LogBounds(50, 50)}, 10) == {T0: 50}
+
+
+def test_read_limits_are_positions_per_micro_batch() -> None:
+    from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows, ReadMinRows
+
+    from spark_jobs.errors import OutboxSourceError
+    from spark_jobs.stream_source import max_positions
+
+    assert max_positions(ReadMaxRows(250)) == 250
+    assert max_positions(ReadAllAvailable()) is None
+    with pytest.raises(OutboxSourceError, match="not ReadMinRows"):
+        max_positions(ReadMinRows(5))
+
+
+def _reader(**options: str):  # type: ignore[no-untyped-def]
+    from spark_jobs.source_options import parse_options
+    from spark_jobs.stream_source import OutboxStreamReader
+
+    return OutboxStreamReader(parse_options({"url": "http://outbox", "databaseUrl": "sqlite:///x.db",
+                                             "topics": TOPIC, **options}), None)  # type: ignore[arg-type]
+
+
+def test_stream_options_are_checked_with_one_line_errors() -> None:
+    from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows
+
+    from spark_jobs.errors import OutboxSourceError
+
+    assert _reader().getDefaultReadLimit() == ReadAllAvailable()
+    assert _reader(maxRecordsPerTrigger="500").getDefaultReadLimit() == ReadMaxRows(500)
+    with pytest.raises(OutboxSourceError, match=r"^option maxRecordsPerTrigger: expected a positive whole number, not '0'$"):
+        _reader(maxRecordsPerTrigger="0")
+    with pytest.raises(OutboxSourceError, match=r"^option endingPositions is for batch reads"):
+        _reader(endingPositions='{"stream": {"0": 5}}')
+
+
+@pytest.mark.parametrize("backend", ["sqlite"], indirect=True)
+def test_initial_offsets_follow_starting_positions_and_latest_offsets_the_log_ends(backend, url, client) -> None:  # type: ignore[no-untyped-def]
+    """The reader's offsets against a real service, without Spark: startingPositions earliest,
+    latest, JSON and group as the initial offset; latestOffset's end with and without the
+    limit; with availableNow, nothing past the log ends when the query started."""
+    from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows
+
+    _create(client, TOPIC, 2)
+    _plain(client, TOPIC, 0, list(range(6)))
+    _plain(client, TOPIC, 1, list(range(2)))
+    _delete_records(client, TOPIC, 0, 1)
+    base = {"url": url, "databaseUrl": backend.url}
+    assert _reader(**base).initialOffset() == {TOPIC: {"0": 1, "1": 0}}
+    assert _reader(**base, startingPositions="latest").initialOffset() == {TOPIC: {"0": 6, "1": 2}}
+    assert _reader(**base, startingPositions='{"stream": {"1": 1}}').initialOffset() == {TOPIC: {"0": 1, "1": 1}}
+    ok(client.post("/v1/groups/g/offsets", json={"offsets": [{"topic": TOPIC, "partition": 0, "offset": 4}]}))
+    assert _reader(**base, startingPositions="group", group="g").initialOffset() == {TOPIC: {"0": 4, "1": 0}}
+
+    reader = _reader(**base)
+    assert reader.latestOffset({TOPIC: {"0": 1, "1": 0}}, ReadMaxRows(4)) == {TOPIC: {"0": 4, "1": 1}}
+    assert reader.latestOffset({TOPIC: {"0": 4, "1": 1}}, ReadAllAvailable()) == {TOPIC: {"0": 6, "1": 2}}
+    assert reader.reportLatestOffset() == {TOPIC: {"0": 6, "1": 2}}
+    reader.prepareForTriggerAvailableNow()
+    _plain(client, TOPIC, 1, [7])
+    assert reader.latestOffset({TOPIC: {"0": 6, "1": 2}}, ReadAllAvailable()) == {TOPIC: {"0": 6, "1": 2}}
+    assert _reader(**base).latestOffset({TOPIC: {"0": 6, "1": 2}}, ReadAllAvailable()) == {TOPIC: {"0": 6, "1": 3}}
+    # A micro-batch's tasks: its ranges, cut into splits of positionsPerSplit.
+    splits = [p.split.range for p in _reader(**base, positionsPerSplit="2").partitions(
+        {TOPIC: {"0": 1, "1": 2}}, {TOPIC: {"0": 6, "1": 3}})]
+    assert [(r.partition, r.start, r.end) for r in splits] == [(0, 1, 2), (0, 2, 4), (0, 4, 6), (1, 2, 3)]
