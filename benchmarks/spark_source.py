@@ -84,9 +84,9 @@ def fill(admin_url: str, records_per_partition: int, copies: int, database: str 
         conn.execute(text(
             "UPDATE records SET headers = '{\"source\":\"till-' || (\"offset\" % 7) || '\",\"trace\":\"t-' "
             "|| \"offset\" || '\"}' WHERE \"offset\" % 10 = 0 AND control_type IS NULL"))
-    with engine.connect() as conn:
-        conn.execute(text("COMMIT"))
-        conn.execution_options(isolation_level="AUTOCOMMIT").execute(text("VACUUM ANALYZE records"))
+    # SQLAlchemy 2 autobegins a transaction on connect: the isolation level is set before it.
+    with engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
+        conn.execute(text("VACUUM ANALYZE records"))
     engine.dispose()
     return url
 
