@@ -62,13 +62,14 @@ DATABASE = "outbox_spark_source_bench"
 PLAIN_COLUMNS = '"partition", "offset", commit_position, timestamp_ms, key, value, headers'
 
 
-def fill(admin_url: str, records_per_partition: int, copies: int) -> str:
+def fill(admin_url: str, records_per_partition: int, copies: int, database: str = DATABASE) -> str:
+    """(Re)create `database` and fill it; its URL. benchmarks/spark_stream.py fills its own."""
     admin = create_engine(admin_url, isolation_level="AUTOCOMMIT", poolclass=NullPool)
     with admin.connect() as conn:
-        conn.execute(text(f'DROP DATABASE IF EXISTS "{DATABASE}" WITH (FORCE)'))
-        conn.execute(text(f'CREATE DATABASE "{DATABASE}"'))
+        conn.execute(text(f'DROP DATABASE IF EXISTS "{database}" WITH (FORCE)'))
+        conn.execute(text(f'CREATE DATABASE "{database}"'))
     admin.dispose()
-    url = make_url(admin_url).set(database=DATABASE).render_as_string(hide_password=False)
+    url = make_url(admin_url).set(database=database).render_as_string(hide_password=False)
     with committed_log.serve(url) as api:
         print(f"  {committed_log.fill(api, records_per_partition)}", file=sys.stderr)
     engine = create_engine(url, poolclass=NullPool)

@@ -49,6 +49,7 @@ from pyspark.sql.datasource import (
     DataSourceReader,
     DataSourceStreamWriter,
     DataSourceWriter,
+    DataSourceStreamReader,
     EqualTo,
     Filter,
     GreaterThan,
@@ -63,6 +64,7 @@ from pyspark.sql.types import StructType
 from spark_jobs.arrow_read import Bounds, Split, read_split
 from spark_jobs.errors import DataLossError, OutboxSourceError
 from spark_jobs.positions import (
+    EARLIEST,
     DataLoss,
     LogBounds,
     TopicPartition,
@@ -219,6 +221,17 @@ class Plan:
     lost: list[tuple[str, DataLoss]] = field(default_factory=list)
 
 
+def starting_position(options: SourceOptions, tp: TopicPartition, b: LogBounds,
+                      committed: Mapping[TopicPartition, int]) -> int:
+    """Where startingPositions starts `tp`, whose log bounds are `b` (possibly below the log
+    start: plan_ranges calls that data loss)."""
+    if options.starting == "json":
+        return resolve_position(options.starting_json.get(tp, EARLIEST), b)
+    if options.starting == "group":
+        return committed.get(tp, b.log_start)
+    return b.log_start if options.starting == "earliest" else b.log_end
+
+
 def plan_ranges(options: SourceOptions, bounds: Mapping[TopicPartition, LogBounds],
                 committed: Mapping[TopicPartition, int], pruning: Pruning) -> Plan:
     """Each kept partition's [start, end), from the snapshot `bounds` and (startingPositions
@@ -227,12 +240,7 @@ def plan_ranges(options: SourceOptions, bounds: Mapping[TopicPartition, LogBound
     plan = Plan()
     for tp in sorted(bounds):
         b = bounds[tp]
-        if options.starting == "json":
-            start = resolve_position(options.starting_json.get(tp, -2), b)
-        elif options.starting == "group":
-            start = committed.get(tp, b.log_start)
-        else:
-            start = b.log_start if options.starting == "earliest" else b.log_end
+        start = starting_position(options, tp, b, committed)
         end = resolve_position(options.ending_json.get(tp, -1), b) if options.ending == "json" else b.log_end
         if end > b.log_end:
             raise OutboxSourceError(f"endingPositions: {tp} ends at {end}, past its log end {b.log_end}")
@@ -311,7 +319,8 @@ class OutboxPartition(InputPartition):
 
 
 class OutboxDataSource(DataSource):
-    """spark.read.format("outbox"): see the module docstring."""
+    """spark.read.format("outbox"): see the module docstring; spark.readStream.format("outbox"):
+    spark_jobs.stream_source."""
 
     @functools.cached_property
     def parsed(self) -> SourceOptions:
@@ -342,6 +351,11 @@ class OutboxDataSource(DataSource):
 
         return OutboxStreamWriter(self.options, schema, overwrite)
 
+    def streamReader(self, schema: StructType) -> DataSourceStreamReader:  # noqa: N802 - Spark's name
+        from spark_jobs.stream_source import OutboxStreamReader
+
+        return OutboxStreamReader(self.parsed, schema)
+
 
 class OutboxBatchReader(DataSourceReader):
     def __init__(self, options: SourceOptions, schema: StructType) -> None:
@@ -363,16 +377,21 @@ class OutboxBatchReader(DataSourceReader):
         return [OutboxPartition(s) for s in splits] or [OutboxPartition(None)]
 
     def read(self, partition: InputPartition) -> Iterator[Any]:
-        from pyspark.sql.pandas.types import to_arrow_schema
+        return read_partition(self.options, self.schema, partition)
 
-        split = partition.split  # type: ignore[attr-defined]
-        if split is None:
-            return iter(())
-        arrow_schema = to_arrow_schema(self.schema, timezone="UTC")
-        value_type = arrow_schema.field("value").type
-        return read_split(self.options.database.kind, self.options.database.target, split, arrow_schema,
-                          value_type=value_type if self.options.value_schema else None,
-                          query_log=self.options.query_log, driver=self.options.driver)
+
+def read_partition(options: SourceOptions, schema: StructType, partition: InputPartition) -> Iterator[Any]:
+    """A task's records (batch or streaming), as Arrow record batches of `schema`."""
+    from pyspark.sql.pandas.types import to_arrow_schema
+
+    split = partition.split  # type: ignore[attr-defined]
+    if split is None:
+        return iter(())
+    arrow_schema = to_arrow_schema(schema, timezone="UTC")
+    value_type = arrow_schema.field("value").type
+    return read_split(options.database.kind, options.database.target, split, arrow_schema,
+                      value_type=value_type if options.value_schema else None,
+                      query_log=options.query_log, driver=options.driver)
 
 
 # --- For the driver program ---------------------------------------------------------------------

@@ -207,6 +207,12 @@ def positions_from_json(text: str) -> dict[TopicPartition, int]:
         parsed = json.loads(text)
     except ValueError as e:
         raise ValueError(f"not JSON ({e.msg} at character {e.pos})") from None
+    return positions_from_dict(parsed)
+
+
+def positions_from_dict(parsed: object) -> dict[TopicPartition, int]:
+    """The parsed JSON form ({"orders": {"0": 23}}, as a streaming query's offset arrives
+    from Spark) → {orders/0: 23}; ValueError naming what is wrong, in one line."""
     if not isinstance(parsed, dict):
         raise ValueError('expected an object of topics, like {"orders": {"0": 23, "1": -2}}')
     out: dict[TopicPartition, int] = {}
@@ -223,14 +229,20 @@ def positions_from_json(text: str) -> dict[TopicPartition, int]:
     return out
 
 
+def positions_to_dict(positions: Mapping[TopicPartition, int]) -> dict[str, dict[str, int]]:
+    """The inverse of positions_from_dict, topics and partitions in order (so that equal
+    positions make equal JSON: Spark compares a stream's offsets as JSON text)."""
+    by_topic: dict[str, dict[str, int]] = {}
+    for tp in sorted(positions):
+        by_topic.setdefault(tp.topic, {})[str(tp.partition)] = positions[tp]
+    return by_topic
+
+
 def positions_to_json(positions: Mapping[TopicPartition, int]) -> str:
     """The inverse of positions_from_json, partitions in order."""
     import json
 
-    by_topic: dict[str, dict[str, int]] = {}
-    for tp in sorted(positions):
-        by_topic.setdefault(tp.topic, {})[str(tp.partition)] = positions[tp]
-    return json.dumps(by_topic, separators=(",", ":"))
+    return json.dumps(positions_to_dict(positions), separators=(",", ":"))
 
 
 def resolve_position(position: int, bounds: LogBounds) -> int:

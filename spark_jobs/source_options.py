@@ -42,6 +42,10 @@ OPTIONS: dict[str, str] = {
     "driver": "PostgreSQL only: adbc (default: the ADBC PostgreSQL driver, in the spark extra) or psycopg",
     "positionsPerSplit": "positions of a partition per Spark task (default 250000)",
     "queryLog": "a file to which every task appends the SQL it ran, one JSON line each (for tests and debugging)",
+    "maxRecordsPerTrigger": "streaming: at most this many positions per micro-batch, over all partitions "
+                            "(default: no limit; docs/SPARK.md, Streaming)",
+    "commitGroup": "streaming: a consumer group to which each finished micro-batch's end positions are "
+                   "committed, for operators to see the query's lag (Spark's checkpoint stays the truth)",
 }
 _BY_LOWER = {name.lower(): name for name in OPTIONS}
 
@@ -102,6 +106,10 @@ class SourceOptions:
     # PostgreSQL's reader: ADBC used less CPU per row than psycopg and read faster in every
     # round of benchmarks/spark_source.py (docs/SPARK.md, "The data source's throughput")
     driver: str = "adbc"
+    # Streaming only: positions per micro-batch (None: all there are), and the group to which
+    # finished micro-batches' end positions are committed.
+    max_records_per_trigger: int | None = None
+    commit_group: str | None = None
 
     def wants_topic(self, topic: str) -> bool:
         if self.topic_pattern is not None:
@@ -178,13 +186,9 @@ def parse_options(raw: Mapping[str, str], env: Mapping[str, str] | None = None) 
         if strangers:
             raise OutboxSourceError(f"option {name} names topics this read does not read: {', '.join(strangers)}")
 
-    try:
-        per_split = int(given.get("positionsPerSplit", DEFAULT_POSITIONS_PER_SPLIT))
-    except ValueError:
-        per_split = 0
-    if per_split < 1:
-        raise OutboxSourceError(f"option positionsPerSplit: expected a positive whole number, "
-                                f"not {given['positionsPerSplit']!r}")
+    per_split = _positive("positionsPerSplit", given.get("positionsPerSplit", str(DEFAULT_POSITIONS_PER_SPLIT)))
+    max_per_trigger = (_positive("maxRecordsPerTrigger", given["maxRecordsPerTrigger"])
+                       if "maxRecordsPerTrigger" in given else None)
     value_schema = given.get("valueSchema", "").strip() or None
     driver = given.get("driver", "adbc").strip().lower()
     if driver not in ("psycopg", "adbc"):
@@ -207,7 +211,19 @@ def parse_options(raw: Mapping[str, str], env: Mapping[str, str] | None = None) 
         positions_per_split=per_split,
         query_log=given.get("queryLog") or None,
         driver=driver,
+        max_records_per_trigger=max_per_trigger,
+        commit_group=given.get("commitGroup", "").strip() or None,
     )
+
+
+def _positive(name: str, value: str) -> int:
+    try:
+        number = int(value)
+    except ValueError:
+        number = 0
+    if number < 1:
+        raise OutboxSourceError(f"option {name}: expected a positive whole number, not {value!r}")
+    return number
 
 
 # --- The outside world ---------------------------------------------------------------------
