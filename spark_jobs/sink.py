@@ -64,6 +64,7 @@ from app.client import PreparedTxnState, Producer
 from app.client.errors import ClientError, RetriableError
 from app.client.http import Session, credentials
 from spark_jobs.errors import OutboxSinkError
+from spark_jobs.source_options import given_options, positive_option, service_url
 
 logger = logging.getLogger(__name__)
 
@@ -79,7 +80,6 @@ OPTIONS: dict[str, str] = {
     "transactionTimeoutMs": "a task's transaction timeout while it sends, before it is prepared "
                             "(default 900000, the service's default maximum)",
 }
-_BY_LOWER = {name.lower(): name for name in OPTIONS}
 
 DEFAULT_BATCH_RECORDS = 5_000
 # A task's transaction stays Ongoing while it sends all its rows (a few million at tens of
@@ -107,34 +107,13 @@ class SinkOptions:
     named: bool = True
 
 
-def _positive(name: str, value: str) -> int:
-    try:
-        n = int(value)
-    except ValueError:
-        n = 0
-    if n < 1:
-        raise OutboxSinkError(f"option {name}: expected a positive whole number, not {value!r}")
-    return n
-
-
 def parse_sink_options(raw: Mapping[str, str], *, streaming: bool,
                        env: Mapping[str, str] | None = None) -> SinkOptions:
     """The options of one write, checked; OutboxSinkError (one line) for the first problem.
     Spark's own options of a streaming write (checkpointLocation, path) are let through."""
     env = os.environ if env is None else env
-    given: dict[str, str] = {}
-    for key, value in raw.items():
-        name = _BY_LOWER.get(key.lower())
-        if name is None:
-            if key.lower() in ("checkpointlocation", "path"):
-                continue
-            raise OutboxSinkError(f"unknown option {key!r} for the outbox sink; known: {', '.join(OPTIONS)}")
-        given[name] = str(value)
-    url = given.get("url", "").strip().rstrip("/")
-    if not url:
-        raise OutboxSinkError(f"option url is required: {OPTIONS['url']}")
-    if not re.match(r"^https?://", url):
-        raise OutboxSinkError(f"option url: expected the service's http:// or https:// URL, not {url!r}")
+    given = given_options(raw, OPTIONS, OutboxSinkError, "the outbox sink", passthrough=("checkpointlocation", "path"))
+    url = service_url(given, OPTIONS, OutboxSinkError)
     sink_id = given.get("sinkId", "").strip()
     if not sink_id:
         if streaming:
@@ -151,9 +130,10 @@ def parse_sink_options(raw: Mapping[str, str], *, streaming: bool,
         sink_id=sink_id,
         api_key=given.get("apiKey") or env.get("OUTBOX_API_KEY") or None,
         topic=topic,
-        batch_records=_positive("batchRecords", given.get("batchRecords", str(DEFAULT_BATCH_RECORDS))),
-        transaction_timeout_ms=_positive("transactionTimeoutMs",
-                                         given.get("transactionTimeoutMs", str(DEFAULT_TRANSACTION_TIMEOUT_MS))),
+        batch_records=positive_option("batchRecords", given.get("batchRecords", str(DEFAULT_BATCH_RECORDS)),
+                                      OutboxSinkError),
+        transaction_timeout_ms=positive_option(
+            "transactionTimeoutMs", given.get("transactionTimeoutMs", str(DEFAULT_TRANSACTION_TIMEOUT_MS)), OutboxSinkError),
         named="sinkId" in given,
     )
 

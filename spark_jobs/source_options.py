@@ -21,7 +21,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from spark_jobs.errors import OutboxSourceError
+from spark_jobs.errors import OutboxSourceError, SparkJobError
 from spark_jobs.positions import EARLIEST, LATEST, TopicPartition, positions_from_json
 
 # Option name (as Spark users write it) → what it means. Spark hands options over with their
@@ -47,7 +47,6 @@ OPTIONS: dict[str, str] = {
     "commitGroup": "streaming: a consumer group to which each finished micro-batch's end positions are "
                    "committed, for operators to see the query's lag (Spark's checkpoint stays the truth)",
 }
-_BY_LOWER = {name.lower(): name for name in OPTIONS}
 
 DEFAULT_POSITIONS_PER_SPLIT = 250_000
 
@@ -138,23 +137,50 @@ def _positions(name: str, value: str, *, allow_group: bool) -> tuple[str, dict[T
                             f'{{"orders": {{"0": 23, "1": {EARLIEST}}}}}, not {value!r}')
 
 
+def given_options(raw: Mapping[str, str], known: Mapping[str, str], error: type[SparkJobError], what: str,
+                  passthrough: tuple[str, ...] = ()) -> dict[str, str]:
+    """The options given, each under its name in `known` (Spark hands keys over lower-cased or
+    as typed: matched without case); an unknown one is `error`. Spark's own options named
+    (lower-case) in `passthrough` are left out."""
+    by_lower = {name.lower(): name for name in known}
+    given: dict[str, str] = {}
+    for key, value in raw.items():
+        name = by_lower.get(key.lower())
+        if name is None:
+            if key.lower() in passthrough:
+                continue
+            raise error(f"unknown option {key!r} for {what}; known: {', '.join(known)}")
+        given[name] = str(value)
+    return given
+
+
+def service_url(given: Mapping[str, str], known: Mapping[str, str], error: type[SparkJobError]) -> str:
+    """The option url: required, http:// or https://, without a trailing slash."""
+    if not given.get("url", "").strip():
+        raise error(f"option url is required: {known['url']}")
+    url = given["url"].strip().rstrip("/")
+    if not re.match(r"^https?://", url):
+        raise error(f"option url: expected the service's http:// or https:// URL, not {url!r}")
+    return url
+
+
+def positive_option(name: str, value: str, error: type[SparkJobError]) -> int:
+    try:
+        number = int(value)
+    except ValueError:
+        number = 0
+    if number < 1:
+        raise error(f"option {name}: expected a positive whole number, not {value!r}")
+    return number
+
+
 def parse_options(raw: Mapping[str, str], env: Mapping[str, str] | None = None) -> SourceOptions:
     """The options of one read, checked; OutboxSourceError (one line) for the first problem."""
     env = os.environ if env is None else env
-    given: dict[str, str] = {}
-    for key, value in raw.items():
-        name = _BY_LOWER.get(key.lower())
-        if name is None:
-            raise OutboxSourceError(f"unknown option {key!r} for the outbox data source; "
-                                    f"known: {', '.join(OPTIONS)}")
-        given[name] = str(value)
-
-    for required in ("url", "databaseUrl"):
-        if not given.get(required, "").strip():
-            raise OutboxSourceError(f"option {required} is required: {OPTIONS[required]}")
-    url = given["url"].strip().rstrip("/")
-    if not re.match(r"^https?://", url):
-        raise OutboxSourceError(f"option url: expected the service's http:// or https:// URL, not {url!r}")
+    given = given_options(raw, OPTIONS, OutboxSourceError, "the outbox data source")
+    url = service_url(given, OPTIONS, OutboxSourceError)
+    if not given.get("databaseUrl", "").strip():
+        raise OutboxSourceError(f"option databaseUrl is required: {OPTIONS['databaseUrl']}")
 
     topics = tuple(t.strip() for t in given.get("topics", "").split(",") if t.strip())
     pattern = given.get("topicPattern")
@@ -217,13 +243,7 @@ def parse_options(raw: Mapping[str, str], env: Mapping[str, str] | None = None) 
 
 
 def _positive(name: str, value: str) -> int:
-    try:
-        number = int(value)
-    except ValueError:
-        number = 0
-    if number < 1:
-        raise OutboxSourceError(f"option {name}: expected a positive whole number, not {value!r}")
-    return number
+    return positive_option(name, value, OutboxSourceError)
 
 
 # --- The outside world ---------------------------------------------------------------------

@@ -69,3 +69,17 @@ def spark() -> Iterator[object]:
         yield session
     finally:
         session.stop()
+
+
+@pytest.fixture
+def url(launcher):  # type: ignore[no-untyped-def]
+    """A real `serve` on the `backend` database (SQLite or PostgreSQL)."""
+    return launcher.server().url
+
+
+@pytest.fixture
+def client(url):  # type: ignore[no-untyped-def]
+    import httpx
+
+    with httpx.Client(base_url=url, timeout=30) as c:
+        yield c

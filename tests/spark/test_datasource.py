@@ -48,17 +48,6 @@ def _queries(path: Path) -> list[dict]:
     return [json.loads(line) for line in path.read_text().splitlines()]
 
 
-@pytest.fixture
-def url(launcher):  # type: ignore[no-untyped-def]
-    return launcher.server().url
-
-
-@pytest.fixture
-def client(url):  # type: ignore[no-untyped-def]
-    with httpx.Client(base_url=url, timeout=30) as c:
-        yield c
-
-
 def test_reads_exactly_the_read_committed_records_up_to_the_ending_positions(spark, backend, url, client) -> None:  # type: ignore[no-untyped-def]
     """Plain, idempotent and committed transactional records, each at its commit position;
     nothing of aborted or open transactions, no control markers; a transaction that commits

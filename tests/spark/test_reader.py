@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 
 import httpx
-import pytest
 
 from spark_jobs.positions import PositionRange, batch_ranges
 from spark_jobs.reader import read_committed
@@ -68,11 +67,6 @@ def _api_records(client: httpx.Client, ranges: list[PositionRange]) -> list[tupl
 def _spark_records(df) -> list[tuple]:  # type: ignore[no-untyped-def]
     rows = df.orderBy("partition", "commit_position", "offset").collect()
     return [_key({**row.asDict(), "value": json.loads(row["value"])}) for row in rows]
-
-
-@pytest.fixture
-def url(launcher):  # type: ignore[no-untyped-def]
-    return launcher.server().url
 
 
 def test_reader_returns_exactly_the_read_committed_records(spark, backend, url) -> None:  # type: ignore[no-untyped-def]

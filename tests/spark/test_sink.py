@@ -38,15 +38,10 @@ PARTITIONS = 3
 
 
 @pytest.fixture
-def url(launcher):  # type: ignore[no-untyped-def]
-    return launcher.server().url
-
-
-@pytest.fixture
-def client(url):  # type: ignore[no-untyped-def]
-    with httpx.Client(base_url=url, timeout=30) as c:
-        ok(c.post("/v1/topics", json={"name": TOPIC, "partitions": PARTITIONS}), 201)
-        yield c
+def client(client):  # type: ignore[no-untyped-def]
+    """conftest's client, with the output topic created."""
+    ok(client.post("/v1/topics", json={"name": TOPIC, "partitions": PARTITIONS}), 201)
+    return client
 
 
 def committed(client: httpx.Client, topic: str = TOPIC) -> list[tuple[int, str | None, Any, dict]]:

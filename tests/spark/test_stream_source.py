@@ -24,17 +24,6 @@ T0, T1, T2 = (TopicPartition(TOPIC, p) for p in range(3))
 RUN_TIMEOUT_S = 120
 
 
-@pytest.fixture
-def url(launcher):  # type: ignore[no-untyped-def]
-    return launcher.server().url
-
-
-@pytest.fixture
-def client(url):  # type: ignore[no-untyped-def]
-    with httpx.Client(base_url=url, timeout=30) as c:
-        yield c
-
-
 def _create(client: httpx.Client, topic: str, partitions: int) -> None:
     ok(client.post("/v1/topics", json={"name": topic, "partitions": partitions}), 201)
 
