@@ -80,7 +80,8 @@ def sql_string(value: str) -> str:
 
 
 def select_statement(split: Split, *, include_headers: bool) -> str:
-    """The statement of a split: the view's rows, bounded. Every condition is on a column the
+    """The statement of a split: the view's rows, bounded, in commit order (commit position,
+    then offset: a transaction's records share its marker's position). Every condition is on a column the
     view's branches expose from their index ranges (topic and partition of the record or its
     COMMIT marker, the commit position), so each query walks index ranges of its split only."""
     r = split.range
@@ -88,8 +89,11 @@ def select_statement(split: Split, *, include_headers: bool) -> str:
     where = [f"topic = {sql_string(r.topic)}", f'"partition" = {int(r.partition)}',
              *Bounds(r.start, r.end).sql("commit_position"),
              *split.offsets.sql('"offset"'), *split.timestamps_ms.sql("timestamp_ms")]
+    # ORDER BY: the view is a union (plain records, then transactional ones joined to their
+    # markers), so without it a split's rows come branch by branch, not in commit order, and
+    # a stream's outputs of one partition would not follow its inputs' commits.
     return (f"SELECT {', '.join(_quote(c) for c in columns)} FROM committed_records "
-            f"WHERE {' AND '.join(where)}")
+            f"WHERE {' AND '.join(where)} ORDER BY commit_position, \"offset\"")
 
 
 def _quote(column: str) -> str:
