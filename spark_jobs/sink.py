@@ -29,6 +29,10 @@ How one batch (a batch write, or one micro-batch) is written, with one commit po
 3. A replayed micro-batch (the driver died after that commit, before Spark's checkpoint said
    so) finds its batch id committed already: its tasks' prepared transactions are aborted
    and nothing is written twice.
+   With the option consumerGroup (a pipeline), the same commit also moves that group's
+   offsets to the positions the batch consumed (a micro-batch's from the query's offset log,
+   a batch write's from consumedPositions), so input and output commit together; a replay is
+   then a batch id the sink committed whose positions the group already holds.
 4. Transactions of this sink left Ongoing or Prepared by a run that never committed (a killed
    driver, a partition count that changed, a task that died without aborting) are taken over
    by the driver (InitProducerId aborts them: WRITE on the transactional id is all it needs,
@@ -64,6 +68,7 @@ from app.client import PreparedTxnState, Producer
 from app.client.errors import ClientError, RetriableError
 from app.client.http import Session, credentials
 from spark_jobs.errors import OutboxSinkError
+from spark_jobs.positions import TopicPartition, positions_from_dict, positions_from_json, positions_to_json
 from spark_jobs.source_options import given_options, positive_option, service_url
 
 logger = logging.getLogger(__name__)
@@ -79,6 +84,14 @@ OPTIONS: dict[str, str] = {
     "batchRecords": "records per Send of a task (default 5000)",
     "transactionTimeoutMs": "a task's transaction timeout while it sends, before it is prepared "
                             "(default 900000, the service's default maximum)",
+    "consumerGroup": "a pipeline's consumer group: its offsets move to the positions the batch consumed in the "
+                     "batch's commit (a streaming query's from its offset log; a batch write's: consumedPositions)",
+    "consumedPositions": "batch writes with consumerGroup: the positions read, as JSON per partition "
+                         '({"orders": {"0": 120}}): the group\'s offsets once the batch commits',
+    "consumedFrom": "batch writes with consumerGroup, optional: the group's offsets the read started from, as "
+                    "JSON ({} when it had none); the commit is refused if they moved meanwhile",
+    "checkpointLocation": "Spark's own, for a streaming write; with consumerGroup the sink reads the query's "
+                          "offset log there (a local or mounted path)",
 }
 
 DEFAULT_BATCH_RECORDS = 5_000
@@ -96,6 +109,19 @@ COLUMNS = ("topic", "partition", "key", "value", "headers")
 
 
 @dataclass(frozen=True, slots=True)
+class Pipeline:
+    """A read-process-write pipeline's consumer group, whose offsets the sink moves in each
+    batch's commit, so that what was read and what was written commit together (Kafka's
+    sendOffsetsToTransaction). `consumed`: a batch write's positions read (a stream's come from
+    its offset log, per micro-batch); `expected`: a batch write's group offsets at its start."""
+
+    group: str
+    consumed: Mapping[TopicPartition, int] | None = None
+    expected: Mapping[TopicPartition, int] | None = None
+    checkpoint: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class SinkOptions:
     url: str
     sink_id: str
@@ -105,6 +131,7 @@ class SinkOptions:
     transaction_timeout_ms: int = DEFAULT_TRANSACTION_TIMEOUT_MS
     # False: a batch write without the option sinkId, under a name made up for it
     named: bool = True
+    pipeline: Pipeline | None = None
 
 
 def parse_sink_options(raw: Mapping[str, str], *, streaming: bool,
@@ -112,7 +139,7 @@ def parse_sink_options(raw: Mapping[str, str], *, streaming: bool,
     """The options of one write, checked; OutboxSinkError (one line) for the first problem.
     Spark's own options of a streaming write (checkpointLocation, path) are let through."""
     env = os.environ if env is None else env
-    given = given_options(raw, OPTIONS, OutboxSinkError, "the outbox sink", passthrough=("checkpointlocation", "path"))
+    given = given_options(raw, OPTIONS, OutboxSinkError, "the outbox sink", passthrough=("path", "queryname"))
     url = service_url(given, OPTIONS, OutboxSinkError)
     sink_id = given.get("sinkId", "").strip()
     if not sink_id:
@@ -125,6 +152,9 @@ def parse_sink_options(raw: Mapping[str, str], *, streaming: bool,
         raise OutboxSinkError(f"option sinkId: {sink_id!r} is not a transactional id "
                               "(at most 240 characters, no '/' or control characters)")
     topic = given.get("topic", "").strip() or None
+    if given.get("consumerGroup", "").strip() == sink_id:
+        raise OutboxSinkError(f"option consumerGroup must differ from sinkId: the group {sink_id!r} records the "
+                              "sink's last batch id")
     return SinkOptions(
         url=url,
         sink_id=sink_id,
@@ -135,7 +165,46 @@ def parse_sink_options(raw: Mapping[str, str], *, streaming: bool,
         transaction_timeout_ms=positive_option(
             "transactionTimeoutMs", given.get("transactionTimeoutMs", str(DEFAULT_TRANSACTION_TIMEOUT_MS)), OutboxSinkError),
         named="sinkId" in given,
+        pipeline=parse_pipeline(given, streaming=streaming),
     )
+
+
+def parse_pipeline(given: Mapping[str, str], *, streaming: bool) -> Pipeline | None:
+    group = given.get("consumerGroup", "").strip()
+    if not group:
+        stray = [n for n in ("consumedPositions", "consumedFrom") if n in given]
+        if stray:
+            raise OutboxSinkError(f"option {stray[0]} needs the option consumerGroup: the group whose offsets move")
+        return None
+    if streaming:
+        stray = [n for n in ("consumedPositions", "consumedFrom") if n in given]
+        if stray:
+            raise OutboxSinkError(f"option {stray[0]} is for batch writes: a streaming query's consumed positions "
+                                  "are its micro-batches' offsets, which the sink reads from the checkpoint")
+        checkpoint = given.get("checkpointLocation", "").strip()
+        if not checkpoint:
+            raise OutboxSinkError("option consumerGroup in a streaming write needs the option checkpointLocation "
+                                  "on the writeStream: the sink reads each micro-batch's positions from its offset log")
+        if re.match(r"^[a-zA-Z][a-zA-Z0-9+.-]*://", checkpoint) and not checkpoint.startswith("file://"):
+            raise OutboxSinkError(f"option consumerGroup: the checkpointLocation {checkpoint!r} is not a local path; "
+                                  "the sink reads the offset log with Python's file API (a local or mounted path)")
+        return Pipeline(group, checkpoint=checkpoint.removeprefix("file://"))
+    if "consumedPositions" not in given:
+        raise OutboxSinkError("option consumerGroup in a batch write needs the option consumedPositions: "
+                              'the positions the batch read, as JSON like {"orders": {"0": 120}}')
+    consumed = _positions_option("consumedPositions", given["consumedPositions"])
+    expected = _positions_option("consumedFrom", given["consumedFrom"]) if "consumedFrom" in given else None
+    return Pipeline(group, consumed=consumed, expected=expected)
+
+
+def _positions_option(name: str, value: str) -> dict[TopicPartition, int]:
+    try:
+        positions = positions_from_json(value)
+    except ValueError as e:
+        raise OutboxSinkError(f"option {name}: {e}") from None
+    if any(p < 0 for p in positions.values()):
+        raise OutboxSinkError(f"option {name}: offsets only (a group's offsets), not -2 (earliest) or -1 (latest)")
+    return positions
 
 
 def task_transactional_id(sink_id: str, partition_id: int) -> str:
@@ -400,6 +469,47 @@ def clean_leftovers(options: SinkOptions, keep: set[str]) -> list[str]:
     return take_over(options, leftovers)
 
 
+def micro_batch_positions(checkpoint: str, batch_id: int) -> dict[TopicPartition, int]:
+    """The positions a streaming query's micro-batch `batch_id` read up to: its offset log
+    entry (`<checkpoint>/offsets/<batchId>`), which Spark writes before the micro-batch runs and
+    the sink's commit comes after. The entry is `v1`, the batch's metadata, then one line per
+    source with its end offset (the outbox source's is its positions JSON)."""
+    import json
+    from pathlib import Path
+
+    path = Path(checkpoint) / "offsets" / str(batch_id)
+    try:
+        lines = path.read_text().splitlines()
+    except OSError as e:
+        raise OutboxSinkError(f"option consumerGroup: cannot read the query's offset log {path} ({e.strerror}); "
+                              "the sink needs the checkpointLocation on a path this driver can read") from None
+    found = []
+    for line in lines[2:]:
+        try:
+            found.append(positions_from_dict(json.loads(line)))
+        except ValueError:
+            continue  # another kind of source's offset, or "-" for none
+    if len(found) != 1:
+        raise OutboxSinkError(f"option consumerGroup: micro-batch {batch_id}'s offset log {path} holds "
+                              f"{len(found)} offsets of the outbox source's form; a pipeline's query reads one outbox source")
+    return found[0]
+
+
+def group_offsets(options: SinkOptions, group: str) -> dict[TopicPartition, int]:
+    """The group's committed offsets, pending ones waited out (require_stable)."""
+    session = _session(options)
+    try:
+        answer = session.call("GET", f"/v1/groups/{group}/offsets",
+                              params={"require_stable": "true", "wait_ms": OFFSET_WAIT_MS}, deadline_s=120)
+    except ClientError as e:
+        if e.error_code == "GROUP_ID_NOT_FOUND":
+            return {}
+        raise
+    finally:
+        session.close()
+    return {TopicPartition(o["topic"], o["partition"]): o["offset"] for o in answer["offsets"]}
+
+
 @dataclass
 class CommitOutcome:
     """What commit did, for logs and tests."""
@@ -422,28 +532,56 @@ def commit_batch(options: SinkOptions, messages: Sequence[SinkCommitMessage | No
         raise OutboxSinkError(f"sink {options.sink_id}: {len(prepared)} tasks wrote; the service commits at most "
                               f"{MAX_JOINT_COMMIT} prepared transactions together: coalesce() the DataFrame "
                               f"to {MAX_JOINT_COMMIT} partitions or fewer")
+    pipeline = options.pipeline
+    consumed: Mapping[TopicPartition, int] = {}
+    if pipeline is not None and pipeline.consumed is not None:
+        consumed = pipeline.consumed
+    elif pipeline is not None:
+        assert pipeline.checkpoint is not None and batch_id is not None  # parse_pipeline: streaming
+        consumed = micro_batch_positions(pipeline.checkpoint, batch_id)
     driver = _producer(options, options.sink_id)
     try:
         # Fences an earlier driver of this sink and aborts its unfinished transaction, with the
-        # progress it staged: what follows reads the last batch that really committed.
+        # progress and positions it staged: what follows reads what really committed, and no
+        # driver that started before this point can commit any more.
         driver.init_transactions()
+        now = group_offsets(options, pipeline.group) if pipeline is not None else {}
         if batch_id is not None:
             last = last_committed_batch(options)
-            if last is not None and batch_id <= last:
+            # A batch id the sink committed already is a replay, unless the pipeline's offsets
+            # say this batch's input was never committed: the query lost its checkpoint and
+            # started again at batch 0 from the group's offsets (startingPositions=group).
+            if last is not None and batch_id <= last and (pipeline is None or _covers(now, consumed)):
                 logger.warning("sink %s: batch %d was committed already (last: %d); its %d records are "
                                "aborted, not written twice", options.sink_id, batch_id, last, records)
                 take_over(options, [p.transactional_id for p in prepared])
                 return CommitOutcome(False, replayed=True)
+        if pipeline is not None and pipeline.expected is not None:
+            moved = {tp: now.get(tp) for tp in consumed if now.get(tp) != pipeline.expected.get(tp)}
+            if moved:
+                # Another run of this pipeline committed a batch since this one's read started:
+                # its input is (partly) that batch's, and committing would write it twice.
+                # Checked after the InitProducerId above, so no earlier run can commit after it.
+                take_over(options, [p.transactional_id for p in prepared])
+                raise OutboxSinkError(
+                    f"sink {options.sink_id}: the group {pipeline.group}'s offsets moved since the read started "
+                    f"({', '.join(f'{tp}: {pipeline.expected.get(tp)} → {o}' for tp, o in sorted(moved.items()))}): "
+                    "another run committed meanwhile; nothing of this batch is visible, run it again")
         leftovers = clean_leftovers(options, {p.transactional_id for p in prepared})
         progress_topic = options.topic or min((t for m in done for t in m.topics), default=None)
         record_progress = batch_id is not None and progress_topic is not None
-        if not prepared and not record_progress:
+        # A pipeline's batch moves its group's offsets even when it wrote nothing (all its
+        # input filtered out): else the next run would read that input again.
+        if not prepared and not record_progress and not consumed:
             return CommitOutcome(False, aborted_leftovers=leftovers)
         driver.begin_transaction()
         try:
             if record_progress:
                 assert batch_id is not None and progress_topic is not None
                 driver.send_offsets_to_transaction({(progress_topic, 0): batch_id + 1}, options.sink_id)
+            if pipeline is not None and consumed:
+                driver.send_offsets_to_transaction({(tp.topic, tp.partition): o for tp, o in consumed.items()},
+                                                   pipeline.group)
             driver.commit_transaction(prepared=prepared)
         except BaseException as e:
             # Refused (a listed transaction is no longer Prepared: a newer attempt or an
@@ -463,11 +601,17 @@ def commit_batch(options: SinkOptions, messages: Sequence[SinkCommitMessage | No
                 raise OutboxSinkError(f"sink {options.sink_id}: the commit of {len(prepared)} prepared transactions "
                                       f"was refused, nothing of the batch is visible: {e.error_code}: {e}") from None
             raise
-        logger.info("sink %s: batch %s committed: %d records in %d transactions, commit %.2f s",
-                    options.sink_id, batch_id, records, len(prepared), time.monotonic() - started)
+        logger.info("sink %s: batch %s committed: %d records in %d transactions, commit %.2f s%s",
+                    options.sink_id, batch_id, records, len(prepared), time.monotonic() - started,
+                    f"; group {pipeline.group} at {positions_to_json(consumed)}" if pipeline is not None else "")
         return CommitOutcome(True, records, len(prepared), aborted_leftovers=leftovers)
     finally:
         driver.close()
+
+
+def _covers(group: Mapping[TopicPartition, int], consumed: Mapping[TopicPartition, int]) -> bool:
+    """The group's offsets are at or past every consumed position: the input was committed."""
+    return all(group.get(tp, -1) >= position for tp, position in consumed.items())
 
 
 def abort_batch(options: SinkOptions, messages: Sequence[SinkCommitMessage | None]) -> list[str]:
