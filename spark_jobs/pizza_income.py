@@ -2,9 +2,10 @@
 
 One run is one batch:
 
-1. InitProducerId for the job's transactional_id: fences any earlier run still alive and
-   aborts its open transaction (which drops the offsets it staged), so what follows sees
-   the group's offsets as the last committed run left them.
+1. InitProducerId for the job's transactional_id (the sink's id, `<group>-job`): fences any
+   earlier run still alive, so that it can no longer commit, and aborts its open transaction
+   (which drops the offsets it staged), so what follows sees the group's offsets as the last
+   committed run left them.
 2. Start positions: the group's committed offsets in `orders` (waiting out pending ones).
    End positions: the log end of each partition, snapshotted once, here, on the driver.
    A committed offset below the partition's log start (retention or DeleteRecords deleted
@@ -14,26 +15,33 @@ One run is one batch:
    passes a batch's start while Spark reads it.
 3. Spark reads the committed orders with start <= commit_position < end through the `outbox`
    data source (spark_jobs.datasource: startingPositions and endingPositions are those
-   positions, as JSON) and aggregates them: the income of each pizza order, and the batch's
-   totals.
-4. One transaction through the service (write_batch): the income records to `pizza-income`,
-   one totals record to `pizza-income-totals`, and the group's offsets moved to the end
-   positions (AddOffsets); then Commit.
+   positions, as JSON), once (persisted), and aggregates them: the income of each pizza
+   order, and the batch's totals.
+4. The outputs go through the `outbox` sink (write_batch; spark_jobs.sink): the executors'
+   tasks write the income records to `pizza-income` and the totals record to
+   `pizza-income-totals`, each task in a prepared transaction; the sink's one commit, on the
+   driver, commits them all together with the group's offsets moved to the end positions
+   (consumerGroup, consumedPositions). The commit is refused, with nothing visible, if the
+   group's offsets are no longer those the batch started from (consumedFrom): another run
+   committed meanwhile. Nothing is collected to the driver but the totals' one row.
 
 What "each output exactly once" means here. The batches' ranges tile the log: a run starts
-where the last committed run ended, because the offsets move only in the transaction that
+where the last committed run ended, because the offsets move only in the commit that
 carries that run's outputs. So every committed order is counted in exactly one committed
 batch: one `pizza-income` record per pizza order (key: the order id; value: its income, summed
 over the batch's records of that order), and one `pizza-income-totals` record per batch, keyed
 by the batch's input range ("orders:0=0-120,1=0-98"), whose counts and sums add up, over all
-batches, to those of the whole topic. A run that dies before its Commit leaves an open
-transaction that the next run's InitProducerId aborts (or the coordinator times out): none of
-its outputs is ever visible, and the next run reads the same start positions again (its end
-may be later, if more orders came in; its outputs are then those of the larger range). A run
-that dies after its Commit has moved the offsets to its end: the next run starts there, and
-outputs nothing if nothing new came in. Two runs at once with the same transactional_id fence
-each other: only one can commit. (Runs with different transactional ids for the same group
-would not: keep one transactional_id per group, the default.)
+batches, to those of the whole topic. A run that dies before the sink's commit leaves prepared
+transactions that the next run's write aborts (the sink's leftovers) and an open one that its
+InitProducerId aborts: none of its outputs is ever visible, and the next run reads the same
+start positions again (its end may be later, if more orders came in; its outputs are then
+those of the larger range). A run that dies after the commit has moved the offsets to its
+end: the next run starts there, and outputs nothing if nothing new came in. Two runs at once
+with the same transactional_id: the later one's InitProducerId fences the earlier one's, and
+the commit's check of consumedFrom refuses the one that read from offsets the other moved:
+only one can commit a range. (Runs with different transactional ids for the same group are
+still refused by that check, but they do not fence each other's open transactions: keep one
+transactional_id per group, the default.)
 
 Before Spark starts, the job checks what it needs (check_prerequisites): the database answers
 and is migrated, the service answers, the topics exist; a problem is one line on stderr,
@@ -56,7 +64,6 @@ import sys
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
-from decimal import Decimal
 from pathlib import Path
 
 if __package__ in (None, ""):  # spark-submit runs this file as a script: find the packages
@@ -87,7 +94,7 @@ GROUP = "pizza-income-spark"
 # totals are the same whichever run computes them.
 ORDER_SCHEMA = "order_id BIGINT, meal STRING, value DECIMAL(18,2)"
 PIZZA = "Pizza"
-CHECKPOINTS = ("after-init", "after-snapshot", "after-read", "after-send", "after-offsets", "after-commit")
+CHECKPOINTS = ("after-init", "after-snapshot", "after-read", "in-commit", "after-commit")
 
 
 @dataclass
@@ -187,14 +194,19 @@ def run(
     max_positions: int | None = None,
     positions_per_split: int = DEFAULT_POSITIONS_PER_SPLIT,
     api_key: str | None = None,
-    transaction_timeout_ms: int = 60_000,
+    transaction_timeout_ms: int | None = None,
     fail_on_data_loss: bool = False,
     checkpoint: Callable[[str, BatchResult | None], None] = _no_checkpoint,
+    kill_in_commit: bool = False,
 ) -> BatchResult:
     """One batch, exactly once (see the module docstring). `checkpoint(name, result)` is
-    called at each of CHECKPOINTS; tests make it crash there, or write to the log there.
+    called at each of CHECKPOINTS but in-commit; tests make it crash there, or write to the
+    log there. `kill_in_commit`: the sink's commit kills the job's process group (crash tests).
     `fail_on_data_loss`: raise DataLossError, before any output, rather than start at the log
-    start of a partition whose committed offset is below it."""
+    start of a partition whose committed offset is below it. `transaction_timeout_ms`: the
+    sink's tasks' (None: the sink's default)."""
+    from pyspark import StorageLevel
+
     clock = time.monotonic()
     timings: dict[str, float] = {}
 
@@ -204,13 +216,18 @@ def run(
         timings[name] = round(now - clock, 3)
         clock = now
 
+    sink_id = transactional_id or f"{group}-job"
     session = Session(url, auth=credentials(api_key, None))
-    producer = Producer(url, transactional_id or f"{group}-job",
-                        transaction_timeout_ms=transaction_timeout_ms, api_key=api_key)
     try:
         for topic in (input_topic, output_topic, totals_topic):
             _require_topic(session, topic)
-        producer.init_transactions()
+        # Fences an earlier run's commit and aborts what it left open, with the offsets it
+        # staged, so that the group's offsets read next are what the last committed run left.
+        fence = Producer(url, sink_id, api_key=api_key)
+        try:
+            fence.init_transactions()
+        finally:
+            fence.close()
         checkpoint("after-init", None)
         committed = committed_offsets(session, group, input_topic)
         bounds = log_bounds(session, input_topic)  # the snapshot: read once, here
@@ -225,65 +242,111 @@ def run(
             logger.info("nothing new in %s for group %s", input_topic, group)
             return result
 
+        # Read once: the totals and the per-order incomes are two actions over the same read,
+        # which must see the same records (the log start may move between two reads).
         orders = read_orders(spark, source_options(
             url=url, database_url=database_url, topic=input_topic, ranges=ranges, api_key=api_key,
-            positions_per_split=positions_per_split))
-        per_order, totals = aggregate(orders)
-        incomes = sorted((r.order_id, r.income) for r in per_order.collect())
-        total = totals.collect()[0]
-        result.orders, result.pizza_orders = total["orders"], total["pizza_orders"]
-        result.ignored = total["ignored"]
-        result.income = float(total["income"] or 0)
-        # The log start may have passed a range's start since the snapshot: its first records
-        # may then have been deleted before the queries reached them.
-        cut = deleted_while_reading(ranges, {p: b.log_start for p, b in log_bounds(session, input_topic).items()})
-        report_data_loss(cut, group=group, topic=input_topic, fail_on_data_loss=fail_on_data_loss)
-        result.data_loss_partitions = len({d.partition for d in [*lost, *cut]})
-        lap("spark")
-        checkpoint("after-read", result)
+            positions_per_split=positions_per_split)).persist(StorageLevel.MEMORY_AND_DISK)
+        try:
+            per_order, totals = aggregate(orders)
+            total = totals.collect()[0]
+            result.orders, result.pizza_orders = total["orders"], total["pizza_orders"]
+            result.ignored = total["ignored"]
+            result.income = float(total["income"] or 0)
+            # The log start may have passed a range's start since the snapshot: its first records
+            # may then have been deleted before the queries reached them.
+            cut = deleted_while_reading(ranges, {p: b.log_start for p, b in log_bounds(session, input_topic).items()})
+            report_data_loss(cut, group=group, topic=input_topic, fail_on_data_loss=fail_on_data_loss)
+            result.data_loss_partitions = len({d.partition for d in [*lost, *cut]})
+            lap("read")
+            checkpoint("after-read", result)
 
-        write_batch(producer, result, incomes, group=group, input_topic=input_topic,
-                    output_topic=output_topic, totals_topic=totals_topic, checkpoint=checkpoint)
-        lap("transaction")
+            write_batch(spark, result, per_order, url=url, sink_id=sink_id, group=group, committed=committed,
+                        input_topic=input_topic, output_topic=output_topic, totals_topic=totals_topic,
+                        api_key=api_key, transaction_timeout_ms=transaction_timeout_ms,
+                        crash_in_commit=kill_in_commit)
+        finally:
+            orders.unpersist()
+        result.outputs = result.pizza_orders + 1
+        result.committed = True
+        lap("write")
         checkpoint("after-commit", result)
         return result
     finally:
-        producer.close()
         session.close()
 
 
-def write_batch(
-    producer: Producer,
-    result: BatchResult,
-    incomes: list[tuple[int, Decimal]],
-    *,
-    group: str,
-    input_topic: str,
-    output_topic: str,
-    totals_topic: str,
-    checkpoint: Callable[[str, BatchResult | None], None] = _no_checkpoint,
-) -> None:
-    """The batch's outputs and the group's new offsets, in one transaction of `producer` (its
-    transactions initialised), committed: all of it becomes visible at once, or none of it.
-    (The write path alone: the `outbox` sink, written by the executors, is to replace it.)"""
-    producer.begin_transaction()
-    headers = {"batch": result.batch_id}
-    for order_id, income in incomes:
-        producer.send(output_topic, {"order_id": order_id, "income": float(income)},
-                      key=str(order_id), headers=headers)
-    producer.send(totals_topic, {
+def outputs(spark, result: BatchResult, per_order, *, input_topic: str, output_topic: str,  # type: ignore[no-untyped-def]
+            totals_topic: str):
+    """The batch's outputs as the sink's columns: one income record per pizza order, and the
+    batch's totals record."""
+    from pyspark.sql import functions as F
+
+    incomes = per_order.select(
+        F.lit(output_topic).alias("topic"),
+        F.col("order_id").cast("string").alias("key"),
+        F.to_json(F.struct("order_id", F.col("income").cast("double").alias("income"))).alias("value"),
+        F.create_map(F.lit("batch"), F.lit(result.batch_id)).alias("headers"),
+    )
+    totals = json.dumps({
         "batch": result.batch_id, "topic": input_topic,
         "ranges": [{"partition": r.partition, "start": r.start, "end": r.end} for r in result.ranges],
         "orders": result.orders, "pizza_orders": result.pizza_orders, "income": result.income,
         "ignored_records": result.ignored,
-    }, key=result.batch_id)
-    producer.flush()
-    result.outputs = len(incomes) + 1
-    checkpoint("after-send", result)
-    producer.send_offsets_to_transaction({(input_topic, r.partition): r.end for r in result.ranges}, group)
-    checkpoint("after-offsets", result)
-    producer.commit_transaction()
-    result.committed = True
+    })
+    row = spark.createDataFrame([(totals_topic, result.batch_id, totals, None)],
+                                "topic STRING, key STRING, value STRING, headers MAP<STRING, STRING>")
+    return incomes.unionByName(row)
+
+
+def write_batch(spark, result: BatchResult, per_order, *, url: str, sink_id: str, group: str,  # type: ignore[no-untyped-def]
+                committed: dict[int, int], input_topic: str, output_topic: str, totals_topic: str,
+                api_key: str | None = None, transaction_timeout_ms: int | None = None,
+                crash_in_commit: bool = False) -> None:
+    """The batch's outputs through the `outbox` sink (spark_jobs.sink), written by the tasks,
+    and the group's offsets moved to the batch's ends, in the sink's one commit: all of it
+    becomes visible at once, or none of it. consumedFrom is the group's offsets this batch
+    started from: if another run committed since, the commit is refused and nothing shows."""
+    from spark_jobs.sink import write_outbox
+
+    options = {
+        "url": url, "sinkId": sink_id, "consumerGroup": group,
+        "consumedPositions": positions_to_json({TopicPartition(input_topic, r.partition): r.end
+                                                for r in result.ranges}),
+        "consumedFrom": positions_to_json({TopicPartition(input_topic, p): o for p, o in committed.items()}),
+    }
+    if api_key is not None:
+        options["apiKey"] = api_key
+    if transaction_timeout_ms is not None:
+        options["transactionTimeoutMs"] = str(transaction_timeout_ms)
+    frame = outputs(spark, result, per_order, input_topic=input_topic, output_topic=output_topic,
+                    totals_topic=totals_topic)
+    if crash_in_commit:
+        _register_killed_in_commit(spark)
+        frame.write.format("outbox").mode("append").options(**options).save()
+        return
+    write_outbox(frame, **options)
+
+
+def _register_killed_in_commit(spark) -> None:  # type: ignore[no-untyped-def]
+    """--crash-at in-commit: the `outbox` sink, but its commit (on the driver, once every task
+    has prepared its transaction) kills the job's whole process group with SIGKILL (run the job
+    as a process group of its own)."""
+    from spark_jobs.datasource import OutboxDataSource
+    from spark_jobs.sink import OutboxBatchWriter
+
+    job = os.getpgid(0)  # this driver's group: the commit runs in a Python worker of a group of its own
+
+    class KilledInCommit(OutboxBatchWriter):
+        def commit(self, messages):  # type: ignore[no-untyped-def]
+            os.killpg(job, signal.SIGKILL)
+            os.kill(os.getpid(), signal.SIGKILL)
+
+    class Outbox(OutboxDataSource):
+        def writer(self, schema, overwrite):  # type: ignore[no-untyped-def]
+            return KilledInCommit(self.options, schema, overwrite)
+
+    spark.dataSource.register(Outbox)
 
 
 def _require_topic(session: Session, topic: str) -> None:
@@ -362,7 +425,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="positions of a partition read by one Spark task (the data source's positionsPerSplit)")
     parser.add_argument("--max-positions", type=int, default=None,
                         help="read at most this many positions per partition in this batch")
-    parser.add_argument("--transaction-timeout-ms", type=int, default=60_000)
+    parser.add_argument("--transaction-timeout-ms", type=int, default=None,
+                        help="the sink's tasks' transaction timeout while they send (default: the sink's, 900000)")
     parser.add_argument("--fail-on-data-loss", action="store_true",
                         help="stop, with one line, instead of starting at the log start of a partition "
                              "whose committed offset is below it (records deleted before the group read them)")
@@ -394,6 +458,7 @@ def main(argv: list[str] | None = None) -> int:
             transaction_timeout_ms=args.transaction_timeout_ms,
             fail_on_data_loss=args.fail_on_data_loss, api_key=args.api_key,
             checkpoint=_kill_self_at(args.crash_at) if args.crash_at else _no_checkpoint,
+            kill_in_commit=args.crash_at == "in-commit",
         )
     except SparkJobError as e:
         print(f"error: {e}", file=sys.stderr)

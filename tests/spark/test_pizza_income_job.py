@@ -14,11 +14,11 @@ from pathlib import Path
 import httpx
 import pytest
 
-from app.client import Producer
 from spark_jobs import pizza_income
 from spark_jobs.pizza_income import GROUP, INPUT, OUTPUT, TOTALS, BatchResult
 from spark_jobs.positions import PositionRange
 from tests.conftest import ADMIN_URL, require_postgres
+from tests.spark.orders import Orders
 from tests.e2e.api import ok, read_all
 from tests.log_start import move_log_start
 
@@ -31,61 +31,6 @@ PER_SPLIT = 3
 class Crash(BaseException):
     """Stands for kill -9 in-process: the job stops where it is, sends nothing more, and
     leaves its transaction as it is (BaseException: nothing in the job catches it)."""
-
-
-class Orders:
-    """Orders in `orders`: plain ones and transactional ones; unique ids; every third a salad."""
-
-    def __init__(self, url: str) -> None:
-        self.url = url
-        self.plain_producer = Producer(url)
-        self.shops: dict[str, Producer] = {}
-        self.next_id = 1
-        self.committed: dict[int, dict] = {}  # what the job must count: order_id -> order
-        self._pending: dict[str, list[dict]] = {}
-
-    def _orders(self, n: int) -> list[dict]:
-        out = []
-        for _ in range(n):
-            i = self.next_id
-            self.next_id += 1
-            out.append({"order_id": i, "meal": "Salad" if i % 3 == 0 else "Pizza", "value": i + 0.25})
-        return out
-
-    def plain(self, n_per_partition: int) -> None:
-        for p in (0, 1):
-            for o in self._orders(n_per_partition):
-                self.plain_producer.send(INPUT, o, key=str(o["order_id"]), partition=p)
-                self.committed[o["order_id"]] = o
-        self.plain_producer.flush()
-
-    def open(self, shop: str, n_per_partition: int) -> None:
-        if shop not in self.shops:
-            self.shops[shop] = Producer(self.url, shop)
-            self.shops[shop].init_transactions()
-        self.shops[shop].begin_transaction()
-        self._pending[shop] = []
-        for p in (0, 1):
-            for o in self._orders(n_per_partition):
-                self.shops[shop].send(INPUT, o, key=str(o["order_id"]), partition=p)
-                self._pending[shop].append(o)
-        self.shops[shop].flush()
-
-    def commit(self, shop: str) -> None:
-        self.shops[shop].commit_transaction()
-        self.committed.update((o["order_id"], o) for o in self._pending.pop(shop))
-
-    def abort(self, shop: str) -> None:
-        self.shops[shop].abort_transaction()
-        self._pending.pop(shop)
-
-    def pizza(self) -> dict[int, float]:
-        return {i: o["value"] for i, o in self.committed.items() if o["meal"] == "Pizza"}
-
-    def close(self) -> None:
-        self.plain_producer.close()
-        for p in self.shops.values():
-            p.close()
 
 
 def _create_topics(url: str) -> None:
@@ -156,10 +101,10 @@ def test_job_killed_before_and_after_commit_outputs_each_result_once(spark, back
         orders.commit("shop-c")  # commits after the snapshot: its marker is past the end
         orders.plain(1)
 
-    # Run 1 dies between AddOffsets and Commit: nothing of it is ever visible.
+    # Run 1 dies after its read, before its write: nothing of it is ever visible.
     with pytest.raises(Crash):
-        run("after-offsets", on_snapshot=commit_c_and_add_plain)
-    run1 = seen["after-offsets"]
+        run("after-read", on_snapshot=commit_c_and_add_plain)
+    run1 = seen["after-read"]
     assert run1 is not None and run1.orders == 4 * 2 + 3 * 2, "shop-c, committed after the snapshot, not read"
     assert _outputs(url) == ([], [])
     assert _group_offsets(url) == {}
@@ -212,8 +157,9 @@ def _run_job(cmd: list[str], tmp: Path, label: str, **env_extra: str) -> tuple[i
     env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable, **env_extra}
     log = tmp / f"job-{label}.log"
     with open(log, "w") as err:
+        # A session of its own: --crash-at in-commit kills the job's whole process group.
         done = subprocess.run(cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=err, text=True,
-                              timeout=JOB_TIMEOUT_S)
+                              timeout=JOB_TIMEOUT_S, start_new_session=True)
     lines = [line for line in done.stdout.splitlines() if line.startswith("{")]
     # Killed: -9 for python -m; spark-submit reports its killed Python driver as 137.
     if done.returncode not in (0, -9, 137):
@@ -233,10 +179,12 @@ def test_job_under_python_m_and_spark_submit_survives_kill_9(spark, backend, lau
     orders.open("shop-a", 2)
     orders.commit("shop-a")
 
-    # python -m, killed (SIGKILL, by itself) after AddOffsets, before Commit.
-    code, run1 = _run_job(_job_command("python -m", backend.url, url, "--crash-at", "after-offsets"), tmp_path, "1")
-    assert code == -9 and run1 is not None
+    # python -m, killed (SIGKILL, its whole process group) in the sink's commit: every task
+    # has prepared its transaction, none is committed.
+    code, run1 = _run_job(_job_command("python -m", backend.url, url, "--crash-at", "in-commit"), tmp_path, "1")
+    assert code == -9 and run1 is None
     assert _outputs(url) == ([], []) and _group_offsets(url) == {}
+    assert _prepared_transactions(url), "the killed run's tasks had prepared"
 
     orders.plain(1)
     # spark-submit, killed right after its Commit.
@@ -251,7 +199,13 @@ def test_job_under_python_m_and_spark_submit_survives_kill_9(spark, backend, lau
     assert [(r.start, r.end) for r in rerun.ranges] == [(r.end, r.end) for r in run2.ranges]
     assert len(_assert_each_pizza_order_once(url, orders)) == 1
     assert _group_offsets(url) == run2.end_offsets()
+    assert _prepared_transactions(url) == [], "run 2's write aborted what run 1 left prepared"
     orders.close()
+
+
+def _prepared_transactions(url: str) -> list[str]:
+    listed = ok(httpx.get(f"{url}/v1/transactions", params={"state": ["Ongoing", "Prepared"]}))["transactions"]
+    return sorted(t["transactional_id"] for t in listed)
 
 
 def _commit_group_offsets(url: str, offsets: dict[int, int]) -> None:

@@ -1,0 +1,171 @@
+"""Seed 001's pizza-income pipeline as a Spark Structured Streaming job, exactly once.
+
+The seed's loop, as a streaming query: read the committed orders, keep the pizza orders, send
+each one's value to `pizza-income`, and commit the consumed offsets in the same transaction
+as the outputs (sendOffsetsToTransaction). Per record, no state: one output per pizza order
+record, keyed by its order id, with the order's position in its headers (`source`:
+"orders/0/17"), so that every output names the input it came from.
+
+    orders ──readStream "outbox"──▶ where meal = 'Pizza' ──writeStream "outbox"──▶ pizza-income
+            (startingPositions=group)                       (consumerGroup: the offsets move
+                                                             in each micro-batch's commit)
+
+What "exactly once" rests on (docs/SPARK.md, "A pipeline"):
+- the source's micro-batches tile each partition's read_committed positions, so every
+  committed order is in exactly one micro-batch, and an aborted or open transaction in none;
+- each micro-batch's outputs are written by the tasks in prepared transactions and committed
+  by the driver in one joint commit, with the micro-batch's id (the sink's progress) and the
+  positions it consumed (the group `pizza-income-stream`'s offsets): all visible at once, or
+  nothing;
+- a query killed anywhere and restarted from its checkpoint replays at most the micro-batch
+  it was in: the sink finds its batch id and positions committed and writes nothing twice;
+- a query restarted without its checkpoint starts at the group's offsets, which are exactly
+  where the last committed micro-batch ended (the sink's replay check knows it is no replay:
+  its positions were never committed).
+
+    python -m spark_jobs.pizza_income_stream --url http://127.0.0.1:8000 \\
+        --database-url sqlite:///./outbox.db --checkpoint ./checkpoints/pizza-income
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import sys
+from pathlib import Path
+
+if __package__ in (None, ""):  # spark-submit runs this file as a script: find the packages
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from spark_jobs.errors import SparkJobError  # noqa: E402
+from spark_jobs.pizza_income import INPUT, ORDER_SCHEMA, OUTPUT, PIZZA, check_prerequisites  # noqa: E402
+
+logger = logging.getLogger("spark_jobs.pizza_income_stream")
+
+GROUP = "pizza-income-stream"
+
+
+def source_options(*, url: str, database_url: str, group: str = GROUP, input_topic: str = INPUT,
+                   max_records_per_trigger: int | None = None, fail_on_data_loss: bool = False,
+                   api_key: str | None = None) -> dict[str, str]:
+    """The stream's source: the committed orders from the group's offsets on (the log start
+    where it has none), the value parsed with the order's schema."""
+    options = {
+        "url": url, "databaseUrl": database_url, "topics": input_topic,
+        "startingPositions": "group", "group": group, "valueSchema": ORDER_SCHEMA,
+        "includeHeaders": "false", "failOnDataLoss": str(fail_on_data_loss).lower(),
+    }
+    if max_records_per_trigger is not None:
+        options["maxRecordsPerTrigger"] = str(max_records_per_trigger)
+    if api_key is not None:
+        options["apiKey"] = api_key
+    return options
+
+
+def sink_options(*, url: str, checkpoint: str, group: str = GROUP, output_topic: str = OUTPUT,
+                 api_key: str | None = None) -> dict[str, str]:
+    """The stream's sink: the outputs, the micro-batch's id (progress of the sink `<group>-sink`)
+    and the positions it consumed (the group's offsets) in one commit per micro-batch."""
+    options = {"url": url, "topic": output_topic, "sinkId": f"{group}-sink", "consumerGroup": group,
+               "checkpointLocation": checkpoint}
+    if api_key is not None:
+        options["apiKey"] = api_key
+    return options
+
+
+def pizza_income(orders):  # type: ignore[no-untyped-def]
+    """Per order record of a pizza: key its order id, value {"order_id", "income"} (the order's
+    value), header `source` its position. Records without an order_id are no orders: dropped."""
+    from pyspark.sql import functions as F
+
+    return orders.where(F.col("value.order_id").isNotNull() & (F.col("value.meal") == PIZZA)).select(
+        F.col("value.order_id").cast("string").alias("key"),
+        F.to_json(F.struct(F.col("value.order_id").alias("order_id"),
+                           F.col("value.value").cast("double").alias("income"))).alias("value"),
+        F.create_map(F.lit("source"), F.concat_ws("/", "topic", "partition", "offset")).alias("headers"),
+    )
+
+
+def start(spark, *, url: str, database_url: str, checkpoint: str, group: str = GROUP,  # type: ignore[no-untyped-def]
+          input_topic: str = INPUT, output_topic: str = OUTPUT, trigger_seconds: float | None = 1.0,
+          max_records_per_trigger: int | None = None, fail_on_data_loss: bool = False,
+          api_key: str | None = None):
+    """The started StreamingQuery. trigger_seconds=None: Trigger.AvailableNow (read what is
+    committed now, in micro-batches, then stop)."""
+    from spark_jobs.datasource import register
+
+    register(spark)
+    orders = spark.readStream.format("outbox").options(**source_options(
+        url=url, database_url=database_url, group=group, input_topic=input_topic,
+        max_records_per_trigger=max_records_per_trigger, fail_on_data_loss=fail_on_data_loss,
+        api_key=api_key)).load()
+    writer = (pizza_income(orders).writeStream.format("outbox").queryName("pizza-income")
+              .options(**sink_options(url=url, checkpoint=checkpoint, group=group, output_topic=output_topic,
+                                      api_key=api_key)))
+    if trigger_seconds is None:
+        writer = writer.trigger(availableNow=True)
+    else:
+        writer = writer.trigger(processingTime=f"{int(trigger_seconds * 1000)} milliseconds")
+    return writer.start()
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--url", default=os.environ.get("OUTBOX_URL", "http://127.0.0.1:8000"),
+                        help="the outbox service (default $OUTBOX_URL or http://127.0.0.1:8000)")
+    parser.add_argument("--database-url", default=os.environ.get("OUTBOX_DATABASE_URL", "sqlite:///./outbox.db"),
+                        help="the service's database, as its OUTBOX_DATABASE_URL (sqlite:///… or postgresql://…)")
+    parser.add_argument("--api-key", default=os.environ.get("OUTBOX_API_KEY"),
+                        help="with authentication on: the job's API key (default: $OUTBOX_API_KEY); it needs read "
+                             "on the input topic and the group, write on the output topic and the ids <group>-sink*")
+    parser.add_argument("--checkpoint", required=True,
+                        help="Spark's checkpoint directory (a local or mounted path: the sink reads its offset log)")
+    parser.add_argument("--group", default=GROUP, help="the consumer group whose offsets the job commits")
+    parser.add_argument("--input", default=INPUT)
+    parser.add_argument("--output", default=OUTPUT)
+    parser.add_argument("--trigger-seconds", type=float, default=1.0,
+                        help="micro-batch interval (default 1)")
+    parser.add_argument("--available-now", action="store_true",
+                        help="read what is committed now, in micro-batches, then stop")
+    parser.add_argument("--max-records-per-trigger", type=int, default=None)
+    parser.add_argument("--fail-on-data-loss", action="store_true",
+                        help="stop, with one line, where orders were deleted before the group read them "
+                             "(default: a WARNING, and the job goes on at the log start)")
+    parser.add_argument("--master", default=None, help="Spark master (default: spark-submit's, else local[*])")
+    args = parser.parse_args(argv)
+    if args.trigger_seconds <= 0:
+        parser.error("--trigger-seconds must be positive")
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    logging.getLogger("py4j").setLevel(logging.WARNING)
+    logging.getLogger("httpx").setLevel(logging.WARNING)
+
+    from spark_jobs.session import build_session
+
+    try:
+        check_prerequisites(url=args.url, database_url=args.database_url, api_key=args.api_key,
+                            topics=[args.input, args.output])
+        spark, _ = build_session("pizza-income-stream", databases=[], master=args.master)
+    except SparkJobError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    try:
+        query = start(spark, url=args.url, database_url=args.database_url, checkpoint=args.checkpoint,
+                      group=args.group, input_topic=args.input, output_topic=args.output,
+                      trigger_seconds=None if args.available_now else args.trigger_seconds,
+                      max_records_per_trigger=args.max_records_per_trigger,
+                      fail_on_data_loss=args.fail_on_data_loss, api_key=args.api_key)
+        query.awaitTermination()
+        if query.exception() is not None:
+            print(f"error: {str(query.exception()).strip().splitlines()[0]}", file=sys.stderr)
+            return 1
+    except SparkJobError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    finally:
+        spark.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,209 @@
+"""The streaming pizza job (spark_jobs.pizza_income_stream): while transactional and plain
+producers write, commit and abort, its output is the committed pizza orders, each exactly once,
+in commit order per input partition, and the group's offsets move in the commits that carry
+the outputs; a query restarted from its checkpoint, without it, or after a SIGKILL at a random
+point goes on exactly where the last commit left it. On SQLite and PostgreSQL."""
+
+from __future__ import annotations
+
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+
+import httpx
+import pytest
+
+from spark_jobs import pizza_income_stream
+from spark_jobs.pizza_income import INPUT, OUTPUT
+from spark_jobs.pizza_income_stream import GROUP
+from tests.e2e.api import ok, read_all
+from tests.spark.orders import Orders
+
+ROOT = Path(__file__).resolve().parents[2]
+SINK_ID = f"{GROUP}-sink"
+
+
+@pytest.fixture
+def url(url):  # type: ignore[no-untyped-def]
+    """conftest's service, with the job's topics."""
+    for name in (INPUT, OUTPUT):
+        ok(httpx.post(f"{url}/v1/topics", json={"name": name, "partitions": 2}), 201)
+    return url
+
+
+def committed_pizza_orders(url: str) -> dict[str, tuple[int, dict]]:
+    """What the job must output: each committed pizza order record, by its position
+    ("orders/0/17"), with its commit position and the output's value."""
+    out = {}
+    with httpx.Client(base_url=url, timeout=30) as c:
+        for p in (0, 1):
+            for r in read_all(c, INPUT, p):
+                v = r["value"]
+                if v.get("order_id") is not None and v.get("meal") == "Pizza":
+                    out[f"{INPUT}/{p}/{r['offset']}"] = (r["commit_position"],
+                                                         {"order_id": v["order_id"], "income": v["value"]})
+    return out
+
+
+def outputs(url: str) -> list[tuple[int, str, dict]]:
+    """(output partition, source position, value) of every committed output, in log order."""
+    with httpx.Client(base_url=url, timeout=30) as c:
+        return [(p, r["headers"]["source"], r["value"]) for p in (0, 1) for r in read_all(c, OUTPUT, p)]
+
+
+def group_offsets(url: str) -> dict[int, int]:
+    r = httpx.get(f"{url}/v1/groups/{GROUP}/offsets", params={"require_stable": "false"})
+    return {} if r.status_code == 404 else {o["partition"]: o["offset"] for o in ok(r)["offsets"]
+                                            if o["topic"] == INPUT}
+
+
+def log_ends(url: str) -> dict[int, int]:
+    return {p["partition"]: p["log_end_offset"] for p in ok(httpx.get(f"{url}/v1/topics/{INPUT}"))["partitions"]}
+
+
+def open_transactions(url: str) -> list[str]:
+    listed = ok(httpx.get(f"{url}/v1/transactions", params={"state": ["Ongoing", "Prepared"]}))["transactions"]
+    return sorted(t["transactional_id"] for t in listed)
+
+
+def wait_caught_up(url: str, query, timeout_s: float = 90) -> None:  # type: ignore[no-untyped-def]
+    """Until the group's offsets are the input's log ends: every committed order consumed."""
+    deadline = time.monotonic() + timeout_s
+    while group_offsets(url) != log_ends(url):
+        assert query.isActive, f"the query stopped: {query.exception()}"
+        assert time.monotonic() < deadline, f"group at {group_offsets(url)}, log ends {log_ends(url)}"
+        time.sleep(0.3)
+
+
+def assert_each_committed_pizza_order_once(url: str) -> None:
+    expected = committed_pizza_orders(url)
+    out = outputs(url)
+    twice = [s for s, n in Counter(s for _, s, _ in out).items() if n > 1]
+    assert twice == [], "output twice"
+    assert {s: v for _, s, v in out} == {s: v for s, (_, v) in expected.items()}
+    # Commit order: within an output partition, the outputs of one input partition follow
+    # the inputs' commit positions (a transaction's records share one, in offset order).
+    for p in (0, 1):
+        for source_partition in ("0", "1"):
+            order = [(expected[s][0], int(s.rsplit("/", 1)[1])) for q, s, _ in out
+                     if q == p and s.split("/")[1] == source_partition]
+            assert order == sorted(order), f"output {p} from input {source_partition} not in commit order"
+
+
+def test_the_stream_outputs_each_committed_pizza_order_once_while_producers_commit_and_abort(spark, backend, url, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    orders = Orders(url)
+    orders.plain(3)
+    orders.open("shop-a", 2)
+    query = pizza_income_stream.start(spark, url=url, database_url=backend.url,
+                                      checkpoint=str(tmp_path / "checkpoint"), trigger_seconds=0.3)
+    try:
+        orders.plain(2)  # after shop-a's records, committed before them
+        orders.commit("shop-a")
+        orders.open("shop-b", 3)
+        orders.plain(1)
+        orders.abort("shop-b")  # never output
+        orders.open("shop-c", 2)  # open while the query reads: left out until it commits
+        orders.plain_producer.send(INPUT, {"meal": "Pizza", "value": 1}, partition=1)  # no order id
+        orders.plain_producer.flush()
+        time.sleep(1.0)
+        orders.commit("shop-c")
+        orders.plain(2)
+        wait_caught_up(url, query)
+    finally:
+        query.stop()
+    assert query.exception() is None
+    assert_each_committed_pizza_order_once(url)
+    assert len(outputs(url)) == len(orders.pizza())
+    assert open_transactions(url) == []
+    orders.close()
+
+
+def test_a_query_restarted_from_its_checkpoint_or_without_it_goes_on_where_the_last_commit_left_it(spark, backend, url, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """Trigger.AvailableNow runs: the second from the same checkpoint reads only what came
+    since; the third from a new checkpoint (batch ids from 0 again, which the sink committed
+    already) starts at the group's offsets, and its batch 0 is no replay: its positions were
+    never committed."""
+    orders = Orders(url)
+    checkpoint = str(tmp_path / "checkpoint")
+
+    def run(at: str) -> None:
+        query = pizza_income_stream.start(spark, url=url, database_url=backend.url, checkpoint=at,
+                                          trigger_seconds=None)
+        query.awaitTermination(120)
+        assert query.exception() is None
+
+    orders.plain(2)
+    run(checkpoint)
+    assert group_offsets(url) == log_ends(url)
+    assert len(outputs(url)) == len(orders.pizza()) == 4 - 1  # order 3 is a salad
+
+    orders.open("shop-a", 2)
+    orders.commit("shop-a")
+    run(checkpoint)
+    assert len(outputs(url)) == len(orders.pizza())
+
+    orders.plain(3)
+    run(str(tmp_path / "new-checkpoint"))
+    assert_each_committed_pizza_order_once(url)
+    assert len(outputs(url)) == len(orders.pizza())
+    assert group_offsets(url) == log_ends(url)
+    assert open_transactions(url) == []
+    orders.close()
+
+
+# --- kill -9 at random points -------------------------------------------------------------------
+
+
+def _start_job(url: str, backend_url: str, checkpoint: Path, log: Path, *extra: str) -> subprocess.Popen:
+    env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable}
+    return subprocess.Popen(
+        [sys.executable, "-m", "spark_jobs.pizza_income_stream", "--master", "local[2]", "--url", url,
+         "--database-url", backend_url, "--checkpoint", str(checkpoint), *extra],
+        cwd=ROOT, env=env, start_new_session=True, stdout=log.open("a"), stderr=subprocess.STDOUT)
+
+
+@pytest.mark.parametrize("backend", ["postgresql"], indirect=True)
+def test_the_stream_killed_with_sigkill_at_random_points_outputs_each_order_once_after_restarts(backend, url, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """The job as its own process (driver, JVM, Python workers), killed with SIGKILL twice at a
+    random moment while orders keep coming, then restarted from its checkpoint to the end.
+    Whatever it was doing (planning, tasks sending or prepared, the commit, the checkpoint's
+    write), no order is output twice or lost. (PostgreSQL only: three Spark drivers as
+    processes; the sink's side is the same on SQLite, which the tests above cover.)"""
+    seed = int(os.environ.get("OUTBOX_TEST_SEED", time.time_ns() % 10_000))
+    rng = random.Random(seed)
+    orders = Orders(url)
+    checkpoint, log = tmp_path / "checkpoint", tmp_path / "job.log"
+    for round_ in range(2):
+        job = _start_job(url, backend.url, checkpoint, log, "--trigger-seconds", "0.2")
+        # Orders in small transactions and plain, until the kill: the job is mid-stream.
+        kill_at = time.monotonic() + 8 + rng.uniform(0, 6)  # Spark starts in about 8 s
+        n = 0
+        while time.monotonic() < kill_at:
+            assert job.poll() is None, log.read_text()[-4000:]
+            shop = f"shop-{round_}-{n % 3}"
+            orders.open(shop, 1)
+            orders.abort(shop) if n % 4 == 3 else orders.commit(shop)
+            orders.plain(1)
+            n += 1
+            time.sleep(0.05)
+        os.killpg(job.pid, signal.SIGKILL)
+        job.wait(30)
+        got = outputs(url)
+        assert len({s for _, s, _ in got}) == len(got), f"seed {seed}: output twice after kill {round_ + 1}"
+
+    done = subprocess.run(
+        [sys.executable, "-m", "spark_jobs.pizza_income_stream", "--master", "local[2]", "--url", url,
+         "--database-url", backend.url, "--checkpoint", str(checkpoint), "--available-now"],
+        cwd=ROOT, env={**os.environ, "PYSPARK_PYTHON": sys.executable}, capture_output=True, text=True, timeout=180)
+    assert done.returncode == 0, f"seed {seed}: {done.stderr[-4000:]}"
+    assert group_offsets(url) == log_ends(url), f"seed {seed}"
+    assert_each_committed_pizza_order_once(url)
+    assert len(outputs(url)) == len(orders.pizza()), f"seed {seed}"
+    # The killed runs' transactions: aborted by the restart's take-over, none left to block.
+    assert open_transactions(url) == [], f"seed {seed}"
+    orders.close()
