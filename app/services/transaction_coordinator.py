@@ -553,13 +553,14 @@ class TransactionCoordinator:
             stale = now_ms - self.settings.max_transaction_timeout_ms
             return txns.count_by_state(conn), txns.count_hanging(conn, stale)
 
-    def hanging(self, now_ms: int) -> list[TransactionMetadata]:
+    def hanging(self, now_ms: int, transactional_id_prefix: str | None = None) -> list[TransactionMetadata]:
         """Transactions open longer than the maximum timeout, or decided but not completed for
-        as long: the coordinator should have ended them, so none is running or it is failing."""
+        as long: the coordinator should have ended them, so none is running or it is failing.
+        Optionally only the transactional ids that start with transactional_id_prefix."""
         with self.db.read() as conn:
             stale = now_ms - self.settings.max_transaction_timeout_ms
             # At most the 10,000 open and 10,000 decided ones the two lists it was built from held.
-            return txns.list_hanging(conn, stale, limit=20_000)
+            return txns.list_hanging(conn, stale, limit=20_000, transactional_id_prefix=transactional_id_prefix)
 
     # --- Describe ---------------------------------------------------------------------------
 
@@ -571,13 +572,15 @@ class TransactionCoordinator:
             )
 
     def list(
-        self, states: list[TransactionState] | None, limit: int, min_age_ms: int | None = None
+        self, states: list[TransactionState] | None, limit: int, min_age_ms: int | None = None,
+        transactional_id_prefix: str | None = None,
     ) -> list[TransactionMetadata]:
         """Transactions, optionally only those in `states` whose current transaction has been
-        open at least min_age_ms."""
+        open at least min_age_ms and whose transactional id starts with transactional_id_prefix."""
         started_before = None if min_age_ms is None else self.clock() - min_age_ms
         with self.db.read() as conn:
-            return txns.list_all(conn, states=states, started_before_ms=started_before, limit=limit)
+            return txns.list_all(conn, states=states, started_before_ms=started_before,
+                                 transactional_id_prefix=transactional_id_prefix, limit=limit)
 
     @staticmethod
     def _require(conn, transactional_id: str, lock: str | None = "update") -> TransactionMetadata:  # type: ignore[no-untyped-def]
