@@ -146,7 +146,8 @@ def _id_starts_with(prefix: str) -> Any:
     and then never uses an index of the column, and PostgreSQL uses a btree index for LIKE only
     when the column's collation is "C" or "POSIX" (not C.UTF-8, nor a language's), so on both
     it reads the whole table; LIKE would also need the prefix's '%', '_' and escape character
-    escaped. A range is an index range scan of the primary key on both.
+    escaped (unescaped, the prefix 'a_b' would list 'axb.1'). A range is an index range scan of
+    the primary key on both, and no character in it is special.
 
     The range is exactly the ids with that prefix when the column's collation orders texts by
     code point: SQLite's BINARY (UTF-8 bytes) always; on PostgreSQL the database's collation,
