@@ -11,6 +11,7 @@ from sqlalchemy import Connection, and_, bindparam, delete, func, insert, or_, s
 from app.domain.transaction import TransactionMetadata
 from app.domain.types import ProducerEpoch, ProducerId, TransactionState, TxnId
 from app.storage import dialect
+from app.storage.dialect import RowLock
 from app.storage.tables import (
     group_offsets,
     producer_partitions,
@@ -57,8 +58,8 @@ def _metadata(row) -> TransactionMetadata:  # type: ignore[no-untyped-def]
     )
 
 
-def get(conn: Connection, transactional_id: str, *, lock: str | None = None) -> TransactionMetadata | None:
-    """The metadata row; lock='share' for senders, lock='update' for state changes.
+def get(conn: Connection, transactional_id: str, *, lock: RowLock | None = None) -> TransactionMetadata | None:
+    """The metadata row; RowLock.SHARE for senders, RowLock.UPDATE for state changes.
 
     Senders hold a shared lock for their whole append, so a state change (PrepareCommit,
     PrepareAbort, an epoch bump) waits until in-flight Sends of the old state have committed:
@@ -70,13 +71,9 @@ def get(conn: Connection, transactional_id: str, *, lock: str | None = None) -> 
 
 
 @cache
-def _get_stmt(dialect_name: str, lock: str | None) -> Any:
+def _get_stmt(dialect_name: str, lock: RowLock | None) -> Any:
     stmt = select(transactions).where(transactions.c.transactional_id == bindparam("transactional_id"))
-    if lock == "share":
-        return dialect.lock_for_share(dialect_name, stmt)
-    if lock == "update":
-        return dialect.lock_for_update(dialect_name, stmt)
-    return stmt
+    return dialect.lock_row(dialect_name, stmt, lock)
 
 
 def insert_new(
