@@ -434,10 +434,14 @@ def open_transactions(options: SinkOptions) -> list[str]:
     """The sink's task transactional ids (`<sinkId>.<n>`) whose transaction is Ongoing or Prepared."""
     session = _session(options)
     try:
+        # The service lists only this sink's family of ids, so other applications' open
+        # transactions take none of the list's LIST_LIMIT places.
         answer = session.call("GET", "/v1/transactions",
-                              params={"state": ["Ongoing", "Prepared"], "limit": LIST_LIMIT}, deadline_s=60)
+                              params={"state": ["Ongoing", "Prepared"], "limit": LIST_LIMIT,
+                                      "transactional_id_prefix": f"{options.sink_id}."}, deadline_s=60)
     finally:
         session.close()
+    # The prefix `a.` lists another sink's `a.b.1` too.
     return sorted(t["transactional_id"] for t in answer["transactions"]
                   if is_task_transactional_id(options.sink_id, t["transactional_id"]))
 

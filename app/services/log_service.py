@@ -24,6 +24,7 @@ from app.settings import Settings
 from app.storage import changes, log, producers, topics
 from app.storage.log import RecordToAppend  # what a Send's records are built as (app.api.send_body)
 from app.storage import transactions as txns
+from app.storage.dialect import RowLock
 from app.storage.engine import Database
 
 
@@ -165,7 +166,7 @@ class LogService:
             if transactional_id is not None:
                 assert producer_id is not None and producer_epoch is not None
                 # Shared lock on the transaction row for the whole append: see storage.transactions.get.
-                meta = txns.get(conn, transactional_id, lock="share")
+                meta = txns.get(conn, transactional_id, lock=RowLock.SHARE)
                 if meta is None:
                     raise TransactionalIdNotFound(
                         f"no producer was initialised with transactional_id {transactional_id!r}"
@@ -175,7 +176,7 @@ class LogService:
                 txn_id = meta.txn_id
             elif producer_id is not None:
                 assert producer_epoch is not None
-                current, bound_to = producers.current_state(conn, producer_id, lock="share")
+                current, bound_to = producers.current_state(conn, producer_id, lock=RowLock.SHARE)
                 if bound_to is not None:
                     # Which transactional id is not said: the caller may not be allowed to know it.
                     raise InvalidRequest(

@@ -46,6 +46,7 @@ from app.domain.types import ControlType, ProducerEpoch, ProducerId, Transaction
 from app.settings import Settings
 from app.storage import groups, log, producers, topics
 from app.storage import transactions as txns
+from app.storage.dialect import RowLock
 from app.storage.engine import Database, after_commit
 
 S = TransactionState
@@ -128,7 +129,7 @@ class TransactionCoordinator:
                     producers.create_producer(conn, transactional_id=None, now_ms=now), 0, None, None
                 )
             # KIP-360 for an idempotent producer: bump its own epoch, which resets sequences.
-            epoch, bound_to = producers.current_state(conn, producer_id, lock="update")
+            epoch, bound_to = producers.current_state(conn, producer_id, lock=RowLock.UPDATE)
             if bound_to is not None:
                 # Which transactional id is not said: the caller may not be allowed to know it.
                 raise InvalidRequest(
@@ -157,7 +158,7 @@ class TransactionCoordinator:
         """One attempt. None: the previous transaction must complete first."""
         now = self.clock()
         with self.db.write() as conn:
-            meta = txns.get(conn, transactional_id, lock="update")
+            meta = txns.get(conn, transactional_id, lock=RowLock.UPDATE)
             if meta is None:
                 if producer_id is not None:
                     raise InvalidProducerIdMapping(
@@ -332,7 +333,7 @@ class TransactionCoordinator:
     ) -> TransactionView:
         check_distinct_partitions(offsets)
         with self.db.write() as conn:
-            meta = self._require(conn, transactional_id, lock="share")
+            meta = self._require(conn, transactional_id, lock=RowLock.SHARE)
             meta.check_producer(producer_id, producer_epoch)
             meta.require_ongoing()
             groups.check_group_metadata(conn, group_id, group_metadata)
@@ -365,7 +366,7 @@ class TransactionCoordinator:
         waits, durable and without a timeout, for Commit or Abort. A retry answers the same."""
         now = self.clock()
         with self.db.write() as conn:
-            meta = self._require(conn, transactional_id, lock="update")
+            meta = self._require(conn, transactional_id, lock=RowLock.UPDATE)
             meta.check_producer(producer_id, producer_epoch)
             meta.check_txn_id(txn_id)
             if meta.state is not S.PREPARED:
@@ -398,7 +399,7 @@ class TransactionCoordinator:
             # Each row locked in one order, the transactional ids sorted: two joint commits
             # naming overlapping transactions would otherwise deadlock on PostgreSQL.
             names = sorted({transactional_id, *(ref.transactional_id for ref in prepared)})
-            locked = {name: self._require(conn, name, lock="update") for name in names}
+            locked = {name: self._require(conn, name, lock=RowLock.UPDATE) for name in names}
             meta = locked[transactional_id]
             meta.check_producer(producer_id, producer_epoch)
             meta.check_txn_id(txn_id)
@@ -434,7 +435,7 @@ class TransactionCoordinator:
         in two workers at once: the second finds it complete."""
         now = self.clock()
         with self.db.write() as conn:
-            meta = txns.get(conn, transactional_id, lock="update")
+            meta = txns.get(conn, transactional_id, lock=RowLock.UPDATE)
             if meta is None or meta.state not in (S.PREPARE_COMMIT, S.PREPARE_ABORT):
                 return meta
             return self._complete_locked(conn, meta, now)
@@ -504,7 +505,7 @@ class TransactionCoordinator:
         aborted = []
         for tid in candidates:
             with self.db.write() as conn:
-                meta = txns.get(conn, tid, lock="update")
+                meta = txns.get(conn, tid, lock=RowLock.UPDATE)
                 if meta is None or not meta.is_timed_out(now_ms):
                     continue  # committed or aborted meanwhile
                 self._complete_locked(conn, self._fence_and_abort(conn, meta, now_ms, reason="timeout"), now_ms)
@@ -519,7 +520,7 @@ class TransactionCoordinator:
         expired = []
         for tid in candidates:
             with self.db.write() as conn:
-                meta = txns.get(conn, tid, lock="update")
+                meta = txns.get(conn, tid, lock=RowLock.UPDATE)
                 if meta is None or meta.state not in IDLE_STATES or meta.updated_ms + expiration >= now_ms:
                     continue  # used again meanwhile
                 # Dead is Kafka's state for a removed id; here the row goes away with it.
@@ -536,7 +537,7 @@ class TransactionCoordinator:
         epoch is bumped, as on timeout, so the producer is fenced if it comes back."""
         now = self.clock()
         with self.db.write() as conn:
-            meta = self._require(conn, transactional_id, lock="update")
+            meta = self._require(conn, transactional_id, lock=RowLock.UPDATE)
             if meta.state in (S.ONGOING, S.PREPARED):
                 meta = self._fence_and_abort(conn, meta, now, reason="admin")
             elif meta.state is not S.PREPARE_ABORT:
@@ -553,13 +554,14 @@ class TransactionCoordinator:
             stale = now_ms - self.settings.max_transaction_timeout_ms
             return txns.count_by_state(conn), txns.count_hanging(conn, stale)
 
-    def hanging(self, now_ms: int) -> list[TransactionMetadata]:
+    def hanging(self, now_ms: int, transactional_id_prefix: str | None = None) -> list[TransactionMetadata]:
         """Transactions open longer than the maximum timeout, or decided but not completed for
-        as long: the coordinator should have ended them, so none is running or it is failing."""
+        as long: the coordinator should have ended them, so none is running or it is failing.
+        Optionally only the transactional ids that start with transactional_id_prefix."""
         with self.db.read() as conn:
             stale = now_ms - self.settings.max_transaction_timeout_ms
             # At most the 10,000 open and 10,000 decided ones the two lists it was built from held.
-            return txns.list_hanging(conn, stale, limit=20_000)
+            return txns.list_hanging(conn, stale, limit=20_000, transactional_id_prefix=transactional_id_prefix)
 
     # --- Describe ---------------------------------------------------------------------------
 
@@ -571,16 +573,18 @@ class TransactionCoordinator:
             )
 
     def list(
-        self, states: list[TransactionState] | None, limit: int, min_age_ms: int | None = None
+        self, states: list[TransactionState] | None, limit: int, min_age_ms: int | None = None,
+        transactional_id_prefix: str | None = None,
     ) -> list[TransactionMetadata]:
         """Transactions, optionally only those in `states` whose current transaction has been
-        open at least min_age_ms."""
+        open at least min_age_ms and whose transactional id starts with transactional_id_prefix."""
         started_before = None if min_age_ms is None else self.clock() - min_age_ms
         with self.db.read() as conn:
-            return txns.list_all(conn, states=states, started_before_ms=started_before, limit=limit)
+            return txns.list_all(conn, states=states, started_before_ms=started_before,
+                                 transactional_id_prefix=transactional_id_prefix, limit=limit)
 
     @staticmethod
-    def _require(conn, transactional_id: str, lock: str | None = "update") -> TransactionMetadata:  # type: ignore[no-untyped-def]
+    def _require(conn, transactional_id: str, lock: RowLock | None = RowLock.UPDATE) -> TransactionMetadata:  # type: ignore[no-untyped-def]
         meta = txns.get(conn, transactional_id, lock=lock)
         if meta is None:
             raise TransactionalIdNotFound(

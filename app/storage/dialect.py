@@ -10,6 +10,7 @@ Begin, Commit) run several per request. Callers pass values as bind parameters.
 
 from __future__ import annotations
 
+import enum
 from collections.abc import Sequence
 from functools import cache
 from typing import Any
@@ -88,6 +89,24 @@ def _upsert(dialect_name: str, table: Table, update_columns: tuple[str, ...]) ->
     return stmt.on_conflict_do_update(
         index_elements=keys, set_={name: stmt.excluded[name] for name in update_columns}
     )
+
+
+class RowLock(enum.Enum):
+    """The lock a read of one row takes until its transaction ends, where the caller chooses
+    between the two: a member, not a string, so that a misspelt mode fails where it is written
+    instead of reading the row unlocked."""
+
+    SHARE = "share"  # FOR SHARE: the writers that check the row (Send), which a state change waits for
+    UPDATE = "update"  # FOR UPDATE: the state change itself
+
+
+def lock_row(dialect_name: str, stmt: Any, lock: RowLock | None) -> Any:
+    """stmt with `lock` taken on the rows it reads; stmt itself when lock is None."""
+    if lock is RowLock.SHARE:
+        return lock_for_share(dialect_name, stmt)
+    if lock is RowLock.UPDATE:
+        return lock_for_update(dialect_name, stmt)
+    return stmt
 
 
 def lock_for_share(dialect_name: str, stmt: Any) -> Any:

@@ -10,6 +10,7 @@ from sqlalchemy import Connection, delete, func, insert, select, update
 from app.domain.errors import IllegalGeneration, UnknownMemberId
 from app.domain.offsets import GroupMetadata
 from app.storage import dialect
+from app.storage.dialect import RowLock
 from app.storage.tables import consumer_groups, group_members
 
 
@@ -23,13 +24,9 @@ class Member:
     joined_ms: int
 
 
-def generation(conn: Connection, group_id: str, *, lock: str | None = None) -> int | None:
+def generation(conn: Connection, group_id: str, *, lock: RowLock | None = None) -> int | None:
     stmt = select(consumer_groups.c.generation_id).where(consumer_groups.c.group_id == group_id)
-    if lock == "update":
-        stmt = dialect.lock_for_update(conn.dialect.name, stmt)
-    elif lock == "share":
-        stmt = dialect.lock_for_share(conn.dialect.name, stmt)
-    return conn.execute(stmt).scalar_one_or_none()
+    return conn.execute(dialect.lock_row(conn.dialect.name, stmt, lock)).scalar_one_or_none()
 
 
 def lock_group(conn: Connection, group_id: str, now_ms: int) -> int:
@@ -40,7 +37,7 @@ def lock_group(conn: Connection, group_id: str, now_ms: int) -> int:
             group_id=group_id, generation_id=0, updated_ms=now_ms
         )
     )
-    gen = generation(conn, group_id, lock="update")
+    gen = generation(conn, group_id, lock=RowLock.UPDATE)
     assert gen is not None
     return gen
 
@@ -119,7 +116,7 @@ def check_group_metadata(conn: Connection, group_id: str, meta: GroupMetadata | 
         return
     # Shared lock until the offsets are staged: a rebalance (which locks the row for update)
     # cannot slip in between this check and the write it guards.
-    current = generation(conn, group_id, lock="share")
+    current = generation(conn, group_id, lock=RowLock.SHARE)
     if meta.member_id not in {m.member_id for m in members(conn, group_id)}:
         raise UnknownMemberId(f"{meta.member_id!r} is not a member of group {group_id!r}")
     if meta.generation_id != current:

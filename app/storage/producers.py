@@ -6,6 +6,7 @@ from sqlalchemy import Connection, bindparam, insert, select, update
 
 from app.domain.errors import UnknownProducerId
 from app.storage import dialect
+from app.storage.dialect import RowLock
 from app.storage.tables import counters, producers
 
 PRODUCER_ID_COUNTER = "producer_id"
@@ -48,15 +49,14 @@ def set_producer_epoch(conn: Connection, producer_id: int, producer_epoch: int) 
     )
 
 
-def current_state(conn: Connection, producer_id: int, *, lock: str) -> tuple[int, str | None]:
-    """The producer's current epoch and transactional_id. lock='share' (Send): a row lock that
-    an epoch bump waits on, so no Send of the old epoch lands after the bump; lock='update'
+def current_state(conn: Connection, producer_id: int, *, lock: RowLock) -> tuple[int, str | None]:
+    """The producer's current epoch and transactional_id. RowLock.SHARE (Send): a row lock that
+    an epoch bump waits on, so no Send of the old epoch lands after the bump; RowLock.UPDATE
     (the bump itself)."""
     stmt = select(producers.c.producer_epoch, producers.c.transactional_id).where(
         producers.c.producer_id == producer_id
     )
-    stmt = dialect.lock_for_share(conn.dialect.name, stmt) if lock == "share" else dialect.lock_for_update(conn.dialect.name, stmt)
-    row = conn.execute(stmt).first()
+    row = conn.execute(dialect.lock_row(conn.dialect.name, stmt, lock)).first()
     if row is None:
         raise UnknownProducerId(f"unknown producer id {producer_id}; call InitProducerId")
     return row[0], row[1]

@@ -11,6 +11,7 @@ from sqlalchemy import Connection, and_, bindparam, delete, func, insert, or_, s
 from app.domain.transaction import TransactionMetadata
 from app.domain.types import ProducerEpoch, ProducerId, TransactionState, TxnId
 from app.storage import dialect
+from app.storage.dialect import RowLock
 from app.storage.tables import (
     group_offsets,
     producer_partitions,
@@ -57,8 +58,8 @@ def _metadata(row) -> TransactionMetadata:  # type: ignore[no-untyped-def]
     )
 
 
-def get(conn: Connection, transactional_id: str, *, lock: str | None = None) -> TransactionMetadata | None:
-    """The metadata row; lock='share' for senders, lock='update' for state changes.
+def get(conn: Connection, transactional_id: str, *, lock: RowLock | None = None) -> TransactionMetadata | None:
+    """The metadata row; RowLock.SHARE for senders, RowLock.UPDATE for state changes.
 
     Senders hold a shared lock for their whole append, so a state change (PrepareCommit,
     PrepareAbort, an epoch bump) waits until in-flight Sends of the old state have committed:
@@ -70,13 +71,9 @@ def get(conn: Connection, transactional_id: str, *, lock: str | None = None) -> 
 
 
 @cache
-def _get_stmt(dialect_name: str, lock: str | None) -> Any:
+def _get_stmt(dialect_name: str, lock: RowLock | None) -> Any:
     stmt = select(transactions).where(transactions.c.transactional_id == bindparam("transactional_id"))
-    if lock == "share":
-        return dialect.lock_for_share(dialect_name, stmt)
-    if lock == "update":
-        return dialect.lock_for_update(dialect_name, stmt)
-    return stmt
+    return dialect.lock_row(dialect_name, stmt, lock)
 
 
 def insert_new(
@@ -125,6 +122,7 @@ def list_all(
     *,
     states: list[TransactionState] | None = None,
     started_before_ms: int | None = None,
+    transactional_id_prefix: str | None = None,
     limit: int = 1000,
 ) -> list[TransactionMetadata]:
     stmt = select(transactions).order_by(transactions.c.transactional_id).limit(limit)
@@ -132,7 +130,44 @@ def list_all(
         stmt = stmt.where(transactions.c.state.in_([s.value for s in states]))
     if started_before_ms is not None:
         stmt = stmt.where(transactions.c.txn_started_ms <= started_before_ms)
+    if transactional_id_prefix is not None:
+        stmt = stmt.where(_id_starts_with(transactional_id_prefix))
     return [_metadata(r) for r in conn.execute(stmt)]
+
+
+def _id_starts_with(prefix: str) -> Any:
+    """transactional_id starts with `prefix`, as a range of the primary key: [prefix, the first
+    text after every text that starts with it).
+
+    Not LIKE 'prefix%': SQLite's LIKE ignores ASCII case (the prefix 'A.' would list 'a.1')
+    and then never uses an index of the column, and PostgreSQL uses a btree index for LIKE only
+    when the column's collation is "C" or "POSIX" (not C.UTF-8, nor a language's), so on both
+    it reads the whole table; LIKE would also need the prefix's '%', '_' and escape character
+    escaped (unescaped, the prefix 'a_b' would list 'axb.1'). A range is an index range scan of
+    the primary key on both, and no character in it is special.
+
+    The range is exactly the ids with that prefix when the column's collation orders texts by
+    code point: SQLite's BINARY (UTF-8 bytes) always; on PostgreSQL the database's collation,
+    which is C, POSIX or C.UTF-8 for that (a language's collation, e.g. glibc's en_US, may sort
+    'a.b' after 'a/' and so leave it out).
+    """
+    successor = _prefix_successor(prefix)
+    t = transactions.c.transactional_id
+    return t >= prefix if successor is None else and_(t >= prefix, t < successor)
+
+
+def _prefix_successor(prefix: str) -> str | None:
+    """The least text greater than every text that starts with `prefix`, in code point order:
+    its last character that is not the last code point, plus one (surrogates skipped: neither
+    database stores them), with what followed that character dropped. None when every
+    character is the last code point: then no text is greater."""
+    kept = prefix.rstrip(chr(0x10FFFF))
+    if not kept:
+        return None
+    following = ord(kept[-1]) + 1
+    if 0xD800 <= following <= 0xDFFF:
+        following = 0xE000
+    return kept[:-1] + chr(following)
 
 
 def count_by_state(conn: Connection) -> dict[TransactionState, int]:
@@ -156,13 +191,17 @@ def _hanging(stale_before_ms: int) -> Any:
     )
 
 
-def list_hanging(conn: Connection, stale_before_ms: int, limit: int) -> list[TransactionMetadata]:
+def list_hanging(
+    conn: Connection, stale_before_ms: int, limit: int, transactional_id_prefix: str | None = None
+) -> list[TransactionMetadata]:
     stmt = (
         select(transactions)
         .where(_hanging(stale_before_ms))
         .order_by(transactions.c.transactional_id)
         .limit(limit)
     )
+    if transactional_id_prefix is not None:
+        stmt = stmt.where(_id_starts_with(transactional_id_prefix))
     return [_metadata(r) for r in conn.execute(stmt)]
 
 

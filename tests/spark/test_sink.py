@@ -279,6 +279,18 @@ def test_the_commit_aborts_what_a_run_that_never_committed_left_prepared(backend
     assert open_transactions(client) == {}
 
 
+def test_the_sink_finds_the_open_transactions_of_its_own_tasks_only(backend, url, client) -> None:  # type: ignore[no-untyped-def]
+    """Listed by the prefix `fam.`, which the tasks of a sink `fam.x` match too: theirs are
+    left out, as are another sink's `family.<n>`."""
+    from spark_jobs import sink
+
+    for sink_id in ("fam", "fam.x", "family"):
+        _prepared_batch(url, sink_id, "prepared")
+    options = parse_sink_options({"url": url, "topic": TOPIC, "sinkId": "fam"}, streaming=True)
+
+    assert sink.open_transactions(options) == ["fam.0", "fam.1"]
+
+
 # --- A driver killed between the tasks' prepare and the commit ----------------------------------
 
 JOB = textwrap.dedent("""

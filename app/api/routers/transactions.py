@@ -182,15 +182,22 @@ def list_transactions(
     min_age_ms: Annotated[int | None, Query(ge=0, le=2**63 - 1, description="only transactions open at least this long")] = None,
     hanging: Annotated[bool, Query(description="only transactions open, or left completing, longer than the maximum transaction timeout")] = False,
     limit: Annotated[int, Query(ge=1, le=10_000)] = 1000,
+    transactional_id_prefix: Annotated[str | None, Query(
+        min_length=1, max_length=ID_MAX_LENGTH, pattern=ID_PATTERN,
+        description="only the transactional ids that start with it (exactly, case and all: "
+                    "`%` and `_` are plain characters), e.g. `my-sink.` for a family of ids `my-sink.<n>`",
+    )] = None,
 ) -> TransactionList:
-    """Transactions by state and age; `hanging=true` lists those the coordinator should have
-    ended already (is a coordinator worker running?). With authentication on, only the
-    transactional ids the principal may describe are listed (Kafka's ListTransactions)."""
+    """Transactions by state, age and transactional id prefix; `hanging=true` lists those the
+    coordinator should have ended already (is a coordinator worker running?), with the prefix
+    too. With authentication on, only the transactional ids the principal may describe are
+    listed (Kafka's ListTransactions)."""
     now = services.clock()
     # With authentication on, what the caller may not describe is filtered out after the read:
     # read past `limit` so that it does not take the caller's place (the list's own cap).
     read_limit = limit if access.unchecked else 10_000
-    found = services.coordinator.hanging(now) if hanging else services.coordinator.list(state, read_limit, min_age_ms)
+    found = (services.coordinator.hanging(now, transactional_id_prefix) if hanging
+             else services.coordinator.list(state, read_limit, min_age_ms, transactional_id_prefix))
     visible = [m for m in found if access.allows(Operation.DESCRIBE, acl.transactional_id(m.transactional_id))]
     return TransactionList(transactions=[_summary(m, now) for m in visible[:limit]])
 
