@@ -131,28 +131,30 @@ def list_all(
     if started_before_ms is not None:
         stmt = stmt.where(transactions.c.txn_started_ms <= started_before_ms)
     if transactional_id_prefix is not None:
-        stmt = stmt.where(_id_starts_with(transactional_id_prefix))
+        stmt = stmt.where(_id_starts_with(transactional_id_prefix, conn.dialect.name))
     return [_metadata(r) for r in conn.execute(stmt)]
 
 
-def _id_starts_with(prefix: str) -> Any:
-    """transactional_id starts with `prefix`, as a range of the primary key: [prefix, the first
-    text after every text that starts with it).
+def _id_starts_with(prefix: str, dialect_name: str) -> Any:
+    """transactional_id starts with `prefix`, in any collation.
 
-    Not LIKE 'prefix%': SQLite's LIKE ignores ASCII case (the prefix 'A.' would list 'a.1')
-    and then never uses an index of the column, and PostgreSQL uses a btree index for LIKE only
-    when the column's collation is "C" or "POSIX" (not C.UTF-8, nor a language's), so on both
-    it reads the whole table; LIKE would also need the prefix's '%', '_' and escape character
-    escaped (unescaped, the prefix 'a_b' would list 'axb.1'). A range is an index range scan of
-    the primary key on both, and no character in it is special.
+    SQLite: a range of the primary key, [prefix, the first text after every text that starts
+    with it): its BINARY collation orders texts by code point, so the range is exact, and it is
+    an index range scan. Not LIKE 'prefix%': SQLite's LIKE ignores ASCII case (the prefix 'A.'
+    would list 'a.1') and reads the whole table, and the prefix's '%' and '_' would need escaping
+    (unescaped, 'a_b' would list 'axb.1').
 
-    The range is exactly the ids with that prefix when the column's collation orders texts by
-    code point: SQLite's BINARY (UTF-8 bytes) always; on PostgreSQL the database's collation,
-    which is C, POSIX or C.UTF-8 for that (a language's collation, e.g. glibc's en_US, may sort
-    'a.b' after 'a/' and so leave it out).
+    PostgreSQL: starts_with(). A range is exact there only under a collation that orders by
+    code point (C, POSIX, C.UTF-8); under a language's (glibc's en_US, the postgres image's
+    default) punctuation is weighed last, so 'sink.10' may sort outside ['sink.', 'sink/') and
+    be left out, and the Spark sink would never abort that leftover. starts_with compares
+    characters whatever the collation; it reads the table (one row per transactional id)
+    rather than an index range, which is the price of being exact on every database.
     """
-    successor = _prefix_successor(prefix)
     t = transactions.c.transactional_id
+    if dialect_name == "postgresql":
+        return func.starts_with(t, prefix)
+    successor = _prefix_successor(prefix)
     return t >= prefix if successor is None else and_(t >= prefix, t < successor)
 
 
@@ -201,7 +203,7 @@ def list_hanging(
         .limit(limit)
     )
     if transactional_id_prefix is not None:
-        stmt = stmt.where(_id_starts_with(transactional_id_prefix))
+        stmt = stmt.where(_id_starts_with(transactional_id_prefix, conn.dialect.name))
     return [_metadata(r) for r in conn.execute(stmt)]
 
 
