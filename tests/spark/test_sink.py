@@ -205,6 +205,80 @@ def test_a_retried_task_attempt_fences_the_earlier_one_and_only_its_records_comm
     assert sorted(r[2]["a"] for r in committed(client)) == ["second", "second"]
 
 
+def _value_batches(numbers: range, size: int) -> list[Any]:
+    """Arrow record batches of `size` rows (key k<n>, value {"n": n}), as Spark hands a task
+    its partition."""
+    import pyarrow as pa
+
+    out = []
+    for start in range(numbers.start, numbers.stop, size):
+        chunk = range(start, min(start + size, numbers.stop))
+        out.append(pa.record_batch([pa.array([f"k{n}" for n in chunk]),
+                                    pa.array([json.dumps({"n": n}) for n in chunk])], names=["key", "value"]))
+    return out
+
+
+def _key_value_schema() -> Any:
+    from pyspark.sql.types import StringType, StructField, StructType
+
+    return StructType([StructField("key", StringType()), StructField("value", StringType())])
+
+
+@pytest.mark.parametrize("backend", ["sqlite"], indirect=True)
+def test_the_option_batchRecords_sends_a_tasks_records_in_sends_of_at_most_that_many(backend, url, client, monkeypatch) -> None:  # type: ignore[no-untyped-def]  # noqa: N802
+    """20 rows of one task, handed over in Arrow batches of 9 (so Spark's batching is not what
+    cuts them): with batchRecords=7 the service receives Sends (POST /v1/records) of 7, 7 and 6
+    records, across the 3 partitions their keys go to; without the option, one Send of 20 (the
+    default, 5,000). Every request the producers make is seen at the HTTP client. (What a Send
+    holds is the sink's and its Producer's doing, before the database: one backend.)"""
+    sends: list[tuple[str, int]] = []
+    request = httpx.Client.request
+
+    def counting(self: httpx.Client, method: str, path: str, **kwargs: Any) -> httpx.Response:
+        if method == "POST" and path == "/v1/records":
+            body = kwargs["json"]
+            sends.append((body["transactional_id"], sum(len(b["records"]) for b in body["batches"])))
+        return request(self, method, path, **kwargs)
+
+    monkeypatch.setattr(httpx.Client, "request", counting)
+    schema = _key_value_schema()
+    results = {}
+    for sink_id, extra in (("seven", {"batchRecords": "7"}), ("default", {})):
+        options = parse_sink_options({"url": url, "topic": TOPIC, "sinkId": sink_id, **extra}, streaming=False)
+        message = write_partition(options, check_columns(schema, options), schema, 0, _value_batches(range(20), 9))
+        assert commit_batch(options, [message], None).committed
+        results[sink_id] = sorted(r[2]["n"] for r in committed(client))
+
+    assert sends == [("seven.0", 7), ("seven.0", 7), ("seven.0", 6), ("default.0", 20)]
+    assert results == {"seven": list(range(20)), "default": sorted([*range(20), *range(20)])}
+
+
+@pytest.mark.parametrize("backend", ["sqlite"], indirect=True)
+def test_the_option_transactionTimeoutMs_is_the_timeout_of_a_tasks_transaction_while_it_sends(backend, url, client) -> None:  # type: ignore[no-untyped-def]  # noqa: N802
+    """A task's transaction, described by the service while the task is between two of its
+    Arrow batches (Ongoing): transaction_timeout_ms is the option's 123456, not the sink's
+    default 900000 nor the service's 60000. (The timeout travels in the task's InitProducerId;
+    the service stores it the same on either database: one backend.)"""
+    schema = _key_value_schema()
+    options = parse_sink_options({"url": url, "topic": TOPIC, "sinkId": "timeout",
+                                  "transactionTimeoutMs": "123456"}, streaming=False)
+    seen = []
+
+    def batches() -> Any:
+        first, second = _value_batches(range(4), 2)
+        yield first
+        # write_partition asks for the next batch: the task's transaction is open, mid-send.
+        seen.append({k: v for k, v in ok(client.get("/v1/transactions/timeout.0")).items()
+                     if k in ("state", "transaction_timeout_ms")})
+        yield second
+
+    message = write_partition(options, check_columns(schema, options), schema, 0, batches())
+    assert seen == [{"state": "Ongoing", "transaction_timeout_ms": 123456}]
+    assert state(client, "timeout.0") == "Prepared"
+    assert commit_batch(options, [message], None).committed
+    assert sorted(r[2]["n"] for r in committed(client)) == [0, 1, 2, 3]
+
+
 # --- Streaming ----------------------------------------------------------------------------------
 
 
