@@ -489,3 +489,18 @@ def test_mistakes_are_one_line_errors_naming_the_fix_before_any_task_runs(spark,
     assert sum(log_ends(client)) == 2, "the first record and its ABORT marker"
     assert committed(client) == []
     assert open_transactions(client) == {}
+
+
+@pytest.mark.parametrize("backend", ["sqlite"], indirect=True)
+def test_a_transactionTimeoutMs_above_the_services_maximum_is_one_line_and_writes_nothing(spark, backend, url, client) -> None:  # type: ignore[no-untyped-def]  # noqa: N802
+    """The service's maximum is 900000 (OUTBOX_MAX_TRANSACTION_TIMEOUT_MS, its default): 900001
+    is refused with the service's INVALID_TRANSACTION_TIMEOUT, as the sink's one line, on the
+    driver before any task (which each failed with a traceback inside Spark's error before the
+    driver checked it), and no record or transaction of the write exists."""
+    df = spark.range(0, 10, numPartitions=2).selectExpr("concat('k', id) AS key", "to_json(named_struct('n', id)) AS value")
+    with pytest.raises(OutboxSinkError) as e:
+        write_outbox(df, url=url, topic=TOPIC, sinkId="too-long", transactionTimeoutMs="900001")
+    assert str(e.value) == ("option transactionTimeoutMs: the service refused 900001: INVALID_TRANSACTION_TIMEOUT: "
+                            "transaction_timeout_ms must be in 1..900000 (OUTBOX_MAX_TRANSACTION_TIMEOUT_MS)")
+    assert log_ends(client) == [0] * PARTITIONS
+    assert ok(client.get("/v1/transactions"))["transactions"] == []
