@@ -279,6 +279,84 @@ def test_the_option_transactionTimeoutMs_is_the_timeout_of_a_tasks_transaction_w
     assert sorted(r[2]["n"] for r in committed(client)) == [0, 1, 2, 3]
 
 
+def _secured(launcher: Any, grants: dict[str, list[dict[str, str]]]) -> tuple[str, httpx.Client, dict[str, str]]:
+    """A `serve` with API keys on (tests/e2e/test_security.py's settings), the output topic,
+    and a key for each principal of `grants` with exactly its ACL bindings: its URL, a super
+    user's client, the keys. Keys and bindings through the API, which the server answering
+    applies at once (one CLI run instead of one per binding)."""
+    from tests.e2e.test_security import AUTH, bearer, create_key
+
+    server = launcher.server(**AUTH)
+    admin = server.client(headers=bearer(create_key(launcher, "admin")))
+    ok(admin.post("/v1/topics", json={"name": TOPIC, "partitions": PARTITIONS}), 201)
+    keys = {}
+    for principal, bindings in grants.items():
+        keys[principal] = ok(admin.post(f"/v1/principals/User:{principal}/api-keys"), 201)["api_key"]
+        ok(admin.post("/v1/acls", json={"acls": [{"principal": f"User:{principal}", **b} for b in bindings]}))
+    return server.url, admin, keys
+
+
+# What docs/SPARK.md says a batch write's principal needs: WRITE and DESCRIBE on the
+# transactional ids <sinkId> and <sinkId>.* (one PREFIXED binding each), WRITE and DESCRIBE on
+# the output topic.
+SINK_IDS = [{"operation": op, "resource_type": "transactional_id", "resource_name": "secured",
+             "pattern_type": "prefixed"} for op in ("write", "describe")]
+OUTPUT_TOPIC = [{"operation": op, "resource_type": "topic", "resource_name": TOPIC} for op in ("write", "describe")]
+
+
+@pytest.mark.parametrize("backend", ["sqlite"], indirect=True)
+def test_with_authentication_on_a_key_with_the_documented_acls_writes_every_row_once(spark, backend, launcher, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """A batch write of 40 rows in 2 tasks, with the option apiKey of a principal that has the
+    bindings docs/SPARK.md lists and nothing else: every row once, every transaction of the
+    sink committed, none open. (The ACL checks are the service's, the same on either database,
+    which tests/e2e/test_security.py runs on both: one backend.)"""
+    monkeypatch.delenv("OUTBOX_API_KEY", raising=False)
+    url, admin, keys = _secured(launcher, {"sink": SINK_IDS + OUTPUT_TOPIC})
+    df = spark.range(0, 40, numPartitions=2).selectExpr(
+        "concat('k', id) AS key", "to_json(named_struct('n', id)) AS value")
+    write_outbox(df, url=url, topic=TOPIC, sinkId="secured", apiKey=keys["sink"])
+
+    assert sorted((r[2]["n"], r[0]) for r in committed(admin)) == [(n, by_key(n)) for n in range(40)]
+    assert [state(admin, f"secured.{p}") for p in range(2)] == ["CompleteCommit"] * 2
+    assert open_transactions(admin) == {}
+
+
+@pytest.mark.parametrize("backend", ["sqlite"], indirect=True)
+def test_with_authentication_on_a_write_without_the_key_or_its_acls_fails_and_leaves_nothing(spark, backend, launcher, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """Three writes that must not happen: no key (refused on the driver: one line), a key
+    without WRITE on the transactional ids (refused on the driver, at its InitProducerId: one
+    line), a key without WRITE on the topic (only a Send finds that out: the tasks fail with
+    TOPIC_AUTHORIZATION_FAILED inside Spark's error, and Spark's abort runs). After each, no
+    record in the log and no transaction Ongoing or Prepared."""
+    monkeypatch.delenv("OUTBOX_API_KEY", raising=False)
+    url, admin, keys = _secured(launcher, {
+        "no-txn-write": [SINK_IDS[1], *OUTPUT_TOPIC],
+        "no-topic-write": [*SINK_IDS, OUTPUT_TOPIC[1]],
+    })
+    df = spark.range(0, 40, numPartitions=2).selectExpr(
+        "concat('k', id) AS key", "to_json(named_struct('n', id)) AS value")
+    options = {"url": url, "topic": TOPIC, "sinkId": "secured"}
+
+    with pytest.raises(OutboxSinkError) as e:
+        write_outbox(df, **options)
+    assert str(e.value) == (f"the outbox service at {url} refused the credentials (HTTP 401): "
+                            "set the option apiKey (or OUTBOX_API_KEY)")
+
+    with pytest.raises(OutboxSinkError) as e:
+        write_outbox(df, **options, apiKey=keys["no-txn-write"])
+    assert str(e.value).startswith("sink secured: the service refused its producer: "
+                                   "TRANSACTIONAL_ID_AUTHORIZATION_FAILED: "), str(e.value)
+    assert "\n" not in str(e.value), str(e.value)
+    assert log_ends(admin) == [0] * PARTITIONS
+
+    with pytest.raises(Exception, match="TOPIC_AUTHORIZATION_FAILED") as spark_error:
+        write_outbox(df, **options, apiKey=keys["no-topic-write"])
+    assert not isinstance(spark_error.value, OutboxSinkError), "found by the tasks, not on the driver"
+    assert log_ends(admin) == [0] * PARTITIONS, "every Send refused: nothing appended, not even a marker"
+    assert open_transactions(admin) == {}
+    assert {state(admin, f"secured.{p}") for p in range(2)} == {"CompleteAbort"}
+
+
 # --- Streaming ----------------------------------------------------------------------------------
 
 
