@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import random
 import re
 import signal
 import subprocess
@@ -19,6 +20,7 @@ from typing import Any
 
 import httpx
 import pytest
+from sqlalchemy import text
 
 from spark_jobs.datasource import register
 from spark_jobs.errors import OutboxSinkError
@@ -524,6 +526,88 @@ def test_a_driver_killed_before_or_after_its_commit_leaves_each_row_once_after_r
     assert sorted((r[2]["n"], r[0]) for r in committed(client)) == [(n, by_key(n)) for n in range(30)]
     assert ok(client.get("/v1/groups/killed/offsets"))["offsets"][0]["offset"] == 3
     assert open_transactions(client) == {}
+
+
+# --- An executor's Python worker killed in the middle of a task -------------------------------
+
+TASK_KILL_JOB = textwrap.dedent("""
+    import os, signal, sys
+    from pathlib import Path
+    from pyspark import TaskContext
+    from spark_jobs.datasource import OutboxDataSource, register
+    from spark_jobs.session import build_session
+    from spark_jobs.sink import OutboxBatchWriter
+
+    url, kill_partition, kill_after, attempts = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), Path(sys.argv[4])
+
+    class KillingWriter(OutboxBatchWriter):
+        # The first attempt of one task hands the sink its rows one at a time and SIGKILLs its
+        # own Python worker when kill_after rows have gone in: no except, no finally, no abort.
+        def write(self, iterator):
+            ctx = TaskContext.get()
+            (attempts / f"p{ctx.partitionId()}-a{ctx.attemptNumber()}").touch()
+            if ctx.partitionId() != kill_partition or ctx.attemptNumber() != 0:
+                return super().write(iterator)
+
+            def rows():
+                handed = 0
+                for batch in iterator:
+                    for i in range(batch.num_rows):
+                        if handed == kill_after:
+                            os.kill(os.getpid(), signal.SIGKILL)
+                        yield batch.slice(i, 1)
+                        handed += 1
+            return super().write(rows())
+
+    class KillingOutbox(OutboxDataSource):
+        def writer(self, schema, overwrite):
+            return KillingWriter(self.options, schema, overwrite)
+
+    # local[2,4]: two task threads, and a failed task is tried up to 4 times (local[2] tries once).
+    spark, _ = build_session("sink-task-kill", databases=[], master="local[2,4]",
+                             conf={"spark.ui.enabled": "false"})
+    spark.sparkContext.setLogLevel("ERROR")
+    register(spark)
+    spark.dataSource.register(KillingOutbox)  # the same name: replaces the outbox source
+    (spark.range(0, 200, numPartitions=2)
+     .selectExpr("concat('k', id) AS key", "to_json(named_struct('n', id)) AS value")
+     .write.format("outbox").mode("append").option("url", url).option("topic", "out")
+     .option("sinkId", "task-kill").option("batchRecords", "7").save())
+    print("done")
+""")
+
+
+@pytest.mark.parametrize("backend", ["postgresql"], indirect=True)
+def test_a_task_whose_python_worker_is_killed_mid_write_is_retried_and_each_row_commits_once(backend, url, client, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """A batch write of 200 rows in 2 tasks (Sends of 7), in a Spark of its own with task
+    retries (local[2,4]); the first attempt of one task, chosen at random with the point of
+    the kill, SIGKILLs its Python worker after some of its 100 rows (its full Sends are in the
+    log, in an Ongoing transaction). Spark retries the task; the retry's InitProducerId aborts
+    the dead attempt's transaction; the commit makes every row visible exactly once, nothing of
+    the killed attempt, and leaves nothing Ongoing or Prepared. (PostgreSQL only: a Spark of its
+    own costs a JVM start, 14-20 s; it passed on SQLite too, 13 s, where the service's side,
+    the fencing of an attempt's transaction, is test_a_retried_task_attempt's.)"""
+    seed = int(os.environ.get("SINK_TASK_KILL_SEED", time.time_ns() % 2**32))
+    rng = random.Random(seed)
+    kill_partition, kill_after = rng.randrange(2), rng.randrange(1, 100)
+    where = f"seed {seed} (SINK_TASK_KILL_SEED): task {kill_partition} killed after {kill_after} rows"
+    attempts = tmp_path / "attempts"
+    attempts.mkdir()
+    script = tmp_path / "job.py"
+    script.write_text(TASK_KILL_JOB)
+    done = subprocess.run([sys.executable, str(script), url, str(kill_partition), str(kill_after), str(attempts)],
+                          cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)}, capture_output=True, text=True,
+                          timeout=240)
+    assert done.stdout.strip().endswith("done"), f"{where}\n{done.stdout[-3000:]}{done.stderr[-5000:]}"
+
+    assert sorted(p.name for p in attempts.iterdir()) == sorted(["p0-a0", "p1-a0", f"p{kill_partition}-a1"]), where
+    assert sorted((r[2]["n"], r[0], r[1]) for r in committed(client)) == [(n, by_key(n), f"k{n}") for n in range(200)], where
+    # The killed attempt's full Sends reached the log (so the kill came mid-write), and stay
+    # there aborted: the stored data records are the 200 committed ones and those.
+    stored = backend.query(text("SELECT count(*) FROM records WHERE control_type IS NULL"))[0][0]
+    assert stored == 200 + kill_after // 7 * 7, where
+    assert [state(client, f"task-kill.{p}") for p in range(2)] == ["CompleteCommit"] * 2, where
+    assert open_transactions(client) == {}, where
 
 
 # --- Errors -------------------------------------------------------------------------------------
