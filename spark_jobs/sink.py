@@ -276,6 +276,20 @@ def check_service(options: SinkOptions) -> None:
             raise OutboxSinkError(f"cannot describe the topic {options.topic!r}: {e.error_code}: {e}") from None
         finally:
             session.close()
+    # The service bounds a transaction's timeout (OUTBOX_MAX_TRANSACTION_TIMEOUT_MS) and says so
+    # only in an InitProducerId: the driver's own id takes it here, as commit_batch's does later
+    # (fencing an earlier driver of the sink, which that one does anyway), so that an option out
+    # of range is this line, not a traceback of every task inside Spark's error.
+    driver = _producer(options, options.sink_id)
+    try:
+        driver.init_transactions()
+    except ClientError as e:
+        if e.error_code == "INVALID_TRANSACTION_TIMEOUT":
+            raise OutboxSinkError(f"option transactionTimeoutMs: the service refused "
+                                  f"{options.transaction_timeout_ms}: {e}") from None
+        raise OutboxSinkError(f"sink {options.sink_id}: the service refused its producer: {e}") from None
+    finally:
+        driver.close()
 
 
 # --- Values as JSON -----------------------------------------------------------------------------
