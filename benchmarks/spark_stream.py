@@ -24,6 +24,10 @@ One SparkSession (local[2]) for both parts.
   same rows from earliest with trigger availableNow (micro-batches one after another, no
   interval), with maxRecordsPerTrigger unset (one micro-batch) and at --per-trigger positions.
   records/s = the rows the query's progress reports, over its wall time from start() to its end.
+  And the pipeline (--pipeline, default on): the same stream at --per-trigger positions per
+  micro-batch written to the topic bench-pipeline-out through the outbox sink with a
+  consumerGroup, as spark_jobs.pizza_income_stream does: sustained records/s end to end, each
+  micro-batch's tasks' prepared transactions and the group's offsets in one commit.
 """
 
 from __future__ import annotations
@@ -56,6 +60,7 @@ from spark_jobs.session import build_session  # noqa: E402
 
 ADMIN_URL = "postgresql+psycopg://postgres@127.0.0.1:5432/postgres"
 THROUGHPUT_DATABASE = "outbox_spark_stream_bench"
+PIPELINE_OUTPUT = "bench-pipeline-out"
 
 
 def pct(values: list[float], p: float) -> float:
@@ -203,8 +208,29 @@ def throughput(spark, args: argparse.Namespace, tmp: Path) -> list[str]:  # type
                 raise RuntimeError(str(query.exception()))
             return seconds, sum(p["numInputRows"] for p in query.recentProgress)
 
+        httpx.post(f"{url}/v1/topics", json={"name": PIPELINE_OUTPUT, "partitions": committed_log.PARTITIONS})
+
+        def pipeline(per_trigger: int) -> tuple[float, int]:
+            """Source → the outbox sink, as the streaming pizza job: every record written again
+            to PIPELINE_OUTPUT by the tasks, each micro-batch committed with its positions."""
+            run = uuid.uuid4().hex[:8]
+            t0 = time.perf_counter()
+            query = (spark.readStream.format("outbox").options(**options, maxRecordsPerTrigger=str(per_trigger))
+                     .load().select("key", "value")
+                     .writeStream.format("outbox").trigger(availableNow=True)
+                     .options(url=url, topic=PIPELINE_OUTPUT, sinkId=f"bench-{run}", consumerGroup=f"bench-{run}-in",
+                              checkpointLocation=str(tmp / f"pipeline-{run}")).start())
+            query.awaitTermination()
+            seconds = time.perf_counter() - t0
+            if query.exception() is not None:
+                raise RuntimeError(str(query.exception()))
+            return seconds, sum(p["numInputRows"] for p in query.recentProgress)
+
         variants = {"batch read": batch, "stream, one micro-batch": lambda: stream(None),
                     f"stream, maxRecordsPerTrigger={args.per_trigger:,}": lambda: stream(args.per_trigger)}
+        if args.pipeline:
+            variants[f"stream → outbox sink, maxRecordsPerTrigger={args.per_trigger:,}"] = (
+                lambda: pipeline(args.per_trigger))
         seconds: dict[str, list[float]] = {n: [] for n in variants}
         for round_ in range(args.rounds + 1):  # round 0 warms up
             for name, run in variants.items():
@@ -240,6 +266,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--copies", type=int, default=24)
     parser.add_argument("--per-trigger", type=int, default=200_000)
     parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--pipeline", action=argparse.BooleanOptionalAction, default=True,
+                        help="also stream the records through the outbox sink (writes them all again, each round)")
     args = parser.parse_args(argv)
 
     spark, _ = build_session("spark-stream-benchmark", databases=["postgresql"], master="local[2]",
