@@ -563,18 +563,19 @@ def commit_batch(options: SinkOptions, messages: Sequence[SinkCommitMessage | No
         # progress and positions it staged: what follows reads what really committed, and no
         # driver that started before this point can commit any more.
         driver.init_transactions()
-        now = group_offsets(options, pipeline.group) if pipeline is not None else {}
         if batch_id is not None:
             last = last_committed_batch(options)
             # A batch id the sink committed already is a replay, unless the pipeline's offsets
             # say this batch's input was never committed: the query lost its checkpoint and
             # started again at batch 0 from the group's offsets (startingPositions=group).
-            if last is not None and batch_id <= last and (pipeline is None or _covers(now, consumed)):
+            if last is not None and batch_id <= last and (
+                    pipeline is None or _covers(group_offsets(options, pipeline.group), consumed)):
                 logger.warning("sink %s: batch %d was committed already (last: %d); its %d records are "
                                "aborted, not written twice", options.sink_id, batch_id, last, records)
                 take_over(options, [p.transactional_id for p in prepared])
                 return CommitOutcome(False, replayed=True)
         if pipeline is not None and pipeline.expected is not None:
+            now = group_offsets(options, pipeline.group)
             moved = {tp: now.get(tp) for tp in consumed if now.get(tp) != pipeline.expected.get(tp)}
             if moved:
                 # Another run of this pipeline committed a batch since this one's read started:
