@@ -251,7 +251,7 @@ def main(argv: list[str] | None = None) -> int:
             c = start(args.dir, cores=args.cores, memory=args.memory)
             print(f"master {c.master_url} (web UI {c.web_ui}); worker with {c.cores} cores and {c.memory} "
                   f"registered in {time.monotonic() - began:.1f} s")
-            print(f"state and logs in {c.directory}; stop with: python -m spark_jobs.cluster stop --dir {args.dir}")
+            print(f"state and logs in {c.directory}; stop with: {sys.executable} -m spark_jobs.cluster stop --dir {args.dir}")
         elif args.command == "status":
             c = load(args.dir)
             if c is None:

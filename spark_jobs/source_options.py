@@ -10,7 +10,8 @@
 
 Every option is read here, once, into `SourceOptions`; an unknown option or a malformed value
 is an OutboxSourceError of one line naming it. The checks that need the outside world (the
-database answers and is migrated, the service answers) are `check_reachable`.
+database answers and is migrated, the service answers, the database is the service's own)
+are `check_reachable`.
 """
 
 from __future__ import annotations
@@ -314,6 +315,63 @@ def check_service(options: SourceOptions) -> None:
                                 f"with HTTP {response.status_code}: is it an outbox service?")
 
 
+def check_same_database(options: SourceOptions) -> None:
+    """The database is the service's own: every partition of `topics` is in it, its next offset
+    at or past the log end the service answered just before. The positions come from the
+    service and the records from the database; read from another database (a copy, another
+    environment, an empty one named by mistake), a job would read nothing, or the wrong
+    records, and commit the service's positions as consumed."""
+    import httpx
+
+    from app.client.http import credentials
+
+    auth = credentials(options.api_key, None)
+    listed = httpx.get(f"{options.url}/v1/topics", timeout=PROBE_TIMEOUT_S, auth=auth).json().get("topics", [])
+    service: dict[tuple[str, int], int] = {}
+    for topic in (t["name"] for t in listed if options.wants_topic(t["name"])):
+        answer = httpx.get(f"{options.url}/v1/topics/{topic}", timeout=PROBE_TIMEOUT_S, auth=auth)
+        if answer.status_code != 200:
+            continue  # deleted meanwhile, or not the caller's to describe: the read says so
+        service.update({(topic, p["partition"]): p["log_end_offset"] for p in answer.json()["partitions"]})
+    if not service:
+        return
+    stored = _stored_next_offsets(options.database, sorted({t for t, _ in service}))
+    behind = sorted(tp for tp, end in service.items() if stored.get(tp, -1) < end)
+    if behind:
+        topic, partition = behind[0]
+        have = stored.get((topic, partition))
+        raise OutboxSourceError(
+            f"option databaseUrl: {options.database.display} is not the database of the service at {options.url}: "
+            f"the service's {topic}/{partition} ends at {service[(topic, partition)]}, "
+            + ("the database has no such partition" if have is None else f"the database's at {have}")
+            + " (name the service's own OUTBOX_DATABASE_URL)")
+
+
+def _stored_next_offsets(database: Database, topics: list[str]) -> dict[tuple[str, int], int]:
+    """(topic, partition) → next_offset, as the database stores them."""
+    marks = ", ".join("?" if database.kind == "sqlite" else "%s" for _ in topics)
+    sql = ('SELECT t.name, p."partition", p.next_offset FROM partitions p JOIN topics t ON t.topic_id = p.topic_id '
+           f"WHERE t.name IN ({marks})")
+    if database.kind == "sqlite":
+        import sqlite3
+
+        with sqlite3.connect(f"file:{database.target}?mode=ro", uri=True, timeout=PROBE_TIMEOUT_S) as conn:
+            rows = conn.execute(sql, topics).fetchall()
+    else:
+        import psycopg
+
+        try:
+            with psycopg.connect(database.target, connect_timeout=PROBE_TIMEOUT_S) as conn:
+                rows = conn.execute(sql, topics).fetchall()
+        except psycopg.errors.InsufficientPrivilege:
+            raise OutboxSourceError(
+                f"option databaseUrl: the role of {database.display} may not read the partitions' next offsets, "
+                "which the data source compares with the service's: run outbox grant-reader for it again "
+                "(it grants them since this check exists)") from None
+    return {(name, partition): next_offset for name, partition, next_offset in rows}
+
+
 def check_reachable(options: SourceOptions) -> None:
     check_database(options.database, options.driver)
     check_service(options)
+    check_same_database(options)

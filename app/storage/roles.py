@@ -1,9 +1,12 @@
-"""PostgreSQL roles for readers outside the service (Spark): the committed_records view only.
+"""PostgreSQL roles for readers outside the service (Spark): the committed_records view, and
+the topics' names and partitions' next offsets.
 
 A view runs with its owner's rights on the tables it reads (PostgreSQL's default, not
-security_invoker), so SELECT on committed_records alone lets a role read every committed
-record and nothing else: not the records of open or aborted transactions in `records`, not
-producers, offsets or API key hashes, and no write anywhere.
+security_invoker), so SELECT on committed_records lets a role read every committed record
+and nothing else: not the records of open or aborted transactions in `records`, not
+producers, group offsets or API key hashes, and no write anywhere. The two column grants on
+`topics` and `partitions` show what the view shows already (topic names, how far each
+partition goes).
 """
 
 from __future__ import annotations
@@ -33,7 +36,8 @@ def scram_sha_256(password: str) -> str:
 
 def grant_reader(engine: Engine, role: str, *, password: str | None = None) -> bool:
     """Create `role` if it does not exist (LOGIN), set its `password` if given, and grant it
-    USAGE on the view's schema and SELECT on committed_records. Whether it was created."""
+    USAGE on the view's schema, SELECT on committed_records and on the columns topics(topic_id,
+    name) and partitions(topic_id, partition, next_offset). Whether it was created."""
     raw = engine.raw_connection()
     try:
         conn = raw.driver_connection
@@ -52,6 +56,13 @@ def grant_reader(engine: Engine, role: str, *, password: str | None = None) -> b
             schema = cur.fetchone()[0]  # type: ignore[index]
             cur.execute(sql.SQL("GRANT USAGE ON SCHEMA {} TO {}").format(sql.Identifier(schema), sql.Identifier(role)))
             cur.execute(sql.SQL("GRANT SELECT ON {}.committed_records TO {}").format(
+                sql.Identifier(schema), sql.Identifier(role)))
+            # The topics' names and the partitions' next offsets: the data source compares them
+            # with the service's log ends, to know it reads the service's own database
+            # (spark_jobs.source_options.check_same_database). Both show in the view anyway.
+            cur.execute(sql.SQL('GRANT SELECT (topic_id, name) ON {}.topics TO {}').format(
+                sql.Identifier(schema), sql.Identifier(role)))
+            cur.execute(sql.SQL('GRANT SELECT (topic_id, "partition", next_offset) ON {}.partitions TO {}').format(
                 sql.Identifier(schema), sql.Identifier(role)))
         conn.commit()  # type: ignore[union-attr]
         return created

@@ -78,6 +78,16 @@ def test_the_reader_can_do_nothing_else(client: Any, reader: str, sql: str) -> N
         rows(reader, sql)
 
 
+def test_the_reader_sees_topic_names_and_partitions_next_offsets_and_no_other_column(client: Any, reader: str) -> None:
+    create_topic(client, "orders")
+    assert send(client, [batch("orders", 0, ["a", "b"])]).status_code == 200
+    assert rows(reader, 'SELECT t.name, p."partition", p.next_offset FROM partitions p '
+                        "JOIN topics t ON t.topic_id = p.topic_id WHERE p.\"partition\" = 0") == [("orders", 0, 2)]
+    for other in ("SELECT * FROM topics", "SELECT log_start_offset FROM partitions"):
+        with pytest.raises(ProgrammingError, match="permission denied"):
+            rows(reader, other)
+
+
 def test_granting_an_existing_role_again_creates_nothing(db_url: str, reader: str) -> None:
     role = make_url(reader).username
     assert grant_reader(create_engine(db_url), role) is False  # type: ignore[arg-type]

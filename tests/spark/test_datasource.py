@@ -314,6 +314,25 @@ def _migrate(database_url: str) -> None:
                    env={"OUTBOX_DATABASE_URL": database_url, "PATH": "/usr/bin:/bin"})
 
 
+def test_a_database_that_is_not_the_services_own_is_a_one_line_error(spark, backend, url, client, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """Another outbox database (migrated, the same topic, fewer records): the positions would
+    come from the service and the records from that database. Refused before any read."""
+    ok(client.post("/v1/topics", json={"name": "mine", "partitions": 1}), 201)
+    from app.client import Producer
+
+    producer = Producer(url)
+    producer.send("mine", 1, partition=0)
+    producer.send("mine", 2, partition=0)
+    producer.flush()
+    producer.close()
+    other = f"sqlite:///{tmp_path}/other.db"
+    _migrate(other)
+    assert (f"option databaseUrl: {tmp_path}/other.db is not the database of the service at {url}: the "
+            "service's mine/0 ends at 2, the database has no such partition") in _error(spark, url=url, databaseUrl=other,
+                                                                          topics="mine")
+    assert read_outbox(spark, url=url, databaseUrl=backend.url, topics="mine").count() == 2
+
+
 def test_an_unknown_topic_is_a_one_line_error(spark, backend, url, client) -> None:  # type: ignore[no-untyped-def]
     assert "topic 'nope' does not exist" in _error(spark, url=url, databaseUrl=backend.url, topics="nope")
     # Through Spark alone, the same line, when Spark plans the read.

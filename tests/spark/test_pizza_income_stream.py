@@ -207,3 +207,30 @@ def test_the_stream_killed_with_sigkill_at_random_points_outputs_each_order_once
     # The killed runs' transactions: aborted by the restart's take-over, none left to block.
     assert open_transactions(url) == [], f"seed {seed}"
     orders.close()
+
+
+@pytest.mark.parametrize("backend", ["sqlite"], indirect=True)
+def test_ctrl_c_stops_the_stream_with_one_line_and_nothing_left_open(backend, url, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """SIGINT to the job's process group, as a terminal's Ctrl-C sends it, while orders keep
+    coming: the query stops, the job says so in one line and exits 0, and no transaction of
+    the sink is left open or prepared (the micro-batch in progress, if any, was aborted)."""
+    orders = Orders(url)
+    log = tmp_path / "job.log"
+    job = _start_job(url, backend.url, tmp_path / "checkpoint", log, "--trigger-seconds", "0.2")
+    deadline = time.monotonic() + 60
+    while not outputs(url):
+        assert job.poll() is None and time.monotonic() < deadline, log.read_text()[-4000:]
+        orders.plain(1)
+        time.sleep(0.2)
+    for _ in range(10):
+        orders.plain(1)
+    os.killpg(job.pid, signal.SIGINT)
+    assert job.wait(60) == 0, log.read_text()[-4000:]
+    assert "stopped: the micro-batch in progress, if any, was aborted" in log.read_text()
+    assert "Traceback" not in log.read_text(), log.read_text()[-4000:]
+    assert open_transactions(url) == []
+    # What it output before it stopped: committed pizza orders, each once.
+    sources = [s for _, s, _ in outputs(url)]
+    assert sources and len(set(sources)) == len(sources)
+    assert set(sources) <= set(committed_pizza_orders(url))
+    orders.close()
