@@ -319,8 +319,12 @@ def write_batch(spark, result: BatchResult, per_order, *, url: str, sink_id: str
         options["apiKey"] = api_key
     if transaction_timeout_ms is not None:
         options["transactionTimeoutMs"] = str(transaction_timeout_ms)
-    frame = outputs(spark, result, per_order, input_topic=input_topic, output_topic=output_topic,
-                    totals_topic=totals_topic)
+    from spark_jobs.sink import MAX_JOINT_COMMIT
+
+    # One task per shuffle partition (spark.sql.shuffle.partitions, often 200-2000); the sink's
+    # one commit names at most MAX_JOINT_COMMIT prepared transactions, the totals' row's included.
+    frame = outputs(spark, result, per_order.coalesce(MAX_JOINT_COMMIT - 1), input_topic=input_topic,
+                    output_topic=output_topic, totals_topic=totals_topic)
     if crash_in_commit:
         _register_killed_in_commit(spark)
         frame.write.format("outbox").mode("append").options(**options).save()

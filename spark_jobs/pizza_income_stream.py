@@ -97,8 +97,17 @@ def start(spark, *, url: str, database_url: str, checkpoint: str, group: str = G
           api_key: str | None = None):
     """The started StreamingQuery. trigger_seconds=None: Trigger.AvailableNow (read what is
     committed now, in micro-batches, then stop)."""
+    from app.client import Producer
     from spark_jobs.datasource import register
 
+    # Fences an earlier driver of this job and aborts what it left open in its commit, with the
+    # group's offsets it staged: the source's start (the group's stable offsets) need not wait
+    # for the coordinator to time that transaction out.
+    fence = Producer(url, sink_options(url=url, checkpoint=checkpoint, group=group)["sinkId"], api_key=api_key)
+    try:
+        fence.init_transactions()
+    finally:
+        fence.close()
     register(spark)
     orders = spark.readStream.format("outbox").options(**source_options(
         url=url, database_url=database_url, group=group, input_topic=input_topic,

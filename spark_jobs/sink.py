@@ -185,10 +185,14 @@ def parse_pipeline(given: Mapping[str, str], *, streaming: bool) -> Pipeline | N
         if not checkpoint:
             raise OutboxSinkError("option consumerGroup in a streaming write needs the option checkpointLocation "
                                   "on the writeStream: the sink reads each micro-batch's positions from its offset log")
-        if re.match(r"^[a-zA-Z][a-zA-Z0-9+.-]*://", checkpoint) and not checkpoint.startswith("file://"):
+        from urllib.parse import urlsplit
+
+        parts = urlsplit(checkpoint)
+        # A Windows drive letter aside, a scheme other than file: is a store Python cannot open.
+        if parts.scheme and len(parts.scheme) > 1 and parts.scheme != "file":
             raise OutboxSinkError(f"option consumerGroup: the checkpointLocation {checkpoint!r} is not a local path; "
                                   "the sink reads the offset log with Python's file API (a local or mounted path)")
-        return Pipeline(group, checkpoint=checkpoint.removeprefix("file://"))
+        return Pipeline(group, checkpoint=parts.path if parts.scheme == "file" else checkpoint)
     if "consumedPositions" not in given:
         raise OutboxSinkError("option consumerGroup in a batch write needs the option consumedPositions: "
                               'the positions the batch read, as JSON like {"orders": {"0": 120}}')
@@ -280,6 +284,8 @@ def check_service(options: SinkOptions) -> None:
     # only in an InitProducerId: the driver's own id takes it here, as commit_batch's does later
     # (fencing an earlier driver of the sink, which that one does anyway), so that an option out
     # of range is this line, not a traceback of every task inside Spark's error.
+    # (With the tasks' timeout, which is what is checked; commit_batch's InitProducerId sets
+    # the driver's own, shorter one. No transaction is begun here.)
     driver = _producer(options, options.sink_id)
     try:
         driver.init_transactions()
@@ -338,8 +344,16 @@ class SinkCommitMessage(WriterCommitMessage):
 
 
 def _producer(options: SinkOptions, transactional_id: str) -> Producer:
+    """A task's producer: transactionTimeoutMs, long enough to send all its rows."""
     return Producer(options.url, transactional_id, transaction_timeout_ms=options.transaction_timeout_ms,
                     batch_records=options.batch_records, api_key=options.api_key)
+
+
+def _driver_producer(options: SinkOptions) -> Producer:
+    """The driver's producer `<sinkId>`, with the service's default timeout: its transaction
+    lives only from AddOffsets to Commit, and if the driver dies in between, its staged offsets
+    stay pending (and a reader asking for stable offsets waits) until the coordinator aborts it."""
+    return Producer(options.url, options.sink_id, api_key=options.api_key)
 
 
 def _session(options: SinkOptions) -> Session:
@@ -428,19 +442,9 @@ def last_committed_batch(options: SinkOptions) -> int | None:
     """The last batch id the sink committed: its group `<sinkId>` holds batchId + 1 (the next
     batch to write, as a consumer's committed offset is the next record to read) on partition 0
     of an output topic. The highest over the group's partitions, so a sink whose batches wrote
-    to different topics reads its last one. require_stable: an offset still pending in an
-    unfinished transaction of the sink is waited out, never read stale."""
-    session = _session(options)
-    try:
-        answer = session.call("GET", f"/v1/groups/{options.sink_id}/offsets",
-                              params={"require_stable": "true", "wait_ms": OFFSET_WAIT_MS}, deadline_s=120)
-    except ClientError as e:
-        if e.error_code == "GROUP_ID_NOT_FOUND":
-            return None
-        raise
-    finally:
-        session.close()
-    offsets = [o["offset"] for o in answer["offsets"]]
+    to different topics reads its last one. Stable offsets only (group_offsets): one pending in
+    an unfinished transaction of the sink is waited out, never read stale."""
+    offsets = group_offsets(options, options.sink_id).values()
     return max(offsets) - 1 if offsets else None
 
 
@@ -499,8 +503,14 @@ def micro_batch_positions(checkpoint: str, batch_id: int) -> dict[TopicPartition
     try:
         lines = path.read_text().splitlines()
     except OSError as e:
-        raise OutboxSinkError(f"option consumerGroup: cannot read the query's offset log {path} ({e.strerror}); "
-                              "the sink needs the checkpointLocation on a path this driver can read") from None
+        raise OutboxSinkError(f"option consumerGroup: cannot read the query's offset log {path} "
+                              f"({e.strerror or e}); the sink needs the checkpointLocation on a path this "
+                              "driver can read") from None
+    if not lines or lines[0] != "v1":
+        # Spark's offsetLog.formatVersion 2 writes each source's line in another form.
+        raise OutboxSinkError(f"option consumerGroup: the offset log {path} is in format "
+                              f"{lines[0] if lines else '(empty)'!r}; the sink reads format v1 "
+                              "(spark.sql.streaming.offsetLog.formatVersion=1, Spark's default)")
     found = []
     for line in lines[2:]:
         try:
@@ -511,6 +521,14 @@ def micro_batch_positions(checkpoint: str, batch_id: int) -> dict[TopicPartition
         raise OutboxSinkError(f"option consumerGroup: micro-batch {batch_id}'s offset log {path} holds "
                               f"{len(found)} offsets of the outbox source's form; a pipeline's query reads one outbox source")
     return found[0]
+
+
+def existing_topics(options: SinkOptions) -> set[str]:
+    session = _session(options)
+    try:
+        return {t["name"] for t in session.call("GET", "/v1/topics", deadline_s=60)["topics"]}
+    finally:
+        session.close()
 
 
 def group_offsets(options: SinkOptions, group: str) -> dict[TopicPartition, int]:
@@ -557,7 +575,15 @@ def commit_batch(options: SinkOptions, messages: Sequence[SinkCommitMessage | No
     elif pipeline is not None:
         assert pipeline.checkpoint is not None and batch_id is not None  # parse_pipeline: streaming
         consumed = micro_batch_positions(pipeline.checkpoint, batch_id)
-    driver = _producer(options, options.sink_id)
+    if consumed:
+        # A topic deleted since (a topicPattern's stream keeps its last positions) has no
+        # offsets to move: the service would refuse the AddOffsets, and every commit after.
+        gone = {tp.topic for tp in consumed} - existing_topics(options)
+        if gone:
+            logger.warning("sink %s: the consumed topics %s no longer exist; their positions are not committed",
+                           options.sink_id, ", ".join(sorted(gone)))
+            consumed = {tp: o for tp, o in consumed.items() if tp.topic not in gone}
+    driver = _driver_producer(options)
     try:
         # Fences an earlier driver of this sink and aborts its unfinished transaction, with the
         # progress and positions it staged: what follows reads what really committed, and no
@@ -577,6 +603,7 @@ def commit_batch(options: SinkOptions, messages: Sequence[SinkCommitMessage | No
         if pipeline is not None and pipeline.expected is not None:
             now = group_offsets(options, pipeline.group)
             moved = {tp: now.get(tp) for tp in consumed if now.get(tp) != pipeline.expected.get(tp)}
+            shown = lambda offset: "none" if offset is None else offset  # noqa: E731
             if moved:
                 # Another run of this pipeline committed a batch since this one's read started:
                 # its input is (partly) that batch's, and committing would write it twice.
@@ -584,7 +611,7 @@ def commit_batch(options: SinkOptions, messages: Sequence[SinkCommitMessage | No
                 take_over(options, [p.transactional_id for p in prepared])
                 raise OutboxSinkError(
                     f"sink {options.sink_id}: the group {pipeline.group}'s offsets moved since the read started "
-                    f"({', '.join(f'{tp}: {pipeline.expected.get(tp)} → {o}' for tp, o in sorted(moved.items()))}): "
+                    f"({', '.join(f'{tp}: {shown(pipeline.expected.get(tp))} → {shown(o)}' for tp, o in sorted(moved.items()))}): "
                     "another run committed meanwhile; nothing of this batch is visible, run it again")
         leftovers = clean_leftovers(options, {p.transactional_id for p in prepared})
         progress_topic = options.topic or min((t for m in done for t in m.topics), default=None)

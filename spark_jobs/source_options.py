@@ -16,6 +16,7 @@ are `check_reachable`.
 
 from __future__ import annotations
 
+import logging
 import os
 import re
 from collections.abc import Mapping
@@ -24,6 +25,8 @@ from pathlib import Path
 
 from spark_jobs.errors import OutboxSourceError, SparkJobError
 from spark_jobs.positions import EARLIEST, LATEST, TopicPartition, positions_from_json
+
+logger = logging.getLogger(__name__)
 
 # Option name (as Spark users write it) → what it means. Spark hands options over with their
 # keys lower-cased or as typed, depending on the API used, so they are matched without case.
@@ -316,26 +319,39 @@ def check_service(options: SourceOptions) -> None:
 
 
 def check_same_database(options: SourceOptions) -> None:
-    """The database is the service's own: every partition of `topics` is in it, its next offset
-    at or past the log end the service answered just before. The positions come from the
-    service and the records from the database; read from another database (a copy, another
-    environment, an empty one named by mistake), a job would read nothing, or the wrong
-    records, and commit the service's positions as consumed."""
+    """The database is not behind the service: every partition of the wanted topics is in it,
+    its next offset at or past the log end the service answered just before. The positions come
+    from the service and the records from the database; read from another database (an empty
+    one named by mistake, a copy, a replica that lags), a job would read nothing, or too little,
+    and commit the service's positions as consumed. Checked when the read is planned; a
+    database that is ahead (another, busier one) is not told apart: name the service's own, its
+    primary."""
     import httpx
 
     from app.client.http import credentials
 
+    import sqlite3
+
     auth = credentials(options.api_key, None)
-    listed = httpx.get(f"{options.url}/v1/topics", timeout=PROBE_TIMEOUT_S, auth=auth).json().get("topics", [])
-    service: dict[tuple[str, int], int] = {}
-    for topic in (t["name"] for t in listed if options.wants_topic(t["name"])):
-        answer = httpx.get(f"{options.url}/v1/topics/{topic}", timeout=PROBE_TIMEOUT_S, auth=auth)
-        if answer.status_code != 200:
-            continue  # deleted meanwhile, or not the caller's to describe: the read says so
-        service.update({(topic, p["partition"]): p["log_end_offset"] for p in answer.json()["partitions"]})
-    if not service:
+    try:
+        listed = httpx.get(f"{options.url}/v1/topics", timeout=PROBE_TIMEOUT_S, auth=auth).json().get("topics", [])
+        service: dict[tuple[str, int], int] = {}
+        for topic in (t["name"] for t in listed if options.wants_topic(t["name"])):
+            answer = httpx.get(f"{options.url}/v1/topics/{topic}", timeout=PROBE_TIMEOUT_S, auth=auth)
+            if answer.status_code != 200:
+                continue  # deleted meanwhile, or not the caller's to describe: the read says so
+            service.update({(topic, p["partition"]): p["log_end_offset"] for p in answer.json()["partitions"]})
+        if not service:
+            return
+        stored = _stored_next_offsets(options.database, sorted({t for t, _ in service}))
+    except (httpx.HTTPError, ValueError, KeyError, sqlite3.Error) as e:
+        raise OutboxSourceError(f"cannot compare the database {options.database.display} with the service at "
+                                f"{options.url}: {type(e).__name__}: {' '.join(str(e).split())}") from None
+    if stored is None:
+        logger.warning("the role of %s may not read the partitions' next offsets: the check that it is the "
+                       "service's own database is skipped (run outbox grant-reader for the role again)",
+                       options.database.display)
         return
-    stored = _stored_next_offsets(options.database, sorted({t for t, _ in service}))
     behind = sorted(tp for tp, end in service.items() if stored.get(tp, -1) < end)
     if behind:
         topic, partition = behind[0]
@@ -347,16 +363,20 @@ def check_same_database(options: SourceOptions) -> None:
             + " (name the service's own OUTBOX_DATABASE_URL)")
 
 
-def _stored_next_offsets(database: Database, topics: list[str]) -> dict[tuple[str, int], int]:
-    """(topic, partition) → next_offset, as the database stores them."""
+def _stored_next_offsets(database: Database, topics: list[str]) -> dict[tuple[str, int], int] | None:
+    """(topic, partition) → next_offset, as the database stores them; None if the role may not
+    read them (one granted the view alone, before outbox grant-reader granted these columns)."""
     marks = ", ".join("?" if database.kind == "sqlite" else "%s" for _ in topics)
     sql = ('SELECT t.name, p."partition", p.next_offset FROM partitions p JOIN topics t ON t.topic_id = p.topic_id '
            f"WHERE t.name IN ({marks})")
     if database.kind == "sqlite":
         import sqlite3
 
-        with sqlite3.connect(f"file:{database.target}?mode=ro", uri=True, timeout=PROBE_TIMEOUT_S) as conn:
+        conn = sqlite3.connect(f"file:{database.target}?mode=ro", uri=True, timeout=PROBE_TIMEOUT_S)
+        try:
             rows = conn.execute(sql, topics).fetchall()
+        finally:
+            conn.close()
     else:
         import psycopg
 
@@ -364,10 +384,7 @@ def _stored_next_offsets(database: Database, topics: list[str]) -> dict[tuple[st
             with psycopg.connect(database.target, connect_timeout=PROBE_TIMEOUT_S) as conn:
                 rows = conn.execute(sql, topics).fetchall()
         except psycopg.errors.InsufficientPrivilege:
-            raise OutboxSourceError(
-                f"option databaseUrl: the role of {database.display} may not read the partitions' next offsets, "
-                "which the data source compares with the service's: run outbox grant-reader for it again "
-                "(it grants them since this check exists)") from None
+            return None
     return {(name, partition): next_offset for name, partition, next_offset in rows}
 
 

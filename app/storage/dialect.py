@@ -106,6 +106,8 @@ def lock_row(dialect_name: str, stmt: Any, lock: RowLock | None) -> Any:
         return lock_for_share(dialect_name, stmt)
     if lock is RowLock.UPDATE:
         return lock_for_update(dialect_name, stmt)
+    if lock is not None:  # a string would read the row unlocked: the bug the enum is for
+        raise TypeError(f"lock must be a RowLock or None, not {lock!r}")
     return stmt
 
 

@@ -108,6 +108,15 @@ def test_batch_zero_of_a_new_checkpoint_is_no_replay_when_its_positions_were_nev
     assert _group(url) == {(SOURCE, 0): 12, (SOURCE, 1): 4}
 
 
+def test_positions_of_a_topic_deleted_since_are_left_out_and_the_rest_commit(backend, url, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """A topicPattern's stream keeps the last positions of a topic that was deleted: moving the
+    group's offsets there would be refused, at this commit and every one after."""
+    _offset_log(tmp_path, 0, {SOURCE: {"0": 5}, "deleted-since": {"0": 4}})
+    assert commit_batch(_stream_options(url, tmp_path), _prepared(url, "sink", "b0"), 0).committed
+    assert _group(url) == {(SOURCE, 0): 5}
+    assert _tags(url) == ["b0", "b0"]
+
+
 def test_a_batch_write_moves_the_group_to_consumed_positions_even_with_no_output(backend, url) -> None:  # type: ignore[no-untyped-def]
     """All of a batch's input filtered out: nothing to write, and still its input is consumed."""
     options = parse_sink_options({"url": url, "topic": OUT, "sinkId": "job", "consumerGroup": GROUP,
@@ -115,6 +124,26 @@ def test_a_batch_write_moves_the_group_to_consumed_positions_even_with_no_output
     assert commit_batch(options, [], None).committed
     assert _group(url) == {(SOURCE, 0): 7}
     assert _tags(url) == []
+
+
+def test_a_driver_that_died_with_the_groups_offsets_staged_leaves_them_to_the_next_commit(backend, url) -> None:  # type: ignore[no-untyped-def]
+    """The sink's driver died between its AddOffsets and its Commit: its open transaction holds
+    the group's offsets pending. The next run's commit fences it (InitProducerId), which aborts
+    it, reads the group as the last commit left it (none), and commits its own."""
+    from app.client import Producer
+
+    dead = Producer(url, "job")
+    dead.init_transactions()
+    dead.begin_transaction()
+    dead.send_offsets_to_transaction({(SOURCE, 0): 3}, GROUP)  # and then nothing: killed
+    options = parse_sink_options({"url": url, "topic": OUT, "sinkId": "job", "consumerGroup": GROUP,
+                                  "consumedPositions": json.dumps({SOURCE: {"0": 7}}),
+                                  "consumedFrom": "{}"}, streaming=False)
+    assert commit_batch(options, _prepared(url, "job", "next run"), None).committed
+    assert _group(url) == {(SOURCE, 0): 7}
+    assert _tags(url) == ["next run", "next run"]
+    assert _open(url) == []
+    dead.close()
 
 
 def test_a_batch_write_is_refused_when_the_group_moved_since_its_read_started(backend, url) -> None:  # type: ignore[no-untyped-def]
@@ -127,7 +156,7 @@ def test_a_batch_write_is_refused_when_the_group_moved_since_its_read_started(ba
                                    "consumedFrom": "{}"}, streaming=False)
 
     assert commit_batch(options(7), _prepared(url, "job", "first"), None).committed
-    with pytest.raises(OutboxSinkError, match=r"group pipeline's offsets moved since the read started \(in/0: None → 7\)"):
+    with pytest.raises(OutboxSinkError, match=r"group pipeline's offsets moved since the read started \(in/0: none → 7\)"):
         commit_batch(options(9), _prepared(url, "job", "second"), None)
     assert _tags(url) == ["first", "first"]
     assert _group(url) == {(SOURCE, 0): 7}
@@ -144,6 +173,7 @@ def test_a_batch_write_is_refused_when_the_group_moved_since_its_read_started(ba
     ({"consumerGroup": "g", "sinkId": "s", "checkpointLocation": "/cp", "consumedFrom": "{}"}, True,
      "option consumedFrom is for batch writes"),
     ({"consumerGroup": "s", "sinkId": "s", "checkpointLocation": "/cp"}, True, "must differ from sinkId"),
+    ({"consumerGroup": "g", "sinkId": "s", "checkpointLocation": "s3a://bucket/cp"}, True, "is not a local path"),
 ])
 def test_pipeline_options_in_the_wrong_form_are_one_line_errors(given, streaming, message) -> None:  # type: ignore[no-untyped-def]
     with pytest.raises(OutboxSinkError, match=message):
@@ -158,3 +188,16 @@ def test_the_offset_log_entry_must_hold_exactly_one_outbox_source(tmp_path) -> N
         micro_batch_positions(str(tmp_path), 4)
     with pytest.raises(OutboxSinkError, match="cannot read the query's offset log"):
         micro_batch_positions(str(tmp_path), 5)
+    (tmp_path / "offsets" / "6").write_text('v2\n{}\nsource-0:{"in": {"0": 5}}')
+    with pytest.raises(OutboxSinkError, match="is in format 'v2'; the sink reads format v1"):
+        micro_batch_positions(str(tmp_path), 6)
+
+
+@pytest.mark.parametrize(("location", "read_at"), [
+    ("/var/lib/cp", "/var/lib/cp"), ("file:///var/lib/cp", "/var/lib/cp"), ("file:/var/lib/cp", "/var/lib/cp"),
+    ("relative/cp", "relative/cp"),
+])
+def test_a_local_checkpoint_location_is_read_as_its_path(location, read_at) -> None:  # type: ignore[no-untyped-def]
+    options = parse_sink_options({"url": "http://127.0.0.1:1", "topic": OUT, "sinkId": "s", "consumerGroup": "g",
+                                  "checkpointLocation": location}, streaming=True)
+    assert options.pipeline is not None and options.pipeline.checkpoint == read_at
