@@ -69,7 +69,7 @@ from spark_jobs.positions import (
     LogBounds,
     TopicPartition,
     TopicRange,
-    committed_offsets,
+    group_offsets as fetch_group_offsets,
     resolve_position,
 )
 from spark_jobs.source_options import SourceOptions, check_reachable, parse_options
@@ -296,13 +296,15 @@ def snapshot(options: SourceOptions, topics_wanted: set[str] | None) -> dict[Top
 
 
 def group_offsets(options: SourceOptions, topics: Iterable[str]) -> dict[TopicPartition, int]:
+    """The option group's committed offsets in `topics`, in one request."""
     from app.client.http import Session, credentials
 
     assert options.group is not None
+    wanted = set(topics)
     session = Session(options.url, auth=credentials(options.api_key, None))
     try:
-        return {TopicPartition(t, p): offset for t in sorted(set(topics))
-                for p, offset in committed_offsets(session, options.group, t).items()}
+        return {tp: offset for tp, offset in fetch_group_offsets(session, options.group).items()
+                if tp.topic in wanted}
     finally:
         session.close()
 

@@ -125,19 +125,26 @@ def report_data_loss(lost: Sequence[DataLoss], *, group: str, topic: str, fail_o
                        "the batch goes on without them" if d.while_reading else "starting at the log start")
 
 
-def committed_offsets(session: Session, group_id: str, topic: str) -> dict[int, int]:
-    """partition → the group's committed offset in `topic` (missing: never committed)."""
+def group_offsets(session: Session, group_id: str, topic: str | None = None) -> dict[TopicPartition, int]:
+    """(topic, partition) → the group's committed offset, of `topic` or of every topic (missing:
+    never committed). require_stable: an offset pending in an unfinished transaction is waited
+    out (up to OFFSET_DEADLINE_S), never read stale. The one fetch of a group's offsets."""
+    params: dict[str, str | int] = {"require_stable": "true", "wait_ms": OFFSET_WAIT_MS}
+    if topic is not None:
+        params["topic"] = topic
     try:
-        answer = session.call(
-            "GET", f"/v1/groups/{group_id}/offsets",
-            params={"topic": topic, "require_stable": "true", "wait_ms": OFFSET_WAIT_MS},
-            deadline_s=OFFSET_DEADLINE_S,
-        )
+        answer = session.call("GET", f"/v1/groups/{group_id}/offsets", params=params, deadline_s=OFFSET_DEADLINE_S)
     except ClientError as e:
         if e.error_code == "GROUP_ID_NOT_FOUND":
             return {}
         raise
-    return {o["partition"]: o["offset"] for o in answer["offsets"] if o["topic"] == topic}
+    return {TopicPartition(o["topic"], o["partition"]): o["offset"] for o in answer["offsets"]
+            if topic is None or o["topic"] == topic}
+
+
+def committed_offsets(session: Session, group_id: str, topic: str) -> dict[int, int]:
+    """partition → the group's committed offset in `topic` (group_offsets, by partition)."""
+    return {tp.partition: offset for tp, offset in group_offsets(session, group_id, topic).items()}
 
 
 def batch_ranges(

@@ -68,7 +68,13 @@ from app.client import PreparedTxnState, Producer
 from app.client.errors import ClientError, RetriableError
 from app.client.http import Session, credentials
 from spark_jobs.errors import OutboxSinkError
-from spark_jobs.positions import TopicPartition, positions_from_dict, positions_from_json, positions_to_json
+from spark_jobs.positions import (
+    TopicPartition,
+    group_offsets as fetch_group_offsets,
+    positions_from_dict,
+    positions_from_json,
+    positions_to_json,
+)
 from spark_jobs.source_options import given_options, positive_option, service_url
 
 logger = logging.getLogger(__name__)
@@ -99,8 +105,6 @@ DEFAULT_BATCH_RECORDS = 5_000
 # thousands a second): the service's 60 s default would abort large partitions. Once prepared
 # it has no timeout at all (KIP-939).
 DEFAULT_TRANSACTION_TIMEOUT_MS = 900_000
-# GET /v1/groups/{id}/offsets: how long the service waits out a pending offset commit
-OFFSET_WAIT_MS = 10_000
 # The Ongoing/Prepared transactions listed per cleanup (the API's own maximum)
 LIST_LIMIT = 10_000
 # A Commit names at most this many prepared transactions (the service's CommitTransactionRequest)
@@ -532,18 +536,12 @@ def existing_topics(options: SinkOptions) -> set[str]:
 
 
 def group_offsets(options: SinkOptions, group: str) -> dict[TopicPartition, int]:
-    """The group's committed offsets, pending ones waited out (require_stable)."""
+    """The group's committed offsets, pending ones waited out (positions.group_offsets)."""
     session = _session(options)
     try:
-        answer = session.call("GET", f"/v1/groups/{group}/offsets",
-                              params={"require_stable": "true", "wait_ms": OFFSET_WAIT_MS}, deadline_s=120)
-    except ClientError as e:
-        if e.error_code == "GROUP_ID_NOT_FOUND":
-            return {}
-        raise
+        return fetch_group_offsets(session, group)
     finally:
         session.close()
-    return {TopicPartition(o["topic"], o["partition"]): o["offset"] for o in answer["offsets"]}
 
 
 @dataclass
