@@ -223,11 +223,7 @@ def run(
             _require_topic(session, topic)
         # Fences an earlier run's commit and aborts what it left open, with the offsets it
         # staged, so that the group's offsets read next are what the last committed run left.
-        fence = Producer(url, sink_id, api_key=api_key)
-        try:
-            fence.init_transactions()
-        finally:
-            fence.close()
+        fence(url, sink_id, api_key)
         checkpoint("after-init", None)
         committed = committed_offsets(session, group, input_topic)
         bounds = log_bounds(session, input_topic)  # the snapshot: read once, here
@@ -307,7 +303,7 @@ def write_batch(spark, result: BatchResult, per_order, *, url: str, sink_id: str
     and the group's offsets moved to the batch's ends, in the sink's one commit: all of it
     becomes visible at once, or none of it. consumedFrom is the group's offsets this batch
     started from: if another run committed since, the commit is refused and nothing shows."""
-    from spark_jobs.sink import write_outbox
+    from spark_jobs.sink import MAX_JOINT_COMMIT, write_outbox
 
     options = {
         "url": url, "sinkId": sink_id, "consumerGroup": group,
@@ -319,8 +315,6 @@ def write_batch(spark, result: BatchResult, per_order, *, url: str, sink_id: str
         options["apiKey"] = api_key
     if transaction_timeout_ms is not None:
         options["transactionTimeoutMs"] = str(transaction_timeout_ms)
-    from spark_jobs.sink import MAX_JOINT_COMMIT
-
     # One task per shuffle partition (spark.sql.shuffle.partitions, often 200-2000); the sink's
     # one commit names at most MAX_JOINT_COMMIT prepared transactions, the totals' row's included.
     frame = outputs(spark, result, per_order.coalesce(MAX_JOINT_COMMIT - 1), input_topic=input_topic,
@@ -351,6 +345,16 @@ def _register_killed_in_commit(spark) -> None:  # type: ignore[no-untyped-def]
             return KilledInCommit(self.options, schema, overwrite)
 
     spark.dataSource.register(Outbox)
+
+
+def fence(url: str, transactional_id: str, api_key: str | None) -> None:
+    """InitProducerId for `transactional_id`: a producer that had it can no longer commit, and
+    its open transaction is aborted (with the offsets it staged)."""
+    producer = Producer(url, transactional_id, api_key=api_key)
+    try:
+        producer.init_transactions()
+    finally:
+        producer.close()
 
 
 def _require_topic(session: Session, topic: str) -> None:
@@ -409,22 +413,42 @@ def _as_flags(message: str) -> str:
     return message
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def add_job_arguments(parser: argparse.ArgumentParser, *, api_key_needs: str) -> None:
+    """The flags both pizza jobs take: the service, its database, the API key, Spark's master."""
     parser.add_argument("--url", default=os.environ.get("OUTBOX_URL", "http://127.0.0.1:8000"),
                         help="the outbox service (default $OUTBOX_URL or http://127.0.0.1:8000)")
     parser.add_argument("--database-url", default=os.environ.get("OUTBOX_DATABASE_URL", "sqlite:///./outbox.db"),
                         help="the service's database, as its OUTBOX_DATABASE_URL (sqlite:///… or postgresql://…)")
     parser.add_argument("--api-key", default=os.environ.get("OUTBOX_API_KEY"),
-                        help="with authentication on: the job's API key (default: $OUTBOX_API_KEY); it needs read "
-                             "on the input topic and the group, write on the output topics and the transactional id")
+                        help="with authentication on: the job's API key (default: $OUTBOX_API_KEY); it needs "
+                             + api_key_needs)
+    parser.add_argument("--master", default=None,
+                        help="Spark master (default: spark-submit's, else local[*])")
+
+
+def start_spark(app_name: str, args: argparse.Namespace, topics: list[str]):  # type: ignore[no-untyped-def]
+    """The jobs' logging, their prerequisites checked before Spark starts (SparkJobError of one
+    line), then the SparkSession. No database to name: the data source reads with Python
+    drivers, no JDBC jar needed."""
+    from spark_jobs.session import build_session
+
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    logging.getLogger("py4j").setLevel(logging.WARNING)
+    logging.getLogger("httpx").setLevel(logging.WARNING)
+    check_prerequisites(url=args.url, database_url=args.database_url, api_key=args.api_key, topics=topics)
+    spark, _ = build_session(app_name, databases=[], master=args.master)
+    return spark
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    add_job_arguments(parser, api_key_needs="read on the input topic and the group, write on the output "
+                                            "topics and the transactional id")
     parser.add_argument("--group", default=GROUP)
     parser.add_argument("--transactional-id", default=None, help="default: GROUP-job")
     parser.add_argument("--input", default=INPUT)
     parser.add_argument("--output", default=OUTPUT)
     parser.add_argument("--totals", default=TOTALS)
-    parser.add_argument("--master", default=None,
-                        help="Spark master (default: spark-submit's, else local[*])")
     parser.add_argument("--positions-per-split", type=int, default=DEFAULT_POSITIONS_PER_SPLIT,
                         help="positions of a partition read by one Spark task (the data source's positionsPerSplit)")
     parser.add_argument("--max-positions", type=int, default=None,
@@ -439,17 +463,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.positions_per_split < 1:
         parser.error("--positions-per-split must be at least 1")
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
-    logging.getLogger("py4j").setLevel(logging.WARNING)
-    logging.getLogger("httpx").setLevel(logging.WARNING)
-
-    from spark_jobs.session import build_session
-
     try:
-        check_prerequisites(url=args.url, database_url=args.database_url, api_key=args.api_key,
-                            topics=[args.input, args.output, args.totals])
-        # No database to name: the data source reads with Python drivers, no JDBC jar needed.
-        spark, _ = build_session("pizza-income", databases=[], master=args.master)
+        spark = start_spark("pizza-income", args, [args.input, args.output, args.totals])
     except SparkJobError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2

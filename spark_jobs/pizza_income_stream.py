@@ -35,7 +35,6 @@ from __future__ import annotations
 
 import argparse
 import logging
-import os
 import sys
 from pathlib import Path
 
@@ -43,7 +42,15 @@ if __package__ in (None, ""):  # spark-submit runs this file as a script: find t
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from spark_jobs.errors import SparkJobError  # noqa: E402
-from spark_jobs.pizza_income import INPUT, ORDER_SCHEMA, OUTPUT, PIZZA, check_prerequisites  # noqa: E402
+from spark_jobs.pizza_income import (  # noqa: E402
+    INPUT,
+    ORDER_SCHEMA,
+    OUTPUT,
+    PIZZA,
+    add_job_arguments,
+    fence,
+    start_spark,
+)
 
 logger = logging.getLogger("spark_jobs.pizza_income_stream")
 
@@ -67,11 +74,15 @@ def source_options(*, url: str, database_url: str, group: str = GROUP, input_top
     return options
 
 
+def sink_id(group: str) -> str:
+    return f"{group}-sink"
+
+
 def sink_options(*, url: str, checkpoint: str, group: str = GROUP, output_topic: str = OUTPUT,
                  api_key: str | None = None) -> dict[str, str]:
     """The stream's sink: the outputs, the micro-batch's id (progress of the sink `<group>-sink`)
     and the positions it consumed (the group's offsets) in one commit per micro-batch."""
-    options = {"url": url, "topic": output_topic, "sinkId": f"{group}-sink", "consumerGroup": group,
+    options = {"url": url, "topic": output_topic, "sinkId": sink_id(group), "consumerGroup": group,
                "checkpointLocation": checkpoint}
     if api_key is not None:
         options["apiKey"] = api_key
@@ -97,17 +108,12 @@ def start(spark, *, url: str, database_url: str, checkpoint: str, group: str = G
           api_key: str | None = None):
     """The started StreamingQuery. trigger_seconds=None: Trigger.AvailableNow (read what is
     committed now, in micro-batches, then stop)."""
-    from app.client import Producer
     from spark_jobs.datasource import register
 
     # Fences an earlier driver of this job and aborts what it left open in its commit, with the
     # group's offsets it staged: the source's start (the group's stable offsets) need not wait
     # for the coordinator to time that transaction out.
-    fence = Producer(url, sink_options(url=url, checkpoint=checkpoint, group=group)["sinkId"], api_key=api_key)
-    try:
-        fence.init_transactions()
-    finally:
-        fence.close()
+    fence(url, sink_id(group), api_key)
     register(spark)
     orders = spark.readStream.format("outbox").options(**source_options(
         url=url, database_url=database_url, group=group, input_topic=input_topic,
@@ -147,13 +153,8 @@ def run_until_stopped(query) -> bool:  # type: ignore[no-untyped-def]
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--url", default=os.environ.get("OUTBOX_URL", "http://127.0.0.1:8000"),
-                        help="the outbox service (default $OUTBOX_URL or http://127.0.0.1:8000)")
-    parser.add_argument("--database-url", default=os.environ.get("OUTBOX_DATABASE_URL", "sqlite:///./outbox.db"),
-                        help="the service's database, as its OUTBOX_DATABASE_URL (sqlite:///… or postgresql://…)")
-    parser.add_argument("--api-key", default=os.environ.get("OUTBOX_API_KEY"),
-                        help="with authentication on: the job's API key (default: $OUTBOX_API_KEY); it needs read "
-                             "on the input topic and the group, write on the output topic and the ids <group>-sink*")
+    add_job_arguments(parser, api_key_needs="read on the input topic and the group, write on the output "
+                                            "topic and the ids <group>-sink*")
     parser.add_argument("--checkpoint", required=True,
                         help="Spark's checkpoint directory (a local or mounted path: the sink reads its offset log)")
     parser.add_argument("--group", default=GROUP, help="the consumer group whose offsets the job commits")
@@ -167,20 +168,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--fail-on-data-loss", action="store_true",
                         help="stop, with one line, where orders were deleted before the group read them "
                              "(default: a WARNING, and the job goes on at the log start)")
-    parser.add_argument("--master", default=None, help="Spark master (default: spark-submit's, else local[*])")
     args = parser.parse_args(argv)
     if args.trigger_seconds <= 0:
         parser.error("--trigger-seconds must be positive")
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
-    logging.getLogger("py4j").setLevel(logging.WARNING)
-    logging.getLogger("httpx").setLevel(logging.WARNING)
-
-    from spark_jobs.session import build_session
-
     try:
-        check_prerequisites(url=args.url, database_url=args.database_url, api_key=args.api_key,
-                            topics=[args.input, args.output])
-        spark, _ = build_session("pizza-income-stream", databases=[], master=args.master)
+        spark = start_spark("pizza-income-stream", args, [args.input, args.output])
     except SparkJobError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
