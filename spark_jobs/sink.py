@@ -675,6 +675,17 @@ class _Tasks:
     columns: Columns
     schema: StructType
 
+    def __init__(self, raw_options: Mapping[str, str], schema: StructType, overwrite: bool, *, streaming: bool) -> None:
+        """Built on the driver when the write is planned: the options, the columns and the
+        service are checked there, before any task."""
+        if overwrite:
+            raise OutboxSinkError("the outbox sink only appends: use "
+                                  + ('outputMode("append")' if streaming else 'mode("append")'))
+        self.options = parse_sink_options(raw_options, streaming=streaming)
+        self.schema = schema
+        self.columns = check_columns(schema, self.options)
+        check_service(self.options)
+
     def write(self, iterator: Iterator[Any]) -> SinkCommitMessage:
         from pyspark import TaskContext
 
@@ -684,16 +695,10 @@ class _Tasks:
 
 
 class OutboxBatchWriter(_Tasks, DataSourceArrowWriter):
-    """df.write.format("outbox").mode("append"). Built on the driver when the write is planned:
-    the options, the columns and the service are checked there, before any task."""
+    """df.write.format("outbox").mode("append")."""
 
     def __init__(self, raw_options: Mapping[str, str], schema: StructType, overwrite: bool) -> None:
-        if overwrite:
-            raise OutboxSinkError("the outbox sink only appends: use mode(\"append\")")
-        self.options = parse_sink_options(raw_options, streaming=False)
-        self.schema = schema
-        self.columns = check_columns(schema, self.options)
-        check_service(self.options)
+        super().__init__(raw_options, schema, overwrite, streaming=False)
         if self.options.named:
             # No task of this write runs yet: whatever this sink left open is a leftover.
             clean_leftovers(self.options, set())
@@ -711,12 +716,7 @@ class OutboxStreamWriter(_Tasks, DataSourceStreamArrowWriter):
     commit, the batch's own prepared transactions exist already), only checked."""
 
     def __init__(self, raw_options: Mapping[str, str], schema: StructType, overwrite: bool) -> None:
-        if overwrite:
-            raise OutboxSinkError("the outbox sink only appends: use outputMode(\"append\")")
-        self.options = parse_sink_options(raw_options, streaming=True)
-        self.schema = schema
-        self.columns = check_columns(schema, self.options)
-        check_service(self.options)
+        super().__init__(raw_options, schema, overwrite, streaming=True)
 
     def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:  # type: ignore[override]  # noqa: N803
         commit_batch(self.options, messages, batchId)  # type: ignore[arg-type]
