@@ -299,8 +299,8 @@ def _not_migrated(database: Database) -> str:
             "migrated to 0003 or later (run outbox migrate, or start outbox serve on it)")
 
 
-def check_service(options: SourceOptions) -> None:
-    """The service answers (GET /v1/topics), with the credentials given."""
+def check_service(options: SourceOptions) -> list[dict]:
+    """The service answers (GET /v1/topics), with the credentials given: its topics."""
     import httpx
 
     from app.client.http import credentials
@@ -316,25 +316,30 @@ def check_service(options: SourceOptions) -> None:
     if response.status_code != 200:
         raise OutboxSourceError(f"the outbox service at {options.url} answered GET /v1/topics "
                                 f"with HTTP {response.status_code}: is it an outbox service?")
+    try:
+        return list(response.json()["topics"])
+    except (ValueError, KeyError, TypeError):
+        raise OutboxSourceError(f"the outbox service at {options.url} answered GET /v1/topics with no topic "
+                                "list: is it an outbox service?") from None
 
 
-def check_same_database(options: SourceOptions) -> None:
-    """The database is not behind the service: every partition of the wanted topics is in it,
-    its next offset at or past the log end the service answered just before. The positions come
+def check_same_database(options: SourceOptions, listed: list[dict]) -> None:
+    """The database is not behind the service: every partition of the wanted topics (of the
+    service's `listed` ones) is in it, its next offset at or past the log end the service
+    answered just before. The positions come
     from the service and the records from the database; read from another database (an empty
     one named by mistake, a copy, a replica that lags), a job would read nothing, or too little,
     and commit the service's positions as consumed. Checked when the read is planned; a
     database that is ahead (another, busier one) is not told apart: name the service's own, its
     primary."""
+    import sqlite3
+
     import httpx
 
     from app.client.http import credentials
 
-    import sqlite3
-
     auth = credentials(options.api_key, None)
     try:
-        listed = httpx.get(f"{options.url}/v1/topics", timeout=PROBE_TIMEOUT_S, auth=auth).json().get("topics", [])
         service: dict[tuple[str, int], int] = {}
         for topic in (t["name"] for t in listed if options.wants_topic(t["name"])):
             answer = httpx.get(f"{options.url}/v1/topics/{topic}", timeout=PROBE_TIMEOUT_S, auth=auth)
@@ -390,5 +395,4 @@ def _stored_next_offsets(database: Database, topics: list[str]) -> dict[tuple[st
 
 def check_reachable(options: SourceOptions) -> None:
     check_database(options.database, options.driver)
-    check_service(options)
-    check_same_database(options)
+    check_same_database(options, check_service(options))
