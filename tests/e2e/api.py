@@ -60,6 +60,15 @@ def group_offsets(client: httpx.Client, group_id: str) -> list[tuple[str, int, i
     return [(o["topic"], o["partition"], o["offset"]) for o in body["offsets"]]
 
 
+def unfinished_transactions(service: httpx.Client | str) -> dict[str, str]:
+    """transactional_id → state of every transaction still Ongoing or Prepared; `service` a
+    client, or the service's base URL."""
+    params = {"state": ["Ongoing", "Prepared"]}
+    answer = (service.get("/v1/transactions", params=params) if isinstance(service, httpx.Client)
+              else httpx.get(f"{service}/v1/transactions", params=params))
+    return {t["transactional_id"]: t["state"] for t in ok(answer)["transactions"]}
+
+
 def describe_txn(client: httpx.Client, tid: str) -> dict:
     return ok(client.get(f"/v1/transactions/{tid}"))
 

@@ -19,7 +19,7 @@ from spark_jobs.pizza_income import GROUP, INPUT, OUTPUT, TOTALS, BatchResult
 from spark_jobs.positions import PositionRange
 from tests.conftest import ADMIN_URL, require_postgres
 from tests.spark.orders import Orders
-from tests.e2e.api import ok, read_all
+from tests.e2e.api import ok, read_all, unfinished_transactions
 from tests.log_start import move_log_start
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -184,7 +184,7 @@ def test_job_under_python_m_and_spark_submit_survives_kill_9(spark, backend, lau
     code, run1 = _run_job(_job_command("python -m", backend.url, url, "--crash-at", "in-commit"), tmp_path, "1")
     assert code == -9 and run1 is None
     assert _outputs(url) == ([], []) and _group_offsets(url) == {}
-    assert _prepared_transactions(url), "the killed run's tasks had prepared"
+    assert unfinished_transactions(url), "the killed run's tasks had prepared"
 
     orders.plain(1)
     # spark-submit, killed right after its Commit.
@@ -199,13 +199,8 @@ def test_job_under_python_m_and_spark_submit_survives_kill_9(spark, backend, lau
     assert [(r.start, r.end) for r in rerun.ranges] == [(r.end, r.end) for r in run2.ranges]
     assert len(_assert_each_pizza_order_once(url, orders)) == 1
     assert _group_offsets(url) == run2.end_offsets()
-    assert _prepared_transactions(url) == [], "run 2's write aborted what run 1 left prepared"
+    assert unfinished_transactions(url) == {}, "run 2's write aborted what run 1 left prepared"
     orders.close()
-
-
-def _prepared_transactions(url: str) -> list[str]:
-    listed = ok(httpx.get(f"{url}/v1/transactions", params={"state": ["Ongoing", "Prepared"]}))["transactions"]
-    return sorted(t["transactional_id"] for t in listed)
 
 
 def _commit_group_offsets(url: str, offsets: dict[int, int]) -> None:

@@ -21,7 +21,7 @@ import pytest
 from spark_jobs import pizza_income_stream
 from spark_jobs.pizza_income import INPUT, OUTPUT
 from spark_jobs.pizza_income_stream import GROUP
-from tests.e2e.api import ok, read_all
+from tests.e2e.api import ok, read_all, unfinished_transactions
 from tests.spark.orders import Orders
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -64,11 +64,6 @@ def group_offsets(url: str) -> dict[int, int]:
 
 def log_ends(url: str) -> dict[int, int]:
     return {p["partition"]: p["log_end_offset"] for p in ok(httpx.get(f"{url}/v1/topics/{INPUT}"))["partitions"]}
-
-
-def open_transactions(url: str) -> list[str]:
-    listed = ok(httpx.get(f"{url}/v1/transactions", params={"state": ["Ongoing", "Prepared"]}))["transactions"]
-    return sorted(t["transactional_id"] for t in listed)
 
 
 def wait_caught_up(url: str, query, timeout_s: float = 90) -> None:  # type: ignore[no-untyped-def]
@@ -119,7 +114,7 @@ def test_the_stream_outputs_each_committed_pizza_order_once_while_producers_comm
     assert query.exception() is None
     assert_each_committed_pizza_order_once(url)
     assert len(outputs(url)) == len(orders.pizza())
-    assert open_transactions(url) == []
+    assert unfinished_transactions(url) == {}
     orders.close()
 
 
@@ -152,7 +147,7 @@ def test_a_query_restarted_from_its_checkpoint_or_without_it_goes_on_where_the_l
     assert_each_committed_pizza_order_once(url)
     assert len(outputs(url)) == len(orders.pizza())
     assert group_offsets(url) == log_ends(url)
-    assert open_transactions(url) == []
+    assert unfinished_transactions(url) == {}
     orders.close()
 
 
@@ -205,7 +200,7 @@ def test_the_stream_killed_with_sigkill_at_random_points_outputs_each_order_once
     assert_each_committed_pizza_order_once(url)
     assert len(outputs(url)) == len(orders.pizza()), f"seed {seed}"
     # The killed runs' transactions: aborted by the restart's take-over, none left to block.
-    assert open_transactions(url) == [], f"seed {seed}"
+    assert unfinished_transactions(url) == {}, f"seed {seed}"
     orders.close()
 
 
@@ -231,7 +226,7 @@ def test_ctrl_c_stops_the_stream_with_one_line_and_nothing_left_open(backend, ur
     # its Spark left behind). (PySpark's accumulator server may print an EOFError of its own
     # when the terminal's SIGINT reaches the Python workers too: Spark's noise, not the job's.)
     assert "KeyboardInterrupt" not in log.read_text() and "Py4JError" not in log.read_text(), log.read_text()[-4000:]
-    assert open_transactions(url) == []
+    assert unfinished_transactions(url) == {}
     # What it output before it stopped: committed pizza orders, each once.
     sources = [s for _, s, _ in outputs(url)]
     assert sources and len(set(sources)) == len(sources)

@@ -32,7 +32,7 @@ from spark_jobs.sink import (
     write_partition,
     check_columns,
 )
-from tests.e2e.api import ok
+from tests.e2e.api import ok, unfinished_transactions
 
 ROOT = Path(__file__).resolve().parents[2]
 TOPIC = "out"
@@ -67,11 +67,6 @@ def log_ends(client: httpx.Client, topic: str = TOPIC) -> list[int]:
     return [p["log_end_offset"] for p in ok(client.get(f"/v1/topics/{topic}"))["partitions"]]
 
 
-def open_transactions(client: httpx.Client) -> dict[str, str]:
-    listed = ok(client.get("/v1/transactions", params={"state": ["Ongoing", "Prepared"]}))["transactions"]
-    return {t["transactional_id"]: t["state"] for t in listed}
-
-
 def state(client: httpx.Client, transactional_id: str) -> str:
     return ok(client.get(f"/v1/transactions/{transactional_id}"))["state"]
 
@@ -96,7 +91,7 @@ def test_a_batch_write_commits_every_row_once_in_its_keys_partition(spark, backe
     rows = committed(client)
     assert sorted((r[2]["n"], r[0], r[1]) for r in rows) == [(n, by_key(n), f"k{n}") for n in range(60)]
     assert [state(client, f"batch.{p}") for p in range(4)] == ["CompleteCommit"] * 4
-    assert open_transactions(client) == {}
+    assert unfinished_transactions(client) == {}
 
 
 @pytest.mark.parametrize("backend", ["sqlite"], indirect=True)
@@ -176,7 +171,7 @@ def test_a_failed_task_leaves_nothing_visible_and_nothing_open(spark, backend, u
 
     assert sum(log_ends(client)) == 300 + PARTITIONS, "task 0's records and a marker per partition"
     assert committed(client) == [], "the markers are ABORTs"
-    assert open_transactions(client) == {}
+    assert unfinished_transactions(client) == {}
 
 
 def test_a_retried_task_attempt_fences_the_earlier_one_and_only_its_records_commit(backend, url, client) -> None:  # type: ignore[no-untyped-def]
@@ -320,7 +315,7 @@ def test_with_authentication_on_a_key_with_the_documented_acls_writes_every_row_
 
     assert sorted((r[2]["n"], r[0]) for r in committed(admin)) == [(n, by_key(n)) for n in range(40)]
     assert [state(admin, f"secured.{p}") for p in range(2)] == ["CompleteCommit"] * 2
-    assert open_transactions(admin) == {}
+    assert unfinished_transactions(admin) == {}
 
 
 @pytest.mark.parametrize("backend", ["sqlite"], indirect=True)
@@ -355,7 +350,7 @@ def test_with_authentication_on_a_write_without_the_key_or_its_acls_fails_and_le
         write_outbox(df, **options, apiKey=keys["no-topic-write"])
     assert not isinstance(spark_error.value, OutboxSinkError), "found by the tasks, not on the driver"
     assert log_ends(admin) == [0] * PARTITIONS, "every Send refused: nothing appended, not even a marker"
-    assert open_transactions(admin) == {}
+    assert unfinished_transactions(admin) == {}
     assert {state(admin, f"secured.{p}") for p in range(2)} == {"CompleteAbort"}
 
 
@@ -386,7 +381,7 @@ def test_a_streaming_query_writes_each_micro_batch_once_and_records_its_batch_id
     assert sorted((r[2]["n"], r[0]) for r in committed(client)) == [(n, by_key(n)) for n in range(30)]
     offsets = ok(client.get("/v1/groups/stream/offsets"))["offsets"]
     assert [(o["topic"], o["partition"], o["offset"]) for o in offsets] == [(TOPIC, 0, 3)]
-    assert open_transactions(client) == {}
+    assert unfinished_transactions(client) == {}
 
 
 def _prepared_batch(url: str, sink_id: str, tag: str, partitions: tuple[int, ...] = (0, 1)) -> list[Any]:
@@ -412,7 +407,7 @@ def test_a_replayed_batch_id_writes_nothing_twice(backend, url, client) -> None:
     outcome = commit_batch(options, replay, 7)
     assert (outcome.committed, outcome.replayed) == (False, True)
     assert sorted(r[2]["tag"] for r in committed(client)) == ["first", "first"]
-    assert open_transactions(client) == {}
+    assert unfinished_transactions(client) == {}
     # And an earlier id too (a checkpoint older than the output): nothing.
     assert not commit_batch(options, _prepared_batch(url, "replay", "older"), 3).committed
     assert commit_batch(options, _prepared_batch(url, "replay", "next"), 8).committed
@@ -424,13 +419,13 @@ def test_the_commit_aborts_what_a_run_that_never_committed_left_prepared(backend
     tasks' InitProducerId abort partitions 0 and 1, its commit aborts the orphan of task 2
     (nothing holds the partitions' last stable offset any longer), and commits its own."""
     _prepared_batch(url, "orphans", "dead run", partitions=(0, 1, 2))
-    assert set(open_transactions(client)) == {"orphans.0", "orphans.1", "orphans.2"}
+    assert set(unfinished_transactions(client)) == {"orphans.0", "orphans.1", "orphans.2"}
     options = parse_sink_options({"url": url, "topic": TOPIC, "sinkId": "orphans"}, streaming=True)
     outcome = commit_batch(options, _prepared_batch(url, "orphans", "next run"), 0)
 
     assert outcome.committed and outcome.aborted_leftovers == ["orphans.2"]
     assert sorted(r[2]["tag"] for r in committed(client)) == ["next run", "next run"]
-    assert open_transactions(client) == {}
+    assert unfinished_transactions(client) == {}
 
 
 def test_the_sink_finds_the_open_transactions_of_its_own_tasks_only(backend, url, client) -> None:  # type: ignore[no-untyped-def]
@@ -523,7 +518,7 @@ def test_a_driver_killed_before_or_after_its_commit_leaves_each_row_once_after_r
     job = _run_until_paused([*args, "1", "before", str(tmp_path / "paused-before")], env, tmp_path / "paused-before")
     try:
         assert sorted(r[2]["n"] for r in committed(client)) == list(range(0, 10))
-        assert set(open_transactions(client).values()) == {"Prepared"}
+        assert set(unfinished_transactions(client).values()) == {"Prepared"}
     finally:
         _kill(job)
     assert sorted(r[2]["n"] for r in committed(client)) == list(range(0, 10))
@@ -537,7 +532,7 @@ def test_a_driver_killed_before_or_after_its_commit_leaves_each_row_once_after_r
     assert "done None" in done.stdout, done.stdout[-4000:] + done.stderr[-4000:]
     assert sorted((r[2]["n"], r[0]) for r in committed(client)) == [(n, by_key(n)) for n in range(30)]
     assert ok(client.get("/v1/groups/killed/offsets"))["offsets"][0]["offset"] == 3
-    assert open_transactions(client) == {}
+    assert unfinished_transactions(client) == {}
 
 
 # --- An executor's Python worker killed in the middle of a task -------------------------------
@@ -619,7 +614,7 @@ def test_a_task_whose_python_worker_is_killed_mid_write_is_retried_and_each_row_
     stored = backend.query(text("SELECT count(*) FROM records WHERE control_type IS NULL"))[0][0]
     assert stored == 200 + kill_after // 7 * 7, where
     assert [state(client, f"task-kill.{p}") for p in range(2)] == ["CompleteCommit"] * 2, where
-    assert open_transactions(client) == {}, where
+    assert unfinished_transactions(client) == {}, where
 
 
 # --- Errors -------------------------------------------------------------------------------------
@@ -663,7 +658,7 @@ def test_mistakes_are_one_line_errors_naming_the_fix_before_any_task_runs(spark,
                          pa.record_batch([pa.array(["plain text"])], names=["value"])])
     assert sum(log_ends(client)) == 2, "the first record and its ABORT marker"
     assert committed(client) == []
-    assert open_transactions(client) == {}
+    assert unfinished_transactions(client) == {}
 
 
 @pytest.mark.parametrize("backend", ["sqlite"], indirect=True)

@@ -23,7 +23,7 @@ from spark_jobs.sink import (
     parse_sink_options,
     write_partition,
 )
-from tests.e2e.api import ok, read_all
+from tests.e2e.api import ok, read_all, unfinished_transactions
 
 SOURCE, OUT, GROUP = "in", "out", "pipeline"
 
@@ -69,17 +69,12 @@ def _group(url: str) -> dict[tuple[str, int], int]:
     return {} if r.status_code == 404 else {(o["topic"], o["partition"]): o["offset"] for o in ok(r)["offsets"]}
 
 
-def _open(url: str) -> list[str]:
-    listed = ok(httpx.get(f"{url}/v1/transactions", params={"state": ["Ongoing", "Prepared"]}))["transactions"]
-    return sorted(t["transactional_id"] for t in listed)
-
-
 def test_a_micro_batch_moves_the_pipeline_group_to_its_offset_log_positions_in_its_commit(backend, url, tmp_path) -> None:  # type: ignore[no-untyped-def]
     _offset_log(tmp_path, 0, {SOURCE: {"0": 5, "1": 3}})
     assert commit_batch(_stream_options(url, tmp_path), _prepared(url, "sink", "b0"), 0).committed
     assert _group(url) == {(SOURCE, 0): 5, (SOURCE, 1): 3}
     assert _tags(url) == ["b0", "b0"]
-    assert _open(url) == []
+    assert unfinished_transactions(url) == {}
 
 
 def test_a_replayed_micro_batch_whose_positions_the_group_holds_writes_nothing(backend, url, tmp_path) -> None:  # type: ignore[no-untyped-def]
@@ -90,7 +85,7 @@ def test_a_replayed_micro_batch_whose_positions_the_group_holds_writes_nothing(b
     assert (outcome.committed, outcome.replayed) == (False, True)
     assert _tags(url) == ["b0", "b0"]
     assert _group(url) == {(SOURCE, 0): 5, (SOURCE, 1): 3}
-    assert _open(url) == []
+    assert unfinished_transactions(url) == {}
 
 
 def test_batch_zero_of_a_new_checkpoint_is_no_replay_when_its_positions_were_never_committed(backend, url, tmp_path) -> None:  # type: ignore[no-untyped-def]
@@ -142,7 +137,7 @@ def test_a_driver_that_died_with_the_groups_offsets_staged_leaves_them_to_the_ne
     assert commit_batch(options, _prepared(url, "job", "next run"), None).committed
     assert _group(url) == {(SOURCE, 0): 7}
     assert _tags(url) == ["next run", "next run"]
-    assert _open(url) == []
+    assert unfinished_transactions(url) == {}
     dead.close()
 
 
@@ -160,7 +155,7 @@ def test_a_batch_write_is_refused_when_the_group_moved_since_its_read_started(ba
         commit_batch(options(9), _prepared(url, "job", "second"), None)
     assert _tags(url) == ["first", "first"]
     assert _group(url) == {(SOURCE, 0): 7}
-    assert _open(url) == []
+    assert unfinished_transactions(url) == {}
 
 
 @pytest.mark.parametrize(("given", "streaming", "message"), [
