@@ -22,6 +22,27 @@ MAX_SEQUENCE = 2**31 - 1
 
 
 @dataclass(frozen=True, slots=True)
+class StoredProducer:
+    """A producer id as stored: its epoch, its transactional id if it has one, and the
+    principal InitProducerId handed it to (None for ids the service made itself, and for ids
+    handed out before producers were bound to their holders)."""
+
+    producer_id: int
+    producer_epoch: int
+    transactional_id: str | None
+    principal: str | None
+
+    def require_holder(self, principal: str) -> None:
+        """Only the principal the id was handed to may send or bump its epoch with it without
+        a transactional id (a transactional producer is its transactional id's, which its ACL
+        guards). Anyone else is answered as if the id did not exist: producer ids are small
+        sequential numbers, so a stranger could otherwise fence another principal's producer,
+        break its sequences on a topic both may write, or learn which ids are transactional."""
+        if self.principal != principal:
+            raise UnknownProducerId(f"unknown producer id {self.producer_id}; call InitProducerId")
+
+
+@dataclass(frozen=True, slots=True)
 class ProducerPartitionState:
     producer_epoch: int
     last_sequence: int

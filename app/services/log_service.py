@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from sqlalchemy import Connection
 
 from app import metrics
+from app.domain.acl import ANONYMOUS
 from app.domain.clock import Clock
 from app.domain.log_cleaning import record_size
 from app.domain.errors import (
@@ -157,7 +158,9 @@ class LogService:
         producer_id: int | None,
         producer_epoch: int | None,
         transactional_id: str | None,
+        principal: str = ANONYMOUS,
     ) -> list[SendResult]:
+        """`principal` is who sends: an idempotent producer id is usable by its holder only."""
         self._validate(batches, producer_id, producer_epoch, transactional_id)
         now = self.clock()
         with self.db.write() as conn:
@@ -176,8 +179,10 @@ class LogService:
                 txn_id = meta.txn_id
             elif producer_id is not None:
                 assert producer_epoch is not None
-                current, bound_to = producers.current_state(conn, producer_id, lock=RowLock.SHARE)
-                if bound_to is not None:
+                stored = producers.current_state(conn, producer_id, lock=RowLock.SHARE)
+                stored.require_holder(principal)
+                current = stored.producer_epoch
+                if stored.transactional_id is not None:
                     # Which transactional id is not said: the caller may not be allowed to know it.
                     raise InvalidRequest(
                         f"producer {producer_id} belongs to a transactional_id: send with that "

@@ -22,6 +22,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 
 from app import metrics
+from app.domain.acl import ANONYMOUS
 from app.domain.clock import Clock
 from app.domain.offsets import GroupMetadata, OffsetToStage, check_distinct_partitions
 from app.domain.errors import (
@@ -92,7 +93,10 @@ class TransactionCoordinator:
         producer_id: int | None = None,
         producer_epoch: int | None = None,
         keep_prepared_txn: bool = False,
+        principal: str = ANONYMOUS,
     ) -> ProducerIdAndEpoch:
+        """`principal` is who asks: a new id is handed to it, and an id without a transactional
+        id may be bumped (KIP-360) by its holder only."""
         if (producer_id is None) != (producer_epoch is None):
             raise InvalidRequest("producer_id and producer_epoch go together")
         if transactional_id is None:
@@ -100,7 +104,7 @@ class TransactionCoordinator:
                 raise InvalidRequest("transaction_timeout_ms needs a transactional_id")
             if keep_prepared_txn:
                 raise InvalidRequest("keep_prepared_txn needs a transactional_id")
-            return self._init_idempotent(producer_id, producer_epoch)
+            return self._init_idempotent(producer_id, producer_epoch, principal)
 
         timeout_ms = (self.settings.default_transaction_timeout_ms if transaction_timeout_ms is None
                       else transaction_timeout_ms)
@@ -109,7 +113,8 @@ class TransactionCoordinator:
                 f"transaction_timeout_ms must be in {self.settings.transaction_timeout_limit}"
             )
         for _ in range(_INIT_ATTEMPTS):
-            result = self._init_once(transactional_id, timeout_ms, producer_id, producer_epoch, keep_prepared_txn)
+            result = self._init_once(transactional_id, timeout_ms, producer_id, producer_epoch, keep_prepared_txn,
+                                     principal)
             if result is not None:
                 return result
             if not self.settings.complete_inline:
@@ -121,20 +126,24 @@ class TransactionCoordinator:
             f"the previous transaction of {transactional_id!r} is still completing; retry"
         )
 
-    def _init_idempotent(self, producer_id: int | None, producer_epoch: int | None) -> ProducerIdAndEpoch:
+    def _init_idempotent(self, producer_id: int | None, producer_epoch: int | None,
+                         principal: str) -> ProducerIdAndEpoch:
         now = self.clock()
         with self.db.write() as conn:
             if producer_id is None:
                 return ProducerIdAndEpoch(
-                    producers.create_producer(conn, transactional_id=None, now_ms=now), 0, None, None
+                    producers.create_producer(conn, transactional_id=None, now_ms=now, principal=principal),
+                    0, None, None,
                 )
             # KIP-360 for an idempotent producer: bump its own epoch, which resets sequences.
-            epoch, bound_to = producers.current_state(conn, producer_id, lock=RowLock.UPDATE)
-            if bound_to is not None:
+            stored = producers.current_state(conn, producer_id, lock=RowLock.UPDATE)
+            stored.require_holder(principal)
+            if stored.transactional_id is not None:
                 # Which transactional id is not said: the caller may not be allowed to know it.
                 raise InvalidRequest(
                     f"producer {producer_id} belongs to a transactional_id; pass it (transactional_id)"
                 )
+            epoch = stored.producer_epoch
             if producer_epoch != epoch:
                 raise InvalidProducerEpoch(
                     f"producer epoch {producer_epoch} is not the current epoch {epoch}"
@@ -142,7 +151,8 @@ class TransactionCoordinator:
             exhausted, bumped = next_epoch(ProducerId(producer_id), ProducerEpoch(epoch))
             if exhausted:
                 return ProducerIdAndEpoch(
-                    producers.create_producer(conn, transactional_id=None, now_ms=now), 0, None, None
+                    producers.create_producer(conn, transactional_id=None, now_ms=now, principal=principal),
+                    0, None, None,
                 )
             producers.set_producer_epoch(conn, producer_id, bumped)
             return ProducerIdAndEpoch(producer_id, bumped, None, None)
@@ -154,6 +164,7 @@ class TransactionCoordinator:
         producer_id: int | None,
         producer_epoch: int | None,
         keep_prepared_txn: bool,
+        principal: str,
     ) -> ProducerIdAndEpoch | None:
         """One attempt. None: the previous transaction must complete first."""
         now = self.clock()
@@ -165,7 +176,8 @@ class TransactionCoordinator:
                         f"transactional_id {transactional_id!r} has no producer to recover "
                         "(it expired?); initialise without producer_id"
                     )
-                pid = producers.create_producer(conn, transactional_id=transactional_id, now_ms=now)
+                pid = producers.create_producer(conn, transactional_id=transactional_id, now_ms=now,
+                                               principal=principal)
                 txns.insert_new(
                     conn,
                     transactional_id=transactional_id,
@@ -184,7 +196,8 @@ class TransactionCoordinator:
             if meta.state in COMPLETING_STATES:
                 return None
             if meta.state is S.PREPARED and keep_prepared_txn:
-                return self._take_over_prepared(conn, meta, timeout_ms, now, producer_id, producer_epoch, is_retry)
+                return self._take_over_prepared(conn, meta, timeout_ms, now, producer_id, producer_epoch, is_retry,
+                                                principal)
             if meta.state in (S.ONGOING, S.PREPARED):
                 # A new instance fences the old one (or, KIP-360, the live instance recovers):
                 # bump the epoch and abort the open transaction. A KIP-360 caller's retry
@@ -205,7 +218,8 @@ class TransactionCoordinator:
             exhausted, epoch = next_epoch(meta.producer_id, meta.producer_epoch)
             pid = meta.producer_id
             if exhausted:
-                pid = producers.create_producer(conn, transactional_id=transactional_id, now_ms=now)
+                pid = producers.create_producer(conn, transactional_id=transactional_id, now_ms=now,
+                                               principal=principal)
             else:
                 producers.set_producer_epoch(conn, pid, epoch)
             txns.update_row(
@@ -224,7 +238,7 @@ class TransactionCoordinator:
 
     def _take_over_prepared(  # type: ignore[no-untyped-def]
         self, conn, meta: TransactionMetadata, timeout_ms: int, now: int,
-        producer_id: int | None, producer_epoch: int | None, is_retry: bool,
+        producer_id: int | None, producer_epoch: int | None, is_retry: bool, principal: str,
     ) -> ProducerIdAndEpoch:
         """KIP-939's keepPreparedTxn: a new instance takes the transactional id over and the
         prepared transaction stays Prepared, for it to end. The epoch is bumped as by any
@@ -241,7 +255,8 @@ class TransactionCoordinator:
         exhausted, epoch = next_epoch(meta.producer_id, meta.producer_epoch)
         pid = meta.producer_id
         if exhausted:
-            pid = producers.create_producer(conn, transactional_id=meta.transactional_id, now_ms=now)
+            pid = producers.create_producer(conn, transactional_id=meta.transactional_id, now_ms=now,
+                                           principal=principal)
         else:
             producers.set_producer_epoch(conn, pid, epoch)
         txns.update_row(
@@ -261,8 +276,10 @@ class TransactionCoordinator:
         exhausted, epoch = next_epoch(meta.producer_id, meta.producer_epoch)
         pid = meta.producer_id
         if exhausted:
+            # Made by the service (a fence or a timeout), so held by no principal: a producer
+            # id with a transactional id is used through that id, whose ACL guards it.
             pid = producers.create_producer(
-                conn, transactional_id=meta.transactional_id, now_ms=now
+                conn, transactional_id=meta.transactional_id, now_ms=now, principal=None
             )
         else:
             producers.set_producer_epoch(conn, pid, epoch)

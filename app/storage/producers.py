@@ -5,6 +5,7 @@ from __future__ import annotations
 from sqlalchemy import Connection, bindparam, insert, select, update
 
 from app.domain.errors import UnknownProducerId
+from app.domain.producer import StoredProducer
 from app.storage import dialect
 from app.storage.dialect import RowLock
 from app.storage.tables import counters, producers
@@ -27,14 +28,17 @@ def next_id(conn: Connection, name: str) -> int:
 
 
 def create_producer(
-    conn: Connection, *, transactional_id: str | None, now_ms: int, producer_epoch: int = 0
+    conn: Connection, *, transactional_id: str | None, now_ms: int, principal: str | None,
+    producer_epoch: int = 0,
 ) -> int:
+    """A new producer id, handed to `principal` (None: made by the service itself)."""
     producer_id = next_id(conn, PRODUCER_ID_COUNTER)
     conn.execute(
         insert(producers).values(
             producer_id=producer_id,
             producer_epoch=producer_epoch,
             transactional_id=transactional_id,
+            principal=principal,
             created_ms=now_ms,
         )
     )
@@ -49,14 +53,13 @@ def set_producer_epoch(conn: Connection, producer_id: int, producer_epoch: int) 
     )
 
 
-def current_state(conn: Connection, producer_id: int, *, lock: RowLock) -> tuple[int, str | None]:
-    """The producer's current epoch and transactional_id. RowLock.SHARE (Send): a row lock that
-    an epoch bump waits on, so no Send of the old epoch lands after the bump; RowLock.UPDATE
-    (the bump itself)."""
-    stmt = select(producers.c.producer_epoch, producers.c.transactional_id).where(
+def current_state(conn: Connection, producer_id: int, *, lock: RowLock) -> StoredProducer:
+    """The producer as stored. RowLock.SHARE (Send): a row lock that an epoch bump waits on,
+    so no Send of the old epoch lands after the bump; RowLock.UPDATE (the bump itself)."""
+    stmt = select(producers.c.producer_epoch, producers.c.transactional_id, producers.c.principal).where(
         producers.c.producer_id == producer_id
     )
     row = conn.execute(dialect.lock_row(conn.dialect.name, stmt, lock)).first()
     if row is None:
         raise UnknownProducerId(f"unknown producer id {producer_id}; call InitProducerId")
-    return row[0], row[1]
+    return StoredProducer(producer_id, row[0], row[1], row[2])

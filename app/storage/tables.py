@@ -184,6 +184,9 @@ producers = Table(
     Column("producer_epoch", Integer, nullable=False),
     Column("transactional_id", String(255), nullable=True),
     Column("created_ms", BigInteger, nullable=False),
+    # The principal InitProducerId handed the id to (migration 0010): an id without a
+    # transactional id is its holder's alone (app.domain.producer.StoredProducer).
+    Column("principal", String(255), nullable=True),
 )
 
 # Per (producer, partition): the idempotence state of guarantee 5.

@@ -587,15 +587,15 @@ def test_a_topic_that_cannot_be_deleted_names_only_the_transactional_ids_the_pri
         "secret-tx"]
 
 
-def test_a_producer_id_of_another_transactional_id_is_refused_without_naming_it(world: World) -> None:
+def test_a_producer_id_of_another_principals_transactional_id_is_refused_as_unknown(world: World) -> None:
     owner = world.open_transaction("secret-tx")
     world.grant([(T, "orders", Operation.WRITE)])
     ident = {"producer_id": owner["producer_id"], "producer_epoch": owner["producer_epoch"]}
     send = world.client.post("/v1/records", headers=world.alice, json={**ident, "batches": [
         {"topic": "orders", "partition": 0, "base_sequence": 0, "records": [{"value": 1}]}]})
     init = world.client.post("/v1/producers", headers=world.alice, json=ident)
-    assert [(a.status_code, a.json()["error_code"]) for a in (send, init)] == [(400, "INVALID_REQUEST")] * 2
-    assert "secret-tx" not in send.text + init.text
+    assert [(a.status_code, a.json()["error_code"]) for a in (send, init)] == [(409, "UNKNOWN_PRODUCER_ID")] * 2
+    assert "secret-tx" not in send.text + init.text and "transactional" not in send.text + init.text
 
 
 def test_describe_transaction_leaves_out_topics_and_groups_the_principal_may_not_describe(world: World) -> None:

@@ -28,6 +28,8 @@ def init_producer_id(
     CONCURRENT_TRANSACTIONS (retriable). With the caller's current `producer_id` and
     `producer_epoch` (KIP-360) only that live instance may bump its own epoch. With
     `keep_prepared_txn` (KIP-939) a Prepared transaction is kept for this instance to end.
+    A producer id without a transactional id is its caller's: only the principal it was
+    handed to may bump its epoch (or send with it); to anyone else it is UNKNOWN_PRODUCER_ID.
 
     Needs WRITE on the transactional id; without one, IDEMPOTENT_WRITE on the cluster or
     WRITE on some topic (Kafka 3.0's rule).
@@ -42,6 +44,7 @@ def init_producer_id(
         producer_id=body.producer_id,
         producer_epoch=body.producer_epoch,
         keep_prepared_txn=body.keep_prepared_txn,
+        principal=access.principal.name,
     )
     return InitProducerIdResponse(
         producer_id=r.producer_id,

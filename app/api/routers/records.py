@@ -38,6 +38,7 @@ def send(body: Annotated[DecodedSend, Depends(SendBody())], services: ServicesDe
         producer_id=body.producer_id,
         producer_epoch=body.producer_epoch,
         transactional_id=body.transactional_id,
+        principal=access.principal.name,
     )
     return SendResponse(
         results=[
