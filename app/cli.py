@@ -1,5 +1,5 @@
 """The `outbox` command: serve, coordinator, migrate, backup, transactions, topics, principals,
-acls, grant-reader, openapi.
+acls, grant-reader, grant-appender, revoke-appender, openapi.
 
 A mistake (an unknown transactional id, an unreachable database, a bad OUTBOX_* setting, a
 port in use, …) is reported by `main` in one line on stderr, `outbox: error: …`, with an exit
@@ -487,6 +487,38 @@ def _grant_reader(settings: Settings, args: argparse.Namespace) -> int:
     return 0
 
 
+def _appender(settings: Settings, args: argparse.Namespace) -> int:
+    """PostgreSQL: which roles may call outbox.append in their own transactions, topic by topic."""
+    import json
+
+    from app.storage import roles
+
+    if settings.is_sqlite:
+        raise CommandError(f"{args.command} is for PostgreSQL: an SQLite file has no roles (whoever can write the "
+                           "file can append to it)")
+    topics = [*args.topic, *(["*"] if args.all_topics else [])]
+    granting = args.command == "grant-appender"
+    if granting and not (topics or args.topic_prefix):
+        raise CommandError("name what the role may append to: --topic NAME, --topic-prefix PREFIX or --all-topics",
+                           EXIT_USAGE)
+    password = sys.stdin.readline().rstrip("\n") if granting and args.password_stdin else None
+    db = _open_existing(settings, pool_size=1)
+    try:
+        if granting:
+            created = roles.grant_appender(db.engine, args.role, topics=topics, prefixes=args.topic_prefix,
+                                           password=password)
+            if created:
+                print(f"created role {args.role}")
+        else:
+            roles.revoke_appender(db.engine, args.role, topics=topics, prefixes=args.topic_prefix)
+        grants = roles.appender_grants(db.engine, args.role)
+    finally:
+        db.dispose()
+    print(json.dumps({"role": args.role, "may_append_to": [
+        {"topic": topic, "pattern_type": pattern} for _, topic, pattern in grants]}))
+    return 0
+
+
 def _config_pairs(pairs: list[str]) -> dict[str, str]:
     out = {}
     for pair in pairs:
@@ -677,6 +709,18 @@ def build_parser() -> argparse.ArgumentParser:
     gr.add_argument("--password-stdin", action="store_true",
                     help="create the role with LOGIN and the password read from standard input")
     gr.set_defaults(func=_grant_reader)
+    for name, verb in (("grant-appender", "create or grant ROLE"), ("revoke-appender", "take back from ROLE")):
+        ap = command(name, help=f"PostgreSQL: {verb} the right to call outbox.append for these topics "
+                     "(revoke-appender with no topic: every topic, and EXECUTE on outbox.append)")
+        ap.add_argument("role")
+        ap.add_argument("--topic", action="append", default=[], help="a topic's name (repeatable)")
+        ap.add_argument("--topic-prefix", action="append", default=[],
+                        help="every topic whose name starts with it (repeatable)")
+        ap.add_argument("--all-topics", action="store_true", help="every topic, present and future")
+        if name == "grant-appender":
+            ap.add_argument("--password-stdin", action="store_true",
+                            help="create the role with LOGIN and the password read from standard input")
+        ap.set_defaults(func=_appender)
     oa = command("openapi", help="write the OpenAPI document as YAML")
     oa.add_argument("--output", "-o", default="openapi.yaml")
     oa.set_defaults(func=_openapi)

@@ -61,7 +61,13 @@ from sqlalchemy.pool import NullPool
 from app.api.json_body import decode
 from app.api.schemas.records import SendRequest
 from app.api.send_body import to_domain
-from app.domain.errors import InvalidRecord, InvalidRequest, OutboxError, UnknownTopicOrPartition
+from app.domain.errors import (
+    InvalidRecord,
+    InvalidRequest,
+    OutboxError,
+    TopicAuthorizationFailed,
+    UnknownTopicOrPartition,
+)
 from app.services.log_service import SendBatch, append_in_open_transaction
 
 __all__ = ["OutboxRecord", "append"]
@@ -153,7 +159,8 @@ CROSS JOIN LATERAL outbox.append(%s, %s, r.key, r.value::json, r.headers::json, 
      AS a(appended)
 ORDER BY r.n
 """
-_ERRORS = {cls.error_code: cls for cls in (UnknownTopicOrPartition, InvalidRecord, InvalidRequest)}
+_ERRORS = {cls.error_code: cls for cls in (UnknownTopicOrPartition, InvalidRecord, InvalidRequest,
+                                           TopicAuthorizationFailed)}
 
 
 def _append_postgresql(connection: Any, batch: SendBatch, message_ids: list[str | None]) -> list[bool]:
@@ -177,7 +184,8 @@ def _append_postgresql(connection: Any, batch: SendBatch, message_ids: list[str 
 
 
 def _translated(error: Any) -> Exception:
-    if isinstance(error, (psycopg.errors.UndefinedObject, psycopg.errors.InvalidParameterValue)):
+    if isinstance(error, (psycopg.errors.UndefinedObject, psycopg.errors.InvalidParameterValue,
+                          psycopg.errors.InsufficientPrivilege, psycopg.errors.ObjectNotInPrerequisiteState)):
         return _domain_error(str(error.diag.message_primary))
     if isinstance(error, psycopg.errors.UndefinedFunction):
         return InvalidRequest(

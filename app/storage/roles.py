@@ -1,5 +1,6 @@
-"""PostgreSQL roles for readers outside the service (Spark): the committed_records view, and
-the topics' names and partitions' next offsets.
+"""PostgreSQL roles outside the service: readers (Spark) of the committed_records view, the
+topics' names and the partitions' next offsets; and appenders, which call outbox.append in
+their own transactions, topic by topic.
 
 A view runs with its owner's rights on the tables it reads (PostgreSQL's default, not
 security_invoker), so SELECT on committed_records lets a role read every committed record
@@ -15,6 +16,7 @@ import base64
 import hashlib
 import hmac
 import secrets
+from typing import Any
 
 from psycopg import sql
 from sqlalchemy import Engine
@@ -34,6 +36,20 @@ def scram_sha_256(password: str) -> str:
             f"${b64(hashlib.sha256(client_key).digest())}:{b64(server_key)}")
 
 
+def _ensure_role(cur: Any, role: str, password: str | None) -> bool:
+    """Create `role` (LOGIN) unless it exists, and set its password if given; whether created."""
+    cur.execute("SELECT 1 FROM pg_roles WHERE rolname = %s", (role,))
+    created = cur.fetchone() is None
+    if created:
+        cur.execute(sql.SQL("CREATE ROLE {} LOGIN").format(sql.Identifier(role)))
+    if password is not None:
+        # The SCRAM verifier, not the password: CREATE/ALTER ROLE take no parameters, and
+        # a literal password would reach the server's log (log_statement = ddl).
+        cur.execute(sql.SQL("ALTER ROLE {} PASSWORD {}").format(
+            sql.Identifier(role), sql.Literal(scram_sha_256(password))))
+    return created
+
+
 def grant_reader(engine: Engine, role: str, *, password: str | None = None) -> bool:
     """Create `role` if it does not exist (LOGIN), set its `password` if given, and grant it
     USAGE on the view's schema, SELECT on committed_records and on the columns topics(topic_id,
@@ -42,15 +58,7 @@ def grant_reader(engine: Engine, role: str, *, password: str | None = None) -> b
     try:
         conn = raw.driver_connection
         with conn.cursor() as cur:  # type: ignore[union-attr]
-            cur.execute("SELECT 1 FROM pg_roles WHERE rolname = %s", (role,))
-            created = cur.fetchone() is None
-            if created:
-                cur.execute(sql.SQL("CREATE ROLE {} LOGIN").format(sql.Identifier(role)))
-            if password is not None:
-                # The SCRAM verifier, not the password: CREATE/ALTER ROLE take no parameters, and
-                # a literal password would reach the server's log (log_statement = ddl).
-                cur.execute(sql.SQL("ALTER ROLE {} PASSWORD {}").format(
-                    sql.Identifier(role), sql.Literal(scram_sha_256(password))))
+            created = _ensure_role(cur, role, password)
             cur.execute("SELECT table_schema FROM information_schema.views WHERE table_name = 'committed_records' "
                         "AND table_schema = ANY (current_schemas(false))")
             schema = cur.fetchone()[0]  # type: ignore[index]
@@ -68,3 +76,62 @@ def grant_reader(engine: Engine, role: str, *, password: str | None = None) -> b
         return created
     finally:
         raw.close()
+
+
+_APPEND_FUNCTION = "outbox.append(text, integer, text, json, json, text, bigint)"
+
+
+def grant_appender(engine: Engine, role: str, *, topics: list[str], prefixes: list[str],
+                   password: str | None = None) -> bool:
+    """Create `role` if it does not exist (LOGIN), set its `password` if given, grant it what
+    calling outbox.append needs (USAGE on the schema, EXECUTE on the function) and the right
+    to append to `topics` (names, or '*' for every topic) and to the topics starting with one
+    of `prefixes` (outbox.append_grants). Whether the role was created."""
+    raw = engine.raw_connection()
+    try:
+        conn = raw.driver_connection
+        with conn.cursor() as cur:  # type: ignore[union-attr]
+            created = _ensure_role(cur, role, password)
+            cur.execute(sql.SQL("GRANT USAGE ON SCHEMA outbox TO {}").format(sql.Identifier(role)))
+            cur.execute(sql.SQL("GRANT EXECUTE ON FUNCTION {} TO {}").format(
+                sql.SQL(_APPEND_FUNCTION), sql.Identifier(role)))
+            cur.executemany(
+                "INSERT INTO outbox.append_grants (role, topic, pattern_type) VALUES (%s, %s, %s) ON CONFLICT DO NOTHING",
+                [(role, t, "literal") for t in topics] + [(role, p, "prefixed") for p in prefixes])
+        conn.commit()  # type: ignore[union-attr]
+        return created
+    finally:
+        raw.close()
+
+
+def revoke_appender(engine: Engine, role: str, *, topics: list[str], prefixes: list[str]) -> int:
+    """Take back the right to append to `topics` and `prefixes`; with neither, every topic and
+    EXECUTE on outbox.append. How many grants were taken back."""
+    raw = engine.raw_connection()
+    try:
+        conn = raw.driver_connection
+        with conn.cursor() as cur:  # type: ignore[union-attr]
+            if topics or prefixes:
+                cur.execute(
+                    "DELETE FROM outbox.append_grants WHERE role = %s AND ((pattern_type = 'literal' AND topic = ANY(%s))"
+                    " OR (pattern_type = 'prefixed' AND topic = ANY(%s)))", (role, topics, prefixes))
+            else:
+                cur.execute("DELETE FROM outbox.append_grants WHERE role = %s", (role,))
+            taken = cur.rowcount
+            if not (topics or prefixes):
+                cur.execute(sql.SQL("REVOKE EXECUTE ON FUNCTION {} FROM {}").format(
+                    sql.SQL(_APPEND_FUNCTION), sql.Identifier(role)))
+        conn.commit()  # type: ignore[union-attr]
+        return taken
+    finally:
+        raw.close()
+
+
+def appender_grants(engine: Engine, role: str | None = None) -> list[tuple[str, str, str]]:
+    """(role, topic, pattern_type) of every grant to append, or of one role's."""
+    with engine.connect() as conn:
+        rows = conn.exec_driver_sql(
+            "SELECT role, topic, pattern_type FROM outbox.append_grants"
+            + ("" if role is None else " WHERE role = %(role)s") + " ORDER BY role, pattern_type, topic",
+            {} if role is None else {"role": role}).all()
+    return [tuple(r) for r in rows]  # type: ignore[misc]

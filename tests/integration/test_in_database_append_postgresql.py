@@ -13,7 +13,10 @@ from typing import Any
 import psycopg
 import pytest
 from psycopg import sql
+from sqlalchemy import create_engine
 from sqlalchemy.engine import make_url
+
+from app.storage import roles
 
 from tests.helpers import create_topic, fetch
 from tests.integration.test_in_database_append import ORDERS, psycopg_url
@@ -145,15 +148,20 @@ def as_role(url: str, role: str) -> str:
     return make_url(url).set(username=role).render_as_string(hide_password=False)
 
 
-def test_an_application_role_appends_only_with_execute_on_outbox_append(url: str, client: Any, app_role: str) -> None:
+def grant_appender(url: str, role: str, *, topics: list[str] = [], prefixes: list[str] = []) -> None:  # noqa: B006
+    """What `outbox grant-appender` does."""
+    engine = create_engine(make_url(url).set(drivername="postgresql+psycopg"))
+    try:
+        roles.grant_appender(engine, role, topics=topics, prefixes=prefixes)
+    finally:
+        engine.dispose()
+
+
+def test_an_application_role_appends_only_once_granted_appending(url: str, client: Any, app_role: str) -> None:
     with psycopg.connect(as_role(url, app_role)) as app:
         with pytest.raises(psycopg.errors.InsufficientPrivilege):
             app.execute("SELECT outbox.append('orders', 0, NULL, '1')")
-    with psycopg.connect(url, autocommit=True) as admin:
-        admin.execute(sql.SQL("GRANT USAGE ON SCHEMA outbox TO {}").format(sql.Identifier(app_role)))
-        admin.execute(sql.SQL(
-            "GRANT EXECUTE ON FUNCTION outbox.append(text, integer, text, json, json, text, bigint) TO {}"
-        ).format(sql.Identifier(app_role)))
+    grant_appender(url, app_role, topics=["orders"])
 
     with psycopg.connect(as_role(url, app_role)) as app:
         app.execute("INSERT INTO orders VALUES (1, 10)")
@@ -171,11 +179,7 @@ def test_an_application_role_appends_only_with_execute_on_outbox_append(url: str
     "SELECT outbox.publish_pending()",
 ], ids=["read the log", "write the log", "move a log end", "stage directly", "call the trigger function"])
 def test_an_application_role_with_execute_has_no_right_on_the_log_itself(url: str, app_role: str, statement: str) -> None:
-    with psycopg.connect(url, autocommit=True) as admin:
-        admin.execute(sql.SQL("GRANT USAGE ON SCHEMA outbox TO {}").format(sql.Identifier(app_role)))
-        admin.execute(sql.SQL(
-            "GRANT EXECUTE ON FUNCTION outbox.append(text, integer, text, json, json, text, bigint) TO {}"
-        ).format(sql.Identifier(app_role)))
+    grant_appender(url, app_role, topics=["orders"])
 
     with psycopg.connect(as_role(url, app_role)) as app, pytest.raises(
         (psycopg.errors.InsufficientPrivilege, psycopg.errors.FeatureNotSupported)
@@ -255,11 +259,7 @@ def test_an_application_roles_temporary_tables_cannot_stand_in_for_the_log(url: 
     """outbox.append runs with its owner's rights: a caller's temporary `partitions`, `topics`
     or `records` must not be what it reads or writes (they would be, PostgreSQL looking in
     pg_temp first, unless its search_path puts pg_temp last)."""
-    with psycopg.connect(url, autocommit=True) as admin:
-        admin.execute(sql.SQL("GRANT USAGE ON SCHEMA outbox TO {}").format(sql.Identifier(app_role)))
-        admin.execute(sql.SQL(
-            "GRANT EXECUTE ON FUNCTION outbox.append(text, integer, text, json, json, text, bigint) TO {}"
-        ).format(sql.Identifier(app_role)))
+    grant_appender(url, app_role, topics=["orders"])
 
     with psycopg.connect(as_role(url, app_role)) as app:
         app.execute("CREATE TEMP TABLE partitions (topic_id int, \"partition\" int, next_offset bigint, "

@@ -1,0 +1,56 @@
+"""PostgreSQL: appends in an application's transaction are published at its commit only, and
+appending is granted per topic.
+
+- outbox.publish_requests: one row per transaction that appended; its deferred constraint
+  trigger (publish_at_commit, moved here from outbox.pending_records) runs publish_pending
+  once per transaction instead of once per staged record. publish_pending publishes only
+  when it fires at a commit: a SET CONSTRAINTS ... IMMEDIATE made it fire inside the
+  caller's transaction, which then held the partition's lock, and every producer of the
+  partition waited, for as long as that transaction went on. Fired anywhere else it defers
+  itself again (sql/0011_upgrade.sql says how it tells).
+- outbox.append_grants: which roles may append to which topics (a name, '*', or a prefix);
+  outbox.append refuses any other topic with TOPIC_AUTHORIZATION_FAILED (SQLSTATE 42501).
+  Roles that held EXECUTE on outbox.append before are granted '*', so nothing they did
+  stops working; `outbox grant-appender` grants the rest.
+
+SQLite: nothing (its appends run in the caller's transaction, under the file's one write lock).
+
+Older processes keep working beside it: they neither read nor write what changes.
+
+Revision ID: 0011
+Revises: 0010
+Create Date: 2026-11-28
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from alembic import op
+
+revision = "0011"
+down_revision = "0010"
+branch_labels = None
+depends_on = None
+
+_SQL = Path(__file__).with_name("sql")
+
+
+def _run(name: str) -> None:
+    bind = op.get_bind()
+    if bind.dialect.name != "postgresql":
+        return
+    log_schema = bind.exec_driver_sql("SELECT quote_ident(current_schema())").scalar_one()
+    # One statement per call, with no parameters: the function bodies' RAISE formats hold '%'.
+    raw = bind.execution_options(no_parameters=True)
+    text = (_SQL / name).read_text().replace("@log_schema@", log_schema)
+    for statement in text.split("\n---\n"):
+        raw.exec_driver_sql(statement)
+
+
+def upgrade() -> None:
+    _run("0011_upgrade.sql")
+
+
+def downgrade() -> None:
+    _run("0011_downgrade.sql")

@@ -1,0 +1,167 @@
+"""PostgreSQL: a role may call outbox.append only for the topics it was granted (`outbox
+grant-appender`): by name, by prefix, or every topic; and a refusal tells it nothing about
+topics it may not append to."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import psycopg
+import pytest
+from psycopg import sql
+from sqlalchemy import create_engine
+
+from app import cli
+from app.domain.errors import TopicAuthorizationFailed
+from app.in_database import OutboxRecord, append
+from app.storage import roles
+from tests.helpers import create_topic, fetch
+from tests.integration.test_in_database_append import psycopg_url
+from tests.integration.test_in_database_append_postgresql import as_role, grant_appender
+
+pytestmark = pytest.mark.parametrize("db_url", ["postgresql"], indirect=True)
+
+
+@pytest.fixture
+def admin_url(db_url: str, client: Any) -> str:
+    for topic in ("orders", "orders-secret", "shop-a", "shopx", "audit"):
+        create_topic(client, topic, partitions=1)
+    return psycopg_url(db_url)
+
+
+@pytest.fixture
+def role(admin_url: str) -> Iterator[str]:
+    name = f"outbox_app_{uuid.uuid4().hex[:8]}"
+    with psycopg.connect(admin_url, autocommit=True) as admin:
+        admin.execute(sql.SQL("CREATE ROLE {} LOGIN").format(sql.Identifier(name)))
+    yield name
+    with psycopg.connect(admin_url, autocommit=True) as admin:
+        admin.execute("DELETE FROM outbox.append_grants WHERE role = %s", (name,))
+        admin.execute(sql.SQL("DROP OWNED BY {}").format(sql.Identifier(name)))
+        admin.execute(sql.SQL("DROP ROLE {}").format(sql.Identifier(name)))
+
+
+def may_append(url: str, topic: str) -> bool:
+    with psycopg.connect(url) as conn:
+        try:
+            conn.execute("SELECT outbox.append(%s, 0, NULL, '1')", (topic,))
+        except psycopg.errors.InsufficientPrivilege as e:
+            assert e.diag.message_primary.startswith("TOPIC_AUTHORIZATION_FAILED: ")
+            return False
+        finally:
+            conn.rollback()
+    return True
+
+
+TOPICS = ["orders", "orders-secret", "shop-a", "shopx", "audit"]
+
+
+@pytest.mark.parametrize(("topics", "prefixes", "allowed"), [
+    (["orders"], [], ["orders"]),
+    ([], ["shop-"], ["shop-a"]),
+    (["orders"], ["orders-"], ["orders", "orders-secret"]),
+    (["*"], [], TOPICS),
+], ids=["a name", "a prefix", "a name and a prefix", "every topic"])
+def test_a_role_appends_to_exactly_the_topics_granted(
+    admin_url: str, role: str, topics: list[str], prefixes: list[str], allowed: list[str],
+) -> None:
+    grant_appender(admin_url, role, topics=topics, prefixes=prefixes)
+
+    assert [t for t in TOPICS if may_append(as_role(admin_url, role), t)] == allowed
+
+
+def test_a_role_with_execute_but_no_grant_appends_nowhere(admin_url: str, role: str) -> None:
+    with psycopg.connect(admin_url, autocommit=True) as admin:
+        admin.execute(sql.SQL("GRANT USAGE ON SCHEMA outbox TO {}").format(sql.Identifier(role)))
+        admin.execute(sql.SQL("GRANT EXECUTE ON FUNCTION outbox.append(text, integer, text, json, json, text, bigint)"
+                              " TO {}").format(sql.Identifier(role)))
+
+    assert [t for t in TOPICS if may_append(as_role(admin_url, role), t)] == []
+
+
+def test_a_refusal_is_the_same_for_a_topic_that_exists_and_one_that_does_not(admin_url: str, role: str) -> None:
+    grant_appender(admin_url, role, topics=["orders"])
+    messages = []
+    for topic in ("audit", "no-such-topic"):
+        with psycopg.connect(as_role(admin_url, role)) as conn, pytest.raises(psycopg.errors.InsufficientPrivilege) as e:
+            conn.execute("SELECT outbox.append(%s, 0, NULL, '1')", (topic,))
+        messages.append(e.value.diag.message_primary.replace(topic, "T"))
+
+    assert messages[0] == messages[1] == \
+        f"TOPIC_AUTHORIZATION_FAILED: role {role} may not append to topic 'T' (outbox grant-appender)"
+
+
+def test_a_member_of_a_granted_role_may_append(admin_url: str, role: str) -> None:
+    group = f"{role}_group"
+    with psycopg.connect(admin_url, autocommit=True) as admin:
+        admin.execute(sql.SQL("CREATE ROLE {}").format(sql.Identifier(group)))
+        admin.execute(sql.SQL("GRANT {} TO {}").format(sql.Identifier(group), sql.Identifier(role)))
+    try:
+        grant_appender(admin_url, group, topics=["orders"])
+
+        assert [t for t in TOPICS if may_append(as_role(admin_url, role), t)] == ["orders"]
+    finally:
+        with psycopg.connect(admin_url, autocommit=True) as admin:
+            admin.execute("DELETE FROM outbox.append_grants WHERE role = %s", (group,))
+            admin.execute(sql.SQL("DROP OWNED BY {}").format(sql.Identifier(group)))
+            admin.execute(sql.SQL("DROP ROLE {}").format(sql.Identifier(group)))
+
+
+def test_revoking_a_topic_leaves_the_others(admin_url: str, role: str) -> None:
+    grant_appender(admin_url, role, topics=["orders", "audit"], prefixes=["shop-"])
+    engine = create_engine(admin_url.replace("postgresql://", "postgresql+psycopg://"))
+    try:
+        assert roles.revoke_appender(engine, role, topics=["audit"], prefixes=["shop-"]) == 2
+    finally:
+        engine.dispose()
+
+    assert [t for t in TOPICS if may_append(as_role(admin_url, role), t)] == ["orders"]
+
+
+def test_revoking_every_topic_takes_execute_back(admin_url: str, role: str) -> None:
+    grant_appender(admin_url, role, topics=["*"])
+    engine = create_engine(admin_url.replace("postgresql://", "postgresql+psycopg://"))
+    try:
+        roles.revoke_appender(engine, role, topics=[], prefixes=[])
+    finally:
+        engine.dispose()
+
+    with psycopg.connect(as_role(admin_url, role)) as conn, pytest.raises(
+        psycopg.errors.InsufficientPrivilege, match="permission denied for function append"
+    ):
+        conn.execute("SELECT outbox.append('orders', 0, NULL, '1')")
+
+
+def test_the_python_api_raises_the_topic_authorization_error(admin_url: str, role: str, client: Any) -> None:
+    grant_appender(admin_url, role, topics=["orders"])
+    with psycopg.connect(as_role(admin_url, role)) as conn, conn.transaction():
+        with pytest.raises(TopicAuthorizationFailed, match=f"role {role} may not append to topic 'audit'"):
+            append(conn, "audit", 0, [OutboxRecord(value=1)])
+
+    assert fetch(client, "audit", 0)["records"] == []
+
+
+def test_grant_appender_command_grants_and_prints_the_roles_grants(
+    admin_url: str, role: str, db_url: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
+) -> None:
+    monkeypatch.setenv("OUTBOX_DATABASE_URL", db_url)
+
+    assert cli.main(["grant-appender", role, "--topic", "orders", "--topic-prefix", "shop-"]) == 0
+
+    assert json.loads(capsys.readouterr().out) == {"role": role, "may_append_to": [
+        {"topic": "orders", "pattern_type": "literal"}, {"topic": "shop-", "pattern_type": "prefixed"}]}
+    assert [t for t in TOPICS if may_append(as_role(admin_url, role), t)] == ["orders", "shop-a"]
+
+
+def test_grant_appender_without_a_topic_is_a_usage_error(
+    role: str, db_url: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
+) -> None:
+    monkeypatch.setenv("OUTBOX_DATABASE_URL", db_url)
+
+    assert cli.main(["grant-appender", role]) == cli.EXIT_USAGE
+
+    assert capsys.readouterr().err.strip() == ("outbox: error: name what the role may append to: --topic NAME, "
+                                               "--topic-prefix PREFIX or --all-topics")
