@@ -91,7 +91,7 @@ async def authenticate(request: Request) -> Principal:
     header = request.headers.get("authorization")
     try:
         if header is not None:
-            principal = await _from_header(state, methods, header)
+            principal = await _from_header(state, methods, header, request.client.host if request.client else None)
             if header.lstrip()[:6].lower() == "basic ":
                 _refuse_cross_site(request)
             return principal
@@ -175,13 +175,14 @@ def _how(methods: tuple[str, ...]) -> str:
     return ", or ".join(ways)
 
 
-async def _from_header(state: SecurityState, methods: tuple[str, ...], header: str) -> Principal:
+async def _from_header(state: SecurityState, methods: tuple[str, ...], header: str,
+                       client: str | None) -> Principal:
     scheme, _, credentials = header.strip().partition(" ")
     credentials = credentials.strip()
     scheme = scheme.lower()
     if scheme == "bearer" and credentials:
         if credentials.startswith(API_KEY_PREFIX) and "api_key" in methods:
-            return Principal(await _api_key(state, credentials), "api_key")
+            return Principal(await _api_key(state, credentials, client), "api_key")
         if state.jwt is not None:
             try:
                 if state.jwt.remembers(credentials):
@@ -204,7 +205,7 @@ async def _from_header(state: SecurityState, methods: tuple[str, ...], header: s
         if not sep or not key:
             raise AuthenticationFailed("Basic credentials must be <principal>:<API key>, base64-encoded",
                                        method="api_key")
-        principal = await _api_key(state, key)
+        principal = await _api_key(state, key, client)
         if user and acl.principal_name(user) != principal:
             raise AuthenticationFailed("the API key belongs to another principal than the user name given",
                                        method="api_key")
@@ -214,12 +215,12 @@ async def _from_header(state: SecurityState, methods: tuple[str, ...], header: s
     )
 
 
-async def _api_key(state: SecurityState, key: str) -> str:
+async def _api_key(state: SecurityState, key: str, client: str | None) -> str:
     try:
         if state.remembers(key):
-            return state.api_key_principal(key)
+            return state.api_key_principal(key, client)
         # A key not seen before costs one scrypt (tens of milliseconds): off the event loop.
-        return await run_in_threadpool(state.api_key_principal, key)
+        return await run_in_threadpool(state.api_key_principal, key, client)
     except AuthenticationFailed as e:
         e.details = {"method": "api_key"}
         raise

@@ -128,10 +128,12 @@ class SecurityState:
         self._refused: set[bytes] = set()  # SHA-256 of keys that failed: no scrypt again
         self.jwt = JwtVerifier(settings, clock) if "jwt" in settings.authentication_methods else None
         self._looked_again = 0.0
-        # One scrypt at a time in this process, and none for a key id within
-        # _FAILED_KEY_DELAY_S of a wrong secret for it (Kafka's
-        # connection.failed.authentication.delay.ms, in spirit): a client sending wrong
-        # secrets for a known key id costs at most one hash per key id per interval.
+        # One scrypt at a time in this process, and none for a client within
+        # _FAILED_KEY_DELAY_S of a wrong secret it sent (Kafka's
+        # connection.failed.authentication.delay.ms, in spirit): a client guessing secrets of
+        # known key ids costs at most one hash per interval. The guesser is throttled, by its
+        # address, not the key: key ids are public, and a delay per key id let anyone keep a
+        # key's owner out by sending wrong secrets for it.
         self._hashing = threading.Semaphore(1)
         self._failed_at: dict[str, float] = {}
 
@@ -178,9 +180,10 @@ class SecurityState:
 
     # -- authentication -------------------------------------------------------------------
 
-    def api_key_principal(self, key: str) -> str:
+    def api_key_principal(self, key: str, client: str | None = None) -> str:
         """The principal of a live API key, or AuthenticationFailed. May take one scrypt
-        (tens of milliseconds): call it off the event loop unless remembered() says no."""
+        (tens of milliseconds): call it off the event loop unless remembered() says no.
+        `client` is the caller's address, throttled after a wrong secret."""
         digest = _digest(key)
         row = self._verified.get(digest)
         if row is not None and row.key_id in self._snapshot.keys:
@@ -199,9 +202,9 @@ class SecurityState:
             stored = self._snapshot.keys.get(parts[0])
         if stored is None:
             raise AuthenticationFailed("the API key is unknown, revoked or wrong")
-        failed = self._failed_at.get(stored.key_id)
+        failed = self._failed_at.get(client or "-")
         if failed is not None and time.monotonic() - failed < _FAILED_KEY_DELAY_S:
-            raise AuthenticationFailed("a wrong secret was sent for this API key a moment ago: try again in a second")
+            raise AuthenticationFailed("this client sent a wrong API key secret a moment ago: try again in a second")
         with self._hashing:
             matches = secret_matches(parts[1], stored.secret_hash)
         if not matches:
@@ -212,7 +215,7 @@ class SecurityState:
             if len(self._failed_at) >= _MAX_REMEMBERED:
                 self._failed_at = {}
             self._refused.add(digest)
-            self._failed_at[stored.key_id] = time.monotonic()
+            self._failed_at[client or "-"] = time.monotonic()
             raise AuthenticationFailed("the API key is unknown, revoked or wrong")
         if len(self._verified) >= _MAX_REMEMBERED:
             self._verified = {}

@@ -661,10 +661,10 @@ def test_a_decision_made_while_the_acls_reload_is_not_kept_past_the_reload(world
     assert world.client.get(url, headers=world.alice).status_code == 403  # not the remembered stale allow
 
 
-def test_after_a_wrong_secret_for_a_key_no_hash_is_paid_for_that_key_for_a_moment(
+def test_after_a_wrong_secret_no_hash_is_paid_for_that_client_for_a_moment(
         world: World, monkeypatch: pytest.MonkeyPatch) -> None:
-    """A client sending wrong secrets for a known key id costs one scrypt per key id per
-    interval, not one per request; a key already verified is not affected."""
+    """A client sending wrong secrets for a known key id costs one scrypt per interval, not
+    one per request; a key already verified is not affected."""
     from app.services import security as security_module
 
     monkeypatch.setattr(security_module, "_FAILED_KEY_DELAY_S", 0.3)
@@ -681,3 +681,28 @@ def test_after_a_wrong_secret_for_a_key_no_hash_is_paid_for_that_key_for_a_momen
     time.sleep(0.35)
     assert world.client.get("/v1/topics", headers={"Authorization": f"Bearer {key}"}).status_code == 200
     assert world.client.get("/v1/topics", headers=world.alice).status_code == 200  # remembered: unaffected
+
+
+def test_wrong_secrets_for_a_key_do_not_keep_its_owner_out(world: World, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Key ids are public: a guesser sending wrong secrets for bob's key id is throttled, and
+    bob, from another address, is not."""
+    from app.services import security as security_module
+
+    created = world.as_admin("POST", "/v1/principals/bob/api-keys")
+    key_id, key = created["key_id"], created["api_key"]
+    guesser = TestClient(world.client.app, client=("10.0.0.66", 40000))
+    owner = TestClient(world.client.app, client=("10.0.0.2", 40000))
+    hashed: list[str] = []
+    real = security_module.secret_matches
+    monkeypatch.setattr(security_module, "secret_matches", lambda s, h: hashed.append(s) or real(s, h))
+    wrong = {"Authorization": f"Bearer outbox_{key_id}_{'x' * 43}"}
+
+    guesses = [guesser.get("/v1/topics", headers=wrong) for _ in range(5)]
+    answer = owner.get("/v1/topics", headers={"Authorization": f"Bearer {key}"})
+
+    assert [g.status_code for g in guesses] == [401] * 5
+    assert answer.status_code == 200, answer.text
+    assert len(hashed) == 2  # the first guess, then bob's key: the guesser's next four cost nothing
+    another_guess = guesser.get("/v1/topics", headers={"Authorization": f"Bearer outbox_{key_id}_{'y' * 43}"})
+    assert another_guess.status_code == 401 and "a moment ago" in another_guess.json()["message"]
+    assert len(hashed) == 2
