@@ -40,11 +40,29 @@ def json_formatter() -> logging.Formatter:
     )
 
 
+# A control character in a message is written as an escape: messages quote what callers sent
+# (a request's path, a token's principal claim), and a newline there would let a caller write
+# a line of its own into the log, an audit line among them.
+_ESCAPES = {c: f"\\x{c:02x}" for c in [*range(0x20), 0x7f, *range(0x80, 0xa0)]} | {
+    ord("\n"): "\\n", ord("\r"): "\\r", ord("\t"): "\\t"}
+
+
+class TextFormatter(logging.Formatter):
+    """TEXT_FORMAT, one line per message: control characters in the message escaped (a
+    traceback after it keeps its lines)."""
+
+    def formatMessage(self, record: logging.LogRecord) -> str:  # noqa: N802 - logging's name
+        record.message = record.message.translate(_ESCAPES)
+        return super().formatMessage(record)
+
+
+def text_formatter() -> logging.Formatter:
+    return TextFormatter(TEXT_FORMAT)
+
+
 def logging_config(settings: Settings) -> dict[str, Any]:
     level = settings.log_level.upper()
-    formatter: dict[str, Any] = (
-        {"()": json_formatter} if settings.log_format == "json" else {"format": TEXT_FORMAT}
-    )
+    formatter: dict[str, Any] = {"()": json_formatter if settings.log_format == "json" else text_formatter}
     return {
         "version": 1,
         "disable_existing_loggers": False,

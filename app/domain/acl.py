@@ -135,6 +135,19 @@ def principal_name(name: str) -> str:
     return name if name.startswith(f"{PRINCIPAL_TYPE}:") else f"{PRINCIPAL_TYPE}:{name}"
 
 
+def principal_name_problem(name: str) -> str | None:
+    """What makes `name` (typed, `User:<name>`) no principal's name, or None: empty, the
+    wildcard, over 255 characters, or holding a control character (names are written in audit
+    lines, and a newline would forge one)."""
+    if name in (f"{PRINCIPAL_TYPE}:", WILDCARD_PRINCIPAL) or not name.startswith(f"{PRINCIPAL_TYPE}:"):
+        return f"{PRINCIPAL_TYPE}:<name> with a name"
+    if len(name) > 255:
+        return "at most 255 characters"
+    if any(c < " " or c == "\x7f" for c in name):
+        return "no control characters"
+    return None
+
+
 def check_binding(binding: AclBinding) -> str | None:
     """What is wrong with a binding to be stored, or None."""
     if not binding.principal.startswith(f"{PRINCIPAL_TYPE}:") or len(binding.principal) <= len(PRINCIPAL_TYPE) + 1:

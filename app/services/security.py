@@ -38,6 +38,7 @@ from app.domain.acl import (
     is_allowed,
     may_write_some_topic,
     principal_name,
+    principal_name_problem,
 )
 from app.domain.clock import Clock
 from app.domain.errors import AuthenticationFailed, IdentityProviderUnavailable, InvalidRequest
@@ -311,6 +312,10 @@ class JwtVerifier:
                                        "(OUTBOX_JWT_PRINCIPAL_CLAIM) naming the principal",
                                        challenges=_bearer("invalid_token"))
         name = principal_name(subject)
+        problem = principal_name_problem(name)
+        if problem is not None:
+            raise AuthenticationFailed(f"the bearer token's {self.settings.jwt_principal_claim!r} claim is not a "
+                                       f"principal's name ({problem})", challenges=_bearer("invalid_token"))
         if len(self._verified) >= _MAX_REMEMBERED:
             self._verified = {}
         self._verified[digest] = (name, float(claims["exp"]))
@@ -340,9 +345,10 @@ class SecurityService:
 
     def create_api_key(self, principal: str, *, by: Principal | str) -> IssuedApiKey:
         name = principal_name(principal.strip())
-        if name in ("User:", "User:*") or len(name) > 255 or any(c < " " or c == "\x7f" for c in name):
+        problem = principal_name_problem(name)
+        if problem is not None:
             # The API's pattern (app.api.schemas.acls.PRINCIPAL_PATTERN), for the CLI too.
-            raise InvalidRequest(f"not a principal name: {principal!r} (User:<name>, no control characters)")
+            raise InvalidRequest(f"not a principal name: {principal!r} ({problem})")
         key_id, secret, key = new_api_key()
         now = self.clock()
         with self.db.write() as conn:

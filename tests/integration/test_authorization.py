@@ -706,3 +706,13 @@ def test_wrong_secrets_for_a_key_do_not_keep_its_owner_out(world: World, monkeyp
     another_guess = guesser.get("/v1/topics", headers={"Authorization": f"Bearer outbox_{key_id}_{'y' * 43}"})
     assert another_guess.status_code == 401 and "a moment ago" in another_guess.json()["message"]
     assert len(hashed) == 2
+
+
+@pytest.mark.parametrize("subject", ["alice\nWARNING outbox.audit: User:admin create_api_key allowed", "bob\x1b[2K",
+                                     "x" * 300], ids=["a newline", "an escape", "too long"])
+def test_a_jwt_whose_principal_claim_is_no_principals_name_is_refused(world: World, subject: str) -> None:
+    r = world.client.get("/v1/topics", headers={"Authorization": f"Bearer {token(world.signing_key, subject)}"})
+
+    assert r.status_code == 401
+    assert r.json()["error_code"] == "AUTHENTICATION_FAILED"
+    assert "claim is not a principal's name" in r.json()["message"]
