@@ -21,7 +21,7 @@ import sqlite3
 from pathlib import Path
 
 
-from app.storage.engine import sqlite_path
+from app.storage.engine import create_private, sqlite_path
 
 
 class BackupRefused(Exception):
@@ -47,6 +47,7 @@ def backup_sqlite(database_url: str, destination: Path, *, busy_timeout_ms: int 
     partial = destination.with_name(f".{destination.name}.{os.getpid()}.partial")
     try:
         src = sqlite3.connect(source, timeout=busy_timeout_ms / 1000)
+        create_private(partial)  # the copy holds what the database holds: its owner's only
         dst = sqlite3.connect(partial)
         try:
             # pages=-1: every page in one step, under one read transaction, so the copy is one

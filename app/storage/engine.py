@@ -8,6 +8,8 @@ are described where they are taken. Reads: one snapshot on both (see Database.re
 
 from __future__ import annotations
 
+import os
+
 import threading
 from collections import deque
 from collections.abc import Callable, Iterator
@@ -59,6 +61,25 @@ def sqlite_path(database_url: str) -> Path | None:
     return None if not database or database == ":memory:" else Path(database)
 
 
+def create_private(path: Path) -> None:
+    """Create `path` empty, readable and writable by its owner only, unless it exists. SQLite
+    then creates the database's -wal and -shm files with the same mode: a database holds every
+    record, open transactions and API key hashes, which no other local user should read (a
+    file SQLite created itself would take the umask's, usually world-readable)."""
+    try:
+        os.close(os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600))
+    except FileExistsError:
+        pass
+    except OSError:
+        pass  # a directory that does not exist, or no right to it: SQLite's own error says so
+
+
+def _private_sqlite_file(url: str) -> None:
+    path = sqlite_path(url)
+    if path is not None and not str(path).startswith("file:"):
+        create_private(path)
+
+
 def redacted_url(url: str) -> str:
     """The URL with its password replaced by ***, for messages and logs."""
     try:
@@ -77,6 +98,7 @@ def build_engine(
 ) -> Engine:
     url = normalise_url(url)
     if url.startswith("sqlite"):
+        _private_sqlite_file(url)
         engine = create_engine(
             url,
             connect_args={"check_same_thread": False, "timeout": sqlite_busy_timeout_ms / 1000},
@@ -99,6 +121,7 @@ def build_engine(
 def build_migration_engine(url: str) -> Engine:
     engine = create_engine(normalise_url(url), poolclass=NullPool)
     if engine.dialect.name == "sqlite":
+        _private_sqlite_file(normalise_url(url))
         _configure_sqlite(engine, 30_000, "FULL")
     return engine
 
