@@ -402,9 +402,42 @@ def read_partition(options: SourceOptions, schema: StructType, partition: InputP
 def register(spark: Any) -> None:
     """Make spark.read.format("outbox") available in this SparkSession. Spark's Python data
     source readers need filter pushdown turned on to receive filters
-    (spark.sql.python.filterPushdown.enabled, off by default in Spark 4.1): it is turned on."""
+    (spark.sql.python.filterPushdown.enabled, off by default in Spark 4.1): it is turned on.
+    The Python workers that plan and read must have pyarrow and this package
+    (workers_python)."""
     spark.conf.set("spark.sql.python.filterPushdown.enabled", "true")
+    workers_python(spark.sparkContext)
     spark.dataSource.register(OutboxDataSource)
+
+
+def workers_python(sc: Any) -> None:
+    """Spark's Python workers run the interpreter the SparkContext took at its start:
+    PYSPARK_PYTHON, else `python3` from PATH, which is rarely the one with pyarrow and this
+    package when a script runs as `.venv/bin/python script.py`. PySpark hands a data source
+    that interpreter when it is registered, so before it is: in local mode, with
+    PYSPARK_PYTHON unset, the workers run the driver's own interpreter (which has imported
+    this module); an interpreter named on purpose is checked, and one without what the reads
+    need is one line saying what to set. A cluster's workers are not looked at: their
+    PYSPARK_PYTHON is the cluster's to set (docs/SPARK.md)."""
+    import os
+    import subprocess
+    import sys
+
+    if sc.pythonExec == sys.executable or not sc.master.startswith("local"):
+        return
+    if not os.environ.get("PYSPARK_PYTHON"):
+        sc.pythonExec = sys.executable
+        return
+    try:
+        usable = subprocess.run([sc.pythonExec, "-c", "import pyarrow, spark_jobs"], capture_output=True,
+                                timeout=60).returncode == 0
+    except (OSError, subprocess.TimeoutExpired):
+        usable = False
+    if not usable:
+        raise OutboxSourceError(
+            f"Spark's Python workers run PYSPARK_PYTHON={sc.pythonExec}, which cannot import pyarrow and "
+            f"spark_jobs: set PYSPARK_PYTHON={sys.executable} (an interpreter with the spark extra) before the "
+            "SparkSession starts")
 
 
 def read_outbox(spark: Any, **options: str) -> Any:
