@@ -418,6 +418,16 @@ def _acl_bindings(args: argparse.Namespace) -> list:  # type: ignore[type-arg]
     resources = [(ResourceType.TOPIC, t) for t in args.topic] + [(ResourceType.GROUP, g) for g in args.group] \
         + [(ResourceType.TRANSACTIONAL_ID, x) for x in args.transactional_id] \
         + ([(ResourceType.CLUSTER, CLUSTER_NAME)] if args.cluster else [])
+    # As in kafka-acls.sh, the pattern type applies to every resource named. With a prefix for
+    # one kind and a name for another (a transactional id prefix beside a topic) that would
+    # also grant every topic whose name starts with the topic's: refused, so that a binding is
+    # prefixed only where the operator meant it.
+    prefixable = [flag for flag, named in (("--topic", args.topic), ("--group", args.group),
+                                           ("--transactional-id", args.transactional_id)) if named]
+    if pattern is PatternType.PREFIXED and len(prefixable) > 1:
+        raise CommandError(f"--resource-pattern-type prefixed would make {' and '.join(prefixable)} all prefixes: "
+                           "name one kind of resource per command, and give --resource-pattern-type prefixed "
+                           "only to the one whose names are prefixes", EXIT_USAGE)
     principals = [(principal_name(p), Permission.ALLOW) for p in args.allow_principal] \
         + [(principal_name(p), Permission.DENY) for p in args.deny_principal]
     if not resources or not principals or not args.operation:
@@ -663,7 +673,9 @@ def build_parser() -> argparse.ArgumentParser:
         a.add_argument("--group", action="append", default=[])
         a.add_argument("--transactional-id", action="append", default=[])
         a.add_argument("--cluster", action="store_true")
-        a.add_argument("--resource-pattern-type", choices=["literal", "prefixed"], default="literal")
+        a.add_argument("--resource-pattern-type", choices=["literal", "prefixed"], default="literal",
+                       help="applies to every --topic, --group and --transactional-id named (as in kafka-acls.sh); "
+                       "prefixed takes one kind of resource per command")
     acl_list = acs.add_parser("list", parents=[verbose], help="the bindings, all or of one principal or resource")
     acl_list.add_argument("--principal", default=None)
     which = acl_list.add_mutually_exclusive_group()
