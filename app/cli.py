@@ -1,5 +1,5 @@
-"""The `outbox` command: serve, coordinator, migrate, backup, transactions, topics, principals,
-acls, grant-reader, openapi.
+"""The `outbox` command: serve, coordinator, migrate, backup, transactions, topics, groups,
+principals, acls, grant-reader, openapi.
 
 A mistake (an unknown transactional id, an unreachable database, a bad OUTBOX_* setting, a
 port in use, …) is reported by `main` in one line on stderr, `outbox: error: …`, with an exit
@@ -369,6 +369,22 @@ def _topics(settings: Settings, args: argparse.Namespace) -> int:
     return 0
 
 
+def _groups(settings: Settings, args: argparse.Namespace) -> int:
+    """A consumer group's lag, against the configured database (like kafka-consumer-groups.sh
+    --describe), in the HTTP API's shape: null where the group has committed no offset."""
+    from app.api.schemas.groups import GroupLag
+    from app.domain.clock import system_clock
+    from app.services.group_service import GroupService
+
+    db = _open_existing(settings, pool_size=1)
+    try:
+        out = GroupLag.of(args.group_id, GroupService(db, settings, system_clock).lag(args.group_id))
+    finally:
+        db.dispose()
+    print(out.model_dump_json(indent=2))
+    return 0
+
+
 def _operator() -> str:
     """Who made a change from the command line, for the audit line: the operating system user."""
     import getpass
@@ -648,6 +664,12 @@ def build_parser() -> argparse.ArgumentParser:
     tpr.add_argument("partition", type=non_negative)
     tpr.add_argument("offset", type=non_negative)
     tp.set_defaults(func=_topics)
+    gp = command("groups", help="consumer groups: lag")
+    gps = gp.add_subparsers(dest="action", required=True)
+    gpl = gps.add_parser("lag", parents=[verbose], help="a group's position and lag in records per partition of the "
+                         "topics it consumes; null (unknown) where it has committed no offset")
+    gpl.add_argument("group_id")
+    gp.set_defaults(func=_groups)
     pr = command("principals", help="API keys: create (prints the key once), list, revoke")
     prs = pr.add_subparsers(dest="action", required=True)
     prc = prs.add_parser("create", parents=[verbose], help="a new API key for PRINCIPAL (User:<name>, or <name>)")
