@@ -137,3 +137,16 @@ def test_a_prefixed_add_of_one_kind_of_resource_and_the_cluster_is_kept(db_url: 
         ("User:ops", "topic", "income-", "prefixed", "describe", "allow"),
         ("User:ops", "topic", "orders-", "prefixed", "describe", "allow"),
     ]
+
+
+def test_create_acls_over_http_takes_each_bindings_own_pattern_type(shop_client) -> None:  # type: ignore[no-untyped-def]
+    # The HTTP door has no shared flag: a prefixed transactional id beside a topic leaves the topic literal.
+    client, admin, _ = shop_client
+    r = client.post("/v1/acls", headers=admin, json={"acls": [
+        {"principal": "User:ops", "resource_type": "topic", "resource_name": "refunds", "operation": "write"},
+        {"principal": "User:ops", "resource_type": "transactional_id", "resource_name": "ops-",
+         "pattern_type": "prefixed", "operation": "write"}]})
+    assert r.status_code == 200, r.text
+    listed = client.get("/v1/acls", headers=admin, params={"principal": "User:ops"}).json()["acls"]
+    assert sorted((b["resource_type"], b["resource_name"], b["pattern_type"]) for b in listed) == [
+        ("topic", "refunds", "literal"), ("transactional_id", "ops-", "prefixed")]
