@@ -1,5 +1,5 @@
-"""The `outbox` command: serve, coordinator, migrate, backup, transactions, topics, principals,
-acls, grant-reader, grant-appender, revoke-appender, openapi.
+"""The `outbox` command: serve, coordinator, migrate, backup, transactions, topics, groups,
+principals, acls, grant-reader, grant-appender, revoke-appender, openapi.
 
 A mistake (an unknown transactional id, an unreachable database, a bad OUTBOX_* setting, a
 port in use, …) is reported by `main` in one line on stderr, `outbox: error: …`, with an exit
@@ -369,6 +369,22 @@ def _topics(settings: Settings, args: argparse.Namespace) -> int:
     return 0
 
 
+def _groups(settings: Settings, args: argparse.Namespace) -> int:
+    """A consumer group's lag, against the configured database (like kafka-consumer-groups.sh
+    --describe), in the HTTP API's shape: null where the group has committed no offset."""
+    from app.api.schemas.groups import GroupLag
+    from app.domain.clock import system_clock
+    from app.services.group_service import GroupService
+
+    db = _open_existing(settings, pool_size=1)
+    try:
+        out = GroupLag.of(args.group_id, GroupService(db, settings, system_clock).lag(args.group_id))
+    finally:
+        db.dispose()
+    print(out.model_dump_json(indent=2))
+    return 0
+
+
 def _operator() -> str:
     """Who made a change from the command line, for the audit line: the operating system user."""
     import getpass
@@ -418,6 +434,16 @@ def _acl_bindings(args: argparse.Namespace) -> list:  # type: ignore[type-arg]
     resources = [(ResourceType.TOPIC, t) for t in args.topic] + [(ResourceType.GROUP, g) for g in args.group] \
         + [(ResourceType.TRANSACTIONAL_ID, x) for x in args.transactional_id] \
         + ([(ResourceType.CLUSTER, CLUSTER_NAME)] if args.cluster else [])
+    # As in kafka-acls.sh, the pattern type applies to every resource named. With a prefix for
+    # one kind and a name for another (a transactional id prefix beside a topic) that would
+    # also grant every topic whose name starts with the topic's: refused, so that a binding is
+    # prefixed only where the operator meant it.
+    prefixable = [flag for flag, named in (("--topic", args.topic), ("--group", args.group),
+                                           ("--transactional-id", args.transactional_id)) if named]
+    if pattern is PatternType.PREFIXED and len(prefixable) > 1:
+        raise CommandError(f"--resource-pattern-type prefixed would make {' and '.join(prefixable)} all prefixes: "
+                           "name one kind of resource per command, and give --resource-pattern-type prefixed "
+                           "only to the one whose names are prefixes", EXIT_USAGE)
     principals = [(principal_name(p), Permission.ALLOW) for p in args.allow_principal] \
         + [(principal_name(p), Permission.DENY) for p in args.deny_principal]
     if not resources or not principals or not args.operation:
@@ -670,6 +696,12 @@ def build_parser() -> argparse.ArgumentParser:
     tpr.add_argument("partition", type=non_negative)
     tpr.add_argument("offset", type=non_negative)
     tp.set_defaults(func=_topics)
+    gp = command("groups", help="consumer groups: lag")
+    gps = gp.add_subparsers(dest="action", required=True)
+    gpl = gps.add_parser("lag", parents=[verbose], help="a group's position and lag in records per partition of the "
+                         "topics it consumes; null (unknown) where it has committed no offset")
+    gpl.add_argument("group_id")
+    gp.set_defaults(func=_groups)
     pr = command("principals", help="API keys: create (prints the key once), list, revoke")
     prs = pr.add_subparsers(dest="action", required=True)
     prc = prs.add_parser("create", parents=[verbose], help="a new API key for PRINCIPAL (User:<name>, or <name>)")
@@ -695,7 +727,9 @@ def build_parser() -> argparse.ArgumentParser:
         a.add_argument("--group", action="append", default=[])
         a.add_argument("--transactional-id", action="append", default=[])
         a.add_argument("--cluster", action="store_true")
-        a.add_argument("--resource-pattern-type", choices=["literal", "prefixed"], default="literal")
+        a.add_argument("--resource-pattern-type", choices=["literal", "prefixed"], default="literal",
+                       help="applies to every --topic, --group and --transactional-id named (as in kafka-acls.sh); "
+                       "prefixed takes one kind of resource per command")
     acl_list = acs.add_parser("list", parents=[verbose], help="the bindings, all or of one principal or resource")
     acl_list.add_argument("--principal", default=None)
     which = acl_list.add_mutually_exclusive_group()

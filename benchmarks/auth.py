@@ -120,8 +120,9 @@ def run_and_report(args: argparse.Namespace, db_url: str) -> None:
     try:
         cli(db_url, "migrate")
         key = json.loads(cli(db_url, "principals", "create", PRINCIPAL))["api_key"]
-        cli(db_url, "acls", "add", "--allow-principal", f"User:{PRINCIPAL}", "--operation", "all",
-            "--topic", "auth-", "--transactional-id", "auth-", "--resource-pattern-type", "prefixed")
+        for kind in ("--topic", "--transactional-id"):  # a prefixed command names one kind of resource
+            cli(db_url, "acls", "add", "--allow-principal", f"User:{PRINCIPAL}", "--operation", "all",
+                kind, "auth-", "--resource-pattern-type", "prefixed")
         engine = create_engine(db_url)
         with engine.begin() as conn:  # other principals' bindings, straight into the table
             conn.execute(text("INSERT INTO acls (principal, resource_type, resource_name, pattern_type, operation, "

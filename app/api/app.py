@@ -24,6 +24,7 @@ from app.services.security import SecurityState
 from app.worker.security import SecurityRefresher
 from app.api.json_body import JsonBody
 from app.api.request_metrics import RequestMetrics
+from app.api.security_headers import SecurityHeaders
 from app.api.routers import acls, fetch, groups, health, metrics, producers, records, topics, transactions
 from app.api.security import authenticate, requires
 from app.domain.acl import CLUSTER, Operation
@@ -76,7 +77,7 @@ def create_app(settings: Settings | None = None, clock: Clock = system_clock, *,
                 worker.stop()
             db.dispose()
 
-    app = FastAPI(
+    app = _OutboxApp(
         title="Outbox",
         version=API_VERSION,
         description=(product_doc or "").strip()
@@ -120,6 +121,14 @@ def create_app(settings: Settings | None = None, clock: Clock = system_clock, *,
 
     app.openapi = openapi  # type: ignore[method-assign]
     return app
+
+
+class _OutboxApp(FastAPI):
+    def build_middleware_stack(self) -> Any:
+        # Around Starlette's whole stack, ServerErrorMiddleware included, which answers an
+        # unexpected error from outside every middleware added with add_middleware.
+        settings: Settings = self.state.settings
+        return SecurityHeaders(super().build_middleware_stack(), serves_tls=bool(settings.tls_cert_file))
 
 
 def _check_every_api_route_is_authenticated(app: FastAPI) -> None:

@@ -23,9 +23,9 @@ STATIC_URL = "/console/static"
 UPLOT_VERSION = "1.6.32"  # npm uplot
 # The page loads and calls nothing but this service: scripts and styles from its own files
 # (no inline script; uPlot sizes its elements through the DOM, which style-src does not
-# govern), data from the API, images as data: URLs.
-CSP = ("default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
-       "connect-src 'self'; frame-ancestors 'none'")
+# govern), data from the API, images as data: URLs. Framing is refused for every answer of the
+# service (app.api.security_headers).
+CSP = "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'"
 # Only these directories of static/ are served under STATIC_URL.
 _SERVED = ("console", "uplot")
 

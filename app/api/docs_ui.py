@@ -29,7 +29,8 @@ OPENAPI_URL = "/openapi.json"
 # The browser may load nothing from another origin, whatever a bundle asks for: ReDoc 2's
 # sidebar always asks Redocly's CDN for a logo (refused; its link text stays). What each page
 # needs: an inline script (FastAPI's page starts Swagger UI with one) and inline styles (both
-# UIs), data: images (Swagger UI's icons), and a worker from a blob (ReDoc's search).
+# UIs), data: images (Swagger UI's icons), and a worker from a blob (ReDoc's search). Framing is
+# refused for every answer of the service (app.api.security_headers).
 CSP = ("default-src 'self'; script-src 'self' 'unsafe-inline'; style-src 'self' 'unsafe-inline'; "
        "img-src 'self' data:; worker-src 'self' blob:")
 

@@ -9,6 +9,7 @@ their generation is not the current one, which fences a consumer that lost its p
 
 from __future__ import annotations
 
+import enum
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -32,7 +33,6 @@ from app.storage import groups, log, offsets, topics
 from app.storage.engine import Database, after_commit
 
 
-
 @dataclass(frozen=True, slots=True)
 class Membership:
     group_id: str
@@ -51,13 +51,38 @@ LAG_COUNT_CAP = 1_000_000
 class PartitionLag:
     topic: str
     partition: int
-    committed_offset: int
+    committed_offset: int | None  # None: the group has committed no offset for this partition
     log_start_offset: int
     high_watermark: int
     last_stable_offset: int
-    lag: int  # committed records after the committed offset
+    lag: int | None  # committed records after the committed offset; None: unknown, nothing committed
     exact: bool  # False: at least `lag` (LAG_COUNT_CAP reached)
     pending: bool  # an unfinished transaction has staged a new offset for it
+
+
+class LagUnknown(str, enum.Enum):
+    """Why a group's total lag is unknown. The service does not know where a consumer without a
+    committed offset will start (its auto_offset_reset is the client's), so, as Kafka's
+    kafka-consumer-groups prints `-`, it does not guess: a stuck new group is not a caught-up one."""
+
+    NO_COMMITTED_OFFSET = "no_committed_offset"  # none of the partitions has one (or there is none)
+    PARTITIONS_WITHOUT_COMMITTED_OFFSET = "partitions_without_committed_offset"  # some have none
+
+
+@dataclass(frozen=True, slots=True)
+class GroupLag:
+    partitions: list[PartitionLag]
+
+    @property
+    def unknown(self) -> LagUnknown | None:
+        without = sum(p.lag is None for p in self.partitions)
+        if without == len(self.partitions):
+            return LagUnknown.NO_COMMITTED_OFFSET
+        return LagUnknown.PARTITIONS_WITHOUT_COMMITTED_OFFSET if without else None
+
+    @property
+    def total(self) -> int | None:
+        return None if self.unknown else sum(p.lag for p in self.partitions if p.lag is not None)
 
 
 class GroupService:
@@ -129,31 +154,32 @@ class GroupService:
         with self.db.read() as conn:
             return groups.list_groups(conn)
 
-    def lag(self, group_id: str, visible: Callable[[str], bool] = lambda _topic: True) -> list[PartitionLag]:
-        """Per partition the group has committed an offset for (topics `visible` to the caller):
-        where it is, the partition's bounds, and how many committed records it has left to read
-        (app.storage.log.committed_between), in one snapshot."""
+    def lag(self, group_id: str, visible: Callable[[str], bool] = lambda _topic: True) -> GroupLag:
+        """Every partition of the topics the group consumes (`visible` to the caller): its
+        members' subscriptions and the topics it has committed offsets in, or staged them in an
+        open transaction. For each, where the group is, the partition's bounds, and how many
+        committed records it has left to read (app.storage.log.committed_between); unknown
+        where it has committed no offset. In one snapshot."""
         with self.db.read() as conn:
-            every = offsets.fetch(conn, group_id)
-            if not every and groups.generation(conn, group_id) is None \
-                    and not offsets.pending_partitions(conn, group_id, None):
-                raise GroupIdNotFound(f"no consumer group {group_id!r}")
-            committed = [o for o in every if visible(o.topic)]
+            committed = offsets.fetch(conn, group_id)
             pending = set(offsets.pending_partitions(conn, group_id, None))
-            bounds: dict[str, tuple[int, dict[int, topics.PartitionInfo]]] = {}
+            subscribed = {t for m in groups.members(conn, group_id) for t in m.topics}
+            if not committed and not pending and groups.generation(conn, group_id) is None:
+                raise GroupIdNotFound(f"no consumer group {group_id!r}")
+            position = {(o.topic, o.partition): o.committed_offset for o in committed}
+            names = {t for t, _ in position} | {t for t, _ in pending} | subscribed
+            # A subscription may name a topic deleted since: it has no partitions to show.
+            consumed = topics.existing_topics(conn, {t for t in names if visible(t)})
             out = []
-            for o in committed:
-                if o.topic not in bounds:
-                    t = topics.get_topic(conn, o.topic)
-                    bounds[o.topic] = (t.topic_id, {p.partition: p for p in topics.describe_partitions(conn, t)})
-                topic_id, parts = bounds[o.topic]
-                info = parts[o.partition]
-                lag, exact = log.committed_between(conn, topic_id, o.partition, o.committed_offset,
-                                                   info.log_end_offset, LAG_COUNT_CAP)
-                out.append(PartitionLag(o.topic, o.partition, o.committed_offset, info.log_start_offset,
-                                        info.log_end_offset, info.last_stable_offset, lag, exact,
-                                        (o.topic, o.partition) in pending))
-            return out
+            for name in sorted(consumed):
+                topic = consumed[name]
+                for info in topics.describe_partitions(conn, topic):
+                    at = position.get((name, info.partition))
+                    lag, exact = (None, True) if at is None else log.committed_between(
+                        conn, topic.topic_id, info.partition, at, info.log_end_offset, LAG_COUNT_CAP)
+                    out.append(PartitionLag(name, info.partition, at, info.log_start_offset, info.log_end_offset,
+                                            info.last_stable_offset, lag, exact, (name, info.partition) in pending))
+            return GroupLag(out)
 
     def expire_members(self, now_ms: int) -> int:
         """Remove members whose session timed out and rebalance their groups."""

@@ -134,14 +134,21 @@ _TOPIC_BY_NAME = select(topics).where(topics.c.name == bindparam("name"))
 _TOPICS_BY_NAME = select(topics).where(topics.c.name.in_(bindparam("names", expanding=True)))
 
 
-def get_topics(conn: Connection, names: set[str]) -> dict[str, Topic]:
-    """Topics by name; UNKNOWN_TOPIC_OR_PARTITION if any is missing."""
+def existing_topics(conn: Connection, names: set[str]) -> dict[str, Topic]:
+    """The topics of these names that exist, by name."""
+    if not names:
+        return {}
     if len(names) == 1:
         (name,) = names
         rows = conn.execute(_TOPIC_BY_NAME, {"name": name}).all()
     else:
         rows = conn.execute(_TOPICS_BY_NAME, {"names": sorted(names)}).all()
-    found = {row.name: _topic(row) for row in rows}
+    return {row.name: _topic(row) for row in rows}
+
+
+def get_topics(conn: Connection, names: set[str]) -> dict[str, Topic]:
+    """Topics by name; UNKNOWN_TOPIC_OR_PARTITION if any is missing."""
+    found = existing_topics(conn, names)
     missing = names - found.keys()
     if missing:
         raise UnknownTopicOrPartition(f"unknown topic(s): {', '.join(sorted(missing))}")

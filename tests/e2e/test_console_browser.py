@@ -122,7 +122,8 @@ def test_a_topic_a_transaction_and_a_groups_lag_falling_to_zero(console: Console
 
         ok(api.post("/v1/records", json={"batches": [{"topic": "orders", "partition": 0, "records": [
             {"key": f"order-{i}", "value": {"price": i}} for i in range(3)]}]}))
-        ok(api.post("/v1/groups/pizza-income/offsets", json={"offsets": [{"topic": "orders", "partition": 0, "offset": 0}]}))
+        ok(api.post("/v1/groups/pizza-income/offsets", json={"offsets": [
+            {"topic": "orders", "partition": 0, "offset": 0}, {"topic": "orders", "partition": 1, "offset": 0}]}))
         ident = transaction(api, "copier", "income", {"group_id": "pizza-income", "offsets": [
             {"topic": "orders", "partition": 0, "offset": 3}]})
 
@@ -150,6 +151,25 @@ def test_a_topic_a_transaction_and_a_groups_lag_falling_to_zero(console: Console
         console.wait_text("CompleteCommit")
         console.open("#/transactions")
         console.wait_text("No transaction here.")
+
+
+def test_a_group_that_never_committed_shows_its_lag_as_unknown_not_zero(console: Console,
+                                                                        server: ServiceProcess) -> None:
+    from playwright.sync_api import expect
+
+    with server.client() as api:
+        ok(api.post("/v1/topics", json={"name": "deliveries", "partitions": 1}))
+        ok(api.post("/v1/records", json={"batches": [{"topic": "deliveries", "partition": 0, "records": [
+            {"key": "d", "value": 1}]}]}))
+        ok(api.post("/v1/groups/new-dispatch/members", json={"topics": ["deliveries"]}))
+        console.open("#/groups/new-dispatch")
+        expect(console.page.locator("#total-lag")).to_have_text("unknown", timeout=WAIT_MS)
+        assert "total lag unknown: the group has committed no offset" in console.text()
+        row = console.page.locator("#lag-table tbody tr").first.inner_text().split("\t")
+        assert row[:6] == ["deliveries", "0", "–", "1", "1", "unknown"]
+        console.open("#/groups")
+        console.wait_text("new-dispatch")
+        assert "new-dispatch\t1\t1\tunknown" in console.text()
 
 
 def test_a_hanging_transaction_is_aborted_from_the_page(console: Console, server: ServiceProcess) -> None:

@@ -128,10 +128,11 @@ def test_with_authentication_on_it_runs_with_its_api_key_and_the_acls_the_readme
     server = launcher.server(authentication="api_key", super_users="User:admin")
     admin = json.loads(launcher.cli("principals", "create", "admin"))["api_key"]
     shop = json.loads(launcher.cli("principals", "create", "pizza-shop"))["api_key"]
-    # README, "Authentication and ACLs": the pizza shop's two commands.
+    # README, "Authentication and ACLs": the pizza shop's three commands.
     launcher.cli("acls", "add", "--allow-principal", "User:pizza-shop", "--operation", "read", "--topic", "orders",
                  "--group", "pizza-income")
-    launcher.cli("acls", "add", "--allow-principal", "User:pizza-shop", "--operation", "write", "--topic", "income",
+    launcher.cli("acls", "add", "--allow-principal", "User:pizza-shop", "--operation", "write", "--topic", "income")
+    launcher.cli("acls", "add", "--allow-principal", "User:pizza-shop", "--operation", "write",
                  "--transactional-id", "pizza-income-", "--resource-pattern-type", "prefixed")
     with server.client(headers={"Authorization": f"Bearer {admin}"}) as client:
         _create_topics(client, "orders", "income")

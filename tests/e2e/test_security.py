@@ -221,6 +221,18 @@ def test_https_without_client_certificates_serves_api_keys(launcher: Launcher, p
         assert c.get("/v1/topics", headers=bearer(admin)).status_code == 200
 
 
+def test_https_served_by_outbox_serve_sends_strict_transport_security(launcher: Launcher,
+                                                                      pki: dict[str, Path]) -> None:
+    server = https_server(launcher, pki, **AUTH)
+    with httpx.Client(base_url=f"https://127.0.0.1:{server.port}", verify=tls_context(pki)) as c:
+        refused = c.get("/v1/topics")
+        page = c.get("/docs")
+    assert refused.status_code == 401 and page.status_code == 200
+    for r in (refused, page):
+        assert r.headers["strict-transport-security"] == "max-age=31536000"
+        assert r.headers["x-content-type-options"] == "nosniff"
+
+
 # --- JWTs from a JWKS URL -------------------------------------------------------------------------
 
 

@@ -101,7 +101,7 @@ def test_docs_page_forbids_the_browser_to_load_from_any_other_origin(client, pag
     policy = client.get(page).headers["content-security-policy"]
     directives = {d.split()[0]: d.split()[1:] for d in policy.split(";") if d.strip()}
     assert directives["default-src"] == ["'self'"]
-    allowed = {"'self'", "'unsafe-inline'", "data:", "blob:"}
+    allowed = {"'self'", "'unsafe-inline'", "data:", "blob:", "'none'"}
     assert {d: [s for s in sources if s not in allowed] for d, sources in directives.items()} == {
         d: [] for d in directives
     }

@@ -137,9 +137,19 @@ def _lag(client, group: str) -> list[tuple]:  # type: ignore[no-untyped-def]
     r = client.get(f"/v1/groups/{group}/lag")
     assert r.status_code == 200, r.text
     body = r.json()
-    assert body["total_lag"] == sum(p["lag"] for p in body["partitions"])
+    assert (body["total_lag"], body["total_lag_unknown_reason"]) == (sum(p["lag"] for p in body["partitions"]), None)
     return [(p["topic"], p["partition"], p["committed_offset"], p["lag"], p["lag_exact"], p["pending"])
             for p in body["partitions"]]
+
+
+def _lag_answer(client, group: str) -> tuple:  # type: ignore[no-untyped-def]
+    """(total_lag, total_lag_unknown_reason, [(topic, partition, committed_offset, high_watermark, lag, pending)])"""
+    r = client.get(f"/v1/groups/{group}/lag")
+    assert r.status_code == 200, r.text
+    body = r.json()
+    return body["total_lag"], body["total_lag_unknown_reason"], [
+        (p["topic"], p["partition"], p["committed_offset"], p["high_watermark"], p["lag"], p["pending"])
+        for p in body["partitions"]]
 
 
 def test_list_groups_names_groups_with_members_and_groups_with_offsets_only(client) -> None:  # type: ignore[no-untyped-def]
@@ -195,6 +205,79 @@ def test_the_lag_falls_to_zero_when_the_transaction_that_reads_the_rest_commits(
     assert _lag(client, "g") == [("orders", 0, 0, 3, True, True)]
     assert client.post("/v1/transactions/copier/commit", json=ident(p)).status_code == 200
     assert _lag(client, "g") == [("orders", 0, 3, 0, True, False)]
+
+
+def test_a_group_that_never_committed_has_an_unknown_lag_not_zero(client) -> None:  # type: ignore[no-untyped-def]
+    create_topic(client, "orders", 2)
+    assert send(client, [batch("orders", 0, ["o1", "o2"]), batch("orders", 1, ["o3"])]).status_code == 200
+    _join(client, "g1", ["orders"])
+    assert _lag_answer(client, "g1") == (None, "no_committed_offset", [
+        ("orders", 0, None, 2, None, False), ("orders", 1, None, 1, None, False)])
+
+
+def test_a_group_whose_only_offsets_are_staged_in_an_open_transaction_has_an_unknown_lag(client) -> None:  # type: ignore[no-untyped-def]
+    create_topic(client, "orders", 1)
+    assert send(client, [batch("orders", 0, ["o1", "o2"])]).status_code == 200
+    p = init_producer(client, "copier")
+    begin(client, "copier", p)
+    r = client.post("/v1/transactions/copier/offsets", json={**ident(p), "group_id": "g", "offsets": [
+        {"topic": "orders", "partition": 0, "offset": 2}]})
+    assert r.status_code == 200, r.text
+    assert _lag_answer(client, "g") == (None, "no_committed_offset", [("orders", 0, None, 2, None, True)])
+
+
+def test_partitions_a_group_has_not_committed_have_an_unknown_lag_beside_the_others(client) -> None:  # type: ignore[no-untyped-def]
+    create_topic(client, "orders", 3)
+    assert send(client, [batch("orders", 0, ["o1", "o2", "o3"]), batch("orders", 2, ["o4"])]).status_code == 200
+    assert client.post("/v1/groups/g/offsets", json={"offsets": [
+        {"topic": "orders", "partition": 0, "offset": 1}]}).status_code == 200
+    assert _lag_answer(client, "g") == (None, "partitions_without_committed_offset", [
+        ("orders", 0, 1, 3, 2, False), ("orders", 1, None, 0, None, False), ("orders", 2, None, 1, None, False)])
+
+
+def test_a_topic_a_member_subscribes_to_is_in_the_lag_beside_the_topics_committed(client) -> None:  # type: ignore[no-untyped-def]
+    create_topic(client, "orders", 1)
+    create_topic(client, "refunds", 1)
+    assert client.post("/v1/groups/g/offsets", json={"offsets": [
+        {"topic": "orders", "partition": 0, "offset": 0}]}).status_code == 200
+    _join(client, "g", ["refunds"])
+    assert _lag_answer(client, "g") == (None, "partitions_without_committed_offset", [
+        ("orders", 0, 0, 0, 0, False), ("refunds", 0, None, 0, None, False)])
+
+
+def test_a_deleted_topic_a_member_still_subscribes_to_is_left_out_of_the_lag(client) -> None:  # type: ignore[no-untyped-def]
+    create_topic(client, "orders", 1)
+    create_topic(client, "gone", 1)
+    _join(client, "g", ["orders", "gone"])
+    assert client.post("/v1/groups/g/offsets", json={"offsets": [
+        {"topic": "orders", "partition": 0, "offset": 0}]}).status_code == 200
+    assert client.delete("/v1/topics/gone").status_code == 204
+    assert _lag_answer(client, "g") == (0, None, [("orders", 0, 0, 0, 0, False)])
+
+
+def test_a_caught_up_group_has_lag_zero(client) -> None:  # type: ignore[no-untyped-def]
+    create_topic(client, "orders", 2)
+    assert send(client, [batch("orders", 0, ["o1", "o2"]), batch("orders", 1, ["o3"])]).status_code == 200
+    _join(client, "g", ["orders"])
+    assert client.post("/v1/groups/g/offsets", json={"offsets": [
+        {"topic": "orders", "partition": 0, "offset": 2}, {"topic": "orders", "partition": 1, "offset": 1}]}).status_code == 200
+    assert _lag_answer(client, "g") == (0, None, [("orders", 0, 2, 2, 0, False), ("orders", 1, 1, 1, 0, False)])
+
+
+def test_control_markers_are_not_lag_on_a_transactional_topic(client) -> None:  # type: ignore[no-untyped-def]
+    create_topic(client, "income", 1)
+    committed = init_producer(client, "c")
+    begin(client, "c", committed)
+    assert send(client, [batch("income", 0, ["c0", "c1"], 0)], committed, "c").status_code == 200  # 0, 1
+    assert client.post("/v1/transactions/c/commit", json=ident(committed)).status_code == 200  # COMMIT at 2
+    aborted = init_producer(client, "a")
+    begin(client, "a", aborted)
+    assert send(client, [batch("income", 0, ["a0"], 0)], aborted, "a").status_code == 200  # 3
+    assert client.post("/v1/transactions/a/abort", json=ident(aborted)).status_code == 200  # ABORT at 4
+    assert client.post("/v1/groups/g/offsets", json={"offsets": [
+        {"topic": "income", "partition": 0, "offset": 3}]}).status_code == 200
+    # In offsets it would be 5 - 3 = 2: an aborted record and a marker, nothing to read.
+    assert _lag_answer(client, "g") == (0, None, [("income", 0, 3, 5, 0, False)])
 
 
 def test_the_lag_of_an_unknown_group_is_group_id_not_found(client) -> None:  # type: ignore[no-untyped-def]

@@ -8,6 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+from tests.e2e import readme
 from tests.helpers import batch, begin, create_topic, init_producer, send
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -44,3 +45,40 @@ def test_operator_lists_describes_and_aborts_an_open_transaction(client, db_url)
 def test_swagger_ui_is_served(client):  # type: ignore[no-untyped-def]
     r = client.get("/docs")
     assert r.status_code == 200 and "swagger" in r.text.lower()
+
+
+def test_outbox_groups_lag_shows_a_never_committed_groups_lag_as_unknown(client, db_url):  # type: ignore[no-untyped-def]
+    create_topic(client, "orders", 1)
+    assert send(client, [batch("orders", 0, ["o1", "o2"])]).status_code == 200
+    assert client.post("/v1/groups/g1/members", json={"topics": ["orders"]}).status_code == 200
+
+    done = _outbox(db_url, "groups", "lag", "g1")
+
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout) == {
+        "group_id": "g1", "total_lag": None, "total_lag_unknown_reason": "no_committed_offset",
+        "partitions": [{"topic": "orders", "partition": 0, "committed_offset": None, "log_start_offset": 0,
+                        "high_watermark": 2, "last_stable_offset": 2, "lag": None, "lag_exact": True,
+                        "pending": False}]}
+    assert json.loads(done.stdout) == client.get("/v1/groups/g1/lag").json()
+    # README, "Consumer groups (KIP-447)", shows this run, as printed.
+    steps = readme.console_steps(readme.section((ROOT / "README.md").read_text(), "Consumer groups (KIP-447)"))
+    (shown,) = [step.shown for step in steps if step.command.startswith(".venv/bin/outbox groups lag g1 ")]
+    assert done.stdout.strip() == shown
+
+
+def test_outbox_groups_lag_shows_a_committed_groups_lag_in_records(client, db_url):  # type: ignore[no-untyped-def]
+    create_topic(client, "orders", 1)
+    assert send(client, [batch("orders", 0, ["o1", "o2", "o3"])]).status_code == 200
+    assert client.post("/v1/groups/g/offsets", json={"offsets": [
+        {"topic": "orders", "partition": 0, "offset": 1}]}).status_code == 200
+
+    out = json.loads(_outbox(db_url, "groups", "lag", "g").stdout)
+
+    assert (out["total_lag"], out["total_lag_unknown_reason"], out["partitions"][0]["lag"]) == (2, None, 2)
+
+
+def test_outbox_groups_lag_of_an_unknown_group_is_one_line_and_exit_1(db_url):  # type: ignore[no-untyped-def]
+    done = _outbox(db_url, "groups", "lag", "nobody")
+    assert (done.returncode, done.stdout) == (1, "")
+    assert done.stderr == "outbox: error: GROUP_ID_NOT_FOUND: no consumer group 'nobody'\n"

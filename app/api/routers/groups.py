@@ -18,7 +18,6 @@ from app.api.schemas.groups import (
     GroupLag,
     GroupList,
     GroupListing,
-    PartitionLag,
     GroupOffsets,
     JoinGroupRequest,
     MemberDescription,
@@ -75,18 +74,16 @@ def list_groups(services: ServicesDep, access: AccessDep) -> GroupList:
 @router.get("/{group_id}/lag", operation_id="describe_group_lag", response_model=GroupLag,
             responses=documented(401, 403, 404))
 def describe_group_lag(group_id: GroupPath, services: ServicesDep, access: AccessDep) -> GroupLag:
-    """Per partition the group has committed an offset for: its position, the partition's log
-    start, last stable offset and high watermark, and its lag in records: the committed records
-    it has still to read. Control markers and records of open or aborted transactions are not
-    lag (offsets would count them: a group that has read everything shows 0). Needs DESCRIBE on
-    the group; topics the principal may not describe are left out."""
+    """Per partition of the topics the group consumes (its members' subscriptions, and the
+    topics it has committed offsets in): its position, the partition's log start, last stable
+    offset and high watermark, and its lag in records: the committed records it has still to
+    read. Control markers and records of open or aborted transactions are not lag (offsets
+    would count them: a group that has read everything shows 0). Where the group has
+    committed no offset, lag is null (unknown, as Kafka's tools print `-`), and so is
+    total_lag, with total_lag_unknown_reason saying why. Needs DESCRIBE on the group; topics
+    the principal may not describe are left out."""
     access.require(Operation.DESCRIBE, acl.group(group_id))
-    parts = services.groups.lag(group_id, visible=_describable(access))
-    return GroupLag(group_id=group_id, total_lag=sum(p.lag for p in parts), partitions=[
-        PartitionLag(topic=p.topic, partition=p.partition, committed_offset=p.committed_offset,
-                     log_start_offset=p.log_start_offset, high_watermark=p.high_watermark,
-                     last_stable_offset=p.last_stable_offset, lag=p.lag, lag_exact=p.exact, pending=p.pending)
-        for p in parts])
+    return GroupLag.of(group_id, services.groups.lag(group_id, visible=_describable(access)))
 
 
 @router.post("/{group_id}/offsets", operation_id="commit_offsets", response_model=GroupOffsets,

@@ -6,6 +6,8 @@ from msgspec import Meta
 from pydantic import BaseModel, Field
 
 from app.api.schemas.common import GenerationId, MemberId, OffsetEntry, RequestBody, TopicName
+from app.services import group_service
+from app.services.group_service import LagUnknown
 
 
 class OffsetCommitRequest(RequestBody):
@@ -82,17 +84,39 @@ class GroupList(BaseModel):
 class PartitionLag(BaseModel):
     topic: str
     partition: int
-    committed_offset: int = Field(description="the group's position: a read_committed position")
+    committed_offset: int | None = Field(description="the group's position: a read_committed position; null: the "
+                                         "group has committed no offset for this partition")
     log_start_offset: int
     high_watermark: int
     last_stable_offset: int
-    lag: int = Field(description="committed records after the committed offset, up to the high watermark: control "
-                     "markers and records of open or aborted transactions are not counted")
-    lag_exact: bool = Field(description="false: at least `lag` (the count stopped at a million plain records)")
+    lag: int | None = Field(description="committed records after the committed offset, up to the high watermark: "
+                            "control markers and records of open or aborted transactions are not counted; null: "
+                            "unknown, the group has committed no offset for this partition (where it starts is "
+                            "its consumers' auto_offset_reset)")
+    lag_exact: bool = Field(description="false: at least `lag` (the count stopped at a million plain records); "
+                            "true when lag is null")
     pending: bool = Field(description="an unfinished transaction has staged a new offset for this partition")
+
+    @classmethod
+    def of(cls, p: group_service.PartitionLag) -> "PartitionLag":
+        return cls(topic=p.topic, partition=p.partition, committed_offset=p.committed_offset,
+                   log_start_offset=p.log_start_offset, high_watermark=p.high_watermark,
+                   last_stable_offset=p.last_stable_offset, lag=p.lag, lag_exact=p.exact, pending=p.pending)
 
 
 class GroupLag(BaseModel):
     group_id: str
-    partitions: list[PartitionLag]
-    total_lag: int
+    partitions: list[PartitionLag] = Field(description="every partition of the topics the group consumes (its "
+                                           "members' subscriptions, and the topics it has committed offsets in or "
+                                           "staged them in a transaction) that the principal may describe")
+    total_lag: int | None = Field(description="the partitions' lag summed; null when it is unknown: see "
+                                  "total_lag_unknown_reason")
+    total_lag_unknown_reason: LagUnknown | None = Field(
+        description="why total_lag is null: no_committed_offset (no partition listed has a committed offset, or no "
+        "partition is listed: a new group, or one whose consumers have not committed yet), "
+        "partitions_without_committed_offset (some partitions listed have none); null when total_lag is known")
+
+    @classmethod
+    def of(cls, group_id: str, lag: group_service.GroupLag) -> "GroupLag":
+        return cls(group_id=group_id, partitions=[PartitionLag.of(p) for p in lag.partitions],
+                   total_lag=lag.total, total_lag_unknown_reason=lag.unknown)

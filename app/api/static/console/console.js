@@ -329,13 +329,22 @@
 
   async function groups() {
     const list = (await api("/v1/groups")).groups;
-    const lags = await Promise.all(list.map(g => api(`/v1/groups/${enc(g.group_id)}/lag`).then(l => l.total_lag, () => null)));
+    const lags = await Promise.all(list.map(g => api(`/v1/groups/${enc(g.group_id)}/lag`).then(totalLag, () => "–")));
     main.replaceChildren(h("h1", {}, "Consumer groups"), table(
       ["group", "generation", "members", "lag (records)"],
       list.map((g, i) => [link(`#/groups/${enc(g.group_id)}`, g.group_id), g.generation_id === null ? "–" : g.generation_id,
-        n(g.member_count), lags[i] === null ? "–" : n(lags[i])]),
+        n(g.member_count), lags[i]]),
       "No group the principal may describe."));
   }
+
+  // A lag the service cannot know (the group has committed no offset there) is "unknown",
+  // never 0: a stuck new group must not look caught up.
+  const UNKNOWN_LAG = {
+    no_committed_offset: "the group has committed no offset",
+    partitions_without_committed_offset: "some partitions have no committed offset",
+  };
+  const totalLag = lag => (lag.total_lag === null ? "unknown" : n(lag.total_lag));
+  const partitionLag = p => (p.lag === null ? "unknown" : `${n(p.lag)}${p.lag_exact ? "" : "+"}`);
 
   async function group(id) {
     main.replaceChildren(
@@ -351,14 +360,16 @@
       let lag;
       try { lag = await api(`/v1/groups/${enc(id)}/lag`); } catch (e) { if (e.status !== 401) showError(e, `Group ${id}`); return; }
       document.getElementById("lag-table").replaceChildren(
-        h("p", {}, "total lag ", h("strong", { id: "total-lag" }, n(lag.total_lag)), " records"),
+        lag.total_lag === null
+          ? h("p", {}, "total lag ", h("strong", { id: "total-lag" }, "unknown"), `: ${UNKNOWN_LAG[lag.total_lag_unknown_reason]}`)
+          : h("p", {}, "total lag ", h("strong", { id: "total-lag" }, n(lag.total_lag)), " records"),
         table(["topic", "partition", "committed offset", "last stable offset", "high watermark", "lag", ""],
           lag.partitions.map(p => [link(`#/topics/${enc(p.topic)}`, p.topic), p.partition, n(p.committed_offset),
-            n(p.last_stable_offset), n(p.high_watermark), `${n(p.lag)}${p.lag_exact ? "" : "+"}`,
+            n(p.last_stable_offset), n(p.high_watermark), partitionLag(p),
             p.pending ? badge("offsets staged", "open") : ""]),
-          "No committed offsets."));
+          "No partition: the group consumes no topic you may describe."));
       history[0].push(Date.now() / 1000);
-      history[1].push(lag.total_lag);
+      history[1].push(lag.total_lag);  // null (unknown) is a gap in the chart, not a 0
       if (history[0].length > HISTORY_POINTS) { history[0].shift(); history[1].shift(); }
       plot.setData(history);
     });
