@@ -1,4 +1,4 @@
-"""Upgrading a PostgreSQL database to 0011 (appends published at the commit only, appending
+"""Upgrading a PostgreSQL database to 0012 (appends published at the commit only, appending
 granted per topic) and back: a role that could append before goes on appending to every
 topic, and a transaction left open across neither loses its records."""
 
@@ -20,7 +20,7 @@ pytestmark = pytest.mark.parametrize("empty_url", ["postgresql"], indirect=True)
 
 @pytest.fixture
 def url(empty_url: str) -> Iterator[str]:
-    command.upgrade(migrate.alembic_config(empty_url), "0010")
+    command.upgrade(migrate.alembic_config(empty_url), "0011")
     plain = make_url(empty_url).set(drivername="postgresql").render_as_string(hide_password=False)
     with psycopg.connect(plain, autocommit=True) as admin:
         for topic_id, name in ((1, "orders"), (2, "audit")):
@@ -34,7 +34,7 @@ def url(empty_url: str) -> Iterator[str]:
 
 @pytest.fixture
 def old_role(url: str) -> Iterator[str]:
-    """A role granted appending the way 0006 to 0010 had it: USAGE and EXECUTE."""
+    """A role granted appending the way 0006 to 0011 had it: USAGE and EXECUTE."""
     role = f"outbox_old_{uuid.uuid4().hex[:8]}"
     with psycopg.connect(url, autocommit=True) as admin:
         admin.execute(sql.SQL("CREATE ROLE {} LOGIN").format(sql.Identifier(role)))
@@ -61,7 +61,7 @@ def _values(url: str) -> list[tuple[str, int, str]]:
 
 def test_a_role_that_could_append_before_may_append_to_every_topic_after(url: str, old_role: str,
                                                                            empty_url: str) -> None:
-    command.upgrade(migrate.alembic_config(empty_url), "0011")
+    command.upgrade(migrate.alembic_config(empty_url), "0012")
 
     _append(url, old_role, "orders", "a")
     _append(url, old_role, "audit", "b")
@@ -76,7 +76,7 @@ def test_appends_before_and_after_the_upgrade_take_consecutive_offsets(url: str,
     with psycopg.connect(url) as app:
         app.execute("SELECT outbox.append('orders', 0, NULL, '\"staged\"')")
         app.commit()
-    command.upgrade(migrate.alembic_config(empty_url), "0011")
+    command.upgrade(migrate.alembic_config(empty_url), "0012")
     with psycopg.connect(url) as app:
         app.execute("SELECT outbox.append('orders', 0, NULL, '\"after\"')")
         app.commit()
@@ -86,8 +86,8 @@ def test_appends_before_and_after_the_upgrade_take_consecutive_offsets(url: str,
 
 def test_the_downgrade_puts_back_publication_by_the_staging_tables_trigger(url: str, old_role: str,
                                                                            empty_url: str) -> None:
-    command.upgrade(migrate.alembic_config(empty_url), "0011")
-    command.downgrade(migrate.alembic_config(empty_url), "0010")
+    command.upgrade(migrate.alembic_config(empty_url), "0012")
+    command.downgrade(migrate.alembic_config(empty_url), "0011")
 
     _append(url, old_role, "audit", "after the downgrade")
 

@@ -7,7 +7,7 @@ appending is granted per topic.
   when it fires at a commit: a SET CONSTRAINTS ... IMMEDIATE made it fire inside the
   caller's transaction, which then held the partition's lock, and every producer of the
   partition waited, for as long as that transaction went on. Fired anywhere else it defers
-  itself again (sql/0011_upgrade.sql says how it tells).
+  itself again (sql/0012_upgrade.sql says how it tells).
 - outbox.append_grants: which roles may append to which topics (a name, '*', or a prefix);
   outbox.append refuses any other topic with TOPIC_AUTHORIZATION_FAILED (SQLSTATE 42501).
   Roles that held EXECUTE on outbox.append before are granted '*', so nothing they did
@@ -17,8 +17,8 @@ SQLite: nothing (its appends run in the caller's transaction, under the file's o
 
 Older processes keep working beside it: they neither read nor write what changes.
 
-Revision ID: 0011
-Revises: 0010
+Revision ID: 0012
+Revises: 0011
 Create Date: 2026-11-28
 """
 
@@ -28,8 +28,8 @@ from pathlib import Path
 
 from alembic import op
 
-revision = "0011"
-down_revision = "0010"
+revision = "0012"
+down_revision = "0011"
 branch_labels = None
 depends_on = None
 
@@ -49,8 +49,8 @@ def _run(name: str) -> None:
 
 
 def upgrade() -> None:
-    _run("0011_upgrade.sql")
+    _run("0012_upgrade.sql")
 
 
 def downgrade() -> None:
-    _run("0011_downgrade.sql")
+    _run("0012_downgrade.sql")

@@ -1,10 +1,35 @@
--- Migration 0011's downgrade: the outbox functions and trigger as migration 0006 made them and
--- 0009 changed them (a frozen copy: a migration never reads another migration's text).
-DROP TRIGGER publish_at_commit ON outbox.publish_requests;
+-- Migration 0012: the outbox functions and their trigger (a frozen copy: the next migration
+-- that changes them brings its own). Statements are separated by lines of three dashes;
+-- @log_schema@ is the schema of the log's tables.
+--
+-- Why a publication request per transaction, and why publish_pending looks at how it was
+-- called: offsets are handed out under the partition row's lock, held to the commit, which
+-- is what keeps a reader from skipping a record that commits late. publish_pending takes
+-- that lock, so it must run only as the transaction commits, when nothing of the caller's can
+-- run after it. A deferred constraint trigger normally does; but any session may run
+-- SET CONSTRAINTS ... IMMEDIATE, before an append (the trigger then fires inside it) or after
+-- (it fires inside the SET), and then the lock was held for as long as the caller's
+-- transaction went on: one role allowed to append could stall every producer of a partition.
+-- So the trigger publishes only when it fires at a commit: from a top-level COMMIT, END or
+-- PREPARE TRANSACTION, a COMMIT inside a procedure, or the end of an implicit transaction.
+-- Fired anywhere else it puts the request back, deferred again, and publishes nothing.
+CREATE TABLE outbox.append_grants (
+    role name NOT NULL,
+    topic text NOT NULL,
+    pattern_type text NOT NULL CHECK (pattern_type IN ('literal', 'prefixed')),
+    PRIMARY KEY (role, topic, pattern_type),
+    CHECK (topic <> '' AND (topic <> '*' OR pattern_type = 'literal'))
+);
 ---
-DROP TABLE outbox.publish_requests;
+COMMENT ON TABLE outbox.append_grants IS
+    'Which roles may call outbox.append for which topics: a literal name, ''*'' for every topic, or a prefix (outbox grant-appender)';
 ---
-DROP TABLE outbox.append_grants;
+-- UNLOGGED, as pending_records: a request never outlives its transaction.
+CREATE UNLOGGED TABLE outbox.publish_requests (
+    xact xid8 PRIMARY KEY
+);
+---
+DROP TRIGGER publish_at_commit ON outbox.pending_records;
 ---
 CREATE OR REPLACE FUNCTION outbox.append(
     topic text,
@@ -25,6 +50,18 @@ DECLARE
     value_text text := btrim(value::text, E' \t\n\r');
     headers_text text := headers::text;
 BEGIN
+    -- Before the topic is looked up, so that a role learns nothing of topics it may not
+    -- append to. session_user: inside this SECURITY DEFINER function current_user is its
+    -- owner; the owner (and a superuser) may append anywhere, as the service itself does.
+    IF NOT pg_has_role(session_user, current_user, 'MEMBER') AND NOT EXISTS (
+            SELECT 1 FROM outbox.append_grants g JOIN pg_roles r ON r.rolname = g.role
+            WHERE pg_has_role(session_user, r.oid, 'MEMBER')
+              AND (g.topic = '*' OR g.topic = append.topic
+                   OR (g.pattern_type = 'prefixed' AND starts_with(append.topic, g.topic)))) THEN
+        RAISE EXCEPTION 'TOPIC_AUTHORIZATION_FAILED: role % may not append to topic % (outbox grant-appender)',
+            quote_ident(session_user), quote_literal(coalesce(topic, 'null'))
+            USING ERRCODE = 'insufficient_privilege';
+    END IF;
     SELECT topic_id, partition_count, cleanup_policy, check_expected_offsets INTO t
     FROM @log_schema@.topics WHERE name = topic;
     -- The messages are the service's own (app/storage/topics.py).
@@ -113,13 +150,13 @@ BEGIN
             coalesce(timestamp_ms, (extract(epoch FROM clock_timestamp()) * 1000)::bigint),
             key, value_text, headers_text, message_id,
             coalesce(octet_length(key), 0) + coalesce(octet_length(value_text), 0) + coalesce(octet_length(headers_text), 0));
+    -- One publication request per transaction, whose deferred trigger publishes every staged
+    -- record at the commit: one trigger call per transaction rather than per record.
+    INSERT INTO outbox.publish_requests (xact) VALUES (pg_current_xact_id()) ON CONFLICT DO NOTHING;
     RETURN true;
 END
 $fn$;
 ---
--- Runs as the transaction commits (once per staged row; the first moves them all, in
--- partition order, as a Send locks partitions, so two committing transactions cannot
--- deadlock on each other's partitions).
 CREATE OR REPLACE FUNCTION outbox.publish_pending() RETURNS trigger
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, @log_schema@, pg_temp
 AS $fn$
@@ -127,7 +164,37 @@ DECLARE
     part record;
     base bigint;
     me xid8 := pg_current_xact_id();
+    context text;
+    callers text;
 BEGIN
+    -- Who called: the first line is this function, each further one a caller. At a commit
+    -- there is none, or a procedure's COMMIT; a SET CONSTRAINTS run by a function, a DO block
+    -- or an append itself has its caller's lines.
+    GET DIAGNOSTICS context = PG_CONTEXT;
+    callers := substr(context, strpos(context || E'\n', E'\n') + 1);
+    -- With no caller it is a top-level statement: a commit, or a SET CONSTRAINTS sent as a
+    -- statement of its own (or in a string of several), whose text then says so. Any text
+    -- that could hold one is treated as one: a false alarm only defers once more.
+    IF (callers <> '' AND callers !~ '^[^\n]* at COMMIT(\n|$)')
+       OR (callers = '' AND current_query() ~* '\mset\M.*\mconstraints\M') THEN
+        IF callers = '' AND current_setting('outbox.deferred_in', true) = statement_timestamp()::text THEN
+            -- Deferred once already in this statement and called again: the statement is both
+            -- setting constraints and ending the transaction (an implicit transaction of
+            -- several statements), and its commit cannot be told from a SET. Refused rather
+            -- than publish early or loop.
+            RAISE EXCEPTION 'INVALID_REQUEST: records appended with outbox.append are published at the commit, and this statement both sets constraints and commits: run SET CONSTRAINTS in a statement of its own, or commit in one'
+                USING ERRCODE = 'object_not_in_prerequisite_state';
+        END IF;
+        PERFORM set_config('outbox.deferred_in', statement_timestamp()::text, true);
+        -- Naming the trigger overrides a SET CONSTRAINTS ALL for it, so the request put back
+        -- waits for the commit (or the next SET CONSTRAINTS ... IMMEDIATE, which comes here).
+        SET CONSTRAINTS outbox.publish_at_commit DEFERRED;
+        DELETE FROM outbox.publish_requests WHERE xact = me;
+        INSERT INTO outbox.publish_requests (xact) VALUES (me);
+        RETURN NULL;
+    END IF;
+    -- In partition order, as a Send locks partitions, so that two committing transactions
+    -- cannot deadlock on each other's partitions.
     FOR part IN
         SELECT p.topic_id, p."partition", count(*) AS n, sum(p.size_bytes) AS bytes
         FROM outbox.pending_records p WHERE p.xact = me
@@ -149,14 +216,25 @@ BEGIN
                p.timestamp_ms, p.key, p.value, p.headers, p.message_id
         FROM outbox.pending_records p
         WHERE p.xact = me AND p.topic_id = part.topic_id AND p."partition" = part."partition";
+        -- Waiting readers of other processes (delivered only if this transaction commits).
         PERFORM pg_notify('outbox_log', part.topic_id || ':' || part."partition");
     END LOOP;
     DELETE FROM outbox.pending_records WHERE xact = me;
+    DELETE FROM outbox.publish_requests WHERE xact = me;
     RETURN NULL;
 END
 $fn$;
 ---
-CREATE CONSTRAINT TRIGGER publish_at_commit AFTER INSERT ON outbox.pending_records
+CREATE CONSTRAINT TRIGGER publish_at_commit AFTER INSERT ON outbox.publish_requests
 DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION outbox.publish_pending();
 ---
 REVOKE ALL ON ALL FUNCTIONS IN SCHEMA outbox FROM PUBLIC;
+---
+-- Roles that could append before may go on appending to every topic; new roles are granted
+-- topic by topic.
+INSERT INTO outbox.append_grants (role, topic, pattern_type)
+SELECT r.rolname, '*', 'literal'
+FROM pg_proc p CROSS JOIN LATERAL aclexplode(p.proacl) a JOIN pg_roles r ON r.oid = a.grantee
+WHERE p.oid = 'outbox.append(text, integer, text, json, json, text, bigint)'::regprocedure
+  AND a.privilege_type = 'EXECUTE' AND a.grantee <> p.proowner
+ON CONFLICT DO NOTHING;
