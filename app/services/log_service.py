@@ -9,6 +9,7 @@ from sqlalchemy import Connection
 from app import metrics
 from app.domain.clock import Clock
 from app.domain.log_cleaning import record_size
+from app.domain.topic_config import check_record_size
 from app.domain.errors import (
     InvalidProducerEpoch,
     OffsetOutOfRange,
@@ -35,9 +36,11 @@ class SendBatch:
     records: list[log.RecordToAppend]
     base_sequence: int | None = None
     expected_offset: int | None = None
-    # The records' bytes (app.domain.log_cleaning.record_size); computed here when not given.
-    # The Send decoder gives it, summed while it builds the records.
+    # The records' bytes (app.domain.log_cleaning.record_size), and the largest record's
+    # (its index, its bytes); computed here when not given. The Send decoder gives both,
+    # counted while it builds the records.
     size_bytes: int | None = None
+    largest_record: tuple[int, int] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,8 +81,8 @@ def _count(results: list[log.AppendResult], producer_id: int | None, transaction
 
 def batches_to_append(conn: Connection, batches: list[SendBatch]) -> list[log.BatchToAppend]:
     """The batches as the log stores them, once their topics' rules allow them: the partition
-    exists, a compacted topic's records have keys, a topic with check_expected_offsets gets
-    expected offsets. Every append goes through it: a Send, and an append in an application's
+    exists, a compacted topic's records have keys, no record is over the topic's
+    max_message_bytes, a topic with check_expected_offsets gets expected offsets. Every append goes through it: a Send, and an append in an application's
     own transaction (append_in_open_transaction)."""
     by_name = topics.get_topics(conn, {b.topic for b in batches})
     to_append = []
@@ -97,9 +100,11 @@ def batches_to_append(conn: Connection, batches: list[SendBatch]) -> list[log.Ba
             raise InvalidRequest(
                 f"topic {topic.name!r} has check_expected_offsets: every batch needs expected_offset"
             )
-        size = b.size_bytes
-        if size is None:
-            size = sum(record_size(r.key, r.value, r.headers) for r in b.records)
+        size, largest = b.size_bytes, b.largest_record
+        if size is None or largest is None:
+            sizes = [record_size(r.key, r.value, r.headers) for r in b.records]
+            size, largest = sum(sizes), max(enumerate(sizes), key=lambda s: s[1])
+        check_record_size(topic.name, b.partition, *largest, topic.config.max_message_bytes)
         to_append.append(
             log.BatchToAppend(topic.topic_id, b.partition, b.records, b.base_sequence, b.expected_offset, size)
         )

@@ -58,7 +58,8 @@ def create_topic(body: Annotated[TopicCreate, json_body(TopicCreate)], services:
     topic."""
     access.require_any(Operation.CREATE, [acl.CLUSTER, acl.topic(body.name)])
     try:
-        services.topics.create(body.name, body.partitions, body.config.to_domain())
+        services.topics.create(body.name, body.partitions,
+                               body.config.to_domain(services.settings.message_max_bytes))
     except TopicAlreadyExists:
         # Only a principal that may describe the topic learns that it exists (Kafka's rule).
         access.require(Operation.DESCRIBE, acl.topic(body.name))
@@ -91,9 +92,9 @@ def alter_topic_config(
 ) -> TopicDescription:
     """Kafka's IncrementalAlterConfigs: set the config keys given, keep every other. Answers
     the topic as it is now. Retention and compaction settings act from the log cleaner's next
-    pass; check_expected_offsets and cleanup_policy from the next Send. Needs ALTER_CONFIGS on
-    the topic (ALTER does not imply it: as in Kafka, a config such as retention_ms deletes
-    records)."""
+    pass; check_expected_offsets, cleanup_policy and max_message_bytes from the next Send.
+    Needs ALTER_CONFIGS on the topic (ALTER does not imply it: as in Kafka, a config such as
+    retention_ms deletes records)."""
     access.require(Operation.ALTER_CONFIGS, acl.topic(topic))
     return _description(*services.topics.alter_config(topic, body.config.changes()))
 
