@@ -97,6 +97,13 @@ class Settings(BaseSettings):
     fetch_max_wait_ms: int = Field(default=30_000, ge=0, le=600_000)
     fetch_max_records_default: int = Field(default=500, ge=1)
     fetch_max_records_limit: int = Field(default=10_000, ge=1)
+    # Kafka's fetch.max.bytes (a consumer's default, and the broker's fetch.max.bytes as the most
+    # one may ask) and max.partition.fetch.bytes: the bytes of records (key, value and headers)
+    # a Fetch returns in all and per partition, unless the first commit point alone is larger.
+    fetch_max_bytes_default: int = Field(default=52_428_800, ge=1)
+    fetch_max_bytes_limit: int = Field(default=57_671_680, ge=1)
+    fetch_max_partition_bytes_default: int = Field(default=1_048_576, ge=1)
+    fetch_max_partition_bytes_limit: int = Field(default=57_671_680, ge=1)
     sqlite_busy_timeout_ms: int = Field(default=30_000, ge=0)
     # FULL: an acknowledged write survives a power loss too. NORMAL (WAL) survives a process
     # crash but may lose the last commits on power loss, for fewer fsyncs.
@@ -242,6 +249,9 @@ class Settings(BaseSettings):
             raise ValueError(
                 "OUTBOX_DEFAULT_TRANSACTION_TIMEOUT_MS exceeds OUTBOX_MAX_TRANSACTION_TIMEOUT_MS"
             )
+        for name in ("fetch_max_bytes", "fetch_max_partition_bytes"):
+            if getattr(self, f"{name}_default") > getattr(self, f"{name}_limit"):
+                raise ValueError(f"OUTBOX_{name.upper()}_DEFAULT exceeds OUTBOX_{name.upper()}_LIMIT")
         if self.group_min_session_timeout_ms > self.group_max_session_timeout_ms:
             raise ValueError(
                 "OUTBOX_GROUP_MIN_SESSION_TIMEOUT_MS exceeds OUTBOX_GROUP_MAX_SESSION_TIMEOUT_MS"
@@ -260,6 +270,14 @@ class Settings(BaseSettings):
     def session_timeout_limit(self) -> Limit:
         return Limit(self.group_min_session_timeout_ms, self.group_max_session_timeout_ms,
                      "OUTBOX_GROUP_MIN_SESSION_TIMEOUT_MS..OUTBOX_GROUP_MAX_SESSION_TIMEOUT_MS")
+
+    @property
+    def fetch_bytes_limit(self) -> Limit:
+        return Limit(1, self.fetch_max_bytes_limit, "OUTBOX_FETCH_MAX_BYTES_LIMIT")
+
+    @property
+    def fetch_partition_bytes_limit(self) -> Limit:
+        return Limit(1, self.fetch_max_partition_bytes_limit, "OUTBOX_FETCH_MAX_PARTITION_BYTES_LIMIT")
 
     @property
     def authentication_methods(self) -> tuple[str, ...]:
