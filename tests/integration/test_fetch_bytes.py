@@ -197,3 +197,16 @@ def test_an_answer_sent_as_it_is_read_is_the_same_json_as_the_answer_built_whole
     assert [r.headers.get("content-length") for r in streamed] == [None, None]  # sent in chunks
     assert [r.content for r in streamed] == [r.content for r in built]
     assert len(built[0].json()["records"]) == 3 + 2 + 21 + 3 + 2 if isolation == RC else 31
+
+
+def test_the_consumer_gets_a_record_over_its_partition_byte_limit_at_its_turn_first(client: Any) -> None:
+    from app.client import Consumer
+
+    create_topic(client, "t", 2)
+    send(client, [batch("t", 0, [TEN] * 6), batch("t", 1, ["x" * 100])])
+    consumer = Consumer("http://testserver", client=client, max_partition_fetch_bytes=20)
+    consumer.assign([("t", 0), ("t", 1)])
+
+    polls = [[(r.partition, r.offset) for r in consumer.poll(0)] for _ in range(2)]
+
+    assert polls == [[(0, 0), (0, 1)], [(1, 0), (0, 2), (0, 3)]]
