@@ -8,8 +8,8 @@ returns at least one commit point, however large); only later Sends are checked.
 The in-database append on PostgreSQL (`outbox.append`) does not check it yet: a later
 migration changes that function.
 
-Revision ID: 0010
-Revises: 0009
+Revision ID: 0011
+Revises: 0010
 Create Date: 2026-11-28
 """
 
@@ -18,8 +18,8 @@ from __future__ import annotations
 import sqlalchemy as sa
 from alembic import op
 
-revision = "0010"
-down_revision = "0009"
+revision = "0011"
+down_revision = "0010"
 branch_labels = None
 depends_on = None
 

@@ -1,4 +1,4 @@
-"""Upgrading a database with topics to 0010 (max_message_bytes): every topic gets Kafka's
+"""Upgrading a database with topics to 0011 (max_message_bytes): every topic gets Kafka's
 default, and records stored before, larger than it, stay readable."""
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ from app.storage import migrate
 BIG = '"' + "x" * 2_000_000 + '"'  # 2,000,002 bytes: more than 1,048,588
 
 
-def test_0010_gives_every_topic_kafkas_max_message_bytes_and_keeps_larger_records_readable(empty_url: str) -> None:
-    command.upgrade(migrate.alembic_config(empty_url), "0009")
+def test_0011_gives_every_topic_kafkas_max_message_bytes_and_keeps_larger_records_readable(empty_url: str) -> None:
+    command.upgrade(migrate.alembic_config(empty_url), "0010")
     engine = create_engine(empty_url)
     with engine.begin() as conn:
         conn.execute(text("INSERT INTO topics (topic_id, name, partition_count, cleanup_policy, retention_ms, "
