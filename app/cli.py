@@ -349,7 +349,8 @@ def _topics(settings: Settings, args: argparse.Namespace) -> int:
         elif args.action == "create":
             from app.api.schemas.topics import TopicConfigIn
 
-            service.create(args.topic, args.partitions, _convert(config, TopicConfigIn).to_domain())
+            service.create(args.topic, args.partitions,
+                           _convert(config, TopicConfigIn).to_domain(settings.message_max_bytes))
             out = description(*service.describe(args.topic))
         elif args.action == "alter":
             from app.api.schemas.topics import TopicConfigChanges
@@ -682,7 +683,7 @@ def build_parser() -> argparse.ArgumentParser:
     tpa.add_argument("topic")
     tpa.add_argument("config", nargs="+", metavar="KEY=VALUE",
                      help="cleanup_policy, retention_ms, retention_bytes, delete_retention_ms, "
-                     "check_expected_offsets")
+                     "check_expected_offsets, max_message_bytes")
     tpp = tps.add_parser("add-partitions", parents=[verbose],
                          help="grow a topic to PARTITION_COUNT partitions (CreatePartitions)")
     tpp.add_argument("topic")

@@ -89,11 +89,21 @@ class Settings(BaseSettings):
     max_records_per_request: int = Field(default=20_000, ge=1)
     max_request_bytes: int = Field(default=32 * 1024 * 1024, ge=1024)
     max_partitions_per_topic: int = Field(default=1024, ge=1)
+    # Kafka's broker message.max.bytes: the max_message_bytes of a topic created without one
+    # (app.domain.topic_config.DEFAULT_MAX_MESSAGE_BYTES, the same number).
+    message_max_bytes: int = Field(default=1_048_588, ge=1, le=2**31 - 1)
     # Kafka's fetch.max.wait.ms, bounded: the longest a Fetch (max_wait_ms) or the wait between
     # two events of a stream may hold a request open waiting for records.
     fetch_max_wait_ms: int = Field(default=30_000, ge=0, le=600_000)
     fetch_max_records_default: int = Field(default=500, ge=1)
     fetch_max_records_limit: int = Field(default=10_000, ge=1)
+    # Kafka's fetch.max.bytes (a consumer's default, and the broker's fetch.max.bytes as the most
+    # one may ask) and max.partition.fetch.bytes: the bytes of records (key, value and headers)
+    # a Fetch returns in all and per partition, unless the first commit point alone is larger.
+    fetch_max_bytes_default: int = Field(default=52_428_800, ge=1)
+    fetch_max_bytes_limit: int = Field(default=57_671_680, ge=1)
+    fetch_max_partition_bytes_default: int = Field(default=1_048_576, ge=1)
+    fetch_max_partition_bytes_limit: int = Field(default=57_671_680, ge=1)
     sqlite_busy_timeout_ms: int = Field(default=30_000, ge=0)
     # FULL: an acknowledged write survives a power loss too. NORMAL (WAL) survives a process
     # crash but may lose the last commits on power loss, for fewer fsyncs.
@@ -239,6 +249,9 @@ class Settings(BaseSettings):
             raise ValueError(
                 "OUTBOX_DEFAULT_TRANSACTION_TIMEOUT_MS exceeds OUTBOX_MAX_TRANSACTION_TIMEOUT_MS"
             )
+        for name in ("fetch_max_bytes", "fetch_max_partition_bytes"):
+            if getattr(self, f"{name}_default") > getattr(self, f"{name}_limit"):
+                raise ValueError(f"OUTBOX_{name.upper()}_DEFAULT exceeds OUTBOX_{name.upper()}_LIMIT")
         if self.group_min_session_timeout_ms > self.group_max_session_timeout_ms:
             raise ValueError(
                 "OUTBOX_GROUP_MIN_SESSION_TIMEOUT_MS exceeds OUTBOX_GROUP_MAX_SESSION_TIMEOUT_MS"
@@ -257,6 +270,14 @@ class Settings(BaseSettings):
     def session_timeout_limit(self) -> Limit:
         return Limit(self.group_min_session_timeout_ms, self.group_max_session_timeout_ms,
                      "OUTBOX_GROUP_MIN_SESSION_TIMEOUT_MS..OUTBOX_GROUP_MAX_SESSION_TIMEOUT_MS")
+
+    @property
+    def fetch_bytes_limit(self) -> Limit:
+        return Limit(1, self.fetch_max_bytes_limit, "OUTBOX_FETCH_MAX_BYTES_LIMIT")
+
+    @property
+    def fetch_partition_bytes_limit(self) -> Limit:
+        return Limit(1, self.fetch_max_partition_bytes_limit, "OUTBOX_FETCH_MAX_PARTITION_BYTES_LIMIT")
 
     @property
     def authentication_methods(self) -> tuple[str, ...]:

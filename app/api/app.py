@@ -157,6 +157,8 @@ _SETTING_LIMITS: dict[tuple[str, str], Callable[[Settings], Limit]] = {
     ("CreatePartitionsRequest", "partition_count"): lambda s: s.partition_count_limit,
     ("InitProducerIdRequest", "transaction_timeout_ms"): lambda s: s.transaction_timeout_limit,
     ("JoinGroupRequest", "session_timeout_ms"): lambda s: s.session_timeout_limit,
+    ("MultiFetchRequest", "max_bytes"): lambda s: s.fetch_bytes_limit,
+    ("MultiFetchRequest", "max_partition_bytes"): lambda s: s.fetch_partition_bytes_limit,
 }
 
 

@@ -7,11 +7,16 @@ of thousands of records costs no JSON decode and re-encode.
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
 from typing import Any
 
 import orjson
+from starlette.responses import StreamingResponse
+from starlette.types import Receive, Scope, Send
 
 from app.domain.types import IsolationLevel
+from app.services.log_service import FetchAnswer, PartitionFetch
+from app.services.long_poll import close, next_chunk
 from app.storage.log import FetchResult, StoredRecord
 
 _NULL = orjson.Fragment(b"null")
@@ -54,3 +59,60 @@ def partition_json(topic: str, partition: int, result: FetchResult, isolation: I
         "last_stable_offset": result.last_stable_offset,
         "log_start_offset": result.log_start_offset,
     }
+
+
+_EMPTY_RECORDS = b'"records":[]'
+
+
+def records_bytes(records: list[StoredRecord], isolation: IsolationLevel) -> bytes:
+    """The records' JSON without its brackets: one chunk of a streamed "records" array."""
+    return orjson.dumps(records_json(records, isolation))[1:-1]
+
+
+def partition_parts(topic: str, partition: int, result: FetchResult,
+                    isolation: IsolationLevel) -> tuple[bytes, bytes]:
+    """partition_json's JSON, without records, cut where they go: the bytes before them and
+    after them. (No topic name can hold the text cut at.)"""
+    head, tail = orjson.dumps(partition_json(topic, partition, FetchResult(
+        next_offset=result.next_offset, high_watermark=result.high_watermark,
+        last_stable_offset=result.last_stable_offset, log_start_offset=result.log_start_offset), isolation)
+    ).split(_EMPTY_RECORDS, 1)
+    return head + _EMPTY_RECORDS[:-1], _EMPTY_RECORDS[-1:] + tail
+
+
+class StreamedAnswer(StreamingResponse):
+    """A Fetch's JSON answer sent as its records are read, a chunk at a time, from the snapshot
+    its answer holds (FetchAnswer.held): `parts` are JSON bytes and partitions, whose records go
+    there. The same bytes as the answer built whole. The snapshot is closed once the answer is
+    sent, or the client went away, or anything failed."""
+
+    def __init__(self, answer: FetchAnswer, parts: list[bytes | PartitionFetch], isolation: IsolationLevel) -> None:
+        super().__init__(self._body(answer, parts, isolation), media_type="application/json")
+        self._answer = answer
+
+    @staticmethod
+    async def _body(answer: FetchAnswer, parts: list[bytes | PartitionFetch],
+                    isolation: IsolationLevel) -> AsyncIterator[bytes]:
+        for part in parts:
+            if isinstance(part, bytes):
+                yield part
+                continue
+            chunks, first = answer.chunks(part), True
+            while (chunk := await next_chunk(chunks)) is not None:
+                if not chunk:  # a transaction whose records are all gone (compacted)
+                    continue
+                yield records_bytes(chunk, isolation) if first else b"," + records_bytes(chunk, isolation)
+                first = False
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        try:
+            await super().__call__(scope, receive, send)
+        finally:
+            await close(self._answer)
+
+
+def partition_stream_parts(topic: str, w: PartitionFetch, isolation: IsolationLevel) -> list[bytes | PartitionFetch]:
+    """One partition's answer as StreamedAnswer's parts."""
+    assert w.result is not None
+    head, tail = partition_parts(topic, w.partition, w.result, isolation)
+    return [head, w, tail]

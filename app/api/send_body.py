@@ -82,23 +82,27 @@ def to_domain(send: SendRequest, body: bytes, now_ms: int) -> DecodedSend:
             raise InvalidRequest(f"the body holds JSON that readers cannot parse back: {e}") from None
     batches = []
     for b in send.batches:
-        records, size = _records(b.records, now_ms, b.topic, b.partition)
+        records, size, largest = _records(b.records, now_ms, b.topic, b.partition)
         batches.append(SendBatch(topic=b.topic, partition=b.partition, records=records,
                                  base_sequence=b.base_sequence, expected_offset=b.expected_offset,
-                                 size_bytes=size))
+                                 size_bytes=size, largest_record=largest))
     return DecodedSend(batches, send.producer_id, send.producer_epoch, send.transactional_id)
 
 
-def _records(records: list[RecordIn], now_ms: int, topic: str, partition: int) -> tuple[list[RecordToAppend], int]:
-    """The records to append, and their bytes (app.domain.log_cleaning.record_size, summed:
-    computed here from the bytes at hand rather than by encoding each text again).
+def _records(records: list[RecordIn], now_ms: int, topic: str,
+             partition: int) -> tuple[list[RecordToAppend], int, tuple[int, int]]:
+    """The records to append, their bytes (app.domain.log_cleaning.record_size, summed:
+    computed here from the bytes at hand rather than by encoding each text again), and the
+    largest record's (its index, its bytes), which the topic's max_message_bytes is checked
+    against.
 
     One loop with its names bound locally: it runs once per record of every Send."""
     out = []
     append, unset, dumps = out.append, msgspec.UNSET, orjson.dumps
-    size = 0
+    size = largest = largest_at = 0
     for r in records:
         raw, key, headers, timestamp_ms = r.value, r.key, r.headers, r.timestamp_ms
+        before = size
         if raw is unset:
             value = _NULL
             size += len(_NULL)
@@ -113,8 +117,10 @@ def _records(records: list[RecordIn], now_ms: int, topic: str, partition: int) -
             header_bytes = dumps(headers)
             size += len(header_bytes)
             headers = header_bytes.decode()
+        if size - before > largest:
+            largest, largest_at = size - before, len(out)
         append(RecordToAppend(key, value, headers, now_ms if timestamp_ms is None else timestamp_ms))
-    return out, size
+    return out, size, (largest_at, largest)
 
 
 def _check_depth(value: bytes, index: int, topic: str, partition: int) -> None:

@@ -88,7 +88,12 @@ class Consumer:
 
     Retriable failures are retried with Kafka's KIP-580 backoff (`retry_backoff_ms` doubling
     up to `retry_backoff_max_ms`, ±20 % jitter). Subscribing to, or fetching from, a topic
-    that does not exist raises UnknownTopicOrPartitionError at once."""
+    that does not exist raises UnknownTopicOrPartitionError at once.
+
+    `fetch_max_bytes` and `max_partition_fetch_bytes` (Kafka's fetch.max.bytes and
+    max.partition.fetch.bytes; None: the service's defaults) bound a poll's records in bytes;
+    a commit point larger than them still comes, whole, on a poll where its partition is the
+    first with records, and each poll starts at the next partition of the assignment."""
 
     def __init__(
         self,
@@ -99,6 +104,8 @@ class Consumer:
         auto_offset_reset: str = EARLIEST,
         session_timeout_ms: int = 10_000,
         max_records: int = 500,
+        fetch_max_bytes: int | None = None,
+        max_partition_fetch_bytes: int | None = None,
         offset_wait_ms: int = 5_000,
         request_timeout_s: float = 30.0,
         retry_backoff_ms: int = DEFAULT_RETRY_BACKOFF_MS,
@@ -116,6 +123,10 @@ class Consumer:
         self.auto_offset_reset = auto_offset_reset
         self.session_timeout_ms = session_timeout_ms
         self.max_records = max_records
+        # Kafka's fetch.max.bytes and max.partition.fetch.bytes; None: the service's defaults.
+        self.fetch_max_bytes = fetch_max_bytes
+        self.max_partition_fetch_bytes = max_partition_fetch_bytes
+        self._polls = 0
         self.offset_wait_ms = offset_wait_ms
         backoff = ExponentialBackoff(retry_backoff_ms, retry_backoff_max_ms)
         auth = credentials(api_key, token)
@@ -329,6 +340,16 @@ class Consumer:
         self._reset_missing()
         deadline = time.monotonic() + timeout_s
         partitions = sorted(self._positions)
+        # Each poll starts at the next partition: only the first partition with records may
+        # return a commit point over the byte limits, so a partition whose next commit point is
+        # that large waits for its turn to be first, never forever behind the others.
+        if partitions:
+            turn = self._polls % len(partitions)
+            partitions = partitions[turn:] + partitions[:turn]
+        self._polls += 1
+        limits = {name: value for name, value in (("max_bytes", self.fetch_max_bytes),
+                                                   ("max_partition_bytes", self.max_partition_fetch_bytes))
+                  if value is not None}
         refetch = True  # a partition reset for being out of range is fetched again at once, once
         while partitions:
             # One request for the whole assignment, waiting on the service for records (Kafka's
@@ -336,7 +357,7 @@ class Consumer:
             wait_ms = max(0, min(int((deadline - time.monotonic()) * 1000), self._max_wait_ms))
             answer = self._session.call("POST", "/v1/fetch", json={
                 "partitions": [{"topic": t, "partition": p, "offset": self._positions[(t, p)]} for t, p in partitions],
-                "isolation": self.isolation, "max_records": self.max_records, "max_wait_ms": wait_ms,
+                "isolation": self.isolation, "max_records": self.max_records, "max_wait_ms": wait_ms, **limits,
             }, deadline_s=wait_ms / 1000 + 30)
             out: list[ConsumerRecord] = []
             out_of_range: list[tuple[TopicPartition, OffsetOutOfRangeError]] = []

@@ -166,6 +166,12 @@ class OffsetOutOfRange(OutboxError):
     error_code = "OFFSET_OUT_OF_RANGE"
 
 
+class MessageTooLarge(OutboxError):
+    """A record is larger than its topic's max_message_bytes (Kafka's MESSAGE_TOO_LARGE)."""
+
+    error_code = "MESSAGE_TOO_LARGE"
+
+
 class RecordListTooLarge(OutboxError):
     """The request carries more records or bytes than the service accepts in one request."""
 

@@ -7,11 +7,14 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
-from app.domain.errors import InvalidConfig
-from app.domain.types import MAX_INT64, CleanupPolicy
+from app.domain.errors import InvalidConfig, MessageTooLarge
+from app.domain.types import MAX_INT32, MAX_INT64, CleanupPolicy
 
 DEFAULT_RETENTION_MS = 7 * 24 * 3600 * 1000  # Kafka's retention.ms
 DEFAULT_DELETE_RETENTION_MS = 24 * 3600 * 1000  # Kafka's delete.retention.ms
+# Kafka's message.max.bytes (a batch of 1 MiB and its 12-byte log overhead): what a topic
+# created without max_message_bytes gets unless OUTBOX_MESSAGE_MAX_BYTES says otherwise.
+DEFAULT_MAX_MESSAGE_BYTES = 1_048_588
 NO_LIMIT = -1
 
 
@@ -22,6 +25,8 @@ class TopicConfig:
     retention_bytes: int = NO_LIMIT  # per partition; -1: no size limit
     delete_retention_ms: int = DEFAULT_DELETE_RETENTION_MS
     check_expected_offsets: bool = False  # KIP-27: every Send must carry expected_offset
+    # Kafka's max.message.bytes: the largest record a Send may append (record_size).
+    max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES
 
     def __post_init__(self) -> None:
         for name in ("retention_ms", "retention_bytes"):
@@ -30,6 +35,8 @@ class TopicConfig:
                 raise InvalidConfig(f"{name} must be positive (at most 2**63 - 1), or -1 for no limit")
         if not 0 <= self.delete_retention_ms <= MAX_INT64:
             raise InvalidConfig("delete_retention_ms must be in 0..2**63 - 1")
+        if not 0 < self.max_message_bytes <= MAX_INT32:
+            raise InvalidConfig("max_message_bytes must be in 1..2**31 - 1")
 
     def altered(self, changes: dict[str, Any]) -> TopicConfig:
         """IncrementalAlterConfigs: these keys set, every other kept; checked as a whole."""
@@ -37,3 +44,16 @@ class TopicConfig:
         if unknown:
             raise InvalidConfig(f"unknown config key(s): {', '.join(sorted(unknown))}")
         return dataclasses.replace(self, **changes)
+
+
+def check_record_size(topic: str, partition: int, index: int, size_bytes: int, max_message_bytes: int) -> None:
+    """Kafka's max.message.bytes, the one check every append makes: a record whose bytes
+    (app.domain.log_cleaning.record_size: its key, value and headers as stored) are more than
+    its topic's max_message_bytes is refused with MESSAGE_TOO_LARGE, and with it the whole
+    request, before anything is written. Not retriable: the same record is refused again.
+    `index` is the record's place in its batch."""
+    if size_bytes > max_message_bytes:
+        raise MessageTooLarge(
+            f"record {index} of {topic}/{partition} is {size_bytes} bytes (key, value and headers), more than "
+            f"topic {topic!r}'s max_message_bytes {max_message_bytes}"
+        )

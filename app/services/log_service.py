@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Iterator
+from contextlib import ExitStack
+from dataclasses import dataclass, field
 
 from sqlalchemy import Connection
 
@@ -10,6 +12,7 @@ from app import metrics
 from app.domain.acl import ANONYMOUS
 from app.domain.clock import Clock
 from app.domain.log_cleaning import record_size
+from app.domain.topic_config import check_record_size
 from app.domain.errors import (
     InvalidProducerEpoch,
     OffsetOutOfRange,
@@ -21,7 +24,7 @@ from app.domain.errors import (
     TransactionalIdNotFound,
 )
 from app.domain.types import IsolationLevel
-from app.settings import Settings
+from app.settings import Limit, Settings
 from app.storage import changes, log, producers, topics
 from app.storage.log import RecordToAppend  # what a Send's records are built as (app.api.send_body)
 from app.storage import transactions as txns
@@ -36,9 +39,11 @@ class SendBatch:
     records: list[log.RecordToAppend]
     base_sequence: int | None = None
     expected_offset: int | None = None
-    # The records' bytes (app.domain.log_cleaning.record_size); computed here when not given.
-    # The Send decoder gives it, summed while it builds the records.
+    # The records' bytes (app.domain.log_cleaning.record_size), and the largest record's
+    # (its index, its bytes); computed here when not given. The Send decoder gives both,
+    # counted while it builds the records.
     size_bytes: int | None = None
+    largest_record: tuple[int, int] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,8 +84,8 @@ def _count(results: list[log.AppendResult], producer_id: int | None, transaction
 
 def batches_to_append(conn: Connection, batches: list[SendBatch]) -> list[log.BatchToAppend]:
     """The batches as the log stores them, once their topics' rules allow them: the partition
-    exists, a compacted topic's records have keys, a topic with check_expected_offsets gets
-    expected offsets. Every append goes through it: a Send, and an append in an application's
+    exists, a compacted topic's records have keys, no record is over the topic's
+    max_message_bytes, a topic with check_expected_offsets gets expected offsets. Every append goes through it: a Send, and an append in an application's
     own transaction (append_in_open_transaction)."""
     by_name = topics.get_topics(conn, {b.topic for b in batches})
     to_append = []
@@ -98,9 +103,11 @@ def batches_to_append(conn: Connection, batches: list[SendBatch]) -> list[log.Ba
             raise InvalidRequest(
                 f"topic {topic.name!r} has check_expected_offsets: every batch needs expected_offset"
             )
-        size = b.size_bytes
-        if size is None:
-            size = sum(record_size(r.key, r.value, r.headers) for r in b.records)
+        size, largest = b.size_bytes, b.largest_record
+        if size is None or largest is None:
+            sizes = [record_size(r.key, r.value, r.headers) for r in b.records]
+            size, largest = sum(sizes), max(enumerate(sizes), key=lambda s: s[1])
+        check_record_size(topic.name, b.partition, *largest, topic.config.max_message_bytes)
         to_append.append(
             log.BatchToAppend(topic.topic_id, b.partition, b.records, b.base_sequence, b.expected_offset, size)
         )
@@ -246,63 +253,145 @@ class LogService:
         offset: int,
         max_records: int,
         isolation: IsolationLevel,
+        max_bytes: int | None = None,
     ) -> tuple[topics.Topic, log.FetchResult]:
+        """One partition's Fetch, its records read whole; max_bytes None: the service's
+        default. An unknown partition or an offset out of range is raised."""
+        answer = self.fetch_partitions(
+            [PartitionFetch(topic_name, partition, offset)], max_records=max_records, isolation=isolation,
+            max_bytes=max_bytes, max_partition_bytes=max_bytes, stream=False)
+        (w,) = answer.partitions
+        if w.error is not None:
+            raise w.error
+        assert w.found is not None and w.result is not None
+        return w.found, w.result
+
+    def check_position(self, topic_name: str, partition: int, offset: int) -> None:
+        """What a Fetch from `offset` would refuse (UNKNOWN_TOPIC_OR_PARTITION,
+        OFFSET_OUT_OF_RANGE), without reading a record."""
         with self.db.read() as conn:
             topic = topics.get_topic(conn, topic_name)
             topics.check_partition(topic, partition)
-            result = log.fetch(
-                conn,
-                topic_id=topic.topic_id,
-                partition=partition,
-                offset=offset,
-                max_records=max_records,
-                isolation=isolation,
-            )
-        metrics.RECORDS_FETCHED.labels(isolation.value).inc(len(result.records))
-        return topic, result
+            log.plan_fetch(conn, topic_id=topic.topic_id, partition=partition, offset=offset, max_records=0,
+                           isolation=IsolationLevel.READ_COMMITTED)
 
-    def fetch_many(self, wanted: list[PartitionFetch], *, max_records: int,
-                   isolation: IsolationLevel) -> list[PartitionFetch]:
-        """Kafka's Fetch of several partitions, in one snapshot: each from its position, the
-        record limit shared fairly (an equal share each, then what is left to those that filled
-        theirs); a partition's error (unknown, out of range) is its answer, not the request's."""
+    def fetch_partitions(self, wanted: list[PartitionFetch], *, max_records: int, isolation: IsolationLevel,
+                         max_bytes: int | None = None, max_partition_bytes: int | None = None,
+                         stream: bool = True) -> FetchAnswer:
+        """Kafka's Fetch of one or several partitions, in one snapshot: each from its position,
+        the record limit shared fairly (an equal share each, then what is left to those that
+        filled theirs), and the bytes as Kafka's broker counts them: each partition at most
+        `max_partition_bytes` and what is left of `max_bytes`, except that the first partition
+        with records gets its first commit point whatever its size. A partition's error (unknown,
+        out of range) is its answer, not the request's.
+
+        Every partition is planned from the records' sizes before any record is read. An answer
+        of more than STREAM_ABOVE_BYTES (with `stream`) is not read here: it keeps its read
+        transaction open, for the caller to read a chunk at a time while it sends the answer,
+        and to close (FetchAnswer)."""
+        max_bytes = self.settings.fetch_max_bytes_default if max_bytes is None else max_bytes
+        if max_partition_bytes is None:
+            max_partition_bytes = self.settings.fetch_max_partition_bytes_default
         share = max(1, max_records // max(1, len(wanted)))
-        with self.db.read() as conn:
+        held = HeldRead(self.db)
+        try:
+            conn = held.conn
+            left, min_one = max_bytes, True
             for w in wanted:
-                self._fetch_one(conn, w, share, isolation)
-            left = max_records - sum(len(w.result.records) for w in wanted if w.result is not None)
-            full = [w for w in wanted if w.result is not None and len(w.result.records) >= share
-                    and w.result.next_offset < w.result.high_watermark]
-            if left > 0 and full:
-                more = max(1, left // len(full))
+                self._plan(conn, w, share, min(max_partition_bytes, left), min_one, isolation, w.offset)
+                left -= w.planned_bytes
+                min_one = min_one and not w.planned_records
+            records_left = max_records - sum(w.planned_records for w in wanted)
+            full = [w for w in wanted if w.plans and w.planned_records >= share and not w.plans[-1].bytes_full
+                    and w.plans[-1].result.next_offset < w.plans[-1].result.high_watermark]
+            if records_left > 0 and full:
+                more = max(1, records_left // len(full))
                 for w in full:
-                    assert w.result is not None
-                    first = w.result
-                    self._fetch_one(conn, w, more, isolation, offset=first.next_offset)
-                    assert w.result is not None
-                    w.result.records = first.records + w.result.records
-        metrics.RECORDS_FETCHED.labels(isolation.value).inc(
-            sum(len(w.result.records) for w in wanted if w.result is not None))
-        return wanted
+                    budget = min(max_partition_bytes - w.planned_bytes, left)
+                    self._plan(conn, w, more, budget, False, isolation, w.plans[-1].result.next_offset)
+                    left -= w.plans[-1].size_bytes
+            metrics.RECORDS_FETCHED.labels(isolation.value).inc(sum(w.planned_records for w in wanted))
+            answer = FetchAnswer(wanted, held)
+            if not stream or sum(w.planned_bytes + RECORD_JSON_BYTES * w.planned_records
+                                 for w in wanted) <= STREAM_ABOVE_BYTES:
+                for w in wanted:
+                    if w.result is not None:
+                        w.result.records = [r for plan in w.plans for chunk in log.read_planned(conn, plan)
+                                            for r in chunk]
+                answer.close()
+                answer.held = None
+            return answer
+        except BaseException:
+            held.close()
+            raise
 
     @staticmethod
-    def _fetch_one(conn: Connection, w: PartitionFetch, max_records: int, isolation: IsolationLevel,
-                   offset: int | None = None) -> None:
+    def _plan(conn: Connection, w: PartitionFetch, max_records: int, max_bytes: int, min_one: bool,
+              isolation: IsolationLevel, offset: int) -> None:
         try:
-            topic = topics.get_topic(conn, w.topic)
-            topics.check_partition(topic, w.partition)
-            w.topic_id = topic.topic_id
-            w.result = log.fetch(conn, topic_id=topic.topic_id, partition=w.partition,
-                                 offset=w.offset if offset is None else offset, max_records=max_records,
-                                 isolation=isolation)
-            w.error = None
+            if w.found is None:
+                w.found = topics.get_topic(conn, w.topic)
+                topics.check_partition(w.found, w.partition)
+                w.topic_id = w.found.topic_id
+            plan = log.plan_fetch(conn, topic_id=w.found.topic_id, partition=w.partition, offset=offset,
+                                  max_records=max_records, isolation=isolation, max_bytes=max(0, max_bytes),
+                                  min_one=min_one)
+            w.plans.append(plan)
+            w.result, w.error = plan.result, None
         except (UnknownTopicOrPartition, OffsetOutOfRange) as e:
-            w.result, w.error = None, e
+            w.result, w.error, w.plans = None, e, []
+
+
+def check_fetch_bytes(settings: Settings, max_bytes: int | None,
+                      max_partition_bytes: int | None = None) -> tuple[int, int]:
+    """A Fetch's byte limits (Kafka's fetch.max.bytes and max.partition.fetch.bytes): the
+    service's defaults when not given, INVALID_REQUEST when over the service's maximum."""
+    for name, value, limit in (("max_bytes", max_bytes, settings.fetch_bytes_limit),
+                               ("max_partition_bytes", max_partition_bytes, settings.fetch_partition_bytes_limit)):
+        if value is not None and value not in limit:
+            raise InvalidRequest(f"{name} must be in {limit}; got {value}")
+    return (settings.fetch_max_bytes_default if max_bytes is None else max_bytes,
+            settings.fetch_max_partition_bytes_default if max_partition_bytes is None else max_partition_bytes)
+
+
+def check_partition_fetch_bytes(settings: Settings, max_bytes: int | None) -> int:
+    """The byte limit of a one-partition Fetch (the records' Fetch, the stream): both Kafka's
+    limits at once, the request's and the partition's, so their smaller default and maximum."""
+    limit = Limit(1, min(settings.fetch_max_bytes_limit, settings.fetch_max_partition_bytes_limit),
+                  "OUTBOX_FETCH_MAX_BYTES_LIMIT, OUTBOX_FETCH_MAX_PARTITION_BYTES_LIMIT")
+    if max_bytes is None:
+        return min(settings.fetch_max_bytes_default, settings.fetch_max_partition_bytes_default)
+    if max_bytes not in limit:
+        raise InvalidRequest(f"max_bytes must be in {limit}; got {max_bytes}")
+    return max_bytes
+
+
+# A Fetch answer larger than this (records' bytes, and RECORD_JSON_BYTES a record for the rest of
+# its JSON) is sent as it is read, CHUNK_BYTES of records at a time, rather than built whole: the
+# process then holds a chunk of it, not all of it, whatever max_bytes allows (or the one commit
+# point above it that a Fetch always returns).
+STREAM_ABOVE_BYTES = 1 << 20
+CHUNK_BYTES = 256 << 10
+RECORD_JSON_BYTES = 200
+
+
+class HeldRead:
+    """A read transaction (one snapshot) kept open after a Fetch's plan, so that its records are
+    read in that snapshot, a chunk at a time, while the answer is sent. It holds a pooled
+    connection until close(), which is idempotent; the caller closes it whatever happens."""
+
+    def __init__(self, db: Database) -> None:
+        self._stack = ExitStack()
+        self.conn = self._stack.enter_context(db.read())
+
+    def close(self) -> None:
+        self._stack.close()
 
 
 @dataclass(slots=True)
 class PartitionFetch:
-    """One partition of a multi-partition Fetch: where to read from, and what came back."""
+    """One partition of a Fetch: where to read from, and what came back (its plans: two when
+    it had a second share of the record limit)."""
 
     topic: str
     partition: int
@@ -310,3 +399,34 @@ class PartitionFetch:
     topic_id: int | None = None
     result: log.FetchResult | None = None
     error: OutboxError | None = None
+    found: topics.Topic | None = None
+    plans: list[log.FetchPlan] = field(default_factory=list)
+
+    @property
+    def planned_records(self) -> int:
+        return sum(p.record_count for p in self.plans)
+
+    @property
+    def planned_bytes(self) -> int:
+        return sum(p.size_bytes for p in self.plans)
+
+
+@dataclass(slots=True)
+class FetchAnswer:
+    """A Fetch's partitions. Their records are in each result already when `held` is None;
+    otherwise `chunks` reads them from the held snapshot, and close() must end it."""
+
+    partitions: list[PartitionFetch]
+    held: HeldRead | None = None
+
+    def chunks(self, w: PartitionFetch) -> Iterator[list[log.StoredRecord]]:
+        if self.held is None:
+            if w.result is not None and w.result.records:
+                yield w.result.records
+            return
+        for plan in w.plans:
+            yield from log.read_planned(self.held.conn, plan, chunk_bytes=CHUNK_BYTES)
+
+    def close(self) -> None:
+        if self.held is not None:
+            self.held.close()

@@ -25,7 +25,11 @@ class TopicService:
         self.settings = settings
         self.clock = clock
 
-    def create(self, name: str, partition_count: int, config: TopicConfig = TopicConfig()) -> topics.Topic:
+    def create(self, name: str, partition_count: int, config: TopicConfig | None = None) -> topics.Topic:
+        """CreateTopics; without a config, the defaults, max_message_bytes the service's
+        OUTBOX_MESSAGE_MAX_BYTES."""
+        if config is None:
+            config = TopicConfig(max_message_bytes=self.settings.message_max_bytes)
         if not TOPIC_NAME.fullmatch(name) or name in (".", ".."):
             raise InvalidTopic(
                 f"topic name {name!r} is not legal: use 1-249 of a-z A-Z 0-9 . _ -"

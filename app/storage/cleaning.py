@@ -22,7 +22,6 @@ from app.domain.log_cleaning import ChunkSummary, CompactionRow, StoredRow
 from app.domain.topic_config import TopicConfig
 from app.domain.types import ControlType
 from app.storage import dialect
-from app.storage.dialect import utf8_bytes
 from app.storage.tables import (
     cleaner_leases,
     deleted_topics,
@@ -30,9 +29,10 @@ from app.storage.tables import (
     records,
     topics,
 )
+from app.storage.log import RECORD_SIZE
 from app.storage.topics import LAST_STABLE_OFFSET, log_start_at_least, topic_config
 
-_SIZE = utf8_bytes(records.c.key) + utf8_bytes(records.c.value) + utf8_bytes(records.c.headers)
+_SIZE = RECORD_SIZE
 _TOMBSTONE = "null"  # a record whose value is JSON null
 
 

@@ -24,7 +24,7 @@ and surface, whole, at the offset of their marker.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from functools import cache
 from typing import Any, NamedTuple
@@ -42,6 +42,7 @@ from app.domain.producer import (
 )
 from app.domain.types import ControlType, IsolationLevel, RecordState
 from app.storage import changes, dialect
+from app.storage.dialect import utf8_bytes
 from app.storage.tables import partitions, producer_partitions, records, transaction_partitions
 from app.storage.topics import LAST_STABLE_OFFSET
 
@@ -519,6 +520,13 @@ _RECORD_COLUMNS = (
 )
 
 
+# A record's bytes as the log counts them (app.domain.log_cleaning.record_size: its key, value
+# and headers in UTF-8), computed by the database, so that a fetch sizes what it will return
+# before it reads any of it. PostgreSQL's octet_length reads a stored value's length without
+# detoasting the value.
+RECORD_SIZE = utf8_bytes(records.c.key) + utf8_bytes(records.c.value) + utf8_bytes(records.c.headers)
+
+
 # A fetch builds one StoredRecord per record, from the driver's row unpacked by position
 # (_RECORD_COLUMNS' order; a Row's attributes by name cost ten times as much): tuple.__new__ is
 # what StoredRecord._make calls, without its length check and classmethod call, a third of the
@@ -526,11 +534,10 @@ _RECORD_COLUMNS = (
 _new = tuple.__new__
 
 
-def _committed_plain(points: Sequence[Any]) -> list[StoredRecord]:
-    """Plain records, as commit points (with their txn_id and control_type, both None): each
-    committed at its own offset."""
+def _committed_plain(rows: Sequence[Any]) -> list[StoredRecord]:
+    """Plain records: each committed at its own offset."""
     return [_new(StoredRecord, (o, o, ts, k, v, h, pid, pe, seq, False, None))
-            for o, ts, k, v, h, pid, pe, seq, _, _ in points]
+            for o, ts, k, v, h, pid, pe, seq, _ in rows]
 
 
 def _committed_at(rows: Sequence[Any], commit_position: int) -> list[StoredRecord]:
@@ -539,39 +546,36 @@ def _committed_at(rows: Sequence[Any], commit_position: int) -> list[StoredRecor
             for o, ts, k, v, h, pid, pe, seq, _ in rows]
 
 
-def _count_txn_records(
-    conn: Connection, topic_id: int, partition: int, txn_ids: list[int], *, before: int
-) -> dict[int, int]:
-    """Data records per transaction in one partition, below offset `before`: the sizes of
-    its batches, summed over their heads (ix_records_txn_batches, one entry per batch)."""
-    return dict(conn.execute(_count_txn_records_stmt(), {
-        "topic_id": topic_id, "partition": partition, "txn_ids": txn_ids, "before": before}).all())
+def _transaction_sizes(
+    conn: Connection, topic_id: int, partition: int, txn_ids: list[int], *, log_start: int, before: int
+) -> dict[int, tuple[int, int]]:
+    """Per transaction in one partition, its records that a fetch would read (stored, from the
+    log start to below `before`): how many, and their bytes (RECORD_SIZE), counted and summed by
+    the database, which hands over no key or value."""
+    return {txn_id: (count, int(size)) for txn_id, count, size in conn.execute(
+        _transaction_sizes_stmt(conn.dialect.name),
+        {"topic_id": topic_id, "partition": partition, "txn_ids": txn_ids, "log_start": log_start,
+         "before": before})}
 
 
 @cache
-def _count_txn_records_stmt() -> Any:
-    return (
-        select(records.c.txn_id, func.sum(records.c.batch_record_count))
-        .where(
-            records.c.topic_id == bindparam("topic_id"),
-            records.c.partition == bindparam("partition"),
-            records.c.txn_id.in_(bindparam("txn_ids", expanding=True)),
-            records.c.batch_record_count.is_not(None),
-            records.c.offset < bindparam("before"),
-        )
-        .group_by(records.c.txn_id)
-    )
+def _transaction_sizes_stmt(dialect_name: str) -> Any:
+    run = _transaction_records_stmt(dialect_name, sized=True).subquery()
+    # PostgreSQL sums BIGINTs as NUMERIC.
+    return select(run.c.txn_id, func.count(), func.coalesce(func.sum(run.c.size), 0)).group_by(run.c.txn_id)
 
 
 @cache
-def _transaction_records_stmt(dialect_name: str) -> Any:
+def _transaction_records_stmt(dialect_name: str, sized: bool = False) -> Any:
     """Batch heads of some transactions (ix_records_txn_batches), each joined to its run of
     offsets (primary key range). The heads must be the outer loop: read the other way round
     the join walks every record of the partition. Neither database may be left to choose, as
     the service does not rely on statistics being fresh (a partition just filled has none):
     PostgreSQL gets a LATERAL subquery, which can only run per head; SQLite, which has no
-    LATERAL, a CROSS JOIN, which it never reorders."""
+    LATERAL, a CROSS JOIN, which it never reorders. `sized`: each record's offset, txn_id and
+    RECORD_SIZE instead of its columns."""
     h, r = records.alias("heads"), records
+    columns = (r.c.offset, r.c.txn_id, RECORD_SIZE.label("size")) if sized else _RECORD_COLUMNS
     heads_wanted = and_(
         h.c.topic_id == bindparam("topic_id"),
         h.c.partition == bindparam("partition"),
@@ -592,10 +596,10 @@ def _transaction_records_stmt(dialect_name: str) -> Any:
     if dialect_name == "postgresql":
         # OFFSET 0 keeps the planner from pulling the subquery up into a plain join, which
         # it could then reorder.
-        run = select(*_RECORD_COLUMNS).where(in_run).offset(0).lateral("run")
+        run = select(*columns).where(in_run).offset(0).lateral("run")
         return select(run).select_from(h.join(run, true())).where(heads_wanted).order_by(run.c.offset)
     return (
-        select(*_RECORD_COLUMNS)
+        select(*columns)
         .select_from(dialect.OuterFirstJoin(h, r, in_run))
         .where(heads_wanted)
         .order_by(r.c.offset)
@@ -660,10 +664,10 @@ def _markers_stmt(dialect_name: str) -> Any:
     return select(probe).select_from(ids.join(probe, true()))
 
 
-def _with_states(conn: Connection, topic_id: int, partition: int, rows: list) -> list[StoredRecord]:  # type: ignore[type-arg]
+def _with_states(rows: list, ended: dict[int, tuple[int, str]]) -> list[StoredRecord]:  # type: ignore[type-arg]
     """read_uncommitted records with where each stands: a plain record is committed at its own
-    offset; a transactional one at its COMMIT marker, aborted at an ABORT, open before either."""
-    ended = markers_of(conn, topic_id, partition, sorted({r[8] for r in rows if r[8] is not None}))
+    offset; a transactional one at its COMMIT marker, aborted at an ABORT, open before either
+    (`ended`: markers_of their transactions)."""
     commit, committed, aborted, open_ = (ControlType.COMMIT.value, RecordState.COMMITTED, RecordState.ABORTED,
                                          RecordState.OPEN)
     out = []
@@ -727,15 +731,50 @@ def _count_transaction_records_stmt(dialect_name: str) -> Any:
 
 
 _FIRST_POINTS = 64  # commit points asked for by a read_committed fetch's first page
+_SIZES_PAGE = 1000  # records whose sizes one statement reads, when a transaction is read in pieces
+
+
+@dataclass(slots=True)
+class FetchPlan:
+    """What a fetch returns, chosen from the records' sizes before any record is read: the
+    commit points (read_committed) or the records (read_uncommitted) that fit its limits, in
+    order, and where the next fetch starts. read_planned then reads them, in the same snapshot,
+    whole or a chunk of bounded bytes at a time."""
+
+    topic_id: int
+    partition: int
+    isolation: IsolationLevel
+    result: FetchResult  # the bounds and next_offset; no records until read
+    # (offset, txn_id, records, bytes): read_committed, a commit point (txn_id None for a plain
+    # record, else the COMMIT marker's transaction); read_uncommitted, a record (records 1).
+    points: list[tuple[int, int | None, int, int]] = field(default_factory=list)
+    record_count: int = 0
+    size_bytes: int = 0
+    bytes_full: bool = False  # it stopped at a commit point the byte limit had no room for
+    markers: dict[int, tuple[int, str]] = field(default_factory=dict)  # read_uncommitted: markers_of
+
+    def _take(self, point: tuple[int, int | None, int, int], max_bytes: int, min_one: bool) -> bool:
+        """Take the point if its bytes fit in what is left of max_bytes; the first one of a
+        fetch whatever its size if `min_one` (so that a consumer never stalls behind a commit
+        point larger than any limit). False, and bytes_full, when it does not fit."""
+        if point[3] > max_bytes - self.size_bytes and (self.points or not min_one):
+            self.bytes_full = True
+            return False
+        self.points.append(point)
+        self.record_count += point[2]
+        self.size_bytes += point[3]
+        return True
 
 
 @cache
-def _fetch_stmts() -> tuple[Any, Any, Any]:
+def _fetch_stmts() -> tuple[Any, Any, Any, Any, Any]:
     """A fetch's statements, built once with bind parameters, as the Send's are: building the
-    Core statements on every call cost more than running them. All three read the caller's one
+    Core statements on every call cost more than running them. All read the caller's one
     snapshot. The bounds: the log end, its start and its last stable offset. The
-    read_uncommitted page: data records from an offset. The read_committed page: the commit
-    points from a position, each plain record (with its columns) and each COMMIT marker."""
+    read_uncommitted page: data records from an offset, with their sizes. The read_committed
+    page: the commit points from a position, each plain record and each COMMIT marker, with
+    their sizes. Neither page reads a key, value or headers into Python. Then the records of a
+    range of offsets: the plain ones (read_committed), or every data record."""
     bounds = select(partitions.c.next_offset, partitions.c.log_start_offset, LAST_STABLE_OFFSET).where(
         partitions.c.topic_id == bindparam("topic_id"), partitions.c.partition == bindparam("partition"))
     in_range = (
@@ -745,19 +784,29 @@ def _fetch_stmts() -> tuple[Any, Any, Any]:
         # Bounded by the log end the bounds read, so every statement works on the same prefix.
         records.c.offset < bindparam("high_watermark"),
     )
-    uncommitted = (select(*_RECORD_COLUMNS).where(*in_range, records.c.control_type.is_(None))
+    uncommitted = (select(records.c.offset, records.c.txn_id, RECORD_SIZE)
+                   .where(*in_range, records.c.control_type.is_(None))
                    .order_by(records.c.offset).limit(bindparam("limit")))
     points = (
-        select(*_RECORD_COLUMNS, records.c.control_type)
+        select(records.c.offset, records.c.txn_id, records.c.control_type, RECORD_SIZE)
         .where(*in_range, or_(and_(records.c.txn_id.is_(None), records.c.control_type.is_(None)),
                               records.c.control_type == ControlType.COMMIT.value))
         .order_by(records.c.offset)
         .limit(bindparam("limit"))
     )
-    return bounds, uncommitted, points
+    between = (
+        records.c.topic_id == bindparam("topic_id"),
+        records.c.partition == bindparam("partition"),
+        records.c.offset >= bindparam("first"),
+        records.c.offset <= bindparam("last"),
+        records.c.control_type.is_(None),
+    )
+    plain = select(*_RECORD_COLUMNS).where(*between, records.c.txn_id.is_(None)).order_by(records.c.offset)
+    data = select(*_RECORD_COLUMNS).where(*between).order_by(records.c.offset)
+    return bounds, uncommitted, points, plain, data
 
 
-def fetch(
+def plan_fetch(
     conn: Connection,
     *,
     topic_id: int,
@@ -765,8 +814,13 @@ def fetch(
     offset: int,
     max_records: int,
     isolation: IsolationLevel,
-) -> FetchResult:
-    bounds_stmt, uncommitted_stmt, points_stmt = _fetch_stmts()
+    max_bytes: int | None = None,
+    min_one: bool = True,
+) -> FetchPlan:
+    """A fetch's plan: at most `max_records` records and `max_bytes` bytes (record_size, None: no
+    limit), but always the first commit point (read_uncommitted: record) if `min_one`, however
+    large; a transaction's records in the partition are never split."""
+    bounds_stmt, uncommitted_stmt, points_stmt, _, _ = _fetch_stmts()
     where = {"topic_id": topic_id, "partition": partition}
     bounds = conn.execute(bounds_stmt, where).first()
     if bounds is None:
@@ -780,80 +834,199 @@ def fetch(
         )
     result = FetchResult(next_offset=high_watermark, high_watermark=high_watermark,
                          last_stable_offset=last_stable, log_start_offset=log_start)
+    plan = FetchPlan(topic_id, partition, isolation, result)
     if max_records <= 0 or offset == high_watermark:  # nothing to read (the API refuses max_records 0)
-        return result
+        return plan
+    budget = MAX_BYTES if max_bytes is None else max_bytes
     where["high_watermark"] = high_watermark
     if isolation is IsolationLevel.READ_UNCOMMITTED:
         rows = conn.execute(uncommitted_stmt, {**where, "start": offset, "limit": max_records}).all()
-        result.records = _with_states(conn, topic_id, partition, rows)
-        if len(rows) == max_records:
-            result.next_offset = rows[-1][0] + 1
-        return result
+        for o, txn_id, size in rows:
+            if not plan._take((o, txn_id, 1, size), budget, min_one):
+                break
+        if plan.bytes_full or len(rows) == max_records:
+            result.next_offset = plan.points[-1][0] + 1 if plan.points else offset
+        plan.markers = markers_of(conn, topic_id, partition, sorted({p[1] for p in plan.points if p[1] is not None}))
+        return plan
 
     # A COMMIT marker stands for all of its transaction's records in this partition, so a few
-    # commit points may already hold max_records records, and the points of a partition of
-    # large transactions lie far apart. Walk the commit points in pages, a few at first and
-    # four times as many each time more are needed (never more than could still fit), count
-    # the records of the transactions met (their batch heads, 16 transactions at first, then
-    # twice as many each time), stop at the first commit point that reaches max_records, and
-    # read the records of those transactions only. Asking for max_records points at once would walk the rest of such a
+    # commit points may already hold max_records records (or max_bytes bytes), and the points of
+    # a partition of large transactions lie far apart. Walk the commit points in pages, a few at
+    # first and four times as many each time more are needed (never more than could still fit),
+    # count and size the records of the transactions met (16 transactions at first, then twice
+    # as many each time), and stop at the first commit point that reaches max_records or would
+    # pass max_bytes. Asking for max_records points at once would walk the rest of such a
     # partition on every fetch.
-    chosen: list = []  # type: ignore[type-arg]
-    sizes: dict[int, int] = {}
-    total, start, limit = 0, offset, min(max_records, _FIRST_POINTS)
+    sizes: dict[int, tuple[int, int]] = {}
+    start, limit = offset, min(max_records, _FIRST_POINTS)
     full = exhausted = False
     while not (full or exhausted):
         page = conn.execute(points_stmt, {**where, "start": start, "limit": limit}).all()
         exhausted = len(page) < limit
         # A page of plain records only, all of which fit: taken whole, without a look at each.
-        if total + len(page) <= max_records and all(p[9] is None for p in page):
-            total += len(page)
-            chosen.extend(page)
-            full = total >= max_records
+        if (plan.record_count + len(page) <= max_records and all(p[2] is None for p in page)
+                and sum(p[3] for p in page) <= budget - plan.size_bytes):
+            plan.points.extend((o, None, 1, size) for o, _, _, size in page)
+            plan.record_count += len(page)
+            plan.size_bytes += sum(p[3] for p in page)
+            full = plan.record_count >= max_records
         else:
-            txn_ids = [p[8] for p in page if p[9] is not None]
+            txn_ids = [p[1] for p in page if p[2] is not None]
             counted, chunk = 0, 16  # one count for most pages: an index probe per transaction
-            for point in page:
-                if point[9] is None:
-                    total += 1
+            for o, txn_id, control_type, size in page:
+                if control_type is None:
+                    point = (o, None, 1, size)
                 else:
-                    txn_id = point[8]
                     if txn_id not in sizes:
                         ids = txn_ids[counted:counted + chunk]
                         counted, chunk = counted + len(ids), chunk * 2
-                        sizes.update(_count_txn_records(conn, topic_id, partition, ids, before=page[-1][0]))
-                    total += sizes.get(txn_id, 0)
-                chosen.append(point)
-                if total >= max_records:
+                        sizes.update(_transaction_sizes(conn, topic_id, partition, ids, log_start=log_start,
+                                                        before=page[-1][0]))
+                    point = (o, txn_id, *sizes.get(txn_id, (0, 0)))
+                if not plan._take(point, budget, min_one):
+                    full = True
+                    break
+                if plan.record_count >= max_records:
                     full = True  # a transaction is never split across fetches
                     break
         if page:
             start = page[-1][0] + 1
         # Every commit point holds at least one record: no more than this many can still fit.
-        limit = min(limit * 4, max_records - total)
-    if not chosen:
-        return result
+        limit = min(limit * 4, max_records - plan.record_count)
     if full:
-        result.next_offset = chosen[-1][0] + 1
+        result.next_offset = plan.points[-1][0] + 1 if plan.points else offset
+    return plan
 
-    by_txn: dict[int, list] = {p[8]: [] for p in chosen if p[9] is not None}  # type: ignore[type-arg]
-    if not by_txn:
-        result.records = _committed_plain(chosen)
-        return result
-    for row in _transaction_records(conn, topic_id, partition, list(by_txn), log_start=log_start,
-                                    before=chosen[-1][0]):
+
+MAX_BYTES = 2**63 - 1  # no byte limit
+
+
+def read_planned(conn: Connection, plan: FetchPlan, *, chunk_bytes: int | None = None) -> Iterator[list[StoredRecord]]:
+    """The planned records in order, in lists of about `chunk_bytes` bytes (None: one list),
+    each read from the database only when the caller asks for the next: so a large answer is
+    read and sent a chunk at a time, never held whole. A list is larger only when one record
+    is. Read in the plan's snapshot (the caller keeps its read transaction open)."""
+    if not plan.points:
+        return
+    _, _, _, _, data_stmt = _fetch_stmts()
+    where = {"topic_id": plan.topic_id, "partition": plan.partition}
+    if plan.isolation is IsolationLevel.READ_UNCOMMITTED:
+        for group in _chunks(plan.points, chunk_bytes):
+            rows = conn.execute(data_stmt, {**where, "first": group[0][0], "last": group[-1][0]}).all()
+            yield _with_states(rows, plan.markers)
+        return
+    for group in _chunks(plan.points, chunk_bytes):
+        if chunk_bytes is not None and len(group) == 1 and group[0][1] is not None and group[0][3] > chunk_bytes:
+            yield from _transaction_in_pieces(conn, plan, group[0], chunk_bytes)
+        else:
+            yield _read_points(conn, plan, group)
+
+
+def _chunks(points: list[tuple[int, int | None, int, int]],
+            chunk_bytes: int | None) -> Iterator[list[tuple[int, int | None, int, int]]]:
+    """Consecutive points, grouped into runs of at most chunk_bytes bytes (a larger point alone)."""
+    if chunk_bytes is None:
+        yield points
+        return
+    group: list[tuple[int, int | None, int, int]] = []
+    size = 0
+    for point in points:
+        if group and size + point[3] > chunk_bytes:
+            yield group
+            group, size = [], 0
+        group.append(point)
+        size += point[3]
+    if group:
+        yield group
+
+
+def _read_points(conn: Connection, plan: FetchPlan, points: list[tuple[int, int | None, int, int]]) -> list[StoredRecord]:
+    """The records of these consecutive commit points, in commit order: two statements at most
+    (the plain records of their range; the transactions' records)."""
+    _, _, _, plain_stmt, _ = _fetch_stmts()
+    plain_points = [p for p in points if p[1] is None]
+    plain_rows = conn.execute(plain_stmt, {
+        "topic_id": plan.topic_id, "partition": plan.partition, "first": plain_points[0][0],
+        "last": plain_points[-1][0]}).all() if plain_points else []
+    if len(plain_points) == len(points):
+        return _committed_plain(plain_rows)
+    by_txn: dict[int, list] = {p[1]: [] for p in points if p[1] is not None}  # type: ignore[type-arg,misc]
+    for row in _transaction_records(conn, plan.topic_id, plan.partition, list(by_txn),
+                                    log_start=plan.result.log_start_offset, before=points[-1][0]):
         by_txn[row[8]].append(row)
     out: list[StoredRecord] = []
-    plain: list = []  # type: ignore[type-arg]  # a run of plain points, converted in one go
-    for point in chosen:
-        if point[9] is None:
-            plain.append(point)
+    taken = run = 0  # plain rows converted, and the run of plain points not converted yet
+    for offset, txn_id, _, _ in points:
+        if txn_id is None:
+            run += 1
             continue
-        if plain:
-            out.extend(_committed_plain(plain))
-            plain = []
-        out.extend(_committed_at(by_txn[point[8]], point[0]))
-    if plain:
-        out.extend(_committed_plain(plain))
-    result.records = out
-    return result
+        if run:  # a run of plain points, converted in one go
+            out.extend(_committed_plain(plain_rows[taken:taken + run]))
+            taken, run = taken + run, 0
+        out.extend(_committed_at(by_txn[txn_id], offset))
+    if run:
+        out.extend(_committed_plain(plain_rows[taken:taken + run]))
+    return out
+
+
+def _transaction_in_pieces(conn: Connection, plan: FetchPlan, point: tuple[int, int | None, int, int],
+                           chunk_bytes: int) -> Iterator[list[StoredRecord]]:
+    """One transaction's records in the partition, larger than chunk_bytes, in pieces of about
+    chunk_bytes: batch by batch (a batch is a run of consecutive offsets, its head says how
+    many), the sizes of a page of records first, then the records of each piece that fits."""
+    marker, txn_id, _, _ = point
+    _, _, _, _, data_stmt = _fetch_stmts()
+    where = {"topic_id": plan.topic_id, "partition": plan.partition}
+    heads = conn.execute(_batch_heads_stmt(), {**where, "txn_id": txn_id, "before": marker}).all()
+    piece: list[tuple[int, int]] = []
+    for head, count in heads:
+        low, end = max(head, plan.result.log_start_offset), head + count
+        while low < end:
+            high = min(end, low + _SIZES_PAGE)
+            sized = conn.execute(_sizes_stmt(), {**where, "first": low, "last": high - 1}).all()
+            for o, size in sized:
+                if piece and sum(s for _, s in piece) + size > chunk_bytes:
+                    rows = conn.execute(data_stmt, {**where, "first": piece[0][0], "last": piece[-1][0]}).all()
+                    yield _committed_at(rows, marker)
+                    piece = []
+                piece.append((o, size))
+            low = high
+    if piece:
+        rows = conn.execute(data_stmt, {**where, "first": piece[0][0], "last": piece[-1][0]}).all()
+        yield _committed_at(rows, marker)
+
+
+@cache
+def _batch_heads_stmt() -> Any:
+    return (select(records.c.offset, records.c.batch_record_count)
+            .where(records.c.topic_id == bindparam("topic_id"), records.c.partition == bindparam("partition"),
+                   records.c.txn_id == bindparam("txn_id"), records.c.batch_record_count.is_not(None),
+                   records.c.offset < bindparam("before"))
+            .order_by(records.c.offset))
+
+
+@cache
+def _sizes_stmt() -> Any:
+    return (select(records.c.offset, RECORD_SIZE)
+            .where(records.c.topic_id == bindparam("topic_id"), records.c.partition == bindparam("partition"),
+                   records.c.offset >= bindparam("first"), records.c.offset <= bindparam("last"),
+                   records.c.control_type.is_(None))
+            .order_by(records.c.offset))
+
+
+def fetch(
+    conn: Connection,
+    *,
+    topic_id: int,
+    partition: int,
+    offset: int,
+    max_records: int,
+    isolation: IsolationLevel,
+    max_bytes: int | None = None,
+    min_one: bool = True,
+) -> FetchResult:
+    """plan_fetch, and its records read whole."""
+    plan = plan_fetch(conn, topic_id=topic_id, partition=partition, offset=offset, max_records=max_records,
+                      isolation=isolation, max_bytes=max_bytes, min_one=min_one)
+    plan.result.records = [r for chunk in read_planned(conn, plan) for r in chunk]
+    return plan.result

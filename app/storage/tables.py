@@ -58,6 +58,9 @@ topics = Table(
     # keeps a tombstone, the latest record of a key whose value is null).
     Column("retention_bytes", BigInteger, nullable=False, server_default=text("-1")),
     Column("delete_retention_ms", BigInteger, nullable=False, server_default=text("86400000")),
+    # Kafka's max.message.bytes: the largest record a Send may append (migration 0011 gave the
+    # topics before it Kafka's default).
+    Column("max_message_bytes", Integer, nullable=False, server_default=text("1048588")),
 )
 
 # One row per partition. `next_offset` is the log end offset and doubles as the partition's

@@ -66,6 +66,7 @@ def config_columns(config: TopicConfig) -> dict[str, object]:
         "retention_bytes": config.retention_bytes,
         "delete_retention_ms": config.delete_retention_ms,
         "check_expected_offsets": config.check_expected_offsets,
+        "max_message_bytes": config.max_message_bytes,
     }
 
 
@@ -115,6 +116,7 @@ def topic_config(row) -> TopicConfig:  # type: ignore[no-untyped-def]
         retention_bytes=row.retention_bytes,
         delete_retention_ms=row.delete_retention_ms,
         check_expected_offsets=bool(row.check_expected_offsets),
+        max_message_bytes=row.max_message_bytes,
     )
 
 

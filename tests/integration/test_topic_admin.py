@@ -17,7 +17,7 @@ from tests.helpers import batch, begin, create_topic, fetch, ident, init_produce
 from tests.integration.test_metrics import delta, scrape
 
 DEFAULT_CONFIG = {"cleanup_policy": "delete", "retention_ms": 604_800_000, "retention_bytes": -1,
-                  "delete_retention_ms": 86_400_000, "check_expected_offsets": False}
+                  "delete_retention_ms": 86_400_000, "check_expected_offsets": False, "max_message_bytes": 1_048_588}
 
 
 def _empty(partition: int) -> dict:
@@ -74,20 +74,20 @@ def test_alter_answers_the_topic_with_the_key_set(client) -> None:  # type: igno
 
 def test_alter_of_one_key_keeps_the_others(client) -> None:  # type: ignore[no-untyped-def]
     create_topic(client, "t", 1, cleanup_policy="compact", retention_bytes=1000, delete_retention_ms=5,
-                 check_expected_offsets=True)
+                 check_expected_offsets=True, max_message_bytes=300)
 
     _ok(_alter(client, "t", retention_ms=-1))
 
     assert client.get("/v1/topics/t").json()["config"] == {
         "cleanup_policy": "compact", "retention_ms": -1, "retention_bytes": 1000,
-        "delete_retention_ms": 5, "check_expected_offsets": True,
+        "delete_retention_ms": 5, "check_expected_offsets": True, "max_message_bytes": 300,
     }
 
 
 def test_alter_of_every_key_at_once(client) -> None:  # type: ignore[no-untyped-def]
     create_topic(client, "t", 1)
     changed = {"cleanup_policy": "compact,delete", "retention_ms": 1, "retention_bytes": 2,
-               "delete_retention_ms": 0, "check_expected_offsets": True}
+               "delete_retention_ms": 0, "check_expected_offsets": True, "max_message_bytes": 1}
 
     assert _ok(_alter(client, "t", **changed))["config"] == changed
     assert client.get("/v1/topics/t").json()["config"] == changed

@@ -49,13 +49,26 @@ def test_create_makes_the_topic_with_its_config(client, db_url) -> None:  # type
         2, 1000, True)
 
 
+def test_create_without_max_message_bytes_gives_the_services_message_max_bytes(client, db_url) -> None:  # type: ignore[no-untyped-def]
+    env = {**os.environ, "OUTBOX_DATABASE_URL": db_url, "OUTBOX_MESSAGE_MAX_BYTES": "5000"}
+    made = subprocess.run([sys.executable, "-m", "app.cli", "topics", "create", "t"], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=60)
+    chosen = _json(_outbox(db_url, "create", "u", "--config", "max_message_bytes=300"))
+
+    assert _json(made)["config"]["max_message_bytes"] == 5000
+    assert chosen["config"]["max_message_bytes"] == 300
+    assert client.get("/v1/topics/u").json() == chosen
+
+
 def test_alter_sets_the_keys_given_and_keeps_the_others(client, db_url) -> None:  # type: ignore[no-untyped-def]
     create_topic(client, "t", 1, retention_ms=5000)
 
-    out = _json(_outbox(db_url, "alter", "t", "cleanup_policy=compact,delete", "retention_bytes=100"))
+    out = _json(_outbox(db_url, "alter", "t", "cleanup_policy=compact,delete", "retention_bytes=100",
+                        "max_message_bytes=2000"))
 
     assert out["config"] == {"cleanup_policy": "compact,delete", "retention_ms": 5000, "retention_bytes": 100,
-                             "delete_retention_ms": 86_400_000, "check_expected_offsets": False}
+                             "delete_retention_ms": 86_400_000, "check_expected_offsets": False,
+                             "max_message_bytes": 2000}
     assert client.get("/v1/topics/t").json() == out
 
 

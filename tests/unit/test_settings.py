@@ -43,3 +43,9 @@ def test_log_level_is_one_of_pythons_levels_in_any_case() -> None:
     assert Settings(log_level="WARNING").log_level == "warning"
     with pytest.raises(ValidationError, match="must be one of critical, error, warning, info, debug"):
         Settings(log_level="verbose")
+
+
+@pytest.mark.parametrize("name", ["fetch_max_bytes", "fetch_max_partition_bytes"])
+def test_a_fetch_byte_default_above_its_limit_is_refused(name: str) -> None:
+    with pytest.raises(ValidationError, match=f"OUTBOX_{name.upper()}_DEFAULT exceeds OUTBOX_{name.upper()}_LIMIT"):
+        Settings(**{f"{name}_default": 2000, f"{name}_limit": 1000})

@@ -5,12 +5,13 @@ from dataclasses import asdict
 from typing import Annotated
 
 import orjson
+from anyio import to_thread
 from fastapi import APIRouter, Header, Path, Query
 from fastapi.responses import Response, StreamingResponse
 
 from app.api.deps import ServicesDep
 from app.api.errors import documented
-from app.api.fetched import partition_json, records_json
+from app.api.fetched import StreamedAnswer, partition_json, partition_stream_parts, records_bytes
 from app.api.json_body import json_body
 from app.api.schemas.common import ID_PATTERN, TOPIC_NAME_MAX_LENGTH
 from app.api.schemas.records import FetchResponse
@@ -31,6 +32,8 @@ from app.domain import acl
 from app.domain.acl import Operation
 from app.domain.errors import InvalidRequest, TopicAlreadyExists, TopicHasOpenTransactions
 from app.domain.types import MAX_INT32, MAX_INT64, IsolationLevel
+from app.services.log_service import PartitionFetch, check_partition_fetch_bytes
+from app.services.long_poll import close
 from app.storage.topics import PartitionInfo, Topic
 
 router = APIRouter(prefix="/v1/topics", tags=["topics"])
@@ -58,7 +61,8 @@ def create_topic(body: Annotated[TopicCreate, json_body(TopicCreate)], services:
     topic."""
     access.require_any(Operation.CREATE, [acl.CLUSTER, acl.topic(body.name)])
     try:
-        services.topics.create(body.name, body.partitions, body.config.to_domain())
+        services.topics.create(body.name, body.partitions,
+                               body.config.to_domain(services.settings.message_max_bytes))
     except TopicAlreadyExists:
         # Only a principal that may describe the topic learns that it exists (Kafka's rule).
         access.require(Operation.DESCRIBE, acl.topic(body.name))
@@ -91,9 +95,9 @@ def alter_topic_config(
 ) -> TopicDescription:
     """Kafka's IncrementalAlterConfigs: set the config keys given, keep every other. Answers
     the topic as it is now. Retention and compaction settings act from the log cleaner's next
-    pass; check_expected_offsets and cleanup_policy from the next Send. Needs ALTER_CONFIGS on
-    the topic (ALTER does not imply it: as in Kafka, a config such as retention_ms deletes
-    records)."""
+    pass; check_expected_offsets, cleanup_policy and max_message_bytes from the next Send.
+    Needs ALTER_CONFIGS on the topic (ALTER does not imply it: as in Kafka, a config such as
+    retention_ms deletes records)."""
     access.require(Operation.ALTER_CONFIGS, acl.topic(topic))
     return _description(*services.topics.alter_config(topic, body.config.changes()))
 
@@ -181,6 +185,13 @@ async def fetch_records(
         ge=1, le=MAX_INT32,
         description="with max_wait_ms: answer once this many records (read_committed: committed ones) are there",
     )] = 1,
+    max_bytes: Annotated[int | None, Query(
+        ge=1, le=MAX_INT64,
+        description="most bytes of records (keys, values and headers) to return, but always the first commit point "
+        "(read_uncommitted: record), however large (Kafka's max.partition.fetch.bytes); the smaller of "
+        "OUTBOX_FETCH_MAX_BYTES_DEFAULT and OUTBOX_FETCH_MAX_PARTITION_BYTES_DEFAULT when omitted; more than the "
+        "smaller of their _LIMITs: INVALID_REQUEST",
+    )] = None,
 ) -> Response:
     """Records of one partition from `offset`.
 
@@ -197,11 +208,19 @@ async def fetch_records(
     access.require(Operation.READ, acl.topic(topic))
     limit = min(max_records or services.settings.fetch_max_records_default,
                 services.settings.fetch_max_records_limit)
-    t, result = await services.long_poll.fetch(
-        topic, partition, offset=offset, max_records=limit, isolation=isolation,
-        min_records=min_records, max_wait_ms=max_wait_ms,
+    budget = check_partition_fetch_bytes(services.settings, max_bytes)
+    answer = await services.long_poll.fetch(
+        [PartitionFetch(topic, partition, offset)], max_records=limit, isolation=isolation, max_bytes=budget,
+        max_partition_bytes=budget, min_records=min_records, max_wait_ms=max_wait_ms,
     )
-    body = partition_json(t.name, partition, result, isolation)
+    (w,) = answer.partitions
+    if w.error is not None or answer.held is not None:
+        if w.error is not None:
+            await close(answer)
+            raise w.error
+        return StreamedAnswer(answer, partition_stream_parts(topic, w, isolation), isolation)
+    assert w.result is not None
+    body = partition_json(topic, partition, w.result, isolation)
     return Response(orjson.dumps(body), media_type="application/json")
 
 
@@ -240,18 +259,21 @@ async def stream_records(
             raise InvalidRequest(f"Last-Event-ID must be a position (a number), not {last_event_id[:40]!r}")
         position = int(last_event_id)
     # Unknown partition or a position outside the log: a JSON refusal, before the stream starts.
-    await services.long_poll.fetch(topic, partition, offset=position, max_records=1,
-                                   isolation=IsolationLevel.READ_COMMITTED, min_records=0, max_wait_ms=0)
+    await to_thread.run_sync(lambda: services.log.check_position(topic, partition, position))
     page = services.settings.fetch_max_records_default
+    budget = check_partition_fetch_bytes(services.settings, None)
 
     async def events() -> AsyncIterator[bytes]:
         yield b"retry: 1000\n\n"  # reconnect after a second
-        async for point in services.long_poll.stream(topic, partition, position, max_records=page):
+        in_event = False  # a commit point larger than a chunk comes in pieces: one event, sent as they come
+        async for point in services.long_poll.stream(topic, partition, position, max_records=page, max_bytes=budget):
             if point is None:
                 yield b": heartbeat\n\n"
                 continue
-            data = orjson.dumps({"records": records_json(point.records, IsolationLevel.READ_COMMITTED)})
-            yield b"id: %d\nevent: records\ndata: %s\n\n" % (point.next_position, data)
+            data = records_bytes(point.records, IsolationLevel.READ_COMMITTED)
+            out = b"," + data if in_event else b'id: %d\nevent: records\ndata: {"records":[%s' % (point.next_position, data)
+            in_event = not point.ends
+            yield out + b"]}\n\n" if point.ends else out
 
     return StreamingResponse(events(), media_type="text/event-stream", headers=SSE_HEADERS)
 

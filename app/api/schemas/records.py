@@ -133,6 +133,16 @@ class MultiFetchRequest(RequestBody):
         "soon as they are there, or at once if a partition has an error",
     )] = 0
     min_records: Annotated[int, Meta(ge=1, le=MAX_INT32)] = 1
+    max_bytes: Annotated[int, Meta(
+        description="most bytes of records (keys, values and headers) in all (Kafka's fetch.max.bytes); the first "
+        "commit point of the first partition with records comes back whatever its size. At most "
+        "OUTBOX_FETCH_MAX_BYTES_LIMIT (else INVALID_REQUEST), OUTBOX_FETCH_MAX_BYTES_DEFAULT when omitted",
+    )] | None = None
+    max_partition_bytes: Annotated[int, Meta(
+        description="most bytes of records per partition (Kafka's max.partition.fetch.bytes), with the same "
+        "exception. At most OUTBOX_FETCH_MAX_PARTITION_BYTES_LIMIT (else INVALID_REQUEST), "
+        "OUTBOX_FETCH_MAX_PARTITION_BYTES_DEFAULT when omitted",
+    )] | None = None
 
 
 class PartitionRecords(BaseModel):

@@ -41,6 +41,12 @@ DeleteRetentionMsKey = Annotated[int, Meta(
 CheckExpectedOffsetsKey = Annotated[bool, Meta(
     description="KIP-27: every Send to this topic must carry expected_offset"
 )]
+MaxMessageBytesKey = Annotated[int, Meta(
+    description="the largest record a Send may append, in bytes of its key, value and headers "
+    "(Kafka's max.message.bytes): a Send with a larger one is refused whole, MESSAGE_TOO_LARGE "
+    "(413). OUTBOX_MESSAGE_MAX_BYTES when omitted at creation. Out of 1..2**31 - 1: INVALID_CONFIG",
+    extra_json_schema={"minimum": 1, "maximum": 2**31 - 1},
+)]
 
 
 class TopicConfigIn(RequestBody):
@@ -49,14 +55,18 @@ class TopicConfigIn(RequestBody):
     retention_bytes: RetentionBytesKey = domain.NO_LIMIT
     delete_retention_ms: DeleteRetentionMsKey = domain.DEFAULT_DELETE_RETENTION_MS
     check_expected_offsets: CheckExpectedOffsetsKey = False
+    max_message_bytes: MaxMessageBytesKey | None = None
 
-    def to_domain(self) -> domain.TopicConfig:
+    def to_domain(self, message_max_bytes: int) -> domain.TopicConfig:
+        """The config; max_message_bytes, when omitted, is `message_max_bytes` (the service's
+        OUTBOX_MESSAGE_MAX_BYTES, as a Kafka topic takes the broker's message.max.bytes)."""
         return domain.TopicConfig(
             cleanup_policy=self.cleanup_policy,
             retention_ms=self.retention_ms,
             retention_bytes=self.retention_bytes,
             delete_retention_ms=self.delete_retention_ms,
             check_expected_offsets=self.check_expected_offsets,
+            max_message_bytes=message_max_bytes if self.max_message_bytes is None else self.max_message_bytes,
         )
 
 
@@ -79,6 +89,7 @@ class TopicConfigChanges(RequestBody):
     retention_bytes: RetentionBytesKey | UnsetType = UNSET
     delete_retention_ms: DeleteRetentionMsKey | UnsetType = UNSET
     check_expected_offsets: CheckExpectedOffsetsKey | UnsetType = UNSET
+    max_message_bytes: MaxMessageBytesKey | UnsetType = UNSET
 
     def changes(self) -> dict[str, Any]:
         return {k: v for k, v in msgspec.structs.asdict(self).items() if v is not UNSET}
@@ -128,6 +139,10 @@ class TopicConfig(BaseModel):
     delete_retention_ms: int
     check_expected_offsets: bool = Field(
         description="KIP-27: every Send to this topic must carry expected_offset"
+    )
+    max_message_bytes: int = Field(
+        description="the largest record a Send may append, in bytes of its key, value and headers (Kafka's "
+        "max.message.bytes)"
     )
 
 
