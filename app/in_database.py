@@ -64,6 +64,7 @@ from app.api.send_body import to_domain
 from app.domain.errors import (
     InvalidRecord,
     InvalidRequest,
+    MessageTooLarge,
     OutboxError,
     TopicAuthorizationFailed,
     UnknownTopicOrPartition,
@@ -160,7 +161,7 @@ CROSS JOIN LATERAL outbox.append(%s, %s, r.key, r.value::json, r.headers::json, 
 ORDER BY r.n
 """
 _ERRORS = {cls.error_code: cls for cls in (UnknownTopicOrPartition, InvalidRecord, InvalidRequest,
-                                           TopicAuthorizationFailed)}
+                                           TopicAuthorizationFailed, MessageTooLarge)}
 
 
 def _append_postgresql(connection: Any, batch: SendBatch, message_ids: list[str | None]) -> list[bool]:
@@ -185,7 +186,8 @@ def _append_postgresql(connection: Any, batch: SendBatch, message_ids: list[str 
 
 def _translated(error: Any) -> Exception:
     if isinstance(error, (psycopg.errors.UndefinedObject, psycopg.errors.InvalidParameterValue,
-                          psycopg.errors.InsufficientPrivilege, psycopg.errors.ObjectNotInPrerequisiteState)):
+                          psycopg.errors.InsufficientPrivilege, psycopg.errors.ObjectNotInPrerequisiteState,
+                          psycopg.errors.ProgramLimitExceeded)):
         return _domain_error(str(error.diag.message_primary))
     if isinstance(error, psycopg.errors.UndefinedFunction):
         return InvalidRequest(

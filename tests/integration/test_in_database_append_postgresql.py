@@ -271,3 +271,29 @@ def test_an_application_roles_temporary_tables_cannot_stand_in_for_the_log(url: 
 
     assert offsets_and_values(client) == [(0, "real")]
     assert send(client, "after") == 1
+
+
+@pytest.mark.parametrize(("key", "value", "headers"), [
+    (None, '"' + "x" * 18 + '"', None), (None, '"' + "x" * 19 + '"', None),
+    ("kk", '"' + "x" * 16 + '"', None), ("kk", '"' + "x" * 17 + '"', None),
+    (None, "1", '{"h": "' + "v" * 9 + '"}'), (None, "1", '{"h": "' + "v" * 10 + '"}'),
+], ids=["value at the limit", "value a byte over", "key and value at the limit", "a byte over",
+        "headers at the limit", "headers a byte over"])
+def test_outbox_append_refuses_exactly_the_records_a_send_refuses_as_too_large(
+    url: str, client: Any, key: str | None, value: str, headers: str | None,
+) -> None:
+    assert client.patch("/v1/topics/orders", json={"config": {"max_message_bytes": 20}}).status_code == 200
+    body = '{"batches": [{"topic": "orders", "partition": 0, "records": [{"key": %s, "value": %s, "headers": %s}]}]}' % (
+        "null" if key is None else f'"{key}"', value, headers or "null")
+    sent = client.post("/v1/records", content=body, headers={"content-type": "application/json"})
+    with psycopg.connect(url) as conn:
+        try:
+            conn.execute("SELECT outbox.append('orders', 0, %s, %s::json, %s::json)", (key, value, headers))
+            appended = "appended"
+        except psycopg.errors.ProgramLimitExceeded as e:
+            assert e.diag.message_primary.startswith("MESSAGE_TOO_LARGE: a record of orders/0 is ")
+            appended = "MESSAGE_TOO_LARGE"
+        finally:
+            conn.rollback()
+
+    assert appended == ("appended" if sent.status_code == 200 else sent.json()["error_code"])

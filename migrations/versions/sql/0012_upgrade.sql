@@ -62,7 +62,7 @@ BEGIN
             quote_ident(session_user), quote_literal(coalesce(topic, 'null'))
             USING ERRCODE = 'insufficient_privilege';
     END IF;
-    SELECT topic_id, partition_count, cleanup_policy, check_expected_offsets INTO t
+    SELECT topic_id, partition_count, cleanup_policy, check_expected_offsets, max_message_bytes INTO t
     FROM @log_schema@.topics WHERE name = topic;
     -- The messages are the service's own (app/storage/topics.py).
     IF t IS NULL THEN
@@ -133,6 +133,16 @@ BEGIN
     IF timestamp_ms IS NOT NULL AND timestamp_ms < 0 THEN
         RAISE EXCEPTION 'INVALID_RECORD: timestamp_ms must be at least 0, not %', timestamp_ms
             USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    -- Kafka's max.message.bytes, as a Send checks it (app.domain.topic_config.check_record_size):
+    -- the record's bytes as stored, key, value and headers.
+    IF coalesce(octet_length(key), 0) + coalesce(octet_length(value_text), 0) + coalesce(octet_length(headers_text), 0)
+       > t.max_message_bytes THEN
+        RAISE EXCEPTION 'MESSAGE_TOO_LARGE: a record of %/% is % bytes (key, value and headers), more than topic %''s max_message_bytes %',
+            topic, "partition",
+            coalesce(octet_length(key), 0) + coalesce(octet_length(value_text), 0) + coalesce(octet_length(headers_text), 0),
+            quote_literal(topic), t.max_message_bytes
+            USING ERRCODE = 'program_limit_exceeded';
     END IF;
     IF message_id IS NOT NULL THEN
         -- Published before (a retry of an application transaction that committed), or
