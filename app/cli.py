@@ -184,6 +184,7 @@ def _prepare_database(settings: Settings, *, refuse_schema_mismatch: bool) -> No
 
 def _coordinator(settings: Settings, args: argparse.Namespace) -> int:
     from app.domain.clock import system_clock
+    from app.services.schema_gate import SchemaGate
     from app.storage.engine import open_database
     from app.worker import build_workers
 
@@ -219,8 +220,10 @@ def _coordinator(settings: Settings, args: argparse.Namespace) -> int:
     stop = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: stop.set())
+    # A database that did not answer at start-up: the workers wait for it, quietly.
+    schema = SchemaGate(db.engine)
     for worker in workers:
-        worker.start()
+        worker.start(schema)
     logger.info("coordinator and log cleaner running against %s", db.dialect)
     stop.wait()
     for worker in workers:
