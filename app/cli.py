@@ -81,6 +81,11 @@ def _serve(settings: Settings, args: argparse.Namespace) -> int:
                 logging.getLogger("uvicorn.error").info(
                     "Uvicorn running on %s://%s:%d (Press CTRL+C to quit)", scheme, host, sock.getsockname()[1]
                 )
+                # The line to wait for: start-up takes seconds on a busy machine, and on a
+                # database not migrated yet it comes once `outbox migrate` has run.
+                url = f"{scheme}://{f'[{host}]' if ':' in host else host}:{sock.getsockname()[1]}"
+                app.state.schema_gate.on_open(
+                    lambda: logger.info("outbox is ready at %s (Swagger UI: %s/docs)", url, url))
 
     config = uvicorn.Config(
         app,

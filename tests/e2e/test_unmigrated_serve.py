@@ -137,3 +137,12 @@ def test_with_authentication_on_it_starts_and_takes_keys_once_migrated(unmigrate
                 and time.monotonic() < deadline:
             time.sleep(0.1)
     assert (r.status_code, r.json()) == (200, {"topics": []})
+@pytest.mark.parametrize("unmigrated", [("postgresql", None)], indirect=True, ids=["postgresql-empty"])
+def test_the_ready_line_comes_once_the_database_is_migrated(unmigrated) -> None:  # type: ignore[no-untyped-def]
+    launcher, _ = unmigrated
+    server = _serve(launcher)
+    assert " is ready at " not in server.log_text()
+    launcher.cli("migrate")
+    server.wait_for_log("outbox is ready at ")
+    (ready,) = [line.split(" ", 2)[2] for line in server.log_text().splitlines() if " is ready at " in line]
+    assert ready == f"INFO app.cli: outbox is ready at {server.url} (Swagger UI: {server.url}/docs)"
