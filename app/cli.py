@@ -28,6 +28,7 @@ from app.settings import Settings
 EXIT_FAILURE = 1  # the command was right but failed: database, unknown id, schema, port, file
 EXIT_USAGE = 2  # the command line or a setting is wrong (argparse's status too)
 EXIT_INTERRUPTED = 130  # Ctrl-C, as a shell reports SIGINT
+EXIT_BROKEN_PIPE = 128 + signal.SIGPIPE  # stdout closed early (`| head`), as a shell reports SIGPIPE
 
 logger = logging.getLogger("app.cli")  # not __name__, which is "__main__" under `python -m app.cli`
 
@@ -700,9 +701,17 @@ def main(argv: list[str] | None = None) -> int:
         from app import logs
 
         logs.configure(settings)
-        return args.func(settings, args)
+        status = args.func(settings, args)
+        sys.stdout.flush()  # here, where a reader that went away is caught below
+        return status
     except KeyboardInterrupt:
         return EXIT_INTERRUPTED
+    except BrokenPipeError:
+        # The reader of stdout stopped reading (`outbox topics list | head -1`): end quietly, as
+        # Unix tools do. Python ignores SIGPIPE, so the write failed instead of ending the
+        # process; stdout goes to /dev/null so that flushing it at exit does not fail again.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return EXIT_BROKEN_PIPE
     except Exception as exc:  # noqa: BLE001 - every mistake ends here, as one line
         message, status = _explain(exc)
         if verbose:

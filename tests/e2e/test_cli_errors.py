@@ -326,6 +326,26 @@ def test_coordinator_on_a_database_that_does_not_answer_warns_and_keeps_trying(t
         launcher.close()
 
 
+@pytest.mark.parametrize("empty_database", ["sqlite"], indirect=True)
+@pytest.mark.parametrize("args", [("topics", "list"), ("transactions", "list"), ("transactions", "hanging"),
+                                  ("acls", "list"), ("principals", "list"), ("migrate",), ("openapi", "-o", "-"),
+                                  ("coordinator", "--once")])
+def test_a_reader_that_stops_reading_ends_the_command_quietly_as_unix_tools_do(migrated: str,
+                                                                               args: tuple[str, ...]) -> None:
+    """`outbox topics list | head -1`: no message, no traceback, the status a shell gives a
+    command that SIGPIPE ended (128 + 13)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("OUTBOX_")}
+    env["OUTBOX_DATABASE_URL"] = migrated
+    read_end, write_end = os.pipe()
+    os.close(read_end)  # the reader is gone before the first write: deterministic
+    try:
+        done = subprocess.run([sys.executable, "-m", "app.cli", *args], cwd=ROOT, env=env, stdout=write_end,
+                              stderr=subprocess.PIPE, text=True, timeout=60)
+    finally:
+        os.close(write_end)
+    assert (done.returncode, done.stderr) == (141, "")
+
+
 def test_a_password_that_is_also_a_word_of_the_url_is_hidden_only_where_it_is_the_password() -> None:
     line = one_error_line(outbox("postgresql+psycopg://postgres:postgres@127.0.0.1:1/x", "transactions", "list"), 1)
     assert line.endswith("(postgresql+psycopg://postgres:***@127.0.0.1:1/x)"), line
