@@ -511,10 +511,12 @@ def _convert(config: dict[str, str], struct: type):  # type: ignore[no-untyped-d
     and types), numbers and booleans parsed from their text."""
     import msgspec
 
+    from app.api.json_body import with_known_fields
+
     try:
         return msgspec.convert(config, struct, strict=False)
     except msgspec.ValidationError as e:
-        raise CommandError(f"config: {e}", EXIT_USAGE) from None
+        raise CommandError(f"config: {with_known_fields(str(e), struct)}", EXIT_USAGE) from None
 
 
 def _open_existing(settings: Settings, *, pool_size: int):  # type: ignore[no-untyped-def]
