@@ -214,10 +214,10 @@ def _coordinator(settings: Settings, args: argparse.Namespace) -> int:
     if settings.coordinator_metrics_port is not None:
         # Its counters (passes, completions, timeouts) on their own port: this process serves
         # no API. The database gauges are in every `serve`'s /metrics.
-        from prometheus_client import start_http_server
+        from app.metrics import serve_metrics
 
         try:
-            start_http_server(settings.coordinator_metrics_port, addr=settings.host)
+            serve_metrics(settings.host, settings.coordinator_metrics_port)
         except OSError as e:
             raise CommandError(
                 f"cannot serve metrics on {settings.host}:{settings.coordinator_metrics_port} "
