@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import threading
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from typing import Any
@@ -20,7 +21,7 @@ from app.api import console, docs_ui, errors
 from app.api.body_limit import BodySizeLimit
 from app.api.path_guard import EncodedSlashGuard
 from app.api.deps import Services, require_schema
-from app.services.schema_gate import SchemaGate
+from app.services.schema_gate import RECHECK_MAX_S, SchemaGate
 from app.services.security import SecurityState
 from app.worker.security import SecurityRefresher
 from app.api.json_body import JsonBody
@@ -77,9 +78,17 @@ def create_app(settings: Settings | None = None, clock: Clock = system_clock, *,
         app.state.schema_gate = schema
         for worker in workers:
             worker.start(schema)
+        stop_watching = threading.Event()
+        if not schema.open and not workers:
+            # No worker looks for the migration (--no-coordinator, authentication off): without
+            # a look, the gate would open only at the next request, and the ready line wait
+            # for it.
+            threading.Thread(target=schema.wait, args=(stop_watching, RECHECK_MAX_S), name="outbox-schema",
+                             daemon=True).start()
         try:
             yield
         finally:
+            stop_watching.set()
             log_changes.stop()
             for worker in workers:
                 worker.stop()

@@ -137,10 +137,11 @@ def test_with_authentication_on_it_starts_and_takes_keys_once_migrated(unmigrate
                 and time.monotonic() < deadline:
             time.sleep(0.1)
     assert (r.status_code, r.json()) == (200, {"topics": []})
+@pytest.mark.parametrize("run_coordinator", [True, False], ids=["with-coordinator", "no-coordinator"])
 @pytest.mark.parametrize("unmigrated", [("postgresql", None)], indirect=True, ids=["postgresql-empty"])
-def test_the_ready_line_comes_once_the_database_is_migrated(unmigrated) -> None:  # type: ignore[no-untyped-def]
+def test_the_ready_line_comes_once_the_database_is_migrated(unmigrated, run_coordinator: bool) -> None:  # type: ignore[no-untyped-def]
     launcher, _ = unmigrated
-    server = _serve(launcher)
+    server = _serve(launcher, run_coordinator=run_coordinator)
     assert " is ready at " not in server.log_text()
     launcher.cli("migrate")
     server.wait_for_log("outbox is ready at ")
