@@ -28,6 +28,7 @@ from app.settings import Settings
 EXIT_FAILURE = 1  # the command was right but failed: database, unknown id, schema, port, file
 EXIT_USAGE = 2  # the command line or a setting is wrong (argparse's status too)
 EXIT_INTERRUPTED = 130  # Ctrl-C, as a shell reports SIGINT
+EXIT_BROKEN_PIPE = 128 + signal.SIGPIPE  # stdout closed early (`| head`), as a shell reports SIGPIPE
 
 logger = logging.getLogger("app.cli")  # not __name__, which is "__main__" under `python -m app.cli`
 
@@ -81,6 +82,11 @@ def _serve(settings: Settings, args: argparse.Namespace) -> int:
                 logging.getLogger("uvicorn.error").info(
                     "Uvicorn running on %s://%s:%d (Press CTRL+C to quit)", scheme, host, sock.getsockname()[1]
                 )
+                # The line to wait for: start-up takes seconds on a busy machine, and on a
+                # database not migrated yet it comes once `outbox migrate` has run.
+                url = f"{scheme}://{f'[{host}]' if ':' in host else host}:{sock.getsockname()[1]}"
+                app.state.schema_gate.on_open(
+                    lambda: logger.info("outbox is ready at %s (Swagger UI: %s/docs)", url, url))
 
     config = uvicorn.Config(
         app,
@@ -184,6 +190,7 @@ def _prepare_database(settings: Settings, *, refuse_schema_mismatch: bool) -> No
 
 def _coordinator(settings: Settings, args: argparse.Namespace) -> int:
     from app.domain.clock import system_clock
+    from app.services.schema_gate import SchemaGate
     from app.storage.engine import open_database
     from app.worker import build_workers
 
@@ -207,10 +214,10 @@ def _coordinator(settings: Settings, args: argparse.Namespace) -> int:
     if settings.coordinator_metrics_port is not None:
         # Its counters (passes, completions, timeouts) on their own port: this process serves
         # no API. The database gauges are in every `serve`'s /metrics.
-        from prometheus_client import start_http_server
+        from app.metrics import serve_metrics
 
         try:
-            start_http_server(settings.coordinator_metrics_port, addr=settings.host)
+            serve_metrics(settings.host, settings.coordinator_metrics_port)
         except OSError as e:
             raise CommandError(
                 f"cannot serve metrics on {settings.host}:{settings.coordinator_metrics_port} "
@@ -219,8 +226,10 @@ def _coordinator(settings: Settings, args: argparse.Namespace) -> int:
     stop = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: stop.set())
+    # A database that did not answer at start-up: the workers wait for it, quietly.
+    schema = SchemaGate(db.engine)
     for worker in workers:
-        worker.start()
+        worker.start(schema)
     logger.info("coordinator and log cleaner running against %s", db.dialect)
     stop.wait()
     for worker in workers:
@@ -561,10 +570,12 @@ def _convert(config: dict[str, str], struct: type):  # type: ignore[no-untyped-d
     and types), numbers and booleans parsed from their text."""
     import msgspec
 
+    from app.api.json_body import with_known_fields
+
     try:
         return msgspec.convert(config, struct, strict=False)
     except msgspec.ValidationError as e:
-        raise CommandError(f"config: {e}", EXIT_USAGE) from None
+        raise CommandError(f"config: {with_known_fields(str(e), struct)}", EXIT_USAGE) from None
 
 
 def _open_existing(settings: Settings, *, pool_size: int):  # type: ignore[no-untyped-def]
@@ -771,9 +782,17 @@ def main(argv: list[str] | None = None) -> int:
         from app import logs
 
         logs.configure(settings)
-        return args.func(settings, args)
+        status = args.func(settings, args)
+        sys.stdout.flush()  # here, where a reader that went away is caught below
+        return status
     except KeyboardInterrupt:
         return EXIT_INTERRUPTED
+    except BrokenPipeError:
+        # The reader of stdout stopped reading (`outbox topics list | head -1`): end quietly, as
+        # Unix tools do. Python ignores SIGPIPE, so the write failed instead of ending the
+        # process; stdout goes to /dev/null so that flushing it at exit does not fail again.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return EXIT_BROKEN_PIPE
     except Exception as exc:  # noqa: BLE001 - every mistake ends here, as one line
         message, status = _explain(exc)
         if verbose:

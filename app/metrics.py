@@ -110,3 +110,40 @@ SECURITY_REFRESH_PASSES = Counter(
     "Looks for ACL and API key changes made elsewhere, by outcome (ok, failed).",
     ["outcome"],
 )
+
+
+def serve_metrics(host: str, port: int) -> None:
+    """`outbox coordinator`'s metrics listener (OUTBOX_COORDINATOR_METRICS_PORT), in a daemon
+    thread: GET or HEAD of /metrics answers the exposition, any other path 404 and any other
+    method 405. prometheus-client's own start_http_server answers every path with the metrics,
+    which tells a caller that mistook the port for the API's that it reached something. Raises
+    OSError when the port cannot be bound."""
+    import socket
+    import threading
+    from socketserver import ThreadingMixIn
+    from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
+
+    from prometheus_client import make_wsgi_app
+
+    metrics_app = make_wsgi_app()
+
+    def only_metrics(environ, start_response):  # type: ignore[no-untyped-def]
+        if environ.get("PATH_INFO") != "/metrics":
+            start_response("404 Not Found", [("Content-Type", "text/plain; charset=utf-8")])
+            return [b"not found: this port serves Prometheus metrics at /metrics only\n"]
+        if environ.get("REQUEST_METHOD") not in ("GET", "HEAD"):
+            start_response("405 Method Not Allowed", [("Content-Type", "text/plain; charset=utf-8"),
+                                                       ("Allow", "GET, HEAD")])
+            return [b"method not allowed: GET /metrics\n"]
+        return metrics_app(environ, start_response)
+
+    class Server(ThreadingMixIn, WSGIServer):
+        daemon_threads = True
+        address_family = socket.AF_INET6 if ":" in host else socket.AF_INET
+
+    class Quiet(WSGIRequestHandler):
+        def log_message(self, format: str, *args: object) -> None:  # noqa: A002 - the base class's name
+            pass  # a line on stderr per scrape otherwise
+
+    httpd = make_server(host, port, only_metrics, Server, handler_class=Quiet)
+    threading.Thread(target=httpd.serve_forever, name="outbox-metrics", daemon=True).start()

@@ -25,7 +25,8 @@ event exactly once, and no event exists without its order.
         --mariadb mysql://root@127.0.0.1:3306/test
 
 Needs the `orders` topic (`outbox topics create orders --partitions 2`; `--topic` names another)
-and PyMySQL (the project's `test` extra). `--crash-at STEP:N` kills the process with SIGKILL
+and PyMySQL (`.venv/bin/pip install -e '.[examples]'`). With authentication on, the principal's
+API key: `--api-key KEY` or `OUTBOX_API_KEY`. `--crash-at STEP:N` kills the process with SIGKILL
 at STEP of order N (STEP: before-prepare, after-prepare, after-own-commit,
 after-outbox-commit): what the crash test (tests/e2e/test_mariadb_orders_example.py) runs at
 every step.
@@ -40,11 +41,16 @@ import signal
 import sys
 from urllib.parse import urlparse
 
-import pymysql
+try:
+    import pymysql
+except ModuleNotFoundError:  # main() says how to install it, in one line
+    pymysql = None  # type: ignore[assignment]
 
-from app.client import PreparedTxnState, Producer
+from app.client import AuthenticationError, ClientError, PreparedTxnState, Producer
+from examples.api_key import add_api_key_argument, refused_line
 
 TOPIC = "orders"
+INSTALL = ".venv/bin/pip install -e '.[examples]'"
 STEPS = ("before-prepare", "after-prepare", "after-own-commit", "after-outbox-commit")
 TABLES = (
     "CREATE TABLE IF NOT EXISTS shop_orders (id BIGINT PRIMARY KEY, total BIGINT NOT NULL)",
@@ -71,14 +77,14 @@ def connect(url: str) -> pymysql.connections.Connection:
 
 class Shop:
     def __init__(self, outbox_url: str, mariadb_url: str, transactional_id: str, crash_at: str | None,
-                 topic: str = TOPIC) -> None:
+                 topic: str = TOPIC, api_key: str | None = None) -> None:
         self.db = connect(mariadb_url)
         with self.db.cursor() as c:
             for statement in TABLES:
                 c.execute(statement)
         self.db.commit()
         self.transactional_id = transactional_id
-        self.producer = Producer(outbox_url, transactional_id=transactional_id)
+        self.producer = Producer(outbox_url, transactional_id=transactional_id, api_key=api_key)
         self.crash_at = crash_at
         self.topic = topic
 
@@ -152,20 +158,30 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--topic", default=TOPIC, help="the topic of the orders' events")
     parser.add_argument("--orders", type=int, default=10, help="place orders up to this number")
     parser.add_argument("--crash-at", metavar="STEP:N", help=f"SIGKILL at STEP ({', '.join(STEPS)}) of order N")
+    add_api_key_argument(parser)
     args = parser.parse_args(argv)
     if args.crash_at and args.crash_at.split(":")[0] not in STEPS:
         parser.error(f"--crash-at: STEP is one of {', '.join(STEPS)}")
+    if pymysql is None:
+        print(f"this example needs PyMySQL, the MariaDB driver: install it with {INSTALL}", file=sys.stderr)
+        return 1
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    logging.getLogger("httpx").setLevel(logging.WARNING)  # a line per request otherwise
     try:
-        shop = Shop(args.url, args.mariadb, args.transactional_id, args.crash_at, args.topic)
+        shop = Shop(args.url, args.mariadb, args.transactional_id, args.crash_at, args.topic, args.api_key)
     except pymysql.err.OperationalError as e:
         print(f"cannot reach MariaDB at {args.mariadb}: {e.args[-1]}", file=sys.stderr)
         return 1
-    shop.recover()
     try:
+        shop.recover()
         for order in range(shop.next_order(), args.orders + 1):
             shop.place(order)
-    except Superseded as e:
+    except AuthenticationError as e:
+        print(f"stopping: {refused_line(e, args.api_key)}", file=sys.stderr)
+        return 1
+    except (Superseded, ClientError) as e:
+        # Another instance took over; or the service refused, or did not answer past the
+        # client's deadline: a run stopped anywhere is recovered by the next one.
         print(f"stopping: {e}", file=sys.stderr)
         return 1
     return 0

@@ -27,7 +27,6 @@ from __future__ import annotations
 import argparse
 import json
 import logging
-import os
 import sys
 import time
 from collections.abc import Callable
@@ -36,6 +35,7 @@ from typing import Any
 
 from app.client import (
     AbortableError,
+    AuthenticationError,
     ClientError,
     Consumer,
     ConsumerRecord,
@@ -45,6 +45,7 @@ from app.client import (
     RetriableError,
     UnknownTopicOrPartitionError,
 )
+from examples.api_key import add_api_key_argument, refused_line
 
 INPUT, OUTPUT, GROUP = "orders", "income", "pizza-income"
 TOPIC_PARTITIONS = 2  # what the walkthrough creates, and what the missing-topic hint suggests
@@ -222,8 +223,7 @@ def _missing_of(producer: Producer, topics: list[str]) -> str | None:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--url", default="http://127.0.0.1:8000")
-    parser.add_argument("--api-key", default=os.environ.get("OUTBOX_API_KEY"),
-                        help="with authentication on: the principal's API key (default: $OUTBOX_API_KEY)")
+    add_api_key_argument(parser)
     parser.add_argument("--transactional-id", default="pizza-income-0")
     parser.add_argument("--dead-letter-topic", default=None, metavar="TOPIC",
                         help="write orders that cannot be turned into income here, in the same "
@@ -262,6 +262,9 @@ def main(argv: list[str] | None = None) -> int:
     except UnknownTopicOrPartitionError as e:
         topic = e.topic or _missing_of(producer, [INPUT, OUTPUT, *filter(None, [args.dead_letter_topic])])
         print(missing_topic_line(url, topic, e), file=sys.stderr)
+        return EXIT_FAILED
+    except AuthenticationError as e:
+        logger.error("stopping: %s", refused_line(e, args.api_key))
         return EXIT_FAILED
     except (FatalError, RetriableError) as e:
         # Fenced (another instance took over) or the service unreachable past the deadline.

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import threading
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from typing import Any
@@ -19,7 +20,8 @@ from app import __doc__ as product_doc
 from app.api import console, docs_ui, errors
 from app.api.body_limit import BodySizeLimit
 from app.api.path_guard import EncodedSlashGuard
-from app.api.deps import Services
+from app.api.deps import Services, require_schema
+from app.services.schema_gate import RECHECK_MAX_S, SchemaGate
 from app.services.security import SecurityState
 from app.worker.security import SecurityRefresher
 from app.api.json_body import JsonBody
@@ -59,19 +61,35 @@ def create_app(settings: Settings | None = None, clock: Clock = system_clock, *,
         db.on_log_change = log_changes.changed
         app.state.log_changes = log_changes
         security = None
+        # Until the schema is at head, requests are answered SCHEMA_NOT_MIGRATED and the
+        # workers wait (app.services.schema_gate); it opens by itself once migrated.
+        schema = SchemaGate(db.engine)
         workers = build_workers(db, settings, clock) if settings.run_coordinator else []
         if settings.authentication_methods:
             security = SecurityState(db, settings, clock)
-            security.reload(unless_unchanged=False)
+            schema.on_open(lambda: security.reload(unless_unchanged=False))
             workers.append(SecurityRefresher(security, clock, settings.security_refresh_interval_ms))
+        try:
+            schema.look()
+        except Exception:  # noqa: BLE001 - prepare() has said why, once; requests say it again
+            pass
         services = Services.build(settings, db, clock, security, log_changes)
         app.state.services = services
         app.state.security = security
+        app.state.schema_gate = schema
         for worker in workers:
-            worker.start()
+            worker.start(schema)
+        stop_watching = threading.Event()
+        if not schema.open and not workers:
+            # No worker looks for the migration (--no-coordinator, authentication off): without
+            # a look, the gate would open only at the next request, and the ready line wait
+            # for it.
+            threading.Thread(target=schema.wait, args=(stop_watching, RECHECK_MAX_S), name="outbox-schema",
+                             daemon=True).start()
         try:
             yield
         finally:
+            stop_watching.set()
             log_changes.stop()
             for worker in workers:
                 worker.stop()
@@ -91,7 +109,8 @@ def create_app(settings: Settings | None = None, clock: Clock = system_clock, *,
     app.state.settings = settings
     app.state.security = None  # set by the lifespan when authentication is on
     errors.install(app)
-    authenticated = [Depends(authenticate)]
+    # The schema first: on a database not migrated yet, credentials cannot be checked either.
+    authenticated = [Depends(require_schema), Depends(authenticate)]
     docs_ui.install(app, dependencies=authenticated if settings.protect_docs else [])
     console.install(app)
 

@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from typing import Annotated
 
 from fastapi import Depends, Request
+from fastapi.concurrency import run_in_threadpool
 
 from app.domain.clock import Clock
 from app.services.group_service import GroupService
@@ -56,3 +57,11 @@ async def get_services(request: Request) -> Services:
 
 
 ServicesDep = Annotated[Services, Depends(get_services)]
+
+
+async def require_schema(request: Request) -> None:
+    """Every /v1 route: SCHEMA_NOT_MIGRATED (503, retriable) until the database's schema is at
+    the code's head (app.services.schema_gate); once it is, an attribute read."""
+    gate = request.app.state.schema_gate
+    if not gate.open:
+        await run_in_threadpool(gate.require)  # one query, blocking: off the event loop

@@ -45,6 +45,7 @@ STATUS_BY_ERROR: dict[type[e.OutboxError], int] = {
     e.GroupIdNotFound: 404,
     e.InvalidSessionTimeout: 400,
     e.StorageUnavailable: 503,
+    e.SchemaNotMigrated: 503,
     e.ResourceNotFound: 404,
     e.AuthenticationFailed: 401,
     e.IdentityProviderUnavailable: 503,
@@ -139,6 +140,7 @@ def documented(*statuses: int) -> dict[int | str, dict]:
         415: "the body is not sent as JSON (content-type: application/json)",
         416: "offset out of range",
         422: "the body or a parameter does not match the schema",
-        503: "database unavailable; retriable",
+        503: "database unavailable (STORAGE_UNAVAILABLE), or its schema not migrated yet "
+             "(SCHEMA_NOT_MIGRATED: run `outbox migrate`); retriable",
     }
     return {s: {"model": ErrorResponse, "description": text[s]} for s in sorted({413, 422, 503, *statuses})}

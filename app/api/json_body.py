@@ -113,7 +113,7 @@ def decode(decoder: msgspec.json.Decoder, body: bytes) -> Any:
         # msgspec stops at the first problem, which may come before a syntax error further
         # on: a body that is not JSON at all is that, whatever its first field holds.
         _refuse_unless_json(body)
-        raise schema_mismatch(str(e)) from None
+        raise schema_mismatch(str(e), of=decoder.type) from None
     except msgspec.DecodeError as e:
         _refuse_unless_json(body)
         raise InvalidRequest(f"the body is not valid JSON: {e}") from None  # not met: both parsers refuse
@@ -154,9 +154,11 @@ def where(body: bytes, index: int) -> str:
     return f"line {line} column {column} (byte {index})"
 
 
-def schema_mismatch(message: str, prefix: tuple[str | int, ...] = ("body",)) -> RequestValidationError:
+def schema_mismatch(message: str, prefix: tuple[str | int, ...] = ("body",), *,
+                    of: Any = None) -> RequestValidationError:
     """msgspec's "Expected `int`, got `str` - at `$.batches[0].partition`" as the 422 that the
-    query and path checks answer too (app.api.errors), located at body.batches.0.partition."""
+    query and path checks answer too (app.api.errors), located at body.batches.0.partition.
+    With the body's type (`of`), an unknown field is answered with the fields there are."""
     problem, _, path = message.partition(" - at `")
     loc: list[str | int] = list(prefix)
     for name, index in (m.groups() for m in _PATH_PART.finditer(path.rstrip("`").removeprefix("$"))):
@@ -166,4 +168,47 @@ def schema_mismatch(message: str, prefix: tuple[str | int, ...] = ("body",)) -> 
             loc.append(int(index))
         else:
             loc.append("[key]")
+    if of is not None:
+        problem = with_known_fields(problem, of, loc[len(prefix):])
     return RequestValidationError([{"loc": tuple(loc), "msg": problem, "type": "body"}])
+
+
+def with_known_fields(problem: str, type_: Any, path: list[str | int] | None = None) -> str:
+    """msgspec's "Object contains unknown field `segment_ms`", with the fields the object at
+    `path` in `type_` (a msgspec Struct) does take, so that the caller need not look them up;
+    any other problem as it is."""
+    if not problem.startswith("Object contains unknown field"):
+        return problem
+    fields = _fields_at(msgspec.inspect.type_info(type_), path or [])
+    return f"{problem}; known fields: {', '.join(fields)}" if fields else problem
+
+
+def _fields_at(info: msgspec.inspect.Type, path: list[str | int]) -> list[str]:
+    """The field names of the Struct at `path` (names, list indexes, "[key]" for a mapping's
+    values), [] where the path leads to no single Struct."""
+    while True:
+        if isinstance(info, msgspec.inspect.Metadata):
+            info = info.type
+        elif isinstance(info, msgspec.inspect.UnionType):
+            # `X | None`, `X | UnsetType`: the one Struct of the union, if it has one.
+            structs = [t for t in info.types if isinstance(t, msgspec.inspect.StructType)]
+            if len(structs) != 1:
+                return []
+            info = structs[0]
+        elif not path:
+            return [f.encode_name for f in info.fields] if isinstance(info, msgspec.inspect.StructType) else []
+        elif isinstance(info, msgspec.inspect.StructType) and isinstance(path[0], str):
+            info = next((f.type for f in info.fields if f.encode_name == path[0]), None)
+            if info is None:
+                return []
+            path = path[1:]
+        elif isinstance(info, (msgspec.inspect.ListType, msgspec.inspect.TupleType,
+                               msgspec.inspect.VarTupleType, msgspec.inspect.SetType,
+                               msgspec.inspect.FrozenSetType)) and isinstance(path[0], int):
+            info = info.item_type if hasattr(info, "item_type") else info.item_types[path[0]]
+            path = path[1:]
+        elif isinstance(info, msgspec.inspect.DictType) and path[0] == "[key]":
+            info = info.value_type
+            path = path[1:]
+        else:
+            return []

@@ -263,3 +263,14 @@ class StorageUnavailable(OutboxError):
 
     error_code = "STORAGE_UNAVAILABLE"
     retriable = True
+
+
+class SchemaNotMigrated(OutboxError):
+    """The database's schema is not the one this version of the service needs (none yet, an
+    older revision, or a newer one): run `outbox migrate`. Retriable: the same request succeeds
+    once the schema is migrated, without a restart of the service. Kafka has no code for it (a
+    broker owns its log format); STORAGE_UNAVAILABLE, the nearest, would send an operator
+    looking at the database's health rather than at a deployment step left out."""
+
+    error_code = "SCHEMA_NOT_MIGRATED"
+    retriable = True

@@ -160,9 +160,9 @@ def prepare(database_url: str, *, auto_migrate: bool, refuse_schema_mismatch: bo
     migrate if they should, else check the schema, saying what they did in the log.
 
     A database that does not answer yet is only warned about: both processes keep trying
-    (/readyz answers 503 meanwhile). A schema they cannot use stops the coordinator (every
-    pass would fail, `refuse_schema_mismatch`); `serve` warns and its /readyz answers 503
-    until it is migrated."""
+    (/readyz answers 503 meanwhile). A schema they cannot use stops the coordinator
+    (`refuse_schema_mismatch`); `serve` warns, once, and waits for it to be migrated
+    (app.services.schema_gate): /readyz and the API answer 503 until then."""
     from sqlalchemy.exc import DBAPIError
 
     from app.storage.engine import redacted_url
@@ -186,7 +186,8 @@ def prepare(database_url: str, *, auto_migrate: bool, refuse_schema_mismatch: bo
     except SchemaMismatch as e:
         if refuse_schema_mismatch:
             raise
-        logger.warning("%s; /readyz answers 503 until then", e)
+        logger.warning("%s; until then /readyz and the API answer 503 (SCHEMA_NOT_MIGRATED) and background "
+                       "work waits", e)
         return
     finally:
         engine.dispose()

@@ -1,7 +1,9 @@
 """The shape every background chore shares (River's maintenance services): `run_once(now_ms)`
 does one pass and returns what it did, which tests assert on; a thread calls it every
 interval, and only waits between passes. A pass that fails is logged and counted, and the
-next one runs at the next interval: the database may be restarting."""
+next one runs at the next interval: the database may be restarting. Started with a
+SchemaGate, the thread first waits, quietly, for the database's schema to be at head: on a
+database not migrated yet every pass would fail, and log its traceback, every interval."""
 
 from __future__ import annotations
 
@@ -12,6 +14,7 @@ from typing import Any
 from prometheus_client import Counter
 
 from app.domain.clock import Clock
+from app.services.schema_gate import SchemaGate
 
 logger = logging.getLogger(__name__)
 
@@ -47,7 +50,9 @@ class PeriodicWorker:
         """Asked by long passes between their steps: stop() does not wait for a whole pass."""
         return self._stop.is_set()
 
-    def run_forever(self) -> None:
+    def run_forever(self, schema: SchemaGate | None = None) -> None:
+        if schema is not None and not schema.wait(self._stop, self.interval_s):
+            return
         while not self._stop.is_set():
             try:
                 self.run_once()
@@ -55,8 +60,9 @@ class PeriodicWorker:
                 logger.exception("%s pass failed", self.name)
             self._stop.wait(self.interval_s)
 
-    def start(self) -> None:
-        self._thread = threading.Thread(target=self.run_forever, name=f"outbox-{self.name}", daemon=True)
+    def start(self, schema: SchemaGate | None = None) -> None:
+        self._thread = threading.Thread(target=self.run_forever, args=(schema,), name=f"outbox-{self.name}",
+                                        daemon=True)
         self._thread.start()
 
     def stop(self, timeout_s: float = 10) -> None:

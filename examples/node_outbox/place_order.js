@@ -26,11 +26,25 @@ async function placeOrder(client, id, total, fail) {
   }
 }
 
+// SQLSTATE class 28, invalid authorization: a wrong password, a role that does not exist.
+const CREDENTIALS_REFUSED = /^28/;
+const HOW = "DATABASE_URL=postgresql://USER:PASSWORD@HOST:5432/DATABASE names the outbox's database and "
+  + "the user and password to connect as";
+
 async function main() {
+  if (!process.env.DATABASE_URL) {
+    console.error(`DATABASE_URL is not set: ${HOW}`);
+    process.exit(2);
+  }
   const [id, total] = process.argv.slice(2, 4).map(Number);
   const fail = process.argv.includes("--fail");
   const client = new Client({ connectionString: process.env.DATABASE_URL });
-  await client.connect();
+  try {
+    await client.connect();
+  } catch (err) {
+    if (CREDENTIALS_REFUSED.test(err.code || "")) err.message += ` (check the user and password: ${HOW})`;
+    throw err;
+  }
   try {
     const appended = await placeOrder(client, id, total, fail);
     console.log(appended ? `order ${id} placed` : `order ${id} was published before`);

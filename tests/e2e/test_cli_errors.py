@@ -12,6 +12,7 @@ import socket
 import sqlite3
 import subprocess
 import sys
+import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -308,37 +309,41 @@ def test_a_database_migrated_by_a_newer_version_is_refused(migrated: str, args: 
                     f"(its newest is {HEAD}): a newer version migrated it")
 
 
-@pytest.mark.parametrize("empty_database", ["postgresql"], indirect=True)
-def test_serve_on_an_unmigrated_database_starts_warning_once_and_is_not_ready(empty_database: str, tmp_path: Path) -> None:
-    from tests.e2e.conftest import Backend, Launcher
-
-    launcher = Launcher(Backend("postgresql", empty_database, tmp_path))
-    try:
-        server = launcher.start_server()
-        server.wait_for_log("Application startup complete")
-        with server.client() as c:
-            r = c.get("/readyz")
-        assert (r.status_code, r.json()["error_code"]) == (503, "STORAGE_UNAVAILABLE")
-        (warning,) = [line for line in server.log_text().splitlines() if " WARNING " in line]
-        assert warning.endswith(f"app.storage.migrate: the database has no outbox schema: run `outbox migrate` "
-                                f"(to {HEAD}); /readyz answers 503 until then"), warning
-    finally:
-        launcher.close()
-
-
 def test_coordinator_on_a_database_that_does_not_answer_warns_and_keeps_trying(tmp_path: Path) -> None:
     from tests.e2e.conftest import Backend, Launcher
 
     launcher = Launcher(Backend("postgresql", UNREACHABLE_PG, tmp_path))
     try:
         worker = launcher.coordinator()
-        worker.wait_for_log("coordinator pass failed")
+        worker.wait_for_log("coordinator and log cleaner running")
+        time.sleep(3)  # its workers look for the database again and again meanwhile, quietly
         assert worker.alive()
         (warning,) = [line for line in worker.log_text().splitlines() if " WARNING " in line]
         assert "database postgresql+psycopg://outbox:***@127.0.0.1:1/outbox does not answer yet" in warning
+        assert "Traceback" not in worker.log_text() and " ERROR " not in worker.log_text()
         assert "s3cret-pw" not in worker.log_text()
     finally:
         launcher.close()
+
+
+@pytest.mark.parametrize("empty_database", ["sqlite"], indirect=True)
+@pytest.mark.parametrize("args", [("topics", "list"), ("transactions", "list"), ("transactions", "hanging"),
+                                  ("acls", "list"), ("principals", "list"), ("migrate",), ("openapi", "-o", "-"),
+                                  ("coordinator", "--once")])
+def test_a_reader_that_stops_reading_ends_the_command_quietly_as_unix_tools_do(migrated: str,
+                                                                               args: tuple[str, ...]) -> None:
+    """`outbox topics list | head -1`: no message, no traceback, the status a shell gives a
+    command that SIGPIPE ended (128 + 13)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("OUTBOX_")}
+    env["OUTBOX_DATABASE_URL"] = migrated
+    read_end, write_end = os.pipe()
+    os.close(read_end)  # the reader is gone before the first write: deterministic
+    try:
+        done = subprocess.run([sys.executable, "-m", "app.cli", *args], cwd=ROOT, env=env, stdout=write_end,
+                              stderr=subprocess.PIPE, text=True, timeout=60)
+    finally:
+        os.close(write_end)
+    assert (done.returncode, done.stderr) == (141, "")
 
 
 def test_a_password_that_is_also_a_word_of_the_url_is_hidden_only_where_it_is_the_password() -> None:

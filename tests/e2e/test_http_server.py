@@ -115,3 +115,23 @@ def test_coordinator_process_serves_its_metrics_on_the_configured_port(launcher)
                      if line.startswith('outbox_coordinator_passes_total{outcome="ok"}'))
         time.sleep(0.1)
     assert passes >= 2
+
+
+@pytest.mark.parametrize("backend", ["sqlite"], indirect=True)
+def test_coordinator_metrics_port_answers_metrics_at_metrics_only(launcher) -> None:  # type: ignore[no-untyped-def]
+    port = free_port()
+    launcher.coordinator(coordinator_metrics_port=port)
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            metrics = httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=2)
+            break
+        except httpx.TransportError:  # not listening yet
+            assert time.monotonic() < deadline
+            time.sleep(0.1)
+    others = {path: httpx.get(f"http://127.0.0.1:{port}{path}", timeout=2).status_code
+              for path in ("/v1/topics", "/", "/metrics/", "/readyz")}
+    posted = httpx.post(f"http://127.0.0.1:{port}/metrics", timeout=2)
+    assert (metrics.status_code, "outbox_coordinator_passes_total" in metrics.text) == (200, True)
+    assert others == {"/v1/topics": 404, "/": 404, "/metrics/": 404, "/readyz": 404}
+    assert (posted.status_code, posted.headers["allow"]) == (405, "GET, HEAD")

@@ -4,8 +4,11 @@ order in MariaDB has its event exactly once, and no event exists without its ord
 
 from __future__ import annotations
 
+import json
+import os
 import signal
 import subprocess
+import sys
 import uuid
 from collections.abc import Iterator
 from typing import Any
@@ -122,3 +125,57 @@ def test_a_stalled_instance_cannot_commit_an_order_whose_transaction_a_new_one_a
         assert c.get("/v1/transactions/stalled-shop").json()["state"] in ("CompleteAbort", "Empty")
         for partition in (0, 1):
             assert c.get(f"/v1/topics/orders/partitions/{partition}/records", params={"offset": 0}).json()["records"] == []
+
+
+@pytest.mark.parametrize("backend", ["sqlite"], indirect=True)
+def test_it_writes_no_line_per_http_request(launcher: Launcher, shop_db: str) -> None:
+    server = launcher.server()
+    with server.client() as c:
+        assert c.post("/v1/topics", json={"name": "orders", "partitions": 2}).status_code == 201
+
+    done = run_shop(server.url, shop_db)
+
+    assert done.returncode == 0, done.stderr
+    assert [line for line in done.stderr.splitlines() if "httpx" in line or "HTTP Request" in line] == []
+
+
+@pytest.mark.parametrize("backend", ["sqlite"], indirect=True)
+def test_without_an_api_key_it_says_to_give_one_with_api_key_or_outbox_api_key(launcher: Launcher,
+                                                                                shop_db: str) -> None:
+    server = launcher.server(authentication="api_key")
+
+    done = run_shop(server.url, shop_db)
+
+    assert (done.returncode, done.stdout) == (1, "")
+    assert done.stderr == (
+        "stopping: AUTHENTICATION_FAILED: this operation needs credentials: an API key (Authorization: Bearer "
+        "outbox_…); give this example its principal's API key with --api-key KEY or OUTBOX_API_KEY=KEY "
+        "(`outbox principals create NAME` makes one)\n")
+
+
+@pytest.mark.parametrize("backend", ["sqlite"], indirect=True)
+def test_with_its_api_key_in_outbox_api_key_it_places_its_orders(launcher: Launcher, shop_db: str) -> None:
+    server = launcher.server(authentication="api_key", super_users="User:shop")
+    key = json.loads(launcher.cli("principals", "create", "shop"))["api_key"]
+    with server.client(headers={"authorization": f"Bearer {key}"}) as c:
+        assert c.post("/v1/topics", json={"name": "orders", "partitions": 2}).status_code == 201
+
+    done = subprocess.run([PYTHON, "-m", "examples.mariadb_orders", "--url", server.url, "--mariadb", shop_db,
+                           "--orders", "2"], cwd=ROOT, capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "OUTBOX_API_KEY": key})
+
+    assert done.returncode == 0, done.stderr
+    with server.client(headers={"authorization": f"Bearer {key}"}) as c:
+        assert c.get("/v1/transactions/mariadb-shop").json()["state"] == "CompleteCommit"
+
+
+def test_without_pymysql_it_names_the_install_command() -> None:
+    """As after the Quick start, which installs the package without its `examples` extra."""
+    hide_pymysql = ("import runpy, sys; sys.modules['pymysql'] = None; sys.argv[0] = 'mariadb_orders'; "
+                    "runpy.run_module('examples.mariadb_orders', run_name='__main__')")
+    done = subprocess.run([sys.executable, "-c", hide_pymysql, "--orders", "1"], cwd=ROOT, capture_output=True,
+                          text=True, timeout=60)
+
+    assert (done.returncode, done.stdout, done.stderr) == (
+        1, "", "this example needs PyMySQL, the MariaDB driver: install it with .venv/bin/pip install -e "
+               "'.[examples]'\n")

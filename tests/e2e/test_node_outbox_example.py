@@ -60,6 +60,27 @@ def test_orders_and_their_records_commit_together_from_node(example: Path, db_ur
         (0, "42", {"order": 42, "total": 1250})]
 
 
+def test_without_database_url_it_says_how_to_give_the_credentials(example: Path, db_url: str) -> None:
+    env = {k: v for k, v in os.environ.items() if k != "DATABASE_URL"}
+    done = subprocess.run(["node", "place_order.js", "42", "1250"], cwd=example, capture_output=True, text=True,
+                          timeout=60, env=env)
+
+    assert (done.returncode, done.stdout) == (2, "")
+    assert done.stderr == ("DATABASE_URL is not set: DATABASE_URL=postgresql://USER:PASSWORD@HOST:5432/DATABASE "
+                           "names the outbox's database and the user and password to connect as\n")
+
+
+def test_credentials_the_database_refuses_are_named_as_the_problem(example: Path, db_url: str) -> None:
+    from sqlalchemy.engine import make_url
+
+    url = make_url(psycopg_url(db_url)).set(username="no_such_shop_role").render_as_string(hide_password=False)
+    done = place_order(example, url, "42", "1250")
+
+    assert (done.returncode, done.stdout) == (1, "")
+    assert done.stderr.endswith("(check the user and password: DATABASE_URL=postgresql://USER:PASSWORD@HOST:5432/"
+                                "DATABASE names the outbox's database and the user and password to connect as)\n")
+
+
 @pytest.fixture(autouse=True)
 def _drop_orders(db_url: str) -> Iterator[None]:
     yield

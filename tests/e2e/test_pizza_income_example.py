@@ -153,6 +153,19 @@ def test_with_authentication_on_it_runs_with_its_api_key_and_the_acls_the_readme
     assert split_api_key(shop)[1] not in done.stderr + server.log_text()  # type: ignore[index]
 
 
+@pytest.mark.parametrize("backend", ["sqlite"], indirect=True)
+def test_without_an_api_key_it_says_to_give_one_with_api_key_or_outbox_api_key(launcher):  # type: ignore[no-untyped-def]
+    server = launcher.server(authentication="api_key")
+
+    refused = _run_example(server.url, "--idle-exit-s", "1")
+
+    assert (refused.returncode, refused.stdout) == (1, "")
+    assert _log_messages(refused.stderr, "ERROR") == [
+        "stopping: AUTHENTICATION_FAILED: this operation needs credentials: an API key (Authorization: Bearer "
+        "outbox_…); give this example its principal's API key with --api-key KEY or OUTBOX_API_KEY=KEY "
+        "(`outbox principals create NAME` makes one)"]
+
+
 def test_without_a_dead_letter_topic_the_poison_is_skipped_with_a_warning_naming_it(launcher):  # type: ignore[no-untyped-def]
     server = launcher.server()
     with server.client() as client:

@@ -1,15 +1,20 @@
-"""What `outbox serve` and `outbox coordinator` write to their log: the access line in text and
-in JSON (OUTBOX_LOG_FORMAT), uvicorn's own lines in the same format, and no alembic lines."""
+"""What `outbox serve` and `outbox coordinator` write to their log: the line that says serve is
+ready, the access line in text and in JSON (OUTBOX_LOG_FORMAT), uvicorn's own lines in the same
+format, and no alembic lines."""
 
 from __future__ import annotations
 
 import json
 import re
 import signal
+from pathlib import Path
 
 import pytest
 
+from tests.e2e import readme
 from tests.e2e.conftest import ServiceProcess
+
+README = Path(__file__).resolve().parents[2] / "README.md"
 
 pytestmark = pytest.mark.e2e
 
@@ -19,6 +24,23 @@ def stopped(process: ServiceProcess) -> list[str]:
     process.proc.send_signal(signal.SIGTERM)
     process.proc.wait(15)
     return process.log_text().splitlines()
+
+
+@pytest.mark.parametrize("backend", ["sqlite"], indirect=True)
+def test_serve_says_once_that_it_is_ready_with_the_url_of_swagger_ui(launcher) -> None:  # type: ignore[no-untyped-def]
+    server = launcher.server()
+    server.wait_for_log("outbox is ready at ")
+    (ready,) = [line.split(" ", 2)[2] for line in stopped(server) if " is ready at " in line]
+    assert ready == f"INFO app.cli: outbox is ready at {server.url} (Swagger UI: {server.url}/docs)"
+
+
+@pytest.mark.parametrize("backend", ["sqlite"], indirect=True)
+def test_the_quick_start_shows_the_ready_line_as_serve_writes_it(launcher) -> None:  # type: ignore[no-untyped-def]
+    server = launcher.server()
+    server.wait_for_log("outbox is ready at ")
+    (ready,) = [line.split(" ", 2)[2] for line in server.log_text().splitlines() if " is ready at " in line]
+    quick_start = " ".join(readme.section(README.read_text(), readme.QUICK_START).split())
+    assert f"`{ready.replace(str(server.port), '8000')}`" in quick_start
 
 
 def test_serve_start_up_and_readyz_write_no_alembic_line(launcher) -> None:  # type: ignore[no-untyped-def]

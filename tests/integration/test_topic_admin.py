@@ -99,6 +99,26 @@ def test_alter_with_no_keys_changes_nothing(client) -> None:  # type: ignore[no-
     assert _ok(_alter(client, "t"))["config"] == {**DEFAULT_CONFIG, "retention_ms": 5000}
 
 
+KNOWN_KEYS = "cleanup_policy, retention_ms, retention_bytes, delete_retention_ms, check_expected_offsets"
+
+
+def test_alter_with_an_unknown_key_names_the_known_ones(client) -> None:  # type: ignore[no-untyped-def]
+    create_topic(client, "t", 1)
+
+    refusal = _refused(_alter(client, "t", segment_ms=1), 422, "INVALID_REQUEST")
+
+    assert refusal["message"] == (f"invalid request: body.config: Object contains unknown field `segment_ms`; "
+                                  f"known fields: {KNOWN_KEYS}")
+
+
+def test_create_with_an_unknown_config_key_names_the_known_ones(client) -> None:  # type: ignore[no-untyped-def]
+    refusal = _refused(client.post("/v1/topics", json={"name": "t", "config": {"segment_ms": 1}}), 422,
+                       "INVALID_REQUEST")
+
+    assert refusal["message"] == (f"invalid request: body.config: Object contains unknown field `segment_ms`; "
+                                  f"known fields: {KNOWN_KEYS}")
+
+
 def test_alter_of_check_expected_offsets_acts_on_the_next_send(client) -> None:  # type: ignore[no-untyped-def]
     create_topic(client, "t", 1)
     _ok(_alter(client, "t", check_expected_offsets=True))

@@ -79,8 +79,20 @@ def test_alter_with_an_unknown_key_is_a_usage_error_that_changes_nothing(client,
     result = _outbox(db_url, "alter", "t", "retention_ms=1", "segment_ms=5")
 
     assert (result.returncode, result.stdout) == (2, "")
-    assert result.stderr == "outbox: error: config: Object contains unknown field `segment_ms`\n"
+    assert result.stderr == ("outbox: error: config: Object contains unknown field `segment_ms`; known fields: "
+                             "cleanup_policy, retention_ms, retention_bytes, delete_retention_ms, "
+                             "check_expected_offsets\n")
     assert client.get("/v1/topics/t").json() == before
+
+
+def test_create_with_an_unknown_key_names_the_known_ones_and_creates_nothing(client, db_url) -> None:  # type: ignore[no-untyped-def]
+    result = _outbox(db_url, "create", "t", "--config", "segment_ms=5")
+
+    assert (result.returncode, result.stdout) == (2, "")
+    assert result.stderr == ("outbox: error: config: Object contains unknown field `segment_ms`; known fields: "
+                             "cleanup_policy, retention_ms, retention_bytes, delete_retention_ms, "
+                             "check_expected_offsets\n")
+    assert client.get("/v1/topics").json() == {"topics": []}
 
 
 def test_add_partitions_grows_the_topic(client, db_url) -> None:  # type: ignore[no-untyped-def]

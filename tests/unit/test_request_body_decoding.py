@@ -54,6 +54,16 @@ def test_a_mismatch_of_the_whole_body_is_located_at_the_body() -> None:
     assert schema_mismatch("Expected `object`, got `array`").errors()[0]["loc"] == ("body",)
 
 
+def test_an_unknown_field_is_answered_with_the_fields_of_the_object_it_is_in() -> None:
+    body = b'{"batches":[{"topic":"t","partition":0,"records":[{"value":1,"partition":0}]}]}'
+    with pytest.raises(RequestValidationError) as refused:
+        decode(SEND, body)
+    assert refused.value.errors() == [{
+        "loc": ("body", "batches", 0, "records", 0),
+        "msg": "Object contains unknown field `partition`; known fields: key, value, headers, timestamp_ms",
+        "type": "body"}]
+
+
 def _send(value: bytes) -> bytes:
     return b'{"batches":[{"topic":"t","partition":0,"records":[{"value":' + value + b"}]}]}"
 

@@ -1,12 +1,13 @@
 from __future__ import annotations
 
-from fastapi import APIRouter
+from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel
 from sqlalchemy import text
 
 from app.api.deps import ServicesDep
 from app.api.errors import documented, error_body
+from app.domain.errors import SchemaNotMigrated
 from app.storage import migrate
 
 router = APIRouter(tags=["health"])
@@ -30,7 +31,7 @@ def healthz() -> Health:
 
 
 @router.get("/readyz", operation_id="readyz", response_model=Readiness, responses=documented())
-def readyz(services: ServicesDep):  # type: ignore[no-untyped-def]
+def readyz(request: Request, services: ServicesDep):  # type: ignore[no-untyped-def]
     """The database answers and its schema is at the migrations' head."""
     head = migrate.head_revision()
     try:
@@ -38,13 +39,24 @@ def readyz(services: ServicesDep):  # type: ignore[no-untyped-def]
             conn.execute(text("SELECT 1"))
         current = migrate.current_revision(services.db.engine)
     except Exception as exc:  # noqa: BLE001 - readiness reports any failure
-        return JSONResponse(
-            error_body("STORAGE_UNAVAILABLE", f"database unreachable: {exc.__class__.__name__}", True),
-            status_code=503,
-        )
+        return _unreachable(exc)
     if current != head:
         return JSONResponse(
-            error_body("STORAGE_UNAVAILABLE", f"schema at {current}, head is {head}: run `outbox migrate`", True),
+            error_body(SchemaNotMigrated.error_code, f"schema at {current or 'none'}, head is {head}: run `outbox migrate`",
+                       SchemaNotMigrated.retriable),
             status_code=503,
         )
+    try:
+        # A probe is often the first to see a migration: the API serves, and the workers
+        # start, from now rather than at their next look.
+        request.app.state.schema_gate.look()
+    except Exception as exc:  # noqa: BLE001 - readiness reports any failure
+        return _unreachable(exc)
     return Readiness(status="ready", database=services.db.dialect, schema_revision=current, head_revision=head)
+
+
+def _unreachable(exc: Exception) -> JSONResponse:
+    return JSONResponse(
+        error_body("STORAGE_UNAVAILABLE", f"database unreachable: {exc.__class__.__name__}", True),
+        status_code=503,
+    )

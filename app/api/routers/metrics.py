@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterator
 
-from fastapi import APIRouter, Response
+from fastapi import APIRouter, Request, Response
 from prometheus_client import (
     CONTENT_TYPE_LATEST,
     REGISTRY,
@@ -17,6 +17,7 @@ from prometheus_client.core import GaugeMetricFamily, Metric
 from app.api.deps import Services, ServicesDep
 from app.api.errors import documented
 from app.domain.types import TransactionState
+from app.services.schema_gate import SchemaGate
 
 logger = logging.getLogger(__name__)
 
@@ -26,12 +27,19 @@ router = APIRouter(tags=["metrics"])
 class DatabaseGauges:
     """Read at scrape time from the database, so every API process reports the same values."""
 
-    def __init__(self, services: Services) -> None:
+    def __init__(self, services: Services, schema: SchemaGate) -> None:
         self.services = services
+        self.schema = schema
 
     def collect(self) -> Iterator[Metric]:
         coordinator = self.services.coordinator
         up = GaugeMetricFamily("outbox_database_up", "1 if the database answered this scrape's queries, else 0.")
+        if not self.schema.open:
+            # Not migrated yet: the tables are not there, and start-up has warned once already,
+            # where a warning per scrape would fill the log.
+            up.add_metric([], 0)
+            yield up
+            return
         try:
             by_state, hanging = coordinator.gauges(self.services.clock())
         except Exception as exc:  # noqa: BLE001 - a scrape must answer while the database is down
@@ -64,11 +72,11 @@ class DatabaseGauges:
     responses={200: {"description": "Prometheus text exposition format", "content": {"text/plain": {}}},
                413: documented(413)[413]},
 )
-def metrics(services: ServicesDep) -> Response:
+def metrics(request: Request, services: ServicesDep) -> Response:
     """Prometheus metrics: this process's counters (HTTP requests, errors by error_code,
     records appended, transactions completed and fenced, coordinator passes) and gauges read
     from the database (transactions by state, hanging transactions). Counters are per
     process: sum them across instances; the database gauges are the same in every process."""
     gauges = CollectorRegistry(auto_describe=False)
-    gauges.register(DatabaseGauges(services))
+    gauges.register(DatabaseGauges(services, request.app.state.schema_gate))
     return Response(generate_latest(REGISTRY) + generate_latest(gauges), media_type=CONTENT_TYPE_LATEST)
