@@ -99,7 +99,7 @@ def test_alter_with_no_keys_changes_nothing(client) -> None:  # type: ignore[no-
     assert _ok(_alter(client, "t"))["config"] == {**DEFAULT_CONFIG, "retention_ms": 5000}
 
 
-KNOWN_KEYS = "cleanup_policy, retention_ms, retention_bytes, delete_retention_ms, check_expected_offsets"
+KNOWN_KEYS = "cleanup_policy, retention_ms, retention_bytes, delete_retention_ms, check_expected_offsets, max_message_bytes"
 
 
 def test_alter_with_an_unknown_key_names_the_known_ones(client) -> None:  # type: ignore[no-untyped-def]

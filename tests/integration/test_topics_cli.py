@@ -81,7 +81,7 @@ def test_alter_with_an_unknown_key_is_a_usage_error_that_changes_nothing(client,
     assert (result.returncode, result.stdout) == (2, "")
     assert result.stderr == ("outbox: error: config: Object contains unknown field `segment_ms`; known fields: "
                              "cleanup_policy, retention_ms, retention_bytes, delete_retention_ms, "
-                             "check_expected_offsets\n")
+                             "check_expected_offsets, max_message_bytes\n")
     assert client.get("/v1/topics/t").json() == before
 
 
@@ -91,7 +91,7 @@ def test_create_with_an_unknown_key_names_the_known_ones_and_creates_nothing(cli
     assert (result.returncode, result.stdout) == (2, "")
     assert result.stderr == ("outbox: error: config: Object contains unknown field `segment_ms`; known fields: "
                              "cleanup_policy, retention_ms, retention_bytes, delete_retention_ms, "
-                             "check_expected_offsets\n")
+                             "check_expected_offsets, max_message_bytes\n")
     assert client.get("/v1/topics").json() == {"topics": []}
 
 
