@@ -296,10 +296,14 @@ class LogService:
         held = HeldRead(self.db)
         try:
             conn = held.conn
+            # What the plans may bring whole with their sizes, for the whole request: an answer
+            # this small is then read by the statements that planned it.
+            prefetch = STREAM_ABOVE_BYTES
             left, min_one = max_bytes, True
             for w in wanted:
-                self._plan(conn, w, share, min(max_partition_bytes, left), min_one, isolation, w.offset)
+                self._plan(conn, w, share, min(max_partition_bytes, left), min_one, isolation, w.offset, prefetch)
                 left -= w.planned_bytes
+                prefetch -= sum(p.prefetched_bytes for p in w.plans)
                 min_one = min_one and not w.planned_records
             records_left = max_records - sum(w.planned_records for w in wanted)
             full = [w for w in wanted if w.plans and w.planned_records >= share and not w.plans[-1].bytes_full
@@ -308,8 +312,9 @@ class LogService:
                 more = max(1, records_left // len(full))
                 for w in full:
                     budget = min(max_partition_bytes - w.planned_bytes, left)
-                    self._plan(conn, w, more, budget, False, isolation, w.plans[-1].result.next_offset)
+                    self._plan(conn, w, more, budget, False, isolation, w.plans[-1].result.next_offset, prefetch)
                     left -= w.plans[-1].size_bytes
+                    prefetch -= w.plans[-1].prefetched_bytes
             metrics.RECORDS_FETCHED.labels(isolation.value).inc(sum(w.planned_records for w in wanted))
             answer = FetchAnswer(wanted, held)
             if not stream or sum(w.planned_bytes + RECORD_JSON_BYTES * w.planned_records
@@ -327,7 +332,7 @@ class LogService:
 
     @staticmethod
     def _plan(conn: Connection, w: PartitionFetch, max_records: int, max_bytes: int, min_one: bool,
-              isolation: IsolationLevel, offset: int) -> None:
+              isolation: IsolationLevel, offset: int, prefetch_bytes: int) -> None:
         try:
             if w.found is None:
                 w.found = topics.get_topic(conn, w.topic)
@@ -335,7 +340,7 @@ class LogService:
                 w.topic_id = w.found.topic_id
             plan = log.plan_fetch(conn, topic_id=w.found.topic_id, partition=w.partition, offset=offset,
                                   max_records=max_records, isolation=isolation, max_bytes=max(0, max_bytes),
-                                  min_one=min_one)
+                                  min_one=min_one, prefetch_bytes=max(0, prefetch_bytes))
             w.plans.append(plan)
             w.result, w.error = plan.result, None
         except (UnknownTopicOrPartition, OffsetOutOfRange) as e:

@@ -29,7 +29,22 @@ from dataclasses import dataclass, field
 from functools import cache
 from typing import Any, NamedTuple
 
-from sqlalchemy import BigInteger, Connection, and_, bindparam, delete, func, insert, or_, select, true, update
+from sqlalchemy import (
+    BigInteger,
+    Connection,
+    and_,
+    bindparam,
+    case,
+    delete,
+    func,
+    insert,
+    literal,
+    null,
+    or_,
+    select,
+    true,
+    update,
+)
 from sqlalchemy.dialects.postgresql import ARRAY
 
 from app.domain.errors import OffsetMismatch, OffsetOutOfRange, UnknownTopicOrPartition
@@ -752,6 +767,26 @@ class FetchPlan:
     size_bytes: int = 0
     bytes_full: bool = False  # it stopped at a commit point the byte limit had no room for
     markers: dict[int, tuple[int, str]] = field(default_factory=dict)  # read_uncommitted: markers_of
+    # Rows the plan's own pages brought whole (_RECORD_COLUMNS), by offset: the first plain (or,
+    # read_uncommitted, any) records up to prefetch_bytes, so that a small fetch reads its
+    # records with the statement that sized them. read_planned reads only the others.
+    rows: dict[int, tuple[Any, ...]] = field(default_factory=dict)
+    prefetched_bytes: int = 0
+
+    def keep(self, row: Any, prefetch_bytes: int) -> None:
+        """A taken point's record, if its page brought it whole and the plan may hold it."""
+        if row[_WHOLE] and self.prefetched_bytes + row[_SIZE] <= prefetch_bytes:
+            self.rows[row[0]] = row[:_CONTROL]
+            self.prefetched_bytes += row[_SIZE]
+
+    def keep_all(self, rows: Sequence[Any], prefetch_bytes: int, size: int) -> None:
+        """keep() of every row (`size` their bytes), at once where they all came whole and fit."""
+        if self.prefetched_bytes + size <= prefetch_bytes and all(r[_WHOLE] for r in rows):
+            self.rows.update((r[0], r[:_CONTROL]) for r in rows)
+            self.prefetched_bytes += size
+            return
+        for r in rows:
+            self.keep(r, prefetch_bytes)
 
     def _take(self, point: tuple[int, int | None, int, int], max_bytes: int, min_one: bool) -> bool:
         """Take the point if its bytes fit in what is left of max_bytes; the first one of a
@@ -784,16 +819,9 @@ def _fetch_stmts() -> tuple[Any, Any, Any, Any, Any]:
         # Bounded by the log end the bounds read, so every statement works on the same prefix.
         records.c.offset < bindparam("high_watermark"),
     )
-    uncommitted = (select(records.c.offset, records.c.txn_id, RECORD_SIZE)
-                   .where(*in_range, records.c.control_type.is_(None))
-                   .order_by(records.c.offset).limit(bindparam("limit")))
-    points = (
-        select(records.c.offset, records.c.txn_id, records.c.control_type, RECORD_SIZE)
-        .where(*in_range, or_(and_(records.c.txn_id.is_(None), records.c.control_type.is_(None)),
-                              records.c.control_type == ControlType.COMMIT.value))
-        .order_by(records.c.offset)
-        .limit(bindparam("limit"))
-    )
+    uncommitted = _sized_page(records.c.control_type.is_(None), plain_only=False)
+    points = _sized_page(or_(and_(records.c.txn_id.is_(None), records.c.control_type.is_(None)),
+                             records.c.control_type == ControlType.COMMIT.value), plain_only=True)
     between = (
         records.c.topic_id == bindparam("topic_id"),
         records.c.partition == bindparam("partition"),
@@ -806,6 +834,35 @@ def _fetch_stmts() -> tuple[Any, Any, Any, Any, Any]:
     return bounds, uncommitted, points, plain, data
 
 
+def _sized_page(which: Any, *, plain_only: bool) -> Any:
+    """A page of a fetch, `which` records from an offset, in order: each row the record's
+    _RECORD_COLUMNS, then its control_type, its size (computed by the database) and whether the
+    record came whole. It comes whole when it is plain (with `plain_only`) and at most
+    `row_prefetch` bytes; otherwise its key, value, headers and the rest are NULL. The caller
+    makes `row_prefetch` its prefetch budget over the page's `limit`, so that a page brings at
+    most that budget of records whole, however many rows it has and however large they are,
+    while a fetch of ordinary records needs no second statement. (A running sum over the page,
+    which would let larger records come whole, cost the database more than the second read.)"""
+    page = (select(*_RECORD_COLUMNS, records.c.control_type, RECORD_SIZE.label("size"))
+            .where(records.c.topic_id == bindparam("topic_id"), records.c.partition == bindparam("partition"),
+                   records.c.offset >= bindparam("start"), records.c.offset < bindparam("high_watermark"), which)
+            .order_by(records.c.offset).limit(bindparam("limit")).subquery("page"))
+    keep = page.c.size <= bindparam("row_prefetch")
+    if plain_only:
+        keep = and_(page.c.txn_id.is_(None), page.c.control_type.is_(None), keep)
+    whole = [page.c.offset, *(case((keep, page.c[c.name]), else_=null()) for c in _RECORD_COLUMNS[1:-1]),
+             page.c.txn_id]
+    return select(*whole, page.c.control_type, page.c.size, case((keep, literal(1)), else_=literal(0))
+                  ).order_by(page.c.offset)
+
+
+# A page row's fields past _RECORD_COLUMNS (_sized_page).
+_CONTROL, _SIZE, _WHOLE = len(_RECORD_COLUMNS), len(_RECORD_COLUMNS) + 1, len(_RECORD_COLUMNS) + 2
+
+
+PREFETCH_BYTES = 1 << 20  # what a plan's pages bring whole, unless the caller says otherwise
+
+
 def plan_fetch(
     conn: Connection,
     *,
@@ -816,10 +873,12 @@ def plan_fetch(
     isolation: IsolationLevel,
     max_bytes: int | None = None,
     min_one: bool = True,
+    prefetch_bytes: int = PREFETCH_BYTES,
 ) -> FetchPlan:
     """A fetch's plan: at most `max_records` records and `max_bytes` bytes (record_size, None: no
     limit), but always the first commit point (read_uncommitted: record) if `min_one`, however
-    large; a transaction's records in the partition are never split."""
+    large; a transaction's records in the partition are never split. The records of the first
+    `prefetch_bytes` bytes come with it (FetchPlan.rows)."""
     bounds_stmt, uncommitted_stmt, points_stmt, _, _ = _fetch_stmts()
     where = {"topic_id": topic_id, "partition": partition}
     bounds = conn.execute(bounds_stmt, where).first()
@@ -839,11 +898,20 @@ def plan_fetch(
         return plan
     budget = MAX_BYTES if max_bytes is None else max_bytes
     where["high_watermark"] = high_watermark
+    prefetch = min(prefetch_bytes, budget)
     if isolation is IsolationLevel.READ_UNCOMMITTED:
-        rows = conn.execute(uncommitted_stmt, {**where, "start": offset, "limit": max_records}).all()
-        for o, txn_id, size in rows:
-            if not plan._take((o, txn_id, 1, size), budget, min_one):
-                break
+        rows = conn.execute(uncommitted_stmt, {**where, "start": offset, "limit": max_records,
+                                               "row_prefetch": prefetch // max_records}).all()
+        total = sum(r[_SIZE] for r in rows)
+        if total <= budget:  # the common case: the page is the answer
+            plan.points = [(r[0], r[8], 1, r[_SIZE]) for r in rows]
+            plan.record_count, plan.size_bytes = len(rows), total
+            plan.keep_all(rows, prefetch, total)
+        else:
+            for row in rows:
+                if not plan._take((row[0], row[8], 1, row[_SIZE]), budget, min_one):
+                    break
+                plan.keep(row, prefetch)
         if plan.bytes_full or len(rows) == max_records:
             result.next_offset = plan.points[-1][0] + 1 if plan.points else offset
         plan.markers = markers_of(conn, topic_id, partition, sorted({p[1] for p in plan.points if p[1] is not None}))
@@ -861,19 +929,24 @@ def plan_fetch(
     start, limit = offset, min(max_records, _FIRST_POINTS)
     full = exhausted = False
     while not (full or exhausted):
-        page = conn.execute(points_stmt, {**where, "start": start, "limit": limit}).all()
+        # What is left to prefetch: every page's running sum starts at zero.
+        page = conn.execute(points_stmt, {**where, "start": start, "limit": limit,
+                                          "row_prefetch": (prefetch - plan.prefetched_bytes) // limit}).all()
         exhausted = len(page) < limit
         # A page of plain records only, all of which fit: taken whole, without a look at each.
-        if (plan.record_count + len(page) <= max_records and all(p[2] is None for p in page)
-                and sum(p[3] for p in page) <= budget - plan.size_bytes):
-            plan.points.extend((o, None, 1, size) for o, _, _, size in page)
+        total = sum(p[_SIZE] for p in page)
+        if (plan.record_count + len(page) <= max_records and all(p[_CONTROL] is None for p in page)
+                and total <= budget - plan.size_bytes):
+            plan.points.extend((p[0], None, 1, p[_SIZE]) for p in page)
             plan.record_count += len(page)
-            plan.size_bytes += sum(p[3] for p in page)
+            plan.size_bytes += total
+            plan.keep_all(page, prefetch, total)
             full = plan.record_count >= max_records
         else:
-            txn_ids = [p[1] for p in page if p[2] is not None]
+            txn_ids = [p[8] for p in page if p[_CONTROL] is not None]
             counted, chunk = 0, 16  # one count for most pages: an index probe per transaction
-            for o, txn_id, control_type, size in page:
+            for row in page:
+                o, txn_id, control_type, size = row[0], row[8], row[_CONTROL], row[_SIZE]
                 if control_type is None:
                     point = (o, None, 1, size)
                 else:
@@ -886,6 +959,7 @@ def plan_fetch(
                 if not plan._take(point, budget, min_one):
                     full = True
                     break
+                plan.keep(row, prefetch)
                 if plan.record_count >= max_records:
                     full = True  # a transaction is never split across fetches
                     break
@@ -912,7 +986,9 @@ def read_planned(conn: Connection, plan: FetchPlan, *, chunk_bytes: int | None =
     where = {"topic_id": plan.topic_id, "partition": plan.partition}
     if plan.isolation is IsolationLevel.READ_UNCOMMITTED:
         for group in _chunks(plan.points, chunk_bytes):
-            rows = conn.execute(data_stmt, {**where, "first": group[0][0], "last": group[-1][0]}).all()
+            rows = _prefetched(plan, group)
+            if rows is None:
+                rows = conn.execute(data_stmt, {**where, "first": group[0][0], "last": group[-1][0]}).all()
             yield _with_states(rows, plan.markers)
         return
     for group in _chunks(plan.points, chunk_bytes):
@@ -920,6 +996,14 @@ def read_planned(conn: Connection, plan: FetchPlan, *, chunk_bytes: int | None =
             yield from _transaction_in_pieces(conn, plan, group[0], chunk_bytes)
         else:
             yield _read_points(conn, plan, group)
+
+
+def _prefetched(plan: FetchPlan, points: list[tuple[int, int | None, int, int]]) -> list[tuple[Any, ...]] | None:
+    """The rows of these points, if the plan's pages brought every one of them; else None."""
+    rows = plan.rows
+    if not all(p[0] in rows for p in points):
+        return None
+    return [rows[p[0]] for p in points]
 
 
 def _chunks(points: list[tuple[int, int | None, int, int]],
@@ -945,9 +1029,11 @@ def _read_points(conn: Connection, plan: FetchPlan, points: list[tuple[int, int 
     (the plain records of their range; the transactions' records)."""
     _, _, _, plain_stmt, _ = _fetch_stmts()
     plain_points = [p for p in points if p[1] is None]
-    plain_rows = conn.execute(plain_stmt, {
-        "topic_id": plan.topic_id, "partition": plan.partition, "first": plain_points[0][0],
-        "last": plain_points[-1][0]}).all() if plain_points else []
+    plain_rows = _prefetched(plan, plain_points)
+    if plain_rows is None:
+        plain_rows = conn.execute(plain_stmt, {
+            "topic_id": plan.topic_id, "partition": plan.partition, "first": plain_points[0][0],
+            "last": plain_points[-1][0]}).all()
     if len(plain_points) == len(points):
         return _committed_plain(plain_rows)
     by_txn: dict[int, list] = {p[1]: [] for p in points if p[1] is not None}  # type: ignore[type-arg,misc]

@@ -4,6 +4,7 @@ back whole whatever its size, the refusals, and the answer sent as it is read.""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
@@ -210,3 +211,35 @@ def test_the_consumer_gets_a_record_over_its_partition_byte_limit_at_its_turn_fi
     polls = [[(r.partition, r.offset) for r in consumer.poll(0)] for _ in range(2)]
 
     assert polls == [[(0, 0), (0, 1)], [(1, 0), (0, 2), (0, 3)]]
+
+
+@pytest.mark.parametrize("isolation", [RC, RU])
+@pytest.mark.parametrize(("prefetch_bytes", "whole"), [(0, {RC: [], RU: []}),
+                                                       (2560, {RC: [0, 2, 6, 7, 8], RU: [0, 2, 3, 4, 6, 7, 8]}),
+                                                       (1 << 20, {RC: [0, 1, 2, 6, 7, 8], RU: [0, 1, 2, 3, 4, 6, 7, 8]})],
+                         ids=["none", "small records only", "all"])
+def test_a_plan_brings_records_whole_only_within_its_prefetch_bytes_and_reads_the_rest_the_same(
+        services: Any, client: Any, isolation: str, prefetch_bytes: int, whole: dict[str, list[int]]) -> None:
+    """A plan's pages bring a record whole when it is at most prefetch_bytes over the page's
+    length (64 commit points at first, read_committed's plain records only; read_uncommitted's
+    page is max_records long), so that a page of large records hands over their sizes, not
+    their values; whatever a plan did not bring is read after, and the fetch is the same
+    records either way."""
+    from app.domain.types import IsolationLevel
+    from app.storage import log
+
+    create_topic(client, "t")
+    send(client, [batch("t", 0, [TEN, "y" * 60, TEN])])  # offsets 0-2, the 62-byte one at 1
+    _transaction(client, "t", [TEN, TEN])  # 3, 4, its marker 5
+    send(client, [batch("t", 0, [TEN] * 3)])  # 6-8
+    with services.log.db.read() as conn:
+        topic_id = conn.exec_driver_sql("SELECT topic_id FROM topics WHERE name = 't'").scalar_one()
+        plan = log.plan_fetch(conn, topic_id=topic_id, partition=0, offset=0, max_records=100,
+                              isolation=IsolationLevel(isolation), prefetch_bytes=prefetch_bytes)
+        records = [r for chunk in log.read_planned(conn, plan) for r in chunk]
+
+    assert sorted(plan.rows) == whole[isolation]
+    assert plan.prefetched_bytes <= prefetch_bytes
+    assert [(r.offset, json.loads(r.value)) for r in records] == [
+        (r["offset"], r["value"]) for r in _fetch(client, "t", isolation=isolation, max_records=100)["records"]]
+    assert [r.offset for r in records] == ([0, 1, 2, 3, 4, 6, 7, 8])
