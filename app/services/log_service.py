@@ -253,7 +253,6 @@ class LogService:
                 max_records=max_records,
                 isolation=isolation,
             )
-        metrics.RECORDS_FETCHED.labels(isolation.value).inc(len(result.records))
         return topic, result
 
     def fetch_many(self, wanted: list[PartitionFetch], *, max_records: int,
@@ -276,8 +275,6 @@ class LogService:
                     self._fetch_one(conn, w, more, isolation, offset=first.next_offset)
                     assert w.result is not None
                     w.result.records = first.records + w.result.records
-        metrics.RECORDS_FETCHED.labels(isolation.value).inc(
-            sum(len(w.result.records) for w in wanted if w.result is not None))
         return wanted
 
     @staticmethod

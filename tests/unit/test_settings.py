@@ -43,3 +43,14 @@ def test_log_level_is_one_of_pythons_levels_in_any_case() -> None:
     assert Settings(log_level="WARNING").log_level == "warning"
     with pytest.raises(ValidationError, match="must be one of critical, error, warning, info, debug"):
         Settings(log_level="verbose")
+
+
+def test_the_waiting_requests_per_principal_must_not_exceed_those_in_all() -> None:
+    with pytest.raises(ValidationError, match="OUTBOX_MAX_WAITING_REQUESTS_PER_PRINCIPAL exceeds"):
+        Settings(max_waiting_requests=10, max_waiting_requests_per_principal=11)
+
+
+@pytest.mark.parametrize("name", ["max_waiting_requests", "max_waiting_requests_per_principal"])
+def test_a_bound_on_waiting_requests_is_at_least_one(name: str) -> None:
+    with pytest.raises(ValidationError, match="greater than or equal to 1"):
+        Settings(**{name: 0})
