@@ -11,7 +11,7 @@ a rolled-back Send or completion counts nothing.
 
 from __future__ import annotations
 
-from prometheus_client import Counter, Histogram, disable_created_metrics
+from prometheus_client import Counter, Gauge, Histogram, disable_created_metrics
 
 # No `*_created` series beside every counter: a start timestamp per label set doubles the
 # series and no dashboard of ours reads it.
@@ -41,8 +41,21 @@ RECORDS_APPENDED = Counter(
 )
 RECORDS_FETCHED = Counter(
     "outbox_records_fetched",
-    "Records returned by Fetches, by isolation level (read_committed, read_uncommitted).",
+    "Records returned by Fetches and streams, by isolation level (read_committed, read_uncommitted); a "
+    "read shared by several waiting requests counts for each.",
     ["isolation"],
+)
+WAITING_REQUESTS = Gauge(
+    "outbox_waiting_requests",
+    "Requests of this process waiting now, by kind: a Fetch with max_wait_ms (fetch), a stream "
+    "(stream, for its whole life), an offset fetch with wait_ms (offset_fetch).",
+    ["kind"],
+)
+FETCH_READS = Counter(
+    "outbox_fetch_reads",
+    "Reads of a Fetch, a multi-partition Fetch or a stream: done (shared=false: a database read) "
+    "or taken from another request's identical read running at the same time (shared=true).",
+    ["shared"],
 )
 DUPLICATE_BATCHES = Counter(
     "outbox_duplicate_batches",

@@ -96,6 +96,12 @@ class Settings(BaseSettings):
     # two events of a stream may hold a request open waiting for records.
     fetch_max_wait_ms: int = Field(default=30_000, ge=0, le=600_000)
     fetch_max_records_default: int = Field(default=500, ge=1)
+    # The most requests of one process that wait at once (a Fetch with max_wait_ms, a stream for
+    # its whole life, an offset fetch with wait_ms), in all and per principal: past either, a
+    # request that would wait is refused with THROTTLING_QUOTA_EXCEEDED (429, retriable).
+    # Authentication off, each client address counts as a principal (app.api.waiting).
+    max_waiting_requests: int = Field(default=10_000, ge=1)
+    max_waiting_requests_per_principal: int = Field(default=1_000, ge=1)
     fetch_max_records_limit: int = Field(default=10_000, ge=1)
     # Kafka's fetch.max.bytes (a consumer's default, and the broker's fetch.max.bytes as the most
     # one may ask) and max.partition.fetch.bytes: the bytes of records (key, value and headers)
@@ -255,6 +261,10 @@ class Settings(BaseSettings):
         if self.group_min_session_timeout_ms > self.group_max_session_timeout_ms:
             raise ValueError(
                 "OUTBOX_GROUP_MIN_SESSION_TIMEOUT_MS exceeds OUTBOX_GROUP_MAX_SESSION_TIMEOUT_MS"
+            )
+        if self.max_waiting_requests_per_principal > self.max_waiting_requests:
+            raise ValueError(
+                "OUTBOX_MAX_WAITING_REQUESTS_PER_PRINCIPAL exceeds OUTBOX_MAX_WAITING_REQUESTS"
             )
         return self
 

@@ -110,7 +110,8 @@ class Service:
     """`outbox serve` on `url`, from the source tree `root` (another checkout of the project
     for a before/after comparison: benchmarks/ab.py)."""
 
-    def __init__(self, url: str, root: Path = ROOT, **settings: str) -> None:
+    def __init__(self, url: str, root: Path = ROOT, python: str = sys.executable, **settings: str) -> None:
+        """`python`: the interpreter to run it with (another tree's own venv)."""
         self.port = _free_port()
         env = {k: v for k, v in os.environ.items() if not k.startswith("OUTBOX_")}
         env.update({"OUTBOX_DATABASE_URL": url, "OUTBOX_LOG_LEVEL": "warning", **settings})
@@ -118,7 +119,7 @@ class Service:
         # the venv's editable install points at.
         env["PYTHONPATH"] = str(root)
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "app.cli", "serve", "--port", str(self.port)],
+            [python, "-m", "app.cli", "serve", "--port", str(self.port)],
             cwd=root, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
         )
         self.url = f"http://127.0.0.1:{self.port}"

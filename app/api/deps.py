@@ -15,6 +15,7 @@ from app.services.long_poll import LongPoll
 from app.services.security import SecurityService, SecurityState
 from app.services.topic_service import TopicService
 from app.services.transaction_coordinator import TransactionCoordinator
+from app.services.waiting import WaitingRequests
 from app.settings import Settings
 from app.storage.changes import LogChanges
 from app.storage.engine import Database
@@ -30,12 +31,14 @@ class Services:
     coordinator: TransactionCoordinator
     groups: GroupService
     security: SecurityService
+    waiting: WaitingRequests
     long_poll: LongPoll
 
     @classmethod
     def build(cls, settings: Settings, db: Database, clock: Clock,
               security_state: SecurityState | None = None, log_changes: LogChanges | None = None) -> "Services":
         log = LogService(db, settings, clock)
+        waiting = WaitingRequests(settings.max_waiting_requests, settings.max_waiting_requests_per_principal)
         return cls(
             settings=settings,
             db=db,
@@ -46,7 +49,9 @@ class Services:
             groups=GroupService(db, settings, clock),
             security=SecurityService(db, clock, on_change=None if security_state is None else security_state.reload),
             # Without the lifespan's LogChanges (a test's services), waits end on time only.
-            long_poll=LongPoll(log, log_changes or LogChanges(settings.database_url), settings.fetch_max_wait_ms),
+            waiting=waiting,
+            long_poll=LongPoll(log, log_changes or LogChanges(settings.database_url), settings.fetch_max_wait_ms,
+                               waiting),
         )
 
 

@@ -46,6 +46,7 @@ STATUS_BY_ERROR: dict[type[e.OutboxError], int] = {
     e.InvalidSessionTimeout: 400,
     e.StorageUnavailable: 503,
     e.SchemaNotMigrated: 503,
+    e.ThrottlingQuotaExceeded: 429,
     e.ResourceNotFound: 404,
     e.AuthenticationFailed: 401,
     e.IdentityProviderUnavailable: 503,
@@ -139,6 +140,8 @@ def documented(*statuses: int) -> dict[int | str, dict]:
         413: "request too large: too many records, a body over the size limit, or a record over its topic's max_message_bytes (MESSAGE_TOO_LARGE)",
         415: "the body is not sent as JSON (content-type: application/json)",
         416: "offset out of range",
+        429: "THROTTLING_QUOTA_EXCEEDED: too many requests already wait (for records, or for pending offsets) in "
+             "this process or of this principal; retriable, with Retry-After",
         422: "the body or a parameter does not match the schema",
         503: "database unavailable (STORAGE_UNAVAILABLE), or its schema not migrated yet "
              "(SCHEMA_NOT_MIGRATED: run `outbox migrate`); retriable",

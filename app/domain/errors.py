@@ -258,6 +258,17 @@ class ResourceNotFound(OutboxError):
     error_code = "RESOURCE_NOT_FOUND"
 
 
+class ThrottlingQuotaExceeded(OutboxError):
+    """Too many requests wait for records in this process, or of this principal: retry later,
+    or ask without waiting.
+
+    Kafka's code for a request refused by a quota rather than delayed (KIP-599), retriable as
+    there: a place frees as soon as another waiting request ends."""
+
+    error_code = "THROTTLING_QUOTA_EXCEEDED"
+    retriable = True
+
+
 class StorageUnavailable(OutboxError):
     """The database is busy or unreachable; retry shortly."""
 

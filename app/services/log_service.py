@@ -266,15 +266,6 @@ class LogService:
         assert w.found is not None and w.result is not None
         return w.found, w.result
 
-    def check_position(self, topic_name: str, partition: int, offset: int) -> None:
-        """What a Fetch from `offset` would refuse (UNKNOWN_TOPIC_OR_PARTITION,
-        OFFSET_OUT_OF_RANGE), without reading a record."""
-        with self.db.read() as conn:
-            topic = topics.get_topic(conn, topic_name)
-            topics.check_partition(topic, partition)
-            log.plan_fetch(conn, topic_id=topic.topic_id, partition=partition, offset=offset, max_records=0,
-                           isolation=IsolationLevel.READ_COMMITTED)
-
     def fetch_partitions(self, wanted: list[PartitionFetch], *, max_records: int, isolation: IsolationLevel,
                          max_bytes: int | None = None, max_partition_bytes: int | None = None,
                          stream: bool = True) -> FetchAnswer:
@@ -315,7 +306,6 @@ class LogService:
                     self._plan(conn, w, more, budget, False, isolation, w.plans[-1].result.next_offset, prefetch)
                     left -= w.plans[-1].size_bytes
                     prefetch -= w.plans[-1].prefetched_bytes
-            metrics.RECORDS_FETCHED.labels(isolation.value).inc(sum(w.planned_records for w in wanted))
             answer = FetchAnswer(wanted, held)
             if not stream or sum(w.planned_bytes + RECORD_JSON_BYTES * w.planned_records
                                  for w in wanted) <= STREAM_ABOVE_BYTES:

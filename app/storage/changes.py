@@ -16,13 +16,22 @@ of a completion; app.storage.log._take_offsets) notes the partition on its conne
   read every DATA_VERSION_POLL_S: a counter SQLite keeps in shared memory, no read of the log.
   When it moved, the partitions' log ends (`partitions`, a row per partition) say which grew.
 
-A notification can be lost (the listening connection drops): a waiter then re-checks after
-RECHECK_S at most. A lost wake costs latency, never correctness, because a waiter always
-fetches again before it answers.
+Only the waiters of a partition that changed are woken: a commit to a partition nobody waits
+on costs a counter and a dictionary entry, whatever the number of waiters.
 
-Waiting is by version: a reader takes `version(keys)` before it fetches, and `wait(keys, since)`
-returns at once if any of those partitions changed after the version was taken, so a commit
-that lands between the fetch and the wait is never slept through.
+A notification can be lost (the listening connection drops; its reconnection then wakes every
+waiter, as what committed meanwhile is unknown). Under that, on PostgreSQL, the listener reads
+every partition's log end every RECHECK_S and wakes the waiters of those that grew unheard of:
+one query a process, not one read a waiter. A lost wake costs latency, never a record: every
+answer is a read's, and a reader goes on from the position that read gave it.
+
+Waiting is by version: `now()` is a sequence number that every change heard of moves, and each
+partition remembers the number of its last change. A reader takes `now()` before it fetches,
+and `wait(keys, since)` returns at once if one of its partitions changed after that, so a
+commit that lands between the fetch and the wait is never slept through. The reader need not
+know its partitions' ids when it takes the version (a topic's id comes with the fetch), and a
+reader that shares another's fetch takes that fetch's version as its own
+(app.services.shared_reads).
 """
 
 from __future__ import annotations
@@ -31,8 +40,9 @@ import asyncio
 import logging
 import sqlite3
 import threading
+import time
 from collections.abc import Iterable
-from dataclasses import dataclass
+from typing import Any
 
 from sqlalchemy import Connection, text
 from sqlalchemy.engine import make_url
@@ -40,11 +50,10 @@ from sqlalchemy.engine import make_url
 logger = logging.getLogger(__name__)
 
 CHANNEL = "outbox_log"
-# The longest a lost notification can delay a waiter. Notifications are lost only when the
-# listening connection restarts (which then wakes every waiter anyway): this is the net under
-# that net. A waiting request checks this often when nothing happens, and a consumer asks again
-# when its wait ends (at most OUTBOX_FETCH_MAX_WAIT_MS, 30 s by default): so 500 idle consumers
-# cost about 17 fetches a second, whatever their max_wait_ms (docs/benchmarks.md, session 11).
+# The longest a lost notification can delay a waiter (PostgreSQL). Notifications are lost only
+# when the listening connection restarts (which then wakes every waiter anyway): this is the
+# net under that net, one read of the partitions' log ends a process, whatever the number of
+# waiters.
 RECHECK_S = 30.0
 DATA_VERSION_POLL_S = 0.05  # SQLite: how often other processes' commits are looked for
 _CHANGED = "outbox_changed_partitions"
@@ -75,23 +84,21 @@ def announce(conn: Connection, keys: set[Key]) -> None:
         conn.execute(_NOTIFY, {"channel": CHANNEL, "keys": [f"{t}:{p}" for t, p in sorted(keys)]})
 
 
-@dataclass(frozen=True, slots=True)
-class Version:
-    everything: int
-    keys: dict[Key, int]
-
-
 class LogChanges:
-    """This process's waiters, by partition. Its methods but `changed` and the listener run on
-    the event loop; `changed` may be called from any thread."""
+    """This process's waiters, by partition. Its methods but `changed`, `changed_everywhere`,
+    `close` and the listener run on the event loop; those may be called from any thread."""
 
     def __init__(self, database_url: str) -> None:
         self.database_url = database_url
         self._loop: asyncio.AbstractEventLoop | None = None
-        self._counts: dict[Key, int] = {}
-        self._everything = 0  # moved when any partition may have changed (SQLite, a lost listener)
-        self._waiters: dict[Key | None, set[asyncio.Event]] = {}
+        self._now = 0  # moved by every change heard of
+        self._changed_at: dict[Key, int] = {}  # each partition's last change, in `_now`'s numbers
+        self._everything_at = 0  # when any partition may have changed (a listener reconnecting)
+        self._waiters: dict[Key, set[asyncio.Event]] = {}
         self._closing = threading.Event()
+        # Set once changes made elsewhere are heard of (LISTEN issued, data_version read): a
+        # commit from then on wakes its waiters.
+        self.listening = threading.Event()
         self._thread: threading.Thread | None = None
 
     # --- life ---------------------------------------------------------------------------
@@ -119,28 +126,37 @@ class LogChanges:
 
     # --- waiting ------------------------------------------------------------------------
 
-    def version(self, keys: Iterable[Key]) -> Version:
-        return Version(self._everything, {k: self._counts.get(k, 0) for k in keys})
+    def now(self) -> int:
+        """The version to take before a fetch: pass it to `wait` after."""
+        return self._now
 
-    def _moved(self, since: Version) -> bool:
-        return (self.closing or self._everything != since.everything
-                or any(self._counts.get(k, 0) != n for k, n in since.keys.items()))
+    def moved(self, keys: Iterable[Key], since: int) -> bool:
+        """Whether one of these partitions may have changed after `since` (or the server is closing)."""
+        if self.closing or self._everything_at > since:
+            return True
+        changed_at = self._changed_at
+        return any(changed_at.get(k, 0) > since for k in keys)
 
-    async def wait(self, since: Version, timeout_s: float, *, any_partition: bool = False) -> bool:
-        """Until a partition of `since` changes after it was taken (or, with `any_partition`,
-        any partition: for a reader that does not know its partitions' ids yet), the server
-        closes, or `timeout_s` (at most RECHECK_S) passes. Whether something changed."""
-        if self._moved(since):
+    @property
+    def waiting(self) -> int:
+        """Waits in progress, one per partition waited on."""
+        return sum(len(w) for w in self._waiters.values())
+
+    async def wait(self, keys: Iterable[Key], since: int, timeout_s: float) -> bool:
+        """Until one of these partitions changes after `since`, the server closes, or
+        `timeout_s` passes. Whether something changed."""
+        keys = list(keys)
+        if self.moved(keys, since):
             return True
         if timeout_s <= 0:
             return False
         event = asyncio.Event()
-        keys: list[Key | None] = [None] if any_partition or not since.keys else list(since.keys)
         for k in keys:
             self._waiters.setdefault(k, set()).add(event)
-        self._waiters.setdefault(None, set())
         try:
-            await asyncio.wait_for(event.wait(), timeout=min(timeout_s, RECHECK_S))
+            # asyncio.timeout, not wait_for: no second task per waiter (Python 3.11).
+            async with asyncio.timeout(timeout_s):
+                await event.wait()
         except TimeoutError:
             pass
         finally:
@@ -148,15 +164,15 @@ class LogChanges:
                 waiting = self._waiters.get(k)
                 if waiting is not None:
                     waiting.discard(event)
-                    if not waiting and k is not None:
+                    if not waiting:
                         del self._waiters[k]
-        return self._moved(since) or event.is_set()
+        return self.moved(keys, since)
 
     # --- being told ---------------------------------------------------------------------
 
-    def changed(self, keys: Iterable[Key], *, own: bool = True) -> None:
+    def changed(self, keys: Iterable[Key]) -> None:
         """These partitions' logs grew (a commit of this process, or one another process was
-        heard of: `own` False)."""
+        heard of)."""
         keys = list(keys)
         if keys and self._loop is not None and not self._loop.is_closed():
             self._loop.call_soon_threadsafe(self._bump, keys)
@@ -166,15 +182,15 @@ class LogChanges:
             self._loop.call_soon_threadsafe(self._bump_everything)
 
     def _bump(self, keys: list[Key]) -> None:
+        self._now += 1
         for k in keys:
-            self._counts[k] = self._counts.get(k, 0) + 1
+            self._changed_at[k] = self._now
             for event in self._waiters.get(k, ()):
                 event.set()
-        for event in self._waiters.get(None, ()):  # waiters for any partition
-            event.set()
 
     def _bump_everything(self) -> None:
-        self._everything += 1
+        self._now += 1
+        self._everything_at = self._now
         self._wake_all()
 
     def _wake_all(self) -> None:
@@ -192,26 +208,43 @@ class LogChanges:
             try:
                 with psycopg.connect(conninfo, autocommit=True) as conn:
                     conn.execute(f"LISTEN {CHANNEL}")
+                    ends = _log_ends(conn)
                     # Anything committed while no connection listened was not heard.
                     self.changed_everywhere()
+                    self.listening.set()
+                    looked = time.monotonic()
                     while not self.closing:
                         # Each notification passed on as it arrives: the generator runs until
                         # its timeout (which only bounds how late `closing` is seen), so
                         # collecting them for one call after it kept every wake waiting up to
-                        # half a second.
+                        # half a second. Notifications that arrive during the look below wait
+                        # for the next call (psycopg keeps them).
                         for notify in conn.notifies(timeout=0.5):
                             topic_id, _, partition = notify.payload.partition(":")
-                            self.changed([(int(topic_id), int(partition))], own=False)
-            except Exception as e:  # noqa: BLE001 - the database may be restarting: waiters re-check meanwhile
+                            self.changed([(int(topic_id), int(partition))])
+                        if time.monotonic() - looked >= RECHECK_S:
+                            ends = self._wake_grown(ends, _log_ends(conn))
+                            looked = time.monotonic()
+            except Exception as e:  # noqa: BLE001 - the database may be restarting: waiters time out meanwhile
+                self.listening.clear()
                 if self.closing:
                     return
-                logger.warning("not listening for log changes (%s); waiting fetches re-check every %.0f s",
+                logger.warning("not listening for log changes (%s); trying again in %.0f s",
                                type(e).__name__, RECHECK_S)
                 self._closing.wait(RECHECK_S)
+
+    def _wake_grown(self, before: dict[Key, int], now: dict[Key, int]) -> dict[Key, int]:
+        """Wake the waiters of the partitions whose log ends moved from `before` to `now` (a
+        partition created since, with an empty log, has not grown)."""
+        grown = [k for k, n in now.items() if before.get(k, 0) != n]
+        if grown:
+            self.changed(grown)
+        return now
 
     def _watch_sqlite(self) -> None:
         path = make_url(self.database_url).database
         if not path or path == ":memory:":  # an in-memory database has no other process
+            self.listening.set()
             return
         version, ends = None, None
         conn = None
@@ -223,15 +256,11 @@ class LogChanges:
                 now = conn.execute("PRAGMA data_version").fetchone()[0]
                 if now != version:
                     # Some connection committed (this process's own included): which partitions'
-                    # logs grew is in `partitions`, a row per partition, read only then. Every
-                    # append and marker moves next_offset (app.storage.log._take_offsets).
-                    latest = dict(((t, p), n) for t, p, n in conn.execute(
-                        'SELECT topic_id, "partition", next_offset FROM partitions'))
-                    if ends is not None:
-                        grown = [k for k, n in latest.items() if ends.get(k) != n]
-                        if grown:
-                            self.changed(grown, own=False)
-                    version, ends = now, latest
+                    # logs grew is in `partitions`, a row per partition, read only then.
+                    latest = _log_ends(conn)
+                    ends = latest if ends is None else self._wake_grown(ends, latest)
+                    version = now
+                    self.listening.set()
             except sqlite3.Error:
                 if conn is not None:
                     conn.close()
@@ -241,3 +270,9 @@ class LogChanges:
             self._closing.wait(DATA_VERSION_POLL_S)
         if conn is not None:
             conn.close()
+
+
+def _log_ends(conn: sqlite3.Connection | Any) -> dict[Key, int]:
+    """Every partition's log end. Every append and marker moves next_offset
+    (app.storage.log._take_offsets), and so does an append in an application's transaction."""
+    return {(t, p): n for t, p, n in conn.execute('SELECT topic_id, "partition", next_offset FROM partitions')}

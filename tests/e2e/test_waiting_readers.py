@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import asyncio
 import os
+import re
 import signal
+import socket
 import statistics
 import threading
 import time
@@ -206,3 +208,84 @@ def test_an_eventsource_resumes_across_a_restart_with_nothing_skipped_or_repeate
     # committed transaction's records 1-2 and COMMIT marker 3 (id 4); the aborted one's 4-5 and
     # ABORT 6 (no event); plain 7 (id 8). After the restart the same from offset 8.
     assert [int(i) for i in ids] == [1, 4, 8, 9, 12, 16]
+
+
+# --- the bounds on waiting requests, with real connections ------------------------------------------
+
+
+def waiting(c: httpx.Client, kind: str) -> float:
+    text = c.get("/metrics").text
+    found = re.search(rf'^outbox_waiting_requests\{{kind="{kind}"\}} (\S+)$', text, re.M)
+    return float(found.group(1)) if found else 0.0
+
+
+def until_waiting(c: httpx.Client, kind: str, n: float) -> None:
+    deadline = time.monotonic() + 10
+    while waiting(c, kind) != n:
+        assert time.monotonic() < deadline, waiting(c, kind)
+        time.sleep(0.05)
+
+
+def test_a_long_poll_whose_client_disconnects_gives_its_place_back_at_once(launcher: Launcher) -> None:
+    server = launcher.server(max_waiting_requests=1, max_waiting_requests_per_principal=1)
+    with server.client() as c:
+        ok(c.post("/v1/topics", json={"name": "orders"}))
+        gone = socket.create_connection(("127.0.0.1", server.port))
+        gone.sendall(b"GET /v1/topics/orders/partitions/0/records?max_wait_ms=30000 HTTP/1.1\r\n"
+                     b"Host: outbox\r\n\r\n")
+        until_waiting(c, "fetch", 1)
+        held = c.get("/v1/topics/orders/partitions/0/records", params={"max_wait_ms": 30_000})
+        gone.close()
+        closed = time.monotonic()
+        until_waiting(c, "fetch", 0)
+        freed_s = time.monotonic() - closed
+        after = c.get("/v1/topics/orders/partitions/0/records", params={"max_wait_ms": 300})
+    assert (held.status_code, held.json()["error_code"]) == (429, "THROTTLING_QUOTA_EXCEEDED")
+    assert freed_s < 3.0  # not at the end of its 30 s wait
+    assert (after.status_code, after.json()["records"]) == (200, [])
+
+
+def test_a_stream_holds_a_place_for_its_whole_life_and_gives_it_back_when_its_client_goes(launcher: Launcher) -> None:
+    server = launcher.server(max_waiting_requests=1, max_waiting_requests_per_principal=1)
+    with server.client() as c:
+        ok(c.post("/v1/topics", json={"name": "orders"}))
+        with httpx.stream("GET", f"{server.url}/v1/topics/orders/partitions/0/stream", timeout=30) as r:
+            lines = r.iter_lines()
+            assert next(lines) == "retry: 1000"
+            until_waiting(c, "stream", 1)
+            ok(c.post("/v1/records", json={"batches": [{"topic": "orders", "partition": 0,
+                                                         "records": [{"value": 1}]}]}))
+            assert (next(lines), next(lines)) == ("", "id: 1")
+            held = c.get("/v1/topics/orders/partitions/0/stream")  # still its place, between events
+        closed = time.monotonic()
+        until_waiting(c, "stream", 0)
+        freed_s = time.monotonic() - closed
+    assert (held.status_code, held.json()["error_code"]) == (429, "THROTTLING_QUOTA_EXCEEDED")
+    assert freed_s < 3.0
+
+
+def test_with_authentication_off_each_client_address_counts_as_a_principal(launcher: Launcher) -> None:
+    server = launcher.server(max_waiting_requests=10, max_waiting_requests_per_principal=1)
+    url = "/v1/topics/orders/partitions/0/records"
+
+    def client_from(address: str) -> httpx.Client:
+        return httpx.Client(base_url=server.url, timeout=60, transport=httpx.HTTPTransport(local_address=address))
+
+    answers: dict[str, httpx.Response] = {}
+    with client_from("127.0.0.1") as one, client_from("127.0.0.2") as two:
+        ok(one.post("/v1/topics", json={"name": "orders"}))
+        first = threading.Thread(target=lambda: answers.update(one=one.get(url, params={"max_wait_ms": 30_000})))
+        first.start()
+        until_waiting(two, "fetch", 1)
+        second = threading.Thread(target=lambda: answers.update(two=two.get(url, params={"max_wait_ms": 30_000})))
+        second.start()
+        until_waiting(two, "fetch", 2)  # another address: another principal, with a place of its own
+        with client_from("127.0.0.1") as again:
+            refused = again.get(url, params={"max_wait_ms": 30_000})
+            ok(again.post("/v1/records", json={"batches": [{"topic": "orders", "partition": 0,
+                                                             "records": [{"value": "wake"}]}]}))
+        first.join(timeout=30)
+        second.join(timeout=30)
+    assert (refused.status_code, refused.json()["details"]) == (429, {"bound": "principal", "limit": 1})
+    assert refused.json()["message"].startswith("User:ANONYMOUS from 127.0.0.1 already has 1 requests waiting")
+    assert [answers[k].status_code for k in ("one", "two")] == [200, 200]

@@ -143,3 +143,99 @@ def test_a_multi_partition_fetch_waits_for_records_in_any_of_its_partitions(clie
     t.join()
     assert [[r["value"] for r in g["records"]] for g in got] == [[], ["late"]]
     assert 0.25 <= took < 2.0, took
+
+
+# --- what a waiter costs: woken by its own partitions only, one read per commit and position ---------
+
+
+class Waiter:
+    """A request that waits, made from a thread of its own; `result()` is (seconds, body)."""
+
+    def __init__(self, client: Any, url: str, **params: Any) -> None:
+        self.answer: tuple[float, Any] | None = None
+        self.thread = later(0.0, lambda: setattr(self, "answer", timed_get(client, url, **params)))
+
+    def result(self) -> tuple[float, Any]:
+        self.thread.join(timeout=30)
+        assert self.answer is not None
+        return self.answer
+
+
+def counted(monkeypatch: Any, obj: Any, name: str) -> list[tuple]:
+    """The calls made to obj.name from now on (each with its arguments), obj.name still doing its work."""
+    calls: list[tuple] = []
+    real = getattr(obj, name)
+
+    def count(*args: Any, **kwargs: Any) -> Any:
+        calls.append((args, kwargs))
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(obj, name, count)
+    return calls
+
+
+def wait_for_waiters(client: Any, n: int) -> None:
+    """Until n waits are in progress, and this process hears of other processes' commits."""
+    changes = client.app.state.log_changes
+    assert changes.listening.wait(10)
+    deadline = time.monotonic() + 10
+    while changes.waiting < n:
+        assert time.monotonic() < deadline, changes.waiting
+        time.sleep(0.01)
+
+
+def test_a_commit_to_another_partition_wakes_no_waiter(client: Any, monkeypatch: Any) -> None:
+    create_topic(client, "orders", 2)
+    create_topic(client, "other")
+    reads = counted(monkeypatch, client.app.state.services.long_poll.log, "fetch_partitions")
+    # The first fetch of "orders" in this process: its topic id is not known before the read.
+    waiter = Waiter(client, "/v1/topics/orders/partitions/0/records", max_wait_ms=1_500)
+    wait_for_waiters(client, 1)
+    for partitions in ([batch("orders", 1, ["b"])], [batch("other", 0, ["o"])], [batch("orders", 1, ["b"])]):
+        send(client, partitions)
+    took, page = waiter.result()
+    assert page["records"] == [] and took >= 1.4
+    assert len(reads) == 1  # its own read only: no commit woke it
+
+
+def test_a_commit_to_another_partition_wakes_no_multi_partition_waiter(client: Any, monkeypatch: Any) -> None:
+    create_topic(client, "orders", 3)
+    reads = counted(monkeypatch, client.app.state.services.long_poll.log, "fetch_partitions")
+    answer: dict[str, Any] = {}
+    t = later(0.0, lambda: answer.update(got=fetch_many(client, [("orders", 0, 0), ("orders", 1, 0)],
+                                                        max_wait_ms=1_500)))
+    wait_for_waiters(client, 2)  # one wait, on each of its partitions
+    send(client, [batch("orders", 2, ["c"])])
+    send(client, [batch("orders", 2, ["c"])])
+    t.join(timeout=30)
+    assert [g["records"] for g in answer["got"]] == [[], []]
+    assert len(reads) == 1
+
+
+def test_waiters_of_one_partition_woken_by_one_commit_share_one_read(client: Any, monkeypatch: Any) -> None:
+    create_topic(client, "orders")
+    waiters = [Waiter(client, "/v1/topics/orders/partitions/0/records", max_wait_ms=10_000) for _ in range(20)]
+    wait_for_waiters(client, 20)
+    reads = counted(monkeypatch, client.app.state.services.long_poll.log, "fetch_partitions")
+    send(client, [batch("orders", 0, ["x"])])
+    pages = [w.result()[1] for w in waiters]
+    assert [[r["value"] for r in p["records"]] for p in pages] == [["x"]] * 20
+    assert len(reads) == 1
+
+
+def test_a_commit_between_a_waiters_read_and_its_wait_is_not_slept_through(client: Any, monkeypatch: Any) -> None:
+    create_topic(client, "orders")
+    log = client.app.state.services.long_poll.log
+    real_fetch = log.fetch_partitions
+    sent: list[int] = []
+
+    def fetch_then_commit(*args: Any, **kwargs: Any) -> Any:
+        fetched = real_fetch(*args, **kwargs)
+        if not sent:  # the first read saw nothing; the record commits before the waiter waits
+            sent.append(send(client, [batch("orders", 0, ["between"])]).status_code)
+        return fetched
+
+    monkeypatch.setattr(log, "fetch_partitions", fetch_then_commit)
+    took, page = timed_get(client, "/v1/topics/orders/partitions/0/records", max_wait_ms=10_000)
+    assert sent == [200]
+    assert [r["value"] for r in page["records"]] == ["between"] and took < 5.0, took

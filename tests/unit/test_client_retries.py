@@ -153,6 +153,16 @@ def test_retriable_refusals_are_retried_after_the_exponential_pauses() -> None:
     assert len(script.requests) == 6
 
 
+def test_a_wait_refused_past_the_services_bound_is_retried_after_the_pauses() -> None:
+    throttled = refusal(429, "THROTTLING_QUOTA_EXCEEDED", True, "too many requests already wait")
+    script = Script({("POST", "/v1/fetch"): [throttled] * 2 + [ok({"partitions": []})]})
+    fake = FakeTime()
+    answer = session(script, fake, ExponentialBackoff(100, 1000, rng=MIDDLE)).call(
+        "POST", "/v1/fetch", json={"partitions": [], "max_wait_ms": 5000})
+    assert answer == {"partitions": []}
+    assert fake.sleeps == [0.1, 0.2]
+
+
 def test_transport_errors_are_retried_after_the_same_pauses() -> None:
     failures = iter([httpx.ConnectError("refused")] * 2)
 

@@ -49,3 +49,14 @@ def test_log_level_is_one_of_pythons_levels_in_any_case() -> None:
 def test_a_fetch_byte_default_above_its_limit_is_refused(name: str) -> None:
     with pytest.raises(ValidationError, match=f"OUTBOX_{name.upper()}_DEFAULT exceeds OUTBOX_{name.upper()}_LIMIT"):
         Settings(**{f"{name}_default": 2000, f"{name}_limit": 1000})
+
+
+def test_the_waiting_requests_per_principal_must_not_exceed_those_in_all() -> None:
+    with pytest.raises(ValidationError, match="OUTBOX_MAX_WAITING_REQUESTS_PER_PRINCIPAL exceeds"):
+        Settings(max_waiting_requests=10, max_waiting_requests_per_principal=11)
+
+
+@pytest.mark.parametrize("name", ["max_waiting_requests", "max_waiting_requests_per_principal"])
+def test_a_bound_on_waiting_requests_is_at_least_one(name: str) -> None:
+    with pytest.raises(ValidationError, match="greater than or equal to 1"):
+        Settings(**{name: 0})

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Annotated, Any
 
 import orjson
-from fastapi import APIRouter
+from fastapi import APIRouter, Request
 from fastapi.responses import Response
 
 from app.api.deps import ServicesDep
@@ -14,6 +14,7 @@ from app.api.fetched import StreamedAnswer, partition_json, partition_stream_par
 from app.api.json_body import json_body
 from app.api.schemas.records import MultiFetchRequest, MultiFetchResponse
 from app.api.security import AccessDep
+from app.api.waiting import WaitingPrincipal, unless_disconnected
 from app.domain import acl
 from app.domain.acl import Operation
 from app.domain.errors import InvalidRequest, TopicAuthorizationFailed
@@ -24,16 +25,18 @@ router = APIRouter(prefix="/v1/fetch", tags=["records"])
 
 
 @router.post("", operation_id="fetch_partitions", response_model=MultiFetchResponse,
-             responses=documented(400, 401, 415))
+             responses=documented(400, 401, 415, 429))
 async def fetch_partitions(body: Annotated[MultiFetchRequest, json_body(MultiFetchRequest)], services: ServicesDep,
-                           access: AccessDep) -> Response:
+                           access: AccessDep, principal: WaitingPrincipal, request: Request) -> Response:
     """Records of several partitions, each from its own position, in one snapshot: what a
     group member polls its whole assignment with. The record limit is shared fairly; the byte
     limits are Kafka's (each partition at most `max_partition_bytes` and what is left of
     `max_bytes`, but the first partition with records always gets its first commit point); with
     `max_wait_ms` the answer waits until `min_records` records in all are there. A partition
     that cannot be read (unknown, out of range, no READ on its topic) is answered with its own
-    `error_code`, and the others are read. Needs READ on each topic."""
+    `error_code`, and the others are read. Past the most requests that may wait, a fetch that
+    would wait answers the records it has, or, with none, 429 THROTTLING_QUOTA_EXCEEDED
+    (retriable). Needs READ on each topic."""
     keys = [(p.topic, p.partition) for p in body.partitions]
     if len(set(keys)) != len(keys):
         raise InvalidRequest("a partition is named twice")
@@ -41,11 +44,17 @@ async def fetch_partitions(body: Annotated[MultiFetchRequest, json_body(MultiFet
     settings = services.settings
     limit = min(body.max_records or settings.fetch_max_records_default, settings.fetch_max_records_limit)
     max_bytes, max_partition_bytes = check_fetch_bytes(settings, body.max_bytes, body.max_partition_bytes)
-    answer = await services.long_poll.fetch(
-        [PartitionFetch(p.topic, p.partition, p.offset) for p in allowed], max_records=limit,
-        isolation=body.isolation, max_bytes=max_bytes, max_partition_bytes=max_partition_bytes,
-        min_records=body.min_records, max_wait_ms=body.max_wait_ms,
-    ) if allowed else FetchAnswer([])
+    answer = FetchAnswer([])
+    if allowed:
+        fetched = services.long_poll.fetch(
+            [PartitionFetch(p.topic, p.partition, p.offset) for p in allowed], max_records=limit,
+            isolation=body.isolation, max_bytes=max_bytes, max_partition_bytes=max_partition_bytes,
+            min_records=body.min_records, max_wait_ms=body.max_wait_ms, principal=principal,
+        )
+        waited = await (unless_disconnected(request, fetched, discard=close) if body.max_wait_ms > 0 else fetched)
+        if isinstance(waited, Response):
+            return waited
+        answer = waited
     try:
         by_key = {(w.topic, w.partition): w for w in answer.partitions}
         out: list[dict[str, Any] | PartitionFetch] = []

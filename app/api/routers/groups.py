@@ -5,7 +5,7 @@ from typing import Annotated
 import time
 
 import anyio
-from fastapi import APIRouter, Path, Query, Response
+from fastapi import APIRouter, Path, Query, Request, Response
 from starlette.concurrency import run_in_threadpool
 
 from app.api.deps import ServicesDep
@@ -26,6 +26,7 @@ from app.api.schemas.groups import (
     TopicPartition,
 )
 from app.api.security import AccessDep
+from app.api.waiting import WaitingPrincipal, unless_disconnected
 from app.domain import acl
 from app.domain.acl import Operation
 from app.domain.errors import InvalidRequest, UnstableOffsetCommit
@@ -113,37 +114,51 @@ def _describable(access: AccessDep):  # type: ignore[no-untyped-def]
 
 
 @router.get("/{group_id}/offsets", operation_id="fetch_offsets", response_model=GroupOffsets,
-            responses=documented(401, 403, 404, 409))
+            responses=documented(401, 403, 404, 409, 429))
 async def fetch_offsets(
     group_id: GroupPath,
     services: ServicesDep,
     access: AccessDep,
+    principal: WaitingPrincipal,
+    request: Request,
     topic: Annotated[str | None, Query(min_length=1, max_length=TOPIC_NAME_MAX_LENGTH, pattern=ID_PATTERN)] = None,
     require_stable: bool = True,
     wait_ms: Annotated[int, Query(ge=0, le=600_000)] = 0,
-) -> GroupOffsets:
+) -> GroupOffsets | Response:
     """The group's committed offsets. With require_stable (default), a partition whose offsets
     are pending in an unfinished transaction answers UNSTABLE_OFFSET_COMMIT (retriable);
-    wait_ms waits for that transaction to complete first (bounded by the service's maximum).
-    Needs DESCRIBE on the group, and on `topic` if given; without it, the topics the principal
-    may not describe are left out."""
+    wait_ms waits for that transaction to complete first (bounded by the service's maximum),
+    unless the most requests that may wait already do: then 429 THROTTLING_QUOTA_EXCEEDED
+    (retriable). Needs DESCRIBE on the group, and on `topic` if given; without it, the topics
+    the principal may not describe are left out."""
     access.require(Operation.DESCRIBE, acl.group(group_id))
     if topic is not None:
         access.require(Operation.DESCRIBE, acl.topic(topic))
     # The wait sleeps on the event loop, not in a worker thread: many waiting consumers must
     # not use up the threads that the commits they wait for need.
     deadline = time.monotonic() + min(wait_ms, services.settings.max_offset_fetch_wait_ms) / 1000
-    while True:
+
+    async def fetch() -> GroupOffsets:
+        place = None
         try:
-            rows = await run_in_threadpool(
-                services.groups.fetch, group_id, topic=topic, require_stable=require_stable,
-                visible=_describable(access),
-            )
-            return _offsets(group_id, rows)
-        except UnstableOffsetCommit:
-            if time.monotonic() >= deadline:
-                raise
-        await anyio.sleep(min(OFFSET_WAIT_POLL_S, max(0.0, deadline - time.monotonic())))
+            while True:
+                try:
+                    rows = await run_in_threadpool(
+                        services.groups.fetch, group_id, topic=topic, require_stable=require_stable,
+                        visible=_describable(access),
+                    )
+                    return _offsets(group_id, rows)
+                except UnstableOffsetCommit:
+                    if time.monotonic() >= deadline:
+                        raise
+                    if place is None:
+                        place = services.waiting.enter(principal, "offset_fetch")
+                await anyio.sleep(min(OFFSET_WAIT_POLL_S, max(0.0, deadline - time.monotonic())))
+        finally:
+            if place is not None:
+                place.release()
+
+    return await (unless_disconnected(request, fetch()) if wait_ms > 0 else fetch())
 
 
 @router.post("/{group_id}/members", operation_id="join_group", response_model=Membership,

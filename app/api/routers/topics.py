@@ -5,8 +5,7 @@ from dataclasses import asdict
 from typing import Annotated
 
 import orjson
-from anyio import to_thread
-from fastapi import APIRouter, Header, Path, Query
+from fastapi import APIRouter, Header, Path, Query, Request
 from fastapi.responses import Response, StreamingResponse
 
 from app.api.deps import ServicesDep
@@ -16,6 +15,7 @@ from app.api.json_body import json_body
 from app.api.schemas.common import ID_PATTERN, TOPIC_NAME_MAX_LENGTH
 from app.api.schemas.records import FetchResponse
 from app.api.security import AccessDep
+from app.api.waiting import PlaceHoldingStreamingResponse, WaitingPrincipal, unless_disconnected
 from app.api.schemas.topics import (
     CreatePartitionsRequest,
     DeleteRecordsRequest,
@@ -162,13 +162,15 @@ def delete_records(
     "/{topic}/partitions/{partition}/records",
     operation_id="fetch_records",
     response_model=FetchResponse,
-    responses=documented(401, 403, 404, 416),
+    responses=documented(400, 401, 403, 404, 416, 429),
 )
 async def fetch_records(
     topic: TopicPath,
     partition: PartitionPath,
     services: ServicesDep,
     access: AccessDep,
+    principal: WaitingPrincipal,
+    request: Request,
     offset: Annotated[int, Query(ge=0, le=MAX_INT64, description="read_committed: a commit position; read_uncommitted: an offset")] = 0,
     isolation: IsolationLevel = IsolationLevel.READ_COMMITTED,
     max_records: Annotated[int | None, Query(
@@ -203,16 +205,21 @@ async def fetch_records(
     `next_offset`.
     With `max_wait_ms`, the answer waits until `min_records` records are there (woken by the
     commit that brings them, in whichever process) or the wait ends; it holds no database
-    connection meanwhile. Needs READ on the topic.
+    connection meanwhile. Past the most requests that may wait (OUTBOX_MAX_WAITING_REQUESTS,
+    OUTBOX_MAX_WAITING_REQUESTS_PER_PRINCIPAL), a fetch that would wait answers the records it
+    has, or, with none, 429 THROTTLING_QUOTA_EXCEEDED (retriable). Needs READ on the topic.
     """
     access.require(Operation.READ, acl.topic(topic))
     limit = min(max_records or services.settings.fetch_max_records_default,
                 services.settings.fetch_max_records_limit)
     budget = check_partition_fetch_bytes(services.settings, max_bytes)
-    answer = await services.long_poll.fetch(
+    fetched = services.long_poll.fetch(
         [PartitionFetch(topic, partition, offset)], max_records=limit, isolation=isolation, max_bytes=budget,
-        max_partition_bytes=budget, min_records=min_records, max_wait_ms=max_wait_ms,
+        max_partition_bytes=budget, min_records=min_records, max_wait_ms=max_wait_ms, principal=principal,
     )
+    answer = await (unless_disconnected(request, fetched, discard=close) if max_wait_ms > 0 else fetched)
+    if isinstance(answer, Response):
+        return answer
     (w,) = answer.partitions
     if w.error is not None or answer.held is not None:
         if w.error is not None:
@@ -235,13 +242,14 @@ SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}  # no pro
                                     "`data:` {\"records\": [...]} (one commit point's records, as a Fetch gives "
                                     "them); a `: heartbeat` comment every 15 s when nothing commits",
                      "content": {"text/event-stream": {}}},
-               **documented(400, 401, 403, 404, 416)},
+               **documented(400, 401, 403, 404, 416, 429)},
 )
 async def stream_records(
     topic: TopicPath,
     partition: PartitionPath,
     services: ServicesDep,
     access: AccessDep,
+    principal: WaitingPrincipal,
     offset: Annotated[int, Query(ge=0, le=MAX_INT64, description="the read_committed position to start from")] = 0,
     last_event_id: Annotated[str | None, Header(
         description="the id of the last event received: resume after it (what a browser's EventSource sends on "
@@ -251,22 +259,26 @@ async def stream_records(
     commit point (a plain record, or a transaction's records in this partition, never split),
     in commit order, each with the position to resume from as its id. Reconnect with
     `Last-Event-ID` (a browser's EventSource does it by itself) to go on with nothing skipped and
-    nothing repeated. The stream ends when the server stops. Needs READ on the topic."""
+    nothing repeated. The stream ends when the server stops. It counts among the requests that
+    wait for its whole life: past their most, it is refused before it starts with 429
+    THROTTLING_QUOTA_EXCEEDED (retriable). Needs READ on the topic."""
     access.require(Operation.READ, acl.topic(topic))
     position = offset
     if last_event_id is not None:
         if not last_event_id.strip().isdigit() or int(last_event_id) > MAX_INT64:
             raise InvalidRequest(f"Last-Event-ID must be a position (a number), not {last_event_id[:40]!r}")
         position = int(last_event_id)
-    # Unknown partition or a position outside the log: a JSON refusal, before the stream starts.
-    await to_thread.run_sync(lambda: services.log.check_position(topic, partition, position))
-    page = services.settings.fetch_max_records_default
-    budget = check_partition_fetch_bytes(services.settings, None)
+    # Past the bound, an unknown partition or a position outside the log: a JSON refusal, before
+    # the stream starts.
+    stream = await services.long_poll.open_stream(topic, partition, position,
+                                                  max_records=services.settings.fetch_max_records_default,
+                                                  max_bytes=check_partition_fetch_bytes(services.settings, None),
+                                                  principal=principal)
 
     async def events() -> AsyncIterator[bytes]:
         yield b"retry: 1000\n\n"  # reconnect after a second
         in_event = False  # a commit point larger than a chunk comes in pieces: one event, sent as they come
-        async for point in services.long_poll.stream(topic, partition, position, max_records=page, max_bytes=budget):
+        async for point in stream:
             if point is None:
                 yield b": heartbeat\n\n"
                 continue
@@ -275,7 +287,8 @@ async def stream_records(
             in_event = not point.ends
             yield out + b"]}\n\n" if point.ends else out
 
-    return StreamingResponse(events(), media_type="text/event-stream", headers=SSE_HEADERS)
+    return PlaceHoldingStreamingResponse(events(), on_close=stream.close, media_type="text/event-stream",
+                                         headers=SSE_HEADERS)
 
 
 def _only_describable(e: TopicHasOpenTransactions, access: AccessDep) -> TopicHasOpenTransactions:
