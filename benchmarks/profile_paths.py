@@ -44,7 +44,7 @@ from app.domain.types import IsolationLevel  # noqa: E402
 from app.services.log_service import SendBatch  # noqa: E402
 from app.settings import Settings  # noqa: E402
 from app.storage.engine import Database, build_engine  # noqa: E402
-from app.storage.log import RecordToAppend  # noqa: E402
+from app.storage.append import RecordToAppend  # noqa: E402
 
 BATCH = 1_000
 VALUE = {"order_id": 123456, "meal": "Pizza", "value": 12.5, "customer": "c-000042", "note": "extra cheese"}

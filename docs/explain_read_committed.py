@@ -2,7 +2,7 @@
 
 Fills a scratch PostgreSQL database with a realistic log through the service layer (the real
 Send, BeginTransaction and Commit/Abort code, no HTTP), then runs EXPLAIN (ANALYZE, BUFFERS)
-on exactly the statements app.storage.log.fetch issues for a read_committed fetch, captured
+on exactly the statements app.storage.read.fetch issues for a read_committed fetch, captured
 from SQLAlchemy as they are sent to the driver. From the repository root:
 
     psql -h 127.0.0.1 -U postgres -c 'CREATE DATABASE outbox_explain'
@@ -32,9 +32,9 @@ from app.services.log_service import LogService, SendBatch
 from app.services.topic_service import TopicService
 from app.services.transaction_coordinator import TransactionCoordinator
 from app.settings import Settings
-from app.storage import log
+from app.storage import read
 from app.storage.engine import Database, build_engine
-from app.storage.log import RecordToAppend
+from app.storage.append import RecordToAppend
 
 PARTITIONS = 4
 DATA_PER_PARTITION = 50_000
@@ -129,7 +129,7 @@ def explain(url: str, partition: int, offset: int, max_records: int) -> None:
         for _ in range(3):  # the last of three runs, caches warm
             captured.clear()
             t0 = time.perf_counter()
-            result = log.fetch(conn, topic_id=topic_id, partition=partition, offset=offset,
+            result = read.fetch(conn, topic_id=topic_id, partition=partition, offset=offset,
                                max_records=max_records, isolation=IsolationLevel.READ_COMMITTED)
             elapsed_ms = (time.perf_counter() - t0) * 1000
             conn.rollback()

@@ -17,7 +17,7 @@ from starlette.types import Receive, Scope, Send
 from app.domain.types import IsolationLevel
 from app.services.log_service import FetchAnswer, PartitionFetch
 from app.services.long_poll import close, next_chunk
-from app.storage.log import FetchResult, StoredRecord
+from app.domain.read import FetchResult, StoredRecord
 
 _NULL = orjson.Fragment(b"null")
 

@@ -48,7 +48,7 @@ from app.domain.log_cleaning import (
 from app.domain.topic_config import NO_LIMIT
 from app.domain.types import IsolationLevel
 from app.settings import Settings
-from app.storage import cleaning, log
+from app.storage import cleaning, read
 from app.storage.cleaning import PartitionState
 from app.storage.engine import Database, after_commit
 
@@ -324,7 +324,7 @@ class LogCleaner:
 
     def _dirty_section(self, state: PartitionState, checkpoint: int, now: int) -> Compaction | None:
         """The dirty section's records, fed to a Compaction as read_committed reads them
-        (app.storage.log.fetch: one definition of what is committed and in which order), from
+        (app.storage.read.fetch: one definition of what is committed and in which order), from
         the checkpoint to the last stable offset, or to the commit point at which the map
         holds max_compaction_keys keys. None if the log start moved past the checkpoint."""
         compaction = Compaction(tombstones_before_ms=now - state.config.delete_retention_ms)
@@ -332,7 +332,7 @@ class LogCleaner:
         while position < state.last_stable:
             with self.db.read() as conn:
                 try:
-                    page = log.fetch(conn, topic_id=state.topic_id, partition=state.partition, offset=position,
+                    page = read.fetch(conn, topic_id=state.topic_id, partition=state.partition, offset=position,
                                      max_records=self.chunk_rows, isolation=IsolationLevel.READ_COMMITTED)
                 except OffsetOutOfRange:
                     return None

@@ -23,10 +23,11 @@ from app.domain.errors import (
     RecordListTooLarge,
     TransactionalIdNotFound,
 )
+from app.domain.read import FetchResult, StoredRecord
 from app.domain.types import IsolationLevel
 from app.settings import Limit, Settings
-from app.storage import changes, log, producers, topics
-from app.storage.log import RecordToAppend  # what a Send's records are built as (app.api.send_body)
+from app.storage import append, changes, producers, read, topics
+from app.storage.append import RecordToAppend  # what a Send's records are built as (app.api.send_body)
 from app.storage import transactions as txns
 from app.storage.dialect import RowLock
 from app.storage.engine import Database
@@ -36,7 +37,7 @@ from app.storage.engine import Database
 class SendBatch:
     topic: str
     partition: int
-    records: list[log.RecordToAppend]
+    records: list[append.RecordToAppend]
     base_sequence: int | None = None
     expected_offset: int | None = None
     # The records' bytes (app.domain.log_cleaning.record_size), and the largest record's
@@ -70,7 +71,7 @@ _RECORDS_APPENDED = {
 }
 
 
-def _count(results: list[log.AppendResult], producer_id: int | None, transactional_id: str | None) -> None:
+def _count(results: list[append.AppendResult], producer_id: int | None, transactional_id: str | None) -> None:
     """Metrics of a committed Send."""
     kind = "plain" if producer_id is None else "idempotent" if transactional_id is None else "transactional"
     written = 0
@@ -82,7 +83,7 @@ def _count(results: list[log.AppendResult], producer_id: int | None, transaction
     _RECORDS_APPENDED[kind].inc(written)
 
 
-def batches_to_append(conn: Connection, batches: list[SendBatch]) -> list[log.BatchToAppend]:
+def batches_to_append(conn: Connection, batches: list[SendBatch]) -> list[append.BatchToAppend]:
     """The batches as the log stores them, once their topics' rules allow them: the partition
     exists, a compacted topic's records have keys, no record is over the topic's
     max_message_bytes, a topic with check_expected_offsets gets expected offsets. Every append goes through it: a Send, and an append in an application's
@@ -109,7 +110,7 @@ def batches_to_append(conn: Connection, batches: list[SendBatch]) -> list[log.Ba
             size, largest = sum(sizes), max(enumerate(sizes), key=lambda s: s[1])
         check_record_size(topic.name, b.partition, *largest, topic.config.max_message_bytes)
         to_append.append(
-            log.BatchToAppend(topic.topic_id, b.partition, b.records, b.base_sequence, b.expected_offset, size)
+            append.BatchToAppend(topic.topic_id, b.partition, b.records, b.base_sequence, b.expected_offset, size)
         )
     return to_append
 
@@ -124,9 +125,9 @@ def append_in_open_transaction(
     write lock from its first write anyway, so offsets are taken at once, as a Send takes them;
     PostgreSQL's appends wait for the commit instead (the outbox.append SQL function)."""
     (whole,) = batches_to_append(conn, [batch])
-    published = log.published_message_ids(conn, whole.topic_id, {m for m in message_ids if m is not None})
+    published = append.published_message_ids(conn, whole.topic_id, {m for m in message_ids if m is not None})
     appended: list[bool] = []
-    kept: list[log.RecordToAppend] = []
+    kept: list[append.RecordToAppend] = []
     kept_ids: list[str | None] = []
     for record, message_id in zip(batch.records, message_ids, strict=True):
         fresh = message_id is None or message_id not in published
@@ -138,12 +139,12 @@ def append_in_open_transaction(
                 published.add(message_id)
     if kept:
         size = sum(record_size(r.key, r.value, r.headers) for r in kept)
-        to_append = log.BatchToAppend(whole.topic_id, whole.partition, kept, size_bytes=size)
-        (result,) = log.append_batches(
+        to_append = append.BatchToAppend(whole.topic_id, whole.partition, kept, size_bytes=size)
+        (result,) = append.append_batches(
             conn, [to_append], producer_id=None, producer_epoch=None, transactional_id=None,
             txn_id=None, now_ms=now_ms,
         )
-        log.set_message_ids(conn, whole.topic_id, whole.partition, [
+        append.set_message_ids(conn, whole.topic_id, whole.partition, [
             (result.base_offset + i, m) for i, m in enumerate(kept_ids) if m is not None
         ])
         # The application commits, not the service: waiting readers in serve notice the commit
@@ -199,7 +200,7 @@ class LogService:
                     raise InvalidProducerEpoch(
                         f"producer epoch {producer_epoch} is not the current epoch {current}"
                     )
-            results = log.append_batches(
+            results = append.append_batches(
                 conn,
                 to_append,
                 producer_id=producer_id,
@@ -254,7 +255,7 @@ class LogService:
         max_records: int,
         isolation: IsolationLevel,
         max_bytes: int | None = None,
-    ) -> tuple[topics.Topic, log.FetchResult]:
+    ) -> tuple[topics.Topic, FetchResult]:
         """One partition's Fetch, its records read whole; max_bytes None: the service's
         default. An unknown partition or an offset out of range is raised."""
         answer = self.fetch_partitions(
@@ -311,7 +312,7 @@ class LogService:
                                  for w in wanted) <= STREAM_ABOVE_BYTES:
                 for w in wanted:
                     if w.result is not None:
-                        w.result.records = [r for plan in w.plans for chunk in log.read_planned(conn, plan)
+                        w.result.records = [r for plan in w.plans for chunk in read.read_planned(conn, plan)
                                             for r in chunk]
                 answer.close()
                 answer.held = None
@@ -328,7 +329,7 @@ class LogService:
                 w.found = topics.get_topic(conn, w.topic)
                 topics.check_partition(w.found, w.partition)
                 w.topic_id = w.found.topic_id
-            plan = log.plan_fetch(conn, topic_id=w.found.topic_id, partition=w.partition, offset=offset,
+            plan = read.plan_fetch(conn, topic_id=w.found.topic_id, partition=w.partition, offset=offset,
                                   max_records=max_records, isolation=isolation, max_bytes=max(0, max_bytes),
                                   min_one=min_one, prefetch_bytes=max(0, prefetch_bytes))
             w.plans.append(plan)
@@ -392,10 +393,10 @@ class PartitionFetch:
     partition: int
     offset: int
     topic_id: int | None = None
-    result: log.FetchResult | None = None
+    result: FetchResult | None = None
     error: OutboxError | None = None
     found: topics.Topic | None = None
-    plans: list[log.FetchPlan] = field(default_factory=list)
+    plans: list[read.FetchPlan] = field(default_factory=list)
 
     @property
     def planned_records(self) -> int:
@@ -414,13 +415,13 @@ class FetchAnswer:
     partitions: list[PartitionFetch]
     held: HeldRead | None = None
 
-    def chunks(self, w: PartitionFetch) -> Iterator[list[log.StoredRecord]]:
+    def chunks(self, w: PartitionFetch) -> Iterator[list[StoredRecord]]:
         if self.held is None:
             if w.result is not None and w.result.records:
                 yield w.result.records
             return
         for plan in w.plans:
-            yield from log.read_planned(self.held.conn, plan, chunk_bytes=CHUNK_BYTES)
+            yield from read.read_planned(self.held.conn, plan, chunk_bytes=CHUNK_BYTES)
 
     def close(self) -> None:
         if self.held is not None:

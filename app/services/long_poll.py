@@ -32,11 +32,11 @@ from anyio import CancelScope, to_thread
 
 from app import metrics
 from app.domain.errors import ThrottlingQuotaExceeded
+from app.domain.read import StoredRecord
 from app.domain.types import IsolationLevel
 from app.services.log_service import FetchAnswer, LogService, PartitionFetch
 from app.services.shared_reads import SharedReads
 from app.services.waiting import Place, WaitingRequests, WaitKind
-from app.storage import log
 from app.storage.changes import Key, LogChanges
 
 HEARTBEAT_S = 15.0  # a stream with nothing to send says so this often (proxies close silent ones)
@@ -51,7 +51,7 @@ class CommitPoint:
     record, or a transaction's records in this partition) and where to resume after them. A
     point larger than a chunk comes in pieces: `ends` is False on all but the last."""
 
-    records: list[log.StoredRecord]
+    records: list[StoredRecord]
     next_position: int
     ends: bool = True
 
@@ -240,12 +240,12 @@ async def close(answer: FetchAnswer) -> None:
             await to_thread.run_sync(answer.close)
 
 
-async def next_chunk(chunks: Iterator[list[log.StoredRecord]]) -> list[log.StoredRecord] | None:
+async def next_chunk(chunks: Iterator[list[StoredRecord]]) -> list[StoredRecord] | None:
     """The next chunk of records, read in a worker thread (None: no more)."""
     return await to_thread.run_sync(next, chunks, None)
 
 
-async def _pieces(chunks: Iterator[list[log.StoredRecord]]) -> AsyncIterator[CommitPoint]:
+async def _pieces(chunks: Iterator[list[StoredRecord]]) -> AsyncIterator[CommitPoint]:
     """Records in commit order, chunk by chunk, grouped by commit position: a reader resumes
     after a whole commit point, never inside a transaction (a fetch never splits one). A point
     that spans chunks comes as several pieces, `ends` on the last: so a chunk is looked ahead
@@ -262,7 +262,7 @@ async def _pieces(chunks: Iterator[list[log.StoredRecord]]) -> AsyncIterator[Com
         chunk = following
 
 
-def _commit_points(records: list[log.StoredRecord]) -> list[CommitPoint]:
+def _commit_points(records: list[StoredRecord]) -> list[CommitPoint]:
     """Records in commit order, grouped by commit position."""
     points: list[CommitPoint] = []
     for r in records:

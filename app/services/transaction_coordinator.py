@@ -45,7 +45,7 @@ from app.domain.transaction import (
 )
 from app.domain.types import ControlType, ProducerEpoch, ProducerId, TransactionState, TxnId
 from app.settings import Settings
-from app.storage import groups, log, producers, topics
+from app.storage import groups, markers, producers, topics
 from app.storage import transactions as txns
 from app.storage.dialect import RowLock
 from app.storage.engine import Database, after_commit
@@ -463,14 +463,14 @@ class TransactionCoordinator:
     def _complete_all(self, conn, metas: Sequence[TransactionMetadata], now: int) -> list[TransactionMetadata]:  # type: ignore[no-untyped-def]
         """The completion of decided transactions, all with the same decision, inside the
         caller's database transaction, which holds their rows' locks (FOR UPDATE): markers in
-        one partition order across all of them (log.write_control_markers), staged offsets,
+        one partition order across all of them (markers.write_control_markers), staged offsets,
         Complete states."""
         assert metas and len({m.state for m in metas}) == 1
         assert all(m.txn_id is not None and m.state in (S.PREPARE_COMMIT, S.PREPARE_ABORT) for m in metas)
         commit = metas[0].state is S.PREPARE_COMMIT
-        log.write_control_markers(
+        markers.write_control_markers(
             conn,
-            [log.MarkerOwner(m.transactional_id, m.txn_id, m.producer_id, m.producer_epoch) for m in metas],  # type: ignore[arg-type]
+            [markers.MarkerOwner(m.transactional_id, m.txn_id, m.producer_id, m.producer_epoch) for m in metas],  # type: ignore[arg-type]
             control_type=ControlType.COMMIT if commit else ControlType.ABORT,
             now_ms=now,
         )

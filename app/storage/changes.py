@@ -1,7 +1,7 @@
 """Waking readers that wait for a partition's log to change (long-poll Fetch, the SSE stream).
 
 Every write transaction that takes offsets in a partition (records of a Send, control markers
-of a completion; app.storage.log._take_offsets) notes the partition on its connection
+of a completion; app.storage.log_end.take_offsets) notes the partition on its connection
 (`mark_changed`). Then:
 
 - in this process, once the transaction has committed, `Database.write` hands the partitions
@@ -274,5 +274,5 @@ class LogChanges:
 
 def _log_ends(conn: sqlite3.Connection | Any) -> dict[Key, int]:
     """Every partition's log end. Every append and marker moves next_offset
-    (app.storage.log._take_offsets), and so does an append in an application's transaction."""
+    (app.storage.log_end.take_offsets), and so does an append in an application's transaction."""
     return {(t, p): n for t, p, n in conn.execute('SELECT topic_id, "partition", next_offset FROM partitions')}

@@ -6,7 +6,7 @@ them agree with the rows. The counters move by what the DELETE itself found, so 
 that raced on the same rows (the second DELETE finds them gone) subtract them once.
 
 Lock order: a deletion first locks the old rows it deletes, which no appender ever touches,
-then the partition's row (the append lock, app.storage.log._take_offsets) for its last
+then the partition's row (the append lock, app.storage.log_end.take_offsets) for its last
 statement; appenders and completions lock the partition row and then write new rows only.
 So the cleaner holds an appender up for one UPDATE and the commit, never for the DELETE.
 """
@@ -29,7 +29,7 @@ from app.storage.tables import (
     records,
     topics,
 )
-from app.storage.log import RECORD_SIZE
+from app.storage.read import RECORD_SIZE
 from app.storage.topics import LAST_STABLE_OFFSET, log_start_at_least, topic_config
 
 _SIZE = RECORD_SIZE

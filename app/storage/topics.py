@@ -321,7 +321,7 @@ class LockedPartition:
 
 def lock_partition(conn: Connection, topic_id: int, partition: int) -> LockedPartition:
     """The partition's bounds, its row locked until commit: the append lock that Send and the
-    control markers take (storage.log._take_offsets), so no append, and no transaction,
+    control markers take (storage.log_end.take_offsets), so no append, and no transaction,
     starts in the partition meanwhile."""
     row = conn.execute(
         _lock_partition_stmt(conn.dialect.name), {"topic_id": topic_id, "partition": partition}

@@ -8,7 +8,7 @@
 - deleted_topics: topics deleted whose records the cleaner still has to delete.
 - cleaner_leases: a cleaner's claim on a partition while it compacts it.
 - the committed_records view leaves out records below their partition's log start: those are
-  garbage that the cleaner deletes later, never read (app.storage.log.fetch leaves them out
+  garbage that the cleaner deletes later, never read (app.storage.read.fetch leaves them out
   too), and a transaction whose records a DeleteRecords cut shows the part at or after it.
 
 Stop every `serve` and `coordinator` of the database before running it: a process on the

@@ -35,7 +35,7 @@ depends_on = None
 # holds the two to the same verdicts.
 #
 # Why the records wait in outbox.pending_records: offsets are handed out under the partition
-# row's lock, held to commit (app/storage/log.py), which is what keeps a reader from skipping
+# row's lock, held to commit (app/storage/log_end.py), which is what keeps a reader from skipping
 # a record that commits late. Taken in outbox.append, that lock would stop every producer of
 # the partition for as long as the application's transaction runs. So outbox.append only
 # stages, and a deferred constraint trigger moves the transaction's records into the log as
@@ -195,7 +195,7 @@ BEGIN
         FROM outbox.pending_records p WHERE p.xact = me
         GROUP BY p.topic_id, p."partition" ORDER BY p.topic_id, p."partition"
     LOOP
-        -- The partition's offsets, as app/storage/log.py takes them: the row lock is held to
+        -- The partition's offsets, as app/storage/log_end.py takes them: the row lock is held to
         -- the commit, so the next appender of the partition reads this transaction's log end.
         UPDATE {log_schema}.partitions SET next_offset = next_offset + part.n,
                               record_count = record_count + part.n,

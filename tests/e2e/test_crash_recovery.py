@@ -11,15 +11,16 @@ import signal
 import threading
 import time
 import traceback
+from typing import Any
 
 import httpx
 import pytest
-from sqlalchemy import select
+from sqlalchemy import delete, insert, select
 
 from app.domain.types import ControlType
-from app.storage import log
 from app.storage.engine import Database, build_engine
-from app.storage.tables import records, transactions
+from app.storage.log_end import take_offsets
+from app.storage.tables import records, transaction_partitions, transactions
 from tests.e2e.api import (
     committed_view,
     describe_txn,
@@ -205,6 +206,23 @@ def test_prepare_abort_left_by_a_crash_is_completed_once(backend, launcher) -> N
     backend.assert_logs_gapless()
 
 
+def _one_marker_as_an_earlier_worker(conn: Any, txn_id: int, producer: dict[str, int], topic_id: int,
+                                     partition: int) -> list[tuple[int, int, int]]:
+    """What one database transaction of such a worker did: claim the partition (delete its
+    transaction_partitions row) and, if it was still there, append the COMMIT marker at the
+    log end, taken as every append takes it."""
+    claimed = conn.execute(delete(transaction_partitions).where(
+        transaction_partitions.c.transactional_id == TID, transaction_partitions.c.txn_id == txn_id,
+        transaction_partitions.c.topic_id == topic_id, transaction_partitions.c.partition == partition)).rowcount
+    if not claimed:
+        return []
+    offset = take_offsets(conn, topic_id, partition, 1, records=0)
+    conn.execute(insert(records).values(
+        topic_id=topic_id, partition=partition, offset=offset, timestamp_ms=1, producer_id=producer["producer_id"],
+        producer_epoch=producer["producer_epoch"], txn_id=txn_id, control_type=ControlType.COMMIT.value))
+    return [(topic_id, partition, offset)]
+
+
 def test_half_written_markers_are_finished_once(backend, launcher) -> None:  # type: ignore[no-untyped-def]
     """A transaction decided but with one partition's marker of three written (as a worker of
     an earlier version, which wrote one marker per database transaction, could leave it): the
@@ -216,12 +234,10 @@ def test_half_written_markers_are_finished_once(backend, launcher) -> None:  # t
         db = Database(build_engine(backend.url, pool_size=1))
         try:
             orders_id = backend.topic_id("orders")
-            owner = log.MarkerOwner(TID, txn_id, producer["producer_id"], producer["producer_epoch"])
-            marker = dict(control_type=ControlType.COMMIT, only=(orders_id, 1))
             with db.write() as conn:
-                assert log.write_control_markers(conn, [owner], **marker, now_ms=1) == [(orders_id, 1, 1)]
+                assert _one_marker_as_an_earlier_worker(conn, txn_id, producer, orders_id, 1) == [(orders_id, 1, 1)]
             with db.write() as conn:  # the claim is gone: a second attempt writes nothing
-                assert log.write_control_markers(conn, [owner], **marker, now_ms=2) == []
+                assert _one_marker_as_an_earlier_worker(conn, txn_id, producer, orders_id, 1) == []
         finally:
             db.dispose()
 

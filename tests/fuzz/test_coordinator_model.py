@@ -65,7 +65,7 @@ from app.domain.types import IsolationLevel
 from app.services.log_service import SendBatch
 from app.settings import Settings
 from app.storage.engine import Database, build_engine
-from app.storage.log import RecordToAppend
+from app.storage.append import RecordToAppend
 from app.worker.coordinator import CoordinatorWorker
 from tests.conftest import FakeClock, _reset_postgres
 

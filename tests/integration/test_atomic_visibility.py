@@ -24,8 +24,8 @@ from app.domain.offsets import OffsetToStage
 from app.domain.types import IsolationLevel
 from app.services.log_service import SendBatch
 from app.services.transaction_coordinator import TransactionCoordinator
-from app.storage import log, offsets, topics
-from app.storage.log import RecordToAppend
+from app.storage import offsets, read, topics
+from app.storage.append import RecordToAppend
 
 TOPIC, PARTITIONS = "atomic", 4
 CONSUMED = "consumed"  # the topic whose positions the transactions commit for GROUP
@@ -94,7 +94,7 @@ def _read_snapshot(services: Services) -> _Snapshot:
             numbers: list[int] = []
             position = 0
             while True:
-                page = log.fetch(
+                page = read.fetch(
                     conn,
                     topic_id=topic.topic_id,
                     partition=partition,

@@ -226,7 +226,7 @@ def test_a_plan_brings_records_whole_only_within_its_prefetch_bytes_and_reads_th
     their values; whatever a plan did not bring is read after, and the fetch is the same
     records either way."""
     from app.domain.types import IsolationLevel
-    from app.storage import log
+    from app.storage import read
 
     create_topic(client, "t")
     send(client, [batch("t", 0, [TEN, "y" * 60, TEN])])  # offsets 0-2, the 62-byte one at 1
@@ -234,9 +234,9 @@ def test_a_plan_brings_records_whole_only_within_its_prefetch_bytes_and_reads_th
     send(client, [batch("t", 0, [TEN] * 3)])  # 6-8
     with services.log.db.read() as conn:
         topic_id = conn.exec_driver_sql("SELECT topic_id FROM topics WHERE name = 't'").scalar_one()
-        plan = log.plan_fetch(conn, topic_id=topic_id, partition=0, offset=0, max_records=100,
+        plan = read.plan_fetch(conn, topic_id=topic_id, partition=0, offset=0, max_records=100,
                               isolation=IsolationLevel(isolation), prefetch_bytes=prefetch_bytes)
-        records = [r for chunk in log.read_planned(conn, plan) for r in chunk]
+        records = [r for chunk in read.read_planned(conn, plan) for r in chunk]
 
     assert sorted(plan.rows) == whole[isolation]
     assert plan.prefetched_bytes <= prefetch_bytes

@@ -17,8 +17,8 @@ from app.domain.transaction import PreparedTxnRef
 from app.domain.types import IsolationLevel
 from app.services.log_service import SendBatch
 from app.services.transaction_coordinator import TransactionCoordinator
-from app.storage import log, topics
-from app.storage.log import RecordToAppend
+from app.storage import read, topics
+from app.storage.append import RecordToAppend
 from app.worker.coordinator import CoordinatorWorker
 from tests.helpers import batch, begin, create_topic, fetch, ident, init_producer, send, values
 
@@ -173,15 +173,15 @@ def _prepare_through_services(services: Services, coordinator: TransactionCoordi
 
 
 def _read_committed(services: Services, topic: str, partition: int, conn: Any = None) -> list[str]:
-    def read(c: Any) -> list[str]:
+    def committed(c: Any) -> list[str]:
         t = topics.get_topic(c, topic)
-        page = log.fetch(c, topic_id=t.topic_id, partition=partition, offset=0, max_records=100_000,
+        page = read.fetch(c, topic_id=t.topic_id, partition=partition, offset=0, max_records=100_000,
                          isolation=IsolationLevel.READ_COMMITTED)
         return [json.loads(r.value) for r in page.records]
     if conn is not None:
-        return read(conn)
+        return committed(conn)
     with services.db.read() as c:
-        return read(c)
+        return committed(c)
 
 
 def test_joint_commits_beside_appenders_never_deadlock_and_show_each_batch_whole(services: Services) -> None:

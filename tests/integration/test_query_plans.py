@@ -17,7 +17,8 @@ import pytest
 from sqlalchemy import select, text
 
 from app.services.log_service import SendBatch
-from app.storage.log import RecordToAppend, _markers_stmt, _transaction_records_stmt
+from app.storage.append import RecordToAppend
+from app.storage.read import _markers_stmt, _transaction_records_stmt
 from app.storage.tables import transactions
 from app.storage.transactions import _id_starts_with
 

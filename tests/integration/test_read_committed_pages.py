@@ -7,7 +7,7 @@ import json
 
 from app.domain.types import IsolationLevel
 from app.services.log_service import SendBatch
-from app.storage.log import RecordToAppend
+from app.storage.append import RecordToAppend
 
 
 def _records(values: list[int]) -> list[RecordToAppend]:

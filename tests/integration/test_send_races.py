@@ -16,7 +16,7 @@ import time
 from sqlalchemy import text
 
 from app.services.log_service import SendBatch, SendResult
-from app.storage.log import RecordToAppend
+from app.storage.append import RecordToAppend
 
 
 def _wait_until_blocked(database, count: int) -> None:  # type: ignore[no-untyped-def]

@@ -25,9 +25,9 @@ from app.domain.errors import (
 )
 from app.domain.offsets import OffsetToStage
 from app.services.log_service import SendBatch
-from app.storage import log, topics
+from app.storage import topics
 from app.storage import transactions as txns
-from app.storage.log import RecordToAppend
+from app.storage.append import RecordToAppend
 from app.storage.tables import partitions
 from tests.helpers import begin, create_topic, init_producer
 

@@ -2,7 +2,7 @@
 a committed offset, and where it goes when its position is out of range (416), per mode.
 
 The service is an httpx.MockTransport over a fake log per partition whose fetch answers as
-app/storage/log.py's does: 416 OFFSET_OUT_OF_RANGE with `details.log_start_offset` and
+app/storage/read.py's does: 416 OFFSET_OUT_OF_RANGE with `details.log_start_offset` and
 `details.log_end_offset` outside [log start, log end], else the records from the position on.
 Every record is plain, its value its offset, so a commit point is the record itself.
 """

@@ -14,7 +14,7 @@ from app.services.log_service import FetchAnswer, PartitionFetch
 from app.services.long_poll import LongPoll
 from app.services.waiting import WaitingRequests
 from app.storage.changes import LogChanges
-from app.storage.log import FetchResult, StoredRecord
+from app.domain.read import FetchResult, StoredRecord
 
 KEY = (7, 0)  # the topic id and partition the fake log serves
 

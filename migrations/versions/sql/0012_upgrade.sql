@@ -210,7 +210,7 @@ BEGIN
         FROM outbox.pending_records p WHERE p.xact = me
         GROUP BY p.topic_id, p."partition" ORDER BY p.topic_id, p."partition"
     LOOP
-        -- The partition's offsets, as app/storage/log.py takes them: the row lock is held to
+        -- The partition's offsets, as app/storage/log_end.py takes them: the row lock is held to
         -- the commit, so the next appender of the partition reads this transaction's log end.
         UPDATE @log_schema@.partitions SET next_offset = next_offset + part.n,
                               record_count = record_count + part.n,

@@ -1,0 +1,343 @@
+"""Appending data records to partitions: offsets (log_end), the producer's sequence verdict,
+the rows, and the transaction's partitions, all in the caller's database transaction."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy import Connection, bindparam, select, update
+
+from app.domain.errors import OffsetMismatch
+from app.domain.producer import (
+    BatchVerdict,
+    NextBatchCondition,
+    ProducerPartitionState,
+    check_sequence,
+    next_batch_condition,
+)
+from app.storage import dialect
+from app.storage.log_end import take_offsets
+from app.storage.tables import producer_partitions, records, transaction_partitions
+
+
+@dataclass(slots=True)
+class RecordToAppend:
+    key: str | None
+    value: str | None  # JSON text
+    headers: str | None  # JSON text of an object, or None
+    timestamp_ms: int
+
+
+@dataclass(slots=True)
+class BatchToAppend:
+    topic_id: int
+    partition: int
+    records: list[RecordToAppend]
+    base_sequence: int | None = None
+    expected_offset: int | None = None
+    size_bytes: int = 0  # app.domain.log_cleaning.record_size of the records, summed
+
+
+@dataclass(frozen=True, slots=True)
+class AppendResult:
+    topic_id: int
+    partition: int
+    base_offset: int
+    record_count: int
+    duplicate: bool
+
+
+
+
+
+# Every column of `records` but control_type, which data records leave NULL.
+DATA_RECORD_COLUMNS = (
+    "topic_id", "partition", "offset", "timestamp_ms", "key", "value", "headers",
+    "producer_id", "producer_epoch", "sequence", "txn_id", "batch_record_count",
+)
+
+
+def _partition_key(b: BatchToAppend) -> tuple[int, int]:
+    return (b.topic_id, b.partition)
+
+
+def _in_partition(column: Any, *keys: Any, prefix: str = "") -> Any:
+    """A scalar subquery: `column` of the row of the bound partition whose `keys` equal the
+    bind parameters of their own names (after `prefix`); NULL when there is no such row."""
+    table = column.table
+    return (
+        select(column)
+        .where(*(key == bindparam(prefix + key.key) for key in keys),
+               table.c.topic_id == bindparam(prefix + "topic_id"),
+               table.c.partition == bindparam(prefix + "partition"))
+        .scalar_subquery()
+    )
+
+
+# The producer's sequence state in a partition, and the first offset of its transaction (this
+# txn_id) there if the transaction already has the partition: one row, whatever exists.
+_pp, _tp = producer_partitions, transaction_partitions
+_PRODUCER_STATE = select(
+    _in_partition(_tp.c.first_offset, _tp.c.transactional_id, _tp.c.txn_id),
+    *(
+        _in_partition(column, _pp.c.producer_id)
+        for column in (
+            _pp.c.producer_epoch,
+            _pp.c.last_sequence,
+            _pp.c.last_batch_base_sequence,
+            _pp.c.last_batch_record_count,
+            _pp.c.last_batch_base_offset,
+        )
+    ),
+)
+
+
+def _read_producer_state(
+    conn: Connection, producer_id: int, transactional_id: str | None, txn_id: int | None,
+    topic_id: int, partition: int,
+) -> tuple[bool, ProducerPartitionState | None]:
+    """The producer's sequence state in the partition (or None), and whether the transaction
+    (if any) already has the partition.
+
+    Called once the partition's lock is held (take_offsets), in a statement of its own: two
+    copies of one batch (a client's retry racing its first attempt) queue on that lock, and on
+    PostgreSQL's READ COMMITTED a statement that waited for a row lock sees the locked row's
+    new version but every other table as of its own start, so a state read in the locking
+    statement would miss what the first copy wrote and the second would append the batch
+    again (tests/integration/test_send_races.py)."""
+    first_offset, *state = conn.execute(
+        _PRODUCER_STATE,
+        {"producer_id": producer_id, "transactional_id": transactional_id, "txn_id": txn_id,
+         "topic_id": topic_id, "partition": partition},
+    ).one()
+    return first_offset is not None, (None if state[0] is None else ProducerPartitionState(*state))
+
+
+# A running producer's next batch in one statement instead of a read and a write: the new
+# sequence state is written only where the stored state meets next_batch_condition, and the
+# statement answers, as _PRODUCER_STATE does, whether the transaction already has the
+# partition. No row back means the condition failed (or there is no state): the caller then
+# reads the state and asks check_sequence. Like the read, it runs after the partition's lock
+# is taken, so a copy of the batch that queued behind its first attempt sees the state that
+# attempt wrote (last_sequence moved on) and misses; PostgreSQL's UPDATE would in any case
+# re-check its WHERE on the newest version of a row it had to wait for.
+# (Bind names carry a b_ prefix: SQLAlchemy reserves an UPDATE's column names for its SET.)
+_WRITE_NEXT_BATCH_STATE = (
+    update(_pp)
+    .where(
+        _pp.c.producer_id == bindparam("b_producer_id"),
+        _pp.c.topic_id == bindparam("b_topic_id"),
+        _pp.c.partition == bindparam("b_partition"),
+        _pp.c.producer_epoch == bindparam("b_expected_epoch"),
+        _pp.c.last_sequence == bindparam("b_expected_last_sequence"),
+    )
+    .values(
+        last_sequence=bindparam("b_last_sequence"),
+        last_batch_base_sequence=bindparam("b_base_sequence"),
+        last_batch_record_count=bindparam("b_record_count"),
+        last_batch_base_offset=bindparam("b_base_offset"),
+        updated_ms=bindparam("b_now_ms"),
+    )
+    .returning(
+        _in_partition(_tp.c.first_offset, _tp.c.transactional_id, _tp.c.txn_id, prefix="b_")
+        .label("first_offset")
+    )
+)
+
+
+def _write_next_batch_state(
+    conn: Connection, expected: NextBatchCondition, *, producer_id: int,
+    transactional_id: str | None, txn_id: int | None, batch: BatchToAppend, base_offset: int,
+    now_ms: int,
+) -> bool | None:
+    """Write the batch's sequence state if it is the producer's next batch here. Returns None
+    when it is not (nothing written), else whether the transaction already has the partition."""
+    assert batch.base_sequence is not None
+    count = len(batch.records)
+    row = conn.execute(
+        _WRITE_NEXT_BATCH_STATE,
+        {"b_producer_id": producer_id, "b_topic_id": batch.topic_id, "b_partition": batch.partition,
+         "b_expected_epoch": expected.producer_epoch,
+         "b_expected_last_sequence": expected.last_sequence,
+         "b_last_sequence": batch.base_sequence + count - 1,
+         "b_base_sequence": batch.base_sequence, "b_record_count": count,
+         "b_base_offset": base_offset, "b_now_ms": now_ms,
+         "b_transactional_id": transactional_id, "b_txn_id": txn_id},
+    ).first()
+    return None if row is None else row.first_offset is not None
+
+
+def _return_offsets(conn: Connection, batch: BatchToAppend) -> None:
+    """Undo the batch's take_offsets in this database transaction (its row lock is still
+    held, so nobody took offsets after it)."""
+    take_offsets(conn, batch.topic_id, batch.partition, -len(batch.records), -batch.size_bytes)
+
+
+def append_batches(
+    conn: Connection,
+    batches: Sequence[BatchToAppend],
+    *,
+    producer_id: int | None,
+    producer_epoch: int | None,
+    transactional_id: str | None,
+    txn_id: int | None,
+    now_ms: int,
+) -> list[AppendResult]:
+    """Append every batch, all or nothing, in the caller's database transaction.
+
+    Batches must name distinct partitions. Results come back in the order of `batches`.
+    """
+    results: dict[tuple[int, int], AppendResult] = {}
+    rows: list[tuple] = []
+    state_rows: list[dict] = []
+    txn_partition_rows: list[dict] = []
+
+    for batch in sorted(batches, key=_partition_key):
+        count = len(batch.records)
+        already_in_transaction = state_written = False
+        base_offset = take_offsets(conn, batch.topic_id, batch.partition, count, batch.size_bytes)
+        if producer_id is not None:
+            assert producer_epoch is not None and batch.base_sequence is not None
+            # Offsets first, then the verdict: a refusal rolls the whole database transaction
+            # back, and a duplicate (rare: a retry) gives its offsets back. The next batch of
+            # a running producer is judged and its state written by one statement; any other
+            # batch is judged by check_sequence on the state read back.
+            expected = next_batch_condition(producer_epoch, batch.base_sequence, count)
+            if expected is not None:
+                in_transaction = _write_next_batch_state(
+                    conn, expected, producer_id=producer_id, transactional_id=transactional_id,
+                    txn_id=txn_id, batch=batch, base_offset=base_offset, now_ms=now_ms,
+                )
+                state_written = in_transaction is not None
+                already_in_transaction = bool(in_transaction)
+            if not state_written:
+                already_in_transaction, state = _read_producer_state(
+                    conn, producer_id, transactional_id, txn_id, batch.topic_id, batch.partition
+                )
+                verdict = check_sequence(state, producer_epoch, batch.base_sequence, count)
+                if verdict is BatchVerdict.DUPLICATE:
+                    assert state is not None
+                    _return_offsets(conn, batch)
+                    results[_partition_key(batch)] = AppendResult(
+                        batch.topic_id, batch.partition, state.last_batch_base_offset, count, True
+                    )
+                    continue
+        _check_expected(batch, base_offset)
+
+        results[_partition_key(batch)] = AppendResult(
+            batch.topic_id, batch.partition, base_offset, count, False
+        )
+        base_sequence = batch.base_sequence
+        topic_id, partition = batch.topic_id, batch.partition
+        # Tuples in DATA_RECORD_COLUMNS order. The first record of a transactional batch is
+        # its head: it carries the batch's size, and only it enters ix_records_txn_batches.
+        rows.extend(
+            (
+                topic_id,
+                partition,
+                base_offset + i,
+                r.timestamp_ms,
+                r.key,
+                r.value,
+                r.headers,
+                producer_id,
+                producer_epoch,
+                None if base_sequence is None else base_sequence + i,
+                txn_id,
+                None,
+            )
+            for i, r in enumerate(batch.records)
+        )
+        if txn_id is not None:
+            first = len(rows) - count
+            rows[first] = rows[first][:-1] + (count,)
+        if producer_id is not None and not state_written:
+            assert base_sequence is not None
+            state_rows.append(
+                {
+                    "producer_id": producer_id,
+                    "topic_id": batch.topic_id,
+                    "partition": batch.partition,
+                    "producer_epoch": producer_epoch,
+                    "last_sequence": base_sequence + count - 1,
+                    "last_batch_base_sequence": base_sequence,
+                    "last_batch_record_count": count,
+                    "last_batch_base_offset": base_offset,
+                    "updated_ms": now_ms,
+                }
+            )
+        if txn_id is not None and not already_in_transaction:
+            txn_partition_rows.append(
+                {
+                    "transactional_id": transactional_id,
+                    "topic_id": batch.topic_id,
+                    "partition": batch.partition,
+                    "txn_id": txn_id,
+                    "first_offset": base_offset,
+                }
+            )
+
+    if rows:
+        dialect.bulk_insert(conn, records, DATA_RECORD_COLUMNS, rows)
+    if state_rows:
+        dialect.execute_rows(
+            conn,
+            dialect.upsert(
+                conn,
+                producer_partitions,
+                [
+                    "producer_epoch",
+                    "last_sequence",
+                    "last_batch_base_sequence",
+                    "last_batch_record_count",
+                    "last_batch_base_offset",
+                    "updated_ms",
+                ],
+            ),
+            state_rows,
+        )
+    if txn_partition_rows:
+        # The first Send to a partition adds it to the transaction (Kafka's AddPartitionsToTxn);
+        # later Sends find it there (_PRODUCER_STATE and _WRITE_NEXT_BATCH_STATE read it) and
+        # keep the first offset, which is what the last stable offset needs. Kept an
+        # insert-or-ignore all the same.
+        dialect.execute_rows(conn, dialect.insert_ignore(conn, transaction_partitions), txn_partition_rows)
+    return [results[_partition_key(b)] for b in batches]
+
+
+def _check_expected(batch: BatchToAppend, next_offset: int) -> None:
+    if batch.expected_offset is not None and batch.expected_offset != next_offset:
+        raise OffsetMismatch(
+            f"expected_offset {batch.expected_offset} but the next offset of partition "
+            f"{batch.partition} is {next_offset}",
+            partition=batch.partition,
+            next_offset=next_offset,
+        )
+
+
+def published_message_ids(conn: Connection, topic_id: int, message_ids: set[str]) -> set[str]:
+    """Which of `message_ids` a stored record of the topic carries (ix_records_message_id)."""
+    if not message_ids:
+        return set()
+    return set(
+        conn.execute(
+            select(records.c.message_id).where(
+                records.c.topic_id == topic_id, records.c.message_id.in_(sorted(message_ids))
+            )
+        ).scalars()
+    )
+
+
+def set_message_ids(conn: Connection, topic_id: int, partition: int, ids: list[tuple[int, str]]) -> None:
+    """Give the records just appended at these offsets their message ids, in the same database
+    transaction: a second record with one of them fails on ix_records_message_id."""
+    if ids:
+        conn.execute(
+            update(records)
+            .where(records.c.topic_id == topic_id, records.c.partition == partition,
+                   records.c.offset == bindparam("o"))
+            .values(message_id=bindparam("m")),
+            [{"o": offset, "m": message_id} for offset, message_id in ids],
+        )

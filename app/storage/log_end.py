@@ -1,0 +1,52 @@
+"""Who assigns offsets: the log end of a partition, taken under its row lock.
+
+Offset assignment (guarantee 6). Each partition has one row in `partitions` whose
+`next_offset` is the log end. An appender takes its offsets by updating that row and keeps
+the row lock until its database transaction commits; the next appender of the partition
+waits for the lock and then reads the committed value. So offsets are handed out in commit
+order, and a reader that sees offset n+1 committed has already been able to see n. A
+database sequence would not do: it hands out numbers before commit and never rolls them
+back, so a reader could see 102 commit before 101 and skip 101 forever.
+
+Deadlocks: a request that appends to several partitions locks them in (topic_id, partition)
+order, and takes its transaction row lock (if any) before any partition lock.
+"""
+
+from __future__ import annotations
+
+from sqlalchemy import Connection, bindparam, update
+
+from app.domain.errors import UnknownTopicOrPartition
+from app.storage import changes
+from app.storage.tables import partitions
+
+
+# Built once (see storage.dialect): the hot statement of every Send and marker. The partition's
+# record count and size move in the same statement as its log end, so they are exact in every
+# snapshot (what retention_bytes acts on, and what describe shows).
+_TAKE_OFFSETS = (
+    update(partitions)
+    .where(partitions.c.topic_id == bindparam("p_topic_id"), partitions.c.partition == bindparam("p_partition"))
+    .values(
+        next_offset=partitions.c.next_offset + bindparam("p_count"),
+        record_count=partitions.c.record_count + bindparam("p_records"),
+        size_bytes=partitions.c.size_bytes + bindparam("p_size_bytes"),
+    )
+    .returning(partitions.c.next_offset)
+)
+
+
+def take_offsets(
+    conn: Connection, topic_id: int, partition: int, count: int, size_bytes: int = 0, *, records: int | None = None
+) -> int:
+    """Reserve `count` offsets for `records` data records (all of them, unless said) of
+    `size_bytes`; returns the first. Holds the partition row lock until commit."""
+    new_end = conn.execute(
+        _TAKE_OFFSETS,
+        {"p_topic_id": topic_id, "p_partition": partition, "p_count": count,
+         "p_records": count if records is None else records, "p_size_bytes": size_bytes},
+    ).scalar_one_or_none()
+    if new_end is None:
+        raise UnknownTopicOrPartition(f"unknown partition {partition} of topic id {topic_id}")
+    changes.mark_changed(conn, topic_id, partition)
+    return new_end - count

@@ -1,0 +1,91 @@
+"""Control markers: the coordinator's COMMIT or ABORT written into each partition of a
+transaction, which is what moves the transaction's records into (or out of) read_committed."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from sqlalchemy import Connection, bindparam, delete, insert
+
+from app.domain.types import ControlType
+from app.storage import dialect
+from app.storage.log_end import take_offsets
+from app.storage.tables import records, transaction_partitions
+
+
+_CLAIM_ALL = (
+    delete(transaction_partitions)
+    .where(
+        transaction_partitions.c.transactional_id == bindparam("transactional_id"),
+        transaction_partitions.c.txn_id == bindparam("txn_id"),
+    )
+    .returning(transaction_partitions.c.topic_id, transaction_partitions.c.partition)
+)
+_INSERT_RECORD = insert(records)
+
+
+@dataclass(frozen=True, slots=True)
+class MarkerOwner:
+    """The transaction a control marker ends: whose partitions it claims, and the producer
+    identity the marker carries."""
+
+    transactional_id: str
+    txn_id: int
+    producer_id: int
+    producer_epoch: int
+
+
+def write_control_markers(
+    conn: Connection,
+    owners: Sequence[MarkerOwner],
+    *,
+    control_type: ControlType,
+    now_ms: int,
+) -> list[tuple[int, int, int]]:
+    """Write each owner transaction's marker in every partition that still lacks one, in the
+    caller's database transaction. Returns
+    (topic_id, partition, offset) of each marker written now, in partition order.
+
+    The transaction_partitions rows are the claims: deleting them and appending the markers
+    commit together, so a partition has its marker exactly when its row is gone, and a second
+    worker (or a retry) finds nothing left to claim. Callers hold the transactions' row locks
+    (FOR UPDATE), so two completions of one transaction never run side by side.
+
+    The markers take their partitions' locks in (topic_id, partition) order, as every appender
+    does, across all the owners together: a joint commit that completed its transactions one
+    after another would lock partition 3 for the first and then partition 1 for the second,
+    and deadlock with an appender holding 1 and waiting for 3.
+    """
+    claimed: list[tuple[int, int, int]] = []  # (topic_id, partition, index of the owner)
+    for i, owner in enumerate(owners):
+        params = {"transactional_id": owner.transactional_id, "txn_id": owner.txn_id}
+        claimed.extend((topic_id, partition, i) for topic_id, partition in conn.execute(_CLAIM_ALL, params))
+    claimed.sort()
+    written = [
+        (topic_id, partition, take_offsets(conn, topic_id, partition, 1, records=0), owners[i])
+        for topic_id, partition, i in claimed
+    ]
+    if written:
+        dialect.execute_rows(
+            conn,
+            _INSERT_RECORD,
+            [
+                {
+                    "topic_id": topic_id,
+                    "partition": partition,
+                    "offset": offset,
+                    "timestamp_ms": now_ms,
+                    "key": None,
+                    "value": None,
+                    "headers": None,
+                    "producer_id": owner.producer_id,
+                    "producer_epoch": owner.producer_epoch,
+                    "sequence": None,
+                    "txn_id": owner.txn_id,
+                    "control_type": control_type.value,
+                }
+                for topic_id, partition, offset, owner in written
+            ],
+        )
+    return [(topic_id, partition, offset) for topic_id, partition, offset, _ in written]
