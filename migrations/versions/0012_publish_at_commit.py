@@ -24,33 +24,17 @@ Create Date: 2026-11-28
 
 from __future__ import annotations
 
-from pathlib import Path
-
-from alembic import op
+from migrations.sql_files import run_sql_file
 
 revision = "0012"
 down_revision = "0011"
 branch_labels = None
 depends_on = None
 
-_SQL = Path(__file__).with_name("sql")
-
-
-def _run(name: str) -> None:
-    bind = op.get_bind()
-    if bind.dialect.name != "postgresql":
-        return
-    log_schema = bind.exec_driver_sql("SELECT quote_ident(current_schema())").scalar_one()
-    # One statement per call, with no parameters: the function bodies' RAISE formats hold '%'.
-    raw = bind.execution_options(no_parameters=True)
-    text = (_SQL / name).read_text().replace("@log_schema@", log_schema)
-    for statement in text.split("\n---\n"):
-        raw.exec_driver_sql(statement)
-
 
 def upgrade() -> None:
-    _run("0012_upgrade.sql")
+    run_sql_file("0012_upgrade.sql", dialect="postgresql")
 
 
 def downgrade() -> None:
-    _run("0012_downgrade.sql")
+    run_sql_file("0012_downgrade.sql", dialect="postgresql")

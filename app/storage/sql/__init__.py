@@ -1,0 +1,18 @@
+"""The SQL that lives in the database (views, functions, triggers), current version, one named
+file each, beside the code that relies on it.
+
+A migration never loads these files: it runs its own frozen copy (migrations/versions/sql/),
+so that upgrading an old database replays exactly what each revision created. A test holds
+the newest migration's copy equal to the file here (tests/unit/test_sql_catalogue.py),
+which is how a change to database-side SQL is noticed as needing a migration."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+_HERE = Path(__file__).parent
+
+
+def load(name: str) -> str:
+    """The text of app/storage/sql/<name>."""
+    return (_HERE / name).read_text()
