@@ -57,13 +57,17 @@ def create_app(settings: Settings | None = None, clock: Clock = system_clock, *,
         # Waiting readers: woken by this process's commits, and by other processes' (NOTIFY,
         # SQLite's data_version).
         log_changes = LogChanges(settings.database_url)
-        log_changes.start(asyncio.get_running_loop())
         db.on_log_change = log_changes.changed
         app.state.log_changes = log_changes
         security = None
         # Until the schema is at head, requests are answered SCHEMA_NOT_MIGRATED and the
-        # workers wait (app.services.schema_gate); it opens by itself once migrated.
+        # workers wait (app.services.schema_gate); it opens by itself once migrated. Listening
+        # for other processes' commits waits for it too: it reads the log's tables, and
+        # before the migration would warn every RECHECK_S about tables that are not there yet
+        # (no reader can wait before the gate opens anyway).
         schema = SchemaGate(db.engine)
+        loop = asyncio.get_running_loop()
+        schema.on_open(lambda: log_changes.start(loop))
         workers = build_workers(db, settings, clock) if settings.run_coordinator else []
         if settings.authentication_methods:
             security = SecurityState(db, settings, clock)

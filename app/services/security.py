@@ -132,11 +132,13 @@ class SecurityState:
         # One scrypt at a time in this process, and none for a client within
         # _FAILED_KEY_DELAY_S of a wrong secret it sent (Kafka's
         # connection.failed.authentication.delay.ms, in spirit): a client guessing secrets of
-        # known key ids costs at most one hash per interval. The guesser is throttled, by its
-        # address, not the key: key ids are public, and a delay per key id let anyone keep a
-        # key's owner out by sending wrong secrets for it.
+        # known key ids costs at most one hash per key id per interval. The guesser is
+        # throttled by its address and the key id it guessed, not by the key alone: key ids
+        # are public, and a delay per key id let anyone keep a key's owner out by sending
+        # wrong secrets for it; nor by the address alone, which kept every other key sent
+        # from that address (a gateway, another tenant behind the same NAT) out as well.
         self._hashing = threading.Semaphore(1)
-        self._failed_at: dict[str, float] = {}
+        self._failed_at: dict[tuple[str, str], float] = {}
 
     @property
     def _snapshot(self) -> SecuritySnapshot:
@@ -184,7 +186,7 @@ class SecurityState:
     def api_key_principal(self, key: str, client: str | None = None) -> str:
         """The principal of a live API key, or AuthenticationFailed. May take one scrypt
         (tens of milliseconds): call it off the event loop unless remembered() says no.
-        `client` is the caller's address, throttled after a wrong secret."""
+        `client` is the caller's address, throttled for that key id after a wrong secret."""
         digest = _digest(key)
         row = self._verified.get(digest)
         if row is not None and row.key_id in self._snapshot.keys:
@@ -203,9 +205,11 @@ class SecurityState:
             stored = self._snapshot.keys.get(parts[0])
         if stored is None:
             raise AuthenticationFailed("the API key is unknown, revoked or wrong")
-        failed = self._failed_at.get(client or "-")
+        guess = (client or "-", parts[0])
+        failed = self._failed_at.get(guess)
         if failed is not None and time.monotonic() - failed < _FAILED_KEY_DELAY_S:
-            raise AuthenticationFailed("this client sent a wrong API key secret a moment ago: try again in a second")
+            raise AuthenticationFailed(
+                "this client sent a wrong secret for this API key a moment ago: try again in a second")
         with self._hashing:
             matches = secret_matches(parts[1], stored.secret_hash)
         if not matches:
@@ -216,7 +220,7 @@ class SecurityState:
             if len(self._failed_at) >= _MAX_REMEMBERED:
                 self._failed_at = {}
             self._refused.add(digest)
-            self._failed_at[client or "-"] = time.monotonic()
+            self._failed_at[guess] = time.monotonic()
             raise AuthenticationFailed("the API key is unknown, revoked or wrong")
         if len(self._verified) >= _MAX_REMEMBERED:
             self._verified = {}

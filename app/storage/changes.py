@@ -104,6 +104,9 @@ class LogChanges:
     # --- life ---------------------------------------------------------------------------
 
     def start(self, loop: asyncio.AbstractEventLoop) -> None:
+        """Start listening (once: a second call does nothing)."""
+        if self._thread is not None:
+            return
         self._loop = loop
         target = self._listen_postgresql if self.database_url.startswith("postgresql") else self._watch_sqlite
         self._thread = threading.Thread(target=target, name="outbox-log-changes", daemon=True)

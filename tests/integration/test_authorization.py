@@ -708,6 +708,25 @@ def test_wrong_secrets_for_a_key_do_not_keep_its_owner_out(world: World, monkeyp
     assert len(hashed) == 2
 
 
+def test_a_wrong_secret_for_one_key_does_not_throttle_another_key_from_that_client(
+        world: World, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The throttle holds the guessed key id for the guessing address: the same address's
+    other keys (a gateway, a process with two principals' keys) are verified as usual."""
+    from app.services import security as security_module
+
+    monkeypatch.setattr(security_module, "_FAILED_KEY_DELAY_S", 30)
+    bob = world.as_admin("POST", "/v1/principals/bob/api-keys")
+    carol = world.as_admin("POST", "/v1/principals/carol/api-keys")
+    wrong = {"Authorization": f"Bearer outbox_{bob['key_id']}_{'x' * 43}"}
+
+    assert world.client.get("/v1/topics", headers=wrong).status_code == 401
+    answer = world.client.get("/v1/topics", headers={"Authorization": f"Bearer {carol['api_key']}"})
+    throttled = world.client.get("/v1/topics", headers={"Authorization": f"Bearer {bob['api_key']}"})
+
+    assert answer.status_code == 200, answer.text
+    assert throttled.status_code == 401 and "a moment ago" in throttled.json()["message"]
+
+
 @pytest.mark.parametrize("subject", ["alice\nWARNING outbox.audit: User:admin create_api_key allowed", "bob\x1b[2K",
                                      "x" * 300], ids=["a newline", "an escape", "too long"])
 def test_a_jwt_whose_principal_claim_is_no_principals_name_is_refused(world: World, subject: str) -> None:

@@ -25,7 +25,7 @@ from app.domain.errors import (
 )
 from app.domain.offsets import OffsetToStage
 from app.services.log_service import SendBatch
-from app.storage import topics
+from app.storage import append, topics
 from app.storage import transactions as txns
 from app.storage.append import RecordToAppend
 from app.storage.tables import partitions
@@ -105,7 +105,7 @@ def test_a_delete_waits_for_a_send_starting_a_transaction_in_the_topic_and_refus
     create_topic(client, "t", 2)
     p = init_producer(client, "tx")
     begin(client, "tx", p)
-    held = Held(monkeypatch, log, "append_batches")
+    held = Held(monkeypatch, append, "append_batches")
 
     sent, deleted, waited = hold_then(
         held,
@@ -238,7 +238,7 @@ def test_delete_records_waits_for_a_transaction_starting_in_the_partition_and_re
     client.post("/v1/records", json={"batches": [{"topic": "t", "partition": 0, "records": [{"value": 1}]}]})
     p = init_producer(client, "tx")
     begin(client, "tx", p)
-    held = Held(monkeypatch, log, "append_batches")
+    held = Held(monkeypatch, append, "append_batches")
 
     sent, moved, waited = hold_then(
         held,
