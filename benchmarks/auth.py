@@ -1,5 +1,5 @@
 """What authentication and ACLs cost a producer: the same service with them on and off, side by
-side on one database (issue 18's target: plain produce with them on ÷ off at least 0.95).
+side on one database (the authorization work's target: plain produce with them on ÷ off at least 0.95).
 
     .venv/bin/python benchmarks/auth.py --db postgresql --rounds 16
 

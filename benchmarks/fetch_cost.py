@@ -1,4 +1,4 @@
-"""What a Fetch costs the service per record, next to what a Send costs it (issue 20's target:
+"""What a Fetch costs the service per record, next to what a Send costs it (the waiting-readers work's target:
 no more than a Send's).
 
     .venv/bin/python benchmarks/fetch_cost.py --db postgresql --rounds 8

@@ -10,7 +10,7 @@ from this process. Client, service and database share the machine, as they do he
 the figures are for comparing paths with each other in one run, not absolute capacity.
 Every figure is measured in the run that prints it; nothing is hard-coded.
 
-What each row measures, and what it leaves out, is said where it is measured (issue 20: a
+What each row measures, and what it leaves out, is said where it is measured (the waiting-readers work: a
 benchmark that cannot flatter):
 
 - every path of the rotation (producers, fetches, the database's own insert, the peers) takes
@@ -305,7 +305,7 @@ class ConcurrentRun:
 def concurrent_plain(url: str, topic: str, producers: int, partitions: int, seconds: float) -> ConcurrentRun:
     """`producers` plain producers on `partitions` partitions for `seconds`, started together.
 
-    Before issue 20 this divided every record written by the nominal `seconds`, though each
+    Before the waiting-readers work this divided every record written by the nominal `seconds`, though each
     producer's last Send (started before the deadline) is answered after it: at 16 producers
     whose Sends queue up behind each other, that is up to 16 Sends' worth of records in a few
     seconds. The rate is now every record ÷ the real span, from the common start to the last
@@ -389,7 +389,7 @@ class Reader:
 
 
 def commit_then_get(url: str, topic: str, rounds: int) -> list[float]:
-    """The row before issue 20: ms from a Commit answered to the records returned by the next
+    """The row before the waiting-readers work: ms from a Commit answered to the records returned by the next
     read_committed fetch, sent by the same client after it. The commit is done before the
     clock starts, so this is one GET's time: it cannot show a visibility lag."""
     tid = f"lat-{uuid.uuid4().hex[:8]}"
@@ -551,7 +551,7 @@ class RawInserter:
     nothing reads them, so the partition's log end is left alone.
 
     The rows are made before the clock starts: tuples for executemany, and for COPY the bytes
-    of COPY's text format, written in one piece per batch. Until issue 20 the rows were built
+    of COPY's text format, written in one piece per batch. Until the waiting-readers work the rows were built
     in Python inside the timed loop, and COPY wrote them row by row (write_row), which cost
     the reference about 15 %: the service's ratio to it read that much high. The old way is
     still here as the method "copy, rows built in the loop" (SQLite: "executemany, …"), to
@@ -559,7 +559,7 @@ class RawInserter:
     """
 
     COLUMNS = '(topic_id, "partition", "offset", timestamp_ms, key, value, headers, producer_id, producer_epoch, sequence, txn_id)'
-    OLD = ", rows built in the loop"  # after the method's name: the way before issue 20
+    OLD = ", rows built in the loop"  # after the method's name: the way before the waiting-readers work
 
     def __init__(self, db_url: str) -> None:
         self.value = orjson.dumps(VALUE).decode()
@@ -640,7 +640,7 @@ class RawInserter:
         return done * BATCH, elapsed
 
     def _turn_building_rows(self, topic_id: int, seconds: float) -> Turn:
-        """The best method as run.py ran it before issue 20, rows built on the clock: SQLite's
+        """The best method as run.py ran it before the waiting-readers work, rows built on the clock: SQLite's
         executemany, PostgreSQL's COPY writing them one by one."""
         conn, offset = self.conn, 0
         t0 = time.perf_counter()
@@ -847,7 +847,7 @@ def bench_database(kind: str, args: argparse.Namespace, rng: random.Random, note
         # speed drifts by tens of percent over seconds here (docs/benchmarks.md), so a path
         # measured in one long run of its own would be compared with its neighbours under a
         # different machine; in turns of half a second, every path meets the same drift. Until
-        # issue 20 the order was the same every round, so a path always followed the same
+        # the waiting-readers work the order was the same every round, so a path always followed the same
         # neighbour (and whatever that neighbour left to the database: dirty pages, a
         # checkpoint, autovacuum); the shuffle spreads that over every path. Each producing
         # turn writes a topic created just before it: records' primary key starts with the
@@ -880,7 +880,7 @@ def bench_database(kind: str, args: argparse.Namespace, rng: random.Random, note
 
         # Fetches of records written before the rounds: plain ones, and transactional ones (a
         # commit per Send, as the commit / 1,000 producer writes them), each read_committed and
-        # read_uncommitted. Until issue 20 read_uncommitted always went first, over rows
+        # read_uncommitted. Until the waiting-readers work read_uncommitted always went first, over rows
         # PostgreSQL had not yet marked committed (hint bits: the first reader of a row looks
         # its transaction up and writes the mark), so it paid for both and read_committed ÷
         # read_uncommitted read high. One untimed read of each topic now marks every row, and
@@ -895,7 +895,7 @@ def bench_database(kind: str, args: argparse.Namespace, rng: random.Random, note
             # that the old row's way (one read each, read_uncommitted first) is printed beside.
             first = read_all(url, topic, "read_uncommitted")
             then = read_all(url, topic, "read_committed")
-            notes.append(f"{kind}, {records_kind} records fetched once each as before issue 20 (read_uncommitted "
+            notes.append(f"{kind}, {records_kind} records fetched once each as before the waiting-readers work (read_uncommitted "
                          f"first, on rows not yet marked): read_uncommitted {first[0] / first[1]:,.0f}/s, then "
                          f"read_committed {then[0] / then[1]:,.0f}/s, ratio {then[0] / then[1] / (first[0] / first[1]):.2f}")
             for isolation in ("read_committed", "read_uncommitted"):
@@ -977,7 +977,7 @@ def bench_database(kind: str, args: argparse.Namespace, rng: random.Random, note
 
         # How soon a commit is in a waiting consumer's hands: a long-polling consumer against
         # one polling with the old client's pause, in alternating blocks so both meet the same
-        # drift. Before issue 20 this row was commit_then_get: one GET after an inline commit.
+        # drift. Before the waiting-readers work this row was commit_then_get: one GET after an inline commit.
         samples = args.latency_samples
         blocks = 4
         lat: dict[str, tuple[list[float], list[float]]] = {"long-poll": ([], []), "poll": ([], [])}
@@ -997,7 +997,7 @@ def bench_database(kind: str, args: argparse.Namespace, rng: random.Random, note
                 "samples": str(len(got))}))
         create_topic(url, "latency-old", 1)
         old = commit_then_get(url, "latency-old", 200)
-        rows.append(Row(kind, "commit answered → next GET (the row before issue 20)", None,
+        rows.append(Row(kind, "commit answered → next GET (the row before the waiting-readers work)", None,
                         {"p50 ms": f"{statistics.median(old):.2f}", "p99 ms": f"{pct(old, 0.99):.2f}"}))
 
         create_topic(url, "requests", 1)
@@ -1012,7 +1012,7 @@ def bench_database(kind: str, args: argparse.Namespace, rng: random.Random, note
                 rows.append(Row(kind, f"plain, {producers} producers × {partitions} partitions", run.records / run.span, {
                     "span s": f"{run.span:.2f}",
                     "answered in the window ÷ nominal s": f"{run.in_window / run.seconds:,.0f}",
-                    "all ÷ nominal s (before issue 20)": f"{run.records / run.seconds:,.0f}",
+                    "all ÷ nominal s (before the waiting-readers work)": f"{run.records / run.seconds:,.0f}",
                 }, cpu=used, records=run.records))
     finally:
         if service is not None:
@@ -1076,7 +1076,7 @@ def print_database(kind: str, rows: list[Row], reference: str) -> None:
         ("transactional records: read_committed / read_uncommitted fetch",
          "fetch transactional records, read_committed", "fetch transactional records, read_uncommitted"),
         (f"plain produce over HTTP / {reference}", "produce plain", reference),
-        (f"raw insert, rows built in the loop (before issue 20) / {reference}",
+        (f"raw insert, rows built in the loop (before the waiting-readers work) / {reference}",
          reference.removesuffix(", no HTTP") + f"{RawInserter.OLD}, no HTTP", reference),
         ("plain produce over HTTP / pgqueuer enqueue", "produce plain", "pgqueuer enqueue"),
         ("plain produce over HTTP / pgmq send_batch", "produce plain", "pgmq send_batch"),
@@ -1115,7 +1115,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--latency-samples", type=int, default=200,
                         help="commits per consumer kind for commit → in hand")
     parser.add_argument("--no-old-reference", dest="old_reference", action="store_false",
-                        help="leave out the raw COPY with rows built in the timed loop (the reference before issue 20)")
+                        help="leave out the raw COPY with rows built in the timed loop (the reference before the waiting-readers work)")
     args = parser.parse_args(argv)
     if args.pgmq_sql is not None and not args.pgmq_sql.is_file():
         parser.error(f"--pgmq-sql {args.pgmq_sql}: no such file")  # before any database is made

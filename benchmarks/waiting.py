@@ -1,4 +1,4 @@
-"""Consumers that wait against consumers that poll (issue 20): how soon a committed record is in
+"""Consumers that wait against consumers that poll (the waiting-readers work): how soon a committed record is in
 a consumer's hands, and what idle consumers cost the service and the database.
 
     .venv/bin/python benchmarks/waiting.py [--db sqlite|postgresql|both] [--samples 300] [--idle 500]

@@ -1,4 +1,4 @@
-"""Move a partition's log start, as retention and DeleteRecords will (issue 16).
+"""Move a partition's log start, as retention and DeleteRecords will (the log-cleaning work).
 
 Neither the log cleaner nor `POST /v1/topics/{topic}/partitions/{partition}/delete-records` is
 on this branch yet; tests of readers whose position was deleted need the state they leave, so

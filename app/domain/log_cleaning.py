@@ -3,7 +3,7 @@
 Sizes. A partition's size, which `retention_bytes` limits, is the UTF-8 bytes of its data
 records' keys, values and headers as stored (`record_size`); control markers have none.
 
-Nothing at or past a partition's last stable offset is ever touched (seed 000's transactional
+Nothing at or past a partition's last stable offset is ever touched (the transactional
 high watermark): the cleaner reads only below it, and every rule here takes its input from
 there. Records are never rewritten and offsets never change: a deleted record leaves a hole.
 

@@ -217,7 +217,7 @@ class Database:
 
         Every write is durable when it commits, markers included: a marker readers have seen
         must never vanish in a database crash, or its offset could be handed out again and a
-        reader already past it would skip the new record (guarantee 6).
+        reader already past it would skip the new record (docs/GUARANTEES.md#in-order-visibility).
 
         durable=False is for a write whose loss in a crash nobody can observe except as a
         refusal: it commits without waiting for the disk (SQLite synchronous=NORMAL, which

@@ -1,4 +1,4 @@
-"""Fault injection (issue 5): exactly-once copying while processes are killed with SIGKILL.
+"""Fault injection (the load and fault-injection work): exactly-once copying while processes are killed with SIGKILL.
 
 Modelled on Kafka's transaction system tests. An input topic of N records over P partitions
 is produced beforehand (plain produce). K transactional *copier processes* (this module's
@@ -24,7 +24,7 @@ Two more kinds of client write to the same output partitions, and are killed and
 the same way (their kinds join the deck):
 
 - *applications* (`tests/e2e/order_app.py`, --apps of them) that append in their own
-  database transactions (app.in_database.append, issue 17): each places orders one after
+  database transactions (app.in_database.append, the in-database appends work): each places orders one after
   another, an order being a row of the table `fi_orders` in the log's own database and its
   record, `{"order": n, "app": "app-k"}` keyed "n" with message_id "order-n", to output
   partition n % partitions, committed together; every seventh order is rolled back instead.
@@ -168,7 +168,7 @@ class ShopOrders:
 
 
 def check_poll(partition: int, position: int, page: dict) -> list[str]:
-    """Violations in one read_committed fetch from `position` (guarantees 3 and 6)."""
+    """Violations in one read_committed fetch from `position` (docs/GUARANTEES.md#commit-order, docs/GUARANTEES.md#in-order-visibility)."""
     out: list[str] = []
     nxt = page.get("next_offset")
     where = f"{OUTPUT}/{partition} poll from {position}"
@@ -367,7 +367,7 @@ def check_outcome(
 
 
 def check_apps(o: Outcome, final: dict[int, list[Seen]], seen: dict[int, list[Seen]], apps: Apps) -> None:
-    """The applications' records against their rows (guarantee 14): one record per committed
+    """The applications' records against their rows (docs/GUARANTEES.md#appends-in-the-applications-transaction): one record per committed
     row and no record without one, printed orders durable, each application's records in a
     partition in the order it committed them, and none of a rolled-back order ever read."""
     from tests.e2e.order_app import rolls_back  # the application's rule (not imported by copiers)

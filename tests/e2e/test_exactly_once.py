@@ -1,4 +1,4 @@
-"""Exactly once, end to end: seed 002's zombie takeover, and the README's pizza-shop example
+"""Exactly once, end to end: a zombie producer's takeover, and the README's pizza-shop example
 (examples/pizza_income.py) under kill -9."""
 
 from __future__ import annotations

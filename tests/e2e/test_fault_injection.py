@@ -1,7 +1,7 @@
 """Issue 5's fault-injection suite, short version: exactly-once copying on both databases while
 copiers, API servers, the coordinator worker and (PostgreSQL) the database connections are
 killed and restarted, with two more kinds of client writing to the same output partitions and
-killed the same way (issue 17): applications appending in their own database transactions,
+killed the same way (the in-database appends work): applications appending in their own database transactions,
 and the prepared-transaction shop of examples/mariadb_orders.py (MariaDB on 127.0.0.1:3306;
 without it the run goes without the shop, and the test is then skipped saying so). The
 harness, the checks and the long script are in tests/e2e/faults.py; repeat a failed run with

@@ -1,4 +1,4 @@
-"""A bounded load test on both databases (issue 5): 32 concurrent clients for a fixed time
+"""A bounded load test on both databases (the load and fault-injection work): 32 concurrent clients for a fixed time
 against two real `serve` processes sharing a fresh database, mixing transactional producers
 (with group offsets in some transactions, committed or aborted), idempotent and plain
 producers, read_committed and read_uncommitted readers and group-offset clients.
@@ -106,7 +106,7 @@ def test_aborted_records_are_never_visible(load_run: Run) -> None:
 def test_readers_never_go_backwards_or_skip(load_run: Run) -> None:
     """Tailing readers' positions and offsets (commit positions for read_committed) only
     move forward, no record comes twice, and what a reader read up to its last position is
-    exactly that prefix of the final log (guarantee 6)."""
+    exactly that prefix of the final log (docs/GUARANTEES.md#in-order-visibility)."""
     load_run.check("readers never go backwards or skip")
 
 

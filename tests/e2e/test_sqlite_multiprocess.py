@@ -1,4 +1,4 @@
-"""SQLite with several API processes on one database file (issue 5).
+"""SQLite with several API processes on one database file (the load and fault-injection work).
 
 Three `serve` processes (each with its coordinator worker) share one SQLite file; 16
 concurrent clients send every request to one of them at random: transactional, idempotent

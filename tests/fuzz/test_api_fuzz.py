@@ -1,4 +1,4 @@
-"""Schemathesis against openapi.yaml and the live app, on SQLite and PostgreSQL (issue 5).
+"""Schemathesis against openapi.yaml and the live app, on SQLite and PostgreSQL (the load and fault-injection work).
 
 Three properties, one test each, every one a bounded and deterministic hypothesis run of
 requests generated from the committed openapi.yaml (which test_openapi.py keeps equal to the

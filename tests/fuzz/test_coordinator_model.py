@@ -1,5 +1,5 @@
 """A hypothesis state machine of the transaction coordinator, checked against a model of the
-contract (issue 5), through the service layer in-process, on SQLite and PostgreSQL.
+contract (the load and fault-injection work), through the service layer in-process, on SQLite and PostgreSQL.
 
 Several producer instances share three transactional ids and run random sequences of
 InitProducerId (a new instance: fences the previous one), Begin, Send, a retry of the last

@@ -1,4 +1,4 @@
-"""Sequence numbers and producer epochs (guarantee 5), on SQLite and PostgreSQL."""
+"""Sequence numbers and producer epochs (docs/GUARANTEES.md#no-duplicates), on SQLite and PostgreSQL."""
 
 from __future__ import annotations
 

@@ -267,7 +267,7 @@ def test_a_reader_tailing_the_partition_never_skips_a_record_committed_late(app_
     committed record exactly once and none that was rolled back or aborted; plain and
     application records at their own offsets, an application transaction's records at
     consecutive offsets, and a committed transaction's records together, in the order sent, at
-    the offset of its COMMIT marker (guarantees 1, 3, 4, 6 and 14)."""
+    the offset of its COMMIT marker (docs/GUARANTEES.md#atomicity, docs/GUARANTEES.md#commit-order, docs/GUARANTEES.md#interleaving, docs/GUARANTEES.md#in-order-visibility, docs/GUARANTEES.md#appends-in-the-applications-transaction)."""
     import random
     import threading
     import time

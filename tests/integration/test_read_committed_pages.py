@@ -1,4 +1,4 @@
-"""A read_committed fetch walks the commit points in pages (guarantee 3): whatever the page
+"""A read_committed fetch walks the commit points in pages (docs/GUARANTEES.md#commit-order): whatever the page
 sizes, it returns exactly the first commit points that reach max_records, whole."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Sends of one producer that race each other (guarantee 5), on SQLite and PostgreSQL.
+"""Sends of one producer that race each other (docs/GUARANTEES.md#no-duplicates), on SQLite and PostgreSQL.
 
 A client that times out retries a Send while the first attempt may still be running. Both
 copies then queue for the same partition's offset lock. Whichever gets it second must judge

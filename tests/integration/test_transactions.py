@@ -1,4 +1,4 @@
-"""Transactions through the HTTP API (guarantees 1, 3, 7, 8, 9 and 11), on SQLite and PostgreSQL."""
+"""Transactions through the HTTP API (docs/GUARANTEES.md#atomicity, docs/GUARANTEES.md#commit-order, docs/GUARANTEES.md#fencing, docs/GUARANTEES.md#timeouts, docs/GUARANTEES.md#recovery, docs/GUARANTEES.md#offsets-in-the-transaction), on SQLite and PostgreSQL."""
 
 from __future__ import annotations
 

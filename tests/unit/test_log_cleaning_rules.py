@@ -112,7 +112,7 @@ def test_expired_until_is_the_end_when_every_record_read_may_go() -> None:
 
 
 def summed(rows: list[StoredRow]) -> ChunkSummary:
-    """What app.storage.cleaning.delete_chunk answers for these rows."""
+    """What app.storage.cleaning.chunk_summary answers for these rows."""
     return ChunkSummary(
         rows=len(rows),
         transactional=sum(r.txn_id is not None for r in rows),
