@@ -17,7 +17,7 @@ exactly-once batch jobs.
     source.py        the service's database URL as a JDBC URL and properties
     jars.py          Java check and JDBC driver discovery
     session.py       build_session(): a SparkSession with the drivers on its classpath
-    pizza_income.py  seed 001's pizza-income pipeline as an exactly-once batch job, reading
+    pizza_income.py  the pizza-income pipeline as an exactly-once batch job, reading
                      through the data source
     cluster.py       a standalone cluster (master and worker) on 127.0.0.1: python -m spark_jobs.cluster
 

@@ -1,10 +1,10 @@
 """Start and end positions of a batch, asked of the service over HTTP.
 
 Positions are read_committed positions: offsets in the log at which commit points sit
-(contract guarantee 3). A batch reads the records whose commit_position is in [start, end):
+(docs/GUARANTEES.md#commit-order). A batch reads the records whose commit_position is in [start, end):
 
 - end: the partitions' log end offsets (`GET /v1/topics/{topic}`, `log_end_offset`), read once,
-  on the driver, at job start. Every offset below the log end is committed (guarantee 6), and
+  on the driver, at job start. Every offset below the log end is committed (docs/GUARANTEES.md#in-order-visibility), and
   a COMMIT marker below it was written before the snapshot, so a transaction that commits
   after the snapshot has its marker at or beyond `end` and is left out whole, however many of
   its records sit below `end`. Every JDBC partition query carries these ends, so the parallel

@@ -1,4 +1,4 @@
-"""Idempotent-producer rules: per (producer, partition) sequence numbers (guarantee 5).
+"""Idempotent-producer rules: per (producer, partition) sequence numbers (docs/GUARANTEES.md#no-duplicates).
 
 A batch carries `base_sequence`; its records take base_sequence .. base_sequence+n-1.
 The service remembers, per producer and partition, the epoch, the last sequence written,

@@ -7,7 +7,7 @@ from typing import NewType
 
 ProducerId = NewType("ProducerId", int)
 ProducerEpoch = NewType("ProducerEpoch", int)
-TxnId = NewType("TxnId", int)  # "TxId" of seed 000: names one transaction of a transactional_id
+TxnId = NewType("TxnId", int)  # "TxId" of the original design: names one transaction of a transactional_id
 TopicId = NewType("TopicId", int)
 
 NO_PRODUCER_ID = -1

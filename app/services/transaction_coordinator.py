@@ -4,7 +4,7 @@ and the timeout sweep (Kafka's TransactionCoordinator and TransactionMarkerChann
 Two phases. Commit records the decision (PrepareCommit); completion then writes a COMMIT
 marker in every partition the transaction touched, turns its staged offsets into the group's
 committed offsets, and records CompleteCommit. Completion is one database transaction: every
-partition's marker and the offsets become visible together (guarantee 1), and a crash leaves
+partition's marker and the offsets become visible together (docs/GUARANTEES.md#atomicity), and a crash leaves
 either nothing of it or all of it. Its partition locks are taken in (topic_id, partition)
 order, as appenders take them, and held only for the few statements that remain.
 
@@ -12,7 +12,7 @@ With `complete_inline` (the default) Commit decides and completes in the same da
 transaction, so PrepareCommit is never seen from outside and a Commit costs one durable
 write. Without it, Commit makes PrepareCommit durable and answers; the coordinator worker
 completes it (Kafka's behaviour), and so does the worker after any crash that left a
-transaction decided but not completed (guarantee 9).
+transaction decided but not completed (docs/GUARANTEES.md#recovery).
 """
 
 from __future__ import annotations
@@ -516,7 +516,7 @@ class TransactionCoordinator:
 
     def abort_timed_out(self, now_ms: int, limit: int = 100) -> list[str]:
         """Kafka's timedOutTransactions: abort, with an epoch bump, every transaction open past
-        its timeout, so the late producer is fenced (guarantee 8)."""
+        its timeout, so the late producer is fenced (docs/GUARANTEES.md#timeouts)."""
         with self.db.read() as conn:
             candidates = txns.timed_out_ids(conn, now_ms, limit)
         aborted = []
@@ -530,7 +530,7 @@ class TransactionCoordinator:
         return aborted
 
     def expire_transactional_ids(self, now_ms: int, limit: int = 100) -> list[str]:
-        """Forget transactional_ids idle for transactional_id_expiration_ms (guarantee 8)."""
+        """Forget transactional_ids idle for transactional_id_expiration_ms (docs/GUARANTEES.md#timeouts)."""
         expiration = self.settings.transactional_id_expiration_ms
         with self.db.read() as conn:
             candidates = txns.expired_ids(conn, now_ms, expiration, limit)

@@ -1,6 +1,6 @@
 """Who assigns offsets: the log end of a partition, taken under its row lock.
 
-Offset assignment (guarantee 6). Each partition has one row in `partitions` whose
+Offset assignment (docs/GUARANTEES.md#in-order-visibility). Each partition has one row in `partitions` whose
 `next_offset` is the log end. An appender takes its offsets by updating that row and keeps
 the row lock until its database transaction commits; the next appender of the partition
 waits for the lock and then reads the committed value. So offsets are handed out in commit

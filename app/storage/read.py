@@ -1,7 +1,7 @@
 """Reading the log: what a fetch returns, read_committed or read_uncommitted, and what is left
 to read (lag).
 
-Commit order (guarantee 3). read_committed exposes a non-transactional record at its own
+Commit order (docs/GUARANTEES.md#commit-order). read_committed exposes a non-transactional record at its own
 offset and a committed transaction's records at the offset of its COMMIT marker: these are
 the "commit points". A read walks the commit points of the primary key range [position,
 log end) in offset order with a LIMIT, so the database streams an index scan and stops
@@ -77,7 +77,7 @@ def _committed_plain(rows: Sequence[Any]) -> list[StoredRecord]:
 
 
 def _committed_at(rows: Sequence[Any], commit_position: int) -> list[StoredRecord]:
-    """A transaction's records: all committed at its COMMIT marker's offset (guarantee 3)."""
+    """A transaction's records: all committed at its COMMIT marker's offset (docs/GUARANTEES.md#commit-order)."""
     return [_new(StoredRecord, (o, commit_position, ts, k, v, h, pid, pe, seq, True, None))
             for o, ts, k, v, h, pid, pe, seq, _ in rows]
 
@@ -157,7 +157,7 @@ def _transaction_records(
 def first_record_committed_from(conn: Connection, topic_id: int, partition: int, position: int) -> int | None:
     """The lowest offset of a record whose transaction committed at or past `position` (its
     COMMIT marker there) but which lies below it: such a record is exposed at its marker
-    (guarantee 3), so a reader whose position is `position` has not read it yet. None if
+    (docs/GUARANTEES.md#commit-order), so a reader whose position is `position` has not read it yet. None if
     there is none. Reads the COMMIT markers from `position` on (ix_records_commit_markers)
     and their transactions' batch heads below it (ix_records_txn_batches): few, for a reader
     that keeps up."""
@@ -227,7 +227,7 @@ def committed_between(conn: Connection, topic_id: int, partition: int, start: in
     """How many records a read_committed reader at position `start` is given before `end` (a
     high watermark): what fetch() gives, counted. The plain records at offsets in [start, end),
     and the records stored of each transaction whose COMMIT marker lies there, wherever they
-    lie (guarantee 3), none below the log start (a log start inside a transaction's run, and
+    lie (docs/GUARANTEES.md#commit-order), none below the log start (a log start inside a transaction's run, and
     the holes compaction leaves in one, are counted as fetch() reads them: row by row). Control
     markers and the records of open or aborted transactions are not counted: what a consumer
     group has left to read, in records (its lag), not in offsets. Plain records and

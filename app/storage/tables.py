@@ -65,7 +65,7 @@ topics = Table(
 
 # One row per partition. `next_offset` is the log end offset and doubles as the partition's
 # append lock: appenders take offsets with UPDATE … RETURNING and hold the row lock until their
-# database transaction commits, so offsets become visible in order (guarantee 6).
+# database transaction commits, so offsets become visible in order (docs/GUARANTEES.md#in-order-visibility).
 # `log_start_offset` is the first offset readers may ask for; the log cleaner deletes every row
 # below it (app.services.log_cleaner). `record_count` and `size_bytes` are the data records
 # stored (control markers not counted) and the UTF-8 bytes of their keys, values and headers,
@@ -192,7 +192,7 @@ producers = Table(
     Column("principal", String(255), nullable=True),
 )
 
-# Per (producer, partition): the idempotence state of guarantee 5.
+# Per (producer, partition): the idempotence state (docs/GUARANTEES.md#no-duplicates).
 producer_partitions = Table(
     "producer_partitions",
     metadata,

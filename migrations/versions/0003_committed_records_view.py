@@ -1,7 +1,7 @@
 """The `committed_records` view (what read_committed may see) and the index of COMMIT markers.
 
 `committed_records` holds the data records a read_committed reader may see, each with the
-position at which it is exposed (guarantee 3): a non-transactional record at its own offset,
+position at which it is exposed (docs/GUARANTEES.md#commit-order): a non-transactional record at its own offset,
 a committed transaction's record at the offset of its transaction's COMMIT marker in the same
 partition. Records of open and aborted transactions and the control markers themselves are
 not in it. Spark reads it through JDBC (spark_jobs/reader.py), with predicates on
