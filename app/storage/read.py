@@ -333,13 +333,6 @@ def _fetch_stmts() -> tuple[Any, Any, Any, Any, Any]:
     range of offsets: the plain ones (read_committed), or every data record."""
     bounds = select(partitions.c.next_offset, partitions.c.log_start_offset, LAST_STABLE_OFFSET).where(
         partitions.c.topic_id == bindparam("topic_id"), partitions.c.partition == bindparam("partition"))
-    in_range = (
-        records.c.topic_id == bindparam("topic_id"),
-        records.c.partition == bindparam("partition"),
-        records.c.offset >= bindparam("start"),
-        # Bounded by the log end the bounds read, so every statement works on the same prefix.
-        records.c.offset < bindparam("high_watermark"),
-    )
     uncommitted = _sized_page(records.c.control_type.is_(None), plain_only=False)
     points = _sized_page(or_(and_(records.c.txn_id.is_(None), records.c.control_type.is_(None)),
                              records.c.control_type == ControlType.COMMIT.value), plain_only=True)
@@ -366,7 +359,9 @@ def _sized_page(which: Any, *, plain_only: bool) -> Any:
     which would let larger records come whole, cost the database more than the second read.)"""
     page = (select(*_RECORD_COLUMNS, records.c.control_type, RECORD_SIZE.label("size"))
             .where(records.c.topic_id == bindparam("topic_id"), records.c.partition == bindparam("partition"),
-                   records.c.offset >= bindparam("start"), records.c.offset < bindparam("high_watermark"), which)
+                   records.c.offset >= bindparam("start"),
+                   # Bounded by the log end the bounds read, so every statement works on the same prefix.
+                   records.c.offset < bindparam("high_watermark"), which)
             .order_by(records.c.offset).limit(bindparam("limit")).subquery("page"))
     keep = page.c.size <= bindparam("row_prefetch")
     if plain_only:
