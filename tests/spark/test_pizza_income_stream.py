@@ -212,7 +212,8 @@ def test_ctrl_c_stops_the_stream_with_one_line_and_nothing_left_open(backend, ur
     orders = Orders(url)
     log = tmp_path / "job.log"
     job = _start_job(url, backend.url, tmp_path / "checkpoint", log, "--trigger-seconds", "0.2")
-    deadline = time.monotonic() + 60
+    # The first micro-batch waits for Spark to start its query: a minute or more on a loaded machine.
+    deadline = time.monotonic() + 240
     while not outputs(url):
         assert job.poll() is None and time.monotonic() < deadline, log.read_text()[-4000:]
         orders.plain(1)

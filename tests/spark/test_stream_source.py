@@ -175,7 +175,9 @@ def test_records_deleted_below_the_querys_position_stop_it_or_with_failOnDataLos
     with caplog.at_level(logging.WARNING, logger="spark_jobs.datasource"):
         (split,) = [p.split for p in reader.partitions({"short": {"0": 10}}, {"short": {"0": 20}})]
     assert (split.range.start, split.range.end) == (15, 20)
-    assert [r.getMessage() for r in caplog.records] == [
+    # Warnings only: the INFO lines of the HTTP calls above are captured too where an earlier
+    # test in this process left the root logger at INFO.
+    assert [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING] == [
         "data loss: short/0: committed position 10 is below the log start 15, so records in [10, 15) were "
         "deleted before the group read them; starting at the log start"]
 
