@@ -35,7 +35,6 @@ STATUS_BY_ERROR: dict[type[e.OutboxError], int] = {
     e.InvalidProducerIdMapping: 409,
     e.InvalidTxnState: 409,
     e.ConcurrentTransactions: 409,
-    e.TransactionTimedOut: 409,
     e.OutOfOrderSequenceNumber: 409,
     e.DuplicateSequenceNumber: 409,
     e.OffsetMismatch: 409,

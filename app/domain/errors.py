@@ -129,12 +129,6 @@ class InvalidTransactionTimeout(OutboxError):
     error_code = "INVALID_TRANSACTION_TIMEOUT"
 
 
-class TransactionTimedOut(OutboxError):
-    """The transaction ran past its timeout and was aborted by the coordinator."""
-
-    error_code = "TRANSACTION_TIMED_OUT"
-
-
 class OutOfOrderSequenceNumber(OutboxError):
     """The batch's base sequence does not follow the last sequence written for this producer and partition."""
 

@@ -1,7 +1,7 @@
 """The transaction state machine of a transactional_id (Kafka's TransactionMetadata).
 
 Every state change goes through `check_transition`, which consults the table of valid
-previous states, as Kafka's coordinator does.
+previous states, as Kafka's coordinator does; app.domain.transit computes each change.
 
     Empty ──begin──▶ Ongoing ──commit──▶ PrepareCommit ──markers──▶ CompleteCommit
       ▲                │  └──abort/timeout/fence──▶ PrepareAbort ──markers──▶ CompleteAbort
@@ -35,14 +35,15 @@ from app.domain.errors import (
     InvalidTxnState,
     ProducerFenced,
 )
-from app.domain.types import MAX_PRODUCER_EPOCH, ProducerEpoch, ProducerId, TransactionState, TxnId
+from app.domain.types import ProducerEpoch, ProducerId, TransactionState, TxnId
 
 S = TransactionState
 
 VALID_PREVIOUS_STATES: dict[TransactionState, frozenset[TransactionState]] = {
     S.EMPTY: frozenset({S.EMPTY, S.COMPLETE_COMMIT, S.COMPLETE_ABORT}),
     S.ONGOING: frozenset({S.EMPTY, S.COMPLETE_COMMIT, S.COMPLETE_ABORT}),
-    S.PREPARED: frozenset({S.ONGOING}),
+    # Prepared again: a new instance takes a Prepared transaction over (keep_prepared_txn).
+    S.PREPARED: frozenset({S.ONGOING, S.PREPARED}),
     S.PREPARE_COMMIT: frozenset({S.ONGOING, S.PREPARED}),
     S.PREPARE_ABORT: frozenset({S.ONGOING, S.PREPARED, S.PREPARE_EPOCH_FENCE}),
     S.COMPLETE_COMMIT: frozenset({S.PREPARE_COMMIT}),
@@ -174,9 +175,3 @@ def classify_recovery(
         f"producer epoch {producer_epoch} was replaced (current epoch {meta.producer_epoch})"
     )
 
-
-def next_epoch(producer_id: ProducerId, producer_epoch: ProducerEpoch) -> tuple[bool, ProducerEpoch]:
-    """The epoch after a bump, and whether the producer id is exhausted and must be replaced."""
-    if producer_epoch >= MAX_PRODUCER_EPOCH:
-        return True, ProducerEpoch(0)
-    return False, ProducerEpoch(producer_epoch + 1)

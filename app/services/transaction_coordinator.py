@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
 from app import metrics
 from app.domain.acl import ANONYMOUS
@@ -39,11 +39,24 @@ from app.domain.transaction import (
     IDLE_STATES,
     PreparedTxnRef,
     TransactionMetadata,
-    check_transition,
     classify_recovery,
-    next_epoch,
 )
-from app.domain.types import ControlType, ProducerEpoch, ProducerId, TransactionState, TxnId
+from app.domain.transit import (
+    AnswerAgain,
+    Begin,
+    Complete,
+    Decide,
+    Event,
+    Expire,
+    Fence,
+    FenceReason,
+    InitProducerId,
+    KeepPrepared,
+    Prepare,
+    next_epoch,
+    prepare_transition,
+)
+from app.domain.types import ControlType, TransactionState
 from app.settings import Settings
 from app.storage import groups, markers, producers, topics
 from app.storage import transactions as txns
@@ -148,7 +161,7 @@ class TransactionCoordinator:
                 raise InvalidProducerEpoch(
                     f"producer epoch {producer_epoch} is not the current epoch {epoch}"
                 )
-            exhausted, bumped = next_epoch(ProducerId(producer_id), ProducerEpoch(epoch))
+            exhausted, bumped = next_epoch(epoch)
             if exhausted:
                 return ProducerIdAndEpoch(
                     producers.create_producer(conn, transactional_id=None, now_ms=now, principal=principal),
@@ -202,39 +215,16 @@ class TransactionCoordinator:
                 # A new instance fences the old one (or, KIP-360, the live instance recovers):
                 # bump the epoch and abort the open transaction. A KIP-360 caller's retry
                 # is then recognised by last_producer_epoch.
-                self._fence_and_abort(
-                    conn, meta, now, reason="init_producer_id", last_producer_epoch=producer_epoch
-                )
+                self._fence(conn, meta, now, Fence(FenceReason.INIT_PRODUCER_ID, recovering_epoch=producer_epoch))
                 return None
             if meta.state not in IDLE_STATES:
                 raise InvalidTxnState(f"transactional_id is {meta.state.value}")
-
-            if is_retry:
-                # The bump this instance asked for already happened (its answer was lost, or
-                # it was the abort of its open transaction): answer with the current epoch.
-                txns.update_row(conn, transactional_id, transaction_timeout_ms=timeout_ms, updated_ms=now)
-                return ProducerIdAndEpoch(meta.producer_id, meta.producer_epoch, transactional_id, timeout_ms)
-
-            exhausted, epoch = next_epoch(meta.producer_id, meta.producer_epoch)
-            pid = meta.producer_id
-            if exhausted:
-                pid = producers.create_producer(conn, transactional_id=transactional_id, now_ms=now,
-                                               principal=principal)
-            else:
-                producers.set_producer_epoch(conn, pid, epoch)
-            txns.update_row(
-                conn,
-                transactional_id,
-                producer_id=pid,
-                producer_epoch=epoch,
-                state=S.EMPTY,
-                transaction_timeout_ms=timeout_ms,
-                txn_started_ms=None,
-                updated_ms=now,
-                # Only a KIP-360 bump may be retried; a new instance's bump fences the old one.
-                last_producer_epoch=producer_epoch if producer_id is not None and not exhausted else None,
-            )
-            return ProducerIdAndEpoch(pid, epoch, transactional_id, timeout_ms)
+            # A retry: the bump this instance asked for already happened (its answer was lost,
+            # or it was the abort of its open transaction), so it is answered the current epoch.
+            event: Event = (AnswerAgain(timeout_ms) if is_retry
+                            else InitProducerId(timeout_ms, principal, recovering_epoch=producer_epoch))
+            meta = self._apply(conn, meta, event, now)
+            return ProducerIdAndEpoch(meta.producer_id, meta.producer_epoch, transactional_id, timeout_ms)
 
     def _take_over_prepared(  # type: ignore[no-untyped-def]
         self, conn, meta: TransactionMetadata, timeout_ms: int, now: int,
@@ -245,63 +235,25 @@ class TransactionCoordinator:
         InitProducerId, so the instance that prepared it can no longer end it
         (PRODUCER_FENCED); the new one ends it with the new epoch and its txn_id."""
         assert meta.txn_id is not None
-        if is_retry:
-            txns.update_row(conn, meta.transactional_id, transaction_timeout_ms=timeout_ms, updated_ms=now)
-            return ProducerIdAndEpoch(meta.producer_id, meta.producer_epoch, meta.transactional_id, timeout_ms,
-                                      meta.txn_id)
-        # An exhausted epoch gets a new producer id, as a fence does (_fence_and_abort): the
-        # transaction is found by its transactional id and txn_id, whatever producer id its
-        # records carry, and its markers will carry the new one.
-        exhausted, epoch = next_epoch(meta.producer_id, meta.producer_epoch)
-        pid = meta.producer_id
-        if exhausted:
-            pid = producers.create_producer(conn, transactional_id=meta.transactional_id, now_ms=now,
-                                           principal=principal)
-        else:
-            producers.set_producer_epoch(conn, pid, epoch)
-        txns.update_row(
-            conn, meta.transactional_id, producer_id=pid, producer_epoch=epoch, transaction_timeout_ms=timeout_ms,
-            updated_ms=now, last_producer_epoch=producer_epoch if producer_id is not None and not exhausted else None,
-        )
-        return ProducerIdAndEpoch(pid, epoch, meta.transactional_id, timeout_ms, meta.txn_id)
+        event = (AnswerAgain(timeout_ms) if is_retry
+                 else KeepPrepared(timeout_ms, principal, recovering_epoch=producer_epoch))
+        # An exhausted epoch gets a new producer id, as a fence does: the transaction is found
+        # by its transactional id and txn_id, whatever producer id its records carry, and its
+        # markers will carry the new one.
+        meta = self._apply(conn, meta, event, now)
+        return ProducerIdAndEpoch(meta.producer_id, meta.producer_epoch, meta.transactional_id, timeout_ms,
+                                  meta.txn_id)
 
-    def _fence_and_abort(  # type: ignore[no-untyped-def]
-        self, conn, meta: TransactionMetadata, now: int, *, reason: str,
-        last_producer_epoch: int | None = None,
-    ) -> TransactionMetadata:
-        """Ongoing or Prepared → (PrepareEpochFence) → PrepareAbort with the epoch bumped, in one write.
-        `reason` labels the fence in metrics: init_producer_id, timeout or admin."""
-        check_transition(meta.state, S.PREPARE_EPOCH_FENCE)
-        check_transition(S.PREPARE_EPOCH_FENCE, S.PREPARE_ABORT)
-        exhausted, epoch = next_epoch(meta.producer_id, meta.producer_epoch)
-        pid = meta.producer_id
-        if exhausted:
-            # Made by the service (a fence or a timeout), so held by no principal: a producer
-            # id with a transactional id is used through that id, whose ACL guards it.
-            pid = producers.create_producer(
-                conn, transactional_id=meta.transactional_id, now_ms=now, principal=None
-            )
-        else:
-            producers.set_producer_epoch(conn, pid, epoch)
-        last = None if exhausted else last_producer_epoch
-        txns.update_row(
-            conn,
-            meta.transactional_id,
-            producer_id=pid,
-            producer_epoch=epoch,
-            state=S.PREPARE_ABORT,
-            updated_ms=now,
-            last_producer_epoch=last,
-        )
-        after_commit(conn, metrics.TRANSACTIONS_FENCED.labels(reason).inc)
-        return replace(
-            meta,
-            producer_id=ProducerId(pid),
-            producer_epoch=epoch,
-            state=S.PREPARE_ABORT,
-            updated_ms=now,
-            last_producer_epoch=None if last is None else ProducerEpoch(last),
-        )
+    @staticmethod
+    def _apply(conn, meta: TransactionMetadata, event: Event, now: int) -> TransactionMetadata:  # type: ignore[no-untyped-def]
+        """The one way a transactional id's metadata changes: computed by the domain, written by storage."""
+        return txns.apply_transit(conn, meta, prepare_transition(meta, event, now))
+
+    def _fence(self, conn, meta: TransactionMetadata, now: int, fence: Fence) -> TransactionMetadata:  # type: ignore[no-untyped-def]
+        """Ongoing or Prepared → (PrepareEpochFence) → PrepareAbort with the epoch bumped, in one write."""
+        meta = self._apply(conn, meta, fence, now)
+        after_commit(conn, metrics.TRANSACTIONS_FENCED.labels(fence.reason.value).inc)
+        return meta
 
     # --- Begin ------------------------------------------------------------------------------
 
@@ -317,16 +269,11 @@ class TransactionCoordinator:
                 meta = self._require(conn, transactional_id)
                 meta.check_producer(producer_id, producer_epoch)
                 if meta.state not in COMPLETING_STATES:
-                    check_transition(meta.state, S.ONGOING)
+                    prepare_transition(meta, Begin(0), now)  # refused before a txn_id is spent on it
                     txn_id = producers.next_id(conn, producers.TXN_ID_COUNTER)
-                    txns.update_row(
-                        conn, transactional_id, state=S.ONGOING, txn_id=txn_id, txn_started_ms=now, updated_ms=now
-                    )
                     # A new transaction has no partitions or staged offsets yet: completion
                     # removed the previous one's.
-                    return TransactionView(
-                        replace(meta, state=S.ONGOING, txn_id=TxnId(txn_id), txn_started_ms=now, updated_ms=now)
-                    )
+                    return TransactionView(self._apply(conn, meta, Begin(txn_id), now))
             if attempt == 0 and self.settings.complete_inline:
                 # Finish the previous transaction here rather than make the caller wait for
                 # the worker's next pass.
@@ -389,9 +336,7 @@ class TransactionCoordinator:
             if meta.state is not S.PREPARED:
                 if meta.state in COMPLETING_STATES:
                     meta.require_ongoing()  # CONCURRENT_TRANSACTIONS, as for a Send
-                check_transition(meta.state, S.PREPARED)
-                txns.update_row(conn, transactional_id, state=S.PREPARED, updated_ms=now)
-                meta = replace(meta, state=S.PREPARED, updated_ms=now)
+                meta = self._apply(conn, meta, Prepare(), now)
             return self._view(conn, meta)
 
     # --- Commit / Abort ---------------------------------------------------------------------
@@ -431,16 +376,16 @@ class TransactionCoordinator:
                 # off then) is completed now if it is on.
                 moving = [m for m in (meta, *joined) if m.state is target]
             else:
-                check_transition(meta.state, target)
-                moving = [replace(m, state=target, updated_ms=now) for m in (meta, *joined)]
+                decision = Decide(commit)
+                if self.settings.complete_inline:
+                    # The Prepare state would be overwritten in this same database transaction:
+                    # it is computed (and checked) but only the Complete state is written.
+                    moving = [prepare_transition(m, decision, now).after for m in (meta, *joined)]
+                else:
+                    moving = [self._apply(conn, m, decision, now) for m in (meta, *joined)]
                 meta = moving[0]
-                if not self.settings.complete_inline:
-                    for m in moving:
-                        txns.update_row(conn, m.transactional_id, state=target, updated_ms=now)
-                # else the Prepare state would be overwritten in this same database
-                # transaction: only the Complete state is written.
             if self.settings.complete_inline and moving:
-                completed = {m.transactional_id: m for m in self._complete_all(conn, moving, now)}
+                completed = {m.transactional_id: m for m in self._complete_all(conn, moving, now, stored=locked)}
                 meta = completed.get(transactional_id, meta)
             return self._view(conn, meta)
 
@@ -460,11 +405,13 @@ class TransactionCoordinator:
     def _complete_locked(self, conn, meta: TransactionMetadata, now: int) -> TransactionMetadata:  # type: ignore[no-untyped-def]
         return self._complete_all(conn, [meta], now)[0]
 
-    def _complete_all(self, conn, metas: Sequence[TransactionMetadata], now: int) -> list[TransactionMetadata]:  # type: ignore[no-untyped-def]
+    def _complete_all(self, conn, metas: Sequence[TransactionMetadata], now: int,  # type: ignore[no-untyped-def]
+                      stored: dict[str, TransactionMetadata] | None = None) -> list[TransactionMetadata]:
         """The completion of decided transactions, all with the same decision, inside the
         caller's database transaction, which holds their rows' locks (FOR UPDATE): markers in
         one partition order across all of them (markers.write_control_markers), staged offsets,
-        Complete states."""
+        Complete states. `stored`: the rows as stored, where a decision was not written (an
+        inline Commit); by default the metas themselves."""
         assert metas and len({m.state for m in metas}) == 1
         assert all(m.txn_id is not None and m.state in (S.PREPARE_COMMIT, S.PREPARE_ABORT) for m in metas)
         commit = metas[0].state is S.PREPARE_COMMIT
@@ -474,15 +421,13 @@ class TransactionCoordinator:
             control_type=ControlType.COMMIT if commit else ControlType.ABORT,
             now_ms=now,
         )
-        target = S.COMPLETE_COMMIT if commit else S.COMPLETE_ABORT
         completed = []
         for meta in metas:
             txns.complete_offsets(
                 conn, transactional_id=meta.transactional_id, txn_id=meta.txn_id, commit=commit, now_ms=now
             )
-            check_transition(meta.state, target)
-            txns.update_row(conn, meta.transactional_id, state=target, updated_ms=now)
-            completed.append(replace(meta, state=target, updated_ms=now))
+            before = meta if stored is None else stored[meta.transactional_id]
+            completed.append(txns.apply_transit(conn, before, prepare_transition(meta, Complete(), now)))
         counter = metrics.TRANSACTIONS_COMPLETED.labels("commit" if commit else "abort")
         after_commit(conn, lambda: counter.inc(len(metas)))
         return completed
@@ -525,7 +470,7 @@ class TransactionCoordinator:
                 meta = txns.get(conn, tid, lock=RowLock.UPDATE)
                 if meta is None or not meta.is_timed_out(now_ms):
                     continue  # committed or aborted meanwhile
-                self._complete_locked(conn, self._fence_and_abort(conn, meta, now_ms, reason="timeout"), now_ms)
+                self._complete_locked(conn, self._fence(conn, meta, now_ms, Fence(FenceReason.TIMEOUT)), now_ms)
             aborted.append(tid)
         return aborted
 
@@ -541,7 +486,7 @@ class TransactionCoordinator:
                 if meta is None or meta.state not in IDLE_STATES or meta.updated_ms + expiration >= now_ms:
                     continue  # used again meanwhile
                 # Dead is Kafka's state for a removed id; here the row goes away with it.
-                check_transition(meta.state, S.DEAD)
+                prepare_transition(meta, Expire(), now_ms)
                 txns.delete_transactional_id(conn, tid, meta.producer_id)
                 after_commit(conn, metrics.TRANSACTIONAL_IDS_EXPIRED.inc)
             expired.append(tid)
@@ -556,7 +501,7 @@ class TransactionCoordinator:
         with self.db.write() as conn:
             meta = self._require(conn, transactional_id, lock=RowLock.UPDATE)
             if meta.state in (S.ONGOING, S.PREPARED):
-                meta = self._fence_and_abort(conn, meta, now, reason="admin")
+                meta = self._fence(conn, meta, now, Fence(FenceReason.ADMIN))
             elif meta.state is not S.PREPARE_ABORT:
                 raise InvalidTxnState(
                     f"transaction is {meta.state.value}; only an open or prepared transaction can be aborted",

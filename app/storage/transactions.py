@@ -2,16 +2,19 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cache
 from typing import Any
 
 from sqlalchemy import Connection, and_, bindparam, delete, func, insert, or_, select, update
 
+from app.domain.errors import ConcurrentTransactions
 from app.domain.transaction import TransactionMetadata
+from app.domain.transit import TxnTransit
 from app.domain.types import ProducerEpoch, ProducerId, TransactionState, TxnId
 from app.storage import dialect
 from app.storage.dialect import RowLock
+from app.storage.producers import create_producer, set_producer_epoch
 from app.storage.tables import (
     group_offsets,
     producer_partitions,
@@ -99,20 +102,50 @@ def insert_new(
     )
 
 
-def update_row(conn: Connection, transactional_id: str, **values: object) -> None:
-    if isinstance(values.get("state"), TransactionState):
-        values["state"] = values["state"].value  # type: ignore[union-attr]
-    conn.execute(
+def apply_transit(conn: Connection, before: TransactionMetadata, transit: TxnTransit) -> TransactionMetadata:
+    """Write a transit (app.domain.transit) over the row `before` describes: the one place a
+    transactional id's metadata is stored. A new producer id is made first where the transit
+    asks for one, and the producer's own row follows an epoch bump. Only the columns that
+    change are written, and only over the row as `before` read it (producer id, epoch and
+    state): the callers hold its lock, so a mismatch is a bug, refused rather than written."""
+    after = transit.after
+    if transit.new_producer_id:
+        pid = create_producer(conn, transactional_id=after.transactional_id, now_ms=after.updated_ms,
+                              principal=transit.holder)
+        after = replace(after, producer_id=ProducerId(pid))
+    elif after.producer_epoch != before.producer_epoch:
+        set_producer_epoch(conn, after.producer_id, after.producer_epoch)
+    values = {c: getattr(after, c) for c in _STORED if getattr(after, c) != getattr(before, c)}
+    if not values:
+        return after
+    if "state" in values:
+        values["state"] = after.state.value
+    written = conn.execute(
         _update_stmt(tuple(sorted(values))),
-        {"key_transactional_id": transactional_id, **{f"new_{k}": v for k, v in values.items()}},
-    )
+        {"key_transactional_id": before.transactional_id, "key_producer_id": before.producer_id,
+         "key_producer_epoch": before.producer_epoch, "key_state": before.state.value,
+         **{f"new_{k}": v for k, v in values.items()}},
+    ).rowcount
+    if written != 1:
+        raise ConcurrentTransactions(
+            f"transactional_id {before.transactional_id!r} changed while it was being updated; retry",
+            state=before.state.value)
+    return after
+
+
+# The columns of `transactions` a transit may change (all but its key).
+_STORED = ("producer_id", "producer_epoch", "state", "txn_id", "transaction_timeout_ms", "txn_started_ms",
+           "updated_ms", "last_producer_epoch")
 
 
 @cache
 def _update_stmt(columns: tuple[str, ...]) -> Any:
     return (
         update(transactions)
-        .where(transactions.c.transactional_id == bindparam("key_transactional_id"))
+        .where(transactions.c.transactional_id == bindparam("key_transactional_id"),
+               transactions.c.producer_id == bindparam("key_producer_id"),
+               transactions.c.producer_epoch == bindparam("key_producer_epoch"),
+               transactions.c.state == bindparam("key_state"))
         .values({c: bindparam(f"new_{c}") for c in columns})
     )
 

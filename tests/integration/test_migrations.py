@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import re
+
 from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
-from sqlalchemy import create_engine, inspect
+from sqlalchemy import CheckConstraint, create_engine, inspect
 
+from app.domain.acl import Operation
+from app.domain.types import ControlType
 from app.storage import migrate
 from app.storage.tables import metadata
 
@@ -54,3 +58,25 @@ def test_upgrade_is_idempotent_and_downgrade_removes_everything(tmp_path) -> Non
     engine = create_engine(url)
     assert set(inspect(engine).get_table_names()) == {"alembic_version"}
     engine.dispose()
+
+
+def test_the_migrated_check_constraints_allow_exactly_the_values_of_their_enums(db_url: str) -> None:
+    """tables.py writes each CHECK from its enum (one_of); the migrations wrote their own copy of
+    the text. Compared by the quoted values each allows, as PostgreSQL rewrites `IN (…)`."""
+    def allowed(sqltext: str) -> set[str]:
+        return set(re.findall(r"'([^']*)'", sqltext))
+
+    defined = {
+        (table.name, f"ck_{table.name}_{constraint.name}" if not str(constraint.name).startswith("ck_")
+         else str(constraint.name)): allowed(str(constraint.sqltext))
+        for table in metadata.tables.values() for constraint in table.constraints
+        if isinstance(constraint, CheckConstraint)
+    }
+    engine = create_engine(db_url)
+    insp = inspect(engine)
+    stored = {(table, c["name"]): allowed(c["sqltext"])
+              for table in insp.get_table_names() for c in insp.get_check_constraints(table)}
+    engine.dispose()
+    assert defined == stored
+    assert defined[("records", "ck_records_control_type")] == {t.value for t in ControlType}
+    assert defined[("acls", "ck_acls_operation")] == {o.value for o in Operation}

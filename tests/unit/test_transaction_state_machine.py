@@ -21,8 +21,8 @@ from app.domain.transaction import (
     TransactionMetadata,
     check_transition,
     classify_recovery,
-    next_epoch,
 )
+from app.domain.transit import next_epoch
 from app.domain.types import MAX_PRODUCER_EPOCH, ProducerEpoch, ProducerId, TransactionState, TxnId
 
 S = TransactionState
@@ -30,7 +30,7 @@ S = TransactionState
 # The transitions the service allows, written out independently of the module's table: Kafka's
 # TransactionState.validPreviousStates, except Ongoing → Ongoing (Kafka's AddPartitionsToTxn;
 # here Begin on an open transaction is refused), plus KIP-939's Prepared: prepared from Ongoing,
-# then committed, aborted or fenced like an Ongoing transaction.
+# then committed, aborted or fenced like an Ongoing transaction, or kept Prepared by a takeover.
 ALLOWED = {
     (S.EMPTY, S.EMPTY), (S.COMPLETE_COMMIT, S.EMPTY), (S.COMPLETE_ABORT, S.EMPTY),
     (S.EMPTY, S.ONGOING), (S.COMPLETE_COMMIT, S.ONGOING), (S.COMPLETE_ABORT, S.ONGOING),
@@ -42,6 +42,7 @@ ALLOWED = {
     (S.EMPTY, S.DEAD), (S.COMPLETE_COMMIT, S.DEAD), (S.COMPLETE_ABORT, S.DEAD),
     (S.ONGOING, S.PREPARED),
     (S.PREPARED, S.PREPARE_COMMIT), (S.PREPARED, S.PREPARE_ABORT), (S.PREPARED, S.PREPARE_EPOCH_FENCE),
+    (S.PREPARED, S.PREPARED),  # a new instance takes a Prepared transaction over (keep_prepared_txn)
 }
 ALL_PAIRS = list(itertools.product(S, S))
 REFUSED = [pair for pair in ALL_PAIRS if pair not in ALLOWED]
@@ -243,20 +244,20 @@ def test_is_timed_out_false_when_the_clock_is_behind_the_start() -> None:
 
 
 def test_next_epoch_increments() -> None:
-    assert next_epoch(ProducerId(1), ProducerEpoch(0)) == (False, 1)
+    assert next_epoch(ProducerEpoch(0)) == (False, 1)
 
 
 def test_next_epoch_reaches_the_maximum_without_exhaustion() -> None:
-    assert next_epoch(ProducerId(1), ProducerEpoch(MAX_PRODUCER_EPOCH - 1)) == (False, MAX_PRODUCER_EPOCH)
+    assert next_epoch(ProducerEpoch(MAX_PRODUCER_EPOCH - 1)) == (False, MAX_PRODUCER_EPOCH)
 
 
 def test_next_epoch_at_the_maximum_is_exhausted_and_restarts_at_zero() -> None:
     assert MAX_PRODUCER_EPOCH == 32767
-    assert next_epoch(ProducerId(1), ProducerEpoch(32767)) == (True, 0)
+    assert next_epoch(ProducerEpoch(32767)) == (True, 0)
 
 
 def test_next_epoch_above_the_maximum_is_exhausted() -> None:
-    assert next_epoch(ProducerId(1), ProducerEpoch(40000)) == (True, 0)
+    assert next_epoch(ProducerEpoch(40000)) == (True, 0)
 
 
 # --- classify_recovery (KIP-360) -----------------------------------------------------------------

@@ -1,0 +1,180 @@
+"""How a transactional id's metadata moves: each change computed here, once, as a transit, and
+then written in one place (app.storage.transactions.apply_transit). Kafka's coordinator does
+the same with prepareTransitionTo and TxnTransitMetadata.
+
+`prepare_transition(meta, event, now_ms)` checks the event against the transition table
+(app.domain.transaction.VALID_PREVIOUS_STATES) and returns the metadata the row will hold.
+Every epoch bump happens here, by one rule (`next_epoch`): the epoch rises by one, and at its
+maximum the producer id is exhausted, so the transit asks storage for a new producer id, whose
+epoch starts at 0. A transit never changes the row's producer id itself: storage makes the new
+one (its holder is the transit's `holder`) and puts it in.
+
+The checks of the caller (is it the live producer, is its txn_id the current one) are the
+request's, not the transition's: they stay with TransactionMetadata's check_* methods.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, replace
+
+from app.domain.errors import InvalidTxnState
+from app.domain.transaction import TransactionMetadata, check_transition
+from app.domain.types import MAX_PRODUCER_EPOCH, ProducerEpoch, TransactionState, TxnId
+
+S = TransactionState
+
+
+class FenceReason(str, enum.Enum):
+    """Why an open transaction is aborted with its epoch bumped (the label of
+    outbox_transactions_fenced_total)."""
+
+    INIT_PRODUCER_ID = "init_producer_id"  # a new instance took the transactional id over
+    TIMEOUT = "timeout"  # open past its transaction_timeout_ms
+    ADMIN = "admin"  # an operator's `outbox transactions abort`
+
+
+@dataclass(frozen=True, slots=True)
+class InitProducerId:
+    """An idle transactional id handed to a new instance, or (KIP-360) to the live one that
+    recovers with its own epoch, `recovering_epoch`: the epoch bumped, the state Empty.
+    Only a recovering instance's bump may be answered again (see AnswerAgain)."""
+
+    transaction_timeout_ms: int
+    holder: str | None
+    recovering_epoch: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class KeepPrepared:
+    """InitProducerId with keep_prepared_txn on a Prepared transaction (KIP-939): the epoch is
+    bumped, so the instance that prepared it can no longer end it, and it stays Prepared for
+    the new instance to commit or abort."""
+
+    transaction_timeout_ms: int
+    holder: str | None
+    recovering_epoch: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class AnswerAgain:
+    """A recovering instance's retry of a bump already made (its answer was lost): nothing
+    moves but the timeout it asks for."""
+
+    transaction_timeout_ms: int
+
+
+@dataclass(frozen=True, slots=True)
+class Fence:
+    """Ongoing or Prepared → (PrepareEpochFence) → PrepareAbort, the epoch bumped so that the
+    producer is fenced if it comes back. A fence made by InitProducerId of a recovering
+    instance remembers its epoch, so that its retry is recognised."""
+
+    reason: FenceReason
+    recovering_epoch: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Begin:
+    """Idle → Ongoing: a new transaction, numbered txn_id."""
+
+    txn_id: int
+
+
+@dataclass(frozen=True, slots=True)
+class Prepare:
+    """Ongoing → Prepared (KIP-939): the outcome waits for Commit or Abort."""
+
+
+@dataclass(frozen=True, slots=True)
+class Decide:
+    """Ongoing or Prepared → PrepareCommit or PrepareAbort."""
+
+    commit: bool
+
+
+@dataclass(frozen=True, slots=True)
+class Complete:
+    """PrepareCommit → CompleteCommit, PrepareAbort → CompleteAbort: the markers are written."""
+
+
+@dataclass(frozen=True, slots=True)
+class Expire:
+    """Idle for transactional_id_expiration_ms → Dead: the row is removed."""
+
+
+Event = InitProducerId | KeepPrepared | AnswerAgain | Fence | Begin | Prepare | Decide | Complete | Expire
+
+
+@dataclass(frozen=True, slots=True)
+class TxnTransit:
+    """What a transactional id's row becomes. `new_producer_id`: the epoch was exhausted, and
+    storage makes a producer id (held by `holder`) to replace after.producer_id."""
+
+    after: TransactionMetadata
+    new_producer_id: bool = False
+    holder: str | None = None
+
+
+def next_epoch(producer_epoch: int) -> tuple[bool, ProducerEpoch]:
+    """The epoch after a bump, and whether the producer id is exhausted and must be replaced
+    (its successor starts at epoch 0)."""
+    if producer_epoch >= MAX_PRODUCER_EPOCH:
+        return True, ProducerEpoch(0)
+    return False, ProducerEpoch(producer_epoch + 1)
+
+
+def prepare_transition(meta: TransactionMetadata, event: Event, now_ms: int) -> TxnTransit:
+    """The transit `event` makes of `meta`, or INVALID_TXN_STATE if the transition table
+    does not allow it."""
+    match event:
+        case InitProducerId():
+            check_transition(meta.state, S.EMPTY)
+            return _bumped(replace(meta, state=S.EMPTY, txn_started_ms=None,
+                                   transaction_timeout_ms=event.transaction_timeout_ms),
+                           now_ms, event.recovering_epoch, event.holder)
+        case KeepPrepared():
+            if meta.state is not S.PREPARED:  # the table lets Ongoing become Prepared: not this event
+                raise InvalidTxnState(f"transaction is {meta.state.value}; only a Prepared one is kept",
+                                      state=meta.state.value)
+            check_transition(meta.state, S.PREPARED)
+            return _bumped(replace(meta, transaction_timeout_ms=event.transaction_timeout_ms),
+                           now_ms, event.recovering_epoch, event.holder)
+        case AnswerAgain():
+            return TxnTransit(replace(meta, transaction_timeout_ms=event.transaction_timeout_ms, updated_ms=now_ms))
+        case Fence():
+            # PrepareEpochFence is never stored: the bump and PrepareAbort are one write.
+            check_transition(meta.state, S.PREPARE_EPOCH_FENCE)
+            check_transition(S.PREPARE_EPOCH_FENCE, S.PREPARE_ABORT)
+            # Made by the service, so the new producer id (if any) is held by no principal: a
+            # producer id with a transactional id is used through that id, whose ACL guards it.
+            return _bumped(replace(meta, state=S.PREPARE_ABORT), now_ms, event.recovering_epoch, None)
+        case Begin():
+            check_transition(meta.state, S.ONGOING)
+            return TxnTransit(replace(meta, state=S.ONGOING, txn_id=TxnId(event.txn_id), txn_started_ms=now_ms,
+                                      updated_ms=now_ms))
+        case Prepare():
+            check_transition(meta.state, S.PREPARED)
+            return TxnTransit(replace(meta, state=S.PREPARED, updated_ms=now_ms))
+        case Decide():
+            target = S.PREPARE_COMMIT if event.commit else S.PREPARE_ABORT
+            check_transition(meta.state, target)
+            return TxnTransit(replace(meta, state=target, updated_ms=now_ms))
+        case Complete():
+            target = S.COMPLETE_COMMIT if meta.state is S.PREPARE_COMMIT else S.COMPLETE_ABORT
+            check_transition(meta.state, target)
+            return TxnTransit(replace(meta, state=target, updated_ms=now_ms))
+        case Expire():
+            check_transition(meta.state, S.DEAD)
+            return TxnTransit(replace(meta, state=S.DEAD, updated_ms=now_ms))
+    raise TypeError(f"not a transaction event: {event!r}")
+
+
+def _bumped(meta: TransactionMetadata, now_ms: int, recovering_epoch: int | None,
+            holder: str | None) -> TxnTransit:
+    exhausted, epoch = next_epoch(meta.producer_epoch)
+    # Only a recovering instance's bump may be answered again, and not across a new producer
+    # id: its old epoch means nothing there.
+    last = None if exhausted or recovering_epoch is None else ProducerEpoch(recovering_epoch)
+    return TxnTransit(replace(meta, producer_epoch=epoch, last_producer_epoch=last, updated_ms=now_ms),
+                      new_producer_id=exhausted, holder=holder)

@@ -1,0 +1,155 @@
+"""How a transactional id's metadata moves (app.domain.transit): each event, from each state,
+gives one transit or INVALID_TXN_STATE; epoch bumps, exhaustion and last_producer_epoch."""
+
+from __future__ import annotations
+
+import ast
+import pathlib
+from dataclasses import replace
+
+import pytest
+
+from app.domain.errors import InvalidTxnState
+from app.domain.transaction import TransactionMetadata
+from app.domain.transit import (
+    AnswerAgain,
+    Begin,
+    Complete,
+    Decide,
+    Event,
+    Expire,
+    Fence,
+    FenceReason,
+    InitProducerId,
+    KeepPrepared,
+    Prepare,
+    TxnTransit,
+    prepare_transition,
+)
+from app.domain.types import MAX_PRODUCER_EPOCH, ProducerEpoch, ProducerId, TransactionState, TxnId
+
+S = TransactionState
+NOW = 9_000
+IDLE = (S.EMPTY, S.COMPLETE_COMMIT, S.COMPLETE_ABORT)
+
+
+def meta(state: TransactionState, **overrides: object) -> TransactionMetadata:
+    base = TransactionMetadata(
+        transactional_id="tid", producer_id=ProducerId(10), producer_epoch=ProducerEpoch(5), state=state,
+        txn_id=TxnId(7), transaction_timeout_ms=60_000, txn_started_ms=1_000, updated_ms=1_000,
+    )
+    return replace(base, **overrides)  # type: ignore[arg-type]
+
+
+# Each event and the states it may start from; from every other state it is INVALID_TXN_STATE.
+EVENTS: list[tuple[Event, tuple[TransactionState, ...]]] = [
+    (InitProducerId(30_000, "User:a"), IDLE),
+    (KeepPrepared(30_000, "User:a"), (S.PREPARED,)),
+    (Fence(FenceReason.TIMEOUT), (S.ONGOING, S.PREPARED)),
+    (Begin(8), IDLE),
+    (Prepare(), (S.ONGOING, S.PREPARED)),
+    (Decide(commit=True), (S.ONGOING, S.PREPARED)),
+    (Decide(commit=False), (S.ONGOING, S.PREPARED)),
+    (Complete(), (S.PREPARE_COMMIT, S.PREPARE_ABORT)),
+    (Expire(), IDLE),
+]
+REFUSED = [(event, state) for event, allowed in EVENTS for state in S
+           if state not in allowed and state is not S.PREPARE_EPOCH_FENCE]
+
+
+@pytest.mark.parametrize(("event", "state"), REFUSED, ids=lambda v: getattr(v, "value", type(v).__name__))
+def test_an_event_from_a_state_the_table_does_not_allow_is_invalid_txn_state(event: Event,
+                                                                              state: TransactionState) -> None:
+    with pytest.raises(InvalidTxnState):
+        prepare_transition(meta(state), event, NOW)
+
+
+@pytest.mark.parametrize("state", IDLE)
+def test_init_producer_id_bumps_the_epoch_and_empties_the_transaction(state: TransactionState) -> None:
+    transit = prepare_transition(meta(state), InitProducerId(30_000, "User:a"), NOW)
+    assert transit == TxnTransit(meta(S.EMPTY, producer_epoch=6, txn_started_ms=None, transaction_timeout_ms=30_000,
+                                      updated_ms=NOW), new_producer_id=False, holder="User:a")
+
+
+def test_a_recovering_instance_s_bump_remembers_its_epoch_for_its_retry() -> None:
+    transit = prepare_transition(meta(S.COMPLETE_ABORT), InitProducerId(30_000, "User:a", recovering_epoch=5), NOW)
+    assert (transit.after.producer_epoch, transit.after.last_producer_epoch) == (6, 5)
+
+
+def test_a_new_instance_s_bump_forgets_any_earlier_recovering_epoch() -> None:
+    transit = prepare_transition(meta(S.EMPTY, last_producer_epoch=4), InitProducerId(30_000, "User:a"), NOW)
+    assert transit.after.last_producer_epoch is None
+
+
+def test_a_bump_at_the_maximum_epoch_asks_for_a_new_producer_id_at_epoch_0_and_forgets_the_old_epoch() -> None:
+    transit = prepare_transition(meta(S.EMPTY, producer_epoch=MAX_PRODUCER_EPOCH),
+                                 InitProducerId(30_000, "User:a", recovering_epoch=MAX_PRODUCER_EPOCH), NOW)
+    assert (transit.new_producer_id, transit.holder) == (True, "User:a")
+    assert (transit.after.producer_id, transit.after.producer_epoch, transit.after.last_producer_epoch) == (10, 0, None)
+
+
+def test_a_retry_of_a_bump_changes_nothing_but_the_timeout() -> None:
+    transit = prepare_transition(meta(S.EMPTY, last_producer_epoch=4), AnswerAgain(30_000), NOW)
+    assert transit == TxnTransit(meta(S.EMPTY, last_producer_epoch=4, transaction_timeout_ms=30_000, updated_ms=NOW))
+
+
+def test_keep_prepared_bumps_the_epoch_and_the_transaction_stays_prepared_with_its_txn_id() -> None:
+    transit = prepare_transition(meta(S.PREPARED), KeepPrepared(30_000, "User:b"), NOW)
+    assert transit == TxnTransit(meta(S.PREPARED, producer_epoch=6, transaction_timeout_ms=30_000, updated_ms=NOW),
+                                 holder="User:b")
+
+
+@pytest.mark.parametrize("state", [S.ONGOING, S.PREPARED])
+@pytest.mark.parametrize("reason", list(FenceReason))
+def test_a_fence_aborts_with_the_epoch_bumped_and_a_new_producer_id_would_be_held_by_nobody(
+        state: TransactionState, reason: FenceReason) -> None:
+    transit = prepare_transition(meta(state, producer_epoch=MAX_PRODUCER_EPOCH), Fence(reason), NOW)
+    assert transit == TxnTransit(meta(S.PREPARE_ABORT, producer_epoch=0, updated_ms=NOW), new_producer_id=True,
+                                 holder=None)
+
+
+def test_a_fence_by_a_recovering_instance_remembers_its_epoch() -> None:
+    transit = prepare_transition(meta(S.ONGOING), Fence(FenceReason.INIT_PRODUCER_ID, recovering_epoch=5), NOW)
+    assert (transit.after.state, transit.after.producer_epoch, transit.after.last_producer_epoch) == (
+        S.PREPARE_ABORT, 6, 5)
+
+
+@pytest.mark.parametrize("state", IDLE)
+def test_begin_opens_transaction_txn_id_started_now(state: TransactionState) -> None:
+    transit = prepare_transition(meta(state, txn_started_ms=None), Begin(8), NOW)
+    assert transit == TxnTransit(meta(S.ONGOING, txn_id=8, txn_started_ms=NOW, updated_ms=NOW))
+
+
+def test_prepare_keeps_the_epoch_and_the_txn_id() -> None:
+    assert prepare_transition(meta(S.ONGOING), Prepare(), NOW) == TxnTransit(meta(S.PREPARED, updated_ms=NOW))
+
+
+@pytest.mark.parametrize(("commit", "target"), [(True, S.PREPARE_COMMIT), (False, S.PREPARE_ABORT)])
+@pytest.mark.parametrize("state", [S.ONGOING, S.PREPARED])
+def test_a_decision_moves_an_open_transaction_to_prepare_commit_or_abort(
+        state: TransactionState, commit: bool, target: TransactionState) -> None:
+    assert prepare_transition(meta(state), Decide(commit), NOW) == TxnTransit(meta(target, updated_ms=NOW))
+
+
+@pytest.mark.parametrize(("state", "target"), [(S.PREPARE_COMMIT, S.COMPLETE_COMMIT),
+                                                (S.PREPARE_ABORT, S.COMPLETE_ABORT)])
+def test_completion_moves_a_decision_to_its_complete_state(state: TransactionState,
+                                                           target: TransactionState) -> None:
+    assert prepare_transition(meta(state), Complete(), NOW) == TxnTransit(meta(target, updated_ms=NOW))
+
+
+def test_no_epoch_arithmetic_outside_the_domain() -> None:
+    """Every epoch bump goes through app.domain.transit: no `producer_epoch + 1` (or `epoch +
+    1`) anywhere else in the server's code."""
+    root = pathlib.Path(__file__).resolve().parents[2] / "app"
+    found = []
+    for path in root.rglob("*.py"):
+        if path.parts[-3:-1] == ("app", "domain") or "client" in path.parts:
+            continue
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.BinOp) and isinstance(node.op, (ast.Add, ast.Sub)):
+                names = [n.id if isinstance(n, ast.Name) else getattr(n, "attr", "")
+                         for n in (node.left, node.right)]
+                if any("epoch" in name for name in names):
+                    found.append(f"{path.relative_to(root.parent)}:{node.lineno}")
+    assert found == []
