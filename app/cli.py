@@ -468,10 +468,9 @@ def _acls(settings: Settings, args: argparse.Namespace) -> int:
     """ACL bindings, against the configured database (like kafka-acls.sh)."""
     import json
 
-    from app.domain.acl import ResourceType, principal_name
+    from app.domain.acl import AclFilter, ResourceType, principal_name
     from app.domain.clock import system_clock
     from app.services.security import SecurityService
-    from app.storage.security import AclFilter
 
     def row(b) -> dict:  # type: ignore[no-untyped-def]
         return {"principal": b.principal, "resource_type": b.resource_type.value, "resource_name": b.resource_name,
