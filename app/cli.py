@@ -191,8 +191,8 @@ def _prepare_database(settings: Settings, *, refuse_schema_mismatch: bool) -> No
 def _coordinator(settings: Settings, args: argparse.Namespace) -> int:
     from app.domain.clock import system_clock
     from app.services.schema_gate import SchemaGate
+    from app.composition import maintenance_chores
     from app.storage.engine import open_database
-    from app.worker import build_workers
 
     if args.once:
         # A one-shot command: never creates or migrates a database (README, Command-line errors).
@@ -200,7 +200,7 @@ def _coordinator(settings: Settings, args: argparse.Namespace) -> int:
     else:
         _prepare_database(settings, refuse_schema_mismatch=True)
         db = open_database(settings, pool_size=2)
-    workers = build_workers(db, settings, system_clock)
+    workers = maintenance_chores(db, settings, system_clock)
     if args.once:
         try:
             for worker in workers:
