@@ -1,8 +1,8 @@
 """The shape every background chore shares (River's maintenance services): a config of its own
 (ChoreConfig), `run_once(now_ms)` that does one pass and returns what it did (counts, which
 tests assert on), an injected clock, and an injected sleeper the thread waits with between
-passes, so a test drives the loop without sleeping. A pass that fails is logged and counted, and the
-next one runs at the next interval: the database may be restarting. Started with a
+passes, so a test drives the loop without sleeping. A pass that fails is logged and counted,
+and the next one runs at the next interval: the database may be restarting. Started with a
 SchemaGate, the thread first waits, quietly, for the database's schema to be at head: on a
 database not migrated yet every pass would fail, and log its traceback, every interval."""
 
