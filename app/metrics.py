@@ -85,6 +85,12 @@ COORDINATOR_PASSES = Counter(
     "Passes of the coordinator worker, by outcome (ok, failed: the error is in the log).",
     ["outcome"],
 )
+GROUP_EXPIRY_PASSES = Counter(
+    "outbox_group_expiry_passes",
+    "Passes of group expiry (members whose session timed out), by outcome (ok, failed: the "
+    "error is in the log).",
+    ["outcome"],
+)
 CLEANER_PASSES = Counter(
     "outbox_cleaner_passes",
     "Passes of the log cleaner, by outcome (ok, failed: the error is in the log).",

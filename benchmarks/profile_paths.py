@@ -39,7 +39,7 @@ from fastapi.testclient import TestClient  # noqa: E402
 from scratch import scratch_database  # noqa: E402
 
 from app.api.app import create_app  # noqa: E402
-from app.api.deps import Services  # noqa: E402
+from app.composition import Services  # noqa: E402
 from app.domain.types import IsolationLevel  # noqa: E402
 from app.services.log_service import SendBatch  # noqa: E402
 from app.settings import Settings  # noqa: E402

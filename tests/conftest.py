@@ -27,7 +27,7 @@ from sqlalchemy import create_engine, text
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import OperationalError
 
-from app.api.deps import Services
+from app.composition import Services
 from app.settings import Settings
 from app.storage import migrate
 from app.storage.engine import Database, build_engine

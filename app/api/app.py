@@ -20,10 +20,10 @@ from app import __doc__ as product_doc
 from app.api import console, docs_ui, errors
 from app.api.body_limit import BodySizeLimit
 from app.api.path_guard import EncodedSlashGuard
-from app.api.deps import Services, require_schema
+from app.api.deps import require_schema
+from app.composition import Services, serve_chores
 from app.services.schema_gate import RECHECK_MAX_S, SchemaGate
 from app.services.security import SecurityState
-from app.worker.security import SecurityRefresher
 from app.api.json_body import JsonBody
 from app.api.request_metrics import RequestMetrics
 from app.api.security_headers import SecurityHeaders
@@ -35,7 +35,6 @@ from app.settings import Limit, Settings
 from app.storage import migrate
 from app.storage.changes import LogChanges
 from app.storage.engine import open_database
-from app.worker import build_workers
 
 logger = logging.getLogger(__name__)
 
@@ -68,11 +67,10 @@ def create_app(settings: Settings | None = None, clock: Clock = system_clock, *,
         schema = SchemaGate(db.engine)
         loop = asyncio.get_running_loop()
         schema.on_open(lambda: log_changes.start(loop))
-        workers = build_workers(db, settings, clock) if settings.run_coordinator else []
         if settings.authentication_methods:
             security = SecurityState(db, settings, clock)
             schema.on_open(lambda: security.reload(unless_unchanged=False))
-            workers.append(SecurityRefresher(security, clock, settings.security_refresh_interval_ms))
+        workers = serve_chores(db, settings, clock, security)
         try:
             schema.look()
         except Exception:  # noqa: BLE001 - prepare() has said why, once; requests say it again

@@ -119,6 +119,23 @@ class AclBinding:
 
 
 @dataclass(frozen=True, slots=True)
+class AclFilter:
+    """Kafka's AclBindingFilter: which bindings a list or a removal takes. A field left None
+    matches anything."""
+
+    principal: str | None = None
+    resource_type: ResourceType | None = None
+    resource_name: str | None = None
+    pattern_type: PatternType | None = None
+    operation: Operation | None = None
+    permission: Permission | None = None
+
+    @property
+    def matches_everything(self) -> bool:
+        return all(getattr(self, name) is None for name in self.__slots__)
+
+
+@dataclass(frozen=True, slots=True)
 class Principal:
     """Who a request is: `User:<name>`, and how that was established (`api_key`, `jwt`,
     `mtls`, or `none` when authentication is off)."""

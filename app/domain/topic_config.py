@@ -4,8 +4,12 @@ CreateTopics and IncrementalAlterConfigs alike."""
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from functools import cache
+from typing import Any, get_type_hints
+
+import msgspec
 
 from app.domain.errors import InvalidConfig, MessageTooLarge
 from app.domain.types import MAX_INT32, MAX_INT64, CleanupPolicy
@@ -44,6 +48,44 @@ class TopicConfig:
         if unknown:
             raise InvalidConfig(f"unknown config key(s): {', '.join(sorted(unknown))}")
         return dataclasses.replace(self, **changes)
+
+
+# The keys a topic's config has, in the order messages list them.
+CONFIG_KEYS = tuple(field.name for field in dataclasses.fields(TopicConfig))
+
+
+class ConfigTextError(ValueError):
+    """A config given as text that names an unknown key or a value its key's type does not
+    parse from; the message says which."""
+
+
+@cache
+def _key_types() -> dict[str, Any]:
+    return get_type_hints(TopicConfig)
+
+
+def parse_config_text(pairs: Mapping[str, str]) -> dict[str, Any]:
+    """Config keys given as text (`outbox topics create|alter --config KEY=VALUE`), each value
+    parsed as its key's type: numbers and booleans from their text, cleanup_policy by its
+    value. In the words msgspec uses for the same mistake in a JSON body, so the command line
+    and the HTTP API explain it alike."""
+    types = _key_types()
+    values: dict[str, Any] = {}
+    for key, text in pairs.items():
+        if key not in types:
+            raise ConfigTextError(f"Object contains unknown field `{key}`; known fields: {', '.join(CONFIG_KEYS)}")
+        try:
+            values[key] = msgspec.convert(text, types[key], strict=False)
+        except msgspec.ValidationError as e:
+            raise ConfigTextError(f"{e} - at `$.{key}`") from None
+    return values
+
+
+def new_topic_config(values: Mapping[str, Any], message_max_bytes: int) -> TopicConfig:
+    """CreateTopics' config: the keys given, the defaults for the others, max_message_bytes
+    when not given `message_max_bytes` (the service's OUTBOX_MESSAGE_MAX_BYTES, as a Kafka
+    topic takes the broker's message.max.bytes)."""
+    return TopicConfig(**{"max_message_bytes": message_max_bytes, **values})
 
 
 def check_record_size(topic: str, partition: int, index: int, size_bytes: int, max_message_bytes: int) -> None:

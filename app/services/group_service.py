@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import enum
 import uuid
+from typing import Any
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
@@ -83,6 +84,22 @@ class GroupLag:
     @property
     def total(self) -> int | None:
         return None if self.unknown else sum(p.lag for p in self.partitions if p.lag is not None)
+
+    def as_dict(self, group_id: str) -> dict[str, Any]:
+        """The lag as both doors show it, under the HTTP API's names (GET
+        /v1/groups/{group_id}/lag, `outbox groups lag`)."""
+        return {
+            "group_id": group_id,
+            "partitions": [
+                {"topic": p.topic, "partition": p.partition, "committed_offset": p.committed_offset,
+                 "log_start_offset": p.log_start_offset, "high_watermark": p.high_watermark,
+                 "last_stable_offset": p.last_stable_offset, "lag": p.lag, "lag_exact": p.exact,
+                 "pending": p.pending}
+                for p in self.partitions
+            ],
+            "total_lag": self.total,
+            "total_lag_unknown_reason": self.unknown,
+        }
 
 
 class GroupService:

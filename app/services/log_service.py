@@ -12,6 +12,7 @@ from app import metrics
 from app.domain.acl import ANONYMOUS
 from app.domain.clock import Clock
 from app.domain.log_cleaning import record_size
+from app.domain.topic import Topic
 from app.domain.topic_config import check_record_size
 from app.domain.errors import (
     InvalidProducerEpoch,
@@ -255,7 +256,7 @@ class LogService:
         max_records: int,
         isolation: IsolationLevel,
         max_bytes: int | None = None,
-    ) -> tuple[topics.Topic, FetchResult]:
+    ) -> tuple[Topic, FetchResult]:
         """One partition's Fetch, its records read whole; max_bytes None: the service's
         default. An unknown partition or an offset out of range is raised."""
         answer = self.fetch_partitions(
@@ -395,7 +396,7 @@ class PartitionFetch:
     topic_id: int | None = None
     result: FetchResult | None = None
     error: OutboxError | None = None
-    found: topics.Topic | None = None
+    found: Topic | None = None
     plans: list[read.FetchPlan] = field(default_factory=list)
 
     @property

@@ -31,6 +31,7 @@ from typing import Any
 from app import metrics
 from app.domain.acl import (
     AclBinding,
+    AclFilter,
     Operation,
     Principal,
     Resource,
@@ -45,7 +46,7 @@ from app.domain.errors import AuthenticationFailed, IdentityProviderUnavailable,
 from app.settings import Settings
 from app.storage import security as store
 from app.storage.engine import Database
-from app.storage.security import AclFilter, ApiKeyRow, SecuritySnapshot
+from app.storage.security import ApiKeyRow, SecuritySnapshot
 
 audit = logging.getLogger("outbox.audit")
 

@@ -10,6 +10,7 @@ from typing import Any
 from app.domain.clock import Clock
 from app.domain.errors import InvalidPartitions, InvalidTopic
 from app.domain.topic_admin import check_deletable, new_log_start, partitions_to_add
+from app.domain.topic import PartitionInfo, Topic
 from app.domain.topic_config import TopicConfig
 from app.settings import Settings
 from app.storage import offsets, read, topics
@@ -25,7 +26,7 @@ class TopicService:
         self.settings = settings
         self.clock = clock
 
-    def create(self, name: str, partition_count: int, config: TopicConfig | None = None) -> topics.Topic:
+    def create(self, name: str, partition_count: int, config: TopicConfig | None = None) -> Topic:
         """CreateTopics; without a config, the defaults, max_message_bytes the service's
         OUTBOX_MESSAGE_MAX_BYTES."""
         if config is None:
@@ -41,18 +42,18 @@ class TopicService:
                 conn, name=name, partition_count=partition_count, config=config, now_ms=self.clock()
             )
 
-    def list(self) -> list[topics.Topic]:
+    def list(self) -> list[Topic]:
         with self.db.read() as conn:
             return topics.list_topics(conn)
 
-    def describe(self, name: str) -> tuple[topics.Topic, list[topics.PartitionInfo]]:
+    def describe(self, name: str) -> tuple[Topic, list[PartitionInfo]]:
         with self.db.read() as conn:
             topic = topics.get_topic(conn, name)
             return topic, topics.describe_partitions(conn, topic)
 
     # --- administration ---------------------------------------------------------------------
 
-    def alter_config(self, name: str, changes: dict[str, Any]) -> tuple[topics.Topic, list[topics.PartitionInfo]]:
+    def alter_config(self, name: str, changes: dict[str, Any]) -> tuple[Topic, list[PartitionInfo]]:
         """IncrementalAlterConfigs: the keys in `changes` set, every other kept.
 
         The row lock makes concurrent alters of one topic apply one after the other, so none
@@ -67,7 +68,7 @@ class TopicService:
             topics.update_config(conn, topic.topic_id, topic.config)
             return topic, topics.describe_partitions(conn, topic)
 
-    def create_partitions(self, name: str, partition_count: int) -> tuple[topics.Topic, list[topics.PartitionInfo]]:
+    def create_partitions(self, name: str, partition_count: int) -> tuple[Topic, list[PartitionInfo]]:
         """CreatePartitions: the topic grows to `partition_count` partitions, the new ones empty.
         Two concurrent calls queue on the topic's row lock; the second then reads the count
         the first wrote, so no partition is created twice."""

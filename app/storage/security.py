@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from sqlalchemy import Connection, and_, delete, insert, select, update
 
-from app.domain.acl import AclBinding, Operation, PatternType, Permission, ResourceType
+from app.domain.acl import AclBinding, AclFilter, Operation, PatternType, Permission, ResourceType
 from app.storage import dialect
 from app.storage.producers import next_id
 from app.storage.tables import acls, api_keys, counters
@@ -36,25 +36,13 @@ class SecuritySnapshot:
     keys: dict[str, ApiKeyRow]  # live keys (not revoked) by key_id
 
 
-@dataclass(frozen=True, slots=True)
-class AclFilter:
-    """Kafka's AclBindingFilter: None matches anything."""
-
-    principal: str | None = None
-    resource_type: ResourceType | None = None
-    resource_name: str | None = None
-    pattern_type: PatternType | None = None
-    operation: Operation | None = None
-    permission: Permission | None = None
-
-    def where(self) -> list:
-        conditions = []
-        for column, value in ((acls.c.principal, self.principal), (acls.c.resource_type, self.resource_type),
-                              (acls.c.resource_name, self.resource_name), (acls.c.pattern_type, self.pattern_type),
-                              (acls.c.operation, self.operation), (acls.c.permission, self.permission)):
-            if value is not None:
-                conditions.append(column == getattr(value, "value", value))
-        return conditions
+def _matching(match: AclFilter) -> list:  # type: ignore[type-arg]
+    """The filter as conditions on `acls`: one per field it names."""
+    return [column == getattr(value, "value", value)
+            for column, value in ((acls.c.principal, match.principal), (acls.c.resource_type, match.resource_type),
+                                  (acls.c.resource_name, match.resource_name), (acls.c.pattern_type, match.pattern_type),
+                                  (acls.c.operation, match.operation), (acls.c.permission, match.permission))
+            if value is not None]
 
 
 def version(conn: Connection) -> int:
@@ -83,7 +71,7 @@ def snapshot(conn: Connection) -> SecuritySnapshot:
 
 
 def list_acls(conn: Connection, match: AclFilter) -> list[AclBinding]:
-    return [_binding(r) for r in conn.execute(select(acls).where(*match.where()).order_by(acls.c.acl_id))]
+    return [_binding(r) for r in conn.execute(select(acls).where(*_matching(match)).order_by(acls.c.acl_id))]
 
 
 def add_acls(conn: Connection, bindings: list[AclBinding], now_ms: int) -> list[bool]:
@@ -109,7 +97,7 @@ def remove_acls(conn: Connection, match: AclFilter) -> list[AclBinding]:
     """Delete the bindings the filter matches; the ones deleted."""
     gone = list_acls(conn, match)
     if gone:
-        conn.execute(delete(acls).where(*match.where()))
+        conn.execute(delete(acls).where(*_matching(match)))
         changed(conn)
     return gone
 

@@ -22,6 +22,7 @@ from sqlalchemy import Connection, bindparam, case, delete, func, insert, select
 from sqlalchemy.exc import IntegrityError
 
 from app.domain.errors import TopicAlreadyExists, UnknownTopicOrPartition
+from app.domain.topic import PartitionInfo, Topic
 from app.domain.topic_config import TopicConfig
 from app.domain.types import CleanupPolicy, TopicId
 from app.storage import dialect
@@ -34,29 +35,6 @@ from app.storage.tables import (
     transaction_offsets,
     transaction_partitions,
 )
-
-
-@dataclass(frozen=True, slots=True)
-class Topic:
-    topic_id: TopicId
-    name: str
-    partition_count: int
-    config: TopicConfig
-    created_ms: int
-
-    @property
-    def check_expected_offsets(self) -> bool:
-        return self.config.check_expected_offsets
-
-
-@dataclass(frozen=True, slots=True)
-class PartitionInfo:
-    partition: int
-    log_start_offset: int
-    log_end_offset: int
-    last_stable_offset: int
-    record_count: int  # data records stored (markers not counted)
-    size_bytes: int  # UTF-8 bytes of their keys, values and headers
 
 
 def config_columns(config: TopicConfig) -> dict[str, object]:

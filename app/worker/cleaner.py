@@ -8,14 +8,15 @@ from __future__ import annotations
 from app import metrics
 from app.domain.clock import Clock
 from app.services.log_cleaner import CleanerPass, LogCleaner
-from app.worker.periodic import PeriodicWorker
+from app.worker.chore import Chore, ChoreConfig, Sleeper, wait_on
 
 
-class CleanerWorker(PeriodicWorker):
+class CleanerWorker(Chore):
     name = "cleaner"
+    passes = metrics.CLEANER_PASSES
 
-    def __init__(self, cleaner: LogCleaner, clock: Clock, interval_ms: int) -> None:
-        super().__init__(clock, interval_ms, metrics.CLEANER_PASSES)
+    def __init__(self, cleaner: LogCleaner, clock: Clock, config: ChoreConfig, sleep: Sleeper = wait_on) -> None:
+        super().__init__(clock, config, sleep)
         self.cleaner = cleaner
 
     def _pass(self, now: int) -> CleanerPass:

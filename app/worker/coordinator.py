@@ -11,9 +11,8 @@ from dataclasses import astuple, dataclass
 
 from app import metrics
 from app.domain.clock import Clock
-from app.services.group_service import GroupService
 from app.services.transaction_coordinator import TransactionCoordinator
-from app.worker.periodic import PeriodicWorker
+from app.worker.chore import Chore, ChoreConfig, Sleeper, wait_on
 
 
 @dataclass(frozen=True, slots=True)
@@ -22,29 +21,22 @@ class CoordinatorPass:
     completed_commits: int
     completed_aborts: int
     expired_transactional_ids: int = 0
-    expired_members: int = 0
 
     def __bool__(self) -> bool:
         return any(astuple(self))
 
 
-class CoordinatorWorker(PeriodicWorker):
+class CoordinatorWorker(Chore):
     name = "coordinator"
+    passes = metrics.COORDINATOR_PASSES
 
-    def __init__(
-        self,
-        coordinator: TransactionCoordinator,
-        clock: Clock,
-        interval_ms: int,
-        groups: GroupService | None = None,
-    ) -> None:
-        super().__init__(clock, interval_ms, metrics.COORDINATOR_PASSES)
+    def __init__(self, coordinator: TransactionCoordinator, clock: Clock, config: ChoreConfig,
+                 sleep: Sleeper = wait_on) -> None:
+        super().__init__(clock, config, sleep)
         self.coordinator = coordinator
-        self.groups = groups
 
     def _pass(self, now: int) -> CoordinatorPass:
         timed_out = self.coordinator.abort_timed_out(now)
         commits, aborts = self.coordinator.complete_pending()
         expired = self.coordinator.expire_transactional_ids(now)
-        members = self.groups.expire_members(now) if self.groups is not None else 0
-        return CoordinatorPass(len(timed_out), commits, aborts, len(expired), members)
+        return CoordinatorPass(len(timed_out), commits, aborts, len(expired))

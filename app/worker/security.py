@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from app import metrics
 from app.domain.clock import Clock
 from app.services.security import SecurityState
-from app.worker.periodic import PeriodicWorker
+from app.worker.chore import Chore, ChoreConfig, Sleeper, wait_on
 
 
 @dataclass(frozen=True, slots=True)
@@ -24,11 +24,12 @@ class RefreshPass:
         return bool(self.reloaded)
 
 
-class SecurityRefresher(PeriodicWorker):
+class SecurityRefresher(Chore):
     name = "security-refresh"
+    passes = metrics.SECURITY_REFRESH_PASSES
 
-    def __init__(self, state: SecurityState, clock: Clock, interval_ms: int) -> None:
-        super().__init__(clock, interval_ms, metrics.SECURITY_REFRESH_PASSES)
+    def __init__(self, state: SecurityState, clock: Clock, config: ChoreConfig, sleep: Sleeper = wait_on) -> None:
+        super().__init__(clock, config, sleep)
         self.state = state
 
     def _pass(self, now: int) -> RefreshPass:

@@ -58,7 +58,7 @@ from hypothesis.stateful import (
 )
 from sqlalchemy import Engine, event, text
 
-from app.api.deps import Services
+from app.composition import Services
 from app.domain.errors import OutboxError
 from app.domain.offsets import OffsetToStage
 from app.domain.types import IsolationLevel
@@ -66,6 +66,7 @@ from app.services.log_service import SendBatch
 from app.settings import Settings
 from app.storage.engine import Database, build_engine
 from app.storage.append import RecordToAppend
+from app.worker.chore import ChoreConfig
 from app.worker.coordinator import CoordinatorWorker
 from tests.conftest import FakeClock, _reset_postgres
 
@@ -280,8 +281,7 @@ class CoordinatorMachine(RuleBasedStateMachine):
                 return end(*args, commit=False, **kwargs)
 
             coordinator.end_transaction = broken  # type: ignore[method-assign]
-        self.worker = CoordinatorWorker(self.services.coordinator, self.clock, 1_000,
-                                        groups=self.services.groups)
+        self.worker = CoordinatorWorker(self.services.coordinator, self.clock, ChoreConfig(interval_ms=1_000))
         self.model.inline = inline
 
     def teardown(self) -> None:

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from app.api.deps import Services
+from app.composition import Services
 from app.domain.offsets import OffsetToStage
 from app.domain.types import IsolationLevel
 from app.services.log_service import SendBatch

@@ -639,7 +639,7 @@ def test_a_decision_made_while_the_acls_reload_is_not_kept_past_the_reload(world
     """The window the review found: a decision computed on the old bindings, stored after a
     reload swapped them, must not survive in the new state."""
     from app.services import security as security_module
-    from app.storage.security import AclFilter
+    from app.domain.acl import AclFilter
 
     state = world.client.app.state.security
     world.grant([(T, "orders", Operation.READ)])

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import pytest
 
-from app.worker.coordinator import CoordinatorWorker
+from app.worker.chore import ChoreConfig
+from app.worker.group_expiry import GroupExpiryWorker
 from tests.helpers import batch, begin, create_topic, ident, init_producer, send
 
 
 @pytest.fixture
-def worker(services, clock) -> CoordinatorWorker:  # type: ignore[no-untyped-def]
-    return CoordinatorWorker(services.coordinator, clock, interval_ms=50, groups=services.groups)
+def worker(services, clock) -> GroupExpiryWorker:  # type: ignore[no-untyped-def]
+    return GroupExpiryWorker(services.groups, clock, ChoreConfig(interval_ms=50))
 
 
 def _join(client, group: str, topics: list[str], **extra) -> dict:  # type: ignore[no-untyped-def]

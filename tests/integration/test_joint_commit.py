@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from app.api.deps import Services
+from app.composition import Services
 from app.domain.offsets import OffsetToStage
 from app.domain.transaction import PreparedTxnRef
 from app.domain.types import IsolationLevel
@@ -19,6 +19,7 @@ from app.services.log_service import SendBatch
 from app.services.transaction_coordinator import TransactionCoordinator
 from app.storage import read, topics
 from app.storage.append import RecordToAppend
+from app.worker.chore import ChoreConfig
 from app.worker.coordinator import CoordinatorWorker
 from tests.helpers import batch, begin, create_topic, fetch, ident, init_producer, send, values
 
@@ -147,7 +148,7 @@ def test_a_joint_commit_left_to_the_worker_is_decided_at_once_and_completed_by_i
 
     assert view.meta.state.value == "PrepareCommit"
     assert [coordinator.describe(r.transactional_id).meta.state.value for r in refs] == ["PrepareCommit"] * 2
-    counts = CoordinatorWorker(coordinator, services.clock, interval_ms=50).run_once(services.clock())
+    counts = CoordinatorWorker(coordinator, services.clock, ChoreConfig(interval_ms=50)).run_once(services.clock())
     assert counts.completed_commits == 3
     assert [_read_committed(services, "out", p) for p in (0, 1)] == [["v0"], ["v1"]]
 

@@ -10,7 +10,9 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from app.storage.engine import after_commit
+from app.worker.chore import ChoreConfig
 from app.worker.coordinator import CoordinatorWorker
+from app.worker.group_expiry import GroupExpiryWorker
 from tests.helpers import batch, begin, create_topic, ident, init_producer, send
 
 
@@ -89,7 +91,7 @@ def test_the_coordinator_counts_its_pass_and_the_timeout_it_aborts(client, servi
     create_topic(client, "orders")
     p = init_producer(client, "t", transaction_timeout_ms=1_000)
     begin(client, "t", p)
-    worker = CoordinatorWorker(services.coordinator, clock, interval_ms=200)
+    worker = CoordinatorWorker(services.coordinator, clock, ChoreConfig(interval_ms=200))
     before = scrape(client)
     clock.advance(1_001)
     assert worker.run_once().timed_out == 1
@@ -107,19 +109,27 @@ def test_an_operator_abort_counts_as_an_admin_fence(client) -> None:  # type: ig
     assert delta(before, after, "outbox_transactions_completed_total", result="abort") == 1
 
 
-def test_the_coordinator_counts_the_transactional_ids_and_members_it_expires(client, services, clock) -> None:  # type: ignore[no-untyped-def]
-    create_topic(client, "orders")
+def test_the_coordinator_counts_the_transactional_ids_it_expires(client, services, clock) -> None:  # type: ignore[no-untyped-def]
     init_producer(client, "idle")
-    r = client.post("/v1/groups/g/members", json={"topics": ["orders"], "session_timeout_ms": 10_000})
-    assert r.status_code == 200, r.text
-    worker = CoordinatorWorker(services.coordinator, clock, interval_ms=200, groups=services.groups)
+    worker = CoordinatorWorker(services.coordinator, clock, ChoreConfig(interval_ms=200))
     before = scrape(client)
     clock.advance(services.settings.transactional_id_expiration_ms + 1)
-    result = worker.run_once()
-    assert (result.expired_transactional_ids, result.expired_members) == (1, 1)
+    assert worker.run_once().expired_transactional_ids == 1
     after = scrape(client)
     assert delta(before, after, "outbox_transactional_ids_expired_total") == 1
+
+
+def test_group_expiry_counts_its_pass_and_the_members_it_expires(client, services, clock) -> None:  # type: ignore[no-untyped-def]
+    create_topic(client, "orders")
+    r = client.post("/v1/groups/g/members", json={"topics": ["orders"], "session_timeout_ms": 10_000})
+    assert r.status_code == 200, r.text
+    worker = GroupExpiryWorker(services.groups, clock, ChoreConfig(interval_ms=200))
+    before = scrape(client)
+    clock.advance(10_001)
+    assert worker.run_once().expired_members == 1
+    after = scrape(client)
     assert delta(before, after, "outbox_group_members_expired_total") == 1
+    assert delta(before, after, "outbox_group_expiry_passes_total", outcome="ok") == 1
 
 
 def test_a_refused_send_counts_no_records(client) -> None:  # type: ignore[no-untyped-def]

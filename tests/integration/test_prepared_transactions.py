@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 
+from app.worker.chore import ChoreConfig
 from app.worker.coordinator import CoordinatorWorker
 from tests.helpers import batch, begin, create_topic, fetch, ident, init_producer, send, values
 
@@ -66,7 +67,7 @@ def test_prepare_again_answers_the_same(client: Any, prepared: dict) -> None:
 
 def test_a_prepared_transaction_is_never_timed_out(client: Any, prepared: dict, services: Any, clock: Any) -> None:
     clock.advance(services.settings.max_transaction_timeout_ms * 10)
-    counts = CoordinatorWorker(services.coordinator, clock, interval_ms=50).run_once(clock())
+    counts = CoordinatorWorker(services.coordinator, clock, ChoreConfig(interval_ms=50)).run_once(clock())
 
     assert counts.timed_out == 0
     assert state(client) == "Prepared"

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import pytest
 
+from app.worker.chore import ChoreConfig
 from app.worker.coordinator import CoordinatorWorker
 from tests.helpers import batch, begin, create_topic, fetch, ident, init_producer, send, values
 
 
 @pytest.fixture
 def worker(services, clock) -> CoordinatorWorker:  # type: ignore[no-untyped-def]
-    return CoordinatorWorker(services.coordinator, clock, interval_ms=50, groups=services.groups)
+    return CoordinatorWorker(services.coordinator, clock, ChoreConfig(interval_ms=50))
 
 
 def _recover(client, tid: str, p: dict):  # type: ignore[no-untyped-def]

@@ -6,6 +6,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from app.api.app import create_app
+from app.worker.chore import ChoreConfig
 from app.worker.coordinator import CoordinatorWorker
 from tests.helpers import (
     batch,
@@ -22,7 +23,7 @@ from tests.helpers import (
 
 @pytest.fixture
 def worker(services, clock) -> CoordinatorWorker:  # type: ignore[no-untyped-def]
-    return CoordinatorWorker(services.coordinator, clock, interval_ms=50)
+    return CoordinatorWorker(services.coordinator, clock, ChoreConfig(interval_ms=50))
 
 
 def _end(client, tid: str, producer: dict, action: str, **extra) -> dict:  # type: ignore[no-untyped-def]

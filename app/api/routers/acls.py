@@ -25,9 +25,8 @@ from app.api.schemas.acls import (
     RevokedApiKeys,
 )
 from app.api.security import AccessDep
-from app.domain.acl import CLUSTER, Operation, PatternType, Permission, ResourceType, principal_name
+from app.domain.acl import CLUSTER, AclFilter, Operation, PatternType, Permission, ResourceType, principal_name
 from app.domain.errors import InvalidRequest, ResourceNotFound
-from app.storage.security import AclFilter
 
 router = APIRouter(prefix="/v1/acls", tags=["acls"])
 principals_router = APIRouter(prefix="/v1/principals", tags=["acls"])
@@ -87,7 +86,7 @@ def delete_acls(
     one parameter, so that no mistyped request deletes them all. Needs ALTER on the cluster."""
     access.require(Operation.ALTER, CLUSTER)
     match = _filter(principal, resource_type, resource_name, pattern_type, operation, permission)
-    if not match.where():
+    if match.matches_everything:
         raise InvalidRequest("name at least one of principal, resource_type, resource_name, pattern_type, "
                              "operation, permission: the bindings that match them all are deleted")
     removed = services.security.remove_acls(match, by=access.principal)

@@ -14,8 +14,9 @@ from prometheus_client import (
 )
 from prometheus_client.core import GaugeMetricFamily, Metric
 
-from app.api.deps import Services, ServicesDep
+from app.api.deps import ServicesDep
 from app.api.errors import documented
+from app.composition import Services
 from app.domain.types import TransactionState
 from app.services.schema_gate import SchemaGate
 

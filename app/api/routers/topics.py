@@ -34,7 +34,7 @@ from app.domain.errors import InvalidRequest, TopicAlreadyExists, TopicHasOpenTr
 from app.domain.types import MAX_INT32, MAX_INT64, IsolationLevel
 from app.services.log_service import PartitionFetch, check_partition_fetch_bytes
 from app.services.long_poll import close
-from app.storage.topics import PartitionInfo, Topic
+from app.domain.topic import PartitionInfo, Topic
 
 router = APIRouter(prefix="/v1/topics", tags=["topics"])
 

@@ -97,12 +97,6 @@ class PartitionLag(BaseModel):
                             "true when lag is null")
     pending: bool = Field(description="an unfinished transaction has staged a new offset for this partition")
 
-    @classmethod
-    def of(cls, p: group_service.PartitionLag) -> "PartitionLag":
-        return cls(topic=p.topic, partition=p.partition, committed_offset=p.committed_offset,
-                   log_start_offset=p.log_start_offset, high_watermark=p.high_watermark,
-                   last_stable_offset=p.last_stable_offset, lag=p.lag, lag_exact=p.exact, pending=p.pending)
-
 
 class GroupLag(BaseModel):
     group_id: str
@@ -118,5 +112,4 @@ class GroupLag(BaseModel):
 
     @classmethod
     def of(cls, group_id: str, lag: group_service.GroupLag) -> "GroupLag":
-        return cls(group_id=group_id, partitions=[PartitionLag.of(p) for p in lag.partitions],
-                   total_lag=lag.total, total_lag_unknown_reason=lag.unknown)
+        return cls.model_validate(lag.as_dict(group_id))

@@ -1,7 +1,8 @@
-"""The shape every background chore shares (River's maintenance services): `run_once(now_ms)`
-does one pass and returns what it did, which tests assert on; a thread calls it every
-interval, and only waits between passes. A pass that fails is logged and counted, and the
-next one runs at the next interval: the database may be restarting. Started with a
+"""The shape every background chore shares (River's maintenance services): a config of its own
+(ChoreConfig), `run_once(now_ms)` that does one pass and returns what it did (counts, which
+tests assert on), an injected clock, and an injected sleeper the thread waits with between
+passes, so a test drives the loop without sleeping. A pass that fails is logged and counted,
+and the next one runs at the next interval: the database may be restarting. Started with a
 SchemaGate, the thread first waits, quietly, for the database's schema to be at head: on a
 database not migrated yet every pass would fail, and log its traceback, every interval."""
 
@@ -9,6 +10,8 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from prometheus_client import Counter
@@ -19,16 +22,32 @@ from app.services.schema_gate import SchemaGate
 logger = logging.getLogger(__name__)
 
 
-class PeriodicWorker:
-    """Subclasses name themselves and do a pass in `_pass(now_ms)`, returning a result that
-    is false when the pass did nothing (then nothing is logged)."""
+# Waits up to the seconds given or until the event is set, and says whether it was set.
+Sleeper = Callable[[threading.Event, float], bool]
 
-    name = "worker"
 
-    def __init__(self, clock: Clock, interval_ms: int, passes: Counter) -> None:
+def wait_on(stop: threading.Event, seconds: float) -> bool:
+    return stop.wait(seconds)
+
+
+@dataclass(frozen=True, slots=True)
+class ChoreConfig:
+    interval_ms: int  # from the end of one pass to the start of the next
+
+
+class Chore:
+    """Subclasses name themselves, say which counter counts their passes, and do a pass in
+    `_pass(now_ms)`, returning a result that is false when the pass did nothing (then nothing
+    is logged)."""
+
+    name = "chore"
+    passes: Counter  # counted by outcome: ok, failed
+
+    def __init__(self, clock: Clock, config: ChoreConfig, sleep: Sleeper = wait_on) -> None:
         self.clock = clock
-        self.interval_s = interval_ms / 1000
-        self._passes = passes  # counted by outcome: ok, failed
+        self.config = config
+        self.interval_s = config.interval_ms / 1000
+        self._sleep = sleep
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
@@ -39,9 +58,9 @@ class PeriodicWorker:
         try:
             result = self._pass(self.clock() if now_ms is None else now_ms)
         except Exception:
-            self._passes.labels("failed").inc()
+            self.passes.labels("failed").inc()
             raise
-        self._passes.labels("ok").inc()
+        self.passes.labels("ok").inc()
         if result:
             logger.info("%s pass: %s", self.name, result)
         return result
@@ -58,7 +77,7 @@ class PeriodicWorker:
                 self.run_once()
             except Exception:
                 logger.exception("%s pass failed", self.name)
-            self._stop.wait(self.interval_s)
+            self._sleep(self._stop, self.interval_s)
 
     def start(self, schema: SchemaGate | None = None) -> None:
         self._thread = threading.Thread(target=self.run_forever, args=(schema,), name=f"outbox-{self.name}",

@@ -1,0 +1,161 @@
+"""The log's administration from the command line, through the same services as the HTTP API:
+transactions, topics, groups."""
+
+from __future__ import annotations
+
+import argparse
+
+from app.cli.common import EXIT_USAGE, Command, CommandError, config_pairs, non_negative, open_services
+from app.settings import Settings
+
+
+def transactions(settings: Settings, args: argparse.Namespace) -> int:
+    """Operator tools against the configured database (like kafka-transactions.sh)."""
+    import json
+
+    from app.domain.clock import system_clock
+    from app.domain.types import TransactionState
+
+    services = open_services(settings)
+    coordinator = services.coordinator
+    now = system_clock()
+
+    def row(m) -> dict:  # type: ignore[no-untyped-def]
+        age = now - m.txn_started_ms if m.state in (TransactionState.ONGOING, TransactionState.PREPARED) and m.txn_started_ms else None
+        return {"transactional_id": m.transactional_id, "state": m.state.value,
+                "producer_id": m.producer_id, "producer_epoch": m.producer_epoch,
+                "txn_id": m.txn_id, "age_ms": age}
+
+    try:
+        if args.action == "list":
+            states = [TransactionState(s) for s in args.state] if args.state else None
+            out = [row(m) for m in coordinator.list(states, args.limit, args.min_age_ms)]
+        elif args.action == "hanging":
+            out = [row(m) for m in coordinator.hanging(now)]
+        elif args.action == "describe":
+            view = coordinator.describe(args.transactional_id)
+            meta, parts, pending = view.meta, view.partitions, view.pending_offsets
+            out = {**row(meta),
+                   "partitions": [{"topic": p.topic, "partition": p.partition, "first_offset": p.first_offset} for p in parts],
+                   "pending_offsets": [{"group_id": o.group_id, "topic": o.topic, "partition": o.partition,
+                                        "offset": o.committed_offset} for o in pending]}
+        else:
+            out = row(coordinator.admin_abort(args.transactional_id).meta)
+    finally:
+        services.db.dispose()
+    print(json.dumps(out, indent=2))
+    return 0
+
+
+def topics(settings: Settings, args: argparse.Namespace) -> int:
+    """Topic administration against the configured database (like kafka-topics.sh and
+    kafka-delete-records.sh), through the same service as the HTTP API."""
+    import json
+    from dataclasses import asdict
+
+    from app.domain.topic_config import ConfigTextError, new_topic_config, parse_config_text
+
+    # Parsed before the database is opened: a mistake on the command line touches nothing.
+    try:
+        config = parse_config_text(config_pairs(args.config)) if args.action in ("create", "alter") else {}
+    except ConfigTextError as e:
+        raise CommandError(f"config: {e}", EXIT_USAGE) from None
+    services = open_services(settings)
+    service = services.topics
+
+    def summary(t) -> dict:  # type: ignore[no-untyped-def]
+        # As the HTTP API answers them (cleanup_policy, a str enum, is written as its value).
+        return {"name": t.name, "partition_count": t.partition_count, "config": asdict(t.config)}
+
+    def description(t, parts) -> dict:  # type: ignore[no-untyped-def]
+        return {**summary(t), "partitions": [asdict(p) for p in parts]}
+
+    try:
+        if args.action == "list":
+            out: object = [summary(t) for t in service.list()]
+        elif args.action == "describe":
+            out = description(*service.describe(args.topic))
+        elif args.action == "create":
+            service.create(args.topic, args.partitions, new_topic_config(config, settings.message_max_bytes))
+            out = description(*service.describe(args.topic))
+        elif args.action == "alter":
+            out = description(*service.alter_config(args.topic, config))
+        elif args.action == "add-partitions":
+            out = description(*service.create_partitions(args.topic, args.partition_count))
+        elif args.action == "delete":
+            service.delete(args.topic)
+            out = {"name": args.topic, "deleted": True}
+        else:
+            log_start = service.delete_records(args.topic, args.partition, args.offset)
+            out = {"topic": args.topic, "partition": args.partition, "log_start_offset": log_start}
+    finally:
+        services.db.dispose()
+    print(json.dumps(out, indent=2))
+    return 0
+
+
+def groups(settings: Settings, args: argparse.Namespace) -> int:
+    """A consumer group's lag, against the configured database (like kafka-consumer-groups.sh
+    --describe), in the HTTP API's shape: null where the group has committed no offset."""
+    import json
+
+    services = open_services(settings)
+    try:
+        out = services.groups.lag(args.group_id).as_dict(args.group_id)
+    finally:
+        services.db.dispose()
+    print(json.dumps(out, indent=2, ensure_ascii=False))
+    return 0
+
+
+def add_commands(command: Command, verbose: argparse.ArgumentParser) -> None:
+    from app.domain.topic_config import CONFIG_KEYS
+
+    tx = command("transactions", help="operator tools: list, describe, hanging, abort")
+    txs = tx.add_subparsers(dest="action", required=True)
+    tl = txs.add_parser("list", parents=[verbose], help="transactions, by state and age")
+    tl.add_argument("--state", action="append", help="e.g. Ongoing (repeatable)")
+    tl.add_argument("--min-age-ms", type=int, default=None)
+    tl.add_argument("--limit", type=int, default=1000)
+    txs.add_parser("hanging", parents=[verbose],
+                   help="open (or completing) longer than the maximum transaction timeout")
+    td = txs.add_parser("describe", parents=[verbose])
+    td.add_argument("transactional_id")
+    ta = txs.add_parser("abort", parents=[verbose], help="abort an open transaction and fence its producer")
+    ta.add_argument("transactional_id")
+    tx.set_defaults(func=transactions)
+    tp = command("topics", help="topic administration: list, describe, create, alter, add-partitions, "
+                 "delete, delete-records")
+    tps = tp.add_subparsers(dest="action", required=True)
+    tps.add_parser("list", parents=[verbose], help="every topic with its partition count and config")
+    tpd = tps.add_parser("describe", parents=[verbose], help="a topic and its partitions' offsets and sizes")
+    tpd.add_argument("topic")
+    tpc = tps.add_parser("create", parents=[verbose], help="create a topic (CreateTopics)")
+    tpc.add_argument("topic")
+    tpc.add_argument("--partitions", type=int, default=1)
+    tpc.add_argument("--config", action="append", default=[], metavar="KEY=VALUE",
+                     help="e.g. retention_ms=86400000 (repeatable)")
+    tpa = tps.add_parser("alter", parents=[verbose],
+                         help="set config keys, keep the others (IncrementalAlterConfigs)")
+    tpa.add_argument("topic")
+    tpa.add_argument("config", nargs="+", metavar="KEY=VALUE",
+                     help=", ".join(CONFIG_KEYS))
+    tpp = tps.add_parser("add-partitions", parents=[verbose],
+                         help="grow a topic to PARTITION_COUNT partitions (CreatePartitions)")
+    tpp.add_argument("topic")
+    tpp.add_argument("partition_count", type=int)
+    tpx = tps.add_parser("delete", parents=[verbose],
+                         help="delete a topic (DeleteTopics); refused while transactions use it")
+    tpx.add_argument("topic")
+    tpr = tps.add_parser("delete-records", parents=[verbose],
+                         help="move a partition's log start to OFFSET (DeleteRecords)")
+    tpr.add_argument("topic")
+    tpr.add_argument("partition", type=non_negative)
+    tpr.add_argument("offset", type=non_negative)
+    tp.set_defaults(func=topics)
+    gp = command("groups", help="consumer groups: lag")
+    gps = gp.add_subparsers(dest="action", required=True)
+    gpl = gps.add_parser("lag", parents=[verbose], help="a group's position and lag in records per partition of the "
+                         "topics it consumes; null (unknown) where it has committed no offset")
+    gpl.add_argument("group_id")
+    gp.set_defaults(func=groups)

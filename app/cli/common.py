@@ -1,0 +1,117 @@
+"""What the `outbox` commands share: exit statuses, the one error a command raises, the
+logger, and opening the database a command works on."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import signal
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from app.settings import Settings
+
+if TYPE_CHECKING:
+    from app.composition import Services
+
+EXIT_FAILURE = 1  # the command was right but failed: database, unknown id, schema, port, file
+EXIT_USAGE = 2  # the command line or a setting is wrong (argparse's status too)
+EXIT_INTERRUPTED = 130  # Ctrl-C, as a shell reports SIGINT
+EXIT_BROKEN_PIPE = 128 + signal.SIGPIPE  # stdout closed early (`| head`), as a shell reports SIGPIPE
+
+logger = logging.getLogger("app.cli")  # not __name__: one logger for every command's module
+
+
+class CommandError(Exception):
+    """A command's own refusal, reported as it is worded."""
+
+    def __init__(self, message: str, exit_status: int = EXIT_FAILURE) -> None:
+        super().__init__(message)
+        self.exit_status = exit_status
+
+
+def prepare_database(settings: Settings, *, refuse_schema_mismatch: bool) -> None:
+    """Start-up of `serve` and `coordinator` (app.storage.migrate.prepare), after the one
+    check that gives a clearer line here than SQLite's own."""
+    from app.storage import migrate
+
+    if settings.should_auto_migrate:
+        require_sqlite_directory(settings)
+    migrate.prepare(settings.database_url, auto_migrate=settings.should_auto_migrate,
+                    refuse_schema_mismatch=refuse_schema_mismatch)
+
+
+def operator() -> str:
+    """Who made a change from the command line, for the audit line: the operating system user."""
+    import getpass
+
+    try:
+        return f"cli:{getpass.getuser()}"
+    except (KeyError, OSError):
+        return "cli"
+
+
+def config_pairs(pairs: list[str]) -> dict[str, str]:
+    out = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            raise CommandError(f"config {pair!r} is not KEY=VALUE, e.g. retention_ms=86400000", EXIT_USAGE)
+        out[key] = value
+    return out
+
+
+def open_existing(settings: Settings, *, pool_size: int):  # type: ignore[no-untyped-def]
+    """The database of a one-shot command, which must exist and be at the code's schema."""
+    from app.storage import migrate
+    from app.storage.engine import sqlite_path
+    from app.storage.engine import open_database
+
+    if settings.is_sqlite and (path := sqlite_path(settings.database_url)) and not path.exists():
+        # Opening it would create an empty file, in whatever directory this ran from.
+        raise CommandError(f"no SQLite database at {path.resolve()}; set OUTBOX_DATABASE_URL, "
+                           f"or create one with `outbox migrate`")
+    db = open_database(settings, pool_size=pool_size)
+    try:
+        migrate.require_head(db.engine)
+    except BaseException:
+        db.dispose()
+        raise
+    return db
+
+
+def open_services(settings: Settings) -> Services:
+    """The services of a one-shot command, built where `outbox serve` builds them
+    (app.composition), on the one connection of the database open_existing opens. The caller
+    disposes of services.db."""
+    from app.composition import Services
+    from app.domain.clock import system_clock
+
+    return Services.build(settings, open_existing(settings, pool_size=1), system_clock)
+
+
+def require_sqlite_directory(settings: Settings) -> None:
+    from app.storage.engine import sqlite_path
+
+    if settings.is_sqlite and (path := sqlite_path(settings.database_url)):
+        if not path.resolve().parent.is_dir():
+            raise CommandError(f"cannot create the SQLite database {path}: directory "
+                               f"{path.resolve().parent} does not exist")
+
+
+def port_number(text: str) -> int:
+    port = int(text)
+    if not 0 <= port <= 65535:
+        raise ValueError(text)
+    return port
+
+
+def non_negative(text: str) -> int:
+    number = int(text)
+    if number < 0:
+        raise ValueError(text)
+    return number
+
+
+# What each command group's add_commands is handed: makes a subcommand that takes -v too.
+Command = Callable[..., argparse.ArgumentParser]

@@ -1,0 +1,210 @@
+"""Who may do what, from the command line: principals and their API keys, ACLs, and the
+PostgreSQL roles that read the committed log or append in the application's transaction
+(grant-reader, grant-appender, revoke-appender)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from app.cli.common import EXIT_USAGE, Command, CommandError, open_existing, open_services, operator
+from app.settings import Settings
+
+
+def principals(settings: Settings, args: argparse.Namespace) -> int:
+    """API keys, against the configured database. `create` prints the key once."""
+    import json
+
+    services = open_services(settings)
+    service = services.security
+    try:
+        if args.action == "create":
+            issued = service.create_api_key(args.principal, by=operator())
+            out: object = {"principal": issued.principal, "key_id": issued.key_id, "api_key": issued.api_key,
+                           "created_ms": issued.created_ms}
+            print("outbox: store this API key now: it is not shown again, only a hash of it is kept",
+                  file=sys.stderr)
+        elif args.action == "list":
+            out = [{"principal": k.principal, "key_id": k.key_id, "created_ms": k.created_ms,
+                    "revoked_ms": k.revoked_ms} for k in service.list_api_keys(args.principal)]
+        else:
+            revoked = service.revoke_api_keys(by=operator(), principal=args.principal, key_id=args.key_id)
+            if not revoked:
+                which = f"API key {args.key_id!r}" if args.key_id else "API keys"
+                raise CommandError(f"{args.principal} has no live {which}")
+            out = {"revoked": revoked}
+    finally:
+        services.db.dispose()
+    print(json.dumps(out, indent=2))
+    return 0
+
+
+def _acl_bindings(args: argparse.Namespace) -> list:  # type: ignore[type-arg]
+    """kafka-acls.sh's way: every principal × operation × resource named."""
+    from app.domain.acl import CLUSTER_NAME, AclBinding, Operation, PatternType, Permission, ResourceType, principal_name
+
+    pattern = PatternType(args.resource_pattern_type)
+    resources = [(ResourceType.TOPIC, t) for t in args.topic] + [(ResourceType.GROUP, g) for g in args.group] \
+        + [(ResourceType.TRANSACTIONAL_ID, x) for x in args.transactional_id] \
+        + ([(ResourceType.CLUSTER, CLUSTER_NAME)] if args.cluster else [])
+    # As in kafka-acls.sh, the pattern type applies to every resource named. With a prefix for
+    # one kind and a name for another (a transactional id prefix beside a topic) that would
+    # also grant every topic whose name starts with the topic's: refused, so that a binding is
+    # prefixed only where the operator meant it.
+    prefixable = [flag for flag, named in (("--topic", args.topic), ("--group", args.group),
+                                           ("--transactional-id", args.transactional_id)) if named]
+    if pattern is PatternType.PREFIXED and len(prefixable) > 1:
+        raise CommandError(f"--resource-pattern-type prefixed would make {' and '.join(prefixable)} all prefixes: "
+                           "name one kind of resource per command, and give --resource-pattern-type prefixed "
+                           "only to the one whose names are prefixes", EXIT_USAGE)
+    principals = [(principal_name(p), Permission.ALLOW) for p in args.allow_principal] \
+        + [(principal_name(p), Permission.DENY) for p in args.deny_principal]
+    if not resources or not principals or not args.operation:
+        raise CommandError("name at least one --allow-principal or --deny-principal, one --operation, and one of "
+                           "--topic, --group, --transactional-id, --cluster", EXIT_USAGE)
+    return [AclBinding(principal, rtype, name, PatternType.LITERAL if rtype is ResourceType.CLUSTER else pattern,
+                       Operation(op), permission)
+            for principal, permission in principals for rtype, name in resources for op in args.operation]
+
+
+def acls(settings: Settings, args: argparse.Namespace) -> int:
+    """ACL bindings, against the configured database (like kafka-acls.sh)."""
+    import json
+
+    from app.domain.acl import AclFilter, ResourceType, principal_name
+    def row(b) -> dict:  # type: ignore[no-untyped-def]
+        return {"principal": b.principal, "resource_type": b.resource_type.value, "resource_name": b.resource_name,
+                "pattern_type": b.pattern_type.value, "operation": b.operation.value, "permission": b.permission.value}
+
+    bindings = _acl_bindings(args) if args.action in ("add", "remove") else []  # checked before the database
+    services = open_services(settings)
+    service = services.security
+    try:
+        if args.action == "add":
+            added = service.add_acls(bindings, by=operator())
+            out: object = [{**row(b), "created": new} for b, new in zip(bindings, added, strict=True)]
+        elif args.action == "list":
+            named = [(ResourceType.TOPIC, args.topic), (ResourceType.GROUP, args.group),
+                     (ResourceType.TRANSACTIONAL_ID, args.transactional_id)]
+            rtype, name = next(((t, n) for t, n in named if n is not None), (None, None))
+            if args.cluster:
+                rtype = ResourceType.CLUSTER
+            match = AclFilter(principal=None if args.principal is None else principal_name(args.principal),
+                              resource_type=rtype, resource_name=name)
+            out = [row(b) for b in service.list_acls(match)]
+        else:
+            removed = []
+            for b in bindings:
+                removed += service.remove_acls(
+                    AclFilter(b.principal, b.resource_type, b.resource_name, b.pattern_type, b.operation,
+                              b.permission), by=operator())
+            out = [row(b) for b in removed]
+    finally:
+        services.db.dispose()
+    print(json.dumps(out, indent=2))
+    return 0
+
+
+def grant_reader(settings: Settings, args: argparse.Namespace) -> int:
+    """PostgreSQL: a role that may read the committed_records view and nothing else (Spark's)."""
+    from app.storage import roles
+
+    if settings.is_sqlite:
+        raise CommandError("grant-reader is for PostgreSQL: an SQLite file has no roles; give a Spark job a "
+                           "read-only copy or open it read-only (docs/SPARK.md)")
+    password = sys.stdin.readline().rstrip("\n") if args.password_stdin else None
+    db = open_existing(settings, pool_size=1)
+    try:
+        created = roles.grant_reader(db.engine, args.role, password=password)
+    finally:
+        db.dispose()
+    print(f"{'created role' if created else 'role'} {args.role}: SELECT on committed_records only")
+    return 0
+
+
+def appender(settings: Settings, args: argparse.Namespace) -> int:
+    """PostgreSQL: which roles may call outbox.append in their own transactions, topic by topic."""
+    import json
+
+    from app.storage import roles
+
+    if settings.is_sqlite:
+        raise CommandError(f"{args.command} is for PostgreSQL: an SQLite file has no roles (whoever can write the "
+                           "file can append to it)")
+    topics = [*args.topic, *(["*"] if args.all_topics else [])]
+    granting = args.command == "grant-appender"
+    if granting and not (topics or args.topic_prefix):
+        raise CommandError("name what the role may append to: --topic NAME, --topic-prefix PREFIX or --all-topics",
+                           EXIT_USAGE)
+    password = sys.stdin.readline().rstrip("\n") if granting and args.password_stdin else None
+    db = open_existing(settings, pool_size=1)
+    try:
+        if granting:
+            created = roles.grant_appender(db.engine, args.role, topics=topics, prefixes=args.topic_prefix,
+                                           password=password)
+            if created:
+                print(f"created role {args.role}")
+        else:
+            roles.revoke_appender(db.engine, args.role, topics=topics, prefixes=args.topic_prefix)
+        grants = roles.appender_grants(db.engine, args.role)
+    finally:
+        db.dispose()
+    print(json.dumps({"role": args.role, "may_append_to": [
+        {"topic": topic, "pattern_type": pattern} for _, topic, pattern in grants]}))
+    return 0
+
+
+def add_commands(command: Command, verbose: argparse.ArgumentParser) -> None:
+    from app.domain.acl import Operation
+
+    pr = command("principals", help="API keys: create (prints the key once), list, revoke")
+    prs = pr.add_subparsers(dest="action", required=True)
+    prc = prs.add_parser("create", parents=[verbose], help="a new API key for PRINCIPAL (User:<name>, or <name>)")
+    prc.add_argument("principal")
+    prl = prs.add_parser("list", parents=[verbose], help="API key ids by principal (never the keys)")
+    prl.add_argument("principal", nargs="?", default=None)
+    prr = prs.add_parser("revoke", parents=[verbose], help="revoke PRINCIPAL's API keys, or one with --key-id")
+    prr.add_argument("principal")
+    prr.add_argument("--key-id", default=None)
+    pr.set_defaults(func=principals)
+    ac = command("acls", help="ACL bindings: add, list, remove (like kafka-acls.sh)")
+    acs = ac.add_subparsers(dest="action", required=True)
+    for action, text in (("add", "allow or deny principals operations on resources"),
+                         ("remove", "remove the bindings named (the same flags as add)")):
+        a = acs.add_parser(action, parents=[verbose], help=text)
+        a.add_argument("--allow-principal", action="append", default=[], metavar="User:NAME")
+        a.add_argument("--deny-principal", action="append", default=[], metavar="User:NAME")
+        a.add_argument("--operation", action="append", default=[], metavar="OPERATION",
+                       choices=[op.value for op in Operation])
+        a.add_argument("--topic", action="append", default=[])
+        a.add_argument("--group", action="append", default=[])
+        a.add_argument("--transactional-id", action="append", default=[])
+        a.add_argument("--cluster", action="store_true")
+        a.add_argument("--resource-pattern-type", choices=["literal", "prefixed"], default="literal",
+                       help="applies to every --topic, --group and --transactional-id named (as in kafka-acls.sh); "
+                       "prefixed takes one kind of resource per command")
+    acl_list = acs.add_parser("list", parents=[verbose], help="the bindings, all or of one principal or resource")
+    acl_list.add_argument("--principal", default=None)
+    which = acl_list.add_mutually_exclusive_group()
+    which.add_argument("--topic", default=None)
+    which.add_argument("--group", default=None)
+    which.add_argument("--transactional-id", default=None)
+    which.add_argument("--cluster", action="store_true")
+    ac.set_defaults(func=acls)
+    gr = command("grant-reader", help="PostgreSQL: create or grant ROLE read access to committed_records only")
+    gr.add_argument("role")
+    gr.add_argument("--password-stdin", action="store_true",
+                    help="create the role with LOGIN and the password read from standard input")
+    gr.set_defaults(func=grant_reader)
+    for name, verb in (("grant-appender", "create or grant ROLE"), ("revoke-appender", "take back from ROLE")):
+        ap = command(name, help=f"PostgreSQL: {verb} the right to call outbox.append for these topics "
+                     "(revoke-appender with no topic: every topic, and EXECUTE on outbox.append)")
+        ap.add_argument("role")
+        ap.add_argument("--topic", action="append", default=[], help="a topic's name (repeatable)")
+        ap.add_argument("--topic-prefix", action="append", default=[],
+                        help="every topic whose name starts with it (repeatable)")
+        ap.add_argument("--all-topics", action="store_true", help="every topic, present and future")
+        if name == "grant-appender":
+            ap.add_argument("--password-stdin", action="store_true",
+                            help="create the role with LOGIN and the password read from standard input")
+        ap.set_defaults(func=appender)

@@ -1,0 +1,287 @@
+"""The commands that run or prepare the service: serve, coordinator, migrate, backup, openapi."""
+
+from __future__ import annotations
+
+import argparse
+import errno
+import logging
+import signal
+import socket
+import sys
+import threading
+from pathlib import Path
+
+import yaml
+
+from app.cli.common import (
+    EXIT_USAGE,
+    Command,
+    CommandError,
+    logger,
+    open_existing,
+    port_number,
+    prepare_database,
+    require_sqlite_directory,
+)
+from app.settings import Settings
+
+
+def serve(settings: Settings, args: argparse.Namespace) -> int:
+    import uvicorn
+
+    from app import logs
+    from app.api.app import create_app
+    from app.gc_tuning import tune_for_service
+
+    if args.no_coordinator:
+        settings = settings.model_copy(update={"run_coordinator": False})
+    host = args.host or settings.host
+    port = settings.port if args.port is None else args.port
+    _check_exposure(settings, host)
+    tls = _tls_options(settings)
+    _check_jwt_key(settings)
+    # Bound here rather than by uvicorn, so that a port in use is one line and exit 1, before
+    # any migration, rather than uvicorn's start-up failure.
+    sock = _listen(host, port)
+    prepare_database(settings, refuse_schema_mismatch=False)
+    # Migrated (or checked) above, where a failure is reported like any other; not again in
+    # the lifespan.
+    app = create_app(settings, prepare_database=False)
+    tune_for_service()
+
+    class Server(uvicorn.Server):
+        def handle_exit(self, sig: int, frame: object) -> None:
+            # uvicorn waits for every request in flight before it shuts down: waiting fetches
+            # and streams end now, with what they have (app.storage.changes).
+            changes = getattr(app.state, "log_changes", None)
+            if changes is not None:
+                changes.close()
+            super().handle_exit(sig, frame)  # type: ignore[arg-type]
+
+        async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+            await super().startup(sockets)
+            if self.started:  # uvicorn says this itself only for sockets it binds
+                logging.getLogger("uvicorn.error").info(
+                    "Uvicorn running on %s://%s:%d (Press CTRL+C to quit)", scheme, host, sock.getsockname()[1]
+                )
+                # The line to wait for: start-up takes seconds on a busy machine, and on a
+                # database not migrated yet it comes once `outbox migrate` has run.
+                url = f"{scheme}://{f'[{host}]' if ':' in host else host}:{sock.getsockname()[1]}"
+                app.state.schema_gate.on_open(
+                    lambda: logger.info("outbox is ready at %s (Swagger UI: %s/docs)", url, url))
+
+    config = uvicorn.Config(
+        app,
+        log_config=logs.logging_config(settings),
+        log_level=settings.log_level,
+        access_log=False,  # the service writes its own (outbox.access)
+        timeout_keep_alive=settings.http_keep_alive_timeout_s,
+        **tls,
+    )
+    if "mtls" in settings.authentication_methods:
+        from uvicorn.config import HTTP_PROTOCOLS
+        from uvicorn.importer import import_from_string
+
+        from app.api.tls import with_client_certificate
+
+        config.http = with_client_certificate(import_from_string(HTTP_PROTOCOLS["httptools"] if _has_httptools()
+                                                                 else HTTP_PROTOCOLS["h11"]))
+    if settings.authentication == "none":
+        logging.getLogger("app.cli").warning(
+            "authentication is off (OUTBOX_AUTHENTICATION=none): whoever reaches %s:%d may read and change "
+            "everything", host, port)
+    scheme = "https" if tls else "http"
+    server = Server(config)
+    server.run(sockets=[sock])
+    return 0 if server.started else 3  # uvicorn's status for a failed start-up
+
+
+def _is_loopback(host: str) -> bool:
+    """Whether every address `host` names is a loopback one (127.0.0.0/8, ::1)."""
+    import ipaddress
+
+    try:
+        infos = socket.getaddrinfo(host, None)
+    except OSError:
+        return False
+    return bool(infos) and all(ipaddress.ip_address(info[4][0].split("%")[0]).is_loopback for info in infos)
+
+
+def _check_exposure(settings: Settings, host: str) -> None:
+    """Secure by default: with OUTBOX_AUTHENTICATION unset, serve on loopback only."""
+    if settings.authentication is None and not _is_loopback(host):
+        raise CommandError(
+            f"refusing to serve on {host} without authentication: anyone who reaches it could read and change "
+            f"every topic. Set OUTBOX_AUTHENTICATION to api_key, jwt and/or mtls (README, \"Authentication and "
+            f"ACLs\"), or to none to serve without it on purpose", EXIT_USAGE)
+
+
+def _tls_options(settings: Settings) -> dict:  # type: ignore[type-arg]
+    from app.api.tls import ssl_options
+
+    try:
+        return ssl_options(settings)
+    except ValueError as e:
+        raise CommandError(str(e), EXIT_USAGE) from None
+
+
+def _check_jwt_key(settings: Settings) -> None:
+    """A PEM key that does not load is one line here, not a failed start-up inside uvicorn."""
+    if "jwt" in settings.authentication_methods:
+        from app.domain.clock import system_clock
+        from app.services.security import JwtVerifier
+
+        try:
+            JwtVerifier(settings, system_clock)
+        except ValueError as e:
+            raise CommandError(str(e), EXIT_USAGE) from None
+
+
+def _has_httptools() -> bool:
+    import importlib.util
+
+    return importlib.util.find_spec("httptools") is not None
+
+
+def _listen(host: str, port: int) -> socket.socket:
+    sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host, port))
+    except OSError as e:
+        sock.close()
+        if e.errno == errno.EADDRINUSE:
+            raise CommandError(
+                f"cannot listen on {host}:{port}: the address is already in use (another process "
+                f"listens there); choose another port with --port or OUTBOX_PORT"
+            ) from e
+        raise CommandError(f"cannot listen on {host}:{port}: {e.strerror or e}") from e
+    return sock
+
+
+def coordinator(settings: Settings, args: argparse.Namespace) -> int:
+    from app.domain.clock import system_clock
+    from app.services.schema_gate import SchemaGate
+    from app.composition import maintenance_chores
+    from app.storage.engine import open_database
+
+    if args.once:
+        # A one-shot command: never creates or migrates a database (README, Command-line errors).
+        db = open_existing(settings, pool_size=2)
+    else:
+        prepare_database(settings, refuse_schema_mismatch=True)
+        db = open_database(settings, pool_size=2)
+    workers = maintenance_chores(db, settings, system_clock)
+    if args.once:
+        try:
+            for worker in workers:
+                print(worker.run_once())
+        finally:
+            db.dispose()
+        return 0
+    from app.gc_tuning import tune_for_service
+
+    tune_for_service()
+    if settings.coordinator_metrics_port is not None:
+        # Its counters (passes, completions, timeouts) on their own port: this process serves
+        # no API. The database gauges are in every `serve`'s /metrics.
+        from app.metrics import serve_metrics
+
+        try:
+            serve_metrics(settings.host, settings.coordinator_metrics_port)
+        except OSError as e:
+            raise CommandError(
+                f"cannot serve metrics on {settings.host}:{settings.coordinator_metrics_port} "
+                f"(OUTBOX_COORDINATOR_METRICS_PORT): {e.strerror or e}"
+            ) from e
+    stop = threading.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda *_: stop.set())
+    # A database that did not answer at start-up: the workers wait for it, quietly.
+    schema = SchemaGate(db.engine)
+    for worker in workers:
+        worker.start(schema)
+    logger.info("coordinator and log cleaner running against %s", db.dialect)
+    stop.wait()
+    for worker in workers:
+        worker.stop()
+    db.dispose()
+    return 0
+
+
+def migrate(settings: Settings, args: argparse.Namespace) -> int:
+    from app.storage import migrate
+    from app.storage.engine import build_migration_engine
+
+    require_sqlite_directory(settings)
+    for step in migrate.migrate_to(settings.database_url, args.revision, allow_downgrade=args.downgrade):
+        print(step)
+    engine = build_migration_engine(settings.database_url)
+    try:
+        print(f"database at {migrate.current_revision(engine) or 'base (no schema)'}")
+    finally:
+        engine.dispose()
+    return 0
+
+
+def backup(settings: Settings, args: argparse.Namespace) -> int:
+    from app.storage import backup
+    from app.storage.engine import sqlite_path
+
+    if not settings.is_sqlite:
+        raise CommandError(
+            "outbox backup copies SQLite databases; back up PostgreSQL with `pg_dump -Fc` (and "
+            "pg_restore), or base backups with WAL archiving for point-in-time recovery "
+            "(README: Backup and restore)",
+            EXIT_USAGE,
+        )
+    destination = Path(args.path)
+    revision = backup.backup_sqlite(
+        settings.database_url, destination, busy_timeout_ms=settings.sqlite_busy_timeout_ms
+    )
+    print(f"backed up {sqlite_path(settings.database_url)} to {destination} "
+          f"(schema {revision or 'none'})")
+    return 0
+
+
+def openapi_yaml(settings: Settings) -> str:
+    """The document as a service with these settings serves it: the limits that are settings
+    are stated from them (openapi.yaml at the repository root is written with the defaults)."""
+    from app.api.app import create_app
+
+    return yaml.safe_dump(create_app(settings).openapi(), sort_keys=False, allow_unicode=True)
+
+
+def openapi(settings: Settings, args: argparse.Namespace) -> int:
+    text = openapi_yaml(settings)
+    if args.output == "-":
+        sys.stdout.write(text)
+    else:
+        Path(args.output).write_text(text)
+    return 0
+
+
+def add_commands(command: Command) -> None:
+    sv = command("serve", help="run the HTTP API (with the coordinator worker in-process)")
+    sv.add_argument("--host", default=None)
+    sv.add_argument("--port", type=port_number, default=None)
+    sv.add_argument("--no-coordinator", action="store_true",
+                       help="do not run the coordinator worker in this process")
+    sv.set_defaults(func=serve)
+    coord = command("coordinator", help="run the coordinator worker alone")
+    coord.add_argument("--once", action="store_true", help="one pass, then exit")
+    coord.set_defaults(func=coordinator)
+    mig = command("migrate", help="move the configured database's schema to a revision (default: head)")
+    mig.add_argument("revision", nargs="?", default="head", help="head (default), base, or a revision such as 0003")
+    mig.add_argument("--downgrade", action="store_true",
+                     help="allow moving to an older revision, which drops what later migrations added")
+    mig.set_defaults(func=migrate)
+    bk = command("backup", help="copy the live SQLite database to a new file (PostgreSQL: pg_dump)")
+    bk.add_argument("path", help="the backup file to create (it must not exist)")
+    bk.set_defaults(func=backup)
+
+
+def add_openapi_command(command: Command) -> None:
+    oa = command("openapi", help="write the OpenAPI document as YAML")
+    oa.add_argument("--output", "-o", default="openapi.yaml")
+    oa.set_defaults(func=openapi)

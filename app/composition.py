@@ -1,0 +1,80 @@
+"""Where the service is put together: the services a request needs (Services) and the
+background chores a process runs, built from the settings. `outbox serve` (through
+create_app), `outbox coordinator` and the CLI's commands all ask here, so a new service or a
+new chore is wired in one place."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from app.domain.clock import Clock
+from app.services.group_service import GroupService
+from app.services.log_cleaner import LogCleaner
+from app.services.log_service import LogService
+from app.services.long_poll import LongPoll
+from app.services.security import SecurityService, SecurityState
+from app.services.topic_service import TopicService
+from app.services.transaction_coordinator import TransactionCoordinator
+from app.services.waiting import WaitingRequests
+from app.settings import Settings
+from app.storage.changes import LogChanges
+from app.storage.engine import Database
+from app.worker.chore import Chore, ChoreConfig
+from app.worker.cleaner import CleanerWorker
+from app.worker.coordinator import CoordinatorWorker
+from app.worker.group_expiry import GroupExpiryWorker
+from app.worker.security import SecurityRefresher
+
+
+@dataclass
+class Services:
+    settings: Settings
+    db: Database
+    clock: Clock
+    topics: TopicService
+    log: LogService
+    coordinator: TransactionCoordinator
+    groups: GroupService
+    security: SecurityService
+    waiting: WaitingRequests
+    long_poll: LongPoll
+
+    @classmethod
+    def build(cls, settings: Settings, db: Database, clock: Clock,
+              security_state: SecurityState | None = None, log_changes: LogChanges | None = None) -> "Services":
+        log = LogService(db, settings, clock)
+        waiting = WaitingRequests(settings.max_waiting_requests, settings.max_waiting_requests_per_principal)
+        return cls(
+            settings=settings,
+            db=db,
+            clock=clock,
+            topics=TopicService(db, settings, clock),
+            log=log,
+            coordinator=TransactionCoordinator(db, settings, clock),
+            groups=GroupService(db, settings, clock),
+            security=SecurityService(db, clock, on_change=None if security_state is None else security_state.reload),
+            # Without the lifespan's LogChanges (a test's services), waits end on time only.
+            waiting=waiting,
+            long_poll=LongPoll(log, log_changes or LogChanges(settings.database_url), settings.fetch_max_wait_ms,
+                               waiting),
+        )
+
+
+def maintenance_chores(db: Database, settings: Settings, clock: Clock) -> list[Chore]:
+    """What `outbox coordinator` runs, and `outbox serve` unless --no-coordinator: the
+    coordinator worker, group expiry and the log cleaner."""
+    return [
+        CoordinatorWorker(TransactionCoordinator(db, settings, clock), clock,
+                          ChoreConfig(settings.coordinator_interval_ms)),
+        GroupExpiryWorker(GroupService(db, settings, clock), clock, ChoreConfig(settings.coordinator_interval_ms)),
+        CleanerWorker(LogCleaner(db, settings, clock), clock, ChoreConfig(settings.cleaner_interval_ms)),
+    ]
+
+
+def serve_chores(db: Database, settings: Settings, clock: Clock, security: SecurityState | None) -> list[Chore]:
+    """What an API process runs beside its requests: the maintenance chores where
+    OUTBOX_RUN_COORDINATOR says, and, with authentication on, the security refresher."""
+    chores = maintenance_chores(db, settings, clock) if settings.run_coordinator else []
+    if security is not None:
+        chores.append(SecurityRefresher(security, clock, ChoreConfig(settings.security_refresh_interval_ms)))
+    return chores
