@@ -19,6 +19,7 @@ from __future__ import annotations
 import logging
 import os
 import re
+import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -46,11 +47,16 @@ OPTIONS: dict[str, str] = {
     "driver": "PostgreSQL only: adbc (default: the ADBC PostgreSQL driver, in the spark extra) or psycopg",
     "positionsPerSplit": "positions of a partition per Spark task (default 250000)",
     "queryLog": "a file to which every task appends the SQL it ran, one JSON line each (for tests and debugging)",
-    "maxRecordsPerTrigger": "streaming: at most this many positions per micro-batch, over all partitions "
+    "maxOffsetsPerTrigger": "streaming: at most this many positions per micro-batch, over all partitions "
                             "(default: no limit; docs/SPARK.md, Streaming)",
     "commitGroup": "streaming: a consumer group to which each finished micro-batch's end positions are "
                    "committed, for operators to see the query's lag (Spark's checkpoint stays the truth)",
 }
+
+# Old option name → its new name: still read, with a DeprecationWarning, and not listed as known.
+# maxRecordsPerTrigger counted positions, not records; the Kafka source names that limit
+# maxOffsetsPerTrigger.
+DEPRECATED_OPTIONS: dict[str, str] = {"maxRecordsPerTrigger": "maxOffsetsPerTrigger"}
 
 DEFAULT_POSITIONS_PER_SPLIT = 250_000
 
@@ -111,7 +117,7 @@ class SourceOptions:
     driver: str = "adbc"
     # Streaming only: positions per micro-batch (None: all there are), and the group to which
     # finished micro-batches' end positions are committed.
-    max_records_per_trigger: int | None = None
+    max_offsets_per_trigger: int | None = None
     commit_group: str | None = None
 
     def wants_topic(self, topic: str) -> bool:
@@ -145,11 +151,19 @@ def given_options(raw: Mapping[str, str], known: Mapping[str, str], error: type[
                   passthrough: tuple[str, ...] = ()) -> dict[str, str]:
     """The options given, each under its name in `known` (Spark hands keys over lower-cased or
     as typed: matched without case); an unknown one is `error`. Spark's own options named
-    (lower-case) in `passthrough` are left out."""
+    (lower-case) in `passthrough` are left out. A deprecated name of a known option
+    (DEPRECATED_OPTIONS) is read as the new one, with a DeprecationWarning."""
     by_lower = {name.lower(): name for name in known}
+    renamed = {old.lower(): (old, new) for old, new in DEPRECATED_OPTIONS.items() if new in known}
     given: dict[str, str] = {}
     for key, value in raw.items():
         name = by_lower.get(key.lower())
+        if name is None and key.lower() in renamed:
+            old, name = renamed[key.lower()]
+            if any(k.lower() == name.lower() for k in raw):
+                raise error(f"option {old} is the deprecated name of {name}: give only {name}")
+            warnings.warn(f"option {old} of {what} is deprecated: it counts positions, and is now called {name}",
+                          DeprecationWarning, stacklevel=2)
         if name is None:
             if key.lower() in passthrough:
                 continue
@@ -217,8 +231,8 @@ def parse_options(raw: Mapping[str, str], env: Mapping[str, str] | None = None) 
             raise OutboxSourceError(f"option {name} names topics this read does not read: {', '.join(strangers)}")
 
     per_split = _positive("positionsPerSplit", given.get("positionsPerSplit", str(DEFAULT_POSITIONS_PER_SPLIT)))
-    max_per_trigger = (_positive("maxRecordsPerTrigger", given["maxRecordsPerTrigger"])
-                       if "maxRecordsPerTrigger" in given else None)
+    max_per_trigger = (_positive("maxOffsetsPerTrigger", given["maxOffsetsPerTrigger"])
+                       if "maxOffsetsPerTrigger" in given else None)
     value_schema = given.get("valueSchema", "").strip() or None
     driver = given.get("driver", "adbc").strip().lower()
     if driver not in ("psycopg", "adbc"):
@@ -241,7 +255,7 @@ def parse_options(raw: Mapping[str, str], env: Mapping[str, str] | None = None) 
         positions_per_split=per_split,
         query_log=given.get("queryLog") or None,
         driver=driver,
-        max_records_per_trigger=max_per_trigger,
+        max_offsets_per_trigger=max_per_trigger,
         commit_group=given.get("commitGroup", "").strip() or None,
     )
 

@@ -6,7 +6,7 @@
               .option("url", "http://127.0.0.1:8000")
               .option("databaseUrl", "postgresql://spark_reader@127.0.0.1:5432/outbox")
               .option("topics", "orders")
-              .option("maxRecordsPerTrigger", "100000")   # optional: admission control
+              .option("maxOffsetsPerTrigger", "100000")   # optional: admission control
               .option("commitGroup", "orders-to-lake")    # optional: lag for operators
               .load())
 
@@ -26,7 +26,7 @@ records come together, at its commit position.
 - latestOffset(start, limit): the end of the next micro-batch, from a snapshot of every
   partition's log end (GET /v1/topics/{topic}), as a batch read's end: every COMMIT marker below
   it was written before the snapshot, so a transaction still open is left out whole and read
-  by a later micro-batch. With maxRecordsPerTrigger (ReadMaxRows) at most that many positions
+  by a later micro-batch. With maxOffsetsPerTrigger (ReadMaxRows) at most that many positions
   are admitted, shared among the partitions in proportion to what each has waiting (`admit`).
   Partitions that a topic gains, and topics that start to match topicPattern, join at their log
   start.
@@ -113,7 +113,7 @@ def max_positions(limit: ReadLimit) -> int | None:
         return limit.max_rows
     if isinstance(limit, ReadAllAvailable):
         return None
-    raise OutboxSourceError(f"the outbox source supports the read limits ReadMaxRows (maxRecordsPerTrigger) "
+    raise OutboxSourceError(f"the outbox source supports the read limits ReadMaxRows (maxOffsetsPerTrigger) "
                             f"and ReadAllAvailable, not {type(limit).__name__}")
 
 
@@ -149,7 +149,7 @@ class OutboxStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return positions_to_dict({tp: starting_position(self.options, tp, b, committed) for tp, b in bounds.items()})
 
     def getDefaultReadLimit(self) -> ReadLimit:  # noqa: N802 - Spark's name
-        n = self.options.max_records_per_trigger
+        n = self.options.max_offsets_per_trigger
         return ReadAllAvailable() if n is None else ReadMaxRows(n)
 
     def prepareForTriggerAvailableNow(self) -> None:  # noqa: N802 - Spark's name

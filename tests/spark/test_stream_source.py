@@ -78,7 +78,7 @@ def test_a_stream_outputs_exactly_the_committed_records_once_in_commit_order_whi
     _create(client, TOPIC, 3)
     batches: list = []
     query = _start(spark, tmp_path / "checkpoint", {"url": url, "databaseUrl": backend.url, "topics": TOPIC,
-                                                      "maxRecordsPerTrigger": "25"},
+                                                      "maxOffsetsPerTrigger": "25"},
                    batches, processingTime="0 seconds")
 
     def produce() -> None:
@@ -129,7 +129,7 @@ def test_a_restarted_query_outputs_only_what_was_committed_after_its_checkpoint(
     txn.begin_transaction()
     txn.send(TOPIC, {"n": 5}, partition=1)
     txn.flush()
-    options = {"url": url, "databaseUrl": backend.url, "topics": TOPIC, "maxRecordsPerTrigger": "3"}
+    options = {"url": url, "databaseUrl": backend.url, "topics": TOPIC, "maxOffsetsPerTrigger": "3"}
 
     first = _rows(_available_now(spark, tmp_path / "checkpoint", **options))
     assert first == _committed(client, TOPIC)
@@ -185,7 +185,7 @@ def test_commit_group_shows_the_querys_end_positions_as_the_groups_offsets_with_
     _plain(client, TOPIC, 0, [1, 2, 3])
     _plain(client, TOPIC, 1, [4, 5])
     _available_now(spark, tmp_path / "checkpoint", url=url, databaseUrl=backend.url, topics=TOPIC,
-                   maxRecordsPerTrigger="2", commitGroup="lake-loader")
+                   maxOffsetsPerTrigger="2", commitGroup="lake-loader")
 
     offsets = ok(client.get("/v1/groups/lake-loader/offsets", params={"topic": TOPIC}))["offsets"]
     assert {(o["partition"], o["offset"]) for o in offsets} == {(0, 3), (1, 2)}
@@ -270,11 +270,35 @@ def test_stream_options_are_checked_with_one_line_errors() -> None:
     from spark_jobs.errors import OutboxSourceError
 
     assert _reader().getDefaultReadLimit() == ReadAllAvailable()
-    assert _reader(maxRecordsPerTrigger="500").getDefaultReadLimit() == ReadMaxRows(500)
-    with pytest.raises(OutboxSourceError, match=r"^option maxRecordsPerTrigger: expected a positive whole number, not '0'$"):
-        _reader(maxRecordsPerTrigger="0")
+    assert _reader(maxOffsetsPerTrigger="500").getDefaultReadLimit() == ReadMaxRows(500)
+    with pytest.raises(OutboxSourceError, match=r"^option maxOffsetsPerTrigger: expected a positive whole number, not '0'$"):
+        _reader(maxOffsetsPerTrigger="0")
     with pytest.raises(OutboxSourceError, match=r"^option endingPositions is for batch reads"):
         _reader(endingPositions='{"stream": {"0": 5}}')
+
+
+def test_the_old_name_max_records_per_trigger_still_limits_positions_with_a_deprecation_warning() -> None:
+    from pyspark.sql.streaming.datasource import ReadMaxRows
+
+    with pytest.deprecated_call(match="maxRecordsPerTrigger .* is now called maxOffsetsPerTrigger"):
+        reader = _reader(maxrecordspertrigger="500")
+    assert reader.getDefaultReadLimit() == ReadMaxRows(500)
+
+
+def test_the_old_and_the_new_name_of_the_trigger_limit_together_are_refused() -> None:
+    from spark_jobs.errors import OutboxSourceError
+
+    with pytest.raises(OutboxSourceError, match=r"^option maxRecordsPerTrigger is the deprecated name of "
+                                                r"maxOffsetsPerTrigger: give only maxOffsetsPerTrigger$"):
+        _reader(maxRecordsPerTrigger="5", maxOffsetsPerTrigger="5")
+
+
+def test_the_deprecated_option_name_is_not_listed_as_known() -> None:
+    from spark_jobs.errors import OutboxSourceError
+
+    with pytest.raises(OutboxSourceError, match="known: .*maxOffsetsPerTrigger") as refused:
+        _reader(maxRowsPerTrigger="5")
+    assert "maxRecordsPerTrigger" not in str(refused.value)
 
 
 @pytest.mark.parametrize("backend", ["sqlite"], indirect=True)
