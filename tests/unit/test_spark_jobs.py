@@ -1,5 +1,6 @@
-"""The Spark jobs' planning and setup, without Spark: position ranges, JDBC predicates, JDBC
-URLs, driver discovery and the Java check (with fake jars and a fake java)."""
+"""The Spark jobs' planning and setup, without Spark: position ranges, the old JDBC reader's
+predicates and URLs (benchmarks/jdbc_reader.py), driver discovery and the Java check (with fake
+jars and a fake java)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from benchmarks.jdbc_reader import MIN_POSITIONS_PER_SPLIT, JdbcSource, auto_splits, predicates, split_range
 from spark_jobs.errors import DataLossError, JavaNotFound, JdbcDriverNotFound
 from spark_jobs.jars import (
     check_java,
@@ -26,9 +28,7 @@ from spark_jobs.positions import (
     report_data_loss,
     start_positions,
 )
-from spark_jobs.reader import MIN_POSITIONS_PER_SPLIT, auto_splits, predicates, split_range
 from spark_jobs.session import check_submitted_jars
-from spark_jobs.source import JdbcSource
 
 # --- positions and predicates ---------------------------------------------------------------
 
