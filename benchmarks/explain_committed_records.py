@@ -33,7 +33,7 @@ from sqlalchemy.pool import NullPool
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from spark_jobs.positions import PositionRange  # noqa: E402
+from spark_jobs.common.positions import PositionRange  # noqa: E402
 from benchmarks.jdbc_reader import VIEW, VIEW_COLUMNS, predicates  # noqa: E402
 
 TOPIC = "orders"
@@ -88,7 +88,7 @@ AUTO_EXPLAIN = {
 
 
 def spark_auto_explain(url: str, server_log: str) -> None:
-    from spark_jobs.positions import batch_ranges
+    from spark_jobs.common.positions import batch_ranges
     from benchmarks.jdbc_reader import JdbcSource, read_committed
     from spark_jobs.session import build_session
 

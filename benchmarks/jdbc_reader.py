@@ -39,7 +39,7 @@ from sqlalchemy.engine import make_url
 
 from spark_jobs.errors import SparkJobError
 from spark_jobs.jars import DRIVERS
-from spark_jobs.positions import PositionRange
+from spark_jobs.common.positions import PositionRange
 
 # pgjdbc buffers a whole result set unless autocommit is off and a fetch size is set; Spark's
 # PostgreSQL dialect turns autocommit off when fetchsize > 0. So every read sets one.

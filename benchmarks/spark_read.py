@@ -41,7 +41,7 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 
 import committed_log  # noqa: E402
 
-from spark_jobs.positions import batch_ranges, log_end_offsets  # noqa: E402
+from spark_jobs.common.positions import batch_ranges, log_end_offsets  # noqa: E402
 from spark_jobs.session import build_session  # noqa: E402
 from benchmarks.jdbc_reader import CUSTOM_SCHEMA, DEFAULT_FETCHSIZE, VIEW_COLUMNS, JdbcSource, predicates, read_committed  # noqa: E402
 

@@ -52,7 +52,7 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 import committed_log  # noqa: E402
 
 from spark_jobs.datasource import read_outbox  # noqa: E402
-from spark_jobs.positions import batch_ranges, log_end_offsets  # noqa: E402
+from spark_jobs.common.positions import batch_ranges, log_end_offsets  # noqa: E402
 from spark_jobs.session import build_session  # noqa: E402
 from benchmarks.jdbc_reader import CUSTOM_SCHEMA, DEFAULT_FETCHSIZE, JdbcSource, predicates, read_committed  # noqa: E402
 
@@ -117,7 +117,7 @@ def arrow_floor_source(rows: int, tasks: int, value: str):  # type: ignore[no-un
     PySpark's Python data source machinery itself costs for `rows` rows in `tasks` tasks."""
     from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 
-    from spark_jobs.datasource import RECORD_COLUMNS
+    from spark_jobs.reader.batch import RECORD_COLUMNS
 
     class ArrowFloor(DataSource):
         @classmethod

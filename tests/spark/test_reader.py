@@ -8,7 +8,7 @@ import json
 import httpx
 
 from benchmarks.jdbc_reader import JdbcSource, read_committed
-from spark_jobs.positions import PositionRange, batch_ranges
+from spark_jobs.common.positions import PositionRange, batch_ranges
 from tests.e2e.api import ok
 from tests.spark.logbuilder import LogBuilder, read_committed_api
 
