@@ -1,7 +1,7 @@
 """Query plans of the Spark reader's JDBC queries on `committed_records` (docs/SPARK.md).
 
 Runs EXPLAIN (ANALYZE, BUFFERS) on PostgreSQL, and EXPLAIN QUERY PLAN on SQLite, of the exact
-statements Spark sends for spark_jobs.reader.read_committed(): Spark's JDBC source sends
+statements Spark sends for benchmarks.jdbc_reader.read_committed(): Spark's JDBC source sends
 `SELECT <columns> FROM committed_records  WHERE <predicate>` (the text its JDBCRDD logs at INFO
 as "Generated JDBC query to fetch data"), one per predicate. On a database filled by
 benchmarks/spark_read.py (keep it with --keep):
@@ -33,8 +33,8 @@ from sqlalchemy.pool import NullPool
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from spark_jobs.positions import PositionRange  # noqa: E402
-from spark_jobs.reader import VIEW, VIEW_COLUMNS, predicates  # noqa: E402
+from spark_jobs.common.positions import PositionRange  # noqa: E402
+from benchmarks.jdbc_reader import VIEW, VIEW_COLUMNS, predicates  # noqa: E402
 
 TOPIC = "orders"
 # The columns read_committed() selects (all but topic_id), in Spark's quoting.
@@ -88,10 +88,9 @@ AUTO_EXPLAIN = {
 
 
 def spark_auto_explain(url: str, server_log: str) -> None:
-    from spark_jobs.positions import batch_ranges
-    from spark_jobs.reader import read_committed
+    from spark_jobs.common.positions import batch_ranges
+    from benchmarks.jdbc_reader import JdbcSource, read_committed
     from spark_jobs.session import build_session
-    from spark_jobs.source import JdbcSource
 
     engine = create_engine(url, poolclass=NullPool, isolation_level="AUTOCOMMIT")
     with engine.connect() as conn:

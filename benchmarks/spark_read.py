@@ -10,7 +10,7 @@ For each database (PostgreSQL and SQLite, one run of this script):
 3. read, each in the same SparkSession (local[2]), with the same number of JDBC queries and
    the same fetchsize, writing to Spark's `noop` sink (every row and column materialised,
    nothing collected):
-   - reader: spark_jobs.reader.read_committed() over [0, log end) of every partition (the
+   - reader: benchmarks.jdbc_reader.read_committed() over [0, log end) of every partition (the
      view, explicit predicates per partition and position range, headers decoded);
    - view, raw: the same predicates through plain spark.read.jdbc, no decoding;
    - plain table: spark.read.jdbc of bench_plain_records partitioned on `id`
@@ -41,10 +41,9 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 
 import committed_log  # noqa: E402
 
-from spark_jobs.positions import batch_ranges, log_end_offsets  # noqa: E402
-from spark_jobs.reader import CUSTOM_SCHEMA, VIEW_COLUMNS, predicates, read_committed  # noqa: E402
+from spark_jobs.common.positions import batch_ranges, log_end_offsets  # noqa: E402
 from spark_jobs.session import build_session  # noqa: E402
-from spark_jobs.source import DEFAULT_FETCHSIZE, JdbcSource  # noqa: E402
+from benchmarks.jdbc_reader import CUSTOM_SCHEMA, DEFAULT_FETCHSIZE, VIEW_COLUMNS, JdbcSource, predicates, read_committed  # noqa: E402
 
 ADMIN_URL = "postgresql+psycopg://postgres@127.0.0.1:5432/postgres"
 PG_DB = "outbox_spark_bench"

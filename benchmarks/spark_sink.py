@@ -5,7 +5,7 @@ rows: --rows outputs shaped as the pizza job's (key "order-<n>", value {"order_i
 from spark.range in --tasks Spark partitions. Each variant writes the same rows to a topic of
 its own (8 partitions, created just before), in rotation, --rounds rounds:
 
-- sink, local[1]: df.write.format("outbox") (spark_jobs.sink) with one executor core, the
+- sink, local[1]: df.write.format("outbox") (spark_jobs.writer) with one executor core, the
   tasks one after another;
 - sink, local[2]: the same with both cores (this machine has 2);
 - driver writer, local[2]: what spark_jobs/pizza_income.py does today: collect() the rows to
@@ -46,7 +46,7 @@ import committed_log  # noqa: E402
 
 from app.client import Producer  # noqa: E402
 from spark_jobs.session import build_session  # noqa: E402
-from spark_jobs.sink import write_outbox  # noqa: E402
+from spark_jobs.datasource import write_outbox  # noqa: E402
 
 ADMIN_URL = "postgresql+psycopg://postgres@127.0.0.1:5432/postgres"
 DATABASE = "outbox_spark_sink_bench"

@@ -24,7 +24,7 @@ materialised, nothing collected), with the same number of tasks (--tasks):
 - source: spark.read.format("outbox"), every column (headers as a map, timestamp);
 - source, no headers: includeHeaders=false;
 - source, ADBC: driver=adbc (the ADBC PostgreSQL driver instead of psycopg);
-- JDBC reader: spark_jobs.reader.read_committed() (the view through JDBC, headers and
+- JDBC reader: benchmarks.jdbc_reader.read_committed() (the view through JDBC, headers and
   timestamp decoded in Spark), today's reader;
 - Arrow floor: a Python data source that yields prebuilt Arrow batches of the same schema
   and row count, no database: what PySpark's Python data source machinery itself costs.
@@ -52,10 +52,9 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 import committed_log  # noqa: E402
 
 from spark_jobs.datasource import read_outbox  # noqa: E402
-from spark_jobs.positions import batch_ranges, log_end_offsets  # noqa: E402
-from spark_jobs.reader import CUSTOM_SCHEMA, predicates, read_committed  # noqa: E402
+from spark_jobs.common.positions import batch_ranges, log_end_offsets  # noqa: E402
 from spark_jobs.session import build_session  # noqa: E402
-from spark_jobs.source import DEFAULT_FETCHSIZE, JdbcSource  # noqa: E402
+from benchmarks.jdbc_reader import CUSTOM_SCHEMA, DEFAULT_FETCHSIZE, JdbcSource, predicates, read_committed  # noqa: E402
 
 ADMIN_URL = "postgresql+psycopg://postgres@127.0.0.1:5432/postgres"
 DATABASE = "outbox_spark_source_bench"
@@ -118,7 +117,7 @@ def arrow_floor_source(rows: int, tasks: int, value: str):  # type: ignore[no-un
     PySpark's Python data source machinery itself costs for `rows` rows in `tasks` tasks."""
     from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 
-    from spark_jobs.datasource import RECORD_COLUMNS
+    from spark_jobs.reader.batch import RECORD_COLUMNS
 
     class ArrowFloor(DataSource):
         @classmethod

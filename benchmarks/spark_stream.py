@@ -22,7 +22,7 @@ One SparkSession (local[2]) for both parts.
   rounds after a warm-up one, into Spark's `noop` sink:
   the batch read of the topic (spark.read.format("outbox")), and the streaming query over the
   same rows from earliest with trigger availableNow (micro-batches one after another, no
-  interval), with maxRecordsPerTrigger unset (one micro-batch) and at --per-trigger positions.
+  interval), with maxOffsetsPerTrigger unset (one micro-batch) and at --per-trigger positions.
   records/s = the rows the query's progress reports, over its wall time from start() to its end.
   And the pipeline (--pipeline, default on): the same stream at --per-trigger positions per
   micro-batch written to the topic bench-pipeline-out through the outbox sink with a
@@ -197,7 +197,7 @@ def throughput(spark, args: argparse.Namespace, tmp: Path) -> list[str]:  # type
             return time.perf_counter() - t0, rows
 
         def stream(per_trigger: int | None) -> tuple[float, int]:
-            extra = {} if per_trigger is None else {"maxRecordsPerTrigger": str(per_trigger)}
+            extra = {} if per_trigger is None else {"maxOffsetsPerTrigger": str(per_trigger)}
             t0 = time.perf_counter()
             query = (spark.readStream.format("outbox").options(**options, **extra).load()
                      .writeStream.format("noop").trigger(availableNow=True)
@@ -215,7 +215,7 @@ def throughput(spark, args: argparse.Namespace, tmp: Path) -> list[str]:  # type
             to PIPELINE_OUTPUT by the tasks, each micro-batch committed with its positions."""
             run = uuid.uuid4().hex[:8]
             t0 = time.perf_counter()
-            query = (spark.readStream.format("outbox").options(**options, maxRecordsPerTrigger=str(per_trigger))
+            query = (spark.readStream.format("outbox").options(**options, maxOffsetsPerTrigger=str(per_trigger))
                      .load().select("key", "value")
                      .writeStream.format("outbox").trigger(availableNow=True)
                      .options(url=url, topic=PIPELINE_OUTPUT, sinkId=f"bench-{run}", consumerGroup=f"bench-{run}-in",
@@ -227,9 +227,9 @@ def throughput(spark, args: argparse.Namespace, tmp: Path) -> list[str]:  # type
             return seconds, sum(p["numInputRows"] for p in query.recentProgress)
 
         variants = {"batch read": batch, "stream, one micro-batch": lambda: stream(None),
-                    f"stream, maxRecordsPerTrigger={args.per_trigger:,}": lambda: stream(args.per_trigger)}
+                    f"stream, maxOffsetsPerTrigger={args.per_trigger:,}": lambda: stream(args.per_trigger)}
         if args.pipeline:
-            variants[f"stream → outbox sink, maxRecordsPerTrigger={args.per_trigger:,}"] = (
+            variants[f"stream → outbox sink, maxOffsetsPerTrigger={args.per_trigger:,}"] = (
                 lambda: pipeline(args.per_trigger))
         seconds: dict[str, list[float]] = {n: [] for n in variants}
         for round_ in range(args.rounds + 1):  # round 0 warms up

@@ -17,7 +17,7 @@ One run is one batch:
    data source (spark_jobs.datasource: startingPositions and endingPositions are those
    positions, as JSON), once (persisted), and aggregates them: the income of each pizza
    order, and the batch's totals.
-4. The outputs go through the `outbox` sink (write_batch; spark_jobs.sink): the executors'
+4. The outputs go through the `outbox` sink (write_batch; spark_jobs.writer): the executors'
    tasks write the income records to `pizza-income` and the totals record to
    `pizza-income-totals`, each task in a prepared transaction; the sink's one commit, on the
    driver, commits them all together with the group's offsets moved to the end positions
@@ -73,7 +73,7 @@ from app.client import Producer  # noqa: E402
 from app.client.errors import ClientError  # noqa: E402
 from app.client.http import Session, credentials  # noqa: E402
 from spark_jobs.errors import SparkJobError  # noqa: E402
-from spark_jobs.positions import (  # noqa: E402
+from spark_jobs.common.positions import (  # noqa: E402
     PositionRange,
     TopicPartition,
     batch_ranges,
@@ -84,7 +84,7 @@ from spark_jobs.positions import (  # noqa: E402
     report_data_loss,
     start_positions,
 )
-from spark_jobs.source_options import DEFAULT_POSITIONS_PER_SPLIT  # noqa: E402
+from spark_jobs.reader.options import DEFAULT_POSITIONS_PER_SPLIT  # noqa: E402
 
 logger = logging.getLogger("spark_jobs.pizza_income")
 
@@ -299,11 +299,12 @@ def write_batch(spark, result: BatchResult, per_order, *, url: str, sink_id: str
                 committed: dict[int, int], input_topic: str, output_topic: str, totals_topic: str,
                 api_key: str | None = None, transaction_timeout_ms: int | None = None,
                 crash_in_commit: bool = False) -> None:
-    """The batch's outputs through the `outbox` sink (spark_jobs.sink), written by the tasks,
+    """The batch's outputs through the `outbox` sink (spark_jobs.writer), written by the tasks,
     and the group's offsets moved to the batch's ends, in the sink's one commit: all of it
     becomes visible at once, or none of it. consumedFrom is the group's offsets this batch
     started from: if another run committed since, the commit is refused and nothing shows."""
-    from spark_jobs.sink import MAX_JOINT_COMMIT, write_outbox
+    from spark_jobs.datasource import write_outbox
+    from spark_jobs.writer.commit import MAX_JOINT_COMMIT
 
     options = {
         "url": url, "sinkId": sink_id, "consumerGroup": group,
@@ -331,7 +332,7 @@ def _register_killed_in_commit(spark) -> None:  # type: ignore[no-untyped-def]
     has prepared its transaction) kills the job's whole process group with SIGKILL (run the job
     as a process group of its own)."""
     from spark_jobs.datasource import OutboxDataSource
-    from spark_jobs.sink import OutboxBatchWriter
+    from spark_jobs.writer.writers import OutboxBatchWriter
 
     job = os.getpgid(0)  # this driver's group: the commit runs in a Python worker of a group of its own
 
@@ -386,7 +387,8 @@ def check_prerequisites(*, url: str, database_url: str, topics: list[str], api_k
     """What the job needs, checked before Spark starts: the database answers and is an
     outbox database migrated far enough, the service answers (with the credentials given),
     the topics exist. SparkJobError of one line, naming the job's flag, for the first problem."""
-    from spark_jobs.source_options import check_reachable, parse_options
+    from spark_jobs.reader.checks import check_reachable
+    from spark_jobs.reader.options import parse_options
 
     raw = {"url": url, "databaseUrl": database_url, "topics": ",".join(topics)}
     if api_key is not None:

@@ -58,7 +58,7 @@ GROUP = "pizza-income-stream"
 
 
 def source_options(*, url: str, database_url: str, group: str = GROUP, input_topic: str = INPUT,
-                   max_records_per_trigger: int | None = None, fail_on_data_loss: bool = False,
+                   max_offsets_per_trigger: int | None = None, fail_on_data_loss: bool = False,
                    api_key: str | None = None) -> dict[str, str]:
     """The stream's source: the committed orders from the group's offsets on (the log start
     where it has none), the value parsed with the order's schema."""
@@ -67,8 +67,8 @@ def source_options(*, url: str, database_url: str, group: str = GROUP, input_top
         "startingPositions": "group", "group": group, "valueSchema": ORDER_SCHEMA,
         "includeHeaders": "false", "failOnDataLoss": str(fail_on_data_loss).lower(),
     }
-    if max_records_per_trigger is not None:
-        options["maxRecordsPerTrigger"] = str(max_records_per_trigger)
+    if max_offsets_per_trigger is not None:
+        options["maxOffsetsPerTrigger"] = str(max_offsets_per_trigger)
     if api_key is not None:
         options["apiKey"] = api_key
     return options
@@ -104,7 +104,7 @@ def pizza_income(orders):  # type: ignore[no-untyped-def]
 
 def start(spark, *, url: str, database_url: str, checkpoint: str, group: str = GROUP,  # type: ignore[no-untyped-def]
           input_topic: str = INPUT, output_topic: str = OUTPUT, trigger_seconds: float | None = 1.0,
-          max_records_per_trigger: int | None = None, fail_on_data_loss: bool = False,
+          max_offsets_per_trigger: int | None = None, fail_on_data_loss: bool = False,
           api_key: str | None = None):
     """The started StreamingQuery. trigger_seconds=None: Trigger.AvailableNow (read what is
     committed now, in micro-batches, then stop)."""
@@ -117,7 +117,7 @@ def start(spark, *, url: str, database_url: str, checkpoint: str, group: str = G
     register(spark)
     orders = spark.readStream.format("outbox").options(**source_options(
         url=url, database_url=database_url, group=group, input_topic=input_topic,
-        max_records_per_trigger=max_records_per_trigger, fail_on_data_loss=fail_on_data_loss,
+        max_offsets_per_trigger=max_offsets_per_trigger, fail_on_data_loss=fail_on_data_loss,
         api_key=api_key)).load()
     writer = (pizza_income(orders).writeStream.format("outbox").queryName("pizza-income")
               .options(**sink_options(url=url, checkpoint=checkpoint, group=group, output_topic=output_topic,
@@ -164,7 +164,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="micro-batch interval (default 1)")
     parser.add_argument("--available-now", action="store_true",
                         help="read what is committed now, in micro-batches, then stop")
-    parser.add_argument("--max-records-per-trigger", type=int, default=None)
+    # The old flag's name stays an alias: the limit counts positions, as maxOffsetsPerTrigger.
+    parser.add_argument("--max-offsets-per-trigger", "--max-records-per-trigger", dest="max_offsets_per_trigger",
+                        type=int, default=None, help="positions per micro-batch (the source's maxOffsetsPerTrigger)")
     parser.add_argument("--fail-on-data-loss", action="store_true",
                         help="stop, with one line, where orders were deleted before the group read them "
                              "(default: a WARNING, and the job goes on at the log start)")
@@ -180,7 +182,7 @@ def main(argv: list[str] | None = None) -> int:
         query = start(spark, url=args.url, database_url=args.database_url, checkpoint=args.checkpoint,
                       group=args.group, input_topic=args.input, output_topic=args.output,
                       trigger_seconds=None if args.available_now else args.trigger_seconds,
-                      max_records_per_trigger=args.max_records_per_trigger,
+                      max_offsets_per_trigger=args.max_offsets_per_trigger,
                       fail_on_data_loss=args.fail_on_data_loss, api_key=args.api_key)
         if not run_until_stopped(query):
             print("stopped: the micro-batch in progress, if any, was aborted; the next start goes on from "

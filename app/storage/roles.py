@@ -67,7 +67,7 @@ def grant_reader(engine: Engine, role: str, *, password: str | None = None) -> b
                 sql.Identifier(schema), sql.Identifier(role)))
             # The topics' names and the partitions' next offsets: the data source compares them
             # with the service's log ends, to know it reads the service's own database
-            # (spark_jobs.source_options.check_same_database). Both show in the view anyway.
+            # (spark_jobs.reader.checks.check_same_database). Both show in the view anyway.
             cur.execute(sql.SQL('GRANT SELECT (topic_id, name) ON {}.topics TO {}').format(
                 sql.Identifier(schema), sql.Identifier(role)))
             cur.execute(sql.SQL('GRANT SELECT (topic_id, "partition", next_offset) ON {}.partitions TO {}').format(

@@ -4,7 +4,7 @@
 position at which it is exposed (docs/GUARANTEES.md#commit-order): a non-transactional record at its own offset,
 a committed transaction's record at the offset of its transaction's COMMIT marker in the same
 partition. Records of open and aborted transactions and the control markers themselves are
-not in it. Spark reads it through JDBC (spark_jobs/reader.py), with predicates on
+not in it. Spark reads it through JDBC (benchmarks/jdbc_reader.py), with predicates on
 (topic, partition, commit_position).
 
 `ix_records_commit_markers` is a partial index of the COMMIT markers by (topic_id, partition,

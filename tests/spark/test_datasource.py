@@ -13,7 +13,7 @@ import pytest
 
 from spark_jobs.datasource import read_outbox
 from spark_jobs.errors import DataLossError, OutboxSourceError
-from spark_jobs.positions import TopicPartition, TopicRange, positions_to_json
+from spark_jobs.common.positions import TopicPartition, TopicRange, positions_to_json
 from tests.conftest import ADMIN_URL, require_postgres
 from tests.e2e.api import ok
 from tests.log_start import move_log_start
@@ -356,7 +356,7 @@ def test_errors_through_spark_read_format_name_the_problem(spark, tmp_path) -> N
 
 
 def test_positions_json_round_trips_in_the_kafka_sources_form() -> None:
-    from spark_jobs.positions import positions_from_json
+    from spark_jobs.common.positions import positions_from_json
 
     positions = {TopicPartition("orders", 1): 23, TopicPartition("orders", 0): -2, TopicPartition("b", 3): -1}
     text = positions_to_json(positions)
@@ -369,9 +369,9 @@ def test_positions_json_round_trips_in_the_kafka_sources_form() -> None:
 
 
 def _plan(filters: list, **options: str) -> list[tuple]:  # type: ignore[type-arg]
-    from spark_jobs.datasource import plan_ranges, prune
-    from spark_jobs.positions import LogBounds
-    from spark_jobs.source_options import parse_options
+    from spark_jobs.reader.planning import plan_ranges, prune
+    from spark_jobs.common.positions import LogBounds
+    from spark_jobs.reader.options import parse_options
 
     parsed = parse_options({"url": "http://outbox", "databaseUrl": "sqlite:///x.db", "topics": "a,b", **options})
     bounds = {TopicPartition(t, p): LogBounds(10, 100) for t in ("a", "b") for p in range(3)}
@@ -400,7 +400,7 @@ def test_planning_prunes_partitions_and_narrows_ranges_by_the_pushed_filters() -
 def test_timestamp_filters_become_millisecond_bounds_that_spark_still_checks() -> None:
     from pyspark.sql.datasource import EqualTo, GreaterThan, GreaterThanOrEqual, LessThan, LessThanOrEqual
 
-    from spark_jobs.datasource import prune
+    from spark_jobs.reader.planning import prune
 
     at = datetime(2026, 1, 2, 3, 4, 5, 678_901, tzinfo=timezone.utc)  # not a whole millisecond
     ms = int(at.timestamp() * 1000)  # floor

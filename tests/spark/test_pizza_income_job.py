@@ -16,7 +16,7 @@ import pytest
 
 from spark_jobs import pizza_income
 from spark_jobs.pizza_income import GROUP, INPUT, OUTPUT, TOTALS, BatchResult
-from spark_jobs.positions import PositionRange
+from spark_jobs.common.positions import PositionRange
 from tests.conftest import ADMIN_URL, require_postgres
 from tests.spark.orders import Orders
 from tests.e2e.api import ok, read_all, unfinished_transactions
@@ -220,7 +220,7 @@ def test_job_starts_at_the_log_start_below_which_orders_were_deleted_and_says_so
         if name == "after-snapshot":
             move_log_start(backend.engine, INPUT, 1, 3)  # order 7, at the batch's start, is gone
 
-    caplog.set_level(logging.WARNING, logger="spark_jobs.positions")
+    caplog.set_level(logging.WARNING, logger="spark_jobs.common.positions")
     result = pizza_income.run(spark, url=url, database_url=backend.url, positions_per_split=PER_SPLIT,
                               checkpoint=delete_while_reading)
 
@@ -229,7 +229,7 @@ def test_job_starts_at_the_log_start_below_which_orders_were_deleted_and_says_so
     assert (result.orders, result.pizza_orders) == (2, 2)  # orders 4 and 8
     assert _outputs(url)[0] == [{"order_id": 4, "income": 4.25}, {"order_id": 8, "income": 8.25}]
     assert _group_offsets(url) == {0: 4, 1: 4}
-    assert [r.getMessage() for r in caplog.records if r.name == "spark_jobs.positions"] == [
+    assert [r.getMessage() for r in caplog.records if r.name == "spark_jobs.common.positions"] == [
         f"data loss for group {GROUP}: orders/0: committed position 1 is below the log start 3, so records in "
         "[1, 3) were deleted before the group read them; starting at the log start",
         f"data loss for group {GROUP}: orders/1: the log start moved to 3 while the batch read from 2, so "

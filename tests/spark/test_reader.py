@@ -1,4 +1,5 @@
-"""The Spark reader returns exactly what read_committed returns, on SQLite and PostgreSQL."""
+"""The old JDBC reader (benchmarks/jdbc_reader.py, the benchmarks' baseline) returns exactly
+what read_committed returns, on SQLite and PostgreSQL."""
 
 from __future__ import annotations
 
@@ -6,9 +7,8 @@ import json
 
 import httpx
 
-from spark_jobs.positions import PositionRange, batch_ranges
-from spark_jobs.reader import read_committed
-from spark_jobs.source import JdbcSource
+from benchmarks.jdbc_reader import JdbcSource, read_committed
+from spark_jobs.common.positions import PositionRange, batch_ranges
 from tests.e2e.api import ok
 from tests.spark.logbuilder import LogBuilder, read_committed_api
 

@@ -22,16 +22,12 @@ import httpx
 import pytest
 from sqlalchemy import text
 
-from spark_jobs.datasource import register
+from spark_jobs.datasource import register, write_outbox
 from spark_jobs.errors import OutboxSinkError
-from spark_jobs.sink import (
-    commit_batch,
-    last_committed_batch,
-    parse_sink_options,
-    write_outbox,
-    write_partition,
-    check_columns,
-)
+from spark_jobs.writer.columns import check_columns
+from spark_jobs.writer.commit import commit_batch, last_committed_batch
+from spark_jobs.writer.options import parse_sink_options
+from spark_jobs.writer.task import write_partition
 from tests.e2e.api import ok, unfinished_transactions
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -123,7 +119,7 @@ def test_values_of_every_type_become_the_json_to_json_writes() -> None:
         StructField, StructType, TimestampType,
     )
 
-    from spark_jobs.sink import json_converter
+    from spark_jobs.writer.columns import json_converter
 
     value_type = StructType([
         StructField("id", LongType()), StructField("price", DecimalType(6, 2)),
@@ -431,13 +427,13 @@ def test_the_commit_aborts_what_a_run_that_never_committed_left_prepared(backend
 def test_the_sink_finds_the_open_transactions_of_its_own_tasks_only(backend, url, client) -> None:  # type: ignore[no-untyped-def]
     """Listed by the prefix `fam.`, which the tasks of a sink `fam.x` match too: theirs are
     left out, as are another sink's `family.<n>`."""
-    from spark_jobs import sink
+    from spark_jobs.writer.commit import open_transactions
 
     for sink_id in ("fam", "fam.x", "family"):
         _prepared_batch(url, sink_id, "prepared")
     options = parse_sink_options({"url": url, "topic": TOPIC, "sinkId": "fam"}, streaming=True)
 
-    assert sink.open_transactions(options) == ["fam.0", "fam.1"]
+    assert open_transactions(options) == ["fam.0", "fam.1"]
 
 
 # --- A driver killed between the tasks' prepare and the commit ----------------------------------
@@ -447,7 +443,7 @@ JOB = textwrap.dedent("""
     from pathlib import Path
     from spark_jobs.datasource import OutboxDataSource, register
     from spark_jobs.session import build_session
-    from spark_jobs.sink import OutboxStreamWriter
+    from spark_jobs.writer.writers import OutboxStreamWriter
 
     url, inputs, checkpoint, pause_at, when, mark = sys.argv[1:7]
     PAUSE_AT = int(pause_at)
@@ -543,7 +539,7 @@ TASK_KILL_JOB = textwrap.dedent("""
     from pyspark import TaskContext
     from spark_jobs.datasource import OutboxDataSource, register
     from spark_jobs.session import build_session
-    from spark_jobs.sink import OutboxBatchWriter
+    from spark_jobs.writer.writers import OutboxBatchWriter
 
     url, kill_partition, kill_after, attempts = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), Path(sys.argv[4])
 

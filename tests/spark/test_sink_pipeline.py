@@ -15,14 +15,11 @@ import httpx
 import pytest
 
 from spark_jobs.errors import OutboxSinkError
-from spark_jobs.positions import TopicPartition
-from spark_jobs.sink import (
-    check_columns,
-    commit_batch,
-    micro_batch_positions,
-    parse_sink_options,
-    write_partition,
-)
+from spark_jobs.common.positions import TopicPartition
+from spark_jobs.writer.columns import check_columns
+from spark_jobs.writer.commit import commit_batch, micro_batch_positions
+from spark_jobs.writer.options import parse_sink_options
+from spark_jobs.writer.task import write_partition
 from tests.e2e.api import ok, read_all, unfinished_transactions
 
 SOURCE, OUT, GROUP = "in", "out", "pipeline"

@@ -15,7 +15,7 @@ import pytest
 
 from app.client.producer import Producer
 from spark_jobs.datasource import register
-from spark_jobs.positions import LogBounds, TopicPartition
+from spark_jobs.common.positions import LogBounds, TopicPartition
 from tests.e2e.api import ok
 from tests.spark.test_datasource import _api_rows, _spark_rows
 
@@ -78,7 +78,7 @@ def test_a_stream_outputs_exactly_the_committed_records_once_in_commit_order_whi
     _create(client, TOPIC, 3)
     batches: list = []
     query = _start(spark, tmp_path / "checkpoint", {"url": url, "databaseUrl": backend.url, "topics": TOPIC,
-                                                      "maxRecordsPerTrigger": "25"},
+                                                      "maxOffsetsPerTrigger": "25"},
                    batches, processingTime="0 seconds")
 
     def produce() -> None:
@@ -129,7 +129,7 @@ def test_a_restarted_query_outputs_only_what_was_committed_after_its_checkpoint(
     txn.begin_transaction()
     txn.send(TOPIC, {"n": 5}, partition=1)
     txn.flush()
-    options = {"url": url, "databaseUrl": backend.url, "topics": TOPIC, "maxRecordsPerTrigger": "3"}
+    options = {"url": url, "databaseUrl": backend.url, "topics": TOPIC, "maxOffsetsPerTrigger": "3"}
 
     first = _rows(_available_now(spark, tmp_path / "checkpoint", **options))
     assert first == _committed(client, TOPIC)
@@ -168,11 +168,11 @@ def test_records_deleted_below_the_querys_position_stop_it_or_with_failOnDataLos
 
     # The WARNING comes from the reader's planning (in Spark's Python planner process; here
     # in this one, to see it).
-    from spark_jobs.source_options import parse_options
-    from spark_jobs.stream_source import OutboxStreamReader
+    from spark_jobs.reader.options import parse_options
+    from spark_jobs.reader.stream import OutboxStreamReader
 
     reader = OutboxStreamReader(parse_options({**options, "failOnDataLoss": "false"}), None)  # type: ignore[arg-type]
-    with caplog.at_level(logging.WARNING, logger="spark_jobs.datasource"):
+    with caplog.at_level(logging.WARNING, logger="spark_jobs.reader.planning"):
         (split,) = [p.split for p in reader.partitions({"short": {"0": 10}}, {"short": {"0": 20}})]
     assert (split.range.start, split.range.end) == (15, 20)
     # Warnings only: the INFO lines of the HTTP calls above are captured too where an earlier
@@ -187,7 +187,7 @@ def test_commit_group_shows_the_querys_end_positions_as_the_groups_offsets_with_
     _plain(client, TOPIC, 0, [1, 2, 3])
     _plain(client, TOPIC, 1, [4, 5])
     _available_now(spark, tmp_path / "checkpoint", url=url, databaseUrl=backend.url, topics=TOPIC,
-                   maxRecordsPerTrigger="2", commitGroup="lake-loader")
+                   maxOffsetsPerTrigger="2", commitGroup="lake-loader")
 
     offsets = ok(client.get("/v1/groups/lake-loader/offsets", params={"topic": TOPIC}))["offsets"]
     assert {(o["partition"], o["offset"]) for o in offsets} == {(0, 3), (1, 2)}
@@ -199,14 +199,14 @@ def test_commit_group_shows_the_querys_end_positions_as_the_groups_offsets_with_
 
 
 def test_admit_takes_everything_that_fits_in_the_limit() -> None:
-    from spark_jobs.stream_source import admit
+    from spark_jobs.reader.stream import admit
 
     assert admit({T0: 10, T1: 0, T2: 5}, None) == {T0: 10, T1: 0, T2: 5}
     assert admit({T0: 10, T1: 0, T2: 5}, 15) == {T0: 10, T1: 0, T2: 5}
 
 
 def test_admit_shares_the_limit_in_proportion_to_what_each_partition_has_waiting() -> None:
-    from spark_jobs.stream_source import admit
+    from spark_jobs.reader.stream import admit
 
     # 7 of 40: 1.75, 5.25 and 0; the one position left over goes to the largest remainder
     assert admit({T0: 10, T1: 30, T2: 0}, 7) == {T0: 2, T1: 5, T2: 0}
@@ -220,7 +220,7 @@ def test_admit_shares_the_limit_in_proportion_to_what_each_partition_has_waiting
 
 
 def test_next_end_moves_each_partition_up_by_its_share_from_where_it_is() -> None:
-    from spark_jobs.stream_source import next_end
+    from spark_jobs.reader.stream import next_end
 
     bounds = {T0: LogBounds(0, 20), T1: LogBounds(0, 5)}
     assert next_end({T0: 5, T1: 5}, bounds, None) == {T0: 20, T1: 5}
@@ -229,7 +229,7 @@ def test_next_end_moves_each_partition_up_by_its_share_from_where_it_is() -> Non
 
 
 def test_next_end_starts_new_partitions_at_their_log_start_and_keeps_vanished_ones() -> None:
-    from spark_jobs.stream_source import next_end
+    from spark_jobs.reader.stream import next_end
 
     other = TopicPartition("gone", 0)
     assert next_end({T0: 4, other: 9}, {T0: LogBounds(0, 4), T1: LogBounds(3, 10)}, None) == {
@@ -240,7 +240,7 @@ def test_next_end_starts_new_partitions_at_their_log_start_and_keeps_vanished_on
 def test_next_end_past_deleted_records_counts_from_the_log_start() -> None:
     """A start below the log start: the limit is spent from the log start on, and the end is at
     least the log start, so that a micro-batch comes and its planning reports the loss."""
-    from spark_jobs.stream_source import next_end
+    from spark_jobs.reader.stream import next_end
 
     assert next_end({T0: 2}, {T0: LogBounds(50, 100)}, 10) == {T0: 60}
     assert next_end({T0: 2}, {T0: LogBounds(50, 50)}, 10) == {T0: 50}
@@ -250,7 +250,7 @@ def test_read_limits_are_positions_per_micro_batch() -> None:
     from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows, ReadMinRows
 
     from spark_jobs.errors import OutboxSourceError
-    from spark_jobs.stream_source import max_positions
+    from spark_jobs.reader.stream import max_positions
 
     assert max_positions(ReadMaxRows(250)) == 250
     assert max_positions(ReadAllAvailable()) is None
@@ -259,8 +259,8 @@ def test_read_limits_are_positions_per_micro_batch() -> None:
 
 
 def _reader(**options: str):  # type: ignore[no-untyped-def]
-    from spark_jobs.source_options import parse_options
-    from spark_jobs.stream_source import OutboxStreamReader
+    from spark_jobs.reader.options import parse_options
+    from spark_jobs.reader.stream import OutboxStreamReader
 
     return OutboxStreamReader(parse_options({"url": "http://outbox", "databaseUrl": "sqlite:///x.db",
                                              "topics": TOPIC, **options}), None)  # type: ignore[arg-type]
@@ -272,11 +272,35 @@ def test_stream_options_are_checked_with_one_line_errors() -> None:
     from spark_jobs.errors import OutboxSourceError
 
     assert _reader().getDefaultReadLimit() == ReadAllAvailable()
-    assert _reader(maxRecordsPerTrigger="500").getDefaultReadLimit() == ReadMaxRows(500)
-    with pytest.raises(OutboxSourceError, match=r"^option maxRecordsPerTrigger: expected a positive whole number, not '0'$"):
-        _reader(maxRecordsPerTrigger="0")
+    assert _reader(maxOffsetsPerTrigger="500").getDefaultReadLimit() == ReadMaxRows(500)
+    with pytest.raises(OutboxSourceError, match=r"^option maxOffsetsPerTrigger: expected a positive whole number, not '0'$"):
+        _reader(maxOffsetsPerTrigger="0")
     with pytest.raises(OutboxSourceError, match=r"^option endingPositions is for batch reads"):
         _reader(endingPositions='{"stream": {"0": 5}}')
+
+
+def test_the_old_name_max_records_per_trigger_still_limits_positions_with_a_deprecation_warning() -> None:
+    from pyspark.sql.streaming.datasource import ReadMaxRows
+
+    with pytest.deprecated_call(match="maxRecordsPerTrigger .* is now called maxOffsetsPerTrigger"):
+        reader = _reader(maxrecordspertrigger="500")
+    assert reader.getDefaultReadLimit() == ReadMaxRows(500)
+
+
+def test_the_old_and_the_new_name_of_the_trigger_limit_together_are_refused() -> None:
+    from spark_jobs.errors import OutboxSourceError
+
+    with pytest.raises(OutboxSourceError, match=r"^option maxRecordsPerTrigger is the deprecated name of "
+                                                r"maxOffsetsPerTrigger: give only maxOffsetsPerTrigger$"):
+        _reader(maxRecordsPerTrigger="5", maxOffsetsPerTrigger="5")
+
+
+def test_the_deprecated_option_name_is_not_listed_as_known() -> None:
+    from spark_jobs.errors import OutboxSourceError
+
+    with pytest.raises(OutboxSourceError, match="known: .*maxOffsetsPerTrigger") as refused:
+        _reader(maxRowsPerTrigger="5")
+    assert "maxRecordsPerTrigger" not in str(refused.value)
 
 
 @pytest.mark.parametrize("backend", ["sqlite"], indirect=True)
@@ -309,3 +333,46 @@ def test_initial_offsets_follow_starting_positions_and_latest_offsets_the_log_en
     splits = [p.split.range for p in _reader(**base, positionsPerSplit="2").partitions(
         {TOPIC: {"0": 1, "1": 2}}, {TOPIC: {"0": 6, "1": 3}})]
     assert [(r.partition, r.start, r.end) for r in splits] == [(0, 1, 2), (0, 2, 4), (0, 4, 6), (1, 2, 3)]
+
+
+def _counting_snapshots(monkeypatch, bounds):  # type: ignore[no-untyped-def]
+    """The stream reader's snapshots answered from `bounds`, each call recorded."""
+    from spark_jobs.reader import stream
+
+    taken: list[object] = []
+
+    def snapshot(options, topics_wanted, **kwargs):  # type: ignore[no-untyped-def]
+        taken.append(topics_wanted)
+        return dict(bounds)
+
+    monkeypatch.setattr(stream, "snapshot", snapshot)
+    return taken
+
+
+def test_a_micro_batch_describes_its_topics_once_for_its_end_its_report_and_its_plan(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    from pyspark.sql.streaming.datasource import ReadAllAvailable
+
+    taken = _counting_snapshots(monkeypatch, {TopicPartition(TOPIC, 0): LogBounds(0, 10)})
+    reader = _reader()
+    start = {TOPIC: {"0": 4}}
+
+    end = reader.latestOffset(start, ReadAllAvailable())
+    reader.reportLatestOffset()
+    splits = [p.split for p in reader.partitions(start, end)]
+
+    assert len(taken) == 1
+    assert [(s.range.start, s.range.end) for s in splits] == [(4, 10)]
+
+
+def test_a_micro_batch_planned_from_the_checkpoint_describes_its_topics_anew(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    from pyspark.sql.streaming.datasource import ReadAllAvailable
+
+    taken = _counting_snapshots(monkeypatch, {TopicPartition(TOPIC, 0): LogBounds(0, 10)})
+    reader = _reader()
+    reader.latestOffset({TOPIC: {"0": 4}}, ReadAllAvailable())
+
+    # Another end than the one latestOffset chose: a restarted query's logged micro-batch.
+    splits = [p.split for p in reader.partitions({TOPIC: {"0": 0}}, {TOPIC: {"0": 3}})]
+
+    assert len(taken) == 2
+    assert [(s.range.start, s.range.end) for s in splits] == [(0, 3)]

@@ -1,5 +1,6 @@
-"""The Spark jobs' planning and setup, without Spark: position ranges, JDBC predicates, JDBC
-URLs, driver discovery and the Java check (with fake jars and a fake java)."""
+"""The Spark jobs' planning and setup, without Spark: position ranges, the old JDBC reader's
+predicates and URLs (benchmarks/jdbc_reader.py), driver discovery and the Java check (with fake
+jars and a fake java)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from benchmarks.jdbc_reader import MIN_POSITIONS_PER_SPLIT, JdbcSource, auto_splits, predicates, split_range
 from spark_jobs.errors import DataLossError, JavaNotFound, JdbcDriverNotFound
 from spark_jobs.jars import (
     check_java,
@@ -18,7 +20,7 @@ from spark_jobs.jars import (
     required_java_major,
     resolve_jdbc_jars,
 )
-from spark_jobs.positions import (
+from spark_jobs.common.positions import (
     DataLoss,
     PositionRange,
     batch_ranges,
@@ -26,9 +28,7 @@ from spark_jobs.positions import (
     report_data_loss,
     start_positions,
 )
-from spark_jobs.reader import MIN_POSITIONS_PER_SPLIT, auto_splits, predicates, split_range
 from spark_jobs.session import check_submitted_jars
-from spark_jobs.source import JdbcSource
 
 # --- positions and predicates ---------------------------------------------------------------
 
@@ -79,7 +79,7 @@ def test_a_range_whose_start_the_log_start_passed_while_reading_is_a_loss() -> N
 
 
 def test_data_loss_is_a_warning_per_partition_by_default(caplog: pytest.LogCaptureFixture) -> None:
-    caplog.set_level(logging.WARNING, logger="spark_jobs.positions")
+    caplog.set_level(logging.WARNING, logger="spark_jobs.common.positions")
     report_data_loss([DataLoss(0, 5, 8), DataLoss(1, 2, 6, while_reading=True)],
                      group="g", topic="orders", fail_on_data_loss=False)
     assert [(r.levelname, r.getMessage()) for r in caplog.records] == [
@@ -208,14 +208,14 @@ def test_missing_or_old_java_is_an_error_that_names_the_fix(tmp_path: Path) -> N
     assert check_java(17, env={"JAVA_HOME": str(tmp_path / "jdk21")}) == (str(tmp_path / "jdk21" / "bin" / "java"), 21)
 
 
-# --- The data source's value parsing (spark_jobs.arrow_read), as from_json reads ---------------
+# --- The data source's value parsing (spark_jobs.reader.split), as from_json reads ---------------
 
 
 def test_a_value_schema_with_a_decimal_reads_numbers_with_a_fraction_exactly() -> None:
     pa = pytest.importorskip("pyarrow")
     from decimal import Decimal
 
-    from spark_jobs.arrow_read import parse_values
+    from spark_jobs.reader.split import parse_values
 
     order = pa.struct([("order_id", pa.int64()), ("meal", pa.string()), ("value", pa.decimal128(18, 2))])
     texts = pa.array(['{"order_id": 1, "meal": "Pizza", "value": 1.25}', '{"order_id": 2, "value": 7}',

@@ -27,52 +27,17 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
 from itertools import islice
 from typing import Any
 
 import pyarrow as pa
 
-from spark_jobs.positions import TopicRange
+from spark_jobs.reader.planning import Bounds, Split
 
 # Read from the database, in this order.
 STORED_COLUMNS = ("offset", "commit_position", "timestamp_ms", "key", "value", "headers")
 FETCH_ROWS = 20_000  # rows per Arrow batch
 STREAM_CHUNK_ROWS = 2_000  # rows per message from PostgreSQL (libpq 17+)
-
-
-@dataclass(frozen=True, slots=True)
-class Bounds:
-    """A closed-open interval [low, high) on an integer column; None: unbounded on that side."""
-
-    low: int | None = None
-    high: int | None = None
-
-    def intersect(self, other: Bounds) -> Bounds:
-        lows = [b for b in (self.low, other.low) if b is not None]
-        highs = [b for b in (self.high, other.high) if b is not None]
-        return Bounds(max(lows) if lows else None, min(highs) if highs else None)
-
-    def empty(self) -> bool:
-        return self.low is not None and self.high is not None and self.low >= self.high
-
-    def sql(self, column: str) -> list[str]:
-        out = []
-        if self.low is not None:
-            out.append(f"{column} >= {int(self.low)}")
-        if self.high is not None:
-            out.append(f"{column} < {int(self.high)}")
-        return out
-
-
-@dataclass(frozen=True, slots=True)
-class Split:
-    """What one Spark task reads: a topic-partition's commit positions [start, end), and the
-    conditions pushed down on offsets and timestamps (milliseconds)."""
-
-    range: TopicRange
-    offsets: Bounds = Bounds()
-    timestamps_ms: Bounds = Bounds()
 
 
 def sql_string(value: str) -> str:

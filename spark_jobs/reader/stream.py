@@ -6,16 +6,17 @@
               .option("url", "http://127.0.0.1:8000")
               .option("databaseUrl", "postgresql://spark_reader@127.0.0.1:5432/outbox")
               .option("topics", "orders")
-              .option("maxRecordsPerTrigger", "100000")   # optional: admission control
+              .option("maxOffsetsPerTrigger", "100000")   # optional: admission control
               .option("commitGroup", "orders-to-lake")    # optional: lag for operators
               .load())
 
-Same options, columns and reads as the batch source (spark_jobs.datasource), which this module
+Same options, columns and reads as the batch source (spark_jobs.reader.batch), which this module
 reuses for everything but the offsets: a micro-batch is a batch read of [start, end) per
-partition, planned by plan_ranges and cut by split_ranges, read by read_split in the executors.
+partition, planned by spark_jobs.reader.planning (plan_ranges, split_ranges), read by read_split
+in the executors.
 
 Offsets. A stream's offset is each partition's read_committed position, in the JSON form of
-startingPositions ({"orders": {"0": 42, "1": 17}}, spark_jobs.positions). A micro-batch reads
+startingPositions ({"orders": {"0": 42, "1": 17}}, spark_jobs.common.positions). A micro-batch reads
 the records whose commit position is in [start, end): consecutive micro-batches tile each
 partition's positions, so no record is read twice and none is skipped, and a transaction's
 records come together, at its commit position.
@@ -24,9 +25,10 @@ records come together, at its commit position.
   resolved against the log bounds then. Spark asks for it only when the checkpoint has no
   offset yet; a restarted query goes on from its checkpoint's offset log.
 - latestOffset(start, limit): the end of the next micro-batch, from a snapshot of every
-  partition's log end (GET /v1/topics/{topic}), as a batch read's end: every COMMIT marker below
+  partition's log end (GET /v1/topics/{topic}), as a batch read's end (the same snapshot serves
+  the micro-batch's progress report and its planning: one description of each topic): every COMMIT marker below
   it was written before the snapshot, so a transaction still open is left out whole and read
-  by a later micro-batch. With maxRecordsPerTrigger (ReadMaxRows) at most that many positions
+  by a later micro-batch. With maxOffsetsPerTrigger (ReadMaxRows) at most that many positions
   are admitted, shared among the partitions in proportion to what each has waiting (`admit`).
   Partitions that a topic gains, and topics that start to match topicPattern, join at their log
   start.
@@ -52,20 +54,11 @@ from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMaxRows, SupportsTriggerAvailableNow
 from pyspark.sql.types import StructType
 
-from spark_jobs.arrow_read import Split
-from spark_jobs.datasource import (
-    OutboxPartition,
-    Pruning,
-    group_offsets,
-    plan_ranges,
-    read_partition,
-    snapshot,
-    split_ranges,
-    starting_position,
-)
+from spark_jobs.common.positions import LogBounds, TopicPartition, positions_from_dict, positions_to_dict
 from spark_jobs.errors import OutboxSourceError
-from spark_jobs.positions import LogBounds, TopicPartition, positions_from_dict, positions_to_dict
-from spark_jobs.source_options import SourceOptions
+from spark_jobs.reader.batch import OutboxPartition, read_partition
+from spark_jobs.reader.options import SourceOptions
+from spark_jobs.reader.planning import Pruning, plan_splits, snapshot, starting_committed, starting_position
 
 logger = logging.getLogger(__name__)
 
@@ -113,7 +106,7 @@ def max_positions(limit: ReadLimit) -> int | None:
         return limit.max_rows
     if isinstance(limit, ReadAllAvailable):
         return None
-    raise OutboxSourceError(f"the outbox source supports the read limits ReadMaxRows (maxRecordsPerTrigger) "
+    raise OutboxSourceError(f"the outbox source supports the read limits ReadMaxRows (maxOffsetsPerTrigger) "
                             f"and ReadAllAvailable, not {type(limit).__name__}")
 
 
@@ -134,9 +127,12 @@ class OutboxStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self.target: dict[TopicPartition, int] | None = None
         # What commitGroup was last given, so that a trigger with nothing new commits nothing.
         self.group_committed: dict[TopicPartition, int] = {}
+        # The snapshot latestOffset took, and the end it chose from it: the micro-batch's
+        # progress report and its planning (partitions, for that end) use it rather than
+        # describing every topic again.
+        self.latest: tuple[dict[TopicPartition, int], dict[TopicPartition, LogBounds]] | None = None
 
-    def _bounds(self) -> dict[TopicPartition, LogBounds]:
-        bounds = snapshot(self.options, None)
+    def _within_target(self, bounds: dict[TopicPartition, LogBounds]) -> dict[TopicPartition, LogBounds]:
         if self.target is None:
             return bounds
         return {tp: LogBounds(b.log_start, min(b.log_end, self.target[tp])) for tp, b in bounds.items()
@@ -144,12 +140,11 @@ class OutboxStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def initialOffset(self) -> dict:  # noqa: N802 - Spark's name
         bounds = snapshot(self.options, None)
-        committed = (group_offsets(self.options, {tp.topic for tp in bounds})
-                     if self.options.starting == "group" else {})
+        committed = starting_committed(self.options, bounds)
         return positions_to_dict({tp: starting_position(self.options, tp, b, committed) for tp, b in bounds.items()})
 
     def getDefaultReadLimit(self) -> ReadLimit:  # noqa: N802 - Spark's name
-        n = self.options.max_records_per_trigger
+        n = self.options.max_offsets_per_trigger
         return ReadAllAvailable() if n is None else ReadMaxRows(n)
 
     def prepareForTriggerAvailableNow(self) -> None:  # noqa: N802 - Spark's name
@@ -162,22 +157,30 @@ class OutboxStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         # own commit(end) of a micro-batch comes when the next one's offsets are logged,
         # which a query that stops or waits for records would not reach.
         self._commit_group(begin)
-        return positions_to_dict(next_end(begin, self._bounds(), max_positions(limit)))
+        bounds = snapshot(self.options, None)
+        end = next_end(begin, self._within_target(bounds), max_positions(limit))
+        self.latest = (end, bounds)
+        return positions_to_dict(end)
 
     def reportLatestOffset(self) -> dict | None:  # noqa: N802 - Spark's name
         # What is there to read, without the trigger's limit: Spark shows it in the query's
         # progress (sources[].latestOffset), beside the micro-batch's end.
-        return positions_to_dict({tp: b.log_end for tp, b in self._bounds().items()})
+        bounds = self.latest[1] if self.latest is not None else snapshot(self.options, None)
+        return positions_to_dict({tp: b.log_end for tp, b in self._within_target(bounds).items()})
 
     def partitions(self, start: dict, end: dict) -> Sequence[InputPartition]:
         begin, stop = positions_from_dict(start), positions_from_dict(end)
-        bounds = {tp: b for tp, b in snapshot(self.options, {tp.topic for tp in stop}).items() if tp in stop}
+        if self.latest is not None and self.latest[0] == stop:
+            taken = self.latest[1]  # the snapshot this end was chosen from
+        else:  # a micro-batch planned again after a restart, from the checkpoint's offset log
+            taken = snapshot(self.options, {tp.topic for tp in stop})
+        self.latest = None
+        bounds = {tp: b for tp, b in taken.items() if tp in stop}
         # The batch source's planning, with [start, end) as its starting and ending positions:
         # its checks (a start below the log start: data loss) are this stream's.
         as_batch = dataclasses.replace(self.options, starting="json", starting_json=begin,
                                        ending="json", ending_json=stop)
-        plan = plan_ranges(as_batch, bounds, {}, Pruning())
-        return [OutboxPartition(Split(r)) for r in split_ranges(plan.ranges, self.options.positions_per_split)]
+        return [OutboxPartition(split) for split in plan_splits(as_batch, bounds, {}, Pruning())]
 
     def read(self, partition: InputPartition) -> Iterator[Any]:
         return read_partition(self.options, self.schema, partition)
