@@ -1,6 +1,12 @@
 -- outbox.append: an application's call, in its own transaction, that checks a record as a
 -- Send checks it and stages it in outbox.pending_records for publish_pending to publish
 -- at the commit. @log_schema@ is the schema of the log's tables.
+--
+-- Its verdicts and the bytes it stores are a Send's (tests/appender_cases.py holds every
+-- appender to one table of cases): a record a Send's schema or decoder refuses is refused
+-- with INVALID_REQUEST, a partition below 0 included; INVALID_RECORD is the topic's refusal
+-- (a compacted topic's record without a key); headers are stored as a Send stores them,
+-- compact JSON in the order given, and counted so against max_message_bytes.
 CREATE OR REPLACE FUNCTION outbox.append(
     topic text,
     "partition" integer,
@@ -15,11 +21,15 @@ AS $fn$
 DECLARE
     t record;
     parsed jsonb;
-    -- As a Send stores them: the value as sent, without the white space around it; the
-    -- headers as one JSON object (a later duplicate name wins).
+    -- As a Send stores it: the value as sent, without the white space around it.
     value_text text := btrim(value::text, E' \t\n\r');
     headers_text text := headers::text;
 BEGIN
+    -- What a Send's schema refuses before it looks at any topic.
+    IF "partition" IS NULL OR "partition" < 0 THEN
+        RAISE EXCEPTION 'INVALID_REQUEST: partition must be at least 0, not %', coalesce("partition"::text, 'null')
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
     -- Before the topic is looked up, so that a role learns nothing of topics it may not
     -- append to. session_user: inside this SECURITY DEFINER function current_user is its
     -- owner; the owner (and a superuser) may append anywhere, as the service itself does.
@@ -39,7 +49,7 @@ BEGIN
         RAISE EXCEPTION 'UNKNOWN_TOPIC_OR_PARTITION: unknown topic(s): %', coalesce(topic, 'null')
             USING ERRCODE = 'undefined_object';
     END IF;
-    IF "partition" IS NULL OR "partition" < 0 OR "partition" >= t.partition_count THEN
+    IF "partition" >= t.partition_count THEN
         RAISE EXCEPTION 'UNKNOWN_TOPIC_OR_PARTITION: topic % has partitions 0..%; got %',
             quote_literal(topic), t.partition_count - 1, coalesce("partition"::text, 'null')
             USING ERRCODE = 'undefined_object';
@@ -55,7 +65,7 @@ BEGIN
     -- (A key with NUL never gets here: PostgreSQL's text cannot hold one.) The escape \u0000,
     -- not an escaped backslash followed by u0000.
     IF headers_text ~ '(^|[^\\])(\\\\)*\\u0000' THEN
-        RAISE EXCEPTION 'INVALID_RECORD: headers cannot hold NUL (U+0000)'
+        RAISE EXCEPTION 'INVALID_REQUEST: headers cannot hold NUL (U+0000)'
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
     -- jsonb refuses what the json type lets through and readers' parsers refuse: a lone
@@ -63,18 +73,25 @@ BEGIN
     -- such a text enters the block (each entry is a subtransaction).
     IF headers_text ~ '\\u[dD][89abAB]' THEN
         BEGIN
-            headers_text := headers::jsonb::text;
+            PERFORM headers::jsonb;
         EXCEPTION WHEN data_exception THEN
-            RAISE EXCEPTION 'INVALID_RECORD: headers hold JSON that readers cannot parse back: %', SQLERRM
+            RAISE EXCEPTION 'INVALID_REQUEST: headers hold JSON that readers cannot parse back: %', SQLERRM
                 USING ERRCODE = 'invalid_parameter_value';
         END;
     END IF;
     IF headers IS NOT NULL AND (json_typeof(headers) <> 'object' OR EXISTS (
             SELECT 1 FROM json_each(headers) h WHERE json_typeof(h.value) <> 'string')) THEN
-        RAISE EXCEPTION 'INVALID_RECORD: headers must be an object of strings, not %', left(headers_text, 100)
+        RAISE EXCEPTION 'INVALID_REQUEST: headers must be an object of strings, not %', left(headers_text, 100)
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
-    headers_text := headers::jsonb::text;
+    -- As a Send stores them (orjson's dump of the decoded object): compact, each name once at
+    -- its first place with its last value, escaped as orjson escapes (as to_json does).
+    IF headers IS NOT NULL THEN
+        SELECT '{' || coalesce(string_agg(to_json(h.name)::text || ':' || to_json(h.text)::text, ',' ORDER BY h.first), '') || '}'
+        INTO headers_text
+        FROM (SELECT e.key AS name, min(e.n) AS first, (array_agg(e.value #>> '{}' ORDER BY e.n DESC))[1] AS text
+              FROM json_each(headers) WITH ORDINALITY AS e(key, value, n) GROUP BY e.key) h;
+    END IF;
     IF value IS NULL OR json_typeof(value) = 'null' THEN
         value_text := 'null';  -- as a Send stores a value null or omitted: a tombstone
     -- What a Send checks after a cheap search (app/api/send_body.py), looked at closely only
@@ -85,23 +102,23 @@ BEGIN
         BEGIN
             parsed := replace(value_text, '\u0000', '\u0020')::jsonb;
         EXCEPTION WHEN data_exception THEN
-            RAISE EXCEPTION 'INVALID_RECORD: the value is JSON that readers cannot parse back: %', SQLERRM
+            RAISE EXCEPTION 'INVALID_REQUEST: the value is JSON that readers cannot parse back: %', SQLERRM
                 USING ERRCODE = 'invalid_parameter_value';
         END;
         -- 2^1024 - 2^970: from there on a number rounds to infinity as a 64-bit float.
         IF jsonb_path_exists(parsed, 'strict $.** ? (@.type() == "number" && (@ >= 179769313486231580793728971405303415079934132710037826936173778980444968292764750946649017977587207096330286416692887910946555547851940402630657488671505820681908902000708383676273854845817711531764475730270069855571366959622842914819860834936475292719074168444365510704342711559699508093042880177904174497792 || @ <= -179769313486231580793728971405303415079934132710037826936173778980444968292764750946649017977587207096330286416692887910946555547851940402630657488671505820681908902000708383676273854845817711531764475730270069855571366959622842914819860834936475292719074168444365510704342711559699508093042880177904174497792))') THEN
-            RAISE EXCEPTION 'INVALID_RECORD: a number in the value is not finite as a 64-bit float'
+            RAISE EXCEPTION 'INVALID_REQUEST: a number in the value is not finite as a 64-bit float'
                 USING ERRCODE = 'invalid_parameter_value';
         END IF;
         -- An array or object at level 254 (the value itself is level 0) nests 255 deep.
         IF length(value_text) > 2 * 254
            AND jsonb_path_exists(parsed, 'strict $.**{254} ? (@.type() == "array" || @.type() == "object")') THEN
-            RAISE EXCEPTION 'INVALID_RECORD: the value nests deeper than 254 levels'
+            RAISE EXCEPTION 'INVALID_REQUEST: the value nests deeper than 254 levels'
                 USING ERRCODE = 'invalid_parameter_value';
         END IF;
     END IF;
     IF timestamp_ms IS NOT NULL AND timestamp_ms < 0 THEN
-        RAISE EXCEPTION 'INVALID_RECORD: timestamp_ms must be at least 0, not %', timestamp_ms
+        RAISE EXCEPTION 'INVALID_REQUEST: timestamp_ms must be at least 0, not %', timestamp_ms
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
     -- Kafka's max.message.bytes, as a Send checks it (app.domain.topic_config.check_record_size):
