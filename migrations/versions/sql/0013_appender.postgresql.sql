@@ -94,7 +94,7 @@ BEGIN
     END IF;
     IF value IS NULL OR json_typeof(value) = 'null' THEN
         value_text := 'null';  -- as a Send stores a value null or omitted: a tombstone
-    -- What a Send checks after a cheap search (app/api/send_body.py), looked at closely only
+    -- What a Send checks after a cheap search (app/domain/records.py), looked at closely only
     -- where the search hits: a surrogate escape, a number with a 3-digit exponent or 309
     -- digits in a row, a text long enough to nest 255 deep. NUL escapes become spaces for
     -- jsonb, which cannot hold NUL (an escaped backslash before u0000 stays valid JSON too).
