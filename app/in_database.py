@@ -25,7 +25,7 @@ retry of an application transaction that committed publishes nothing twice.
   file's one write lock from its first write to its commit anyway: every other writer of the
   file, `outbox serve` included, waits for it meanwhile.
 
-Each record is checked as a Send's record is (app.api.send_body: the one definition of a
+Each record is checked as a Send's record is (app.domain.records: the one definition of a
 valid record) before anything is written; a refused append raises the domain error a Send
 would answer (UnknownTopicOrPartition, InvalidRecord, InvalidRequest) and writes nothing. On
 PostgreSQL the caller's transaction is then aborted, as after any failed statement, and must
@@ -47,10 +47,8 @@ from functools import cache
 from dataclasses import dataclass
 from typing import Any
 
-import msgspec
 import psycopg
 from psycopg.pq import TransactionStatus
-from fastapi.exceptions import RequestValidationError
 from sqlalchemy import Connection, Engine, create_engine
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.orm import Session
@@ -58,9 +56,6 @@ from sqlalchemy.dialects import registry
 from sqlalchemy.dialects.sqlite.pysqlite import SQLiteDialect_pysqlite
 from sqlalchemy.pool import NullPool
 
-from app.api.json_body import decode
-from app.api.schemas.records import SendRequest
-from app.api.send_body import to_domain
 from app.domain.errors import (
     InvalidRecord,
     InvalidRequest,
@@ -69,7 +64,16 @@ from app.domain.errors import (
     TopicAuthorizationFailed,
     UnknownTopicOrPartition,
 )
-from app.services.log_service import SendBatch, append_in_open_transaction
+from app.domain.records import (
+    SendBatch,
+    batch_of,
+    check_address,
+    check_finite_numbers,
+    check_headers,
+    check_text,
+    check_timestamp,
+)
+from app.services.log_service import append_in_open_transaction
 
 __all__ = ["OutboxRecord", "append"]
 
@@ -119,33 +123,43 @@ def _now_ms() -> int:
     return time.time_ns() // 1_000_000
 
 
-_DECODER = msgspec.json.Decoder(SendRequest)
+@dataclass(frozen=True, slots=True)
+class _Encoded:
+    """A record as batch_of takes it: the value as UTF-8 JSON text."""
+
+    key: str | None
+    value: bytes
+    headers: dict[str, str] | None
+    timestamp_ms: int | None
 
 
 def _checked(topic: str, partition: int, records: list[OutboxRecord]) -> SendBatch:
     """The records as a Send of them would be decoded: the same checks, the same errors."""
+    # Whether the values are JSON at all first, then the checks a Send's body meets.
+    values = [_json(r.value) for r in records]
+    for r in records:
+        if r.headers is not None:
+            _json(r.headers)  # a lone surrogate is not JSON text
+    check_address(topic, partition)
+    encoded = []
+    for i, (r, value) in enumerate(zip(records, values, strict=True)):
+        where = f"records.{i}"
+        if r.key is not None:
+            check_text(r.key, f"{where}.key")
+        if r.headers is not None:
+            check_headers(r.headers, f"{where}.headers")
+        if r.timestamp_ms is not None:
+            check_timestamp(r.timestamp_ms, where)
+        check_finite_numbers(value)
+        encoded.append(_Encoded(r.key, value, r.headers, r.timestamp_ms))
+    return batch_of(topic, partition, encoded, _now_ms())
+
+
+def _json(value: Any) -> bytes:
     try:
-        body = json.dumps(
-            {"batches": [{"topic": topic, "partition": partition, "records": [
-                {"key": r.key, "value": r.value, "headers": r.headers, "timestamp_ms": r.timestamp_ms}
-                for r in records
-            ]}]},
-            allow_nan=False, ensure_ascii=False,
-        ).encode()
+        return json.dumps(value, allow_nan=False, ensure_ascii=False).encode()
     except (TypeError, ValueError) as e:
         raise InvalidRecord(f"a record's value is not JSON: {e}") from None
-    try:
-        send = decode(_DECODER, body)
-        (batch,) = to_domain(send, body, _now_ms()).batches
-    except RequestValidationError as e:  # the schema's refusal (a Send's 422)
-        raise InvalidRequest(_first_error(e)) from None
-    return batch
-
-
-def _first_error(error: RequestValidationError) -> str:
-    first = error.errors()[0]
-    where = ".".join(str(part) for part in first.get("loc", ())[1:])
-    return f"{where}: {first.get('msg')}"
 
 
 # --- PostgreSQL: the outbox.append SQL function -------------------------------------------

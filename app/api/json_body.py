@@ -33,6 +33,9 @@ from fastapi.concurrency import run_in_threadpool
 from fastapi.exceptions import RequestValidationError
 
 from app.domain.errors import InvalidRequest, UnsupportedMediaType
+# Values are kept as raw JSON and checked to nest at most this deep (app.domain.records);
+# msgspec refuses a body whose nesting reaches Python's recursion limit (about 1,000) first.
+from app.domain.records import MAX_DEPTH
 
 T = TypeVar("T")
 
@@ -57,9 +60,6 @@ def is_json_content_type(content_type: str | None) -> bool:
 # A body this large is decoded in a worker thread, not on the event loop, where it would hold
 # up every other request of the process (a 20,000-record Send takes some 20 ms to decode).
 OFFLOAD_BYTES = 1 << 20
-# Values are kept as raw JSON and checked to nest at most this deep (app.api.send_body);
-# msgspec refuses a body whose nesting reaches Python's recursion limit (about 1,000) first.
-MAX_DEPTH = 254
 
 _ANY_JSON = msgspec.json.Decoder()  # no schema: the syntax alone
 

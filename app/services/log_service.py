@@ -21,31 +21,16 @@ from app.domain.errors import (
     UnknownTopicOrPartition,
     InvalidRecord,
     InvalidRequest,
-    RecordListTooLarge,
     TransactionalIdNotFound,
 )
 from app.domain.read import FetchResult, StoredRecord
+from app.domain.records import SendBatch
 from app.domain.types import IsolationLevel
 from app.settings import Limit, Settings
 from app.storage import append, changes, producers, read, topics
-from app.storage.append import RecordToAppend  # what a Send's records are built as (app.api.send_body)
 from app.storage import transactions as txns
 from app.storage.dialect import RowLock
 from app.storage.engine import Database
-
-
-@dataclass(slots=True)
-class SendBatch:
-    topic: str
-    partition: int
-    records: list[append.RecordToAppend]
-    base_sequence: int | None = None
-    expected_offset: int | None = None
-    # The records' bytes (app.domain.log_cleaning.record_size), and the largest record's
-    # (its index, its bytes); computed here when not given. The Send decoder gives both,
-    # counted while it builds the records.
-    size_bytes: int | None = None
-    largest_record: tuple[int, int] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,16 +40,6 @@ class SendResult:
     base_offset: int
     record_count: int
     duplicate: bool
-
-
-def check_record_count(total: int, settings: Settings) -> None:
-    """At most OUTBOX_MAX_RECORDS_PER_REQUEST records in one Send. The Send decoder asks it
-    before it builds a record, so an oversized Send costs no work per record."""
-    if total > settings.max_records_per_request:
-        raise RecordListTooLarge(
-            f"{total} records in one request; the limit is {settings.max_records_per_request} "
-            "(OUTBOX_MAX_RECORDS_PER_REQUEST)"
-        )
 
 
 _RECORDS_APPENDED = {
@@ -225,7 +200,6 @@ class LogService:
     ) -> None:
         if not batches:
             raise InvalidRequest("a Send needs at least one batch")
-        check_record_count(sum(len(b.records) for b in batches), self.settings)
         seen: set[tuple[str, int]] = set()
         for b in batches:
             if not b.records:

@@ -17,17 +17,10 @@ from app.domain.producer import (
     check_sequence,
     next_batch_condition,
 )
+from app.domain.records import RecordToAppend
 from app.storage import dialect
 from app.storage.log_end import take_offsets
 from app.storage.tables import producer_partitions, records, transaction_partitions
-
-
-@dataclass(slots=True)
-class RecordToAppend:
-    key: str | None
-    value: str | None  # JSON text
-    headers: str | None  # JSON text of an object, or None
-    timestamp_ms: int
 
 
 @dataclass(slots=True)

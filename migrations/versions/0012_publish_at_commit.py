@@ -34,6 +34,7 @@ depends_on = None
 
 def upgrade() -> None:
     run_sql_file("0012_upgrade.sql", dialect="postgresql")
+    run_sql_file("0012_appender.postgresql.sql", dialect="postgresql")
 
 
 def downgrade() -> None:

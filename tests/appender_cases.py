@@ -1,0 +1,176 @@
+"""One table of cases for every appender: what a record or a batch of records is answered, and
+exactly what is stored. tests/integration/test_appenders.py runs each case against each
+appender (the HTTP Send, the in-database Python API, PostgreSQL's outbox.append), which must
+all give the case's verdict.
+
+Each case appends to topic `t` (two partitions), whose partition 0 already holds one record
+(offset 0, key "seed"), so the records a case appends there take offsets from 1.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+# The appenders, by name (tests/integration/test_appenders.py builds each).
+SEND = "send"  # POST /v1/records
+PYTHON = "python"  # app.in_database.append
+SQL = "sql"  # SELECT outbox.append(...) on PostgreSQL
+APPENDERS = (SEND, PYTHON, SQL)
+
+MAX_MESSAGE_BYTES = 20  # the topic's max_message_bytes in the size cases
+
+
+@dataclass(frozen=True)
+class Record:
+    """A record as an application gives it. `value` and `headers` are Python values: the Python
+    API is given them, the Send and outbox.append their JSON text (dumps)."""
+
+    value: Any = 1
+    key: str | None = None
+    headers: dict[str, Any] | None = None
+    message_id: str | None = None
+    timestamp_ms: int | None = 5
+
+    def value_json(self) -> str:
+        return dumps(self.value)
+
+    def headers_json(self) -> str | None:
+        return None if self.headers is None else dumps(self.headers)
+
+
+def dumps(value: Any) -> str:
+    """JSON text as the Python API writes a value (app.in_database), but with a lone surrogate
+    as its escape: the text a Send or outbox.append can be given (it is not UTF-8 otherwise)."""
+    return _SURROGATE.sub(lambda m: f"\\u{ord(m.group()):04x}", json.dumps(value, ensure_ascii=False, allow_nan=False))
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+@dataclass(frozen=True)
+class Stored:
+    """A row of `records` as stored: every byte a reader gets back."""
+
+    offset: int
+    value: str
+    key: str | None = None
+    headers: str | None = None
+    message_id: str | None = None
+    partition: int = 0
+    timestamp_ms: int = 5
+
+
+@dataclass(frozen=True)
+class Case:
+    name: str
+    records: tuple[Record, ...]
+    # The refusal's error code; None: accepted, with `appended` (per record) and `stored`.
+    error: str | None = None
+    stored: tuple[Stored, ...] = ()
+    appended: tuple[bool, ...] | None = None  # None: every record
+    partition: int = 0
+    topic: str = "t"
+    config: dict[str, Any] = field(default_factory=dict)  # the topic's config
+    # Records the same appender appended and committed before the case's own.
+    before: tuple[Record, ...] = ()
+    # Who can express the case: a Send has no message ids nor Python values; outbox.append
+    # takes one record per call and cannot be passed a text holding NUL.
+    appenders: tuple[str, ...] = APPENDERS
+
+    def runs_on(self, appender: str) -> bool:
+        if appender not in self.appenders:
+            return False
+        if appender == SEND and any(r.message_id is not None for r in self.records + self.before):
+            return False
+        return True
+
+
+def _long(n: int) -> str:
+    """A JSON string value of n bytes in all (its quotes included)."""
+    return "x" * (n - 2)
+
+
+def _nested(levels: int) -> Any:
+    value: Any = []
+    for _ in range(levels - 1):
+        value = [value]
+    return value
+
+
+CASES = [
+    # Accepted: the bytes stored, the offsets taken.
+    Case("a value is stored as its JSON text", (Record({"b": 1, "a": [1, 2.5]}),),
+         stored=(Stored(1, '{"b": 1, "a": [1, 2.5]}'),)),
+    Case("records take the next offsets in order", (Record("a"), Record("b", key="k"), Record("c")),
+         stored=(Stored(1, '"a"'), Stored(2, '"b"', key="k"), Stored(3, '"c"'))),
+    Case("each partition has its own offsets", (Record("p1"),), partition=1,
+         stored=(Stored(0, '"p1"', partition=1),)),
+    Case("a null value is stored as null: a tombstone", (Record(None, key="k"),),
+         stored=(Stored(1, "null", key="k"),)),
+    Case("the record's timestamp is stored as given", (Record(1, timestamp_ms=1_700_000_000_123),),
+         stored=(Stored(1, "1", timestamp_ms=1_700_000_000_123),)),
+    Case("headers are stored as compact JSON in the order given", (Record(1, headers={"b": "1", "a": "é"}),),
+         stored=(Stored(1, "1", headers='{"b":"1","a":"é"}'),)),
+    Case("header texts keep their escapes", (Record(1, headers={"h": 'q"\\\n\x01\x7f/'}),),
+         stored=(Stored(1, "1", headers='{"h":"q\\"\\\\\\n\\u0001\x7f/"}'),)),
+    Case("empty headers are stored as {}", (Record(1, headers={}),), stored=(Stored(1, "1", headers="{}"),)),
+    Case("a NUL escaped in a value is stored", (Record("\x00"),), stored=(Stored(1, '"\\u0000"'),)),
+    Case("the largest finite float is stored", (Record(1.7976931348623157e308),),
+         stored=(Stored(1, "1.7976931348623157e+308"),)),
+    Case("a value nesting 254 levels is stored", (Record(_nested(254)),),
+         stored=(Stored(1, "[" * 254 + "]" * 254),)),
+    Case("a compacted topic takes a record with a key", (Record(1, key="k"),), config={"cleanup_policy": "compact"},
+         stored=(Stored(1, "1", key="k"),)),
+    # Sizes: key, value and headers as stored, against max_message_bytes.
+    Case("a record of exactly max_message_bytes is stored", (Record(_long(MAX_MESSAGE_BYTES)),),
+         config={"max_message_bytes": MAX_MESSAGE_BYTES}, stored=(Stored(1, f'"{_long(MAX_MESSAGE_BYTES)}"'),)),
+    Case("a record one byte over max_message_bytes is refused", (Record(_long(MAX_MESSAGE_BYTES + 1)),),
+         config={"max_message_bytes": MAX_MESSAGE_BYTES}, error="MESSAGE_TOO_LARGE"),
+    Case("key bytes count against max_message_bytes", (Record(_long(MAX_MESSAGE_BYTES - 1), key="é"),),
+         config={"max_message_bytes": MAX_MESSAGE_BYTES}, error="MESSAGE_TOO_LARGE"),
+    Case("headers count as stored, compact, at the limit", (Record(1, headers={"h": "v" * 11}),),
+         config={"max_message_bytes": MAX_MESSAGE_BYTES},
+         stored=(Stored(1, "1", headers='{"h":"' + "v" * 11 + '"}'),)),
+    Case("headers count as stored, compact, a byte over", (Record(1, headers={"h": "v" * 12}),),
+         config={"max_message_bytes": MAX_MESSAGE_BYTES}, error="MESSAGE_TOO_LARGE"),
+    # Message ids: an application's retry publishes nothing twice.
+    Case("records with message ids are stored with them", (Record("a", message_id="m1"), Record("b", message_id="m2")),
+         stored=(Stored(1, '"a"', message_id="m1"), Stored(2, '"b"', message_id="m2"))),
+    Case("a message id twice in one append is stored once", (Record("a", message_id="m"), Record("b", message_id="m")),
+         appended=(True, False), stored=(Stored(1, '"a"', message_id="m"),)),
+    Case("a message id published before is not stored again", (Record("again", message_id="m"), Record("new")),
+         before=(Record("first", message_id="m"),), appended=(False, True),
+         stored=(Stored(1, '"first"', message_id="m"), Stored(2, '"new"'))),
+    # Refused: nothing is stored.
+    Case("an unknown topic", (Record(),), topic="nope", error="UNKNOWN_TOPIC_OR_PARTITION"),
+    Case("a partition the topic does not have", (Record(),), partition=2, error="UNKNOWN_TOPIC_OR_PARTITION"),
+    Case("a negative partition", (Record(),), partition=-1, error="INVALID_REQUEST"),
+    Case("a compacted topic refuses a record without a key", (Record("k", key="k"), Record(1)),
+         config={"cleanup_policy": "compact"}, error="INVALID_RECORD"),
+    Case("a topic checking expected offsets refuses an append without one", (Record(),),
+         config={"check_expected_offsets": True}, error="INVALID_REQUEST"),
+    Case("a number beyond a 64-bit float", (Record(10 ** 400),), error="INVALID_REQUEST"),
+    Case("a number beyond a 64-bit float deep in the value", (Record([1, {"a": -(10 ** 309)}]),), error="INVALID_REQUEST"),
+    Case("a value nesting 255 levels", (Record(_nested(255)),), error="INVALID_REQUEST"),
+    Case("a lone surrogate escape in a value", (Record("\ud800"),), error="INVALID_REQUEST",
+         appenders=(SEND, SQL)),
+    Case("a lone surrogate escape in a header", (Record(1, headers={"h": "\ud800"}),), error="INVALID_REQUEST",
+         appenders=(SEND, SQL)),
+    Case("a header value that is not a string", (Record(1, headers={"h": 1}),), error="INVALID_REQUEST"),
+    Case("headers that are not an object", (Record(1, headers=["h"]),), error="INVALID_REQUEST"),  # type: ignore[arg-type]
+    Case("a NUL in a header value", (Record(1, headers={"h": "a\x00"}),), error="INVALID_REQUEST"),
+    Case("a NUL in a header name", (Record(1, headers={"\x00": "a"}),), error="INVALID_REQUEST"),
+    Case("a NUL in a key", (Record(1, key="a\x00"),), error="INVALID_REQUEST", appenders=(SEND, PYTHON)),
+    Case("a negative timestamp", (Record(1, timestamp_ms=-1),), error="INVALID_REQUEST"),
+    Case("a refusal of a later record refuses the earlier ones too", (Record("ok"), Record(10 ** 400)),
+         error="INVALID_REQUEST"),
+    # The Python API's own: values that are not JSON.
+    Case("a float that is not finite is not JSON", (Record(float("inf")),), error="INVALID_RECORD", appenders=(PYTHON,)),
+    Case("a set is not JSON", (Record({1, 2}),), error="INVALID_RECORD", appenders=(PYTHON,)),
+    Case("a text with a lone surrogate is not JSON", (Record("\ud800"),), error="INVALID_RECORD", appenders=(PYTHON,)),
+    Case("an append of no records", (), error="INVALID_REQUEST", appenders=(SEND, PYTHON)),
+]
+

@@ -1,0 +1,49 @@
+"""app.domain.records: the one definition of a valid record, which the HTTP Send and the
+in-database Python API both apply (tests/appender_cases.py holds every appender to it)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from app.domain.errors import InvalidRequest, RecordListTooLarge
+from app.domain.records import MAX_DEPTH, RecordToAppend, batch_of, check_depth, check_record_count
+
+
+class _Record:
+    def __init__(self, value: bytes | None, key: str | None = None, headers: dict[str, str] | None = None,
+                 timestamp_ms: int | None = None) -> None:
+        self.value, self.key, self.headers, self.timestamp_ms = value, key, headers, timestamp_ms
+
+
+def test_a_send_may_hold_exactly_the_record_limit() -> None:
+    check_record_count(3, 3)
+
+
+def test_a_send_over_the_record_limit_is_refused_naming_the_setting() -> None:
+    with pytest.raises(RecordListTooLarge, match=r"^4 records in one request; the limit is 3 \(OUTBOX_MAX_RECORDS_PER_REQUEST\)$"):
+        check_record_count(4, 3)
+
+
+def test_a_batch_counts_each_records_bytes_as_stored_and_names_the_largest() -> None:
+    batch = batch_of("t", 1, [_Record(b"1", key="é"), _Record(None, headers={"h": "v"}, timestamp_ms=7)], now_ms=5)
+
+    assert batch.records == [RecordToAppend("é", "1", None, 5), RecordToAppend(None, "null", '{"h":"v"}', 7)]
+    assert (batch.size_bytes, batch.largest_record) == (3 + 4 + 9, (1, 13))
+
+
+def test_a_value_nesting_max_depth_levels_is_accepted_and_one_more_refused() -> None:
+    check_depth(b"[" * MAX_DEPTH + b"]" * MAX_DEPTH, 0, "t", 0)
+    with pytest.raises(InvalidRequest, match=f"record 2 of t/0: the value nests deeper than {MAX_DEPTH} levels"):
+        check_depth(b"[" * (MAX_DEPTH + 1) + b"]" * (MAX_DEPTH + 1), 2, "t", 0)
+
+
+def test_the_in_database_api_loads_no_web_framework() -> None:
+    loaded = subprocess.run(
+        [sys.executable, "-c", "import sys, app.in_database; "
+         "print(sorted(m for m in sys.modules if m.split('.')[0] in ('fastapi', 'starlette') or m.startswith('app.api')))"],
+        capture_output=True, text=True, check=True,
+    ).stdout
+    assert loaded == "[]\n"
