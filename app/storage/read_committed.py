@@ -19,7 +19,7 @@ stable offset with an open transaction's records.
 
 The database holds the same definition as the `committed_records` view (Spark's), whose SQL is
 app/storage/sql/committed_records.sqlite.sql and app/storage/sql/committed_records.postgresql.sql:
-what each one shows must be the same records.
+tests/fuzz/test_read_committed_conformance.py holds Fetch and the counters below to its rows.
 """
 
 from __future__ import annotations
