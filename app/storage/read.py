@@ -1,5 +1,6 @@
-"""Reading the log: what a fetch returns, read_committed or read_uncommitted, and what is left
-to read (lag).
+"""Reading the log: what a fetch returns, read_committed or read_uncommitted. What
+read_committed may see is defined once, in app.storage.read_committed (with the lag counters):
+the read_committed fetch is built from its pieces.
 
 Commit order (docs/GUARANTEES.md#commit-order). read_committed exposes a non-transactional record at its own
 offset and a committed transaction's records at the offset of its COMMIT marker: these are
