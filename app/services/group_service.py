@@ -30,7 +30,7 @@ from app.domain.errors import (
 )
 from app.domain.offsets import GroupMetadata, OffsetToStage, check_distinct_partitions
 from app.settings import Settings
-from app.storage import groups, offsets, read, topics
+from app.storage import groups, offsets, read_committed, topics
 from app.storage.engine import Database, after_commit
 
 
@@ -175,7 +175,7 @@ class GroupService:
         """Every partition of the topics the group consumes (`visible` to the caller): its
         members' subscriptions and the topics it has committed offsets in, or staged them in an
         open transaction. For each, where the group is, the partition's bounds, and how many
-        committed records it has left to read (app.storage.read.committed_between); unknown
+        committed records it has left to read (app.storage.read_committed.committed_between); unknown
         where it has committed no offset. In one snapshot."""
         with self.db.read() as conn:
             committed = offsets.fetch(conn, group_id)
@@ -192,7 +192,7 @@ class GroupService:
                 topic = consumed[name]
                 for info in topics.describe_partitions(conn, topic):
                     at = position.get((name, info.partition))
-                    lag, exact = (None, True) if at is None else read.committed_between(
+                    lag, exact = (None, True) if at is None else read_committed.committed_between(
                         conn, topic.topic_id, info.partition, at, info.log_end_offset, LAG_COUNT_CAP)
                     out.append(PartitionLag(name, info.partition, at, info.log_start_offset, info.log_end_offset,
                                             info.last_stable_offset, lag, exact, (name, info.partition) in pending))

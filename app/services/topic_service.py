@@ -13,7 +13,7 @@ from app.domain.topic_admin import check_deletable, new_log_start, partitions_to
 from app.domain.topic import PartitionInfo, Topic
 from app.domain.topic_config import TopicConfig
 from app.settings import Settings
-from app.storage import offsets, read, topics
+from app.storage import offsets, read_committed, topics
 from app.storage.engine import Database
 
 # Kafka's legal topic names.
@@ -115,7 +115,7 @@ class TopicService:
             if consumed is None:
                 return bounds.log_start_offset
             bound = min(consumed, topics.last_stable_offset(conn, topic.topic_id, partition))
-            unread = read.first_record_committed_from(conn, topic.topic_id, partition, bound)
+            unread = read_committed.first_record_committed_from(conn, topic.topic_id, partition, bound)
             if unread is not None:
                 bound = min(bound, unread)
             return topics.advance_log_start(conn, topic.topic_id, partition, bound)

@@ -30,7 +30,7 @@ class OuterFirstJoin(Join):
     selective one, and may loop over the whole partition instead. Its CROSS JOIN keeps the
     written order (https://sqlite.org/optoverview.html#crossjoin). Other databases compile it
     as a plain JOIN, which PostgreSQL may reorder: where the order matters there, use a
-    LATERAL subquery (storage.read._transaction_records_stmt).
+    LATERAL subquery (storage.read_committed.transaction_records).
     """
 
     inherit_cache = True

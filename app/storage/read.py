@@ -1,5 +1,6 @@
-"""Reading the log: what a fetch returns, read_committed or read_uncommitted, and what is left
-to read (lag).
+"""Reading the log: what a fetch returns, read_committed or read_uncommitted. What
+read_committed may see is defined once, in app.storage.read_committed (with the lag counters):
+the read_committed fetch is built from its pieces.
 
 Commit order (docs/GUARANTEES.md#commit-order). read_committed exposes a non-transactional record at its own
 offset and a committed transaction's records at the offset of its COMMIT marker: these are
@@ -28,7 +29,6 @@ from sqlalchemy import (
     func,
     literal,
     null,
-    or_,
     select,
     true,
 )
@@ -37,7 +37,7 @@ from sqlalchemy.dialects.postgresql import ARRAY
 from app.domain.errors import OffsetOutOfRange, UnknownTopicOrPartition
 from app.domain.read import FetchResult, StoredRecord
 from app.domain.types import ControlType, IsolationLevel, RecordState
-from app.storage import dialect
+from app.storage import read_committed
 from app.storage.dialect import utf8_bytes
 from app.storage.tables import partitions, records
 from app.storage.topics import LAST_STABLE_OFFSET
@@ -103,43 +103,10 @@ def _transaction_sizes_stmt(dialect_name: str) -> Any:
 
 @cache
 def _transaction_records_stmt(dialect_name: str, sized: bool = False) -> Any:
-    """Batch heads of some transactions (ix_records_txn_batches), each joined to its run of
-    offsets (primary key range). The heads must be the outer loop: read the other way round
-    the join walks every record of the partition. Neither database may be left to choose, as
-    the service does not rely on statistics being fresh (a partition just filled has none):
-    PostgreSQL gets a LATERAL subquery, which can only run per head; SQLite, which has no
-    LATERAL, a CROSS JOIN, which it never reorders. `sized`: each record's offset, txn_id and
-    RECORD_SIZE instead of its columns."""
-    h, r = records.alias("heads"), records
-    columns = (r.c.offset, r.c.txn_id, RECORD_SIZE.label("size")) if sized else _RECORD_COLUMNS
-    heads_wanted = and_(
-        h.c.topic_id == bindparam("topic_id"),
-        h.c.partition == bindparam("partition"),
-        h.c.txn_id.in_(bindparam("txn_ids", expanding=True)),
-        h.c.batch_record_count.is_not(None),
-        h.c.offset < bindparam("before"),
-    )
-    in_run = and_(
-        r.c.topic_id == h.c.topic_id,
-        r.c.partition == h.c.partition,
-        r.c.offset >= h.c.offset,
-        r.c.offset < h.c.offset + h.c.batch_record_count,
-        # A transaction committed at or past the log start may have records below it
-        # (DeleteRecords, retention): those are garbage, never read, whether or not the log
-        # cleaner has deleted them yet.
-        r.c.offset >= bindparam("log_start"),
-    )
-    if dialect_name == "postgresql":
-        # OFFSET 0 keeps the planner from pulling the subquery up into a plain join, which
-        # it could then reorder.
-        run = select(*columns).where(in_run).offset(0).lateral("run")
-        return select(run).select_from(h.join(run, true())).where(heads_wanted).order_by(run.c.offset)
-    return (
-        select(*columns)
-        .select_from(dialect.OuterFirstJoin(h, r, in_run))
-        .where(heads_wanted)
-        .order_by(r.c.offset)
-    )
+    """read_committed.transaction_records, built once per database: the records' columns
+    (_RECORD_COLUMNS), or, `sized`, each record's offset, txn_id and RECORD_SIZE."""
+    columns = (records.c.offset, records.c.txn_id, RECORD_SIZE.label("size")) if sized else _RECORD_COLUMNS
+    return read_committed.transaction_records(dialect_name, columns)
 
 
 def _transaction_records(
@@ -152,24 +119,6 @@ def _transaction_records(
         {"topic_id": topic_id, "partition": partition, "txn_ids": txn_ids, "log_start": log_start,
          "before": before},
     ).all()
-
-
-def first_record_committed_from(conn: Connection, topic_id: int, partition: int, position: int) -> int | None:
-    """The lowest offset of a record whose transaction committed at or past `position` (its
-    COMMIT marker there) but which lies below it: such a record is exposed at its marker
-    (docs/GUARANTEES.md#commit-order), so a reader whose position is `position` has not read it yet. None if
-    there is none. Reads the COMMIT markers from `position` on (ix_records_commit_markers)
-    and their transactions' batch heads below it (ix_records_txn_batches): few, for a reader
-    that keeps up."""
-    m, h = records.alias("m"), records.alias("h")
-    return conn.execute(
-        select(func.min(h.c.offset))
-        .select_from(dialect.OuterFirstJoin(m, h, and_(
-            h.c.topic_id == m.c.topic_id, h.c.partition == m.c.partition, h.c.txn_id == m.c.txn_id,
-            h.c.batch_record_count.is_not(None), h.c.offset < position)))
-        .where(m.c.topic_id == topic_id, m.c.partition == partition,
-               m.c.control_type == ControlType.COMMIT.value, m.c.offset >= position)
-    ).scalar()
 
 
 def markers_of(conn: Connection, topic_id: int, partition: int, txn_ids: list[int]) -> dict[int, tuple[int, str]]:
@@ -220,50 +169,6 @@ def _with_states(rows: list, ended: dict[int, tuple[int, str]]) -> list[StoredRe
             position, state = None, aborted
         out.append(_new(StoredRecord, (o, position, ts, k, v, h, pid, pe, seq, True, state)))
     return out
-
-
-def committed_between(conn: Connection, topic_id: int, partition: int, start: int, end: int,
-                      cap: int) -> tuple[int, bool]:
-    """How many records a read_committed reader at position `start` is given before `end` (a
-    high watermark): what fetch() gives, counted. The plain records at offsets in [start, end),
-    and the records stored of each transaction whose COMMIT marker lies there, wherever they
-    lie (docs/GUARANTEES.md#commit-order), none below the log start (a log start inside a transaction's run, and
-    the holes compaction leaves in one, are counted as fetch() reads them: row by row). Control
-    markers and the records of open or aborted transactions are not counted: what a consumer
-    group has left to read, in records (its lag), not in offsets. Plain records and
-    transactions are each counted up to `cap`: answers (count, exact), exact False when a cap
-    was reached."""
-    log_start = conn.execute(select(partitions.c.log_start_offset).where(
-        partitions.c.topic_id == topic_id, partitions.c.partition == partition)).scalar() or 0
-    start = max(start, log_start)
-    if start >= end:
-        return 0, True
-    in_range = (records.c.topic_id == topic_id, records.c.partition == partition,
-                records.c.offset >= start, records.c.offset < end)
-    plain = conn.execute(
-        select(func.count()).select_from(
-            select(records.c.offset).where(*in_range, records.c.txn_id.is_(None), records.c.control_type.is_(None))
-            .limit(cap).subquery())
-    ).scalar_one()
-    # The COMMIT markers in range (ix_records_commit_markers), then their transactions' records.
-    txn_ids = list(conn.execute(
-        select(records.c.txn_id).where(*in_range, records.c.control_type == ControlType.COMMIT.value)
-        .order_by(records.c.offset).limit(cap)
-    ).scalars())
-    transactional = 0
-    for chunk in range(0, len(txn_ids), 500):
-        transactional += conn.execute(_count_transaction_records_stmt(conn.dialect.name), {
-            "topic_id": topic_id, "partition": partition, "txn_ids": txn_ids[chunk:chunk + 500],
-            "log_start": log_start, "before": end}).scalar_one()
-    return plain + transactional, plain < cap and len(txn_ids) < cap
-
-
-@cache
-def _count_transaction_records_stmt(dialect_name: str) -> Any:
-    """The records stored of some transactions in one partition, at or past the log start:
-    _transaction_records_stmt's rows, counted."""
-    run = _transaction_records_stmt(dialect_name).subquery()
-    return select(func.count()).select_from(run)
 
 
 _FIRST_POINTS = 64  # commit points asked for by a read_committed fetch's first page
@@ -334,17 +239,15 @@ def _fetch_stmts() -> tuple[Any, Any, Any, Any, Any]:
     bounds = select(partitions.c.next_offset, partitions.c.log_start_offset, LAST_STABLE_OFFSET).where(
         partitions.c.topic_id == bindparam("topic_id"), partitions.c.partition == bindparam("partition"))
     uncommitted = _sized_page(records.c.control_type.is_(None), plain_only=False)
-    points = _sized_page(or_(and_(records.c.txn_id.is_(None), records.c.control_type.is_(None)),
-                             records.c.control_type == ControlType.COMMIT.value), plain_only=True)
+    points = _sized_page(read_committed.commit_point(), plain_only=True)
     between = (
         records.c.topic_id == bindparam("topic_id"),
         records.c.partition == bindparam("partition"),
         records.c.offset >= bindparam("first"),
         records.c.offset <= bindparam("last"),
-        records.c.control_type.is_(None),
     )
-    plain = select(*_RECORD_COLUMNS).where(*between, records.c.txn_id.is_(None)).order_by(records.c.offset)
-    data = select(*_RECORD_COLUMNS).where(*between).order_by(records.c.offset)
+    plain = select(*_RECORD_COLUMNS).where(*between, read_committed.plain_record()).order_by(records.c.offset)
+    data = select(*_RECORD_COLUMNS).where(*between, records.c.control_type.is_(None)).order_by(records.c.offset)
     return bounds, uncommitted, points, plain, data
 
 

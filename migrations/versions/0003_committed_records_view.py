@@ -28,33 +28,12 @@ from __future__ import annotations
 import sqlalchemy as sa
 from alembic import op
 
+from migrations.sql_files import run_sql_file
+
 revision = "0003"
 down_revision = "0002"
 branch_labels = None
 depends_on = None
-
-CREATE_COMMITTED_RECORDS = """
-CREATE VIEW committed_records AS
-SELECT t.name AS topic, r.topic_id, r."partition", r."offset",
-       r."offset" AS commit_position,
-       r.timestamp_ms, r.key, r.value, r.headers, r.producer_id,
-       FALSE AS transactional
-FROM records r
-JOIN topics t ON t.topic_id = r.topic_id
-WHERE r.txn_id IS NULL AND r.control_type IS NULL
-UNION ALL
-SELECT t.name AS topic, r.topic_id, r."partition", r."offset",
-       m."offset" AS commit_position,
-       r.timestamp_ms, r.key, r.value, r.headers, r.producer_id,
-       TRUE AS transactional
-FROM records m
-JOIN records r
-  ON r.topic_id = m.topic_id AND r."partition" = m."partition" AND r.txn_id = m.txn_id
- AND r.control_type IS NULL
-JOIN topics t ON t.topic_id = m.topic_id
-WHERE m.control_type = 'COMMIT'
-"""
-
 
 def upgrade() -> None:
     op.create_index(
@@ -65,7 +44,9 @@ def upgrade() -> None:
         sqlite_where=sa.text("control_type = 'COMMIT'"),
         postgresql_where=sa.text("control_type = 'COMMIT'"),
     )
-    op.execute(CREATE_COMMITTED_RECORDS)
+    # The same SQL on both databases, one frozen copy per database as app/storage/sql/ has.
+    run_sql_file("0003_committed_records.postgresql.sql", dialect="postgresql")
+    run_sql_file("0003_committed_records.sqlite.sql", dialect="sqlite")
 
 
 def downgrade() -> None:

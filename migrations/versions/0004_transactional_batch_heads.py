@@ -19,7 +19,7 @@ before running it: a process still on the older code would write transactional r
 without heads, and read_committed readers would not see them (README, PostgreSQL).
 
 The `committed_records` view is rebuilt on the heads (same columns, same rows), in a form
-per database that fixes the join order (see CREATE_COMMITTED_RECORDS).
+per database that fixes the join order (see upgrade()).
 
 Revision ID: 0004
 Revises: 0003
@@ -31,90 +31,12 @@ from __future__ import annotations
 import sqlalchemy as sa
 from alembic import op
 
+from migrations.sql_files import run_sql_file
+
 revision = "0004"
 down_revision = "0003"
 branch_labels = None
 depends_on = None
-
-# The plain branch is 0003's. The transactional branch goes marker → its batch heads (partial
-# index) → each head's run of records (primary key range), in that order whatever the
-# planner's statistics say: a partition just filled has none, and read the other way round
-# the join walks every record of the partition for each marker. PostgreSQL keeps the order
-# through LATERAL subqueries (OFFSET 0 stops the planner from flattening them back into a
-# join it could reorder); SQLite, which has no LATERAL, through CROSS JOIN, which it never
-# reorders. The marker's topic and partition are the branch's columns, so that a reader's
-# conditions on them reach the marker index.
-_PLAIN_BRANCH = """
-SELECT t.name AS topic, r.topic_id, r."partition", r."offset",
-       r."offset" AS commit_position,
-       r.timestamp_ms, r.key, r.value, r.headers, r.producer_id,
-       FALSE AS transactional
-FROM records r
-JOIN topics t ON t.topic_id = r.topic_id
-WHERE r.txn_id IS NULL AND r.control_type IS NULL
-"""
-
-CREATE_COMMITTED_RECORDS = {
-    "postgresql": "CREATE VIEW committed_records AS" + _PLAIN_BRANCH + """UNION ALL
-SELECT t.name AS topic, m.topic_id, m."partition", r."offset",
-       m."offset" AS commit_position,
-       r.timestamp_ms, r.key, r.value, r.headers, r.producer_id,
-       TRUE AS transactional
-FROM records m
-JOIN topics t ON t.topic_id = m.topic_id
-CROSS JOIN LATERAL (
-    SELECT h."offset", h.batch_record_count FROM records h
-    WHERE h.topic_id = m.topic_id AND h."partition" = m."partition" AND h.txn_id = m.txn_id
-      AND h.batch_record_count IS NOT NULL AND h."offset" < m."offset"
-    OFFSET 0
-) h
-CROSS JOIN LATERAL (
-    SELECT r."offset", r.timestamp_ms, r.key, r.value, r.headers, r.producer_id FROM records r
-    WHERE r.topic_id = m.topic_id AND r."partition" = m."partition"
-      AND r."offset" >= h."offset" AND r."offset" < h."offset" + h.batch_record_count
-    OFFSET 0
-) r
-WHERE m.control_type = 'COMMIT'
-""",
-    "sqlite": "CREATE VIEW committed_records AS" + _PLAIN_BRANCH + """UNION ALL
-SELECT t.name AS topic, m.topic_id, m."partition", r."offset",
-       m."offset" AS commit_position,
-       r.timestamp_ms, r.key, r.value, r.headers, r.producer_id,
-       TRUE AS transactional
-FROM records m
-JOIN topics t ON t.topic_id = m.topic_id
-CROSS JOIN records h
-  ON h.topic_id = m.topic_id AND h."partition" = m."partition" AND h.txn_id = m.txn_id
- AND h.batch_record_count IS NOT NULL AND h."offset" < m."offset"
-CROSS JOIN records r
-  ON r.topic_id = m.topic_id AND r."partition" = m."partition"
- AND r."offset" >= h."offset" AND r."offset" < h."offset" + h.batch_record_count
-WHERE m.control_type = 'COMMIT'
-""",
-}
-
-# 0003's view, for downgrade.
-CREATE_COMMITTED_RECORDS_0003 = """
-CREATE VIEW committed_records AS
-SELECT t.name AS topic, r.topic_id, r."partition", r."offset",
-       r."offset" AS commit_position,
-       r.timestamp_ms, r.key, r.value, r.headers, r.producer_id,
-       FALSE AS transactional
-FROM records r
-JOIN topics t ON t.topic_id = r.topic_id
-WHERE r.txn_id IS NULL AND r.control_type IS NULL
-UNION ALL
-SELECT t.name AS topic, r.topic_id, r."partition", r."offset",
-       m."offset" AS commit_position,
-       r.timestamp_ms, r.key, r.value, r.headers, r.producer_id,
-       TRUE AS transactional
-FROM records m
-JOIN records r
-  ON r.topic_id = m.topic_id AND r."partition" = m."partition" AND r.txn_id = m.txn_id
- AND r.control_type IS NULL
-JOIN topics t ON t.topic_id = m.topic_id
-WHERE m.control_type = 'COMMIT'
-"""
 
 
 def _create_txn_index(name: str, where: str) -> None:
@@ -139,7 +61,16 @@ def upgrade() -> None:
     )
     _create_txn_index("ix_records_txn_batches", "batch_record_count IS NOT NULL")
     op.drop_index("ix_records_txn", table_name="records")
-    op.execute(CREATE_COMMITTED_RECORDS[op.get_bind().dialect.name])
+    # The plain branch is 0003's. The transactional branch goes marker → its batch heads
+    # (partial index) → each head's run of records (primary key range), in that order whatever
+    # the planner's statistics say: a partition just filled has none, and read the other way
+    # round the join walks every record of the partition for each marker. PostgreSQL keeps the
+    # order through LATERAL subqueries (OFFSET 0 stops the planner from flattening them back
+    # into a join it could reorder); SQLite, which has no LATERAL, through CROSS JOIN, which it
+    # never reorders. The marker's topic and partition are the branch's columns, so that a
+    # reader's conditions on them reach the marker index.
+    run_sql_file("0004_committed_records.postgresql.sql", dialect="postgresql")
+    run_sql_file("0004_committed_records.sqlite.sql", dialect="sqlite")
 
 
 def downgrade() -> None:
@@ -147,4 +78,6 @@ def downgrade() -> None:
     _create_txn_index("ix_records_txn", "txn_id IS NOT NULL")
     op.drop_index("ix_records_txn_batches", table_name="records")
     op.execute("ALTER TABLE records DROP COLUMN batch_record_count")
-    op.execute(CREATE_COMMITTED_RECORDS_0003)
+    # 0003's view.
+    run_sql_file("0004_downgrade_committed_records.postgresql.sql", dialect="postgresql")
+    run_sql_file("0004_downgrade_committed_records.sqlite.sql", dialect="sqlite")

@@ -22,10 +22,10 @@ Create Date: 2026-11-25
 
 from __future__ import annotations
 
-import importlib
-
 import sqlalchemy as sa
 from alembic import op
+
+from migrations.sql_files import run_sql_file
 
 revision = "0005"
 down_revision = "0004"
@@ -51,63 +51,6 @@ _COLUMNS = [
 ]
 
 
-# 0004's view with the log start: each branch joins its partition (a record's, or a COMMIT
-# marker's, whose records then must lie at or past it). The join order 0004 fixes stays.
-_PLAIN_BRANCH = """
-SELECT t.name AS topic, r.topic_id, r."partition", r."offset",
-       r."offset" AS commit_position,
-       r.timestamp_ms, r.key, r.value, r.headers, r.producer_id,
-       FALSE AS transactional
-FROM records r
-JOIN topics t ON t.topic_id = r.topic_id
-JOIN partitions p ON p.topic_id = r.topic_id AND p."partition" = r."partition"
-WHERE r.txn_id IS NULL AND r.control_type IS NULL AND r."offset" >= p.log_start_offset
-"""
-
-CREATE_COMMITTED_RECORDS = {
-    "postgresql": "CREATE VIEW committed_records AS" + _PLAIN_BRANCH + """UNION ALL
-SELECT t.name AS topic, m.topic_id, m."partition", r."offset",
-       m."offset" AS commit_position,
-       r.timestamp_ms, r.key, r.value, r.headers, r.producer_id,
-       TRUE AS transactional
-FROM records m
-JOIN topics t ON t.topic_id = m.topic_id
-JOIN partitions p ON p.topic_id = m.topic_id AND p."partition" = m."partition"
-CROSS JOIN LATERAL (
-    SELECT h."offset", h.batch_record_count FROM records h
-    WHERE h.topic_id = m.topic_id AND h."partition" = m."partition" AND h.txn_id = m.txn_id
-      AND h.batch_record_count IS NOT NULL AND h."offset" < m."offset"
-    OFFSET 0
-) h
-CROSS JOIN LATERAL (
-    SELECT r."offset", r.timestamp_ms, r.key, r.value, r.headers, r.producer_id FROM records r
-    WHERE r.topic_id = m.topic_id AND r."partition" = m."partition"
-      AND r."offset" >= h."offset" AND r."offset" < h."offset" + h.batch_record_count
-      AND r."offset" >= p.log_start_offset
-    OFFSET 0
-) r
-WHERE m.control_type = 'COMMIT'
-""",
-    "sqlite": "CREATE VIEW committed_records AS" + _PLAIN_BRANCH + """UNION ALL
-SELECT t.name AS topic, m.topic_id, m."partition", r."offset",
-       m."offset" AS commit_position,
-       r.timestamp_ms, r.key, r.value, r.headers, r.producer_id,
-       TRUE AS transactional
-FROM records m
-JOIN topics t ON t.topic_id = m.topic_id
-JOIN partitions p ON p.topic_id = m.topic_id AND p."partition" = m."partition"
-CROSS JOIN records h
-  ON h.topic_id = m.topic_id AND h."partition" = m."partition" AND h.txn_id = m.txn_id
- AND h.batch_record_count IS NOT NULL AND h."offset" < m."offset"
-CROSS JOIN records r
-  ON r.topic_id = m.topic_id AND r."partition" = m."partition"
- AND r."offset" >= h."offset" AND r."offset" < h."offset" + h.batch_record_count
- AND r."offset" >= p.log_start_offset
-WHERE m.control_type = 'COMMIT'
-""",
-}
-
-
 def upgrade() -> None:
     for table, name, default in _COLUMNS:
         op.add_column(table, sa.Column(name, sa.BigInteger(), nullable=False, server_default=sa.text(default)))
@@ -128,7 +71,10 @@ def upgrade() -> None:
     )
     dialect = op.get_bind().dialect.name
     op.execute("DROP VIEW IF EXISTS committed_records")
-    op.execute(CREATE_COMMITTED_RECORDS[dialect])
+    # 0004's view with the log start: each branch joins its partition (a record's, or a COMMIT
+    # marker's, whose records then must lie at or past it). The join order 0004 fixes stays.
+    run_sql_file("0005_committed_records.postgresql.sql", dialect="postgresql")
+    run_sql_file("0005_committed_records.sqlite.sql", dialect="sqlite")
     size = _BYTES[dialect]
     record_size = " + ".join(size.format(c=c) for c in ("key", "value", "headers"))
     op.execute(f"""
@@ -148,8 +94,9 @@ def downgrade() -> None:
     # topic would find the old records at its offsets.
     op.execute("DELETE FROM records WHERE topic_id IN (SELECT topic_id FROM deleted_topics)")
     op.execute("DROP VIEW IF EXISTS committed_records")
-    previous = importlib.import_module("migrations.versions.0004_transactional_batch_heads")
-    op.execute(previous.CREATE_COMMITTED_RECORDS[op.get_bind().dialect.name])
+    # 0004's view.
+    run_sql_file("0005_downgrade_committed_records.postgresql.sql", dialect="postgresql")
+    run_sql_file("0005_downgrade_committed_records.sqlite.sql", dialect="sqlite")
     op.drop_table("cleaner_leases")
     op.drop_table("deleted_topics")
     for table, name, _ in reversed(_COLUMNS):

@@ -1,0 +1,153 @@
+"""What read_committed may see: the one definition, as the SQLAlchemy Core pieces that Fetch
+(app.storage.read) and the lag counters are built from.
+
+A read_committed reader sees the data records that are committed and stored at or past their
+partition's log start, each exposed at its commit position (docs/GUARANTEES.md#commit-order):
+
+- a plain record (no transaction, not a control marker) at its own offset;
+- a committed transaction's records at the offset of its COMMIT marker in the same partition,
+  whole, wherever they lie below it (its batch heads say where: ix_records_txn_batches);
+- never a control marker, nor a record of an open or aborted transaction (an open
+  transaction has no marker yet: it holds no reader back, and surfaces whole at its marker);
+- never a record below the log start (DeleteRecords, retention), which is garbage whether or
+  not the log cleaner has deleted it yet; what compaction deleted is simply not stored.
+
+The positions that expose records are the "commit points" (commit_point): the plain records
+and the COMMIT markers. Walking them in offset order below the log end is reading in commit
+order; since a transaction is exposed only at its marker, that walk never passes the last
+stable offset with an open transaction's records.
+
+The database holds the same definition as the `committed_records` view (Spark's), whose SQL is
+app/storage/sql/committed_records.sqlite.sql and app/storage/sql/committed_records.postgresql.sql:
+tests/fuzz/test_read_committed_conformance.py holds Fetch and the counters below to its rows.
+"""
+
+from __future__ import annotations
+
+from functools import cache
+from typing import Any
+
+from sqlalchemy import Connection, Table, and_, bindparam, func, or_, select, true
+from sqlalchemy.sql.elements import ColumnElement
+
+from app.domain.types import ControlType
+from app.storage import dialect
+from app.storage.tables import partitions, records
+
+_COMMIT = ControlType.COMMIT.value
+
+
+def plain_record(r: Table | Any = records) -> ColumnElement[bool]:
+    """A data record outside any transaction: committed at its own offset."""
+    return and_(r.c.txn_id.is_(None), r.c.control_type.is_(None))
+
+
+def commit_marker(r: Table | Any = records) -> ColumnElement[bool]:
+    """A COMMIT marker: its transaction's records in the partition are committed at its offset."""
+    return r.c.control_type == _COMMIT
+
+
+def commit_point(r: Table | Any = records) -> ColumnElement[bool]:
+    """A position at which read_committed exposes records: a plain record or a COMMIT marker."""
+    return or_(plain_record(r), commit_marker(r))
+
+
+def transaction_records(dialect_name: str, columns: tuple[Any, ...]) -> Any:
+    """The records of some transactions in one partition that read_committed exposes at their
+    COMMIT markers, `columns` of each (columns of `records`), in offset order. Bind parameters:
+    topic_id, partition, txn_ids (the transactions), before (their markers' offset or more:
+    a transaction's records lie below its marker) and log_start (none below it).
+
+    Batch heads of the transactions (ix_records_txn_batches), each joined to its run of
+    offsets (primary key range). The heads must be the outer loop: read the other way round
+    the join walks every record of the partition. Neither database may be left to choose, as
+    the service does not rely on statistics being fresh (a partition just filled has none):
+    PostgreSQL gets a LATERAL subquery, which can only run per head; SQLite, which has no
+    LATERAL, a CROSS JOIN, which it never reorders."""
+    h, r = records.alias("heads"), records
+    heads_wanted = and_(
+        h.c.topic_id == bindparam("topic_id"),
+        h.c.partition == bindparam("partition"),
+        h.c.txn_id.in_(bindparam("txn_ids", expanding=True)),
+        h.c.batch_record_count.is_not(None),
+        h.c.offset < bindparam("before"),
+    )
+    in_run = and_(
+        r.c.topic_id == h.c.topic_id,
+        r.c.partition == h.c.partition,
+        r.c.offset >= h.c.offset,
+        r.c.offset < h.c.offset + h.c.batch_record_count,
+        # A transaction committed at or past the log start may have records below it
+        # (DeleteRecords, retention): those are garbage, never read, whether or not the log
+        # cleaner has deleted them yet.
+        r.c.offset >= bindparam("log_start"),
+    )
+    if dialect_name == "postgresql":
+        # OFFSET 0 keeps the planner from pulling the subquery up into a plain join, which
+        # it could then reorder.
+        run = select(*columns).where(in_run).offset(0).lateral("run")
+        return select(run).select_from(h.join(run, true())).where(heads_wanted).order_by(run.c.offset)
+    return (
+        select(*columns)
+        .select_from(dialect.OuterFirstJoin(h, r, in_run))
+        .where(heads_wanted)
+        .order_by(r.c.offset)
+    )
+
+
+def first_record_committed_from(conn: Connection, topic_id: int, partition: int, position: int) -> int | None:
+    """The lowest offset of a record whose transaction committed at or past `position` (its
+    COMMIT marker there) but which lies below it: such a record is exposed at its marker
+    (docs/GUARANTEES.md#commit-order), so a reader whose position is `position` has not read it yet. None if
+    there is none. Reads the COMMIT markers from `position` on (ix_records_commit_markers)
+    and their transactions' batch heads below it (ix_records_txn_batches): few, for a reader
+    that keeps up."""
+    m, h = records.alias("m"), records.alias("h")
+    return conn.execute(
+        select(func.min(h.c.offset))
+        .select_from(dialect.OuterFirstJoin(m, h, and_(
+            h.c.topic_id == m.c.topic_id, h.c.partition == m.c.partition, h.c.txn_id == m.c.txn_id,
+            h.c.batch_record_count.is_not(None), h.c.offset < position)))
+        .where(m.c.topic_id == topic_id, m.c.partition == partition,
+               commit_marker(m), m.c.offset >= position)
+    ).scalar()
+
+
+def committed_between(conn: Connection, topic_id: int, partition: int, start: int, end: int,
+                      cap: int) -> tuple[int, bool]:
+    """How many records a read_committed reader at position `start` is given before `end` (a
+    high watermark): what a fetch gives, counted. The plain records at offsets in [start, end),
+    and the records stored of each transaction whose COMMIT marker lies there, wherever they
+    lie (docs/GUARANTEES.md#commit-order), none below the log start (a log start inside a transaction's run, and
+    the holes compaction leaves in one, are counted as a fetch reads them: row by row). Control
+    markers and the records of open or aborted transactions are not counted: what a consumer
+    group has left to read, in records (its lag), not in offsets. Plain records and
+    transactions are each counted up to `cap`: answers (count, exact), exact False when a cap
+    was reached."""
+    log_start = conn.execute(select(partitions.c.log_start_offset).where(
+        partitions.c.topic_id == topic_id, partitions.c.partition == partition)).scalar() or 0
+    start = max(start, log_start)
+    if start >= end:
+        return 0, True
+    in_range = (records.c.topic_id == topic_id, records.c.partition == partition,
+                records.c.offset >= start, records.c.offset < end)
+    plain = conn.execute(
+        select(func.count()).select_from(
+            select(records.c.offset).where(*in_range, plain_record()).limit(cap).subquery())
+    ).scalar_one()
+    # The COMMIT markers in range (ix_records_commit_markers), then their transactions' records.
+    txn_ids = list(conn.execute(
+        select(records.c.txn_id).where(*in_range, commit_marker()).order_by(records.c.offset).limit(cap)
+    ).scalars())
+    transactional = 0
+    for chunk in range(0, len(txn_ids), 500):
+        transactional += conn.execute(_count_transaction_records_stmt(conn.dialect.name), {
+            "topic_id": topic_id, "partition": partition, "txn_ids": txn_ids[chunk:chunk + 500],
+            "log_start": log_start, "before": end}).scalar_one()
+    return plain + transactional, plain < cap and len(txn_ids) < cap
+
+
+@cache
+def _count_transaction_records_stmt(dialect_name: str) -> Any:
+    """transaction_records' rows, counted."""
+    return select(func.count()).select_from(transaction_records(dialect_name, (records.c.offset,)).subquery())

@@ -1,0 +1,175 @@
+"""read_committed has one meaning however it is read (hypothesis, on SQLite and PostgreSQL).
+
+Generated logs of one partition, written straight into the tables: plain records, batches of
+up to three transactions interleaving with them and with each other, each transaction
+committed, aborted or left open; then compaction's holes (data records deleted anywhere, a batch's
+head moved to its first record left, as the log cleaner does) and a log start cut by
+retention or DeleteRecords (at most the last stable offset), the records below it either still stored (garbage the
+cleaner has not deleted yet) or deleted. On every such log:
+
+- a read_committed Fetch from the log start to the high watermark, in pages of a few records,
+  returns exactly the rows of the committed_records view, in commit order, each at its
+  commit position;
+- the lag counter (read_committed.committed_between) from every position equals the number
+  of the view's rows committed at or past it;
+- the first-unread counter (read_committed.first_record_committed_from) from every position is
+  the lowest offset of the view's rows committed at or past it but lying below it, where the
+  records below the log start are deleted (below the log start it answers from the stored
+  batch heads, which only ever lowers a DeleteRecords bound that cannot go below the log start).
+
+OUTBOX_CONFORMANCE_EXAMPLES (default 100) sets the examples per database.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+from dataclasses import dataclass
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from sqlalchemy import Connection, insert, text
+
+from app.domain.types import IsolationLevel
+from app.storage import read, read_committed
+from app.storage.tables import partitions, records, topics
+
+EXAMPLES = int(os.environ.get("OUTBOX_CONFORMANCE_EXAMPLES", "100"))
+TRANSACTIONS = [0, 1, 2]
+_names = itertools.count()
+
+events = st.lists(
+    st.one_of(
+        st.tuples(st.just("plain"), st.integers(1, 3)),
+        st.tuples(st.just("send"), st.sampled_from(TRANSACTIONS), st.integers(1, 3)),
+        st.tuples(st.just("commit"), st.sampled_from(TRANSACTIONS)),
+        st.tuples(st.just("abort"), st.sampled_from(TRANSACTIONS)),
+    ),
+    max_size=25,
+)
+
+
+@dataclass
+class Log:
+    """The partition's stored rows, by offset: (txn_id, control_type, batch_record_count)."""
+
+    rows: dict[int, tuple[int | None, str | None, int | None]]
+    next_offset: int
+    last_stable_offset: int  # the first offset of an open transaction, else next_offset
+
+
+def build(run: list[tuple], ending: str = "open") -> Log:  # type: ignore[type-arg]
+    """The log of `run`; the transactions still open at its end are left open, or (`ending`)
+    all committed or all aborted, so that the last stable offset is not always held low."""
+    rows: dict[int, tuple[int | None, str | None, int | None]] = {}
+    txn_ids = itertools.count(1)
+    open_: dict[int, int] = {}  # producer → its open transaction's txn_id
+    first: dict[int, int] = {}  # txn_id → its first offset
+    offset = 0
+    for event in run:
+        kind = event[0]
+        if kind == "plain":
+            for _ in range(event[1]):
+                rows[offset] = (None, None, None)
+                offset += 1
+        elif kind == "send":
+            txn_id = open_.setdefault(event[1], next(txn_ids))
+            first.setdefault(txn_id, offset)
+            for i in range(event[2]):
+                rows[offset] = (txn_id, None, event[2] if i == 0 else None)
+                offset += 1
+        elif event[1] in open_:  # a marker ends the producer's open transaction
+            rows[offset] = (open_.pop(event[1]), event[0].upper(), None)
+            offset += 1
+    if ending != "open":
+        for producer in sorted(open_):
+            rows[offset] = (open_.pop(producer), ending.upper(), None)
+            offset += 1
+    lso = min((first[t] for t in open_.values()), default=offset)
+    return Log(rows, offset, lso)
+
+
+def cut(log: Log, holes: set[int], log_start: int, cleaned: bool) -> None:
+    """Compaction's holes (data records only: markers stay), the records below the log start
+    if `cleaned`, and each batch's head moved to the first record of its run left, counting
+    to the run's end, as the log cleaner moves it."""
+    runs = [(o, o + n, t) for o, (t, _, n) in log.rows.items() if n is not None]
+    for o in sorted(log.rows):
+        t, control, _ = log.rows[o]
+        if (o in holes and control is None) or (cleaned and o < log_start):
+            del log.rows[o]
+    for start, end, txn_id in runs:
+        left = [o for o in range(start, end) if o in log.rows]
+        for o in left:
+            log.rows[o] = (txn_id, None, end - o if o == left[0] else None)
+
+
+def store(conn: Connection, log: Log, log_start: int, compacted: bool) -> int:
+    topic_id = conn.execute(insert(topics).values(
+        name=f"conformance-{next(_names)}", partition_count=1, cleanup_policy="compact" if compacted else "delete",
+        retention_ms=-1, check_expected_offsets=False, created_ms=0).returning(topics.c.topic_id)).scalar_one()
+    conn.execute(insert(partitions).values(topic_id=topic_id, partition=0, next_offset=log.next_offset,
+                                           log_start_offset=log_start))
+    if log.rows:
+        conn.execute(insert(records), [
+            {"topic_id": topic_id, "partition": 0, "offset": o, "timestamp_ms": o, "key": None,
+             "value": None if control else f"v{o}", "headers": None, "producer_id": None if t is None else 7,
+             "producer_epoch": None if t is None else 0, "sequence": None, "txn_id": t, "control_type": control,
+             "batch_record_count": n, "message_id": None}
+            for o, (t, control, n) in sorted(log.rows.items())])
+    return topic_id
+
+
+def view_rows(conn: Connection, topic_id: int) -> list[tuple[int, int, str]]:
+    return [tuple(r) for r in conn.execute(text(
+        'SELECT "offset", commit_position, value FROM committed_records WHERE topic_id = :t AND "partition" = 0 '
+        'ORDER BY commit_position, "offset"'), {"t": topic_id})]
+
+
+def fetched_rows(conn: Connection, topic_id: int, log_start: int, high_watermark: int,
+                 page: int) -> list[tuple[int, int | None, str | None]]:
+    out: list[tuple[int, int | None, str | None]] = []
+    position = log_start
+    while position < high_watermark:
+        result = read.fetch(conn, topic_id=topic_id, partition=0, offset=position, max_records=page,
+                            isolation=IsolationLevel.READ_COMMITTED)
+        assert result.next_offset > position or result.records, "a fetch neither read nor moved on"
+        out += [(r.offset, r.commit_position, r.value) for r in result.records]
+        position = result.next_offset
+    return out
+
+
+@settings(max_examples=EXAMPLES, deadline=None, database=None, derandomize=True,
+          suppress_health_check=list(HealthCheck))
+@given(run=events, ending=st.sampled_from(["open", "commit", "abort"]), holes=st.sets(st.integers(0, 60), max_size=8), data=st.data(), cleaned=st.booleans(),
+       compacted=st.booleans(), page=st.integers(1, 4))
+def test_fetch_and_the_counters_read_exactly_the_committed_records_view(  # type: ignore[no-untyped-def]
+        database, run, ending, holes, data, cleaned, compacted, page) -> None:
+    log = build(run, ending)
+    log_start = data.draw(st.integers(0, log.last_stable_offset), label="log_start")
+    cut(log, holes if compacted else set(), log_start, cleaned)
+    with database.engine.connect() as conn:
+        topic_id = store(conn, log, log_start, compacted)
+        try:
+            seen = view_rows(conn, topic_id)
+            assert fetched_rows(conn, topic_id, log_start, log.next_offset, page) == seen
+            for position in range(log.next_offset + 1):
+                committed_from = [(o, c) for o, c, _ in seen if c >= position]
+                assert read_committed.committed_between(
+                    conn, topic_id, 0, position, log.next_offset, cap=1000) == (len(committed_from), True)
+                if cleaned:
+                    assert read_committed.first_record_committed_from(conn, topic_id, 0, position) == min(
+                        (o for o, _ in committed_from if o < position), default=None)
+        finally:
+            conn.rollback()
+
+
+def test_the_generated_logs_hold_what_the_view_must_leave_out() -> None:
+    """The generator makes every kind of record the definition sorts: plain, committed,
+    aborted and open transactions, markers (so the test above can fail on each)."""
+    log = build([("plain", 1), ("send", 0, 2), ("send", 1, 1), ("commit", 0), ("abort", 1), ("send", 2, 1)])
+    assert log.rows == {0: (None, None, None), 1: (1, None, 2), 2: (1, None, None), 3: (2, None, 1),
+                        4: (1, "COMMIT", None), 5: (2, "ABORT", None), 6: (3, None, 1)}
+    assert (log.next_offset, log.last_stable_offset) == (7, 6)
+    cut(log, {2}, 2, cleaned=True)
+    assert log.rows == {3: (2, None, 1), 4: (1, "COMMIT", None), 5: (2, "ABORT", None), 6: (3, None, 1)}

@@ -1,0 +1,33 @@
+"""A database migrated to head holds the committed_records view of the SQL catalogue
+(app/storage/sql/committed_records.sqlite.sql, app/storage/sql/committed_records.postgresql.sql),
+not merely a view of the same name: the
+catalogue's text, created again under another name in a transaction that is rolled back,
+reads back as the same definition as the migrated view."""
+
+from __future__ import annotations
+
+from sqlalchemy import text
+
+from app.storage.sql import load
+
+
+def _definition(conn, view: str) -> str:  # type: ignore[no-untyped-def]
+    if conn.dialect.name == "sqlite":
+        # SQLite keeps the CREATE statement's text as written; only the name differs.
+        sql = conn.execute(text("SELECT sql FROM sqlite_master WHERE type = 'view' AND name = :v"),
+                           {"v": view}).scalar_one()
+        return sql.replace(f"CREATE VIEW {view} AS", "CREATE VIEW AS", 1)
+    return conn.execute(text("SELECT pg_get_viewdef(CAST(:v AS regclass))"), {"v": view}).scalar_one()
+
+
+def test_the_migrated_view_is_the_catalogues(database) -> None:  # type: ignore[no-untyped-def]
+    catalogue = load(f"committed_records.{database.engine.dialect.name}.sql")
+    assert catalogue.startswith("CREATE VIEW committed_records AS\n")
+    with database.engine.connect() as conn:
+        migrated = _definition(conn, "committed_records")
+        conn.exec_driver_sql(catalogue.replace("CREATE VIEW committed_records AS",
+                                               "CREATE VIEW catalogue_committed_records AS", 1))
+        created = _definition(conn, "catalogue_committed_records")
+        conn.rollback()
+    assert migrated == created
+    assert "log_start_offset" in migrated and "batch_record_count" in migrated
