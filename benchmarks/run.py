@@ -126,7 +126,9 @@ class Service:
         deadline = time.monotonic() + 60
         while True:
             try:
-                if httpx.get(f"{self.url}/readyz").status_code == 200:
+                # /healthz, not /readyz: an older tree's service (ab.py's "before") runs on the
+                # newer tree's schema, which its /readyz calls not migrated.
+                if httpx.get(f"{self.url}/healthz").status_code == 200:
                     return
             except httpx.TransportError:
                 pass
