@@ -209,8 +209,7 @@ class TransactionCoordinator:
             if meta.state in COMPLETING_STATES:
                 return None
             if meta.state is S.PREPARED and keep_prepared_txn:
-                return self._take_over_prepared(conn, meta, timeout_ms, now, producer_id, producer_epoch, is_retry,
-                                                principal)
+                return self._take_over_prepared(conn, meta, timeout_ms, now, producer_epoch, is_retry, principal)
             if meta.state in (S.ONGOING, S.PREPARED):
                 # A new instance fences the old one (or, KIP-360, the live instance recovers):
                 # bump the epoch and abort the open transaction. A KIP-360 caller's retry
@@ -228,7 +227,7 @@ class TransactionCoordinator:
 
     def _take_over_prepared(  # type: ignore[no-untyped-def]
         self, conn, meta: TransactionMetadata, timeout_ms: int, now: int,
-        producer_id: int | None, producer_epoch: int | None, is_retry: bool, principal: str,
+        producer_epoch: int | None, is_retry: bool, principal: str,
     ) -> ProducerIdAndEpoch:
         """KIP-939's keepPreparedTxn: a new instance takes the transactional id over and the
         prepared transaction stays Prepared, for it to end. The epoch is bumped as by any
@@ -269,7 +268,8 @@ class TransactionCoordinator:
                 meta = self._require(conn, transactional_id)
                 meta.check_producer(producer_id, producer_epoch)
                 if meta.state not in COMPLETING_STATES:
-                    prepare_transition(meta, Begin(0), now)  # refused before a txn_id is spent on it
+                    # A refused Begin rolls this database transaction back, the counter with it:
+                    # no txn_id is spent on it.
                     txn_id = producers.next_id(conn, producers.TXN_ID_COUNTER)
                     # A new transaction has no partitions or staged offsets yet: completion
                     # removed the previous one's.

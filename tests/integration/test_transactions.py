@@ -294,6 +294,14 @@ def test_begin_twice_is_an_invalid_state(client):  # type: ignore[no-untyped-def
     assert (r.status_code, r.json()["error_code"]) == (409, "INVALID_TXN_STATE")
 
 
+def test_a_refused_begin_spends_no_txn_id(client):  # type: ignore[no-untyped-def]
+    p = init_producer(client, "X")
+    first = begin(client, "X", p)["txn_id"]
+    assert client.post("/v1/transactions/X/begin", json=ident(p)).status_code == 409
+    _end(client, "X", p, "commit")
+    assert begin(client, "X", p)["txn_id"] == first + 1
+
+
 def test_empty_transaction_commits_without_markers(client):  # type: ignore[no-untyped-def]
     create_topic(client, "t", 1)
     p = init_producer(client, "X")
