@@ -73,8 +73,12 @@ class Producer:
         api_key: str | None = None,
         token: str | Callable[[], str] | None = None,
         tls: ssl.SSLContext | bool = True,
+        transaction_version: int = 2,
     ) -> None:
+        if transaction_version not in (1, 2):
+            raise ValueError(f"transaction_version must be 1 or 2, not {transaction_version!r}")
         self.transactional_id = transactional_id
+        self.transaction_version = transaction_version
         self.transaction_timeout_ms = transaction_timeout_ms
         self.batch_records = batch_records
         self.delivery_timeout_s = delivery_timeout_s
@@ -87,6 +91,9 @@ class Producer:
         self.producer_epoch: int | None = None
         self._txn_id: int | None = None
         self._in_transaction = False
+        # Whether the service may hold the open transaction: under version 2 it begins with
+        # the first Send or AddOffsets, so an empty transaction is never sent to the service.
+        self._txn_started = False
         self._prepared: PreparedTxnState | None = None
         self._next_sequence: dict[TopicPartition, int] = defaultdict(int)
         self._buffer: dict[TopicPartition, list[dict]] = defaultdict(list)
@@ -113,6 +120,7 @@ class Producer:
             body["transactional_id"] = self.transactional_id
             if self.transaction_timeout_ms is not None:
                 body["transaction_timeout_ms"] = self.transaction_timeout_ms
+            body["transaction_version"] = self.transaction_version
         if keep_prepared_txn:
             body["keep_prepared_txn"] = True
         if recover:
@@ -121,13 +129,14 @@ class Producer:
         self.producer_id, self.producer_epoch = answer["producer_id"], answer["producer_epoch"]
         self._next_sequence.clear()
         self._needs_epoch_bump = False
+        self._txn_started = False
         prepared_txn_id = answer.get("prepared_txn_id")
         if prepared_txn_id is None:
             self._prepared = None
             return None
         assert self.transactional_id is not None
         self._prepared = PreparedTxnState(self.transactional_id, prepared_txn_id)
-        self._txn_id, self._in_transaction = prepared_txn_id, True
+        self._txn_id, self._in_transaction, self._txn_started = prepared_txn_id, True, True
         return self._prepared
 
     def close(self) -> None:
@@ -136,18 +145,27 @@ class Producer:
     # --- transactions -----------------------------------------------------------------------
 
     def begin_transaction(self) -> None:
+        """Open a transaction. Under transaction version 2 (the default) nothing is asked of the
+        service: the transaction begins there with its first Send or offsets."""
         self._require_transactional()
         self._check_usable()
         if self._in_transaction:
             raise FatalError("INVALID_TXN_STATE", "a transaction is already open")
+        self._ident()  # init_transactions() first
+        self._txn_id = None
+        if self.transaction_version == 1:
+            self._begin_on_service()
+        self._in_transaction = True
+        self._abortable = None
+
+    def _begin_on_service(self) -> None:
         try:
             answer = self._call("POST", f"/v1/transactions/{self.transactional_id}/begin", json=self._ident())
         except FatalError as e:
             # A retry of a Begin whose answer was lost finds its own empty transaction open.
             answer = self._adopt_empty_transaction(e)
         self._txn_id = answer["txn_id"]
-        self._in_transaction = True
-        self._abortable = None
+        self._txn_started = True
 
     def send(
         self,
@@ -215,6 +233,7 @@ class Producer:
         }
         if self.transactional_id is not None:
             body["transactional_id"] = self.transactional_id
+            self._txn_started = True  # whatever the answer: the request may have begun it
         try:
             answer = self._call("POST", "/v1/records", json=body, deadline_s=self.delivery_timeout_s)
         except UnknownTopicOrPartitionError as e:
@@ -238,6 +257,8 @@ class Producer:
             raise
         for (tp, recs) in batches:
             self._next_sequence[tp] += len(recs)
+        if answer.get("txn_id") is not None:
+            self._txn_id = answer["txn_id"]
         return [RecordMetadata(r["topic"], r["partition"], r["base_offset"]) for r in answer["results"]]
 
     def send_offsets_to_transaction(
@@ -259,12 +280,14 @@ class Producer:
                 body.update(generation_id=group_metadata.generation_id, member_id=group_metadata.member_id)
         else:
             body["group_id"] = group_metadata
+        self._txn_started = True
         try:
-            self._call("POST", f"/v1/transactions/{self.transactional_id}/offsets", json=body)
+            answer = self._call("POST", f"/v1/transactions/{self.transactional_id}/offsets", json=body)
         except (AbortableError, UnknownTopicOrPartitionError) as e:
             # Committing without the offsets would make the output be produced again.
             self._abortable = e
             raise
+        self._txn_id = answer["txn_id"]
 
     def prepare_transaction(self) -> PreparedTxnState:
         """KIP-939: send what is buffered, then make the transaction Prepared: it takes nothing
@@ -274,6 +297,8 @@ class Producer:
         self._require_transactional()
         self.flush()
         self._check_usable()
+        if not self._txn_started:
+            self._begin_on_service()  # an empty transaction, prepared all the same
         self._call(
             "POST",
             f"/v1/transactions/{self.transactional_id}/prepare",
@@ -303,12 +328,26 @@ class Producer:
         self._require_transactional()
         self.flush()
         self._check_usable()
+        if not self._txn_started:
+            if not prepared:
+                self._ended()  # version 2: nothing was sent, so the service holds nothing to commit
+                return
+            self._begin_on_service()  # the transaction the others are committed with
         body: dict[str, Any] = {**self._ident(), "txn_id": self._txn_id}
         if prepared:
             body["prepared"] = [{"transactional_id": p.transactional_id, "txn_id": p.txn_id} for p in prepared]
-        self._call("POST", f"/v1/transactions/{self.transactional_id}/commit", json=body)
-        self._in_transaction = False
+        self._ended(self._call("POST", f"/v1/transactions/{self.transactional_id}/commit", json=body))
+
+    def _ended(self, answer: dict | None = None) -> None:
+        """The transaction is over. Under version 2 the service's answer carries the producer's
+        next epoch (a new producer id once the epoch is exhausted), whose sequences start at 0."""
+        self._in_transaction = self._txn_started = False
         self._prepared = None
+        self._txn_id = None
+        if answer is not None and answer.get("producer_epoch") is not None and (
+                answer["producer_id"], answer["producer_epoch"]) != (self.producer_id, self.producer_epoch):
+            self.producer_id, self.producer_epoch = answer["producer_id"], answer["producer_epoch"]
+            self._next_sequence.clear()
 
     def abort_transaction(self) -> None:
         """Abort the open transaction and drop what is still buffered. After an error that
@@ -319,20 +358,26 @@ class Producer:
             raise self._fatal
         self._buffer.clear()
         self._buffered = 0
+        answer = None
         try:
-            if self._in_transaction:
-                self._call(
+            if self._in_transaction and self._txn_started:
+                answer = self._call(
                     "POST",
                     f"/v1/transactions/{self.transactional_id}/abort",
                     json={**self._ident(), "txn_id": self._txn_id},
                 )
         except AbortableError:
             pass  # nothing of it can commit; the epoch bump below resolves it
-        self._in_transaction = False
-        self._prepared = None
+        except FatalError as e:
+            # Version 2: a Send whose answer was lost may never have begun the transaction.
+            if e.error_code != "INVALID_TXN_STATE" or self.transaction_version == 1:
+                raise
+        self._ended(answer)
         self._abortable = None
-        if self._needs_epoch_bump:
+        # Under version 2 the Abort itself bumped the epoch, which restarts the sequences.
+        if self._needs_epoch_bump and (answer is None or self.transaction_version == 1):
             self._init(recover=True)
+        self._needs_epoch_bump = False
 
     # --- helpers ----------------------------------------------------------------------------
 

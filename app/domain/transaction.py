@@ -35,7 +35,7 @@ from app.domain.errors import (
     InvalidTxnState,
     ProducerFenced,
 )
-from app.domain.types import ProducerEpoch, ProducerId, TransactionState, TxnId
+from app.domain.types import ProducerEpoch, ProducerId, TransactionState, TransactionVersion, TxnId
 
 S = TransactionState
 
@@ -89,9 +89,19 @@ class TransactionMetadata:
     txn_started_ms: int | None
     updated_ms: int
     last_producer_epoch: ProducerEpoch | None = None
+    transaction_version: TransactionVersion = TransactionVersion.V1
+    # Version 2: the producer id the last Commit or Abort replaced (its epoch was exhausted).
+    previous_producer_id: ProducerId | None = None
 
     def check_producer(self, producer_id: int, producer_epoch: int) -> None:
         """Fence callers that are not the live producer of this transactional_id."""
+        if self.is_previous_transaction(producer_id, producer_epoch):
+            # Version 2: the epoch of a transaction this producer has since committed or
+            # aborted. A Send delayed from it must not join the next transaction.
+            raise InvalidProducerEpoch(
+                f"producer epoch {producer_epoch} belongs to a transaction that has ended; the current "
+                f"epoch is {self.producer_epoch}"
+            )
         if producer_id != self.producer_id:
             raise InvalidProducerIdMapping(
                 f"producer id {producer_id} is not the producer of transactional_id "
@@ -106,6 +116,28 @@ class TransactionMetadata:
             raise InvalidProducerEpoch(
                 f"producer epoch {producer_epoch} is newer than the current epoch {self.producer_epoch}"
             )
+
+    def is_previous_transaction(self, producer_id: int, producer_epoch: int) -> bool:
+        """Version 2: (producer_id, producer_epoch) is what the live producer carried in the
+        transaction that its last Commit or Abort ended (that request bumped the epoch)."""
+        return (
+            self.transaction_version is TransactionVersion.V2
+            and self.last_producer_epoch is not None
+            and producer_epoch == self.last_producer_epoch
+            and producer_id == (self.producer_id if self.previous_producer_id is None else self.previous_producer_id)
+        )
+
+    def begins_on_join(self) -> bool:
+        """Version 2: a Send or AddOffsets to this idle transactional id begins its next
+        transaction (version 1 refuses it: BeginTransaction first)."""
+        return self.transaction_version is TransactionVersion.V2 and self.state in IDLE_STATES
+
+    def is_end_retry(self, producer_id: int, producer_epoch: int, *, commit: bool) -> bool:
+        """Version 2: a retry of the Commit (or Abort) that ended the last transaction and
+        bumped the epoch: its answer was lost. It is answered again, with the new epoch, as
+        long as no transaction has begun since."""
+        ended = (S.PREPARE_COMMIT, S.COMPLETE_COMMIT) if commit else (S.PREPARE_ABORT, S.COMPLETE_ABORT)
+        return self.state in ended and self.is_previous_transaction(producer_id, producer_epoch)
 
     def check_txn_id(self, txn_id: int | None) -> None:
         """Refuse an end request that names an earlier transaction (a delayed retry, cf. KAFKA-17754)."""

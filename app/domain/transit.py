@@ -20,7 +20,7 @@ from dataclasses import dataclass, replace
 
 from app.domain.errors import InvalidTxnState
 from app.domain.transaction import TransactionMetadata, check_transition
-from app.domain.types import MAX_PRODUCER_EPOCH, ProducerEpoch, TransactionState, TxnId
+from app.domain.types import MAX_PRODUCER_EPOCH, ProducerEpoch, TransactionState, TransactionVersion, TxnId
 
 S = TransactionState
 
@@ -43,6 +43,7 @@ class InitProducerId:
     transaction_timeout_ms: int
     holder: str | None
     recovering_epoch: int | None = None
+    transaction_version: TransactionVersion = TransactionVersion.V1
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,14 +55,16 @@ class KeepPrepared:
     transaction_timeout_ms: int
     holder: str | None
     recovering_epoch: int | None = None
+    transaction_version: TransactionVersion = TransactionVersion.V1
 
 
 @dataclass(frozen=True, slots=True)
 class AnswerAgain:
     """A recovering instance's retry of a bump already made (its answer was lost): nothing
-    moves but the timeout it asks for."""
+    moves but the timeout and the protocol version it asks for."""
 
     transaction_timeout_ms: int
+    transaction_version: TransactionVersion = TransactionVersion.V1
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,7 +91,10 @@ class Prepare:
 
 @dataclass(frozen=True, slots=True)
 class Decide:
-    """Ongoing or Prepared → PrepareCommit or PrepareAbort."""
+    """Ongoing or Prepared → PrepareCommit or PrepareAbort. Under transaction version 2 the
+    epoch is bumped too, and the epoch it moved from is remembered (with the producer id, when
+    the epoch was exhausted), so that a retry of this Commit or Abort is answered again while a
+    Send delayed from the ended transaction is refused (TransactionMetadata.check_producer)."""
 
     commit: bool
 
@@ -131,17 +137,20 @@ def prepare_transition(meta: TransactionMetadata, event: Event, now_ms: int) -> 
         case InitProducerId():
             check_transition(meta.state, S.EMPTY)
             return _bumped(replace(meta, state=S.EMPTY, txn_started_ms=None,
-                                   transaction_timeout_ms=event.transaction_timeout_ms),
+                                   transaction_timeout_ms=event.transaction_timeout_ms,
+                                   transaction_version=event.transaction_version),
                            now_ms, event.recovering_epoch, event.holder)
         case KeepPrepared():
             if meta.state is not S.PREPARED:  # the table lets Ongoing become Prepared: not this event
                 raise InvalidTxnState(f"transaction is {meta.state.value}; only a Prepared one is kept",
                                       state=meta.state.value)
             check_transition(meta.state, S.PREPARED)
-            return _bumped(replace(meta, transaction_timeout_ms=event.transaction_timeout_ms),
+            return _bumped(replace(meta, transaction_timeout_ms=event.transaction_timeout_ms,
+                                   transaction_version=event.transaction_version),
                            now_ms, event.recovering_epoch, event.holder)
         case AnswerAgain():
-            return TxnTransit(replace(meta, transaction_timeout_ms=event.transaction_timeout_ms, updated_ms=now_ms))
+            return TxnTransit(replace(meta, transaction_timeout_ms=event.transaction_timeout_ms,
+                                      transaction_version=event.transaction_version, updated_ms=now_ms))
         case Fence():
             # PrepareEpochFence is never stored: the bump and PrepareAbort are one write.
             check_transition(meta.state, S.PREPARE_EPOCH_FENCE)
@@ -159,7 +168,10 @@ def prepare_transition(meta: TransactionMetadata, event: Event, now_ms: int) -> 
         case Decide():
             target = S.PREPARE_COMMIT if event.commit else S.PREPARE_ABORT
             check_transition(meta.state, target)
-            return TxnTransit(replace(meta, state=target, updated_ms=now_ms))
+            decided = replace(meta, state=target, updated_ms=now_ms)
+            if meta.transaction_version is TransactionVersion.V2:
+                return _bumped(decided, now_ms, meta.producer_epoch, None, remember_producer_id=True)
+            return TxnTransit(decided)
         case Complete():
             target = S.COMPLETE_COMMIT if meta.state is S.PREPARE_COMMIT else S.COMPLETE_ABORT
             check_transition(meta.state, target)
@@ -170,11 +182,24 @@ def prepare_transition(meta: TransactionMetadata, event: Event, now_ms: int) -> 
     raise TypeError(f"not a transaction event: {event!r}")
 
 
+def then(first: TxnTransit, second: TxnTransit) -> TxnTransit:
+    """Two transits written as one (a decision and its completion in one database
+    transaction): `second` was computed from `first.after`. Only the first may ask for a new
+    producer id: storage makes it before it writes the row."""
+    assert not second.new_producer_id
+    return TxnTransit(second.after, first.new_producer_id, first.holder)
+
+
 def _bumped(meta: TransactionMetadata, now_ms: int, recovering_epoch: int | None,
-            holder: str | None) -> TxnTransit:
+            holder: str | None, *, remember_producer_id: bool = False) -> TxnTransit:
+    """The epoch bumped. `recovering_epoch`: the epoch whose holder's retry is answered again
+    (None: no retry is). A retry across a new producer id is recognised only where
+    `remember_producer_id` keeps the old one (a version 2 Commit or Abort); elsewhere the old
+    epoch means nothing under the new id."""
     exhausted, epoch = next_epoch(meta.producer_epoch)
-    # Only a recovering instance's bump may be answered again, and not across a new producer
-    # id: its old epoch means nothing there.
-    last = None if exhausted or recovering_epoch is None else ProducerEpoch(recovering_epoch)
-    return TxnTransit(replace(meta, producer_epoch=epoch, last_producer_epoch=last, updated_ms=now_ms),
+    previous = meta.producer_id if exhausted and remember_producer_id else None
+    last = (None if recovering_epoch is None or (exhausted and previous is None)
+            else ProducerEpoch(recovering_epoch))
+    return TxnTransit(replace(meta, producer_epoch=epoch, last_producer_epoch=last, previous_producer_id=previous,
+                              updated_ms=now_ms),
                       new_producer_id=exhausted, holder=holder)

@@ -34,6 +34,19 @@ class TransactionState(str, enum.Enum):
     DEAD = "Dead"
 
 
+class TransactionVersion(enum.IntEnum):
+    """Kafka's transaction protocol version, chosen per producer at InitProducerId.
+
+    V1: each transaction begins with BeginTransaction, and the producer keeps its epoch from
+    one transaction to the next. V2 (Kafka's KIP-890): a transactional Send or AddOffsets to an
+    idle transactional id begins its next transaction (BeginTransaction is still accepted), and
+    every Commit and Abort bumps the producer's epoch, so that a Send delayed from a finished
+    transaction (it carries the old epoch) is refused instead of joining the next one."""
+
+    V1 = 1
+    V2 = 2
+
+
 class ControlType(str, enum.Enum):
     """Kafka's ControlRecordType: the control markers the coordinator appends to data partitions."""
 

@@ -21,7 +21,6 @@ from app.domain.errors import (
     UnknownTopicOrPartition,
     InvalidRecord,
     InvalidRequest,
-    TransactionalIdNotFound,
 )
 from app.domain.read import FetchResult, StoredRecord
 from app.domain.records import SendBatch
@@ -31,6 +30,7 @@ from app.storage import append, changes, producers, read, topics
 from app.storage import transactions as txns
 from app.storage.dialect import RowLock
 from app.storage.engine import Database
+from app.services.transaction_coordinator import join_transaction
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,6 +40,7 @@ class SendResult:
     base_offset: int
     record_count: int
     duplicate: bool
+    txn_id: int | None = None  # the transaction the batch joined (a transactional Send's)
 
 
 _RECORDS_APPENDED = {
@@ -146,21 +147,31 @@ class LogService:
     ) -> list[SendResult]:
         """`principal` is who sends: an idempotent producer id is usable by its holder only."""
         self._validate(batches, producer_id, producer_epoch, transactional_id)
+        try:
+            return self._send(batches, producer_id, producer_epoch, transactional_id, principal, RowLock.SHARE)
+        except txns.RowLockBusy:
+            # A version 2 Send that begins the transaction while another Send of the producer
+            # holds its row: again, waiting for the row from the start.
+            return self._send(batches, producer_id, producer_epoch, transactional_id, principal, RowLock.UPDATE)
+
+    def _send(
+        self,
+        batches: list[SendBatch],
+        producer_id: int | None,
+        producer_epoch: int | None,
+        transactional_id: str | None,
+        principal: str,
+        lock: RowLock,
+    ) -> list[SendResult]:
         now = self.clock()
         with self.db.write() as conn:
             to_append = batches_to_append(conn, batches)
             txn_id = None
             if transactional_id is not None:
                 assert producer_id is not None and producer_epoch is not None
-                # Shared lock on the transaction row for the whole append: see storage.transactions.get.
-                meta = txns.get(conn, transactional_id, lock=RowLock.SHARE)
-                if meta is None:
-                    raise TransactionalIdNotFound(
-                        f"no producer was initialised with transactional_id {transactional_id!r}"
-                    )
-                meta.check_producer(producer_id, producer_epoch)
-                meta.require_ongoing()
-                txn_id = meta.txn_id
+                # The transaction row stays locked (shared) for the whole append: see
+                # storage.transactions.get.
+                txn_id = join_transaction(conn, transactional_id, producer_id, producer_epoch, now, lock=lock).txn_id
             elif producer_id is not None:
                 assert producer_epoch is not None
                 stored = producers.current_state(conn, producer_id, lock=RowLock.SHARE)
@@ -187,7 +198,7 @@ class LogService:
             )
         _count(results, producer_id, transactional_id)
         return [
-            SendResult(b.topic, r.partition, r.base_offset, r.record_count, r.duplicate)
+            SendResult(b.topic, r.partition, r.base_offset, r.record_count, r.duplicate, txn_id)
             for b, r in zip(batches, results, strict=True)
         ]
 

@@ -53,10 +53,12 @@ from app.domain.transit import (
     InitProducerId,
     KeepPrepared,
     Prepare,
+    TxnTransit,
     next_epoch,
     prepare_transition,
+    then,
 )
-from app.domain.types import ControlType, TransactionState
+from app.domain.types import ControlType, TransactionState, TransactionVersion
 from app.settings import Settings
 from app.storage import groups, markers, producers, topics
 from app.storage import transactions as txns
@@ -88,6 +90,35 @@ class ProducerIdAndEpoch:
     # KIP-939: the transaction kept Prepared by InitProducerId with keep_prepared_txn, for the
     # new instance to commit or abort once it has read the outcome its own database recorded.
     prepared_txn_id: int | None = None
+    transaction_version: TransactionVersion | None = None
+
+
+def begin_next(conn, meta: TransactionMetadata, now: int) -> TransactionMetadata:  # type: ignore[no-untyped-def]
+    """Idle → Ongoing with a new txn_id, in the caller's database transaction, which holds the
+    row FOR UPDATE. A refused Begin rolls that transaction back, the txn_id counter with it:
+    no txn_id is spent on it. A new transaction has no partitions or staged offsets yet:
+    completion removed the previous one's."""
+    txn_id = producers.next_id(conn, producers.TXN_ID_COUNTER)
+    return txns.apply_transit(conn, meta, prepare_transition(meta, Begin(txn_id), now))
+
+
+def join_transaction(  # type: ignore[no-untyped-def]
+    conn, transactional_id: str, producer_id: int, producer_epoch: int, now: int, *, lock: RowLock,
+) -> TransactionMetadata:
+    """The open transaction that a transactional Send or AddOffsets joins, its row read with
+    `lock` and held until the caller's database transaction ends (FOR SHARE lets a producer's
+    Sends run side by side, while a state change waits for them; see storage.transactions.get).
+    Under transaction version 2 an idle transactional id's next transaction begins here; from
+    a shared read that raises the lock without waiting, and txns.RowLockBusy (another Send of
+    the producer holds the row too) asks the caller to start again with RowLock.UPDATE."""
+    meta = TransactionCoordinator._require(conn, transactional_id, lock=lock)
+    meta.check_producer(producer_id, producer_epoch)
+    if meta.begins_on_join():
+        if lock is not RowLock.UPDATE:
+            txns.lock_now(conn, transactional_id)
+        meta = begin_next(conn, meta, now)
+    meta.require_ongoing()
+    return meta
 
 
 class TransactionCoordinator:
@@ -107,11 +138,18 @@ class TransactionCoordinator:
         producer_epoch: int | None = None,
         keep_prepared_txn: bool = False,
         principal: str = ANONYMOUS,
+        transaction_version: TransactionVersion = TransactionVersion.V1,
     ) -> ProducerIdAndEpoch:
         """`principal` is who asks: a new id is handed to it, and an id without a transactional
-        id may be bumped (KIP-360) by its holder only."""
+        id may be bumped (KIP-360) by its holder only. `transaction_version`: the transaction
+        protocol the producer speaks from now on (an idempotent producer has no transactions,
+        and ignores it)."""
         if (producer_id is None) != (producer_epoch is None):
             raise InvalidRequest("producer_id and producer_epoch go together")
+        try:
+            transaction_version = TransactionVersion(transaction_version)
+        except ValueError:
+            raise InvalidRequest(f"transaction_version must be one of {[v.value for v in TransactionVersion]}") from None
         if transactional_id is None:
             if transaction_timeout_ms is not None:
                 raise InvalidRequest("transaction_timeout_ms needs a transactional_id")
@@ -127,7 +165,7 @@ class TransactionCoordinator:
             )
         for _ in range(_INIT_ATTEMPTS):
             result = self._init_once(transactional_id, timeout_ms, producer_id, producer_epoch, keep_prepared_txn,
-                                     principal)
+                                     principal, transaction_version)
             if result is not None:
                 return result
             if not self.settings.complete_inline:
@@ -178,6 +216,7 @@ class TransactionCoordinator:
         producer_epoch: int | None,
         keep_prepared_txn: bool,
         principal: str,
+        version: TransactionVersion,
     ) -> ProducerIdAndEpoch | None:
         """One attempt. None: the previous transaction must complete first."""
         now = self.clock()
@@ -198,8 +237,9 @@ class TransactionCoordinator:
                     producer_epoch=0,
                     transaction_timeout_ms=timeout_ms,
                     now_ms=now,
+                    transaction_version=version,
                 )
-                return ProducerIdAndEpoch(pid, 0, transactional_id, timeout_ms)
+                return ProducerIdAndEpoch(pid, 0, transactional_id, timeout_ms, transaction_version=version)
 
             is_retry = False
             if producer_id is not None:
@@ -209,7 +249,8 @@ class TransactionCoordinator:
             if meta.state in COMPLETING_STATES:
                 return None
             if meta.state is S.PREPARED and keep_prepared_txn:
-                return self._take_over_prepared(conn, meta, timeout_ms, now, producer_epoch, is_retry, principal)
+                return self._take_over_prepared(conn, meta, timeout_ms, now, producer_epoch, is_retry, principal,
+                                                version)
             if meta.state in (S.ONGOING, S.PREPARED):
                 # A new instance fences the old one (or, KIP-360, the live instance recovers):
                 # bump the epoch and abort the open transaction. A KIP-360 caller's retry
@@ -220,28 +261,30 @@ class TransactionCoordinator:
                 raise InvalidTxnState(f"transactional_id is {meta.state.value}")
             # A retry: the bump this instance asked for already happened (its answer was lost,
             # or it was the abort of its open transaction), so it is answered the current epoch.
-            event: Event = (AnswerAgain(timeout_ms) if is_retry
-                            else InitProducerId(timeout_ms, principal, recovering_epoch=producer_epoch))
+            event: Event = (AnswerAgain(timeout_ms, version) if is_retry
+                            else InitProducerId(timeout_ms, principal, recovering_epoch=producer_epoch,
+                                                transaction_version=version))
             meta = self._apply(conn, meta, event, now)
-            return ProducerIdAndEpoch(meta.producer_id, meta.producer_epoch, transactional_id, timeout_ms)
+            return ProducerIdAndEpoch(meta.producer_id, meta.producer_epoch, transactional_id, timeout_ms,
+                                      transaction_version=version)
 
     def _take_over_prepared(  # type: ignore[no-untyped-def]
         self, conn, meta: TransactionMetadata, timeout_ms: int, now: int,
-        producer_epoch: int | None, is_retry: bool, principal: str,
+        producer_epoch: int | None, is_retry: bool, principal: str, version: TransactionVersion,
     ) -> ProducerIdAndEpoch:
         """KIP-939's keepPreparedTxn: a new instance takes the transactional id over and the
         prepared transaction stays Prepared, for it to end. The epoch is bumped as by any
         InitProducerId, so the instance that prepared it can no longer end it
         (PRODUCER_FENCED); the new one ends it with the new epoch and its txn_id."""
         assert meta.txn_id is not None
-        event = (AnswerAgain(timeout_ms) if is_retry
-                 else KeepPrepared(timeout_ms, principal, recovering_epoch=producer_epoch))
+        event = (AnswerAgain(timeout_ms, version) if is_retry
+                 else KeepPrepared(timeout_ms, principal, recovering_epoch=producer_epoch, transaction_version=version))
         # An exhausted epoch gets a new producer id, as a fence does: the transaction is found
         # by its transactional id and txn_id, whatever producer id its records carry, and its
         # markers will carry the new one.
         meta = self._apply(conn, meta, event, now)
         return ProducerIdAndEpoch(meta.producer_id, meta.producer_epoch, meta.transactional_id, timeout_ms,
-                                  meta.txn_id)
+                                  meta.txn_id, transaction_version=version)
 
     @staticmethod
     def _apply(conn, meta: TransactionMetadata, event: Event, now: int) -> TransactionMetadata:  # type: ignore[no-untyped-def]
@@ -268,12 +311,7 @@ class TransactionCoordinator:
                 meta = self._require(conn, transactional_id)
                 meta.check_producer(producer_id, producer_epoch)
                 if meta.state not in COMPLETING_STATES:
-                    # A refused Begin rolls this database transaction back, the counter with it:
-                    # no txn_id is spent on it.
-                    txn_id = producers.next_id(conn, producers.TXN_ID_COUNTER)
-                    # A new transaction has no partitions or staged offsets yet: completion
-                    # removed the previous one's.
-                    return TransactionView(self._apply(conn, meta, Begin(txn_id), now))
+                    return TransactionView(begin_next(conn, meta, now))
             if attempt == 0 and self.settings.complete_inline:
                 # Finish the previous transaction here rather than make the caller wait for
                 # the worker's next pass.
@@ -296,10 +334,19 @@ class TransactionCoordinator:
         group_metadata: GroupMetadata | None = None,
     ) -> TransactionView:
         check_distinct_partitions(offsets)
+        try:
+            return self._add_offsets(transactional_id, producer_id, producer_epoch, group_id, offsets,
+                                     group_metadata, lock=RowLock.SHARE)
+        except txns.RowLockBusy:  # a version 2 AddOffsets that begins the transaction beside a Send
+            return self._add_offsets(transactional_id, producer_id, producer_epoch, group_id, offsets,
+                                     group_metadata, lock=RowLock.UPDATE)
+
+    def _add_offsets(
+        self, transactional_id: str, producer_id: int, producer_epoch: int, group_id: str,
+        offsets: list[OffsetToStage], group_metadata: GroupMetadata | None, *, lock: RowLock,
+    ) -> TransactionView:
         with self.db.write() as conn:
-            meta = self._require(conn, transactional_id, lock=RowLock.SHARE)
-            meta.check_producer(producer_id, producer_epoch)
-            meta.require_ongoing()
+            meta = join_transaction(conn, transactional_id, producer_id, producer_epoch, self.clock(), lock=lock)
             groups.check_group_metadata(conn, group_id, group_metadata)
             # Held against a delete of the topic until these offsets are written.
             by_name = topics.get_topics_for_offsets(conn, {o.topic for o in offsets})
@@ -363,7 +410,10 @@ class TransactionCoordinator:
             names = sorted({transactional_id, *(ref.transactional_id for ref in prepared)})
             locked = {name: self._require(conn, name, lock=RowLock.UPDATE) for name in names}
             meta = locked[transactional_id]
-            meta.check_producer(producer_id, producer_epoch)
+            # Version 2: the Commit (Abort) that bumped the epoch, retried with the epoch it
+            # carried the first time, is answered again; any other use of that epoch is refused.
+            if not meta.is_end_retry(producer_id, producer_epoch, commit=commit):
+                meta.check_producer(producer_id, producer_epoch)
             meta.check_txn_id(txn_id)
             done = {S.PREPARE_COMMIT, S.COMPLETE_COMMIT} if commit else {S.PREPARE_ABORT, S.COMPLETE_ABORT}
             # Already decided: a retry of the same request, answered as the first time.
@@ -374,18 +424,19 @@ class TransactionCoordinator:
             if decided:
                 # What the first request decided but left to the worker (complete_inline was
                 # off then) is completed now if it is on.
-                moving = [m for m in (meta, *joined) if m.state is target]
+                transits = [TxnTransit(m) for m in (meta, *joined) if m.state is target]
             else:
-                decision = Decide(commit)
-                if self.settings.complete_inline:
-                    # The Prepare state would be overwritten in this same database transaction:
-                    # it is computed (and checked) but only the Complete state is written.
-                    moving = [prepare_transition(m, decision, now).after for m in (meta, *joined)]
-                else:
-                    moving = [self._apply(conn, m, decision, now) for m in (meta, *joined)]
-                meta = moving[0]
-            if self.settings.complete_inline and moving:
-                completed = {m.transactional_id: m for m in self._complete_all(conn, moving, now, stored=locked)}
+                transits = [prepare_transition(m, Decide(commit), now) for m in (meta, *joined)]
+                if not self.settings.complete_inline:
+                    meta = txns.apply_transit(conn, meta, transits[0])
+                    for m, transit in zip(joined, transits[1:], strict=True):
+                        txns.apply_transit(conn, m, transit)
+                    return self._view(conn, meta)
+            if self.settings.complete_inline and transits:
+                # The decision is completed in this same database transaction: the Prepare
+                # state would be overwritten at once, so it is computed (and checked) but only
+                # the Complete state is written, with the decision's epoch bump (version 2).
+                completed = {m.transactional_id: m for m in self._complete_all(conn, transits, now, stored=locked)}
                 meta = completed.get(transactional_id, meta)
             return self._view(conn, meta)
 
@@ -403,15 +454,17 @@ class TransactionCoordinator:
             return self._complete_locked(conn, meta, now)
 
     def _complete_locked(self, conn, meta: TransactionMetadata, now: int) -> TransactionMetadata:  # type: ignore[no-untyped-def]
-        return self._complete_all(conn, [meta], now)[0]
+        return self._complete_all(conn, [TxnTransit(meta)], now)[0]
 
-    def _complete_all(self, conn, metas: Sequence[TransactionMetadata], now: int,  # type: ignore[no-untyped-def]
+    def _complete_all(self, conn, decisions: Sequence[TxnTransit], now: int,  # type: ignore[no-untyped-def]
                       stored: dict[str, TransactionMetadata] | None = None) -> list[TransactionMetadata]:
         """The completion of decided transactions, all with the same decision, inside the
         caller's database transaction, which holds their rows' locks (FOR UPDATE): markers in
         one partition order across all of them (markers.write_control_markers), staged offsets,
-        Complete states. `stored`: the rows as stored, where a decision was not written (an
-        inline Commit); by default the metas themselves."""
+        Complete states. `decisions`: each transaction's decision as a transit, written with its
+        completion; a decision already stored is TxnTransit(its metadata). `stored`: the rows as
+        stored, where a decision was not written (an inline Commit); by default the decisions'."""
+        metas = [d.after for d in decisions]
         assert metas and len({m.state for m in metas}) == 1
         assert all(m.txn_id is not None and m.state in (S.PREPARE_COMMIT, S.PREPARE_ABORT) for m in metas)
         commit = metas[0].state is S.PREPARE_COMMIT
@@ -422,12 +475,12 @@ class TransactionCoordinator:
             now_ms=now,
         )
         completed = []
-        for meta in metas:
+        for decision, meta in zip(decisions, metas, strict=True):
             txns.complete_offsets(
                 conn, transactional_id=meta.transactional_id, txn_id=meta.txn_id, commit=commit, now_ms=now
             )
             before = meta if stored is None else stored[meta.transactional_id]
-            completed.append(txns.apply_transit(conn, before, prepare_transition(meta, Complete(), now)))
+            completed.append(txns.apply_transit(conn, before, then(decision, prepare_transition(meta, Complete(), now))))
         counter = metrics.TRANSACTIONS_COMPLETED.labels("commit" if commit else "abort")
         after_commit(conn, lambda: counter.inc(len(metas)))
         return completed

@@ -19,6 +19,7 @@ from sqlalchemy import (
     Integer,
     MetaData,
     PrimaryKeyConstraint,
+    SmallInteger,
     String,
     Table,
     Text,
@@ -27,7 +28,7 @@ from sqlalchemy import (
 )
 
 from app.domain.acl import Operation, PatternType, Permission, ResourceType
-from app.domain.types import ControlType
+from app.domain.types import ControlType, TransactionVersion
 
 NAMING_CONVENTION = {
     "ix": "ix_%(table_name)s_%(column_0_N_name)s",
@@ -43,7 +44,8 @@ def one_of(column: str, values: type[enum.Enum], *, nullable: bool = False) -> C
     the one list of them. A value added to the enum needs a migration that replaces the stored
     CHECK (alembic's comparison does not see CHECK constraints; tests/integration/test_migrations.py
     holds this module's text to the enums)."""
-    listed = ", ".join(f"'{member.value}'" for member in values)
+    listed = ", ".join(str(member.value) if isinstance(member.value, int) else f"'{member.value}'"
+                       for member in values)
     condition = f"{column} IN ({listed})"
     if nullable:
         condition = f"{column} IS NULL OR {condition}"
@@ -238,6 +240,13 @@ transactions = Table(
     # KIP-360: the epoch a live producer asked to bump from, so that a retry of that request
     # is answered again instead of being fenced. Cleared by any other bump.
     Column("last_producer_epoch", Integer, nullable=True),
+    # The transaction protocol version the producer chose at InitProducerId.
+    Column("transaction_version", SmallInteger, nullable=False, server_default="1"),
+    # Version 2: the producer id an epoch bump replaced when the epoch was exhausted, so that
+    # a retry of the Commit or Abort that bumped it (old producer id, last_producer_epoch) is
+    # answered again. Cleared by any other bump.
+    Column("previous_producer_id", BigInteger, nullable=True),
+    one_of("transaction_version", TransactionVersion),
 )
 Index("ix_transactions_state", transactions.c.state)
 

@@ -2,16 +2,18 @@
 
 from __future__ import annotations
 
+import enum
 from dataclasses import dataclass, replace
 from functools import cache
 from typing import Any
 
 from sqlalchemy import Connection, and_, bindparam, delete, func, insert, or_, select, update
+from sqlalchemy.exc import DBAPIError
 
 from app.domain.errors import ConcurrentTransactions
 from app.domain.transaction import TransactionMetadata
 from app.domain.transit import TxnTransit
-from app.domain.types import ProducerEpoch, ProducerId, TransactionState, TxnId
+from app.domain.types import ProducerEpoch, ProducerId, TransactionState, TransactionVersion, TxnId
 from app.storage import dialect
 from app.storage.dialect import RowLock
 from app.storage.producers import create_producer, set_producer_epoch
@@ -58,6 +60,8 @@ def _metadata(row) -> TransactionMetadata:  # type: ignore[no-untyped-def]
         last_producer_epoch=(
             None if row.last_producer_epoch is None else ProducerEpoch(row.last_producer_epoch)
         ),
+        transaction_version=TransactionVersion(row.transaction_version),
+        previous_producer_id=None if row.previous_producer_id is None else ProducerId(row.previous_producer_id),
     )
 
 
@@ -71,6 +75,31 @@ def get(conn: Connection, transactional_id: str, *, lock: RowLock | None = None)
     """
     row = conn.execute(_get_stmt(conn.dialect.name, lock), {"transactional_id": transactional_id}).first()
     return None if row is None else _metadata(row)
+
+
+class RowLockBusy(Exception):
+    """lock_now could not take its lock at once. PostgreSQL has aborted the database
+    transaction: the caller starts it again, taking the lock it needs from the start."""
+
+
+def lock_now(conn: Connection, transactional_id: str) -> None:
+    """Raise the row's lock to FOR UPDATE without waiting, in a database transaction that
+    holds it FOR SHARE: a state change found necessary after a shared read (a version 2 Send
+    that begins the next transaction). Waiting could deadlock: two such Sends of one producer,
+    each holding FOR SHARE, would wait for each other. RowLockBusy if another database
+    transaction holds the row too. SQLite's write transaction holds the whole database."""
+    if conn.dialect.name == "sqlite":
+        return
+    try:
+        conn.execute(_get_stmt(conn.dialect.name, None).with_for_update(nowait=True),
+                     {"transactional_id": transactional_id})
+    except DBAPIError as e:
+        if getattr(e.orig, "sqlstate", None) == _LOCK_NOT_AVAILABLE:
+            raise RowLockBusy(transactional_id) from e
+        raise
+
+
+_LOCK_NOT_AVAILABLE = "55P03"
 
 
 @cache
@@ -87,9 +116,11 @@ def insert_new(
     producer_epoch: int,
     transaction_timeout_ms: int,
     now_ms: int,
+    transaction_version: TransactionVersion = TransactionVersion.V1,
 ) -> None:
     conn.execute(
         insert(transactions).values(
+            transaction_version=transaction_version.value,
             transactional_id=transactional_id,
             producer_id=producer_id,
             producer_epoch=producer_epoch,
@@ -118,8 +149,8 @@ def apply_transit(conn: Connection, before: TransactionMetadata, transit: TxnTra
     values = {c: getattr(after, c) for c in _STORED if getattr(after, c) != getattr(before, c)}
     if not values:
         return after
-    if "state" in values:
-        values["state"] = after.state.value
+    # Enums are stored by value (psycopg would dump an Enum member by its name).
+    values = {k: v.value if isinstance(v, enum.Enum) else v for k, v in values.items()}
     written = conn.execute(
         _update_stmt(tuple(sorted(values))),
         {"key_transactional_id": before.transactional_id, "key_producer_id": before.producer_id,
@@ -135,7 +166,7 @@ def apply_transit(conn: Connection, before: TransactionMetadata, transit: TxnTra
 
 # The columns of `transactions` a transit may change (all but its key).
 _STORED = ("producer_id", "producer_epoch", "state", "txn_id", "transaction_timeout_ms", "txn_started_ms",
-           "updated_ms", "last_producer_epoch")
+           "updated_ms", "last_producer_epoch", "transaction_version", "previous_producer_id")
 
 
 @cache

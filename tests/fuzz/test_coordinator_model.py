@@ -2,8 +2,8 @@
 contract (the load and fault-injection work), through the service layer in-process, on SQLite and PostgreSQL.
 
 Several producer instances share three transactional ids and run random sequences of
-InitProducerId (a new instance: fences the previous one), Begin, Send, a retry of the last
-Send, AddOffsets, Commit, Abort, calls with a future epoch, plain (non-transactional) Sends,
+InitProducerId (a new instance: fences the previous one; it speaks transaction protocol version
+1 or 2), Begin, Send, a retry of the last Send, AddOffsets, Commit, Abort, calls with a future epoch, plain (non-transactional) Sends,
 clock advances with a coordinator pass (timeouts, completion of decided transactions), and
 service restarts (the Services are dropped and built again on the same database, with
 completion inline or left to the coordinator worker, OUTBOX_COMPLETE_INLINE).
@@ -15,6 +15,11 @@ The model is the contract, not the implementation:
 - each call's outcome: success, or the refusal the contract names (PRODUCER_FENCED for an
   older epoch, INVALID_PRODUCER_EPOCH for a newer one, INVALID_TXN_STATE,
   CONCURRENT_TRANSACTIONS while a decided transaction is completing);
+- version 2: a Send or AddOffsets of the live producer to an idle transactional id begins its
+  transaction; each Commit and Abort bumps the epoch; a call with the epoch of the transaction
+  the last Commit or Abort ended is INVALID_PRODUCER_EPOCH (an instance's old handle is such a
+  delayed caller), except a retry of that Commit or Abort, answered again until the next
+  transaction begins;
 - per partition, the read_committed view as a sequence of commit steps: a committed
   transaction's records appear together, in send order, when it completes; transactions
   completed by one coordinator pass may appear in either order among themselves;
@@ -116,6 +121,8 @@ class Tid:
     timeout_ms: int
     txn: Txn | None = None  # the Ongoing or decided (Prepare*) transaction
     sequences: dict[int, int] = field(default_factory=dict)  # partition -> next sequence, this epoch
+    version: int = 1  # the transaction protocol version of the live producer
+    last_epoch: int | None = None  # version 2: the epoch the last Commit or Abort moved from
 
 
 # A commit step: what became visible at once in a partition, as a list of record runs (one per
@@ -172,6 +179,8 @@ class Model:
 def _expect_transactional(model: Model, h: Handle) -> str | None:
     """The refusal the contract gives a transactional call by `h` before looking at the state."""
     m = model.tids[h.tid]
+    if m.version == 2 and h.producer_id == m.producer_id and h.producer_epoch == m.last_epoch:
+        return "INVALID_PRODUCER_EPOCH"  # a caller from the transaction that ended
     if h.producer_id != m.producer_id:
         return "INVALID_PRODUCER_ID_MAPPING"
     if h.producer_epoch < m.producer_epoch:
@@ -186,10 +195,10 @@ def _in_transaction(model: Model, h: Handle) -> str | None:
     refused = _expect_transactional(model, h)
     if refused:
         return refused
-    state = model.tids[h.tid].state
-    if state == ONGOING:
-        return OK
-    return "CONCURRENT_TRANSACTIONS" if state in PREPARING else "INVALID_TXN_STATE"
+    m = model.tids[h.tid]
+    if m.state == ONGOING or (m.version == 2 and m.state not in PREPARING):
+        return OK  # version 2: it begins the transaction
+    return "CONCURRENT_TRANSACTIONS" if m.state in PREPARING else "INVALID_TXN_STATE"
 
 
 # --- reading the system ----------------------------------------------------------------------------
@@ -307,6 +316,7 @@ class CoordinatorMachine(RuleBasedStateMachine):
         assert row[1] > m.producer_epoch, f"{tid}: epoch not bumped ({m.producer_epoch} -> {row[1]})"
         m.producer_epoch = row[1]
         m.sequences = {}
+        m.last_epoch = None
 
     def _check(self, what: str, got: str | None, expected: str | None) -> None:
         type(self).outcomes[f"{what.split()[0]}: {got or 'ok'}"] += 1
@@ -314,24 +324,26 @@ class CoordinatorMachine(RuleBasedStateMachine):
 
     # --- rules ---------------------------------------------------------------------------------
 
-    @initialize(target=handles, timeout_ms=st.sampled_from(TIMEOUTS_MS), inline=st.booleans())
-    def start_with_a_producer_per_transactional_id(self, timeout_ms: int, inline: bool) -> Any:
+    @initialize(target=handles, timeout_ms=st.sampled_from(TIMEOUTS_MS), inline=st.booleans(),
+                versions=st.lists(st.sampled_from([1, 2]), min_size=len(TIDS), max_size=len(TIDS)))
+    def start_with_a_producer_per_transactional_id(self, timeout_ms: int, inline: bool, versions: list[int]) -> Any:
         """The service starts (completing inline or not) and every transactional id gets a
         producer, so that transactions start at once."""
         self.restart_the_service(inline)
-        return multiple(*(self.init_producer(tid, timeout_ms) for tid in TIDS))
+        return multiple(*(self.init_producer(tid, timeout_ms, v) for tid, v in zip(TIDS, versions, strict=True)))
 
-    @rule(target=handles, tid=st.sampled_from(TIDS), timeout_ms=st.sampled_from(TIMEOUTS_MS))
-    def init_producer(self, tid: str, timeout_ms: int) -> Any:
+    @rule(target=handles, tid=st.sampled_from(TIDS), timeout_ms=st.sampled_from(TIMEOUTS_MS),
+          version=st.sampled_from([1, 2]))
+    def init_producer(self, tid: str, timeout_ms: int, version: int = 1) -> Any:
         """A new producer instance (InitProducerId): fences the previous one of the same id."""
         model = self.model
         m = model.tids.get(tid)
         result, code = _call(lambda: self.services.coordinator.init_producer_id(
-            transactional_id=tid, transaction_timeout_ms=timeout_ms))
+            transactional_id=tid, transaction_timeout_ms=timeout_ms, transaction_version=version))
         if m is None:
             self._check(f"init {tid}", code, OK)
             assert result.producer_id not in {t.producer_id for t in model.tids.values()}
-            model.tids[tid] = Tid(result.producer_id, result.producer_epoch, EMPTY, timeout_ms)
+            model.tids[tid] = Tid(result.producer_id, result.producer_epoch, EMPTY, timeout_ms, version=version)
             return Handle(tid, result.producer_id, result.producer_epoch)
         if m.state == ONGOING:
             model.decide_abort(tid)  # the previous instance's transaction is aborted, fenced
@@ -350,6 +362,7 @@ class CoordinatorMachine(RuleBasedStateMachine):
         assert result.producer_id == m.producer_id, f"{tid}: producer id changed"
         assert result.producer_epoch > m.producer_epoch, f"{tid}: epoch not bumped"
         m.producer_epoch, m.state, m.timeout_ms, m.sequences = result.producer_epoch, EMPTY, timeout_ms, {}
+        m.version, m.last_epoch = version, None
         return Handle(tid, result.producer_id, result.producer_epoch)
 
     def _live(self, data: st.DataObject) -> Handle:
@@ -398,6 +411,8 @@ class CoordinatorMachine(RuleBasedStateMachine):
                 call = data.draw(st.sampled_from(["send", "send", "send", "add_offsets", "commit", "commit", "abort"]))
             elif state in PREPARING:
                 call = "commit" if state == PREPARE_COMMIT else "abort"  # a retry of the decision
+            elif self.model.tids[h.tid].version == 2:
+                call = data.draw(st.sampled_from(["send", "send", "add_offsets", "begin"]))  # the first call begins
             else:
                 call = "begin"
             self._transactional_call(h, call, data)
@@ -419,9 +434,20 @@ class CoordinatorMachine(RuleBasedStateMachine):
             m.state = ONGOING
             m.txn = Txn(f"{h.tid}.{next(self.names)}", self.clock())
 
+    def _begins(self, h: Handle, expected: str | None) -> str:
+        """The state before a Send or AddOffsets; under version 2 the model's transaction begins
+        with one that is to succeed on an idle transactional id."""
+        m = self.model.tids[h.tid]
+        state = m.state
+        if expected is OK and state != ONGOING:
+            m.state = ONGOING
+            m.txn = Txn(f"{h.tid}.{next(self.names)}", self.clock())
+        return state
+
     def _send_records(self, h: Handle, partitions: set[int], count: int) -> None:
         m = self.model.tids[h.tid]
         expected = _in_transaction(self.model, h)
+        state = self._begins(h, expected)
         name = m.txn.name if m.txn is not None else f"{h.tid}.stray"
         plan = []
         for p in sorted(partitions):
@@ -429,7 +455,7 @@ class CoordinatorMachine(RuleBasedStateMachine):
             values = [f"{name}.p{p}.{start + i}.{next(self.names)}" for i in range(count)]
             plan.append((p, m.sequences.get(p, 0), values))
         results, code = _call(lambda: self._send(h, plan))
-        self._check(f"send {h} ({m.state})", code, expected)
+        self._check(f"send {h} ({state})", code, expected)
         if code is OK:
             assert m.txn is not None
             assert not any(r.duplicate for r in results), results
@@ -449,9 +475,10 @@ class CoordinatorMachine(RuleBasedStateMachine):
     def _add_offsets(self, h: Handle, group: str, partition: int, offset: int) -> None:
         m = self.model.tids[h.tid]
         expected = _in_transaction(self.model, h)
+        state = self._begins(h, expected)
         _, code = _call(lambda: self.services.coordinator.add_offsets(
             h.tid, h.producer_id, h.producer_epoch, group, [OffsetToStage(SRC, partition, offset, None)]))
-        self._check(f"add_offsets {h} ({m.state})", code, expected)
+        self._check(f"add_offsets {h} ({state})", code, expected)
         if code is OK:
             assert m.txn is not None
             m.txn.offsets[(group, partition)] = offset
@@ -462,10 +489,17 @@ class CoordinatorMachine(RuleBasedStateMachine):
         state = m.state
         _, code = _call(lambda: self.services.coordinator.end_transaction(
             h.tid, h.producer_id, h.producer_epoch, commit=commit))
-        expected = _expect_transactional(self.model, h)
+        retry = (m.version == 2 and h.producer_id == m.producer_id and h.producer_epoch == m.last_epoch
+                 and state in (decided, done))  # of the Commit or Abort that ended it: answered again
+        expected = None if retry else _expect_transactional(self.model, h)
+        if retry:
+            type(self).outcomes["version 2: retry of an end"] += 1
         if expected is None:
             if state == ONGOING:
                 m.state = decided
+                if m.version == 2:  # every Commit and Abort bumps the epoch
+                    type(self).outcomes["version 2: end"] += 1
+                    m.last_epoch, m.producer_epoch, m.sequences = m.producer_epoch, m.producer_epoch + 1, {}
             elif state not in (decided, done):  # Empty, the other decision, its completion
                 expected = "INVALID_TXN_STATE"
             if expected is None and m.state == decided and self.model.inline:
@@ -486,6 +520,21 @@ class CoordinatorMachine(RuleBasedStateMachine):
         results, code = _call(lambda: self._send(h, m.txn.last_send))  # type: ignore[union-attr, arg-type]
         self._check(f"retry of the last send of {h}", code, OK)
         assert all(r.duplicate for r in results), results
+
+    def _ended_under_version_2(self) -> list[str]:
+        return sorted(tid for tid, m in self.model.tids.items() if m.version == 2 and m.last_epoch is not None)
+
+    @precondition(lambda self: self._ended_under_version_2())
+    @rule(call=CALLS, data=st.data())
+    def a_call_delayed_from_the_transaction_that_ended_arrives(self, call: str, data: st.DataObject) -> None:
+        """Version 2: a call with the epoch of the transaction the last Commit or Abort ended
+        (a Send that lay in the network, a retried Commit): refused, never part of the next
+        transaction, except the retry of that Commit or Abort, answered again."""
+        tid = data.draw(st.sampled_from(self._ended_under_version_2()), label="transactional_id")
+        m = self.model.tids[tid]
+        assert m.last_epoch is not None
+        type(self).outcomes["version 2: a delayed call"] += 1
+        self._transactional_call(Handle(tid, m.producer_id, m.last_epoch), call, data)
 
     @rule(partition=st.sampled_from(PARTITIONS), count=st.integers(1, 2))
     def a_plain_producer_sends(self, partition: int, count: int) -> None:

@@ -9,7 +9,7 @@ from alembic.runtime.migration import MigrationContext
 from sqlalchemy import CheckConstraint, create_engine, inspect
 
 from app.domain.acl import Operation
-from app.domain.types import ControlType
+from app.domain.types import ControlType, TransactionVersion
 from app.storage import migrate
 from app.storage.tables import metadata
 
@@ -64,7 +64,8 @@ def test_the_migrated_check_constraints_allow_exactly_the_values_of_their_enums(
     """tables.py writes each CHECK from its enum (one_of); the migrations wrote their own copy of
     the text. Compared by the quoted values each allows, as PostgreSQL rewrites `IN (…)`."""
     def allowed(sqltext: str) -> set[str]:
-        return set(re.findall(r"'([^']*)'", sqltext))
+        # Text values quoted; an integer enum's bare, after its column's name.
+        return set(re.findall(r"'([^']*)'", sqltext)) or set(re.findall(r"(?<![\w_])(\d+)(?![\w_])", sqltext))
 
     defined = {
         (table.name, f"ck_{table.name}_{constraint.name}" if not str(constraint.name).startswith("ck_")
@@ -80,3 +81,4 @@ def test_the_migrated_check_constraints_allow_exactly_the_values_of_their_enums(
     assert defined == stored
     assert defined[("records", "ck_records_control_type")] == {t.value for t in ControlType}
     assert defined[("acls", "ck_acls_operation")] == {o.value for o in Operation}
+    assert defined[("transactions", "ck_transactions_transaction_version")] == {str(v.value) for v in TransactionVersion}

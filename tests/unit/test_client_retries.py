@@ -15,6 +15,7 @@ import pytest
 
 from app.client import (
     AbortableError,
+    ClientError,
     Consumer,
     ExponentialBackoff,
     Producer,
@@ -250,10 +251,10 @@ def test_consumer_retry_backoff_settings_set_its_pauses() -> None:
 # --- a topic that does not exist ---------------------------------------------------------------
 
 
-def _transactional_producer(script: Script) -> Producer:
+def _transactional_producer(script: Script, transaction_version: int = 1) -> Producer:
     script.answers.setdefault(("POST", "/v1/producers"), [ok({"producer_id": 7, "producer_epoch": 0})])
     script.answers.setdefault(("POST", "/v1/transactions/tx/begin"), [ok({"txn_id": 1})])
-    producer = Producer(URL, "tx", client=script.client())
+    producer = Producer(URL, "tx", client=script.client(), transaction_version=transaction_version)
     producer.init_transactions()
     producer.begin_transaction()
     return producer
@@ -336,3 +337,82 @@ def test_fetching_from_a_missing_topic_raises_at_once() -> None:
         consumer.poll(timeout_s=5)
     assert raised.value.topic == "gone"
     assert script.requests == [("POST", "/v1/fetch")]
+
+
+# --- Transaction version 2 -------------------------------------------------------------------
+
+
+def _records_answer(txn_id: int = 5) -> httpx.Response:
+    return ok({"results": [{"topic": "income", "partition": 0, "base_offset": 0}], "txn_id": txn_id})
+
+
+def test_version_2_begins_without_a_request_and_commits_nothing_when_nothing_was_sent() -> None:
+    script = Script({})
+    producer = _transactional_producer(script, transaction_version=2)
+    producer.commit_transaction()
+    producer.begin_transaction()
+    producer.abort_transaction()
+    assert script.requests == [("POST", "/v1/producers")]
+
+
+def test_version_2_takes_the_epoch_its_commit_answers_and_restarts_its_sequences() -> None:
+    import json as _json
+
+    bodies: list[dict] = []
+    script = Script({
+        ("GET", "/v1/topics/income"): [ok({"partition_count": 1})],
+        ("POST", "/v1/records"): [_records_answer()],
+        ("POST", "/v1/transactions/tx/commit"): [ok({"state": "CompleteCommit", "producer_id": 7, "producer_epoch": 1})],
+    })
+    original = script.__call__
+
+    def recording(request: httpx.Request) -> httpx.Response:
+        if request.url.path == "/v1/records":
+            bodies.append(_json.loads(request.content))
+        return original(request)
+
+    script.__call__ = recording  # type: ignore[method-assign]
+    producer = Producer(URL, "tx", client=httpx.Client(base_url=URL, transport=httpx.MockTransport(recording)))
+    script.answers[("POST", "/v1/producers")] = [ok({"producer_id": 7, "producer_epoch": 0})]
+    producer.init_transactions()
+    for _ in range(2):
+        producer.begin_transaction()
+        producer.send("income", {"amount": 1}, partition=0)
+        producer.send("income", {"amount": 2}, partition=0)
+        producer.commit_transaction()
+
+    assert [(b["producer_epoch"], b["batches"][0]["base_sequence"]) for b in bodies] == [(0, 0), (1, 0)]
+    assert ("POST", "/v1/transactions/tx/begin") not in script.requests
+
+
+def test_version_2_aborts_after_a_send_of_unknown_outcome_without_initialising_again() -> None:
+    script = Script({
+        ("GET", "/v1/topics/income"): [ok({"partition_count": 1})],
+        ("POST", "/v1/records"): [refusal(409, "OUT_OF_ORDER_SEQUENCE_NUMBER", False)],
+        ("POST", "/v1/transactions/tx/abort"): [ok({"state": "CompleteAbort", "producer_id": 7, "producer_epoch": 1})],
+    })
+    producer = _transactional_producer(script, transaction_version=2)
+    producer.send("income", {"amount": 1}, partition=0)
+    with pytest.raises(ClientError):
+        producer.flush()
+    producer.abort_transaction()
+    assert script.requests.count(("POST", "/v1/producers")) == 1  # the Abort bumped the epoch itself
+    assert (producer.producer_id, producer.producer_epoch) == (7, 1)
+
+
+def test_version_2_abort_of_a_transaction_the_service_never_began_goes_on() -> None:
+    script = Script({
+        ("GET", "/v1/topics/income"): [ok({"partition_count": 1})],
+        ("POST", "/v1/records"): [unavailable()],
+        ("POST", "/v1/transactions/tx/abort"): [refusal(409, "INVALID_TXN_STATE", False)],
+    })
+    script.answers[("POST", "/v1/producers")] = [ok({"producer_id": 7, "producer_epoch": 0}),
+                                                 ok({"producer_id": 7, "producer_epoch": 1})]
+    producer = _transactional_producer(script, transaction_version=2)
+    producer.delivery_timeout_s = 0.05
+    producer.send("income", {"amount": 1}, partition=0)
+    with pytest.raises(ClientError):
+        producer.flush()
+    producer.abort_transaction()  # the Send never reached it: nothing to abort, the epoch bumped by InitProducerId
+    assert (producer.producer_id, producer.producer_epoch) == (7, 1)
+    producer.begin_transaction()

@@ -45,6 +45,7 @@ def init_producer_id(
         producer_epoch=body.producer_epoch,
         keep_prepared_txn=body.keep_prepared_txn,
         principal=access.principal.name,
+        transaction_version=body.transaction_version,
     )
     return InitProducerIdResponse(
         producer_id=r.producer_id,
@@ -52,4 +53,5 @@ def init_producer_id(
         transactional_id=r.transactional_id,
         transaction_timeout_ms=r.transaction_timeout_ms,
         prepared_txn_id=r.prepared_txn_id,
+        transaction_version=r.transaction_version,
     )

@@ -24,7 +24,9 @@ def send(body: Annotated[DecodedSend, Depends(SendBody())], services: ServicesDe
     - plain: no producer fields.
     - idempotent: `producer_id`, `producer_epoch` and a `base_sequence` per batch; a retry of
       the last batch is answered with its first offsets and writes nothing (`duplicate`).
-    - transactional: also `transactional_id`, inside BeginTransaction … Commit/Abort.
+    - transactional: also `transactional_id`, inside BeginTransaction … Commit/Abort; under
+      transaction version 2 the first such Send after InitProducerId, Commit or Abort begins
+      the transaction (`txn_id` in the answer).
     - `expected_offset` per batch (KIP-27): any mismatch refuses the whole request.
 
     Needs WRITE on each topic, and on the transactional id for a transactional Send.
@@ -51,5 +53,6 @@ def send(body: Annotated[DecodedSend, Depends(SendBody())], services: ServicesDe
                 duplicate=r.duplicate,
             )
             for r in results
-        ]
+        ],
+        txn_id=results[0].txn_id if results else None,
     )

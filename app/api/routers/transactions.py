@@ -45,6 +45,7 @@ def _summary(meta: TransactionMetadata, now_ms: int) -> TransactionSummary:
         txn_started_ms=meta.txn_started_ms,
         age_ms=max(0, now_ms - meta.txn_started_ms) if open_ else None,  # type: ignore[operator]
         updated_ms=meta.updated_ms,
+        transaction_version=meta.transaction_version,
     )
 
 
@@ -138,6 +139,11 @@ def commit_transaction(
     `prepared` names other Prepared transactions to commit in the same decision (a joint
     commit): parallel writers each prepare their own transaction, and one commit makes all of
     them visible at once; with inline completion, in one database transaction.
+
+    Transaction version 2: the answer carries the producer's new `producer_epoch` (and a new
+    `producer_id` once the epoch is exhausted), which the next transaction's requests carry.
+    A retry with the epoch this request carried is answered the same, until the next
+    transaction begins.
     """
     access.require(Operation.WRITE, acl.transactional_id(transactional_id))
     for ref in body.prepared:
@@ -155,7 +161,8 @@ def abort_transaction(
     transactional_id: TransactionalIdPath, body: Annotated[EndTransactionRequest, json_body(EndTransactionRequest)], services: ServicesDep,
     access: AccessDep,
 ) -> TransactionDescription:
-    """Abort: PrepareAbort, then ABORT markers; staged offsets are dropped."""
+    """Abort: PrepareAbort, then ABORT markers; staged offsets are dropped. Under transaction
+    version 2 the answer carries the producer's new epoch, as a Commit's does."""
     access.require(Operation.WRITE, acl.transactional_id(transactional_id))
     view = services.coordinator.end_transaction(
         transactional_id, body.producer_id, body.producer_epoch, commit=False, txn_id=body.txn_id

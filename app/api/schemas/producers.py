@@ -6,6 +6,7 @@ from msgspec import Meta
 from pydantic import BaseModel, Field
 
 from app.api.schemas.common import ProducerEpoch, ProducerId, RequestBody, TransactionalId
+from app.domain.types import TransactionVersion
 
 
 class InitProducerIdRequest(RequestBody):
@@ -27,6 +28,15 @@ class InitProducerIdRequest(RequestBody):
         "aborting it, for this instance to commit or abort (its txn_id is answered in "
         "prepared_txn_id). An Ongoing transaction that was never prepared is aborted all the same"
     )] = False
+    transaction_version: Annotated[TransactionVersion, Meta(
+        description="the transaction protocol this producer speaks, as Kafka's clients negotiate it. 1: "
+        "BeginTransaction opens each transaction and the epoch stays from one to the next. 2 (Kafka's "
+        "KIP-890): the first transactional Send (or AddOffsets) after InitProducerId, Commit or Abort begins "
+        "the next transaction (BeginTransaction is still accepted), and every Commit and Abort answers a new "
+        "producer_epoch (a new producer_id once the epoch is exhausted), which the next transaction's "
+        "requests carry; a Send with the previous epoch is refused with INVALID_PRODUCER_EPOCH and never "
+        "joins it. Ignored without a transactional_id"
+    )] = TransactionVersion.V1
 
 
 class InitProducerIdResponse(BaseModel):
@@ -39,3 +49,5 @@ class InitProducerIdResponse(BaseModel):
         description="the Prepared transaction kept by keep_prepared_txn: end it with commit or "
         "abort, this txn_id and the epoch answered here",
     )
+    transaction_version: int | None = Field(
+        default=None, description="the transaction protocol version the producer chose (transactional producers)")

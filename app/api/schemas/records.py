@@ -76,6 +76,9 @@ class BatchResult(BaseModel):
 
 class SendResponse(BaseModel):
     results: list[BatchResult]
+    txn_id: int | None = Field(
+        default=None, description="a transactional Send: the transaction its records joined (under transaction "
+        "version 2, the one it began when the transactional id was idle)")
 
 
 class RecordOut(BaseModel):

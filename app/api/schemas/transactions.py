@@ -82,6 +82,8 @@ class TransactionSummary(BaseModel):
     txn_started_ms: int | None
     age_ms: int | None = Field(description="how long the current transaction has been open")
     updated_ms: int
+    transaction_version: int = Field(description="the transaction protocol version its producer chose at "
+                                     "InitProducerId: under 2, each Commit and Abort answers a new producer_epoch")
 
 
 class TransactionDescription(TransactionSummary):

@@ -1,0 +1,256 @@
+"""Transaction protocol version 2 over HTTP (docs/GUARANTEES.md#fencing): the first transactional
+Send or AddOffsets after InitProducerId, Commit or Abort begins the transaction; every Commit
+and Abort bumps the epoch, and a Send with the previous epoch never joins the next transaction.
+On SQLite and PostgreSQL."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+from sqlalchemy import update
+
+from app.domain.types import MAX_PRODUCER_EPOCH
+from app.domain.records import RecordToAppend, SendBatch
+from app.services.transaction_coordinator import TransactionCoordinator
+from app.storage.tables import producers, transactions
+from tests.helpers import batch, begin, create_topic, fetch, ident, init_producer, send, values
+
+TID = "v2"
+
+
+@pytest.fixture
+def topic(client) -> None:  # type: ignore[no-untyped-def]
+    create_topic(client, "out", 2)
+
+
+def _init(client, tid: str = TID, **extra) -> dict:  # type: ignore[no-untyped-def]
+    p = init_producer(client, tid, transaction_version=2, **extra)
+    assert p["transaction_version"] == 2
+    return p
+
+
+def _end(client, producer: dict, action: str = "commit", tid: str = TID, **extra):  # type: ignore[no-untyped-def]
+    return client.post(f"/v1/transactions/{tid}/{action}", json={**ident(producer), **extra})
+
+
+def _ok(r) -> dict:  # type: ignore[no-untyped-def]
+    assert r.status_code == 200, r.text
+    return r.json()
+
+
+def _describe(client, tid: str = TID) -> dict:  # type: ignore[no-untyped-def]
+    return _ok(client.get(f"/v1/transactions/{tid}"))
+
+
+def _error(r, status: int, code: str) -> None:  # type: ignore[no-untyped-def]
+    assert r.status_code == status, r.text
+    assert r.json()["error_code"] == code
+
+
+def _all(client, isolation: str = "read_committed") -> list:  # type: ignore[no-untyped-def]
+    return [v for p in (0, 1) for v in values(fetch(client, "out", p, isolation=isolation))]
+
+
+def test_a_send_to_an_idle_transactional_id_begins_its_transaction(client, topic) -> None:  # type: ignore[no-untyped-def]
+    p = _init(client)
+
+    answer = _ok(send(client, [batch("out", 0, ["a"], 0)], p, TID))
+
+    described = _describe(client)
+    assert described["state"] == "Ongoing"
+    assert answer["txn_id"] == described["txn_id"] is not None
+    assert described["transaction_version"] == 2
+    assert [(x["topic"], x["partition"]) for x in described["partitions"]] == [("out", 0)]
+    assert _all(client) == []
+
+
+def test_a_second_send_joins_the_transaction_the_first_began(client, topic) -> None:  # type: ignore[no-untyped-def]
+    p = _init(client)
+    first = _ok(send(client, [batch("out", 0, ["a"], 0)], p, TID))
+    second = _ok(send(client, [batch("out", 1, ["b"], 0)], p, TID))
+    assert first["txn_id"] == second["txn_id"]
+    _ok(_end(client, p))
+    assert _all(client) == ["a", "b"]
+
+
+def test_begin_is_still_accepted(client, topic) -> None:  # type: ignore[no-untyped-def]
+    p = _init(client)
+    txn = begin(client, TID, p)
+    assert _ok(send(client, [batch("out", 0, ["a"], 0)], p, TID))["txn_id"] == txn["txn_id"]
+
+
+@pytest.mark.parametrize("action", ["commit", "abort"])
+def test_commit_and_abort_answer_the_next_epoch(client, topic, action: str) -> None:  # type: ignore[no-untyped-def]
+    p = _init(client)
+    _ok(send(client, [batch("out", 0, ["a"], 0)], p, TID))
+
+    ended = _ok(_end(client, p, action))
+
+    assert ended["state"] == ("CompleteCommit" if action == "commit" else "CompleteAbort")
+    assert (ended["producer_id"], ended["producer_epoch"]) == (p["producer_id"], p["producer_epoch"] + 1)
+    assert _all(client) == (["a"] if action == "commit" else [])
+
+
+def test_the_next_transaction_runs_under_the_new_epoch_with_sequences_from_zero(client, topic) -> None:  # type: ignore[no-untyped-def]
+    p = _init(client)
+    _ok(send(client, [batch("out", 0, ["a", "b"], 0)], p, TID))
+    p2 = {**p, **ident(_ok(_end(client, p)))}
+
+    # The old numbering goes on no more: a new epoch starts at sequence 0.
+    _error(send(client, [batch("out", 0, ["c"], 2)], p2, TID), 409, "OUT_OF_ORDER_SEQUENCE_NUMBER")
+    _ok(send(client, [batch("out", 0, ["c"], 0)], p2, TID))
+    _ok(_end(client, p2))
+
+    assert _all(client) == ["a", "b", "c"]
+
+
+def test_a_send_with_the_previous_epoch_is_refused_and_never_joins_the_next_transaction(client, topic) -> None:  # type: ignore[no-untyped-def]
+    """The delayed Send of a finished transaction: it arrives before the next transaction
+    began, and again after, and neither time is any of it written."""
+    p = _init(client)
+    _ok(send(client, [batch("out", 0, ["first"], 0)], p, TID))
+    p2 = {**p, **ident(_ok(_end(client, p)))}
+
+    delayed = [batch("out", 1, ["late"], 1)]
+    _error(send(client, delayed, p, TID), 409, "INVALID_PRODUCER_EPOCH")
+    assert _describe(client)["state"] == "CompleteCommit"  # it began nothing
+
+    _ok(send(client, [batch("out", 0, ["second"], 0)], p2, TID))
+    _error(send(client, delayed, p, TID), 409, "INVALID_PRODUCER_EPOCH")
+    assert [x["partition"] for x in _describe(client)["partitions"]] == [0]
+    _ok(_end(client, p2))
+
+    assert _all(client) == ["first", "second"]
+    assert "late" not in _all(client, "read_uncommitted")
+
+
+def test_a_retried_commit_is_answered_again_until_the_next_transaction_begins(client, topic) -> None:  # type: ignore[no-untyped-def]
+    p = _init(client)
+    _ok(send(client, [batch("out", 0, ["a"], 0)], p, TID))
+    first = _ok(_end(client, p))
+
+    again = _ok(_end(client, p))
+    assert (again["state"], again["producer_epoch"], again["txn_id"]) == (
+        "CompleteCommit", first["producer_epoch"], first["txn_id"])
+    # The same epoch cannot abort what it committed.
+    _error(_end(client, p, "abort"), 409, "INVALID_PRODUCER_EPOCH")
+
+    p2 = {**p, **ident(first)}
+    _ok(send(client, [batch("out", 0, ["b"], 0)], p2, TID))
+    _error(_end(client, p), 409, "INVALID_PRODUCER_EPOCH")
+    assert _describe(client)["state"] == "Ongoing"  # the retry ended nothing
+    assert _all(client) == ["a"]
+
+
+def test_an_exhausted_epoch_gets_a_new_producer_id_and_its_commit_can_still_be_retried(  # type: ignore[no-untyped-def]
+    client, topic, database
+) -> None:
+    p = _init(client)
+    with database.write() as conn:
+        conn.execute(update(transactions).where(transactions.c.transactional_id == TID)
+                     .values(producer_epoch=MAX_PRODUCER_EPOCH))
+        conn.execute(update(producers).where(producers.c.producer_id == p["producer_id"])
+                     .values(producer_epoch=MAX_PRODUCER_EPOCH))
+    old = {**p, "producer_epoch": MAX_PRODUCER_EPOCH}
+    _ok(send(client, [batch("out", 0, ["a"], 0)], old, TID))
+
+    ended = _ok(_end(client, old))
+
+    assert ended["producer_id"] != p["producer_id"] and ended["producer_epoch"] == 0
+    again = _ok(_end(client, old))
+    assert (again["producer_id"], again["producer_epoch"]) == (ended["producer_id"], 0)
+    _error(send(client, [batch("out", 0, ["late"], 1)], old, TID), 409, "INVALID_PRODUCER_EPOCH")
+    new = {**p, **ident(ended)}
+    _ok(send(client, [batch("out", 1, ["b"], 0)], new, TID))
+    _ok(_end(client, new))
+    assert _all(client) == ["a", "b"]
+
+
+def test_add_offsets_begins_the_transaction_too(client, topic) -> None:  # type: ignore[no-untyped-def]
+    p = _init(client)
+    r = client.post(f"/v1/transactions/{TID}/offsets", json={
+        **ident(p), "group_id": "g", "offsets": [{"topic": "out", "partition": 0, "offset": 4}]})
+    assert _ok(r)["state"] == "Ongoing"
+    _ok(_end(client, p))
+    committed = _ok(client.get("/v1/groups/g/offsets"))["offsets"]
+    assert [(o["topic"], o["partition"], o["offset"]) for o in committed] == [("out", 0, 4)]
+
+
+def test_version_1_still_needs_begin_and_keeps_its_epoch(client, topic) -> None:  # type: ignore[no-untyped-def]
+    p = init_producer(client, TID)
+    assert p["transaction_version"] == 1
+    _error(send(client, [batch("out", 0, ["a"], 0)], p, TID), 409, "INVALID_TXN_STATE")
+    begin(client, TID, p)
+    _ok(send(client, [batch("out", 0, ["a"], 0)], p, TID))
+    assert _ok(_end(client, p))["producer_epoch"] == p["producer_epoch"]
+    assert _all(client) == ["a"]
+
+
+def test_init_producer_id_switches_the_version(client, topic) -> None:  # type: ignore[no-untyped-def]
+    init_producer(client, TID)
+    p = _init(client)
+    _ok(send(client, [batch("out", 0, ["a"], 0)], p, TID))
+    assert _describe(client)["transaction_version"] == 2
+
+
+def test_an_unknown_version_is_refused(client) -> None:  # type: ignore[no-untyped-def]
+    r = client.post("/v1/producers", json={"transactional_id": TID, "transaction_version": 3})
+    _error(r, 422, "INVALID_REQUEST")
+
+
+def test_a_commit_left_to_the_worker_answers_the_new_epoch_and_the_next_send_waits_for_completion(  # type: ignore[no-untyped-def]
+    services
+) -> None:
+    services.topics.create("out", 1)
+    coordinator = TransactionCoordinator(
+        services.db, services.settings.model_copy(update={"complete_inline": False}), services.clock)
+    p = coordinator.init_producer_id(transactional_id=TID, transaction_timeout_ms=None, transaction_version=2)
+    record = [RecordToAppend(None, '"a"', None, services.clock())]
+    services.log.send([SendBatch("out", 0, record, 0)], producer_id=p.producer_id, producer_epoch=p.producer_epoch,
+                      transactional_id=TID)
+
+    decided = coordinator.end_transaction(TID, p.producer_id, p.producer_epoch, commit=True).meta
+
+    assert (decided.state.value, decided.producer_epoch) == ("PrepareCommit", p.producer_epoch + 1)
+    from app.domain.errors import ConcurrentTransactions
+
+    with pytest.raises(ConcurrentTransactions):
+        services.log.send([SendBatch("out", 0, record, 0)], producer_id=p.producer_id,
+                          producer_epoch=decided.producer_epoch, transactional_id=TID)
+    coordinator.complete_pending()
+    results = services.log.send([SendBatch("out", 0, record, 0)], producer_id=p.producer_id,
+                                producer_epoch=decided.producer_epoch, transactional_id=TID)
+    assert results[0].txn_id is not None and results[0].txn_id != decided.txn_id
+
+
+def test_concurrent_first_sends_all_join_one_transaction(services) -> None:  # type: ignore[no-untyped-def]
+    """Sends of one producer racing to begin its transaction (as a Kafka client's pipelined
+    produce requests do): each joins the one transaction the first began, none is refused."""
+    services.topics.create("out", 8)
+    p = services.coordinator.init_producer_id(transactional_id=TID, transaction_timeout_ms=None,
+                                              transaction_version=2)
+    results: dict[int, list] = {}
+    errors: list[BaseException] = []
+    start = threading.Barrier(8)
+
+    def sender(partition: int) -> None:
+        try:
+            start.wait()
+            results[partition] = services.log.send(
+                [SendBatch("out", partition, [RecordToAppend(None, str(partition), None, services.clock())], 0)],
+                producer_id=p.producer_id, producer_epoch=p.producer_epoch, transactional_id=TID)
+        except BaseException as e:  # noqa: BLE001 - reported below
+            errors.append(e)
+
+    threads = [threading.Thread(target=sender, args=(q,)) for q in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+
+    assert errors == []
+    txn_ids = {r[0].txn_id for r in results.values()}
+    view = services.coordinator.describe(TID)
+    assert txn_ids == {view.meta.txn_id}
+    assert sorted(x.partition for x in view.partitions) == list(range(8))
