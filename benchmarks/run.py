@@ -221,11 +221,18 @@ def _post(client: Client, path: str, body: dict | bytes) -> dict:
     return orjson.loads(content)
 
 
-def _init_producer(client: Client, tid: str | None) -> dict:
-    """InitProducerId (transactional when `tid` is given): the producer_id and producer_epoch
-    every later call of that producer carries."""
-    p = _post(client, "/v1/producers", {} if tid is None else {"transactional_id": tid})
+def _init_producer(client: Client, tid: str | None, transaction_version: int = 1) -> dict:
+    """InitProducerId (transactional when `tid` is given, speaking `transaction_version`): the
+    producer_id and producer_epoch every later call of that producer carries (under version 2,
+    until its next Commit answers the next epoch)."""
+    body = {} if tid is None else {"transactional_id": tid, "transaction_version": transaction_version}
+    p = _post(client, "/v1/producers", body)
     return {"producer_id": p["producer_id"], "producer_epoch": p["producer_epoch"]}
+
+
+def _ident_after(answer: dict) -> dict:
+    """The producer_id and epoch a Commit or Abort answered: the next ones under version 2."""
+    return {"producer_id": answer["producer_id"], "producer_epoch": answer["producer_epoch"]}
 
 
 def _records(n: int) -> list[dict]:
@@ -247,18 +254,21 @@ def _records_keyed_by_uuid(n: int) -> list[dict]:
 
 class Producer:
     """A single producer: plain, idempotent or transactional (a Commit after every Send, or
-    after every `commit_every_ms`). It keeps its connection and its producer_id and epoch from
+    after every `commit_every_ms`), speaking transaction protocol `transaction_version` (1:
+    BeginTransaction before each transaction; 2: none, and each Commit answers the next epoch,
+    whose sequences start at 0). It keeps its connection and its producer_id and epoch from
     turn to turn, as a long-lived producer does; each turn writes one partition of a topic of
     its own, whose sequences start at 0."""
 
     def __init__(self, url: str, mode: str, tid: str | None = None,
                  commit_every_ms: float | None = None, records: list[dict] | None = None,
-                 headers: dict[str, str] | None = None) -> None:
+                 headers: dict[str, str] | None = None, transaction_version: int = 1) -> None:
         self.client = Client(url, headers=headers)
         self.mode, self.tid, self.commit_every_ms = mode, tid, commit_every_ms
+        self.transaction_version = transaction_version
         self.ident: dict = {}
         if mode != "plain":
-            self.ident = _init_producer(self.client, tid if mode == "transactional" else None)
+            self.ident = _init_producer(self.client, tid if mode == "transactional" else None, transaction_version)
         self.records = _records(BATCH) if records is None else records
 
     def turn(self, topic: str, seconds: float, partition: int = 0,
@@ -266,12 +276,13 @@ class Producer:
         """Produce for about `seconds`, whole transactions only; returns (records written,
         seconds it took), the time of its last transaction included. `finished`, if given,
         gets the perf_counter() at which each Send's answer came."""
-        c, ident, tid = self.client, self.ident, self.tid
+        c, tid = self.client, self.tid
         written, seq = 0, 0
         t0 = time.perf_counter()
         deadline = t0 + seconds
         while time.perf_counter() < deadline:
-            if self.mode == "transactional":
+            ident = self.ident
+            if self.mode == "transactional" and self.transaction_version == 1:
                 _post(c, f"/v1/transactions/{tid}/begin", ident)
             txn_started = time.perf_counter()
             while True:
@@ -289,7 +300,9 @@ class Producer:
                 if self.commit_every_ms is None or (time.perf_counter() - txn_started) * 1000 >= self.commit_every_ms:
                     break
             if self.mode == "transactional":
-                _post(c, f"/v1/transactions/{tid}/commit", ident)
+                ended = _post(c, f"/v1/transactions/{tid}/commit", ident)
+                if self.transaction_version == 2:
+                    self.ident, seq = _ident_after(ended), 0
         return written, time.perf_counter() - t0
 
     def close(self) -> None:
@@ -416,7 +429,8 @@ def commit_then_get(url: str, topic: str, rounds: int) -> list[float]:
     return out
 
 
-def commit_to_visible(url: str, topic: str, samples: int, mode: str) -> tuple[list[float], list[float]]:
+def commit_to_visible(url: str, topic: str, samples: int, mode: str,
+                      transaction_version: int = 1) -> tuple[list[float], list[float]]:
     """(ms from just before a Commit is sent to its records in a read_committed consumer's hands,
     ms each Commit took), for a consumer in another thread that long-polls (`mode` "long-poll",
     max_wait_ms 5000) or polls with the old client's pause after an empty answer ("poll").
@@ -453,20 +467,23 @@ def commit_to_visible(url: str, topic: str, samples: int, mode: str) -> tuple[li
     consumer.start()
     rng = random.Random(11)
     with Client(url) as c:
-        ident = _init_producer(c, tid)
+        ident = _init_producer(c, tid, transaction_version)
         seq = 0
         for n in range(samples):
             if failed:
                 break
-            _post(c, f"/v1/transactions/{tid}/begin", ident)
+            if transaction_version == 1:
+                _post(c, f"/v1/transactions/{tid}/begin", ident)
             _post(c, "/v1/records", {**ident, "transactional_id": tid, "batches": [
                 {"topic": topic, "partition": 0, "base_sequence": seq,
                  "records": [{"key": f"k{i}", "value": {"txn": n, **VALUE}} for i in range(10)]}]})
             seq += 10
             time.sleep(rng.uniform(0.02, 0.04))  # the consumer is waiting again by now
             committing[n] = time.perf_counter()
-            _post(c, f"/v1/transactions/{tid}/commit", ident)
+            ended = _post(c, f"/v1/transactions/{tid}/commit", ident)
             commit_ms.append((time.perf_counter() - committing[n]) * 1000)
+            if transaction_version == 2:
+                ident, seq = _ident_after(ended), 0
     consumer.join(30)
     if failed:
         raise RuntimeError("the consumer failed") from failed[0]
@@ -879,6 +896,10 @@ def bench_database(kind: str, args: argparse.Namespace, rng: random.Random, note
                   Producer(url, "transactional", "bench-txn-1000"))
         producing("produce transactional (commit / 100 ms)", "p-txn-100ms",
                   Producer(url, "transactional", "bench-txn-100ms", commit_every_ms=100.0))
+        producing("produce transactional v2 (commit / 1,000)", "p-txn2-1000",
+                  Producer(url, "transactional", "bench-txn2-1000", transaction_version=2))
+        producing("produce transactional v2 (commit / 100 ms)", "p-txn2-100ms",
+                  Producer(url, "transactional", "bench-txn2-100ms", commit_every_ms=100.0, transaction_version=2))
 
         # Fetches of records written before the rounds: plain ones, and transactional ones (a
         # commit per Send, as the commit / 1,000 producer writes them), each read_committed and
@@ -982,20 +1003,27 @@ def bench_database(kind: str, args: argparse.Namespace, rng: random.Random, note
         # drift. Before the waiting-readers work this row was commit_then_get: one GET after an inline commit.
         samples = args.latency_samples
         blocks = 4
-        lat: dict[str, tuple[list[float], list[float]]] = {"long-poll": ([], []), "poll": ([], [])}
+        # The long-polling consumer's row also runs a version 2 producer, whose Commit bumps
+        # the epoch: the Commit's own latency on both protocol versions.
+        lat: dict[str, tuple[list[float], list[float]]] = {"long-poll": ([], []), "poll": ([], []),
+                                                           "long-poll, v2": ([], [])}
         for b in range(blocks):
-            for mode in (("long-poll", "poll") if b % 2 == 0 else ("poll", "long-poll")):
-                topic = f"latency-{mode}-{b}"
+            order = ("long-poll", "poll", "long-poll, v2") if b % 2 == 0 else ("long-poll, v2", "poll", "long-poll")
+            for mode in order:
+                topic = f"latency-{mode.replace(', ', '-')}-{b}"
                 create_topic(url, topic, 1)
-                got, commits = commit_to_visible(url, topic, samples // blocks, mode)
+                got, commits = commit_to_visible(url, topic, samples // blocks, mode.removesuffix(", v2"),
+                                                 2 if mode.endswith("v2") else 1)
                 lat[mode][0].extend(got)
                 lat[mode][1].extend(commits)
         for mode, (got, commits) in lat.items():
             label = ("long-polling consumer (max_wait_ms 5000)" if mode == "long-poll"
+                     else "long-polling consumer, transaction version 2" if mode == "long-poll, v2"
                      else f"polling consumer ({POLL_PAUSE_S * 1000:.0f} ms pause)")
             rows.append(Row(kind, f"commit → in a {label}'s hands", None, {
                 "p50 ms": f"{statistics.median(got):.2f}", "p99 ms": f"{pct(got, 0.99):.2f}",
                 "max ms": f"{max(got):.2f}", "the Commit itself, p50 ms": f"{statistics.median(commits):.2f}",
+                "the Commit itself, p99 ms": f"{pct(commits, 0.99):.2f}",
                 "samples": str(len(got))}))
         create_topic(url, "latency-old", 1)
         old = commit_then_get(url, "latency-old", 200)
@@ -1072,6 +1100,9 @@ def print_database(kind: str, rows: list[Row], reference: str) -> None:
         ("idempotent / plain", "produce idempotent", "produce plain"),
         ("transactional (commit / 1,000) / plain", "produce transactional (commit / 1,000)", "produce plain"),
         ("transactional (commit / 100 ms) / plain", "produce transactional (commit / 100 ms)", "produce plain"),
+        ("transactional v2 (commit / 1,000) / plain", "produce transactional v2 (commit / 1,000)", "produce plain"),
+        ("transactional v2 (commit / 100 ms) / plain", "produce transactional v2 (commit / 100 ms)",
+         "produce plain"),
         ("plain, UUID keys and ns timestamps / plain", "produce plain, UUID keys and ns timestamps", "produce plain"),
         ("plain records: read_committed / read_uncommitted fetch", "fetch plain records, read_committed",
          "fetch plain records, read_uncommitted"),

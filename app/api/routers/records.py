@@ -15,7 +15,7 @@ from app.domain.acl import Operation
 router = APIRouter(prefix="/v1/records", tags=["records"])
 
 
-@router.post("", operation_id="send", response_model=SendResponse,
+@router.post("", operation_id="send", response_model=SendResponse, response_model_exclude_none=True,
              responses=documented(400, 401, 403, 404, 409, 413, 415))
 def send(body: Annotated[DecodedSend, Depends(SendBody())], services: ServicesDep, access: AccessDep) -> SendResponse:
     """Send: batches of records to one or more topic-partitions, written all or nothing in
