@@ -254,3 +254,50 @@ def test_concurrent_first_sends_all_join_one_transaction(services) -> None:  # t
     view = services.coordinator.describe(TID)
     assert txn_ids == {view.meta.txn_id}
     assert sorted(x.partition for x in view.partitions) == list(range(8))
+
+
+def test_a_refused_first_send_begins_nothing(client, topic) -> None:  # type: ignore[no-untyped-def]
+    p = _init(client)
+    _error(send(client, [batch("out", 0, ["a"], 5)], p, TID), 409, "UNKNOWN_PRODUCER_ID")
+    described = _describe(client)
+    assert (described["state"], described["txn_id"]) == ("Empty", None)
+    txn_id = _ok(send(client, [batch("out", 0, ["a"], 0)], p, TID))["txn_id"]
+    assert txn_id == 1  # the refused Send spent no txn_id
+
+
+def test_add_offsets_refused_for_a_stale_generation_begins_nothing(client, topic) -> None:  # type: ignore[no-untyped-def]
+    member = _ok(client.post("/v1/groups/g/members", json={"topics": ["out"], "session_timeout_ms": 10_000}))
+    p = _init(client)
+    r = client.post(f"/v1/transactions/{TID}/offsets", json={
+        **ident(p), "group_id": "g", "offsets": [{"topic": "out", "partition": 0, "offset": 4}],
+        "generation_id": member["generation_id"] + 1, "member_id": member["member_id"]})
+    _error(r, 409, "ILLEGAL_GENERATION")
+    assert _describe(client)["state"] == "Empty"
+
+
+def test_a_prepared_transaction_commits_with_the_epoch_it_was_prepared_under_and_answers_the_next(  # type: ignore[no-untyped-def]
+    client, topic
+) -> None:
+    p = _init(client)
+    txn_id = _ok(send(client, [batch("out", 0, ["a"], 0)], p, TID))["txn_id"]
+    prepared = _ok(_end(client, p, "prepare", txn_id=txn_id))
+    assert (prepared["state"], prepared["producer_epoch"]) == ("Prepared", p["producer_epoch"])
+
+    committed = _ok(_end(client, p, txn_id=txn_id))
+
+    assert (committed["state"], committed["producer_epoch"]) == ("CompleteCommit", p["producer_epoch"] + 1)
+    assert _all(client) == ["a"]
+
+
+def test_a_new_instance_keeps_a_prepared_transaction_and_its_commit_bumps_the_epoch(client, topic) -> None:  # type: ignore[no-untyped-def]
+    old = _init(client)
+    txn_id = _ok(send(client, [batch("out", 0, ["a"], 0)], old, TID))["txn_id"]
+    _ok(_end(client, old, "prepare", txn_id=txn_id))
+
+    new = _init(client, keep_prepared_txn=True)
+    assert (new["prepared_txn_id"], new["producer_epoch"]) == (txn_id, old["producer_epoch"] + 1)
+    _error(_end(client, old, txn_id=txn_id), 409, "PRODUCER_FENCED")
+    committed = _ok(_end(client, new, txn_id=txn_id))
+
+    assert committed["producer_epoch"] == new["producer_epoch"] + 1
+    assert _all(client) == ["a"]

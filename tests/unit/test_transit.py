@@ -25,8 +25,9 @@ from app.domain.transit import (
     Prepare,
     TxnTransit,
     prepare_transition,
+    then,
 )
-from app.domain.types import MAX_PRODUCER_EPOCH, ProducerEpoch, ProducerId, TransactionState, TxnId
+from app.domain.types import MAX_PRODUCER_EPOCH, ProducerEpoch, ProducerId, TransactionState, TransactionVersion, TxnId
 
 S = TransactionState
 NOW = 9_000
@@ -136,6 +137,49 @@ def test_a_decision_moves_an_open_transaction_to_prepare_commit_or_abort(
 def test_completion_moves_a_decision_to_its_complete_state(state: TransactionState,
                                                            target: TransactionState) -> None:
     assert prepare_transition(meta(state), Complete(), NOW) == TxnTransit(meta(target, updated_ms=NOW))
+
+
+@pytest.mark.parametrize("commit", [True, False])
+def test_a_version_1_decision_keeps_the_epoch(commit: bool) -> None:
+    after = prepare_transition(meta(S.ONGOING, last_producer_epoch=3), Decide(commit), NOW).after
+    assert (after.producer_epoch, after.last_producer_epoch) == (5, 3)
+
+
+@pytest.mark.parametrize("commit", [True, False])
+def test_a_version_2_decision_bumps_the_epoch_and_remembers_the_one_it_ended(commit: bool) -> None:
+    transit = prepare_transition(meta(S.ONGOING, transaction_version=TransactionVersion.V2), Decide(commit), NOW)
+    assert not transit.new_producer_id
+    assert (transit.after.producer_epoch, transit.after.last_producer_epoch) == (6, 5)
+    assert transit.after.previous_producer_id is None
+
+
+def test_a_version_2_decision_at_the_maximum_epoch_asks_for_a_new_producer_id_and_remembers_the_old_one() -> None:
+    before = meta(S.ONGOING, transaction_version=TransactionVersion.V2, producer_epoch=ProducerEpoch(MAX_PRODUCER_EPOCH))
+    transit = prepare_transition(before, Decide(commit=True), NOW)
+    assert transit.new_producer_id
+    assert (transit.after.producer_epoch, transit.after.last_producer_epoch) == (0, MAX_PRODUCER_EPOCH)
+    assert transit.after.previous_producer_id == 10
+
+
+def test_a_later_bump_forgets_the_replaced_producer_id() -> None:
+    before = meta(S.COMPLETE_COMMIT, transaction_version=TransactionVersion.V2, previous_producer_id=ProducerId(4),
+                  last_producer_epoch=ProducerEpoch(MAX_PRODUCER_EPOCH))
+    after = prepare_transition(before, InitProducerId(30_000, "User:a", transaction_version=TransactionVersion.V2),
+                               NOW).after
+    assert (after.previous_producer_id, after.last_producer_epoch) == (None, None)
+
+
+def test_init_producer_id_sets_the_version_it_asks_for() -> None:
+    before = meta(S.EMPTY, transaction_version=TransactionVersion.V2)
+    assert prepare_transition(before, InitProducerId(30_000, "User:a"), NOW).after.transaction_version \
+        is TransactionVersion.V1
+
+
+def test_a_decision_and_its_completion_are_written_as_one_transit_with_the_decision_s_new_producer_id() -> None:
+    before = meta(S.ONGOING, transaction_version=TransactionVersion.V2, producer_epoch=ProducerEpoch(MAX_PRODUCER_EPOCH))
+    decided = prepare_transition(before, Decide(commit=True), NOW)
+    both = then(decided, prepare_transition(decided.after, Complete(), NOW))
+    assert both.new_producer_id and both.after.state is S.COMPLETE_COMMIT and both.after.producer_epoch == 0
 
 
 def test_no_epoch_arithmetic_outside_the_domain() -> None:
