@@ -17,7 +17,8 @@ import msgspec
 from fastapi import Request
 
 from app.api.json_body import JsonBody, decode, schema_mismatch
-from app.api.schemas.records import SendRequest
+from app.api.schemas.records import BatchIn, SendRequest
+from app.api.schemas.transactions import CommitTransactionRequest
 from app.domain.records import SendBatch, batch_of, check_finite_numbers, check_record_count
 
 _NUL = b"\\u0000"
@@ -44,18 +45,43 @@ class SendBody(JsonBody[DecodedSend]):
         return to_domain(send, body, services.clock())
 
 
+@dataclass(frozen=True, slots=True)
+class DecodedCommit:
+    request: CommitTransactionRequest
+    batches: list[SendBatch]  # the transaction's last batches, carried by the Commit; usually none
+
+
+class CommitBody(JsonBody[DecodedCommit]):
+    """The Commit's body dependency: its batches, if it carries any, checked as a Send's."""
+
+    def __init__(self) -> None:
+        super().__init__(CommitTransactionRequest)  # type: ignore[arg-type]
+
+    def decode_body(self, request: Request, body: bytes) -> DecodedCommit:
+        commit: CommitTransactionRequest = decode(self._decoder, body)
+        if not commit.batches:
+            return DecodedCommit(commit, [])
+        services = request.app.state.services
+        check_record_count(sum(len(b.records) for b in commit.batches), services.settings.max_records_per_request)
+        return DecodedCommit(commit, _batches(commit.batches, body, services.clock()))
+
+
 def to_domain(send: SendRequest, body: bytes, now_ms: int) -> DecodedSend:
+    return DecodedSend(_batches(send.batches, body, now_ms), send.producer_id, send.producer_epoch,
+                       send.transactional_id)
+
+
+def _batches(batches: list[BatchIn], body: bytes, now_ms: int) -> list[SendBatch]:
     if _NUL in body:
-        _refuse_nul(send)
+        _refuse_nul(batches)
     check_finite_numbers(body)
-    batches = [batch_of(b.topic, b.partition, b.records, now_ms, no_value=msgspec.UNSET,
-                        base_sequence=b.base_sequence, expected_offset=b.expected_offset)
-               for b in send.batches]
-    return DecodedSend(batches, send.producer_id, send.producer_epoch, send.transactional_id)
+    return [batch_of(b.topic, b.partition, b.records, now_ms, no_value=msgspec.UNSET,
+                     base_sequence=b.base_sequence, expected_offset=b.expected_offset)
+            for b in batches]
 
 
-def _refuse_nul(send: SendRequest) -> None:
-    for i, b in enumerate(send.batches):
+def _refuse_nul(batches: list[BatchIn]) -> None:
+    for i, b in enumerate(batches):
         for j, r in enumerate(b.records):
             where_ = ("body", "batches", i, "records", j)
             if r.key is not None and "\x00" in r.key:

@@ -326,6 +326,9 @@ class Producer:
         producers prepared (prepare_transaction() returned them): they commit in the same
         decision as this one, all or none (a joint commit)."""
         self._require_transactional()
+        if self.transaction_version == 2 and not prepared and 0 < self._buffered <= self.batch_records:
+            self._commit_with_buffer()
+            return
         self.flush()
         self._check_usable()
         if not self._txn_started:
@@ -337,6 +340,38 @@ class Producer:
         if prepared:
             body["prepared"] = [{"transactional_id": p.transactional_id, "txn_id": p.txn_id} for p in prepared]
         self._ended(self._call("POST", f"/v1/transactions/{self.transactional_id}/commit", json=body))
+
+    def _commit_with_buffer(self) -> None:
+        """Version 2: what is buffered (one request's worth) goes with the Commit, appended and
+        committed in one request. The buffer is kept until the answer: if the Commit fails
+        retriably, calling commit_transaction() again sends the same request, which the service
+        answers again without appending should the first have committed."""
+        self._check_usable()
+        body: dict[str, Any] = {
+            **self._ident(),
+            "batches": [
+                {"topic": t, "partition": p, "base_sequence": self._next_sequence[(t, p)], "records": recs}
+                for (t, p), recs in self._buffer.items()
+            ],
+        }
+        if self._txn_id is not None:
+            body["txn_id"] = self._txn_id
+        self._txn_started = True  # whatever the answer: the request may have begun it
+        try:
+            answer = self._call("POST", f"/v1/transactions/{self.transactional_id}/commit", json=body,
+                                deadline_s=self.delivery_timeout_s)
+        except ClientError as e:
+            if isinstance(e, (FatalError, RetriableError)):
+                raise
+            # Refused (a sequence, a deleted topic): nothing of it was written or committed, and
+            # the transaction must abort, as after a refused Send.
+            self._needs_epoch_bump = e.error_code in EPOCH_BUMP_CODES
+            self._abortable = e if isinstance(e, (AbortableError, UnknownTopicOrPartitionError)) else \
+                AbortableError(e.error_code, e.message, e.status)
+            raise self._abortable from e
+        self._buffer.clear()
+        self._buffered = 0
+        self._ended(answer)
 
     def _ended(self, answer: dict | None = None) -> None:
         """The transaction is over. Under version 2 the service's answer carries the producer's

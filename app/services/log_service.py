@@ -29,8 +29,8 @@ from app.settings import Limit, Settings
 from app.storage import append, changes, producers, read, topics
 from app.storage import transactions as txns
 from app.storage.dialect import RowLock
-from app.storage.engine import Database
-from app.services.transaction_coordinator import join_transaction
+from app.storage.engine import Database, after_commit
+from app.services.transaction_join import join_transaction
 
 
 @dataclass(frozen=True, slots=True)
@@ -130,6 +130,62 @@ def append_in_open_transaction(
     return appended
 
 
+def check_send(
+    batches: list[SendBatch],
+    producer_id: int | None,
+    producer_epoch: int | None,
+    transactional_id: str | None,
+) -> None:
+    """What a Send must be before anything is read: batches, one per partition, each with
+    records; producer fields that go together; a base_sequence exactly where there is a producer."""
+    if not batches:
+        raise InvalidRequest("a Send needs at least one batch")
+    seen: set[tuple[str, int]] = set()
+    for b in batches:
+        if not b.records:
+            raise InvalidRequest(f"batch for {b.topic}/{b.partition} has no records")
+        if (b.topic, b.partition) in seen:
+            raise InvalidRequest(
+                f"two batches for {b.topic}/{b.partition}: send one batch per partition"
+            )
+        seen.add((b.topic, b.partition))
+    if (producer_id is None) != (producer_epoch is None):
+        raise InvalidRequest("producer_id and producer_epoch go together")
+    if transactional_id is not None and producer_id is None:
+        raise InvalidRequest("a transactional Send needs producer_id and producer_epoch")
+    for b in batches:
+        if producer_id is not None and b.base_sequence is None:
+            raise InvalidRequest(
+                f"batch for {b.topic}/{b.partition} needs base_sequence: the producer is idempotent"
+            )
+        if producer_id is None and b.base_sequence is not None:
+            raise InvalidRequest("base_sequence needs producer_id and producer_epoch")
+
+
+def append_sent(
+    conn: Connection,
+    batches: list[SendBatch],
+    to_append: list[append.BatchToAppend],
+    *,
+    producer_id: int | None,
+    producer_epoch: int | None,
+    transactional_id: str | None,
+    txn_id: int | None,
+    now_ms: int,
+) -> list[SendResult]:
+    """Append a Send's batches (batches_to_append made `to_append` of them) in the caller's
+    database transaction, which has checked the producer and joined the transaction if any;
+    their metrics count once it commits. A Send, and a Commit that carries its transaction's
+    last batches."""
+    results = append.append_batches(conn, to_append, producer_id=producer_id, producer_epoch=producer_epoch,
+                                    transactional_id=transactional_id, txn_id=txn_id, now_ms=now_ms)
+    after_commit(conn, lambda: _count(results, producer_id, transactional_id))
+    return [
+        SendResult(b.topic, r.partition, r.base_offset, r.record_count, r.duplicate, txn_id)
+        for b, r in zip(batches, results, strict=True)
+    ]
+
+
 class LogService:
     def __init__(self, db: Database, settings: Settings, clock: Clock) -> None:
         self.db = db
@@ -146,7 +202,7 @@ class LogService:
         principal: str = ANONYMOUS,
     ) -> list[SendResult]:
         """`principal` is who sends: an idempotent producer id is usable by its holder only."""
-        self._validate(batches, producer_id, producer_epoch, transactional_id)
+        check_send(batches, producer_id, producer_epoch, transactional_id)
         try:
             return self._send(batches, producer_id, producer_epoch, transactional_id, principal, RowLock.SHARE)
         except txns.RowLockBusy:
@@ -187,50 +243,8 @@ class LogService:
                     raise InvalidProducerEpoch(
                         f"producer epoch {producer_epoch} is not the current epoch {current}"
                     )
-            results = append.append_batches(
-                conn,
-                to_append,
-                producer_id=producer_id,
-                producer_epoch=producer_epoch,
-                transactional_id=transactional_id,
-                txn_id=txn_id,
-                now_ms=now,
-            )
-        _count(results, producer_id, transactional_id)
-        return [
-            SendResult(b.topic, r.partition, r.base_offset, r.record_count, r.duplicate, txn_id)
-            for b, r in zip(batches, results, strict=True)
-        ]
-
-    def _validate(
-        self,
-        batches: list[SendBatch],
-        producer_id: int | None,
-        producer_epoch: int | None,
-        transactional_id: str | None,
-    ) -> None:
-        if not batches:
-            raise InvalidRequest("a Send needs at least one batch")
-        seen: set[tuple[str, int]] = set()
-        for b in batches:
-            if not b.records:
-                raise InvalidRequest(f"batch for {b.topic}/{b.partition} has no records")
-            if (b.topic, b.partition) in seen:
-                raise InvalidRequest(
-                    f"two batches for {b.topic}/{b.partition}: send one batch per partition"
-                )
-            seen.add((b.topic, b.partition))
-        if (producer_id is None) != (producer_epoch is None):
-            raise InvalidRequest("producer_id and producer_epoch go together")
-        if transactional_id is not None and producer_id is None:
-            raise InvalidRequest("a transactional Send needs producer_id and producer_epoch")
-        for b in batches:
-            if producer_id is not None and b.base_sequence is None:
-                raise InvalidRequest(
-                    f"batch for {b.topic}/{b.partition} needs base_sequence: the producer is idempotent"
-                )
-            if producer_id is None and b.base_sequence is not None:
-                raise InvalidRequest("base_sequence needs producer_id and producer_epoch")
+            return append_sent(conn, batches, to_append, producer_id=producer_id, producer_epoch=producer_epoch,
+                               transactional_id=transactional_id, txn_id=txn_id, now_ms=now)
 
     def fetch(
         self,

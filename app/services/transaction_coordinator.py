@@ -32,7 +32,6 @@ from app.domain.errors import (
     InvalidRequest,
     InvalidTransactionTimeout,
     InvalidTxnState,
-    TransactionalIdNotFound,
 )
 from app.domain.transaction import (
     COMPLETING_STATES,
@@ -43,7 +42,6 @@ from app.domain.transaction import (
 )
 from app.domain.transit import (
     AnswerAgain,
-    Begin,
     Complete,
     Decide,
     Event,
@@ -64,6 +62,9 @@ from app.storage import groups, markers, producers, topics
 from app.storage import transactions as txns
 from app.storage.dialect import RowLock
 from app.storage.engine import Database, after_commit
+from app.domain.records import SendBatch
+from app.services.log_service import SendResult, append_sent, batches_to_append, check_send
+from app.services.transaction_join import begin_next, join_transaction, require
 
 S = TransactionState
 logger = logging.getLogger(__name__)
@@ -79,6 +80,7 @@ class TransactionView:
     meta: TransactionMetadata
     partitions: list[txns.TxnPartition] = field(default_factory=list)
     pending_offsets: list[txns.PendingOffset] = field(default_factory=list)
+    sent: list[SendResult] = field(default_factory=list)  # the batches a Commit carried
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,34 +93,6 @@ class ProducerIdAndEpoch:
     # new instance to commit or abort once it has read the outcome its own database recorded.
     prepared_txn_id: int | None = None
     transaction_version: TransactionVersion | None = None
-
-
-def begin_next(conn, meta: TransactionMetadata, now: int) -> TransactionMetadata:  # type: ignore[no-untyped-def]
-    """Idle → Ongoing with a new txn_id, in the caller's database transaction, which holds the
-    row FOR UPDATE. A refused Begin rolls that transaction back, the txn_id counter with it:
-    no txn_id is spent on it. A new transaction has no partitions or staged offsets yet:
-    completion removed the previous one's."""
-    txn_id = producers.next_id(conn, producers.TXN_ID_COUNTER)
-    return txns.apply_transit(conn, meta, prepare_transition(meta, Begin(txn_id), now))
-
-
-def join_transaction(  # type: ignore[no-untyped-def]
-    conn, transactional_id: str, producer_id: int, producer_epoch: int, now: int, *, lock: RowLock,
-) -> TransactionMetadata:
-    """The open transaction that a transactional Send or AddOffsets joins, its row read with
-    `lock` and held until the caller's database transaction ends (FOR SHARE lets a producer's
-    Sends run side by side, while a state change waits for them; see storage.transactions.get).
-    Under transaction version 2 an idle transactional id's next transaction begins here; from
-    a shared read that raises the lock without waiting, and txns.RowLockBusy (another Send of
-    the producer holds the row too) asks the caller to start again with RowLock.UPDATE."""
-    meta = TransactionCoordinator._require(conn, transactional_id, lock=lock)
-    meta.check_producer(producer_id, producer_epoch)
-    if meta.begins_on_join():
-        if lock is not RowLock.UPDATE:
-            txns.lock_now(conn, transactional_id)
-        meta = begin_next(conn, meta, now)
-    meta.require_ongoing()
-    return meta
 
 
 class TransactionCoordinator:
@@ -308,7 +282,7 @@ class TransactionCoordinator:
             # rather than misapplied. Kafka's BeginTransaction does not even reach the
             # coordinator. Completing a previous transaction is durable: it is done apart.
             with self.db.write(durable=False) as conn:
-                meta = self._require(conn, transactional_id)
+                meta = require(conn, transactional_id)
                 meta.check_producer(producer_id, producer_epoch)
                 if meta.state not in COMPLETING_STATES:
                     return TransactionView(begin_next(conn, meta, now))
@@ -377,7 +351,7 @@ class TransactionCoordinator:
         waits, durable and without a timeout, for Commit or Abort. A retry answers the same."""
         now = self.clock()
         with self.db.write() as conn:
-            meta = self._require(conn, transactional_id, lock=RowLock.UPDATE)
+            meta = require(conn, transactional_id, lock=RowLock.UPDATE)
             meta.check_producer(producer_id, producer_epoch)
             meta.check_txn_id(txn_id)
             if meta.state is not S.PREPARED:
@@ -397,23 +371,44 @@ class TransactionCoordinator:
         commit: bool,
         txn_id: int | None = None,
         prepared: Sequence[PreparedTxnRef] = (),
+        batches: Sequence[SendBatch] = (),
     ) -> TransactionView:
         """Commit or Abort. A Commit may name other Prepared transactions (`prepared`): they are
         decided with the caller's, in the same database transaction, and (inline completion)
-        completed in it too, so read_committed readers see all of their records or none."""
+        completed in it too, so read_committed readers see all of their records or none.
+
+        Under transaction version 2 a Commit may carry the transaction's last `batches`: they
+        are appended (beginning the transaction if none is open) and committed in the same
+        database transaction, all or nothing, so a transaction of one Send costs one request
+        and one durable write. A retry of it is answered again and appends nothing."""
         now = self.clock()
         target = S.PREPARE_COMMIT if commit else S.PREPARE_ABORT
         _check_joint_commit(transactional_id, prepared, commit)
+        if batches:
+            if not commit or prepared:
+                raise InvalidRequest("only a Commit that names no prepared transactions carries batches")
+            check_send(list(batches), producer_id, producer_epoch, transactional_id)
+        sent: list[SendResult] = []
         with self.db.write() as conn:
             # Each row locked in one order, the transactional ids sorted: two joint commits
             # naming overlapping transactions would otherwise deadlock on PostgreSQL.
             names = sorted({transactional_id, *(ref.transactional_id for ref in prepared)})
-            locked = {name: self._require(conn, name, lock=RowLock.UPDATE) for name in names}
+            locked = {name: require(conn, name, lock=RowLock.UPDATE) for name in names}
             meta = locked[transactional_id]
+            if batches and meta.transaction_version is not TransactionVersion.V2:
+                # Under version 1 a Commit of a completed transaction is answered as a retry:
+                # batches sent with one would be acknowledged without being appended.
+                raise InvalidRequest("a Commit carries batches only under transaction_version 2")
             # Version 2: the Commit (Abort) that bumped the epoch, retried with the epoch it
             # carried the first time, is answered again; any other use of that epoch is refused.
             if not meta.is_end_retry(producer_id, producer_epoch, commit=commit):
                 meta.check_producer(producer_id, producer_epoch)
+                if batches:
+                    meta = locked[transactional_id] = join_transaction(
+                        conn, transactional_id, producer_id, producer_epoch, now, lock=RowLock.UPDATE)
+                    sent = append_sent(conn, list(batches), batches_to_append(conn, list(batches)),
+                                       producer_id=producer_id, producer_epoch=producer_epoch,
+                                       transactional_id=transactional_id, txn_id=meta.txn_id, now_ms=now)
             meta.check_txn_id(txn_id)
             done = {S.PREPARE_COMMIT, S.COMPLETE_COMMIT} if commit else {S.PREPARE_ABORT, S.COMPLETE_ABORT}
             # Already decided: a retry of the same request, answered as the first time.
@@ -431,14 +426,14 @@ class TransactionCoordinator:
                     meta = txns.apply_transit(conn, meta, transits[0])
                     for m, transit in zip(joined, transits[1:], strict=True):
                         txns.apply_transit(conn, m, transit)
-                    return self._view(conn, meta)
+                    return self._view(conn, meta, sent)
             if self.settings.complete_inline and transits:
                 # The decision is completed in this same database transaction: the Prepare
                 # state would be overwritten at once, so it is computed (and checked) but only
                 # the Complete state is written, with the decision's epoch bump (version 2).
                 completed = {m.transactional_id: m for m in self._complete_all(conn, transits, now, stored=locked)}
                 meta = completed.get(transactional_id, meta)
-            return self._view(conn, meta)
+            return self._view(conn, meta, sent)
 
     # --- Completion (the second phase) -------------------------------------------------------
 
@@ -486,11 +481,12 @@ class TransactionCoordinator:
         return completed
 
     @staticmethod
-    def _view(conn, meta: TransactionMetadata) -> TransactionView:  # type: ignore[no-untyped-def]
+    def _view(conn, meta: TransactionMetadata, sent: list[SendResult] | None = None) -> TransactionView:  # type: ignore[no-untyped-def]
         if meta.state in IDLE_STATES:
-            return TransactionView(meta)  # completion removed its partitions and staged offsets
+            return TransactionView(meta, sent=sent or [])  # completion removed its partitions and staged offsets
         return TransactionView(
-            meta, txns.partitions_of(conn, meta.transactional_id), txns.pending_offsets_of(conn, meta.transactional_id)
+            meta, txns.partitions_of(conn, meta.transactional_id), txns.pending_offsets_of(conn, meta.transactional_id),
+            sent or [],
         )
 
     def complete_pending(self, limit: int = 100) -> tuple[int, int]:
@@ -552,7 +548,7 @@ class TransactionCoordinator:
         epoch is bumped, as on timeout, so the producer is fenced if it comes back."""
         now = self.clock()
         with self.db.write() as conn:
-            meta = self._require(conn, transactional_id, lock=RowLock.UPDATE)
+            meta = require(conn, transactional_id, lock=RowLock.UPDATE)
             if meta.state in (S.ONGOING, S.PREPARED):
                 meta = self._fence(conn, meta, now, Fence(FenceReason.ADMIN))
             elif meta.state is not S.PREPARE_ABORT:
@@ -582,7 +578,7 @@ class TransactionCoordinator:
 
     def describe(self, transactional_id: str) -> TransactionView:
         with self.db.read() as conn:
-            meta = self._require(conn, transactional_id, lock=None)
+            meta = require(conn, transactional_id, lock=None)
             return TransactionView(
                 meta, txns.partitions_of(conn, transactional_id), txns.pending_offsets_of(conn, transactional_id)
             )
@@ -597,15 +593,6 @@ class TransactionCoordinator:
         with self.db.read() as conn:
             return txns.list_all(conn, states=states, started_before_ms=started_before,
                                  transactional_id_prefix=transactional_id_prefix, limit=limit)
-
-    @staticmethod
-    def _require(conn, transactional_id: str, lock: RowLock | None = RowLock.UPDATE) -> TransactionMetadata:  # type: ignore[no-untyped-def]
-        meta = txns.get(conn, transactional_id, lock=lock)
-        if meta is None:
-            raise TransactionalIdNotFound(
-                f"no producer was initialised with transactional_id {transactional_id!r}"
-            )
-        return meta
 
 
 def _check_joint_commit(transactional_id: str, prepared: Sequence[PreparedTxnRef], commit: bool) -> None:

@@ -301,3 +301,72 @@ def test_a_new_instance_keeps_a_prepared_transaction_and_its_commit_bumps_the_ep
 
     assert committed["producer_epoch"] == new["producer_epoch"] + 1
     assert _all(client) == ["a"]
+
+
+# --- a Commit that carries the transaction's last batches ----------------------------------------
+
+
+def _commit_with(client, producer: dict, batches: list[dict], tid: str = TID, **extra):  # type: ignore[no-untyped-def]
+    return client.post(f"/v1/transactions/{tid}/commit", json={**ident(producer), "batches": batches, **extra})
+
+
+def test_a_commit_carrying_batches_is_a_whole_transaction_in_one_request(client, topic) -> None:  # type: ignore[no-untyped-def]
+    p = _init(client)
+
+    answer = _ok(_commit_with(client, p, [batch("out", 0, ["a", "b"], 0), batch("out", 1, ["c"], 0)]))
+
+    assert (answer["state"], answer["producer_epoch"]) == ("CompleteCommit", p["producer_epoch"] + 1)
+    assert [(r["topic"], r["partition"], r["base_offset"], r["record_count"]) for r in answer["results"]] == [
+        ("out", 0, 0, 2), ("out", 1, 0, 1)]
+    assert _all(client) == ["a", "b", "c"]
+
+
+def test_a_commit_carrying_batches_commits_them_with_the_transaction_s_earlier_sends(client, topic) -> None:  # type: ignore[no-untyped-def]
+    p = _init(client)
+    _ok(send(client, [batch("out", 0, ["a"], 0)], p, TID))
+    _ok(_commit_with(client, p, [batch("out", 0, ["b"], 1)]))
+    assert _all(client) == ["a", "b"]
+
+
+def test_a_plain_commit_answer_has_no_results(client, topic) -> None:  # type: ignore[no-untyped-def]
+    p = _init(client)
+    _ok(send(client, [batch("out", 0, ["a"], 0)], p, TID))
+    assert "results" not in _ok(_end(client, p))
+
+
+def test_a_retried_commit_carrying_batches_appends_nothing(client, topic) -> None:  # type: ignore[no-untyped-def]
+    p = _init(client)
+    first = _ok(_commit_with(client, p, [batch("out", 0, ["a"], 0)]))
+
+    again = _ok(_commit_with(client, p, [batch("out", 0, ["a"], 0)]))
+
+    assert (again["state"], again["producer_epoch"], again["txn_id"]) == (
+        "CompleteCommit", first["producer_epoch"], first["txn_id"])
+    assert again["results"] == []
+    assert _all(client, "read_uncommitted") == ["a"]
+
+
+def test_a_commit_whose_batch_is_refused_changes_nothing(client, topic) -> None:  # type: ignore[no-untyped-def]
+    p = _init(client)
+    _ok(send(client, [batch("out", 0, ["a"], 0)], p, TID))
+
+    _error(_commit_with(client, p, [batch("out", 1, ["b"], 0), batch("out", 0, ["c"], 7)]), 409,
+           "OUT_OF_ORDER_SEQUENCE_NUMBER")
+
+    described = _describe(client)
+    assert (described["state"], described["producer_epoch"]) == ("Ongoing", p["producer_epoch"])
+    assert [x["partition"] for x in described["partitions"]] == [0]
+    assert _all(client, "read_uncommitted") == ["a"]
+
+
+def test_a_version_1_commit_cannot_carry_batches(client, topic) -> None:  # type: ignore[no-untyped-def]
+    p = init_producer(client, TID)
+    begin(client, TID, p)
+    _error(_commit_with(client, p, [batch("out", 0, ["a"], 0)]), 400, "INVALID_REQUEST")
+    assert _describe(client)["state"] == "Ongoing"
+
+
+def test_a_joint_commit_cannot_carry_batches(client, topic) -> None:  # type: ignore[no-untyped-def]
+    p = _init(client)
+    r = _commit_with(client, p, [batch("out", 0, ["a"], 0)], prepared=[{"transactional_id": "other", "txn_id": 1}])
+    _error(r, 400, "INVALID_REQUEST")

@@ -360,29 +360,77 @@ def test_version_2_takes_the_epoch_its_commit_answers_and_restarts_its_sequences
 
     bodies: list[dict] = []
     script = Script({
+        ("POST", "/v1/producers"): [ok({"producer_id": 7, "producer_epoch": 0})],
         ("GET", "/v1/topics/income"): [ok({"partition_count": 1})],
         ("POST", "/v1/records"): [_records_answer()],
-        ("POST", "/v1/transactions/tx/commit"): [ok({"state": "CompleteCommit", "producer_id": 7, "producer_epoch": 1})],
+        ("POST", "/v1/transactions/tx/commit"): [
+            ok({"state": "CompleteCommit", "producer_id": 7, "producer_epoch": 1}),
+            ok({"state": "CompleteCommit", "producer_id": 7, "producer_epoch": 2})],
     })
-    original = script.__call__
 
     def recording(request: httpx.Request) -> httpx.Response:
-        if request.url.path == "/v1/records":
+        if request.method == "POST" and request.url.path != "/v1/producers":
             bodies.append(_json.loads(request.content))
-        return original(request)
+        return script(request)
 
-    script.__call__ = recording  # type: ignore[method-assign]
-    producer = Producer(URL, "tx", client=httpx.Client(base_url=URL, transport=httpx.MockTransport(recording)))
-    script.answers[("POST", "/v1/producers")] = [ok({"producer_id": 7, "producer_epoch": 0})]
+    producer = Producer(URL, "tx", client=httpx.Client(base_url=URL, transport=httpx.MockTransport(recording)),
+                        batch_records=2)
     producer.init_transactions()
     for _ in range(2):
         producer.begin_transaction()
-        producer.send("income", {"amount": 1}, partition=0)
-        producer.send("income", {"amount": 2}, partition=0)
+        for amount in (1, 2, 3):  # one batch sent when the buffer fills, the last one with the Commit
+            producer.send("income", {"amount": amount}, partition=0)
         producer.commit_transaction()
 
-    assert [(b["producer_epoch"], b["batches"][0]["base_sequence"]) for b in bodies] == [(0, 0), (1, 0)]
+    sent = [(b["producer_epoch"], b["batches"][0]["base_sequence"], "transactional_id" in b) for b in bodies]
+    # A Send, then a Commit carrying the rest (no transactional_id in a Commit's body), per transaction.
+    assert sent == [(0, 0, True), (0, 2, False), (1, 0, True), (1, 2, False)]
     assert ("POST", "/v1/transactions/tx/begin") not in script.requests
+    assert producer.producer_epoch == 2
+
+
+def test_version_2_commits_a_transaction_that_fits_one_request_in_one_request() -> None:
+    script = Script({
+        ("GET", "/v1/topics/income"): [ok({"partition_count": 1})],
+        ("POST", "/v1/transactions/tx/commit"): [ok({"state": "CompleteCommit", "producer_id": 7, "producer_epoch": 1})],
+    })
+    producer = _transactional_producer(script, transaction_version=2)
+    producer.send("income", {"amount": 1}, partition=0)
+    producer.commit_transaction()
+    assert script.requests == [("POST", "/v1/producers"), ("GET", "/v1/topics/income"),
+                               ("POST", "/v1/transactions/tx/commit")]
+
+
+def test_version_2_keeps_the_buffer_when_the_commit_carrying_it_is_not_answered() -> None:
+    script = Script({
+        ("GET", "/v1/topics/income"): [ok({"partition_count": 1})],
+        ("POST", "/v1/transactions/tx/commit"): [unavailable(), ok({"state": "CompleteCommit", "producer_id": 7,
+                                                                     "producer_epoch": 1})],
+    })
+    producer = _transactional_producer(script, transaction_version=2)
+    producer.delivery_timeout_s = 0.05
+    producer.send("income", {"amount": 1}, partition=0)
+    with pytest.raises(RetriableError):
+        producer.commit_transaction()
+    producer.delivery_timeout_s = 5
+    producer.commit_transaction()  # the same request again
+    assert producer.producer_epoch == 1
+
+
+def test_version_2_a_refused_commit_carrying_the_buffer_leaves_the_transaction_to_abort() -> None:
+    script = Script({
+        ("GET", "/v1/topics/income"): [ok({"partition_count": 1})],
+        ("POST", "/v1/transactions/tx/commit"): [refusal(409, "OUT_OF_ORDER_SEQUENCE_NUMBER", False)],
+        ("POST", "/v1/transactions/tx/abort"): [ok({"state": "CompleteAbort", "producer_id": 7, "producer_epoch": 1})],
+    })
+    producer = _transactional_producer(script, transaction_version=2)
+    producer.send("income", {"amount": 1}, partition=0)
+    with pytest.raises(AbortableError):
+        producer.commit_transaction()
+    with pytest.raises(AbortableError):
+        producer.commit_transaction()
+    producer.abort_transaction()
+    assert (producer.producer_epoch, script.requests.count(("POST", "/v1/transactions/tx/commit"))) == (1, 1)
 
 
 def test_version_2_aborts_after_a_send_of_unknown_outcome_without_initialising_again() -> None:

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Path, Query
+from fastapi import APIRouter, Depends, Path, Query
 
 from app.api.deps import ServicesDep
 from app.api.errors import documented
@@ -14,7 +14,7 @@ from app.domain.acl import Operation
 from app.api.schemas.transactions import (
     AddOffsetsRequest,
     BeginTransactionRequest,
-    CommitTransactionRequest,
+    CommitResponse,
     EndTransactionRequest,
     PendingOffset,
     TransactionDescription,
@@ -26,6 +26,8 @@ from app.domain.transaction import PreparedTxnRef, TransactionMetadata
 from app.domain.types import TransactionState
 from app.api.routers.groups import group_metadata
 from app.domain.offsets import OffsetToStage
+from app.api.schemas.records import BatchResult
+from app.api.send_body import CommitBody, DecodedCommit
 from app.services.transaction_coordinator import TransactionView
 
 router = APIRouter(prefix="/v1/transactions", tags=["transactions"])
@@ -124,11 +126,12 @@ def prepare_transaction(
 
 
 @router.post("/{transactional_id}/commit", operation_id="commit_transaction",
-             response_model=TransactionDescription, responses=documented(400, 401, 403, 404, 409, 415))
+             response_model=CommitResponse, response_model_exclude_unset=True,
+             responses=documented(400, 401, 403, 404, 409, 413, 415))
 def commit_transaction(
-    transactional_id: TransactionalIdPath, body: Annotated[CommitTransactionRequest, json_body(CommitTransactionRequest)],
+    transactional_id: TransactionalIdPath, decoded: Annotated[DecodedCommit, Depends(CommitBody())],
     services: ServicesDep, access: AccessDep,
-) -> TransactionDescription:
+) -> CommitResponse:
     """Commit: PrepareCommit, then a COMMIT marker in every partition of the transaction and
     its staged offsets moved to the group, all visible together.
 
@@ -143,16 +146,29 @@ def commit_transaction(
     Transaction version 2: the answer carries the producer's new `producer_epoch` (and a new
     `producer_id` once the epoch is exhausted), which the next transaction's requests carry.
     A retry with the epoch this request carried is answered the same, until the next
-    transaction begins.
+    transaction begins. Under version 2 a Commit may also carry the transaction's last
+    `batches`: they are appended and the transaction committed in one request, all or nothing.
     """
+    body = decoded.request
     access.require(Operation.WRITE, acl.transactional_id(transactional_id))
     for ref in body.prepared:
         access.require(Operation.WRITE, acl.transactional_id(ref.transactional_id))
+    for topic in sorted({b.topic for b in decoded.batches}):
+        access.require(Operation.WRITE, acl.topic(topic))
     view = services.coordinator.end_transaction(
         transactional_id, body.producer_id, body.producer_epoch, commit=True, txn_id=body.txn_id,
         prepared=[PreparedTxnRef(ref.transactional_id, ref.txn_id) for ref in body.prepared],
+        batches=decoded.batches,
     )
-    return _description(view, services.clock(), access)
+    described = _description(view, services.clock(), access).model_dump()
+    if not decoded.batches:
+        return CommitResponse(**described)
+    return CommitResponse(**described, results=[
+        BatchResult(topic=r.topic, partition=r.partition, base_offset=r.base_offset,
+                    last_offset=r.base_offset + r.record_count - 1, record_count=r.record_count,
+                    duplicate=r.duplicate)
+        for r in view.sent
+    ])
 
 
 @router.post("/{transactional_id}/abort", operation_id="abort_transaction",

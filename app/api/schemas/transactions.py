@@ -15,6 +15,7 @@ from app.api.schemas.common import (
     RequestBody,
     TransactionalId,
 )
+from app.api.schemas.records import BatchIn, BatchResult
 from app.domain.types import MAX_INT64, TransactionState
 
 
@@ -47,6 +48,14 @@ class CommitTransactionRequest(EndTransactionRequest):
         "txn_id). For writers that prepare in parallel and commit once, as the Spark sink's tasks do. Needs "
         "WRITE on each transactional id",
     )] = []
+    batches: Annotated[list[BatchIn], Meta(
+        min_length=1,
+        description="transaction version 2: the transaction's last batches, as a Send's, appended and committed "
+        "in one request and one database transaction (as Kafka's producer flushes its buffer before EndTxn, in one "
+        "round trip): all of them and the commit, or nothing changes. The first batches of a transaction begin it "
+        "too, so a transaction of one Send is one request. A retry with the epoch this request carried is "
+        "answered again and appends nothing. Needs WRITE on each topic; not with `prepared`",
+    )] | None = None
 
 
 class AddOffsetsRequest(ProducerIdentity):
@@ -89,6 +98,11 @@ class TransactionSummary(BaseModel):
 class TransactionDescription(TransactionSummary):
     partitions: list[TransactionPartition]
     pending_offsets: list[PendingOffset]
+
+
+class CommitResponse(TransactionDescription):
+    results: list[BatchResult] | None = Field(
+        default=None, description="the batches the Commit carried, as a Send answers them (only when it carried some)")
 
 
 class TransactionList(BaseModel):

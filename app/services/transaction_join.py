@@ -1,0 +1,51 @@
+"""Joining a transaction: what a transactional Send, AddOffsets, or a Commit that carries the
+last batches takes before it writes, and (transaction version 2) how an idle transactional id's
+next transaction begins. One place for every request that joins."""
+
+from __future__ import annotations
+
+from app.domain.errors import TransactionalIdNotFound
+from app.domain.transaction import TransactionMetadata
+from app.domain.transit import Begin, prepare_transition
+from app.storage import producers
+from app.storage import transactions as txns
+from app.storage.dialect import RowLock
+
+
+def require(conn, transactional_id: str, lock: RowLock | None = RowLock.UPDATE) -> TransactionMetadata:  # type: ignore[no-untyped-def]
+    """The transactional id's metadata, its row locked with `lock`; TRANSACTIONAL_ID_NOT_FOUND if
+    no producer was initialised with it."""
+    meta = txns.get(conn, transactional_id, lock=lock)
+    if meta is None:
+        raise TransactionalIdNotFound(
+            f"no producer was initialised with transactional_id {transactional_id!r}"
+        )
+    return meta
+
+
+def begin_next(conn, meta: TransactionMetadata, now: int) -> TransactionMetadata:  # type: ignore[no-untyped-def]
+    """Idle → Ongoing with a new txn_id, in the caller's database transaction, which holds the
+    row FOR UPDATE. A refused Begin rolls that transaction back, the txn_id counter with it:
+    no txn_id is spent on it. A new transaction has no partitions or staged offsets yet:
+    completion removed the previous one's."""
+    txn_id = producers.next_id(conn, producers.TXN_ID_COUNTER)
+    return txns.apply_transit(conn, meta, prepare_transition(meta, Begin(txn_id), now))
+
+
+def join_transaction(  # type: ignore[no-untyped-def]
+    conn, transactional_id: str, producer_id: int, producer_epoch: int, now: int, *, lock: RowLock,
+) -> TransactionMetadata:
+    """The open transaction that a transactional Send or AddOffsets joins, its row read with
+    `lock` and held until the caller's database transaction ends (FOR SHARE lets a producer's
+    Sends run side by side, while a state change waits for them; see storage.transactions.get).
+    Under transaction version 2 an idle transactional id's next transaction begins here; from
+    a shared read that raises the lock without waiting, and txns.RowLockBusy (another Send of
+    the producer holds the row too) asks the caller to start again with RowLock.UPDATE."""
+    meta = require(conn, transactional_id, lock=lock)
+    meta.check_producer(producer_id, producer_epoch)
+    if meta.begins_on_join():
+        if lock is not RowLock.UPDATE:
+            txns.lock_now(conn, transactional_id)
+        meta = begin_next(conn, meta, now)
+    meta.require_ongoing()
+    return meta
