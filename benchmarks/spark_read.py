@@ -164,7 +164,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.only in (None, "sqlite"):
         targets.append(prepare_sqlite(args.sqlite_path, args.keep))
 
-    spark, _ = build_session("spark-read-benchmark", databases=["postgresql", "sqlite"], master="local[2]",
+    # Only the JDBC drivers of the databases read: --only postgresql runs without SQLite's jar.
+    databases = [kind for kind in ("postgresql", "sqlite") if args.only in (None, kind)]
+    spark, _ = build_session("spark-read-benchmark", databases=databases, master="local[2]",
                              conf={"spark.sql.shuffle.partitions": "2", "spark.ui.enabled": "false"})
     spark.sparkContext.setLogLevel("ERROR")
     results = [bench(spark, url, args.records_per_partition, args.splits, args.runs, args.keep) for url in targets]
