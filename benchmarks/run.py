@@ -17,7 +17,13 @@ benchmark that cannot flatter):
   `--rounds` turns in an order shuffled afresh each round, from a seed that is printed;
 - the reference, the database's own insert, sends rows encoded before its clock starts;
 - the peers, on PostgreSQL: pgqueuer (installed from PyPI, the `bench` extra) and PGMQ (its
-  plain SQL install file, given with `--pgmq-sql`; not part of this repository);
+  plain SQL install file, given with `--pgmq-sql`; not part of this repository), each driven
+  as its best client would (Pgmq, PgQueuer say how), and beside them, unless `--no-old-peers`,
+  driven as before (Python lists adapted by psycopg): the driver's share of the old figures.
+  A peer's client CPU per record is checked against its database's, with a warning where the
+  driver's is not small beside it;
+- the target against PGMQ, printed with its parts: a plain Send's CPU per record in client,
+  service and database together against send_batch's, and one client's throughput against it;
 - CPU per record is read per process: the service's (from /proc/<pid>/stat), this client's
   (time.process_time) and, on PostgreSQL, the database backends' serving the scratch database
   (from /proc/<backend pid>/stat; PostgreSQL's own background processes are left out).
@@ -89,6 +95,8 @@ class Row:
     cpu: Cpu | None = None
     records: int = 0
     service_cpu: bool = True  # whether the service's CPU belongs to this path (not a peer's)
+    cpu_turns: list[Cpu] = field(default_factory=list)  # each turn's, in the order of `turns`
+    peer: bool = False  # a queue users would pick instead, driven from this process
 
 
 # --- a service under test ---------------------------------------------------------------------
@@ -693,38 +701,68 @@ class Pgmq:
     of an hour), then `pgmq.delete` of those ids, as a consumer that is done with them does.
     Without the delete, read messages would stay in the queue ahead of the unread ones (read
     takes the lowest ids whose visibility time has passed) for every later read to step over:
-    that would measure the benchmark, not PGMQ."""
+    that would measure the benchmark, not PGMQ.
+
+    Driven as its best Python client would, so that the row measures PGMQ and not psycopg:
+
+    - send_batch gets the batch as one parameter, the `jsonb[]` array's text built once here
+      (cast `::text::jsonb[]`): a Python list of 1,000 strings is adapted by psycopg element by
+      element, which cost this process about 14 µs a message in a trial here, more than
+      PostgreSQL spent on it;
+    - read's messages are parsed by orjson (psycopg's `set_json_loads`), as the service's
+      consumer parses its pages, instead of the standard library's json, per message;
+    - delete gets its ids as one `{1,2,…}` literal joined from the ids read (0.4 µs a message
+      here, against 1.1-1.2 for the list of ints psycopg adapts), and answers with their count.
+
+    `adapted=True` drives both turns the way run.py did before (the Python list, json.loads,
+    the ids as a list): the driver's share, measured in the same run."""
 
     QUEUE = "bench"
 
     def __init__(self, db_url: str, sql_file: Path) -> None:
         import psycopg
+        from psycopg.types.json import set_json_loads
 
         self.conn = psycopg.connect(_psycopg_url(db_url), autocommit=True)
         self.conn.execute(sql_file.read_text())
         self.conn.execute("SELECT pgmq.create(%s)", (self.QUEUE,))
-        self.messages = [orjson.dumps(VALUE).decode()] * BATCH  # the same list every batch
+        message = orjson.dumps(VALUE).decode()
+        self.messages = [message] * BATCH  # the same list every batch (adapted=True)
+        # An array literal's element: double-quoted, with `"` and `\` escaped.
+        element = '"' + message.replace("\\", "\\\\").replace('"', '\\"') + '"'
+        self.array = "{" + ",".join([element] * BATCH) + "}"
+        self.reader = self.conn.cursor()
+        set_json_loads(orjson.loads, self.reader)
 
-    def send_turn(self, seconds: float) -> Turn:
+    def send_turn(self, seconds: float, adapted: bool = False) -> Turn:
         conn, n = self.conn, 0
+        sql, batch = (("SELECT pgmq.send_batch(%s, %s::jsonb[])", self.messages) if adapted
+                      else ("SELECT pgmq.send_batch(%s, %s::text::jsonb[])", self.array))
         t0 = time.perf_counter()
         deadline = t0 + seconds
         while time.perf_counter() < deadline:
-            conn.execute("SELECT pgmq.send_batch(%s, %s::jsonb[])", (self.QUEUE, self.messages)).fetchall()
+            conn.execute(sql, (self.QUEUE, batch)).fetchall()
             n += BATCH
         return n, time.perf_counter() - t0
 
-    def read_turn(self, seconds: float) -> Turn:
+    def read_turn(self, seconds: float, adapted: bool = False) -> Turn:
         """Reads and deletes until `seconds` have passed or the queue has nothing left."""
         conn, n = self.conn, 0
+        read = "SELECT msg_id, message FROM pgmq.read(%s, %s, %s)"
         t0 = time.perf_counter()
         deadline = t0 + seconds
         while time.perf_counter() < deadline:
-            rows = conn.execute("SELECT msg_id, message FROM pgmq.read(%s, %s, %s)",
-                                (self.QUEUE, 3600, BATCH)).fetchall()
+            rows = (conn if adapted else self.reader).execute(read, (self.QUEUE, 3600, BATCH)).fetchall()
             if not rows:
                 break
-            conn.execute("SELECT pgmq.delete(%s, %s::bigint[])", (self.QUEUE, [r[0] for r in rows])).fetchall()
+            if adapted:
+                conn.execute("SELECT pgmq.delete(%s, %s::bigint[])", (self.QUEUE, [r[0] for r in rows])).fetchall()
+            else:
+                ids = "{" + ",".join([str(r[0]) for r in rows]) + "}"
+                deleted = conn.execute("SELECT count(*) FROM pgmq.delete(%s, %s::text::bigint[])",
+                                       (self.QUEUE, ids)).fetchone()[0]
+                if deleted != len(rows):
+                    raise RuntimeError(f"pgmq.delete deleted {deleted} of {len(rows)} messages read")
             n += len(rows)
         return n, time.perf_counter() - t0
 
@@ -734,61 +772,92 @@ class Pgmq:
 
 class PgQueuer:
     """pgqueuer (PyPI) installed into the scratch database, driven through its own Queries API
-    over a psycopg async connection in this process, as an application enqueuing jobs and a
-    worker claiming them would: `enqueue` of 1,000 jobs whose payload is the same value a Send
-    carries, and a worker's loop: `dequeue` of batches of 1,000 (claimed, status 'picked'),
-    then `log_jobs` of them as successful (a DELETE from the queue and a row in its log), as
-    pgqueuer's QueueManager does for each job done. Claimed jobs left in the queue would slow
-    every later dequeue, as PGMQ's read messages do (see Pgmq)."""
+    in this process, as an application enqueuing jobs and a worker claiming them would:
+    `enqueue` of 1,000 jobs whose payload is the same value a Send carries, and a worker's
+    loop: `dequeue` of batches of 1,000 (claimed, status 'picked'), then `log_jobs` of them as
+    successful (a DELETE from the queue and a row in its log), as pgqueuer's QueueManager does
+    for each job done. Claimed jobs left in the queue would slow every later dequeue, as
+    PGMQ's read messages do (see Pgmq).
+
+    Driven as its best client would: over asyncpg, the driver pgqueuer's own documentation
+    starts with, which encodes the enqueue's six arrays in binary in compiled code (psycopg
+    adapts them element by element in Python: about 11-14 µs of this process a job against
+    4-6 over asyncpg, in a trial here), and with the batch API's every list (entrypoints,
+    payloads, priorities, delays, dedupe keys, headers) made once, outside the clock.
+    `psycopg=True` drives the same calls over psycopg with the three lists run.py gave before:
+    the driver's share, measured in the same run."""
 
     ENTRYPOINT = "bench"
 
     def __init__(self, db_url: str) -> None:
+        import asyncpg
         import psycopg
+        from pgqueuer.adapters.drivers.asyncpg import AsyncpgDriver
         from pgqueuer.adapters.drivers.psycopg import PsycopgDriver
         from pgqueuer.adapters.persistence.queries import Queries
         from pgqueuer.ports.repository import EntrypointExecutionParameter
 
         self.loop = asyncio.new_event_loop()
-        self.conn = self.loop.run_until_complete(psycopg.AsyncConnection.connect(_psycopg_url(db_url), autocommit=True))
-        self.queries = Queries(PsycopgDriver(self.conn))
+        url = _psycopg_url(db_url)
+        self.conn = self.loop.run_until_complete(asyncpg.connect(url))
+        self.psycopg_conn = self.loop.run_until_complete(psycopg.AsyncConnection.connect(url, autocommit=True))
+        self.queries = Queries(AsyncpgDriver(self.conn))
+        self.psycopg_queries = Queries(PsycopgDriver(self.psycopg_conn))
         self.loop.run_until_complete(self.queries.install())
         payload = orjson.dumps(VALUE)
-        self.batch = ([self.ENTRYPOINT] * BATCH, [payload] * BATCH, [0] * BATCH)  # made once
+        # Made once: entrypoints, payloads, priorities (the way before), then delays, dedupe
+        # keys and headers, which enqueue would otherwise fill in itself for every batch.
+        self.before = ([self.ENTRYPOINT] * BATCH, [payload] * BATCH, [0] * BATCH)
+        self.batch = (*self.before, [timedelta(0)] * BATCH, [None] * BATCH, [None] * BATCH)
         self.entrypoints = {self.ENTRYPOINT: EntrypointExecutionParameter(concurrency_limit=0)}
         self.manager = uuid.uuid4()
 
-    def enqueue_turn(self, seconds: float) -> Turn:
+    def enqueue_turn(self, seconds: float, psycopg: bool = False) -> Turn:
+        queries, batch = (self.psycopg_queries, self.before) if psycopg else (self.queries, self.batch)
+
         async def run() -> Turn:
             n = 0
             t0 = time.perf_counter()
             deadline = t0 + seconds
             while time.perf_counter() < deadline:
-                await self.queries.enqueue(*self.batch)
+                await queries.enqueue(*batch)
                 n += BATCH
             return n, time.perf_counter() - t0
 
         return self.loop.run_until_complete(run())
 
-    def dequeue_turn(self, seconds: float) -> Turn:
+    def dequeue_turn(self, seconds: float, psycopg: bool = False) -> Turn:
         """Claims until `seconds` have passed or nothing is left to claim."""
+        queries = self.psycopg_queries if psycopg else self.queries
+
         async def run() -> Turn:
             n = 0
             t0 = time.perf_counter()
             deadline = t0 + seconds
             while time.perf_counter() < deadline:
-                jobs = await self.queries.dequeue(BATCH, self.entrypoints, self.manager, None, timedelta(hours=1))
+                jobs = await queries.dequeue(BATCH, self.entrypoints, self.manager, None, timedelta(hours=1))
                 if not jobs:
                     break
-                await self.queries.log_jobs([(job, "successful", None) for job in jobs])
+                await queries.log_jobs([(job, "successful", None) for job in jobs])
                 n += len(jobs)
             return n, time.perf_counter() - t0
 
         return self.loop.run_until_complete(run())
 
     def close(self) -> None:
+        self.loop.run_until_complete(self.psycopg_conn.close())
         self.loop.run_until_complete(self.conn.close())
         self.loop.close()
+
+
+# Each peer path's name, driven the way run.py drove it before its driver was measured apart
+# (see Pgmq and PgQueuer): the rows that show how much of the old figures was the driver's.
+PEER_BEFORE = {
+    "pgmq send_batch": "pgmq send_batch, a Python list psycopg adapts (before)",
+    "pgmq read + delete": "pgmq read + delete, json.loads and a list of ids (before)",
+    "pgqueuer enqueue": "pgqueuer enqueue over psycopg (before)",
+    "pgqueuer dequeue + log_jobs": "pgqueuer dequeue + log_jobs over psycopg (before)",
+}
 
 
 # --- CPU per process ------------------------------------------------------------------------------
@@ -946,7 +1015,8 @@ def bench_database(kind: str, args: argparse.Namespace, rng: random.Random, note
         vacuum: list[str] = []
         if kind == "postgresql":
             try:
-                import pgqueuer  # noqa: F401 - the optional extra `bench`
+                import asyncpg  # noqa: F401 - the optional extra `bench`: pgqueuer[asyncpg]
+                import pgqueuer  # noqa: F401
             except ImportError:
                 notes.append("pgqueuer: not measured (not installed: pip install -e '.[bench]')")
             else:
@@ -958,6 +1028,10 @@ def bench_database(kind: str, args: argparse.Namespace, rng: random.Random, note
                 vacuum.extend(["pgqueuer", "pgqueuer_log", "pgqueuer_statistics"])
                 paths["pgqueuer enqueue"] = lambda r: lambda: pgq.enqueue_turn(turn_seconds)
                 paths["pgqueuer dequeue + log_jobs"] = lambda r: lambda: pgq.dequeue_turn(turn_seconds)
+                if args.old_peers:
+                    paths[PEER_BEFORE["pgqueuer enqueue"]] = lambda r: lambda: pgq.enqueue_turn(turn_seconds, True)
+                    paths[PEER_BEFORE["pgqueuer dequeue + log_jobs"]] = (
+                        lambda r: lambda: pgq.dequeue_turn(turn_seconds, True))
             if args.pgmq_sql is not None:
                 mq = Pgmq(db_url, args.pgmq_sql)
                 closers.append(mq.close)
@@ -967,6 +1041,9 @@ def bench_database(kind: str, args: argparse.Namespace, rng: random.Random, note
                 vacuum.append(f"pgmq.q_{Pgmq.QUEUE}")
                 paths["pgmq send_batch"] = lambda r: lambda: mq.send_turn(turn_seconds)
                 paths["pgmq read + delete"] = lambda r: lambda: mq.read_turn(turn_seconds)
+                if args.old_peers:
+                    paths[PEER_BEFORE["pgmq send_batch"]] = lambda r: lambda: mq.send_turn(turn_seconds, True)
+                    paths[PEER_BEFORE["pgmq read + delete"]] = lambda r: lambda: mq.read_turn(turn_seconds, True)
             else:
                 notes.append("PGMQ: not measured (no --pgmq-sql)")
         else:
@@ -974,7 +1051,7 @@ def bench_database(kind: str, args: argparse.Namespace, rng: random.Random, note
 
         names = list(paths)
         turns: dict[str, list[Turn]] = {name: [] for name in names}
-        cpu: dict[str, Cpu] = {name: Cpu() for name in names}
+        cpu: dict[str, list[Cpu]] = {name: [] for name in names}
         orders = []
         for r in range(rounds):
             if vacuum and meter.conn is not None:
@@ -984,7 +1061,7 @@ def bench_database(kind: str, args: argparse.Namespace, rng: random.Random, note
             for name in order:
                 done, used = meter.measure(paths[name](r))
                 turns[name].append(done)
-                cpu[name].add(used)
+                cpu[name].append(used)
         if vacuum:
             notes.append(f"vacuumed before each round, outside the clock (autovacuum is off here): {', '.join(vacuum)}")
         notes.append(f"{kind} rotation, one letter a path: "
@@ -994,9 +1071,13 @@ def bench_database(kind: str, args: argparse.Namespace, rng: random.Random, note
             done = turns[name]
             per_turn = [n / took for n, took in done if took > 0]
             total = sum(n for n, _ in done)
+            used = Cpu()
+            for c in cpu[name]:
+                used.add(c)
             rows.append(Row(kind, name, total / sum(took for _, took in done),
                             {"turns": f"{len(done)} ({min(per_turn):,.0f}–{max(per_turn):,.0f})"},
-                            done, cpu[name], total, name in service_paths))
+                            done, used, total, name in service_paths, cpu[name],
+                            name.startswith(("pgqueuer", "pgmq"))))
 
         # How soon a commit is in a waiting consumer's hands: a long-polling consumer against
         # one polling with the old client's pause, in alternating blocks so both meet the same
@@ -1074,6 +1155,93 @@ def _us(seconds: float | None, records: int) -> str:
     return "" if seconds is None or not records else f"{seconds / records * 1e6:.1f}"
 
 
+# A peer's client CPU per record above this share of its database's: the row may measure the
+# driver in this process (its adapting, encoding, parsing) more than the peer itself.
+DRIVER_SHARE = 0.5
+
+
+def _cpu_part(row: Row, c: Cpu, part: str) -> float:
+    """Seconds of `c` in one part ("client", "service", "database" or "total"), where the
+    service's counts only for the service's own paths (it idles through a peer's turn)."""
+    parts = {"client": c.client, "service": c.service if row.service_cpu else 0.0, "database": c.database or 0.0}
+    return sum(parts.values()) if part == "total" else parts[part]
+
+
+def _quarters(a: Row, b: Row, value: Callable[[Row, list[Turn], list[Cpu]], float]) -> str:
+    """`value(a) ÷ value(b)` over each quarter of the rounds, as ratio_line splits them."""
+    if len(a.turns) < 4 or len(a.turns) != len(b.turns) or len(a.cpu_turns) != len(a.turns) \
+            or len(b.cpu_turns) != len(b.turns):
+        return ""
+    q = len(a.turns) // 4
+    ratios = []
+    for i in range(0, 4 * q, q):
+        bottom = value(b, b.turns[i:i + q], b.cpu_turns[i:i + q])
+        if not bottom:
+            return ""
+        ratios.append(value(a, a.turns[i:i + q], a.cpu_turns[i:i + q]) / bottom)
+    ratios.sort()
+    return f"{ratios[0]:.2f}–{ratios[-1]:.2f}"
+
+
+def print_driver_check(rows: list[Row]) -> None:
+    """Each peer path's client CPU per record beside its database's, with a warning where the
+    client's is not small beside it: there the driver, not the peer, may set the rate."""
+    peers = [r for r in rows if r.peer and r.cpu is not None and r.records and r.cpu.database]
+    if not peers:
+        return
+    print(f"| driver check: a peer's client CPU per record beside its database's | client µs | database µs "
+          f"| client ÷ database | |\n| --- | ---: | ---: | ---: | --- |")
+    warnings = []
+    for r in peers:
+        share = r.cpu.client / r.cpu.database
+        flagged = share > DRIVER_SHARE
+        print(f"| {r.name} | {_us(r.cpu.client, r.records)} | {_us(r.cpu.database, r.records)} | {share:.2f} | "
+              f"{'**WARNING: the client is not small beside the database**' if flagged else 'ok'} |")
+        if flagged:
+            warnings.append(f"WARNING: {r.name}: this process spent {share:.2f} of the database's CPU per record "
+                            f"(> {DRIVER_SHARE}): the row measures its client (driver, library) in this process "
+                            "as much as the peer")
+    print()
+    for w in warnings:
+        print(f"- {w}")
+    if warnings:
+        print()
+
+
+def print_target(rows: list[Row]) -> None:
+    """The service's plain Send against PGMQ's send_batch: CPU per record in each process and in
+    all three (client + service + database), and one client's throughput. The target: a plain
+    Send's total CPU per record no more than send_batch's, and its throughput at least
+    send_batch's."""
+    by = {r.name: r for r in rows}
+    plain, pgmq = by.get("produce plain"), by.get("pgmq send_batch")
+    if plain is None or pgmq is None or not plain.cpu or not pgmq.cpu or plain.cpu.database is None:
+        return
+
+    def per_record(part: str) -> Callable[[Row, list[Turn], list[Cpu]], float]:
+        def value(row: Row, turns: list[Turn], cpus: list[Cpu]) -> float:
+            return sum(_cpu_part(row, c, part) for c in cpus) / sum(n for n, _ in turns) * 1e6
+        return value
+
+    def rate(row: Row, turns: list[Turn], cpus: list[Cpu]) -> float:
+        return sum(n for n, _ in turns) / sum(took for _, took in turns)
+
+    print("| plain Send against PGMQ send_batch | plain Send | pgmq send_batch | plain ÷ PGMQ "
+          "| in each quarter of the rounds | target | met |\n| --- | ---: | ---: | ---: | ---: | --- | --- |")
+    for part in ("client", "service", "database", "total"):
+        a, b = (per_record(part)(r, r.turns, r.cpu_turns) for r in (plain, pgmq))
+        label = "client + service + database" if part == "total" else part
+        target = ("≤ 1", "yes" if a <= b else "no") if part == "total" else ("", "")
+        # PGMQ has no process of its own between client and database: its service part is none.
+        print(f"| CPU µs / record, {label} | {a:.1f} | {f'{b:.1f}' if part != 'service' else 'none'} | "
+              f"{f'{a / b:.2f}' if b else ''} | "
+              f"{_quarters(plain, pgmq, per_record(part)) if b else ''} | {target[0]} | {target[1]} |")
+    ratio = plain.records_per_s / pgmq.records_per_s
+    print(f"| records/s, one client | {plain.records_per_s:,.0f} | {pgmq.records_per_s:,.0f} | {ratio:.2f} | "
+          f"{_quarters(plain, pgmq, rate)} | ≥ 1 | {'yes' if ratio >= 1 else 'no'} |")
+    print()
+
+
 def print_database(kind: str, rows: list[Row], reference: str) -> None:
     by = {r.name: r for r in rows}
     ref = by[reference].records_per_s
@@ -1117,11 +1285,16 @@ def print_database(kind: str, rows: list[Row], reference: str) -> None:
          "pgqueuer dequeue + log_jobs"),
         ("fetch plain records, read_committed / pgmq read + delete", "fetch plain records, read_committed",
          "pgmq read + delete"),
+        *((f"{peer} / the same driven as before", peer, before) for peer, before in PEER_BEFORE.items()),
+        ("plain produce over HTTP / pgmq send_batch driven as before", "produce plain",
+         PEER_BEFORE["pgmq send_batch"]),
     ]
     for label, a, b in pairs:
         if a in by and b in by:
             print(ratio_line(label, by[a].records_per_s / by[b].records_per_s, turns[a], turns[b]))
     print()
+    print_driver_check(rows)
+    print_target(rows)
     ms = {r.name.removeprefix("request: "): float(r.extra["p50 ms"]) for r in rows if r.name.startswith("request: ")}
     print("| transactional ÷ plain, predicted from the request medians | value |\n| --- | ---: |")
     for label, value in request_bounds(ms):
@@ -1147,6 +1320,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="messages each peer queue holds before the rounds, for its read turns to claim")
     parser.add_argument("--latency-samples", type=int, default=200,
                         help="commits per consumer kind for commit → in hand")
+    parser.add_argument("--no-old-peers", dest="old_peers", action="store_false",
+                        help="leave out the peers driven as before (PGMQ's arrays as Python lists psycopg adapts, "
+                             "pgqueuer over psycopg): the driver's share of their figures")
     parser.add_argument("--no-old-reference", dest="old_reference", action="store_false",
                         help="leave out the raw COPY with rows built in the timed loop (the reference before the waiting-readers work)")
     args = parser.parse_args(argv)

@@ -20,6 +20,8 @@ For each database (PostgreSQL and SQLite, one run of this script):
     .venv/bin/python benchmarks/spark_read.py                # fresh scratch databases, 50,000 records per partition
     .venv/bin/python benchmarks/spark_read.py --keep         # reuse them if already filled
 
+The PostgreSQL database is kept after the run for --keep (benchmarks/scratch.py's kept_database).
+
 Prints a Markdown table; docs/SPARK.md has the numbers of a run.
 """
 
@@ -32,7 +34,6 @@ import time
 from pathlib import Path
 
 from sqlalchemy import create_engine, text
-from sqlalchemy.engine import make_url
 from sqlalchemy.pool import NullPool
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -40,12 +41,12 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
 import committed_log  # noqa: E402
+from scratch import ADMIN_URL, kept_database  # noqa: E402
 
 from spark_jobs.common.positions import batch_ranges, log_end_offsets  # noqa: E402
 from spark_jobs.session import build_session  # noqa: E402
 from benchmarks.jdbc_reader import CUSTOM_SCHEMA, DEFAULT_FETCHSIZE, VIEW_COLUMNS, JdbcSource, predicates, read_committed  # noqa: E402
 
-ADMIN_URL = "postgresql+psycopg://postgres@127.0.0.1:5432/postgres"
 PG_DB = "outbox_spark_bench"
 SQLITE_PATH = "/tmp/outbox_spark_bench.db"
 COLUMNS = [name for name, _ in VIEW_COLUMNS]
@@ -53,16 +54,7 @@ QUOTED = ", ".join(f'"{c}"' for c in COLUMNS)
 
 
 def prepare_postgres(admin_url: str, keep: bool) -> str:
-    admin = create_engine(admin_url, isolation_level="AUTOCOMMIT", poolclass=NullPool)
-    url = make_url(admin_url).set(database=PG_DB).render_as_string(hide_password=False)
-    with admin.connect() as conn:
-        exists = conn.execute(text("SELECT 1 FROM pg_database WHERE datname = :n"), {"n": PG_DB}).first()
-        if exists and not keep:
-            conn.execute(text(f'DROP DATABASE "{PG_DB}" WITH (FORCE)'))
-        if not exists or not keep:
-            conn.execute(text(f'CREATE DATABASE "{PG_DB}"'))
-    admin.dispose()
-    return url
+    return kept_database(PG_DB, fresh=not keep, admin_url=admin_url)[0]
 
 
 def prepare_sqlite(path: str, keep: bool) -> str:
@@ -172,7 +164,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.only in (None, "sqlite"):
         targets.append(prepare_sqlite(args.sqlite_path, args.keep))
 
-    spark, _ = build_session("spark-read-benchmark", databases=["postgresql", "sqlite"], master="local[2]",
+    # Only the JDBC drivers of the databases read: --only postgresql runs without SQLite's jar.
+    databases = [kind for kind in ("postgresql", "sqlite") if args.only in (None, kind)]
+    spark, _ = build_session("spark-read-benchmark", databases=databases, master="local[2]",
                              conf={"spark.sql.shuffle.partitions": "2", "spark.ui.enabled": "false"})
     spark.sparkContext.setLogLevel("ERROR")
     results = [bench(spark, url, args.records_per_partition, args.splits, args.runs, args.keep) for url in targets]

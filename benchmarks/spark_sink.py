@@ -1,6 +1,7 @@
 """Write throughput of the `outbox` sink against the driver-side writer of today, on PostgreSQL.
 
-One `outbox serve` on a fresh PostgreSQL database (benchmarks/committed_log.py's serve()). The
+One `outbox serve` on a scratch PostgreSQL database (benchmarks/scratch.py, dropped at the end;
+benchmarks/committed_log.py's serve()). The
 rows: --rows outputs shaped as the pizza job's (key "order-<n>", value {"order_id", "income"}),
 from spark.range in --tasks Spark partitions. Each variant writes the same rows to a topic of
 its own (8 partitions, created just before), in rotation, --rounds rounds:
@@ -35,7 +36,6 @@ from pathlib import Path
 import httpx
 import orjson
 from sqlalchemy import create_engine, text
-from sqlalchemy.engine import make_url
 from sqlalchemy.pool import NullPool
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -43,23 +43,13 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
 import committed_log  # noqa: E402
+from scratch import scratch_database  # noqa: E402
 
 from app.client import Producer  # noqa: E402
 from spark_jobs.session import build_session  # noqa: E402
 from spark_jobs.datasource import write_outbox  # noqa: E402
 
-ADMIN_URL = "postgresql+psycopg://postgres@127.0.0.1:5432/postgres"
-DATABASE = "outbox_spark_sink_bench"
 OUTPUT_PARTITIONS = 8
-
-
-def fresh_database() -> str:
-    admin = create_engine(ADMIN_URL, isolation_level="AUTOCOMMIT", poolclass=NullPool)
-    with admin.connect() as conn:
-        conn.execute(text(f'DROP DATABASE IF EXISTS "{DATABASE}" WITH (FORCE)'))
-        conn.execute(text(f'CREATE DATABASE "{DATABASE}"'))
-    admin.dispose()
-    return make_url(ADMIN_URL).set(database=DATABASE).render_as_string(hide_password=False)
 
 
 def session(master: str):  # type: ignore[no-untyped-def]
@@ -112,16 +102,7 @@ def driver_write(spark, url: str, topic: str, rows: int, tasks: int) -> float:  
     return seconds
 
 
-def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--rows", type=int, default=200_000)
-    ap.add_argument("--tasks", type=int, default=8, help="Spark partitions of the rows (tasks of a write)")
-    ap.add_argument("--rounds", type=int, default=3)
-    ap.add_argument("--ten-million", type=int, default=0, metavar="N", help="then one sink write of N rows")
-    ap.add_argument("--big-tasks", type=int, default=16)
-    args = ap.parse_args(argv)
-
-    url_db = fresh_database()
+def run(args: argparse.Namespace, url_db: str) -> None:
     engine = create_engine(url_db, poolclass=NullPool)
     results: dict[str, list[float]] = {"sink, local[1]": [], "sink, local[2]": [], "driver writer, local[2]": []}
     with committed_log.serve(url_db) as url:
@@ -176,6 +157,19 @@ def main(argv: list[str] | None = None) -> int:
                   f"committed_records count {count:,} ({time.perf_counter() - counted:.1f} s to count)")
             assert count == args.ten_million
     engine.dispose()
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--rows", type=int, default=200_000)
+    ap.add_argument("--tasks", type=int, default=8, help="Spark partitions of the rows (tasks of a write)")
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--ten-million", type=int, default=0, metavar="N", help="then one sink write of N rows")
+    ap.add_argument("--big-tasks", type=int, default=16)
+    args = ap.parse_args(argv)
+
+    with scratch_database("postgresql", "spark_sink") as url_db:
+        run(args, url_db)
     return 0
 
 

@@ -31,6 +31,9 @@ materialised, nothing collected), with the same number of tasks (--tasks):
 
     .venv/bin/python benchmarks/spark_source.py --fill          # create and fill the scratch database
     .venv/bin/python benchmarks/spark_source.py --rounds 5      # measure
+
+The database is kept between runs (benchmarks/scratch.py's kept_database), filled on its first
+run here or with --fill.
 """
 
 from __future__ import annotations
@@ -42,7 +45,6 @@ import time
 from pathlib import Path
 
 from sqlalchemy import create_engine, text
-from sqlalchemy.engine import make_url
 from sqlalchemy.pool import NullPool
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -50,25 +52,19 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
 import committed_log  # noqa: E402
+from scratch import ADMIN_URL, kept_database  # noqa: E402
 
 from spark_jobs.datasource import read_outbox  # noqa: E402
 from spark_jobs.common.positions import batch_ranges, log_end_offsets  # noqa: E402
 from spark_jobs.session import build_session  # noqa: E402
 from benchmarks.jdbc_reader import CUSTOM_SCHEMA, DEFAULT_FETCHSIZE, JdbcSource, predicates, read_committed  # noqa: E402
 
-ADMIN_URL = "postgresql+psycopg://postgres@127.0.0.1:5432/postgres"
 DATABASE = "outbox_spark_source_bench"
 PLAIN_COLUMNS = '"partition", "offset", commit_position, timestamp_ms, key, value, headers'
 
 
-def fill(admin_url: str, records_per_partition: int, copies: int, database: str = DATABASE) -> str:
-    """(Re)create `database` and fill it; its URL. benchmarks/spark_stream.py fills its own."""
-    admin = create_engine(admin_url, isolation_level="AUTOCOMMIT", poolclass=NullPool)
-    with admin.connect() as conn:
-        conn.execute(text(f'DROP DATABASE IF EXISTS "{database}" WITH (FORCE)'))
-        conn.execute(text(f'CREATE DATABASE "{database}"'))
-    admin.dispose()
-    url = make_url(admin_url).set(database=database).render_as_string(hide_password=False)
+def fill(url: str, records_per_partition: int, copies: int) -> None:
+    """Fill the empty database at `url` (migrated here). benchmarks/spark_stream.py fills its own."""
     with committed_log.serve(url) as api:
         print(f"  {committed_log.fill(api, records_per_partition)}", file=sys.stderr)
     engine = create_engine(url, poolclass=NullPool)
@@ -94,7 +90,6 @@ def fill(admin_url: str, records_per_partition: int, copies: int, database: str 
     with engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
         conn.execute(text("VACUUM ANALYZE records"))
     engine.dispose()
-    return url
 
 
 def copy_to_plain_table(url: str) -> int:
@@ -166,7 +161,8 @@ def timed(df) -> float:  # type: ignore[no-untyped-def]
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--admin-url", default=ADMIN_URL)
-    parser.add_argument("--fill", action="store_true", help="(re)create and fill the scratch database first")
+    parser.add_argument("--fill", action="store_true",
+                        help="(re)create and fill the scratch database first (done anyway if it does not exist)")
     parser.add_argument("--records-per-partition", type=int, default=25_000)
     parser.add_argument("--copies", type=int, default=21, help="copies of the filled log appended in SQL")
     parser.add_argument("--rounds", type=int, default=3)
@@ -174,10 +170,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--variants", default="plain,records_raw,view_jdbc,source,source_adbc,source_no_headers,jdbc_reader,arrow_floor")
     args = parser.parse_args(argv)
 
-    if args.fill:
-        url = fill(args.admin_url, args.records_per_partition, args.copies)
-    else:
-        url = make_url(args.admin_url).set(database=DATABASE).render_as_string(hide_password=False)
+    url, created = kept_database(DATABASE, fresh=args.fill, admin_url=args.admin_url)
+    if created:
+        fill(url, args.records_per_partition, args.copies)
     rows = copy_to_plain_table(url)
 
     spark, _ = build_session("spark-source-benchmark", databases=["postgresql"], master="local[2]",

@@ -8,7 +8,7 @@ the same run.
 
 One SparkSession (local[2]) for both parts.
 
-- **latency** (a fresh database per --db, a real `outbox serve`): after three warm-up
+- **latency** (a scratch database per --db, benchmarks/scratch.py's, a real `outbox serve`): after three warm-up
   commits have gone through, a streaming query with a
   processingTime trigger of --trigger-s (1 s) and a foreachBatch sink that notes when each
   record reaches it (time.perf_counter, in this process); a transactional producer commits
@@ -16,8 +16,8 @@ One SparkSession (local[2]) for both parts.
   each commit_transaction() returned. Beside it, the reference: a read_committed consumer
   long-polling the same partition (GET …/records with max_wait_ms, as benchmarks/waiting.py),
   noting when each record reaches it. p50 / p99 / max of (in hand − commit answered), in ms.
-- **throughput** (PostgreSQL; its own database, outbox_spark_stream_bench, filled once as
-  benchmarks/spark_source.py fills its own: committed_log.py's realistic log through HTTP, then
+- **throughput** (PostgreSQL; its own database, outbox_spark_stream_bench, kept between runs
+  (benchmarks/scratch.py's kept_database) and filled once as benchmarks/spark_source.py fills its own: committed_log.py's realistic log through HTTP, then
   copied in SQL, about 1 M committed records by default; --fill refills it): in turns, --rounds
   rounds after a warm-up one, into Spark's `noop` sink:
   the batch read of the topic (spark.read.format("outbox")), and the streaming query over the
@@ -43,9 +43,6 @@ import uuid
 from pathlib import Path
 
 import httpx
-from sqlalchemy import create_engine, text
-from sqlalchemy.engine import make_url
-from sqlalchemy.pool import NullPool
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -53,12 +50,12 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 
 import committed_log  # noqa: E402
 import spark_source  # noqa: E402
+from scratch import kept_database, scratch_database  # noqa: E402
 
 from app.client.producer import Producer  # noqa: E402
 from spark_jobs.datasource import read_outbox, register  # noqa: E402
 from spark_jobs.session import build_session  # noqa: E402
 
-ADMIN_URL = "postgresql+psycopg://postgres@127.0.0.1:5432/postgres"
 THROUGHPUT_DATABASE = "outbox_spark_stream_bench"
 PIPELINE_OUTPUT = "bench-pipeline-out"
 
@@ -75,31 +72,13 @@ def summary(ms: list[float]) -> str:
 # --- Latency ------------------------------------------------------------------------------------
 
 
-def _fresh_database(kind: str, tmp: Path) -> tuple[str, object]:
-    """(database URL, a callable that drops it)."""
-    if kind == "sqlite":
-        return f"sqlite:///{tmp / f'latency-{uuid.uuid4().hex[:8]}.db'}", lambda: None
-    name = f"outbox_stream_latency_{uuid.uuid4().hex[:8]}"
-    admin = create_engine(ADMIN_URL, isolation_level="AUTOCOMMIT", poolclass=NullPool)
-    with admin.connect() as conn:
-        conn.execute(text(f'CREATE DATABASE "{name}"'))
-
-    def drop() -> None:
-        with admin.connect() as conn:
-            conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
-        admin.dispose()
-
-    return make_url(ADMIN_URL).set(database=name).render_as_string(hide_password=False), drop
-
-
 def latency(spark, kind: str, commits: int, gap_ms: float, trigger_s: float, tmp: Path) -> dict[str, list[float]]:  # type: ignore[no-untyped-def]
     """ms from each commit's answer to the record in the stream's sink, and in a long-poller's hands."""
-    database, drop = _fresh_database(kind, tmp)
     topic = "latency"
     committed_at: dict[int, float] = {}
     in_sink: dict[int, float] = {}
     in_poller: dict[int, float] = {}
-    try:
+    with scratch_database(kind, "stream_latency") as database:
         with committed_log.serve(database) as url:
             httpx.post(f"{url}/v1/topics", json={"name": topic, "partitions": 1}, timeout=30).raise_for_status()
 
@@ -158,8 +137,6 @@ def latency(spark, kind: str, commits: int, gap_ms: float, trigger_s: float, tmp
             stop.set()
             query.stop()
             poller.join(10)
-    finally:
-        drop()  # type: ignore[operator]
     missing = {name: [n for n in range(commits) if n not in got]
                for name, got in (("stream", in_sink), ("long-poll", in_poller))}
     assert not any(missing.values()), f"records never arrived: {missing}"
@@ -170,20 +147,12 @@ def latency(spark, kind: str, commits: int, gap_ms: float, trigger_s: float, tmp
 # --- Throughput ---------------------------------------------------------------------------------
 
 
-def _database_exists(name: str) -> bool:
-    admin = create_engine(ADMIN_URL, poolclass=NullPool)
-    with admin.connect() as conn:
-        found = conn.execute(text("SELECT 1 FROM pg_database WHERE datname = :n"), {"n": name}).first() is not None
-    admin.dispose()
-    return found
-
-
 def throughput(spark, args: argparse.Namespace, tmp: Path) -> list[str]:  # type: ignore[no-untyped-def]
-    if args.fill or not _database_exists(THROUGHPUT_DATABASE):
+    database, created = kept_database(THROUGHPUT_DATABASE, fresh=args.fill)
+    if created:
         t0 = time.monotonic()
-        spark_source.fill(ADMIN_URL, args.records_per_partition, args.copies, database=THROUGHPUT_DATABASE)
+        spark_source.fill(database, args.records_per_partition, args.copies)
         print(f"  filled {THROUGHPUT_DATABASE} in {time.monotonic() - t0:.0f} s", file=sys.stderr)
-    database = make_url(ADMIN_URL).set(database=THROUGHPUT_DATABASE).render_as_string(hide_password=False)
     out = []
     with committed_log.serve(database) as url:
         options = {"url": url, "databaseUrl": database, "topics": committed_log.TOPIC}
