@@ -270,10 +270,13 @@ class Producer:
 
     def __init__(self, url: str, mode: str, tid: str | None = None,
                  commit_every_ms: float | None = None, records: list[dict] | None = None,
-                 headers: dict[str, str] | None = None, transaction_version: int = 1) -> None:
+                 headers: dict[str, str] | None = None, transaction_version: int = 1,
+                 commit_carries_last_send: bool = False) -> None:
         self.client = Client(url, headers=headers)
         self.mode, self.tid, self.commit_every_ms = mode, tid, commit_every_ms
         self.transaction_version = transaction_version
+        # Version 2: each transaction's last batch is sent in its Commit's body.
+        self.commit_carries_last_send = commit_carries_last_send
         self.ident: dict = {}
         if mode != "plain":
             self.ident = _init_producer(self.client, tid if mode == "transactional" else None, transaction_version)
@@ -299,15 +302,23 @@ class Producer:
                     body.update(ident)
                     body["batches"][0]["base_sequence"] = seq
                     seq += BATCH
+                due = self.commit_every_ms is None or (time.perf_counter() - txn_started) * 1000 >= self.commit_every_ms
+                if self.mode == "transactional" and self.commit_carries_last_send and due:
+                    # The transaction's last batch goes with its Commit: one request, one write.
+                    self.ident, seq = _ident_after(_post(c, f"/v1/transactions/{tid}/commit", body)), 0
+                    written += BATCH
+                    break
                 if self.mode == "transactional":
                     body["transactional_id"] = tid
                 _post(c, "/v1/records", body)
                 written += BATCH
                 if finished is not None:
                     finished.append(time.perf_counter())
-                if self.commit_every_ms is None or (time.perf_counter() - txn_started) * 1000 >= self.commit_every_ms:
+                if self.commit_carries_last_send:
+                    continue  # committed with the next batch, once due
+                if due or (time.perf_counter() - txn_started) * 1000 >= self.commit_every_ms:  # type: ignore[operator]
                     break
-            if self.mode == "transactional":
+            if self.mode == "transactional" and not self.commit_carries_last_send:
                 ended = _post(c, f"/v1/transactions/{tid}/commit", ident)
                 if self.transaction_version == 2:
                     self.ident, seq = _ident_after(ended), 0
@@ -969,6 +980,12 @@ def bench_database(kind: str, args: argparse.Namespace, rng: random.Random, note
                   Producer(url, "transactional", "bench-txn2-1000", transaction_version=2))
         producing("produce transactional v2 (commit / 100 ms)", "p-txn2-100ms",
                   Producer(url, "transactional", "bench-txn2-100ms", commit_every_ms=100.0, transaction_version=2))
+        producing("produce transactional v2, last Send in the Commit (commit / 1,000)", "p-txn2f-1000",
+                  Producer(url, "transactional", "bench-txn2f-1000", transaction_version=2,
+                           commit_carries_last_send=True))
+        producing("produce transactional v2, last Send in the Commit (commit / 100 ms)", "p-txn2f-100ms",
+                  Producer(url, "transactional", "bench-txn2f-100ms", commit_every_ms=100.0, transaction_version=2,
+                           commit_carries_last_send=True))
 
         # Fetches of records written before the rounds: plain ones, and transactional ones (a
         # commit per Send, as the commit / 1,000 producer writes them), each read_committed and
@@ -1189,8 +1206,8 @@ def print_driver_check(rows: list[Row]) -> None:
     peers = [r for r in rows if r.peer and r.cpu is not None and r.records and r.cpu.database]
     if not peers:
         return
-    print(f"| driver check: a peer's client CPU per record beside its database's | client µs | database µs "
-          f"| client ÷ database | |\n| --- | ---: | ---: | ---: | --- |")
+    print("| driver check: a peer's client CPU per record beside its database's | client µs | database µs "
+          "| client ÷ database | |\n| --- | ---: | ---: | ---: | --- |")
     warnings = []
     for r in peers:
         share = r.cpu.client / r.cpu.database
@@ -1271,6 +1288,10 @@ def print_database(kind: str, rows: list[Row], reference: str) -> None:
         ("transactional v2 (commit / 1,000) / plain", "produce transactional v2 (commit / 1,000)", "produce plain"),
         ("transactional v2 (commit / 100 ms) / plain", "produce transactional v2 (commit / 100 ms)",
          "produce plain"),
+        ("transactional v2, last Send in the Commit (commit / 1,000) / plain",
+         "produce transactional v2, last Send in the Commit (commit / 1,000)", "produce plain"),
+        ("transactional v2, last Send in the Commit (commit / 100 ms) / plain",
+         "produce transactional v2, last Send in the Commit (commit / 100 ms)", "produce plain"),
         ("plain, UUID keys and ns timestamps / plain", "produce plain, UUID keys and ns timestamps", "produce plain"),
         ("plain records: read_committed / read_uncommitted fetch", "fetch plain records, read_committed",
          "fetch plain records, read_uncommitted"),
