@@ -248,10 +248,12 @@ def test_the_option_batchRecords_sends_a_tasks_records_in_sends_of_at_most_that_
 
 @pytest.mark.parametrize("backend", ["sqlite"], indirect=True)
 def test_the_option_transactionTimeoutMs_is_the_timeout_of_a_tasks_transaction_while_it_sends(backend, url, client) -> None:  # type: ignore[no-untyped-def]  # noqa: N802
-    """A task's transaction, described by the service while the task is between two of its
-    Arrow batches (Ongoing): transaction_timeout_ms is the option's 123456, not the sink's
-    default 900000 nor the service's 60000. (The timeout travels in the task's InitProducerId;
-    the service stores it the same on either database: one backend.)"""
+    """A task's transactional id, described by the service while the task is between two of its
+    Arrow batches: transaction_timeout_ms is the option's 123456, not the sink's default 900000
+    nor the service's 60000. (The timeout travels in the task's InitProducerId; the service
+    stores it the same on either database: one backend.) The transaction itself has not begun:
+    under transaction version 2 it begins with the task's first Send, and its records are still
+    in the producer's buffer."""
     schema = _key_value_schema()
     options = parse_sink_options({"url": url, "topic": TOPIC, "sinkId": "timeout",
                                   "transactionTimeoutMs": "123456"}, streaming=False)
@@ -266,7 +268,7 @@ def test_the_option_transactionTimeoutMs_is_the_timeout_of_a_tasks_transaction_w
         yield second
 
     message = write_partition(options, check_columns(schema, options), schema, 0, batches())
-    assert seen == [{"state": "Ongoing", "transaction_timeout_ms": 123456}]
+    assert seen == [{"state": "Empty", "transaction_timeout_ms": 123456}]
     assert state(client, "timeout.0") == "Prepared"
     assert commit_batch(options, [message], None).committed
     assert sorted(r[2]["n"] for r in committed(client)) == [0, 1, 2, 3]
@@ -347,7 +349,8 @@ def test_with_authentication_on_a_write_without_the_key_or_its_acls_fails_and_le
     assert not isinstance(spark_error.value, OutboxSinkError), "found by the tasks, not on the driver"
     assert log_ends(admin) == [0] * PARTITIONS, "every Send refused: nothing appended, not even a marker"
     assert unfinished_transactions(admin) == {}
-    assert {state(admin, f"secured.{p}") for p in range(2)} == {"CompleteAbort"}
+    # Under transaction version 2 a refused Send begins nothing: no transaction to abort.
+    assert {state(admin, f"secured.{p}") for p in range(2)} == {"Empty"}
 
 
 # --- Streaming ----------------------------------------------------------------------------------
