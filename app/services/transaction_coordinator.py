@@ -405,7 +405,7 @@ class TransactionCoordinator:
                 meta.check_producer(producer_id, producer_epoch)
                 if batches:
                     meta = locked[transactional_id] = join_transaction(
-                        conn, transactional_id, producer_id, producer_epoch, now, lock=RowLock.UPDATE)
+                        conn, transactional_id, producer_id, producer_epoch, now, lock=RowLock.UPDATE, read=meta)
                     sent = append_sent(conn, list(batches), batches_to_append(conn, list(batches)),
                                        producer_id=producer_id, producer_epoch=producer_epoch,
                                        transactional_id=transactional_id, txn_id=meta.txn_id, now_ms=now)

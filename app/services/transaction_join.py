@@ -34,14 +34,16 @@ def begin_next(conn, meta: TransactionMetadata, now: int) -> TransactionMetadata
 
 def join_transaction(  # type: ignore[no-untyped-def]
     conn, transactional_id: str, producer_id: int, producer_epoch: int, now: int, *, lock: RowLock,
+    read: TransactionMetadata | None = None,
 ) -> TransactionMetadata:
     """The open transaction that a transactional Send or AddOffsets joins, its row read with
     `lock` and held until the caller's database transaction ends (FOR SHARE lets a producer's
     Sends run side by side, while a state change waits for them; see storage.transactions.get).
     Under transaction version 2 an idle transactional id's next transaction begins here; from
     a shared read that raises the lock without waiting, and txns.RowLockBusy (another Send of
-    the producer holds the row too) asks the caller to start again with RowLock.UPDATE."""
-    meta = require(conn, transactional_id, lock=lock)
+    the producer holds the row too) asks the caller to start again with RowLock.UPDATE.
+    `read`: the row as the caller's database transaction already read it with `lock`."""
+    meta = require(conn, transactional_id, lock=lock) if read is None else read
     meta.check_producer(producer_id, producer_epoch)
     if meta.begins_on_join():
         if lock is not RowLock.UPDATE:
