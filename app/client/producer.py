@@ -94,6 +94,9 @@ class Producer:
         # Whether the service may hold the open transaction: under version 2 it begins with
         # the first Send or AddOffsets, so an empty transaction is never sent to the service.
         self._txn_started = False
+        # A Commit went unanswered: it may have committed. Only commit_transaction() again
+        # (the same request, answered again if it did) may follow, as in Kafka.
+        self._commit_unknown = False
         self._prepared: PreparedTxnState | None = None
         self._next_sequence: dict[TopicPartition, int] = defaultdict(int)
         self._buffer: dict[TopicPartition, list[dict]] = defaultdict(list)
@@ -149,6 +152,7 @@ class Producer:
         service: the transaction begins there with its first Send or offsets."""
         self._require_transactional()
         self._check_usable()
+        self._check_commit_answered()
         if self._in_transaction:
             raise FatalError("INVALID_TXN_STATE", "a transaction is already open")
         self._ident()  # init_transactions() first
@@ -176,6 +180,7 @@ class Producer:
         headers: dict[str, str] | None = None,
     ) -> None:
         self._check_usable()
+        self._check_commit_answered()
         if self.transactional_id is not None and not self._in_transaction:
             raise FatalError("INVALID_TXN_STATE", "send() outside a transaction: call begin_transaction()")
         if self.producer_id is None:
@@ -268,6 +273,7 @@ class Producer:
         consumer's group_metadata())."""
         self._require_transactional()
         self._check_usable()
+        self._check_commit_answered()
         if not offsets:
             return
         body: dict[str, Any] = {
@@ -295,6 +301,7 @@ class Producer:
         this producer or from the next instance (init_transactions(keep_prepared_txn=True)).
         Record the answer in your own database's transaction before committing here."""
         self._require_transactional()
+        self._check_commit_answered()
         self.flush()
         self._check_usable()
         if not self._txn_started:
@@ -339,7 +346,21 @@ class Producer:
         body: dict[str, Any] = {**self._ident(), "txn_id": self._txn_id}
         if prepared:
             body["prepared"] = [{"transactional_id": p.transactional_id, "txn_id": p.txn_id} for p in prepared]
-        self._ended(self._call("POST", f"/v1/transactions/{self.transactional_id}/commit", json=body))
+        self._ended(self._commit(body))
+
+    def _commit(self, body: dict[str, Any], **kwargs: Any) -> Any:
+        try:
+            answer = self._call("POST", f"/v1/transactions/{self.transactional_id}/commit", json=body, **kwargs)
+        except RetriableError:
+            self._commit_unknown = True
+            raise
+        self._commit_unknown = False
+        return answer
+
+    def _check_commit_answered(self) -> None:
+        if self._commit_unknown:
+            raise FatalError("INVALID_TXN_STATE", "the last commit_transaction() was not answered and may have "
+                             "committed: call commit_transaction() again, which the service answers as it did")
 
     def _commit_with_buffer(self) -> None:
         """Version 2: what is buffered (one request's worth) goes with the Commit, appended and
@@ -358,8 +379,7 @@ class Producer:
             body["txn_id"] = self._txn_id
         self._txn_started = True  # whatever the answer: the request may have begun it
         try:
-            answer = self._call("POST", f"/v1/transactions/{self.transactional_id}/commit", json=body,
-                                deadline_s=self.delivery_timeout_s)
+            answer = self._commit(body, deadline_s=self.delivery_timeout_s)
         except ClientError as e:
             if isinstance(e, (FatalError, RetriableError)):
                 raise
@@ -391,6 +411,7 @@ class Producer:
         self._require_transactional()
         if self._fatal is not None:
             raise self._fatal
+        self._check_commit_answered()
         self._buffer.clear()
         self._buffered = 0
         answer = None

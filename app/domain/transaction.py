@@ -136,7 +136,8 @@ class TransactionMetadata:
         """Version 2: a retry of the Commit (or Abort) that ended the last transaction and
         bumped the epoch: its answer was lost. It is answered again, with the new epoch, as
         long as no transaction has begun since."""
-        ended = (S.PREPARE_COMMIT, S.COMPLETE_COMMIT) if commit else (S.PREPARE_ABORT, S.COMPLETE_ABORT)
+        # An Abort that found nothing open left the state Empty (its bump is InitProducerId's).
+        ended = (S.PREPARE_COMMIT, S.COMPLETE_COMMIT) if commit else (S.PREPARE_ABORT, S.COMPLETE_ABORT, S.EMPTY)
         return self.state in ended and self.is_previous_transaction(producer_id, producer_epoch)
 
     def check_txn_id(self, txn_id: int | None) -> None:

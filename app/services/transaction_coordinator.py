@@ -58,7 +58,7 @@ from app.domain.transit import (
 )
 from app.domain.types import ControlType, TransactionState, TransactionVersion
 from app.settings import Settings
-from app.storage import groups, markers, producers, topics
+from app.storage import append, groups, log_end, markers, producers, topics
 from app.storage import transactions as txns
 from app.storage.dialect import RowLock
 from app.storage.engine import Database, after_commit
@@ -401,14 +401,33 @@ class TransactionCoordinator:
                 raise InvalidRequest("a Commit carries batches only under transaction_version 2")
             # Version 2: the Commit (Abort) that bumped the epoch, retried with the epoch it
             # carried the first time, is answered again; any other use of that epoch is refused.
-            if not meta.is_end_retry(producer_id, producer_epoch, commit=commit):
+            if meta.is_end_retry(producer_id, producer_epoch, commit=commit):
+                if batches:
+                    sent = self._retried_batches(conn, meta, producer_id, producer_epoch, list(batches))
+                if meta.state is S.EMPTY:
+                    return self._view(conn, meta)  # an Abort that found nothing open, retried
+            else:
                 meta.check_producer(producer_id, producer_epoch)
                 if batches:
                     meta = locked[transactional_id] = join_transaction(
                         conn, transactional_id, producer_id, producer_epoch, now, lock=RowLock.UPDATE, read=meta)
-                    sent = append_sent(conn, list(batches), batches_to_append(conn, list(batches)),
-                                       producer_id=producer_id, producer_epoch=producer_epoch,
-                                       transactional_id=transactional_id, txn_id=meta.txn_id, now_ms=now)
+                    to_append = batches_to_append(conn, list(batches))
+                    # The batches' partitions and then the markers' would each be locked in
+                    # order, but not together: all of them first, in one order.
+                    log_end.lock_partitions(conn, [(p.topic_id, p.partition) for p in txns.partitions_of(
+                        conn, transactional_id)] + [(b.topic_id, b.partition) for b in to_append])
+                    sent = append_sent(conn, list(batches), to_append, producer_id=producer_id,
+                                       producer_epoch=producer_epoch, transactional_id=transactional_id,
+                                       txn_id=meta.txn_id, now_ms=now)
+                elif not commit and meta.transaction_version is TransactionVersion.V2 and meta.state in IDLE_STATES:
+                    # Version 2: an Abort with nothing open still bumps the epoch, so that a
+                    # request of this epoch still under way (a Send or a Commit whose answer
+                    # was lost) is refused when it arrives instead of beginning a transaction
+                    # the producer has given up. A retry of this Abort is answered again.
+                    meta = self._apply(conn, meta, InitProducerId(
+                        meta.transaction_timeout_ms, None, recovering_epoch=producer_epoch,
+                        transaction_version=TransactionVersion.V2), now)
+                    return self._view(conn, meta)
             meta.check_txn_id(txn_id)
             done = {S.PREPARE_COMMIT, S.COMPLETE_COMMIT} if commit else {S.PREPARE_ABORT, S.COMPLETE_ABORT}
             # Already decided: a retry of the same request, answered as the first time.
@@ -434,6 +453,28 @@ class TransactionCoordinator:
                 completed = {m.transactional_id: m for m in self._complete_all(conn, transits, now, stored=locked)}
                 meta = completed.get(transactional_id, meta)
             return self._view(conn, meta, sent)
+
+    @staticmethod
+    def _retried_batches(conn, meta: TransactionMetadata, producer_id: int, producer_epoch: int,  # type: ignore[no-untyped-def]
+                         batches: list[SendBatch]) -> list[SendResult]:
+        """A retry of a Commit that carried batches: answered as their first attempt appended
+        them (duplicates), but only if each is what the producer last appended in its
+        partition, in that epoch: otherwise this request is not that Commit again, and its
+        batches, never appended, must not be acknowledged."""
+        to_append = batches_to_append(conn, batches)
+        states = append.last_batches(conn, producer_id, [(b.topic_id, b.partition) for b in to_append])
+        sent = []
+        for b, batch in zip(to_append, batches, strict=True):
+            state = states.get((b.topic_id, b.partition))
+            if state is None or (state.producer_epoch, state.last_batch_base_sequence, state.last_batch_record_count) \
+                    != (producer_epoch, b.base_sequence, len(b.records)):
+                raise InvalidTxnState(
+                    f"transaction {meta.transactional_id!r} was already committed with epoch {producer_epoch}, "
+                    f"without this batch for {batch.topic}/{batch.partition}: it was not appended",
+                    state=meta.state.value)
+            sent.append(SendResult(batch.topic, batch.partition, state.last_batch_base_offset, len(b.records), True,
+                                   meta.txn_id))
+        return sent
 
     # --- Completion (the second phase) -------------------------------------------------------
 

@@ -162,6 +162,18 @@ def _write_next_batch_state(
     return None if row is None else row.first_offset is not None
 
 
+def last_batches(conn: Connection, producer_id: int, keys: Sequence[tuple[int, int]]) -> dict[
+        tuple[int, int], ProducerPartitionState]:
+    """The producer's sequence state in each of these partitions ((topic_id, partition)) that has
+    one: what its last batch there was."""
+    found = {}
+    for topic_id, partition in keys:
+        _, state = _read_producer_state(conn, producer_id, None, None, topic_id, partition)
+        if state is not None:
+            found[(topic_id, partition)] = state
+    return found
+
+
 def _return_offsets(conn: Connection, batch: BatchToAppend) -> None:
     """Undo the batch's take_offsets in this database transaction (its row lock is still
     held, so nobody took offsets after it)."""

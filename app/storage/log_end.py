@@ -14,11 +14,30 @@ order, and takes its transaction row lock (if any) before any partition lock.
 
 from __future__ import annotations
 
-from sqlalchemy import Connection, bindparam, update
+from collections.abc import Iterable
+
+from sqlalchemy import Connection, bindparam, select, tuple_, update
 
 from app.domain.errors import UnknownTopicOrPartition
 from app.storage import changes
 from app.storage.tables import partitions
+
+
+def lock_partitions(conn: Connection, keys: Iterable[tuple[int, int]]) -> None:
+    """Take the row locks of these partitions ((topic_id, partition)) in one statement, in
+    (topic_id, partition) order, for a request that will append to some of them and write
+    markers into the others: each step alone takes its locks in order, but one after the other
+    they would not (a Commit carrying batches: its batches' partitions, then its markers' in
+    every partition of the transaction). SQLite's write transaction holds the whole database."""
+    ordered = sorted(set(keys))
+    if not ordered or conn.dialect.name == "sqlite":
+        return
+    conn.execute(
+        select(partitions.c.topic_id)
+        .where(tuple_(partitions.c.topic_id, partitions.c.partition).in_(ordered))
+        .order_by(partitions.c.topic_id, partitions.c.partition)
+        .with_for_update()
+    ).all()
 
 
 # Built once (see storage.dialect): the hot statement of every Send and marker. The partition's

@@ -489,17 +489,26 @@ class CoordinatorMachine(RuleBasedStateMachine):
         state = m.state
         _, code = _call(lambda: self.services.coordinator.end_transaction(
             h.tid, h.producer_id, h.producer_epoch, commit=commit))
+        # Of the Commit or Abort that ended it: answered again. An Abort that found nothing open
+        # left the state Empty.
+        ended = (decided, done) if commit else (decided, done, EMPTY)
         retry = (m.version == 2 and h.producer_id == m.producer_id and h.producer_epoch == m.last_epoch
-                 and state in (decided, done))  # of the Commit or Abort that ended it: answered again
+                 and state in ended)
         expected = None if retry else _expect_transactional(self.model, h)
         if retry:
             type(self).outcomes["version 2: retry of an end"] += 1
         if expected is None:
-            if state == ONGOING:
+            if retry:
+                pass  # answered as the first time; a decision left to the worker may complete below
+            elif state == ONGOING:
                 m.state = decided
                 if m.version == 2:  # every Commit and Abort bumps the epoch
                     type(self).outcomes["version 2: end"] += 1
                     m.last_epoch, m.producer_epoch, m.sequences = m.producer_epoch, m.producer_epoch + 1, {}
+            elif m.version == 2 and not commit and state in (EMPTY, COMPLETE_COMMIT, COMPLETE_ABORT):
+                # Version 2: an Abort with nothing open bumps the epoch all the same.
+                m.state, m.sequences = EMPTY, {}
+                m.last_epoch, m.producer_epoch = m.producer_epoch, m.producer_epoch + 1
             elif state not in (decided, done):  # Empty, the other decision, its completion
                 expected = "INVALID_TXN_STATE"
             if expected is None and m.state == decided and self.model.inline:

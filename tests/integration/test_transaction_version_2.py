@@ -342,7 +342,7 @@ def test_a_retried_commit_carrying_batches_appends_nothing(client, topic) -> Non
 
     assert (again["state"], again["producer_epoch"], again["txn_id"]) == (
         "CompleteCommit", first["producer_epoch"], first["txn_id"])
-    assert again["results"] == []
+    assert [(r["partition"], r["base_offset"], r["duplicate"]) for r in again["results"]] == [(0, 0, True)]
     assert _all(client, "read_uncommitted") == ["a"]
 
 
@@ -370,3 +370,40 @@ def test_a_joint_commit_cannot_carry_batches(client, topic) -> None:  # type: ig
     p = _init(client)
     r = _commit_with(client, p, [batch("out", 0, ["a"], 0)], prepared=[{"transactional_id": "other", "txn_id": 1}])
     _error(r, 400, "INVALID_REQUEST")
+
+
+def test_a_retried_commit_carrying_other_batches_is_refused_and_acknowledges_nothing(client, topic) -> None:  # type: ignore[no-untyped-def]
+    """Not the same Commit again: batches it never appended must not be answered as written."""
+    p = _init(client)
+    _ok(_commit_with(client, p, [batch("out", 0, ["a"], 0)]))
+
+    _error(_commit_with(client, p, [batch("out", 0, ["a", "b"], 0)]), 409, "INVALID_TXN_STATE")
+    _error(_commit_with(client, p, [batch("out", 1, ["c"], 0)]), 409, "INVALID_TXN_STATE")
+    again = _ok(_commit_with(client, p, [batch("out", 0, ["a"], 0)]))
+
+    assert [(r["partition"], r["base_offset"], r["duplicate"]) for r in again["results"]] == [(0, 0, True)]
+    assert _all(client, "read_uncommitted") == ["a"]
+
+
+def test_a_retry_of_a_plain_commit_cannot_carry_batches(client, topic) -> None:  # type: ignore[no-untyped-def]
+    p = _init(client)
+    _ok(send(client, [batch("out", 0, ["a"], 0)], p, TID))
+    _ok(_end(client, p))
+    _error(_commit_with(client, p, [batch("out", 1, ["b"], 0)]), 409, "INVALID_TXN_STATE")
+    assert _all(client, "read_uncommitted") == ["a"]
+
+
+def test_an_abort_with_nothing_open_bumps_the_epoch_so_a_request_still_under_way_is_refused(client, topic) -> None:  # type: ignore[no-untyped-def]
+    """The producer gave up on a Commit (or Send) whose answer did not come, and aborted: the
+    Abort finds nothing open, because that request has not arrived yet. When it does, it must
+    not begin and commit a transaction the producer has given up."""
+    p = _init(client)
+
+    aborted = _ok(_end(client, p, "abort"))
+
+    assert (aborted["state"], aborted["producer_epoch"]) == ("Empty", p["producer_epoch"] + 1)
+    _error(_commit_with(client, p, [batch("out", 0, ["late"], 0)]), 409, "INVALID_PRODUCER_EPOCH")
+    _error(send(client, [batch("out", 0, ["late"], 0)], p, TID), 409, "INVALID_PRODUCER_EPOCH")
+    assert _ok(_end(client, p, "abort"))["producer_epoch"] == aborted["producer_epoch"]  # its retry
+    assert _all(client, "read_uncommitted") == []
+    assert _describe(client)["state"] == "Empty"

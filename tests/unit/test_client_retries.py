@@ -464,3 +464,25 @@ def test_version_2_abort_of_a_transaction_the_service_never_began_goes_on() -> N
     producer.abort_transaction()  # the Send never reached it: nothing to abort, the epoch bumped by InitProducerId
     assert (producer.producer_id, producer.producer_epoch) == (7, 1)
     producer.begin_transaction()
+
+
+def test_after_an_unanswered_commit_only_the_commit_again_is_allowed() -> None:
+    """It may have committed: sending more, or aborting, could lose or repeat records."""
+    script = Script({
+        ("GET", "/v1/topics/income"): [ok({"partition_count": 1})],
+        ("POST", "/v1/transactions/tx/commit"): [unavailable(), ok({"state": "CompleteCommit", "producer_id": 7,
+                                                                     "producer_epoch": 1})],
+    })
+    producer = _transactional_producer(script, transaction_version=2)
+    producer.delivery_timeout_s = 0.05
+    producer.send("income", {"amount": 1}, partition=0)
+    with pytest.raises(RetriableError):
+        producer.commit_transaction()
+    for refused in (lambda: producer.send("income", {"amount": 2}, partition=0), producer.abort_transaction,
+                    producer.begin_transaction):
+        with pytest.raises(ClientError, match="commit_transaction\\(\\) again"):
+            refused()
+    producer.delivery_timeout_s = 5
+    producer.commit_transaction()
+    producer.begin_transaction()  # answered: the producer goes on
+    assert producer.producer_epoch == 1
