@@ -5,7 +5,8 @@ next transaction begins. One place for every request that joins."""
 from __future__ import annotations
 
 from app.domain.errors import TransactionalIdNotFound
-from app.domain.transaction import TransactionMetadata
+from app.domain.transaction import TransactionMetadata, check_transition
+from app.domain.types import TransactionState
 from app.domain.transit import Begin, prepare_transition
 from app.storage import producers
 from app.storage import transactions as txns
@@ -25,10 +26,12 @@ def require(conn, transactional_id: str, lock: RowLock | None = RowLock.UPDATE) 
 
 def begin_next(conn, meta: TransactionMetadata, now: int) -> TransactionMetadata:  # type: ignore[no-untyped-def]
     """Idle → Ongoing with a new txn_id, in the caller's database transaction, which holds the
-    row FOR UPDATE. A refused Begin rolls that transaction back, the txn_id counter with it:
-    no txn_id is spent on it. A new transaction has no partitions or staged offsets yet:
-    completion removed the previous one's."""
-    txn_id = producers.next_id(conn, producers.TXN_ID_COUNTER)
+    row FOR UPDATE. A new transaction has no partitions or staged offsets yet: completion
+    removed the previous one's."""
+    # Checked before an id is taken, so that a refused Begin spends none (PostgreSQL's ids come
+    # from a sequence, which a rollback does not give back).
+    check_transition(meta.state, TransactionState.ONGOING)
+    txn_id = producers.next_txn_id(conn)
     return txns.apply_transit(conn, meta, prepare_transition(meta, Begin(txn_id), now))
 
 

@@ -8,7 +8,7 @@ from app.domain.errors import UnknownProducerId
 from app.domain.producer import StoredProducer
 from app.storage import dialect
 from app.storage.dialect import RowLock
-from app.storage.tables import counters, producers
+from app.storage.tables import counters, producers, txn_ids
 
 PRODUCER_ID_COUNTER = "producer_id"
 TXN_ID_COUNTER = "txn_id"
@@ -25,6 +25,17 @@ _NEXT_ID = (
 def next_id(conn: Connection, name: str) -> int:
     """Take the next value of a named counter (the row is created by the migration)."""
     return conn.execute(_NEXT_ID, {"counter_name": name}).scalar_one()
+
+
+def next_txn_id(conn: Connection) -> int:
+    """A new txn_id: unique and rising. On PostgreSQL from the sequence txn_ids, which holds no
+    lock (a version 2 transaction takes its id inside its first Send, whose database transaction
+    lasts until the records are durable: a counter row would make every producer's first Send
+    wait for the others'); an id taken by a request that then fails is not used again. On SQLite
+    from the counter row, in the caller's database transaction (its writers take turns anyway)."""
+    if conn.dialect.name == "postgresql":
+        return conn.execute(select(txn_ids.next_value())).scalar_one()
+    return next_id(conn, TXN_ID_COUNTER)
 
 
 def create_producer(

@@ -19,6 +19,7 @@ from sqlalchemy import (
     Integer,
     MetaData,
     PrimaryKeyConstraint,
+    Sequence,
     SmallInteger,
     String,
     Table,
@@ -226,6 +227,10 @@ producer_partitions = Table(
 )
 
 # Kafka's TransactionMetadata: one row per transactional_id.
+# PostgreSQL: where txn ids come from (app.storage.producers.next_txn_id); SQLite uses the
+# counters row `txn_id`, which PostgreSQL no longer does.
+txn_ids = Sequence("txn_ids", metadata=metadata)
+
 transactions = Table(
     "transactions",
     metadata,
