@@ -1,0 +1,159 @@
+"""Record formats (docs/ARCHITECTURE.md#record-formats), on SQLite and PostgreSQL: a bytes
+topic's records read back byte for byte through the HTTP Send and Fetch; a JSON topic takes
+only what it took before; transactions and compaction on a bytes topic."""
+
+from __future__ import annotations
+
+import base64
+from typing import Any
+
+from sqlalchemy import select
+
+from app.services.log_cleaner import LogCleaner
+from app.storage.tables import records
+from tests.helpers import begin, create_topic, fetch, ident, init_producer, send
+
+NUL_AND_INVALID_UTF8 = b"\x00\xff\xfe a\x00"
+KEY = b"\xc3\x28\x00k"  # not UTF-8
+
+
+def b64(data: bytes) -> str:
+    return base64.b64encode(data).decode()
+
+
+def binary(data: bytes) -> dict[str, str]:
+    return {"type": "BINARY", "data": b64(data)}
+
+
+def _batch(topic: str, recs: list[dict[str, Any]], **extra: Any) -> dict[str, Any]:
+    return {"topic": topic, "partition": 0, "records": recs, **extra}
+
+
+def _shown(page: dict[str, Any]) -> list[tuple[Any, Any, Any]]:
+    return [(r["key"], r["value"], r["headers"]) for r in page["records"]]
+
+
+def test_a_topic_is_json_unless_created_bytes(client: Any) -> None:
+    assert create_topic(client, "j")["config"]["value_format"] == "json"
+    assert create_topic(client, "b", value_format="bytes")["config"]["value_format"] == "bytes"
+    assert client.get("/v1/topics/b").json()["config"]["value_format"] == "bytes"
+
+
+def test_a_topics_format_cannot_change(client: Any) -> None:
+    create_topic(client, "b", value_format="bytes")
+
+    r = client.patch("/v1/topics/b", json={"config": {"value_format": "json"}})
+    same = client.patch("/v1/topics/b", json={"config": {"value_format": "bytes"}})
+
+    assert (r.status_code, r.json()["error_code"]) == (400, "INVALID_CONFIG")
+    assert same.status_code == 200, same.text
+    assert client.get("/v1/topics/b").json()["config"]["value_format"] == "bytes"
+
+
+def test_bytes_records_read_back_byte_for_byte(client: Any) -> None:
+    create_topic(client, "b", value_format="bytes")
+    headers = [{"name": "h", "value": b64(b"\x00\x01")}, {"name": "h", "value": None},
+               {"name": "é", "value": b64(b"")}]
+    r = send(client, [_batch("b", [
+        {"key": binary(KEY), "value": binary(NUL_AND_INVALID_UTF8), "headers": headers, "timestamp_ms": 7},
+        {"key": binary(b""), "value": binary(b"")},
+        {"key": {"type": "STRING", "data": "ké"}, "value": None},
+        {"value": {"type": "STRING", "data": "plain text"}, "headers": {"a": "1"}},
+        {"key": "k"},
+    ])])
+    assert r.status_code == 200, r.text
+
+    page = fetch(client, "b", 0)
+
+    assert _shown(page) == [
+        (binary(KEY), binary(NUL_AND_INVALID_UTF8), headers),
+        (binary(b""), binary(b""), None),
+        (binary("ké".encode()), None, None),
+        (None, binary(b"plain text"), [{"name": "a", "value": b64(b"1")}]),
+        (binary(b"k"), None, None),
+    ]
+    assert page["records"][0]["timestamp_ms"] == 7
+
+
+def test_bytes_are_stored_in_the_binary_columns(client: Any, database: Any) -> None:
+    create_topic(client, "b", value_format="bytes")
+    send(client, [_batch("b", [{"key": binary(KEY), "value": binary(NUL_AND_INVALID_UTF8)}])])
+
+    with database.read() as conn:
+        row = conn.execute(select(records.c.key, records.c.value, records.c.key_bytes, records.c.value_bytes)).one()
+
+    assert tuple(row) == (None, None, KEY, NUL_AND_INVALID_UTF8)
+
+
+def test_a_bytes_topic_counts_stored_bytes_against_max_message_bytes(client: Any) -> None:
+    create_topic(client, "b", value_format="bytes", max_message_bytes=10)
+
+    fits = send(client, [_batch("b", [{"key": binary(b"12345"), "value": binary(b"67890")}])])
+    over = send(client, [_batch("b", [{"key": binary(b"12345"), "value": binary(b"678901")}])])
+
+    assert fits.status_code == 200, fits.text
+    assert (over.status_code, over.json()["error_code"]) == (413, "MESSAGE_TOO_LARGE")
+
+
+def test_a_bytes_topic_refuses_a_value_that_is_not_typed_and_writes_nothing(client: Any) -> None:
+    create_topic(client, "b", value_format="bytes")
+    for bad in ("text", 1, {"type": "BINARY"}, {"type": "BINARY", "data": "not base64!"},
+                {"type": "HEX", "data": "00"}, {"type": "BINARY", "data": "", "extra": 1}):
+        r = send(client, [_batch("b", [{"value": binary(b"ok")}, {"value": bad}])])
+        assert (r.status_code, r.json()["error_code"]) == (400, "INVALID_RECORD"), bad
+    bad_header = send(client, [_batch("b", [{"headers": [{"name": "h", "value": "%%"}]}])])
+    assert (bad_header.status_code, bad_header.json()["error_code"]) == (400, "INVALID_RECORD")
+
+    assert fetch(client, "b", 0)["records"] == []
+
+
+def test_a_json_topic_refuses_typed_keys_and_header_lists_and_writes_nothing(client: Any) -> None:
+    create_topic(client, "j")
+    typed_key = send(client, [_batch("j", [{"key": binary(b"k"), "value": 1}])])
+    header_list = send(client, [_batch("j", [{"value": 1, "headers": [{"name": "h", "value": None}]}])])
+
+    assert (typed_key.status_code, typed_key.json()["error_code"]) == (400, "INVALID_RECORD")
+    assert (header_list.status_code, header_list.json()["error_code"]) == (400, "INVALID_RECORD")
+    assert fetch(client, "j", 0)["records"] == []
+
+
+def test_a_json_topic_stores_a_typed_looking_value_as_the_json_it_is(client: Any) -> None:
+    create_topic(client, "j")
+    send(client, [_batch("j", [{"key": "k", "value": binary(b"x"), "headers": {"h": "v"}}])])
+
+    assert _shown(fetch(client, "j", 0)) == [("k", binary(b"x"), {"h": "v"})]
+
+
+def test_a_bytes_topics_transaction_is_read_committed_at_its_commit(client: Any) -> None:
+    create_topic(client, "b", value_format="bytes")
+    producer = init_producer(client, "tx")
+    begin(client, "tx", producer)
+    sent = send(client, [_batch("b", [{"key": binary(b"\x01"), "value": binary(b"\xff")}], base_sequence=0)],
+                producer, "tx")
+    assert sent.status_code == 200, sent.text
+    send(client, [_batch("b", [{"value": binary(b"plain")}])])
+
+    before = fetch(client, "b", 0)
+    assert client.post("/v1/transactions/tx/commit", json=ident(producer)).status_code == 200
+    after = fetch(client, "b", 0)
+
+    assert _shown(before) == [(None, binary(b"plain"), None)]
+    assert [(r["offset"], r["commit_position"], r["value"]) for r in after["records"]] == [
+        (1, 1, binary(b"plain")), (0, 2, binary(b"\xff"))]
+
+
+def test_compaction_keeps_each_bytes_keys_latest_record(client: Any, services: Any, clock: Any) -> None:
+    create_topic(client, "c", value_format="bytes", cleanup_policy="compact")
+    a, a_again, b = b"\xff\x00", b"\xff\x00", b"\xff\x01"
+    send(client, [_batch("c", [{"key": binary(a), "value": binary(b"1")},
+                               {"key": binary(b), "value": binary(b"2")},
+                               {"key": binary(a_again), "value": binary(b"3")},
+                               {"key": binary(b"t"), "value": None},
+                               {"key": binary(b"z"), "value": binary(b"4")}])])
+
+    result = LogCleaner(services.db, services.settings, clock, chunk_rows=3).run_once()
+
+    assert result.compaction == 1  # a@0, superseded by a@2: the keys are compared as bytes
+    assert [(r["offset"], r["key"], r["value"]) for r in fetch(client, "c", 0)["records"]] == [
+        (1, binary(b), binary(b"2")), (2, binary(a), binary(b"3")), (3, binary(b"t"), None),
+        (4, binary(b"z"), binary(b"4"))]
