@@ -157,3 +157,51 @@ def test_compaction_keeps_each_bytes_keys_latest_record(client: Any, services: A
     assert [(r["offset"], r["key"], r["value"]) for r in fetch(client, "c", 0)["records"]] == [
         (1, binary(b), binary(b"2")), (2, binary(a), binary(b"3")), (3, binary(b"t"), None),
         (4, binary(b"z"), binary(b"4"))]
+
+
+def test_a_multi_partition_fetch_shows_each_topic_in_its_format(client: Any) -> None:
+    create_topic(client, "b", value_format="bytes")
+    create_topic(client, "j")
+    send(client, [_batch("b", [{"key": binary(KEY), "value": binary(b"\x00")}]),
+                  _batch("j", [{"key": "k", "value": {"a": 1}}])])
+
+    r = client.post("/v1/fetch", json={"partitions": [{"topic": "b", "partition": 0}, {"topic": "j", "partition": 0}]})
+
+    assert r.status_code == 200, r.text
+    assert [_shown(p) for p in r.json()["partitions"]] == [[(binary(KEY), binary(b"\x00"), None)],
+                                                          [("k", {"a": 1}, None)]]
+
+
+def test_the_committed_records_view_has_a_bytes_topics_bytes_and_a_json_topics_json(client: Any, database: Any) -> None:
+    create_topic(client, "b", value_format="bytes")
+    create_topic(client, "j")
+    send(client, [_batch("b", [{"key": binary(KEY), "value": binary(NUL_AND_INVALID_UTF8)}]),
+                  _batch("j", [{"key": "k", "value": [1, "x"]}])])
+
+    with database.read() as conn:
+        rows = conn.exec_driver_sql("SELECT topic, key, value, key_bytes, value_bytes FROM committed_records "
+                                    "ORDER BY topic").all()
+
+    assert [tuple(r) for r in rows] == [("b", None, None, KEY, NUL_AND_INVALID_UTF8), ("j", "k", '[1,"x"]', None, None)]
+
+
+def test_retention_bytes_counts_a_bytes_topics_stored_bytes(client: Any, services: Any) -> None:
+    create_topic(client, "b", value_format="bytes", retention_bytes=25)
+    for _ in range(3):
+        send(client, [_batch("b", [{"key": binary(b"\x00" * 5), "value": binary(b"\xff" * 5)}])])  # 10 bytes each
+    assert client.get("/v1/topics/b").json()["partitions"][0]["size_bytes"] == 30
+
+    LogCleaner(services.db, services.settings, services.clock, chunk_rows=3).run_once()
+
+    partition = client.get("/v1/topics/b").json()["partitions"][0]
+    assert (partition["log_start_offset"], partition["record_count"], partition["size_bytes"]) == (1, 2, 20)
+
+
+def test_a_commit_carrying_batches_to_a_bytes_topic_converts_them(client: Any) -> None:
+    create_topic(client, "b", value_format="bytes")
+    producer = init_producer(client, "tx", transaction_version=2)
+    r = client.post("/v1/transactions/tx/commit", json={
+        **ident(producer), "batches": [_batch("b", [{"value": binary(b"\x01\x02")}], base_sequence=0)]})
+    assert r.status_code == 200, r.text
+
+    assert _shown(fetch(client, "b", 0)) == [(None, binary(b"\x01\x02"), None)]
