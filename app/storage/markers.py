@@ -42,10 +42,16 @@ def write_control_markers(
     *,
     control_type: ControlType,
     now_ms: int,
+    partitions: Sequence[tuple[int, int]] | None = None,
 ) -> list[tuple[int, int, int]]:
     """Write each owner transaction's marker in every partition that still lacks one, in the
     caller's database transaction. Returns
     (topic_id, partition, offset) of each marker written now, in partition order.
+
+    `partitions` ((topic_id, partition)), for one owner: its transaction began in the caller's
+    database transaction, which appended to exactly these partitions without claims (an inline
+    Commit that carried the whole transaction), so there is nothing to claim: nobody could have
+    seen the transaction open.
 
     The transaction_partitions rows are the claims: deleting them and appending the markers
     commit together, so a partition has its marker exactly when its row is gone, and a second
@@ -58,7 +64,10 @@ def write_control_markers(
     and deadlock with an appender holding 1 and waiting for 3.
     """
     claimed: list[tuple[int, int, int]] = []  # (topic_id, partition, index of the owner)
-    for i, owner in enumerate(owners):
+    if partitions is not None:
+        assert len(owners) == 1
+        claimed.extend((topic_id, partition, 0) for topic_id, partition in partitions)
+    for i, owner in enumerate(owners if partitions is None else ()):
         params = {"transactional_id": owner.transactional_id, "txn_id": owner.txn_id}
         claimed.extend((topic_id, partition, i) for topic_id, partition in conn.execute(_CLAIM_ALL, params))
     claimed.sort()
