@@ -162,7 +162,7 @@ def check_depth(value: bytes, index: int, topic: str, partition: int) -> None:
         )
 
 
-def batch_of(topic: str, partition: int, records: Iterable[Any], now_ms: int, *, no_value: Any = None,
+def batch_of(topic: str, partition: int, records: Sequence[Any], now_ms: int, *, no_value: Any = None,
              base_sequence: int | None = None, expected_offset: int | None = None) -> SendBatch:
     """The batch of `records`, each with `key`, `value` (UTF-8 JSON text as bytes, or
     `no_value`: null), `headers` (a dict of strings, or None) and `timestamp_ms` (None: now),
@@ -171,40 +171,60 @@ def batch_of(topic: str, partition: int, records: Iterable[Any], now_ms: int, *,
     bytes at hand rather than by encoding each text again) and the largest record's (its
     index, its bytes), which the topic's max_message_bytes is checked against.
 
-    One loop with its names bound locally: it runs once per record of every Send."""
+    One loop with its names bound locally: it runs once per record of every Send. A record
+    with a bytes topic's typed key or header list (which only a Send's schema lets through)
+    fails the loop's string and JSON calls; the batch is then built again by _typed_batch_of,
+    so that a JSON topic's Send pays nothing per record for formats."""
     out: list[RecordToAppend] = []
     append, dumps = out.append, orjson.dumps
     size = largest = largest_at = 0
-    typed = False
-    for r in records:
-        raw, key, headers, timestamp_ms = r.value, r.key, r.headers, r.timestamp_ms
-        before = size
-        if raw is no_value:
-            value = _NULL
-            size += len(_NULL)
-        else:
-            if len(raw) > 2 * MAX_DEPTH:
-                check_depth(bytes(raw), len(out), topic, partition)
-            value = str(raw, "utf-8")
-            size += len(raw)
-        if key is not None:
-            if type(key) is str:
+    try:
+        for r in records:
+            raw, key, headers, timestamp_ms = r.value, r.key, r.headers, r.timestamp_ms
+            before = size
+            if raw is no_value:
+                value = _NULL
+                size += len(_NULL)
+            else:
+                if len(raw) > 2 * MAX_DEPTH:
+                    check_depth(bytes(raw), len(out), topic, partition)
+                value = str(raw, "utf-8")
+                size += len(raw)
+            if key is not None:
                 size += len(key) if key.isascii() else len(key.encode())
-            else:  # {"type": ..., "data": ...}: a bytes topic's (for_topic)
-                typed = True
-        if headers is not None:
-            if type(headers) is dict:
+            if headers is not None:
                 header_bytes = dumps(headers)
                 size += len(header_bytes)
                 headers = header_bytes.decode()
-            else:  # a list of {"name": ..., "value": ...}: a bytes topic's (for_topic)
-                typed = True
-        if size - before > largest:
-            largest, largest_at = size - before, len(out)
-        append(RecordToAppend(key, value, headers, now_ms if timestamp_ms is None else timestamp_ms))
+            if size - before > largest:
+                largest, largest_at = size - before, len(out)
+            append(RecordToAppend(key, value, headers, now_ms if timestamp_ms is None else timestamp_ms))
+    except (AttributeError, TypeError):  # a typed key has no isascii; orjson cannot dump a header list
+        return _typed_batch_of(topic, partition, records, now_ms, no_value=no_value, base_sequence=base_sequence,
+                               expected_offset=expected_offset)
     return SendBatch(topic=topic, partition=partition, records=out, base_sequence=base_sequence,
-                     expected_offset=expected_offset, size_bytes=size, largest_record=(largest_at, largest),
-                     typed=typed)
+                     expected_offset=expected_offset, size_bytes=size, largest_record=(largest_at, largest))
+
+
+def _typed_batch_of(topic: str, partition: int, records: Sequence[Any], now_ms: int, *, no_value: Any,
+                    base_sequence: int | None, expected_offset: int | None) -> SendBatch:
+    """batch_of for records of which some have a typed key or a header list: those are kept as
+    given, for for_topic to convert (a bytes topic) or refuse (a JSON topic), and the batch is
+    marked `typed`. Its sizes are for_topic's to count."""
+    out = []
+    for i, r in enumerate(records):
+        raw, key, headers = r.value, r.key, r.headers
+        if raw is no_value:
+            value = _NULL
+        else:
+            if len(raw) > 2 * MAX_DEPTH:
+                check_depth(bytes(raw), i, topic, partition)
+            value = str(raw, "utf-8")
+        if type(headers) is dict:
+            headers = orjson.dumps(headers).decode()
+        out.append(RecordToAppend(key, value, headers, now_ms if r.timestamp_ms is None else r.timestamp_ms))
+    return SendBatch(topic=topic, partition=partition, records=out, base_sequence=base_sequence,
+                     expected_offset=expected_offset, typed=True)
 
 
 # --- formats ------------------------------------------------------------------------------
