@@ -31,7 +31,7 @@ from __future__ import annotations
 import base64
 import binascii
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -62,9 +62,9 @@ _TOPIC_NAME = re.compile(r"[^/\x00-\x1f\x7f]{1,249}")
 class RecordToAppend:
     # A JSON topic's: key text, value JSON text ("null" for null), headers the JSON text of an
     # object of strings. A bytes topic's: key and value bytes (None: null), headers the JSON
-    # text of a list of {"name": text, "value": base64 or null} (HEADER_LIST), which is also
+    # text of a list of {"name": text, "value": base64 or null}, which is also
     # how the HTTP API shows them. Until for_topic has run, a batch built from a Send's JSON
-    # (batch_of) may carry a typed key (TypedData) or a header list (HeaderData) instead.
+    # (batch_of) may carry a typed key or a header list as the Send decoded them instead.
     key: Any
     value: str | bytes | None
     headers: Any
