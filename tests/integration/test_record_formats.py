@@ -7,8 +7,10 @@ from __future__ import annotations
 import base64
 from typing import Any
 
+import pytest
 from sqlalchemy import select
 
+from app.services import log_service
 from app.services.log_cleaner import LogCleaner
 from app.storage.tables import records
 from tests.helpers import begin, create_topic, fetch, ident, init_producer, send
@@ -205,3 +207,19 @@ def test_a_commit_carrying_batches_to_a_bytes_topic_converts_them(client: Any) -
     assert r.status_code == 200, r.text
 
     assert _shown(fetch(client, "b", 0)) == [(None, binary(b"\x01\x02"), None)]
+
+
+def test_a_bytes_topics_answer_sent_as_it_is_read_is_the_answer_built_whole(
+        client: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    create_topic(client, "b", value_format="bytes")
+    send(client, [_batch("b", [{"key": binary(bytes([i])), "value": binary(NUL_AND_INVALID_UTF8 * i),
+                                "headers": [{"name": "h", "value": b64(b"\x00")}]} for i in range(6)])])
+    built = client.get("/v1/topics/b/partitions/0/records")
+
+    monkeypatch.setattr(log_service, "STREAM_ABOVE_BYTES", 0)
+    monkeypatch.setattr(log_service, "CHUNK_BYTES", 20)
+    streamed = client.get("/v1/topics/b/partitions/0/records")
+
+    assert streamed.headers.get("content-length") is None  # sent in chunks
+    assert streamed.content == built.content
+    assert [r["value"] for r in built.json()["records"]] == [binary(NUL_AND_INVALID_UTF8 * i) for i in range(6)]
