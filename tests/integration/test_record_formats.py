@@ -223,3 +223,12 @@ def test_a_bytes_topics_answer_sent_as_it_is_read_is_the_answer_built_whole(
     assert streamed.headers.get("content-length") is None  # sent in chunks
     assert streamed.content == built.content
     assert [r["value"] for r in built.json()["records"]] == [binary(NUL_AND_INVALID_UTF8 * i) for i in range(6)]
+
+
+def test_an_empty_header_list_is_refused_by_the_schema_on_every_topic(client: Any) -> None:
+    create_topic(client, "b", value_format="bytes")
+    create_topic(client, "j")
+    for topic in ("b", "j"):
+        r = send(client, [_batch(topic, [{"value": binary(b"x"), "headers": []}])])
+        assert (r.status_code, r.json()["error_code"]) == (422, "INVALID_REQUEST"), topic
+        assert fetch(client, topic, 0)["records"] == []

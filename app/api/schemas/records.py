@@ -67,7 +67,9 @@ class RecordIn(RequestBody):
     )] | UnsetType = UNSET
     headers: Annotated[dict[_RecordText, _RecordText], Meta(
         description="a json topic's (a bytes topic takes it too, each value its UTF-8 bytes)")] | Annotated[
-        list[HeaderIn], Meta(description="a bytes topic's")] | None = None
+        # Not empty: an empty list would be JSON that batch_of stores as it is, which a json
+        # topic must not hold; a bytes topic without headers sends null.
+        list[HeaderIn], Meta(min_length=1, description="a bytes topic's; null, not [], for none")] | None = None
     timestamp_ms: Annotated[int, Meta(
         ge=0, le=MAX_INT64, description="create time; the service's clock when omitted"
     )] | None = None
