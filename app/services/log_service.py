@@ -29,6 +29,7 @@ from app.settings import Limit, Settings
 from app.storage import append, changes, producers, read, topics
 from app.storage.dialect import RowLock
 from app.storage.engine import Database, after_commit
+from app.storage.markers import MarkerOwner
 from app.services.transaction_join import join_transaction, joining
 
 
@@ -177,15 +178,15 @@ def append_sent(
     transactional_id: str | None,
     txn_id: int | None,
     now_ms: int,
-    claims: bool = True,
+    commit_marker: MarkerOwner | None = None,
 ) -> list[SendResult]:
     """Append a Send's batches (batches_to_append made `to_append` of them) in the caller's
     database transaction, which has checked the producer and joined the transaction if any;
     their metrics count once it commits. A Send, and a Commit that carries its transaction's
-    last batches (`claims`: append.append_batches)."""
+    last batches (`commit_marker`: append.append_batches)."""
     results = append.append_batches(conn, to_append, producer_id=producer_id, producer_epoch=producer_epoch,
                                     transactional_id=transactional_id, txn_id=txn_id, now_ms=now_ms,
-                                    claims=claims)
+                                    commit_marker=commit_marker)
     after_commit(conn, lambda: _count(results, producer_id, transactional_id))
     return [
         SendResult(b.topic, r.partition, r.base_offset, r.record_count, r.duplicate, txn_id)

@@ -456,18 +456,24 @@ class TransactionCoordinator:
     def _commit_whole(self, conn, meta: TransactionMetadata, producer_id: int, producer_epoch: int,  # type: ignore[no-untyped-def]
                       batches: list[SendBatch], now: int) -> TransactionView:
         """A Commit that carries a whole transaction (version 2, none open, completed inline):
-        its Begin, its batches and its completion in this one database transaction, which
-        nobody sees until it commits. So its partitions are the batches' (no claims written to
-        be taken back at once), it has no staged offsets, and its row is written once: Begin,
+        its Begin, its batches, its markers and its completion in this one database
+        transaction, which nobody sees until it commits. So each batch is followed by its
+        COMMIT marker, written with it (no partition is added to the transaction, to be
+        claimed back at once), it has no staged offsets, and its row is written once: Begin,
         decision and completion composed."""
         begin = begin_transit(conn, meta, now)
-        to_append = batches_to_append(conn, batches)
-        sent = append_sent(conn, batches, to_append, producer_id=producer_id, producer_epoch=producer_epoch,
-                           transactional_id=meta.transactional_id, txn_id=begin.after.txn_id, now_ms=now,
-                           claims=False)
         decision = then(begin, prepare_transition(begin.after, Decide(True), now))
+        decided = decision.after
+        assert decided.txn_id is not None
+        to_append = batches_to_append(conn, batches)
+        # The marker carries the decision's producer id and epoch, as _complete_all's do.
+        marker = markers.MarkerOwner(decided.transactional_id, decided.txn_id, decided.producer_id,
+                                     decided.producer_epoch)
+        sent = append_sent(conn, batches, to_append, producer_id=producer_id, producer_epoch=producer_epoch,
+                           transactional_id=meta.transactional_id, txn_id=decided.txn_id, now_ms=now,
+                           commit_marker=marker)
         (completed,) = self._complete_all(conn, [decision], now, stored={meta.transactional_id: meta},
-                                          partitions=[(b.topic_id, b.partition) for b in to_append])
+                                          markers_written=True)
         return self._view(conn, completed, sent)
 
     @staticmethod
@@ -510,29 +516,29 @@ class TransactionCoordinator:
 
     def _complete_all(self, conn, decisions: Sequence[TxnTransit], now: int,  # type: ignore[no-untyped-def]
                       stored: dict[str, TransactionMetadata] | None = None,
-                      partitions: Sequence[tuple[int, int]] | None = None) -> list[TransactionMetadata]:
+                      markers_written: bool = False) -> list[TransactionMetadata]:
         """The completion of decided transactions, all with the same decision, inside the
         caller's database transaction, which holds their rows' locks (FOR UPDATE): markers in
         one partition order across all of them (markers.write_control_markers), staged offsets,
         Complete states. `decisions`: each transaction's decision as a transit, written with its
         completion; a decision already stored is TxnTransit(its metadata). `stored`: the rows as
         stored, where a decision was not written (an inline Commit); by default the decisions'.
-        `partitions`: those of a single transaction begun in this database transaction, which
-        appended without claims (_commit_whole); it has no staged offsets either."""
+        `markers_written`: a transaction begun in this database transaction, whose append
+        wrote its markers (_commit_whole); it has no staged offsets either."""
         metas = [d.after for d in decisions]
         assert metas and len({m.state for m in metas}) == 1
         assert all(m.txn_id is not None and m.state in (S.PREPARE_COMMIT, S.PREPARE_ABORT) for m in metas)
         commit = metas[0].state is S.PREPARE_COMMIT
-        markers.write_control_markers(
-            conn,
-            [markers.MarkerOwner(m.transactional_id, m.txn_id, m.producer_id, m.producer_epoch) for m in metas],  # type: ignore[arg-type]
-            control_type=ControlType.COMMIT if commit else ControlType.ABORT,
-            now_ms=now,
-            partitions=partitions,
-        )
+        if not markers_written:
+            markers.write_control_markers(
+                conn,
+                [markers.MarkerOwner(m.transactional_id, m.txn_id, m.producer_id, m.producer_epoch) for m in metas],  # type: ignore[arg-type]
+                control_type=ControlType.COMMIT if commit else ControlType.ABORT,
+                now_ms=now,
+            )
         completed = []
         for decision, meta in zip(decisions, metas, strict=True):
-            if partitions is None:
+            if not markers_written:
                 txns.complete_offsets(
                     conn, transactional_id=meta.transactional_id, txn_id=meta.txn_id, commit=commit, now_ms=now
                 )

@@ -20,9 +20,10 @@ from app.domain.producer import (
     starts_epoch,
 )
 from app.domain.records import RecordToAppend
-from app.domain.types import ValueFormat
+from app.domain.types import ControlType, ValueFormat
 from app.storage import dialect
 from app.storage.log_end import take_offsets
+from app.storage.markers import MarkerOwner, marker_row
 from app.storage.tables import producer_partitions, records, transaction_partitions
 
 
@@ -59,6 +60,9 @@ DATA_RECORD_COLUMNS = (
     "producer_id", "producer_epoch", "sequence", "txn_id", "batch_record_count",
 )
 BYTES_RECORD_COLUMNS = tuple({"key": "key_bytes", "value": "value_bytes"}.get(c, c) for c in DATA_RECORD_COLUMNS)
+
+
+_WITH_MARKERS = (*DATA_RECORD_COLUMNS, "control_type")
 
 
 def _partition_key(b: BatchToAppend) -> tuple[int, int]:
@@ -215,10 +219,10 @@ def last_batches(conn: Connection, producer_id: int, keys: Sequence[tuple[int, i
     return found
 
 
-def _return_offsets(conn: Connection, batch: BatchToAppend) -> None:
-    """Undo the batch's take_offsets in this database transaction (its row lock is still
-    held, so nobody took offsets after it)."""
-    take_offsets(conn, batch.topic_id, batch.partition, -len(batch.records), -batch.size_bytes)
+def _return_offsets(conn: Connection, batch: BatchToAppend, taken: int) -> None:
+    """Undo the batch's take_offsets of `taken` offsets in this database transaction (its row
+    lock is still held, so nobody took offsets after it)."""
+    take_offsets(conn, batch.topic_id, batch.partition, -taken, -batch.size_bytes, records=-len(batch.records))
 
 
 def append_batches(
@@ -230,26 +234,32 @@ def append_batches(
     transactional_id: str | None,
     txn_id: int | None,
     now_ms: int,
-    claims: bool = True,
+    commit_marker: MarkerOwner | None = None,
 ) -> list[AppendResult]:
     """Append every batch, all or nothing, in the caller's database transaction.
 
     Batches must name distinct partitions. Results come back in the order of `batches`.
-    `claims`: a transactional batch adds its partition to the transaction (transaction_partitions,
-    what the last stable offset and the markers' claims read); False only where the same
-    database transaction began the transaction and writes its markers in these partitions
-    (markers.write_control_markers' `partitions`), so that no other reader could see it open.
+
+    A transactional batch adds its partition to its transaction (transaction_partitions: what
+    the last stable offset reads, and the claims its markers take back). `commit_marker`: the
+    batches are a whole transaction, begun in this database transaction and committed by it
+    (a version 2 Commit that carries them), so nobody can see it open: each batch is followed
+    by the COMMIT marker of `commit_marker` at the next offset, taken and written with it,
+    and no partition is added.
     """
     results: dict[tuple[int, int], AppendResult] = {}
     rows: list[tuple] = []
     bytes_rows: list[tuple] = []  # a bytes topic's (BYTES_RECORD_COLUMNS)
+    marker_rows: list[dict] = []
     state_rows: list[dict] = []
     txn_partition_rows: list[dict] = []
+    extra = 0 if commit_marker is None else 1  # the marker's offset after each batch
 
     for batch in sorted(batches, key=_partition_key):
         count = len(batch.records)
         already_in_transaction = state_written = False
-        base_offset = take_offsets(conn, batch.topic_id, batch.partition, count, batch.size_bytes)
+        base_offset = take_offsets(conn, batch.topic_id, batch.partition, count + extra, batch.size_bytes,
+                                   records=count)
         if producer_id is not None:
             assert producer_epoch is not None and batch.base_sequence is not None
             # Offsets first, then the verdict: a refusal rolls the whole database transaction
@@ -273,7 +283,7 @@ def append_batches(
                 verdict = check_sequence(state, producer_epoch, batch.base_sequence, count)
                 if verdict is BatchVerdict.DUPLICATE:
                     assert state is not None
-                    _return_offsets(conn, batch)
+                    _return_offsets(conn, batch, count + extra)
                     results[_partition_key(batch)] = AppendResult(
                         batch.topic_id, batch.partition, state.last_batch_base_offset, count, True
                     )
@@ -323,7 +333,10 @@ def append_batches(
                     "updated_ms": now_ms,
                 }
             )
-        if txn_id is not None and claims and not already_in_transaction:
+        if commit_marker is not None:
+            marker_rows.append(marker_row(topic_id, partition, base_offset + count, commit_marker,
+                                          ControlType.COMMIT, now_ms))
+        elif txn_id is not None and not already_in_transaction:
             txn_partition_rows.append(
                 {
                     "transactional_id": transactional_id,
@@ -334,7 +347,13 @@ def append_batches(
                 }
             )
 
-    if rows:
+    if marker_rows:
+        # The markers go with the records, in one COPY: rows of every column a JSON topic's
+        # record or a marker sets (a bytes topic's records follow in their own, below).
+        rows = [row + (None,) for row in rows]
+        rows.extend(tuple(m.get(c) for c in _WITH_MARKERS) for m in marker_rows)
+        dialect.bulk_insert(conn, records, _WITH_MARKERS, rows)
+    elif rows:
         dialect.bulk_insert(conn, records, DATA_RECORD_COLUMNS, rows)
     if bytes_rows:
         dialect.bulk_insert(conn, records, BYTES_RECORD_COLUMNS, bytes_rows)

@@ -42,16 +42,10 @@ def write_control_markers(
     *,
     control_type: ControlType,
     now_ms: int,
-    partitions: Sequence[tuple[int, int]] | None = None,
 ) -> list[tuple[int, int, int]]:
     """Write each owner transaction's marker in every partition that still lacks one, in the
     caller's database transaction. Returns
     (topic_id, partition, offset) of each marker written now, in partition order.
-
-    `partitions` ((topic_id, partition)), for one owner: its transaction began in the caller's
-    database transaction, which appended to exactly these partitions without claims (an inline
-    Commit that carried the whole transaction), so there is nothing to claim: nobody could have
-    seen the transaction open.
 
     The transaction_partitions rows are the claims: deleting them and appending the markers
     commit together, so a partition has its marker exactly when its row is gone, and a second
@@ -64,10 +58,7 @@ def write_control_markers(
     and deadlock with an appender holding 1 and waiting for 3.
     """
     claimed: list[tuple[int, int, int]] = []  # (topic_id, partition, index of the owner)
-    if partitions is not None:
-        assert len(owners) == 1
-        claimed.extend((topic_id, partition, 0) for topic_id, partition in partitions)
-    for i, owner in enumerate(owners if partitions is None else ()):
+    for i, owner in enumerate(owners):
         params = {"transactional_id": owner.transactional_id, "txn_id": owner.txn_id}
         claimed.extend((topic_id, partition, i) for topic_id, partition in conn.execute(_CLAIM_ALL, params))
     claimed.sort()
@@ -79,22 +70,28 @@ def write_control_markers(
         dialect.execute_rows(
             conn,
             _INSERT_RECORD,
-            [
-                {
-                    "topic_id": topic_id,
-                    "partition": partition,
-                    "offset": offset,
-                    "timestamp_ms": now_ms,
-                    "key": None,
-                    "value": None,
-                    "headers": None,
-                    "producer_id": owner.producer_id,
-                    "producer_epoch": owner.producer_epoch,
-                    "sequence": None,
-                    "txn_id": owner.txn_id,
-                    "control_type": control_type.value,
-                }
-                for topic_id, partition, offset, owner in written
-            ],
+            [marker_row(topic_id, partition, offset, owner, control_type, now_ms)
+             for topic_id, partition, offset, owner in written],
         )
     return [(topic_id, partition, offset) for topic_id, partition, offset, _ in written]
+
+
+def marker_row(topic_id: int, partition: int, offset: int, owner: MarkerOwner, control_type: ControlType,
+               now_ms: int) -> dict[str, object]:
+    """The `records` row of a control marker (every column it sets; the others stay NULL):
+    written here, and by an append that carries a whole transaction's markers
+    (append.append_batches' `commit_marker`)."""
+    return {
+        "topic_id": topic_id,
+        "partition": partition,
+        "offset": offset,
+        "timestamp_ms": now_ms,
+        "key": None,
+        "value": None,
+        "headers": None,
+        "producer_id": owner.producer_id,
+        "producer_epoch": owner.producer_epoch,
+        "sequence": None,
+        "txn_id": owner.txn_id,
+        "control_type": control_type.value,
+    }
