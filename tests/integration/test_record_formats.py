@@ -232,3 +232,21 @@ def test_an_empty_header_list_is_refused_by_the_schema_on_every_topic(client: An
         r = send(client, [_batch(topic, [{"value": binary(b"x"), "headers": []}])])
         assert (r.status_code, r.json()["error_code"]) == (422, "INVALID_REQUEST"), topic
         assert fetch(client, topic, 0)["records"] == []
+
+
+def test_a_whole_transaction_over_a_bytes_and_a_json_topic_commits_both(client: Any) -> None:
+    create_topic(client, "b", value_format="bytes")
+    create_topic(client, "j")
+    producer = init_producer(client, "tx", transaction_version=2)
+    r = client.post("/v1/transactions/tx/commit", json={**ident(producer), "batches": [
+        _batch("b", [{"value": binary(b"\xff")}, {"value": binary(b"\x00")}], base_sequence=0),
+        _batch("j", [{"value": {"n": 1}}], base_sequence=0)]})
+    assert r.status_code == 200, r.text
+
+    b, j = fetch(client, "b", 0, isolation="read_uncommitted"), fetch(client, "j", 0, isolation="read_uncommitted")
+
+    assert [(x["offset"], x["commit_position"], x["value"]) for x in b["records"]] == [
+        (0, 2, binary(b"\xff")), (1, 2, binary(b"\x00"))]
+    assert [(x["offset"], x["commit_position"], x["value"]) for x in j["records"]] == [(0, 1, {"n": 1})]
+    assert (b["high_watermark"], j["high_watermark"]) == (3, 2)  # each batch's COMMIT marker after it
+    assert [p["record_count"] for t in ("b", "j") for p in client.get(f"/v1/topics/{t}").json()["partitions"]] == [2, 1]
