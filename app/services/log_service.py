@@ -15,7 +15,6 @@ from app.domain.log_cleaning import record_size
 from app.domain.topic import Topic
 from app.domain.topic_config import check_record_size
 from app.domain.errors import (
-    InvalidProducerEpoch,
     OffsetOutOfRange,
     OutboxError,
     UnknownTopicOrPartition,
@@ -26,7 +25,7 @@ from app.domain.read import FetchResult, StoredRecord
 from app.domain.records import SendBatch
 from app.domain.types import IsolationLevel
 from app.settings import Limit, Settings
-from app.storage import append, changes, producers, read, topics
+from app.storage import append, changes, read, topics
 from app.storage.dialect import RowLock
 from app.storage.engine import Database, after_commit
 from app.storage.markers import MarkerOwner
@@ -173,14 +172,15 @@ def append_sent(
     txn_id: int | None,
     now_ms: int,
     commit_marker: MarkerOwner | None = None,
+    holder: str | None = None,
 ) -> list[SendResult]:
     """Append a Send's batches (batches_to_append made `to_append` of them) in the caller's
     database transaction, which has checked the producer and joined the transaction if any;
     their metrics count once it commits. A Send, and a Commit that carries its transaction's
-    last batches (`commit_marker`: append.append_batches)."""
+    last batches (`commit_marker`, `holder`: append.append_batches)."""
     results = append.append_batches(conn, to_append, producer_id=producer_id, producer_epoch=producer_epoch,
                                     transactional_id=transactional_id, txn_id=txn_id, now_ms=now_ms,
-                                    commit_marker=commit_marker)
+                                    commit_marker=commit_marker, holder=holder)
     after_commit(conn, lambda: _count(results, producer_id, transactional_id))
     return [
         SendResult(b.topic, r.partition, r.base_offset, r.record_count, r.duplicate, txn_id)
@@ -225,23 +225,11 @@ class LogService:
                 # The transaction row stays locked (shared) for the whole append: see
                 # storage.transactions.get.
                 txn_id = join_transaction(conn, transactional_id, producer_id, producer_epoch, now, lock=lock).txn_id
-            elif producer_id is not None:
-                assert producer_epoch is not None
-                stored = producers.current_state(conn, producer_id, lock=RowLock.SHARE)
-                stored.require_holder(principal)
-                current = stored.producer_epoch
-                if stored.transactional_id is not None:
-                    # Which transactional id is not said: the caller may not be allowed to know it.
-                    raise InvalidRequest(
-                        f"producer {producer_id} belongs to a transactional_id: send with that "
-                        "transactional_id inside a transaction"
-                    )
-                if producer_epoch != current:
-                    raise InvalidProducerEpoch(
-                        f"producer epoch {producer_epoch} is not the current epoch {current}"
-                    )
+            # An idempotent Send's producer is checked by the append itself (`holder`), in the
+            # statement that writes each batch's sequence state.
+            holder = principal if producer_id is not None and transactional_id is None else None
             return append_sent(conn, batches, to_append, producer_id=producer_id, producer_epoch=producer_epoch,
-                               transactional_id=transactional_id, txn_id=txn_id, now_ms=now)
+                               transactional_id=transactional_id, txn_id=txn_id, now_ms=now, holder=holder)
 
     def fetch(
         self,
