@@ -1,0 +1,94 @@
+"""A partition's log in offset order, markers included: what Kafka's Fetch hands a client
+(app.services.log_service.LogService.read_in_offset_order), beside the commit-order reads of
+app.storage.read. What read_committed may see in offset order is bounded by the last stable
+offset (app.domain.read.offset_order_upper_bound, from storage's LAST_STABLE_OFFSET); the
+aborted transactions below it are named here for the client to drop."""
+
+from __future__ import annotations
+
+from functools import cache
+from typing import Any
+
+from sqlalchemy import Connection, bindparam, func, select
+
+from app.domain.errors import OffsetOutOfRange, UnknownTopicOrPartition
+from app.domain.read import AbortedTransaction, LogEntry
+from app.domain.types import ControlType
+from app.storage.read import RECORD_SIZE
+from app.storage.tables import partitions, records
+from app.storage.topics import LAST_STABLE_OFFSET
+
+_ABORT = ControlType.ABORT.value
+
+
+@cache
+def _stmts() -> tuple[Any, Any, Any]:
+    where = (records.c.topic_id == bindparam("topic_id"), records.c.partition == bindparam("partition"))
+    bounds = select(partitions.c.next_offset, partitions.c.log_start_offset, LAST_STABLE_OFFSET).where(
+        partitions.c.topic_id == bindparam("topic_id"), partitions.c.partition == bindparam("partition"))
+    rows = (
+        select(records.c.offset, records.c.timestamp_ms, records.c.key, records.c.value, records.c.headers,
+               records.c.producer_id, records.c.producer_epoch, records.c.sequence, records.c.txn_id,
+               records.c.control_type, RECORD_SIZE)
+        .where(*where, records.c.offset >= bindparam("start"), records.c.offset < bindparam("end"))
+        .order_by(records.c.offset)
+        .limit(bindparam("limit"))
+    )
+    # An aborted transaction concerns a read of [start, end) when its ABORT marker is at or past
+    # start (it ended after the read's first offset) and its first record in the partition
+    # lies below end: Kafka's collectAbortedTxns. Its first record is its first batch head
+    # (ix_records_txn_batches); the markers of the partition are found through the primary key
+    # from start on.
+    m, h = records.alias("m"), records.alias("h")
+    first = (
+        select(func.min(h.c.offset))
+        .where(h.c.topic_id == m.c.topic_id, h.c.partition == m.c.partition, h.c.txn_id == m.c.txn_id,
+               h.c.batch_record_count.is_not(None))
+        .scalar_subquery()
+    )
+    aborted = (
+        select(m.c.producer_id, first.label("first_offset"))
+        .where(m.c.topic_id == bindparam("topic_id"), m.c.partition == bindparam("partition"),
+               m.c.offset >= bindparam("start"), m.c.control_type == _ABORT)
+        .order_by(m.c.offset)
+    )
+    return bounds, rows, aborted
+
+
+def bounds(conn: Connection, topic_id: int, partition: int) -> tuple[int, int, int]:
+    """(high watermark, log start offset, last stable offset) of the partition."""
+    row = conn.execute(_stmts()[0], {"topic_id": topic_id, "partition": partition}).first()
+    if row is None:
+        raise UnknownTopicOrPartition(f"unknown partition {partition}")
+    return row[0], row[1], row[2]
+
+
+def read_rows(conn: Connection, topic_id: int, partition: int, start: int, end: int, limit: int) -> list[LogEntry]:
+    """At most `limit` rows at offsets in [start, end), data records and markers, in offset order."""
+    out = []
+    for o, ts, k, v, h, pid, pe, seq, txn_id, control, size in conn.execute(
+            _stmts()[1], {"topic_id": topic_id, "partition": partition, "start": start, "end": end, "limit": limit}):
+        if control is not None:
+            out.append(LogEntry(o, ts, None, None, None, pid, pe, None, txn_id, ControlType(control), 0))
+        else:
+            out.append(LogEntry(o, ts, k, v, h, pid, pe, seq, txn_id, None, size))
+    return out
+
+
+def aborted_transactions(conn: Connection, topic_id: int, partition: int, start: int,
+                         end: int) -> list[AbortedTransaction]:
+    """The transactions aborted in the partition that a read of [start, end) meets: ABORT
+    marker at or past `start`, first record below `end`; in the order of their markers."""
+    return [
+        AbortedTransaction(pid, first)
+        for pid, first in conn.execute(_stmts()[2], {"topic_id": topic_id, "partition": partition, "start": start})
+        if first is not None and first < end
+    ]
+
+
+def check_offset(offset: int, high_watermark: int, log_start: int) -> None:
+    if offset > high_watermark or offset < log_start:
+        raise OffsetOutOfRange(
+            f"offset {offset} is outside the log [{log_start}, {high_watermark}]",
+            log_start_offset=log_start, log_end_offset=high_watermark,
+        )

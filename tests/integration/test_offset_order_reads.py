@@ -1,0 +1,94 @@
+"""A partition read in offset order, as Kafka's Fetch reads it (LogService.read_in_offset_order):
+data records and markers in offset order; read_committed stops at the last stable offset and
+names the aborted transactions it meets; read_uncommitted reads up to the high watermark."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from app.domain.errors import OffsetOutOfRange, UnknownTopicOrPartition
+from app.domain.read import AbortedTransaction
+from app.domain.types import ControlType, IsolationLevel
+from tests.helpers import batch, begin, create_topic, ident, init_producer, send
+
+RC, RU = IsolationLevel.READ_COMMITTED, IsolationLevel.READ_UNCOMMITTED
+
+
+def _log(client: Any) -> Any:
+    """plain 0; a: 1, 2, ABORT 3; c: 4, 5, COMMIT 6; o: 7, 8 (open); plain 9."""
+    create_topic(client, "orders")
+    assert send(client, [batch("orders", 0, ["plain"])]).status_code == 200
+    producers = {}
+    for tid, end in (("a", "abort"), ("c", "commit"), ("o", None)):
+        p = producers[tid] = init_producer(client, tid)
+        begin(client, tid, p)
+        assert send(client, [batch("orders", 0, [f"{tid}0", f"{tid}1"], 0)], p, tid).status_code == 200
+        if end:
+            assert client.post(f"/v1/transactions/{tid}/{end}", json=ident(p)).status_code == 200
+    assert send(client, [batch("orders", 0, ["plain2"])]).status_code == 200
+    return client.app.state.services.log, producers
+
+
+def _read(log: Any, isolation: IsolationLevel, offset: int = 0, max_bytes: int = 1 << 20) -> Any:
+    return log.read_in_offset_order("orders", 0, offset=offset, isolation=isolation, max_bytes=max_bytes,
+                                    max_records=100)
+
+
+def test_read_committed_stops_at_the_last_stable_offset_and_names_the_aborted_transaction(client: Any) -> None:
+    log, producers = _log(client)
+    answer = _read(log, RC)
+    assert (answer.high_watermark, answer.last_stable_offset, answer.upper_bound) == (10, 7, 7)
+    assert [(e.offset, e.value, e.control_type) for e in answer.entries] == [
+        (0, '"plain"', None), (1, '"a0"', None), (2, '"a1"', None), (3, None, ControlType.ABORT),
+        (4, '"c0"', None), (5, '"c1"', None), (6, None, ControlType.COMMIT),
+    ]
+    assert answer.aborted_transactions == [AbortedTransaction(producers["a"]["producer_id"], 1)]
+
+
+def test_read_uncommitted_reads_to_the_high_watermark_without_an_aborted_list(client: Any) -> None:
+    log, _ = _log(client)
+    answer = _read(log, RU)
+    assert [e.offset for e in answer.entries] == list(range(10))
+    assert answer.upper_bound == 10
+    assert answer.aborted_transactions == []
+
+
+def test_an_aborted_transaction_begun_below_the_read_is_named_with_its_first_offset(client: Any) -> None:
+    log, producers = _log(client)
+    answer = _read(log, RC, offset=2)
+    assert answer.entries[0].offset == 2
+    assert answer.aborted_transactions == [AbortedTransaction(producers["a"]["producer_id"], 1)]
+
+
+def test_an_aborted_transaction_ended_before_the_read_is_not_named(client: Any) -> None:
+    log, _ = _log(client)
+    answer = _read(log, RC, offset=4)
+    assert [e.offset for e in answer.entries] == [4, 5, 6]
+    assert answer.aborted_transactions == []
+
+
+def test_the_byte_limit_cuts_after_the_first_record_never_before(client: Any) -> None:
+    log, _ = _log(client)
+    assert [e.offset for e in _read(log, RU, max_bytes=1).entries] == [0]
+    # "plain" is 7 bytes, "a0" 4: two records fit in 11
+    assert [e.offset for e in _read(log, RU, max_bytes=11).entries] == [0, 1]
+
+
+def test_reading_at_the_upper_bound_returns_nothing(client: Any) -> None:
+    log, _ = _log(client)
+    answer = _read(log, RC, offset=7)
+    assert answer.entries == [] and answer.aborted_transactions == []
+
+
+def test_an_offset_outside_the_log_is_out_of_range(client: Any) -> None:
+    log, _ = _log(client)
+    with pytest.raises(OffsetOutOfRange):
+        _read(log, RC, offset=11)
+
+
+def test_an_unknown_partition_is_refused(client: Any) -> None:
+    log, _ = _log(client)
+    with pytest.raises(UnknownTopicOrPartition):
+        log.read_in_offset_order("orders", 5, offset=0, isolation=RC, max_bytes=100, max_records=10)
