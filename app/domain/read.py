@@ -68,12 +68,24 @@ class OffsetOrderRead:
     """A read of a partition in offset order (Kafka's Fetch): the rows from `offset` below
     `upper_bound`, markers included, and what a Kafka reader is told with them."""
 
+    topic_id: int
     entries: list[LogEntry]
     high_watermark: int
     last_stable_offset: int
     log_start_offset: int
     upper_bound: int  # nothing at or past it is read: offset_order_upper_bound
     aborted_transactions: list[AbortedTransaction] = field(default_factory=list)
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionOffsets:
+    """What Kafka's ListOffsets answers from: the bounds of a partition's log, and, for a
+    timestamp asked, the first record at or after it (None: none)."""
+
+    log_start_offset: int
+    high_watermark: int
+    last_stable_offset: int
+    found: tuple[int, int] | None = None  # (offset, timestamp_ms)
 
 
 def offset_order_upper_bound(isolation: IsolationLevel, high_watermark: int, last_stable_offset: int) -> int:

@@ -22,7 +22,7 @@ from app.domain.errors import (
     InvalidRecord,
     InvalidRequest,
 )
-from app.domain.read import FetchResult, OffsetOrderRead, StoredRecord, offset_order_upper_bound
+from app.domain.read import FetchResult, OffsetOrderRead, PartitionOffsets, StoredRecord, offset_order_upper_bound
 from app.domain.records import SendBatch
 from app.domain.types import IsolationLevel
 from app.settings import Limit, Settings
@@ -266,11 +266,25 @@ class LogService:
                 if size > max_bytes and i > 0:
                     del rows[i:]
                     break
-            answer = OffsetOrderRead(rows, high_watermark, last_stable, log_start, end)
+            answer = OffsetOrderRead(found.topic_id, rows, high_watermark, last_stable, log_start, end)
             if rows and isolation is IsolationLevel.READ_COMMITTED:
                 answer.aborted_transactions = offset_order.aborted_transactions(
                     conn, found.topic_id, partition, offset, rows[-1].offset + 1)
             return answer
+
+    def partition_offsets(self, topic_name: str, partition: int, *, isolation: IsolationLevel,
+                          timestamp_ms: int | None = None) -> PartitionOffsets:
+        """Kafka's ListOffsets of one partition: its bounds and, for `timestamp_ms`, the first
+        record readable under `isolation` whose timestamp is at or after it."""
+        with self.db.read() as conn:
+            found = topics.get_topic(conn, topic_name)
+            topics.check_partition(found, partition)
+            high_watermark, log_start, last_stable = offset_order.bounds(conn, found.topic_id, partition)
+            at = None
+            if timestamp_ms is not None:
+                end = offset_order_upper_bound(isolation, high_watermark, last_stable)
+                at = offset_order.offset_for_timestamp(conn, found.topic_id, partition, timestamp_ms, log_start, end)
+            return PartitionOffsets(log_start, high_watermark, last_stable, at)
 
     def fetch(
         self,

@@ -86,6 +86,22 @@ def aborted_transactions(conn: Connection, topic_id: int, partition: int, start:
     ]
 
 
+def offset_for_timestamp(conn: Connection, topic_id: int, partition: int, timestamp_ms: int, start: int,
+                         end: int) -> tuple[int, int] | None:
+    """(offset, timestamp) of the first data record in [start, end) whose timestamp is at or
+    after `timestamp_ms`, in offset order (Kafka's ListOffsets by timestamp); None if none. No
+    index holds timestamps: the partition's records from `start` are walked in offset order
+    until one is found."""
+    row = conn.execute(
+        select(records.c.offset, records.c.timestamp_ms)
+        .where(records.c.topic_id == topic_id, records.c.partition == partition,
+               records.c.offset >= start, records.c.offset < end, records.c.control_type.is_(None),
+               records.c.timestamp_ms >= timestamp_ms)
+        .order_by(records.c.offset).limit(1)
+    ).first()
+    return None if row is None else (row[0], row[1])
+
+
 def check_offset(offset: int, high_watermark: int, log_start: int) -> None:
     if offset > high_watermark or offset < log_start:
         raise OffsetOutOfRange(
