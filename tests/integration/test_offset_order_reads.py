@@ -92,3 +92,34 @@ def test_an_unknown_partition_is_refused(client: Any) -> None:
     log, _ = _log(client)
     with pytest.raises(UnknownTopicOrPartition):
         log.read_in_offset_order("orders", 5, offset=0, isolation=RC, max_bytes=100, max_records=10)
+
+
+def _timestamps(client: Any) -> Any:
+    """Offsets 0, 1, 2 at 1000, 3000, 2000 ms (a producer's own clocks need not agree)."""
+    create_topic(client, "orders")
+    records = [{"value": i, "timestamp_ms": ts} for i, ts in enumerate((1000, 3000, 2000))]
+    r = client.post("/v1/records", json={"batches": [{"topic": "orders", "partition": 0, "records": records}]})
+    assert r.status_code == 200, r.text
+    return client.app.state.services.log
+
+
+def test_list_offsets_by_timestamp_finds_the_first_record_in_offset_order_at_or_after_it(client: Any) -> None:
+    log = _timestamps(client)
+    found = log.partition_offsets("orders", 0, isolation=RC, timestamp_ms=1500)
+    assert (found.log_start_offset, found.high_watermark, found.last_stable_offset, found.found) == (0, 3, 3, (1, 3000))
+    assert log.partition_offsets("orders", 0, isolation=RC, timestamp_ms=1000).found == (0, 1000)
+
+
+def test_list_offsets_by_a_timestamp_later_than_every_record_finds_none(client: Any) -> None:
+    log = _timestamps(client)
+    assert log.partition_offsets("orders", 0, isolation=RC, timestamp_ms=3001).found is None
+
+
+def test_list_offsets_by_timestamp_under_read_committed_stops_at_the_last_stable_offset(client: Any) -> None:
+    log, _ = _log(client)  # offsets 7, 8 are an open transaction's; 9 is plain, past the LSO
+    r = client.post("/v1/records", json={"batches": [{"topic": "orders", "partition": 0, "records": [
+        {"value": "late", "timestamp_ms": 9_000_000_000_000}]}]})
+    assert r.status_code == 200, r.text
+    assert log.partition_offsets("orders", 0, isolation=RU, timestamp_ms=9_000_000_000_000).found == (
+        10, 9_000_000_000_000)
+    assert log.partition_offsets("orders", 0, isolation=RC, timestamp_ms=9_000_000_000_000).found is None
