@@ -191,3 +191,13 @@ def test_a_transactional_producer_is_refused_until_transactions_are_served(kafka
     with pytest.raises(KafkaException):
         p.init_transactions(10)
     assert kafka.client.get("/v1/transactions/tx-1").status_code == 404
+
+
+@pytest.mark.parametrize("codec", ["gzip", "snappy", "lz4", "zstd"])
+def test_a_compressed_batch_is_read_and_appended_record_by_record(kafka: Listener, codec: str) -> None:
+    create_topic(kafka.client, "orders")
+    reports = _deliver(_producer(kafka, **{"compression.type": codec, "linger.ms": 50}), "orders", 0,
+                       [(None, b'{"n": %d, "pad": "%s"}' % (i, b"x" * 500), None) for i in range(5)])
+    assert reports == [(None, i) for i in range(5)]
+    # Repetitive values: librdkafka sends a batch compressed only where that makes it smaller.
+    assert [(r["offset"], r["value"]) for r in _stored(kafka)] == [(i, {"n": i, "pad": "x" * 500}) for i in range(5)]

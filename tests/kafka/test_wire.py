@@ -8,6 +8,7 @@ import datetime
 import struct
 from typing import Any
 
+import pytest
 from aiokafka.record.default_records import DefaultRecordBatchBuilder
 from kio.schema.errors import ErrorCode
 
@@ -255,3 +256,17 @@ def test_a_frame_that_never_completes_closes_the_connection_once_idle(kafka: Lis
             assert closed(s)
     finally:
         kafka.client.portal.call(listener.stop)
+
+
+@pytest.mark.parametrize("codec", [1, 2, 3, 4], ids=["gzip", "snappy", "lz4", "zstd"])
+def test_a_compressed_batch_is_appended_record_by_record(kafka: Listener, codec: int) -> None:
+    create_topic(kafka.client, "orders")
+    b = DefaultRecordBatchBuilder(2, codec, 0, -1, -1, -1, 1 << 20)
+    for i in range(3):
+        b.append(i, 1_700_000_000_000, None, b'{"n": %d}' % i, [])
+    records = bytes(b.build())
+    assert records[22] & 0x07 == codec  # the attributes say so: the batch is compressed
+    with kafka.connect() as s:
+        answer = ask(s, 0, 9, _produce("orders", 0, records))
+    assert (_partition_answer(answer).error_code, _partition_answer(answer).base_offset) == (ErrorCode.none, 0)
+    assert _stored(kafka) == [(0, None, {"n": 0}), (1, None, {"n": 1}), (2, None, {"n": 2})]
