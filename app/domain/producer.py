@@ -81,6 +81,16 @@ def next_batch_condition(
     return NextBatchCondition(producer_epoch, base_sequence - 1)
 
 
+def starts_epoch(base_sequence: int, record_count: int) -> bool:
+    """check_sequence's other common case as a condition on the stored state: a batch at
+    sequence 0 (within the sequence range) is appended when there is no stored state or the
+    stored epoch is older than the batch's, which storage can test in the statement that writes
+    the new state (an upsert that overwrites an older epoch only). The first batch of every
+    version 2 transaction in each of its partitions is such a batch, its epoch new. Any state
+    that fails the condition goes to check_sequence."""
+    return base_sequence == 0 and record_count - 1 <= MAX_SEQUENCE
+
+
 def check_sequence(
     state: ProducerPartitionState | None,
     producer_epoch: int,

@@ -184,10 +184,12 @@ def prepare_transition(meta: TransactionMetadata, event: Event, now_ms: int) -> 
 
 def then(first: TxnTransit, second: TxnTransit) -> TxnTransit:
     """Two transits written as one (a decision and its completion in one database
-    transaction): `second` was computed from `first.after`. Only the first may ask for a new
-    producer id: storage makes it before it writes the row."""
-    assert not second.new_producer_id
-    return TxnTransit(second.after, first.new_producer_id, first.holder)
+    transaction; a Begin and the decision of a transaction that a Commit carried whole):
+    `second` was computed from `first.after`. At most one of them may ask for a new producer
+    id: storage makes it before it writes the row, so the one written row carries it."""
+    assert not (first.new_producer_id and second.new_producer_id)
+    asking = second if second.new_producer_id else first
+    return TxnTransit(second.after, asking.new_producer_id, asking.holder)
 
 
 def _bumped(meta: TransactionMetadata, now_ms: int, recovering_epoch: int | None,

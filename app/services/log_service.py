@@ -27,10 +27,10 @@ from app.domain.records import SendBatch
 from app.domain.types import IsolationLevel
 from app.settings import Limit, Settings
 from app.storage import append, changes, offset_order, producers, read, topics
-from app.storage import transactions as txns
 from app.storage.dialect import RowLock
 from app.storage.engine import Database, after_commit
-from app.services.transaction_join import join_transaction
+from app.storage.markers import MarkerOwner
+from app.services.transaction_join import join_transaction, joining
 
 
 @dataclass(frozen=True, slots=True)
@@ -172,13 +172,15 @@ def append_sent(
     transactional_id: str | None,
     txn_id: int | None,
     now_ms: int,
+    commit_marker: MarkerOwner | None = None,
 ) -> list[SendResult]:
     """Append a Send's batches (batches_to_append made `to_append` of them) in the caller's
     database transaction, which has checked the producer and joined the transaction if any;
     their metrics count once it commits. A Send, and a Commit that carries its transaction's
-    last batches."""
+    last batches (`commit_marker`: append.append_batches)."""
     results = append.append_batches(conn, to_append, producer_id=producer_id, producer_epoch=producer_epoch,
-                                    transactional_id=transactional_id, txn_id=txn_id, now_ms=now_ms)
+                                    transactional_id=transactional_id, txn_id=txn_id, now_ms=now_ms,
+                                    commit_marker=commit_marker)
     after_commit(conn, lambda: _count(results, producer_id, transactional_id))
     return [
         SendResult(b.topic, r.partition, r.base_offset, r.record_count, r.duplicate, txn_id)
@@ -203,12 +205,7 @@ class LogService:
     ) -> list[SendResult]:
         """`principal` is who sends: an idempotent producer id is usable by its holder only."""
         check_send(batches, producer_id, producer_epoch, transactional_id)
-        try:
-            return self._send(batches, producer_id, producer_epoch, transactional_id, principal, RowLock.SHARE)
-        except txns.RowLockBusy:
-            # A version 2 Send that begins the transaction while another Send of the producer
-            # holds its row: again, waiting for the row from the start.
-            return self._send(batches, producer_id, producer_epoch, transactional_id, principal, RowLock.UPDATE)
+        return joining(lambda lock: self._send(batches, producer_id, producer_epoch, transactional_id, principal, lock))
 
     def _send(
         self,

@@ -64,7 +64,7 @@ from app.storage.dialect import RowLock
 from app.storage.engine import Database, after_commit
 from app.domain.records import SendBatch
 from app.services.log_service import SendResult, append_sent, batches_to_append, check_send
-from app.services.transaction_join import begin_next, join_transaction, require
+from app.services.transaction_join import begin_next, begin_transit, join_transaction, joining, require
 
 S = TransactionState
 logger = logging.getLogger(__name__)
@@ -308,12 +308,8 @@ class TransactionCoordinator:
         group_metadata: GroupMetadata | None = None,
     ) -> TransactionView:
         check_distinct_partitions(offsets)
-        try:
-            return self._add_offsets(transactional_id, producer_id, producer_epoch, group_id, offsets,
-                                     group_metadata, lock=RowLock.SHARE)
-        except txns.RowLockBusy:  # a version 2 AddOffsets that begins the transaction beside a Send
-            return self._add_offsets(transactional_id, producer_id, producer_epoch, group_id, offsets,
-                                     group_metadata, lock=RowLock.UPDATE)
+        return joining(lambda lock: self._add_offsets(transactional_id, producer_id, producer_epoch, group_id,
+                                                      offsets, group_metadata, lock=lock))
 
     def _add_offsets(
         self, transactional_id: str, producer_id: int, producer_epoch: int, group_id: str,
@@ -384,10 +380,11 @@ class TransactionCoordinator:
         now = self.clock()
         target = S.PREPARE_COMMIT if commit else S.PREPARE_ABORT
         _check_joint_commit(transactional_id, prepared, commit)
+        batches = list(batches)
         if batches:
             if not commit or prepared:
                 raise InvalidRequest("only a Commit that names no prepared transactions carries batches")
-            check_send(list(batches), producer_id, producer_epoch, transactional_id)
+            check_send(batches, producer_id, producer_epoch, transactional_id)
         sent: list[SendResult] = []
         with self.db.write() as conn:
             # Each row locked in one order, the transactional ids sorted: two joint commits
@@ -403,20 +400,22 @@ class TransactionCoordinator:
             # carried the first time, is answered again; any other use of that epoch is refused.
             if meta.is_end_retry(producer_id, producer_epoch, commit=commit):
                 if batches:
-                    sent = self._retried_batches(conn, meta, producer_id, producer_epoch, list(batches))
+                    sent = self._retried_batches(conn, meta, producer_id, producer_epoch, batches)
                 if meta.state is S.EMPTY:
                     return self._view(conn, meta)  # an Abort that found nothing open, retried
             else:
                 meta.check_producer(producer_id, producer_epoch)
+                if batches and meta.begins_on_join() and self.settings.complete_inline:
+                    return self._commit_whole(conn, meta, producer_id, producer_epoch, batches, now)
                 if batches:
                     meta = locked[transactional_id] = join_transaction(
                         conn, transactional_id, producer_id, producer_epoch, now, lock=RowLock.UPDATE, read=meta)
-                    to_append = batches_to_append(conn, list(batches))
+                    to_append = batches_to_append(conn, batches)
                     # The batches' partitions and then the markers' would each be locked in
                     # order, but not together: all of them first, in one order.
                     log_end.lock_partitions(conn, [(p.topic_id, p.partition) for p in txns.partitions_of(
                         conn, transactional_id)] + [(b.topic_id, b.partition) for b in to_append])
-                    sent = append_sent(conn, list(batches), to_append, producer_id=producer_id,
+                    sent = append_sent(conn, batches, to_append, producer_id=producer_id,
                                        producer_epoch=producer_epoch, transactional_id=transactional_id,
                                        txn_id=meta.txn_id, now_ms=now)
                 elif not commit and meta.transaction_version is TransactionVersion.V2 and meta.state in IDLE_STATES:
@@ -453,6 +452,29 @@ class TransactionCoordinator:
                 completed = {m.transactional_id: m for m in self._complete_all(conn, transits, now, stored=locked)}
                 meta = completed.get(transactional_id, meta)
             return self._view(conn, meta, sent)
+
+    def _commit_whole(self, conn, meta: TransactionMetadata, producer_id: int, producer_epoch: int,  # type: ignore[no-untyped-def]
+                      batches: list[SendBatch], now: int) -> TransactionView:
+        """A Commit that carries a whole transaction (version 2, none open, completed inline):
+        its Begin, its batches, its markers and its completion in this one database
+        transaction, which nobody sees until it commits. So each batch is followed by its
+        COMMIT marker, written with it (no partition is added to the transaction, to be
+        claimed back at once), it has no staged offsets, and its row is written once: Begin,
+        decision and completion composed."""
+        begin = begin_transit(conn, meta, now)
+        decision = then(begin, prepare_transition(begin.after, Decide(True), now))
+        decided = decision.after
+        assert decided.txn_id is not None
+        to_append = batches_to_append(conn, batches)
+        # The marker carries the decision's producer id and epoch, as _complete_all's do.
+        marker = markers.MarkerOwner(decided.transactional_id, decided.txn_id, decided.producer_id,
+                                     decided.producer_epoch)
+        sent = append_sent(conn, batches, to_append, producer_id=producer_id, producer_epoch=producer_epoch,
+                           transactional_id=meta.transactional_id, txn_id=decided.txn_id, now_ms=now,
+                           commit_marker=marker)
+        (completed,) = self._complete_all(conn, [decision], now, stored={meta.transactional_id: meta},
+                                          markers_written=True)
+        return self._view(conn, completed, sent)
 
     @staticmethod
     def _retried_batches(conn, meta: TransactionMetadata, producer_id: int, producer_epoch: int,  # type: ignore[no-untyped-def]
@@ -493,28 +515,33 @@ class TransactionCoordinator:
         return self._complete_all(conn, [TxnTransit(meta)], now)[0]
 
     def _complete_all(self, conn, decisions: Sequence[TxnTransit], now: int,  # type: ignore[no-untyped-def]
-                      stored: dict[str, TransactionMetadata] | None = None) -> list[TransactionMetadata]:
+                      stored: dict[str, TransactionMetadata] | None = None,
+                      markers_written: bool = False) -> list[TransactionMetadata]:
         """The completion of decided transactions, all with the same decision, inside the
         caller's database transaction, which holds their rows' locks (FOR UPDATE): markers in
         one partition order across all of them (markers.write_control_markers), staged offsets,
         Complete states. `decisions`: each transaction's decision as a transit, written with its
         completion; a decision already stored is TxnTransit(its metadata). `stored`: the rows as
-        stored, where a decision was not written (an inline Commit); by default the decisions'."""
+        stored, where a decision was not written (an inline Commit); by default the decisions'.
+        `markers_written`: a transaction begun in this database transaction, whose append
+        wrote its markers (_commit_whole); it has no staged offsets either."""
         metas = [d.after for d in decisions]
         assert metas and len({m.state for m in metas}) == 1
         assert all(m.txn_id is not None and m.state in (S.PREPARE_COMMIT, S.PREPARE_ABORT) for m in metas)
         commit = metas[0].state is S.PREPARE_COMMIT
-        markers.write_control_markers(
-            conn,
-            [markers.MarkerOwner(m.transactional_id, m.txn_id, m.producer_id, m.producer_epoch) for m in metas],  # type: ignore[arg-type]
-            control_type=ControlType.COMMIT if commit else ControlType.ABORT,
-            now_ms=now,
-        )
+        if not markers_written:
+            markers.write_control_markers(
+                conn,
+                [markers.MarkerOwner(m.transactional_id, m.txn_id, m.producer_id, m.producer_epoch) for m in metas],  # type: ignore[arg-type]
+                control_type=ControlType.COMMIT if commit else ControlType.ABORT,
+                now_ms=now,
+            )
         completed = []
         for decision, meta in zip(decisions, metas, strict=True):
-            txns.complete_offsets(
-                conn, transactional_id=meta.transactional_id, txn_id=meta.txn_id, commit=commit, now_ms=now
-            )
+            if not markers_written:
+                txns.complete_offsets(
+                    conn, transactional_id=meta.transactional_id, txn_id=meta.txn_id, commit=commit, now_ms=now
+                )
             before = meta if stored is None else stored[meta.transactional_id]
             completed.append(txns.apply_transit(conn, before, then(decision, prepare_transition(meta, Complete(), now))))
         counter = metrics.TRANSACTIONS_COMPLETED.labels("commit" if commit else "abort")

@@ -4,10 +4,13 @@ next transaction begins. One place for every request that joins."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import TypeVar
+
 from app.domain.errors import TransactionalIdNotFound
 from app.domain.transaction import TransactionMetadata, check_transition
 from app.domain.types import TransactionState
-from app.domain.transit import Begin, prepare_transition
+from app.domain.transit import Begin, TxnTransit, prepare_transition
 from app.storage import producers
 from app.storage import transactions as txns
 from app.storage.dialect import RowLock
@@ -24,15 +27,21 @@ def require(conn, transactional_id: str, lock: RowLock | None = RowLock.UPDATE) 
     return meta
 
 
-def begin_next(conn, meta: TransactionMetadata, now: int) -> TransactionMetadata:  # type: ignore[no-untyped-def]
-    """Idle → Ongoing with a new txn_id, in the caller's database transaction, which holds the
-    row FOR UPDATE. A new transaction has no partitions or staged offsets yet: completion
-    removed the previous one's."""
+def begin_transit(conn, meta: TransactionMetadata, now: int) -> TxnTransit:  # type: ignore[no-untyped-def]
+    """Idle → Ongoing with a new txn_id, computed (the id taken) but not written: begin_next
+    writes it, a Commit that carries a whole transaction composes it with the decision."""
     # Checked before an id is taken, so that a refused Begin spends none (PostgreSQL's ids come
     # from a sequence, which a rollback does not give back).
     check_transition(meta.state, TransactionState.ONGOING)
     txn_id = producers.next_txn_id(conn)
-    return txns.apply_transit(conn, meta, prepare_transition(meta, Begin(txn_id), now))
+    return prepare_transition(meta, Begin(txn_id), now)
+
+
+def begin_next(conn, meta: TransactionMetadata, now: int) -> TransactionMetadata:  # type: ignore[no-untyped-def]
+    """Idle → Ongoing with a new txn_id, in the caller's database transaction, which holds the
+    row FOR UPDATE. A new transaction has no partitions or staged offsets yet: completion
+    removed the previous one's."""
+    return txns.apply_transit(conn, meta, begin_transit(conn, meta, now))
 
 
 def join_transaction(  # type: ignore[no-untyped-def]
@@ -54,3 +63,17 @@ def join_transaction(  # type: ignore[no-untyped-def]
         meta = begin_next(conn, meta, now)
     meta.require_ongoing()
     return meta
+
+
+T = TypeVar("T")
+
+
+def joining(attempt: Callable[[RowLock], T]) -> T:
+    """Run a request that joins (a transactional Send, AddOffsets) with the transaction row
+    read FOR SHARE, so that a producer's requests run side by side; once more, waiting for the
+    row FOR UPDATE from the start, if it had to begin the transaction (version 2) while another
+    request of the producer held the row too (txns.RowLockBusy)."""
+    try:
+        return attempt(RowLock.SHARE)
+    except txns.RowLockBusy:
+        return attempt(RowLock.UPDATE)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import cache
 from typing import Any
 
 from sqlalchemy import Connection, bindparam, select, update
@@ -16,10 +17,13 @@ from app.domain.producer import (
     ProducerPartitionState,
     check_sequence,
     next_batch_condition,
+    starts_epoch,
 )
 from app.domain.records import RecordToAppend
+from app.domain.types import ControlType
 from app.storage import dialect
 from app.storage.log_end import take_offsets
+from app.storage.markers import MarkerOwner, marker_row
 from app.storage.tables import producer_partitions, records, transaction_partitions
 
 
@@ -50,6 +54,9 @@ DATA_RECORD_COLUMNS = (
     "topic_id", "partition", "offset", "timestamp_ms", "key", "value", "headers",
     "producer_id", "producer_epoch", "sequence", "txn_id", "batch_record_count",
 )
+
+
+_WITH_MARKERS = (*DATA_RECORD_COLUMNS, "control_type")
 
 
 def _partition_key(b: BatchToAppend) -> tuple[int, int]:
@@ -140,25 +147,57 @@ _WRITE_NEXT_BATCH_STATE = (
 )
 
 
-def _write_next_batch_state(
-    conn: Connection, expected: NextBatchCondition, *, producer_id: int,
+# A batch that starts its producer's epoch here (app.domain.producer.starts_epoch) in one
+# statement: its state is inserted, or written over a stored state of an older epoch, and
+# nothing is written over a state of its own epoch or a newer one (a retry, a zombie: the
+# caller then reads the state and asks check_sequence). It answers, as _PRODUCER_STATE does,
+# whether the transaction already has the partition. It runs after the partition's lock is
+# taken, for the reason _read_producer_state gives.
+@cache
+def _write_first_batch_state_stmt(dialect_name: str) -> Any:
+    stmt = dialect.insert_on_conflict(dialect_name, _pp).values(
+        producer_id=bindparam("b_producer_id"), topic_id=bindparam("b_topic_id"),
+        partition=bindparam("b_partition"), producer_epoch=bindparam("b_producer_epoch"),
+        last_sequence=bindparam("b_last_sequence"), last_batch_base_sequence=bindparam("b_base_sequence"),
+        last_batch_record_count=bindparam("b_record_count"), last_batch_base_offset=bindparam("b_base_offset"),
+        updated_ms=bindparam("b_now_ms"),
+    )
+    written = ("producer_epoch", "last_sequence", "last_batch_base_sequence", "last_batch_record_count",
+               "last_batch_base_offset", "updated_ms")
+    return stmt.on_conflict_do_update(
+        index_elements=[c.name for c in _pp.primary_key.columns],
+        set_={name: stmt.excluded[name] for name in written},
+        where=_pp.c.producer_epoch < stmt.excluded.producer_epoch,
+    ).returning(
+        _in_partition(_tp.c.first_offset, _tp.c.transactional_id, _tp.c.txn_id, prefix="b_")
+        .label("first_offset")
+    )
+
+
+def _write_batch_state(
+    conn: Connection, expected: NextBatchCondition | None, *, producer_id: int, producer_epoch: int,
     transactional_id: str | None, txn_id: int | None, batch: BatchToAppend, base_offset: int,
     now_ms: int,
 ) -> bool | None:
-    """Write the batch's sequence state if it is the producer's next batch here. Returns None
-    when it is not (nothing written), else whether the transaction already has the partition."""
+    """Write the batch's sequence state if it is the producer's next batch here (`expected`,
+    next_batch_condition) or starts its epoch here (`expected` None, starts_epoch). Returns
+    None when it is neither (nothing written), else whether the transaction already has the
+    partition."""
     assert batch.base_sequence is not None
     count = len(batch.records)
-    row = conn.execute(
-        _WRITE_NEXT_BATCH_STATE,
-        {"b_producer_id": producer_id, "b_topic_id": batch.topic_id, "b_partition": batch.partition,
-         "b_expected_epoch": expected.producer_epoch,
-         "b_expected_last_sequence": expected.last_sequence,
-         "b_last_sequence": batch.base_sequence + count - 1,
-         "b_base_sequence": batch.base_sequence, "b_record_count": count,
-         "b_base_offset": base_offset, "b_now_ms": now_ms,
-         "b_transactional_id": transactional_id, "b_txn_id": txn_id},
-    ).first()
+    params = {"b_producer_id": producer_id, "b_topic_id": batch.topic_id, "b_partition": batch.partition,
+              "b_last_sequence": batch.base_sequence + count - 1,
+              "b_base_sequence": batch.base_sequence, "b_record_count": count,
+              "b_base_offset": base_offset, "b_now_ms": now_ms,
+              "b_transactional_id": transactional_id, "b_txn_id": txn_id}
+    if expected is None:
+        stmt = _write_first_batch_state_stmt(conn.dialect.name)
+        params["b_producer_epoch"] = producer_epoch
+    else:
+        stmt = _WRITE_NEXT_BATCH_STATE
+        params["b_expected_epoch"] = expected.producer_epoch
+        params["b_expected_last_sequence"] = expected.last_sequence
+    row = conn.execute(stmt, params).first()
     return None if row is None else row.first_offset is not None
 
 
@@ -174,10 +213,10 @@ def last_batches(conn: Connection, producer_id: int, keys: Sequence[tuple[int, i
     return found
 
 
-def _return_offsets(conn: Connection, batch: BatchToAppend) -> None:
-    """Undo the batch's take_offsets in this database transaction (its row lock is still
-    held, so nobody took offsets after it)."""
-    take_offsets(conn, batch.topic_id, batch.partition, -len(batch.records), -batch.size_bytes)
+def _return_offsets(conn: Connection, batch: BatchToAppend, taken: int) -> None:
+    """Undo the batch's take_offsets of `taken` offsets in this database transaction (its row
+    lock is still held, so nobody took offsets after it)."""
+    take_offsets(conn, batch.topic_id, batch.partition, -taken, -batch.size_bytes, records=-len(batch.records))
 
 
 def append_batches(
@@ -189,31 +228,44 @@ def append_batches(
     transactional_id: str | None,
     txn_id: int | None,
     now_ms: int,
+    commit_marker: MarkerOwner | None = None,
 ) -> list[AppendResult]:
     """Append every batch, all or nothing, in the caller's database transaction.
 
     Batches must name distinct partitions. Results come back in the order of `batches`.
+
+    A transactional batch adds its partition to its transaction (transaction_partitions: what
+    the last stable offset reads, and the claims its markers take back). `commit_marker`: the
+    batches are a whole transaction, begun in this database transaction and committed by it
+    (a version 2 Commit that carries them), so nobody can see it open: each batch is followed
+    by the COMMIT marker of `commit_marker` at the next offset, taken and written with it,
+    and no partition is added.
     """
     results: dict[tuple[int, int], AppendResult] = {}
     rows: list[tuple] = []
+    marker_rows: list[dict] = []
     state_rows: list[dict] = []
     txn_partition_rows: list[dict] = []
+    extra = 0 if commit_marker is None else 1  # the marker's offset after each batch
 
     for batch in sorted(batches, key=_partition_key):
         count = len(batch.records)
         already_in_transaction = state_written = False
-        base_offset = take_offsets(conn, batch.topic_id, batch.partition, count, batch.size_bytes)
+        base_offset = take_offsets(conn, batch.topic_id, batch.partition, count + extra, batch.size_bytes,
+                                   records=count)
         if producer_id is not None:
             assert producer_epoch is not None and batch.base_sequence is not None
             # Offsets first, then the verdict: a refusal rolls the whole database transaction
             # back, and a duplicate (rare: a retry) gives its offsets back. The next batch of
-            # a running producer is judged and its state written by one statement; any other
-            # batch is judged by check_sequence on the state read back.
+            # a running producer, or the first of a new epoch, is judged and its state written
+            # by one statement; any other batch is judged by check_sequence on the state read
+            # back.
             expected = next_batch_condition(producer_epoch, batch.base_sequence, count)
-            if expected is not None:
-                in_transaction = _write_next_batch_state(
-                    conn, expected, producer_id=producer_id, transactional_id=transactional_id,
-                    txn_id=txn_id, batch=batch, base_offset=base_offset, now_ms=now_ms,
+            if expected is not None or starts_epoch(batch.base_sequence, count):
+                in_transaction = _write_batch_state(
+                    conn, expected, producer_id=producer_id, producer_epoch=producer_epoch,
+                    transactional_id=transactional_id, txn_id=txn_id, batch=batch, base_offset=base_offset,
+                    now_ms=now_ms,
                 )
                 state_written = in_transaction is not None
                 already_in_transaction = bool(in_transaction)
@@ -224,7 +276,7 @@ def append_batches(
                 verdict = check_sequence(state, producer_epoch, batch.base_sequence, count)
                 if verdict is BatchVerdict.DUPLICATE:
                     assert state is not None
-                    _return_offsets(conn, batch)
+                    _return_offsets(conn, batch, count + extra)
                     results[_partition_key(batch)] = AppendResult(
                         batch.topic_id, batch.partition, state.last_batch_base_offset, count, True
                     )
@@ -273,7 +325,10 @@ def append_batches(
                     "updated_ms": now_ms,
                 }
             )
-        if txn_id is not None and not already_in_transaction:
+        if commit_marker is not None:
+            marker_rows.append(marker_row(topic_id, partition, base_offset + count, commit_marker,
+                                          ControlType.COMMIT, now_ms))
+        elif txn_id is not None and not already_in_transaction:
             txn_partition_rows.append(
                 {
                     "transactional_id": transactional_id,
@@ -284,7 +339,12 @@ def append_batches(
                 }
             )
 
-    if rows:
+    if marker_rows:
+        # The markers go with the records, in one COPY: rows of every column but message_id.
+        rows = [row + (None,) for row in rows]
+        rows.extend(tuple(m.get(c) for c in _WITH_MARKERS) for m in marker_rows)
+        dialect.bulk_insert(conn, records, _WITH_MARKERS, rows)
+    elif rows:
         dialect.bulk_insert(conn, records, DATA_RECORD_COLUMNS, rows)
     if state_rows:
         dialect.execute_rows(

@@ -67,6 +67,12 @@ def _insert(dialect_name: str, table: Table) -> Any:
     return sqlite.insert(table) if dialect_name == "sqlite" else postgresql.insert(table)
 
 
+def insert_on_conflict(dialect_name: str, table: Table) -> Any:
+    """The dialect's INSERT, which has ON CONFLICT (spelt alike by both), for an upsert that
+    insert_ignore and upsert do not cover."""
+    return _insert(dialect_name, table)
+
+
 def insert_ignore(conn: Connection, table: Table) -> Any:
     """INSERT that does nothing when the primary key already exists."""
     return _insert_ignore(conn.dialect.name, table)

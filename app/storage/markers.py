@@ -70,22 +70,28 @@ def write_control_markers(
         dialect.execute_rows(
             conn,
             _INSERT_RECORD,
-            [
-                {
-                    "topic_id": topic_id,
-                    "partition": partition,
-                    "offset": offset,
-                    "timestamp_ms": now_ms,
-                    "key": None,
-                    "value": None,
-                    "headers": None,
-                    "producer_id": owner.producer_id,
-                    "producer_epoch": owner.producer_epoch,
-                    "sequence": None,
-                    "txn_id": owner.txn_id,
-                    "control_type": control_type.value,
-                }
-                for topic_id, partition, offset, owner in written
-            ],
+            [marker_row(topic_id, partition, offset, owner, control_type, now_ms)
+             for topic_id, partition, offset, owner in written],
         )
     return [(topic_id, partition, offset) for topic_id, partition, offset, _ in written]
+
+
+def marker_row(topic_id: int, partition: int, offset: int, owner: MarkerOwner, control_type: ControlType,
+               now_ms: int) -> dict[str, object]:
+    """The `records` row of a control marker (every column it sets; the others stay NULL):
+    written here, and by an append that carries a whole transaction's markers
+    (append.append_batches' `commit_marker`)."""
+    return {
+        "topic_id": topic_id,
+        "partition": partition,
+        "offset": offset,
+        "timestamp_ms": now_ms,
+        "key": None,
+        "value": None,
+        "headers": None,
+        "producer_id": owner.producer_id,
+        "producer_epoch": owner.producer_epoch,
+        "sequence": None,
+        "txn_id": owner.txn_id,
+        "control_type": control_type.value,
+    }

@@ -202,6 +202,9 @@ producers = Table(
     "producers",
     metadata,
     Column("producer_id", BigInteger, primary_key=True, autoincrement=False),
+    # An idempotent producer's current epoch. A transactional id's producer has its epoch in
+    # transactions.producer_epoch; here it keeps the one it was made with
+    # (storage.transactions.apply_transit).
     Column("producer_epoch", Integer, nullable=False),
     Column("transactional_id", String(255), nullable=True),
     Column("created_ms", BigInteger, nullable=False),

@@ -16,7 +16,7 @@ from app.domain.transit import TxnTransit
 from app.domain.types import ProducerEpoch, ProducerId, TransactionState, TransactionVersion, TxnId
 from app.storage import dialect
 from app.storage.dialect import RowLock
-from app.storage.producers import create_producer, set_producer_epoch
+from app.storage.producers import create_producer
 from app.storage.tables import (
     group_offsets,
     producer_partitions,
@@ -136,16 +136,17 @@ def insert_new(
 def apply_transit(conn: Connection, before: TransactionMetadata, transit: TxnTransit) -> TransactionMetadata:
     """Write a transit (app.domain.transit) over the row `before` describes: the one place a
     transactional id's metadata is stored. A new producer id is made first where the transit
-    asks for one, and the producer's own row follows an epoch bump. Only the columns that
-    change are written, and only over the row as `before` read it (producer id, epoch and
-    state): the callers hold its lock, so a mismatch is a bug, refused rather than written."""
+    asks for one. The epoch lives here only: the producer's own row keeps the epoch it was made
+    with, which nothing reads for a transactional id's producer (a version 2 producer's epoch
+    moves with every Commit and Abort, and a second row written each time would cost them a
+    statement). Only the columns that change are written, and only over the row as `before`
+    read it (producer id, epoch and state): the callers hold its lock, so a mismatch is a
+    bug, refused rather than written."""
     after = transit.after
     if transit.new_producer_id:
         pid = create_producer(conn, transactional_id=after.transactional_id, now_ms=after.updated_ms,
                               principal=transit.holder)
         after = replace(after, producer_id=ProducerId(pid))
-    elif after.producer_epoch != before.producer_epoch:
-        set_producer_epoch(conn, after.producer_id, after.producer_epoch)
     values = {c: getattr(after, c) for c in _STORED if getattr(after, c) != getattr(before, c)}
     if not values:
         return after

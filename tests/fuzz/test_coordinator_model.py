@@ -515,6 +515,42 @@ class CoordinatorMachine(RuleBasedStateMachine):
                 self.model.complete([h.tid])
         self._check(f"{'commit' if commit else 'abort'} {h} ({state})", code, expected)
 
+    def _version_2_committable(self) -> list[str]:
+        return sorted(tid for tid, m in self.model.tids.items()
+                      if m.version == 2 and m.state not in PREPARING)
+
+    @precondition(lambda self: self._version_2_committable())
+    @rule(data=st.data(), count=st.integers(1, 2))
+    def a_version_2_producer_commits_carrying_its_last_batches(self, data: st.DataObject, count: int) -> None:
+        """A live version 2 producer's Commit carries batches: appended to its open transaction,
+        or to the one it begins (a whole transaction in one request), and committed with it."""
+        tid = data.draw(st.sampled_from(self._version_2_committable()), label="transactional_id")
+        partitions = data.draw(st.sets(st.sampled_from(PARTITIONS), min_size=1), label="partitions")
+        m = self.model.tids[tid]
+        h = Handle(tid, m.producer_id, m.producer_epoch)
+        state = self._begins(h, OK)
+        assert m.txn is not None
+        plan = []
+        for p in sorted(partitions):
+            start = len(m.txn.records.get(p, []))
+            values = [f"{m.txn.name}.p{p}.{start + i}.{next(self.names)}" for i in range(count)]
+            plan.append((p, m.sequences.get(p, 0), values))
+        now = self.clock()
+        batches = [SendBatch(DATA, p, [RecordToAppend(None, json.dumps(v), None, now) for v in values], seq)
+                   for p, seq, values in plan]
+        view, code = _call(lambda: self.services.coordinator.end_transaction(
+            h.tid, h.producer_id, h.producer_epoch, commit=True, batches=batches))
+        self._check(f"commit carrying batches {h} ({state})", code, OK)
+        type(self).outcomes[f"version 2: commit carrying batches ({'joined' if state == ONGOING else 'whole'})"] += 1
+        assert not any(r.duplicate for r in view.sent), view.sent
+        for p, _, values in plan:
+            m.txn.records.setdefault(p, []).extend(values)
+            self.model.sent.update(values)
+        m.state = PREPARE_COMMIT
+        m.last_epoch, m.producer_epoch, m.sequences = m.producer_epoch, m.producer_epoch + 1, {}
+        if self.model.inline:
+            self.model.complete([tid])
+
     def _retriable_sends(self) -> list[str]:
         return [tid for tid, m in self.model.tids.items()
                 if m.state == ONGOING and m.txn is not None and m.txn.last_send is not None]

@@ -58,6 +58,16 @@ def test_markers_take_offsets_but_are_not_counted(client: Any, db_url: str) -> N
     assert (described["record_count"], described["size_bytes"]) == (2, 6) == stored(db_url)
 
 
+def test_a_commit_carrying_a_whole_transaction_counts_its_records_not_its_markers(client: Any, db_url: str) -> None:
+    create_topic(client, "t", 1)
+    p = init_producer(client, "tx", transaction_version=2)
+    r = client.post("/v1/transactions/tx/commit", json={**ident(p), "batches": [batch("t", 0, ["a", "b"], 0)]})
+    assert r.status_code == 200, r.text
+    described = client.get("/v1/topics/t").json()["partitions"][0]
+    assert described["log_end_offset"] == 3
+    assert (described["record_count"], described["size_bytes"]) == (2, 6) == stored(db_url)
+
+
 def test_a_retried_batch_counts_once(client: Any, db_url: str) -> None:
     create_topic(client, "t", 1)
     p = init_producer(client)

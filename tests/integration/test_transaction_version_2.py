@@ -8,12 +8,13 @@ from __future__ import annotations
 import threading
 
 import pytest
-from sqlalchemy import update
+from sqlalchemy import select, update
 
 from app.domain.types import MAX_PRODUCER_EPOCH
 from app.domain.records import RecordToAppend, SendBatch
+from app.domain.types import IsolationLevel
 from app.services.transaction_coordinator import TransactionCoordinator
-from app.storage.tables import producers, transactions
+from app.storage.tables import producers, records, transaction_partitions, transactions
 from tests.helpers import batch, begin, create_topic, fetch, ident, init_producer, send, values
 
 TID = "v2"
@@ -318,6 +319,61 @@ def test_a_commit_carrying_batches_is_a_whole_transaction_in_one_request(client,
     assert [(r["topic"], r["partition"], r["base_offset"], r["record_count"]) for r in answer["results"]] == [
         ("out", 0, 0, 2), ("out", 1, 0, 1)]
     assert _all(client) == ["a", "b", "c"]
+
+
+def test_a_commit_carrying_a_whole_transaction_writes_each_marker_after_its_records_and_leaves_no_claims(  # type: ignore[no-untyped-def]
+    client, topic, database
+) -> None:
+    p = _init(client)
+
+    answer = _ok(_commit_with(client, p, [batch("out", 0, ["a", "b"], 0), batch("out", 1, ["c"], 0)]))
+
+    with database.read() as conn:
+        stored = conn.execute(select(records.c.partition, records.c.offset, records.c.txn_id, records.c.control_type)
+                              .order_by(records.c.partition, records.c.offset)).all()
+        claims = conn.execute(select(transaction_partitions)).all()
+    txn = answer["txn_id"]
+    assert [tuple(r) for r in stored] == [(0, 0, txn, None), (0, 1, txn, None), (0, 2, txn, "COMMIT"),
+                                          (1, 0, txn, None), (1, 1, txn, "COMMIT")]
+    assert claims == []
+    assert [fetch(client, "out", q)["last_stable_offset"] for q in (0, 1)] == [3, 2]
+
+
+def test_a_commit_carrying_a_whole_transaction_at_an_exhausted_epoch_gets_a_new_producer_id(  # type: ignore[no-untyped-def]
+    client, topic, database
+) -> None:
+    p = _init(client)
+    with database.write() as conn:
+        conn.execute(update(transactions).where(transactions.c.transactional_id == TID)
+                     .values(producer_epoch=MAX_PRODUCER_EPOCH))
+    old = {**p, "producer_epoch": MAX_PRODUCER_EPOCH}
+
+    ended = _ok(_commit_with(client, old, [batch("out", 0, ["a"], 0)]))
+
+    assert ended["producer_id"] != p["producer_id"] and ended["producer_epoch"] == 0
+    again = _ok(_commit_with(client, old, [batch("out", 0, ["a"], 0)]))
+    assert (again["producer_id"], again["producer_epoch"], again["results"][0]["duplicate"]) == (
+        ended["producer_id"], 0, True)
+    new = {**p, **ident(ended)}
+    _ok(_commit_with(client, new, [batch("out", 0, ["b"], 0)]))
+    assert _all(client) == ["a", "b"]
+
+
+def test_a_commit_carrying_batches_left_to_the_worker_is_decided_then_completed(services) -> None:  # type: ignore[no-untyped-def]
+    services.topics.create("out", 1)
+    coordinator = TransactionCoordinator(
+        services.db, services.settings.model_copy(update={"complete_inline": False}), services.clock)
+    p = coordinator.init_producer_id(transactional_id=TID, transaction_timeout_ms=None, transaction_version=2)
+    record = [RecordToAppend(None, '"a"', None, services.clock())]
+
+    decided = coordinator.end_transaction(TID, p.producer_id, p.producer_epoch, commit=True,
+                                          batches=[SendBatch("out", 0, record, 0)])
+
+    assert decided.meta.state.value == "PrepareCommit"
+    assert [(x.partition, x.first_offset) for x in decided.partitions] == [(0, 0)]
+    assert coordinator.complete_pending() == (1, 0)
+    fetched = services.log.fetch("out", 0, offset=0, max_records=10, isolation=IsolationLevel.READ_COMMITTED)[1]
+    assert [r.value for r in fetched.records] == ['"a"']
 
 
 def test_a_commit_carrying_batches_commits_them_with_the_transaction_s_earlier_sends(client, topic) -> None:  # type: ignore[no-untyped-def]

@@ -19,6 +19,7 @@ from app.domain.producer import (
     ProducerPartitionState,
     check_sequence,
     next_batch_condition,
+    starts_epoch,
 )
 
 
@@ -242,3 +243,33 @@ def test_every_next_batch_of_the_same_epoch_meets_the_next_batch_condition(
     base = state.last_sequence + 1
     if _verdict(state, state.producer_epoch, base, count) is BatchVerdict.APPEND:
         assert _meets(state, next_batch_condition(state.producer_epoch, base, count))
+
+
+# --- the first batch of an epoch as a condition storage tests while writing -------------------
+
+
+def _starts_epoch_accepts(state: ProducerPartitionState | None, epoch: int, base: int, count: int) -> bool:
+    """What storage's upsert writes on: starts_epoch, and no state or an older epoch stored."""
+    return starts_epoch(base, count) and (state is None or state.producer_epoch < epoch)
+
+
+@given(st.one_of(st.none(), _states()), _epochs, st.one_of(st.just(0), _sequences),
+       st.one_of(_counts, st.sampled_from([MAX_SEQUENCE, MAX_SEQUENCE + 1, MAX_SEQUENCE + 2])))
+def test_a_batch_the_first_batch_upsert_writes_is_one_check_sequence_appends(
+    state: ProducerPartitionState | None, epoch: int, base: int, count: int
+) -> None:
+    """Storage appends on the upsert's condition alone, so it must never accept what
+    check_sequence refuses."""
+    if _starts_epoch_accepts(state, epoch, base, count):
+        assert _verdict(state, epoch, base, count) is BatchVerdict.APPEND  # type: ignore[arg-type]
+
+
+@given(st.one_of(st.none(), _states()), _epochs, _counts)
+def test_every_first_batch_of_a_new_epoch_meets_the_first_batch_condition(
+    state: ProducerPartitionState | None, epoch: int, count: int
+) -> None:
+    """...and the condition is not narrower than check_sequence's APPEND at sequence 0, so the
+    first batch of each version 2 transaction takes the one-statement path."""
+    if state is None or state.producer_epoch < epoch:
+        if _verdict(state, epoch, 0, count) is BatchVerdict.APPEND:  # type: ignore[arg-type]
+            assert _starts_epoch_accepts(state, epoch, 0, count)
