@@ -183,7 +183,10 @@ class Apis:
         assert m is not None
         isolation = (IsolationLevel.READ_COMMITTED if getattr(body, "isolation_level", 0) == 1
                      else IsolationLevel.READ_UNCOMMITTED)
-        left = max(0, getattr(body, "max_bytes", 2**31 - 1))
+        # The client's limits, within the service's (Kafka's broker fetch.max.bytes): a Fetch
+        # answer never holds more than these, but for the first record of the first partition.
+        left = max(0, min(getattr(body, "max_bytes", 2**31 - 1), self.settings.fetch_max_bytes_limit))
+        partition_limit = self.settings.fetch_max_partition_bytes_limit
         total, keys, topics = 0, [], []
         for t in body.topics:
             answered = []
@@ -191,7 +194,7 @@ class Apis:
                 try:
                     read = self.services.log.read_in_offset_order(
                         t.topic, p.partition, offset=p.fetch_offset, isolation=isolation,
-                        max_bytes=max(0, min(p.partition_max_bytes, left)),
+                        max_bytes=max(0, min(p.partition_max_bytes, partition_limit, left)),
                         max_records=self.settings.fetch_max_records_limit)
                 except OutboxError as e:
                     answered.append(build(m.PartitionData, partition_index=p.partition, error_code=error_code(e),

@@ -110,3 +110,17 @@ def closed(s: socket.socket) -> bool:
         return s.recv(1) == b""
     except ConnectionResetError:
         return True
+
+
+def batch_offsets(records: bytes | None) -> list[int]:
+    """The offsets of the data records in a Fetch answer's record batches (aiokafka's reader)."""
+    from aiokafka.record.memory_records import MemoryRecords
+
+    out: list[int] = []
+    if not records:
+        return out
+    batches = MemoryRecords(bytes(records))
+    while (b := batches.next_batch()) is not None:
+        if not b.is_control_batch:
+            out.extend(r.offset for r in b)
+    return out

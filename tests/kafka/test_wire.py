@@ -270,3 +270,73 @@ def test_a_compressed_batch_is_appended_record_by_record(kafka: Listener, codec:
         answer = ask(s, 0, 9, _produce("orders", 0, records))
     assert (_partition_answer(answer).error_code, _partition_answer(answer).base_offset) == (ErrorCode.none, 0)
     assert _stored(kafka) == [(0, None, {"n": 0}), (1, None, {"n": 1}), (2, None, {"n": 2})]
+
+
+def _fetch(topic: str, partition: int, offset: int, *, max_wait_ms: int = 0, min_bytes: int = 1,
+           isolation: int = 1, max_bytes: int = 1 << 20, partition_max_bytes: int = 1 << 20) -> Any:
+    m = request_class(1, 12)
+    assert m is not None
+    mod = __import__(m.__module__, fromlist=["x"])
+    return m(replica_id=-1, max_wait=datetime.timedelta(milliseconds=max_wait_ms), min_bytes=min_bytes,
+             max_bytes=max_bytes, isolation_level=isolation, session_id=0, session_epoch=-1, topics=(
+                 mod.FetchTopic(topic=topic, partitions=(mod.FetchPartition(
+                     partition=partition, current_leader_epoch=-1, fetch_offset=offset, last_fetched_epoch=-1,
+                     log_start_offset=-1, partition_max_bytes=partition_max_bytes),)),),
+             forgotten_topics_data=(), rack_id="")
+
+
+def _fetched_offsets(answer: Any) -> list[int]:
+    from tests.kafka.conftest import batch_offsets
+
+    ((p,),) = [t.partitions for t in answer.responses]
+    assert p.error_code == ErrorCode.none
+    return batch_offsets(p.records)
+
+
+def test_a_waiting_fetch_is_answered_when_a_record_arrives_not_at_its_deadline(kafka: Listener) -> None:
+    import threading
+    import time
+
+    create_topic(kafka.client, "orders")
+    timer = threading.Timer(0.5, lambda: kafka.client.post("/v1/records", json={"batches": [
+        {"topic": "orders", "partition": 0, "records": [{"value": "late"}]}]}))
+    with kafka.connect() as s:
+        started = time.monotonic()
+        timer.start()
+        answer = ask(s, 1, 12, _fetch("orders", 0, 0, max_wait_ms=8000))
+        waited = time.monotonic() - started
+    timer.join()
+    assert _fetched_offsets(answer) == [0]
+    assert 0.4 <= waited < 6
+
+
+def test_a_fetch_with_nothing_to_read_waits_max_wait_ms_and_answers_no_records(kafka: Listener) -> None:
+    import time
+
+    create_topic(kafka.client, "orders")
+    with kafka.connect() as s:
+        started = time.monotonic()
+        answer = ask(s, 1, 12, _fetch("orders", 0, 0, max_wait_ms=400))
+        waited = time.monotonic() - started
+    assert _fetched_offsets(answer) == []
+    assert 0.35 <= waited < 5
+
+
+def test_a_fetch_stops_at_partition_max_bytes_but_always_brings_the_first_record(kafka: Listener) -> None:
+    create_topic(kafka.client, "orders")
+    r = kafka.client.post("/v1/records", json={"batches": [{"topic": "orders", "partition": 0, "records": [
+        {"value": "x" * 100} for _ in range(3)]}]})
+    assert r.status_code == 200, r.text
+    with kafka.connect() as s:
+        one = ask(s, 1, 12, _fetch("orders", 0, 0, partition_max_bytes=10))
+        two = ask(s, 1, 12, _fetch("orders", 0, 0, partition_max_bytes=210), 8)
+    assert _fetched_offsets(one) == [0]
+    assert _fetched_offsets(two) == [0, 1]
+
+
+def test_a_fetch_below_the_log_start_is_offset_out_of_range(kafka: Listener) -> None:
+    create_topic(kafka.client, "orders")
+    with kafka.connect() as s:
+        answer = ask(s, 1, 12, _fetch("orders", 0, 5))
+    ((p,),) = [t.partitions for t in answer.responses]
+    assert p.error_code == ErrorCode.offset_out_of_range
