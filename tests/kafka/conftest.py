@@ -4,10 +4,12 @@ test here runs on SQLite and PostgreSQL (the `client` fixture's database)."""
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import socket
 import struct
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -38,6 +40,21 @@ class Listener:
     @property
     def services(self) -> Any:
         return self.client.app.state.services
+
+
+@contextmanager
+def listener_with(kafka: Listener, **settings: Any) -> Iterator[Listener]:
+    """A second listener on the same services, with some settings changed."""
+    services = kafka.services
+    changed = dataclasses.replace(services, settings=services.settings.model_copy(update=settings))
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.bind(("127.0.0.1", 0))
+    listener = KafkaListener(changed, sock)
+    kafka.client.portal.call(listener.start)
+    try:
+        yield Listener("127.0.0.1", listener.port, kafka.client)
+    finally:
+        kafka.client.portal.call(listener.stop)
 
 
 @pytest.fixture

@@ -14,7 +14,7 @@ from kio.schema.errors import ErrorCode
 
 from app.kafka.protocol import SERVED, request_class
 from tests.helpers import create_topic
-from tests.kafka.conftest import Listener, ask, closed, frame, read_frame, response
+from tests.kafka.conftest import Listener, ask, closed, frame, listener_with, read_frame, response
 
 NO_WAIT = datetime.timedelta(0)
 
@@ -238,24 +238,9 @@ def test_init_producer_id_for_a_transactional_id_is_not_served_yet(kafka: Listen
 
 
 def test_a_frame_that_never_completes_closes_the_connection_once_idle(kafka: Listener) -> None:
-    import dataclasses
-    import socket as socket_module
-
-    from app.kafka.server import KafkaListener
-
-    services = kafka.services
-    quick = dataclasses.replace(services, settings=services.settings.model_copy(
-        update={"kafka_connections_max_idle_ms": 300}))
-    sock = socket_module.socket()
-    sock.bind(("127.0.0.1", 0))
-    listener = KafkaListener(quick, sock)
-    kafka.client.portal.call(listener.start)
-    try:
-        with socket_module.create_connection(("127.0.0.1", listener.port), timeout=10) as s:
-            s.sendall(struct.pack(">i", 100) + b"\x00\x12")  # 2 of the 100 bytes announced
-            assert closed(s)
-    finally:
-        kafka.client.portal.call(listener.stop)
+    with listener_with(kafka, kafka_connections_max_idle_ms=300) as quick, quick.connect() as s:
+        s.sendall(struct.pack(">i", 100) + b"\x00\x12")  # 2 of the 100 bytes announced
+        assert closed(s)
 
 
 @pytest.mark.parametrize("codec", [1, 2, 3, 4], ids=["gzip", "snappy", "lz4", "zstd"])
