@@ -265,8 +265,7 @@ class LogService:
                     break
             answer = OffsetOrderRead(found.topic_id, rows, high_watermark, last_stable, log_start, end)
             if rows and isolation is IsolationLevel.READ_COMMITTED:
-                answer.aborted_transactions = offset_order.aborted_transactions(
-                    conn, found.topic_id, partition, offset, rows[-1].offset + 1)
+                answer.aborted_transactions = offset_order.aborted_transactions(conn, found.topic_id, partition, rows)
             return answer
 
     def partition_offsets(self, topic_name: str, partition: int, *, isolation: IsolationLevel,

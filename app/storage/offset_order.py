@@ -14,7 +14,7 @@ from sqlalchemy import Connection, bindparam, func, select
 from app.domain.errors import OffsetOutOfRange, UnknownTopicOrPartition
 from app.domain.read import AbortedTransaction, LogEntry
 from app.domain.types import ControlType
-from app.storage.read import RECORD_SIZE
+from app.storage.read import RECORD_SIZE, markers_of
 from app.storage.tables import partitions, records
 from app.storage.topics import LAST_STABLE_OFFSET
 
@@ -34,25 +34,15 @@ def _stmts() -> tuple[Any, Any, Any]:
         .order_by(records.c.offset)
         .limit(bindparam("limit"))
     )
-    # An aborted transaction concerns a read of [start, end) when its ABORT marker is at or past
-    # start (it ended after the read's first offset) and its first record in the partition
-    # lies below end: Kafka's collectAbortedTxns. Its first record is its first batch head
-    # (ix_records_txn_batches); the markers of the partition are found through the primary key
-    # from start on.
-    m, h = records.alias("m"), records.alias("h")
-    first = (
-        select(func.min(h.c.offset))
-        .where(h.c.topic_id == m.c.topic_id, h.c.partition == m.c.partition, h.c.txn_id == m.c.txn_id,
-               h.c.batch_record_count.is_not(None))
-        .scalar_subquery()
+    # Where each of some transactions begins in the partition, and its producer: its first
+    # batch head (ix_records_txn_batches, one probe per transaction).
+    firsts = (
+        select(records.c.txn_id, func.min(records.c.producer_id), func.min(records.c.offset))
+        .where(*where, records.c.txn_id.in_(bindparam("txn_ids", expanding=True)),
+               records.c.batch_record_count.is_not(None))
+        .group_by(records.c.txn_id)
     )
-    aborted = (
-        select(m.c.producer_id, first.label("first_offset"))
-        .where(m.c.topic_id == bindparam("topic_id"), m.c.partition == bindparam("partition"),
-               m.c.offset >= bindparam("start"), m.c.control_type == _ABORT)
-        .order_by(m.c.offset)
-    )
-    return bounds, rows, aborted
+    return bounds, rows, firsts
 
 
 def bounds(conn: Connection, topic_id: int, partition: int) -> tuple[int, int, int]:
@@ -75,15 +65,23 @@ def read_rows(conn: Connection, topic_id: int, partition: int, start: int, end: 
     return out
 
 
-def aborted_transactions(conn: Connection, topic_id: int, partition: int, start: int,
-                         end: int) -> list[AbortedTransaction]:
-    """The transactions aborted in the partition that a read of [start, end) meets: ABORT
-    marker at or past `start`, first record below `end`; in the order of their markers."""
-    return [
-        AbortedTransaction(pid, first)
-        for pid, first in conn.execute(_stmts()[2], {"topic_id": topic_id, "partition": partition, "start": start})
-        if first is not None and first < end
-    ]
+def aborted_transactions(conn: Connection, topic_id: int, partition: int,
+                         entries: list[LogEntry]) -> list[AbortedTransaction]:
+    """The aborted transactions whose records are among `entries` (a read's rows), each by its
+    producer and its first offset in the partition (which may lie below the read), in the order
+    of those first offsets: what a read_committed client needs to drop every aborted record it
+    is given. (Kafka's broker names too the aborted transactions that merely overlap the read's
+    range; one with no record in the answer has nothing to drop.) Found from the answer's own
+    transactions, so the cost follows the answer's size, not the partition's."""
+    txn_ids = sorted({e.txn_id for e in entries if e.txn_id is not None and e.control_type is None})
+    if not txn_ids:
+        return []
+    ended = markers_of(conn, topic_id, partition, txn_ids)
+    aborted = [t for t in txn_ids if t in ended and ended[t][1] == _ABORT]
+    if not aborted:
+        return []
+    rows = conn.execute(_stmts()[2], {"topic_id": topic_id, "partition": partition, "txn_ids": aborted}).all()
+    return sorted((AbortedTransaction(pid, first) for _, pid, first in rows), key=lambda a: a.first_offset)
 
 
 def offset_for_timestamp(conn: Connection, topic_id: int, partition: int, timestamp_ms: int, start: int,

@@ -123,3 +123,17 @@ def test_list_offsets_by_timestamp_under_read_committed_stops_at_the_last_stable
     assert log.partition_offsets("orders", 0, isolation=RU, timestamp_ms=9_000_000_000_000).found == (
         10, 9_000_000_000_000)
     assert log.partition_offsets("orders", 0, isolation=RC, timestamp_ms=9_000_000_000_000).found is None
+
+
+def test_an_aborted_transaction_whose_marker_lies_past_the_last_stable_offset_is_named(client: Any) -> None:
+    create_topic(client, "orders")
+    a, o = init_producer(client, "a"), init_producer(client, "o")
+    begin(client, "a", a)
+    assert send(client, [batch("orders", 0, ["a0", "a1"], 0)], a, "a").status_code == 200  # 0, 1
+    begin(client, "o", o)
+    assert send(client, [batch("orders", 0, ["o0"], 0)], o, "o").status_code == 200  # 2, still open
+    assert client.post("/v1/transactions/a/abort", json=ident(a)).status_code == 200  # ABORT at 3
+    answer = _read(client.app.state.services.log, RC)
+    assert answer.last_stable_offset == 2
+    assert [(e.offset, e.control_type) for e in answer.entries] == [(0, None), (1, None)]
+    assert answer.aborted_transactions == [AbortedTransaction(a["producer_id"], 0)]
