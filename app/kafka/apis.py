@@ -19,7 +19,7 @@ from app.domain.records import check_record_count
 from app.domain.types import IsolationLevel
 from app.kafka import records
 from app.kafka.errors import error_code
-from app.kafka.protocol import API_VERSIONS, SERVED, build, response_module
+from app.kafka.protocol import API_VERSIONS, SERVED, CloseConnection, build, response_module
 
 logger = logging.getLogger("app.kafka")
 
@@ -139,6 +139,10 @@ class Apis:
                                       record_errors=(), error_message=message))
             topics.append(build(m.TopicProduceResponse, name=t.name, partition_responses=tuple(answered)))
         if body.acks == 0:
+            failed = [(t.name, p.index, p.error_code.name) for t in topics for p in t.partition_responses
+                      if p.error_code != ErrorCode.none]
+            if failed:
+                raise CloseConnection(f"a Produce with acks=0 failed: {failed}")
             return None
         return build(m.ProduceResponse, responses=tuple(topics), throttle_time=_NO_WAIT)
 

@@ -43,6 +43,11 @@ class Unparseable(Exception):
     """The frame is not a request kio can read: Kafka closes such a connection."""
 
 
+class CloseConnection(Exception):
+    """A request whose outcome Kafka tells by closing the connection: a Produce with acks=0
+    that failed (no answer is sent, so a closed connection is how the client learns of it)."""
+
+
 @dataclass(frozen=True, slots=True)
 class Request:
     api_key: int

@@ -102,6 +102,9 @@ class KafkaListener:
                 logger.info("Kafka listener: closing the connection from %s: the request cannot be read (%s)",
                             _peer(writer), e)
                 return
+            except protocol.CloseConnection as e:
+                logger.info("Kafka listener: closing the connection from %s: %s", _peer(writer), e)
+                return
             except OutboxError as e:
                 # A request without a field for an error (Metadata while the database is
                 # unreachable): the client reconnects and asks again, as after a broker restart.

@@ -325,3 +325,11 @@ def test_a_fetch_below_the_log_start_is_offset_out_of_range(kafka: Listener) -> 
         answer = ask(s, 1, 12, _fetch("orders", 0, 5))
     ((p,),) = [t.partitions for t in answer.responses]
     assert p.error_code == ErrorCode.offset_out_of_range
+
+
+def test_a_failed_produce_with_acks_0_closes_the_connection_as_kafka_does(kafka: Listener) -> None:
+    create_topic(kafka.client, "orders")
+    with kafka.connect() as s:
+        s.sendall(frame(0, 9, _produce("orders", 0, _records([b"not json"]), acks=0)))
+        assert closed(s)
+    assert _stored(kafka) == []
