@@ -18,6 +18,7 @@ from app.domain.read import offset_order_upper_bound
 from app.domain.records import check_record_count
 from app.domain.types import IsolationLevel
 from app.kafka import records
+from app.kafka.decompressed import check_decompressed_size
 from app.kafka.errors import error_code
 from app.kafka.protocol import API_VERSIONS, SERVED, CloseConnection, build, response_module
 
@@ -166,6 +167,8 @@ class Apis:
             return ErrorCode.unsupported_version, "transactions are not served over the Kafka door yet", -1
         try:
             check_record_count(batch.last_offset_delta + 1, self.settings.max_records_per_request)
+            check_decompressed_size(bytes(data or b""), batch.compression_type,
+                                    self.settings.kafka_socket_request_max_bytes)
             send = records.send_batch(topic, partition, batch, self.services.clock())
             producer = batch.producer_id != records.NO_PRODUCER_ID
             (result,) = self.services.log.send(

@@ -333,3 +333,17 @@ def test_a_failed_produce_with_acks_0_closes_the_connection_as_kafka_does(kafka:
         s.sendall(frame(0, 9, _produce("orders", 0, _records([b"not json"]), acks=0)))
         assert closed(s)
     assert _stored(kafka) == []
+
+
+@pytest.mark.parametrize("codec", [1, 2, 3, 4], ids=["gzip", "snappy", "lz4", "zstd"])
+def test_a_batch_that_decompresses_past_the_request_limit_is_refused_and_not_written(
+        kafka: Listener, codec: int) -> None:
+    create_topic(kafka.client, "orders")
+    b = DefaultRecordBatchBuilder(2, codec, 0, -1, -1, -1, 1 << 30)
+    b.append(0, 1_700_000_000_000, None, b'"' + b"0" * 3_000_000 + b'"', [])
+    records = bytes(b.build())
+    with listener_with(kafka, kafka_socket_request_max_bytes=1 << 20) as small, small.connect() as s:
+        assert len(records) < 1 << 20  # the frame itself is under the limit
+        answer = ask(s, 0, 9, _produce("orders", 0, records))
+    assert _partition_answer(answer).error_code == ErrorCode.record_list_too_large
+    assert _stored(kafka) == []
