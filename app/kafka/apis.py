@@ -5,7 +5,6 @@ in a worker thread (server.Connection): the services block on the database."""
 from __future__ import annotations
 
 import datetime
-import logging
 import uuid
 from dataclasses import dataclass
 from typing import Any
@@ -21,8 +20,6 @@ from app.kafka import records
 from app.kafka.decompressed import check_decompressed_size
 from app.kafka.errors import error_code
 from app.kafka.protocol import API_VERSIONS, SERVED, CloseConnection, build, response_module
-
-logger = logging.getLogger("app.kafka")
 
 _NO_WAIT = datetime.timedelta(0)
 _ZERO_UUID = uuid.UUID(int=0)

@@ -120,7 +120,7 @@ def test_a_request_that_ends_early_inside_its_frame_closes_the_connection(kafka:
 def test_metadata_names_this_broker_the_leader_of_every_partition(kafka: Listener) -> None:
     create_topic(kafka.client, "orders", partitions=2)
     m = request_class(3, 12)
-    mod = __import__(m.__module__, fromlist=["x"])
+    assert m is not None
     with kafka.connect() as s:
         answer = ask(s, 3, 12, m(topics=None, allow_auto_topic_creation=True, include_topic_authorized_operations=False))
     (broker,) = answer.brokers
@@ -128,7 +128,6 @@ def test_metadata_names_this_broker_the_leader_of_every_partition(kafka: Listene
     (topic,) = answer.topics
     assert (topic.name, topic.error_code) == ("orders", ErrorCode.none)
     assert [(p.partition_index, p.leader_id, p.replica_nodes) for p in topic.partitions] == [(0, 0, (0,)), (1, 0, (0,))]
-    del mod
 
 
 def test_metadata_of_an_unknown_topic_is_unknown_and_creates_nothing(kafka: Listener) -> None:
@@ -347,3 +346,15 @@ def test_a_batch_that_decompresses_past_the_request_limit_is_refused_and_not_wri
         answer = ask(s, 0, 9, _produce("orders", 0, records))
     assert _partition_answer(answer).error_code == ErrorCode.record_list_too_large
     assert _stored(kafka) == []
+
+
+def test_init_producer_id_with_the_current_id_and_epoch_bumps_the_epoch(kafka: Listener) -> None:
+    m = request_class(22, 4)
+    assert m is not None
+    with kafka.connect() as s:
+        first = ask(s, 22, 4, m(transactional_id=None, transaction_timeout=datetime.timedelta(0),
+                                producer_id=-1, producer_epoch=-1))
+        bumped = ask(s, 22, 4, m(transactional_id=None, transaction_timeout=datetime.timedelta(0),
+                                 producer_id=first.producer_id, producer_epoch=first.producer_epoch), 8)
+    assert (first.error_code, first.producer_epoch) == (ErrorCode.none, 0)
+    assert (bumped.error_code, bumped.producer_id, bumped.producer_epoch) == (ErrorCode.none, first.producer_id, 1)
