@@ -21,11 +21,11 @@ from app.domain.errors import (
     InvalidRecord,
     InvalidRequest,
 )
-from app.domain.read import FetchResult, StoredRecord
+from app.domain.read import FetchResult, OffsetOrderRead, PartitionOffsets, StoredRecord, offset_order_upper_bound
 from app.domain.records import SendBatch
 from app.domain.types import IsolationLevel
 from app.settings import Limit, Settings
-from app.storage import append, changes, read, topics
+from app.storage import append, changes, offset_order, read, topics
 from app.storage.dialect import RowLock
 from app.storage.engine import Database, after_commit
 from app.storage.markers import MarkerOwner
@@ -230,6 +230,45 @@ class LogService:
             holder = principal if producer_id is not None and transactional_id is None else None
             return append_sent(conn, batches, to_append, producer_id=producer_id, producer_epoch=producer_epoch,
                                transactional_id=transactional_id, txn_id=txn_id, now_ms=now, holder=holder)
+
+    def read_in_offset_order(self, topic_name: str, partition: int, *, offset: int, isolation: IsolationLevel,
+                             max_bytes: int, max_records: int) -> OffsetOrderRead:
+        """Kafka's Fetch of one partition: its rows (data records and markers) in offset order
+        from `offset`, below the upper bound of `isolation` (offset_order_upper_bound), at most
+        `max_records` and, but for the first record, `max_bytes` bytes of records; with
+        read_committed, the aborted transactions they meet. One snapshot. An unknown partition
+        or an offset outside the log is raised."""
+        with self.db.read() as conn:
+            found = topics.get_topic(conn, topic_name)
+            topics.check_partition(found, partition)
+            high_watermark, log_start, last_stable = offset_order.bounds(conn, found.topic_id, partition)
+            offset_order.check_offset(offset, high_watermark, log_start)
+            end = offset_order_upper_bound(isolation, high_watermark, last_stable)
+            rows = offset_order.read_rows(conn, found.topic_id, partition, offset, end, max_records) if offset < end else []
+            size = 0
+            for i, row in enumerate(rows):
+                size += row.size_bytes
+                if size > max_bytes and i > 0:
+                    del rows[i:]
+                    break
+            answer = OffsetOrderRead(found.topic_id, rows, high_watermark, last_stable, log_start, end)
+            if rows and isolation is IsolationLevel.READ_COMMITTED:
+                answer.aborted_transactions = offset_order.aborted_transactions(conn, found.topic_id, partition, rows)
+            return answer
+
+    def partition_offsets(self, topic_name: str, partition: int, *, isolation: IsolationLevel,
+                          timestamp_ms: int | None = None) -> PartitionOffsets:
+        """Kafka's ListOffsets of one partition: its bounds and, for `timestamp_ms`, the first
+        record readable under `isolation` whose timestamp is at or after it."""
+        with self.db.read() as conn:
+            found = topics.get_topic(conn, topic_name)
+            topics.check_partition(found, partition)
+            high_watermark, log_start, last_stable = offset_order.bounds(conn, found.topic_id, partition)
+            at = None
+            if timestamp_ms is not None:
+                end = offset_order_upper_bound(isolation, high_watermark, last_stable)
+                at = offset_order.offset_for_timestamp(conn, found.topic_id, partition, timestamp_ms, log_start, end)
+            return PartitionOffsets(log_start, high_watermark, last_stable, at)
 
     def fetch(
         self,
