@@ -31,6 +31,15 @@ class Limit:
         return f"{self.low}..{self.high} ({self.settings})"
 
 
+def kafka_address(listener: str) -> tuple[str, int]:
+    """"host:port" (an IPv6 host in brackets) as (host, port); ValueError if it is not one."""
+    host, sep, port = listener.strip().rpartition(":")
+    host = host[1:-1] if host.startswith("[") and host.endswith("]") else host
+    if not sep or not host or not port.isdigit() or not 0 <= int(port) <= 65535:
+        raise ValueError(f"must be host:port, e.g. 127.0.0.1:9092, not {listener!r}")
+    return host, int(port)
+
+
 class Settings(BaseSettings):
     # hide_input_in_errors: a refused setting's value is not repeated in the error, which a
     # traceback would print (OUTBOX_DATABASE_URL may hold a password).
@@ -43,6 +52,18 @@ class Settings(BaseSettings):
     )
     host: str = "127.0.0.1"
     port: int = Field(default=8000, ge=0, le=65535)
+    # The Kafka-protocol listener of `outbox serve` (app/kafka), "host:port" (port 0: any free
+    # one); None: none. Same database, services and coordinator as the HTTP API.
+    kafka_listener: str | None = None
+    # The broker id Metadata and FindCoordinator name this process by.
+    kafka_broker_id: int = Field(default=0, ge=0, le=2**31 - 1)
+    # Kafka's socket.request.max.bytes: a larger request frame closes the connection, as there.
+    kafka_socket_request_max_bytes: int = Field(default=104_857_600, ge=1024, le=2**31 - 1)
+    # Kafka's max.connections: connections past it are closed as they are accepted.
+    kafka_max_connections: int = Field(default=1000, ge=1)
+    # Kafka's connections.max.idle.ms: a connection that sends nothing for this long (between
+    # requests, or inside a frame that never completes) is closed.
+    kafka_connections_max_idle_ms: int = Field(default=600_000, ge=1)
     # How long `outbox serve` keeps an idle keep-alive connection open (uvicorn's own default,
     # 5 s). Behind a load balancer or proxy that pools connections, set it above the balancer's
     # idle timeout: otherwise the service may close a connection just as the balancer sends a
@@ -173,6 +194,19 @@ class Settings(BaseSettings):
         if backend not in ("sqlite", "postgresql", "postgres"):
             raise ValueError(f"{backend!r} databases are not supported; use sqlite or postgresql")
         return url
+
+    @field_validator("kafka_listener")
+    @classmethod
+    def _check_kafka_listener(cls, value: str | None) -> str | None:
+        if value is None or value.strip() == "":
+            return None
+        kafka_address(value)
+        return value.strip()
+
+    @property
+    def kafka_address(self) -> tuple[str, int] | None:
+        """OUTBOX_KAFKA_LISTENER as (host, port), or None."""
+        return None if self.kafka_listener is None else kafka_address(self.kafka_listener)
 
     @field_validator("log_level")
     @classmethod

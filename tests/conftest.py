@@ -10,8 +10,9 @@ is checked once: where it is missing the test is skipped with the fix in its rea
 pytest's summary shows (-ra), or, with OUTBOX_TEST_REQUIRE_ALL=1 (set by .ci/run), failed, so
 that a run meant to be complete cannot pass by skipping.
 
-Tests are marked by where they live: tests/e2e `e2e`, tests/fuzz `fuzz`, tests/spark `spark`;
-a plain `pytest` (no paths, no -m) leaves them, and `cluster`, `slow` and `browser`, out.
+Tests are marked by where they live: tests/e2e `e2e`, tests/fuzz `fuzz`, tests/spark `spark`,
+tests/kafka `kafka`; a plain `pytest` (no paths, no -m) leaves them, and `cluster`, `slow` and
+`browser`, out.
 """
 
 from __future__ import annotations
@@ -38,7 +39,7 @@ ADMIN_URL = os.environ.get(
 )
 BACKENDS = ["sqlite", "postgresql"]
 REQUIRE_ALL = os.environ.get("OUTBOX_TEST_REQUIRE_ALL") == "1"
-MARKER_OF_DIRECTORY = {"tests/e2e/": "e2e", "tests/fuzz/": "fuzz", "tests/spark/": "spark"}
+MARKER_OF_DIRECTORY = {"tests/e2e/": "e2e", "tests/fuzz/": "fuzz", "tests/spark/": "spark", "tests/kafka/": "kafka"}
 
 # .ci/run runs the suite on two pytest-xdist workers (`-n 2 --dist loadgroup`): most tests wait
 # on processes, sockets and disks as much as they compute. The tests named here take turns on
@@ -85,7 +86,7 @@ def require_postgres() -> None:
         unavailable(_postgres_problem[0])
 
 
-SLOW_TIERS = ("e2e", "fuzz", "spark", "cluster", "slow", "browser")
+SLOW_TIERS = ("e2e", "fuzz", "spark", "cluster", "slow", "browser", "kafka")
 
 
 @pytest.hookimpl(tryfirst=True)  # before -m reads the markers

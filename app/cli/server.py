@@ -10,6 +10,7 @@ import socket
 import sys
 import threading
 from pathlib import Path
+from typing import Any
 
 import yaml
 
@@ -23,7 +24,7 @@ from app.cli.common import (
     prepare_database,
     require_sqlite_directory,
 )
-from app.settings import Settings
+from app.settings import Settings, kafka_address
 
 
 def serve(settings: Settings, args: argparse.Namespace) -> int:
@@ -35,6 +36,12 @@ def serve(settings: Settings, args: argparse.Namespace) -> int:
 
     if args.no_coordinator:
         settings = settings.model_copy(update={"run_coordinator": False})
+    if args.kafka_listener is not None:
+        try:
+            kafka_address(args.kafka_listener)
+        except ValueError as e:
+            raise CommandError(f"--kafka-listener {e}", EXIT_USAGE) from None
+        settings = settings.model_copy(update={"kafka_listener": args.kafka_listener})
     host = args.host or settings.host
     port = settings.port if args.port is None else args.port
     _check_exposure(settings, host)
@@ -43,6 +50,7 @@ def serve(settings: Settings, args: argparse.Namespace) -> int:
     # Bound here rather than by uvicorn, so that a port in use is one line and exit 1, before
     # any migration, rather than uvicorn's start-up failure.
     sock = _listen(host, port)
+    kafka_sock = _kafka_socket(settings)
     prepare_database(settings, refuse_schema_mismatch=False)
     # Migrated (or checked) above, where a failure is reported like any other; not again in
     # the lifespan.
@@ -58,8 +66,24 @@ def serve(settings: Settings, args: argparse.Namespace) -> int:
                 changes.close()
             super().handle_exit(sig, frame)  # type: ignore[arg-type]
 
+        async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
+            if self.kafka is not None:
+                await self.kafka.stop()
+            await super().shutdown(sockets)
+
+        kafka: Any = None
+
         async def startup(self, sockets: list[socket.socket] | None = None) -> None:
             await super().startup(sockets)
+            if self.started and kafka_sock is not None:
+                from app.kafka.server import KafkaListener
+
+                # The same services (database, log, coordinator) as the HTTP API's, built by
+                # its lifespan: a record sent through either door is read through either.
+                self.kafka = KafkaListener(app.state.services, kafka_sock)
+                await self.kafka.start()
+                logger.info("Kafka listener at %s:%d (broker %d)", self.kafka.apis.broker.host, self.kafka.port,
+                            settings.kafka_broker_id)
             if self.started:  # uvicorn says this itself only for sockets it binds
                 logging.getLogger("uvicorn.error").info(
                     "Uvicorn running on %s://%s:%d (Press CTRL+C to quit)", scheme, host, sock.getsockname()[1]
@@ -94,6 +118,25 @@ def serve(settings: Settings, args: argparse.Namespace) -> int:
     server = Server(config)
     server.run(sockets=[sock])
     return 0 if server.started else 3  # uvicorn's status for a failed start-up
+
+
+def _kafka_socket(settings: Settings) -> socket.socket | None:
+    """The Kafka listener's socket, bound (OUTBOX_KAFKA_LISTENER), or None when it is off."""
+    address = settings.kafka_address
+    if address is None:
+        return None
+    if settings.authentication_methods:
+        # Until SASL is served, a Kafka client could not authenticate, and every request would
+        # bypass the ACLs the HTTP door applies.
+        raise CommandError(
+            "the Kafka listener does not authenticate clients yet (no SASL): it cannot run with "
+            f"OUTBOX_AUTHENTICATION={settings.authentication}. Unset OUTBOX_KAFKA_LISTENER, or serve "
+            "without authentication on loopback", EXIT_USAGE)
+    _check_exposure(settings, address[0])
+    try:
+        return _listen(*address)
+    except CommandError as e:
+        raise CommandError(f"Kafka listener (OUTBOX_KAFKA_LISTENER, --kafka-listener): {e}") from None
 
 
 def _is_loopback(host: str) -> bool:
@@ -265,6 +308,8 @@ def add_commands(command: Command) -> None:
     sv = command("serve", help="run the HTTP API (with the coordinator worker in-process)")
     sv.add_argument("--host", default=None)
     sv.add_argument("--port", type=port_number, default=None)
+    sv.add_argument("--kafka-listener", default=None, metavar="HOST:PORT",
+                    help="also serve Kafka's protocol there (OUTBOX_KAFKA_LISTENER; off by default)")
     sv.add_argument("--no-coordinator", action="store_true",
                        help="do not run the coordinator worker in this process")
     sv.set_defaults(func=serve)

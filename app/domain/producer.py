@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from app.domain.errors import (
     DuplicateSequenceNumber,
     InvalidProducerEpoch,
+    InvalidRequest,
     OutOfOrderSequenceNumber,
     UnknownProducerId,
 )
@@ -31,6 +32,23 @@ class StoredProducer:
     producer_epoch: int
     transactional_id: str | None
     principal: str | None
+
+    def check_idempotent_send(self, principal: str, producer_epoch: int) -> None:
+        """What an idempotent (non-transactional) Send needs of its producer id: held by the
+        sender, without a transactional id, at this epoch. Storage tests the same in the
+        statement that writes each batch's sequence state (app.storage.append, `holder`), and
+        asks this only when that statement wrote nothing, for the refusal to give."""
+        self.require_holder(principal)
+        if self.transactional_id is not None:
+            # Which transactional id is not said: the caller may not be allowed to know it.
+            raise InvalidRequest(
+                f"producer {self.producer_id} belongs to a transactional_id: send with that "
+                "transactional_id inside a transaction"
+            )
+        if producer_epoch != self.producer_epoch:
+            raise InvalidProducerEpoch(
+                f"producer epoch {producer_epoch} is not the current epoch {self.producer_epoch}"
+            )
 
     def require_holder(self, principal: str) -> None:
         """Only the principal the id was handed to may send or bump its epoch with it without

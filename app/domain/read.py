@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
-from app.domain.types import RecordState
+from app.domain.types import ControlType, IsolationLevel, RecordState
 
 
 
@@ -33,3 +33,67 @@ class FetchResult:
     high_watermark: int = 0
     last_stable_offset: int = 0
     log_start_offset: int = 0
+
+
+class LogEntry(NamedTuple):
+    """A stored row of a partition's log as Kafka's Fetch reads it, in offset order: a data
+    record, or a control marker (control_type set: it ends transaction txn_id in the
+    partition). size_bytes: the record's bytes as app.domain.log_cleaning.record_size counts
+    them (0 for a marker)."""
+
+    offset: int
+    timestamp_ms: int
+    key: str | None
+    value: str | None
+    headers: str | None
+    producer_id: int | None
+    producer_epoch: int | None
+    sequence: int | None
+    txn_id: int | None
+    control_type: ControlType | None
+    size_bytes: int
+
+
+class AbortedTransaction(NamedTuple):
+    """Kafka's FetchResponse AbortedTransaction: a transaction that aborted in the partition,
+    by its producer and the first offset it wrote there. A read_committed client drops that
+    producer's records from first_offset up to the ABORT marker."""
+
+    producer_id: int
+    first_offset: int
+
+
+@dataclass(slots=True)
+class OffsetOrderRead:
+    """A read of a partition in offset order (Kafka's Fetch): the rows from `offset` below
+    `upper_bound`, markers included, and what a Kafka reader is told with them."""
+
+    topic_id: int
+    entries: list[LogEntry]
+    high_watermark: int
+    last_stable_offset: int
+    log_start_offset: int
+    upper_bound: int  # nothing at or past it is read: offset_order_upper_bound
+    aborted_transactions: list[AbortedTransaction] = field(default_factory=list)
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionOffsets:
+    """What Kafka's ListOffsets answers from: the bounds of a partition's log, and, for a
+    timestamp asked, the first record at or after it (None: none)."""
+
+    log_start_offset: int
+    high_watermark: int
+    last_stable_offset: int
+    found: tuple[int, int] | None = None  # (offset, timestamp_ms)
+
+
+def offset_order_upper_bound(isolation: IsolationLevel, high_watermark: int, last_stable_offset: int) -> int:
+    """How far a reader in offset order may read, Kafka's semantics: read_uncommitted up to
+    the high watermark; read_committed up to the last stable offset (the first offset of the
+    partition's earliest open transaction, else the high watermark: storage's
+    LAST_STABLE_OFFSET), so that no record of a transaction still open is ever handed out, and
+    the aborted ones below it are named (AbortedTransaction) for the reader to drop."""
+    if isolation is IsolationLevel.READ_COMMITTED:
+        return last_stable_offset
+    return high_watermark

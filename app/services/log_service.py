@@ -15,18 +15,17 @@ from app.domain.log_cleaning import record_size
 from app.domain.topic import Topic
 from app.domain.topic_config import check_record_size
 from app.domain.errors import (
-    InvalidProducerEpoch,
     OffsetOutOfRange,
     OutboxError,
     UnknownTopicOrPartition,
     InvalidRecord,
     InvalidRequest,
 )
-from app.domain.read import FetchResult, StoredRecord
+from app.domain.read import FetchResult, OffsetOrderRead, PartitionOffsets, StoredRecord, offset_order_upper_bound
 from app.domain.records import SendBatch, for_topic
 from app.domain.types import IsolationLevel, ValueFormat
 from app.settings import Limit, Settings
-from app.storage import append, changes, producers, read, topics
+from app.storage import append, changes, offset_order, read, topics
 from app.storage.dialect import RowLock
 from app.storage.engine import Database, after_commit
 from app.storage.markers import MarkerOwner
@@ -179,14 +178,15 @@ def append_sent(
     txn_id: int | None,
     now_ms: int,
     commit_marker: MarkerOwner | None = None,
+    holder: str | None = None,
 ) -> list[SendResult]:
     """Append a Send's batches (batches_to_append made `to_append` of them) in the caller's
     database transaction, which has checked the producer and joined the transaction if any;
     their metrics count once it commits. A Send, and a Commit that carries its transaction's
-    last batches (`commit_marker`: append.append_batches)."""
+    last batches (`commit_marker`, `holder`: append.append_batches)."""
     results = append.append_batches(conn, to_append, producer_id=producer_id, producer_epoch=producer_epoch,
                                     transactional_id=transactional_id, txn_id=txn_id, now_ms=now_ms,
-                                    commit_marker=commit_marker)
+                                    commit_marker=commit_marker, holder=holder)
     after_commit(conn, lambda: _count(results, producer_id, transactional_id))
     return [
         SendResult(b.topic, r.partition, r.base_offset, r.record_count, r.duplicate, txn_id)
@@ -231,23 +231,50 @@ class LogService:
                 # The transaction row stays locked (shared) for the whole append: see
                 # storage.transactions.get.
                 txn_id = join_transaction(conn, transactional_id, producer_id, producer_epoch, now, lock=lock).txn_id
-            elif producer_id is not None:
-                assert producer_epoch is not None
-                stored = producers.current_state(conn, producer_id, lock=RowLock.SHARE)
-                stored.require_holder(principal)
-                current = stored.producer_epoch
-                if stored.transactional_id is not None:
-                    # Which transactional id is not said: the caller may not be allowed to know it.
-                    raise InvalidRequest(
-                        f"producer {producer_id} belongs to a transactional_id: send with that "
-                        "transactional_id inside a transaction"
-                    )
-                if producer_epoch != current:
-                    raise InvalidProducerEpoch(
-                        f"producer epoch {producer_epoch} is not the current epoch {current}"
-                    )
+            # An idempotent Send's producer is checked by the append itself (`holder`), in the
+            # statement that writes each batch's sequence state.
+            holder = principal if producer_id is not None and transactional_id is None else None
             return append_sent(conn, batches, to_append, producer_id=producer_id, producer_epoch=producer_epoch,
-                               transactional_id=transactional_id, txn_id=txn_id, now_ms=now)
+                               transactional_id=transactional_id, txn_id=txn_id, now_ms=now, holder=holder)
+
+    def read_in_offset_order(self, topic_name: str, partition: int, *, offset: int, isolation: IsolationLevel,
+                             max_bytes: int, max_records: int) -> OffsetOrderRead:
+        """Kafka's Fetch of one partition: its rows (data records and markers) in offset order
+        from `offset`, below the upper bound of `isolation` (offset_order_upper_bound), at most
+        `max_records` and, but for the first record, `max_bytes` bytes of records; with
+        read_committed, the aborted transactions they meet. One snapshot. An unknown partition
+        or an offset outside the log is raised."""
+        with self.db.read() as conn:
+            found = topics.get_topic(conn, topic_name)
+            topics.check_partition(found, partition)
+            high_watermark, log_start, last_stable = offset_order.bounds(conn, found.topic_id, partition)
+            offset_order.check_offset(offset, high_watermark, log_start)
+            end = offset_order_upper_bound(isolation, high_watermark, last_stable)
+            rows = offset_order.read_rows(conn, found.topic_id, partition, offset, end, max_records) if offset < end else []
+            size = 0
+            for i, row in enumerate(rows):
+                size += row.size_bytes
+                if size > max_bytes and i > 0:
+                    del rows[i:]
+                    break
+            answer = OffsetOrderRead(found.topic_id, rows, high_watermark, last_stable, log_start, end)
+            if rows and isolation is IsolationLevel.READ_COMMITTED:
+                answer.aborted_transactions = offset_order.aborted_transactions(conn, found.topic_id, partition, rows)
+            return answer
+
+    def partition_offsets(self, topic_name: str, partition: int, *, isolation: IsolationLevel,
+                          timestamp_ms: int | None = None) -> PartitionOffsets:
+        """Kafka's ListOffsets of one partition: its bounds and, for `timestamp_ms`, the first
+        record readable under `isolation` whose timestamp is at or after it."""
+        with self.db.read() as conn:
+            found = topics.get_topic(conn, topic_name)
+            topics.check_partition(found, partition)
+            high_watermark, log_start, last_stable = offset_order.bounds(conn, found.topic_id, partition)
+            at = None
+            if timestamp_ms is not None:
+                end = offset_order_upper_bound(isolation, high_watermark, last_stable)
+                at = offset_order.offset_for_timestamp(conn, found.topic_id, partition, timestamp_ms, log_start, end)
+            return PartitionOffsets(log_start, high_watermark, last_stable, at)
 
     def fetch(
         self,

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from functools import cache
 from typing import Any
 
-from sqlalchemy import Connection, bindparam, select, update
+from sqlalchemy import Connection, bindparam, exists, select, update
 
 from app.domain.errors import OffsetMismatch
 from app.domain.producer import (
@@ -24,7 +24,8 @@ from app.domain.types import ControlType, ValueFormat
 from app.storage import dialect
 from app.storage.log_end import take_offsets
 from app.storage.markers import MarkerOwner, marker_row
-from app.storage.tables import producer_partitions, records, transaction_partitions
+from app.storage.producers import current_state
+from app.storage.tables import producer_partitions, producers, records, transaction_partitions
 
 
 @dataclass(slots=True)
@@ -153,6 +154,32 @@ _WRITE_NEXT_BATCH_STATE = (
 )
 
 
+# The producer id as an idempotent Send needs it (StoredProducer.check_idempotent_send): held by
+# the sender, without a transactional id, at the batch's epoch. Part of the statement that
+# writes such a Send's sequence state for each batch, so that the Send reads no row of its own
+# for it. It takes no lock: an epoch bump (KIP-360) committed while the Send is under way does
+# not wait for it, and the Send's batches, checked against the epoch their statements saw,
+# still land after it, as in Kafka (an idempotent producer bumps its own epoch there, and a
+# partition takes the older epoch's batches until the newer's first one reaches it). The
+# partition's lock orders the two epochs' batches, and a batch of the old epoch whose
+# statement starts after the bump is refused.
+_PRODUCER_HOLDS = exists().where(
+    producers.c.producer_id == bindparam("b_producer_id"),
+    producers.c.producer_epoch == bindparam("b_producer_epoch"),
+    producers.c.transactional_id.is_(None),
+    producers.c.principal == bindparam("b_holder"),
+)
+_WRITE_NEXT_BATCH_STATE_HELD = _WRITE_NEXT_BATCH_STATE.where(_PRODUCER_HOLDS)
+
+# The first batch state's columns and the bind parameters that carry them.
+_FIRST_BATCH_BINDS = {
+    "producer_id": "b_producer_id", "topic_id": "b_topic_id", "partition": "b_partition",
+    "producer_epoch": "b_producer_epoch", "last_sequence": "b_last_sequence",
+    "last_batch_base_sequence": "b_base_sequence", "last_batch_record_count": "b_record_count",
+    "last_batch_base_offset": "b_base_offset", "updated_ms": "b_now_ms",
+}
+
+
 # A batch that starts its producer's epoch here (app.domain.producer.starts_epoch) in one
 # statement: its state is inserted, or written over a stored state of an older epoch, and
 # nothing is written over a state of its own epoch or a newer one (a retry, a zombie: the
@@ -160,14 +187,16 @@ _WRITE_NEXT_BATCH_STATE = (
 # whether the transaction already has the partition. It runs after the partition's lock is
 # taken, for the reason _read_producer_state gives.
 @cache
-def _write_first_batch_state_stmt(dialect_name: str) -> Any:
-    stmt = dialect.insert_on_conflict(dialect_name, _pp).values(
-        producer_id=bindparam("b_producer_id"), topic_id=bindparam("b_topic_id"),
-        partition=bindparam("b_partition"), producer_epoch=bindparam("b_producer_epoch"),
-        last_sequence=bindparam("b_last_sequence"), last_batch_base_sequence=bindparam("b_base_sequence"),
-        last_batch_record_count=bindparam("b_record_count"), last_batch_base_offset=bindparam("b_base_offset"),
-        updated_ms=bindparam("b_now_ms"),
-    )
+def _write_first_batch_state_stmt(dialect_name: str, held: bool) -> Any:
+    """`held`: an idempotent Send's, whose row is inserted (or written over) only where
+    _PRODUCER_HOLDS (an INSERT … SELECT … WHERE EXISTS, which produces no row to insert
+    otherwise, and so none to write over either)."""
+    insert = dialect.insert_on_conflict(dialect_name, _pp)
+    if held:
+        row = select(*(bindparam(b, type_=_pp.c[c].type) for c, b in _FIRST_BATCH_BINDS.items()))
+        stmt = insert.from_select(list(_FIRST_BATCH_BINDS), row.where(_PRODUCER_HOLDS))
+    else:
+        stmt = insert.values({c: bindparam(b) for c, b in _FIRST_BATCH_BINDS.items()})
     written = ("producer_epoch", "last_sequence", "last_batch_base_sequence", "last_batch_record_count",
                "last_batch_base_offset", "updated_ms")
     return stmt.on_conflict_do_update(
@@ -183,24 +212,24 @@ def _write_first_batch_state_stmt(dialect_name: str) -> Any:
 def _write_batch_state(
     conn: Connection, expected: NextBatchCondition | None, *, producer_id: int, producer_epoch: int,
     transactional_id: str | None, txn_id: int | None, batch: BatchToAppend, base_offset: int,
-    now_ms: int,
+    now_ms: int, holder: str | None,
 ) -> bool | None:
     """Write the batch's sequence state if it is the producer's next batch here (`expected`,
-    next_batch_condition) or starts its epoch here (`expected` None, starts_epoch). Returns
-    None when it is neither (nothing written), else whether the transaction already has the
-    partition."""
+    next_batch_condition) or starts its epoch here (`expected` None, starts_epoch), and (an
+    idempotent Send's: `holder`) its producer id is as the Send needs it. Returns None when not
+    (nothing written), else whether the transaction already has the partition."""
     assert batch.base_sequence is not None
     count = len(batch.records)
     params = {"b_producer_id": producer_id, "b_topic_id": batch.topic_id, "b_partition": batch.partition,
               "b_last_sequence": batch.base_sequence + count - 1,
               "b_base_sequence": batch.base_sequence, "b_record_count": count,
               "b_base_offset": base_offset, "b_now_ms": now_ms,
-              "b_transactional_id": transactional_id, "b_txn_id": txn_id}
+              "b_transactional_id": transactional_id, "b_txn_id": txn_id,
+              "b_producer_epoch": producer_epoch, "b_holder": holder}
     if expected is None:
-        stmt = _write_first_batch_state_stmt(conn.dialect.name)
-        params["b_producer_epoch"] = producer_epoch
+        stmt = _write_first_batch_state_stmt(conn.dialect.name, holder is not None)
     else:
-        stmt = _WRITE_NEXT_BATCH_STATE
+        stmt = _WRITE_NEXT_BATCH_STATE if holder is None else _WRITE_NEXT_BATCH_STATE_HELD
         params["b_expected_epoch"] = expected.producer_epoch
         params["b_expected_last_sequence"] = expected.last_sequence
     row = conn.execute(stmt, params).first()
@@ -235,6 +264,7 @@ def append_batches(
     txn_id: int | None,
     now_ms: int,
     commit_marker: MarkerOwner | None = None,
+    holder: str | None = None,
 ) -> list[AppendResult]:
     """Append every batch, all or nothing, in the caller's database transaction.
 
@@ -246,6 +276,12 @@ def append_batches(
     (a version 2 Commit that carries them), so nobody can see it open: each batch is followed
     by the COMMIT marker of `commit_marker` at the next offset, taken and written with it,
     and no partition is added.
+
+    `holder`: the batches are an idempotent producer's Send, by this principal: its producer id
+    must be held by it, without a transactional id, at producer_epoch. That is tested in the
+    statement that writes each batch's sequence state (_PRODUCER_HOLDS), and asked of the
+    stored producer (check_idempotent_send, for the refusal to give) only where that statement
+    writes nothing. A transactional Send's caller has checked its transaction instead.
     """
     results: dict[tuple[int, int], AppendResult] = {}
     rows: list[tuple] = []
@@ -254,6 +290,7 @@ def append_batches(
     state_rows: list[dict] = []
     txn_partition_rows: list[dict] = []
     extra = 0 if commit_marker is None else 1  # the marker's offset after each batch
+    producer_checked = holder is None
 
     for batch in sorted(batches, key=_partition_key):
         count = len(batch.records)
@@ -272,11 +309,14 @@ def append_batches(
                 in_transaction = _write_batch_state(
                     conn, expected, producer_id=producer_id, producer_epoch=producer_epoch,
                     transactional_id=transactional_id, txn_id=txn_id, batch=batch, base_offset=base_offset,
-                    now_ms=now_ms,
+                    now_ms=now_ms, holder=holder,
                 )
                 state_written = in_transaction is not None
                 already_in_transaction = bool(in_transaction)
             if not state_written:
+                if not producer_checked:
+                    current_state(conn, producer_id, lock=None).check_idempotent_send(holder, producer_epoch)  # type: ignore[arg-type]
+                    producer_checked = True
                 already_in_transaction, state = _read_producer_state(
                     conn, producer_id, transactional_id, txn_id, batch.topic_id, batch.partition
                 )

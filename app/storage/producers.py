@@ -64,9 +64,9 @@ def set_producer_epoch(conn: Connection, producer_id: int, producer_epoch: int) 
     )
 
 
-def current_state(conn: Connection, producer_id: int, *, lock: RowLock) -> StoredProducer:
-    """The producer as stored. RowLock.SHARE (Send): a row lock that an epoch bump waits on,
-    so no Send of the old epoch lands after the bump; RowLock.UPDATE (the bump itself)."""
+def current_state(conn: Connection, producer_id: int, *, lock: RowLock | None) -> StoredProducer:
+    """The producer as stored; RowLock.UPDATE for an epoch bump (KIP-360), None for the
+    refusal of an idempotent Send whose checks in the append failed (app.storage.append)."""
     stmt = select(producers.c.producer_epoch, producers.c.transactional_id, producers.c.principal).where(
         producers.c.producer_id == producer_id
     )

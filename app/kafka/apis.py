@@ -1,0 +1,267 @@
+"""The Kafka APIs served, one handler each: decode what the request asks, call the service the
+HTTP door also calls, build the answer of the request's version (protocol.build). Handlers run
+in a worker thread (server.Connection): the services block on the database."""
+
+from __future__ import annotations
+
+import datetime
+import uuid
+from dataclasses import dataclass
+from typing import Any
+
+from aiokafka.record.default_records import DefaultRecordBatch
+from kio.schema.errors import ErrorCode
+
+from app.domain.errors import InvalidRecord, OutboxError
+from app.domain.read import offset_order_upper_bound
+from app.domain.records import check_record_count
+from app.domain.types import IsolationLevel
+from app.kafka import records
+from app.kafka.decompressed import check_decompressed_size
+from app.kafka.errors import error_code
+from app.kafka.protocol import API_VERSIONS, SERVED, CloseConnection, build, response_module
+
+_NO_WAIT = datetime.timedelta(0)
+_ZERO_UUID = uuid.UUID(int=0)
+_LATEST, _EARLIEST = -1, -2
+_NO_TIMESTAMP = -1
+_FIND_TRANSACTION = 1  # FindCoordinator key_type: 0 a group, 1 a transactional id
+
+
+@dataclass(frozen=True, slots=True)
+class Broker:
+    """This process as Kafka's clients see it: the broker, leader of every partition and the
+    coordinator of every group and transactional id."""
+
+    node_id: int
+    host: str
+    port: int
+
+
+class Apis:
+    def __init__(self, services: Any, broker: Broker) -> None:
+        self.services = services
+        self.settings = services.settings
+        self.broker = broker
+        self.handlers = {0: self.produce, 1: self.fetch_now, 2: self.list_offsets, 3: self.metadata,
+                         10: self.find_coordinator, 18: self.api_versions, 22: self.init_producer_id}
+        assert set(self.handlers) == set(SERVED)
+
+    # --- ApiVersions -----------------------------------------------------------------------
+
+    def api_versions(self, body: Any, version: int) -> Any:
+        return api_versions_answer(version, ErrorCode.none)
+
+    # --- Metadata --------------------------------------------------------------------------
+
+    def metadata(self, body: Any, version: int) -> Any:
+        m = response_module(3, version)
+        assert m is not None
+        wanted = None if body.topics is None or (version == 0 and not body.topics) else [t.name for t in body.topics]
+        by_name = {t.name: t for t in self.services.topics.list()}
+        names = sorted(by_name) if wanted is None else wanted
+        answered = []
+        for name in names:
+            topic = by_name.get(name)
+            if topic is None:
+                # Topics are created by the HTTP API or the CLI: no auto-creation.
+                answered.append(build(m.MetadataResponseTopic, error_code=ErrorCode.unknown_topic_or_partition,
+                                      name=name, topic_id=_ZERO_UUID, is_internal=False, partitions=()))
+                continue
+            me = (self.broker.node_id,)
+            partitions = tuple(
+                build(m.MetadataResponsePartition, error_code=ErrorCode.none, partition_index=p,
+                      leader_id=self.broker.node_id, leader_epoch=-1, replica_nodes=me, isr_nodes=me,
+                      offline_replicas=())
+                for p in range(topic.partition_count))
+            answered.append(build(m.MetadataResponseTopic, error_code=ErrorCode.none, name=name, topic_id=_ZERO_UUID,
+                                  is_internal=False, partitions=partitions))
+        return build(m.MetadataResponse, throttle_time=_NO_WAIT, brokers=(self._broker(m.MetadataResponseBroker),),
+                     cluster_id="outbox", controller_id=self.broker.node_id, topics=tuple(answered),
+                     cluster_authorized_operations=-2147483648)
+
+    def _broker(self, cls: type) -> Any:
+        return build(cls, node_id=self.broker.node_id, host=self.broker.host, port=self.broker.port, rack=None)
+
+    # --- FindCoordinator -------------------------------------------------------------------
+
+    def find_coordinator(self, body: Any, version: int) -> Any:
+        m = response_module(10, version)
+        assert m is not None
+        b = self.broker
+        if version >= 4:
+            return build(m.FindCoordinatorResponse, throttle_time=_NO_WAIT, coordinators=tuple(
+                build(m.Coordinator, key=key, node_id=b.node_id, host=b.host, port=b.port, error_code=ErrorCode.none,
+                      error_message=None)
+                for key in body.coordinator_keys))
+        return build(m.FindCoordinatorResponse, throttle_time=_NO_WAIT, error_code=ErrorCode.none, error_message=None,
+                     node_id=b.node_id, host=b.host, port=b.port)
+
+    # --- InitProducerId --------------------------------------------------------------------
+
+    def init_producer_id(self, body: Any, version: int) -> Any:
+        m = response_module(22, version)
+        assert m is not None
+
+        def answer(code: ErrorCode, producer_id: int = -1, producer_epoch: int = -1) -> Any:
+            return build(m.InitProducerIdResponse, throttle_time=_NO_WAIT, error_code=code, producer_id=producer_id,
+                         producer_epoch=producer_epoch)
+
+        if body.transactional_id is not None:
+            # Transactions over the Kafka door (AddPartitionsToTxn, EndTxn) are not served yet.
+            return answer(ErrorCode.unsupported_version)
+        current = getattr(body, "producer_id", -1)
+        try:
+            got = self.services.coordinator.init_producer_id(
+                transactional_id=None, transaction_timeout_ms=None,
+                producer_id=None if current < 0 else current,
+                producer_epoch=None if current < 0 else getattr(body, "producer_epoch", -1))
+        except OutboxError as e:
+            return answer(error_code(e))
+        return answer(ErrorCode.none, got.producer_id, got.producer_epoch)
+
+    # --- Produce ---------------------------------------------------------------------------
+
+    def produce(self, body: Any, version: int) -> Any:
+        """The answer, or None for acks=0 (Kafka sends none: the client does not read one)."""
+        m = response_module(0, version)
+        assert m is not None
+        topics = []
+        for t in body.topic_data:
+            answered = []
+            for p in t.partition_data:
+                code, message, base_offset = self._produce_partition(t.name, p.index, p.records,
+                                                                     body.transactional_id)
+                answered.append(build(m.PartitionProduceResponse, index=p.index, error_code=code,
+                                      base_offset=base_offset, log_append_time=None, log_start_offset=-1,
+                                      record_errors=(), error_message=message))
+            topics.append(build(m.TopicProduceResponse, name=t.name, partition_responses=tuple(answered)))
+        if body.acks == 0:
+            failed = [(t.name, p.index, p.error_code.name) for t in topics for p in t.partition_responses
+                      if p.error_code != ErrorCode.none]
+            if failed:
+                raise CloseConnection(f"a Produce with acks=0 failed: {failed}")
+            return None
+        return build(m.ProduceResponse, responses=tuple(topics), throttle_time=_NO_WAIT)
+
+    def _produce_partition(self, topic: str, partition: int, data: bytes | None,
+                           transactional_id: str | None) -> tuple[ErrorCode, str | None, int]:
+        """(error code, error message, base offset) of one partition's records."""
+        try:
+            batches = records.read_batches(bytes(data or b""))
+        except Exception as e:  # noqa: BLE001 - aiokafka's reader raises several kinds for bytes it cannot read
+            return ErrorCode.corrupt_message, f"the record batches cannot be read: {e}", -1
+        if len(batches) != 1:
+            return ErrorCode.invalid_record, "a partition's records must be one record batch", -1
+        (batch,) = batches
+        if not isinstance(batch, DefaultRecordBatch) or batch.magic != 2:
+            return ErrorCode.unsupported_for_message_format, "only record batches of magic 2 are taken", -1
+        if not batch.validate_crc():
+            return ErrorCode.corrupt_message, "the record batch's CRC-32C does not match its bytes", -1
+        if batch.is_control_batch:
+            return ErrorCode.invalid_record, "a producer cannot write control batches", -1
+        if transactional_id is not None or batch.is_transactional:
+            return ErrorCode.unsupported_version, "transactions are not served over the Kafka door yet", -1
+        try:
+            check_record_count(batch.last_offset_delta + 1, self.settings.max_records_per_request)
+            check_decompressed_size(bytes(data or b""), batch.compression_type,
+                                    self.settings.kafka_socket_request_max_bytes)
+            send = records.send_batch(topic, partition, batch, self.services.clock())
+            producer = batch.producer_id != records.NO_PRODUCER_ID
+            (result,) = self.services.log.send(
+                [send], producer_id=batch.producer_id if producer else None,
+                producer_epoch=batch.producer_epoch if producer else None, transactional_id=None)
+        except InvalidRecord as e:
+            return ErrorCode.invalid_record, e.message, -1
+        except OutboxError as e:
+            return error_code(e), e.message, -1
+        return ErrorCode.none, None, result.base_offset
+
+    # --- Fetch -----------------------------------------------------------------------------
+
+    def fetch_now(self, body: Any, version: int) -> tuple[Any, int, list[tuple[int, int]]]:
+        """The Fetch's answer with what is there now: (answer, its records' bytes, the
+        partitions read as (topic_id, partition), for a wait on them). server.Connection waits
+        for max_wait_ms/min_bytes and asks again."""
+        m = response_module(1, version)
+        assert m is not None
+        isolation = (IsolationLevel.READ_COMMITTED if getattr(body, "isolation_level", 0) == 1
+                     else IsolationLevel.READ_UNCOMMITTED)
+        # The client's limits, within the service's (Kafka's broker fetch.max.bytes): a Fetch
+        # answer never holds more than these, but for the first record of the first partition.
+        left = max(0, min(getattr(body, "max_bytes", 2**31 - 1), self.settings.fetch_max_bytes_limit))
+        partition_limit = self.settings.fetch_max_partition_bytes_limit
+        total, keys, topics = 0, [], []
+        for t in body.topics:
+            answered = []
+            for p in t.partitions:
+                try:
+                    read = self.services.log.read_in_offset_order(
+                        t.topic, p.partition, offset=p.fetch_offset, isolation=isolation,
+                        max_bytes=max(0, min(p.partition_max_bytes, partition_limit, left)),
+                        max_records=self.settings.fetch_max_records_limit)
+                except OutboxError as e:
+                    answered.append(build(m.PartitionData, partition_index=p.partition, error_code=error_code(e),
+                                          high_watermark=-1, last_stable_offset=-1, log_start_offset=-1,
+                                          aborted_transactions=None, records=None))
+                    continue
+                keys.append((read.topic_id, p.partition))
+                data = records.batches_bytes(read.entries)
+                left -= len(data)
+                total += len(data)
+                aborted = None
+                if isolation is IsolationLevel.READ_COMMITTED:
+                    aborted = tuple(build(m.AbortedTransaction, producer_id=a.producer_id, first_offset=a.first_offset)
+                                    for a in read.aborted_transactions)
+                answered.append(build(m.PartitionData, partition_index=p.partition, error_code=ErrorCode.none,
+                                      high_watermark=read.high_watermark, last_stable_offset=read.last_stable_offset,
+                                      log_start_offset=read.log_start_offset, aborted_transactions=aborted,
+                                      records=data))
+            topics.append(build(m.FetchableTopicResponse, topic=t.topic, partitions=tuple(answered)))
+        answer = build(m.FetchResponse, throttle_time=_NO_WAIT, error_code=ErrorCode.none, session_id=0,
+                       responses=tuple(topics))
+        return answer, total, keys
+
+    # --- ListOffsets -----------------------------------------------------------------------
+
+    def list_offsets(self, body: Any, version: int) -> Any:
+        m = response_module(2, version)
+        assert m is not None
+        isolation = (IsolationLevel.READ_COMMITTED if getattr(body, "isolation_level", 0) == 1
+                     else IsolationLevel.READ_UNCOMMITTED)
+        topics = []
+        for t in body.topics:
+            answered = []
+            for p in t.partitions:
+                code, offset, timestamp = self._list_offset(t.name, p.partition_index, p.timestamp, isolation)
+                answered.append(build(m.ListOffsetsPartitionResponse, partition_index=p.partition_index,
+                                      error_code=code, timestamp=timestamp, offset=offset, leader_epoch=-1))
+            topics.append(build(m.ListOffsetsTopicResponse, name=t.name, partitions=tuple(answered)))
+        return build(m.ListOffsetsResponse, throttle_time=_NO_WAIT, topics=tuple(topics))
+
+    def _list_offset(self, topic: str, partition: int, timestamp: int,
+                     isolation: IsolationLevel) -> tuple[ErrorCode, int, int]:
+        """(error code, offset, timestamp) for one partition."""
+        if timestamp < 0 and timestamp not in (_LATEST, _EARLIEST):
+            # -3 (the largest timestamp) and later special values are not served
+            return ErrorCode.unsupported_version, -1, _NO_TIMESTAMP
+        try:
+            got = self.services.log.partition_offsets(topic, partition, isolation=isolation,
+                                                      timestamp_ms=timestamp if timestamp >= 0 else None)
+        except OutboxError as e:
+            return error_code(e), -1, _NO_TIMESTAMP
+        if timestamp == _EARLIEST:
+            return ErrorCode.none, got.log_start_offset, _NO_TIMESTAMP
+        if timestamp == _LATEST:
+            return ErrorCode.none, offset_order_upper_bound(isolation, got.high_watermark,
+                                                            got.last_stable_offset), _NO_TIMESTAMP
+        if got.found is None:
+            return ErrorCode.none, -1, _NO_TIMESTAMP  # Kafka's answer when no record is that recent
+        return ErrorCode.none, got.found[0], got.found[1]
+
+
+def api_versions_answer(version: int, code: ErrorCode) -> Any:
+    m = response_module(API_VERSIONS, version)
+    assert m is not None
+    return build(m.ApiVersionsResponse, error_code=code, throttle_time=_NO_WAIT, api_keys=tuple(
+        build(m.ApiVersion, api_key=k, min_version=lo, max_version=hi) for k, (lo, hi) in sorted(SERVED.items())))

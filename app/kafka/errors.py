@@ -1,0 +1,27 @@
+"""The service's errors as Kafka error codes: one mapping, by the Kafka name each domain error
+carries (app.domain.errors). The few names Kafka has no code for get the nearest one here."""
+
+from __future__ import annotations
+
+from kio.schema.errors import ErrorCode
+
+from app.domain.errors import OutboxError
+
+# Names of the service's own errors that are not Kafka's, and the code a Kafka client gets.
+_NEAREST: dict[str, ErrorCode] = {
+    # Retriable both: the client backs off and retries, as for a broker's storage error.
+    "STORAGE_UNAVAILABLE": ErrorCode.kafka_storage_error,
+    "SCHEMA_NOT_MIGRATED": ErrorCode.kafka_storage_error,
+    # The conditional publish of KIP-27 was never given a Kafka code.
+    "OFFSET_MISMATCH": ErrorCode.invalid_request,
+    "TOPIC_HAS_OPEN_TRANSACTIONS": ErrorCode.invalid_txn_state,
+    "TRANSACTIONAL_ID_NOT_FOUND": ErrorCode.transactional_id_not_found,
+}
+
+
+def error_code(error: OutboxError) -> ErrorCode:
+    """The Kafka error code a client is answered for `error`."""
+    nearest = _NEAREST.get(error.error_code)
+    if nearest is not None:
+        return nearest
+    return ErrorCode.__members__.get(error.error_code.lower(), ErrorCode.unknown_server_error)

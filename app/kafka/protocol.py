@@ -1,0 +1,178 @@
+"""Kafka's wire protocol through kio: a request frame's header and body parsed, a response
+encoded with its header, the versions served, and the answer Kafka gives to a version it does
+not serve. No message is hand-written: every type comes from kio, generated from Kafka's own
+JSON message schemas."""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime
+import io
+import struct
+import types
+import typing
+import uuid
+from dataclasses import dataclass
+from functools import cache
+from typing import Any
+
+from kio.index import UnknownAPIKey, UnknownEntity, load_payload_module
+from kio.schema.errors import ErrorCode
+from kio.serial import entity_reader, entity_writer
+from kio.static.constants import EntityType
+
+# api_key -> (min, max) version served. ApiVersions advertises exactly this table. Fetch stops
+# at 12 and Metadata at 12: Fetch 13 names topics by id, which the service does not give them
+# yet. Produce stops at 10: 11 only adds leader hints, 12 is transaction version 2 (not served
+# over Kafka yet).
+API_VERSIONS = 18
+SERVED: dict[int, tuple[int, int]] = {
+    0: (3, 10),   # Produce (magic v2 record batches only: 3 and up)
+    1: (4, 12),   # Fetch
+    2: (1, 7),    # ListOffsets
+    3: (0, 12),   # Metadata
+    10: (0, 4),   # FindCoordinator
+    18: (0, 3),   # ApiVersions
+    22: (0, 4),   # InitProducerId
+}
+
+_PREFIX = struct.Struct(">hhi")  # api_key, api_version, correlation_id: every header starts so
+
+
+class Unparseable(Exception):
+    """The frame is not a request kio can read: Kafka closes such a connection."""
+
+
+class CloseConnection(Exception):
+    """A request whose outcome Kafka tells by closing the connection: a Produce with acks=0
+    that failed (no answer is sent, so a closed connection is how the client learns of it)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Request:
+    api_key: int
+    api_version: int
+    correlation_id: int
+    client_id: str | None
+    body: Any  # the kio request entity; None when the version is not served
+
+
+def prefix(frame: bytes) -> tuple[int, int, int]:
+    """(api_key, api_version, correlation_id); Unparseable if the frame is shorter."""
+    if len(frame) < _PREFIX.size:
+        raise Unparseable(f"a frame of {len(frame)} bytes has no request header")
+    return _PREFIX.unpack_from(frame)
+
+
+def is_served(api_key: int, api_version: int) -> bool:
+    versions = SERVED.get(api_key)
+    return versions is not None and versions[0] <= api_version <= versions[1]
+
+
+@cache
+def _module(api_key: int, api_version: int, entity_type: EntityType) -> types.ModuleType | None:
+    try:
+        return load_payload_module(api_key, api_version, entity_type)  # type: ignore[arg-type]
+    except (UnknownAPIKey, UnknownEntity):
+        return None
+
+
+def request_class(api_key: int, api_version: int) -> type | None:
+    module = _module(api_key, api_version, EntityType.request)
+    return None if module is None else module.__dict__.get(_entity_name(module, EntityType.request))
+
+
+def response_module(api_key: int, api_version: int) -> types.ModuleType | None:
+    return _module(api_key, api_version, EntityType.response)
+
+
+def response_class(api_key: int, api_version: int) -> type | None:
+    module = response_module(api_key, api_version)
+    return None if module is None else module.__dict__.get(_entity_name(module, EntityType.response))
+
+
+def _entity_name(module: types.ModuleType, entity_type: EntityType) -> str:
+    for name, value in vars(module).items():
+        if isinstance(value, type) and getattr(value, "__type__", None) is entity_type:
+            return name
+    return ""
+
+
+def parse(frame: bytes) -> Request:
+    """The served request in `frame`; Unparseable if kio cannot read it."""
+    api_key, api_version, correlation_id = prefix(frame)
+    cls = request_class(api_key, api_version)
+    if cls is None:
+        raise Unparseable(f"no request type for API key {api_key} version {api_version}")
+    view = memoryview(frame)
+    try:
+        header, used = entity_reader(cls.__header_schema__)(view, 0)  # type: ignore[attr-defined]
+        body, _ = entity_reader(cls)(view, used)
+    except Exception as e:  # noqa: BLE001 - kio raises several kinds for bytes it cannot read
+        raise Unparseable(f"{type(e).__name__}: {e}") from None
+    return Request(api_key, api_version, correlation_id, getattr(header, "client_id", None), body)
+
+
+def encode(correlation_id: int, response: Any) -> bytes:
+    """The response frame: its size, its header (the version its schema names), its body."""
+    buffer = io.BytesIO()
+    buffer.write(b"\0\0\0\0")
+    header_class = type(response).__header_schema__
+    entity_writer(header_class)(buffer, header_class(correlation_id=correlation_id))
+    entity_writer(type(response))(buffer, response)
+    data = bytearray(buffer.getbuffer())
+    struct.pack_into(">i", data, 0, len(data) - 4)
+    return bytes(data)
+
+
+def build(cls: type, **values: Any) -> Any:
+    """An entity of `cls` from the values its version has fields for: one handler builds the
+    answer of every version, each taking the fields it knows."""
+    names = {f.name for f in dataclasses.fields(cls)}
+    return cls(**{k: v for k, v in values.items() if k in names})
+
+
+def unsupported_version(api_key: int, api_version: int) -> Any | None:
+    """The answer to a request whose API or version is not served but whose response type kio
+    knows: that response with every error code UNSUPPORTED_VERSION and every other field empty
+    (ApiVersions has its own answer: api_versions_fallback). None: no such type, and Kafka
+    closes the connection."""
+    cls = response_class(api_key, api_version)
+    if cls is None:
+        return None
+    try:
+        return _empty(cls)
+    except (TypeError, ValueError):
+        return None
+
+
+def _empty(cls: type) -> Any:
+    hints = typing.get_type_hints(cls)
+    values = {}
+    for f in dataclasses.fields(cls):
+        if f.default is not dataclasses.MISSING or f.default_factory is not dataclasses.MISSING:
+            continue
+        values[f.name] = _empty_value(hints[f.name])
+    return cls(**values)
+
+
+def _empty_value(hint: Any) -> Any:
+    args = typing.get_args(hint)
+    if hint is ErrorCode:
+        return ErrorCode.unsupported_version
+    if typing.get_origin(hint) in (types.UnionType, typing.Union) and type(None) in args:
+        return None
+    if typing.get_origin(hint) is tuple:
+        return ()
+    base = getattr(hint, "__supertype__", hint)
+    while hasattr(base, "__supertype__"):
+        base = base.__supertype__
+    if dataclasses.is_dataclass(base):
+        return _empty(base)  # type: ignore[arg-type]
+    if isinstance(base, type):
+        # kio's primitives are subclasses of the builtin types (phantom types)
+        for builtin, empty in ((bool, False), (int, 0), (str, ""), (bytes, b""), (uuid.UUID, uuid.UUID(int=0)),
+                               (datetime.timedelta, datetime.timedelta(0))):
+            if issubclass(base, builtin):
+                return empty
+    raise TypeError(f"no empty value for {hint!r}")

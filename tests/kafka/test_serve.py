@@ -1,0 +1,82 @@
+"""`outbox serve` with OUTBOX_KAFKA_LISTENER, as a real process, driven by Debian's kcat: the
+same process serves both doors on one database, and stops cleanly with Kafka clients connected."""
+
+from __future__ import annotations
+
+import shutil
+import signal
+import socket
+import subprocess
+from typing import Any
+
+import pytest
+
+from tests.conftest import unavailable
+from tests.e2e.conftest import backend, free_port, launcher  # noqa: F401 - fixtures
+
+KCAT = shutil.which("kcat")
+TIMEOUT_S = 30
+
+
+
+@pytest.fixture
+def kcat() -> str:
+    """kcat's path; without it the test is skipped, or fails where nothing may be skipped."""
+    if KCAT is None:
+        unavailable("kcat is not installed (Debian: apt-get install kcat; .ci/run installs it)")
+    assert KCAT is not None
+    return KCAT
+
+
+def _kcat(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+    assert KCAT is not None
+    return subprocess.run([KCAT, *args], input=stdin, capture_output=True, text=True, timeout=TIMEOUT_S)
+
+
+def _serve(launcher: Any) -> tuple[Any, str]:  # noqa: F811
+    port = free_port()
+    p = launcher.server(kafka_listener=f"127.0.0.1:{port}")
+    p.wait_for_log(r"Kafka listener at 127\.0\.0\.1:\d+")
+    return p, f"127.0.0.1:{port}"
+
+
+def test_kcat_lists_the_topics_and_this_process_as_their_leader(launcher: Any, kcat: str) -> None:  # noqa: F811
+    p, bootstrap = _serve(launcher)
+    with p.client() as c:
+        assert c.post("/v1/topics", json={"name": "orders", "partitions": 2}).status_code == 201
+    done = _kcat("-b", bootstrap, "-L", "-t", "orders")
+    assert done.returncode == 0, done.stderr
+    assert f"broker 0 at {bootstrap}" in done.stdout
+    assert 'topic "orders" with 2 partitions:' in done.stdout
+    assert "partition 0, leader 0, replicas: 0, isrs: 0" in done.stdout
+    assert "partition 1, leader 0, replicas: 0, isrs: 0" in done.stdout
+
+
+def test_kcat_produces_and_consumes_read_committed_what_http_reads_too(launcher: Any, kcat: str) -> None:  # noqa: F811
+    p, bootstrap = _serve(launcher)
+    with p.client() as c:
+        assert c.post("/v1/topics", json={"name": "orders", "partitions": 1}).status_code == 201
+        produced = _kcat("-b", bootstrap, "-P", "-t", "orders", "-p", "0", "-k", "k1", stdin='{"a": 1}\n"b"\n')
+        assert produced.returncode == 0, produced.stderr
+        consumed = _kcat("-b", bootstrap, "-C", "-t", "orders", "-p", "0", "-o", "beginning", "-e",
+                         "-X", "isolation.level=read_committed", "-f", "%o %k %s\n")
+        assert consumed.returncode == 0, consumed.stderr
+        assert consumed.stdout.splitlines() == ['0 k1 {"a": 1}', '1 k1 "b"']
+        records = c.get("/v1/topics/orders/partitions/0/records").json()["records"]
+    assert [(r["offset"], r["key"], r["value"]) for r in records] == [(0, "k1", {"a": 1}), (1, "k1", "b")]
+
+
+def test_serve_stops_on_sigterm_with_a_kafka_connection_open(launcher: Any) -> None:  # noqa: F811
+    p, bootstrap = _serve(launcher)
+    host, port = bootstrap.split(":")
+    with socket.create_connection((host, int(port)), timeout=10):
+        p.proc.send_signal(signal.SIGTERM)
+        # uvicorn shuts down, then raises the signal it caught again: the exit status is -SIGTERM.
+        assert p.proc.wait(timeout=TIMEOUT_S) == -signal.SIGTERM
+    assert "Finished server process" in p.log_text()
+
+
+def test_serve_refuses_the_kafka_listener_with_authentication_on(launcher: Any) -> None:  # noqa: F811
+    p = launcher.start_server(kafka_listener=f"127.0.0.1:{free_port()}", authentication="api_key")
+    assert p.proc.wait(timeout=TIMEOUT_S) == 2
+    assert "the Kafka listener does not authenticate clients yet" in p.log_text()

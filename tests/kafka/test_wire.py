@@ -1,0 +1,360 @@
+"""Kafka's wire protocol at the listener, request by request, written with kio as a client
+writes it: what is served, and bad input answered with Kafka's error code or the connection
+closed where Kafka closes it, nothing written, never a hang (every read has a timeout)."""
+
+from __future__ import annotations
+
+import datetime
+import struct
+from typing import Any
+
+import pytest
+from aiokafka.record.default_records import DefaultRecordBatchBuilder
+from kio.schema.errors import ErrorCode
+
+from app.kafka.protocol import SERVED, request_class
+from tests.helpers import create_topic
+from tests.kafka.conftest import Listener, ask, closed, frame, listener_with, read_frame, response
+
+NO_WAIT = datetime.timedelta(0)
+
+
+def _records(values: list[bytes | None], *, key: bytes | None = None, headers: list[Any] | None = None,
+             producer_id: int = -1, producer_epoch: int = -1, base_sequence: int = -1) -> bytes:
+    """A record batch as a producer builds it (aiokafka's builder)."""
+    b = DefaultRecordBatchBuilder(2, 0, 0, producer_id, producer_epoch, base_sequence, 1 << 20)
+    for i, v in enumerate(values):
+        b.append(i, 1_700_000_000_000 + i, key, v, headers or [])
+    return bytes(b.build())
+
+
+def _produce(topic: str, partition: int, records: bytes, acks: int = -1, version: int = 9) -> Any:
+    m = request_class(0, version)
+    assert m is not None
+    mod = __import__(m.__module__, fromlist=["x"])
+    return m(transactional_id=None, acks=acks, timeout=datetime.timedelta(seconds=5), topic_data=(
+        mod.TopicProduceData(name=topic, partition_data=(mod.PartitionProduceData(index=partition, records=records),)),))
+
+
+def _partition_answer(answer: Any) -> Any:
+    (t,) = answer.responses
+    (p,) = t.partition_responses
+    return p
+
+
+def _stored(kafka: Listener, topic: str = "orders", partition: int = 0) -> list[tuple[int, str | None, str | None]]:
+    r = kafka.client.get(f"/v1/topics/{topic}/partitions/{partition}/records",
+                         params={"isolation": "read_uncommitted"})
+    assert r.status_code == 200, r.text
+    return [(x["offset"], x["key"], x["value"]) for x in r.json()["records"]]
+
+
+def test_api_versions_advertises_exactly_what_is_served(kafka: Listener) -> None:
+    m = request_class(18, 3)
+    with kafka.connect() as s:
+        answer = ask(s, 18, 3, m(client_software_name="test", client_software_version="1"))
+    assert answer.error_code == ErrorCode.none
+    assert {k.api_key: (k.min_version, k.max_version) for k in answer.api_keys} == SERVED
+
+
+def test_api_versions_of_a_version_too_new_is_answered_with_version_0_and_the_list(kafka: Listener) -> None:
+    with kafka.connect() as s:
+        # A client's ApiVersions v9: the header's first fields, then bytes the listener does not read.
+        body = struct.pack(">hhi", 18, 9, 41) + struct.pack(">h", 4) + b"test" + b"\x00\x00\x00"
+        s.sendall(struct.pack(">i", len(body)) + body)
+        data = read_frame(s)
+    assert data is not None
+    correlation_id, answer = response(18, 0, data)
+    assert correlation_id == 41
+    assert answer.error_code == ErrorCode.unsupported_version
+    assert {k.api_key: (k.min_version, k.max_version) for k in answer.api_keys} == SERVED
+
+
+def test_an_api_not_served_is_answered_unsupported_version_and_the_connection_kept(kafka: Listener) -> None:
+    join_group = request_class(11, 5)
+    assert join_group is not None and 11 not in SERVED
+    mod = __import__(join_group.__module__, fromlist=["x"])
+    body = join_group(group_id="g", session_timeout=datetime.timedelta(seconds=10),
+                      rebalance_timeout=datetime.timedelta(seconds=10), member_id="", group_instance_id=None,
+                      protocol_type="consumer", protocols=(mod.JoinGroupRequestProtocol(name="range", metadata=b""),))
+    with kafka.connect() as s:
+        answer = ask(s, 11, 5, body)
+        assert answer.error_code == ErrorCode.unsupported_version
+        again = ask(s, 18, 3, request_class(18, 3)(client_software_name="t", client_software_version="1"), 8)
+        assert again.error_code == ErrorCode.none
+
+
+def test_an_unknown_api_key_closes_the_connection(kafka: Listener) -> None:
+    with kafka.connect() as s:
+        body = struct.pack(">hhi", 9999, 0, 1) + struct.pack(">h", -1)
+        s.sendall(struct.pack(">i", len(body)) + body)
+        assert closed(s)
+
+
+def test_a_frame_over_the_limit_closes_the_connection_before_it_is_read(kafka: Listener) -> None:
+    limit = kafka.services.settings.kafka_socket_request_max_bytes
+    with kafka.connect() as s:
+        s.sendall(struct.pack(">i", limit + 1))
+        assert closed(s)
+
+
+def test_a_truncated_request_closes_the_connection_and_writes_nothing(kafka: Listener) -> None:
+    create_topic(kafka.client, "orders")
+    whole = frame(0, 9, _produce("orders", 0, _records([b'"a"'])))
+    with kafka.connect() as s:
+        # The frame says it is 10 bytes shorter than the request it carries.
+        s.sendall(struct.pack(">i", len(whole) - 14) + whole[4:-10])
+        assert closed(s)
+    assert _stored(kafka) == []
+
+
+def test_a_request_that_ends_early_inside_its_frame_closes_the_connection(kafka: Listener) -> None:
+    create_topic(kafka.client, "orders")
+    whole = frame(0, 9, _produce("orders", 0, _records([b'"a"'])))
+    with kafka.connect() as s:
+        s.sendall(struct.pack(">i", 12) + whole[4:16])  # the header and two bytes of the body
+        assert closed(s)
+    assert _stored(kafka) == []
+
+
+def test_metadata_names_this_broker_the_leader_of_every_partition(kafka: Listener) -> None:
+    create_topic(kafka.client, "orders", partitions=2)
+    m = request_class(3, 12)
+    assert m is not None
+    with kafka.connect() as s:
+        answer = ask(s, 3, 12, m(topics=None, allow_auto_topic_creation=True, include_topic_authorized_operations=False))
+    (broker,) = answer.brokers
+    assert (broker.node_id, broker.host, broker.port) == (0, "127.0.0.1", kafka.port)
+    (topic,) = answer.topics
+    assert (topic.name, topic.error_code) == ("orders", ErrorCode.none)
+    assert [(p.partition_index, p.leader_id, p.replica_nodes) for p in topic.partitions] == [(0, 0, (0,)), (1, 0, (0,))]
+
+
+def test_metadata_of_an_unknown_topic_is_unknown_and_creates_nothing(kafka: Listener) -> None:
+    m = request_class(3, 12)
+    mod = __import__(m.__module__, fromlist=["x"])
+    with kafka.connect() as s:
+        answer = ask(s, 3, 12, m(topics=(mod.MetadataRequestTopic(topic_id=None, name="nope"),),
+                                 allow_auto_topic_creation=True, include_topic_authorized_operations=False))
+    (topic,) = answer.topics
+    assert (topic.name, topic.error_code, topic.partitions) == ("nope", ErrorCode.unknown_topic_or_partition, ())
+    assert kafka.client.get("/v1/topics/nope").status_code == 404
+
+
+def test_find_coordinator_names_this_broker(kafka: Listener) -> None:
+    m = request_class(10, 4)
+    with kafka.connect() as s:
+        answer = ask(s, 10, 4, m(key_type=0, coordinator_keys=("group-a", "group-b")))
+    assert [(c.key, c.node_id, c.port, c.error_code) for c in answer.coordinators] == [
+        ("group-a", 0, kafka.port, ErrorCode.none), ("group-b", 0, kafka.port, ErrorCode.none)]
+
+
+def test_produce_appends_json_values_at_their_offsets(kafka: Listener) -> None:
+    create_topic(kafka.client, "orders")
+    with kafka.connect() as s:
+        answer = ask(s, 0, 9, _produce("orders", 0, _records([b'{"a": 1}', b'"two"'], key=b"k")))
+    p = _partition_answer(answer)
+    assert (p.error_code, p.base_offset) == (ErrorCode.none, 0)
+    assert _stored(kafka) == [(0, "k", {"a": 1}), (1, "k", "two")]
+
+
+def test_a_value_that_is_not_json_is_an_invalid_record_and_nothing_of_its_batch_is_written(kafka: Listener) -> None:
+    create_topic(kafka.client, "orders")
+    with kafka.connect() as s:
+        answer = ask(s, 0, 9, _produce("orders", 0, _records([b'"fine"', b"not json"])))
+    assert _partition_answer(answer).error_code == ErrorCode.invalid_record
+    assert _stored(kafka) == []
+
+
+def test_a_key_that_is_not_utf8_is_an_invalid_record(kafka: Listener) -> None:
+    create_topic(kafka.client, "orders")
+    with kafka.connect() as s:
+        answer = ask(s, 0, 9, _produce("orders", 0, _records([b"1"], key=b"\xff\xfe")))
+    assert _partition_answer(answer).error_code == ErrorCode.invalid_record
+    assert _stored(kafka) == []
+
+
+def test_headers_named_twice_are_an_invalid_record(kafka: Listener) -> None:
+    create_topic(kafka.client, "orders")
+    with kafka.connect() as s:
+        answer = ask(s, 0, 9, _produce("orders", 0, _records([b"1"], headers=[("h", b"a"), ("h", b"b")])))
+    assert _partition_answer(answer).error_code == ErrorCode.invalid_record
+    assert _stored(kafka) == []
+
+
+def test_a_corrupt_crc_is_a_corrupt_message_and_nothing_is_written(kafka: Listener) -> None:
+    create_topic(kafka.client, "orders")
+    records = bytearray(_records([b'"a"']))
+    records[-1] ^= 0xFF  # a byte of the record, under the CRC
+    with kafka.connect() as s:
+        answer = ask(s, 0, 9, _produce("orders", 0, bytes(records)))
+    assert _partition_answer(answer).error_code == ErrorCode.corrupt_message
+    assert _stored(kafka) == []
+
+
+def test_a_produce_to_a_partition_that_does_not_exist_is_unknown(kafka: Listener) -> None:
+    create_topic(kafka.client, "orders")
+    with kafka.connect() as s:
+        answer = ask(s, 0, 9, _produce("orders", 3, _records([b'"a"'])))
+    assert _partition_answer(answer).error_code == ErrorCode.unknown_topic_or_partition
+    assert _stored(kafka) == []
+
+
+def test_acks_0_is_not_answered_and_the_next_request_is(kafka: Listener) -> None:
+    create_topic(kafka.client, "orders")
+    with kafka.connect() as s:
+        s.sendall(frame(0, 9, _produce("orders", 0, _records([b'"a"']), acks=0), correlation_id=1))
+        # The next answer read is the ApiVersions', correlation id 2: none came for the Produce.
+        answer = ask(s, 18, 3, request_class(18, 3)(client_software_name="t", client_software_version="1"), 2)
+    assert answer.error_code == ErrorCode.none
+    assert _stored(kafka) == [(0, None, "a")]
+
+
+def test_an_idempotent_retry_is_answered_with_the_first_offsets_and_written_once(kafka: Listener) -> None:
+    create_topic(kafka.client, "orders")
+    with kafka.connect() as s:
+        init = ask(s, 22, 4, request_class(22, 4)(transactional_id=None, transaction_timeout=datetime.timedelta(0),
+                                                  producer_id=-1, producer_epoch=-1))
+        assert init.error_code == ErrorCode.none
+        records = _records([b"1", b"2"], producer_id=init.producer_id, producer_epoch=init.producer_epoch,
+                           base_sequence=0)
+        first = _partition_answer(ask(s, 0, 9, _produce("orders", 0, records)))
+        retry = _partition_answer(ask(s, 0, 9, _produce("orders", 0, records), 8))
+        gap = _partition_answer(ask(s, 0, 9, _produce("orders", 0, _records(
+            [b"3"], producer_id=init.producer_id, producer_epoch=init.producer_epoch, base_sequence=5)), 9))
+    assert (first.error_code, first.base_offset) == (ErrorCode.none, 0)
+    assert (retry.error_code, retry.base_offset) == (ErrorCode.none, 0)
+    assert gap.error_code == ErrorCode.out_of_order_sequence_number
+    assert _stored(kafka) == [(0, None, 1), (1, None, 2)]
+
+
+def test_init_producer_id_for_a_transactional_id_is_not_served_yet(kafka: Listener) -> None:
+    with kafka.connect() as s:
+        answer = ask(s, 22, 4, request_class(22, 4)(transactional_id="t", transaction_timeout=datetime.timedelta(
+            seconds=60), producer_id=-1, producer_epoch=-1))
+    assert answer.error_code == ErrorCode.unsupported_version
+    assert kafka.client.get("/v1/transactions/t").status_code == 404
+
+
+def test_a_frame_that_never_completes_closes_the_connection_once_idle(kafka: Listener) -> None:
+    with listener_with(kafka, kafka_connections_max_idle_ms=300) as quick, quick.connect() as s:
+        s.sendall(struct.pack(">i", 100) + b"\x00\x12")  # 2 of the 100 bytes announced
+        assert closed(s)
+
+
+@pytest.mark.parametrize("codec", [1, 2, 3, 4], ids=["gzip", "snappy", "lz4", "zstd"])
+def test_a_compressed_batch_is_appended_record_by_record(kafka: Listener, codec: int) -> None:
+    create_topic(kafka.client, "orders")
+    b = DefaultRecordBatchBuilder(2, codec, 0, -1, -1, -1, 1 << 20)
+    for i in range(3):
+        b.append(i, 1_700_000_000_000, None, b'{"n": %d}' % i, [])
+    records = bytes(b.build())
+    assert records[22] & 0x07 == codec  # the attributes say so: the batch is compressed
+    with kafka.connect() as s:
+        answer = ask(s, 0, 9, _produce("orders", 0, records))
+    assert (_partition_answer(answer).error_code, _partition_answer(answer).base_offset) == (ErrorCode.none, 0)
+    assert _stored(kafka) == [(0, None, {"n": 0}), (1, None, {"n": 1}), (2, None, {"n": 2})]
+
+
+def _fetch(topic: str, partition: int, offset: int, *, max_wait_ms: int = 0, min_bytes: int = 1,
+           isolation: int = 1, max_bytes: int = 1 << 20, partition_max_bytes: int = 1 << 20) -> Any:
+    m = request_class(1, 12)
+    assert m is not None
+    mod = __import__(m.__module__, fromlist=["x"])
+    return m(replica_id=-1, max_wait=datetime.timedelta(milliseconds=max_wait_ms), min_bytes=min_bytes,
+             max_bytes=max_bytes, isolation_level=isolation, session_id=0, session_epoch=-1, topics=(
+                 mod.FetchTopic(topic=topic, partitions=(mod.FetchPartition(
+                     partition=partition, current_leader_epoch=-1, fetch_offset=offset, last_fetched_epoch=-1,
+                     log_start_offset=-1, partition_max_bytes=partition_max_bytes),)),),
+             forgotten_topics_data=(), rack_id="")
+
+
+def _fetched_offsets(answer: Any) -> list[int]:
+    from tests.kafka.conftest import batch_offsets
+
+    ((p,),) = [t.partitions for t in answer.responses]
+    assert p.error_code == ErrorCode.none
+    return batch_offsets(p.records)
+
+
+def test_a_waiting_fetch_is_answered_when_a_record_arrives_not_at_its_deadline(kafka: Listener) -> None:
+    import threading
+    import time
+
+    create_topic(kafka.client, "orders")
+    timer = threading.Timer(0.5, lambda: kafka.client.post("/v1/records", json={"batches": [
+        {"topic": "orders", "partition": 0, "records": [{"value": "late"}]}]}))
+    with kafka.connect() as s:
+        started = time.monotonic()
+        timer.start()
+        answer = ask(s, 1, 12, _fetch("orders", 0, 0, max_wait_ms=8000))
+        waited = time.monotonic() - started
+    timer.join()
+    assert _fetched_offsets(answer) == [0]
+    assert 0.4 <= waited < 6
+
+
+def test_a_fetch_with_nothing_to_read_waits_max_wait_ms_and_answers_no_records(kafka: Listener) -> None:
+    import time
+
+    create_topic(kafka.client, "orders")
+    with kafka.connect() as s:
+        started = time.monotonic()
+        answer = ask(s, 1, 12, _fetch("orders", 0, 0, max_wait_ms=400))
+        waited = time.monotonic() - started
+    assert _fetched_offsets(answer) == []
+    assert 0.35 <= waited < 5
+
+
+def test_a_fetch_stops_at_partition_max_bytes_but_always_brings_the_first_record(kafka: Listener) -> None:
+    create_topic(kafka.client, "orders")
+    r = kafka.client.post("/v1/records", json={"batches": [{"topic": "orders", "partition": 0, "records": [
+        {"value": "x" * 100} for _ in range(3)]}]})
+    assert r.status_code == 200, r.text
+    with kafka.connect() as s:
+        one = ask(s, 1, 12, _fetch("orders", 0, 0, partition_max_bytes=10))
+        two = ask(s, 1, 12, _fetch("orders", 0, 0, partition_max_bytes=210), 8)
+    assert _fetched_offsets(one) == [0]
+    assert _fetched_offsets(two) == [0, 1]
+
+
+def test_a_fetch_below_the_log_start_is_offset_out_of_range(kafka: Listener) -> None:
+    create_topic(kafka.client, "orders")
+    with kafka.connect() as s:
+        answer = ask(s, 1, 12, _fetch("orders", 0, 5))
+    ((p,),) = [t.partitions for t in answer.responses]
+    assert p.error_code == ErrorCode.offset_out_of_range
+
+
+def test_a_failed_produce_with_acks_0_closes_the_connection_as_kafka_does(kafka: Listener) -> None:
+    create_topic(kafka.client, "orders")
+    with kafka.connect() as s:
+        s.sendall(frame(0, 9, _produce("orders", 0, _records([b"not json"]), acks=0)))
+        assert closed(s)
+    assert _stored(kafka) == []
+
+
+@pytest.mark.parametrize("codec", [1, 2, 3, 4], ids=["gzip", "snappy", "lz4", "zstd"])
+def test_a_batch_that_decompresses_past_the_request_limit_is_refused_and_not_written(
+        kafka: Listener, codec: int) -> None:
+    create_topic(kafka.client, "orders")
+    b = DefaultRecordBatchBuilder(2, codec, 0, -1, -1, -1, 1 << 30)
+    b.append(0, 1_700_000_000_000, None, b'"' + b"0" * 3_000_000 + b'"', [])
+    records = bytes(b.build())
+    with listener_with(kafka, kafka_socket_request_max_bytes=1 << 20) as small, small.connect() as s:
+        assert len(records) < 1 << 20  # the frame itself is under the limit
+        answer = ask(s, 0, 9, _produce("orders", 0, records))
+    assert _partition_answer(answer).error_code == ErrorCode.record_list_too_large
+    assert _stored(kafka) == []
+
+
+def test_init_producer_id_with_the_current_id_and_epoch_bumps_the_epoch(kafka: Listener) -> None:
+    m = request_class(22, 4)
+    assert m is not None
+    with kafka.connect() as s:
+        first = ask(s, 22, 4, m(transactional_id=None, transaction_timeout=datetime.timedelta(0),
+                                producer_id=-1, producer_epoch=-1))
+        bumped = ask(s, 22, 4, m(transactional_id=None, transaction_timeout=datetime.timedelta(0),
+                                 producer_id=first.producer_id, producer_epoch=first.producer_epoch), 8)
+    assert (first.error_code, first.producer_epoch) == (ErrorCode.none, 0)
+    assert (bumped.error_code, bumped.producer_id, bumped.producer_epoch) == (ErrorCode.none, first.producer_id, 1)
