@@ -412,14 +412,12 @@ def _json_headers(headers: KafkaHeaders, index: int, where: str) -> str | None:
 
 def to_kafka(key: str | bytes | None, value: str | bytes | None,
              headers: str | None) -> tuple[bytes | None, bytes | None, list[tuple[str, bytes | None]]]:
-    """A stored record as Kafka's key, value and headers: a bytes topic's exactly as stored; a
-    JSON topic's as the UTF-8 of its texts, its JSON null value as null (the tombstone), its
-    headers in the object's order."""
+    """A stored record as Kafka's key, value and headers (the Kafka door's Fetch,
+    app.kafka.records): a bytes topic's exactly as stored; a JSON topic's as the UTF-8 of its
+    texts (its JSON null value too: the 4 bytes `null`, as the door documents), its headers in
+    the object's order."""
     key_bytes = key.encode() if type(key) is str else key  # type: ignore[union-attr]
-    if type(value) is str:
-        value_bytes: bytes | None = None if value == _NULL else value.encode()
-    else:
-        value_bytes = value  # type: ignore[assignment]
+    value_bytes = value.encode() if type(value) is str else value
     if headers is None:
         return key_bytes, value_bytes, []  # type: ignore[return-value]
     parsed = orjson.loads(headers)

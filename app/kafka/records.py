@@ -36,7 +36,7 @@ from kio.records.writers import write_new_batch
 
 from app.domain.errors import InvalidRecord, InvalidRequest
 from app.domain.read import LogEntry
-from app.domain.records import SendBatch, batch_of, check_finite_numbers, check_headers, check_text
+from app.domain.records import SendBatch, batch_of, check_finite_numbers, check_headers, check_text, to_kafka
 from app.domain.types import ControlType
 
 NO_PRODUCER_ID = -1
@@ -166,18 +166,12 @@ def _data_batch(run: list[LogEntry]) -> bytearray:
         else NO_SEQUENCE, _BATCH_BYTES)
     base = first.offset
     for e in run:
-        builder.append(e.offset - base, e.timestamp_ms, None if e.key is None else e.key.encode(),
-                       None if e.value is None else e.value.encode(), _header_list(e.headers))
+        key, value, headers = to_kafka(e.key, e.value, e.headers)
+        builder.append(e.offset - base, e.timestamp_ms, key, value, headers)
     built = builder.build()
     # The base offset is the broker's to set, and outside the CRC (it covers the attributes on).
     _BASE_OFFSET.pack_into(built, 0, base)
     return built
-
-
-def _header_list(headers: str | None) -> list[tuple[str, bytes]]:
-    if headers is None:
-        return []
-    return [(name, value.encode()) for name, value in orjson.loads(headers).items()]
 
 
 def _control_batch(marker: LogEntry) -> bytes:

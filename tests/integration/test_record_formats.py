@@ -250,3 +250,22 @@ def test_a_whole_transaction_over_a_bytes_and_a_json_topic_commits_both(client: 
     assert [(x["offset"], x["commit_position"], x["value"]) for x in j["records"]] == [(0, 1, {"n": 1})]
     assert (b["high_watermark"], j["high_watermark"]) == (3, 2)  # each batch's COMMIT marker after it
     assert [p["record_count"] for t in ("b", "j") for p in client.get(f"/v1/topics/{t}").json()["partitions"]] == [2, 1]
+
+
+def test_a_bytes_topic_reads_back_byte_for_byte_in_offset_order_as_kafka_batches(client: Any, services: Any) -> None:
+    from aiokafka.record.default_records import DefaultRecordBatch
+
+    from app.domain.types import IsolationLevel
+    from app.kafka.records import batches_bytes
+
+    create_topic(client, "b", value_format="bytes")
+    headers = [{"name": "h", "value": b64(b"\x00\xff")}, {"name": "h", "value": None}]
+    send(client, [_batch("b", [{"key": binary(KEY), "value": binary(NUL_AND_INVALID_UTF8), "headers": headers},
+                               {"value": None}])])
+
+    read = services.log.read_in_offset_order("b", 0, offset=0, isolation=IsolationLevel.READ_COMMITTED,
+                                             max_bytes=1 << 20, max_records=10)
+    (batch,) = [DefaultRecordBatch(batches_bytes(read.entries))]
+
+    assert [(r.offset, r.key, r.value, list(r.headers)) for r in batch] == [
+        (0, KEY, NUL_AND_INVALID_UTF8, [("h", b"\x00\xff"), ("h", None)]), (1, None, None, [])]

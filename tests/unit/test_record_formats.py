@@ -82,11 +82,11 @@ def test_a_kafka_record_on_a_json_topic_is_stored_as_text_and_read_back_as_its_b
         "ké".encode(), b' {"a": [1]} ', [("h", b"v"), ("i", "é".encode())])
 
 
-def test_a_json_topics_null_value_is_the_kafka_tombstone() -> None:
+def test_a_json_topics_null_value_reads_back_through_kafka_as_the_text_null() -> None:
     stored = from_kafka(b"k", None, [], 1, JSON)
 
     assert stored.value == "null"
-    assert to_kafka(stored.key, stored.value, stored.headers) == (b"k", None, [])
+    assert to_kafka(stored.key, stored.value, stored.headers) == (b"k", b"null", [])
 
 
 @pytest.mark.parametrize(("key", "value", "headers"), [
