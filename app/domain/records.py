@@ -88,6 +88,10 @@ class SendBatch:
     value_format: ValueFormat = ValueFormat.JSON
     # Whether a record carried a typed key or a header list, which only a bytes topic takes.
     typed: bool = False
+    # Whether a bytes topic may read the values as the HTTP API's typed JSON (a Send's): the
+    # Kafka door's JSON values are the records' own bytes, no such thing (it appends to JSON
+    # topics only, until it builds its batches with kafka_batch for its topic's format).
+    http_shapes: bool = True
 
 
 def check_record_count(total: int, limit: int) -> None:
@@ -250,6 +254,9 @@ def for_topic(batch: SendBatch, value_format: ValueFormat) -> SendBatch:
         return batch
     if value_format is not ValueFormat.BYTES:
         raise InvalidRecord(f"records of {where} are {batch.value_format.value}, but the topic is {value_format.value}")
+    if not batch.http_shapes:
+        raise InvalidRecord(f"topic {batch.topic!r} is a bytes topic; these records were read as JSON, which only a "
+                            "json topic takes")
     records = [RecordToAppend(_typed_bytes(r.key, "key", i, where), _bytes_value(r.value, i, where),
                               _header_list(r.headers, i, where), r.timestamp_ms)
                for i, r in enumerate(batch.records)]

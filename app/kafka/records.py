@@ -75,8 +75,11 @@ def send_batch(topic: str, partition: int, batch: DefaultRecordBatch, now_ms: in
     except (UnicodeDecodeError, ValueError) as e:  # a header name that is not UTF-8, a bad varint
         raise InvalidRecord(f"a record of {topic}/{partition} cannot be read: {e}") from None
     try:
-        return batch_of(topic, partition, records, now_ms, no_value=None,
+        send = batch_of(topic, partition, records, now_ms, no_value=None,
                         base_sequence=None if batch.producer_id == NO_PRODUCER_ID else batch.base_sequence)
+        # JSON values, not the HTTP API's typed ones: a bytes topic refuses them (INVALID_RECORD).
+        send.http_shapes = False
+        return send
     except InvalidRequest as e:  # the depth check: a record the model cannot take
         raise InvalidRecord(e.message) from None
 

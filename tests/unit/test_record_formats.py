@@ -122,3 +122,12 @@ def test_a_topics_format_cannot_be_altered() -> None:
     assert config.altered({"value_format": "bytes"}) == config
     with pytest.raises(InvalidConfig, match="value_format"):
         config.altered({"value_format": JSON})
+
+
+def test_a_bytes_topic_refuses_a_batch_read_as_json_that_is_not_a_sends() -> None:
+    batch = batch_of("t", 0, [_sent(b'{"type":"BINARY","data":"AA=="}')], 1)
+    batch.http_shapes = False  # as the Kafka door builds its batches today
+
+    with pytest.raises(InvalidRecord, match="bytes topic"):
+        for_topic(batch, BYTES)
+    assert for_topic(batch, JSON) is batch
