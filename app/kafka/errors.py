@@ -25,3 +25,12 @@ def error_code(error: OutboxError) -> ErrorCode:
     if nearest is not None:
         return nearest
     return ErrorCode.__members__.get(error.error_code.lower(), ErrorCode.unknown_server_error)
+
+
+def fenced_code(error: OutboxError, version: int, fenced_since: int) -> ErrorCode:
+    """error_code for an answer of `version` of an API whose clients know PRODUCER_FENCED from
+    version `fenced_since` on (KIP-588); before it Kafka answers INVALID_PRODUCER_EPOCH."""
+    code = error_code(error)
+    if code is ErrorCode.producer_fenced and version < fenced_since:
+        return ErrorCode.invalid_producer_epoch
+    return code
