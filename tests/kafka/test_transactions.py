@@ -302,3 +302,72 @@ def test_confluent_kafkas_send_offsets_to_transaction_commits_the_groups_offsets
     finally:
         c.close()
     assert _committed(kafka, "billing") == [("orders", 0, 4)]
+
+
+# --- transactional Produce -------------------------------------------------------------------
+
+def _txn_produce(s: Any, transactional_id: str | None, pid: int, epoch: int, values: list[bytes],
+                 base_sequence: int = 0) -> Any:
+    from aiokafka.record.default_records import DefaultRecordBatchBuilder
+
+    b = DefaultRecordBatchBuilder(2, 0, 1, pid, epoch, base_sequence, 1 << 20)
+    for i, v in enumerate(values):
+        b.append(i, 1_700_000_000_000 + i, None, v, [])
+    m = request_class(0, 9)
+    assert m is not None
+    mod = __import__(m.__module__, fromlist=["x"])
+    answer = ask(s, 0, 9, m(transactional_id=transactional_id, acks=-1, timeout=datetime.timedelta(seconds=5),
+                            topic_data=(mod.TopicProduceData(name="orders", partition_data=(
+                                mod.PartitionProduceData(index=0, records=bytes(b.build())),)),)))
+    ((p,),) = [t.partition_responses for t in answer.responses]
+    return p
+
+
+def _uncommitted(kafka: Listener) -> list[int]:
+    r = kafka.client.get("/v1/topics/orders/partitions/0/records", params={"isolation": "read_uncommitted"})
+    assert r.status_code == 200, r.text
+    return [x["offset"] for x in r.json()["records"]]
+
+
+def test_a_transactional_produce_joins_the_open_transaction(kafka: Listener) -> None:
+    create_topic(kafka.client, "orders")
+    with kafka.connect() as s:
+        pid, epoch = _init(s, "t")
+        assert _codes(_add_partitions(s, "t", pid, epoch, {"orders": (0,)})) == {("orders", 0): ErrorCode.none}
+        p = _txn_produce(s, "t", pid, epoch, [b'"a"', b'"b"'])
+        assert (p.error_code, p.base_offset) == (ErrorCode.none, 0)
+        assert _http_committed(kafka, "orders", 0) == []
+        assert _end(s, "t", pid, epoch, commit=True).error_code == ErrorCode.none
+    assert _http_committed(kafka, "orders", 0) == [(0, "a"), (1, "b")]
+
+
+def test_a_transactional_produce_before_add_partitions_is_refused_and_writes_nothing(kafka: Listener) -> None:
+    create_topic(kafka.client, "orders")
+    with kafka.connect() as s:
+        pid, epoch = _init(s, "t")
+        p = _txn_produce(s, "t", pid, epoch, [b'"a"'])
+    assert p.error_code == ErrorCode.invalid_txn_state
+    assert _uncommitted(kafka) == []
+    assert kafka.client.get("/v1/transactions/t").json()["state"] == "Empty"
+
+
+def test_a_transactional_batch_without_a_transactional_id_is_refused(kafka: Listener) -> None:
+    create_topic(kafka.client, "orders")
+    with kafka.connect() as s:
+        pid, epoch = _init(s, "t")
+        assert _codes(_add_partitions(s, "t", pid, epoch, {"orders": (0,)})) == {("orders", 0): ErrorCode.none}
+        p = _txn_produce(s, None, pid, epoch, [b'"a"'])
+    assert p.error_code == ErrorCode.invalid_request
+    assert _uncommitted(kafka) == []
+
+
+def test_a_produce_of_a_fenced_epoch_is_refused_with_invalid_producer_epoch(kafka: Listener) -> None:
+    create_topic(kafka.client, "orders")
+    with kafka.connect() as s:
+        pid, old = _init(s, "t")
+        assert _codes(_add_partitions(s, "t", pid, old, {"orders": (0,)})) == {("orders", 0): ErrorCode.none}
+        _, epoch = _init(s, "t")  # fences `old` and aborts its (empty) transaction
+        assert _codes(_add_partitions(s, "t", pid, epoch, {"orders": (0,)})) == {("orders", 0): ErrorCode.none}
+        p = _txn_produce(s, "t", pid, old, [b'"zombie"'])
+    assert p.error_code == ErrorCode.invalid_producer_epoch
+    assert _uncommitted(kafka) == []
