@@ -141,7 +141,7 @@ class TransactionMetadata:
         return self.state in ended and self.is_previous_transaction(producer_id, producer_epoch)
 
     def check_txn_id(self, txn_id: int | None) -> None:
-        """Refuse an end request that names an earlier transaction (a delayed retry, cf. KAFKA-17754)."""
+        """Refuse an end request that names an earlier transaction (a delayed retry must not end a later one)."""
         if txn_id is not None and txn_id != self.txn_id:
             raise InvalidTxnState(
                 f"txn_id {txn_id} is not the current transaction ({self.txn_id}) of "

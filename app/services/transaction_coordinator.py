@@ -458,7 +458,8 @@ class TransactionCoordinator:
                     return self._view(conn, meta)  # an Abort that found nothing open, retried
             else:
                 meta.check_producer(producer_id, producer_epoch)
-                if batches and meta.begins_on_join() and self.settings.complete_inline:
+                # A Commit naming a txn_id names a transaction already open: not a whole one.
+                if batches and meta.begins_on_join() and self.settings.complete_inline and txn_id is None:
                     return self._commit_whole(conn, meta, producer_id, producer_epoch, batches, now)
                 if batches:
                     meta = locked[transactional_id] = join_transaction(

@@ -108,6 +108,31 @@ def test_an_epoch_other_than_the_current_one_is_refused_for_idempotent_producers
     assert _log_end(client, "t") == 0
 
 
+def test_after_an_epoch_bump_the_old_epoch_s_next_batch_is_refused(client):  # type: ignore[no-untyped-def]
+    create_topic(client, "t", 1)
+    p = init_producer(client)
+    assert send(client, [batch("t", 0, ["a"], 0)], p).status_code == 200
+    bumped = client.post("/v1/producers", json=ident(p)).json()
+    assert bumped["producer_epoch"] == p["producer_epoch"] + 1
+
+    r = send(client, [batch("t", 0, ["late"], 1)], p)
+
+    assert (r.status_code, r.json()["error_code"]) == (409, "INVALID_PRODUCER_EPOCH")
+    assert _log_end(client, "t") == 1
+
+
+def test_a_transactional_producer_s_next_batch_without_its_transactional_id_is_refused(client):  # type: ignore[no-untyped-def]
+    create_topic(client, "t", 1)
+    p = init_producer(client, "X")
+    begin(client, "X", p)
+    assert send(client, [batch("t", 0, ["a"], 0)], p, "X").status_code == 200
+
+    r = send(client, [batch("t", 0, ["b"], 1)], p)
+
+    assert (r.status_code, r.json()["error_code"]) == (400, "INVALID_REQUEST")
+    assert _log_end(client, "t") == 1
+
+
 def test_an_unknown_producer_id_is_refused(client):  # type: ignore[no-untyped-def]
     create_topic(client, "t", 1)
     r = send(client, [batch("t", 0, ["a"], 0)], {"producer_id": 424242, "producer_epoch": 0})

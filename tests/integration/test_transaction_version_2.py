@@ -339,6 +339,20 @@ def test_a_commit_carrying_a_whole_transaction_writes_each_marker_after_its_reco
     assert [fetch(client, "out", q)["last_stable_offset"] for q in (0, 1)] == [3, 2]
 
 
+def test_a_commit_carrying_batches_that_names_an_ended_transaction_is_refused_and_appends_nothing(  # type: ignore[no-untyped-def]
+    client, topic
+) -> None:
+    p = _init(client)
+    first = _ok(_commit_with(client, p, [batch("out", 0, ["a"], 0)]))
+    now = {**p, **ident(first)}
+
+    r = _commit_with(client, now, [batch("out", 0, ["b"], 0)], txn_id=first["txn_id"])
+
+    assert (r.status_code, r.json()["error_code"]) == (409, "INVALID_TXN_STATE"), r.text
+    assert _all(client, "read_uncommitted") == ["a"]
+    assert _describe(client)["state"] == "CompleteCommit"
+
+
 def test_a_commit_carrying_a_whole_transaction_at_an_exhausted_epoch_gets_a_new_producer_id(  # type: ignore[no-untyped-def]
     client, topic, database
 ) -> None:
