@@ -15,7 +15,11 @@ _NEAREST: dict[str, ErrorCode] = {
     # The conditional publish of KIP-27 was never given a Kafka code.
     "OFFSET_MISMATCH": ErrorCode.invalid_request,
     "TOPIC_HAS_OPEN_TRANSACTIONS": ErrorCode.invalid_txn_state,
-    "TRANSACTIONAL_ID_NOT_FOUND": ErrorCode.transactional_id_not_found,
+    # Kafka's transaction coordinator answers a transactional id it has no producer for with
+    # INVALID_PRODUCER_ID_MAPPING (AddPartitionsToTxn, AddOffsetsToTxn, EndTxn, a transactional
+    # Produce); its TRANSACTIONAL_ID_NOT_FOUND is DescribeTransactions' only, and a producing
+    # client does not know it.
+    "TRANSACTIONAL_ID_NOT_FOUND": ErrorCode.invalid_producer_id_mapping,
 }
 
 

@@ -371,3 +371,10 @@ def test_a_produce_of_a_fenced_epoch_is_refused_with_invalid_producer_epoch(kafk
         p = _txn_produce(s, "t", pid, old, [b'"zombie"'])
     assert p.error_code == ErrorCode.invalid_producer_epoch
     assert _uncommitted(kafka) == []
+
+
+def test_end_txn_of_a_transactional_id_never_initialised_is_an_invalid_producer_id_mapping(kafka: Listener) -> None:
+    with kafka.connect() as s:
+        assert _end(s, "never", 1, 0, commit=True).error_code == ErrorCode.invalid_producer_id_mapping
+        assert _add_offsets(s, "never", 1, 0, "billing").error_code == ErrorCode.invalid_producer_id_mapping
+    assert kafka.client.get("/v1/transactions/never").status_code == 404
