@@ -5,8 +5,12 @@ doors. Records, offsets and states are asserted exactly."""
 
 from __future__ import annotations
 
+import dataclasses
 import datetime
+import socket
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import pytest
@@ -15,6 +19,8 @@ from kio.schema.add_partitions_to_txn.v3.request import AddPartitionsToTxnTopic
 from kio.schema.errors import ErrorCode
 
 from app.kafka.protocol import request_class
+from app.kafka.server import KafkaListener
+from app.services.transaction_coordinator import TransactionCoordinator
 from tests.helpers import create_topic
 from tests.kafka.conftest import Listener, ask
 
@@ -378,3 +384,53 @@ def test_end_txn_of_a_transactional_id_never_initialised_is_an_invalid_producer_
         assert _end(s, "never", 1, 0, commit=True).error_code == ErrorCode.invalid_producer_id_mapping
         assert _add_offsets(s, "never", 1, 0, "billing").error_code == ErrorCode.invalid_producer_id_mapping
     assert kafka.client.get("/v1/transactions/never").status_code == 404
+
+
+def _init_with(s: Any, transactional_id: str, pid: int, epoch: int) -> Any:
+    return ask(s, 22, 4, request_class(22, 4)(transactional_id=transactional_id,
+                                              transaction_timeout=datetime.timedelta(seconds=60),
+                                              producer_id=pid, producer_epoch=epoch))
+
+
+def test_init_producer_id_with_the_current_producer_bumps_its_epoch_kip_360(kafka: Listener) -> None:
+    with kafka.connect() as s:
+        pid, epoch = _init(s, "t")
+        bumped = _init_with(s, "t", pid, epoch)
+        assert (bumped.error_code, bumped.producer_id, bumped.producer_epoch) == (ErrorCode.none, pid, epoch + 1)
+        _init(s, "t")  # another instance takes the id over
+        fenced = _init_with(s, "t", pid, epoch + 1)
+    assert fenced.error_code == ErrorCode.producer_fenced
+    assert kafka.client.get("/v1/transactions/t").json()["producer_epoch"] == epoch + 2
+
+
+@contextmanager
+def _deferred_completion(kafka: Listener) -> Iterator[Listener]:
+    """A listener whose coordinator leaves the markers to the worker (none runs in tests):
+    a Commit answers at PrepareCommit, as Kafka's EndTxn does."""
+    services = kafka.services
+    settings = services.settings.model_copy(update={"complete_inline": False})
+    changed = dataclasses.replace(services, settings=settings,
+                                  coordinator=TransactionCoordinator(services.db, settings, services.clock))
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.bind(("127.0.0.1", 0))
+    listener = KafkaListener(changed, sock)
+    kafka.client.portal.call(listener.start)
+    try:
+        yield Listener("127.0.0.1", listener.port, kafka.client)
+    finally:
+        kafka.client.portal.call(listener.stop)
+
+
+def test_init_producer_id_while_the_previous_transaction_completes_is_concurrent_transactions(
+        kafka: Listener) -> None:
+    create_topic(kafka.client, "orders")
+    with _deferred_completion(kafka) as deferred, deferred.connect() as s:
+        pid, epoch = _init(s, "t")
+        assert _codes(_add_partitions(s, "t", pid, epoch, {"orders": (0,)})) == {("orders", 0): ErrorCode.none}
+        assert _txn_produce(s, "t", pid, epoch, [b'"a"']).error_code == ErrorCode.none
+        assert _end(s, "t", pid, epoch, commit=True).error_code == ErrorCode.none
+        again = ask(s, 22, 4, request_class(22, 4)(transactional_id="t", transaction_timeout=datetime.timedelta(
+            seconds=60), producer_id=-1, producer_epoch=-1))
+    assert again.error_code == ErrorCode.concurrent_transactions
+    described = kafka.client.get("/v1/transactions/t").json()
+    assert (described["state"], described["producer_epoch"]) == ("PrepareCommit", epoch)
