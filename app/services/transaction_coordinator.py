@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from app import metrics
 from app.domain.acl import ANONYMOUS
 from app.domain.clock import Clock
-from app.domain.offsets import GroupMetadata, OffsetToStage, check_distinct_partitions
+from app.domain.offsets import GroupMetadata, OffsetToStage, check_distinct_partitions, check_partition_count
 from app.domain.errors import (
     OutboxError,
     ConcurrentTransactions,
@@ -309,6 +309,7 @@ class TransactionCoordinator:
         partitions as its records are appended, so nothing is stored per partition here.
         The answer per partition: None (added, or not attempted when another is refused), or
         why not. If one partition is unknown, nothing begins."""
+        check_partition_count(len(partitions))
         wanted = sorted(set(partitions))
         with self.db.read() as conn:
             meta = require(conn, transactional_id, lock=None)

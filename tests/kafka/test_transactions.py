@@ -18,6 +18,7 @@ from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, Producer
 from kio.schema.add_partitions_to_txn.v3.request import AddPartitionsToTxnTopic
 from kio.schema.errors import ErrorCode
 
+from app.domain.offsets import MAX_PARTITIONS_PER_REQUEST
 from app.kafka.protocol import request_class
 from app.kafka.server import KafkaListener
 from app.services.transaction_coordinator import TransactionCoordinator
@@ -434,3 +435,24 @@ def test_init_producer_id_while_the_previous_transaction_completes_is_concurrent
     assert again.error_code == ErrorCode.concurrent_transactions
     described = kafka.client.get("/v1/transactions/t").json()
     assert (described["state"], described["producer_epoch"]) == ("PrepareCommit", epoch)
+
+
+def test_add_partitions_naming_more_than_the_most_partitions_is_refused_and_begins_nothing(kafka: Listener) -> None:
+    create_topic(kafka.client, "orders")
+    with kafka.connect() as s:
+        pid, epoch = _init(s, "t")
+        answer = _add_partitions(s, "t", pid, epoch, {"orders": tuple(range(MAX_PARTITIONS_PER_REQUEST + 1))})
+    assert set(_codes(answer).values()) == {ErrorCode.invalid_request}
+    assert kafka.client.get("/v1/transactions/t").json()["state"] == "Empty"
+
+
+def test_txn_offset_commit_naming_more_than_the_most_partitions_is_refused_and_stages_nothing(
+        kafka: Listener) -> None:
+    create_topic(kafka.client, "orders")
+    with kafka.connect() as s:
+        pid, epoch = _init(s, "t")
+        assert _add_offsets(s, "t", pid, epoch, "billing").error_code == ErrorCode.none
+        answer = _txn_offset_commit(s, "t", pid, epoch, "billing",
+                                    {("orders", p): 1 for p in range(MAX_PARTITIONS_PER_REQUEST + 1)})
+    assert set(_offset_codes(answer).values()) == {ErrorCode.invalid_request}
+    assert kafka.client.get("/v1/transactions/t").json()["pending_offsets"] == []
