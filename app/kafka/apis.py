@@ -119,7 +119,7 @@ class Apis:
             got = self.services.coordinator.init_producer_id(
                 transactional_id=body.transactional_id,
                 transaction_timeout_ms=(None if body.transactional_id is None
-                                        else int(body.transaction_timeout.total_seconds() * 1000)),
+                                        else body.transaction_timeout // datetime.timedelta(milliseconds=1)),
                 producer_id=current if recovering else None,
                 producer_epoch=getattr(body, "producer_epoch", -1) if recovering else None,
                 # Kafka's clients speak transaction version 1 to this door: ApiVersions does not
