@@ -4,7 +4,8 @@ appender (the HTTP Send, the in-database Python API, PostgreSQL's outbox.append)
 all give the case's verdict.
 
 Each case appends to topic `t` (two partitions), whose partition 0 already holds one record
-(offset 0, key "seed"), so the records a case appends there take offsets from 1.
+(offset 0, key "seed"), so the records a case appends there take offsets from 1. The topic is
+a json topic unless the case's config says otherwise.
 """
 
 from __future__ import annotations
@@ -55,12 +56,14 @@ class Stored:
     """A row of `records` as stored: every byte a reader gets back."""
 
     offset: int
-    value: str
+    value: str | None  # a JSON topic's value; a bytes topic's is value_bytes
     key: str | None = None
     headers: str | None = None
     message_id: str | None = None
     partition: int = 0
     timestamp_ms: int = 5
+    key_bytes: bytes | None = None
+    value_bytes: bytes | None = None
 
 
 @dataclass(frozen=True)
@@ -86,6 +89,9 @@ class Case:
         if appender == SEND and any(r.message_id is not None for r in self.records + self.before):
             return False
         return True
+
+
+BYTES_TOPIC = {"value_format": "bytes"}
 
 
 def _long(n: int) -> str:
@@ -172,5 +178,12 @@ CASES = [
     Case("a set is not JSON", (Record({1, 2}),), error="INVALID_RECORD", appenders=(PYTHON,)),
     Case("a text with a lone surrogate is not JSON", (Record("\ud800"),), error="INVALID_RECORD", appenders=(PYTHON,)),
     Case("an append of no records", (), error="INVALID_REQUEST", appenders=(SEND, PYTHON)),
+    # A bytes topic (docs/ARCHITECTURE.md#record-formats): a Send takes its typed values; the
+    # in-database appenders take JSON values only, and refuse its records.
+    Case("a bytes topic stores a typed value's bytes", (Record({"type": "BINARY", "data": "AP8="}, key="k"),),
+         config=BYTES_TOPIC, appenders=(SEND,), stored=(Stored(1, None, key_bytes=b"k", value_bytes=b"\x00\xff"),)),
+    Case("a bytes topic refuses a plain JSON value", (Record(1),), config=BYTES_TOPIC, error="INVALID_RECORD"),
+    Case("a bytes topic's records are not the in-database appenders'", (Record({"type": "BINARY", "data": "AP8="}),),
+         config=BYTES_TOPIC, error="INVALID_RECORD", appenders=(PYTHON, SQL)),
 ]
 

@@ -1,8 +1,9 @@
 """How fetched records are written in every answer that carries them (a Fetch, a
 multi-partition Fetch, the stream's events): one definition.
 
-Values and headers are stored as JSON text and spliced in unparsed (orjson.Fragment): a fetch
-of thousands of records costs no JSON decode and re-encode.
+A JSON topic's values and headers are stored as JSON text and spliced in unparsed
+(orjson.Fragment): a fetch of thousands of records costs no JSON decode and re-encode. A bytes
+topic's keys and values are bytes, shown typed and in base64.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import orjson
 from starlette.responses import StreamingResponse
 from starlette.types import Receive, Scope, Send
 
+from app.domain.records import typed_json
 from app.domain.types import IsolationLevel
 from app.services.log_service import FetchAnswer, PartitionFetch
 from app.services.long_poll import close, next_chunk
@@ -24,9 +26,22 @@ _NULL = orjson.Fragment(b"null")
 
 def records_json(records: list[StoredRecord], isolation: IsolationLevel) -> list[dict[str, Any]]:
     # Unpacked by position, not read by name: one dictionary per record is most of what a
-    # fetch costs this process beyond the database driver.
+    # fetch costs this process beyond the database driver. One look per record for bytes: a
+    # bytes topic's records are shown typed.
+    if any(type(r[4]) is bytes or type(r[3]) is bytes for r in records):
+        out = _typed_records(records)
+    else:
+        out = _json_records(records)
+    if isolation is IsolationLevel.READ_UNCOMMITTED:
+        for fields, r in zip(out, records, strict=True):
+            fields["state"] = r.state.value  # type: ignore[union-attr]
+    return out
+
+
+def _json_records(records: list[StoredRecord]) -> list[dict[str, Any]]:
+    """A JSON topic's records: the value's and headers' JSON text spliced in as stored."""
     fragment = orjson.Fragment
-    out = [
+    return [
         {
             "offset": offset,
             "commit_position": commit_position,
@@ -42,10 +57,29 @@ def records_json(records: list[StoredRecord], isolation: IsolationLevel) -> list
         for offset, commit_position, timestamp_ms, key, value, headers, producer_id, producer_epoch, sequence,
         transactional, _ in records
     ]
-    if isolation is IsolationLevel.READ_UNCOMMITTED:
-        for fields, r in zip(out, records, strict=True):
-            fields["state"] = r.state.value  # type: ignore[union-attr]
-    return out
+
+
+def _typed_records(records: list[StoredRecord]) -> list[dict[str, Any]]:
+    """A bytes topic's records (docs/ARCHITECTURE.md#record-formats): key and value as
+    {"type": "BINARY", "data": base64}; the headers' stored JSON text is already the list the
+    API shows."""
+    fragment = orjson.Fragment
+    return [
+        {
+            "offset": offset,
+            "commit_position": commit_position,
+            "timestamp_ms": timestamp_ms,
+            "key": None if key is None else typed_json(key),
+            "value": None if value is None else typed_json(value),  # type: ignore[arg-type]
+            "headers": None if headers is None else fragment(headers),
+            "producer_id": producer_id,
+            "producer_epoch": producer_epoch,
+            "sequence": sequence,
+            "transactional": transactional,
+        }
+        for offset, commit_position, timestamp_ms, key, value, headers, producer_id, producer_epoch, sequence,
+        transactional, _ in records
+    ]
 
 
 def partition_json(topic: str, partition: int, result: FetchResult, isolation: IsolationLevel) -> dict[str, Any]:

@@ -84,9 +84,10 @@ def _refuse_nul(batches: list[BatchIn]) -> None:
     for i, b in enumerate(batches):
         for j, r in enumerate(b.records):
             where_ = ("body", "batches", i, "records", j)
-            if r.key is not None and "\x00" in r.key:
+            if type(r.key) is str and "\x00" in r.key:
                 raise _nul_refusal((*where_, "key"))
-            for name, text in (r.headers or {}).items():
+            # A bytes topic's typed key and header list hold any bytes (base64, JSON escapes).
+            for name, text in (r.headers.items() if type(r.headers) is dict else ()):
                 if "\x00" in name or "\x00" in text:
                     raise _nul_refusal((*where_, "headers", name))
 

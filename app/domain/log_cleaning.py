@@ -34,9 +34,11 @@ from dataclasses import dataclass, field
 from app.domain.types import ControlType
 
 
-def record_size(key: str | None, value: str | None, headers: str | None) -> int:
-    """The bytes a record counts for: its key, value (JSON text) and headers (JSON text)."""
-    return sum(0 if text is None else len(text.encode()) for text in (key, value, headers))
+def record_size(key: str | bytes | None, value: str | bytes | None, headers: str | None) -> int:
+    """The bytes a record counts for (max_message_bytes, retention_bytes, a Fetch's byte
+    limits): its key, value and headers as stored, bytes as they are and text (a JSON topic's
+    key and value, every topic's headers) in UTF-8."""
+    return sum(0 if x is None else len(x) if type(x) is bytes else len(x.encode()) for x in (key, value, headers))
 
 
 # --- retention ------------------------------------------------------------------------------
@@ -185,7 +187,7 @@ class CompactionRow:
     """A stored record or marker as the compaction scan reads it (never the value itself)."""
 
     offset: int
-    key: str | None
+    key: str | bytes | None  # as stored: a bytes topic's keys are bytes, compared as bytes
     txn_id: int | None
     control_type: ControlType | None
     batch_record_count: int | None  # set on a transactional batch's first record (its head)
@@ -226,7 +228,7 @@ class Compaction:
     def __init__(self, *, tombstones_before_ms: int) -> None:
         self.tombstones_before_ms = tombstones_before_ms
         self.cleaning_point: int | None = None
-        self._latest: dict[str, tuple[int, int]] = {}  # key -> (commit position, offset)
+        self._latest: dict[str | bytes, tuple[int, int]] = {}  # key -> (commit position, offset)
         self._outcome: dict[int, tuple[ControlType, int]] = {}  # txn -> (marker type, offset)
         self._survivors: dict[int, int] = {}  # txn -> records of it kept
         self._runs: dict[int, _Run] = {}  # txn -> the run being scanned
@@ -236,7 +238,7 @@ class Compaction:
     def keys(self) -> int:
         return len(self._latest)
 
-    def supersede(self, key: str | None, commit_position: int, offset: int) -> None:
+    def supersede(self, key: str | bytes | None, commit_position: int, offset: int) -> None:
         assert self.cleaning_point is None, "the dirty section is closed"
         if key is not None:
             self._latest[key] = (commit_position, offset)

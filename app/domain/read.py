@@ -43,8 +43,8 @@ class LogEntry(NamedTuple):
 
     offset: int
     timestamp_ms: int
-    key: str | None
-    value: str | None
+    key: str | bytes | None  # bytes: a bytes topic's
+    value: str | bytes | None
     headers: str | None
     producer_id: int | None
     producer_epoch: int | None

@@ -17,19 +17,29 @@ is one function raising the domain error a Send answers:
   own gives up at about 1,000 levels, counting the response's own). Only a value longer than
   2 * MAX_DEPTH bytes with more brackets than MAX_DEPTH can be that deep;
 - at most OUTBOX_MAX_RECORDS_PER_REQUEST records in one Send.
+
+That is a JSON topic's record. A topic's value_format (app.domain.types.ValueFormat,
+docs/ARCHITECTURE.md#record-formats) says which rules apply: a bytes topic's key and value are
+any bytes and its headers an ordered list of (name, bytes or null). `for_topic` turns a batch
+built from a Send's JSON into its topic's format (once per batch; nothing per record for a JSON
+topic), `from_kafka` and `to_kafka` are the Kafka door's way in and out, and every refusal of a
+record its topic's format cannot hold is INVALID_RECORD, whichever door it came through.
 """
 
 from __future__ import annotations
 
+import base64
+import binascii
 import re
-from collections.abc import Iterable
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import orjson
 
-from app.domain.errors import InvalidRequest, RecordListTooLarge
-from app.domain.types import MAX_INT32, MAX_INT64
+from app.domain.errors import InvalidRecord, InvalidRequest, RecordListTooLarge
+from app.domain.log_cleaning import record_size
+from app.domain.types import MAX_INT32, MAX_INT64, ValueFormat
 
 MAX_DEPTH = 254
 
@@ -50,9 +60,14 @@ _TOPIC_NAME = re.compile(r"[^/\x00-\x1f\x7f]{1,249}")
 
 @dataclass(slots=True)
 class RecordToAppend:
-    key: str | None
-    value: str | None  # JSON text
-    headers: str | None  # JSON text of an object, or None
+    # A JSON topic's: key text, value JSON text ("null" for null), headers the JSON text of an
+    # object of strings. A bytes topic's: key and value bytes (None: null), headers the JSON
+    # text of a list of {"name": text, "value": base64 or null}, which is also
+    # how the HTTP API shows them. Until for_topic has run, a batch built from a Send's JSON
+    # (batch_of) may carry a typed key or a header list as the Send decoded them instead.
+    key: Any
+    value: str | bytes | None
+    headers: Any
     timestamp_ms: int
 
 
@@ -68,6 +83,15 @@ class SendBatch:
     # counted while it builds the records.
     size_bytes: int | None = None
     largest_record: tuple[int, int] | None = None
+    # The format the records are in: JSON for a batch built from a Send's JSON (batch_of),
+    # whatever its topic's format, until for_topic converts it.
+    value_format: ValueFormat = ValueFormat.JSON
+    # Whether a record carried a typed key or a header list, which only a bytes topic takes.
+    typed: bool = False
+    # Whether a bytes topic may read the values as the HTTP API's typed JSON (a Send's): the
+    # Kafka door's JSON values are the records' own bytes, no such thing (it appends to JSON
+    # topics only, until it builds its batches with kafka_batch for its topic's format).
+    http_shapes: bool = True
 
 
 def check_record_count(total: int, limit: int) -> None:
@@ -142,7 +166,7 @@ def check_depth(value: bytes, index: int, topic: str, partition: int) -> None:
         )
 
 
-def batch_of(topic: str, partition: int, records: Iterable[Any], now_ms: int, *, no_value: Any = None,
+def batch_of(topic: str, partition: int, records: Sequence[Any], now_ms: int, *, no_value: Any = None,
              base_sequence: int | None = None, expected_offset: int | None = None) -> SendBatch:
     """The batch of `records`, each with `key`, `value` (UTF-8 JSON text as bytes, or
     `no_value`: null), `headers` (a dict of strings, or None) and `timestamp_ms` (None: now),
@@ -151,29 +175,272 @@ def batch_of(topic: str, partition: int, records: Iterable[Any], now_ms: int, *,
     bytes at hand rather than by encoding each text again) and the largest record's (its
     index, its bytes), which the topic's max_message_bytes is checked against.
 
-    One loop with its names bound locally: it runs once per record of every Send."""
+    One loop with its names bound locally: it runs once per record of every Send. A record
+    with a bytes topic's typed key or header list (which only a Send's schema lets through)
+    fails the loop's string and JSON calls; the batch is then built again by _typed_batch_of,
+    so that a JSON topic's Send pays nothing per record for formats."""
     out: list[RecordToAppend] = []
     append, dumps = out.append, orjson.dumps
     size = largest = largest_at = 0
-    for r in records:
-        raw, key, headers, timestamp_ms = r.value, r.key, r.headers, r.timestamp_ms
-        before = size
-        if raw is no_value:
-            value = _NULL
-            size += len(_NULL)
-        else:
-            if len(raw) > 2 * MAX_DEPTH:
-                check_depth(bytes(raw), len(out), topic, partition)
-            value = str(raw, "utf-8")
-            size += len(raw)
-        if key is not None:
-            size += len(key) if key.isascii() else len(key.encode())
-        if headers is not None:
-            header_bytes = dumps(headers)
-            size += len(header_bytes)
-            headers = header_bytes.decode()
-        if size - before > largest:
-            largest, largest_at = size - before, len(out)
-        append(RecordToAppend(key, value, headers, now_ms if timestamp_ms is None else timestamp_ms))
+    try:
+        for r in records:
+            raw, key, headers, timestamp_ms = r.value, r.key, r.headers, r.timestamp_ms
+            before = size
+            if raw is no_value:
+                value = _NULL
+                size += len(_NULL)
+            else:
+                if len(raw) > 2 * MAX_DEPTH:
+                    check_depth(bytes(raw), len(out), topic, partition)
+                value = str(raw, "utf-8")
+                size += len(raw)
+            if key is not None:
+                size += len(key) if key.isascii() else len(key.encode())
+            if headers is not None:
+                header_bytes = dumps(headers)
+                size += len(header_bytes)
+                headers = header_bytes.decode()
+            if size - before > largest:
+                largest, largest_at = size - before, len(out)
+            append(RecordToAppend(key, value, headers, now_ms if timestamp_ms is None else timestamp_ms))
+    except (AttributeError, TypeError):  # a typed key has no isascii; orjson cannot dump a header list
+        return _typed_batch_of(topic, partition, records, now_ms, no_value=no_value, base_sequence=base_sequence,
+                               expected_offset=expected_offset)
     return SendBatch(topic=topic, partition=partition, records=out, base_sequence=base_sequence,
                      expected_offset=expected_offset, size_bytes=size, largest_record=(largest_at, largest))
+
+
+def _typed_batch_of(topic: str, partition: int, records: Sequence[Any], now_ms: int, *, no_value: Any,
+                    base_sequence: int | None, expected_offset: int | None) -> SendBatch:
+    """batch_of for records of which some have a typed key or a header list: those are kept as
+    given, for for_topic to convert (a bytes topic) or refuse (a JSON topic), and the batch is
+    marked `typed`. Its sizes are for_topic's to count."""
+    out = []
+    for i, r in enumerate(records):
+        raw, key, headers = r.value, r.key, r.headers
+        if raw is no_value:
+            value = _NULL
+        else:
+            if len(raw) > 2 * MAX_DEPTH:
+                check_depth(bytes(raw), i, topic, partition)
+            value = str(raw, "utf-8")
+        if type(headers) is dict:
+            headers = orjson.dumps(headers).decode()
+        out.append(RecordToAppend(key, value, headers, now_ms if r.timestamp_ms is None else r.timestamp_ms))
+    return SendBatch(topic=topic, partition=partition, records=out, base_sequence=base_sequence,
+                     expected_offset=expected_offset, typed=True)
+
+
+# --- formats ------------------------------------------------------------------------------
+
+# How the HTTP API names the encoding of a bytes topic's key or value (as Confluent's REST API
+# v3 does): BINARY, its bytes in base64; STRING, text standing for its UTF-8 bytes. A Fetch
+# always answers BINARY: the stored bytes need not be text.
+BINARY = "BINARY"
+STRING = "STRING"
+
+
+def for_topic(batch: SendBatch, value_format: ValueFormat) -> SendBatch:
+    """The batch in its topic's format, or INVALID_RECORD for a record that format cannot hold.
+    Asked once per batch by every append (app.services.log_service.batches_to_append): a
+    batch already in its topic's format costs nothing more, so a JSON topic's Send pays no
+    work per record for formats."""
+    where = f"{batch.topic}/{batch.partition}"
+    if batch.value_format is value_format:
+        if batch.typed:
+            raise InvalidRecord(
+                f"a record of {where}: topic {batch.topic!r} is a json topic, whose keys are strings and headers an "
+                "object of strings; typed keys ({\"type\": ...}) and header lists are a bytes topic's")
+        return batch
+    if value_format is not ValueFormat.BYTES:
+        raise InvalidRecord(f"records of {where} are {batch.value_format.value}, but the topic is {value_format.value}")
+    if not batch.http_shapes:
+        raise InvalidRecord(f"topic {batch.topic!r} is a bytes topic; these records were read as JSON, which only a "
+                            "json topic takes")
+    records = [RecordToAppend(_typed_bytes(r.key, "key", i, where), _bytes_value(r.value, i, where),
+                              _header_list(r.headers, i, where), r.timestamp_ms)
+               for i, r in enumerate(batch.records)]
+    return _sized(batch, records, ValueFormat.BYTES)
+
+
+def _sized(batch: SendBatch, records: list[RecordToAppend], value_format: ValueFormat) -> SendBatch:
+    sizes = [record_size(r.key, r.value, r.headers) for r in records]
+    largest = max(enumerate(sizes), key=lambda s: s[1]) if sizes else (0, 0)
+    return SendBatch(topic=batch.topic, partition=batch.partition, records=records,
+                     base_sequence=batch.base_sequence, expected_offset=batch.expected_offset,
+                     size_bytes=sum(sizes), largest_record=largest, value_format=value_format)
+
+
+def _typed_bytes(field: Any, what: str, index: int, where: str) -> bytes | None:
+    """A bytes topic's key or value as a Send gives it: null, {"type": "BINARY", "data":
+    base64} or {"type": "STRING", "data": text}; a key may also be a plain string (keys have
+    always been strings in the HTTP API), which is its UTF-8 bytes."""
+    if field is None:
+        return None
+    if type(field) is str and what == "key":
+        return _utf8(field, what, index, where)
+    kind, data = (field.get("type"), field.get("data")) if type(field) is dict else (
+        getattr(field, "type", None), getattr(field, "data", None))
+    if type(field) is dict and set(field) != {"type", "data"} or type(data) is not str:
+        kind = None
+    if kind == BINARY:
+        try:
+            return base64.b64decode(data, validate=True)
+        except (binascii.Error, ValueError):
+            raise InvalidRecord(f"record {index} of {where}: the {what}'s data is not base64") from None
+    if kind == STRING:
+        return _utf8(data, what, index, where)
+    raise InvalidRecord(
+        f"record {index} of {where}: a bytes topic's {what} is null, {{\"type\": \"BINARY\", \"data\": "
+        f"<base64>}} or {{\"type\": \"STRING\", \"data\": <text>}}")
+
+
+def _utf8(text: str, what: str, index: int, where: str) -> bytes:
+    try:
+        return text.encode()
+    except UnicodeEncodeError:
+        raise InvalidRecord(f"record {index} of {where}: the {what} holds a lone surrogate, which is no UTF-8") from None
+
+
+def _bytes_value(value_json: str | bytes | None, index: int, where: str) -> bytes | None:
+    """A bytes topic's value from the JSON text a Send gave (batch_of kept it as text)."""
+    if value_json is None or value_json == _NULL:
+        return None
+    try:
+        value = orjson.loads(value_json)
+    except orjson.JSONDecodeError:
+        raise InvalidRecord(f"record {index} of {where}: the value is not JSON") from None
+    return _typed_bytes(value, "value", index, where)
+
+
+def _header_list(headers: Any, index: int, where: str) -> str | None:
+    """A bytes topic's headers as stored: the JSON text of [{"name": ..., "value": base64 or
+    null}, ...] in the order given, repeats kept. A Send gives that list, or an object of
+    strings (each value its UTF-8 bytes)."""
+    if headers is None:
+        return None
+    if type(headers) is str:  # an object of strings, which batch_of already wrote as its JSON text
+        headers = orjson.loads(headers)
+    if type(headers) is dict:
+        pairs = [(name, _utf8(text, "header " + repr(name), index, where)) for name, text in headers.items()]
+    else:
+        pairs = []
+        for h in headers:
+            name, data = getattr(h, "name", None), getattr(h, "value", None)
+            if type(name) is not str or not (data is None or type(data) is str):
+                raise InvalidRecord(f"record {index} of {where}: a header is {{\"name\": text, \"value\": base64 or null}}")
+            try:
+                pairs.append((name, None if data is None else base64.b64decode(data, validate=True)))
+            except (binascii.Error, ValueError):
+                raise InvalidRecord(f"record {index} of {where}: header {name!r}'s value is not base64") from None
+    return header_list_json(pairs, index, where)
+
+
+def header_list_json(pairs: Sequence[tuple[str, bytes | None]], index: int = 0, where: str = "") -> str:
+    try:
+        return orjson.dumps([{"name": name, "value": None if data is None else base64.b64encode(data).decode()}
+                             for name, data in pairs]).decode()
+    except TypeError:  # orjson refuses a lone surrogate in a name
+        raise InvalidRecord(f"record {index} of {where}: a header name holds a lone surrogate, which is no UTF-8") from None
+
+
+def typed_json(data: bytes) -> dict[str, str]:
+    """A bytes topic's key or value as the HTTP API shows it."""
+    return {"type": BINARY, "data": base64.b64encode(data).decode()}
+
+
+# --- the Kafka door ----------------------------------------------------------------------
+
+KafkaHeaders = Sequence[tuple[str, bytes | None]]
+
+
+def from_kafka(key: bytes | None, value: bytes | None, headers: KafkaHeaders, timestamp_ms: int,
+               value_format: ValueFormat, *, index: int = 0, where: str = "") -> RecordToAppend:
+    """A Kafka record (key and value bytes or null, headers in order) as its topic of
+    `value_format` stores it, or INVALID_RECORD for what that format cannot hold. A bytes topic
+    holds any record. A JSON topic holds what the HTTP API can send it: a UTF-8 key without NUL,
+    a value of valid JSON text (null: JSON null, the tombstone), and headers of distinct names
+    whose values are UTF-8 without NUL, kept as the object's JSON text."""
+    check_timestamp(timestamp_ms, f"record {index} of {where}")
+    if value_format is ValueFormat.BYTES:
+        return RecordToAppend(None if key is None else bytes(key), None if value is None else bytes(value),
+                              header_list_json(headers, index, where) if headers else None, timestamp_ms)
+    return RecordToAppend(_json_key(key, index, where), _json_value(value, index, where),
+                          _json_headers(headers, index, where), timestamp_ms)
+
+
+def _text(data: bytes, what: str, index: int, where: str) -> str:
+    try:
+        text = bytes(data).decode()
+    except UnicodeDecodeError:
+        raise InvalidRecord(f"record {index} of {where}: a json topic's {what} must be UTF-8") from None
+    if "\x00" in text:
+        raise InvalidRecord(f"record {index} of {where}: a json topic's {what} must not contain NUL")
+    return text
+
+
+def _json_key(key: bytes | None, index: int, where: str) -> str | None:
+    return None if key is None else _text(key, "key", index, where)
+
+
+def _json_value(value: bytes | None, index: int, where: str) -> str:
+    if value is None:
+        return _NULL
+    raw = bytes(value)
+    try:
+        # orjson takes exactly JSON (RFC 8259), and refuses a number beyond a 64-bit float and
+        # a lone surrogate, as a Send's checks do.
+        orjson.loads(raw)
+    except orjson.JSONDecodeError as e:
+        raise InvalidRecord(f"record {index} of {where}: a json topic's value must be JSON: {e}") from None
+    if len(raw) > 2 * MAX_DEPTH:
+        try:
+            check_depth(raw, index, "", 0)
+        except InvalidRequest:
+            raise InvalidRecord(f"record {index} of {where}: the value nests deeper than {MAX_DEPTH} levels of "
+                                "arrays and objects") from None
+    return raw.decode()
+
+
+def _json_headers(headers: KafkaHeaders, index: int, where: str) -> str | None:
+    if not headers:
+        return None
+    texts: dict[str, str] = {}
+    for name, data in headers:
+        if name in texts:
+            raise InvalidRecord(f"record {index} of {where}: a json topic's headers are an object: {name!r} is repeated")
+        if data is None:
+            raise InvalidRecord(f"record {index} of {where}: a json topic's header {name!r} must have a value")
+        if "\x00" in name:
+            raise InvalidRecord(f"record {index} of {where}: a json topic's header names must not contain NUL")
+        texts[name] = _text(data, f"header {name!r}", index, where)
+    return orjson.dumps(texts).decode()
+
+
+def to_kafka(key: str | bytes | None, value: str | bytes | None,
+             headers: str | None) -> tuple[bytes | None, bytes | None, list[tuple[str, bytes | None]]]:
+    """A stored record as Kafka's key, value and headers (the Kafka door's Fetch,
+    app.kafka.records): a bytes topic's exactly as stored; a JSON topic's as the UTF-8 of its
+    texts (its JSON null value too: the 4 bytes `null`, as the door documents), its headers in
+    the object's order."""
+    key_bytes = key.encode() if type(key) is str else key  # type: ignore[union-attr]
+    value_bytes = value.encode() if type(value) is str else value
+    if headers is None:
+        return key_bytes, value_bytes, []  # type: ignore[return-value]
+    parsed = orjson.loads(headers)
+    if type(parsed) is dict:
+        return key_bytes, value_bytes, [(n, t.encode()) for n, t in parsed.items()]  # type: ignore[return-value]
+    return key_bytes, value_bytes, [  # type: ignore[return-value]
+        (h["name"], None if h["value"] is None else base64.b64decode(h["value"])) for h in parsed]
+
+
+def kafka_batch(topic: str, partition: int, records: Sequence[tuple[bytes | None, bytes | None, KafkaHeaders, int]],
+                value_format: ValueFormat, *, base_sequence: int | None = None,
+                expected_offset: int | None = None) -> SendBatch:
+    """A Kafka batch's records ((key, value, headers, timestamp_ms)) as a SendBatch for a topic
+    of `value_format` (from_kafka for each)."""
+    where = f"{topic}/{partition}"
+    out = [from_kafka(k, v, h, ts, value_format, index=i, where=where) for i, (k, v, h, ts) in enumerate(records)]
+    batch = SendBatch(topic=topic, partition=partition, records=[], base_sequence=base_sequence,
+                      expected_offset=expected_offset)
+    return _sized(batch, out, value_format)

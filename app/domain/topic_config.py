@@ -12,7 +12,7 @@ from typing import Any, get_type_hints
 import msgspec
 
 from app.domain.errors import InvalidConfig, MessageTooLarge
-from app.domain.types import MAX_INT32, MAX_INT64, CleanupPolicy
+from app.domain.types import MAX_INT32, MAX_INT64, CleanupPolicy, ValueFormat
 
 DEFAULT_RETENTION_MS = 7 * 24 * 3600 * 1000  # Kafka's retention.ms
 DEFAULT_DELETE_RETENTION_MS = 24 * 3600 * 1000  # Kafka's delete.retention.ms
@@ -31,6 +31,8 @@ class TopicConfig:
     check_expected_offsets: bool = False  # KIP-27: every Send must carry expected_offset
     # Kafka's max.message.bytes: the largest record a Send may append (record_size).
     max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES
+    # What the topic's records are (docs/ARCHITECTURE.md#record-formats): set at creation only.
+    value_format: ValueFormat = ValueFormat.JSON
 
     def __post_init__(self) -> None:
         for name in ("retention_ms", "retention_bytes"):
@@ -47,6 +49,11 @@ class TopicConfig:
         unknown = set(changes) - {f.name for f in dataclasses.fields(self)}
         if unknown:
             raise InvalidConfig(f"unknown config key(s): {', '.join(sorted(unknown))}")
+        if changes.get("value_format", self.value_format) != self.value_format:
+            # Stored records are in the format they were written in; a JSON column cannot
+            # take bytes, nor bytes become JSON, without rewriting the log.
+            raise InvalidConfig(f"value_format is set when a topic is created and cannot change "
+                                f"(this topic's is {self.value_format.value})")
         return dataclasses.replace(self, **changes)
 
 

@@ -82,3 +82,15 @@ class CleanupPolicy(str, enum.Enum):
     @property
     def compacts(self) -> bool:
         return self is not CleanupPolicy.DELETE
+
+
+class ValueFormat(str, enum.Enum):
+    """A topic's record format (docs/ARCHITECTURE.md#record-formats), set when it is created
+    and never changed: what its keys, values and headers are, at every door and in storage."""
+
+    # Keys are text, values JSON text (checked, kept as given), headers an object of strings:
+    # what the HTTP API has always taken. Every topic created before formats existed.
+    JSON = "json"
+    # Keys and values are any bytes, headers an ordered list of (name, bytes) with repeats:
+    # Kafka's record. Over HTTP a key or value is {"type": "BINARY", "data": base64}.
+    BYTES = "bytes"

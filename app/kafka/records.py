@@ -36,7 +36,7 @@ from kio.records.writers import write_new_batch
 
 from app.domain.errors import InvalidRecord, InvalidRequest
 from app.domain.read import LogEntry
-from app.domain.records import SendBatch, batch_of, check_finite_numbers, check_headers, check_text
+from app.domain.records import SendBatch, batch_of, check_finite_numbers, check_headers, check_text, to_kafka
 from app.domain.types import ControlType
 
 NO_PRODUCER_ID = -1
@@ -75,8 +75,11 @@ def send_batch(topic: str, partition: int, batch: DefaultRecordBatch, now_ms: in
     except (UnicodeDecodeError, ValueError) as e:  # a header name that is not UTF-8, a bad varint
         raise InvalidRecord(f"a record of {topic}/{partition} cannot be read: {e}") from None
     try:
-        return batch_of(topic, partition, records, now_ms, no_value=None,
+        send = batch_of(topic, partition, records, now_ms, no_value=None,
                         base_sequence=None if batch.producer_id == NO_PRODUCER_ID else batch.base_sequence)
+        # JSON values, not the HTTP API's typed ones: a bytes topic refuses them (INVALID_RECORD).
+        send.http_shapes = False
+        return send
     except InvalidRequest as e:  # the depth check: a record the model cannot take
         raise InvalidRecord(e.message) from None
 
@@ -166,18 +169,12 @@ def _data_batch(run: list[LogEntry]) -> bytearray:
         else NO_SEQUENCE, _BATCH_BYTES)
     base = first.offset
     for e in run:
-        builder.append(e.offset - base, e.timestamp_ms, None if e.key is None else e.key.encode(),
-                       None if e.value is None else e.value.encode(), _header_list(e.headers))
+        key, value, headers = to_kafka(e.key, e.value, e.headers)
+        builder.append(e.offset - base, e.timestamp_ms, key, value, headers)
     built = builder.build()
     # The base offset is the broker's to set, and outside the CRC (it covers the attributes on).
     _BASE_OFFSET.pack_into(built, 0, base)
     return built
-
-
-def _header_list(headers: str | None) -> list[tuple[str, bytes]]:
-    if headers is None:
-        return []
-    return [(name, value.encode()) for name, value in orjson.loads(headers).items()]
 
 
 def _control_batch(marker: LogEntry) -> bytes:

@@ -22,8 +22,8 @@ from app.domain.errors import (
     InvalidRequest,
 )
 from app.domain.read import FetchResult, OffsetOrderRead, PartitionOffsets, StoredRecord, offset_order_upper_bound
-from app.domain.records import SendBatch
-from app.domain.types import IsolationLevel
+from app.domain.records import SendBatch, for_topic
+from app.domain.types import IsolationLevel, ValueFormat
 from app.settings import Limit, Settings
 from app.storage import append, changes, offset_order, read, topics
 from app.storage.dialect import RowLock
@@ -69,6 +69,7 @@ def batches_to_append(conn: Connection, batches: list[SendBatch]) -> list[append
     for b in batches:
         topic = by_name[b.topic]
         topics.check_partition(topic, b.partition)
+        b = for_topic(b, topic.config.value_format)
         if topic.config.cleanup_policy.compacts and any(r.key is None for r in b.records):
             # As Kafka: compaction keeps each key's latest record; a record without a
             # key has nothing to be compacted against.
@@ -86,7 +87,8 @@ def batches_to_append(conn: Connection, batches: list[SendBatch]) -> list[append
             size, largest = sum(sizes), max(enumerate(sizes), key=lambda s: s[1])
         check_record_size(topic.name, b.partition, *largest, topic.config.max_message_bytes)
         to_append.append(
-            append.BatchToAppend(topic.topic_id, b.partition, b.records, b.base_sequence, b.expected_offset, size)
+            append.BatchToAppend(topic.topic_id, b.partition, b.records, b.base_sequence, b.expected_offset, size,
+                                 b.value_format)
         )
     return to_append
 
@@ -101,6 +103,10 @@ def append_in_open_transaction(
     write lock from its first write anyway, so offsets are taken at once, as a Send takes them;
     PostgreSQL's appends wait for the commit instead (the outbox.append SQL function)."""
     (whole,) = batches_to_append(conn, [batch])
+    if whole.value_format is not ValueFormat.JSON:
+        # As PostgreSQL's outbox.append: the in-database API takes JSON values only.
+        raise InvalidRecord(f"topic {batch.topic!r} is a {whole.value_format.value} topic; the in-database API "
+                            "appends to json topics only")
     published = append.published_message_ids(conn, whole.topic_id, {m for m in message_ids if m is not None})
     appended: list[bool] = []
     kept: list[append.RecordToAppend] = []

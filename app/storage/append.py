@@ -20,7 +20,7 @@ from app.domain.producer import (
     starts_epoch,
 )
 from app.domain.records import RecordToAppend
-from app.domain.types import ControlType
+from app.domain.types import ControlType, ValueFormat
 from app.storage import dialect
 from app.storage.log_end import take_offsets
 from app.storage.markers import MarkerOwner, marker_row
@@ -36,6 +36,9 @@ class BatchToAppend:
     base_sequence: int | None = None
     expected_offset: int | None = None
     size_bytes: int = 0  # app.domain.log_cleaning.record_size of the records, summed
+    # The records' format (app.domain.records.for_topic made it their topic's): which columns
+    # their keys and values go to.
+    value_format: ValueFormat = ValueFormat.JSON
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,11 +53,14 @@ class AppendResult:
 
 
 
-# Every column of `records` but control_type, which data records leave NULL.
+# Every column of `records` a JSON topic's data record sets (control_type and message_id stay
+# NULL), and a bytes topic's: the same row shape, its key and value in the binary columns
+# (docs/ARCHITECTURE.md#record-formats). A JSON topic's rows carry nothing for the other.
 DATA_RECORD_COLUMNS = (
     "topic_id", "partition", "offset", "timestamp_ms", "key", "value", "headers",
     "producer_id", "producer_epoch", "sequence", "txn_id", "batch_record_count",
 )
+BYTES_RECORD_COLUMNS = tuple({"key": "key_bytes", "value": "value_bytes"}.get(c, c) for c in DATA_RECORD_COLUMNS)
 
 
 _WITH_MARKERS = (*DATA_RECORD_COLUMNS, "control_type")
@@ -279,6 +285,7 @@ def append_batches(
     """
     results: dict[tuple[int, int], AppendResult] = {}
     rows: list[tuple] = []
+    bytes_rows: list[tuple] = []  # a bytes topic's (BYTES_RECORD_COLUMNS)
     marker_rows: list[dict] = []
     state_rows: list[dict] = []
     txn_partition_rows: list[dict] = []
@@ -330,7 +337,8 @@ def append_batches(
         topic_id, partition = batch.topic_id, batch.partition
         # Tuples in DATA_RECORD_COLUMNS order. The first record of a transactional batch is
         # its head: it carries the batch's size, and only it enters ix_records_txn_batches.
-        rows.extend(
+        into = rows if batch.value_format is ValueFormat.JSON else bytes_rows
+        into.extend(
             (
                 topic_id,
                 partition,
@@ -348,8 +356,8 @@ def append_batches(
             for i, r in enumerate(batch.records)
         )
         if txn_id is not None:
-            first = len(rows) - count
-            rows[first] = rows[first][:-1] + (count,)
+            first = len(into) - count
+            into[first] = into[first][:-1] + (count,)
         if producer_id is not None and not state_written:
             assert base_sequence is not None
             state_rows.append(
@@ -380,12 +388,15 @@ def append_batches(
             )
 
     if marker_rows:
-        # The markers go with the records, in one COPY: rows of every column but message_id.
+        # The markers go with the records, in one COPY: rows of every column a JSON topic's
+        # record or a marker sets (a bytes topic's records follow in their own, below).
         rows = [row + (None,) for row in rows]
         rows.extend(tuple(m.get(c) for c in _WITH_MARKERS) for m in marker_rows)
         dialect.bulk_insert(conn, records, _WITH_MARKERS, rows)
     elif rows:
         dialect.bulk_insert(conn, records, DATA_RECORD_COLUMNS, rows)
+    if bytes_rows:
+        dialect.bulk_insert(conn, records, BYTES_RECORD_COLUMNS, bytes_rows)
     if state_rows:
         dialect.execute_rows(
             conn,

@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from sqlalchemy import Connection, and_, bindparam, case, delete, func, select, true, update
+from sqlalchemy import Connection, and_, bindparam, case, delete, func, or_, select, true, update
 
 from app.domain.log_cleaning import ChunkSummary, CompactionRow, StoredRow
 from app.domain.topic_config import TopicConfig
@@ -33,7 +33,7 @@ from app.storage.read import RECORD_SIZE
 from app.storage.topics import LAST_STABLE_OFFSET, log_start_at_least, topic_config
 
 _SIZE = RECORD_SIZE
-_TOMBSTONE = "null"  # a record whose value is JSON null
+_TOMBSTONE = "null"  # a JSON topic's record whose value is JSON null; a bytes topic's is NULL
 
 
 @dataclass(frozen=True, slots=True)
@@ -201,14 +201,18 @@ def compaction_rows(
     rows = conn.execute(
         select(records.c.offset, records.c.key, records.c.txn_id, records.c.control_type,
                records.c.batch_record_count, records.c.timestamp_ms,
-               (records.c.value == _TOMBSTONE).label("tombstone"))
+               or_(records.c.value == _TOMBSTONE,
+                   and_(records.c.control_type.is_(None), records.c.value.is_(None),
+                        records.c.value_bytes.is_(None))).label("tombstone"),
+               records.c.key_bytes)
         .where(records.c.topic_id == topic_id, records.c.partition == partition,
                records.c.offset >= low, records.c.offset < below)
         .order_by(records.c.offset.desc())
         .limit(limit)
     ).all()
     return [
-        CompactionRow(r.offset, r.key, r.txn_id,
+        # Keys compared as stored: a bytes topic's are bytes (its text column is NULL).
+        CompactionRow(r.offset, r.key_bytes if r.key is None else r.key, r.txn_id,
                       None if r.control_type is None else ControlType(r.control_type),
                       r.batch_record_count, r.timestamp_ms, bool(r.tombstone))
         for r in rows

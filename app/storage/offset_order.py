@@ -29,7 +29,7 @@ def _stmts() -> tuple[Any, Any, Any]:
     rows = (
         select(records.c.offset, records.c.timestamp_ms, records.c.key, records.c.value, records.c.headers,
                records.c.producer_id, records.c.producer_epoch, records.c.sequence, records.c.txn_id,
-               records.c.control_type, RECORD_SIZE)
+               records.c.control_type, RECORD_SIZE, records.c.key_bytes, records.c.value_bytes)
         .where(*where, records.c.offset >= bindparam("start"), records.c.offset < bindparam("end"))
         .order_by(records.c.offset)
         .limit(bindparam("limit"))
@@ -56,12 +56,14 @@ def bounds(conn: Connection, topic_id: int, partition: int) -> tuple[int, int, i
 def read_rows(conn: Connection, topic_id: int, partition: int, start: int, end: int, limit: int) -> list[LogEntry]:
     """At most `limit` rows at offsets in [start, end), data records and markers, in offset order."""
     out = []
-    for o, ts, k, v, h, pid, pe, seq, txn_id, control, size in conn.execute(
+    for o, ts, k, v, h, pid, pe, seq, txn_id, control, size, kb, vb in conn.execute(
             _stmts()[1], {"topic_id": topic_id, "partition": partition, "start": start, "end": end, "limit": limit}):
         if control is not None:
             out.append(LogEntry(o, ts, None, None, None, pid, pe, None, txn_id, ControlType(control), 0))
         else:
-            out.append(LogEntry(o, ts, k, v, h, pid, pe, seq, txn_id, None, size))
+            # A bytes topic's key and value are in the binary columns (docs/ARCHITECTURE.md#record-formats).
+            out.append(LogEntry(o, ts, kb if k is None else k, vb if v is None else v, h, pid, pe, seq, txn_id,
+                                None, size))
     return out
 
 

@@ -53,14 +53,20 @@ _RECORD_COLUMNS = (
     records.c.producer_epoch,
     records.c.sequence,
     records.c.txn_id,
+    # A bytes topic's key and value (docs/ARCHITECTURE.md#record-formats): a StoredRecord's key
+    # and value are these where the text columns are NULL.
+    records.c.key_bytes,
+    records.c.value_bytes,
 )
+_TXN_ID = _RECORD_COLUMNS.index(records.c.txn_id)
 
 
 # A record's bytes as the log counts them (app.domain.log_cleaning.record_size: its key, value
 # and headers in UTF-8), computed by the database, so that a fetch sizes what it will return
 # before it reads any of it. PostgreSQL's octet_length reads a stored value's length without
 # detoasting the value.
-RECORD_SIZE = utf8_bytes(records.c.key) + utf8_bytes(records.c.value) + utf8_bytes(records.c.headers)
+RECORD_SIZE = (utf8_bytes(records.c.key) + utf8_bytes(records.c.value) + utf8_bytes(records.c.headers)
+               + utf8_bytes(records.c.key_bytes) + utf8_bytes(records.c.value_bytes))
 
 
 # A fetch builds one StoredRecord per record, from the driver's row unpacked by position
@@ -72,14 +78,16 @@ _new = tuple.__new__
 
 def _committed_plain(rows: Sequence[Any]) -> list[StoredRecord]:
     """Plain records: each committed at its own offset."""
-    return [_new(StoredRecord, (o, o, ts, k, v, h, pid, pe, seq, False, None))
-            for o, ts, k, v, h, pid, pe, seq, _ in rows]
+    return [_new(StoredRecord, (o, o, ts, kb if k is None else k, vb if v is None else v, h, pid, pe, seq, False,
+                                None))
+            for o, ts, k, v, h, pid, pe, seq, _, kb, vb in rows]
 
 
 def _committed_at(rows: Sequence[Any], commit_position: int) -> list[StoredRecord]:
     """A transaction's records: all committed at its COMMIT marker's offset (docs/GUARANTEES.md#commit-order)."""
-    return [_new(StoredRecord, (o, commit_position, ts, k, v, h, pid, pe, seq, True, None))
-            for o, ts, k, v, h, pid, pe, seq, _ in rows]
+    return [_new(StoredRecord, (o, commit_position, ts, kb if k is None else k, vb if v is None else v, h, pid, pe,
+                                seq, True, None))
+            for o, ts, k, v, h, pid, pe, seq, _, kb, vb in rows]
 
 
 def _transaction_sizes(
@@ -156,7 +164,11 @@ def _with_states(rows: list, ended: dict[int, tuple[int, str]]) -> list[StoredRe
     commit, committed, aborted, open_ = (ControlType.COMMIT.value, RecordState.COMMITTED, RecordState.ABORTED,
                                          RecordState.OPEN)
     out = []
-    for o, ts, k, v, h, pid, pe, seq, txn_id in rows:
+    for o, ts, k, v, h, pid, pe, seq, txn_id, kb, vb in rows:
+        if k is None:
+            k = kb
+        if v is None:
+            v = vb
         if txn_id is None:
             out.append(_new(StoredRecord, (o, o, ts, k, v, h, pid, pe, seq, False, committed)))
             continue
@@ -269,8 +281,8 @@ def _sized_page(which: Any, *, plain_only: bool) -> Any:
     keep = page.c.size <= bindparam("row_prefetch")
     if plain_only:
         keep = and_(page.c.txn_id.is_(None), page.c.control_type.is_(None), keep)
-    whole = [page.c.offset, *(case((keep, page.c[c.name]), else_=null()) for c in _RECORD_COLUMNS[1:-1]),
-             page.c.txn_id]
+    whole = [page.c.offset, *(case((keep, page.c[c.name]), else_=null()) if c is not records.c.txn_id else page.c.txn_id
+                              for c in _RECORD_COLUMNS[1:])]
     return select(*whole, page.c.control_type, page.c.size, case((keep, literal(1)), else_=literal(0))
                   ).order_by(page.c.offset)
 
@@ -323,12 +335,12 @@ def plan_fetch(
                                                "row_prefetch": prefetch // max_records}).all()
         total = sum(r[_SIZE] for r in rows)
         if total <= budget:  # the common case: the page is the answer
-            plan.points = [(r[0], r[8], 1, r[_SIZE]) for r in rows]
+            plan.points = [(r[0], r[_TXN_ID], 1, r[_SIZE]) for r in rows]
             plan.record_count, plan.size_bytes = len(rows), total
             plan.keep_all(rows, prefetch, total)
         else:
             for row in rows:
-                if not plan._take((row[0], row[8], 1, row[_SIZE]), budget, min_one):
+                if not plan._take((row[0], row[_TXN_ID], 1, row[_SIZE]), budget, min_one):
                     break
                 plan.keep(row, prefetch)
         if plan.bytes_full or len(rows) == max_records:
@@ -362,10 +374,10 @@ def plan_fetch(
             plan.keep_all(page, prefetch, total)
             full = plan.record_count >= max_records
         else:
-            txn_ids = [p[8] for p in page if p[_CONTROL] is not None]
+            txn_ids = [p[_TXN_ID] for p in page if p[_CONTROL] is not None]
             counted, chunk = 0, 16  # one count for most pages: an index probe per transaction
             for row in page:
-                o, txn_id, control_type, size = row[0], row[8], row[_CONTROL], row[_SIZE]
+                o, txn_id, control_type, size = row[0], row[_TXN_ID], row[_CONTROL], row[_SIZE]
                 if control_type is None:
                     point = (o, None, 1, size)
                 else:
@@ -458,7 +470,7 @@ def _read_points(conn: Connection, plan: FetchPlan, points: list[tuple[int, int 
     by_txn: dict[int, list] = {p[1]: [] for p in points if p[1] is not None}  # type: ignore[type-arg,misc]
     for row in _transaction_records(conn, plan.topic_id, plan.partition, list(by_txn),
                                     log_start=plan.result.log_start_offset, before=points[-1][0]):
-        by_txn[row[8]].append(row)
+        by_txn[row[_TXN_ID]].append(row)
     out: list[StoredRecord] = []
     taken = run = 0  # plain rows converted, and the run of plain points not converted yet
     for offset, txn_id, _, _ in points:

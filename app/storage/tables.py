@@ -17,6 +17,7 @@ from sqlalchemy import (
     ForeignKey,
     Index,
     Integer,
+    LargeBinary,
     MetaData,
     PrimaryKeyConstraint,
     Sequence,
@@ -29,7 +30,7 @@ from sqlalchemy import (
 )
 
 from app.domain.acl import Operation, PatternType, Permission, ResourceType
-from app.domain.types import ControlType, TransactionVersion
+from app.domain.types import ControlType, TransactionVersion, ValueFormat
 
 NAMING_CONVENTION = {
     "ix": "ix_%(table_name)s_%(column_0_N_name)s",
@@ -81,6 +82,10 @@ topics = Table(
     # Kafka's max.message.bytes: the largest record a Send may append (migration 0011 gave the
     # topics before it Kafka's default).
     Column("max_message_bytes", Integer, nullable=False, server_default=text("1048588")),
+    # What its records are (app.domain.types.ValueFormat; migration 0015): every topic created
+    # before formats existed is json.
+    Column("value_format", String(8), nullable=False, server_default=text("'json'")),
+    one_of("value_format", ValueFormat),
 )
 
 # One row per partition. `next_offset` is the log end offset and doubles as the partition's
@@ -152,8 +157,14 @@ records = Table(
     # (app.in_database, outbox.append): unique per topic among the records stored, so that a
     # retry of an application transaction that committed publishes nothing again.
     Column("message_id", Text, nullable=True),
+    # A bytes topic's key and value (docs/ARCHITECTURE.md#record-formats), beside the text
+    # columns a JSON topic's stay in, queryable as JSON; a record sets at most one of each pair.
+    Column("key_bytes", LargeBinary, nullable=True),
+    Column("value_bytes", LargeBinary, nullable=True),
     PrimaryKeyConstraint("topic_id", "partition", "offset"),
     one_of("control_type", ControlType, nullable=True),
+    CheckConstraint("key IS NULL OR key_bytes IS NULL", name="one_key"),
+    CheckConstraint("value IS NULL OR value_bytes IS NULL", name="one_value"),
 )
 # The read_committed join: a COMMIT marker finds its transaction's batch heads in its
 # partition, one entry per batch rather than per record (migration 0004), and each head's

@@ -24,7 +24,7 @@ from sqlalchemy.exc import IntegrityError
 from app.domain.errors import TopicAlreadyExists, UnknownTopicOrPartition
 from app.domain.topic import PartitionInfo, Topic
 from app.domain.topic_config import TopicConfig
-from app.domain.types import CleanupPolicy, TopicId
+from app.domain.types import CleanupPolicy, TopicId, ValueFormat
 from app.storage import dialect
 from app.storage.tables import (
     deleted_topics,
@@ -45,6 +45,7 @@ def config_columns(config: TopicConfig) -> dict[str, object]:
         "delete_retention_ms": config.delete_retention_ms,
         "check_expected_offsets": config.check_expected_offsets,
         "max_message_bytes": config.max_message_bytes,
+        "value_format": config.value_format.value,
     }
 
 
@@ -95,6 +96,7 @@ def topic_config(row) -> TopicConfig:  # type: ignore[no-untyped-def]
         delete_retention_ms=row.delete_retention_ms,
         check_expected_offsets=bool(row.check_expected_offsets),
         max_message_bytes=row.max_message_bytes,
+        value_format=ValueFormat(row.value_format),
     )
 
 

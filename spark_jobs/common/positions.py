@@ -27,7 +27,7 @@ from dataclasses import dataclass
 
 from app.client.errors import ClientError
 from app.client.http import Session
-from spark_jobs.errors import DataLossError
+from spark_jobs.errors import DataLossError, OutboxSourceError
 
 logger = logging.getLogger(__name__)
 
@@ -80,6 +80,12 @@ def log_bounds(session: Session, topic: str, *, deadline_s: float = 60.0) -> dic
     """partition → (log start, log end), read now, from one description of the topic
     (GET /v1/topics/{topic}): the one fetch of log bounds."""
     described = session.call("GET", f"/v1/topics/{topic}", deadline_s=deadline_s)
+    # The readers' key and value columns are a json topic's text; a bytes topic's records
+    # (docs/ARCHITECTURE.md#record-formats) have no place in them yet.
+    value_format = described.get("config", {}).get("value_format", "json")
+    if value_format != "json":
+        raise OutboxSourceError(f"topic {topic!r} is a {value_format} topic: the outbox data source reads json topics "
+                                "only (option topics)")
     return {p["partition"]: LogBounds(p["log_start_offset"], p["log_end_offset"]) for p in described["partitions"]}
 
 

@@ -153,6 +153,23 @@ def test_a_topic_a_transaction_and_a_groups_lag_falling_to_zero(console: Console
         console.wait_text("No transaction here.")
 
 
+def test_a_bytes_topics_records_show_their_bytes_in_base64_named(console: Console, server: ServiceProcess) -> None:
+    with server.client() as api:
+        ok(api.post("/v1/topics", json={"name": "raw", "config": {"value_format": "bytes"}}))
+        ok(api.post("/v1/records", json={"batches": [{"topic": "raw", "partition": 0, "records": [
+            {"key": {"type": "BINARY", "data": "/wA="}, "value": {"type": "BINARY", "data": "AP8="},
+             "headers": [{"name": "h", "value": "AQ=="}, {"name": "h", "value": None}]},
+            {"key": "k"}]}]}))
+
+        console.open("#/topics/raw/0?isolation=read_uncommitted&offset=0")
+        console.wait_text("committed")
+
+        rows = [r.split("\t")[:6] for r in console.page.locator("tbody tr").all_inner_texts()]
+        assert rows == [["0", "0", "committed", "base64:/wA=", "base64:AP8=", "h=base64:AQ== h=null"],
+                        ["1", "1", "committed", "base64:aw==", "null", "–"]]
+        assert "shown in base64" in console.text()
+
+
 def test_a_group_that_never_committed_shows_its_lag_as_unknown_not_zero(console: Console,
                                                                         server: ServiceProcess) -> None:
     from playwright.sync_api import expect

@@ -97,14 +97,16 @@ def stored(db_url: str) -> tuple[Stored, ...]:
     engine = create_engine(db_url)
     with engine.connect() as conn:
         rows = conn.execute(text(
-            'SELECT r."partition", r."offset", r.key, r.value, r.headers, r.message_id, r.timestamp_ms '
+            'SELECT r."partition", r."offset", r.key, r.value, r.headers, r.message_id, r.timestamp_ms, '
+            "r.key_bytes, r.value_bytes "
             "FROM records r JOIN topics t ON t.topic_id = r.topic_id "
-            "WHERE t.name = 't' AND (r.key IS NULL OR r.key <> 'seed') "
+            """WHERE t.name = 't' AND NOT (r."partition" = 0 AND r."offset" = 0) """  # not the seed
             'ORDER BY r."partition", r."offset"'
         )).all()
     engine.dispose()
-    return tuple(Stored(partition=p, offset=o, key=k, value=v, headers=h, message_id=m, timestamp_ms=ts)
-                 for p, o, k, v, h, m, ts in rows)
+    return tuple(Stored(partition=p, offset=o, key=k, value=v, headers=h, message_id=m, timestamp_ms=ts,
+                        key_bytes=None if kb is None else bytes(kb), value_bytes=None if vb is None else bytes(vb))
+                 for p, o, k, v, h, m, ts, kb, vb in rows)
 
 
 @pytest.mark.parametrize(("appender", "db_url", "case"), [
@@ -113,8 +115,9 @@ def stored(db_url: str) -> tuple[Stored, ...]:
 ], indirect=["db_url"])
 def test_every_appender_gives_each_case_its_verdict(client: Any, db_url: str, appender: str, case: Case) -> None:
     create_topic(client, "t", partitions=2, **case.config)
+    seed_value: Any = {"type": "STRING", "data": "seed"} if case.config.get("value_format") == "bytes" else "seed"
     seed = client.post("/v1/records", json={"batches": [{"topic": "t", "partition": 0, "expected_offset": 0,
-                                                         "records": [{"key": "seed", "value": "seed"}]}]})
+                                                         "records": [{"key": "seed", "value": seed_value}]}]})
     assert seed.status_code == 200, seed.text
     run = RUNS[appender][0]
     if case.before:

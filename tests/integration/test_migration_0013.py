@@ -1,5 +1,5 @@
 """Upgrading a PostgreSQL database to 0013 (outbox.append agreeing with a Send) and back: the
-database holds the catalogue's appender at head, and the downgrade puts back exactly what 0012
+database holds 0013's appender, and the downgrade puts back exactly what 0012
 left, granted as it was."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from alembic import command
 from sqlalchemy.engine import make_url
 
 from app.storage import migrate
-from app.storage.sql import load
+from migrations.sql_files import SQL as FROZEN
 
 pytestmark = pytest.mark.parametrize("empty_url", ["postgresql"], indirect=True)
 
@@ -30,13 +30,13 @@ def _body(definition: str, quote: str) -> str:
     return definition.split(quote)[1]
 
 
-def test_at_head_the_database_runs_the_catalogues_appender(empty_url: str) -> None:
+def test_at_0013_the_database_runs_0013s_appender(empty_url: str) -> None:
     command.upgrade(migrate.alembic_config(empty_url), "0013")
 
     # The test database's log tables are in its schema public.
-    # pg_get_functiondef quotes the body its own way.
+    # pg_get_functiondef quotes the body its own way. (At head, the catalogue's: test_migration_0015.)
     assert _body(_appender(empty_url)[0], "$function$") == _body(
-        load("appender.postgresql.sql").replace("@log_schema@", "public"), "$fn$")
+        (FROZEN / "0013_appender.postgresql.sql").read_text().replace("@log_schema@", "public"), "$fn$")
 
 
 def test_the_downgrade_puts_back_exactly_what_0012_left(empty_url: str) -> None:

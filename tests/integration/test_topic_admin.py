@@ -17,7 +17,8 @@ from tests.helpers import batch, begin, create_topic, fetch, ident, init_produce
 from tests.integration.test_metrics import delta, scrape
 
 DEFAULT_CONFIG = {"cleanup_policy": "delete", "retention_ms": 604_800_000, "retention_bytes": -1,
-                  "delete_retention_ms": 86_400_000, "check_expected_offsets": False, "max_message_bytes": 1_048_588}
+                  "delete_retention_ms": 86_400_000, "check_expected_offsets": False, "max_message_bytes": 1_048_588,
+                  "value_format": "json"}
 
 
 def _empty(partition: int) -> dict:
@@ -80,14 +81,15 @@ def test_alter_of_one_key_keeps_the_others(client) -> None:  # type: ignore[no-u
 
     assert client.get("/v1/topics/t").json()["config"] == {
         "cleanup_policy": "compact", "retention_ms": -1, "retention_bytes": 1000,
-        "delete_retention_ms": 5, "check_expected_offsets": True, "max_message_bytes": 300,
+        "delete_retention_ms": 5, "check_expected_offsets": True, "max_message_bytes": 300, "value_format": "json",
     }
 
 
 def test_alter_of_every_key_at_once(client) -> None:  # type: ignore[no-untyped-def]
     create_topic(client, "t", 1)
     changed = {"cleanup_policy": "compact,delete", "retention_ms": 1, "retention_bytes": 2,
-               "delete_retention_ms": 0, "check_expected_offsets": True, "max_message_bytes": 1}
+               "delete_retention_ms": 0, "check_expected_offsets": True, "max_message_bytes": 1,
+               "value_format": "json"}
 
     assert _ok(_alter(client, "t", **changed))["config"] == changed
     assert client.get("/v1/topics/t").json()["config"] == changed
@@ -99,7 +101,8 @@ def test_alter_with_no_keys_changes_nothing(client) -> None:  # type: ignore[no-
     assert _ok(_alter(client, "t"))["config"] == {**DEFAULT_CONFIG, "retention_ms": 5000}
 
 
-KNOWN_KEYS = "cleanup_policy, retention_ms, retention_bytes, delete_retention_ms, check_expected_offsets, max_message_bytes"
+KNOWN_KEYS = ("cleanup_policy, retention_ms, retention_bytes, delete_retention_ms, check_expected_offsets, "
+              "max_message_bytes, value_format")
 
 
 def test_alter_with_an_unknown_key_names_the_known_ones(client) -> None:  # type: ignore[no-untyped-def]

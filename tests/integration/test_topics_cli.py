@@ -68,7 +68,7 @@ def test_alter_sets_the_keys_given_and_keeps_the_others(client, db_url) -> None:
 
     assert out["config"] == {"cleanup_policy": "compact,delete", "retention_ms": 5000, "retention_bytes": 100,
                              "delete_retention_ms": 86_400_000, "check_expected_offsets": False,
-                             "max_message_bytes": 2000}
+                             "max_message_bytes": 2000, "value_format": "json"}
     assert client.get("/v1/topics/t").json() == out
 
 
@@ -81,7 +81,7 @@ def test_alter_with_an_unknown_key_is_a_usage_error_that_changes_nothing(client,
     assert (result.returncode, result.stdout) == (2, "")
     assert result.stderr == ("outbox: error: config: Object contains unknown field `segment_ms`; known fields: "
                              "cleanup_policy, retention_ms, retention_bytes, delete_retention_ms, "
-                             "check_expected_offsets, max_message_bytes\n")
+                             "check_expected_offsets, max_message_bytes, value_format\n")
     assert client.get("/v1/topics/t").json() == before
 
 
@@ -91,7 +91,7 @@ def test_create_with_an_unknown_key_names_the_known_ones_and_creates_nothing(cli
     assert (result.returncode, result.stdout) == (2, "")
     assert result.stderr == ("outbox: error: config: Object contains unknown field `segment_ms`; known fields: "
                              "cleanup_policy, retention_ms, retention_bytes, delete_retention_ms, "
-                             "check_expected_offsets, max_message_bytes\n")
+                             "check_expected_offsets, max_message_bytes, value_format\n")
     assert client.get("/v1/topics").json() == {"topics": []}
 
 

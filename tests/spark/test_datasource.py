@@ -344,6 +344,13 @@ def test_an_unknown_topic_is_a_one_line_error(spark, backend, url, client) -> No
         df.collect()
 
 
+def test_a_bytes_topic_is_a_one_line_error(spark, backend, url, client) -> None:  # type: ignore[no-untyped-def]
+    ok(client.post("/v1/topics", json={"name": "raw", "config": {"value_format": "bytes"}}), 201)
+
+    assert _error(spark, url=url, databaseUrl=backend.url, topics="raw") == (
+        "topic 'raw' is a bytes topic: the outbox data source reads json topics only (option topics)")
+
+
 def test_errors_through_spark_read_format_name_the_problem(spark, tmp_path) -> None:  # type: ignore[no-untyped-def]
     """Without the helper, Spark wraps the error, but its line is there at load(), before any job."""
     from pyspark.errors import AnalysisException

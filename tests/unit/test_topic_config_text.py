@@ -21,7 +21,7 @@ def test_an_unknown_key_is_refused_with_the_known_ones() -> None:
         parse_config_text({"retention_ms": "1", "segment_ms": "5"})
     assert str(refused.value) == ("Object contains unknown field `segment_ms`; known fields: cleanup_policy, "
                                   "retention_ms, retention_bytes, delete_retention_ms, check_expected_offsets, "
-                                  "max_message_bytes")
+                                  "max_message_bytes, value_format")
 
 
 def test_a_value_that_does_not_parse_names_its_key() -> None:

@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 import msgspec
 from msgspec import UNSET, Meta, UnsetType
@@ -16,6 +16,7 @@ from app.api.schemas.common import (
     TopicName,
     TransactionalId,
 )
+from app.domain.records import BINARY, STRING
 from app.domain.types import MAX_INT32, MAX_INT64, IsolationLevel, RecordState
 
 # A record's key and headers: text without NUL. The Send decoder checks it (app.api.send_body)
@@ -24,18 +25,51 @@ from app.domain.types import MAX_INT32, MAX_INT64, IsolationLevel, RecordState
 _RecordText = Annotated[str, Meta(extra_json_schema={"pattern": TEXT_PATTERN})]
 
 
-class RecordIn(RequestBody):
-    """One record of a Send."""
+class TypedData(RequestBody):
+    """A bytes topic's key or value (Confluent's REST API v3 shape): BINARY, its bytes in
+    base64; STRING, text standing for its UTF-8 bytes."""
 
-    key: Annotated[_RecordText, Meta(description="no NUL (U+0000)")] | None = None
+    type: Annotated[str, Meta(extra_json_schema={"enum": [BINARY, STRING]})]
+    data: str
+
+
+class HeaderIn(RequestBody):
+    """A bytes topic's header: names may repeat, and the order is kept."""
+
+    name: str
+    value: Annotated[str, Meta(description="the header's bytes in base64")] | None
+
+
+class HeaderOut(BaseModel):
+    name: str
+    value: str | None = Field(description="the header's bytes in base64")
+
+
+class TypedDataOut(BaseModel):
+    type: Literal["BINARY"]
+    data: str = Field(description="the bytes in base64")
+
+
+class RecordIn(RequestBody):
+    """One record of a Send. Its topic's value_format says what it holds
+    (docs/ARCHITECTURE.md#record-formats): a json topic takes a string key, any JSON value and
+    an object of string headers; a bytes topic takes typed keys and values and a header list."""
+
+    key: Annotated[_RecordText, Meta(description="no NUL (U+0000); a bytes topic: its UTF-8 bytes")] | Annotated[
+        TypedData, Meta(description="a bytes topic's key")] | None = None
     # Kept as the JSON text sent (msgspec.Raw): no Python objects are built for a value, and a
     # Fetch returns it as sent.
     value: Annotated[msgspec.Raw, Meta(
-        description="any JSON value, stored and returned as sent; null when omitted. Numbers "
+        description="a json topic: any JSON value, stored and returned as sent; null when omitted. Numbers "
         "must be finite as 64-bit floats and nesting is at most 254 levels, so that every JSON "
-        "parser can read it back"
+        "parser can read it back. A bytes topic: null, {\"type\": \"BINARY\", \"data\": base64} or "
+        "{\"type\": \"STRING\", \"data\": text} (INVALID_RECORD otherwise)"
     )] | UnsetType = UNSET
-    headers: dict[_RecordText, _RecordText] | None = None
+    headers: Annotated[dict[_RecordText, _RecordText], Meta(
+        description="a json topic's (a bytes topic takes it too, each value its UTF-8 bytes)")] | Annotated[
+        # Not empty: an empty list would be JSON that batch_of stores as it is, which a json
+        # topic must not hold; a bytes topic without headers sends null.
+        list[HeaderIn], Meta(min_length=1, description="a bytes topic's; null, not [], for none")] | None = None
     timestamp_ms: Annotated[int, Meta(
         ge=0, le=MAX_INT64, description="create time; the service's clock when omitted"
     )] | None = None
@@ -88,9 +122,11 @@ class RecordOut(BaseModel):
         "transaction's COMMIT marker); null for a record of an aborted or open transaction (read_uncommitted)"
     )
     timestamp_ms: int
-    key: str | None
-    value: Any
-    headers: dict[str, str] | None
+    key: str | TypedDataOut | None = Field(description="a bytes topic's: typed, BINARY")
+    value: Any = Field(description="a json topic's: the JSON value as sent; a bytes topic's: null or "
+                       "{\"type\": \"BINARY\", \"data\": base64}")
+    headers: dict[str, str] | list[HeaderOut] | None = Field(
+        description="a json topic's: an object of strings; a bytes topic's: a list, in order, names repeating")
     producer_id: int | None
     producer_epoch: int | None
     sequence: int | None

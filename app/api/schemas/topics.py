@@ -8,7 +8,7 @@ from pydantic import BaseModel, Field
 
 from app.api.schemas.common import GroupId, TOPIC_NAME_MAX_LENGTH, Offset, RequestBody
 from app.domain import topic_config as domain
-from app.domain.types import CleanupPolicy
+from app.domain.types import CleanupPolicy, ValueFormat
 
 # Checked by the domain (app.domain.topic_config), whatever the number, with Kafka's
 # INVALID_CONFIG; the schema states the same bounds.
@@ -48,6 +48,12 @@ MaxMessageBytesKey = Annotated[int, Meta(
     extra_json_schema={"minimum": 1, "maximum": 2**31 - 1},
 )]
 
+ValueFormatKey = Annotated[ValueFormat, Meta(
+    description="what the topic's records are, set at creation only (docs/ARCHITECTURE.md#record-formats). json: "
+    "string keys, JSON values, headers an object of strings; bytes: keys and values any bytes, sent and "
+    "fetched as {\"type\": \"BINARY\", \"data\": base64}, headers a list of {name, value (base64)}"
+)]
+
 
 class TopicConfigIn(RequestBody):
     cleanup_policy: CleanupPolicyKey = CleanupPolicy.DELETE
@@ -56,6 +62,7 @@ class TopicConfigIn(RequestBody):
     delete_retention_ms: DeleteRetentionMsKey = domain.DEFAULT_DELETE_RETENTION_MS
     check_expected_offsets: CheckExpectedOffsetsKey = False
     max_message_bytes: MaxMessageBytesKey | None = None
+    value_format: ValueFormatKey = ValueFormat.JSON
 
     def to_domain(self, message_max_bytes: int) -> domain.TopicConfig:
         """The config; max_message_bytes, when omitted, is `message_max_bytes` (the service's
@@ -67,6 +74,7 @@ class TopicConfigIn(RequestBody):
             delete_retention_ms=self.delete_retention_ms,
             check_expected_offsets=self.check_expected_offsets,
             max_message_bytes=message_max_bytes if self.max_message_bytes is None else self.max_message_bytes,
+            value_format=self.value_format,
         )
 
 
@@ -90,6 +98,9 @@ class TopicConfigChanges(RequestBody):
     delete_retention_ms: DeleteRetentionMsKey | UnsetType = UNSET
     check_expected_offsets: CheckExpectedOffsetsKey | UnsetType = UNSET
     max_message_bytes: MaxMessageBytesKey | UnsetType = UNSET
+    # Accepted only unchanged (INVALID_CONFIG otherwise), so that a topic's whole config can be
+    # sent back as it was described.
+    value_format: ValueFormatKey | UnsetType = UNSET
 
     def changes(self) -> dict[str, Any]:
         return {k: v for k, v in msgspec.structs.asdict(self).items() if v is not UNSET}
@@ -144,6 +155,7 @@ class TopicConfig(BaseModel):
         description="the largest record a Send may append, in bytes of its key, value and headers (Kafka's "
         "max.message.bytes)"
     )
+    value_format: ValueFormat = Field(description="what the topic's records are: json or bytes")
 
 
 class PartitionDescription(BaseModel):

@@ -42,7 +42,7 @@ BEGIN
             quote_ident(session_user), quote_literal(coalesce(topic, 'null'))
             USING ERRCODE = 'insufficient_privilege';
     END IF;
-    SELECT topic_id, partition_count, cleanup_policy, check_expected_offsets, max_message_bytes INTO t
+    SELECT topic_id, partition_count, cleanup_policy, check_expected_offsets, max_message_bytes, value_format INTO t
     FROM @log_schema@.topics WHERE name = topic;
     -- The messages are the service's own (app/storage/topics.py).
     IF t IS NULL THEN
@@ -53,6 +53,12 @@ BEGIN
         RAISE EXCEPTION 'UNKNOWN_TOPIC_OR_PARTITION: topic % has partitions 0..%; got %',
             quote_literal(topic), t.partition_count - 1, coalesce("partition"::text, 'null')
             USING ERRCODE = 'undefined_object';
+    END IF;
+    -- This function takes a JSON topic's records (a key text, a value JSON); a bytes topic's
+    -- are appended by a Send or the Kafka door (app.domain.records).
+    IF t.value_format <> 'json' THEN
+        RAISE EXCEPTION 'INVALID_RECORD: topic % is a % topic; outbox.append appends to json topics only',
+            quote_literal(topic), t.value_format USING ERRCODE = 'invalid_parameter_value';
     END IF;
     IF t.check_expected_offsets THEN
         RAISE EXCEPTION 'INVALID_REQUEST: topic % has check_expected_offsets: every batch needs expected_offset',

@@ -1,8 +1,8 @@
-CREATE VIEW committed_records AS
+CREATE OR REPLACE VIEW committed_records AS
 SELECT t.name AS topic, r.topic_id, r."partition", r."offset",
        r."offset" AS commit_position,
        r.timestamp_ms, r.key, r.value, r.headers, r.producer_id,
-       FALSE AS transactional
+       FALSE AS transactional, r.key_bytes, r.value_bytes
 FROM records r
 JOIN topics t ON t.topic_id = r.topic_id
 JOIN partitions p ON p.topic_id = r.topic_id AND p."partition" = r."partition"
@@ -11,7 +11,7 @@ UNION ALL
 SELECT t.name AS topic, m.topic_id, m."partition", r."offset",
        m."offset" AS commit_position,
        r.timestamp_ms, r.key, r.value, r.headers, r.producer_id,
-       TRUE AS transactional
+       TRUE AS transactional, r.key_bytes, r.value_bytes
 FROM records m
 JOIN topics t ON t.topic_id = m.topic_id
 JOIN partitions p ON p.topic_id = m.topic_id AND p."partition" = m."partition"
@@ -22,7 +22,7 @@ CROSS JOIN LATERAL (
     OFFSET 0
 ) h
 CROSS JOIN LATERAL (
-    SELECT r."offset", r.timestamp_ms, r.key, r.value, r.headers, r.producer_id FROM records r
+    SELECT r."offset", r.timestamp_ms, r.key, r.value, r.headers, r.producer_id, r.key_bytes, r.value_bytes FROM records r
     WHERE r.topic_id = m.topic_id AND r."partition" = m."partition"
       AND r."offset" >= h."offset" AND r."offset" < h."offset" + h.batch_record_count
       AND r."offset" >= p.log_start_offset

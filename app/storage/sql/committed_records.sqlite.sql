@@ -2,7 +2,7 @@ CREATE VIEW committed_records AS
 SELECT t.name AS topic, r.topic_id, r."partition", r."offset",
        r."offset" AS commit_position,
        r.timestamp_ms, r.key, r.value, r.headers, r.producer_id,
-       FALSE AS transactional
+       FALSE AS transactional, r.key_bytes, r.value_bytes
 FROM records r
 JOIN topics t ON t.topic_id = r.topic_id
 JOIN partitions p ON p.topic_id = r.topic_id AND p."partition" = r."partition"
@@ -11,7 +11,7 @@ UNION ALL
 SELECT t.name AS topic, m.topic_id, m."partition", r."offset",
        m."offset" AS commit_position,
        r.timestamp_ms, r.key, r.value, r.headers, r.producer_id,
-       TRUE AS transactional
+       TRUE AS transactional, r.key_bytes, r.value_bytes
 FROM records m
 JOIN topics t ON t.topic_id = m.topic_id
 JOIN partitions p ON p.topic_id = m.topic_id AND p."partition" = m."partition"

@@ -250,8 +250,12 @@
     const isolation = params.get("isolation") === "read_committed" ? "read_committed" : "read_uncommitted";
     const offset = params.get("offset") || "0";
     if (!/^\d+$/.test(offset)) throw new ApiError(400, { error_code: "INVALID_REQUEST", message: `offset ${JSON.stringify(offset)} is not a number` });
-    const page = await api(`/v1/topics/${enc(name)}/partitions/${enc(partition)}/records?` +
-      new URLSearchParams({ offset, isolation, max_records: "100" }));
+    const [page, described] = await Promise.all([
+      api(`/v1/topics/${enc(name)}/partitions/${enc(partition)}/records?` + new URLSearchParams({ offset, isolation, max_records: "100" })),
+      api(`/v1/topics/${enc(name)}`)]);
+    // A bytes topic's keys and values are {"type": "BINARY", "data": base64}: shown as their
+    // base64, named, and its headers as name=base64 in order (names repeat).
+    const bytesTopic = described.config.value_format === "bytes";
     const form = h("form", { class: "inline", onsubmit: e => {
       e.preventDefault();
       const q = new URLSearchParams({ isolation: e.target.isolation.value, offset: e.target.offset.value });
@@ -261,18 +265,25 @@
       ["read_uncommitted", "read_committed"].map(v => h("option", { value: v, selected: v === isolation }, v)))),
     h("label", {}, " from ", h("input", { name: "offset", value: offset, size: 10 })),
     h("button", { type: "submit" }, "Read"));
-    const value = v => { const s = JSON.stringify(v); return s.length > 120 ? `${s.slice(0, 117)}…` : s; };
+    const cut = s => s.length > 120 ? `${s.slice(0, 117)}…` : s;
+    const value = v => cut(JSON.stringify(v));
+    const base64 = v => h("code", { title: "bytes, in base64" }, cut(`base64:${v.data}`));
+    const key = k => k === null ? "–" : bytesTopic ? base64(k) : k;
+    const shown = v => bytesTopic ? (v === null ? "null" : base64(v)) : h("code", {}, value(v));
+    const headers = hs => !hs ? "–" : bytesTopic
+      ? h("code", { title: "bytes, in base64" }, cut(hs.map(x => `${x.name}=${x.value === null ? "null" : `base64:${x.value}`}`).join(" ")))
+      : h("code", {}, value(hs));
     main.replaceChildren(
       h("p", {}, link(`#/topics/${enc(name)}`, `← Topic ${name}`)),
       h("h1", {}, `${name} / ${partition}`),
       h("p", { class: "muted" }, `log start ${n(page.log_start_offset)}, last stable offset ${n(page.last_stable_offset)}, ` +
         `high watermark ${n(page.high_watermark)}. read_uncommitted shows every record in offset order with its state; ` +
-        "read_committed only committed ones, in commit order."),
+        "read_committed only committed ones, in commit order." +
+        (bytesTopic ? " A bytes topic: keys, values and header values are bytes, shown in base64." : "")),
       form,
       table(["offset", "commit position", "state", "key", "value", "headers", "producer", "time"],
         page.records.map(r => [r.offset, r.commit_position === null ? "–" : r.commit_position,
-          badge(r.state || "committed"), r.key === null ? "–" : r.key, h("code", {}, value(r.value)),
-          r.headers ? h("code", {}, value(r.headers)) : "–",
+          badge(r.state || "committed"), key(r.key), shown(r.value), headers(r.headers),
           r.producer_id === null ? "plain" : `${r.producer_id}/${r.producer_epoch}${r.transactional ? " txn" : ""}`,
           new Date(r.timestamp_ms).toISOString().replace("T", " ").slice(0, 23)]),
         "No records from this position."),
