@@ -12,13 +12,14 @@ from typing import Any
 from aiokafka.record.default_records import DefaultRecordBatch
 from kio.schema.errors import ErrorCode
 
-from app.domain.errors import InvalidRecord, OutboxError
+from app.domain.errors import InvalidRecord, InvalidRequest, OutboxError, ProducerFenced
+from app.domain.offsets import GroupMetadata, OffsetToStage
 from app.domain.read import offset_order_upper_bound
 from app.domain.records import check_record_count
-from app.domain.types import IsolationLevel
+from app.domain.types import IsolationLevel, TransactionVersion
 from app.kafka import records
 from app.kafka.decompressed import check_decompressed_size
-from app.kafka.errors import error_code
+from app.kafka.errors import error_code, fenced_code
 from app.kafka.protocol import API_VERSIONS, SERVED, CloseConnection, build, response_module
 
 _NO_WAIT = datetime.timedelta(0)
@@ -26,6 +27,9 @@ _ZERO_UUID = uuid.UUID(int=0)
 _LATEST, _EARLIEST = -1, -2
 _NO_TIMESTAMP = -1
 _FIND_TRANSACTION = 1  # FindCoordinator key_type: 0 a group, 1 a transactional id
+# The first version of each transactional API whose client knows PRODUCER_FENCED (KIP-588):
+# older versions are answered INVALID_PRODUCER_EPOCH for it.
+_PRODUCER_FENCED_SINCE = {22: 3, 24: 2, 25: 2, 26: 2, 28: 3}
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,7 +48,9 @@ class Apis:
         self.settings = services.settings
         self.broker = broker
         self.handlers = {0: self.produce, 1: self.fetch_now, 2: self.list_offsets, 3: self.metadata,
-                         10: self.find_coordinator, 18: self.api_versions, 22: self.init_producer_id}
+                         10: self.find_coordinator, 18: self.api_versions, 22: self.init_producer_id,
+                         24: self.add_partitions_to_txn, 25: self.add_offsets_to_txn, 26: self.end_txn,
+                         28: self.txn_offset_commit}
         assert set(self.handlers) == set(SERVED)
 
     # --- ApiVersions -----------------------------------------------------------------------
@@ -107,18 +113,98 @@ class Apis:
             return build(m.InitProducerIdResponse, throttle_time=_NO_WAIT, error_code=code, producer_id=producer_id,
                          producer_epoch=producer_epoch)
 
-        if body.transactional_id is not None:
-            # Transactions over the Kafka door (AddPartitionsToTxn, EndTxn) are not served yet.
-            return answer(ErrorCode.unsupported_version)
         current = getattr(body, "producer_id", -1)
+        recovering = current >= 0
         try:
             got = self.services.coordinator.init_producer_id(
-                transactional_id=None, transaction_timeout_ms=None,
-                producer_id=None if current < 0 else current,
-                producer_epoch=None if current < 0 else getattr(body, "producer_epoch", -1))
+                transactional_id=body.transactional_id,
+                transaction_timeout_ms=(None if body.transactional_id is None
+                                        else body.transaction_timeout // datetime.timedelta(milliseconds=1)),
+                producer_id=current if recovering else None,
+                producer_epoch=getattr(body, "producer_epoch", -1) if recovering else None,
+                # Kafka's clients speak transaction version 1 to this door: ApiVersions does not
+                # finalize the `transaction.version` feature at level 2 (docs/ARCHITECTURE.md,
+                # "Transactions over the Kafka door").
+                transaction_version=TransactionVersion.V1)
         except OutboxError as e:
-            return answer(error_code(e))
+            return answer(fenced_code(e, version, _PRODUCER_FENCED_SINCE[22]))
         return answer(ErrorCode.none, got.producer_id, got.producer_epoch)
+
+    # --- AddPartitionsToTxn, AddOffsetsToTxn, TxnOffsetCommit, EndTxn ---------------------
+
+    def add_partitions_to_txn(self, body: Any, version: int) -> Any:
+        m = response_module(24, version)
+        assert m is not None
+        wanted = [(t.name, p) for t in body.v3_and_below_topics for p in t.partitions]
+        try:
+            refused = self.services.coordinator.add_partitions(
+                body.v3_and_below_transactional_id, body.v3_and_below_producer_id,
+                body.v3_and_below_producer_epoch, wanted)
+        except OutboxError as e:
+            code = fenced_code(e, version, _PRODUCER_FENCED_SINCE[24])
+            refused, every = {}, code
+        else:
+            # One partition refused: the others were not attempted (nothing begun), as Kafka answers.
+            every = ErrorCode.operation_not_attempted if any(refused.values()) else ErrorCode.none
+
+        def code_of(key: tuple[str, int]) -> ErrorCode:
+            e = refused.get(key)
+            return every if e is None else error_code(e)
+
+        return build(m.AddPartitionsToTxnResponse, throttle_time=_NO_WAIT, results_by_topic_v3_and_below=tuple(
+            build(m.AddPartitionsToTxnTopicResult, name=t.name, results_by_partition=tuple(
+                build(m.AddPartitionsToTxnPartitionResult, partition_index=p,
+                      partition_error_code=code_of((t.name, p)))
+                for p in t.partitions))
+            for t in body.v3_and_below_topics))
+
+    def add_offsets_to_txn(self, body: Any, version: int) -> Any:
+        """Kafka adds the group's offsets partition to the transaction here; the service stages
+        offsets with the transaction itself (TxnOffsetCommit), so this only begins or checks it."""
+        m = response_module(25, version)
+        assert m is not None
+        try:
+            self.services.coordinator.begin_or_join(body.transactional_id, body.producer_id, body.producer_epoch)
+        except OutboxError as e:
+            return build(m.AddOffsetsToTxnResponse, throttle_time=_NO_WAIT,
+                         error_code=fenced_code(e, version, _PRODUCER_FENCED_SINCE[25]))
+        return build(m.AddOffsetsToTxnResponse, throttle_time=_NO_WAIT, error_code=ErrorCode.none)
+
+    def txn_offset_commit(self, body: Any, version: int) -> Any:
+        m = response_module(28, version)
+        assert m is not None
+        generation_id = getattr(body, "generation_id", -1)
+        member_id = getattr(body, "member_id", "")
+        # Kafka's "no group metadata" (versions 0 to 2, or a producer that passed none): the
+        # offsets are not fenced by the group's generation.
+        group_metadata = None if generation_id < 0 and not member_id else GroupMetadata(generation_id, member_id)
+        offsets = [OffsetToStage(t.name, p.partition_index, p.committed_offset, p.committed_metadata)
+                   for t in body.topics for p in t.partitions]
+        code = ErrorCode.none
+        try:
+            if getattr(body, "group_instance_id", None) is not None:
+                # Static membership (KIP-345) is not served: refused rather than unchecked.
+                raise InvalidRequest("group_instance_id (static membership) is not served")
+            self.services.coordinator.add_offsets(body.transactional_id, body.producer_id, body.producer_epoch,
+                                                  body.group_id, offsets, group_metadata)
+        except OutboxError as e:
+            code = fenced_code(e, version, _PRODUCER_FENCED_SINCE[28])
+        return build(m.TxnOffsetCommitResponse, throttle_time=_NO_WAIT, topics=tuple(
+            build(m.TxnOffsetCommitResponseTopic, name=t.name, partitions=tuple(
+                build(m.TxnOffsetCommitResponsePartition, partition_index=p.partition_index, error_code=code)
+                for p in t.partitions))
+            for t in body.topics))
+
+    def end_txn(self, body: Any, version: int) -> Any:
+        m = response_module(26, version)
+        assert m is not None
+        try:
+            self.services.coordinator.end_transaction(body.transactional_id, body.producer_id, body.producer_epoch,
+                                                      commit=body.committed)
+        except OutboxError as e:
+            return build(m.EndTxnResponse, throttle_time=_NO_WAIT,
+                         error_code=fenced_code(e, version, _PRODUCER_FENCED_SINCE[26]))
+        return build(m.EndTxnResponse, throttle_time=_NO_WAIT, error_code=ErrorCode.none)
 
     # --- Produce ---------------------------------------------------------------------------
 
@@ -160,8 +246,9 @@ class Apis:
             return ErrorCode.corrupt_message, "the record batch's CRC-32C does not match its bytes", -1
         if batch.is_control_batch:
             return ErrorCode.invalid_record, "a producer cannot write control batches", -1
-        if transactional_id is not None or batch.is_transactional:
-            return ErrorCode.unsupported_version, "transactions are not served over the Kafka door yet", -1
+        if (transactional_id is not None) != batch.is_transactional:
+            return (ErrorCode.invalid_request if transactional_id is None else ErrorCode.invalid_record,
+                    "a transactional record batch goes with the request's transactional_id, and only it", -1)
         try:
             check_record_count(batch.last_offset_delta + 1, self.settings.max_records_per_request)
             check_decompressed_size(bytes(data or b""), batch.compression_type,
@@ -170,9 +257,13 @@ class Apis:
             producer = batch.producer_id != records.NO_PRODUCER_ID
             (result,) = self.services.log.send(
                 [send], producer_id=batch.producer_id if producer else None,
-                producer_epoch=batch.producer_epoch if producer else None, transactional_id=None)
+                producer_epoch=batch.producer_epoch if producer else None, transactional_id=transactional_id)
         except InvalidRecord as e:
             return ErrorCode.invalid_record, e.message, -1
+        except ProducerFenced as e:
+            # Kafka's Produce answers a stale epoch INVALID_PRODUCER_EPOCH at every version; a
+            # transactional client takes it as being fenced.
+            return ErrorCode.invalid_producer_epoch, e.message, -1
         except OutboxError as e:
             return error_code(e), e.message, -1
         return ErrorCode.none, None, result.base_offset

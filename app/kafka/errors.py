@@ -15,7 +15,11 @@ _NEAREST: dict[str, ErrorCode] = {
     # The conditional publish of KIP-27 was never given a Kafka code.
     "OFFSET_MISMATCH": ErrorCode.invalid_request,
     "TOPIC_HAS_OPEN_TRANSACTIONS": ErrorCode.invalid_txn_state,
-    "TRANSACTIONAL_ID_NOT_FOUND": ErrorCode.transactional_id_not_found,
+    # Kafka's transaction coordinator answers a transactional id it has no producer for with
+    # INVALID_PRODUCER_ID_MAPPING (AddPartitionsToTxn, AddOffsetsToTxn, EndTxn, a transactional
+    # Produce); its TRANSACTIONAL_ID_NOT_FOUND is DescribeTransactions' only, and a producing
+    # client does not know it.
+    "TRANSACTIONAL_ID_NOT_FOUND": ErrorCode.invalid_producer_id_mapping,
 }
 
 
@@ -25,3 +29,12 @@ def error_code(error: OutboxError) -> ErrorCode:
     if nearest is not None:
         return nearest
     return ErrorCode.__members__.get(error.error_code.lower(), ErrorCode.unknown_server_error)
+
+
+def fenced_code(error: OutboxError, version: int, fenced_since: int) -> ErrorCode:
+    """error_code for an answer of `version` of an API whose clients know PRODUCER_FENCED from
+    version `fenced_since` on (KIP-588); before it Kafka answers INVALID_PRODUCER_EPOCH."""
+    code = error_code(error)
+    if code is ErrorCode.producer_fenced and version < fenced_since:
+        return ErrorCode.invalid_producer_epoch
+    return code

@@ -24,7 +24,7 @@ from kio.static.constants import EntityType
 # api_key -> (min, max) version served. ApiVersions advertises exactly this table. Fetch stops
 # at 12 and Metadata at 12: Fetch 13 names topics by id, which the service does not give them
 # yet. Produce stops at 10: 11 only adds leader hints, 12 is transaction version 2 (not served
-# over Kafka yet).
+# over Kafka).
 API_VERSIONS = 18
 SERVED: dict[int, tuple[int, int]] = {
     0: (3, 10),   # Produce (magic v2 record batches only: 3 and up)
@@ -34,6 +34,12 @@ SERVED: dict[int, tuple[int, int]] = {
     10: (0, 4),   # FindCoordinator
     18: (0, 3),   # ApiVersions
     22: (0, 4),   # InitProducerId
+    # Transaction version 1 only (docs/ARCHITECTURE.md, "Transactions over the Kafka door"):
+    # AddPartitionsToTxn 4 and up is between brokers, EndTxn 5 and TxnOffsetCommit 5 are version 2.
+    24: (0, 3),   # AddPartitionsToTxn
+    25: (0, 3),   # AddOffsetsToTxn
+    26: (0, 4),   # EndTxn
+    28: (0, 4),   # TxnOffsetCommit
 }
 
 _PREFIX = struct.Struct(">hhi")  # api_key, api_version, correlation_id: every header starts so

@@ -24,14 +24,16 @@ from dataclasses import dataclass, field
 from app import metrics
 from app.domain.acl import ANONYMOUS
 from app.domain.clock import Clock
-from app.domain.offsets import GroupMetadata, OffsetToStage, check_distinct_partitions
+from app.domain.offsets import GroupMetadata, OffsetToStage, check_distinct_partitions, check_partition_count
 from app.domain.errors import (
+    OutboxError,
     ConcurrentTransactions,
     InvalidProducerEpoch,
     InvalidProducerIdMapping,
     InvalidRequest,
     InvalidTransactionTimeout,
     InvalidTxnState,
+    UnknownTopicOrPartition,
 )
 from app.domain.transaction import (
     COMPLETING_STATES,
@@ -295,6 +297,58 @@ class TransactionCoordinator:
         raise ConcurrentTransactions(
             f"the previous transaction of {transactional_id!r} is still completing; retry"
         )
+
+    # --- AddPartitionsToTxn (Kafka's wire, transaction version 1) ----------------------------
+
+    def add_partitions(self, transactional_id: str, producer_id: int, producer_epoch: int,
+                       partitions: Sequence[tuple[str, int]]) -> dict[tuple[str, int], OutboxError | None]:
+        """Kafka's AddPartitionsToTxn: there is no BeginTransaction on Kafka's wire, so a
+        version 1 producer's first AddPartitionsToTxn (or AddOffsetsToTxn) begins its
+        transaction, through `begin` (the one way a version 1 transaction begins); on an Ongoing
+        transaction it only checks the producer and state. The service records a transaction's
+        partitions as its records are appended, so nothing is stored per partition here.
+        The answer per partition: None (added, or not attempted when another is refused), or
+        why not. If one partition is unknown, nothing begins."""
+        check_partition_count(len(partitions))
+        wanted = sorted(set(partitions))
+        with self.db.read() as conn:
+            meta = require(conn, transactional_id, lock=None)
+            meta.check_producer(producer_id, producer_epoch)
+            known = topics.existing_topics(conn, {t for t, _ in wanted})
+        errors: dict[tuple[str, int], OutboxError | None] = {}
+        for name, partition in wanted:
+            topic = known.get(name)
+            try:
+                if topic is None:
+                    raise UnknownTopicOrPartition(f"unknown topic {name!r}")
+                topics.check_partition(topic, partition)
+                errors[(name, partition)] = None
+            except UnknownTopicOrPartition as e:
+                errors[(name, partition)] = e
+        if any(e is not None for e in errors.values()):
+            return errors  # nothing begun
+        self.begin_or_join(transactional_id, producer_id, producer_epoch)
+        return errors
+
+    def begin_or_join(self, transactional_id: str, producer_id: int, producer_epoch: int) -> TransactionView:
+        """The transaction a Kafka client's AddPartitionsToTxn or AddOffsetsToTxn adds to: the
+        Ongoing one, checked, or (idle) a new one, begun by `begin`."""
+        with self.db.read() as conn:
+            meta = require(conn, transactional_id, lock=None)
+            meta.check_producer(producer_id, producer_epoch)
+            if meta.state is S.ONGOING:
+                return TransactionView(meta)
+        # Between this read and the Begin the state may change: `begin` checks the producer
+        # and the state again under the row lock, so a race is refused (INVALID_TXN_STATE),
+        # never misapplied.
+        try:
+            return self.begin(transactional_id, producer_id, producer_epoch)
+        except InvalidTxnState:
+            with self.db.read() as conn:
+                meta = require(conn, transactional_id, lock=None)
+                meta.check_producer(producer_id, producer_epoch)
+                meta.require_ongoing()
+                return TransactionView(meta)
 
     # --- AddOffsets -------------------------------------------------------------------------
 

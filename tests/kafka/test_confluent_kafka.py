@@ -185,14 +185,6 @@ def test_offsets_for_times_finds_the_first_record_at_or_after_a_timestamp(kafka:
     assert [t.offset for t in later] == [-1]
 
 
-def test_a_transactional_producer_is_refused_until_transactions_are_served(kafka: Listener) -> None:
-    create_topic(kafka.client, "orders")
-    p = _producer(kafka, **{"transactional.id": "tx-1"})
-    with pytest.raises(KafkaException):
-        p.init_transactions(10)
-    assert kafka.client.get("/v1/transactions/tx-1").status_code == 404
-
-
 @pytest.mark.parametrize("codec", ["gzip", "snappy", "lz4", "zstd"])
 def test_a_compressed_batch_is_read_and_appended_record_by_record(kafka: Listener, codec: str) -> None:
     create_topic(kafka.client, "orders")

@@ -228,14 +228,6 @@ def test_an_idempotent_retry_is_answered_with_the_first_offsets_and_written_once
     assert _stored(kafka) == [(0, None, 1), (1, None, 2)]
 
 
-def test_init_producer_id_for_a_transactional_id_is_not_served_yet(kafka: Listener) -> None:
-    with kafka.connect() as s:
-        answer = ask(s, 22, 4, request_class(22, 4)(transactional_id="t", transaction_timeout=datetime.timedelta(
-            seconds=60), producer_id=-1, producer_epoch=-1))
-    assert answer.error_code == ErrorCode.unsupported_version
-    assert kafka.client.get("/v1/transactions/t").status_code == 404
-
-
 def test_a_frame_that_never_completes_closes_the_connection_once_idle(kafka: Listener) -> None:
     with listener_with(kafka, kafka_connections_max_idle_ms=300) as quick, quick.connect() as s:
         s.sendall(struct.pack(">i", 100) + b"\x00\x12")  # 2 of the 100 bytes announced

@@ -16,6 +16,7 @@ from app.api.schemas.common import (
     TransactionalId,
 )
 from app.api.schemas.records import BatchIn, BatchResult
+from app.domain.offsets import MAX_PARTITIONS_PER_REQUEST
 from app.domain.types import MAX_INT64, TransactionState
 
 
@@ -60,7 +61,7 @@ class CommitTransactionRequest(EndTransactionRequest):
 
 class AddOffsetsRequest(ProducerIdentity):
     group_id: GroupId
-    offsets: Annotated[list[OffsetEntry], Meta(min_length=1, max_length=10_000)]
+    offsets: Annotated[list[OffsetEntry], Meta(min_length=1, max_length=MAX_PARTITIONS_PER_REQUEST)]
     generation_id: Annotated[GenerationId, Meta(
         description="KIP-447 group metadata: refuse (ILLEGAL_GENERATION) unless this is the group's generation",
     )] | None = None
