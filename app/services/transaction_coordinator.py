@@ -327,17 +327,21 @@ class TransactionCoordinator:
                 errors[(name, partition)] = e
         if any(e is not None for e in errors.values()):
             return errors  # nothing begun
-        self.begin_or_join(transactional_id, producer_id, producer_epoch)
+        self.begin_or_join(transactional_id, producer_id, producer_epoch, read=meta)
         return errors
 
-    def begin_or_join(self, transactional_id: str, producer_id: int, producer_epoch: int) -> TransactionView:
+    def begin_or_join(self, transactional_id: str, producer_id: int, producer_epoch: int,
+                      read: TransactionMetadata | None = None) -> TransactionView:
         """The transaction a Kafka client's AddPartitionsToTxn or AddOffsetsToTxn adds to: the
-        Ongoing one, checked, or (idle) a new one, begun by `begin`."""
-        with self.db.read() as conn:
-            meta = require(conn, transactional_id, lock=None)
-            meta.check_producer(producer_id, producer_epoch)
-            if meta.state is S.ONGOING:
-                return TransactionView(meta)
+        Ongoing one, checked, or (idle) a new one, begun by `begin`. `read`: the row as the
+        caller has just read it, its producer checked."""
+        meta = read
+        if meta is None:
+            with self.db.read() as conn:
+                meta = require(conn, transactional_id, lock=None)
+                meta.check_producer(producer_id, producer_epoch)
+        if meta.state is S.ONGOING:
+            return TransactionView(meta)
         # Between this read and the Begin the state may change: `begin` checks the producer
         # and the state again under the row lock, so a race is refused (INVALID_TXN_STATE),
         # never misapplied.
@@ -519,11 +523,9 @@ class TransactionCoordinator:
         begin = begin_transit(conn, meta, now)
         decision = then(begin, prepare_transition(begin.after, Decide(True), now))
         decided = decision.after
-        assert decided.txn_id is not None
         to_append = batches_to_append(conn, batches)
         # The marker carries the decision's producer id and epoch, as _complete_all's do.
-        marker = markers.MarkerOwner(decided.transactional_id, decided.txn_id, decided.producer_id,
-                                     decided.producer_epoch)
+        marker = markers.MarkerOwner.of(decided)
         sent = append_sent(conn, batches, to_append, producer_id=producer_id, producer_epoch=producer_epoch,
                            transactional_id=meta.transactional_id, txn_id=decided.txn_id, now_ms=now,
                            commit_marker=marker)
@@ -587,7 +589,7 @@ class TransactionCoordinator:
         if not markers_written:
             markers.write_control_markers(
                 conn,
-                [markers.MarkerOwner(m.transactional_id, m.txn_id, m.producer_id, m.producer_epoch) for m in metas],  # type: ignore[arg-type]
+                [markers.MarkerOwner.of(m) for m in metas],
                 control_type=ControlType.COMMIT if commit else ControlType.ABORT,
                 now_ms=now,
             )

@@ -171,6 +171,11 @@ _PRODUCER_HOLDS = exists().where(
 )
 _WRITE_NEXT_BATCH_STATE_HELD = _WRITE_NEXT_BATCH_STATE.where(_PRODUCER_HOLDS)
 
+# The columns of a producer's sequence state in a partition (all but its key), which every write
+# of a batch's state sets.
+_STATE_COLUMNS = ("producer_epoch", "last_sequence", "last_batch_base_sequence", "last_batch_record_count",
+                  "last_batch_base_offset", "updated_ms")
+
 # The first batch state's columns and the bind parameters that carry them.
 _FIRST_BATCH_BINDS = {
     "producer_id": "b_producer_id", "topic_id": "b_topic_id", "partition": "b_partition",
@@ -197,11 +202,9 @@ def _write_first_batch_state_stmt(dialect_name: str, held: bool) -> Any:
         stmt = insert.from_select(list(_FIRST_BATCH_BINDS), row.where(_PRODUCER_HOLDS))
     else:
         stmt = insert.values({c: bindparam(b) for c, b in _FIRST_BATCH_BINDS.items()})
-    written = ("producer_epoch", "last_sequence", "last_batch_base_sequence", "last_batch_record_count",
-               "last_batch_base_offset", "updated_ms")
     return stmt.on_conflict_do_update(
         index_elements=[c.name for c in _pp.primary_key.columns],
-        set_={name: stmt.excluded[name] for name in written},
+        set_={name: stmt.excluded[name] for name in _STATE_COLUMNS},
         where=_pp.c.producer_epoch < stmt.excluded.producer_epoch,
     ).returning(
         _in_partition(_tp.c.first_offset, _tp.c.transactional_id, _tp.c.txn_id, prefix="b_")
@@ -400,18 +403,7 @@ def append_batches(
     if state_rows:
         dialect.execute_rows(
             conn,
-            dialect.upsert(
-                conn,
-                producer_partitions,
-                [
-                    "producer_epoch",
-                    "last_sequence",
-                    "last_batch_base_sequence",
-                    "last_batch_record_count",
-                    "last_batch_base_offset",
-                    "updated_ms",
-                ],
-            ),
+            dialect.upsert(conn, producer_partitions, _STATE_COLUMNS),
             state_rows,
         )
     if txn_partition_rows:

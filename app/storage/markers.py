@@ -8,6 +8,7 @@ from dataclasses import dataclass
 
 from sqlalchemy import Connection, bindparam, delete, insert
 
+from app.domain.transaction import TransactionMetadata
 from app.domain.types import ControlType
 from app.storage import dialect
 from app.storage.log_end import take_offsets
@@ -34,6 +35,12 @@ class MarkerOwner:
     txn_id: int
     producer_id: int
     producer_epoch: int
+
+    @classmethod
+    def of(cls, decided: TransactionMetadata) -> MarkerOwner:
+        """The owner of a decided transaction's markers: its producer id and epoch as decided."""
+        assert decided.txn_id is not None
+        return cls(decided.transactional_id, decided.txn_id, decided.producer_id, decided.producer_epoch)
 
 
 def write_control_markers(
