@@ -525,7 +525,7 @@ class TransactionCoordinator:
         decided = decision.after
         to_append = batches_to_append(conn, batches)
         # The marker carries the decision's producer id and epoch, as _complete_all's do.
-        marker = markers.MarkerOwner.of(decided)
+        marker = markers.MarkerOwner.of(decision)
         sent = append_sent(conn, batches, to_append, producer_id=producer_id, producer_epoch=producer_epoch,
                            transactional_id=meta.transactional_id, txn_id=decided.txn_id, now_ms=now,
                            commit_marker=marker)
@@ -589,7 +589,7 @@ class TransactionCoordinator:
         if not markers_written:
             markers.write_control_markers(
                 conn,
-                [markers.MarkerOwner.of(m) for m in metas],
+                [markers.MarkerOwner.of(d) for d in decisions],
                 control_type=ControlType.COMMIT if commit else ControlType.ABORT,
                 now_ms=now,
             )
