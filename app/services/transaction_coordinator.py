@@ -28,7 +28,6 @@ from app.domain.offsets import GroupMetadata, OffsetToStage, check_distinct_part
 from app.domain.errors import (
     OutboxError,
     ConcurrentTransactions,
-    InvalidProducerEpoch,
     InvalidProducerIdMapping,
     InvalidRequest,
     InvalidTransactionTimeout,
@@ -164,18 +163,8 @@ class TransactionCoordinator:
                 )
             # KIP-360 for an idempotent producer: bump its own epoch, which resets sequences.
             stored = producers.current_state(conn, producer_id, lock=RowLock.UPDATE)
-            stored.require_holder(principal)
-            if stored.transactional_id is not None:
-                # Which transactional id is not said: the caller may not be allowed to know it.
-                raise InvalidRequest(
-                    f"producer {producer_id} belongs to a transactional_id; pass it (transactional_id)"
-                )
-            epoch = stored.producer_epoch
-            if producer_epoch != epoch:
-                raise InvalidProducerEpoch(
-                    f"producer epoch {producer_epoch} is not the current epoch {epoch}"
-                )
-            exhausted, bumped = next_epoch(epoch)
+            stored.check_idempotent_use(principal, producer_epoch)
+            exhausted, bumped = next_epoch(stored.producer_epoch)
             if exhausted:
                 return ProducerIdAndEpoch(
                     producers.create_producer(conn, transactional_id=None, now_ms=now, principal=principal),

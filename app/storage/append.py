@@ -154,7 +154,7 @@ _WRITE_NEXT_BATCH_STATE = (
 )
 
 
-# The producer id as an idempotent Send needs it (StoredProducer.check_idempotent_send): held by
+# The producer id as an idempotent Send needs it (StoredProducer.check_idempotent_use): held by
 # the sender, without a transactional id, at the batch's epoch. Part of the statement that
 # writes such a Send's sequence state for each batch, so that the Send reads no row of its own
 # for it. It takes no lock: an epoch bump (KIP-360) committed while the Send is under way does
@@ -323,7 +323,7 @@ def append_batches(
     `holder`: the batches are an idempotent producer's Send, by this principal: its producer id
     must be held by it, without a transactional id, at producer_epoch. That is tested in the
     statement that writes each batch's sequence state (_PRODUCER_HOLDS), and asked of the
-    stored producer (check_idempotent_send, for the refusal to give) only where that statement
+    stored producer (check_idempotent_use, for the refusal to give) only where that statement
     writes nothing. A transactional Send's caller has checked its transaction instead.
     """
     results: dict[tuple[int, int], AppendResult] = {}
@@ -375,7 +375,7 @@ def append_batches(
                 already_in_transaction = bool(in_transaction)
             if not state_written:
                 if not producer_checked:
-                    current_state(conn, producer_id, lock=None).check_idempotent_send(holder, producer_epoch)  # type: ignore[arg-type]
+                    current_state(conn, producer_id, lock=None).check_idempotent_use(holder, producer_epoch)  # type: ignore[arg-type]
                     producer_checked = True
                 already_in_transaction, state = _read_producer_state(
                     conn, producer_id, transactional_id, txn_id, batch.topic_id, batch.partition
