@@ -1,7 +1,8 @@
-"""Kafka's topic administration APIs over the services the HTTP door's /v1/topics calls:
-CreateTopics, DeleteTopics, CreatePartitions, DescribeConfigs, IncrementalAlterConfigs and
-DeleteRecords. Each topic (or partition) of a request is answered on its own, as Kafka does:
-one topic's refusal leaves the others' outcome as it is.
+"""Kafka's administration APIs over the services the HTTP door calls: CreateTopics,
+DeleteTopics, CreatePartitions, DescribeConfigs, IncrementalAlterConfigs and DeleteRecords as
+/v1/topics, DescribeTransactions and ListTransactions (KIP-664) as /v1/transactions. Each topic
+(partition, transactional id) of a request is answered on its own, as Kafka does: one's
+refusal leaves the others' outcome as it is.
 
 A topic's config keys are the service's (app.domain.topic_config) spelt as Kafka spells
 them, dots for underscores: `retention_ms` is `retention.ms`, `cleanup_policy` is
@@ -19,13 +20,26 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
-from app.domain.errors import InvalidConfig, InvalidRequest, OutboxError, UnknownTopicOrPartition
+from app.domain.errors import (
+    InvalidConfig,
+    InvalidRequest,
+    OutboxError,
+    TransactionalIdNotFound,
+    UnknownTopicOrPartition,
+)
+from app.domain.types import TransactionState
 from app.domain.topic_config import CONFIG_KEYS, ConfigTextError, TopicConfig, new_topic_config, parse_config_text
 from app.kafka.errors import error_code
 from app.kafka.protocol import build, response_module
 
 _ZERO_UUID = uuid.UUID(int=0)
 _NO_WAIT = datetime.timedelta(0)
+# Kafka's -1 for "no transaction start" (an idle transactional id): the millisecond before the
+# epoch; and the schema's default, the epoch, for a transactional id it could not describe.
+_NO_TIME = datetime.datetime.fromtimestamp(-0.001, tz=datetime.timezone.utc)
+_EPOCH = datetime.datetime.fromtimestamp(0, tz=datetime.timezone.utc)
+# The most transactions one ListTransactions answers, as GET /v1/transactions' largest limit.
+LIST_LIMIT = 10_000
 _DEFAULT_PARTITIONS = 1  # Kafka's num.partitions, for a CreateTopics that leaves the count to the broker
 
 
@@ -91,7 +105,8 @@ class AdminApis:
         self.settings = services.settings
         self.handlers: dict[int, Callable[[Any, int], Any]] = {
             19: self.create_topics, 20: self.delete_topics, 21: self.delete_records, 32: self.describe_configs,
-            37: self.create_partitions, 44: self.incremental_alter_configs}
+            37: self.create_partitions, 44: self.incremental_alter_configs,
+            65: self.describe_transactions, 66: self.list_transactions}
 
     def _defaults(self) -> TopicConfig:
         """A topic's config where nothing was set: max_message_bytes the service's."""
@@ -282,4 +297,59 @@ class AdminApis:
             if info.partition == p.partition_index:
                 return int(info.last_stable_offset)
         raise UnknownTopicOrPartition(f"unknown partition {p.partition_index} of topic {topic!r}")
+
+    # --- DescribeTransactions, ListTransactions (KIP-664) -------------------------------------
+
+    def describe_transactions(self, body: Any, version: int) -> Any:
+        m = response_module(65, version)
+        assert m is not None
+        return build(m.DescribeTransactionsResponse, throttle_time=_NO_WAIT, transaction_states=tuple(
+            self._describe_transaction(m, tid) for tid in body.transactional_ids))
+
+    def _describe_transaction(self, m: Any, transactional_id: str) -> Any:
+        try:
+            view = self.services.coordinator.describe(transactional_id)
+        except OutboxError as e:
+            # The refusal with every other field at its schema default, as Kafka answers it.
+            # TRANSACTIONAL_ID_NOT_FOUND is this API's own code (a producing request gets
+            # another for it: errors.py).
+            code = (ErrorCode.transactional_id_not_found if isinstance(e, TransactionalIdNotFound)
+                    else error_code(e))
+            return build(m.TransactionState, error_code=code, transactional_id=transactional_id,
+                         transaction_state="", transaction_timeout=_NO_WAIT, transaction_start_time=_EPOCH,
+                         producer_id=0, producer_epoch=0, topics=())
+        meta = view.meta
+        by_topic: dict[str, list[int]] = {}
+        for p in view.partitions:
+            by_topic.setdefault(p.topic, []).append(p.partition)
+        started = (_NO_TIME if meta.txn_started_ms is None
+                   else datetime.datetime.fromtimestamp(meta.txn_started_ms / 1000, tz=datetime.timezone.utc))
+        return build(m.TransactionState, error_code=ErrorCode.none, transactional_id=transactional_id,
+                     transaction_state=meta.state.value,
+                     transaction_timeout=datetime.timedelta(milliseconds=meta.transaction_timeout_ms),
+                     transaction_start_time=started, producer_id=meta.producer_id, producer_epoch=meta.producer_epoch,
+                     topics=tuple(build(m.TopicData, topic=name, partitions=tuple(parts))
+                                  for name, parts in sorted(by_topic.items())))
+
+    def list_transactions(self, body: Any, version: int) -> Any:
+        m = response_module(66, version)
+        assert m is not None
+        known = {s.value: s for s in TransactionState}
+        unknown = tuple(f for f in body.state_filters if f not in known)
+        states = [known[f] for f in body.state_filters if f in known] or None
+        duration = getattr(body, "duration_filter", -1)
+        try:
+            if unknown and states is None:
+                listed = []  # only filters naming no state: Kafka lists nothing
+            else:
+                listed = self.services.coordinator.list(states, LIST_LIMIT, None if duration < 0 else duration)
+        except OutboxError as e:
+            return build(m.ListTransactionsResponse, throttle_time=_NO_WAIT, error_code=error_code(e),
+                         unknown_state_filters=unknown, transaction_states=())
+        producers = set(body.producer_id_filters)
+        return build(m.ListTransactionsResponse, throttle_time=_NO_WAIT, error_code=ErrorCode.none,
+                     unknown_state_filters=unknown, transaction_states=tuple(
+                         build(m.TransactionState, transactional_id=t.transactional_id, producer_id=t.producer_id,
+                               transaction_state=t.state.value)
+                         for t in listed if not producers or t.producer_id in producers))
 

@@ -1,7 +1,7 @@
-"""Topic administration through Kafka's admin APIs (librdkafka's AdminClient, through
-confluent-kafka): CreateTopics, DeleteTopics, CreatePartitions, DescribeConfigs,
-IncrementalAlterConfigs, DeleteRecords, each checked against what the HTTP door of the same
-process describes. On SQLite and PostgreSQL."""
+"""Administration through Kafka's admin APIs: CreateTopics, DeleteTopics, CreatePartitions,
+DescribeConfigs, IncrementalAlterConfigs, DeleteRecords through librdkafka's AdminClient
+(confluent-kafka), DescribeTransactions and ListTransactions in raw frames; each checked
+against what the HTTP door of the same process describes. On SQLite and PostgreSQL."""
 
 from __future__ import annotations
 
@@ -19,8 +19,8 @@ from confluent_kafka.admin import (
     NewTopic,
 )
 
-from tests.helpers import batch, create_topic, send
-from tests.kafka.conftest import Listener
+from tests.helpers import batch, begin, create_topic, init_producer, send
+from tests.kafka.conftest import Listener, ask
 
 pytestmark = pytest.mark.kafka
 
@@ -153,3 +153,54 @@ def test_delete_topics_deletes_by_name(kafka: Listener, admin: AdminClient) -> N
     assert got["orders"] is None
     assert got["nope"].code() == KafkaError.UNKNOWN_TOPIC_OR_PART
     assert kafka.client.get("/v1/topics/orders").status_code == 404
+
+
+# --- DescribeTransactions and ListTransactions (no Python client speaks them: raw frames) -------
+
+
+def _open_transaction(kafka: Listener, tid: str) -> dict[str, Any]:
+    """A version 1 transaction of `tid` over HTTP, open with one record in orders/1."""
+    p = init_producer(kafka.client, tid)
+    begin(kafka.client, tid, p)
+    assert send(kafka.client, [batch("orders", 1, ["a"], 0)], p, tid).status_code == 200
+    return p
+
+
+def test_describe_transactions_shows_the_open_transaction_and_its_partitions(kafka: Listener) -> None:
+    from kio.schema.describe_transactions.v0.request import DescribeTransactionsRequest
+    from kio.schema.errors import ErrorCode
+
+    create_topic(kafka.client, "orders", 2)
+    p = _open_transaction(kafka, "pay-1")
+    with kafka.connect() as s:
+        answer = ask(s, 65, 0, DescribeTransactionsRequest(transactional_ids=("pay-1", "nobody")))
+    found, missing = answer.transaction_states
+    assert (found.error_code, found.transaction_state, found.producer_id, found.producer_epoch) == (
+        ErrorCode.none, "Ongoing", p["producer_id"], p["producer_epoch"])
+    assert [(t.topic, tuple(t.partitions)) for t in found.topics] == [("orders", (1,))]
+    described = kafka.client.get("/v1/transactions/pay-1").json()
+    assert round(found.transaction_start_time.timestamp() * 1000) == described["txn_started_ms"]
+    assert found.transaction_timeout.total_seconds() * 1000 == described["transaction_timeout_ms"]
+    assert missing.error_code == ErrorCode.transactional_id_not_found
+
+
+def test_list_transactions_filters_by_state_and_producer(kafka: Listener) -> None:
+    from kio.schema.errors import ErrorCode
+    from kio.schema.list_transactions.v1.request import ListTransactionsRequest
+
+    create_topic(kafka.client, "orders", 2)
+    open_one = _open_transaction(kafka, "open-1")
+    init_producer(kafka.client, "idle-1")
+    with kafka.connect() as s:
+        every = ask(s, 66, 1, ListTransactionsRequest(state_filters=(), producer_id_filters=(), duration_filter=-1))
+        ongoing = ask(s, 66, 1, ListTransactionsRequest(state_filters=("Ongoing", "Sleeping"), producer_id_filters=(),
+                                                         duration_filter=-1))
+        by_producer = ask(s, 66, 1, ListTransactionsRequest(state_filters=(),
+                                                             producer_id_filters=(open_one["producer_id"],),
+                                                             duration_filter=-1))
+    assert every.error_code == ErrorCode.none
+    assert sorted((t.transactional_id, t.transaction_state) for t in every.transaction_states) == [
+        ("idle-1", "Empty"), ("open-1", "Ongoing")]
+    assert [t.transactional_id for t in ongoing.transaction_states] == ["open-1"]
+    assert ongoing.unknown_state_filters == ("Sleeping",)
+    assert [t.transactional_id for t in by_producer.transaction_states] == ["open-1"]
