@@ -62,6 +62,19 @@ class StoredProducer:
 
 
 @dataclass(frozen=True, slots=True)
+class ActiveProducer:
+    """A producer's state in one partition as an operator sees it (Kafka's DescribeProducers):
+    its epoch and last sequence there, when it last wrote, and the first offset of its open
+    transaction in the partition (None: none open there)."""
+
+    producer_id: int
+    producer_epoch: int
+    last_sequence: int
+    last_timestamp_ms: int
+    current_txn_start_offset: int | None
+
+
+@dataclass(frozen=True, slots=True)
 class ProducerPartitionState:
     producer_epoch: int
     last_sequence: int

@@ -1,6 +1,7 @@
 """Kafka's administration APIs over the services the HTTP door calls: CreateTopics,
 DeleteTopics, CreatePartitions, DescribeConfigs, IncrementalAlterConfigs and DeleteRecords as
-/v1/topics, DescribeTransactions and ListTransactions (KIP-664) as /v1/transactions. Each topic
+/v1/topics, DescribeTransactions and ListTransactions (KIP-664) as /v1/transactions, and
+DescribeProducers (KIP-664) from the partitions' sequence states. Each topic
 (partition, transactional id) of a request is answered on its own, as Kafka does: one's
 refusal leaves the others' outcome as it is.
 
@@ -38,7 +39,8 @@ _NO_WAIT = datetime.timedelta(0)
 # epoch; and the schema's default, the epoch, for a transactional id it could not describe.
 _NO_TIME = datetime.datetime.fromtimestamp(-0.001, tz=datetime.timezone.utc)
 _EPOCH = datetime.datetime.fromtimestamp(0, tz=datetime.timezone.utc)
-# The most transactions one ListTransactions answers, as GET /v1/transactions' largest limit.
+# The most transactions one ListTransactions answers (as GET /v1/transactions' largest limit),
+# and producers one partition of DescribeProducers.
 LIST_LIMIT = 10_000
 _DEFAULT_PARTITIONS = 1  # Kafka's num.partitions, for a CreateTopics that leaves the count to the broker
 
@@ -106,7 +108,7 @@ class AdminApis:
         self.handlers: dict[int, Callable[[Any, int], Any]] = {
             19: self.create_topics, 20: self.delete_topics, 21: self.delete_records, 32: self.describe_configs,
             37: self.create_partitions, 44: self.incremental_alter_configs,
-            65: self.describe_transactions, 66: self.list_transactions}
+            61: self.describe_producers, 65: self.describe_transactions, 66: self.list_transactions}
 
     def _defaults(self) -> TopicConfig:
         """A topic's config where nothing was set: max_message_bytes the service's."""
@@ -352,4 +354,28 @@ class AdminApis:
                          build(m.TransactionState, transactional_id=t.transactional_id, producer_id=t.producer_id,
                                transaction_state=t.state.value)
                          for t in listed if not producers or t.producer_id in producers))
+
+    def describe_producers(self, body: Any, version: int) -> Any:
+        m = response_module(61, version)
+        assert m is not None
+        topics = []
+        for t in body.topics:
+            answered = []
+            for p in t.partition_indexes:
+                try:
+                    active = self.services.log.describe_producers(t.name, p, LIST_LIMIT)
+                except OutboxError as e:
+                    answered.append(build(m.PartitionResponse, partition_index=p, error_code=error_code(e),
+                                          error_message=e.message, active_producers=()))
+                    continue
+                answered.append(build(m.PartitionResponse, partition_index=p, error_code=ErrorCode.none,
+                                      error_message=None, active_producers=tuple(
+                                          build(m.ProducerState, producer_id=a.producer_id,
+                                                producer_epoch=a.producer_epoch, last_sequence=a.last_sequence,
+                                                last_timestamp=a.last_timestamp_ms, coordinator_epoch=-1,
+                                                current_txn_start_offset=(-1 if a.current_txn_start_offset is None
+                                                                          else a.current_txn_start_offset))
+                                          for a in active)))
+            topics.append(build(m.TopicResponse, name=t.name, partitions=tuple(answered)))
+        return build(m.DescribeProducersResponse, throttle_time=_NO_WAIT, topics=tuple(topics))
 

@@ -47,6 +47,7 @@ SERVED: dict[int, tuple[int, int]] = {
     32: (1, 4),   # DescribeConfigs
     37: (0, 3),   # CreatePartitions
     44: (0, 1),   # IncrementalAlterConfigs
+    61: (0, 0),   # DescribeProducers
     65: (0, 0),   # DescribeTransactions
     66: (0, 1),   # ListTransactions (2 filters by a regular expression: not served)
 }

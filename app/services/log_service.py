@@ -12,6 +12,7 @@ from app import metrics
 from app.domain.acl import ANONYMOUS
 from app.domain.clock import Clock
 from app.domain.log_cleaning import record_size
+from app.domain.producer import ActiveProducer
 from app.domain.topic import Topic
 from app.domain.topic_config import check_record_size
 from app.domain.errors import (
@@ -25,7 +26,7 @@ from app.domain.read import FetchResult, OffsetOrderRead, PartitionOffsets, Stor
 from app.domain.records import SendBatch, for_topic
 from app.domain.types import IsolationLevel, ValueFormat
 from app.settings import Limit, Settings
-from app.storage import append, changes, offset_order, read, topics
+from app.storage import append, changes, offset_order, producers, read, topics
 from app.storage.dialect import RowLock
 from app.storage.engine import Database, after_commit
 from app.storage.markers import MarkerOwner
@@ -275,6 +276,14 @@ class LogService:
                 end = offset_order_upper_bound(isolation, high_watermark, last_stable)
                 at = offset_order.offset_for_timestamp(conn, found.topic_id, partition, timestamp_ms, log_start, end)
             return PartitionOffsets(log_start, high_watermark, last_stable, at)
+
+    def describe_producers(self, topic_name: str, partition: int, limit: int) -> list[ActiveProducer]:
+        """Kafka's DescribeProducers of one partition: the producers with a sequence state
+        there, the most recent writers first, at most `limit`."""
+        with self.db.read() as conn:
+            found = topics.get_topic(conn, topic_name)
+            topics.check_partition(found, partition)
+            return producers.partition_producers(conn, found.topic_id, partition, limit)
 
     def fetch(
         self,

@@ -5,10 +5,10 @@ from __future__ import annotations
 from sqlalchemy import Connection, bindparam, insert, select, update
 
 from app.domain.errors import UnknownProducerId
-from app.domain.producer import StoredProducer
+from app.domain.producer import ActiveProducer, StoredProducer
 from app.storage import dialect
 from app.storage.dialect import RowLock
-from app.storage.tables import counters, producers, txn_ids
+from app.storage.tables import counters, producer_partitions, producers, transaction_partitions, txn_ids
 
 PRODUCER_ID_COUNTER = "producer_id"
 TXN_ID_COUNTER = "txn_id"
@@ -74,3 +74,21 @@ def current_state(conn: Connection, producer_id: int, *, lock: RowLock | None) -
     if row is None:
         raise UnknownProducerId(f"unknown producer id {producer_id}; call InitProducerId")
     return StoredProducer(producer_id, row[0], row[1], row[2])
+
+
+def partition_producers(conn: Connection, topic_id: int, partition: int, limit: int) -> list[ActiveProducer]:
+    """The producers with a sequence state in the partition, the most recent writers first (at
+    most `limit`), each with the first offset of its transactional id's open transaction there."""
+    pp, tp = producer_partitions, transaction_partitions
+    rows = conn.execute(
+        select(pp.c.producer_id, pp.c.producer_epoch, pp.c.last_sequence, pp.c.updated_ms, tp.c.first_offset)
+        .select_from(
+            pp.join(producers, producers.c.producer_id == pp.c.producer_id, isouter=True)
+            .join(tp, (tp.c.transactional_id == producers.c.transactional_id) & (tp.c.topic_id == pp.c.topic_id)
+                  & (tp.c.partition == pp.c.partition), isouter=True))
+        .where(pp.c.topic_id == topic_id, pp.c.partition == partition)
+        .order_by(pp.c.updated_ms.desc(), pp.c.producer_id)
+        .limit(limit)
+    ).all()
+    return [ActiveProducer(*row) for row in rows]
+

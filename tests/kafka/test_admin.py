@@ -204,3 +204,25 @@ def test_list_transactions_filters_by_state_and_producer(kafka: Listener) -> Non
     assert [t.transactional_id for t in ongoing.transaction_states] == ["open-1"]
     assert ongoing.unknown_state_filters == ("Sleeping",)
     assert [t.transactional_id for t in by_producer.transaction_states] == ["open-1"]
+
+
+def test_describe_producers_shows_each_producer_s_state_and_open_transaction(kafka: Listener) -> None:
+    from kio.schema.describe_producers.v0.request import DescribeProducersRequest, TopicRequest
+    from kio.schema.errors import ErrorCode
+
+    create_topic(kafka.client, "orders", 2)
+    idem = init_producer(kafka.client)
+    assert send(kafka.client, [batch("orders", 1, ["x", "y"], 0)], idem).status_code == 200
+    txn = _open_transaction(kafka, "pay-1")  # its record at orders/1 offset 2
+    with kafka.connect() as s:
+        answer = ask(s, 61, 0, DescribeProducersRequest(topics=(
+            TopicRequest(name="orders", partition_indexes=(1, 0, 7)),)))
+    (topic,) = answer.topics
+    one, zero, seven = topic.partitions
+    assert one.error_code == ErrorCode.none
+    assert sorted((p.producer_id, p.producer_epoch, p.last_sequence, p.current_txn_start_offset)
+                  for p in one.active_producers) == sorted([
+                      (idem["producer_id"], idem["producer_epoch"], 1, -1),
+                      (txn["producer_id"], txn["producer_epoch"], 0, 2)])
+    assert (zero.error_code, zero.active_producers) == (ErrorCode.none, ())
+    assert seven.error_code == ErrorCode.unknown_topic_or_partition
