@@ -20,7 +20,8 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
-from app.domain.errors import OutboxError
+from app.domain.acl import ANONYMOUS
+from app.domain.errors import OutboxError, ThrottlingQuotaExceeded
 from app.kafka import protocol
 from app.kafka.apis import Apis, Broker, api_versions_answer
 
@@ -97,7 +98,7 @@ class KafkaListener:
                             "OUTBOX_KAFKA_SOCKET_REQUEST_MAX_BYTES)", _peer(writer), size, limit)
                 return
             try:
-                answer = await self._answer(frame)
+                answer = await self._answer(frame, _waiter(writer))
             except protocol.Unparseable as e:
                 logger.info("Kafka listener: closing the connection from %s: the request cannot be read (%s)",
                             _peer(writer), e)
@@ -120,8 +121,9 @@ class KafkaListener:
                 writer.write(answer)
                 await writer.drain()
 
-    async def _answer(self, frame: bytes) -> bytes | None:
-        """The response frame to `frame`, None for none (acks=0); Unparseable to close."""
+    async def _answer(self, frame: bytes, waiter: str) -> bytes | None:
+        """The response frame to `frame`, None for none (acks=0); Unparseable to close.
+        `waiter`: whose place a Fetch that waits takes (app.services.waiting)."""
         api_key, api_version, correlation_id = protocol.prefix(frame)
         if not protocol.is_served(api_key, api_version):
             if api_key == protocol.API_VERSIONS:
@@ -137,26 +139,47 @@ class KafkaListener:
         request = protocol.parse(frame)
         handler = self.apis.handlers[api_key]
         if api_key == _FETCH:
-            response = await self._fetch(request)
+            response = await self._fetch(request, waiter)
         else:
             response = await asyncio.to_thread(handler, request.body, api_version)
         return None if response is None else protocol.encode(correlation_id, response)
 
-    async def _fetch(self, request: protocol.Request) -> Any:
+    async def _fetch(self, request: protocol.Request, waiter: str) -> Any:
         """A Fetch, waiting up to max_wait_ms (at most OUTBOX_FETCH_MAX_WAIT_MS) until min_bytes
-        of records are there, woken by the commits to the partitions read."""
+        of records are there, woken by the commits to the partitions read. A Fetch that would
+        wait takes a place among the process's waiting requests, as an HTTP one does
+        (OUTBOX_MAX_WAITING_REQUESTS, _PER_PRINCIPAL); where none is left it is answered at once
+        with what is there, as a Fetch that does not wait (a Kafka client fetches again; an
+        error would be no clearer to it)."""
         body = request.body
         changes = self.services.long_poll.changes
         deadline = time.monotonic() + min(max(0, body.max_wait.total_seconds()), self.settings.fetch_max_wait_ms / 1000)
-        while True:
-            since = changes.now()
-            answer, size, keys = await asyncio.to_thread(self.apis.fetch_now, body, request.api_version)
-            left = deadline - time.monotonic()
-            if size >= body.min_bytes or left <= 0 or not keys:
-                return answer
-            await changes.wait(keys, since, left)
-            if time.monotonic() >= deadline and not changes.moved(keys, since):
-                return answer
+        place = None
+        try:
+            while True:
+                since = changes.now()
+                answer, size, keys = await asyncio.to_thread(self.apis.fetch_now, body, request.api_version)
+                left = deadline - time.monotonic()
+                if size >= body.min_bytes or left <= 0 or not keys:
+                    return answer
+                if place is None:
+                    try:
+                        place = self.services.waiting.enter(waiter, "fetch")
+                    except ThrottlingQuotaExceeded:
+                        return answer
+                await changes.wait(keys, since, left)
+                if time.monotonic() >= deadline and not changes.moved(keys, since):
+                    return answer
+        finally:
+            if place is not None:
+                place.release()
+
+
+def _waiter(writer: asyncio.StreamWriter) -> str:
+    """Whose place a waiting Fetch of this connection takes: as over HTTP with authentication
+    off, the anonymous caller of each client address counts as a principal."""
+    peer = writer.get_extra_info("peername")
+    return f"{ANONYMOUS} from {peer[0] if peer else 'an unknown address'}"
 
 
 def _peer(writer: asyncio.StreamWriter) -> str:

@@ -62,3 +62,40 @@ def _connected_and_answered(listener: Listener, request: object) -> socket.socke
             s.close()
             time.sleep(0.1)
     raise AssertionError("no connection was served after one closed")
+
+
+def test_a_fetch_past_the_waiting_requests_bound_is_answered_at_once(kafka: Listener) -> None:
+    """OUTBOX_MAX_WAITING_REQUESTS counts the Kafka door's waiting Fetches as it counts HTTP's:
+    with one place, a second Fetch that would wait is answered with what is there (nothing)
+    while the first still waits."""
+    import dataclasses
+    import select
+
+    from app.kafka.server import KafkaListener
+    from app.services.waiting import WaitingRequests
+    from tests.kafka.conftest import frame, read_frame, response
+    from tests.kafka.test_wire import _fetch, _fetched_offsets
+
+    create_topic(kafka.client, "orders")
+    services = dataclasses.replace(kafka.services, waiting=WaitingRequests(1, 1))
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.bind(("127.0.0.1", 0))
+    listener = KafkaListener(services, sock)
+    kafka.client.portal.call(listener.start)
+    try:
+        bounded = Listener("127.0.0.1", listener.port, kafka.client)
+        with bounded.connect() as first, bounded.connect() as second:
+            first.sendall(frame(1, 12, _fetch("orders", 0, 0, max_wait_ms=4000), correlation_id=1))
+            deadline = time.monotonic() + 5
+            while services.waiting.total == 0 and time.monotonic() < deadline:
+                time.sleep(0.02)
+            assert services.waiting.total == 1  # the first one waits, in the only place
+            second.sendall(frame(1, 12, _fetch("orders", 0, 0, max_wait_ms=4000), correlation_id=2))
+            data = read_frame(second)
+            assert data is not None
+            assert _fetched_offsets(response(1, 12, data)[1]) == []
+            assert select.select([first], [], [], 0)[0] == []  # still waiting when the second was answered
+            assert _fetched_offsets(response(1, 12, read_frame(first))[1]) == []
+        assert services.waiting.total == 0  # its place given back
+    finally:
+        kafka.client.portal.call(listener.stop)
