@@ -86,7 +86,8 @@ class GroupApis:
             return build(m.JoinGroupResponse, throttle_time=_NO_WAIT, error_code=code,
                          generation_id=-1 if joined is None else joined.generation_id,
                          protocol_type=None if joined is None else joined.protocol_type,
-                         protocol_name=None if joined is None else joined.protocol_name,
+                         # Nullable from version 7 on; an empty name before it, as Kafka answers.
+                         protocol_name=(None if version >= 7 else "") if joined is None else joined.protocol_name,
                          leader="" if joined is None else joined.leader_id,
                          member_id=body.member_id if joined is None else joined.member_id, members=members)
 
