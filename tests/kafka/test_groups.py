@@ -308,3 +308,52 @@ def test_bad_group_requests_are_answered_with_kafkas_codes_on_the_same_connectio
         assert sync(s, "g", 7, member).error_code == ErrorCode.illegal_generation
         assert heartbeat(s, "nothing", 1, member) == ErrorCode.unknown_member_id
         assert heartbeat(s, "g", 1, member) == ErrorCode.none
+
+
+def test_a_member_whose_session_times_out_is_removed_by_group_expiry_and_the_others_rebalance(
+        kafka: Listener, clock: Any) -> None:
+    from app.worker.chore import ChoreConfig
+    from app.worker.group_expiry import GroupExpiryWorker
+
+    create_topic(kafka.client, "orders")
+    worker = GroupExpiryWorker(kafka.services.groups, clock, ChoreConfig(interval_ms=50))
+    a, a_id = _lone_member(kafka)
+    with a, kafka.connect() as b:
+        waiting, b_joined = in_thread(join, b, "g", session_s=6)
+        while heartbeat(a, "g", 1, a_id) == ErrorCode.none:
+            pass
+        join(a, "g", a_id)
+        waiting.join(10)
+        b_id = b_joined[0].member_id
+        sync(a, "g", 2, a_id, {a_id: assignment({"orders": [0]}), b_id: b""})
+        clock.advance(6_001)  # B, silent since the join ended, is past its 6 s; A's is 10 s
+        assert worker.run_once().expired_members == 1
+        assert heartbeat(b, "g", 2, b_id) == ErrorCode.unknown_member_id
+        assert heartbeat(a, "g", 2, a_id) == ErrorCode.rebalance_in_progress
+        again = join(a, "g", a_id)
+        assert (again.generation_id, [m.member_id for m in again.members]) == (3, [a_id])
+
+
+def test_a_group_takes_at_most_group_max_size_members(kafka: Listener) -> None:
+    create_topic(kafka.client, "orders")
+    groups = kafka.services.groups
+    groups.settings = groups.settings.model_copy(update={"group_max_size": 1})
+    s, member = _lone_member(kafka)
+    with s, kafka.connect() as other:
+        assert join(other, "g").error_code == ErrorCode.group_max_size_reached
+        assert join(s, "g", member).error_code == ErrorCode.none  # a member joining again is no new one
+    r = kafka.client.post("/v1/groups/web/members", json={"topics": ["orders"]})
+    assert r.status_code == 200, r.text
+    r = kafka.client.post("/v1/groups/web/members", json={"topics": ["orders"]})
+    assert (r.status_code, r.json()["error_code"]) == (409, "GROUP_MAX_SIZE_REACHED")
+
+
+def test_the_http_door_cannot_heartbeat_or_remove_a_kafka_member(kafka: Listener) -> None:
+    create_topic(kafka.client, "orders")
+    s, member = _lone_member(kafka)
+    with s:
+        r = kafka.client.post(f"/v1/groups/g/members/{member}/heartbeat")
+        assert (r.status_code, r.json()["error_code"]) == (409, "INCONSISTENT_GROUP_PROTOCOL")
+        r = kafka.client.delete(f"/v1/groups/g/members/{member}")
+        assert (r.status_code, r.json()["error_code"]) == (409, "INCONSISTENT_GROUP_PROTOCOL")
+        assert heartbeat(s, "g", 1, member) == ErrorCode.none
