@@ -24,7 +24,6 @@ from kio.schema.errors import ErrorCode
 
 from app.domain.acl import Operation, ResourceType
 from app.domain.errors import InvalidRequest, OutboxError, RebalanceInProgress
-from app.domain.group import GroupState
 from app.domain.offsets import GroupMetadata, OffsetToStage
 from app.kafka.errors import error_code
 from app.kafka.protocol import build, response_module
@@ -231,17 +230,15 @@ class GroupApis:
     def describe_groups(self, body: Any, version: int) -> Any:
         m = response_module(DESCRIBE_GROUPS, version)
         assert m is not None
-        known = {g.group_id for g in self.groups.list()}
         described = []
         for d in self.groups.kafka_describe(list(body.groups)):
-            state = d.state if d.group_id in known else GroupState.DEAD
             members = tuple(
                 build(m.DescribedGroupMember, member_id=mm.member_id, group_instance_id=None, client_id="",
                       client_host="", member_metadata=mm.metadata_for(d.protocol_name),
                       member_assignment=mm.member_assignment or b"")
                 for mm in d.members)
             described.append(build(m.DescribedGroup, error_code=ErrorCode.none, group_id=d.group_id,
-                                   group_state=state.value, protocol_type=d.protocol_type or "",
+                                   group_state=d.state.value, protocol_type=d.protocol_type or "",
                                    protocol_data=d.protocol_name or "", members=members,
                                    authorized_operations=_NO_AUTHORIZED_OPERATIONS))
         return build(m.DescribeGroupsResponse, throttle_time=_NO_WAIT, groups=tuple(described))

@@ -509,12 +509,18 @@ class GroupService:
             return outcome
 
     def kafka_describe(self, group_ids: list[str]) -> list[GroupDescription]:
+        """Each group as DescribeGroups shows it: `Dead` for one the service does not know
+        (no row, no offsets committed or pending), `Empty` for one without members."""
         with self.db.read() as conn:
             out = []
             for group_id in group_ids:
                 g = groups.group(conn, group_id)
                 members = groups.members(conn, group_id)
-                state = GroupState.EMPTY if g is None or not members else GroupState(g.state.value)
+                if g is None and not offsets.fetch(conn, group_id) and not offsets.pending_partitions(
+                        conn, group_id, None):
+                    state = GroupState.DEAD
+                else:
+                    state = GroupState.EMPTY if g is None or not members else GroupState(g.state.value)
                 out.append(GroupDescription(group_id, state, None if g is None else g.protocol_type,
                                             None if g is None else g.protocol_name, members))
             return out
