@@ -357,3 +357,25 @@ def test_the_http_door_cannot_heartbeat_or_remove_a_kafka_member(kafka: Listener
         r = kafka.client.delete(f"/v1/groups/g/members/{member}")
         assert (r.status_code, r.json()["error_code"]) == (409, "INCONSISTENT_GROUP_PROTOCOL")
         assert heartbeat(s, "g", 1, member) == ErrorCode.none
+
+
+def test_two_listeners_are_one_coordinator_the_rebalance_being_in_the_database(kafka: Listener) -> None:
+    """Each listener keeps only its own waiting requests (as each `serve` process does): a join
+    waiting on one is completed by a rejoin through the other."""
+    from tests.kafka.conftest import listener_with
+
+    create_topic(kafka.client, "orders", partitions=2)
+    a, a_id = _lone_member(kafka)
+    with listener_with(kafka) as other, a, other.connect() as b:
+        waiting, b_joined = in_thread(join, b, "g")
+        while heartbeat(a, "g", 1, a_id) == ErrorCode.none:
+            pass
+        a_joined = join(a, "g", a_id)
+        waiting.join(10)
+        (b_joined_,) = b_joined
+        assert (a_joined.generation_id, b_joined_.generation_id, b_joined_.leader) == (2, 2, a_id)
+        waiting, b_synced = in_thread(sync, b, "g", 2, b_joined_.member_id)
+        given = {a_id: assignment({"orders": [0]}), b_joined_.member_id: assignment({"orders": [1]})}
+        sync(a, "g", 2, a_id, given)
+        waiting.join(10)
+        assert [x.assignment for x in b_synced] == [given[b_joined_.member_id]]
