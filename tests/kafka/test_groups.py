@@ -379,3 +379,68 @@ def test_two_listeners_are_one_coordinator_the_rebalance_being_in_the_database(k
         sync(a, "g", 2, a_id, given)
         waiting.join(10)
         assert [x.assignment for x in b_synced] == [given[b_joined_.member_id]]
+
+
+def test_every_served_version_of_the_group_apis_is_answered(kafka: Listener) -> None:
+    """One group per JoinGroup version, driven through every API at its versions: each answer
+    is read with that version's own type, without an error."""
+    from app.kafka.protocol import SERVED, build
+
+    create_topic(kafka.client, "orders")
+    versions = {key: range(lo, hi + 1) for key, (lo, hi) in SERVED.items()}
+    with kafka.connect() as s:
+        for v in versions[11]:
+            group = f"g{v}"
+            proto = _nested(11, v, "JoinGroupRequestProtocol")
+            joined = ask(s, 11, v, build(request_class(11, v), group_id=group, session_timeout=10 * S,  # type: ignore[arg-type]
+                                         rebalance_timeout=10 * S, member_id="", group_instance_id=None,
+                                         protocol_type="consumer",
+                                         protocols=(proto(name="range", metadata=subscription("orders")),)))
+            assert (joined.error_code, joined.generation_id) == (ErrorCode.none, 1), v
+            member = joined.member_id
+            sv = min(v, versions[14][-1])
+            item = _nested(14, sv, "SyncGroupRequestAssignment")
+            synced = ask(s, 14, sv, build(request_class(14, sv), group_id=group, generation_id=1,  # type: ignore[arg-type]
+                                          member_id=member, group_instance_id=None, protocol_type="consumer",
+                                          protocol_name="range",
+                                          assignments=(item(member_id=member, assignment=b"\x00\x00"),)))
+            assert (synced.error_code, synced.assignment) == (ErrorCode.none, b"\x00\x00"), v
+        member_of_g0 = None
+        for hv in versions[12]:
+            d = ask(s, 15, 0, build(request_class(15, 0), groups=("g0",)))  # type: ignore[arg-type]
+            member_of_g0 = d.groups[0].members[0].member_id
+            answer = ask(s, 12, hv, build(request_class(12, hv), group_id="g0", generation_id=1,  # type: ignore[arg-type]
+                                          member_id=member_of_g0, group_instance_id=None))
+            assert answer.error_code == ErrorCode.none, hv
+        for cv in versions[8]:
+            topic = _nested(8, cv, "OffsetCommitRequestTopic")
+            part = _nested(8, cv, "OffsetCommitRequestPartition")
+            answer = ask(s, 8, cv, build(request_class(8, cv), group_id="g0", generation_id_or_member_epoch=1,  # type: ignore[arg-type]
+                                         member_id=member_of_g0, group_instance_id=None,
+                                         retention_time=datetime.timedelta(milliseconds=-1),
+                                         topics=(topic(name="orders", partitions=(build(
+                                             part, partition_index=0, committed_offset=cv, committed_leader_epoch=-1,
+                                             committed_metadata=None),)),)))
+            assert [p.error_code for t in answer.topics for p in t.partitions] == [ErrorCode.none], cv
+        for fv in versions[9]:
+            topic = _nested(9, fv, "OffsetFetchRequestTopic")
+            answer = ask(s, 9, fv, build(request_class(9, fv), group_id="g0", require_stable=True,  # type: ignore[arg-type]
+                                         topics=(topic(name="orders", partition_indexes=(0,)),)))
+            assert [(p.committed_offset, p.error_code) for t in answer.topics for p in t.partitions] == [
+                (versions[8][-1], ErrorCode.none)], fv
+        for dv in versions[15]:
+            answer = ask(s, 15, dv, build(request_class(15, dv), groups=("g0",),  # type: ignore[arg-type]
+                                          include_authorized_operations=False))
+            assert [(g.group_state, len(g.members)) for g in answer.groups] == [("Stable", 1)], dv
+        for lv in versions[16]:
+            answer = ask(s, 16, lv, build(request_class(16, lv), states_filter=()))  # type: ignore[arg-type]
+            assert [g.group_id for g in answer.groups] == [f"g{v}" for v in versions[11]], lv
+        for n, lv in enumerate(versions[13]):
+            group = f"g{n + 1}"
+            d = ask(s, 15, 0, build(request_class(15, 0), groups=(group,)))  # type: ignore[arg-type]
+            mid = d.groups[0].members[0].member_id
+            identity = _nested(13, lv, "MemberIdentity") if lv >= 3 else None
+            answer = ask(s, 13, lv, build(request_class(13, lv), group_id=group, member_id=mid,  # type: ignore[arg-type]
+                                          members=() if identity is None else (
+                                              identity(member_id=mid, group_instance_id=None),)))
+            assert answer.error_code == ErrorCode.none, lv
