@@ -105,6 +105,10 @@ class Settings(BaseSettings):
     group_min_session_timeout_ms: int = Field(default=1_000, ge=1)
     group_max_session_timeout_ms: int = Field(default=1_800_000, ge=1)
     default_session_timeout_ms: int = Field(default=45_000, ge=1)
+    # Kafka's group.max.size: the members one group may have, through either door (a join past
+    # it is refused with GROUP_MAX_SIZE_REACHED), so that no caller makes the service hold
+    # members without bound.
+    group_max_size: int = Field(default=1_000, ge=1)
     # Bound on how long an offset fetch may wait for a pending transaction (wait_ms).
     max_offset_fetch_wait_ms: int = Field(default=30_000, ge=0)
     max_records_per_request: int = Field(default=20_000, ge=1)

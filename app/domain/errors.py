@@ -184,6 +184,26 @@ class UnknownMemberId(OutboxError):
     error_code = "UNKNOWN_MEMBER_ID"
 
 
+class RebalanceInProgress(OutboxError):
+    """The group is rebalancing: join it again (JoinGroup) to get the next generation."""
+
+    error_code = "REBALANCE_IN_PROGRESS"
+    retriable = True
+
+
+class InconsistentGroupProtocol(OutboxError):
+    """The member's protocol does not fit the group's: another door manages the group while it
+    has members, or the members share no assignor."""
+
+    error_code = "INCONSISTENT_GROUP_PROTOCOL"
+
+
+class GroupMaxSizeReached(OutboxError):
+    """The group has as many members as OUTBOX_GROUP_MAX_SIZE allows."""
+
+    error_code = "GROUP_MAX_SIZE_REACHED"
+
+
 class GroupIdNotFound(OutboxError):
     """No consumer group with this group_id has members."""
 

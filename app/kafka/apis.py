@@ -17,10 +17,11 @@ from app.domain.offsets import GroupMetadata, OffsetToStage
 from app.domain.read import offset_order_upper_bound
 from app.domain.records import check_record_count
 from app.domain.types import IsolationLevel, TransactionVersion
-from app.kafka import records
+from app.kafka import groups, records
 from app.kafka.admin import AdminApis
 from app.kafka.decompressed import check_decompressed_size
 from app.kafka.errors import error_code, fenced_code
+from app.kafka.groups import GroupApis
 from app.kafka.protocol import API_VERSIONS, SERVED, CloseConnection, build, response_module
 
 _NO_WAIT = datetime.timedelta(0)
@@ -52,6 +53,12 @@ class Apis:
                          10: self.find_coordinator, 18: self.api_versions, 22: self.init_producer_id,
                          24: self.add_partitions_to_txn, 25: self.add_offsets_to_txn, 26: self.end_txn,
                          28: self.txn_offset_commit, **AdminApis(services).handlers}
+        # The classic group protocol, its own module; each API's ACL requirement is groups.ACLS.
+        self.groups = GroupApis(services)
+        self.handlers |= {groups.OFFSET_COMMIT: self.groups.offset_commit, groups.OFFSET_FETCH: self.groups.offset_fetch,
+                          groups.JOIN_GROUP: self.groups.join_group, groups.HEARTBEAT: self.groups.heartbeat,
+                          groups.LEAVE_GROUP: self.groups.leave_group, groups.SYNC_GROUP: self.groups.sync_group,
+                          groups.DESCRIBE_GROUPS: self.groups.describe_groups, groups.LIST_GROUPS: self.groups.list_groups}
         assert set(self.handlers) == set(SERVED)
 
     # --- ApiVersions -----------------------------------------------------------------------

@@ -40,6 +40,18 @@ SERVED: dict[int, tuple[int, int]] = {
     25: (0, 3),   # AddOffsetsToTxn
     26: (0, 4),   # EndTxn
     28: (0, 4),   # TxnOffsetCommit
+    # The classic group protocol (app/kafka/groups.py). JoinGroup stops at 7: 8 adds a reason,
+    # 9 KIP-814's static leader; no MEMBER_ID_REQUIRED (KIP-394) is asked, a new member gets its
+    # id in its first answer. OffsetCommit 9 and OffsetFetch 8 and later are KIP-848's and batch
+    # groups; kio has no OffsetCommit before 2 nor OffsetFetch before 1.
+    8: (2, 8),    # OffsetCommit
+    9: (1, 7),    # OffsetFetch
+    11: (0, 7),   # JoinGroup
+    12: (0, 4),   # Heartbeat
+    13: (0, 4),   # LeaveGroup
+    14: (0, 5),   # SyncGroup
+    15: (0, 5),   # DescribeGroups
+    16: (0, 4),   # ListGroups
     # Topic administration (app.kafka.admin); the versions kio has schemas for.
     19: (2, 7),   # CreateTopics
     20: (1, 6),   # DeleteTopics (by name: 6 can name a topic by id, which topics do not have here)

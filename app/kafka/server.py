@@ -12,6 +12,7 @@ connection, as Kafka does, logged at INFO without a traceback: it is the client'
 from __future__ import annotations
 
 import asyncio
+import inspect
 import logging
 import socket
 import struct
@@ -140,6 +141,10 @@ class KafkaListener:
         handler = self.apis.handlers[api_key]
         if api_key == _FETCH:
             response = await self._fetch(request, waiter)
+        elif inspect.iscoroutinefunction(handler):
+            # A request that waits on other clients' (JoinGroup, SyncGroup): it waits on the
+            # event loop and calls the services in worker threads itself.
+            response = await handler(request.body, api_version)
         else:
             response = await asyncio.to_thread(handler, request.body, api_version)
         return None if response is None else protocol.encode(correlation_id, response)

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import base64
 from dataclasses import dataclass
 
 import orjson
 from sqlalchemy import Connection, delete, func, insert, select, update
 
 from app.domain.errors import IllegalGeneration, UnknownMemberId
+from app.domain.group import GroupState, StoredGroupState
 from app.domain.offsets import GroupMetadata
 from app.storage import dialect
 from app.storage.dialect import RowLock
@@ -22,6 +24,53 @@ class Member:
     session_timeout_ms: int
     last_heartbeat_ms: int
     joined_ms: int
+    # A Kafka member's (None for the HTTP door's): [(protocol name, its metadata)] in the
+    # member's order of preference, and the rest of its rebalance (tables.group_members).
+    protocols: list[tuple[str, bytes]] | None = None
+    rebalance_timeout_ms: int | None = None
+    join_generation: int | None = None
+    member_assignment: bytes | None = None
+
+    def metadata_for(self, protocol: str | None) -> bytes:
+        return next((m for name, m in self.protocols or [] if name == protocol), b"")
+
+
+@dataclass(frozen=True, slots=True)
+class Group:
+    """A group's row: its generation and, for a group of the Kafka door's, its rebalance."""
+
+    group_id: str
+    generation_id: int
+    protocol_type: str | None
+    protocol_name: str | None
+    state: StoredGroupState
+    leader_id: str | None
+    rebalance_deadline_ms: int | None
+
+
+def group(conn: Connection, group_id: str, *, lock: RowLock | None = None) -> Group | None:
+    stmt = select(consumer_groups).where(consumer_groups.c.group_id == group_id)
+    r = conn.execute(dialect.lock_row(conn.dialect.name, stmt, lock)).one_or_none()
+    if r is None:
+        return None
+    return Group(r.group_id, r.generation_id, r.protocol_type, r.protocol_name, StoredGroupState(r.state),
+                 r.leader_id, r.rebalance_deadline_ms)
+
+
+def update_group(conn: Connection, group_id: str, **values: object) -> None:
+    if isinstance(values.get("state"), StoredGroupState):
+        values["state"] = values["state"].value  # type: ignore[union-attr]
+    conn.execute(update(consumer_groups).where(consumer_groups.c.group_id == group_id).values(**values))
+
+
+def _protocols_text(protocols: list[tuple[str, bytes]] | None) -> str | None:
+    if protocols is None:
+        return None
+    return orjson.dumps([[name, base64.b64encode(m).decode()] for name, m in protocols]).decode()
+
+
+def _protocols(text: str | None) -> list[tuple[str, bytes]] | None:
+    return None if text is None else [(name, base64.b64decode(m)) for name, m in orjson.loads(text)]
 
 
 def generation(conn: Connection, group_id: str, *, lock: RowLock | None = None) -> int | None:
@@ -62,6 +111,10 @@ def members(conn: Connection, group_id: str) -> list[Member]:
             r.session_timeout_ms,
             r.last_heartbeat_ms,
             r.joined_ms,
+            _protocols(r.protocols),
+            r.rebalance_timeout_ms,
+            r.join_generation,
+            r.member_assignment,
         )
         for r in rows
     ]
@@ -77,6 +130,10 @@ def add_member(conn: Connection, group_id: str, member: Member) -> None:
             session_timeout_ms=member.session_timeout_ms,
             last_heartbeat_ms=member.last_heartbeat_ms,
             joined_ms=member.joined_ms,
+            protocols=_protocols_text(member.protocols),
+            rebalance_timeout_ms=member.rebalance_timeout_ms,
+            join_generation=member.join_generation,
+            member_assignment=member.member_assignment,
         )
     )
 
@@ -85,6 +142,8 @@ def update_member(conn: Connection, group_id: str, member_id: str, **values: obj
     for key in ("topics", "assignment"):
         if key in values:
             values[key] = orjson.dumps(values[key]).decode()
+    if "protocols" in values:
+        values["protocols"] = _protocols_text(values["protocols"])  # type: ignore[arg-type]
     conn.execute(
         update(group_members)
         .where(group_members.c.group_id == group_id, group_members.c.member_id == member_id)
@@ -110,6 +169,15 @@ def groups_with_expired_members(conn: Connection, now_ms: int) -> list[str]:
     )
 
 
+def groups_past_rebalance_deadline(conn: Connection, now_ms: int) -> list[str]:
+    """Kafka door's groups whose join phase is over by time: the members that did not join
+    again are to be removed even if no request of theirs waits (GroupService.expire_members)."""
+    return list(conn.execute(
+        select(consumer_groups.c.group_id).where(
+            consumer_groups.c.state == StoredGroupState.PREPARING_REBALANCE.value,
+            consumer_groups.c.rebalance_deadline_ms < now_ms)).scalars())
+
+
 def check_group_metadata(conn: Connection, group_id: str, meta: GroupMetadata | None) -> None:
     """KIP-447: offsets that carry group metadata are fenced by the group's generation."""
     if meta is None:
@@ -131,6 +199,8 @@ class GroupListing:
     group_id: str
     generation_id: int | None  # None: the group has never had members (offsets only)
     member_count: int
+    protocol_type: str | None = None  # None: the HTTP door's group, or one without members
+    state: GroupState = GroupState.EMPTY
 
 
 def list_groups(conn: Connection) -> list[GroupListing]:
@@ -144,9 +214,11 @@ def list_groups(conn: Connection) -> list[GroupListing]:
     members = (select(group_members.c.group_id, func.count().label("n"))
                .group_by(group_members.c.group_id).subquery())
     rows = conn.execute(
-        select(known.c.group_id, consumer_groups.c.generation_id, func.coalesce(members.c.n, 0))
+        select(known.c.group_id, consumer_groups.c.generation_id, func.coalesce(members.c.n, 0),
+               consumer_groups.c.protocol_type, consumer_groups.c.state)
         .select_from(known.outerjoin(consumer_groups, consumer_groups.c.group_id == known.c.group_id)
                      .outerjoin(members, members.c.group_id == known.c.group_id))
         .order_by(known.c.group_id)
     ).all()
-    return [GroupListing(g, gen, n) for g, gen, n in rows]
+    return [GroupListing(g, gen, n, protocol_type, GroupState(state) if n else GroupState.EMPTY)
+            for g, gen, n, protocol_type, state in rows]

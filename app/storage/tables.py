@@ -30,6 +30,7 @@ from sqlalchemy import (
 )
 
 from app.domain.acl import Operation, PatternType, Permission, ResourceType
+from app.domain.group import StoredGroupState
 from app.domain.types import ControlType, TransactionVersion, ValueFormat
 
 NAMING_CONVENTION = {
@@ -322,12 +323,23 @@ group_offsets = Table(
 
 # Consumer groups (KIP-447 needs their generations). One row per group; a membership change
 # bumps generation_id, and offset commits that name an older generation are refused.
+#
+# The Kafka door's groups (Kafka's classic protocol, app.domain.group) keep their rebalance here
+# too, so that several `serve` processes are one coordinator: protocol_type (None: the HTTP
+# door's group) and the assignor chosen (protocol_name), the state, the leader, and until when
+# the members have to join again (rebalance_deadline_ms); only the waiting requests are in memory.
 consumer_groups = Table(
     "consumer_groups",
     metadata,
     Column("group_id", String(255), primary_key=True),
     Column("generation_id", Integer, nullable=False),
     Column("updated_ms", BigInteger, nullable=False),
+    Column("protocol_type", String(255), nullable=True),
+    Column("protocol_name", String(255), nullable=True),
+    Column("state", String(24), nullable=False, server_default=StoredGroupState.STABLE.value),
+    Column("leader_id", String(255), nullable=True),
+    Column("rebalance_deadline_ms", BigInteger, nullable=True),
+    one_of("state", StoredGroupState),
 )
 
 group_members = Table(
@@ -340,6 +352,13 @@ group_members = Table(
     Column("session_timeout_ms", Integer, nullable=False),
     Column("last_heartbeat_ms", BigInteger, nullable=False),
     Column("joined_ms", BigInteger, nullable=False),
+    # A Kafka member's: the protocols it offered (JSON [[name, base64 metadata], ...]), its
+    # rebalance timeout, the generation whose rebalance it has joined, and the assignment bytes
+    # the leader gave it (SyncGroup). NULL for the HTTP door's members.
+    Column("protocols", Text, nullable=True),
+    Column("rebalance_timeout_ms", Integer, nullable=True),
+    Column("join_generation", Integer, nullable=True),
+    Column("member_assignment", LargeBinary, nullable=True),
     PrimaryKeyConstraint("group_id", "member_id"),
 )
 

@@ -1,0 +1,50 @@
+"""A consumer group's rebalance as Kafka's classic protocol runs it (the Kafka door's groups),
+beside the HTTP door's, whose members get their assignment at once (app.services.group_service).
+
+One group has one generation, one set of members and one set of committed offsets, whichever
+door manages it; a group is managed by the door of its members (`protocol_type`: None for the
+HTTP door's, Kafka's protocol type, "consumer" for consumers, for the Kafka door's). A group
+with no members belongs to neither, so either door may take it.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Sequence
+
+
+class GroupState(str, enum.Enum):
+    """Kafka's classic group states, as DescribeGroups and ListGroups name them. `Empty` is not
+    stored: it is a group without members. The HTTP door's groups are always `Stable` (their
+    rebalance is done within the join that starts it)."""
+
+    EMPTY = "Empty"
+    PREPARING_REBALANCE = "PreparingRebalance"  # waiting for every member to join again
+    COMPLETING_REBALANCE = "CompletingRebalance"  # waiting for the leader's assignment (SyncGroup)
+    STABLE = "Stable"
+    DEAD = "Dead"  # a group the service does not know: DescribeGroups answers it so, as Kafka does
+
+
+class StoredGroupState(str, enum.Enum):
+    """GroupState without Empty: what `consumer_groups.state` holds (a CHECK from this enum)."""
+
+    PREPARING_REBALANCE = GroupState.PREPARING_REBALANCE.value
+    COMPLETING_REBALANCE = GroupState.COMPLETING_REBALANCE.value
+    STABLE = GroupState.STABLE.value
+
+
+def select_protocol(member_protocols: Sequence[Sequence[str]]) -> str | None:
+    """The protocol (assignor) every member supports, chosen as Kafka's coordinator does: each
+    member votes for the first one in its own order of preference that all support, and the most
+    voted wins (ties to the first member's preference). None: the members share none."""
+    if not member_protocols:
+        return None
+    common = set(member_protocols[0]).intersection(*map(set, member_protocols[1:]))
+    if not common:
+        return None
+    votes: dict[str, int] = {}
+    for protocols in member_protocols:
+        choice = next(p for p in protocols if p in common)
+        votes[choice] = votes.get(choice, 0) + 1
+    first = [p for p in member_protocols[0] if p in common]
+    return max(first, key=lambda p: (votes.get(p, 0), -first.index(p)))

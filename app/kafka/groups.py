@@ -1,0 +1,321 @@
+"""Kafka's classic consumer group protocol over the Kafka door: JoinGroup, SyncGroup,
+Heartbeat, LeaveGroup, OffsetCommit, OffsetFetch, DescribeGroups, ListGroups, on the engine's
+groups (app.services.group_service, "Kafka's classic protocol"): one generation, one set of
+members and one set of committed offsets per group, whichever door it is used through.
+
+The rebalance is in the database; only the waiting is here: a JoinGroup waits for the other
+members to join (the barrier), a follower's SyncGroup for the leader's assignment. A waiting
+request asks the service again every WAIT_POLL_S, sooner when a request of this process has
+changed a group, so a rebalance completed by another `serve` process is seen within
+WAIT_POLL_S. What waits is bounded: each connection has one request in flight
+(OUTBOX_KAFKA_MAX_CONNECTIONS of them), a JoinGroup at most until its rebalance deadline (the
+members' rebalance timeouts, at most OUTBOX_GROUP_MAX_SESSION_TIMEOUT_MS), a SyncGroup at most
+OUTBOX_GROUP_MAX_SESSION_TIMEOUT_MS."""
+
+from __future__ import annotations
+
+import asyncio
+import datetime
+import struct
+import time
+from typing import Any
+
+from kio.schema.errors import ErrorCode
+
+from app.domain.acl import Operation, ResourceType
+from app.domain.errors import InvalidRequest, OutboxError, RebalanceInProgress
+from app.domain.offsets import GroupMetadata, OffsetToStage
+from app.kafka.errors import error_code
+from app.kafka.protocol import build, response_module
+
+JOIN_GROUP, SYNC_GROUP, HEARTBEAT, LEAVE_GROUP = 11, 14, 12, 13
+OFFSET_COMMIT, OFFSET_FETCH, DESCRIBE_GROUPS, LIST_GROUPS = 8, 9, 15, 16
+
+# What each group API requires of the principal, as Kafka's authorizer asks it: (operation, the
+# resource type; the group named in the request, or the cluster). For the door's ACL table; OffsetCommit
+# and OffsetFetch also need READ / DESCRIBE on each topic they name.
+ACLS: dict[int, tuple[Operation, ResourceType]] = {
+    JOIN_GROUP: (Operation.READ, ResourceType.GROUP),
+    SYNC_GROUP: (Operation.READ, ResourceType.GROUP),
+    HEARTBEAT: (Operation.READ, ResourceType.GROUP),
+    LEAVE_GROUP: (Operation.READ, ResourceType.GROUP),
+    OFFSET_COMMIT: (Operation.READ, ResourceType.GROUP),
+    OFFSET_FETCH: (Operation.READ, ResourceType.GROUP),
+    DESCRIBE_GROUPS: (Operation.DESCRIBE, ResourceType.GROUP),
+    LIST_GROUPS: (Operation.DESCRIBE, ResourceType.CLUSTER),
+}
+
+WAIT_POLL_S = 0.1
+_NO_WAIT = datetime.timedelta(0)
+_MS = datetime.timedelta(milliseconds=1)
+_NO_AUTHORIZED_OPERATIONS = -2147483648
+# Kafka's protocol type of consumers: their protocol metadata is a ConsumerProtocolSubscription
+# and their assignments ConsumerProtocolAssignments, which the door reads for the engine's view
+# of the group (the topics it consumes, for its lag; the partitions each member holds).
+_CONSUMER = "consumer"
+
+
+class GroupApis:
+    def __init__(self, services: Any) -> None:
+        self.groups = services.groups
+        self.settings = services.settings
+        self._changed = asyncio.Event()
+
+    def _notify(self) -> None:
+        """Wakes the requests of this process waiting on a group: one may now be answered."""
+        self._changed.set()
+        self._changed = asyncio.Event()
+
+    async def _wait(self) -> None:
+        try:
+            await asyncio.wait_for(self._changed.wait(), WAIT_POLL_S)
+        except TimeoutError:
+            pass
+
+    # --- JoinGroup, SyncGroup, Heartbeat, LeaveGroup ---------------------------------------
+
+    async def join_group(self, body: Any, version: int) -> Any:
+        m = response_module(JOIN_GROUP, version)
+        assert m is not None
+
+        def answer(code: ErrorCode, joined: Any = None) -> Any:
+            members = () if joined is None else tuple(
+                build(m.JoinGroupResponseMember, member_id=mid, group_instance_id=None, metadata=data)
+                for mid, data in joined.members)
+            return build(m.JoinGroupResponse, throttle_time=_NO_WAIT, error_code=code,
+                         generation_id=-1 if joined is None else joined.generation_id,
+                         protocol_type=None if joined is None else joined.protocol_type,
+                         # Nullable from version 7 on; an empty name before it, as Kafka answers.
+                         protocol_name=(None if version >= 7 else "") if joined is None else joined.protocol_name,
+                         leader="" if joined is None else joined.leader_id,
+                         member_id=body.member_id if joined is None else joined.member_id, members=members)
+
+        protocols = [(p.name, bytes(p.metadata)) for p in body.protocols]
+        rebalance = getattr(body, "rebalance_timeout", None)
+        try:
+            _no_static_membership(body)
+            got = await asyncio.to_thread(
+                self.groups.kafka_join, body.group_id, member_id=body.member_id, protocol_type=body.protocol_type,
+                protocols=protocols, topic_names=_subscribed(body.protocol_type, protocols),
+                session_timeout_ms=body.session_timeout // _MS,
+                rebalance_timeout_ms=-1 if rebalance is None else rebalance // _MS)
+            self._notify()
+            while not hasattr(got, "leader_id"):
+                await self._wait()
+                got = await asyncio.to_thread(self.groups.joined, body.group_id, got.member_id, got.generation_id)
+            self._notify()
+        except OutboxError as e:
+            return answer(error_code(e))
+        return answer(ErrorCode.none, got)
+
+    async def sync_group(self, body: Any, version: int) -> Any:
+        m = response_module(SYNC_GROUP, version)
+        assert m is not None
+        protocol_type = getattr(body, "protocol_type", None)
+        protocol_name = getattr(body, "protocol_name", None)
+
+        def answer(code: ErrorCode, assignment: bytes = b"") -> Any:
+            return build(m.SyncGroupResponse, throttle_time=_NO_WAIT, error_code=code, protocol_type=protocol_type,
+                         protocol_name=protocol_name, assignment=assignment)
+
+        assignments = {a.member_id: (bytes(a.assignment), _assigned(protocol_type, bytes(a.assignment)))
+                       for a in body.assignments}
+        deadline = time.monotonic() + self.settings.group_max_session_timeout_ms / 1000
+        try:
+            _no_static_membership(body)
+            if len(assignments) != len(body.assignments):
+                raise InvalidRequest("an assignment names each member once")
+            given: dict[str, tuple[bytes, list[tuple[str, int]]]] | None = assignments or None
+            while True:
+                got = await asyncio.to_thread(self.groups.kafka_sync, body.group_id, body.member_id,
+                                              body.generation_id, protocol_type=protocol_type,
+                                              protocol_name=protocol_name, assignments=given)
+                if got is not None:
+                    break
+                if time.monotonic() >= deadline:
+                    raise RebalanceInProgress(f"the leader of group {body.group_id!r} gave no assignment in time")
+                await self._wait()
+            self._notify()
+        except OutboxError as e:
+            return answer(error_code(e))
+        return answer(ErrorCode.none, got)
+
+    async def heartbeat(self, body: Any, version: int) -> Any:
+        m = response_module(HEARTBEAT, version)
+        assert m is not None
+        code = ErrorCode.none
+        try:
+            _no_static_membership(body)
+            await asyncio.to_thread(self.groups.kafka_heartbeat, body.group_id, body.member_id, body.generation_id)
+        except OutboxError as e:
+            code = error_code(e)
+        return build(m.HeartbeatResponse, throttle_time=_NO_WAIT, error_code=code)
+
+    async def leave_group(self, body: Any, version: int) -> Any:
+        m = response_module(LEAVE_GROUP, version)
+        assert m is not None
+        # Versions 0 to 2 name one member; 3 and later a batch of them (KIP-345).
+        member_ids = [body.member_id] if version < 3 else [i.member_id for i in body.members]
+        try:
+            if version >= 3 and any(i.group_instance_id is not None for i in body.members):
+                raise InvalidRequest("group_instance_id (static membership) is not served")
+            outcome = await asyncio.to_thread(self.groups.kafka_leave, body.group_id, member_ids)
+            self._notify()
+        except OutboxError as e:
+            return build(m.LeaveGroupResponse, throttle_time=_NO_WAIT, error_code=error_code(e), members=())
+        codes = {mid: ErrorCode.none if e is None else error_code(e) for mid, e in outcome.items()}
+        if version < 3:
+            return build(m.LeaveGroupResponse, throttle_time=_NO_WAIT, error_code=codes[body.member_id])
+        return build(m.LeaveGroupResponse, throttle_time=_NO_WAIT, error_code=ErrorCode.none, members=tuple(
+            build(m.MemberResponse, member_id=mid, group_instance_id=None, error_code=codes[mid])
+            for mid in member_ids))
+
+    # --- OffsetCommit, OffsetFetch ---------------------------------------------------------
+
+    def offset_commit(self, body: Any, version: int) -> Any:
+        m = response_module(OFFSET_COMMIT, version)
+        assert m is not None
+        generation_id = body.generation_id_or_member_epoch
+        # Kafka's simple consumer: generation -1 and no member id, taken only while the group
+        # has no members (GroupService.commit).
+        metadata = None if generation_id < 0 and not body.member_id else GroupMetadata(generation_id, body.member_id)
+        code = ErrorCode.none
+        try:
+            _no_static_membership(body)
+            self.groups.commit(body.group_id, [OffsetToStage(t.name, p.partition_index, p.committed_offset,
+                                                             p.committed_metadata)
+                                               for t in body.topics for p in t.partitions], metadata)
+        except OutboxError as e:
+            code = error_code(e)
+        return build(m.OffsetCommitResponse, throttle_time=_NO_WAIT, topics=tuple(
+            build(m.OffsetCommitResponseTopic, name=t.name, partitions=tuple(
+                build(m.OffsetCommitResponsePartition, partition_index=p.partition_index, error_code=code)
+                for p in t.partitions))
+            for t in body.topics))
+
+    def offset_fetch(self, body: Any, version: int) -> Any:
+        """The committed offsets asked for (-1 where none is); with require_stable (version 7),
+        a partition whose offsets a transaction holds pending is answered UNSTABLE_OFFSET_COMMIT,
+        as Kafka does (KIP-447)."""
+        m = response_module(OFFSET_FETCH, version)
+        assert m is not None
+        require_stable = getattr(body, "require_stable", False)
+        try:
+            committed, pending = self.groups.fetch_with_pending(body.group_id)
+        except OutboxError as e:
+            return build(m.OffsetFetchResponse, throttle_time=_NO_WAIT, topics=(), error_code=error_code(e))
+        at = {(o.topic, o.partition): o for o in committed}
+        if body.topics is None:  # version 2 and later: every partition the group has an offset for
+            wanted: dict[str, list[int]] = {}
+            for topic, partition in sorted(at):
+                wanted.setdefault(topic, []).append(partition)
+        else:
+            wanted = {t.name: list(t.partition_indexes) for t in body.topics}
+
+        def partition(topic: str, index: int) -> Any:
+            if require_stable and (topic, index) in pending:
+                return build(m.OffsetFetchResponsePartition, partition_index=index, committed_offset=-1,
+                             committed_leader_epoch=-1, metadata=None, error_code=ErrorCode.unstable_offset_commit)
+            o = at.get((topic, index))
+            return build(m.OffsetFetchResponsePartition, partition_index=index,
+                         committed_offset=-1 if o is None else o.committed_offset, committed_leader_epoch=-1,
+                         metadata="" if o is None or o.metadata is None else o.metadata, error_code=ErrorCode.none)
+
+        return build(m.OffsetFetchResponse, throttle_time=_NO_WAIT, error_code=ErrorCode.none, topics=tuple(
+            build(m.OffsetFetchResponseTopic, name=topic, partitions=tuple(partition(topic, i) for i in indexes))
+            for topic, indexes in wanted.items()))
+
+    # --- DescribeGroups, ListGroups --------------------------------------------------------
+
+    def describe_groups(self, body: Any, version: int) -> Any:
+        m = response_module(DESCRIBE_GROUPS, version)
+        assert m is not None
+        described = []
+        for d in self.groups.kafka_describe(list(body.groups)):
+            members = tuple(
+                build(m.DescribedGroupMember, member_id=mm.member_id, group_instance_id=None, client_id="",
+                      client_host="", member_metadata=mm.metadata_for(d.protocol_name),
+                      member_assignment=mm.member_assignment or b"")
+                for mm in d.members)
+            described.append(build(m.DescribedGroup, error_code=ErrorCode.none, group_id=d.group_id,
+                                   group_state=d.state.value, protocol_type=d.protocol_type or "",
+                                   protocol_data=d.protocol_name or "", members=members,
+                                   authorized_operations=_NO_AUTHORIZED_OPERATIONS))
+        return build(m.DescribeGroupsResponse, throttle_time=_NO_WAIT, groups=tuple(described))
+
+    def list_groups(self, body: Any, version: int) -> Any:
+        m = response_module(LIST_GROUPS, version)
+        assert m is not None
+        states = {s.lower() for s in getattr(body, "states_filter", ())}
+        listed = tuple(
+            build(m.ListedGroup, group_id=g.group_id, protocol_type=g.protocol_type or "", group_state=g.state.value)
+            for g in self.groups.list() if not states or g.state.value.lower() in states)
+        return build(m.ListGroupsResponse, throttle_time=_NO_WAIT, error_code=ErrorCode.none, groups=listed)
+
+
+def _no_static_membership(body: Any) -> None:
+    if getattr(body, "group_instance_id", None) is not None:
+        # Static membership (KIP-345) is not served: refused rather than taken as dynamic.
+        raise InvalidRequest("group_instance_id (static membership) is not served")
+
+
+def _subscribed(protocol_type: str, protocols: list[tuple[str, bytes]]) -> list[str]:
+    """The topics a consumer subscribes to, from its first protocol's metadata (every protocol
+    of a consumer carries the same subscription); none for another protocol type, or metadata
+    that is not a ConsumerProtocolSubscription (Kafka takes the bytes as they are)."""
+    if protocol_type != _CONSUMER or not protocols:
+        return []
+    try:
+        reader = _Reader(protocols[0][1])
+        reader.int16()  # version
+        return [reader.string() for _ in range(reader.int32())]
+    except (struct.error, UnicodeDecodeError, ValueError):
+        return []
+
+
+def _assigned(protocol_type: str | None, assignment: bytes) -> list[tuple[str, int]]:
+    """The partitions a ConsumerProtocolAssignment names (none where it is not one)."""
+    if protocol_type not in (_CONSUMER, None) or not assignment:
+        return []
+    try:
+        reader = _Reader(assignment)
+        reader.int16()  # version
+        out = []
+        for _ in range(reader.int32()):
+            topic = reader.string()
+            out.extend((topic, reader.partition()) for _ in range(reader.int32()))
+        return sorted(out)
+    except (struct.error, UnicodeDecodeError, ValueError):
+        return []
+
+
+class _Reader:
+    """Kafka's non-flexible encoding, the one the consumer protocol's structures use."""
+
+    def __init__(self, data: bytes) -> None:
+        self.data, self.at = data, 0
+
+    def _take(self, fmt: str) -> int:
+        (value,) = struct.unpack_from(fmt, self.data, self.at)
+        self.at += struct.calcsize(fmt)
+        return int(value)
+
+    def int16(self) -> int:
+        return self._take(">h")
+
+    def int32(self) -> int:
+        n = self._take(">i")
+        if n < -1 or n > len(self.data):
+            raise ValueError(f"a count of {n} in {len(self.data)} bytes")
+        return n
+
+    def partition(self) -> int:
+        return self._take(">i")
+
+    def string(self) -> str:
+        n = self.int16()
+        if n < 0 or self.at + n > len(self.data):
+            raise ValueError("a string beyond the bytes")
+        text = self.data[self.at:self.at + n].decode()
+        self.at += n
+        return text

@@ -1,0 +1,33 @@
+"""Kafka's classic group protocol without I/O: the assignor the members choose, and what the
+door reads from a consumer's subscription and assignment bytes."""
+
+from __future__ import annotations
+
+from app.domain.group import select_protocol
+from app.kafka.groups import _assigned, _subscribed
+from tests.kafka.test_groups import assignment, subscription
+
+
+def test_each_member_votes_for_its_first_shared_protocol_and_the_most_voted_wins() -> None:
+    assert select_protocol([["range", "roundrobin"], ["roundrobin", "range"], ["roundrobin"]]) == "roundrobin"
+
+
+def test_a_tie_goes_to_the_first_members_preference() -> None:
+    assert select_protocol([["range", "sticky"], ["sticky", "range"]]) == "range"
+
+
+def test_members_that_share_no_protocol_have_none() -> None:
+    assert select_protocol([["range"], ["sticky"]]) is None
+    assert select_protocol([]) is None
+
+
+def test_a_consumers_subscription_and_assignment_are_read_from_their_bytes() -> None:
+    assert _subscribed("consumer", [("range", subscription("orders", "refunds"))]) == ["orders", "refunds"]
+    assert _assigned("consumer", assignment({"orders": [1, 0], "refunds": [2]})) == [
+        ("orders", 0), ("orders", 1), ("refunds", 2)]
+
+
+def test_bytes_that_are_not_the_consumer_protocols_name_no_topics() -> None:
+    assert _subscribed("consumer", [("range", b"\x00\x00\x7f\xff\xff\xff")]) == []
+    assert _subscribed("connect", [("range", subscription("orders"))]) == []
+    assert _assigned("consumer", b"\x00") == []
