@@ -29,9 +29,10 @@ def transactions(settings: Settings, args: argparse.Namespace) -> int:
     try:
         if args.action == "list":
             states = [TransactionState(s) for s in args.state] if args.state else None
-            out = [row(m) for m in coordinator.list(states, args.limit, args.min_age_ms)]
+            out = [row(m) for m in coordinator.list(states, args.limit, args.min_age_ms,
+                                                    args.transactional_id_prefix)]
         elif args.action == "hanging":
-            out = [row(m) for m in coordinator.hanging(now)]
+            out = [row(m) for m in coordinator.hanging(now, args.transactional_id_prefix)]
         elif args.action == "describe":
             view = coordinator.describe(args.transactional_id)
             meta, parts, pending = view.meta, view.partitions, view.pending_offsets
@@ -72,7 +73,7 @@ def topics(settings: Settings, args: argparse.Namespace) -> int:
 
     try:
         if args.action == "list":
-            out: object = [summary(t) for t in service.list()]
+            out: object = {"topics": [summary(t) for t in service.list()]}
         elif args.action == "describe":
             out = description(*service.describe(args.topic))
         elif args.action == "create":
@@ -83,8 +84,9 @@ def topics(settings: Settings, args: argparse.Namespace) -> int:
         elif args.action == "add-partitions":
             out = description(*service.create_partitions(args.topic, args.partition_count))
         elif args.action == "delete":
+            # Nothing to print, as DELETE /v1/topics/{topic} answers 204: the exit status says it.
             service.delete(args.topic)
-            out = {"name": args.topic, "deleted": True}
+            return 0
         else:
             log_start = service.delete_records(args.topic, args.partition, args.offset)
             out = {"topic": args.topic, "partition": args.partition, "log_start_offset": log_start}
@@ -95,13 +97,25 @@ def topics(settings: Settings, args: argparse.Namespace) -> int:
 
 
 def groups(settings: Settings, args: argparse.Namespace) -> int:
-    """A consumer group's lag, against the configured database (like kafka-consumer-groups.sh
-    --describe), in the HTTP API's shape: null where the group has committed no offset."""
+    """Consumer groups against the configured database (like kafka-consumer-groups.sh --list
+    and --describe), in the HTTP API's shapes: a lag is null where the group has committed no
+    offset."""
     import json
 
     services = open_services(settings)
     try:
-        out = services.groups.lag(args.group_id).as_dict(args.group_id)
+        if args.action == "list":
+            out: object = {"groups": [{"group_id": g.group_id, "generation_id": g.generation_id,
+                                       "member_count": g.member_count} for g in services.groups.list()]}
+        elif args.action == "describe":
+            generation, members = services.groups.describe(args.group_id)
+            out = {"group_id": args.group_id, "generation_id": generation, "members": [
+                {"member_id": m.member_id, "topics": m.topics,
+                 "assignment": [{"topic": t, "partition": p} for t, p in m.assignment],
+                 "session_timeout_ms": m.session_timeout_ms, "last_heartbeat_ms": m.last_heartbeat_ms}
+                for m in members]}
+        else:
+            out = services.groups.lag(args.group_id).as_dict(args.group_id)
     finally:
         services.db.dispose()
     print(json.dumps(out, indent=2, ensure_ascii=False))
@@ -117,8 +131,11 @@ def add_commands(command: Command, verbose: argparse.ArgumentParser) -> None:
     tl.add_argument("--state", action="append", help="e.g. Ongoing (repeatable)")
     tl.add_argument("--min-age-ms", type=int, default=None)
     tl.add_argument("--limit", type=int, default=1000)
-    txs.add_parser("hanging", parents=[verbose],
-                   help="open (or completing) longer than the maximum transaction timeout")
+    th = txs.add_parser("hanging", parents=[verbose],
+                        help="open (or completing) longer than the maximum transaction timeout")
+    for listing in (tl, th):
+        listing.add_argument("--transactional-id-prefix", default=None, metavar="PREFIX",
+                             help="only the transactional ids that start with it, exactly")
     td = txs.add_parser("describe", parents=[verbose])
     td.add_argument("transactional_id")
     ta = txs.add_parser("abort", parents=[verbose], help="abort an open transaction and fence its producer")
@@ -153,8 +170,11 @@ def add_commands(command: Command, verbose: argparse.ArgumentParser) -> None:
     tpr.add_argument("partition", type=non_negative)
     tpr.add_argument("offset", type=non_negative)
     tp.set_defaults(func=topics)
-    gp = command("groups", help="consumer groups: lag")
+    gp = command("groups", help="consumer groups: list, describe, lag")
     gps = gp.add_subparsers(dest="action", required=True)
+    gps.add_parser("list", parents=[verbose], help="every group with members or offsets")
+    gpd = gps.add_parser("describe", parents=[verbose], help="a group's generation and members")
+    gpd.add_argument("group_id")
     gpl = gps.add_parser("lag", parents=[verbose], help="a group's position and lag in records per partition of the "
                          "topics it consumes; null (unknown) where it has committed no offset")
     gpl.add_argument("group_id")

@@ -25,8 +25,12 @@ def principals(settings: Settings, args: argparse.Namespace) -> int:
             print("outbox: store this API key now: it is not shown again, only a hash of it is kept",
                   file=sys.stderr)
         elif args.action == "list":
-            out = [{"principal": k.principal, "key_id": k.key_id, "created_ms": k.created_ms,
-                    "revoked_ms": k.revoked_ms} for k in service.list_api_keys(args.principal)]
+            # GET /v1/principals' shape: each principal once, with its keys.
+            by_principal: dict[str, list[dict]] = {}  # type: ignore[type-arg]
+            for k in service.list_api_keys(args.principal):
+                by_principal.setdefault(k.principal, []).append(
+                    {"key_id": k.key_id, "created_ms": k.created_ms, "revoked_ms": k.revoked_ms})
+            out = {"principals": [{"principal": p, "api_keys": keys} for p, keys in by_principal.items()]}
         else:
             revoked = service.revoke_api_keys(by=operator(), principal=args.principal, key_id=args.key_id)
             if not revoked:
@@ -39,7 +43,7 @@ def principals(settings: Settings, args: argparse.Namespace) -> int:
     return 0
 
 
-def _acl_bindings(args: argparse.Namespace) -> list:  # type: ignore[type-arg]
+def acl_bindings(args: argparse.Namespace) -> list:  # type: ignore[type-arg]
     """kafka-acls.sh's way: every principal × operation × resource named."""
     from app.domain.acl import CLUSTER_NAME, AclBinding, Operation, PatternType, Permission, ResourceType, principal_name
 
@@ -76,7 +80,7 @@ def acls(settings: Settings, args: argparse.Namespace) -> int:
         return {"principal": b.principal, "resource_type": b.resource_type.value, "resource_name": b.resource_name,
                 "pattern_type": b.pattern_type.value, "operation": b.operation.value, "permission": b.permission.value}
 
-    bindings = _acl_bindings(args) if args.action in ("add", "remove") else []  # checked before the database
+    bindings = acl_bindings(args) if args.action in ("add", "remove") else []  # checked before the database
     services = open_services(settings)
     service = services.security
     try:
