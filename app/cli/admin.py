@@ -5,14 +5,12 @@ from __future__ import annotations
 
 import argparse
 
-from app.cli.common import EXIT_USAGE, Command, CommandError, config_pairs, non_negative, open_services
+from app.cli.common import EXIT_USAGE, Command, CommandError, config_pairs, non_negative, open_services, print_json
 from app.settings import Settings
 
 
 def transactions(settings: Settings, args: argparse.Namespace) -> int:
     """Operator tools against the configured database (like kafka-transactions.sh)."""
-    import json
-
     from app.domain.clock import system_clock
     from app.domain.types import TransactionState
 
@@ -44,14 +42,13 @@ def transactions(settings: Settings, args: argparse.Namespace) -> int:
             out = row(coordinator.admin_abort(args.transactional_id).meta)
     finally:
         services.db.dispose()
-    print(json.dumps(out, indent=2))
+    print_json(out)
     return 0
 
 
 def topics(settings: Settings, args: argparse.Namespace) -> int:
     """Topic administration against the configured database (like kafka-topics.sh and
     kafka-delete-records.sh), through the same service as the HTTP API."""
-    import json
     from dataclasses import asdict
 
     from app.domain.topic_config import ConfigTextError, new_topic_config, parse_config_text
@@ -92,7 +89,7 @@ def topics(settings: Settings, args: argparse.Namespace) -> int:
             out = {"topic": args.topic, "partition": args.partition, "log_start_offset": log_start}
     finally:
         services.db.dispose()
-    print(json.dumps(out, indent=2))
+    print_json(out)
     return 0
 
 
@@ -100,8 +97,6 @@ def groups(settings: Settings, args: argparse.Namespace) -> int:
     """Consumer groups against the configured database (like kafka-consumer-groups.sh --list
     and --describe), in the HTTP API's shapes: a lag is null where the group has committed no
     offset."""
-    import json
-
     services = open_services(settings)
     try:
         if args.action == "list":
@@ -118,7 +113,7 @@ def groups(settings: Settings, args: argparse.Namespace) -> int:
             out = services.groups.lag(args.group_id).as_dict(args.group_id)
     finally:
         services.db.dispose()
-    print(json.dumps(out, indent=2, ensure_ascii=False))
+    print_json(out)
     return 0
 
 

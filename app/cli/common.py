@@ -54,6 +54,13 @@ def operator() -> str:
         return "cli"
 
 
+def print_json(answer: object) -> None:
+    """An answer as the HTTP API writes it: compact JSON on one line, for scripts and `jq`."""
+    import json
+
+    print(json.dumps(answer, ensure_ascii=False, separators=(",", ":")))
+
+
 def config_pairs(pairs: list[str]) -> dict[str, str]:
     out = {}
     for pair in pairs:

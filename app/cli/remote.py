@@ -14,7 +14,6 @@ preference: argv is visible to every user in `ps`), and is never printed nor log
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 import os
 import sys
@@ -23,7 +22,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
-from app.cli.common import EXIT_AUTH, EXIT_FAILURE, EXIT_USAGE, CommandError, config_pairs
+from app.cli.common import EXIT_AUTH, EXIT_FAILURE, EXIT_USAGE, CommandError, config_pairs, print_json
 from app.client.errors import ClientError
 from app.client.http import Session, credentials
 
@@ -209,7 +208,10 @@ def emit(answer: Answer, table: Table, output: str) -> None:
     if answer is None:
         return
     as_table = output == "table" or (output == "auto" and sys.stdout.isatty())
-    print("\n".join(table(answer)) if as_table else json.dumps(answer, ensure_ascii=False, separators=(",", ":")))
+    if as_table:
+        print("\n".join(table(answer)))
+    else:
+        print_json(answer)
 
 
 # --- tables -----------------------------------------------------------------------------------

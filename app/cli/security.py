@@ -7,14 +7,12 @@ from __future__ import annotations
 import argparse
 import sys
 
-from app.cli.common import EXIT_USAGE, Command, CommandError, open_existing, open_services, operator
+from app.cli.common import EXIT_USAGE, Command, CommandError, open_existing, open_services, operator, print_json
 from app.settings import Settings
 
 
 def principals(settings: Settings, args: argparse.Namespace) -> int:
     """API keys, against the configured database. `create` prints the key once."""
-    import json
-
     services = open_services(settings)
     service = services.security
     try:
@@ -39,7 +37,7 @@ def principals(settings: Settings, args: argparse.Namespace) -> int:
             out = {"revoked": revoked}
     finally:
         services.db.dispose()
-    print(json.dumps(out, indent=2))
+    print_json(out)
     return 0
 
 
@@ -73,8 +71,6 @@ def acl_bindings(args: argparse.Namespace) -> list:  # type: ignore[type-arg]
 
 def acls(settings: Settings, args: argparse.Namespace) -> int:
     """ACL bindings, against the configured database (like kafka-acls.sh)."""
-    import json
-
     from app.domain.acl import AclFilter, ResourceType, principal_name
     def row(b) -> dict:  # type: ignore[no-untyped-def]
         return {"principal": b.principal, "resource_type": b.resource_type.value, "resource_name": b.resource_name,
@@ -105,7 +101,7 @@ def acls(settings: Settings, args: argparse.Namespace) -> int:
             out = [row(b) for b in removed]
     finally:
         services.db.dispose()
-    print(json.dumps(out, indent=2))
+    print_json(out)
     return 0
 
 
