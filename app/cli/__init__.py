@@ -92,6 +92,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     verbose = False
+    argv = sys.argv[1:] if argv is None else argv
+    keys = _api_keys(argv)
     try:
         args = build_parser().parse_args(argv)
         verbose = args.verbose
@@ -113,8 +115,8 @@ def main(argv: list[str] | None = None) -> int:
     except Exception as exc:  # noqa: BLE001 - every mistake ends here, as one line
         message, status = _explain(exc)
         if verbose:
-            sys.stderr.write(_redact("".join(traceback.format_exception(exc))))
-        sys.stderr.write(f"outbox: error: {_redact(' '.join(message.split()))}\n")
+            sys.stderr.write(_redact("".join(traceback.format_exception(exc)), keys))
+        sys.stderr.write(f"outbox: error: {_redact(' '.join(message.split()), keys)}\n")
         return status
 
 
@@ -198,10 +200,22 @@ def _database_problem(message: str) -> str:
     return f"{message} ({redacted_url(url)})"
 
 
-def _redact(text: str) -> str:
-    """Hide the database password wherever it appears (a driver's message, a traceback)."""
+def _api_keys(argv: list[str]) -> list[str]:
+    """The API keys this run was given: argparse repeats a misplaced argument in its error
+    (`outbox topics list --api-key KEY`: "unrecognized arguments: --api-key KEY")."""
+    given = [value for flag, value in zip(argv, argv[1:]) if flag == "--api-key"]
+    given += [arg.partition("=")[2] for arg in argv if arg.startswith("--api-key=")]
+    given.append(os.environ.get(remote.API_KEY_VARIABLE, ""))
+    return [key for key in given if key]
+
+
+def _redact(text: str, api_keys: list[str] | tuple[str, ...] = ()) -> str:
+    """Hide the database password and the API keys wherever they appear (a driver's message,
+    a traceback, argparse's echo of the command line)."""
     from sqlalchemy.engine import make_url
 
+    for key in api_keys:
+        text = text.replace(key, "***")
     url = os.environ.get("OUTBOX_DATABASE_URL")
     if not url:
         return text

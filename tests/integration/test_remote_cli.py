@@ -9,6 +9,7 @@ commands run in this process too (app.cli.main), so no test pays a Python start-
 from __future__ import annotations
 
 import shutil
+import sys
 import threading
 import time
 import uuid
@@ -272,6 +273,21 @@ def test_transactions_list_describe_hanging_and_abort_print_the_https_answers(se
     assert set(described) == set(after)
 
 
+def test_on_a_terminal_the_answer_is_a_table_by_default(served, outbox, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    tid = _topic("idle")
+    p = init_producer(served.http(), tid)
+    monkeypatch.setattr(sys.stdout, "isatty", lambda: True)
+
+    done = outbox("--url", served.open_url, "transactions", "describe", tid)
+
+    assert (done.status, done.err) == (0, "")
+    header = ["TRANSACTIONAL-ID", "STATE", "PRODUCER-ID", "PRODUCER-EPOCH", "TIMEOUT-MS", "AGE-MS"]
+    row = [tid, "Empty", str(p["producer_id"]), str(p["producer_epoch"]), "60000", "-"]
+    widths = [max(len(h), len(v)) for h, v in zip(header, row, strict=True)]
+    assert done.out.splitlines() == ["  ".join(c.ljust(w) for c, w in zip(line, widths, strict=True)).rstrip()
+                                     for line in (header, row)]
+
+
 # --- ACLs and principals, with authentication on ----------------------------------------------
 
 
@@ -349,6 +365,13 @@ def test_an_unreachable_service_is_one_line_and_exit_status_1(outbox) -> None:  
 
     assert (done.status, done.out) == (EXIT_FAILURE, "")
     assert done.err == f"outbox: error: cannot reach the service at http://127.0.0.1:{port}: [Errno 111] Connection refused\n"
+
+
+def test_an_api_key_on_a_mistaken_command_line_is_not_echoed(outbox) -> None:  # type: ignore[no-untyped-def]
+    done = outbox("topics", "list", "--api-key", "outbox_0123456789abcdef_secret")
+
+    assert (done.status, done.out) == (EXIT_USAGE, "")
+    assert done.err == "outbox: error: unrecognized arguments: --api-key *** (see `outbox --help`)\n"
 
 
 @pytest.mark.parametrize(("args", "line"), [
