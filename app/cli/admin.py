@@ -10,7 +10,8 @@ from app.settings import Settings
 
 
 def transactions(settings: Settings, args: argparse.Namespace) -> int:
-    """Operator tools against the configured database (like kafka-transactions.sh)."""
+    """Operator tools against the configured database (like kafka-transactions.sh), in the
+    HTTP API's shapes (GET /v1/transactions, GET /v1/transactions/{id})."""
     from app.domain.clock import system_clock
     from app.domain.types import TransactionState
 
@@ -18,28 +19,33 @@ def transactions(settings: Settings, args: argparse.Namespace) -> int:
     coordinator = services.coordinator
     now = system_clock()
 
-    def row(m) -> dict:  # type: ignore[no-untyped-def]
-        age = now - m.txn_started_ms if m.state in (TransactionState.ONGOING, TransactionState.PREPARED) and m.txn_started_ms else None
+    def summary(m) -> dict:  # type: ignore[no-untyped-def]
+        open_ = m.state in (TransactionState.ONGOING, TransactionState.PREPARED) and m.txn_started_ms is not None
         return {"transactional_id": m.transactional_id, "state": m.state.value,
-                "producer_id": m.producer_id, "producer_epoch": m.producer_epoch,
-                "txn_id": m.txn_id, "age_ms": age}
+                "producer_id": m.producer_id, "producer_epoch": m.producer_epoch, "txn_id": m.txn_id,
+                "transaction_timeout_ms": m.transaction_timeout_ms, "txn_started_ms": m.txn_started_ms,
+                "age_ms": max(0, now - m.txn_started_ms) if open_ else None, "updated_ms": m.updated_ms,
+                "transaction_version": m.transaction_version}
+
+    def description(view) -> dict:  # type: ignore[no-untyped-def]
+        return {**summary(view.meta),
+                "partitions": [{"topic": p.topic, "partition": p.partition, "first_offset": p.first_offset}
+                               for p in view.partitions],
+                "pending_offsets": [{"group_id": o.group_id, "topic": o.topic, "partition": o.partition,
+                                     "offset": o.committed_offset, "metadata": o.metadata}
+                                    for o in view.pending_offsets]}
 
     try:
         if args.action == "list":
             states = [TransactionState(s) for s in args.state] if args.state else None
-            out = [row(m) for m in coordinator.list(states, args.limit, args.min_age_ms,
-                                                    args.transactional_id_prefix)]
+            out: object = {"transactions": [summary(m) for m in coordinator.list(
+                states, args.limit, args.min_age_ms, args.transactional_id_prefix)]}
         elif args.action == "hanging":
-            out = [row(m) for m in coordinator.hanging(now, args.transactional_id_prefix)]
+            out = {"transactions": [summary(m) for m in coordinator.hanging(now, args.transactional_id_prefix)]}
         elif args.action == "describe":
-            view = coordinator.describe(args.transactional_id)
-            meta, parts, pending = view.meta, view.partitions, view.pending_offsets
-            out = {**row(meta),
-                   "partitions": [{"topic": p.topic, "partition": p.partition, "first_offset": p.first_offset} for p in parts],
-                   "pending_offsets": [{"group_id": o.group_id, "topic": o.topic, "partition": o.partition,
-                                        "offset": o.committed_offset} for o in pending]}
+            out = description(coordinator.describe(args.transactional_id))
         else:
-            out = row(coordinator.admin_abort(args.transactional_id).meta)
+            out = description(coordinator.admin_abort(args.transactional_id))
     finally:
         services.db.dispose()
     print_json(out)
@@ -119,11 +125,13 @@ def groups(settings: Settings, args: argparse.Namespace) -> int:
 
 def add_commands(command: Command, verbose: argparse.ArgumentParser) -> None:
     from app.domain.topic_config import CONFIG_KEYS
+    from app.domain.types import TransactionState
 
     tx = command("transactions", help="operator tools: list, describe, hanging, abort")
     txs = tx.add_subparsers(dest="action", required=True)
     tl = txs.add_parser("list", parents=[verbose], help="transactions, by state and age")
-    tl.add_argument("--state", action="append", help="e.g. Ongoing (repeatable)")
+    tl.add_argument("--state", action="append", choices=[state.value for state in TransactionState],
+                    metavar="STATE", help="e.g. Ongoing (repeatable)")
     tl.add_argument("--min-age-ms", type=int, default=None)
     tl.add_argument("--limit", type=int, default=1000)
     th = txs.add_parser("hanging", parents=[verbose],

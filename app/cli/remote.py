@@ -139,25 +139,16 @@ def _transactions(remote: Remote, args: argparse.Namespace) -> tuple[Answer, Tab
     return remote.call("POST", f"/v1/admin/transactions/{segment(args.transactional_id)}/abort"), _transaction_table
 
 
-def _binding_json(b) -> dict[str, str]:  # type: ignore[no-untyped-def]
-    return {"principal": b.principal, "resource_type": b.resource_type.value, "resource_name": b.resource_name,
-            "pattern_type": b.pattern_type.value, "operation": b.operation.value, "permission": b.permission.value}
-
-
 def _acls(remote: Remote, args: argparse.Namespace) -> tuple[Answer, Table]:
-    from app.cli.security import acl_bindings
-    from app.domain.acl import CLUSTER_NAME, ResourceType, principal_name
+    from app.cli.security import acl_bindings, acl_list_filter, binding_json
 
     if args.action == "list":
-        named = [(ResourceType.TOPIC, args.topic), (ResourceType.GROUP, args.group),
-                 (ResourceType.TRANSACTIONAL_ID, args.transactional_id),
-                 (ResourceType.CLUSTER, CLUSTER_NAME if args.cluster else None)]
-        rtype, name = next(((t.value, n) for t, n in named if n is not None), (None, None))
-        params = {"principal": None if args.principal is None else principal_name(args.principal),
-                  "resource_type": rtype, "resource_name": name}
+        match = acl_list_filter(args)
+        params = {"principal": match.principal, "resource_name": match.resource_name,
+                  "resource_type": None if match.resource_type is None else match.resource_type.value}
         return remote.call("GET", "/v1/acls", params={k: v for k, v in params.items() if v is not None}), \
             _acl_table("acls")
-    bindings = [_binding_json(b) for b in acl_bindings(args)]
+    bindings = [binding_json(b) for b in acl_bindings(args)]
     if args.action == "add":
         return remote.call("POST", "/v1/acls", body={"acls": bindings}), _acl_table("acls")
     deleted: list[Any] = []

@@ -69,12 +69,30 @@ def acl_bindings(args: argparse.Namespace) -> list:  # type: ignore[type-arg]
             for principal, permission in principals for rtype, name in resources for op in args.operation]
 
 
-def acls(settings: Settings, args: argparse.Namespace) -> int:
-    """ACL bindings, against the configured database (like kafka-acls.sh)."""
+def binding_json(b) -> dict[str, str]:  # type: ignore[no-untyped-def]
+    """An ACL binding as the HTTP API writes one."""
+    return {"principal": b.principal, "resource_type": b.resource_type.value, "resource_name": b.resource_name,
+            "pattern_type": b.pattern_type.value, "operation": b.operation.value, "permission": b.permission.value}
+
+
+def acl_list_filter(args: argparse.Namespace):  # type: ignore[no-untyped-def]
+    """`acls list`'s flags as the DescribeAcls filter: a principal, and one resource (the
+    cluster by its type alone)."""
     from app.domain.acl import AclFilter, ResourceType, principal_name
-    def row(b) -> dict:  # type: ignore[no-untyped-def]
-        return {"principal": b.principal, "resource_type": b.resource_type.value, "resource_name": b.resource_name,
-                "pattern_type": b.pattern_type.value, "operation": b.operation.value, "permission": b.permission.value}
+
+    named = [(ResourceType.TOPIC, args.topic), (ResourceType.GROUP, args.group),
+             (ResourceType.TRANSACTIONAL_ID, args.transactional_id)]
+    rtype, name = next(((t, n) for t, n in named if n is not None), (None, None))
+    if args.cluster:
+        rtype = ResourceType.CLUSTER
+    return AclFilter(principal=None if args.principal is None else principal_name(args.principal),
+                     resource_type=rtype, resource_name=name)
+
+
+def acls(settings: Settings, args: argparse.Namespace) -> int:
+    """ACL bindings, against the configured database (like kafka-acls.sh), in the HTTP API's
+    shapes (POST, GET and DELETE /v1/acls)."""
+    from app.domain.acl import AclFilter
 
     bindings = acl_bindings(args) if args.action in ("add", "remove") else []  # checked before the database
     services = open_services(settings)
@@ -82,23 +100,16 @@ def acls(settings: Settings, args: argparse.Namespace) -> int:
     try:
         if args.action == "add":
             added = service.add_acls(bindings, by=operator())
-            out: object = [{**row(b), "created": new} for b, new in zip(bindings, added, strict=True)]
+            out: object = {"acls": [{**binding_json(b), "created": new} for b, new in zip(bindings, added, strict=True)]}
         elif args.action == "list":
-            named = [(ResourceType.TOPIC, args.topic), (ResourceType.GROUP, args.group),
-                     (ResourceType.TRANSACTIONAL_ID, args.transactional_id)]
-            rtype, name = next(((t, n) for t, n in named if n is not None), (None, None))
-            if args.cluster:
-                rtype = ResourceType.CLUSTER
-            match = AclFilter(principal=None if args.principal is None else principal_name(args.principal),
-                              resource_type=rtype, resource_name=name)
-            out = [row(b) for b in service.list_acls(match)]
+            out = {"acls": [binding_json(b) for b in service.list_acls(acl_list_filter(args))]}
         else:
             removed = []
             for b in bindings:
                 removed += service.remove_acls(
                     AclFilter(b.principal, b.resource_type, b.resource_name, b.pattern_type, b.operation,
                               b.permission), by=operator())
-            out = [row(b) for b in removed]
+            out = {"deleted": [binding_json(b) for b in removed]}
     finally:
         services.db.dispose()
     print_json(out)

@@ -273,6 +273,27 @@ def test_transactions_list_describe_hanging_and_abort_print_the_https_answers(se
     assert set(described) == set(after)
 
 
+def test_transactions_print_the_same_json_over_http_and_from_the_database(served, outbox, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    tid = _topic("ended")
+    http = served.http()
+    p = init_producer(http, tid)
+    begin(http, tid, p)
+    assert http.post(f"/v1/transactions/{tid}/abort", json={"producer_id": p["producer_id"],
+                                                             "producer_epoch": p["producer_epoch"]}).status_code == 200
+    commands = [("describe", tid), ("list", "--transactional-id-prefix", tid),
+                ("list", "--state", "CompleteAbort", "--transactional-id-prefix", tid)]
+
+    remote = [outbox("--url", served.open_url, "transactions", *c).json for c in commands]
+    monkeypatch.setenv("OUTBOX_DATABASE_URL", served.db_url)
+    direct = [outbox("transactions", *c).json for c in commands]
+
+    assert remote[0] == http.get(f"/v1/transactions/{tid}").json()
+    assert remote[0]["state"] == "CompleteAbort"
+    assert remote[1] == remote[2] == {"transactions": [{k: v for k, v in remote[0].items()
+                                                        if k not in ("partitions", "pending_offsets")}]}
+    assert direct == remote
+
+
 def test_on_a_terminal_the_answer_is_a_table_by_default(served, outbox, monkeypatch) -> None:  # type: ignore[no-untyped-def]
     tid = _topic("idle")
     p = init_producer(served.http(), tid)
@@ -301,10 +322,12 @@ def test_acls_add_list_and_remove_print_the_https_answers(served, outbox, monkey
     added = outbox("--url", url, "acls", "add", *flags).json
     listed = outbox("--url", url, "acls", "list", "--topic", topic).json
     expected_list = served.admin().get("/v1/acls", params={"resource_type": "topic", "resource_name": topic}).json()
+    monkeypatch.setenv("OUTBOX_DATABASE_URL", served.db_url)
+    direct = outbox("acls", "list", "--topic", topic).json
     removed = outbox("--url", url, "acls", "remove", *flags).json
 
     assert added == {"acls": [{**binding, "created": True}]}
-    assert listed == expected_list == {"acls": [binding]}
+    assert listed == expected_list == direct == {"acls": [binding]}
     assert removed == {"deleted": [binding]}
     assert served.admin().get("/v1/acls", params={"resource_name": topic}).json() == {"acls": []}
 
