@@ -7,8 +7,9 @@ JSON as the service sent it, on one line; on a terminal, a table. This module re
 service only through app.client's HTTP session: never the database, the services or storage
 (the import contract `remote-cli-over-http` in pyproject.toml).
 
-The API key is read from --api-key-file, OUTBOX_API_KEY or --api-key (in that order of
-preference: argv is visible to every user in `ps`), and is never printed nor logged.
+The API key is --api-key's, else --api-key-file's, else OUTBOX_API_KEY's (a flag given wins
+over the environment); the README recommends the file or the variable, since argv is visible
+to every user in `ps`. It is never printed nor logged.
 """
 
 from __future__ import annotations

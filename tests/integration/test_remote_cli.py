@@ -404,6 +404,9 @@ def test_an_api_key_on_a_mistaken_command_line_is_not_echoed(outbox) -> None:  #
     (["topics", "list", "--json"],
      "outbox: error: --json: only for the admin commands over HTTP (acls, groups, principals, topics, transactions "
      "with --url); without --url or OUTBOX_URL"),
+    (["--timeout", "5", "transactions", "list"],
+     "outbox: error: --timeout: only for the admin commands over HTTP (acls, groups, principals, topics, "
+     "transactions with --url); without --url or OUTBOX_URL"),
     (["--url", "127.0.0.1:8000", "topics", "list"],
      "outbox: error: --url '127.0.0.1:8000': give the service's http:// or https:// address, e.g. "
      "http://127.0.0.1:8000"),
