@@ -322,6 +322,7 @@ def test_acls_add_list_and_remove_print_the_https_answers(served, outbox, monkey
     added = outbox("--url", url, "acls", "add", *flags).json
     listed = outbox("--url", url, "acls", "list", "--topic", topic).json
     expected_list = served.admin().get("/v1/acls", params={"resource_type": "topic", "resource_name": topic}).json()
+    table = outbox("--url", url, "acls", "list", "--topic", topic, "--table")
     monkeypatch.setenv("OUTBOX_DATABASE_URL", served.db_url)
     direct = outbox("acls", "list", "--topic", topic).json
     removed = outbox("--url", url, "acls", "remove", *flags).json
@@ -329,6 +330,11 @@ def test_acls_add_list_and_remove_print_the_https_answers(served, outbox, monkey
     assert added == {"acls": [{**binding, "created": True}]}
     assert listed == expected_list == direct == {"acls": [binding]}
     assert removed == {"deleted": [binding]}
+    assert len(topic) < len("RESOURCE-NAME")  # so the header sets that column's width
+    assert table.out.splitlines() == [
+        "PRINCIPAL    PERMISSION  OPERATION  RESOURCE-TYPE  RESOURCE-NAME  PATTERN-TYPE",
+        f"User:reader  allow       read       topic          {topic.ljust(len('RESOURCE-NAME'))}  literal",
+    ]
     assert served.admin().get("/v1/acls", params={"resource_name": topic}).json() == {"acls": []}
 
 
@@ -407,6 +413,8 @@ def test_an_api_key_on_a_mistaken_command_line_is_not_echoed(outbox) -> None:  #
     (["--timeout", "5", "transactions", "list"],
      "outbox: error: --timeout: only for the admin commands over HTTP (acls, groups, principals, topics, "
      "transactions with --url); without --url or OUTBOX_URL"),
+    (["--url", "http://127.0.0.1:1", "--api-key-file", "/nonexistent/outbox.key", "topics", "list"],
+     "outbox: error: --api-key-file: No such file or directory: /nonexistent/outbox.key"),
     (["--url", "127.0.0.1:8000", "topics", "list"],
      "outbox: error: --url '127.0.0.1:8000': give the service's http:// or https:// address, e.g. "
      "http://127.0.0.1:8000"),
