@@ -1,6 +1,10 @@
 """The `outbox` command: serve, coordinator, migrate, backup, transactions, topics, groups,
 principals, acls, grant-reader, grant-appender, revoke-appender, openapi.
 
+With `--url` (or OUTBOX_URL) the admin commands (app.cli.remote.COMMANDS) call a running
+service's HTTP API with an API key; without it they open the database, as every other command
+does.
+
 A mistake (an unknown transactional id, an unreachable database, a bad OUTBOX_* setting, a
 port in use, …) is reported by `main` in one line on stderr, `outbox: error: …`, with an exit
 status that says which kind it was (EXIT_*); `--verbose` adds the traceback. Commands raise;
@@ -15,8 +19,9 @@ import sys
 import traceback
 from urllib.parse import quote
 
-from app.cli import admin, security, server
+from app.cli import admin, remote, security, server
 from app.cli.common import (
+    EXIT_AUTH,
     EXIT_BROKEN_PIPE,
     EXIT_FAILURE,
     EXIT_INTERRUPTED,
@@ -26,7 +31,7 @@ from app.cli.common import (
 from app.cli.server import openapi_yaml
 from app.settings import Settings
 
-__all__ = ["EXIT_FAILURE", "EXIT_USAGE", "CommandError", "build_parser", "main", "openapi_yaml"]
+__all__ = ["EXIT_AUTH", "EXIT_FAILURE", "EXIT_USAGE", "CommandError", "build_parser", "main", "openapi_yaml"]
 
 
 class _Parser(argparse.ArgumentParser):
@@ -41,14 +46,37 @@ def build_parser() -> argparse.ArgumentParser:
     verbose = argparse.ArgumentParser(add_help=False)
     verbose.add_argument("-v", "--verbose", action="store_true", default=argparse.SUPPRESS,
                          help="on an error, print the traceback too")
+    # --json and --table after the subcommand too (`outbox --url U topics list --json`).
+    output = argparse.ArgumentParser(add_help=False, parents=[verbose])
+    output.add_argument("--json", dest="output", action="store_const", const="json", default=argparse.SUPPRESS,
+                        help="print the HTTP API's answer as one line of JSON (the default when stdout is not "
+                        "a terminal)")
+    output.add_argument("--table", dest="output", action="store_const", const="table", default=argparse.SUPPRESS,
+                        help="print a table (the default on a terminal)")
+    admin_commands = ", ".join(sorted(remote.COMMANDS))
     parser = _Parser(
         prog="outbox",
         description="Kafka-style transactions over HTTP. Settings come from OUTBOX_* variables "
-        "(OUTBOX_DATABASE_URL, default sqlite:///./outbox.db). Exit status: 0 done, 1 failed "
-        "(database, unknown id, schema, port in use), 2 bad command line or OUTBOX_* setting.",
+        "(OUTBOX_DATABASE_URL, default sqlite:///./outbox.db). The admin commands "
+        f"({admin_commands}) call a running service instead when given --url or OUTBOX_URL, "
+        "with the API key of OUTBOX_API_KEY or --api-key-file; every other command opens the "
+        "database itself. Exit status: 0 done, 1 failed (database or service unreachable, "
+        "unknown id, schema, port in use), 2 bad command line or OUTBOX_* setting, 4 refused by the "
+        "service's authentication (401) or ACLs (403).",
     )
     parser.add_argument("-v", "--verbose", action="store_true", default=False,
                         help="on an error, print the traceback too")
+    parser.add_argument("--url", default=None, metavar="URL",
+                        help=f"the service to administer ({admin_commands} only), e.g. "
+                        f"http://127.0.0.1:8000; default ${remote.URL_VARIABLE}")
+    parser.add_argument("--api-key-file", default=None, metavar="FILE",
+                        help=f"with --url: a file holding the API key; default ${remote.API_KEY_VARIABLE}")
+    parser.add_argument("--api-key", default=None, metavar="KEY",
+                        help="with --url: the API key itself (visible to other users in `ps`: prefer "
+                        f"${remote.API_KEY_VARIABLE} or --api-key-file)")
+    parser.add_argument("--timeout", dest="timeout_s", type=float, default=None, metavar="SECONDS",
+                        help=f"with --url: how long to wait for the service's answer (default {remote.TIMEOUT_S:g})")
+    parser.set_defaults(output="auto")
     sub = parser.add_subparsers(dest="command", required=True)
 
     def command(name: str, **kwargs: object) -> argparse.ArgumentParser:
@@ -56,14 +84,16 @@ def build_parser() -> argparse.ArgumentParser:
 
     # In the order `outbox --help` lists them.
     server.add_commands(command)
-    admin.add_commands(command, verbose)
-    security.add_commands(command, verbose)
+    admin.add_commands(command, output)
+    security.add_commands(command, output)
     server.add_openapi_command(command)
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
     verbose = False
+    argv = sys.argv[1:] if argv is None else argv
+    keys = _api_keys(argv)
     try:
         args = build_parser().parse_args(argv)
         verbose = args.verbose
@@ -71,7 +101,7 @@ def main(argv: list[str] | None = None) -> int:
         from app import logs
 
         logs.configure(settings)
-        status = args.func(settings, args)
+        status = remote.run(args) if _remote(args) else args.func(settings, args)
         sys.stdout.flush()  # here, where a reader that went away is caught below
         return status
     except KeyboardInterrupt:
@@ -85,9 +115,30 @@ def main(argv: list[str] | None = None) -> int:
     except Exception as exc:  # noqa: BLE001 - every mistake ends here, as one line
         message, status = _explain(exc)
         if verbose:
-            sys.stderr.write(_redact("".join(traceback.format_exception(exc))))
-        sys.stderr.write(f"outbox: error: {_redact(' '.join(message.split()))}\n")
+            sys.stderr.write(_redact("".join(traceback.format_exception(exc)), keys))
+        sys.stderr.write(f"outbox: error: {_redact(' '.join(message.split()), keys)}\n")
         return status
+
+
+def _remote(args: argparse.Namespace) -> bool:
+    """Whether this command goes to a service over HTTP (and not to the database)."""
+    explicit = args.url is not None
+    args.url = args.url or os.environ.get(remote.URL_VARIABLE) or None
+    if args.command in remote.COMMANDS and args.url:
+        return True
+    # A flag that would do nothing here is a mistake; OUTBOX_URL in the environment is not
+    # (it is meant for the admin commands, and `outbox migrate` may run in the same shell).
+    given = [flag for flag, value in (("--url", explicit), ("--api-key", args.api_key is not None),
+                                      ("--api-key-file", args.api_key_file is not None),
+                                      ("--timeout", args.timeout_s is not None),
+                                      ("--json", args.output == "json"), ("--table", args.output == "table"))
+             if value]
+    if given:
+        where = (f"`outbox {args.command}` opens the database (OUTBOX_DATABASE_URL)"
+                 if args.command not in remote.COMMANDS else "without --url or OUTBOX_URL")
+        raise CommandError(f"{', '.join(given)}: only for the admin commands over HTTP ({', '.join(sorted(remote.COMMANDS))} "
+                           f"with --url); {where}", EXIT_USAGE)
+    return False
 
 
 # --- errors → one line ------------------------------------------------------------------------
@@ -149,10 +200,22 @@ def _database_problem(message: str) -> str:
     return f"{message} ({redacted_url(url)})"
 
 
-def _redact(text: str) -> str:
-    """Hide the database password wherever it appears (a driver's message, a traceback)."""
+def _api_keys(argv: list[str]) -> list[str]:
+    """The API keys this run was given: argparse repeats a misplaced argument in its error
+    (`outbox topics list --api-key KEY`: "unrecognized arguments: --api-key KEY")."""
+    given = [value for flag, value in zip(argv, argv[1:]) if flag == "--api-key"]
+    given += [arg.partition("=")[2] for arg in argv if arg.startswith("--api-key=")]
+    given.append(os.environ.get(remote.API_KEY_VARIABLE, ""))
+    return [key for key in given if key]
+
+
+def _redact(text: str, api_keys: list[str] | tuple[str, ...] = ()) -> str:
+    """Hide the database password and the API keys wherever they appear (a driver's message,
+    a traceback, argparse's echo of the command line)."""
     from sqlalchemy.engine import make_url
 
+    for key in api_keys:
+        text = text.replace(key, "***")
     url = os.environ.get("OUTBOX_DATABASE_URL")
     if not url:
         return text

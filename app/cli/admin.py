@@ -5,14 +5,13 @@ from __future__ import annotations
 
 import argparse
 
-from app.cli.common import EXIT_USAGE, Command, CommandError, config_pairs, non_negative, open_services
+from app.cli.common import EXIT_USAGE, Command, CommandError, config_pairs, non_negative, open_services, print_json
 from app.settings import Settings
 
 
 def transactions(settings: Settings, args: argparse.Namespace) -> int:
-    """Operator tools against the configured database (like kafka-transactions.sh)."""
-    import json
-
+    """Operator tools against the configured database (like kafka-transactions.sh), in the
+    HTTP API's shapes (GET /v1/transactions, GET /v1/transactions/{id})."""
     from app.domain.clock import system_clock
     from app.domain.types import TransactionState
 
@@ -20,37 +19,42 @@ def transactions(settings: Settings, args: argparse.Namespace) -> int:
     coordinator = services.coordinator
     now = system_clock()
 
-    def row(m) -> dict:  # type: ignore[no-untyped-def]
-        age = now - m.txn_started_ms if m.state in (TransactionState.ONGOING, TransactionState.PREPARED) and m.txn_started_ms else None
+    def summary(m) -> dict:  # type: ignore[no-untyped-def]
+        open_ = m.state in (TransactionState.ONGOING, TransactionState.PREPARED) and m.txn_started_ms is not None
         return {"transactional_id": m.transactional_id, "state": m.state.value,
-                "producer_id": m.producer_id, "producer_epoch": m.producer_epoch,
-                "txn_id": m.txn_id, "age_ms": age}
+                "producer_id": m.producer_id, "producer_epoch": m.producer_epoch, "txn_id": m.txn_id,
+                "transaction_timeout_ms": m.transaction_timeout_ms, "txn_started_ms": m.txn_started_ms,
+                "age_ms": max(0, now - m.txn_started_ms) if open_ else None, "updated_ms": m.updated_ms,
+                "transaction_version": m.transaction_version}
+
+    def description(view) -> dict:  # type: ignore[no-untyped-def]
+        return {**summary(view.meta),
+                "partitions": [{"topic": p.topic, "partition": p.partition, "first_offset": p.first_offset}
+                               for p in view.partitions],
+                "pending_offsets": [{"group_id": o.group_id, "topic": o.topic, "partition": o.partition,
+                                     "offset": o.committed_offset, "metadata": o.metadata}
+                                    for o in view.pending_offsets]}
 
     try:
         if args.action == "list":
             states = [TransactionState(s) for s in args.state] if args.state else None
-            out = [row(m) for m in coordinator.list(states, args.limit, args.min_age_ms)]
+            out: object = {"transactions": [summary(m) for m in coordinator.list(
+                states, args.limit, args.min_age_ms, args.transactional_id_prefix)]}
         elif args.action == "hanging":
-            out = [row(m) for m in coordinator.hanging(now)]
+            out = {"transactions": [summary(m) for m in coordinator.hanging(now, args.transactional_id_prefix)]}
         elif args.action == "describe":
-            view = coordinator.describe(args.transactional_id)
-            meta, parts, pending = view.meta, view.partitions, view.pending_offsets
-            out = {**row(meta),
-                   "partitions": [{"topic": p.topic, "partition": p.partition, "first_offset": p.first_offset} for p in parts],
-                   "pending_offsets": [{"group_id": o.group_id, "topic": o.topic, "partition": o.partition,
-                                        "offset": o.committed_offset} for o in pending]}
+            out = description(coordinator.describe(args.transactional_id))
         else:
-            out = row(coordinator.admin_abort(args.transactional_id).meta)
+            out = description(coordinator.admin_abort(args.transactional_id))
     finally:
         services.db.dispose()
-    print(json.dumps(out, indent=2))
+    print_json(out)
     return 0
 
 
 def topics(settings: Settings, args: argparse.Namespace) -> int:
     """Topic administration against the configured database (like kafka-topics.sh and
     kafka-delete-records.sh), through the same service as the HTTP API."""
-    import json
     from dataclasses import asdict
 
     from app.domain.topic_config import ConfigTextError, new_topic_config, parse_config_text
@@ -72,7 +76,7 @@ def topics(settings: Settings, args: argparse.Namespace) -> int:
 
     try:
         if args.action == "list":
-            out: object = [summary(t) for t in service.list()]
+            out: object = {"topics": [summary(t) for t in service.list()]}
         elif args.action == "describe":
             out = description(*service.describe(args.topic))
         elif args.action == "create":
@@ -83,42 +87,58 @@ def topics(settings: Settings, args: argparse.Namespace) -> int:
         elif args.action == "add-partitions":
             out = description(*service.create_partitions(args.topic, args.partition_count))
         elif args.action == "delete":
+            # Nothing to print, as DELETE /v1/topics/{topic} answers 204: the exit status says it.
             service.delete(args.topic)
-            out = {"name": args.topic, "deleted": True}
+            return 0
         else:
             log_start = service.delete_records(args.topic, args.partition, args.offset)
             out = {"topic": args.topic, "partition": args.partition, "log_start_offset": log_start}
     finally:
         services.db.dispose()
-    print(json.dumps(out, indent=2))
+    print_json(out)
     return 0
 
 
 def groups(settings: Settings, args: argparse.Namespace) -> int:
-    """A consumer group's lag, against the configured database (like kafka-consumer-groups.sh
-    --describe), in the HTTP API's shape: null where the group has committed no offset."""
-    import json
-
+    """Consumer groups against the configured database (like kafka-consumer-groups.sh --list
+    and --describe), in the HTTP API's shapes: a lag is null where the group has committed no
+    offset."""
     services = open_services(settings)
     try:
-        out = services.groups.lag(args.group_id).as_dict(args.group_id)
+        if args.action == "list":
+            out: object = {"groups": [{"group_id": g.group_id, "generation_id": g.generation_id,
+                                       "member_count": g.member_count} for g in services.groups.list()]}
+        elif args.action == "describe":
+            generation, members = services.groups.describe(args.group_id)
+            out = {"group_id": args.group_id, "generation_id": generation, "members": [
+                {"member_id": m.member_id, "topics": m.topics,
+                 "assignment": [{"topic": t, "partition": p} for t, p in m.assignment],
+                 "session_timeout_ms": m.session_timeout_ms, "last_heartbeat_ms": m.last_heartbeat_ms}
+                for m in members]}
+        else:
+            out = services.groups.lag(args.group_id).as_dict(args.group_id)
     finally:
         services.db.dispose()
-    print(json.dumps(out, indent=2, ensure_ascii=False))
+    print_json(out)
     return 0
 
 
 def add_commands(command: Command, verbose: argparse.ArgumentParser) -> None:
     from app.domain.topic_config import CONFIG_KEYS
+    from app.domain.types import TransactionState
 
     tx = command("transactions", help="operator tools: list, describe, hanging, abort")
     txs = tx.add_subparsers(dest="action", required=True)
     tl = txs.add_parser("list", parents=[verbose], help="transactions, by state and age")
-    tl.add_argument("--state", action="append", help="e.g. Ongoing (repeatable)")
+    tl.add_argument("--state", action="append", choices=[state.value for state in TransactionState],
+                    metavar="STATE", help="e.g. Ongoing (repeatable)")
     tl.add_argument("--min-age-ms", type=int, default=None)
     tl.add_argument("--limit", type=int, default=1000)
-    txs.add_parser("hanging", parents=[verbose],
-                   help="open (or completing) longer than the maximum transaction timeout")
+    th = txs.add_parser("hanging", parents=[verbose],
+                        help="open (or completing) longer than the maximum transaction timeout")
+    for listing in (tl, th):
+        listing.add_argument("--transactional-id-prefix", default=None, metavar="PREFIX",
+                             help="only the transactional ids that start with it, exactly")
     td = txs.add_parser("describe", parents=[verbose])
     td.add_argument("transactional_id")
     ta = txs.add_parser("abort", parents=[verbose], help="abort an open transaction and fence its producer")
@@ -153,8 +173,11 @@ def add_commands(command: Command, verbose: argparse.ArgumentParser) -> None:
     tpr.add_argument("partition", type=non_negative)
     tpr.add_argument("offset", type=non_negative)
     tp.set_defaults(func=topics)
-    gp = command("groups", help="consumer groups: lag")
+    gp = command("groups", help="consumer groups: list, describe, lag")
     gps = gp.add_subparsers(dest="action", required=True)
+    gps.add_parser("list", parents=[verbose], help="every group with members or offsets")
+    gpd = gps.add_parser("describe", parents=[verbose], help="a group's generation and members")
+    gpd.add_argument("group_id")
     gpl = gps.add_parser("lag", parents=[verbose], help="a group's position and lag in records per partition of the "
                          "topics it consumes; null (unknown) where it has committed no offset")
     gpl.add_argument("group_id")

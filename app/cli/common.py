@@ -16,6 +16,9 @@ if TYPE_CHECKING:
 
 EXIT_FAILURE = 1  # the command was right but failed: database, unknown id, schema, port, file
 EXIT_USAGE = 2  # the command line or a setting is wrong (argparse's status too)
+# The service refused who is calling (401: no or a wrong API key; 403: the principal lacks the
+# ACL), over --url; 3 is taken by `outbox serve` (uvicorn's start-up failure).
+EXIT_AUTH = 4
 EXIT_INTERRUPTED = 130  # Ctrl-C, as a shell reports SIGINT
 EXIT_BROKEN_PIPE = 128 + signal.SIGPIPE  # stdout closed early (`| head`), as a shell reports SIGPIPE
 
@@ -49,6 +52,13 @@ def operator() -> str:
         return f"cli:{getpass.getuser()}"
     except (KeyError, OSError):
         return "cli"
+
+
+def print_json(answer: object) -> None:
+    """An answer as the HTTP API writes it: compact JSON on one line, for scripts and `jq`."""
+    import json
+
+    print(json.dumps(answer, ensure_ascii=False, separators=(",", ":")))
 
 
 def config_pairs(pairs: list[str]) -> dict[str, str]:

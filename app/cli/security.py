@@ -7,14 +7,12 @@ from __future__ import annotations
 import argparse
 import sys
 
-from app.cli.common import EXIT_USAGE, Command, CommandError, open_existing, open_services, operator
+from app.cli.common import EXIT_USAGE, Command, CommandError, open_existing, open_services, operator, print_json
 from app.settings import Settings
 
 
 def principals(settings: Settings, args: argparse.Namespace) -> int:
     """API keys, against the configured database. `create` prints the key once."""
-    import json
-
     services = open_services(settings)
     service = services.security
     try:
@@ -25,8 +23,12 @@ def principals(settings: Settings, args: argparse.Namespace) -> int:
             print("outbox: store this API key now: it is not shown again, only a hash of it is kept",
                   file=sys.stderr)
         elif args.action == "list":
-            out = [{"principal": k.principal, "key_id": k.key_id, "created_ms": k.created_ms,
-                    "revoked_ms": k.revoked_ms} for k in service.list_api_keys(args.principal)]
+            # GET /v1/principals' shape: each principal once, with its keys.
+            by_principal: dict[str, list[dict]] = {}  # type: ignore[type-arg]
+            for k in service.list_api_keys(args.principal):
+                by_principal.setdefault(k.principal, []).append(
+                    {"key_id": k.key_id, "created_ms": k.created_ms, "revoked_ms": k.revoked_ms})
+            out = {"principals": [{"principal": p, "api_keys": keys} for p, keys in by_principal.items()]}
         else:
             revoked = service.revoke_api_keys(by=operator(), principal=args.principal, key_id=args.key_id)
             if not revoked:
@@ -35,11 +37,11 @@ def principals(settings: Settings, args: argparse.Namespace) -> int:
             out = {"revoked": revoked}
     finally:
         services.db.dispose()
-    print(json.dumps(out, indent=2))
+    print_json(out)
     return 0
 
 
-def _acl_bindings(args: argparse.Namespace) -> list:  # type: ignore[type-arg]
+def acl_bindings(args: argparse.Namespace) -> list:  # type: ignore[type-arg]
     """kafka-acls.sh's way: every principal × operation × resource named."""
     from app.domain.acl import CLUSTER_NAME, AclBinding, Operation, PatternType, Permission, ResourceType, principal_name
 
@@ -67,41 +69,50 @@ def _acl_bindings(args: argparse.Namespace) -> list:  # type: ignore[type-arg]
             for principal, permission in principals for rtype, name in resources for op in args.operation]
 
 
-def acls(settings: Settings, args: argparse.Namespace) -> int:
-    """ACL bindings, against the configured database (like kafka-acls.sh)."""
-    import json
+def binding_json(b) -> dict[str, str]:  # type: ignore[no-untyped-def]
+    """An ACL binding as the HTTP API writes one."""
+    return {"principal": b.principal, "resource_type": b.resource_type.value, "resource_name": b.resource_name,
+            "pattern_type": b.pattern_type.value, "operation": b.operation.value, "permission": b.permission.value}
 
+
+def acl_list_filter(args: argparse.Namespace):  # type: ignore[no-untyped-def]
+    """`acls list`'s flags as the DescribeAcls filter: a principal, and one resource (the
+    cluster by its type alone)."""
     from app.domain.acl import AclFilter, ResourceType, principal_name
-    def row(b) -> dict:  # type: ignore[no-untyped-def]
-        return {"principal": b.principal, "resource_type": b.resource_type.value, "resource_name": b.resource_name,
-                "pattern_type": b.pattern_type.value, "operation": b.operation.value, "permission": b.permission.value}
 
-    bindings = _acl_bindings(args) if args.action in ("add", "remove") else []  # checked before the database
+    named = [(ResourceType.TOPIC, args.topic), (ResourceType.GROUP, args.group),
+             (ResourceType.TRANSACTIONAL_ID, args.transactional_id)]
+    rtype, name = next(((t, n) for t, n in named if n is not None), (None, None))
+    if args.cluster:
+        rtype = ResourceType.CLUSTER
+    return AclFilter(principal=None if args.principal is None else principal_name(args.principal),
+                     resource_type=rtype, resource_name=name)
+
+
+def acls(settings: Settings, args: argparse.Namespace) -> int:
+    """ACL bindings, against the configured database (like kafka-acls.sh), in the HTTP API's
+    shapes (POST, GET and DELETE /v1/acls)."""
+    from app.domain.acl import AclFilter
+
+    bindings = acl_bindings(args) if args.action in ("add", "remove") else []  # checked before the database
     services = open_services(settings)
     service = services.security
     try:
         if args.action == "add":
             added = service.add_acls(bindings, by=operator())
-            out: object = [{**row(b), "created": new} for b, new in zip(bindings, added, strict=True)]
+            out: object = {"acls": [{**binding_json(b), "created": new} for b, new in zip(bindings, added, strict=True)]}
         elif args.action == "list":
-            named = [(ResourceType.TOPIC, args.topic), (ResourceType.GROUP, args.group),
-                     (ResourceType.TRANSACTIONAL_ID, args.transactional_id)]
-            rtype, name = next(((t, n) for t, n in named if n is not None), (None, None))
-            if args.cluster:
-                rtype = ResourceType.CLUSTER
-            match = AclFilter(principal=None if args.principal is None else principal_name(args.principal),
-                              resource_type=rtype, resource_name=name)
-            out = [row(b) for b in service.list_acls(match)]
+            out = {"acls": [binding_json(b) for b in service.list_acls(acl_list_filter(args))]}
         else:
             removed = []
             for b in bindings:
                 removed += service.remove_acls(
                     AclFilter(b.principal, b.resource_type, b.resource_name, b.pattern_type, b.operation,
                               b.permission), by=operator())
-            out = [row(b) for b in removed]
+            out = {"deleted": [binding_json(b) for b in removed]}
     finally:
         services.db.dispose()
-    print(json.dumps(out, indent=2))
+    print_json(out)
     return 0
 
 

@@ -46,7 +46,7 @@ def _stored(db_url: str) -> list[tuple[str, str, str, str, str, str]]:
     done = _outbox(db_url, "acls", "list")
     assert done.returncode == 0, done.stderr
     return sorted((b["principal"], b["resource_type"], b["resource_name"], b["pattern_type"], b["operation"],
-                   b["permission"]) for b in json.loads(done.stdout))
+                   b["permission"]) for b in json.loads(done.stdout)["acls"])
 
 
 @pytest.fixture

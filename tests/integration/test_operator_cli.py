@@ -29,7 +29,7 @@ def test_operator_lists_describes_and_aborts_an_open_transaction(client, db_url)
 
     listed = _outbox(db_url, "transactions", "list", "--state", "Ongoing")
     assert listed.returncode == 0, listed.stderr
-    assert [t["transactional_id"] for t in json.loads(listed.stdout)] == ["stuck"]
+    assert [t["transactional_id"] for t in json.loads(listed.stdout)["transactions"]] == ["stuck"]
 
     described = json.loads(_outbox(db_url, "transactions", "describe", "stuck").stdout)
     assert described["state"] == "Ongoing"

@@ -1,0 +1,318 @@
+"""The admin commands over HTTP (`outbox --url URL topics list`), with an API key, as
+`kafka-topics --bootstrap-server` administers a cluster it cannot open the disks of.
+
+Each command is one call (or, for `acls remove`, one per binding) of the HTTP API's own
+routes, and prints the answer: with --json, or when stdout is not a terminal, the answer's
+JSON as the service sent it, on one line; on a terminal, a table. This module reaches the
+service only through app.client's HTTP session: never the database, the services or storage
+(the import contract `remote-cli-over-http` in pyproject.toml).
+
+The API key is --api-key's, else --api-key-file's, else OUTBOX_API_KEY's (a flag given wins
+over the environment); the README recommends the file or the variable, since argv is visible
+to every user in `ps`. It is never printed nor logged.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote
+
+from app.cli.common import EXIT_AUTH, EXIT_FAILURE, EXIT_USAGE, CommandError, config_pairs, print_json
+from app.client.errors import ClientError
+from app.client.http import Session, credentials
+
+# The command groups that go over HTTP when a URL is given; every other command (serve,
+# coordinator, migrate, backup, grant-reader, …) needs the database itself.
+COMMANDS = frozenset({"topics", "groups", "transactions", "acls", "principals"})
+URL_VARIABLE = "OUTBOX_URL"
+API_KEY_VARIABLE = "OUTBOX_API_KEY"
+# The HTTP statuses whose refusal is about who is calling, not about the command (EXIT_AUTH).
+AUTH_STATUSES = (401, 403)
+# Only the transport's own error has this code and no status (app.client.http.Session.call).
+_TRANSPORT_ERROR = "NETWORK_EXCEPTION"
+TIMEOUT_S = 30.0  # the client's own request timeout (app.client.http.Session)
+
+Answer = Any  # a decoded JSON answer, or None for 204
+Table = Callable[[Any], list[str]]
+
+
+def api_key(args: argparse.Namespace) -> str | None:
+    if args.api_key is not None:
+        return args.api_key
+    if args.api_key_file is not None:
+        try:
+            key = Path(args.api_key_file).read_text().strip()
+        except OSError as e:
+            raise CommandError(f"--api-key-file: {e.strerror}: {args.api_key_file}", EXIT_USAGE) from None
+        if not key:
+            raise CommandError(f"--api-key-file: {args.api_key_file} is empty", EXIT_USAGE)
+        return key
+    return os.environ.get(API_KEY_VARIABLE) or None
+
+
+class Remote:
+    """One service, called as the signed-in principal; a refusal or an unreachable service
+    becomes the CommandError `main` prints as one line."""
+
+    def __init__(self, url: str, key: str | None, timeout_s: float) -> None:
+        if not url.startswith(("http://", "https://")):
+            raise CommandError(f"--url {url!r}: give the service's http:// or https:// address, "
+                               f"e.g. http://127.0.0.1:8000", EXIT_USAGE)
+        self.url = url.rstrip("/")
+        self.session = Session(self.url, request_timeout_s=timeout_s, auth=credentials(key, None))
+
+    def call(self, method: str, path: str, *, body: Any = None, params: dict | None = None) -> Answer:
+        try:
+            # One attempt: an operator's command reports what happened rather than retrying
+            # behind their back (a 503 SCHEMA_NOT_MIGRATED would otherwise wait out a deadline).
+            return self.session.call(method, path, json=body, params=params, deadline_s=0)
+        except ClientError as e:
+            if e.status is None and e.error_code == _TRANSPORT_ERROR:
+                raise CommandError(f"cannot reach the service at {self.url}: {e.message}") from None
+            status = EXIT_AUTH if e.status in AUTH_STATUSES else EXIT_FAILURE
+            raise CommandError(f"{e.error_code}: {e.message}", status) from None
+
+    def close(self) -> None:
+        self.session.close()
+
+
+def segment(text: str) -> str:
+    """A name as one path segment: a topic named `a/b` or `a?b` stays one."""
+    return quote(text, safe="")
+
+
+# --- the commands: (remote, args) → (answer, its table) ----------------------------------------
+
+
+def _topics(remote: Remote, args: argparse.Namespace) -> tuple[Answer, Table]:
+    from app.domain.topic_config import ConfigTextError, parse_config_text
+
+    try:
+        # Typed here as the direct command types it, so the service gets numbers and booleans.
+        config = parse_config_text(config_pairs(args.config)) if args.action in ("create", "alter") else {}
+    except ConfigTextError as e:
+        raise CommandError(f"config: {e}", EXIT_USAGE) from None
+    config = {k: getattr(v, "value", v) for k, v in config.items()}  # enums as their JSON value
+    path = f"/v1/topics/{segment(args.topic)}" if args.action != "list" else "/v1/topics"
+    if args.action == "list":
+        return remote.call("GET", path), _topic_list_table
+    if args.action == "describe":
+        return remote.call("GET", path), _topic_table
+    if args.action == "create":
+        return remote.call("POST", "/v1/topics", body={"name": args.topic, "partitions": args.partitions,
+                                                       "config": config}), _topic_table
+    if args.action == "alter":
+        return remote.call("PATCH", path, body={"config": config}), _topic_table
+    if args.action == "add-partitions":
+        return remote.call("POST", f"{path}/partitions", body={"partition_count": args.partition_count}), _topic_table
+    if args.action == "delete":
+        return remote.call("DELETE", path), _nothing
+    return remote.call("POST", f"{path}/partitions/{args.partition}/delete-records",
+                       body={"offset": args.offset}), _delete_records_table
+
+
+def _groups(remote: Remote, args: argparse.Namespace) -> tuple[Answer, Table]:
+    if args.action == "list":
+        return remote.call("GET", "/v1/groups"), _group_list_table
+    path = f"/v1/groups/{segment(args.group_id)}"
+    if args.action == "describe":
+        return remote.call("GET", path), _group_table
+    return remote.call("GET", f"{path}/lag"), _lag_table
+
+
+def _transactions(remote: Remote, args: argparse.Namespace) -> tuple[Answer, Table]:
+    if args.action in ("list", "hanging"):
+        params: dict[str, Any] = {"transactional_id_prefix": args.transactional_id_prefix}
+        if args.action == "hanging":
+            params["hanging"] = "true"
+        else:
+            params.update(state=args.state or None, min_age_ms=args.min_age_ms, limit=args.limit)
+        return remote.call("GET", "/v1/transactions",
+                           params={k: v for k, v in params.items() if v is not None}), _transaction_list_table
+    if args.action == "describe":
+        return remote.call("GET", f"/v1/transactions/{segment(args.transactional_id)}"), _transaction_table
+    return remote.call("POST", f"/v1/admin/transactions/{segment(args.transactional_id)}/abort"), _transaction_table
+
+
+def _acls(remote: Remote, args: argparse.Namespace) -> tuple[Answer, Table]:
+    from app.cli.security import acl_bindings, acl_list_filter, binding_json
+
+    if args.action == "list":
+        match = acl_list_filter(args)
+        params = {"principal": match.principal, "resource_name": match.resource_name,
+                  "resource_type": None if match.resource_type is None else match.resource_type.value}
+        return remote.call("GET", "/v1/acls", params={k: v for k, v in params.items() if v is not None}), \
+            _acl_table("acls")
+    bindings = [binding_json(b) for b in acl_bindings(args)]
+    if args.action == "add":
+        return remote.call("POST", "/v1/acls", body={"acls": bindings}), _acl_table("acls")
+    deleted: list[Any] = []
+    for b in bindings:  # DeleteAcls takes one filter; each binding named is its own exact one
+        deleted += remote.call("DELETE", "/v1/acls", params=b)["deleted"]
+    return {"deleted": deleted}, _acl_table("deleted")
+
+
+def _principals(remote: Remote, args: argparse.Namespace) -> tuple[Answer, Table]:
+    from app.domain.acl import principal_name
+
+    if args.action == "list":
+        answer = remote.call("GET", "/v1/principals")
+        if args.principal is not None:  # the route lists them all; the answer keeps its shape
+            answer["principals"] = [p for p in answer["principals"] if p["principal"] == principal_name(args.principal)]
+        return answer, _principal_table
+    path = f"/v1/principals/{segment(principal_name(args.principal))}/api-keys"
+    if args.action == "create":
+        created = remote.call("POST", path)
+        print("outbox: store this API key now: it is not shown again, only a hash of it is kept", file=sys.stderr)
+        return created, _created_key_table
+    if args.key_id is None:
+        raise CommandError("over HTTP, revoke names the key: --key-id ID (`outbox principals list` shows them)",
+                           EXIT_USAGE)
+    return remote.call("DELETE", f"{path}/{segment(args.key_id)}"), lambda a: [f"revoked {k}" for k in a["revoked"]]
+
+
+_RUN = {"topics": _topics, "groups": _groups, "transactions": _transactions, "acls": _acls,
+        "principals": _principals}
+
+
+def run(args: argparse.Namespace) -> int:
+    # httpx logs every request at INFO: on an operator's terminal that is a second line per
+    # command in stderr, and a script reading stderr for the one error line would get it too.
+    logging.getLogger("httpx").setLevel(logging.WARNING)
+    remote = Remote(args.url, api_key(args), TIMEOUT_S if args.timeout_s is None else args.timeout_s)
+    try:
+        answer, table = _RUN[args.command](remote, args)
+    finally:
+        remote.close()
+    emit(answer, table, args.output)
+    return 0
+
+
+def emit(answer: Answer, table: Table, output: str) -> None:
+    """The answer as JSON on one line (the service's shape, for scripts and `jq`) or as a table
+    (for a person at a terminal); a 204's empty answer prints nothing either way."""
+    if answer is None:
+        return
+    as_table = output == "table" or (output == "auto" and sys.stdout.isatty())
+    if as_table:
+        print("\n".join(table(answer)))
+    else:
+        print_json(answer)
+
+
+# --- tables -----------------------------------------------------------------------------------
+
+
+def _cell(value: Any) -> str:
+    # As kafka-consumer-groups prints an unknown offset or lag.
+    if value is None:
+        return "-"
+    if isinstance(value, bool):
+        return str(value).lower()
+    if isinstance(value, list):
+        return ",".join(_cell(v) for v in value) or "-"
+    return str(value)
+
+
+def columns(header: list[str], rows: list[list[Any]]) -> list[str]:
+    """Left-aligned columns two spaces apart, a header line first (kafka-consumer-groups' look)."""
+    cells = [header] + [[_cell(v) for v in row] for row in rows]
+    widths = [max(len(r[i]) for r in cells) for i in range(len(header))]
+    return ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in cells]
+
+
+def _nothing(answer: Answer) -> list[str]:
+    return []
+
+
+def _topic_list_table(a: Answer) -> list[str]:
+    return columns(["TOPIC", "PARTITIONS", "CLEANUP-POLICY", "RETENTION-MS", "RETENTION-BYTES", "VALUE-FORMAT"],
+                   [[t["name"], t["partition_count"], t["config"]["cleanup_policy"], t["config"]["retention_ms"],
+                     t["config"]["retention_bytes"], t["config"]["value_format"]] for t in a["topics"]])
+
+
+def _topic_table(a: Answer) -> list[str]:
+    # kafka-topics --describe: the topic on one line, then one line per partition.
+    configs = ",".join(f"{k}={_cell(v)}" for k, v in a["config"].items())
+    return [f"Topic: {a['name']}\tPartitionCount: {a['partition_count']}\tConfigs: {configs}"] + [
+        f"\tTopic: {a['name']}\tPartition: {p['partition']}\tLogStartOffset: {p['log_start_offset']}\t"
+        f"LastStableOffset: {p['last_stable_offset']}\tLogEndOffset: {p['log_end_offset']}\t"
+        f"Records: {p['record_count']}\tBytes: {p['size_bytes']}"
+        for p in a["partitions"]]
+
+
+def _delete_records_table(a: Answer) -> list[str]:
+    return columns(["TOPIC", "PARTITION", "LOG-START-OFFSET"], [[a["topic"], a["partition"], a["log_start_offset"]]])
+
+
+def _group_list_table(a: Answer) -> list[str]:
+    return columns(["GROUP", "GENERATION", "MEMBERS"],
+                   [[g["group_id"], g["generation_id"], g["member_count"]] for g in a["groups"]])
+
+
+def _group_table(a: Answer) -> list[str]:
+    return columns(["GROUP", "GENERATION", "MEMBER-ID", "TOPICS", "ASSIGNMENT", "SESSION-TIMEOUT-MS",
+                    "LAST-HEARTBEAT-MS"],
+                   [[a["group_id"], a["generation_id"], m["member_id"], m["topics"],
+                     [f"{tp['topic']}-{tp['partition']}" for tp in m["assignment"]], m["session_timeout_ms"],
+                     m["last_heartbeat_ms"]] for m in a["members"]])
+
+
+def _lag_table(a: Answer) -> list[str]:
+    # kafka-consumer-groups --describe, with the log start and last stable offset beside the end.
+    return columns(["GROUP", "TOPIC", "PARTITION", "CURRENT-OFFSET", "LOG-START-OFFSET", "LAST-STABLE-OFFSET",
+                    "LOG-END-OFFSET", "LAG"],
+                   [[a["group_id"], p["topic"], p["partition"], p["committed_offset"], p["log_start_offset"],
+                     p["last_stable_offset"], p["high_watermark"],
+                     p["lag"] if p["lag"] is None or p["lag_exact"] else f">={p['lag']}"] for p in a["partitions"]])
+
+
+_TXN_HEADER = ["TRANSACTIONAL-ID", "STATE", "PRODUCER-ID", "PRODUCER-EPOCH", "TIMEOUT-MS", "AGE-MS"]
+
+
+def _txn_row(t: dict[str, Any]) -> list[Any]:
+    return [t["transactional_id"], t["state"], t["producer_id"], t["producer_epoch"], t["transaction_timeout_ms"],
+            t["age_ms"]]
+
+
+def _transaction_list_table(a: Answer) -> list[str]:
+    return columns(_TXN_HEADER, [_txn_row(t) for t in a["transactions"]])
+
+
+def _transaction_table(a: Answer) -> list[str]:
+    lines = columns(_TXN_HEADER, [_txn_row(a)])
+    if a["partitions"]:
+        lines += [""] + columns(["TOPIC", "PARTITION", "FIRST-OFFSET"],
+                                [[p["topic"], p["partition"], p["first_offset"]] for p in a["partitions"]])
+    if a["pending_offsets"]:
+        lines += [""] + columns(["GROUP", "TOPIC", "PARTITION", "PENDING-OFFSET"],
+                                [[o["group_id"], o["topic"], o["partition"], o["offset"]] for o in a["pending_offsets"]])
+    return lines
+
+
+def _acl_table(key: str) -> Table:
+    def table(a: Answer) -> list[str]:
+        rows = a[key]
+        created = bool(rows) and "created" in rows[0]
+        return columns(["PRINCIPAL", "PERMISSION", "OPERATION", "RESOURCE-TYPE", "RESOURCE-NAME", "PATTERN-TYPE"]
+                       + (["CREATED"] if created else []),
+                       [[b["principal"], b["permission"], b["operation"], b["resource_type"], b["resource_name"],
+                         b["pattern_type"]] + ([b["created"]] if created else []) for b in rows])
+    return table
+
+
+def _principal_table(a: Answer) -> list[str]:
+    return columns(["PRINCIPAL", "KEY-ID", "CREATED-MS", "REVOKED-MS"],
+                   [[p["principal"], k["key_id"], k["created_ms"], k["revoked_ms"]]
+                    for p in a["principals"] for k in p["api_keys"]])
+
+
+def _created_key_table(a: Answer) -> list[str]:
+    return columns(["PRINCIPAL", "KEY-ID", "CREATED-MS", "API-KEY"],
+                   [[a["principal"], a["key_id"], a["created_ms"], a["api_key"]]])

@@ -1,0 +1,427 @@
+"""`outbox --url URL …`: the admin commands against a served instance over HTTP, on SQLite and
+PostgreSQL. Each command's JSON is the HTTP API's own answer; a refusal is one line on stderr
+with the service's error code and an exit status saying which kind it was.
+
+One database per backend and module, served by two in-process uvicorn servers on it: one with
+authentication off, one with API keys (User:admin a super user, User:reader with no ACL). The
+commands run in this process too (app.cli.main), so no test pays a Python start-up."""
+
+from __future__ import annotations
+
+import shutil
+import sys
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+import pytest
+import uvicorn
+from sqlalchemy import create_engine, text
+from sqlalchemy.engine import make_url
+
+from app import cli
+from app.api.app import create_app
+from app.cli.common import EXIT_AUTH, EXIT_FAILURE, EXIT_USAGE
+from app.composition import Services
+from app.domain.clock import system_clock
+from app.settings import Settings
+from app.storage import migrate
+from app.storage.engine import Database, build_engine
+from tests.conftest import ADMIN_URL, BACKENDS
+from tests.e2e.conftest import free_port
+from tests.helpers import batch, begin, create_topic, init_producer, send
+
+START_TIMEOUT_S = 30
+
+
+class _Server:
+    """uvicorn in a thread of this process, on a port of its own."""
+
+    def __init__(self, settings: Settings) -> None:
+        self.port = free_port()
+        config = uvicorn.Config(create_app(settings), host="127.0.0.1", port=self.port, log_config=None,
+                                access_log=False, lifespan="on")
+        self.server = uvicorn.Server(config)
+        self.thread = threading.Thread(target=self.server.run, daemon=True)
+        self.thread.start()
+        deadline = time.monotonic() + START_TIMEOUT_S
+        while not self.server.started:
+            assert self.thread.is_alive() and time.monotonic() < deadline, "uvicorn did not start"
+            time.sleep(0.01)
+        self.url = f"http://127.0.0.1:{self.port}"
+
+    def stop(self) -> None:
+        self.server.should_exit = True
+        self.thread.join(START_TIMEOUT_S)
+
+
+@dataclass
+class Served:
+    db_url: str
+    open_url: str  # authentication off
+    secured_url: str  # OUTBOX_AUTHENTICATION=api_key
+    admin_key: str  # User:admin, a super user
+    reader_key: str  # User:reader, no ACL
+
+    def http(self) -> httpx.Client:
+        return httpx.Client(base_url=self.open_url)
+
+    def admin(self) -> httpx.Client:
+        return httpx.Client(base_url=self.secured_url, headers={"authorization": f"Bearer {self.admin_key}"})
+
+
+@pytest.fixture(scope="module", params=BACKENDS)
+def served(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
+    if request.param == "sqlite":
+        path = tmp_path_factory.mktemp("remote") / "outbox.db"
+        shutil.copy(request.getfixturevalue("sqlite_template"), path)
+        db_url, drop = f"sqlite:///{path}", None
+    else:
+        name = f"outbox_remote_{uuid.uuid4().hex[:8]}"
+        drop = create_engine(ADMIN_URL, isolation_level="AUTOCOMMIT")
+        with drop.connect() as conn:
+            conn.execute(text(f'CREATE DATABASE "{name}"'))
+        db_url = make_url(ADMIN_URL).set(database=name).render_as_string(hide_password=False)
+        migrate.upgrade(db_url)
+    base = Settings(database_url=db_url, run_coordinator=False, auto_migrate=False, access_log=False)
+    secured_settings = base.model_copy(update={"authentication": "api_key", "super_users": "User:admin"})
+    services = Services.build(base, Database(build_engine(db_url, pool_size=1)), system_clock)
+    keys = {p: services.security.create_api_key(p, by="test").api_key for p in ("User:admin", "User:reader")}
+    services.db.dispose()
+    servers = [_Server(base), _Server(secured_settings)]
+    try:
+        yield Served(db_url, servers[0].url, servers[1].url, keys["User:admin"], keys["User:reader"])
+    finally:
+        for s in servers:
+            s.stop()
+        if drop is not None:
+            with drop.connect() as conn:
+                conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+            drop.dispose()
+
+
+@dataclass
+class Done:
+    status: int
+    out: str
+    err: str
+
+    @property
+    def json(self):  # type: ignore[no-untyped-def]
+        import json
+
+        assert (self.status, self.err) == (0, ""), self.err
+        assert self.out.count("\n") == 1, "one line of JSON"
+        return json.loads(self.out)
+
+
+@pytest.fixture
+def outbox(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch):  # type: ignore[no-untyped-def]
+    """`outbox ARGS…` in this process; stdout is not a terminal, so answers are JSON."""
+    for name in ("OUTBOX_URL", "OUTBOX_API_KEY", "OUTBOX_DATABASE_URL", "OUTBOX_AUTHENTICATION"):
+        monkeypatch.delenv(name, raising=False)
+    # The servers log in this process too, to the stderr main() configures: only warnings.
+    monkeypatch.setenv("OUTBOX_LOG_LEVEL", "warning")
+
+    def run(*args: str) -> Done:
+        capsys.readouterr()
+        status = cli.main(list(args))
+        captured = capsys.readouterr()
+        return Done(status, captured.out, captured.err)
+
+    return run
+
+
+def _topic(prefix: str) -> str:
+    return f"{prefix}-{uuid.uuid4().hex[:6]}"
+
+
+# --- topics -----------------------------------------------------------------------------------
+
+
+def test_topics_create_alter_add_partitions_and_describe_print_the_https_answers(served, outbox) -> None:  # type: ignore[no-untyped-def]
+    name, url = _topic("t"), served.open_url
+    http = served.http()
+
+    created = outbox("--url", url, "topics", "create", name, "--partitions", "2", "--config", "retention_ms=1000").json
+    assert (created["name"], created["partition_count"], created["config"]["retention_ms"]) == (name, 2, 1000)
+    assert outbox("--url", url, "topics", "describe", name).json == http.get(f"/v1/topics/{name}").json() == created
+
+    altered = outbox("--url", url, "topics", "alter", name, "check_expected_offsets=true",
+                     "cleanup_policy=compact").json
+    assert (altered["config"]["check_expected_offsets"], altered["config"]["cleanup_policy"]) == (True, "compact")
+    grown = outbox("--url", url, "topics", "add-partitions", name, "3").json
+    assert [p["partition"] for p in grown["partitions"]] == [0, 1, 2]
+    assert http.get(f"/v1/topics/{name}").json() == grown
+    listed = outbox("--url", url, "topics", "list").json
+    assert listed == http.get("/v1/topics").json()
+    assert name in [t["name"] for t in listed["topics"]]
+
+
+def test_topics_delete_records_and_delete_answer_as_http_does(served, outbox) -> None:  # type: ignore[no-untyped-def]
+    name, url = _topic("d"), served.open_url
+    http = served.http()
+    create_topic(http, name, 1)
+    assert send(http, [batch(name, 0, ["a", "b", "c"])]).status_code == 200
+
+    assert outbox("--url", url, "topics", "delete-records", name, "0", "2").json == {
+        "topic": name, "partition": 0, "log_start_offset": 2}
+    deleted = outbox("--url", url, "topics", "delete", name)
+
+    assert (deleted.status, deleted.out, deleted.err) == (0, "", "")  # HTTP answers 204, no body
+    assert http.get(f"/v1/topics/{name}").status_code == 404
+
+
+def test_topics_describe_prints_kafka_topics_describe_lines_with_table(served, outbox) -> None:  # type: ignore[no-untyped-def]
+    name = _topic("v")
+    http = served.http()
+    create_topic(http, name, 2)
+    assert send(http, [batch(name, 1, ["a", "b"])]).status_code == 200
+
+    done = outbox("--url", served.open_url, "topics", "describe", name, "--table")
+
+    assert (done.status, done.err) == (0, "")
+    assert done.out.splitlines() == [
+        f"Topic: {name}\tPartitionCount: 2\tConfigs: cleanup_policy=delete,retention_ms=604800000,"
+        "retention_bytes=-1,delete_retention_ms=86400000,check_expected_offsets=false,max_message_bytes=1048588,"
+        "value_format=json",
+        f"\tTopic: {name}\tPartition: 0\tLogStartOffset: 0\tLastStableOffset: 0\tLogEndOffset: 0\tRecords: 0\tBytes: 0",
+        f"\tTopic: {name}\tPartition: 1\tLogStartOffset: 0\tLastStableOffset: 2\tLogEndOffset: 2\tRecords: 2\tBytes: 6",
+    ]
+
+
+def test_an_unknown_topic_is_one_line_with_its_error_code_and_exit_status_1(served, outbox) -> None:  # type: ignore[no-untyped-def]
+    done = outbox("--url", served.open_url, "topics", "describe", "no-such-topic")
+
+    assert (done.status, done.out) == (EXIT_FAILURE, "")
+    assert done.err == "outbox: error: UNKNOWN_TOPIC_OR_PARTITION: unknown topic 'no-such-topic'\n"
+
+
+# --- groups -----------------------------------------------------------------------------------
+
+
+def test_groups_list_describe_and_lag_print_the_https_answers_as_the_database_commands_do(served, outbox, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    name, group = _topic("g"), _topic("group")
+    http = served.http()
+    create_topic(http, name, 1)
+    assert send(http, [batch(name, 0, ["o1", "o2", "o3"])]).status_code == 200
+    member = http.post(f"/v1/groups/{group}/members", json={"topics": [name]}).json()["member_id"]
+    assert http.post(f"/v1/groups/{group}/offsets", json={"offsets": [
+        {"topic": name, "partition": 0, "offset": 1}]}).status_code == 200
+
+    remote = {action: outbox("--url", served.open_url, "groups", *action.split()).json
+              for action in ("list", f"describe {group}", f"lag {group}")}
+    monkeypatch.setenv("OUTBOX_DATABASE_URL", served.db_url)
+    direct = {action: outbox("groups", *action.split()).json for action in remote}
+
+    assert remote["list"] == http.get("/v1/groups").json()
+    assert remote[f"describe {group}"] == http.get(f"/v1/groups/{group}").json()
+    assert [m["member_id"] for m in remote[f"describe {group}"]["members"]] == [member]
+    assert remote[f"lag {group}"] == http.get(f"/v1/groups/{group}/lag").json()
+    assert (remote[f"lag {group}"]["total_lag"], remote[f"lag {group}"]["partitions"][0]["lag"]) == (2, 2)
+    assert direct == remote
+
+
+def test_groups_lag_prints_kafka_consumer_groups_columns_with_table(served, outbox) -> None:  # type: ignore[no-untyped-def]
+    name, group = _topic("l"), _topic("lagging")
+    http = served.http()
+    create_topic(http, name, 2)
+    assert send(http, [batch(name, 0, ["o1", "o2"])]).status_code == 200
+    assert http.post(f"/v1/groups/{group}/offsets", json={"offsets": [
+        {"topic": name, "partition": 0, "offset": 1}]}).status_code == 200
+    assert http.post(f"/v1/groups/{group}/members", json={"topics": [name]}).status_code == 200
+
+    done = outbox("--url", served.open_url, "groups", "lag", group, "--table")
+
+    assert (done.status, done.err) == (0, "")
+    g, t = group.ljust(len("GROUP")), name.ljust(len("TOPIC"))
+    assert done.out.splitlines() == [
+        f"{'GROUP'.ljust(len(g))}  {'TOPIC'.ljust(len(t))}  PARTITION  CURRENT-OFFSET  LOG-START-OFFSET  "
+        "LAST-STABLE-OFFSET  LOG-END-OFFSET  LAG",
+        f"{g}  {t}  0          1               0                 2                   2               1",
+        f"{g}  {t}  1          -               0                 0                   0               -",
+    ]
+
+
+# --- transactions -----------------------------------------------------------------------------
+
+
+def test_transactions_list_describe_hanging_and_abort_print_the_https_answers(served, outbox) -> None:  # type: ignore[no-untyped-def]
+    name, tid = _topic("x"), _topic("stuck")
+    url, http = served.open_url, served.http()
+    create_topic(http, name, 1)
+    p = init_producer(http, tid)
+    begin(http, tid, p)
+    assert send(http, [batch(name, 0, ["a"], 0)], p, tid).status_code == 200
+
+    listed = outbox("--url", url, "transactions", "list", "--state", "Ongoing", "--transactional-id-prefix", tid).json
+    described = outbox("--url", url, "transactions", "describe", tid).json
+    hanging = outbox("--url", url, "transactions", "hanging", "--transactional-id-prefix", tid).json
+    aborted = outbox("--url", url, "transactions", "abort", tid).json
+
+    assert [t["transactional_id"] for t in listed["transactions"]] == [tid]
+    assert described["partitions"] == [{"topic": name, "partition": 0, "first_offset": 0}]
+    # Ages move with the clock: the rest of the answer is the service's, field for field.
+    after = http.get(f"/v1/transactions/{tid}").json()
+    assert hanging == {"transactions": []}
+    assert (aborted["state"], aborted["producer_epoch"]) == ("CompleteAbort", p["producer_epoch"] + 1)
+    assert aborted == after
+    assert set(described) == set(after)
+
+
+def test_transactions_print_the_same_json_over_http_and_from_the_database(served, outbox, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    tid = _topic("ended")
+    http = served.http()
+    p = init_producer(http, tid)
+    begin(http, tid, p)
+    assert http.post(f"/v1/transactions/{tid}/abort", json={"producer_id": p["producer_id"],
+                                                             "producer_epoch": p["producer_epoch"]}).status_code == 200
+    commands = [("describe", tid), ("list", "--transactional-id-prefix", tid),
+                ("list", "--state", "CompleteAbort", "--transactional-id-prefix", tid)]
+
+    remote = [outbox("--url", served.open_url, "transactions", *c).json for c in commands]
+    monkeypatch.setenv("OUTBOX_DATABASE_URL", served.db_url)
+    direct = [outbox("transactions", *c).json for c in commands]
+
+    assert remote[0] == http.get(f"/v1/transactions/{tid}").json()
+    assert remote[0]["state"] == "CompleteAbort"
+    assert remote[1] == remote[2] == {"transactions": [{k: v for k, v in remote[0].items()
+                                                        if k not in ("partitions", "pending_offsets")}]}
+    assert direct == remote
+
+
+def test_on_a_terminal_the_answer_is_a_table_by_default(served, outbox, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    tid = _topic("idle")
+    p = init_producer(served.http(), tid)
+    monkeypatch.setattr(sys.stdout, "isatty", lambda: True)
+
+    done = outbox("--url", served.open_url, "transactions", "describe", tid)
+
+    assert (done.status, done.err) == (0, "")
+    header = ["TRANSACTIONAL-ID", "STATE", "PRODUCER-ID", "PRODUCER-EPOCH", "TIMEOUT-MS", "AGE-MS"]
+    row = [tid, "Empty", str(p["producer_id"]), str(p["producer_epoch"]), "60000", "-"]
+    widths = [max(len(h), len(v)) for h, v in zip(header, row, strict=True)]
+    assert done.out.splitlines() == ["  ".join(c.ljust(w) for c, w in zip(line, widths, strict=True)).rstrip()
+                                     for line in (header, row)]
+
+
+# --- ACLs and principals, with authentication on ----------------------------------------------
+
+
+def test_acls_add_list_and_remove_print_the_https_answers(served, outbox, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    monkeypatch.setenv("OUTBOX_API_KEY", served.admin_key)
+    url, topic = served.secured_url, _topic("acl")
+    binding = {"principal": "User:reader", "resource_type": "topic", "resource_name": topic,
+               "pattern_type": "literal", "operation": "read", "permission": "allow"}
+    flags = ["--allow-principal", "User:reader", "--operation", "read", "--topic", topic]
+
+    added = outbox("--url", url, "acls", "add", *flags).json
+    listed = outbox("--url", url, "acls", "list", "--topic", topic).json
+    expected_list = served.admin().get("/v1/acls", params={"resource_type": "topic", "resource_name": topic}).json()
+    table = outbox("--url", url, "acls", "list", "--topic", topic, "--table")
+    monkeypatch.setenv("OUTBOX_DATABASE_URL", served.db_url)
+    direct = outbox("acls", "list", "--topic", topic).json
+    removed = outbox("--url", url, "acls", "remove", *flags).json
+
+    assert added == {"acls": [{**binding, "created": True}]}
+    assert listed == expected_list == direct == {"acls": [binding]}
+    assert removed == {"deleted": [binding]}
+    assert len(topic) < len("RESOURCE-NAME")  # so the header sets that column's width
+    assert table.out.splitlines() == [
+        "PRINCIPAL    PERMISSION  OPERATION  RESOURCE-TYPE  RESOURCE-NAME  PATTERN-TYPE",
+        f"User:reader  allow       read       topic          {topic.ljust(len('RESOURCE-NAME'))}  literal",
+    ]
+    assert served.admin().get("/v1/acls", params={"resource_name": topic}).json() == {"acls": []}
+
+
+def test_principals_create_list_and_revoke_over_http_and_list_as_the_database_command(served, outbox, monkeypatch, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    key_file = tmp_path / "admin.key"
+    key_file.write_text(served.admin_key + "\n")
+    remote = ["--url", served.secured_url, "--api-key-file", str(key_file), "principals"]
+    name = _topic("ops")
+
+    created = outbox(*remote, "create", name)
+    assert created.err == "outbox: store this API key now: it is not shown again, only a hash of it is kept\n"
+    created.err = ""  # the answer is the rest
+    listed = outbox(*remote, "list", name).json
+    monkeypatch.setenv("OUTBOX_DATABASE_URL", served.db_url)
+    direct = outbox("principals", "list", name).json
+    revoked = outbox(*remote, "revoke", name, "--key-id", created.json["key_id"]).json
+
+    assert created.json["principal"] == f"User:{name}" and created.json["api_key"].startswith("outbox_")
+    assert listed == direct == {"principals": [{"principal": f"User:{name}", "api_keys": [
+        {"key_id": created.json["key_id"], "created_ms": created.json["created_ms"], "revoked_ms": None}]}]}
+    assert revoked == {"revoked": [created.json["key_id"]]}
+    everyone = served.admin().get("/v1/principals").json()["principals"]
+    assert [p["api_keys"][0]["revoked_ms"] is not None for p in everyone if p["principal"] == f"User:{name}"] == [True]
+
+
+def test_a_principal_without_the_acl_gets_the_403_code_and_exit_status_4(served, outbox, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    monkeypatch.setenv("OUTBOX_URL", served.secured_url)
+    monkeypatch.setenv("OUTBOX_API_KEY", served.reader_key)
+
+    described = outbox("topics", "describe", "anything")
+    aborted = outbox("transactions", "abort", "anyone")
+
+    assert (described.status, described.out) == (EXIT_AUTH, "")
+    assert described.err == ("outbox: error: TOPIC_AUTHORIZATION_FAILED: User:reader is not authorized for describe "
+                             "on topic 'anything': no ACL allows it\n")
+    assert (aborted.status, aborted.out) == (EXIT_AUTH, "")
+    assert aborted.err == ("outbox: error: CLUSTER_AUTHORIZATION_FAILED: User:reader is not authorized for alter on "
+                           "the cluster: no ACL allows it\n")
+
+
+@pytest.mark.parametrize(("key", "line"), [
+    (None, "AUTHENTICATION_FAILED: this operation needs credentials: an API key (Authorization: Bearer outbox_…)"),
+    ("outbox_0000000000000000_wrong", "AUTHENTICATION_FAILED: the API key is unknown, revoked or wrong"),
+], ids=["no key", "wrong key"])
+def test_no_key_or_a_wrong_one_is_the_401_code_and_exit_status_4_and_the_key_is_never_printed(served, outbox, key, line) -> None:  # type: ignore[no-untyped-def]
+    done = outbox("-v", "--url", served.secured_url, *(["--api-key", key] if key else []), "topics", "list")
+
+    assert (done.status, done.out) == (EXIT_AUTH, "")
+    assert done.err.splitlines()[-1] == f"outbox: error: {line}"
+    assert key is None or key not in done.err
+
+
+def test_an_unreachable_service_is_one_line_and_exit_status_1(outbox) -> None:  # type: ignore[no-untyped-def]
+    port = free_port()  # nothing listens there
+
+    done = outbox("--url", f"http://127.0.0.1:{port}", "topics", "list")
+
+    assert (done.status, done.out) == (EXIT_FAILURE, "")
+    assert done.err == f"outbox: error: cannot reach the service at http://127.0.0.1:{port}: [Errno 111] Connection refused\n"
+
+
+def test_an_api_key_on_a_mistaken_command_line_is_not_echoed(outbox) -> None:  # type: ignore[no-untyped-def]
+    done = outbox("topics", "list", "--api-key", "outbox_0123456789abcdef_secret")
+
+    assert (done.status, done.out) == (EXIT_USAGE, "")
+    assert done.err == "outbox: error: unrecognized arguments: --api-key *** (see `outbox --help`)\n"
+
+
+@pytest.mark.parametrize(("args", "line"), [
+    (["--url", "http://127.0.0.1:1", "migrate"],
+     "outbox: error: --url: only for the admin commands over HTTP (acls, groups, principals, topics, transactions "
+     "with --url); `outbox migrate` opens the database (OUTBOX_DATABASE_URL)"),
+    (["topics", "list", "--json"],
+     "outbox: error: --json: only for the admin commands over HTTP (acls, groups, principals, topics, transactions "
+     "with --url); without --url or OUTBOX_URL"),
+    (["--timeout", "5", "transactions", "list"],
+     "outbox: error: --timeout: only for the admin commands over HTTP (acls, groups, principals, topics, "
+     "transactions with --url); without --url or OUTBOX_URL"),
+    (["--url", "http://127.0.0.1:1", "--api-key-file", "/nonexistent/outbox.key", "topics", "list"],
+     "outbox: error: --api-key-file: No such file or directory: /nonexistent/outbox.key"),
+    (["--url", "127.0.0.1:8000", "topics", "list"],
+     "outbox: error: --url '127.0.0.1:8000': give the service's http:// or https:// address, e.g. "
+     "http://127.0.0.1:8000"),
+    (["--url", "http://127.0.0.1:1", "principals", "revoke", "ops"],
+     "outbox: error: over HTTP, revoke names the key: --key-id ID (`outbox principals list` shows them)"),
+])
+def test_a_flag_that_would_do_nothing_is_a_usage_error(outbox, args, line) -> None:  # type: ignore[no-untyped-def]
+    done = outbox(*args)
+
+    assert (done.status, done.out, done.err) == (EXIT_USAGE, "", line + "\n")
