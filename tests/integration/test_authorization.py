@@ -230,6 +230,7 @@ OPERATIONS: dict[str, Op] = {
     "describe_group": Op(lambda w: ("GET", "/v1/groups/g", None), ((G, "g", Operation.DESCRIBE),), prepare=_join),
     "list_groups": Op(lambda w: ("GET", "/v1/groups", None), ()),
     "describe_group_lag": Op(lambda w: ("GET", "/v1/groups/g/lag", None), ((G, "g", Operation.DESCRIBE),)),
+    "console_history": Op(lambda w: ("GET", "/v1/console/history", None), ((C, CLUSTER_NAME, Operation.DESCRIBE),)),
     "describe_acls": Op(lambda w: ("GET", "/v1/acls", None), ((C, CLUSTER_NAME, Operation.DESCRIBE),)),
     "create_acls": Op(lambda w: ("POST", "/v1/acls", {"acls": [{"principal": "User:carol", "resource_type": "group",
                                                                  "resource_name": "g", "operation": "read"}]}),
