@@ -13,7 +13,9 @@ or .artifacts/screenshots) and their paths printed.
 from __future__ import annotations
 
 import json
+import re
 import time
+from datetime import datetime
 from collections.abc import Iterator
 from typing import Any
 from urllib.parse import urlsplit
@@ -30,7 +32,8 @@ WAIT_MS = 20_000
 # Short timeouts, and no coordinator worker: a transaction left open becomes hanging (open past
 # the maximum timeout, nobody aborting it) within seconds.
 SETTINGS = {"run_coordinator": False, "max_transaction_timeout_ms": 1500, "default_transaction_timeout_ms": 1000,
-            "transactional_id_expiration_ms": 600_000}
+            "transactional_id_expiration_ms": 600_000, "console_history_interval_ms": 500,
+            "console_history_window_ms": 120_000}
 
 
 @pytest.fixture(scope="module")
@@ -219,8 +222,27 @@ def test_a_hanging_transaction_is_aborted_from_the_page(console: Console, server
         assert ok(api.get("/v1/topics/payments/partitions/0/records"))["records"] == []
 
 
-def test_the_overview_plots_the_rates_of_records_produced_and_fetched(console: Console, server: ServiceProcess) -> None:
+def time_axis(console: Console, chart: str) -> list[str]:
+    """The tick labels of a chart's time axis, as its accessible label names them."""
+    label = console.page.locator(chart).get_attribute("aria-label") or ""
+    return label.split("time axis: ", 1)[1].split(", ")
+
+
+def assert_times_of_today(ticks: list[str], first: float, last: float) -> None:
+    """Ticks are times of day (HH:MM or HH:MM:SS, no date), in order, between two moments
+    (seconds since the epoch) of the same day (a test run across midnight is not asked this)."""
+    assert len(ticks) >= 3 and all(re.fullmatch(r"\d\d:\d\d(:\d\d)?", t) for t in ticks), ticks
+    low, high = datetime.fromtimestamp(first), datetime.fromtimestamp(last + 1)
+    if low.date() != high.date():
+        return
+    shown = [datetime.combine(high.date(), datetime.strptime(t, "%H:%M:%S" if t.count(":") == 2 else "%H:%M").time())
+             for t in ticks]
+    assert shown == sorted(shown) and low.replace(second=0, microsecond=0) <= shown[0] and shown[-1] <= high, (ticks, low, high)
+
+
+def test_the_overview_plots_the_rates_and_a_reload_keeps_their_history(console: Console, server: ServiceProcess) -> None:
     import threading
+    from playwright.sync_api import expect
 
     stop = threading.Event()
 
@@ -237,19 +259,45 @@ def test_the_overview_plots_the_rates_of_records_produced_and_fetched(console: C
     loader = threading.Thread(target=load)
     loader.start()
     try:
-        console.open("")
-        deadline = time.monotonic() + 20
-        while not (console.page.locator("#produced-rate").count()
-                   and int(console.text("#produced-rate").replace(",", "")) > 0
-                   and int(console.text("#fetched-rate").replace(",", "")) > 0):
-            assert time.monotonic() < deadline, console.text("#rates-now")
-            time.sleep(0.2)
-        time.sleep(4.5)  # a few more points on the charts
-        console.screenshot("console-overview-rates.png")
-        assert console.page.locator("#rates canvas").count() == 1
+        with server.client() as api:  # the service has sampled the load (every 500 ms here)
+            deadline = time.monotonic() + 20
+            while sum(s["records_produced_per_s"] > 0 for s in ok(api.get("/v1/console/history"))["samples"]) < 4:
+                assert time.monotonic() < deadline, "the service never sampled the load"
+                time.sleep(0.2)
     finally:
         stop.set()
         loader.join()
+    # A page opened now, not polling yet, plots the history the service kept.
+    started = time.time()
+    console.open("")
+    # The load has stopped: only the history can hold a peak above 0.
+    assert int(console.text("#produced-peak").replace(",", "")) > 0
+    assert int(console.text("#fetched-peak").replace(",", "")) > 0
+    expect(console.page.locator("#rates .chart-empty")).to_be_hidden()
+    console.screenshot("console-overview-rates.png")
+    assert console.page.locator("#rates canvas").count() == 1
+    # The time axis reads times of today, in order, within the window (2 min), none a date.
+    assert_times_of_today(time_axis(console, "#rates"), started - 125, time.time())
+    # The chart fills its card.
+    card, canvas = (console.page.locator(x).bounding_box() for x in ("#rates", "#rates canvas"))
+    assert card and canvas and card["width"] - 20 <= canvas["width"] <= card["width"]
+    console.page.set_viewport_size({"width": 700, "height": 900})
+    expect(console.page.locator("#rates canvas")).to_have_attribute("width", re.compile(r"^[56]\d\d$"))
+
+
+def test_a_chart_with_nothing_to_plot_says_so_over_times_of_today(console: Console, server: ServiceProcess) -> None:
+    from playwright.sync_api import expect
+
+    with server.client() as api:
+        if api.get("/v1/topics/quiet").status_code == 404:
+            ok(api.post("/v1/topics", json={"name": "quiet"}))
+        ok(api.post("/v1/groups/quiet-readers/members", json={"topics": ["quiet"]}))
+    started = time.time()
+    console.open("#/groups/quiet-readers")
+    expect(console.page.locator("#total-lag")).to_have_text("unknown", timeout=WAIT_MS)  # a gap, not a point
+    expect(console.page.locator("#lag-chart .chart-empty")).to_have_text("No data yet")
+    assert_times_of_today(time_axis(console, "#lag-chart"), started - 305, time.time())
+    console.screenshot("console-empty-chart.png")
 
 
 @pytest.mark.parametrize(("hash_", "shown"), [

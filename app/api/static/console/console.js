@@ -7,9 +7,12 @@
   const banner = document.getElementById("banner");
   const CREDENTIAL = "outbox.console.credential";
   const POLL_MS = 2000;
-  const HISTORY_POINTS = 150; // 5 minutes of 2 s samples
+  const LAG_SPAN_S = 300; // a group's lag: the last 5 minutes, measured by this page
+  const LAG_POINTS = LAG_SPAN_S * 1000 / POLL_MS;
   let timers = [];
   let charts = [];
+  // Bumped by every route(): an answer that arrives after the page changed is dropped.
+  let shown = 0;
 
   // --- the API ---------------------------------------------------------------------------
 
@@ -41,15 +44,6 @@
     }
     if (!response.ok) throw new ApiError(response.status, body);
     return options.text ? text : body;
-  }
-
-  async function metricsText() {
-    const headers = {};
-    const credential = sessionStorage.getItem(CREDENTIAL);
-    if (credential) headers.authorization = `Bearer ${credential}`;
-    const response = await fetch("metrics", { headers });
-    if (!response.ok) throw new ApiError(response.status, null);
-    return response.text();
   }
 
   // --- sign in ----------------------------------------------------------------------------
@@ -127,93 +121,141 @@
     banner.textContent = text;
   }
 
-  function every(ms, fn) {
-    fn();
+  function every(ms, fn, now = true) {
+    if (now) fn();
     timers.push(setInterval(fn, ms));
   }
 
-  function chart(container, title, seriesLabels, data) {
-    const width = Math.max(320, Math.min(container.clientWidth || 600, 900));
+  // Time axis labels: the time of day, local, as the operator's clock reads it; seconds only
+  // where ticks are less than a minute apart; the date only where the chart spans more than
+  // one day (uPlot's default puts a date on the first tick, and on an empty chart a wrong one).
+  const pad2 = x => String(x).padStart(2, "0");
+  const timeOfDay = (d, seconds) => `${pad2(d.getHours())}:${pad2(d.getMinutes())}${seconds ? `:${pad2(d.getSeconds())}` : ""}`;
+  const dateAndTime = d => `${d.getFullYear()}-${pad2(d.getMonth() + 1)}-${pad2(d.getDate())} ${timeOfDay(d, true)}`;
+  function timeTicks(u, splits, axisIdx, space, incr) {
+    const oneDay = new Date(u.scales.x.min * 1000).toDateString() === new Date(u.scales.x.max * 1000).toDateString();
+    return splits.map(t => {
+      const d = new Date(t * 1000);
+      return oneDay ? timeOfDay(d, incr < 60) : `${d.getMonth() + 1}/${d.getDate()} ${timeOfDay(d, false)}`;
+    });
+  }
+  const compact = new Intl.NumberFormat("en", { notation: "compact", maximumFractionDigits: 1 });
+  const CHART_HEIGHT = 220;
+  const COLOURS = ["#2563eb", "#dc2626", "#16a34a", "#9333ea"];
+
+  // A chart of values over time, as wide as its card (it follows the card's width), its time
+  // axis ending at the newest point (or now) and as long as its points span, from a minute
+  // (so that a few points are not one sliver) up to `spanS` seconds: an empty chart says "No
+  // data yet" over the last minute's correct times. Its accessible label names the ticks shown.
+  const MIN_SPAN_S = 60;
+  function timeChart(card, title, seriesLabels, spanS) {
+    const inner = h("div", { class: "chart-inner" });
+    const empty = h("div", { class: "chart-empty" }, "No data yet");
+    card.classList.add("chart");
+    card.replaceChildren(inner, empty);
+    card.setAttribute("role", "img");
+    let data = [[], ...seriesLabels.map(() => [])];
     const plot = new uPlot({
-      title, width, height: 220,
-      // The last five minutes, however few points there are yet.
-      scales: { x: { time: true, range: (u, min, max) => {
-        const end = Number.isFinite(max) ? max : Date.now() / 1000;
-        return [end - (HISTORY_POINTS * POLL_MS) / 1000, end];
-      } }, y: { range: (u, min, max) => [0, Math.max(1, (Number.isFinite(max) ? max : 0) * 1.1)] } },
-      series: [{}, ...seriesLabels.map((label, i) => ({
-        label, stroke: ["#2563eb", "#dc2626", "#16a34a", "#9333ea"][i % 4], width: 2,
-      }))],
-      axes: [{}, { size: 60 }],
-    }, data, container);
-    charts.push(plot);
-    return plot;
+      title, width: Math.max(200, inner.clientWidth), height: CHART_HEIGHT,
+      scales: {
+        x: { time: true, range: () => {
+          const end = data[0].length ? data[0][data[0].length - 1] : Date.now() / 1000;
+          const extent = data[0].length ? end - data[0][0] : 0;
+          return [end - Math.min(spanS, Math.max(MIN_SPAN_S, extent)), end];
+        } },
+        y: { range: (u, min, max) => [0, Math.max(1, (Number.isFinite(max) ? max : 0) * 1.1)] },
+      },
+      series: [{ value: (u, v) => (v === null ? "–" : dateAndTime(new Date(v * 1000))) },
+        ...seriesLabels.map((label, i) => ({ label, stroke: COLOURS[i % COLOURS.length], width: 2,
+          value: (u, v) => (v === null ? "–" : n(Math.round(v * 10) / 10)) }))],
+      axes: [
+        { space: 90, values: (u, splits, axisIdx, space, incr) => {
+          const ticks = timeTicks(u, splits, axisIdx, space, incr);
+          card.setAttribute("aria-label", `${title}; time axis: ${ticks.join(", ")}`);
+          return ticks;
+        } },
+        { size: 60, values: (u, splits) => splits.map(v => compact.format(v)) },
+      ],
+    }, data, inner);
+    const resized = new ResizeObserver(() => {
+      const width = Math.max(200, inner.clientWidth);
+      if (width !== plot.width) plot.setSize({ width, height: CHART_HEIGHT });
+    });
+    resized.observe(inner);
+    const c = {
+      set(next) {
+        data = next;
+        empty.hidden = next.slice(1).some(series => series.some(v => v !== null && v !== undefined));
+        plot.setData(next);
+      },
+      destroy() { resized.disconnect(); plot.destroy(); },
+    };
+    charts.push(c);
+    return c;
   }
 
   // --- pages ------------------------------------------------------------------------------
 
-  // Prometheus text → {metric name: total over its series, "name{label=value}": that series}.
-  function parseMetrics(text) {
-    const out = {};
-    for (const line of text.split("\n")) {
-      if (!line || line.startsWith("#")) continue;
-      const m = line.match(/^([a-zA-Z_:][\w:]*)(\{[^}]*\})?\s+(\S+)/);
-      if (!m) continue;
-      const value = Number(m[3]);
-      out[m[1]] = (out[m[1]] || 0) + value;
-      if (m[2]) {
-        for (const kv of m[2].slice(1, -1).split(/,(?=\w+=)/)) out[`${m[1]}{${kv}}`] = (out[`${m[1]}{${kv}}`] || 0) + value;
-      }
-    }
-    return out;
-  }
-
-  const rateHistory = { t: [], produced: [], fetched: [], committed: [], aborted: [] };
-  let lastSample = null;
+  // The rates are the service's own history (GET /v1/console/history, kept by the process):
+  // loaded whole when the page opens, then only what is newer, every poll.
+  const RATE_KEYS = ["records_produced_per_s", "records_fetched_per_s", "transactions_committed_per_s",
+    "transactions_aborted_per_s"];
 
   async function overview() {
     main.replaceChildren(
       h("h1", {}, "Overview"),
-      h("p", { class: "muted" }, "Live rates of the process this console talks to (its own counters, from /metrics), every 2 s."),
-      h("p", { id: "rates-now", class: "muted" }, "Measuring…"),
+      h("div", { id: "counts", class: "counts" }),
+      h("p", { id: "rates-about", class: "muted" }, "Rates of the process this console talks to, since it started."),
+      h("p", { id: "rates-now", class: "muted" }, "Loading…"),
       h("div", { id: "rates" }), h("div", { id: "outcomes" }),
       h("h2", {}, "Hanging transactions"), h("div", { id: "hanging" }));
-    const rateData = [[], [], []];
-    const outcomeData = [[], [], []];
-    const rates = chart(document.getElementById("rates"), "Records per second", ["produced", "fetched"], rateData);
-    const outcomes = chart(document.getElementById("outcomes"), "Transactions ended per second",
-      ["committed", "aborted"], outcomeData);
-    every(POLL_MS, async () => {
-      let m;
-      try { m = parseMetrics(await metricsText()); } catch (e) {
-        showNotice(e.status === 403 ? "Rates need describe on the cluster (OUTBOX_PROTECT_METRICS is on)."
-          : `Rates unavailable: ${e.message}`);
-        return;
+    overviewCounts();
+    let rates = null;
+    let outcomes = null;
+    let samples = [];
+    let windowMs = 0;
+    const page = shown;
+    const load = async () => {
+      const after = samples.length ? samples[samples.length - 1].time_ms : null;
+      let got;
+      try {
+        got = await api(`/v1/console/history${after === null ? "" : `?since_ms=${after}`}`);
+        if (page !== shown) return false;
+      } catch (e) {
+        if (page !== shown) return false;
+        if (e.status === 403) {
+          document.getElementById("rates-now").textContent = "Rates need describe on the cluster.";
+        } else if (e.status !== 401) showError(e, "Rates");
+        return false;
       }
-      const now = Date.now() / 1000;
-      const sample = {
-        t: now, produced: m.outbox_records_appended_total || 0, fetched: m.outbox_records_fetched_total || 0,
-        committed: m['outbox_transactions_completed_total{result="commit"}'] || 0,
-        aborted: m['outbox_transactions_completed_total{result="abort"}'] || 0,
-      };
-      if (lastSample) {
-        const dt = Math.max(0.001, now - lastSample.t);
-        rateHistory.t.push(now);
-        for (const k of ["produced", "fetched", "committed", "aborted"]) {
-          rateHistory[k].push(Math.max(0, (sample[k] - lastSample[k]) / dt));
-        }
-        for (const k of Object.keys(rateHistory)) rateHistory[k] = rateHistory[k].slice(-HISTORY_POINTS);
-        rates.setData([rateHistory.t, rateHistory.produced, rateHistory.fetched]);
-        outcomes.setData([rateHistory.t, rateHistory.committed, rateHistory.aborted]);
-        const last = k => rateHistory[k][rateHistory[k].length - 1];
-        document.getElementById("rates-now").replaceChildren(
-          "Last 2 s: ", h("strong", { id: "produced-rate" }, n(Math.round(last("produced")))), " records/s produced, ",
-          h("strong", { id: "fetched-rate" }, n(Math.round(last("fetched")))), " fetched; ",
-          n(Math.round(last("committed") * 10) / 10), " transactions/s committed, ",
-          n(Math.round(last("aborted") * 10) / 10), " aborted.");
+      if (!rates) {
+        windowMs = got.window_ms;
+        document.getElementById("rates-about").textContent = "Rates of the process this console talks to, " +
+          `since it started, over the last ${age(got.window_ms)} (a sample every ${age(got.interval_ms)}).`;
+        rates = timeChart(document.getElementById("rates"), "Records per second", ["produced", "fetched"], windowMs / 1000);
+        outcomes = timeChart(document.getElementById("outcomes"), "Transactions ended per second",
+          ["committed", "aborted"], windowMs / 1000);
       }
-      lastSample = sample;
-    });
+      samples = samples.concat(got.samples);
+      const newest = samples.length ? samples[samples.length - 1].time_ms : 0;
+      samples = samples.filter(x => x.time_ms > newest - windowMs);
+      const t = samples.map(x => x.time_ms / 1000);
+      const column = k => samples.map(x => x[k]);
+      rates.set([t, column(RATE_KEYS[0]), column(RATE_KEYS[1])]);
+      outcomes.set([t, column(RATE_KEYS[2]), column(RATE_KEYS[3])]);
+      const last = samples[samples.length - 1];
+      document.getElementById("rates-now").replaceChildren(...(last ? [
+        `Last sample (${timeOfDay(new Date(last.time_ms), true)}): `,
+        h("strong", { id: "produced-rate" }, n(Math.round(last.records_produced_per_s))), " records/s produced, ",
+        h("strong", { id: "fetched-rate" }, n(Math.round(last.records_fetched_per_s))), " fetched; ",
+        n(Math.round(last.transactions_committed_per_s * 10) / 10), " transactions/s committed, ",
+        n(Math.round(last.transactions_aborted_per_s * 10) / 10), " aborted. Peak of the window: ",
+        h("strong", { id: "produced-peak" }, n(Math.round(Math.max(...column(RATE_KEYS[0]))))), " produced, ",
+        h("strong", { id: "fetched-peak" }, n(Math.round(Math.max(...column(RATE_KEYS[1]))))), " fetched."]
+        : ["No sample yet."]));
+      return true;
+    };
+    if (await load()) every(POLL_MS, load, false);
     try {
       const hanging = (await api("/v1/transactions?hanging=true")).transactions;
       document.getElementById("hanging").replaceChildren(table(
@@ -222,6 +264,8 @@
         "None: every transaction is ending within its timeout."));
     } catch (e) { if (e.status !== 401) showError(e, "Hanging transactions"); }
   }
+
+  async function overviewCounts() {}
 
   async function topics() {
     const list = (await api("/v1/topics")).topics;
@@ -366,10 +410,16 @@
       h("div", { id: "lag-table" }), h("div", { id: "lag-chart" }),
       h("h2", {}, "Members"), h("div", { id: "members" }));
     const history = [[], []];
-    const plot = chart(document.getElementById("lag-chart"), "Lag over time (records)", ["lag"], history);
+    const plot = timeChart(document.getElementById("lag-chart"), "Lag over time (records), measured by this page",
+      ["lag"], LAG_SPAN_S);
+    const page = shown;
     every(POLL_MS, async () => {
       let lag;
-      try { lag = await api(`/v1/groups/${enc(id)}/lag`); } catch (e) { if (e.status !== 401) showError(e, `Group ${id}`); return; }
+      try { lag = await api(`/v1/groups/${enc(id)}/lag`); } catch (e) {
+        if (page === shown && e.status !== 401) showError(e, `Group ${id}`);
+        return;
+      }
+      if (page !== shown) return;
       document.getElementById("lag-table").replaceChildren(
         lag.total_lag === null
           ? h("p", {}, "total lag ", h("strong", { id: "total-lag" }, "unknown"), `: ${UNKNOWN_LAG[lag.total_lag_unknown_reason]}`)
@@ -381,8 +431,8 @@
           "No partition: the group consumes no topic you may describe."));
       history[0].push(Date.now() / 1000);
       history[1].push(lag.total_lag);  // null (unknown) is a gap in the chart, not a 0
-      if (history[0].length > HISTORY_POINTS) { history[0].shift(); history[1].shift(); }
-      plot.setData(history);
+      if (history[0].length > LAG_POINTS) { history[0].shift(); history[1].shift(); }
+      plot.set(history);
     });
     try {
       const g = await api(`/v1/groups/${enc(id)}`);
@@ -399,6 +449,7 @@
   // --- routing ----------------------------------------------------------------------------
 
   async function route() {
+    shown += 1;
     for (const t of timers) clearInterval(t);
     timers = [];
     for (const c of charts) c.destroy();
