@@ -13,6 +13,7 @@ or .artifacts/screenshots) and their paths printed.
 from __future__ import annotations
 
 import json
+import math
 import re
 import time
 from datetime import datetime
@@ -69,10 +70,10 @@ class Console:
     def wait_text(self, text: str, selector: str = "main") -> None:
         self.page.locator(selector).get_by_text(text).first.wait_for(timeout=WAIT_MS)
 
-    def screenshot(self, name: str) -> None:
+    def screenshot(self, name: str, full_page: bool = True) -> None:
         path = screenshot_dir() / name
         path.parent.mkdir(parents=True, exist_ok=True)
-        self.page.screenshot(path=str(path), full_page=True)
+        self.page.screenshot(path=str(path), full_page=full_page)
         with self.capsys.disabled():
             print(f"\nscreenshot: {path}")
 
@@ -145,9 +146,8 @@ def test_a_topic_a_transaction_and_a_groups_lag_falling_to_zero(console: Console
         console.screenshot("console-group-lag.png")
 
         console.open("#/topics/income/0?isolation=read_uncommitted&offset=0")
-        console.wait_text("committed")
-        console.screenshot("console-records.png")
-        row = console.page.locator("tbody tr").first.inner_text().split("\t")
+        console.page.locator("#records").wait_for(timeout=WAIT_MS)  # the same document: the group's page is gone
+        row = console.page.locator("#records tbody tr").first.inner_text().split("\t")
         assert row[:4] == ["0", "1", "committed", "k"]  # offset 0, exposed at its COMMIT marker 1
 
         console.open("#/transactions?show=all")
@@ -300,6 +300,58 @@ def test_a_chart_with_nothing_to_plot_says_so_over_times_of_today(console: Conso
     console.screenshot("console-empty-chart.png")
 
 
+def test_the_record_browser_opens_at_the_newest_and_jumps_to_an_offset_a_time_and_a_key(
+        console: Console, server: ServiceProcess) -> None:
+    from playwright.sync_api import expect
+
+    def value(i: int) -> dict:
+        return {"n": i, "order": {"id": f"o-{i}", "paid": i % 2 == 0}}
+
+    with server.client() as api:
+        ok(api.post("/v1/topics", json={"name": "browse"}))
+        ok(api.post("/v1/records", json={"batches": [{"topic": "browse", "partition": 0, "records": [
+            {"key": f"a-{i}", "value": value(i)} for i in range(120)]}]}))
+        # A time after every record of the first Send and before every one of the second.
+        between = math.ceil(time.time())
+        time.sleep(between - time.time() + 0.2)
+        ok(api.post("/v1/records", json={"batches": [{"topic": "browse", "partition": 0, "records": [
+            {"key": f"b-{i}", "value": value(120 + i), "headers": {"trace": f"t-{i}"}} for i in range(130)]}]}))
+
+    rows = console.page.locator("#records tbody tr")
+    console.open("#/topics/browse/0")  # no position: the newest page
+    expect(rows.first.locator("td").first).to_have_text("150", timeout=WAIT_MS)
+    assert rows.count() == 100 and rows.last.locator("td").first.inner_text() == "249"
+    # Each value indented as JSON, each header on its line.
+    assert rows.last.locator("pre").inner_text() == json.dumps(value(249), indent=2)
+    assert rows.last.locator("td").nth(5).inner_text() == "trace: t-129"
+    console.screenshot("console-records.png", full_page=False)  # the top of a long page
+
+    console.page.locator("#offset").fill("10")
+    console.page.locator("#read-form button").click()
+    expect(rows.first.locator("td").first).to_have_text("10", timeout=WAIT_MS)
+
+    console.page.locator("#time").fill(datetime.fromtimestamp(between).strftime("%Y-%m-%dT%H:%M:%S"))
+    console.page.locator("#time-form button").click()
+    expect(rows.first.locator("td").first).to_have_text("120", timeout=WAIT_MS)
+    assert rows.first.locator("td").nth(3).inner_text() == "b-0"
+    console.wait_text("is at offset 120.", "#banner")
+
+    console.page.locator("#key-filter").fill("b-7")
+    expect(console.page.locator("#key-count")).to_have_text(
+        "11 of 100 records on this page have a key containing “b-7”.")
+    assert [r.locator("td").nth(3).inner_text() for r in rows.all() if r.is_visible()] == [
+        "b-7", *(f"b-7{i}" for i in range(10))]
+    console.screenshot("console-records-found-by-key.png", full_page=False)
+
+    console.page.locator("#send summary").click()
+    console.page.locator("#send-key").fill("test-key")
+    console.page.locator("#send-value").fill('{"hello": "world"}')
+    console.page.locator("#send-button").click()
+    console.wait_text("Sent: offset 250.", "#banner")
+    expect(rows.last.locator("td").nth(3)).to_have_text("test-key")
+    assert rows.last.locator("pre").inner_text() == '{\n  "hello": "world"\n}'
+
+
 @pytest.mark.parametrize(("hash_", "shown"), [
     ("#/topics/no-such-topic", "UNKNOWN_TOPIC_OR_PARTITION"),
     ("#/topics/orders/0?offset=abc", "INVALID_REQUEST: offset \"abc\" is not a number"),
@@ -327,8 +379,8 @@ def secured(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[ServiceP
             server = launcher.server(authentication="api_key", super_users="User:admin")
             admin = json.loads(launcher.cli("principals", "create", "admin"))["api_key"]
             viewer = json.loads(launcher.cli("principals", "create", "viewer"))["api_key"]
-            launcher.cli("acls", "add", "--allow-principal", "User:viewer", "--operation", "describe",
-                         "--topic", "public")
+            launcher.cli("acls", "add", "--allow-principal", "User:viewer", "--operation", "read",
+                         "--topic", "public")  # read implies describe
             with server.client(headers={"Authorization": f"Bearer {admin}"}) as api:
                 for name in ("public", "secret"):
                     ok(api.post("/v1/topics", json={"name": name}))
@@ -357,3 +409,26 @@ def test_with_authentication_on_it_asks_for_a_key_and_shows_what_the_principal_m
         c.check_clean(server.port)  # type: ignore[arg-type]
     finally:
         c.close()
+
+
+def sign_in(c: Console, key: str) -> None:
+    c.page.locator("#sign-in").wait_for(timeout=WAIT_MS)
+    c.page.locator("#credential").fill(key)
+    c.page.locator("#sign-in-button").click()
+
+
+def test_a_principal_that_may_read_but_not_write_a_topic_sees_no_send_form(
+        browser: Any, secured: tuple[ServiceProcess, str, str], capsys: pytest.CaptureFixture[str]) -> None:
+    server, admin, viewer = secured
+    for key, may_send in ((viewer, False), (admin, True)):
+        c = Console(browser, server.url, capsys)
+        try:
+            c.open("#/topics/public/0")
+            sign_in(c, key)
+            c.wait_text("No records from this position.")
+            assert c.page.locator("#send").count() == (1 if may_send else 0)
+            if not may_send:
+                c.screenshot("console-records-read-only.png", full_page=False)
+            c.check_clean(server.port)  # type: ignore[arg-type]
+        finally:
+            c.close()

@@ -121,6 +121,13 @@
     banner.textContent = text;
   }
 
+  // Go to a page and show a notice once it is drawn (route() clears the banner first).
+  let pendingNotice = null;
+  function go(hash, notice) {
+    pendingNotice = notice;
+    if (location.hash === hash) route(); else location.hash = hash;
+  }
+
   function every(ms, fn, now = true) {
     if (now) fn();
     timers.push(setInterval(fn, ms));
@@ -290,50 +297,155 @@
           link(`#/topics/${enc(t.name)}/${p.partition}?isolation=read_uncommitted&offset=${p.log_start_offset}`, "browse records")])));
   }
 
+  // The record browser: a page of PAGE records from a position, by default the newest page.
+  const PAGE = 100;
+  const localTime = ms => { const d = new Date(ms); return `${dateAndTime(d)}.${String(d.getMilliseconds()).padStart(3, "0")}`; };
+  // A JSON value as the operator reads it: indented, in a box that scrolls past a few lines.
+  const prettyJson = v => h("pre", { class: "json" }, JSON.stringify(v, null, 2));
+  const base64OfText = text => {
+    const bytes = new TextEncoder().encode(text);
+    let binary = "";
+    for (const b of bytes) binary += String.fromCharCode(b);
+    return btoa(binary);
+  };
+
   async function records(name, partition, params) {
     const isolation = params.get("isolation") === "read_committed" ? "read_committed" : "read_uncommitted";
-    const offset = params.get("offset") || "0";
-    if (!/^\d+$/.test(offset)) throw new ApiError(400, { error_code: "INVALID_REQUEST", message: `offset ${JSON.stringify(offset)} is not a number` });
-    const [page, described] = await Promise.all([
-      api(`/v1/topics/${enc(name)}/partitions/${enc(partition)}/records?` + new URLSearchParams({ offset, isolation, max_records: "100" })),
-      api(`/v1/topics/${enc(name)}`)]);
+    const asked = params.get("offset");
+    if (asked !== null && !/^\d+$/.test(asked)) {
+      throw new ApiError(400, { error_code: "INVALID_REQUEST", message: `offset ${JSON.stringify(asked)} is not a number` });
+    }
+    const [described, permitted] = await Promise.all([api(`/v1/topics/${enc(name)}`),
+      api(`/v1/topics/${enc(name)}/authorized-operations`)]);
+    const bounds = described.partitions.find(p => String(p.partition) === String(partition));
+    if (!bounds) {
+      throw new ApiError(404, { error_code: "UNKNOWN_TOPIC_OR_PARTITION", message: `topic ${name} has no partition ${partition}` });
+    }
+    // No offset asked: the newest page, the last PAGE offsets before the high watermark
+    // (read_committed: the commit points among them).
+    const newest = Math.max(bounds.log_start_offset, bounds.log_end_offset - PAGE);
+    const offset = asked === null ? newest : Number(asked);
+    const page = await api(`/v1/topics/${enc(name)}/partitions/${enc(partition)}/records?` +
+      new URLSearchParams({ offset, isolation, max_records: String(PAGE) }));
+    const at = (o, iso = isolation) => `#/topics/${enc(name)}/${partition}?${new URLSearchParams({ isolation: iso, offset: o })}`;
     // A bytes topic's keys and values are {"type": "BINARY", "data": base64}: shown as their
     // base64, named, and its headers as name=base64 in order (names repeat).
     const bytesTopic = described.config.value_format === "bytes";
-    const form = h("form", { class: "inline", onsubmit: e => {
+    const cut = s => s.length > 120 ? `${s.slice(0, 117)}…` : s;
+    const base64 = v => h("code", { title: "bytes, in base64" }, cut(`base64:${v.data}`));
+    const key = k => k === null ? "–" : bytesTopic ? base64(k) : k;
+    const shown = v => bytesTopic ? (v === null ? "null" : base64(v)) : prettyJson(v);
+    const headers = hs => !hs || !Object.keys(hs).length ? "–" : bytesTopic
+      ? h("code", { title: "bytes, in base64" }, cut(hs.map(x => `${x.name}=${x.value === null ? "null" : `base64:${x.value}`}`).join(" ")))
+      : h("code", { class: "headers" }, Object.entries(hs).map(([k, v]) => `${k}: ${v}`).join("\n"));
+
+    const readForm = h("form", { class: "inline", id: "read-form", onsubmit: e => {
       e.preventDefault();
-      const q = new URLSearchParams({ isolation: e.target.isolation.value, offset: e.target.offset.value });
-      location.hash = `#/topics/${enc(name)}/${partition}?${q}`;
+      location.hash = at(e.target.offset.value.trim(), e.target.isolation.value);
     } },
     h("label", {}, "isolation ", h("select", { name: "isolation" },
       ["read_uncommitted", "read_committed"].map(v => h("option", { value: v, selected: v === isolation }, v)))),
-    h("label", {}, " from ", h("input", { name: "offset", value: offset, size: 10 })),
+    h("label", {}, "from offset ", h("input", { name: "offset", id: "offset", value: offset, size: 10, inputmode: "numeric" })),
     h("button", { type: "submit" }, "Read"));
-    const cut = s => s.length > 120 ? `${s.slice(0, 117)}…` : s;
-    const value = v => cut(JSON.stringify(v));
-    const base64 = v => h("code", { title: "bytes, in base64" }, cut(`base64:${v.data}`));
-    const key = k => k === null ? "–" : bytesTopic ? base64(k) : k;
-    const shown = v => bytesTopic ? (v === null ? "null" : base64(v)) : h("code", {}, value(v));
-    const headers = hs => !hs ? "–" : bytesTopic
-      ? h("code", { title: "bytes, in base64" }, cut(hs.map(x => `${x.name}=${x.value === null ? "null" : `base64:${x.value}`}`).join(" ")))
-      : h("code", {}, value(hs));
+
+    const timeForm = h("form", { class: "inline", id: "time-form", onsubmit: async e => {
+      e.preventDefault();
+      const when = new Date(e.target.time.value).getTime();
+      if (!Number.isFinite(when) || when < 0) { showError(new ApiError(400, { error_code: "INVALID_REQUEST", message: "pick a date and time" }), "Jump to a time"); return; }
+      try {
+        const found = await api(`/v1/topics/${enc(name)}/partitions/${enc(partition)}/offsets?` +
+          new URLSearchParams({ timestamp_ms: String(when), isolation }));
+        if (found.offset === null) {
+          go(at(Math.max(found.log_start_offset, found.high_watermark - PAGE)),
+            `No record at or after ${localTime(when)}: the newest records instead.`);
+        } else {
+          go(at(found.offset), `The first record at or after ${localTime(when)} is at offset ${n(found.offset)}.`);
+        }
+      } catch (err) { showError(err, "Jump to a time"); }
+    } },
+    h("label", {}, "first record at or after ", h("input", { name: "time", id: "time", type: "datetime-local", step: "1", required: true,
+      value: page.records.length ? dateAndTime(new Date(page.records[0].timestamp_ms)).replace(" ", "T") : undefined })),
+    h("button", { type: "submit" }, "Go"));
+
+    const count = h("span", { class: "muted", id: "key-count" });
+    const filter = h("input", { id: "key-filter", type: "search", placeholder: "key", size: 24, "aria-label": "find by key" });
+    const rows = page.records.map(r => [r, h("tr", { tabindex: "-1" }, [
+      r.offset, r.commit_position === null ? "–" : r.commit_position,
+      badge(r.state || "committed"), key(r.key), shown(r.value), headers(r.headers),
+      r.producer_id === null ? "plain" : `${r.producer_id}/${r.producer_epoch}${r.transactional ? " txn" : ""}`,
+      h("span", { title: new Date(r.timestamp_ms).toISOString() }, localTime(r.timestamp_ms))].map(c => h("td", {}, c)))]);
+    const keyText = r => (r.key === null ? "" : bytesTopic ? `base64:${r.key.data}` : r.key);
+    const applyFilter = () => {
+      const wanted = filter.value.trim();
+      let matched = 0;
+      for (const [r, tr] of rows) {
+        const hit = !wanted || keyText(r).includes(wanted);
+        tr.hidden = !hit;
+        if (hit) matched += 1;
+      }
+      count.textContent = wanted ? `${matched} of ${rows.length} records on this page have a key containing “${wanted}”.` : "";
+    };
+    filter.addEventListener("input", applyFilter);
+
+    const nav = h("p", { class: "pager" },
+      offset > bounds.log_start_offset ? link(at(bounds.log_start_offset), "⇤ oldest") : h("span", { class: "muted" }, "⇤ oldest"), " · ",
+      offset > bounds.log_start_offset ? link(at(Math.max(bounds.log_start_offset, offset - PAGE)), "← previous page") : h("span", { class: "muted" }, "← previous page"), " · ",
+      page.next_offset < page.high_watermark ? link(at(page.next_offset), "next page →") : h("span", { class: "muted" }, "next page →"), " · ",
+      offset !== newest || asked === null ? link(at(newest), "newest ⇥") : h("span", { class: "muted" }, "newest ⇥"));
+
     main.replaceChildren(
       h("p", {}, link(`#/topics/${enc(name)}`, `← Topic ${name}`)),
       h("h1", {}, `${name} / ${partition}`),
-      h("p", { class: "muted" }, `log start ${n(page.log_start_offset)}, last stable offset ${n(page.last_stable_offset)}, ` +
-        `high watermark ${n(page.high_watermark)}. read_uncommitted shows every record in offset order with its state; ` +
-        "read_committed only committed ones, in commit order." +
+      h("p", { class: "muted", id: "bounds" }, `log start ${n(page.log_start_offset)}, last stable offset ${n(page.last_stable_offset)}, ` +
+        `high watermark ${n(page.high_watermark)}. Showing ${page.records.length ? `offsets ${n(page.records[0].offset)}–${n(page.records[page.records.length - 1].offset)}` : "no record"} ` +
+        `from ${asked === null ? "the newest page" : `offset ${n(offset)}`}. read_uncommitted shows every record in offset order with its state; ` +
+        "read_committed only committed ones, in commit order. Times are this browser's local time." +
         (bytesTopic ? " A bytes topic: keys, values and header values are bytes, shown in base64." : "")),
-      form,
-      table(["offset", "commit position", "state", "key", "value", "headers", "producer", "time"],
-        page.records.map(r => [r.offset, r.commit_position === null ? "–" : r.commit_position,
-          badge(r.state || "committed"), key(r.key), shown(r.value), headers(r.headers),
-          r.producer_id === null ? "plain" : `${r.producer_id}/${r.producer_epoch}${r.transactional ? " txn" : ""}`,
-          new Date(r.timestamp_ms).toISOString().replace("T", " ").slice(0, 23)]),
-        "No records from this position."),
-      page.next_offset < page.high_watermark
-        ? h("p", {}, link(`#/topics/${enc(name)}/${partition}?${new URLSearchParams({ isolation, offset: page.next_offset })}`, "next page →"))
-        : h("p", { class: "muted" }, "End of the log."));
+      h("div", { class: "toolbar" }, readForm, timeForm,
+        h("form", { class: "inline", onsubmit: e => e.preventDefault() }, h("label", {}, "find by key on this page ", filter), count)),
+      nav,
+      rows.length
+        ? h("table", { id: "records" },
+          h("thead", {}, h("tr", {}, ["offset", "commit position", "state", "key", "value", "headers", "producer", "time (local)"].map(x => h("th", {}, x)))),
+          h("tbody", {}, rows.map(([, tr]) => tr)))
+        : h("p", { class: "muted" }, "No records from this position."),
+      page.next_offset < page.high_watermark ? nav.cloneNode(true) : h("p", { class: "muted" }, "End of the log."),
+      permitted.authorized_operations.includes("write") ? sendForm(name, partition, bytesTopic) : "");
+  }
+
+  // A test record, sent as a plain (non-transactional) Send: only for a principal that may
+  // write the topic (its authorized operations).
+  function sendForm(name, partition, bytesTopic) {
+    const status = h("p", { id: "send-status", class: "muted" });
+    return h("details", { id: "send", class: "send" },
+      h("summary", {}, "Send a test record"),
+      h("form", { class: "stacked", onsubmit: async e => {
+        e.preventDefault();
+        const f = e.target;
+        let value;
+        if (bytesTopic) {
+          value = { type: "BINARY", data: base64OfText(f.value.value) };
+        } else {
+          try { value = JSON.parse(f.value.value); } catch (err) {
+            status.className = "error";
+            status.textContent = `INVALID_REQUEST: the value is not JSON (${err.message})`;
+            return;
+          }
+        }
+        const record = { key: f.key.value === "" ? null : (bytesTopic ? { type: "BINARY", data: base64OfText(f.key.value) } : f.key.value), value };
+        try {
+          const sent = await api("/v1/records", { method: "POST", json: { batches: [{ topic: name, partition: Number(partition), records: [record] }] } });
+          const offset = sent.results[0].base_offset;
+          go(`#/topics/${enc(name)}/${partition}?isolation=read_uncommitted`, `Sent: offset ${n(offset)}.`);
+        } catch (err) {
+          status.className = "error";
+          status.textContent = `${err.code}: ${err.message}`;
+        }
+      } },
+      h("label", {}, "key ", h("input", { name: "key", id: "send-key", size: 30 })),
+      h("label", {}, bytesTopic ? "value (text, sent as its UTF-8 bytes) " : "value (JSON) ",
+        h("textarea", { name: "value", id: "send-value", rows: 4, cols: 60, required: true }, bytesTopic ? "" : '{"test": true}')),
+      h("button", { type: "submit", id: "send-button" }, "Send"), status));
   }
 
   async function transactions(params) {
@@ -480,11 +592,13 @@
       else if (parts[0] === "groups" && parts.length === 1) await groups();
       else if (parts[0] === "groups" && parts.length === 2) await group(parts[1]);
       else throw new ApiError(404, { error_code: "NOT_FOUND", message: `no page ${location.hash}` });
+      if (pendingNotice) showNotice(pendingNotice);
     } catch (e) {
       main.replaceChildren(h("h1", {}, "Could not show this page"),
         h("p", { class: "error", id: "page-error" }, e instanceof ApiError ? `${e.code}: ${e.message}` : String(e)),
         h("p", {}, link("#/", "Back to the overview")));
     }
+    pendingNotice = null;
   }
 
   window.addEventListener("hashchange", route);
