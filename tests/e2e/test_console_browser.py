@@ -121,8 +121,7 @@ def test_a_topic_a_transaction_and_a_groups_lag_falling_to_zero(console: Console
         ok(api.post("/v1/topics", json={"name": "income", "partitions": 1}))
         console.open("#/topics")
         console.wait_text("orders")
-        console.screenshot("console-topics.png")
-        assert "orders\t2\tdelete" in console.text()
+        assert "orders\t2\t0\t0 B\tno group\tdelete" in console.text()
 
         ok(api.post("/v1/records", json={"batches": [{"topic": "orders", "partition": 0, "records": [
             {"key": f"order-{i}", "value": {"price": i}} for i in range(3)]}]}))
@@ -203,7 +202,7 @@ def test_a_hanging_transaction_is_aborted_from_the_page(console: Console, server
 
         console.open("")
         console.wait_text("stuck")  # the overview lists hanging transactions
-        console.screenshot("console-overview.png")
+        console.screenshot("console-overview-hanging.png")
         console.page.get_by_role("link", name="stuck").click()
         console.wait_text("Transaction stuck")
         console.screenshot("console-hanging-transaction.png")
@@ -350,6 +349,45 @@ def test_the_record_browser_opens_at_the_newest_and_jumps_to_an_offset_a_time_an
     console.wait_text("Sent: offset 250.", "#banner")
     expect(rows.last.locator("td").nth(3)).to_have_text("test-key")
     assert rows.last.locator("pre").inner_text() == '{\n  "hello": "world"\n}'
+
+
+def test_the_overview_counts_and_the_topic_list_shows_sizes_and_lag(console: Console, server: ServiceProcess) -> None:
+    from playwright.sync_api import expect
+
+    with server.client() as api:
+        for name in ("sized", "sized-out"):
+            ok(api.post("/v1/topics", json={"name": name}))
+        ok(api.post("/v1/records", json={"batches": [{"topic": "sized", "partition": 0, "records": [
+            {"key": "k", "value": i} for i in range(3)]}]}))
+        ok(api.post("/v1/groups/sized-readers/offsets", json={"offsets": [
+            {"topic": "sized", "partition": 0, "offset": 1}]}))
+        transaction(api, "sized-copier", "sized-out")  # left open
+
+        console.open("")
+        console.page.locator("#count-topics").wait_for(timeout=WAIT_MS)
+        console.screenshot("console-overview.png")
+        # What the API answers now, counted here the way the page says it counts.
+        topics = ok(api.get("/v1/topics"))["topics"]
+        open_ = ok(api.get("/v1/transactions", params={"state": ["Ongoing", "Prepared", "PrepareCommit",
+                                                                    "PrepareAbort"]}))["transactions"]
+        groups = ok(api.get("/v1/groups"))["groups"]
+        lags = [ok(api.get(f"/v1/groups/{g['group_id']}/lag"))["total_lag"] for g in groups]
+        size = sum(p["size_bytes"] for p in ok(api.get("/v1/topics/sized"))["partitions"])
+    ongoing = sum(t["state"] == "Ongoing" for t in open_)
+    assert console.text("#count-topics").split("\n") == [
+        str(len(topics)), "topics", f"{sum(t['partition_count'] for t in topics)} partitions"]
+    assert console.text("#count-open").split("\n") == [
+        str(len(open_)), "open transactions", f"{ongoing} ongoing, 0 prepared, {len(open_) - ongoing} completing"]
+    assert console.text("#count-lagging").split("\n")[:2] == [
+        str(sum(lag is None or lag > 0 for lag in lags)), "groups with lag"]
+    assert ongoing >= 1 and "sized-readers" in [g["group_id"] for g in groups]
+
+    console.page.locator("#count-topics").click()
+    expect(console.page.locator("main h1")).to_have_text("Topics", timeout=WAIT_MS)
+    console.wait_text("sized-readers")
+    console.screenshot("console-topics.png")
+    assert f"sized\t1\t3\t{size} B\t2 sized-readers\tdelete" in console.text()
+    assert "sized-out\t1\t1\t" in console.text()
 
 
 @pytest.mark.parametrize(("hash_", "shown"), [

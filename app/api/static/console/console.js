@@ -97,7 +97,8 @@
     if (ms < 1000) return `${ms} ms`;
     if (ms < 120000) return `${(ms / 1000).toFixed(1)} s`;
     if (ms < 7200000) return `${Math.round(ms / 60000)} min`;
-    return `${(ms / 3600000).toFixed(1)} h`;
+    if (ms < 172800000) return `${(ms / 3600000).toFixed(1)} h`;
+    return `${+(ms / 86400000).toFixed(1)} days`;
   }
   function bytes(b) {
     if (b < 1024) return `${b} B`;
@@ -272,16 +273,85 @@
     } catch (e) { if (e.status !== 401) showError(e, "Hanging transactions"); }
   }
 
-  async function overviewCounts() {}
+  // Summaries are built from the API's lists, each bounded: at most DETAILS_LIMIT topics are
+  // described and as many groups' lag asked for (the page says so past it), and the open
+  // transactions are counted up to the list's own limit.
+  const DETAILS_LIMIT = 100;
+  const TXN_LIMIT = 10000;
+  const OPEN_STATES = ["Ongoing", "Prepared", "PrepareCommit", "PrepareAbort"];
+
+  async function groupLags(list) {
+    return Promise.all(list.slice(0, DETAILS_LIMIT).map(g => api(`/v1/groups/${enc(g.group_id)}/lag`).catch(() => null)));
+  }
+  const beyond = (count, limit) => (count >= limit ? `${n(limit)}+` : n(count));
+
+  async function overviewCounts() {
+    const page = shown;
+    const quietly = promise => promise.catch(e => { if (e.status !== 401 && e.status !== 403) throw e; return null; });
+    let topicList, open, hanging, groupList;
+    try {
+      [topicList, open, hanging, groupList] = await Promise.all([
+        quietly(api("/v1/topics")),
+        quietly(api(`/v1/transactions?${new URLSearchParams([...OPEN_STATES.map(x => ["state", x]), ["limit", String(TXN_LIMIT)]])}`)),
+        quietly(api("/v1/transactions?hanging=true")),
+        quietly(api("/v1/groups"))]);
+    } catch (e) { if (page === shown) showError(e, "Summary"); return; }
+    const lags = groupList ? await groupLags(groupList.groups) : [];
+    if (page !== shown) return;
+    const openList = open ? open.transactions : [];
+    const byState = st => openList.filter(t => st.includes(t.state)).length;
+    const lagging = lags.filter(l => l && (l.total_lag === null || l.total_lag > 0)).length;
+    const card = (id, value, label, href, detail) => h("a", { class: "count", href, id },
+      h("strong", {}, value), h("span", {}, label), detail ? h("small", {}, detail) : "");
+    const topicsShown = topicList ? topicList.topics : [];
+    document.getElementById("counts").replaceChildren(
+      card("count-topics", n(topicsShown.length), "topics", "#/topics",
+        `${n(topicsShown.reduce((a, t) => a + t.partition_count, 0))} partitions`),
+      card("count-open", beyond(openList.length, TXN_LIMIT), "open transactions", "#/transactions?show=open",
+        `${n(byState(["Ongoing"]))} ongoing, ${n(byState(["Prepared"]))} prepared, ${n(byState(["PrepareCommit", "PrepareAbort"]))} completing`),
+      card("count-hanging", hanging ? n(hanging.transactions.length) : "–", "hanging", "#/transactions?show=hanging",
+        "open past the maximum timeout"),
+      card("count-lagging", n(lagging), "groups with lag", "#/groups",
+        groupList ? `of ${n(groupList.groups.length)}${groupList.groups.length > DETAILS_LIMIT ? ` (the first ${DETAILS_LIMIT} asked)` : ""}; unknown lag counts` : ""));
+  }
 
   async function topics() {
-    const list = (await api("/v1/topics")).topics;
-    main.replaceChildren(h("h1", {}, "Topics"), table(
-      ["topic", "partitions", "cleanup policy", "retention", "retention bytes"],
-      list.map(t => [link(`#/topics/${enc(t.name)}`, t.name), n(t.partition_count), t.config.cleanup_policy,
-        t.config.retention_ms < 0 ? "unlimited" : age(t.config.retention_ms),
-        t.config.retention_bytes < 0 ? "unlimited" : bytes(t.config.retention_bytes)]),
-      "No topic the principal may describe."));
+    const page = shown;
+    const [list, groupList] = await Promise.all([api("/v1/topics").then(x => x.topics),
+      api("/v1/groups").then(x => x.groups, () => [])]);
+    const [described, lags] = await Promise.all([
+      Promise.all(list.slice(0, DETAILS_LIMIT).map(t => api(`/v1/topics/${enc(t.name)}`).catch(() => null))),
+      groupLags(groupList)]);
+    if (page !== shown) return;
+    // Per topic, the group furthest behind on it: its lag summed over the topic's partitions
+    // (unknown where it has committed no offset there).
+    const behind = {};
+    for (const l of lags) {
+      if (!l) continue;
+      const per = {};
+      for (const p of l.partitions) per[p.topic] = p.lag === null || per[p.topic] === null ? null : (per[p.topic] || 0) + p.lag;
+      for (const [topic, lag] of Object.entries(per)) {
+        const was = behind[topic];
+        if (!was || (was.lag !== null && (lag === null || lag > was.lag))) behind[topic] = { lag, group: l.group_id };
+      }
+    }
+    const sum = (t, k) => t.partitions.reduce((a, p) => a + p[k], 0);
+    const lagCell = name => {
+      const b = behind[name];
+      if (!b) return h("span", { class: "muted" }, "no group");
+      return h("span", {}, b.lag === null ? "unknown" : n(b.lag), " ", link(`#/groups/${enc(b.group)}`, b.group));
+    };
+    main.replaceChildren(h("h1", {}, "Topics"),
+      list.length > DETAILS_LIMIT ? h("p", { class: "muted" }, `Sizes and lag of the first ${DETAILS_LIMIT} topics.`) : "",
+      table(
+        ["topic", "partitions", "records", "size", "most lag (group)", "cleanup policy", "retention", "retention bytes"],
+        list.map((t, i) => [link(`#/topics/${enc(t.name)}`, t.name), n(t.partition_count),
+          described[i] ? n(sum(described[i], "record_count")) : "–",
+          described[i] ? bytes(sum(described[i], "size_bytes")) : "–",
+          lagCell(t.name), t.config.cleanup_policy,
+          t.config.retention_ms < 0 ? "unlimited" : age(t.config.retention_ms),
+          t.config.retention_bytes < 0 ? "unlimited" : bytes(t.config.retention_bytes)]),
+        "No topic the principal may describe."));
   }
 
   async function topic(name) {
@@ -496,11 +566,11 @@
 
   async function groups() {
     const list = (await api("/v1/groups")).groups;
-    const lags = await Promise.all(list.map(g => api(`/v1/groups/${enc(g.group_id)}/lag`).then(totalLag, () => "–")));
+    const lags = (await groupLags(list)).map(l => (l ? totalLag(l) : "–"));
     main.replaceChildren(h("h1", {}, "Consumer groups"), table(
       ["group", "generation", "members", "lag (records)"],
       list.map((g, i) => [link(`#/groups/${enc(g.group_id)}`, g.group_id), g.generation_id === null ? "–" : g.generation_id,
-        n(g.member_count), lags[i]]),
+        n(g.member_count), i < DETAILS_LIMIT ? lags[i] : "–"]),
       "No group the principal may describe."));
   }
 
