@@ -390,12 +390,69 @@ def test_the_overview_counts_and_the_topic_list_shows_sizes_and_lag(console: Con
     assert "sized-out\t1\t1\t" in console.text()
 
 
+def test_transactions_are_filtered_by_state_age_and_id_prefix_from_the_keyboard(console: Console,
+                                                                                server: ServiceProcess) -> None:
+    from playwright.sync_api import expect
+
+    with server.client() as api:
+        ok(api.post("/v1/topics", json={"name": "filtered"}))
+        for tid in ("flt-a-1", "flt-a-2", "flt-b-1"):
+            ident = transaction(api, tid, "filtered")
+        ok(api.post("/v1/transactions/flt-b-1/commit", json=ident))
+
+    ids = console.page.locator("main tbody tr td:first-child")
+    console.open("#/transactions")
+    console.page.locator("#txn-prefix").focus()
+    console.page.keyboard.type("flt-")
+    console.page.keyboard.press("Enter")  # submits the filters
+    expect(ids).to_have_text(["flt-a-1", "flt-a-2"], timeout=WAIT_MS)  # open ones only
+    console.screenshot("console-transactions.png")
+
+    console.open("#/transactions?show=all&prefix=flt-")
+    console.page.locator("#txn-state").select_option("CompleteCommit")
+    console.page.locator("#txn-filters button").press("Enter")
+    expect(ids).to_have_text(["flt-b-1"], timeout=WAIT_MS)
+    assert "show=all&state=CompleteCommit&prefix=flt-" in console.page.url
+
+    console.page.locator("#txn-state").select_option("")
+    console.page.locator("#txn-min-age").fill("3600")
+    console.page.locator("#txn-min-age").press("Enter")
+    console.wait_text("No transaction here.")
+
+
+def test_every_page_fits_a_narrow_window(browser: Any, server: ServiceProcess, capsys: pytest.CaptureFixture[str]) -> None:
+    with server.client() as api:
+        if api.get("/v1/topics/narrow").status_code == 404:
+            ok(api.post("/v1/topics", json={"name": "narrow"}))
+            ok(api.post("/v1/records", json={"batches": [{"topic": "narrow", "partition": 0, "records": [
+                {"key": f"k{i}", "value": {"i": i, "text": "a longer value " * 4}} for i in range(3)]}]}))
+            ok(api.post("/v1/groups/narrow-readers/offsets", json={"offsets": [
+                {"topic": "narrow", "partition": 0, "offset": 1}]}))
+    c = Console(browser, server.url, capsys)
+    c.page.set_viewport_size({"width": 480, "height": 900})
+    try:
+        for hash_, shot, ready in [("", "overview", "#rates canvas"), ("#/topics", "topics", "main table"),
+                                   ("#/topics/narrow", "topic", "main table"),
+                                   ("#/topics/narrow/0", "records", "#records"),
+                                   ("#/transactions?show=all", "transactions", "#txn-filters"),
+                                   ("#/groups/narrow-readers", "group", "#lag-chart canvas")]:
+            c.open(hash_)
+            c.page.locator(ready).first.wait_for(timeout=WAIT_MS)
+            c.screenshot(f"console-narrow-{shot}.png")
+            assert c.page.evaluate("document.documentElement.scrollWidth") <= 480, hash_
+        c.check_clean(server.port)  # type: ignore[arg-type]
+    finally:
+        c.close()
+
+
 @pytest.mark.parametrize(("hash_", "shown"), [
     ("#/topics/no-such-topic", "UNKNOWN_TOPIC_OR_PARTITION"),
     ("#/topics/orders/0?offset=abc", "INVALID_REQUEST: offset \"abc\" is not a number"),
     ("#/topics/orders/0?offset=999999", "OFFSET_OUT_OF_RANGE"),
     ("#/topics/orders/7", "UNKNOWN_TOPIC_OR_PARTITION"),
     ("#/transactions/nobody", "TRANSACTIONAL_ID_NOT_FOUND"),
+    ("#/transactions?min_age_s=soon", "INVALID_REQUEST: min_age_s \"soon\" is not a number of seconds"),
+    ("#/transactions?state=CompleteCommit", "INVALID_REQUEST: state \"CompleteCommit\" is not one of Ongoing"),
     ("#/nowhere", "NOT_FOUND"),
     ("#/topics/%E0%A4%A", "INVALID_REQUEST: the address"),
 ])

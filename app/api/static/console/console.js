@@ -518,15 +518,56 @@
       h("button", { type: "submit", id: "send-button" }, "Send"), status));
   }
 
+  const STATES = ["Empty", "Ongoing", "Prepared", "PrepareCommit", "PrepareAbort", "CompleteCommit", "CompleteAbort",
+    "PrepareEpochFence", "Dead"];
+  const LIST_LIMIT = 1000; // the API's default page of a transaction list
+
+  // Transactions: open, hanging or all, narrowed by state (open and all), by how long they
+  // have been open (open and all) and by transactional id prefix; the filters live in the
+  // address, so a filtered list can be reloaded and shared.
   async function transactions(params) {
-    const which = params.get("show") || "open";
-    const query = which === "hanging" ? "?hanging=true" : which === "open"
-      ? "?state=Ongoing&state=Prepared&state=PrepareCommit&state=PrepareAbort" : "";
-    const list = (await api(`/v1/transactions${query}`)).transactions;
+    const which = ["open", "hanging", "all"].includes(params.get("show")) ? params.get("show") : "open";
+    const state = params.get("state") || "";
+    const minAgeS = params.get("min_age_s") || "";
+    const prefix = params.get("prefix") || "";
+    const allowed = which === "open" ? OPEN_STATES : STATES;
+    if (state && !allowed.includes(state)) {
+      throw new ApiError(400, { error_code: "INVALID_REQUEST", message: `state ${JSON.stringify(state)} is not one of ${allowed.join(", ")}` });
+    }
+    if (minAgeS && !/^\d+$/.test(minAgeS)) {
+      throw new ApiError(400, { error_code: "INVALID_REQUEST", message: `min_age_s ${JSON.stringify(minAgeS)} is not a number of seconds` });
+    }
+    const query = new URLSearchParams();
+    if (which === "hanging") query.append("hanging", "true");
+    else {
+      for (const st of state ? [state] : which === "open" ? OPEN_STATES : []) query.append("state", st);
+      if (minAgeS) query.append("min_age_ms", String(Number(minAgeS) * 1000));
+    }
+    if (prefix) query.append("transactional_id_prefix", prefix);
+    const list = (await api(`/v1/transactions?${query}`)).transactions;
+    const here = extra => `#/transactions?${new URLSearchParams({ show: which, ...extra })}`;
+    const form = h("form", { class: "inline", id: "txn-filters", onsubmit: e => {
+      e.preventDefault();
+      const f = e.target;
+      const q = { show: which };
+      if (f.state && f.state.value) q.state = f.state.value;
+      if (f.min_age_s && f.min_age_s.value.trim()) q.min_age_s = f.min_age_s.value.trim();
+      if (f.prefix.value.trim()) q.prefix = f.prefix.value.trim();
+      location.hash = `#/transactions?${new URLSearchParams(q)}`;
+    } },
+    which === "hanging" ? "" : h("label", {}, "state ", h("select", { name: "state", id: "txn-state" },
+      h("option", { value: "" }, which === "open" ? "any open" : "any"),
+      allowed.map(v => h("option", { value: v, selected: v === state }, v)))),
+    which === "hanging" ? "" : h("label", {}, "open at least ", h("input", { name: "min_age_s", id: "txn-min-age", value: minAgeS, size: 6, inputmode: "numeric" }), " s"),
+    h("label", {}, "id starts with ", h("input", { name: "prefix", id: "txn-prefix", value: prefix, size: 20 })),
+    h("button", { type: "submit" }, "Filter"),
+    state || minAgeS || prefix ? link(here({}), "clear") : "");
     main.replaceChildren(
       h("h1", {}, "Transactions"),
-      h("p", {}, ["open", "hanging", "all"].map(w => w === which ? h("strong", {}, w) : link(`#/transactions?show=${w}`, w))
+      h("p", { class: "tabs" }, ["open", "hanging", "all"].map(w => w === which ? h("strong", {}, w) : link(`#/transactions?show=${w}`, w))
         .flatMap((x, i) => (i ? [" · ", x] : [x]))),
+      form,
+      list.length >= LIST_LIMIT ? h("p", { class: "muted" }, `The first ${n(LIST_LIMIT)}: narrow the list with the filters.`) : "",
       table(["transactional id", "state", "producer id / epoch", "txn id", "age", "timeout"],
         list.map(t => [link(`#/transactions/${enc(t.transactional_id)}`, t.transactional_id), badge(t.state),
           `${t.producer_id} / ${t.producer_epoch}`, t.txn_id === null ? "–" : t.txn_id, age(t.age_ms),
