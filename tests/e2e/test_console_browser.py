@@ -150,7 +150,7 @@ def test_a_topic_a_transaction_and_a_groups_lag_falling_to_zero(console: Console
         assert row[:4] == ["0", "1", "committed", "k"]  # offset 0, exposed at its COMMIT marker 1
 
         console.open("#/transactions?show=all")
-        console.wait_text("CompleteCommit")
+        console.wait_text("CompleteCommit", "main tbody")
         console.open("#/transactions")
         console.wait_text("No transaction here.")
 

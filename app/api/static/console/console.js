@@ -364,7 +364,7 @@
       table(["partition", "log start", "last stable offset", "high watermark", "records", "bytes", ""],
         t.partitions.map(p => [p.partition, n(p.log_start_offset), n(p.last_stable_offset), n(p.log_end_offset),
           n(p.record_count), bytes(p.size_bytes),
-          link(`#/topics/${enc(t.name)}/${p.partition}?isolation=read_uncommitted&offset=${p.log_start_offset}`, "browse records")])));
+          link(`#/topics/${enc(t.name)}/${p.partition}?isolation=read_uncommitted`, "browse records")])));
   }
 
   // The record browser: a page of PAGE records from a position, by default the newest page.
@@ -439,7 +439,7 @@
 
     const count = h("span", { class: "muted", id: "key-count" });
     const filter = h("input", { id: "key-filter", type: "search", placeholder: "key", size: 24, "aria-label": "find by key" });
-    const rows = page.records.map(r => [r, h("tr", { tabindex: "-1" }, [
+    const rows = page.records.map(r => [r, h("tr", {}, [
       r.offset, r.commit_position === null ? "–" : r.commit_position,
       badge(r.state || "committed"), key(r.key), shown(r.value), headers(r.headers),
       r.producer_id === null ? "plain" : `${r.producer_id}/${r.producer_epoch}${r.transactional ? " txn" : ""}`,
