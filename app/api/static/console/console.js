@@ -283,6 +283,7 @@
   async function groupLags(list) {
     return Promise.all(list.slice(0, DETAILS_LIMIT).map(g => api(`/v1/groups/${enc(g.group_id)}/lag`).catch(() => null)));
   }
+  const plural = (count, noun) => `${n(count)} ${noun}${count === 1 ? "" : "s"}`;
   const beyond = (count, limit) => (count >= limit ? `${n(limit)}+` : n(count));
 
   async function overviewCounts() {
@@ -306,7 +307,7 @@
     const topicsShown = topicList ? topicList.topics : [];
     document.getElementById("counts").replaceChildren(
       card("count-topics", n(topicsShown.length), "topics", "#/topics",
-        `${n(topicsShown.reduce((a, t) => a + t.partition_count, 0))} partitions`),
+        plural(topicsShown.reduce((a, t) => a + t.partition_count, 0), "partition")),
       card("count-open", beyond(openList.length, TXN_LIMIT), "open transactions", "#/transactions?show=open",
         `${n(byState(["Ongoing"]))} ongoing, ${n(byState(["Prepared"]))} prepared, ${n(byState(["PrepareCommit", "PrepareAbort"]))} completing`),
       card("count-hanging", hanging ? n(hanging.transactions.length) : "–", "hanging", "#/transactions?show=hanging",
