@@ -281,9 +281,10 @@ def test_the_overview_plots_the_rates_and_a_reload_keeps_their_history(console: 
     assert console.page.locator("#rates canvas").count() == 1
     # The time axis reads times of today, in order, within the window (2 min), none a date.
     assert_times_of_today(time_axis(console, "#rates"), started - 125, time.time())
-    # The chart fills its card.
+    # The chart fills its card, and its time labels are at least 90 px apart (none overlaps).
     card, canvas = (console.page.locator(x).bounding_box() for x in ("#rates", "#rates canvas"))
     assert card and canvas and card["width"] - 20 <= canvas["width"] <= card["width"]
+    assert len(time_axis(console, "#rates")) <= canvas["width"] // 90 + 1
     console.page.set_viewport_size({"width": 700, "height": 900})
     expect(console.page.locator("#rates canvas")).to_have_attribute("width", re.compile(r"^[56]\d\d$"))
 
