@@ -349,6 +349,9 @@ def test_the_record_browser_opens_at_the_newest_and_jumps_to_an_offset_a_time_an
 
     console.page.locator("#send summary").click()
     console.page.locator("#send-key").fill("test-key")
+    console.page.locator("#send-value").fill("{hello}")
+    console.page.locator("#send-button").click()
+    expect(console.page.locator("#send-status")).to_contain_text("INVALID_REQUEST: the value is not JSON")
     console.page.locator("#send-value").fill('{"hello": "world"}')
     console.page.locator("#send-button").click()
     console.wait_text("Sent: offset 250.", "#banner")
