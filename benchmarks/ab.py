@@ -4,7 +4,7 @@
     .venv/bin/python benchmarks/ab.py --before /tmp/outbox-before --db postgresql --rounds 16
 
 Starts one `outbox serve` from each tree (the same venv, each tree's own `app` package) on one
-fresh database, and drives plain, UUID-keyed and transactional producers against both, with
+fresh database, and drives plain, UUID-keyed, idempotent and transactional producers against both, with
 the database's own insert (COPY on PostgreSQL) as the reference, in turns of half a second
 taken in rotation: every path meets the same drift of the machine (docs/benchmarks.md). Prints
 records/s, service CPU µs per record and each path's ratio to the reference, before and after,
@@ -55,6 +55,7 @@ def main(argv: list[str] | None = None) -> int:
                 for name, producer in (
                     ("plain", Producer(service.url, "plain")),
                     ("plain, UUID keys", Producer(service.url, "plain", records=_records_keyed_by_uuid(BATCH))),
+                    ("idempotent", Producer(service.url, "idempotent")),
                     ("transactional, commit / Send", Producer(service.url, "transactional", f"ab-{side}")),
                 ):
                     paths[(side, name)] = (service, producer)

@@ -130,6 +130,12 @@ class Producer:
             body.update(producer_id=self.producer_id, producer_epoch=self.producer_epoch)
         answer = self._call("POST", "/v1/producers", json=body)
         self.producer_id, self.producer_epoch = answer["producer_id"], answer["producer_epoch"]
+        if self.transactional_id is not None:
+            # The version this producer speaks is the one the service answers, as Kafka's
+            # clients take the version the brokers finalized: a service that predates version
+            # 2 ignores the field it does not know and answers none, and speaking version 2 to
+            # it (no BeginTransaction) would have every transaction's first Send refused.
+            self.transaction_version = answer.get("transaction_version") or 1
         self._next_sequence.clear()
         self._needs_epoch_bump = False
         self._txn_started = False

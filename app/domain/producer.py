@@ -33,17 +33,18 @@ class StoredProducer:
     transactional_id: str | None
     principal: str | None
 
-    def check_idempotent_send(self, principal: str, producer_epoch: int) -> None:
-        """What an idempotent (non-transactional) Send needs of its producer id: held by the
-        sender, without a transactional id, at this epoch. Storage tests the same in the
-        statement that writes each batch's sequence state (app.storage.append, `holder`), and
-        asks this only when that statement wrote nothing, for the refusal to give."""
+    def check_idempotent_use(self, principal: str, producer_epoch: int) -> None:
+        """What an idempotent producer's request (a Send, or InitProducerId bumping its own
+        epoch) needs of its producer id: held by the caller, without a transactional id, at
+        this epoch. Storage tests the same for a Send in the statement that writes each batch's
+        sequence state (app.storage.append, `holder`), and asks this only when that statement
+        wrote nothing, for the refusal to give."""
         self.require_holder(principal)
         if self.transactional_id is not None:
             # Which transactional id is not said: the caller may not be allowed to know it.
             raise InvalidRequest(
-                f"producer {self.producer_id} belongs to a transactional_id: send with that "
-                "transactional_id inside a transaction"
+                f"producer {self.producer_id} belongs to a transactional_id: use it with that "
+                "transactional_id (transactional_id in the request)"
             )
         if producer_epoch != self.producer_epoch:
             raise InvalidProducerEpoch(

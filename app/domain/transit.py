@@ -182,6 +182,21 @@ def prepare_transition(meta: TransactionMetadata, event: Event, now_ms: int) -> 
     raise TypeError(f"not a transaction event: {event!r}")
 
 
+def marker_producer(decision: TxnTransit) -> tuple[int, int]:
+    """The producer id and epoch that a decided transaction's control markers carry: the
+    decision's (under version 2 the epoch its Commit or Abort bumped to, at or above every batch
+    of the transaction, as a partition's last word must be). Where that bump exhausted the
+    producer id, the markers stay with the id the batches were written under, at the highest
+    epoch (its successor starts at 0 and wrote none of them): the transit's own id before
+    storage replaces it, the id the decision remembered once it is stored (completed later)."""
+    meta = decision.after
+    if decision.new_producer_id:
+        return meta.producer_id, MAX_PRODUCER_EPOCH
+    if meta.previous_producer_id is not None and meta.state in (S.PREPARE_COMMIT, S.PREPARE_ABORT):
+        return meta.previous_producer_id, MAX_PRODUCER_EPOCH
+    return meta.producer_id, meta.producer_epoch
+
+
 def then(first: TxnTransit, second: TxnTransit) -> TxnTransit:
     """Two transits written as one (a decision and its completion in one database
     transaction; a Begin and the decision of a transaction that a Commit carried whole):

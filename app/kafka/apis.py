@@ -18,6 +18,7 @@ from app.domain.read import offset_order_upper_bound
 from app.domain.records import check_record_count
 from app.domain.types import IsolationLevel, TransactionVersion
 from app.kafka import records
+from app.kafka.admin import AdminApis
 from app.kafka.decompressed import check_decompressed_size
 from app.kafka.errors import error_code, fenced_code
 from app.kafka.protocol import API_VERSIONS, SERVED, CloseConnection, build, response_module
@@ -50,7 +51,7 @@ class Apis:
         self.handlers = {0: self.produce, 1: self.fetch_now, 2: self.list_offsets, 3: self.metadata,
                          10: self.find_coordinator, 18: self.api_versions, 22: self.init_producer_id,
                          24: self.add_partitions_to_txn, 25: self.add_offsets_to_txn, 26: self.end_txn,
-                         28: self.txn_offset_commit}
+                         28: self.txn_offset_commit, **AdminApis(services).handlers}
         assert set(self.handlers) == set(SERVED)
 
     # --- ApiVersions -----------------------------------------------------------------------

@@ -40,6 +40,15 @@ SERVED: dict[int, tuple[int, int]] = {
     25: (0, 3),   # AddOffsetsToTxn
     26: (0, 4),   # EndTxn
     28: (0, 4),   # TxnOffsetCommit
+    # Topic administration (app.kafka.admin); the versions kio has schemas for.
+    19: (2, 7),   # CreateTopics
+    20: (1, 6),   # DeleteTopics (by name: 6 can name a topic by id, which topics do not have here)
+    21: (0, 2),   # DeleteRecords
+    32: (1, 4),   # DescribeConfigs
+    37: (0, 3),   # CreatePartitions
+    44: (0, 1),   # IncrementalAlterConfigs
+    65: (0, 0),   # DescribeTransactions
+    66: (0, 1),   # ListTransactions (2 filters by a regular expression: not served)
 }
 
 _PREFIX = struct.Struct(">hhi")  # api_key, api_version, correlation_id: every header starts so

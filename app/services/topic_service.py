@@ -20,15 +20,25 @@ from app.storage.engine import Database
 TOPIC_NAME = re.compile(r"[a-zA-Z0-9._-]{1,249}")
 
 
+class _Validated(Exception):
+    """Raised inside a write transaction to roll it back once every check passed: an admin
+    request with validate_only runs the very code of the change, and keeps nothing of it."""
+
+    def __init__(self, result: Any) -> None:
+        self.result = result
+
+
 class TopicService:
     def __init__(self, db: Database, settings: Settings, clock: Clock) -> None:
         self.db = db
         self.settings = settings
         self.clock = clock
 
-    def create(self, name: str, partition_count: int, config: TopicConfig | None = None) -> Topic:
+    def create(self, name: str, partition_count: int, config: TopicConfig | None = None,
+               *, validate_only: bool = False) -> Topic:
         """CreateTopics; without a config, the defaults, max_message_bytes the service's
-        OUTBOX_MESSAGE_MAX_BYTES."""
+        OUTBOX_MESSAGE_MAX_BYTES. `validate_only`: every check made, nothing created (Kafka's
+        validateOnly)."""
         if config is None:
             config = TopicConfig(max_message_bytes=self.settings.message_max_bytes)
         if not TOPIC_NAME.fullmatch(name) or name in (".", ".."):
@@ -37,10 +47,19 @@ class TopicService:
             )
         if partition_count not in self.settings.partition_count_limit:
             raise InvalidPartitions(f"partitions must be in {self.settings.partition_count_limit}")
-        with self.db.write() as conn:
-            return topics.create_topic(
-                conn, name=name, partition_count=partition_count, config=config, now_ms=self.clock()
-            )
+        return self._write(validate_only, lambda conn: topics.create_topic(
+            conn, name=name, partition_count=partition_count, config=config, now_ms=self.clock()))
+
+    def _write(self, validate_only: bool, change: Any) -> Any:
+        """`change(conn)` in a write transaction, committed unless `validate_only`."""
+        try:
+            with self.db.write() as conn:
+                result = change(conn)
+                if validate_only:
+                    raise _Validated(result)
+                return result
+        except _Validated as done:
+            return done.result
 
     def list(self) -> list[Topic]:
         with self.db.read() as conn:
@@ -53,8 +72,10 @@ class TopicService:
 
     # --- administration ---------------------------------------------------------------------
 
-    def alter_config(self, name: str, changes: dict[str, Any]) -> tuple[Topic, list[PartitionInfo]]:
-        """IncrementalAlterConfigs: the keys in `changes` set, every other kept.
+    def alter_config(self, name: str, changes: dict[str, Any], *,
+                     validate_only: bool = False) -> tuple[Topic, list[PartitionInfo]]:
+        """IncrementalAlterConfigs: the keys in `changes` set, every other kept (`validate_only`:
+        checked, not stored).
 
         The row lock makes concurrent alters of one topic apply one after the other, so none
         undoes another's keys. A Send reads the config without a lock, once, in its own
@@ -62,17 +83,20 @@ class TopicService:
         config or wholly on the new one (check_expected_offsets, cleanup_policy's rule for
         keys), as if it had come just before or just after; either order is a correct one.
         The log cleaner reads the config on each pass."""
-        with self.db.write() as conn:
+        def change(conn: Any) -> tuple[Topic, list[PartitionInfo]]:
             topic = topics.lock_topic(conn, name)
             topic = dataclasses.replace(topic, config=topic.config.altered(changes))
             topics.update_config(conn, topic.topic_id, topic.config)
             return topic, topics.describe_partitions(conn, topic)
 
-    def create_partitions(self, name: str, partition_count: int) -> tuple[Topic, list[PartitionInfo]]:
-        """CreatePartitions: the topic grows to `partition_count` partitions, the new ones empty.
-        Two concurrent calls queue on the topic's row lock; the second then reads the count
-        the first wrote, so no partition is created twice."""
-        with self.db.write() as conn:
+        return self._write(validate_only, change)  # type: ignore[no-any-return]
+
+    def create_partitions(self, name: str, partition_count: int, *,
+                          validate_only: bool = False) -> tuple[Topic, list[PartitionInfo]]:
+        """CreatePartitions: the topic grows to `partition_count` partitions, the new ones empty
+        (`validate_only`: checked, not created). Two concurrent calls queue on the topic's row
+        lock; the second then reads the count the first wrote, so no partition is created twice."""
+        def change(conn: Any) -> tuple[Topic, list[PartitionInfo]]:
             topic = topics.lock_topic(conn, name)
             new = partitions_to_add(
                 topic.name, topic.partition_count, partition_count, self.settings.max_partitions_per_topic
@@ -80,6 +104,8 @@ class TopicService:
             topics.add_partitions(conn, topic.topic_id, new)
             topic = dataclasses.replace(topic, partition_count=partition_count)
             return topic, topics.describe_partitions(conn, topic)
+
+        return self._write(validate_only, change)  # type: ignore[no-any-return]
 
     def delete(self, name: str) -> None:
         """DeleteTopics, refused (TOPIC_HAS_OPEN_TRANSACTIONS) while unfinished transactions

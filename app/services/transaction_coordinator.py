@@ -28,7 +28,6 @@ from app.domain.offsets import GroupMetadata, OffsetToStage, check_distinct_part
 from app.domain.errors import (
     OutboxError,
     ConcurrentTransactions,
-    InvalidProducerEpoch,
     InvalidProducerIdMapping,
     InvalidRequest,
     InvalidTransactionTimeout,
@@ -164,18 +163,8 @@ class TransactionCoordinator:
                 )
             # KIP-360 for an idempotent producer: bump its own epoch, which resets sequences.
             stored = producers.current_state(conn, producer_id, lock=RowLock.UPDATE)
-            stored.require_holder(principal)
-            if stored.transactional_id is not None:
-                # Which transactional id is not said: the caller may not be allowed to know it.
-                raise InvalidRequest(
-                    f"producer {producer_id} belongs to a transactional_id; pass it (transactional_id)"
-                )
-            epoch = stored.producer_epoch
-            if producer_epoch != epoch:
-                raise InvalidProducerEpoch(
-                    f"producer epoch {producer_epoch} is not the current epoch {epoch}"
-                )
-            exhausted, bumped = next_epoch(epoch)
+            stored.check_idempotent_use(principal, producer_epoch)
+            exhausted, bumped = next_epoch(stored.producer_epoch)
             if exhausted:
                 return ProducerIdAndEpoch(
                     producers.create_producer(conn, transactional_id=None, now_ms=now, principal=principal),
@@ -525,7 +514,7 @@ class TransactionCoordinator:
         decided = decision.after
         to_append = batches_to_append(conn, batches)
         # The marker carries the decision's producer id and epoch, as _complete_all's do.
-        marker = markers.MarkerOwner.of(decided)
+        marker = markers.MarkerOwner.of(decision)
         sent = append_sent(conn, batches, to_append, producer_id=producer_id, producer_epoch=producer_epoch,
                            transactional_id=meta.transactional_id, txn_id=decided.txn_id, now_ms=now,
                            commit_marker=marker)
@@ -589,7 +578,7 @@ class TransactionCoordinator:
         if not markers_written:
             markers.write_control_markers(
                 conn,
-                [markers.MarkerOwner.of(m) for m in metas],
+                [markers.MarkerOwner.of(d) for d in decisions],
                 control_type=ControlType.COMMIT if commit else ControlType.ABORT,
                 now_ms=now,
             )

@@ -22,7 +22,7 @@ from app.domain.producer import (
 from app.domain.records import RecordToAppend
 from app.domain.types import ControlType, ValueFormat
 from app.storage import dialect
-from app.storage.log_end import take_offsets
+from app.storage.log_end import TAKEN, take_offsets, take_offsets_with
 from app.storage.markers import MarkerOwner, marker_row
 from app.storage.producers import current_state
 from app.storage.tables import producer_partitions, producers, records, transaction_partitions
@@ -154,7 +154,7 @@ _WRITE_NEXT_BATCH_STATE = (
 )
 
 
-# The producer id as an idempotent Send needs it (StoredProducer.check_idempotent_send): held by
+# The producer id as an idempotent Send needs it (StoredProducer.check_idempotent_use): held by
 # the sender, without a transactional id, at the batch's epoch. Part of the statement that
 # writes such a Send's sequence state for each batch, so that the Send reads no row of its own
 # for it. It takes no lock: an epoch bump (KIP-360) committed while the Send is under way does
@@ -170,6 +170,32 @@ _PRODUCER_HOLDS = exists().where(
     producers.c.principal == bindparam("b_holder"),
 )
 _WRITE_NEXT_BATCH_STATE_HELD = _WRITE_NEXT_BATCH_STATE.where(_PRODUCER_HOLDS)
+
+# On PostgreSQL, a running producer's next batch takes its offsets and writes its sequence state
+# in one statement, a round trip fewer than take_offsets and then _WRITE_NEXT_BATCH_STATE. Its
+# parts keep their order: the state UPDATE's one-time filter (EXISTS over `taken`) runs the
+# offsets' UPDATE first, so the partition's lock is held before the state row is looked at, as
+# in two statements. A copy of the batch that queued behind its first attempt on that lock
+# still misses: its snapshot predates the attempt's commit, but an UPDATE re-checks its WHERE
+# on the newest version of a row another transaction changed, and last_sequence has moved on.
+# What it cannot see in that snapshot is a transaction_partitions row that a concurrent Send
+# of the same transaction added: it then answers "not yet in the transaction", and the
+# insert-or-ignore of the partition's claim (append_batches) keeps the first one.
+@cache
+def _take_offsets_writing_state_stmt(held: bool) -> Any:
+    base_offset = select(TAKEN.c.next_offset - bindparam("p_count")).scalar_subquery()
+    state = (
+        (_WRITE_NEXT_BATCH_STATE_HELD if held else _WRITE_NEXT_BATCH_STATE)
+        .values(last_batch_base_offset=base_offset)
+        .where(exists(select(TAKEN.c.next_offset)))
+        .cte("state")
+    )
+    return select(
+        TAKEN.c.next_offset,
+        select(state.c.first_offset).scalar_subquery().label("first_offset"),
+        exists(select(state.c.first_offset)).label("written"),
+    )
+
 
 # The columns of a producer's sequence state in a partition (all but its key), which every write
 # of a batch's state sets.
@@ -221,22 +247,36 @@ def _write_batch_state(
     next_batch_condition) or starts its epoch here (`expected` None, starts_epoch), and (an
     idempotent Send's: `holder`) its producer id is as the Send needs it. Returns None when not
     (nothing written), else whether the transaction already has the partition."""
+    params = _batch_state_params(expected, producer_id=producer_id, producer_epoch=producer_epoch,
+                                 transactional_id=transactional_id, txn_id=txn_id, batch=batch,
+                                 base_offset=base_offset, now_ms=now_ms, holder=holder)
+    if expected is None:
+        stmt = _write_first_batch_state_stmt(conn.dialect.name, holder is not None)
+    else:
+        stmt = _WRITE_NEXT_BATCH_STATE if holder is None else _WRITE_NEXT_BATCH_STATE_HELD
+    row = conn.execute(stmt, params).first()
+    return None if row is None else row.first_offset is not None
+
+
+def _batch_state_params(
+    expected: NextBatchCondition | None, *, producer_id: int, producer_epoch: int, transactional_id: str | None,
+    txn_id: int | None, batch: BatchToAppend, base_offset: int | None, now_ms: int, holder: str | None,
+) -> dict[str, Any]:
+    """The bind parameters of a statement that writes a batch's sequence state (`base_offset`
+    None: the statement takes it from the offsets it takes, _take_offsets_writing_state_stmt)."""
     assert batch.base_sequence is not None
     count = len(batch.records)
     params = {"b_producer_id": producer_id, "b_topic_id": batch.topic_id, "b_partition": batch.partition,
               "b_last_sequence": batch.base_sequence + count - 1,
               "b_base_sequence": batch.base_sequence, "b_record_count": count,
-              "b_base_offset": base_offset, "b_now_ms": now_ms,
-              "b_transactional_id": transactional_id, "b_txn_id": txn_id,
+              "b_now_ms": now_ms, "b_transactional_id": transactional_id, "b_txn_id": txn_id,
               "b_producer_epoch": producer_epoch, "b_holder": holder}
-    if expected is None:
-        stmt = _write_first_batch_state_stmt(conn.dialect.name, holder is not None)
-    else:
-        stmt = _WRITE_NEXT_BATCH_STATE if holder is None else _WRITE_NEXT_BATCH_STATE_HELD
+    if base_offset is not None:
+        params["b_base_offset"] = base_offset
+    if expected is not None:
         params["b_expected_epoch"] = expected.producer_epoch
         params["b_expected_last_sequence"] = expected.last_sequence
-    row = conn.execute(stmt, params).first()
-    return None if row is None else row.first_offset is not None
+    return params
 
 
 def last_batches(conn: Connection, producer_id: int, keys: Sequence[tuple[int, int]]) -> dict[
@@ -283,7 +323,7 @@ def append_batches(
     `holder`: the batches are an idempotent producer's Send, by this principal: its producer id
     must be held by it, without a transactional id, at producer_epoch. That is tested in the
     statement that writes each batch's sequence state (_PRODUCER_HOLDS), and asked of the
-    stored producer (check_idempotent_send, for the refusal to give) only where that statement
+    stored producer (check_idempotent_use, for the refusal to give) only where that statement
     writes nothing. A transactional Send's caller has checked its transaction instead.
     """
     results: dict[tuple[int, int], AppendResult] = {}
@@ -298,17 +338,34 @@ def append_batches(
     for batch in sorted(batches, key=_partition_key):
         count = len(batch.records)
         already_in_transaction = state_written = False
-        base_offset = take_offsets(conn, batch.topic_id, batch.partition, count + extra, batch.size_bytes,
-                                   records=count)
+        expected = None
+        if producer_id is not None:
+            assert producer_epoch is not None and batch.base_sequence is not None
+            expected = next_batch_condition(producer_epoch, batch.base_sequence, count)
+        if expected is not None and conn.dialect.name == "postgresql":
+            # A running producer's next batch: offsets and state in one statement.
+            row = take_offsets_with(
+                conn, _take_offsets_writing_state_stmt(holder is not None),
+                _batch_state_params(expected, producer_id=producer_id, producer_epoch=producer_epoch,  # type: ignore[arg-type]
+                                    transactional_id=transactional_id, txn_id=txn_id, batch=batch,
+                                    base_offset=None, now_ms=now_ms, holder=holder),
+                batch.topic_id, batch.partition, count + extra, batch.size_bytes, records=count,
+            )
+            base_offset = row.next_offset - (count + extra)
+            state_written, already_in_transaction = row.written, row.first_offset is not None
+            tried = True
+        else:
+            base_offset = take_offsets(conn, batch.topic_id, batch.partition, count + extra, batch.size_bytes,
+                                       records=count)
+            tried = False
         if producer_id is not None:
             assert producer_epoch is not None and batch.base_sequence is not None
             # Offsets first, then the verdict: a refusal rolls the whole database transaction
             # back, and a duplicate (rare: a retry) gives its offsets back. The next batch of
             # a running producer, or the first of a new epoch, is judged and its state written
-            # by one statement; any other batch is judged by check_sequence on the state read
-            # back.
-            expected = next_batch_condition(producer_epoch, batch.base_sequence, count)
-            if expected is not None or starts_epoch(batch.base_sequence, count):
+            # by one statement (on PostgreSQL the next batch's by the one that took its
+            # offsets); any other batch is judged by check_sequence on the state read back.
+            if not tried and (expected is not None or starts_epoch(batch.base_sequence, count)):
                 in_transaction = _write_batch_state(
                     conn, expected, producer_id=producer_id, producer_epoch=producer_epoch,
                     transactional_id=transactional_id, txn_id=txn_id, batch=batch, base_offset=base_offset,
@@ -318,7 +375,7 @@ def append_batches(
                 already_in_transaction = bool(in_transaction)
             if not state_written:
                 if not producer_checked:
-                    current_state(conn, producer_id, lock=None).check_idempotent_send(holder, producer_epoch)  # type: ignore[arg-type]
+                    current_state(conn, producer_id, lock=None).check_idempotent_use(holder, producer_epoch)  # type: ignore[arg-type]
                     producer_checked = True
                 already_in_transaction, state = _read_producer_state(
                     conn, producer_id, transactional_id, txn_id, batch.topic_id, batch.partition

@@ -15,6 +15,7 @@ order, and takes its transaction row lock (if any) before any partition lock.
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import Any
 
 from sqlalchemy import Connection, bindparam, select, tuple_, update
 
@@ -53,6 +54,28 @@ _TAKE_OFFSETS = (
     )
     .returning(partitions.c.next_offset)
 )
+
+
+# _TAKE_OFFSETS as the first part of a statement that writes what goes with the offsets in the
+# same round trip (PostgreSQL only: SQLite has no data-modifying WITH). Such a statement reads
+# the new log end as `TAKEN.c.next_offset`, and must run through take_offsets_with.
+TAKEN = _TAKE_OFFSETS.cte("taken")
+
+
+def take_offsets_with(conn: Connection, stmt: Any, params: dict[str, Any], topic_id: int, partition: int,
+                      count: int, size_bytes: int, *, records: int) -> Any:
+    """Run `stmt`, a statement over TAKEN that takes `count` offsets of the partition as
+    take_offsets does (its bind parameters filled here, `params` the rest), and return its row:
+    the partition row lock is held from then on, as take_offsets holds it."""
+    row = conn.execute(
+        stmt,
+        {**params, "p_topic_id": topic_id, "p_partition": partition, "p_count": count,
+         "p_records": records, "p_size_bytes": size_bytes},
+    ).one_or_none()
+    if row is None:
+        raise UnknownTopicOrPartition(f"unknown partition {partition} of topic id {topic_id}")
+    changes.mark_changed(conn, topic_id, partition)
+    return row
 
 
 def take_offsets(

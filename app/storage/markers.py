@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 from sqlalchemy import Connection, bindparam, delete, insert
 
-from app.domain.transaction import TransactionMetadata
+from app.domain.transit import TxnTransit, marker_producer
 from app.domain.types import ControlType
 from app.storage import dialect
 from app.storage.log_end import take_offsets
@@ -37,10 +37,13 @@ class MarkerOwner:
     producer_epoch: int
 
     @classmethod
-    def of(cls, decided: TransactionMetadata) -> MarkerOwner:
-        """The owner of a decided transaction's markers: its producer id and epoch as decided."""
+    def of(cls, decision: TxnTransit) -> MarkerOwner:
+        """The owner of a decided transaction's markers (`decision`: the transit that decides
+        it, or TxnTransit of a decision stored), with the producer id and epoch
+        app.domain.transit.marker_producer gives them."""
+        decided = decision.after
         assert decided.txn_id is not None
-        return cls(decided.transactional_id, decided.txn_id, decided.producer_id, decided.producer_epoch)
+        return cls(decided.transactional_id, decided.txn_id, *marker_producer(decision))
 
 
 def write_control_markers(

@@ -53,6 +53,14 @@ def _all(client, isolation: str = "read_committed") -> list:  # type: ignore[no-
     return [v for p in (0, 1) for v in values(fetch(client, "out", p, isolation=isolation))]
 
 
+def _markers(database) -> list[tuple[int, int, int, int]]:  # type: ignore[no-untyped-def]
+    """Every control marker: (partition, offset, producer_id, producer_epoch)."""
+    with database.read() as conn:
+        return [tuple(r) for r in conn.execute(
+            select(records.c.partition, records.c.offset, records.c.producer_id, records.c.producer_epoch)
+            .where(records.c.control_type.is_not(None)).order_by(records.c.partition, records.c.offset))]
+
+
 def test_a_send_to_an_idle_transactional_id_begins_its_transaction(client, topic) -> None:  # type: ignore[no-untyped-def]
     p = _init(client)
 
@@ -159,6 +167,8 @@ def test_an_exhausted_epoch_gets_a_new_producer_id_and_its_commit_can_still_be_r
     ended = _ok(_end(client, old))
 
     assert ended["producer_id"] != p["producer_id"] and ended["producer_epoch"] == 0
+    # The marker stays with the producer id its batch was written under, at the highest epoch.
+    assert _markers(database) == [(0, 1, p["producer_id"], MAX_PRODUCER_EPOCH)]
     again = _ok(_end(client, old))
     assert (again["producer_id"], again["producer_epoch"]) == (ended["producer_id"], 0)
     _error(send(client, [batch("out", 0, ["late"], 1)], old, TID), 409, "INVALID_PRODUCER_EPOCH")
@@ -365,6 +375,7 @@ def test_a_commit_carrying_a_whole_transaction_at_an_exhausted_epoch_gets_a_new_
     ended = _ok(_commit_with(client, old, [batch("out", 0, ["a"], 0)]))
 
     assert ended["producer_id"] != p["producer_id"] and ended["producer_epoch"] == 0
+    assert _markers(database) == [(0, 1, p["producer_id"], MAX_PRODUCER_EPOCH)]
     again = _ok(_commit_with(client, old, [batch("out", 0, ["a"], 0)]))
     assert (again["producer_id"], again["producer_epoch"], again["results"][0]["duplicate"]) == (
         ended["producer_id"], 0, True)
@@ -476,3 +487,32 @@ def test_an_abort_with_nothing_open_bumps_the_epoch_so_a_request_still_under_way
     assert _ok(_end(client, p, "abort"))["producer_epoch"] == aborted["producer_epoch"]  # its retry
     assert _all(client, "read_uncommitted") == []
     assert _describe(client)["state"] == "Empty"
+
+
+def test_a_commit_s_marker_carries_the_epoch_its_commit_bumped_to(client, topic, database) -> None:  # type: ignore[no-untyped-def]
+    p = _init(client)
+    _ok(send(client, [batch("out", 0, ["a"], 0)], p, TID))
+    ended = _ok(_end(client, p))
+    assert _markers(database) == [(0, 1, p["producer_id"], p["producer_epoch"] + 1)]
+    assert ended["producer_epoch"] == p["producer_epoch"] + 1
+
+
+def test_an_exhausted_epoch_s_decision_completed_by_the_worker_keeps_its_markers_with_the_old_id(  # type: ignore[no-untyped-def]
+    services, database
+) -> None:
+    services.topics.create("out", 1)
+    coordinator = TransactionCoordinator(
+        services.db, services.settings.model_copy(update={"complete_inline": False}), services.clock)
+    p = coordinator.init_producer_id(transactional_id=TID, transaction_timeout_ms=None, transaction_version=2)
+    with database.write() as conn:
+        conn.execute(update(transactions).where(transactions.c.transactional_id == TID)
+                     .values(producer_epoch=MAX_PRODUCER_EPOCH))
+    record = [RecordToAppend(None, '"a"', None, services.clock())]
+    services.log.send([SendBatch("out", 0, record, 0)], producer_id=p.producer_id,
+                      producer_epoch=MAX_PRODUCER_EPOCH, transactional_id=TID)
+
+    decided = coordinator.end_transaction(TID, p.producer_id, MAX_PRODUCER_EPOCH, commit=True)
+
+    assert decided.meta.state.value == "PrepareCommit" and decided.meta.producer_id != p.producer_id
+    assert coordinator.complete_pending() == (1, 0)
+    assert _markers(database) == [(0, 1, p.producer_id, MAX_PRODUCER_EPOCH)]

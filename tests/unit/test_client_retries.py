@@ -252,7 +252,8 @@ def test_consumer_retry_backoff_settings_set_its_pauses() -> None:
 
 
 def _transactional_producer(script: Script, transaction_version: int = 1) -> Producer:
-    script.answers.setdefault(("POST", "/v1/producers"), [ok({"producer_id": 7, "producer_epoch": 0})])
+    script.answers.setdefault(("POST", "/v1/producers"), [ok({"producer_id": 7, "producer_epoch": 0,
+                                                              "transaction_version": transaction_version})])
     script.answers.setdefault(("POST", "/v1/transactions/tx/begin"), [ok({"txn_id": 1})])
     producer = Producer(URL, "tx", client=script.client(), transaction_version=transaction_version)
     producer.init_transactions()
@@ -360,7 +361,7 @@ def test_version_2_takes_the_epoch_its_commit_answers_and_restarts_its_sequences
 
     bodies: list[dict] = []
     script = Script({
-        ("POST", "/v1/producers"): [ok({"producer_id": 7, "producer_epoch": 0})],
+        ("POST", "/v1/producers"): [ok({"producer_id": 7, "producer_epoch": 0, "transaction_version": 2})],
         ("GET", "/v1/topics/income"): [ok({"partition_count": 1})],
         ("POST", "/v1/records"): [_records_answer()],
         ("POST", "/v1/transactions/tx/commit"): [
@@ -454,8 +455,8 @@ def test_version_2_abort_of_a_transaction_the_service_never_began_goes_on() -> N
         ("POST", "/v1/records"): [unavailable()],
         ("POST", "/v1/transactions/tx/abort"): [refusal(409, "INVALID_TXN_STATE", False)],
     })
-    script.answers[("POST", "/v1/producers")] = [ok({"producer_id": 7, "producer_epoch": 0}),
-                                                 ok({"producer_id": 7, "producer_epoch": 1})]
+    script.answers[("POST", "/v1/producers")] = [ok({"producer_id": 7, "producer_epoch": 0, "transaction_version": 2}),
+                                                 ok({"producer_id": 7, "producer_epoch": 1, "transaction_version": 2})]
     producer = _transactional_producer(script, transaction_version=2)
     producer.delivery_timeout_s = 0.05
     producer.send("income", {"amount": 1}, partition=0)
@@ -486,3 +487,39 @@ def test_after_an_unanswered_commit_only_the_commit_again_is_allowed() -> None:
     producer.commit_transaction()
     producer.begin_transaction()  # answered: the producer goes on
     assert producer.producer_epoch == 1
+
+
+# --- the transaction version the service answers ---------------------------------------------
+
+
+def test_a_producer_asking_version_2_of_a_service_answering_version_1_speaks_version_1() -> None:
+    script = Script({
+        ("POST", "/v1/producers"): [ok({"producer_id": 7, "producer_epoch": 0, "transaction_version": 1})],
+        ("POST", "/v1/transactions/tx/begin"): [ok({"txn_id": 1})],
+    })
+    producer = Producer(URL, "tx", client=script.client())  # version 2 is the default
+    producer.init_transactions()
+    producer.begin_transaction()
+    assert producer.transaction_version == 1
+    assert script.requests == [("POST", "/v1/producers"), ("POST", "/v1/transactions/tx/begin")]
+
+
+def test_a_service_that_answers_no_transaction_version_predates_version_2() -> None:
+    script = Script({
+        ("POST", "/v1/producers"): [ok({"producer_id": 7, "producer_epoch": 0})],
+        ("POST", "/v1/transactions/tx/begin"): [ok({"txn_id": 1})],
+    })
+    producer = Producer(URL, "tx", client=script.client(), transaction_version=2)
+    producer.init_transactions()
+    producer.begin_transaction()
+    assert producer.transaction_version == 1
+    assert ("POST", "/v1/transactions/tx/begin") in script.requests
+
+
+def test_a_producer_answered_version_2_begins_no_transaction_on_the_service() -> None:
+    script = Script({("POST", "/v1/producers"): [ok({"producer_id": 7, "producer_epoch": 0, "transaction_version": 2})]})
+    producer = Producer(URL, "tx", client=script.client())
+    producer.init_transactions()
+    producer.begin_transaction()
+    assert producer.transaction_version == 2
+    assert script.requests == [("POST", "/v1/producers")]

@@ -1,0 +1,355 @@
+"""Kafka's administration APIs over the services the HTTP door calls: CreateTopics,
+DeleteTopics, CreatePartitions, DescribeConfigs, IncrementalAlterConfigs and DeleteRecords as
+/v1/topics, DescribeTransactions and ListTransactions (KIP-664) as /v1/transactions. Each topic
+(partition, transactional id) of a request is answered on its own, as Kafka does: one's
+refusal leaves the others' outcome as it is.
+
+A topic's config keys are the service's (app.domain.topic_config) spelt as Kafka spells
+them, dots for underscores: `retention_ms` is `retention.ms`, `cleanup_policy` is
+`cleanup.policy`; the service's own keys read the same way (`value.format`,
+`check.expected.offsets`). A value is text, parsed as the HTTP door and the CLI parse it
+(parse_config_text)."""
+
+from __future__ import annotations
+
+import datetime
+import enum
+import uuid
+from collections.abc import Callable
+from typing import Any
+
+from kio.schema.errors import ErrorCode
+
+from app.domain.errors import (
+    InvalidConfig,
+    InvalidRequest,
+    OutboxError,
+    TransactionalIdNotFound,
+    UnknownTopicOrPartition,
+)
+from app.domain.types import TransactionState
+from app.domain.topic_config import CONFIG_KEYS, ConfigTextError, TopicConfig, new_topic_config, parse_config_text
+from app.kafka.errors import error_code
+from app.kafka.protocol import build, response_module
+
+_ZERO_UUID = uuid.UUID(int=0)
+_NO_WAIT = datetime.timedelta(0)
+# Kafka's -1 for "no transaction start" (an idle transactional id): the millisecond before the
+# epoch; and the schema's default, the epoch, for a transactional id it could not describe.
+_NO_TIME = datetime.datetime.fromtimestamp(-0.001, tz=datetime.timezone.utc)
+_EPOCH = datetime.datetime.fromtimestamp(0, tz=datetime.timezone.utc)
+# The most transactions one ListTransactions answers, as GET /v1/transactions' largest limit.
+LIST_LIMIT = 10_000
+_DEFAULT_PARTITIONS = 1  # Kafka's num.partitions, for a CreateTopics that leaves the count to the broker
+
+
+class ResourceType(enum.IntEnum):
+    """Kafka's ConfigResource types this door knows."""
+
+    TOPIC = 2
+    BROKER = 4
+
+
+class ConfigSource(enum.IntEnum):
+    """DescribeConfigs' config_source: set on the topic, or the default."""
+
+    DYNAMIC_TOPIC_CONFIG = 1
+    DEFAULT_CONFIG = 5
+
+
+class AlterOperation(enum.IntEnum):
+    """IncrementalAlterConfigs' config_operation."""
+
+    SET = 0
+    DELETE = 1
+    APPEND = 2
+    SUBTRACT = 3
+
+
+def kafka_name(key: str) -> str:
+    return key.replace("_", ".")
+
+
+def config_key(name: str) -> str:
+    """The service's key of Kafka config `name`; INVALID_CONFIG for one the service has not."""
+    key = name.replace(".", "_")
+    if key not in CONFIG_KEYS:
+        raise InvalidConfig(f"unknown topic config {name!r}; known: {', '.join(kafka_name(k) for k in CONFIG_KEYS)}")
+    return key
+
+
+def config_text(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, enum.Enum):
+        return str(value.value)
+    return str(value)
+
+
+def parse_configs(pairs: dict[str, str | None]) -> dict[str, Any]:
+    """Kafka's (name, text) pairs as the service's typed config values; INVALID_CONFIG else."""
+    texts = {}
+    for name, text in pairs.items():
+        if text is None:
+            raise InvalidConfig(f"topic config {name!r} has no value")
+        texts[config_key(name)] = text
+    try:
+        return parse_config_text(texts)
+    except ConfigTextError as e:
+        raise InvalidConfig(str(e)) from None
+
+
+class AdminApis:
+    def __init__(self, services: Any) -> None:
+        self.services = services
+        self.settings = services.settings
+        self.handlers: dict[int, Callable[[Any, int], Any]] = {
+            19: self.create_topics, 20: self.delete_topics, 21: self.delete_records, 32: self.describe_configs,
+            37: self.create_partitions, 44: self.incremental_alter_configs,
+            65: self.describe_transactions, 66: self.list_transactions}
+
+    def _defaults(self) -> TopicConfig:
+        """A topic's config where nothing was set: max_message_bytes the service's."""
+        return new_topic_config({}, self.settings.message_max_bytes)
+
+    # --- CreateTopics ----------------------------------------------------------------------
+
+    def create_topics(self, body: Any, version: int) -> Any:
+        m = response_module(19, version)
+        assert m is not None
+        return build(m.CreateTopicsResponse, throttle_time=_NO_WAIT, topics=tuple(
+            self._create_topic(m, t, body.validate_only) for t in body.topics))
+
+    def _create_topic(self, m: Any, t: Any, validate_only: bool) -> Any:
+        def refused(e: OutboxError) -> Any:
+            return build(m.CreatableTopicResult, name=t.name, topic_id=_ZERO_UUID, error_code=error_code(e),
+                         error_message=e.message, topic_config_error_code=ErrorCode.none, num_partitions=-1,
+                         replication_factor=-1, configs=None)
+
+        try:
+            if t.assignments:
+                raise InvalidRequest("a manual partition assignment is not served: this broker leads every partition")
+            if t.replication_factor not in (-1, 1):
+                return build(m.CreatableTopicResult, name=t.name, topic_id=_ZERO_UUID,
+                             error_code=ErrorCode.invalid_replication_factor,
+                             error_message="every partition has one replica, in the database: replication factor 1",
+                             topic_config_error_code=ErrorCode.none, num_partitions=-1, replication_factor=-1,
+                             configs=None)
+            given = parse_configs({c.name: c.value for c in t.configs})
+            config = new_topic_config(given, self.settings.message_max_bytes)
+            count = _DEFAULT_PARTITIONS if t.num_partitions == -1 else t.num_partitions
+            topic = self.services.topics.create(t.name, count, config, validate_only=validate_only)
+        except OutboxError as e:
+            return refused(e)
+        if not hasattr(m, "CreatableTopicConfigs"):  # versions before 5 answer no configs
+            configs: tuple | None = None
+        else:
+            configs = self._created_configs(m, topic.config, given)
+        return build(m.CreatableTopicResult, name=t.name, topic_id=_ZERO_UUID, error_code=ErrorCode.none,
+                     error_message=None, topic_config_error_code=ErrorCode.none,
+                     num_partitions=topic.partition_count, replication_factor=1, configs=configs)
+
+    @staticmethod
+    def _created_configs(m: Any, config: TopicConfig, given: dict[str, Any]) -> tuple:
+        return tuple(
+            build(m.CreatableTopicConfigs, name=kafka_name(key), value=config_text(getattr(config, key)),
+                  read_only=key == "value_format", is_sensitive=False,
+                  config_source=ConfigSource.DYNAMIC_TOPIC_CONFIG if key in given else ConfigSource.DEFAULT_CONFIG)
+            for key in CONFIG_KEYS)
+
+    # --- DeleteTopics ----------------------------------------------------------------------
+
+    def delete_topics(self, body: Any, version: int) -> Any:
+        m = response_module(20, version)
+        assert m is not None
+        named = ([(t.name, t.topic_id) for t in body.topics] if hasattr(body, "topics")
+                 else [(name, _ZERO_UUID) for name in body.topic_names])
+        results = []
+        for name, topic_id in named:
+            code, message = ErrorCode.none, None
+            if name is None:
+                # Topics have no ids here (Metadata answers all zero): only names can be deleted.
+                code, message = ErrorCode.unknown_topic_id, "topics are deleted by name: they have no ids here"
+            else:
+                try:
+                    self.services.topics.delete(name)
+                except OutboxError as e:
+                    code, message = error_code(e), e.message
+            results.append(build(m.DeletableTopicResult, name=name, topic_id=topic_id, error_code=code,
+                                 error_message=message))
+        return build(m.DeleteTopicsResponse, throttle_time=_NO_WAIT, responses=tuple(results))
+
+    # --- CreatePartitions ------------------------------------------------------------------
+
+    def create_partitions(self, body: Any, version: int) -> Any:
+        m = response_module(37, version)
+        assert m is not None
+        results = []
+        for t in body.topics:
+            code, message = ErrorCode.none, None
+            try:
+                if t.assignments:
+                    raise InvalidRequest("a manual partition assignment is not served")
+                self.services.topics.create_partitions(t.name, t.count, validate_only=body.validate_only)
+            except OutboxError as e:
+                code, message = error_code(e), e.message
+            results.append(build(m.CreatePartitionsTopicResult, name=t.name, error_code=code, error_message=message))
+        return build(m.CreatePartitionsResponse, throttle_time=_NO_WAIT, results=tuple(results))
+
+    # --- DescribeConfigs -------------------------------------------------------------------
+
+    def describe_configs(self, body: Any, version: int) -> Any:
+        m = response_module(32, version)
+        assert m is not None
+        return build(m.DescribeConfigsResponse, throttle_time=_NO_WAIT, results=tuple(
+            self._describe_configs(m, r) for r in body.resources))
+
+    def _describe_configs(self, m: Any, r: Any) -> Any:
+        def result(code: ErrorCode, message: str | None, configs: tuple = ()) -> Any:
+            return build(m.DescribeConfigsResult, error_code=code, error_message=message,
+                         resource_type=r.resource_type, resource_name=r.resource_name, configs=configs)
+
+        if r.resource_type == ResourceType.BROKER:
+            # The broker's settings are the service's (OUTBOX_*), not Kafka configs: none to show.
+            return result(ErrorCode.none, None)
+        if r.resource_type != ResourceType.TOPIC:
+            return result(ErrorCode.invalid_request, f"resource type {r.resource_type} has no configs here")
+        try:
+            topic, _ = self.services.topics.describe(r.resource_name)
+            keys = CONFIG_KEYS if r.configuration_keys is None else [config_key(n) for n in r.configuration_keys]
+        except OutboxError as e:
+            return result(error_code(e), e.message)
+        defaults = self._defaults()
+        return result(ErrorCode.none, None, tuple(
+            build(m.DescribeConfigsResourceResult, name=kafka_name(key), value=config_text(getattr(topic.config, key)),
+                  read_only=key == "value_format", is_sensitive=False, synonyms=(), config_type=0,
+                  documentation=None,
+                  config_source=(ConfigSource.DEFAULT_CONFIG if getattr(topic.config, key) == getattr(defaults, key)
+                                 else ConfigSource.DYNAMIC_TOPIC_CONFIG))
+            for key in keys))
+
+    # --- IncrementalAlterConfigs -----------------------------------------------------------
+
+    def incremental_alter_configs(self, body: Any, version: int) -> Any:
+        m = response_module(44, version)
+        assert m is not None
+        results = []
+        for r in body.resources:
+            code, message = ErrorCode.none, None
+            try:
+                if r.resource_type != ResourceType.TOPIC:
+                    raise InvalidRequest("only topic configs can be altered: the broker's are the service's "
+                                         "settings (OUTBOX_*)")
+                self.services.topics.alter_config(r.resource_name, self._changes(r.configs),
+                                                  validate_only=body.validate_only)
+            except OutboxError as e:
+                code, message = error_code(e), e.message
+            results.append(build(m.AlterConfigsResourceResponse, error_code=code, error_message=message,
+                                 resource_type=r.resource_type, resource_name=r.resource_name))
+        return build(m.IncrementalAlterConfigsResponse, throttle_time=_NO_WAIT, responses=tuple(results))
+
+    def _changes(self, configs: Any) -> dict[str, Any]:
+        """SET a value; DELETE: back to the default. APPEND and SUBTRACT are for list configs,
+        which the service has none of (cleanup.policy is one value here: delete, compact or
+        compact,delete)."""
+        changes: dict[str, Any] = {}
+        setting: dict[str, str | None] = {}
+        defaults = self._defaults()
+        for c in configs:
+            if c.config_operation == AlterOperation.SET:
+                setting[c.name] = c.value
+            elif c.config_operation == AlterOperation.DELETE:
+                key = config_key(c.name)
+                changes[key] = getattr(defaults, key)
+            else:
+                raise InvalidRequest(f"config operation {c.config_operation} is not served for {c.name!r}: "
+                                     "SET (0) and DELETE (1) are")
+        changes.update(parse_configs(setting))
+        return changes
+
+    # --- DeleteRecords ---------------------------------------------------------------------
+
+    def delete_records(self, body: Any, version: int) -> Any:
+        m = response_module(21, version)
+        assert m is not None
+        topics = []
+        for t in body.topics:
+            answered = []
+            for p in t.partitions:
+                code, low = ErrorCode.none, -1
+                try:
+                    low = self.services.topics.delete_records(t.name, p.partition_index, self._up_to(t.name, p))
+                except OutboxError as e:
+                    code = error_code(e)
+                answered.append(build(m.DeleteRecordsPartitionResult, partition_index=p.partition_index,
+                                      low_watermark=low, error_code=code))
+            topics.append(build(m.DeleteRecordsTopicResult, name=t.name, partitions=tuple(answered)))
+        return build(m.DeleteRecordsResponse, throttle_time=_NO_WAIT, topics=tuple(topics))
+
+    def _up_to(self, topic: str, p: Any) -> int:
+        """The offset to delete below: as asked, or for Kafka's -1 (the high watermark) the
+        last stable offset, the furthest the log start may move (records of a transaction
+        still open stay)."""
+        if p.offset != -1:
+            return int(p.offset)
+        _, partitions = self.services.topics.describe(topic)
+        for info in partitions:
+            if info.partition == p.partition_index:
+                return int(info.last_stable_offset)
+        raise UnknownTopicOrPartition(f"unknown partition {p.partition_index} of topic {topic!r}")
+
+    # --- DescribeTransactions, ListTransactions (KIP-664) -------------------------------------
+
+    def describe_transactions(self, body: Any, version: int) -> Any:
+        m = response_module(65, version)
+        assert m is not None
+        return build(m.DescribeTransactionsResponse, throttle_time=_NO_WAIT, transaction_states=tuple(
+            self._describe_transaction(m, tid) for tid in body.transactional_ids))
+
+    def _describe_transaction(self, m: Any, transactional_id: str) -> Any:
+        try:
+            view = self.services.coordinator.describe(transactional_id)
+        except OutboxError as e:
+            # The refusal with every other field at its schema default, as Kafka answers it.
+            # TRANSACTIONAL_ID_NOT_FOUND is this API's own code (a producing request gets
+            # another for it: errors.py).
+            code = (ErrorCode.transactional_id_not_found if isinstance(e, TransactionalIdNotFound)
+                    else error_code(e))
+            return build(m.TransactionState, error_code=code, transactional_id=transactional_id,
+                         transaction_state="", transaction_timeout=_NO_WAIT, transaction_start_time=_EPOCH,
+                         producer_id=0, producer_epoch=0, topics=())
+        meta = view.meta
+        by_topic: dict[str, list[int]] = {}
+        for p in view.partitions:
+            by_topic.setdefault(p.topic, []).append(p.partition)
+        started = (_NO_TIME if meta.txn_started_ms is None
+                   else datetime.datetime.fromtimestamp(meta.txn_started_ms / 1000, tz=datetime.timezone.utc))
+        return build(m.TransactionState, error_code=ErrorCode.none, transactional_id=transactional_id,
+                     transaction_state=meta.state.value,
+                     transaction_timeout=datetime.timedelta(milliseconds=meta.transaction_timeout_ms),
+                     transaction_start_time=started, producer_id=meta.producer_id, producer_epoch=meta.producer_epoch,
+                     topics=tuple(build(m.TopicData, topic=name, partitions=tuple(parts))
+                                  for name, parts in sorted(by_topic.items())))
+
+    def list_transactions(self, body: Any, version: int) -> Any:
+        m = response_module(66, version)
+        assert m is not None
+        known = {s.value: s for s in TransactionState}
+        unknown = tuple(f for f in body.state_filters if f not in known)
+        states = [known[f] for f in body.state_filters if f in known] or None
+        duration = getattr(body, "duration_filter", -1)
+        try:
+            if unknown and states is None:
+                listed = []  # only filters naming no state: Kafka lists nothing
+            else:
+                listed = self.services.coordinator.list(states, LIST_LIMIT, None if duration < 0 else duration)
+        except OutboxError as e:
+            return build(m.ListTransactionsResponse, throttle_time=_NO_WAIT, error_code=error_code(e),
+                         unknown_state_filters=unknown, transaction_states=())
+        producers = set(body.producer_id_filters)
+        return build(m.ListTransactionsResponse, throttle_time=_NO_WAIT, error_code=ErrorCode.none,
+                     unknown_state_filters=unknown, transaction_states=tuple(
+                         build(m.TransactionState, transactional_id=t.transactional_id, producer_id=t.producer_id,
+                               transaction_state=t.state.value)
+                         for t in listed if not producers or t.producer_id in producers))
+

@@ -1,0 +1,316 @@
+"""The Kafka door against the HTTP door, on one service and one database, in the same run.
+
+    .venv/bin/python benchmarks/kafka_door.py                      # PostgreSQL
+    .venv/bin/python benchmarks/kafka_door.py --db sqlite --rounds 8
+
+Starts one `outbox serve` with its Kafka listener (OUTBOX_KAFKA_LISTENER) on a scratch
+database and drives both doors from this process, in turns of `--turn-seconds` taken in an
+order shuffled afresh each round (from a printed seed), so that every path meets the same
+drift of the machine:
+
+- produce: the HTTP Send of 1,000-record batches (benchmarks/run.py's Producer, the same
+  records) against librdkafka (confluent-kafka) producing the same values and keys through the
+  listener, plain, idempotent, and transactional with a commit every 100 ms. librdkafka batches
+  as it likes (linger.ms 5, up to 10,000 records a batch); each turn ends with a flush, counted
+  in its time, and counts only records whose delivery was reported without error;
+- fetch: a read_committed HTTP Fetch (pages of 5,000) against a read_committed librdkafka
+  consumer (assigned, no group) reading the same committed records, both starting over at the
+  log start when they reach the end;
+- latency: a librdkafka transactional producer's commit_transaction() of one record to the
+  record in a waiting read_committed consumer's hands (fetch.wait.max.ms 500).
+
+CPU per record is read per process (benchmarks/run.py's CpuMeter): the service's, this
+process's (the load generator: http.client, or librdkafka's threads), and the PostgreSQL
+backends serving the scratch database. The ratios are the figures; the absolute rates are of
+2 shared cores. Nothing is hard-coded: every figure is measured in the run that prints it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+import statistics
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import orjson
+from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, Producer as KafkaProducer, TopicPartition
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from scratch import scratch_database  # noqa: E402
+from run import (  # noqa: E402 - the benchmark's own modules, not a package
+    BATCH,
+    VALUE,
+    Cpu,
+    CpuMeter,
+    Producer,
+    Reader,
+    Service,
+    Turn,
+    _free_port,
+    create_topic,
+    pct,
+    ratio_line,
+)
+
+TXN_EVERY_S = 0.1
+# The records every path writes: run.py's, as Kafka records (key and value as UTF-8 bytes).
+KEYS = [f"k{i}".encode() for i in range(BATCH)]
+VALUE_BYTES = orjson.dumps(VALUE)
+
+
+class KafkaPath:
+    """A librdkafka producer through the listener: plain, idempotent or transactional (a
+    commit every TXN_EVERY_S), kept from turn to turn as a long-lived producer is."""
+
+    def __init__(self, bootstrap: str, mode: str) -> None:
+        config = {"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 5,
+                  "batch.num.messages": 10_000, "queue.buffering.max.messages": 200_000,
+                  "enable.idempotence": mode != "plain"}
+        if mode == "transactional":
+            config["transactional.id"] = f"bench-kafka-{random.getrandbits(32)}"
+        self.mode = mode
+        self.producer = KafkaProducer(config)
+        self.delivered = 0
+        self.failed = 0
+        if mode == "transactional":
+            self.producer.init_transactions(30)
+
+    def _report(self, err: object, _msg: object) -> None:
+        if err is None:
+            self.delivered += 1
+        else:
+            self.failed += 1
+
+    def _produce_until(self, topic: str, deadline: float) -> None:
+        p, i = self.producer, 0
+        while time.perf_counter() < deadline:
+            try:
+                p.produce(topic, VALUE_BYTES, KEYS[i % BATCH], partition=0, on_delivery=self._report)
+                i += 1
+            except BufferError:
+                p.poll(0.005)
+            if i % 1000 == 0:
+                p.poll(0)
+
+    def turn(self, topic: str, seconds: float) -> Turn:
+        self.delivered = self.failed = 0
+        t0 = time.perf_counter()
+        deadline = t0 + seconds
+        if self.mode == "transactional":
+            while time.perf_counter() < deadline:
+                self.producer.begin_transaction()
+                self._produce_until(topic, min(deadline, time.perf_counter() + TXN_EVERY_S))
+                self.producer.commit_transaction(30)
+        else:
+            self._produce_until(topic, deadline)
+            self.producer.flush(30)
+        took = time.perf_counter() - t0
+        if self.failed:
+            raise RuntimeError(f"{self.failed} records of a {self.mode} turn were not delivered")
+        return self.delivered, took
+
+    def close(self) -> None:
+        self.producer.flush(10)
+        del self.producer  # librdkafka's handle closes its connections when collected
+
+
+class KafkaReader:
+    """A read_committed librdkafka consumer of one partition, taking turns like run.py's
+    Reader: it reads for `seconds`, starting over at the log start at the end of the log.
+
+    librdkafka fetches ahead into a local queue, so each turn has a consumer of its own,
+    assigned at the next offset to read and closed at the turn's end (its connection and
+    metadata requests are in the turn's time): a turn reads what the service serves during
+    it, never what was fetched ahead in another path's turn."""
+
+    def __init__(self, bootstrap: str, topic: str) -> None:
+        self.bootstrap, self.topic = bootstrap, topic
+        self.next_offset = 0
+
+    def turn(self, seconds: float) -> Turn:
+        n = 0
+        t0 = time.perf_counter()
+        consumer = Consumer({"bootstrap.servers": self.bootstrap, "group.id": "bench-reader",
+                             "isolation.level": "read_committed", "enable.auto.commit": False,
+                             "fetch.wait.max.ms": 100, "enable.partition.eof": True})
+        try:
+            consumer.assign([TopicPartition(self.topic, 0, self.next_offset)])
+            deadline = t0 + seconds
+            while time.perf_counter() < deadline:
+                for m in consumer.consume(5000, 0.05):
+                    if m.error() is not None:
+                        if m.error().code() == KafkaError._PARTITION_EOF:
+                            self.next_offset = 0
+                            consumer.seek(TopicPartition(self.topic, 0, 0))
+                            break
+                        raise RuntimeError(f"consumer error: {m.error()}")
+                    n += 1
+                    self.next_offset = m.offset() + 1
+        finally:
+            consumer.close()
+        return n, time.perf_counter() - t0
+
+    def close(self) -> None:
+        pass
+
+
+def commit_to_consumer(bootstrap: str, topic: str, samples: int) -> list[float]:
+    """Milliseconds from a transactional producer's commit_transaction() call to its one record
+    in the hands of a read_committed consumer already waiting at the log end."""
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "bench-latency",
+                         "isolation.level": "read_committed", "enable.auto.commit": False,
+                         "fetch.wait.max.ms": 500})
+    consumer.assign([TopicPartition(topic, 0, OFFSET_BEGINNING)])
+    producer = KafkaProducer({"bootstrap.servers": bootstrap, "transactional.id": "bench-latency",
+                              "linger.ms": 0})
+    producer.init_transactions(30)
+    out = []
+    try:
+        consumer.poll(1.0)  # connected and waiting
+        for i in range(samples):
+            producer.begin_transaction()
+            producer.produce(topic, VALUE_BYTES, f"l{i}".encode(), partition=0)
+            producer.flush(30)
+            t0 = time.perf_counter()
+            producer.commit_transaction(30)
+            while True:
+                m = consumer.poll(5.0)
+                if m is not None and m.error() is None:
+                    break
+            out.append((time.perf_counter() - t0) * 1000)
+    finally:
+        consumer.close()
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--db", choices=["sqlite", "postgresql"], default="postgresql")
+    parser.add_argument("--rounds", type=int, default=8)
+    parser.add_argument("--turn-seconds", type=float, default=0.5)
+    parser.add_argument("--seed", type=int, default=None, help="of the rotation's shuffle (printed)")
+    parser.add_argument("--latency-samples", type=int, default=100)
+    args = parser.parse_args(argv)
+    seed = args.seed if args.seed is not None else random.randrange(2**32)
+    rng = random.Random(seed)
+
+    with scratch_database(args.db, "kafka") as db_url:
+        kafka_port = _free_port()
+        service = Service(db_url, OUTBOX_KAFKA_LISTENER=f"127.0.0.1:{kafka_port}")
+        bootstrap = f"127.0.0.1:{kafka_port}"
+        meter = CpuMeter(service, db_url)
+        closers: list[Callable[[], object]] = []
+        try:
+            # An HTTP path's turn writes a topic of its own, made before the turn's clock starts
+            # (run.py's Producer starts its sequences at 0 every turn); librdkafka's go on in
+            # one topic, whose metadata it keeps, as a long-lived producer's do.
+            producing: dict[str, tuple[Callable[[str, float], Turn], Callable[[], str]]] = {}
+            made = iter(range(1_000_000))
+
+            def fresh_topic(mode: str) -> str:
+                topic = f"http-{mode}-{next(made)}"
+                create_topic(service.url, topic, 1)
+                return topic
+
+            for name, mode in (("plain", "plain"), ("idempotent", "idempotent"),
+                               ("transactional (commit / 100 ms)", "transactional")):
+                http = Producer(service.url, mode, f"bench-http-{mode}", commit_every_ms=TXN_EVERY_S * 1000,
+                                transaction_version=2)
+                closers.append(http.close)
+                producing[f"HTTP produce {name}"] = (http.turn, lambda mode=mode: fresh_topic(mode))
+                topic = f"kafka-{mode}"
+                create_topic(service.url, topic, 1)
+                kafka_path = KafkaPath(bootstrap, mode)
+                closers.append(kafka_path.close)
+                producing[f"Kafka produce {name}"] = (kafka_path.turn, lambda topic=topic: topic)
+
+            # The records both readers read: at least 200,000 plain records sent over HTTP.
+            create_topic(service.url, "read", 1)
+            filler = Producer(service.url, "plain")
+            filled = 0
+            while filled < 200 * BATCH:
+                filled += filler.turn("read", 0.5)[0]
+            filler.close()
+            http_reader = Reader(service.url, "read", "read_committed")
+            kafka_reader = KafkaReader(bootstrap, "read")
+            closers.append(kafka_reader.close)
+            reading: dict[str, Callable[[float], Turn]] = {
+                "HTTP fetch read_committed": http_reader.turn,
+                "Kafka consume read_committed": kafka_reader.turn,
+            }
+
+            names = [*producing, *reading]
+            turns: dict[str, list[Turn]] = {n: [] for n in names}
+            cpu: dict[str, Cpu] = {n: Cpu(database=None) for n in names}
+            # A warm-up turn each, not counted: connections, metadata, prepared statements.
+            for name in names:
+                if name in producing:
+                    work, topic_of = producing[name]
+                    work(topic_of(), 0.2)
+                else:
+                    reading[name](0.2)
+            for _ in range(args.rounds):
+                order = names[:]
+                rng.shuffle(order)
+                for name in order:
+                    if name in producing:
+                        work, topic_of = producing[name]
+                        topic = topic_of()
+                        turn, used = meter.measure(lambda: work(topic, args.turn_seconds))
+                    else:
+                        turn, used = meter.measure(lambda: reading[name](args.turn_seconds))
+                    turns[name].append(turn)
+                    cpu[name].add(used)
+            create_topic(service.url, "latency", 1)
+            latency = commit_to_consumer(bootstrap, "latency", args.latency_samples)
+        finally:
+            for close in closers:
+                close()
+            meter.close()
+            service.stop()
+
+    def rate(name: str) -> float:
+        return sum(n for n, _ in turns[name]) / sum(t for _, t in turns[name])
+
+    print(f"# {args.db}: {args.rounds} rounds of {args.turn_seconds:g} s turns, order shuffled each round "
+          f"(--seed {seed}); librdkafka {__import__('confluent_kafka').libversion()[0]}\n")
+    print("| path | records/s | CPU µs / record: service | client | database |\n| --- | ---: | ---: | ---: | ---: |")
+    for name in names:
+        n = sum(r for r, _ in turns[name])
+        c = cpu[name]
+        db = "" if c.database is None else f"{c.database / n * 1e6:.1f}"
+        print(f"| {name} | {rate(name):,.0f} | {c.service / n * 1e6:.1f} | {c.client / n * 1e6:.1f} | {db} |")
+    print("\n| ratio | value | in each quarter of the rounds |\n| --- | ---: | ---: |")
+    pairs = [
+        ("Kafka produce plain ÷ HTTP produce plain", "Kafka produce plain", "HTTP produce plain"),
+        ("Kafka produce idempotent ÷ Kafka produce plain", "Kafka produce idempotent", "Kafka produce plain"),
+        ("Kafka produce transactional (commit / 100 ms) ÷ Kafka produce plain",
+         "Kafka produce transactional (commit / 100 ms)", "Kafka produce plain"),
+        ("HTTP produce idempotent ÷ HTTP produce plain", "HTTP produce idempotent", "HTTP produce plain"),
+        ("HTTP produce transactional (commit / 100 ms) ÷ HTTP produce plain",
+         "HTTP produce transactional (commit / 100 ms)", "HTTP produce plain"),
+        ("Kafka consume read_committed ÷ HTTP fetch read_committed", "Kafka consume read_committed",
+         "HTTP fetch read_committed"),
+    ]
+    for label, a, b in pairs:
+        print(ratio_line(label, rate(a) / rate(b), turns[a], turns[b]))
+
+    def service_us(name: str) -> float:
+        return cpu[name].service / sum(r for r, _ in turns[name]) * 1e6
+
+    print("\n| service CPU per record, ratio | value |\n| --- | ---: |")
+    print(f"| Kafka produce plain ÷ HTTP produce plain (target ≤ 1) | "
+          f"{service_us('Kafka produce plain') / service_us('HTTP produce plain'):.2f} |")
+    print(f"| Kafka consume ÷ HTTP fetch, read_committed | "
+          f"{service_us('Kafka consume read_committed') / service_us('HTTP fetch read_committed'):.2f} |")
+    print(f"\n| latency | p50 ms | p99 ms | max ms | samples |\n| --- | ---: | ---: | ---: | ---: |\n"
+          f"| commit_transaction() → in a waiting read_committed consumer's hands | "
+          f"{statistics.median(latency):.2f} | {pct(latency, 99):.2f} | {max(latency):.2f} | {len(latency)} |")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,206 @@
+"""Administration through Kafka's admin APIs: CreateTopics, DeleteTopics, CreatePartitions,
+DescribeConfigs, IncrementalAlterConfigs, DeleteRecords through librdkafka's AdminClient
+(confluent-kafka), DescribeTransactions and ListTransactions in raw frames; each checked
+against what the HTTP door of the same process describes. On SQLite and PostgreSQL."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from confluent_kafka import KafkaError, KafkaException, TopicPartition
+from confluent_kafka.admin import (
+    AdminClient,
+    AlterConfigOpType,
+    ConfigEntry,
+    ConfigResource,
+    ConfigSource,
+    NewPartitions,
+    NewTopic,
+)
+
+from tests.helpers import batch, begin, create_topic, init_producer, send
+from tests.kafka.conftest import Listener, ask
+
+pytestmark = pytest.mark.kafka
+
+TIMEOUT_S = 20
+
+
+@pytest.fixture
+def admin(kafka: Listener) -> AdminClient:
+    return AdminClient({"bootstrap.servers": kafka.bootstrap})
+
+
+def _done(futures: dict[Any, Any]) -> dict[Any, Any]:
+    """Each future's result, or the KafkaError it failed with."""
+    out = {}
+    for key, future in futures.items():
+        try:
+            out[key] = future.result(TIMEOUT_S)
+        except KafkaException as e:
+            out[key] = e.args[0]
+    return out
+
+
+def _described(kafka: Listener, topic: str) -> dict[str, Any]:
+    r = kafka.client.get(f"/v1/topics/{topic}")
+    assert r.status_code == 200, r.text
+    return r.json()
+
+
+def test_create_topics_makes_the_topic_with_its_partitions_and_config(kafka: Listener, admin: AdminClient) -> None:
+    got = _done(admin.create_topics([NewTopic("orders", 3, 1, config={"retention.ms": "60000",
+                                                                      "cleanup.policy": "compact"})]))
+    assert got == {"orders": None}
+    topic = _described(kafka, "orders")
+    assert topic["partition_count"] == 3
+    assert (topic["config"]["retention_ms"], topic["config"]["cleanup_policy"]) == (60000, "compact")
+
+
+def test_create_topics_answers_each_topic_on_its_own(kafka: Listener, admin: AdminClient) -> None:
+    create_topic(kafka.client, "taken", 1)
+    got = _done(admin.create_topics([NewTopic("taken", 1, 1), NewTopic("fresh", 2, 1),
+                                     NewTopic("bad/name", 1, 1), NewTopic("copies", 1, 3),
+                                     NewTopic("odd", 1, 1, config={"retention.ms": "soon"}),
+                                     NewTopic("unknown-key", 1, 1, config={"segment.ms": "1"})]))
+    assert got["fresh"] is None
+    assert {name: e.code() for name, e in got.items() if e is not None} == {
+        "taken": KafkaError.TOPIC_ALREADY_EXISTS,
+        "bad/name": KafkaError.TOPIC_EXCEPTION,
+        "copies": KafkaError.INVALID_REPLICATION_FACTOR,
+        "odd": KafkaError.INVALID_CONFIG,
+        "unknown-key": KafkaError.INVALID_CONFIG,
+    }
+    names = {t["name"] for t in kafka.client.get("/v1/topics").json()["topics"]}
+    assert names == {"taken", "fresh"}
+
+
+def test_create_topics_with_validate_only_creates_nothing(kafka: Listener, admin: AdminClient) -> None:
+    assert _done(admin.create_topics([NewTopic("checked", 2, 1)], validate_only=True)) == {"checked": None}
+    assert kafka.client.get("/v1/topics/checked").status_code == 404
+    create_topic(kafka.client, "exists", 1)
+    (error,) = _done(admin.create_topics([NewTopic("exists", 1, 1)], validate_only=True)).values()
+    assert error.code() == KafkaError.TOPIC_ALREADY_EXISTS
+
+
+def test_create_partitions_grows_the_topic_and_refuses_to_shrink_it(kafka: Listener, admin: AdminClient) -> None:
+    create_topic(kafka.client, "orders", 2)
+    assert _done(admin.create_partitions([NewPartitions("orders", 4)])) == {"orders": None}
+    assert _described(kafka, "orders")["partition_count"] == 4
+    (error,) = _done(admin.create_partitions([NewPartitions("orders", 3)])).values()
+    assert error.code() == KafkaError.INVALID_PARTITIONS
+    assert _done(admin.create_partitions([NewPartitions("orders", 6)], validate_only=True)) == {"orders": None}
+    assert _described(kafka, "orders")["partition_count"] == 4
+
+
+def test_describe_configs_shows_the_topic_config_in_kafka_s_names(kafka: Listener, admin: AdminClient) -> None:
+    kafka.client.post("/v1/topics", json={"name": "orders", "partitions": 1, "config": {"retention_ms": 60000}})
+    (entries,) = _done(admin.describe_configs([ConfigResource(ConfigResource.Type.TOPIC, "orders")])).values()
+    assert entries["retention.ms"].value == "60000"
+    assert entries["retention.ms"].source == ConfigSource.DYNAMIC_TOPIC_CONFIG.value
+    assert (entries["cleanup.policy"].value, entries["cleanup.policy"].source) == (
+        "delete", ConfigSource.DEFAULT_CONFIG.value)
+    assert entries["value.format"].value == "json" and entries["value.format"].is_read_only
+    config = _described(kafka, "orders")["config"]
+    assert {name.replace(".", "_"): e.value for name, e in entries.items()} == {
+        key: (str(v).lower() if isinstance(v, bool) else str(v)) for key, v in config.items()}
+
+
+def test_describe_configs_of_a_missing_topic_is_unknown(admin: AdminClient) -> None:
+    (error,) = _done(admin.describe_configs([ConfigResource(ConfigResource.Type.TOPIC, "nope")])).values()
+    assert error.code() == KafkaError.UNKNOWN_TOPIC_OR_PART
+
+
+def test_incremental_alter_configs_sets_and_deletes_keys(kafka: Listener, admin: AdminClient) -> None:
+    kafka.client.post("/v1/topics", json={"name": "orders", "partitions": 1,
+                                          "config": {"retention_ms": 60000, "retention_bytes": 4096}})
+    resource = ConfigResource(ConfigResource.Type.TOPIC, "orders", incremental_configs=[
+        ConfigEntry("retention.ms", "120000", incremental_operation=AlterConfigOpType.SET),
+        ConfigEntry("retention.bytes", None, incremental_operation=AlterConfigOpType.DELETE)])
+    assert list(_done(admin.incremental_alter_configs([resource])).values()) == [None]
+    config = _described(kafka, "orders")["config"]
+    assert (config["retention_ms"], config["retention_bytes"]) == (120000, -1)
+
+
+def test_incremental_alter_configs_refuses_what_the_topic_cannot_take_and_changes_nothing(
+        kafka: Listener, admin: AdminClient) -> None:
+    create_topic(kafka.client, "orders", 1)
+    before = _described(kafka, "orders")["config"]
+    for entry in (ConfigEntry("value.format", "bytes", incremental_operation=AlterConfigOpType.SET),
+                  ConfigEntry("retention.ms", "-5", incremental_operation=AlterConfigOpType.SET),
+                  ConfigEntry("cleanup.policy", "compact", incremental_operation=AlterConfigOpType.APPEND)):
+        resource = ConfigResource(ConfigResource.Type.TOPIC, "orders", incremental_configs=[entry])
+        (error,) = _done(admin.incremental_alter_configs([resource])).values()
+        assert error.code() in (KafkaError.INVALID_CONFIG, KafkaError.INVALID_REQUEST), entry
+    assert _described(kafka, "orders")["config"] == before
+
+
+def test_delete_records_moves_the_log_start(kafka: Listener, admin: AdminClient) -> None:
+    create_topic(kafka.client, "orders", 1)
+    assert send(kafka.client, [batch("orders", 0, ["a", "b", "c", "d"])]).status_code == 200
+    (result,) = _done(admin.delete_records([TopicPartition("orders", 0, 2)])).values()
+    assert result.low_watermark == 2
+    (partition,) = _described(kafka, "orders")["partitions"]
+    assert partition["log_start_offset"] == 2
+    (result,) = _done(admin.delete_records([TopicPartition("orders", 0, -1)])).values()
+    assert result.low_watermark == 4  # -1: as far as it may go, the last stable offset
+
+
+def test_delete_topics_deletes_by_name(kafka: Listener, admin: AdminClient) -> None:
+    create_topic(kafka.client, "orders", 1)
+    got = _done(admin.delete_topics(["orders", "nope"]))
+    assert got["orders"] is None
+    assert got["nope"].code() == KafkaError.UNKNOWN_TOPIC_OR_PART
+    assert kafka.client.get("/v1/topics/orders").status_code == 404
+
+
+# --- DescribeTransactions and ListTransactions (no Python client speaks them: raw frames) -------
+
+
+def _open_transaction(kafka: Listener, tid: str) -> dict[str, Any]:
+    """A version 1 transaction of `tid` over HTTP, open with one record in orders/1."""
+    p = init_producer(kafka.client, tid)
+    begin(kafka.client, tid, p)
+    assert send(kafka.client, [batch("orders", 1, ["a"], 0)], p, tid).status_code == 200
+    return p
+
+
+def test_describe_transactions_shows_the_open_transaction_and_its_partitions(kafka: Listener) -> None:
+    from kio.schema.describe_transactions.v0.request import DescribeTransactionsRequest
+    from kio.schema.errors import ErrorCode
+
+    create_topic(kafka.client, "orders", 2)
+    p = _open_transaction(kafka, "pay-1")
+    with kafka.connect() as s:
+        answer = ask(s, 65, 0, DescribeTransactionsRequest(transactional_ids=("pay-1", "nobody")))
+    found, missing = answer.transaction_states
+    assert (found.error_code, found.transaction_state, found.producer_id, found.producer_epoch) == (
+        ErrorCode.none, "Ongoing", p["producer_id"], p["producer_epoch"])
+    assert [(t.topic, tuple(t.partitions)) for t in found.topics] == [("orders", (1,))]
+    described = kafka.client.get("/v1/transactions/pay-1").json()
+    assert round(found.transaction_start_time.timestamp() * 1000) == described["txn_started_ms"]
+    assert found.transaction_timeout.total_seconds() * 1000 == described["transaction_timeout_ms"]
+    assert missing.error_code == ErrorCode.transactional_id_not_found
+
+
+def test_list_transactions_filters_by_state_and_producer(kafka: Listener) -> None:
+    from kio.schema.errors import ErrorCode
+    from kio.schema.list_transactions.v1.request import ListTransactionsRequest
+
+    create_topic(kafka.client, "orders", 2)
+    open_one = _open_transaction(kafka, "open-1")
+    init_producer(kafka.client, "idle-1")
+    with kafka.connect() as s:
+        every = ask(s, 66, 1, ListTransactionsRequest(state_filters=(), producer_id_filters=(), duration_filter=-1))
+        ongoing = ask(s, 66, 1, ListTransactionsRequest(state_filters=("Ongoing", "Sleeping"), producer_id_filters=(),
+                                                         duration_filter=-1))
+        by_producer = ask(s, 66, 1, ListTransactionsRequest(state_filters=(),
+                                                             producer_id_filters=(open_one["producer_id"],),
+                                                             duration_filter=-1))
+    assert every.error_code == ErrorCode.none
+    assert sorted((t.transactional_id, t.transaction_state) for t in every.transaction_states) == [
+        ("idle-1", "Empty"), ("open-1", "Ongoing")]
+    assert [t.transactional_id for t in ongoing.transaction_states] == ["open-1"]
+    assert ongoing.unknown_state_filters == ("Sleeping",)
+    assert [t.transactional_id for t in by_producer.transaction_states] == ["open-1"]
