@@ -13,6 +13,9 @@ from sqlalchemy.exc import ArgumentError
 LOG_LEVELS = ("critical", "error", "warning", "info", "debug")
 AUTHENTICATION_METHODS = ("api_key", "jwt", "mtls")
 NO_AUTHENTICATION = "none"
+# The most samples the console's rate history keeps (a sample is five numbers): a window of
+# hours at a short interval would otherwise grow without bound.
+CONSOLE_HISTORY_MAX_SAMPLES = 10_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -183,6 +186,11 @@ class Settings(BaseSettings):
     # need credentials too (and describe on the cluster for /metrics).
     protect_metrics: bool = False
     protect_docs: bool = False
+    # The console's rate history (GET /v1/console/history, app.api.rate_history): every
+    # interval this process samples its own counters, and keeps the rates of the last window.
+    # At most CONSOLE_HISTORY_MAX_SAMPLES samples are kept, whatever the two say.
+    console_history_interval_ms: int = Field(default=2_000, ge=100, le=3_600_000)
+    console_history_window_ms: int = Field(default=900_000, ge=1_000, le=7 * 24 * 3600 * 1000)
 
     @field_validator("database_url")
     @classmethod
@@ -293,6 +301,11 @@ class Settings(BaseSettings):
             raise ValueError(
                 "OUTBOX_DEFAULT_TRANSACTION_TIMEOUT_MS exceeds OUTBOX_MAX_TRANSACTION_TIMEOUT_MS"
             )
+        if self.console_history_samples > CONSOLE_HISTORY_MAX_SAMPLES:
+            raise ValueError(
+                f"OUTBOX_CONSOLE_HISTORY_WINDOW_MS / OUTBOX_CONSOLE_HISTORY_INTERVAL_MS is "
+                f"{self.console_history_samples} samples, more than the {CONSOLE_HISTORY_MAX_SAMPLES} kept at most"
+            )
         for name in ("fetch_max_bytes", "fetch_max_partition_bytes"):
             if getattr(self, f"{name}_default") > getattr(self, f"{name}_limit"):
                 raise ValueError(f"OUTBOX_{name.upper()}_DEFAULT exceeds OUTBOX_{name.upper()}_LIMIT")
@@ -305,6 +318,11 @@ class Settings(BaseSettings):
                 "OUTBOX_MAX_WAITING_REQUESTS_PER_PRINCIPAL exceeds OUTBOX_MAX_WAITING_REQUESTS"
             )
         return self
+
+    @property
+    def console_history_samples(self) -> int:
+        """How many samples the console's rate history keeps: its window, in intervals."""
+        return -(-self.console_history_window_ms // self.console_history_interval_ms)
 
     @property
     def partition_count_limit(self) -> Limit:

@@ -27,7 +27,9 @@ from app.services.security import SecurityState
 from app.api.json_body import JsonBody
 from app.api.request_metrics import RequestMetrics
 from app.api.security_headers import SecurityHeaders
-from app.api.routers import acls, fetch, groups, health, metrics, producers, records, topics, transactions
+from app.api.rate_history import RateHistory
+from app.api.routers import (acls, console_history, fetch, groups, health, metrics, producers, records, topics,
+                             transactions)
 from app.api.security import authenticate, requires
 from app.domain.acl import CLUSTER, Operation
 from app.domain.clock import Clock, system_clock
@@ -81,6 +83,7 @@ def create_app(settings: Settings | None = None, clock: Clock = system_clock, *,
         app.state.schema_gate = schema
         for worker in workers:
             worker.start(schema)
+        sampling = asyncio.create_task(app.state.rate_history.run(), name="outbox-rate-history")
         stop_watching = threading.Event()
         if not schema.open and not workers:
             # No worker looks for the migration (--no-coordinator, authentication off): without
@@ -91,6 +94,7 @@ def create_app(settings: Settings | None = None, clock: Clock = system_clock, *,
         try:
             yield
         finally:
+            sampling.cancel()
             stop_watching.set()
             log_changes.stop()
             for worker in workers:
@@ -110,6 +114,9 @@ def create_app(settings: Settings | None = None, clock: Clock = system_clock, *,
     )
     app.state.settings = settings
     app.state.security = None  # set by the lifespan when authentication is on
+    app.state.rate_history = RateHistory(
+        interval_ms=settings.console_history_interval_ms, window_ms=settings.console_history_window_ms,
+        max_samples=settings.console_history_samples, clock=clock)
     errors.install(app)
     # The schema first: on a database not migrated yet, credentials cannot be checked either.
     authenticated = [Depends(require_schema), Depends(authenticate)]
@@ -125,7 +132,7 @@ def create_app(settings: Settings | None = None, clock: Clock = system_clock, *,
 
     # Every router of the API is authenticated by construction; the health probes are not
     # (a load balancer has no credentials), /metrics where OUTBOX_PROTECT_METRICS says.
-    api_routers = [m.router for m in (topics, producers, records, fetch, transactions, groups)]
+    api_routers = [m.router for m in (topics, producers, records, fetch, transactions, groups, console_history)]
     api_routers += [transactions.admin_router, acls.router, acls.principals_router]
     for router in api_routers:
         app.include_router(router, dependencies=authenticated)

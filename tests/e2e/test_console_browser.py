@@ -13,7 +13,10 @@ or .artifacts/screenshots) and their paths printed.
 from __future__ import annotations
 
 import json
+import math
+import re
 import time
+from datetime import datetime
 from collections.abc import Iterator
 from typing import Any
 from urllib.parse import urlsplit
@@ -30,7 +33,8 @@ WAIT_MS = 20_000
 # Short timeouts, and no coordinator worker: a transaction left open becomes hanging (open past
 # the maximum timeout, nobody aborting it) within seconds.
 SETTINGS = {"run_coordinator": False, "max_transaction_timeout_ms": 1500, "default_transaction_timeout_ms": 1000,
-            "transactional_id_expiration_ms": 600_000}
+            "transactional_id_expiration_ms": 600_000, "console_history_interval_ms": 500,
+            "console_history_window_ms": 120_000}
 
 
 @pytest.fixture(scope="module")
@@ -66,10 +70,10 @@ class Console:
     def wait_text(self, text: str, selector: str = "main") -> None:
         self.page.locator(selector).get_by_text(text).first.wait_for(timeout=WAIT_MS)
 
-    def screenshot(self, name: str) -> None:
+    def screenshot(self, name: str, full_page: bool = True) -> None:
         path = screenshot_dir() / name
         path.parent.mkdir(parents=True, exist_ok=True)
-        self.page.screenshot(path=str(path), full_page=True)
+        self.page.screenshot(path=str(path), full_page=full_page)
         with self.capsys.disabled():
             print(f"\nscreenshot: {path}")
 
@@ -117,8 +121,7 @@ def test_a_topic_a_transaction_and_a_groups_lag_falling_to_zero(console: Console
         ok(api.post("/v1/topics", json={"name": "income", "partitions": 1}))
         console.open("#/topics")
         console.wait_text("orders")
-        console.screenshot("console-topics.png")
-        assert "orders\t2\tdelete" in console.text()
+        assert "orders\t2\t0\t0 B\tno group\tdelete" in console.text()
 
         ok(api.post("/v1/records", json={"batches": [{"topic": "orders", "partition": 0, "records": [
             {"key": f"order-{i}", "value": {"price": i}} for i in range(3)]}]}))
@@ -142,13 +145,12 @@ def test_a_topic_a_transaction_and_a_groups_lag_falling_to_zero(console: Console
         console.screenshot("console-group-lag.png")
 
         console.open("#/topics/income/0?isolation=read_uncommitted&offset=0")
-        console.wait_text("committed")
-        console.screenshot("console-records.png")
-        row = console.page.locator("tbody tr").first.inner_text().split("\t")
+        console.page.locator("#records").wait_for(timeout=WAIT_MS)  # the same document: the group's page is gone
+        row = console.page.locator("#records tbody tr").first.inner_text().split("\t")
         assert row[:4] == ["0", "1", "committed", "k"]  # offset 0, exposed at its COMMIT marker 1
 
         console.open("#/transactions?show=all")
-        console.wait_text("CompleteCommit")
+        console.wait_text("CompleteCommit", "main tbody")
         console.open("#/transactions")
         console.wait_text("No transaction here.")
 
@@ -200,7 +202,7 @@ def test_a_hanging_transaction_is_aborted_from_the_page(console: Console, server
 
         console.open("")
         console.wait_text("stuck")  # the overview lists hanging transactions
-        console.screenshot("console-overview.png")
+        console.screenshot("console-overview-hanging.png")
         console.page.get_by_role("link", name="stuck").click()
         console.wait_text("Transaction stuck")
         console.screenshot("console-hanging-transaction.png")
@@ -219,8 +221,30 @@ def test_a_hanging_transaction_is_aborted_from_the_page(console: Console, server
         assert ok(api.get("/v1/topics/payments/partitions/0/records"))["records"] == []
 
 
-def test_the_overview_plots_the_rates_of_records_produced_and_fetched(console: Console, server: ServiceProcess) -> None:
+def time_axis(console: Console, chart: str) -> list[str]:
+    """The tick labels of a chart's time axis, as its accessible label names them."""
+    label = console.page.locator(chart).get_attribute("aria-label") or ""
+    return label.split("time axis: ", 1)[1].split(", ")
+
+
+def assert_times_of_today(ticks: list[str], first: float, last: float) -> None:
+    """Ticks are times of day (HH:MM or HH:MM:SS, no date), in order, between two moments
+    (seconds since the epoch) of the same day (a test run across midnight is not asked this)."""
+    assert len(ticks) >= 3 and all(re.fullmatch(r"\d\d:\d\d(:\d\d)?", t) for t in ticks), ticks
+    low, high = datetime.fromtimestamp(first), datetime.fromtimestamp(last + 1)
+    if low.date() != high.date():
+        return
+    shown = [datetime.combine(high.date(), datetime.strptime(t, "%H:%M:%S" if t.count(":") == 2 else "%H:%M").time())
+             for t in ticks]
+    assert shown == sorted(shown) and low.replace(second=0, microsecond=0) <= shown[0] and shown[-1] <= high, (ticks, low, high)
+
+
+LOAD_RATE = 300  # records a second, at least, that the test's load produces
+
+
+def test_the_overview_plots_the_rates_and_a_reload_keeps_their_history(console: Console, server: ServiceProcess) -> None:
     import threading
+    from playwright.sync_api import expect
 
     stop = threading.Event()
 
@@ -237,19 +261,196 @@ def test_the_overview_plots_the_rates_of_records_produced_and_fetched(console: C
     loader = threading.Thread(target=load)
     loader.start()
     try:
-        console.open("")
-        deadline = time.monotonic() + 20
-        while not (console.page.locator("#produced-rate").count()
-                   and int(console.text("#produced-rate").replace(",", "")) > 0
-                   and int(console.text("#fetched-rate").replace(",", "")) > 0):
-            assert time.monotonic() < deadline, console.text("#rates-now")
-            time.sleep(0.2)
-        time.sleep(4.5)  # a few more points on the charts
-        console.screenshot("console-overview-rates.png")
-        assert console.page.locator("#rates canvas").count() == 1
+        with server.client() as api:  # the service has sampled the load (every 500 ms here)
+            deadline = time.monotonic() + 20
+            # Only this load produces hundreds a second (the other tests send a few records).
+            while sum(s["records_produced_per_s"] >= LOAD_RATE for s in ok(api.get("/v1/console/history"))["samples"]) < 4:
+                assert time.monotonic() < deadline, "the service never sampled the load"
+                time.sleep(0.2)
     finally:
         stop.set()
         loader.join()
+    # A page opened now, not polling yet, plots the history the service kept.
+    started = time.time()
+    console.open("")
+    # The load has stopped: only the history can hold its peak.
+    assert int(console.text("#produced-peak").replace(",", "")) >= LOAD_RATE
+    assert int(console.text("#fetched-peak").replace(",", "")) >= LOAD_RATE / 2
+    expect(console.page.locator("#rates .chart-empty")).to_be_hidden()
+    console.screenshot("console-overview-rates.png")
+    assert console.page.locator("#rates canvas").count() == 1
+    # The time axis reads times of today, in order, within the window (2 min), none a date.
+    assert_times_of_today(time_axis(console, "#rates"), started - 125, time.time())
+    # The chart fills its card, and its time labels are at least 90 px apart (none overlaps).
+    card, canvas = (console.page.locator(x).bounding_box() for x in ("#rates", "#rates canvas"))
+    assert card and canvas and card["width"] - 20 <= canvas["width"] <= card["width"]
+    assert len(time_axis(console, "#rates")) <= canvas["width"] // 90 + 1
+    console.page.set_viewport_size({"width": 700, "height": 900})
+    expect(console.page.locator("#rates canvas")).to_have_attribute("width", re.compile(r"^[56]\d\d$"))
+
+
+def test_a_chart_with_nothing_to_plot_says_so_over_times_of_today(console: Console, server: ServiceProcess) -> None:
+    from playwright.sync_api import expect
+
+    with server.client() as api:
+        if api.get("/v1/topics/quiet").status_code == 404:
+            ok(api.post("/v1/topics", json={"name": "quiet"}))
+        ok(api.post("/v1/groups/quiet-readers/members", json={"topics": ["quiet"]}))
+    started = time.time()
+    console.open("#/groups/quiet-readers")
+    expect(console.page.locator("#total-lag")).to_have_text("unknown", timeout=WAIT_MS)  # a gap, not a point
+    expect(console.page.locator("#lag-chart .chart-empty")).to_have_text("No data yet")
+    assert_times_of_today(time_axis(console, "#lag-chart"), started - 305, time.time())
+    console.screenshot("console-empty-chart.png")
+
+
+def test_the_record_browser_opens_at_the_newest_and_jumps_to_an_offset_a_time_and_a_key(
+        console: Console, server: ServiceProcess) -> None:
+    from playwright.sync_api import expect
+
+    def value(i: int) -> dict:
+        return {"n": i, "order": {"id": f"o-{i}", "paid": i % 2 == 0}}
+
+    with server.client() as api:
+        ok(api.post("/v1/topics", json={"name": "browse"}))
+        ok(api.post("/v1/records", json={"batches": [{"topic": "browse", "partition": 0, "records": [
+            {"key": f"a-{i}", "value": value(i)} for i in range(120)]}]}))
+        # A time after every record of the first Send and before every one of the second.
+        between = math.ceil(time.time())
+        time.sleep(between - time.time() + 0.2)
+        ok(api.post("/v1/records", json={"batches": [{"topic": "browse", "partition": 0, "records": [
+            {"key": f"b-{i}", "value": value(120 + i), "headers": {"trace": f"t-{i}"}} for i in range(130)]}]}))
+
+    rows = console.page.locator("#records tbody tr")
+    console.open("#/topics/browse/0")  # no position: the newest page
+    expect(rows.first.locator("td").first).to_have_text("150", timeout=WAIT_MS)
+    assert rows.count() == 100 and rows.last.locator("td").first.inner_text() == "249"
+    # Each value indented as JSON, each header on its line.
+    assert rows.last.locator("pre").inner_text() == json.dumps(value(249), indent=2)
+    assert rows.last.locator("td").nth(5).inner_text() == "trace: t-129"
+    console.screenshot("console-records.png", full_page=False)  # the top of a long page
+
+    console.page.locator("#offset").fill("10")
+    console.page.locator("#read-form button").click()
+    expect(rows.first.locator("td").first).to_have_text("10", timeout=WAIT_MS)
+
+    console.page.locator("#time").fill(datetime.fromtimestamp(between).strftime("%Y-%m-%dT%H:%M:%S"))
+    console.page.locator("#time-form button").click()
+    expect(rows.first.locator("td").first).to_have_text("120", timeout=WAIT_MS)
+    assert rows.first.locator("td").nth(3).inner_text() == "b-0"
+    console.wait_text("is at offset 120.", "#banner")
+
+    console.page.locator("#key-filter").fill("b-7")
+    expect(console.page.locator("#key-count")).to_have_text(
+        "11 of 100 records on this page have a key containing “b-7”.")
+    assert [r.locator("td").nth(3).inner_text() for r in rows.all() if r.is_visible()] == [
+        "b-7", *(f"b-7{i}" for i in range(10))]
+    console.screenshot("console-records-found-by-key.png", full_page=False)
+
+    console.page.locator("#send summary").click()
+    console.page.locator("#send-key").fill("test-key")
+    console.page.locator("#send-value").fill("{hello}")
+    console.page.locator("#send-button").click()
+    expect(console.page.locator("#send-status")).to_contain_text("INVALID_REQUEST: the value is not JSON")
+    console.page.locator("#send-value").fill('{"hello": "world"}')
+    console.page.locator("#send-button").click()
+    console.wait_text("Sent: offset 250.", "#banner")
+    expect(rows.last.locator("td").nth(3)).to_have_text("test-key")
+    assert rows.last.locator("pre").inner_text() == '{\n  "hello": "world"\n}'
+
+
+def test_the_overview_counts_and_the_topic_list_shows_sizes_and_lag(console: Console, server: ServiceProcess) -> None:
+    from playwright.sync_api import expect
+
+    with server.client() as api:
+        for name in ("sized", "sized-out"):
+            ok(api.post("/v1/topics", json={"name": name}))
+        ok(api.post("/v1/records", json={"batches": [{"topic": "sized", "partition": 0, "records": [
+            {"key": "k", "value": i} for i in range(3)]}]}))
+        ok(api.post("/v1/groups/sized-readers/offsets", json={"offsets": [
+            {"topic": "sized", "partition": 0, "offset": 1}]}))
+        transaction(api, "sized-copier", "sized-out")  # left open
+
+        console.open("")
+        console.page.locator("#count-topics").wait_for(timeout=WAIT_MS)
+        console.screenshot("console-overview.png")
+        # What the API answers now, counted here the way the page says it counts.
+        topics = ok(api.get("/v1/topics"))["topics"]
+        open_ = ok(api.get("/v1/transactions", params={"state": ["Ongoing", "Prepared", "PrepareCommit",
+                                                                    "PrepareAbort"]}))["transactions"]
+        groups = ok(api.get("/v1/groups"))["groups"]
+        lags = [ok(api.get(f"/v1/groups/{g['group_id']}/lag"))["total_lag"] for g in groups]
+        size = sum(p["size_bytes"] for p in ok(api.get("/v1/topics/sized"))["partitions"])
+    ongoing = sum(t["state"] == "Ongoing" for t in open_)
+    assert console.text("#count-topics").split("\n") == [
+        str(len(topics)), "topics", f"{sum(t['partition_count'] for t in topics)} partitions"]
+    assert console.text("#count-open").split("\n") == [
+        str(len(open_)), "open transactions", f"{ongoing} ongoing, 0 prepared, {len(open_) - ongoing} completing"]
+    assert console.text("#count-lagging").split("\n")[:2] == [
+        str(sum(lag is None or lag > 0 for lag in lags)), "groups with lag"]
+    assert ongoing >= 1 and "sized-readers" in [g["group_id"] for g in groups]
+
+    console.page.locator("#count-topics").click()
+    expect(console.page.locator("main h1")).to_have_text("Topics", timeout=WAIT_MS)
+    console.wait_text("sized-readers")
+    console.screenshot("console-topics.png")
+    assert f"sized\t1\t3\t{size} B\t2 sized-readers\tdelete" in console.text()
+    assert "sized-out\t1\t1\t" in console.text()
+
+
+def test_transactions_are_filtered_by_state_age_and_id_prefix_from_the_keyboard(console: Console,
+                                                                                server: ServiceProcess) -> None:
+    from playwright.sync_api import expect
+
+    with server.client() as api:
+        ok(api.post("/v1/topics", json={"name": "filtered"}))
+        for tid in ("flt-a-1", "flt-a-2", "flt-b-1"):
+            ident = transaction(api, tid, "filtered")
+        ok(api.post("/v1/transactions/flt-b-1/commit", json=ident))
+
+    ids = console.page.locator("main tbody tr td:first-child")
+    console.open("#/transactions")
+    console.page.locator("#txn-prefix").focus()
+    console.page.keyboard.type("flt-")
+    console.page.keyboard.press("Enter")  # submits the filters
+    expect(ids).to_have_text(["flt-a-1", "flt-a-2"], timeout=WAIT_MS)  # open ones only
+    console.screenshot("console-transactions.png")
+
+    console.open("#/transactions?show=all&prefix=flt-")
+    console.page.locator("#txn-state").select_option("CompleteCommit")
+    console.page.locator("#txn-filters button").press("Enter")
+    expect(ids).to_have_text(["flt-b-1"], timeout=WAIT_MS)
+    assert "show=all&state=CompleteCommit&prefix=flt-" in console.page.url
+
+    console.page.locator("#txn-state").select_option("")
+    console.page.locator("#txn-min-age").fill("3600")
+    console.page.locator("#txn-min-age").press("Enter")
+    console.wait_text("No transaction here.")
+
+
+def test_every_page_fits_a_narrow_window(browser: Any, server: ServiceProcess, capsys: pytest.CaptureFixture[str]) -> None:
+    with server.client() as api:
+        if api.get("/v1/topics/narrow").status_code == 404:
+            ok(api.post("/v1/topics", json={"name": "narrow"}))
+            ok(api.post("/v1/records", json={"batches": [{"topic": "narrow", "partition": 0, "records": [
+                {"key": f"k{i}", "value": {"i": i, "text": "a longer value " * 4}} for i in range(3)]}]}))
+            ok(api.post("/v1/groups/narrow-readers/offsets", json={"offsets": [
+                {"topic": "narrow", "partition": 0, "offset": 1}]}))
+    c = Console(browser, server.url, capsys)
+    c.page.set_viewport_size({"width": 480, "height": 900})
+    try:
+        for hash_, shot, ready in [("", "overview", "#rates canvas"), ("#/topics", "topics", "main table"),
+                                   ("#/topics/narrow", "topic", "main table"),
+                                   ("#/topics/narrow/0", "records", "#records"),
+                                   ("#/transactions?show=all", "transactions", "#txn-filters"),
+                                   ("#/groups/narrow-readers", "group", "#lag-chart canvas")]:
+            c.open(hash_)
+            c.page.locator(ready).first.wait_for(timeout=WAIT_MS)
+            c.screenshot(f"console-narrow-{shot}.png")
+            assert c.page.evaluate("document.documentElement.scrollWidth") <= 480, hash_
+        c.check_clean(server.port)  # type: ignore[arg-type]
+    finally:
+        c.close()
 
 
 @pytest.mark.parametrize(("hash_", "shown"), [
@@ -258,6 +459,8 @@ def test_the_overview_plots_the_rates_of_records_produced_and_fetched(console: C
     ("#/topics/orders/0?offset=999999", "OFFSET_OUT_OF_RANGE"),
     ("#/topics/orders/7", "UNKNOWN_TOPIC_OR_PARTITION"),
     ("#/transactions/nobody", "TRANSACTIONAL_ID_NOT_FOUND"),
+    ("#/transactions?min_age_s=soon", "INVALID_REQUEST: min_age_s \"soon\" is not a number of seconds"),
+    ("#/transactions?state=CompleteCommit", "INVALID_REQUEST: state \"CompleteCommit\" is not one of Ongoing"),
     ("#/nowhere", "NOT_FOUND"),
     ("#/topics/%E0%A4%A", "INVALID_REQUEST: the address"),
 ])
@@ -279,8 +482,8 @@ def secured(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[ServiceP
             server = launcher.server(authentication="api_key", super_users="User:admin")
             admin = json.loads(launcher.cli("principals", "create", "admin"))["api_key"]
             viewer = json.loads(launcher.cli("principals", "create", "viewer"))["api_key"]
-            launcher.cli("acls", "add", "--allow-principal", "User:viewer", "--operation", "describe",
-                         "--topic", "public")
+            launcher.cli("acls", "add", "--allow-principal", "User:viewer", "--operation", "read",
+                         "--topic", "public")  # read implies describe
             with server.client(headers={"Authorization": f"Bearer {admin}"}) as api:
                 for name in ("public", "secret"):
                     ok(api.post("/v1/topics", json={"name": name}))
@@ -309,3 +512,26 @@ def test_with_authentication_on_it_asks_for_a_key_and_shows_what_the_principal_m
         c.check_clean(server.port)  # type: ignore[arg-type]
     finally:
         c.close()
+
+
+def sign_in(c: Console, key: str) -> None:
+    c.page.locator("#sign-in").wait_for(timeout=WAIT_MS)
+    c.page.locator("#credential").fill(key)
+    c.page.locator("#sign-in-button").click()
+
+
+def test_a_principal_that_may_read_but_not_write_a_topic_sees_no_send_form(
+        browser: Any, secured: tuple[ServiceProcess, str, str], capsys: pytest.CaptureFixture[str]) -> None:
+    server, admin, viewer = secured
+    for key, may_send in ((viewer, False), (admin, True)):
+        c = Console(browser, server.url, capsys)
+        try:
+            c.open("#/topics/public/0")
+            sign_in(c, key)
+            c.wait_text("No records from this position.")
+            assert c.page.locator("#send").count() == (1 if may_send else 0)
+            if not may_send:
+                c.screenshot("console-records-read-only.png", full_page=False)
+            c.check_clean(server.port)  # type: ignore[arg-type]
+        finally:
+            c.close()

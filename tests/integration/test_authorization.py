@@ -188,6 +188,10 @@ OPERATIONS: dict[str, Op] = {
                          ((T, "orders", Operation.DELETE), (G, "g", Operation.DESCRIBE))),
     "fetch_records": Op(lambda w: ("GET", "/v1/topics/orders/partitions/0/records", None),
                         ((T, "orders", Operation.READ),)),
+    "list_offsets": Op(lambda w: ("GET", "/v1/topics/orders/partitions/0/offsets?timestamp_ms=0", None),
+                       ((T, "orders", Operation.DESCRIBE),)),
+    "describe_topic_authorized_operations": Op(lambda w: ("GET", "/v1/topics/orders/authorized-operations", None),
+                                               ((T, "orders", Operation.DESCRIBE),)),
     "fetch_partitions": Op(lambda w: ("POST", "/v1/fetch", {"partitions": [{"topic": "orders", "partition": 0}]}),
                            ()),
     # The stream ends at once once the server is stopping: what the successful call needs here.
@@ -230,6 +234,7 @@ OPERATIONS: dict[str, Op] = {
     "describe_group": Op(lambda w: ("GET", "/v1/groups/g", None), ((G, "g", Operation.DESCRIBE),), prepare=_join),
     "list_groups": Op(lambda w: ("GET", "/v1/groups", None), ()),
     "describe_group_lag": Op(lambda w: ("GET", "/v1/groups/g/lag", None), ((G, "g", Operation.DESCRIBE),)),
+    "console_history": Op(lambda w: ("GET", "/v1/console/history", None), ((C, CLUSTER_NAME, Operation.DESCRIBE),)),
     "describe_acls": Op(lambda w: ("GET", "/v1/acls", None), ((C, CLUSTER_NAME, Operation.DESCRIBE),)),
     "create_acls": Op(lambda w: ("POST", "/v1/acls", {"acls": [{"principal": "User:carol", "resource_type": "group",
                                                                  "resource_name": "g", "operation": "read"}]}),
@@ -375,6 +380,15 @@ def test_list_topics_shows_only_the_topics_the_principal_may_describe(world: Wor
     world.grant([(T, "orders", Operation.READ)])  # READ implies DESCRIBE
     names = [t["name"] for t in world.client.get("/v1/topics", headers=world.alice).json()["topics"]]
     assert names == ["orders"]
+
+
+def test_a_topics_authorized_operations_are_those_the_principals_acls_allow(world: World) -> None:
+    world.grant([(T, "orders", Operation.READ)])  # READ implies DESCRIBE
+    got = world.client.get("/v1/topics/orders/authorized-operations", headers=world.alice).json()
+    assert got == {"topic": "orders", "authorized_operations": ["read", "describe"]}
+    world.grant([(T, "orders", Operation.WRITE)])
+    got = world.client.get("/v1/topics/orders/authorized-operations", headers=world.alice).json()
+    assert got == {"topic": "orders", "authorized_operations": ["read", "write", "describe"]}
 
 
 def test_list_transactions_shows_only_the_transactional_ids_the_principal_may_describe(world: World) -> None:

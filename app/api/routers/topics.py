@@ -21,7 +21,9 @@ from app.api.schemas.topics import (
     DeleteRecordsRequest,
     DeleteRecordsResponse,
     PartitionDescription,
+    PartitionOffsetsAnswer,
     TopicAlter,
+    TopicAuthorizedOperations,
     TopicConfig,
     TopicCreate,
     TopicDescription,
@@ -85,6 +87,20 @@ def describe_topic(topic: TopicPath, services: ServicesDep, access: AccessDep) -
     DESCRIBE on the topic (whether it exists or not: no other answer tells)."""
     access.require(Operation.DESCRIBE, acl.topic(topic))
     return _description(*services.topics.describe(topic))
+
+
+@router.get("/{topic}/authorized-operations", operation_id="describe_topic_authorized_operations",
+            response_model=TopicAuthorizedOperations, responses=documented(401, 403))
+def describe_topic_authorized_operations(topic: TopicPath, access: AccessDep) -> TopicAuthorizedOperations:
+    """What the principal may do with the topic (Kafka's topic_authorized_operations): the
+    console shows only the actions these allow. Needs DESCRIBE on the topic (whether it
+    exists or not: no other answer tells)."""
+    resource = acl.topic(topic)
+    access.require(Operation.DESCRIBE, resource)
+    allowed = [op.value for op in Operation
+               if op in acl.OPERATIONS_OF[resource.type] and op is not Operation.ALL
+               and access.allows(op, resource)]
+    return TopicAuthorizedOperations(topic=topic, authorized_operations=allowed)
 
 
 @router.patch("/{topic}", operation_id="alter_topic_config", response_model=TopicDescription,
@@ -229,6 +245,29 @@ async def fetch_records(
     assert w.result is not None
     body = partition_json(topic, partition, w.result, isolation)
     return Response(orjson.dumps(body), media_type="application/json")
+
+
+@router.get("/{topic}/partitions/{partition}/offsets", operation_id="list_offsets",
+            response_model=PartitionOffsetsAnswer, responses=documented(401, 403, 404))
+def list_offsets(
+    topic: TopicPath, partition: PartitionPath, services: ServicesDep, access: AccessDep,
+    timestamp_ms: Annotated[int | None, Query(ge=0, le=MAX_INT64, description=(
+        "find the first record at or after this time (ms since the epoch)"))] = None,
+    isolation: IsolationLevel = IsolationLevel.READ_COMMITTED,
+) -> PartitionOffsetsAnswer:
+    """Kafka's ListOffsets for one partition: its log start, high watermark and last stable
+    offset, and with `timestamp_ms` the offset of the first record at or after that time,
+    in offset order: under read_committed among the offsets below the last stable offset,
+    under read_uncommitted below the high watermark. A read_uncommitted Fetch from that
+    offset starts at that record; a read_committed one from it gives the commit points at
+    or after it. The records are walked from the log start (no index holds timestamps), as
+    the Kafka door's ListOffsets does. Needs DESCRIBE on the topic."""
+    access.require(Operation.DESCRIBE, acl.topic(topic))
+    got = services.log.partition_offsets(topic, partition, isolation=isolation, timestamp_ms=timestamp_ms)
+    offset, at = got.found if got.found is not None else (None, None)
+    return PartitionOffsetsAnswer(topic=topic, partition=partition, log_start_offset=got.log_start_offset,
+                                  high_watermark=got.high_watermark, last_stable_offset=got.last_stable_offset,
+                                  offset=offset, timestamp_ms=at)
 
 
 SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}  # no proxy buffering (nginx)

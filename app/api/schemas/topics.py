@@ -182,3 +182,21 @@ class TopicDescription(TopicSummary):
 
 class TopicList(BaseModel):
     topics: list[TopicSummary]
+
+
+class PartitionOffsetsAnswer(BaseModel):
+    topic: str
+    partition: int
+    log_start_offset: int
+    high_watermark: int = Field(description="the next offset to be written (the log end)")
+    last_stable_offset: int
+    offset: int | None = Field(default=None, description="with timestamp_ms: the offset of the first record "
+                               "readable under the isolation whose timestamp is at or after it, in offset order "
+                               "(Kafka's ListOffsets by timestamp); null when no record is that recent")
+    timestamp_ms: int | None = Field(default=None, description="with timestamp_ms: that record's timestamp")
+
+
+class TopicAuthorizedOperations(BaseModel):
+    topic: str
+    authorized_operations: list[str] = Field(description="the topic operations the ACLs allow the principal "
+                                              "(Kafka's topic_authorized_operations, KIP-430)")

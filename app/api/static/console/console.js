@@ -7,9 +7,12 @@
   const banner = document.getElementById("banner");
   const CREDENTIAL = "outbox.console.credential";
   const POLL_MS = 2000;
-  const HISTORY_POINTS = 150; // 5 minutes of 2 s samples
+  const LAG_SPAN_S = 300; // a group's lag: the last 5 minutes, measured by this page
+  const LAG_POINTS = LAG_SPAN_S * 1000 / POLL_MS;
   let timers = [];
   let charts = [];
+  // Bumped by every route(): an answer that arrives after the page changed is dropped.
+  let shown = 0;
 
   // --- the API ---------------------------------------------------------------------------
 
@@ -41,15 +44,6 @@
     }
     if (!response.ok) throw new ApiError(response.status, body);
     return options.text ? text : body;
-  }
-
-  async function metricsText() {
-    const headers = {};
-    const credential = sessionStorage.getItem(CREDENTIAL);
-    if (credential) headers.authorization = `Bearer ${credential}`;
-    const response = await fetch("metrics", { headers });
-    if (!response.ok) throw new ApiError(response.status, null);
-    return response.text();
   }
 
   // --- sign in ----------------------------------------------------------------------------
@@ -103,7 +97,8 @@
     if (ms < 1000) return `${ms} ms`;
     if (ms < 120000) return `${(ms / 1000).toFixed(1)} s`;
     if (ms < 7200000) return `${Math.round(ms / 60000)} min`;
-    return `${(ms / 3600000).toFixed(1)} h`;
+    if (ms < 172800000) return `${(ms / 3600000).toFixed(1)} h`;
+    return `${+(ms / 86400000).toFixed(1)} days`;
   }
   function bytes(b) {
     if (b < 1024) return `${b} B`;
@@ -127,93 +122,148 @@
     banner.textContent = text;
   }
 
-  function every(ms, fn) {
-    fn();
+  // Go to a page and show a notice once it is drawn (route() clears the banner first).
+  let pendingNotice = null;
+  function go(hash, notice) {
+    pendingNotice = notice;
+    if (location.hash === hash) route(); else location.hash = hash;
+  }
+
+  function every(ms, fn, now = true) {
+    if (now) fn();
     timers.push(setInterval(fn, ms));
   }
 
-  function chart(container, title, seriesLabels, data) {
-    const width = Math.max(320, Math.min(container.clientWidth || 600, 900));
+  // Time axis labels: the time of day, local, as the operator's clock reads it; seconds only
+  // where ticks are less than a minute apart; the date only where the chart spans more than
+  // one day (uPlot's default puts a date on the first tick, and on an empty chart a wrong one).
+  const pad2 = x => String(x).padStart(2, "0");
+  const timeOfDay = (d, seconds) => `${pad2(d.getHours())}:${pad2(d.getMinutes())}${seconds ? `:${pad2(d.getSeconds())}` : ""}`;
+  const dateAndTime = d => `${d.getFullYear()}-${pad2(d.getMonth() + 1)}-${pad2(d.getDate())} ${timeOfDay(d, true)}`;
+  function timeTicks(u, splits, axisIdx, space, incr) {
+    const oneDay = new Date(u.scales.x.min * 1000).toDateString() === new Date(u.scales.x.max * 1000).toDateString();
+    return splits.map(t => {
+      const d = new Date(t * 1000);
+      return oneDay ? timeOfDay(d, incr < 60) : `${d.getMonth() + 1}/${d.getDate()} ${timeOfDay(d, false)}`;
+    });
+  }
+  const compact = new Intl.NumberFormat("en", { notation: "compact", maximumFractionDigits: 1 });
+  const CHART_HEIGHT = 220;
+  const COLOURS = ["#2563eb", "#dc2626", "#16a34a", "#9333ea"];
+
+  // A chart of values over time, as wide as its card (it follows the card's width), its time
+  // axis ending at the newest point (or now) and as long as its points span, from a minute
+  // (so that a few points are not one sliver) up to `spanS` seconds: an empty chart says "No
+  // data yet" over the last minute's correct times. Its accessible label names the ticks shown.
+  const MIN_SPAN_S = 60;
+  function timeChart(card, title, seriesLabels, spanS) {
+    const inner = h("div", { class: "chart-inner" });
+    const empty = h("div", { class: "chart-empty" }, "No data yet");
+    card.classList.add("chart");
+    card.replaceChildren(inner, empty);
+    card.setAttribute("role", "img");
+    let data = [[], ...seriesLabels.map(() => [])];
     const plot = new uPlot({
-      title, width, height: 220,
-      // The last five minutes, however few points there are yet.
-      scales: { x: { time: true, range: (u, min, max) => {
-        const end = Number.isFinite(max) ? max : Date.now() / 1000;
-        return [end - (HISTORY_POINTS * POLL_MS) / 1000, end];
-      } }, y: { range: (u, min, max) => [0, Math.max(1, (Number.isFinite(max) ? max : 0) * 1.1)] } },
-      series: [{}, ...seriesLabels.map((label, i) => ({
-        label, stroke: ["#2563eb", "#dc2626", "#16a34a", "#9333ea"][i % 4], width: 2,
-      }))],
-      axes: [{}, { size: 60 }],
-    }, data, container);
-    charts.push(plot);
-    return plot;
+      title, width: Math.max(200, inner.clientWidth), height: CHART_HEIGHT,
+      scales: {
+        x: { time: true, range: () => {
+          const end = data[0].length ? data[0][data[0].length - 1] : Date.now() / 1000;
+          const extent = data[0].length ? end - data[0][0] : 0;
+          return [end - Math.min(spanS, Math.max(MIN_SPAN_S, extent)), end];
+        } },
+        y: { range: (u, min, max) => [0, Math.max(1, (Number.isFinite(max) ? max : 0) * 1.1)] },
+      },
+      series: [{ value: (u, v) => (v === null ? "–" : dateAndTime(new Date(v * 1000))) },
+        ...seriesLabels.map((label, i) => ({ label, stroke: COLOURS[i % COLOURS.length], width: 2,
+          value: (u, v) => (v === null ? "–" : n(Math.round(v * 10) / 10)) }))],
+      axes: [
+        { space: 90, values: (u, splits, axisIdx, space, incr) => {
+          const ticks = timeTicks(u, splits, axisIdx, space, incr);
+          card.setAttribute("aria-label", `${title}; time axis: ${ticks.join(", ")}`);
+          return ticks;
+        } },
+        { size: 60, values: (u, splits) => splits.map(v => compact.format(v)) },
+      ],
+    }, data, inner);
+    const resized = new ResizeObserver(() => {
+      const width = Math.max(200, inner.clientWidth);
+      if (width !== plot.width) plot.setSize({ width, height: CHART_HEIGHT });
+    });
+    resized.observe(inner);
+    const c = {
+      set(next) {
+        data = next;
+        empty.hidden = next.slice(1).some(series => series.some(v => v !== null && v !== undefined));
+        plot.setData(next);
+      },
+      destroy() { resized.disconnect(); plot.destroy(); },
+    };
+    charts.push(c);
+    return c;
   }
 
   // --- pages ------------------------------------------------------------------------------
 
-  // Prometheus text → {metric name: total over its series, "name{label=value}": that series}.
-  function parseMetrics(text) {
-    const out = {};
-    for (const line of text.split("\n")) {
-      if (!line || line.startsWith("#")) continue;
-      const m = line.match(/^([a-zA-Z_:][\w:]*)(\{[^}]*\})?\s+(\S+)/);
-      if (!m) continue;
-      const value = Number(m[3]);
-      out[m[1]] = (out[m[1]] || 0) + value;
-      if (m[2]) {
-        for (const kv of m[2].slice(1, -1).split(/,(?=\w+=)/)) out[`${m[1]}{${kv}}`] = (out[`${m[1]}{${kv}}`] || 0) + value;
-      }
-    }
-    return out;
-  }
-
-  const rateHistory = { t: [], produced: [], fetched: [], committed: [], aborted: [] };
-  let lastSample = null;
+  // The rates are the service's own history (GET /v1/console/history, kept by the process):
+  // loaded whole when the page opens, then only what is newer, every poll.
+  const RATE_KEYS = ["records_produced_per_s", "records_fetched_per_s", "transactions_committed_per_s",
+    "transactions_aborted_per_s"];
 
   async function overview() {
     main.replaceChildren(
       h("h1", {}, "Overview"),
-      h("p", { class: "muted" }, "Live rates of the process this console talks to (its own counters, from /metrics), every 2 s."),
-      h("p", { id: "rates-now", class: "muted" }, "Measuring…"),
+      h("div", { id: "counts", class: "counts" }),
+      h("p", { id: "rates-about", class: "muted" }, "Rates of the process this console talks to, since it started."),
+      h("p", { id: "rates-now", class: "muted" }, "Loading…"),
       h("div", { id: "rates" }), h("div", { id: "outcomes" }),
       h("h2", {}, "Hanging transactions"), h("div", { id: "hanging" }));
-    const rateData = [[], [], []];
-    const outcomeData = [[], [], []];
-    const rates = chart(document.getElementById("rates"), "Records per second", ["produced", "fetched"], rateData);
-    const outcomes = chart(document.getElementById("outcomes"), "Transactions ended per second",
-      ["committed", "aborted"], outcomeData);
-    every(POLL_MS, async () => {
-      let m;
-      try { m = parseMetrics(await metricsText()); } catch (e) {
-        showNotice(e.status === 403 ? "Rates need describe on the cluster (OUTBOX_PROTECT_METRICS is on)."
-          : `Rates unavailable: ${e.message}`);
-        return;
+    overviewCounts();
+    let rates = null;
+    let outcomes = null;
+    let samples = [];
+    let windowMs = 0;
+    const page = shown;
+    const load = async () => {
+      const after = samples.length ? samples[samples.length - 1].time_ms : null;
+      let got;
+      try {
+        got = await api(`/v1/console/history${after === null ? "" : `?since_ms=${after}`}`);
+        if (page !== shown) return false;
+      } catch (e) {
+        if (page !== shown) return false;
+        if (e.status === 403) {
+          document.getElementById("rates-now").textContent = "Rates need describe on the cluster.";
+        } else if (e.status !== 401) showError(e, "Rates");
+        return false;
       }
-      const now = Date.now() / 1000;
-      const sample = {
-        t: now, produced: m.outbox_records_appended_total || 0, fetched: m.outbox_records_fetched_total || 0,
-        committed: m['outbox_transactions_completed_total{result="commit"}'] || 0,
-        aborted: m['outbox_transactions_completed_total{result="abort"}'] || 0,
-      };
-      if (lastSample) {
-        const dt = Math.max(0.001, now - lastSample.t);
-        rateHistory.t.push(now);
-        for (const k of ["produced", "fetched", "committed", "aborted"]) {
-          rateHistory[k].push(Math.max(0, (sample[k] - lastSample[k]) / dt));
-        }
-        for (const k of Object.keys(rateHistory)) rateHistory[k] = rateHistory[k].slice(-HISTORY_POINTS);
-        rates.setData([rateHistory.t, rateHistory.produced, rateHistory.fetched]);
-        outcomes.setData([rateHistory.t, rateHistory.committed, rateHistory.aborted]);
-        const last = k => rateHistory[k][rateHistory[k].length - 1];
-        document.getElementById("rates-now").replaceChildren(
-          "Last 2 s: ", h("strong", { id: "produced-rate" }, n(Math.round(last("produced")))), " records/s produced, ",
-          h("strong", { id: "fetched-rate" }, n(Math.round(last("fetched")))), " fetched; ",
-          n(Math.round(last("committed") * 10) / 10), " transactions/s committed, ",
-          n(Math.round(last("aborted") * 10) / 10), " aborted.");
+      if (!rates) {
+        windowMs = got.window_ms;
+        document.getElementById("rates-about").textContent = "Rates of the process this console talks to, " +
+          `since it started, over the last ${age(got.window_ms)} (a sample every ${age(got.interval_ms)}).`;
+        rates = timeChart(document.getElementById("rates"), "Records per second", ["produced", "fetched"], windowMs / 1000);
+        outcomes = timeChart(document.getElementById("outcomes"), "Transactions ended per second",
+          ["committed", "aborted"], windowMs / 1000);
       }
-      lastSample = sample;
-    });
+      samples = samples.concat(got.samples);
+      const newest = samples.length ? samples[samples.length - 1].time_ms : 0;
+      samples = samples.filter(x => x.time_ms > newest - windowMs);
+      const t = samples.map(x => x.time_ms / 1000);
+      const column = k => samples.map(x => x[k]);
+      rates.set([t, column(RATE_KEYS[0]), column(RATE_KEYS[1])]);
+      outcomes.set([t, column(RATE_KEYS[2]), column(RATE_KEYS[3])]);
+      const last = samples[samples.length - 1];
+      document.getElementById("rates-now").replaceChildren(...(last ? [
+        `Last sample (${timeOfDay(new Date(last.time_ms), true)}): `,
+        h("strong", { id: "produced-rate" }, n(Math.round(last.records_produced_per_s))), " records/s produced, ",
+        h("strong", { id: "fetched-rate" }, n(Math.round(last.records_fetched_per_s))), " fetched; ",
+        n(Math.round(last.transactions_committed_per_s * 10) / 10), " transactions/s committed, ",
+        n(Math.round(last.transactions_aborted_per_s * 10) / 10), " aborted. Peak of the window: ",
+        h("strong", { id: "produced-peak" }, n(Math.round(Math.max(...column(RATE_KEYS[0]))))), " produced, ",
+        h("strong", { id: "fetched-peak" }, n(Math.round(Math.max(...column(RATE_KEYS[1]))))), " fetched."]
+        : ["No sample yet."]));
+      return true;
+    };
+    if (await load()) every(POLL_MS, load, false);
     try {
       const hanging = (await api("/v1/transactions?hanging=true")).transactions;
       document.getElementById("hanging").replaceChildren(table(
@@ -223,14 +273,86 @@
     } catch (e) { if (e.status !== 401) showError(e, "Hanging transactions"); }
   }
 
+  // Summaries are built from the API's lists, each bounded: at most DETAILS_LIMIT topics are
+  // described and as many groups' lag asked for (the page says so past it), and the open
+  // transactions are counted up to the list's own limit.
+  const DETAILS_LIMIT = 100;
+  const TXN_LIMIT = 10000;
+  const OPEN_STATES = ["Ongoing", "Prepared", "PrepareCommit", "PrepareAbort"];
+
+  async function groupLags(list) {
+    return Promise.all(list.slice(0, DETAILS_LIMIT).map(g => api(`/v1/groups/${enc(g.group_id)}/lag`).catch(() => null)));
+  }
+  const plural = (count, noun) => `${n(count)} ${noun}${count === 1 ? "" : "s"}`;
+  const beyond = (count, limit) => (count >= limit ? `${n(limit)}+` : n(count));
+
+  async function overviewCounts() {
+    const page = shown;
+    const quietly = promise => promise.catch(e => { if (e.status !== 401 && e.status !== 403) throw e; return null; });
+    let topicList, open, hanging, groupList;
+    try {
+      [topicList, open, hanging, groupList] = await Promise.all([
+        quietly(api("/v1/topics")),
+        quietly(api(`/v1/transactions?${new URLSearchParams([...OPEN_STATES.map(x => ["state", x]), ["limit", String(TXN_LIMIT)]])}`)),
+        quietly(api("/v1/transactions?hanging=true")),
+        quietly(api("/v1/groups"))]);
+    } catch (e) { if (page === shown) showError(e, "Summary"); return; }
+    const lags = groupList ? await groupLags(groupList.groups) : [];
+    if (page !== shown) return;
+    const openList = open ? open.transactions : [];
+    const byState = st => openList.filter(t => st.includes(t.state)).length;
+    const lagging = lags.filter(l => l && (l.total_lag === null || l.total_lag > 0)).length;
+    const card = (id, value, label, href, detail) => h("a", { class: "count", href, id },
+      h("strong", {}, value), h("span", {}, label), detail ? h("small", {}, detail) : "");
+    const topicsShown = topicList ? topicList.topics : [];
+    document.getElementById("counts").replaceChildren(
+      card("count-topics", n(topicsShown.length), "topics", "#/topics",
+        plural(topicsShown.reduce((a, t) => a + t.partition_count, 0), "partition")),
+      card("count-open", beyond(openList.length, TXN_LIMIT), "open transactions", "#/transactions?show=open",
+        `${n(byState(["Ongoing"]))} ongoing, ${n(byState(["Prepared"]))} prepared, ${n(byState(["PrepareCommit", "PrepareAbort"]))} completing`),
+      card("count-hanging", hanging ? n(hanging.transactions.length) : "–", "hanging", "#/transactions?show=hanging",
+        "open past the maximum timeout"),
+      card("count-lagging", n(lagging), "groups with lag", "#/groups",
+        groupList ? `of ${n(groupList.groups.length)}${groupList.groups.length > DETAILS_LIMIT ? ` (the first ${DETAILS_LIMIT} asked)` : ""}; unknown lag counts` : ""));
+  }
+
   async function topics() {
-    const list = (await api("/v1/topics")).topics;
-    main.replaceChildren(h("h1", {}, "Topics"), table(
-      ["topic", "partitions", "cleanup policy", "retention", "retention bytes"],
-      list.map(t => [link(`#/topics/${enc(t.name)}`, t.name), n(t.partition_count), t.config.cleanup_policy,
-        t.config.retention_ms < 0 ? "unlimited" : age(t.config.retention_ms),
-        t.config.retention_bytes < 0 ? "unlimited" : bytes(t.config.retention_bytes)]),
-      "No topic the principal may describe."));
+    const page = shown;
+    const [list, groupList] = await Promise.all([api("/v1/topics").then(x => x.topics),
+      api("/v1/groups").then(x => x.groups, () => [])]);
+    const [described, lags] = await Promise.all([
+      Promise.all(list.slice(0, DETAILS_LIMIT).map(t => api(`/v1/topics/${enc(t.name)}`).catch(() => null))),
+      groupLags(groupList)]);
+    if (page !== shown) return;
+    // Per topic, the group furthest behind on it: its lag summed over the topic's partitions
+    // (unknown where it has committed no offset there).
+    const behind = {};
+    for (const l of lags) {
+      if (!l) continue;
+      const per = {};
+      for (const p of l.partitions) per[p.topic] = p.lag === null || per[p.topic] === null ? null : (per[p.topic] || 0) + p.lag;
+      for (const [topic, lag] of Object.entries(per)) {
+        const was = behind[topic];
+        if (!was || (was.lag !== null && (lag === null || lag > was.lag))) behind[topic] = { lag, group: l.group_id };
+      }
+    }
+    const sum = (t, k) => t.partitions.reduce((a, p) => a + p[k], 0);
+    const lagCell = name => {
+      const b = behind[name];
+      if (!b) return h("span", { class: "muted" }, "no group");
+      return h("span", {}, b.lag === null ? "unknown" : n(b.lag), " ", link(`#/groups/${enc(b.group)}`, b.group));
+    };
+    main.replaceChildren(h("h1", {}, "Topics"),
+      list.length > DETAILS_LIMIT ? h("p", { class: "muted" }, `Sizes and lag of the first ${DETAILS_LIMIT} topics.`) : "",
+      table(
+        ["topic", "partitions", "records", "size", "most lag (group)", "cleanup policy", "retention", "retention bytes"],
+        list.map((t, i) => [link(`#/topics/${enc(t.name)}`, t.name), n(t.partition_count),
+          described[i] ? n(sum(described[i], "record_count")) : "–",
+          described[i] ? bytes(sum(described[i], "size_bytes")) : "–",
+          lagCell(t.name), t.config.cleanup_policy,
+          t.config.retention_ms < 0 ? "unlimited" : age(t.config.retention_ms),
+          t.config.retention_bytes < 0 ? "unlimited" : bytes(t.config.retention_bytes)]),
+        "No topic the principal may describe."));
   }
 
   async function topic(name) {
@@ -241,66 +363,212 @@
       h("p", { class: "muted" }, `cleanup policy ${t.config.cleanup_policy}; last stable offset: the first offset of the ` +
         "partition's earliest open transaction (read_committed readers get committed transactions past it too, in commit order)."),
       table(["partition", "log start", "last stable offset", "high watermark", "records", "bytes", ""],
-        t.partitions.map(p => [p.partition, n(p.log_start_offset), n(p.last_stable_offset), n(p.log_end_offset),
+        t.partitions.map(p => [link(`#/topics/${enc(t.name)}/${p.partition}?isolation=read_uncommitted`, String(p.partition)), n(p.log_start_offset), n(p.last_stable_offset), n(p.log_end_offset),
           n(p.record_count), bytes(p.size_bytes),
-          link(`#/topics/${enc(t.name)}/${p.partition}?isolation=read_uncommitted&offset=${p.log_start_offset}`, "browse records")])));
+          link(`#/topics/${enc(t.name)}/${p.partition}?isolation=read_uncommitted`, "browse records")])));
   }
+
+  // The record browser: a page of PAGE records from a position, by default the newest page.
+  const PAGE = 100;
+  const localTime = ms => { const d = new Date(ms); return `${dateAndTime(d)}.${String(d.getMilliseconds()).padStart(3, "0")}`; };
+  // A JSON value as the operator reads it: indented, in a box that scrolls past a few lines.
+  const prettyJson = v => h("pre", { class: "json" }, JSON.stringify(v, null, 2));
+  const base64OfText = text => {
+    const bytes = new TextEncoder().encode(text);
+    let binary = "";
+    for (const b of bytes) binary += String.fromCharCode(b);
+    return btoa(binary);
+  };
 
   async function records(name, partition, params) {
     const isolation = params.get("isolation") === "read_committed" ? "read_committed" : "read_uncommitted";
-    const offset = params.get("offset") || "0";
-    if (!/^\d+$/.test(offset)) throw new ApiError(400, { error_code: "INVALID_REQUEST", message: `offset ${JSON.stringify(offset)} is not a number` });
-    const [page, described] = await Promise.all([
-      api(`/v1/topics/${enc(name)}/partitions/${enc(partition)}/records?` + new URLSearchParams({ offset, isolation, max_records: "100" })),
-      api(`/v1/topics/${enc(name)}`)]);
+    const asked = params.get("offset");
+    if (asked !== null && !/^\d+$/.test(asked)) {
+      throw new ApiError(400, { error_code: "INVALID_REQUEST", message: `offset ${JSON.stringify(asked)} is not a number` });
+    }
+    const [described, permitted] = await Promise.all([api(`/v1/topics/${enc(name)}`),
+      api(`/v1/topics/${enc(name)}/authorized-operations`)]);
+    const bounds = described.partitions.find(p => String(p.partition) === String(partition));
+    if (!bounds) {
+      throw new ApiError(404, { error_code: "UNKNOWN_TOPIC_OR_PARTITION", message: `topic ${name} has no partition ${partition}` });
+    }
+    // No offset asked: the newest page, the last PAGE offsets before the high watermark
+    // (read_committed: the commit points among them).
+    const newest = Math.max(bounds.log_start_offset, bounds.log_end_offset - PAGE);
+    const offset = asked === null ? newest : Number(asked);
+    const page = await api(`/v1/topics/${enc(name)}/partitions/${enc(partition)}/records?` +
+      new URLSearchParams({ offset, isolation, max_records: String(PAGE) }));
+    const at = (o, iso = isolation) => `#/topics/${enc(name)}/${partition}?${new URLSearchParams({ isolation: iso, offset: o })}`;
     // A bytes topic's keys and values are {"type": "BINARY", "data": base64}: shown as their
     // base64, named, and its headers as name=base64 in order (names repeat).
     const bytesTopic = described.config.value_format === "bytes";
-    const form = h("form", { class: "inline", onsubmit: e => {
+    const cut = s => s.length > 120 ? `${s.slice(0, 117)}…` : s;
+    const base64 = v => h("code", { title: "bytes, in base64" }, cut(`base64:${v.data}`));
+    const key = k => k === null ? "–" : bytesTopic ? base64(k) : k;
+    const shown = v => bytesTopic ? (v === null ? "null" : base64(v)) : prettyJson(v);
+    const headers = hs => !hs || !Object.keys(hs).length ? "–" : bytesTopic
+      ? h("code", { title: "bytes, in base64" }, cut(hs.map(x => `${x.name}=${x.value === null ? "null" : `base64:${x.value}`}`).join(" ")))
+      : h("code", { class: "headers" }, Object.entries(hs).map(([k, v]) => `${k}: ${v}`).join("\n"));
+
+    const readForm = h("form", { class: "inline", id: "read-form", onsubmit: e => {
       e.preventDefault();
-      const q = new URLSearchParams({ isolation: e.target.isolation.value, offset: e.target.offset.value });
-      location.hash = `#/topics/${enc(name)}/${partition}?${q}`;
+      location.hash = at(e.target.offset.value.trim(), e.target.isolation.value);
     } },
     h("label", {}, "isolation ", h("select", { name: "isolation" },
       ["read_uncommitted", "read_committed"].map(v => h("option", { value: v, selected: v === isolation }, v)))),
-    h("label", {}, " from ", h("input", { name: "offset", value: offset, size: 10 })),
+    h("label", {}, "from offset ", h("input", { name: "offset", id: "offset", value: offset, size: 10, inputmode: "numeric" })),
     h("button", { type: "submit" }, "Read"));
-    const cut = s => s.length > 120 ? `${s.slice(0, 117)}…` : s;
-    const value = v => cut(JSON.stringify(v));
-    const base64 = v => h("code", { title: "bytes, in base64" }, cut(`base64:${v.data}`));
-    const key = k => k === null ? "–" : bytesTopic ? base64(k) : k;
-    const shown = v => bytesTopic ? (v === null ? "null" : base64(v)) : h("code", {}, value(v));
-    const headers = hs => !hs ? "–" : bytesTopic
-      ? h("code", { title: "bytes, in base64" }, cut(hs.map(x => `${x.name}=${x.value === null ? "null" : `base64:${x.value}`}`).join(" ")))
-      : h("code", {}, value(hs));
+
+    const timeForm = h("form", { class: "inline", id: "time-form", onsubmit: async e => {
+      e.preventDefault();
+      const when = new Date(e.target.time.value).getTime();
+      if (!Number.isFinite(when) || when < 0) { showError(new ApiError(400, { error_code: "INVALID_REQUEST", message: "pick a date and time" }), "Jump to a time"); return; }
+      try {
+        const found = await api(`/v1/topics/${enc(name)}/partitions/${enc(partition)}/offsets?` +
+          new URLSearchParams({ timestamp_ms: String(when), isolation }));
+        if (found.offset === null) {
+          go(at(Math.max(found.log_start_offset, found.high_watermark - PAGE)),
+            `No record at or after ${localTime(when)}: the newest records instead.`);
+        } else {
+          go(at(found.offset), `The first record at or after ${localTime(when)} is at offset ${n(found.offset)}.`);
+        }
+      } catch (err) { showError(err, "Jump to a time"); }
+    } },
+    h("label", {}, "first record at or after ", h("input", { name: "time", id: "time", type: "datetime-local", step: "1", required: true,
+      value: page.records.length ? dateAndTime(new Date(page.records[0].timestamp_ms)).replace(" ", "T") : undefined })),
+    h("button", { type: "submit" }, "Go"));
+
+    const count = h("span", { class: "muted", id: "key-count" });
+    const filter = h("input", { id: "key-filter", type: "search", placeholder: "key", size: 24, "aria-label": "find by key" });
+    const rows = page.records.map(r => [r, h("tr", {}, [
+      r.offset, r.commit_position === null ? "–" : r.commit_position,
+      badge(r.state || "committed"), key(r.key), shown(r.value), headers(r.headers),
+      r.producer_id === null ? "plain" : `${r.producer_id}/${r.producer_epoch}${r.transactional ? " txn" : ""}`,
+      h("span", { title: new Date(r.timestamp_ms).toISOString() }, localTime(r.timestamp_ms))].map(c => h("td", {}, c)))]);
+    const keyText = r => (r.key === null ? "" : bytesTopic ? `base64:${r.key.data}` : r.key);
+    const applyFilter = () => {
+      const wanted = filter.value.trim();
+      let matched = 0;
+      for (const [r, tr] of rows) {
+        const hit = !wanted || keyText(r).includes(wanted);
+        tr.hidden = !hit;
+        if (hit) matched += 1;
+      }
+      count.textContent = wanted ? `${matched} of ${rows.length} records on this page have a key containing “${wanted}”.` : "";
+    };
+    filter.addEventListener("input", applyFilter);
+
+    const nav = h("p", { class: "pager" },
+      offset > bounds.log_start_offset ? link(at(bounds.log_start_offset), "⇤ oldest") : h("span", { class: "muted" }, "⇤ oldest"), " · ",
+      offset > bounds.log_start_offset ? link(at(Math.max(bounds.log_start_offset, offset - PAGE)), "← previous page") : h("span", { class: "muted" }, "← previous page"), " · ",
+      page.next_offset < page.high_watermark ? link(at(page.next_offset), "next page →") : h("span", { class: "muted" }, "next page →"), " · ",
+      offset !== newest || asked === null ? link(at(newest), "newest ⇥") : h("span", { class: "muted" }, "newest ⇥"));
+
     main.replaceChildren(
       h("p", {}, link(`#/topics/${enc(name)}`, `← Topic ${name}`)),
       h("h1", {}, `${name} / ${partition}`),
-      h("p", { class: "muted" }, `log start ${n(page.log_start_offset)}, last stable offset ${n(page.last_stable_offset)}, ` +
-        `high watermark ${n(page.high_watermark)}. read_uncommitted shows every record in offset order with its state; ` +
-        "read_committed only committed ones, in commit order." +
+      h("p", { class: "muted", id: "bounds" }, `log start ${n(page.log_start_offset)}, last stable offset ${n(page.last_stable_offset)}, ` +
+        `high watermark ${n(page.high_watermark)}. Showing ${page.records.length ? `offsets ${n(page.records[0].offset)}–${n(page.records[page.records.length - 1].offset)}` : "no record"} ` +
+        `from ${asked === null ? "the newest page" : `offset ${n(offset)}`}. read_uncommitted shows every record in offset order with its state; ` +
+        "read_committed only committed ones, in commit order. Times are this browser's local time." +
         (bytesTopic ? " A bytes topic: keys, values and header values are bytes, shown in base64." : "")),
-      form,
-      table(["offset", "commit position", "state", "key", "value", "headers", "producer", "time"],
-        page.records.map(r => [r.offset, r.commit_position === null ? "–" : r.commit_position,
-          badge(r.state || "committed"), key(r.key), shown(r.value), headers(r.headers),
-          r.producer_id === null ? "plain" : `${r.producer_id}/${r.producer_epoch}${r.transactional ? " txn" : ""}`,
-          new Date(r.timestamp_ms).toISOString().replace("T", " ").slice(0, 23)]),
-        "No records from this position."),
-      page.next_offset < page.high_watermark
-        ? h("p", {}, link(`#/topics/${enc(name)}/${partition}?${new URLSearchParams({ isolation, offset: page.next_offset })}`, "next page →"))
-        : h("p", { class: "muted" }, "End of the log."));
+      h("div", { class: "toolbar" }, readForm, timeForm,
+        h("form", { class: "inline", onsubmit: e => e.preventDefault() }, h("label", {}, "find by key on this page ", filter), count)),
+      nav,
+      rows.length
+        ? h("table", { id: "records" },
+          h("thead", {}, h("tr", {}, ["offset", "commit position", "state", "key", "value", "headers", "producer", "time (local)"].map(x => h("th", {}, x)))),
+          h("tbody", {}, rows.map(([, tr]) => tr)))
+        : h("p", { class: "muted" }, "No records from this position."),
+      page.next_offset < page.high_watermark ? nav.cloneNode(true) : h("p", { class: "muted" }, "End of the log."),
+      permitted.authorized_operations.includes("write") ? sendForm(name, partition, bytesTopic) : "");
   }
 
+  // A test record, sent as a plain (non-transactional) Send: only for a principal that may
+  // write the topic (its authorized operations).
+  function sendForm(name, partition, bytesTopic) {
+    const status = h("p", { id: "send-status", class: "muted" });
+    return h("details", { id: "send", class: "send" },
+      h("summary", {}, "Send a test record"),
+      h("form", { class: "stacked", onsubmit: async e => {
+        e.preventDefault();
+        const f = e.target;
+        let value;
+        if (bytesTopic) {
+          value = { type: "BINARY", data: base64OfText(f.value.value) };
+        } else {
+          try { value = JSON.parse(f.value.value); } catch (err) {
+            status.className = "error";
+            status.textContent = `INVALID_REQUEST: the value is not JSON (${err.message})`;
+            return;
+          }
+        }
+        const record = { key: f.key.value === "" ? null : (bytesTopic ? { type: "BINARY", data: base64OfText(f.key.value) } : f.key.value), value };
+        try {
+          const sent = await api("/v1/records", { method: "POST", json: { batches: [{ topic: name, partition: Number(partition), records: [record] }] } });
+          const offset = sent.results[0].base_offset;
+          go(`#/topics/${enc(name)}/${partition}?isolation=read_uncommitted`, `Sent: offset ${n(offset)}.`);
+        } catch (err) {
+          status.className = "error";
+          status.textContent = `${err.code}: ${err.message}`;
+        }
+      } },
+      h("label", {}, "key ", h("input", { name: "key", id: "send-key", size: 30 })),
+      h("label", {}, bytesTopic ? "value (text, sent as its UTF-8 bytes) " : "value (JSON) ",
+        h("textarea", { name: "value", id: "send-value", rows: 4, cols: 60, required: true }, bytesTopic ? "" : '{"test": true}')),
+      h("button", { type: "submit", id: "send-button" }, "Send"), status));
+  }
+
+  const STATES = ["Empty", "Ongoing", "Prepared", "PrepareCommit", "PrepareAbort", "CompleteCommit", "CompleteAbort",
+    "PrepareEpochFence", "Dead"];
+  const LIST_LIMIT = 1000; // the API's default page of a transaction list
+
+  // Transactions: open, hanging or all, narrowed by state (open and all), by how long they
+  // have been open (open and all) and by transactional id prefix; the filters live in the
+  // address, so a filtered list can be reloaded and shared.
   async function transactions(params) {
-    const which = params.get("show") || "open";
-    const query = which === "hanging" ? "?hanging=true" : which === "open"
-      ? "?state=Ongoing&state=Prepared&state=PrepareCommit&state=PrepareAbort" : "";
-    const list = (await api(`/v1/transactions${query}`)).transactions;
+    const which = ["open", "hanging", "all"].includes(params.get("show")) ? params.get("show") : "open";
+    const state = params.get("state") || "";
+    const minAgeS = params.get("min_age_s") || "";
+    const prefix = params.get("prefix") || "";
+    const allowed = which === "open" ? OPEN_STATES : STATES;
+    if (state && !allowed.includes(state)) {
+      throw new ApiError(400, { error_code: "INVALID_REQUEST", message: `state ${JSON.stringify(state)} is not one of ${allowed.join(", ")}` });
+    }
+    if (minAgeS && !/^\d+$/.test(minAgeS)) {
+      throw new ApiError(400, { error_code: "INVALID_REQUEST", message: `min_age_s ${JSON.stringify(minAgeS)} is not a number of seconds` });
+    }
+    const query = new URLSearchParams();
+    if (which === "hanging") query.append("hanging", "true");
+    else {
+      for (const st of state ? [state] : which === "open" ? OPEN_STATES : []) query.append("state", st);
+      if (minAgeS) query.append("min_age_ms", String(Number(minAgeS) * 1000));
+    }
+    if (prefix) query.append("transactional_id_prefix", prefix);
+    const list = (await api(`/v1/transactions?${query}`)).transactions;
+    const here = extra => `#/transactions?${new URLSearchParams({ show: which, ...extra })}`;
+    const form = h("form", { class: "inline", id: "txn-filters", onsubmit: e => {
+      e.preventDefault();
+      const f = e.target;
+      const q = { show: which };
+      if (f.state && f.state.value) q.state = f.state.value;
+      if (f.min_age_s && f.min_age_s.value.trim()) q.min_age_s = f.min_age_s.value.trim();
+      if (f.prefix.value.trim()) q.prefix = f.prefix.value.trim();
+      location.hash = `#/transactions?${new URLSearchParams(q)}`;
+    } },
+    which === "hanging" ? "" : h("label", {}, "state ", h("select", { name: "state", id: "txn-state" },
+      h("option", { value: "" }, which === "open" ? "any open" : "any"),
+      allowed.map(v => h("option", { value: v, selected: v === state }, v)))),
+    which === "hanging" ? "" : h("label", {}, "open at least ", h("input", { name: "min_age_s", id: "txn-min-age", value: minAgeS, size: 6, inputmode: "numeric" }), " s"),
+    h("label", {}, "id starts with ", h("input", { name: "prefix", id: "txn-prefix", value: prefix, size: 20 })),
+    h("button", { type: "submit" }, "Filter"),
+    state || minAgeS || prefix ? link(here({}), "clear") : "");
     main.replaceChildren(
       h("h1", {}, "Transactions"),
-      h("p", {}, ["open", "hanging", "all"].map(w => w === which ? h("strong", {}, w) : link(`#/transactions?show=${w}`, w))
+      h("p", { class: "tabs" }, ["open", "hanging", "all"].map(w => w === which ? h("strong", {}, w) : link(`#/transactions?show=${w}`, w))
         .flatMap((x, i) => (i ? [" · ", x] : [x]))),
+      form,
+      list.length >= LIST_LIMIT ? h("p", { class: "muted" }, `The first ${n(LIST_LIMIT)}: narrow the list with the filters.`) : "",
       table(["transactional id", "state", "producer id / epoch", "txn id", "age", "timeout"],
         list.map(t => [link(`#/transactions/${enc(t.transactional_id)}`, t.transactional_id), badge(t.state),
           `${t.producer_id} / ${t.producer_epoch}`, t.txn_id === null ? "–" : t.txn_id, age(t.age_ms),
@@ -340,11 +608,11 @@
 
   async function groups() {
     const list = (await api("/v1/groups")).groups;
-    const lags = await Promise.all(list.map(g => api(`/v1/groups/${enc(g.group_id)}/lag`).then(totalLag, () => "–")));
+    const lags = (await groupLags(list)).map(l => (l ? totalLag(l) : "–"));
     main.replaceChildren(h("h1", {}, "Consumer groups"), table(
       ["group", "generation", "members", "lag (records)"],
       list.map((g, i) => [link(`#/groups/${enc(g.group_id)}`, g.group_id), g.generation_id === null ? "–" : g.generation_id,
-        n(g.member_count), lags[i]]),
+        n(g.member_count), i < DETAILS_LIMIT ? lags[i] : "–"]),
       "No group the principal may describe."));
   }
 
@@ -366,10 +634,16 @@
       h("div", { id: "lag-table" }), h("div", { id: "lag-chart" }),
       h("h2", {}, "Members"), h("div", { id: "members" }));
     const history = [[], []];
-    const plot = chart(document.getElementById("lag-chart"), "Lag over time (records)", ["lag"], history);
+    const plot = timeChart(document.getElementById("lag-chart"), "Lag over time (records), measured by this page",
+      ["lag"], LAG_SPAN_S);
+    const page = shown;
     every(POLL_MS, async () => {
       let lag;
-      try { lag = await api(`/v1/groups/${enc(id)}/lag`); } catch (e) { if (e.status !== 401) showError(e, `Group ${id}`); return; }
+      try { lag = await api(`/v1/groups/${enc(id)}/lag`); } catch (e) {
+        if (page === shown && e.status !== 401) showError(e, `Group ${id}`);
+        return;
+      }
+      if (page !== shown) return;
       document.getElementById("lag-table").replaceChildren(
         lag.total_lag === null
           ? h("p", {}, "total lag ", h("strong", { id: "total-lag" }, "unknown"), `: ${UNKNOWN_LAG[lag.total_lag_unknown_reason]}`)
@@ -381,8 +655,8 @@
           "No partition: the group consumes no topic you may describe."));
       history[0].push(Date.now() / 1000);
       history[1].push(lag.total_lag);  // null (unknown) is a gap in the chart, not a 0
-      if (history[0].length > HISTORY_POINTS) { history[0].shift(); history[1].shift(); }
-      plot.setData(history);
+      if (history[0].length > LAG_POINTS) { history[0].shift(); history[1].shift(); }
+      plot.set(history);
     });
     try {
       const g = await api(`/v1/groups/${enc(id)}`);
@@ -399,6 +673,7 @@
   // --- routing ----------------------------------------------------------------------------
 
   async function route() {
+    shown += 1;
     for (const t of timers) clearInterval(t);
     timers = [];
     for (const c of charts) c.destroy();
@@ -429,11 +704,13 @@
       else if (parts[0] === "groups" && parts.length === 1) await groups();
       else if (parts[0] === "groups" && parts.length === 2) await group(parts[1]);
       else throw new ApiError(404, { error_code: "NOT_FOUND", message: `no page ${location.hash}` });
+      if (pendingNotice) showNotice(pendingNotice);
     } catch (e) {
       main.replaceChildren(h("h1", {}, "Could not show this page"),
         h("p", { class: "error", id: "page-error" }, e instanceof ApiError ? `${e.code}: ${e.message}` : String(e)),
         h("p", {}, link("#/", "Back to the overview")));
     }
+    pendingNotice = null;
   }
 
   window.addEventListener("hashchange", route);

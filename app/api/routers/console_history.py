@@ -1,0 +1,35 @@
+"""GET /v1/console/history: the rates the console's charts plot, kept by this process
+(app.api.rate_history), so that a page load starts with the last window."""
+
+from __future__ import annotations
+
+from dataclasses import asdict
+from typing import Annotated
+
+from fastapi import APIRouter, Query, Request
+
+from app.api.errors import documented
+from app.api.rate_history import RateHistory
+from app.api.schemas.console import RateHistoryOut, RateSampleOut
+from app.api.security import AccessDep
+from app.domain.acl import CLUSTER, Operation
+from app.domain.types import MAX_INT64
+
+router = APIRouter(prefix="/v1/console", tags=["console"])
+
+
+@router.get("/history", operation_id="console_history", response_model=RateHistoryOut,
+            responses=documented(401, 403))
+def console_history(
+    request: Request, access: AccessDep,
+    since_ms: Annotated[int | None, Query(ge=0, le=MAX_INT64,
+                                          description="only the samples taken after this time (ms since the epoch)")] = None,
+) -> RateHistoryOut:
+    """This process's rates over the last OUTBOX_CONSOLE_HISTORY_WINDOW_MS, one sample every
+    OUTBOX_CONSOLE_HISTORY_INTERVAL_MS: records produced and fetched, transactions committed and
+    aborted, per second. Per process and since its start, like the counters of /metrics they
+    are computed from. Needs DESCRIBE on the cluster."""
+    access.require(Operation.DESCRIBE, CLUSTER)
+    history: RateHistory = request.app.state.rate_history
+    return RateHistoryOut(interval_ms=history.interval_ms, window_ms=history.window_ms,
+                          samples=[RateSampleOut(**asdict(s)) for s in history.since(since_ms)])
