@@ -32,6 +32,7 @@ SERVED: dict[int, tuple[int, int]] = {
     2: (1, 7),    # ListOffsets
     3: (0, 12),   # Metadata
     10: (0, 4),   # FindCoordinator
+    17: (0, 1),   # SaslHandshake (app.kafka.auth)
     18: (0, 3),   # ApiVersions
     22: (0, 4),   # InitProducerId
     # Transaction version 1 only (docs/ARCHITECTURE.md, "Transactions over the Kafka door"):
@@ -40,6 +41,7 @@ SERVED: dict[int, tuple[int, int]] = {
     25: (0, 3),   # AddOffsetsToTxn
     26: (0, 4),   # EndTxn
     28: (0, 4),   # TxnOffsetCommit
+    36: (0, 2),   # SaslAuthenticate (app.kafka.auth)
 }
 
 _PREFIX = struct.Struct(">hhi")  # api_key, api_version, correlation_id: every header starts so

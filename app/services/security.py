@@ -178,6 +178,17 @@ class SecurityState:
             state.decisions[key] = decision
         return decision
 
+    def refused(self, principal: Principal, operation: Operation, resource: Resource, **extra: Any) -> None:
+        """Count and audit a refusal, for a door that does not import this module (the Kafka
+        door reaches the services only through the objects it is handed)."""
+        metrics.AUTHORIZATION_REFUSALS.labels(resource.type.value, operation.value).inc()
+        audit_line(principal, operation.value, str(resource), False, **extra)
+
+    def authentication_failed(self, method: str, target: str, reason: str, client: str | None) -> None:
+        """Count and audit credentials refused (never the credentials themselves)."""
+        metrics.AUTHENTICATION_FAILURES.labels(method).inc()
+        audit_line("-", "authenticate", target, False, reason=reason, client=client)
+
     def may_write_some_topic(self, principal: Principal) -> bool:
         return principal.name in self.super_users or may_write_some_topic(self._state.snapshot.bindings,
                                                                           principal.name)
