@@ -18,7 +18,7 @@ from app.domain.errors import InvalidRecord, InvalidRequest, OutboxError, Produc
 from app.domain.offsets import GroupMetadata, OffsetToStage
 from app.domain.read import offset_order_upper_bound
 from app.domain.records import check_record_count
-from app.domain.types import IsolationLevel, TransactionVersion
+from app.domain.types import IsolationLevel, TransactionVersion, ValueFormat
 from app.kafka import records
 from app.kafka.auth import RULES, access, authorization_code
 from app.kafka.decompressed import check_decompressed_size
@@ -50,6 +50,7 @@ class Apis:
         self.services = services
         self.settings = services.settings
         self.broker = broker
+        self._formats: dict[str, ValueFormat] = {}  # topic -> its value format (_value_format)
         self.handlers = {0: self.produce, 1: self.fetch_now, 2: self.list_offsets, 3: self.metadata,
                          10: self.find_coordinator, 18: self.api_versions, 22: self.init_producer_id,
                          24: self.add_partitions_to_txn, 25: self.add_offsets_to_txn, 26: self.end_txn,
@@ -336,11 +337,23 @@ class Apis:
             check_record_count(batch.last_offset_delta + 1, self.settings.max_records_per_request)
             check_decompressed_size(bytes(data or b""), batch.compression_type,
                                     self.settings.kafka_socket_request_max_bytes)
-            send = records.send_batch(topic, partition, batch, self.services.clock())
             producer = batch.producer_id != records.NO_PRODUCER_ID
-            (result,) = self.services.log.send(
-                [send], producer_id=batch.producer_id if producer else None,
-                producer_epoch=batch.producer_epoch if producer else None, transactional_id=transactional_id)
+            value_format = self._value_format(topic)
+            try:
+                send = records.send_batch(topic, partition, batch, self.services.clock(), value_format)
+                (result,) = self.services.log.send(
+                    [send], producer_id=batch.producer_id if producer else None,
+                    producer_epoch=batch.producer_epoch if producer else None, transactional_id=transactional_id)
+            except InvalidRecord:
+                if self._value_format(topic, again=True) is value_format:
+                    raise
+                # The topic was deleted and created again in the other format since it was
+                # remembered: build the batch for the format it has now, once.
+                send = records.send_batch(topic, partition, batch, self.services.clock(),
+                                          self._value_format(topic))
+                (result,) = self.services.log.send(
+                    [send], producer_id=batch.producer_id if producer else None,
+                    producer_epoch=batch.producer_epoch if producer else None, transactional_id=transactional_id)
         except InvalidRecord as e:
             return ErrorCode.invalid_record, e.message, -1
         except ProducerFenced as e:
@@ -350,6 +363,16 @@ class Apis:
         except OutboxError as e:
             return error_code(e), e.message, -1
         return ErrorCode.none, None, result.base_offset
+
+    def _value_format(self, topic: str, *, again: bool = False) -> ValueFormat:
+        """The topic's value format, remembered: a topic's format is chosen when it is created and
+        never changed (docs/ARCHITECTURE.md, "Record formats"). An unknown topic is JSON here;
+        the log refuses it (UNKNOWN_TOPIC_OR_PARTITION)."""
+        known = None if again else self._formats.get(topic)
+        if known is None:
+            self._formats = {t.name: t.config.value_format for t in self.services.topics.list()}
+            known = self._formats.get(topic, ValueFormat.JSON)
+        return known
 
     # --- Fetch -----------------------------------------------------------------------------
 
