@@ -424,3 +424,62 @@ def test_the_listener_speaks_tls_with_the_http_doors_certificate(secured_tls: Se
         assert peer.subject.rfc4514_string() == "CN=outbox-test"
         answer = ask(s, 18, 3, _api_versions())  # type: ignore[arg-type]
         assert answer.error_code == ErrorCode.none
+
+
+def test_the_transactional_apis_answer_each_missing_acl_with_its_code_and_change_nothing(secured: Secured) -> None:
+    from kio.schema.add_offsets_to_txn.v3.request import AddOffsetsToTxnRequest
+    from kio.schema.add_partitions_to_txn.v3.request import AddPartitionsToTxnRequest, AddPartitionsToTxnTopic
+    from kio.schema.init_producer_id.v4.request import InitProducerIdRequest
+    from kio.schema.txn_offset_commit.v3.request import (
+        TxnOffsetCommitRequest,
+        TxnOffsetCommitRequestPartition,
+        TxnOffsetCommitRequestTopic,
+    )
+
+    w = secured
+    w.grant("User:alice", "transactional_id", "tx", "write")
+    w.grant("User:alice", "topic", "orders", "write")
+    with w.connect() as s:
+        assert _sasl(s, "alice", w.keys["alice"]).error_code == ErrorCode.none
+        other = ask(s, 22, 4, InitProducerIdRequest(transactional_id="other", transaction_timeout=datetime.timedelta(
+            seconds=60), producer_id=-1, producer_epoch=-1))
+        assert other.error_code == ErrorCode.transactional_id_authorization_failed
+        got = ask(s, 22, 4, InitProducerIdRequest(transactional_id="tx", transaction_timeout=datetime.timedelta(
+            seconds=60), producer_id=-1, producer_epoch=-1))
+        assert got.error_code == ErrorCode.none
+        ident = {"producer_id": got.producer_id, "producer_epoch": got.producer_epoch}
+        added = ask(s, 24, 3, AddPartitionsToTxnRequest(
+            v3_and_below_transactional_id="tx", v3_and_below_producer_id=got.producer_id,
+            v3_and_below_producer_epoch=got.producer_epoch, v3_and_below_topics=(
+                AddPartitionsToTxnTopic(name="orders", partitions=(0,)),
+                AddPartitionsToTxnTopic(name="audit", partitions=(0,)))))
+        assert [(t.name, [p.partition_error_code for p in t.results_by_partition])
+                for t in added.results_by_topic_v3_and_below] == [
+            ("orders", [ErrorCode.operation_not_attempted]), ("audit", [ErrorCode.topic_authorization_failed])]
+        offsets = ask(s, 25, 3, AddOffsetsToTxnRequest(transactional_id="tx", group_id="g", **ident))
+        assert offsets.error_code == ErrorCode.group_authorization_failed
+        staged = ask(s, 28, 3, TxnOffsetCommitRequest(
+            transactional_id="tx", group_id="g", generation_id=-1, member_id="", group_instance_id=None,
+            topics=(TxnOffsetCommitRequestTopic(name="orders", partitions=(TxnOffsetCommitRequestPartition(
+                partition_index=0, committed_offset=1, committed_leader_epoch=-1, committed_metadata=None),)),),
+            **ident))
+        assert [p.error_code for t in staged.topics for p in t.partitions] == [ErrorCode.group_authorization_failed]
+    described = w.client.get("/v1/transactions/tx", headers=w.headers()).json()
+    assert (described["state"], described["partitions"]) == ("Empty", [])
+
+
+def test_an_idempotent_producer_without_write_on_any_topic_is_refused_on_the_cluster(secured: Secured) -> None:
+    from kio.schema.init_producer_id.v4.request import InitProducerIdRequest
+
+    secured.grant("User:alice", "topic", "orders", "read")
+    with secured.connect() as s:
+        assert _sasl(s, "alice", secured.keys["alice"]).error_code == ErrorCode.none
+        answer = ask(s, 22, 4, InitProducerIdRequest(transactional_id=None, transaction_timeout=datetime.timedelta(
+            seconds=60), producer_id=-1, producer_epoch=-1))
+    assert (answer.error_code, answer.producer_id) == (ErrorCode.cluster_authorization_failed, -1)
+
+
+def test_a_listener_without_tls_warns_that_keys_cross_the_network_in_clear_text(
+        secured: Secured, caplog: pytest.LogCaptureFixture) -> None:
+    assert ("Kafka listener: SASL_PLAINTEXT: API keys cross the network in clear text; set OUTBOX_TLS_CERT_FILE "
+            "to serve SASL_SSL") in [r.getMessage() for r in caplog.get_records("setup")]
