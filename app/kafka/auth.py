@@ -105,6 +105,9 @@ class Session:
 
     state: SaslState
     principal: Principal | None = None
+    # The id (never the secret) of the API key it authenticated with: a revoked key closes
+    # the connection at its next request (SecurityState.api_key_id_is_live).
+    key_id: str | None = None
 
     @classmethod
     def start(cls, settings: Settings) -> "Session":
@@ -113,10 +116,10 @@ class Session:
         return cls(SaslState.AUTHENTICATED, NOBODY)
 
 
-def plain_principal(state: SecurityState, auth_bytes: bytes, client: str | None) -> Principal:
+def plain_principal(state: SecurityState, auth_bytes: bytes, client: str | None) -> tuple[Principal, str]:
     """The principal of a SASL/PLAIN token (RFC 4616: authzid NUL user NUL password), whose
-    password is an API key of the principal the user names; AuthenticationFailed otherwise.
-    May take one scrypt: call it off the event loop."""
+    password is an API key of the principal the user names, and the key's id;
+    AuthenticationFailed otherwise. May take one scrypt: call it off the event loop."""
     parts = bytes(auth_bytes).split(b"\0")
     try:
         authzid, user, key = (p.decode("utf-8") for p in parts) if len(parts) == 3 else ("", "", "")
@@ -130,7 +133,7 @@ def plain_principal(state: SecurityState, auth_bytes: bytes, client: str | None)
     principal = state.api_key_principal(key, client)
     if acl.principal_name(user) != principal:
         raise AuthenticationFailed("the API key belongs to another principal than the user name given")
-    return Principal(principal, "api_key")
+    return Principal(principal, "api_key"), state.api_key_id(key)
 
 
 def authentication_failed(state: SecurityState, e: AuthenticationFailed, client: str | None) -> None:

@@ -118,6 +118,8 @@ class KafkaListener:
                 return
             try:
                 if session.state is SaslState.AUTHENTICATED:
+                    if session.key_id is not None and not self.security.api_key_id_is_live(session.key_id):
+                        raise protocol.CloseConnection(f"the API key {session.key_id} it authenticated with is revoked")
                     answer, close = await self._answer(frame, session), False
                 else:
                     answer, close = await self._authenticate(frame, session, writer)
@@ -157,7 +159,8 @@ class KafkaListener:
             # After SaslHandshake v0 the token comes without a request header, and Kafka
             # answers success with an empty token, failure by closing the connection.
             try:
-                session.principal = await asyncio.to_thread(auth.plain_principal, self.security, frame, client)
+                session.principal, session.key_id = await asyncio.to_thread(
+                    auth.plain_principal, self.security, frame, client)
             except AuthenticationFailed as e:
                 auth.authentication_failed(self.security, e, client)
                 raise protocol.CloseConnection(f"SASL/PLAIN authentication failed: {e.message}") from None
@@ -184,7 +187,8 @@ class KafkaListener:
             answer = protocol.build(m.SaslHandshakeResponse, error_code=ErrorCode.none, mechanisms=auth.MECHANISMS)
             return protocol.encode(correlation_id, answer), False
         try:
-            session.principal = await asyncio.to_thread(auth.plain_principal, self.security, body.auth_bytes, client)
+            session.principal, session.key_id = await asyncio.to_thread(
+                auth.plain_principal, self.security, body.auth_bytes, client)
         except AuthenticationFailed as e:
             auth.authentication_failed(self.security, e, client)
             logger.info("Kafka listener: SASL/PLAIN authentication from %s failed: %s", _peer(writer), e.message)

@@ -239,6 +239,18 @@ class SecurityState:
         self._verified[digest] = stored
         return stored.principal
 
+    @staticmethod
+    def api_key_id(key: str) -> str | None:
+        """The key id of something shaped like an API key (not secret: it names the key)."""
+        parts = split_api_key(key)
+        return None if parts is None else parts[0]
+
+    def api_key_id_is_live(self, key_id: str) -> bool:
+        """Whether a key api_key_principal took is still live here, by its id: a connection
+        that authenticated once (the Kafka door's) asks before each request, so that a revoked
+        key stops working there within the refresh interval too, without keeping the secret."""
+        return key_id in self._snapshot.keys
+
     def _may_look_again(self) -> bool:
         now = time.monotonic()
         if now - self._looked_again < _LOOK_AGAIN_S:

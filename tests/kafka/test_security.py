@@ -483,3 +483,19 @@ def test_a_listener_without_tls_warns_that_keys_cross_the_network_in_clear_text(
         secured: Secured, caplog: pytest.LogCaptureFixture) -> None:
     assert ("Kafka listener: SASL_PLAINTEXT: API keys cross the network in clear text; set OUTBOX_TLS_CERT_FILE "
             "to serve SASL_SSL") in [r.getMessage() for r in caplog.get_records("setup")]
+
+
+def test_a_connection_whose_key_is_revoked_is_closed_at_its_next_request(secured: Secured) -> None:
+    from kio.schema.metadata.v12.request import MetadataRequest
+
+    w = secured
+    w.grant("User:alice", "topic", "orders", "describe")
+    metadata = MetadataRequest(topics=None, allow_auto_topic_creation=False, include_topic_authorized_operations=False)
+    key_id = w.keys["alice"].split("_")[1]
+    with w.connect() as s:
+        assert _sasl(s, "alice", w.keys["alice"]).error_code == ErrorCode.none
+        assert [t.name for t in ask(s, 3, 12, metadata).topics] == ["orders"]
+        r = w.client.delete(f"/v1/principals/User:alice/api-keys/{key_id}", headers=w.headers())
+        assert r.status_code < 300, r.text
+        s.sendall(frame(3, 12, metadata))
+        assert closed(s)
