@@ -191,6 +191,8 @@ class Access:
         return False
 
     def refusal(self, operation: Operation, resource: Resource) -> None:
+        if (operation, resource) in self.refused:
+            return  # a Fetch that waits asks again: one refusal per request, counted once
         self.refused.add((operation, resource))
         if self.state is not None:  # without authentication nothing is refused
             self.state.refused(self.principal, operation, resource, door="kafka")

@@ -499,3 +499,36 @@ def test_a_connection_whose_key_is_revoked_is_closed_at_its_next_request(secured
         assert r.status_code < 300, r.text
         s.sendall(frame(3, 12, metadata))
         assert closed(s)
+
+
+def test_a_waiting_fetch_counts_its_refusal_once(secured: Secured) -> None:
+    import threading
+
+    from kio.schema.fetch.v12.request import FetchPartition, FetchRequest, FetchTopic
+
+    w = secured
+    w.grant("User:alice", "topic", "orders", "read")
+    before = _refusals("topic", "read")
+
+    def topic(name: str) -> Any:
+        return FetchTopic(topic=name, partitions=(FetchPartition(
+            partition=0, current_leader_epoch=-1, fetch_offset=0, last_fetched_epoch=-1, log_start_offset=-1,
+            partition_max_bytes=100_000),))
+
+    def append() -> None:
+        w.client.post("/v1/records", headers=w.headers(), json={"batches": [
+            {"topic": "orders", "partition": 0, "records": [{"value": 1}]}]})
+
+    with w.connect() as s:
+        assert _sasl(s, "alice", w.keys["alice"]).error_code == ErrorCode.none
+        # Woken by the append, the Fetch reads again, and asks about `audit` again.
+        timer = threading.Timer(0.5, append)
+        timer.start()
+        answer = ask(s, 1, 12, FetchRequest(
+            replica_id=-1, max_wait=datetime.timedelta(seconds=3), min_bytes=10**6, max_bytes=100_000,
+            isolation_level=0, session_id=0, session_epoch=-1, topics=(topic("orders"), topic("audit")),
+            forgotten_topics_data=(), rack_id=""))
+        timer.join()
+    assert [(t.topic, t.partitions[0].error_code) for t in answer.responses] == [
+        ("orders", ErrorCode.none), ("audit", ErrorCode.topic_authorization_failed)]
+    assert _refusals("topic", "read") == before + 1
