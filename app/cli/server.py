@@ -80,7 +80,7 @@ def serve(settings: Settings, args: argparse.Namespace) -> int:
 
                 # The same services (database, log, coordinator) as the HTTP API's, built by
                 # its lifespan: a record sent through either door is read through either.
-                self.kafka = KafkaListener(app.state.services, kafka_sock)
+                self.kafka = KafkaListener(app.state.services, kafka_sock, security=app.state.security)
                 await self.kafka.start()
                 logger.info("Kafka listener at %s:%d (broker %d)", self.kafka.apis.broker.host, self.kafka.port,
                             settings.kafka_broker_id)
@@ -125,13 +125,11 @@ def _kafka_socket(settings: Settings) -> socket.socket | None:
     address = settings.kafka_address
     if address is None:
         return None
-    if settings.authentication_methods:
-        # Until SASL is served, a Kafka client could not authenticate, and every request would
-        # bypass the ACLs the HTTP door applies.
-        raise CommandError(
-            "the Kafka listener does not authenticate clients yet (no SASL): it cannot run with "
-            f"OUTBOX_AUTHENTICATION={settings.authentication}. Unset OUTBOX_KAFKA_LISTENER, or serve "
-            "without authentication on loopback", EXIT_USAGE)
+    from app.kafka.auth import unsupported_configuration
+
+    problem = unsupported_configuration(settings)
+    if problem is not None:
+        raise CommandError(problem, EXIT_USAGE)
     _check_exposure(settings, address[0])
     try:
         return _listen(*address)

@@ -21,15 +21,20 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
+from app.domain import acl
+from app.domain.acl import Operation
+
 from app.domain.errors import (
     InvalidConfig,
     InvalidRequest,
     OutboxError,
+    TopicAlreadyExists,
     TransactionalIdNotFound,
     UnknownTopicOrPartition,
 )
 from app.domain.types import TransactionState
 from app.domain.topic_config import CONFIG_KEYS, ConfigTextError, TopicConfig, new_topic_config, parse_config_text
+from app.kafka.auth import access, authorization_code
 from app.kafka.errors import error_code
 from app.kafka.protocol import build, response_module
 
@@ -119,15 +124,23 @@ class AdminApis:
     def create_topics(self, body: Any, version: int) -> Any:
         m = response_module(19, version)
         assert m is not None
+        # CREATE on the cluster, or on the topic, as /v1/topics asks.
+        cluster = access().allows(Operation.CREATE, acl.CLUSTER)
         return build(m.CreateTopicsResponse, throttle_time=_NO_WAIT, topics=tuple(
-            self._create_topic(m, t, body.validate_only) for t in body.topics))
+            self._create_topic(m, t, body.validate_only, cluster) for t in body.topics))
 
-    def _create_topic(self, m: Any, t: Any, validate_only: bool) -> Any:
+    def _create_topic(self, m: Any, t: Any, validate_only: bool, cluster: bool) -> Any:
         def refused(e: OutboxError) -> Any:
             return build(m.CreatableTopicResult, name=t.name, topic_id=_ZERO_UUID, error_code=error_code(e),
                          error_message=e.message, topic_config_error_code=ErrorCode.none, num_partitions=-1,
                          replication_factor=-1, configs=None)
 
+        topic = acl.topic(t.name)
+        if not access().allows(Operation.CREATE, topic) and not cluster:
+            access().refusal(Operation.CREATE, topic)
+            return build(m.CreatableTopicResult, name=t.name, topic_id=_ZERO_UUID,
+                         error_code=ErrorCode.topic_authorization_failed, error_message=None,
+                         topic_config_error_code=ErrorCode.none, num_partitions=-1, replication_factor=-1, configs=None)
         try:
             if t.assignments:
                 raise InvalidRequest("a manual partition assignment is not served: this broker leads every partition")
@@ -140,16 +153,24 @@ class AdminApis:
             given = parse_configs({c.name: c.value for c in t.configs})
             config = new_topic_config(given, self.settings.message_max_bytes)
             count = _DEFAULT_PARTITIONS if t.num_partitions == -1 else t.num_partitions
-            topic = self.services.topics.create(t.name, count, config, validate_only=validate_only)
+            created = self.services.topics.create(t.name, count, config, validate_only=validate_only)
+        except TopicAlreadyExists as e:
+            # Only a principal that may describe the topic learns that it exists (Kafka's rule).
+            if not access().allows(Operation.DESCRIBE, topic):
+                return build(m.CreatableTopicResult, name=t.name, topic_id=_ZERO_UUID,
+                             error_code=ErrorCode.topic_authorization_failed, error_message=None,
+                             topic_config_error_code=ErrorCode.none, num_partitions=-1, replication_factor=-1,
+                             configs=None)
+            return refused(e)
         except OutboxError as e:
             return refused(e)
         if not hasattr(m, "CreatableTopicConfigs"):  # versions before 5 answer no configs
             configs: tuple | None = None
         else:
-            configs = self._created_configs(m, topic.config, given)
+            configs = self._created_configs(m, created.config, given)
         return build(m.CreatableTopicResult, name=t.name, topic_id=_ZERO_UUID, error_code=ErrorCode.none,
                      error_message=None, topic_config_error_code=ErrorCode.none,
-                     num_partitions=topic.partition_count, replication_factor=1, configs=configs)
+                     num_partitions=created.partition_count, replication_factor=1, configs=configs)
 
     @staticmethod
     def _created_configs(m: Any, config: TopicConfig, given: dict[str, Any]) -> tuple:
@@ -172,6 +193,8 @@ class AdminApis:
             if name is None:
                 # Topics have no ids here (Metadata answers all zero): only names can be deleted.
                 code, message = ErrorCode.unknown_topic_id, "topics are deleted by name: they have no ids here"
+            elif (denied := _refused(Operation.DELETE, acl.topic(name))) is not None:
+                code = denied
             else:
                 try:
                     self.services.topics.delete(name)
@@ -190,6 +213,10 @@ class AdminApis:
         for t in body.topics:
             code, message = ErrorCode.none, None
             try:
+                if (denied := _refused(Operation.ALTER, acl.topic(t.name))) is not None:
+                    results.append(build(m.CreatePartitionsTopicResult, name=t.name, error_code=denied,
+                                         error_message=None))
+                    continue
                 if t.assignments:
                     raise InvalidRequest("a manual partition assignment is not served")
                 self.services.topics.create_partitions(t.name, t.count, validate_only=body.validate_only)
@@ -213,9 +240,12 @@ class AdminApis:
 
         if r.resource_type == ResourceType.BROKER:
             # The broker's settings are the service's (OUTBOX_*), not Kafka configs: none to show.
-            return result(ErrorCode.none, None)
+            denied = _refused(Operation.DESCRIBE, acl.CLUSTER)
+            return result(denied or ErrorCode.none, None)
         if r.resource_type != ResourceType.TOPIC:
             return result(ErrorCode.invalid_request, f"resource type {r.resource_type} has no configs here")
+        if (denied := _refused(Operation.DESCRIBE, acl.topic(r.resource_name))) is not None:
+            return result(denied, None)
         try:
             topic, _ = self.services.topics.describe(r.resource_name)
             keys = CONFIG_KEYS if r.configuration_keys is None else [config_key(n) for n in r.configuration_keys]
@@ -238,7 +268,13 @@ class AdminApis:
         results = []
         for r in body.resources:
             code, message = ErrorCode.none, None
+            resource = acl.topic(r.resource_name) if r.resource_type == ResourceType.TOPIC else acl.CLUSTER
+            operation = Operation.ALTER_CONFIGS if r.resource_type == ResourceType.TOPIC else Operation.ALTER
             try:
+                if (denied := _refused(operation, resource)) is not None:
+                    results.append(build(m.AlterConfigsResourceResponse, error_code=denied, error_message=None,
+                                         resource_type=r.resource_type, resource_name=r.resource_name))
+                    continue
                 if r.resource_type != ResourceType.TOPIC:
                     raise InvalidRequest("only topic configs can be altered: the broker's are the service's "
                                          "settings (OUTBOX_*)")
@@ -277,8 +313,13 @@ class AdminApis:
         topics = []
         for t in body.topics:
             answered = []
+            denied = _refused(Operation.DELETE, acl.topic(t.name))
             for p in t.partitions:
-                code, low = ErrorCode.none, -1
+                code, low = denied or ErrorCode.none, -1
+                if denied is not None:
+                    answered.append(build(m.DeleteRecordsPartitionResult, partition_index=p.partition_index,
+                                          low_watermark=low, error_code=code))
+                    continue
                 try:
                     low = self.services.topics.delete_records(t.name, p.partition_index, self._up_to(t.name, p))
                 except OutboxError as e:
@@ -310,6 +351,10 @@ class AdminApis:
 
     def _describe_transaction(self, m: Any, transactional_id: str) -> Any:
         try:
+            if (denied := _refused(Operation.DESCRIBE, acl.transactional_id(transactional_id))) is not None:
+                return build(m.TransactionState, error_code=denied, transactional_id=transactional_id,
+                             transaction_state="", transaction_timeout=_NO_WAIT, transaction_start_time=_EPOCH,
+                             producer_id=0, producer_epoch=0, topics=())
             view = self.services.coordinator.describe(transactional_id)
         except OutboxError as e:
             # The refusal with every other field at its schema default, as Kafka answers it.
@@ -353,7 +398,8 @@ class AdminApis:
                      unknown_state_filters=unknown, transaction_states=tuple(
                          build(m.TransactionState, transactional_id=t.transactional_id, producer_id=t.producer_id,
                                transaction_state=t.state.value)
-                         for t in listed if not producers or t.producer_id in producers))
+                         for t in listed if (not producers or t.producer_id in producers)
+                         and access().allows(Operation.DESCRIBE, acl.transactional_id(t.transactional_id))))
 
     def describe_producers(self, body: Any, version: int) -> Any:
         m = response_module(61, version)
@@ -361,7 +407,12 @@ class AdminApis:
         topics = []
         for t in body.topics:
             answered = []
+            denied = _refused(Operation.READ, acl.topic(t.name))
             for p in t.partition_indexes:
+                if denied is not None:
+                    answered.append(build(m.PartitionResponse, partition_index=p, error_code=denied,
+                                          error_message=None, active_producers=()))
+                    continue
                 try:
                     active = self.services.log.describe_producers(t.name, p, LIST_LIMIT)
                 except OutboxError as e:
@@ -378,4 +429,10 @@ class AdminApis:
                                           for a in active)))
             topics.append(build(m.TopicResponse, name=t.name, partitions=tuple(answered)))
         return build(m.DescribeProducersResponse, throttle_time=_NO_WAIT, topics=tuple(topics))
+
+
+def _refused(operation: Operation, resource: acl.Resource) -> ErrorCode | None:
+    """Kafka's authorization code if the principal may not do `operation` on `resource`; None
+    if it may. The check is recorded (app.kafka.auth)."""
+    return None if access().check(operation, resource) else authorization_code(resource)
 

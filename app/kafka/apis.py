@@ -12,13 +12,16 @@ from typing import Any
 from aiokafka.record.default_records import DefaultRecordBatch
 from kio.schema.errors import ErrorCode
 
+from app.domain import acl
+from app.domain.acl import Operation
 from app.domain.errors import InvalidRecord, InvalidRequest, OutboxError, ProducerFenced
 from app.domain.offsets import GroupMetadata, OffsetToStage
 from app.domain.read import offset_order_upper_bound
 from app.domain.records import check_record_count
-from app.domain.types import IsolationLevel, TransactionVersion
+from app.domain.types import IsolationLevel, TransactionVersion, ValueFormat
 from app.kafka import groups, records
 from app.kafka.admin import AdminApis
+from app.kafka.auth import RULES, access, authorization_code
 from app.kafka.decompressed import check_decompressed_size
 from app.kafka.errors import error_code, fenced_code
 from app.kafka.groups import GroupApis
@@ -49,17 +52,34 @@ class Apis:
         self.services = services
         self.settings = services.settings
         self.broker = broker
+        self._formats: dict[str, ValueFormat] = {}  # topic -> its value format (_value_format)
         self.handlers = {0: self.produce, 1: self.fetch_now, 2: self.list_offsets, 3: self.metadata,
                          10: self.find_coordinator, 18: self.api_versions, 22: self.init_producer_id,
                          24: self.add_partitions_to_txn, 25: self.add_offsets_to_txn, 26: self.end_txn,
-                         28: self.txn_offset_commit, **AdminApis(services).handlers}
-        # The classic group protocol, its own module; each API's ACL requirement is groups.ACLS.
+                         28: self.txn_offset_commit, 17: self.sasl_again, 36: self.sasl_again,
+                         **AdminApis(services).handlers}
+        # The classic group protocol, its own module (its ACL requirements are auth.RULES' too).
         self.groups = GroupApis(services)
         self.handlers |= {groups.OFFSET_COMMIT: self.groups.offset_commit, groups.OFFSET_FETCH: self.groups.offset_fetch,
                           groups.JOIN_GROUP: self.groups.join_group, groups.HEARTBEAT: self.groups.heartbeat,
                           groups.LEAVE_GROUP: self.groups.leave_group, groups.SYNC_GROUP: self.groups.sync_group,
                           groups.DESCRIBE_GROUPS: self.groups.describe_groups, groups.LIST_GROUPS: self.groups.list_groups}
-        assert set(self.handlers) == set(SERVED)
+        # Every served API has its ACL rule (app.kafka.auth.RULES), which the listener holds it to.
+        assert set(self.handlers) == set(SERVED) == set(RULES)
+
+    # --- SaslHandshake, SaslAuthenticate once authenticated --------------------------------
+
+    def sasl_again(self, body: Any, version: int) -> Any:
+        """The SASL exchange before authentication is the listener's (app.kafka.auth); once a
+        connection is authenticated, or on a listener without authentication, another is
+        ILLEGAL_SASL_STATE (re-authentication, KIP-368, is not served)."""
+        m = response_module(17 if hasattr(body, "mechanism") else 36, version)
+        assert m is not None
+        if hasattr(body, "mechanism"):
+            return build(m.SaslHandshakeResponse, error_code=ErrorCode.illegal_sasl_state, mechanisms=())
+        return build(m.SaslAuthenticateResponse, error_code=ErrorCode.illegal_sasl_state,
+                     error_message="this connection is already authenticated", auth_bytes=b"",
+                     session_lifetime=_NO_WAIT)
 
     # --- ApiVersions -----------------------------------------------------------------------
 
@@ -73,10 +93,17 @@ class Apis:
         assert m is not None
         wanted = None if body.topics is None or (version == 0 and not body.topics) else [t.name for t in body.topics]
         by_name = {t.name: t for t in self.services.topics.list()}
-        names = sorted(by_name) if wanted is None else wanted
+        # As Kafka: listing every topic shows only those the principal may describe; a topic
+        # named but not describable is TOPIC_AUTHORIZATION_FAILED, whether it exists or not.
+        names = [n for n in sorted(by_name) if access().allows(Operation.DESCRIBE, acl.topic(n))] \
+            if wanted is None else wanted
         answered = []
         for name in names:
             topic = by_name.get(name)
+            if wanted is not None and not access().check(Operation.DESCRIBE, acl.topic(name)):
+                answered.append(build(m.MetadataResponseTopic, error_code=ErrorCode.topic_authorization_failed,
+                                      name=name, topic_id=_ZERO_UUID, is_internal=False, partitions=()))
+                continue
             if topic is None:
                 # Topics are created by the HTTP API or the CLI: no auto-creation.
                 answered.append(build(m.MetadataResponseTopic, error_code=ErrorCode.unknown_topic_or_partition,
@@ -103,12 +130,18 @@ class Apis:
         m = response_module(10, version)
         assert m is not None
         b = self.broker
+        resource = acl.transactional_id if body.key_type == _FIND_TRANSACTION else acl.group
+
+        def code(key: str) -> ErrorCode:
+            allowed = access().check(Operation.DESCRIBE, resource(key))
+            return ErrorCode.none if allowed else authorization_code(resource(key))
+
         if version >= 4:
             return build(m.FindCoordinatorResponse, throttle_time=_NO_WAIT, coordinators=tuple(
-                build(m.Coordinator, key=key, node_id=b.node_id, host=b.host, port=b.port, error_code=ErrorCode.none,
+                build(m.Coordinator, key=key, node_id=b.node_id, host=b.host, port=b.port, error_code=code(key),
                       error_message=None)
                 for key in body.coordinator_keys))
-        return build(m.FindCoordinatorResponse, throttle_time=_NO_WAIT, error_code=ErrorCode.none, error_message=None,
+        return build(m.FindCoordinatorResponse, throttle_time=_NO_WAIT, error_code=code(body.key), error_message=None,
                      node_id=b.node_id, host=b.host, port=b.port)
 
     # --- InitProducerId --------------------------------------------------------------------
@@ -121,6 +154,11 @@ class Apis:
             return build(m.InitProducerIdResponse, throttle_time=_NO_WAIT, error_code=code, producer_id=producer_id,
                          producer_epoch=producer_epoch)
 
+        if body.transactional_id is None:
+            if not access().check_idempotent_write():
+                return answer(ErrorCode.cluster_authorization_failed)
+        elif not access().check(Operation.WRITE, acl.transactional_id(body.transactional_id)):
+            return answer(ErrorCode.transactional_id_authorization_failed)
         current = getattr(body, "producer_id", -1)
         recovering = current >= 0
         try:
@@ -144,20 +182,32 @@ class Apis:
         m = response_module(24, version)
         assert m is not None
         wanted = [(t.name, p) for t in body.v3_and_below_topics for p in t.partitions]
+        # As Kafka: without WRITE on the transactional id every partition is refused with it;
+        # else a topic without WRITE is refused and the others not attempted.
+        denied: dict[str, ErrorCode] = {}
+        refused: dict[tuple[str, int], Any] = {}
+        if not access().check(Operation.WRITE, acl.transactional_id(body.v3_and_below_transactional_id)):
+            every = ErrorCode.transactional_id_authorization_failed
+        else:
+            denied = {t.name: ErrorCode.topic_authorization_failed for t in body.v3_and_below_topics
+                      if not access().check(Operation.WRITE, acl.topic(t.name))}
+            every = ErrorCode.operation_not_attempted if denied else ErrorCode.none
         try:
-            refused = self.services.coordinator.add_partitions(
-                body.v3_and_below_transactional_id, body.v3_and_below_producer_id,
-                body.v3_and_below_producer_epoch, wanted)
+            if every is ErrorCode.none:
+                refused = self.services.coordinator.add_partitions(
+                    body.v3_and_below_transactional_id, body.v3_and_below_producer_id,
+                    body.v3_and_below_producer_epoch, wanted)
         except OutboxError as e:
             code = fenced_code(e, version, _PRODUCER_FENCED_SINCE[24])
             refused, every = {}, code
         else:
-            # One partition refused: the others were not attempted (nothing begun), as Kafka answers.
-            every = ErrorCode.operation_not_attempted if any(refused.values()) else ErrorCode.none
+            if any(refused.values()):
+                # One partition refused: the others were not attempted (nothing begun), as Kafka answers.
+                every = ErrorCode.operation_not_attempted
 
         def code_of(key: tuple[str, int]) -> ErrorCode:
             e = refused.get(key)
-            return every if e is None else error_code(e)
+            return denied.get(key[0], every) if e is None else error_code(e)
 
         return build(m.AddPartitionsToTxnResponse, throttle_time=_NO_WAIT, results_by_topic_v3_and_below=tuple(
             build(m.AddPartitionsToTxnTopicResult, name=t.name, results_by_partition=tuple(
@@ -171,6 +221,11 @@ class Apis:
         offsets with the transaction itself (TxnOffsetCommit), so this only begins or checks it."""
         m = response_module(25, version)
         assert m is not None
+        for operation, resource in ((Operation.WRITE, acl.transactional_id(body.transactional_id)),
+                                    (Operation.READ, acl.group(body.group_id))):
+            if not access().check(operation, resource):
+                return build(m.AddOffsetsToTxnResponse, throttle_time=_NO_WAIT,
+                             error_code=authorization_code(resource))
         try:
             self.services.coordinator.begin_or_join(body.transactional_id, body.producer_id, body.producer_epoch)
         except OutboxError as e:
@@ -186,26 +241,42 @@ class Apis:
         # Kafka's "no group metadata" (versions 0 to 2, or a producer that passed none): the
         # offsets are not fenced by the group's generation.
         group_metadata = None if generation_id < 0 and not member_id else GroupMetadata(generation_id, member_id)
-        offsets = [OffsetToStage(t.name, p.partition_index, p.committed_offset, p.committed_metadata)
-                   for t in body.topics for p in t.partitions]
+        # As Kafka: the transactional id, then the group, refuse every partition; a topic
+        # without READ is refused and the offsets of the others staged.
+        denied: dict[str, ErrorCode] = {}
         code = ErrorCode.none
+        for operation, resource in ((Operation.WRITE, acl.transactional_id(body.transactional_id)),
+                                    (Operation.READ, acl.group(body.group_id))):
+            if not access().check(operation, resource):
+                code = authorization_code(resource)
+                break
+        else:
+            denied = {t.name: ErrorCode.topic_authorization_failed for t in body.topics
+                      if not access().check(Operation.READ, acl.topic(t.name))}
+        offsets = [OffsetToStage(t.name, p.partition_index, p.committed_offset, p.committed_metadata)
+                   for t in body.topics for p in t.partitions if t.name not in denied]
         try:
-            if getattr(body, "group_instance_id", None) is not None:
+            if code is ErrorCode.none and getattr(body, "group_instance_id", None) is not None:
                 # Static membership (KIP-345) is not served: refused rather than unchecked.
                 raise InvalidRequest("group_instance_id (static membership) is not served")
-            self.services.coordinator.add_offsets(body.transactional_id, body.producer_id, body.producer_epoch,
-                                                  body.group_id, offsets, group_metadata)
+            if code is ErrorCode.none and offsets:
+                self.services.coordinator.add_offsets(body.transactional_id, body.producer_id,
+                                                      body.producer_epoch, body.group_id, offsets, group_metadata)
         except OutboxError as e:
             code = fenced_code(e, version, _PRODUCER_FENCED_SINCE[28])
         return build(m.TxnOffsetCommitResponse, throttle_time=_NO_WAIT, topics=tuple(
             build(m.TxnOffsetCommitResponseTopic, name=t.name, partitions=tuple(
-                build(m.TxnOffsetCommitResponsePartition, partition_index=p.partition_index, error_code=code)
+                build(m.TxnOffsetCommitResponsePartition, partition_index=p.partition_index,
+                      error_code=denied.get(t.name, code))
                 for p in t.partitions))
             for t in body.topics))
 
     def end_txn(self, body: Any, version: int) -> Any:
         m = response_module(26, version)
         assert m is not None
+        if not access().check(Operation.WRITE, acl.transactional_id(body.transactional_id)):
+            return build(m.EndTxnResponse, throttle_time=_NO_WAIT,
+                         error_code=ErrorCode.transactional_id_authorization_failed)
         try:
             self.services.coordinator.end_transaction(body.transactional_id, body.producer_id, body.producer_epoch,
                                                       commit=body.committed)
@@ -221,9 +292,23 @@ class Apis:
         m = response_module(0, version)
         assert m is not None
         topics = []
+        # As Kafka: without WRITE on the transactional id every partition is refused with it;
+        # else each topic without WRITE. Nothing of a refused partition is read or written.
+        refusal: ErrorCode | None = None
+        if body.transactional_id is not None and not access().check(
+                Operation.WRITE, acl.transactional_id(body.transactional_id)):
+            refusal = ErrorCode.transactional_id_authorization_failed
         for t in body.topic_data:
             answered = []
+            denied = refusal
+            if denied is None and not access().check(Operation.WRITE, acl.topic(t.name)):
+                denied = ErrorCode.topic_authorization_failed
             for p in t.partition_data:
+                if denied is not None:
+                    answered.append(build(m.PartitionProduceResponse, index=p.index, error_code=denied,
+                                          base_offset=-1, log_append_time=None, log_start_offset=-1,
+                                          record_errors=(), error_message=None))
+                    continue
                 code, message, base_offset = self._produce_partition(t.name, p.index, p.records,
                                                                      body.transactional_id)
                 answered.append(build(m.PartitionProduceResponse, index=p.index, error_code=code,
@@ -261,11 +346,23 @@ class Apis:
             check_record_count(batch.last_offset_delta + 1, self.settings.max_records_per_request)
             check_decompressed_size(bytes(data or b""), batch.compression_type,
                                     self.settings.kafka_socket_request_max_bytes)
-            send = records.send_batch(topic, partition, batch, self.services.clock())
             producer = batch.producer_id != records.NO_PRODUCER_ID
-            (result,) = self.services.log.send(
-                [send], producer_id=batch.producer_id if producer else None,
-                producer_epoch=batch.producer_epoch if producer else None, transactional_id=transactional_id)
+            value_format = self._value_format(topic)
+            try:
+                send = records.send_batch(topic, partition, batch, self.services.clock(), value_format)
+                (result,) = self.services.log.send(
+                    [send], producer_id=batch.producer_id if producer else None,
+                    producer_epoch=batch.producer_epoch if producer else None, transactional_id=transactional_id)
+            except InvalidRecord:
+                if self._value_format(topic, again=True) is value_format:
+                    raise
+                # The topic was deleted and created again in the other format since it was
+                # remembered: build the batch for the format it has now, once.
+                send = records.send_batch(topic, partition, batch, self.services.clock(),
+                                          self._value_format(topic))
+                (result,) = self.services.log.send(
+                    [send], producer_id=batch.producer_id if producer else None,
+                    producer_epoch=batch.producer_epoch if producer else None, transactional_id=transactional_id)
         except InvalidRecord as e:
             return ErrorCode.invalid_record, e.message, -1
         except ProducerFenced as e:
@@ -275,6 +372,16 @@ class Apis:
         except OutboxError as e:
             return error_code(e), e.message, -1
         return ErrorCode.none, None, result.base_offset
+
+    def _value_format(self, topic: str, *, again: bool = False) -> ValueFormat:
+        """The topic's value format, remembered: a topic's format is chosen when it is created and
+        never changed (docs/ARCHITECTURE.md, "Record formats"). An unknown topic is JSON here;
+        the log refuses it (UNKNOWN_TOPIC_OR_PARTITION)."""
+        known = None if again else self._formats.get(topic)
+        if known is None:
+            self._formats = {t.name: t.config.value_format for t in self.services.topics.list()}
+            known = self._formats.get(topic, ValueFormat.JSON)
+        return known
 
     # --- Fetch -----------------------------------------------------------------------------
 
@@ -293,7 +400,14 @@ class Apis:
         total, keys, topics = 0, [], []
         for t in body.topics:
             answered = []
+            readable = access().check(Operation.READ, acl.topic(t.topic))
             for p in t.partitions:
+                if not readable:
+                    answered.append(build(m.PartitionData, partition_index=p.partition,
+                                          error_code=ErrorCode.topic_authorization_failed, high_watermark=-1,
+                                          last_stable_offset=-1, log_start_offset=-1, aborted_transactions=None,
+                                          records=None))
+                    continue
                 try:
                     read = self.services.log.read_in_offset_order(
                         t.topic, p.partition, offset=p.fetch_offset, isolation=isolation,
@@ -331,8 +445,10 @@ class Apis:
         topics = []
         for t in body.topics:
             answered = []
+            describable = access().check(Operation.DESCRIBE, acl.topic(t.name))
             for p in t.partitions:
-                code, offset, timestamp = self._list_offset(t.name, p.partition_index, p.timestamp, isolation)
+                code, offset, timestamp = (self._list_offset(t.name, p.partition_index, p.timestamp, isolation)
+                                           if describable else (ErrorCode.topic_authorization_failed, -1, _NO_TIMESTAMP))
                 answered.append(build(m.ListOffsetsPartitionResponse, partition_index=p.partition_index,
                                       error_code=code, timestamp=timestamp, offset=offset, leader_epoch=-1))
             topics.append(build(m.ListOffsetsTopicResponse, name=t.name, partitions=tuple(answered)))

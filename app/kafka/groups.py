@@ -22,28 +22,18 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
-from app.domain.acl import Operation, ResourceType
+from app.domain import acl
+from app.domain.acl import Operation
 from app.domain.errors import InvalidRequest, OutboxError, RebalanceInProgress
 from app.domain.offsets import GroupMetadata, OffsetToStage
+from app.kafka.auth import access, authorization_code
 from app.kafka.errors import error_code
 from app.kafka.protocol import build, response_module
 
 JOIN_GROUP, SYNC_GROUP, HEARTBEAT, LEAVE_GROUP = 11, 14, 12, 13
 OFFSET_COMMIT, OFFSET_FETCH, DESCRIBE_GROUPS, LIST_GROUPS = 8, 9, 15, 16
 
-# What each group API requires of the principal, as Kafka's authorizer asks it: (operation, the
-# resource type; the group named in the request, or the cluster). For the door's ACL table; OffsetCommit
-# and OffsetFetch also need READ / DESCRIBE on each topic they name.
-ACLS: dict[int, tuple[Operation, ResourceType]] = {
-    JOIN_GROUP: (Operation.READ, ResourceType.GROUP),
-    SYNC_GROUP: (Operation.READ, ResourceType.GROUP),
-    HEARTBEAT: (Operation.READ, ResourceType.GROUP),
-    LEAVE_GROUP: (Operation.READ, ResourceType.GROUP),
-    OFFSET_COMMIT: (Operation.READ, ResourceType.GROUP),
-    OFFSET_FETCH: (Operation.READ, ResourceType.GROUP),
-    DESCRIBE_GROUPS: (Operation.DESCRIBE, ResourceType.GROUP),
-    LIST_GROUPS: (Operation.DESCRIBE, ResourceType.CLUSTER),
-}
+# What each of them requires of the principal is app.kafka.auth.RULES'.
 
 WAIT_POLL_S = 0.1
 _NO_WAIT = datetime.timedelta(0)
@@ -90,6 +80,8 @@ class GroupApis:
                          leader="" if joined is None else joined.leader_id,
                          member_id=body.member_id if joined is None else joined.member_id, members=members)
 
+        if (refused := _refused(Operation.READ, body.group_id)) is not None:
+            return answer(refused)
         protocols = [(p.name, bytes(p.metadata)) for p in body.protocols]
         rebalance = getattr(body, "rebalance_timeout", None)
         try:
@@ -118,6 +110,8 @@ class GroupApis:
             return build(m.SyncGroupResponse, throttle_time=_NO_WAIT, error_code=code, protocol_type=protocol_type,
                          protocol_name=protocol_name, assignment=assignment)
 
+        if (refused := _refused(Operation.READ, body.group_id)) is not None:
+            return answer(refused)
         assignments = {a.member_id: (bytes(a.assignment), _assigned(protocol_type, bytes(a.assignment)))
                        for a in body.assignments}
         deadline = time.monotonic() + self.settings.group_max_session_timeout_ms / 1000
@@ -143,6 +137,8 @@ class GroupApis:
     async def heartbeat(self, body: Any, version: int) -> Any:
         m = response_module(HEARTBEAT, version)
         assert m is not None
+        if (refused := _refused(Operation.READ, body.group_id)) is not None:
+            return build(m.HeartbeatResponse, throttle_time=_NO_WAIT, error_code=refused)
         code = ErrorCode.none
         try:
             _no_static_membership(body)
@@ -156,6 +152,8 @@ class GroupApis:
         assert m is not None
         # Versions 0 to 2 name one member; 3 and later a batch of them (KIP-345).
         member_ids = [body.member_id] if version < 3 else [i.member_id for i in body.members]
+        if (refused := _refused(Operation.READ, body.group_id)) is not None:
+            return build(m.LeaveGroupResponse, throttle_time=_NO_WAIT, error_code=refused, members=())
         try:
             if version >= 3 and any(i.group_instance_id is not None for i in body.members):
                 raise InvalidRequest("group_instance_id (static membership) is not served")
@@ -179,17 +177,24 @@ class GroupApis:
         # Kafka's simple consumer: generation -1 and no member id, taken only while the group
         # has no members (GroupService.commit).
         metadata = None if generation_id < 0 and not body.member_id else GroupMetadata(generation_id, body.member_id)
-        code = ErrorCode.none
+        # The group first, then each topic, as Kafka's authorizer asks: a refused topic's
+        # partitions are answered TOPIC_AUTHORIZATION_FAILED and not committed.
+        code = _refused(Operation.READ, body.group_id) or ErrorCode.none
+        topic_codes = {} if code != ErrorCode.none else {
+            t.name: _refused(Operation.READ, t.name, acl.topic) for t in body.topics}
+        allowed = [t for t in body.topics if topic_codes.get(t.name, code) is None]
         try:
-            _no_static_membership(body)
-            self.groups.commit(body.group_id, [OffsetToStage(t.name, p.partition_index, p.committed_offset,
-                                                             p.committed_metadata)
-                                               for t in body.topics for p in t.partitions], metadata)
+            if allowed:
+                _no_static_membership(body)
+                self.groups.commit(body.group_id, [OffsetToStage(t.name, p.partition_index, p.committed_offset,
+                                                                 p.committed_metadata)
+                                                   for t in allowed for p in t.partitions], metadata)
         except OutboxError as e:
             code = error_code(e)
         return build(m.OffsetCommitResponse, throttle_time=_NO_WAIT, topics=tuple(
             build(m.OffsetCommitResponseTopic, name=t.name, partitions=tuple(
-                build(m.OffsetCommitResponsePartition, partition_index=p.partition_index, error_code=code)
+                build(m.OffsetCommitResponsePartition, partition_index=p.partition_index,
+                      error_code=topic_codes.get(t.name) or code)
                 for p in t.partitions))
             for t in body.topics))
 
@@ -200,19 +205,28 @@ class GroupApis:
         m = response_module(OFFSET_FETCH, version)
         assert m is not None
         require_stable = getattr(body, "require_stable", False)
+        if (refused := _refused(Operation.DESCRIBE, body.group_id)) is not None:
+            return build(m.OffsetFetchResponse, throttle_time=_NO_WAIT, topics=(), error_code=refused)
         try:
             committed, pending = self.groups.fetch_with_pending(body.group_id)
         except OutboxError as e:
             return build(m.OffsetFetchResponse, throttle_time=_NO_WAIT, topics=(), error_code=error_code(e))
         at = {(o.topic, o.partition): o for o in committed}
-        if body.topics is None:  # version 2 and later: every partition the group has an offset for
-            wanted: dict[str, list[int]] = {}
+        denied: set[str] = set()
+        if body.topics is None:  # version 2 and later: every partition the group has an offset for,
+            wanted: dict[str, list[int]] = {}  # of the topics the principal may describe
             for topic, partition in sorted(at):
-                wanted.setdefault(topic, []).append(partition)
+                if access().allows(Operation.DESCRIBE, acl.topic(topic)):
+                    wanted.setdefault(topic, []).append(partition)
         else:
             wanted = {t.name: list(t.partition_indexes) for t in body.topics}
+            denied = {t.name for t in body.topics if _refused(Operation.DESCRIBE, t.name, acl.topic) is not None}
 
         def partition(topic: str, index: int) -> Any:
+            if topic in denied:
+                return build(m.OffsetFetchResponsePartition, partition_index=index, committed_offset=-1,
+                             committed_leader_epoch=-1, metadata=None,
+                             error_code=ErrorCode.topic_authorization_failed)
             if require_stable and (topic, index) in pending:
                 return build(m.OffsetFetchResponsePartition, partition_index=index, committed_offset=-1,
                              committed_leader_epoch=-1, metadata=None, error_code=ErrorCode.unstable_offset_commit)
@@ -231,7 +245,13 @@ class GroupApis:
         m = response_module(DESCRIBE_GROUPS, version)
         assert m is not None
         described = []
-        for d in self.groups.kafka_describe(list(body.groups)):
+        allowed = [g for g in body.groups if _refused(Operation.DESCRIBE, g) is None]
+        for g in body.groups:
+            if g not in allowed:
+                described.append(build(m.DescribedGroup, error_code=ErrorCode.group_authorization_failed,
+                                       group_id=g, group_state="", protocol_type="", protocol_data="",
+                                       members=(), authorized_operations=_NO_AUTHORIZED_OPERATIONS))
+        for d in self.groups.kafka_describe(allowed):
             members = tuple(
                 build(m.DescribedGroupMember, member_id=mm.member_id, group_instance_id=None, client_id="",
                       client_host="", member_metadata=mm.metadata_for(d.protocol_name),
@@ -247,10 +267,20 @@ class GroupApis:
         m = response_module(LIST_GROUPS, version)
         assert m is not None
         states = {s.lower() for s in getattr(body, "states_filter", ())}
+        # DESCRIBE on the cluster lists every group; otherwise those the principal may describe.
+        every = access().allows(Operation.DESCRIBE, acl.CLUSTER)
         listed = tuple(
             build(m.ListedGroup, group_id=g.group_id, protocol_type=g.protocol_type or "", group_state=g.state.value)
-            for g in self.groups.list() if not states or g.state.value.lower() in states)
+            for g in self.groups.list() if (not states or g.state.value.lower() in states)
+            and (every or access().allows(Operation.DESCRIBE, acl.group(g.group_id))))
         return build(m.ListGroupsResponse, throttle_time=_NO_WAIT, error_code=ErrorCode.none, groups=listed)
+
+
+def _refused(operation: Operation, name: str, resource: Any = acl.group) -> ErrorCode | None:
+    """Kafka's authorization code if the principal may not do `operation` on the group (or
+    other resource) `name`; None if it may. The check is recorded (app.kafka.auth)."""
+    r = resource(name)
+    return None if access().check(operation, r) else authorization_code(r)
 
 
 def _no_static_membership(body: Any) -> None:

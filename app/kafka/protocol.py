@@ -32,6 +32,7 @@ SERVED: dict[int, tuple[int, int]] = {
     2: (1, 7),    # ListOffsets
     3: (0, 12),   # Metadata
     10: (0, 4),   # FindCoordinator
+    17: (0, 1),   # SaslHandshake (app.kafka.auth)
     18: (0, 3),   # ApiVersions
     22: (0, 4),   # InitProducerId
     # Transaction version 1 only (docs/ARCHITECTURE.md, "Transactions over the Kafka door"):
@@ -62,6 +63,7 @@ SERVED: dict[int, tuple[int, int]] = {
     61: (0, 0),   # DescribeProducers
     65: (0, 0),   # DescribeTransactions
     66: (0, 1),   # ListTransactions (2 filters by a regular expression: not served)
+    36: (0, 2),   # SaslAuthenticate (app.kafka.auth)
 }
 
 _PREFIX = struct.Struct(">hhi")  # api_key, api_version, correlation_id: every header starts so

@@ -1,19 +1,12 @@
-"""How a Kafka record maps onto the service's record model, both ways: the one place that says
-it, until records are bytes (a per-topic value format) and this mapping is replaced.
+"""Kafka record batches in and out of the service's record model.
 
-The model today (app.domain.records): a key is text, a value JSON text, headers a JSON object
-of text values. So a produced Kafka record is taken when
-
-- its value is UTF-8 JSON text (kept as sent: the same text an HTTP Send of it stores), and
-  passes the checks every appender makes (finite numbers, nesting depth); a null value is
-  stored as JSON null, and reads back as the 4 bytes `null`;
-- its key is null or UTF-8 text without NUL;
-- its headers have distinct names and UTF-8 values without NUL (a null header value has no
-  place in an object of strings);
-
-and anything else is refused with INVALID_RECORD, nothing of its batch written. A fetched
-record carries its key and its JSON value as their UTF-8 bytes, its headers in the object's
-order, each value's UTF-8 bytes.
+What a produced record may be is the domain's one definition (app.domain.records: `from_kafka`
+through `kafka_batch`, for the topic's value format): on a bytes topic any key, value and
+headers, stored byte for byte; on a JSON topic a UTF-8 key without NUL, a value of JSON text
+(null: JSON null), headers of distinct names with UTF-8 values. Anything else is INVALID_RECORD,
+nothing of its batch written. A fetched record is `to_kafka`'s: a bytes topic's bytes as
+stored; a JSON topic's key and JSON value as their UTF-8 bytes (JSON null: the 4 bytes
+`null`), its headers in the object's order.
 
 The batches a Produce carries are read with aiokafka's record module (magic v2, its CRC-32C,
 the four compressions through cramjam); the batches a Fetch answers are written uncompressed:
@@ -26,18 +19,17 @@ from __future__ import annotations
 import datetime
 import io
 import struct
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 from typing import Any
 
-import orjson
 from aiokafka.record.default_records import DefaultRecordBatch, DefaultRecordBatchBuilder
 from kio.records.schema import NewRecordBatch, Record
 from kio.records.writers import write_new_batch
 
 from app.domain.errors import InvalidRecord, InvalidRequest
 from app.domain.read import LogEntry
-from app.domain.records import SendBatch, batch_of, check_finite_numbers, check_headers, check_text, to_kafka
-from app.domain.types import ControlType
+from app.domain.records import SendBatch, kafka_batch, to_kafka
+from app.domain.types import ControlType, ValueFormat
 
 NO_PRODUCER_ID = -1
 NO_SEQUENCE = -1
@@ -52,79 +44,22 @@ _LOG_APPEND_TIME = 1  # a batch's timestamp type: the broker's clock, not the re
 _BATCH_BYTES = 2**31 - 1  # the builder's own limit: a Fetch's bytes are bounded by its reader
 
 
-class _Record:
-    """A produced record as app.domain.records.batch_of takes it."""
-
-    __slots__ = ("headers", "key", "timestamp_ms", "value")
-
-    def __init__(self, key: str | None, value: bytes | None, headers: dict[str, str] | None,
-                 timestamp_ms: int | None) -> None:
-        self.key, self.value, self.headers, self.timestamp_ms = key, value, headers, timestamp_ms
-
-
-def send_batch(topic: str, partition: int, batch: DefaultRecordBatch, now_ms: int) -> SendBatch:
-    """The produced batch (its CRC checked by the caller) as the service's SendBatch, with its
-    base sequence if it has a producer; InvalidRecord if a record does not fit the model."""
-    records = []
+def send_batch(topic: str, partition: int, batch: DefaultRecordBatch, now_ms: int,
+               value_format: ValueFormat) -> SendBatch:
+    """The produced batch (its CRC checked by the caller) as the service's SendBatch for a topic
+    of `value_format`, with its base sequence if it has a producer; InvalidRecord if a record
+    does not fit that format."""
     log_append_time = batch.timestamp_type == _LOG_APPEND_TIME
     try:
-        for i, r in enumerate(batch):
-            where = f"record {i} of {topic}/{partition}"
-            records.append(_Record(_key(r.key, where), _value(r.value, where), _headers(r.headers, where),
-                                   None if log_append_time or r.timestamp < 0 else r.timestamp))
+        records = [(r.key, r.value, list(r.headers), now_ms if log_append_time or r.timestamp < 0 else r.timestamp)
+                   for r in batch]
     except (UnicodeDecodeError, ValueError) as e:  # a header name that is not UTF-8, a bad varint
         raise InvalidRecord(f"a record of {topic}/{partition} cannot be read: {e}") from None
     try:
-        send = batch_of(topic, partition, records, now_ms, no_value=None,
-                        base_sequence=None if batch.producer_id == NO_PRODUCER_ID else batch.base_sequence)
-        # JSON values, not the HTTP API's typed ones: a bytes topic refuses them (INVALID_RECORD).
-        send.http_shapes = False
-        return send
-    except InvalidRequest as e:  # the depth check: a record the model cannot take
+        return kafka_batch(topic, partition, records, value_format,
+                           base_sequence=None if batch.producer_id == NO_PRODUCER_ID else batch.base_sequence)
+    except InvalidRequest as e:  # a timestamp out of range: a record the model cannot take
         raise InvalidRecord(e.message) from None
-
-
-def _key(key: bytes | None, where: str) -> str | None:
-    if key is None:
-        return None
-    try:
-        text = bytes(key).decode("utf-8")
-        check_text(text, f"{where}: the key")
-    except (UnicodeDecodeError, InvalidRequest):
-        raise InvalidRecord(f"{where}: the key must be UTF-8 text without NUL") from None
-    return text
-
-
-def _value(value: bytes | None, where: str) -> bytes | None:
-    if value is None:
-        return None
-    value = bytes(value)
-    try:
-        orjson.loads(value)
-        check_finite_numbers(value)
-    except (orjson.JSONDecodeError, InvalidRequest):
-        raise InvalidRecord(f"{where}: the value must be UTF-8 JSON text with finite numbers") from None
-    return value
-
-
-def _headers(headers: Iterable[tuple[str, bytes | None]], where: str) -> dict[str, str] | None:
-    out: dict[str, str] = {}
-    for name, value in headers:
-        if name in out:
-            raise InvalidRecord(f"{where}: the header {name!r} is named twice; headers are an object")
-        if value is None:
-            raise InvalidRecord(f"{where}: the header {name!r} has a null value; header values are text")
-        try:
-            out[name] = bytes(value).decode("utf-8")
-        except UnicodeDecodeError:
-            raise InvalidRecord(f"{where}: the header {name!r} is not UTF-8 text") from None
-    if not out:
-        return None
-    try:
-        check_headers(out, where)
-    except InvalidRequest as e:
-        raise InvalidRecord(e.message) from None
-    return out
 
 
 def batches_bytes(entries: list[LogEntry]) -> bytes:

@@ -7,14 +7,19 @@ OUTBOX_KAFKA_MAX_CONNECTIONS are closed as they are accepted (max.connections); 
 has one request in flight, answered before the next is read, so answers go out in request
 order (Kafka mutes a channel while its request is processed). Every service call runs in a
 worker thread, never on the event loop. A frame that cannot be read as a request closes the
-connection, as Kafka does, logged at INFO without a traceback: it is the client's mistake."""
+connection, as Kafka does, logged at INFO without a traceback: it is the client's mistake.
+
+With authentication on, a connection authenticates first (SASL/PLAIN with an API key, over TLS
+when OUTBOX_TLS_CERT_FILE is set) and every request is held to its ACLs: app.kafka.auth."""
 
 from __future__ import annotations
 
 import asyncio
+import datetime
 import inspect
 import logging
 import socket
+import ssl
 import struct
 import time
 from typing import Any
@@ -22,9 +27,10 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from app.domain.acl import ANONYMOUS
-from app.domain.errors import OutboxError, ThrottlingQuotaExceeded
-from app.kafka import protocol
+from app.domain.errors import AuthenticationFailed, OutboxError, ThrottlingQuotaExceeded
+from app.kafka import auth, protocol
 from app.kafka.apis import Apis, Broker, api_versions_answer
+from app.kafka.auth import SaslState, Session
 
 logger = logging.getLogger("app.kafka")
 
@@ -33,11 +39,20 @@ _FETCH = 1
 
 
 class KafkaListener:
-    def __init__(self, services: Any, sock: socket.socket, advertised: tuple[str, int] | None = None) -> None:
+    def __init__(self, services: Any, sock: socket.socket, advertised: tuple[str, int] | None = None,
+                 security: Any = None) -> None:
         """`sock`: bound, not yet listening. `advertised`: the host and port clients are told to
-        connect to (Metadata, FindCoordinator); None: the socket's own."""
+        connect to (Metadata, FindCoordinator); None: the socket's own. `security`: the
+        process's SecurityState (the HTTP app's), which authentication on requires."""
         self.services = services
         self.settings = services.settings
+        problem = auth.unsupported_configuration(self.settings)
+        if problem is not None:
+            raise ValueError(problem)
+        if auth.sasl_enabled(self.settings) and security is None:
+            raise ValueError("the Kafka listener needs the process's SecurityState with authentication on")
+        self.security = security if self.settings.authentication_methods else None
+        self._ssl = auth.ssl_context(self.settings)
         self._sock = sock
         host, port = advertised or sock.getsockname()[:2]
         self.apis = Apis(services, Broker(self.settings.kafka_broker_id, host, port))
@@ -49,7 +64,10 @@ class KafkaListener:
         return int(self._sock.getsockname()[1])
 
     async def start(self) -> None:
-        self._server = await asyncio.start_server(self._accept, sock=self._sock)
+        self._server = await asyncio.start_server(self._accept, sock=self._sock, ssl=self._ssl)
+        if self.security is not None and self._ssl is None:
+            logger.warning("Kafka listener: SASL_PLAINTEXT: API keys cross the network in clear text; set "
+                           "OUTBOX_TLS_CERT_FILE to serve SASL_SSL")
 
     async def stop(self) -> None:
         if self._server is not None:
@@ -72,8 +90,8 @@ class KafkaListener:
         self._connections.add(task)
         try:
             await self._serve(reader, writer)
-        except (ConnectionError, asyncio.IncompleteReadError):
-            pass  # the client went away: nothing to answer
+        except (ConnectionError, asyncio.IncompleteReadError, ssl.SSLError):
+            pass  # the client went away, or its TLS handshake failed: nothing to answer
         except asyncio.CancelledError:
             pass  # the server stops
         finally:
@@ -83,6 +101,7 @@ class KafkaListener:
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         limit = self.settings.kafka_socket_request_max_bytes
         idle_s = self.settings.kafka_connections_max_idle_ms / 1000
+        session = Session.start(self.settings)
         while True:
             try:
                 async with asyncio.timeout(idle_s):
@@ -99,7 +118,12 @@ class KafkaListener:
                             "OUTBOX_KAFKA_SOCKET_REQUEST_MAX_BYTES)", _peer(writer), size, limit)
                 return
             try:
-                answer = await self._answer(frame, _waiter(writer))
+                if session.state is SaslState.AUTHENTICATED:
+                    if session.key_id is not None and not self.security.api_key_id_is_live(session.key_id):
+                        raise protocol.CloseConnection(f"the API key {session.key_id} it authenticated with is revoked")
+                    answer, close = await self._answer(frame, session, _waiter(writer, session)), False
+                else:
+                    answer, close = await self._authenticate(frame, session, writer)
             except protocol.Unparseable as e:
                 logger.info("Kafka listener: closing the connection from %s: the request cannot be read (%s)",
                             _peer(writer), e)
@@ -121,8 +145,64 @@ class KafkaListener:
             if answer is not None:
                 writer.write(answer)
                 await writer.drain()
+            if close:
+                return
 
-    async def _answer(self, frame: bytes, waiter: str) -> bytes | None:
+    async def _authenticate(self, frame: bytes, session: Session,
+                            writer: asyncio.StreamWriter) -> tuple[bytes | None, bool]:
+        """The answer to a frame before authentication, and whether to close the connection
+        after it: ApiVersions, SaslHandshake, then SaslAuthenticate (or the bare token after a
+        version 0 handshake); anything else closes the connection unanswered, as Kafka does."""
+        assert self.security is not None
+        peer = writer.get_extra_info("peername")
+        client = peer[0] if peer else None
+        if session.state is SaslState.RAW_TOKEN:
+            # After SaslHandshake v0 the token comes without a request header, and Kafka
+            # answers success with an empty token, failure by closing the connection.
+            try:
+                session.principal, session.key_id = await asyncio.to_thread(
+                    auth.plain_principal, self.security, frame, client)
+            except AuthenticationFailed as e:
+                auth.authentication_failed(self.security, e, client)
+                raise protocol.CloseConnection(f"SASL/PLAIN authentication failed: {e.message}") from None
+            session.state = SaslState.AUTHENTICATED
+            return b"\0\0\0\0", False
+        api_key, api_version, correlation_id = protocol.prefix(frame)
+        expected = {SaslState.HANDSHAKE: (auth.API_VERSIONS, auth.SASL_HANDSHAKE),
+                    SaslState.AUTHENTICATE: (auth.API_VERSIONS, auth.SASL_AUTHENTICATE)}[session.state]
+        if api_key not in expected:
+            raise protocol.CloseConnection(f"API key {api_key} before SASL authentication")
+        if api_key == auth.API_VERSIONS:
+            return await self._answer(frame, session), False
+        if not protocol.is_served(api_key, api_version):
+            raise protocol.CloseConnection(f"SASL API key {api_key} version {api_version} is not served")
+        body = protocol.parse(frame).body
+        m = protocol.response_module(api_key, api_version)
+        assert m is not None
+        if api_key == auth.SASL_HANDSHAKE:
+            if body.mechanism not in auth.MECHANISMS:
+                answer = protocol.build(m.SaslHandshakeResponse, error_code=ErrorCode.unsupported_sasl_mechanism,
+                                        mechanisms=auth.MECHANISMS)
+                return protocol.encode(correlation_id, answer), True
+            session.state = SaslState.AUTHENTICATE if api_version >= 1 else SaslState.RAW_TOKEN
+            answer = protocol.build(m.SaslHandshakeResponse, error_code=ErrorCode.none, mechanisms=auth.MECHANISMS)
+            return protocol.encode(correlation_id, answer), False
+        try:
+            session.principal, session.key_id = await asyncio.to_thread(
+                auth.plain_principal, self.security, body.auth_bytes, client)
+        except AuthenticationFailed as e:
+            auth.authentication_failed(self.security, e, client)
+            logger.info("Kafka listener: SASL/PLAIN authentication from %s failed: %s", _peer(writer), e.message)
+            answer = protocol.build(m.SaslAuthenticateResponse, error_code=ErrorCode.sasl_authentication_failed,
+                                    error_message=f"authentication failed: {e.message}", auth_bytes=b"",
+                                    session_lifetime=datetime.timedelta(0))
+            return protocol.encode(correlation_id, answer), True
+        session.state = SaslState.AUTHENTICATED
+        answer = protocol.build(m.SaslAuthenticateResponse, error_code=ErrorCode.none, error_message=None,
+                                auth_bytes=b"", session_lifetime=datetime.timedelta(0))
+        return protocol.encode(correlation_id, answer), False
+
+    async def _answer(self, frame: bytes, session: Session, waiter: str = "") -> bytes | None:
         """The response frame to `frame`, None for none (acks=0); Unparseable to close.
         `waiter`: whose place a Fetch that waits takes (app.services.waiting)."""
         api_key, api_version, correlation_id = protocol.prefix(frame)
@@ -139,14 +219,23 @@ class KafkaListener:
             return protocol.encode(correlation_id, unsupported)
         request = protocol.parse(frame)
         handler = self.apis.handlers[api_key]
-        if api_key == _FETCH:
-            response = await self._fetch(request, waiter)
-        elif inspect.iscoroutinefunction(handler):
-            # A request that waits on other clients' (JoinGroup, SyncGroup): it waits on the
-            # event loop and calls the services in worker threads itself.
-            response = await handler(request.body, api_version)
-        else:
-            response = await asyncio.to_thread(handler, request.body, api_version)
+        # Before authentication only ApiVersions comes here (_authenticate): it needs nothing.
+        access = auth.Access(session.principal or auth.NOBODY, self.security)
+        token = auth.bind(access)  # asyncio.to_thread carries it into the handler's thread
+        try:
+            if api_key == _FETCH:
+                response = await self._fetch(request, waiter)
+            elif inspect.iscoroutinefunction(handler):
+                # A request that waits on other clients' (JoinGroup, SyncGroup): it waits on the
+                # event loop and calls the services in worker threads itself.
+                response = await handler(request.body, api_version)
+            else:
+                response = await asyncio.to_thread(handler, request.body, api_version)
+        finally:
+            auth.unbind(token)
+        unchecked = access.unchecked(auth.RULES[api_key](request.body))
+        if unchecked:
+            raise auth.UncheckedAccess(f"API key {api_key} answered without checking {unchecked}")
         return None if response is None else protocol.encode(correlation_id, response)
 
     async def _fetch(self, request: protocol.Request, waiter: str) -> Any:
@@ -180,9 +269,11 @@ class KafkaListener:
                 place.release()
 
 
-def _waiter(writer: asyncio.StreamWriter) -> str:
-    """Whose place a waiting Fetch of this connection takes: as over HTTP with authentication
-    off, the anonymous caller of each client address counts as a principal."""
+def _waiter(writer: asyncio.StreamWriter, session: Session) -> str:
+    """Whose place a waiting Fetch of this connection takes: its authenticated principal, or,
+    as over HTTP with authentication off, the anonymous caller of each client address."""
+    if session.principal is not None and session.principal != auth.NOBODY:
+        return str(session.principal.name)
     peer = writer.get_extra_info("peername")
     return f"{ANONYMOUS} from {peer[0] if peer else 'an unknown address'}"
 

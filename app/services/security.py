@@ -178,6 +178,17 @@ class SecurityState:
             state.decisions[key] = decision
         return decision
 
+    def refused(self, principal: Principal, operation: Operation, resource: Resource, **extra: Any) -> None:
+        """Count and audit a refusal, for a door that does not import this module (the Kafka
+        door reaches the services only through the objects it is handed)."""
+        metrics.AUTHORIZATION_REFUSALS.labels(resource.type.value, operation.value).inc()
+        audit_line(principal, operation.value, str(resource), False, **extra)
+
+    def authentication_failed(self, method: str, target: str, reason: str, client: str | None) -> None:
+        """Count and audit credentials refused (never the credentials themselves)."""
+        metrics.AUTHENTICATION_FAILURES.labels(method).inc()
+        audit_line("-", "authenticate", target, False, reason=reason, client=client)
+
     def may_write_some_topic(self, principal: Principal) -> bool:
         return principal.name in self.super_users or may_write_some_topic(self._state.snapshot.bindings,
                                                                           principal.name)
@@ -227,6 +238,18 @@ class SecurityState:
             self._verified = {}
         self._verified[digest] = stored
         return stored.principal
+
+    @staticmethod
+    def api_key_id(key: str) -> str | None:
+        """The key id of something shaped like an API key (not secret: it names the key)."""
+        parts = split_api_key(key)
+        return None if parts is None else parts[0]
+
+    def api_key_id_is_live(self, key_id: str) -> bool:
+        """Whether a key api_key_principal took is still live here, by its id: a connection
+        that authenticated once (the Kafka door's) asks before each request, so that a revoked
+        key stops working there within the refresh interval too, without keeping the secret."""
+        return key_id in self._snapshot.keys
 
     def _may_look_again(self) -> bool:
         now = time.monotonic()

@@ -76,7 +76,32 @@ def test_serve_stops_on_sigterm_with_a_kafka_connection_open(launcher: Any) -> N
     assert "Finished server process" in p.log_text()
 
 
-def test_serve_refuses_the_kafka_listener_with_authentication_on(launcher: Any) -> None:  # noqa: F811
-    p = launcher.start_server(kafka_listener=f"127.0.0.1:{free_port()}", authentication="api_key")
+def test_serve_refuses_the_kafka_listener_with_jwt_authentication_only(launcher: Any, tmp_path: Any) -> None:  # noqa: F811
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+
+    pem = tmp_path / "jwt.pem"
+    pem.write_bytes(ec.generate_private_key(ec.SECP256R1()).public_key().public_bytes(
+        serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo))
+    p = launcher.start_server(kafka_listener=f"127.0.0.1:{free_port()}", authentication="jwt",
+                              jwt_public_key_file=str(pem), jwt_issuer="https://login.example", jwt_audience="outbox")
     assert p.proc.wait(timeout=TIMEOUT_S) == 2
-    assert "the Kafka listener does not authenticate clients yet" in p.log_text()
+    assert ("the Kafka listener authenticates with SASL/PLAIN and an API key only, not with "
+            "OUTBOX_AUTHENTICATION=jwt: add api_key to it, or unset OUTBOX_KAFKA_LISTENER") in p.log_text()
+
+
+def test_serve_with_api_keys_asks_kafka_clients_to_authenticate(launcher: Any) -> None:  # noqa: F811
+    from kio.schema.metadata.v12.request import MetadataRequest
+
+    from tests.kafka.conftest import closed, frame
+
+    port = free_port()
+    p = launcher.server(kafka_listener=f"127.0.0.1:{port}", authentication="api_key")
+    p.wait_for_log(r"Kafka listener at 127\.0\.0\.1:\d+")
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as s:
+        s.settimeout(10)
+        s.sendall(frame(3, 12, MetadataRequest(topics=None, allow_auto_topic_creation=False,
+                                               include_topic_authorized_operations=False)))
+        assert closed(s)
+    assert "closing the connection from 127.0.0.1" in p.log_text()
+    assert "API key 3 before SASL authentication" in p.log_text()

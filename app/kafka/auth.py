@@ -1,0 +1,335 @@
+"""Who a Kafka connection is, and what each of its requests may do: SASL/PLAIN with an API key,
+TLS, and the ACL checks of every served API.
+
+Authentication. With OUTBOX_AUTHENTICATION naming `api_key`, a connection authenticates with
+SASL/PLAIN (SaslHandshake v0-1, then SaslAuthenticate v0-2, or after a v0 handshake the bare
+token, as Kafka's oldest clients send it): the user name is the principal's name (`alice` or
+`User:alice`), the password one of its API keys, checked by the same SecurityState as the HTTP
+door's Bearer and Basic credentials. Until then a connection may send ApiVersions and the
+handshake only; any other request closes it, as Kafka's broker does. A refused key is answered
+SASL_AUTHENTICATION_FAILED and the connection closed; counted in
+outbox_authentication_failures_total{method="api_key"} and written as an audit line, never
+with the key. SCRAM is not served: it needs a salted hash derived from the secret with
+PBKDF2 (SCRAM's own KDF), and API keys are stored as scrypt hashes, from which the server
+cannot compute what a SCRAM client proves it knows.
+
+TLS. With OUTBOX_TLS_CERT_FILE set the listener speaks TLS with the HTTP door's certificate and
+key (SASL_SSL); without it SASL_PLAINTEXT, and the API keys cross the network in clear text.
+
+Authorization: one table, one check. RULES says, for every served API key, which (operation,
+resource) pairs a request needs: the fixed ones (a transactional id, a group) and one per topic
+it names. The handler makes the checks where Kafka makes them, through `access()` (a
+per-request Access: SecurityState.is_allowed, the engine's one decision, which the HTTP door
+uses too), and answers a refusal with Kafka's code for the resource. After the handler
+returns, the listener (app.kafka.server) holds it to RULES: every pair was checked, or a
+refusal ended the request first; otherwise the request fails as the service's fault and its
+connection is closed. So a handler that forgets a check fails every test that calls it,
+authentication on or off, and an API without an entry in RULES is not served
+(tests/kafka/test_security_rules.py).
+
+To add an API (a consumer-group API in app/kafka/groups.py, say): give it an entry in RULES,
+a function of the request body that lists its needs; in its handler, call
+`access().check(operation, resource)` for each need, answer False with Kafka's code for the
+resource (authorization_code), and `access().allows(...)` where Kafka filters silently
+(Metadata's list of every topic).
+"""
+
+from __future__ import annotations
+
+import contextvars
+import enum
+import ssl
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from kio.schema.errors import ErrorCode
+
+from app.domain import acl
+from app.domain.acl import ANONYMOUS, CLUSTER, Operation, Principal, Resource, ResourceType
+from app.domain.errors import AuthenticationFailed
+
+# The settings (app.settings.Settings) and the process's SecurityState
+# (app.services.security), as handed to the listener: the Kafka door imports neither module
+# (import-linter's kafka-door-through-services contract keeps it off storage and sqlalchemy).
+Settings = Any
+SecurityState = Any
+
+NOBODY = Principal(ANONYMOUS, "none")
+SASL_HANDSHAKE = 17
+SASL_AUTHENTICATE = 36
+API_VERSIONS = 18
+MECHANISMS = ("PLAIN",)
+
+
+def unsupported_configuration(settings: Settings) -> str | None:
+    """Why the Kafka listener cannot serve these settings (one line), or None."""
+    methods = settings.authentication_methods
+    if methods and "api_key" not in methods:
+        return (f"the Kafka listener authenticates with SASL/PLAIN and an API key only, not with "
+                f"OUTBOX_AUTHENTICATION={settings.authentication}: add api_key to it, or unset OUTBOX_KAFKA_LISTENER")
+    return None
+
+
+def sasl_enabled(settings: Settings) -> bool:
+    return "api_key" in settings.authentication_methods
+
+
+def ssl_context(settings: Settings) -> ssl.SSLContext | None:
+    """The listener's TLS context (the HTTP door's certificate and key), or None for none.
+    Client certificates are not asked for: a Kafka client is who its SASL credentials say."""
+    if not settings.tls_cert_file:
+        return None
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.minimum_version = ssl.TLSVersion.TLSv1_2
+    try:
+        context.load_cert_chain(settings.tls_cert_file, settings.tls_key_file)
+    except (OSError, ssl.SSLError) as e:
+        raise ValueError(f"OUTBOX_TLS_CERT_FILE / OUTBOX_TLS_KEY_FILE: cannot load the certificate and key: {e}") from None
+    return context
+
+
+# --- authentication ----------------------------------------------------------------------
+
+
+class SaslState(enum.Enum):
+    HANDSHAKE = "handshake"  # nothing but ApiVersions and SaslHandshake yet
+    AUTHENTICATE = "authenticate"  # SaslHandshake v1 taken: SaslAuthenticate next
+    RAW_TOKEN = "raw_token"  # SaslHandshake v0 taken: the next frame is the bare PLAIN token
+    AUTHENTICATED = "authenticated"
+
+
+@dataclass(slots=True)
+class Session:
+    """One connection's authentication."""
+
+    state: SaslState
+    principal: Principal | None = None
+    # The id (never the secret) of the API key it authenticated with: a revoked key closes
+    # the connection at its next request (SecurityState.api_key_id_is_live).
+    key_id: str | None = None
+
+    @classmethod
+    def start(cls, settings: Settings) -> "Session":
+        if sasl_enabled(settings):
+            return cls(SaslState.HANDSHAKE)
+        return cls(SaslState.AUTHENTICATED, NOBODY)
+
+
+def plain_principal(state: SecurityState, auth_bytes: bytes, client: str | None) -> tuple[Principal, str]:
+    """The principal of a SASL/PLAIN token (RFC 4616: authzid NUL user NUL password), whose
+    password is an API key of the principal the user names, and the key's id;
+    AuthenticationFailed otherwise. May take one scrypt: call it off the event loop."""
+    parts = bytes(auth_bytes).split(b"\0")
+    try:
+        authzid, user, key = (p.decode("utf-8") for p in parts) if len(parts) == 3 else ("", "", "")
+    except UnicodeDecodeError:
+        authzid, user, key = "", "", ""
+    if not user or not key:
+        raise AuthenticationFailed("SASL/PLAIN needs a user name (the principal's) and a password (its API key)")
+    if authzid and authzid != user:
+        # Kafka's PLAIN server takes no authorization identity other than the user itself.
+        raise AuthenticationFailed("the SASL/PLAIN authorization identity differs from the user name")
+    principal = state.api_key_principal(key, client)
+    if acl.principal_name(user) != principal:
+        raise AuthenticationFailed("the API key belongs to another principal than the user name given")
+    return Principal(principal, "api_key"), state.api_key_id(key)
+
+
+def authentication_failed(state: SecurityState, e: AuthenticationFailed, client: str | None) -> None:
+    """Count and audit a refused SaslAuthenticate; the message names no secret."""
+    state.authentication_failed("api_key", "kafka SaslAuthenticate", e.message, client)
+
+
+# --- authorization -----------------------------------------------------------------------
+
+Need = tuple[Operation, Resource]
+
+_CODES: dict[ResourceType, ErrorCode] = {
+    ResourceType.TOPIC: ErrorCode.topic_authorization_failed,
+    ResourceType.GROUP: ErrorCode.group_authorization_failed,
+    ResourceType.TRANSACTIONAL_ID: ErrorCode.transactional_id_authorization_failed,
+    ResourceType.CLUSTER: ErrorCode.cluster_authorization_failed,
+}
+
+
+def authorization_code(resource: Resource) -> ErrorCode:
+    return _CODES[resource.type]
+
+
+@dataclass(slots=True)
+class Access:
+    """What one request's principal may do, and the checks its handler made. `state` None:
+    authentication is off and everything is allowed (the checks are still recorded)."""
+
+    principal: Principal
+    state: SecurityState | None
+    checked: set[Need] = field(default_factory=set)
+    refused: set[Need] = field(default_factory=set)
+
+    def allows(self, operation: Operation, resource: Resource) -> bool:
+        """The decision, without counting a refusal: for what Kafka filters silently."""
+        self.checked.add((operation, resource))
+        return self.state is None or self.state.is_allowed(self.principal, operation, resource)
+
+    def check(self, operation: Operation, resource: Resource) -> bool:
+        """The decision; a refusal counted and audited (the handler answers it)."""
+        if self.allows(operation, resource):
+            return True
+        self.refusal(operation, resource)
+        return False
+
+    def check_idempotent_write(self) -> bool:
+        """An idempotent producer id: IDEMPOTENT_WRITE on the cluster, or WRITE on some topic
+        (KIP-679), as the HTTP door's InitProducerId."""
+        need = (Operation.IDEMPOTENT_WRITE, CLUSTER)
+        self.checked.add(need)
+        if self.state is None or self.state.is_allowed(self.principal, *need) \
+                or self.state.may_write_some_topic(self.principal):
+            return True
+        self.refusal(*need)
+        return False
+
+    def refusal(self, operation: Operation, resource: Resource) -> None:
+        if (operation, resource) in self.refused:
+            return  # a Fetch that waits asks again: one refusal per request, counted once
+        self.refused.add((operation, resource))
+        if self.state is not None:  # without authentication nothing is refused
+            self.state.refused(self.principal, operation, resource, door="kafka")
+
+    def unchecked(self, needs: list[Need]) -> list[Need]:
+        """The needs no check was made for, unless a refusal ended the request first."""
+        if self.refused:
+            return []
+        return [n for n in needs if n not in self.checked]
+
+
+_CURRENT: contextvars.ContextVar[Access] = contextvars.ContextVar("kafka_access")
+
+
+def access() -> Access:
+    """The Access of the request being handled (set by the listener; asyncio.to_thread carries
+    it into the handler's worker thread)."""
+    return _CURRENT.get()
+
+
+def bind(a: Access) -> contextvars.Token[Access]:
+    return _CURRENT.set(a)
+
+
+def unbind(token: contextvars.Token[Access]) -> None:
+    _CURRENT.reset(token)
+
+
+def _topics(op: Operation, names: Callable[[Any], Any]) -> Callable[[Any], list[Need]]:
+    return lambda body: [(op, acl.topic(n)) for n in names(body)]
+
+
+def _transactional(body: Any, tid: str | None) -> list[Need]:
+    return [] if tid is None else [(Operation.WRITE, acl.transactional_id(tid))]
+
+
+def _produce(body: Any) -> list[Need]:
+    return _transactional(body, body.transactional_id) + [(Operation.WRITE, acl.topic(t.name))
+                                                          for t in body.topic_data]
+
+
+def _init_producer_id(body: Any) -> list[Need]:
+    if body.transactional_id is None:
+        return [(Operation.IDEMPOTENT_WRITE, CLUSTER)]
+    return _transactional(body, body.transactional_id)
+
+
+def _find_coordinator(body: Any) -> list[Need]:
+    keys = body.coordinator_keys if hasattr(body, "coordinator_keys") else (body.key,)
+    resource = acl.transactional_id if getattr(body, "key_type", 0) == 1 else acl.group
+    return [(Operation.DESCRIBE, resource(k)) for k in keys]
+
+
+def _add_partitions(body: Any) -> list[Need]:
+    return _transactional(body, body.v3_and_below_transactional_id) + [
+        (Operation.WRITE, acl.topic(t.name)) for t in body.v3_and_below_topics]
+
+
+def _txn_and_group(body: Any) -> list[Need]:
+    return _transactional(body, body.transactional_id) + [(Operation.READ, acl.group(body.group_id))]
+
+
+def _txn_offset_commit(body: Any) -> list[Need]:
+    return _txn_and_group(body) + [(Operation.READ, acl.topic(t.name)) for t in body.topics]
+
+
+def _metadata(body: Any) -> list[Need]:
+    # Every topic (topics null, or none at version 0) is filtered, not refused: nothing to hold.
+    return [] if not body.topics else [(Operation.DESCRIBE, acl.topic(t.name)) for t in body.topics]
+
+
+def _nothing(body: Any) -> list[Need]:
+    return []
+
+
+def _group(op: Operation) -> Callable[[Any], list[Need]]:
+    return lambda body: [(op, acl.group(body.group_id))]
+
+
+def _offset_commit(body: Any) -> list[Need]:
+    return [(Operation.READ, acl.group(body.group_id))] + [(Operation.READ, acl.topic(t.name)) for t in body.topics]
+
+
+def _offset_fetch(body: Any) -> list[Need]:
+    # Every partition (topics null) is filtered, not refused.
+    return [(Operation.DESCRIBE, acl.group(body.group_id))] + [
+        (Operation.DESCRIBE, acl.topic(t.name)) for t in body.topics or ()]
+
+
+def _config_resources(topic_op: Operation, cluster_op: Operation) -> Callable[[Any], list[Need]]:
+    """DescribeConfigs and IncrementalAlterConfigs: a topic's, or the broker's (the cluster's)."""
+    return lambda body: [(topic_op, acl.topic(r.resource_name)) if r.resource_type == 2 else (cluster_op, CLUSTER)
+                         for r in body.resources]
+
+
+def _delete_topics(body: Any) -> list[Need]:
+    names = [t.name for t in body.topics] if hasattr(body, "topics") else list(body.topic_names)
+    return [(Operation.DELETE, acl.topic(n)) for n in names if n is not None]
+
+
+# api_key -> the (operation, resource) pairs a request of it needs (the module docstring).
+RULES: dict[int, Callable[[Any], list[Need]]] = {
+    0: _produce,
+    1: _topics(Operation.READ, lambda body: [t.topic for t in body.topics]),
+    2: _topics(Operation.DESCRIBE, lambda body: [t.name for t in body.topics]),
+    3: _metadata,
+    10: _find_coordinator,
+    SASL_HANDSHAKE: _nothing,
+    API_VERSIONS: _nothing,
+    22: _init_producer_id,
+    24: _add_partitions,
+    25: _txn_and_group,
+    26: lambda body: _transactional(body, body.transactional_id),
+    28: _txn_offset_commit,
+    SASL_AUTHENTICATE: _nothing,
+    # The classic group protocol (app.kafka.groups).
+    8: _offset_commit,
+    9: _offset_fetch,
+    11: _group(Operation.READ),  # JoinGroup
+    12: _group(Operation.READ),  # Heartbeat
+    13: _group(Operation.READ),  # LeaveGroup
+    14: _group(Operation.READ),  # SyncGroup
+    15: lambda body: [(Operation.DESCRIBE, acl.group(g)) for g in body.groups],  # DescribeGroups
+    16: _nothing,  # ListGroups: DESCRIBE on the cluster lists every group, else each is filtered
+    # Administration (app.kafka.admin), as the HTTP door's /v1/topics and /v1/transactions.
+    # CreateTopics: CREATE on the cluster or on the topic (both asked, either allows).
+    19: _topics(Operation.CREATE, lambda body: [t.name for t in body.topics]),
+    20: _delete_topics,
+    21: _topics(Operation.DELETE, lambda body: [t.name for t in body.topics]),  # DeleteRecords
+    32: _config_resources(Operation.DESCRIBE, Operation.DESCRIBE),  # DescribeConfigs
+    37: _topics(Operation.ALTER, lambda body: [t.name for t in body.topics]),  # CreatePartitions
+    44: _config_resources(Operation.ALTER_CONFIGS, Operation.ALTER),  # IncrementalAlterConfigs
+    61: _topics(Operation.READ, lambda body: [t.name for t in body.topics]),  # DescribeProducers
+    65: lambda body: [(Operation.DESCRIBE, acl.transactional_id(t)) for t in body.transactional_ids],
+    66: _nothing,  # ListTransactions: each transactional id filtered by DESCRIBE
+}
+
+
+class UncheckedAccess(Exception):
+    """A handler answered without making a check RULES requires: the service's fault."""

@@ -1,0 +1,534 @@
+"""Guarantee 16 at the Kafka door: SASL/PLAIN with an API key (over TLS with the HTTP door's
+certificate), and every request held to the same ACLs as over HTTP (app.kafka.auth), on both
+databases. Real clients (confluent-kafka, kafka-python) where a client shows the behaviour;
+the wire itself (kio) where the exact answer, or the lack of one, is the point."""
+
+from __future__ import annotations
+
+import datetime
+import ipaddress
+import socket
+import ssl
+import struct
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, Producer, TopicPartition
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.x509.oid import NameOID
+from fastapi.testclient import TestClient
+from kio.schema.errors import ErrorCode
+from prometheus_client import REGISTRY
+
+from app.api.app import create_app
+from app.kafka.server import KafkaListener
+from app.settings import Settings
+from tests.kafka.conftest import IO_TIMEOUT_S, ask, closed, frame, read_frame
+
+TIMEOUT_S = 20
+
+
+@dataclass
+class Secured:
+    """A service with authentication=api_key, super-user `admin`, topics `orders` and `audit`,
+    and a Kafka listener; `alice` and `bob` have keys and no ACL yet."""
+
+    client: TestClient
+    host: str
+    port: int
+    keys: dict[str, str]
+    tls_ca: Path | None
+
+    @property
+    def bootstrap(self) -> str:
+        return f"{self.host}:{self.port}"
+
+    def headers(self, who: str = "admin") -> dict[str, str]:
+        return {"Authorization": f"Bearer {self.keys[who]}"}
+
+    def grant(self, principal: str, resource_type: str, name: str, *operations: str) -> None:
+        r = self.client.post("/v1/acls", headers=self.headers(), json={"acls": [
+            {"principal": principal, "resource_type": resource_type, "resource_name": name, "pattern_type": "literal",
+             "operation": op, "permission": "allow"} for op in operations]})
+        assert r.status_code < 300, r.text
+
+    def stored(self, topic: str = "orders") -> list[dict[str, Any]]:
+        r = self.client.get(f"/v1/topics/{topic}/partitions/0/records", headers=self.headers(),
+                            params={"isolation": "read_uncommitted"})
+        assert r.status_code == 200, r.text
+        return r.json()["records"]
+
+    def connect(self) -> socket.socket:
+        s = socket.create_connection((self.host, self.port), timeout=IO_TIMEOUT_S)
+        s.settimeout(IO_TIMEOUT_S)
+        return s
+
+    def client_config(self, who: str, key: str | None = None) -> dict[str, Any]:
+        return {"bootstrap.servers": self.bootstrap,
+                "security.protocol": "SASL_SSL" if self.tls_ca else "SASL_PLAINTEXT",
+                "sasl.mechanism": "PLAIN", "sasl.username": who, "sasl.password": key or self.keys[who],
+                **({"ssl.ca.location": str(self.tls_ca)} if self.tls_ca else {})}
+
+
+@pytest.fixture(autouse=True)
+def cheap_scrypt(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Keys hashed at scrypt's lowest cost: the hashes stay scrypt, the tests stay fast."""
+    monkeypatch.setattr("app.services.security._SCRYPT_N", 2)
+
+
+@pytest.fixture(scope="session")
+def certificate(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    """A self-signed certificate for 127.0.0.1 and its key (the key readable by its owner only)."""
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "outbox-test")])
+    now = datetime.datetime.now(datetime.UTC)
+    cert = (x509.CertificateBuilder().subject_name(name).issuer_name(name).public_key(key.public_key())
+            .serial_number(x509.random_serial_number()).not_valid_before(now - datetime.timedelta(minutes=5))
+            .not_valid_after(now + datetime.timedelta(days=1))
+            .add_extension(x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1")),
+                                                        x509.DNSName("localhost")]), critical=False)
+            .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+            .sign(key, hashes.SHA256()))
+    d = tmp_path_factory.mktemp("tls")
+    cert_file, key_file = d / "cert.pem", d / "key.pem"
+    cert_file.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    key_file.touch(mode=0o600)
+    key_file.write_bytes(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                                           serialization.NoEncryption()))
+    return cert_file, key_file
+
+
+def _secured(db_url: str, clock: Any, **settings: Any) -> Iterator[Secured]:
+    app = create_app(Settings(database_url=db_url, run_coordinator=False, auto_migrate=False,
+                              authentication="api_key", super_users="User:admin", **settings), clock)
+    with TestClient(app) as client:
+        security = app.state.services.security
+        keys = {who: security.create_api_key(who, by="test").api_key for who in ("admin", "alice", "bob")}
+        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        sock.bind(("127.0.0.1", 0))
+        listener = KafkaListener(app.state.services, sock, security=app.state.security)
+        client.portal.call(listener.start)
+        tls = settings.get("tls_cert_file")
+        world = Secured(client, "127.0.0.1", listener.port, keys, None if tls is None else Path(tls))
+        for topic in ("orders", "audit"):
+            r = client.post("/v1/topics", headers=world.headers(), json={"name": topic, "partitions": 1})
+            assert r.status_code == 201, r.text
+        try:
+            yield world
+        finally:
+            client.portal.call(listener.stop)
+
+
+@pytest.fixture
+def secured(db_url: str, clock: Any) -> Iterator[Secured]:
+    yield from _secured(db_url, clock)
+
+
+@pytest.fixture
+def secured_tls(db_url: str, clock: Any, certificate: tuple[Path, Path]) -> Iterator[Secured]:
+    yield from _secured(db_url, clock, tls_cert_file=str(certificate[0]), tls_key_file=str(certificate[1]))
+
+
+def _failures() -> float:
+    return REGISTRY.get_sample_value("outbox_authentication_failures_total", {"method": "api_key"}) or 0.0
+
+
+def _refusals(resource_type: str, operation: str) -> float:
+    return REGISTRY.get_sample_value("outbox_authorization_refusals_total",
+                                     {"resource_type": resource_type, "operation": operation}) or 0.0
+
+
+def _sasl(s: socket.socket, user: str, key: str) -> Any:
+    """SaslHandshake v1 (PLAIN) and SaslAuthenticate v2 on the raw socket: the latter's answer."""
+    from kio.schema.sasl_authenticate.v2.request import SaslAuthenticateRequest
+    from kio.schema.sasl_handshake.v1.request import SaslHandshakeRequest
+
+    handshake = ask(s, 17, 1, SaslHandshakeRequest(mechanism="PLAIN"))
+    assert (handshake.error_code, handshake.mechanisms) == (ErrorCode.none, ("PLAIN",))
+    return ask(s, 36, 2, SaslAuthenticateRequest(auth_bytes=f"\0{user}\0{key}".encode()), correlation_id=8)
+
+
+def _consume(config: dict[str, Any], topic: str, count: int) -> list[Any]:
+    c = Consumer({**config, "group.id": "test", "enable.auto.commit": False, "fetch.wait.max.ms": 100})
+    try:
+        c.assign([TopicPartition(topic, 0, OFFSET_BEGINNING)])
+        got: list[Any] = []
+        for _ in range(TIMEOUT_S * 5):
+            m = c.poll(0.2)
+            if m is not None and m.error() is None:
+                got.append(m)
+            if len(got) == count:
+                break
+        return got
+    finally:
+        c.close()
+
+
+# --- authentication ----------------------------------------------------------------------
+
+
+def test_confluent_kafka_with_a_right_key_produces_and_consumes_over_sasl_ssl(secured_tls: Secured) -> None:
+    w = secured_tls
+    w.grant("User:alice", "topic", "orders", "write", "read")
+    p = Producer({**w.client_config("alice"), "linger.ms": 0, "message.timeout.ms": 10_000})
+    reports: list[Any] = []
+    p.produce("orders", value=b'{"n": 1}', key=b"k", partition=0,
+              on_delivery=lambda err, msg: reports.append((err, msg.offset())))
+    assert p.flush(TIMEOUT_S) == 0
+    assert reports == [(None, 0)]
+    got = _consume(w.client_config("alice"), "orders", 1)
+    assert [(m.offset(), m.key(), m.value()) for m in got] == [(0, b"k", b'{"n": 1}')]
+    assert [(r["offset"], r["key"], r["value"]) for r in w.stored()] == [(0, "k", {"n": 1})]
+
+
+def test_the_tls_listener_refuses_a_client_that_does_not_speak_tls(secured_tls: Secured) -> None:
+    with secured_tls.connect() as s:
+        s.sendall(frame(18, 3, _api_versions()))
+        assert closed(s)
+
+
+def test_kafka_python_with_a_right_key_produces_and_consumes_over_sasl_plaintext(secured: Secured) -> None:
+    from kafka import KafkaConsumer, KafkaProducer
+    from kafka import TopicPartition as KafkaTopicPartition
+
+    w = secured
+    w.grant("User:bob", "topic", "orders", "write", "read")
+    sasl = {"bootstrap_servers": w.bootstrap, "security_protocol": "SASL_PLAINTEXT", "sasl_mechanism": "PLAIN",
+            "sasl_plain_username": "User:bob", "sasl_plain_password": w.keys["bob"]}
+    producer = KafkaProducer(request_timeout_ms=10_000, **sasl)
+    try:
+        offset = producer.send("orders", value=b'"v"', key=b"k", partition=0).get(TIMEOUT_S).offset
+    finally:
+        producer.close(5)
+    assert offset == 0
+    consumer = KafkaConsumer(enable_auto_commit=False, consumer_timeout_ms=TIMEOUT_S * 1000, **sasl)
+    try:
+        tp = KafkaTopicPartition("orders", 0)
+        consumer.assign([tp])
+        consumer.seek_to_beginning(tp)
+        got = []
+        for m in consumer:
+            got.append((m.offset, m.key, m.value))
+            break
+    finally:
+        consumer.close()
+    assert got == [(0, b"k", b'"v"')]
+
+
+def test_confluent_kafka_with_a_wrong_key_fails_with_the_authentication_error(secured: Secured) -> None:
+    errors: list[Any] = []
+    before = _failures()
+    wrong = "outbox_0123456789abcdef_" + "x" * 43
+    p = Producer({**secured.client_config("alice", wrong), "error_cb": errors.append,
+                  "message.timeout.ms": 5_000})
+    p.produce("orders", value=b"1", partition=0)
+    p.flush(6)
+    assert KafkaError._AUTHENTICATION in [e.code() for e in errors]
+    assert _failures() > before
+    assert secured.stored() == []
+
+
+def test_a_wrong_key_is_answered_sasl_authentication_failed_and_the_connection_closed(
+        secured: Secured, caplog: pytest.LogCaptureFixture) -> None:
+    before = _failures()
+    wrong = secured.keys["alice"][:-4] + "AAAA"
+    with secured.connect() as s:
+        answer = _sasl(s, "alice", wrong)
+        assert answer.error_code == ErrorCode.sasl_authentication_failed
+        assert answer.error_message == "authentication failed: the API key is unknown, revoked or wrong"
+        assert closed(s)
+    assert _failures() == before + 1
+    assert wrong not in caplog.text and wrong[-20:] not in caplog.text
+
+
+def test_a_key_of_another_principal_than_the_user_name_is_refused(secured: Secured) -> None:
+    with secured.connect() as s:
+        answer = _sasl(s, "bob", secured.keys["alice"])
+        assert answer.error_code == ErrorCode.sasl_authentication_failed
+        assert answer.error_message == ("authentication failed: the API key belongs to another principal than the "
+                                        "user name given")
+        assert closed(s)
+
+
+def test_the_user_name_may_be_the_principal_with_its_type(secured: Secured) -> None:
+    with secured.connect() as s:
+        answer = _sasl(s, "User:alice", secured.keys["alice"])
+        assert (answer.error_code, answer.error_message) == (ErrorCode.none, None)
+
+
+def test_a_mechanism_other_than_plain_is_refused_naming_plain(secured: Secured) -> None:
+    from kio.schema.sasl_handshake.v1.request import SaslHandshakeRequest
+
+    with secured.connect() as s:
+        answer = ask(s, 17, 1, SaslHandshakeRequest(mechanism="SCRAM-SHA-256"))
+        assert (answer.error_code, answer.mechanisms) == (ErrorCode.unsupported_sasl_mechanism, ("PLAIN",))
+        assert closed(s)
+
+
+def test_after_a_version_0_handshake_the_bare_token_authenticates(secured: Secured) -> None:
+    from kio.schema.metadata.v12.request import MetadataRequest
+    from kio.schema.sasl_handshake.v0.request import SaslHandshakeRequest
+
+    secured.grant("User:alice", "topic", "orders", "describe")
+    with secured.connect() as s:
+        assert ask(s, 17, 0, SaslHandshakeRequest(mechanism="PLAIN")).error_code == ErrorCode.none
+        token = f"\0alice\0{secured.keys['alice']}".encode()
+        s.sendall(struct.pack(">i", len(token)) + token)
+        assert read_frame(s) == b""  # success: an empty token
+        answer = ask(s, 3, 12, MetadataRequest(topics=None, allow_auto_topic_creation=False,
+                                                include_topic_authorized_operations=False))
+        assert [t.name for t in answer.topics] == ["orders"]
+
+
+def _api_versions() -> Any:
+    from kio.schema.api_versions.v3.request import ApiVersionsRequest
+
+    return ApiVersionsRequest(client_software_name="test", client_software_version="1")
+
+
+def test_before_authentication_api_versions_is_answered_and_lists_the_sasl_apis(secured: Secured) -> None:
+    with secured.connect() as s:
+        answer = ask(s, 18, 3, _api_versions())
+        served = {k.api_key: (k.min_version, k.max_version) for k in answer.api_keys}
+        assert (served[17], served[36]) == ((0, 1), (0, 2))
+
+
+@pytest.mark.parametrize("api", ["produce", "fetch", "metadata"])
+def test_an_unauthenticated_request_closes_the_connection_and_reaches_no_engine(
+        secured: Secured, api: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    from kio.schema.fetch.v12.request import FetchPartition, FetchRequest, FetchTopic
+    from kio.schema.metadata.v12.request import MetadataRequest
+    from kio.schema.produce.v9.request import PartitionProduceData, ProduceRequest, TopicProduceData
+
+    services = secured.client.app.state.services
+    reached: list[str] = []
+    monkeypatch.setattr(services.log, "send", lambda *a, **k: reached.append("send"))
+    monkeypatch.setattr(services.log, "read_in_offset_order", lambda *a, **k: reached.append("read"))
+    monkeypatch.setattr(services.topics, "list", lambda *a, **k: reached.append("list"))
+    requests = {
+        "produce": (0, 9, ProduceRequest(transactional_id=None, acks=-1, timeout=datetime.timedelta(seconds=5),
+                                         topic_data=(TopicProduceData(name="orders", partition_data=(
+                                             PartitionProduceData(index=0, records=b"\0" * 70),)),))),
+        "fetch": (1, 12, FetchRequest(replica_id=-1, max_wait=datetime.timedelta(0), min_bytes=0, max_bytes=1000,
+                                      isolation_level=0, session_id=0, session_epoch=-1, topics=(FetchTopic(
+                                          topic="orders", partitions=(FetchPartition(
+                                              partition=0, current_leader_epoch=-1, fetch_offset=0, last_fetched_epoch=-1,
+                                              log_start_offset=-1, partition_max_bytes=1000),)),),
+                                      forgotten_topics_data=(), rack_id="")),
+        "metadata": (3, 12, MetadataRequest(topics=None, allow_auto_topic_creation=False,
+                                            include_topic_authorized_operations=False)),
+    }
+    api_key, version, body = requests[api]
+    with secured.connect() as s:
+        s.sendall(frame(api_key, version, body))
+        assert closed(s)
+    assert reached == []
+
+
+# --- authorization -----------------------------------------------------------------------
+
+
+def test_a_principal_without_write_gets_topic_authorization_failed_and_nothing_is_written(secured: Secured) -> None:
+    w = secured
+    w.grant("User:alice", "topic", "orders", "read")
+    before = _refusals("topic", "write")
+    p = Producer({**w.client_config("alice"), "linger.ms": 0, "message.timeout.ms": 10_000, "retries": 0})
+    reports: list[Any] = []
+    p.produce("orders", value=b"1", partition=0, on_delivery=lambda err, msg: reports.append(err and err.code()))
+    p.flush(TIMEOUT_S)
+    assert reports == [KafkaError.TOPIC_AUTHORIZATION_FAILED]
+    assert w.stored() == []
+    assert _refusals("topic", "write") >= before + 1
+
+
+def test_metadata_lists_only_the_topics_the_principal_may_describe(secured: Secured) -> None:
+    from kio.schema.metadata.v12.request import MetadataRequest, MetadataRequestTopic
+
+    secured.grant("User:alice", "topic", "orders", "read")
+    with secured.connect() as s:
+        assert _sasl(s, "alice", secured.keys["alice"]).error_code == ErrorCode.none
+        every = ask(s, 3, 12, MetadataRequest(topics=None, allow_auto_topic_creation=False,
+                                               include_topic_authorized_operations=False))
+        named = ask(s, 3, 12, MetadataRequest(topics=tuple(MetadataRequestTopic(topic_id=None, name=n)
+                                                           for n in ("audit", "orders", "missing")),
+                                              allow_auto_topic_creation=False,
+                                              include_topic_authorized_operations=False))
+    assert [(t.name, t.error_code) for t in every.topics] == [("orders", ErrorCode.none)]
+    assert [(t.name, t.error_code) for t in named.topics] == [
+        ("audit", ErrorCode.topic_authorization_failed), ("orders", ErrorCode.none),
+        ("missing", ErrorCode.topic_authorization_failed)]
+
+
+def test_a_transactional_producer_without_write_on_its_transactional_id_is_refused(secured: Secured) -> None:
+    w = secured
+    w.grant("User:alice", "topic", "orders", "write")
+    w.grant("User:alice", "transactional_id", "tx", "describe")  # FindCoordinator's: InitProducerId is reached
+    before = _refusals("transactional_id", "write")
+    p = Producer({**w.client_config("alice"), "transactional.id": "tx", "message.timeout.ms": 10_000})
+    with pytest.raises(KafkaException) as e:
+        p.init_transactions(TIMEOUT_S)
+    assert e.value.args[0].code() == KafkaError.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+    assert _refusals("transactional_id", "write") == before + 1
+    r = w.client.get("/v1/transactions/tx", headers=w.headers())
+    assert r.status_code == 404, r.text
+
+
+def test_find_coordinator_without_describe_on_the_transactional_id_is_refused(secured: Secured) -> None:
+    from kio.schema.find_coordinator.v4.request import FindCoordinatorRequest
+
+    secured.grant("User:alice", "transactional_id", "tx", "describe")
+    with secured.connect() as s:
+        assert _sasl(s, "alice", secured.keys["alice"]).error_code == ErrorCode.none
+        answer = ask(s, 10, 4, FindCoordinatorRequest(key_type=1, coordinator_keys=("tx", "other")))
+    assert [(c.key, c.error_code) for c in answer.coordinators] == [
+        ("tx", ErrorCode.none), ("other", ErrorCode.transactional_id_authorization_failed)]
+
+
+def test_fetch_without_read_is_answered_topic_authorization_failed(secured: Secured) -> None:
+    from kio.schema.fetch.v12.request import FetchPartition, FetchRequest, FetchTopic
+
+    w = secured
+    r = w.client.post("/v1/records", headers=w.headers(), json={"batches": [
+        {"topic": "orders", "partition": 0, "records": [{"value": 1}]}]})
+    assert r.status_code == 200, r.text
+    w.grant("User:alice", "topic", "orders", "describe")
+    with w.connect() as s:
+        assert _sasl(s, "alice", w.keys["alice"]).error_code == ErrorCode.none
+        answer = ask(s, 1, 12, FetchRequest(
+            replica_id=-1, max_wait=datetime.timedelta(0), min_bytes=0, max_bytes=100_000, isolation_level=0,
+            session_id=0, session_epoch=-1, topics=(FetchTopic(topic="orders", partitions=(FetchPartition(
+                partition=0, current_leader_epoch=-1, fetch_offset=0, last_fetched_epoch=-1, log_start_offset=-1,
+                partition_max_bytes=100_000),)),), forgotten_topics_data=(), rack_id=""))
+    (partition,) = answer.responses[0].partitions
+    assert (partition.error_code, partition.records) == (ErrorCode.topic_authorization_failed, None)
+
+
+def test_a_listener_without_authentication_answers_a_sasl_handshake_illegal_sasl_state(kafka: Any) -> None:
+    from kio.schema.sasl_handshake.v1.request import SaslHandshakeRequest
+
+    with kafka.connect() as s:
+        answer = ask(s, 17, 1, SaslHandshakeRequest(mechanism="PLAIN"))
+    assert answer.error_code == ErrorCode.illegal_sasl_state
+
+
+def test_the_listener_speaks_tls_with_the_http_doors_certificate(secured_tls: Secured,
+                                                                 certificate: tuple[Path, Path]) -> None:
+    context = ssl.create_default_context(cafile=str(certificate[0]))
+    with secured_tls.connect() as raw, context.wrap_socket(raw, server_hostname="127.0.0.1") as s:
+        peer = x509.load_der_x509_certificate(s.getpeercert(binary_form=True))
+        assert peer.subject.rfc4514_string() == "CN=outbox-test"
+        answer = ask(s, 18, 3, _api_versions())  # type: ignore[arg-type]
+        assert answer.error_code == ErrorCode.none
+
+
+def test_the_transactional_apis_answer_each_missing_acl_with_its_code_and_change_nothing(secured: Secured) -> None:
+    from kio.schema.add_offsets_to_txn.v3.request import AddOffsetsToTxnRequest
+    from kio.schema.add_partitions_to_txn.v3.request import AddPartitionsToTxnRequest, AddPartitionsToTxnTopic
+    from kio.schema.init_producer_id.v4.request import InitProducerIdRequest
+    from kio.schema.txn_offset_commit.v3.request import (
+        TxnOffsetCommitRequest,
+        TxnOffsetCommitRequestPartition,
+        TxnOffsetCommitRequestTopic,
+    )
+
+    w = secured
+    w.grant("User:alice", "transactional_id", "tx", "write")
+    w.grant("User:alice", "topic", "orders", "write")
+    with w.connect() as s:
+        assert _sasl(s, "alice", w.keys["alice"]).error_code == ErrorCode.none
+        other = ask(s, 22, 4, InitProducerIdRequest(transactional_id="other", transaction_timeout=datetime.timedelta(
+            seconds=60), producer_id=-1, producer_epoch=-1))
+        assert other.error_code == ErrorCode.transactional_id_authorization_failed
+        got = ask(s, 22, 4, InitProducerIdRequest(transactional_id="tx", transaction_timeout=datetime.timedelta(
+            seconds=60), producer_id=-1, producer_epoch=-1))
+        assert got.error_code == ErrorCode.none
+        ident = {"producer_id": got.producer_id, "producer_epoch": got.producer_epoch}
+        added = ask(s, 24, 3, AddPartitionsToTxnRequest(
+            v3_and_below_transactional_id="tx", v3_and_below_producer_id=got.producer_id,
+            v3_and_below_producer_epoch=got.producer_epoch, v3_and_below_topics=(
+                AddPartitionsToTxnTopic(name="orders", partitions=(0,)),
+                AddPartitionsToTxnTopic(name="audit", partitions=(0,)))))
+        assert [(t.name, [p.partition_error_code for p in t.results_by_partition])
+                for t in added.results_by_topic_v3_and_below] == [
+            ("orders", [ErrorCode.operation_not_attempted]), ("audit", [ErrorCode.topic_authorization_failed])]
+        offsets = ask(s, 25, 3, AddOffsetsToTxnRequest(transactional_id="tx", group_id="g", **ident))
+        assert offsets.error_code == ErrorCode.group_authorization_failed
+        staged = ask(s, 28, 3, TxnOffsetCommitRequest(
+            transactional_id="tx", group_id="g", generation_id=-1, member_id="", group_instance_id=None,
+            topics=(TxnOffsetCommitRequestTopic(name="orders", partitions=(TxnOffsetCommitRequestPartition(
+                partition_index=0, committed_offset=1, committed_leader_epoch=-1, committed_metadata=None),)),),
+            **ident))
+        assert [p.error_code for t in staged.topics for p in t.partitions] == [ErrorCode.group_authorization_failed]
+    described = w.client.get("/v1/transactions/tx", headers=w.headers()).json()
+    assert (described["state"], described["partitions"]) == ("Empty", [])
+
+
+def test_an_idempotent_producer_without_write_on_any_topic_is_refused_on_the_cluster(secured: Secured) -> None:
+    from kio.schema.init_producer_id.v4.request import InitProducerIdRequest
+
+    secured.grant("User:alice", "topic", "orders", "read")
+    with secured.connect() as s:
+        assert _sasl(s, "alice", secured.keys["alice"]).error_code == ErrorCode.none
+        answer = ask(s, 22, 4, InitProducerIdRequest(transactional_id=None, transaction_timeout=datetime.timedelta(
+            seconds=60), producer_id=-1, producer_epoch=-1))
+    assert (answer.error_code, answer.producer_id) == (ErrorCode.cluster_authorization_failed, -1)
+
+
+def test_a_listener_without_tls_warns_that_keys_cross_the_network_in_clear_text(
+        secured: Secured, caplog: pytest.LogCaptureFixture) -> None:
+    assert ("Kafka listener: SASL_PLAINTEXT: API keys cross the network in clear text; set OUTBOX_TLS_CERT_FILE "
+            "to serve SASL_SSL") in [r.getMessage() for r in caplog.get_records("setup")]
+
+
+def test_a_connection_whose_key_is_revoked_is_closed_at_its_next_request(secured: Secured) -> None:
+    from kio.schema.metadata.v12.request import MetadataRequest
+
+    w = secured
+    w.grant("User:alice", "topic", "orders", "describe")
+    metadata = MetadataRequest(topics=None, allow_auto_topic_creation=False, include_topic_authorized_operations=False)
+    key_id = w.keys["alice"].split("_")[1]
+    with w.connect() as s:
+        assert _sasl(s, "alice", w.keys["alice"]).error_code == ErrorCode.none
+        assert [t.name for t in ask(s, 3, 12, metadata).topics] == ["orders"]
+        r = w.client.delete(f"/v1/principals/User:alice/api-keys/{key_id}", headers=w.headers())
+        assert r.status_code < 300, r.text
+        s.sendall(frame(3, 12, metadata))
+        assert closed(s)
+
+
+def test_a_waiting_fetch_counts_its_refusal_once(secured: Secured) -> None:
+    import threading
+
+    from kio.schema.fetch.v12.request import FetchPartition, FetchRequest, FetchTopic
+
+    w = secured
+    w.grant("User:alice", "topic", "orders", "read")
+    before = _refusals("topic", "read")
+
+    def topic(name: str) -> Any:
+        return FetchTopic(topic=name, partitions=(FetchPartition(
+            partition=0, current_leader_epoch=-1, fetch_offset=0, last_fetched_epoch=-1, log_start_offset=-1,
+            partition_max_bytes=100_000),))
+
+    def append() -> None:
+        w.client.post("/v1/records", headers=w.headers(), json={"batches": [
+            {"topic": "orders", "partition": 0, "records": [{"value": 1}]}]})
+
+    with w.connect() as s:
+        assert _sasl(s, "alice", w.keys["alice"]).error_code == ErrorCode.none
+        # Woken by the append, the Fetch reads again, and asks about `audit` again.
+        timer = threading.Timer(0.5, append)
+        timer.start()
+        answer = ask(s, 1, 12, FetchRequest(
+            replica_id=-1, max_wait=datetime.timedelta(seconds=3), min_bytes=10**6, max_bytes=100_000,
+            isolation_level=0, session_id=0, session_epoch=-1, topics=(topic("orders"), topic("audit")),
+            forgotten_topics_data=(), rack_id=""))
+        timer.join()
+    assert [(t.topic, t.partitions[0].error_code) for t in answer.responses] == [
+        ("orders", ErrorCode.none), ("audit", ErrorCode.topic_authorization_failed)]
+    assert _refusals("topic", "read") == before + 1

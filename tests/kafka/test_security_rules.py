@@ -1,0 +1,59 @@
+"""The Kafka door's ACL rules as a table (app.kafka.auth.RULES): every served API has one, and
+the listener holds every handler to it, so a handler that forgets a check is caught."""
+
+from __future__ import annotations
+
+import datetime
+import socket
+from typing import Any
+
+import pytest
+from kio.schema.end_txn.v3.request import EndTxnRequest
+from kio.schema.errors import ErrorCode
+
+from app.kafka import auth
+from app.kafka.protocol import SERVED
+from app.kafka.server import KafkaListener
+from app.settings import Settings
+from tests.kafka.conftest import IO_TIMEOUT_S, Listener, closed, frame
+
+
+def test_every_served_api_has_an_acl_rule() -> None:
+    assert set(auth.RULES) == set(SERVED)
+
+
+def test_a_handler_that_skips_a_check_of_its_rule_closes_the_connection_unanswered(kafka: Listener) -> None:
+    from kio.schema.end_txn.v3.response import EndTxnResponse
+
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.bind(("127.0.0.1", 0))
+    listener = KafkaListener(kafka.services, sock)
+    # An EndTxn handler that answers without checking WRITE on the transactional id.
+    listener.apis.handlers[26] = lambda body, version: EndTxnResponse(throttle_time=datetime.timedelta(0),
+                                                                      error_code=ErrorCode.none)
+    kafka.client.portal.call(listener.start)
+    try:
+        with socket.create_connection(("127.0.0.1", listener.port), timeout=IO_TIMEOUT_S) as s:
+            s.settimeout(IO_TIMEOUT_S)
+            s.sendall(frame(26, 3, EndTxnRequest(transactional_id="tx", producer_id=1, producer_epoch=0,
+                                                 committed=True)))
+            assert closed(s)
+    finally:
+        kafka.client.portal.call(listener.stop)
+
+
+@pytest.mark.parametrize(("authentication", "refused"), [
+    (None, False), ("none", False), ("api_key", False), ("api_key,jwt", False), ("jwt", True), ("mtls", True)])
+def test_the_listener_serves_only_configurations_with_api_keys(authentication: str | None, refused: bool,
+                                                               tmp_path: Any) -> None:
+    extra: dict[str, Any] = {}
+    if authentication and "jwt" in authentication:
+        extra = {"jwt_public_key_file": str(tmp_path / "k.pem"), "jwt_issuer": "i", "jwt_audience": "a"}
+    if authentication == "mtls":
+        extra = {"tls_cert_file": str(tmp_path / "c.pem"), "tls_client_ca_file": str(tmp_path / "ca.pem")}
+    problem = auth.unsupported_configuration(Settings(authentication=authentication, **extra))
+    if refused:
+        assert problem == (f"the Kafka listener authenticates with SASL/PLAIN and an API key only, not with "
+                           f"OUTBOX_AUTHENTICATION={authentication}: add api_key to it, or unset OUTBOX_KAFKA_LISTENER")
+    else:
+        assert problem is None
