@@ -239,19 +239,29 @@ def test_a_scrape_of_1000_groups_by_10_partitions_costs_as_many_queries_as_one_g
     assert value(scraped, "outbox_group_lag_series_left_out") == 0
 
 
-def test_a_chores_successful_pass_sets_its_last_success_timestamp(services, clock) -> None:  # type: ignore[no-untyped-def]
+@pytest.mark.parametrize("chore", ["coordinator", "group_expiry", "cleaner"])
+def test_a_chores_successful_pass_sets_its_last_success_timestamp(services, clock, chore) -> None:  # type: ignore[no-untyped-def]
     from prometheus_client import REGISTRY
 
-    worker = CoordinatorWorker(services.coordinator, clock, ChoreConfig(1_000))
-    clock.advance(123_456)
-    worker.run_once()
-    assert REGISTRY.get_sample_value("outbox_coordinator_last_success_timestamp_seconds") == 1_700_000_123.456
+    from app.services.log_cleaner import LogCleaner
+    from app.worker.cleaner import CleanerWorker
+    from app.worker.group_expiry import GroupExpiryWorker
 
-    class Failing(CoordinatorWorker):
+    kind, job = {
+        "coordinator": (CoordinatorWorker, services.coordinator),
+        "group_expiry": (GroupExpiryWorker, services.groups),
+        "cleaner": (CleanerWorker, LogCleaner(services.db, services.settings, clock)),
+    }[chore]
+    name = f"outbox_{chore}_last_success_timestamp_seconds"
+    clock.advance(123_456)
+    kind(job, clock, ChoreConfig(1_000)).run_once()
+    assert REGISTRY.get_sample_value(name) == 1_700_000_123.456
+
+    class Failing(kind):  # type: ignore[valid-type, misc]
         def _pass(self, now: int):  # type: ignore[no-untyped-def]
             raise RuntimeError("the database is down")
 
     clock.advance(1_000)
     with pytest.raises(RuntimeError):
-        Failing(services.coordinator, clock, ChoreConfig(1_000)).run_once()
-    assert REGISTRY.get_sample_value("outbox_coordinator_last_success_timestamp_seconds") == 1_700_000_123.456
+        Failing(job, clock, ChoreConfig(1_000)).run_once()
+    assert REGISTRY.get_sample_value(name) == 1_700_000_123.456
