@@ -68,15 +68,17 @@ def transaction_records(dialect_name: str, columns: tuple[Any, ...], *, at: Any 
     LATERAL, a CROSS JOIN, which it never reorders.
 
     `at`, instead of the bind parameters, names them as columns of an enclosing query's row
-    (topic_id, partition, txn_ids: a SELECT of the transactions' ids, before, log_start): the
-    same records, for every row of it (committed_between_for_groups)."""
+    (topic_id, partition, txn_id: one transaction, before, log_start): the same records, for
+    every row of it (committed_between_for_groups). One transaction per row, so that its id is
+    in the batch heads' index condition: given a subquery of ids, PostgreSQL walks every batch
+    head of the partition and semi-joins them to it."""
     h, r = records.alias("heads"), records
     if at is None:
         topic_id, partition, before, log_start = (bindparam(n) for n in ("topic_id", "partition", "before", "log_start"))
         in_txns = h.c.txn_id.in_(bindparam("txn_ids", expanding=True))
     else:
         topic_id, partition, before, log_start = at.topic_id, at.partition, at.before, at.log_start
-        in_txns = h.c.txn_id.in_(at.txn_ids)
+        in_txns = h.c.txn_id == at.txn_id
     heads_wanted = and_(
         h.c.topic_id == topic_id,
         h.c.partition == partition,
@@ -180,6 +182,14 @@ def committed_between_for_groups(conn: Connection, cap: int, limit: int) -> list
     (what a Prometheus scrape reads; committed_between is what one group's lag reads). The
     first `limit` committed offsets by (group_id, topic_id, partition), in that order. Each
     row costs what committed_between costs for it: range scans of at most `cap` rows."""
+    rows = conn.execute(committed_between_for_groups_stmt(conn.dialect.name, cap, limit)).all()
+    return [GroupPartitionCount(r.group_id, r.topic_id, r.partition, r.committed_offset,
+                                r.plain + r.transactional, r.plain < cap and r.markers < cap) for r in rows]
+
+
+def committed_between_for_groups_stmt(dialect_name: str, cap: int, limit: int) -> Any:
+    """committed_between_for_groups' query: per row, the plain records counted, the COMMIT
+    markers counted and their transactions' records counted."""
     go, p = group_offsets, partitions
     start = case((go.c.committed_offset > p.c.log_start_offset, go.c.committed_offset),
                  else_=p.c.log_start_offset)
@@ -199,19 +209,23 @@ def committed_between_for_groups(conn: Connection, cap: int, limit: int) -> list
     plain = select(records.c.offset).where(*in_range(records), plain_record()).limit(cap).correlate(pos)
     m = records.alias("m")
     markers = select(m.c.txn_id).where(*in_range(m), commit_marker(m)).order_by(m.c.offset).limit(cap).correlate(pos)
-    txn_records = transaction_records(conn.dialect.name, (records.c.offset,), at=SimpleNamespace(
-        topic_id=pos.c.topic_id, partition=pos.c.partition, txn_ids=markers, before=pos.c.before,
-        log_start=pos.c.log_start)).correlate(pos)
 
-    def counted(q: Any) -> Any:
-        return select(func.count()).select_from(q.subquery()).correlate(pos).scalar_subquery()
+    def counted(q: Any, *outer: Any) -> Any:
+        return select(func.count()).select_from(q.subquery()).correlate(pos, *outer).scalar_subquery()
 
-    rows = conn.execute(select(pos.c.group_id, pos.c.topic_id, pos.c.partition, pos.c.committed_offset,
-                               counted(plain).label("plain"), counted(markers).label("markers"),
-                               counted(txn_records).label("transactional"))
-                        .order_by(pos.c.group_id, pos.c.topic_id, pos.c.partition)).all()
-    return [GroupPartitionCount(r.group_id, r.topic_id, r.partition, r.committed_offset,
-                                r.plain + r.transactional, r.plain < cap and r.markers < cap) for r in rows]
+    # Per COMMIT marker in range (as committed_between's list of them), its transaction's
+    # records, summed.
+    mk = markers.subquery("mk")
+    one_transaction = transaction_records(dialect_name, (records.c.offset,), at=SimpleNamespace(
+        topic_id=pos.c.topic_id, partition=pos.c.partition, txn_id=mk.c.txn_id, before=pos.c.before,
+        log_start=pos.c.log_start)).correlate(pos, mk)
+    transactional = (select(func.coalesce(func.sum(counted(one_transaction, mk)), 0)).select_from(mk)
+                     .correlate(pos).scalar_subquery())
+
+    return (select(pos.c.group_id, pos.c.topic_id, pos.c.partition, pos.c.committed_offset,
+                   counted(plain).label("plain"), counted(markers).label("markers"),
+                   transactional.label("transactional"))
+            .order_by(pos.c.group_id, pos.c.topic_id, pos.c.partition))
 
 
 @cache
