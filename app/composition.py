@@ -8,6 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from app.domain.clock import Clock
+from app.services.gauges import DatabaseGauges
 from app.services.group_service import GroupService
 from app.services.log_cleaner import LogCleaner
 from app.services.log_service import LogService
@@ -38,6 +39,7 @@ class Services:
     security: SecurityService
     waiting: WaitingRequests
     long_poll: LongPoll
+    gauges: DatabaseGauges
 
     @classmethod
     def build(cls, settings: Settings, db: Database, clock: Clock,
@@ -57,6 +59,7 @@ class Services:
             waiting=waiting,
             long_poll=LongPoll(log, log_changes or LogChanges(settings.database_url), settings.fetch_max_wait_ms,
                                waiting),
+            gauges=DatabaseGauges(db, settings, clock),
         )
 
 

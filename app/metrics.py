@@ -108,6 +108,21 @@ CLEANER_BYTES_DELETED = Counter(
     "UTF-8 bytes of the keys, values and headers of the data records the log cleaner deleted "
     "(deleted topics' records not counted).",
 )
+# Set by the chore itself when a pass succeeds, in the process that runs it (`outbox serve`
+# unless OUTBOX_RUN_COORDINATOR is off, or `outbox coordinator`); 0 in a process that has run
+# none, so take max() across the processes scraped.
+COORDINATOR_LAST_SUCCESS = Gauge(
+    "outbox_coordinator_last_success_timestamp_seconds",
+    "When this process's coordinator worker last finished a pass without error (Unix time); 0: never.",
+)
+GROUP_EXPIRY_LAST_SUCCESS = Gauge(
+    "outbox_group_expiry_last_success_timestamp_seconds",
+    "When this process's group expiry last finished a pass without error (Unix time); 0: never.",
+)
+CLEANER_LAST_SUCCESS = Gauge(
+    "outbox_cleaner_last_success_timestamp_seconds",
+    "When this process's log cleaner last finished a pass without error (Unix time); 0: never.",
+)
 AUTHENTICATION_FAILURES = Counter(
     "outbox_authentication_failures",
     "Requests refused with 401, by method tried (api_key, jwt, mtls, none: no credentials).",

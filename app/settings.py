@@ -98,6 +98,14 @@ class Settings(BaseSettings):
     # `outbox coordinator` serves no API; with a port here it serves its /metrics there (on
     # OUTBOX_HOST), for Prometheus to scrape its counters.
     coordinator_metrics_port: int | None = Field(default=None, ge=1, le=65535)
+    # The gauges /metrics reads from the database (lag, log bounds, transactions) are computed
+    # at most once per this interval and the result served to every scrape in between, so that
+    # many scrapers, or a burst of scrapes, cost one computation (0: computed on every scrape).
+    metrics_gauge_interval_ms: int = Field(default=5_000, ge=0)
+    # At most this many (group, topic, partition) series of outbox_group_lag and
+    # outbox_group_lag_unknown a scrape exports: a label set Prometheus can hold whatever the
+    # number of groups; what is left out is counted by outbox_group_lag_series_left_out.
+    metrics_max_group_partitions: int = Field(default=10_000, ge=0)
     # Kafka's transaction.timeout.ms default and transaction.max.timeout.ms.
     default_transaction_timeout_ms: int = Field(default=60_000, ge=1)
     max_transaction_timeout_ms: int = Field(default=900_000, ge=1)

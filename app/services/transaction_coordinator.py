@@ -672,13 +672,6 @@ class TransactionCoordinator:
                 )
             return self._view(conn, self._complete_locked(conn, meta, now))
 
-    def gauges(self, now_ms: int) -> tuple[dict[S, int], int]:
-        """transactional_ids by state, and how many are hanging (as `hanging` lists them), from
-        one snapshot, counted by the database."""
-        with self.db.read() as conn:
-            stale = now_ms - self.settings.max_transaction_timeout_ms
-            return txns.count_by_state(conn), txns.count_hanging(conn, stale)
-
     def hanging(self, now_ms: int, transactional_id_prefix: str | None = None) -> list[TransactionMetadata]:
         """Transactions open longer than the maximum timeout, or decided but not completed for
         as long: the coordinator should have ended them, so none is running or it is failing.

@@ -222,3 +222,9 @@ def list_groups(conn: Connection) -> list[GroupListing]:
     ).all()
     return [GroupListing(g, gen, n, protocol_type, GroupState(state) if n else GroupState.EMPTY)
             for g, gen, n, protocol_type, state in rows]
+
+
+def all_subscriptions(conn: Connection) -> list[tuple[str, list[str]]]:
+    """(group_id, topics) of every member of every group."""
+    return [(r.group_id, orjson.loads(r.topics))
+            for r in conn.execute(select(group_members.c.group_id, group_members.c.topics))]

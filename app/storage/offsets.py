@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from sqlalchemy import Connection, select, tuple_
 
 from app.storage import dialect
-from app.storage.tables import group_offsets, topics, transaction_offsets
+from app.storage.tables import group_offsets, partitions, topics, transaction_offsets
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,3 +71,23 @@ def lowest_committed(conn: Connection, group_ids: list[str], topic_id: int, part
     if set(found) != set(group_ids):
         return None
     return min(found.values())
+
+
+def all_committed_partitions(conn: Connection) -> list[tuple[str, str, int]]:
+    """(group_id, topic, partition) of every committed offset, of every group, in a partition
+    that exists."""
+    return [(r[0], r[1], r[2]) for r in conn.execute(
+        select(group_offsets.c.group_id, topics.c.name, group_offsets.c.partition)
+        .join(topics, topics.c.topic_id == group_offsets.c.topic_id)
+        .join(partitions, (partitions.c.topic_id == group_offsets.c.topic_id)
+              & (partitions.c.partition == group_offsets.c.partition))
+    )]
+
+
+def all_pending_topics(conn: Connection) -> list[tuple[str, str]]:
+    """(group_id, topic) pairs with offsets staged in an unfinished transaction, of every group."""
+    return [(r[0], r[1]) for r in conn.execute(
+        select(transaction_offsets.c.group_id, topics.c.name)
+        .join(topics, topics.c.topic_id == transaction_offsets.c.topic_id)
+        .distinct()
+    )]

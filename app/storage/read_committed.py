@@ -24,15 +24,17 @@ tests/fuzz/test_read_committed_conformance.py holds Fetch and the counters below
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from functools import cache
+from types import SimpleNamespace
 from typing import Any
 
-from sqlalchemy import Connection, Table, and_, bindparam, func, or_, select, true
+from sqlalchemy import Connection, Table, and_, bindparam, case, func, or_, select, true
 from sqlalchemy.sql.elements import ColumnElement
 
 from app.domain.types import ControlType
 from app.storage import dialect
-from app.storage.tables import partitions, records
+from app.storage.tables import group_offsets, partitions, records
 
 _COMMIT = ControlType.COMMIT.value
 
@@ -52,7 +54,7 @@ def commit_point(r: Table | Any = records) -> ColumnElement[bool]:
     return or_(plain_record(r), commit_marker(r))
 
 
-def transaction_records(dialect_name: str, columns: tuple[Any, ...]) -> Any:
+def transaction_records(dialect_name: str, columns: tuple[Any, ...], *, at: Any = None) -> Any:
     """The records of some transactions in one partition that read_committed exposes at their
     COMMIT markers, `columns` of each (columns of `records`), in offset order. Bind parameters:
     topic_id, partition, txn_ids (the transactions), before (their markers' offset or more:
@@ -63,14 +65,26 @@ def transaction_records(dialect_name: str, columns: tuple[Any, ...]) -> Any:
     the join walks every record of the partition. Neither database may be left to choose, as
     the service does not rely on statistics being fresh (a partition just filled has none):
     PostgreSQL gets a LATERAL subquery, which can only run per head; SQLite, which has no
-    LATERAL, a CROSS JOIN, which it never reorders."""
+    LATERAL, a CROSS JOIN, which it never reorders.
+
+    `at`, instead of the bind parameters, names them as columns of an enclosing query's row
+    (topic_id, partition, txn_id: one transaction, before, log_start): the same records, for
+    every row of it (committed_between_for_groups). One transaction per row, so that its id is
+    in the batch heads' index condition: given a subquery of ids, PostgreSQL walks every batch
+    head of the partition and semi-joins them to it."""
     h, r = records.alias("heads"), records
+    if at is None:
+        topic_id, partition, before, log_start = (bindparam(n) for n in ("topic_id", "partition", "before", "log_start"))
+        in_txns = h.c.txn_id.in_(bindparam("txn_ids", expanding=True))
+    else:
+        topic_id, partition, before, log_start = at.topic_id, at.partition, at.before, at.log_start
+        in_txns = h.c.txn_id == at.txn_id
     heads_wanted = and_(
-        h.c.topic_id == bindparam("topic_id"),
-        h.c.partition == bindparam("partition"),
-        h.c.txn_id.in_(bindparam("txn_ids", expanding=True)),
+        h.c.topic_id == topic_id,
+        h.c.partition == partition,
+        in_txns,
         h.c.batch_record_count.is_not(None),
-        h.c.offset < bindparam("before"),
+        h.c.offset < before,
     )
     in_run = and_(
         r.c.topic_id == h.c.topic_id,
@@ -80,12 +94,16 @@ def transaction_records(dialect_name: str, columns: tuple[Any, ...]) -> Any:
         # A transaction committed at or past the log start may have records below it
         # (DeleteRecords, retention): those are garbage, never read, whether or not the log
         # cleaner has deleted them yet.
-        r.c.offset >= bindparam("log_start"),
+        r.c.offset >= log_start,
     )
     if dialect_name == "postgresql":
         # OFFSET 0 keeps the planner from pulling the subquery up into a plain join, which
         # it could then reorder.
-        run = select(*columns).where(in_run).offset(0).lateral("run")
+        run_select = select(*columns).where(in_run).offset(0)
+        if at is not None:
+            # The enclosing query's row is correlated, not joined into the subquery.
+            run_select = run_select.correlate_except(r)
+        run = run_select.lateral("run")
         return select(run).select_from(h.join(run, true())).where(heads_wanted).order_by(run.c.offset)
     return (
         select(*columns)
@@ -145,6 +163,69 @@ def committed_between(conn: Connection, topic_id: int, partition: int, start: in
             "topic_id": topic_id, "partition": partition, "txn_ids": txn_ids[chunk:chunk + 500],
             "log_start": log_start, "before": end}).scalar_one()
     return plain + transactional, plain < cap and len(txn_ids) < cap
+
+
+@dataclass(frozen=True, slots=True)
+class GroupPartitionCount:
+    group_id: str
+    topic_id: int
+    partition: int
+    committed_offset: int
+    count: int  # committed_between's count from committed_offset to the partition's log end
+    exact: bool  # False: at least `count` (the cap was reached)
+
+
+def committed_between_for_groups(conn: Connection, cap: int, limit: int) -> list[GroupPartitionCount]:
+    """committed_between from every consumer group's committed offset to its partition's log
+    end, for every committed offset of every group in a partition that exists: the same
+    count, with the same cap, built from the same pieces, but in ONE query for all of them
+    (what a Prometheus scrape reads; committed_between is what one group's lag reads). The
+    first `limit` committed offsets by (group_id, topic_id, partition), in that order. Each
+    row costs what committed_between costs for it: range scans of at most `cap` rows."""
+    rows = conn.execute(committed_between_for_groups_stmt(conn.dialect.name, cap, limit)).all()
+    return [GroupPartitionCount(r.group_id, r.topic_id, r.partition, r.committed_offset,
+                                r.plain + r.transactional, r.plain < cap and r.markers < cap) for r in rows]
+
+
+def committed_between_for_groups_stmt(dialect_name: str, cap: int, limit: int) -> Any:
+    """committed_between_for_groups' query: per row, the plain records counted, the COMMIT
+    markers counted and their transactions' records counted."""
+    go, p = group_offsets, partitions
+    start = case((go.c.committed_offset > p.c.log_start_offset, go.c.committed_offset),
+                 else_=p.c.log_start_offset)
+    pos = (
+        select(go.c.group_id, go.c.topic_id, go.c.partition, go.c.committed_offset, start.label("start"),
+               p.c.next_offset.label("before"), p.c.log_start_offset.label("log_start"))
+        .join(p, and_(p.c.topic_id == go.c.topic_id, p.c.partition == go.c.partition))
+        .order_by(go.c.group_id, go.c.topic_id, go.c.partition)
+        .limit(limit)
+        .subquery("pos")
+    )
+
+    def in_range(r: Any) -> tuple[ColumnElement[bool], ...]:
+        return (r.c.topic_id == pos.c.topic_id, r.c.partition == pos.c.partition,
+                r.c.offset >= pos.c.start, r.c.offset < pos.c.before)
+
+    plain = select(records.c.offset).where(*in_range(records), plain_record()).limit(cap).correlate(pos)
+    m = records.alias("m")
+    markers = select(m.c.txn_id).where(*in_range(m), commit_marker(m)).order_by(m.c.offset).limit(cap).correlate(pos)
+
+    def counted(q: Any, *outer: Any) -> Any:
+        return select(func.count()).select_from(q.subquery()).correlate(pos, *outer).scalar_subquery()
+
+    # Per COMMIT marker in range (as committed_between's list of them), its transaction's
+    # records, summed.
+    mk = markers.subquery("mk")
+    one_transaction = transaction_records(dialect_name, (records.c.offset,), at=SimpleNamespace(
+        topic_id=pos.c.topic_id, partition=pos.c.partition, txn_id=mk.c.txn_id, before=pos.c.before,
+        log_start=pos.c.log_start)).correlate(pos, mk)
+    transactional = (select(func.coalesce(func.sum(counted(one_transaction, mk)), 0)).select_from(mk)
+                     .correlate(pos).scalar_subquery())
+
+    return (select(pos.c.group_id, pos.c.topic_id, pos.c.partition, pos.c.committed_offset,
+                   counted(plain).label("plain"), counted(markers).label("markers"),
+                   transactional.label("transactional"))
+            .order_by(pos.c.group_id, pos.c.topic_id, pos.c.partition))
 
 
 @cache

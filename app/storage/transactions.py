@@ -278,6 +278,13 @@ def count_hanging(conn: Connection, stale_before_ms: int) -> int:
     ).scalar_one()
 
 
+def oldest_open_started_ms(conn: Connection) -> int | None:
+    """When the oldest transaction still open (ONGOING) began; None if none is open."""
+    return conn.execute(
+        select(func.min(transactions.c.txn_started_ms)).where(transactions.c.state == TransactionState.ONGOING.value)
+    ).scalar()
+
+
 def timed_out_ids(conn: Connection, now_ms: int, limit: int) -> list[str]:
     """Ongoing transactions whose timeout has passed (the ix_transactions_state index narrows
     the scan to open transactions)."""

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from prometheus_client import Counter
+from prometheus_client import Counter, Gauge
 
 from app.domain.clock import Clock
 from app.services.schema_gate import SchemaGate
@@ -42,6 +42,7 @@ class Chore:
 
     name = "chore"
     passes: Counter  # counted by outcome: ok, failed
+    last_success: Gauge | None = None  # set to the clock's time (seconds) when a pass succeeds
 
     def __init__(self, clock: Clock, config: ChoreConfig, sleep: Sleeper = wait_on) -> None:
         self.clock = clock
@@ -61,6 +62,8 @@ class Chore:
             self.passes.labels("failed").inc()
             raise
         self.passes.labels("ok").inc()
+        if self.last_success is not None:
+            self.last_success.set(self.clock() / 1000)
         if result:
             logger.info("%s pass: %s", self.name, result)
         return result

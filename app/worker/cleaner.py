@@ -14,6 +14,7 @@ from app.worker.chore import Chore, ChoreConfig, Sleeper, wait_on
 class CleanerWorker(Chore):
     name = "cleaner"
     passes = metrics.CLEANER_PASSES
+    last_success = metrics.CLEANER_LAST_SUCCESS
 
     def __init__(self, cleaner: LogCleaner, clock: Clock, config: ChoreConfig, sleep: Sleeper = wait_on) -> None:
         super().__init__(clock, config, sleep)

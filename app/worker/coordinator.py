@@ -29,6 +29,7 @@ class CoordinatorPass:
 class CoordinatorWorker(Chore):
     name = "coordinator"
     passes = metrics.COORDINATOR_PASSES
+    last_success = metrics.COORDINATOR_LAST_SUCCESS
 
     def __init__(self, coordinator: TransactionCoordinator, clock: Clock, config: ChoreConfig,
                  sleep: Sleeper = wait_on) -> None:

@@ -24,6 +24,7 @@ class GroupExpiryPass:
 class GroupExpiryWorker(Chore):
     name = "group-expiry"
     passes = metrics.GROUP_EXPIRY_PASSES
+    last_success = metrics.GROUP_EXPIRY_LAST_SUCCESS
 
     def __init__(self, groups: GroupService, clock: Clock, config: ChoreConfig, sleep: Sleeper = wait_on) -> None:
         super().__init__(clock, config, sleep)

@@ -11,7 +11,8 @@ cleaner has not deleted yet) or deleted. On every such log:
   returns exactly the rows of the committed_records view, in commit order, each at its
   commit position;
 - the lag counter (read_committed.committed_between) from every position equals the number
-  of the view's rows committed at or past it;
+  of the view's rows committed at or past it, and so does its form for every consumer group at
+  once (read_committed.committed_between_for_groups), a group committed at each position;
 - the first-unread counter (read_committed.first_record_committed_from) from every position is
   the lowest offset of the view's rows committed at or past it but lying below it, where the
   records below the log start are deleted (below the log start it answers from the stored
@@ -32,7 +33,7 @@ from sqlalchemy import Connection, insert, text
 
 from app.domain.types import IsolationLevel
 from app.storage import read, read_committed
-from app.storage.tables import partitions, records, topics
+from app.storage.tables import group_offsets, partitions, records, topics
 
 EXAMPLES = int(os.environ.get("OUTBOX_CONFORMANCE_EXAMPLES", "100"))
 TRANSACTIONS = [0, 1, 2]
@@ -160,6 +161,17 @@ def test_fetch_and_the_counters_read_exactly_the_committed_records_view(  # type
                 if cleaned:
                     assert read_committed.first_record_committed_from(conn, topic_id, 0, position) == min(
                         (o for o, _ in committed_from if o < position), default=None)
+            # The same count for every group at once (what a /metrics scrape reads): one
+            # group committed at each position.
+            conn.execute(insert(group_offsets), [
+                {"group_id": f"g{position:03}", "topic_id": topic_id, "partition": 0,
+                 "committed_offset": position, "metadata": None, "committed_ms": 0}
+                for position in range(log.next_offset + 1)])
+            assert [(c.group_id, c.count, c.exact)
+                    for c in read_committed.committed_between_for_groups(conn, cap=1000, limit=10_000)
+                    if c.topic_id == topic_id] == [
+                (f"g{position:03}", sum(c >= position for _, c, _ in seen), True)
+                for position in range(log.next_offset + 1)]
         finally:
             conn.rollback()
 

@@ -13,12 +13,15 @@ A transactional id prefix (GET /v1/transactions) is a range scan of the transact
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from sqlalchemy import select, text
 
 from app.services.log_service import SendBatch
 from app.storage.append import RecordToAppend
 from app.storage.read import _markers_stmt, _transaction_records_stmt
+from app.storage.read_committed import committed_between_for_groups_stmt
 from app.storage.tables import transactions
 from app.storage.transactions import _id_starts_with
 
@@ -105,3 +108,26 @@ def test_a_transactional_id_prefix_is_a_range_of_the_primary_key_on_sqlite(servi
         lines = [row[3] for row in conn.execute(text("EXPLAIN QUERY PLAN " + sql))]
     assert any("sqlite_autoindex_transactions_1" in line for line in lines), lines
     assert not any(line.startswith("SCAN") for line in lines), lines
+
+
+def test_every_groups_lag_is_counted_from_its_committed_offset_through_indexes_never_a_whole_scan(services, database) -> None:  # type: ignore[no-untyped-def]
+    """The /metrics scrape's lag (committed_between_for_groups), per committed offset: the
+    plain records in range (primary key), the COMMIT markers in range (their index; counted,
+    then each), each marker's transaction's batch heads by its id, then each head's run
+    (primary key). Never a whole scan of the partition's records or batch heads."""
+    _fill(services)
+    with database.engine.connect() as conn:
+        topic_id = conn.execute(text("SELECT topic_id FROM topics WHERE name = 'plans'")).scalar_one()
+        conn.execute(text("INSERT INTO group_offsets (group_id, topic_id, partition, committed_offset, metadata, "
+                          "committed_ms) VALUES ('g', :t, 0, 100, NULL, 0)"), {"t": topic_id})
+        conn.commit()
+        sql = str(committed_between_for_groups_stmt(database.dialect, 1_000_000, 10_000).compile(
+            conn, compile_kwargs={"literal_binds": True, "render_postcompile": True}))
+    lines = _plan(database, sql)
+    primary_key = "pk_records" if database.dialect == "postgresql" else "sqlite_autoindex_records_1"
+    assert _scans(lines) == [primary_key, "ix_records_commit_markers", "ix_records_commit_markers",
+                             "ix_records_txn_batches", primary_key], lines
+    assert not [line for line in lines if "Seq Scan on records" in line or re.search(r"SCAN (records|m|heads)\b", line)]
+    # The transaction's id is in the batch heads' index condition.
+    heads = [line for line in lines if "txn_id = m_1.txn_id" in line or "txn_id=?" in line]
+    assert len(heads) == 1, lines

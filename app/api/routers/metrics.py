@@ -18,6 +18,7 @@ from app.api.deps import ServicesDep
 from app.api.errors import documented
 from app.composition import Services
 from app.domain.types import TransactionState
+from app.services.gauges import GaugeReading
 from app.services.schema_gate import SchemaGate
 
 logger = logging.getLogger(__name__)
@@ -26,14 +27,14 @@ router = APIRouter(tags=["metrics"])
 
 
 class DatabaseGauges:
-    """Read at scrape time from the database, so every API process reports the same values."""
+    """Read from the database (app.services.gauges, computed at most once per
+    OUTBOX_METRICS_GAUGE_INTERVAL_MS), so every API process reports the same values."""
 
     def __init__(self, services: Services, schema: SchemaGate) -> None:
         self.services = services
         self.schema = schema
 
     def collect(self) -> Iterator[Metric]:
-        coordinator = self.services.coordinator
         up = GaugeMetricFamily("outbox_database_up", "1 if the database answered this scrape's queries, else 0.")
         if not self.schema.open:
             # Not migrated yet: the tables are not there, and start-up has warned once already,
@@ -42,7 +43,7 @@ class DatabaseGauges:
             yield up
             return
         try:
-            by_state, hanging = coordinator.gauges(self.services.clock())
+            reading = self.services.gauges.read()
         except Exception as exc:  # noqa: BLE001 - a scrape must answer while the database is down
             logger.warning("metrics: database gauges unavailable: %s", exc.__class__.__name__)
             up.add_metric([], 0)
@@ -50,18 +51,99 @@ class DatabaseGauges:
             return
         up.add_metric([], 1)
         yield up
-        states = GaugeMetricFamily(
-            "outbox_transactions", "transactional_ids in each transaction state.", labels=["state"]
-        )
-        for state in TransactionState:
-            states.add_metric([state.value], by_state.get(state, 0))
-        yield states
-        yield GaugeMetricFamily(
-            "outbox_transactions_hanging",
-            "Transactions open, or decided but not completed, for longer than the maximum "
-            "transaction timeout: no coordinator worker is ending them (see `outbox transactions hanging`).",
-            value=hanging,
-        )
+        yield from transaction_gauges(reading, self.services.clock())
+        yield from partition_gauges(reading)
+        yield from group_gauges(reading)
+
+
+def transaction_gauges(reading: GaugeReading, now_ms: int) -> Iterator[Metric]:
+    states = GaugeMetricFamily(
+        "outbox_transactions", "transactional_ids in each transaction state.", labels=["state"]
+    )
+    for state in TransactionState:
+        states.add_metric([state.value], reading.transactions_by_state.get(state, 0))
+    yield states
+    yield GaugeMetricFamily(
+        "outbox_transactions_hanging",
+        "Transactions open, or decided but not completed, for longer than the maximum "
+        "transaction timeout: no coordinator worker is ending them (see `outbox transactions hanging`).",
+        value=reading.transactions_hanging,
+    )
+    started = reading.oldest_open_transaction_started_ms
+    yield GaugeMetricFamily(
+        "outbox_oldest_open_transaction_age_seconds",
+        "Seconds since the oldest open (Ongoing) transaction began, at the gauges' computation; 0 "
+        "when none is open. It holds back its partitions' last stable offset.",
+        # Not below 0: a transaction begun by a process whose clock is ahead of this one's.
+        value=0 if started is None else max(0, reading.computed_ms - started) / 1000,
+    )
+    yield GaugeMetricFamily(
+        "outbox_gauges_computed_timestamp_seconds",
+        "When the database gauges of this scrape were computed (they are kept "
+        "OUTBOX_METRICS_GAUGE_INTERVAL_MS).",
+        value=reading.computed_ms / 1000,
+    )
+
+
+# Partition gauges: (name, help, the PartitionInfo field).
+_PARTITION_GAUGES = (
+    ("outbox_partition_log_start_offset", "The partition's log start offset: the first offset a reader may ask for.",
+     "log_start_offset"),
+    ("outbox_partition_log_end_offset", "The partition's log end offset (high watermark): the next offset to be written.",
+     "log_end_offset"),
+    ("outbox_partition_last_stable_offset", "The partition's last stable offset: the first offset of its oldest "
+     "open transaction, else the log end. read_committed readers see nothing at or past it.", "last_stable_offset"),
+    ("outbox_partition_records", "Data records stored in the partition (control markers not counted).",
+     "record_count"),
+    ("outbox_partition_bytes", "UTF-8 bytes of the keys, values and headers of the partition's data records.",
+     "size_bytes"),
+)
+
+
+def partition_gauges(reading: GaugeReading) -> Iterator[Metric]:
+    for name, help_text, field in _PARTITION_GAUGES:
+        family = GaugeMetricFamily(name, help_text, labels=["topic", "partition"])
+        for p in reading.partitions:
+            family.add_metric([p.topic, str(p.info.partition)], getattr(p.info, field))
+        yield family
+
+
+def group_gauges(reading: GaugeReading) -> Iterator[Metric]:
+    lag = GaugeMetricFamily(
+        "outbox_group_lag",
+        "Committed records the consumer group has left to read in the partition, from its committed "
+        "offset to the log end, counted as GET /v1/groups/{group_id}/lag counts them (control markers and "
+        "open or aborted transactions' records not counted); at least this when "
+        "outbox_group_lag_exact is 0. Absent where the group committed no offset: see outbox_group_lag_unknown.",
+        labels=["group", "topic", "partition"],
+    )
+    exact = GaugeMetricFamily(
+        "outbox_group_lag_exact",
+        "0 where outbox_group_lag reached the count cap and is a lower bound, else 1.",
+        labels=["group", "topic", "partition"],
+    )
+    unknown = GaugeMetricFamily(
+        "outbox_group_lag_unknown",
+        "1 for a partition the consumer group consumes but has committed no offset in: its lag is unknown "
+        "(where it starts is the client's auto_offset_reset), not 0.",
+        labels=["group", "topic", "partition"],
+    )
+    for g in reading.group_partitions:
+        labels = [g.group_id, g.topic, str(g.partition)]
+        if g.lag is None:
+            unknown.add_metric(labels, 1)
+        else:
+            lag.add_metric(labels, g.lag)
+            exact.add_metric(labels, 1 if g.exact else 0)
+    yield lag
+    yield exact
+    yield unknown
+    yield GaugeMetricFamily(
+        "outbox_group_lag_series_left_out",
+        "(group, topic, partition) series of outbox_group_lag and outbox_group_lag_unknown not exported "
+        "this scrape, past OUTBOX_METRICS_MAX_GROUP_PARTITIONS.",
+        value=reading.group_partitions_left_out,
+    )
 
 
 @router.get(
@@ -76,8 +158,10 @@ class DatabaseGauges:
 def metrics(request: Request, services: ServicesDep) -> Response:
     """Prometheus metrics: this process's counters (HTTP requests, errors by error_code,
     records appended, transactions completed and fenced, coordinator passes) and gauges read
-    from the database (transactions by state, hanging transactions). Counters are per
-    process: sum them across instances; the database gauges are the same in every process."""
+    from the database (transactions by state, hanging transactions, the oldest open
+    transaction's age, partitions' offsets and sizes, consumer group lag), computed at most
+    once per OUTBOX_METRICS_GAUGE_INTERVAL_MS. Counters are per process: sum them across
+    instances; the database gauges are the same in every process."""
     gauges = CollectorRegistry(auto_describe=False)
     gauges.register(DatabaseGauges(services, request.app.state.schema_gate))
     return Response(generate_latest(REGISTRY) + generate_latest(gauges), media_type=CONTENT_TYPE_LATEST)

@@ -1,0 +1,108 @@
+"""The gauges `GET /metrics` reads from the database: consumer group lag, partition bounds and
+sizes, and transactions by state and age, for an operator to alert on.
+
+One computation reads them all in one snapshot with a constant number of queries, whatever
+the number of groups and partitions (the lag of every committed offset is one query:
+app.storage.read_committed.committed_between_for_groups). A computation is kept for
+OUTBOX_METRICS_GAUGE_INTERVAL_MS and served to every scrape in between, and scrapes that
+arrive while one runs wait for it rather than start their own: N scrapers, or a burst of
+scrapes, cost one computation per interval.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass
+
+from app.domain.clock import Clock
+from app.domain.topic import PartitionInfo
+from app.domain.types import TransactionState
+from app.services.group_service import LAG_COUNT_CAP
+from app.settings import Settings
+from app.storage import groups, offsets, read_committed, topics
+from app.storage import transactions as txns
+from app.storage.engine import Database
+
+
+@dataclass(frozen=True, slots=True)
+class GroupPartitionLag:
+    group_id: str
+    topic: str
+    partition: int
+    lag: int | None  # as GroupService.lag counts it; None: unknown, the group committed no offset here
+    exact: bool  # False: at least `lag` (LAG_COUNT_CAP reached)
+
+
+@dataclass(frozen=True, slots=True)
+class GaugeReading:
+    computed_ms: int
+    partitions: list[topics.NamedPartitionInfo]
+    # Committed offsets first, by (group_id, topic_id, partition), then the partitions without
+    # one by (group_id, topic, partition), at most OUTBOX_METRICS_MAX_GROUP_PARTITIONS in all.
+    group_partitions: list[GroupPartitionLag]
+    group_partitions_left_out: int
+    transactions_by_state: dict[TransactionState, int]
+    transactions_hanging: int
+    oldest_open_transaction_started_ms: int | None
+
+
+class DatabaseGauges:
+    def __init__(self, db: Database, settings: Settings, clock: Clock) -> None:
+        self.db = db
+        self.settings = settings
+        self.clock = clock
+        self._lock = threading.Lock()
+        self._last: GaugeReading | None = None
+
+    def read(self) -> GaugeReading:
+        """The last computation if it is younger than OUTBOX_METRICS_GAUGE_INTERVAL_MS, else a
+        new one. Raises what the database raised (the scrape then reports it down)."""
+        with self._lock:  # a scrape arriving during a computation waits for it, and takes it
+            last = self._last
+            if last is not None and self.clock() - last.computed_ms < self.settings.metrics_gauge_interval_ms:
+                return last
+            self._last = self._compute()
+            return self._last
+
+    def _compute(self) -> GaugeReading:
+        now_ms = self.clock()
+        cap = self.settings.metrics_max_group_partitions
+        with self.db.read() as conn:
+            partitions = topics.describe_all_partitions(conn)
+            counted = read_committed.committed_between_for_groups(conn, LAG_COUNT_CAP, cap)
+            committed = offsets.all_committed_partitions(conn)
+            consumed: dict[str, set[str]] = {}
+            for group_id, topic, _ in committed:
+                consumed.setdefault(group_id, set()).add(topic)
+            for group_id, topic in offsets.all_pending_topics(conn):
+                consumed.setdefault(group_id, set()).add(topic)
+            for group_id, subscribed in groups.all_subscriptions(conn):
+                consumed.setdefault(group_id, set()).update(subscribed)
+            by_state = txns.count_by_state(conn)
+            hanging = txns.count_hanging(conn, now_ms - self.settings.max_transaction_timeout_ms)
+            oldest = txns.oldest_open_started_ms(conn)
+        names = {p.topic_id: p.topic for p in partitions}
+        by_topic: dict[str, list[PartitionInfo]] = {}
+        for p in partitions:
+            by_topic.setdefault(p.topic, []).append(p.info)
+        out = [GroupPartitionLag(c.group_id, names[c.topic_id], c.partition, c.count, c.exact) for c in counted]
+        # The partitions GroupService.lag shows as unknown: every partition, without a committed
+        # offset, of a topic the group subscribes to, has committed in or has staged offsets in.
+        has_offset = set(committed)
+        unknown = sorted(
+            (group_id, topic, info.partition)
+            for group_id, consumed_topics in consumed.items()
+            for topic in consumed_topics
+            for info in by_topic.get(topic, ())  # a topic deleted since has no partitions
+            if (group_id, topic, info.partition) not in has_offset
+        )
+        out += [GroupPartitionLag(g, t, p, None, True) for g, t, p in unknown[:max(0, cap - len(out))]]
+        return GaugeReading(
+            computed_ms=now_ms,
+            partitions=partitions,
+            group_partitions=out,
+            group_partitions_left_out=len(committed) + len(unknown) - len(out),
+            transactions_by_state=by_state,
+            transactions_hanging=hanging,
+            oldest_open_transaction_started_ms=oldest,
+        )
