@@ -183,6 +183,26 @@ def run_until_stopped(query, asked: threading.Event) -> bool:  # type: ignore[no
     return False
 
 
+def _quiet_accumulator_server_after_stop(spark, asked: threading.Event) -> None:  # type: ignore[no-untyped-def]
+    """PySpark's accumulator server, a thread of this process, prints the traceback of the
+    EOFError its connection from the JVM ends with when the JVM exits first (SIGTERM to the
+    process group). That EOFError means the JVM is gone, which the main thread learns through
+    Py4J too, and says once: it is not printed, whether or not this thread has seen the stop
+    asked for yet (a process's signal may be delivered to any of its threads, and the main
+    thread runs its handler only when its Py4J call returns). Other errors print as ever,
+    until a stop is asked for."""
+    server = getattr(spark.sparkContext, "_accumulatorServer", None)
+    if server is None:  # not this PySpark's layout: its traceback, if any, stays
+        return
+    default = server.handle_error
+
+    def handle_error(request, client_address):  # type: ignore[no-untyped-def]
+        if not (asked.is_set() or isinstance(sys.exc_info()[1], EOFError)):
+            default(request, client_address)
+
+    server.handle_error = handle_error
+
+
 def _stop_spark(spark, asked: threading.Event) -> None:  # type: ignore[no-untyped-def]
     """spark.stop(); after a stop was asked for, quietly whatever the JVM's state: a JVM that
     has exited makes PySpark warn that it cannot shut it down cleanly, and Py4J refuse."""
@@ -244,6 +264,7 @@ def run(args: argparse.Namespace, asked: threading.Event) -> int:
             return 0
         print(f"error: {e}", file=sys.stderr)
         return 2
+    _quiet_accumulator_server_after_stop(spark, asked)
     try:
         with stop_signals(asked):
             if asked.is_set():  # while Spark started
