@@ -256,8 +256,7 @@ def test_ctrl_c_stops_the_stream_with_one_line_and_nothing_left_open(backend, ur
     assert job.wait(60) == 0, log.read_text()[-4000:]
     assert "stopped: the micro-batch in progress, if any, was aborted" in log.read_text()
     # Not a KeyboardInterrupt inside a Py4J call (the JVM's connection broken, the query and
-    # its Spark left behind). (PySpark's accumulator server may print an EOFError of its own
-    # when the terminal's SIGINT reaches the Python workers too: Spark's noise, not the job's.)
+    # its Spark left behind).
     assert "KeyboardInterrupt" not in log.read_text() and "Py4JError" not in log.read_text(), log.read_text()[-4000:]
     assert unfinished_transactions(url) == {}
     # What it output before it stopped: committed pizza orders, each once.
