@@ -1,7 +1,7 @@
 """Write throughput of the `outbox` sink against the driver-side writer of today, on PostgreSQL.
 
-One `outbox serve` on a scratch PostgreSQL database (benchmarks/scratch.py, dropped at the end;
-benchmarks/committed_log.py's serve()). The
+One `outbox serve` on a scratch PostgreSQL database (benchmarks/scratch.py, dropped at the end,
+also after a failure, Ctrl-C or SIGTERM; benchmarks/committed_log.py's serve()). The
 rows: --rows outputs shaped as the pizza job's (key "order-<n>", value {"order_id", "income"}),
 from spark.range in --tasks Spark partitions. Each variant writes the same rows to a topic of
 its own (8 partitions, created just before), in rotation, --rounds rounds:
@@ -28,6 +28,7 @@ committed once, its count checked the same way; prints time and records/s.
 from __future__ import annotations
 
 import argparse
+import signal
 import statistics
 import sys
 import time
@@ -168,8 +169,32 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--big-tasks", type=int, default=16)
     args = ap.parse_args(argv)
 
-    with scratch_database("postgresql", "spark_sink") as url_db:
-        run(args, url_db)
+    # Python's default for SIGTERM (a supervisor's stop, `kill`) ends the process on the spot,
+    # no finally run: the scratch database would stay behind. As SystemExit, it unwinds as a
+    # failure or Ctrl-C does, through the database's drop.
+    terminated: list[int] = []
+
+    def on_sigterm(signum: int, _: object) -> None:
+        terminated.append(signum)
+        sys.exit(128 + signum)
+
+    signal.signal(signal.SIGTERM, on_sigterm)
+    try:
+        with scratch_database("postgresql", "spark_sink") as url_db:
+            try:
+                run(args, url_db)
+            finally:
+                # A second Ctrl-C or SIGTERM must not cut the drop that follows short.
+                for sig in (signal.SIGINT, signal.SIGTERM):
+                    signal.signal(sig, signal.SIG_IGN)
+    except BaseException:
+        if not terminated:
+            raise
+        # The SystemExit raised above, or what replaced it on the way out: SIGTERM to the
+        # process group ends Spark's JVM too, and spark.stop() then fails in Py4J.
+    if terminated:
+        print("stopped by SIGTERM; the scratch database was dropped", file=sys.stderr)
+        return 128 + terminated[0]
     return 0
 
 

@@ -9,7 +9,8 @@ ten gets headers. Then the committed records are copied into an ordinary table
 `bench_plain_records` (the same rows, with the data source's columns and a bigint key `id`).
 
 In one SparkSession (local[2]), turns in rotation (each variant once per round, --rounds
-rounds after a warm-up round), every read into Spark's `noop` sink (every row and column
+rounds after a warm-up round, in an order shuffled afresh each round from a printed --seed,
+as benchmarks/run.py does), every read into Spark's `noop` sink (every row and column
 materialised, nothing collected), with the same number of tasks (--tasks):
 
 - plain JDBC: spark.read.jdbc of bench_plain_records partitioned on `id`, the columns as
@@ -21,9 +22,10 @@ materialised, nothing collected), with the same number of tasks (--tasks):
 - view, JDBC: spark.read.jdbc of the view committed_records with the same per-partition
   predicates as the reader, the same columns as text, nothing decoded: what the view itself
   costs the database, read the fastest way Spark knows;
-- source: spark.read.format("outbox"), every column (headers as a map, timestamp);
-- source, no headers: includeHeaders=false;
-- source, ADBC: driver=adbc (the ADBC PostgreSQL driver instead of psycopg);
+- source_adbc: spark.read.format("outbox") with driver=adbc (the ADBC PostgreSQL driver, the
+  data source's default), every column (headers as a map, timestamp);
+- source_psycopg: the same with driver=psycopg;
+- source_adbc_no_headers: driver=adbc, includeHeaders=false;
 - JDBC reader: benchmarks.jdbc_reader.read_committed() (the view through JDBC, headers and
   timestamp decoded in Spark), today's reader;
 - Arrow floor: a Python data source that yields prebuilt Arrow batches of the same schema
@@ -39,6 +41,7 @@ run here or with --fill.
 from __future__ import annotations
 
 import argparse
+import random
 import statistics
 import sys
 import time
@@ -60,6 +63,8 @@ from spark_jobs.session import build_session  # noqa: E402
 from benchmarks.jdbc_reader import CUSTOM_SCHEMA, DEFAULT_FETCHSIZE, JdbcSource, predicates, read_committed  # noqa: E402
 
 DATABASE = "outbox_spark_source_bench"
+VARIANTS = ("plain", "records_raw", "view_jdbc", "source_adbc", "source_psycopg", "source_adbc_no_headers",
+            "jdbc_reader", "arrow_floor")
 PLAIN_COLUMNS = '"partition", "offset", commit_position, timestamp_ms, key, value, headers'
 
 
@@ -167,8 +172,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--copies", type=int, default=21, help="copies of the filled log appended in SQL")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--tasks", type=int, default=8, help="Spark tasks (JDBC queries, data source splits)")
-    parser.add_argument("--variants", default="plain,records_raw,view_jdbc,source,source_adbc,source_no_headers,jdbc_reader,arrow_floor")
+    parser.add_argument("--variants", default=",".join(VARIANTS), help=f"comma-separated, of {', '.join(VARIANTS)}")
+    parser.add_argument("--seed", type=int, default=None, help="of each round's order (printed; random if not given)")
     args = parser.parse_args(argv)
+    chosen = [v.strip() for v in args.variants.split(",")]
+    unknown = [v for v in chosen if v not in VARIANTS]
+    if unknown:
+        parser.error(f"unknown variant(s) {', '.join(unknown)}: choose from {', '.join(VARIANTS)}")
+    seed = args.seed if args.seed is not None else random.SystemRandom().randrange(1 << 32)
+    rng = random.Random(seed)
 
     url, created = kept_database(DATABASE, fresh=args.fill, admin_url=args.admin_url)
     if created:
@@ -230,28 +242,36 @@ def main(argv: list[str] | None = None) -> int:
         sample = spark.read.jdbc(source.url, "bench_plain_records", properties=props).select("value").first()[0]
         spark.dataSource.register(arrow_floor_source(rows, args.tasks, sample))
 
+        # Each source variant names its driver: the default moved from psycopg to ADBC, and a
+        # variant that left it to the default measured ADBC under psycopg's name.
         variants = {
             "arrow_floor": lambda: spark.read.format("arrow_floor").load(),
             "plain": plain,
             "records_raw": records_raw,
             "view_jdbc": view_jdbc,
-            "source": source_df,
-            "source_no_headers": lambda: source_df(includeHeaders="false"),
             "source_adbc": lambda: source_df(driver="adbc"),
+            "source_psycopg": lambda: source_df(driver="psycopg"),
+            "source_adbc_no_headers": lambda: source_df(driver="adbc", includeHeaders="false"),
             "jdbc_reader": jdbc_reader,
         }
-        chosen = [v.strip() for v in args.variants.split(",")]
+        assert set(variants) == set(VARIANTS)
         counts = {name: variants[name]().count() for name in chosen}
         print(f"rows: {rows:,}; counts: {counts}; tasks: {source_df().rdd.getNumPartitions()}", file=sys.stderr)
         assert all(c == rows for n, c in counts.items() if n != "records_raw"), counts
+        # A fixed order let each variant follow the same neighbour every round (plain always
+        # first, after the previous round's last), and inherit what it left: the database's
+        # cache, the JVM's heap, a Python worker to start. Shuffled afresh each round, the
+        # neighbours change; the seed is printed so that an order can be run again.
+        print(f"order shuffled each round, --seed {seed}", file=sys.stderr)
         seconds: dict[str, list[float]] = {name: [] for name in chosen}
-        for round_ in range(args.rounds + 1):  # round 0 warms up
-            for name in chosen:
-                s = timed(variants[name]())
-                if round_:
-                    seconds[name].append(s)
-            print(f"  round {round_}: " + ", ".join(f"{n} {seconds[n][-1] if round_ else 0:.2f}" for n in chosen),
-                  file=sys.stderr)
+        for round_ in range(args.rounds + 1):  # round 0 warms up, not counted
+            order = rng.sample(chosen, len(chosen))
+            took = {name: timed(variants[name]()) for name in order}
+            if round_:
+                for name in chosen:
+                    seconds[name].append(took[name])
+            print(f"  round {round_}{' (warm-up)' if round_ == 0 else ''}: "
+                  + ", ".join(f"{n} {took[n]:.2f}" for n in order), file=sys.stderr)
     spark.stop()
 
     medians = {n: statistics.median(s) for n, s in seconds.items()}

@@ -27,15 +27,23 @@ What "exactly once" rests on (docs/SPARK.md, "A pipeline"):
         --database-url sqlite:///./outbox.db --checkpoint ./checkpoints/pizza-income
 
 It prints nothing while it runs (Spark's own WARNINGs aside): GET /v1/groups/pizza-income-stream/lag
-shows how far it is. Ctrl-C (or SIGTERM) stops it: the micro-batch in progress is aborted, and
-the next start goes on from the last commit.
+shows how far it is. Ctrl-C, or SIGTERM to the job or to its whole process group (what a process
+supervisor sends), stops it with one line on stderr and exit status 0 (STOPPED, or
+STOPPED_WITH_JVM where the signal reached Spark's JVM too); the next start goes on from the last
+commit.
 """
 
 from __future__ import annotations
 
 import argparse
 import logging
+import os
+import signal
 import sys
+import threading
+import warnings
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 if __package__ in (None, ""):  # spark-submit runs this file as a script: find the packages
@@ -55,6 +63,11 @@ from spark_jobs.pizza_income import (  # noqa: E402
 logger = logging.getLogger("spark_jobs.pizza_income_stream")
 
 GROUP = "pizza-income-stream"
+
+# The one line a stop prints (stderr), exit status 0 for both.
+STOPPED = "stopped: the micro-batch in progress, if any, was aborted; the next start goes on from the last commit"
+STOPPED_WITH_JVM = ("stopped: the signal reached Spark's JVM too, which ended first; the next start aborts what "
+                    "the micro-batch in progress had prepared, if anything, and goes on from the last commit")
 
 
 def source_options(*, url: str, database_url: str, group: str = GROUP, input_topic: str = INPUT,
@@ -129,26 +142,79 @@ def start(spark, *, url: str, database_url: str, checkpoint: str, group: str = G
     return writer.start()
 
 
-def run_until_stopped(query) -> bool:  # type: ignore[no-untyped-def]
-    """Wait for the query's end; on SIGINT (Ctrl-C) or SIGTERM, stop it: Spark interrupts the
-    micro-batch in progress and the sink aborts what its tasks had prepared. False if stopped
-    so. The signals only set a flag: a KeyboardInterrupt raised inside a Py4J call would leave
-    the JVM's connection broken, and the query, its Spark and the prepared transactions
-    behind (until the next start cleans them)."""
-    import signal
-    import threading
+def _not_from_py4j(record: logging.LogRecord) -> bool:
+    return f"{os.sep}py4j{os.sep}" not in record.pathname
 
-    asked = threading.Event()
-    previous = {s: signal.signal(s, lambda *_: asked.set()) for s in (signal.SIGINT, signal.SIGTERM)}
+
+@contextmanager
+def stop_signals(asked: threading.Event) -> Iterator[None]:
+    """While inside, SIGINT (Ctrl-C) and SIGTERM only set `asked`; the handlers before are put
+    back after. A KeyboardInterrupt or SystemExit raised inside a Py4J call would leave the
+    JVM's connection broken, and the query, its Spark and the prepared transactions behind
+    (until the next start cleans them)."""
+
+    def ask(*_: object) -> None:
+        asked.set()
+        # SIGTERM to the whole process group (a supervisor's stop) reaches Spark's JVM too, which
+        # then exits by its shutdown hooks while this process still calls it: Py4J logs each
+        # refused connection with a traceback, at ERROR on its modules' loggers and at INFO
+        # on the root logger itself (py4j.java_gateway calls logging.info). Once a stop is
+        # asked for, that is the stop.
+        logging.getLogger("py4j").setLevel(logging.CRITICAL)
+        logging.getLogger().addFilter(_not_from_py4j)
+
+    previous = {s: signal.signal(s, ask) for s in (signal.SIGINT, signal.SIGTERM)}
     try:
-        while not asked.is_set():
-            if query.awaitTermination(0.5):
-                return True
-        query.stop()
-        return False
+        yield
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
+
+
+def run_until_stopped(query, asked: threading.Event) -> bool:  # type: ignore[no-untyped-def]
+    """Wait for the query's end, or for `asked` (stop_signals), and then stop it: Spark
+    interrupts the micro-batch in progress and the sink aborts what its tasks had prepared.
+    False if stopped so, or if the query ended after a stop was asked for (the JVM's own
+    shutdown hook stops it when the signal reached the JVM too)."""
+    while not asked.is_set():
+        if query.awaitTermination(0.5):
+            return not asked.is_set()
+    query.stop()
+    return False
+
+
+def _quiet_accumulator_server_after_stop(spark, asked: threading.Event) -> None:  # type: ignore[no-untyped-def]
+    """PySpark's accumulator server, a thread of this process, prints the traceback of the
+    EOFError its connection from the JVM ends with when the JVM exits first (SIGTERM to the
+    process group). That EOFError means the JVM is gone, which the main thread learns through
+    Py4J too, and says once: it is not printed, whether or not this thread has seen the stop
+    asked for yet (a process's signal may be delivered to any of its threads, and the main
+    thread runs its handler only when its Py4J call returns). Other errors print as ever,
+    until a stop is asked for."""
+    server = getattr(spark.sparkContext, "_accumulatorServer", None)
+    if server is None:  # not this PySpark's layout: its traceback, if any, stays
+        return
+    default = server.handle_error
+
+    def handle_error(request, client_address):  # type: ignore[no-untyped-def]
+        if not (asked.is_set() or isinstance(sys.exc_info()[1], EOFError)):
+            default(request, client_address)
+
+    server.handle_error = handle_error
+
+
+def _stop_spark(spark, asked: threading.Event) -> None:  # type: ignore[no-untyped-def]
+    """spark.stop(); after a stop was asked for, quietly whatever the JVM's state: a JVM that
+    has exited makes PySpark warn that it cannot shut it down cleanly, and Py4J refuse."""
+    if not asked.is_set():
+        spark.stop()
+        return
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        try:
+            spark.stop()
+        except Exception:  # noqa: BLE001 - the JVM is gone; nothing is left to stop
+            pass
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -173,29 +239,53 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.trigger_seconds <= 0:
         parser.error("--trigger-seconds must be positive")
+    asked = threading.Event()
+    # From the start: SIGTERM while Spark starts is a stop too (SparkContext then puts its own
+    # SIGINT handler in place; run() installs these again over it).
+    with stop_signals(asked):
+        try:
+            return run(args, asked)
+        except Exception:
+            if not asked.is_set():
+                raise
+            # The signal reached the JVM as well (a process group's SIGTERM): whatever failed
+            # after it, a refused Py4J connection or a stopped SparkContext, is that stop.
+            print(STOPPED_WITH_JVM, file=sys.stderr)
+            return 0
+
+
+def run(args: argparse.Namespace, asked: threading.Event) -> int:
+    """The job once its arguments are parsed: its exit status."""
     try:
         spark = start_spark("pizza-income-stream", args, [args.input, args.output])
     except SparkJobError as e:
+        if asked.is_set():  # the process group's signal ended `java -version` while it ran
+            print(STOPPED, file=sys.stderr)
+            return 0
         print(f"error: {e}", file=sys.stderr)
         return 2
+    _quiet_accumulator_server_after_stop(spark, asked)
     try:
-        query = start(spark, url=args.url, database_url=args.database_url, checkpoint=args.checkpoint,
-                      group=args.group, input_topic=args.input, output_topic=args.output,
-                      trigger_seconds=None if args.available_now else args.trigger_seconds,
-                      max_offsets_per_trigger=args.max_offsets_per_trigger,
-                      fail_on_data_loss=args.fail_on_data_loss, api_key=args.api_key)
-        if not run_until_stopped(query):
-            print("stopped: the micro-batch in progress, if any, was aborted; the next start goes on from "
-                  "the last commit", file=sys.stderr)
-            return 0
-        if query.exception() is not None:
-            print(f"error: {str(query.exception()).strip().splitlines()[0]}", file=sys.stderr)
-            return 1
+        with stop_signals(asked):
+            if asked.is_set():  # while Spark started
+                print(STOPPED, file=sys.stderr)
+                return 0
+            query = start(spark, url=args.url, database_url=args.database_url, checkpoint=args.checkpoint,
+                          group=args.group, input_topic=args.input, output_topic=args.output,
+                          trigger_seconds=None if args.available_now else args.trigger_seconds,
+                          max_offsets_per_trigger=args.max_offsets_per_trigger,
+                          fail_on_data_loss=args.fail_on_data_loss, api_key=args.api_key)
+            if not run_until_stopped(query, asked):
+                print(STOPPED if query.exception() is None else STOPPED_WITH_JVM, file=sys.stderr)
+                return 0
+            if query.exception() is not None:
+                print(f"error: {str(query.exception()).strip().splitlines()[0]}", file=sys.stderr)
+                return 1
     except SparkJobError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
     finally:
-        spark.stop()
+        _stop_spark(spark, asked)
     return 0
 
 
