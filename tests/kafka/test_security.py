@@ -532,3 +532,69 @@ def test_a_waiting_fetch_counts_its_refusal_once(secured: Secured) -> None:
     assert [(t.topic, t.partitions[0].error_code) for t in answer.responses] == [
         ("orders", ErrorCode.none), ("audit", ErrorCode.topic_authorization_failed)]
     assert _refusals("topic", "read") == before + 1
+
+
+# --- administration and consumer groups: the same ACLs ---------------------------------------
+
+
+def test_create_topics_needs_create_on_the_cluster_or_the_topic(secured: Secured) -> None:
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    w = secured
+    w.grant("User:alice", "topic", "mine", "create")
+    admin = AdminClient(w.client_config("alice"))
+    futures = admin.create_topics([NewTopic("mine", 1, 1), NewTopic("theirs", 1, 1)])
+    assert futures["mine"].result(TIMEOUT_S) is None
+    with pytest.raises(KafkaException) as e:
+        futures["theirs"].result(TIMEOUT_S)
+    assert e.value.args[0].code() == KafkaError.TOPIC_AUTHORIZATION_FAILED
+    names = {t["name"] for t in w.client.get("/v1/topics", headers=w.headers()).json()["topics"]}
+    assert "mine" in names and "theirs" not in names
+
+
+def test_delete_topics_and_alter_configs_without_acls_change_nothing(secured: Secured) -> None:
+    from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource
+
+    w = secured
+    w.grant("User:alice", "topic", "orders", "describe")
+    admin = AdminClient(w.client_config("alice"))
+    with pytest.raises(KafkaException) as e:
+        admin.delete_topics(["orders"])["orders"].result(TIMEOUT_S)
+    assert e.value.args[0].code() == KafkaError.TOPIC_AUTHORIZATION_FAILED
+    resource = ConfigResource(ConfigResource.Type.TOPIC, "orders", incremental_configs=[
+        ConfigEntry("retention.ms", "1000", incremental_operation=AlterConfigOpType.SET)])
+    with pytest.raises(KafkaException) as e:
+        list(admin.incremental_alter_configs([resource]).values())[0].result(TIMEOUT_S)
+    assert e.value.args[0].code() == KafkaError.TOPIC_AUTHORIZATION_FAILED
+    described = w.client.get("/v1/topics/orders", headers=w.headers()).json()
+    assert described["config"]["retention_ms"] != 1000
+
+
+def test_join_group_without_read_on_the_group_is_refused_and_joins_nothing(secured: Secured) -> None:
+    from kio.schema.join_group.v7.request import JoinGroupRequest, JoinGroupRequestProtocol
+
+    w = secured
+    w.grant("User:alice", "topic", "orders", "read")
+    with w.connect() as s:
+        assert _sasl(s, "alice", w.keys["alice"]).error_code == ErrorCode.none
+        answer = ask(s, 11, 7, JoinGroupRequest(
+            group_id="billing", session_timeout=datetime.timedelta(seconds=10),
+            rebalance_timeout=datetime.timedelta(seconds=10), member_id="", group_instance_id=None,
+            protocol_type="consumer", protocols=(JoinGroupRequestProtocol(name="range", metadata=b""),)))
+    assert answer.error_code == ErrorCode.group_authorization_failed
+    r = w.client.get("/v1/groups/billing", headers=w.headers())
+    assert r.status_code == 404 or r.json()["members"] == [], r.text
+
+
+def test_list_transactions_shows_only_the_transactional_ids_the_principal_may_describe(secured: Secured) -> None:
+    from kio.schema.list_transactions.v1.request import ListTransactionsRequest
+
+    w = secured
+    for tid in ("mine", "theirs"):
+        r = w.client.post("/v1/producers", headers=w.headers(), json={"transactional_id": tid})
+        assert r.status_code == 200, r.text
+    w.grant("User:alice", "transactional_id", "mine", "describe")
+    with w.connect() as s:
+        assert _sasl(s, "alice", w.keys["alice"]).error_code == ErrorCode.none
+        answer = ask(s, 66, 1, ListTransactionsRequest(state_filters=(), producer_id_filters=(), duration_filter=-1))
+    assert [t.transactional_id for t in answer.transaction_states] == ["mine"]
