@@ -88,11 +88,13 @@ def parse_config_text(pairs: Mapping[str, str]) -> dict[str, Any]:
     return values
 
 
-def new_topic_config(values: Mapping[str, Any], message_max_bytes: int) -> TopicConfig:
+def new_topic_config(values: Mapping[str, Any], message_max_bytes: int,
+                     value_format: ValueFormat = ValueFormat.JSON) -> TopicConfig:
     """CreateTopics' config: the keys given, the defaults for the others, max_message_bytes
     when not given `message_max_bytes` (the service's OUTBOX_MESSAGE_MAX_BYTES, as a Kafka
-    topic takes the broker's message.max.bytes)."""
-    return TopicConfig(**{"max_message_bytes": message_max_bytes, **values})
+    topic takes the broker's message.max.bytes) and value_format when not given the door's
+    (`value_format`: json for HTTP and the CLI, bytes for the Kafka door, app.kafka.admin)."""
+    return TopicConfig(**{"max_message_bytes": message_max_bytes, "value_format": value_format, **values})
 
 
 def check_record_size(topic: str, partition: int, index: int, size_bytes: int, max_message_bytes: int) -> None:

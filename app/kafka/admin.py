@@ -32,7 +32,7 @@ from app.domain.errors import (
     TransactionalIdNotFound,
     UnknownTopicOrPartition,
 )
-from app.domain.types import TransactionState
+from app.domain.types import TransactionState, ValueFormat
 from app.domain.topic_config import CONFIG_KEYS, ConfigTextError, TopicConfig, new_topic_config, parse_config_text
 from app.kafka.auth import access, authorization_code
 from app.kafka.errors import error_code
@@ -48,6 +48,9 @@ _EPOCH = datetime.datetime.fromtimestamp(0, tz=datetime.timezone.utc)
 # and producers one partition of DescribeProducers.
 LIST_LIMIT = 10_000
 _DEFAULT_PARTITIONS = 1  # Kafka's num.partitions, for a CreateTopics that leaves the count to the broker
+# Records are bytes in Kafka: a topic a Kafka client creates takes any key and value unless its
+# CreateTopics names `value.format=json`. The HTTP door's and the CLI's default stays json.
+KAFKA_VALUE_FORMAT = ValueFormat.BYTES
 
 
 class ResourceType(enum.IntEnum):
@@ -116,8 +119,9 @@ class AdminApis:
             61: self.describe_producers, 65: self.describe_transactions, 66: self.list_transactions}
 
     def _defaults(self) -> TopicConfig:
-        """A topic's config where nothing was set: max_message_bytes the service's."""
-        return new_topic_config({}, self.settings.message_max_bytes)
+        """A topic's config where nothing was set through this door: max_message_bytes the
+        service's, value_format bytes."""
+        return new_topic_config({}, self.settings.message_max_bytes, KAFKA_VALUE_FORMAT)
 
     # --- CreateTopics ----------------------------------------------------------------------
 
@@ -151,7 +155,7 @@ class AdminApis:
                              topic_config_error_code=ErrorCode.none, num_partitions=-1, replication_factor=-1,
                              configs=None)
             given = parse_configs({c.name: c.value for c in t.configs})
-            config = new_topic_config(given, self.settings.message_max_bytes)
+            config = new_topic_config(given, self.settings.message_max_bytes, KAFKA_VALUE_FORMAT)
             count = _DEFAULT_PARTITIONS if t.num_partitions == -1 else t.num_partitions
             created = self.services.topics.create(t.name, count, config, validate_only=validate_only)
         except TopicAlreadyExists as e:

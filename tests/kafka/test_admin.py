@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from confluent_kafka import KafkaError, KafkaException, TopicPartition
+from confluent_kafka import KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import (
     AdminClient,
     AlterConfigOpType,
@@ -56,6 +56,30 @@ def test_create_topics_makes_the_topic_with_its_partitions_and_config(kafka: Lis
     topic = _described(kafka, "orders")
     assert topic["partition_count"] == 3
     assert (topic["config"]["retention_ms"], topic["config"]["cleanup_policy"]) == (60000, "compact")
+
+
+def test_a_topic_created_through_kafka_is_bytes_and_takes_records_that_are_not_json(
+        kafka: Listener, admin: AdminClient) -> None:
+    assert _done(admin.create_topics([NewTopic("blobs", 1, 1)])) == {"blobs": None}
+    assert _described(kafka, "blobs")["config"]["value_format"] == "bytes"
+    p = Producer({"bootstrap.servers": kafka.bootstrap, "linger.ms": 0, "message.timeout.ms": 10_000})
+    reports: list[Any] = []
+    p.produce("blobs", value=b"\xff\x00not json", partition=0,
+              on_delivery=lambda err, msg: reports.append((err, msg.offset())))
+    assert p.flush(TIMEOUT_S) == 0
+    assert reports == [(None, 0)]
+    r = kafka.client.get("/v1/topics/blobs/partitions/0/records", params={"isolation": "read_uncommitted"})
+    assert [x["value"] for x in r.json()["records"]] == [{"type": "BINARY", "data": "/wBub3QganNvbg=="}]
+
+
+def test_a_topic_created_through_kafka_with_value_format_json_is_json(kafka: Listener, admin: AdminClient) -> None:
+    assert _done(admin.create_topics([NewTopic("orders", 1, 1, config={"value.format": "json"})])) == {"orders": None}
+    assert _described(kafka, "orders")["config"]["value_format"] == "json"
+
+
+def test_a_topic_created_over_http_without_a_format_stays_json(kafka: Listener) -> None:
+    assert kafka.client.post("/v1/topics", json={"name": "orders", "partitions": 1}).status_code == 201
+    assert _described(kafka, "orders")["config"]["value_format"] == "json"
 
 
 def test_create_topics_answers_each_topic_on_its_own(kafka: Listener, admin: AdminClient) -> None:
