@@ -60,6 +60,13 @@ class Settings(BaseSettings):
     kafka_listener: str | None = None
     # The broker id Metadata and FindCoordinator name this process by.
     kafka_broker_id: int = Field(default=0, ge=0, le=2**31 - 1)
+    # Kafka's auto.create.topics.enable: a Metadata request that names a topic that does not
+    # exist (and allows it, as clients do by default) creates it. Off by default, unlike Kafka:
+    # topics are made on purpose, and a misspelt name stays an error rather than a new topic.
+    kafka_auto_create_topics: bool = False
+    # Kafka's num.partitions: the partition count of a topic auto-created through Metadata, and
+    # of one a CreateTopics leaves to the broker (-1).
+    kafka_num_partitions: int = Field(default=1, ge=1, le=2**31 - 1)
     # Kafka's socket.request.max.bytes: a larger request frame closes the connection, as there.
     kafka_socket_request_max_bytes: int = Field(default=104_857_600, ge=1024, le=2**31 - 1)
     # Kafka's max.connections: connections past it are closed as they are accepted.

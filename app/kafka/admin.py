@@ -47,7 +47,13 @@ _EPOCH = datetime.datetime.fromtimestamp(0, tz=datetime.timezone.utc)
 # The most transactions one ListTransactions answers (as GET /v1/transactions' largest limit),
 # and producers one partition of DescribeProducers.
 LIST_LIMIT = 10_000
-_DEFAULT_PARTITIONS = 1  # Kafka's num.partitions, for a CreateTopics that leaves the count to the broker
+# Kafka topic configs that tune how a broker lays its log out in files: segments, their indexes,
+# flushes to disk. The log here is rows of a database table, whose storage the database lays
+# out: CreateTopics takes these (Kafka Streams and librdkafka's tests send segment.bytes and
+# segment.ms) and they change nothing; they are neither stored nor described.
+FILE_LAYOUT_CONFIGS = frozenset({
+    "segment.bytes", "segment.ms", "segment.jitter.ms", "segment.index.bytes", "index.interval.bytes",
+    "flush.messages", "flush.ms", "preallocate", "file.delete.delay.ms"})
 # Records are bytes in Kafka: a topic a Kafka client creates takes any key and value unless its
 # CreateTopics names `value.format=json`. The HTTP door's and the CLI's default stays json.
 KAFKA_VALUE_FORMAT = ValueFormat.BYTES
@@ -148,15 +154,18 @@ class AdminApis:
         try:
             if t.assignments:
                 raise InvalidRequest("a manual partition assignment is not served: this broker leads every partition")
-            if t.replication_factor not in (-1, 1):
+            if t.replication_factor == 0 or t.replication_factor < -1:
                 return build(m.CreatableTopicResult, name=t.name, topic_id=_ZERO_UUID,
                              error_code=ErrorCode.invalid_replication_factor,
-                             error_message="every partition has one replica, in the database: replication factor 1",
+                             error_message="the replication factor is -1 (the broker's) or at least 1",
                              topic_config_error_code=ErrorCode.none, num_partitions=-1, replication_factor=-1,
                              configs=None)
-            given = parse_configs({c.name: c.value for c in t.configs})
+            # Any replication factor from 1 up is taken: every partition is one copy, in the
+            # database, as durable as the database is (its fsync, its replicas), which a count of
+            # brokers cannot add to. The topic is answered and described with its one replica.
+            given = parse_configs({c.name: c.value for c in t.configs if c.name not in FILE_LAYOUT_CONFIGS})
             config = new_topic_config(given, self.settings.message_max_bytes, KAFKA_VALUE_FORMAT)
-            count = _DEFAULT_PARTITIONS if t.num_partitions == -1 else t.num_partitions
+            count = self.settings.kafka_num_partitions if t.num_partitions == -1 else t.num_partitions
             created = self.services.topics.create(t.name, count, config, validate_only=validate_only)
         except TopicAlreadyExists as e:
             # Only a principal that may describe the topic learns that it exists (Kafka's rule).
@@ -183,6 +192,15 @@ class AdminApis:
                   read_only=key == "value_format", is_sensitive=False,
                   config_source=ConfigSource.DYNAMIC_TOPIC_CONFIG if key in given else ConfigSource.DEFAULT_CONFIG)
             for key in CONFIG_KEYS)
+
+    def auto_create(self, name: str) -> None:
+        """Kafka's auto.create.topics.enable (OUTBOX_KAFKA_AUTO_CREATE_TOPICS): `name` created as a
+        CreateTopics without configs or a partition count makes it; one another request created
+        meanwhile is as good."""
+        try:
+            self.services.topics.create(name, self.settings.kafka_num_partitions, self._defaults())
+        except TopicAlreadyExists:
+            pass
 
     # --- DeleteTopics ----------------------------------------------------------------------
 

@@ -56,8 +56,9 @@ class Apis:
         self.handlers = {0: self.produce, 1: self.fetch_now, 2: self.list_offsets, 3: self.metadata,
                          10: self.find_coordinator, 18: self.api_versions, 22: self.init_producer_id,
                          24: self.add_partitions_to_txn, 25: self.add_offsets_to_txn, 26: self.end_txn,
-                         28: self.txn_offset_commit, 17: self.sasl_again, 36: self.sasl_again,
-                         **AdminApis(services).handlers}
+                         28: self.txn_offset_commit, 17: self.sasl_again, 36: self.sasl_again}
+        self.admin = AdminApis(services)
+        self.handlers |= self.admin.handlers
         # The classic group protocol, its own module (its ACL requirements are auth.RULES' too).
         self.groups = GroupApis(services)
         self.handlers |= {groups.OFFSET_COMMIT: self.groups.offset_commit, groups.OFFSET_FETCH: self.groups.offset_fetch,
@@ -104,8 +105,15 @@ class Apis:
                 answered.append(build(m.MetadataResponseTopic, error_code=ErrorCode.topic_authorization_failed,
                                       name=name, topic_id=_ZERO_UUID, is_internal=False, partitions=()))
                 continue
+            if topic is None and self._auto_creates(body, name):
+                try:
+                    self.admin.auto_create(name)
+                    topic = next((t for t in self.services.topics.list() if t.name == name), None)
+                except OutboxError as e:
+                    answered.append(build(m.MetadataResponseTopic, error_code=error_code(e), name=name,
+                                          topic_id=_ZERO_UUID, is_internal=False, partitions=()))
+                    continue
             if topic is None:
-                # Topics are created by the HTTP API or the CLI: no auto-creation.
                 answered.append(build(m.MetadataResponseTopic, error_code=ErrorCode.unknown_topic_or_partition,
                                       name=name, topic_id=_ZERO_UUID, is_internal=False, partitions=()))
                 continue
@@ -120,6 +128,14 @@ class Apis:
         return build(m.MetadataResponse, throttle_time=_NO_WAIT, brokers=(self._broker(m.MetadataResponseBroker),),
                      cluster_id="outbox", controller_id=self.broker.node_id, topics=tuple(answered),
                      cluster_authorized_operations=-2147483648)
+
+    def _auto_creates(self, body: Any, name: str) -> bool:
+        """Whether a Metadata naming the missing topic `name` creates it: the listener's
+        OUTBOX_KAFKA_AUTO_CREATE_TOPICS, the request's allow_auto_topic_creation (from version 4;
+        earlier ones always allow it, as in Kafka), and CREATE on the cluster or the topic."""
+        return (self.settings.kafka_auto_create_topics and getattr(body, "allow_auto_topic_creation", True)
+                and (access().allows(Operation.CREATE, acl.CLUSTER)
+                     or access().allows(Operation.CREATE, acl.topic(name))))
 
     def _broker(self, cls: type) -> Any:
         return build(cls, node_id=self.broker.node_id, host=self.broker.host, port=self.broker.port, rack=None)

@@ -85,19 +85,34 @@ def test_a_topic_created_over_http_without_a_format_stays_json(kafka: Listener) 
 def test_create_topics_answers_each_topic_on_its_own(kafka: Listener, admin: AdminClient) -> None:
     create_topic(kafka.client, "taken", 1)
     got = _done(admin.create_topics([NewTopic("taken", 1, 1), NewTopic("fresh", 2, 1),
-                                     NewTopic("bad/name", 1, 1), NewTopic("copies", 1, 3),
+                                     NewTopic("bad/name", 1, 1), NewTopic("no-copies", 1, 0),
                                      NewTopic("odd", 1, 1, config={"retention.ms": "soon"}),
-                                     NewTopic("unknown-key", 1, 1, config={"segment.ms": "1"})]))
+                                     NewTopic("unknown-key", 1, 1, config={"no.such.config": "1"})]))
     assert got["fresh"] is None
     assert {name: e.code() for name, e in got.items() if e is not None} == {
         "taken": KafkaError.TOPIC_ALREADY_EXISTS,
         "bad/name": KafkaError.TOPIC_EXCEPTION,
-        "copies": KafkaError.INVALID_REPLICATION_FACTOR,
+        "no-copies": KafkaError.INVALID_REPLICATION_FACTOR,
         "odd": KafkaError.INVALID_CONFIG,
         "unknown-key": KafkaError.INVALID_CONFIG,
     }
     names = {t["name"] for t in kafka.client.get("/v1/topics").json()["topics"]}
     assert names == {"taken", "fresh"}
+
+
+def test_create_topics_takes_any_replication_factor_and_makes_one_replica(kafka: Listener, admin: AdminClient) -> None:
+    assert _done(admin.create_topics([NewTopic("orders", 2, 3)])) == {"orders": None}
+    metadata = admin.list_topics("orders", timeout=TIMEOUT_S)
+    assert [p.replicas for p in metadata.topics["orders"].partitions.values()] == [[0], [0]]
+
+
+def test_create_topics_takes_kafka_s_file_layout_configs_and_stores_none_of_them(
+        kafka: Listener, admin: AdminClient) -> None:
+    config = {"segment.bytes": "20000", "segment.ms": "60000", "max.message.bytes": "10000"}
+    assert _done(admin.create_topics([NewTopic("orders", 1, 1, config=config)])) == {"orders": None}
+    stored = _described(kafka, "orders")["config"]
+    assert stored["max_message_bytes"] == 10000
+    assert "segment_bytes" not in stored and "segment_ms" not in stored
 
 
 def test_create_topics_with_validate_only_creates_nothing(kafka: Listener, admin: AdminClient) -> None:

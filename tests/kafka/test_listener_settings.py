@@ -4,6 +4,7 @@ and idle limits are tested with the frames they act on, tests/kafka/test_wire.py
 
 from __future__ import annotations
 
+import datetime
 import socket
 import time
 
@@ -99,3 +100,59 @@ def test_a_fetch_past_the_waiting_requests_bound_is_answered_at_once(kafka: List
         assert services.waiting.total == 0  # its place given back
     finally:
         kafka.client.portal.call(listener.stop)
+
+
+def _metadata_of(listener: Listener, name: str, *, allow_auto_topic_creation: bool) -> tuple[str, int, int]:
+    """(topic, error code, partition count) of a Metadata version 12 naming `name`."""
+    m = request_class(3, 12)
+    mod = __import__(m.__module__, fromlist=["x"])
+    with listener.connect() as s:
+        answer = ask(s, 3, 12, m(topics=(mod.MetadataRequestTopic(topic_id=None, name=name),),
+                                 allow_auto_topic_creation=allow_auto_topic_creation,
+                                 include_topic_authorized_operations=False))
+    (topic,) = answer.topics
+    return topic.name, topic.error_code, len(topic.partitions)
+
+
+def test_auto_create_topics_makes_a_named_topic_with_num_partitions_as_a_bytes_topic(kafka: Listener) -> None:
+    with listener_with(kafka, kafka_auto_create_topics=True, kafka_num_partitions=3) as auto:
+        assert _metadata_of(auto, "fresh", allow_auto_topic_creation=True) == ("fresh", ErrorCode.none, 3)
+    r = kafka.client.get("/v1/topics/fresh")
+    assert (r.json()["partition_count"], r.json()["config"]["value_format"]) == (3, "bytes")
+
+
+def test_auto_create_topics_creates_nothing_when_the_request_does_not_allow_it(kafka: Listener) -> None:
+    with listener_with(kafka, kafka_auto_create_topics=True) as auto:
+        assert _metadata_of(auto, "fresh", allow_auto_topic_creation=False) == (
+            "fresh", ErrorCode.unknown_topic_or_partition, 0)
+    assert kafka.client.get("/v1/topics/fresh").status_code == 404
+
+
+def test_auto_create_topics_refuses_an_illegal_name_with_kafka_s_code(kafka: Listener) -> None:
+    with listener_with(kafka, kafka_auto_create_topics=True) as auto:
+        assert _metadata_of(auto, "bad/name", allow_auto_topic_creation=True) == (
+            "bad/name", ErrorCode.invalid_topic_exception, 0)
+
+
+def test_a_producer_to_a_missing_topic_has_it_auto_created_and_its_record_written(kafka: Listener) -> None:
+    from confluent_kafka import Producer
+
+    with listener_with(kafka, kafka_auto_create_topics=True) as auto:
+        p = Producer({"bootstrap.servers": auto.bootstrap, "linger.ms": 0, "message.timeout.ms": 10_000})
+        reports: list[object] = []
+        p.produce("fresh", value=b"\x00raw", partition=0,
+                  on_delivery=lambda err, msg: reports.append((err, msg.offset())))
+        assert p.flush(20) == 0
+    assert reports == [(None, 0)]
+    records = kafka.client.get("/v1/topics/fresh/partitions/0/records").json()["records"]
+    assert [r["value"] for r in records] == [{"type": "BINARY", "data": "AHJhdw=="}]
+
+
+def test_num_partitions_is_the_count_of_a_create_topics_that_leaves_it_to_the_broker(kafka: Listener) -> None:
+    m = request_class(19, 7)
+    mod = __import__(m.__module__, fromlist=["x"])
+    topic = mod.CreatableTopic(name="orders", num_partitions=-1, replication_factor=-1, assignments=(), configs=())
+    with listener_with(kafka, kafka_num_partitions=5) as five, five.connect() as s:
+        answer = ask(s, 19, 7, m(topics=(topic,), timeout=datetime.timedelta(seconds=10), validate_only=False))
+    assert [(t.name, t.error_code, t.num_partitions) for t in answer.topics] == [("orders", ErrorCode.none, 5)]
+    assert kafka.client.get("/v1/topics/orders").json()["partition_count"] == 5
