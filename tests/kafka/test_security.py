@@ -552,6 +552,23 @@ def test_create_topics_needs_create_on_the_cluster_or_the_topic(secured: Secured
     assert "mine" in names and "theirs" not in names
 
 
+def test_auto_create_topics_needs_create_on_the_cluster_or_the_topic(db_url: str, clock: Any) -> None:
+    from kio.schema.metadata.v12.request import MetadataRequest, MetadataRequestTopic
+
+    for w in _secured(db_url, clock, kafka_auto_create_topics=True):
+        w.grant("User:alice", "topic", "mine", "describe", "create")
+        w.grant("User:alice", "topic", "theirs", "describe")
+        with w.connect() as s:
+            assert _sasl(s, "alice", w.keys["alice"]).error_code == ErrorCode.none
+            answer = ask(s, 3, 12, MetadataRequest(
+                topics=tuple(MetadataRequestTopic(topic_id=None, name=n) for n in ("mine", "theirs")),
+                allow_auto_topic_creation=True, include_topic_authorized_operations=False), correlation_id=9)
+        assert [(t.name, t.error_code, len(t.partitions)) for t in answer.topics] == [
+            ("mine", ErrorCode.none, 1), ("theirs", ErrorCode.unknown_topic_or_partition, 0)]
+        names = {t["name"] for t in w.client.get("/v1/topics", headers=w.headers()).json()["topics"]}
+        assert "mine" in names and "theirs" not in names
+
+
 def test_delete_topics_and_alter_configs_without_acls_change_nothing(secured: Secured) -> None:
     from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource
 
