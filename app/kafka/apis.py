@@ -31,6 +31,10 @@ _NO_WAIT = datetime.timedelta(0)
 _ZERO_UUID = uuid.UUID(int=0)
 _LATEST, _EARLIEST = -1, -2
 _NO_TIMESTAMP = -1
+# An erring partition's records in a Fetch answer: empty, as Kafka answers, never null. Before
+# Fetch's flexible versions librdkafka 2.0 takes a null record set (size -1) for a corrupt
+# answer and fetches again for ever.
+_NO_RECORDS = b""
 _FIND_TRANSACTION = 1  # FindCoordinator key_type: 0 a group, 1 a transactional id
 # The first version of each transactional API whose client knows PRODUCER_FENCED (KIP-588):
 # older versions are answered INVALID_PRODUCER_EPOCH for it.
@@ -422,7 +426,7 @@ class Apis:
                     answered.append(build(m.PartitionData, partition_index=p.partition,
                                           error_code=ErrorCode.topic_authorization_failed, high_watermark=-1,
                                           last_stable_offset=-1, log_start_offset=-1, aborted_transactions=None,
-                                          records=None))
+                                          records=_NO_RECORDS))
                     continue
                 try:
                     read = self.services.log.read_in_offset_order(
@@ -432,7 +436,7 @@ class Apis:
                 except OutboxError as e:
                     answered.append(build(m.PartitionData, partition_index=p.partition, error_code=error_code(e),
                                           high_watermark=-1, last_stable_offset=-1, log_start_offset=-1,
-                                          aborted_transactions=None, records=None))
+                                          aborted_transactions=None, records=_NO_RECORDS))
                     continue
                 keys.append((read.topic_id, p.partition))
                 data = records.batches_bytes(read.entries)

@@ -320,6 +320,24 @@ def test_a_fetch_below_the_log_start_is_offset_out_of_range(kafka: Listener) -> 
     assert p.error_code == ErrorCode.offset_out_of_range
 
 
+def test_a_partition_s_fetch_error_comes_with_empty_records_not_null(kafka: Listener) -> None:
+    # Kafka answers an erring partition with an empty record set; librdkafka 2.0 takes a null
+    # one (size -1, before Fetch's flexible versions) for a corrupt answer and fetches again
+    # for ever (its own test 0034-offset_reset).
+    create_topic(kafka.client, "orders")
+    m = request_class(1, 11)
+    mod = __import__(m.__module__, fromlist=["x"])
+    fetch = m(replica_id=-1, max_wait=datetime.timedelta(0), min_bytes=1, max_bytes=1 << 20, isolation_level=0,
+              session_id=0, session_epoch=-1, topics=tuple(mod.FetchTopic(topic=name, partitions=(mod.FetchPartition(
+                  partition=0, current_leader_epoch=-1, fetch_offset=5, log_start_offset=-1,
+                  partition_max_bytes=1 << 20),)) for name in ("orders", "missing")),
+              forgotten_topics_data=(), rack_id="")
+    with kafka.connect() as s:
+        answer = ask(s, 1, 11, fetch)
+    assert [(t.topic, p.error_code, p.records) for t in answer.responses for p in t.partitions] == [
+        ("orders", ErrorCode.offset_out_of_range, b""), ("missing", ErrorCode.unknown_topic_or_partition, b"")]
+
+
 def test_a_failed_produce_with_acks_0_closes_the_connection_as_kafka_does(kafka: Listener) -> None:
     create_topic(kafka.client, "orders")
     with kafka.connect() as s:
