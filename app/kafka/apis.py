@@ -428,11 +428,15 @@ class Apis:
                                           last_stable_offset=-1, log_start_offset=-1, aborted_transactions=None,
                                           records=_NO_RECORDS))
                     continue
+                # KIP-74: only the answer's first record may exceed max_bytes; once the answer
+                # holds records and the bytes are spent, the other partitions answer none (their
+                # offsets still), or one answer could hold a too-large record per partition.
+                spent = total > 0 and left <= 0
                 try:
                     read = self.services.log.read_in_offset_order(
                         t.topic, p.partition, offset=p.fetch_offset, isolation=isolation,
                         max_bytes=max(0, min(p.partition_max_bytes, partition_limit, left)),
-                        max_records=self.settings.fetch_max_records_limit)
+                        max_records=0 if spent else self.settings.fetch_max_records_limit)
                 except OutboxError as e:
                     answered.append(build(m.PartitionData, partition_index=p.partition, error_code=error_code(e),
                                           high_watermark=-1, last_stable_offset=-1, log_start_offset=-1,

@@ -312,6 +312,28 @@ def test_a_fetch_stops_at_partition_max_bytes_but_always_brings_the_first_record
     assert _fetched_offsets(two) == [0, 1]
 
 
+def test_only_the_first_record_of_a_fetch_may_exceed_max_bytes_the_other_partitions_answer_none(
+        kafka: Listener) -> None:
+    from tests.kafka.conftest import batch_offsets
+
+    create_topic(kafka.client, "orders", partitions=3)
+    r = kafka.client.post("/v1/records", json={"batches": [
+        {"topic": "orders", "partition": p, "records": [{"value": "x" * 300}]} for p in range(3)]})
+    assert r.status_code == 200, r.text
+    m = request_class(1, 12)
+    mod = __import__(m.__module__, fromlist=["x"])
+    fetch = m(replica_id=-1, max_wait=datetime.timedelta(0), min_bytes=1, max_bytes=100, isolation_level=1,
+              session_id=0, session_epoch=-1, topics=(mod.FetchTopic(topic="orders", partitions=tuple(
+                  mod.FetchPartition(partition=p, current_leader_epoch=-1, fetch_offset=0, last_fetched_epoch=-1,
+                                     log_start_offset=-1, partition_max_bytes=1 << 20) for p in range(3))),),
+              forgotten_topics_data=(), rack_id="")
+    with kafka.connect() as s:
+        answer = ask(s, 1, 12, fetch)
+    ((*partitions,),) = [t.partitions for t in answer.responses]
+    assert [(p.partition_index, p.error_code, p.high_watermark, batch_offsets(p.records)) for p in partitions] == [
+        (0, ErrorCode.none, 1, [0]), (1, ErrorCode.none, 1, []), (2, ErrorCode.none, 1, [])]
+
+
 def test_a_fetch_below_the_log_start_is_offset_out_of_range(kafka: Listener) -> None:
     create_topic(kafka.client, "orders")
     with kafka.connect() as s:
