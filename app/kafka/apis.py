@@ -428,9 +428,10 @@ class Apis:
                                           last_stable_offset=-1, log_start_offset=-1, aborted_transactions=None,
                                           records=_NO_RECORDS))
                     continue
-                # KIP-74: only the answer's first record may exceed max_bytes; once the answer
-                # holds records and the bytes are spent, the other partitions answer none (their
-                # offsets still), or one answer could hold a too-large record per partition.
+                # KIP-74: only the answer's first record may exceed max_bytes. Once the answer
+                # holds records, a partition whose first record does not fit in what is left
+                # answers none (its offsets still), or one answer could hold a too-large record
+                # per partition.
                 spent = total > 0 and left <= 0
                 try:
                     read = self.services.log.read_in_offset_order(
@@ -444,12 +445,15 @@ class Apis:
                     continue
                 keys.append((read.topic_id, p.partition))
                 data = records.batches_bytes(read.entries)
+                aborted_met = read.aborted_transactions
+                if total > 0 and read.entries and len(records.batches_bytes(read.entries[:1])) > left:
+                    data, aborted_met = _NO_RECORDS, []
                 left -= len(data)
                 total += len(data)
                 aborted = None
                 if isolation is IsolationLevel.READ_COMMITTED:
                     aborted = tuple(build(m.AbortedTransaction, producer_id=a.producer_id, first_offset=a.first_offset)
-                                    for a in read.aborted_transactions)
+                                    for a in aborted_met)
                 answered.append(build(m.PartitionData, partition_index=p.partition, error_code=ErrorCode.none,
                                       high_watermark=read.high_watermark, last_stable_offset=read.last_stable_offset,
                                       log_start_offset=read.log_start_offset, aborted_transactions=aborted,

@@ -317,12 +317,15 @@ def test_only_the_first_record_of_a_fetch_may_exceed_max_bytes_the_other_partiti
     from tests.kafka.conftest import batch_offsets
 
     create_topic(kafka.client, "orders", partitions=3)
+    # Partition 0's record exceeds max_bytes and comes; partition 1's would fit on its own but
+    # not in what is left, and does not; partition 2's is past the spent bytes.
     r = kafka.client.post("/v1/records", json={"batches": [
-        {"topic": "orders", "partition": p, "records": [{"value": "x" * 300}]} for p in range(3)]})
+        {"topic": "orders", "partition": p, "records": [{"value": "x" * size}]}
+        for p, size in ((0, 300), (1, 90), (2, 300))]})
     assert r.status_code == 200, r.text
     m = request_class(1, 12)
     mod = __import__(m.__module__, fromlist=["x"])
-    fetch = m(replica_id=-1, max_wait=datetime.timedelta(0), min_bytes=1, max_bytes=100, isolation_level=1,
+    fetch = m(replica_id=-1, max_wait=datetime.timedelta(0), min_bytes=1, max_bytes=500, isolation_level=1,
               session_id=0, session_epoch=-1, topics=(mod.FetchTopic(topic="orders", partitions=tuple(
                   mod.FetchPartition(partition=p, current_leader_epoch=-1, fetch_offset=0, last_fetched_epoch=-1,
                                      log_start_offset=-1, partition_max_bytes=1 << 20) for p in range(3))),),
