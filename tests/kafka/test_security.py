@@ -405,7 +405,7 @@ def test_fetch_without_read_is_answered_topic_authorization_failed(secured: Secu
                 partition=0, current_leader_epoch=-1, fetch_offset=0, last_fetched_epoch=-1, log_start_offset=-1,
                 partition_max_bytes=100_000),)),), forgotten_topics_data=(), rack_id=""))
     (partition,) = answer.responses[0].partitions
-    assert (partition.error_code, partition.records) == (ErrorCode.topic_authorization_failed, None)
+    assert (partition.error_code, partition.records) == (ErrorCode.topic_authorization_failed, b"")
 
 
 def test_a_listener_without_authentication_answers_a_sasl_handshake_illegal_sasl_state(kafka: Any) -> None:
