@@ -161,7 +161,8 @@ class Settings(BaseSettings):
     # text: one human-readable line per record; json: one JSON object per line (a log shipper's
     # format), uvicorn's own lines included.
     log_format: Literal["text", "json"] = "text"
-    # One line per HTTP request (method, route template, status, duration, request id).
+    # One line per request, HTTP (method, route template, status, duration, request id) and Kafka
+    # (API and version, duration, error codes, principal, client).
     access_log: bool = True
     # Health probes and Prometheus scrapes arrive every few seconds from every prober and say
     # little; they are left out of the access log unless this is on.
