@@ -5,7 +5,9 @@ in a worker thread (server.Connection): the services block on the database."""
 from __future__ import annotations
 
 import datetime
+import threading
 import uuid
+from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any
 
@@ -35,6 +37,9 @@ _FIND_TRANSACTION = 1  # FindCoordinator key_type: 0 a group, 1 a transactional 
 # The first version of each transactional API whose client knows PRODUCER_FENCED (KIP-588):
 # older versions are answered INVALID_PRODUCER_EPOCH for it.
 _PRODUCER_FENCED_SINCE = {22: 3, 24: 2, 25: 2, 26: 2, 28: 3}
+# The topics whose value format Produce remembers, the most recently produced to: what a
+# listener holds does not grow with the number of topics, nor with what its callers name.
+VALUE_FORMATS_REMEMBERED = 1_024
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,7 +57,10 @@ class Apis:
         self.services = services
         self.settings = services.settings
         self.broker = broker
-        self._formats: dict[str, ValueFormat] = {}  # topic -> its value format (_value_format)
+        # topic -> its value format, least recently produced to first (_value_format). Handlers
+        # run in worker threads at once: the lock keeps each look-up and eviction whole.
+        self._formats: OrderedDict[str, ValueFormat] = OrderedDict()
+        self._formats_lock = threading.Lock()
         self.handlers = {0: self.produce, 1: self.fetch_now, 2: self.list_offsets, 3: self.metadata,
                          10: self.find_coordinator, 18: self.api_versions, 22: self.init_producer_id,
                          24: self.add_partitions_to_txn, 25: self.add_offsets_to_txn, 26: self.end_txn,
@@ -363,13 +371,22 @@ class Apis:
         return ErrorCode.none, None, result.base_offset
 
     def _value_format(self, topic: str, *, again: bool = False) -> ValueFormat:
-        """The topic's value format, remembered: a topic's format is chosen when it is created and
-        never changed (docs/ARCHITECTURE.md, "Record formats"). An unknown topic is JSON here;
-        the log refuses it (UNKNOWN_TOPIC_OR_PARTITION)."""
-        known = None if again else self._formats.get(topic)
-        if known is None:
-            self._formats = {t.name: t.config.value_format for t in self.services.topics.list()}
-            known = self._formats.get(topic, ValueFormat.JSON)
+        """The topic's value format, remembered for the VALUE_FORMATS_REMEMBERED topics most
+        recently produced to: a topic's format is chosen when it is created and never changed
+        (docs/ARCHITECTURE.md, "Record formats"). `again`: read it anew (the topic may have
+        been created again since). UNKNOWN_TOPIC_OR_PARTITION for a topic that does not exist,
+        which is not remembered."""
+        with self._formats_lock:
+            known = None if again else self._formats.get(topic)
+            if known is not None:
+                self._formats.move_to_end(topic)
+                return known
+        known = self.services.topics.get(topic).config.value_format  # outside the lock: a database read
+        with self._formats_lock:
+            self._formats[topic] = known
+            self._formats.move_to_end(topic)
+            while len(self._formats) > VALUE_FORMATS_REMEMBERED:
+                self._formats.popitem(last=False)
         return known
 
     # --- Fetch -----------------------------------------------------------------------------
