@@ -21,12 +21,11 @@ resource) pairs a request needs: the fixed ones (a transactional id, a group) an
 it names. The handler makes the checks where Kafka makes them, through `access()` (a
 per-request Access: SecurityState.is_allowed, the engine's one decision, which the HTTP door
 uses too), and answers a refusal with Kafka's code for the resource: refusal_code, the one
-definition of that answer. After the handler
-returns, the listener (app.kafka.server) holds it to RULES: every pair was checked, or a
-refusal ended the request first; otherwise the request fails as the service's fault and its
-connection is closed. So a handler that forgets a check fails every test that calls it,
-authentication on or off, and an API without an entry in RULES is not served
-(tests/kafka/test_security_rules.py).
+definition of that answer. After the handler returns, the listener (app.kafka.server) holds it
+to RULES: every pair was checked, or a refusal ended the request first; otherwise the request
+fails as the service's fault and its connection is closed. So a handler that forgets a check
+fails every test that calls it, authentication on or off, and an API without an entry in RULES
+is not served (tests/kafka/test_security_rules.py).
 
 To add an API (a consumer-group API in app/kafka/groups.py, say): give it an entry in RULES,
 a function of the request body that lists its needs; in its handler, call
