@@ -106,6 +106,11 @@ class Settings(BaseSettings):
     # outbox_group_lag_unknown a scrape exports: a label set Prometheus can hold whatever the
     # number of groups; what is left out is counted by outbox_group_lag_series_left_out.
     metrics_max_group_partitions: int = Field(default=10_000, ge=0)
+    # At most this many (topic, partition) series of each per-partition gauge a scrape exports
+    # (outbox_partition_log_end_offset and the others), the first by topic name and partition:
+    # a label set Prometheus can hold whatever the number of partitions; what is left out is
+    # counted by outbox_partition_series_left_out.
+    metrics_max_partitions: int = Field(default=10_000, ge=0)
     # Kafka's transaction.timeout.ms default and transaction.max.timeout.ms.
     default_transaction_timeout_ms: int = Field(default=60_000, ge=1)
     max_transaction_timeout_ms: int = Field(default=900_000, ge=1)

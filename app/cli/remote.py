@@ -23,6 +23,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
+import httpx
+
 from app.cli.common import EXIT_AUTH, EXIT_FAILURE, EXIT_USAGE, CommandError, config_pairs, print_json
 from app.client.errors import ClientError
 from app.client.http import Session, credentials
@@ -65,6 +67,7 @@ class Remote:
             raise CommandError(f"--url {url!r}: give the service's http:// or https:// address, "
                                f"e.g. http://127.0.0.1:8000", EXIT_USAGE)
         self.url = url.rstrip("/")
+        self.timeout_s = timeout_s
         self.session = Session(self.url, request_timeout_s=timeout_s, auth=credentials(key, None))
 
     def call(self, method: str, path: str, *, body: Any = None, params: dict | None = None) -> Answer:
@@ -74,6 +77,11 @@ class Remote:
             return self.session.call(method, path, json=body, params=params, deadline_s=0)
         except ClientError as e:
             if e.status is None and e.error_code == _TRANSPORT_ERROR:
+                if isinstance(e.__cause__, httpx.TimeoutException):
+                    # Connected (or still connecting) but no answer: not the same fault as a
+                    # refused connection, and --timeout is what the operator can change.
+                    raise CommandError(f"the service at {self.url} did not answer within {self.timeout_s:g}s "
+                                       "(--timeout)") from None
                 raise CommandError(f"cannot reach the service at {self.url}: {e.message}") from None
             status = EXIT_AUTH if e.status in AUTH_STATUSES else EXIT_FAILURE
             raise CommandError(f"{e.error_code}: {e.message}", status) from None

@@ -26,7 +26,7 @@ from app.domain import acl
 from app.domain.acl import Operation
 from app.domain.errors import InvalidRequest, OutboxError, RebalanceInProgress
 from app.domain.offsets import GroupMetadata, OffsetToStage
-from app.kafka.auth import access, authorization_code
+from app.kafka.auth import access, refusal_code
 from app.kafka.errors import error_code
 from app.kafka.protocol import build, response_module
 
@@ -80,7 +80,7 @@ class GroupApis:
                          leader="" if joined is None else joined.leader_id,
                          member_id=body.member_id if joined is None else joined.member_id, members=members)
 
-        if (refused := _refused(Operation.READ, body.group_id)) is not None:
+        if (refused := refusal_code(Operation.READ, acl.group(body.group_id))) is not None:
             return answer(refused)
         protocols = [(p.name, bytes(p.metadata)) for p in body.protocols]
         rebalance = getattr(body, "rebalance_timeout", None)
@@ -110,7 +110,7 @@ class GroupApis:
             return build(m.SyncGroupResponse, throttle_time=_NO_WAIT, error_code=code, protocol_type=protocol_type,
                          protocol_name=protocol_name, assignment=assignment)
 
-        if (refused := _refused(Operation.READ, body.group_id)) is not None:
+        if (refused := refusal_code(Operation.READ, acl.group(body.group_id))) is not None:
             return answer(refused)
         assignments = {a.member_id: (bytes(a.assignment), _assigned(protocol_type, bytes(a.assignment)))
                        for a in body.assignments}
@@ -137,7 +137,7 @@ class GroupApis:
     async def heartbeat(self, body: Any, version: int) -> Any:
         m = response_module(HEARTBEAT, version)
         assert m is not None
-        if (refused := _refused(Operation.READ, body.group_id)) is not None:
+        if (refused := refusal_code(Operation.READ, acl.group(body.group_id))) is not None:
             return build(m.HeartbeatResponse, throttle_time=_NO_WAIT, error_code=refused)
         code = ErrorCode.none
         try:
@@ -152,7 +152,7 @@ class GroupApis:
         assert m is not None
         # Versions 0 to 2 name one member; 3 and later a batch of them (KIP-345).
         member_ids = [body.member_id] if version < 3 else [i.member_id for i in body.members]
-        if (refused := _refused(Operation.READ, body.group_id)) is not None:
+        if (refused := refusal_code(Operation.READ, acl.group(body.group_id))) is not None:
             return build(m.LeaveGroupResponse, throttle_time=_NO_WAIT, error_code=refused, members=())
         try:
             if version >= 3 and any(i.group_instance_id is not None for i in body.members):
@@ -179,9 +179,9 @@ class GroupApis:
         metadata = None if generation_id < 0 and not body.member_id else GroupMetadata(generation_id, body.member_id)
         # The group first, then each topic, as Kafka's authorizer asks: a refused topic's
         # partitions are answered TOPIC_AUTHORIZATION_FAILED and not committed.
-        code = _refused(Operation.READ, body.group_id) or ErrorCode.none
+        code = refusal_code(Operation.READ, acl.group(body.group_id)) or ErrorCode.none
         topic_codes = {} if code != ErrorCode.none else {
-            t.name: _refused(Operation.READ, t.name, acl.topic) for t in body.topics}
+            t.name: refusal_code(Operation.READ, acl.topic(t.name)) for t in body.topics}
         allowed = [t for t in body.topics if topic_codes.get(t.name, code) is None]
         try:
             if allowed:
@@ -205,14 +205,14 @@ class GroupApis:
         m = response_module(OFFSET_FETCH, version)
         assert m is not None
         require_stable = getattr(body, "require_stable", False)
-        if (refused := _refused(Operation.DESCRIBE, body.group_id)) is not None:
+        if (refused := refusal_code(Operation.DESCRIBE, acl.group(body.group_id))) is not None:
             return build(m.OffsetFetchResponse, throttle_time=_NO_WAIT, topics=(), error_code=refused)
         try:
             committed, pending = self.groups.fetch_with_pending(body.group_id)
         except OutboxError as e:
             return build(m.OffsetFetchResponse, throttle_time=_NO_WAIT, topics=(), error_code=error_code(e))
         at = {(o.topic, o.partition): o for o in committed}
-        denied: set[str] = set()
+        denied: dict[str, ErrorCode] = {}
         if body.topics is None:  # version 2 and later: every partition the group has an offset for,
             wanted: dict[str, list[int]] = {}  # of the topics the principal may describe
             for topic, partition in sorted(at):
@@ -220,13 +220,13 @@ class GroupApis:
                     wanted.setdefault(topic, []).append(partition)
         else:
             wanted = {t.name: list(t.partition_indexes) for t in body.topics}
-            denied = {t.name for t in body.topics if _refused(Operation.DESCRIBE, t.name, acl.topic) is not None}
+            denied = {t.name: code for t in body.topics
+                      if (code := refusal_code(Operation.DESCRIBE, acl.topic(t.name))) is not None}
 
         def partition(topic: str, index: int) -> Any:
             if topic in denied:
                 return build(m.OffsetFetchResponsePartition, partition_index=index, committed_offset=-1,
-                             committed_leader_epoch=-1, metadata=None,
-                             error_code=ErrorCode.topic_authorization_failed)
+                             committed_leader_epoch=-1, metadata=None, error_code=denied[topic])
             if require_stable and (topic, index) in pending:
                 return build(m.OffsetFetchResponsePartition, partition_index=index, committed_offset=-1,
                              committed_leader_epoch=-1, metadata=None, error_code=ErrorCode.unstable_offset_commit)
@@ -244,13 +244,11 @@ class GroupApis:
     def describe_groups(self, body: Any, version: int) -> Any:
         m = response_module(DESCRIBE_GROUPS, version)
         assert m is not None
-        described = []
-        allowed = [g for g in body.groups if _refused(Operation.DESCRIBE, g) is None]
-        for g in body.groups:
-            if g not in allowed:
-                described.append(build(m.DescribedGroup, error_code=ErrorCode.group_authorization_failed,
-                                       group_id=g, group_state="", protocol_type="", protocol_data="",
-                                       members=(), authorized_operations=_NO_AUTHORIZED_OPERATIONS))
+        codes = [(g, refusal_code(Operation.DESCRIBE, acl.group(g))) for g in body.groups]
+        described = [build(m.DescribedGroup, error_code=code, group_id=g, group_state="", protocol_type="",
+                           protocol_data="", members=(), authorized_operations=_NO_AUTHORIZED_OPERATIONS)
+                     for g, code in codes if code is not None]
+        allowed = [g for g, code in codes if code is None]
         for d in self.groups.kafka_describe(allowed):
             members = tuple(
                 build(m.DescribedGroupMember, member_id=mm.member_id, group_instance_id=None, client_id="",
@@ -274,13 +272,6 @@ class GroupApis:
             for g in self.groups.list() if (not states or g.state.value.lower() in states)
             and (every or access().allows(Operation.DESCRIBE, acl.group(g.group_id))))
         return build(m.ListGroupsResponse, throttle_time=_NO_WAIT, error_code=ErrorCode.none, groups=listed)
-
-
-def _refused(operation: Operation, name: str, resource: Any = acl.group) -> ErrorCode | None:
-    """Kafka's authorization code if the principal may not do `operation` on the group (or
-    other resource) `name`; None if it may. The check is recorded (app.kafka.auth)."""
-    r = resource(name)
-    return None if access().check(operation, r) else authorization_code(r)
 
 
 def _no_static_membership(body: Any) -> None:

@@ -54,7 +54,7 @@ def test_every_alert_names_only_metrics_a_scrape_exports(client) -> None:  # typ
     assert sorted(exprs) == [
         "OutboxCleanerStalled", "OutboxCoordinatorStalled", "OutboxDatabaseDown", "OutboxGroupLagGrowing",
         "OutboxGroupLagHigh", "OutboxGroupLagUnknown", "OutboxLagSeriesLeftOut", "OutboxOldTransactionOpen",
-        "OutboxTransactionsHanging"]
+        "OutboxPartitionSeriesLeftOut", "OutboxTransactionsHanging"]
     for alert, expr in exprs.items():
         assert metric_names(expr), alert
         assert metric_names(expr) <= exported, (alert, metric_names(expr) - exported)

@@ -1,7 +1,8 @@
 """GET /metrics' gauges read from the database (app.services.gauges): consumer group lag as GET
 /v1/groups/{group_id}/lag counts it, partitions as describe shows them, the oldest open
 transaction's age; computed once per OUTBOX_METRICS_GAUGE_INTERVAL_MS with a constant number
-of queries, and at most OUTBOX_METRICS_MAX_GROUP_PARTITIONS lag series."""
+of queries, at most OUTBOX_METRICS_MAX_PARTITIONS partitions' series and
+OUTBOX_METRICS_MAX_GROUP_PARTITIONS lag series."""
 
 from __future__ import annotations
 
@@ -212,6 +213,46 @@ def test_lag_series_past_the_maximum_are_left_out_and_counted(settings, clock) -
     assert value(scraped, "outbox_group_lag_series_left_out") == 3
 
 
+def test_unknown_partitions_past_the_maximum_are_counted_not_held(settings, clock) -> None:  # type: ignore[no-untyped-def]
+    with _client(settings, clock, metrics_gauge_interval_ms=0, metrics_max_group_partitions=2) as c:
+        create_topic(c, "orders", 50)
+        for g in ("a", "b", "c"):
+            assert c.post(f"/v1/groups/{g}/members", json={"topics": ["orders"]}).status_code == 200
+        reading = c.app.state.services.gauges.read()
+        scraped = scrape(c)
+    assert [(g.group_id, g.topic, g.partition, g.lag) for g in reading.group_partitions] == [
+        ("a", "orders", 0, None), ("a", "orders", 1, None)]
+    assert reading.group_partitions_left_out == 148
+    assert lag_series(scraped, "outbox_group_lag_unknown") == {("a", "orders", "0"): 1, ("a", "orders", "1"): 1}
+    assert value(scraped, "outbox_group_lag_series_left_out") == 148
+
+
+def test_partition_series_past_the_maximum_are_left_out_and_counted(settings, clock) -> None:  # type: ignore[no-untyped-def]
+    with _client(settings, clock, metrics_gauge_interval_ms=0, metrics_max_partitions=3) as c:
+        create_topic(c, "refunds", 2)
+        create_topic(c, "orders", 2)
+        assert send(c, [batch("refunds", 1, ["r"])]).status_code == 200
+        reading = c.app.state.services.gauges.read()
+        scraped = scrape(c)
+    # The first partitions by topic name and partition.
+    assert [(p.topic, p.info.partition) for p in reading.partitions] == [("orders", 0), ("orders", 1), ("refunds", 0)]
+    for name in ("outbox_partition_log_start_offset", "outbox_partition_log_end_offset",
+                 "outbox_partition_last_stable_offset", "outbox_partition_records", "outbox_partition_bytes"):
+        assert sorted((dict(key)["topic"], dict(key)["partition"]) for (n, key) in scraped if n == name) == [
+            ("orders", "0"), ("orders", "1"), ("refunds", "0")], name
+    assert scraped[("outbox_partition_series_left_out", frozenset())] == 1
+
+
+def test_with_room_for_every_partition_none_is_left_out(client) -> None:  # type: ignore[no-untyped-def]
+    create_topic(client, "orders", 3)
+
+    scraped = scrape(client)
+
+    assert scraped[("outbox_partition_series_left_out", frozenset())] == 0
+    assert value(scraped, "outbox_partition_log_end_offset", topic="orders", partition="2") == 0
+    assert ("outbox_partition_log_end_offset", frozenset({("topic", "orders"), ("partition", "2")})) in scraped
+
+
 def test_a_scrape_of_1000_groups_by_10_partitions_costs_as_many_queries_as_one_group(client, database) -> None:  # type: ignore[no-untyped-def]
     create_topic(client, "orders", 10)
     assert send(client, [batch("orders", p, ["x", "y"]) for p in range(10)]).status_code == 200
@@ -229,10 +270,10 @@ def test_a_scrape_of_1000_groups_by_10_partitions_costs_as_many_queries_as_one_g
              "metadata": None, "committed_ms": 0} for p in range(1, 10)])
     with statements(client) as many:
         scraped = scrape(client)
-    # Partitions, the lag counts, committed offsets, staged offsets, subscriptions,
+    # Partitions, topics, the lag counts, committed offsets, staged offsets, subscriptions,
     # transactions by state, hanging ones, the oldest open one (and SQLite's BEGIN).
     assert len(many) == len(one)
-    assert len([s for s in one if s.startswith("SELECT")]) == 8
+    assert len([s for s in one if s.startswith("SELECT")]) == 9
     series = lag_series(scraped)
     assert len(series) == 10_000
     assert set(series.values()) == {1}

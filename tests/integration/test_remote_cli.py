@@ -9,6 +9,7 @@ commands run in this process too (app.cli.main), so no test pays a Python start-
 from __future__ import annotations
 
 import shutil
+import socket
 import sys
 import threading
 import time
@@ -394,6 +395,45 @@ def test_an_unreachable_service_is_one_line_and_exit_status_1(outbox) -> None:  
 
     assert (done.status, done.out) == (EXIT_FAILURE, "")
     assert done.err == f"outbox: error: cannot reach the service at http://127.0.0.1:{port}: [Errno 111] Connection refused\n"
+
+
+@pytest.fixture
+def silent_port() -> Iterator[int]:
+    """A port whose server accepts connections and reads what it is sent, but never answers."""
+    server = socket.create_server(("127.0.0.1", 0))
+    held: list[socket.socket] = []
+    stop = threading.Event()
+
+    def accept() -> None:
+        server.settimeout(0.1)
+        while not stop.is_set():
+            try:
+                held.append(server.accept()[0])  # kept open, unanswered, until the test ends
+            except TimeoutError:
+                continue
+
+    thread = threading.Thread(target=accept, daemon=True)
+    thread.start()
+    try:
+        yield server.getsockname()[1]
+    finally:
+        stop.set()
+        thread.join(START_TIMEOUT_S)
+        for conn in held:
+            conn.close()
+        server.close()
+
+
+def test_a_service_that_never_answers_is_one_line_and_exit_status_1_after_the_timeout(outbox, silent_port) -> None:  # type: ignore[no-untyped-def]
+    started = time.monotonic()
+
+    done = outbox("--url", f"http://127.0.0.1:{silent_port}", "--timeout", "1", "topics", "list")
+
+    took = time.monotonic() - started
+    assert (done.status, done.out) == (EXIT_FAILURE, "")
+    assert done.err == (f"outbox: error: the service at http://127.0.0.1:{silent_port} did not answer within "
+                        f"1s (--timeout)\n")
+    assert 0.9 <= took < 20  # the timeout's second, and not the default 30 s
 
 
 def test_an_api_key_on_a_mistaken_command_line_is_not_echoed(outbox) -> None:  # type: ignore[no-untyped-def]
