@@ -219,25 +219,26 @@ class GroupService:
         """Every partition of the topics the group consumes (`visible` to the caller): its
         members' subscriptions and the topics it has committed offsets in, or staged them in an
         open transaction. For each, where the group is, the partition's bounds, and how many
-        committed records it has left to read (app.storage.read_committed.committed_between); unknown
-        where it has committed no offset. In one snapshot."""
+        committed records it has left to read (app.storage.read_committed.committed_between_for_groups,
+        for this group: the count the /metrics gauge shows); unknown where it has committed no
+        offset. In one snapshot."""
         with self.db.read() as conn:
             committed = offsets.fetch(conn, group_id)
             pending = set(offsets.pending_partitions(conn, group_id, None))
             subscribed = {t for m in groups.members(conn, group_id) for t in m.topics}
             if not committed and not pending and groups.generation(conn, group_id) is None:
                 raise GroupIdNotFound(f"no consumer group {group_id!r}")
-            position = {(o.topic, o.partition): o.committed_offset for o in committed}
-            names = {t for t, _ in position} | {t for t, _ in pending} | subscribed
+            names = {o.topic for o in committed} | {t for t, _ in pending} | subscribed
             # A subscription may name a topic deleted since: it has no partitions to show.
             consumed = topics.existing_topics(conn, {t for t in names if visible(t)})
+            counted = {(c.topic_id, c.partition): c for c in read_committed.committed_between_for_groups(
+                conn, LAG_COUNT_CAP, limit=None, group_id=group_id)}
             out = []
             for name in sorted(consumed):
                 topic = consumed[name]
                 for info in topics.describe_partitions(conn, topic):
-                    at = position.get((name, info.partition))
-                    lag, exact = (None, True) if at is None else read_committed.committed_between(
-                        conn, topic.topic_id, info.partition, at, info.log_end_offset, LAG_COUNT_CAP)
+                    c = counted.get((topic.topic_id, info.partition))
+                    at, lag, exact = (None, None, True) if c is None else (c.committed_offset, c.count, c.exact)
                     out.append(PartitionLag(name, info.partition, at, info.log_start_offset, info.log_end_offset,
                                             info.last_stable_offset, lag, exact, (name, info.partition) in pending))
             return GroupLag(out)
