@@ -1,7 +1,8 @@
 """Kafka's classic consumer group protocol over the Kafka door: JoinGroup, SyncGroup,
 Heartbeat, LeaveGroup, OffsetCommit, OffsetFetch, DescribeGroups, ListGroups, on the engine's
-groups (app.services.group_service, "Kafka's classic protocol"): one generation, one set of
-members and one set of committed offsets per group, whichever door it is used through.
+groups (membership: app.services.classic_group_protocol; offsets and listing:
+app.services.group_service): one generation, one set of members and one set of committed
+offsets per group, whichever door it is used through.
 
 The rebalance is in the database; only the waiting is here: a JoinGroup waits for the other
 members to join (the barrier), a follower's SyncGroup for the leader's assignment. A waiting
@@ -48,6 +49,7 @@ _CONSUMER = "consumer"
 class GroupApis:
     def __init__(self, services: Any) -> None:
         self.groups = services.groups
+        self.protocol = services.classic_group_protocol
         self.settings = services.settings
         self._changed = asyncio.Event()
 
@@ -87,14 +89,14 @@ class GroupApis:
         try:
             _no_static_membership(body)
             got = await asyncio.to_thread(
-                self.groups.kafka_join, body.group_id, member_id=body.member_id, protocol_type=body.protocol_type,
+                self.protocol.join, body.group_id, member_id=body.member_id, protocol_type=body.protocol_type,
                 protocols=protocols, topic_names=_subscribed(body.protocol_type, protocols),
                 session_timeout_ms=body.session_timeout // _MS,
                 rebalance_timeout_ms=-1 if rebalance is None else rebalance // _MS)
             self._notify()
             while not hasattr(got, "leader_id"):
                 await self._wait()
-                got = await asyncio.to_thread(self.groups.joined, body.group_id, got.member_id, got.generation_id)
+                got = await asyncio.to_thread(self.protocol.joined, body.group_id, got.member_id, got.generation_id)
             self._notify()
         except OutboxError as e:
             return answer(error_code(e))
@@ -121,7 +123,7 @@ class GroupApis:
                 raise InvalidRequest("an assignment names each member once")
             given: dict[str, tuple[bytes, list[tuple[str, int]]]] | None = assignments or None
             while True:
-                got = await asyncio.to_thread(self.groups.kafka_sync, body.group_id, body.member_id,
+                got = await asyncio.to_thread(self.protocol.sync, body.group_id, body.member_id,
                                               body.generation_id, protocol_type=protocol_type,
                                               protocol_name=protocol_name, assignments=given)
                 if got is not None:
@@ -142,7 +144,7 @@ class GroupApis:
         code = ErrorCode.none
         try:
             _no_static_membership(body)
-            await asyncio.to_thread(self.groups.kafka_heartbeat, body.group_id, body.member_id, body.generation_id)
+            await asyncio.to_thread(self.protocol.heartbeat, body.group_id, body.member_id, body.generation_id)
         except OutboxError as e:
             code = error_code(e)
         return build(m.HeartbeatResponse, throttle_time=_NO_WAIT, error_code=code)
@@ -157,7 +159,7 @@ class GroupApis:
         try:
             if version >= 3 and any(i.group_instance_id is not None for i in body.members):
                 raise InvalidRequest("group_instance_id (static membership) is not served")
-            outcome = await asyncio.to_thread(self.groups.kafka_leave, body.group_id, member_ids)
+            outcome = await asyncio.to_thread(self.protocol.leave, body.group_id, member_ids)
             self._notify()
         except OutboxError as e:
             return build(m.LeaveGroupResponse, throttle_time=_NO_WAIT, error_code=error_code(e), members=())
@@ -249,7 +251,7 @@ class GroupApis:
                            protocol_data="", members=(), authorized_operations=_NO_AUTHORIZED_OPERATIONS)
                      for g, code in codes if code is not None]
         allowed = [g for g, code in codes if code is None]
-        for d in self.groups.kafka_describe(allowed):
+        for d in self.protocol.describe(allowed):
             members = tuple(
                 build(m.DescribedGroupMember, member_id=mm.member_id, group_instance_id=None, client_id="",
                       client_host="", member_metadata=mm.metadata_for(d.protocol_name),

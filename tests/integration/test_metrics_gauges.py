@@ -96,6 +96,34 @@ def test_the_lag_gauge_counts_what_the_http_lag_counts_not_markers_nor_aborted_o
     assert lag_series(scraped, "outbox_group_lag_unknown") == {}
 
 
+def test_one_groups_http_lag_is_its_own_gauge_series_beside_another_group_on_the_same_partitions(client) -> None:  # type: ignore[no-untyped-def]
+    create_topic(client, "orders", 2)
+    assert send(client, [batch("orders", 0, ["p0", "p1"]), batch("orders", 1, ["q0"])]).status_code == 200
+    aborted = init_producer(client, "a")
+    begin(client, "a", aborted)
+    assert send(client, [batch("orders", 0, ["a0", "a1"], 0), batch("orders", 1, ["a2"], 0)],
+                aborted, "a").status_code == 200  # 0: offsets 2, 3; 1: offset 1
+    assert client.post("/v1/transactions/a/abort", json=ident(aborted)).status_code == 200  # ABORT 0: 4, 1: 2
+    committed = init_producer(client, "c")
+    begin(client, "c", committed)
+    assert send(client, [batch("orders", 0, ["c0", "c1", "c2"], 0)], committed, "c").status_code == 200  # 0: 5-7
+    assert client.post("/v1/transactions/c/commit", json=ident(committed)).status_code == 200  # COMMIT 0: 8
+    assert send(client, [batch("orders", 0, ["p9"]), batch("orders", 1, ["q3"])]).status_code == 200  # 0: 9, 1: 3
+    opened = init_producer(client, "o")
+    begin(client, "o", opened)
+    assert send(client, [batch("orders", 0, ["o0"], 0), batch("orders", 1, ["o1"], 0)],
+                opened, "o").status_code == 200  # 0: 10, 1: 4, left open
+    assert send(client, [batch("orders", 1, ["q5"])]).status_code == 200  # 1: 5
+    commit_offset(client, "g", "orders", 0, 2)  # c0-c2 (at 8) and p9 left
+    commit_offset(client, "g", "orders", 1, 1)  # q3 and q5 left
+    commit_offset(client, "h", "orders", 0, 9)  # p9 left
+    commit_offset(client, "h", "orders", 1, 0)  # q0, q3 and q5 left
+    scraped = scrape(client)
+    assert http_lag(client, "g") == {("g", "orders", "0"): 4, ("g", "orders", "1"): 2}
+    assert http_lag(client, "h") == {("h", "orders", "0"): 1, ("h", "orders", "1"): 3}
+    assert lag_series(scraped) == {**http_lag(client, "g"), **http_lag(client, "h")}
+
+
 def test_a_group_that_never_committed_a_partition_is_shown_unknown_not_zero(client) -> None:  # type: ignore[no-untyped-def]
     create_topic(client, "orders", 3)
     create_topic(client, "refunds", 1)

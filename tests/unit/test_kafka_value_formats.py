@@ -35,7 +35,7 @@ def topics() -> Topics:
 
 @pytest.fixture
 def apis(topics: Topics) -> Apis:
-    services = SimpleNamespace(settings=Settings(), topics=topics, groups=None)
+    services = SimpleNamespace(settings=Settings(), topics=topics, groups=None, classic_group_protocol=None)
     return Apis(services, Broker(0, "127.0.0.1", 9092))
 
 
