@@ -25,7 +25,15 @@ from urllib.parse import quote
 
 import httpx
 
-from app.cli.common import EXIT_AUTH, EXIT_FAILURE, EXIT_USAGE, CommandError, config_pairs, print_json
+from app.cli.common import (
+    EXIT_AUTH,
+    EXIT_FAILURE,
+    EXIT_USAGE,
+    CommandError,
+    config_pairs,
+    offset_reset_request,
+    print_json,
+)
 from app.client.errors import ClientError
 from app.client.http import Session, credentials
 
@@ -131,7 +139,9 @@ def _groups(remote: Remote, args: argparse.Namespace) -> tuple[Answer, Table]:
     path = f"/v1/groups/{segment(args.group_id)}"
     if args.action == "describe":
         return remote.call("GET", path), _group_table
-    return remote.call("GET", f"{path}/lag"), _lag_table
+    if args.action == "lag":
+        return remote.call("GET", f"{path}/lag"), _lag_table
+    return remote.call("POST", f"{path}/offsets/reset", body=offset_reset_request(args)), _reset_table
 
 
 def _transactions(remote: Remote, args: argparse.Namespace) -> tuple[Answer, Table]:
@@ -279,6 +289,13 @@ def _lag_table(a: Answer) -> list[str]:
                    [[a["group_id"], p["topic"], p["partition"], p["committed_offset"], p["log_start_offset"],
                      p["last_stable_offset"], p["high_watermark"],
                      p["lag"] if p["lag"] is None or p["lag_exact"] else f">={p['lag']}"] for p in a["partitions"]])
+
+
+def _reset_table(a: Answer) -> list[str]:
+    # kafka-consumer-groups --reset-offsets' columns, with the offset it replaces beside.
+    return columns(["GROUP", "TOPIC", "PARTITION", "CURRENT-OFFSET", "NEW-OFFSET"],
+                   [[a["group_id"], o["topic"], o["partition"], o["committed_offset"], o["new_offset"]]
+                    for o in a["offsets"]])
 
 
 _TXN_HEADER = ["TRANSACTIONAL-ID", "STATE", "PRODUCER-ID", "PRODUCER-EPOCH", "TIMEOUT-MS", "AGE-MS"]

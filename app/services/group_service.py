@@ -27,15 +27,25 @@ from app.domain.errors import (
     GroupIdNotFound,
     InvalidRequest,
     InvalidSessionTimeout,
+    NonEmptyGroup,
     RebalanceInProgress,
     UnknownMemberId,
     UnstableOffsetCommit,
 )
 from app.domain.group import StoredGroupState
-from app.domain.offsets import GroupMetadata, OffsetToStage, check_distinct_partitions
+from app.domain.offsets import (
+    GroupMetadata,
+    OffsetResetSpec,
+    OffsetToStage,
+    PlannedReset,
+    check_distinct_partitions,
+    check_partition_count,
+    plan_reset,
+)
 from app.services.classic_group_protocol import awaiting_join, check_door, check_size, complete_join, members_left
 from app.settings import Settings
-from app.storage import groups, offsets, read_committed, topics
+from app.storage import groups, offset_order, offsets, read_committed, topics
+from app.storage.dialect import RowLock
 from app.storage.engine import Database, after_commit
 
 
@@ -105,6 +115,14 @@ class GroupLag:
             "total_lag": self.total,
             "total_lag_unknown_reason": self.unknown,
         }
+
+
+def reset_as_dict(group_id: str, plan: list[PlannedReset], *, dry_run: bool) -> dict[str, Any]:
+    """A reset's answer as both doors show it, under the HTTP API's names (POST
+    /v1/groups/{group_id}/offsets/reset, `outbox groups reset-offsets`)."""
+    return {"group_id": group_id, "dry_run": dry_run,
+            "offsets": [{"topic": r.topic, "partition": r.partition, "committed_offset": r.committed_offset,
+                         "new_offset": r.new_offset} for r in plan]}
 
 
 class GroupService:
@@ -296,6 +314,57 @@ class GroupService:
                     }
                 )
             offsets.commit(conn, rows)
+
+    def reset_offsets(self, group_id: str, topic_name: str, partitions: list[int] | None, spec: OffsetResetSpec,
+                      *, dry_run: bool) -> list[PlannedReset]:
+        """kafka-consumer-groups --reset-offsets: commit, for `partitions` of the topic (all of
+        them when None), the offsets `spec` names (app.domain.offsets.plan_reset), and answer the
+        plan; with dry_run, answer it and commit nothing. Refused while the group has members
+        (NON_EMPTY_GROUP), and for a partition whose offsets an unfinished transaction holds
+        (UNSTABLE_OFFSET_COMMIT): its commit would overwrite the reset."""
+        if partitions is not None:
+            check_partition_count(len(partitions))
+            if len(set(partitions)) != len(partitions):
+                raise InvalidRequest("a partition is named twice")
+        now = self.clock()
+        with (self.db.read() if dry_run else self.db.write()) as conn:
+            # A join takes the group's row FOR UPDATE (groups.lock_group): held here too, no
+            # member joins between the check below and the commit. A group without a row has
+            # never had members; SQLite serializes every write transaction anyway.
+            groups.group(conn, group_id, lock=None if dry_run else RowLock.UPDATE)
+            members = groups.members(conn, group_id)
+            if members:
+                raise NonEmptyGroup(f"group {group_id!r} has {len(members)} active member(s): its offsets are "
+                                    "reset only while it has none (stop its consumers first)")
+            topic = (topics.get_topic(conn, topic_name) if dry_run
+                     else topics.get_topics_for_offsets(conn, {topic_name})[topic_name])
+            for p in partitions or []:
+                topics.check_partition(topic, p)
+            chosen = set(range(topic.partition_count) if partitions is None else partitions)
+            pending = sorted((t, p) for t, p in offsets.pending_partitions(conn, group_id, None)
+                             if t == topic_name and p in chosen)
+            if pending:
+                raise UnstableOffsetCommit(
+                    "offsets pending in an unfinished transaction for " + ", ".join(f"{t}/{p}" for t, p in pending),
+                    partitions=[{"topic": t, "partition": p} for t, p in pending])
+            committed = {o.partition: o.committed_offset for o in offsets.fetch(conn, group_id, topic.topic_id)}
+            plan = []
+            for info in topics.describe_partitions(conn, topic):
+                if info.partition not in chosen:
+                    continue
+                at = None
+                if spec.timestamp_ms is not None:
+                    found = offset_order.offset_for_timestamp(conn, topic.topic_id, info.partition, spec.timestamp_ms,
+                                                              info.log_start_offset, info.log_end_offset)
+                    at = None if found is None else found[0]
+                plan.append(plan_reset(spec, topic_name, info.partition, committed_offset=committed.get(info.partition),
+                                       log_start_offset=info.log_start_offset,
+                                       log_end_offset=info.log_end_offset, offset_for_timestamp=at))
+            if not dry_run:
+                offsets.commit(conn, [{"group_id": group_id, "topic_id": topic.topic_id, "partition": r.partition,
+                                       "committed_offset": r.new_offset, "metadata": None, "committed_ms": now}
+                                      for r in plan])
+            return plan
 
     def fetch(self, group_id: str, *, topic: str | None, require_stable: bool,
               visible: Callable[[str], bool] = lambda _topic: True) -> list[offsets.CommittedOffset]:
