@@ -160,7 +160,8 @@ def committed_between_for_groups(conn: Connection, cap: int, limit: int | None,
     when a cap was reached."""
     rows = conn.execute(committed_between_for_groups_stmt(conn.dialect.name, cap, limit, group_id)).all()
     return [GroupPartitionCount(r.group_id, r.topic_id, r.partition, r.committed_offset,
-                                r.plain + r.transactional, r.plain < cap and r.markers < cap) for r in rows]
+                                # PostgreSQL's sum() of counts is numeric (a Decimal): the count is an int.
+                                int(r.plain + r.transactional), r.plain < cap and r.markers < cap) for r in rows]
 
 
 def committed_between_for_groups_stmt(dialect_name: str, cap: int, limit: int | None,
