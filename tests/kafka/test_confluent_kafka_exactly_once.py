@@ -1,0 +1,195 @@
+"""librdkafka's exactly-once loop (examples/kafka_transactions.py, shaped like librdkafka's own
+transactional example) as separate processes against `outbox serve --kafka-listener`, killed
+with SIGKILL at random moments and started again with the same `transactional.id`: a
+read_committed reader of the output finds every input's result exactly once. And a second
+instance of a `transactional.id` fences the first, whose open transaction is never seen."""
+
+from __future__ import annotations
+
+import random
+import signal
+import subprocess
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
+
+from tests.e2e.conftest import PYTHON, ROOT, Backend, Launcher, backend, free_port, launcher  # noqa: F401 - fixtures
+
+pytestmark = [pytest.mark.e2e, pytest.mark.slow]
+
+INPUT, OUTPUT, GROUP = "numbers", "squares", "squarer"
+PARTITIONS = 4
+TIMEOUT_S = 120
+EXIT_FATAL = 3  # examples/kafka_transactions.py's exit status once its producer is fenced
+
+
+class Loop:
+    """One examples/kafka_transactions.py process, its output in a log file."""
+
+    def __init__(self, tmp: Path, bootstrap: str, transactional_id: str, *extra: str) -> None:
+        self.log_path = tmp / f"loop-{transactional_id}-{time.monotonic_ns()}.log"
+        self._log = open(self.log_path, "wb")  # noqa: SIM115 - closed in wait()
+        self.proc = subprocess.Popen(
+            [PYTHON, "-m", "examples.kafka_transactions", "--bootstrap", bootstrap, "--input", INPUT,
+             "--output", OUTPUT, "--group", GROUP, "--transactional-id", transactional_id,
+             "--session-timeout-ms", "3000", *extra],
+            cwd=ROOT, stdout=self._log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+
+    def kill9(self) -> None:
+        self.proc.send_signal(signal.SIGKILL)
+        self.wait()
+
+    def stop(self) -> int:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+        return self.wait()
+
+    def wait(self, timeout_s: float = 30) -> int:
+        try:
+            return self.proc.wait(timeout=timeout_s)
+        finally:
+            self._log.close()
+
+    def log_text(self) -> str:
+        return self.log_path.read_text(errors="replace")
+
+
+def _serve(launcher: Launcher) -> tuple[httpx.Client, str]:  # noqa: F811
+    port = free_port()
+    p = launcher.server(kafka_listener=f"127.0.0.1:{port}", coordinator_interval_ms=100)
+    p.wait_for_log(r"Kafka listener at 127\.0\.0\.1:\d+")
+    client = p.client()
+    for name in (INPUT, OUTPUT):
+        assert client.post("/v1/topics", json={"name": name, "partitions": PARTITIONS}).status_code == 201
+    return client, f"127.0.0.1:{port}"
+
+
+def _fill(bootstrap: str, count: int) -> None:
+    """Inputs 0..count-1 (value and key the number's text), input n to partition n % PARTITIONS."""
+    p = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True, "linger.ms": 20})
+    for n in range(count):
+        p.produce(INPUT, key=str(n).encode(), value=str(n).encode(), partition=n % PARTITIONS)
+    assert p.flush(TIMEOUT_S) == 0
+
+
+def _expected(count: int) -> Counter[tuple[bytes, bytes]]:
+    return Counter((str(n).encode(), b'{"n":%d,"square":%d}' % (n, n * n)) for n in range(count))
+
+
+def _consumed(client: httpx.Client, count: int) -> bool:
+    """Whether the group's committed offsets have reached the end of every input partition."""
+    r = client.get(f"/v1/groups/{GROUP}/offsets", params={"require_stable": "false"})
+    assert r.status_code == 200, r.text
+    offsets = r.json()["offsets"]
+    done = {(o["topic"], o["partition"]): o["offset"] for o in offsets}
+    return all(done.get((INPUT, p)) == len(range(p, count, PARTITIONS)) for p in range(PARTITIONS))
+
+
+def _until(condition: Any, what: str, timeout_s: float = TIMEOUT_S) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.05)
+
+
+def _read_committed_output(bootstrap: str) -> Counter[tuple[bytes, bytes]]:
+    """Every output record a read_committed consumer is given, up to each partition's last
+    stable offset (no transaction is open at the end: everything is decided)."""
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": "verifier", "enable.auto.commit": False,
+                  "isolation.level": "read_committed", "fetch.wait.max.ms": 100})
+    try:
+        ends = {p: c.get_watermark_offsets(TopicPartition(OUTPUT, p), timeout=30)[1] for p in range(PARTITIONS)}
+        c.assign([TopicPartition(OUTPUT, p, OFFSET_BEGINNING) for p in range(PARTITIONS)])
+        got: Counter[tuple[bytes, bytes]] = Counter()
+
+        def caught_up() -> bool:
+            positions = c.position([TopicPartition(OUTPUT, p) for p in range(PARTITIONS)])
+            return all(t.offset >= ends[t.partition] for t in positions if ends[t.partition] > 0)
+
+        deadline = time.monotonic() + TIMEOUT_S
+        while not caught_up():
+            assert time.monotonic() < deadline, f"the output was not read up to {ends}"
+            m = c.poll(0.2)
+            if m is not None and m.error() is None:
+                got[(m.key(), m.value())] += 1
+        return got
+    finally:
+        c.close()
+
+
+def _output_data_records(backend: Backend) -> int:  # noqa: F811
+    """The output's data records in the log, committed, aborted or open alike."""
+    from sqlalchemy import func, select
+
+    from app.storage.tables import records
+
+    topic_id = backend.topic_id(OUTPUT)
+    ((n,),) = backend.query(select(func.count()).select_from(records).where(
+        records.c.topic_id == topic_id, records.c.control_type.is_(None)))
+    return n
+
+
+def test_the_loop_killed_at_random_moments_leaves_every_result_once(
+        launcher: Launcher, backend: Backend) -> None:  # noqa: F811
+    rng = random.Random()
+    count = 2000
+    client, bootstrap = _serve(launcher)
+    _fill(bootstrap, count)
+    ids = ["squarer-0", "squarer-1"]
+    extra = ("--commit-every", "25", "--commit-interval-ms", "200")
+    loops = {tid: Loop(backend.tmp, bootstrap, tid, *extra) for tid in ids}
+    kills = 0
+    try:
+        while not _consumed(client, count):
+            time.sleep(rng.uniform(0.5, 2.0))
+            victim = rng.choice(ids)
+            # Killed while it has a transaction open, most of the time: what it produced there
+            # must never be seen, and its input must be processed again.
+            deadline = time.monotonic() + 5
+            while (client.get(f"/v1/transactions/{victim}").json().get("state") != "Ongoing"
+                   and time.monotonic() < deadline and not _consumed(client, count)):
+                time.sleep(0.01)
+            loops[victim].kill9()
+            kills += 1
+            loops[victim] = Loop(backend.tmp, bootstrap, victim, *extra)
+            assert kills < 40, "the input was not consumed after 40 kills"
+        _until(lambda: _consumed(client, count), "the group to commit the whole input")
+    finally:
+        exits = {tid: loop.stop() for tid, loop in loops.items()}
+    assert exits == {tid: 0 for tid in ids}, {tid: loops[tid].log_text()[-2000:] for tid in ids}
+
+    assert kills >= 3
+    assert _read_committed_output(bootstrap) == _expected(count)
+    # The kills did cut transactions short: their records are in the log, never read.
+    aborted = [m for m in backend.markers() if m[0] == OUTPUT and m[3] == "ABORT"]
+    assert aborted, "no kill interrupted a transaction"
+    assert _output_data_records(backend) > count
+
+
+def test_a_second_instance_of_the_transactional_id_fences_the_first(
+        launcher: Launcher, backend: Backend) -> None:  # noqa: F811
+    count = 40
+    client, bootstrap = _serve(launcher)
+    _fill(bootstrap, count)
+    # The first instance keeps everything it produces in one open transaction.
+    first = Loop(backend.tmp, bootstrap, "squarer", "--commit-every", "1000000", "--commit-interval-ms", "3600000")
+    _until(lambda: _output_data_records(backend) == count, "the first instance to produce every result")
+    assert client.get("/v1/transactions/squarer").json()["state"] == "Ongoing"
+
+    second = Loop(backend.tmp, bootstrap, "squarer", "--commit-every", "10", "--commit-interval-ms", "200")
+    try:
+        assert first.wait() == EXIT_FATAL, first.log_text()
+        _until(lambda: _consumed(client, count), "the second instance to consume the whole input")
+    finally:
+        first.stop()
+        assert second.stop() == 0, second.log_text()
+
+    assert "fatal: _FENCED" in first.log_text()
+    assert _read_committed_output(bootstrap) == _expected(count)
+    # The first instance's results are in the log, aborted by the second's init_transactions.
+    assert _output_data_records(backend) == 2 * count
