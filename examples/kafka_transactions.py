@@ -21,7 +21,7 @@ partitions away from this member (the rebalance callback), as the C example does
 Killed (SIGKILL) and started again with the same `--transactional-id`, the new instance's
 `init_transactions` aborts what the killed one left open, and it goes on from the group's
 committed offsets: each input's result is in the output once for a read_committed reader.
-SIGTERM or SIGINT stops it cleanly.
+SIGTERM or SIGINT stops it cleanly once it has printed `starting`.
 """
 
 from __future__ import annotations
@@ -66,12 +66,11 @@ class Loop:
         })
         self.in_transaction = 0    # records produced in the open transaction
         self.began = 0.0           # when the open transaction's first record was produced
-        self.running = True
 
     def run(self) -> None:
         self.consumer.subscribe([self.args.input], on_revoke=self._on_revoke, on_lost=self._on_lost)
         self.producer.begin_transaction()
-        while self.running:
+        while not stopping:
             if self.in_transaction and (self.in_transaction >= self.args.commit_every
                                         or time.monotonic() - self.began >= self.args.commit_interval_ms / 1000):
                 self._commit_and_begin()
@@ -142,8 +141,14 @@ class Loop:
             self.producer.abort_transaction(TIMEOUT_S)
             self.producer.begin_transaction()
 
-    def stop(self, *_: Any) -> None:
-        self.running = False
+
+
+stopping = False
+
+
+def stop(*_: Any) -> None:
+    global stopping
+    stopping = True
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -159,11 +164,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--session-timeout-ms", type=int, default=10_000)
     parser.add_argument("--transaction-timeout-ms", type=int, default=60_000)
     args = parser.parse_args(argv)
+    # Before the clients start: a stop asked for while they do is kept, not lost.
+    signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGINT, stop)
+    print(f"{args.transactional_id}: starting", flush=True)
     try:
-        loop = Loop(args)
-        signal.signal(signal.SIGTERM, loop.stop)
-        signal.signal(signal.SIGINT, loop.stop)
-        loop.run()
+        Loop(args).run()
     except KafkaException as e:
         error: KafkaError = e.args[0]
         print(f"fatal: {error.name()}: {error.str()}", file=sys.stderr, flush=True)
