@@ -1,7 +1,7 @@
 """librdkafka's exactly-once loop, through confluent-kafka, against the Kafka listener.
 
-A consume-transform-produce loop shaped like librdkafka's own transactional example (its
-`examples/transactions.c`): a consumer in a group, `isolation.level=read_committed` and
+A consume-transform-produce loop shaped like librdkafka's own exactly-once example: a consumer
+in a group (the cooperative-sticky assignor), `isolation.level=read_committed` and
 `enable.auto.commit=false`, and a transactional producer that, in each transaction, produces
 the results of the records polled and sends the consumer's positions with its group metadata
 (`send_offsets_to_transaction`), then commits. An error that requires an abort aborts, and the
@@ -13,7 +13,7 @@ commit.
 The transform: an input record whose value is an integer n (as JSON text, e.g. `7`) becomes
 `{"n": 7, "square": 49}` in the output topic, with the input's key. A transaction is committed
 after --commit-every records or --commit-interval-ms since it began, and when the group takes
-partitions away from this member (the rebalance callback), as the C example does.
+partitions away from this member (the rebalance callback), with their offsets.
 
     .venv/bin/python -m examples.kafka_transactions --bootstrap 127.0.0.1:9092 \\
         --input numbers --output squares --group squarer --transactional-id squarer-1
@@ -60,6 +60,7 @@ class Loop:
             "isolation.level": "read_committed",
             "enable.auto.commit": False,
             "auto.offset.reset": "earliest",
+            "partition.assignment.strategy": "cooperative-sticky",
             "session.timeout.ms": args.session_timeout_ms,
             "heartbeat.interval.ms": max(100, args.session_timeout_ms // 10),
             "max.poll.interval.ms": max(args.session_timeout_ms, 10_000),

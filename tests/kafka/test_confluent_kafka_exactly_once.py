@@ -18,7 +18,7 @@ import httpx
 import pytest
 from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
 
-from tests.e2e.conftest import PYTHON, ROOT, Backend, Launcher, backend, free_port, launcher  # noqa: F401 - fixtures
+from tests.e2e.conftest import PYTHON, ROOT, Backend, Launcher, free_port
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
@@ -63,7 +63,7 @@ class Loop:
         return self.log_path.read_text(errors="replace")
 
 
-def _serve(launcher: Launcher) -> tuple[httpx.Client, str]:  # noqa: F811
+def _serve(launcher: Launcher) -> tuple[httpx.Client, str]:
     port = free_port()
     p = launcher.server(kafka_listener=f"127.0.0.1:{port}", coordinator_interval_ms=100)
     p.wait_for_log(r"Kafka listener at 127\.0\.0\.1:\d+")
@@ -124,7 +124,7 @@ def _read_committed_output(bootstrap: str) -> Counter[tuple[bytes, bytes]]:
         c.close()
 
 
-def _output_data_records(backend: Backend) -> int:  # noqa: F811
+def _output_data_records(backend: Backend) -> int:
     """The output's data records in the log, committed, aborted or open alike."""
     from sqlalchemy import func, select
 
@@ -137,7 +137,7 @@ def _output_data_records(backend: Backend) -> int:  # noqa: F811
 
 
 def test_the_loop_killed_at_random_moments_leaves_every_result_once(
-        launcher: Launcher, backend: Backend) -> None:  # noqa: F811
+        launcher: Launcher, backend: Backend) -> None:
     rng = random.Random()
     count, kills = 2000, 6
     client, bootstrap = _serve(launcher)
@@ -172,7 +172,7 @@ def test_the_loop_killed_at_random_moments_leaves_every_result_once(
 
 
 def test_a_second_instance_of_the_transactional_id_fences_the_first(
-        launcher: Launcher, backend: Backend) -> None:  # noqa: F811
+        launcher: Launcher, backend: Backend) -> None:
     count = 40
     client, bootstrap = _serve(launcher)
     _fill(bootstrap, count)

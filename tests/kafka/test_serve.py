@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from tests.conftest import unavailable
-from tests.e2e.conftest import backend, free_port, launcher  # noqa: F401 - fixtures
+from tests.e2e.conftest import free_port
 
 KCAT = shutil.which("kcat")
 TIMEOUT_S = 30
@@ -33,14 +33,14 @@ def _kcat(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess[s
     return subprocess.run([KCAT, *args], input=stdin, capture_output=True, text=True, timeout=TIMEOUT_S)
 
 
-def _serve(launcher: Any) -> tuple[Any, str]:  # noqa: F811
+def _serve(launcher: Any) -> tuple[Any, str]:
     port = free_port()
     p = launcher.server(kafka_listener=f"127.0.0.1:{port}")
     p.wait_for_log(r"Kafka listener at 127\.0\.0\.1:\d+")
     return p, f"127.0.0.1:{port}"
 
 
-def test_kcat_lists_the_topics_and_this_process_as_their_leader(launcher: Any, kcat: str) -> None:  # noqa: F811
+def test_kcat_lists_the_topics_and_this_process_as_their_leader(launcher: Any, kcat: str) -> None:
     p, bootstrap = _serve(launcher)
     with p.client() as c:
         assert c.post("/v1/topics", json={"name": "orders", "partitions": 2}).status_code == 201
@@ -52,7 +52,7 @@ def test_kcat_lists_the_topics_and_this_process_as_their_leader(launcher: Any, k
     assert "partition 1, leader 0, replicas: 0, isrs: 0" in done.stdout
 
 
-def test_kcat_produces_and_consumes_read_committed_what_http_reads_too(launcher: Any, kcat: str) -> None:  # noqa: F811
+def test_kcat_produces_and_consumes_read_committed_what_http_reads_too(launcher: Any, kcat: str) -> None:
     p, bootstrap = _serve(launcher)
     with p.client() as c:
         assert c.post("/v1/topics", json={"name": "orders", "partitions": 1}).status_code == 201
@@ -66,7 +66,7 @@ def test_kcat_produces_and_consumes_read_committed_what_http_reads_too(launcher:
     assert [(r["offset"], r["key"], r["value"]) for r in records] == [(0, "k1", {"a": 1}), (1, "k1", "b")]
 
 
-def test_serve_stops_on_sigterm_with_a_kafka_connection_open(launcher: Any) -> None:  # noqa: F811
+def test_serve_stops_on_sigterm_with_a_kafka_connection_open(launcher: Any) -> None:
     p, bootstrap = _serve(launcher)
     host, port = bootstrap.split(":")
     with socket.create_connection((host, int(port)), timeout=10):
@@ -76,7 +76,7 @@ def test_serve_stops_on_sigterm_with_a_kafka_connection_open(launcher: Any) -> N
     assert "Finished server process" in p.log_text()
 
 
-def test_serve_refuses_the_kafka_listener_with_jwt_authentication_only(launcher: Any, tmp_path: Any) -> None:  # noqa: F811
+def test_serve_refuses_the_kafka_listener_with_jwt_authentication_only(launcher: Any, tmp_path: Any) -> None:
     from cryptography.hazmat.primitives import serialization
     from cryptography.hazmat.primitives.asymmetric import ec
 
@@ -90,7 +90,7 @@ def test_serve_refuses_the_kafka_listener_with_jwt_authentication_only(launcher:
             "OUTBOX_AUTHENTICATION=jwt: add api_key to it, or unset OUTBOX_KAFKA_LISTENER") in p.log_text()
 
 
-def test_serve_with_api_keys_asks_kafka_clients_to_authenticate(launcher: Any) -> None:  # noqa: F811
+def test_serve_with_api_keys_asks_kafka_clients_to_authenticate(launcher: Any) -> None:
     from kio.schema.metadata.v12.request import MetadataRequest
 
     from tests.kafka.conftest import closed, frame
