@@ -11,6 +11,7 @@ import signal
 import subprocess
 import time
 from collections import Counter
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -63,6 +64,21 @@ class Loop:
         return self.log_path.read_text(errors="replace")
 
 
+@pytest.fixture
+def start_loop(backend: Backend) -> Iterator[Callable[..., Loop]]:
+    """Starts loop processes; whatever a test leaves running is killed at its end."""
+    started: list[Loop] = []
+
+    def start(bootstrap: str, transactional_id: str, *extra: str) -> Loop:
+        started.append(Loop(backend.tmp, bootstrap, transactional_id, *extra))
+        return started[-1]
+
+    yield start
+    for loop in started:
+        if loop.proc.poll() is None:
+            loop.kill9()
+
+
 def _serve(launcher: Launcher) -> tuple[httpx.Client, str]:
     port = free_port()
     p = launcher.server(kafka_listener=f"127.0.0.1:{port}", coordinator_interval_ms=100)
@@ -99,15 +115,16 @@ def _until(condition: Any, what: str, timeout_s: float = TIMEOUT_S) -> None:
         time.sleep(0.05)
 
 
-def _read_committed_output(bootstrap: str) -> Counter[tuple[bytes, bytes]]:
-    """Every output record a read_committed consumer is given, up to each partition's last
-    stable offset (no transaction is open at the end: everything is decided)."""
+def _read_committed_output(bootstrap: str) -> list[tuple[int, int, bytes, bytes]]:
+    """(partition, offset, key, value) of every output record a read_committed consumer is
+    given, up to each partition's last stable offset (no transaction is open at the end:
+    everything is decided)."""
     c = Consumer({"bootstrap.servers": bootstrap, "group.id": "verifier", "enable.auto.commit": False,
                   "isolation.level": "read_committed", "fetch.wait.max.ms": 100})
     try:
         ends = {p: c.get_watermark_offsets(TopicPartition(OUTPUT, p), timeout=30)[1] for p in range(PARTITIONS)}
         c.assign([TopicPartition(OUTPUT, p, OFFSET_BEGINNING) for p in range(PARTITIONS)])
-        got: Counter[tuple[bytes, bytes]] = Counter()
+        got: list[tuple[int, int, bytes, bytes]] = []
 
         def caught_up() -> bool:
             positions = c.position([TopicPartition(OUTPUT, p) for p in range(PARTITIONS)])
@@ -118,70 +135,76 @@ def _read_committed_output(bootstrap: str) -> Counter[tuple[bytes, bytes]]:
             assert time.monotonic() < deadline, f"the output was not read up to {ends}"
             m = c.poll(0.2)
             if m is not None and m.error() is None:
-                got[(m.key(), m.value())] += 1
+                got.append((m.partition(), m.offset(), m.key(), m.value()))
         return got
     finally:
         c.close()
 
 
-def _output_data_records(backend: Backend) -> int:
-    """The output's data records in the log, committed, aborted or open alike."""
-    from sqlalchemy import func, select
+def _results(read: list[tuple[int, int, bytes, bytes]]) -> Counter[tuple[bytes, bytes]]:
+    return Counter((key, value) for _, _, key, value in read)
+
+
+def _output_in_the_log(backend: Backend) -> set[tuple[int, int]]:
+    """(partition, offset) of the output's data records in the log, committed, aborted or
+    open alike."""
+    from sqlalchemy import select
 
     from app.storage.tables import records
 
-    topic_id = backend.topic_id(OUTPUT)
-    ((n,),) = backend.query(select(func.count()).select_from(records).where(
-        records.c.topic_id == topic_id, records.c.control_type.is_(None)))
-    return n
+    return set(backend.query(select(records.c.partition, records.c.offset).where(
+        records.c.topic_id == backend.topic_id(OUTPUT), records.c.control_type.is_(None))))
 
 
 def test_the_loop_killed_at_random_moments_leaves_every_result_once(
-        launcher: Launcher, backend: Backend) -> None:
+        launcher: Launcher, backend: Backend, start_loop: Callable[..., Loop]) -> None:
     rng = random.Random()
     count, kills = 2000, 6
     client, bootstrap = _serve(launcher)
     _fill(bootstrap, count)
     ids = ["squarer-0", "squarer-1"]
     extra = ("--commit-every", "20", "--commit-interval-ms", "200")
-    loops = {tid: Loop(backend.tmp, bootstrap, tid, *extra) for tid in ids}
+    loops = {tid: start_loop(bootstrap, tid, *extra) for tid in ids}
     try:
         # Random moments of the run, however fast it goes: each kill once the group has
         # committed a random share of the input.
         for share in sorted(rng.uniform(0.05, 0.9) for _ in range(kills)):
             _until(lambda: _committed(client) >= share * count, f"the group to commit {share:.0%} of the input")
             victim = rng.choice(ids)
-            # Killed while it has a transaction open, most of the time: what it produced there
-            # must never be seen, and its input must be processed again.
+            # Killed while it has a transaction open, most of the time (at a random point of it,
+            # its commit included): what it produced there must never be seen, and its input
+            # must be processed again.
             deadline = time.monotonic() + 5
             while (client.get(f"/v1/transactions/{victim}").json().get("state") != "Ongoing"
                    and time.monotonic() < deadline):
                 time.sleep(0.005)
+            time.sleep(rng.uniform(0, 0.1))
             loops[victim].kill9()
-            loops[victim] = Loop(backend.tmp, bootstrap, victim, *extra)
+            loops[victim] = start_loop(bootstrap, victim, *extra)
         _until(lambda: _committed(client) == count, "the group to commit the whole input")
     finally:
         exits = {tid: loop.stop() for tid, loop in loops.items()}
     assert exits == {tid: 0 for tid in ids}, {tid: loops[tid].log_text()[-2000:] for tid in ids}
 
-    assert _read_committed_output(bootstrap) == _expected(count)
+    assert _results(_read_committed_output(bootstrap)) == _expected(count)
     # The kills did cut transactions short: their records are in the log, never read.
     aborted = [m for m in backend.markers() if m[0] == OUTPUT and m[3] == "ABORT"]
     assert aborted, "no kill interrupted a transaction"
-    assert _output_data_records(backend) > count
+    assert len(_output_in_the_log(backend)) > count
 
 
 def test_a_second_instance_of_the_transactional_id_fences_the_first(
-        launcher: Launcher, backend: Backend) -> None:
+        launcher: Launcher, backend: Backend, start_loop: Callable[..., Loop]) -> None:
     count = 40
     client, bootstrap = _serve(launcher)
     _fill(bootstrap, count)
     # The first instance keeps everything it produces in one open transaction.
-    first = Loop(backend.tmp, bootstrap, "squarer", "--commit-every", "1000000", "--commit-interval-ms", "3600000")
-    _until(lambda: _output_data_records(backend) == count, "the first instance to produce every result")
+    first = start_loop(bootstrap, "squarer", "--commit-every", "1000000", "--commit-interval-ms", "3600000")
+    _until(lambda: len(_output_in_the_log(backend)) == count, "the first instance to produce every result")
     assert client.get("/v1/transactions/squarer").json()["state"] == "Ongoing"
+    zombie = _output_in_the_log(backend)
 
-    second = Loop(backend.tmp, bootstrap, "squarer", "--commit-every", "10", "--commit-interval-ms", "200")
+    second = start_loop(bootstrap, "squarer", "--commit-every", "10", "--commit-interval-ms", "200")
     try:
         assert first.wait() == EXIT_FATAL, first.log_text()
         _until(lambda: _committed(client) == count, "the second instance to consume the whole input")
@@ -190,6 +213,9 @@ def test_a_second_instance_of_the_transactional_id_fences_the_first(
         assert second.stop() == 0, second.log_text()
 
     assert "fatal: _FENCED" in first.log_text()
-    assert _read_committed_output(bootstrap) == _expected(count)
-    # The first instance's results are in the log, aborted by the second's init_transactions.
-    assert _output_data_records(backend) == 2 * count
+    read = _read_committed_output(bootstrap)
+    assert _results(read) == _expected(count)
+    # The first instance's results stay in the log, aborted by the second's init_transactions,
+    # and none of them is read.
+    assert zombie <= _output_in_the_log(backend)
+    assert {(p, offset) for p, offset, _, _ in read} & zombie == set()
