@@ -6,7 +6,9 @@ from __future__ import annotations
 import shutil
 import signal
 import socket
+import struct
 import subprocess
+import time
 from typing import Any
 
 import pytest
@@ -105,3 +107,35 @@ def test_serve_with_api_keys_asks_kafka_clients_to_authenticate(launcher: Any) -
         assert closed(s)
     assert "closing the connection from 127.0.0.1" in p.log_text()
     assert "API key 3 before SASL authentication" in p.log_text()
+
+
+def test_a_client_gone_while_its_fetch_waits_is_let_go_without_a_traceback(launcher: Any) -> None:
+    """A client killed while its Fetch waits leaves a closed connection for the answer: the
+    process (on uvloop, as `outbox serve` runs) drops the answer and goes on serving."""
+    from kio.schema.api_versions.v3.request import ApiVersionsRequest
+    from kio.schema.errors import ErrorCode
+
+    from tests.kafka.conftest import ask, frame
+    from tests.kafka.test_wire import _fetch
+
+    p, bootstrap = _serve(launcher)
+    with p.client() as c:
+        assert c.post("/v1/topics", json={"name": "orders", "partitions": 1}).status_code == 201
+    host, port = bootstrap.split(":")
+    s = socket.create_connection((host, int(port)), timeout=10)
+    s.sendall(frame(1, 12, _fetch("orders", 0, 0, max_wait_ms=500)))
+    # Closed with a reset, as the kernel closes a killed client's socket with unread data.
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+    s.close()
+    # The Fetch's wait ends, its answer finds the connection closed, and the connection is let go.
+    deadline = time.monotonic() + TIMEOUT_S
+    with p.client() as c:
+        while 'outbox_kafka_connections_closed_total{reason="client"} 1.0' not in c.get("/metrics").text:
+            assert time.monotonic() < deadline, "the connection was never let go"
+            time.sleep(0.05)
+
+    with socket.create_connection((host, int(port)), timeout=10) as again:
+        again.settimeout(10)
+        answer = ask(again, 18, 3, ApiVersionsRequest(client_software_name="test", client_software_version="1"))
+    assert answer.error_code == ErrorCode.none
+    assert "Traceback" not in p.log_text()
