@@ -19,7 +19,7 @@ import httpx
 import pytest
 from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
 
-from tests.e2e.conftest import PYTHON, ROOT, Backend, Launcher, free_port
+from tests.e2e.conftest import PYTHON, ROOT, Backend, Launcher, ServiceProcess, free_port
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
@@ -79,14 +79,14 @@ def start_loop(backend: Backend) -> Iterator[Callable[..., Loop]]:
             loop.kill9()
 
 
-def _serve(launcher: Launcher) -> tuple[httpx.Client, str]:
+def _serve(launcher: Launcher) -> tuple[ServiceProcess, httpx.Client, str]:
     port = free_port()
     p = launcher.server(kafka_listener=f"127.0.0.1:{port}", coordinator_interval_ms=100)
     p.wait_for_log(r"Kafka listener at 127\.0\.0\.1:\d+")
     client = p.client()
     for name in (INPUT, OUTPUT):
         assert client.post("/v1/topics", json={"name": name, "partitions": PARTITIONS}).status_code == 201
-    return client, f"127.0.0.1:{port}"
+    return p, client, f"127.0.0.1:{port}"
 
 
 def _fill(bootstrap: str, count: int) -> None:
@@ -160,7 +160,7 @@ def test_the_loop_killed_at_random_moments_leaves_every_result_once(
         launcher: Launcher, backend: Backend, start_loop: Callable[..., Loop]) -> None:
     rng = random.Random()
     count, kills = 2000, 6
-    client, bootstrap = _serve(launcher)
+    serve, client, bootstrap = _serve(launcher)
     _fill(bootstrap, count)
     ids = ["squarer-0", "squarer-1"]
     extra = ("--commit-every", "20", "--commit-interval-ms", "200")
@@ -191,12 +191,13 @@ def test_the_loop_killed_at_random_moments_leaves_every_result_once(
     aborted = [m for m in backend.markers() if m[0] == OUTPUT and m[3] == "ABORT"]
     assert aborted, "no kill interrupted a transaction"
     assert len(_output_in_the_log(backend)) > count
+    assert "Traceback" not in serve.log_text()  # clients killed mid-request are let go quietly
 
 
 def test_a_second_instance_of_the_transactional_id_fences_the_first(
         launcher: Launcher, backend: Backend, start_loop: Callable[..., Loop]) -> None:
     count = 40
-    client, bootstrap = _serve(launcher)
+    _, client, bootstrap = _serve(launcher)
     _fill(bootstrap, count)
     # The first instance keeps everything it produces in one open transaction.
     first = start_loop(bootstrap, "squarer", "--commit-every", "1000000", "--commit-interval-ms", "3600000")

@@ -1,5 +1,6 @@
 """`outbox serve` with OUTBOX_KAFKA_LISTENER, as a real process, driven by Debian's kcat: the
-same process serves both doors on one database, and stops cleanly with Kafka clients connected."""
+same process serves both doors on one database, stops cleanly with Kafka clients connected, and
+lets a client that has gone mid-request go without a traceback."""
 
 from __future__ import annotations
 
