@@ -174,6 +174,11 @@ def test_the_loop_killed_at_random_moments_leaves_every_result_once(
             # Killed while it has a transaction open, most of the time (at a random point of it,
             # its commit included): what it produced there must never be seen, and its input
             # must be processed again.
+            # Its new instance first takes part (commits once, within 5 s), so that a kill does
+            # not just end a process before it has done anything.
+            deadline = time.monotonic() + 5
+            while "committed" not in loops[victim].log_text() and time.monotonic() < deadline:
+                time.sleep(0.01)
             deadline = time.monotonic() + 5
             while (client.get(f"/v1/transactions/{victim}").json().get("state") != "Ongoing"
                    and time.monotonic() < deadline):
