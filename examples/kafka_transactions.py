@@ -130,10 +130,11 @@ class Loop:
 
     def _on_revoke(self, consumer: Any, partitions: list[TopicPartition]) -> None:
         # Partitions given to another member: what was consumed from them commits now, with
-        # their offsets, or never (the new owner starts from the committed offsets).
+        # their offsets, or never (the new owner starts from the committed offsets). If the
+        # commit fails, the partitions this member keeps are rewound too: their positions are
+        # past inputs whose results were just aborted.
         if self.in_transaction:
-            self._commit()
-            self.producer.begin_transaction()
+            self._commit_and_begin()
 
     def _on_lost(self, consumer: Any, partitions: list[TopicPartition]) -> None:
         # The group has already moved on without this member: its offsets would be refused.
@@ -141,7 +142,6 @@ class Loop:
             self.in_transaction = 0
             self.producer.abort_transaction(TIMEOUT_S)
             self.producer.begin_transaction()
-
 
 
 stopping = False
