@@ -165,6 +165,11 @@ class KafkaListener:
                 # connection closed (the client reconnects), never left waiting for an answer.
                 logger.exception("Kafka listener: closing the connection from %s: the request failed", _peer(writer))
                 return "error"
+            if writer.is_closing():
+                # The client went away while its request was answered (a Fetch that waited, a
+                # client killed): the answer has nowhere to go, and writing it to a closed
+                # transport raises RuntimeError under uvloop, which `outbox serve` runs on.
+                return "client"
             if answer is not None:
                 writer.write(answer)
                 await writer.drain()
@@ -177,7 +182,7 @@ class KafkaListener:
         after it: ApiVersions, SaslHandshake, then SaslAuthenticate (or the bare token after a
         version 0 handshake); anything else closes the connection unanswered, as Kafka does."""
         assert self.security is not None
-        peer = writer.get_extra_info("peername")
+        peer = _peer_address(writer)
         client = peer[0] if peer else None
         if session.state is SaslState.RAW_TOKEN:
             # After SaslHandshake v0 the token comes without a request header, and Kafka
@@ -332,10 +337,21 @@ def _waiter(writer: asyncio.StreamWriter, session: Session) -> str:
     as over HTTP with authentication off, the anonymous caller of each client address."""
     if session.principal is not None and session.principal != auth.NOBODY:
         return str(session.principal.name)
-    peer = writer.get_extra_info("peername")
+    peer = _peer_address(writer)
     return f"{ANONYMOUS} from {peer[0] if peer else 'an unknown address'}"
 
 
 def _peer(writer: asyncio.StreamWriter) -> str:
-    peer = writer.get_extra_info("peername")
+    peer = _peer_address(writer)
     return f"{peer[0]}:{peer[1]}" if peer else "?"
+
+
+def _peer_address(writer: asyncio.StreamWriter) -> Any:
+    """The client's (host, port), None once it is not known. uvloop, which `outbox serve`
+    runs on, asks the socket each time, and the socket of a client that has gone (killed while
+    its request was answered) is closed: asking raises ValueError (a negative file descriptor)
+    where asyncio's own loop answers what it kept at accept."""
+    try:
+        return writer.get_extra_info("peername")
+    except (ValueError, OSError):
+        return None
