@@ -8,6 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from app.domain.clock import Clock
+from app.services.classic_group_protocol import ClassicGroupProtocol
 from app.services.gauges import DatabaseGauges
 from app.services.group_service import GroupService
 from app.services.log_cleaner import LogCleaner
@@ -36,6 +37,7 @@ class Services:
     log: LogService
     coordinator: TransactionCoordinator
     groups: GroupService
+    classic_group_protocol: ClassicGroupProtocol
     security: SecurityService
     waiting: WaitingRequests
     long_poll: LongPoll
@@ -54,6 +56,7 @@ class Services:
             log=log,
             coordinator=TransactionCoordinator(db, settings, clock),
             groups=GroupService(db, settings, clock),
+            classic_group_protocol=ClassicGroupProtocol(db, settings, clock),
             security=SecurityService(db, clock, on_change=None if security_state is None else security_state.reload),
             # Without the lifespan's LogChanges (a test's services), waits end on time only.
             waiting=waiting,

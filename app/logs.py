@@ -11,12 +11,19 @@ from __future__ import annotations
 
 import logging
 import logging.config
-from typing import Any
+from typing import Any, Protocol
 
 from pythonjsonlogger.core import RESERVED_ATTRS
 from pythonjsonlogger.orjson import OrjsonFormatter
 
-from app.settings import Settings
+
+class Settings(Protocol):
+    """What of app.settings.Settings the log reads. Not that class itself: the Kafka door
+    imports this module (ACCESS_LOGGER), and app.settings would bring it SQLAlchemy."""
+
+    log_level: str
+    log_format: str
+
 
 TEXT_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 ACCESS_LOGGER = "outbox.access"

@@ -123,6 +123,43 @@ CLEANER_LAST_SUCCESS = Gauge(
     "outbox_cleaner_last_success_timestamp_seconds",
     "When this process's log cleaner last finished a pass without error (Unix time); 0: never.",
 )
+# The Kafka-protocol door (app.kafka.server): what HTTP_REQUESTS, HTTP_REQUEST_DURATION and
+# ERRORS say of the HTTP door, by API name (Produce, Fetch, JoinGroup, ...). The APIs served are
+# a fixed list, so the label's values are bounded whatever clients send.
+KAFKA_REQUESTS = Counter(
+    "outbox_kafka_requests",
+    "Kafka-protocol requests answered, by API (Produce, Fetch, ...; unsupported: a version or API "
+    "not served, answered UNSUPPORTED_VERSION).",
+    ["api"],
+)
+KAFKA_REQUEST_DURATION = Histogram(
+    "outbox_kafka_request_duration_seconds",
+    "Time from a Kafka request's frame read to its answer encoded, by API; a Fetch's includes "
+    "its wait (max_wait_ms).",
+    ["api"],
+    buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30),
+)
+KAFKA_ERRORS = Counter(
+    "outbox_kafka_errors",
+    "Error codes in Kafka answers, by API and Kafka's error name (one per partition, topic or "
+    "group answered with it).",
+    ["api", "error"],
+)
+KAFKA_CONNECTIONS = Gauge(
+    "outbox_kafka_connections",
+    "Kafka-protocol connections open now in this process.",
+)
+KAFKA_CONNECTIONS_CLOSED = Counter(
+    "outbox_kafka_connections_closed",
+    "Kafka-protocol connections closed, by reason: the client closed it (client), idle past "
+    "OUTBOX_KAFKA_CONNECTIONS_MAX_IDLE_MS (idle), over OUTBOX_KAFKA_MAX_CONNECTIONS (too_many), a "
+    "frame over OUTBOX_KAFKA_SOCKET_REQUEST_MAX_BYTES (too_large), a frame that is not a request "
+    "(unreadable), failed or forbidden authentication (authentication), an API key revoked "
+    "(revoked), closed as Kafka tells an outcome (answered), the database unavailable "
+    "(unavailable), a fault of the service (error: its traceback is in the log), the server "
+    "stopping (shutdown).",
+    ["reason"],
+)
 AUTHENTICATION_FAILURES = Counter(
     "outbox_authentication_failures",
     "Requests refused with 401, by method tried (api_key, jwt, mtls, none: no credentials).",

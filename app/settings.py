@@ -113,6 +113,11 @@ class Settings(BaseSettings):
     # outbox_group_lag_unknown a scrape exports: a label set Prometheus can hold whatever the
     # number of groups; what is left out is counted by outbox_group_lag_series_left_out.
     metrics_max_group_partitions: int = Field(default=10_000, ge=0)
+    # At most this many (topic, partition) series of each per-partition gauge a scrape exports
+    # (outbox_partition_log_end_offset and the others), the first by topic name and partition:
+    # a label set Prometheus can hold whatever the number of partitions; what is left out is
+    # counted by outbox_partition_series_left_out.
+    metrics_max_partitions: int = Field(default=10_000, ge=0)
     # Kafka's transaction.timeout.ms default and transaction.max.timeout.ms.
     default_transaction_timeout_ms: int = Field(default=60_000, ge=1)
     max_transaction_timeout_ms: int = Field(default=900_000, ge=1)
@@ -168,7 +173,8 @@ class Settings(BaseSettings):
     # text: one human-readable line per record; json: one JSON object per line (a log shipper's
     # format), uvicorn's own lines included.
     log_format: Literal["text", "json"] = "text"
-    # One line per HTTP request (method, route template, status, duration, request id).
+    # One line per request, HTTP (method, route template, status, duration, request id) and Kafka
+    # (API and version, duration, error codes, principal, client).
     access_log: bool = True
     # Health probes and Prometheus scrapes arrive every few seconds from every prober and say
     # little; they are left out of the access log unless this is on.

@@ -53,6 +53,7 @@ XDIST_GROUP_OF_PATH = {
         "test_sqlite_multiprocess", "test_multiple_workers", "test_crash_recovery", "test_exactly_once",
         "test_mariadb_orders_example",
     )},
+    "tests/kafka/test_confluent_kafka_exactly_once.py": "processes",
 }
 
 

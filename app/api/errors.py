@@ -45,6 +45,7 @@ STATUS_BY_ERROR: dict[type[e.OutboxError], int] = {
     e.InconsistentGroupProtocol: 409,
     e.GroupMaxSizeReached: 409,
     e.GroupIdNotFound: 404,
+    e.NonEmptyGroup: 409,
     e.InvalidSessionTimeout: 400,
     e.StorageUnavailable: 503,
     e.SchemaNotMigrated: 503,

@@ -5,7 +5,16 @@ from __future__ import annotations
 
 import argparse
 
-from app.cli.common import EXIT_USAGE, Command, CommandError, config_pairs, non_negative, open_services, print_json
+from app.cli.common import (
+    EXIT_USAGE,
+    Command,
+    CommandError,
+    config_pairs,
+    non_negative,
+    offset_reset_request,
+    open_services,
+    print_json,
+)
 from app.settings import Settings
 
 
@@ -115,12 +124,24 @@ def groups(settings: Settings, args: argparse.Namespace) -> int:
                  "assignment": [{"topic": t, "partition": p} for t, p in m.assignment],
                  "session_timeout_ms": m.session_timeout_ms, "last_heartbeat_ms": m.last_heartbeat_ms}
                 for m in members]}
-        else:
+        elif args.action == "lag":
             out = services.groups.lag(args.group_id).as_dict(args.group_id)
+        else:
+            out = reset_answer(args.group_id, offset_reset_request(args), services.groups)
     finally:
         services.db.dispose()
     print_json(out)
     return 0
+
+
+def reset_answer(group_id: str, body: dict, service) -> dict:  # type: ignore[no-untyped-def]
+    """What POST /v1/groups/{group_id}/offsets/reset answers for `body`, from the same service."""
+    from app.domain.offsets import OffsetResetSpec, ResetTo
+    from app.services.group_service import reset_as_dict
+
+    spec = OffsetResetSpec(ResetTo(body["to"]), body.get("offset"), body.get("timestamp_ms"))
+    plan = service.reset_offsets(group_id, body["topic"], body.get("partitions"), spec, dry_run=body["dry_run"])
+    return reset_as_dict(group_id, plan, dry_run=body["dry_run"])
 
 
 def add_commands(command: Command, verbose: argparse.ArgumentParser) -> None:
@@ -173,7 +194,7 @@ def add_commands(command: Command, verbose: argparse.ArgumentParser) -> None:
     tpr.add_argument("partition", type=non_negative)
     tpr.add_argument("offset", type=non_negative)
     tp.set_defaults(func=topics)
-    gp = command("groups", help="consumer groups: list, describe, lag")
+    gp = command("groups", help="consumer groups: list, describe, lag, reset-offsets")
     gps = gp.add_subparsers(dest="action", required=True)
     gps.add_parser("list", parents=[verbose], help="every group with members or offsets")
     gpd = gps.add_parser("describe", parents=[verbose], help="a group's generation and members")
@@ -181,4 +202,22 @@ def add_commands(command: Command, verbose: argparse.ArgumentParser) -> None:
     gpl = gps.add_parser("lag", parents=[verbose], help="a group's position and lag in records per partition of the "
                          "topics it consumes; null (unknown) where it has committed no offset")
     gpl.add_argument("group_id")
+    gpr = gps.add_parser("reset-offsets", parents=[verbose],
+                         help="set an inactive group's committed offsets in a topic (kafka-consumer-groups "
+                         "--reset-offsets); the plan only, unless --execute")
+    gpr.add_argument("group_id")
+    gpr.add_argument("--topic", required=True)
+    gpr.add_argument("--partition", type=non_negative, action="append", default=[], metavar="N",
+                     help="only this partition (repeatable); every partition of the topic by default")
+    to = gpr.add_mutually_exclusive_group(required=True)
+    to.add_argument("--to-earliest", action="store_true", help="each partition's log start")
+    to.add_argument("--to-latest", action="store_true", help="each partition's log end")
+    to.add_argument("--to-offset", type=non_negative, metavar="OFFSET",
+                    help="this offset, moved into [log start, log end]")
+    to.add_argument("--to-datetime", metavar="TIME",
+                    help="the first record at or after TIME, ISO 8601 (UTC when no zone is given), e.g. "
+                    "2026-11-28T09:30:00Z; the log end if none")
+    run = gpr.add_mutually_exclusive_group()
+    run.add_argument("--execute", action="store_true", help="commit the offsets")
+    run.add_argument("--dry-run", action="store_true", help="print the plan, commit nothing (the default)")
     gp.set_defaults(func=groups)

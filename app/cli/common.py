@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import logging
 import signal
+import sys
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
@@ -69,6 +70,38 @@ def config_pairs(pairs: list[str]) -> dict[str, str]:
             raise CommandError(f"config {pair!r} is not KEY=VALUE, e.g. retention_ms=86400000", EXIT_USAGE)
         out[key] = value
     return out
+
+
+def offset_reset_request(args: argparse.Namespace) -> dict[str, object]:
+    """`groups reset-offsets`' command line as the body of POST /v1/groups/{group}/offsets/reset,
+    for both the direct command and the one over HTTP. As kafka-consumer-groups does, nothing
+    is committed without --execute; without --dry-run either, stderr says so."""
+    from datetime import datetime, timezone
+
+    body: dict[str, object] = {"topic": args.topic, "dry_run": not args.execute}
+    if args.partition:
+        body["partitions"] = args.partition
+    if args.to_earliest:
+        body["to"] = "earliest"
+    elif args.to_latest:
+        body["to"] = "latest"
+    elif args.to_offset is not None:
+        body.update(to="offset", offset=args.to_offset)
+    else:
+        try:
+            at = datetime.fromisoformat(args.to_datetime)
+        except ValueError:
+            raise CommandError(f"--to-datetime {args.to_datetime!r}: give an ISO 8601 time, e.g. "
+                               "2026-11-28T09:30:00Z (UTC when no zone is given)", EXIT_USAGE) from None
+        at = at if at.tzinfo is not None else at.replace(tzinfo=timezone.utc)
+        if at.timestamp() < 0:
+            raise CommandError(f"--to-datetime {args.to_datetime!r} is before 1970", EXIT_USAGE)
+        body.update(to="timestamp", timestamp_ms=int(at.timestamp() * 1000))
+    if not args.execute and not args.dry_run:
+        # As Kafka's tool warns: an operator who forgot --execute must not think it done.
+        print("outbox: the plan only, nothing is committed: add --execute to commit it (--dry-run to "
+              "say so without this warning)", file=sys.stderr)
+    return body
 
 
 def open_existing(settings: Settings, *, pool_size: int):  # type: ignore[no-untyped-def]

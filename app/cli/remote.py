@@ -23,7 +23,17 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
-from app.cli.common import EXIT_AUTH, EXIT_FAILURE, EXIT_USAGE, CommandError, config_pairs, print_json
+import httpx
+
+from app.cli.common import (
+    EXIT_AUTH,
+    EXIT_FAILURE,
+    EXIT_USAGE,
+    CommandError,
+    config_pairs,
+    offset_reset_request,
+    print_json,
+)
 from app.client.errors import ClientError
 from app.client.http import Session, credentials
 
@@ -65,6 +75,7 @@ class Remote:
             raise CommandError(f"--url {url!r}: give the service's http:// or https:// address, "
                                f"e.g. http://127.0.0.1:8000", EXIT_USAGE)
         self.url = url.rstrip("/")
+        self.timeout_s = timeout_s
         self.session = Session(self.url, request_timeout_s=timeout_s, auth=credentials(key, None))
 
     def call(self, method: str, path: str, *, body: Any = None, params: dict | None = None) -> Answer:
@@ -74,6 +85,11 @@ class Remote:
             return self.session.call(method, path, json=body, params=params, deadline_s=0)
         except ClientError as e:
             if e.status is None and e.error_code == _TRANSPORT_ERROR:
+                if isinstance(e.__cause__, httpx.TimeoutException):
+                    # Connected (or still connecting) but no answer: not the same fault as a
+                    # refused connection, and --timeout is what the operator can change.
+                    raise CommandError(f"the service at {self.url} did not answer within {self.timeout_s:g}s "
+                                       "(--timeout)") from None
                 raise CommandError(f"cannot reach the service at {self.url}: {e.message}") from None
             status = EXIT_AUTH if e.status in AUTH_STATUSES else EXIT_FAILURE
             raise CommandError(f"{e.error_code}: {e.message}", status) from None
@@ -123,7 +139,9 @@ def _groups(remote: Remote, args: argparse.Namespace) -> tuple[Answer, Table]:
     path = f"/v1/groups/{segment(args.group_id)}"
     if args.action == "describe":
         return remote.call("GET", path), _group_table
-    return remote.call("GET", f"{path}/lag"), _lag_table
+    if args.action == "lag":
+        return remote.call("GET", f"{path}/lag"), _lag_table
+    return remote.call("POST", f"{path}/offsets/reset", body=offset_reset_request(args)), _reset_table
 
 
 def _transactions(remote: Remote, args: argparse.Namespace) -> tuple[Answer, Table]:
@@ -271,6 +289,13 @@ def _lag_table(a: Answer) -> list[str]:
                    [[a["group_id"], p["topic"], p["partition"], p["committed_offset"], p["log_start_offset"],
                      p["last_stable_offset"], p["high_watermark"],
                      p["lag"] if p["lag"] is None or p["lag_exact"] else f">={p['lag']}"] for p in a["partitions"]])
+
+
+def _reset_table(a: Answer) -> list[str]:
+    # kafka-consumer-groups --reset-offsets' columns, with the offset it replaces beside.
+    return columns(["GROUP", "TOPIC", "PARTITION", "CURRENT-OFFSET", "NEW-OFFSET"],
+                   [[a["group_id"], o["topic"], o["partition"], o["committed_offset"], o["new_offset"]]
+                    for o in a["offsets"]])
 
 
 _TXN_HEADER = ["TRANSACTIONAL-ID", "STATE", "PRODUCER-ID", "PRODUCER-EPOCH", "TIMEOUT-MS", "AGE-MS"]

@@ -82,6 +82,9 @@ class Session:
                 response = self.http.request(method, path, json=json, params=params)
             except httpx.TransportError as e:
                 error: ClientError = RetriableError("NETWORK_EXCEPTION", str(e) or type(e).__name__)
+                # Raised below, outside this handler: the transport's exception named as the
+                # cause, so a caller can tell a timeout from a refused connection.
+                error.__cause__ = e
             else:
                 if response.status_code in ok_status:
                     return response.json() if response.content else None

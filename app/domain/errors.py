@@ -210,6 +210,13 @@ class GroupIdNotFound(OutboxError):
     error_code = "GROUP_ID_NOT_FOUND"
 
 
+class NonEmptyGroup(OutboxError):
+    """The group has active members, whose own commits would race an operator's: Kafka's
+    kafka-consumer-groups resets the offsets of an inactive group only."""
+
+    error_code = "NON_EMPTY_GROUP"
+
+
 class InvalidSessionTimeout(OutboxError):
     """The session timeout is outside the allowed range."""
 

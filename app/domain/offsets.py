@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import enum
 from dataclasses import dataclass
 
 from app.domain.errors import InvalidRequest
@@ -42,3 +43,55 @@ def check_distinct_partitions(offsets: list[OffsetToStage]) -> None:
 def check_partition_count(count: int) -> None:
     if count > MAX_PARTITIONS_PER_REQUEST:
         raise InvalidRequest(f"a request names at most {MAX_PARTITIONS_PER_REQUEST} partitions; got {count}")
+
+
+class ResetTo(str, enum.Enum):
+    """Where a reset moves a group's committed offsets (kafka-consumer-groups --reset-offsets'
+    --to-earliest, --to-latest, --to-offset, --to-datetime)."""
+
+    EARLIEST = "earliest"  # the partition's log start
+    LATEST = "latest"  # its log end (high watermark): nothing already written is read again
+    OFFSET = "offset"  # a given offset, moved into [log start, log end] as Kafka's tool does
+    TIMESTAMP = "timestamp"  # the first data record at or after a time; the log end if none
+
+
+@dataclass(frozen=True, slots=True)
+class OffsetResetSpec:
+    to: ResetTo
+    offset: int | None = None  # with ResetTo.OFFSET only
+    timestamp_ms: int | None = None  # with ResetTo.TIMESTAMP only
+
+    def __post_init__(self) -> None:
+        if (self.offset is not None) != (self.to is ResetTo.OFFSET):
+            raise InvalidRequest("offset goes with to=offset, and only with it")
+        if (self.timestamp_ms is not None) != (self.to is ResetTo.TIMESTAMP):
+            raise InvalidRequest("timestamp_ms goes with to=timestamp, and only with it")
+
+
+@dataclass(frozen=True, slots=True)
+class PlannedReset:
+    """One partition of a reset: the group's committed offset before (None: it has none) and
+    the offset the reset commits."""
+
+    topic: str
+    partition: int
+    committed_offset: int | None
+    new_offset: int
+
+
+def plan_reset(spec: OffsetResetSpec, topic: str, partition: int, *, committed_offset: int | None,
+               log_start_offset: int, log_end_offset: int, offset_for_timestamp: int | None) -> PlannedReset:
+    """The one rule of a reset, for every door: where `spec` puts the group in this partition.
+    An offset outside the log is moved to its nearer end (a position below the log start would
+    answer OFFSET_OUT_OF_RANGE to the next read; one past the end does not exist yet).
+    `offset_for_timestamp`: the partition's first data record at or after spec.timestamp_ms."""
+    if spec.to is ResetTo.EARLIEST:
+        new = log_start_offset
+    elif spec.to is ResetTo.LATEST:
+        new = log_end_offset
+    elif spec.to is ResetTo.OFFSET:
+        assert spec.offset is not None
+        new = min(max(spec.offset, log_start_offset), log_end_offset)
+    else:
+        new = log_end_offset if offset_for_timestamp is None else offset_for_timestamp
+    return PlannedReset(topic, partition, committed_offset, new)

@@ -34,7 +34,7 @@ from app.domain.errors import (
 )
 from app.domain.types import TransactionState, ValueFormat
 from app.domain.topic_config import CONFIG_KEYS, ConfigTextError, TopicConfig, new_topic_config, parse_config_text
-from app.kafka.auth import access, authorization_code
+from app.kafka.auth import access, refusal_code
 from app.kafka.errors import error_code
 from app.kafka.protocol import build, response_module
 
@@ -140,26 +140,20 @@ class AdminApis:
             self._create_topic(m, t, body.validate_only, cluster) for t in body.topics))
 
     def _create_topic(self, m: Any, t: Any, validate_only: bool, cluster: bool) -> Any:
-        def refused(e: OutboxError) -> Any:
-            return build(m.CreatableTopicResult, name=t.name, topic_id=_ZERO_UUID, error_code=error_code(e),
-                         error_message=e.message, topic_config_error_code=ErrorCode.none, num_partitions=-1,
+        def refused(code: ErrorCode, message: str | None = None) -> Any:
+            return build(m.CreatableTopicResult, name=t.name, topic_id=_ZERO_UUID, error_code=code,
+                         error_message=message, topic_config_error_code=ErrorCode.none, num_partitions=-1,
                          replication_factor=-1, configs=None)
 
         topic = acl.topic(t.name)
-        if not access().allows(Operation.CREATE, topic) and not cluster:
-            access().refusal(Operation.CREATE, topic)
-            return build(m.CreatableTopicResult, name=t.name, topic_id=_ZERO_UUID,
-                         error_code=ErrorCode.topic_authorization_failed, error_message=None,
-                         topic_config_error_code=ErrorCode.none, num_partitions=-1, replication_factor=-1, configs=None)
+        if (denied := refusal_code(Operation.CREATE, topic, granted=lambda: cluster)) is not None:
+            return refused(denied)
         try:
             if t.assignments:
                 raise InvalidRequest("a manual partition assignment is not served: this broker leads every partition")
             if t.replication_factor == 0 or t.replication_factor < -1:
-                return build(m.CreatableTopicResult, name=t.name, topic_id=_ZERO_UUID,
-                             error_code=ErrorCode.invalid_replication_factor,
-                             error_message="the replication factor is -1 (the broker's) or at least 1",
-                             topic_config_error_code=ErrorCode.none, num_partitions=-1, replication_factor=-1,
-                             configs=None)
+                return refused(ErrorCode.invalid_replication_factor,
+                               "the replication factor is -1 (the broker's) or at least 1")
             # Any replication factor from 1 up is taken: every partition is one copy, in the
             # database, as durable as the database is (its fsync, its replicas), which a count of
             # brokers cannot add to. The topic is answered and described with its one replica.
@@ -169,14 +163,10 @@ class AdminApis:
             created = self.services.topics.create(t.name, count, config, validate_only=validate_only)
         except TopicAlreadyExists as e:
             # Only a principal that may describe the topic learns that it exists (Kafka's rule).
-            if not access().allows(Operation.DESCRIBE, topic):
-                return build(m.CreatableTopicResult, name=t.name, topic_id=_ZERO_UUID,
-                             error_code=ErrorCode.topic_authorization_failed, error_message=None,
-                             topic_config_error_code=ErrorCode.none, num_partitions=-1, replication_factor=-1,
-                             configs=None)
-            return refused(e)
+            hidden = refusal_code(Operation.DESCRIBE, topic, audited=False)
+            return refused(hidden) if hidden is not None else refused(error_code(e), e.message)
         except OutboxError as e:
-            return refused(e)
+            return refused(error_code(e), e.message)
         if not hasattr(m, "CreatableTopicConfigs"):  # versions before 5 answer no configs
             configs: tuple | None = None
         else:
@@ -215,7 +205,7 @@ class AdminApis:
             if name is None:
                 # Topics have no ids here (Metadata answers all zero): only names can be deleted.
                 code, message = ErrorCode.unknown_topic_id, "topics are deleted by name: they have no ids here"
-            elif (denied := _refused(Operation.DELETE, acl.topic(name))) is not None:
+            elif (denied := refusal_code(Operation.DELETE, acl.topic(name))) is not None:
                 code = denied
             else:
                 try:
@@ -235,7 +225,7 @@ class AdminApis:
         for t in body.topics:
             code, message = ErrorCode.none, None
             try:
-                if (denied := _refused(Operation.ALTER, acl.topic(t.name))) is not None:
+                if (denied := refusal_code(Operation.ALTER, acl.topic(t.name))) is not None:
                     results.append(build(m.CreatePartitionsTopicResult, name=t.name, error_code=denied,
                                          error_message=None))
                     continue
@@ -262,11 +252,11 @@ class AdminApis:
 
         if r.resource_type == ResourceType.BROKER:
             # The broker's settings are the service's (OUTBOX_*), not Kafka configs: none to show.
-            denied = _refused(Operation.DESCRIBE, acl.CLUSTER)
+            denied = refusal_code(Operation.DESCRIBE, acl.CLUSTER)
             return result(denied or ErrorCode.none, None)
         if r.resource_type != ResourceType.TOPIC:
             return result(ErrorCode.invalid_request, f"resource type {r.resource_type} has no configs here")
-        if (denied := _refused(Operation.DESCRIBE, acl.topic(r.resource_name))) is not None:
+        if (denied := refusal_code(Operation.DESCRIBE, acl.topic(r.resource_name))) is not None:
             return result(denied, None)
         try:
             topic, _ = self.services.topics.describe(r.resource_name)
@@ -293,7 +283,7 @@ class AdminApis:
             resource = acl.topic(r.resource_name) if r.resource_type == ResourceType.TOPIC else acl.CLUSTER
             operation = Operation.ALTER_CONFIGS if r.resource_type == ResourceType.TOPIC else Operation.ALTER
             try:
-                if (denied := _refused(operation, resource)) is not None:
+                if (denied := refusal_code(operation, resource)) is not None:
                     results.append(build(m.AlterConfigsResourceResponse, error_code=denied, error_message=None,
                                          resource_type=r.resource_type, resource_name=r.resource_name))
                     continue
@@ -335,7 +325,7 @@ class AdminApis:
         topics = []
         for t in body.topics:
             answered = []
-            denied = _refused(Operation.DELETE, acl.topic(t.name))
+            denied = refusal_code(Operation.DELETE, acl.topic(t.name))
             for p in t.partitions:
                 code, low = denied or ErrorCode.none, -1
                 if denied is not None:
@@ -373,7 +363,7 @@ class AdminApis:
 
     def _describe_transaction(self, m: Any, transactional_id: str) -> Any:
         try:
-            if (denied := _refused(Operation.DESCRIBE, acl.transactional_id(transactional_id))) is not None:
+            if (denied := refusal_code(Operation.DESCRIBE, acl.transactional_id(transactional_id))) is not None:
                 return build(m.TransactionState, error_code=denied, transactional_id=transactional_id,
                              transaction_state="", transaction_timeout=_NO_WAIT, transaction_start_time=_EPOCH,
                              producer_id=0, producer_epoch=0, topics=())
@@ -429,7 +419,7 @@ class AdminApis:
         topics = []
         for t in body.topics:
             answered = []
-            denied = _refused(Operation.READ, acl.topic(t.name))
+            denied = refusal_code(Operation.READ, acl.topic(t.name))
             for p in t.partition_indexes:
                 if denied is not None:
                     answered.append(build(m.PartitionResponse, partition_index=p, error_code=denied,
@@ -451,10 +441,4 @@ class AdminApis:
                                           for a in active)))
             topics.append(build(m.TopicResponse, name=t.name, partitions=tuple(answered)))
         return build(m.DescribeProducersResponse, throttle_time=_NO_WAIT, topics=tuple(topics))
-
-
-def _refused(operation: Operation, resource: acl.Resource) -> ErrorCode | None:
-    """Kafka's authorization code if the principal may not do `operation` on `resource`; None
-    if it may. The check is recorded (app.kafka.auth)."""
-    return None if access().check(operation, resource) else authorization_code(resource)
 

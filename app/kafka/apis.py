@@ -5,7 +5,9 @@ in a worker thread (server.Connection): the services block on the database."""
 from __future__ import annotations
 
 import datetime
+import threading
 import uuid
+from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any
 
@@ -13,7 +15,7 @@ from aiokafka.record.default_records import DefaultRecordBatch
 from kio.schema.errors import ErrorCode
 
 from app.domain import acl
-from app.domain.acl import Operation
+from app.domain.acl import CLUSTER, Operation
 from app.domain.errors import InvalidRecord, InvalidRequest, OutboxError, ProducerFenced
 from app.domain.offsets import GroupMetadata, OffsetToStage
 from app.domain.read import offset_order_upper_bound
@@ -21,7 +23,7 @@ from app.domain.records import check_record_count
 from app.domain.types import IsolationLevel, TransactionVersion, ValueFormat
 from app.kafka import groups, records
 from app.kafka.admin import AdminApis
-from app.kafka.auth import RULES, access, authorization_code
+from app.kafka.auth import RULES, access, refusal_code
 from app.kafka.decompressed import check_decompressed_size
 from app.kafka.errors import error_code, fenced_code
 from app.kafka.groups import GroupApis
@@ -39,6 +41,9 @@ _FIND_TRANSACTION = 1  # FindCoordinator key_type: 0 a group, 1 a transactional 
 # The first version of each transactional API whose client knows PRODUCER_FENCED (KIP-588):
 # older versions are answered INVALID_PRODUCER_EPOCH for it.
 _PRODUCER_FENCED_SINCE = {22: 3, 24: 2, 25: 2, 26: 2, 28: 3}
+# The topics whose value format Produce remembers, the most recently produced to: what a
+# listener holds does not grow with the number of topics, nor with what its callers name.
+VALUE_FORMATS_REMEMBERED = 1_024
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,7 +61,10 @@ class Apis:
         self.services = services
         self.settings = services.settings
         self.broker = broker
-        self._formats: dict[str, ValueFormat] = {}  # topic -> its value format (_value_format)
+        # topic -> its value format, least recently produced to first (_value_format). Handlers
+        # run in worker threads at once: the lock keeps each look-up and eviction whole.
+        self._formats: OrderedDict[str, ValueFormat] = OrderedDict()
+        self._formats_lock = threading.Lock()
         self.handlers = {0: self.produce, 1: self.fetch_now, 2: self.list_offsets, 3: self.metadata,
                          10: self.find_coordinator, 18: self.api_versions, 22: self.init_producer_id,
                          24: self.add_partitions_to_txn, 25: self.add_offsets_to_txn, 26: self.end_txn,
@@ -105,8 +113,8 @@ class Apis:
         answered = []
         for name in names:
             topic = by_name.get(name)
-            if wanted is not None and not access().check(Operation.DESCRIBE, acl.topic(name)):
-                answered.append(build(m.MetadataResponseTopic, error_code=ErrorCode.topic_authorization_failed,
+            if wanted is not None and (denied := refusal_code(Operation.DESCRIBE, acl.topic(name))) is not None:
+                answered.append(build(m.MetadataResponseTopic, error_code=denied,
                                       name=name, topic_id=_ZERO_UUID, is_internal=False, partitions=()))
                 continue
             if topic is None and self._auto_creates(body, name):
@@ -153,8 +161,7 @@ class Apis:
         resource = acl.transactional_id if body.key_type == _FIND_TRANSACTION else acl.group
 
         def code(key: str) -> ErrorCode:
-            allowed = access().check(Operation.DESCRIBE, resource(key))
-            return ErrorCode.none if allowed else authorization_code(resource(key))
+            return refusal_code(Operation.DESCRIBE, resource(key)) or ErrorCode.none
 
         if version >= 4:
             return build(m.FindCoordinatorResponse, throttle_time=_NO_WAIT, coordinators=tuple(
@@ -175,10 +182,11 @@ class Apis:
                          producer_epoch=producer_epoch)
 
         if body.transactional_id is None:
-            if not access().check_idempotent_write():
-                return answer(ErrorCode.cluster_authorization_failed)
-        elif not access().check(Operation.WRITE, acl.transactional_id(body.transactional_id)):
-            return answer(ErrorCode.transactional_id_authorization_failed)
+            denied = refusal_code(Operation.IDEMPOTENT_WRITE, CLUSTER, granted=access().may_write_some_topic)
+        else:
+            denied = refusal_code(Operation.WRITE, acl.transactional_id(body.transactional_id))
+        if denied is not None:
+            return answer(denied)
         current = getattr(body, "producer_id", -1)
         recovering = current >= 0
         try:
@@ -206,11 +214,10 @@ class Apis:
         # else a topic without WRITE is refused and the others not attempted.
         denied: dict[str, ErrorCode] = {}
         refused: dict[tuple[str, int], Any] = {}
-        if not access().check(Operation.WRITE, acl.transactional_id(body.v3_and_below_transactional_id)):
-            every = ErrorCode.transactional_id_authorization_failed
-        else:
-            denied = {t.name: ErrorCode.topic_authorization_failed for t in body.v3_and_below_topics
-                      if not access().check(Operation.WRITE, acl.topic(t.name))}
+        every = refusal_code(Operation.WRITE, acl.transactional_id(body.v3_and_below_transactional_id))
+        if every is None:
+            denied = {t.name: code for t in body.v3_and_below_topics
+                      if (code := refusal_code(Operation.WRITE, acl.topic(t.name))) is not None}
             every = ErrorCode.operation_not_attempted if denied else ErrorCode.none
         try:
             if every is ErrorCode.none:
@@ -241,11 +248,10 @@ class Apis:
         offsets with the transaction itself (TxnOffsetCommit), so this only begins or checks it."""
         m = response_module(25, version)
         assert m is not None
-        for operation, resource in ((Operation.WRITE, acl.transactional_id(body.transactional_id)),
-                                    (Operation.READ, acl.group(body.group_id))):
-            if not access().check(operation, resource):
-                return build(m.AddOffsetsToTxnResponse, throttle_time=_NO_WAIT,
-                             error_code=authorization_code(resource))
+        denied = (refusal_code(Operation.WRITE, acl.transactional_id(body.transactional_id))
+                  or refusal_code(Operation.READ, acl.group(body.group_id)))
+        if denied is not None:
+            return build(m.AddOffsetsToTxnResponse, throttle_time=_NO_WAIT, error_code=denied)
         try:
             self.services.coordinator.begin_or_join(body.transactional_id, body.producer_id, body.producer_epoch)
         except OutboxError as e:
@@ -264,15 +270,11 @@ class Apis:
         # As Kafka: the transactional id, then the group, refuse every partition; a topic
         # without READ is refused and the offsets of the others staged.
         denied: dict[str, ErrorCode] = {}
-        code = ErrorCode.none
-        for operation, resource in ((Operation.WRITE, acl.transactional_id(body.transactional_id)),
-                                    (Operation.READ, acl.group(body.group_id))):
-            if not access().check(operation, resource):
-                code = authorization_code(resource)
-                break
-        else:
-            denied = {t.name: ErrorCode.topic_authorization_failed for t in body.topics
-                      if not access().check(Operation.READ, acl.topic(t.name))}
+        code = (refusal_code(Operation.WRITE, acl.transactional_id(body.transactional_id))
+                or refusal_code(Operation.READ, acl.group(body.group_id)) or ErrorCode.none)
+        if code is ErrorCode.none:
+            denied = {t.name: topic_code for t in body.topics
+                      if (topic_code := refusal_code(Operation.READ, acl.topic(t.name))) is not None}
         offsets = [OffsetToStage(t.name, p.partition_index, p.committed_offset, p.committed_metadata)
                    for t in body.topics for p in t.partitions if t.name not in denied]
         try:
@@ -294,9 +296,8 @@ class Apis:
     def end_txn(self, body: Any, version: int) -> Any:
         m = response_module(26, version)
         assert m is not None
-        if not access().check(Operation.WRITE, acl.transactional_id(body.transactional_id)):
-            return build(m.EndTxnResponse, throttle_time=_NO_WAIT,
-                         error_code=ErrorCode.transactional_id_authorization_failed)
+        if (denied := refusal_code(Operation.WRITE, acl.transactional_id(body.transactional_id))) is not None:
+            return build(m.EndTxnResponse, throttle_time=_NO_WAIT, error_code=denied)
         try:
             self.services.coordinator.end_transaction(body.transactional_id, body.producer_id, body.producer_epoch,
                                                       commit=body.committed)
@@ -314,15 +315,11 @@ class Apis:
         topics = []
         # As Kafka: without WRITE on the transactional id every partition is refused with it;
         # else each topic without WRITE. Nothing of a refused partition is read or written.
-        refusal: ErrorCode | None = None
-        if body.transactional_id is not None and not access().check(
-                Operation.WRITE, acl.transactional_id(body.transactional_id)):
-            refusal = ErrorCode.transactional_id_authorization_failed
+        refusal = (None if body.transactional_id is None
+                   else refusal_code(Operation.WRITE, acl.transactional_id(body.transactional_id)))
         for t in body.topic_data:
             answered = []
-            denied = refusal
-            if denied is None and not access().check(Operation.WRITE, acl.topic(t.name)):
-                denied = ErrorCode.topic_authorization_failed
+            denied = refusal or refusal_code(Operation.WRITE, acl.topic(t.name))
             for p in t.partition_data:
                 if denied is not None:
                     answered.append(build(m.PartitionProduceResponse, index=p.index, error_code=denied,
@@ -394,13 +391,22 @@ class Apis:
         return ErrorCode.none, None, result.base_offset
 
     def _value_format(self, topic: str, *, again: bool = False) -> ValueFormat:
-        """The topic's value format, remembered: a topic's format is chosen when it is created and
-        never changed (docs/ARCHITECTURE.md, "Record formats"). An unknown topic is JSON here;
-        the log refuses it (UNKNOWN_TOPIC_OR_PARTITION)."""
-        known = None if again else self._formats.get(topic)
-        if known is None:
-            self._formats = {t.name: t.config.value_format for t in self.services.topics.list()}
-            known = self._formats.get(topic, ValueFormat.JSON)
+        """The topic's value format, remembered for the VALUE_FORMATS_REMEMBERED topics most
+        recently produced to: a topic's format is chosen when it is created and never changed
+        (docs/ARCHITECTURE.md, "Record formats"). `again`: read it anew (the topic may have
+        been created again since). UNKNOWN_TOPIC_OR_PARTITION for a topic that does not exist,
+        which is not remembered."""
+        with self._formats_lock:
+            known = None if again else self._formats.get(topic)
+            if known is not None:
+                self._formats.move_to_end(topic)
+                return known
+        known = self.services.topics.get(topic).config.value_format  # outside the lock: a database read
+        with self._formats_lock:
+            self._formats[topic] = known
+            self._formats.move_to_end(topic)
+            while len(self._formats) > VALUE_FORMATS_REMEMBERED:
+                self._formats.popitem(last=False)
         return known
 
     # --- Fetch -----------------------------------------------------------------------------
@@ -420,11 +426,11 @@ class Apis:
         total, keys, topics = 0, [], []
         for t in body.topics:
             answered = []
-            readable = access().check(Operation.READ, acl.topic(t.topic))
+            denied = refusal_code(Operation.READ, acl.topic(t.topic))
             for p in t.partitions:
-                if not readable:
+                if denied is not None:
                     answered.append(build(m.PartitionData, partition_index=p.partition,
-                                          error_code=ErrorCode.topic_authorization_failed, high_watermark=-1,
+                                          error_code=denied, high_watermark=-1,
                                           last_stable_offset=-1, log_start_offset=-1, aborted_transactions=None,
                                           records=_NO_RECORDS))
                     continue
@@ -473,10 +479,10 @@ class Apis:
         topics = []
         for t in body.topics:
             answered = []
-            describable = access().check(Operation.DESCRIBE, acl.topic(t.name))
+            denied = refusal_code(Operation.DESCRIBE, acl.topic(t.name))
             for p in t.partitions:
                 code, offset, timestamp = (self._list_offset(t.name, p.partition_index, p.timestamp, isolation)
-                                           if describable else (ErrorCode.topic_authorization_failed, -1, _NO_TIMESTAMP))
+                                           if denied is None else (denied, -1, _NO_TIMESTAMP))
                 answered.append(build(m.ListOffsetsPartitionResponse, partition_index=p.partition_index,
                                       error_code=code, timestamp=timestamp, offset=offset, leader_epoch=-1))
             topics.append(build(m.ListOffsetsTopicResponse, name=t.name, partitions=tuple(answered)))

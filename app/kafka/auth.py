@@ -20,18 +20,17 @@ Authorization: one table, one check. RULES says, for every served API key, which
 resource) pairs a request needs: the fixed ones (a transactional id, a group) and one per topic
 it names. The handler makes the checks where Kafka makes them, through `access()` (a
 per-request Access: SecurityState.is_allowed, the engine's one decision, which the HTTP door
-uses too), and answers a refusal with Kafka's code for the resource. After the handler
-returns, the listener (app.kafka.server) holds it to RULES: every pair was checked, or a
-refusal ended the request first; otherwise the request fails as the service's fault and its
-connection is closed. So a handler that forgets a check fails every test that calls it,
-authentication on or off, and an API without an entry in RULES is not served
-(tests/kafka/test_security_rules.py).
+uses too), and answers a refusal with Kafka's code for the resource: refusal_code, the one
+definition of that answer. After the handler returns, the listener (app.kafka.server) holds it
+to RULES: every pair was checked, or a refusal ended the request first; otherwise the request
+fails as the service's fault and its connection is closed. So a handler that forgets a check
+fails every test that calls it, authentication on or off, and an API without an entry in RULES
+is not served (tests/kafka/test_security_rules.py).
 
 To add an API (a consumer-group API in app/kafka/groups.py, say): give it an entry in RULES,
 a function of the request body that lists its needs; in its handler, call
-`access().check(operation, resource)` for each need, answer False with Kafka's code for the
-resource (authorization_code), and `access().allows(...)` where Kafka filters silently
-(Metadata's list of every topic).
+`refusal_code(operation, resource)` for each need and answer the code it returns (None: go
+on), and `access().allows(...)` where Kafka filters silently (Metadata's list of every topic).
 """
 
 from __future__ import annotations
@@ -145,16 +144,13 @@ def authentication_failed(state: SecurityState, e: AuthenticationFailed, client:
 
 Need = tuple[Operation, Resource]
 
+# Kafka's answer to a refused operation, by the type of the resource it was refused on.
 _CODES: dict[ResourceType, ErrorCode] = {
     ResourceType.TOPIC: ErrorCode.topic_authorization_failed,
     ResourceType.GROUP: ErrorCode.group_authorization_failed,
     ResourceType.TRANSACTIONAL_ID: ErrorCode.transactional_id_authorization_failed,
     ResourceType.CLUSTER: ErrorCode.cluster_authorization_failed,
 }
-
-
-def authorization_code(resource: Resource) -> ErrorCode:
-    return _CODES[resource.type]
 
 
 @dataclass(slots=True)
@@ -168,27 +164,15 @@ class Access:
     refused: set[Need] = field(default_factory=set)
 
     def allows(self, operation: Operation, resource: Resource) -> bool:
-        """The decision, without counting a refusal: for what Kafka filters silently."""
+        """The decision, without counting a refusal: for what Kafka filters silently (a
+        refusal the handler answers goes through refusal_code)."""
         self.checked.add((operation, resource))
         return self.state is None or self.state.is_allowed(self.principal, operation, resource)
 
-    def check(self, operation: Operation, resource: Resource) -> bool:
-        """The decision; a refusal counted and audited (the handler answers it)."""
-        if self.allows(operation, resource):
-            return True
-        self.refusal(operation, resource)
-        return False
-
-    def check_idempotent_write(self) -> bool:
-        """An idempotent producer id: IDEMPOTENT_WRITE on the cluster, or WRITE on some topic
-        (KIP-679), as the HTTP door's InitProducerId."""
-        need = (Operation.IDEMPOTENT_WRITE, CLUSTER)
-        self.checked.add(need)
-        if self.state is None or self.state.is_allowed(self.principal, *need) \
-                or self.state.may_write_some_topic(self.principal):
-            return True
-        self.refusal(*need)
-        return False
+    def may_write_some_topic(self) -> bool:
+        """WRITE on some topic: what grants an idempotent producer id without IDEMPOTENT_WRITE
+        on the cluster (KIP-679), as the HTTP door's InitProducerId."""
+        return self.state is None or self.state.may_write_some_topic(self.principal)
 
     def refusal(self, operation: Operation, resource: Resource) -> None:
         if (operation, resource) in self.refused:
@@ -211,6 +195,27 @@ def access() -> Access:
     """The Access of the request being handled (set by the listener; asyncio.to_thread carries
     it into the handler's worker thread)."""
     return _CURRENT.get()
+
+
+def refusal_code(operation: Operation, resource: Resource, *, granted: Callable[[], bool] | None = None,
+                 audited: bool = True) -> ErrorCode | None:
+    """What the Kafka door answers when the request's principal asks to do `operation` on
+    `resource`: None if its ACLs allow it, else Kafka's code for the resource's type
+    (TOPIC_AUTHORIZATION_FAILED, GROUP_AUTHORIZATION_FAILED,
+    TRANSACTIONAL_ID_AUTHORIZATION_FAILED, CLUSTER_AUTHORIZATION_FAILED). The check is
+    recorded for RULES either way.
+
+    `granted`: another grant that allows it as well, asked only when the ACLs on `resource` do
+    not (CREATE on the cluster for a topic's CreateTopics; WRITE on some topic for an
+    idempotent producer, KIP-679). `audited` False: where Kafka hides rather than refuses,
+    without counting or auditing a refusal (a topic that exists, to a principal that may not
+    describe it); a refusal otherwise is counted and audited once per request."""
+    a = access()
+    if a.allows(operation, resource) or (granted is not None and granted()):
+        return None
+    if audited:
+        a.refusal(operation, resource)
+    return _CODES[resource.type]
 
 
 def bind(a: Access) -> contextvars.Token[Access]:

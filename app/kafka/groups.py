@@ -1,7 +1,8 @@
 """Kafka's classic consumer group protocol over the Kafka door: JoinGroup, SyncGroup,
 Heartbeat, LeaveGroup, OffsetCommit, OffsetFetch, DescribeGroups, ListGroups, on the engine's
-groups (app.services.group_service, "Kafka's classic protocol"): one generation, one set of
-members and one set of committed offsets per group, whichever door it is used through.
+groups (membership: app.services.classic_group_protocol; offsets and listing:
+app.services.group_service): one generation, one set of members and one set of committed
+offsets per group, whichever door it is used through.
 
 The rebalance is in the database; only the waiting is here: a JoinGroup waits for the other
 members to join (the barrier), a follower's SyncGroup for the leader's assignment. A waiting
@@ -26,7 +27,7 @@ from app.domain import acl
 from app.domain.acl import Operation
 from app.domain.errors import InvalidRequest, OutboxError, RebalanceInProgress
 from app.domain.offsets import GroupMetadata, OffsetToStage
-from app.kafka.auth import access, authorization_code
+from app.kafka.auth import access, refusal_code
 from app.kafka.errors import error_code
 from app.kafka.protocol import build, response_module
 
@@ -48,6 +49,7 @@ _CONSUMER = "consumer"
 class GroupApis:
     def __init__(self, services: Any) -> None:
         self.groups = services.groups
+        self.protocol = services.classic_group_protocol
         self.settings = services.settings
         self._changed = asyncio.Event()
 
@@ -80,21 +82,21 @@ class GroupApis:
                          leader="" if joined is None else joined.leader_id,
                          member_id=body.member_id if joined is None else joined.member_id, members=members)
 
-        if (refused := _refused(Operation.READ, body.group_id)) is not None:
+        if (refused := refusal_code(Operation.READ, acl.group(body.group_id))) is not None:
             return answer(refused)
         protocols = [(p.name, bytes(p.metadata)) for p in body.protocols]
         rebalance = getattr(body, "rebalance_timeout", None)
         try:
             _no_static_membership(body)
             got = await asyncio.to_thread(
-                self.groups.kafka_join, body.group_id, member_id=body.member_id, protocol_type=body.protocol_type,
+                self.protocol.join, body.group_id, member_id=body.member_id, protocol_type=body.protocol_type,
                 protocols=protocols, topic_names=_subscribed(body.protocol_type, protocols),
                 session_timeout_ms=body.session_timeout // _MS,
                 rebalance_timeout_ms=-1 if rebalance is None else rebalance // _MS)
             self._notify()
             while not hasattr(got, "leader_id"):
                 await self._wait()
-                got = await asyncio.to_thread(self.groups.joined, body.group_id, got.member_id, got.generation_id)
+                got = await asyncio.to_thread(self.protocol.joined, body.group_id, got.member_id, got.generation_id)
             self._notify()
         except OutboxError as e:
             return answer(error_code(e))
@@ -110,7 +112,7 @@ class GroupApis:
             return build(m.SyncGroupResponse, throttle_time=_NO_WAIT, error_code=code, protocol_type=protocol_type,
                          protocol_name=protocol_name, assignment=assignment)
 
-        if (refused := _refused(Operation.READ, body.group_id)) is not None:
+        if (refused := refusal_code(Operation.READ, acl.group(body.group_id))) is not None:
             return answer(refused)
         assignments = {a.member_id: (bytes(a.assignment), _assigned(protocol_type, bytes(a.assignment)))
                        for a in body.assignments}
@@ -121,7 +123,7 @@ class GroupApis:
                 raise InvalidRequest("an assignment names each member once")
             given: dict[str, tuple[bytes, list[tuple[str, int]]]] | None = assignments or None
             while True:
-                got = await asyncio.to_thread(self.groups.kafka_sync, body.group_id, body.member_id,
+                got = await asyncio.to_thread(self.protocol.sync, body.group_id, body.member_id,
                                               body.generation_id, protocol_type=protocol_type,
                                               protocol_name=protocol_name, assignments=given)
                 if got is not None:
@@ -137,12 +139,12 @@ class GroupApis:
     async def heartbeat(self, body: Any, version: int) -> Any:
         m = response_module(HEARTBEAT, version)
         assert m is not None
-        if (refused := _refused(Operation.READ, body.group_id)) is not None:
+        if (refused := refusal_code(Operation.READ, acl.group(body.group_id))) is not None:
             return build(m.HeartbeatResponse, throttle_time=_NO_WAIT, error_code=refused)
         code = ErrorCode.none
         try:
             _no_static_membership(body)
-            await asyncio.to_thread(self.groups.kafka_heartbeat, body.group_id, body.member_id, body.generation_id)
+            await asyncio.to_thread(self.protocol.heartbeat, body.group_id, body.member_id, body.generation_id)
         except OutboxError as e:
             code = error_code(e)
         return build(m.HeartbeatResponse, throttle_time=_NO_WAIT, error_code=code)
@@ -152,12 +154,12 @@ class GroupApis:
         assert m is not None
         # Versions 0 to 2 name one member; 3 and later a batch of them (KIP-345).
         member_ids = [body.member_id] if version < 3 else [i.member_id for i in body.members]
-        if (refused := _refused(Operation.READ, body.group_id)) is not None:
+        if (refused := refusal_code(Operation.READ, acl.group(body.group_id))) is not None:
             return build(m.LeaveGroupResponse, throttle_time=_NO_WAIT, error_code=refused, members=())
         try:
             if version >= 3 and any(i.group_instance_id is not None for i in body.members):
                 raise InvalidRequest("group_instance_id (static membership) is not served")
-            outcome = await asyncio.to_thread(self.groups.kafka_leave, body.group_id, member_ids)
+            outcome = await asyncio.to_thread(self.protocol.leave, body.group_id, member_ids)
             self._notify()
         except OutboxError as e:
             return build(m.LeaveGroupResponse, throttle_time=_NO_WAIT, error_code=error_code(e), members=())
@@ -179,9 +181,9 @@ class GroupApis:
         metadata = None if generation_id < 0 and not body.member_id else GroupMetadata(generation_id, body.member_id)
         # The group first, then each topic, as Kafka's authorizer asks: a refused topic's
         # partitions are answered TOPIC_AUTHORIZATION_FAILED and not committed.
-        code = _refused(Operation.READ, body.group_id) or ErrorCode.none
+        code = refusal_code(Operation.READ, acl.group(body.group_id)) or ErrorCode.none
         topic_codes = {} if code != ErrorCode.none else {
-            t.name: _refused(Operation.READ, t.name, acl.topic) for t in body.topics}
+            t.name: refusal_code(Operation.READ, acl.topic(t.name)) for t in body.topics}
         allowed = [t for t in body.topics if topic_codes.get(t.name, code) is None]
         try:
             if allowed:
@@ -205,14 +207,14 @@ class GroupApis:
         m = response_module(OFFSET_FETCH, version)
         assert m is not None
         require_stable = getattr(body, "require_stable", False)
-        if (refused := _refused(Operation.DESCRIBE, body.group_id)) is not None:
+        if (refused := refusal_code(Operation.DESCRIBE, acl.group(body.group_id))) is not None:
             return build(m.OffsetFetchResponse, throttle_time=_NO_WAIT, topics=(), error_code=refused)
         try:
             committed, pending = self.groups.fetch_with_pending(body.group_id)
         except OutboxError as e:
             return build(m.OffsetFetchResponse, throttle_time=_NO_WAIT, topics=(), error_code=error_code(e))
         at = {(o.topic, o.partition): o for o in committed}
-        denied: set[str] = set()
+        denied: dict[str, ErrorCode] = {}
         if body.topics is None:  # version 2 and later: every partition the group has an offset for,
             wanted: dict[str, list[int]] = {}  # of the topics the principal may describe
             for topic, partition in sorted(at):
@@ -220,13 +222,13 @@ class GroupApis:
                     wanted.setdefault(topic, []).append(partition)
         else:
             wanted = {t.name: list(t.partition_indexes) for t in body.topics}
-            denied = {t.name for t in body.topics if _refused(Operation.DESCRIBE, t.name, acl.topic) is not None}
+            denied = {t.name: code for t in body.topics
+                      if (code := refusal_code(Operation.DESCRIBE, acl.topic(t.name))) is not None}
 
         def partition(topic: str, index: int) -> Any:
             if topic in denied:
                 return build(m.OffsetFetchResponsePartition, partition_index=index, committed_offset=-1,
-                             committed_leader_epoch=-1, metadata=None,
-                             error_code=ErrorCode.topic_authorization_failed)
+                             committed_leader_epoch=-1, metadata=None, error_code=denied[topic])
             if require_stable and (topic, index) in pending:
                 return build(m.OffsetFetchResponsePartition, partition_index=index, committed_offset=-1,
                              committed_leader_epoch=-1, metadata=None, error_code=ErrorCode.unstable_offset_commit)
@@ -244,14 +246,12 @@ class GroupApis:
     def describe_groups(self, body: Any, version: int) -> Any:
         m = response_module(DESCRIBE_GROUPS, version)
         assert m is not None
-        described = []
-        allowed = [g for g in body.groups if _refused(Operation.DESCRIBE, g) is None]
-        for g in body.groups:
-            if g not in allowed:
-                described.append(build(m.DescribedGroup, error_code=ErrorCode.group_authorization_failed,
-                                       group_id=g, group_state="", protocol_type="", protocol_data="",
-                                       members=(), authorized_operations=_NO_AUTHORIZED_OPERATIONS))
-        for d in self.groups.kafka_describe(allowed):
+        codes = [(g, refusal_code(Operation.DESCRIBE, acl.group(g))) for g in body.groups]
+        described = [build(m.DescribedGroup, error_code=code, group_id=g, group_state="", protocol_type="",
+                           protocol_data="", members=(), authorized_operations=_NO_AUTHORIZED_OPERATIONS)
+                     for g, code in codes if code is not None]
+        allowed = [g for g, code in codes if code is None]
+        for d in self.protocol.describe(allowed):
             members = tuple(
                 build(m.DescribedGroupMember, member_id=mm.member_id, group_instance_id=None, client_id="",
                       client_host="", member_metadata=mm.metadata_for(d.protocol_name),
@@ -274,13 +274,6 @@ class GroupApis:
             for g in self.groups.list() if (not states or g.state.value.lower() in states)
             and (every or access().allows(Operation.DESCRIBE, acl.group(g.group_id))))
         return build(m.ListGroupsResponse, throttle_time=_NO_WAIT, error_code=ErrorCode.none, groups=listed)
-
-
-def _refused(operation: Operation, name: str, resource: Any = acl.group) -> ErrorCode | None:
-    """Kafka's authorization code if the principal may not do `operation` on the group (or
-    other resource) `name`; None if it may. The check is recorded (app.kafka.auth)."""
-    r = resource(name)
-    return None if access().check(operation, r) else authorization_code(r)
 
 
 def _no_static_membership(body: Any) -> None:

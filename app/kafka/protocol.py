@@ -94,6 +94,55 @@ def prefix(frame: bytes) -> tuple[int, int, int]:
     return _PREFIX.unpack_from(frame)
 
 
+@cache
+def api_name(api_key: int) -> str:
+    """Kafka's name of a served API (Produce, Fetch, ...): its request type's, from kio."""
+    low = SERVED[api_key][0]
+    cls = request_class(api_key, low)
+    return cls.__name__.removesuffix("Request") if cls is not None else str(api_key)
+
+
+def error_codes(response: Any) -> dict[ErrorCode, int]:
+    """Every error code other than NONE in an answer entity, with how many times it is there
+    (per partition, topic or group answered with it): what the door's metrics and access log
+    say of an answer. Walks only the fields that are error codes or hold entities (_walked);
+    record bytes are not entered."""
+    found: dict[ErrorCode, int] = {}
+    stack = [response]
+    while stack:
+        entity = stack.pop()
+        if entity is None:
+            continue
+        codes, entities, tuples = _walked(type(entity))
+        for name in codes:
+            code = getattr(entity, name)
+            if code is not ErrorCode.none:
+                found[code] = found.get(code, 0) + 1
+        for name in entities:
+            stack.append(getattr(entity, name))
+        for name in tuples:
+            stack.extend(getattr(entity, name))
+    return found
+
+
+@cache
+def _walked(cls: type) -> tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...]]:
+    """An entity type's fields that error_codes reads: (error codes, entities, tuples of
+    entities), from its type hints, once per type."""
+    codes, entities, tuples = [], [], []
+    hints = typing.get_type_hints(cls)
+    for f in dataclasses.fields(cls):
+        hint = hints[f.name]
+        args = [a for a in typing.get_args(hint) if a is not type(None)]
+        if hint is ErrorCode:
+            codes.append(f.name)
+        elif typing.get_origin(hint) is tuple and args and dataclasses.is_dataclass(args[0]):
+            tuples.append(f.name)
+        elif dataclasses.is_dataclass(hint) or (len(args) == 1 and dataclasses.is_dataclass(args[0])):
+            entities.append(f.name)
+    return tuple(codes), tuple(entities), tuple(tuples)
+
+
 def is_served(api_key: int, api_version: int) -> bool:
     versions = SERVED.get(api_key)
     return versions is not None and versions[0] <= api_version <= versions[1]

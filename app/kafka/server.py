@@ -31,8 +31,20 @@ from app.domain.errors import AuthenticationFailed, OutboxError, ThrottlingQuota
 from app.kafka import auth, protocol
 from app.kafka.apis import Apis, Broker, api_versions_answer
 from app.kafka.auth import SaslState, Session
+from app.logs import ACCESS_LOGGER
+from app.metrics import (
+    KAFKA_CONNECTIONS,
+    KAFKA_CONNECTIONS_CLOSED,
+    KAFKA_ERRORS,
+    KAFKA_REQUEST_DURATION,
+    KAFKA_REQUESTS,
+)
 
 logger = logging.getLogger("app.kafka")
+access_log = logging.getLogger(ACCESS_LOGGER)
+
+# The api label of a request whose API or version is not served.
+UNSUPPORTED = "unsupported"
 
 _SIZE = struct.Struct(">i")
 _FETCH = 1
@@ -83,22 +95,29 @@ class KafkaListener:
         if len(self._connections) >= self.settings.kafka_max_connections:
             logger.warning("Kafka listener: %d connections already (OUTBOX_KAFKA_MAX_CONNECTIONS); closing a new one "
                            "from %s", len(self._connections), _peer(writer))
+            KAFKA_CONNECTIONS_CLOSED.labels("too_many").inc()
             writer.close()
             return
         task = asyncio.current_task()
         assert task is not None
         self._connections.add(task)
+        KAFKA_CONNECTIONS.inc()
+        reason = "client"
         try:
-            await self._serve(reader, writer)
+            reason = await self._serve(reader, writer)
         except (ConnectionError, asyncio.IncompleteReadError, ssl.SSLError):
             pass  # the client went away, or its TLS handshake failed: nothing to answer
         except asyncio.CancelledError:
-            pass  # the server stops
+            reason = "shutdown"
         finally:
             self._connections.discard(task)
+            KAFKA_CONNECTIONS.dec()
+            KAFKA_CONNECTIONS_CLOSED.labels(reason).inc()
             writer.close()
 
-    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> str:
+        """Answers the connection's requests until it is to be closed: why (the reason label of
+        outbox_kafka_connections_closed)."""
         limit = self.settings.kafka_socket_request_max_bytes
         idle_s = self.settings.kafka_connections_max_idle_ms / 1000
         session = Session.start(self.settings)
@@ -112,41 +131,50 @@ class KafkaListener:
                 logger.info("Kafka listener: closing the connection from %s: idle for %d ms "
                             "(OUTBOX_KAFKA_CONNECTIONS_MAX_IDLE_MS)", _peer(writer),
                             self.settings.kafka_connections_max_idle_ms)
-                return
+                return "idle"
             if size < 0 or size > limit:
                 logger.info("Kafka listener: closing the connection from %s: a frame of %d bytes (the limit is %d, "
                             "OUTBOX_KAFKA_SOCKET_REQUEST_MAX_BYTES)", _peer(writer), size, limit)
-                return
+                return "too_large"
+            # Why the connection closes if this frame's CloseConnection closes it.
+            closing = "answered"
             try:
                 if session.state is SaslState.AUTHENTICATED:
                     if session.key_id is not None and not self.security.api_key_id_is_live(session.key_id):
+                        closing = "revoked"
                         raise protocol.CloseConnection(f"the API key {session.key_id} it authenticated with is revoked")
-                    answer, close = await self._answer(frame, session, _waiter(writer, session)), False
+                    answer, close = await self._answer(frame, session, writer), False
                 else:
+                    closing = "authentication"
                     answer, close = await self._authenticate(frame, session, writer)
             except protocol.Unparseable as e:
                 logger.info("Kafka listener: closing the connection from %s: the request cannot be read (%s)",
                             _peer(writer), e)
-                return
+                return "unreadable"
             except protocol.CloseConnection as e:
                 logger.info("Kafka listener: closing the connection from %s: %s", _peer(writer), e)
-                return
+                return closing
             except OutboxError as e:
                 # A request without a field for an error (Metadata while the database is
                 # unreachable): the client reconnects and asks again, as after a broker restart.
                 logger.warning("Kafka listener: closing the connection from %s: %s %s", _peer(writer),
                                e.error_code, e.message)
-                return
+                return "unavailable"
             except Exception:
                 # A fault of the service's, not of the request: said with its traceback, and the
                 # connection closed (the client reconnects), never left waiting for an answer.
                 logger.exception("Kafka listener: closing the connection from %s: the request failed", _peer(writer))
-                return
+                return "error"
+            if writer.is_closing():
+                # The client went away while its request was answered (a Fetch that waited, a
+                # client killed): the answer has nowhere to go, and writing it to a closed
+                # transport raises RuntimeError under uvloop, which `outbox serve` runs on.
+                return "client"
             if answer is not None:
                 writer.write(answer)
                 await writer.drain()
             if close:
-                return
+                return closing
 
     async def _authenticate(self, frame: bytes, session: Session,
                             writer: asyncio.StreamWriter) -> tuple[bytes | None, bool]:
@@ -154,7 +182,7 @@ class KafkaListener:
         after it: ApiVersions, SaslHandshake, then SaslAuthenticate (or the bare token after a
         version 0 handshake); anything else closes the connection unanswered, as Kafka does."""
         assert self.security is not None
-        peer = writer.get_extra_info("peername")
+        peer = _peer_address(writer)
         client = peer[0] if peer else None
         if session.state is SaslState.RAW_TOKEN:
             # After SaslHandshake v0 the token comes without a request header, and Kafka
@@ -173,7 +201,7 @@ class KafkaListener:
         if api_key not in expected:
             raise protocol.CloseConnection(f"API key {api_key} before SASL authentication")
         if api_key == auth.API_VERSIONS:
-            return await self._answer(frame, session), False
+            return await self._answer(frame, session, writer), False
         if not protocol.is_served(api_key, api_version):
             raise protocol.CloseConnection(f"SASL API key {api_key} version {api_version} is not served")
         body = protocol.parse(frame).body
@@ -202,29 +230,64 @@ class KafkaListener:
                                 auth_bytes=b"", session_lifetime=datetime.timedelta(0))
         return protocol.encode(correlation_id, answer), False
 
-    async def _answer(self, frame: bytes, session: Session, waiter: str = "") -> bytes | None:
-        """The response frame to `frame`, None for none (acks=0); Unparseable to close.
-        `waiter`: whose place a Fetch that waits takes (app.services.waiting)."""
+    async def _answer(self, frame: bytes, session: Session, writer: asyncio.StreamWriter) -> bytes | None:
+        """The response frame to `frame`, None for none (acks=0); Unparseable to close. Counted
+        in the door's metrics and written to the access log (OUTBOX_ACCESS_LOG), as an HTTP
+        request is (app.api.request_metrics)."""
+        start = time.perf_counter()
         api_key, api_version, correlation_id = protocol.prefix(frame)
         if not protocol.is_served(api_key, api_version):
             if api_key == protocol.API_VERSIONS:
                 # Kafka answers a version of ApiVersions it does not know with version 0 and
                 # UNSUPPORTED_VERSION, listing what it serves: the client retries with one of those.
-                return protocol.encode(correlation_id, api_versions_answer(0, ErrorCode.unsupported_version))
-            unsupported = protocol.unsupported_version(api_key, api_version)
-            if unsupported is None:
-                raise protocol.Unparseable(f"API key {api_key} version {api_version} is not a Kafka request")
-            logger.info("Kafka listener: API key %d version %d is not served: answered UNSUPPORTED_VERSION",
-                        api_key, api_version)
-            return protocol.encode(correlation_id, unsupported)
+                answer = api_versions_answer(0, ErrorCode.unsupported_version)
+            else:
+                answer = protocol.unsupported_version(api_key, api_version)
+                if answer is None:
+                    raise protocol.Unparseable(f"API key {api_key} version {api_version} is not a Kafka request")
+                logger.info("Kafka listener: API key %d version %d is not served: answered UNSUPPORTED_VERSION",
+                            api_key, api_version)
+            self._account(UNSUPPORTED, api_version, correlation_id, None, session, writer, answer, start)
+            return protocol.encode(correlation_id, answer)
         request = protocol.parse(frame)
+        response = await self._respond(request, session, writer)
+        self._account(protocol.api_name(api_key), api_version, correlation_id, request.client_id, session, writer,
+                      response, start)
+        return None if response is None else protocol.encode(correlation_id, response)
+
+    def _account(self, api: str, api_version: int, correlation_id: int, client_id: str | None, session: Session,
+                 writer: asyncio.StreamWriter, response: Any, start: float) -> None:
+        """The request in the door's metrics and its access log line."""
+        elapsed_s = time.perf_counter() - start
+        KAFKA_REQUESTS.labels(api).inc()
+        KAFKA_REQUEST_DURATION.labels(api).observe(elapsed_s)
+        errors = protocol.error_codes(response)
+        for code, n in errors.items():
+            KAFKA_ERRORS.labels(api, code.name.upper()).inc(n)
+        if self.settings.access_log and access_log.isEnabledFor(logging.INFO):
+            duration_ms = round(elapsed_s * 1000, 3)
+            principal = session.principal.name if session.principal is not None else ANONYMOUS
+            errors_text = ",".join(code.name.upper() + (f"x{n}" if n > 1 else "") for code, n in errors.items()) or "none"
+            # client_id is the client's own text: the log's formatter escapes its control
+            # characters (app.logs), so it cannot write a line of its own.
+            access_log.info(
+                "kafka %s v%d %.1fms errors=%s principal=%s peer=%s client_id=%s correlation_id=%d",
+                api, api_version, duration_ms, errors_text, principal, _peer(writer), client_id, correlation_id,
+                extra={"door": "kafka", "api": api, "api_version": api_version, "duration_ms": duration_ms,
+                       "errors": errors_text, "principal": principal, "peer": _peer(writer),
+                       "client_id": client_id, "correlation_id": correlation_id},
+            )
+
+    async def _respond(self, request: protocol.Request, session: Session, writer: asyncio.StreamWriter) -> Any:
+        """The answer entity to a served request, None for none (acks=0), its ACL checks held."""
+        api_key, api_version = request.api_key, request.api_version
         handler = self.apis.handlers[api_key]
         # Before authentication only ApiVersions comes here (_authenticate): it needs nothing.
         access = auth.Access(session.principal or auth.NOBODY, self.security)
         token = auth.bind(access)  # asyncio.to_thread carries it into the handler's thread
         try:
             if api_key == _FETCH:
-                response = await self._fetch(request, waiter)
+                response = await self._fetch(request, _waiter(writer, session))
             elif inspect.iscoroutinefunction(handler):
                 # A request that waits on other clients' (JoinGroup, SyncGroup): it waits on the
                 # event loop and calls the services in worker threads itself.
@@ -236,7 +299,7 @@ class KafkaListener:
         unchecked = access.unchecked(auth.RULES[api_key](request.body))
         if unchecked:
             raise auth.UncheckedAccess(f"API key {api_key} answered without checking {unchecked}")
-        return None if response is None else protocol.encode(correlation_id, response)
+        return response
 
     async def _fetch(self, request: protocol.Request, waiter: str) -> Any:
         """A Fetch, waiting up to max_wait_ms (at most OUTBOX_FETCH_MAX_WAIT_MS) until min_bytes
@@ -274,10 +337,21 @@ def _waiter(writer: asyncio.StreamWriter, session: Session) -> str:
     as over HTTP with authentication off, the anonymous caller of each client address."""
     if session.principal is not None and session.principal != auth.NOBODY:
         return str(session.principal.name)
-    peer = writer.get_extra_info("peername")
+    peer = _peer_address(writer)
     return f"{ANONYMOUS} from {peer[0] if peer else 'an unknown address'}"
 
 
 def _peer(writer: asyncio.StreamWriter) -> str:
-    peer = writer.get_extra_info("peername")
+    peer = _peer_address(writer)
     return f"{peer[0]}:{peer[1]}" if peer else "?"
+
+
+def _peer_address(writer: asyncio.StreamWriter) -> Any:
+    """The client's (host, port), None once it is not known. uvloop, which `outbox serve`
+    runs on, asks the socket each time, and the socket of a client that has gone (killed while
+    its request was answered) is closed: asking raises ValueError (a negative file descriptor)
+    where asyncio's own loop answers what it kept at accept."""
+    try:
+        return writer.get_extra_info("peername")
+    except (ValueError, OSError):
+        return None

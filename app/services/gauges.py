@@ -7,15 +7,22 @@ app.storage.read_committed.committed_between_for_groups). A computation is kept 
 OUTBOX_METRICS_GAUGE_INTERVAL_MS and served to every scrape in between, and scrapes that
 arrive while one runs wait for it rather than start their own: N scrapers, or a burst of
 scrapes, cost one computation per interval.
+
+What a reading holds is bounded by settings, not by the number of topics, partitions and
+groups (which callers with the ACLs to create them, or to join groups, set): at most
+OUTBOX_METRICS_MAX_PARTITIONS partitions and OUTBOX_METRICS_MAX_GROUP_PARTITIONS group
+partitions, the rest counted. The partitions without a committed offset are walked in order
+and counted past the cap, never listed.
 """
 
 from __future__ import annotations
 
 import threading
+from collections.abc import Iterator
 from dataclasses import dataclass
+from itertools import islice
 
 from app.domain.clock import Clock
-from app.domain.topic import PartitionInfo
 from app.domain.types import TransactionState
 from app.services.group_service import LAG_COUNT_CAP
 from app.settings import Settings
@@ -36,7 +43,9 @@ class GroupPartitionLag:
 @dataclass(frozen=True, slots=True)
 class GaugeReading:
     computed_ms: int
+    # The first OUTBOX_METRICS_MAX_PARTITIONS partitions by (topic, partition).
     partitions: list[topics.NamedPartitionInfo]
+    partitions_left_out: int
     # Committed offsets first, by (group_id, topic_id, partition), then the partitions without
     # one by (group_id, topic, partition), at most OUTBOX_METRICS_MAX_GROUP_PARTITIONS in all.
     group_partitions: list[GroupPartitionLag]
@@ -68,7 +77,8 @@ class DatabaseGauges:
         now_ms = self.clock()
         cap = self.settings.metrics_max_group_partitions
         with self.db.read() as conn:
-            partitions = topics.describe_all_partitions(conn)
+            partitions = topics.describe_all_partitions(conn, self.settings.metrics_max_partitions)
+            every_topic = topics.list_topics(conn)
             counted = read_committed.committed_between_for_groups(conn, LAG_COUNT_CAP, cap)
             committed = offsets.all_committed_partitions(conn)
             consumed: dict[str, set[str]] = {}
@@ -81,28 +91,31 @@ class DatabaseGauges:
             by_state = txns.count_by_state(conn)
             hanging = txns.count_hanging(conn, now_ms - self.settings.max_transaction_timeout_ms)
             oldest = txns.oldest_open_started_ms(conn)
-        names = {p.topic_id: p.topic for p in partitions}
-        by_topic: dict[str, list[PartitionInfo]] = {}
-        for p in partitions:
-            by_topic.setdefault(p.topic, []).append(p.info)
+        names = {t.topic_id: t.name for t in every_topic}
+        partition_counts = {t.name: t.partition_count for t in every_topic}
         out = [GroupPartitionLag(c.group_id, names[c.topic_id], c.partition, c.count, c.exact) for c in counted]
-        # The partitions GroupService.lag shows as unknown: every partition, without a committed
-        # offset, of a topic the group subscribes to, has committed in or has staged offsets in.
-        has_offset = set(committed)
-        unknown = sorted(
-            (group_id, topic, info.partition)
-            for group_id, consumed_topics in consumed.items()
-            for topic in consumed_topics
-            for info in by_topic.get(topic, ())  # a topic deleted since has no partitions
-            if (group_id, topic, info.partition) not in has_offset
-        )
-        out += [GroupPartitionLag(g, t, p, None, True) for g, t, p in unknown[:max(0, cap - len(out))]]
+        unknown = _unknown(consumed, partition_counts, set(committed))
+        out += [GroupPartitionLag(g, t, p, None, True) for g, t, p in islice(unknown, max(0, cap - len(out)))]
+        unknown_left_out = sum(1 for _ in unknown)
         return GaugeReading(
             computed_ms=now_ms,
             partitions=partitions,
+            partitions_left_out=sum(partition_counts.values()) - len(partitions),
             group_partitions=out,
-            group_partitions_left_out=len(committed) + len(unknown) - len(out),
+            group_partitions_left_out=len(committed) - len(counted) + unknown_left_out,
             transactions_by_state=by_state,
             transactions_hanging=hanging,
             oldest_open_transaction_started_ms=oldest,
         )
+
+
+def _unknown(consumed: dict[str, set[str]], partition_counts: dict[str, int],
+             has_offset: set[tuple[str, str, int]]) -> Iterator[tuple[str, str, int]]:
+    """The partitions GroupService.lag shows as unknown, by (group_id, topic, partition): every
+    partition, without a committed offset, of a topic the group subscribes to, has committed in
+    or has staged offsets in. Lazily: the caller keeps what it exports and only counts the rest."""
+    for group_id in sorted(consumed):
+        for topic in sorted(consumed[group_id]):
+            for partition in range(partition_counts.get(topic, 0)):  # a topic deleted since has none
+                if (group_id, topic, partition) not in has_offset:
+                    yield group_id, topic, partition

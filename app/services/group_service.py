@@ -1,6 +1,8 @@
-"""Consumer groups: membership with generations, and offsets committed outside transactions.
+"""Consumer groups: the HTTP door's membership with generations, the offsets both doors commit
+outside transactions, the lag, and the expiry of members of either door's groups. Kafka's
+classic group protocol, the Kafka door's membership, is app.services.classic_group_protocol.
 
-The rebalance protocol is Kafka's eager one reduced to what HTTP clients need: Join returns
+The HTTP door's rebalance protocol is Kafka's eager one reduced to what HTTP clients need: Join returns
 the member's assignment at once (the service runs the range assignor itself, no group
 leader), every membership change bumps the generation, and a member learns of a rebalance
 from its next heartbeat. Offset commits that carry group metadata (KIP-447) are refused when
@@ -23,19 +25,26 @@ from app.domain.assignor import range_assign
 from app.domain.clock import Clock
 from app.domain.errors import (
     GroupIdNotFound,
-    GroupMaxSizeReached,
-    IllegalGeneration,
-    InconsistentGroupProtocol,
     InvalidRequest,
     InvalidSessionTimeout,
+    NonEmptyGroup,
     RebalanceInProgress,
     UnknownMemberId,
     UnstableOffsetCommit,
 )
-from app.domain.group import GroupState, StoredGroupState, select_protocol
-from app.domain.offsets import GroupMetadata, OffsetToStage, check_distinct_partitions
+from app.domain.group import StoredGroupState
+from app.domain.offsets import (
+    GroupMetadata,
+    OffsetResetSpec,
+    OffsetToStage,
+    PlannedReset,
+    check_distinct_partitions,
+    check_partition_count,
+    plan_reset,
+)
+from app.services.classic_group_protocol import awaiting_join, check_door, check_size, complete_join, members_left
 from app.settings import Settings
-from app.storage import groups, offsets, read_committed, topics
+from app.storage import groups, offset_order, offsets, read_committed, topics
 from app.storage.dialect import RowLock
 from app.storage.engine import Database, after_commit
 
@@ -47,37 +56,6 @@ class Membership:
     generation_id: int
     assignment: list[tuple[str, int]]
     member_count: int
-
-
-@dataclass(frozen=True, slots=True)
-class Joined:
-    """A Kafka member's JoinGroup answer: the generation it is in, and, for the leader, every
-    member with its metadata for the chosen protocol (the others get no members)."""
-
-    member_id: str
-    generation_id: int
-    protocol_type: str
-    protocol_name: str
-    leader_id: str
-    members: list[tuple[str, bytes]]
-
-
-@dataclass(frozen=True, slots=True)
-class Joining:
-    """A Kafka member that has joined the rebalance forming `generation_id` and waits for the
-    other members (JoinGroup's barrier): the door asks again (GroupService.joined)."""
-
-    member_id: str
-    generation_id: int
-
-
-@dataclass(frozen=True, slots=True)
-class GroupDescription:
-    group_id: str
-    state: GroupState
-    protocol_type: str | None
-    protocol_name: str | None
-    members: list[groups.Member]
 
 
 # Plain records counted per partition for a lag, at most: beyond it the lag is reported as at
@@ -139,6 +117,14 @@ class GroupLag:
         }
 
 
+def reset_as_dict(group_id: str, plan: list[PlannedReset], *, dry_run: bool) -> dict[str, Any]:
+    """A reset's answer as both doors show it, under the HTTP API's names (POST
+    /v1/groups/{group_id}/offsets/reset, `outbox groups reset-offsets`)."""
+    return {"group_id": group_id, "dry_run": dry_run,
+            "offsets": [{"topic": r.topic, "partition": r.partition, "committed_offset": r.committed_offset,
+                         "new_offset": r.new_offset} for r in plan]}
+
+
 class GroupService:
     def __init__(self, db: Database, settings: Settings, clock: Clock) -> None:
         self.db = db
@@ -160,11 +146,11 @@ class GroupService:
             topics.get_topics(conn, set(subscription))  # unknown topics are refused
             groups.lock_group(conn, group_id, now)
             current = {m.member_id: m for m in groups.members(conn, group_id)}
-            self._check_door(conn, group_id, current, protocol_type=None)
+            check_door(conn, group_id, current, protocol_type=None)
             if member_id is not None and member_id not in current:
                 raise UnknownMemberId(f"{member_id!r} is not a member of group {group_id!r}; join without member_id")
             if member_id is None:
-                self._check_size(group_id, len(current))
+                check_size(group_id, len(current), self.settings.group_max_size)
             if member_id is not None and current[member_id].topics == subscription:
                 groups.update_member(conn, group_id, member_id, last_heartbeat_ms=now)
                 return self._membership(conn, group_id, member_id)
@@ -189,7 +175,7 @@ class GroupService:
             current = {m.member_id: m for m in groups.members(conn, group_id)}
             if member_id not in current:
                 raise UnknownMemberId(f"{member_id!r} is not a member of group {group_id!r}; rejoin")
-            self._check_door(conn, group_id, current, protocol_type=None)
+            check_door(conn, group_id, current, protocol_type=None)
             groups.update_member(conn, group_id, member_id, last_heartbeat_ms=now)
             return self._membership(conn, group_id, member_id)
 
@@ -200,7 +186,7 @@ class GroupService:
             current = {m.member_id: m for m in groups.members(conn, group_id)}
             if member_id not in current:
                 raise UnknownMemberId(f"{member_id!r} is not a member of group {group_id!r}")
-            self._check_door(conn, group_id, current, protocol_type=None)
+            check_door(conn, group_id, current, protocol_type=None)
             groups.remove_members(conn, group_id, [member_id])
             self._rebalance(conn, group_id, now)
 
@@ -219,25 +205,26 @@ class GroupService:
         """Every partition of the topics the group consumes (`visible` to the caller): its
         members' subscriptions and the topics it has committed offsets in, or staged them in an
         open transaction. For each, where the group is, the partition's bounds, and how many
-        committed records it has left to read (app.storage.read_committed.committed_between); unknown
-        where it has committed no offset. In one snapshot."""
+        committed records it has left to read (app.storage.read_committed.committed_between_for_groups,
+        for this group: the count the /metrics gauge shows); unknown where it has committed no
+        offset. In one snapshot."""
         with self.db.read() as conn:
             committed = offsets.fetch(conn, group_id)
             pending = set(offsets.pending_partitions(conn, group_id, None))
             subscribed = {t for m in groups.members(conn, group_id) for t in m.topics}
             if not committed and not pending and groups.generation(conn, group_id) is None:
                 raise GroupIdNotFound(f"no consumer group {group_id!r}")
-            position = {(o.topic, o.partition): o.committed_offset for o in committed}
-            names = {t for t, _ in position} | {t for t, _ in pending} | subscribed
+            names = {o.topic for o in committed} | {t for t, _ in pending} | subscribed
             # A subscription may name a topic deleted since: it has no partitions to show.
             consumed = topics.existing_topics(conn, {t for t in names if visible(t)})
+            counted = {(c.topic_id, c.partition): c for c in read_committed.committed_between_for_groups(
+                conn, LAG_COUNT_CAP, limit=None, group_id=group_id)}
             out = []
             for name in sorted(consumed):
                 topic = consumed[name]
                 for info in topics.describe_partitions(conn, topic):
-                    at = position.get((name, info.partition))
-                    lag, exact = (None, True) if at is None else read_committed.committed_between(
-                        conn, topic.topic_id, info.partition, at, info.log_end_offset, LAG_COUNT_CAP)
+                    c = counted.get((topic.topic_id, info.partition))
+                    at, lag, exact = (None, None, True) if c is None else (c.committed_offset, c.count, c.exact)
                     out.append(PartitionLag(name, info.partition, at, info.log_start_offset, info.log_end_offset,
                                             info.last_stable_offset, lag, exact, (name, info.partition) in pending))
             return GroupLag(out)
@@ -258,7 +245,7 @@ class GroupService:
                 expired = [
                     m.member_id
                     for m in groups.members(conn, group_id)
-                    if m.last_heartbeat_ms + m.session_timeout_ms < now_ms and not _awaiting_join(g, m)
+                    if m.last_heartbeat_ms + m.session_timeout_ms < now_ms and not awaiting_join(g, m)
                 ]
                 if expired:
                     groups.remove_members(conn, group_id, expired)
@@ -268,9 +255,9 @@ class GroupService:
                     if expired:
                         self._rebalance(conn, group_id, now_ms)
                 elif expired:
-                    self._members_left(conn, group_id, now_ms)
+                    members_left(conn, group_id, now_ms)
                 else:
-                    removed += self._complete_join(conn, group_id, now_ms)
+                    removed += complete_join(conn, group_id, now_ms)
         return removed
 
     def _rebalance(self, conn: Connection, group_id: str, now: int) -> None:
@@ -328,6 +315,57 @@ class GroupService:
                 )
             offsets.commit(conn, rows)
 
+    def reset_offsets(self, group_id: str, topic_name: str, partitions: list[int] | None, spec: OffsetResetSpec,
+                      *, dry_run: bool) -> list[PlannedReset]:
+        """kafka-consumer-groups --reset-offsets: commit, for `partitions` of the topic (all of
+        them when None), the offsets `spec` names (app.domain.offsets.plan_reset), and answer the
+        plan; with dry_run, answer it and commit nothing. Refused while the group has members
+        (NON_EMPTY_GROUP), and for a partition whose offsets an unfinished transaction holds
+        (UNSTABLE_OFFSET_COMMIT): its commit would overwrite the reset."""
+        if partitions is not None:
+            check_partition_count(len(partitions))
+            if len(set(partitions)) != len(partitions):
+                raise InvalidRequest("a partition is named twice")
+        now = self.clock()
+        with (self.db.read() if dry_run else self.db.write()) as conn:
+            # A join takes the group's row FOR UPDATE (groups.lock_group): held here too, no
+            # member joins between the check below and the commit. A group without a row has
+            # never had members; SQLite serializes every write transaction anyway.
+            groups.group(conn, group_id, lock=None if dry_run else RowLock.UPDATE)
+            members = groups.members(conn, group_id)
+            if members:
+                raise NonEmptyGroup(f"group {group_id!r} has {len(members)} active member(s): its offsets are "
+                                    "reset only while it has none (stop its consumers first)")
+            topic = (topics.get_topic(conn, topic_name) if dry_run
+                     else topics.get_topics_for_offsets(conn, {topic_name})[topic_name])
+            for p in partitions or []:
+                topics.check_partition(topic, p)
+            chosen = set(range(topic.partition_count) if partitions is None else partitions)
+            pending = sorted((t, p) for t, p in offsets.pending_partitions(conn, group_id, None)
+                             if t == topic_name and p in chosen)
+            if pending:
+                raise UnstableOffsetCommit(
+                    "offsets pending in an unfinished transaction for " + ", ".join(f"{t}/{p}" for t, p in pending),
+                    partitions=[{"topic": t, "partition": p} for t, p in pending])
+            committed = {o.partition: o.committed_offset for o in offsets.fetch(conn, group_id, topic.topic_id)}
+            plan = []
+            for info in topics.describe_partitions(conn, topic):
+                if info.partition not in chosen:
+                    continue
+                at = None
+                if spec.timestamp_ms is not None:
+                    found = offset_order.offset_for_timestamp(conn, topic.topic_id, info.partition, spec.timestamp_ms,
+                                                              info.log_start_offset, info.log_end_offset)
+                    at = None if found is None else found[0]
+                plan.append(plan_reset(spec, topic_name, info.partition, committed_offset=committed.get(info.partition),
+                                       log_start_offset=info.log_start_offset,
+                                       log_end_offset=info.log_end_offset, offset_for_timestamp=at))
+            if not dry_run:
+                offsets.commit(conn, [{"group_id": group_id, "topic_id": topic.topic_id, "partition": r.partition,
+                                       "committed_offset": r.new_offset, "metadata": None, "committed_ms": now}
+                                      for r in plan])
+            return plan
+
     def fetch(self, group_id: str, *, topic: str | None, require_stable: bool,
               visible: Callable[[str], bool] = lambda _topic: True) -> list[offsets.CommittedOffset]:
         """The group's committed offsets. With require_stable (the default, as in KIP-447), a
@@ -355,268 +393,3 @@ class GroupService:
         UNSTABLE_OFFSET_COMMIT partition by partition when it requires stable offsets."""
         with self.db.read() as conn:
             return offsets.fetch(conn, group_id), set(offsets.pending_partitions(conn, group_id, None))
-
-    # --- Kafka's classic protocol (the Kafka door, app/kafka/groups.py) ------------------------
-    #
-    # The rebalance lives in the group's row and its members' rows (app.domain.group): a join
-    # moves a Stable group to PreparingRebalance; each member joins again (its join_generation
-    # becomes the generation being formed) until all have or the rebalance deadline passes,
-    # when those that did not are removed, the generation is bumped, a leader and protocol are
-    # chosen (CompletingRebalance); the leader's SyncGroup stores every member's assignment
-    # (Stable). Only the requests waiting for that are in memory, in the door, which asks again
-    # (`joined`, `kafka_sync`): so any process may complete a rebalance and several `serve`
-    # processes are one coordinator.
-
-    def kafka_join(self, group_id: str, *, member_id: str, protocol_type: str, protocols: list[tuple[str, bytes]],
-                   topic_names: list[str], session_timeout_ms: int, rebalance_timeout_ms: int) -> Joined | Joining:
-        if session_timeout_ms not in self.settings.session_timeout_limit:
-            raise InvalidSessionTimeout(f"session_timeout_ms must be in {self.settings.session_timeout_limit}")
-        if not protocol_type or not protocols:
-            raise InconsistentGroupProtocol("a member names its protocol type and at least one protocol")
-        if len({name for name, _ in protocols}) != len(protocols):
-            raise InvalidRequest("a member names each protocol once")
-        # Kafka's JoinGroup v0 has no rebalance timeout: the session timeout is it. Bounded like
-        # a session, so that no member holds a rebalance longer than the service allows one.
-        if rebalance_timeout_ms < 0:
-            rebalance_timeout_ms = session_timeout_ms
-        rebalance_timeout_ms = min(rebalance_timeout_ms, self.settings.group_max_session_timeout_ms)
-        now = self.clock()
-        with self.db.write() as conn:
-            groups.lock_group(conn, group_id, now)
-            g = groups.group(conn, group_id)
-            assert g is not None
-            current = {m.member_id: m for m in groups.members(conn, group_id)}
-            self._check_door(conn, group_id, current, protocol_type=protocol_type)
-            if member_id and member_id not in current:
-                raise UnknownMemberId(f"{member_id!r} is not a member of group {group_id!r}; join without member_id")
-            others = [[n for n, _ in m.protocols or []] for mid, m in current.items() if mid != member_id]
-            if select_protocol([[n for n, _ in protocols], *others]) is None:
-                raise InconsistentGroupProtocol(f"the member shares no protocol with the members of group {group_id!r}")
-            if not current:
-                groups.update_group(conn, group_id, protocol_type=protocol_type, protocol_name=None, leader_id=None,
-                                    state=StoredGroupState.STABLE, rebalance_deadline_ms=None)
-                g = groups.group(conn, group_id)
-                assert g is not None
-            me = current.get(member_id)
-            if me is not None and me.protocols == protocols and (
-                    g.state is StoredGroupState.COMPLETING_REBALANCE
-                    or (g.state is StoredGroupState.STABLE and member_id != g.leader_id)):
-                # A member of the current generation asking again with nothing changed (it
-                # missed the answer, or a follower rejoins): the current generation's answer,
-                # as Kafka gives it; only the leader's rejoin starts a rebalance.
-                groups.update_member(conn, group_id, member_id, last_heartbeat_ms=now)
-                return self._joined(conn, group_id, member_id)
-            if me is None:
-                self._check_size(group_id, len(current))
-                member_id = f"member-{uuid.uuid4().hex}"
-                groups.add_member(conn, group_id, groups.Member(
-                    member_id, sorted(set(topic_names)), [], session_timeout_ms, now, now, protocols,
-                    rebalance_timeout_ms, None, None))
-            else:
-                groups.update_member(conn, group_id, member_id, topics=sorted(set(topic_names)), protocols=protocols,
-                                     session_timeout_ms=session_timeout_ms, rebalance_timeout_ms=rebalance_timeout_ms,
-                                     last_heartbeat_ms=now)
-            if g.state is not StoredGroupState.PREPARING_REBALANCE:
-                self._prepare_rebalance(conn, group_id, now)
-            target = g.generation_id + 1
-            groups.update_member(conn, group_id, member_id, join_generation=target)
-            self._complete_join(conn, group_id, now)
-            return self._joined_or_joining(conn, group_id, member_id, target)
-
-    def joined(self, group_id: str, member_id: str, generation_id: int) -> Joined | Joining:
-        """Where a member waiting in JoinGroup for `generation_id` stands now; completes the
-        rebalance when every member has joined or its deadline has passed."""
-        now = self.clock()
-        with self.db.read() as conn:
-            g = groups.group(conn, group_id)
-            members = groups.members(conn, group_id)
-            if g is None or member_id not in {m.member_id for m in members}:
-                raise UnknownMemberId(f"{member_id!r} is no longer a member of group {group_id!r}: join again")
-            if not _join_completes(g, members, now):
-                return self._joined_or_joining(conn, group_id, member_id, generation_id)
-        with self.db.write() as conn:
-            groups.lock_group(conn, group_id, now)
-            self._complete_join(conn, group_id, now)
-            return self._joined_or_joining(conn, group_id, member_id, generation_id)
-
-    def kafka_sync(self, group_id: str, member_id: str, generation_id: int, *, protocol_type: str | None,
-                   protocol_name: str | None, assignments: dict[str, tuple[bytes, list[tuple[str, int]]]] | None
-                   ) -> bytes | None:
-        """The member's assignment once the leader has given it; None while the group waits for
-        the leader (the door asks again). The leader's `assignments`: member id → (the bytes for
-        it, the partitions they name, where the door could read them)."""
-        now = self.clock()
-        with self.db.write() as conn:
-            g = groups.group(conn, group_id, lock=RowLock.UPDATE)
-            current = {m.member_id: m for m in groups.members(conn, group_id)} if g is not None else {}
-            if g is None or member_id not in current:
-                raise UnknownMemberId(f"{member_id!r} is not a member of group {group_id!r}; join again")
-            # The door that manages the group is the one that syncs it (v5 names the type; before
-            # it, a sync of the HTTP door's group still comes from the other door).
-            self._check_door(conn, group_id, current, protocol_type=protocol_type or g.protocol_type or "")
-            if generation_id != g.generation_id:
-                raise IllegalGeneration(f"generation {generation_id} is stale; group {group_id!r} is at generation "
-                                        f"{g.generation_id}", generation_id=g.generation_id)
-            if protocol_name is not None and protocol_name != g.protocol_name:
-                raise InconsistentGroupProtocol(f"group {group_id!r} uses protocol {g.protocol_name!r}")
-            if g.state is StoredGroupState.PREPARING_REBALANCE:
-                raise RebalanceInProgress(f"group {group_id!r} is rebalancing: join again")
-            groups.update_member(conn, group_id, member_id, last_heartbeat_ms=now)
-            if g.state is StoredGroupState.COMPLETING_REBALANCE and member_id == g.leader_id:
-                given = assignments or {}
-                for mid in current:
-                    data, parts = given.get(mid, (b"", []))
-                    groups.update_member(conn, group_id, mid, member_assignment=data, assignment=parts)
-                groups.update_group(conn, group_id, state=StoredGroupState.STABLE, updated_ms=now)
-                return given.get(member_id, (b"", []))[0]
-            if g.state is StoredGroupState.STABLE:
-                return current[member_id].member_assignment or b""
-            return None
-
-    def kafka_heartbeat(self, group_id: str, member_id: str, generation_id: int) -> None:
-        now = self.clock()
-        with self.db.write() as conn:
-            g = groups.group(conn, group_id, lock=RowLock.SHARE)
-            current = {m.member_id: m for m in groups.members(conn, group_id)} if g is not None else {}
-            if g is None or member_id not in current:
-                raise UnknownMemberId(f"{member_id!r} is not a member of group {group_id!r}; join again")
-            self._check_door(conn, group_id, current, protocol_type=g.protocol_type or "")
-            if generation_id != g.generation_id:
-                raise IllegalGeneration(f"generation {generation_id} is stale; group {group_id!r} is at generation "
-                                        f"{g.generation_id}", generation_id=g.generation_id)
-            groups.update_member(conn, group_id, member_id, last_heartbeat_ms=now)
-            if g.state is StoredGroupState.PREPARING_REBALANCE:
-                raise RebalanceInProgress(f"group {group_id!r} is rebalancing: join again")
-
-    def kafka_leave(self, group_id: str, member_ids: list[str]) -> dict[str, UnknownMemberId | None]:
-        """Each member's outcome: None (it left) or UnknownMemberId. The members left start a
-        rebalance of those that stay."""
-        now = self.clock()
-        with self.db.write() as conn:
-            groups.lock_group(conn, group_id, now)
-            current = {m.member_id: m for m in groups.members(conn, group_id)}
-            g = groups.group(conn, group_id)
-            assert g is not None
-            if current:
-                self._check_door(conn, group_id, current, protocol_type=g.protocol_type or "")
-            outcome: dict[str, UnknownMemberId | None] = {
-                mid: None if mid in current else UnknownMemberId(f"{mid!r} is not a member of group {group_id!r}")
-                for mid in member_ids}
-            leaving = [mid for mid, e in outcome.items() if e is None]
-            if leaving:
-                groups.remove_members(conn, group_id, leaving)
-                self._members_left(conn, group_id, now)
-            return outcome
-
-    def kafka_describe(self, group_ids: list[str]) -> list[GroupDescription]:
-        """Each group as DescribeGroups shows it: `Dead` for one the service does not know
-        (no row, no offsets committed or pending), `Empty` for one without members."""
-        with self.db.read() as conn:
-            out = []
-            for group_id in group_ids:
-                g = groups.group(conn, group_id)
-                members = groups.members(conn, group_id)
-                if g is None and not offsets.fetch(conn, group_id) and not offsets.pending_partitions(
-                        conn, group_id, None):
-                    state = GroupState.DEAD
-                else:
-                    state = GroupState.EMPTY if g is None or not members else GroupState(g.state.value)
-                out.append(GroupDescription(group_id, state, None if g is None else g.protocol_type,
-                                            None if g is None else g.protocol_name, members))
-            return out
-
-    def _check_door(self, conn: Connection, group_id: str, current: dict[str, groups.Member], *,
-                    protocol_type: str | None) -> None:
-        """A group with members is managed by one door (app.domain.group): the other's joins,
-        heartbeats and leaves are refused rather than mixing two rebalance protocols."""
-        if not current:
-            return
-        g = groups.group(conn, group_id)
-        managed = None if g is None else g.protocol_type
-        if managed != protocol_type:
-            by = "the HTTP door" if managed is None else f"the Kafka door (protocol type {managed!r})"
-            raise InconsistentGroupProtocol(f"group {group_id!r} has members managed by {by}")
-
-    def _check_size(self, group_id: str, size: int) -> None:
-        if size >= self.settings.group_max_size:
-            raise GroupMaxSizeReached(f"group {group_id!r} has {size} members, as many as OUTBOX_GROUP_MAX_SIZE allows")
-
-    @staticmethod
-    def _prepare_rebalance(conn: Connection, group_id: str, now: int) -> None:
-        members = groups.members(conn, group_id)
-        timeout = max((m.rebalance_timeout_ms or m.session_timeout_ms for m in members), default=0)
-        groups.update_group(conn, group_id, state=StoredGroupState.PREPARING_REBALANCE,
-                            rebalance_deadline_ms=now + timeout, updated_ms=now)
-
-    def _members_left(self, conn: Connection, group_id: str, now: int) -> None:
-        """After members of a Kafka door's group left or expired: the others rebalance."""
-        g = groups.group(conn, group_id)
-        assert g is not None
-        if g.state is not StoredGroupState.PREPARING_REBALANCE:
-            self._prepare_rebalance(conn, group_id, now)
-        self._complete_join(conn, group_id, now)
-
-    @staticmethod
-    def _complete_join(conn: Connection, group_id: str, now: int) -> int:
-        """Ends the join phase when it may (app.domain.group): removes the members that did
-        not join again in time, bumps the generation, chooses the leader and the protocol.
-        Returns how many members it removed. The group's row is locked by the caller."""
-        g = groups.group(conn, group_id)
-        assert g is not None
-        members = groups.members(conn, group_id)
-        if not _join_completes(g, members, now):
-            return 0
-        target = g.generation_id + 1
-        joined = sorted((m for m in members if m.join_generation == target), key=lambda m: (m.joined_ms, m.member_id))
-        late = [m.member_id for m in members if m.join_generation != target]
-        if late:
-            groups.remove_members(conn, group_id, late)
-        if not joined:
-            # Empty: either door may take the group now.
-            groups.update_group(conn, group_id, generation_id=target, state=StoredGroupState.STABLE,
-                                protocol_type=None, protocol_name=None, leader_id=None, rebalance_deadline_ms=None,
-                                updated_ms=now)
-            return len(late)
-        leader = g.leader_id if g.leader_id in {m.member_id for m in joined} else joined[0].member_id
-        ordered = sorted(joined, key=lambda m: m.member_id != leader)  # the leader's preference breaks ties
-        protocol = select_protocol([[n for n, _ in m.protocols or []] for m in ordered])
-        for m in joined:
-            # The session restarts when the join ends: the member did not heartbeat while it waited.
-            groups.update_member(conn, group_id, m.member_id, last_heartbeat_ms=now, member_assignment=None)
-        groups.update_group(conn, group_id, generation_id=target, state=StoredGroupState.COMPLETING_REBALANCE,
-                            protocol_name=protocol, leader_id=leader, rebalance_deadline_ms=None, updated_ms=now)
-        return len(late)
-
-    def _joined_or_joining(self, conn: Connection, group_id: str, member_id: str, generation_id: int
-                           ) -> Joined | Joining:
-        g = groups.group(conn, group_id)
-        me = next((m for m in groups.members(conn, group_id) if m.member_id == member_id), None)
-        if g is None or me is None:
-            raise UnknownMemberId(f"{member_id!r} is no longer a member of group {group_id!r}: join again")
-        if me.join_generation == g.generation_id:
-            return self._joined(conn, group_id, member_id)
-        if me.join_generation != generation_id:
-            raise RebalanceInProgress(f"group {group_id!r} is rebalancing again: join again")
-        return Joining(member_id, generation_id)
-
-    @staticmethod
-    def _joined(conn: Connection, group_id: str, member_id: str) -> Joined:
-        g = groups.group(conn, group_id)
-        assert g is not None and g.protocol_type is not None and g.protocol_name is not None
-        assert g.leader_id is not None
-        members = [m for m in groups.members(conn, group_id) if m.join_generation == g.generation_id]
-        every = [(m.member_id, m.metadata_for(g.protocol_name)) for m in members] if member_id == g.leader_id else []
-        return Joined(member_id, g.generation_id, g.protocol_type, g.protocol_name, g.leader_id, every)
-
-
-def _awaiting_join(g: groups.Group, m: groups.Member) -> bool:
-    return g.state is StoredGroupState.PREPARING_REBALANCE and m.join_generation == g.generation_id + 1
-
-
-def _join_completes(g: groups.Group, members: list[groups.Member], now: int) -> bool:
-    """Whether the join phase of a Kafka door's group may end: every member has joined again,
-    or the rebalance deadline has passed (the others are then removed)."""
-    if g.state is not StoredGroupState.PREPARING_REBALANCE:
-        return False
-    every_joined = all(m.join_generation == g.generation_id + 1 for m in members)
-    return every_joined or (g.rebalance_deadline_ms is not None and now >= g.rebalance_deadline_ms)

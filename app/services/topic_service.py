@@ -65,6 +65,12 @@ class TopicService:
         with self.db.read() as conn:
             return topics.list_topics(conn)
 
+    def get(self, name: str) -> Topic:
+        """The topic's id, partition count and config, without its partitions' offsets;
+        UNKNOWN_TOPIC_OR_PARTITION if there is none."""
+        with self.db.read() as conn:
+            return topics.get_topic(conn, name)
+
     def describe(self, name: str) -> tuple[Topic, list[PartitionInfo]]:
         with self.db.read() as conn:
             topic = topics.get_topic(conn, name)

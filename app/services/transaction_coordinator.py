@@ -1,27 +1,25 @@
-"""The transaction coordinator: InitProducerId, Begin, AddOffsets, Commit/Abort, completion,
-and the timeout sweep (Kafka's TransactionCoordinator and TransactionMarkerChannelManager).
+"""The transaction coordinator: the requests of a transactional (or idempotent) producer and
+of an operator, InitProducerId, Begin, AddPartitionsToTxn, AddOffsets, Prepare, Commit/Abort,
+an operator's abort, describe and list (Kafka's TransactionCoordinator). Each request is one
+or a few short database transactions.
 
-Two phases. Commit records the decision (PrepareCommit); completion then writes a COMMIT
-marker in every partition the transaction touched, turns its staged offsets into the group's
-committed offsets, and records CompleteCommit. Completion is one database transaction: every
-partition's marker and the offsets become visible together (docs/GUARANTEES.md#atomicity), and a crash leaves
-either nothing of it or all of it. Its partition locks are taken in (topic_id, partition)
-order, as appenders take them, and held only for the few statements that remain.
-
-With `complete_inline` (the default) Commit decides and completes in the same database
+Two phases. Commit records the decision (PrepareCommit); completion then writes the markers
+and the staged offsets and records CompleteCommit (app.services.transaction_completion). With
+`complete_inline` (the default) Commit decides and completes in the same database
 transaction, so PrepareCommit is never seen from outside and a Commit costs one durable
 write. Without it, Commit makes PrepareCommit durable and answers; the coordinator worker
 completes it (Kafka's behaviour), and so does the worker after any crash that left a
-transaction decided but not completed (docs/GUARANTEES.md#recovery).
+transaction decided but not completed (docs/GUARANTEES.md#recovery). The worker's other work,
+aborting what timed out and expiring idle transactional ids, is
+app.services.transaction_timeouts'. The coordinator holds both (`completion`, `timeouts`),
+so that whoever has the coordinator reaches every part of it.
 """
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from app import metrics
 from app.domain.acl import ANONYMOUS
 from app.domain.clock import Clock
 from app.domain.offsets import GroupMetadata, OffsetToStage, check_distinct_partitions, check_partition_count
@@ -43,10 +41,8 @@ from app.domain.transaction import (
 )
 from app.domain.transit import (
     AnswerAgain,
-    Complete,
     Decide,
     Event,
-    Expire,
     Fence,
     FenceReason,
     InitProducerId,
@@ -57,18 +53,19 @@ from app.domain.transit import (
     prepare_transition,
     then,
 )
-from app.domain.types import ControlType, TransactionState, TransactionVersion
+from app.domain.types import TransactionState, TransactionVersion
 from app.settings import Settings
 from app.storage import append, groups, log_end, markers, producers, topics
 from app.storage import transactions as txns
 from app.storage.dialect import RowLock
-from app.storage.engine import Database, after_commit
+from app.storage.engine import Database
 from app.domain.records import SendBatch
 from app.services.log_service import SendResult, append_sent, batches_to_append, check_send
+from app.services.transaction_completion import TransactionCompletion, apply_event, complete_decided, complete_stored, fence
 from app.services.transaction_join import begin_next, begin_transit, join_transaction, joining, require
+from app.services.transaction_timeouts import TransactionTimeouts
 
 S = TransactionState
-logger = logging.getLogger(__name__)
 
 _INIT_ATTEMPTS = 3
 
@@ -101,6 +98,8 @@ class TransactionCoordinator:
         self.db = db
         self.settings = settings
         self.clock = clock
+        self.completion = TransactionCompletion(db, clock)
+        self.timeouts = TransactionTimeouts(db, settings)
 
     # --- InitProducerId -------------------------------------------------------------------
 
@@ -147,7 +146,7 @@ class TransactionCoordinator:
                 break  # the worker writes the markers; the caller retries (Kafka's behaviour)
             # The previous instance's transaction is being aborted or completed: finish it here
             # rather than make every caller wait for the worker's next pass.
-            self.complete(transactional_id)
+            self.completion.complete(transactional_id)
         raise ConcurrentTransactions(
             f"the previous transaction of {transactional_id!r} is still completing; retry"
         )
@@ -220,7 +219,7 @@ class TransactionCoordinator:
                 # A new instance fences the old one (or, KIP-360, the live instance recovers):
                 # bump the epoch and abort the open transaction. A KIP-360 caller's retry
                 # is then recognised by last_producer_epoch.
-                self._fence(conn, meta, now, Fence(FenceReason.INIT_PRODUCER_ID, recovering_epoch=producer_epoch))
+                fence(conn, meta, now, Fence(FenceReason.INIT_PRODUCER_ID, recovering_epoch=producer_epoch))
                 return None
             if meta.state not in IDLE_STATES:
                 raise InvalidTxnState(f"transactional_id is {meta.state.value}")
@@ -229,7 +228,7 @@ class TransactionCoordinator:
             event: Event = (AnswerAgain(timeout_ms, version) if is_retry
                             else InitProducerId(timeout_ms, principal, recovering_epoch=producer_epoch,
                                                 transaction_version=version))
-            meta = self._apply(conn, meta, event, now)
+            meta = apply_event(conn, meta, event, now)
             return ProducerIdAndEpoch(meta.producer_id, meta.producer_epoch, transactional_id, timeout_ms,
                                       transaction_version=version)
 
@@ -247,20 +246,9 @@ class TransactionCoordinator:
         # An exhausted epoch gets a new producer id, as a fence does: the transaction is found
         # by its transactional id and txn_id, whatever producer id its records carry, and its
         # markers will carry the new one.
-        meta = self._apply(conn, meta, event, now)
+        meta = apply_event(conn, meta, event, now)
         return ProducerIdAndEpoch(meta.producer_id, meta.producer_epoch, meta.transactional_id, timeout_ms,
                                   meta.txn_id, transaction_version=version)
-
-    @staticmethod
-    def _apply(conn, meta: TransactionMetadata, event: Event, now: int) -> TransactionMetadata:  # type: ignore[no-untyped-def]
-        """The one way a transactional id's metadata changes: computed by the domain, written by storage."""
-        return txns.apply_transit(conn, meta, prepare_transition(meta, event, now))
-
-    def _fence(self, conn, meta: TransactionMetadata, now: int, fence: Fence) -> TransactionMetadata:  # type: ignore[no-untyped-def]
-        """Ongoing or Prepared → (PrepareEpochFence) → PrepareAbort with the epoch bumped, in one write."""
-        meta = self._apply(conn, meta, fence, now)
-        after_commit(conn, metrics.TRANSACTIONS_FENCED.labels(fence.reason.value).inc)
-        return meta
 
     # --- Begin ------------------------------------------------------------------------------
 
@@ -280,7 +268,7 @@ class TransactionCoordinator:
             if attempt == 0 and self.settings.complete_inline:
                 # Finish the previous transaction here rather than make the caller wait for
                 # the worker's next pass.
-                self.complete(transactional_id)
+                self.completion.complete(transactional_id)
             else:
                 break
         raise ConcurrentTransactions(
@@ -400,7 +388,7 @@ class TransactionCoordinator:
             if meta.state is not S.PREPARED:
                 if meta.state in COMPLETING_STATES:
                     meta.require_ongoing()  # CONCURRENT_TRANSACTIONS, as for a Send
-                meta = self._apply(conn, meta, Prepare(), now)
+                meta = apply_event(conn, meta, Prepare(), now)
             return self._view(conn, meta)
 
     # --- Commit / Abort ---------------------------------------------------------------------
@@ -471,7 +459,7 @@ class TransactionCoordinator:
                     # request of this epoch still under way (a Send or a Commit whose answer
                     # was lost) is refused when it arrives instead of beginning a transaction
                     # the producer has given up. A retry of this Abort is answered again.
-                    meta = self._apply(conn, meta, InitProducerId(
+                    meta = apply_event(conn, meta, InitProducerId(
                         meta.transaction_timeout_ms, None, recovering_epoch=producer_epoch,
                         transaction_version=TransactionVersion.V2), now)
                     return self._view(conn, meta)
@@ -497,7 +485,7 @@ class TransactionCoordinator:
                 # The decision is completed in this same database transaction: the Prepare
                 # state would be overwritten at once, so it is computed (and checked) but only
                 # the Complete state is written, with the decision's epoch bump (version 2).
-                completed = {m.transactional_id: m for m in self._complete_all(conn, transits, now, stored=locked)}
+                completed = {m.transactional_id: m for m in complete_decided(conn, transits, now, stored=locked)}
                 meta = completed.get(transactional_id, meta)
             return self._view(conn, meta, sent)
 
@@ -513,12 +501,12 @@ class TransactionCoordinator:
         decision = then(begin, prepare_transition(begin.after, Decide(True), now))
         decided = decision.after
         to_append = batches_to_append(conn, batches)
-        # The marker carries the decision's producer id and epoch, as _complete_all's do.
+        # The marker carries the decision's producer id and epoch, as complete_decided's do.
         marker = markers.MarkerOwner.of(decision)
         sent = append_sent(conn, batches, to_append, producer_id=producer_id, producer_epoch=producer_epoch,
                            transactional_id=meta.transactional_id, txn_id=decided.txn_id, now_ms=now,
                            commit_marker=marker)
-        (completed,) = self._complete_all(conn, [decision], now, stored={meta.transactional_id: meta},
+        (completed,) = complete_decided(conn, [decision], now, stored={meta.transactional_id: meta},
                                           markers_written=True)
         return self._view(conn, completed, sent)
 
@@ -544,56 +532,6 @@ class TransactionCoordinator:
                                    meta.txn_id))
         return sent
 
-    # --- Completion (the second phase) -------------------------------------------------------
-
-    def complete(self, transactional_id: str) -> TransactionMetadata | None:
-        """Complete a PrepareCommit/PrepareAbort transaction: its missing control markers, its
-        staged offsets, its Complete state, in one database transaction. Safe to run twice, or
-        in two workers at once: the second finds it complete."""
-        now = self.clock()
-        with self.db.write() as conn:
-            meta = txns.get(conn, transactional_id, lock=RowLock.UPDATE)
-            if meta is None or meta.state not in (S.PREPARE_COMMIT, S.PREPARE_ABORT):
-                return meta
-            return self._complete_locked(conn, meta, now)
-
-    def _complete_locked(self, conn, meta: TransactionMetadata, now: int) -> TransactionMetadata:  # type: ignore[no-untyped-def]
-        return self._complete_all(conn, [TxnTransit(meta)], now)[0]
-
-    def _complete_all(self, conn, decisions: Sequence[TxnTransit], now: int,  # type: ignore[no-untyped-def]
-                      stored: dict[str, TransactionMetadata] | None = None,
-                      markers_written: bool = False) -> list[TransactionMetadata]:
-        """The completion of decided transactions, all with the same decision, inside the
-        caller's database transaction, which holds their rows' locks (FOR UPDATE): markers in
-        one partition order across all of them (markers.write_control_markers), staged offsets,
-        Complete states. `decisions`: each transaction's decision as a transit, written with its
-        completion; a decision already stored is TxnTransit(its metadata). `stored`: the rows as
-        stored, where a decision was not written (an inline Commit); by default the decisions'.
-        `markers_written`: a transaction begun in this database transaction, whose append
-        wrote its markers (_commit_whole); it has no staged offsets either."""
-        metas = [d.after for d in decisions]
-        assert metas and len({m.state for m in metas}) == 1
-        assert all(m.txn_id is not None and m.state in (S.PREPARE_COMMIT, S.PREPARE_ABORT) for m in metas)
-        commit = metas[0].state is S.PREPARE_COMMIT
-        if not markers_written:
-            markers.write_control_markers(
-                conn,
-                [markers.MarkerOwner.of(d) for d in decisions],
-                control_type=ControlType.COMMIT if commit else ControlType.ABORT,
-                now_ms=now,
-            )
-        completed = []
-        for decision, meta in zip(decisions, metas, strict=True):
-            if not markers_written:
-                txns.complete_offsets(
-                    conn, transactional_id=meta.transactional_id, txn_id=meta.txn_id, commit=commit, now_ms=now
-                )
-            before = meta if stored is None else stored[meta.transactional_id]
-            completed.append(txns.apply_transit(conn, before, then(decision, prepare_transition(meta, Complete(), now))))
-        counter = metrics.TRANSACTIONS_COMPLETED.labels("commit" if commit else "abort")
-        after_commit(conn, lambda: counter.inc(len(metas)))
-        return completed
-
     @staticmethod
     def _view(conn, meta: TransactionMetadata, sent: list[SendResult] | None = None) -> TransactionView:  # type: ignore[no-untyped-def]
         if meta.state in IDLE_STATES:
@@ -602,58 +540,6 @@ class TransactionCoordinator:
             meta, txns.partitions_of(conn, meta.transactional_id), txns.pending_offsets_of(conn, meta.transactional_id),
             sent or [],
         )
-
-    def complete_pending(self, limit: int = 100) -> tuple[int, int]:
-        """Finish every transaction left in PrepareCommit/PrepareAbort. Returns (commits, aborts)."""
-        with self.db.read() as conn:
-            ids = txns.ids_in_states(conn, [S.PREPARE_COMMIT, S.PREPARE_ABORT], limit)
-        commits = aborts = 0
-        for tid in ids:
-            try:
-                meta = self.complete(tid)
-            except Exception:  # one bad transaction must not stop the others
-                logger.exception("completing transaction %r failed; will retry", tid)
-                continue
-            if meta is not None and meta.state is S.COMPLETE_COMMIT:
-                commits += 1
-            elif meta is not None and meta.state is S.COMPLETE_ABORT:
-                aborts += 1
-        return commits, aborts
-
-    # --- Timeouts ---------------------------------------------------------------------------
-
-    def abort_timed_out(self, now_ms: int, limit: int = 100) -> list[str]:
-        """Kafka's timedOutTransactions: abort, with an epoch bump, every transaction open past
-        its timeout, so the late producer is fenced (docs/GUARANTEES.md#timeouts)."""
-        with self.db.read() as conn:
-            candidates = txns.timed_out_ids(conn, now_ms, limit)
-        aborted = []
-        for tid in candidates:
-            with self.db.write() as conn:
-                meta = txns.get(conn, tid, lock=RowLock.UPDATE)
-                if meta is None or not meta.is_timed_out(now_ms):
-                    continue  # committed or aborted meanwhile
-                self._complete_locked(conn, self._fence(conn, meta, now_ms, Fence(FenceReason.TIMEOUT)), now_ms)
-            aborted.append(tid)
-        return aborted
-
-    def expire_transactional_ids(self, now_ms: int, limit: int = 100) -> list[str]:
-        """Forget transactional_ids idle for transactional_id_expiration_ms (docs/GUARANTEES.md#timeouts)."""
-        expiration = self.settings.transactional_id_expiration_ms
-        with self.db.read() as conn:
-            candidates = txns.expired_ids(conn, now_ms, expiration, limit)
-        expired = []
-        for tid in candidates:
-            with self.db.write() as conn:
-                meta = txns.get(conn, tid, lock=RowLock.UPDATE)
-                if meta is None or meta.state not in IDLE_STATES or meta.updated_ms + expiration >= now_ms:
-                    continue  # used again meanwhile
-                # Dead is Kafka's state for a removed id; here the row goes away with it.
-                prepare_transition(meta, Expire(), now_ms)
-                txns.delete_transactional_id(conn, tid, meta.producer_id)
-                after_commit(conn, metrics.TRANSACTIONAL_IDS_EXPIRED.inc)
-            expired.append(tid)
-        return expired
 
     # --- Operator tools ---------------------------------------------------------------------
 
@@ -664,13 +550,13 @@ class TransactionCoordinator:
         with self.db.write() as conn:
             meta = require(conn, transactional_id, lock=RowLock.UPDATE)
             if meta.state in (S.ONGOING, S.PREPARED):
-                meta = self._fence(conn, meta, now, Fence(FenceReason.ADMIN))
+                meta = fence(conn, meta, now, Fence(FenceReason.ADMIN))
             elif meta.state is not S.PREPARE_ABORT:
                 raise InvalidTxnState(
                     f"transaction is {meta.state.value}; only an open or prepared transaction can be aborted",
                     state=meta.state.value,
                 )
-            return self._view(conn, self._complete_locked(conn, meta, now))
+            return self._view(conn, complete_stored(conn, meta, now))
 
     def hanging(self, now_ms: int, transactional_id_prefix: str | None = None) -> list[TransactionMetadata]:
         """Transactions open longer than the maximum timeout, or decided but not completed for

@@ -1,5 +1,5 @@
 """What read_committed may see: the one definition, as the SQLAlchemy Core pieces that Fetch
-(app.storage.read) and the lag counters are built from.
+(app.storage.read) and the lag counter are built from.
 
 A read_committed reader sees the data records that are committed and stored at or past their
 partition's log start, each exposed at its commit position (docs/GUARANTEES.md#commit-order):
@@ -25,7 +25,6 @@ tests/fuzz/test_read_committed_conformance.py holds Fetch and the counters below
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import cache
 from types import SimpleNamespace
 from typing import Any
 
@@ -131,72 +130,53 @@ def first_record_committed_from(conn: Connection, topic_id: int, partition: int,
     ).scalar()
 
 
-def committed_between(conn: Connection, topic_id: int, partition: int, start: int, end: int,
-                      cap: int) -> tuple[int, bool]:
-    """How many records a read_committed reader at position `start` is given before `end` (a
-    high watermark): what a fetch gives, counted. The plain records at offsets in [start, end),
-    and the records stored of each transaction whose COMMIT marker lies there, wherever they
-    lie (docs/GUARANTEES.md#commit-order), none below the log start (a log start inside a transaction's run, and
-    the holes compaction leaves in one, are counted as a fetch reads them: row by row). Control
-    markers and the records of open or aborted transactions are not counted: what a consumer
-    group has left to read, in records (its lag), not in offsets. Plain records and
-    transactions are each counted up to `cap`: answers (count, exact), exact False when a cap
-    was reached."""
-    log_start = conn.execute(select(partitions.c.log_start_offset).where(
-        partitions.c.topic_id == topic_id, partitions.c.partition == partition)).scalar() or 0
-    start = max(start, log_start)
-    if start >= end:
-        return 0, True
-    in_range = (records.c.topic_id == topic_id, records.c.partition == partition,
-                records.c.offset >= start, records.c.offset < end)
-    plain = conn.execute(
-        select(func.count()).select_from(
-            select(records.c.offset).where(*in_range, plain_record()).limit(cap).subquery())
-    ).scalar_one()
-    # The COMMIT markers in range (ix_records_commit_markers), then their transactions' records.
-    txn_ids = list(conn.execute(
-        select(records.c.txn_id).where(*in_range, commit_marker()).order_by(records.c.offset).limit(cap)
-    ).scalars())
-    transactional = 0
-    for chunk in range(0, len(txn_ids), 500):
-        transactional += conn.execute(_count_transaction_records_stmt(conn.dialect.name), {
-            "topic_id": topic_id, "partition": partition, "txn_ids": txn_ids[chunk:chunk + 500],
-            "log_start": log_start, "before": end}).scalar_one()
-    return plain + transactional, plain < cap and len(txn_ids) < cap
-
-
 @dataclass(frozen=True, slots=True)
 class GroupPartitionCount:
     group_id: str
     topic_id: int
     partition: int
     committed_offset: int
-    count: int  # committed_between's count from committed_offset to the partition's log end
+    count: int  # the committed records from committed_offset to the partition's log end
     exact: bool  # False: at least `count` (the cap was reached)
 
 
-def committed_between_for_groups(conn: Connection, cap: int, limit: int) -> list[GroupPartitionCount]:
-    """committed_between from every consumer group's committed offset to its partition's log
-    end, for every committed offset of every group in a partition that exists: the same
-    count, with the same cap, built from the same pieces, but in ONE query for all of them
-    (what a Prometheus scrape reads; committed_between is what one group's lag reads). The
-    first `limit` committed offsets by (group_id, topic_id, partition), in that order. Each
-    row costs what committed_between costs for it: range scans of at most `cap` rows."""
-    rows = conn.execute(committed_between_for_groups_stmt(conn.dialect.name, cap, limit)).all()
+def committed_between_for_groups(conn: Connection, cap: int, limit: int | None,
+                                  group_id: str | None = None) -> list[GroupPartitionCount]:
+    """How many records a read_committed reader at each consumer group's committed offset is
+    given before its partition's log end (the high watermark): what a fetch from there gives,
+    counted, which is the group's lag in records, not in offsets. For every committed offset
+    in a partition that exists, of every group or only of `group_id`'s, in ONE query (a
+    Prometheus scrape reads every group's, GET /v1/groups/{group_id}/lag one group's): the
+    first `limit` committed offsets (None: all) by (group_id, topic_id, partition), in that
+    order.
+
+    Counted: the plain records at offsets in [start, end), and the records stored of each
+    transaction whose COMMIT marker lies there, wherever they lie (docs/GUARANTEES.md#commit-order),
+    none below the log start (a log start inside a transaction's run, and the holes
+    compaction leaves in one, are counted as a fetch reads them: row by row), where start is
+    the committed offset or the log start if that is higher. Not counted: control markers and
+    the records of open or aborted transactions. Plain records and COMMIT markers are each
+    counted up to `cap`, so a row costs range scans of at most `cap` rows; `exact` is False
+    when a cap was reached."""
+    rows = conn.execute(committed_between_for_groups_stmt(conn.dialect.name, cap, limit, group_id)).all()
     return [GroupPartitionCount(r.group_id, r.topic_id, r.partition, r.committed_offset,
-                                r.plain + r.transactional, r.plain < cap and r.markers < cap) for r in rows]
+                                # PostgreSQL's sum() of counts is numeric (a Decimal): the count is an int.
+                                int(r.plain + r.transactional), r.plain < cap and r.markers < cap) for r in rows]
 
 
-def committed_between_for_groups_stmt(dialect_name: str, cap: int, limit: int) -> Any:
+def committed_between_for_groups_stmt(dialect_name: str, cap: int, limit: int | None,
+                                       group_id: str | None = None) -> Any:
     """committed_between_for_groups' query: per row, the plain records counted, the COMMIT
     markers counted and their transactions' records counted."""
     go, p = group_offsets, partitions
+    one_group = () if group_id is None else (go.c.group_id == group_id,)
     start = case((go.c.committed_offset > p.c.log_start_offset, go.c.committed_offset),
                  else_=p.c.log_start_offset)
     pos = (
         select(go.c.group_id, go.c.topic_id, go.c.partition, go.c.committed_offset, start.label("start"),
                p.c.next_offset.label("before"), p.c.log_start_offset.label("log_start"))
         .join(p, and_(p.c.topic_id == go.c.topic_id, p.c.partition == go.c.partition))
+        .where(*one_group)
         .order_by(go.c.group_id, go.c.topic_id, go.c.partition)
         .limit(limit)
         .subquery("pos")
@@ -213,8 +193,7 @@ def committed_between_for_groups_stmt(dialect_name: str, cap: int, limit: int) -
     def counted(q: Any, *outer: Any) -> Any:
         return select(func.count()).select_from(q.subquery()).correlate(pos, *outer).scalar_subquery()
 
-    # Per COMMIT marker in range (as committed_between's list of them), its transaction's
-    # records, summed.
+    # Per COMMIT marker in range (at most `cap` of them), its transaction's records, summed.
     mk = markers.subquery("mk")
     one_transaction = transaction_records(dialect_name, (records.c.offset,), at=SimpleNamespace(
         topic_id=pos.c.topic_id, partition=pos.c.partition, txn_id=mk.c.txn_id, before=pos.c.before,
@@ -227,8 +206,3 @@ def committed_between_for_groups_stmt(dialect_name: str, cap: int, limit: int) -
                    transactional.label("transactional"))
             .order_by(pos.c.group_id, pos.c.topic_id, pos.c.partition))
 
-
-@cache
-def _count_transaction_records_stmt(dialect_name: str) -> Any:
-    """transaction_records' rows, counted."""
-    return select(func.count()).select_from(transaction_records(dialect_name, (records.c.offset,)).subquery())

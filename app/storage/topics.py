@@ -196,13 +196,15 @@ class NamedPartitionInfo:
     info: PartitionInfo
 
 
-def describe_all_partitions(conn: Connection) -> list[NamedPartitionInfo]:
-    """describe_partitions for every partition of every topic, in one query, by topic name."""
+def describe_all_partitions(conn: Connection, limit: int) -> list[NamedPartitionInfo]:
+    """describe_partitions for the first `limit` partitions by topic name and partition, of
+    every topic, in one query."""
     rows = conn.execute(
         select(topics.c.topic_id, topics.c.name, partitions.c.partition, partitions.c.log_start_offset,
                partitions.c.next_offset, LAST_STABLE_OFFSET, partitions.c.record_count, partitions.c.size_bytes)
         .join(topics, topics.c.topic_id == partitions.c.topic_id)
         .order_by(topics.c.name, partitions.c.partition)
+        .limit(limit)
     ).all()
     return [NamedPartitionInfo(r.topic_id, r.name, PartitionInfo(
         partition=r.partition, log_start_offset=r.log_start_offset, log_end_offset=r.next_offset,

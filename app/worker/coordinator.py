@@ -37,7 +37,7 @@ class CoordinatorWorker(Chore):
         self.coordinator = coordinator
 
     def _pass(self, now: int) -> CoordinatorPass:
-        timed_out = self.coordinator.abort_timed_out(now)
-        commits, aborts = self.coordinator.complete_pending()
-        expired = self.coordinator.expire_transactional_ids(now)
+        timed_out = self.coordinator.timeouts.abort_timed_out(now)
+        commits, aborts = self.coordinator.completion.complete_pending()
+        expired = self.coordinator.timeouts.expire_transactional_ids(now)
         return CoordinatorPass(len(timed_out), commits, aborts, len(expired))

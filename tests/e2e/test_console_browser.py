@@ -398,6 +398,54 @@ def test_the_overview_counts_and_the_topic_list_shows_sizes_and_lag(console: Con
     assert "sized-out\t1\t1\t" in console.text()
 
 
+def test_a_topics_settings_are_edited_from_its_page_and_only_the_changed_keys_are_sent(console: Console,
+                                                                                     server: ServiceProcess) -> None:
+    from playwright.sync_api import expect
+
+    with server.client() as api:
+        ok(api.post("/v1/topics", json={"name": "tuned", "config": {"retention_ms": 3_600_000}}))
+        before = ok(api.get("/v1/topics/tuned"))["config"]
+        console.open("#/topics/tuned")
+        console.page.locator("#topic-settings").wait_for(timeout=WAIT_MS)
+        expect(console.page.locator("#setting-retention_ms")).to_have_value("3600000")
+        patches: list[Any] = []
+        console.page.on("request", lambda r: patches.append(r.post_data_json) if r.method == "PATCH" else None)
+
+        console.page.locator("#setting-retention_ms").fill("86400000")
+        console.page.locator("#setting-cleanup_policy").select_option("compact")
+        console.page.locator("#settings-save").click()
+        console.wait_text("Saved: cleanup_policy = compact, retention_ms = 86400000.", "#banner")
+        console.screenshot("console-topic-settings.png")
+
+        assert patches == [{"config": {"cleanup_policy": "compact", "retention_ms": 86_400_000}}]
+        assert ok(api.get("/v1/topics/tuned"))["config"] == {**before, "retention_ms": 86_400_000,
+                                                              "cleanup_policy": "compact"}
+        expect(console.page.locator("#setting-retention_ms")).to_have_value("86400000")
+        expect(console.page.locator("#setting-cleanup_policy")).to_have_value("compact")
+
+
+def test_a_bad_topic_setting_shows_its_error_and_changes_nothing(console: Console, server: ServiceProcess) -> None:
+    with server.client() as api:
+        ok(api.post("/v1/topics", json={"name": "guarded"}))
+        before = ok(api.get("/v1/topics/guarded"))["config"]
+        console.open("#/topics/guarded")
+        console.page.locator("#topic-settings").wait_for(timeout=WAIT_MS)
+
+        console.page.locator("#setting-retention_bytes").fill("lots")
+        console.page.locator("#settings-save").click()
+        console.wait_text('INVALID_REQUEST: retention_bytes "lots" is not a whole number', "#settings-status")
+        console.page.locator("#setting-retention_bytes").fill("-5")  # the service's own check
+        console.page.locator("#settings-save").click()
+        console.wait_text("INVALID_", "#settings-status")
+        refusal = console.text("#settings-status")
+        console.page.locator("#setting-retention_bytes").fill(str(before["retention_bytes"]))
+        console.page.locator("#settings-save").click()
+        console.wait_text("Nothing changed.", "#settings-status")
+
+        assert "retention_bytes" in refusal, refusal
+        assert ok(api.get("/v1/topics/guarded"))["config"] == before
+
+
 def test_transactions_are_filtered_by_state_age_and_id_prefix_from_the_keyboard(console: Console,
                                                                                 server: ServiceProcess) -> None:
     from playwright.sync_api import expect
@@ -532,6 +580,24 @@ def test_a_principal_that_may_read_but_not_write_a_topic_sees_no_send_form(
             assert c.page.locator("#send").count() == (1 if may_send else 0)
             if not may_send:
                 c.screenshot("console-records-read-only.png", full_page=False)
+            c.check_clean(server.port)  # type: ignore[arg-type]
+        finally:
+            c.close()
+
+
+def test_a_principal_without_alter_configs_sees_the_settings_but_no_form(
+        browser: Any, secured: tuple[ServiceProcess, str, str], capsys: pytest.CaptureFixture[str]) -> None:
+    server, admin, viewer = secured
+    for key, may_edit in ((viewer, False), (admin, True)):
+        c = Console(browser, server.url, capsys)
+        try:
+            c.open("#/topics/public")
+            sign_in(c, key)
+            c.page.locator("#topic-settings").wait_for(timeout=WAIT_MS)
+            assert c.page.locator("#settings-save").count() == (1 if may_edit else 0)
+            if not may_edit:
+                assert "retention_ms\n604,800,000 (7 days)" in c.text("#topic-settings")
+                c.screenshot("console-topic-settings-read-only.png")
             c.check_clean(server.port)  # type: ignore[arg-type]
         finally:
             c.close()

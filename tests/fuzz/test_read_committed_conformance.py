@@ -10,9 +10,9 @@ cleaner has not deleted yet) or deleted. On every such log:
 - a read_committed Fetch from the log start to the high watermark, in pages of a few records,
   returns exactly the rows of the committed_records view, in commit order, each at its
   commit position;
-- the lag counter (read_committed.committed_between) from every position equals the number
-  of the view's rows committed at or past it, and so does its form for every consumer group at
-  once (read_committed.committed_between_for_groups), a group committed at each position;
+- the lag counter (read_committed.committed_between_for_groups), a group committed at each
+  position, counts for every group at once the number of the view's rows committed at or past
+  its position, and so does it for each group alone (what one group's lag reads);
 - the first-unread counter (read_committed.first_record_committed_from) from every position is
   the lowest offset of the view's rows committed at or past it but lying below it, where the
   records below the log start are deleted (below the log start it answers from the stored
@@ -154,24 +154,27 @@ def test_fetch_and_the_counters_read_exactly_the_committed_records_view(  # type
         try:
             seen = view_rows(conn, topic_id)
             assert fetched_rows(conn, topic_id, log_start, log.next_offset, page) == seen
-            for position in range(log.next_offset + 1):
-                committed_from = [(o, c) for o, c, _ in seen if c >= position]
-                assert read_committed.committed_between(
-                    conn, topic_id, 0, position, log.next_offset, cap=1000) == (len(committed_from), True)
-                if cleaned:
+            if cleaned:
+                for position in range(log.next_offset + 1):
                     assert read_committed.first_record_committed_from(conn, topic_id, 0, position) == min(
-                        (o for o, _ in committed_from if o < position), default=None)
-            # The same count for every group at once (what a /metrics scrape reads): one
-            # group committed at each position.
+                        (o for o, c, _ in seen if c >= position and o < position), default=None)
+            # One group committed at each position.
             conn.execute(insert(group_offsets), [
                 {"group_id": f"g{position:03}", "topic_id": topic_id, "partition": 0,
                  "committed_offset": position, "metadata": None, "committed_ms": 0}
                 for position in range(log.next_offset + 1)])
+            expected = [(f"g{position:03}", sum(c >= position for _, c, _ in seen), True)
+                        for position in range(log.next_offset + 1)]
+            # Every group at once (what a /metrics scrape reads)...
             assert [(c.group_id, c.count, c.exact)
                     for c in read_committed.committed_between_for_groups(conn, cap=1000, limit=10_000)
-                    if c.topic_id == topic_id] == [
-                (f"g{position:03}", sum(c >= position for _, c, _ in seen), True)
-                for position in range(log.next_offset + 1)]
+                    if c.topic_id == topic_id] == expected
+            # ... and each group alone (what GET /v1/groups/{group_id}/lag reads).
+            assert [(c.group_id, c.count, c.exact)
+                    for group_id, _, _ in expected
+                    for c in read_committed.committed_between_for_groups(conn, cap=1000, limit=None,
+                                                                          group_id=group_id)
+                    if c.topic_id == topic_id] == expected
         finally:
             conn.rollback()
 

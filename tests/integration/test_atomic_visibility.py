@@ -72,7 +72,7 @@ class _Writer:
             commit = not _aborts(i)
             coordinator.end_transaction(tid, pid, epoch, commit=commit)
             if not coordinator.settings.complete_inline:
-                coordinator.complete(tid)  # what the coordinator worker does
+                coordinator.completion.complete(tid)  # what the coordinator worker does
             (self.committed if commit else self.aborted).append(n)
 
 

@@ -223,6 +223,9 @@ OPERATIONS: dict[str, Op] = {
     "commit_offsets": Op(lambda w: ("POST", "/v1/groups/g/offsets",
                                     {"offsets": [{"topic": "orders", "partition": 1, "offset": 0}]}),
                          ((G, "g", Operation.READ), (T, "orders", Operation.READ))),
+    # A reset is an OffsetCommit (Kafka's tool commits the offsets it plans).
+    "reset_offsets": Op(lambda w: ("POST", "/v1/groups/g/offsets/reset", {"topic": "orders", "to": "earliest"}),
+                        ((G, "g", Operation.READ), (T, "orders", Operation.READ))),
     "fetch_offsets": Op(lambda w: ("GET", "/v1/groups/g/offsets?topic=orders", None),
                         ((G, "g", Operation.DESCRIBE), (T, "orders", Operation.DESCRIBE))),
     "join_group": Op(lambda w: ("POST", "/v1/groups/g/members", {"topics": ["orders"]}),
@@ -255,6 +258,10 @@ VARIANTS: dict[str, Op] = {
             {"topic": "orders", "partition": 0, "base_sequence": 0, "records": [{"value": 3}]}]}),
         ((X, "tx", Operation.WRITE), (T, "orders", Operation.WRITE)),
         prepare=lambda w: w.values.update(p=w.producer(transaction_version=2))),
+    # A dry run reads only: DescribeGroups, OffsetFetch and ListOffsets in Kafka's tool.
+    "reset_offsets as a dry run": Op(
+        lambda w: ("POST", "/v1/groups/g/offsets/reset", {"topic": "orders", "to": "earliest", "dry_run": True}),
+        ((G, "g", Operation.DESCRIBE), (T, "orders", Operation.DESCRIBE))),
 }
 ALL = {**OPERATIONS, **VARIANTS}
 # Open with authentication on: the probes, and /metrics unless OUTBOX_PROTECT_METRICS.

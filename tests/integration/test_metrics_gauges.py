@@ -1,7 +1,8 @@
 """GET /metrics' gauges read from the database (app.services.gauges): consumer group lag as GET
 /v1/groups/{group_id}/lag counts it, partitions as describe shows them, the oldest open
 transaction's age; computed once per OUTBOX_METRICS_GAUGE_INTERVAL_MS with a constant number
-of queries, and at most OUTBOX_METRICS_MAX_GROUP_PARTITIONS lag series."""
+of queries, at most OUTBOX_METRICS_MAX_PARTITIONS partitions' series and
+OUTBOX_METRICS_MAX_GROUP_PARTITIONS lag series."""
 
 from __future__ import annotations
 
@@ -93,6 +94,34 @@ def test_the_lag_gauge_counts_what_the_http_lag_counts_not_markers_nor_aborted_o
     assert {k: v for p in (0, 2, 4, 5, 8, 9, 10, 11) for k, v in http_lag(client, f"g{p:02}").items()} == expected
     assert set(lag_series(scraped, "outbox_group_lag_exact").values()) == {1}
     assert lag_series(scraped, "outbox_group_lag_unknown") == {}
+
+
+def test_one_groups_http_lag_is_its_own_gauge_series_beside_another_group_on_the_same_partitions(client) -> None:  # type: ignore[no-untyped-def]
+    create_topic(client, "orders", 2)
+    assert send(client, [batch("orders", 0, ["p0", "p1"]), batch("orders", 1, ["q0"])]).status_code == 200
+    aborted = init_producer(client, "a")
+    begin(client, "a", aborted)
+    assert send(client, [batch("orders", 0, ["a0", "a1"], 0), batch("orders", 1, ["a2"], 0)],
+                aborted, "a").status_code == 200  # 0: offsets 2, 3; 1: offset 1
+    assert client.post("/v1/transactions/a/abort", json=ident(aborted)).status_code == 200  # ABORT 0: 4, 1: 2
+    committed = init_producer(client, "c")
+    begin(client, "c", committed)
+    assert send(client, [batch("orders", 0, ["c0", "c1", "c2"], 0)], committed, "c").status_code == 200  # 0: 5-7
+    assert client.post("/v1/transactions/c/commit", json=ident(committed)).status_code == 200  # COMMIT 0: 8
+    assert send(client, [batch("orders", 0, ["p9"]), batch("orders", 1, ["q3"])]).status_code == 200  # 0: 9, 1: 3
+    opened = init_producer(client, "o")
+    begin(client, "o", opened)
+    assert send(client, [batch("orders", 0, ["o0"], 0), batch("orders", 1, ["o1"], 0)],
+                opened, "o").status_code == 200  # 0: 10, 1: 4, left open
+    assert send(client, [batch("orders", 1, ["q5"])]).status_code == 200  # 1: 5
+    commit_offset(client, "g", "orders", 0, 2)  # c0-c2 (at 8) and p9 left
+    commit_offset(client, "g", "orders", 1, 1)  # q3 and q5 left
+    commit_offset(client, "h", "orders", 0, 9)  # p9 left
+    commit_offset(client, "h", "orders", 1, 0)  # q0, q3 and q5 left
+    scraped = scrape(client)
+    assert http_lag(client, "g") == {("g", "orders", "0"): 4, ("g", "orders", "1"): 2}
+    assert http_lag(client, "h") == {("h", "orders", "0"): 1, ("h", "orders", "1"): 3}
+    assert lag_series(scraped) == {**http_lag(client, "g"), **http_lag(client, "h")}
 
 
 def test_a_group_that_never_committed_a_partition_is_shown_unknown_not_zero(client) -> None:  # type: ignore[no-untyped-def]
@@ -212,6 +241,46 @@ def test_lag_series_past_the_maximum_are_left_out_and_counted(settings, clock) -
     assert value(scraped, "outbox_group_lag_series_left_out") == 3
 
 
+def test_unknown_partitions_past_the_maximum_are_counted_not_held(settings, clock) -> None:  # type: ignore[no-untyped-def]
+    with _client(settings, clock, metrics_gauge_interval_ms=0, metrics_max_group_partitions=2) as c:
+        create_topic(c, "orders", 50)
+        for g in ("a", "b", "c"):
+            assert c.post(f"/v1/groups/{g}/members", json={"topics": ["orders"]}).status_code == 200
+        reading = c.app.state.services.gauges.read()
+        scraped = scrape(c)
+    assert [(g.group_id, g.topic, g.partition, g.lag) for g in reading.group_partitions] == [
+        ("a", "orders", 0, None), ("a", "orders", 1, None)]
+    assert reading.group_partitions_left_out == 148
+    assert lag_series(scraped, "outbox_group_lag_unknown") == {("a", "orders", "0"): 1, ("a", "orders", "1"): 1}
+    assert value(scraped, "outbox_group_lag_series_left_out") == 148
+
+
+def test_partition_series_past_the_maximum_are_left_out_and_counted(settings, clock) -> None:  # type: ignore[no-untyped-def]
+    with _client(settings, clock, metrics_gauge_interval_ms=0, metrics_max_partitions=3) as c:
+        create_topic(c, "refunds", 2)
+        create_topic(c, "orders", 2)
+        assert send(c, [batch("refunds", 1, ["r"])]).status_code == 200
+        reading = c.app.state.services.gauges.read()
+        scraped = scrape(c)
+    # The first partitions by topic name and partition.
+    assert [(p.topic, p.info.partition) for p in reading.partitions] == [("orders", 0), ("orders", 1), ("refunds", 0)]
+    for name in ("outbox_partition_log_start_offset", "outbox_partition_log_end_offset",
+                 "outbox_partition_last_stable_offset", "outbox_partition_records", "outbox_partition_bytes"):
+        assert sorted((dict(key)["topic"], dict(key)["partition"]) for (n, key) in scraped if n == name) == [
+            ("orders", "0"), ("orders", "1"), ("refunds", "0")], name
+    assert scraped[("outbox_partition_series_left_out", frozenset())] == 1
+
+
+def test_with_room_for_every_partition_none_is_left_out(client) -> None:  # type: ignore[no-untyped-def]
+    create_topic(client, "orders", 3)
+
+    scraped = scrape(client)
+
+    assert scraped[("outbox_partition_series_left_out", frozenset())] == 0
+    assert value(scraped, "outbox_partition_log_end_offset", topic="orders", partition="2") == 0
+    assert ("outbox_partition_log_end_offset", frozenset({("topic", "orders"), ("partition", "2")})) in scraped
+
+
 def test_a_scrape_of_1000_groups_by_10_partitions_costs_as_many_queries_as_one_group(client, database) -> None:  # type: ignore[no-untyped-def]
     create_topic(client, "orders", 10)
     assert send(client, [batch("orders", p, ["x", "y"]) for p in range(10)]).status_code == 200
@@ -229,10 +298,10 @@ def test_a_scrape_of_1000_groups_by_10_partitions_costs_as_many_queries_as_one_g
              "metadata": None, "committed_ms": 0} for p in range(1, 10)])
     with statements(client) as many:
         scraped = scrape(client)
-    # Partitions, the lag counts, committed offsets, staged offsets, subscriptions,
+    # Partitions, topics, the lag counts, committed offsets, staged offsets, subscriptions,
     # transactions by state, hanging ones, the oldest open one (and SQLite's BEGIN).
     assert len(many) == len(one)
-    assert len([s for s in one if s.startswith("SELECT")]) == 8
+    assert len([s for s in one if s.startswith("SELECT")]) == 9
     series = lag_series(scraped)
     assert len(series) == 10_000
     assert set(series.values()) == {1}

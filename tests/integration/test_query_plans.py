@@ -110,18 +110,21 @@ def test_a_transactional_id_prefix_is_a_range_of_the_primary_key_on_sqlite(servi
     assert not any(line.startswith("SCAN") for line in lines), lines
 
 
-def test_every_groups_lag_is_counted_from_its_committed_offset_through_indexes_never_a_whole_scan(services, database) -> None:  # type: ignore[no-untyped-def]
-    """The /metrics scrape's lag (committed_between_for_groups), per committed offset: the
-    plain records in range (primary key), the COMMIT markers in range (their index; counted,
-    then each), each marker's transaction's batch heads by its id, then each head's run
-    (primary key). Never a whole scan of the partition's records or batch heads."""
+@pytest.mark.parametrize(("group_id", "limit"), [(None, 10_000), ("g", None)], ids=["every group", "one group"])
+def test_a_groups_lag_is_counted_from_its_committed_offset_through_indexes_never_a_whole_scan(  # type: ignore[no-untyped-def]
+        services, database, group_id, limit) -> None:
+    """The lag (committed_between_for_groups) of every group (the /metrics scrape) or of one
+    (GET /v1/groups/{group_id}/lag), per committed offset: the plain records in range (primary
+    key), the COMMIT markers in range (their index; counted, then each), each marker's
+    transaction's batch heads by its id, then each head's run (primary key). Never a whole
+    scan of the partition's records or batch heads."""
     _fill(services)
     with database.engine.connect() as conn:
         topic_id = conn.execute(text("SELECT topic_id FROM topics WHERE name = 'plans'")).scalar_one()
         conn.execute(text("INSERT INTO group_offsets (group_id, topic_id, partition, committed_offset, metadata, "
                           "committed_ms) VALUES ('g', :t, 0, 100, NULL, 0)"), {"t": topic_id})
         conn.commit()
-        sql = str(committed_between_for_groups_stmt(database.dialect, 1_000_000, 10_000).compile(
+        sql = str(committed_between_for_groups_stmt(database.dialect, 1_000_000, limit, group_id).compile(
             conn, compile_kwargs={"literal_binds": True, "render_postcompile": True}))
     lines = _plan(database, sql)
     primary_key = "pk_records" if database.dialect == "postgresql" else "sqlite_autoindex_records_1"

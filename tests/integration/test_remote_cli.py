@@ -9,6 +9,7 @@ commands run in this process too (app.cli.main), so no test pays a Python start-
 from __future__ import annotations
 
 import shutil
+import socket
 import sys
 import threading
 import time
@@ -247,6 +248,84 @@ def test_groups_lag_prints_kafka_consumer_groups_columns_with_table(served, outb
     ]
 
 
+def test_groups_reset_offsets_plans_without_execute_and_commits_with_it_as_the_database_command_does(served, outbox, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    name, group = _topic("r"), _topic("resetting")
+    http = served.http()
+    create_topic(http, name, 2)
+    assert send(http, [batch(name, 0, ["o1", "o2", "o3"])]).status_code == 200
+    assert http.post(f"/v1/groups/{group}/offsets", json={"offsets": [
+        {"topic": name, "partition": 0, "offset": 3}]}).status_code == 200
+    flags = ["groups", "reset-offsets", group, "--topic", name, "--to-offset", "1"]
+
+    planned = outbox("--url", served.open_url, *flags)
+    after_plan = http.get(f"/v1/groups/{group}/offsets").json()["offsets"]
+    monkeypatch.setenv("OUTBOX_DATABASE_URL", served.db_url)
+    direct_plan = outbox(*flags, "--dry-run").json
+    monkeypatch.delenv("OUTBOX_DATABASE_URL")
+    executed = outbox("--url", served.open_url, *flags, "--execute").json
+
+    assert planned.err == ("outbox: the plan only, nothing is committed: add --execute to commit it (--dry-run to "
+                           "say so without this warning)\n")
+    planned.err = ""  # the answer is the rest
+    expected = [{"topic": name, "partition": 0, "committed_offset": 3, "new_offset": 1},
+                {"topic": name, "partition": 1, "committed_offset": None, "new_offset": 0}]
+    assert planned.json == direct_plan == {"group_id": group, "dry_run": True, "offsets": expected}
+    assert [o["offset"] for o in after_plan] == [3]
+    assert executed == {"group_id": group, "dry_run": False, "offsets": expected}
+    assert [(o["partition"], o["offset"]) for o in http.get(f"/v1/groups/{group}/offsets").json()["offsets"]] == [
+        (0, 1), (1, 0)]
+
+
+def test_groups_reset_offsets_prints_kafka_consumer_groups_columns_with_table(served, outbox) -> None:  # type: ignore[no-untyped-def]
+    name, group = _topic("rt"), _topic("grp")
+    http = served.http()
+    create_topic(http, name, 1)
+    assert send(http, [batch(name, 0, ["o1", "o2"])]).status_code == 200
+
+    done = outbox("--url", served.open_url, "groups", "reset-offsets", group, "--topic", name, "--to-latest",
+                  "--execute", "--table")
+
+    assert (done.status, done.err) == (0, "")
+    g, t = group.ljust(len("GROUP")), name.ljust(len("TOPIC"))
+    assert done.out.splitlines() == [
+        f"{'GROUP'.ljust(len(g))}  {'TOPIC'.ljust(len(t))}  PARTITION  CURRENT-OFFSET  NEW-OFFSET",
+        f"{g}  {t}  0          -               2",
+    ]
+
+
+def test_groups_reset_offsets_of_a_group_with_members_is_one_line_and_exit_status_1(served, outbox) -> None:  # type: ignore[no-untyped-def]
+    name, group = _topic("ra"), _topic("active")
+    http = served.http()
+    create_topic(http, name, 1)
+    assert http.post(f"/v1/groups/{group}/members", json={"topics": [name]}).status_code == 200
+
+    done = outbox("--url", served.open_url, "groups", "reset-offsets", group, "--topic", name, "--to-earliest",
+                  "--execute")
+
+    assert (done.status, done.out) == (EXIT_FAILURE, "")
+    assert done.err == (f"outbox: error: NON_EMPTY_GROUP: group {group!r} has 1 active member(s): its offsets are "
+                        "reset only while it has none (stop its consumers first)\n")
+
+
+def test_groups_reset_offsets_to_a_datetime_sends_its_milliseconds_and_a_bad_one_is_a_usage_error(served, outbox) -> None:  # type: ignore[no-untyped-def]
+    name, group = _topic("rd"), _topic("dated")
+    http = served.http()
+    create_topic(http, name, 1)
+    records = [{"value": i, "timestamp_ms": ms} for i, ms in enumerate((1_000, 60_000, 120_000))]
+    assert send(http, [{"topic": name, "partition": 0, "records": records}]).status_code == 200
+    flags = ["--url", served.open_url, "groups", "reset-offsets", group, "--topic", name, "--execute"]
+
+    dated = outbox(*flags, "--to-datetime", "1970-01-01T00:00:30").json  # UTC: 30,000 ms
+    zoned = outbox(*flags, "--to-datetime", "1970-01-01T01:01:00.001+01:00").json  # 60,001 ms
+    bad = outbox(*flags, "--to-datetime", "yesterday")
+
+    assert [o["new_offset"] for o in dated["offsets"]] == [1]
+    assert [o["new_offset"] for o in zoned["offsets"]] == [2]
+    assert (bad.status, bad.out) == (EXIT_USAGE, "")
+    assert bad.err == ("outbox: error: --to-datetime 'yesterday': give an ISO 8601 time, e.g. 2026-11-28T09:30:00Z "
+                       "(UTC when no zone is given)\n")
+
+
 # --- transactions -----------------------------------------------------------------------------
 
 
@@ -394,6 +473,45 @@ def test_an_unreachable_service_is_one_line_and_exit_status_1(outbox) -> None:  
 
     assert (done.status, done.out) == (EXIT_FAILURE, "")
     assert done.err == f"outbox: error: cannot reach the service at http://127.0.0.1:{port}: [Errno 111] Connection refused\n"
+
+
+@pytest.fixture
+def silent_port() -> Iterator[int]:
+    """A port whose server accepts connections and reads what it is sent, but never answers."""
+    server = socket.create_server(("127.0.0.1", 0))
+    held: list[socket.socket] = []
+    stop = threading.Event()
+
+    def accept() -> None:
+        server.settimeout(0.1)
+        while not stop.is_set():
+            try:
+                held.append(server.accept()[0])  # kept open, unanswered, until the test ends
+            except TimeoutError:
+                continue
+
+    thread = threading.Thread(target=accept, daemon=True)
+    thread.start()
+    try:
+        yield server.getsockname()[1]
+    finally:
+        stop.set()
+        thread.join(START_TIMEOUT_S)
+        for conn in held:
+            conn.close()
+        server.close()
+
+
+def test_a_service_that_never_answers_is_one_line_and_exit_status_1_after_the_timeout(outbox, silent_port) -> None:  # type: ignore[no-untyped-def]
+    started = time.monotonic()
+
+    done = outbox("--url", f"http://127.0.0.1:{silent_port}", "--timeout", "1", "topics", "list")
+
+    took = time.monotonic() - started
+    assert (done.status, done.out) == (EXIT_FAILURE, "")
+    assert done.err == (f"outbox: error: the service at http://127.0.0.1:{silent_port} did not answer within "
+                        f"1s (--timeout)\n")
+    assert 0.9 <= took < 20  # the timeout's second, and not the default 30 s
 
 
 def test_an_api_key_on_a_mistaken_command_line_is_not_echoed(outbox) -> None:  # type: ignore[no-untyped-def]

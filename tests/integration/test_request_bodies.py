@@ -26,6 +26,7 @@ OPERATIONS = [
     ("/v1/transactions/tx/abort", b'{"producer_id": 0, "producer_epoch": 0}'),
     ("/v1/groups/g/offsets", b'{"offsets": [{"topic": "t", "partition": 0, "offset": 0}]}'),
     ("/v1/groups/g/members", b'{"topics": ["t"]}'),
+    ("/v1/groups/g/offsets/reset", b'{"topic": "t", "to": "earliest"}'),
 ]
 PATHS = [path for path, _ in OPERATIONS]
 

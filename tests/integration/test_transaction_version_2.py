@@ -229,7 +229,7 @@ def test_a_commit_left_to_the_worker_answers_the_new_epoch_and_the_next_send_wai
     with pytest.raises(ConcurrentTransactions):
         services.log.send([SendBatch("out", 0, record, 0)], producer_id=p.producer_id,
                           producer_epoch=decided.producer_epoch, transactional_id=TID)
-    coordinator.complete_pending()
+    coordinator.completion.complete_pending()
     results = services.log.send([SendBatch("out", 0, record, 0)], producer_id=p.producer_id,
                                 producer_epoch=decided.producer_epoch, transactional_id=TID)
     assert results[0].txn_id is not None and results[0].txn_id != decided.txn_id
@@ -396,7 +396,7 @@ def test_a_commit_carrying_batches_left_to_the_worker_is_decided_then_completed(
 
     assert decided.meta.state.value == "PrepareCommit"
     assert [(x.partition, x.first_offset) for x in decided.partitions] == [(0, 0)]
-    assert coordinator.complete_pending() == (1, 0)
+    assert coordinator.completion.complete_pending() == (1, 0)
     fetched = services.log.fetch("out", 0, offset=0, max_records=10, isolation=IsolationLevel.READ_COMMITTED)[1]
     assert [r.value for r in fetched.records] == ['"a"']
 
@@ -514,5 +514,5 @@ def test_an_exhausted_epoch_s_decision_completed_by_the_worker_keeps_its_markers
     decided = coordinator.end_transaction(TID, p.producer_id, MAX_PRODUCER_EPOCH, commit=True)
 
     assert decided.meta.state.value == "PrepareCommit" and decided.meta.producer_id != p.producer_id
-    assert coordinator.complete_pending() == (1, 0)
+    assert coordinator.completion.complete_pending() == (1, 0)
     assert _markers(database) == [(0, 1, p.producer_id, MAX_PRODUCER_EPOCH)]

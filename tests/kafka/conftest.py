@@ -18,6 +18,9 @@ from kio.serial import entity_reader, entity_writer
 
 from app.kafka.protocol import request_class, response_class
 from app.kafka.server import KafkaListener
+# The tests that run `outbox serve --kafka-listener` as a process take the end-to-end suite's
+# database and launcher, whose logs are printed when a test fails.
+from tests.e2e.conftest import backend, launcher, pytest_runtest_makereport  # noqa: F401 - fixtures, hook
 
 IO_TIMEOUT_S = 10
 

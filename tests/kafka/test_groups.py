@@ -336,8 +336,8 @@ def test_a_member_whose_session_times_out_is_removed_by_group_expiry_and_the_oth
 
 def test_a_group_takes_at_most_group_max_size_members(kafka: Listener) -> None:
     create_topic(kafka.client, "orders")
-    groups = kafka.services.groups
-    groups.settings = groups.settings.model_copy(update={"group_max_size": 1})
+    for service in (kafka.services.groups, kafka.services.classic_group_protocol):  # the HTTP and the Kafka door's
+        service.settings = service.settings.model_copy(update={"group_max_size": 1})
     s, member = _lone_member(kafka)
     with s, kafka.connect() as other:
         assert join(other, "g").error_code == ErrorCode.group_max_size_reached

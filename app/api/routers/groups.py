@@ -23,6 +23,8 @@ from app.api.schemas.groups import (
     MemberDescription,
     Membership,
     OffsetCommitRequest,
+    OffsetReset,
+    OffsetResetRequest,
     TopicPartition,
 )
 from app.api.security import AccessDep
@@ -30,7 +32,8 @@ from app.api.waiting import WaitingPrincipal, unless_disconnected
 from app.domain import acl
 from app.domain.acl import Operation
 from app.domain.errors import InvalidRequest, UnstableOffsetCommit
-from app.domain.offsets import GroupMetadata, OffsetToStage
+from app.domain.offsets import GroupMetadata, OffsetResetSpec, OffsetToStage
+from app.services.group_service import reset_as_dict
 
 router = APIRouter(prefix="/v1/groups", tags=["groups"])
 
@@ -107,6 +110,29 @@ def commit_offsets(
     )
     return _offsets(group_id, services.groups.fetch(group_id, topic=None, require_stable=False,
                                                     visible=_describable(access)))
+
+
+@router.post("/{group_id}/offsets/reset", operation_id="reset_offsets", response_model=OffsetReset,
+             responses=documented(400, 401, 403, 404, 409, 415))
+def reset_offsets(
+    group_id: GroupPath, body: Annotated[OffsetResetRequest, json_body(OffsetResetRequest)], services: ServicesDep,
+    access: AccessDep,
+) -> OffsetReset:
+    """kafka-consumer-groups --reset-offsets: set the group's committed offsets in the topic's
+    partitions (all of them unless `partitions` names some) to the earliest or latest offset, a
+    given offset, or the first record at or after a time, and answer each partition's offset
+    before and after. Refused while the group has active members (NON_EMPTY_GROUP, as Kafka's
+    tool refuses a group that is not inactive), and for partitions whose offsets an unfinished
+    transaction holds (UNSTABLE_OFFSET_COMMIT). With dry_run, the same answer and nothing
+    committed. A reset is an OffsetCommit: it needs READ on the group and the topic; a dry run
+    reads only, and needs DESCRIBE on both."""
+    needed = Operation.DESCRIBE if body.dry_run else Operation.READ
+    access.require(needed, acl.group(group_id))
+    access.require(needed, acl.topic(body.topic))
+    plan = services.groups.reset_offsets(group_id, body.topic, body.partitions,
+                                         OffsetResetSpec(body.to, body.offset, body.timestamp_ms),
+                                         dry_run=body.dry_run)
+    return OffsetReset.model_validate(reset_as_dict(group_id, plan, dry_run=body.dry_run))
 
 
 def _describable(access: AccessDep):  # type: ignore[no-untyped-def]

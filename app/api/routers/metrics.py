@@ -106,6 +106,13 @@ def partition_gauges(reading: GaugeReading) -> Iterator[Metric]:
         for p in reading.partitions:
             family.add_metric([p.topic, str(p.info.partition)], getattr(p.info, field))
         yield family
+    yield GaugeMetricFamily(
+        "outbox_partition_series_left_out",
+        "(topic, partition) series of each per-partition gauge (outbox_partition_log_start_offset and the "
+        "others with those labels) not exported this scrape, past OUTBOX_METRICS_MAX_PARTITIONS: the first "
+        "partitions by topic name and partition are.",
+        value=reading.partitions_left_out,
+    )
 
 
 def group_gauges(reading: GaugeReading) -> Iterator[Metric]:

@@ -5,7 +5,9 @@ from typing import Annotated
 from msgspec import Meta
 from pydantic import BaseModel, Field
 
-from app.api.schemas.common import GenerationId, MemberId, OffsetEntry, RequestBody, TopicName
+from app.api.schemas.common import GenerationId, MemberId, Offset, OffsetEntry, Partition, RequestBody, TopicName
+from app.domain.offsets import MAX_PARTITIONS_PER_REQUEST, ResetTo
+from app.domain.types import MAX_INT64
 from app.services import group_service
 from app.services.group_service import LagUnknown
 
@@ -16,6 +18,18 @@ class OffsetCommitRequest(RequestBody):
         description="KIP-447: refuse the commit unless this is the group's generation"
     )] | None = None
     member_id: MemberId | None = None
+
+
+class OffsetResetRequest(RequestBody):
+    topic: TopicName
+    to: Annotated[ResetTo, Meta(description=(
+        "earliest: each partition's log start; latest: its log end (high watermark); offset: `offset`, moved into "
+        "[log start, log end]; timestamp: the first record at or after `timestamp_ms`, or the log end if none"))]
+    partitions: Annotated[list[Partition], Meta(max_length=MAX_PARTITIONS_PER_REQUEST, description=(
+        "the partitions to reset; every partition of the topic when omitted"))] | None = None
+    offset: Annotated[Offset, Meta(description="with to=offset only")] | None = None
+    timestamp_ms: Annotated[int, Meta(ge=0, le=MAX_INT64, description="with to=timestamp only")] | None = None
+    dry_run: Annotated[bool, Meta(description="answer the plan and commit nothing")] = False
 
 
 class JoinGroupRequest(RequestBody):
@@ -41,6 +55,19 @@ class CommittedOffset(BaseModel):
 class GroupOffsets(BaseModel):
     group_id: str
     offsets: list[CommittedOffset]
+
+
+class PlannedOffset(BaseModel):
+    topic: str
+    partition: int
+    committed_offset: int | None = Field(description="the group's committed offset before the reset; null: none")
+    new_offset: int = Field(description="the committed offset the reset sets (or, in a dry run, would set)")
+
+
+class OffsetReset(BaseModel):
+    group_id: str
+    dry_run: bool = Field(description="true: nothing was committed; the offsets are the plan")
+    offsets: list[PlannedOffset]
 
 
 class TopicPartition(BaseModel):

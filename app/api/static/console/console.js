@@ -356,7 +356,8 @@
   }
 
   async function topic(name) {
-    const t = await api(`/v1/topics/${enc(name)}`);
+    const [t, permitted] = await Promise.all([api(`/v1/topics/${enc(name)}`),
+      api(`/v1/topics/${enc(name)}/authorized-operations`)]);
     main.replaceChildren(
       h("p", {}, link("#/topics", "← Topics")),
       h("h1", {}, `Topic ${t.name}`),
@@ -365,7 +366,81 @@
       table(["partition", "log start", "last stable offset", "high watermark", "records", "bytes", ""],
         t.partitions.map(p => [link(`#/topics/${enc(t.name)}/${p.partition}?isolation=read_uncommitted`, String(p.partition)), n(p.log_start_offset), n(p.last_stable_offset), n(p.log_end_offset),
           n(p.record_count), bytes(p.size_bytes),
-          link(`#/topics/${enc(t.name)}/${p.partition}?isolation=read_uncommitted`, "browse records")])));
+          link(`#/topics/${enc(t.name)}/${p.partition}?isolation=read_uncommitted`, "browse records")])),
+      h("h2", {}, "Settings"),
+      permitted.authorized_operations.includes("alter_configs") ? settingsForm(t) : settingsList(t.config));
+  }
+
+  // A topic's settings (PATCH /v1/topics/{topic}, Kafka's IncrementalAlterConfigs): the keys
+  // whose value changed are sent, the others kept. value_format is fixed at creation.
+  const CLEANUP_POLICIES = ["delete", "compact", "compact,delete"];
+  const SETTINGS = [
+    ["cleanup_policy", "what the log cleaner does to old records"],
+    ["retention_ms", "delete: records older than this go; -1: no time limit"],
+    ["retention_bytes", "delete: the oldest records of a partition go past this size; -1: no size limit"],
+    ["delete_retention_ms", "compact: how long a tombstone is kept"],
+    ["max_message_bytes", "the largest record a Send may append"],
+    ["check_expected_offsets", "every Send must carry expected_offset (KIP-27)"],
+  ];
+  const settingText = (key, v) => (key === "retention_ms" || key === "retention_bytes") && v < 0 ? "-1 (unlimited)"
+    : key.endsWith("_ms") ? `${n(v)} (${age(v)})` : key.endsWith("_bytes") ? `${n(v)} (${bytes(v)})` : String(v);
+
+  function settingsList(config) {
+    return h("dl", { id: "topic-settings" },
+      [...SETTINGS.map(([k]) => k), "value_format"].flatMap(k => [h("dt", {}, k), h("dd", {}, settingText(k, config[k]))]));
+  }
+
+  function settingsForm(t) {
+    const status = h("p", { id: "settings-status", class: "muted" });
+    const field = (key) => {
+      const v = t.config[key];
+      if (key === "cleanup_policy") {
+        return h("select", { name: key, id: `setting-${key}` }, CLEANUP_POLICIES.map(x => h("option", { value: x, selected: x === v }, x)));
+      }
+      if (key === "check_expected_offsets") return h("input", { type: "checkbox", name: key, id: `setting-${key}`, checked: v });
+      return h("input", { name: key, id: `setting-${key}`, value: String(v), size: 14, inputmode: "numeric" });
+    };
+    return h("form", { class: "settings", id: "topic-settings", onsubmit: async e => {
+      e.preventDefault();
+      const f = e.target;
+      const changes = {};
+      for (const [key] of SETTINGS) {
+        const input = f.elements[key];
+        let value;
+        if (key === "cleanup_policy") value = input.value;
+        else if (key === "check_expected_offsets") value = input.checked;
+        else {
+          const text = input.value.trim();
+          if (!/^-?\d+$/.test(text)) {
+            status.className = "error";
+            status.textContent = `INVALID_REQUEST: ${key} ${JSON.stringify(text)} is not a whole number`;
+            input.focus();
+            return;
+          }
+          value = Number(text);
+        }
+        if (value !== t.config[key]) changes[key] = value;
+      }
+      if (!Object.keys(changes).length) {
+        status.className = "muted";
+        status.textContent = "Nothing changed.";
+        return;
+      }
+      try {
+        await api(`/v1/topics/${enc(t.name)}`, { method: "PATCH", json: { config: changes } });
+        go(`#/topics/${enc(t.name)}`, `Saved: ${Object.entries(changes).map(([k, v]) => `${k} = ${v}`).join(", ")}.`);
+      } catch (err) {
+        status.className = "error";
+        status.textContent = `${err.code}: ${err.message}`;
+      }
+    } },
+    h("table", {}, h("tbody", {}, SETTINGS.map(([key, about]) => h("tr", {},
+      h("th", { scope: "row" }, h("label", { for: `setting-${key}` }, key)), h("td", {}, field(key)),
+      h("td", { class: "muted" }, about))),
+    h("tr", {}, h("th", { scope: "row" }, "value_format"), h("td", {}, t.config.value_format),
+      h("td", { class: "muted" }, "set when the topic is created")))),
+    h("p", { class: "muted" }, "Retention and compaction act from the log cleaner's next pass: records they remove are gone."),
+    h("button", { type: "submit", id: "settings-save" }, "Save settings"), status);
   }
 
   // The record browser: a page of PAGE records from a position, by default the newest page.

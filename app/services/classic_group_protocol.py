@@ -1,0 +1,346 @@
+"""Kafka's classic group protocol on the engine's groups: JoinGroup, SyncGroup, Heartbeat,
+LeaveGroup and DescribeGroups, as the Kafka door (app/kafka/groups.py) serves them. The HTTP
+door's membership, the offsets both doors commit and the lag are app.services.group_service's.
+
+The rebalance lives in the group's row and its members' rows (app.domain.group): a join moves
+a Stable group to PreparingRebalance; each member joins again (its join_generation becomes the
+generation being formed) until all have or the rebalance deadline passes, when those that did
+not are removed, the generation is bumped, a leader and protocol are chosen
+(CompletingRebalance); the leader's SyncGroup stores every member's assignment (Stable). Only
+the requests waiting for that are in memory, in the door, which asks again (`joined`, `sync`):
+so any process may complete a rebalance and several `serve` processes are one coordinator.
+
+Also here, as functions on the caller's connection, what the HTTP door's service shares with
+this one: which door manages a group with members (`check_door`), the group size limit
+(`check_size`), and the end of a join phase that group expiry runs too (`members_left`,
+`complete_join`).
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+
+from sqlalchemy import Connection
+
+from app.domain.clock import Clock
+from app.domain.errors import (
+    GroupMaxSizeReached,
+    IllegalGeneration,
+    InconsistentGroupProtocol,
+    InvalidRequest,
+    InvalidSessionTimeout,
+    RebalanceInProgress,
+    UnknownMemberId,
+)
+from app.domain.group import GroupState, StoredGroupState, select_protocol
+from app.settings import Settings
+from app.storage import groups, offsets
+from app.storage.dialect import RowLock
+from app.storage.engine import Database
+
+
+@dataclass(frozen=True, slots=True)
+class Joined:
+    """A Kafka member's JoinGroup answer: the generation it is in, and, for the leader, every
+    member with its metadata for the chosen protocol (the others get no members)."""
+
+    member_id: str
+    generation_id: int
+    protocol_type: str
+    protocol_name: str
+    leader_id: str
+    members: list[tuple[str, bytes]]
+
+
+@dataclass(frozen=True, slots=True)
+class Joining:
+    """A Kafka member that has joined the rebalance forming `generation_id` and waits for the
+    other members (JoinGroup's barrier): the door asks again (ClassicGroupProtocol.joined)."""
+
+    member_id: str
+    generation_id: int
+
+
+@dataclass(frozen=True, slots=True)
+class GroupDescription:
+    group_id: str
+    state: GroupState
+    protocol_type: str | None
+    protocol_name: str | None
+    members: list[groups.Member]
+
+
+class ClassicGroupProtocol:
+    def __init__(self, db: Database, settings: Settings, clock: Clock) -> None:
+        self.db = db
+        self.settings = settings
+        self.clock = clock
+
+    def join(self, group_id: str, *, member_id: str, protocol_type: str, protocols: list[tuple[str, bytes]],
+             topic_names: list[str], session_timeout_ms: int, rebalance_timeout_ms: int) -> Joined | Joining:
+        if session_timeout_ms not in self.settings.session_timeout_limit:
+            raise InvalidSessionTimeout(f"session_timeout_ms must be in {self.settings.session_timeout_limit}")
+        if not protocol_type or not protocols:
+            raise InconsistentGroupProtocol("a member names its protocol type and at least one protocol")
+        if len({name for name, _ in protocols}) != len(protocols):
+            raise InvalidRequest("a member names each protocol once")
+        # Kafka's JoinGroup v0 has no rebalance timeout: the session timeout is it. Bounded like
+        # a session, so that no member holds a rebalance longer than the service allows one.
+        if rebalance_timeout_ms < 0:
+            rebalance_timeout_ms = session_timeout_ms
+        rebalance_timeout_ms = min(rebalance_timeout_ms, self.settings.group_max_session_timeout_ms)
+        now = self.clock()
+        with self.db.write() as conn:
+            groups.lock_group(conn, group_id, now)
+            g = groups.group(conn, group_id)
+            assert g is not None
+            current = {m.member_id: m for m in groups.members(conn, group_id)}
+            check_door(conn, group_id, current, protocol_type=protocol_type)
+            if member_id and member_id not in current:
+                raise UnknownMemberId(f"{member_id!r} is not a member of group {group_id!r}; join without member_id")
+            others = [[n for n, _ in m.protocols or []] for mid, m in current.items() if mid != member_id]
+            if select_protocol([[n for n, _ in protocols], *others]) is None:
+                raise InconsistentGroupProtocol(f"the member shares no protocol with the members of group {group_id!r}")
+            if not current:
+                groups.update_group(conn, group_id, protocol_type=protocol_type, protocol_name=None, leader_id=None,
+                                    state=StoredGroupState.STABLE, rebalance_deadline_ms=None)
+                g = groups.group(conn, group_id)
+                assert g is not None
+            me = current.get(member_id)
+            if me is not None and me.protocols == protocols and (
+                    g.state is StoredGroupState.COMPLETING_REBALANCE
+                    or (g.state is StoredGroupState.STABLE and member_id != g.leader_id)):
+                # A member of the current generation asking again with nothing changed (it
+                # missed the answer, or a follower rejoins): the current generation's answer,
+                # as Kafka gives it; only the leader's rejoin starts a rebalance.
+                groups.update_member(conn, group_id, member_id, last_heartbeat_ms=now)
+                return _joined(conn, group_id, member_id)
+            if me is None:
+                check_size(group_id, len(current), self.settings.group_max_size)
+                member_id = f"member-{uuid.uuid4().hex}"
+                groups.add_member(conn, group_id, groups.Member(
+                    member_id, sorted(set(topic_names)), [], session_timeout_ms, now, now, protocols,
+                    rebalance_timeout_ms, None, None))
+            else:
+                groups.update_member(conn, group_id, member_id, topics=sorted(set(topic_names)), protocols=protocols,
+                                     session_timeout_ms=session_timeout_ms, rebalance_timeout_ms=rebalance_timeout_ms,
+                                     last_heartbeat_ms=now)
+            if g.state is not StoredGroupState.PREPARING_REBALANCE:
+                _prepare_rebalance(conn, group_id, now)
+            target = g.generation_id + 1
+            groups.update_member(conn, group_id, member_id, join_generation=target)
+            complete_join(conn, group_id, now)
+            return _joined_or_joining(conn, group_id, member_id, target)
+
+    def joined(self, group_id: str, member_id: str, generation_id: int) -> Joined | Joining:
+        """Where a member waiting in JoinGroup for `generation_id` stands now; completes the
+        rebalance when every member has joined or its deadline has passed."""
+        now = self.clock()
+        with self.db.read() as conn:
+            g = groups.group(conn, group_id)
+            members = groups.members(conn, group_id)
+            if g is None or member_id not in {m.member_id for m in members}:
+                raise UnknownMemberId(f"{member_id!r} is no longer a member of group {group_id!r}: join again")
+            if not _join_completes(g, members, now):
+                return _joined_or_joining(conn, group_id, member_id, generation_id)
+        with self.db.write() as conn:
+            groups.lock_group(conn, group_id, now)
+            complete_join(conn, group_id, now)
+            return _joined_or_joining(conn, group_id, member_id, generation_id)
+
+    def sync(self, group_id: str, member_id: str, generation_id: int, *, protocol_type: str | None,
+             protocol_name: str | None, assignments: dict[str, tuple[bytes, list[tuple[str, int]]]] | None
+             ) -> bytes | None:
+        """The member's assignment once the leader has given it; None while the group waits for
+        the leader (the door asks again). The leader's `assignments`: member id → (the bytes for
+        it, the partitions they name, where the door could read them)."""
+        now = self.clock()
+        with self.db.write() as conn:
+            g, current = _current_member(conn, group_id, member_id, generation_id, lock=RowLock.UPDATE,
+                                         protocol_type=protocol_type)
+            if protocol_name is not None and protocol_name != g.protocol_name:
+                raise InconsistentGroupProtocol(f"group {group_id!r} uses protocol {g.protocol_name!r}")
+            if g.state is StoredGroupState.PREPARING_REBALANCE:
+                raise RebalanceInProgress(f"group {group_id!r} is rebalancing: join again")
+            groups.update_member(conn, group_id, member_id, last_heartbeat_ms=now)
+            if g.state is StoredGroupState.COMPLETING_REBALANCE and member_id == g.leader_id:
+                given = assignments or {}
+                for mid in current:
+                    data, parts = given.get(mid, (b"", []))
+                    groups.update_member(conn, group_id, mid, member_assignment=data, assignment=parts)
+                groups.update_group(conn, group_id, state=StoredGroupState.STABLE, updated_ms=now)
+                return given.get(member_id, (b"", []))[0]
+            if g.state is StoredGroupState.STABLE:
+                return current[member_id].member_assignment or b""
+            return None
+
+    def heartbeat(self, group_id: str, member_id: str, generation_id: int) -> None:
+        now = self.clock()
+        with self.db.write() as conn:
+            g, _ = _current_member(conn, group_id, member_id, generation_id, lock=RowLock.SHARE, protocol_type=None)
+            groups.update_member(conn, group_id, member_id, last_heartbeat_ms=now)
+            if g.state is StoredGroupState.PREPARING_REBALANCE:
+                raise RebalanceInProgress(f"group {group_id!r} is rebalancing: join again")
+
+    def leave(self, group_id: str, member_ids: list[str]) -> dict[str, UnknownMemberId | None]:
+        """Each member's outcome: None (it left) or UnknownMemberId. The members left start a
+        rebalance of those that stay."""
+        now = self.clock()
+        with self.db.write() as conn:
+            groups.lock_group(conn, group_id, now)
+            current = {m.member_id: m for m in groups.members(conn, group_id)}
+            g = groups.group(conn, group_id)
+            assert g is not None
+            if current:
+                check_door(conn, group_id, current, protocol_type=g.protocol_type or "")
+            outcome: dict[str, UnknownMemberId | None] = {
+                mid: None if mid in current else UnknownMemberId(f"{mid!r} is not a member of group {group_id!r}")
+                for mid in member_ids}
+            leaving = [mid for mid, e in outcome.items() if e is None]
+            if leaving:
+                groups.remove_members(conn, group_id, leaving)
+                members_left(conn, group_id, now)
+            return outcome
+
+    def describe(self, group_ids: list[str]) -> list[GroupDescription]:
+        """Each group as DescribeGroups shows it: `Dead` for one the service does not know
+        (no row, no offsets committed or pending), `Empty` for one without members."""
+        with self.db.read() as conn:
+            out = []
+            for group_id in group_ids:
+                g = groups.group(conn, group_id)
+                members = groups.members(conn, group_id)
+                if g is None and not offsets.fetch(conn, group_id) and not offsets.pending_partitions(
+                        conn, group_id, None):
+                    state = GroupState.DEAD
+                else:
+                    state = GroupState.EMPTY if g is None or not members else GroupState(g.state.value)
+                out.append(GroupDescription(group_id, state, None if g is None else g.protocol_type,
+                                            None if g is None else g.protocol_name, members))
+            return out
+
+
+# --- Shared with the HTTP door's service (app.services.group_service) -------------------------
+
+def check_door(conn: Connection, group_id: str, current: dict[str, groups.Member], *,
+               protocol_type: str | None) -> None:
+    """A group with members is managed by one door (app.domain.group): the other's joins,
+    syncs, heartbeats and leaves are refused rather than mixing two rebalance protocols.
+    `protocol_type`: the door of the request, None for the HTTP door's."""
+    if not current:
+        return
+    g = groups.group(conn, group_id)
+    managed = None if g is None else g.protocol_type
+    if managed != protocol_type:
+        by = "the HTTP door" if managed is None else f"the Kafka door (protocol type {managed!r})"
+        raise InconsistentGroupProtocol(f"group {group_id!r} has members managed by {by}")
+
+
+def check_size(group_id: str, size: int, max_size: int) -> None:
+    """A new member may join a group of `size` members while it has fewer than OUTBOX_GROUP_MAX_SIZE."""
+    if size >= max_size:
+        raise GroupMaxSizeReached(f"group {group_id!r} has {size} members, as many as OUTBOX_GROUP_MAX_SIZE allows")
+
+
+def members_left(conn: Connection, group_id: str, now: int) -> None:
+    """After members of a Kafka door's group left or expired: the others rebalance."""
+    g = groups.group(conn, group_id)
+    assert g is not None
+    if g.state is not StoredGroupState.PREPARING_REBALANCE:
+        _prepare_rebalance(conn, group_id, now)
+    complete_join(conn, group_id, now)
+
+
+def complete_join(conn: Connection, group_id: str, now: int) -> int:
+    """Ends the join phase when it may (app.domain.group): removes the members that did
+    not join again in time, bumps the generation, chooses the leader and the protocol.
+    Returns how many members it removed. The group's row is locked by the caller."""
+    g = groups.group(conn, group_id)
+    assert g is not None
+    members = groups.members(conn, group_id)
+    if not _join_completes(g, members, now):
+        return 0
+    target = g.generation_id + 1
+    joined = sorted((m for m in members if m.join_generation == target), key=lambda m: (m.joined_ms, m.member_id))
+    late = [m.member_id for m in members if m.join_generation != target]
+    if late:
+        groups.remove_members(conn, group_id, late)
+    if not joined:
+        # Empty: either door may take the group now.
+        groups.update_group(conn, group_id, generation_id=target, state=StoredGroupState.STABLE,
+                            protocol_type=None, protocol_name=None, leader_id=None, rebalance_deadline_ms=None,
+                            updated_ms=now)
+        return len(late)
+    leader = g.leader_id if g.leader_id in {m.member_id for m in joined} else joined[0].member_id
+    ordered = sorted(joined, key=lambda m: m.member_id != leader)  # the leader's preference breaks ties
+    protocol = select_protocol([[n for n, _ in m.protocols or []] for m in ordered])
+    for m in joined:
+        # The session restarts when the join ends: the member did not heartbeat while it waited.
+        groups.update_member(conn, group_id, m.member_id, last_heartbeat_ms=now, member_assignment=None)
+    groups.update_group(conn, group_id, generation_id=target, state=StoredGroupState.COMPLETING_REBALANCE,
+                        protocol_name=protocol, leader_id=leader, rebalance_deadline_ms=None, updated_ms=now)
+    return len(late)
+
+
+def awaiting_join(g: groups.Group, m: groups.Member) -> bool:
+    """Whether the member has joined the rebalance under way and waits in JoinGroup (so it
+    does not heartbeat: the rebalance deadline bounds it instead of its session)."""
+    return g.state is StoredGroupState.PREPARING_REBALANCE and m.join_generation == g.generation_id + 1
+
+
+# --- The protocol's own ---------------------------------------------------------------------
+
+def _current_member(conn: Connection, group_id: str, member_id: str, generation_id: int, *, lock: RowLock,
+                    protocol_type: str | None) -> tuple[groups.Group, dict[str, groups.Member]]:
+    """What SyncGroup and Heartbeat check first: the group (its row read with `lock`) and its
+    members, if `member_id` is one of them, its group managed by the Kafka door and
+    `generation_id` the group's current generation. `protocol_type`: what the request names
+    (SyncGroup from version 5), else None; a request that names none is the Kafka door's all
+    the same, so a group of the HTTP door's is refused either way."""
+    g = groups.group(conn, group_id, lock=lock)
+    current = {m.member_id: m for m in groups.members(conn, group_id)} if g is not None else {}
+    if g is None or member_id not in current:
+        raise UnknownMemberId(f"{member_id!r} is not a member of group {group_id!r}; join again")
+    check_door(conn, group_id, current, protocol_type=protocol_type or g.protocol_type or "")
+    if generation_id != g.generation_id:
+        raise IllegalGeneration(f"generation {generation_id} is stale; group {group_id!r} is at generation "
+                                f"{g.generation_id}", generation_id=g.generation_id)
+    return g, current
+
+
+def _prepare_rebalance(conn: Connection, group_id: str, now: int) -> None:
+    members = groups.members(conn, group_id)
+    timeout = max((m.rebalance_timeout_ms or m.session_timeout_ms for m in members), default=0)
+    groups.update_group(conn, group_id, state=StoredGroupState.PREPARING_REBALANCE,
+                        rebalance_deadline_ms=now + timeout, updated_ms=now)
+
+
+def _joined_or_joining(conn: Connection, group_id: str, member_id: str, generation_id: int) -> Joined | Joining:
+    g = groups.group(conn, group_id)
+    me = next((m for m in groups.members(conn, group_id) if m.member_id == member_id), None)
+    if g is None or me is None:
+        raise UnknownMemberId(f"{member_id!r} is no longer a member of group {group_id!r}: join again")
+    if me.join_generation == g.generation_id:
+        return _joined(conn, group_id, member_id)
+    if me.join_generation != generation_id:
+        raise RebalanceInProgress(f"group {group_id!r} is rebalancing again: join again")
+    return Joining(member_id, generation_id)
+
+
+def _joined(conn: Connection, group_id: str, member_id: str) -> Joined:
+    g = groups.group(conn, group_id)
+    assert g is not None and g.protocol_type is not None and g.protocol_name is not None
+    assert g.leader_id is not None
+    members = [m for m in groups.members(conn, group_id) if m.join_generation == g.generation_id]
+    every = [(m.member_id, m.metadata_for(g.protocol_name)) for m in members] if member_id == g.leader_id else []
+    return Joined(member_id, g.generation_id, g.protocol_type, g.protocol_name, g.leader_id, every)
+
+
+def _join_completes(g: groups.Group, members: list[groups.Member], now: int) -> bool:
+    """Whether the join phase of a Kafka door's group may end: every member has joined again,
+    or the rebalance deadline has passed (the others are then removed)."""
+    if g.state is not StoredGroupState.PREPARING_REBALANCE:
+        return False
+    every_joined = all(m.join_generation == g.generation_id + 1 for m in members)
+    return every_joined or (g.rebalance_deadline_ms is not None and now >= g.rebalance_deadline_ms)

@@ -1,0 +1,128 @@
+"""The second phase of a transaction: completing one that is decided (PrepareCommit or
+PrepareAbort), Kafka's TransactionMarkerChannelManager. Completion writes a COMMIT or ABORT
+marker in every partition the transaction touched, turns its staged offsets into the group's
+committed offsets (or drops them), and records CompleteCommit or CompleteAbort.
+
+Completion is one database transaction: every partition's marker and the offsets become
+visible together (docs/GUARANTEES.md#atomicity), and a crash leaves either nothing of it or
+all of it. Its partition locks are taken in (topic_id, partition) order, as appenders take
+them, and held only for the few statements that remain.
+
+Who completes: the request that decided, in its own database transaction, with
+`complete_inline` (app.services.transaction_coordinator); otherwise, and after any crash that
+left a transaction decided but not completed, the coordinator worker
+(TransactionCompletion.complete_pending, docs/GUARANTEES.md#recovery). A fence (a new
+instance, a timeout, an operator's abort) decides an abort and is completed the same way.
+
+Also here, as functions on the caller's connection, the one way a transactional id's
+metadata changes (`apply_event`), and a fence (`fence`).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+
+from sqlalchemy import Connection
+
+from app import metrics
+from app.domain.clock import Clock
+from app.domain.transaction import TransactionMetadata
+from app.domain.transit import Complete, Event, Fence, TxnTransit, prepare_transition, then
+from app.domain.types import ControlType, TransactionState
+from app.storage import markers
+from app.storage import transactions as txns
+from app.storage.dialect import RowLock
+from app.storage.engine import Database, after_commit
+
+S = TransactionState
+logger = logging.getLogger(__name__)
+
+
+class TransactionCompletion:
+    def __init__(self, db: Database, clock: Clock) -> None:
+        self.db = db
+        self.clock = clock
+
+    def complete(self, transactional_id: str) -> TransactionMetadata | None:
+        """Complete a PrepareCommit/PrepareAbort transaction: its missing control markers, its
+        staged offsets, its Complete state, in one database transaction. Safe to run twice, or
+        in two workers at once: the second finds it complete."""
+        now = self.clock()
+        with self.db.write() as conn:
+            meta = txns.get(conn, transactional_id, lock=RowLock.UPDATE)
+            if meta is None or meta.state not in (S.PREPARE_COMMIT, S.PREPARE_ABORT):
+                return meta
+            return complete_stored(conn, meta, now)
+
+    def complete_pending(self, limit: int = 100) -> tuple[int, int]:
+        """Finish every transaction left in PrepareCommit/PrepareAbort. Returns (commits, aborts)."""
+        with self.db.read() as conn:
+            ids = txns.ids_in_states(conn, [S.PREPARE_COMMIT, S.PREPARE_ABORT], limit)
+        commits = aborts = 0
+        for tid in ids:
+            try:
+                meta = self.complete(tid)
+            except Exception:  # one bad transaction must not stop the others
+                logger.exception("completing transaction %r failed; will retry", tid)
+                continue
+            if meta is not None and meta.state is S.COMPLETE_COMMIT:
+                commits += 1
+            elif meta is not None and meta.state is S.COMPLETE_ABORT:
+                aborts += 1
+        return commits, aborts
+
+
+def apply_event(conn: Connection, meta: TransactionMetadata, event: Event, now: int) -> TransactionMetadata:
+    """The one way a transactional id's metadata changes: computed by the domain, written by storage."""
+    return txns.apply_transit(conn, meta, prepare_transition(meta, event, now))
+
+
+def fence(conn: Connection, meta: TransactionMetadata, now: int, event: Fence) -> TransactionMetadata:
+    """Ongoing or Prepared → (PrepareEpochFence) → PrepareAbort with the epoch bumped, in one
+    write; the abort is then to be completed."""
+    meta = apply_event(conn, meta, event, now)
+    after_commit(conn, metrics.TRANSACTIONS_FENCED.labels(event.reason.value).inc)
+    return meta
+
+
+def complete_stored(conn: Connection, meta: TransactionMetadata, now: int) -> TransactionMetadata:
+    """The completion of one transaction whose decision is stored, its row locked FOR UPDATE
+    by the caller's database transaction."""
+    return complete_decided(conn, [TxnTransit(meta)], now)[0]
+
+
+def complete_decided(conn: Connection, decisions: Sequence[TxnTransit], now: int, *,
+                     stored: dict[str, TransactionMetadata] | None = None,
+                     markers_written: bool = False) -> list[TransactionMetadata]:
+    """The completion of decided transactions, all with the same decision, inside the
+    caller's database transaction, which holds their rows' locks (FOR UPDATE): markers in
+    one partition order across all of them (markers.write_control_markers), staged offsets,
+    Complete states. `decisions`: each transaction's decision as a transit, written with its
+    completion; a decision already stored is TxnTransit(its metadata). `stored`: the rows as
+    stored, where a decision was not written (an inline Commit); by default the decisions'.
+    `markers_written`: a transaction begun in this database transaction, whose append
+    wrote its markers (a Commit that carries a whole transaction); it has no staged offsets
+    either."""
+    metas = [d.after for d in decisions]
+    assert metas and len({m.state for m in metas}) == 1
+    assert all(m.txn_id is not None and m.state in (S.PREPARE_COMMIT, S.PREPARE_ABORT) for m in metas)
+    commit = metas[0].state is S.PREPARE_COMMIT
+    if not markers_written:
+        markers.write_control_markers(
+            conn,
+            [markers.MarkerOwner.of(d) for d in decisions],
+            control_type=ControlType.COMMIT if commit else ControlType.ABORT,
+            now_ms=now,
+        )
+    completed = []
+    for decision, meta in zip(decisions, metas, strict=True):
+        if not markers_written:
+            txns.complete_offsets(
+                conn, transactional_id=meta.transactional_id, txn_id=meta.txn_id, commit=commit, now_ms=now
+            )
+        before = meta if stored is None else stored[meta.transactional_id]
+        completed.append(txns.apply_transit(conn, before, then(decision, prepare_transition(meta, Complete(), now))))
+    counter = metrics.TRANSACTIONS_COMPLETED.labels("commit" if commit else "abort")
+    after_commit(conn, lambda: counter.inc(len(metas)))
+    return completed

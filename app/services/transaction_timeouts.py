@@ -1,0 +1,59 @@
+"""What the coordinator worker ends because time passed (docs/GUARANTEES.md#timeouts): a
+transaction open past its timeout is aborted with its epoch bumped, so that the late producer
+is fenced (Kafka's TransactionStateManager.timedOutTransactions), and a transactional id idle
+for OUTBOX_TRANSACTIONAL_ID_EXPIRATION_MS is forgotten.
+
+Each pass reads candidates in one snapshot, then takes each one in a database transaction of
+its own that locks its row and checks again: a producer that committed, aborted or used its
+id meanwhile keeps it, and two workers running at once do each one's work once.
+"""
+
+from __future__ import annotations
+
+from app import metrics
+from app.domain.transaction import IDLE_STATES
+from app.domain.transit import Expire, Fence, FenceReason, prepare_transition
+from app.services.transaction_completion import complete_stored, fence
+from app.settings import Settings
+from app.storage import transactions as txns
+from app.storage.dialect import RowLock
+from app.storage.engine import Database, after_commit
+
+
+class TransactionTimeouts:
+    def __init__(self, db: Database, settings: Settings) -> None:
+        self.db = db
+        self.settings = settings
+
+    def abort_timed_out(self, now_ms: int, limit: int = 100) -> list[str]:
+        """Abort, with an epoch bump, every transaction open past its timeout (a Prepared one
+        has none: KIP-939); the transactional ids aborted."""
+        with self.db.read() as conn:
+            candidates = txns.timed_out_ids(conn, now_ms, limit)
+        aborted = []
+        for tid in candidates:
+            with self.db.write() as conn:
+                meta = txns.get(conn, tid, lock=RowLock.UPDATE)
+                if meta is None or not meta.is_timed_out(now_ms):
+                    continue  # committed or aborted meanwhile
+                complete_stored(conn, fence(conn, meta, now_ms, Fence(FenceReason.TIMEOUT)), now_ms)
+            aborted.append(tid)
+        return aborted
+
+    def expire_transactional_ids(self, now_ms: int, limit: int = 100) -> list[str]:
+        """Forget transactional_ids idle for transactional_id_expiration_ms; those forgotten."""
+        expiration = self.settings.transactional_id_expiration_ms
+        with self.db.read() as conn:
+            candidates = txns.expired_ids(conn, now_ms, expiration, limit)
+        expired = []
+        for tid in candidates:
+            with self.db.write() as conn:
+                meta = txns.get(conn, tid, lock=RowLock.UPDATE)
+                if meta is None or meta.state not in IDLE_STATES or meta.updated_ms + expiration >= now_ms:
+                    continue  # used again meanwhile
+                # Dead is Kafka's state for a removed id; here the row goes away with it.
+                prepare_transition(meta, Expire(), now_ms)
+                txns.delete_transactional_id(conn, tid, meta.producer_id)
+                after_commit(conn, metrics.TRANSACTIONAL_IDS_EXPIRED.inc)
+            expired.append(tid)
+        return expired

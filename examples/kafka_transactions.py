@@ -1,0 +1,182 @@
+"""librdkafka's exactly-once loop, through confluent-kafka, against the Kafka listener.
+
+A consume-transform-produce loop shaped like librdkafka's own exactly-once example: a consumer
+in a group (the cooperative-sticky assignor), `isolation.level=read_committed` and
+`enable.auto.commit=false`, and a transactional producer that, in each transaction, produces
+the results of the records polled and sends the consumer's positions with its group metadata
+(`send_offsets_to_transaction`), then commits. An error that requires an abort aborts, and the
+consumer goes back to the group's committed offsets, so that what the aborted transaction
+consumed is consumed again; a fatal error (this producer fenced by a newer instance of its
+`transactional.id`) ends the process with exit status 3, as nothing it does from then on can
+commit.
+
+The transform: an input record whose value is an integer n (as JSON text, e.g. `7`) becomes
+`{"n": 7, "square": 49}` in the output topic, with the input's key. A transaction is committed
+after --commit-every records or --commit-interval-ms since it began, and when the group takes
+partitions away from this member (the rebalance callback), with their offsets.
+
+    .venv/bin/python -m examples.kafka_transactions --bootstrap 127.0.0.1:9092 \\
+        --input numbers --output squares --group squarer --transactional-id squarer-1
+
+Killed (SIGKILL) and started again with the same `--transactional-id`, the new instance's
+`init_transactions` aborts what the killed one left open, and it goes on from the group's
+committed offsets: each input's result is in the output once for a read_committed reader.
+SIGTERM or SIGINT stops it cleanly once it has printed `starting`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import signal
+import sys
+import time
+from typing import Any
+
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
+
+EXIT_FATAL = 3
+TIMEOUT_S = 30
+
+
+def transform(value: bytes) -> bytes:
+    n = int(value)
+    return json.dumps({"n": n, "square": n * n}, separators=(",", ":")).encode()
+
+
+class Loop:
+    def __init__(self, args: argparse.Namespace) -> None:
+        self.args = args
+        self.producer = Producer({
+            "bootstrap.servers": args.bootstrap,
+            "transactional.id": args.transactional_id,
+            "transaction.timeout.ms": args.transaction_timeout_ms,
+            "linger.ms": 5,
+        })
+        self.producer.init_transactions(TIMEOUT_S)
+        self.consumer = Consumer({
+            "bootstrap.servers": args.bootstrap,
+            "group.id": args.group,
+            "isolation.level": "read_committed",
+            "enable.auto.commit": False,
+            "auto.offset.reset": "earliest",
+            "partition.assignment.strategy": "cooperative-sticky",
+            "session.timeout.ms": args.session_timeout_ms,
+            "heartbeat.interval.ms": max(100, args.session_timeout_ms // 10),
+            "max.poll.interval.ms": max(args.session_timeout_ms, 10_000),
+        })
+        self.in_transaction = 0    # records produced in the open transaction
+        self.began = 0.0           # when the open transaction's first record was produced
+
+    def run(self) -> None:
+        self.consumer.subscribe([self.args.input], on_revoke=self._on_revoke, on_lost=self._on_lost)
+        self.producer.begin_transaction()
+        while not stopping:
+            if self.in_transaction and (self.in_transaction >= self.args.commit_every
+                                        or time.monotonic() - self.began >= self.args.commit_interval_ms / 1000):
+                self._commit_and_begin()
+            m = self.consumer.poll(0.1)
+            if m is None:
+                continue
+            if m.error() is not None:
+                # The consumer recovers from its errors by itself: they are information.
+                print(f"consumer error: {m.error()}", file=sys.stderr, flush=True)
+                continue
+            self.producer.produce(self.args.output, key=m.key(), value=transform(m.value()))
+            if not self.in_transaction:
+                self.began = time.monotonic()
+            self.in_transaction += 1
+        if self.in_transaction:
+            self._commit_and_begin()
+        self.consumer.close()
+        self.producer.flush(TIMEOUT_S)
+
+    def _commit(self) -> bool:
+        """Commit the open transaction with the consumer's positions; False if it was aborted."""
+        assignment = self.consumer.assignment()
+        self.in_transaction = 0
+        if not assignment:
+            # Nothing to send offsets for: the member has lost its partitions; what it produced
+            # must not commit without them.
+            self.producer.abort_transaction(TIMEOUT_S)
+            return False
+        try:
+            self.producer.send_offsets_to_transaction(
+                self.consumer.position(assignment), self.consumer.consumer_group_metadata(), TIMEOUT_S)
+            self.producer.commit_transaction(TIMEOUT_S)
+        except KafkaException as e:
+            error = e.args[0]
+            if not error.txn_requires_abort():
+                raise
+            print(f"aborting: {error.name()}: {error.str()}", file=sys.stderr, flush=True)
+            self.producer.abort_transaction(TIMEOUT_S)
+            return False
+        print(f"committed {','.join(f'{t.partition}:{t.offset}' for t in self.consumer.position(assignment))}",
+              flush=True)
+        return True
+
+    def _commit_and_begin(self) -> None:
+        if not self._commit():
+            self._rewind()
+        self.producer.begin_transaction()
+
+    def _rewind(self) -> None:
+        """Back to the group's committed offsets (the start where it has none)."""
+        assignment = self.consumer.assignment()
+        if not assignment:
+            return
+        for tp in self.consumer.committed(assignment, TIMEOUT_S):
+            self.consumer.seek(TopicPartition(tp.topic, tp.partition, tp.offset if tp.offset >= 0 else 0))
+
+    def _on_revoke(self, consumer: Any, partitions: list[TopicPartition]) -> None:
+        # Partitions given to another member: what was consumed from them commits now, with
+        # their offsets, or never (the new owner starts from the committed offsets). If the
+        # commit fails, the partitions this member keeps are rewound too: their positions are
+        # past inputs whose results were just aborted.
+        if self.in_transaction:
+            self._commit_and_begin()
+
+    def _on_lost(self, consumer: Any, partitions: list[TopicPartition]) -> None:
+        # The group has already moved on without this member: its offsets would be refused.
+        if self.in_transaction:
+            self.in_transaction = 0
+            self.producer.abort_transaction(TIMEOUT_S)
+            self.producer.begin_transaction()
+
+
+stopping = False
+
+
+def stop(*_: Any) -> None:
+    global stopping
+    stopping = True
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--bootstrap", default="127.0.0.1:9092")
+    parser.add_argument("--input", required=True)
+    parser.add_argument("--output", required=True)
+    parser.add_argument("--group", required=True)
+    parser.add_argument("--transactional-id", required=True)
+    parser.add_argument("--commit-every", type=int, default=100, help="records per transaction at most")
+    parser.add_argument("--commit-interval-ms", type=int, default=5000,
+                        help="longest a transaction stays open once it has a record")
+    parser.add_argument("--session-timeout-ms", type=int, default=10_000)
+    parser.add_argument("--transaction-timeout-ms", type=int, default=60_000)
+    args = parser.parse_args(argv)
+    # Before the clients start: a stop asked for while they do is kept, not lost.
+    signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGINT, stop)
+    print(f"{args.transactional_id}: starting", flush=True)
+    try:
+        Loop(args).run()
+    except KafkaException as e:
+        error: KafkaError = e.args[0]
+        print(f"fatal: {error.name()}: {error.str()}", file=sys.stderr, flush=True)
+        return EXIT_FATAL if error.fatal() else 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,227 @@
+"""librdkafka's exactly-once loop (examples/kafka_transactions.py, shaped like librdkafka's own
+transactional example) as separate processes against `outbox serve --kafka-listener`, killed
+with SIGKILL at random moments and started again with the same `transactional.id`: a
+read_committed reader of the output finds every input's result exactly once. And a second
+instance of a `transactional.id` fences the first, whose open transaction is never seen."""
+
+from __future__ import annotations
+
+import random
+import signal
+import subprocess
+import time
+from collections import Counter
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
+
+from tests.e2e.conftest import PYTHON, ROOT, Backend, Launcher, ServiceProcess, free_port
+
+pytestmark = [pytest.mark.e2e, pytest.mark.slow]
+
+INPUT, OUTPUT, GROUP = "numbers", "squares", "squarer"
+PARTITIONS = 4
+TIMEOUT_S = 120
+EXIT_FATAL = 3  # examples/kafka_transactions.py's exit status once its producer is fenced
+
+
+class Loop:
+    """One examples/kafka_transactions.py process, its output in a log file."""
+
+    def __init__(self, tmp: Path, bootstrap: str, transactional_id: str, *extra: str) -> None:
+        self.log_path = tmp / f"loop-{transactional_id}-{time.monotonic_ns()}.log"
+        self._log = open(self.log_path, "wb")  # noqa: SIM115 - closed in wait()
+        self.proc = subprocess.Popen(
+            [PYTHON, "-m", "examples.kafka_transactions", "--bootstrap", bootstrap, "--input", INPUT,
+             "--output", OUTPUT, "--group", GROUP, "--transactional-id", transactional_id,
+             "--session-timeout-ms", "3000", *extra],
+            cwd=ROOT, stdout=self._log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+
+    def kill9(self) -> None:
+        self.proc.send_signal(signal.SIGKILL)
+        self.wait()
+
+    def stop(self) -> int:
+        """SIGTERM once it handles it (it says `starting`): it finishes what it was doing."""
+        deadline = time.monotonic() + 30
+        while self.proc.poll() is None and "starting" not in self.log_text() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+        return self.wait()
+
+    def wait(self, timeout_s: float = 30) -> int:
+        try:
+            return self.proc.wait(timeout=timeout_s)
+        finally:
+            self._log.close()
+
+    def log_text(self) -> str:
+        return self.log_path.read_text(errors="replace")
+
+
+@pytest.fixture
+def start_loop(backend: Backend) -> Iterator[Callable[..., Loop]]:
+    """Starts loop processes; whatever a test leaves running is killed at its end."""
+    started: list[Loop] = []
+
+    def start(bootstrap: str, transactional_id: str, *extra: str) -> Loop:
+        started.append(Loop(backend.tmp, bootstrap, transactional_id, *extra))
+        return started[-1]
+
+    yield start
+    for loop in started:
+        if loop.proc.poll() is None:
+            loop.kill9()
+
+
+def _serve(launcher: Launcher) -> tuple[ServiceProcess, httpx.Client, str]:
+    port = free_port()
+    p = launcher.server(kafka_listener=f"127.0.0.1:{port}", coordinator_interval_ms=100)
+    p.wait_for_log(r"Kafka listener at 127\.0\.0\.1:\d+")
+    client = p.client()
+    for name in (INPUT, OUTPUT):
+        assert client.post("/v1/topics", json={"name": name, "partitions": PARTITIONS}).status_code == 201
+    return p, client, f"127.0.0.1:{port}"
+
+
+def _fill(bootstrap: str, count: int) -> None:
+    """Inputs 0..count-1 (value and key the number's text), input n to partition n % PARTITIONS."""
+    p = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True, "linger.ms": 20})
+    for n in range(count):
+        p.produce(INPUT, key=str(n).encode(), value=str(n).encode(), partition=n % PARTITIONS)
+    assert p.flush(TIMEOUT_S) == 0
+
+
+def _expected(count: int) -> Counter[tuple[bytes, bytes]]:
+    return Counter((str(n).encode(), b'{"n":%d,"square":%d}' % (n, n * n)) for n in range(count))
+
+
+def _committed(client: httpx.Client) -> int:
+    """How many inputs the group's committed offsets have passed."""
+    r = client.get(f"/v1/groups/{GROUP}/offsets", params={"require_stable": "false"})
+    assert r.status_code == 200, r.text
+    return sum(o["offset"] for o in r.json()["offsets"] if o["topic"] == INPUT)
+
+
+def _until(condition: Any, what: str, timeout_s: float = TIMEOUT_S) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.05)
+
+
+def _read_committed_output(bootstrap: str) -> list[tuple[int, int, bytes, bytes]]:
+    """(partition, offset, key, value) of every output record a read_committed consumer is
+    given, up to each partition's last stable offset (no transaction is open at the end:
+    everything is decided)."""
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": "verifier", "enable.auto.commit": False,
+                  "isolation.level": "read_committed", "fetch.wait.max.ms": 100})
+    try:
+        ends = {p: c.get_watermark_offsets(TopicPartition(OUTPUT, p), timeout=30)[1] for p in range(PARTITIONS)}
+        c.assign([TopicPartition(OUTPUT, p, OFFSET_BEGINNING) for p in range(PARTITIONS)])
+        got: list[tuple[int, int, bytes, bytes]] = []
+
+        def caught_up() -> bool:
+            positions = c.position([TopicPartition(OUTPUT, p) for p in range(PARTITIONS)])
+            return all(t.offset >= ends[t.partition] for t in positions if ends[t.partition] > 0)
+
+        deadline = time.monotonic() + TIMEOUT_S
+        while not caught_up():
+            assert time.monotonic() < deadline, f"the output was not read up to {ends}"
+            m = c.poll(0.2)
+            if m is not None and m.error() is None:
+                got.append((m.partition(), m.offset(), m.key(), m.value()))
+        return got
+    finally:
+        c.close()
+
+
+def _results(read: list[tuple[int, int, bytes, bytes]]) -> Counter[tuple[bytes, bytes]]:
+    return Counter((key, value) for _, _, key, value in read)
+
+
+def _output_in_the_log(backend: Backend) -> set[tuple[int, int]]:
+    """(partition, offset) of the output's data records in the log, committed, aborted or
+    open alike."""
+    from sqlalchemy import select
+
+    from app.storage.tables import records
+
+    return set(backend.query(select(records.c.partition, records.c.offset).where(
+        records.c.topic_id == backend.topic_id(OUTPUT), records.c.control_type.is_(None))))
+
+
+def test_the_loop_killed_at_random_moments_leaves_every_result_once(
+        launcher: Launcher, backend: Backend, start_loop: Callable[..., Loop]) -> None:
+    rng = random.Random()
+    count, kills = 2000, 6
+    serve, client, bootstrap = _serve(launcher)
+    _fill(bootstrap, count)
+    ids = ["squarer-0", "squarer-1"]
+    extra = ("--commit-every", "20", "--commit-interval-ms", "200")
+    loops = {tid: start_loop(bootstrap, tid, *extra) for tid in ids}
+    try:
+        # Random moments of the run, however fast it goes: each kill once the group has
+        # committed a random share of the input.
+        for share in sorted(rng.uniform(0.05, 0.9) for _ in range(kills)):
+            _until(lambda: _committed(client) >= share * count, f"the group to commit {share:.0%} of the input")
+            victim = rng.choice(ids)
+            # Killed while it has a transaction open, most of the time (at a random point of it,
+            # its commit included): what it produced there must never be seen, and its input
+            # must be processed again.
+            # Its new instance first takes part (commits once, within 5 s), so that a kill does
+            # not just end a process before it has done anything.
+            deadline = time.monotonic() + 5
+            while "committed" not in loops[victim].log_text() and time.monotonic() < deadline:
+                time.sleep(0.01)
+            deadline = time.monotonic() + 5
+            while (client.get(f"/v1/transactions/{victim}").json().get("state") != "Ongoing"
+                   and time.monotonic() < deadline):
+                time.sleep(0.005)
+            time.sleep(rng.uniform(0, 0.1))
+            loops[victim].kill9()
+            loops[victim] = start_loop(bootstrap, victim, *extra)
+        _until(lambda: _committed(client) == count, "the group to commit the whole input")
+    finally:
+        exits = {tid: loop.stop() for tid, loop in loops.items()}
+    assert exits == {tid: 0 for tid in ids}, {tid: loops[tid].log_text()[-2000:] for tid in ids}
+
+    assert _results(_read_committed_output(bootstrap)) == _expected(count)
+    # The kills did cut transactions short: their records are in the log, never read.
+    aborted = [m for m in backend.markers() if m[0] == OUTPUT and m[3] == "ABORT"]
+    assert aborted, "no kill interrupted a transaction"
+    assert len(_output_in_the_log(backend)) > count
+    assert "Traceback" not in serve.log_text()  # clients killed mid-request are let go quietly
+
+
+def test_a_second_instance_of_the_transactional_id_fences_the_first(
+        launcher: Launcher, backend: Backend, start_loop: Callable[..., Loop]) -> None:
+    count = 40
+    _, client, bootstrap = _serve(launcher)
+    _fill(bootstrap, count)
+    # The first instance keeps everything it produces in one open transaction.
+    first = start_loop(bootstrap, "squarer", "--commit-every", "1000000", "--commit-interval-ms", "3600000")
+    _until(lambda: len(_output_in_the_log(backend)) == count, "the first instance to produce every result")
+    assert client.get("/v1/transactions/squarer").json()["state"] == "Ongoing"
+    zombie = _output_in_the_log(backend)
+
+    second = start_loop(bootstrap, "squarer", "--commit-every", "10", "--commit-interval-ms", "200")
+    try:
+        assert first.wait() == EXIT_FATAL, first.log_text()
+        _until(lambda: _committed(client) == count, "the second instance to consume the whole input")
+    finally:
+        first.stop()
+        assert second.stop() == 0, second.log_text()
+
+    assert "fatal: _FENCED" in first.log_text()
+    read = _read_committed_output(bootstrap)
+    assert _results(read) == _expected(count)
+    # The first instance's results stay in the log, aborted by the second's init_transactions,
+    # and none of them is read.
+    assert zombie <= _output_in_the_log(backend)
+    assert {(p, offset) for p, offset, _, _ in read} & zombie == set()

@@ -1,0 +1,44 @@
+"""app.domain.offsets.plan_reset: where a reset puts a group in one partition, the rule both
+doors and the CLI use. A partition whose log is [10, 20), the group at 15."""
+
+from __future__ import annotations
+
+import pytest
+
+from app.domain.errors import InvalidRequest
+from app.domain.offsets import OffsetResetSpec, PlannedReset, ResetTo, plan_reset
+
+
+def _plan(spec: OffsetResetSpec, at_timestamp: int | None = None) -> int:
+    planned = plan_reset(spec, "orders", 3, committed_offset=15, log_start_offset=10, log_end_offset=20,
+                         offset_for_timestamp=at_timestamp)
+    assert (planned.topic, planned.partition, planned.committed_offset) == ("orders", 3, 15)
+    return planned.new_offset
+
+
+@pytest.mark.parametrize(("spec", "at_timestamp", "new"), [
+    (OffsetResetSpec(ResetTo.EARLIEST), None, 10),
+    (OffsetResetSpec(ResetTo.LATEST), None, 20),
+    (OffsetResetSpec(ResetTo.OFFSET, offset=12), None, 12),
+    (OffsetResetSpec(ResetTo.OFFSET, offset=3), None, 10),
+    (OffsetResetSpec(ResetTo.OFFSET, offset=99), None, 20),
+    (OffsetResetSpec(ResetTo.TIMESTAMP, timestamp_ms=5), 17, 17),
+    (OffsetResetSpec(ResetTo.TIMESTAMP, timestamp_ms=5), None, 20),
+], ids=["earliest: log start", "latest: log end", "offset", "offset below the log: log start",
+        "offset past the log: log end", "timestamp: its record", "timestamp after every record: log end"])
+def test_each_kind_of_reset_plans_its_offset(spec: OffsetResetSpec, at_timestamp: int | None, new: int) -> None:
+    assert _plan(spec, at_timestamp) == new
+
+
+def test_the_plan_names_the_committed_offset_it_replaces_or_none() -> None:
+    assert plan_reset(OffsetResetSpec(ResetTo.LATEST), "orders", 0, committed_offset=None, log_start_offset=0,
+                      log_end_offset=4, offset_for_timestamp=None) == PlannedReset("orders", 0, None, 4)
+
+
+@pytest.mark.parametrize("fields", [
+    {"to": ResetTo.OFFSET}, {"to": ResetTo.TIMESTAMP}, {"to": ResetTo.EARLIEST, "offset": 1},
+    {"to": ResetTo.LATEST, "timestamp_ms": 1}, {"to": ResetTo.OFFSET, "offset": 1, "timestamp_ms": 1},
+], ids=["offset without one", "timestamp without one", "offset with earliest", "timestamp with latest", "both"])
+def test_a_spec_carries_exactly_the_value_its_kind_needs(fields: dict) -> None:
+    with pytest.raises(InvalidRequest):
+        OffsetResetSpec(**fields)
