@@ -54,6 +54,9 @@ XDIST_GROUP_OF_PATH = {
         "test_mariadb_orders_example",
     )},
     "tests/kafka/test_confluent_kafka_exactly_once.py": "processes",
+    # librdkafka's own suite: a service and the C test-runner, whose tests time their produces
+    # and commits.
+    "tests/kafka/test_librdkafka_suite.py": "processes",
 }
 
 
