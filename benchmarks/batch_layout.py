@@ -547,7 +547,8 @@ def run(kind: str, args: argparse.Namespace, rng: random.Random) -> None:
                 # without the driver building them in this process. The values' lengths are summed
                 # so that every path reads its rows (a bare count lets PostgreSQL answer the raw
                 # scan from the primary key's index alone).
-                return lambda: db.execute(f"SELECT count(*), sum(octet_length(value)) FROM ({sql}) s",
+                size = "octet_length" if kind == "postgresql" else "length"  # SQLite 3.40 has no octet_length
+                return lambda: db.execute(f"SELECT count(*), sum({size}(value)) FROM ({sql}) s",
                                           params)[0][0] + (db.commit() or 0)
 
             # Windows: each holds about `window` positions; their rows are checked equal first.
