@@ -19,9 +19,11 @@ is printed):
 (b) a read_committed scan of a window of commit positions of one partition (plain,
     idempotent and transactional batches, some transactions aborted, some open): through
     today's `committed_records` view, through the prototype's scan (the committed batches'
-    index range, each joined to its records' primary-key range), and, as the reference, a raw
+    index range, each joined to its records' primary-key range; also as a view read the way
+    Spark reads one, its bounds on the batch's position too), and, as the reference, a raw
     primary-key scan of as many rows of today's `records`. Both layouts' answers are checked
-    equal, row for row, before anything is timed.
+    equal, row for row, before anything is timed. Ordered (commit order, as HTTP Fetch reads),
+    unordered (as Spark's JDBC source reads), and counted in the database.
 (c) a Commit's completion in one partition: the claim's DELETE, the marker's offset and row,
     the commit; the prototype also records the commit position in each of the transaction's
     batch rows (an UPDATE of its own, or, on PostgreSQL, folded into the marker's INSERT by a
@@ -280,10 +282,33 @@ def proto_batch_row(batch: Batch, partition: int) -> tuple:
             batch.base_sequence, batch.txn_id, batch.control_type, batch.commit_position)
 
 
+def proto_view_ddl(kind: str) -> str:
+    """The prototype's read_committed as a view, with the columns of `committed_records` and one
+    more, `batch_position` (the batch's commit_position): a plain column, so that a reader's
+    bounds on it (Spark's predicates) become the batch index's range, where its bounds on
+    `commit_position` (a CASE) could only filter."""
+    columns = ('t.name AS topic, b.topic_id, b."partition", r."offset", '
+               'CASE WHEN b.txn_id IS NULL THEN r."offset" ELSE b.commit_position END AS commit_position, '
+               "b.commit_position AS batch_position, r.timestamp_ms, r.key, r.value, r.headers, b.producer_id, "
+               "b.txn_id IS NOT NULL AS transactional, r.key_bytes, r.value_bytes")
+    run = ('r.topic_id = b.topic_id AND r."partition" = b."partition" AND r."offset" >= b.base_offset '
+           'AND r."offset" < b.base_offset + b.record_count AND r."offset" >= p.log_start_offset')
+    if kind == "postgresql":
+        return (f"CREATE VIEW proto_committed_records AS SELECT {columns} FROM proto_batches b "
+                "JOIN topics t ON t.topic_id = b.topic_id "
+                'JOIN partitions p ON p.topic_id = b.topic_id AND p."partition" = b."partition" '
+                "CROSS JOIN LATERAL (SELECT r.\"offset\", r.timestamp_ms, r.key, r.value, r.headers, r.key_bytes, "
+                f"r.value_bytes FROM proto_records r WHERE {run} OFFSET 0) r WHERE b.commit_position IS NOT NULL")
+    return (f"CREATE VIEW proto_committed_records AS SELECT {columns} FROM partitions p "
+            "CROSS JOIN proto_batches b CROSS JOIN proto_records r JOIN topics t ON t.topic_id = b.topic_id "
+            f'WHERE b.topic_id = p.topic_id AND b."partition" = p."partition" AND {run} '
+            "AND b.commit_position IS NOT NULL")
+
+
 def setup(db: Db, log: Log) -> None:
     """A topic of 3 partitions in today's schema, the prototype's tables, and the log in both."""
     db.begin()
-    for ddl in PROTO_DDL:
+    for ddl in (*PROTO_DDL, proto_view_ddl(db.kind)):
         db.execute(ddl)
     db.execute("INSERT INTO topics (topic_id, name, partition_count, cleanup_policy, retention_ms, "
                "check_expected_offsets, created_ms) VALUES (:t, 'batch-layout', 3, 'delete', -1, :f, 0)",
@@ -403,6 +428,14 @@ def proto_scan_sql(kind: str, ordered: bool = True) -> str:
 
 
 # As many rows as the window's, in the same shape, straight off today's primary key.
+# Spark's read of the prototype's view: its bounds on commit_position, and the same bounds on the
+# batch's position, widened by the largest plain batch.
+PROTO_VIEW_SCAN = (
+    'SELECT commit_position, "offset", timestamp_ms, key, value, headers, producer_id, transactional '
+    'FROM proto_committed_records WHERE topic_id = :t AND "partition" = :p '
+    "AND batch_position >= :lo AND batch_position < :hi + :max_batch "
+    "AND commit_position >= :lo AND commit_position < :hi")
+
 RAW_SCAN = ('SELECT "offset" AS commit_position, "offset", timestamp_ms, key, value, headers, producer_id, '
             'txn_id IS NOT NULL AS transactional FROM records '
             'WHERE topic_id = :t AND "partition" = :p AND "offset" >= :lo ORDER BY "offset" LIMIT :n')
@@ -413,6 +446,7 @@ def explain(db: Db, proto_scan: str, params: dict[str, Any], rows: int) -> None:
     QUERY PLAN)."""
     prefix = "EXPLAIN (ANALYZE, BUFFERS) " if db.kind == "postgresql" else "EXPLAIN QUERY PLAN "
     for name, sql, p in (("committed_records view", VIEW_SCAN, params), ("batch rows", proto_scan, params),
+                         ("batch rows through a view", PROTO_VIEW_SCAN, params),
                          ("raw primary key", RAW_SCAN, {**params, "n": rows})):
         print(f"-- {name}, [{params['lo']}, {params['hi']}), {rows} rows")
         for line in db.execute(prefix + sql, p):
@@ -560,9 +594,11 @@ def run(kind: str, args: argparse.Namespace, rng: random.Random) -> None:
                     today = db.execute(VIEW_SCAN, params)
                     proto = db.execute(proto_scan, params)
                     unordered = db.execute(proto_scan_unordered, params)
+                    through_view = db.execute(PROTO_VIEW_SCAN, params)
                     db.commit()
                     if ([tuple(r) for r in today] != [tuple(r) for r in proto]
-                            or sorted(map(tuple, today)) != sorted(map(tuple, unordered))):
+                            or sorted(map(tuple, today)) != sorted(map(tuple, unordered))
+                            or sorted(map(tuple, today)) != sorted(map(tuple, through_view))):
                         raise SystemExit(f"{kind}: the layouts disagree on window [{lo}, {lo + window}): "
                                          f"{len(today)} rows against {len(proto)}")
                     windows.append((window, params, len(today)))
@@ -584,6 +620,7 @@ def run(kind: str, args: argparse.Namespace, rng: random.Random) -> None:
                             ("scan, batch rows", lambda p, n: scan(proto_scan, p)),
                             ("scan, committed_records view, unordered", lambda p, n: scan(VIEW_SCAN_UNORDERED, p)),
                             ("scan, batch rows, unordered", lambda p, n: scan(proto_scan_unordered, p)),
+                            ("scan, batch rows through a view, unordered", lambda p, n: scan(PROTO_VIEW_SCAN, p)),
                             ("scan, raw primary key", lambda p, n: scan(RAW_SCAN, {**p, "n": n})),
                             ("counted, committed_records view", lambda p, n: counted(VIEW_SCAN, p)),
                             ("counted, batch rows", lambda p, n: counted(proto_scan, p)),
@@ -634,7 +671,7 @@ def report(kind: str, args: argparse.Namespace, paths: dict[str, Measured]) -> N
     for window in args.windows:
         raw = f"scan, raw primary key, {window:,} positions"
         for name in ("scan, committed_records view", "scan, batch rows", "scan, committed_records view, unordered",
-                     "scan, batch rows, unordered"):
+                     "scan, batch rows, unordered", "scan, batch rows through a view, unordered"):
             ratio(f"{name}, {window:,} positions", raw, f"{name}, {window:,} positions ÷ raw")
         raw = f"counted, raw primary key, {window:,} positions"
         for name in ("counted, committed_records view", "counted, batch rows"):
@@ -656,7 +693,8 @@ def report(kind: str, args: argparse.Namespace, paths: dict[str, Measured]) -> N
         print(f"| {name} (÷ {ref}) | {per_unit(ref) / per_unit(name):.2f} |")
     for window in args.windows:
         raw = f"scan, raw primary key, {window:,} positions"
-        for name in ("scan, committed_records view", "scan, batch rows"):
+        for name in ("scan, committed_records view", "scan, batch rows", "scan, committed_records view, unordered",
+                     "scan, batch rows, unordered", "scan, batch rows through a view, unordered"):
             print(f"| {name}, {window:,} positions (÷ raw) | {per_unit(raw) / per_unit(f'{name}, {window:,} positions'):.2f} |")
     for batches in ("1 batch", "15 batches"):
         for variant in folded:
@@ -667,10 +705,10 @@ def report(kind: str, args: argparse.Namespace, paths: dict[str, Measured]) -> N
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--db", choices=("postgresql", "sqlite", "both"), default="both")
-    parser.add_argument("--rounds", type=int, default=16)
+    parser.add_argument("--rounds", type=int, default=12)
     parser.add_argument("--records", type=int, default=200_000, help="records in the scanned partition")
     parser.add_argument("--appends", type=int, default=4, help="1,000-record appends per path per round")
-    parser.add_argument("--commits", type=int, default=16, help="Commits per path per round")
+    parser.add_argument("--commits", type=int, default=8, help="Commits per path per round")
     parser.add_argument("--windows", type=int, nargs="+", default=[1_000, 20_000],
                         help="positions a scan's window spans")
     parser.add_argument("--seed", type=int, default=None)
