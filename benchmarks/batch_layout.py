@@ -329,6 +329,63 @@ def setup(db: Db, log: Log) -> None:
         db.execute("ANALYZE")
 
 
+# --- the migration's backfill -------------------------------------------------------------------
+
+# Batch rows derived from today's records alone, as the migration to the batch layout would
+# derive them (docs/DESIGN-batches.md, "Migration path for existing rows"): transactional batches
+# from their heads and their partition's COMMIT marker, markers one row each, plain records as
+# runs of consecutive offsets of one producer and epoch with consecutive sequences (or none),
+# cut every MAX_BATCH records.
+BACKFILL = [
+    "CREATE TABLE backfilled_batches AS SELECT * FROM proto_batches WHERE 1 = 0",
+    'INSERT INTO backfilled_batches (topic_id, "partition", base_offset, record_count, producer_id, producer_epoch, '
+    "base_sequence, txn_id, control_type, commit_position) "
+    'SELECT h.topic_id, h."partition", h."offset", h.batch_record_count, h.producer_id, h.producer_epoch, h.sequence, '
+    'h.txn_id, NULL, (SELECT m."offset" FROM records m WHERE m.topic_id = h.topic_id AND m."partition" = h."partition" '
+    "AND m.txn_id = h.txn_id AND m.control_type = 'COMMIT') "
+    "FROM records h WHERE h.batch_record_count IS NOT NULL",
+    'INSERT INTO backfilled_batches (topic_id, "partition", base_offset, record_count, producer_id, producer_epoch, '
+    "base_sequence, txn_id, control_type, commit_position) "
+    'SELECT topic_id, "partition", "offset", 1, producer_id, producer_epoch, NULL, txn_id, control_type, NULL '
+    "FROM records WHERE control_type IS NOT NULL",
+    'INSERT INTO backfilled_batches (topic_id, "partition", base_offset, record_count, producer_id, producer_epoch, '
+    "base_sequence, txn_id, control_type, commit_position) "
+    'SELECT topic_id, "partition", min("offset"), count(*), producer_id, producer_epoch, min(sequence), NULL, NULL, '
+    'max("offset") FROM ('
+    '  SELECT topic_id, "partition", "offset", producer_id, producer_epoch, sequence, run, seq_run, '
+    '    (row_number() OVER (PARTITION BY topic_id, "partition", producer_id, producer_epoch, run, seq_run '
+    f'ORDER BY "offset") - 1) / {MAX_BATCH} AS chunk '
+    '  FROM (SELECT topic_id, "partition", "offset", producer_id, producer_epoch, sequence, '
+    '          "offset" - row_number() OVER (PARTITION BY topic_id, "partition", producer_id, producer_epoch '
+    'ORDER BY "offset") AS run, sequence - "offset" AS seq_run '
+    "        FROM records WHERE txn_id IS NULL AND control_type IS NULL) plain) runs "
+    'GROUP BY topic_id, "partition", producer_id, producer_epoch, run, seq_run, chunk',
+    """CREATE INDEX ix_backfilled_batches_committed ON backfilled_batches
+        (topic_id, "partition", commit_position, base_offset) WHERE commit_position IS NOT NULL""",
+]
+
+
+def backfill(db: Db, kind: str, windows: list[tuple[int, dict[str, Any], int]]) -> None:
+    """Derive the batch rows from today's records (timed), then read every window through them
+    and check the rows against today's view."""
+    db.begin()
+    t0 = time.perf_counter()
+    for statement in BACKFILL:
+        db.execute(statement)
+    db.commit()
+    took = time.perf_counter() - t0
+    rows = db.execute('SELECT count(*) FROM records WHERE topic_id = :t AND "partition" = :p',
+                      {"t": TOPIC_ID, "p": SCAN_PARTITION})[0][0]
+    batches = db.execute("SELECT count(*) FROM backfilled_batches")[0][0]
+    scan = proto_scan_sql(kind).replace("proto_batches", "backfilled_batches")
+    for _, params, n in windows:
+        if db.execute(scan, params) != db.execute(VIEW_SCAN, params):
+            raise SystemExit(f"{kind}: the backfilled batch rows disagree with today's view on {params}")
+    db.commit()
+    print(f"backfill: {rows:,} rows of records → {batches:,} batch rows in {took:.2f} s ({rows / took:,.0f} rows/s); "
+          f"every window reads the same rows through them as through today's view\n")
+
+
 # --- (a) appends ------------------------------------------------------------------------------
 
 TAKE_OFFSETS = ('UPDATE partitions SET next_offset = next_offset + :n, record_count = record_count + :n '
@@ -604,6 +661,8 @@ def run(kind: str, args: argparse.Namespace, rng: random.Random) -> None:
                     windows.append((window, params, len(today)))
                 if args.explain:
                     explain(db, proto_scan, params, len(today))
+            if args.backfill:
+                backfill(db, kind, windows)
 
             for r in range(args.rounds):
                 steps: list[tuple[str, Callable[[], None]]] = []
@@ -715,6 +774,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--durable", action="store_true",
                         help="commits wait for the disk, as the service's do (by default they do not: the flush "
                              "is the same for every path, and on a shared disk its time hides theirs)")
+    parser.add_argument("--backfill", action="store_true",
+                        help="first derive batch rows from today's records as a migration would, timed, and check "
+                             "that every window reads the same through them")
     parser.add_argument("--explain", action="store_true", help="print the plans of one window's scans first")
     args = parser.parse_args(argv)
     if args.rounds < 1 or args.records < 10 * MAX_BATCH or args.appends < 1 or args.commits < 1:
