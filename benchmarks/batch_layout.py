@@ -34,6 +34,10 @@ Commits do not wait for the disk unless --durable (synchronous_commit off on Pos
 synchronous NORMAL on SQLite): the flush is the same for every path, and on a shared disk its
 time varies more than the differences measured here.
 
+With --backfill it first derives batch rows from today's records alone, in SQL, as the
+migration to the batch layout would (BACKFILL), times it, and checks that every window reads the
+same rows through them as through today's view.
+
 Ratios are of rates (records, or rows, or commits per second) within the same run, with the
 spread of the same ratio over each quarter of the rounds. On PostgreSQL the CPU the database
 backend of the benchmark's connection used per record (or row, or commit) is read from
