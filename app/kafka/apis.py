@@ -325,8 +325,13 @@ class Apis:
                 body.transactional_id, body.producer_id, body.producer_epoch, commit=body.committed,
                 transaction_version=transaction_version(26, version))
         except OutboxError as e:
-            return build(m.EndTxnResponse, throttle_time=_NO_WAIT,
-                         error_code=fenced_code(e, version, _PRODUCER_FENCED_SINCE[26]))
+            code = fenced_code(e, version, _PRODUCER_FENCED_SINCE[26])
+            if code is ErrorCode.invalid_producer_epoch and version >= TRANSACTION_V2_SINCE[26]:
+                # Kafka's coordinator answers a version 2 EndTxn of any epoch but the current
+                # one (a retry of the EndTxn that bumped it aside) PRODUCER_FENCED: a delayed
+                # EndTxn of an ended transaction, too.
+                code = ErrorCode.producer_fenced
+            return build(m.EndTxnResponse, throttle_time=_NO_WAIT, error_code=code)
         # Version 5 answers the producer id and epoch the producer goes on with: under
         # transaction version 2 every Commit and Abort bumps the epoch (a new producer id once
         # it is exhausted), and the client takes them from here.
