@@ -16,7 +16,7 @@ from kio.schema.errors import ErrorCode
 
 from app.domain import acl
 from app.domain.acl import CLUSTER, Operation
-from app.domain.errors import InvalidRecord, InvalidRequest, OutboxError, ProducerFenced
+from app.domain.errors import ConcurrentTransactions, InvalidRecord, InvalidRequest, OutboxError, ProducerFenced
 from app.domain.offsets import GroupMetadata, OffsetToStage
 from app.domain.read import offset_order_upper_bound
 from app.domain.records import check_record_count
@@ -423,6 +423,14 @@ class Apis:
             # Kafka's Produce answers a stale epoch INVALID_PRODUCER_EPOCH at every version; a
             # transactional client takes it as being fenced.
             return ErrorCode.invalid_producer_epoch, e.message, -1
+        except ConcurrentTransactions as e:
+            if spoken is not TransactionVersion.V2:
+                return ErrorCode.concurrent_transactions, e.message, -1
+            # Version 2: the first Produce of the next transaction, sent as soon as EndTxn
+            # answered, finds the previous one still completing (OUTBOX_COMPLETE_INLINE off).
+            # Kafka's partition leader answers that NOT_ENOUGH_REPLICAS, which every producer
+            # retries (it takes CONCURRENT_TRANSACTIONS from a Produce as an error of its own).
+            return ErrorCode.not_enough_replicas, e.message, -1
         except OutboxError as e:
             return error_code(e), e.message, -1
         return ErrorCode.none, None, result.base_offset

@@ -17,7 +17,7 @@ from app.domain.types import MAX_PRODUCER_EPOCH
 from app.kafka.protocol import SERVED, request_class
 from app.storage.tables import transactions
 from tests.helpers import create_topic
-from tests.kafka.conftest import Listener, ask
+from tests.kafka.conftest import Listener, ask, deferred_completion
 
 TID = "tx-2"
 
@@ -231,6 +231,25 @@ def test_an_abort_5_with_nothing_open_still_bumps_the_epoch(kafka: Listener) -> 
     assert (described["state"], described["producer_epoch"], described["transaction_version"]) == (
         "Empty", epoch + 1, 2)
     assert _http_committed(kafka, 0) == []
+
+
+def test_a_produce_while_the_previous_transaction_completes_is_retried_then_begins_the_next(
+        kafka: Listener) -> None:
+    create_topic(kafka.client, "orders")
+    with deferred_completion(kafka) as deferred, deferred.connect() as s:
+        pid, epoch = _init(s)
+        assert _produce(s, pid, epoch, 0, [b'"a"']).error_code == ErrorCode.none
+        ended = _end(s, pid, epoch, commit=True)  # answered at PrepareCommit: the worker writes the markers
+        assert (ended.error_code, ended.producer_epoch) == (ErrorCode.none, epoch + 1)
+
+        early = _produce(s, pid, epoch + 1, 0, [b'"b"'])
+
+        assert (early.error_code, early.base_offset) == (ErrorCode.not_enough_replicas, -1)
+        assert _described(kafka)["state"] == "PrepareCommit"
+        kafka.services.coordinator.completion.complete(TID)
+        retried = _produce(s, pid, epoch + 1, 0, [b'"b"'])
+        assert (retried.error_code, retried.base_offset) == (ErrorCode.none, 2)
+    assert _described(kafka)["state"] == "Ongoing"
 
 
 # --- a request of the ended transaction --------------------------------------------------------
