@@ -22,8 +22,9 @@ That is a JSON topic's record. A topic's value_format (app.domain.types.ValueFor
 docs/ARCHITECTURE.md#record-formats) says which rules apply: a bytes topic's key and value are
 any bytes and its headers an ordered list of (name, bytes or null). `for_topic` turns a batch
 built from a Send's JSON into its topic's format (once per batch; nothing per record for a JSON
-topic), `from_kafka` and `to_kafka` are the Kafka door's way in and out, and every refusal of a
-record its topic's format cannot hold is INVALID_RECORD, whichever door it came through.
+topic), `from_kafka` (a record) and `to_kafka` are the Kafka door's way in and out, `kafka_batch`
+applies `from_kafka` to a whole produced batch at once, and every refusal of a record its
+topic's format cannot hold is INVALID_RECORD, whichever door it came through.
 """
 
 from __future__ import annotations
