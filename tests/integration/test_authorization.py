@@ -27,7 +27,7 @@ from cryptography.hazmat.primitives.asymmetric import rsa
 from fastapi.testclient import TestClient
 
 from app.api.app import create_app
-from app.domain.acl import CLUSTER_NAME, AclBinding, Operation, PatternType, Permission, ResourceType
+from app.domain.acl import CLUSTER_NAME, Operation, PatternType, Permission, ResourceType
 from app.services.security import split_api_key
 from app.settings import Settings
 from tests.fuzz.stored import StoredTables, diff
