@@ -209,12 +209,10 @@ class GroupService:
         for this group: the count the /metrics gauge shows); unknown where it has committed no
         offset. In one snapshot."""
         with self.db.read() as conn:
-            committed = offsets.fetch(conn, group_id)
-            pending = set(offsets.pending_partitions(conn, group_id, None))
-            subscribed = {t for m in groups.members(conn, group_id) for t in m.topics}
-            if not committed and not pending and groups.generation(conn, group_id) is None:
+            names = groups.consumed_topics(conn, group_id).get(group_id, set())
+            if not names and groups.generation(conn, group_id) is None:
                 raise GroupIdNotFound(f"no consumer group {group_id!r}")
-            names = {o.topic for o in committed} | {t for t, _ in pending} | subscribed
+            pending = set(offsets.pending_partitions(conn, group_id, None))
             # A subscription may name a topic deleted since: it has no partitions to show.
             consumed = topics.existing_topics(conn, {t for t in names if visible(t)})
             counted = {(c.topic_id, c.partition): c for c in read_committed.committed_between_for_groups(
