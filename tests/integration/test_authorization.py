@@ -436,6 +436,48 @@ def test_a_groups_lag_leaves_out_topics_the_principal_may_not_describe(world: Wo
     assert [(p["topic"], p["partition"]) for p in got] == [("orders", 0), ("orders", 1)]  # no payroll
 
 
+def _payroll_consumed_too(world: World) -> None:
+    world.as_admin("POST", "/v1/topics", {"name": "payroll"})
+    world.as_admin("POST", "/v1/groups/g/offsets", {"offsets": [{"topic": "payroll", "partition": 0, "offset": 0}]})
+
+
+def _reset_all(world: World, **body: Any) -> Any:
+    return world.client.post("/v1/groups/g/offsets/reset", json={"all_topics": True, "to": "latest", **body},
+                             headers=world.alice)
+
+
+@pytest.mark.parametrize(("dry_run", "operation"), [(False, Operation.READ), (True, Operation.DESCRIBE)],
+                         ids=["execute", "dry run"])
+def test_a_reset_of_all_topics_leaves_out_topics_the_principal_may_not_describe(world: World, dry_run: bool,
+                                                                               operation: Operation) -> None:
+    _payroll_consumed_too(world)
+    world.grant([(G, "g", operation), (T, "orders", operation)])
+    before = world.stored.snapshot()
+
+    r = _reset_all(world, dry_run=dry_run)
+
+    assert r.status_code == 200, r.text
+    assert [(o["topic"], o["partition"], o["new_offset"]) for o in r.json()["offsets"]] == [
+        ("orders", 0, 1), ("orders", 1, 0)]  # no payroll
+    got = world.as_admin("GET", "/v1/groups/g/offsets")["offsets"]
+    assert [(o["topic"], o["partition"], o["offset"]) for o in got] == (
+        [("orders", 0, 1), ("payroll", 0, 0)] if dry_run else [("orders", 0, 1), ("orders", 1, 0), ("payroll", 0, 0)])
+    if dry_run:
+        assert diff(before, world.stored.snapshot()) == []
+
+
+def test_a_reset_of_all_topics_is_refused_for_a_topic_the_principal_may_describe_but_not_read(world: World) -> None:
+    _payroll_consumed_too(world)
+    world.grant([(G, "g", Operation.READ), (T, "orders", Operation.READ), (T, "payroll", Operation.DESCRIBE)])
+    before = world.stored.snapshot()
+
+    r = _reset_all(world)
+
+    assert (r.status_code, r.json()["error_code"]) == (403, "TOPIC_AUTHORIZATION_FAILED"), r.text
+    assert "payroll" in r.json()["message"]
+    assert diff(before, world.stored.snapshot()) == []
+
+
 def test_fetch_offsets_of_a_whole_group_leaves_out_topics_the_principal_may_not_describe(world: World) -> None:
     world.as_admin("POST", "/v1/topics", {"name": "payroll"})
     world.as_admin("POST", "/v1/groups/g/offsets", {"offsets": [{"topic": "payroll", "partition": 0, "offset": 0}]})
