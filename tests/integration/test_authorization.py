@@ -238,6 +238,8 @@ OPERATIONS: dict[str, Op] = {
     "list_groups": Op(lambda w: ("GET", "/v1/groups", None), ()),
     "describe_group_lag": Op(lambda w: ("GET", "/v1/groups/g/lag", None), ((G, "g", Operation.DESCRIBE),)),
     "console_history": Op(lambda w: ("GET", "/v1/console/history", None), ((C, CLUSTER_NAME, Operation.DESCRIBE),)),
+    # Groups, and groups whose lag counts topics, the principal may not describe are left out.
+    "console_lag_history": Op(lambda w: ("GET", "/v1/console/lag-history", None), ()),
     "describe_acls": Op(lambda w: ("GET", "/v1/acls", None), ((C, CLUSTER_NAME, Operation.DESCRIBE),)),
     "create_acls": Op(lambda w: ("POST", "/v1/acls", {"acls": [{"principal": "User:carol", "resource_type": "group",
                                                                  "resource_name": "g", "operation": "read"}]}),
@@ -267,7 +269,7 @@ ALL = {**OPERATIONS, **VARIANTS}
 # Open with authentication on: the probes, and /metrics unless OUTBOX_PROTECT_METRICS.
 OPEN = {"healthz", "readyz", "metrics"}
 # Never refused for want of an ACL: they leave out what the principal may not describe.
-FILTERED = {"list_topics", "list_transactions", "list_groups", "fetch_partitions"}
+FILTERED = {"list_topics", "list_transactions", "list_groups", "fetch_partitions", "console_lag_history"}
 GUARDED = sorted(set(ALL) - FILTERED)
 
 
