@@ -1,8 +1,9 @@
 """The overview's "Lag of the groups that lag most" in a real browser, against a real `outbox
 serve` that samples the groups' lag every 500 ms (GET /v1/console/lag-history): a page opened
 after the groups started lagging plots what the service kept, names the groups that lag most
-now with their totals, and follows a group that catches up without a reload. Screenshot saved
-as console-overview-lag-history.png (OUTBOX_SCREENSHOT_DIR, or .artifacts/screenshots)."""
+now with their totals, and follows a group that catches up without a reload. The ACL and
+principal pages list what GET /v1/acls and GET /v1/principals answer, never a key. Screenshots
+saved (OUTBOX_SCREENSHOT_DIR, or .artifacts/screenshots) and their paths printed."""
 
 from __future__ import annotations
 
@@ -79,3 +80,41 @@ def test_the_overview_plots_the_lag_the_service_kept_and_follows_a_group_catchin
         expect(console.page.locator("#lag-history-now")).to_have_text(
             "Now: returns-desk 3, fast-shippers 2, new-readers unknown, slow-shippers 0", timeout=WAIT_MS)
         console.screenshot("console-overview-lag-history.png")
+
+
+def test_the_acl_and_principal_pages_list_the_apis_bindings_and_keys(console: Console,  # noqa: F811
+                                                                   server: ServiceProcess) -> None:
+    from playwright.sync_api import expect
+
+    with server.client() as api:
+        ok(api.post("/v1/acls", json={"acls": [
+            {"principal": "User:carol", "resource_type": "topic", "resource_name": "orders", "operation": "read"},
+            {"principal": "User:carol", "resource_type": "group", "resource_name": "pay", "pattern_type": "prefixed",
+             "operation": "read"},
+            {"principal": "User:dave", "resource_type": "topic", "resource_name": "orders", "operation": "write",
+             "permission": "deny"}]}))
+        key = ok(api.post("/v1/principals/User:carol/api-keys"))
+        ok(api.delete(f"/v1/principals/User:carol/api-keys/{key['key_id']}"))
+        kept = ok(api.post("/v1/principals/User:carol/api-keys"))
+
+    console.open("#/acls")
+    console.wait_text("User:dave", "main tbody")
+    rows = [r.split("\t") for r in console.page.locator("main tbody tr").all_inner_texts()]
+    assert sorted(rows) == [["User:carol", "group", "pay", "prefixed", "read", "allow"],
+                            ["User:carol", "topic", "orders", "literal", "read", "allow"],
+                            ["User:dave", "topic", "orders", "literal", "write", "deny"]]
+    console.page.get_by_role("link", name="User:dave").click()
+    expect(console.page.locator("#acl-filter")).to_have_text("principal User:dave", timeout=WAIT_MS)
+    assert console.page.locator("main tbody tr").all_inner_texts() == ["User:dave\ttopic\torders\tliteral\twrite\tdeny"]
+    console.screenshot("console-acls.png")
+
+    console.open("#/principals")
+    console.wait_text("User:carol", "main tbody")
+    row = console.page.locator("main tbody tr").first.inner_text().split("\t")
+    assert row[:2] == ["User:carol", "1"]
+    assert f"{key['key_id']} " in row[2] and "revoked" in row[2] and kept["key_id"] in row[2]
+    assert kept["api_key"] not in console.text()
+    console.screenshot("console-principals.png")
+    console.page.get_by_role("link", name="ACLs").last.click()
+    expect(console.page.locator("#acl-filter")).to_have_text("principal User:carol", timeout=WAIT_MS)
+    console.screenshot("console-principals-acls.png")

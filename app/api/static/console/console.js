@@ -747,6 +747,43 @@
       "No group the principal may describe."));
   }
 
+  // ACLs and principals: the API's own lists (describe on the cluster), read only here; they
+  // are changed with `outbox acls` and `outbox principals`. At most ROWS_LIMIT rows are drawn.
+  const ROWS_LIMIT = 1000;
+  const ACL_FILTERS = ["principal", "resource_type", "resource_name"];
+  const limited = (rows, what) => (rows.length > ROWS_LIMIT
+    ? h("p", { class: "muted" }, `The first ${n(ROWS_LIMIT)} of ${n(rows.length)} ${what}.`) : "");
+
+  async function acls(params) {
+    const query = new URLSearchParams(ACL_FILTERS.filter(k => params.get(k)).map(k => [k, params.get(k)]));
+    const list = (await api(`/v1/acls${query.toString() ? `?${query}` : ""}`)).acls;
+    const filtered = [...query.entries()].map(([k, v]) => `${k.replace("_", " ")} ${v}`).join(", ");
+    main.replaceChildren(h("h1", {}, "ACLs"),
+      h("p", { class: "muted" }, filtered ? ["Bindings of ", h("strong", { id: "acl-filter" }, filtered), " (",
+        link("#/acls", "all bindings"), ")."] : ["Every binding. Change them with ", h("code", {}, "outbox acls"), "."]),
+      limited(list, "bindings"),
+      table(["principal", "resource type", "resource name", "pattern", "operation", "permission"],
+        list.slice(0, ROWS_LIMIT).map(a => [link(`#/acls?principal=${enc(a.principal)}`, a.principal),
+          a.resource_type, link(`#/acls?resource_type=${enc(a.resource_type)}&resource_name=${enc(a.resource_name)}`,
+            a.resource_name), a.pattern_type, a.operation, badge(a.permission)]),
+        "No binding here."));
+  }
+
+  async function principals() {
+    const list = (await api("/v1/principals")).principals;
+    main.replaceChildren(h("h1", {}, "Principals"),
+      h("p", { class: "muted" }, "Principals with API keys (never the keys themselves), times in this browser's time " +
+        "zone. Create and revoke keys with ", h("code", {}, "outbox principals"), "."),
+      limited(list, "principals"),
+      table(["principal", "active keys", "keys (id, created, revoked)", ""],
+        list.slice(0, ROWS_LIMIT).map(p => [p.principal, n(p.api_keys.filter(k => k.revoked_ms === null).length),
+          h("span", {}, p.api_keys.flatMap((k, i) => [i ? "; " : "", h("code", {}, k.key_id), " ",
+            dateAndTime(new Date(k.created_ms)),
+            k.revoked_ms === null ? "" : ` revoked ${dateAndTime(new Date(k.revoked_ms))}`])),
+          link(`#/acls?principal=${enc(p.principal)}`, "ACLs")]),
+        "No principal has an API key."));
+  }
+
   // A lag the service cannot know (the group has committed no offset there) is "unknown",
   // never 0: a stuck new group must not look caught up.
   const UNKNOWN_LAG = {
@@ -834,6 +871,8 @@
       else if (parts[0] === "transactions" && parts.length === 2) await transaction(parts[1]);
       else if (parts[0] === "groups" && parts.length === 1) await groups();
       else if (parts[0] === "groups" && parts.length === 2) await group(parts[1]);
+      else if (parts[0] === "acls" && parts.length === 1) await acls(params);
+      else if (parts[0] === "principals" && parts.length === 1) await principals();
       else throw new ApiError(404, { error_code: "NOT_FOUND", message: `no page ${location.hash}` });
       if (pendingNotice) showNotice(pendingNotice);
     } catch (e) {
