@@ -51,10 +51,14 @@ def console_lag_history(
     where the principal may describe it and every topic its lag counts; the others are left
     out."""
     history = services.lag_history
+    decided: dict[tuple[str, frozenset[str]], bool] = {}  # a group is in many samples: asked once
 
     def shown(p) -> bool:  # type: ignore[no-untyped-def]
-        return access.allows(Operation.DESCRIBE, acl.group(p.group_id)) and all(
-            access.allows(Operation.DESCRIBE, acl.topic(t)) for t in p.topics)
+        key = (p.group_id, p.topics)
+        if key not in decided:
+            decided[key] = access.allows(Operation.DESCRIBE, acl.group(p.group_id)) and all(
+                access.allows(Operation.DESCRIBE, acl.topic(t)) for t in p.topics)
+        return decided[key]
 
     return LagHistoryOut(interval_ms=history.interval_ms, window_ms=history.window_ms, max_groups=history.max_groups,
                          samples=[LagSampleOut(time_ms=s.time_ms, groups=[
