@@ -167,6 +167,13 @@ def prepare_transition(meta: TransactionMetadata, event: Event, now_ms: int) -> 
             if meta.state not in _SPEAKING_STATES:
                 raise InvalidTxnState(f"transaction is {meta.state.value}; its transaction version cannot change now",
                                       state=meta.state.value)
+            if event.transaction_version is TransactionVersion.V2:
+                # Version 2 reads last_producer_epoch as the epoch of a transaction that has
+                # ended (is_previous_transaction). Under version 1 it was the epoch a KIP-360
+                # recovery bumped from, which no Commit or Abort ended: kept, a stale EndTxn 5
+                # abort carrying it would be answered as a retry instead of fenced.
+                return TxnTransit(replace(meta, transaction_version=event.transaction_version, updated_ms=now_ms,
+                                          last_producer_epoch=None, previous_producer_id=None))
             return TxnTransit(replace(meta, transaction_version=event.transaction_version, updated_ms=now_ms))
         case Fence():
             # PrepareEpochFence is never stored: the bump and PrepareAbort are one write.

@@ -217,7 +217,7 @@ class Apis:
                 # speaks: its later requests do, and each transaction takes the version of the
                 # request that begins it, each EndTxn decides by its own (docs/ARCHITECTURE.md,
                 # "Transactions over the Kafka door").
-                transaction_version=TransactionVersion.V1)
+                transaction_version=transaction_version(22, version))
         except OutboxError as e:
             return answer(fenced_code(e, version, _PRODUCER_FENCED_SINCE[22]))
         return answer(ErrorCode.none, got.producer_id, got.producer_epoch)
@@ -241,7 +241,7 @@ class Apis:
             if every is ErrorCode.none:
                 refused = self.services.coordinator.add_partitions(
                     body.v3_and_below_transactional_id, body.v3_and_below_producer_id,
-                    body.v3_and_below_producer_epoch, wanted, transaction_version=TransactionVersion.V1)
+                    body.v3_and_below_producer_epoch, wanted, transaction_version=transaction_version(24, version))
         except OutboxError as e:
             code = fenced_code(e, version, _PRODUCER_FENCED_SINCE[24])
             refused, every = {}, code
@@ -272,7 +272,7 @@ class Apis:
             return build(m.AddOffsetsToTxnResponse, throttle_time=_NO_WAIT, error_code=denied)
         try:
             self.services.coordinator.begin_or_join(body.transactional_id, body.producer_id, body.producer_epoch,
-                                                    transaction_version=TransactionVersion.V1)
+                                                    transaction_version=transaction_version(25, version))
         except OutboxError as e:
             return build(m.AddOffsetsToTxnResponse, throttle_time=_NO_WAIT,
                          error_code=fenced_code(e, version, _PRODUCER_FENCED_SINCE[25]))
@@ -325,12 +325,8 @@ class Apis:
                 body.transactional_id, body.producer_id, body.producer_epoch, commit=body.committed,
                 transaction_version=transaction_version(26, version))
         except OutboxError as e:
-            code = fenced_code(e, version, _PRODUCER_FENCED_SINCE[26])
-            if code is ErrorCode.invalid_producer_epoch and version >= TRANSACTION_V2_SINCE[26]:
-                # Kafka's coordinator answers a version 2 EndTxn of any epoch but the current
-                # one (a retry of the EndTxn that bumped it aside) PRODUCER_FENCED: a delayed
-                # EndTxn of an ended transaction, too.
-                code = ErrorCode.producer_fenced
+            code = fenced_code(e, version, _PRODUCER_FENCED_SINCE[26], every_stale_epoch_fenced=(
+                transaction_version(26, version) is TransactionVersion.V2))
             return build(m.EndTxnResponse, throttle_time=_NO_WAIT, error_code=code)
         # Version 5 answers the producer id and epoch the producer goes on with: under
         # transaction version 2 every Commit and Abort bumps the epoch (a new producer id once

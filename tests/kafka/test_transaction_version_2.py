@@ -294,6 +294,24 @@ def test_a_delayed_end_txn_of_the_committed_transaction_is_answered_again_then_f
         assert _read_committed(s, 0) == [(0, b'"a"')]
 
 
+def test_an_abort_5_carrying_the_epoch_a_recovery_bumped_from_is_fenced_not_answered_as_a_retry(
+        kafka: Listener) -> None:
+    # The recovery (KIP-360) bumped the epoch at version 1; no Commit or Abort ended a
+    # transaction at the old epoch, so version 2 has nothing to answer again.
+    with kafka.connect() as s:
+        pid, epoch = _init(s)
+        recovered = ask(s, 22, 4, request_class(22, 4)(transactional_id=TID,
+                                                       transaction_timeout=datetime.timedelta(seconds=60),
+                                                       producer_id=pid, producer_epoch=epoch))
+        assert (recovered.error_code, recovered.producer_id, recovered.producer_epoch) == (ErrorCode.none, pid, epoch + 1)
+
+        stale = _end(s, pid, epoch, commit=False)
+
+        assert (stale.error_code, stale.producer_id, stale.producer_epoch) == (ErrorCode.producer_fenced, -1, -1)
+        described = _described(kafka)
+        assert (described["producer_epoch"], described["state"]) == (epoch + 1, "Empty")
+
+
 def test_a_delayed_txn_offset_commit_of_the_committed_transaction_is_refused_and_stages_nothing(
         kafka: Listener) -> None:
     create_topic(kafka.client, "orders")

@@ -186,10 +186,22 @@ def test_a_decision_and_its_completion_are_written_as_one_transit_with_the_decis
 
 
 @pytest.mark.parametrize("state", (*IDLE, S.ONGOING, S.PREPARED))
-def test_speaking_another_version_changes_the_version_and_nothing_else(state: TransactionState) -> None:
+def test_speaking_version_2_changes_the_version_and_forgets_version_1_s_last_epoch(state: TransactionState) -> None:
+    # Under version 1 the last epoch is the one a KIP-360 recovery bumped from; version 2
+    # would take it for an ended transaction's and answer its stale EndTxn as a retry.
     before = meta(state, last_producer_epoch=ProducerEpoch(4))
     transit = speaking(before, TransactionVersion.V2, NOW)
-    assert transit == TxnTransit(replace(before, transaction_version=TransactionVersion.V2, updated_ms=NOW))
+    assert transit == TxnTransit(replace(before, transaction_version=TransactionVersion.V2, updated_ms=NOW,
+                                         last_producer_epoch=None))
+
+
+@pytest.mark.parametrize("state", (*IDLE, S.ONGOING, S.PREPARED))
+def test_speaking_version_1_changes_the_version_and_nothing_else(state: TransactionState) -> None:
+    # Version 2's last epoch was bumped from by a Commit or Abort: to version 1 it is the
+    # epoch bumped from, what a retried recovery may carry.
+    before = meta(state, last_producer_epoch=ProducerEpoch(4), transaction_version=TransactionVersion.V2)
+    transit = speaking(before, TransactionVersion.V1, NOW)
+    assert transit == TxnTransit(replace(before, transaction_version=TransactionVersion.V1, updated_ms=NOW))
 
 
 @pytest.mark.parametrize(("state", "version"), [
