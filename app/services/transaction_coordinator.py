@@ -457,7 +457,8 @@ class TransactionCoordinator:
                 raise InvalidRequest("a Commit carries batches only under transaction_version 2")
             # Version 2: the Commit (Abort) that bumped the epoch, retried with the epoch it
             # carried the first time, is answered again; any other use of that epoch is refused.
-            if meta.is_end_retry(producer_id, producer_epoch, commit=commit):
+            retried = meta.is_end_retry(producer_id, producer_epoch, commit=commit)
+            if retried:
                 if batches:
                     sent = self._retried_batches(conn, meta, producer_id, producer_epoch, batches)
                 if meta.state is S.EMPTY:
@@ -491,6 +492,15 @@ class TransactionCoordinator:
             done = {S.PREPARE_COMMIT, S.COMPLETE_COMMIT} if commit else {S.PREPARE_ABORT, S.COMPLETE_ABORT}
             # Already decided: a retry of the same request, answered as the first time.
             decided = meta.state in done
+            if decided and not retried and meta.transaction_version is TransactionVersion.V2:
+                # Version 2's decision bumped the epoch: its retry carries the epoch before (the
+                # branch above). The new epoch names the next transaction, which has not begun,
+                # so there is nothing of it to commit or abort.
+                if meta.state in (S.PREPARE_COMMIT, S.PREPARE_ABORT):
+                    raise ConcurrentTransactions(
+                        f"the last transaction of {transactional_id!r} is still completing; retry shortly")
+                raise InvalidTxnState(f"transaction is {meta.state.value}; no transaction is open at epoch "
+                                      f"{producer_epoch}", state=meta.state.value)
             for ref in prepared:
                 locked[ref.transactional_id].check_joins_commit(ref.txn_id, decided=decided)
             joined = [locked[ref.transactional_id] for ref in prepared]

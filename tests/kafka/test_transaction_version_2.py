@@ -312,6 +312,24 @@ def test_an_abort_5_carrying_the_epoch_a_recovery_bumped_from_is_fenced_not_answ
         assert (described["producer_epoch"], described["state"]) == (epoch + 1, "Empty")
 
 
+def test_a_commit_5_with_the_new_epoch_after_a_commit_is_invalid_txn_state_and_changes_nothing(
+        kafka: Listener) -> None:
+    # Only the epoch before the bump retries the commit; the new one names a transaction that
+    # has not begun.
+    create_topic(kafka.client, "orders")
+    with kafka.connect() as s:
+        pid, epoch = _init(s)
+        assert _produce(s, pid, epoch, 0, [b'"a"']).error_code == ErrorCode.none
+        assert _end(s, pid, epoch, commit=True).producer_epoch == epoch + 1
+
+        again = _end(s, pid, epoch + 1, commit=True)
+
+        assert again.error_code == ErrorCode.invalid_txn_state
+        described = _described(kafka)
+        assert (described["producer_epoch"], described["state"]) == (epoch + 1, "CompleteCommit")
+        assert _read_committed(s, 0) == [(0, b'"a"')]
+
+
 def test_a_delayed_txn_offset_commit_of_the_committed_transaction_is_refused_and_stages_nothing(
         kafka: Listener) -> None:
     create_topic(kafka.client, "orders")
