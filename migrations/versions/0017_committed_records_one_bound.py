@@ -4,7 +4,8 @@ range (sql/0017_committed_records.sqlite.sql).
 The plain branch bounded the primary key's offset below twice, by the partition's log start and
 by a reader's commit_position, and SQLite ranged from the log start's, so a window of positions
 far from the log start cost what the distance cost. The view's rows are the same. PostgreSQL's
-view is unchanged: its btree scan starts at the higher of the two bounds by itself.
+view is unchanged: its plan ranges over the primary key from the reader's bound and checks the
+log start as a join filter.
 
 The downgrade puts 0015's view back.
 
