@@ -19,7 +19,9 @@ commit position) and as Spark's JDBC source does (the same without ORDER BY); an
 reference, as this tree's HTTP Fetch (app.storage.read.fetch, read_committed, 1,000 records) and
 Kafka Fetch (app.storage.offset_order.read_rows, 1,000 rows) read the same position, which do not
 read the view. Prints milliseconds per read (median) and this tree's rate ÷ the --before tree's,
-with its spread over each quarter of the rounds.
+with its spread over each quarter of the rounds; on SQLite also the virtual machine instructions
+each read ran (counted once, after the rounds, with a progress handler): its work, which other
+processes' load on the machine does not move.
 """
 
 from __future__ import annotations
@@ -116,6 +118,7 @@ def run(kind: str, args: argparse.Namespace, rng: random.Random) -> None:
                 units[("Kafka Fetch", lo, "this tree")] = kafka_fetch(lo)
             conn.rollback()
             turns: dict[tuple[str, int, str], list[tuple[int, float]]] = defaultdict(list)
+            steps: dict[tuple[str, int, str], int] = {}
             keys = list(units)
             for _ in range(args.rounds):
                 rng.shuffle(keys)
@@ -124,6 +127,15 @@ def run(kind: str, args: argparse.Namespace, rng: random.Random) -> None:
                     n = units[key]()
                     turns[key].append((n, time.perf_counter() - started))
                     conn.rollback()
+            if kind == "sqlite":  # the work itself, which the machine's load does not move
+                raw = conn.connection.driver_connection
+                for key in keys:
+                    counted = [0]
+                    raw.set_progress_handler(lambda: counted.__setitem__(0, counted[0] + 1) or 0, 1_000)
+                    units[key]()
+                    raw.set_progress_handler(None, 0)
+                    conn.rollback()
+                    steps[key] = counted[0]
         engine.dispose()
 
     def ms(key: tuple[str, int, str]) -> float:
@@ -131,19 +143,23 @@ def run(kind: str, args: argparse.Namespace, rng: random.Random) -> None:
 
     print(f"\n{kind}: {end:,} offsets, windows of {WINDOW:,} positions, {args.rounds} rounds"
           f"{', ANALYZEd' if args.analyze else ''}")
-    print("| window from | read | rows | before, ms | after, ms | rate after ÷ before | quarters |")
-    print("| ---: | --- | ---: | ---: | ---: | ---: | --- |")
+    def vm(key: tuple[str, int, str]) -> str:
+        return f" {steps[key]:,} |" if steps else ""
+
+    vm_head = " SQLite VM instructions (thousands), before / after |" if steps else ""
+    print(f"| window from | read | rows | before, ms | after, ms | rate after ÷ before | quarters |{vm_head}")
+    print("| ---: | --- | ---: | ---: | ---: | ---: | --- |" + (" ---: |" if steps else ""))
     for lo in positions(args.records):
         for how in ("ordered", "unordered"):
             a, b = turns[(how, lo, "after")], turns[(how, lo, "before")]
             rate = (sum(n for n, _ in a) / sum(t for _, t in a)) / (sum(n for n, _ in b) / sum(t for _, t in b))
             row = ratio_line(f"{lo:,} | view, {how} | {a[0][0]:,} | {ms((how, lo, 'before')):.2f} | "
                              f"{ms((how, lo, 'after')):.2f}", rate, a, b)
-            print(row)
+            print(row + (f" {steps[(how, lo, 'before')]:,} / {steps[(how, lo, 'after')]:,} |" if steps else ""))
     for lo in positions(args.records):
         for how in ("HTTP Fetch", "Kafka Fetch"):
             key = (how, lo, "this tree")
-            print(f"| {lo:,} | {how} (no view) | {turns[key][0][0]:,} | | {ms(key):.2f} | | |")
+            print(f"| {lo:,} | {how} (no view) | {turns[key][0][0]:,} | | {ms(key):.2f} | | |{vm(key)}")
 
 
 def main(argv: list[str] | None = None) -> int:
