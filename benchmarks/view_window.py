@@ -9,7 +9,8 @@ tree's, in the same database and the same run.
 A scratch database per kind (benchmarks/scratch.py), migrated by this tree, holds one partition
 of benchmarks/batch_layout.py's log (plain and idempotent batches, transactions of 1-3 batches
 interleaved, 85 % committed, 10 % aborted, 5 % open) and, beside this tree's view, the --before
-tree's (app/storage/sql/committed_records.<kind>.sql) as `committed_records_before`. No ANALYZE
+tree's (its app/storage/sql/committed_records.sqlite.sql or .postgresql.sql) as
+`committed_records_before`. No ANALYZE
 unless --analyze: the service never runs one. Both views' rows of every window are checked equal
 before anything is timed.
 
