@@ -10,9 +10,8 @@ A scratch database per kind (benchmarks/scratch.py), migrated by this tree, hold
 of benchmarks/batch_layout.py's log (plain and idempotent batches, transactions of 1-3 batches
 interleaved, 85 % committed, 10 % aborted, 5 % open) and, beside this tree's view, the --before
 tree's (its app/storage/sql/committed_records.sqlite.sql or .postgresql.sql) as
-`committed_records_before`. No ANALYZE
-unless --analyze: the service never runs one. Both views' rows of every window are checked equal
-before anything is timed.
+`committed_records_before`. No ANALYZE unless --analyze: the service never runs one. Both views'
+rows of every window are checked equal before anything is timed.
 
 Each round reads every window, in an order shuffled each round (seeded, printed): through both
 views as Spark's Python data source asks (spark_jobs.reader.split.select_statement, ordered by
