@@ -29,7 +29,7 @@ from app.domain.errors import InvalidRequest, OutboxError, RebalanceInProgress
 from app.domain.offsets import GroupMetadata, OffsetToStage
 from app.kafka.auth import access, refusal_code
 from app.kafka.errors import error_code
-from app.kafka.protocol import build, response_module
+from app.kafka.protocol import build, client_id, response_module
 
 JOIN_GROUP, SYNC_GROUP, HEARTBEAT, LEAVE_GROUP = 11, 14, 12, 13
 OFFSET_COMMIT, OFFSET_FETCH, DESCRIBE_GROUPS, LIST_GROUPS = 8, 9, 15, 16
@@ -89,7 +89,8 @@ class GroupApis:
         try:
             _no_static_membership(body)
             got = await asyncio.to_thread(
-                self.protocol.join, body.group_id, member_id=body.member_id, protocol_type=body.protocol_type,
+                self.protocol.join, body.group_id, member_id=body.member_id, client_id=client_id(),
+                protocol_type=body.protocol_type,
                 protocols=protocols, topic_names=_subscribed(body.protocol_type, protocols),
                 session_timeout_ms=body.session_timeout // _MS,
                 rebalance_timeout_ms=-1 if rebalance is None else rebalance // _MS)

@@ -5,6 +5,7 @@ JSON message schemas."""
 
 from __future__ import annotations
 
+import contextvars
 import dataclasses
 import datetime
 import io
@@ -85,6 +86,23 @@ class Request:
     correlation_id: int
     client_id: str | None
     body: Any  # the kio request entity; None when the version is not served
+
+
+_CLIENT_ID: contextvars.ContextVar[str | None] = contextvars.ContextVar("kafka_client_id", default=None)
+
+
+def client_id() -> str | None:
+    """The client id in the header of the request being handled (set by the listener around
+    its handler; asyncio.to_thread carries it into the handler's worker thread)."""
+    return _CLIENT_ID.get()
+
+
+def bind_client_id(value: str | None) -> contextvars.Token[str | None]:
+    return _CLIENT_ID.set(value)
+
+
+def unbind_client_id(token: contextvars.Token[str | None]) -> None:
+    _CLIENT_ID.reset(token)
 
 
 def prefix(frame: bytes) -> tuple[int, int, int]:

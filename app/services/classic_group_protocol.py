@@ -16,7 +16,6 @@ limit, the end of a join phase) is app.services.group_membership.
 
 from __future__ import annotations
 
-import uuid
 from dataclasses import dataclass
 
 from sqlalchemy import Connection
@@ -30,7 +29,7 @@ from app.domain.errors import (
     RebalanceInProgress,
     UnknownMemberId,
 )
-from app.domain.group import GroupState, StoredGroupState, select_protocol
+from app.domain.group import GroupState, StoredGroupState, new_member_id, select_protocol
 from app.services.group_membership import (
     check_door,
     check_size,
@@ -82,7 +81,7 @@ class ClassicGroupProtocol:
         self.settings = settings
         self.clock = clock
 
-    def join(self, group_id: str, *, member_id: str, protocol_type: str, protocols: list[tuple[str, bytes]],
+    def join(self, group_id: str, *, member_id: str, client_id: str | None, protocol_type: str, protocols: list[tuple[str, bytes]],
              topic_names: list[str], session_timeout_ms: int, rebalance_timeout_ms: int) -> Joined | Joining:
         if session_timeout_ms not in self.settings.session_timeout_limit:
             raise InvalidSessionTimeout(f"session_timeout_ms must be in {self.settings.session_timeout_limit}")
@@ -123,7 +122,7 @@ class ClassicGroupProtocol:
                 return _joined(conn, group_id, member_id)
             if me is None:
                 check_size(group_id, len(current), self.settings.group_max_size)
-                member_id = f"member-{uuid.uuid4().hex}"
+                member_id = new_member_id(client_id)
                 groups.add_member(conn, group_id, groups.Member(
                     member_id, sorted(set(topic_names)), [], session_timeout_ms, now, now, protocols,
                     rebalance_timeout_ms, None, None))

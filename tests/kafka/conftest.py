@@ -127,8 +127,9 @@ def response(api_key: int, version: int, data: bytes) -> tuple[int, Any]:
     return header.correlation_id, body
 
 
-def ask(s: socket.socket, api_key: int, version: int, body: Any, correlation_id: int = 7) -> Any:
-    s.sendall(frame(api_key, version, body, correlation_id))
+def ask(s: socket.socket, api_key: int, version: int, body: Any, correlation_id: int = 7,
+        client_id: str = "test") -> Any:
+    s.sendall(frame(api_key, version, body, correlation_id, client_id))
     data = read_frame(s)
     assert data is not None, "the listener closed the connection"
     got_id, answer = response(api_key, version, data)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import datetime
 import struct
 import threading
+import uuid
 from typing import Any
 
 from kio.schema.errors import ErrorCode
@@ -45,13 +46,13 @@ def _nested(api_key: int, version: int, name: str) -> Any:
 
 def join(s: Any, group: str, member_id: str = "", *, protocol_type: str = "consumer",
          protocols: tuple[tuple[str, bytes], ...] = (("range", subscription("orders")),),
-         session_s: int = 10, rebalance_s: int = 10, **extra: Any) -> Any:
+         session_s: int = 10, rebalance_s: int = 10, client_id: str = "test", **extra: Any) -> Any:
     proto = _nested(11, JOIN_V, "JoinGroupRequestProtocol")
     body = request_class(11, JOIN_V)(  # type: ignore[misc]
         group_id=group, session_timeout=session_s * S, rebalance_timeout=rebalance_s * S, member_id=member_id,
         group_instance_id=extra.get("group_instance_id"), protocol_type=protocol_type,
         protocols=tuple(proto(name=n, metadata=m) for n, m in protocols))
-    return ask(s, 11, JOIN_V, body)
+    return ask(s, 11, JOIN_V, body, client_id=client_id)
 
 
 def sync(s: Any, group: str, generation: int, member_id: str, given: dict[str, bytes] | None = None) -> Any:
@@ -135,6 +136,25 @@ def test_a_lone_member_leads_generation_one_and_gets_the_assignment_it_gave(kafk
         ("orders", 0, None), ("orders", 1, None)]
     listed = kafka.client.get("/v1/groups").json()["groups"]
     assert listed == [{"group_id": "g", "generation_id": 1, "member_count": 1}]
+
+
+def test_a_member_id_is_the_client_id_of_the_request_header_a_dash_and_a_uuid(kafka: Listener) -> None:
+    # The assignors order members by id: Kafka's ids start with the client id, so members get
+    # partitions in the order of their client ids.
+    create_topic(kafka.client, "orders", partitions=2)
+    with kafka.connect() as s:
+        joined = join(s, "g", client_id="consumer-b")
+    assert joined.error_code == ErrorCode.none
+    assert joined.member_id.startswith("consumer-b-")
+    uuid_part = joined.member_id.removeprefix("consumer-b-")
+    assert str(uuid.UUID(uuid_part)) == uuid_part
+
+
+def test_a_member_id_without_a_client_id_starts_with_member(kafka: Listener) -> None:
+    create_topic(kafka.client, "orders", partitions=2)
+    with kafka.connect() as s:
+        joined = join(s, "g", client_id="")
+    assert joined.error_code == ErrorCode.none and joined.member_id.startswith("member-")
 
 
 def test_a_second_member_starts_a_rebalance_that_heartbeats_announce_and_rejoins_complete(kafka: Listener) -> None:
