@@ -59,6 +59,7 @@ SERVED: dict[int, tuple[int, int]] = {
     20: (1, 6),   # DeleteTopics (by name: 6 can name a topic by id, which topics do not have here)
     21: (0, 2),   # DeleteRecords
     32: (1, 4),   # DescribeConfigs
+    33: (0, 2),   # AlterConfigs
     37: (0, 3),   # CreatePartitions
     44: (0, 1),   # IncrementalAlterConfigs
     61: (0, 0),   # DescribeProducers
