@@ -43,8 +43,7 @@ SERVED: dict[int, tuple[int, int]] = {
     26: (0, 4),   # EndTxn
     28: (0, 4),   # TxnOffsetCommit
     # The classic group protocol (app/kafka/groups.py). JoinGroup stops at 7: 8 adds a reason,
-    # 9 KIP-814's static leader; no MEMBER_ID_REQUIRED (KIP-394) is asked, a new member gets its
-    # id in its first answer. OffsetCommit 9 and OffsetFetch 8 and later are KIP-848's and batch
+    # 9 KIP-814's static leader; from 4 a new member asks for its id first (KIP-394). OffsetCommit 9 and OffsetFetch 8 and later are KIP-848's and batch
     # groups; kio has no OffsetCommit before 2 nor OffsetFetch before 1.
     8: (2, 8),    # OffsetCommit
     9: (1, 7),    # OffsetFetch

@@ -26,6 +26,7 @@ from app.domain.errors import (
     InconsistentGroupProtocol,
     InvalidRequest,
     InvalidSessionTimeout,
+    MemberIdRequired,
     RebalanceInProgress,
     UnknownMemberId,
 )
@@ -82,7 +83,12 @@ class ClassicGroupProtocol:
         self.clock = clock
 
     def join(self, group_id: str, *, member_id: str, client_id: str | None, protocol_type: str, protocols: list[tuple[str, bytes]],
-             topic_names: list[str], session_timeout_ms: int, rebalance_timeout_ms: int) -> Joined | Joining:
+             topic_names: list[str], session_timeout_ms: int, rebalance_timeout_ms: int,
+             require_member_id: bool = False, handed_out: bool = False) -> Joined | Joining:
+        """A member joins (or rejoins) the group. `require_member_id` (JoinGroup 4 and later,
+        KIP-394): a new member is not added but refused with MemberIdRequired carrying the id
+        it is to join with, after every check a join makes, so nothing is written. `handed_out`:
+        `member_id` is such an id, which the door handed out and the member now joins with."""
         if session_timeout_ms not in self.settings.session_timeout_limit:
             raise InvalidSessionTimeout(f"session_timeout_ms must be in {self.settings.session_timeout_limit}")
         if not protocol_type or not protocols:
@@ -101,7 +107,7 @@ class ClassicGroupProtocol:
             assert g is not None
             current = {m.member_id: m for m in groups.members(conn, group_id)}
             check_door(conn, group_id, current, protocol_type=protocol_type)
-            if member_id and member_id not in current:
+            if member_id and member_id not in current and not handed_out:
                 raise UnknownMemberId(f"{member_id!r} is not a member of group {group_id!r}; join without member_id")
             others = [[n for n, _ in m.protocols or []] for mid, m in current.items() if mid != member_id]
             if select_protocol([[n for n, _ in protocols], *others]) is None:
@@ -122,7 +128,9 @@ class ClassicGroupProtocol:
                 return _joined(conn, group_id, member_id)
             if me is None:
                 check_size(group_id, len(current), self.settings.group_max_size)
-                member_id = new_member_id(client_id)
+                if require_member_id:
+                    raise MemberIdRequired(member_id=new_member_id(client_id))
+                member_id = member_id or new_member_id(client_id)
                 groups.add_member(conn, group_id, groups.Member(
                     member_id, sorted(set(topic_names)), [], session_timeout_ms, now, now, protocols,
                     rebalance_timeout_ms, None, None))
