@@ -192,8 +192,12 @@ class ClassicGroupProtocol:
         with self.db.write() as conn:
             g, _ = _current_member(conn, group_id, member_id, generation_id, lock=RowLock.SHARE, protocol_type=None)
             groups.update_member(conn, group_id, member_id, last_heartbeat_ms=now)
-            if g.state is StoredGroupState.PREPARING_REBALANCE:
-                raise RebalanceInProgress(f"group {group_id!r} is rebalancing: join again")
+        # Raised once the heartbeat is committed: as in Kafka, a member that heartbeats during a
+        # rebalance keeps its session while it finishes its work before joining again (its
+        # rebalance timeout, not its session, bounds that); raised inside the transaction, the
+        # heartbeat would be rolled back and group expiry would remove a live member.
+        if g.state is StoredGroupState.PREPARING_REBALANCE:
+            raise RebalanceInProgress(f"group {group_id!r} is rebalancing: join again")
 
     def leave(self, group_id: str, member_ids: list[str]) -> dict[str, UnknownMemberId | None]:
         """Each member's outcome: None (it left) or UnknownMemberId. The members left start a

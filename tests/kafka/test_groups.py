@@ -411,6 +411,29 @@ def test_a_member_whose_session_times_out_is_removed_by_group_expiry_and_the_oth
         assert (again.generation_id, [m.member_id for m in again.members]) == (3, [a_id])
 
 
+def test_a_member_heartbeating_during_a_rebalance_keeps_its_session_until_the_rebalance_deadline(
+        kafka: Listener, clock: Any) -> None:
+    from app.worker.chore import ChoreConfig
+    from app.worker.group_expiry import GroupExpiryWorker
+
+    create_topic(kafka.client, "orders")
+    worker = GroupExpiryWorker(kafka.services.groups, clock, ChoreConfig(interval_ms=50))
+    a, a_id = _lone_member(kafka)  # session 10 s, rebalance timeout 10 s
+    with a, kafka.connect() as b:
+        waiting, b_joined = in_thread(join, b, "g", session_s=30, rebalance_s=30)
+        while heartbeat(a, "g", 1, a_id) == ErrorCode.none:
+            pass
+        # A, busy before it joins again, heartbeats: answered REBALANCE_IN_PROGRESS, and alive.
+        for _ in range(3):
+            clock.advance(6_000)
+            assert heartbeat(a, "g", 1, a_id) == ErrorCode.rebalance_in_progress
+            assert worker.run_once().expired_members == 0
+        again = join(a, "g", a_id)
+        waiting.join(10)
+        assert (again.error_code, again.generation_id) == (ErrorCode.none, 2)
+        assert sorted(m.member_id for m in again.members) == sorted([a_id, b_joined[0].member_id])
+
+
 def test_a_group_takes_at_most_group_max_size_members(kafka: Listener) -> None:
     create_topic(kafka.client, "orders")
     for service in (kafka.services.groups, kafka.services.classic_group_protocol):  # the HTTP and the Kafka door's
