@@ -11,6 +11,7 @@ from app.domain.clock import Clock
 from app.services.classic_group_protocol import ClassicGroupProtocol
 from app.services.gauges import DatabaseGauges
 from app.services.group_service import GroupService
+from app.services.lag_history import LagHistory
 from app.services.log_cleaner import LogCleaner
 from app.services.log_service import LogService
 from app.services.long_poll import LongPoll
@@ -25,6 +26,7 @@ from app.worker.chore import Chore, ChoreConfig
 from app.worker.cleaner import CleanerWorker
 from app.worker.coordinator import CoordinatorWorker
 from app.worker.group_expiry import GroupExpiryWorker
+from app.worker.lag_history import LagHistorySampler
 from app.worker.security import SecurityRefresher
 
 
@@ -42,12 +44,14 @@ class Services:
     waiting: WaitingRequests
     long_poll: LongPoll
     gauges: DatabaseGauges
+    lag_history: LagHistory
 
     @classmethod
     def build(cls, settings: Settings, db: Database, clock: Clock,
               security_state: SecurityState | None = None, log_changes: LogChanges | None = None) -> "Services":
         log = LogService(db, settings, clock)
         waiting = WaitingRequests(settings.max_waiting_requests, settings.max_waiting_requests_per_principal)
+        gauges = DatabaseGauges(db, settings, clock)
         return cls(
             settings=settings,
             db=db,
@@ -62,7 +66,11 @@ class Services:
             waiting=waiting,
             long_poll=LongPoll(log, log_changes or LogChanges(settings.database_url), settings.fetch_max_wait_ms,
                                waiting),
-            gauges=DatabaseGauges(db, settings, clock),
+            gauges=gauges,
+            lag_history=LagHistory(gauges, interval_ms=settings.console_lag_interval_ms,
+                                   window_ms=settings.console_history_window_ms,
+                                   max_samples=settings.console_lag_samples,
+                                   max_groups=settings.console_lag_max_groups),
         )
 
 
@@ -77,10 +85,14 @@ def maintenance_chores(db: Database, settings: Settings, clock: Clock) -> list[C
     ]
 
 
-def serve_chores(db: Database, settings: Settings, clock: Clock, security: SecurityState | None) -> list[Chore]:
+def serve_chores(db: Database, settings: Settings, clock: Clock, security: SecurityState | None,
+                 lag_history: LagHistory) -> list[Chore]:
     """What an API process runs beside its requests: the maintenance chores where
-    OUTBOX_RUN_COORDINATOR says, and, with authentication on, the security refresher."""
+    OUTBOX_RUN_COORDINATOR says, with authentication on the security refresher, and, unless
+    OUTBOX_CONSOLE_LAG_INTERVAL_MS is 0, the sampler of the console's lag history."""
     chores = maintenance_chores(db, settings, clock) if settings.run_coordinator else []
     if security is not None:
         chores.append(SecurityRefresher(security, clock, ChoreConfig(settings.security_refresh_interval_ms)))
+    if settings.console_lag_interval_ms:
+        chores.append(LagHistorySampler(lag_history, clock, ChoreConfig(settings.console_lag_interval_ms)))
     return chores

@@ -91,6 +91,12 @@ GROUP_EXPIRY_PASSES = Counter(
     "error is in the log).",
     ["outcome"],
 )
+CONSOLE_LAG_PASSES = Counter(
+    "outbox_console_lag_passes",
+    "Samples of the groups' lag kept for the console's lag history, by outcome (ok, failed: the "
+    "error is in the log).",
+    ["outcome"],
+)
 CLEANER_PASSES = Counter(
     "outbox_cleaner_passes",
     "Passes of the log cleaner, by outcome (ok, failed: the error is in the log).",

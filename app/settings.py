@@ -212,6 +212,12 @@ class Settings(BaseSettings):
     # At most CONSOLE_HISTORY_MAX_SAMPLES samples are kept, whatever the two say.
     console_history_interval_ms: int = Field(default=2_000, ge=100, le=3_600_000)
     console_history_window_ms: int = Field(default=900_000, ge=1_000, le=7 * 24 * 3600 * 1000)
+    # The console's lag history (GET /v1/console/lag-history, app.services.lag_history): every
+    # interval this process reads the groups' lag (the /metrics gauges' reading) and keeps, over
+    # the same window, the total of the groups that lag most, at most this many per sample.
+    # An interval of 0 keeps none (no database reads for it).
+    console_lag_interval_ms: int = Field(default=10_000, ge=0, le=3_600_000)
+    console_lag_max_groups: int = Field(default=20, ge=1, le=1_000)
 
     @field_validator("database_url")
     @classmethod
@@ -327,6 +333,11 @@ class Settings(BaseSettings):
                 f"OUTBOX_CONSOLE_HISTORY_WINDOW_MS / OUTBOX_CONSOLE_HISTORY_INTERVAL_MS is "
                 f"{self.console_history_samples} samples, more than the {CONSOLE_HISTORY_MAX_SAMPLES} kept at most"
             )
+        if self.console_lag_samples > CONSOLE_HISTORY_MAX_SAMPLES:
+            raise ValueError(
+                f"OUTBOX_CONSOLE_HISTORY_WINDOW_MS / OUTBOX_CONSOLE_LAG_INTERVAL_MS is "
+                f"{self.console_lag_samples} samples, more than the {CONSOLE_HISTORY_MAX_SAMPLES} kept at most"
+            )
         for name in ("fetch_max_bytes", "fetch_max_partition_bytes"):
             if getattr(self, f"{name}_default") > getattr(self, f"{name}_limit"):
                 raise ValueError(f"OUTBOX_{name.upper()}_DEFAULT exceeds OUTBOX_{name.upper()}_LIMIT")
@@ -344,6 +355,14 @@ class Settings(BaseSettings):
     def console_history_samples(self) -> int:
         """How many samples the console's rate history keeps: its window, in intervals."""
         return -(-self.console_history_window_ms // self.console_history_interval_ms)
+
+    @property
+    def console_lag_samples(self) -> int:
+        """How many samples the console's lag history keeps: its window, in intervals (0 when
+        it keeps none)."""
+        if not self.console_lag_interval_ms:
+            return 0
+        return -(-self.console_history_window_ms // self.console_lag_interval_ms)
 
     @property
     def partition_count_limit(self) -> Limit:

@@ -2,6 +2,7 @@
 
     .venv/bin/python benchmarks/kafka_door.py                      # PostgreSQL
     .venv/bin/python benchmarks/kafka_door.py --db sqlite --rounds 8
+    .venv/bin/python benchmarks/kafka_door.py --before /tmp/outbox-before   # a worktree of another commit
 
 Starts one `outbox serve` with its Kafka listener (OUTBOX_KAFKA_LISTENER) on a scratch
 database and drives both doors from this process, in turns of `--turn-seconds` taken in an
@@ -23,6 +24,11 @@ CPU per record is read per process (benchmarks/run.py's CpuMeter): the service's
 process's (the load generator: http.client, or librdkafka's threads), and the PostgreSQL
 backends serving the scratch database. The ratios are the figures; the absolute rates are of
 2 shared cores. Nothing is hard-coded: every figure is measured in the run that prints it.
+
+With --before DIR (another source tree, e.g. a `git worktree` of an earlier commit), one
+`outbox serve` per tree runs on the one database (migrated by the older tree, then the newer),
+every path runs against each, all in one shuffled rotation, and the ratios are printed for
+each side and as after ÷ before, as benchmarks/ab.py does for the HTTP door.
 """
 
 from __future__ import annotations
@@ -42,6 +48,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from scratch import scratch_database  # noqa: E402
 from run import (  # noqa: E402 - the benchmark's own modules, not a package
     BATCH,
+    ROOT,
     VALUE,
     Cpu,
     CpuMeter,
@@ -186,6 +193,20 @@ def commit_to_consumer(bootstrap: str, topic: str, samples: int) -> list[float]:
     return out
 
 
+PRODUCE_MODES = (("plain", "plain"), ("idempotent", "idempotent"), ("transactional (commit / 100 ms)", "transactional"))
+RATIOS = [
+    ("Kafka produce plain ÷ HTTP produce plain", "Kafka produce plain", "HTTP produce plain"),
+    ("Kafka produce idempotent ÷ Kafka produce plain", "Kafka produce idempotent", "Kafka produce plain"),
+    ("Kafka produce transactional (commit / 100 ms) ÷ Kafka produce plain",
+     "Kafka produce transactional (commit / 100 ms)", "Kafka produce plain"),
+    ("HTTP produce idempotent ÷ HTTP produce plain", "HTTP produce idempotent", "HTTP produce plain"),
+    ("HTTP produce transactional (commit / 100 ms) ÷ HTTP produce plain",
+     "HTTP produce transactional (commit / 100 ms)", "HTTP produce plain"),
+    ("Kafka consume read_committed ÷ HTTP fetch read_committed", "Kafka consume read_committed",
+     "HTTP fetch read_committed"),
+]
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--db", choices=["sqlite", "postgresql"], default="postgresql")
@@ -193,54 +214,73 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--turn-seconds", type=float, default=0.5)
     parser.add_argument("--seed", type=int, default=None, help="of the rotation's shuffle (printed)")
     parser.add_argument("--latency-samples", type=int, default=100)
+    parser.add_argument("--before", type=Path, default=None,
+                        help="source tree of a 'before' service: every path runs against both, in one rotation")
+    parser.add_argument("--after", type=Path, default=ROOT, help="source tree of the 'after' service (with --before)")
     args = parser.parse_args(argv)
     seed = args.seed if args.seed is not None else random.randrange(2**32)
     rng = random.Random(seed)
+    # One service per tree: "" alone, or "before" and "after" on one database.
+    trees = {"": args.after} if args.before is None else {"before": args.before, "after": args.after}
 
-    with scratch_database(args.db, "kafka") as db_url:
-        kafka_port = _free_port()
-        service = Service(db_url, OUTBOX_KAFKA_LISTENER=f"127.0.0.1:{kafka_port}")
-        bootstrap = f"127.0.0.1:{kafka_port}"
-        meter = CpuMeter(service, db_url)
+    def named(name: str, side: str) -> str:
+        return f"{name}, {side}" if side else name
+
+    # Both trees share the schema: migrated with the older one, then the newer one.
+    with scratch_database(args.db, "kafka", migrate_with=tuple(dict.fromkeys(
+            [t for t in (args.before, args.after) if t is not None]))) as db_url:
+        services: dict[str, Service] = {}
         closers: list[Callable[[], object]] = []
+        latency: dict[str, list[float]] = {}
         try:
-            # An HTTP path's turn writes a topic of its own, made before the turn's clock starts
-            # (run.py's Producer starts its sequences at 0 every turn); librdkafka's go on in
-            # one topic, whose metadata it keeps, as a long-lived producer's do.
             producing: dict[str, tuple[Callable[[str, float], Turn], Callable[[], str]]] = {}
+            reading: dict[str, Callable[[float], Turn]] = {}
+            meters: dict[str, CpuMeter] = {}
+            bootstraps: dict[str, str] = {}
             made = iter(range(1_000_000))
+            for side, tree in trees.items():
+                kafka_port = _free_port()
+                service = services[side] = Service(db_url, tree, OUTBOX_KAFKA_LISTENER=f"127.0.0.1:{kafka_port}")
+                bootstrap = bootstraps[side] = f"127.0.0.1:{kafka_port}"
+                meter = CpuMeter(service, db_url)
+                closers.append(meter.close)
 
-            def fresh_topic(mode: str) -> str:
-                topic = f"http-{mode}-{next(made)}"
-                create_topic(service.url, topic, 1)
-                return topic
+                # An HTTP path's turn writes a topic of its own, made before the turn's clock
+                # starts (run.py's Producer starts its sequences at 0 every turn); librdkafka's
+                # go on in one topic, whose metadata it keeps, as a long-lived producer's do.
+                def fresh_topic(mode: str, service: Service = service, side: str = side) -> str:
+                    topic = f"http-{side or 'one'}-{mode}-{next(made)}"
+                    create_topic(service.url, topic, 1)
+                    return topic
 
-            for name, mode in (("plain", "plain"), ("idempotent", "idempotent"),
-                               ("transactional (commit / 100 ms)", "transactional")):
-                http = Producer(service.url, mode, f"bench-http-{mode}", commit_every_ms=TXN_EVERY_S * 1000,
-                                transaction_version=2)
-                closers.append(http.close)
-                producing[f"HTTP produce {name}"] = (http.turn, lambda mode=mode: fresh_topic(mode))
-                topic = f"kafka-{mode}"
-                create_topic(service.url, topic, 1)
-                kafka_path = KafkaPath(bootstrap, mode)
-                closers.append(kafka_path.close)
-                producing[f"Kafka produce {name}"] = (kafka_path.turn, lambda topic=topic: topic)
+                for name, mode in PRODUCE_MODES:
+                    http = Producer(service.url, mode, f"bench-http-{side}-{mode}",
+                                    commit_every_ms=TXN_EVERY_S * 1000, transaction_version=2)
+                    closers.append(http.close)
+                    producing[named(f"HTTP produce {name}", side)] = (
+                        http.turn, lambda mode=mode, fresh_topic=fresh_topic: fresh_topic(mode))
+                    topic = f"kafka-{side or 'one'}-{mode}"
+                    create_topic(service.url, topic, 1)
+                    kafka_path = KafkaPath(bootstrap, mode)
+                    closers.append(kafka_path.close)
+                    producing[named(f"Kafka produce {name}", side)] = (kafka_path.turn, lambda topic=topic: topic)
+                    meters[named(f"HTTP produce {name}", side)] = meters[named(f"Kafka produce {name}", side)] = meter
+                http_reader = Reader(service.url, "read", "read_committed")
+                kafka_reader = KafkaReader(bootstrap, "read")
+                closers.append(kafka_reader.close)
+                reading[named("HTTP fetch read_committed", side)] = http_reader.turn
+                reading[named("Kafka consume read_committed", side)] = kafka_reader.turn
+                meters[named("HTTP fetch read_committed", side)] = meter
+                meters[named("Kafka consume read_committed", side)] = meter
 
             # The records both readers read: at least 200,000 plain records sent over HTTP.
-            create_topic(service.url, "read", 1)
-            filler = Producer(service.url, "plain")
+            first = next(iter(services.values()))
+            create_topic(first.url, "read", 1)
+            filler = Producer(first.url, "plain")
             filled = 0
             while filled < 200 * BATCH:
                 filled += filler.turn("read", 0.5)[0]
             filler.close()
-            http_reader = Reader(service.url, "read", "read_committed")
-            kafka_reader = KafkaReader(bootstrap, "read")
-            closers.append(kafka_reader.close)
-            reading: dict[str, Callable[[float], Turn]] = {
-                "HTTP fetch read_committed": http_reader.turn,
-                "Kafka consume read_committed": kafka_reader.turn,
-            }
 
             names = [*producing, *reading]
             turns: dict[str, list[Turn]] = {n: [] for n in names}
@@ -259,24 +299,29 @@ def main(argv: list[str] | None = None) -> int:
                     if name in producing:
                         work, topic_of = producing[name]
                         topic = topic_of()
-                        turn, used = meter.measure(lambda: work(topic, args.turn_seconds))
+                        turn, used = meters[name].measure(lambda: work(topic, args.turn_seconds))
                     else:
-                        turn, used = meter.measure(lambda: reading[name](args.turn_seconds))
+                        turn, used = meters[name].measure(lambda: reading[name](args.turn_seconds))
                     turns[name].append(turn)
                     cpu[name].add(used)
-            create_topic(service.url, "latency", 1)
-            latency = commit_to_consumer(bootstrap, "latency", args.latency_samples)
+            for side, service in services.items():
+                create_topic(service.url, f"latency-{side or 'one'}", 1)
+                latency[side] = commit_to_consumer(bootstraps[side], f"latency-{side or 'one'}", args.latency_samples)
         finally:
             for close in closers:
                 close()
-            meter.close()
-            service.stop()
+            for service in services.values():
+                service.stop()
 
     def rate(name: str) -> float:
         return sum(n for n, _ in turns[name]) / sum(t for _, t in turns[name])
 
+    def service_us(name: str) -> float:
+        return cpu[name].service / sum(r for r, _ in turns[name]) * 1e6
+
+    sides_note = "" if args.before is None else f"; before: {args.before}, after: {args.after}"
     print(f"# {args.db}: {args.rounds} rounds of {args.turn_seconds:g} s turns, order shuffled each round "
-          f"(--seed {seed}); librdkafka {__import__('confluent_kafka').libversion()[0]}\n")
+          f"(--seed {seed}); librdkafka {__import__('confluent_kafka').libversion()[0]}{sides_note}\n")
     print("| path | records/s | CPU µs / record: service | client | database |\n| --- | ---: | ---: | ---: | ---: |")
     for name in names:
         n = sum(r for r, _ in turns[name])
@@ -284,31 +329,29 @@ def main(argv: list[str] | None = None) -> int:
         db = "" if c.database is None else f"{c.database / n * 1e6:.1f}"
         print(f"| {name} | {rate(name):,.0f} | {c.service / n * 1e6:.1f} | {c.client / n * 1e6:.1f} | {db} |")
     print("\n| ratio | value | in each quarter of the rounds |\n| --- | ---: | ---: |")
-    pairs = [
-        ("Kafka produce plain ÷ HTTP produce plain", "Kafka produce plain", "HTTP produce plain"),
-        ("Kafka produce idempotent ÷ Kafka produce plain", "Kafka produce idempotent", "Kafka produce plain"),
-        ("Kafka produce transactional (commit / 100 ms) ÷ Kafka produce plain",
-         "Kafka produce transactional (commit / 100 ms)", "Kafka produce plain"),
-        ("HTTP produce idempotent ÷ HTTP produce plain", "HTTP produce idempotent", "HTTP produce plain"),
-        ("HTTP produce transactional (commit / 100 ms) ÷ HTTP produce plain",
-         "HTTP produce transactional (commit / 100 ms)", "HTTP produce plain"),
-        ("Kafka consume read_committed ÷ HTTP fetch read_committed", "Kafka consume read_committed",
-         "HTTP fetch read_committed"),
-    ]
-    for label, a, b in pairs:
-        print(ratio_line(label, rate(a) / rate(b), turns[a], turns[b]))
-
-    def service_us(name: str) -> float:
-        return cpu[name].service / sum(r for r, _ in turns[name]) * 1e6
+    for side in trees:
+        for label, a, b in RATIOS:
+            a, b = named(a, side), named(b, side)
+            print(ratio_line(named(label, side), rate(a) / rate(b), turns[a], turns[b]))
+    if args.before is not None:
+        for name in [n.removesuffix(", after") for n in names if n.endswith(", after")]:
+            a, b = named(name, "after"), named(name, "before")
+            print(ratio_line(f"{name}, after ÷ before", rate(a) / rate(b), turns[a], turns[b]))
 
     print("\n| service CPU per record, ratio | value |\n| --- | ---: |")
-    print(f"| Kafka produce plain ÷ HTTP produce plain (target ≤ 1) | "
-          f"{service_us('Kafka produce plain') / service_us('HTTP produce plain'):.2f} |")
-    print(f"| Kafka consume ÷ HTTP fetch, read_committed | "
-          f"{service_us('Kafka consume read_committed') / service_us('HTTP fetch read_committed'):.2f} |")
-    print(f"\n| latency | p50 ms | p99 ms | max ms | samples |\n| --- | ---: | ---: | ---: | ---: |\n"
-          f"| commit_transaction() → in a waiting read_committed consumer's hands | "
-          f"{statistics.median(latency):.2f} | {pct(latency, 99):.2f} | {max(latency):.2f} | {len(latency)} |")
+    for side in trees:
+        print(f"| {named('Kafka produce plain ÷ HTTP produce plain', side)} (target ≤ 1) | "
+              f"{service_us(named('Kafka produce plain', side)) / service_us(named('HTTP produce plain', side)):.2f} |")
+        print(f"| {named('Kafka consume ÷ HTTP fetch, read_committed', side)} | "
+              f"{service_us(named('Kafka consume read_committed', side)) / service_us(named('HTTP fetch read_committed', side)):.2f} |")
+    if args.before is not None:
+        for name in [n.removesuffix(", after") for n in names if n.endswith(", after")]:
+            print(f"| {name}, after ÷ before | {service_us(named(name, 'after')) / service_us(named(name, 'before')):.2f} |")
+    print("\n| latency | p50 ms | p99 ms | max ms | samples |\n| --- | ---: | ---: | ---: | ---: |")
+    for side, samples in latency.items():
+        label = named("commit_transaction() → in a waiting read_committed consumer's hands", side)
+        print(f"| {label} | "
+              f"{statistics.median(samples):.2f} | {pct(samples, 99):.2f} | {max(samples):.2f} | {len(samples)} |")
     return 0
 
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import subprocess
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -66,6 +67,21 @@ def unavailable(reason: str) -> None:
     if REQUIRE_ALL:
         pytest.fail(f"{reason} (OUTBOX_TEST_REQUIRE_ALL=1: nothing may be skipped)", pytrace=False)
     pytest.skip(reason)
+
+
+def npm_installed_copy(package_dir: Path, into: Path, needs: str) -> Path:
+    """A copy of `package_dir` (a Node.js package with its lock file) under `into`, with its
+    dependencies installed by `npm ci`; skipped (or failed, see `unavailable`) without Node.js
+    and npm or the npm registry. `needs` names what the lock file brings, for the message."""
+    if shutil.which("node") is None or shutil.which("npm") is None:
+        unavailable(f"Node.js and npm are needed to install {needs} (Debian: apt-get install nodejs npm)")
+    copy = into / package_dir.name
+    shutil.copytree(package_dir, copy, ignore=shutil.ignore_patterns("node_modules"))
+    installed = subprocess.run(["npm", "ci", "--no-audit", "--no-fund"], cwd=copy,
+                               capture_output=True, text=True, timeout=300)
+    if installed.returncode != 0:
+        unavailable(f"npm ci could not install {needs} from the npm registry: {installed.stderr.strip()[-300:]}")
+    return copy
 
 
 _postgres_problem: list[str | None] = []

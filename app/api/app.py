@@ -72,12 +72,12 @@ def create_app(settings: Settings | None = None, clock: Clock = system_clock, *,
         if settings.authentication_methods:
             security = SecurityState(db, settings, clock)
             schema.on_open(lambda: security.reload(unless_unchanged=False))
-        workers = serve_chores(db, settings, clock, security)
+        services = Services.build(settings, db, clock, security, log_changes)
+        workers = serve_chores(db, settings, clock, security, services.lag_history)
         try:
             schema.look()
         except Exception:  # noqa: BLE001 - prepare() has said why, once; requests say it again
             pass
-        services = Services.build(settings, db, clock, security, log_changes)
         app.state.services = services
         app.state.security = security
         app.state.schema_gate = schema

@@ -136,11 +136,14 @@ def groups(settings: Settings, args: argparse.Namespace) -> int:
 
 def reset_answer(group_id: str, body: dict, service) -> dict:  # type: ignore[no-untyped-def]
     """What POST /v1/groups/{group_id}/offsets/reset answers for `body`, from the same service."""
-    from app.domain.offsets import OffsetResetSpec, ResetTo
+    from app.domain.offsets import OffsetResetSpec, ResetScope, ResetTo
     from app.services.group_service import reset_as_dict
 
-    spec = OffsetResetSpec(ResetTo(body["to"]), body.get("offset"), body.get("timestamp_ms"))
-    plan = service.reset_offsets(group_id, body["topic"], body.get("partitions"), spec, dry_run=body["dry_run"])
+    partitions = body.get("partitions")
+    scope = ResetScope(body.get("topic"), None if partitions is None else tuple(partitions),
+                       body.get("all_topics", False))
+    spec = OffsetResetSpec(ResetTo(body["to"]), body.get("offset"), body.get("timestamp_ms"), body.get("shift_by"))
+    plan = service.reset_offsets(group_id, scope, spec, dry_run=body["dry_run"])
     return reset_as_dict(group_id, plan, dry_run=body["dry_run"])
 
 
@@ -203,17 +206,27 @@ def add_commands(command: Command, verbose: argparse.ArgumentParser) -> None:
                          "topics it consumes; null (unknown) where it has committed no offset")
     gpl.add_argument("group_id")
     gpr = gps.add_parser("reset-offsets", parents=[verbose],
-                         help="set an inactive group's committed offsets in a topic (kafka-consumer-groups "
-                         "--reset-offsets); the plan only, unless --execute")
+                         help="set an inactive group's committed offsets in a topic, or in every topic it "
+                         "consumes (kafka-consumer-groups --reset-offsets); the plan only, unless --execute")
     gpr.add_argument("group_id")
-    gpr.add_argument("--topic", required=True)
+    which = gpr.add_mutually_exclusive_group(required=True)
+    which.add_argument("--topic")
+    which.add_argument("--all-topics", action="store_true",
+                       help="every topic the group consumes: its members' subscriptions, the topics it has "
+                       "committed offsets in or staged them in a transaction")
     gpr.add_argument("--partition", type=non_negative, action="append", default=[], metavar="N",
-                     help="only this partition (repeatable); every partition of the topic by default")
+                     help="only this partition of --topic (repeatable); every partition of the topic by default")
     to = gpr.add_mutually_exclusive_group(required=True)
     to.add_argument("--to-earliest", action="store_true", help="each partition's log start")
     to.add_argument("--to-latest", action="store_true", help="each partition's log end")
+    to.add_argument("--to-current", action="store_true",
+                    help="the committed offset, unmoved (the log end where there is none): with --dry-run, "
+                    "where the group is")
     to.add_argument("--to-offset", type=non_negative, metavar="OFFSET",
                     help="this offset, moved into [log start, log end]")
+    to.add_argument("--shift-by", type=int, metavar="N",
+                    help="the committed offset plus N (negative: back), moved into [log start, log end]; "
+                    "refused for a partition without a committed offset")
     to.add_argument("--to-datetime", metavar="TIME",
                     help="the first record at or after TIME, ISO 8601 (UTC when no zone is given), e.g. "
                     "2026-11-28T09:30:00Z; the log end if none")

@@ -78,15 +78,25 @@ def offset_reset_request(args: argparse.Namespace) -> dict[str, object]:
     is committed without --execute; without --dry-run either, stderr says so."""
     from datetime import datetime, timezone
 
-    body: dict[str, object] = {"topic": args.topic, "dry_run": not args.execute}
+    body: dict[str, object] = {"dry_run": not args.execute}
+    if args.all_topics:
+        if args.partition:
+            raise CommandError("--partition goes with --topic, not with --all-topics", EXIT_USAGE)
+        body["all_topics"] = True
+    else:
+        body["topic"] = args.topic
     if args.partition:
         body["partitions"] = args.partition
     if args.to_earliest:
         body["to"] = "earliest"
     elif args.to_latest:
         body["to"] = "latest"
+    elif args.to_current:
+        body["to"] = "current"
     elif args.to_offset is not None:
         body.update(to="offset", offset=args.to_offset)
+    elif args.shift_by is not None:
+        body.update(to="shift", shift_by=args.shift_by)
     else:
         try:
             at = datetime.fromisoformat(args.to_datetime)

@@ -47,12 +47,17 @@ def check_partition_count(count: int) -> None:
 
 class ResetTo(str, enum.Enum):
     """Where a reset moves a group's committed offsets (kafka-consumer-groups --reset-offsets'
-    --to-earliest, --to-latest, --to-offset, --to-datetime)."""
+    --to-earliest, --to-latest, --to-offset, --to-datetime, --to-current, --shift-by)."""
 
     EARLIEST = "earliest"  # the partition's log start
     LATEST = "latest"  # its log end (high watermark): nothing already written is read again
     OFFSET = "offset"  # a given offset, moved into [log start, log end] as Kafka's tool does
     TIMESTAMP = "timestamp"  # the first data record at or after a time; the log end if none
+    # The committed offset, unmoved; the log end where there is none (as Kafka's tool plans it).
+    CURRENT = "current"
+    # The committed offset plus a number (negative: back), moved into [log start, log end];
+    # refused where the group has committed no offset (there is nothing to shift).
+    SHIFT = "shift"
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,12 +65,36 @@ class OffsetResetSpec:
     to: ResetTo
     offset: int | None = None  # with ResetTo.OFFSET only
     timestamp_ms: int | None = None  # with ResetTo.TIMESTAMP only
+    shift_by: int | None = None  # with ResetTo.SHIFT only
 
     def __post_init__(self) -> None:
         if (self.offset is not None) != (self.to is ResetTo.OFFSET):
             raise InvalidRequest("offset goes with to=offset, and only with it")
         if (self.timestamp_ms is not None) != (self.to is ResetTo.TIMESTAMP):
             raise InvalidRequest("timestamp_ms goes with to=timestamp, and only with it")
+        if (self.shift_by is not None) != (self.to is ResetTo.SHIFT):
+            raise InvalidRequest("shift_by goes with to=shift, and only with it")
+
+
+@dataclass(frozen=True, slots=True)
+class ResetScope:
+    """The partitions a reset moves: those of one topic (`partitions` of it, or all of them
+    when None), or every partition of every topic the group consumes (kafka-consumer-groups'
+    --topic and --all-topics)."""
+
+    topic: str | None = None
+    partitions: tuple[int, ...] | None = None  # with a topic only
+    all_topics: bool = False
+
+    def __post_init__(self) -> None:
+        if (self.topic is None) != self.all_topics:
+            raise InvalidRequest("name one topic, or all_topics: one of the two")
+        if self.all_topics and self.partitions is not None:
+            raise InvalidRequest("partitions go with a topic, not with all_topics")
+        if self.partitions is not None:
+            check_partition_count(len(self.partitions))
+            if len(set(self.partitions)) != len(self.partitions):
+                raise InvalidRequest("a partition is named twice")
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,13 +114,26 @@ def plan_reset(spec: OffsetResetSpec, topic: str, partition: int, *, committed_o
     An offset outside the log is moved to its nearer end (a position below the log start would
     answer OFFSET_OUT_OF_RANGE to the next read; one past the end does not exist yet).
     `offset_for_timestamp`: the partition's first data record at or after spec.timestamp_ms."""
+
+    def into_log(offset: int) -> int:
+        return min(max(offset, log_start_offset), log_end_offset)
+
     if spec.to is ResetTo.EARLIEST:
         new = log_start_offset
     elif spec.to is ResetTo.LATEST:
         new = log_end_offset
     elif spec.to is ResetTo.OFFSET:
         assert spec.offset is not None
-        new = min(max(spec.offset, log_start_offset), log_end_offset)
+        new = into_log(spec.offset)
+    elif spec.to is ResetTo.CURRENT:
+        new = log_end_offset if committed_offset is None else committed_offset
+    elif spec.to is ResetTo.SHIFT:
+        assert spec.shift_by is not None
+        if committed_offset is None:
+            raise InvalidRequest(f"cannot shift {topic}/{partition}: the group has committed no offset there "
+                                 "(name the partitions that have one, or reset this one another way)",
+                                 partitions=[{"topic": topic, "partition": partition}])
+        new = into_log(committed_offset + spec.shift_by)
     else:
         new = log_end_offset if offset_for_timestamp is None else offset_for_timestamp
     return PlannedReset(topic, partition, committed_offset, new)

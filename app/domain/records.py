@@ -22,8 +22,9 @@ That is a JSON topic's record. A topic's value_format (app.domain.types.ValueFor
 docs/ARCHITECTURE.md#record-formats) says which rules apply: a bytes topic's key and value are
 any bytes and its headers an ordered list of (name, bytes or null). `for_topic` turns a batch
 built from a Send's JSON into its topic's format (once per batch; nothing per record for a JSON
-topic), `from_kafka` and `to_kafka` are the Kafka door's way in and out, and every refusal of a
-record its topic's format cannot hold is INVALID_RECORD, whichever door it came through.
+topic), `from_kafka` (a record) and `to_kafka` are the Kafka door's way in and out, `kafka_batch`
+applies `from_kafka` to a whole produced batch at once, and every refusal of a record its
+topic's format cannot hold is INVALID_RECORD, whichever door it came through.
 """
 
 from __future__ import annotations
@@ -434,13 +435,114 @@ def to_kafka(key: str | bytes | None, value: str | bytes | None,
         (h["name"], None if h["value"] is None else base64.b64decode(h["value"])) for h in parsed]
 
 
-def kafka_batch(topic: str, partition: int, records: Sequence[tuple[bytes | None, bytes | None, KafkaHeaders, int]],
-                value_format: ValueFormat, *, base_sequence: int | None = None,
-                expected_offset: int | None = None) -> SendBatch:
-    """A Kafka batch's records ((key, value, headers, timestamp_ms)) as a SendBatch for a topic
-    of `value_format` (from_kafka for each)."""
+def kafka_batch(topic: str, partition: int, keys: Sequence[bytes | None], values: Sequence[bytes | None],
+                headers: Sequence[KafkaHeaders], timestamps: Sequence[int], value_format: ValueFormat, *,
+                base_sequence: int | None = None, expected_offset: int | None = None) -> SendBatch:
+    """A Kafka batch's records, given column by column (key, value, headers and timestamp_ms of
+    each), as a SendBatch for a topic of `value_format`: what from_kafka makes of each record.
+
+    The Kafka door calls it once per produced batch. A batch is checked as a whole where a
+    check can be (one UTF-8 decode of all its keys, one of all its values, one range check of
+    its timestamps); each whole-batch check passes only batches whose every record from_kafka
+    takes, so a batch one of them does not pass goes record by record through from_kafka,
+    which keeps the one verdict and names the first record it refuses."""
     where = f"{topic}/{partition}"
-    out = [from_kafka(k, v, h, ts, value_format, index=i, where=where) for i, (k, v, h, ts) in enumerate(records)]
     batch = SendBatch(topic=topic, partition=partition, records=[], base_sequence=base_sequence,
-                      expected_offset=expected_offset)
-    return _sized(batch, out, value_format)
+                      expected_offset=expected_offset, value_format=value_format)
+    if value_format is ValueFormat.BYTES:
+        columns = _bytes_columns(keys, values, headers, timestamps, where)
+    else:
+        columns = _json_columns(keys, values, headers, timestamps, where)
+    if columns is None:
+        out = [from_kafka(k, v, h, ts, value_format, index=i, where=where)
+               for i, (k, v, h, ts) in enumerate(zip(keys, values, headers, timestamps, strict=True))]
+        return _sized(batch, out, value_format)
+    key_texts, value_texts, header_texts, sizes = columns
+    batch.records = [RecordToAppend(k, v, h, ts)
+                     for k, v, h, ts in zip(key_texts, value_texts, header_texts, timestamps, strict=True)]
+    batch.size_bytes = sum(sizes)
+    batch.largest_record = max(enumerate(sizes), key=lambda s: s[1]) if sizes else (0, 0)
+    return batch
+
+
+_Columns = tuple[Sequence[Any], Sequence[Any], Sequence[str | None], list[int]]
+
+
+def _timestamps_in_range(timestamps: Sequence[int]) -> bool:
+    return not timestamps or (set(map(type, timestamps)) == {int} and min(timestamps) >= 0
+                              and max(timestamps) <= MAX_INT64)
+
+
+def _header_texts(headers: Sequence[KafkaHeaders], where: str, one: Any) -> list[str | None]:
+    """Each record's headers as `one` (from_kafka's own function for the format) stores them;
+    most batches have none, which costs one look at the column."""
+    if not any(headers):
+        return [None] * len(headers)
+    return [one(h, i, where) if h else None for i, h in enumerate(headers)]
+
+
+def _bytes_columns(keys: Sequence[bytes | None], values: Sequence[bytes | None], headers: Sequence[KafkaHeaders],
+                   timestamps: Sequence[int], where: str) -> _Columns | None:
+    """A bytes topic's columns, or None for a batch to take record by record."""
+    if not _timestamps_in_range(timestamps):
+        return None
+    if set(map(type, keys)) - {bytes, type(None)} or set(map(type, values)) - {bytes, type(None)}:
+        return None  # views into the request's buffer: from_kafka copies them
+    texts = _header_texts(headers, where, header_list_json)
+    sizes = [(0 if k is None else len(k)) + (0 if v is None else len(v)) + (0 if h is None else len(h.encode()))
+             for k, v, h in zip(keys, values, texts)]
+    return keys, values, texts, sizes
+
+
+def _json_columns(keys: Sequence[bytes | None], values: Sequence[bytes | None], headers: Sequence[KafkaHeaders],
+                  timestamps: Sequence[int], where: str) -> _Columns | None:
+    """A JSON topic's columns, or None for a batch to take record by record.
+
+    The keys are decoded joined by NUL, which no key may hold and which no UTF-8 sequence can
+    span: the join decodes, and splits back into as many pieces, exactly when every key is
+    UTF-8 without NUL (_text). The values likewise, once orjson has taken each as JSON (valid
+    JSON text holds no NUL byte)."""
+    if not _timestamps_in_range(timestamps):
+        return None
+    key_texts = _joined_texts(keys)
+    if key_texts is None:
+        return None
+    present = values if None not in values else [v for v in values if v is not None]
+    try:
+        for v in present:
+            orjson.loads(v)  # type: ignore[arg-type]
+    except (orjson.JSONDecodeError, TypeError):
+        return None
+    if present and max(map(len, present)) > 2 * MAX_DEPTH:  # type: ignore[arg-type]
+        try:
+            for i, v in enumerate(present):
+                if len(v) > 2 * MAX_DEPTH:  # type: ignore[arg-type]
+                    check_depth(bytes(v), i, "", 0)  # type: ignore[arg-type]
+        except InvalidRequest:
+            return None
+    value_texts = _joined_texts(values, _NULL)
+    if value_texts is None:
+        return None
+    texts = _header_texts(headers, where, _json_headers)
+    sizes = [(0 if k is None else len(k)) + (4 if v is None else len(v))  # type: ignore[arg-type]
+             + (0 if h is None else len(h.encode())) for k, v, h in zip(keys, values, texts)]
+    return key_texts, value_texts, texts, sizes
+
+
+def _joined_texts(column: Sequence[bytes | None], null: str | None = None) -> list[str | None] | None:
+    """Each piece of bytes decoded as UTF-8 (None: `null`), or None if one is not UTF-8 or
+    holds NUL."""
+    nulls = None in column
+    present = [b for b in column if b is not None] if nulls else column
+    if not present:
+        return [null] * len(column)
+    try:
+        texts = b"\x00".join(present).decode().split("\x00")  # type: ignore[arg-type]
+    except (UnicodeDecodeError, TypeError):
+        return None
+    if len(texts) != len(present):
+        return None
+    if not nulls:
+        return texts  # type: ignore[return-value]
+    pieces = iter(texts)
+    return [null if b is None else next(pieces) for b in column]

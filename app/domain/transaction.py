@@ -127,10 +127,12 @@ class TransactionMetadata:
             and producer_id == (self.producer_id if self.previous_producer_id is None else self.previous_producer_id)
         )
 
-    def begins_on_join(self) -> bool:
+    def begins_on_join(self, transaction_version: TransactionVersion | None = None) -> bool:
         """Version 2: a Send or AddOffsets to this idle transactional id begins its next
-        transaction (version 1 refuses it: BeginTransaction first)."""
-        return self.transaction_version is TransactionVersion.V2 and self.state in IDLE_STATES
+        transaction (version 1 refuses it: BeginTransaction first). `transaction_version`: the
+        version the request speaks (a Kafka client's request versions), None: the stored one."""
+        spoken = self.transaction_version if transaction_version is None else transaction_version
+        return spoken is TransactionVersion.V2 and self.state in IDLE_STATES
 
     def is_end_retry(self, producer_id: int, producer_epoch: int, *, commit: bool) -> bool:
         """Version 2: a retry of the Commit (or Abort) that ended the last transaction and

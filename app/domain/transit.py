@@ -68,6 +68,17 @@ class AnswerAgain:
 
 
 @dataclass(frozen=True, slots=True)
+class SpeakVersion:
+    """A request that speaks the other transaction version than the one stored (a Kafka
+    client's request versions tell which it speaks, as Kafka's coordinator reads them: EndTxn
+    5, Produce 12, TxnOffsetCommit 5 are version 2's): the transactional id speaks it from now
+    on. Only an idle id, or an open transaction its EndTxn ends, changes version; nothing else
+    moves (an EndTxn's decision, a Send's Begin, is the next event, composed with this one)."""
+
+    transaction_version: TransactionVersion
+
+
+@dataclass(frozen=True, slots=True)
 class Fence:
     """Ongoing or Prepared → (PrepareEpochFence) → PrepareAbort, the epoch bumped so that the
     producer is fenced if it comes back. A fence made by InitProducerId of a recovering
@@ -109,7 +120,8 @@ class Expire:
     """Idle for transactional_id_expiration_ms → Dead: the row is removed."""
 
 
-Event = InitProducerId | KeepPrepared | AnswerAgain | Fence | Begin | Prepare | Decide | Complete | Expire
+Event = (InitProducerId | KeepPrepared | AnswerAgain | SpeakVersion | Fence | Begin | Prepare | Decide | Complete
+         | Expire)
 
 
 @dataclass(frozen=True, slots=True)
@@ -151,6 +163,18 @@ def prepare_transition(meta: TransactionMetadata, event: Event, now_ms: int) -> 
         case AnswerAgain():
             return TxnTransit(replace(meta, transaction_timeout_ms=event.transaction_timeout_ms,
                                       transaction_version=event.transaction_version, updated_ms=now_ms))
+        case SpeakVersion():
+            if meta.state not in _SPEAKING_STATES:
+                raise InvalidTxnState(f"transaction is {meta.state.value}; its transaction version cannot change now",
+                                      state=meta.state.value)
+            if event.transaction_version is TransactionVersion.V2:
+                # Version 2 reads last_producer_epoch as the epoch of a transaction that has
+                # ended (is_previous_transaction). Under version 1 it was the epoch a KIP-360
+                # recovery bumped from, which no Commit or Abort ended: kept, a stale EndTxn 5
+                # abort carrying it would be answered as a retry instead of fenced.
+                return TxnTransit(replace(meta, transaction_version=event.transaction_version, updated_ms=now_ms,
+                                          last_producer_epoch=None, previous_producer_id=None))
+            return TxnTransit(replace(meta, transaction_version=event.transaction_version, updated_ms=now_ms))
         case Fence():
             # PrepareEpochFence is never stored: the bump and PrepareAbort are one write.
             check_transition(meta.state, S.PREPARE_EPOCH_FENCE)
@@ -180,6 +204,24 @@ def prepare_transition(meta: TransactionMetadata, event: Event, now_ms: int) -> 
             check_transition(meta.state, S.DEAD)
             return TxnTransit(replace(meta, state=S.DEAD, updated_ms=now_ms))
     raise TypeError(f"not a transaction event: {event!r}")
+
+
+# Where SpeakVersion may change the version: an idle id (its next transaction begins in it) or
+# an open transaction (the EndTxn that ends it decides with its own version's rules). A decided
+# one has taken its version's rules already.
+_SPEAKING_STATES = frozenset({S.EMPTY, S.COMPLETE_COMMIT, S.COMPLETE_ABORT, S.ONGOING, S.PREPARED})
+
+
+def speaking(meta: TransactionMetadata, transaction_version: TransactionVersion | None,
+             now_ms: int) -> TxnTransit | None:
+    """The SpeakVersion transit of a request that speaks `transaction_version`, or None where
+    there is nothing to change: the request asks for none (the HTTP door's requests: their
+    producer chose at InitProducerId), the row speaks it already, or the transaction is decided
+    (a retry or a refusal then follows the version it was decided under)."""
+    if transaction_version is None or transaction_version is meta.transaction_version \
+            or meta.state not in _SPEAKING_STATES:
+        return None
+    return prepare_transition(meta, SpeakVersion(transaction_version), now_ms)
 
 
 def marker_producer(decision: TxnTransit) -> tuple[int, int]:

@@ -35,7 +35,9 @@ class TransactionState(str, enum.Enum):
 
 
 class TransactionVersion(enum.IntEnum):
-    """Kafka's transaction protocol version, chosen per producer at InitProducerId.
+    """Kafka's transaction protocol version, chosen per producer at InitProducerId over HTTP;
+    over Kafka's wire the versions of a client's requests tell it, as they tell Kafka's
+    coordinator (app.domain.transit.SpeakVersion).
 
     V1: each transaction begins with BeginTransaction, and the producer keeps its epoch from
     one transaction to the next. V2 (Kafka's KIP-890): a transactional Send or AddOffsets to an

@@ -16,7 +16,7 @@ from kio.schema.errors import ErrorCode
 
 from app.domain import acl
 from app.domain.acl import CLUSTER, Operation
-from app.domain.errors import InvalidRecord, InvalidRequest, OutboxError, ProducerFenced
+from app.domain.errors import ConcurrentTransactions, InvalidRecord, InvalidRequest, OutboxError, ProducerFenced
 from app.domain.offsets import GroupMetadata, OffsetToStage
 from app.domain.read import offset_order_upper_bound
 from app.domain.records import check_record_count
@@ -27,7 +27,17 @@ from app.kafka.auth import RULES, access, refusal_code
 from app.kafka.decompressed import check_decompressed_size
 from app.kafka.errors import error_code, fenced_code
 from app.kafka.groups import GroupApis
-from app.kafka.protocol import API_VERSIONS, SERVED, CloseConnection, build, response_module
+from app.kafka.protocol import (
+    API_VERSIONS,
+    FINALIZED_FEATURES,
+    FINALIZED_FEATURES_EPOCH,
+    SERVED,
+    TRANSACTION_V2_SINCE,
+    CloseConnection,
+    build,
+    response_module,
+    supported_features,
+)
 
 _NO_WAIT = datetime.timedelta(0)
 _ZERO_UUID = uuid.UUID(int=0)
@@ -44,6 +54,13 @@ _PRODUCER_FENCED_SINCE = {22: 3, 24: 2, 25: 2, 26: 2, 28: 3}
 # The topics whose value format Produce remembers, the most recently produced to: what a
 # listener holds does not grow with the number of topics, nor with what its callers name.
 VALUE_FORMATS_REMEMBERED = 1_024
+
+
+def transaction_version(api_key: int, version: int) -> TransactionVersion:
+    """The transaction version a request of this API and version speaks (KIP-890), as Kafka's
+    coordinator reads it: version 2 from TRANSACTION_V2_SINCE on, else version 1."""
+    since = TRANSACTION_V2_SINCE.get(api_key)
+    return TransactionVersion.V2 if since is not None and version >= since else TransactionVersion.V1
 
 
 @dataclass(frozen=True, slots=True)
@@ -196,10 +213,11 @@ class Apis:
                                         else body.transaction_timeout // datetime.timedelta(milliseconds=1)),
                 producer_id=current if recovering else None,
                 producer_epoch=getattr(body, "producer_epoch", -1) if recovering else None,
-                # Kafka's clients speak transaction version 1 to this door: ApiVersions does not
-                # finalize the `transaction.version` feature at level 2 (docs/ARCHITECTURE.md,
+                # Kafka's InitProducerId does not say which transaction version the client
+                # speaks: its later requests do, and each transaction takes the version of the
+                # request that begins it, each EndTxn decides by its own (docs/ARCHITECTURE.md,
                 # "Transactions over the Kafka door").
-                transaction_version=TransactionVersion.V1)
+                transaction_version=transaction_version(22, version))
         except OutboxError as e:
             return answer(fenced_code(e, version, _PRODUCER_FENCED_SINCE[22]))
         return answer(ErrorCode.none, got.producer_id, got.producer_epoch)
@@ -223,7 +241,7 @@ class Apis:
             if every is ErrorCode.none:
                 refused = self.services.coordinator.add_partitions(
                     body.v3_and_below_transactional_id, body.v3_and_below_producer_id,
-                    body.v3_and_below_producer_epoch, wanted)
+                    body.v3_and_below_producer_epoch, wanted, transaction_version=transaction_version(24, version))
         except OutboxError as e:
             code = fenced_code(e, version, _PRODUCER_FENCED_SINCE[24])
             refused, every = {}, code
@@ -253,7 +271,8 @@ class Apis:
         if denied is not None:
             return build(m.AddOffsetsToTxnResponse, throttle_time=_NO_WAIT, error_code=denied)
         try:
-            self.services.coordinator.begin_or_join(body.transactional_id, body.producer_id, body.producer_epoch)
+            self.services.coordinator.begin_or_join(body.transactional_id, body.producer_id, body.producer_epoch,
+                                                    transaction_version=transaction_version(25, version))
         except OutboxError as e:
             return build(m.AddOffsetsToTxnResponse, throttle_time=_NO_WAIT,
                          error_code=fenced_code(e, version, _PRODUCER_FENCED_SINCE[25]))
@@ -282,8 +301,11 @@ class Apis:
                 # Static membership (KIP-345) is not served: refused rather than unchecked.
                 raise InvalidRequest("group_instance_id (static membership) is not served")
             if code is ErrorCode.none and offsets:
+                # Version 5 (transaction version 2) begins the transaction on an idle id, as
+                # Kafka's group coordinator adds the offsets to it without AddOffsetsToTxn.
                 self.services.coordinator.add_offsets(body.transactional_id, body.producer_id,
-                                                      body.producer_epoch, body.group_id, offsets, group_metadata)
+                                                      body.producer_epoch, body.group_id, offsets, group_metadata,
+                                                      transaction_version=transaction_version(28, version))
         except OutboxError as e:
             code = fenced_code(e, version, _PRODUCER_FENCED_SINCE[28])
         return build(m.TxnOffsetCommitResponse, throttle_time=_NO_WAIT, topics=tuple(
@@ -299,12 +321,18 @@ class Apis:
         if (denied := refusal_code(Operation.WRITE, acl.transactional_id(body.transactional_id))) is not None:
             return build(m.EndTxnResponse, throttle_time=_NO_WAIT, error_code=denied)
         try:
-            self.services.coordinator.end_transaction(body.transactional_id, body.producer_id, body.producer_epoch,
-                                                      commit=body.committed)
+            ended = self.services.coordinator.end_transaction(
+                body.transactional_id, body.producer_id, body.producer_epoch, commit=body.committed,
+                transaction_version=transaction_version(26, version))
         except OutboxError as e:
-            return build(m.EndTxnResponse, throttle_time=_NO_WAIT,
-                         error_code=fenced_code(e, version, _PRODUCER_FENCED_SINCE[26]))
-        return build(m.EndTxnResponse, throttle_time=_NO_WAIT, error_code=ErrorCode.none)
+            code = fenced_code(e, version, _PRODUCER_FENCED_SINCE[26], every_stale_epoch_fenced=(
+                transaction_version(26, version) is TransactionVersion.V2))
+            return build(m.EndTxnResponse, throttle_time=_NO_WAIT, error_code=code)
+        # Version 5 answers the producer id and epoch the producer goes on with: under
+        # transaction version 2 every Commit and Abort bumps the epoch (a new producer id once
+        # it is exhausted), and the client takes them from here.
+        return build(m.EndTxnResponse, throttle_time=_NO_WAIT, error_code=ErrorCode.none,
+                     producer_id=ended.meta.producer_id, producer_epoch=ended.meta.producer_epoch)
 
     # --- Produce ---------------------------------------------------------------------------
 
@@ -327,7 +355,7 @@ class Apis:
                                           record_errors=(), error_message=None))
                     continue
                 code, message, base_offset = self._produce_partition(t.name, p.index, p.records,
-                                                                     body.transactional_id)
+                                                                     body.transactional_id, version)
                 answered.append(build(m.PartitionProduceResponse, index=p.index, error_code=code,
                                       base_offset=base_offset, log_append_time=None, log_start_offset=-1,
                                       record_errors=(), error_message=message))
@@ -341,8 +369,11 @@ class Apis:
         return build(m.ProduceResponse, responses=tuple(topics), throttle_time=_NO_WAIT)
 
     def _produce_partition(self, topic: str, partition: int, data: bytes | None,
-                           transactional_id: str | None) -> tuple[ErrorCode, str | None, int]:
-        """(error code, error message, base offset) of one partition's records."""
+                           transactional_id: str | None, version: int) -> tuple[ErrorCode, str | None, int]:
+        """(error code, error message, base offset) of one partition's records. A transactional
+        Produce of version 12 or later (transaction version 2) begins the producer's next
+        transaction if none is open, as Kafka's partition leader adds the partition to it."""
+        spoken = None if transactional_id is None else transaction_version(0, version)
         try:
             batches = records.read_batches(bytes(data or b""))
         except Exception as e:  # noqa: BLE001 - aiokafka's reader raises several kinds for bytes it cannot read
@@ -369,7 +400,8 @@ class Apis:
                 send = records.send_batch(topic, partition, batch, self.services.clock(), value_format)
                 (result,) = self.services.log.send(
                     [send], producer_id=batch.producer_id if producer else None,
-                    producer_epoch=batch.producer_epoch if producer else None, transactional_id=transactional_id)
+                    producer_epoch=batch.producer_epoch if producer else None, transactional_id=transactional_id,
+                    transaction_version=spoken)
             except InvalidRecord:
                 if self._value_format(topic, again=True) is value_format:
                     raise
@@ -379,13 +411,22 @@ class Apis:
                                           self._value_format(topic))
                 (result,) = self.services.log.send(
                     [send], producer_id=batch.producer_id if producer else None,
-                    producer_epoch=batch.producer_epoch if producer else None, transactional_id=transactional_id)
+                    producer_epoch=batch.producer_epoch if producer else None, transactional_id=transactional_id,
+                    transaction_version=spoken)
         except InvalidRecord as e:
             return ErrorCode.invalid_record, e.message, -1
         except ProducerFenced as e:
             # Kafka's Produce answers a stale epoch INVALID_PRODUCER_EPOCH at every version; a
             # transactional client takes it as being fenced.
             return ErrorCode.invalid_producer_epoch, e.message, -1
+        except ConcurrentTransactions as e:
+            if spoken is not TransactionVersion.V2:
+                return ErrorCode.concurrent_transactions, e.message, -1
+            # Version 2: the first Produce of the next transaction, sent as soon as EndTxn
+            # answered, finds the previous one still completing (OUTBOX_COMPLETE_INLINE off).
+            # Kafka's partition leader answers that NOT_ENOUGH_REPLICAS, which every producer
+            # retries (it takes CONCURRENT_TRANSACTIONS from a Produce as an error of its own).
+            return ErrorCode.not_enough_replicas, e.message, -1
         except OutboxError as e:
             return error_code(e), e.message, -1
         return ErrorCode.none, None, result.base_offset
@@ -510,7 +551,20 @@ class Apis:
 
 
 def api_versions_answer(version: int, code: ErrorCode) -> Any:
+    """The versions served and (version 3 and later) the features, as a Kafka 4 broker answers:
+    a client that reads `transaction.version` finalized at 2 speaks transaction version 2."""
     m = response_module(API_VERSIONS, version)
     assert m is not None
+    features: dict[str, Any] = {}
+    if hasattr(m, "FinalizedFeatureKey"):
+        features = {
+            "supported_features": tuple(build(m.SupportedFeatureKey, name=name, min_version=lo, max_version=hi)
+                                        for name, (lo, hi) in sorted(supported_features(version).items())),
+            "finalized_features_epoch": FINALIZED_FEATURES_EPOCH,
+            "finalized_features": tuple(build(m.FinalizedFeatureKey, name=name, min_version_level=level,
+                                              max_version_level=level)
+                                        for name, level in sorted(FINALIZED_FEATURES.items())),
+        }
     return build(m.ApiVersionsResponse, error_code=code, throttle_time=_NO_WAIT, api_keys=tuple(
-        build(m.ApiVersion, api_key=k, min_version=lo, max_version=hi) for k, (lo, hi) in sorted(SERVED.items())))
+        build(m.ApiVersion, api_key=k, min_version=lo, max_version=hi) for k, (lo, hi) in sorted(SERVED.items())),
+        **features)

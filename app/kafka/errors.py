@@ -31,10 +31,16 @@ def error_code(error: OutboxError) -> ErrorCode:
     return ErrorCode.__members__.get(error.error_code.lower(), ErrorCode.unknown_server_error)
 
 
-def fenced_code(error: OutboxError, version: int, fenced_since: int) -> ErrorCode:
+def fenced_code(error: OutboxError, version: int, fenced_since: int, *,
+                every_stale_epoch_fenced: bool = False) -> ErrorCode:
     """error_code for an answer of `version` of an API whose clients know PRODUCER_FENCED from
-    version `fenced_since` on (KIP-588); before it Kafka answers INVALID_PRODUCER_EPOCH."""
+    version `fenced_since` on (KIP-588); before it Kafka answers INVALID_PRODUCER_EPOCH.
+    `every_stale_epoch_fenced`: the request speaks transaction version 2's EndTxn, which Kafka's
+    coordinator answers PRODUCER_FENCED for any epoch but the current one (a retry of the
+    EndTxn that bumped it aside), a delayed EndTxn of an ended transaction too."""
     code = error_code(error)
+    if every_stale_epoch_fenced and code is ErrorCode.invalid_producer_epoch:
+        return ErrorCode.producer_fenced
     if code is ErrorCode.producer_fenced and version < fenced_since:
         return ErrorCode.invalid_producer_epoch
     return code

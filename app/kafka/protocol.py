@@ -24,27 +24,29 @@ from kio.static.constants import EntityType
 
 # api_key -> (min, max) version served. ApiVersions advertises exactly this table. Fetch stops
 # at 12 and Metadata at 12: Fetch 13 names topics by id, which the service does not give them
-# yet. Produce stops at 10: 11 only adds leader hints, 12 is transaction version 2 (not served
-# over Kafka).
+# yet. Produce stops at 12: 13 names topics by id.
 API_VERSIONS = 18
 SERVED: dict[int, tuple[int, int]] = {
-    0: (3, 10),   # Produce (magic v2 record batches only: 3 and up)
+    0: (3, 12),   # Produce (magic v2 record batches only: 3 and up)
     1: (4, 12),   # Fetch
     2: (1, 7),    # ListOffsets
     3: (0, 12),   # Metadata
     10: (0, 4),   # FindCoordinator
     17: (0, 1),   # SaslHandshake (app.kafka.auth)
-    18: (0, 3),   # ApiVersions
+    18: (0, 4),   # ApiVersions
     22: (0, 4),   # InitProducerId
-    # Transaction version 1 only (docs/ARCHITECTURE.md, "Transactions over the Kafka door"):
-    # AddPartitionsToTxn 4 and up is between brokers, EndTxn 5 and TxnOffsetCommit 5 are version 2.
+    # Both transaction versions (docs/ARCHITECTURE.md, "Transactions over the Kafka door"):
+    # Produce 12, EndTxn 5 and TxnOffsetCommit 5 are version 2's (TRANSACTION_V2_SINCE).
+    # AddPartitionsToTxn 4 and up is between brokers (a partition leader verifying with the
+    # coordinator), which there are none of here.
     24: (0, 3),   # AddPartitionsToTxn
     25: (0, 3),   # AddOffsetsToTxn
-    26: (0, 4),   # EndTxn
-    28: (0, 4),   # TxnOffsetCommit
+    26: (0, 5),   # EndTxn
+    28: (0, 5),   # TxnOffsetCommit
     # The classic group protocol (app/kafka/groups.py). JoinGroup stops at 7: 8 adds a reason,
-    # 9 KIP-814's static leader; from 4 a new member asks for its id first (KIP-394). OffsetCommit 9 and OffsetFetch 8 and later are KIP-848's and batch
-    # groups; kio has no OffsetCommit before 2 nor OffsetFetch before 1.
+    # 9 KIP-814's static leader; from 4 a new member asks for its id first (KIP-394).
+    # OffsetCommit 9 and OffsetFetch 8 and later are KIP-848's and batch groups; kio has no
+    # OffsetCommit before 2 nor OffsetFetch before 1.
     8: (2, 8),    # OffsetCommit
     9: (1, 7),    # OffsetFetch
     11: (0, 7),   # JoinGroup
@@ -66,6 +68,23 @@ SERVED: dict[int, tuple[int, int]] = {
     66: (0, 1),   # ListTransactions (2 filters by a regular expression: not served)
     36: (0, 2),   # SaslAuthenticate (app.kafka.auth)
 }
+
+# KIP-890: the first version of each API whose request speaks transaction version 2, as Kafka
+# reads them: a client uses these only where ApiVersions finalizes `transaction.version` at 2
+# (FINALIZED_FEATURES), and a client that does not read the feature never sends them in a
+# transaction. Earlier versions speak version 1.
+TRANSACTION_V2_SINCE: dict[int, int] = {0: 12, 26: 5, 28: 5}
+# The features ApiVersions answers, as a Kafka 4 broker does: `transaction.version` supported
+# from 0 to 2 and finalized at 2 (KIP-584's feature flags; a feature's finalized level is its
+# min and max level alike). The features never change here, so their epoch is fixed; a client
+# takes them only from an epoch of 0 or more.
+TRANSACTION_VERSION_FEATURE = "transaction.version"
+SUPPORTED_FEATURES: dict[str, tuple[int, int]] = {TRANSACTION_VERSION_FEATURE: (0, 2)}
+FINALIZED_FEATURES: dict[str, int] = {TRANSACTION_VERSION_FEATURE: 2}
+FINALIZED_FEATURES_EPOCH = 0
+# ApiVersions before 4 cannot carry a supported feature whose minimum is 0 (some clients fail
+# to read it, KAFKA-17011): Kafka leaves such features out of those answers, and so does this.
+_ZERO_MIN_FEATURES_SINCE = 4
 
 _PREFIX = struct.Struct(">hhi")  # api_key, api_version, correlation_id: every header starts so
 
@@ -159,6 +178,12 @@ def _walked(cls: type) -> tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...
         elif dataclasses.is_dataclass(hint) or (len(args) == 1 and dataclasses.is_dataclass(args[0])):
             entities.append(f.name)
     return tuple(codes), tuple(entities), tuple(tuples)
+
+
+def supported_features(api_versions_version: int) -> dict[str, tuple[int, int]]:
+    """The supported features an ApiVersions answer of that version carries."""
+    return {name: (lo, hi) for name, (lo, hi) in SUPPORTED_FEATURES.items()
+            if lo > 0 or api_versions_version >= _ZERO_MIN_FEATURES_SINCE}
 
 
 def is_served(api_key: int, api_version: int) -> bool:

@@ -1,7 +1,7 @@
 """Kafka record batches in and out of the service's record model.
 
-What a produced record may be is the domain's one definition (app.domain.records: `from_kafka`
-through `kafka_batch`, for the topic's value format): on a bytes topic any key, value and
+What a produced record may be is the domain's one definition (app.domain.records: `from_kafka`,
+applied to a whole batch at once by `kafka_batch`, for the topic's value format): on a bytes topic any key, value and
 headers, stored byte for byte; on a JSON topic a UTF-8 key without NUL, a value of JSON text
 (null: JSON null), headers of distinct names with UTF-8 values. Anything else is INVALID_RECORD,
 nothing of its batch written. A fetched record is `to_kafka`'s: a bytes topic's bytes as
@@ -49,14 +49,17 @@ def send_batch(topic: str, partition: int, batch: DefaultRecordBatch, now_ms: in
     """The produced batch (its CRC checked by the caller) as the service's SendBatch for a topic
     of `value_format`, with its base sequence if it has a producer; InvalidRecord if a record
     does not fit that format."""
-    log_append_time = batch.timestamp_type == _LOG_APPEND_TIME
     try:
-        records = [(r.key, r.value, list(r.headers), now_ms if log_append_time or r.timestamp < 0 else r.timestamp)
-                   for r in batch]
+        rows = [(r.key, r.value, r.headers, r.timestamp) for r in batch]
     except (UnicodeDecodeError, ValueError) as e:  # a header name that is not UTF-8, a bad varint
         raise InvalidRecord(f"a record of {topic}/{partition} cannot be read: {e}") from None
+    keys, values, headers, timestamps = zip(*rows) if rows else ((), (), (), ())
+    if batch.timestamp_type == _LOG_APPEND_TIME:
+        timestamps = [now_ms] * len(rows)
+    elif min(timestamps, default=0) < 0:
+        timestamps = [now_ms if t < 0 else t for t in timestamps]
     try:
-        return kafka_batch(topic, partition, records, value_format,
+        return kafka_batch(topic, partition, keys, values, headers, timestamps, value_format,
                            base_sequence=None if batch.producer_id == NO_PRODUCER_ID else batch.base_sequence)
     except InvalidRequest as e:  # a timestamp out of range: a record the model cannot take
         raise InvalidRecord(e.message) from None

@@ -268,13 +268,14 @@ class KafkaListener:
             duration_ms = round(elapsed_s * 1000, 3)
             principal = session.principal.name if session.principal is not None else ANONYMOUS
             errors_text = ",".join(code.name.upper() + (f"x{n}" if n > 1 else "") for code, n in errors.items()) or "none"
+            peer = _peer(writer)
             # client_id is the client's own text: the log's formatter escapes its control
             # characters (app.logs), so it cannot write a line of its own.
             access_log.info(
                 "kafka %s v%d %.1fms errors=%s principal=%s peer=%s client_id=%s correlation_id=%d",
-                api, api_version, duration_ms, errors_text, principal, _peer(writer), client_id, correlation_id,
+                api, api_version, duration_ms, errors_text, principal, peer, client_id, correlation_id,
                 extra={"door": "kafka", "api": api, "api_version": api_version, "duration_ms": duration_ms,
-                       "errors": errors_text, "principal": principal, "peer": _peer(writer),
+                       "errors": errors_text, "principal": principal, "peer": peer,
                        "client_id": client_id, "correlation_id": correlation_id},
             )
 

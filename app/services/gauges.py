@@ -81,13 +81,7 @@ class DatabaseGauges:
             every_topic = topics.list_topics(conn)
             counted = read_committed.committed_between_for_groups(conn, LAG_COUNT_CAP, cap)
             committed = offsets.all_committed_partitions(conn)
-            consumed: dict[str, set[str]] = {}
-            for group_id, topic, _ in committed:
-                consumed.setdefault(group_id, set()).add(topic)
-            for group_id, topic in offsets.all_pending_topics(conn):
-                consumed.setdefault(group_id, set()).add(topic)
-            for group_id, subscribed in groups.all_subscriptions(conn):
-                consumed.setdefault(group_id, set()).update(subscribed)
+            consumed = groups.consumed_topics(conn)
             by_state = txns.count_by_state(conn)
             hanging = txns.count_hanging(conn, now_ms - self.settings.max_transaction_timeout_ms)
             oldest = txns.oldest_open_started_ms(conn)

@@ -39,6 +39,7 @@ from app.domain.offsets import (
     OffsetResetSpec,
     OffsetToStage,
     PlannedReset,
+    ResetScope,
     check_distinct_partitions,
     check_partition_count,
     plan_reset,
@@ -210,12 +211,10 @@ class GroupService:
         for this group: the count the /metrics gauge shows); unknown where it has committed no
         offset. In one snapshot."""
         with self.db.read() as conn:
-            committed = offsets.fetch(conn, group_id)
-            pending = set(offsets.pending_partitions(conn, group_id, None))
-            subscribed = {t for m in groups.members(conn, group_id) for t in m.topics}
-            if not committed and not pending and groups.generation(conn, group_id) is None:
+            names = groups.consumed_topics(conn, group_id).get(group_id, set())
+            if not names and groups.generation(conn, group_id) is None:
                 raise GroupIdNotFound(f"no consumer group {group_id!r}")
-            names = {o.topic for o in committed} | {t for t, _ in pending} | subscribed
+            pending = set(offsets.pending_partitions(conn, group_id, None))
             # A subscription may name a topic deleted since: it has no partitions to show.
             consumed = topics.existing_topics(conn, {t for t in names if visible(t)})
             counted = {(c.topic_id, c.partition): c for c in read_committed.committed_between_for_groups(
@@ -316,19 +315,24 @@ class GroupService:
                 )
             offsets.commit(conn, rows)
 
-    def reset_offsets(self, group_id: str, topic_name: str, partitions: list[int] | None, spec: OffsetResetSpec,
-                      *, dry_run: bool) -> list[PlannedReset]:
-        """kafka-consumer-groups --reset-offsets: commit, for `partitions` of the topic (all of
-        them when None), the offsets `spec` names (app.domain.offsets.plan_reset), and answer the
-        plan; with dry_run, answer it and commit nothing. Refused while the group has members
-        (NON_EMPTY_GROUP), and for a partition whose offsets an unfinished transaction holds
-        (UNSTABLE_OFFSET_COMMIT): its commit would overwrite the reset."""
-        if partitions is not None:
-            check_partition_count(len(partitions))
-            if len(set(partitions)) != len(partitions):
-                raise InvalidRequest("a partition is named twice")
+    def reset_offsets(self, group_id: str, scope: ResetScope, spec: OffsetResetSpec, *, dry_run: bool,
+                      visible: Callable[[str], bool] = lambda _topic: True,
+                      authorize: Callable[[str], None] = lambda _topic: None) -> list[PlannedReset]:
+        """kafka-consumer-groups --reset-offsets: commit, for the partitions `scope` names (one
+        topic's, or those of every topic the group consumes that is `visible` to the caller:
+        groups.consumed_topics), the offsets `spec` names (app.domain.offsets.plan_reset), and
+        answer the plan; with dry_run, answer it and commit nothing. `authorize` is called with
+        each topic before anything is read of it, and raises to refuse. Refused while the group
+        has members (NON_EMPTY_GROUP), and for a partition whose offsets an unfinished
+        transaction holds (UNSTABLE_OFFSET_COMMIT): its commit would overwrite the reset."""
         now = self.clock()
         with (self.db.read() if dry_run else self.db.write()) as conn:
+            if scope.topic is not None:
+                names = [scope.topic]
+            else:
+                names = sorted(t for t in groups.consumed_topics(conn, group_id).get(group_id, set()) if visible(t))
+            for name in names:
+                authorize(name)
             # A join takes the group's row FOR UPDATE (groups.lock_group): held here too, no
             # member joins between the check below and the commit. A group without a row has
             # never had members; SQLite serializes every write transaction anyway.
@@ -337,34 +341,46 @@ class GroupService:
             if members:
                 raise NonEmptyGroup(f"group {group_id!r} has {len(members)} active member(s): its offsets are "
                                     "reset only while it has none (stop its consumers first)")
-            topic = (topics.get_topic(conn, topic_name) if dry_run
-                     else topics.get_topics_for_offsets(conn, {topic_name})[topic_name])
-            for p in partitions or []:
-                topics.check_partition(topic, p)
-            chosen = set(range(topic.partition_count) if partitions is None else partitions)
-            pending = sorted((t, p) for t, p in offsets.pending_partitions(conn, group_id, None)
-                             if t == topic_name and p in chosen)
+            if scope.all_topics:
+                # A subscription may name a topic deleted since: there is nothing of it to reset.
+                names = sorted(topics.existing_topics(conn, set(names)))
+            by_name = ({} if not names else topics.get_topics(conn, set(names)) if dry_run
+                       else topics.get_topics_for_offsets(conn, set(names)))
+            chosen: list[tuple[str, int]] = []
+            for name in names:
+                topic = by_name[name]
+                for p in scope.partitions or []:
+                    topics.check_partition(topic, p)
+                numbers = range(topic.partition_count) if scope.partitions is None else sorted(scope.partitions)
+                chosen += [(name, p) for p in numbers]
+            check_partition_count(len(chosen))
+            pending = sorted(set(offsets.pending_partitions(conn, group_id, None)) & set(chosen))
             if pending:
                 raise UnstableOffsetCommit(
                     "offsets pending in an unfinished transaction for " + ", ".join(f"{t}/{p}" for t, p in pending),
                     partitions=[{"topic": t, "partition": p} for t, p in pending])
-            committed = {o.partition: o.committed_offset for o in offsets.fetch(conn, group_id, topic.topic_id)}
+            committed = {(o.topic, o.partition): o.committed_offset for o in offsets.fetch(conn, group_id)}
+            wanted = set(chosen)
             plan = []
-            for info in topics.describe_partitions(conn, topic):
-                if info.partition not in chosen:
-                    continue
-                at = None
-                if spec.timestamp_ms is not None:
-                    found = offset_order.offset_for_timestamp(conn, topic.topic_id, info.partition, spec.timestamp_ms,
-                                                              info.log_start_offset, info.log_end_offset)
-                    at = None if found is None else found[0]
-                plan.append(plan_reset(spec, topic_name, info.partition, committed_offset=committed.get(info.partition),
-                                       log_start_offset=info.log_start_offset,
-                                       log_end_offset=info.log_end_offset, offset_for_timestamp=at))
-            if not dry_run:
-                offsets.commit(conn, [{"group_id": group_id, "topic_id": topic.topic_id, "partition": r.partition,
-                                       "committed_offset": r.new_offset, "metadata": None, "committed_ms": now}
-                                      for r in plan])
+            for name in names:
+                topic = by_name[name]
+                for info in topics.describe_partitions(conn, topic):
+                    if (name, info.partition) not in wanted:
+                        continue
+                    at = None
+                    if spec.timestamp_ms is not None:
+                        found = offset_order.offset_for_timestamp(conn, topic.topic_id, info.partition,
+                                                                  spec.timestamp_ms, info.log_start_offset,
+                                                                  info.log_end_offset)
+                        at = None if found is None else found[0]
+                    plan.append(plan_reset(spec, name, info.partition,
+                                           committed_offset=committed.get((name, info.partition)),
+                                           log_start_offset=info.log_start_offset,
+                                           log_end_offset=info.log_end_offset, offset_for_timestamp=at))
+            if plan and not dry_run:
+                offsets.commit(conn, [{"group_id": group_id, "topic_id": by_name[r.topic].topic_id,
+                                       "partition": r.partition, "committed_offset": r.new_offset, "metadata": None,
+                                       "committed_ms": now} for r in plan])
             return plan
 
     def fetch(self, group_id: str, *, topic: str | None, require_stable: bool,

@@ -24,7 +24,7 @@ from app.domain.errors import (
 )
 from app.domain.read import FetchResult, OffsetOrderRead, PartitionOffsets, StoredRecord, offset_order_upper_bound
 from app.domain.records import SendBatch, for_topic
-from app.domain.types import IsolationLevel, ValueFormat
+from app.domain.types import IsolationLevel, TransactionVersion, ValueFormat
 from app.settings import Limit, Settings
 from app.storage import append, changes, offset_order, producers, read, topics
 from app.storage.dialect import RowLock
@@ -209,10 +209,15 @@ class LogService:
         producer_epoch: int | None,
         transactional_id: str | None,
         principal: str = ANONYMOUS,
+        transaction_version: TransactionVersion | None = None,
     ) -> list[SendResult]:
-        """`principal` is who sends: an idempotent producer id is usable by its holder only."""
+        """`principal` is who sends: an idempotent producer id is usable by its holder only.
+        `transaction_version`: the version a transactional Send speaks (a Kafka client's Produce
+        version: 12 and later are version 2's, and begin the next transaction), None: the one
+        its producer chose at InitProducerId."""
         check_send(batches, producer_id, producer_epoch, transactional_id)
-        return joining(lambda lock: self._send(batches, producer_id, producer_epoch, transactional_id, principal, lock))
+        return joining(lambda lock: self._send(batches, producer_id, producer_epoch, transactional_id, principal, lock,
+                                               transaction_version))
 
     def _send(
         self,
@@ -222,6 +227,7 @@ class LogService:
         transactional_id: str | None,
         principal: str,
         lock: RowLock,
+        transaction_version: TransactionVersion | None = None,
     ) -> list[SendResult]:
         now = self.clock()
         with self.db.write() as conn:
@@ -231,7 +237,8 @@ class LogService:
                 assert producer_id is not None and producer_epoch is not None
                 # The transaction row stays locked (shared) for the whole append: see
                 # storage.transactions.get.
-                txn_id = join_transaction(conn, transactional_id, producer_id, producer_epoch, now, lock=lock).txn_id
+                txn_id = join_transaction(conn, transactional_id, producer_id, producer_epoch, now, lock=lock,
+                                          transaction_version=transaction_version).txn_id
             # An idempotent Send's producer is checked by the append itself (`holder`), in the
             # statement that writes each batch's sequence state.
             holder = principal if producer_id is not None and transactional_id is None else None

@@ -51,6 +51,7 @@ from app.domain.transit import (
     TxnTransit,
     next_epoch,
     prepare_transition,
+    speaking,
     then,
 )
 from app.domain.types import TransactionState, TransactionVersion
@@ -252,7 +253,10 @@ class TransactionCoordinator:
 
     # --- Begin ------------------------------------------------------------------------------
 
-    def begin(self, transactional_id: str, producer_id: int, producer_epoch: int) -> TransactionView:
+    def begin(self, transactional_id: str, producer_id: int, producer_epoch: int,
+              transaction_version: TransactionVersion | None = None) -> TransactionView:
+        """`transaction_version`: the version the request that begins speaks (a Kafka client's
+        AddPartitionsToTxn or AddOffsetsToTxn: 1), None: the stored one."""
         for attempt in range(2):
             now = self.clock()
             # Not durable: if a crash loses a Begin, nothing durable can have depended on it
@@ -264,7 +268,7 @@ class TransactionCoordinator:
                 meta = require(conn, transactional_id)
                 meta.check_producer(producer_id, producer_epoch)
                 if meta.state not in COMPLETING_STATES:
-                    return TransactionView(begin_next(conn, meta, now))
+                    return TransactionView(begin_next(conn, meta, now, transaction_version))
             if attempt == 0 and self.settings.complete_inline:
                 # Finish the previous transaction here rather than make the caller wait for
                 # the worker's next pass.
@@ -278,7 +282,9 @@ class TransactionCoordinator:
     # --- AddPartitionsToTxn (Kafka's wire, transaction version 1) ----------------------------
 
     def add_partitions(self, transactional_id: str, producer_id: int, producer_epoch: int,
-                       partitions: Sequence[tuple[str, int]]) -> dict[tuple[str, int], OutboxError | None]:
+                       partitions: Sequence[tuple[str, int]],
+                       transaction_version: TransactionVersion | None = None,
+                       ) -> dict[tuple[str, int], OutboxError | None]:
         """Kafka's AddPartitionsToTxn: there is no BeginTransaction on Kafka's wire, so a
         version 1 producer's first AddPartitionsToTxn (or AddOffsetsToTxn) begins its
         transaction, through `begin` (the one way a version 1 transaction begins); on an Ongoing
@@ -304,11 +310,13 @@ class TransactionCoordinator:
                 errors[(name, partition)] = e
         if any(e is not None for e in errors.values()):
             return errors  # nothing begun
-        self.begin_or_join(transactional_id, producer_id, producer_epoch, read=meta)
+        self.begin_or_join(transactional_id, producer_id, producer_epoch, read=meta,
+                           transaction_version=transaction_version)
         return errors
 
     def begin_or_join(self, transactional_id: str, producer_id: int, producer_epoch: int,
-                      read: TransactionMetadata | None = None) -> TransactionView:
+                      read: TransactionMetadata | None = None,
+                      transaction_version: TransactionVersion | None = None) -> TransactionView:
         """The transaction a Kafka client's AddPartitionsToTxn or AddOffsetsToTxn adds to: the
         Ongoing one, checked, or (idle) a new one, begun by `begin`. `read`: the row as the
         caller has just read it, its producer checked."""
@@ -323,7 +331,7 @@ class TransactionCoordinator:
         # and the state again under the row lock, so a race is refused (INVALID_TXN_STATE),
         # never misapplied.
         try:
-            return self.begin(transactional_id, producer_id, producer_epoch)
+            return self.begin(transactional_id, producer_id, producer_epoch, transaction_version)
         except InvalidTxnState:
             with self.db.read() as conn:
                 meta = require(conn, transactional_id, lock=None)
@@ -341,17 +349,23 @@ class TransactionCoordinator:
         group_id: str,
         offsets: list[OffsetToStage],
         group_metadata: GroupMetadata | None = None,
+        transaction_version: TransactionVersion | None = None,
     ) -> TransactionView:
+        """`transaction_version`: the version the request speaks (a Kafka client's
+        TxnOffsetCommit: 5 is version 2's, and begins the next transaction), None: the stored one."""
         check_distinct_partitions(offsets)
         return joining(lambda lock: self._add_offsets(transactional_id, producer_id, producer_epoch, group_id,
-                                                      offsets, group_metadata, lock=lock))
+                                                      offsets, group_metadata, lock=lock,
+                                                      transaction_version=transaction_version))
 
     def _add_offsets(
         self, transactional_id: str, producer_id: int, producer_epoch: int, group_id: str,
         offsets: list[OffsetToStage], group_metadata: GroupMetadata | None, *, lock: RowLock,
+        transaction_version: TransactionVersion | None = None,
     ) -> TransactionView:
         with self.db.write() as conn:
-            meta = join_transaction(conn, transactional_id, producer_id, producer_epoch, self.clock(), lock=lock)
+            meta = join_transaction(conn, transactional_id, producer_id, producer_epoch, self.clock(), lock=lock,
+                                    transaction_version=transaction_version)
             groups.check_group_metadata(conn, group_id, group_metadata)
             # Held against a delete of the topic until these offsets are written.
             by_name = topics.get_topics_for_offsets(conn, {o.topic for o in offsets})
@@ -403,6 +417,7 @@ class TransactionCoordinator:
         txn_id: int | None = None,
         prepared: Sequence[PreparedTxnRef] = (),
         batches: Sequence[SendBatch] = (),
+        transaction_version: TransactionVersion | None = None,
     ) -> TransactionView:
         """Commit or Abort. A Commit may name other Prepared transactions (`prepared`): they are
         decided with the caller's, in the same database transaction, and (inline completion)
@@ -411,7 +426,11 @@ class TransactionCoordinator:
         Under transaction version 2 a Commit may carry the transaction's last `batches`: they
         are appended (beginning the transaction if none is open) and committed in the same
         database transaction, all or nothing, so a transaction of one Send costs one request
-        and one durable write. A retry of it is answered again and appends nothing."""
+        and one durable write. A retry of it is answered again and appends nothing.
+
+        `transaction_version`: the version the request speaks (a Kafka client's EndTxn: 5 is
+        version 2's), which decides, as Kafka's coordinator does, whether this Commit or Abort
+        bumps the epoch; None: the stored one."""
         now = self.clock()
         target = S.PREPARE_COMMIT if commit else S.PREPARE_ABORT
         _check_joint_commit(transactional_id, prepared, commit)
@@ -427,6 +446,11 @@ class TransactionCoordinator:
             names = sorted({transactional_id, *(ref.transactional_id for ref in prepared)})
             locked = {name: require(conn, name, lock=RowLock.UPDATE) for name in names}
             meta = locked[transactional_id]
+            # The request's version first: the rules below are that version's. Written with the
+            # rest of this database transaction, so a refusal below leaves the version as it was.
+            spoken = speaking(meta, transaction_version, now)
+            if spoken is not None:
+                meta = locked[transactional_id] = txns.apply_transit(conn, meta, spoken)
             if batches and meta.transaction_version is not TransactionVersion.V2:
                 # Under version 1 a Commit of a completed transaction is answered as a retry:
                 # batches sent with one would be acknowledged without being appended.

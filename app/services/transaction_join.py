@@ -9,8 +9,8 @@ from typing import TypeVar
 
 from app.domain.errors import TransactionalIdNotFound
 from app.domain.transaction import TransactionMetadata, check_transition
-from app.domain.types import TransactionState
-from app.domain.transit import Begin, TxnTransit, prepare_transition
+from app.domain.types import TransactionState, TransactionVersion
+from app.domain.transit import Begin, TxnTransit, prepare_transition, speaking, then
 from app.storage import producers
 from app.storage import transactions as txns
 from app.storage.dialect import RowLock
@@ -27,26 +27,33 @@ def require(conn, transactional_id: str, lock: RowLock | None = RowLock.UPDATE) 
     return meta
 
 
-def begin_transit(conn, meta: TransactionMetadata, now: int) -> TxnTransit:  # type: ignore[no-untyped-def]
+def begin_transit(conn, meta: TransactionMetadata, now: int,  # type: ignore[no-untyped-def]
+                  transaction_version: TransactionVersion | None = None) -> TxnTransit:
     """Idle → Ongoing with a new txn_id, computed (the id taken) but not written: begin_next
-    writes it, a Commit that carries a whole transaction composes it with the decision."""
+    writes it, a Commit that carries a whole transaction composes it with the decision.
+    `transaction_version`: the version the request that begins it speaks (None: the stored
+    one), which the transaction takes in the same write (SpeakVersion)."""
     # Checked before an id is taken, so that a refused Begin spends none (PostgreSQL's ids come
     # from a sequence, which a rollback does not give back).
     check_transition(meta.state, TransactionState.ONGOING)
     txn_id = producers.next_txn_id(conn)
-    return prepare_transition(meta, Begin(txn_id), now)
+    spoken = speaking(meta, transaction_version, now)
+    if spoken is None:
+        return prepare_transition(meta, Begin(txn_id), now)
+    return then(spoken, prepare_transition(spoken.after, Begin(txn_id), now))
 
 
-def begin_next(conn, meta: TransactionMetadata, now: int) -> TransactionMetadata:  # type: ignore[no-untyped-def]
+def begin_next(conn, meta: TransactionMetadata, now: int,  # type: ignore[no-untyped-def]
+               transaction_version: TransactionVersion | None = None) -> TransactionMetadata:
     """Idle → Ongoing with a new txn_id, in the caller's database transaction, which holds the
     row FOR UPDATE. A new transaction has no partitions or staged offsets yet: completion
     removed the previous one's."""
-    return txns.apply_transit(conn, meta, begin_transit(conn, meta, now))
+    return txns.apply_transit(conn, meta, begin_transit(conn, meta, now, transaction_version))
 
 
 def join_transaction(  # type: ignore[no-untyped-def]
     conn, transactional_id: str, producer_id: int, producer_epoch: int, now: int, *, lock: RowLock,
-    read: TransactionMetadata | None = None,
+    read: TransactionMetadata | None = None, transaction_version: TransactionVersion | None = None,
 ) -> TransactionMetadata:
     """The open transaction that a transactional Send or AddOffsets joins, its row read with
     `lock` and held until the caller's database transaction ends (FOR SHARE lets a producer's
@@ -54,13 +61,15 @@ def join_transaction(  # type: ignore[no-untyped-def]
     Under transaction version 2 an idle transactional id's next transaction begins here; from
     a shared read that raises the lock without waiting, and txns.RowLockBusy (another Send of
     the producer holds the row too) asks the caller to start again with RowLock.UPDATE.
-    `read`: the row as the caller's database transaction already read it with `lock`."""
+    `read`: the row as the caller's database transaction already read it with `lock`.
+    `transaction_version`: the version the request speaks (a Kafka client's request versions);
+    None: the stored one (the HTTP door's producers chose theirs at InitProducerId)."""
     meta = require(conn, transactional_id, lock=lock) if read is None else read
     meta.check_producer(producer_id, producer_epoch)
-    if meta.begins_on_join():
+    if meta.begins_on_join(transaction_version):
         if lock is not RowLock.UPDATE:
             txns.lock_now(conn, transactional_id)
-        meta = begin_next(conn, meta, now)
+        meta = begin_next(conn, meta, now, transaction_version)
     meta.require_ongoing()
     return meta
 

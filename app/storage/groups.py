@@ -4,16 +4,17 @@ from __future__ import annotations
 
 import base64
 from dataclasses import dataclass
+from typing import Any
 
 import orjson
-from sqlalchemy import Connection, delete, func, insert, select, update
+from sqlalchemy import Connection, delete, func, insert, select, union, update
 
 from app.domain.errors import IllegalGeneration, UnknownMemberId
 from app.domain.group import GroupState, StoredGroupState
 from app.domain.offsets import GroupMetadata
 from app.storage import dialect
 from app.storage.dialect import RowLock
-from app.storage.tables import consumer_groups, group_members
+from app.storage.tables import consumer_groups, group_members, group_offsets, topics, transaction_offsets
 
 
 @dataclass(frozen=True, slots=True)
@@ -207,8 +208,6 @@ def list_groups(conn: Connection) -> list[GroupListing]:
     """Every group the service knows: those with members or a generation, and those that only
     have offsets, committed or staged in a transaction (a transactional producer's group
     need not join), by id."""
-    from app.storage.tables import group_offsets, transaction_offsets
-
     known = select(consumer_groups.c.group_id).union(
         select(group_offsets.c.group_id), select(transaction_offsets.c.group_id)).subquery()
     members = (select(group_members.c.group_id, func.count().label("n"))
@@ -224,7 +223,22 @@ def list_groups(conn: Connection) -> list[GroupListing]:
             for g, gen, n, protocol_type, state in rows]
 
 
-def all_subscriptions(conn: Connection) -> list[tuple[str, list[str]]]:
-    """(group_id, topics) of every member of every group."""
-    return [(r.group_id, orjson.loads(r.topics))
-            for r in conn.execute(select(group_members.c.group_id, group_members.c.topics))]
+def consumed_topics(conn: Connection, group_id: str | None = None) -> dict[str, set[str]]:
+    """The topics each group consumes, by group id: its members' subscriptions, the topics it
+    has committed offsets in, and those an unfinished transaction has staged offsets in for
+    it. Of one group (`group_id`) or of every group. A subscription may name a topic deleted
+    since; committed and staged offsets name topics that exist. The one definition of a
+    group's topics: its lag, the lag gauges and a reset of all its topics use it."""
+    def of_group(stmt: Any, column: Any) -> Any:
+        return stmt if group_id is None else stmt.where(column == group_id)
+
+    consumed: dict[str, set[str]] = {}
+    with_offsets = union(*(of_group(select(table.c.group_id, topics.c.name)
+                                    .join(topics, topics.c.topic_id == table.c.topic_id), table.c.group_id)
+                           for table in (group_offsets, transaction_offsets)))
+    for g, name in conn.execute(with_offsets):
+        consumed.setdefault(g, set()).add(name)
+    for g, subscribed in conn.execute(of_group(select(group_members.c.group_id, group_members.c.topics),
+                                               group_members.c.group_id)):
+        consumed.setdefault(g, set()).update(orjson.loads(subscribed))
+    return consumed

@@ -82,12 +82,3 @@ def all_committed_partitions(conn: Connection) -> list[tuple[str, str, int]]:
         .join(partitions, (partitions.c.topic_id == group_offsets.c.topic_id)
               & (partitions.c.partition == group_offsets.c.partition))
     )]
-
-
-def all_pending_topics(conn: Connection) -> list[tuple[str, str]]:
-    """(group_id, topic) pairs with offsets staged in an unfinished transaction, of every group."""
-    return [(r[0], r[1]) for r in conn.execute(
-        select(transaction_offsets.c.group_id, topics.c.name)
-        .join(topics, topics.c.topic_id == transaction_offsets.c.topic_id)
-        .distinct()
-    )]

@@ -4,7 +4,6 @@ orders with outbox.append inside its own transaction; a non-Python caller of the
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
@@ -13,7 +12,7 @@ from typing import Any
 import psycopg
 import pytest
 
-from tests.conftest import unavailable
+from tests.conftest import npm_installed_copy
 from tests.helpers import create_topic, fetch
 from tests.integration.test_in_database_append import ORDERS, psycopg_url
 
@@ -24,15 +23,7 @@ pytestmark = pytest.mark.parametrize("db_url", ["postgresql"], indirect=True)
 
 @pytest.fixture
 def example(tmp_path: Path) -> Path:
-    if shutil.which("node") is None or shutil.which("npm") is None:
-        unavailable("Node.js and npm are needed (Debian: apt-get install nodejs npm)")
-    copy = tmp_path / "node_outbox"
-    shutil.copytree(EXAMPLE, copy, ignore=shutil.ignore_patterns("node_modules"))
-    installed = subprocess.run(["npm", "ci", "--no-audit", "--no-fund"], cwd=copy,
-                               capture_output=True, text=True, timeout=300)
-    if installed.returncode != 0:
-        unavailable(f"npm ci could not install pg from the npm registry: {installed.stderr.strip()[-300:]}")
-    return copy
+    return npm_installed_copy(EXAMPLE, tmp_path, "node-postgres (pg)")
 
 
 def place_order(example: Path, url: str, *args: str) -> subprocess.CompletedProcess[str]:

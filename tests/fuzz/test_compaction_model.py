@@ -22,7 +22,6 @@ import os
 from dataclasses import dataclass, field
 from typing import Any
 
-import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from sqlalchemy import text

@@ -27,7 +27,7 @@ from cryptography.hazmat.primitives.asymmetric import rsa
 from fastapi.testclient import TestClient
 
 from app.api.app import create_app
-from app.domain.acl import CLUSTER_NAME, AclBinding, Operation, PatternType, Permission, ResourceType
+from app.domain.acl import CLUSTER_NAME, Operation, PatternType, Permission, ResourceType
 from app.services.security import split_api_key
 from app.settings import Settings
 from tests.fuzz.stored import StoredTables, diff
@@ -238,6 +238,8 @@ OPERATIONS: dict[str, Op] = {
     "list_groups": Op(lambda w: ("GET", "/v1/groups", None), ()),
     "describe_group_lag": Op(lambda w: ("GET", "/v1/groups/g/lag", None), ((G, "g", Operation.DESCRIBE),)),
     "console_history": Op(lambda w: ("GET", "/v1/console/history", None), ((C, CLUSTER_NAME, Operation.DESCRIBE),)),
+    # Groups, and groups whose lag counts topics, the principal may not describe are left out.
+    "console_lag_history": Op(lambda w: ("GET", "/v1/console/lag-history", None), ()),
     "describe_acls": Op(lambda w: ("GET", "/v1/acls", None), ((C, CLUSTER_NAME, Operation.DESCRIBE),)),
     "create_acls": Op(lambda w: ("POST", "/v1/acls", {"acls": [{"principal": "User:carol", "resource_type": "group",
                                                                  "resource_name": "g", "operation": "read"}]}),
@@ -267,7 +269,7 @@ ALL = {**OPERATIONS, **VARIANTS}
 # Open with authentication on: the probes, and /metrics unless OUTBOX_PROTECT_METRICS.
 OPEN = {"healthz", "readyz", "metrics"}
 # Never refused for want of an ACL: they leave out what the principal may not describe.
-FILTERED = {"list_topics", "list_transactions", "list_groups", "fetch_partitions"}
+FILTERED = {"list_topics", "list_transactions", "list_groups", "fetch_partitions", "console_lag_history"}
 GUARDED = sorted(set(ALL) - FILTERED)
 
 
@@ -434,6 +436,48 @@ def test_a_groups_lag_leaves_out_topics_the_principal_may_not_describe(world: Wo
     world.grant([(G, "g", Operation.DESCRIBE), (T, "orders", Operation.DESCRIBE)])
     got = world.client.get("/v1/groups/g/lag", headers=world.alice).json()["partitions"]
     assert [(p["topic"], p["partition"]) for p in got] == [("orders", 0), ("orders", 1)]  # no payroll
+
+
+def _payroll_consumed_too(world: World) -> None:
+    world.as_admin("POST", "/v1/topics", {"name": "payroll"})
+    world.as_admin("POST", "/v1/groups/g/offsets", {"offsets": [{"topic": "payroll", "partition": 0, "offset": 0}]})
+
+
+def _reset_all(world: World, **body: Any) -> Any:
+    return world.client.post("/v1/groups/g/offsets/reset", json={"all_topics": True, "to": "latest", **body},
+                             headers=world.alice)
+
+
+@pytest.mark.parametrize(("dry_run", "operation"), [(False, Operation.READ), (True, Operation.DESCRIBE)],
+                         ids=["execute", "dry run"])
+def test_a_reset_of_all_topics_leaves_out_topics_the_principal_may_not_describe(world: World, dry_run: bool,
+                                                                               operation: Operation) -> None:
+    _payroll_consumed_too(world)
+    world.grant([(G, "g", operation), (T, "orders", operation)])
+    before = world.stored.snapshot()
+
+    r = _reset_all(world, dry_run=dry_run)
+
+    assert r.status_code == 200, r.text
+    assert [(o["topic"], o["partition"], o["new_offset"]) for o in r.json()["offsets"]] == [
+        ("orders", 0, 1), ("orders", 1, 0)]  # no payroll
+    got = world.as_admin("GET", "/v1/groups/g/offsets")["offsets"]
+    assert [(o["topic"], o["partition"], o["offset"]) for o in got] == (
+        [("orders", 0, 1), ("payroll", 0, 0)] if dry_run else [("orders", 0, 1), ("orders", 1, 0), ("payroll", 0, 0)])
+    if dry_run:
+        assert diff(before, world.stored.snapshot()) == []
+
+
+def test_a_reset_of_all_topics_is_refused_for_a_topic_the_principal_may_describe_but_not_read(world: World) -> None:
+    _payroll_consumed_too(world)
+    world.grant([(G, "g", Operation.READ), (T, "orders", Operation.READ), (T, "payroll", Operation.DESCRIBE)])
+    before = world.stored.snapshot()
+
+    r = _reset_all(world)
+
+    assert (r.status_code, r.json()["error_code"]) == (403, "TOPIC_AUTHORIZATION_FAILED"), r.text
+    assert "payroll" in r.json()["message"]
+    assert diff(before, world.stored.snapshot()) == []
 
 
 def test_fetch_offsets_of_a_whole_group_leaves_out_topics_the_principal_may_not_describe(world: World) -> None:

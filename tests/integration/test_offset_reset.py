@@ -137,3 +137,135 @@ def test_a_bad_reset_is_refused_with_its_code_and_changes_nothing(orders, body, 
 
     assert (r.status_code, r.json()["error_code"]) == (status, code), r.text
     assert _committed(orders) == {0: 3}
+
+
+# --- to=current, to=shift ------------------------------------------------------------------------
+
+
+def test_a_reset_to_current_keeps_each_committed_offset_and_plans_the_log_end_where_there_is_none(orders) -> None:  # type: ignore[no-untyped-def]
+    r = _reset(orders, to="current", dry_run=True)
+
+    assert r.status_code == 200, r.text
+    assert _planned(r.json()) == [(0, 3, 3), (1, None, 2)]
+    assert _committed(orders) == {0: 3}
+
+
+@pytest.mark.parametrize(("shift_by", "new"), [(2, 5), (-1, 2), (-5, 1), (10, 6)],
+                         ids=["forward", "back", "back past the log start", "forward past the log end"])
+def test_a_shift_moves_the_committed_offset_by_its_number_into_the_log(orders, shift_by, new) -> None:  # type: ignore[no-untyped-def]
+    r = _reset(orders, to="shift", shift_by=shift_by, partitions=[0])
+
+    assert r.status_code == 200, r.text
+    assert _planned(r.json()) == [(0, 3, new)]
+    assert _committed(orders) == {0: new}
+
+
+def test_a_shift_of_a_partition_without_a_committed_offset_is_refused_and_changes_nothing(orders) -> None:  # type: ignore[no-untyped-def]
+    r = _reset(orders, to="shift", shift_by=1)
+
+    assert (r.status_code, r.json()["error_code"]) == (400, "INVALID_REQUEST"), r.text
+    assert r.json()["details"] == {"partitions": [{"topic": "orders", "partition": 1}]}
+    assert "cannot shift orders/1: the group has committed no offset there" in r.json()["message"]
+    assert _committed(orders) == {0: 3}
+
+
+# --- all_topics ----------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def two_topics(orders):  # type: ignore[no-untyped-def]
+    """orders as above with g also at 2 in orders/1; payments/0: offsets 0..3, g at 1; unread:
+    one record, consumed by nobody; other/0: group h at 0."""
+    for name, count in (("payments", 4), ("unread", 1), ("other", 1)):
+        create_topic(orders, name, 1)
+        assert send(orders, [{"topic": name, "partition": 0, "records": [{"value": i} for i in range(count)]}]
+                    ).status_code == 200
+    _commit(orders, 1, 2)
+    for group, topic, offset in (("g", "payments", 1), ("h", "other", 0)):
+        r = orders.post(f"/v1/groups/{group}/offsets", json={"offsets": [
+            {"topic": topic, "partition": 0, "offset": offset}]})
+        assert r.status_code == 200, r.text
+    return orders
+
+
+def _all(client, group: str = GROUP, **body):  # type: ignore[no-untyped-def]
+    return client.post(f"/v1/groups/{group}/offsets/reset", json={"all_topics": True, **body})
+
+
+def _plan_by_topic(answer: dict) -> list[tuple[str, int, int | None, int]]:
+    return [(o["topic"], o["partition"], o["committed_offset"], o["new_offset"]) for o in answer["offsets"]]
+
+
+def _every_committed(client, group: str = GROUP) -> dict[tuple[str, int], int]:  # type: ignore[no-untyped-def]
+    r = client.get(f"/v1/groups/{group}/offsets", params={"require_stable": "false"})
+    assert r.status_code == 200, r.text
+    return {(o["topic"], o["partition"]): o["offset"] for o in r.json()["offsets"]}
+
+
+@pytest.mark.parametrize(("body", "plan"), [
+    ({"to": "earliest"}, [("orders", 0, 3, 1), ("orders", 1, 2, 0), ("payments", 0, 1, 0)]),
+    ({"to": "latest"}, [("orders", 0, 3, 6), ("orders", 1, 2, 2), ("payments", 0, 1, 4)]),
+    ({"to": "shift", "shift_by": -1}, [("orders", 0, 3, 2), ("orders", 1, 2, 1), ("payments", 0, 1, 0)]),
+    ({"to": "shift", "shift_by": 2}, [("orders", 0, 3, 5), ("orders", 1, 2, 2), ("payments", 0, 1, 3)]),
+], ids=["earliest", "latest", "shift back", "shift forward"])
+def test_all_topics_resets_every_partition_of_every_topic_the_group_consumes(two_topics, body, plan) -> None:  # type: ignore[no-untyped-def]
+    r = _all(two_topics, **body)
+
+    assert r.status_code == 200, r.text
+    assert _plan_by_topic(r.json()) == plan
+    assert _every_committed(two_topics) == {(t, p): new for t, p, _, new in plan}
+    assert _every_committed(two_topics, "h") == {("other", 0): 0}
+
+
+def test_all_topics_to_current_as_a_dry_run_shows_where_the_group_is(two_topics) -> None:  # type: ignore[no-untyped-def]
+    r = _all(two_topics, to="current", dry_run=True)
+
+    assert r.status_code == 200, r.text
+    assert _plan_by_topic(r.json()) == [("orders", 0, 3, 3), ("orders", 1, 2, 2), ("payments", 0, 1, 1)]
+
+
+def test_all_topics_of_a_group_that_consumes_nothing_is_an_empty_plan(two_topics) -> None:  # type: ignore[no-untyped-def]
+    r = _all(two_topics, "nobody", to="earliest")
+
+    assert r.status_code == 200, r.text
+    assert r.json() == {"group_id": "nobody", "dry_run": False, "offsets": []}
+
+
+def test_all_topics_of_a_group_with_members_is_refused(two_topics) -> None:  # type: ignore[no-untyped-def]
+    assert two_topics.post(f"/v1/groups/{GROUP}/members", json={"topics": ["unread"]}).status_code == 200
+
+    r = _all(two_topics, to="earliest", dry_run=True)
+
+    assert (r.status_code, r.json()["error_code"]) == (409, "NON_EMPTY_GROUP")
+    assert _every_committed(two_topics) == {("orders", 0): 3, ("orders", 1): 2, ("payments", 0): 1}
+
+
+def test_all_topics_with_offsets_pending_in_a_topic_is_refused_and_changes_nothing(two_topics) -> None:  # type: ignore[no-untyped-def]
+    p = init_producer(two_topics, "shop")
+    begin(two_topics, "shop", p)
+    staged = two_topics.post("/v1/transactions/shop/offsets", json={
+        "producer_id": p["producer_id"], "producer_epoch": p["producer_epoch"], "group_id": GROUP,
+        "offsets": [{"topic": "unread", "partition": 0, "offset": 1}]})
+    assert staged.status_code == 200, staged.text
+
+    r = _all(two_topics, to="earliest")
+
+    assert (r.status_code, r.json()["error_code"]) == (409, "UNSTABLE_OFFSET_COMMIT")
+    assert r.json()["details"] == {"partitions": [{"topic": "unread", "partition": 0}]}
+    assert _every_committed(two_topics) == {("orders", 0): 3, ("orders", 1): 2, ("payments", 0): 1}
+
+
+@pytest.mark.parametrize("body", [
+    {"all_topics": True, "topic": "orders", "to": "earliest"},
+    {"to": "earliest", "topic": None},
+    {"all_topics": True, "partitions": [0], "to": "earliest"},
+    {"topic": "orders", "to": "offset", "offset": 1, "shift_by": 1},
+    {"topic": "orders", "to": "shift"},
+    {"topic": "orders", "to": "current", "shift_by": 0},
+], ids=["topic and all_topics", "neither", "partitions with all_topics", "shift_by with to=offset",
+        "shift without shift_by", "shift_by with to=current"])
+def test_a_bad_combination_is_refused_with_invalid_request_and_changes_nothing(two_topics, body) -> None:  # type: ignore[no-untyped-def]
+    r = two_topics.post(f"/v1/groups/{GROUP}/offsets/reset", json=body)
+
+    assert (r.status_code, r.json()["error_code"]) == (400, "INVALID_REQUEST"), r.text
+    assert _every_committed(two_topics) == {("orders", 0): 3, ("orders", 1): 2, ("payments", 0): 1}

@@ -326,6 +326,55 @@ def test_groups_reset_offsets_to_a_datetime_sends_its_milliseconds_and_a_bad_one
                        "(UTC when no zone is given)\n")
 
 
+def test_groups_reset_offsets_of_all_topics_shifted_back_plans_and_commits_as_the_database_command_does(served, outbox, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    first, second, group = _topic("sa"), _topic("sb"), _topic("shifting")
+    http = served.http()
+    for name in (first, second):
+        create_topic(http, name, 1)
+        assert send(http, [batch(name, 0, ["o1", "o2", "o3", "o4"])]).status_code == 200
+    assert http.post(f"/v1/groups/{group}/offsets", json={"offsets": [
+        {"topic": first, "partition": 0, "offset": 3}, {"topic": second, "partition": 0, "offset": 1}]}
+    ).status_code == 200
+    flags = ["groups", "reset-offsets", group, "--all-topics", "--shift-by", "-2"]
+
+    current = outbox("--url", served.open_url, "groups", "reset-offsets", group, "--all-topics", "--to-current",
+                     "--dry-run").json
+    planned = outbox("--url", served.open_url, *flags, "--dry-run").json
+    monkeypatch.setenv("OUTBOX_DATABASE_URL", served.db_url)
+    direct_plan = outbox(*flags, "--dry-run").json
+    monkeypatch.delenv("OUTBOX_DATABASE_URL")
+    executed = outbox("--url", served.open_url, *flags, "--execute").json
+
+    assert current == {"group_id": group, "dry_run": True, "offsets": [
+        {"topic": first, "partition": 0, "committed_offset": 3, "new_offset": 3},
+        {"topic": second, "partition": 0, "committed_offset": 1, "new_offset": 1}]}
+    expected = [{"topic": first, "partition": 0, "committed_offset": 3, "new_offset": 1},
+                {"topic": second, "partition": 0, "committed_offset": 1, "new_offset": 0}]
+    assert planned == direct_plan == {"group_id": group, "dry_run": True, "offsets": expected}
+    assert executed == {"group_id": group, "dry_run": False, "offsets": expected}
+    assert [(o["topic"], o["offset"]) for o in http.get(f"/v1/groups/{group}/offsets").json()["offsets"]] == sorted(
+        [(first, 1), (second, 0)])
+
+
+@pytest.mark.parametrize("direct", [False, True], ids=["over --url", "on the database"])
+@pytest.mark.parametrize(("flags", "message"), [
+    (["--all-topics", "--partition", "0", "--to-earliest"], "--partition goes with --topic, not with --all-topics"),
+    (["--all-topics", "--topic", "t", "--to-earliest"], "argument --topic: not allowed with argument --all-topics"),
+    (["--topic", "t", "--shift-by", "1", "--to-offset", "2"], "argument --to-offset: not allowed with argument "
+     "--shift-by"),
+    (["--to-earliest"], "one of the arguments --topic --all-topics is required"),
+], ids=["partition with all topics", "topic with all topics", "shift-by with to-offset", "neither"])
+def test_groups_reset_offsets_with_a_bad_combination_is_a_usage_error_before_anything_is_asked(served, outbox, monkeypatch, direct, flags, message) -> None:  # type: ignore[no-untyped-def]
+    where = [] if direct else ["--url", served.open_url]
+    if direct:
+        monkeypatch.setenv("OUTBOX_DATABASE_URL", served.db_url)
+
+    done = outbox(*where, "groups", "reset-offsets", "g", *flags, "--execute")
+
+    assert (done.status, done.out) == (EXIT_USAGE, "")
+    assert message in done.err
+
+
 # --- transactions -----------------------------------------------------------------------------
 
 

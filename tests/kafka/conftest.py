@@ -19,6 +19,7 @@ from kio.serial import entity_reader, entity_writer
 
 from app.kafka.protocol import request_class, response_class
 from app.kafka.server import KafkaListener
+from app.services.transaction_coordinator import TransactionCoordinator
 # The tests that run `outbox serve --kafka-listener` as a process take the end-to-end suite's
 # database and launcher, whose logs are printed when a test fails.
 from tests.e2e.conftest import backend, launcher, pytest_runtest_makereport  # noqa: F401 - fixtures, hook
@@ -51,6 +52,24 @@ def listener_with(kafka: Listener, **settings: Any) -> Iterator[Listener]:
     """A second listener on the same services, with some settings changed."""
     services = kafka.services
     changed = dataclasses.replace(services, settings=services.settings.model_copy(update=settings))
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.bind(("127.0.0.1", 0))
+    listener = KafkaListener(changed, sock)
+    kafka.client.portal.call(listener.start)
+    try:
+        yield Listener("127.0.0.1", listener.port, kafka.client)
+    finally:
+        kafka.client.portal.call(listener.stop)
+
+
+@contextmanager
+def deferred_completion(kafka: Listener) -> Iterator[Listener]:
+    """A listener whose coordinator leaves the markers to the worker (none runs in tests):
+    a Commit answers at PrepareCommit, as Kafka's EndTxn does."""
+    services = kafka.services
+    settings = services.settings.model_copy(update={"complete_inline": False})
+    changed = dataclasses.replace(services, settings=settings,
+                                  coordinator=TransactionCoordinator(services.db, settings, services.clock))
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.bind(("127.0.0.1", 0))
     listener = KafkaListener(changed, sock)

@@ -8,7 +8,7 @@ import time
 from typing import Any
 
 import pytest
-from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, Producer, TopicPartition
+from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, Producer, TopicPartition
 
 from tests.helpers import batch, begin, create_topic, ident, init_producer, send
 from tests.kafka.conftest import Listener

@@ -7,14 +7,13 @@ which prints what kafkajs gave it); records, offsets and assignments are asserte
 from __future__ import annotations
 
 import json
-import shutil
 import subprocess
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.conftest import unavailable
+from tests.conftest import npm_installed_copy
 from tests.helpers import batch, create_topic, fetch, send
 from tests.kafka.conftest import Listener
 
@@ -25,16 +24,7 @@ TIMEOUT_S = 60
 @pytest.fixture(scope="module")
 def kafkajs(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A copy of tests/kafka/kafkajs with kafkajs installed from its lock file."""
-    if shutil.which("node") is None or shutil.which("npm") is None:
-        unavailable("Node.js and npm are needed to install the npm package kafkajs "
-                    "(Debian: apt-get install nodejs npm)")
-    copy = tmp_path_factory.mktemp("kafkajs") / "kafkajs"
-    shutil.copytree(CLIENTS, copy, ignore=shutil.ignore_patterns("node_modules"))
-    installed = subprocess.run(["npm", "ci", "--no-audit", "--no-fund"], cwd=copy,
-                               capture_output=True, text=True, timeout=300)
-    if installed.returncode != 0:
-        unavailable(f"npm ci could not install kafkajs from the npm registry: {installed.stderr.strip()[-300:]}")
-    return copy
+    return npm_installed_copy(CLIENTS, tmp_path_factory.mktemp("kafkajs"), "the npm package kafkajs")
 
 
 def _run(kafkajs: Path, kafka: Listener, *args: str) -> list[dict[str, Any]]:

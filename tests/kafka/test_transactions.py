@@ -5,12 +5,8 @@ doors. Records, offsets and states are asserted exactly."""
 
 from __future__ import annotations
 
-import dataclasses
 import datetime
-import socket
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from typing import Any
 
 import pytest
@@ -20,10 +16,8 @@ from kio.schema.errors import ErrorCode
 
 from app.domain.offsets import MAX_PARTITIONS_PER_REQUEST
 from app.kafka.protocol import request_class
-from app.kafka.server import KafkaListener
-from app.services.transaction_coordinator import TransactionCoordinator
 from tests.helpers import create_topic
-from tests.kafka.conftest import Listener, ask
+from tests.kafka.conftest import Listener, ask, deferred_completion
 
 TIMEOUT_S = 20
 
@@ -404,28 +398,10 @@ def test_init_producer_id_with_the_current_producer_bumps_its_epoch_kip_360(kafk
     assert kafka.client.get("/v1/transactions/t").json()["producer_epoch"] == epoch + 2
 
 
-@contextmanager
-def _deferred_completion(kafka: Listener) -> Iterator[Listener]:
-    """A listener whose coordinator leaves the markers to the worker (none runs in tests):
-    a Commit answers at PrepareCommit, as Kafka's EndTxn does."""
-    services = kafka.services
-    settings = services.settings.model_copy(update={"complete_inline": False})
-    changed = dataclasses.replace(services, settings=settings,
-                                  coordinator=TransactionCoordinator(services.db, settings, services.clock))
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    sock.bind(("127.0.0.1", 0))
-    listener = KafkaListener(changed, sock)
-    kafka.client.portal.call(listener.start)
-    try:
-        yield Listener("127.0.0.1", listener.port, kafka.client)
-    finally:
-        kafka.client.portal.call(listener.stop)
-
-
 def test_init_producer_id_while_the_previous_transaction_completes_is_concurrent_transactions(
         kafka: Listener) -> None:
     create_topic(kafka.client, "orders")
-    with _deferred_completion(kafka) as deferred, deferred.connect() as s:
+    with deferred_completion(kafka) as deferred, deferred.connect() as s:
         pid, epoch = _init(s, "t")
         assert _codes(_add_partitions(s, "t", pid, epoch, {"orders": (0,)})) == {("orders", 0): ErrorCode.none}
         assert _txn_produce(s, "t", pid, epoch, [b'"a"']).error_code == ErrorCode.none

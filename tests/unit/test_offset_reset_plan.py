@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from app.domain.errors import InvalidRequest
-from app.domain.offsets import OffsetResetSpec, PlannedReset, ResetTo, plan_reset
+from app.domain.offsets import OffsetResetSpec, PlannedReset, ResetScope, ResetTo, plan_reset
 
 
 def _plan(spec: OffsetResetSpec, at_timestamp: int | None = None) -> int:
@@ -24,8 +24,15 @@ def _plan(spec: OffsetResetSpec, at_timestamp: int | None = None) -> int:
     (OffsetResetSpec(ResetTo.OFFSET, offset=99), None, 20),
     (OffsetResetSpec(ResetTo.TIMESTAMP, timestamp_ms=5), 17, 17),
     (OffsetResetSpec(ResetTo.TIMESTAMP, timestamp_ms=5), None, 20),
+    (OffsetResetSpec(ResetTo.CURRENT), None, 15),
+    (OffsetResetSpec(ResetTo.SHIFT, shift_by=3), None, 18),
+    (OffsetResetSpec(ResetTo.SHIFT, shift_by=-2), None, 13),
+    (OffsetResetSpec(ResetTo.SHIFT, shift_by=-9), None, 10),
+    (OffsetResetSpec(ResetTo.SHIFT, shift_by=9), None, 20),
 ], ids=["earliest: log start", "latest: log end", "offset", "offset below the log: log start",
-        "offset past the log: log end", "timestamp: its record", "timestamp after every record: log end"])
+        "offset past the log: log end", "timestamp: its record", "timestamp after every record: log end",
+        "current: the committed offset", "shift forward", "shift back", "shift below the log: log start",
+        "shift past the log: log end"])
 def test_each_kind_of_reset_plans_its_offset(spec: OffsetResetSpec, at_timestamp: int | None, new: int) -> None:
     assert _plan(spec, at_timestamp) == new
 
@@ -38,7 +45,30 @@ def test_the_plan_names_the_committed_offset_it_replaces_or_none() -> None:
 @pytest.mark.parametrize("fields", [
     {"to": ResetTo.OFFSET}, {"to": ResetTo.TIMESTAMP}, {"to": ResetTo.EARLIEST, "offset": 1},
     {"to": ResetTo.LATEST, "timestamp_ms": 1}, {"to": ResetTo.OFFSET, "offset": 1, "timestamp_ms": 1},
-], ids=["offset without one", "timestamp without one", "offset with earliest", "timestamp with latest", "both"])
+    {"to": ResetTo.SHIFT}, {"to": ResetTo.OFFSET, "offset": 1, "shift_by": 1}, {"to": ResetTo.CURRENT, "shift_by": 0},
+], ids=["offset without one", "timestamp without one", "offset with earliest", "timestamp with latest", "both",
+        "shift without shift_by", "shift_by with offset", "shift_by with current"])
 def test_a_spec_carries_exactly_the_value_its_kind_needs(fields: dict) -> None:
     with pytest.raises(InvalidRequest):
         OffsetResetSpec(**fields)
+
+
+def test_current_without_a_committed_offset_plans_the_log_end() -> None:
+    assert plan_reset(OffsetResetSpec(ResetTo.CURRENT), "orders", 0, committed_offset=None, log_start_offset=2,
+                      log_end_offset=4, offset_for_timestamp=None) == PlannedReset("orders", 0, None, 4)
+
+
+def test_a_shift_without_a_committed_offset_is_refused_naming_the_partition() -> None:
+    with pytest.raises(InvalidRequest) as refused:
+        plan_reset(OffsetResetSpec(ResetTo.SHIFT, shift_by=1), "orders", 2, committed_offset=None, log_start_offset=0,
+                   log_end_offset=4, offset_for_timestamp=None)
+    assert refused.value.details == {"partitions": [{"topic": "orders", "partition": 2}]}
+
+
+@pytest.mark.parametrize("fields", [
+    {}, {"topic": "orders", "all_topics": True}, {"all_topics": True, "partitions": (0,)},
+    {"topic": "orders", "partitions": (1, 1)},
+], ids=["neither a topic nor all topics", "both", "partitions with all topics", "a partition twice"])
+def test_a_scope_names_one_topic_or_all_of_them(fields: dict) -> None:
+    with pytest.raises(InvalidRequest):
+        ResetScope(**fields)

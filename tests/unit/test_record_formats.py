@@ -8,7 +8,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from app.domain.errors import InvalidConfig, InvalidRecord
+from app.domain.errors import InvalidConfig, InvalidRecord, InvalidRequest
 from app.domain.log_cleaning import record_size
 from app.domain.records import RecordToAppend, batch_of, for_topic, from_kafka, kafka_batch, to_kafka
 from app.domain.topic_config import TopicConfig
@@ -105,11 +105,87 @@ def test_a_json_topic_refuses_from_kafka_what_it_cannot_hold(key: bytes | None, 
         from_kafka(key, value, headers, 1, JSON)
 
 
+def _kafka_batch(records: list[tuple], value_format: ValueFormat, **kw: object) -> object:
+    """kafka_batch of records given as (key, value, headers, timestamp_ms) rows."""
+    keys, values, headers, timestamps = (list(c) for c in zip(*records, strict=True)) if records else ([],) * 4
+    return kafka_batch("t", 0, keys, values, headers, timestamps, value_format, **kw)
+
+
 def test_a_kafka_batch_is_sized_as_stored() -> None:
-    batch = kafka_batch("t", 0, [(b"ab", b"\x00", [], 1), (None, b"xyz", [], 2)], BYTES, base_sequence=4)
+    batch = _kafka_batch([(b"ab", b"\x00", [], 1), (None, b"xyz", [], 2)], BYTES, base_sequence=4)
 
     assert (batch.size_bytes, batch.largest_record, batch.base_sequence) == (6, (0, 3), 4)
     assert for_topic(batch, BYTES) is batch
+
+
+def test_a_json_topics_kafka_batch_is_sized_as_stored() -> None:
+    batch = _kafka_batch([("ké".encode(), b"[1]", [("h", b"v")], 1), (None, None, [], 2)], JSON)
+
+    assert (batch.size_bytes, batch.largest_record) == (3 + 3 + 9 + 4, (0, 15))
+    assert for_topic(batch, JSON) is batch
+
+
+# Records a topic of each format takes, as a whole batch: what from_kafka makes of each.
+_TAKEN = [
+    (b"k\xc3\xa9", b' {"a": [1]} ', [("h", b"v"), ("i", "\u00e9".encode())], 1),
+    (None, None, [], 0),
+    (b"", b'""', [], 2),
+    (None, b"[" * 254 + b"]" * 254, [], 3),
+    (b"\xe2\x82\xac", b'"\xe2\x82\xac \\u0000"', [], 2**63 - 1),
+    (b"k", b"null", [("a", b"")], 4),
+]
+
+
+@pytest.mark.parametrize("value_format", [JSON, BYTES])
+def test_a_kafka_batch_holds_what_from_kafka_makes_of_each_record(value_format: ValueFormat) -> None:
+    batch = _kafka_batch(_TAKEN, value_format)
+
+    assert batch.records == [from_kafka(k, v, h, ts, value_format) for k, v, h, ts in _TAKEN]
+    assert batch.size_bytes == sum(record_size(r.key, r.value, r.headers) for r in batch.records)
+
+
+@pytest.mark.parametrize(("key", "value", "headers", "timestamp"), [
+    (None, b"not json", [], 1),
+    (None, b"\xff", [], 1),
+    (None, b"1e400", [], 1),
+    (None, b"[" * 255 + b"]" * 255, [], 1),
+    (b"\xff", b"1", [], 1),
+    (b"\xe2\x82", b"1", [], 1),  # the first bytes of a character, whose end would be the next key's
+    (b"a\x00", b"1", [], 1),
+    (None, b"1", [("h", b"1"), ("h", b"2")], 1),
+    (None, b"1", [("h", None)], 1),
+    (None, b"1", [("h", b"\xff")], 1),
+    (None, b"1", [], -1),
+    (None, b"1", [], 2**63),
+])
+def test_a_json_topic_refuses_a_kafka_batch_naming_the_record_from_kafka_refuses(
+        key: bytes | None, value: bytes, headers: list, timestamp: int) -> None:
+    records = [(b"k", b"1", [], 1), (key, value, headers, timestamp), (b"k", b"2", [], 1)]
+
+    with pytest.raises(Exception) as one:
+        from_kafka(key, value, headers, timestamp, JSON, index=1, where="t/0")
+    with pytest.raises(type(one.value)) as batch:
+        _kafka_batch(records, JSON)
+
+    assert str(batch.value) == str(one.value)
+
+
+@pytest.mark.parametrize("values", [
+    [b"[1", b"2]", b"3,4"],  # no value JSON, though the three joined by commas are an array of three
+    [b'"a', b'b"'],
+    [b"1 2", b"3"],
+])
+def test_a_json_topic_refuses_a_kafka_batch_whose_values_are_json_only_together(values: list[bytes]) -> None:
+    with pytest.raises(InvalidRecord, match="record 0 of t/0: a json topic's value must be JSON"):
+        _kafka_batch([(None, v, [], 1) for v in values], JSON)
+
+
+def test_a_bytes_topic_takes_any_kafka_batch_and_refuses_only_a_timestamp_out_of_range() -> None:
+    batch = _kafka_batch([(b"\xff\x00", b"\x00\xfe", [("h", None), ("h", b"\xff")], 1)], BYTES)
+
+    assert batch.records == [from_kafka(b"\xff\x00", b"\x00\xfe", [("h", None), ("h", b"\xff")], 1, BYTES)]
+    with pytest.raises(InvalidRequest, match="record 1 of t/0"):
+        _kafka_batch([(None, None, [], 1), (None, None, [], -1)], BYTES)
 
 
 def test_record_size_counts_bytes_as_they_are_and_text_in_utf8() -> None:

@@ -23,8 +23,10 @@ from app.domain.transit import (
     InitProducerId,
     KeepPrepared,
     Prepare,
+    SpeakVersion,
     TxnTransit,
     prepare_transition,
+    speaking,
     then,
 )
 from app.domain.types import MAX_PRODUCER_EPOCH, ProducerEpoch, ProducerId, TransactionState, TransactionVersion, TxnId
@@ -53,6 +55,7 @@ EVENTS: list[tuple[Event, tuple[TransactionState, ...]]] = [
     (Decide(commit=False), (S.ONGOING, S.PREPARED)),
     (Complete(), (S.PREPARE_COMMIT, S.PREPARE_ABORT)),
     (Expire(), IDLE),
+    (SpeakVersion(TransactionVersion.V2), (*IDLE, S.ONGOING, S.PREPARED)),
 ]
 REFUSED = [(event, state) for event, allowed in EVENTS for state in S
            if state not in allowed and state is not S.PREPARE_EPOCH_FENCE]
@@ -180,6 +183,36 @@ def test_a_decision_and_its_completion_are_written_as_one_transit_with_the_decis
     decided = prepare_transition(before, Decide(commit=True), NOW)
     both = then(decided, prepare_transition(decided.after, Complete(), NOW))
     assert both.new_producer_id and both.after.state is S.COMPLETE_COMMIT and both.after.producer_epoch == 0
+
+
+@pytest.mark.parametrize("state", (*IDLE, S.ONGOING, S.PREPARED))
+def test_speaking_version_2_changes_the_version_and_forgets_version_1_s_last_epoch(state: TransactionState) -> None:
+    # Under version 1 the last epoch is the one a KIP-360 recovery bumped from; version 2
+    # would take it for an ended transaction's and answer its stale EndTxn as a retry.
+    before = meta(state, last_producer_epoch=ProducerEpoch(4))
+    transit = speaking(before, TransactionVersion.V2, NOW)
+    assert transit == TxnTransit(replace(before, transaction_version=TransactionVersion.V2, updated_ms=NOW,
+                                         last_producer_epoch=None))
+
+
+@pytest.mark.parametrize("state", (*IDLE, S.ONGOING, S.PREPARED))
+def test_speaking_version_1_changes_the_version_and_nothing_else(state: TransactionState) -> None:
+    # Version 2's last epoch was bumped from by a Commit or Abort: to version 1 it is the
+    # epoch bumped from, what a retried recovery may carry.
+    before = meta(state, last_producer_epoch=ProducerEpoch(4), transaction_version=TransactionVersion.V2)
+    transit = speaking(before, TransactionVersion.V1, NOW)
+    assert transit == TxnTransit(replace(before, transaction_version=TransactionVersion.V1, updated_ms=NOW))
+
+
+@pytest.mark.parametrize(("state", "version"), [
+    (S.EMPTY, None),  # the request leaves the version to the stored one (the HTTP door)
+    (S.EMPTY, TransactionVersion.V1),  # the stored one already
+    (S.PREPARE_COMMIT, TransactionVersion.V2),  # decided: a retry keeps the version it was decided under
+    (S.PREPARE_ABORT, TransactionVersion.V2),
+])
+def test_speaking_changes_nothing_where_there_is_nothing_to_change(state: TransactionState,
+                                                                   version: TransactionVersion | None) -> None:
+    assert speaking(meta(state), version, NOW) is None
 
 
 def test_no_epoch_arithmetic_outside_the_domain() -> None:

@@ -1,5 +1,6 @@
-"""GET /v1/console/history: the rates the console's charts plot, kept by this process
-(app.api.rate_history), so that a page load starts with the last window."""
+"""GET /v1/console/history and /v1/console/lag-history: the rates and the groups' lag the
+console's charts plot, kept by this process (app.api.rate_history, app.services.lag_history),
+so that a page load starts with the last window."""
 
 from __future__ import annotations
 
@@ -10,8 +11,10 @@ from fastapi import APIRouter, Query, Request
 
 from app.api.errors import documented
 from app.api.rate_history import RateHistory
-from app.api.schemas.console import RateHistoryOut, RateSampleOut
+from app.api.deps import ServicesDep
+from app.api.schemas.console import GroupLagPointOut, LagHistoryOut, LagSampleOut, RateHistoryOut, RateSampleOut
 from app.api.security import AccessDep
+from app.domain import acl
 from app.domain.acl import CLUSTER, Operation
 from app.domain.types import MAX_INT64
 
@@ -33,3 +36,31 @@ def console_history(
     history: RateHistory = request.app.state.rate_history
     return RateHistoryOut(interval_ms=history.interval_ms, window_ms=history.window_ms,
                           samples=[RateSampleOut(**asdict(s)) for s in history.since(since_ms)])
+
+
+@router.get("/lag-history", operation_id="console_lag_history", response_model=LagHistoryOut,
+            responses=documented(401))
+def console_lag_history(
+    services: ServicesDep, access: AccessDep,
+    since_ms: Annotated[int | None, Query(ge=0, le=MAX_INT64,
+                                          description="only the samples taken after this time (ms since the epoch)")] = None,
+) -> LagHistoryOut:
+    """The total lag of the groups that lagged most, over the last
+    OUTBOX_CONSOLE_HISTORY_WINDOW_MS, one sample every OUTBOX_CONSOLE_LAG_INTERVAL_MS of at most
+    OUTBOX_CONSOLE_LAG_MAX_GROUPS groups, kept by this process since its start. A group is shown
+    where the principal may describe it and every topic its lag counts; the others are left
+    out."""
+    history = services.lag_history
+    decided: dict[tuple[str, frozenset[str]], bool] = {}  # a group is in many samples: asked once
+
+    def shown(p) -> bool:  # type: ignore[no-untyped-def]
+        key = (p.group_id, p.topics)
+        if key not in decided:
+            decided[key] = access.allows(Operation.DESCRIBE, acl.group(p.group_id)) and all(
+                access.allows(Operation.DESCRIBE, acl.topic(t)) for t in p.topics)
+        return decided[key]
+
+    return LagHistoryOut(interval_ms=history.interval_ms, window_ms=history.window_ms, max_groups=history.max_groups,
+                         samples=[LagSampleOut(time_ms=s.time_ms, groups=[
+                             GroupLagPointOut(group_id=p.group_id, total_lag=p.total_lag) for p in s.groups if shown(p)])
+                             for s in history.since(since_ms)])

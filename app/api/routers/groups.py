@@ -32,7 +32,7 @@ from app.api.waiting import WaitingPrincipal, unless_disconnected
 from app.domain import acl
 from app.domain.acl import Operation
 from app.domain.errors import InvalidRequest, UnstableOffsetCommit
-from app.domain.offsets import GroupMetadata, OffsetResetSpec, OffsetToStage
+from app.domain.offsets import GroupMetadata, OffsetResetSpec, OffsetToStage, ResetScope
 from app.services.group_service import reset_as_dict
 
 router = APIRouter(prefix="/v1/groups", tags=["groups"])
@@ -119,19 +119,22 @@ def reset_offsets(
     access: AccessDep,
 ) -> OffsetReset:
     """kafka-consumer-groups --reset-offsets: set the group's committed offsets in the topic's
-    partitions (all of them unless `partitions` names some) to the earliest or latest offset, a
-    given offset, or the first record at or after a time, and answer each partition's offset
-    before and after. Refused while the group has active members (NON_EMPTY_GROUP, as Kafka's
-    tool refuses a group that is not inactive), and for partitions whose offsets an unfinished
-    transaction holds (UNSTABLE_OFFSET_COMMIT). With dry_run, the same answer and nothing
-    committed. A reset is an OffsetCommit: it needs READ on the group and the topic; a dry run
-    reads only, and needs DESCRIBE on both."""
+    partitions (all of them unless `partitions` names some), or with all_topics in every
+    partition of every topic the group consumes, to the earliest or latest offset, a given
+    offset, the first record at or after a time, the committed offset shifted by a number, or
+    the committed offset itself (to=current: a dry run shows where the group is), and answer
+    each partition's offset before and after. Refused while the group has active members
+    (NON_EMPTY_GROUP, as Kafka's tool refuses a group that is not inactive), and for
+    partitions whose offsets an unfinished transaction holds (UNSTABLE_OFFSET_COMMIT). With
+    dry_run, the same answer and nothing committed. A reset is an OffsetCommit: it needs READ
+    on the group and on each topic it resets; a dry run reads only, and needs DESCRIBE on them.
+    With all_topics, the topics the principal may not describe are left out."""
     needed = Operation.DESCRIBE if body.dry_run else Operation.READ
     access.require(needed, acl.group(group_id))
-    access.require(needed, acl.topic(body.topic))
-    plan = services.groups.reset_offsets(group_id, body.topic, body.partitions,
-                                         OffsetResetSpec(body.to, body.offset, body.timestamp_ms),
-                                         dry_run=body.dry_run)
+    scope = ResetScope(body.topic, None if body.partitions is None else tuple(body.partitions), body.all_topics)
+    spec = OffsetResetSpec(body.to, body.offset, body.timestamp_ms, body.shift_by)
+    plan = services.groups.reset_offsets(group_id, scope, spec, dry_run=body.dry_run, visible=_describable(access),
+                                         authorize=lambda topic: access.require(needed, acl.topic(topic)))
     return OffsetReset.model_validate(reset_as_dict(group_id, plan, dry_run=body.dry_run))
 
 

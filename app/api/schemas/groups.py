@@ -21,14 +21,21 @@ class OffsetCommitRequest(RequestBody):
 
 
 class OffsetResetRequest(RequestBody):
-    topic: TopicName
     to: Annotated[ResetTo, Meta(description=(
         "earliest: each partition's log start; latest: its log end (high watermark); offset: `offset`, moved into "
-        "[log start, log end]; timestamp: the first record at or after `timestamp_ms`, or the log end if none"))]
+        "[log start, log end]; timestamp: the first record at or after `timestamp_ms`, or the log end if none; "
+        "current: the committed offset unmoved, or the log end where there is none; shift: the committed offset "
+        "plus `shift_by`, moved into [log start, log end] (refused for a partition without a committed offset)"))]
+    topic: Annotated[TopicName, Meta(description="the topic to reset; or all_topics")] | None = None
+    all_topics: Annotated[bool, Meta(description=(
+        "every topic the group consumes (its members' subscriptions, the topics it has committed offsets in or "
+        "staged them in a transaction) that the principal may describe; instead of topic"))] = False
     partitions: Annotated[list[Partition], Meta(max_length=MAX_PARTITIONS_PER_REQUEST, description=(
-        "the partitions to reset; every partition of the topic when omitted"))] | None = None
+        "the partitions of `topic` to reset; every partition of the topic when omitted"))] | None = None
     offset: Annotated[Offset, Meta(description="with to=offset only")] | None = None
     timestamp_ms: Annotated[int, Meta(ge=0, le=MAX_INT64, description="with to=timestamp only")] | None = None
+    shift_by: Annotated[int, Meta(ge=-MAX_INT64, le=MAX_INT64, description=(
+        "with to=shift only: how far to move each committed offset (negative: back)"))] | None = None
     dry_run: Annotated[bool, Meta(description="answer the plan and commit nothing")] = False
 
 

@@ -216,8 +216,13 @@
       h("p", { id: "rates-about", class: "muted" }, "Rates of the process this console talks to, since it started."),
       h("p", { id: "rates-now", class: "muted" }, "Loading…"),
       h("div", { id: "rates" }), h("div", { id: "outcomes" }),
+      h("h2", {}, "Lag of the groups that lag most"),
+      h("p", { id: "lag-history-about", class: "muted" }, "Loading…"),
+      h("p", { id: "lag-history-now", class: "muted" }),
+      h("div", { id: "lag-history" }),
       h("h2", {}, "Hanging transactions"), h("div", { id: "hanging" }));
     overviewCounts();
+    lagHistory(shown);
     let rates = null;
     let outcomes = null;
     let samples = [];
@@ -271,6 +276,57 @@
         hanging.map(t => [link(`#/transactions/${enc(t.transactional_id)}`, t.transactional_id), badge(t.state), age(t.age_ms)]),
         "None: every transaction is ending within its timeout."));
     } catch (e) { if (e.status !== 401) showError(e, "Hanging transactions"); }
+  }
+
+  // The groups' lag over time is the service's own history too (GET /v1/console/lag-history:
+  // every sample holds the groups that lagged most then, as many as the service keeps). The
+  // chart plots the LAG_GROUPS_SHOWN that lag most in the newest sample, over the whole window;
+  // an unknown total (a partition without a committed offset) is a gap, not a 0.
+  const LAG_GROUPS_SHOWN = 5;
+
+  async function lagHistory(page) {
+    let chart = null;
+    let plotted = "";
+    const load = async () => {
+      let got;
+      try {
+        got = await api("/v1/console/lag-history");
+        if (page !== shown) return false;
+      } catch (e) {
+        if (page !== shown) return false;
+        if (e.status !== 401) showError(e, "Lag history");
+        return false;
+      }
+      const about = document.getElementById("lag-history-about");
+      if (!got.interval_ms) {
+        about.textContent = "The service keeps no lag history (OUTBOX_CONSOLE_LAG_INTERVAL_MS is 0).";
+        return false;
+      }
+      about.textContent = `Total lag in records of the ${LAG_GROUPS_SHOWN} groups that lag most now, of those ` +
+        `you may describe, over the last ${age(got.window_ms)} (a sample every ${age(got.interval_ms)}, kept by the ` +
+        "process this console talks to).";
+      const samples = got.samples;
+      const newest = samples.length ? samples[samples.length - 1].groups : [];
+      const top = newest.slice(0, LAG_GROUPS_SHOWN).map(g => g.group_id);
+      if (!chart || plotted !== JSON.stringify(top)) {
+        if (chart) { chart.destroy(); charts = charts.filter(c => c !== chart); }
+        chart = timeChart(document.getElementById("lag-history"), "Lag (records)", top, got.window_ms / 1000);
+        plotted = JSON.stringify(top);
+      }
+      const lagOf = (sample, id) => {
+        const g = sample.groups.find(x => x.group_id === id);
+        return g ? g.total_lag : null;
+      };
+      chart.set([samples.map(x => x.time_ms / 1000), ...top.map(id => samples.map(x => lagOf(x, id)))]);
+      document.getElementById("lag-history-now").replaceChildren(...(newest.length
+        ? ["Now: ", ...newest.slice(0, LAG_GROUPS_SHOWN).flatMap((g, i) => [i ? ", " : "",
+          link(`#/groups/${enc(g.group_id)}`, g.group_id), " ",
+          h("strong", { class: "lag-now" }, g.total_lag === null ? "unknown" : n(g.total_lag))])]
+        : [samples.length ? "No group you may describe lags." : "No sample yet."]));
+      return true;
+    };
+    const first = await load();
+    if (first && page === shown) every(POLL_MS, load, false);
   }
 
   // Summaries are built from the API's lists, each bounded: at most DETAILS_LIMIT topics are
@@ -691,6 +747,43 @@
       "No group the principal may describe."));
   }
 
+  // ACLs and principals: the API's own lists (describe on the cluster), read only here; they
+  // are changed with `outbox acls` and `outbox principals`. At most ROWS_LIMIT rows are drawn.
+  const ROWS_LIMIT = 1000;
+  const ACL_FILTERS = ["principal", "resource_type", "resource_name"];
+  const limited = (rows, what) => (rows.length > ROWS_LIMIT
+    ? h("p", { class: "muted" }, `The first ${n(ROWS_LIMIT)} of ${n(rows.length)} ${what}.`) : "");
+
+  async function acls(params) {
+    const query = new URLSearchParams(ACL_FILTERS.filter(k => params.get(k)).map(k => [k, params.get(k)]));
+    const list = (await api(`/v1/acls${query.toString() ? `?${query}` : ""}`)).acls;
+    const filtered = [...query.entries()].map(([k, v]) => `${k.replace("_", " ")} ${v}`).join(", ");
+    main.replaceChildren(h("h1", {}, "ACLs"),
+      h("p", { class: "muted" }, filtered ? ["Bindings of ", h("strong", { id: "acl-filter" }, filtered), " (",
+        link("#/acls", "all bindings"), ")."] : ["Every binding. Change them with ", h("code", {}, "outbox acls"), "."]),
+      limited(list, "bindings"),
+      table(["principal", "resource type", "resource name", "pattern", "operation", "permission"],
+        list.slice(0, ROWS_LIMIT).map(a => [link(`#/acls?principal=${enc(a.principal)}`, a.principal),
+          a.resource_type, link(`#/acls?resource_type=${enc(a.resource_type)}&resource_name=${enc(a.resource_name)}`,
+            a.resource_name), a.pattern_type, a.operation, badge(a.permission)]),
+        "No binding here."));
+  }
+
+  async function principals() {
+    const list = (await api("/v1/principals")).principals;
+    main.replaceChildren(h("h1", {}, "Principals"),
+      h("p", { class: "muted" }, "Principals with API keys (never the keys themselves), times in this browser's time " +
+        "zone. Create and revoke keys with ", h("code", {}, "outbox principals"), "."),
+      limited(list, "principals"),
+      table(["principal", "active keys", "keys (id, created, revoked)", ""],
+        list.slice(0, ROWS_LIMIT).map(p => [p.principal, n(p.api_keys.filter(k => k.revoked_ms === null).length),
+          h("span", {}, p.api_keys.flatMap((k, i) => [i ? "; " : "", h("code", {}, k.key_id), " ",
+            dateAndTime(new Date(k.created_ms)),
+            k.revoked_ms === null ? "" : ` revoked ${dateAndTime(new Date(k.revoked_ms))}`])),
+          link(`#/acls?principal=${enc(p.principal)}`, "ACLs")]),
+        "No principal has an API key."));
+  }
+
   // A lag the service cannot know (the group has committed no offset there) is "unknown",
   // never 0: a stuck new group must not look caught up.
   const UNKNOWN_LAG = {
@@ -778,6 +871,8 @@
       else if (parts[0] === "transactions" && parts.length === 2) await transaction(parts[1]);
       else if (parts[0] === "groups" && parts.length === 1) await groups();
       else if (parts[0] === "groups" && parts.length === 2) await group(parts[1]);
+      else if (parts[0] === "acls" && parts.length === 1) await acls(params);
+      else if (parts[0] === "principals" && parts.length === 1) await principals();
       else throw new ApiError(404, { error_code: "NOT_FOUND", message: `no page ${location.hash}` });
       if (pendingNotice) showNotice(pendingNotice);
     } catch (e) {

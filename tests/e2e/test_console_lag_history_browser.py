@@ -1,0 +1,120 @@
+"""The overview's "Lag of the groups that lag most" in a real browser, against a real `outbox
+serve` that samples the groups' lag every 500 ms (GET /v1/console/lag-history): a page opened
+after the groups started lagging plots what the service kept, names the groups that lag most
+now with their totals, and follows a group that catches up without a reload. The ACL and
+principal pages list what GET /v1/acls and GET /v1/principals answer, never a key. Screenshots
+saved (OUTBOX_SCREENSHOT_DIR, or .artifacts/screenshots) and their paths printed."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+
+import pytest
+
+from tests.e2e.conftest import Launcher, ServiceProcess, provisioned
+from tests.e2e.test_console_browser import WAIT_MS, Console, console, ok  # noqa: F401 - a fixture
+from tests.e2e.test_docs_browser import browser  # noqa: F401 - a fixture
+
+pytestmark = [pytest.mark.e2e, pytest.mark.browser]
+
+SETTINGS = {"run_coordinator": False, "console_lag_interval_ms": 500, "metrics_gauge_interval_ms": 0,
+            "console_history_window_ms": 120_000}
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServiceProcess]:
+    with provisioned("sqlite", tmp_path_factory.mktemp("lag-history")) as backend:
+        launcher = Launcher(backend)
+        try:
+            yield launcher.server(**SETTINGS)
+        finally:
+            launcher.close()
+
+
+def _commit(api, group: str, topic: str, offset: int) -> None:  # type: ignore[no-untyped-def]
+    ok(api.post(f"/v1/groups/{group}/offsets", json={"offsets": [{"topic": topic, "partition": 0, "offset": offset}]}))
+
+
+def _samples_with(api, group: str, lag: int | None) -> int:  # type: ignore[no-untyped-def]
+    return sum(any(g["group_id"] == group and g["total_lag"] == lag for g in s["groups"])
+               for s in ok(api.get("/v1/console/lag-history"))["samples"])
+
+
+def _wait_for_samples(api, group: str, lag: int | None, count: int) -> None:  # type: ignore[no-untyped-def]
+    deadline = time.monotonic() + 20
+    while _samples_with(api, group, lag) < count:
+        assert time.monotonic() < deadline, f"the service never sampled {group} at {lag}"
+        time.sleep(0.2)
+
+
+def test_the_overview_plots_the_lag_the_service_kept_and_follows_a_group_catching_up(console: Console,  # noqa: F811
+                                                                                     server: ServiceProcess) -> None:
+    from playwright.sync_api import expect
+
+    with server.client() as api:
+        for topic, count in (("shipments", 10), ("returns", 4)):
+            ok(api.post("/v1/topics", json={"name": topic}))
+            ok(api.post("/v1/records", json={"batches": [{"topic": topic, "partition": 0, "records": [
+                {"value": i} for i in range(count)]}]}))
+        _commit(api, "slow-shippers", "shipments", 0)  # lag 10
+        _commit(api, "fast-shippers", "shipments", 8)  # lag 2
+        _commit(api, "returns-desk", "returns", 1)  # lag 3
+        ok(api.post("/v1/groups/new-readers/members", json={"topics": ["returns"]}))  # unknown: nothing committed
+        _wait_for_samples(api, "slow-shippers", 10, 4)
+
+        # A page opened now plots the samples the service kept before it opened.
+        console.open("")
+        expect(console.page.locator("#lag-history-now")).to_have_text(
+            "Now: slow-shippers 10, returns-desk 3, fast-shippers 2, new-readers unknown", timeout=WAIT_MS)
+        expect(console.page.locator("#lag-history .chart-empty")).to_be_hidden()
+        assert console.page.locator("#lag-history canvas").count() == 1
+        legend = console.page.locator("#lag-history .u-legend .u-series .u-label").all_text_contents()
+        assert legend[1:] == [
+            "slow-shippers", "returns-desk", "fast-shippers", "new-readers"]
+        assert "sample every 500 ms" in console.text("#lag-history-about")
+
+        # It catches up; the page follows without a reload, its line falling to 0.
+        _commit(api, "slow-shippers", "shipments", 10)
+        _wait_for_samples(api, "slow-shippers", 0, 4)
+        expect(console.page.locator("#lag-history-now")).to_have_text(
+            "Now: returns-desk 3, fast-shippers 2, new-readers unknown, slow-shippers 0", timeout=WAIT_MS)
+        console.screenshot("console-overview-lag-history.png")
+
+
+def test_the_acl_and_principal_pages_list_the_apis_bindings_and_keys(console: Console,  # noqa: F811
+                                                                   server: ServiceProcess) -> None:
+    from playwright.sync_api import expect
+
+    with server.client() as api:
+        ok(api.post("/v1/acls", json={"acls": [
+            {"principal": "User:carol", "resource_type": "topic", "resource_name": "orders", "operation": "read"},
+            {"principal": "User:carol", "resource_type": "group", "resource_name": "pay", "pattern_type": "prefixed",
+             "operation": "read"},
+            {"principal": "User:dave", "resource_type": "topic", "resource_name": "orders", "operation": "write",
+             "permission": "deny"}]}))
+        key = ok(api.post("/v1/principals/User:carol/api-keys"))
+        ok(api.delete(f"/v1/principals/User:carol/api-keys/{key['key_id']}"))
+        kept = ok(api.post("/v1/principals/User:carol/api-keys"))
+
+    console.open("#/acls")
+    console.wait_text("User:dave", "main tbody")
+    rows = [r.split("\t") for r in console.page.locator("main tbody tr").all_inner_texts()]
+    assert sorted(rows) == [["User:carol", "group", "pay", "prefixed", "read", "allow"],
+                            ["User:carol", "topic", "orders", "literal", "read", "allow"],
+                            ["User:dave", "topic", "orders", "literal", "write", "deny"]]
+    console.page.get_by_role("link", name="User:dave").click()
+    expect(console.page.locator("#acl-filter")).to_have_text("principal User:dave", timeout=WAIT_MS)
+    assert console.page.locator("main tbody tr").all_inner_texts() == ["User:dave\ttopic\torders\tliteral\twrite\tdeny"]
+    console.screenshot("console-acls.png")
+
+    console.open("#/principals")
+    console.wait_text("User:carol", "main tbody")
+    row = console.page.locator("main tbody tr").first.inner_text().split("\t")
+    assert row[:2] == ["User:carol", "1"]
+    assert f"{key['key_id']} " in row[2] and "revoked" in row[2] and kept["key_id"] in row[2]
+    assert kept["api_key"] not in console.text()
+    console.screenshot("console-principals.png")
+    console.page.get_by_role("link", name="ACLs").last.click()
+    expect(console.page.locator("#acl-filter")).to_have_text("principal User:carol", timeout=WAIT_MS)
+    console.screenshot("console-principals-acls.png")
