@@ -184,6 +184,13 @@ class UnknownMemberId(OutboxError):
     error_code = "UNKNOWN_MEMBER_ID"
 
 
+class MemberIdRequired(OutboxError):
+    """A new member of the Kafka door's group (JoinGroup 4 and later, KIP-394) joins again with
+    the member id it is given (`details["member_id"]`) before it is a member."""
+
+    error_code = "MEMBER_ID_REQUIRED"
+
+
 class RebalanceInProgress(OutboxError):
     """The group is rebalancing: join it again (JoinGroup) to get the next generation."""
 

@@ -10,6 +10,8 @@ with no members belongs to neither, so either door may take it.
 from __future__ import annotations
 
 import enum
+import re
+import uuid
 from collections.abc import Sequence
 
 
@@ -48,3 +50,19 @@ def select_protocol(member_protocols: Sequence[Sequence[str]]) -> str | None:
         votes[choice] = votes.get(choice, 0) + 1
     first = [p for p in member_protocols[0] if p in common]
     return max(first, key=lambda p: (votes.get(p, 0), -first.index(p)))
+
+
+# A member id is at most 255 characters (the stored column, and the HTTP door's ids): the
+# client id's part leaves room for the UUID (36) and the dash.
+MEMBER_ID_CLIENT_PART_MAX_LENGTH = 255 - 37
+# Characters no id may hold (the HTTP door's id pattern): control characters and the slash,
+# which would make the member id unusable in the HTTP door's paths and bodies.
+_NOT_IN_IDS = re.compile(r"[/\x00-\x1f\x7f]")
+
+
+def new_member_id(client_id: str | None) -> str:
+    """A new Kafka door member's id as Kafka makes it, `client.id-UUID`: the range and
+    roundrobin assignors order members by id, so clients expect the order of their client ids.
+    A client id that is empty (or holds nothing an id may) gives `member-UUID`."""
+    prefix = _NOT_IN_IDS.sub("", client_id or "")[:MEMBER_ID_CLIENT_PART_MAX_LENGTH] or "member"
+    return f"{prefix}-{uuid.uuid4()}"

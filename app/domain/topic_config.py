@@ -56,6 +56,12 @@ class TopicConfig:
                                 f"(this topic's is {self.value_format.value})")
         return dataclasses.replace(self, **changes)
 
+    def replaced(self, values: dict[str, Any], defaults: TopicConfig) -> TopicConfig:
+        """AlterConfigs: these keys set, every other back to its value in `defaults`, except
+        value_format, which is fixed when the topic is created; checked as a whole."""
+        reset = {f.name: getattr(defaults, f.name) for f in dataclasses.fields(self) if f.name != "value_format"}
+        return self.altered({**reset, **values})
+
 
 # The keys a topic's config has, in the order messages list them.
 CONFIG_KEYS = tuple(field.name for field in dataclasses.fields(TopicConfig))

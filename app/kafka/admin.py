@@ -1,5 +1,6 @@
 """Kafka's administration APIs over the services the HTTP door calls: CreateTopics,
-DeleteTopics, CreatePartitions, DescribeConfigs, IncrementalAlterConfigs and DeleteRecords as
+DeleteTopics, CreatePartitions, DescribeConfigs, AlterConfigs, IncrementalAlterConfigs and
+DeleteRecords as
 /v1/topics, DescribeTransactions and ListTransactions (KIP-664) as /v1/transactions, and
 DescribeProducers (KIP-664) from the partitions' sequence states. Each topic
 (partition, transactional id) of a request is answered on its own, as Kafka does: one's
@@ -48,12 +49,14 @@ _EPOCH = datetime.datetime.fromtimestamp(0, tz=datetime.timezone.utc)
 # and producers one partition of DescribeProducers.
 LIST_LIMIT = 10_000
 # Kafka topic configs that tune how a broker lays its log out in files: segments, their indexes,
-# flushes to disk. The log here is rows of a database table, whose storage the database lays
-# out: CreateTopics takes these (Kafka Streams and librdkafka's tests send segment.bytes and
-# segment.ms) and they change nothing; they are neither stored nor described.
+# flushes to disk, the record format the files hold (message.format.version, which Kafka 3.0 and
+# later ignore as well: a Fetch here always answers v2 record batches). The log here is rows of
+# a database table, whose storage the database lays out: CreateTopics and AlterConfigs take
+# these (Kafka Streams and librdkafka's tests send segment.bytes, segment.ms and
+# message.format.version) and they change nothing; they are neither stored nor described.
 FILE_LAYOUT_CONFIGS = frozenset({
     "segment.bytes", "segment.ms", "segment.jitter.ms", "segment.index.bytes", "index.interval.bytes",
-    "flush.messages", "flush.ms", "preallocate", "file.delete.delay.ms"})
+    "flush.messages", "flush.ms", "preallocate", "file.delete.delay.ms", "message.format.version"})
 # Records are bytes in Kafka: a topic a Kafka client creates takes any key and value unless its
 # CreateTopics names `value.format=json`. The HTTP door's and the CLI's default stays json.
 KAFKA_VALUE_FORMAT = ValueFormat.BYTES
@@ -121,7 +124,7 @@ class AdminApis:
         self.settings = services.settings
         self.handlers: dict[int, Callable[[Any, int], Any]] = {
             19: self.create_topics, 20: self.delete_topics, 21: self.delete_records, 32: self.describe_configs,
-            37: self.create_partitions, 44: self.incremental_alter_configs,
+            33: self.alter_configs, 37: self.create_partitions, 44: self.incremental_alter_configs,
             61: self.describe_producers, 65: self.describe_transactions, 66: self.list_transactions}
 
     def _defaults(self) -> TopicConfig:
@@ -272,11 +275,27 @@ class AdminApis:
                                  else ConfigSource.DYNAMIC_TOPIC_CONFIG))
             for key in keys))
 
-    # --- IncrementalAlterConfigs -----------------------------------------------------------
+    # --- AlterConfigs, IncrementalAlterConfigs ---------------------------------------------
+
+    def alter_configs(self, body: Any, version: int) -> Any:
+        """AlterConfigs, the non-incremental one: a topic's config becomes the configs named,
+        every other back to its default (value.format, fixed when the topic was created, kept).
+        Kafka's file layout configs are taken and change nothing, as CreateTopics takes them."""
+        m = response_module(33, version)
+        assert m is not None
+        return build(m.AlterConfigsResponse, throttle_time=_NO_WAIT, responses=self._alter(
+            m, body, lambda configs: parse_configs(
+                {c.name: c.value for c in configs if c.name not in FILE_LAYOUT_CONFIGS}), replace=True))
 
     def incremental_alter_configs(self, body: Any, version: int) -> Any:
         m = response_module(44, version)
         assert m is not None
+        return build(m.IncrementalAlterConfigsResponse, throttle_time=_NO_WAIT, responses=self._alter(
+            m, body, self._changes, replace=False))
+
+    def _alter(self, m: Any, body: Any, changes: Callable[[Any], dict[str, Any]], *, replace: bool) -> tuple:
+        """Each resource's answer, altered on its own through TopicService.alter_config, as
+        PATCH /v1/topics/{topic} alters it (`replace`: AlterConfigs' whole config)."""
         results = []
         for r in body.resources:
             code, message = ErrorCode.none, None
@@ -290,13 +309,13 @@ class AdminApis:
                 if r.resource_type != ResourceType.TOPIC:
                     raise InvalidRequest("only topic configs can be altered: the broker's are the service's "
                                          "settings (OUTBOX_*)")
-                self.services.topics.alter_config(r.resource_name, self._changes(r.configs),
-                                                  validate_only=body.validate_only)
+                self.services.topics.alter_config(r.resource_name, changes(r.configs),
+                                                  validate_only=body.validate_only, replace=replace)
             except OutboxError as e:
                 code, message = error_code(e), e.message
             results.append(build(m.AlterConfigsResourceResponse, error_code=code, error_message=message,
                                  resource_type=r.resource_type, resource_name=r.resource_name))
-        return build(m.IncrementalAlterConfigsResponse, throttle_time=_NO_WAIT, responses=tuple(results))
+        return tuple(results)
 
     def _changes(self, configs: Any) -> dict[str, Any]:
         """SET a value; DELETE: back to the default. APPEND and SUBTRACT are for list configs,

@@ -328,6 +328,7 @@ RULES: dict[int, Callable[[Any], list[Need]]] = {
     20: _delete_topics,
     21: _topics(Operation.DELETE, lambda body: [t.name for t in body.topics]),  # DeleteRecords
     32: _config_resources(Operation.DESCRIBE, Operation.DESCRIBE),  # DescribeConfigs
+    33: _config_resources(Operation.ALTER_CONFIGS, Operation.ALTER),  # AlterConfigs
     37: _topics(Operation.ALTER, lambda body: [t.name for t in body.topics]),  # CreatePartitions
     44: _config_resources(Operation.ALTER_CONFIGS, Operation.ALTER),  # IncrementalAlterConfigs
     61: _topics(Operation.READ, lambda body: [t.name for t in body.topics]),  # DescribeProducers

@@ -19,17 +19,18 @@ import asyncio
 import datetime
 import struct
 import time
+from collections import OrderedDict
 from typing import Any
 
 from kio.schema.errors import ErrorCode
 
 from app.domain import acl
 from app.domain.acl import Operation
-from app.domain.errors import InvalidRequest, OutboxError, RebalanceInProgress
+from app.domain.errors import InvalidRequest, MemberIdRequired, OutboxError, RebalanceInProgress
 from app.domain.offsets import GroupMetadata, OffsetToStage
 from app.kafka.auth import access, refusal_code
 from app.kafka.errors import error_code
-from app.kafka.protocol import build, response_module
+from app.kafka.protocol import build, client_id, response_module
 
 JOIN_GROUP, SYNC_GROUP, HEARTBEAT, LEAVE_GROUP = 11, 14, 12, 13
 OFFSET_COMMIT, OFFSET_FETCH, DESCRIBE_GROUPS, LIST_GROUPS = 8, 9, 15, 16
@@ -52,6 +53,13 @@ class GroupApis:
         self.protocol = services.classic_group_protocol
         self.settings = services.settings
         self._changed = asyncio.Event()
+        # (group id, member id) -> when it expires (ms, the services' clock): the member ids
+        # handed out with MEMBER_ID_REQUIRED (KIP-394) and not yet joined with. Only here: a
+        # client joins again at once on the same connection, so on this process; one that does
+        # not holds nothing in the database, and its id expires after its session timeout.
+        # At most OUTBOX_KAFKA_MAX_CONNECTIONS of them (the oldest goes first): a connection has
+        # one request in flight, so a client that rejoins at once never finds its id gone.
+        self._handed_out: OrderedDict[tuple[str, str], int] = OrderedDict()
 
     def _notify(self) -> None:
         """Wakes the requests of this process waiting on a group: one may now be answered."""
@@ -70,7 +78,7 @@ class GroupApis:
         m = response_module(JOIN_GROUP, version)
         assert m is not None
 
-        def answer(code: ErrorCode, joined: Any = None) -> Any:
+        def answer(code: ErrorCode, joined: Any = None, member_id: str | None = None) -> Any:
             members = () if joined is None else tuple(
                 build(m.JoinGroupResponseMember, member_id=mid, group_instance_id=None, metadata=data)
                 for mid, data in joined.members)
@@ -80,19 +88,29 @@ class GroupApis:
                          # Nullable from version 7 on; an empty name before it, as Kafka answers.
                          protocol_name=(None if version >= 7 else "") if joined is None else joined.protocol_name,
                          leader="" if joined is None else joined.leader_id,
-                         member_id=body.member_id if joined is None else joined.member_id, members=members)
+                         member_id=(member_id or body.member_id) if joined is None else joined.member_id,
+                         members=members)
 
         if (refused := refusal_code(Operation.READ, acl.group(body.group_id))) is not None:
             return answer(refused)
         protocols = [(p.name, bytes(p.metadata)) for p in body.protocols]
         rebalance = getattr(body, "rebalance_timeout", None)
+        session_timeout_ms = body.session_timeout // _MS
         try:
             _no_static_membership(body)
-            got = await asyncio.to_thread(
-                self.protocol.join, body.group_id, member_id=body.member_id, protocol_type=body.protocol_type,
-                protocols=protocols, topic_names=_subscribed(body.protocol_type, protocols),
-                session_timeout_ms=body.session_timeout // _MS,
-                rebalance_timeout_ms=-1 if rebalance is None else rebalance // _MS)
+            try:
+                got = await asyncio.to_thread(
+                    self.protocol.join, body.group_id, member_id=body.member_id, client_id=client_id(),
+                    protocol_type=body.protocol_type,
+                    protocols=protocols, topic_names=_subscribed(body.protocol_type, protocols),
+                    session_timeout_ms=session_timeout_ms,
+                    rebalance_timeout_ms=-1 if rebalance is None else rebalance // _MS,
+                    # KIP-394: from version 4 a new member first asks for its id.
+                    require_member_id=version >= 4 and not body.member_id,
+                    handed_out=self._take_handed_out(body.group_id, body.member_id))
+            except MemberIdRequired as e:
+                self._hand_out(body.group_id, e.details["member_id"], session_timeout_ms)
+                return answer(error_code(e), member_id=e.details["member_id"])
             self._notify()
             while not hasattr(got, "leader_id"):
                 await self._wait()
@@ -101,6 +119,21 @@ class GroupApis:
         except OutboxError as e:
             return answer(error_code(e))
         return answer(ErrorCode.none, got)
+
+    def _hand_out(self, group_id: str, member_id: str, session_timeout_ms: int) -> None:
+        now = self.protocol.clock()
+        for key, expires in list(self._handed_out.items()):
+            if expires <= now:
+                del self._handed_out[key]
+        while len(self._handed_out) >= self.settings.kafka_max_connections:
+            self._handed_out.popitem(last=False)
+        self._handed_out[(group_id, member_id)] = now + session_timeout_ms
+
+    def _take_handed_out(self, group_id: str, member_id: str) -> bool:
+        """Whether `member_id` was handed out for `group_id` and has not expired; it is used up
+        either way (a member that joins with it is one from then on)."""
+        expires = self._handed_out.pop((group_id, member_id), None) if member_id else None
+        return expires is not None and self.protocol.clock() < expires
 
     async def sync_group(self, body: Any, version: int) -> Any:
         m = response_module(SYNC_GROUP, version)

@@ -5,6 +5,7 @@ JSON message schemas."""
 
 from __future__ import annotations
 
+import contextvars
 import dataclasses
 import datetime
 import io
@@ -43,9 +44,9 @@ SERVED: dict[int, tuple[int, int]] = {
     26: (0, 5),   # EndTxn
     28: (0, 5),   # TxnOffsetCommit
     # The classic group protocol (app/kafka/groups.py). JoinGroup stops at 7: 8 adds a reason,
-    # 9 KIP-814's static leader; no MEMBER_ID_REQUIRED (KIP-394) is asked, a new member gets its
-    # id in its first answer. OffsetCommit 9 and OffsetFetch 8 and later are KIP-848's and batch
-    # groups; kio has no OffsetCommit before 2 nor OffsetFetch before 1.
+    # 9 KIP-814's static leader; from 4 a new member asks for its id first (KIP-394).
+    # OffsetCommit 9 and OffsetFetch 8 and later are KIP-848's and batch groups; kio has no
+    # OffsetCommit before 2 nor OffsetFetch before 1.
     8: (2, 8),    # OffsetCommit
     9: (1, 7),    # OffsetFetch
     11: (0, 7),   # JoinGroup
@@ -59,6 +60,7 @@ SERVED: dict[int, tuple[int, int]] = {
     20: (1, 6),   # DeleteTopics (by name: 6 can name a topic by id, which topics do not have here)
     21: (0, 2),   # DeleteRecords
     32: (1, 4),   # DescribeConfigs
+    33: (0, 2),   # AlterConfigs
     37: (0, 3),   # CreatePartitions
     44: (0, 1),   # IncrementalAlterConfigs
     61: (0, 0),   # DescribeProducers
@@ -103,6 +105,23 @@ class Request:
     correlation_id: int
     client_id: str | None
     body: Any  # the kio request entity; None when the version is not served
+
+
+_CLIENT_ID: contextvars.ContextVar[str | None] = contextvars.ContextVar("kafka_client_id", default=None)
+
+
+def client_id() -> str | None:
+    """The client id in the header of the request being handled (set by the listener around
+    its handler; asyncio.to_thread carries it into the handler's worker thread)."""
+    return _CLIENT_ID.get()
+
+
+def bind_client_id(value: str | None) -> contextvars.Token[str | None]:
+    return _CLIENT_ID.set(value)
+
+
+def unbind_client_id(token: contextvars.Token[str | None]) -> None:
+    _CLIENT_ID.reset(token)
 
 
 def prefix(frame: bytes) -> tuple[int, int, int]:

@@ -286,6 +286,7 @@ class KafkaListener:
         # Before authentication only ApiVersions comes here (_authenticate): it needs nothing.
         access = auth.Access(session.principal or auth.NOBODY, self.security)
         token = auth.bind(access)  # asyncio.to_thread carries it into the handler's thread
+        client_token = protocol.bind_client_id(request.client_id)  # a new member's id starts with it
         try:
             if api_key == _FETCH:
                 response = await self._fetch(request, _waiter(writer, session))
@@ -296,6 +297,7 @@ class KafkaListener:
             else:
                 response = await asyncio.to_thread(handler, request.body, api_version)
         finally:
+            protocol.unbind_client_id(client_token)
             auth.unbind(token)
         unchecked = access.unchecked(auth.RULES[api_key](request.body))
         if unchecked:

@@ -10,30 +10,35 @@ not are removed, the generation is bumped, a leader and protocol are chosen
 the requests waiting for that are in memory, in the door, which asks again (`joined`, `sync`):
 so any process may complete a rebalance and several `serve` processes are one coordinator.
 
-Also here, as functions on the caller's connection, what the HTTP door's service shares with
-this one: which door manages a group with members (`check_door`), the group size limit
-(`check_size`), and the end of a join phase that group expiry runs too (`members_left`,
-`complete_join`).
+What the HTTP door's service shares with this one (which door manages a group, the size
+limit, the end of a join phase) is app.services.group_membership.
 """
 
 from __future__ import annotations
 
-import uuid
 from dataclasses import dataclass
 
 from sqlalchemy import Connection
 
 from app.domain.clock import Clock
 from app.domain.errors import (
-    GroupMaxSizeReached,
     IllegalGeneration,
     InconsistentGroupProtocol,
     InvalidRequest,
     InvalidSessionTimeout,
+    MemberIdRequired,
     RebalanceInProgress,
     UnknownMemberId,
 )
-from app.domain.group import GroupState, StoredGroupState, select_protocol
+from app.domain.group import GroupState, StoredGroupState, new_member_id, select_protocol
+from app.services.group_membership import (
+    check_door,
+    check_size,
+    complete_join,
+    join_completes,
+    members_left,
+    prepare_rebalance,
+)
 from app.settings import Settings
 from app.storage import groups, offsets
 from app.storage.dialect import RowLock
@@ -77,8 +82,13 @@ class ClassicGroupProtocol:
         self.settings = settings
         self.clock = clock
 
-    def join(self, group_id: str, *, member_id: str, protocol_type: str, protocols: list[tuple[str, bytes]],
-             topic_names: list[str], session_timeout_ms: int, rebalance_timeout_ms: int) -> Joined | Joining:
+    def join(self, group_id: str, *, member_id: str, client_id: str | None, protocol_type: str, protocols: list[tuple[str, bytes]],
+             topic_names: list[str], session_timeout_ms: int, rebalance_timeout_ms: int,
+             require_member_id: bool = False, handed_out: bool = False) -> Joined | Joining:
+        """A member joins (or rejoins) the group. `require_member_id` (JoinGroup 4 and later,
+        KIP-394): a new member is not added but refused with MemberIdRequired carrying the id
+        it is to join with, after every check a join makes, so nothing is written. `handed_out`:
+        `member_id` is such an id, which the door handed out and the member now joins with."""
         if session_timeout_ms not in self.settings.session_timeout_limit:
             raise InvalidSessionTimeout(f"session_timeout_ms must be in {self.settings.session_timeout_limit}")
         if not protocol_type or not protocols:
@@ -97,7 +107,7 @@ class ClassicGroupProtocol:
             assert g is not None
             current = {m.member_id: m for m in groups.members(conn, group_id)}
             check_door(conn, group_id, current, protocol_type=protocol_type)
-            if member_id and member_id not in current:
+            if member_id and member_id not in current and not handed_out:
                 raise UnknownMemberId(f"{member_id!r} is not a member of group {group_id!r}; join without member_id")
             others = [[n for n, _ in m.protocols or []] for mid, m in current.items() if mid != member_id]
             if select_protocol([[n for n, _ in protocols], *others]) is None:
@@ -118,7 +128,9 @@ class ClassicGroupProtocol:
                 return _joined(conn, group_id, member_id)
             if me is None:
                 check_size(group_id, len(current), self.settings.group_max_size)
-                member_id = f"member-{uuid.uuid4().hex}"
+                if require_member_id:
+                    raise MemberIdRequired(member_id=new_member_id(client_id))
+                member_id = member_id or new_member_id(client_id)
                 groups.add_member(conn, group_id, groups.Member(
                     member_id, sorted(set(topic_names)), [], session_timeout_ms, now, now, protocols,
                     rebalance_timeout_ms, None, None))
@@ -127,7 +139,7 @@ class ClassicGroupProtocol:
                                      session_timeout_ms=session_timeout_ms, rebalance_timeout_ms=rebalance_timeout_ms,
                                      last_heartbeat_ms=now)
             if g.state is not StoredGroupState.PREPARING_REBALANCE:
-                _prepare_rebalance(conn, group_id, now)
+                prepare_rebalance(conn, group_id, now)
             target = g.generation_id + 1
             groups.update_member(conn, group_id, member_id, join_generation=target)
             complete_join(conn, group_id, now)
@@ -142,7 +154,7 @@ class ClassicGroupProtocol:
             members = groups.members(conn, group_id)
             if g is None or member_id not in {m.member_id for m in members}:
                 raise UnknownMemberId(f"{member_id!r} is no longer a member of group {group_id!r}: join again")
-            if not _join_completes(g, members, now):
+            if not join_completes(g, members, now):
                 return _joined_or_joining(conn, group_id, member_id, generation_id)
         with self.db.write() as conn:
             groups.lock_group(conn, group_id, now)
@@ -180,8 +192,12 @@ class ClassicGroupProtocol:
         with self.db.write() as conn:
             g, _ = _current_member(conn, group_id, member_id, generation_id, lock=RowLock.SHARE, protocol_type=None)
             groups.update_member(conn, group_id, member_id, last_heartbeat_ms=now)
-            if g.state is StoredGroupState.PREPARING_REBALANCE:
-                raise RebalanceInProgress(f"group {group_id!r} is rebalancing: join again")
+        # Raised once the heartbeat is committed: as in Kafka, a member that heartbeats during a
+        # rebalance keeps its session while it finishes its work before joining again (its
+        # rebalance timeout, not its session, bounds that); raised inside the transaction, the
+        # heartbeat would be rolled back and group expiry would remove a live member.
+        if g.state is StoredGroupState.PREPARING_REBALANCE:
+            raise RebalanceInProgress(f"group {group_id!r} is rebalancing: join again")
 
     def leave(self, group_id: str, member_ids: list[str]) -> dict[str, UnknownMemberId | None]:
         """Each member's outcome: None (it left) or UnknownMemberId. The members left start a
@@ -221,74 +237,6 @@ class ClassicGroupProtocol:
             return out
 
 
-# --- Shared with the HTTP door's service (app.services.group_service) -------------------------
-
-def check_door(conn: Connection, group_id: str, current: dict[str, groups.Member], *,
-               protocol_type: str | None) -> None:
-    """A group with members is managed by one door (app.domain.group): the other's joins,
-    syncs, heartbeats and leaves are refused rather than mixing two rebalance protocols.
-    `protocol_type`: the door of the request, None for the HTTP door's."""
-    if not current:
-        return
-    g = groups.group(conn, group_id)
-    managed = None if g is None else g.protocol_type
-    if managed != protocol_type:
-        by = "the HTTP door" if managed is None else f"the Kafka door (protocol type {managed!r})"
-        raise InconsistentGroupProtocol(f"group {group_id!r} has members managed by {by}")
-
-
-def check_size(group_id: str, size: int, max_size: int) -> None:
-    """A new member may join a group of `size` members while it has fewer than OUTBOX_GROUP_MAX_SIZE."""
-    if size >= max_size:
-        raise GroupMaxSizeReached(f"group {group_id!r} has {size} members, as many as OUTBOX_GROUP_MAX_SIZE allows")
-
-
-def members_left(conn: Connection, group_id: str, now: int) -> None:
-    """After members of a Kafka door's group left or expired: the others rebalance."""
-    g = groups.group(conn, group_id)
-    assert g is not None
-    if g.state is not StoredGroupState.PREPARING_REBALANCE:
-        _prepare_rebalance(conn, group_id, now)
-    complete_join(conn, group_id, now)
-
-
-def complete_join(conn: Connection, group_id: str, now: int) -> int:
-    """Ends the join phase when it may (app.domain.group): removes the members that did
-    not join again in time, bumps the generation, chooses the leader and the protocol.
-    Returns how many members it removed. The group's row is locked by the caller."""
-    g = groups.group(conn, group_id)
-    assert g is not None
-    members = groups.members(conn, group_id)
-    if not _join_completes(g, members, now):
-        return 0
-    target = g.generation_id + 1
-    joined = sorted((m for m in members if m.join_generation == target), key=lambda m: (m.joined_ms, m.member_id))
-    late = [m.member_id for m in members if m.join_generation != target]
-    if late:
-        groups.remove_members(conn, group_id, late)
-    if not joined:
-        # Empty: either door may take the group now.
-        groups.update_group(conn, group_id, generation_id=target, state=StoredGroupState.STABLE,
-                            protocol_type=None, protocol_name=None, leader_id=None, rebalance_deadline_ms=None,
-                            updated_ms=now)
-        return len(late)
-    leader = g.leader_id if g.leader_id in {m.member_id for m in joined} else joined[0].member_id
-    ordered = sorted(joined, key=lambda m: m.member_id != leader)  # the leader's preference breaks ties
-    protocol = select_protocol([[n for n, _ in m.protocols or []] for m in ordered])
-    for m in joined:
-        # The session restarts when the join ends: the member did not heartbeat while it waited.
-        groups.update_member(conn, group_id, m.member_id, last_heartbeat_ms=now, member_assignment=None)
-    groups.update_group(conn, group_id, generation_id=target, state=StoredGroupState.COMPLETING_REBALANCE,
-                        protocol_name=protocol, leader_id=leader, rebalance_deadline_ms=None, updated_ms=now)
-    return len(late)
-
-
-def awaiting_join(g: groups.Group, m: groups.Member) -> bool:
-    """Whether the member has joined the rebalance under way and waits in JoinGroup (so it
-    does not heartbeat: the rebalance deadline bounds it instead of its session)."""
-    return g.state is StoredGroupState.PREPARING_REBALANCE and m.join_generation == g.generation_id + 1
-
-
 # --- The protocol's own ---------------------------------------------------------------------
 
 def _current_member(conn: Connection, group_id: str, member_id: str, generation_id: int, *, lock: RowLock,
@@ -307,13 +255,6 @@ def _current_member(conn: Connection, group_id: str, member_id: str, generation_
         raise IllegalGeneration(f"generation {generation_id} is stale; group {group_id!r} is at generation "
                                 f"{g.generation_id}", generation_id=g.generation_id)
     return g, current
-
-
-def _prepare_rebalance(conn: Connection, group_id: str, now: int) -> None:
-    members = groups.members(conn, group_id)
-    timeout = max((m.rebalance_timeout_ms or m.session_timeout_ms for m in members), default=0)
-    groups.update_group(conn, group_id, state=StoredGroupState.PREPARING_REBALANCE,
-                        rebalance_deadline_ms=now + timeout, updated_ms=now)
 
 
 def _joined_or_joining(conn: Connection, group_id: str, member_id: str, generation_id: int) -> Joined | Joining:
@@ -335,12 +276,3 @@ def _joined(conn: Connection, group_id: str, member_id: str) -> Joined:
     members = [m for m in groups.members(conn, group_id) if m.join_generation == g.generation_id]
     every = [(m.member_id, m.metadata_for(g.protocol_name)) for m in members] if member_id == g.leader_id else []
     return Joined(member_id, g.generation_id, g.protocol_type, g.protocol_name, g.leader_id, every)
-
-
-def _join_completes(g: groups.Group, members: list[groups.Member], now: int) -> bool:
-    """Whether the join phase of a Kafka door's group may end: every member has joined again,
-    or the rebalance deadline has passed (the others are then removed)."""
-    if g.state is not StoredGroupState.PREPARING_REBALANCE:
-        return False
-    every_joined = all(m.join_generation == g.generation_id + 1 for m in members)
-    return every_joined or (g.rebalance_deadline_ms is not None and now >= g.rebalance_deadline_ms)

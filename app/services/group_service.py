@@ -1,6 +1,7 @@
 """Consumer groups: the HTTP door's membership with generations, the offsets both doors commit
 outside transactions, the lag, and the expiry of members of either door's groups. Kafka's
-classic group protocol, the Kafka door's membership, is app.services.classic_group_protocol.
+classic group protocol, the Kafka door's membership, is app.services.classic_group_protocol;
+the rules both share are app.services.group_membership.
 
 The HTTP door's rebalance protocol is Kafka's eager one reduced to what HTTP clients need: Join returns
 the member's assignment at once (the service runs the range assignor itself, no group
@@ -43,7 +44,7 @@ from app.domain.offsets import (
     check_partition_count,
     plan_reset,
 )
-from app.services.classic_group_protocol import awaiting_join, check_door, check_size, complete_join, members_left
+from app.services.group_membership import awaiting_join, check_door, check_size, complete_join, members_left
 from app.settings import Settings
 from app.storage import groups, offset_order, offsets, read_committed, topics
 from app.storage.dialect import RowLock

@@ -11,7 +11,7 @@ from app.domain.clock import Clock
 from app.domain.errors import InvalidPartitions, InvalidTopic
 from app.domain.topic_admin import check_deletable, new_log_start, partitions_to_add
 from app.domain.topic import PartitionInfo, Topic
-from app.domain.topic_config import TopicConfig
+from app.domain.topic_config import TopicConfig, new_topic_config
 from app.settings import Settings
 from app.storage import offsets, read_committed, topics
 from app.storage.engine import Database
@@ -78,10 +78,11 @@ class TopicService:
 
     # --- administration ---------------------------------------------------------------------
 
-    def alter_config(self, name: str, changes: dict[str, Any], *,
-                     validate_only: bool = False) -> tuple[Topic, list[PartitionInfo]]:
+    def alter_config(self, name: str, changes: dict[str, Any], *, validate_only: bool = False,
+                     replace: bool = False) -> tuple[Topic, list[PartitionInfo]]:
         """IncrementalAlterConfigs: the keys in `changes` set, every other kept (`validate_only`:
-        checked, not stored).
+        checked, not stored). `replace` (Kafka's AlterConfigs): every other back to its default
+        instead (TopicConfig.replaced).
 
         The row lock makes concurrent alters of one topic apply one after the other, so none
         undoes another's keys. A Send reads the config without a lock, once, in its own
@@ -91,7 +92,9 @@ class TopicService:
         The log cleaner reads the config on each pass."""
         def change(conn: Any) -> tuple[Topic, list[PartitionInfo]]:
             topic = topics.lock_topic(conn, name)
-            topic = dataclasses.replace(topic, config=topic.config.altered(changes))
+            config = (topic.config.replaced(changes, new_topic_config({}, self.settings.message_max_bytes))
+                      if replace else topic.config.altered(changes))
+            topic = dataclasses.replace(topic, config=config)
             topics.update_config(conn, topic.topic_id, topic.config)
             return topic, topics.describe_partitions(conn, topic)
 

@@ -5,6 +5,7 @@ test here runs on SQLite and PostgreSQL (the `client` fixture's database)."""
 from __future__ import annotations
 
 import dataclasses
+import datetime
 import io
 import socket
 import struct
@@ -104,6 +105,17 @@ def frame(api_key: int, version: int, body: Any, correlation_id: int = 7, client
     return struct.pack(">i", len(data)) + data
 
 
+def join_group_v8(group_id: str = "g") -> Any:
+    """A JoinGroup v8 request (a version past the served ones) with one `range` protocol."""
+    cls = request_class(11, 8)
+    assert cls is not None
+    mod = __import__(cls.__module__, fromlist=["JoinGroupRequestProtocol"])
+    return cls(group_id=group_id, session_timeout=datetime.timedelta(seconds=10),
+               rebalance_timeout=datetime.timedelta(seconds=10), member_id="", group_instance_id=None,
+               protocol_type="consumer", protocols=(mod.JoinGroupRequestProtocol(name="range", metadata=b""),),
+               reason=None)
+
+
 def read_frame(s: socket.socket) -> bytes | None:
     """The next response frame's bytes after its size; None if the listener closed the connection."""
     size = _read_exactly(s, 4)
@@ -134,8 +146,9 @@ def response(api_key: int, version: int, data: bytes) -> tuple[int, Any]:
     return header.correlation_id, body
 
 
-def ask(s: socket.socket, api_key: int, version: int, body: Any, correlation_id: int = 7) -> Any:
-    s.sendall(frame(api_key, version, body, correlation_id))
+def ask(s: socket.socket, api_key: int, version: int, body: Any, correlation_id: int = 7,
+        client_id: str = "test") -> Any:
+    s.sendall(frame(api_key, version, body, correlation_id, client_id))
     data = read_frame(s)
     assert data is not None, "the listener closed the connection"
     got_id, answer = response(api_key, version, data)

@@ -18,7 +18,9 @@ from confluent_kafka.admin import (
     NewPartitions,
     NewTopic,
 )
+from kio.schema.errors import ErrorCode
 
+from app.kafka.protocol import request_class
 from tests.helpers import batch, begin, create_topic, init_producer, send
 from tests.kafka.conftest import Listener, ask
 
@@ -173,6 +175,86 @@ def test_incremental_alter_configs_refuses_what_the_topic_cannot_take_and_change
         (error,) = _done(admin.incremental_alter_configs([resource])).values()
         assert error.code() in (KafkaError.INVALID_CONFIG, KafkaError.INVALID_REQUEST), entry
     assert _described(kafka, "orders")["config"] == before
+
+
+def _alter_configs(kafka: Listener, topic: str, configs: dict[str, str | None], *, validate_only: bool = False,
+                   version: int = 2) -> tuple[ErrorCode, str | None]:
+    """AlterConfigs (API 33, the non-incremental one) of one topic, written with kio: its
+    resource's (error code, error message)."""
+    cls = request_class(33, version)
+    assert cls is not None
+    mod = __import__(cls.__module__, fromlist=["x"])
+    body = cls(validate_only=validate_only, resources=(mod.AlterConfigsResource(
+        resource_type=2, resource_name=topic,
+        configs=tuple(mod.AlterableConfig(name=n, value=v) for n, v in configs.items())),))
+    with kafka.connect() as s:
+        (answer,) = ask(s, 33, version, body).responses
+    assert (answer.resource_type, answer.resource_name) == (2, topic)
+    return answer.error_code, answer.error_message
+
+
+def test_alter_configs_sets_the_configs_named_and_every_other_back_to_its_default(kafka: Listener) -> None:
+    kafka.client.post("/v1/topics", json={"name": "orders", "partitions": 1,
+                                          "config": {"retention_ms": 60000, "retention_bytes": 4096}})
+    before = _described(kafka, "orders")["config"]
+    assert _alter_configs(kafka, "orders", {"retention.ms": "120000", "cleanup.policy": "compact"}) == (
+        ErrorCode.none, None)
+    # retention.bytes back to its default (-1); value.format, fixed at creation, kept.
+    assert _described(kafka, "orders")["config"] == {**before, "retention_ms": 120000, "retention_bytes": -1,
+                                                     "cleanup_policy": "compact"}
+
+
+def test_alter_configs_with_validate_only_changes_nothing(kafka: Listener) -> None:
+    create_topic(kafka.client, "orders", 1)
+    before = _described(kafka, "orders")["config"]
+    assert _alter_configs(kafka, "orders", {"retention.ms": "120000"}, validate_only=True) == (ErrorCode.none, None)
+    assert _described(kafka, "orders")["config"] == before
+
+
+def test_alter_configs_refuses_an_unknown_config_and_changes_nothing(kafka: Listener) -> None:
+    create_topic(kafka.client, "orders", 1)
+    before = _described(kafka, "orders")["config"]
+    code, message = _alter_configs(kafka, "orders", {"retention.ms": "120000", "no.such.config": "1"})
+    assert code == ErrorCode.invalid_config and message is not None and "no.such.config" in message
+    assert _described(kafka, "orders")["config"] == before
+
+
+def test_alter_configs_refuses_what_the_topic_cannot_take_and_changes_nothing(kafka: Listener) -> None:
+    create_topic(kafka.client, "orders", 1)
+    before = _described(kafka, "orders")["config"]
+    for configs in ({"value.format": "bytes"}, {"retention.ms": "-5"}, {"retention.ms": None}):
+        assert _alter_configs(kafka, "orders", configs)[0] == ErrorCode.invalid_config, configs
+    assert _described(kafka, "orders")["config"] == before
+
+
+def test_alter_configs_takes_kafka_s_file_layout_configs_and_stores_none_of_them(kafka: Listener) -> None:
+    create_topic(kafka.client, "orders", 1)
+    before = _described(kafka, "orders")["config"]
+    assert _alter_configs(kafka, "orders", {"message.format.version": "0.10.0.0", "segment.bytes": "20000"}) == (
+        ErrorCode.none, None)
+    assert _described(kafka, "orders")["config"] == before
+
+
+def test_alter_configs_of_a_missing_topic_is_unknown(kafka: Listener) -> None:
+    assert _alter_configs(kafka, "nope", {"retention.ms": "1000"})[0] == ErrorCode.unknown_topic_or_partition
+
+
+def test_alter_configs_of_the_broker_is_refused(kafka: Listener) -> None:
+    cls = request_class(33, 0)
+    mod = __import__(cls.__module__, fromlist=["x"])  # type: ignore[union-attr]
+    body = cls(validate_only=False, resources=(mod.AlterConfigsResource(  # type: ignore[misc]
+        resource_type=4, resource_name="0", configs=(mod.AlterableConfig(name="log.retention.ms", value="1"),)),))
+    with kafka.connect() as s:
+        (answer,) = ask(s, 33, 0, body).responses
+    assert answer.error_code == ErrorCode.invalid_request
+
+
+def test_every_served_version_of_alter_configs_is_answered(kafka: Listener) -> None:
+    create_topic(kafka.client, "orders", 1)
+    for version in range(3):
+        assert _alter_configs(kafka, "orders", {"retention.ms": str(1000 + version)}, version=version) == (
+            ErrorCode.none, None), version
+        assert _described(kafka, "orders")["config"]["retention_ms"] == 1000 + version
 
 
 def test_delete_records_moves_the_log_start(kafka: Listener, admin: AdminClient) -> None:

@@ -5,7 +5,6 @@ Counters are process-wide, so each test reads what its own requests added."""
 
 from __future__ import annotations
 
-import datetime
 import logging
 import struct
 import time
@@ -18,7 +17,7 @@ from prometheus_client import REGISTRY
 from app.kafka.protocol import request_class
 from app.logs import ACCESS_LOGGER
 from tests.helpers import create_topic
-from tests.kafka.conftest import Listener, ask, closed, listener_with
+from tests.kafka.conftest import Listener, ask, closed, join_group_v8, listener_with
 from tests.kafka.test_wire import _produce, _records
 
 pytestmark = pytest.mark.kafka
@@ -66,15 +65,8 @@ def test_error_codes_in_answers_are_counted_by_api_and_kafka_name(kafka: Listene
 
 def test_a_version_not_served_is_counted_as_unsupported(kafka: Listener) -> None:
     unsupported = _added("outbox_kafka_requests_total", api="unsupported")
-    join_group = request_class(11, 8)
-    assert join_group is not None
-    mod = __import__(join_group.__module__, fromlist=["x"])
-    body = join_group(group_id="g", session_timeout=datetime.timedelta(seconds=10),
-                      rebalance_timeout=datetime.timedelta(seconds=10), member_id="", group_instance_id=None,
-                      protocol_type="consumer", protocols=(mod.JoinGroupRequestProtocol(name="range", metadata=b""),),
-                      reason=None)
     with kafka.connect() as s:
-        assert ask(s, 11, 8, body).error_code == ErrorCode.unsupported_version
+        assert ask(s, 11, 8, join_group_v8()).error_code == ErrorCode.unsupported_version
     assert unsupported() == 1
 
 

@@ -9,13 +9,14 @@ from __future__ import annotations
 import datetime
 import struct
 import threading
+import uuid
 from typing import Any
 
 from kio.schema.errors import ErrorCode
 
 from app.kafka.protocol import request_class
 from tests.helpers import create_topic, init_producer
-from tests.kafka.conftest import Listener, ask
+from tests.kafka.conftest import Listener, ask, listener_with
 
 JOIN_V, SYNC_V, HEARTBEAT_V, LEAVE_V, COMMIT_V, FETCH_V, DESCRIBE_V, LIST_V = 5, 3, 3, 3, 7, 7, 5, 4
 S = datetime.timedelta(seconds=1)
@@ -45,13 +46,21 @@ def _nested(api_key: int, version: int, name: str) -> Any:
 
 def join(s: Any, group: str, member_id: str = "", *, protocol_type: str = "consumer",
          protocols: tuple[tuple[str, bytes], ...] = (("range", subscription("orders")),),
-         session_s: int = 10, rebalance_s: int = 10, **extra: Any) -> Any:
+         session_s: int = 10, rebalance_s: int = 10, client_id: str = "test", ask_member_id: bool = True,
+         **extra: Any) -> Any:
+    """A JoinGroup, joined as a client does: a new member (no `member_id`) is answered
+    MEMBER_ID_REQUIRED with its id (KIP-394) and joins again with it at once, unless
+    `ask_member_id` is False (the first answer is returned)."""
     proto = _nested(11, JOIN_V, "JoinGroupRequestProtocol")
     body = request_class(11, JOIN_V)(  # type: ignore[misc]
         group_id=group, session_timeout=session_s * S, rebalance_timeout=rebalance_s * S, member_id=member_id,
         group_instance_id=extra.get("group_instance_id"), protocol_type=protocol_type,
         protocols=tuple(proto(name=n, metadata=m) for n, m in protocols))
-    return ask(s, 11, JOIN_V, body)
+    answer = ask(s, 11, JOIN_V, body, client_id=client_id)
+    if not member_id and ask_member_id and answer.error_code == ErrorCode.member_id_required:
+        return join(s, group, answer.member_id, protocol_type=protocol_type, protocols=protocols,
+                    session_s=session_s, rebalance_s=rebalance_s, client_id=client_id, **extra)
+    return answer
 
 
 def sync(s: Any, group: str, generation: int, member_id: str, given: dict[str, bytes] | None = None) -> Any:
@@ -135,6 +144,74 @@ def test_a_lone_member_leads_generation_one_and_gets_the_assignment_it_gave(kafk
         ("orders", 0, None), ("orders", 1, None)]
     listed = kafka.client.get("/v1/groups").json()["groups"]
     assert listed == [{"group_id": "g", "generation_id": 1, "member_count": 1}]
+
+
+def test_a_member_id_is_the_client_id_of_the_request_header_a_dash_and_a_uuid(kafka: Listener) -> None:
+    # The assignors order members by id: Kafka's ids start with the client id, so members get
+    # partitions in the order of their client ids.
+    create_topic(kafka.client, "orders", partitions=2)
+    with kafka.connect() as s:
+        joined = join(s, "g", client_id="consumer-b")
+    assert joined.error_code == ErrorCode.none
+    assert joined.member_id.startswith("consumer-b-")
+    uuid_part = joined.member_id.removeprefix("consumer-b-")
+    assert str(uuid.UUID(uuid_part)) == uuid_part
+
+
+def test_a_member_id_without_a_client_id_starts_with_member(kafka: Listener) -> None:
+    create_topic(kafka.client, "orders", partitions=2)
+    with kafka.connect() as s:
+        joined = join(s, "g", client_id="")
+    assert joined.error_code == ErrorCode.none and joined.member_id.startswith("member-")
+
+
+def test_a_new_member_from_version_4_is_given_its_member_id_and_joins_when_it_joins_again_with_it(
+        kafka: Listener) -> None:
+    create_topic(kafka.client, "orders", partitions=2)
+    with kafka.connect() as s:
+        asked = join(s, "g", ask_member_id=False, client_id="consumer-a")
+        assert (asked.error_code, asked.generation_id, asked.leader, list(asked.members)) == (
+            ErrorCode.member_id_required, -1, "", [])
+        assert asked.member_id.startswith("consumer-a-")
+        # Not a member yet: the group has none.
+        assert kafka.client.get("/v1/groups/g").status_code == 404
+        joined = join(s, "g", asked.member_id)
+        assert (joined.error_code, joined.member_id, joined.generation_id, joined.leader) == (
+            ErrorCode.none, asked.member_id, 1, asked.member_id)
+
+
+def test_a_member_id_handed_out_is_used_once(kafka: Listener) -> None:
+    create_topic(kafka.client, "orders", partitions=2)
+    with kafka.connect() as s:
+        asked = join(s, "g", ask_member_id=False)
+        assert join(s, "g", asked.member_id).error_code == ErrorCode.none
+        assert leave(s, "g", asked.member_id).error_code == ErrorCode.none
+        assert join(s, "g", asked.member_id).error_code == ErrorCode.unknown_member_id
+
+
+def test_a_member_id_handed_out_expires_after_the_session_timeout_and_holds_nothing(kafka: Listener, clock) -> None:  # type: ignore[no-untyped-def]
+    create_topic(kafka.client, "orders", partitions=2)
+    with kafka.connect() as s:
+        asked = join(s, "g", ask_member_id=False, session_s=10)
+        clock.advance(10_000)
+        assert join(s, "g", asked.member_id).error_code == ErrorCode.unknown_member_id
+    assert kafka.client.get("/v1/groups/g").status_code == 404
+
+
+def test_member_ids_handed_out_are_at_most_the_listeners_connections(kafka: Listener) -> None:
+    create_topic(kafka.client, "orders", partitions=2)
+    with listener_with(kafka, kafka_max_connections=2) as small, small.connect() as s:
+        first, second, third = (join(s, f"g{i}", ask_member_id=False).member_id for i in range(3))
+        # The oldest went first; the other two still join.
+        assert join(s, "g0", first).error_code == ErrorCode.unknown_member_id
+        assert join(s, "g1", second).error_code == ErrorCode.none
+        assert join(s, "g2", third).error_code == ErrorCode.none
+
+
+def test_a_member_id_is_required_only_after_the_join_is_found_valid(kafka: Listener) -> None:
+    create_topic(kafka.client, "orders", partitions=2)
+    with kafka.connect() as s:
+        assert join(s, "g", ask_member_id=False, session_s=0).error_code == ErrorCode.invalid_session_timeout
 
 
 def test_a_second_member_starts_a_rebalance_that_heartbeats_announce_and_rejoins_complete(kafka: Listener) -> None:
@@ -334,6 +411,29 @@ def test_a_member_whose_session_times_out_is_removed_by_group_expiry_and_the_oth
         assert (again.generation_id, [m.member_id for m in again.members]) == (3, [a_id])
 
 
+def test_a_member_heartbeating_during_a_rebalance_keeps_its_session_until_the_rebalance_deadline(
+        kafka: Listener, clock: Any) -> None:
+    from app.worker.chore import ChoreConfig
+    from app.worker.group_expiry import GroupExpiryWorker
+
+    create_topic(kafka.client, "orders")
+    worker = GroupExpiryWorker(kafka.services.groups, clock, ChoreConfig(interval_ms=50))
+    a, a_id = _lone_member(kafka)  # session 10 s, rebalance timeout 10 s
+    with a, kafka.connect() as b:
+        waiting, b_joined = in_thread(join, b, "g", session_s=30, rebalance_s=30)
+        while heartbeat(a, "g", 1, a_id) == ErrorCode.none:
+            pass
+        # A, busy before it joins again, heartbeats: answered REBALANCE_IN_PROGRESS, and alive.
+        for _ in range(3):
+            clock.advance(6_000)
+            assert heartbeat(a, "g", 1, a_id) == ErrorCode.rebalance_in_progress
+            assert worker.run_once().expired_members == 0
+        again = join(a, "g", a_id)
+        waiting.join(10)
+        assert (again.error_code, again.generation_id) == (ErrorCode.none, 2)
+        assert sorted(m.member_id for m in again.members) == sorted([a_id, b_joined[0].member_id])
+
+
 def test_a_group_takes_at_most_group_max_size_members(kafka: Listener) -> None:
     create_topic(kafka.client, "orders")
     for service in (kafka.services.groups, kafka.services.classic_group_protocol):  # the HTTP and the Kafka door's
@@ -392,10 +492,16 @@ def test_every_served_version_of_the_group_apis_is_answered(kafka: Listener) -> 
         for v in versions[11]:
             group = f"g{v}"
             proto = _nested(11, v, "JoinGroupRequestProtocol")
-            joined = ask(s, 11, v, build(request_class(11, v), group_id=group, session_timeout=10 * S,  # type: ignore[arg-type]
-                                         rebalance_timeout=10 * S, member_id="", group_instance_id=None,
-                                         protocol_type="consumer",
-                                         protocols=(proto(name="range", metadata=subscription("orders")),)))
+            joined = None
+            for member_id in ("", None):  # from version 4 a new member asks for its id first
+                joined = ask(s, 11, v, build(request_class(11, v), group_id=group, session_timeout=10 * S,  # type: ignore[arg-type]
+                                             rebalance_timeout=10 * S,
+                                             member_id=joined.member_id if member_id is None else member_id,
+                                             group_instance_id=None, protocol_type="consumer",
+                                             protocols=(proto(name="range", metadata=subscription("orders")),)))
+                if joined.error_code != ErrorCode.member_id_required:
+                    break
+                assert v >= 4, v
             assert (joined.error_code, joined.generation_id) == (ErrorCode.none, 1), v
             member = joined.member_id
             sv = min(v, versions[14][-1])

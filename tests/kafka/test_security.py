@@ -587,6 +587,34 @@ def test_delete_topics_and_alter_configs_without_acls_change_nothing(secured: Se
     assert described["config"]["retention_ms"] != 1000
 
 
+def test_alter_configs_without_alter_configs_on_the_topic_is_refused_and_changes_nothing(secured: Secured) -> None:
+    from kio.schema.alter_configs.v2.request import AlterableConfig, AlterConfigsRequest, AlterConfigsResource
+
+    w = secured
+    w.grant("User:alice", "topic", "orders", "describe", "alter")
+    before = w.client.get("/v1/topics/orders", headers=w.headers()).json()["config"]
+    with w.connect() as s:
+        assert _sasl(s, "alice", w.keys["alice"]).error_code == ErrorCode.none
+        answer = ask(s, 33, 2, AlterConfigsRequest(validate_only=False, resources=(AlterConfigsResource(
+            resource_type=2, resource_name="orders", configs=(AlterableConfig(name="retention.ms", value="1000"),)),)))
+    assert [(r.resource_name, r.error_code) for r in answer.responses] == [
+        ("orders", ErrorCode.topic_authorization_failed)]
+    assert w.client.get("/v1/topics/orders", headers=w.headers()).json()["config"] == before
+
+
+def test_alter_configs_with_alter_configs_on_the_topic_alters_it(secured: Secured) -> None:
+    from kio.schema.alter_configs.v2.request import AlterableConfig, AlterConfigsRequest, AlterConfigsResource
+
+    w = secured
+    w.grant("User:alice", "topic", "orders", "alter_configs")
+    with w.connect() as s:
+        assert _sasl(s, "alice", w.keys["alice"]).error_code == ErrorCode.none
+        answer = ask(s, 33, 2, AlterConfigsRequest(validate_only=False, resources=(AlterConfigsResource(
+            resource_type=2, resource_name="orders", configs=(AlterableConfig(name="retention.ms", value="1000"),)),)))
+    assert [(r.resource_name, r.error_code) for r in answer.responses] == [("orders", ErrorCode.none)]
+    assert w.client.get("/v1/topics/orders", headers=w.headers()).json()["config"]["retention_ms"] == 1000
+
+
 def test_join_group_without_read_on_the_group_is_refused_and_joins_nothing(secured: Secured) -> None:
     from kio.schema.join_group.v7.request import JoinGroupRequest, JoinGroupRequestProtocol
 

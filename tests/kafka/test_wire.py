@@ -14,7 +14,7 @@ from kio.schema.errors import ErrorCode
 
 from app.kafka.protocol import SERVED, request_class
 from tests.helpers import create_topic
-from tests.kafka.conftest import Listener, ask, closed, frame, listener_with, read_frame, response
+from tests.kafka.conftest import Listener, ask, closed, frame, join_group_v8, listener_with, read_frame, response
 
 NO_WAIT = datetime.timedelta(0)
 
@@ -72,15 +72,9 @@ def test_api_versions_of_a_version_too_new_is_answered_with_version_0_and_the_li
 
 def test_an_api_not_served_is_answered_unsupported_version_and_the_connection_kept(kafka: Listener) -> None:
     # JoinGroup 8 (a version past the served ones: SERVED has 0 to 7)
-    join_group = request_class(11, 8)
-    assert join_group is not None and SERVED[11][1] < 8
-    mod = __import__(join_group.__module__, fromlist=["x"])
-    body = join_group(group_id="g", session_timeout=datetime.timedelta(seconds=10),
-                      rebalance_timeout=datetime.timedelta(seconds=10), member_id="", group_instance_id=None,
-                      protocol_type="consumer", protocols=(mod.JoinGroupRequestProtocol(name="range", metadata=b""),),
-                      reason=None)
+    assert SERVED[11][1] < 8
     with kafka.connect() as s:
-        answer = ask(s, 11, 8, body)
+        answer = ask(s, 11, 8, join_group_v8())
         assert answer.error_code == ErrorCode.unsupported_version
         again = ask(s, 18, 3, request_class(18, 3)(client_software_name="t", client_software_version="1"), 8)
         assert again.error_code == ErrorCode.none

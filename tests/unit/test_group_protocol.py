@@ -3,7 +3,9 @@ door reads from a consumer's subscription and assignment bytes."""
 
 from __future__ import annotations
 
-from app.domain.group import select_protocol
+import uuid
+
+from app.domain.group import MEMBER_ID_CLIENT_PART_MAX_LENGTH, new_member_id, select_protocol
 from app.kafka.groups import _assigned, _subscribed
 from tests.kafka.test_groups import assignment, subscription
 
@@ -31,3 +33,20 @@ def test_bytes_that_are_not_the_consumer_protocols_name_no_topics() -> None:
     assert _subscribed("consumer", [("range", b"\x00\x00\x7f\xff\xff\xff")]) == []
     assert _subscribed("connect", [("range", subscription("orders"))]) == []
     assert _assigned("consumer", b"\x00") == []
+
+
+def test_a_new_member_id_is_the_client_id_a_dash_and_a_uuid() -> None:
+    member_id = new_member_id("rdkafka")
+    assert member_id.startswith("rdkafka-") and str(uuid.UUID(member_id.removeprefix("rdkafka-"))) == \
+        member_id.removeprefix("rdkafka-")
+
+
+def test_a_member_id_without_a_client_id_starts_with_member() -> None:
+    for nothing in (None, "", "/\x00\x7f"):
+        assert new_member_id(nothing).startswith("member-")
+
+
+def test_a_member_id_keeps_no_character_an_id_may_not_hold_and_at_most_255() -> None:
+    assert new_member_id("a/b\nc").startswith("abc-")
+    long = new_member_id("x" * 1000)
+    assert len(long) == 255 and long.startswith("x" * MEMBER_ID_CLIENT_PART_MAX_LENGTH + "-")

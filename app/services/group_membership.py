@@ -1,0 +1,99 @@
+"""Group membership rules both doors' services share (app.services.group_service, the HTTP
+door's; app.services.classic_group_protocol, the Kafka door's), as functions on the caller's
+connection: which door manages a group with members (`check_door`), the group size limit
+(`check_size`), the rebalance's join phase (`prepare_rebalance`, `join_completes`,
+`complete_join`, `awaiting_join`) and what follows members leaving or expiring
+(`members_left`), which group expiry runs too.
+"""
+
+from __future__ import annotations
+
+from sqlalchemy import Connection
+
+from app.domain.errors import GroupMaxSizeReached, InconsistentGroupProtocol
+from app.domain.group import StoredGroupState, select_protocol
+from app.storage import groups
+
+
+def check_door(conn: Connection, group_id: str, current: dict[str, groups.Member], *,
+               protocol_type: str | None) -> None:
+    """A group with members is managed by one door (app.domain.group): the other's joins,
+    syncs, heartbeats and leaves are refused rather than mixing two rebalance protocols.
+    `protocol_type`: the door of the request, None for the HTTP door's."""
+    if not current:
+        return
+    g = groups.group(conn, group_id)
+    managed = None if g is None else g.protocol_type
+    if managed != protocol_type:
+        by = "the HTTP door" if managed is None else f"the Kafka door (protocol type {managed!r})"
+        raise InconsistentGroupProtocol(f"group {group_id!r} has members managed by {by}")
+
+
+def check_size(group_id: str, size: int, max_size: int) -> None:
+    """A new member may join a group of `size` members while it has fewer than OUTBOX_GROUP_MAX_SIZE."""
+    if size >= max_size:
+        raise GroupMaxSizeReached(f"group {group_id!r} has {size} members, as many as OUTBOX_GROUP_MAX_SIZE allows")
+
+
+def members_left(conn: Connection, group_id: str, now: int) -> None:
+    """After members of a Kafka door's group left or expired: the others rebalance."""
+    g = groups.group(conn, group_id)
+    assert g is not None
+    if g.state is not StoredGroupState.PREPARING_REBALANCE:
+        prepare_rebalance(conn, group_id, now)
+    complete_join(conn, group_id, now)
+
+
+def complete_join(conn: Connection, group_id: str, now: int) -> int:
+    """Ends the join phase when it may (app.domain.group): removes the members that did
+    not join again in time, bumps the generation, chooses the leader and the protocol.
+    Returns how many members it removed. The group's row is locked by the caller."""
+    g = groups.group(conn, group_id)
+    assert g is not None
+    members = groups.members(conn, group_id)
+    if not join_completes(g, members, now):
+        return 0
+    target = g.generation_id + 1
+    joined = sorted((m for m in members if m.join_generation == target), key=lambda m: (m.joined_ms, m.member_id))
+    late = [m.member_id for m in members if m.join_generation != target]
+    if late:
+        groups.remove_members(conn, group_id, late)
+    if not joined:
+        # Empty: either door may take the group now.
+        groups.update_group(conn, group_id, generation_id=target, state=StoredGroupState.STABLE,
+                            protocol_type=None, protocol_name=None, leader_id=None, rebalance_deadline_ms=None,
+                            updated_ms=now)
+        return len(late)
+    leader = g.leader_id if g.leader_id in {m.member_id for m in joined} else joined[0].member_id
+    ordered = sorted(joined, key=lambda m: m.member_id != leader)  # the leader's preference breaks ties
+    protocol = select_protocol([[n for n, _ in m.protocols or []] for m in ordered])
+    for m in joined:
+        # The session restarts when the join ends: the member did not heartbeat while it waited.
+        groups.update_member(conn, group_id, m.member_id, last_heartbeat_ms=now, member_assignment=None)
+    groups.update_group(conn, group_id, generation_id=target, state=StoredGroupState.COMPLETING_REBALANCE,
+                        protocol_name=protocol, leader_id=leader, rebalance_deadline_ms=None, updated_ms=now)
+    return len(late)
+
+
+def awaiting_join(g: groups.Group, m: groups.Member) -> bool:
+    """Whether the member has joined the rebalance under way and waits in JoinGroup (so it
+    does not heartbeat: the rebalance deadline bounds it instead of its session)."""
+    return g.state is StoredGroupState.PREPARING_REBALANCE and m.join_generation == g.generation_id + 1
+
+
+def prepare_rebalance(conn: Connection, group_id: str, now: int) -> None:
+    """Moves the group to PreparingRebalance, its deadline the longest rebalance timeout of
+    its members."""
+    members = groups.members(conn, group_id)
+    timeout = max((m.rebalance_timeout_ms or m.session_timeout_ms for m in members), default=0)
+    groups.update_group(conn, group_id, state=StoredGroupState.PREPARING_REBALANCE,
+                        rebalance_deadline_ms=now + timeout, updated_ms=now)
+
+
+def join_completes(g: groups.Group, members: list[groups.Member], now: int) -> bool:
+    """Whether the join phase of a Kafka door's group may end: every member has joined again,
+    or the rebalance deadline has passed (the others are then removed)."""
+    if g.state is not StoredGroupState.PREPARING_REBALANCE:
+        return False
+    every_joined = all(m.join_generation == g.generation_id + 1 for m in members)
+    return every_joined or (g.rebalance_deadline_ms is not None and now >= g.rebalance_deadline_ms)
