@@ -52,18 +52,18 @@ from app.domain.transit import (
     next_epoch,
     prepare_transition,
     speaking,
-    then,
 )
 from app.domain.types import TransactionState, TransactionVersion
 from app.settings import Settings
-from app.storage import append, groups, log_end, markers, producers, topics
+from app.storage import groups, producers, topics
 from app.storage import transactions as txns
 from app.storage.dialect import RowLock
 from app.storage.engine import Database
 from app.domain.records import SendBatch
-from app.services.log_service import SendResult, append_sent, batches_to_append, check_send
+from app.services import commit_batches as carried
+from app.services.log_service import SendResult, check_send
 from app.services.transaction_completion import TransactionCompletion, apply_event, complete_decided, complete_stored, fence
-from app.services.transaction_join import begin_next, begin_transit, join_transaction, joining, require
+from app.services.transaction_join import begin_next, join_transaction, joining, require
 from app.services.transaction_timeouts import TransactionTimeouts
 
 S = TransactionState
@@ -460,25 +460,19 @@ class TransactionCoordinator:
             retried = meta.is_end_retry(producer_id, producer_epoch, commit=commit)
             if retried:
                 if batches:
-                    sent = self._retried_batches(conn, meta, producer_id, producer_epoch, batches)
+                    sent = carried.retried(conn, meta, producer_id, producer_epoch, batches)
                 if meta.state is S.EMPTY:
                     return self._view(conn, meta)  # an Abort that found nothing open, retried
             else:
                 meta.check_producer(producer_id, producer_epoch)
                 # A Commit naming a txn_id names a transaction already open: not a whole one.
                 if batches and meta.begins_on_join() and self.settings.complete_inline and txn_id is None:
-                    return self._commit_whole(conn, meta, producer_id, producer_epoch, batches, now)
+                    return self._view(conn, *carried.commit_whole(conn, meta, producer_id, producer_epoch,
+                                                                  batches, now))
                 if batches:
                     meta = locked[transactional_id] = join_transaction(
                         conn, transactional_id, producer_id, producer_epoch, now, lock=RowLock.UPDATE, read=meta)
-                    to_append = batches_to_append(conn, batches)
-                    # The batches' partitions and then the markers' would each be locked in
-                    # order, but not together: all of them first, in one order.
-                    log_end.lock_partitions(conn, [(p.topic_id, p.partition) for p in txns.partitions_of(
-                        conn, transactional_id)] + [(b.topic_id, b.partition) for b in to_append])
-                    sent = append_sent(conn, batches, to_append, producer_id=producer_id,
-                                       producer_epoch=producer_epoch, transactional_id=transactional_id,
-                                       txn_id=meta.txn_id, now_ms=now)
+                    sent = carried.append_to_open(conn, meta, producer_id, producer_epoch, batches, now)
                 elif not commit and meta.transaction_version is TransactionVersion.V2 and meta.state in IDLE_STATES:
                     # Version 2: an Abort with nothing open still bumps the epoch, so that a
                     # request of this epoch still under way (a Send or a Commit whose answer
@@ -522,49 +516,6 @@ class TransactionCoordinator:
                 completed = {m.transactional_id: m for m in complete_decided(conn, transits, now, stored=locked)}
                 meta = completed.get(transactional_id, meta)
             return self._view(conn, meta, sent)
-
-    def _commit_whole(self, conn, meta: TransactionMetadata, producer_id: int, producer_epoch: int,  # type: ignore[no-untyped-def]
-                      batches: list[SendBatch], now: int) -> TransactionView:
-        """A Commit that carries a whole transaction (version 2, none open, completed inline):
-        its Begin, its batches, its markers and its completion in this one database
-        transaction, which nobody sees until it commits. So each batch is followed by its
-        COMMIT marker, written with it (no partition is added to the transaction, to be
-        claimed back at once), it has no staged offsets, and its row is written once: Begin,
-        decision and completion composed."""
-        begin = begin_transit(conn, meta, now)
-        decision = then(begin, prepare_transition(begin.after, Decide(True), now))
-        decided = decision.after
-        to_append = batches_to_append(conn, batches)
-        # The marker carries the decision's producer id and epoch, as complete_decided's do.
-        marker = markers.MarkerOwner.of(decision)
-        sent = append_sent(conn, batches, to_append, producer_id=producer_id, producer_epoch=producer_epoch,
-                           transactional_id=meta.transactional_id, txn_id=decided.txn_id, now_ms=now,
-                           commit_marker=marker)
-        (completed,) = complete_decided(conn, [decision], now, stored={meta.transactional_id: meta},
-                                          markers_written=True)
-        return self._view(conn, completed, sent)
-
-    @staticmethod
-    def _retried_batches(conn, meta: TransactionMetadata, producer_id: int, producer_epoch: int,  # type: ignore[no-untyped-def]
-                         batches: list[SendBatch]) -> list[SendResult]:
-        """A retry of a Commit that carried batches: answered as their first attempt appended
-        them (duplicates), but only if each is what the producer last appended in its
-        partition, in that epoch: otherwise this request is not that Commit again, and its
-        batches, never appended, must not be acknowledged."""
-        to_append = batches_to_append(conn, batches)
-        states = append.last_batches(conn, producer_id, [(b.topic_id, b.partition) for b in to_append])
-        sent = []
-        for b, batch in zip(to_append, batches, strict=True):
-            state = states.get((b.topic_id, b.partition))
-            if state is None or (state.producer_epoch, state.last_batch_base_sequence, state.last_batch_record_count) \
-                    != (producer_epoch, b.base_sequence, len(b.records)):
-                raise InvalidTxnState(
-                    f"transaction {meta.transactional_id!r} was already committed with epoch {producer_epoch}, "
-                    f"without this batch for {batch.topic}/{batch.partition}: it was not appended",
-                    state=meta.state.value)
-            sent.append(SendResult(batch.topic, batch.partition, state.last_batch_base_offset, len(b.records), True,
-                                   meta.txn_id))
-        return sent
 
     @staticmethod
     def _view(conn, meta: TransactionMetadata, sent: list[SendResult] | None = None) -> TransactionView:  # type: ignore[no-untyped-def]
