@@ -48,18 +48,25 @@ class Listener:
 
 
 @contextmanager
+def _listening(client: Any, services: Any) -> Iterator[Listener]:
+    """A listener on `services`, on a free port of 127.0.0.1, run by the test client's event loop."""
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.bind(("127.0.0.1", 0))
+    listener = KafkaListener(services, sock)
+    client.portal.call(listener.start)
+    try:
+        yield Listener("127.0.0.1", listener.port, client)
+    finally:
+        client.portal.call(listener.stop)
+
+
+@contextmanager
 def listener_with(kafka: Listener, **settings: Any) -> Iterator[Listener]:
     """A second listener on the same services, with some settings changed."""
     services = kafka.services
-    changed = dataclasses.replace(services, settings=services.settings.model_copy(update=settings))
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    sock.bind(("127.0.0.1", 0))
-    listener = KafkaListener(changed, sock)
-    kafka.client.portal.call(listener.start)
-    try:
-        yield Listener("127.0.0.1", listener.port, kafka.client)
-    finally:
-        kafka.client.portal.call(listener.stop)
+    with _listening(kafka.client, dataclasses.replace(
+            services, settings=services.settings.model_copy(update=settings))) as changed:
+        yield changed
 
 
 @contextmanager
@@ -68,28 +75,15 @@ def deferred_completion(kafka: Listener) -> Iterator[Listener]:
     a Commit answers at PrepareCommit, as Kafka's EndTxn does."""
     services = kafka.services
     settings = services.settings.model_copy(update={"complete_inline": False})
-    changed = dataclasses.replace(services, settings=settings,
-                                  coordinator=TransactionCoordinator(services.db, settings, services.clock))
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    sock.bind(("127.0.0.1", 0))
-    listener = KafkaListener(changed, sock)
-    kafka.client.portal.call(listener.start)
-    try:
-        yield Listener("127.0.0.1", listener.port, kafka.client)
-    finally:
-        kafka.client.portal.call(listener.stop)
+    with _listening(kafka.client, dataclasses.replace(services, settings=settings, coordinator=TransactionCoordinator(
+            services.db, settings, services.clock))) as deferred:
+        yield deferred
 
 
 @pytest.fixture
 def kafka(client: Any) -> Iterator[Listener]:
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    sock.bind(("127.0.0.1", 0))
-    listener = KafkaListener(client.app.state.services, sock)
-    client.portal.call(listener.start)
-    try:
-        yield Listener("127.0.0.1", listener.port, client)
-    finally:
-        client.portal.call(listener.stop)
+    with _listening(client, client.app.state.services) as listener:
+        yield listener
 
 
 def frame(api_key: int, version: int, body: Any, correlation_id: int = 7, client_id: str = "test") -> bytes:
