@@ -4,8 +4,8 @@ door's membership, the offsets both doors commit and the lag are app.services.gr
 
 The rebalance lives in the group's row and its members' rows (app.domain.group): a join moves
 a Stable group to PreparingRebalance; each member joins again (its join_generation becomes the
-generation being formed) until all have or the rebalance deadline passes, when those that did
-not are removed, the generation is bumped, a leader and protocol are chosen
+generation being formed) until all have or the rebalance deadline passes, when the dynamic
+members that did not are removed (static ones stay, KIP-345), the generation is bumped, a leader and protocol are chosen
 (CompletingRebalance); the leader's SyncGroup stores every member's assignment (Stable). Only
 the requests waiting for that are in memory, in the door, which asks again (`joined`, `sync`):
 so any process may complete a rebalance and several `serve` processes are one coordinator.
