@@ -222,3 +222,12 @@ def test_a_group_instance_id_is_1_to_249_characters(kafka: Listener) -> None:
         assert join(s, "g", group_instance_id="x" * 250, ask_member_id=False).error_code == ErrorCode.invalid_request
         joined = join(s, "g", group_instance_id="x" * 249, ask_member_id=False)
         assert (joined.error_code, joined.generation_id) == (ErrorCode.none, 1)
+
+
+def test_the_http_doors_join_has_no_group_instance_id(kafka: Listener) -> None:
+    """Static membership is the Kafka door's: the HTTP door's members are dynamic, and its join
+    refuses the field rather than taking the member as dynamic silently."""
+    create_topic(kafka.client, "orders")
+    r = kafka.client.post("/v1/groups/web/members", json={"topics": ["orders"], "group_instance_id": "i-1"})
+    assert (r.status_code, r.json()["error_code"]) == (422, "INVALID_REQUEST")  # the API's unknown field
+    assert "group_instance_id" in r.text
