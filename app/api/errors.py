@@ -42,6 +42,7 @@ STATUS_BY_ERROR: dict[type[e.OutboxError], int] = {
     e.IllegalGeneration: 409,
     e.UnknownMemberId: 409,
     e.MemberIdRequired: 409,
+    e.FencedInstanceId: 409,
     e.RebalanceInProgress: 409,
     e.InconsistentGroupProtocol: 409,
     e.GroupMaxSizeReached: 409,

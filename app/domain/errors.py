@@ -191,6 +191,13 @@ class MemberIdRequired(OutboxError):
     error_code = "MEMBER_ID_REQUIRED"
 
 
+class FencedInstanceId(OutboxError):
+    """The group instance id (static membership, KIP-345) is held by another member id of the
+    group: this member was replaced by a newer instance of the same consumer."""
+
+    error_code = "FENCED_INSTANCE_ID"
+
+
 class RebalanceInProgress(OutboxError):
     """The group is rebalancing: join it again (JoinGroup) to get the next generation."""
 

@@ -12,7 +12,9 @@ from __future__ import annotations
 import enum
 import re
 import uuid
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+
+from app.domain.errors import FencedInstanceId, InvalidRequest, UnknownMemberId
 
 
 class GroupState(str, enum.Enum):
@@ -66,3 +68,46 @@ def new_member_id(client_id: str | None) -> str:
     A client id that is empty (or holds nothing an id may) gives `member-UUID`."""
     prefix = _NOT_IN_IDS.sub("", client_id or "")[:MEMBER_ID_CLIENT_PART_MAX_LENGTH] or "member"
     return f"{prefix}-{uuid.uuid4()}"
+
+
+# --- Static membership (KIP-345) ------------------------------------------------------------
+# A member that joins with a group instance id is static: the instance id, not the member id,
+# names it across restarts. One member id holds an instance id at a time; a JoinGroup with the
+# instance id and no member id gives a new member id that takes the holder's place (its
+# generation and assignment), and the replaced member id is fenced (FENCED_INSTANCE_ID) in
+# every request that names the instance id with it.
+
+# The longest instance id Kafka's clients accept (JoinGroupRequest.validateGroupInstanceId).
+GROUP_INSTANCE_ID_MAX_LENGTH = 249
+
+
+def check_group_instance_id(group_instance_id: str | None) -> None:
+    """None (a dynamic member) or a name of 1 to GROUP_INSTANCE_ID_MAX_LENGTH characters."""
+    if group_instance_id is not None and not 0 < len(group_instance_id) <= GROUP_INSTANCE_ID_MAX_LENGTH:
+        raise InvalidRequest(f"group_instance_id must be 1 to {GROUP_INSTANCE_ID_MAX_LENGTH} characters, "
+                             "or null for a dynamic member")
+
+
+def instance_holder(group_instance_id: str, instances: Mapping[str, str | None]) -> str | None:
+    """The member id that holds `group_instance_id`, of the group's members (`instances`: each
+    member's instance id by member id); None: no member holds it."""
+    return next((mid for mid, iid in instances.items() if iid == group_instance_id), None)
+
+
+def check_current_member(group_id: str, member_id: str, group_instance_id: str | None,
+                         instances: Mapping[str, str | None]) -> None:
+    """Whether a request of a current member may go on, as Kafka's coordinator decides it
+    (validateCurrentMember) for SyncGroup, Heartbeat, LeaveGroup, OffsetCommit, TxnOffsetCommit
+    and a JoinGroup with a member id: with an instance id, the member id must be the one that
+    holds it (FENCED_INSTANCE_ID when another does, UNKNOWN_MEMBER_ID when none does); without,
+    the member id must be a member's. `instances`: each member's instance id by member id."""
+    if group_instance_id is not None:
+        holder = instance_holder(group_instance_id, instances)
+        if holder is None:
+            raise UnknownMemberId(f"no member of group {group_id!r} has group instance id {group_instance_id!r}; "
+                                  "join without member_id")
+        if holder != member_id:
+            raise FencedInstanceId(f"{member_id!r} was replaced in group {group_id!r} by a newer member with "
+                                   f"group instance id {group_instance_id!r}")
+    elif member_id not in instances:
+        raise UnknownMemberId(f"{member_id!r} is not a member of group {group_id!r}; join again")

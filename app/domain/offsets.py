@@ -27,6 +27,7 @@ class GroupMetadata:
 
     generation_id: int
     member_id: str
+    group_instance_id: str | None = None  # a static member's (KIP-345): fenced once replaced
 
 
 def check_distinct_partitions(offsets: list[OffsetToStage]) -> None:

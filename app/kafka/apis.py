@@ -16,7 +16,7 @@ from kio.schema.errors import ErrorCode
 
 from app.domain import acl
 from app.domain.acl import CLUSTER, Operation
-from app.domain.errors import ConcurrentTransactions, InvalidRecord, InvalidRequest, OutboxError, ProducerFenced
+from app.domain.errors import ConcurrentTransactions, InvalidRecord, OutboxError, ProducerFenced
 from app.domain.offsets import GroupMetadata, OffsetToStage
 from app.domain.read import offset_order_upper_bound
 from app.domain.records import check_record_count
@@ -283,9 +283,11 @@ class Apis:
         assert m is not None
         generation_id = getattr(body, "generation_id", -1)
         member_id = getattr(body, "member_id", "")
+        instance_id = getattr(body, "group_instance_id", None)  # from version 3 (KIP-345)
         # Kafka's "no group metadata" (versions 0 to 2, or a producer that passed none): the
         # offsets are not fenced by the group's generation.
-        group_metadata = None if generation_id < 0 and not member_id else GroupMetadata(generation_id, member_id)
+        group_metadata = (None if generation_id < 0 and not member_id and instance_id is None
+                          else GroupMetadata(generation_id, member_id, instance_id))
         # As Kafka: the transactional id, then the group, refuse every partition; a topic
         # without READ is refused and the offsets of the others staged.
         denied: dict[str, ErrorCode] = {}
@@ -297,9 +299,6 @@ class Apis:
         offsets = [OffsetToStage(t.name, p.partition_index, p.committed_offset, p.committed_metadata)
                    for t in body.topics for p in t.partitions if t.name not in denied]
         try:
-            if code is ErrorCode.none and getattr(body, "group_instance_id", None) is not None:
-                # Static membership (KIP-345) is not served: refused rather than unchecked.
-                raise InvalidRequest("group_instance_id (static membership) is not served")
             if code is ErrorCode.none and offsets:
                 # Version 5 (transaction version 2) begins the transaction on an idle id, as
                 # Kafka's group coordinator adds the offsets to it without AddOffsetsToTxn.

@@ -80,8 +80,8 @@ class GroupApis:
 
         def answer(code: ErrorCode, joined: Any = None, member_id: str | None = None) -> Any:
             members = () if joined is None else tuple(
-                build(m.JoinGroupResponseMember, member_id=mid, group_instance_id=None, metadata=data)
-                for mid, data in joined.members)
+                build(m.JoinGroupResponseMember, member_id=mid, group_instance_id=iid, metadata=data)
+                for mid, iid, data in joined.members)
             return build(m.JoinGroupResponse, throttle_time=_NO_WAIT, error_code=code,
                          generation_id=-1 if joined is None else joined.generation_id,
                          protocol_type=None if joined is None else joined.protocol_type,
@@ -96,8 +96,9 @@ class GroupApis:
         protocols = [(p.name, bytes(p.metadata)) for p in body.protocols]
         rebalance = getattr(body, "rebalance_timeout", None)
         session_timeout_ms = body.session_timeout // _MS
+        # From version 5 (KIP-345); an older request has no field for it.
+        instance_id = getattr(body, "group_instance_id", None)
         try:
-            _no_static_membership(body)
             try:
                 got = await asyncio.to_thread(
                     self.protocol.join, body.group_id, member_id=body.member_id, client_id=client_id(),
@@ -107,14 +108,15 @@ class GroupApis:
                     rebalance_timeout_ms=-1 if rebalance is None else rebalance // _MS,
                     # KIP-394: from version 4 a new member first asks for its id.
                     require_member_id=version >= 4 and not body.member_id,
-                    handed_out=self._take_handed_out(body.group_id, body.member_id))
+                    handed_out=self._take_handed_out(body.group_id, body.member_id), group_instance_id=instance_id)
             except MemberIdRequired as e:
                 self._hand_out(body.group_id, e.details["member_id"], session_timeout_ms)
                 return answer(error_code(e), member_id=e.details["member_id"])
             self._notify()
             while not hasattr(got, "leader_id"):
                 await self._wait()
-                got = await asyncio.to_thread(self.protocol.joined, body.group_id, got.member_id, got.generation_id)
+                got = await asyncio.to_thread(self.protocol.joined, body.group_id, got.member_id, got.generation_id,
+                                              instance_id)
             self._notify()
         except OutboxError as e:
             return answer(error_code(e))
@@ -151,14 +153,14 @@ class GroupApis:
                        for a in body.assignments}
         deadline = time.monotonic() + self.settings.group_max_session_timeout_ms / 1000
         try:
-            _no_static_membership(body)
             if len(assignments) != len(body.assignments):
                 raise InvalidRequest("an assignment names each member once")
             given: dict[str, tuple[bytes, list[tuple[str, int]]]] | None = assignments or None
             while True:
                 got = await asyncio.to_thread(self.protocol.sync, body.group_id, body.member_id,
                                               body.generation_id, protocol_type=protocol_type,
-                                              protocol_name=protocol_name, assignments=given)
+                                              protocol_name=protocol_name, assignments=given,
+                                              group_instance_id=getattr(body, "group_instance_id", None))
                 if got is not None:
                     break
                 if time.monotonic() >= deadline:
@@ -176,8 +178,8 @@ class GroupApis:
             return build(m.HeartbeatResponse, throttle_time=_NO_WAIT, error_code=refused)
         code = ErrorCode.none
         try:
-            _no_static_membership(body)
-            await asyncio.to_thread(self.protocol.heartbeat, body.group_id, body.member_id, body.generation_id)
+            await asyncio.to_thread(self.protocol.heartbeat, body.group_id, body.member_id, body.generation_id,
+                                    getattr(body, "group_instance_id", None))
         except OutboxError as e:
             code = error_code(e)
         return build(m.HeartbeatResponse, throttle_time=_NO_WAIT, error_code=code)
@@ -185,23 +187,23 @@ class GroupApis:
     async def leave_group(self, body: Any, version: int) -> Any:
         m = response_module(LEAVE_GROUP, version)
         assert m is not None
-        # Versions 0 to 2 name one member; 3 and later a batch of them (KIP-345).
-        member_ids = [body.member_id] if version < 3 else [i.member_id for i in body.members]
+        # Versions 0 to 2 name one member; 3 and later a batch of them, each by its member id, its
+        # group instance id or both (KIP-345).
+        leaving = ([(body.member_id, None)] if version < 3
+                   else [(i.member_id, i.group_instance_id) for i in body.members])
         if (refused := refusal_code(Operation.READ, acl.group(body.group_id))) is not None:
             return build(m.LeaveGroupResponse, throttle_time=_NO_WAIT, error_code=refused, members=())
         try:
-            if version >= 3 and any(i.group_instance_id is not None for i in body.members):
-                raise InvalidRequest("group_instance_id (static membership) is not served")
-            outcome = await asyncio.to_thread(self.protocol.leave, body.group_id, member_ids)
+            outcome = await asyncio.to_thread(self.protocol.leave, body.group_id, leaving)
             self._notify()
         except OutboxError as e:
             return build(m.LeaveGroupResponse, throttle_time=_NO_WAIT, error_code=error_code(e), members=())
-        codes = {mid: ErrorCode.none if e is None else error_code(e) for mid, e in outcome.items()}
+        codes = [ErrorCode.none if e is None else error_code(e) for e in outcome]
         if version < 3:
-            return build(m.LeaveGroupResponse, throttle_time=_NO_WAIT, error_code=codes[body.member_id])
+            return build(m.LeaveGroupResponse, throttle_time=_NO_WAIT, error_code=codes[0])
         return build(m.LeaveGroupResponse, throttle_time=_NO_WAIT, error_code=ErrorCode.none, members=tuple(
-            build(m.MemberResponse, member_id=mid, group_instance_id=None, error_code=codes[mid])
-            for mid in member_ids))
+            build(m.MemberResponse, member_id=mid, group_instance_id=iid, error_code=code)
+            for (mid, iid), code in zip(leaving, codes)))
 
     # --- OffsetCommit, OffsetFetch ---------------------------------------------------------
 
@@ -209,9 +211,11 @@ class GroupApis:
         m = response_module(OFFSET_COMMIT, version)
         assert m is not None
         generation_id = body.generation_id_or_member_epoch
+        instance_id = getattr(body, "group_instance_id", None)  # from version 7 (KIP-345)
         # Kafka's simple consumer: generation -1 and no member id, taken only while the group
         # has no members (GroupService.commit).
-        metadata = None if generation_id < 0 and not body.member_id else GroupMetadata(generation_id, body.member_id)
+        metadata = (None if generation_id < 0 and not body.member_id and instance_id is None
+                    else GroupMetadata(generation_id, body.member_id, instance_id))
         # The group first, then each topic, as Kafka's authorizer asks: a refused topic's
         # partitions are answered TOPIC_AUTHORIZATION_FAILED and not committed.
         code = refusal_code(Operation.READ, acl.group(body.group_id)) or ErrorCode.none
@@ -220,7 +224,6 @@ class GroupApis:
         allowed = [t for t in body.topics if topic_codes.get(t.name, code) is None]
         try:
             if allowed:
-                _no_static_membership(body)
                 self.groups.commit(body.group_id, [OffsetToStage(t.name, p.partition_index, p.committed_offset,
                                                                  p.committed_metadata)
                                                    for t in allowed for p in t.partitions], metadata)
@@ -286,7 +289,7 @@ class GroupApis:
         allowed = [g for g, code in codes if code is None]
         for d in self.protocol.describe(allowed):
             members = tuple(
-                build(m.DescribedGroupMember, member_id=mm.member_id, group_instance_id=None, client_id="",
+                build(m.DescribedGroupMember, member_id=mm.member_id, group_instance_id=mm.group_instance_id, client_id="",
                       client_host="", member_metadata=mm.metadata_for(d.protocol_name),
                       member_assignment=mm.member_assignment or b"")
                 for mm in d.members)
@@ -307,12 +310,6 @@ class GroupApis:
             for g in self.groups.list() if (not states or g.state.value.lower() in states)
             and (every or access().allows(Operation.DESCRIBE, acl.group(g.group_id))))
         return build(m.ListGroupsResponse, throttle_time=_NO_WAIT, error_code=ErrorCode.none, groups=listed)
-
-
-def _no_static_membership(body: Any) -> None:
-    if getattr(body, "group_instance_id", None) is not None:
-        # Static membership (KIP-345) is not served: refused rather than taken as dynamic.
-        raise InvalidRequest("group_instance_id (static membership) is not served")
 
 
 def _subscribed(protocol_type: str, protocols: list[tuple[str, bytes]]) -> list[str]:

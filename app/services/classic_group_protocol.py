@@ -4,8 +4,8 @@ door's membership, the offsets both doors commit and the lag are app.services.gr
 
 The rebalance lives in the group's row and its members' rows (app.domain.group): a join moves
 a Stable group to PreparingRebalance; each member joins again (its join_generation becomes the
-generation being formed) until all have or the rebalance deadline passes, when those that did
-not are removed, the generation is bumped, a leader and protocol are chosen
+generation being formed) until all have or the rebalance deadline passes, when the dynamic
+members that did not are removed (static ones stay, KIP-345), the generation is bumped, a leader and protocol are chosen
 (CompletingRebalance); the leader's SyncGroup stores every member's assignment (Stable). Only
 the requests waiting for that are in memory, in the door, which asks again (`joined`, `sync`):
 so any process may complete a rebalance and several `serve` processes are one coordinator.
@@ -22,6 +22,7 @@ from sqlalchemy import Connection
 
 from app.domain.clock import Clock
 from app.domain.errors import (
+    FencedInstanceId,
     IllegalGeneration,
     InconsistentGroupProtocol,
     InvalidRequest,
@@ -30,7 +31,15 @@ from app.domain.errors import (
     RebalanceInProgress,
     UnknownMemberId,
 )
-from app.domain.group import GroupState, StoredGroupState, new_member_id, select_protocol
+from app.domain.group import (
+    GroupState,
+    StoredGroupState,
+    check_current_member,
+    check_group_instance_id,
+    instance_holder,
+    new_member_id,
+    select_protocol,
+)
 from app.services.group_membership import (
     check_door,
     check_size,
@@ -48,14 +57,15 @@ from app.storage.engine import Database
 @dataclass(frozen=True, slots=True)
 class Joined:
     """A Kafka member's JoinGroup answer: the generation it is in, and, for the leader, every
-    member with its metadata for the chosen protocol (the others get no members)."""
+    member with its group instance id (None: a dynamic member) and its metadata for the chosen
+    protocol (the others get no members)."""
 
     member_id: str
     generation_id: int
     protocol_type: str
     protocol_name: str
     leader_id: str
-    members: list[tuple[str, bytes]]
+    members: list[tuple[str, str | None, bytes]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,11 +94,16 @@ class ClassicGroupProtocol:
 
     def join(self, group_id: str, *, member_id: str, client_id: str | None, protocol_type: str, protocols: list[tuple[str, bytes]],
              topic_names: list[str], session_timeout_ms: int, rebalance_timeout_ms: int,
-             require_member_id: bool = False, handed_out: bool = False) -> Joined | Joining:
+             require_member_id: bool = False, handed_out: bool = False,
+             group_instance_id: str | None = None) -> Joined | Joining:
         """A member joins (or rejoins) the group. `require_member_id` (JoinGroup 4 and later,
         KIP-394): a new member is not added but refused with MemberIdRequired carrying the id
         it is to join with, after every check a join makes, so nothing is written. `handed_out`:
-        `member_id` is such an id, which the door handed out and the member now joins with."""
+        `member_id` is such an id, which the door handed out and the member now joins with.
+        `group_instance_id` (JoinGroup 5 and later, KIP-345): the member is static; without a
+        member id it is added at once (no MemberIdRequired, as in Kafka), or, if a member holds
+        the instance id, takes that member's place (`_replace`)."""
+        check_group_instance_id(group_instance_id)
         if session_timeout_ms not in self.settings.session_timeout_limit:
             raise InvalidSessionTimeout(f"session_timeout_ms must be in {self.settings.session_timeout_limit}")
         if not protocol_type or not protocols:
@@ -107,9 +122,14 @@ class ClassicGroupProtocol:
             assert g is not None
             current = {m.member_id: m for m in groups.members(conn, group_id)}
             check_door(conn, group_id, current, protocol_type=protocol_type)
-            if member_id and member_id not in current and not handed_out:
+            replaced = None
+            if group_instance_id is not None and not member_id:
+                replaced = instance_holder(group_instance_id, groups.instances(list(current.values())))
+            elif group_instance_id is not None:
+                check_current_member(group_id, member_id, group_instance_id, groups.instances(list(current.values())))
+            elif member_id and member_id not in current and not handed_out:
                 raise UnknownMemberId(f"{member_id!r} is not a member of group {group_id!r}; join without member_id")
-            others = [[n for n, _ in m.protocols or []] for mid, m in current.items() if mid != member_id]
+            others = [[n for n, _ in m.protocols or []] for mid, m in current.items() if mid not in (member_id, replaced)]
             if select_protocol([[n for n, _ in protocols], *others]) is None:
                 raise InconsistentGroupProtocol(f"the member shares no protocol with the members of group {group_id!r}")
             if not current:
@@ -117,6 +137,10 @@ class ClassicGroupProtocol:
                                     state=StoredGroupState.STABLE, rebalance_deadline_ms=None)
                 g = groups.group(conn, group_id)
                 assert g is not None
+            if replaced is not None:
+                return self._replace(conn, g, current[replaced], new_member_id(client_id), protocols=protocols,
+                                     topic_names=topic_names, session_timeout_ms=session_timeout_ms,
+                                     rebalance_timeout_ms=rebalance_timeout_ms, now=now)
             me = current.get(member_id)
             if me is not None and me.protocols == protocols and (
                     g.state is StoredGroupState.COMPLETING_REBALANCE
@@ -128,12 +152,12 @@ class ClassicGroupProtocol:
                 return _joined(conn, group_id, member_id)
             if me is None:
                 check_size(group_id, len(current), self.settings.group_max_size)
-                if require_member_id:
+                if require_member_id and group_instance_id is None:
                     raise MemberIdRequired(member_id=new_member_id(client_id))
                 member_id = member_id or new_member_id(client_id)
                 groups.add_member(conn, group_id, groups.Member(
                     member_id, sorted(set(topic_names)), [], session_timeout_ms, now, now, protocols,
-                    rebalance_timeout_ms, None, None))
+                    rebalance_timeout_ms, None, None, group_instance_id))
             else:
                 groups.update_member(conn, group_id, member_id, topics=sorted(set(topic_names)), protocols=protocols,
                                      session_timeout_ms=session_timeout_ms, rebalance_timeout_ms=rebalance_timeout_ms,
@@ -145,15 +169,48 @@ class ClassicGroupProtocol:
             complete_join(conn, group_id, now)
             return _joined_or_joining(conn, group_id, member_id, target)
 
-    def joined(self, group_id: str, member_id: str, generation_id: int) -> Joined | Joining:
+    def _replace(self, conn: Connection, g: groups.Group, old: groups.Member, member_id: str, *,
+                 protocols: list[tuple[str, bytes]], topic_names: list[str], session_timeout_ms: int,
+                 rebalance_timeout_ms: int, now: int) -> Joined | Joining:
+        """A static member joins again without its member id (it restarted): `member_id`, a new
+        one, takes the place of `old`, the member that held its instance id, keeping its
+        generation, its assignment and, if it led the group, the lead; `old` is fenced from now
+        on. A Stable group whose member offers the same protocols does not rebalance: the
+        answer is the current generation's, and the member's SyncGroup gets the assignment it
+        had. Otherwise the group rebalances, as for any join (Kafka's coordinator rebalances a
+        CompletingRebalance group too: the leader may be assigning to the old member id)."""
+        group_id = g.group_id
+        groups.replace_member_id(conn, group_id, old.member_id, member_id)
+        groups.update_member(conn, group_id, member_id, topics=sorted(set(topic_names)), protocols=protocols,
+                             session_timeout_ms=session_timeout_ms, rebalance_timeout_ms=rebalance_timeout_ms,
+                             last_heartbeat_ms=now)
+        if g.leader_id == old.member_id:
+            groups.update_group(conn, group_id, leader_id=member_id)
+        if g.state is StoredGroupState.STABLE and old.protocols == protocols:
+            assert g.protocol_type is not None and g.protocol_name is not None and g.leader_id is not None
+            # The leader id from before the replacement, as Kafka answers before JoinGroup 9: a
+            # replaced leader does not take itself for the leader and assign again (a Stable
+            # group would not pass a new assignment on).
+            return Joined(member_id, g.generation_id, g.protocol_type, g.protocol_name, g.leader_id, [])
+        if g.state is not StoredGroupState.PREPARING_REBALANCE:
+            prepare_rebalance(conn, group_id, now)
+        target = g.generation_id + 1
+        groups.update_member(conn, group_id, member_id, join_generation=target)
+        complete_join(conn, group_id, now)
+        return _joined_or_joining(conn, group_id, member_id, target)
+
+    def joined(self, group_id: str, member_id: str, generation_id: int,
+               group_instance_id: str | None = None) -> Joined | Joining:
         """Where a member waiting in JoinGroup for `generation_id` stands now; completes the
-        rebalance when every member has joined or its deadline has passed."""
+        rebalance when every member has joined or its deadline has passed. A static member
+        replaced while it waited is answered FencedInstanceId."""
         now = self.clock()
         with self.db.read() as conn:
             g = groups.group(conn, group_id)
             members = groups.members(conn, group_id)
-            if g is None or member_id not in {m.member_id for m in members}:
+            if g is None:
                 raise UnknownMemberId(f"{member_id!r} is no longer a member of group {group_id!r}: join again")
+            check_current_member(group_id, member_id, group_instance_id, groups.instances(members))
             if not join_completes(g, members, now):
                 return _joined_or_joining(conn, group_id, member_id, generation_id)
         with self.db.write() as conn:
@@ -162,15 +219,15 @@ class ClassicGroupProtocol:
             return _joined_or_joining(conn, group_id, member_id, generation_id)
 
     def sync(self, group_id: str, member_id: str, generation_id: int, *, protocol_type: str | None,
-             protocol_name: str | None, assignments: dict[str, tuple[bytes, list[tuple[str, int]]]] | None
-             ) -> bytes | None:
+             protocol_name: str | None, assignments: dict[str, tuple[bytes, list[tuple[str, int]]]] | None,
+             group_instance_id: str | None = None) -> bytes | None:
         """The member's assignment once the leader has given it; None while the group waits for
         the leader (the door asks again). The leader's `assignments`: member id → (the bytes for
         it, the partitions they name, where the door could read them)."""
         now = self.clock()
         with self.db.write() as conn:
             g, current = _current_member(conn, group_id, member_id, generation_id, lock=RowLock.UPDATE,
-                                         protocol_type=protocol_type)
+                                         protocol_type=protocol_type, group_instance_id=group_instance_id)
             if protocol_name is not None and protocol_name != g.protocol_name:
                 raise InconsistentGroupProtocol(f"group {group_id!r} uses protocol {g.protocol_name!r}")
             if g.state is StoredGroupState.PREPARING_REBALANCE:
@@ -187,10 +244,11 @@ class ClassicGroupProtocol:
                 return current[member_id].member_assignment or b""
             return None
 
-    def heartbeat(self, group_id: str, member_id: str, generation_id: int) -> None:
+    def heartbeat(self, group_id: str, member_id: str, generation_id: int, group_instance_id: str | None = None) -> None:
         now = self.clock()
         with self.db.write() as conn:
-            g, _ = _current_member(conn, group_id, member_id, generation_id, lock=RowLock.SHARE, protocol_type=None)
+            g, _ = _current_member(conn, group_id, member_id, generation_id, lock=RowLock.SHARE, protocol_type=None,
+                                   group_instance_id=group_instance_id)
             groups.update_member(conn, group_id, member_id, last_heartbeat_ms=now)
         # Raised once the heartbeat is committed: as in Kafka, a member that heartbeats during a
         # rebalance keeps its session while it finishes its work before joining again (its
@@ -199,9 +257,14 @@ class ClassicGroupProtocol:
         if g.state is StoredGroupState.PREPARING_REBALANCE:
             raise RebalanceInProgress(f"group {group_id!r} is rebalancing: join again")
 
-    def leave(self, group_id: str, member_ids: list[str]) -> dict[str, UnknownMemberId | None]:
-        """Each member's outcome: None (it left) or UnknownMemberId. The members left start a
-        rebalance of those that stay."""
+    def leave(self, group_id: str, leaving: list[tuple[str, str | None]]
+              ) -> list[UnknownMemberId | FencedInstanceId | None]:
+        """Each of the members `leaving` ((member id, group instance id), as LeaveGroup names
+        them) leaves, in order, as Kafka's coordinator takes them: named by its instance id
+        alone (no member id), the member that holds it; else the member id, checked against
+        the instance id if one is named (check_current_member). Each one's outcome: None (it
+        left), UnknownMemberId or FencedInstanceId. The members left start a rebalance of those
+        that stay."""
         now = self.clock()
         with self.db.write() as conn:
             groups.lock_group(conn, group_id, now)
@@ -210,12 +273,26 @@ class ClassicGroupProtocol:
             assert g is not None
             if current:
                 check_door(conn, group_id, current, protocol_type=g.protocol_type or "")
-            outcome: dict[str, UnknownMemberId | None] = {
-                mid: None if mid in current else UnknownMemberId(f"{mid!r} is not a member of group {group_id!r}")
-                for mid in member_ids}
-            leaving = [mid for mid, e in outcome.items() if e is None]
-            if leaving:
-                groups.remove_members(conn, group_id, leaving)
+            outcome: list[UnknownMemberId | FencedInstanceId | None] = []
+            left: list[str] = []
+            for member_id, group_instance_id in leaving:
+                instances = groups.instances(list(current.values()))
+                try:
+                    if not member_id:
+                        member_id = (instance_holder(group_instance_id, instances) if group_instance_id is not None
+                                     else None) or ""
+                        if not member_id:
+                            raise UnknownMemberId(f"no member of group {group_id!r} has group instance id "
+                                                  f"{group_instance_id!r}")
+                    check_current_member(group_id, member_id, group_instance_id, instances)
+                except (UnknownMemberId, FencedInstanceId) as e:
+                    outcome.append(e)
+                    continue
+                del current[member_id]
+                left.append(member_id)
+                outcome.append(None)
+            if left:
+                groups.remove_members(conn, group_id, left)
                 members_left(conn, group_id, now)
             return outcome
 
@@ -240,16 +317,19 @@ class ClassicGroupProtocol:
 # --- The protocol's own ---------------------------------------------------------------------
 
 def _current_member(conn: Connection, group_id: str, member_id: str, generation_id: int, *, lock: RowLock,
-                    protocol_type: str | None) -> tuple[groups.Group, dict[str, groups.Member]]:
+                    protocol_type: str | None, group_instance_id: str | None
+                    ) -> tuple[groups.Group, dict[str, groups.Member]]:
     """What SyncGroup and Heartbeat check first: the group (its row read with `lock`) and its
-    members, if `member_id` is one of them, its group managed by the Kafka door and
-    `generation_id` the group's current generation. `protocol_type`: what the request names
-    (SyncGroup from version 5), else None; a request that names none is the Kafka door's all
-    the same, so a group of the HTTP door's is refused either way."""
+    members, if `member_id` is one of them (and holds `group_instance_id`, if the request
+    names one: check_current_member), its group managed by the Kafka door and `generation_id`
+    the group's current generation. `protocol_type`: what the request names (SyncGroup from
+    version 5), else None; a request that names none is the Kafka door's all the same, so a
+    group of the HTTP door's is refused either way."""
     g = groups.group(conn, group_id, lock=lock)
     current = {m.member_id: m for m in groups.members(conn, group_id)} if g is not None else {}
-    if g is None or member_id not in current:
+    if g is None:
         raise UnknownMemberId(f"{member_id!r} is not a member of group {group_id!r}; join again")
+    check_current_member(group_id, member_id, group_instance_id, groups.instances(list(current.values())))
     check_door(conn, group_id, current, protocol_type=protocol_type or g.protocol_type or "")
     if generation_id != g.generation_id:
         raise IllegalGeneration(f"generation {generation_id} is stale; group {group_id!r} is at generation "
@@ -274,5 +354,6 @@ def _joined(conn: Connection, group_id: str, member_id: str) -> Joined:
     assert g is not None and g.protocol_type is not None and g.protocol_name is not None
     assert g.leader_id is not None
     members = [m for m in groups.members(conn, group_id) if m.join_generation == g.generation_id]
-    every = [(m.member_id, m.metadata_for(g.protocol_name)) for m in members] if member_id == g.leader_id else []
+    every = ([(m.member_id, m.group_instance_id, m.metadata_for(g.protocol_name)) for m in members]
+             if member_id == g.leader_id else [])
     return Joined(member_id, g.generation_id, g.protocol_type, g.protocol_name, g.leader_id, every)

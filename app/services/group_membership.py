@@ -45,8 +45,8 @@ def members_left(conn: Connection, group_id: str, now: int) -> None:
 
 
 def complete_join(conn: Connection, group_id: str, now: int) -> int:
-    """Ends the join phase when it may (app.domain.group): removes the members that did
-    not join again in time, bumps the generation, chooses the leader and the protocol.
+    """Ends the join phase when it may (app.domain.group): removes the dynamic members that
+    did not join again in time, bumps the generation, chooses the leader and the protocol.
     Returns how many members it removed. The group's row is locked by the caller."""
     g = groups.group(conn, group_id)
     assert g is not None
@@ -55,9 +55,19 @@ def complete_join(conn: Connection, group_id: str, now: int) -> int:
         return 0
     target = g.generation_id + 1
     joined = sorted((m for m in members if m.join_generation == target), key=lambda m: (m.joined_ms, m.member_id))
-    late = [m.member_id for m in members if m.join_generation != target]
+    # A static member (KIP-345) that did not join again keeps its place, as in Kafka: its
+    # session or a LeaveGroup removes it, and the leader assigns to it meanwhile, so that it
+    # finds its partitions when it comes back.
+    kept = [m for m in members if m.join_generation != target and m.group_instance_id is not None]
+    late = [m.member_id for m in members if m.join_generation != target and m.group_instance_id is None]
     if late:
         groups.remove_members(conn, group_id, late)
+    if not joined and kept:
+        # None joined again: the join phase goes on until the static members' sessions expire
+        # (or one joins), as Kafka's coordinator postpones it.
+        timeout = max(m.rebalance_timeout_ms or m.session_timeout_ms for m in kept)
+        groups.update_group(conn, group_id, rebalance_deadline_ms=now + timeout, updated_ms=now)
+        return len(late)
     if not joined:
         # Empty: either door may take the group now.
         groups.update_group(conn, group_id, generation_id=target, state=StoredGroupState.STABLE,
@@ -65,11 +75,14 @@ def complete_join(conn: Connection, group_id: str, now: int) -> int:
                             updated_ms=now)
         return len(late)
     leader = g.leader_id if g.leader_id in {m.member_id for m in joined} else joined[0].member_id
-    ordered = sorted(joined, key=lambda m: m.member_id != leader)  # the leader's preference breaks ties
+    ordered = sorted(joined + kept, key=lambda m: m.member_id != leader)  # the leader's preference breaks ties
     protocol = select_protocol([[n for n, _ in m.protocols or []] for m in ordered])
     for m in joined:
         # The session restarts when the join ends: the member did not heartbeat while it waited.
         groups.update_member(conn, group_id, m.member_id, last_heartbeat_ms=now, member_assignment=None)
+    for m in kept:
+        # A member of the new generation; its session goes on from its last heartbeat.
+        groups.update_member(conn, group_id, m.member_id, join_generation=target, member_assignment=None)
     groups.update_group(conn, group_id, generation_id=target, state=StoredGroupState.COMPLETING_REBALANCE,
                         protocol_name=protocol, leader_id=leader, rebalance_deadline_ms=None, updated_ms=now)
     return len(late)

@@ -9,8 +9,8 @@ from typing import Any
 import orjson
 from sqlalchemy import Connection, delete, func, insert, select, union, update
 
-from app.domain.errors import IllegalGeneration, UnknownMemberId
-from app.domain.group import GroupState, StoredGroupState
+from app.domain.errors import IllegalGeneration
+from app.domain.group import GroupState, StoredGroupState, check_current_member
 from app.domain.offsets import GroupMetadata
 from app.storage import dialect
 from app.storage.dialect import RowLock
@@ -31,6 +31,7 @@ class Member:
     rebalance_timeout_ms: int | None = None
     join_generation: int | None = None
     member_assignment: bytes | None = None
+    group_instance_id: str | None = None  # a static member's (KIP-345); None: a dynamic member
 
     def metadata_for(self, protocol: str | None) -> bytes:
         return next((m for name, m in self.protocols or [] if name == protocol), b"")
@@ -116,6 +117,7 @@ def members(conn: Connection, group_id: str) -> list[Member]:
             r.rebalance_timeout_ms,
             r.join_generation,
             r.member_assignment,
+            r.group_instance_id,
         )
         for r in rows
     ]
@@ -135,6 +137,7 @@ def add_member(conn: Connection, group_id: str, member: Member) -> None:
             rebalance_timeout_ms=member.rebalance_timeout_ms,
             join_generation=member.join_generation,
             member_assignment=member.member_assignment,
+            group_instance_id=member.group_instance_id,
         )
     )
 
@@ -150,6 +153,19 @@ def update_member(conn: Connection, group_id: str, member_id: str, **values: obj
         .where(group_members.c.group_id == group_id, group_members.c.member_id == member_id)
         .values(**values)
     )
+
+
+def instances(members: list[Member]) -> dict[str, str | None]:
+    """Each member's group instance id, by member id (app.domain.group.check_current_member)."""
+    return {m.member_id: m.group_instance_id for m in members}
+
+
+def replace_member_id(conn: Connection, group_id: str, old_member_id: str, new_member_id: str) -> None:
+    """The member `old_member_id` is `new_member_id` from now on, with all it holds (a static
+    member's replacement, KIP-345)."""
+    conn.execute(update(group_members).where(group_members.c.group_id == group_id,
+                                             group_members.c.member_id == old_member_id)
+                 .values(member_id=new_member_id))
 
 
 def remove_members(conn: Connection, group_id: str, member_ids: list[str]) -> None:
@@ -186,8 +202,7 @@ def check_group_metadata(conn: Connection, group_id: str, meta: GroupMetadata | 
     # Shared lock until the offsets are staged: a rebalance (which locks the row for update)
     # cannot slip in between this check and the write it guards.
     current = generation(conn, group_id, lock=RowLock.SHARE)
-    if meta.member_id not in {m.member_id for m in members(conn, group_id)}:
-        raise UnknownMemberId(f"{meta.member_id!r} is not a member of group {group_id!r}")
+    check_current_member(group_id, meta.member_id, meta.group_instance_id, instances(members(conn, group_id)))
     if meta.generation_id != current:
         raise IllegalGeneration(
             f"generation {meta.generation_id} is stale; group {group_id!r} is at generation {current}",

@@ -359,8 +359,12 @@ group_members = Table(
     Column("rebalance_timeout_ms", Integer, nullable=True),
     Column("join_generation", Integer, nullable=True),
     Column("member_assignment", LargeBinary, nullable=True),
+    # A static member's group instance id (KIP-345; migration 0018): NULL for a dynamic member.
+    Column("group_instance_id", String(255), nullable=True),
     PrimaryKeyConstraint("group_id", "member_id"),
 )
+# One member holds an instance id of its group at a time (NULLs are distinct: dynamic members).
+Index("ix_group_members_instance", group_members.c.group_id, group_members.c.group_instance_id, unique=True)
 
 # Kafka's ACL bindings (app.domain.acl): who may do what to which resources. Read whole into
 # every API process's cache (app.services.security), which reloads it when the counter

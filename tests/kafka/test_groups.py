@@ -63,17 +63,18 @@ def join(s: Any, group: str, member_id: str = "", *, protocol_type: str = "consu
     return answer
 
 
-def sync(s: Any, group: str, generation: int, member_id: str, given: dict[str, bytes] | None = None) -> Any:
+def sync(s: Any, group: str, generation: int, member_id: str, given: dict[str, bytes] | None = None,
+         instance_id: str | None = None) -> Any:
     item = _nested(14, SYNC_V, "SyncGroupRequestAssignment")
     body = request_class(14, SYNC_V)(  # type: ignore[misc]
-        group_id=group, generation_id=generation, member_id=member_id, group_instance_id=None,
+        group_id=group, generation_id=generation, member_id=member_id, group_instance_id=instance_id,
         assignments=tuple(item(member_id=m, assignment=a) for m, a in (given or {}).items()))
     return ask(s, 14, SYNC_V, body)
 
 
-def heartbeat(s: Any, group: str, generation: int, member_id: str) -> ErrorCode:
+def heartbeat(s: Any, group: str, generation: int, member_id: str, instance_id: str | None = None) -> ErrorCode:
     body = request_class(12, HEARTBEAT_V)(group_id=group, generation_id=generation,  # type: ignore[misc]
-                                          member_id=member_id, group_instance_id=None)
+                                          member_id=member_id, group_instance_id=instance_id)
     return ask(s, 12, HEARTBEAT_V, body).error_code
 
 
@@ -84,7 +85,8 @@ def leave(s: Any, group: str, *member_ids: str) -> Any:
     return ask(s, 13, LEAVE_V, body)
 
 
-def commit(s: Any, group: str, generation: int, member_id: str, offsets: dict[tuple[str, int], int]) -> list[Any]:
+def commit(s: Any, group: str, generation: int, member_id: str, offsets: dict[tuple[str, int], int],
+           instance_id: str | None = None) -> list[Any]:
     topic = _nested(8, COMMIT_V, "OffsetCommitRequestTopic")
     partition = _nested(8, COMMIT_V, "OffsetCommitRequestPartition")
     by_topic: dict[str, list[Any]] = {}
@@ -92,7 +94,7 @@ def commit(s: Any, group: str, generation: int, member_id: str, offsets: dict[tu
         by_topic.setdefault(t, []).append(partition(partition_index=p, committed_offset=o, committed_leader_epoch=-1,
                                                     committed_metadata=None))
     body = request_class(8, COMMIT_V)(  # type: ignore[misc]
-        group_id=group, generation_id_or_member_epoch=generation, member_id=member_id, group_instance_id=None,
+        group_id=group, generation_id_or_member_epoch=generation, member_id=member_id, group_instance_id=instance_id,
         topics=tuple(topic(name=t, partitions=tuple(ps)) for t, ps in by_topic.items()))
     answer = ask(s, 8, COMMIT_V, body)
     return [p.error_code for t in answer.topics for p in t.partitions]
@@ -380,7 +382,7 @@ def test_bad_group_requests_are_answered_with_kafkas_codes_on_the_same_connectio
         assert join(s, "g", protocols=(("roundrobin", b""),)).error_code == ErrorCode.inconsistent_group_protocol
         assert join(s, "other", protocols=()).error_code == ErrorCode.inconsistent_group_protocol
         assert join(s, "other", session_s=3600).error_code == ErrorCode.invalid_session_timeout
-        assert join(s, "other", group_instance_id="static-1").error_code == ErrorCode.invalid_request
+        assert join(s, "other", group_instance_id="").error_code == ErrorCode.invalid_request
         assert sync(s, "g", 1, "member-unknown").error_code == ErrorCode.unknown_member_id
         assert sync(s, "g", 7, member).error_code == ErrorCode.illegal_generation
         assert heartbeat(s, "nothing", 1, member) == ErrorCode.unknown_member_id

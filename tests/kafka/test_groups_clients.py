@@ -2,7 +2,7 @@
 read_committed consumers sharing a group while a second member joins and leaves (each record
 read exactly once across the members, counting a record as read once its offset is
 committed), a confluent-kafka `subscribe` consumer that commits and a later one that resumes
-there, and librdkafka's consume-transform-produce loop with send_offsets_to_transaction from a
+there, a confluent-kafka static member (KIP-345) restarted without a rebalance, and librdkafka's consume-transform-produce loop with send_offsets_to_transaction from a
 subscribed consumer, its group metadata checked (KIP-447). Records asserted exactly."""
 
 from __future__ import annotations
@@ -229,3 +229,46 @@ def test_consume_transform_produce_with_a_subscribed_consumer_commits_its_offset
         p.send_offsets_to_transaction(position, stale, TIMEOUT_S)
     assert refused.value.args[0].name() == "UNKNOWN_MEMBER_ID"
     p.abort_transaction(TIMEOUT_S)
+
+
+def test_a_confluent_kafka_static_member_restarted_gets_its_partitions_back_and_the_other_sees_no_rebalance(
+        kafka: Listener) -> None:
+    """KIP-345 with librdkafka: `group.instance.id` set, a consumer that closes (sending no
+    LeaveGroup, as static members do) and starts again within its session timeout takes its
+    place back under a new member id, with its partitions, while the other member's rebalance
+    callbacks see nothing."""
+    create_topic(kafka.client, "orders", partitions=2)
+    events: list[tuple[str, str, list[int]]] = []
+
+    def static(name: str, instance: str) -> Consumer:
+        c = Consumer({"bootstrap.servers": kafka.bootstrap, "group.id": "g", "group.instance.id": instance,
+                      "auto.offset.reset": "earliest", "enable.auto.commit": False, "session.timeout.ms": 6000,
+                      "heartbeat.interval.ms": 100, "fetch.wait.max.ms": 100})
+        c.subscribe(["orders"], on_assign=lambda _c, ps: events.append((name, "assign", [p.partition for p in ps])),
+                    on_revoke=lambda _c, ps: events.append((name, "revoke", [p.partition for p in ps])))
+        return c
+
+    def assigned(name: str) -> list[int] | None:
+        last = [e for e in events if e[0] == name]
+        return last[-1][2] if last and last[-1][1] == "assign" and last[-1][2] else None
+
+    a, b = static("a", "a-1"), static("b", "b-1")
+    try:
+        _until(lambda: (a.poll(0.05), b.poll(0.05)) and assigned("a") is not None and assigned("b") is not None
+               and sorted(assigned("a") + assigned("b")) == [0, 1], "both members' partitions")
+        b_partitions = assigned("b")
+        before = list(events)
+        b.close()
+        started = time.monotonic()
+        b = static("b2", "b-1")
+        _until(lambda: (a.poll(0.05), b.poll(0.05)) and assigned("b2") is not None, "the restarted member's partitions")
+        took = time.monotonic() - started
+        for _ in range(20):  # A goes on, and would see a rebalance now if one were under way
+            a.poll(0.05)
+        after = list(events)
+    finally:
+        a.close()
+        b.close()
+    # Closing B revoked its own partitions (in the client); A saw nothing after its assignment.
+    assert after[len(before):] == [("b", "revoke", b_partitions), ("b2", "assign", b_partitions)]
+    assert took < 6  # within the session timeout: no expiry was waited for

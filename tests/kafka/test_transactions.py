@@ -223,13 +223,14 @@ def _add_offsets(s: Any, transactional_id: str, pid: int, epoch: int, group_id: 
 
 
 def _txn_offset_commit(s: Any, transactional_id: str, pid: int, epoch: int, group_id: str,
-                       offsets: dict[tuple[str, int], int], generation_id: int = -1, member_id: str = "") -> Any:
+                       offsets: dict[tuple[str, int], int], generation_id: int = -1, member_id: str = "",
+                       instance_id: str | None = None) -> Any:
     from kio.schema.txn_offset_commit.v3.request import TxnOffsetCommitRequestPartition, TxnOffsetCommitRequestTopic
 
     topics = sorted({t for t, _ in offsets})
     return ask(s, 28, 3, request_class(28, 3)(
         transactional_id=transactional_id, group_id=group_id, producer_id=pid, producer_epoch=epoch,
-        generation_id=generation_id, member_id=member_id, group_instance_id=None, topics=tuple(
+        generation_id=generation_id, member_id=member_id, group_instance_id=instance_id, topics=tuple(
             TxnOffsetCommitRequestTopic(name=t, partitions=tuple(
                 TxnOffsetCommitRequestPartition(partition_index=p, committed_offset=o, committed_leader_epoch=-1,
                                                 committed_metadata=None)

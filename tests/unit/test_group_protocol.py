@@ -1,11 +1,21 @@
-"""Kafka's classic group protocol without I/O: the assignor the members choose, and what the
-door reads from a consumer's subscription and assignment bytes."""
+"""Kafka's classic group protocol without I/O: the assignor the members choose, what the
+door reads from a consumer's subscription and assignment bytes, and which requests of a static
+member (KIP-345) go on."""
 
 from __future__ import annotations
 
 import uuid
 
-from app.domain.group import MEMBER_ID_CLIENT_PART_MAX_LENGTH, new_member_id, select_protocol
+import pytest
+
+from app.domain.errors import FencedInstanceId, InvalidRequest, UnknownMemberId
+from app.domain.group import (
+    MEMBER_ID_CLIENT_PART_MAX_LENGTH,
+    check_current_member,
+    check_group_instance_id,
+    new_member_id,
+    select_protocol,
+)
 from app.kafka.groups import _assigned, _subscribed
 from tests.kafka.test_groups import assignment, subscription
 
@@ -50,3 +60,32 @@ def test_a_member_id_keeps_no_character_an_id_may_not_hold_and_at_most_255() -> 
     assert new_member_id("a/b\nc").startswith("abc-")
     long = new_member_id("x" * 1000)
     assert len(long) == 255 and long.startswith("x" * MEMBER_ID_CLIENT_PART_MAX_LENGTH + "-")
+
+
+# Member "m1" holds instance id "i-1"; "m2" is dynamic.
+_INSTANCES = {"m1": "i-1", "m2": None}
+
+
+def test_a_request_naming_an_instance_id_goes_on_only_for_the_member_id_holding_it() -> None:
+    check_current_member("g", "m1", "i-1", _INSTANCES)
+    with pytest.raises(FencedInstanceId):
+        check_current_member("g", "m2", "i-1", _INSTANCES)
+    with pytest.raises(FencedInstanceId):
+        check_current_member("g", "m-replaced", "i-1", _INSTANCES)
+    with pytest.raises(UnknownMemberId):
+        check_current_member("g", "m1", "i-unheld", _INSTANCES)
+
+
+def test_a_request_naming_no_instance_id_goes_on_for_any_member_static_or_dynamic() -> None:
+    check_current_member("g", "m1", None, _INSTANCES)
+    check_current_member("g", "m2", None, _INSTANCES)
+    with pytest.raises(UnknownMemberId):
+        check_current_member("g", "m-replaced", None, _INSTANCES)
+
+
+def test_a_group_instance_id_is_none_or_1_to_249_characters() -> None:
+    for fine in (None, "i", "x" * 249):
+        check_group_instance_id(fine)
+    for bad in ("", "x" * 250):
+        with pytest.raises(InvalidRequest):
+            check_group_instance_id(bad)
