@@ -246,6 +246,8 @@ OPERATIONS: dict[str, Op] = {
                       ((C, CLUSTER_NAME, Operation.ALTER),)),
     "delete_acls": Op(lambda w: ("DELETE", "/v1/acls?principal=User:carol", None),
                       ((C, CLUSTER_NAME, Operation.ALTER),), prepare=_acl),
+    "describe_cluster_authorized_operations": Op(lambda w: ("GET", "/v1/cluster/authorized-operations", None),
+                                                 ((C, CLUSTER_NAME, Operation.DESCRIBE),)),
     "list_principals": Op(lambda w: ("GET", "/v1/principals", None), ((C, CLUSTER_NAME, Operation.DESCRIBE),)),
     "create_api_key": Op(lambda w: ("POST", "/v1/principals/User:carol/api-keys", None),
                          ((C, CLUSTER_NAME, Operation.ALTER),), ok=201),
@@ -398,6 +400,15 @@ def test_a_topics_authorized_operations_are_those_the_principals_acls_allow(worl
     world.grant([(T, "orders", Operation.WRITE)])
     got = world.client.get("/v1/topics/orders/authorized-operations", headers=world.alice).json()
     assert got == {"topic": "orders", "authorized_operations": ["read", "write", "describe"]}
+
+
+def test_the_clusters_authorized_operations_are_those_the_principals_acls_allow(world: World) -> None:
+    world.grant([(C, CLUSTER_NAME, Operation.DESCRIBE)])
+    got = world.client.get("/v1/cluster/authorized-operations", headers=world.alice).json()
+    assert got == {"authorized_operations": ["describe"]}
+    world.grant([(C, CLUSTER_NAME, Operation.ALTER)])
+    got = world.client.get("/v1/cluster/authorized-operations", headers=world.alice).json()
+    assert got == {"authorized_operations": ["alter", "describe"]}
 
 
 def test_list_transactions_shows_only_the_transactional_ids_the_principal_may_describe(world: World) -> None:
