@@ -2,8 +2,8 @@
 real `outbox serve`: an operator with alter on the cluster adds a binding and revokes exactly
 it, creates an API key (shown once) and revokes it, each checked through the HTTP API; a
 refusal shows the API's code and message; a principal that may only describe the cluster sees
-the lists without a control to change them, and one that may not describe it sees the API's
-refusal. Screenshots saved (OUTBOX_SCREENSHOT_DIR, or .artifacts/screenshots) and their paths
+the lists without a control to change them (nor a transaction's abort), and one that may not
+describe it sees the API's refusal. Screenshots saved (OUTBOX_SCREENSHOT_DIR, or .artifacts/screenshots) and their paths
 printed."""
 
 from __future__ import annotations
@@ -233,3 +233,25 @@ def test_a_principal_that_may_not_describe_the_cluster_sees_the_apis_refusal(
         timeout=WAIT_MS)
     assert c.page.locator("main button, main form").count() == 0
     c.screenshot(f"console-{hash_[2:]}-refused.png", full_page=False)
+
+
+def test_only_a_principal_with_alter_on_the_cluster_is_offered_a_transactions_abort(
+        secured: tuple[ServiceProcess, Keys], signed_in: Any) -> None:
+    from playwright.sync_api import expect
+
+    server, keys = secured
+    with as_(server, keys.admin) as api:
+        ok(api.post("/v1/topics", json={"name": "audited"}))
+        p = ok(api.post("/v1/producers", json={"transactional_id": "t-audit"}))
+        ident = {"producer_id": p["producer_id"], "producer_epoch": p["producer_epoch"]}
+        ok(api.post("/v1/transactions/t-audit/begin", json=ident))
+        ok(api.post("/v1/acls", json={"acls": [{"principal": "User:auditor", "resource_type": "transactional_id",
+                                                "resource_name": "t-audit", "operation": "describe"}]}))
+    auditor = signed_in(keys.auditor, "#/transactions/t-audit")
+    expect(auditor.page.locator("#abort-needs")).to_have_text(
+        "Aborting a transaction as an operator needs alter on the cluster.", timeout=WAIT_MS)
+    assert "Ongoing" in auditor.text("main dl")
+    assert auditor.page.locator("#abort").count() == 0
+    admin = signed_in(keys.admin, "#/transactions/t-audit")
+    expect(admin.page.locator("#abort")).to_be_enabled(timeout=WAIT_MS)
+    assert admin.page.locator("#abort-needs").count() == 0

@@ -46,6 +46,17 @@
     return options.text ? text : body;
   }
 
+  // The operations the principal may do on the cluster (GET /v1/cluster/authorized-operations;
+  // none where it may not describe it): the pages offer an operator's action only with alter.
+  async function clusterOperations() {
+    try {
+      return (await api("/v1/cluster/authorized-operations")).authorized_operations;
+    } catch (e) {
+      if (e.status === 403) return [];
+      throw e;
+    }
+  }
+
   // --- sign in ----------------------------------------------------------------------------
 
   const dialog = document.getElementById("sign-in");
@@ -722,7 +733,7 @@
   }
 
   async function transaction(id) {
-    const t = await api(`/v1/transactions/${enc(id)}`);
+    const [t, permitted] = await Promise.all([api(`/v1/transactions/${enc(id)}`), clusterOperations()]);
     const abortable = ["Ongoing", "Prepared"].includes(t.state);
     const abort = h("button", { class: "danger", id: "abort", disabled: !abortable, onclick: async () => {
       if (!confirm(`Abort transaction ${t.txn_id} of ${id}? Its records are never shown to read_committed readers, ` +
@@ -742,7 +753,9 @@
         h("dt", {}, "txn id"), h("dd", {}, t.txn_id === null ? "–" : t.txn_id),
         h("dt", {}, "age"), h("dd", {}, age(t.age_ms)),
         h("dt", {}, "timeout"), h("dd", {}, age(t.transaction_timeout_ms))),
-      h("p", {}, abort, abortable ? "" : h("span", { class: "muted" }, " (only an open or prepared transaction can be aborted)")),
+      permitted.includes("alter")
+        ? h("p", {}, abort, abortable ? "" : h("span", { class: "muted" }, " (only an open or prepared transaction can be aborted)"))
+        : h("p", { class: "muted", id: "abort-needs" }, "Aborting a transaction as an operator needs alter on the cluster."),
       h("h2", {}, "Partitions"),
       table(["topic", "partition", "first offset"], t.partitions.map(p => [link(`#/topics/${enc(p.topic)}`, p.topic), p.partition, n(p.first_offset)]),
         "None."),
@@ -785,16 +798,6 @@
   // Every field of a binding: a DeleteAcls filter naming them all deletes that binding only.
   const ACL_FIELDS = ["principal", "resource_type", "resource_name", "pattern_type", "operation", "permission"];
   const bindingText = a => `${a.permission} ${a.principal} ${a.operation} on ${a.resource_type}:${a.resource_name} (${a.pattern_type})`;
-
-  // The operations the principal may do on the cluster; none where it may not describe it.
-  async function clusterOperations() {
-    try {
-      return (await api("/v1/cluster/authorized-operations")).authorized_operations;
-    } catch (e) {
-      if (e.status === 403) return [];
-      throw e;
-    }
-  }
 
   async function acls(params) {
     const query = new URLSearchParams(ACL_FILTERS.filter(k => params.get(k)).map(k => [k, params.get(k)]));
