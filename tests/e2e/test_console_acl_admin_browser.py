@@ -3,8 +3,8 @@ real `outbox serve`: an operator with alter on the cluster adds a binding and re
 it, creates an API key (shown once) and revokes it, each checked through the HTTP API; a
 refusal shows the API's code and message; a principal that may only describe the cluster sees
 the lists without a control to change them (nor a transaction's abort), and one that may not
-describe it sees the API's refusal. Screenshots saved (OUTBOX_SCREENSHOT_DIR, or .artifacts/screenshots) and their paths
-printed."""
+describe it sees the API's refusal. Screenshots saved (OUTBOX_SCREENSHOT_DIR, or
+.artifacts/screenshots) and their paths printed."""
 
 from __future__ import annotations
 
@@ -17,9 +17,11 @@ import pytest
 
 from tests.e2e.conftest import Launcher, ServiceProcess, provisioned
 from tests.e2e.test_console_browser import WAIT_MS, Console, ok, sign_in
-from tests.e2e.test_docs_browser import browser  # noqa: F401 - a fixture
+from tests.e2e import test_docs_browser
 
 pytestmark = [pytest.mark.e2e, pytest.mark.browser]
+
+browser = test_docs_browser.browser  # the fixture, for this module's tests
 
 
 class Keys:
@@ -43,8 +45,7 @@ def secured(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[ServiceP
 
 
 @pytest.fixture
-def signed_in(browser: Any, secured: tuple[ServiceProcess, Keys],  # noqa: F811
-              capsys: pytest.CaptureFixture[str]) -> Iterator[Any]:
+def signed_in(browser: Any, secured: tuple[ServiceProcess, Keys], capsys: pytest.CaptureFixture[str]) -> Iterator[Any]:
     """Opens a console page signed in with a key: signed_in(key, hash_) -> Console."""
     server, _ = secured
     opened: list[Console] = []
@@ -120,7 +121,8 @@ def test_an_operator_adds_a_binding_and_revokes_exactly_that_binding(secured: tu
                              "this process at once, and in every process within OUTBOX_SECURITY_REFRESH_INTERVAL_MS."]
         assert ok(api.get("/v1/acls", params={"principal": "User:erin"}))["acls"] == [ERIN_ALLOW]
         expect(c.page.locator("main tbody tr")).to_have_count(1, timeout=WAIT_MS)
-        assert c.page.locator("main tbody tr").all_inner_texts() == ["User:erin\tgroup\tpay-\tprefixed\tread\tallow\tRevoke…"]
+        assert c.page.locator("main tbody tr").all_inner_texts() == [
+            "User:erin\tgroup\tpay-\tprefixed\tread\tallow\tRevoke…"]
 
 
 def test_the_cluster_is_offered_as_its_one_literal_resource(secured: tuple[ServiceProcess, Keys],

@@ -49,10 +49,11 @@ def _wait_for_samples(api, group: str, lag: int | None, count: int) -> None:  # 
         time.sleep(0.2)
 
 
-def legend_colours(console: Console) -> dict[str, str]:  # noqa: F811
+def legend_colours(page: Console) -> dict[str, str]:
     """Each charted group's colour, as its legend marker shows it."""
-    return dict(console.page.evaluate("""[...document.querySelectorAll("#lag-history .u-legend .u-series")].slice(1)
-        .map(s => [s.querySelector(".u-label").textContent, getComputedStyle(s.querySelector(".u-marker")).borderColor])"""))
+    return dict(page.page.evaluate("""[...document.querySelectorAll("#lag-history .u-legend .u-series")]
+        .slice(1).map(s => [s.querySelector(".u-label").textContent,
+                            getComputedStyle(s.querySelector(".u-marker")).borderColor])"""))
 
 
 def test_the_overview_plots_the_lag_the_service_kept_and_follows_a_group_catching_up(console: Console,  # noqa: F811
