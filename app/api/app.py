@@ -133,7 +133,7 @@ def create_app(settings: Settings | None = None, clock: Clock = system_clock, *,
     # Every router of the API is authenticated by construction; the health probes are not
     # (a load balancer has no credentials), /metrics where OUTBOX_PROTECT_METRICS says.
     api_routers = [m.router for m in (topics, producers, records, fetch, transactions, groups, console_history)]
-    api_routers += [transactions.admin_router, acls.router, acls.principals_router]
+    api_routers += [transactions.admin_router, acls.router, acls.principals_router, acls.cluster_router]
     for router in api_routers:
         app.include_router(router, dependencies=authenticated)
     app.include_router(health.router)

@@ -491,7 +491,8 @@ def test_every_page_fits_a_narrow_window(browser: Any, server: ServiceProcess, c
                                    ("#/topics/narrow", "topic", "main table"),
                                    ("#/topics/narrow/0", "records", "#records"),
                                    ("#/transactions?show=all", "transactions", "#txn-filters"),
-                                   ("#/groups/narrow-readers", "group", "#lag-chart canvas")]:
+                                   ("#/groups/narrow-readers", "group", "#lag-chart canvas"),
+                                   ("#/acls", "acls", "#acl-add"), ("#/principals", "principals", "#key-create")]:
             c.open(hash_)
             c.page.locator(ready).first.wait_for(timeout=WAIT_MS)
             c.screenshot(f"console-narrow-{shot}.png")

@@ -1,7 +1,8 @@
 """The overview's "Lag of the groups that lag most" in a real browser, against a real `outbox
 serve` that samples the groups' lag every 500 ms (GET /v1/console/lag-history): a page opened
 after the groups started lagging plots what the service kept, names the groups that lag most
-now with their totals, and follows a group that catches up without a reload. The ACL and
+now with their totals, and follows a group that catches up without a reload, each group
+keeping its colour when the ranks change. The ACL and
 principal pages list what GET /v1/acls and GET /v1/principals answer, never a key. Screenshots
 saved (OUTBOX_SCREENSHOT_DIR, or .artifacts/screenshots) and their paths printed."""
 
@@ -48,6 +49,13 @@ def _wait_for_samples(api, group: str, lag: int | None, count: int) -> None:  # 
         time.sleep(0.2)
 
 
+def legend_colours(page: Console) -> dict[str, str]:
+    """Each charted group's colour, as its legend marker shows it."""
+    return dict(page.page.evaluate("""[...document.querySelectorAll("#lag-history .u-legend .u-series")]
+        .slice(1).map(s => [s.querySelector(".u-label").textContent,
+                            getComputedStyle(s.querySelector(".u-marker")).borderColor])"""))
+
+
 def test_the_overview_plots_the_lag_the_service_kept_and_follows_a_group_catching_up(console: Console,  # noqa: F811
                                                                                      server: ServiceProcess) -> None:
     from playwright.sync_api import expect
@@ -73,12 +81,15 @@ def test_the_overview_plots_the_lag_the_service_kept_and_follows_a_group_catchin
         assert legend[1:] == [
             "slow-shippers", "returns-desk", "fast-shippers", "new-readers"]
         assert "sample every 500 ms" in console.text("#lag-history-about")
+        colours = legend_colours(console)
+        assert len(set(colours.values())) == 4
 
         # It catches up; the page follows without a reload, its line falling to 0.
         _commit(api, "slow-shippers", "shipments", 10)
         _wait_for_samples(api, "slow-shippers", 0, 4)
         expect(console.page.locator("#lag-history-now")).to_have_text(
             "Now: returns-desk 3, fast-shippers 2, new-readers unknown, slow-shippers 0", timeout=WAIT_MS)
+        assert legend_colours(console) == colours  # each group keeps its colour in its new rank
         console.screenshot("console-overview-lag-history.png")
 
 
@@ -99,13 +110,15 @@ def test_the_acl_and_principal_pages_list_the_apis_bindings_and_keys(console: Co
 
     console.open("#/acls")
     console.wait_text("User:dave", "main tbody")
+    # Authentication off: the caller may alter the cluster, so each binding has its revoke.
     rows = [r.split("\t") for r in console.page.locator("main tbody tr").all_inner_texts()]
-    assert sorted(rows) == [["User:carol", "group", "pay", "prefixed", "read", "allow"],
-                            ["User:carol", "topic", "orders", "literal", "read", "allow"],
-                            ["User:dave", "topic", "orders", "literal", "write", "deny"]]
+    assert sorted(rows) == [["User:carol", "group", "pay", "prefixed", "read", "allow", "Revoke…"],
+                            ["User:carol", "topic", "orders", "literal", "read", "allow", "Revoke…"],
+                            ["User:dave", "topic", "orders", "literal", "write", "deny", "Revoke…"]]
     console.page.get_by_role("link", name="User:dave").click()
     expect(console.page.locator("#acl-filter")).to_have_text("principal User:dave", timeout=WAIT_MS)
-    assert console.page.locator("main tbody tr").all_inner_texts() == ["User:dave\ttopic\torders\tliteral\twrite\tdeny"]
+    assert console.page.locator("main tbody tr").all_inner_texts() == [
+        "User:dave\ttopic\torders\tliteral\twrite\tdeny\tRevoke…"]
     console.screenshot("console-acls.png")
 
     console.open("#/principals")

@@ -25,6 +25,7 @@ import yaml
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 from fastapi.testclient import TestClient
+from prometheus_client import REGISTRY
 
 from app.api.app import create_app
 from app.domain.acl import CLUSTER_NAME, Operation, PatternType, Permission, ResourceType
@@ -246,6 +247,8 @@ OPERATIONS: dict[str, Op] = {
                       ((C, CLUSTER_NAME, Operation.ALTER),)),
     "delete_acls": Op(lambda w: ("DELETE", "/v1/acls?principal=User:carol", None),
                       ((C, CLUSTER_NAME, Operation.ALTER),), prepare=_acl),
+    # Without describe on the cluster it answers no operation (Kafka's DescribeCluster).
+    "describe_cluster_authorized_operations": Op(lambda w: ("GET", "/v1/cluster/authorized-operations", None), ()),
     "list_principals": Op(lambda w: ("GET", "/v1/principals", None), ((C, CLUSTER_NAME, Operation.DESCRIBE),)),
     "create_api_key": Op(lambda w: ("POST", "/v1/principals/User:carol/api-keys", None),
                          ((C, CLUSTER_NAME, Operation.ALTER),), ok=201),
@@ -269,7 +272,8 @@ ALL = {**OPERATIONS, **VARIANTS}
 # Open with authentication on: the probes, and /metrics unless OUTBOX_PROTECT_METRICS.
 OPEN = {"healthz", "readyz", "metrics"}
 # Never refused for want of an ACL: they leave out what the principal may not describe.
-FILTERED = {"list_topics", "list_transactions", "list_groups", "fetch_partitions", "console_lag_history"}
+FILTERED = {"list_topics", "list_transactions", "list_groups", "fetch_partitions", "console_lag_history",
+            "describe_cluster_authorized_operations"}
 GUARDED = sorted(set(ALL) - FILTERED)
 
 
@@ -398,6 +402,24 @@ def test_a_topics_authorized_operations_are_those_the_principals_acls_allow(worl
     world.grant([(T, "orders", Operation.WRITE)])
     got = world.client.get("/v1/topics/orders/authorized-operations", headers=world.alice).json()
     assert got == {"topic": "orders", "authorized_operations": ["read", "write", "describe"]}
+
+
+def test_the_clusters_authorized_operations_are_those_the_principals_acls_allow(world: World) -> None:
+    def refusals() -> float:
+        return REGISTRY.get_sample_value("outbox_authorization_refusals_total",
+                                         {"resource_type": "cluster", "operation": "describe"}) or 0.0
+
+    world.grant([(C, CLUSTER_NAME, Operation.IDEMPOTENT_WRITE)])
+    before = refusals()
+    got = world.client.get("/v1/cluster/authorized-operations", headers=world.alice)
+    # Without describe: none, as Kafka's DescribeCluster answers, and no refusal counted.
+    assert (got.status_code, got.json(), refusals()) == (200, {"authorized_operations": []}, before)
+    world.grant([(C, CLUSTER_NAME, Operation.DESCRIBE)])
+    got = world.client.get("/v1/cluster/authorized-operations", headers=world.alice).json()
+    assert got == {"authorized_operations": ["describe", "idempotent_write"]}
+    world.grant([(C, CLUSTER_NAME, Operation.ALTER)])
+    got = world.client.get("/v1/cluster/authorized-operations", headers=world.alice).json()
+    assert got == {"authorized_operations": ["alter", "describe", "idempotent_write"]}
 
 
 def test_list_transactions_shows_only_the_transactional_ids_the_principal_may_describe(world: World) -> None:

@@ -4,6 +4,8 @@ tests/e2e/test_console_browser.py uses the console in Chromium."""
 
 from __future__ import annotations
 
+import dataclasses
+import json
 import re
 from pathlib import Path
 
@@ -12,6 +14,7 @@ from fastapi.testclient import TestClient
 
 from app.api import console
 from app.api.app import create_app
+from app.domain import acl
 from app.settings import Settings
 from tests.integration.test_docs_ui import CONTENT_TYPES, references
 
@@ -71,3 +74,19 @@ def test_uplot_is_the_version_named_in_code_and_readme_with_its_licence() -> Non
 
 def test_the_console_is_not_in_the_openapi_document(client) -> None:  # type: ignore[no-untyped-def]
     assert [p for p in client.get("/openapi.json").json()["paths"] if p.startswith("/console")] == []
+
+
+def _console_constant(name: str) -> object:
+    script = (console.STATIC_DIR / "console" / "console.js").read_text()
+    found = re.search(rf"^  const {name} = (.*?);$", script, re.MULTILINE | re.DOTALL)
+    assert found, name
+    return json.loads(found.group(1))
+
+
+def test_the_acl_form_offers_the_apis_choices_only() -> None:
+    assert _console_constant("ACL_OPERATIONS_OF") == {
+        t.value: [op.value for op in acl.Operation if op in acl.OPERATIONS_OF[t]] for t in acl.ResourceType}
+    assert _console_constant("ACL_PATTERN_TYPES") == [p.value for p in acl.PatternType]
+    assert _console_constant("ACL_PERMISSIONS") == [p.value for p in acl.Permission]
+    assert _console_constant("CLUSTER_NAME") == acl.CLUSTER_NAME
+    assert _console_constant("ACL_FIELDS") == [f.name for f in dataclasses.fields(acl.AclBinding)]

@@ -1,7 +1,7 @@
-"""The two small routes the console's record browser uses, on both databases: ListOffsets of a
-partition (its bounds, and the offset for a time: the Kafka door's definition,
-LogService.partition_offsets) and a topic's authorized operations. Who may call them is held
-with every other operation in tests/integration/test_authorization.py."""
+"""The small routes the console uses to read and to decide what it offers, on both databases:
+ListOffsets of a partition (its bounds, and the offset for a time: the Kafka door's definition,
+LogService.partition_offsets), and a topic's and the cluster's authorized operations. Who may
+call them is held with every other operation in tests/integration/test_authorization.py."""
 
 from __future__ import annotations
 
@@ -77,3 +77,8 @@ def test_bad_input_is_refused_with_a_code(timed: Any, url: str, status: int, cod
 def test_with_authentication_off_every_topic_operation_is_authorized(client: Any) -> None:
     assert ok(client.get("/v1/topics/any/authorized-operations")) == {"topic": "any", "authorized_operations": [
         "read", "write", "create", "delete", "alter", "describe", "alter_configs"]}
+
+
+def test_with_authentication_off_every_cluster_operation_is_authorized(client: Any) -> None:
+    assert ok(client.get("/v1/cluster/authorized-operations")) == {"authorized_operations": [
+        "create", "alter", "describe", "idempotent_write"]}

@@ -1,5 +1,6 @@
 """ACLs and API keys over HTTP: Kafka's CreateAcls / DescribeAcls / DeleteAcls, and the
-principals' API keys. Changing either needs ALTER on the cluster, reading it DESCRIBE."""
+principals' API keys. Changing either needs ALTER on the cluster, reading it DESCRIBE; what the
+principal may do on the cluster is answered too, so that the console offers only that."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from app.api.schemas.acls import (
     AclBindingOut,
     AclList,
     ApiKeyInfo,
+    ClusterAuthorizedOperations,
     CreateAclsRequest,
     CreateAclsResponse,
     CreatedAcl,
@@ -30,6 +32,7 @@ from app.domain.errors import InvalidRequest, ResourceNotFound
 
 router = APIRouter(prefix="/v1/acls", tags=["acls"])
 principals_router = APIRouter(prefix="/v1/principals", tags=["acls"])
+cluster_router = APIRouter(prefix="/v1/cluster", tags=["acls"])
 
 PrincipalQuery = Annotated[str | None, Query(min_length=6, max_length=255, pattern=PRINCIPAL_PATTERN)]
 PrincipalPath = Annotated[str, Path(min_length=1, max_length=255, pattern=r"^[^\x00-\x1f/\x7f]+$",
@@ -129,3 +132,14 @@ def revoke_api_key(principal: PrincipalPath, key_id: KeyIdPath, services: Servic
     if not revoked:
         raise ResourceNotFound(f"{principal_name(principal)} has no live API key {key_id!r}")
     return RevokedApiKeys(revoked=revoked)
+
+
+@cluster_router.get("/authorized-operations", operation_id="describe_cluster_authorized_operations",
+                    response_model=ClusterAuthorizedOperations, responses=documented(401))
+def describe_cluster_authorized_operations(access: AccessDep) -> ClusterAuthorizedOperations:
+    """What the principal may do on the cluster (Kafka's cluster_authorized_operations): the
+    console offers an operator's actions only with alter. None without DESCRIBE on the cluster,
+    as Kafka's DescribeCluster answers, rather than a refusal: the console asks on every page
+    that may offer one, and a page view is no refused request."""
+    allowed = access.authorized_operations(CLUSTER) if access.allows(Operation.DESCRIBE, CLUSTER) else []
+    return ClusterAuthorizedOperations(authorized_operations=[op.value for op in allowed])

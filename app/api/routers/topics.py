@@ -97,9 +97,7 @@ def describe_topic_authorized_operations(topic: TopicPath, access: AccessDep) ->
     exists or not: no other answer tells)."""
     resource = acl.topic(topic)
     access.require(Operation.DESCRIBE, resource)
-    allowed = [op.value for op in Operation
-               if op in acl.OPERATIONS_OF[resource.type] and op is not Operation.ALL
-               and access.allows(op, resource)]
+    allowed = [op.value for op in access.authorized_operations(resource)]
     return TopicAuthorizedOperations(topic=topic, authorized_operations=allowed)
 
 

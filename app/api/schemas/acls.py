@@ -91,3 +91,8 @@ class CreatedApiKey(BaseModel):
 
 class RevokedApiKeys(BaseModel):
     revoked: list[str]
+
+
+class ClusterAuthorizedOperations(BaseModel):
+    authorized_operations: list[str] = Field(description="the cluster operations the ACLs allow the principal "
+                                              "(Kafka's cluster_authorized_operations, KIP-430)")

@@ -46,6 +46,10 @@
     return options.text ? text : body;
   }
 
+  // The operations the principal may do on the cluster (GET /v1/cluster/authorized-operations;
+  // none where it may not describe it): the pages offer an operator's action only with alter.
+  const clusterOperations = async () => (await api("/v1/cluster/authorized-operations")).authorized_operations;
+
   // --- sign in ----------------------------------------------------------------------------
 
   const dialog = document.getElementById("sign-in");
@@ -149,14 +153,15 @@
   }
   const compact = new Intl.NumberFormat("en", { notation: "compact", maximumFractionDigits: 1 });
   const CHART_HEIGHT = 220;
-  const COLOURS = ["#2563eb", "#dc2626", "#16a34a", "#9333ea"];
+  const COLOURS = ["#2563eb", "#dc2626", "#16a34a", "#9333ea", "#ea580c"];
 
   // A chart of values over time, as wide as its card (it follows the card's width), its time
   // axis ending at the newest point (or now) and as long as its points span, from a minute
   // (so that a few points are not one sliver) up to `spanS` seconds: an empty chart says "No
   // data yet" over the last minute's correct times. Its accessible label names the ticks shown.
+  // Its series take the palette's colours in order, unless `colours` names each one's.
   const MIN_SPAN_S = 60;
-  function timeChart(card, title, seriesLabels, spanS) {
+  function timeChart(card, title, seriesLabels, spanS, colours = seriesLabels.map((_, i) => COLOURS[i % COLOURS.length])) {
     const inner = h("div", { class: "chart-inner" });
     const empty = h("div", { class: "chart-empty" }, "No data yet");
     card.classList.add("chart");
@@ -174,7 +179,7 @@
         y: { range: (u, min, max) => [0, Math.max(1, (Number.isFinite(max) ? max : 0) * 1.1)] },
       },
       series: [{ value: (u, v) => (v === null ? "–" : dateAndTime(new Date(v * 1000))) },
-        ...seriesLabels.map((label, i) => ({ label, stroke: COLOURS[i % COLOURS.length], width: 2,
+        ...seriesLabels.map((label, i) => ({ label, stroke: colours[i], width: 2,
           value: (u, v) => (v === null ? "–" : n(Math.round(v * 10) / 10)) }))],
       axes: [
         { space: 90, values: (u, splits, axisIdx, space, incr) => {
@@ -284,9 +289,21 @@
   // an unknown total (a partition without a committed offset) is a gap, not a 0.
   const LAG_GROUPS_SHOWN = 5;
 
+  // A group keeps its colour while it stays among those plotted, whatever its rank (the chart
+  // is redrawn when the groups or their order change): a colour a group leaving frees goes to
+  // the next group that comes in. `kept` holds the plotted groups only.
+  function keptColours(kept, ids) {
+    for (const id of [...kept.keys()]) if (!ids.includes(id)) kept.delete(id);
+    for (const id of ids) {
+      if (!kept.has(id)) kept.set(id, COLOURS.find(c => ![...kept.values()].includes(c)));
+    }
+    return ids.map(id => kept.get(id));
+  }
+
   async function lagHistory(page) {
     let chart = null;
     let plotted = "";
+    const colours = new Map();
     const load = async () => {
       let got;
       try {
@@ -310,7 +327,8 @@
       const top = newest.slice(0, LAG_GROUPS_SHOWN).map(g => g.group_id);
       if (!chart || plotted !== JSON.stringify(top)) {
         if (chart) { chart.destroy(); charts = charts.filter(c => c !== chart); }
-        chart = timeChart(document.getElementById("lag-history"), "Lag (records)", top, got.window_ms / 1000);
+        chart = timeChart(document.getElementById("lag-history"), "Lag (records)", top, got.window_ms / 1000,
+          keptColours(colours, top));
         plotted = JSON.stringify(top);
       }
       const lagOf = (sample, id) => {
@@ -708,7 +726,7 @@
   }
 
   async function transaction(id) {
-    const t = await api(`/v1/transactions/${enc(id)}`);
+    const [t, permitted] = await Promise.all([api(`/v1/transactions/${enc(id)}`), clusterOperations()]);
     const abortable = ["Ongoing", "Prepared"].includes(t.state);
     const abort = h("button", { class: "danger", id: "abort", disabled: !abortable, onclick: async () => {
       if (!confirm(`Abort transaction ${t.txn_id} of ${id}? Its records are never shown to read_committed readers, ` +
@@ -728,7 +746,9 @@
         h("dt", {}, "txn id"), h("dd", {}, t.txn_id === null ? "–" : t.txn_id),
         h("dt", {}, "age"), h("dd", {}, age(t.age_ms)),
         h("dt", {}, "timeout"), h("dd", {}, age(t.transaction_timeout_ms))),
-      h("p", {}, abort, abortable ? "" : h("span", { class: "muted" }, " (only an open or prepared transaction can be aborted)")),
+      permitted.includes("alter")
+        ? h("p", {}, abort, abortable ? "" : h("span", { class: "muted" }, " (only an open or prepared transaction can be aborted)"))
+        : h("p", { class: "muted", id: "abort-needs" }, "Aborting a transaction as an operator needs alter on the cluster."),
       h("h2", {}, "Partitions"),
       table(["topic", "partition", "first offset"], t.partitions.map(p => [link(`#/topics/${enc(p.topic)}`, p.topic), p.partition, n(p.first_offset)]),
         "None."),
@@ -747,41 +767,193 @@
       "No group the principal may describe."));
   }
 
-  // ACLs and principals: the API's own lists (describe on the cluster), read only here; they
-  // are changed with `outbox acls` and `outbox principals`. At most ROWS_LIMIT rows are drawn.
+  // ACLs and principals: the API's own lists (describe on the cluster). A principal with alter
+  // on the cluster (GET /v1/cluster/authorized-operations) is offered adding and revoking
+  // bindings and API keys; to others those controls are not shown, and the API checks every
+  // call anyway: a refusal is shown with its code. At most ROWS_LIMIT rows are drawn.
   const ROWS_LIMIT = 1000;
   const ACL_FILTERS = ["principal", "resource_type", "resource_name"];
   const limited = (rows, what) => (rows.length > ROWS_LIMIT
     ? h("p", { class: "muted" }, `The first ${n(ROWS_LIMIT)} of ${n(rows.length)} ${what}.`) : "");
 
+  // The API's ACL enums (app/domain/acl.py: the operations a binding may name per resource
+  // type, the pattern types, the permissions, the cluster's name), in its order;
+  // tests/integration/test_console.py holds them equal to it.
+  const ACL_OPERATIONS_OF = {
+    "topic": ["read", "write", "create", "delete", "alter", "describe", "alter_configs", "all"],
+    "group": ["read", "delete", "describe", "all"],
+    "transactional_id": ["write", "describe", "all"],
+    "cluster": ["create", "alter", "describe", "idempotent_write", "all"]
+  };
+  const ACL_PATTERN_TYPES = ["literal", "prefixed"];
+  const ACL_PERMISSIONS = ["allow", "deny"];
+  const CLUSTER_NAME = "outbox-cluster";
+  // Every field of a binding: a DeleteAcls filter naming them all deletes that binding only.
+  const ACL_FIELDS = ["principal", "resource_type", "resource_name", "pattern_type", "operation", "permission"];
+  const bindingText = a => `${a.permission} ${a.principal} ${a.operation} on ${a.resource_type}:${a.resource_name} (${a.pattern_type})`;
+
   async function acls(params) {
     const query = new URLSearchParams(ACL_FILTERS.filter(k => params.get(k)).map(k => [k, params.get(k)]));
-    const list = (await api(`/v1/acls${query.toString() ? `?${query}` : ""}`)).acls;
+    const [list, permitted] = await Promise.all([api(`/v1/acls${query.toString() ? `?${query}` : ""}`).then(x => x.acls),
+      clusterOperations()]);
+    const may = permitted.includes("alter");
     const filtered = [...query.entries()].map(([k, v]) => `${k.replace("_", " ")} ${v}`).join(", ");
+    const revoke = a => h("button", { class: "danger", type: "button", "aria-label": `Revoke ${bindingText(a)}`,
+      onclick: async () => {
+        if (!confirm(`Revoke the binding ${bindingText(a)}? It stops acting in this process at once, and in every ` +
+          "process within OUTBOX_SECURITY_REFRESH_INTERVAL_MS.")) return;
+        try {
+          const done = await api(`/v1/acls?${new URLSearchParams(ACL_FIELDS.map(k => [k, a[k]]))}`, { method: "DELETE" });
+          go(location.hash, done.deleted.length ? `Revoked: ${bindingText(a)}.` : `Nothing revoked: ${bindingText(a)} was stored no more.`);
+        } catch (e) { showError(e, "Revoke"); }
+      } }, "Revoke…");
     main.replaceChildren(h("h1", {}, "ACLs"),
       h("p", { class: "muted" }, filtered ? ["Bindings of ", h("strong", { id: "acl-filter" }, filtered), " (",
-        link("#/acls", "all bindings"), ")."] : ["Every binding. Change them with ", h("code", {}, "outbox acls"), "."]),
+        link("#/acls", "all bindings"), ")."] : "Every binding.",
+      may ? "" : " Adding and revoking bindings needs alter on the cluster."),
+      may ? aclForm(params) : "",
       limited(list, "bindings"),
-      table(["principal", "resource type", "resource name", "pattern", "operation", "permission"],
+      table(["principal", "resource type", "resource name", "pattern", "operation", "permission", ...(may ? [""] : [])],
         list.slice(0, ROWS_LIMIT).map(a => [link(`#/acls?principal=${enc(a.principal)}`, a.principal),
           a.resource_type, link(`#/acls?resource_type=${enc(a.resource_type)}&resource_name=${enc(a.resource_name)}`,
-            a.resource_name), a.pattern_type, a.operation, badge(a.permission)]),
+            a.resource_name), a.pattern_type, a.operation, badge(a.permission), ...(may ? [revoke(a)] : [])]),
         "No binding here."));
   }
 
+  // A binding to add (POST /v1/acls): only the API's choices are offered, the operations those
+  // of the resource type chosen; the cluster is one resource, named outbox-cluster, literal. The
+  // fields start from the page's filter.
+  function aclForm(params) {
+    const status = h("p", { id: "acl-add-status", class: "muted" });
+    const select = (name, values, chosen) => h("select", { name, id: `acl-${name}` },
+      values.map(v => h("option", { value: v, selected: v === chosen }, v)));
+    const type = select("resource_type", Object.keys(ACL_OPERATIONS_OF), params.get("resource_type") || "topic");
+    const name = h("input", { name: "resource_name", id: "acl-resource_name", required: true, size: 20,
+      value: params.get("resource_name") || undefined, placeholder: "name, prefix or *" });
+    const pattern = select("pattern_type", ACL_PATTERN_TYPES, "literal");
+    const operation = h("select", { name: "operation", id: "acl-operation" });
+    const fit = () => {
+      const was = operation.value;
+      operation.replaceChildren(...ACL_OPERATIONS_OF[type.value].map(v => h("option", { value: v, selected: v === was }, v)));
+      const cluster = type.value === "cluster";
+      if (cluster) { name.value = CLUSTER_NAME; pattern.value = "literal"; } else if (name.value === CLUSTER_NAME) name.value = "";
+      name.readOnly = cluster;
+      pattern.disabled = cluster;
+    };
+    type.addEventListener("change", fit);
+    fit();
+    return h("details", { id: "acl-add", class: "send" },
+      h("summary", {}, "Add a binding"),
+      h("form", { class: "inline wrap", onsubmit: async e => {
+        e.preventDefault();
+        const f = e.target;
+        const binding = { principal: f.principal.value.trim(), resource_type: type.value, resource_name: name.value.trim(),
+          pattern_type: pattern.value, operation: operation.value, permission: f.permission.value };
+        try {
+          const added = (await api("/v1/acls", { method: "POST", json: { acls: [binding] } })).acls[0];
+          go(location.hash, `${added.created ? "Added" : "Stored already, left as it was"}: ${bindingText(added)}.`);
+        } catch (err) {
+          status.className = "error";
+          status.textContent = `${err.code}: ${err.message}`;
+        }
+      } },
+      h("label", {}, "permission ", select("permission", ACL_PERMISSIONS, "allow")),
+      h("label", {}, "principal ", h("input", { name: "principal", id: "acl-principal", required: true, size: 18,
+        value: params.get("principal") || undefined, placeholder: "User:alice or User:*", autocomplete: "off" })),
+      h("label", {}, "operation ", operation),
+      h("label", {}, "resource type ", type),
+      h("label", {}, "resource name ", name),
+      h("label", {}, "pattern ", pattern),
+      h("button", { type: "submit", id: "acl-add-button" }, "Add binding")),
+      status);
+  }
+
   async function principals() {
-    const list = (await api("/v1/principals")).principals;
-    main.replaceChildren(h("h1", {}, "Principals"),
-      h("p", { class: "muted" }, "Principals with API keys (never the keys themselves), times in this browser's time " +
-        "zone. Create and revoke keys with ", h("code", {}, "outbox principals"), "."),
-      limited(list, "principals"),
+    const page = shown;
+    const [list, permitted] = await Promise.all([api("/v1/principals").then(x => x.principals), clusterOperations()]);
+    const may = permitted.includes("alter");
+    const listed = h("div", { id: "principal-list" });
+    // The key a create answered, shown here once: never stored by the page (not in its storage,
+    // not in its address); it goes with the page, or with "Done".
+    const created = h("div", { id: "new-key", hidden: true });
+    const reload = async () => {
+      const got = (await api("/v1/principals")).principals;
+      if (page === shown) draw(got);
+    };
+    // An API key is outbox_<key id>_<secret>: the page knows which key it signed in with.
+    const mine = k => (sessionStorage.getItem(CREDENTIAL) || "").startsWith(`outbox_${k.key_id}_`);
+    const revoke = (principal, k) => h("button", { class: "danger", type: "button",
+      "aria-label": `Revoke key ${k.key_id} of ${principal}`, onclick: async () => {
+        if (!confirm(`Revoke API key ${k.key_id} of ${principal}? A client using it is refused (401) by this ` +
+          "process at once, and by every process within OUTBOX_SECURITY_REFRESH_INTERVAL_MS." +
+          (mine(k) ? " It is the key this console signed in with: the console will ask for another." : ""))) return;
+        try {
+          await api(`/v1/principals/${enc(principal)}/api-keys/${enc(k.key_id)}`, { method: "DELETE" });
+          await reload();
+          showNotice(`Revoked: key ${k.key_id} of ${principal}.`);
+        } catch (e) { if (e.status !== 401) showError(e, "Revoke key"); }
+      } }, "Revoke…");
+    const draw = got => listed.replaceChildren(limited(got, "principals"),
       table(["principal", "active keys", "keys (id, created, revoked)", ""],
-        list.slice(0, ROWS_LIMIT).map(p => [p.principal, n(p.api_keys.filter(k => k.revoked_ms === null).length),
-          h("span", {}, p.api_keys.flatMap((k, i) => [i ? "; " : "", h("code", {}, k.key_id), " ",
-            dateAndTime(new Date(k.created_ms)),
-            k.revoked_ms === null ? "" : ` revoked ${dateAndTime(new Date(k.revoked_ms))}`])),
+        got.slice(0, ROWS_LIMIT).map(p => [p.principal, n(p.api_keys.filter(k => k.revoked_ms === null).length),
+          h("div", { class: "keys" }, p.api_keys.map(k => h("div", {}, h("code", {}, k.key_id), " ",
+            dateAndTime(new Date(k.created_ms)), mine(k) ? " (this console's)" : "",
+            k.revoked_ms !== null ? ` revoked ${dateAndTime(new Date(k.revoked_ms))}` : may ? [" ", revoke(p.principal, k)] : ""))),
           link(`#/acls?principal=${enc(p.principal)}`, "ACLs")]),
         "No principal has an API key."));
+    draw(list);
+    main.replaceChildren(h("h1", {}, "Principals"),
+      h("p", { class: "muted" }, "Principals with API keys (never the keys themselves), times in this browser's time zone.",
+        may ? "" : " Creating and revoking keys needs alter on the cluster."),
+      may ? keyForm(created, reload) : "", created, listed);
+  }
+
+  // A new API key (POST /v1/principals/{principal}/api-keys): the answer holds the key, which
+  // the service never shows again (it stores a hash), so the page shows it with a copy button.
+  function keyForm(created, reload) {
+    const status = h("p", { id: "key-create-status", class: "muted" });
+    const show = issued => {
+      const copied = h("span", { class: "muted", id: "new-key-copied" });
+      const value = h("code", { id: "new-key-value" }, issued.api_key);
+      const copy = async () => {
+        try {
+          await navigator.clipboard.writeText(issued.api_key);
+          copied.textContent = "Copied.";
+        } catch (e) {
+          // No clipboard (a page not served over HTTPS, or refused): the key is selected instead.
+          getSelection().selectAllChildren(value);
+          copied.textContent = "The browser refused to copy: the key is selected, copy it with Ctrl+C.";
+        }
+      };
+      created.hidden = false;
+      created.className = "secret";
+      created.replaceChildren(
+        h("p", {}, h("strong", {}, `New API key for ${issued.principal}`), ` (key id ${issued.key_id}). Copy it now: ` +
+          "it will not be shown again, here or anywhere (the service keeps only a hash of it)."),
+        h("p", {}, value),
+        h("p", {}, h("button", { type: "button", id: "new-key-copy", onclick: copy }, "Copy"), " ",
+          h("button", { type: "button", id: "new-key-done", onclick: () => { created.replaceChildren(); created.hidden = true; } },
+            "Done"), " ", copied));
+    };
+    return h("form", { class: "inline", id: "key-create", onsubmit: async e => {
+      e.preventDefault();
+      const principal = e.target.principal.value.trim();
+      let issued;
+      try {
+        issued = await api(`/v1/principals/${enc(principal)}/api-keys`, { method: "POST" });
+      } catch (err) {
+        status.className = "error";
+        status.textContent = `${err.code}: ${err.message}`;
+        return;
+      }
+      e.target.reset();
+      status.textContent = "";
+      show(issued);
+      try { await reload(); } catch (err) { showError(err, "Principals"); }
+    } },
+    h("label", {}, "new API key for ", h("input", { name: "principal", id: "key-principal", required: true, size: 24,
+      placeholder: "User:alice or alice", autocomplete: "off" })),
+    h("button", { type: "submit", id: "key-create-button" }, "Create key"), status);
   }
 
   // A lag the service cannot know (the group has committed no offset there) is "unknown",
