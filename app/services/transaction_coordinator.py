@@ -244,9 +244,9 @@ class TransactionCoordinator:
         assert meta.txn_id is not None
         event = (AnswerAgain(timeout_ms, version) if is_retry
                  else KeepPrepared(timeout_ms, principal, recovering_epoch=producer_epoch, transaction_version=version))
-        # An exhausted epoch gets a new producer id, as a fence does: the transaction is found
-        # by its transactional id and txn_id, whatever producer id its records carry, and its
-        # markers will carry the new one.
+        # An exhausted epoch gets a new producer id, as any InitProducerId's does: the
+        # transaction is found by its transactional id and txn_id, whatever producer id its
+        # records carry, and its markers will carry the new one.
         meta = apply_event(conn, meta, event, now)
         return ProducerIdAndEpoch(meta.producer_id, meta.producer_epoch, meta.transactional_id, timeout_ms,
                                   meta.txn_id, transaction_version=version)
