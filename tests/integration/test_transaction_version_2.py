@@ -5,13 +5,16 @@ On SQLite and PostgreSQL."""
 
 from __future__ import annotations
 
+import re
 import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 import pytest
-from sqlalchemy import select, update
+from sqlalchemy import event, select, update
 
 from app.domain.records import RecordToAppend, SendBatch
-from app.domain.types import IsolationLevel
+from app.domain.types import IsolationLevel, TransactionVersion
 from app.services.transaction_coordinator import TransactionCoordinator
 from app.storage.tables import producers, records, transaction_partitions, transactions
 from tests.helpers import batch, begin, create_topic, fetch, ident, init_producer, send, values
@@ -531,3 +534,61 @@ def test_an_exhausted_epoch_s_decision_completed_by_the_worker_keeps_its_markers
     assert coordinator.completion.complete_pending() == (1, 0)
     assert _markers(database) == [(0, 1, p.producer_id, 32767)]
 
+
+# --- a request speaking the other version: the switch is written with the request's change ---
+
+@contextmanager
+def _transaction_updates(db) -> Iterator[list[str]]:  # type: ignore[no-untyped-def]
+    """The UPDATEs of the transactions table run inside the block."""
+    seen: list[str] = []
+
+    def count(conn, cursor, statement, parameters, context, executemany):  # type: ignore[no-untyped-def]
+        if re.match(r"\s*UPDATE transactions\b", statement):
+            seen.append(statement)
+
+    event.listen(db.engine, "before_cursor_execute", count)
+    try:
+        yield seen
+    finally:
+        event.remove(db.engine, "before_cursor_execute", count)
+
+
+@pytest.mark.parametrize("complete_inline", [True, False], ids=["inline", "worker"])
+@pytest.mark.parametrize(("stored", "spoken"), [(1, 2), (2, 1)], ids=["1_to_2", "2_to_1"])
+def test_a_commit_speaking_the_other_version_writes_the_switch_and_the_decision_in_one_update(  # type: ignore[no-untyped-def]
+    services, complete_inline: bool, stored: int, spoken: int
+) -> None:
+    services.topics.create("out", 1)
+    coordinator = TransactionCoordinator(
+        services.db, services.settings.model_copy(update={"complete_inline": complete_inline}), services.clock)
+    p = coordinator.init_producer_id(transactional_id=TID, transaction_timeout_ms=None, transaction_version=stored)
+    coordinator.begin(TID, p.producer_id, p.producer_epoch)
+    services.log.send([SendBatch("out", 0, [RecordToAppend(None, '"a"', None, services.clock())], 0)],
+                      producer_id=p.producer_id, producer_epoch=p.producer_epoch, transactional_id=TID)
+
+    with _transaction_updates(services.db) as updates:
+        ended = coordinator.end_transaction(TID, p.producer_id, p.producer_epoch, commit=True,
+                                            transaction_version=TransactionVersion(spoken))
+
+    assert len(updates) == 1
+    # Version 2's Commit bumps the epoch, version 1's keeps it: the rules of the version spoken.
+    expected = ("CompleteCommit" if complete_inline else "PrepareCommit", spoken,
+                p.producer_epoch + (1 if spoken == 2 else 0))
+    assert (ended.meta.state.value, ended.meta.transaction_version, ended.meta.producer_epoch) == expected
+    now = coordinator.describe(TID).meta
+    assert (now.state.value, now.transaction_version, now.producer_epoch) == expected
+
+
+def test_an_abort_with_nothing_open_speaking_version_2_writes_the_switch_and_its_bump_in_one_update(  # type: ignore[no-untyped-def]
+    services,
+) -> None:
+    p = services.coordinator.init_producer_id(transactional_id=TID, transaction_timeout_ms=None, transaction_version=1)
+
+    with _transaction_updates(services.db) as updates:
+        ended = services.coordinator.end_transaction(TID, p.producer_id, p.producer_epoch, commit=False,
+                                                     transaction_version=TransactionVersion.V2)
+
+    assert len(updates) == 1
+    now = services.coordinator.describe(TID).meta
+    assert (ended.meta, now.state.value, now.transaction_version, now.producer_epoch) == (
+        now, "Empty", 2, p.producer_epoch + 1)
