@@ -39,7 +39,7 @@ from typing import Any
 import orjson
 
 from app.domain.errors import InvalidRecord, InvalidRequest, RecordListTooLarge
-from app.domain.log_cleaning import record_size
+from app.domain.log_cleaning import record_sizes
 from app.domain.types import MAX_INT32, MAX_INT64, ValueFormat
 
 MAX_DEPTH = 254
@@ -265,11 +265,18 @@ def for_topic(batch: SendBatch, value_format: ValueFormat) -> SendBatch:
 
 
 def _sized(batch: SendBatch, records: list[RecordToAppend], value_format: ValueFormat) -> SendBatch:
-    sizes = [record_size(r.key, r.value, r.headers) for r in records]
-    largest = max(enumerate(sizes), key=lambda s: s[1]) if sizes else (0, 0)
+    sizes = record_sizes([r.key for r in records], [r.value for r in records], [r.headers for r in records])
     return SendBatch(topic=batch.topic, partition=batch.partition, records=records,
                      base_sequence=batch.base_sequence, expected_offset=batch.expected_offset,
-                     size_bytes=sum(sizes), largest_record=largest, value_format=value_format)
+                     size_bytes=sum(sizes), largest_record=_largest(sizes), value_format=value_format)
+
+
+def _largest(sizes: list[int]) -> tuple[int, int]:
+    """The largest record (its index, the first of the largest, and its bytes); (0, 0) for none."""
+    if not sizes:
+        return 0, 0
+    largest = max(sizes)
+    return sizes.index(largest), largest
 
 
 def _typed_bytes(field: Any, what: str, index: int, where: str) -> bytes | None:
@@ -460,8 +467,7 @@ def kafka_batch(topic: str, partition: int, keys: Sequence[bytes | None], values
     key_texts, value_texts, header_texts, sizes = columns
     batch.records = [RecordToAppend(k, v, h, ts)
                      for k, v, h, ts in zip(key_texts, value_texts, header_texts, timestamps, strict=True)]
-    batch.size_bytes = sum(sizes)
-    batch.largest_record = max(enumerate(sizes), key=lambda s: s[1]) if sizes else (0, 0)
+    batch.size_bytes, batch.largest_record = sum(sizes), _largest(sizes)
     return batch
 
 
@@ -489,9 +495,7 @@ def _bytes_columns(keys: Sequence[bytes | None], values: Sequence[bytes | None],
     if set(map(type, keys)) - {bytes, type(None)} or set(map(type, values)) - {bytes, type(None)}:
         return None  # views into the request's buffer: from_kafka copies them
     texts = _header_texts(headers, where, header_list_json)
-    sizes = [(0 if k is None else len(k)) + (0 if v is None else len(v)) + (0 if h is None else len(h.encode()))
-             for k, v, h in zip(keys, values, texts)]
-    return keys, values, texts, sizes
+    return keys, values, texts, record_sizes(keys, values, texts)
 
 
 def _json_columns(keys: Sequence[bytes | None], values: Sequence[bytes | None], headers: Sequence[KafkaHeaders],
@@ -524,9 +528,10 @@ def _json_columns(keys: Sequence[bytes | None], values: Sequence[bytes | None], 
     if value_texts is None:
         return None
     texts = _header_texts(headers, where, _json_headers)
-    sizes = [(0 if k is None else len(k)) + (4 if v is None else len(v))  # type: ignore[arg-type]
-             + (0 if h is None else len(h.encode())) for k, v, h in zip(keys, values, texts)]
-    return key_texts, value_texts, texts, sizes
+    # Sized from the bytes at hand, which are the UTF-8 of the texts stored, rather than by
+    # encoding each text again; a null value is stored as the text null.
+    stored_values = values if present is values else [_NULL if v is None else v for v in values]
+    return key_texts, value_texts, texts, record_sizes(keys, stored_values, texts)
 
 
 def _joined_texts(column: Sequence[bytes | None], null: str | None = None) -> list[str | None] | None:

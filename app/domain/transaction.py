@@ -35,7 +35,7 @@ from app.domain.errors import (
     InvalidTxnState,
     ProducerFenced,
 )
-from app.domain.types import ProducerEpoch, ProducerId, TransactionState, TransactionVersion, TxnId
+from app.domain.types import MAX_PRODUCER_EPOCH, ProducerEpoch, ProducerId, TransactionState, TransactionVersion, TxnId
 
 S = TransactionState
 
@@ -205,7 +205,9 @@ def classify_recovery(
     if producer_epoch == meta.producer_epoch:
         return False
     if meta.last_producer_epoch is not None and producer_epoch == meta.last_producer_epoch:
-        return True
+        # Not where the bump it asked for was a fence's, to the epoch kept back from every
+        # producer: it is bumped past that, to a new producer id.
+        return meta.producer_epoch < MAX_PRODUCER_EPOCH
     raise ProducerFenced(
         f"producer epoch {producer_epoch} was replaced (current epoch {meta.producer_epoch})"
     )

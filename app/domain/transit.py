@@ -4,10 +4,12 @@ the same with prepareTransitionTo and TxnTransitMetadata.
 
 `prepare_transition(meta, event, now_ms)` checks the event against the transition table
 (app.domain.transaction.VALID_PREVIOUS_STATES) and returns the metadata the row will hold.
-Every epoch bump happens here, by one rule (`next_epoch`): the epoch rises by one, and at its
-maximum the producer id is exhausted, so the transit asks storage for a new producer id, whose
-epoch starts at 0. A transit never changes the row's producer id itself: storage makes the new
-one (its holder is the transit's `holder`) and puts it in.
+Every epoch bump happens here, by one rule (`next_epoch`): the epoch rises by one, and from an
+exhausted epoch (`is_epoch_exhausted`, Kafka's rule) the transit asks storage for a new producer
+id instead, whose epoch starts at 0. The one epoch above the exhausted ones, MAX_PRODUCER_EPOCH,
+is never handed to a producer: a fence takes it, and a version 2 decision's markers carry it. A
+transit never changes the row's producer id itself: storage makes the new one (its holder is the
+transit's `holder`) and puts it in.
 
 The checks of the caller (is it the live producer, is its txn_id the current one) are the
 request's, not the transition's: they stay with TransactionMetadata's check_* methods.
@@ -134,10 +136,22 @@ class TxnTransit:
     holder: str | None = None
 
 
-def next_epoch(producer_epoch: int) -> tuple[bool, ProducerEpoch]:
+def is_epoch_exhausted(producer_epoch: int) -> bool:
+    """Whether a producer id has no epoch left to hand its producer after `producer_epoch`, as
+    Kafka's coordinator decides it (MAX_PRODUCER_EPOCH - 1 and above). MAX_PRODUCER_EPOCH itself
+    is kept back, so that a producer at the last epoch it was given can always be fenced under
+    its own producer id, and so that a version 2 Commit or Abort from that epoch can write its
+    markers at an epoch above every batch of its transaction."""
+    return producer_epoch >= MAX_PRODUCER_EPOCH - 1
+
+
+def next_epoch(producer_epoch: int, *, fencing: bool = False) -> tuple[bool, ProducerEpoch]:
     """The epoch after a bump, and whether the producer id is exhausted and must be replaced
-    (its successor starts at epoch 0)."""
-    if producer_epoch >= MAX_PRODUCER_EPOCH:
+    (its successor starts at epoch 0). `fencing`: a fence bumps an exhausted epoch to the one
+    kept back, without a new producer id, so that the producer it fences is told PRODUCER_FENCED
+    (a new producer id would tell it that its id is unknown); the next InitProducerId replaces
+    the id. Only an epoch already at that maximum (none is handed out) needs a new id to fence."""
+    if is_epoch_exhausted(producer_epoch) and not (fencing and producer_epoch < MAX_PRODUCER_EPOCH):
         return True, ProducerEpoch(0)
     return False, ProducerEpoch(producer_epoch + 1)
 
@@ -181,7 +195,7 @@ def prepare_transition(meta: TransactionMetadata, event: Event, now_ms: int) -> 
             check_transition(S.PREPARE_EPOCH_FENCE, S.PREPARE_ABORT)
             # Made by the service, so the new producer id (if any) is held by no principal: a
             # producer id with a transactional id is used through that id, whose ACL guards it.
-            return _bumped(replace(meta, state=S.PREPARE_ABORT), now_ms, event.recovering_epoch, None)
+            return _bumped(replace(meta, state=S.PREPARE_ABORT), now_ms, event.recovering_epoch, None, fencing=True)
         case Begin():
             check_transition(meta.state, S.ONGOING)
             return TxnTransit(replace(meta, state=S.ONGOING, txn_id=TxnId(event.txn_id), txn_started_ms=now_ms,
@@ -228,9 +242,10 @@ def marker_producer(decision: TxnTransit) -> tuple[int, int]:
     """The producer id and epoch that a decided transaction's control markers carry: the
     decision's (under version 2 the epoch its Commit or Abort bumped to, at or above every batch
     of the transaction, as a partition's last word must be). Where that bump exhausted the
-    producer id, the markers stay with the id the batches were written under, at the highest
-    epoch (its successor starts at 0 and wrote none of them): the transit's own id before
-    storage replaces it, the id the decision remembered once it is stored (completed later)."""
+    producer id, the markers stay with the id the batches were written under, at the epoch kept
+    back for them, MAX_PRODUCER_EPOCH (its successor starts at 0 and wrote none of them): the
+    transit's own id before storage replaces it, the id the decision remembered once it is
+    stored (completed later)."""
     meta = decision.after
     if decision.new_producer_id:
         return meta.producer_id, MAX_PRODUCER_EPOCH
@@ -250,12 +265,12 @@ def then(first: TxnTransit, second: TxnTransit) -> TxnTransit:
 
 
 def _bumped(meta: TransactionMetadata, now_ms: int, recovering_epoch: int | None,
-            holder: str | None, *, remember_producer_id: bool = False) -> TxnTransit:
-    """The epoch bumped. `recovering_epoch`: the epoch whose holder's retry is answered again
-    (None: no retry is). A retry across a new producer id is recognised only where
-    `remember_producer_id` keeps the old one (a version 2 Commit or Abort); elsewhere the old
-    epoch means nothing under the new id."""
-    exhausted, epoch = next_epoch(meta.producer_epoch)
+            holder: str | None, *, remember_producer_id: bool = False, fencing: bool = False) -> TxnTransit:
+    """The epoch bumped (`fencing`: by a fence, see next_epoch). `recovering_epoch`: the epoch
+    whose holder's retry is answered again (None: no retry is). A retry across a new producer id
+    is recognised only where `remember_producer_id` keeps the old one (a version 2 Commit or
+    Abort); elsewhere the old epoch means nothing under the new id."""
+    exhausted, epoch = next_epoch(meta.producer_epoch, fencing=fencing)
     previous = meta.producer_id if exhausted and remember_producer_id else None
     last = (None if recovering_epoch is None or (exhausted and previous is None)
             else ProducerEpoch(recovering_epoch))

@@ -12,8 +12,8 @@ TopicId = NewType("TopicId", int)
 
 NO_PRODUCER_ID = -1
 NO_PRODUCER_EPOCH = -1
-# Kafka's producer epoch is a 16-bit signed number; when it would pass this the coordinator
-# hands the transactional_id a fresh producer id instead (as Kafka does).
+# Kafka's producer epoch is a 16-bit signed number. The coordinator hands a producer epochs
+# up to one below this, then a fresh producer id (app.domain.transit.is_epoch_exhausted).
 MAX_PRODUCER_EPOCH = 32767
 MAX_INT64 = 2**63 - 1
 MAX_INT32 = 2**31 - 1

@@ -11,7 +11,7 @@ from sqlalchemy import Connection
 from app import metrics
 from app.domain.acl import ANONYMOUS
 from app.domain.clock import Clock
-from app.domain.log_cleaning import record_size
+from app.domain.log_cleaning import record_sizes
 from app.domain.producer import ActiveProducer
 from app.domain.topic import Topic
 from app.domain.topic_config import check_record_size
@@ -84,7 +84,8 @@ def batches_to_append(conn: Connection, batches: list[SendBatch]) -> list[append
             )
         size, largest = b.size_bytes, b.largest_record
         if size is None or largest is None:
-            sizes = [record_size(r.key, r.value, r.headers) for r in b.records]
+            records = b.records
+            sizes = record_sizes([r.key for r in records], [r.value for r in records], [r.headers for r in records])
             size, largest = sum(sizes), max(enumerate(sizes), key=lambda s: s[1])
         check_record_size(topic.name, b.partition, *largest, topic.config.max_message_bytes)
         to_append.append(
@@ -121,7 +122,7 @@ def append_in_open_transaction(
             if message_id is not None:
                 published.add(message_id)
     if kept:
-        size = sum(record_size(r.key, r.value, r.headers) for r in kept)
+        size = sum(record_sizes([r.key for r in kept], [r.value for r in kept], [r.headers for r in kept]))
         to_append = append.BatchToAppend(whole.topic_id, whole.partition, kept, size_bytes=size)
         (result,) = append.append_batches(
             conn, [to_append], producer_id=None, producer_epoch=None, transactional_id=None,

@@ -52,6 +52,7 @@ from app.domain.transit import (
     next_epoch,
     prepare_transition,
     speaking,
+    then,
 )
 from app.domain.types import TransactionState, TransactionVersion
 from app.settings import Settings
@@ -244,9 +245,9 @@ class TransactionCoordinator:
         assert meta.txn_id is not None
         event = (AnswerAgain(timeout_ms, version) if is_retry
                  else KeepPrepared(timeout_ms, principal, recovering_epoch=producer_epoch, transaction_version=version))
-        # An exhausted epoch gets a new producer id, as a fence does: the transaction is found
-        # by its transactional id and txn_id, whatever producer id its records carry, and its
-        # markers will carry the new one.
+        # An exhausted epoch gets a new producer id, as any InitProducerId's does: the
+        # transaction is found by its transactional id and txn_id, whatever producer id its
+        # records carry, and its markers will carry the new one.
         meta = apply_event(conn, meta, event, now)
         return ProducerIdAndEpoch(meta.producer_id, meta.producer_epoch, meta.transactional_id, timeout_ms,
                                   meta.txn_id, transaction_version=version)
@@ -445,12 +446,23 @@ class TransactionCoordinator:
             # naming overlapping transactions would otherwise deadlock on PostgreSQL.
             names = sorted({transactional_id, *(ref.transactional_id for ref in prepared)})
             locked = {name: require(conn, name, lock=RowLock.UPDATE) for name in names}
-            meta = locked[transactional_id]
-            # The request's version first: the rules below are that version's. Written with the
-            # rest of this database transaction, so a refusal below leaves the version as it was.
-            spoken = speaking(meta, transaction_version, now)
-            if spoken is not None:
-                meta = locked[transactional_id] = txns.apply_transit(conn, meta, spoken)
+            meta = stored = locked[transactional_id]
+            # The request's version first: the rules below are that version's. The switch is
+            # written in the same UPDATE as whatever this request then writes of the row (its
+            # decision, or an Abort's bump), `spoken` composed with it; alone only where nothing
+            # else is written. A Commit that carries batches (the HTTP door's, which speaks no
+            # version) writes it first, so that the Begin and appends below see it stored.
+            pending = speaking(meta, transaction_version, now)
+            if pending is not None:
+                if batches:
+                    meta = stored = locked[transactional_id] = txns.apply_transit(conn, meta, pending)
+                    pending = None
+                else:
+                    meta = pending.after
+
+            def spoken(transit: TxnTransit) -> TxnTransit:
+                """`transit` of this transactional id with the version switch still to write."""
+                return transit if pending is None else then(pending, transit)
             if batches and meta.transaction_version is not TransactionVersion.V2:
                 # Under version 1 a Commit of a completed transaction is answered as a retry:
                 # batches sent with one would be acknowledged without being appended.
@@ -461,8 +473,8 @@ class TransactionCoordinator:
             if retried:
                 if batches:
                     sent = carried.retried(conn, meta, producer_id, producer_epoch, batches)
-                if meta.state is S.EMPTY:
-                    return self._view(conn, meta)  # an Abort that found nothing open, retried
+                if meta.state is S.EMPTY:  # an Abort that found nothing open, retried
+                    return self._view(conn, txns.apply_transit(conn, stored, spoken(TxnTransit(meta))))
             else:
                 meta.check_producer(producer_id, producer_epoch)
                 # A Commit naming a txn_id names a transaction already open: not a whole one.
@@ -470,7 +482,7 @@ class TransactionCoordinator:
                     return self._view(conn, *carried.commit_whole(conn, meta, producer_id, producer_epoch,
                                                                   batches, now))
                 if batches:
-                    meta = locked[transactional_id] = join_transaction(
+                    meta = stored = locked[transactional_id] = join_transaction(
                         conn, transactional_id, producer_id, producer_epoch, now, lock=RowLock.UPDATE, read=meta)
                     sent = carried.append_to_open(conn, meta, producer_id, producer_epoch, batches, now)
                 elif not commit and meta.transaction_version is TransactionVersion.V2 and meta.state in IDLE_STATES:
@@ -478,10 +490,10 @@ class TransactionCoordinator:
                     # request of this epoch still under way (a Send or a Commit whose answer
                     # was lost) is refused when it arrives instead of beginning a transaction
                     # the producer has given up. A retry of this Abort is answered again.
-                    meta = apply_event(conn, meta, InitProducerId(
+                    bump = prepare_transition(meta, InitProducerId(
                         meta.transaction_timeout_ms, None, recovering_epoch=producer_epoch,
                         transaction_version=TransactionVersion.V2), now)
-                    return self._view(conn, meta)
+                    return self._view(conn, txns.apply_transit(conn, stored, spoken(bump)))
             meta.check_txn_id(txn_id)
             done = {S.PREPARE_COMMIT, S.COMPLETE_COMMIT} if commit else {S.PREPARE_ABORT, S.COMPLETE_ABORT}
             # Already decided: a retry of the same request, answered as the first time.
@@ -500,19 +512,26 @@ class TransactionCoordinator:
             joined = [locked[ref.transactional_id] for ref in prepared]
             if decided:
                 # What the first request decided but left to the worker (complete_inline was
-                # off then) is completed now if it is on.
+                # off then) is completed now if it is on. A version switch is pending only where
+                # this transaction is complete already (a decided one keeps the version it was
+                # decided under), so it has nothing to be composed with: written alone.
                 transits = [TxnTransit(m) for m in (meta, *joined) if m.state is target]
+                if pending is not None:
+                    meta = locked[transactional_id] = txns.apply_transit(conn, stored, pending)
+                    pending = None
             else:
-                transits = [prepare_transition(m, Decide(commit), now) for m in (meta, *joined)]
+                transits = [spoken(prepare_transition(meta, Decide(commit), now)),
+                            *(prepare_transition(m, Decide(commit), now) for m in joined)]
                 if not self.settings.complete_inline:
-                    meta = txns.apply_transit(conn, meta, transits[0])
+                    meta = txns.apply_transit(conn, stored, transits[0])
                     for m, transit in zip(joined, transits[1:], strict=True):
                         txns.apply_transit(conn, m, transit)
                     return self._view(conn, meta, sent)
             if self.settings.complete_inline and transits:
                 # The decision is completed in this same database transaction: the Prepare
                 # state would be overwritten at once, so it is computed (and checked) but only
-                # the Complete state is written, with the decision's epoch bump (version 2).
+                # the Complete state is written, with the decision's epoch bump (version 2) and
+                # the version switch, over the rows as stored.
                 completed = {m.transactional_id: m for m in complete_decided(conn, transits, now, stored=locked)}
                 meta = completed.get(transactional_id, meta)
             return self._view(conn, meta, sent)

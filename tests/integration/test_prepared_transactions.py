@@ -173,18 +173,16 @@ def test_a_prepared_transaction_of_an_exhausted_epoch_is_kept_under_a_new_produc
 ) -> None:
     from sqlalchemy import create_engine, text
 
-    from app.domain.types import MAX_PRODUCER_EPOCH
-
     engine = create_engine(db_url)
-    with engine.begin() as conn:
-        conn.execute(text("UPDATE producers SET producer_epoch = :e WHERE producer_id = :p"),
-                     {"e": MAX_PRODUCER_EPOCH, "p": prepared["producer_id"]})
-        conn.execute(text("UPDATE transactions SET producer_epoch = :e"), {"e": MAX_PRODUCER_EPOCH})
+    with engine.begin() as conn:  # 32766: the last epoch a producer id gives its producer
+        conn.execute(text("UPDATE producers SET producer_epoch = 32766 WHERE producer_id = :p"),
+                     {"p": prepared["producer_id"]})
+        conn.execute(text("UPDATE transactions SET producer_epoch = 32766"))
     engine.dispose()
 
     new = init_producer(client, TID, keep_prepared_txn=True)
 
-    assert new["producer_id"] != prepared["producer_id"] and new["producer_epoch"] == 0
+    assert (new["producer_id"], new["producer_epoch"]) == (prepared["producer_id"] + 1, 0)
     assert (new["prepared_txn_id"], state(client)) == (prepared["txn_id"], "Prepared")
     r = call(client, "commit", new, txn_id=new["prepared_txn_id"])
     assert (r.status_code, r.json()["state"]) == (200, "CompleteCommit"), r.text

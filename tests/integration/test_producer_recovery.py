@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import pytest
+from sqlalchemy import select, update
 
+from app.storage.tables import producers, records, transactions
 from app.worker.chore import ChoreConfig
 from app.worker.coordinator import CoordinatorWorker
 from tests.helpers import batch, begin, create_topic, fetch, ident, init_producer, send, values
@@ -139,3 +141,71 @@ def test_operator_abort_aborts_and_fences_the_producer(client):  # type: ignore[
     assert r.json()["error_code"] == "PRODUCER_FENCED"
     r = client.post("/v1/admin/transactions/X/abort")
     assert (r.status_code, r.json()["error_code"]) == (409, "INVALID_TXN_STATE")
+
+
+# --- epoch exhaustion: 32766 is the last epoch a producer is handed, 32767 the coordinator's ---
+
+def _at_epoch(database, p: dict, epoch: int, tid: str | None = "X") -> dict:  # type: ignore[no-untyped-def]
+    """The producer `p` moved to `epoch`, as many bumps would have moved it."""
+    with database.write() as conn:
+        if tid is not None:
+            conn.execute(update(transactions).where(transactions.c.transactional_id == tid)
+                         .values(producer_epoch=epoch))
+        conn.execute(update(producers).where(producers.c.producer_id == p["producer_id"])
+                     .values(producer_epoch=epoch))
+    return {**p, "producer_epoch": epoch}
+
+
+def test_recovery_hands_out_epoch_32766_and_then_a_new_producer_id_at_epoch_0(client, database):  # type: ignore[no-untyped-def]
+    p = _at_epoch(database, init_producer(client, "X"), 32765)
+
+    last = _recover(client, "X", p).json()
+    assert (last["producer_id"], last["producer_epoch"]) == (p["producer_id"], 32766)
+    rotated = _recover(client, "X", last).json()
+    assert (rotated["producer_id"], rotated["producer_epoch"]) == (p["producer_id"] + 1, 0)
+
+
+def test_a_new_instance_at_epoch_32766_gets_a_new_producer_id_at_epoch_0(client, database):  # type: ignore[no-untyped-def]
+    p = _at_epoch(database, init_producer(client, "X"), 32766)
+    q = init_producer(client, "X")
+    assert (q["producer_id"], q["producer_epoch"]) == (p["producer_id"] + 1, 0)
+
+
+def test_recovery_with_an_open_transaction_at_epoch_32766_never_hands_out_32767(client, database):  # type: ignore[no-untyped-def]
+    create_topic(client, "t", 1)
+    p = _at_epoch(database, init_producer(client, "X"), 32766)
+    begin(client, "X", p)
+    send(client, [batch("t", 0, ["lost"], 0)], p, "X")
+
+    r = _recover(client, "X", p)
+
+    assert r.status_code == 200, r.text
+    assert (r.json()["producer_id"], r.json()["producer_epoch"]) == (p["producer_id"] + 1, 0)
+    # The abort's marker: the old producer id, at the epoch its fence took.
+    with database.read() as conn:
+        assert [tuple(m) for m in conn.execute(
+            select(records.c.offset, records.c.producer_id, records.c.producer_epoch, records.c.control_type)
+            .where(records.c.control_type.is_not(None)))] == [(1, p["producer_id"], 32767, "ABORT")]
+
+
+def test_a_fence_at_epoch_32766_keeps_the_producer_id_so_the_producer_is_told_it_is_fenced(client, database):  # type: ignore[no-untyped-def]
+    create_topic(client, "t", 1)
+    p = _at_epoch(database, init_producer(client, "X"), 32766)
+    begin(client, "X", p)
+    send(client, [batch("t", 0, ["a"], 0)], p, "X")
+
+    aborted = client.post("/v1/admin/transactions/X/abort").json()
+
+    assert (aborted["producer_id"], aborted["producer_epoch"]) == (p["producer_id"], 32767)
+    r = client.post("/v1/transactions/X/commit", json=ident(p))
+    assert r.json()["error_code"] == "PRODUCER_FENCED"
+    q = init_producer(client, "X")
+    assert (q["producer_id"], q["producer_epoch"]) == (p["producer_id"] + 1, 0)
+
+
+def test_an_idempotent_producer_at_epoch_32766_is_bumped_to_a_new_producer_id(client, database):  # type: ignore[no-untyped-def]
+    p = _at_epoch(database, init_producer(client), 32765, tid=None)
+    last = client.post("/v1/producers", json=ident(p)).json()
+    assert (last["producer_id"], last["producer_epoch"]) == (p["producer_id"], 32766)
+    rotated = client.post("/v1/producers", json=ident(last)).json()
+    assert (rotated["producer_id"], rotated["producer_epoch"]) == (p["producer_id"] + 1, 0)

@@ -5,14 +5,16 @@ On SQLite and PostgreSQL."""
 
 from __future__ import annotations
 
+import re
 import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 import pytest
-from sqlalchemy import select, update
+from sqlalchemy import event, select, update
 
-from app.domain.types import MAX_PRODUCER_EPOCH
 from app.domain.records import RecordToAppend, SendBatch
-from app.domain.types import IsolationLevel
+from app.domain.types import IsolationLevel, TransactionVersion
 from app.services.transaction_coordinator import TransactionCoordinator
 from app.storage.tables import producers, records, transaction_partitions, transactions
 from tests.helpers import batch, begin, create_topic, fetch, ident, init_producer, send, values
@@ -152,29 +154,47 @@ def test_a_retried_commit_is_answered_again_until_the_next_transaction_begins(cl
     assert _all(client) == ["a"]
 
 
-def test_an_exhausted_epoch_gets_a_new_producer_id_and_its_commit_can_still_be_retried(  # type: ignore[no-untyped-def]
+def _at_epoch(database, p: dict, epoch: int) -> dict:  # type: ignore[no-untyped-def]
+    """The producer `p` moved to `epoch`, as many transactions would have moved it."""
+    with database.write() as conn:
+        conn.execute(update(transactions).where(transactions.c.transactional_id == TID).values(producer_epoch=epoch))
+        conn.execute(update(producers).where(producers.c.producer_id == p["producer_id"])
+                     .values(producer_epoch=epoch))
+    return {**p, "producer_epoch": epoch}
+
+
+def test_the_epoch_before_the_exhausted_one_is_bumped_under_the_same_producer_id(  # type: ignore[no-untyped-def]
     client, topic, database
 ) -> None:
-    p = _init(client)
-    with database.write() as conn:
-        conn.execute(update(transactions).where(transactions.c.transactional_id == TID)
-                     .values(producer_epoch=MAX_PRODUCER_EPOCH))
-        conn.execute(update(producers).where(producers.c.producer_id == p["producer_id"])
-                     .values(producer_epoch=MAX_PRODUCER_EPOCH))
-    old = {**p, "producer_epoch": MAX_PRODUCER_EPOCH}
+    old = _at_epoch(database, _init(client), 32765)
     _ok(send(client, [batch("out", 0, ["a"], 0)], old, TID))
 
     ended = _ok(_end(client, old))
 
-    assert ended["producer_id"] != p["producer_id"] and ended["producer_epoch"] == 0
-    # The marker stays with the producer id its batch was written under, at the highest epoch.
-    assert _markers(database) == [(0, 1, p["producer_id"], MAX_PRODUCER_EPOCH)]
+    assert (ended["producer_id"], ended["producer_epoch"]) == (old["producer_id"], 32766)
+    assert _markers(database) == [(0, 1, old["producer_id"], 32766)]
+
+
+def test_an_exhausted_epoch_gets_a_new_producer_id_and_its_commit_can_still_be_retried(  # type: ignore[no-untyped-def]
+    client, topic, database
+) -> None:
+    p = _init(client)
+    old = _at_epoch(database, p, 32766)
+    _ok(send(client, [batch("out", 0, ["a"], 0)], old, TID))
+
+    ended = _ok(_end(client, old))
+
+    assert ended["producer_id"] == p["producer_id"] + 1 and ended["producer_epoch"] == 0
+    # The marker stays with the producer id its batch was written under, at the epoch kept back
+    # from every producer, one above the batch's.
+    assert _markers(database) == [(0, 1, p["producer_id"], 32767)]
     again = _ok(_end(client, old))
     assert (again["producer_id"], again["producer_epoch"]) == (ended["producer_id"], 0)
     _error(send(client, [batch("out", 0, ["late"], 1)], old, TID), 409, "INVALID_PRODUCER_EPOCH")
     new = {**p, **ident(ended)}
     _ok(send(client, [batch("out", 1, ["b"], 0)], new, TID))
-    _ok(_end(client, new))
+    last = _ok(_end(client, new))
+    assert (last["producer_id"], last["producer_epoch"]) == (ended["producer_id"], 1)
     assert _all(client) == ["a", "b"]
 
 
@@ -367,15 +387,12 @@ def test_a_commit_carrying_a_whole_transaction_at_an_exhausted_epoch_gets_a_new_
     client, topic, database
 ) -> None:
     p = _init(client)
-    with database.write() as conn:
-        conn.execute(update(transactions).where(transactions.c.transactional_id == TID)
-                     .values(producer_epoch=MAX_PRODUCER_EPOCH))
-    old = {**p, "producer_epoch": MAX_PRODUCER_EPOCH}
+    old = _at_epoch(database, p, 32766)
 
     ended = _ok(_commit_with(client, old, [batch("out", 0, ["a"], 0)]))
 
-    assert ended["producer_id"] != p["producer_id"] and ended["producer_epoch"] == 0
-    assert _markers(database) == [(0, 1, p["producer_id"], MAX_PRODUCER_EPOCH)]
+    assert ended["producer_id"] == p["producer_id"] + 1 and ended["producer_epoch"] == 0
+    assert _markers(database) == [(0, 1, p["producer_id"], 32767)]
     again = _ok(_commit_with(client, old, [batch("out", 0, ["a"], 0)]))
     assert (again["producer_id"], again["producer_epoch"], again["results"][0]["duplicate"]) == (
         ended["producer_id"], 0, True)
@@ -505,14 +522,73 @@ def test_an_exhausted_epoch_s_decision_completed_by_the_worker_keeps_its_markers
         services.db, services.settings.model_copy(update={"complete_inline": False}), services.clock)
     p = coordinator.init_producer_id(transactional_id=TID, transaction_timeout_ms=None, transaction_version=2)
     with database.write() as conn:
-        conn.execute(update(transactions).where(transactions.c.transactional_id == TID)
-                     .values(producer_epoch=MAX_PRODUCER_EPOCH))
+        conn.execute(update(transactions).where(transactions.c.transactional_id == TID).values(producer_epoch=32766))
     record = [RecordToAppend(None, '"a"', None, services.clock())]
     services.log.send([SendBatch("out", 0, record, 0)], producer_id=p.producer_id,
-                      producer_epoch=MAX_PRODUCER_EPOCH, transactional_id=TID)
+                      producer_epoch=32766, transactional_id=TID)
 
-    decided = coordinator.end_transaction(TID, p.producer_id, MAX_PRODUCER_EPOCH, commit=True)
+    decided = coordinator.end_transaction(TID, p.producer_id, 32766, commit=True)
 
-    assert decided.meta.state.value == "PrepareCommit" and decided.meta.producer_id != p.producer_id
+    assert (decided.meta.state.value, decided.meta.producer_id, decided.meta.producer_epoch) == (
+        "PrepareCommit", p.producer_id + 1, 0)
     assert coordinator.completion.complete_pending() == (1, 0)
-    assert _markers(database) == [(0, 1, p.producer_id, MAX_PRODUCER_EPOCH)]
+    assert _markers(database) == [(0, 1, p.producer_id, 32767)]
+
+
+# --- a request speaking the other version: the switch is written with the request's change ---
+
+@contextmanager
+def _transaction_updates(db) -> Iterator[list[str]]:  # type: ignore[no-untyped-def]
+    """The UPDATEs of the transactions table run inside the block."""
+    seen: list[str] = []
+
+    def count(conn, cursor, statement, parameters, context, executemany):  # type: ignore[no-untyped-def]
+        if re.match(r"\s*UPDATE transactions\b", statement):
+            seen.append(statement)
+
+    event.listen(db.engine, "before_cursor_execute", count)
+    try:
+        yield seen
+    finally:
+        event.remove(db.engine, "before_cursor_execute", count)
+
+
+@pytest.mark.parametrize("complete_inline", [True, False], ids=["inline", "worker"])
+@pytest.mark.parametrize(("stored", "spoken"), [(1, 2), (2, 1)], ids=["1_to_2", "2_to_1"])
+def test_a_commit_speaking_the_other_version_writes_the_switch_and_the_decision_in_one_update(  # type: ignore[no-untyped-def]
+    services, complete_inline: bool, stored: int, spoken: int
+) -> None:
+    services.topics.create("out", 1)
+    coordinator = TransactionCoordinator(
+        services.db, services.settings.model_copy(update={"complete_inline": complete_inline}), services.clock)
+    p = coordinator.init_producer_id(transactional_id=TID, transaction_timeout_ms=None, transaction_version=stored)
+    coordinator.begin(TID, p.producer_id, p.producer_epoch)
+    services.log.send([SendBatch("out", 0, [RecordToAppend(None, '"a"', None, services.clock())], 0)],
+                      producer_id=p.producer_id, producer_epoch=p.producer_epoch, transactional_id=TID)
+
+    with _transaction_updates(services.db) as updates:
+        ended = coordinator.end_transaction(TID, p.producer_id, p.producer_epoch, commit=True,
+                                            transaction_version=TransactionVersion(spoken))
+
+    assert len(updates) == 1
+    # Version 2's Commit bumps the epoch, version 1's keeps it: the rules of the version spoken.
+    expected = ("CompleteCommit" if complete_inline else "PrepareCommit", spoken,
+                p.producer_epoch + (1 if spoken == 2 else 0))
+    assert (ended.meta.state.value, ended.meta.transaction_version, ended.meta.producer_epoch) == expected
+    now = coordinator.describe(TID).meta
+    assert (now.state.value, now.transaction_version, now.producer_epoch) == expected
+
+
+def test_an_abort_with_nothing_open_speaking_version_2_writes_the_switch_and_its_bump_in_one_update(  # type: ignore[no-untyped-def]
+    services,
+) -> None:
+    p = services.coordinator.init_producer_id(transactional_id=TID, transaction_timeout_ms=None, transaction_version=1)
+
+    with _transaction_updates(services.db) as updates:
+        ended = services.coordinator.end_transaction(TID, p.producer_id, p.producer_epoch, commit=False,
+                                                     transaction_version=TransactionVersion.V2)
+
+    assert len(updates) == 1
+    now = services.coordinator.describe(TID).meta
+    assert (ended.meta, now.state.value, now.transaction_version, now.producer_epoch) == (
+        now, "Empty", 2, p.producer_epoch + 1)

@@ -11,11 +11,10 @@ from typing import Any
 
 from aiokafka.record.default_records import DefaultRecordBatchBuilder
 from kio.schema.errors import ErrorCode
-from sqlalchemy import update
+from sqlalchemy import select, update
 
-from app.domain.types import MAX_PRODUCER_EPOCH
 from app.kafka.protocol import SERVED, request_class
-from app.storage.tables import transactions
+from app.storage.tables import records, transactions
 from tests.helpers import create_topic
 from tests.kafka.conftest import Listener, ask, deferred_completion
 
@@ -110,6 +109,14 @@ def _committed_offsets(kafka: Listener, group_id: str) -> list[tuple[str, int, i
     r = kafka.client.get(f"/v1/groups/{group_id}/offsets", params={"require_stable": "false"})
     assert r.status_code == 200, r.text
     return [(o["topic"], o["partition"], o["offset"]) for o in r.json()["offsets"]]
+
+
+def _markers(kafka: Listener) -> list[tuple[int, int, int]]:
+    """Every control marker of orders/0: (offset, producer_id, producer_epoch)."""
+    with kafka.services.db.read() as conn:
+        return [tuple(r) for r in conn.execute(
+            select(records.c.offset, records.c.producer_id, records.c.producer_epoch)
+            .where(records.c.partition == 0, records.c.control_type.is_not(None)).order_by(records.c.offset))]
 
 
 # --- ApiVersions ------------------------------------------------------------------------------
@@ -345,27 +352,33 @@ def test_a_delayed_txn_offset_commit_of_the_committed_transaction_is_refused_and
 
 # --- epoch exhaustion ----------------------------------------------------------------------------
 
-def test_a_commit_at_the_exhausted_epoch_answers_a_new_producer_id_at_epoch_0(kafka: Listener) -> None:
+def test_end_txn_hands_out_epoch_32766_then_a_new_producer_id_at_epoch_0_and_answers_its_retry_again(
+        kafka: Listener) -> None:
     create_topic(kafka.client, "orders")
     with kafka.connect() as s:
         pid, _ = _init(s)
         with kafka.services.db.write() as conn:
-            conn.execute(update(transactions).where(transactions.c.transactional_id == TID)
-                         .values(producer_epoch=MAX_PRODUCER_EPOCH))
-        assert _produce(s, pid, MAX_PRODUCER_EPOCH, 0, [b'"a"']).error_code == ErrorCode.none
+            conn.execute(update(transactions).where(transactions.c.transactional_id == TID).values(producer_epoch=32765))
+        assert _produce(s, pid, 32765, 0, [b'"a"']).error_code == ErrorCode.none
+        last = _end(s, pid, 32765, commit=True)
+        assert (last.error_code, last.producer_id, last.producer_epoch) == (ErrorCode.none, pid, 32766)
+        assert _produce(s, pid, 32766, 0, [b'"b"']).error_code == ErrorCode.none
 
-        ended = _end(s, pid, MAX_PRODUCER_EPOCH, commit=True)
+        ended = _end(s, pid, 32766, commit=True)
 
-        assert ended.error_code == ErrorCode.none
-        assert ended.producer_id != pid and ended.producer_epoch == 0
-        late = _produce(s, pid, MAX_PRODUCER_EPOCH, 0, [b'"late"'], base_sequence=1)
+        assert (ended.error_code, ended.producer_id, ended.producer_epoch) == (ErrorCode.none, pid + 1, 0)
+        retried = _end(s, pid, 32766, commit=True)
+        assert (retried.error_code, retried.producer_id, retried.producer_epoch) == (ErrorCode.none, pid + 1, 0)
+        late = _produce(s, pid, 32766, 0, [b'"late"'], base_sequence=1)
         assert late.error_code == ErrorCode.invalid_producer_epoch
-        assert _produce(s, ended.producer_id, 0, 0, [b'"b"']).error_code == ErrorCode.none
-        again = _end(s, ended.producer_id, 0, commit=True)
-        assert (again.error_code, again.producer_id, again.producer_epoch) == (ErrorCode.none, ended.producer_id, 1)
-        # 0 "a", 1 its marker (under the old id), 2 "b" (the new id), 3 its marker.
-        assert _read_committed(s, 0) == [(0, b'"a"'), (2, b'"b"')]
-    assert _http_committed(kafka, 0) == [(0, "a"), (2, "b")]
+        assert _produce(s, pid + 1, 0, 0, [b'"c"']).error_code == ErrorCode.none
+        again = _end(s, pid + 1, 0, commit=True)
+        assert (again.error_code, again.producer_id, again.producer_epoch) == (ErrorCode.none, pid + 1, 1)
+        # 0 "a", 1 its marker (32766), 2 "b", 3 its marker (the old id at 32767), 4 "c" (the
+        # new id), 5 its marker.
+        assert _read_committed(s, 0) == [(0, b'"a"'), (2, b'"b"'), (4, b'"c"')]
+    assert _http_committed(kafka, 0) == [(0, "a"), (2, "b"), (4, "c")]
+    assert _markers(kafka) == [(1, pid, 32766), (3, pid, 32767), (5, pid + 1, 1)]
 
 
 # --- version 1 beside it ------------------------------------------------------------------------

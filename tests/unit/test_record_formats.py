@@ -9,7 +9,7 @@ from types import SimpleNamespace
 import pytest
 
 from app.domain.errors import InvalidConfig, InvalidRecord, InvalidRequest
-from app.domain.log_cleaning import record_size
+from app.domain.log_cleaning import record_size, record_sizes
 from app.domain.records import RecordToAppend, batch_of, for_topic, from_kafka, kafka_batch, to_kafka
 from app.domain.topic_config import TopicConfig
 from app.domain.types import ValueFormat
@@ -141,7 +141,13 @@ def test_a_kafka_batch_holds_what_from_kafka_makes_of_each_record(value_format: 
     batch = _kafka_batch(_TAKEN, value_format)
 
     assert batch.records == [from_kafka(k, v, h, ts, value_format) for k, v, h, ts in _TAKEN]
-    assert batch.size_bytes == sum(record_size(r.key, r.value, r.headers) for r in batch.records)
+    sizes = [record_size(r.key, r.value, r.headers) for r in batch.records]
+    assert (batch.size_bytes, batch.largest_record) == (sum(sizes), (sizes.index(max(sizes)), max(sizes)))
+
+
+def test_the_largest_record_of_a_kafka_batch_is_the_first_of_the_largest() -> None:
+    batch = _kafka_batch([(b"a", b"xy", [], 1), (None, b"z", [], 2), (b"ab", b"y", [], 3)], BYTES)
+    assert (batch.size_bytes, batch.largest_record) == (3 + 1 + 3, (0, 3))
 
 
 @pytest.mark.parametrize(("key", "value", "headers", "timestamp"), [
@@ -190,6 +196,11 @@ def test_a_bytes_topic_takes_any_kafka_batch_and_refuses_only_a_timestamp_out_of
 
 def test_record_size_counts_bytes_as_they_are_and_text_in_utf8() -> None:
     assert record_size(b"\xff", "é", '{"h":"v"}') == 1 + 2 + 9
+
+
+def test_record_sizes_counts_each_record_of_the_columns_null_as_nothing_and_a_view_as_its_bytes() -> None:
+    assert record_sizes([None, b"ab", "\u00e9"], ["null", memoryview(b"xyz"), None], [None, '{"h":"\u20ac"}', None]) \
+        == [4, 2 + 3 + 11, 2]
 
 
 def test_a_topics_format_cannot_be_altered() -> None:

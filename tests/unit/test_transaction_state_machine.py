@@ -22,7 +22,7 @@ from app.domain.transaction import (
     check_transition,
     classify_recovery,
 )
-from app.domain.transit import next_epoch
+from app.domain.transit import is_epoch_exhausted, next_epoch
 from app.domain.types import MAX_PRODUCER_EPOCH, ProducerEpoch, ProducerId, TransactionState, TxnId
 
 S = TransactionState
@@ -241,23 +241,26 @@ def test_is_timed_out_false_when_the_clock_is_behind_the_start() -> None:
 
 
 # --- next_epoch ----------------------------------------------------------------------------------
+# Kafka's coordinator hands a producer epochs up to Short.MaxValue - 1 = 32766 and keeps 32767
+# back for itself: a bump from 32766 gives a new producer id at epoch 0, except a fence's.
 
-
-def test_next_epoch_increments() -> None:
-    assert next_epoch(ProducerEpoch(0)) == (False, 1)
-
-
-def test_next_epoch_reaches_the_maximum_without_exhaustion() -> None:
-    assert next_epoch(ProducerEpoch(MAX_PRODUCER_EPOCH - 1)) == (False, MAX_PRODUCER_EPOCH)
-
-
-def test_next_epoch_at_the_maximum_is_exhausted_and_restarts_at_zero() -> None:
+@pytest.mark.parametrize(("epoch", "exhausted"), [(0, False), (32765, False), (32766, True), (32767, True),
+                                                   (40000, True)])
+def test_an_epoch_is_exhausted_from_one_below_the_maximum(epoch: int, exhausted: bool) -> None:
     assert MAX_PRODUCER_EPOCH == 32767
-    assert next_epoch(ProducerEpoch(32767)) == (True, 0)
+    assert is_epoch_exhausted(epoch) is exhausted
 
 
-def test_next_epoch_above_the_maximum_is_exhausted() -> None:
-    assert next_epoch(ProducerEpoch(40000)) == (True, 0)
+@pytest.mark.parametrize(("epoch", "after"), [(0, (False, 1)), (32764, (False, 32765)), (32765, (False, 32766)),
+                                               (32766, (True, 0)), (32767, (True, 0)), (40000, (True, 0))])
+def test_next_epoch_rises_by_one_and_restarts_at_zero_from_an_exhausted_epoch(epoch: int, after: tuple) -> None:
+    assert next_epoch(ProducerEpoch(epoch)) == after
+
+
+@pytest.mark.parametrize(("epoch", "after"), [(32765, (False, 32766)), (32766, (False, 32767)), (32767, (True, 0))])
+def test_a_fence_takes_the_epoch_kept_back_and_only_past_it_needs_a_new_producer_id(epoch: int,
+                                                                                   after: tuple) -> None:
+    assert next_epoch(ProducerEpoch(epoch), fencing=True) == after
 
 
 # --- classify_recovery (KIP-360) -----------------------------------------------------------------
@@ -269,6 +272,11 @@ def test_recovery_by_the_live_instance_bumps_now() -> None:
 
 def test_recovery_retry_with_the_epoch_just_bumped_from_is_answered_again() -> None:
     assert classify_recovery(meta(last_producer_epoch=ProducerEpoch(4)), 10, 4) is True
+
+
+def test_recovery_retry_after_its_fence_took_the_epoch_kept_back_bumps_again_rather_than_hand_that_epoch_out() -> None:
+    fenced = meta(state=S.COMPLETE_ABORT, producer_epoch=ProducerEpoch(32767), last_producer_epoch=ProducerEpoch(32766))
+    assert classify_recovery(fenced, 10, 32766) is False
 
 
 def test_recovery_with_an_older_epoch_that_is_not_the_last_is_fenced() -> None:

@@ -25,6 +25,7 @@ from app.domain.transit import (
     Prepare,
     SpeakVersion,
     TxnTransit,
+    marker_producer,
     prepare_transition,
     speaking,
     then,
@@ -85,11 +86,27 @@ def test_a_new_instance_s_bump_forgets_any_earlier_recovering_epoch() -> None:
     assert transit.after.last_producer_epoch is None
 
 
-def test_a_bump_at_the_maximum_epoch_asks_for_a_new_producer_id_at_epoch_0_and_forgets_the_old_epoch() -> None:
-    transit = prepare_transition(meta(S.EMPTY, producer_epoch=MAX_PRODUCER_EPOCH),
-                                 InitProducerId(30_000, "User:a", recovering_epoch=MAX_PRODUCER_EPOCH), NOW)
+def test_a_bump_below_the_exhausted_epoch_hands_out_the_last_epoch_under_the_same_producer_id() -> None:
+    transit = prepare_transition(meta(S.EMPTY, producer_epoch=ProducerEpoch(32765)),
+                                 InitProducerId(30_000, "User:a", recovering_epoch=32765), NOW)
+    assert not transit.new_producer_id
+    assert (transit.after.producer_id, transit.after.producer_epoch, transit.after.last_producer_epoch) == (
+        10, 32766, 32765)
+
+
+@pytest.mark.parametrize("epoch", [32766, 32767])
+def test_a_bump_from_an_exhausted_epoch_asks_for_a_new_producer_id_at_epoch_0_and_forgets_the_old_epoch(
+        epoch: int) -> None:
+    transit = prepare_transition(meta(S.EMPTY, producer_epoch=ProducerEpoch(epoch)),
+                                 InitProducerId(30_000, "User:a", recovering_epoch=epoch), NOW)
     assert (transit.new_producer_id, transit.holder) == (True, "User:a")
     assert (transit.after.producer_id, transit.after.producer_epoch, transit.after.last_producer_epoch) == (10, 0, None)
+
+
+def test_keep_prepared_from_an_exhausted_epoch_asks_for_a_new_producer_id() -> None:
+    transit = prepare_transition(meta(S.PREPARED, producer_epoch=ProducerEpoch(32766)), KeepPrepared(30_000, "User:b"),
+                                 NOW)
+    assert (transit.new_producer_id, transit.after.state, transit.after.producer_epoch) == (True, S.PREPARED, 0)
 
 
 def test_a_retry_of_a_bump_changes_nothing_but_the_timeout() -> None:
@@ -105,7 +122,15 @@ def test_keep_prepared_bumps_the_epoch_and_the_transaction_stays_prepared_with_i
 
 @pytest.mark.parametrize("state", [S.ONGOING, S.PREPARED])
 @pytest.mark.parametrize("reason", list(FenceReason))
-def test_a_fence_aborts_with_the_epoch_bumped_and_a_new_producer_id_would_be_held_by_nobody(
+def test_a_fence_of_the_last_epoch_handed_out_takes_the_epoch_kept_back_under_the_same_producer_id(
+        state: TransactionState, reason: FenceReason) -> None:
+    transit = prepare_transition(meta(state, producer_epoch=ProducerEpoch(32766)), Fence(reason), NOW)
+    assert transit == TxnTransit(meta(S.PREPARE_ABORT, producer_epoch=32767, updated_ms=NOW))
+
+
+@pytest.mark.parametrize("state", [S.ONGOING, S.PREPARED])
+@pytest.mark.parametrize("reason", list(FenceReason))
+def test_a_fence_past_the_maximum_epoch_asks_for_a_new_producer_id_held_by_nobody(
         state: TransactionState, reason: FenceReason) -> None:
     transit = prepare_transition(meta(state, producer_epoch=MAX_PRODUCER_EPOCH), Fence(reason), NOW)
     assert transit == TxnTransit(meta(S.PREPARE_ABORT, producer_epoch=0, updated_ms=NOW), new_producer_id=True,
@@ -156,12 +181,26 @@ def test_a_version_2_decision_bumps_the_epoch_and_remembers_the_one_it_ended(com
     assert transit.after.previous_producer_id is None
 
 
-def test_a_version_2_decision_at_the_maximum_epoch_asks_for_a_new_producer_id_and_remembers_the_old_one() -> None:
-    before = meta(S.ONGOING, transaction_version=TransactionVersion.V2, producer_epoch=ProducerEpoch(MAX_PRODUCER_EPOCH))
-    transit = prepare_transition(before, Decide(commit=True), NOW)
+@pytest.mark.parametrize("commit", [True, False])
+def test_a_version_2_decision_below_the_exhausted_epoch_hands_out_the_last_epoch(commit: bool) -> None:
+    before = meta(S.ONGOING, transaction_version=TransactionVersion.V2, producer_epoch=ProducerEpoch(32765))
+    transit = prepare_transition(before, Decide(commit), NOW)
+    assert not transit.new_producer_id
+    assert (transit.after.producer_id, transit.after.producer_epoch, transit.after.last_producer_epoch,
+            transit.after.previous_producer_id) == (10, 32766, 32765, None)
+    assert marker_producer(transit) == (10, 32766)
+
+
+@pytest.mark.parametrize("commit", [True, False])
+def test_a_version_2_decision_at_the_exhausted_epoch_asks_for_a_new_producer_id_and_remembers_the_old_one(
+        commit: bool) -> None:
+    before = meta(S.ONGOING, transaction_version=TransactionVersion.V2, producer_epoch=ProducerEpoch(32766))
+    transit = prepare_transition(before, Decide(commit), NOW)
     assert transit.new_producer_id
-    assert (transit.after.producer_epoch, transit.after.last_producer_epoch) == (0, MAX_PRODUCER_EPOCH)
-    assert transit.after.previous_producer_id == 10
+    assert (transit.after.producer_epoch, transit.after.last_producer_epoch, transit.after.previous_producer_id) == (
+        0, 32766, 10)
+    # Its markers stay with the old producer id, one epoch above its batches'.
+    assert marker_producer(transit) == (10, 32767)
 
 
 def test_a_later_bump_forgets_the_replaced_producer_id() -> None:
@@ -179,7 +218,7 @@ def test_init_producer_id_sets_the_version_it_asks_for() -> None:
 
 
 def test_a_decision_and_its_completion_are_written_as_one_transit_with_the_decision_s_new_producer_id() -> None:
-    before = meta(S.ONGOING, transaction_version=TransactionVersion.V2, producer_epoch=ProducerEpoch(MAX_PRODUCER_EPOCH))
+    before = meta(S.ONGOING, transaction_version=TransactionVersion.V2, producer_epoch=ProducerEpoch(32766))
     decided = prepare_transition(before, Decide(commit=True), NOW)
     both = then(decided, prepare_transition(decided.after, Complete(), NOW))
     assert both.new_producer_id and both.after.state is S.COMPLETE_COMMIT and both.after.producer_epoch == 0
