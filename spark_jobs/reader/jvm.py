@@ -129,8 +129,10 @@ def driver_on_classpath(spark: Any, database: str) -> bool:
     """The database's JDBC driver class can be loaded by the session's driver JVM (spark.jars:
     build_session puts it there; spark-submit --jars). A session without a JVM of its own
     (Spark Connect) has none."""
-    sc = getattr(spark, "sparkContext", None)
-    jvm = getattr(sc, "_jvm", None) if sc is not None else None
+    try:
+        jvm = spark.sparkContext._jvm
+    except Exception:  # noqa: BLE001 - Spark Connect's sessions refuse sparkContext (several classes)
+        return False
     if jvm is None:
         return False
     return bool(jvm.org.apache.spark.util.Utils.classIsLoadable(DRIVERS[database].driver_class))

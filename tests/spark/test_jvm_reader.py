@@ -150,3 +150,14 @@ def test_both_reads_bound_a_split_with_the_same_condition_its_topic_quoted() -> 
     assert predicates([split]) == [condition]
     assert f"WHERE {condition} ORDER BY" in select_statement(split, include_headers=False)
     assert predicates([]) == ["1 = 0"]
+
+
+def test_a_session_without_a_jvm_of_its_own_has_no_jdbc_driver_so_auto_takes_the_data_source() -> None:
+    from spark_jobs.reader.jvm import driver_on_classpath
+
+    class ConnectSession:  # Spark Connect: no SparkContext in the client
+        @property
+        def sparkContext(self):  # type: ignore[no-untyped-def]  # noqa: N802 - Spark's name
+            raise RuntimeError("[JVM_ATTRIBUTE_NOT_SUPPORTED] sparkContext is not supported in Spark Connect")
+
+    assert driver_on_classpath(ConnectSession(), "postgresql") is False
