@@ -29,7 +29,17 @@ materialised, nothing collected), with the same number of tasks (--tasks):
 - JDBC reader: benchmarks.jdbc_reader.read_committed() (the view through JDBC, headers and
   timestamp decoded in Spark), today's reader;
 - Arrow floor: a Python data source that yields prebuilt Arrow batches of the same schema
-  and row count, no database: what PySpark's Python data source machinery itself costs.
+  and row count, no database: what PySpark's Python data source machinery itself costs;
+- jvm: read_outbox(reader="jvm"), the data source's plan read by Spark's JDBC reader
+  (spark_jobs/reader/jvm.py), every column; jvm_no_headers: includeHeaders=false;
+- *_count (plain, source_adbc, jvm): the same reads counted (df.groupBy().count()), each
+  against plain_count;
+- *_pruned (plain, source_adbc, jvm): the same reads filtered to the topic's last partition
+  (`where partition = …`; the data source then plans that partition's splits only, the JVM
+  read's other splits return nothing), each against plain_pruned.
+
+The ratios: plain JDBC / variant, records_raw / variant, and the variant's own reference
+(REFERENCE: plain_count for counts, plain_pruned for pruned reads, plain for the rest) / variant.
 
     .venv/bin/python benchmarks/spark_source.py --fill          # create and fill the scratch database
     .venv/bin/python benchmarks/spark_source.py --rounds 5      # measure
@@ -64,14 +74,21 @@ from benchmarks.jdbc_reader import CUSTOM_SCHEMA, DEFAULT_FETCHSIZE, JdbcSource,
 
 DATABASE = "outbox_spark_source_bench"
 VARIANTS = ("plain", "records_raw", "view_jdbc", "source_adbc", "source_psycopg", "source_adbc_no_headers",
-            "jdbc_reader", "arrow_floor")
+            "jdbc_reader", "arrow_floor", "jvm", "jvm_no_headers",
+            "plain_count", "source_adbc_count", "jvm_count",
+            "plain_pruned", "source_adbc_pruned", "jvm_pruned")
+# What each variant's ratio is taken against: the raw JDBC read of the same rows, in the same way.
+REFERENCE = {"plain_count": "plain_count", "source_adbc_count": "plain_count", "jvm_count": "plain_count",
+             "plain_pruned": "plain_pruned", "source_adbc_pruned": "plain_pruned", "jvm_pruned": "plain_pruned"}
+# The pruned variants keep one partition of the topic: the last.
+PRUNED = "partition = {last}"
 PLAIN_COLUMNS = '"partition", "offset", commit_position, timestamp_ms, key, value, headers'
 
 
-def fill(url: str, records_per_partition: int, copies: int) -> None:
+def fill(url: str, records_per_partition: int, copies: int, partitions: int = committed_log.PARTITIONS) -> None:
     """Fill the empty database at `url` (migrated here). benchmarks/spark_stream.py fills its own."""
     with committed_log.serve(url) as api:
-        print(f"  {committed_log.fill(api, records_per_partition)}", file=sys.stderr)
+        print(f"  {committed_log.fill(api, records_per_partition, partitions=partitions)}", file=sys.stderr)
     engine = create_engine(url, poolclass=NullPool)
     with engine.begin() as conn:
         length = conn.execute(text("SELECT max(next_offset) FROM partitions")).scalar_one()
@@ -166,10 +183,13 @@ def timed(df) -> float:  # type: ignore[no-untyped-def]
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--admin-url", default=ADMIN_URL)
+    parser.add_argument("--database", default=DATABASE, help="the scratch database's name")
     parser.add_argument("--fill", action="store_true",
                         help="(re)create and fill the scratch database first (done anyway if it does not exist)")
     parser.add_argument("--records-per-partition", type=int, default=25_000)
     parser.add_argument("--copies", type=int, default=21, help="copies of the filled log appended in SQL")
+    parser.add_argument("--partitions", type=int, default=committed_log.PARTITIONS,
+                        help="of the topic, when the database is filled")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--tasks", type=int, default=8, help="Spark tasks (JDBC queries, data source splits)")
     parser.add_argument("--variants", default=",".join(VARIANTS), help=f"comma-separated, of {', '.join(VARIANTS)}")
@@ -182,9 +202,9 @@ def main(argv: list[str] | None = None) -> int:
     seed = args.seed if args.seed is not None else random.SystemRandom().randrange(1 << 32)
     rng = random.Random(seed)
 
-    url, created = kept_database(DATABASE, fresh=args.fill, admin_url=args.admin_url)
+    url, created = kept_database(args.database, fresh=args.fill, admin_url=args.admin_url)
     if created:
-        fill(url, args.records_per_partition, args.copies)
+        fill(url, args.records_per_partition, args.copies, args.partitions)
     rows = copy_to_plain_table(url)
 
     spark, _ = build_session("spark-source-benchmark", databases=["postgresql"], master="local[2]",
@@ -212,8 +232,14 @@ def main(argv: list[str] | None = None) -> int:
                                    ).drop("id")
 
         def source_df(**extra: str):  # type: ignore[no-untyped-def]
-            return read_outbox(spark, url=api, databaseUrl=url, topics=committed_log.TOPIC,
+            return read_outbox(spark, reader="python", url=api, databaseUrl=url, topics=committed_log.TOPIC,
                                positionsPerSplit=str(per_split), **extra)
+
+        def jvm(**extra: str):  # type: ignore[no-untyped-def]
+            return read_outbox(spark, reader="jvm", url=api, databaseUrl=url, topics=committed_log.TOPIC,
+                               positionsPerSplit=str(per_split), **extra)
+
+        pruned = PRUNED.format(last=max(ends))
 
         def view_jdbc():  # type: ignore[no-untyped-def]
             return spark.read.jdbc(source.url, "committed_records",
@@ -253,11 +279,21 @@ def main(argv: list[str] | None = None) -> int:
             "source_psycopg": lambda: source_df(driver="psycopg"),
             "source_adbc_no_headers": lambda: source_df(driver="adbc", includeHeaders="false"),
             "jdbc_reader": jdbc_reader,
+            "jvm": jvm,
+            "jvm_no_headers": lambda: jvm(includeHeaders="false"),
+            "plain_count": lambda: plain().groupBy().count(),
+            "source_adbc_count": lambda: source_df(driver="adbc").groupBy().count(),
+            "jvm_count": lambda: jvm().groupBy().count(),
+            "plain_pruned": lambda: plain().where(pruned),
+            "source_adbc_pruned": lambda: source_df(driver="adbc").where(pruned),
+            "jvm_pruned": lambda: jvm().where(pruned),
         }
         assert set(variants) == set(VARIANTS)
-        counts = {name: variants[name]().count() for name in chosen}
+        counts = {name: (variants[name]().first()[0] if name.endswith("_count") else variants[name]().count())
+                  for name in chosen}
         print(f"rows: {rows:,}; counts: {counts}; tasks: {source_df().rdd.getNumPartitions()}", file=sys.stderr)
-        assert all(c == rows for n, c in counts.items() if n != "records_raw"), counts
+        assert all(c == rows for n, c in counts.items() if n != "records_raw" and not n.endswith("_pruned")), counts
+        assert len({c for n, c in counts.items() if n.endswith("_pruned")}) <= 1, counts
         # A fixed order let each variant follow the same neighbour every round (plain always
         # first, after the previous round's last), and inherit what it left: the database's
         # cache, the JVM's heap, a Python worker to start. Shuffled afresh each round, the
@@ -276,10 +312,11 @@ def main(argv: list[str] | None = None) -> int:
 
     medians = {n: statistics.median(s) for n, s in seconds.items()}
     print(f"| variant | rows | tasks | seconds (median of {args.rounds}) | all runs | rows/s | plain JDBC / variant "
-          "| records_raw / variant |")
-    print("| --- | ---: | ---: | ---: | --- | ---: | ---: | ---: |")
+          "| records_raw / variant | its reference / variant |")
+    print("| --- | ---: | ---: | ---: | --- | ---: | ---: | ---: | ---: |")
     for n in chosen:
-        ratios = [f"{medians[ref] / medians[n]:.2f}" if ref in medians else "–" for ref in ("plain", "records_raw")]
+        refs = ("plain", "records_raw", REFERENCE.get(n, "plain"))
+        ratios = [f"{medians[ref] / medians[n]:.2f}" if ref in medians else "–" for ref in refs]
         print(f"| {n} | {counts[n]:,} | {args.tasks} | {medians[n]:.2f} | {', '.join(f'{s:.2f}' for s in seconds[n])} | "
               f"{counts[n] / medians[n]:,.0f} | {' | '.join(ratios)} |")
     return 0

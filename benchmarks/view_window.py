@@ -14,7 +14,7 @@ tree's (its app/storage/sql/committed_records.sqlite.sql or .postgresql.sql) as
 rows of every window are checked equal before anything is timed.
 
 Each round reads every window, in an order shuffled each round (seeded, printed): through both
-views as Spark's Python data source asks (spark_jobs.reader.split.select_statement, ordered by
+views as Spark's Python data source asks (spark_jobs.reader.statement.select_statement, ordered by
 commit position) and as Spark's JDBC source does (the same without ORDER BY); and, for
 reference, as this tree's HTTP Fetch (app.storage.read.fetch, read_committed, 1,000 records) and
 Kafka Fetch (app.storage.offset_order.read_rows, 1,000 rows) read the same position, which do not
@@ -48,7 +48,7 @@ from app.domain.types import IsolationLevel  # noqa: E402
 from app.storage import offset_order, read  # noqa: E402
 from spark_jobs.common.positions import TopicRange  # noqa: E402
 from spark_jobs.reader.planning import Split  # noqa: E402
-from spark_jobs.reader.split import select_statement  # noqa: E402
+from spark_jobs.reader.statement import select_statement  # noqa: E402
 
 TOPIC = "view-window"
 WINDOW = 1_000

@@ -6,8 +6,9 @@ the jobs (tests/unit/test_spark_jobs_imports.py holds it).
                      read_outbox() and write_outbox(), which check on the driver first; it
                      only wires the packages below together
     reader/          the reads (spark.read / spark.readStream .format("outbox")): options,
-                     checks, planning, a split's read (Arrow, in Spark's Python workers),
-                     the batch and the streaming reader
+                     checks, planning, a split's SQL, a split's read (Arrow, in Spark's
+                     Python workers), the batch and the streaming reader, and the JVM read
+                     (the same plan through Spark's JDBC reader)
     writer/          the exactly-once sink (df.write / df.writeStream .format("outbox")):
                      options, columns, a task's prepared transaction, the driver's one commit
     common/          what both share: the one table of options, the service's HTTP session,

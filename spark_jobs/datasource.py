@@ -34,7 +34,8 @@ from spark_jobs.errors import OutboxSourceError
 from spark_jobs.reader.batch import OutboxBatchReader, schema_ddl
 from spark_jobs.reader.checks import check_database, check_reachable, check_same_database
 from spark_jobs.reader.options import SourceOptions, parse_options
-from spark_jobs.reader.planning import Pruning, plan_ranges, snapshot, starting_committed
+from spark_jobs.reader.jvm import choose_reader, driver_on_classpath, read_jvm
+from spark_jobs.reader.planning import Pruning, plan_ranges, plan_splits, snapshot, starting_committed
 from spark_jobs.reader.stream import OutboxStreamReader
 from spark_jobs.writer.columns import check_columns
 from spark_jobs.writer.commit import check_service
@@ -124,12 +125,19 @@ def workers_python(sc: Any) -> None:
             "SparkSession starts")
 
 
-def read_outbox(spark: Any, **options: str) -> Any:
-    """spark.read.format("outbox").options(**options).load(), with the options, the database,
-    the service, the topics and the positions checked here first, so that a mistake is an
+def read_outbox(spark: Any, *, reader: str = "auto", **options: str) -> Any:
+    """A batch read of the outbox's committed records, with the options, the database, the
+    service, the topics and the positions checked here first, so that a mistake is an
     OutboxSourceError (or DataLossError) of one line rather than a Python traceback inside
-    Spark's AnalysisException. Spark plans the read again when the DataFrame runs, with the
-    log bounds then (and the pushed filters)."""
+    Spark's AnalysisException.
+
+    `reader` says who reads the rows (spark_jobs.reader.jvm.choose_reader):
+    - "jvm": Spark's JDBC reader, one query per split the data source plans, planned here
+      (spark_jobs.reader.jvm); needs the database's JDBC driver on the session's classpath;
+    - "python": spark.read.format("outbox"), the Python data source; Spark plans the read
+      again when the DataFrame runs, with the log bounds then (and the pushed filters);
+    - "auto" (default): jvm when the driver is loaded and no option only the Python data
+      source acts on (driver, queryLog) is given, else python."""
     parsed = parse_options(options)
     if parsed.value_schema:
         from pyspark.sql.types import _parse_datatype_string
@@ -139,14 +147,21 @@ def read_outbox(spark: Any, **options: str) -> Any:
         except Exception as e:  # noqa: BLE001 - Spark's parse errors have several classes
             first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
             raise OutboxSourceError(f"option valueSchema: {parsed.value_schema!r} is not a schema: {first}") from None
-    check_database(parsed.database, parsed.driver)
+    kind = parsed.database.kind
+    chosen = choose_reader(reader, options, driver_loaded=reader != "python" and driver_on_classpath(spark, kind),
+                           database=kind)
+    # The JVM read's tasks do not use the Python driver: no ADBC needed for it.
+    check_database(parsed.database, parsed.driver if chosen == "python" else "psycopg")
     listed = list_topics(parsed.url, parsed.api_key, OutboxSourceError)
     # One snapshot for the checks and a planning pass, as Spark will plan when the DataFrame
     # runs, for the errors that planning finds (a topic that does not exist, data loss): here
-    # they are one line.
+    # they are one line. The JVM read is planned here, once, on this snapshot.
     bounds = snapshot(parsed, None, listed=listed)
     check_same_database(parsed, bounds)
-    plan_ranges(parsed, bounds, starting_committed(parsed, bounds), Pruning())
+    committed = starting_committed(parsed, bounds)
+    if chosen == "jvm":
+        return read_jvm(spark, parsed, plan_splits(parsed, bounds, committed, Pruning()))
+    plan_ranges(parsed, bounds, committed, Pruning())
     register(spark)
     # The schema given, Spark does not ask the source for it, so load() does not check again
     # what was checked here.

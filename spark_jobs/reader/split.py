@@ -32,37 +32,11 @@ from typing import Any
 
 import pyarrow as pa
 
-from spark_jobs.reader.planning import Bounds, Split
+from spark_jobs.reader.planning import Split
+from spark_jobs.reader.statement import select_statement
 
-# Read from the database, in this order.
-STORED_COLUMNS = ("offset", "commit_position", "timestamp_ms", "key", "value", "headers")
 FETCH_ROWS = 20_000  # rows per Arrow batch
 STREAM_CHUNK_ROWS = 2_000  # rows per message from PostgreSQL (libpq 17+)
-
-
-def sql_string(value: str) -> str:
-    return "'" + value.replace("'", "''") + "'"
-
-
-def select_statement(split: Split, *, include_headers: bool) -> str:
-    """The statement of a split: the view's rows, bounded, in commit order (commit position,
-    then offset: a transaction's records share its marker's position). Every condition is on a column the
-    view's branches expose from their index ranges (topic and partition of the record or its
-    COMMIT marker, the commit position), so each query walks index ranges of its split only."""
-    r = split.range
-    columns = [c for c in STORED_COLUMNS if include_headers or c != "headers"]
-    where = [f"topic = {sql_string(r.topic)}", f'"partition" = {int(r.partition)}',
-             *Bounds(r.start, r.end).sql("commit_position"),
-             *split.offsets.sql('"offset"'), *split.timestamps_ms.sql("timestamp_ms")]
-    # ORDER BY: the view is a union (plain records, then transactional ones joined to their
-    # markers), so without it a split's rows come branch by branch, not in commit order, and
-    # a stream's outputs of one partition would not follow its inputs' commits.
-    return (f"SELECT {', '.join(_quote(c) for c in columns)} FROM committed_records "
-            f"WHERE {' AND '.join(where)} ORDER BY commit_position, \"offset\"")
-
-
-def _quote(column: str) -> str:
-    return f'"{column}"' if column in ("offset", "partition") else column
 
 
 def _log_query(path: str | None, split: Split, statement: str, database: str, started: float, rows: int) -> None:

@@ -1,0 +1,163 @@
+"""The JVM read (read_outbox with reader="jvm": the data source's plan read by Spark's JDBC
+reader) returns exactly the rows, columns and errors of the Python data source (reader=
+"python") for the same options, on SQLite and PostgreSQL; reader="auto" takes it when the
+JDBC driver is loaded."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from spark_jobs.datasource import read_outbox
+from spark_jobs.errors import OutboxSourceError
+from tests.e2e.api import ok
+from tests.spark.logbuilder import LogBuilder
+from tests.spark.test_datasource import _api_rows, _spark_rows
+from tests.spark.test_reader import PARTITIONS, TOPIC, _mixed_log
+
+
+def _reads_with_jdbc(df) -> bool:  # type: ignore[no-untyped-def]
+    """The DataFrame scans Spark's JDBC relation (else the Python data source)."""
+    return "JDBCRelation" in df._jdf.queryExecution().optimizedPlan().toString()
+
+
+def _columns(schema, *, nullable: bool | None = None) -> list[tuple]:  # type: ignore[no-untyped-def]
+    """Each column's name, type and nullability (`nullable`, when given: as Spark's JDBC
+    reader declares every column, nullable)."""
+    return [(f.name, f.dataType, f.nullable if nullable is None else nullable) for f in schema.fields]
+
+
+def _both(spark, **options: str):  # type: ignore[no-untyped-def]
+    jvm = read_outbox(spark, reader="jvm", **options)
+    python = read_outbox(spark, reader="python", **options)
+    assert _reads_with_jdbc(jvm) and not _reads_with_jdbc(python)
+    return jvm, python
+
+
+def test_the_jvm_read_returns_the_data_sources_rows_and_schema_for_the_same_positions(spark, backend, url, client) -> None:  # type: ignore[no-untyped-def]
+    """Every read_committed record up to the ends, none of aborted or open transactions, for
+    each kind of starting and ending positions; the same columns and types (every one
+    nullable: Spark's JDBC reader declares them so)."""
+    log = LogBuilder(client, TOPIC)
+    _mixed_log(log)
+    ends = log.log_ends()
+    ok(client.post("/v1/groups/spark-readers/offsets", json={"offsets": [
+        {"topic": TOPIC, "partition": 0, "offset": 4}, {"topic": TOPIC, "partition": 2, "offset": 9}]}))
+    cases = {
+        "earliest to latest": ({}, {p: (0, e) for p, e in ends.items()}),
+        "latest": ({"startingPositions": "latest"}, {}),
+        "json, earliest and an end": ({"startingPositions": json.dumps({TOPIC: {"0": 7, "1": -2}}),
+                                       "endingPositions": json.dumps({TOPIC: {"1": 6, "2": -1}})},
+                                      {0: (7, ends[0]), 1: (0, 6), 2: (0, ends[2])}),
+        "a group's offsets": ({"startingPositions": "group", "group": "spark-readers"},
+                              {0: (4, ends[0]), 1: (0, ends[1]), 2: (9, ends[2])}),
+        "small splits": ({"positionsPerSplit": "4"}, {p: (0, e) for p, e in ends.items()}),
+    }
+    for name, (options, ranges) in cases.items():
+        jvm, python = _both(spark, url=url, databaseUrl=backend.url, topics=TOPIC, **options)
+        expected = _api_rows(client, TOPIC, ranges)
+        assert _spark_rows(jvm) == _spark_rows(python) == expected, name
+        assert _columns(jvm.schema) == _columns(python.schema, nullable=True), name
+    assert {json.loads(r[6])["tag"] for r in expected} == {"plain", "x1", "x2", "idempotent"}
+    # One Spark task per planned split, as the data source's; an empty read is one empty task.
+    jvm, python = _both(spark, url=url, databaseUrl=backend.url, topics=TOPIC, positionsPerSplit="4")
+    assert jvm.rdd.getNumPartitions() == python.rdd.getNumPartitions() == sum(-(-e // 4) for e in ends.values())
+    assert read_outbox(spark, reader="jvm", url=url, databaseUrl=backend.url, topics=TOPIC,
+                       startingPositions="latest").rdd.getNumPartitions() == 1
+
+
+def test_filters_keep_the_same_rows_and_reach_every_splits_query(spark, backend, url, client) -> None:  # type: ignore[no-untyped-def]
+    log = LogBuilder(client, TOPIC)
+    _mixed_log(log)
+    jvm, python = _both(spark, url=url, databaseUrl=backend.url, topics=TOPIC)
+    conditions = ["partition = 1", "partition IN (0, 2) AND commit_position >= 5 AND commit_position < 12",
+                  "partition = 0 AND offset >= 8", "commit_position = 13", "topic = 'other'"]
+    for condition in conditions:
+        assert _spark_rows(jvm.where(condition)) == _spark_rows(python.where(condition)), condition
+    assert _spark_rows(jvm.where("partition = 1")) != []
+    # Spark's JDBC pushdown puts the condition into each split's query, beside the split's bounds.
+    plan = jvm.where("partition = 1 AND offset >= 8")._jdf.queryExecution().executedPlan().toString()
+    assert "EqualTo(partition,1)" in plan and "GreaterThanOrEqual(offset,8)" in plan, plan
+
+
+def test_a_value_schema_headers_and_their_absence_are_the_data_sources(spark, backend, url, client) -> None:  # type: ignore[no-untyped-def]
+    ok(client.post("/v1/topics", json={"name": "orders", "partitions": 1}), 201)
+    ok(client.post("/v1/records", json={"batches": [{"topic": "orders", "partition": 0, "records": [
+        {"key": "o-1", "value": {"order_id": 1, "meal": "Pizza", "value": 9.5, "extra": [1]},
+         "headers": {"src": "till-1", "trace": "t-1"}},
+        {"key": "o-2", "value": {"order_id": 2, "meal": "Salad"}},
+        {"key": "o-3", "value": "not an object"},
+        {"key": "o-4", "value": [1, 2]},
+        {"key": "o-4b", "value": {"order_id": "not a number", "meal": "Pasta"}},
+        {"key": "o-5", "value": None},  # JSON null
+        {"key": "o-6"},  # no value: a tombstone
+        {"value": {"order_id": 7, "meal": "Pasta", "value": 12}},
+    ]}]}))
+    for options in ({"valueSchema": "order_id BIGINT, meal STRING, value DOUBLE"}, {"includeHeaders": "false"},
+                    {"valueSchema": "order_id BIGINT, value DECIMAL(18,2)", "includeHeaders": "false"}, {}):
+        jvm, python = _both(spark, url=url, databaseUrl=backend.url, topics="orders", **options)
+        assert _columns(jvm.schema) == _columns(python.schema, nullable=True), options
+        assert jvm.orderBy("offset").collect() == python.orderBy("offset").collect(), options
+
+
+def test_a_bytes_topic_is_the_data_sources_one_line_error(spark, backend, url, client) -> None:  # type: ignore[no-untyped-def]
+    ok(client.post("/v1/topics", json={"name": "raw", "config": {"value_format": "bytes"}}), 201)
+    for reader in ("jvm", "python"):
+        with pytest.raises(OutboxSourceError) as caught:
+            read_outbox(spark, reader=reader, url=url, databaseUrl=backend.url, topics="raw")
+        assert str(caught.value) == ("topic 'raw' is a bytes topic: the outbox data source reads json topics only "
+                                     "(option topics)"), reader
+
+
+def test_auto_reads_with_jdbc_when_the_driver_is_loaded_unless_a_python_only_option_is_given(spark, backend, url, client, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    log = LogBuilder(client, TOPIC)
+    log.create(PARTITIONS)
+    log.plain(1, 3)
+    base = {"url": url, "databaseUrl": backend.url, "topics": TOPIC}
+    assert _reads_with_jdbc(read_outbox(spark, **base))
+    assert not _reads_with_jdbc(read_outbox(spark, **base, queryLog=str(tmp_path / "q.jsonl")))
+    assert [r["offset"] for r in read_outbox(spark, **base).orderBy("offset").collect()] == [0, 1, 2]
+    with pytest.raises(OutboxSourceError, match=r"^option queryLog is the Python data source's: reader=jvm"):
+        read_outbox(spark, reader="jvm", **base, queryLog=str(tmp_path / "q.jsonl"))
+    with pytest.raises(OutboxSourceError, match=r"^reader: expected auto, jvm, python, not 'jdbc'$"):
+        read_outbox(spark, reader="jdbc", **base)
+
+
+# --- Without Spark running anything ---------------------------------------------------------------
+
+
+def test_auto_takes_the_python_data_source_without_the_driver_and_jvm_says_what_is_missing() -> None:
+    from spark_jobs.reader.jvm import choose_reader
+
+    assert choose_reader("auto", ["url", "topics"], driver_loaded=True, database="sqlite") == "jvm"
+    assert choose_reader("auto", ["url", "topics"], driver_loaded=False, database="sqlite") == "python"
+    assert choose_reader("auto", ["DRIVER"], driver_loaded=True, database="postgresql") == "python"
+    assert choose_reader("python", [], driver_loaded=True, database="sqlite") == "python"
+    with pytest.raises(OutboxSourceError, match=r"^reader=jvm needs the postgresql JDBC driver \(org.postgresql.Driver\)"):
+        choose_reader("jvm", [], driver_loaded=False, database="postgresql")
+
+
+def test_both_reads_bound_a_split_with_the_same_condition_its_topic_quoted() -> None:
+    from spark_jobs.common.positions import TopicRange
+    from spark_jobs.reader.jvm import predicates
+    from spark_jobs.reader.planning import Bounds, Split
+    from spark_jobs.reader.statement import select_statement
+
+    split = Split(TopicRange("it's", 2, 10, 20), offsets=Bounds(12, None), timestamps_ms=Bounds(None, 99))
+    condition = ("topic = 'it''s' AND \"partition\" = 2 AND commit_position >= 10 AND commit_position < 20 "
+                 "AND \"offset\" >= 12 AND timestamp_ms < 99")
+    assert predicates([split]) == [condition]
+    assert f"WHERE {condition} ORDER BY" in select_statement(split, include_headers=False)
+    assert predicates([]) == ["1 = 0"]
+
+
+def test_a_session_without_a_jvm_of_its_own_has_no_jdbc_driver_so_auto_takes_the_data_source() -> None:
+    from spark_jobs.reader.jvm import driver_on_classpath
+
+    class ConnectSession:  # Spark Connect: no SparkContext in the client
+        @property
+        def sparkContext(self):  # type: ignore[no-untyped-def]  # noqa: N802 - Spark's name
+            raise RuntimeError("[JVM_ATTRIBUTE_NOT_SUPPORTED] sparkContext is not supported in Spark Connect")
+
+    assert driver_on_classpath(ConnectSession(), "postgresql") is False
