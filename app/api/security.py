@@ -254,12 +254,6 @@ class Access:
     def allows(self, operation: Operation, resource: Resource) -> bool:
         return self._state is None or self._state.is_allowed(self.principal, operation, resource)
 
-    def authorized_operations(self, resource: Resource) -> list[Operation]:
-        """The operations the principal may do on the resource, of those a binding may name for
-        its type, ALL left out (Kafka's KIP-430 authorized operations)."""
-        return [op for op in Operation if op in acl.OPERATIONS_OF[resource.type] and op is not Operation.ALL
-                and self.allows(op, resource)]
-
     def require(self, operation: Operation, resource: Resource) -> None:
         if not self.allows(operation, resource):
             self._refuse(operation, resource)

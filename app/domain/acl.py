@@ -19,7 +19,7 @@ Pure: the bindings are handed in (app.services.security keeps them cached per pr
 from __future__ import annotations
 
 import enum
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 PRINCIPAL_TYPE = "User"
@@ -207,6 +207,18 @@ def _covers(deny: AclBinding, allow: AclBinding) -> bool:
         return deny.resource_name == WILDCARD_RESOURCE or (
             allow.pattern_type is PatternType.LITERAL and allow.resource_name == deny.resource_name)
     return allow.resource_name.startswith(deny.resource_name) and allow.resource_name != WILDCARD_RESOURCE
+
+
+def authorized_operations(resource: Resource, allows: Callable[[Operation, Resource], bool]) -> list[Operation]:
+    """The operations `allows` (a door's decision for its principal: super-users, the ACLs,
+    and everything with authentication off) grants on `resource`, of those a binding may name
+    for its type, ALL left out, in Operation's order: Kafka's KIP-430 authorized operations,
+    the one answer of both doors. The cluster's are none without DESCRIBE on it, as Kafka's
+    Metadata and DescribeCluster answer, rather than a refusal."""
+    if resource.type is ResourceType.CLUSTER and not allows(Operation.DESCRIBE, resource):
+        return []
+    return [op for op in Operation if op in OPERATIONS_OF[resource.type] and op is not Operation.ALL
+            and allows(op, resource)]
 
 
 def is_allowed(bindings: Iterable[AclBinding], principal: str, operation: Operation, resource: Resource) -> bool:

@@ -23,7 +23,7 @@ from app.domain.records import check_record_count
 from app.domain.types import IsolationLevel, TransactionVersion, ValueFormat
 from app.kafka import groups, records
 from app.kafka.admin import AdminApis
-from app.kafka.auth import RULES, access, refusal_code
+from app.kafka.auth import RULES, access, authorized_operations, refusal_code
 from app.kafka.decompressed import check_decompressed_size
 from app.kafka.errors import error_code, fenced_code
 from app.kafka.groups import GroupApis
@@ -127,6 +127,9 @@ class Apis:
         # named but not describable is TOPIC_AUTHORIZATION_FAILED, whether it exists or not.
         names = [n for n in sorted(by_name) if access().allows(Operation.DESCRIBE, acl.topic(n))] \
             if wanted is None else wanted
+        # KIP-430: the operations the principal may do on each topic it may describe (version 8
+        # on) and on the cluster (versions 8 to 10), when asked; INT32_MIN otherwise.
+        topic_operations = getattr(body, "include_topic_authorized_operations", False)
         answered = []
         for name in names:
             topic = by_name.get(name)
@@ -134,17 +137,20 @@ class Apis:
                 answered.append(build(m.MetadataResponseTopic, error_code=denied,
                                       name=name, topic_id=_ZERO_UUID, is_internal=False, partitions=()))
                 continue
+            operations = authorized_operations(acl.topic(name), topic_operations)
             if topic is None and self._auto_creates(body, name):
                 try:
                     self.admin.auto_create(name)
                     topic = next((t for t in self.services.topics.list() if t.name == name), None)
                 except OutboxError as e:
                     answered.append(build(m.MetadataResponseTopic, error_code=error_code(e), name=name,
-                                          topic_id=_ZERO_UUID, is_internal=False, partitions=()))
+                                          topic_id=_ZERO_UUID, is_internal=False, partitions=(),
+                                          topic_authorized_operations=operations))
                     continue
             if topic is None:
                 answered.append(build(m.MetadataResponseTopic, error_code=ErrorCode.unknown_topic_or_partition,
-                                      name=name, topic_id=_ZERO_UUID, is_internal=False, partitions=()))
+                                      name=name, topic_id=_ZERO_UUID, is_internal=False, partitions=(),
+                                      topic_authorized_operations=operations))
                 continue
             me = (self.broker.node_id,)
             partitions = tuple(
@@ -153,10 +159,11 @@ class Apis:
                       offline_replicas=())
                 for p in range(topic.partition_count))
             answered.append(build(m.MetadataResponseTopic, error_code=ErrorCode.none, name=name, topic_id=_ZERO_UUID,
-                                  is_internal=False, partitions=partitions))
+                                  is_internal=False, partitions=partitions, topic_authorized_operations=operations))
         return build(m.MetadataResponse, throttle_time=_NO_WAIT, brokers=(self._broker(m.MetadataResponseBroker),),
                      cluster_id="outbox", controller_id=self.broker.node_id, topics=tuple(answered),
-                     cluster_authorized_operations=-2147483648)
+                     cluster_authorized_operations=authorized_operations(
+                         acl.CLUSTER, getattr(body, "include_cluster_authorized_operations", False)))
 
     def _auto_creates(self, body: Any, name: str) -> bool:
         """Whether a Metadata naming the missing topic `name` creates it: the listener's

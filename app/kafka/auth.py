@@ -218,6 +218,26 @@ def refusal_code(operation: Operation, resource: Resource, *, granted: Callable[
     return _CODES[resource.type]
 
 
+# Kafka's AclOperation code of each operation: a KIP-430 authorized-operations field sets bit
+# `code` for every operation allowed. ALL is never one of them (authorized_operations leaves
+# it out) but is Kafka's too.
+ACL_OPERATION_CODES: dict[Operation, int] = {
+    Operation.ALL: 2, Operation.READ: 3, Operation.WRITE: 4, Operation.CREATE: 5, Operation.DELETE: 6,
+    Operation.ALTER: 7, Operation.DESCRIBE: 8, Operation.ALTER_CONFIGS: 11, Operation.IDEMPOTENT_WRITE: 12,
+}
+# What an authorized-operations field holds when the request did not ask for it (INT32_MIN,
+# the field's default in Kafka's schema).
+NOT_REQUESTED = -2147483648
+
+
+def authorized_operations(resource: Resource, requested: bool) -> int:
+    """The KIP-430 field of `resource` for the request's principal: the bits of the operations
+    acl.authorized_operations grants (the HTTP door's answer too), or NOT_REQUESTED."""
+    if not requested:
+        return NOT_REQUESTED
+    return sum(1 << ACL_OPERATION_CODES[op] for op in acl.authorized_operations(resource, access().allows))
+
+
 def bind(a: Access) -> contextvars.Token[Access]:
     return _CURRENT.set(a)
 

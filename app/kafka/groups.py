@@ -28,7 +28,7 @@ from app.domain import acl
 from app.domain.acl import Operation
 from app.domain.errors import InvalidRequest, MemberIdRequired, OutboxError, RebalanceInProgress
 from app.domain.offsets import GroupMetadata, OffsetToStage
-from app.kafka.auth import access, refusal_code
+from app.kafka.auth import NOT_REQUESTED, access, authorized_operations, refusal_code
 from app.kafka.errors import error_code
 from app.kafka.protocol import build, client_id, response_module
 
@@ -40,7 +40,6 @@ OFFSET_COMMIT, OFFSET_FETCH, DESCRIBE_GROUPS, LIST_GROUPS = 8, 9, 15, 16
 WAIT_POLL_S = 0.1
 _NO_WAIT = datetime.timedelta(0)
 _MS = datetime.timedelta(milliseconds=1)
-_NO_AUTHORIZED_OPERATIONS = -2147483648
 # Kafka's protocol type of consumers: their protocol metadata is a ConsumerProtocolSubscription
 # and their assignments ConsumerProtocolAssignments, which the door reads for the engine's view
 # of the group (the topics it consumes, for its lag; the partitions each member holds).
@@ -282,9 +281,12 @@ class GroupApis:
     def describe_groups(self, body: Any, version: int) -> Any:
         m = response_module(DESCRIBE_GROUPS, version)
         assert m is not None
+        # KIP-430 (version 3 on): each group described carries the operations the principal may
+        # do on it when asked; a refused group never does, as in Kafka.
+        requested = getattr(body, "include_authorized_operations", False)
         codes = [(g, refusal_code(Operation.DESCRIBE, acl.group(g))) for g in body.groups]
         described = [build(m.DescribedGroup, error_code=code, group_id=g, group_state="", protocol_type="",
-                           protocol_data="", members=(), authorized_operations=_NO_AUTHORIZED_OPERATIONS)
+                           protocol_data="", members=(), authorized_operations=NOT_REQUESTED)
                      for g, code in codes if code is not None]
         allowed = [g for g, code in codes if code is None]
         for d in self.protocol.describe(allowed):
@@ -296,7 +298,7 @@ class GroupApis:
             described.append(build(m.DescribedGroup, error_code=ErrorCode.none, group_id=d.group_id,
                                    group_state=d.state.value, protocol_type=d.protocol_type or "",
                                    protocol_data=d.protocol_name or "", members=members,
-                                   authorized_operations=_NO_AUTHORIZED_OPERATIONS))
+                                   authorized_operations=authorized_operations(acl.group(d.group_id), requested)))
         return build(m.DescribeGroupsResponse, throttle_time=_NO_WAIT, groups=tuple(described))
 
     def list_groups(self, body: Any, version: int) -> Any:

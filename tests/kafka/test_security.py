@@ -28,6 +28,7 @@ from prometheus_client import REGISTRY
 from app.api.app import create_app
 from app.kafka.server import KafkaListener
 from app.settings import Settings
+from tests.helpers import create_topic
 from tests.kafka.conftest import IO_TIMEOUT_S, ask, closed, frame, read_frame
 
 TIMEOUT_S = 20
@@ -362,6 +363,75 @@ def test_metadata_lists_only_the_topics_the_principal_may_describe(secured: Secu
     assert [(t.name, t.error_code) for t in named.topics] == [
         ("audit", ErrorCode.topic_authorization_failed), ("orders", ErrorCode.none),
         ("missing", ErrorCode.topic_authorization_failed)]
+
+
+# Kafka's AclOperation codes: a KIP-430 authorized-operations field sets bit `code` for each
+# operation allowed; INT32_MIN says the request did not ask for it.
+READ, WRITE, CREATE, DELETE, ALTER, DESCRIBE, ALTER_CONFIGS, IDEMPOTENT_WRITE = 3, 4, 5, 6, 7, 8, 11, 12
+NOT_REQUESTED = -2147483648
+
+
+def _bits(*codes: int) -> int:
+    return sum(1 << c for c in codes)
+
+
+def _metadata_v10(s: socket.socket, *names: str, topic_operations: bool, cluster_operations: bool) -> Any:
+    from kio.schema.metadata.v10.request import MetadataRequest, MetadataRequestTopic
+
+    return ask(s, 3, 10, MetadataRequest(
+        topics=tuple(MetadataRequestTopic(topic_id=None, name=n) for n in names), allow_auto_topic_creation=False,
+        include_cluster_authorized_operations=cluster_operations, include_topic_authorized_operations=topic_operations))
+
+
+def test_metadata_answers_a_topics_authorized_operations_when_asked(secured: Secured) -> None:
+    secured.grant("User:alice", "topic", "orders", "read", "describe")
+    with secured.connect() as s:
+        assert _sasl(s, "alice", secured.keys["alice"]).error_code == ErrorCode.none
+        asked = _metadata_v10(s, "orders", "audit", topic_operations=True, cluster_operations=False)
+        unasked = _metadata_v10(s, "orders", "audit", topic_operations=False, cluster_operations=False)
+    # A topic refused keeps INT32_MIN, as in Kafka: its operations are not the principal's to see.
+    assert [(t.name, t.error_code, t.topic_authorized_operations) for t in asked.topics] == [
+        ("orders", ErrorCode.none, _bits(READ, DESCRIBE)),
+        ("audit", ErrorCode.topic_authorization_failed, NOT_REQUESTED)]
+    assert [t.topic_authorized_operations for t in unasked.topics] == [NOT_REQUESTED, NOT_REQUESTED]
+
+
+def test_metadata_answers_the_clusters_authorized_operations_when_asked_and_none_without_describe(
+        secured: Secured) -> None:
+    secured.grant("User:alice", "cluster", "outbox-cluster", "idempotent_write")
+    with secured.connect() as s:
+        assert _sasl(s, "alice", secured.keys["alice"]).error_code == ErrorCode.none
+        undescribable = _metadata_v10(s, topic_operations=False, cluster_operations=True)
+        secured.grant("User:alice", "cluster", "outbox-cluster", "alter")  # ALTER implies DESCRIBE
+        asked = _metadata_v10(s, topic_operations=False, cluster_operations=True)
+        unasked = _metadata_v10(s, topic_operations=False, cluster_operations=False)
+    assert undescribable.cluster_authorized_operations == 0
+    assert asked.cluster_authorized_operations == _bits(ALTER, DESCRIBE, IDEMPOTENT_WRITE)
+    assert unasked.cluster_authorized_operations == NOT_REQUESTED
+
+
+def test_describe_groups_answers_a_groups_authorized_operations_when_asked(secured: Secured) -> None:
+    from kio.schema.describe_groups.v5.request import DescribeGroupsRequest
+
+    secured.grant("User:alice", "group", "billing", "read")  # READ implies DESCRIBE
+    with secured.connect() as s:
+        assert _sasl(s, "alice", secured.keys["alice"]).error_code == ErrorCode.none
+        asked = ask(s, 15, 5, DescribeGroupsRequest(groups=("billing", "payroll"), include_authorized_operations=True))
+        unasked = ask(s, 15, 5, DescribeGroupsRequest(groups=("billing",), include_authorized_operations=False))
+    assert sorted((g.group_id, g.error_code, g.authorized_operations) for g in asked.groups) == [
+        ("billing", ErrorCode.none, _bits(READ, DESCRIBE)),
+        ("payroll", ErrorCode.group_authorization_failed, NOT_REQUESTED)]
+    assert [g.authorized_operations for g in unasked.groups] == [NOT_REQUESTED]
+
+
+def test_without_authentication_every_operation_of_a_topic_and_of_the_cluster_is_authorized(kafka: Any) -> None:
+    create_topic(kafka.client, "orders")
+    with kafka.connect() as s:
+        answer = _metadata_v10(s, "orders", topic_operations=True, cluster_operations=True)
+    # As the HTTP door's authorized-operations answers: those a binding may name, ALL left out.
+    assert [(t.name, t.topic_authorized_operations) for t in answer.topics] == [
+        ("orders", _bits(READ, WRITE, CREATE, DELETE, ALTER, DESCRIBE, ALTER_CONFIGS))]
+    assert answer.cluster_authorized_operations == _bits(CREATE, ALTER, DESCRIBE, IDEMPOTENT_WRITE)
 
 
 def test_a_transactional_producer_without_write_on_its_transactional_id_is_refused(secured: Secured) -> None:

@@ -27,7 +27,16 @@ from app.api.schemas.acls import (
     RevokedApiKeys,
 )
 from app.api.security import AccessDep
-from app.domain.acl import CLUSTER, AclFilter, Operation, PatternType, Permission, ResourceType, principal_name
+from app.domain.acl import (
+    CLUSTER,
+    AclFilter,
+    Operation,
+    PatternType,
+    Permission,
+    ResourceType,
+    authorized_operations,
+    principal_name,
+)
 from app.domain.errors import InvalidRequest, ResourceNotFound
 
 router = APIRouter(prefix="/v1/acls", tags=["acls"])
@@ -141,5 +150,5 @@ def describe_cluster_authorized_operations(access: AccessDep) -> ClusterAuthoriz
     console offers an operator's actions only with alter. None without DESCRIBE on the cluster,
     as Kafka's DescribeCluster answers, rather than a refusal: the console asks on every page
     that may offer one, and a page view is no refused request."""
-    allowed = access.authorized_operations(CLUSTER) if access.allows(Operation.DESCRIBE, CLUSTER) else []
+    allowed = authorized_operations(CLUSTER, access.allows)
     return ClusterAuthorizedOperations(authorized_operations=[op.value for op in allowed])

@@ -97,7 +97,7 @@ def describe_topic_authorized_operations(topic: TopicPath, access: AccessDep) ->
     exists or not: no other answer tells)."""
     resource = acl.topic(topic)
     access.require(Operation.DESCRIBE, resource)
-    allowed = [op.value for op in access.authorized_operations(resource)]
+    allowed = [op.value for op in acl.authorized_operations(resource, access.allows)]
     return TopicAuthorizedOperations(topic=topic, authorized_operations=allowed)
 
 
