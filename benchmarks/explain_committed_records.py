@@ -45,10 +45,10 @@ def spark_statement(predicate: str) -> str:
     return f"SELECT {SELECT} FROM {VIEW}  WHERE {predicate}"
 
 
-def cases(ends: dict[int, int]) -> list[tuple[str, str]]:
+def cases(ends: dict[int, int], database: str) -> list[tuple[str, str]]:
     p, end = 1, ends[1]
-    half = predicates(TOPIC, [PositionRange(p, 0, end)], 2)[1]
-    tail = predicates(TOPIC, [PositionRange(p, end - 500, end)], 1)[0]
+    half = predicates(TOPIC, [PositionRange(p, 0, end)], 2, database)[1]
+    tail = predicates(TOPIC, [PositionRange(p, end - 500, end)], 1, database)[0]
     return [
         (f"one of the benchmark's 8 queries: partition {p}, second half of [0, {end})", half),
         (f"a group 500 positions behind: partition {p}, [{end - 500}, {end})", tail),
@@ -69,7 +69,7 @@ def explain_postgres(url: str) -> None:
         print("-- " + conn.execute(text("SELECT version()")).scalar_one())
         print("-- rows in records:", conn.execute(text("SELECT count(*) FROM records")).scalar_one(),
               "; in committed_records:", conn.execute(text(f"SELECT count(*) FROM {VIEW}")).scalar_one())
-        for title, predicate in cases(ends_of(conn)):
+        for title, predicate in cases(ends_of(conn), "postgresql"):
             statement = spark_statement(predicate)
             for _ in range(3):  # the last of three runs, caches warm
                 plan = [r[0] for r in conn.exec_driver_sql("EXPLAIN (ANALYZE, BUFFERS) " + statement)]
@@ -126,7 +126,7 @@ def explain_sqlite(url: str) -> None:
     with engine.connect() as conn:
         conn.exec_driver_sql("ANALYZE")
         print("\n-- SQLite " + conn.exec_driver_sql("SELECT sqlite_version()").scalar_one())
-        for title, predicate in cases(ends_of(conn)):
+        for title, predicate in cases(ends_of(conn), "sqlite"):
             statement = spark_statement(predicate)
             plan = conn.exec_driver_sql("EXPLAIN QUERY PLAN " + statement).all()
             t0 = time.perf_counter()

@@ -84,7 +84,7 @@ def auto_splits(ranges: Sequence[PositionRange], parallelism: int) -> int:
     return max(1, min(per_partition, by_size))
 
 
-def predicates(topic: str, ranges: Sequence[PositionRange], splits: int) -> list[str]:
+def predicates(topic: str, ranges: Sequence[PositionRange], splits: int, database: str) -> list[str]:
     """One WHERE clause per (partition, sub-range); [] when every range is empty.
 
     Both databases push these conditions into both branches of the view, so each query walks
@@ -94,7 +94,7 @@ def predicates(topic: str, ranges: Sequence[PositionRange], splits: int) -> list
     out = []
     for r in ranges:
         for lo, hi in split_range(r, splits):
-            out.append(f'topic = {sql_string(topic)} AND "partition" = {int(r.partition)} '
+            out.append(f'topic = {sql_string(topic, database)} AND "partition" = {int(r.partition)} '
                        f"AND commit_position >= {int(lo)} AND commit_position < {int(hi)}")
     return out
 
@@ -129,7 +129,7 @@ def read_committed(
         splits = auto_splits(ranges, spark.sparkContext.defaultParallelism)
     if splits < 1:
         raise ValueError("splits must be at least 1")
-    wheres = predicates(topic, ranges, splits) or ["1 = 0"]  # nothing to read: an empty frame
+    wheres = predicates(topic, ranges, splits, source.database) or ["1 = 0"]  # nothing to read: an empty frame
     props = source.properties(fetchsize=fetchsize)
     props["customSchema"] = CUSTOM_SCHEMA
     raw = spark.read.jdbc(source.url, VIEW, predicates=wheres, properties=props)

@@ -130,7 +130,7 @@ def bench(spark, database_url: str, records_per_partition: int, splits: int, run
 
     def view_raw():  # type: ignore[no-untyped-def]
         return spark.read.jdbc(source.url, "committed_records",
-                               predicates=predicates(committed_log.TOPIC, ranges, splits),
+                               predicates=predicates(committed_log.TOPIC, ranges, splits, source.database),
                                properties={**props, "customSchema": CUSTOM_SCHEMA})
 
     def plain():  # type: ignore[no-untyped-def]

@@ -243,7 +243,8 @@ def main(argv: list[str] | None = None) -> int:
 
         def view_jdbc():  # type: ignore[no-untyped-def]
             return spark.read.jdbc(source.url, "committed_records",
-                                   predicates=predicates(committed_log.TOPIC, ranges, args.tasks // len(ranges)),
+                                   predicates=predicates(committed_log.TOPIC, ranges, args.tasks // len(ranges),
+                                                         source.database),
                                    properties={**props, "customSchema": CUSTOM_SCHEMA}
                                    ).select(*PLAIN_COLUMNS.replace('"', "").split(", "))
 
@@ -254,7 +255,7 @@ def main(argv: list[str] | None = None) -> int:
             f"name = '{committed_log.TOPIC}'").first()["topic_id"]
         raw_predicates = [p.replace(f"topic = '{committed_log.TOPIC}'", f"topic_id = {topic_id}")
                           .replace("commit_position", '"offset"')
-                          for p in predicates(committed_log.TOPIC, ranges, args.tasks // len(ranges))]
+                          for p in predicates(committed_log.TOPIC, ranges, args.tasks // len(ranges), source.database)]
 
         def records_raw():  # type: ignore[no-untyped-def]
             return spark.read.jdbc(source.url, "records", predicates=raw_predicates,

@@ -84,9 +84,9 @@ def setup(kind: str, url: str, before: Path, records: int, seed: int, analyze: b
     return log.next_offset
 
 
-def statement(view: str, lo: int, *, ordered: bool) -> str:
+def statement(kind: str, view: str, lo: int, *, ordered: bool) -> str:
     split = Split(TopicRange(TOPIC, 0, lo, lo + WINDOW))
-    sql = select_statement(split, include_headers=True).replace("FROM committed_records ", f"FROM {view} ")
+    sql = select_statement(split, kind, include_headers=True).replace("FROM committed_records ", f"FROM {view} ")
     return sql if ordered else sql.rsplit(" ORDER BY ", 1)[0]
 
 
@@ -96,7 +96,7 @@ def run(kind: str, args: argparse.Namespace, rng: random.Random) -> None:
         engine = create_engine(url, poolclass=NullPool)
         with engine.connect() as conn:
             def view_read(view: str, lo: int, ordered: bool) -> Callable[[], int]:
-                sql = statement(view, lo, ordered=ordered)
+                sql = statement(kind, view, lo, ordered=ordered)
                 return lambda: len(conn.exec_driver_sql(sql).all())
 
             def http_fetch(lo: int) -> Callable[[], int]:
@@ -109,7 +109,7 @@ def run(kind: str, args: argparse.Namespace, rng: random.Random) -> None:
             units: dict[tuple[str, int, str], Callable[[], int]] = {}
             for lo in positions(args.records):
                 for ordered, how in ((True, "ordered"), (False, "unordered")):
-                    before, after = (conn.exec_driver_sql(statement(v, lo, ordered=True)).all()
+                    before, after = (conn.exec_driver_sql(statement(kind, v, lo, ordered=True)).all()
                                      for v in ("committed_records_before", "committed_records"))
                     assert before == after, f"the views differ at [{lo}, {lo + WINDOW})"
                     units[(how, lo, "before")] = view_read("committed_records_before", lo, ordered)

@@ -165,19 +165,19 @@ def choose_reader(requested: str, given: Collection[str], *, driver_loaded: bool
 # --- The read ------------------------------------------------------------------------------------
 
 
-def predicates(splits: Sequence[Split]) -> list[str]:
+def predicates(splits: Sequence[Split], database: str) -> list[str]:
     """One WHERE condition per split; an empty read is one task that reads nothing, as the
     data source's."""
-    return [split_predicate(s) for s in splits] or ["1 = 0"]
+    return [split_predicate(s, database) for s in splits] or ["1 = 0"]
 
 
 def connection_properties(source: JdbcSource) -> dict[str, str]:
     props = {**source.properties(), "customSchema": STORED_TYPES}
     if source.database == "postgresql":
-        # No JIT compilation (index range scans and nested loops gain nothing from it, as for
-        # the Python tasks), and string literals read literally whatever the server's default,
-        # so that split_predicate's quoting holds.
-        props["options"] = "-c jit=off -c standard_conforming_strings=on"
+        # No JIT compilation: index range scans and nested loops gain nothing from it, as for
+        # the Python tasks. (split_predicate's literals read the same whatever the connection's
+        # standard_conforming_strings, which a URL's own options may set.)
+        props["options"] = "-c jit=off"
     else:
         props["open_mode"] = "1"  # SQLITE_OPEN_READONLY, as the Python tasks open it
     return props
@@ -188,7 +188,7 @@ def read_jvm(spark: Any, options: SourceOptions, splits: Sequence[Split]) -> Any
     from pyspark.sql import functions as F
 
     source = JdbcSource.of(options.database)
-    stored = spark.read.jdbc(source.url, VIEW, predicates=predicates(splits),
+    stored = spark.read.jdbc(source.url, VIEW, predicates=predicates(splits, source.database),
                              properties=connection_properties(source))
     columns: list[Any] = ["topic", "partition", "offset", "commit_position",
                           F.timestamp_millis("timestamp_ms").alias("timestamp"), "key"]

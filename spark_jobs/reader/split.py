@@ -58,7 +58,7 @@ def read_split(database_kind: str, target: str, split: Split, schema: pa.Schema,
     """The split's records as record batches of `schema` (the Spark schema in Arrow terms).
     `driver`: for PostgreSQL, "adbc" (the ADBC PostgreSQL driver) or "psycopg"."""
     include_headers = "headers" in schema.names
-    statement = select_statement(split, include_headers=include_headers)
+    statement = select_statement(split, database_kind, include_headers=include_headers)
     started = time.monotonic()
     rows = 0
     if database_kind == "sqlite":

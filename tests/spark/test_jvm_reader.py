@@ -147,9 +147,10 @@ def test_both_reads_bound_a_split_with_the_same_condition_its_topic_quoted() -> 
     split = Split(TopicRange("it's", 2, 10, 20), offsets=Bounds(12, None), timestamps_ms=Bounds(None, 99))
     condition = ("topic = 'it''s' AND \"partition\" = 2 AND commit_position >= 10 AND commit_position < 20 "
                  "AND \"offset\" >= 12 AND timestamp_ms < 99")
-    assert predicates([split]) == [condition]
-    assert f"WHERE {condition} ORDER BY" in select_statement(split, include_headers=False)
-    assert predicates([]) == ["1 = 0"]
+    for database in ("sqlite", "postgresql"):
+        assert predicates([split], database) == [condition]
+        assert f"WHERE {condition} ORDER BY" in select_statement(split, database, include_headers=False)
+    assert predicates([], "postgresql") == ["1 = 0"]
 
 
 def test_a_session_without_a_jvm_of_its_own_has_no_jdbc_driver_so_auto_takes_the_data_source() -> None:

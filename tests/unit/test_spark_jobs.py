@@ -43,7 +43,8 @@ def test_split_range_is_contiguous_bounded_and_even() -> None:
 
 
 def test_predicates_name_topic_partition_and_both_position_bounds() -> None:
-    preds = predicates("it's", [PositionRange(0, 0, 4), PositionRange(1, 3, 3), PositionRange(2, 10, 12)], 2)
+    ranges = [PositionRange(0, 0, 4), PositionRange(1, 3, 3), PositionRange(2, 10, 12)]
+    preds = predicates("it's", ranges, 2, "postgresql")
     assert preds == [
         "topic = 'it''s' AND \"partition\" = 0 AND commit_position >= 0 AND commit_position < 2",
         "topic = 'it''s' AND \"partition\" = 0 AND commit_position >= 2 AND commit_position < 4",
