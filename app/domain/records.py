@@ -268,10 +268,10 @@ def _sized(batch: SendBatch, records: list[RecordToAppend], value_format: ValueF
     sizes = record_sizes([r.key for r in records], [r.value for r in records], [r.headers for r in records])
     return SendBatch(topic=batch.topic, partition=batch.partition, records=records,
                      base_sequence=batch.base_sequence, expected_offset=batch.expected_offset,
-                     size_bytes=sum(sizes), largest_record=_largest(sizes), value_format=value_format)
+                     size_bytes=sum(sizes), largest_record=first_largest(sizes), value_format=value_format)
 
 
-def _largest(sizes: list[int]) -> tuple[int, int]:
+def first_largest(sizes: list[int]) -> tuple[int, int]:
     """The largest record (its index, the first of the largest, and its bytes); (0, 0) for none."""
     if not sizes:
         return 0, 0
@@ -467,7 +467,7 @@ def kafka_batch(topic: str, partition: int, keys: Sequence[bytes | None], values
     key_texts, value_texts, header_texts, sizes = columns
     batch.records = [RecordToAppend(k, v, h, ts)
                      for k, v, h, ts in zip(key_texts, value_texts, header_texts, timestamps, strict=True)]
-    batch.size_bytes, batch.largest_record = sum(sizes), _largest(sizes)
+    batch.size_bytes, batch.largest_record = sum(sizes), first_largest(sizes)
     return batch
 
 

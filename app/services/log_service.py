@@ -23,7 +23,7 @@ from app.domain.errors import (
     InvalidRequest,
 )
 from app.domain.read import FetchResult, OffsetOrderRead, PartitionOffsets, StoredRecord, offset_order_upper_bound
-from app.domain.records import SendBatch, for_topic
+from app.domain.records import SendBatch, first_largest, for_topic
 from app.domain.types import IsolationLevel, TransactionVersion, ValueFormat
 from app.settings import Limit, Settings
 from app.storage import append, changes, offset_order, producers, read, topics
@@ -86,7 +86,7 @@ def batches_to_append(conn: Connection, batches: list[SendBatch]) -> list[append
         if size is None or largest is None:
             records = b.records
             sizes = record_sizes([r.key for r in records], [r.value for r in records], [r.headers for r in records])
-            size, largest = sum(sizes), max(enumerate(sizes), key=lambda s: s[1])
+            size, largest = sum(sizes), first_largest(sizes)
         check_record_size(topic.name, b.partition, *largest, topic.config.max_message_bytes)
         to_append.append(
             append.BatchToAppend(topic.topic_id, b.partition, b.records, b.base_sequence, b.expected_offset, size,
