@@ -9,7 +9,7 @@ from __future__ import annotations
 from functools import cache
 from typing import Any
 
-from sqlalchemy import Connection, bindparam, func, select
+from sqlalchemy import Connection, bindparam, case, func, select
 
 from app.domain.errors import OffsetOutOfRange, UnknownTopicOrPartition
 from app.domain.read import AbortedTransaction, LogEntry
@@ -26,19 +26,25 @@ def _stmts() -> tuple[Any, Any, Any, Any]:
     where = (records.c.topic_id == bindparam("topic_id"), records.c.partition == bindparam("partition"))
     bounds = select(partitions.c.next_offset, partitions.c.log_start_offset, LAST_STABLE_OFFSET).where(
         partitions.c.topic_id == bindparam("topic_id"), partitions.c.partition == bindparam("partition"))
-    # The rows' sizes, computed by the database without handing over any key or value (RECORD_SIZE):
-    # where a read stops is decided from these, then only the rows it keeps are read whole.
-    sizes = (
-        select(records.c.offset, RECORD_SIZE)
+    # Where a read stops: the first row from `start` and the last whose running sum of sizes
+    # (RECORD_SIZE) is within `max_bytes`, among at most `limit` rows, computed by the database
+    # from the rows' sizes alone (no key or value is read, nor handed over row by row).
+    page = (
+        select(records.c.offset, RECORD_SIZE.label("size"))
         .where(*where, records.c.offset >= bindparam("start"), records.c.offset < bindparam("end"))
         .order_by(records.c.offset)
         .limit(bindparam("limit"))
+        .subquery("page")
     )
+    running = select(page.c.offset, func.sum(page.c.size).over(order_by=page.c.offset).label("running")).subquery(
+        "running")
+    cut = select(func.min(running.c.offset),
+                 func.max(case((running.c.running <= bindparam("max_bytes"), running.c.offset))))
     rows = (
         select(records.c.offset, records.c.timestamp_ms, records.c.key, records.c.value, records.c.headers,
                records.c.producer_id, records.c.producer_epoch, records.c.sequence, records.c.txn_id,
-               records.c.control_type, records.c.key_bytes, records.c.value_bytes)
-        .where(*where, records.c.offset >= bindparam("start"), records.c.offset < bindparam("end"))
+               records.c.control_type, RECORD_SIZE, records.c.key_bytes, records.c.value_bytes)
+        .where(*where, records.c.offset >= bindparam("start"), records.c.offset <= bindparam("last"))
         .order_by(records.c.offset)
     )
     # Where each of some transactions begins in the partition, and its producer: its first
@@ -49,7 +55,7 @@ def _stmts() -> tuple[Any, Any, Any, Any]:
                records.c.batch_record_count.is_not(None))
         .group_by(records.c.txn_id)
     )
-    return bounds, rows, firsts, sizes
+    return bounds, rows, firsts, cut
 
 
 def bounds(conn: Connection, topic_id: int, partition: int) -> tuple[int, int, int]:
@@ -64,27 +70,26 @@ def read_rows(conn: Connection, topic_id: int, partition: int, start: int, end: 
               max_bytes: int, min_one: bool) -> list[LogEntry]:
     """At most `limit` rows at offsets in [start, end), data records and markers, in offset
     order, and at most `max_bytes` bytes of records (RECORD_SIZE), but for the first row when
-    `min_one` (Kafka's KIP-74: the first record of a Fetch comes whatever its size). Sized
-    first, then read: a row past the limits is never handed over, so a read of one large
-    record costs that record, not every record after it up to `limit`."""
+    `min_one` (Kafka's KIP-74: the first record of a Fetch comes whatever its size). Where it
+    stops is found first, then only the rows up to there are read: a row past the limits is
+    never handed over, so a read of one large record costs that record, not every record
+    after it up to `limit`."""
     where = {"topic_id": topic_id, "partition": partition}
-    sizes: dict[int, int] = {}
-    total, last = 0, None
-    for o, size in conn.execute(_stmts()[3], {**where, "start": start, "end": end, "limit": limit}).all():
-        if total + size > max_bytes and not (min_one and last is None):
-            break
-        total, last, sizes[o] = total + size, o, size
+    first, last = conn.execute(_stmts()[3], {**where, "start": start, "end": end, "limit": limit,
+                                             "max_bytes": max_bytes}).one()
+    if last is None and min_one:
+        last = first
     if last is None:
         return []
     out = []
-    for o, ts, k, v, h, pid, pe, seq, txn_id, control, kb, vb in conn.execute(
-            _stmts()[1], {**where, "start": start, "end": last + 1}):
+    for o, ts, k, v, h, pid, pe, seq, txn_id, control, size, kb, vb in conn.execute(
+            _stmts()[1], {**where, "start": start, "last": last}):
         if control is not None:
             out.append(LogEntry(o, ts, None, None, None, pid, pe, None, txn_id, ControlType(control), 0))
         else:
             # A bytes topic's key and value are in the binary columns (docs/ARCHITECTURE.md#record-formats).
             out.append(LogEntry(o, ts, kb if k is None else k, vb if v is None else v, h, pid, pe, seq, txn_id,
-                                None, sizes[o]))
+                                None, size))
     return out
 
 
