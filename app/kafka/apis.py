@@ -484,13 +484,12 @@ class Apis:
                 # KIP-74: only the answer's first record may exceed max_bytes. Once the answer
                 # holds records, a partition whose first record does not fit in what is left
                 # answers none (its offsets still), or one answer could hold a too-large record
-                # per partition.
-                spent = total > 0 and left <= 0
+                # per partition: the read leaves it unread (min_one).
                 try:
                     read = self.services.log.read_in_offset_order(
                         t.topic, p.partition, offset=p.fetch_offset, isolation=isolation,
                         max_bytes=max(0, min(p.partition_max_bytes, partition_limit, left)),
-                        max_records=0 if spent else self.settings.fetch_max_records_limit)
+                        max_records=self.settings.fetch_max_records_limit, min_one=total == 0)
                 except OutboxError as e:
                     answered.append(build(m.PartitionData, partition_index=p.partition, error_code=error_code(e),
                                           high_watermark=-1, last_stable_offset=-1, log_start_offset=-1,
@@ -499,6 +498,7 @@ class Apis:
                 keys.append((read.topic_id, p.partition))
                 data = records.batches_bytes(read.entries)
                 aborted_met = read.aborted_transactions
+                # The read counts the records' bytes; their batches' framing counts too.
                 if total > 0 and read.entries and len(records.batches_bytes(read.entries[:1])) > left:
                     data, aborted_met = _NO_RECORDS, []
                 left -= len(data)

@@ -247,25 +247,21 @@ class LogService:
                                transactional_id=transactional_id, txn_id=txn_id, now_ms=now, holder=holder)
 
     def read_in_offset_order(self, topic_name: str, partition: int, *, offset: int, isolation: IsolationLevel,
-                             max_bytes: int, max_records: int) -> OffsetOrderRead:
+                             max_bytes: int, max_records: int, min_one: bool = True) -> OffsetOrderRead:
         """Kafka's Fetch of one partition: its rows (data records and markers) in offset order
         from `offset`, below the upper bound of `isolation` (offset_order_upper_bound), at most
-        `max_records` and, but for the first record, `max_bytes` bytes of records; with
-        read_committed, the aborted transactions they meet. One snapshot. An unknown partition
-        or an offset outside the log is raised."""
+        `max_records` and `max_bytes` bytes of records, but for the first record when `min_one`
+        (the first partition of a Fetch to answer records); with read_committed, the aborted
+        transactions they meet. One snapshot. An unknown partition or an offset outside the log
+        is raised."""
         with self.db.read() as conn:
             found = topics.get_topic(conn, topic_name)
             topics.check_partition(found, partition)
             high_watermark, log_start, last_stable = offset_order.bounds(conn, found.topic_id, partition)
             offset_order.check_offset(offset, high_watermark, log_start)
             end = offset_order_upper_bound(isolation, high_watermark, last_stable)
-            rows = offset_order.read_rows(conn, found.topic_id, partition, offset, end, max_records) if offset < end else []
-            size = 0
-            for i, row in enumerate(rows):
-                size += row.size_bytes
-                if size > max_bytes and i > 0:
-                    del rows[i:]
-                    break
+            rows = (offset_order.read_rows(conn, found.topic_id, partition, offset, end, max_records,
+                                           max_bytes=max_bytes, min_one=min_one) if offset < end else [])
             answer = OffsetOrderRead(found.topic_id, rows, high_watermark, last_stable, log_start, end)
             if rows and isolation is IsolationLevel.READ_COMMITTED:
                 answer.aborted_transactions = offset_order.aborted_transactions(conn, found.topic_id, partition, rows)

@@ -16,6 +16,7 @@ from functools import cache
 from typing import Any
 
 from sqlalchemy import BigInteger, Connection, Table
+from sqlalchemy.types import _Binary
 from sqlalchemy.sql.functions import FunctionElement
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.ext.compiler import compiles
@@ -46,8 +47,11 @@ def _sqlite_outer_first(join: OuterFirstJoin, compiler: Any, **kw: Any) -> str:
 
 
 class utf8_bytes(FunctionElement):  # noqa: N801 - named as the SQL function it stands for
-    """The bytes of a text in UTF-8, NULL as 0: PostgreSQL's octet_length; SQLite's length()
-    counts characters, but the length of the text as a BLOB counts bytes."""
+    """The bytes of a text in UTF-8, or of a binary value, NULL as 0: PostgreSQL's
+    octet_length; SQLite's length() counts a text's characters, but the length of the text as
+    a BLOB counts bytes. A binary column's length() is its bytes already, and SQLite reads it
+    from the row's header without loading the value (CAST would load it, overflow pages and
+    all: a fetch sizing large records would read them)."""
 
     type = BigInteger()
     inherit_cache = True
@@ -60,6 +64,9 @@ def _pg_utf8_bytes(element: utf8_bytes, compiler: Any, **kw: Any) -> str:
 
 @compiles(utf8_bytes, "sqlite")
 def _sqlite_utf8_bytes(element: utf8_bytes, compiler: Any, **kw: Any) -> str:
+    (argument,) = element.clauses.clauses
+    if isinstance(argument.type, _Binary):
+        return f"coalesce(length({compiler.process(element.clauses, **kw)}), 0)"
     return f"coalesce(length(CAST({compiler.process(element.clauses, **kw)} AS BLOB)), 0)"
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 from functools import cache
 from typing import Any
 
-from sqlalchemy import Connection, bindparam, func, select
+from sqlalchemy import Connection, bindparam, case, func, select
 
 from app.domain.errors import OffsetOutOfRange, UnknownTopicOrPartition
 from app.domain.read import AbortedTransaction, LogEntry
@@ -22,17 +22,30 @@ _ABORT = ControlType.ABORT.value
 
 
 @cache
-def _stmts() -> tuple[Any, Any, Any]:
+def _stmts() -> tuple[Any, Any, Any, Any]:
     where = (records.c.topic_id == bindparam("topic_id"), records.c.partition == bindparam("partition"))
     bounds = select(partitions.c.next_offset, partitions.c.log_start_offset, LAST_STABLE_OFFSET).where(
         partitions.c.topic_id == bindparam("topic_id"), partitions.c.partition == bindparam("partition"))
+    # Where a read stops: the first row from `start` and the last whose running sum of sizes
+    # (RECORD_SIZE) is within `max_bytes`, among at most `limit` rows, computed by the database
+    # from the rows' sizes alone (no key or value is read, nor handed over row by row).
+    page = (
+        select(records.c.offset, RECORD_SIZE.label("size"))
+        .where(*where, records.c.offset >= bindparam("start"), records.c.offset < bindparam("end"))
+        .order_by(records.c.offset)
+        .limit(bindparam("limit"))
+        .subquery("page")
+    )
+    running = select(page.c.offset, func.sum(page.c.size).over(order_by=page.c.offset).label("running")).subquery(
+        "running")
+    cut = select(func.min(running.c.offset),
+                 func.max(case((running.c.running <= bindparam("max_bytes"), running.c.offset))))
     rows = (
         select(records.c.offset, records.c.timestamp_ms, records.c.key, records.c.value, records.c.headers,
                records.c.producer_id, records.c.producer_epoch, records.c.sequence, records.c.txn_id,
                records.c.control_type, RECORD_SIZE, records.c.key_bytes, records.c.value_bytes)
-        .where(*where, records.c.offset >= bindparam("start"), records.c.offset < bindparam("end"))
+        .where(*where, records.c.offset >= bindparam("start"), records.c.offset <= bindparam("last"))
         .order_by(records.c.offset)
-        .limit(bindparam("limit"))
     )
     # Where each of some transactions begins in the partition, and its producer: its first
     # batch head (ix_records_txn_batches, one probe per transaction).
@@ -42,7 +55,7 @@ def _stmts() -> tuple[Any, Any, Any]:
                records.c.batch_record_count.is_not(None))
         .group_by(records.c.txn_id)
     )
-    return bounds, rows, firsts
+    return bounds, rows, firsts, cut
 
 
 def bounds(conn: Connection, topic_id: int, partition: int) -> tuple[int, int, int]:
@@ -53,11 +66,24 @@ def bounds(conn: Connection, topic_id: int, partition: int) -> tuple[int, int, i
     return row[0], row[1], row[2]
 
 
-def read_rows(conn: Connection, topic_id: int, partition: int, start: int, end: int, limit: int) -> list[LogEntry]:
-    """At most `limit` rows at offsets in [start, end), data records and markers, in offset order."""
+def read_rows(conn: Connection, topic_id: int, partition: int, start: int, end: int, limit: int, *,
+              max_bytes: int, min_one: bool) -> list[LogEntry]:
+    """At most `limit` rows at offsets in [start, end), data records and markers, in offset
+    order, and at most `max_bytes` bytes of records (RECORD_SIZE), but for the first row when
+    `min_one` (Kafka's KIP-74: the first record of a Fetch comes whatever its size). Where it
+    stops is found first, then only the rows up to there are read: a row past the limits is
+    never handed over, so a read of one large record costs that record, not every record
+    after it up to `limit`."""
+    where = {"topic_id": topic_id, "partition": partition}
+    first, last = conn.execute(_stmts()[3], {**where, "start": start, "end": end, "limit": limit,
+                                             "max_bytes": max_bytes}).one()
+    if last is None and min_one:
+        last = first
+    if last is None:
+        return []
     out = []
     for o, ts, k, v, h, pid, pe, seq, txn_id, control, size, kb, vb in conn.execute(
-            _stmts()[1], {"topic_id": topic_id, "partition": partition, "start": start, "end": end, "limit": limit}):
+            _stmts()[1], {**where, "start": start, "last": last}):
         if control is not None:
             out.append(LogEntry(o, ts, None, None, None, pid, pe, None, txn_id, ControlType(control), 0))
         else:

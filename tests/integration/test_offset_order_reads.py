@@ -31,9 +31,10 @@ def _log(client: Any) -> Any:
     return client.app.state.services.log, producers
 
 
-def _read(log: Any, isolation: IsolationLevel, offset: int = 0, max_bytes: int = 1 << 20) -> Any:
+def _read(log: Any, isolation: IsolationLevel, offset: int = 0, max_bytes: int = 1 << 20,
+          min_one: bool = True) -> Any:
     return log.read_in_offset_order("orders", 0, offset=offset, isolation=isolation, max_bytes=max_bytes,
-                                    max_records=100)
+                                    max_records=100, min_one=min_one)
 
 
 def test_read_committed_stops_at_the_last_stable_offset_and_names_the_aborted_transaction(client: Any) -> None:
@@ -74,6 +75,13 @@ def test_the_byte_limit_cuts_after_the_first_record_never_before(client: Any) ->
     assert [e.offset for e in _read(log, RU, max_bytes=1).entries] == [0]
     # "plain" is 7 bytes, "a0" 4: two records fit in 11
     assert [e.offset for e in _read(log, RU, max_bytes=11).entries] == [0, 1]
+
+
+def test_without_min_one_a_first_record_larger_than_the_byte_limit_is_not_read(client: Any) -> None:
+    log, _ = _log(client)
+    # "plain" is 7 bytes: a later partition of a Fetch with 6 bytes left answers none
+    assert _read(log, RU, max_bytes=6, min_one=False).entries == []
+    assert [e.offset for e in _read(log, RU, max_bytes=7, min_one=False).entries] == [0]
 
 
 def test_reading_at_the_upper_bound_returns_nothing(client: Any) -> None:

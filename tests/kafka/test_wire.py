@@ -331,6 +331,80 @@ def test_only_the_first_record_of_a_fetch_may_exceed_max_bytes_the_other_partiti
         (0, ErrorCode.none, 1, [0]), (1, ErrorCode.none, 1, []), (2, ErrorCode.none, 1, [])]
 
 
+def _produce_bytes(kafka: Listener, topic: str, partition: int, values: list[bytes]) -> None:
+    """Each value a batch of its own, produced to a bytes topic."""
+    with kafka.connect() as s:
+        for v in values:
+            answer = ask(s, 0, 9, _produce(topic, partition, _records([v])))
+            assert _partition_answer(answer).error_code == ErrorCode.none
+
+
+def test_a_fetch_whose_limits_are_met_answers_at_once_not_after_max_wait_ms(kafka: Listener) -> None:
+    import time
+
+    create_topic(kafka.client, "blobs", value_format="bytes")
+    _produce_bytes(kafka, "blobs", 0, [bytes([n]) * 100_000 for n in range(3)])
+    with kafka.connect() as s:
+        started = time.monotonic()
+        # min_bytes met by the one record that fits partition_max_bytes
+        one = ask(s, 1, 12, _fetch("blobs", 0, 0, max_wait_ms=5000, min_bytes=100_000,
+                                   partition_max_bytes=150_000))
+        two = ask(s, 1, 12, _fetch("blobs", 0, 1, max_wait_ms=5000, min_bytes=1, partition_max_bytes=250_000), 8)
+        waited = time.monotonic() - started
+    assert _fetched_offsets(one) == [0]
+    assert _fetched_offsets(two) == [1, 2]
+    assert waited < 2.5
+
+
+def test_a_fetch_of_one_large_record_reads_that_record_not_the_records_after_it(kafka: Listener) -> None:
+    import tracemalloc
+
+    create_topic(kafka.client, "blobs", value_format="bytes")
+    _produce_bytes(kafka, "blobs", 0, [bytes([n]) * 256_000 for n in range(40)])
+    # What the process holds while it answers: the one record (with its copies in the answer,
+    # and this client's), not the 10 MB of the 40 records up to the record limit.
+    tracemalloc.start()
+    try:
+        with kafka.connect() as s:
+            tracemalloc.reset_peak()
+            answer = ask(s, 1, 12, _fetch("blobs", 0, 0, partition_max_bytes=1000))
+            peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert _fetched_offsets(answer) == [0]
+    assert peak < 3_000_000, peak
+
+
+def test_a_later_partition_whose_first_record_does_not_fit_is_not_read(kafka: Listener) -> None:
+    import tracemalloc
+
+    from tests.kafka.conftest import batch_offsets
+
+    create_topic(kafka.client, "blobs", partitions=3, value_format="bytes")
+    for p in range(3):
+        _produce_bytes(kafka, "blobs", p, [bytes([p]) * 900_000] * 8)
+    m = request_class(1, 12)
+    mod = __import__(m.__module__, fromlist=["x"])
+    fetch = m(replica_id=-1, max_wait=datetime.timedelta(0), min_bytes=1, max_bytes=1_000_000, isolation_level=1,
+              session_id=0, session_epoch=-1, topics=(mod.FetchTopic(topic="blobs", partitions=tuple(
+                  mod.FetchPartition(partition=p, current_leader_epoch=-1, fetch_offset=0, last_fetched_epoch=-1,
+                                     log_start_offset=-1, partition_max_bytes=20_000_000) for p in range(3))),),
+              forgotten_topics_data=(), rack_id="")
+    tracemalloc.start()
+    try:
+        with kafka.connect() as s:
+            tracemalloc.reset_peak()
+            answer = ask(s, 1, 12, fetch)
+            peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    ((*partitions,),) = [t.partitions for t in answer.responses]
+    assert [(p.partition_index, p.high_watermark, batch_offsets(p.records)) for p in partitions] == [
+        (0, 8, [0]), (1, 8, []), (2, 8, [])]
+    # Partition 0's first record and its copies; none of the other 23 (20.7 MB) is handed over.
+    assert peak < 6_000_000, peak
+
+
 def test_a_fetch_below_the_log_start_is_offset_out_of_range(kafka: Listener) -> None:
     create_topic(kafka.client, "orders")
     with kafka.connect() as s:
