@@ -156,6 +156,10 @@ def _output_in_the_log(backend: Backend) -> set[tuple[int, int]]:
         records.c.topic_id == backend.topic_id(OUTPUT), records.c.control_type.is_(None))))
 
 
+def _open_with_records(transaction: dict[str, Any]) -> bool:
+    return transaction.get("state") == "Ongoing" and bool(transaction.get("partitions"))
+
+
 def test_the_loop_killed_at_random_moments_leaves_every_result_once(
         launcher: Launcher, backend: Backend, start_loop: Callable[..., Loop]) -> None:
     rng = random.Random()
@@ -165,27 +169,48 @@ def test_the_loop_killed_at_random_moments_leaves_every_result_once(
     ids = ["squarer-0", "squarer-1"]
     extra = ("--commit-every", "20", "--commit-interval-ms", "200")
     loops = {tid: start_loop(bootstrap, tid, *extra) for tid in ids}
+
+    def aborted() -> list[tuple]:
+        return [m for m in backend.markers() if m[0] == OUTPUT and m[3] == "ABORT"]
+
+    def kill_in_a_transaction(delay_s: float) -> None:
+        # One of the instances killed while it has a transaction open with records in the log
+        # (at a random point of it, its commit included): what it produced there must never be
+        # seen, and its input must be processed again. Only an instance that has taken part
+        # (committed once since it started) is chosen, so that a kill does not just end a
+        # process before it has done anything, nor an instance that holds no input partition.
+        # Up to 30 s: after a kill the group waits out the killed member's session before it
+        # settles, and no transaction is open meanwhile.
+        victim = rng.choice(ids)
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            candidates = [tid for tid in rng.sample(ids, len(ids)) if "committed" in loops[tid].log_text()]
+            found = [tid for tid in candidates if _open_with_records(client.get(f"/v1/transactions/{tid}").json())]
+            if found:
+                victim = found[0]
+                break
+            time.sleep(0.005)
+        time.sleep(delay_s)
+        loops[victim].kill9()
+        loops[victim] = start_loop(bootstrap, victim, *extra)
+
     try:
         # Random moments of the run, however fast it goes: each kill once the group has
-        # committed a random share of the input.
+        # committed a random share of the input, at a random point of an open transaction.
         for share in sorted(rng.uniform(0.05, 0.9) for _ in range(kills)):
             _until(lambda: _committed(client) >= share * count, f"the group to commit {share:.0%} of the input")
-            victim = rng.choice(ids)
-            # Killed while it has a transaction open, most of the time (at a random point of it,
-            # its commit included): what it produced there must never be seen, and its input
-            # must be processed again.
-            # Its new instance first takes part (commits once, within 5 s), so that a kill does
-            # not just end a process before it has done anything.
-            deadline = time.monotonic() + 5
-            while "committed" not in loops[victim].log_text() and time.monotonic() < deadline:
-                time.sleep(0.01)
-            deadline = time.monotonic() + 5
-            while (client.get(f"/v1/transactions/{victim}").json().get("state") != "Ongoing"
-                   and time.monotonic() < deadline):
-                time.sleep(0.005)
-            time.sleep(rng.uniform(0, 0.1))
-            loops[victim].kill9()
-            loops[victim] = start_loop(bootstrap, victim, *extra)
+            kill_in_a_transaction(rng.uniform(0, 0.1))
+        # On a fast machine every random point may fall after a commit: then kill at once in
+        # an open transaction (a few more tries while input is left), so that the run always
+        # has a transaction cut short, which the assertions below are about.
+        for _ in range(3):
+            # What a kill cut short is aborted once its transactional id starts again.
+            deadline = time.monotonic() + 15
+            while not aborted() and time.monotonic() < deadline:
+                time.sleep(0.05)
+            if aborted() or _committed(client) >= 0.95 * count:
+                break
+            kill_in_a_transaction(0.0)
         _until(lambda: _committed(client) == count, "the group to commit the whole input")
     finally:
         exits = {tid: loop.stop() for tid, loop in loops.items()}
@@ -193,8 +218,7 @@ def test_the_loop_killed_at_random_moments_leaves_every_result_once(
 
     assert _results(_read_committed_output(bootstrap)) == _expected(count)
     # The kills did cut transactions short: their records are in the log, never read.
-    aborted = [m for m in backend.markers() if m[0] == OUTPUT and m[3] == "ABORT"]
-    assert aborted, "no kill interrupted a transaction"
+    assert aborted(), "no kill interrupted a transaction"
     assert len(_output_in_the_log(backend)) > count
     assert "Traceback" not in serve.log_text()  # clients killed mid-request are let go quietly
 
