@@ -257,10 +257,13 @@ class ClassicGroupProtocol:
         that stay."""
         now = self.clock()
         with self.db.write() as conn:
-            groups.lock_group(conn, group_id, now)
+            # The row locked if there is one, never created (groups.lock_group would): as in
+            # Kafka, leaving a group that does not exist is UNKNOWN_MEMBER_ID for each member,
+            # and leaves no empty group behind to be listed.
+            g = groups.group(conn, group_id, lock=RowLock.UPDATE)
+            if g is None:
+                return [UnknownMemberId(f"group {group_id!r} does not exist: it has no members") for _ in leaving]
             current = {m.member_id: m for m in groups.members(conn, group_id)}
-            g = groups.group(conn, group_id)
-            assert g is not None
             if current:
                 check_door(conn, group_id, current, protocol_type=g.protocol_type or "")
             outcome: list[UnknownMemberId | FencedInstanceId | None] = []

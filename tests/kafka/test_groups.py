@@ -283,6 +283,16 @@ def test_a_member_leaving_starts_a_rebalance_of_the_others(kafka: Listener) -> N
         assert (again.generation_id, again.leader, [m.member_id for m in again.members]) == (3, b_id, [b_id])
 
 
+def test_leaving_a_group_that_does_not_exist_answers_unknown_member_id_and_creates_no_group(
+        kafka: Listener) -> None:
+    with kafka.connect() as s:
+        left = leave(s, "nowhere", "nobody", "somebody")
+        assert (left.error_code, [(m.member_id, m.error_code) for m in left.members]) == (
+            ErrorCode.none, [("nobody", ErrorCode.unknown_member_id), ("somebody", ErrorCode.unknown_member_id)])
+        assert ask(s, 16, LIST_V, request_class(16, LIST_V)(states_filter=())).groups == ()  # type: ignore[misc]
+    assert kafka.client.get("/v1/groups").json()["groups"] == []
+
+
 def test_offset_commits_are_checked_against_the_generation_and_the_member(kafka: Listener) -> None:
     create_topic(kafka.client, "orders", partitions=2)
     s, member = _lone_member(kafka)
