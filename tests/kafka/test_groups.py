@@ -293,6 +293,24 @@ def test_leaving_a_group_that_does_not_exist_answers_unknown_member_id_and_creat
     assert kafka.client.get("/v1/groups").json()["groups"] == []
 
 
+def test_leaving_a_group_that_does_not_exist_by_one_member_is_unknown_member_id_and_creates_no_group(
+        kafka: Listener) -> None:
+    from app.kafka.protocol import build
+
+    with kafka.connect() as s:
+        left = ask(s, 13, 0, build(request_class(13, 0), group_id="nowhere", member_id="nobody"))  # type: ignore[arg-type]
+        assert left.error_code == ErrorCode.unknown_member_id
+    assert kafka.client.get("/v1/groups").json()["groups"] == []
+
+
+def test_heartbeat_and_sync_to_a_group_that_does_not_exist_are_unknown_member_id_and_create_no_group(
+        kafka: Listener) -> None:
+    with kafka.connect() as s:
+        assert heartbeat(s, "nowhere", 1, "nobody") == ErrorCode.unknown_member_id
+        assert sync(s, "nowhere", 1, "nobody", {"nobody": b""}).error_code == ErrorCode.unknown_member_id
+    assert kafka.client.get("/v1/groups").json()["groups"] == []
+
+
 def test_offset_commits_are_checked_against_the_generation_and_the_member(kafka: Listener) -> None:
     create_topic(kafka.client, "orders", partitions=2)
     s, member = _lone_member(kafka)
