@@ -32,31 +32,36 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
+from app.storage.sql import load
 from spark_jobs.common.positions import PositionRange
 # The data source's JVM read turns a database URL into JDBC the same way: one definition.
-from spark_jobs.reader.jvm import DEFAULT_FETCHSIZE, JdbcSource
+from spark_jobs.reader.jvm import DEFAULT_FETCHSIZE, STORED_TYPES, VIEW, JdbcSource
 from spark_jobs.reader.statement import sql_string
 
 # --- The reader ------------------------------------------------------------------------------
 
-VIEW = "committed_records"
+# Spark types pinned with customSchema: Spark has no SQLite dialect, and SQLite reports no
+# types for a view's expressions (on PostgreSQL too: the same DataFrame schema from both
+# databases). The data source's for the columns it reads too; the others by name.
+_SPARK_TYPES = {**dict(_typed.replace("`", "").split() for _typed in STORED_TYPES.split(", ")),
+                "topic_id": "INT", "producer_id": "BIGINT", "transactional": "BOOLEAN"}
+# A bytes topic's stored key and value: this reader predates bytes topics and reads JSON ones.
+_NOT_READ = ("key_bytes", "value_bytes")
 
-# The view's columns and their Spark types. Spark has no SQLite dialect, and SQLite reports
-# no types for a view's expressions, so the types are pinned with customSchema (on PostgreSQL
-# too: the same DataFrame schema from both databases).
-VIEW_COLUMNS: tuple[tuple[str, str], ...] = (
-    ("topic", "STRING"),
-    ("topic_id", "INT"),
-    ("partition", "INT"),
-    ("offset", "BIGINT"),
-    ("commit_position", "BIGINT"),
-    ("timestamp_ms", "BIGINT"),
-    ("key", "STRING"),
-    ("value", "STRING"),
-    ("headers", "STRING"),
-    ("producer_id", "BIGINT"),
-    ("transactional", "BOOLEAN"),
-)
+
+def view_columns() -> tuple[str, ...]:
+    """The view's columns, in order, as its definition names them (app/storage/sql, the SQL
+    migrations create the view from): its first SELECT's list, each column by its alias, or
+    else by its name."""
+    select_list = load("committed_records.sqlite.sql").split("SELECT", 1)[1].split("\nFROM ", 1)[0]
+    return tuple(item.rsplit(" AS ", 1)[-1].rsplit(".", 1)[-1].strip().strip('"')
+                 for item in select_list.split(","))
+
+
+# The view's columns and their Spark types; a column the view gains without a type here is a
+# KeyError when the benchmarks start, never a column silently left unread.
+VIEW_COLUMNS: tuple[tuple[str, str], ...] = tuple(
+    (name, _SPARK_TYPES[name]) for name in view_columns() if name not in _NOT_READ)
 CUSTOM_SCHEMA = ", ".join(f"`{name}` {kind}" for name, kind in VIEW_COLUMNS)
 
 # Automatic splitting: aim for about one JDBC partition per task slot, but never cut a

@@ -39,12 +39,15 @@ def record_sizes(keys: Iterable[str | bytes | None], values: Iterable[str | byte
     """The bytes each record counts for (max_message_bytes, retention_bytes, a Fetch's byte
     limits): its key, value and headers as stored, text (a JSON topic's key and value, every
     topic's headers) in UTF-8, bytes as they are, null none. The one definition, column by
-    column: record_size applies it to one record, the Kafka door (app.domain.records.
-    kafka_batch) to a whole batch in one pass, with no Python call per record (it runs for
-    every produced batch). Each field's rule is written out in the one comprehension for that."""
-    return [(0 if k is None else len(k.encode()) if type(k) is str else len(k))
-            + (0 if v is None else len(v.encode()) if type(v) is str else len(v))
-            + (0 if h is None else len(h.encode()) if type(h) is str else len(h))
+    column: record_size applies it to one record, a Send's batch (app.domain.records.batch_of)
+    and the Kafka door (kafka_batch) to a whole batch in one pass, with no Python call per
+    record (they run for every batch appended). Each field's rule is written out in the one
+    comprehension for that; an ASCII text's bytes are its characters, which spares encoding it
+    (isascii is a flag Python keeps on every str). A field that is none of these (a typed key
+    object) is a TypeError."""
+    return [(0 if k is None else (len(k) if k.isascii() else len(k.encode())) if type(k) is str else len(k))
+            + (0 if v is None else (len(v) if v.isascii() else len(v.encode())) if type(v) is str else len(v))
+            + (0 if h is None else (len(h) if h.isascii() else len(h.encode())) if type(h) is str else len(h))
             for k, v, h in zip(keys, values, headers, strict=True)]
 
 

@@ -81,7 +81,7 @@ class SendBatch:
     expected_offset: int | None = None
     # The records' bytes (app.domain.log_cleaning.record_size), and the largest record's
     # (its index, its bytes); computed by the log when not given. batch_of gives both,
-    # counted while it builds the records.
+    # counted from the values' bytes it was given.
     size_bytes: int | None = None
     largest_record: tuple[int, int] | None = None
     # The format the records are in: JSON for a batch built from a Send's JSON (batch_of),
@@ -172,43 +172,42 @@ def batch_of(topic: str, partition: int, records: Sequence[Any], now_ms: int, *,
     """The batch of `records`, each with `key`, `value` (UTF-8 JSON text as bytes, or
     `no_value`: null), `headers` (a dict of strings, or None) and `timestamp_ms` (None: now),
     checked for depth (the other checks are the caller's, made once over all its text), with
-    the records' bytes (app.domain.log_cleaning.record_size, summed: counted here from the
-    bytes at hand rather than by encoding each text again) and the largest record's (its
-    index, its bytes), which the topic's max_message_bytes is checked against.
+    the records' bytes and the largest record's (its index, its bytes), which the topic's
+    max_message_bytes is checked against: record_sizes over the batch once, given the values'
+    bytes at hand rather than the texts to encode again.
 
     One loop with its names bound locally: it runs once per record of every Send. A record
     with a bytes topic's typed key or header list (which only a Send's schema lets through)
-    fails the loop's string and JSON calls; the batch is then built again by _typed_batch_of,
-    so that a JSON topic's Send pays nothing per record for formats."""
+    fails the loop's JSON call or record_sizes (a typed key has no length); the batch is then
+    built again by _typed_batch_of, so that a JSON topic's Send pays nothing per record for
+    formats."""
     out: list[RecordToAppend] = []
     append, dumps = out.append, orjson.dumps
-    size = largest = largest_at = 0
+    nulls = headed = False
     try:
         for r in records:
-            raw, key, headers, timestamp_ms = r.value, r.key, r.headers, r.timestamp_ms
-            before = size
+            raw, headers, timestamp_ms = r.value, r.headers, r.timestamp_ms
             if raw is no_value:
                 value = _NULL
-                size += len(_NULL)
+                nulls = True
             else:
                 if len(raw) > 2 * MAX_DEPTH:
                     check_depth(bytes(raw), len(out), topic, partition)
                 value = str(raw, "utf-8")
-                size += len(raw)
-            if key is not None:
-                size += len(key) if key.isascii() else len(key.encode())
             if headers is not None:
-                header_bytes = dumps(headers)
-                size += len(header_bytes)
-                headers = header_bytes.decode()
-            if size - before > largest:
-                largest, largest_at = size - before, len(out)
-            append(RecordToAppend(key, value, headers, now_ms if timestamp_ms is None else timestamp_ms))
-    except (AttributeError, TypeError):  # a typed key has no isascii; orjson cannot dump a header list
+                headers = dumps(headers).decode()
+                headed = True
+            append(RecordToAppend(r.key, value, headers, now_ms if timestamp_ms is None else timestamp_ms))
+        # The columns as stored, built after the loop (a comprehension each) rather than in it,
+        # and the headers' only where a record has some: the loop stays as cheap as it can be.
+        raws = [_NULL if v is no_value else v for v in (r.value for r in records)] if nulls else [
+            r.value for r in records]
+        sizes = record_sizes([r.key for r in out], raws, [r.headers for r in out] if headed else [None] * len(out))
+    except (AttributeError, TypeError):  # orjson cannot dump a header list; a typed key has no length
         return _typed_batch_of(topic, partition, records, now_ms, no_value=no_value, base_sequence=base_sequence,
                                expected_offset=expected_offset)
     return SendBatch(topic=topic, partition=partition, records=out, base_sequence=base_sequence,
-                     expected_offset=expected_offset, size_bytes=size, largest_record=(largest_at, largest))
+                     expected_offset=expected_offset, size_bytes=sum(sizes), largest_record=first_largest(sizes))
 
 
 def _typed_batch_of(topic: str, partition: int, records: Sequence[Any], now_ms: int, *, no_value: Any,

@@ -162,12 +162,7 @@ class ClassicGroupProtocol:
                 groups.update_member(conn, group_id, member_id, topics=sorted(set(topic_names)), protocols=protocols,
                                      session_timeout_ms=session_timeout_ms, rebalance_timeout_ms=rebalance_timeout_ms,
                                      last_heartbeat_ms=now)
-            if g.state is not StoredGroupState.PREPARING_REBALANCE:
-                prepare_rebalance(conn, group_id, now)
-            target = g.generation_id + 1
-            groups.update_member(conn, group_id, member_id, join_generation=target)
-            complete_join(conn, group_id, now)
-            return _joined_or_joining(conn, group_id, member_id, target)
+            return _rebalance_joining(conn, g, member_id, now)
 
     def _replace(self, conn: Connection, g: groups.Group, old: groups.Member, member_id: str, *,
                  protocols: list[tuple[str, bytes]], topic_names: list[str], session_timeout_ms: int,
@@ -192,12 +187,7 @@ class ClassicGroupProtocol:
             # replaced leader does not take itself for the leader and assign again (a Stable
             # group would not pass a new assignment on).
             return Joined(member_id, g.generation_id, g.protocol_type, g.protocol_name, g.leader_id, [])
-        if g.state is not StoredGroupState.PREPARING_REBALANCE:
-            prepare_rebalance(conn, group_id, now)
-        target = g.generation_id + 1
-        groups.update_member(conn, group_id, member_id, join_generation=target)
-        complete_join(conn, group_id, now)
-        return _joined_or_joining(conn, group_id, member_id, target)
+        return _rebalance_joining(conn, g, member_id, now)
 
     def joined(self, group_id: str, member_id: str, generation_id: int,
                group_instance_id: str | None = None) -> Joined | Joining:
@@ -267,10 +257,13 @@ class ClassicGroupProtocol:
         that stay."""
         now = self.clock()
         with self.db.write() as conn:
-            groups.lock_group(conn, group_id, now)
+            # The row locked if there is one, never created (groups.lock_group would): as in
+            # Kafka, leaving a group that does not exist is UNKNOWN_MEMBER_ID for each member,
+            # and leaves no empty group behind to be listed.
+            g = groups.group(conn, group_id, lock=RowLock.UPDATE)
+            if g is None:
+                return [UnknownMemberId(f"group {group_id!r} does not exist: it has no members") for _ in leaving]
             current = {m.member_id: m for m in groups.members(conn, group_id)}
-            g = groups.group(conn, group_id)
-            assert g is not None
             if current:
                 check_door(conn, group_id, current, protocol_type=g.protocol_type or "")
             outcome: list[UnknownMemberId | FencedInstanceId | None] = []
@@ -335,6 +328,19 @@ def _current_member(conn: Connection, group_id: str, member_id: str, generation_
         raise IllegalGeneration(f"generation {generation_id} is stale; group {group_id!r} is at generation "
                                 f"{g.generation_id}", generation_id=g.generation_id)
     return g, current
+
+
+def _rebalance_joining(conn: Connection, g: groups.Group, member_id: str, now: int) -> Joined | Joining:
+    """How a join that changes the group ends, whether the member is new, changed or took a
+    static member's place: the group rebalances (unless a rebalance is already under way,
+    which the member joins), the member is in the generation being formed, and the join phase
+    completes if that was the last member it waited for."""
+    if g.state is not StoredGroupState.PREPARING_REBALANCE:
+        prepare_rebalance(conn, g.group_id, now)
+    target = g.generation_id + 1
+    groups.update_member(conn, g.group_id, member_id, join_generation=target)
+    complete_join(conn, g.group_id, now)
+    return _joined_or_joining(conn, g.group_id, member_id, target)
 
 
 def _joined_or_joining(conn: Connection, group_id: str, member_id: str, generation_id: int) -> Joined | Joining:

@@ -184,8 +184,10 @@ class GroupService:
     def leave(self, group_id: str, member_id: str) -> None:
         now = self.clock()
         with self.db.write() as conn:
-            groups.lock_group(conn, group_id, now)
-            current = {m.member_id: m for m in groups.members(conn, group_id)}
+            # The row locked if there is one, never created (groups.lock_group would): leaving
+            # a group that does not exist creates nothing.
+            exists = groups.generation(conn, group_id, lock=RowLock.UPDATE) is not None
+            current = {m.member_id: m for m in groups.members(conn, group_id)} if exists else {}
             if member_id not in current:
                 raise UnknownMemberId(f"{member_id!r} is not a member of group {group_id!r}")
             check_door(conn, group_id, current, protocol_type=None)

@@ -51,8 +51,6 @@ from app.domain.transit import (
     TxnTransit,
     next_epoch,
     prepare_transition,
-    speaking,
-    then,
 )
 from app.domain.types import TransactionState, TransactionVersion
 from app.settings import Settings
@@ -66,6 +64,7 @@ from app.services.log_service import SendResult, check_send
 from app.services.transaction_completion import TransactionCompletion, apply_event, complete_decided, complete_stored, fence
 from app.services.transaction_join import begin_next, join_transaction, joining, require
 from app.services.transaction_timeouts import TransactionTimeouts
+from app.services.version_switch import VersionSwitch
 
 S = TransactionState
 
@@ -446,23 +445,11 @@ class TransactionCoordinator:
             # naming overlapping transactions would otherwise deadlock on PostgreSQL.
             names = sorted({transactional_id, *(ref.transactional_id for ref in prepared)})
             locked = {name: require(conn, name, lock=RowLock.UPDATE) for name in names}
-            meta = stored = locked[transactional_id]
-            # The request's version first: the rules below are that version's. The switch is
-            # written in the same UPDATE as whatever this request then writes of the row (its
-            # decision, or an Abort's bump), `spoken` composed with it; alone only where nothing
-            # else is written. A Commit that carries batches (the HTTP door's, which speaks no
-            # version) writes it first, so that the Begin and appends below see it stored.
-            pending = speaking(meta, transaction_version, now)
-            if pending is not None:
-                if batches:
-                    meta = stored = locked[transactional_id] = txns.apply_transit(conn, meta, pending)
-                    pending = None
-                else:
-                    meta = pending.after
-
-            def spoken(transit: TxnTransit) -> TxnTransit:
-                """`transit` of this transactional id with the version switch still to write."""
-                return transit if pending is None else then(pending, transit)
+            # The request's version first: the rules below are that version's.
+            switch = VersionSwitch.spoken_by(conn, locked[transactional_id], transaction_version, now,
+                                             write_first=bool(batches))
+            locked[transactional_id] = switch.stored
+            meta = switch.meta
             if batches and meta.transaction_version is not TransactionVersion.V2:
                 # Under version 1 a Commit of a completed transaction is answered as a retry:
                 # batches sent with one would be acknowledged without being appended.
@@ -474,7 +461,7 @@ class TransactionCoordinator:
                 if batches:
                     sent = carried.retried(conn, meta, producer_id, producer_epoch, batches)
                 if meta.state is S.EMPTY:  # an Abort that found nothing open, retried
-                    return self._view(conn, txns.apply_transit(conn, stored, spoken(TxnTransit(meta))))
+                    return self._view(conn, switch.write(conn, TxnTransit(meta)))
             else:
                 meta.check_producer(producer_id, producer_epoch)
                 # A Commit naming a txn_id names a transaction already open: not a whole one.
@@ -482,7 +469,7 @@ class TransactionCoordinator:
                     return self._view(conn, *carried.commit_whole(conn, meta, producer_id, producer_epoch,
                                                                   batches, now))
                 if batches:
-                    meta = stored = locked[transactional_id] = join_transaction(
+                    meta = switch.stored = locked[transactional_id] = join_transaction(
                         conn, transactional_id, producer_id, producer_epoch, now, lock=RowLock.UPDATE, read=meta)
                     sent = carried.append_to_open(conn, meta, producer_id, producer_epoch, batches, now)
                 elif not commit and meta.transaction_version is TransactionVersion.V2 and meta.state in IDLE_STATES:
@@ -493,7 +480,7 @@ class TransactionCoordinator:
                     bump = prepare_transition(meta, InitProducerId(
                         meta.transaction_timeout_ms, None, recovering_epoch=producer_epoch,
                         transaction_version=TransactionVersion.V2), now)
-                    return self._view(conn, txns.apply_transit(conn, stored, spoken(bump)))
+                    return self._view(conn, switch.write(conn, bump))
             meta.check_txn_id(txn_id)
             done = {S.PREPARE_COMMIT, S.COMPLETE_COMMIT} if commit else {S.PREPARE_ABORT, S.COMPLETE_ABORT}
             # Already decided: a retry of the same request, answered as the first time.
@@ -512,18 +499,14 @@ class TransactionCoordinator:
             joined = [locked[ref.transactional_id] for ref in prepared]
             if decided:
                 # What the first request decided but left to the worker (complete_inline was
-                # off then) is completed now if it is on. A version switch is pending only where
-                # this transaction is complete already (a decided one keeps the version it was
-                # decided under), so it has nothing to be composed with: written alone.
+                # off then) is completed now if it is on.
                 transits = [TxnTransit(m) for m in (meta, *joined) if m.state is target]
-                if pending is not None:
-                    meta = locked[transactional_id] = txns.apply_transit(conn, stored, pending)
-                    pending = None
+                meta = locked[transactional_id] = switch.write_alone(conn)
             else:
-                transits = [spoken(prepare_transition(meta, Decide(commit), now)),
+                transits = [switch.spoken(prepare_transition(meta, Decide(commit), now)),
                             *(prepare_transition(m, Decide(commit), now) for m in joined)]
                 if not self.settings.complete_inline:
-                    meta = txns.apply_transit(conn, stored, transits[0])
+                    meta = txns.apply_transit(conn, switch.stored, transits[0])
                     for m, transit in zip(joined, transits[1:], strict=True):
                         txns.apply_transit(conn, m, transit)
                     return self._view(conn, meta, sent)

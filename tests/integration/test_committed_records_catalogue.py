@@ -6,7 +6,7 @@ reads back as the same definition as the migrated view."""
 
 from __future__ import annotations
 
-from sqlalchemy import text
+from sqlalchemy import inspect, text
 
 from app.storage.sql import load
 
@@ -33,3 +33,12 @@ def test_the_migrated_view_is_the_catalogues(database) -> None:  # type: ignore[
         conn.rollback()
     assert migrated == created
     assert "log_start_offset" in migrated and "batch_record_count" in migrated and "value_bytes" in migrated
+
+
+def test_the_old_jdbc_readers_columns_are_the_migrated_views_but_a_bytes_topics(database) -> None:  # type: ignore[no-untyped-def]
+    from benchmarks.jdbc_reader import VIEW_COLUMNS
+
+    with database.engine.connect() as conn:
+        migrated = [c["name"] for c in inspect(conn).get_columns("committed_records")]
+    assert [name for name, _ in VIEW_COLUMNS] == [c for c in migrated if c not in ("key_bytes", "value_bytes")]
+    assert migrated[-2:] == ["key_bytes", "value_bytes"]

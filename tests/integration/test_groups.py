@@ -53,6 +53,12 @@ def test_leaving_rebalances_the_remaining_members(client):  # type: ignore[no-un
     assert (r.status_code, r.json()["error_code"]) == (409, "UNKNOWN_MEMBER_ID")
 
 
+def test_leaving_a_group_that_does_not_exist_is_unknown_member_id_and_creates_no_group(client):  # type: ignore[no-untyped-def]
+    r = client.delete("/v1/groups/nowhere/members/nobody")
+    assert (r.status_code, r.json()["error_code"]) == (409, "UNKNOWN_MEMBER_ID")
+    assert client.get("/v1/groups").json()["groups"] == []
+
+
 def test_a_member_that_misses_its_session_timeout_is_removed(client, clock, worker):  # type: ignore[no-untyped-def]
     create_topic(client, "in", 2)
     a = _join(client, "g", ["in"])

@@ -283,6 +283,34 @@ def test_a_member_leaving_starts_a_rebalance_of_the_others(kafka: Listener) -> N
         assert (again.generation_id, again.leader, [m.member_id for m in again.members]) == (3, b_id, [b_id])
 
 
+def test_leaving_a_group_that_does_not_exist_answers_unknown_member_id_and_creates_no_group(
+        kafka: Listener) -> None:
+    with kafka.connect() as s:
+        left = leave(s, "nowhere", "nobody", "somebody")
+        assert (left.error_code, [(m.member_id, m.error_code) for m in left.members]) == (
+            ErrorCode.none, [("nobody", ErrorCode.unknown_member_id), ("somebody", ErrorCode.unknown_member_id)])
+        assert ask(s, 16, LIST_V, request_class(16, LIST_V)(states_filter=())).groups == ()  # type: ignore[misc]
+    assert kafka.client.get("/v1/groups").json()["groups"] == []
+
+
+def test_leaving_a_group_that_does_not_exist_by_one_member_is_unknown_member_id_and_creates_no_group(
+        kafka: Listener) -> None:
+    from app.kafka.protocol import build
+
+    with kafka.connect() as s:
+        left = ask(s, 13, 0, build(request_class(13, 0), group_id="nowhere", member_id="nobody"))  # type: ignore[arg-type]
+        assert left.error_code == ErrorCode.unknown_member_id
+    assert kafka.client.get("/v1/groups").json()["groups"] == []
+
+
+def test_heartbeat_and_sync_to_a_group_that_does_not_exist_are_unknown_member_id_and_create_no_group(
+        kafka: Listener) -> None:
+    with kafka.connect() as s:
+        assert heartbeat(s, "nowhere", 1, "nobody") == ErrorCode.unknown_member_id
+        assert sync(s, "nowhere", 1, "nobody", {"nobody": b""}).error_code == ErrorCode.unknown_member_id
+    assert kafka.client.get("/v1/groups").json()["groups"] == []
+
+
 def test_offset_commits_are_checked_against_the_generation_and_the_member(kafka: Listener) -> None:
     create_topic(kafka.client, "orders", partitions=2)
     s, member = _lone_member(kafka)

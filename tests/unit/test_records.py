@@ -6,10 +6,14 @@ from __future__ import annotations
 import subprocess
 import sys
 
+import orjson
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from app.domain.errors import InvalidRequest, RecordListTooLarge
-from app.domain.records import MAX_DEPTH, RecordToAppend, batch_of, check_depth, check_record_count
+from app.domain.log_cleaning import record_sizes
+from app.domain.records import MAX_DEPTH, RecordToAppend, batch_of, check_depth, check_record_count, first_largest
 
 
 class _Record:
@@ -32,6 +36,25 @@ def test_a_batch_counts_each_records_bytes_as_stored_and_names_the_largest() -> 
 
     assert batch.records == [RecordToAppend("é", "1", None, 5), RecordToAppend(None, "null", '{"h":"v"}', 7)]
     assert (batch.size_bytes, batch.largest_record) == (3 + 4 + 9, (1, 13))
+
+
+# Text as JSON carries it (no lone surrogates), ASCII or not.
+_text = st.text(st.characters(blacklist_categories=("Cs",)), max_size=12)
+_records = st.lists(st.builds(
+    _Record,
+    st.none() | _text.map(orjson.dumps),
+    key=st.none() | _text,
+    headers=st.none() | st.dictionaries(_text, _text, max_size=3),
+), max_size=12)
+
+
+@given(_records)
+def test_a_batchs_bytes_and_largest_record_are_record_sizes_of_the_records_as_stored(records) -> None:  # type: ignore[no-untyped-def]
+    batch = batch_of("t", 0, records, now_ms=5)
+
+    stored = batch.records
+    sizes = record_sizes([r.key for r in stored], [r.value for r in stored], [r.headers for r in stored])
+    assert (batch.size_bytes, batch.largest_record) == (sum(sizes), first_largest(sizes))
 
 
 def test_a_value_nesting_max_depth_levels_is_accepted_and_one_more_refused() -> None:
