@@ -26,7 +26,8 @@ What differs, by construction (docs/SPARK.md, "The JVM read"):
 - filters applied afterwards reach every split's query through Spark's JDBC filter pushdown
   (the database returns nothing for a split the filter excludes) rather than removing splits;
 - a split's rows come in the database's order, not sorted by commit position (a batch
-  DataFrame has no order; the streaming reader, which needs one, stays on the Python path);
+  DataFrame has no order; the streaming reader, which needs one, stays on the Python path:
+  docs/SPARK.md, "A micro-batch's read: why it stays in Python");
 - with valueSchema, from_json's conversions: a JSON number read into a STRING field is its
   text, and a number with more decimals than a DECIMAL field's scale is rounded, where the
   data source makes either value a struct of nulls.
