@@ -151,6 +151,26 @@ def test_auto_reads_with_jdbc_when_the_driver_is_loaded_unless_a_python_only_opt
         read_outbox(spark, reader="jdbc", **base)
 
 
+def test_auto_reads_with_the_data_source_where_the_jdbc_relation_cannot_declare_the_schema(spark, backend, url, client, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    from spark_jobs import datasource
+
+    log = LogBuilder(client, TOPIC)
+    log.create(PARTITIONS)
+    log.plain(1, 2)
+    monkeypatch.setattr(datasource, "relation_declarable", lambda spark: False)
+    df = read_outbox(spark, url=url, databaseUrl=backend.url, topics=TOPIC)
+    assert not _reads_with_jdbc(df)
+    assert [(r["partition"], r["offset"]) for r in df.orderBy("offset").collect()] == [(1, 0), (1, 1)]
+    with pytest.raises(OutboxSourceError, match=r"^reader=jvm cannot declare the data source's schema on this Spark"):
+        read_outbox(spark, reader="jvm", url=url, databaseUrl=backend.url, topics=TOPIC)
+
+
+def test_this_sparks_jdbc_relation_can_declare_the_schema(spark) -> None:  # type: ignore[no-untyped-def]
+    from spark_jobs.reader.jvm import relation_declarable
+
+    assert relation_declarable(spark) is True
+
+
 # --- Without Spark running anything ---------------------------------------------------------------
 
 
@@ -175,12 +195,6 @@ def test_a_spark_whose_jdbc_relation_cannot_declare_the_schema_reads_with_the_da
         "reader=jvm cannot declare the data source's schema on this Spark: its JDBC relation "
         "(org.apache.spark.sql.execution.datasources.jdbc.JDBCRelation) is not the case class the JVM read copies; "
         "read with reader=auto or reader=python")
-
-
-def test_this_sparks_jdbc_relation_can_declare_the_schema(spark) -> None:  # type: ignore[no-untyped-def]
-    from spark_jobs.reader.jvm import relation_declarable
-
-    assert relation_declarable(spark) is True
 
 
 def test_both_reads_bound_a_split_with_the_same_condition_its_topic_quoted() -> None:
