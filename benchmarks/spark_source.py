@@ -32,9 +32,12 @@ materialised, nothing collected), with the same number of tasks (--tasks):
   and row count, no database: what PySpark's Python data source machinery itself costs;
 - jvm: read_outbox(reader="jvm"), the data source's plan read by Spark's JDBC reader
   (spark_jobs/reader/jvm.py), every column; jvm_no_headers: includeHeaders=false;
-- *_count (plain, source_adbc, jvm): the same reads counted (df.groupBy().count()), each
-  against plain_count;
-- *_pruned (plain, source_adbc, jvm): the same reads filtered to the topic's last partition
+- jvm_nullable: the same read, queries and columns, without the data source's schema declared
+  on its JDBC relation (Spark's JDBC schema: every column nullable, JDBC metadata): the JVM read
+  as it was before it declared the schema, to measure what declaring costs;
+- *_count (plain, source_adbc, jvm, jvm_nullable): the same reads counted
+  (df.groupBy().count()), each against plain_count;
+- *_pruned (plain, source_adbc, jvm, jvm_nullable): the same reads filtered to the topic's last partition
   (`where partition = …`; the data source then plans that partition's splits only, the JVM
   read's other splits return nothing), each against plain_pruned.
 
@@ -68,18 +71,23 @@ import committed_log  # noqa: E402
 from scratch import ADMIN_URL, kept_database  # noqa: E402
 
 from spark_jobs.datasource import read_outbox  # noqa: E402
+from spark_jobs.reader.jvm import record_columns, stored_rows  # noqa: E402
+from spark_jobs.reader.options import parse_options  # noqa: E402
+from spark_jobs.reader.planning import Pruning, plan_splits, snapshot, starting_committed  # noqa: E402
 from spark_jobs.common.positions import batch_ranges, log_end_offsets  # noqa: E402
 from spark_jobs.session import build_session  # noqa: E402
 from benchmarks.jdbc_reader import CUSTOM_SCHEMA, DEFAULT_FETCHSIZE, JdbcSource, predicates, read_committed  # noqa: E402
 
 DATABASE = "outbox_spark_source_bench"
 VARIANTS = ("plain", "records_raw", "view_jdbc", "source_adbc", "source_psycopg", "source_adbc_no_headers",
-            "jdbc_reader", "arrow_floor", "jvm", "jvm_no_headers",
-            "plain_count", "source_adbc_count", "jvm_count",
-            "plain_pruned", "source_adbc_pruned", "jvm_pruned")
+            "jdbc_reader", "arrow_floor", "jvm", "jvm_no_headers", "jvm_nullable",
+            "plain_count", "source_adbc_count", "jvm_count", "jvm_nullable_count",
+            "plain_pruned", "source_adbc_pruned", "jvm_pruned", "jvm_nullable_pruned")
 # What each variant's ratio is taken against: the raw JDBC read of the same rows, in the same way.
 REFERENCE = {"plain_count": "plain_count", "source_adbc_count": "plain_count", "jvm_count": "plain_count",
-             "plain_pruned": "plain_pruned", "source_adbc_pruned": "plain_pruned", "jvm_pruned": "plain_pruned"}
+             "jvm_nullable_count": "plain_count",
+             "plain_pruned": "plain_pruned", "source_adbc_pruned": "plain_pruned", "jvm_pruned": "plain_pruned",
+             "jvm_nullable_pruned": "plain_pruned"}
 # The pruned variants keep one partition of the topic: the last.
 PRUNED = "partition = {last}"
 PLAIN_COLUMNS = '"partition", "offset", commit_position, timestamp_ms, key, value, headers'
@@ -239,6 +247,14 @@ def main(argv: list[str] | None = None) -> int:
             return read_outbox(spark, reader="jvm", url=api, databaseUrl=url, topics=committed_log.TOPIC,
                                positionsPerSplit=str(per_split), **extra)
 
+        def jvm_nullable():  # type: ignore[no-untyped-def]
+            # read_jvm's steps but `declared` and `to`: Spark's JDBC schema, as the JVM read had it
+            options = parse_options({"url": api, "databaseUrl": url, "topics": committed_log.TOPIC,
+                                     "positionsPerSplit": str(per_split)})
+            bounds = snapshot(options, None)
+            splits = plan_splits(options, bounds, starting_committed(options, bounds), Pruning())
+            return record_columns(stored_rows(spark, options, splits), options)
+
         pruned = PRUNED.format(last=max(ends))
 
         def view_jdbc():  # type: ignore[no-untyped-def]
@@ -282,6 +298,9 @@ def main(argv: list[str] | None = None) -> int:
             "jdbc_reader": jdbc_reader,
             "jvm": jvm,
             "jvm_no_headers": lambda: jvm(includeHeaders="false"),
+            "jvm_nullable": jvm_nullable,
+            "jvm_nullable_count": lambda: jvm_nullable().groupBy().count(),
+            "jvm_nullable_pruned": lambda: jvm_nullable().where(pruned),
             "plain_count": lambda: plain().groupBy().count(),
             "source_adbc_count": lambda: source_df(driver="adbc").groupBy().count(),
             "jvm_count": lambda: jvm().groupBy().count(),

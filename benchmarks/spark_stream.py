@@ -1,10 +1,11 @@
 """The `outbox` data source as a stream (spark.readStream.format("outbox")): commit-to-output
-latency at a 1-second trigger, and sustained records/s, each against a reference measured in
-the same run.
+latency at a 1-second trigger, sustained records/s, and a micro-batch's read against the JVM
+read of its positions, each against a reference measured in the same run.
 
     .venv/bin/python benchmarks/spark_stream.py                       # both parts, PostgreSQL
     .venv/bin/python benchmarks/spark_stream.py --part latency --db both --commits 40
     .venv/bin/python benchmarks/spark_stream.py --part throughput --fill   # refill its database
+    .venv/bin/python benchmarks/spark_stream.py --part microbatch --per-trigger 10000  # Python path vs JVM read
 
 One SparkSession (local[2]) for both parts.
 
@@ -28,11 +29,20 @@ One SparkSession (local[2]) for both parts.
   micro-batch written to the topic bench-pipeline-out through the outbox sink with a
   consumerGroup, as spark_jobs.pizza_income_stream does: sustained records/s end to end, each
   micro-batch's tasks' prepared transactions and the group's offsets in one commit.
+- **microbatch** (the throughput part's database): what a micro-batch costs on the Python path
+  and what a JVM read of its positions would cost. A stream from earliest with trigger
+  availableNow and --per-trigger positions per micro-batch into the `noop` sink, each
+  micro-batch's progress kept (its rows, its start and end offsets, Spark's durationMs:
+  addBatch is the micro-batch's read into the sink, triggerExecution the whole micro-batch
+  with the offset log, planning and commit log); then the same [start, end) of each
+  micro-batch read as a batch, in turns: by the Python data source (the stream's own read
+  path) and by the JVM read (read_outbox(reader="jvm")), each into `noop`. --rounds streams.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import random
 import statistics
 import sys
@@ -223,9 +233,57 @@ def throughput(spark, args: argparse.Namespace, tmp: Path) -> list[str]:  # type
     return out
 
 
+def microbatch(spark, args: argparse.Namespace, tmp: Path) -> list[str]:  # type: ignore[no-untyped-def]
+    """Per micro-batch: the stream's own times (Python path), and the same positions read as a
+    batch by the Python data source and by the JVM read."""
+    database, created = kept_database(THROUGHPUT_DATABASE, fresh=args.fill)
+    if created:
+        spark_source.fill(database, args.records_per_partition, args.copies)
+    cost: dict[str, list[float]] = {"rows": [], "triggerExecution": [], "addBatch": [], "python batch read": [],
+                                    "jvm read": []}
+    with committed_log.serve(database) as url:
+        options = {"url": url, "databaseUrl": database, "topics": committed_log.TOPIC}
+        for round_ in range(args.rounds + 1):  # round 0 warms up
+            query = (spark.readStream.format("outbox").options(**options, maxOffsetsPerTrigger=str(args.per_trigger))
+                     .load().writeStream.format("noop").trigger(availableNow=True)
+                     .option("checkpointLocation", str(tmp / f"microbatch-{uuid.uuid4().hex[:8]}")).start())
+            query.awaitTermination()
+            if query.exception() is not None:
+                raise RuntimeError(str(query.exception()))
+            batches = [p for p in query.recentProgress if p["numInputRows"]]
+            for i, p in enumerate(batches):
+                source = p["sources"][0]
+                # offsets as JSON; the first micro-batch's start is none: the stream starts at earliest
+                start, end = (json.loads(o) if isinstance(o, str) else o
+                              for o in (source["startOffset"], source["endOffset"]))
+                start, end = "earliest" if start is None else json.dumps(start), json.dumps(end)
+                took = {}
+                # in turns: neither read always goes first
+                for reader in (("python", "jvm") if i % 2 else ("jvm", "python")):
+                    df = read_outbox(spark, reader=reader, **options, startingPositions=start, endingPositions=end)
+                    t0 = time.perf_counter()
+                    df.write.format("noop").mode("overwrite").save()
+                    took[reader] = time.perf_counter() - t0
+                if round_:
+                    cost["rows"].append(p["numInputRows"])
+                    cost["triggerExecution"].append(p["durationMs"]["triggerExecution"] / 1000)
+                    cost["addBatch"].append(p["durationMs"]["addBatch"] / 1000)
+                    cost["python batch read"].append(took["python"])
+                    cost["jvm read"].append(took["jvm"])
+            print(f"  round {round_}: {len(batches)} micro-batches", file=sys.stderr)
+    med = {n: statistics.median(v) for n, v in cost.items()}
+    return [f"{len(cost['rows'])} micro-batches of --per-trigger {args.per_trigger:,} positions "
+            f"({med['rows']:,.0f} records each, median), PostgreSQL, local[2]; medians, seconds:",
+            "| the micro-batch (stream, Python path) | its addBatch (read into the sink) | the same positions, "
+            "Python data source batch read | the same positions, JVM read | JVM ÷ addBatch |",
+            "| ---: | ---: | ---: | ---: | ---: |",
+            f"| {med['triggerExecution']:.2f} | {med['addBatch']:.2f} | {med['python batch read']:.2f} | "
+            f"{med['jvm read']:.2f} | {med['jvm read'] / med['addBatch']:.2f} |"]
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--part", choices=["latency", "throughput", "both"], default="both")
+    parser.add_argument("--part", choices=["latency", "throughput", "both", "microbatch"], default="both")
     parser.add_argument("--db", choices=["sqlite", "postgresql", "both"], default="postgresql",
                         help="databases for the latency part (throughput: PostgreSQL)")
     parser.add_argument("--commits", type=int, default=40)
@@ -260,6 +318,8 @@ def main(argv: list[str] | None = None) -> int:
                 print("\n".join(report[-1:]), file=sys.stderr)
         if args.part in ("throughput", "both"):
             report.extend(throughput(spark, args, Path(tmp)))
+        if args.part == "microbatch":
+            report.extend(microbatch(spark, args, Path(tmp)))
     spark.stop()
     print("\n".join(report))
     return 0

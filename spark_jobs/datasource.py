@@ -34,7 +34,7 @@ from spark_jobs.errors import OutboxSourceError
 from spark_jobs.reader.batch import OutboxBatchReader, schema_ddl
 from spark_jobs.reader.checks import check_database, check_reachable, check_same_database
 from spark_jobs.reader.options import SourceOptions, parse_options
-from spark_jobs.reader.jvm import choose_reader, driver_on_classpath, read_jvm
+from spark_jobs.reader.jvm import choose_reader, driver_on_classpath, read_jvm, relation_declarable
 from spark_jobs.reader.planning import Pruning, plan_ranges, plan_splits, snapshot, starting_committed
 from spark_jobs.reader.stream import OutboxStreamReader
 from spark_jobs.writer.columns import check_columns
@@ -136,8 +136,10 @@ def read_outbox(spark: Any, *, reader: str = "auto", **options: str) -> Any:
       (spark_jobs.reader.jvm); needs the database's JDBC driver on the session's classpath;
     - "python": spark.read.format("outbox"), the Python data source; Spark plans the read
       again when the DataFrame runs, with the log bounds then (and the pushed filters);
-    - "auto" (default): jvm when the driver is loaded and no option only the Python data
-      source acts on (driver, queryLog) is given, else python."""
+    - "auto" (default): jvm when the driver is loaded (and this Spark's JDBC relation can
+      declare the data source's schema) and no option only the Python data source acts on
+      (driver, queryLog) is given, else python.
+    Both give the DataFrame the same schema (spark_jobs.reader.batch.schema_ddl)."""
     parsed = parse_options(options)
     if parsed.value_schema:
         from pyspark.sql.types import _parse_datatype_string
@@ -148,8 +150,9 @@ def read_outbox(spark: Any, *, reader: str = "auto", **options: str) -> Any:
             first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
             raise OutboxSourceError(f"option valueSchema: {parsed.value_schema!r} is not a schema: {first}") from None
     kind = parsed.database.kind
-    chosen = choose_reader(reader, options, driver_loaded=reader != "python" and driver_on_classpath(spark, kind),
-                           database=kind)
+    jvm_possible = reader != "python"
+    chosen = choose_reader(reader, options, driver_loaded=jvm_possible and driver_on_classpath(spark, kind),
+                           database=kind, declarable=jvm_possible and relation_declarable(spark))
     # The JVM read's tasks do not use the Python driver: no ADBC needed for it.
     check_database(parsed.database, parsed.driver if chosen == "python" else "psycopg")
     listed = list_topics(parsed.url, parsed.api_key, OutboxSourceError)

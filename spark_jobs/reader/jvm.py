@@ -13,19 +13,21 @@ connection; rows go from the JDBC driver into Spark's rows in the executor's JVM
 Python data source hands Spark Arrow batches from a Python worker, every row crossing
 database → Python → JVM, this read has one crossing fewer: docs/SPARK.md, "Read throughput".
 
-The columns are the data source's, same names and types (schema_ddl): the timestamp is made
-from the stored milliseconds in Spark, `headers` and a valueSchema's struct are parsed from
-the stored JSON by from_json, its results made the data source's (parsed_value).
+The DataFrame's schema is the data source's (schema_ddl): the same names, types, order and
+nullability, no metadata. The timestamp is made from the stored milliseconds in Spark,
+`headers` and a valueSchema's struct are parsed from the stored JSON by from_json, its results
+made the data source's (parsed_value); the columns the data source declares NOT NULL are
+declared so on the JDBC relation itself (declared), where Spark's JDBC reader makes every
+column nullable.
 
 What differs, by construction (docs/SPARK.md, "The JVM read"):
-- every column is nullable in the DataFrame's schema: Spark's JDBC reader declares them so
-  (topic, partition, offset, commit_position and timestamp are never null all the same);
 - the plan is made once, when the DataFrame is made: each action reads the same positions,
   where the Python data source plans again per action;
 - filters applied afterwards reach every split's query through Spark's JDBC filter pushdown
   (the database returns nothing for a split the filter excludes) rather than removing splits;
 - a split's rows come in the database's order, not sorted by commit position (a batch
-  DataFrame has no order; the streaming reader, which needs one, stays on the Python path);
+  DataFrame has no order; the streaming reader, which needs one, stays on the Python path:
+  docs/SPARK.md, "A micro-batch's read: why it stays in Python");
 - with valueSchema, from_json's conversions: a JSON number read into a STRING field is its
   text, and a number with more decimals than a DECIMAL field's scale is rounded, where the
   data source makes either value a struct of nulls.
@@ -41,6 +43,7 @@ from urllib.parse import quote, urlencode
 
 from spark_jobs.errors import OutboxSourceError, SparkJobError
 from spark_jobs.jars import DRIVERS
+from spark_jobs.reader.batch import schema_ddl
 from spark_jobs.reader.options import Database, SourceOptions
 from spark_jobs.reader.planning import Split
 from spark_jobs.reader.statement import split_predicate
@@ -138,11 +141,13 @@ def driver_on_classpath(spark: Any, database: str) -> bool:
     return bool(jvm.org.apache.spark.util.Utils.classIsLoadable(DRIVERS[database].driver_class))
 
 
-def choose_reader(requested: str, given: Collection[str], *, driver_loaded: bool, database: str) -> str:
+def choose_reader(requested: str, given: Collection[str], *, driver_loaded: bool, database: str,
+                  declarable: bool = True) -> str:
     """"jvm" or "python", for reader=`requested` with the options `given` (their names, any
-    case). auto: the JVM read when the database's JDBC driver is loaded and no option only the
-    Python data source acts on is given; it reads faster (docs/SPARK.md, "Read throughput").
-    jvm: that, or an OutboxSourceError of one line naming what is missing."""
+    case). auto: the JVM read when the database's JDBC driver is loaded, this Spark's JDBC
+    relation can declare the data source's schema (`declarable`, relation_declarable) and no
+    option only the Python data source acts on is given; it reads faster (docs/SPARK.md, "Read
+    throughput"). jvm: that, or an OutboxSourceError of one line naming what is missing."""
     if requested not in READERS:
         raise OutboxSourceError(f"reader: expected {', '.join(READERS)}, not {requested!r}")
     if requested == "python":
@@ -150,7 +155,7 @@ def choose_reader(requested: str, given: Collection[str], *, driver_loaded: bool
     lowered = {name.lower() for name in given}
     python_only = [name for name in PYTHON_ONLY_OPTIONS if name.lower() in lowered]
     if requested == "auto":
-        return "jvm" if driver_loaded and not python_only else "python"
+        return "jvm" if driver_loaded and declarable and not python_only else "python"
     if python_only:
         raise OutboxSourceError(f"option {python_only[0]} is the Python data source's: reader=jvm reads through "
                                 "Spark's JDBC reader; leave the option out, or read with reader=python")
@@ -159,6 +164,10 @@ def choose_reader(requested: str, given: Collection[str], *, driver_loaded: bool
             f"reader=jvm needs the {database} JDBC driver ({DRIVERS[database].driver_class}) on the session's "
             f"classpath: start the session with spark_jobs.session.build_session(databases=[\"{database}\"]) "
             "or spark-submit --jars, or read with reader=auto")
+    if not declarable:
+        raise OutboxSourceError("reader=jvm cannot declare the data source's schema on this Spark: its JDBC relation "
+                                f"({JDBC_RELATION}) is not the case class the JVM read copies; read with reader=auto "
+                                "or reader=python")
     return "jvm"
 
 
@@ -184,14 +193,32 @@ def connection_properties(source: JdbcSource) -> dict[str, str]:
 
 
 def read_jvm(spark: Any, options: SourceOptions, splits: Sequence[Split]) -> Any:
-    """The DataFrame of `splits`, read by Spark's JDBC reader, in the data source's columns."""
+    """The DataFrame of `splits`, read by Spark's JDBC reader, with the data source's schema."""
+    from pyspark.sql.types import StructType, _parse_datatype_string
+
+    schema = _parse_datatype_string(schema_ddl(options))
+    assert isinstance(schema, StructType)
+    # Not DataFrame.to(schema): beside refusing NOT NULL, it rebuilds every map row by row
+    # (map_from_arrays over transform) even when the types are equal: 1.44 s against 1.29 s
+    # for 0.5 M rows (benchmarks/spark_source.py, jvm against jvm_nullable). record_columns
+    # over the declared relation gives the schema as it is (tests/spark/test_jvm_reader.py).
+    return record_columns(declared(spark, stored_rows(spark, options, splits), schema), options)
+
+
+def stored_rows(spark: Any, options: SourceOptions, splits: Sequence[Split]) -> Any:
+    """The view's rows of `splits` as stored (STORED_TYPES), one JDBC query per split."""
+    source = JdbcSource.of(options.database)
+    return spark.read.jdbc(source.url, VIEW, predicates=predicates(splits, source.database),
+                           properties=connection_properties(source))
+
+
+def record_columns(stored: Any, options: SourceOptions) -> Any:
+    """The data source's columns made from the stored ones: the timestamp from its
+    milliseconds, the value (with valueSchema) and the headers parsed from their JSON."""
     from pyspark.sql import functions as F
 
-    source = JdbcSource.of(options.database)
-    stored = spark.read.jdbc(source.url, VIEW, predicates=predicates(splits, source.database),
-                             properties=connection_properties(source))
     columns: list[Any] = ["topic", "partition", "offset", "commit_position",
-                          F.timestamp_millis("timestamp_ms").alias("timestamp"), "key"]
+                          F.timestamp_millis(STORED_AS["timestamp"]).alias("timestamp"), "key"]
     if options.value_schema:
         # In a projection of its own: the JSON is parsed once, then its fields are read twice
         # (Spark does not merge a projection into the next when that would repeat from_json).
@@ -204,6 +231,62 @@ def read_jvm(spark: Any, options: SourceOptions, splits: Sequence[Split]) -> Any
     if options.include_headers:
         columns.append(F.from_json("headers", "map<string,string>").alias("headers"))
     return stored.select(*columns)
+
+
+# A data source column and the stored column it is made from, where their names differ.
+STORED_AS = {"timestamp": "timestamp_ms"}
+
+
+def declared(spark: Any, stored: Any, schema: Any) -> Any:
+    """`stored` (stored_rows) with its JDBC relation declaring NOT NULL the stored columns whose
+    data source columns `schema` declares so (the view's topic, partition, offset,
+    commit_position and timestamp_ms are never null), and no column metadata (Spark's JDBC
+    reader gives each column its own: jdbcClientType, isSigned, scale, …; the data source's
+    columns have none).
+
+    Spark offers no public way: its JDBC reader declares every column nullable and refuses a
+    schema given with .schema() that differs from it (USER_SPECIFIED_AND_ACTUAL_SCHEMA_MISMATCH),
+    customSchema sets types only, DataFrame.to refuses to make a column NOT NULL
+    (NULLABLE_COLUMN_OR_FIELD), an expression such as coalesce would stop filters on the column
+    from reaching the queries, and createDataFrame over the rows would read them through an
+    RDD, with neither pushdown nor column pruning. So the relation Spark made is copied with
+    the declared schema (its case class's copy, the other fields as they are) and read as a
+    DataFrame of its own (SparkSession.baseRelationToDataFrame): the same queries, pushdown
+    and pruning. relation_declarable checks that this Spark's relation has that shape."""
+    from pyspark.sql import DataFrame
+    from pyspark.sql.types import StructField, StructType
+
+    never_null = {STORED_AS.get(f.name, f.name) for f in schema.fields if not f.nullable}
+    fields = [StructField(f.name, f.dataType, f.name not in never_null) for f in stored.schema.fields]
+    relation = stored._jdf.queryExecution().analyzed().relation()
+    jsession = spark._jsparkSession
+    kept = [getattr(relation, f"copy$default${k}")() for k in range(2, _copy_defaults(relation.getClass()) + 1)]
+    copied = relation.copy(jsession.parseDataType(StructType(fields).json()), *kept, relation.sparkSession())
+    return DataFrame(jsession.baseRelationToDataFrame(copied), spark)
+
+
+JDBC_RELATION = "org.apache.spark.sql.execution.datasources.jdbc.JDBCRelation"
+
+
+def _copy_defaults(relation_class: Any) -> int:
+    """How many fields the relation's case class has in its first parameter list."""
+    return sum(1 for m in relation_class.getMethods() if m.getName().startswith("copy$default$"))
+
+
+def relation_declarable(spark: Any) -> bool:
+    """This Spark's JDBC relation is a case class whose copy takes the schema first, then its
+    other fields, then the session (what `declared` calls). A Spark whose relation is made
+    otherwise is read by the Python data source (auto), or refused (reader=jvm)."""
+    try:
+        relation_class = spark.sparkContext._jvm.java.lang.Class.forName(JDBC_RELATION)
+        copies = [m for m in relation_class.getMethods() if m.getName() == "copy"]
+        if len(copies) != 1:
+            return False
+        types = [t.getName() for t in copies[0].getParameterTypes()]
+        return (len(types) == _copy_defaults(relation_class) + 1 and types[0] == "org.apache.spark.sql.types.StructType"
+                and types[-1].endswith(".SparkSession"))
+    except Exception:  # noqa: BLE001 - Py4J and Spark Connect raise several classes
+        return False
 
 
 # from_json's field for a value that did not parse into the schema, whole

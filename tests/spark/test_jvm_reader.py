@@ -22,12 +22,6 @@ def _reads_with_jdbc(df) -> bool:  # type: ignore[no-untyped-def]
     return "JDBCRelation" in df._jdf.queryExecution().optimizedPlan().toString()
 
 
-def _columns(schema, *, nullable: bool | None = None) -> list[tuple]:  # type: ignore[no-untyped-def]
-    """Each column's name, type and nullability (`nullable`, when given: as Spark's JDBC
-    reader declares every column, nullable)."""
-    return [(f.name, f.dataType, f.nullable if nullable is None else nullable) for f in schema.fields]
-
-
 def _both(spark, **options: str):  # type: ignore[no-untyped-def]
     jvm = read_outbox(spark, reader="jvm", **options)
     python = read_outbox(spark, reader="python", **options)
@@ -37,8 +31,7 @@ def _both(spark, **options: str):  # type: ignore[no-untyped-def]
 
 def test_the_jvm_read_returns_the_data_sources_rows_and_schema_for_the_same_positions(spark, backend, url, client) -> None:  # type: ignore[no-untyped-def]
     """Every read_committed record up to the ends, none of aborted or open transactions, for
-    each kind of starting and ending positions; the same columns and types (every one
-    nullable: Spark's JDBC reader declares them so)."""
+    each kind of starting and ending positions; the same schema."""
     log = LogBuilder(client, TOPIC)
     _mixed_log(log)
     ends = log.log_ends()
@@ -58,7 +51,7 @@ def test_the_jvm_read_returns_the_data_sources_rows_and_schema_for_the_same_posi
         jvm, python = _both(spark, url=url, databaseUrl=backend.url, topics=TOPIC, **options)
         expected = _api_rows(client, TOPIC, ranges)
         assert _spark_rows(jvm) == _spark_rows(python) == expected, name
-        assert _columns(jvm.schema) == _columns(python.schema, nullable=True), name
+        assert jvm.schema == python.schema, name
     assert {json.loads(r[6])["tag"] for r in expected} == {"plain", "x1", "x2", "idempotent"}
     # One Spark task per planned split, as the data source's; an empty read is one empty task.
     jvm, python = _both(spark, url=url, databaseUrl=backend.url, topics=TOPIC, positionsPerSplit="4")
@@ -97,8 +90,42 @@ def test_a_value_schema_headers_and_their_absence_are_the_data_sources(spark, ba
     for options in ({"valueSchema": "order_id BIGINT, meal STRING, value DOUBLE"}, {"includeHeaders": "false"},
                     {"valueSchema": "order_id BIGINT, value DECIMAL(18,2)", "includeHeaders": "false"}, {}):
         jvm, python = _both(spark, url=url, databaseUrl=backend.url, topics="orders", **options)
-        assert _columns(jvm.schema) == _columns(python.schema, nullable=True), options
+        assert jvm.schema == python.schema, options
         assert jvm.orderBy("offset").collect() == python.orderBy("offset").collect(), options
+
+
+def test_the_jvm_reads_schema_is_the_data_sources_for_every_option_that_shapes_it(spark, backend, url, client) -> None:  # type: ignore[no-untyped-def]
+    """The same names, types, order, nullability (topic, partition, offset, commit_position and
+    timestamp NOT NULL, where Spark's JDBC reader would make every column nullable) and no
+    column metadata (Spark's JDBC reader gives each column its own), with a value schema or
+    none, headers or none, and once filtered and pruned to some columns."""
+    from pyspark.sql.types import StructType, _parse_datatype_string
+
+    ok(client.post("/v1/topics", json={"name": "orders", "partitions": 2}), 201)
+    ok(client.post("/v1/records", json={"batches": [{"topic": "orders", "partition": 1, "records": [
+        {"key": "o-1", "value": {"order_id": 1, "meal": "Pizza"}, "headers": {"src": "till-1"}}]}]}))
+    record = ("topic STRING NOT NULL, `partition` INT NOT NULL, `offset` BIGINT NOT NULL, "
+              "commit_position BIGINT NOT NULL, `timestamp` TIMESTAMP NOT NULL, key STRING")
+    cases = [
+        ({}, "value STRING, headers MAP<STRING, STRING>"),
+        ({"includeHeaders": "false"}, "value STRING"),
+        ({"valueSchema": "order_id BIGINT, meal STRING"}, "value STRUCT<order_id: BIGINT, meal: STRING>, "
+                                                          "headers MAP<STRING, STRING>"),
+        ({"valueSchema": "order_id BIGINT, total DECIMAL(18,2)", "includeHeaders": "false"},
+         "value STRUCT<order_id: BIGINT, total: DECIMAL(18,2)>"),
+    ]
+    for options, rest in cases:
+        expected = _parse_datatype_string(f"{record}, {rest}")
+        assert isinstance(expected, StructType)
+        jvm, python = _both(spark, url=url, databaseUrl=backend.url, topics="orders", **options)
+        assert jvm.schema == python.schema == expected, options
+        assert all(f.metadata == {} for f in jvm.schema.fields), options
+        narrowed = [df.where("partition = 1 AND offset >= 0").select("value", "offset", "topic", "timestamp")
+                    for df in (jvm, python)]
+        assert narrowed[0].schema == narrowed[1].schema, options
+        assert [(f.name, f.nullable) for f in narrowed[0].schema.fields] == [
+            ("value", True), ("offset", False), ("topic", False), ("timestamp", False)], options
+        assert narrowed[0].collect() == narrowed[1].collect() != [], options
 
 
 def test_a_bytes_topic_is_the_data_sources_one_line_error(spark, backend, url, client) -> None:  # type: ignore[no-untyped-def]
@@ -124,6 +151,26 @@ def test_auto_reads_with_jdbc_when_the_driver_is_loaded_unless_a_python_only_opt
         read_outbox(spark, reader="jdbc", **base)
 
 
+def test_auto_reads_with_the_data_source_where_the_jdbc_relation_cannot_declare_the_schema(spark, backend, url, client, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    from spark_jobs import datasource
+
+    log = LogBuilder(client, TOPIC)
+    log.create(PARTITIONS)
+    log.plain(1, 2)
+    monkeypatch.setattr(datasource, "relation_declarable", lambda spark: False)
+    df = read_outbox(spark, url=url, databaseUrl=backend.url, topics=TOPIC)
+    assert not _reads_with_jdbc(df)
+    assert [(r["partition"], r["offset"]) for r in df.orderBy("offset").collect()] == [(1, 0), (1, 1)]
+    with pytest.raises(OutboxSourceError, match=r"^reader=jvm cannot declare the data source's schema on this Spark"):
+        read_outbox(spark, reader="jvm", url=url, databaseUrl=backend.url, topics=TOPIC)
+
+
+def test_this_sparks_jdbc_relation_can_declare_the_schema(spark) -> None:  # type: ignore[no-untyped-def]
+    from spark_jobs.reader.jvm import relation_declarable
+
+    assert relation_declarable(spark) is True
+
+
 # --- Without Spark running anything ---------------------------------------------------------------
 
 
@@ -136,6 +183,18 @@ def test_auto_takes_the_python_data_source_without_the_driver_and_jvm_says_what_
     assert choose_reader("python", [], driver_loaded=True, database="sqlite") == "python"
     with pytest.raises(OutboxSourceError, match=r"^reader=jvm needs the postgresql JDBC driver \(org.postgresql.Driver\)"):
         choose_reader("jvm", [], driver_loaded=False, database="postgresql")
+
+
+def test_a_spark_whose_jdbc_relation_cannot_declare_the_schema_reads_with_the_data_source() -> None:
+    from spark_jobs.reader.jvm import choose_reader
+
+    assert choose_reader("auto", [], driver_loaded=True, database="sqlite", declarable=False) == "python"
+    with pytest.raises(OutboxSourceError) as caught:
+        choose_reader("jvm", [], driver_loaded=True, database="sqlite", declarable=False)
+    assert str(caught.value) == (
+        "reader=jvm cannot declare the data source's schema on this Spark: its JDBC relation "
+        "(org.apache.spark.sql.execution.datasources.jdbc.JDBCRelation) is not the case class the JVM read copies; "
+        "read with reader=auto or reader=python")
 
 
 def test_both_reads_bound_a_split_with_the_same_condition_its_topic_quoted() -> None:
