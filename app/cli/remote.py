@@ -275,6 +275,8 @@ def _group_list_table(a: Answer) -> list[str]:
 
 
 def _group_table(a: Answer) -> list[str]:
+    if not a["members"]:  # kafka-consumer-groups --describe --members' words for an Empty group
+        return [f"Consumer group '{a['group_id']}' has no active members."]
     return columns(["GROUP", "GENERATION", "MEMBER-ID", "TOPICS", "ASSIGNMENT", "SESSION-TIMEOUT-MS",
                     "LAST-HEARTBEAT-MS"],
                    [[a["group_id"], a["generation_id"], m["member_id"], m["topics"],

@@ -248,6 +248,20 @@ def test_groups_lag_prints_kafka_consumer_groups_columns_with_table(served, outb
     ]
 
 
+def test_groups_describe_of_a_group_with_offsets_only_answers_as_http_and_says_it_has_no_members_with_table(served, outbox) -> None:  # type: ignore[no-untyped-def]
+    name, group = _topic("o"), _topic("offsets-only")
+    http = served.http()
+    create_topic(http, name, 1)
+    assert http.post(f"/v1/groups/{group}/offsets", json={"offsets": [
+        {"topic": name, "partition": 0, "offset": 0}]}).status_code == 200
+
+    as_json = outbox("--url", served.open_url, "groups", "describe", group).json
+    as_table = outbox("--url", served.open_url, "groups", "describe", group, "--table")
+
+    assert as_json == http.get(f"/v1/groups/{group}").json() == {"group_id": group, "generation_id": None, "members": []}
+    assert (as_table.status, as_table.err, as_table.out) == (0, "", f"Consumer group '{group}' has no active members.\n")
+
+
 def test_groups_reset_offsets_plans_without_execute_and_commits_with_it_as_the_database_command_does(served, outbox, monkeypatch) -> None:  # type: ignore[no-untyped-def]
     name, group = _topic("r"), _topic("resetting")
     http = served.http()

@@ -1000,13 +1000,15 @@
     });
     try {
       const g = await api(`/v1/groups/${enc(id)}`);
-      document.getElementById("members").replaceChildren(h("p", {}, `generation ${g.generation_id}`), table(
-        ["member", "topics", "assignment", "last heartbeat"],
-        g.members.map(m => [m.member_id, m.topics.join(", "), m.assignment.map(a => `${a.topic}/${a.partition}`).join(", "),
-          age(Date.now() - m.last_heartbeat_ms) + " ago"]), "No members."));
+      // No generation: the group never had members, its offsets come from transactions or plain commits.
+      document.getElementById("members").replaceChildren(...(g.generation_id === null
+        ? [h("p", { class: "muted" }, "No members: its offsets are committed by transactions or without joining.")]
+        : [h("p", {}, `generation ${g.generation_id}`), table(
+          ["member", "topics", "assignment", "last heartbeat"],
+          g.members.map(m => [m.member_id, m.topics.join(", "), m.assignment.map(a => `${a.topic}/${a.partition}`).join(", "),
+            age(Date.now() - m.last_heartbeat_ms) + " ago"]), "No members.")]));
     } catch (e) {
-      document.getElementById("members").replaceChildren(h("p", { class: "muted" },
-        e.code === "GROUP_ID_NOT_FOUND" ? "No members: its offsets are committed by transactions or without joining." : `${e.code}: ${e.message}`));
+      document.getElementById("members").replaceChildren(h("p", { class: "muted" }, `${e.code}: ${e.message}`));
     }
   }
 
