@@ -539,6 +539,55 @@ def test_an_unreachable_service_is_one_line_and_exit_status_1(outbox) -> None:  
 
 
 @pytest.fixture
+def web_server() -> Iterator[int]:
+    """A port where a web server that is not the service answers every GET with an HTML page:
+    200 for /v1/topics, 404 for any other path."""
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    class Page(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:  # noqa: N802 - the name http.server calls
+            body = b"<!DOCTYPE html><html><body><h1>Welcome</h1></body></html>"
+            self.send_response(200 if self.path == "/v1/topics" else 404)
+            self.send_header("content-type", "text/html")
+            self.send_header("content-length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Page)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield server.server_address[1]
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def test_a_web_page_that_is_not_the_service_is_one_line_naming_the_url_not_the_page(outbox, web_server) -> None:  # type: ignore[no-untyped-def]
+    url = f"http://127.0.0.1:{web_server}"
+
+    ok_page = outbox("--url", url, "topics", "list")
+    not_found = outbox("--url", url, "topics", "describe", "clicks")
+
+    hint = "is --url the outbox service's address, e.g. http://127.0.0.1:8000 (no path)?"
+    assert (ok_page.status, ok_page.out, ok_page.err) == (
+        EXIT_FAILURE, "", f"outbox: error: {url} answered GET /v1/topics with something that is not JSON: {hint}\n")
+    assert (not_found.status, not_found.out, not_found.err) == (
+        EXIT_FAILURE, "", f"outbox: error: {url} answered GET /v1/topics/clicks with HTTP 404 and no outbox error: {hint}\n")
+
+
+def test_a_url_with_a_path_after_the_services_address_says_the_route_is_not_there(served, outbox) -> None:  # type: ignore[no-untyped-def]
+    done = outbox("--url", f"{served.open_url}/v1", "topics", "list")
+
+    assert (done.status, done.out) == (EXIT_FAILURE, "")
+    assert done.err == (f"outbox: error: NOT_FOUND: the service at {served.open_url}/v1 has no route /v1/topics: "
+                        "is --url the outbox service's address, e.g. http://127.0.0.1:8000 (no path)?\n")
+
+
+@pytest.fixture
 def silent_port() -> Iterator[int]:
     """A port whose server accepts connections and reads what it is sent, but never answers."""
     server = socket.create_server(("127.0.0.1", 0))
