@@ -392,6 +392,23 @@ def test_groups_reset_offsets_with_a_bad_combination_is_a_usage_error_before_any
 # --- transactions -----------------------------------------------------------------------------
 
 
+@pytest.mark.parametrize("direct", [False, True], ids=["over --url", "on the database"])
+@pytest.mark.parametrize(("flags", "message"), [
+    (["--min-age-ms", "-1"], "argument --min-age-ms: invalid non_negative value: '-1'"),
+    (["--limit", "0"], "argument --limit: invalid integer from 1 to 10000 value: '0'"),
+    (["--limit", "10001"], "argument --limit: invalid integer from 1 to 10000 value: '10001'"),
+], ids=["negative age", "no limit", "limit past the list's cap"])
+def test_transactions_list_out_of_the_apis_bounds_is_a_usage_error_before_anything_is_asked(served, outbox, monkeypatch, direct, flags, message) -> None:  # type: ignore[no-untyped-def]
+    where = [] if direct else ["--url", served.open_url]
+    if direct:
+        monkeypatch.setenv("OUTBOX_DATABASE_URL", served.db_url)
+
+    done = outbox(*where, "transactions", "list", *flags)
+
+    assert (done.status, done.out) == (EXIT_USAGE, "")
+    assert done.err == f"outbox: error: {message} (see `outbox transactions list --help`)\n"
+
+
 def test_transactions_list_describe_hanging_and_abort_print_the_https_answers(served, outbox) -> None:  # type: ignore[no-untyped-def]
     name, tid = _topic("x"), _topic("stuck")
     url, http = served.open_url, served.http()
