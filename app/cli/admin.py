@@ -23,14 +23,14 @@ def transactions(settings: Settings, args: argparse.Namespace) -> int:
     """Operator tools against the configured database (like kafka-transactions.sh), in the
     HTTP API's shapes (GET /v1/transactions, GET /v1/transactions/{id})."""
     from app.domain.clock import system_clock
-    from app.domain.types import TransactionState
+    from app.domain.types import OPEN_TRANSACTION_STATES, TransactionState
 
     services = open_services(settings)
     coordinator = services.coordinator
     now = system_clock()
 
     def summary(m) -> dict:  # type: ignore[no-untyped-def]
-        open_ = m.state in (TransactionState.ONGOING, TransactionState.PREPARED) and m.txn_started_ms is not None
+        open_ = m.state in OPEN_TRANSACTION_STATES and m.txn_started_ms is not None
         return {"transactional_id": m.transactional_id, "state": m.state.value,
                 "producer_id": m.producer_id, "producer_epoch": m.producer_epoch, "txn_id": m.txn_id,
                 "transaction_timeout_ms": m.transaction_timeout_ms, "txn_started_ms": m.txn_started_ms,

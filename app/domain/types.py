@@ -38,6 +38,12 @@ class TransactionState(str, enum.Enum):
     DEAD = "Dead"
 
 
+# The states of an open transaction, one that has an age (since its txn_started_ms): a list's
+# age_ms is shown, and its min_age_ms filter finds, these only. An ended transaction keeps its
+# start time, but it has not been open "at least" any time since.
+OPEN_TRANSACTION_STATES = frozenset({TransactionState.ONGOING, TransactionState.PREPARED})
+
+
 class TransactionVersion(enum.IntEnum):
     """Kafka's transaction protocol version, chosen per producer at InitProducerId over HTTP;
     over Kafka's wire the versions of a client's requests tell it, as they tell Kafka's

@@ -23,7 +23,7 @@ from app.api.schemas.transactions import (
     TransactionSummary,
 )
 from app.domain.transaction import PreparedTxnRef, TransactionMetadata
-from app.domain.types import TRANSACTION_LIST_DEFAULT, TRANSACTION_LIST_MAX, TransactionState
+from app.domain.types import OPEN_TRANSACTION_STATES, TRANSACTION_LIST_DEFAULT, TRANSACTION_LIST_MAX, TransactionState
 from app.api.routers.groups import group_metadata
 from app.domain.offsets import OffsetToStage
 from app.api.schemas.records import BatchResult
@@ -36,7 +36,7 @@ TransactionalIdPath = Annotated[str, Path(min_length=1, max_length=ID_MAX_LENGTH
 
 
 def _summary(meta: TransactionMetadata, now_ms: int) -> TransactionSummary:
-    open_ = meta.state in (TransactionState.ONGOING, TransactionState.PREPARED) and meta.txn_started_ms is not None
+    open_ = meta.state in OPEN_TRANSACTION_STATES and meta.txn_started_ms is not None
     return TransactionSummary(
         transactional_id=meta.transactional_id,
         state=meta.state,
