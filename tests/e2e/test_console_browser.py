@@ -553,13 +553,18 @@ def test_with_authentication_on_it_asks_for_a_key_and_shows_what_the_principal_m
     server, _, viewer = secured
     c = Console(browser, server.url, capsys)
     try:
-        c.open("#/topics")
+        c.open("#/")
         c.page.locator("#sign-in").wait_for(timeout=WAIT_MS)
+        time.sleep(2.5)  # past the overview's polling interval
+        # One request was refused, and audited, before the sign-in: not each of the page's, nor
+        # one more every poll while it waits.
+        assert [r.split()[0] for r in c.refused] == ["401"]
         c.page.locator("#credential").fill("outbox_0123456789abcdef_wrong")
         c.page.locator("#sign-in-button").click()
         c.wait_text("Not accepted", "#sign-in")
         c.page.locator("#credential").fill(viewer)
         c.page.locator("#sign-in-button").click()
+        c.open("#/topics")
         c.wait_text("public")
         c.screenshot("console-signed-in.png")
         assert "secret" not in c.text()

@@ -11,6 +11,8 @@
   const LAG_POINTS = LAG_SPAN_S * 1000 / POLL_MS;
   let timers = [];
   let charts = [];
+  // Known once a request without a credential was answered (authentication off).
+  let servesWithoutCredentials = false;
   // Bumped by every route(): an answer that arrives after the page changed is dropped.
   let shown = 0;
 
@@ -54,6 +56,10 @@
 
   const dialog = document.getElementById("sign-in");
   function askForCredentials(reason) {
+    // Every refused request is an audited authentication failure: a page left at the sign-in
+    // must not poll on, adding one every POLL_MS. Signing in draws the page again.
+    for (const t of timers) clearInterval(t);
+    timers = [];
     const error = document.getElementById("sign-in-error");
     const had = sessionStorage.getItem(CREDENTIAL);
     error.hidden = !had;
@@ -1062,7 +1068,15 @@
       a.classList.toggle("active", (parts[0] || "overview") === a.dataset.nav);
     }
     document.getElementById("sign-out").hidden = !sessionStorage.getItem(CREDENTIAL);
+    const page = shown;
     try {
+      // Without a credential, one request first tells whether the service asks for one: a
+      // page's several requests would each be refused, and audited, before the sign-in shows.
+      if (!sessionStorage.getItem(CREDENTIAL) && !servesWithoutCredentials) {
+        await clusterOperations();
+        servesWithoutCredentials = true;
+        if (page !== shown) return;
+      }
       if (!parts.length) await overview();
       else if (parts[0] === "topics" && parts.length === 1) await topics();
       else if (parts[0] === "topics" && parts.length === 2) await topic(parts[1]);
@@ -1076,6 +1090,11 @@
       else throw new ApiError(404, { error_code: "NOT_FOUND", message: `no page ${location.hash}` });
       if (pendingNotice) showNotice(pendingNotice);
     } catch (e) {
+      if (e instanceof ApiError && e.status === 401) {  // the sign-in is open; signing in draws the page
+        main.replaceChildren(h("p", { class: "muted" }, "Sign in to see this page."));
+        pendingNotice = null;
+        return;
+      }
       main.replaceChildren(h("h1", {}, "Could not show this page"),
         h("p", { class: "error", id: "page-error" }, e instanceof ApiError ? `${e.code}: ${e.message}` : String(e)),
         h("p", {}, link("#/", "Back to the overview")));
