@@ -38,9 +38,7 @@ class TransactionState(str, enum.Enum):
     DEAD = "Dead"
 
 
-# The states of an open transaction, one that has an age (since its txn_started_ms): a list's
-# age_ms is shown, and its min_age_ms filter finds, these only. An ended transaction keeps its
-# start time, but it has not been open "at least" any time since.
+# The states of an open transaction, whose age (since its txn_started_ms) a list shows.
 OPEN_TRANSACTION_STATES = frozenset({TransactionState.ONGOING, TransactionState.PREPARED})
 
 

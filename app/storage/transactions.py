@@ -11,16 +11,9 @@ from sqlalchemy import Connection, and_, bindparam, delete, func, insert, or_, s
 from sqlalchemy.exc import DBAPIError
 
 from app.domain.errors import ConcurrentTransactions
-from app.domain.transaction import TransactionMetadata
+from app.domain.transaction import ENDED_STATES, TransactionMetadata
 from app.domain.transit import TxnTransit
-from app.domain.types import (
-    OPEN_TRANSACTION_STATES,
-    ProducerEpoch,
-    ProducerId,
-    TransactionState,
-    TransactionVersion,
-    TxnId,
-)
+from app.domain.types import ProducerEpoch, ProducerId, TransactionState, TransactionVersion, TxnId
 from app.storage import dialect
 from app.storage.dialect import RowLock
 from app.storage.producers import create_producer
@@ -200,9 +193,9 @@ def list_all(
     stmt = select(transactions).order_by(transactions.c.transactional_id).limit(limit)
     if states:
         stmt = stmt.where(transactions.c.state.in_([s.value for s in states]))
-    if started_before_ms is not None:  # open since then at least: an ended one is not
+    if started_before_ms is not None:
         stmt = stmt.where(transactions.c.txn_started_ms <= started_before_ms,
-                          transactions.c.state.in_([s.value for s in OPEN_TRANSACTION_STATES]))
+                          transactions.c.state.not_in([s.value for s in ENDED_STATES]))
     if transactional_id_prefix is not None:
         stmt = stmt.where(_id_starts_with(transactional_id_prefix, conn.dialect.name))
     return [_metadata(r) for r in conn.execute(stmt)]

@@ -119,7 +119,7 @@ def test_list_transactions_filters_by_state_and_age(client, clock):  # type: ign
     assert [t["transactional_id"] for t in empty] == ["C"]
 
 
-def test_list_transactions_by_age_without_a_state_finds_open_transactions_only(client, clock):  # type: ignore[no-untyped-def]
+def test_list_transactions_by_age_without_a_state_leaves_out_ended_transactions(client, clock):  # type: ignore[no-untyped-def]
     ended, still_open = init_producer(client, "Ended"), init_producer(client, "Open")
     begin(client, "Ended", ended)
     begin(client, "Open", still_open)
