@@ -166,5 +166,17 @@ def non_negative(text: str) -> int:
     return number
 
 
+def between(low: int, high: int) -> Callable[[str], int]:
+    """An argparse type: an integer from `low` to `high`."""
+    def number(text: str) -> int:
+        value = int(text)
+        if not low <= value <= high:
+            raise ValueError(text)
+        return value
+
+    number.__name__ = f"integer from {low} to {high}"  # what argparse names in its refusal
+    return number
+
+
 # What each command group's add_commands is handed: makes a subcommand that takes -v too.
 Command = Callable[..., argparse.ArgumentParser]

@@ -15,6 +15,7 @@ to every user in `ps`. It is never printed nor logged.
 from __future__ import annotations
 
 import argparse
+import json
 import logging
 import os
 import sys
@@ -35,7 +36,7 @@ from app.cli.common import (
     print_json,
 )
 from app.client.errors import ClientError
-from app.client.http import Session, credentials
+from app.client.http import FOREIGN_ERROR_PREFIX, Session, credentials
 
 # The command groups that go over HTTP when a URL is given; every other command (serve,
 # coordinator, migrate, backup, grant-reader, …) needs the database itself.
@@ -46,6 +47,9 @@ API_KEY_VARIABLE = "OUTBOX_API_KEY"
 AUTH_STATUSES = (401, 403)
 # Only the transport's own error has this code and no status (app.client.http.Session.call).
 _TRANSPORT_ERROR = "NETWORK_EXCEPTION"
+# The service's answer for a path no route matches (app.api.errors): every path this module
+# calls is a route, so the URL names something else (a path after the address, say).
+_NO_ROUTE = "NOT_FOUND"
 TIMEOUT_S = 30.0  # the client's own request timeout (app.client.http.Session)
 
 Answer = Any  # a decoded JSON answer, or None for 204
@@ -83,7 +87,18 @@ class Remote:
             # One attempt: an operator's command reports what happened rather than retrying
             # behind their back (a 503 SCHEMA_NOT_MIGRATED would otherwise wait out a deadline).
             return self.session.call(method, path, json=body, params=params, deadline_s=0)
+        except json.JSONDecodeError:
+            raise CommandError(f"{self.url} answered {method} {path} with something that is not JSON: {_NOT_OUTBOX}") \
+                from None
         except ClientError as e:
+            if e.error_code.startswith(FOREIGN_ERROR_PREFIX):
+                # Whatever answered is not the service (a web server, a proxy's error page):
+                # its body would be a page of HTML on the operator's one line.
+                raise CommandError(f"{self.url} answered {method} {path} with HTTP {e.status} and no outbox "
+                                   f"error: {_NOT_OUTBOX}") from None
+            if e.error_code == _NO_ROUTE:
+                raise CommandError(f"{e.error_code}: the service at {self.url} has no route {path}: {_NOT_OUTBOX}",
+                                   EXIT_FAILURE) from None
             if e.status is None and e.error_code == _TRANSPORT_ERROR:
                 if isinstance(e.__cause__, httpx.TimeoutException):
                     # Connected (or still connecting) but no answer: not the same fault as a
@@ -96,6 +111,9 @@ class Remote:
 
     def close(self) -> None:
         self.session.close()
+
+
+_NOT_OUTBOX = "is --url the outbox service's address, e.g. http://127.0.0.1:8000 (no path)?"
 
 
 def segment(text: str) -> str:
@@ -275,6 +293,8 @@ def _group_list_table(a: Answer) -> list[str]:
 
 
 def _group_table(a: Answer) -> list[str]:
+    if not a["members"]:  # kafka-consumer-groups --describe --members' words for an Empty group
+        return [f"Consumer group '{a['group_id']}' has no active members."]
     return columns(["GROUP", "GENERATION", "MEMBER-ID", "TOPICS", "ASSIGNMENT", "SESSION-TIMEOUT-MS",
                     "LAST-HEARTBEAT-MS"],
                    [[a["group_id"], a["generation_id"], m["member_id"], m["topics"],

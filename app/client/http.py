@@ -102,6 +102,11 @@ class Session:
             self.http.close()
 
 
+# The error code prefix of an answer that is not the service's error body (a proxy, or
+# another server at that address): HTTP_<status>.
+FOREIGN_ERROR_PREFIX = "HTTP_"
+
+
 def _error_of(response: httpx.Response) -> ClientError:
     details = None
     try:
@@ -110,6 +115,6 @@ def _error_of(response: httpx.Response) -> ClientError:
         if isinstance(body.get("details"), dict):
             details = body["details"]
     except Exception:  # not one of ours (a proxy?): 5xx may pass, the rest will not
-        code, message = f"HTTP_{response.status_code}", response.text[:200]
+        code, message = f"{FOREIGN_ERROR_PREFIX}{response.status_code}", response.text[:200]
         retriable = response.status_code >= 500
     return classify(code, message, retriable, response.status_code, details)

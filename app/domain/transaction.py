@@ -56,6 +56,9 @@ VALID_PREVIOUS_STATES: dict[TransactionState, frozenset[TransactionState]] = {
 COMPLETING_STATES = frozenset({S.PREPARE_COMMIT, S.PREPARE_ABORT, S.PREPARE_EPOCH_FENCE})
 # States from which a new transaction may begin or a new producer epoch may be handed out.
 IDLE_STATES = frozenset({S.EMPTY, S.COMPLETE_COMMIT, S.COMPLETE_ABORT})
+# States with no transaction in progress: one that ended keeps its start time, but a list of
+# transactions open at least some time (min_age_ms) leaves it out.
+ENDED_STATES = IDLE_STATES | {S.DEAD}
 
 
 def check_transition(current: TransactionState, target: TransactionState) -> None:

@@ -17,6 +17,10 @@ NO_PRODUCER_EPOCH = -1
 MAX_PRODUCER_EPOCH = 32767
 MAX_INT64 = 2**63 - 1
 MAX_INT32 = 2**31 - 1
+# How many transactions one list answers: at most, and when not asked (GET /v1/transactions,
+# `outbox transactions list --limit`).
+TRANSACTION_LIST_MAX = 10_000
+TRANSACTION_LIST_DEFAULT = 1000
 
 
 class TransactionState(str, enum.Enum):
@@ -32,6 +36,10 @@ class TransactionState(str, enum.Enum):
     COMPLETE_ABORT = "CompleteAbort"
     PREPARE_EPOCH_FENCE = "PrepareEpochFence"
     DEAD = "Dead"
+
+
+# The states of an open transaction, whose age (since its txn_started_ms) a list shows.
+OPEN_TRANSACTION_STATES = frozenset({TransactionState.ONGOING, TransactionState.PREPARED})
 
 
 class TransactionVersion(enum.IntEnum):

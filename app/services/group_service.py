@@ -194,11 +194,16 @@ class GroupService:
             groups.remove_members(conn, group_id, [member_id])
             self._rebalance(conn, group_id, now)
 
-    def describe(self, group_id: str) -> tuple[int, list[groups.Member]]:
+    def describe(self, group_id: str) -> tuple[int | None, list[groups.Member]]:
+        """The group's generation and members. A group that only has offsets (committed, or
+        staged by a transactional producer, which need not join) is listed, so it is described
+        too: no generation and no members, as Kafka describes such a group as Empty."""
         with self.db.read() as conn:
             gen = groups.generation(conn, group_id)
             if gen is None:
-                raise GroupIdNotFound(f"no consumer group {group_id!r}")
+                if not groups.known(conn, group_id):
+                    raise GroupIdNotFound(f"no consumer group {group_id!r}")
+                return None, []
             return gen, groups.members(conn, group_id)
 
     def list(self) -> list[groups.GroupListing]:

@@ -28,7 +28,7 @@ from sqlalchemy import Connection
 from app import metrics
 from app.domain.clock import Clock
 from app.domain.transaction import TransactionMetadata
-from app.domain.transit import Complete, Event, Fence, TxnTransit, prepare_transition, then
+from app.domain.transit import Complete, Event, Fence, FenceReason, TxnTransit, prepare_transition, then
 from app.domain.types import ControlType, TransactionState
 from app.storage import markers
 from app.storage import transactions as txns
@@ -37,6 +37,15 @@ from app.storage.engine import Database, after_commit
 
 S = TransactionState
 logger = logging.getLogger(__name__)
+
+# outbox_transactions_completed_total's result label, by whether the transaction committed.
+_RESULT = {True: "commit", False: "abort"}
+# Every result and fence reason is exported at 0 from the start: a dashboard's rate() of aborts
+# or fences has a series before the first one, not "No data".
+for _result in _RESULT.values():
+    metrics.TRANSACTIONS_COMPLETED.labels(_result)
+for _reason in FenceReason:
+    metrics.TRANSACTIONS_FENCED.labels(_reason.value)
 
 
 class TransactionCompletion:
@@ -123,6 +132,6 @@ def complete_decided(conn: Connection, decisions: Sequence[TxnTransit], now: int
             )
         before = meta if stored is None else stored[meta.transactional_id]
         completed.append(txns.apply_transit(conn, before, then(decision, prepare_transition(meta, Complete(), now))))
-    counter = metrics.TRANSACTIONS_COMPLETED.labels("commit" if commit else "abort")
+    counter = metrics.TRANSACTIONS_COMPLETED.labels(_RESULT[commit])
     after_commit(conn, lambda: counter.inc(len(metas)))
     return completed

@@ -219,20 +219,33 @@ class GroupListing:
     state: GroupState = GroupState.EMPTY
 
 
+def _known(group_id: str | None = None) -> Any:
+    """The ids of the groups the service knows: those with members or a generation, and those
+    that only have offsets, committed or staged in a transaction (a transactional producer's
+    group need not join). Of one group (`group_id`) or of every group."""
+    def of_group(table: Any) -> Any:
+        stmt = select(table.c.group_id)
+        return stmt if group_id is None else stmt.where(table.c.group_id == group_id)
+
+    return union(*(of_group(table) for table in (consumer_groups, group_offsets, transaction_offsets)))
+
+
+def known(conn: Connection, group_id: str) -> bool:
+    """Whether `list_groups` lists the group."""
+    return conn.execute(select(func.count()).select_from(_known(group_id).subquery())).scalar_one() > 0
+
+
 def list_groups(conn: Connection) -> list[GroupListing]:
-    """Every group the service knows: those with members or a generation, and those that only
-    have offsets, committed or staged in a transaction (a transactional producer's group
-    need not join), by id."""
-    known = select(consumer_groups.c.group_id).union(
-        select(group_offsets.c.group_id), select(transaction_offsets.c.group_id)).subquery()
+    """Every group the service knows (_known), by id."""
+    ids = _known().subquery()
     members = (select(group_members.c.group_id, func.count().label("n"))
                .group_by(group_members.c.group_id).subquery())
     rows = conn.execute(
-        select(known.c.group_id, consumer_groups.c.generation_id, func.coalesce(members.c.n, 0),
+        select(ids.c.group_id, consumer_groups.c.generation_id, func.coalesce(members.c.n, 0),
                consumer_groups.c.protocol_type, consumer_groups.c.state)
-        .select_from(known.outerjoin(consumer_groups, consumer_groups.c.group_id == known.c.group_id)
-                     .outerjoin(members, members.c.group_id == known.c.group_id))
-        .order_by(known.c.group_id)
+        .select_from(ids.outerjoin(consumer_groups, consumer_groups.c.group_id == ids.c.group_id)
+                     .outerjoin(members, members.c.group_id == ids.c.group_id))
+        .order_by(ids.c.group_id)
     ).all()
     return [GroupListing(g, gen, n, protocol_type, GroupState(state) if n else GroupState.EMPTY)
             for g, gen, n, protocol_type, state in rows]

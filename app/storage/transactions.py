@@ -11,7 +11,7 @@ from sqlalchemy import Connection, and_, bindparam, delete, func, insert, or_, s
 from sqlalchemy.exc import DBAPIError
 
 from app.domain.errors import ConcurrentTransactions
-from app.domain.transaction import TransactionMetadata
+from app.domain.transaction import ENDED_STATES, TransactionMetadata
 from app.domain.transit import TxnTransit
 from app.domain.types import ProducerEpoch, ProducerId, TransactionState, TransactionVersion, TxnId
 from app.storage import dialect
@@ -194,7 +194,8 @@ def list_all(
     if states:
         stmt = stmt.where(transactions.c.state.in_([s.value for s in states]))
     if started_before_ms is not None:
-        stmt = stmt.where(transactions.c.txn_started_ms <= started_before_ms)
+        stmt = stmt.where(transactions.c.txn_started_ms <= started_before_ms,
+                          transactions.c.state.not_in([s.value for s in ENDED_STATES]))
     if transactional_id_prefix is not None:
         stmt = stmt.where(_id_starts_with(transactional_id_prefix, conn.dialect.name))
     return [_metadata(r) for r in conn.execute(stmt)]

@@ -57,7 +57,9 @@ class Console:
         self.capsys = capsys
         self.requests: list[str] = []
         self.errors: list[str] = []
+        self.refused: list[str] = []  # "404 <url>": the API's refusals of the page's own requests
         self.page.on("request", lambda r: self.requests.append(r.url))
+        self.page.on("response", lambda r: self.refused.append(f"{r.status} {r.url}") if r.status >= 400 else None)
         self.page.on("pageerror", lambda e: self.errors.append(str(e)))
         self.page.add_init_script(RECORD_CSP_VIOLATIONS)
 
@@ -135,9 +137,14 @@ def test_a_topic_a_transaction_and_a_groups_lag_falling_to_zero(console: Console
         assert "Ongoing" in console.text()
         console.screenshot("console-transactions.png")
 
+        console.refused.clear()
         console.open("#/groups/pizza-income")
         expect(console.page.locator("#total-lag")).to_have_text("3", timeout=WAIT_MS)
         assert "offsets staged" in console.text()
+        # A group of offsets only is described (no generation, no members), not refused.
+        expect(console.page.locator("#members")).to_have_text(
+            "No members: its offsets are committed by transactions or without joining.", timeout=WAIT_MS)
+        assert console.refused == []
         ok(api.post("/v1/transactions/copier/commit", json=ident))
         # The page polls: the lag falls to zero without a reload.
         expect(console.page.locator("#total-lag")).to_have_text("0", timeout=WAIT_MS)
@@ -546,13 +553,18 @@ def test_with_authentication_on_it_asks_for_a_key_and_shows_what_the_principal_m
     server, _, viewer = secured
     c = Console(browser, server.url, capsys)
     try:
-        c.open("#/topics")
+        c.open("#/")
         c.page.locator("#sign-in").wait_for(timeout=WAIT_MS)
+        time.sleep(2.5)  # past the overview's polling interval
+        # One request was refused, and audited, before the sign-in: not each of the page's, nor
+        # one more every poll while it waits.
+        assert [r.split()[0] for r in c.refused] == ["401"]
         c.page.locator("#credential").fill("outbox_0123456789abcdef_wrong")
         c.page.locator("#sign-in-button").click()
         c.wait_text("Not accepted", "#sign-in")
         c.page.locator("#credential").fill(viewer)
         c.page.locator("#sign-in-button").click()
+        c.open("#/topics")
         c.wait_text("public")
         c.screenshot("console-signed-in.png")
         assert "secret" not in c.text()

@@ -93,6 +93,32 @@ def test_the_overview_plots_the_lag_the_service_kept_and_follows_a_group_catchin
         console.screenshot("console-overview-lag-history.png")
 
 
+def test_a_groups_page_opens_with_the_lag_the_service_kept_so_a_reload_keeps_its_chart(
+        request: pytest.FixtureRequest, server: ServiceProcess) -> None:
+    from playwright.sync_api import expect
+
+    c: Console = request.getfixturevalue("console")
+
+    with server.client() as api:
+        ok(api.post("/v1/topics", json={"name": "invoices"}))
+        ok(api.post("/v1/records", json={"batches": [{"topic": "invoices", "partition": 0, "records": [
+            {"value": i} for i in range(6)]}]}))
+        _commit(api, "billing", "invoices", 1)  # lag 5
+        _wait_for_samples(api, "billing", 5, 6)
+
+        c.open("#/groups/billing")
+        expect(c.page.locator("#total-lag")).to_have_text("5", timeout=WAIT_MS)
+        # The page has read the lag once or twice itself (every 2 s): the other points are the
+        # samples the service kept before it opened.
+        assert int(c.page.locator("#lag-chart").get_attribute("data-points")) >= 6
+        expect(c.page.locator("#lag-chart .chart-empty")).to_be_hidden()
+
+        c.page.reload(wait_until="networkidle")
+        expect(c.page.locator("#total-lag")).to_have_text("5", timeout=WAIT_MS)
+        assert int(c.page.locator("#lag-chart").get_attribute("data-points")) >= 6
+        c.screenshot("console-group-lag-kept.png")
+
+
 def test_the_acl_and_principal_pages_list_the_apis_bindings_and_keys(console: Console,  # noqa: F811
                                                                    server: ServiceProcess) -> None:
     from playwright.sync_api import expect

@@ -63,6 +63,11 @@ def test_the_readmes_acl_commands_store_exactly_the_bindings_they_name(readme_ac
         ("User:pizza-shop", "topic", "income", "literal", "write", "allow"),
         ("User:pizza-shop", "topic", "orders", "literal", "read", "allow"),
         ("User:pizza-shop", "transactional_id", "pizza-income-", "prefixed", "write", "allow"),
+        # The read-only operator's.
+        ("User:viewer", "cluster", "outbox-cluster", "literal", "describe", "allow"),
+        ("User:viewer", "group", "*", "literal", "describe", "allow"),
+        ("User:viewer", "topic", "*", "literal", "read", "allow"),
+        ("User:viewer", "transactional_id", "*", "literal", "describe", "allow"),
     ]
 
 

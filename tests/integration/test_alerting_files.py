@@ -2,7 +2,8 @@
 name only metrics a scrape of the service exports: a renamed metric breaks this test, not an
 operator's alert at 3 a.m. And the rules are valid Prometheus rules that fire on the series they
 are written for: Prometheus' own promtool checks them and runs their unit tests
-(docker/prometheus/alerts_test.yml)."""
+(docker/prometheus/alerts_test.yml). The dashboard's queries on the gauges read from the
+database answer the same however many processes are scraped."""
 
 from __future__ import annotations
 
@@ -108,3 +109,59 @@ def test_each_alert_fires_on_its_unit_tests_series_and_not_before_its_for_has_pa
     tests = yaml.safe_load(ALERTS_TEST.read_text())["tests"]
     checked = [(c["alertname"], bool(c["exp_alerts"])) for t in tests for c in t["alert_rule_test"]]
     assert sorted(set(checked)) == sorted((alert, fires) for alert in alert_expressions() for fires in (False, True))
+
+
+# The gauges every `serve` reads from the same database, so that each scraped process exports
+# the same values (README.md, Metrics: "take max()"), and the series each has in the test below.
+_DATABASE_GAUGES = {
+    "outbox_database_up": ['{}'],
+    "outbox_transactions_hanging": ['{}'],
+    "outbox_oldest_open_transaction_age_seconds": ['{}'],
+    "outbox_group_lag_series_left_out": ['{}'],
+    "outbox_partition_series_left_out": ['{}'],
+    "outbox_coordinator_last_success_timestamp_seconds": ['{}'],
+    "outbox_group_expiry_last_success_timestamp_seconds": ['{}'],
+    "outbox_cleaner_last_success_timestamp_seconds": ['{}'],
+    "outbox_transactions": ['{state="Ongoing"}', '{state="CompleteCommit"}'],
+    "outbox_group_lag": ['{group="g",topic="t",partition="0"}', '{group="g",topic="t",partition="1"}'],
+    "outbox_group_lag_unknown": ['{group="h",topic="t",partition="0"}'],
+    **{f"outbox_partition_{name}": ['{topic="t",partition="0"}', '{topic="t",partition="1"}']
+       for name in ("log_start_offset", "log_end_offset", "last_stable_offset", "records", "bytes")},
+}
+
+
+def _of_instance(expr: str, instance: str) -> str:
+    """`expr` with each of its database gauges' selectors narrowed to one scraped process."""
+    def narrow(m: re.Match[str]) -> str:
+        name, labels = m.group(1), m.group(2)
+        inner = f'instance="{instance}"' + (f",{labels[1:-1]}" if labels and labels != "{}" else "")
+        return f"{name}{{{inner}}}"
+
+    names = "|".join(sorted(_DATABASE_GAUGES, key=len, reverse=True))
+    return re.sub(rf"\b({names})\b(\{{[^}}]*\}})?", narrow, expr)
+
+
+def test_no_dashboard_query_counts_a_database_gauge_once_per_scraped_process(tmp_path: Path) -> None:
+    """Two `serve` processes scraped answer every dashboard query on the database gauges as one
+    does: a query that summed them across processes would double with each process added."""
+    # Grafana's variables, set to their "All" value.
+    queries = [e.replace("$group", ".*").replace("$topic", ".*") for e in dashboard_expressions()
+               if metric_names(e) & set(_DATABASE_GAUGES) and not e.startswith("label_values(")]
+    assert len(queries) >= 15
+    # Both processes export the same values, each gauge its own, rising (for the queries' rate()).
+    series = [{"series": _of_instance(name + labels, instance), "values": f"{1000 + i * 7}+{i + 1}x20"}
+              for i, (name, all_labels) in enumerate(sorted(_DATABASE_GAUGES.items()))
+              for labels in all_labels for instance in ("a", "b")]
+    tests = {"tests": [{"interval": "1m", "input_series": series, "promql_expr_test": [
+        # Each query over both processes equals the same query over one; and it answers something.
+        check for q in queries for check in (
+            {"expr": f"count(({q}) != ({_of_instance(q, 'a')})) or vector(0)", "eval_time": "10m",
+             "exp_samples": [{"labels": "{}", "value": 0}]},
+            {"expr": f"count({_of_instance(q, 'a')}) > bool 0", "eval_time": "10m",
+             "exp_samples": [{"labels": "{}", "value": 1}]})]}]}
+    unit = tmp_path / "dashboard_test.yml"
+    unit.write_text(yaml.safe_dump(tests))
+
+    done = promtool("test", "rules", str(unit))
+
+    assert done.returncode == 0, done.stdout + done.stderr

@@ -171,6 +171,38 @@ def test_list_groups_names_groups_with_members_and_groups_with_offsets_only(clie
         ("members-only", 1, 1), ("offsets-only", None, 0)]
 
 
+def test_a_group_with_committed_offsets_only_is_described_without_generation_nor_members(client) -> None:  # type: ignore[no-untyped-def]
+    from tests.helpers import create_topic
+
+    create_topic(client, "orders", 1)
+    assert client.post("/v1/groups/offsets-only/offsets", json={"offsets": [
+        {"topic": "orders", "partition": 0, "offset": 0}]}).status_code == 200
+
+    r = client.get("/v1/groups/offsets-only")
+
+    assert (r.status_code, r.json()) == (200, {"group_id": "offsets-only", "generation_id": None, "members": []})
+
+
+def test_a_group_whose_offsets_an_open_transaction_stages_is_described_without_generation_nor_members(client) -> None:  # type: ignore[no-untyped-def]
+    from tests.helpers import begin, create_topic, ident, init_producer
+
+    create_topic(client, "orders", 1)
+    producer = init_producer(client, "t")
+    begin(client, "t", producer)
+    assert client.post("/v1/transactions/t/offsets", json={**ident(producer), "group_id": "staged-only", "offsets": [
+        {"topic": "orders", "partition": 0, "offset": 0}]}).status_code == 200
+
+    r = client.get("/v1/groups/staged-only")
+
+    assert (r.status_code, r.json()) == (200, {"group_id": "staged-only", "generation_id": None, "members": []})
+
+
+def test_a_group_the_service_does_not_know_is_group_id_not_found(client) -> None:  # type: ignore[no-untyped-def]
+    r = client.get("/v1/groups/nobody")
+
+    assert (r.status_code, r.json()["error_code"]) == (404, "GROUP_ID_NOT_FOUND")
+
+
 def test_the_lag_counts_committed_records_not_markers_nor_open_or_aborted_ones(client) -> None:  # type: ignore[no-untyped-def]
     from tests.helpers import batch, begin, create_topic, ident, init_producer, send
 

@@ -59,6 +59,16 @@ def test_a_retried_batch_counts_as_a_duplicate_and_writes_nothing(client) -> Non
     assert delta(before, after, "outbox_records_appended_total", producer="idempotent") == 0
 
 
+def test_each_result_fence_reason_and_cleaner_reason_has_a_series_before_it_first_happens(client) -> None:  # type: ignore[no-untyped-def]
+    labelled = {(name, tuple(v for _, v in labels)) for name, labels in scrape(client)}
+
+    expected = {("outbox_transactions_completed_total", (r,)) for r in ("commit", "abort")} | {
+        ("outbox_transactions_fenced_total", (r,)) for r in ("init_producer_id", "timeout", "admin")} | {
+        ("outbox_cleaner_records_deleted_total", (r,))
+        for r in ("below_log_start", "retention", "compaction", "topics_purged")}
+    assert expected <= labelled
+
+
 def test_commit_and_abort_count_completed_transactions_by_result(client) -> None:  # type: ignore[no-untyped-def]
     create_topic(client, "orders")
     p = init_producer(client, "t")

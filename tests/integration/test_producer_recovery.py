@@ -119,6 +119,19 @@ def test_list_transactions_filters_by_state_and_age(client, clock):  # type: ign
     assert [t["transactional_id"] for t in empty] == ["C"]
 
 
+def test_list_transactions_by_age_without_a_state_leaves_out_ended_transactions(client, clock):  # type: ignore[no-untyped-def]
+    ended, still_open = init_producer(client, "Ended"), init_producer(client, "Open")
+    begin(client, "Ended", ended)
+    begin(client, "Open", still_open)
+    assert client.post("/v1/transactions/Ended/commit", json=ident(ended)).status_code == 200
+    clock.advance(5_000)
+
+    old = client.get("/v1/transactions", params={"min_age_ms": 5_000}).json()["transactions"]
+
+    # Both began 5 s ago; the committed one has not been open for 5 s, and has no age.
+    assert [(t["transactional_id"], t["state"], t["age_ms"]) for t in old] == [("Open", "Ongoing", 5_000)]
+
+
 def test_hanging_lists_transactions_open_past_the_maximum_timeout(client, clock, settings):  # type: ignore[no-untyped-def]
     p = init_producer(client, "A", transaction_timeout_ms=1000)
     init_producer(client, "B")

@@ -248,6 +248,20 @@ def test_groups_lag_prints_kafka_consumer_groups_columns_with_table(served, outb
     ]
 
 
+def test_groups_describe_of_a_group_with_offsets_only_answers_as_http_and_says_it_has_no_members_with_table(served, outbox) -> None:  # type: ignore[no-untyped-def]
+    name, group = _topic("o"), _topic("offsets-only")
+    http = served.http()
+    create_topic(http, name, 1)
+    assert http.post(f"/v1/groups/{group}/offsets", json={"offsets": [
+        {"topic": name, "partition": 0, "offset": 0}]}).status_code == 200
+
+    as_json = outbox("--url", served.open_url, "groups", "describe", group).json
+    as_table = outbox("--url", served.open_url, "groups", "describe", group, "--table")
+
+    assert as_json == http.get(f"/v1/groups/{group}").json() == {"group_id": group, "generation_id": None, "members": []}
+    assert (as_table.status, as_table.err, as_table.out) == (0, "", f"Consumer group '{group}' has no active members.\n")
+
+
 def test_groups_reset_offsets_plans_without_execute_and_commits_with_it_as_the_database_command_does(served, outbox, monkeypatch) -> None:  # type: ignore[no-untyped-def]
     name, group = _topic("r"), _topic("resetting")
     http = served.http()
@@ -376,6 +390,23 @@ def test_groups_reset_offsets_with_a_bad_combination_is_a_usage_error_before_any
 
 
 # --- transactions -----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("direct", [False, True], ids=["over --url", "on the database"])
+@pytest.mark.parametrize(("flags", "message"), [
+    (["--min-age-ms", "-1"], "argument --min-age-ms: invalid non_negative value: '-1'"),
+    (["--limit", "0"], "argument --limit: invalid integer from 1 to 10000 value: '0'"),
+    (["--limit", "10001"], "argument --limit: invalid integer from 1 to 10000 value: '10001'"),
+], ids=["negative age", "no limit", "limit past the list's cap"])
+def test_transactions_list_out_of_the_apis_bounds_is_a_usage_error_before_anything_is_asked(served, outbox, monkeypatch, direct, flags, message) -> None:  # type: ignore[no-untyped-def]
+    where = [] if direct else ["--url", served.open_url]
+    if direct:
+        monkeypatch.setenv("OUTBOX_DATABASE_URL", served.db_url)
+
+    done = outbox(*where, "transactions", "list", *flags)
+
+    assert (done.status, done.out) == (EXIT_USAGE, "")
+    assert done.err == f"outbox: error: {message} (see `outbox transactions list --help`)\n"
 
 
 def test_transactions_list_describe_hanging_and_abort_print_the_https_answers(served, outbox) -> None:  # type: ignore[no-untyped-def]
@@ -522,6 +553,55 @@ def test_an_unreachable_service_is_one_line_and_exit_status_1(outbox) -> None:  
 
     assert (done.status, done.out) == (EXIT_FAILURE, "")
     assert done.err == f"outbox: error: cannot reach the service at http://127.0.0.1:{port}: [Errno 111] Connection refused\n"
+
+
+@pytest.fixture
+def web_server() -> Iterator[int]:
+    """A port where a web server that is not the service answers every GET with an HTML page:
+    200 for /v1/topics, 404 for any other path."""
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    class Page(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:  # noqa: N802 - the name http.server calls
+            body = b"<!DOCTYPE html><html><body><h1>Welcome</h1></body></html>"
+            self.send_response(200 if self.path == "/v1/topics" else 404)
+            self.send_header("content-type", "text/html")
+            self.send_header("content-length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Page)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield server.server_address[1]
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def test_a_web_page_that_is_not_the_service_is_one_line_naming_the_url_not_the_page(outbox, web_server) -> None:  # type: ignore[no-untyped-def]
+    url = f"http://127.0.0.1:{web_server}"
+
+    ok_page = outbox("--url", url, "topics", "list")
+    not_found = outbox("--url", url, "topics", "describe", "clicks")
+
+    hint = "is --url the outbox service's address, e.g. http://127.0.0.1:8000 (no path)?"
+    assert (ok_page.status, ok_page.out, ok_page.err) == (
+        EXIT_FAILURE, "", f"outbox: error: {url} answered GET /v1/topics with something that is not JSON: {hint}\n")
+    assert (not_found.status, not_found.out, not_found.err) == (
+        EXIT_FAILURE, "", f"outbox: error: {url} answered GET /v1/topics/clicks with HTTP 404 and no outbox error: {hint}\n")
+
+
+def test_a_url_with_a_path_after_the_services_address_says_the_route_is_not_there(served, outbox) -> None:  # type: ignore[no-untyped-def]
+    done = outbox("--url", f"{served.open_url}/v1", "topics", "list")
+
+    assert (done.status, done.out) == (EXIT_FAILURE, "")
+    assert done.err == (f"outbox: error: NOT_FOUND: the service at {served.open_url}/v1 has no route /v1/topics: "
+                        "is --url the outbox service's address, e.g. http://127.0.0.1:8000 (no path)?\n")
 
 
 @pytest.fixture

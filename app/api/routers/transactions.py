@@ -23,7 +23,7 @@ from app.api.schemas.transactions import (
     TransactionSummary,
 )
 from app.domain.transaction import PreparedTxnRef, TransactionMetadata
-from app.domain.types import TransactionState
+from app.domain.types import OPEN_TRANSACTION_STATES, TRANSACTION_LIST_DEFAULT, TRANSACTION_LIST_MAX, TransactionState
 from app.api.routers.groups import group_metadata
 from app.domain.offsets import OffsetToStage
 from app.api.schemas.records import BatchResult
@@ -36,7 +36,7 @@ TransactionalIdPath = Annotated[str, Path(min_length=1, max_length=ID_MAX_LENGTH
 
 
 def _summary(meta: TransactionMetadata, now_ms: int) -> TransactionSummary:
-    open_ = meta.state in (TransactionState.ONGOING, TransactionState.PREPARED) and meta.txn_started_ms is not None
+    open_ = meta.state in OPEN_TRANSACTION_STATES and meta.txn_started_ms is not None
     return TransactionSummary(
         transactional_id=meta.transactional_id,
         state=meta.state,
@@ -204,7 +204,7 @@ def list_transactions(
     state: Annotated[list[TransactionState] | None, Query()] = None,
     min_age_ms: Annotated[int | None, Query(ge=0, le=2**63 - 1, description="only transactions open at least this long")] = None,
     hanging: Annotated[bool, Query(description="only transactions open, or left completing, longer than the maximum transaction timeout")] = False,
-    limit: Annotated[int, Query(ge=1, le=10_000)] = 1000,
+    limit: Annotated[int, Query(ge=1, le=TRANSACTION_LIST_MAX)] = TRANSACTION_LIST_DEFAULT,
     transactional_id_prefix: Annotated[str | None, Query(
         min_length=1, max_length=ID_MAX_LENGTH, pattern=ID_PATTERN,
         description="only the transactional ids that start with it (exactly, case and all: "
@@ -218,7 +218,7 @@ def list_transactions(
     now = services.clock()
     # With authentication on, what the caller may not describe is filtered out after the read:
     # read past `limit` so that it does not take the caller's place (the list's own cap).
-    read_limit = limit if access.unchecked else 10_000
+    read_limit = limit if access.unchecked else TRANSACTION_LIST_MAX
     found = (services.coordinator.hanging(now, transactional_id_prefix) if hanging
              else services.coordinator.list(state, read_limit, min_age_ms, transactional_id_prefix))
     visible = [m for m in found if access.allows(Operation.DESCRIBE, acl.transactional_id(m.transactional_id))]

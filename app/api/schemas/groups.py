@@ -98,16 +98,19 @@ class MemberDescription(BaseModel):
     last_heartbeat_ms: int
 
 
+_NO_GENERATION = ("null: the group never had members (its offsets were committed by transactions or outside a "
+                  "membership)")
+
+
 class GroupDescription(BaseModel):
     group_id: str
-    generation_id: int
+    generation_id: int | None = Field(description=_NO_GENERATION)
     members: list[MemberDescription]
 
 
 class GroupListing(BaseModel):
     group_id: str
-    generation_id: int | None = Field(description="null: the group never had members (its offsets were committed "
-                                      "by transactions or outside a membership)")
+    generation_id: int | None = Field(description=_NO_GENERATION)
     member_count: int
 
 

@@ -7,10 +7,12 @@
   const banner = document.getElementById("banner");
   const CREDENTIAL = "outbox.console.credential";
   const POLL_MS = 2000;
-  const LAG_SPAN_S = 300; // a group's lag: the last 5 minutes, measured by this page
+  const LAG_SPAN_S = 300; // a group's lag: the last 5 minutes, kept by the service and read by the page
   const LAG_POINTS = LAG_SPAN_S * 1000 / POLL_MS;
   let timers = [];
   let charts = [];
+  // Known once a request without a credential was answered (authentication off).
+  let servesWithoutCredentials = false;
   // Bumped by every route(): an answer that arrives after the page changed is dropped.
   let shown = 0;
 
@@ -54,6 +56,10 @@
 
   const dialog = document.getElementById("sign-in");
   function askForCredentials(reason) {
+    // Every refused request is an audited authentication failure: a page left at the sign-in
+    // must not poll on, adding one every POLL_MS. Signing in draws the page again.
+    for (const t of timers) clearInterval(t);
+    timers = [];
     const error = document.getElementById("sign-in-error");
     const had = sessionStorage.getItem(CREDENTIAL);
     error.hidden = !had;
@@ -198,6 +204,7 @@
     const c = {
       set(next) {
         data = next;
+        card.dataset.points = String(next[0].length);  // how many times are plotted, for a test to read
         empty.hidden = next.slice(1).some(series => series.some(v => v !== null && v !== undefined));
         plot.setData(next);
       },
@@ -965,7 +972,32 @@
   const totalLag = lag => (lag.total_lag === null ? "unknown" : n(lag.total_lag));
   const partitionLag = p => (p.lag === null ? "unknown" : `${n(p.lag)}${p.lag_exact ? "" : "+"}`);
 
+  // A group's page opens with what the service kept of the group's lag over the chart's span
+  // (GET /v1/console/lag-history, describe on the cluster): a reload keeps the chart. A sample
+  // the group is not in (not among the groups kept then) is a gap, as an unknown total is. The
+  // page then adds its own reading every POLL_MS. Nothing is asked that would be refused: a
+  // page view must not be audited as a refusal.
+  async function keptLag(id) {
+    const history = [[], []];
+    try {
+      if (!(await clusterOperations()).includes("describe")) return history;
+      const kept = await api("/v1/console/lag-history");
+      const since = Date.now() - LAG_SPAN_S * 1000;
+      for (const sample of kept.samples) {
+        // Not past this browser's clock: the page's own readings follow, in time order.
+        if (sample.time_ms < since || sample.time_ms > Date.now()) continue;
+        const g = sample.groups.find(x => x.group_id === id);
+        history[0].push(sample.time_ms / 1000);
+        history[1].push(g ? g.total_lag : null);
+      }
+    } catch (e) {
+      if (e.status !== 401 && e.status !== 403) throw e;  // the page measures from when it opens
+    }
+    return history;
+  }
+
   async function group(id) {
+    const page = shown;
     main.replaceChildren(
       h("p", {}, link("#/groups", "← Consumer groups")),
       h("h1", {}, `Group ${id}`),
@@ -973,10 +1005,10 @@
         "records of open or aborted transactions are not lag."),
       h("div", { id: "lag-table" }), h("div", { id: "lag-chart" }),
       h("h2", {}, "Members"), h("div", { id: "members" }));
-    const history = [[], []];
-    const plot = timeChart(document.getElementById("lag-chart"), "Lag over time (records), measured by this page",
-      ["lag"], LAG_SPAN_S);
-    const page = shown;
+    const history = await keptLag(id);
+    if (page !== shown) return;
+    const plot = timeChart(document.getElementById("lag-chart"), "Lag over time (records)", ["lag"], LAG_SPAN_S);
+    plot.set(history);
     every(POLL_MS, async () => {
       let lag;
       try { lag = await api(`/v1/groups/${enc(id)}/lag`); } catch (e) {
@@ -1000,13 +1032,15 @@
     });
     try {
       const g = await api(`/v1/groups/${enc(id)}`);
-      document.getElementById("members").replaceChildren(h("p", {}, `generation ${g.generation_id}`), table(
-        ["member", "topics", "assignment", "last heartbeat"],
-        g.members.map(m => [m.member_id, m.topics.join(", "), m.assignment.map(a => `${a.topic}/${a.partition}`).join(", "),
-          age(Date.now() - m.last_heartbeat_ms) + " ago"]), "No members."));
+      // No generation: the group never had members, its offsets come from transactions or plain commits.
+      document.getElementById("members").replaceChildren(...(g.generation_id === null
+        ? [h("p", { class: "muted" }, "No members: its offsets are committed by transactions or without joining.")]
+        : [h("p", {}, `generation ${g.generation_id}`), table(
+          ["member", "topics", "assignment", "last heartbeat"],
+          g.members.map(m => [m.member_id, m.topics.join(", "), m.assignment.map(a => `${a.topic}/${a.partition}`).join(", "),
+            age(Date.now() - m.last_heartbeat_ms) + " ago"]), "No members.")]));
     } catch (e) {
-      document.getElementById("members").replaceChildren(h("p", { class: "muted" },
-        e.code === "GROUP_ID_NOT_FOUND" ? "No members: its offsets are committed by transactions or without joining." : `${e.code}: ${e.message}`));
+      document.getElementById("members").replaceChildren(h("p", { class: "muted" }, `${e.code}: ${e.message}`));
     }
   }
 
@@ -1034,7 +1068,15 @@
       a.classList.toggle("active", (parts[0] || "overview") === a.dataset.nav);
     }
     document.getElementById("sign-out").hidden = !sessionStorage.getItem(CREDENTIAL);
+    const page = shown;
     try {
+      // Without a credential, one request first tells whether the service asks for one: a
+      // page's several requests would each be refused, and audited, before the sign-in shows.
+      if (!sessionStorage.getItem(CREDENTIAL) && !servesWithoutCredentials) {
+        await clusterOperations();
+        servesWithoutCredentials = true;
+        if (page !== shown) return;
+      }
       if (!parts.length) await overview();
       else if (parts[0] === "topics" && parts.length === 1) await topics();
       else if (parts[0] === "topics" && parts.length === 2) await topic(parts[1]);
@@ -1048,6 +1090,11 @@
       else throw new ApiError(404, { error_code: "NOT_FOUND", message: `no page ${location.hash}` });
       if (pendingNotice) showNotice(pendingNotice);
     } catch (e) {
+      if (e instanceof ApiError && e.status === 401) {  // the sign-in is open; signing in draws the page
+        main.replaceChildren(h("p", { class: "muted" }, "Sign in to see this page."));
+        pendingNotice = null;
+        return;
+      }
       main.replaceChildren(h("h1", {}, "Could not show this page"),
         h("p", { class: "error", id: "page-error" }, e instanceof ApiError ? `${e.code}: ${e.message}` : String(e)),
         h("p", {}, link("#/", "Back to the overview")));
