@@ -83,7 +83,7 @@ class Apis:
                          10: self.find_coordinator, 18: self.api_versions, 22: self.init_producer_id,
                          24: self.add_partitions_to_txn, 25: self.add_offsets_to_txn, 26: self.end_txn,
                          28: self.txn_offset_commit, 17: self.sasl_again, 36: self.sasl_again}
-        self.admin = AdminApis(services)
+        self.admin = AdminApis(services, broker.node_id)
         self.handlers |= self.admin.handlers
         # The classic group protocol, its own module (its ACL requirements are auth.RULES' too).
         self.groups = GroupApis(services)
