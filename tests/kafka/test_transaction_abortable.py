@@ -151,3 +151,16 @@ def test_after_transaction_abortable_the_producer_goes_on_with_its_next_transact
         _end(s, pid, epoch, commit=True)
     assert _log(kafka) == [(0, "b")]
     assert _transaction(kafka) == ("CompleteCommit", [])
+
+
+def test_a_produce_11_after_an_operator_aborted_the_transaction_is_invalid_producer_epoch(kafka: Listener) -> None:
+    # The abort bumped the epoch, as a timeout does: the producer is fenced, not told to abort.
+    create_topic(kafka.client, "orders")
+    with kafka.connect() as s:
+        pid, epoch = _init(s)
+        _add_partition(s, pid, epoch)
+        assert _produce(s, 11, pid, epoch, b'"a"') == ErrorCode.none
+        kafka.services.coordinator.admin_abort(TID)
+        assert _produce(s, 11, pid, epoch, b'"b"', base_sequence=1) == ErrorCode.invalid_producer_epoch
+    assert _log(kafka) == [(0, "a")]  # aborted; 1 is the ABORT marker
+    assert _transaction(kafka) == ("CompleteAbort", [])
