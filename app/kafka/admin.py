@@ -57,9 +57,45 @@ LIST_LIMIT = 10_000
 FILE_LAYOUT_CONFIGS = frozenset({
     "segment.bytes", "segment.ms", "segment.jitter.ms", "segment.index.bytes", "index.interval.bytes",
     "flush.messages", "flush.ms", "preallocate", "file.delete.delay.ms", "message.format.version"})
+# Kafka topic configs refused with their own reason rather than as unknown keys: a setting
+# taken must act, and these would not.
+REFUSED_CONFIGS = {
+    # Kafka's broker recompresses a topic's batches to its codec as they are appended. Here a
+    # batch's records are stored decompressed, one row each, and every Fetch answers them
+    # uncompressed: a codec could be stored and described, never applied.
+    "compression.type": "records are stored decompressed and every Fetch answers them uncompressed, so a "
+                        "topic codec would never be applied; compress on the producer (its batches are taken "
+                        "in gzip, snappy, lz4 and zstd)",
+}
 # Records are bytes in Kafka: a topic a Kafka client creates takes any key and value unless its
 # CreateTopics names `value.format=json`. The HTTP door's and the CLI's default stays json.
 KAFKA_VALUE_FORMAT = ValueFormat.BYTES
+
+
+def assignment_refusal(replicas: list[tuple[int, tuple[int, ...]]], node_id: int,
+                       replication_factor: int | None = None) -> str | None:
+    """Why a manual replica assignment (partition, its brokers) is INVALID_REPLICA_ASSIGNMENT,
+    or None: it names this broker alone for each partition, as Kafka's controller checks one
+    against the brokers it knows (Metadata announces this one only: it leads every partition),
+    once per partition, and with the same count of replicas in every partition
+    (`replication_factor`: the count the topic's partitions already have)."""
+    seen: set[int] = set()
+    for partition, brokers in replicas:
+        if partition in seen:
+            return f"found multiple manual partition assignments for partition {partition}"
+        seen.add(partition)
+        if not brokers:
+            return "the manual partition assignment includes an empty replica list"
+        if unknown := sorted(set(brokers) - {node_id}):
+            return (f"the manual partition assignment includes broker {unknown[0]}, but no such broker is "
+                    f"registered: this broker ({node_id}) is the only one")
+        if len(brokers) != len(set(brokers)):
+            return f"the manual partition assignment includes the broker {node_id} more than once"
+        if replication_factor is not None and len(brokers) != replication_factor:
+            return (f"the manual partition assignment includes a partition with {len(brokers)} replica(s), "
+                    f"but this is not consistent with the others, which have {replication_factor}")
+        replication_factor = len(brokers)
+    return None
 
 
 class ResourceType(enum.IntEnum):
@@ -91,6 +127,8 @@ def kafka_name(key: str) -> str:
 
 def config_key(name: str) -> str:
     """The service's key of Kafka config `name`; INVALID_CONFIG for one the service has not."""
+    if name in REFUSED_CONFIGS:
+        raise InvalidConfig(f"topic config {name!r} is not served: {REFUSED_CONFIGS[name]}")
     key = name.replace(".", "_")
     if key not in CONFIG_KEYS:
         raise InvalidConfig(f"unknown topic config {name!r}; known: {', '.join(kafka_name(k) for k in CONFIG_KEYS)}")
@@ -119,9 +157,10 @@ def parse_configs(pairs: dict[str, str | None]) -> dict[str, Any]:
 
 
 class AdminApis:
-    def __init__(self, services: Any) -> None:
+    def __init__(self, services: Any, node_id: int) -> None:
         self.services = services
         self.settings = services.settings
+        self.node_id = node_id  # this broker's, the one a manual replica assignment may name
         self.handlers: dict[int, Callable[[Any, int], Any]] = {
             19: self.create_topics, 20: self.delete_topics, 21: self.delete_records, 32: self.describe_configs,
             33: self.alter_configs, 37: self.create_partitions, 44: self.incremental_alter_configs,
@@ -152,9 +191,21 @@ class AdminApis:
         if (denied := refusal_code(Operation.CREATE, topic, granted=lambda: cluster)) is not None:
             return refused(denied)
         try:
+            count = self.settings.kafka_num_partitions if t.num_partitions == -1 else t.num_partitions
             if t.assignments:
-                raise InvalidRequest("a manual partition assignment is not served: this broker leads every partition")
-            if t.replication_factor == 0 or t.replication_factor < -1:
+                # As Kafka's controller: the assignment says the count and the replicas, and
+                # neither may be given besides; partitions 0 to count - 1, each on this broker.
+                if t.replication_factor != -1 or t.num_partitions != -1:
+                    raise InvalidRequest("a manual partition assignment was specified, but the replication factor "
+                                         "and the partition count were not both set to -1")
+                replicas = [(a.partition_index, tuple(a.broker_ids)) for a in t.assignments]
+                why = assignment_refusal(replicas, self.node_id)
+                if why is None and sorted(p for p, _ in replicas) != list(range(len(replicas))):
+                    why = "partitions should be a consecutive 0-based integer sequence"
+                if why is not None:
+                    return refused(ErrorCode.invalid_replica_assignment, why)
+                count = len(replicas)
+            elif t.replication_factor == 0 or t.replication_factor < -1:
                 return refused(ErrorCode.invalid_replication_factor,
                                "the replication factor is -1 (the broker's) or at least 1")
             # Any replication factor from 1 up is taken: every partition is one copy, in the
@@ -162,7 +213,6 @@ class AdminApis:
             # brokers cannot add to. The topic is answered and described with its one replica.
             given = parse_configs({c.name: c.value for c in t.configs if c.name not in FILE_LAYOUT_CONFIGS})
             config = new_topic_config(given, self.settings.message_max_bytes, KAFKA_VALUE_FORMAT)
-            count = self.settings.kafka_num_partitions if t.num_partitions == -1 else t.num_partitions
             created = self.services.topics.create(t.name, count, config, validate_only=validate_only)
         except TopicAlreadyExists as e:
             # Only a principal that may describe the topic learns that it exists (Kafka's rule).
@@ -232,13 +282,29 @@ class AdminApis:
                     results.append(build(m.CreatePartitionsTopicResult, name=t.name, error_code=denied,
                                          error_message=None))
                     continue
-                if t.assignments:
-                    raise InvalidRequest("a manual partition assignment is not served")
+                if t.assignments is not None and (why := self._partitions_assignment_refusal(t)) is not None:
+                    results.append(build(m.CreatePartitionsTopicResult, name=t.name,
+                                         error_code=ErrorCode.invalid_replica_assignment, error_message=why))
+                    continue
                 self.services.topics.create_partitions(t.name, t.count, validate_only=body.validate_only)
             except OutboxError as e:
                 code, message = error_code(e), e.message
             results.append(build(m.CreatePartitionsTopicResult, name=t.name, error_code=code, error_message=message))
         return build(m.CreatePartitionsResponse, throttle_time=_NO_WAIT, results=tuple(results))
+
+    def _partitions_assignment_refusal(self, t: Any) -> str | None:
+        """Why CreatePartitions' manual assignment of the partitions it adds to topic `t` is
+        refused, or None: one per partition added, each on this broker alone, as the topic's
+        others (one replica each). A count that adds none is the topic service's to answer
+        (INVALID_PARTITIONS), as an unknown topic is (raised here)."""
+        existing = self.services.topics.get(t.name).partition_count
+        if t.count <= existing:
+            return None
+        if len(t.assignments) != t.count - existing:
+            return (f"attempted to add {t.count - existing} additional partition(s), but only "
+                    f"{len(t.assignments)} assignment(s) were specified")
+        return assignment_refusal([(existing + i, tuple(a.broker_ids)) for i, a in enumerate(t.assignments)],
+                                  self.node_id, replication_factor=1)
 
     # --- DescribeConfigs -------------------------------------------------------------------
 

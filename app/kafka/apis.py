@@ -16,7 +16,7 @@ from kio.schema.errors import ErrorCode
 
 from app.domain import acl
 from app.domain.acl import CLUSTER, Operation
-from app.domain.errors import ConcurrentTransactions, InvalidRecord, OutboxError, ProducerFenced
+from app.domain.errors import ConcurrentTransactions, InvalidRecord, OutboxError
 from app.domain.offsets import GroupMetadata, OffsetToStage
 from app.domain.read import offset_order_upper_bound
 from app.domain.records import check_record_count
@@ -25,7 +25,7 @@ from app.kafka import groups, records
 from app.kafka.admin import AdminApis
 from app.kafka.auth import RULES, access, authorized_operations, refusal_code
 from app.kafka.decompressed import check_decompressed_size
-from app.kafka.errors import error_code, fenced_code
+from app.kafka.errors import error_code, transactional_code
 from app.kafka.groups import GroupApis
 from app.kafka.protocol import (
     API_VERSIONS,
@@ -48,9 +48,6 @@ _NO_TIMESTAMP = -1
 # answer and fetches again for ever.
 _NO_RECORDS = b""
 _FIND_TRANSACTION = 1  # FindCoordinator key_type: 0 a group, 1 a transactional id
-# The first version of each transactional API whose client knows PRODUCER_FENCED (KIP-588):
-# older versions are answered INVALID_PRODUCER_EPOCH for it.
-_PRODUCER_FENCED_SINCE = {22: 3, 24: 2, 25: 2, 26: 2, 28: 3}
 # The topics whose value format Produce remembers, the most recently produced to: what a
 # listener holds does not grow with the number of topics, nor with what its callers name.
 VALUE_FORMATS_REMEMBERED = 1_024
@@ -86,7 +83,7 @@ class Apis:
                          10: self.find_coordinator, 18: self.api_versions, 22: self.init_producer_id,
                          24: self.add_partitions_to_txn, 25: self.add_offsets_to_txn, 26: self.end_txn,
                          28: self.txn_offset_commit, 17: self.sasl_again, 36: self.sasl_again}
-        self.admin = AdminApis(services)
+        self.admin = AdminApis(services, broker.node_id)
         self.handlers |= self.admin.handlers
         # The classic group protocol, its own module (its ACL requirements are auth.RULES' too).
         self.groups = GroupApis(services)
@@ -226,7 +223,7 @@ class Apis:
                 # "Transactions over the Kafka door").
                 transaction_version=transaction_version(22, version))
         except OutboxError as e:
-            return answer(fenced_code(e, version, _PRODUCER_FENCED_SINCE[22]))
+            return answer(transactional_code(e, 22, version))
         return answer(ErrorCode.none, got.producer_id, got.producer_epoch)
 
     # --- AddPartitionsToTxn, AddOffsetsToTxn, TxnOffsetCommit, EndTxn ---------------------
@@ -250,7 +247,7 @@ class Apis:
                     body.v3_and_below_transactional_id, body.v3_and_below_producer_id,
                     body.v3_and_below_producer_epoch, wanted, transaction_version=transaction_version(24, version))
         except OutboxError as e:
-            code = fenced_code(e, version, _PRODUCER_FENCED_SINCE[24])
+            code = transactional_code(e, 24, version)
             refused, every = {}, code
         else:
             if any(refused.values()):
@@ -282,7 +279,7 @@ class Apis:
                                                     transaction_version=transaction_version(25, version))
         except OutboxError as e:
             return build(m.AddOffsetsToTxnResponse, throttle_time=_NO_WAIT,
-                         error_code=fenced_code(e, version, _PRODUCER_FENCED_SINCE[25]))
+                         error_code=transactional_code(e, 25, version))
         return build(m.AddOffsetsToTxnResponse, throttle_time=_NO_WAIT, error_code=ErrorCode.none)
 
     def txn_offset_commit(self, body: Any, version: int) -> Any:
@@ -313,7 +310,7 @@ class Apis:
                                                       body.producer_epoch, body.group_id, offsets, group_metadata,
                                                       transaction_version=transaction_version(28, version))
         except OutboxError as e:
-            code = fenced_code(e, version, _PRODUCER_FENCED_SINCE[28])
+            code = transactional_code(e, 28, version)
         return build(m.TxnOffsetCommitResponse, throttle_time=_NO_WAIT, topics=tuple(
             build(m.TxnOffsetCommitResponseTopic, name=t.name, partitions=tuple(
                 build(m.TxnOffsetCommitResponsePartition, partition_index=p.partition_index,
@@ -331,7 +328,7 @@ class Apis:
                 body.transactional_id, body.producer_id, body.producer_epoch, commit=body.committed,
                 transaction_version=transaction_version(26, version))
         except OutboxError as e:
-            code = fenced_code(e, version, _PRODUCER_FENCED_SINCE[26], every_stale_epoch_fenced=(
+            code = transactional_code(e, 26, version, every_stale_epoch_fenced=(
                 transaction_version(26, version) is TransactionVersion.V2))
             return build(m.EndTxnResponse, throttle_time=_NO_WAIT, error_code=code)
         # Version 5 answers the producer id and epoch the producer goes on with: under
@@ -421,10 +418,6 @@ class Apis:
                     transaction_version=spoken)
         except InvalidRecord as e:
             return ErrorCode.invalid_record, e.message, -1
-        except ProducerFenced as e:
-            # Kafka's Produce answers a stale epoch INVALID_PRODUCER_EPOCH at every version; a
-            # transactional client takes it as being fenced.
-            return ErrorCode.invalid_producer_epoch, e.message, -1
         except ConcurrentTransactions as e:
             if spoken is not TransactionVersion.V2:
                 return ErrorCode.concurrent_transactions, e.message, -1
@@ -434,7 +427,7 @@ class Apis:
             # retries (it takes CONCURRENT_TRANSACTIONS from a Produce as an error of its own).
             return ErrorCode.not_enough_replicas, e.message, -1
         except OutboxError as e:
-            return error_code(e), e.message, -1
+            return transactional_code(e, 0, version), e.message, -1
         return ErrorCode.none, None, result.base_offset
 
     def _value_format(self, topic: str, *, again: bool = False) -> ValueFormat:

@@ -31,16 +31,36 @@ def error_code(error: OutboxError) -> ErrorCode:
     return ErrorCode.__members__.get(error.error_code.lower(), ErrorCode.unknown_server_error)
 
 
-def fenced_code(error: OutboxError, version: int, fenced_since: int, *,
-                every_stale_epoch_fenced: bool = False) -> ErrorCode:
-    """error_code for an answer of `version` of an API whose clients know PRODUCER_FENCED from
-    version `fenced_since` on (KIP-588); before it Kafka answers INVALID_PRODUCER_EPOCH.
+_NEVER = 1 << 15  # above every version of every API (versions are INT16)
+# The first version of each transactional API whose client knows PRODUCER_FENCED (KIP-588):
+# older versions are answered INVALID_PRODUCER_EPOCH for it. Produce is not here: Kafka's
+# partition leader answers a stale epoch INVALID_PRODUCER_EPOCH at every version, and a
+# transactional client takes it as being fenced.
+PRODUCER_FENCED_SINCE: dict[int, int] = {22: 3, 24: 2, 25: 2, 26: 2, 28: 3}
+# KIP-890: the first version of Produce and of TxnOffsetCommit whose client knows
+# TRANSACTION_ABORTABLE (120). Kafka answers it where the transaction the request would join
+# does not hold the partition (its partition leader, or its group coordinator for the offsets,
+# asking the transaction coordinator): the producer's transaction has ended, or was never
+# begun. Here that is INVALID_TXN_STATE from the join (app.services.transaction_join: no open
+# transaction); the other requests that know the code (InitProducerId 5, AddPartitionsToTxn 5,
+# AddOffsetsToTxn 4, EndTxn 4, FindCoordinator 5) are never answered it by Kafka, and older
+# versions keep INVALID_TXN_STATE, which their clients take as fatal.
+TRANSACTION_ABORTABLE_SINCE: dict[int, int] = {0: 11, 28: 4}
+
+
+def transactional_code(error: OutboxError, api_key: int, version: int, *,
+                       every_stale_epoch_fenced: bool = False) -> ErrorCode:
+    """error_code for an answer of `version` of the transactional API `api_key` (or a Produce),
+    in the codes that version's clients know (PRODUCER_FENCED_SINCE, TRANSACTION_ABORTABLE_SINCE).
     `every_stale_epoch_fenced`: the request speaks transaction version 2's EndTxn, which Kafka's
     coordinator answers PRODUCER_FENCED for any epoch but the current one (a retry of the
     EndTxn that bumped it aside), a delayed EndTxn of an ended transaction too."""
     code = error_code(error)
     if every_stale_epoch_fenced and code is ErrorCode.invalid_producer_epoch:
         return ErrorCode.producer_fenced
-    if code is ErrorCode.producer_fenced and version < fenced_since:
+    if code is ErrorCode.producer_fenced and version < PRODUCER_FENCED_SINCE.get(api_key, _NEVER):
         return ErrorCode.invalid_producer_epoch
+    if code is ErrorCode.invalid_txn_state and version >= TRANSACTION_ABORTABLE_SINCE.get(api_key, _NEVER):
+        return ErrorCode.transaction_abortable
     return code
+

@@ -5,6 +5,7 @@ against what the HTTP door of the same process describes. On SQLite and PostgreS
 
 from __future__ import annotations
 
+import datetime
 from typing import Any
 
 import pytest
@@ -123,6 +124,84 @@ def test_create_topics_with_validate_only_creates_nothing(kafka: Listener, admin
     create_topic(kafka.client, "exists", 1)
     (error,) = _done(admin.create_topics([NewTopic("exists", 1, 1)], validate_only=True)).values()
     assert error.code() == KafkaError.TOPIC_ALREADY_EXISTS
+
+
+def test_create_topics_refuses_compression_type_saying_why_and_creates_nothing(kafka: Listener) -> None:
+    cls = request_class(19, 7)
+    mod = __import__(cls.__module__, fromlist=["x"])  # type: ignore[union-attr]
+    body = cls(timeout=datetime.timedelta(0), validate_only=False, topics=(mod.CreatableTopic(  # type: ignore[misc]
+        name="orders", num_partitions=1, replication_factor=1, assignments=(),
+        configs=(mod.CreatableTopicConfig(name="compression.type", value="lz4"),)),))
+    with kafka.connect() as s:
+        (answer,) = ask(s, 19, 7, body).topics
+    assert answer.error_code == ErrorCode.invalid_config
+    assert answer.error_message.startswith("topic config 'compression.type' is not served: records are stored "
+                                           "decompressed and every Fetch answers them uncompressed")
+    assert kafka.client.get("/v1/topics/orders").status_code == 404
+
+
+def test_create_topics_takes_a_manual_assignment_naming_this_broker_alone(kafka: Listener, admin: AdminClient) -> None:
+    got = _done(admin.create_topics([NewTopic("orders", 3, replica_assignment=[[0], [0], [0]])]))
+    assert got == {"orders": None}
+    assert _described(kafka, "orders")["partition_count"] == 3
+    metadata = admin.list_topics("orders", timeout=TIMEOUT_S)
+    assert [p.replicas for p in metadata.topics["orders"].partitions.values()] == [[0], [0], [0]]
+
+
+def test_create_topics_refuses_an_assignment_naming_another_broker_or_one_twice_and_creates_nothing(
+        kafka: Listener, admin: AdminClient) -> None:
+    got = _done(admin.create_topics([NewTopic("elsewhere", 2, replica_assignment=[[0], [1]]),
+                                     NewTopic("twice", 1, replica_assignment=[[0, 0]])]))
+    assert {name: e.code() for name, e in got.items()} == {
+        "elsewhere": KafkaError.INVALID_REPLICA_ASSIGNMENT,
+        "twice": KafkaError.INVALID_REPLICA_ASSIGNMENT,
+    }
+    assert kafka.client.get("/v1/topics").json()["topics"] == []
+
+
+def _create_topic_frame(kafka: Listener, num_partitions: int, replication_factor: int,
+                        assignments: list[tuple[int, list[int]]]) -> tuple[ErrorCode, str | None]:
+    cls = request_class(19, 7)
+    mod = __import__(cls.__module__, fromlist=["x"])  # type: ignore[union-attr]
+    body = cls(timeout=datetime.timedelta(0), validate_only=False, topics=(mod.CreatableTopic(  # type: ignore[misc]
+        name="orders", num_partitions=num_partitions, replication_factor=replication_factor, configs=(),
+        assignments=tuple(mod.CreatableReplicaAssignment(partition_index=p, broker_ids=tuple(b))
+                          for p, b in assignments)),))
+    with kafka.connect() as s:
+        (answer,) = ask(s, 19, 7, body).topics
+    return answer.error_code, answer.error_message
+
+
+def test_create_topics_with_an_assignment_and_a_partition_count_is_an_invalid_request(kafka: Listener) -> None:
+    code, _ = _create_topic_frame(kafka, 2, -1, [(0, [0]), (1, [0])])
+    assert code == ErrorCode.invalid_request
+    assert kafka.client.get("/v1/topics/orders").status_code == 404
+
+
+def test_create_topics_with_an_assignment_not_one_replica_list_a_partition_from_0_is_refused(kafka: Listener) -> None:
+    assert _create_topic_frame(kafka, -1, -1, [(0, [0]), (2, [0])]) == (
+        ErrorCode.invalid_replica_assignment, "partitions should be a consecutive 0-based integer sequence")
+    assert _create_topic_frame(kafka, -1, -1, [(0, [0]), (0, [0])])[0] == ErrorCode.invalid_replica_assignment
+    assert _create_topic_frame(kafka, -1, -1, [(0, [0]), (1, [])])[0] == ErrorCode.invalid_replica_assignment
+    assert kafka.client.get("/v1/topics/orders").status_code == 404
+
+
+def test_create_partitions_takes_a_manual_assignment_naming_this_broker_alone(
+        kafka: Listener, admin: AdminClient) -> None:
+    create_topic(kafka.client, "orders", 1)
+    assert _done(admin.create_partitions([NewPartitions("orders", 3, replica_assignment=[[0], [0]])])) == {
+        "orders": None}
+    assert _described(kafka, "orders")["partition_count"] == 3
+
+
+def test_create_partitions_refuses_an_assignment_of_another_broker_or_count_and_adds_nothing(
+        kafka: Listener, admin: AdminClient) -> None:
+    create_topic(kafka.client, "orders", 1)
+    (elsewhere,) = _done(admin.create_partitions([NewPartitions("orders", 2, replica_assignment=[[1]])])).values()
+    (short,) = _done(admin.create_partitions([NewPartitions("orders", 3, replica_assignment=[[0]])])).values()
+    (two,) = _done(admin.create_partitions([NewPartitions("orders", 2, replica_assignment=[[0, 0]])])).values()
+    assert [e.code() for e in (elsewhere, short, two)] == [KafkaError.INVALID_REPLICA_ASSIGNMENT] * 3
+    assert _described(kafka, "orders")["partition_count"] == 1
 
 
 def test_create_partitions_grows_the_topic_and_refuses_to_shrink_it(kafka: Listener, admin: AdminClient) -> None:

@@ -420,6 +420,6 @@ def test_a_version_1_produce_to_an_idle_transactional_id_begins_nothing(kafka: L
     with kafka.connect() as s:
         pid, epoch = _init(s)
         refused = _produce(s, pid, epoch, 0, [b'"a"'], version=11)
-    assert refused.error_code == ErrorCode.invalid_txn_state
+    assert refused.error_code == ErrorCode.transaction_abortable  # KIP-890: Produce 11 knows it
     assert (_described(kafka)["state"], _described(kafka)["transaction_version"]) == ("Empty", 1)
     assert _http_committed(kafka, 0) == []
