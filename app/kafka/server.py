@@ -314,14 +314,19 @@ class KafkaListener:
         body = request.body
         changes = self.services.long_poll.changes
         deadline = time.monotonic() + min(max(0, body.max_wait.total_seconds()), self.settings.fetch_max_wait_ms / 1000)
-        place = None
+        place, waited_on = None, None
         try:
             while True:
                 since = changes.now()
                 answer, size, keys = await asyncio.to_thread(self.apis.fetch_now, body, request.api_version)
                 left = deadline - time.monotonic()
-                if size >= body.min_bytes or left <= 0 or not keys:
+                # A partition waited on that is no longer read (its topic deleted) ends the
+                # wait: Kafka completes a waiting Fetch once it no longer hosts one of its
+                # partitions, and the client learns at once that it must look again.
+                gone = waited_on is not None and not waited_on <= set(keys)
+                if size >= body.min_bytes or left <= 0 or not keys or gone:
                     return answer
+                waited_on = set(keys)
                 if place is None:
                     try:
                         place = self.services.waiting.enter(waiter, "fetch")

@@ -1,8 +1,8 @@
 """Waking readers that wait for a partition's log to change (long-poll Fetch, the SSE stream).
 
 Every write transaction that takes offsets in a partition (records of a Send, control markers
-of a completion; app.storage.log_end.take_offsets) notes the partition on its connection
-(`mark_changed`). Then:
+of a completion; app.storage.log_end.take_offsets), or deletes it (DeleteTopics; its waiters
+then find it gone), notes the partition on its connection (`mark_changed`). Then:
 
 - in this process, once the transaction has committed, `Database.write` hands the partitions
   to `LogChanges.changed`, which wakes the waiters of those partitions at once;
@@ -62,7 +62,8 @@ Key = tuple[int, int]  # (topic_id, partition)
 
 
 def mark_changed(conn: Connection, topic_id: int, partition: int) -> None:
-    """Called where a write transaction takes offsets: this partition's log grows at commit."""
+    """Called where a write transaction takes offsets (this partition's log grows at commit) or
+    deletes the partition."""
     conn.info.setdefault(_CHANGED, set()).add((topic_id, partition))
 
 
@@ -238,8 +239,9 @@ class LogChanges:
 
     def _wake_grown(self, before: dict[Key, int], now: dict[Key, int]) -> dict[Key, int]:
         """Wake the waiters of the partitions whose log ends moved from `before` to `now` (a
-        partition created since, with an empty log, has not grown)."""
-        grown = [k for k, n in now.items() if before.get(k, 0) != n]
+        partition created since, with an empty log, has not grown), and of those gone since
+        (their topic deleted: app.storage.topics.delete_topic)."""
+        grown = [k for k, n in now.items() if before.get(k, 0) != n] + [k for k in before if k not in now]
         if grown:
             self.changed(grown)
         return now

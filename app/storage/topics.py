@@ -25,7 +25,7 @@ from app.domain.errors import TopicAlreadyExists, UnknownTopicOrPartition
 from app.domain.topic import PartitionInfo, Topic
 from app.domain.topic_config import TopicConfig
 from app.domain.types import CleanupPolicy, TopicId, ValueFormat
-from app.storage import dialect
+from app.storage import changes, dialect
 from app.storage.tables import (
     deleted_topics,
     group_offsets,
@@ -305,6 +305,11 @@ def delete_topic(conn: Connection, topic: Topic, now_ms: int) -> None:
     # applies only with PRAGMA foreign_keys on (a connection opened by another tool).
     conn.execute(delete(partitions).where(partitions.c.topic_id == topic.topic_id))
     conn.execute(delete(topics).where(topics.c.topic_id == topic.topic_id))
+    # Its partitions' waiting readers wake at commit and find them gone, as Kafka completes
+    # the delayed Fetches of a partition it stops hosting rather than let them wait out their
+    # max_wait_ms: a consumer learns at once, and rejoins its group without the topic.
+    for partition in range(topic.partition_count):
+        changes.mark_changed(conn, topic.topic_id, partition)
 
 
 @cache

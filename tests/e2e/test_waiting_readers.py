@@ -7,6 +7,7 @@ with nothing skipped and nothing repeated."""
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import re
 import signal
@@ -289,3 +290,23 @@ def test_with_authentication_off_each_client_address_counts_as_a_principal(launc
     assert (refused.status_code, refused.json()["details"]) == (429, {"bound": "principal", "limit": 1})
     assert refused.json()["message"].startswith("User:ANONYMOUS from 127.0.0.1 already has 1 requests waiting")
     assert [answers[k].status_code for k in ("one", "two")] == [200, 200]
+
+
+def test_a_stream_whose_topic_is_deleted_ends_with_an_error_event_at_once(launcher: Launcher) -> None:
+    server = launcher.server()
+    with server.client() as c:
+        ok(c.post("/v1/topics", json={"name": "orders"}))
+        with httpx.stream("GET", f"{server.url}/v1/topics/orders/partitions/0/stream", timeout=30) as r:
+            lines = r.iter_lines()
+            assert next(lines) == "retry: 1000"
+            until_waiting(c, "stream", 1)
+            assert c.delete("/v1/topics/orders").status_code == 204
+            deleted = time.monotonic()
+            rest = list(lines)  # the stream ends: the server closes it
+        ended_s = time.monotonic() - deleted
+    assert rest[:2] == ["", "event: error"]
+    data = rest[2].removeprefix("data: ")
+    assert {k: v for k, v in json.loads(data).items() if k != "message"} == {
+        "error_code": "UNKNOWN_TOPIC_OR_PARTITION", "retriable": False}
+    assert rest[3:] == [""]
+    assert ended_s < 10.0  # woken by the deletion, not by a heartbeat or the client's timeout

@@ -152,6 +152,19 @@ def test_a_multi_partition_fetch_waits_for_records_in_any_of_its_partitions(clie
     assert 0.25 <= took < WOKEN_WITHIN_S, took
 
 
+
+def test_a_waiting_fetch_answers_as_soon_as_a_topic_it_reads_is_deleted(client: Any) -> None:
+    create_topic(client, "orders")
+    create_topic(client, "refunds")
+    t = later(0.3, lambda: client.delete("/v1/topics/refunds"))
+    started = time.monotonic()
+    got = fetch_many(client, [("orders", 0, 0), ("refunds", 0, 0)], max_wait_ms=LONG_WAIT_MS)
+    took = time.monotonic() - started
+    t.join()
+    assert [(g["topic"], g["partition"], g.get("error_code"), len(g.get("records", []))) for g in got] == [
+        ("orders", 0, None, 0), ("refunds", 0, "UNKNOWN_TOPIC_OR_PARTITION", 0)]
+    assert 0.25 <= took < WOKEN_WITHIN_S, took  # woken by the deletion, not by the wait's end
+
 # --- what a waiter costs: woken by its own partitions only, one read per commit and position ---------
 
 

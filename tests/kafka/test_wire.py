@@ -294,6 +294,36 @@ def test_a_fetch_with_nothing_to_read_waits_max_wait_ms_and_answers_no_records(k
     assert 0.35 <= waited < 5
 
 
+def test_a_waiting_fetch_is_answered_when_a_topic_it_reads_is_deleted_not_at_its_deadline(kafka: Listener) -> None:
+    import threading
+    import time
+
+    create_topic(kafka.client, "orders")
+    create_topic(kafka.client, "refunds")
+    m = request_class(1, 12)
+    assert m is not None
+    mod = __import__(m.__module__, fromlist=["x"])
+    fetch = m(replica_id=-1, max_wait=datetime.timedelta(milliseconds=8000), min_bytes=1, max_bytes=1 << 20,
+              isolation_level=1, session_id=0, session_epoch=-1, topics=tuple(
+                  mod.FetchTopic(topic=name, partitions=(mod.FetchPartition(
+                      partition=0, current_leader_epoch=-1, fetch_offset=0, last_fetched_epoch=-1,
+                      log_start_offset=-1, partition_max_bytes=1 << 20),)) for name in ("orders", "refunds")),
+              forgotten_topics_data=(), rack_id="")
+    timer = threading.Timer(0.5, lambda: kafka.client.delete("/v1/topics/refunds"))
+    with kafka.connect() as s:
+        started = time.monotonic()
+        timer.start()
+        answer = ask(s, 1, 12, fetch)
+        waited = time.monotonic() - started
+    timer.join()
+    assert [(t.topic, [(p.partition_index, p.error_code, p.high_watermark) for p in t.partitions])
+            for t in answer.responses] == [
+        ("orders", [(0, ErrorCode.none, 0)]),
+        ("refunds", [(0, ErrorCode.unknown_topic_or_partition, -1)]),
+    ]
+    assert 0.4 <= waited < 6
+
+
 def test_a_fetch_stops_at_partition_max_bytes_but_always_brings_the_first_record(kafka: Listener) -> None:
     create_topic(kafka.client, "orders")
     r = kafka.client.post("/v1/records", json={"batches": [{"topic": "orders", "partition": 0, "records": [

@@ -9,7 +9,7 @@ from fastapi import APIRouter, Header, Path, Query, Request
 from fastapi.responses import Response, StreamingResponse
 
 from app.api.deps import ServicesDep
-from app.api.errors import documented
+from app.api.errors import documented, error_body
 from app.api.fetched import StreamedAnswer, partition_json, partition_stream_parts, records_bytes
 from app.api.json_body import json_body
 from app.api.schemas.common import ID_PATTERN, TOPIC_NAME_MAX_LENGTH
@@ -32,7 +32,7 @@ from app.api.schemas.topics import (
 )
 from app.domain import acl
 from app.domain.acl import Operation
-from app.domain.errors import InvalidRequest, TopicAlreadyExists, TopicHasOpenTransactions
+from app.domain.errors import InvalidRequest, OutboxError, TopicAlreadyExists, TopicHasOpenTransactions
 from app.domain.types import MAX_INT32, MAX_INT64, IsolationLevel
 from app.services.log_service import PartitionFetch, check_partition_fetch_bytes
 from app.services.long_poll import close
@@ -277,7 +277,9 @@ SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}  # no pro
     response_class=StreamingResponse,
     responses={200: {"description": "Server-Sent Events: `event: records`, `id:` the position to resume from, "
                                     "`data:` {\"records\": [...]} (one commit point's records, as a Fetch gives "
-                                    "them); a `: heartbeat` comment every 15 s when nothing commits",
+                                    "them); a `: heartbeat` comment every 15 s when nothing commits; "
+                                    "`event: error`, `data:` an error body, as its last event when its partition "
+                                    "can no longer be read (its topic deleted, or the log cut past its position)",
                      "content": {"text/event-stream": {}}},
                **documented(400, 401, 403, 404, 416, 429)},
 )
@@ -296,7 +298,8 @@ async def stream_records(
     commit point (a plain record, or a transaction's records in this partition, never split),
     in commit order, each with the position to resume from as its id. Reconnect with
     `Last-Event-ID` (a browser's EventSource does it by itself) to go on with nothing skipped and
-    nothing repeated. The stream ends when the server stops. It counts among the requests that
+    nothing repeated. The stream ends when the server stops, or with an `error` event when its
+    partition can no longer be read (its topic deleted). It counts among the requests that
     wait for its whole life: past their most, it is refused before it starts with 429
     THROTTLING_QUOTA_EXCEEDED (retriable). Needs READ on the topic."""
     access.require(Operation.READ, acl.topic(topic))
@@ -315,14 +318,20 @@ async def stream_records(
     async def events() -> AsyncIterator[bytes]:
         yield b"retry: 1000\n\n"  # reconnect after a second
         in_event = False  # a commit point larger than a chunk comes in pieces: one event, sent as they come
-        async for point in stream:
-            if point is None:
-                yield b": heartbeat\n\n"
-                continue
-            data = records_bytes(point.records, IsolationLevel.READ_COMMITTED)
-            out = b"," + data if in_event else b'id: %d\nevent: records\ndata: {"records":[%s' % (point.next_position, data)
-            in_event = not point.ends
-            yield out + b"]}\n\n" if point.ends else out
+        try:
+            async for point in stream:
+                if point is None:
+                    yield b": heartbeat\n\n"
+                    continue
+                data = records_bytes(point.records, IsolationLevel.READ_COMMITTED)
+                out = b"," + data if in_event else b'id: %d\nevent: records\ndata: {"records":[%s' % (point.next_position, data)
+                in_event = not point.ends
+                yield out + b"]}\n\n" if point.ends else out
+        except OutboxError as e:
+            # Once the stream has begun its status is sent: the refusal (a deleted topic, a log
+            # cut past the position) is its last event, which says why it ends.
+            body = error_body(e.error_code, e.message, e.retriable, e.details or None)
+            yield b"event: error\ndata: %s\n\n" % orjson.dumps(body)
 
     return PlaceHoldingStreamingResponse(events(), on_close=stream.close, media_type="text/event-stream",
                                          headers=SSE_HEADERS)
