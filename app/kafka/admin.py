@@ -486,7 +486,8 @@ class AdminApis:
             if unknown and states is None:
                 listed = []  # only filters naming no state: Kafka lists nothing
             else:
-                listed = self.services.coordinator.list(states, LIST_LIMIT, None if duration < 0 else duration)
+                listed = (self.services.coordinator.list(states, LIST_LIMIT) if duration < 0
+                          else self.services.coordinator.list_begun_before(states, LIST_LIMIT, duration))
         except OutboxError as e:
             return build(m.ListTransactionsResponse, throttle_time=_NO_WAIT, error_code=error_code(e),
                          unknown_state_filters=unknown, transaction_states=())

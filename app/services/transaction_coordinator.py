@@ -35,6 +35,8 @@ from app.domain.errors import (
 from app.domain.transaction import (
     COMPLETING_STATES,
     IDLE_STATES,
+    OPEN_STATE_NAMES,
+    OPEN_TRANSACTION_STATES,
     PreparedTxnRef,
     TransactionMetadata,
     classify_recovery,
@@ -567,12 +569,31 @@ class TransactionCoordinator:
         self, states: list[TransactionState] | None, limit: int, min_age_ms: int | None = None,
         transactional_id_prefix: str | None = None,
     ) -> list[TransactionMetadata]:
-        """Transactions, optionally only those in `states` whose current transaction has been
-        open at least min_age_ms and whose transactional id starts with transactional_id_prefix."""
-        started_before = None if min_age_ms is None else self.clock() - min_age_ms
+        """Transactions, optionally only those in `states`, only those open (an
+        OPEN_TRANSACTION_STATES state) for at least min_age_ms, and only the transactional ids
+        that start with transactional_id_prefix. A state with no transaction open, asked for
+        with min_age_ms, is refused: the list would always be empty."""
+        ended = [s.value for s in states or () if s not in OPEN_TRANSACTION_STATES]
+        if min_age_ms is not None and ended:
+            raise InvalidRequest(
+                f"min_age_ms lists open transactions only (states {OPEN_STATE_NAMES}); in state "
+                f"{', '.join(ended)} no transaction is open: list {'it' if len(ended) == 1 else 'them'} "
+                "without min_age_ms"
+            )
+        open_since = None if min_age_ms is None else self.clock() - min_age_ms
         with self.db.read() as conn:
-            return txns.list_all(conn, states=states, started_before_ms=started_before,
+            return txns.list_all(conn, states=states, open_since_ms=open_since,
                                  transactional_id_prefix=transactional_id_prefix, limit=limit)
+
+    def list_begun_before(
+        self, states: list[TransactionState] | None, limit: int, duration_ms: int,
+    ) -> list[TransactionMetadata]:
+        """Kafka's ListTransactions with a DurationFilter: the transactional ids, optionally
+        only those in `states`, whose last transaction began more than duration_ms ago, in
+        whatever state it is now (Kafka's coordinator compares the start time alone, and an id
+        that began none as begun at -1)."""
+        with self.db.read() as conn:
+            return txns.list_all(conn, states=states, begun_before_ms=self.clock() - duration_ms, limit=limit)
 
 
 def _check_joint_commit(transactional_id: str, prepared: Sequence[PreparedTxnRef], commit: bool) -> None:
