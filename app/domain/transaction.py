@@ -52,6 +52,9 @@ VALID_PREVIOUS_STATES: dict[TransactionState, frozenset[TransactionState]] = {
     S.DEAD: frozenset({S.EMPTY, S.COMPLETE_COMMIT, S.COMPLETE_ABORT}),
 }
 
+# States of a transaction not decided yet: a fence (timeout, a new instance, an operator's
+# abort) aborts it.
+UNDECIDED_STATES = frozenset({S.ONGOING, S.PREPARED})
 # States in which a transaction has been decided but its control markers may still be missing.
 COMPLETING_STATES = frozenset({S.PREPARE_COMMIT, S.PREPARE_ABORT, S.PREPARE_EPOCH_FENCE})
 # States from which a new transaction may begin or a new producer epoch may be handed out.
@@ -62,7 +65,7 @@ IDLE_STATES = frozenset({S.EMPTY, S.COMPLETE_COMMIT, S.COMPLETE_ABORT})
 # one meaning of "open" for a list: its age_ms (`age_ms`) and its `min_age_ms` filter. The other
 # states (idle, Dead) have no transaction in progress; an ended one keeps its start time, but
 # has not been open since.
-OPEN_TRANSACTION_STATES = frozenset({S.ONGOING, S.PREPARED}) | COMPLETING_STATES
+OPEN_TRANSACTION_STATES = UNDECIDED_STATES | COMPLETING_STATES
 # Their names in the enum's order, as messages and the API's descriptions give them.
 OPEN_STATE_NAMES = ", ".join(s.value for s in S if s in OPEN_TRANSACTION_STATES)
 

@@ -37,6 +37,7 @@ from app.domain.transaction import (
     IDLE_STATES,
     OPEN_STATE_NAMES,
     OPEN_TRANSACTION_STATES,
+    UNDECIDED_STATES,
     PreparedTxnRef,
     TransactionMetadata,
     classify_recovery,
@@ -54,7 +55,7 @@ from app.domain.transit import (
     next_epoch,
     prepare_transition,
 )
-from app.domain.types import TransactionState, TransactionVersion
+from app.domain.types import TRANSACTION_LIST_MAX, TransactionState, TransactionVersion
 from app.settings import Settings
 from app.storage import groups, producers, topics
 from app.storage import transactions as txns
@@ -218,7 +219,7 @@ class TransactionCoordinator:
             if meta.state is S.PREPARED and keep_prepared_txn:
                 return self._take_over_prepared(conn, meta, timeout_ms, now, producer_epoch, is_retry, principal,
                                                 version)
-            if meta.state in (S.ONGOING, S.PREPARED):
+            if meta.state in UNDECIDED_STATES:
                 # A new instance fences the old one (or, KIP-360, the live instance recovers):
                 # bump the epoch and abort the open transaction. A KIP-360 caller's retry
                 # is then recognised by last_producer_epoch.
@@ -538,7 +539,7 @@ class TransactionCoordinator:
         now = self.clock()
         with self.db.write() as conn:
             meta = require(conn, transactional_id, lock=RowLock.UPDATE)
-            if meta.state in (S.ONGOING, S.PREPARED):
+            if meta.state in UNDECIDED_STATES:
                 meta = fence(conn, meta, now, Fence(FenceReason.ADMIN))
             elif meta.state is not S.PREPARE_ABORT:
                 raise InvalidTxnState(
@@ -553,8 +554,10 @@ class TransactionCoordinator:
         Optionally only the transactional ids that start with transactional_id_prefix."""
         with self.db.read() as conn:
             stale = now_ms - self.settings.max_transaction_timeout_ms
-            # At most the 10,000 open and 10,000 decided ones the two lists it was built from held.
-            return txns.list_hanging(conn, stale, limit=20_000, transactional_id_prefix=transactional_id_prefix)
+            # At most a list's maximum of open ones and as many decided ones: the two lists it
+            # was built from, one of each, held that many.
+            return txns.list_hanging(conn, stale, limit=2 * TRANSACTION_LIST_MAX,
+                                     transactional_id_prefix=transactional_id_prefix)
 
     # --- Describe ---------------------------------------------------------------------------
 

@@ -11,7 +11,7 @@ from sqlalchemy import Connection, and_, bindparam, delete, func, insert, or_, s
 from sqlalchemy.exc import DBAPIError
 
 from app.domain.errors import ConcurrentTransactions
-from app.domain.transaction import OPEN_TRANSACTION_STATES, TransactionMetadata
+from app.domain.transaction import IDLE_STATES, OPEN_TRANSACTION_STATES, TransactionMetadata
 from app.domain.transit import TxnTransit
 from app.domain.types import ProducerEpoch, ProducerId, TransactionState, TransactionVersion, TxnId
 from app.storage import dialect
@@ -311,8 +311,7 @@ def timed_out_ids(conn: Connection, now_ms: int, limit: int) -> list[str]:
 
 def expired_ids(conn: Connection, now_ms: int, expiration_ms: int, limit: int) -> list[str]:
     """Idle transactional_ids unused for expiration_ms (never one with an open transaction)."""
-    idle = [TransactionState.EMPTY.value, TransactionState.COMPLETE_COMMIT.value,
-            TransactionState.COMPLETE_ABORT.value]
+    idle = [s.value for s in IDLE_STATES]
     return list(
         conn.execute(
             select(transactions.c.transactional_id)
