@@ -23,18 +23,17 @@ def transactions(settings: Settings, args: argparse.Namespace) -> int:
     """Operator tools against the configured database (like kafka-transactions.sh), in the
     HTTP API's shapes (GET /v1/transactions, GET /v1/transactions/{id})."""
     from app.domain.clock import system_clock
-    from app.domain.types import OPEN_TRANSACTION_STATES, TransactionState
+    from app.domain.types import TransactionState
 
     services = open_services(settings)
     coordinator = services.coordinator
     now = system_clock()
 
     def summary(m) -> dict:  # type: ignore[no-untyped-def]
-        open_ = m.state in OPEN_TRANSACTION_STATES and m.txn_started_ms is not None
         return {"transactional_id": m.transactional_id, "state": m.state.value,
                 "producer_id": m.producer_id, "producer_epoch": m.producer_epoch, "txn_id": m.txn_id,
                 "transaction_timeout_ms": m.transaction_timeout_ms, "txn_started_ms": m.txn_started_ms,
-                "age_ms": max(0, now - m.txn_started_ms) if open_ else None, "updated_ms": m.updated_ms,
+                "age_ms": m.age_ms(now), "updated_ms": m.updated_ms,
                 "transaction_version": m.transaction_version}
 
     def description(view) -> dict:  # type: ignore[no-untyped-def]
@@ -150,6 +149,7 @@ def reset_answer(group_id: str, body: dict, service) -> dict:  # type: ignore[no
 
 def add_commands(command: Command, verbose: argparse.ArgumentParser) -> None:
     from app.domain.topic_config import CONFIG_KEYS
+    from app.domain.transaction import OPEN_STATE_NAMES
     from app.domain.types import TRANSACTION_LIST_DEFAULT, TRANSACTION_LIST_MAX, TransactionState
 
     tx = command("transactions", help="operator tools: list, describe, hanging, abort")
@@ -158,7 +158,7 @@ def add_commands(command: Command, verbose: argparse.ArgumentParser) -> None:
     tl.add_argument("--state", action="append", choices=[state.value for state in TransactionState],
                     metavar="STATE", help="e.g. Ongoing (repeatable)")
     tl.add_argument("--min-age-ms", type=non_negative, default=None, metavar="MS",
-                    help="only transactions open at least this long")
+                    help=f"only transactions open ({OPEN_STATE_NAMES}) at least this long")
     tl.add_argument("--limit", type=between(1, TRANSACTION_LIST_MAX), default=TRANSACTION_LIST_DEFAULT, metavar="N",
                     help=f"at most this many (1 to {TRANSACTION_LIST_MAX:,}; default {TRANSACTION_LIST_DEFAULT:,})")
     th = txs.add_parser("hanging", parents=[verbose],

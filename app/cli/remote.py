@@ -95,7 +95,8 @@ class Remote:
                 # Whatever answered is not the service (a web server, a proxy's error page):
                 # its body would be a page of HTML on the operator's one line.
                 raise CommandError(f"{self.url} answered {method} {path} with HTTP {e.status} and no outbox "
-                                   f"error: {_NOT_OUTBOX}") from None
+                                   f"error: {_foreign(e.status)}",
+                                   EXIT_AUTH if e.status in AUTH_STATUSES else EXIT_FAILURE) from None
             if e.error_code == _NO_ROUTE:
                 raise CommandError(f"{e.error_code}: the service at {self.url} has no route {path}: {_NOT_OUTBOX}",
                                    EXIT_FAILURE) from None
@@ -114,6 +115,21 @@ class Remote:
 
 
 _NOT_OUTBOX = "is --url the outbox service's address, e.g. http://127.0.0.1:8000 (no path)?"
+
+
+def _foreign(status: int | None) -> str:
+    """What an answer that is not the service's tells the operator, by its status."""
+    if status in AUTH_STATUSES:
+        # An authenticating proxy in front of the service: still a matter of who is calling
+        # (EXIT_AUTH), and the address may well be right.
+        return ("something in front of the service (an authenticating proxy?) "
+                + ("asked for credentials" if status == 401 else "refused the request"))
+    if status is not None and status >= 500:
+        # A proxy or load balancer whose service behind it is down or failing: the address is
+        # the proxy's, and likely right.
+        return "something in front of the service (a proxy, a load balancer?) answered it: is the service up behind it?"
+    # A page (2xx), a redirect, no such path (404): another server at that address.
+    return _NOT_OUTBOX
 
 
 def segment(text: str) -> str:

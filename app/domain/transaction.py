@@ -52,13 +52,22 @@ VALID_PREVIOUS_STATES: dict[TransactionState, frozenset[TransactionState]] = {
     S.DEAD: frozenset({S.EMPTY, S.COMPLETE_COMMIT, S.COMPLETE_ABORT}),
 }
 
+# States of a transaction not decided yet: a fence (timeout, a new instance, an operator's
+# abort) aborts it.
+UNDECIDED_STATES = frozenset({S.ONGOING, S.PREPARED})
 # States in which a transaction has been decided but its control markers may still be missing.
 COMPLETING_STATES = frozenset({S.PREPARE_COMMIT, S.PREPARE_ABORT, S.PREPARE_EPOCH_FENCE})
 # States from which a new transaction may begin or a new producer epoch may be handed out.
 IDLE_STATES = frozenset({S.EMPTY, S.COMPLETE_COMMIT, S.COMPLETE_ABORT})
-# States with no transaction in progress: one that ended keeps its start time, but a list of
-# transactions open at least some time (min_age_ms) leaves it out.
-ENDED_STATES = IDLE_STATES | {S.DEAD}
+# An open transaction: begun and not completed, undecided (Ongoing, Prepared) or decided and
+# still completing. Its records hold back its partitions' last stable offset until its markers
+# are written, so a transaction stuck completing is as open as one never decided. It is the
+# one meaning of "open" for a list: its age_ms (`age_ms`) and its `min_age_ms` filter. The other
+# states (idle, Dead) have no transaction in progress; an ended one keeps its start time, but
+# has not been open since.
+OPEN_TRANSACTION_STATES = UNDECIDED_STATES | COMPLETING_STATES
+# Their names in the enum's order, as messages and the API's descriptions give them.
+OPEN_STATE_NAMES = ", ".join(s.value for s in S if s in OPEN_TRANSACTION_STATES)
 
 
 def check_transition(current: TransactionState, target: TransactionState) -> None:
@@ -183,6 +192,14 @@ class TransactionMetadata:
             raise InvalidTxnState(
                 f"transaction is {self.state.value}; call begin first", state=self.state.value
             )
+
+    def age_ms(self, now_ms: int) -> int | None:
+        """How long its transaction has been open, from its start (kept through the decision
+        and completion, until the next InitProducerId); None when none is open."""
+        if self.state not in OPEN_TRANSACTION_STATES or self.txn_started_ms is None:
+            return None
+        # Not below 0: a transaction begun by a process whose clock is ahead of this one's.
+        return max(0, now_ms - self.txn_started_ms)
 
     def is_timed_out(self, now_ms: int) -> bool:
         return (

@@ -21,7 +21,7 @@ import enum
 from dataclasses import dataclass, replace
 
 from app.domain.errors import InvalidTxnState
-from app.domain.transaction import TransactionMetadata, check_transition
+from app.domain.transaction import IDLE_STATES, UNDECIDED_STATES, TransactionMetadata, check_transition
 from app.domain.types import MAX_PRODUCER_EPOCH, ProducerEpoch, TransactionState, TransactionVersion, TxnId
 
 S = TransactionState
@@ -221,9 +221,9 @@ def prepare_transition(meta: TransactionMetadata, event: Event, now_ms: int) -> 
 
 
 # Where SpeakVersion may change the version: an idle id (its next transaction begins in it) or
-# an open transaction (the EndTxn that ends it decides with its own version's rules). A decided
-# one has taken its version's rules already.
-_SPEAKING_STATES = frozenset({S.EMPTY, S.COMPLETE_COMMIT, S.COMPLETE_ABORT, S.ONGOING, S.PREPARED})
+# an undecided transaction (the EndTxn that ends it decides with its own version's rules). A
+# decided one has taken its version's rules already.
+_SPEAKING_STATES = IDLE_STATES | UNDECIDED_STATES
 
 
 def speaking(meta: TransactionMetadata, transaction_version: TransactionVersion | None,

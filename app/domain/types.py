@@ -38,10 +38,6 @@ class TransactionState(str, enum.Enum):
     DEAD = "Dead"
 
 
-# The states of an open transaction, whose age (since its txn_started_ms) a list shows.
-OPEN_TRANSACTION_STATES = frozenset({TransactionState.ONGOING, TransactionState.PREPARED})
-
-
 class TransactionVersion(enum.IntEnum):
     """Kafka's transaction protocol version, chosen per producer at InitProducerId over HTTP;
     over Kafka's wire the versions of a client's requests tell it, as they tell Kafka's

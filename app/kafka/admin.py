@@ -33,7 +33,7 @@ from app.domain.errors import (
     TransactionalIdNotFound,
     UnknownTopicOrPartition,
 )
-from app.domain.types import TransactionState, ValueFormat
+from app.domain.types import TRANSACTION_LIST_MAX, TransactionState, ValueFormat
 from app.domain.topic_config import CONFIG_KEYS, ConfigTextError, TopicConfig, new_topic_config, parse_config_text
 from app.kafka.auth import access, refusal_code
 from app.kafka.errors import error_code
@@ -45,9 +45,8 @@ _NO_WAIT = datetime.timedelta(0)
 # epoch; and the schema's default, the epoch, for a transactional id it could not describe.
 _NO_TIME = datetime.datetime.fromtimestamp(-0.001, tz=datetime.timezone.utc)
 _EPOCH = datetime.datetime.fromtimestamp(0, tz=datetime.timezone.utc)
-# The most transactions one ListTransactions answers (as GET /v1/transactions' largest limit),
-# and producers one partition of DescribeProducers.
-LIST_LIMIT = 10_000
+# The most producers one partition of DescribeProducers answers.
+DESCRIBE_PRODUCERS_MAX = 10_000
 # Kafka topic configs that tune how a broker lays its log out in files: segments, their indexes,
 # flushes to disk, the record format the files hold (message.format.version, which Kafka 3.0 and
 # later ignore as well: a Fetch here always answers v2 record batches). The log here is rows of
@@ -486,7 +485,9 @@ class AdminApis:
             if unknown and states is None:
                 listed = []  # only filters naming no state: Kafka lists nothing
             else:
-                listed = self.services.coordinator.list(states, LIST_LIMIT, None if duration < 0 else duration)
+                # At most as many as GET /v1/transactions' largest limit.
+                listed = (self.services.coordinator.list(states, TRANSACTION_LIST_MAX) if duration < 0
+                          else self.services.coordinator.list_begun_before(states, TRANSACTION_LIST_MAX, duration))
         except OutboxError as e:
             return build(m.ListTransactionsResponse, throttle_time=_NO_WAIT, error_code=error_code(e),
                          unknown_state_filters=unknown, transaction_states=())
@@ -511,7 +512,7 @@ class AdminApis:
                                           error_message=None, active_producers=()))
                     continue
                 try:
-                    active = self.services.log.describe_producers(t.name, p, LIST_LIMIT)
+                    active = self.services.log.describe_producers(t.name, p, DESCRIBE_PRODUCERS_MAX)
                 except OutboxError as e:
                     answered.append(build(m.PartitionResponse, partition_index=p, error_code=error_code(e),
                                           error_message=e.message, active_producers=()))

@@ -49,7 +49,7 @@ from app.services.group_membership import (
     prepare_rebalance,
 )
 from app.settings import Settings
-from app.storage import groups, offsets
+from app.storage import groups
 from app.storage.dialect import RowLock
 from app.storage.engine import Database
 
@@ -291,14 +291,13 @@ class ClassicGroupProtocol:
 
     def describe(self, group_ids: list[str]) -> list[GroupDescription]:
         """Each group as DescribeGroups shows it: `Dead` for one the service does not know
-        (no row, no offsets committed or pending), `Empty` for one without members."""
+        (groups.known: no row, no offsets committed or pending), `Empty` for one without members."""
         with self.db.read() as conn:
             out = []
             for group_id in group_ids:
                 g = groups.group(conn, group_id)
                 members = groups.members(conn, group_id)
-                if g is None and not offsets.fetch(conn, group_id) and not offsets.pending_partitions(
-                        conn, group_id, None):
+                if not groups.known(conn, group_id):
                     state = GroupState.DEAD
                 else:
                     state = GroupState.EMPTY if g is None or not members else GroupState(g.state.value)

@@ -35,6 +35,9 @@ from app.domain.errors import (
 from app.domain.transaction import (
     COMPLETING_STATES,
     IDLE_STATES,
+    OPEN_STATE_NAMES,
+    OPEN_TRANSACTION_STATES,
+    UNDECIDED_STATES,
     PreparedTxnRef,
     TransactionMetadata,
     classify_recovery,
@@ -52,7 +55,7 @@ from app.domain.transit import (
     next_epoch,
     prepare_transition,
 )
-from app.domain.types import TransactionState, TransactionVersion
+from app.domain.types import TRANSACTION_LIST_MAX, TransactionState, TransactionVersion
 from app.settings import Settings
 from app.storage import groups, producers, topics
 from app.storage import transactions as txns
@@ -216,7 +219,7 @@ class TransactionCoordinator:
             if meta.state is S.PREPARED and keep_prepared_txn:
                 return self._take_over_prepared(conn, meta, timeout_ms, now, producer_epoch, is_retry, principal,
                                                 version)
-            if meta.state in (S.ONGOING, S.PREPARED):
+            if meta.state in UNDECIDED_STATES:
                 # A new instance fences the old one (or, KIP-360, the live instance recovers):
                 # bump the epoch and abort the open transaction. A KIP-360 caller's retry
                 # is then recognised by last_producer_epoch.
@@ -536,7 +539,7 @@ class TransactionCoordinator:
         now = self.clock()
         with self.db.write() as conn:
             meta = require(conn, transactional_id, lock=RowLock.UPDATE)
-            if meta.state in (S.ONGOING, S.PREPARED):
+            if meta.state in UNDECIDED_STATES:
                 meta = fence(conn, meta, now, Fence(FenceReason.ADMIN))
             elif meta.state is not S.PREPARE_ABORT:
                 raise InvalidTxnState(
@@ -551,8 +554,10 @@ class TransactionCoordinator:
         Optionally only the transactional ids that start with transactional_id_prefix."""
         with self.db.read() as conn:
             stale = now_ms - self.settings.max_transaction_timeout_ms
-            # At most the 10,000 open and 10,000 decided ones the two lists it was built from held.
-            return txns.list_hanging(conn, stale, limit=20_000, transactional_id_prefix=transactional_id_prefix)
+            # At most a list's maximum of open ones and as many decided ones: the two lists it
+            # was built from, one of each, held that many.
+            return txns.list_hanging(conn, stale, limit=2 * TRANSACTION_LIST_MAX,
+                                     transactional_id_prefix=transactional_id_prefix)
 
     # --- Describe ---------------------------------------------------------------------------
 
@@ -567,12 +572,31 @@ class TransactionCoordinator:
         self, states: list[TransactionState] | None, limit: int, min_age_ms: int | None = None,
         transactional_id_prefix: str | None = None,
     ) -> list[TransactionMetadata]:
-        """Transactions, optionally only those in `states` whose current transaction has been
-        open at least min_age_ms and whose transactional id starts with transactional_id_prefix."""
-        started_before = None if min_age_ms is None else self.clock() - min_age_ms
+        """Transactions, optionally only those in `states`, only those open (an
+        OPEN_TRANSACTION_STATES state) for at least min_age_ms, and only the transactional ids
+        that start with transactional_id_prefix. A state with no transaction open, asked for
+        with min_age_ms, is refused: the list would always be empty."""
+        ended = [s.value for s in states or () if s not in OPEN_TRANSACTION_STATES]
+        if min_age_ms is not None and ended:
+            raise InvalidRequest(
+                f"min_age_ms lists open transactions only (states {OPEN_STATE_NAMES}); in state "
+                f"{', '.join(ended)} no transaction is open: list {'it' if len(ended) == 1 else 'them'} "
+                "without min_age_ms"
+            )
+        open_since = None if min_age_ms is None else self.clock() - min_age_ms
         with self.db.read() as conn:
-            return txns.list_all(conn, states=states, started_before_ms=started_before,
+            return txns.list_all(conn, states=states, open_since_ms=open_since,
                                  transactional_id_prefix=transactional_id_prefix, limit=limit)
+
+    def list_begun_before(
+        self, states: list[TransactionState] | None, limit: int, duration_ms: int,
+    ) -> list[TransactionMetadata]:
+        """Kafka's ListTransactions with a DurationFilter: the transactional ids, optionally
+        only those in `states`, whose last transaction began more than duration_ms ago, in
+        whatever state it is now (Kafka's coordinator compares the start time alone, and an id
+        that began none as begun at -1)."""
+        with self.db.read() as conn:
+            return txns.list_all(conn, states=states, begun_before_ms=self.clock() - duration_ms, limit=limit)
 
 
 def _check_joint_commit(transactional_id: str, prepared: Sequence[PreparedTxnRef], commit: bool) -> None:

@@ -11,7 +11,7 @@ from sqlalchemy import Connection, and_, bindparam, delete, func, insert, or_, s
 from sqlalchemy.exc import DBAPIError
 
 from app.domain.errors import ConcurrentTransactions
-from app.domain.transaction import ENDED_STATES, TransactionMetadata
+from app.domain.transaction import IDLE_STATES, OPEN_TRANSACTION_STATES, TransactionMetadata
 from app.domain.transit import TxnTransit
 from app.domain.types import ProducerEpoch, ProducerId, TransactionState, TransactionVersion, TxnId
 from app.storage import dialect
@@ -186,16 +186,23 @@ def list_all(
     conn: Connection,
     *,
     states: list[TransactionState] | None = None,
-    started_before_ms: int | None = None,
+    open_since_ms: int | None = None,
+    begun_before_ms: int | None = None,
     transactional_id_prefix: str | None = None,
     limit: int = 1000,
 ) -> list[TransactionMetadata]:
-    stmt = select(transactions).order_by(transactions.c.transactional_id).limit(limit)
+    """`open_since_ms`: only open transactions (OPEN_TRANSACTION_STATES) begun then or earlier.
+    `begun_before_ms`: only transactional ids whose last transaction began before then, in any
+    state, one that never began counting as begun at Kafka's -1 (Kafka's DurationFilter)."""
+    t = transactions.c
+    stmt = select(transactions).order_by(t.transactional_id).limit(limit)
     if states:
-        stmt = stmt.where(transactions.c.state.in_([s.value for s in states]))
-    if started_before_ms is not None:
-        stmt = stmt.where(transactions.c.txn_started_ms <= started_before_ms,
-                          transactions.c.state.not_in([s.value for s in ENDED_STATES]))
+        stmt = stmt.where(t.state.in_([s.value for s in states]))
+    if open_since_ms is not None:
+        stmt = stmt.where(t.txn_started_ms <= open_since_ms,
+                          t.state.in_([s.value for s in OPEN_TRANSACTION_STATES]))
+    if begun_before_ms is not None:
+        stmt = stmt.where(func.coalesce(t.txn_started_ms, -1) < begun_before_ms)
     if transactional_id_prefix is not None:
         stmt = stmt.where(_id_starts_with(transactional_id_prefix, conn.dialect.name))
     return [_metadata(r) for r in conn.execute(stmt)]
@@ -304,8 +311,7 @@ def timed_out_ids(conn: Connection, now_ms: int, limit: int) -> list[str]:
 
 def expired_ids(conn: Connection, now_ms: int, expiration_ms: int, limit: int) -> list[str]:
     """Idle transactional_ids unused for expiration_ms (never one with an open transaction)."""
-    idle = [TransactionState.EMPTY.value, TransactionState.COMPLETE_COMMIT.value,
-            TransactionState.COMPLETE_ABORT.value]
+    idle = [s.value for s in IDLE_STATES]
     return list(
         conn.execute(
             select(transactions.c.transactional_id)

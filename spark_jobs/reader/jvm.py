@@ -200,8 +200,10 @@ def read_jvm(spark: Any, options: SourceOptions, splits: Sequence[Split]) -> Any
     assert isinstance(schema, StructType)
     # Not DataFrame.to(schema): beside refusing NOT NULL, it rebuilds every map row by row
     # (map_from_arrays over transform) even when the types are equal: 1.44 s against 1.29 s
-    # for 0.5 M rows (benchmarks/spark_source.py, jvm against jvm_nullable). record_columns
-    # over the declared relation gives the schema as it is (tests/spark/test_jvm_reader.py).
+    # without it for 0.5 M rows, in a one-off measurement of a first form that ended with it
+    # (docs/SPARK.md, "The JVM read measured"; the benchmark no longer has that form).
+    # record_columns over the declared relation gives the schema as it is
+    # (tests/spark/test_jvm_reader.py).
     return record_columns(declared(spark, stored_rows(spark, options, splits), schema), options)
 
 

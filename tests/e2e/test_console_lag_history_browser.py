@@ -2,19 +2,21 @@
 serve` that samples the groups' lag every 500 ms (GET /v1/console/lag-history): a page opened
 after the groups started lagging plots what the service kept, names the groups that lag most
 now with their totals, and follows a group that catches up without a reload, each group
-keeping its colour when the ranks change. The ACL and
+keeping its colour when the ranks change; a group's page opens with what the service kept of
+its lag, for a principal that may describe the group and its topic but not the cluster too. The ACL and
 principal pages list what GET /v1/acls and GET /v1/principals answer, never a key. Screenshots
 saved (OUTBOX_SCREENSHOT_DIR, or .artifacts/screenshots) and their paths printed."""
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Iterator
 
 import pytest
 
 from tests.e2e.conftest import Launcher, ServiceProcess, provisioned
-from tests.e2e.test_console_browser import WAIT_MS, Console, console, ok  # noqa: F401 - a fixture
+from tests.e2e.test_console_browser import WAIT_MS, Console, console, ok, sign_in  # noqa: F401 - a fixture
 from tests.e2e.test_docs_browser import browser  # noqa: F401 - a fixture
 
 pytestmark = [pytest.mark.e2e, pytest.mark.browser]
@@ -117,6 +119,50 @@ def test_a_groups_page_opens_with_the_lag_the_service_kept_so_a_reload_keeps_its
         expect(c.page.locator("#total-lag")).to_have_text("5", timeout=WAIT_MS)
         assert int(c.page.locator("#lag-chart").get_attribute("data-points")) >= 6
         c.screenshot("console-group-lag-kept.png")
+
+
+@pytest.fixture(scope="module")
+def secured(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[ServiceProcess, str, str]]:
+    """Authentication on: User:admin a super user, User:viewer with describe on the group
+    `billing` and the topic `invoices` and nothing on the cluster."""
+    with provisioned("sqlite", tmp_path_factory.mktemp("lag-history-secured")) as backend:
+        launcher = Launcher(backend)
+        try:
+            server = launcher.server(authentication="api_key", super_users="User:admin", **SETTINGS)
+            admin = json.loads(launcher.cli("principals", "create", "admin"))["api_key"]
+            viewer = json.loads(launcher.cli("principals", "create", "viewer"))["api_key"]
+            for resource in (("--group", "billing"), ("--topic", "invoices")):
+                launcher.cli("acls", "add", "--allow-principal", "User:viewer", "--operation", "describe", *resource)
+            yield server, admin, viewer
+        finally:
+            launcher.close()
+
+
+def test_a_groups_page_opens_with_the_kept_lag_for_a_principal_without_describe_on_the_cluster(
+        request: pytest.FixtureRequest, secured: tuple[ServiceProcess, str, str],
+        capsys: pytest.CaptureFixture[str]) -> None:
+    from playwright.sync_api import expect
+
+    server, admin, viewer = secured
+    with server.client(headers={"Authorization": f"Bearer {admin}"}) as api:
+        ok(api.post("/v1/topics", json={"name": "invoices"}))
+        ok(api.post("/v1/records", json={"batches": [{"topic": "invoices", "partition": 0, "records": [
+            {"value": i} for i in range(6)]}]}))
+        _commit(api, "billing", "invoices", 1)  # lag 5
+        _wait_for_samples(api, "billing", 5, 6)
+    c = Console(request.getfixturevalue("browser"), server.url, capsys)
+    try:
+        c.open("#/groups/billing")
+        sign_in(c, viewer)
+
+        expect(c.page.locator("#total-lag")).to_have_text("5", timeout=WAIT_MS)
+        # The history filters by the group and its topics and never refuses: the kept samples
+        # are there, and nothing the page asked was refused after the sign-in.
+        assert int(c.page.locator("#lag-chart").get_attribute("data-points")) >= 6
+        assert [r for r in c.refused if "/v1/console/lag-history" in r] == []
+        c.check_clean(server.port)  # type: ignore[arg-type]
+    finally:
+        c.close()
 
 
 def test_the_acl_and_principal_pages_list_the_apis_bindings_and_keys(console: Console,  # noqa: F811

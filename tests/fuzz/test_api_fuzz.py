@@ -277,7 +277,7 @@ def _explicit(s: Seed) -> list[tuple[str, str, dict, dict, Any]]:
         ("GET", "/v1/groups/{group_id}/offsets", {"group_id": "committed-group"},
          {"topic": "orders", "require_stable": True}, None),
         ("GET", "/v1/groups/{group_id}", {"group_id": "member-group"}, {}, None),
-        ("GET", "/v1/transactions", {}, {"state": ["Ongoing", "Empty"], "min_age_ms": 0}, None),
+        ("GET", "/v1/transactions", {}, {"state": ["Ongoing", "PrepareCommit"], "min_age_ms": 0}, None),
         ("GET", "/v1/transactions", {}, {"hanging": True}, None),
         ("GET", "/v1/transactions/{transactional_id}", {"transactional_id": "open-txn"}, {}, None),
         ("GET", "/v1/topics/{topic}", {"topic": "payments"}, {}, None),

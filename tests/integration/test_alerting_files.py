@@ -141,27 +141,65 @@ def _of_instance(expr: str, instance: str) -> str:
     return re.sub(rf"\b({names})\b(\{{[^}}]*\}})?", narrow, expr)
 
 
-def test_no_dashboard_query_counts_a_database_gauge_once_per_scraped_process(tmp_path: Path) -> None:
-    """Two `serve` processes scraped answer every dashboard query on the database gauges as one
-    does: a query that summed them across processes would double with each process added."""
-    # Grafana's variables, set to their "All" value.
-    queries = [e.replace("$group", ".*").replace("$topic", ".*") for e in dashboard_expressions()
-               if metric_names(e) & set(_DATABASE_GAUGES) and not e.startswith("label_values(")]
-    assert len(queries) >= 15
+def _same_over_one_process(queries: list[str], unit: Path) -> subprocess.CompletedProcess[str]:
+    """promtool's unit test that each query answers over two processes scraped (instances a and
+    b, exporting the same values) what it answers over process a alone, and not nothing."""
     # Both processes export the same values, each gauge its own, rising (for the queries' rate()).
     series = [{"series": _of_instance(name + labels, instance), "values": f"{1000 + i * 7}+{i + 1}x20"}
               for i, (name, all_labels) in enumerate(sorted(_DATABASE_GAUGES.items()))
               for labels in all_labels for instance in ("a", "b")]
-    tests = {"tests": [{"interval": "1m", "input_series": series, "promql_expr_test": [
-        # Each query over both processes equals the same query over one; and it answers something.
-        check for q in queries for check in (
-            {"expr": f"count(({q}) != ({_of_instance(q, 'a')})) or vector(0)", "eval_time": "10m",
-             "exp_samples": [{"labels": "{}", "value": 0}]},
-            {"expr": f"count({_of_instance(q, 'a')}) > bool 0", "eval_time": "10m",
-             "exp_samples": [{"labels": "{}", "value": 1}]})]}]}
-    unit = tmp_path / "dashboard_test.yml"
-    unit.write_text(yaml.safe_dump(tests))
+    checks = []
+    for q in queries:
+        one = _of_instance(q, "a")
+        checks += [{"expr": expr, "eval_time": "10m", "exp_samples": [{"labels": "{}", "value": value}]}
+                   for expr, value in (
+                       # As many series: a query that answered one copy of each series per process
+                       # would have copies with no partner in the comparison below, unseen by it.
+                       (f"count({q}) - count({one})", 0),
+                       # None of them with another value (a sum across processes).
+                       (f"count(({q}) != ({one})) or vector(0)", 0),
+                       (f"count({one}) > bool 0", 1))]
+    unit.write_text(yaml.safe_dump({"tests": [{"interval": "1m", "input_series": series,
+                                               "promql_expr_test": checks}]}))
+    return promtool("test", "rules", str(unit))
 
-    done = promtool("test", "rules", str(unit))
+
+def test_no_dashboard_query_counts_a_database_gauge_once_per_scraped_process(tmp_path: Path) -> None:
+    """Two `serve` processes scraped answer every dashboard query on the database gauges as one
+    does: a query that summed them across processes would double with each process added, and
+    one that kept each process's series would list each twice."""
+    # Grafana's variables, set to their "All" value.
+    queries = [e.replace("$group", ".*").replace("$topic", ".*") for e in dashboard_expressions()
+               if metric_names(e) & set(_DATABASE_GAUGES) and not e.startswith("label_values(")]
+    assert len(queries) >= 15
+
+    done = _same_over_one_process(queries, tmp_path / "dashboard_test.yml")
+
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_the_one_process_check_catches_a_query_answering_a_copy_per_process(tmp_path: Path) -> None:
+    done = _same_over_one_process(['outbox_group_lag{group=~".*"}'], tmp_path / "copies_test.yml")
+
+    # Two series more over both processes, caught by the count alone.
+    assert done.returncode == 1
+    assert done.stderr.count("FAILED") == 1
+    assert (r'expr: "count(outbox_group_lag{group=~\".*\"}) - count(outbox_group_lag{instance=\"a\",group=~\".*\"})", '
+            'time: 10m,\n        exp: {} 0E+00\n        got: {} 2E+00') in done.stderr
+
+
+def test_the_one_process_check_catches_a_query_summing_the_processes(tmp_path: Path) -> None:
+    done = _same_over_one_process(['sum(outbox_group_lag{group=~".*"})'], tmp_path / "sum_test.yml")
+
+    # One series either way, with twice the value: caught by the comparison.
+    assert done.returncode == 1
+    assert done.stderr.count("FAILED") == 1
+    assert (r'expr: "count((sum(outbox_group_lag{group=~\".*\"})) != (sum(outbox_group_lag{instance=\"a\",'
+            r'group=~\".*\"}))) or vector(0)", time: 10m,' '\n        exp: {} 0E+00\n        got: {} 1E+00') in done.stderr
+
+
+def test_the_one_process_check_passes_a_query_taken_once_across_processes(tmp_path: Path) -> None:
+    done = _same_over_one_process(['max without (instance) (outbox_group_lag{group=~".*"})'],
+                                  tmp_path / "once_test.yml")
 
     assert done.returncode == 0, done.stdout + done.stderr

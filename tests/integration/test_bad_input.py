@@ -657,6 +657,7 @@ def transaction_cases() -> list[Case]:
         Case("list-min-age-negative", "GET", T, 422, V, params={"min_age_ms": -1}),
         Case("list-min-age-2**63", "GET", T, 422, V, params={"min_age_ms": 2**63}),
         Case("list-min-age-string", "GET", T, 422, V, params={"min_age_ms": "old"}),
+        Case("list-min-age-ended-state", "GET", T, 400, V, params={"state": "CompleteCommit", "min_age_ms": 0}),
         Case("list-hanging-bogus", "GET", T, 422, V, params={"hanging": "perhaps"}),
         Case("list-wrong-method", "POST", T, 405, "METHOD_NOT_ALLOWED", json={}),
     ]

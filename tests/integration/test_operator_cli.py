@@ -42,6 +42,16 @@ def test_operator_lists_describes_and_aborts_an_open_transaction(client, db_url)
     assert (r["state"], r["producer_epoch"]) == ("CompleteAbort", p["producer_epoch"] + 1)
 
 
+def test_transactions_list_by_age_in_a_state_with_none_open_is_refused(db_url):  # type: ignore[no-untyped-def]
+    done = _outbox(db_url, "transactions", "list", "--state", "CompleteCommit", "--min-age-ms", "0")
+
+    assert (done.returncode, done.stdout) == (1, "")
+    assert done.stderr == (
+        "outbox: error: INVALID_REQUEST: min_age_ms lists open transactions only (states Ongoing, Prepared, "
+        "PrepareCommit, PrepareAbort, PrepareEpochFence); in state CompleteCommit no transaction is open: list it "
+        "without min_age_ms\n")
+
+
 def test_swagger_ui_is_served(client):  # type: ignore[no-untyped-def]
     r = client.get("/docs")
     assert r.status_code == 200 and "swagger" in r.text.lower()

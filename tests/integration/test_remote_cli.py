@@ -596,6 +596,53 @@ def test_a_web_page_that_is_not_the_service_is_one_line_naming_the_url_not_the_p
         EXIT_FAILURE, "", f"outbox: error: {url} answered GET /v1/topics/clicks with HTTP 404 and no outbox error: {hint}\n")
 
 
+@pytest.fixture
+def proxy_page(request: pytest.FixtureRequest) -> Iterator[int]:
+    """A port where a proxy in front of the service answers every GET with its own HTML page
+    and the status the test is parametrized with (the service behind it never answers)."""
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    class Page(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:  # noqa: N802 - the name http.server calls
+            body = b"<html><body>Authorization Required / Bad Gateway</body></html>"
+            self.send_response(request.param)
+            self.send_header("content-type", "text/html")
+            self.send_header("content-length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Page)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield server.server_address[1]
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+@pytest.mark.parametrize(("proxy_page", "status", "line"), [
+    (401, EXIT_AUTH, "HTTP 401 and no outbox error: something in front of the service (an authenticating proxy?) "
+                     "asked for credentials"),
+    (403, EXIT_AUTH, "HTTP 403 and no outbox error: something in front of the service (an authenticating proxy?) "
+                     "refused the request"),
+    (502, EXIT_FAILURE, "HTTP 502 and no outbox error: something in front of the service (a proxy, a load "
+                        "balancer?) answered it: is the service up behind it?"),
+    (503, EXIT_FAILURE, "HTTP 503 and no outbox error: something in front of the service (a proxy, a load "
+                        "balancer?) answered it: is the service up behind it?"),
+], indirect=["proxy_page"], ids=["401", "403", "502", "503"])
+def test_a_proxy_s_own_refusal_or_failure_says_so_and_a_refusal_of_the_caller_is_exit_status_4(
+        outbox, proxy_page: int, status: int, line: str) -> None:  # type: ignore[no-untyped-def]
+    url = f"http://127.0.0.1:{proxy_page}"
+
+    done = outbox("--url", url, "topics", "list")
+
+    assert (done.status, done.out, done.err) == (status, "", f"outbox: error: {url} answered GET /v1/topics with {line}\n")
+
+
 def test_a_url_with_a_path_after_the_services_address_says_the_route_is_not_there(served, outbox) -> None:  # type: ignore[no-untyped-def]
     done = outbox("--url", f"{served.open_url}/v1", "topics", "list")
 

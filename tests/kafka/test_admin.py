@@ -22,7 +22,7 @@ from confluent_kafka.admin import (
 from kio.schema.errors import ErrorCode
 
 from app.kafka.protocol import request_class
-from tests.helpers import batch, begin, create_topic, init_producer, send
+from tests.helpers import batch, begin, create_topic, ident, init_producer, send
 from tests.kafka.conftest import Listener, ask
 
 pytestmark = pytest.mark.kafka
@@ -404,6 +404,33 @@ def test_list_transactions_filters_by_state_and_producer(kafka: Listener) -> Non
     assert [t.transactional_id for t in ongoing.transaction_states] == ["open-1"]
     assert ongoing.unknown_state_filters == ("Sleeping",)
     assert [t.transactional_id for t in by_producer.transaction_states] == ["open-1"]
+
+
+def test_list_transactions_duration_filter_is_kafka_s_began_more_than_that_long_ago(kafka: Listener, clock) -> None:  # type: ignore[no-untyped-def]
+    """As Kafka's coordinator: the start time alone decides, whatever the state now (a committed
+    transaction keeps its start), strictly longer than the duration, and an id that began no
+    transaction counts as begun at -1."""
+    from kio.schema.list_transactions.v1.request import ListTransactionsRequest
+
+    done = init_producer(kafka.client, "done-1")
+    begin(kafka.client, "done-1", done)
+    assert kafka.client.post("/v1/transactions/done-1/commit", json=ident(done)).json()["state"] == "CompleteCommit"
+    init_producer(kafka.client, "idle-1")
+    clock.advance(5_000)
+    begin(kafka.client, "open-1", init_producer(kafka.client, "open-1"))
+
+    def listed(states: tuple[str, ...], duration_ms: int) -> list[tuple[str, str]]:
+        with kafka.connect() as s:
+            answer = ask(s, 66, 1, ListTransactionsRequest(state_filters=states, producer_id_filters=(),
+                                                            duration_filter=duration_ms))
+        assert answer.error_code == ErrorCode.none
+        return sorted((t.transactional_id, t.transaction_state) for t in answer.transaction_states)
+
+    assert listed((), 4_999) == [("done-1", "CompleteCommit"), ("idle-1", "Empty")]
+    assert listed((), 5_000) == [("idle-1", "Empty")]
+    assert listed(("CompleteCommit",), 0) == [("done-1", "CompleteCommit")]
+    assert listed(("Ongoing",), 0) == []
+    assert listed(("Ongoing",), -1) == [("open-1", "Ongoing")]
 
 
 def test_describe_producers_shows_each_producer_s_state_and_open_transaction(kafka: Listener) -> None:

@@ -22,8 +22,8 @@ from app.api.schemas.transactions import (
     TransactionPartition,
     TransactionSummary,
 )
-from app.domain.transaction import PreparedTxnRef, TransactionMetadata
-from app.domain.types import OPEN_TRANSACTION_STATES, TRANSACTION_LIST_DEFAULT, TRANSACTION_LIST_MAX, TransactionState
+from app.domain.transaction import OPEN_STATE_NAMES, PreparedTxnRef, TransactionMetadata
+from app.domain.types import TRANSACTION_LIST_DEFAULT, TRANSACTION_LIST_MAX, TransactionState
 from app.api.routers.groups import group_metadata
 from app.domain.offsets import OffsetToStage
 from app.api.schemas.records import BatchResult
@@ -36,7 +36,6 @@ TransactionalIdPath = Annotated[str, Path(min_length=1, max_length=ID_MAX_LENGTH
 
 
 def _summary(meta: TransactionMetadata, now_ms: int) -> TransactionSummary:
-    open_ = meta.state in OPEN_TRANSACTION_STATES and meta.txn_started_ms is not None
     return TransactionSummary(
         transactional_id=meta.transactional_id,
         state=meta.state,
@@ -45,7 +44,7 @@ def _summary(meta: TransactionMetadata, now_ms: int) -> TransactionSummary:
         txn_id=meta.txn_id,
         transaction_timeout_ms=meta.transaction_timeout_ms,
         txn_started_ms=meta.txn_started_ms,
-        age_ms=max(0, now_ms - meta.txn_started_ms) if open_ else None,  # type: ignore[operator]
+        age_ms=meta.age_ms(now_ms),
         updated_ms=meta.updated_ms,
         transaction_version=meta.transaction_version,
     )
@@ -202,7 +201,9 @@ def list_transactions(
     services: ServicesDep,
     access: AccessDep,
     state: Annotated[list[TransactionState] | None, Query()] = None,
-    min_age_ms: Annotated[int | None, Query(ge=0, le=2**63 - 1, description="only transactions open at least this long")] = None,
+    min_age_ms: Annotated[int | None, Query(ge=0, le=2**63 - 1, description=(
+        f"only transactions open ({OPEN_STATE_NAMES}: their records hold back their partitions' last stable "
+        "offset) at least this long since they began; with a `state` in which none is open, 400 INVALID_REQUEST"))] = None,
     hanging: Annotated[bool, Query(description="only transactions open, or left completing, longer than the maximum transaction timeout")] = False,
     limit: Annotated[int, Query(ge=1, le=TRANSACTION_LIST_MAX)] = TRANSACTION_LIST_DEFAULT,
     transactional_id_prefix: Annotated[str | None, Query(

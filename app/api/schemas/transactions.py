@@ -17,6 +17,7 @@ from app.api.schemas.common import (
 )
 from app.api.schemas.records import BatchIn, BatchResult
 from app.domain.offsets import MAX_PARTITIONS_PER_REQUEST
+from app.domain.transaction import OPEN_STATE_NAMES
 from app.domain.types import MAX_INT64, TransactionState
 
 
@@ -90,7 +91,8 @@ class TransactionSummary(BaseModel):
     txn_id: int | None
     transaction_timeout_ms: int
     txn_started_ms: int | None
-    age_ms: int | None = Field(description="how long the current transaction has been open")
+    age_ms: int | None = Field(description=f"how long the current transaction has been open, from its start "
+                                           f"(`txn_started_ms`); null unless it is open ({OPEN_STATE_NAMES})")
     updated_ms: int
     transaction_version: int = Field(description="the transaction protocol version its producer chose at "
                                      "InitProducerId: under 2, each Commit and Abort answers a new producer_epoch")

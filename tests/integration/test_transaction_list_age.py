@@ -1,0 +1,80 @@
+"""GET /v1/transactions?min_age_ms=… and each transaction's age_ms share one meaning of open:
+Ongoing, Prepared, or decided and still completing (its records hold back the last stable
+offset until its markers are written). Completion is left to a coordinator worker here (none
+runs), so a decided transaction stays PrepareCommit or PrepareAbort. On both databases."""
+
+from __future__ import annotations
+
+import pytest
+
+from app.settings import Settings
+from app.worker.chore import ChoreConfig
+from app.worker.coordinator import CoordinatorWorker
+from tests.helpers import batch, begin, create_topic, ident, init_producer, send
+
+OPEN_STATES = "Ongoing, Prepared, PrepareCommit, PrepareAbort, PrepareEpochFence"
+
+
+@pytest.fixture
+def settings(db_url: str) -> Settings:
+    return Settings(database_url=db_url, run_coordinator=False, auto_migrate=False, console_lag_interval_ms=0,
+                    complete_inline=False)
+
+
+def _listed(client, **params) -> list[tuple[str, str, int | None]]:  # type: ignore[no-untyped-def]
+    r = client.get("/v1/transactions", params=params)
+    assert r.status_code == 200, r.text
+    return [(t["transactional_id"], t["state"], t["age_ms"]) for t in r.json()["transactions"]]
+
+
+@pytest.mark.parametrize(("end", "state"), [("commit", "PrepareCommit"), ("abort", "PrepareAbort")])
+def test_a_decided_transaction_still_completing_is_open_with_its_age(client, clock, end: str, state: str) -> None:  # type: ignore[no-untyped-def]
+    create_topic(client, "t", 1)
+    p = init_producer(client, "A")
+    begin(client, "A", p)
+    send(client, [batch("t", 0, ["a"], 0)], p, "A")
+    clock.advance(1_000)
+    r = client.post(f"/v1/transactions/A/{end}", json=ident(p))
+    assert (r.status_code, r.json()["state"], r.json()["age_ms"]) == (200, state, 1_000)
+    clock.advance(4_000)
+
+    assert _listed(client, min_age_ms=5_000) == [("A", state, 5_000)]
+    assert _listed(client, state=state, min_age_ms=5_000) == [("A", state, 5_000)]
+    assert _listed(client, min_age_ms=5_001) == []
+    # It holds the partition's last stable offset, as an open transaction does.
+    assert client.get("/v1/topics/t").json()["partitions"][0]["last_stable_offset"] == 0
+
+
+def test_a_completed_transaction_has_no_age_and_is_not_listed_by_age(client, clock, services) -> None:  # type: ignore[no-untyped-def]
+    p = init_producer(client, "A")
+    begin(client, "A", p)
+    assert client.post("/v1/transactions/A/commit", json=ident(p)).status_code == 200
+    assert CoordinatorWorker(services.coordinator, clock, ChoreConfig(interval_ms=50)).run_once().completed_commits == 1
+    clock.advance(5_000)
+
+    assert _listed(client, state="CompleteCommit") == [("A", "CompleteCommit", None)]
+    assert _listed(client, min_age_ms=0) == []
+
+
+@pytest.mark.parametrize("ended", ["Empty", "CompleteCommit", "CompleteAbort", "Dead"])
+def test_min_age_with_a_state_in_which_none_is_open_is_refused(client, ended: str) -> None:  # type: ignore[no-untyped-def]
+    r = client.get("/v1/transactions", params={"state": ended, "min_age_ms": 0})
+
+    assert (r.status_code, r.json()["error_code"], r.json()["message"]) == (
+        400, "INVALID_REQUEST",
+        f"min_age_ms lists open transactions only (states {OPEN_STATES}); in state {ended} no transaction is "
+        "open: list it without min_age_ms")
+
+
+def test_min_age_with_open_and_ended_states_names_the_ended_ones(client) -> None:  # type: ignore[no-untyped-def]
+    r = client.get("/v1/transactions", params={"state": ["Ongoing", "Empty", "CompleteAbort"], "min_age_ms": 0})
+
+    assert (r.status_code, r.json()["message"]) == (
+        400, f"min_age_ms lists open transactions only (states {OPEN_STATES}); in state Empty, CompleteAbort no "
+             "transaction is open: list them without min_age_ms")
+
+
+def test_ended_states_without_min_age_are_listed(client) -> None:  # type: ignore[no-untyped-def]
+    init_producer(client, "idle")
+
+    assert _listed(client, state="Empty") == [("idle", "Empty", None)]
