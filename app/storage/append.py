@@ -20,12 +20,12 @@ from app.domain.producer import (
     starts_epoch,
 )
 from app.domain.records import RecordToAppend
-from app.domain.types import ControlType, ValueFormat
+from app.domain.types import ControlType, RecordState, ValueFormat
 from app.storage import dialect
 from app.storage.log_end import TAKEN, take_offsets, take_offsets_with
-from app.storage.markers import MarkerOwner, marker_row
+from app.storage.markers import MarkerOwner, marker_batch_row, marker_row
 from app.storage.producers import current_state
-from app.storage.tables import producer_partitions, producers, records, transaction_partitions
+from app.storage.tables import producer_partitions, producers, record_batches, records, transaction_partitions
 
 
 @dataclass(slots=True)
@@ -330,6 +330,7 @@ def append_batches(
     rows: list[tuple] = []
     bytes_rows: list[tuple] = []  # a bytes topic's (BYTES_RECORD_COLUMNS)
     marker_rows: list[dict] = []
+    batch_rows: list[dict] = []  # record_batches: each batch appended, and each marker written with one
     state_rows: list[dict] = []
     txn_partition_rows: list[dict] = []
     extra = 0 if commit_marker is None else 1  # the marker's offset after each batch
@@ -433,9 +434,13 @@ def append_batches(
                     "updated_ms": now_ms,
                 }
             )
+        batch_rows.append(_batch_row(batch, base_offset, producer_id=producer_id, producer_epoch=producer_epoch,
+                                     txn_id=txn_id, committed_at=base_offset + count if commit_marker else None))
         if commit_marker is not None:
             marker_rows.append(marker_row(topic_id, partition, base_offset + count, commit_marker,
                                           ControlType.COMMIT, now_ms))
+            batch_rows.append(marker_batch_row(topic_id, partition, base_offset + count, commit_marker,
+                                               ControlType.COMMIT))
         elif txn_id is not None and not already_in_transaction:
             txn_partition_rows.append(
                 {
@@ -457,6 +462,10 @@ def append_batches(
         dialect.bulk_insert(conn, records, DATA_RECORD_COLUMNS, rows)
     if bytes_rows:
         dialect.bulk_insert(conn, records, BYTES_RECORD_COLUMNS, bytes_rows)
+    if batch_rows:
+        # Every batch row of the Send in one statement, after the records (a duplicate, which
+        # gave its offsets back above, has none).
+        dialect.execute_rows(conn, _INSERT_BATCH, batch_rows)
     if state_rows:
         dialect.execute_rows(
             conn,
@@ -470,6 +479,37 @@ def append_batches(
         # insert-or-ignore all the same.
         dialect.execute_rows(conn, dialect.insert_ignore(conn, transaction_partitions), txn_partition_rows)
     return [results[_partition_key(b)] for b in batches]
+
+
+_INSERT_BATCH = record_batches.insert()
+
+
+def _batch_row(batch: BatchToAppend, base_offset: int, *, producer_id: int | None, producer_epoch: int | None,
+               txn_id: int | None, committed_at: int | None) -> dict[str, object]:
+    """The record_batches row of a batch appended at `base_offset`: a plain (or idempotent)
+    batch is committed at its last offset; a transactional one is open, with no position,
+    until its completion stamps it (markers.write_control_markers), unless the append commits
+    it itself (`committed_at`: the offset of its COMMIT marker, written with it)."""
+    count = len(batch.records)
+    if txn_id is None:
+        state, position = RecordState.COMMITTED, base_offset + count - 1
+    elif committed_at is not None:
+        state, position = RecordState.COMMITTED, committed_at
+    else:
+        state, position = RecordState.OPEN, None
+    return {
+        "topic_id": batch.topic_id,
+        "partition": batch.partition,
+        "base_offset": base_offset,
+        "record_count": count,
+        "producer_id": producer_id,
+        "producer_epoch": producer_epoch,
+        "base_sequence": batch.base_sequence,
+        "txn_id": txn_id,
+        "control_type": None,
+        "state": state.value,
+        "commit_position": position,
+    }
 
 
 def _check_expected(batch: BatchToAppend, next_offset: int) -> None:
