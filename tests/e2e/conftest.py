@@ -157,7 +157,8 @@ class Backend:
         killed or not, wrote its batch rows with its records or neither."""
         from tests.batch_rows import assert_batch_rows_match
 
-        assert_batch_rows_match(self.url)
+        with self.engine.connect() as conn:
+            assert_batch_rows_match(conn)
 
     def below_log_starts(self) -> dict[tuple[str, int], int]:
         """Rows still stored below their partition's log start (the cleaner deletes them)."""
