@@ -335,38 +335,13 @@ def setup(db: Db, log: Log) -> None:
 
 # --- the migration's backfill -------------------------------------------------------------------
 
-# Batch rows derived from today's records alone, as the migration to the batch layout would
-# derive them (docs/DESIGN-batches.md, "Migration path for existing rows"): transactional batches
-# from their heads and their partition's COMMIT marker, markers one row each, plain records as
-# runs of consecutive offsets of one producer and epoch with consecutive sequences (or none),
-# cut every MAX_BATCH records.
-BACKFILL = [
-    "CREATE TABLE backfilled_batches AS SELECT * FROM proto_batches WHERE 1 = 0",
-    'INSERT INTO backfilled_batches (topic_id, "partition", base_offset, record_count, producer_id, producer_epoch, '
-    "base_sequence, txn_id, control_type, commit_position) "
-    'SELECT h.topic_id, h."partition", h."offset", h.batch_record_count, h.producer_id, h.producer_epoch, h.sequence, '
-    'h.txn_id, NULL, (SELECT m."offset" FROM records m WHERE m.topic_id = h.topic_id AND m."partition" = h."partition" '
-    "AND m.txn_id = h.txn_id AND m.control_type = 'COMMIT') "
-    "FROM records h WHERE h.batch_record_count IS NOT NULL",
-    'INSERT INTO backfilled_batches (topic_id, "partition", base_offset, record_count, producer_id, producer_epoch, '
-    "base_sequence, txn_id, control_type, commit_position) "
-    'SELECT topic_id, "partition", "offset", 1, producer_id, producer_epoch, NULL, txn_id, control_type, NULL '
-    "FROM records WHERE control_type IS NOT NULL",
-    'INSERT INTO backfilled_batches (topic_id, "partition", base_offset, record_count, producer_id, producer_epoch, '
-    "base_sequence, txn_id, control_type, commit_position) "
-    'SELECT topic_id, "partition", min("offset"), count(*), producer_id, producer_epoch, min(sequence), NULL, NULL, '
-    'max("offset") FROM ('
-    '  SELECT topic_id, "partition", "offset", producer_id, producer_epoch, sequence, run, seq_run, '
-    '    (row_number() OVER (PARTITION BY topic_id, "partition", producer_id, producer_epoch, run, seq_run '
-    f'ORDER BY "offset") - 1) / {MAX_BATCH} AS chunk '
-    '  FROM (SELECT topic_id, "partition", "offset", producer_id, producer_epoch, sequence, '
-    '          "offset" - row_number() OVER (PARTITION BY topic_id, "partition", producer_id, producer_epoch '
-    'ORDER BY "offset") AS run, sequence - "offset" AS seq_run '
-    "        FROM records WHERE txn_id IS NULL AND control_type IS NULL) plain) runs "
-    'GROUP BY topic_id, "partition", producer_id, producer_epoch, run, seq_run, chunk',
-    """CREATE INDEX ix_backfilled_batches_committed ON backfilled_batches
-        (topic_id, "partition", commit_position, base_offset) WHERE commit_position IS NOT NULL""",
-]
+# Batch rows derived from today's records alone: the migration's own backfill (migration 0019,
+# docs/DESIGN-batches.md, "Migration path for existing rows"), run into record_batches, which the
+# scratch database has from its migrations: transactional batches from their heads and their
+# partition's marker, markers one row each, plain records as runs of consecutive offsets of one
+# producer and epoch with consecutive sequences (or none), cut every MAX_BATCH records.
+BACKFILL_SQL = Path(__file__).resolve().parents[1] / "migrations" / "versions" / "sql" / "0019_backfill_batches.sql"
+BACKFILL = ["DELETE FROM record_batches", *(s for s in BACKFILL_SQL.read_text().split("\n---\n") if s.strip())]
 
 
 def backfill(db: Db, kind: str, windows: list[tuple[int, dict[str, Any], int]]) -> None:
@@ -380,8 +355,8 @@ def backfill(db: Db, kind: str, windows: list[tuple[int, dict[str, Any], int]]) 
     took = time.perf_counter() - t0
     rows = db.execute('SELECT count(*) FROM records WHERE topic_id = :t AND "partition" = :p',
                       {"t": TOPIC_ID, "p": SCAN_PARTITION})[0][0]
-    batches = db.execute("SELECT count(*) FROM backfilled_batches")[0][0]
-    scan = proto_scan_sql(kind).replace("proto_batches", "backfilled_batches")
+    batches = db.execute("SELECT count(*) FROM record_batches")[0][0]
+    scan = proto_scan_sql(kind).replace("proto_batches", "record_batches")
     for _, params, n in windows:
         if db.execute(scan, params) != db.execute(VIEW_SCAN, params):
             raise SystemExit(f"{kind}: the backfilled batch rows disagree with today's view on {params}")

@@ -201,11 +201,19 @@ def clock() -> FakeClock:
 
 
 @pytest.fixture
-def settings(db_url: str) -> Settings:
+def settings(db_url: str, request: pytest.FixtureRequest) -> Iterator[Settings]:
+    from tests.batch_rows import assert_batch_rows_match
+
     # No background work the test does not drive: the coordinator's chores, and the console's
     # lag sampler, which would fill the /metrics gauges' shared reading at start (and race the
     # tests that count a scrape's statements). Tests of either turn them on.
-    return Settings(database_url=db_url, run_coordinator=False, auto_migrate=False, console_lag_interval_ms=0)
+    yield Settings(database_url=db_url, run_coordinator=False, auto_migrate=False, console_lag_interval_ms=0)
+    # Whatever a test did through the service (its client, its services, its database), every
+    # writer left the batch rows that describe the records it wrote (tests/batch_rows.py),
+    # checked once the test's processes are done with the database. A test that writes records
+    # with SQL of its own says so with the raw_records marker.
+    if request.node.get_closest_marker("raw_records") is None:
+        assert_batch_rows_match(db_url)
 
 
 @pytest.fixture

@@ -26,6 +26,7 @@ from app.storage.tables import (
     cleaner_leases,
     deleted_topics,
     partitions,
+    record_batches,
     records,
     topics,
 )
@@ -117,6 +118,43 @@ _CHUNK_SUMMARY = select(
 )
 _DELETE_RANGE = delete(records).where(*_RANGE)
 
+# The batch rows of a partition whose run [base_offset, base_offset + record_count) reaches into
+# [c_start, c_end) and holds no record any more: what every deletion of
+# records deletes with them, in its transaction, so that a batch row describes exactly the runs
+# still stored. A run that keeps one record keeps its row (a retention bound or a log start
+# inside a batch, compaction's holes); a marker's row goes with its marker, which compaction
+# deletes once its transaction has no record left in the partition. Runs do not overlap, so
+# the one run that can start below c_start is the last one starting at or before it: the range
+# of base offsets starts there, not at the partition's first batch row.
+_rb = record_batches
+_first_run = (
+    select(_rb.c.base_offset)
+    .where(_rb.c.topic_id == bindparam("c_topic_id"), _rb.c.partition == bindparam("c_partition"),
+           _rb.c.base_offset <= bindparam("c_start"))
+    .order_by(_rb.c.base_offset.desc())
+    .limit(1)
+    .scalar_subquery()
+)
+_DELETE_EMPTIED_BATCHES = delete(_rb).where(
+    _rb.c.topic_id == bindparam("c_topic_id"),
+    _rb.c.partition == bindparam("c_partition"),
+    _rb.c.base_offset >= func.coalesce(_first_run, bindparam("c_start")),
+    _rb.c.base_offset < bindparam("c_end"),
+    ~select(records.c.offset).where(
+        records.c.topic_id == _rb.c.topic_id, records.c.partition == _rb.c.partition,
+        records.c.offset >= _rb.c.base_offset, records.c.offset < _rb.c.base_offset + _rb.c.record_count,
+    ).exists(),
+)
+
+
+_NO_END = 2**63 - 1  # the largest offset a BIGINT holds: a range up to it has no end
+
+
+def delete_emptied_batches(conn: Connection, topic_id: int, partition: int, start: int, end: int) -> None:
+    """Delete the batch rows whose runs reach into [start, end) and have no record left
+    (_DELETE_EMPTIED_BATCHES): every deletion of records calls it for the range it deleted in."""
+    conn.execute(_DELETE_EMPTIED_BATCHES, _range(topic_id, partition, start, end))
+
 
 def _range(topic_id: int, partition: int, start: int, end: int | None = None) -> dict:
     return {"c_topic_id": topic_id, "c_partition": partition, "c_start": start, "c_end": end}
@@ -184,6 +222,7 @@ def delete_summed(conn: Connection, topic_id: int, partition: int, start: int, e
         savepoint.rollback()
         return False
     savepoint.commit()
+    delete_emptied_batches(conn, topic_id, partition, start, end)
     return True
 
 
@@ -269,6 +308,7 @@ def delete_prefix(conn: Connection, topic_id: int, partition: int, start: int, b
         .where(*_in_range(topic_id, partition, start, bound))
         .returning(_SIZE, records.c.control_type)
     ).all()
+    delete_emptied_batches(conn, topic_id, partition, start, bound)
     return _uncount(conn, topic_id, partition, deleted, bound)
 
 
@@ -283,6 +323,7 @@ def delete_offsets(conn: Connection, topic_id: int, partition: int, offsets: Seq
         .returning(_SIZE, records.c.control_type),
         {"offsets": list(offsets)},
     ).all()
+    delete_emptied_batches(conn, topic_id, partition, min(offsets), max(offsets) + 1)
     return _uncount(conn, topic_id, partition, deleted, None)
 
 
@@ -355,6 +396,7 @@ def purge_deleted_topic(conn: Connection, topic_id: int, limit: int) -> int:
         select(func.min(records.c.partition)).where(records.c.topic_id == topic_id)
     ).scalar()
     if partition is None:
+        conn.execute(delete(record_batches).where(record_batches.c.topic_id == topic_id))
         conn.execute(delete(deleted_topics).where(deleted_topics.c.topic_id == topic_id))
         return 0
     in_partition = and_(records.c.topic_id == topic_id, records.c.partition == partition)
@@ -364,7 +406,9 @@ def purge_deleted_topic(conn: Connection, topic_id: int, limit: int) -> int:
     stmt = delete(records).where(in_partition)
     if bound is not None:
         stmt = stmt.where(records.c.offset < bound)
-    return conn.execute(stmt).rowcount
+    deleted = conn.execute(stmt).rowcount
+    delete_emptied_batches(conn, topic_id, partition, -1, _NO_END if bound is None else bound)
+    return deleted
 
 
 # --- space ------------------------------------------------------------------------------------
@@ -385,7 +429,7 @@ def live_records(conn: Connection) -> int:
 
 
 def vacuum_records(conn: Connection) -> None:
-    """VACUUM the log on PostgreSQL (an autocommit connection): its deleted rows' space is then
+    """VACUUM the log (its records and batch rows) on PostgreSQL (an autocommit connection): its deleted rows' space is then
     reused by new ones, in the table and in its indexes. SKIP_LOCKED: another cleaner's VACUUM
     of the table is as good."""
-    conn.exec_driver_sql("VACUUM (SKIP_LOCKED) records")
+    conn.exec_driver_sql("VACUUM (SKIP_LOCKED) records, record_batches")

@@ -6,13 +6,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from sqlalchemy import Connection, bindparam, delete, insert
+from sqlalchemy import Connection, bindparam, delete, insert, select, tuple_, update
 
 from app.domain.transit import TxnTransit, marker_producer
-from app.domain.types import ControlType
+from app.domain.types import ControlType, RecordState
 from app.storage import dialect
 from app.storage.log_end import take_offsets
-from app.storage.tables import records, transaction_partitions
+from app.storage.tables import record_batches, records, transaction_partitions
 
 
 _CLAIM_ALL = (
@@ -24,6 +24,28 @@ _CLAIM_ALL = (
     .returning(transaction_partitions.c.topic_id, transaction_partitions.c.partition)
 )
 _INSERT_RECORD = insert(records)
+_INSERT_BATCH = insert(record_batches)
+# A completion's stamp of its transactions' open batches in the partitions it wrote markers
+# into, all in one statement: committed at the COMMIT marker's offset (the marker's batch row,
+# written just before in the same database transaction), or aborted. Only ever from open, and
+# only by the completion that took the marker's offset under the partition's lock, in its
+# database transaction: a position written later, or twice, could land below a high watermark a
+# reader already holds (docs/DESIGN-batches.md, "Atomic visibility").
+_marker = record_batches.alias("marker")
+_STAMP_ABORT = (
+    update(record_batches)
+    .where(tuple_(record_batches.c.topic_id, record_batches.c.partition, record_batches.c.txn_id)
+           .in_(bindparam("s_keys", expanding=True)),
+           record_batches.c.state == RecordState.OPEN.value)
+    .values(state=RecordState.ABORTED.value)
+)
+_STAMP_COMMIT = _STAMP_ABORT.values(
+    state=RecordState.COMMITTED.value,
+    commit_position=select(_marker.c.base_offset)
+    .where(_marker.c.topic_id == record_batches.c.topic_id, _marker.c.partition == record_batches.c.partition,
+           _marker.c.txn_id == record_batches.c.txn_id, _marker.c.control_type == ControlType.COMMIT.value)
+    .scalar_subquery(),
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,6 +105,16 @@ def write_control_markers(
             [marker_row(topic_id, partition, offset, owner, control_type, now_ms)
              for topic_id, partition, offset, owner in written],
         )
+        dialect.execute_rows(
+            conn,
+            _INSERT_BATCH,
+            [marker_batch_row(topic_id, partition, offset, owner, control_type)
+             for topic_id, partition, offset, owner in written],
+        )
+        conn.execute(
+            _STAMP_COMMIT if control_type is ControlType.COMMIT else _STAMP_ABORT,
+            {"s_keys": [(topic_id, partition, owner.txn_id) for topic_id, partition, _, owner in written]},
+        )
     return [(topic_id, partition, offset) for topic_id, partition, offset, _ in written]
 
 
@@ -104,4 +136,24 @@ def marker_row(topic_id: int, partition: int, offset: int, owner: MarkerOwner, c
         "sequence": None,
         "txn_id": owner.txn_id,
         "control_type": control_type.value,
+    }
+
+
+def marker_batch_row(topic_id: int, partition: int, offset: int, owner: MarkerOwner,
+                     control_type: ControlType) -> dict[str, object]:
+    """The record_batches row of a control marker (a batch of one offset, with no state and no
+    position: a marker is never data): written here, and by an append that carries a whole
+    transaction's markers."""
+    return {
+        "topic_id": topic_id,
+        "partition": partition,
+        "base_offset": offset,
+        "record_count": 1,
+        "producer_id": owner.producer_id,
+        "producer_epoch": owner.producer_epoch,
+        "base_sequence": None,
+        "txn_id": owner.txn_id,
+        "control_type": control_type.value,
+        "state": None,
+        "commit_position": None,
     }

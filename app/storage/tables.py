@@ -31,7 +31,7 @@ from sqlalchemy import (
 
 from app.domain.acl import Operation, PatternType, Permission, ResourceType
 from app.domain.group import StoredGroupState
-from app.domain.types import ControlType, TransactionVersion, ValueFormat
+from app.domain.types import ControlType, RecordState, TransactionVersion, ValueFormat
 
 NAMING_CONVENTION = {
     "ix": "ix_%(table_name)s_%(column_0_N_name)s",
@@ -208,6 +208,53 @@ Index(
     unique=True,
     sqlite_where=text("message_id IS NOT NULL"),
     postgresql_where=text("message_id IS NOT NULL"),
+)
+
+# One row per batch: the records one append put into one partition, at the consecutive offsets
+# [base_offset, base_offset + record_count), and one row per control marker (record_count 1).
+# It carries once what every record of the batch repeats (producer id, epoch, the first
+# sequence, txn id) and where the batch stands: `state` (RecordState; NULL for a marker) and
+# `commit_position`, the position at which read_committed exposes it, set exactly when the
+# state is committed: a plain batch's last offset, written by its append; a transactional
+# batch's COMMIT marker offset, written by the completion that writes the marker (migration
+# 0019; docs/DESIGN-batches.md). Written beside the records' own columns by every writer, in
+# the same database transaction; nothing reads it yet.
+record_batches = Table(
+    "record_batches",
+    metadata,
+    Column("topic_id", Integer, nullable=False),
+    Column("partition", Integer, nullable=False),
+    Column("base_offset", BigInteger, nullable=False),
+    Column("record_count", Integer, nullable=False),
+    Column("producer_id", BigInteger, nullable=True),
+    Column("producer_epoch", Integer, nullable=True),
+    Column("base_sequence", Integer, nullable=True),  # record i's sequence is base_sequence + i
+    Column("txn_id", BigInteger, nullable=True),
+    Column("control_type", String(8), nullable=True),
+    Column("state", String(10), nullable=True),
+    Column("commit_position", BigInteger, nullable=True),
+    PrimaryKeyConstraint("topic_id", "partition", "base_offset"),
+    one_of("control_type", ControlType, nullable=True),
+    one_of("state", RecordState, nullable=True),
+)
+# read_committed: the committed batches of a partition in commit order.
+Index(
+    "ix_record_batches_committed",
+    record_batches.c.topic_id,
+    record_batches.c.partition,
+    record_batches.c.commit_position,
+    record_batches.c.base_offset,
+    sqlite_where=text("commit_position IS NOT NULL"),
+    postgresql_where=text("commit_position IS NOT NULL"),
+)
+# A transaction's batches and marker in a partition: what a completion stamps.
+Index(
+    "ix_record_batches_txn",
+    record_batches.c.topic_id,
+    record_batches.c.partition,
+    record_batches.c.txn_id,
+    sqlite_where=text("txn_id IS NOT NULL"),
+    postgresql_where=text("txn_id IS NOT NULL"),
 )
 
 producers = Table(

@@ -152,6 +152,14 @@ class Backend:
                 f"{key}: {n} rows, {distinct} distinct offsets, offsets {lo}..{hi}, log [{start}, {end})"
             )
 
+    def assert_batch_rows_match(self) -> None:
+        """record_batches describes the records exactly (tests/batch_rows.py): every writer,
+        killed or not, wrote its batch rows with its records or neither."""
+        from tests.batch_rows import assert_batch_rows_match
+
+        with self.engine.connect() as conn:
+            assert_batch_rows_match(conn)
+
     def below_log_starts(self) -> dict[tuple[str, int], int]:
         """Rows still stored below their partition's log start (the cleaner deletes them)."""
         shape = self.log_shape()

@@ -139,6 +139,7 @@ def test_prepare_commit_left_by_a_crash_is_completed_once(backend, launcher) -> 
     assert backend.open_transaction_partitions() == []
     assert backend.staged_offsets() == []
     backend.assert_logs_gapless()
+    backend.assert_batch_rows_match()
 
     server2.wait_ready()
     with server2.client() as c:
@@ -171,6 +172,7 @@ def test_prepare_commit_left_by_a_crash_is_completed_once(backend, launcher) -> 
         assert ok(c.post(f"/v1/transactions/{TID}/commit", json=ident(producer)))["state"] == "CompleteCommit"
         assert committed_view(c, "orders", 0)[-1] == (5, 6, "d0")
     backend.assert_logs_gapless()
+    backend.assert_batch_rows_match()
 
 
 def test_prepare_abort_left_by_a_crash_is_completed_once(backend, launcher) -> None:  # type: ignore[no-untyped-def]
@@ -204,6 +206,7 @@ def test_prepare_abort_left_by_a_crash_is_completed_once(backend, launcher) -> N
         assert launcher.coordinator_once() == {"timed_out": 0, "completed_commits": 0, "completed_aborts": 0}
         assert _snapshot(c, backend) == before
     backend.assert_logs_gapless()
+    backend.assert_batch_rows_match()
 
 
 def _one_marker_as_an_earlier_worker(conn: Any, txn_id: int, producer: dict[str, int], topic_id: int,
@@ -364,6 +367,7 @@ def test_kill_under_load_loses_nothing_acknowledged(backend, launcher) -> None: 
                                                 ((p, backend.log_ends()[("load", p)]) for p in (0, 1))}
 
     backend.assert_logs_gapless()
+    backend.assert_batch_rows_match()
     topic_id = backend.topic_id("load")
     rows = backend.query(
         select(records.c.partition, records.c.offset, records.c.txn_id, records.c.control_type, records.c.value)

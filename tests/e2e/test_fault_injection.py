@@ -324,6 +324,7 @@ def test_copiers_applications_and_the_shop_killed_with_the_servers_coordinator_a
     result = run_with(cfg, backend, launcher, admin_url=ADMIN_URL)
     print(result.summary())
     assert result.ok, failure_report(result)
+    backend.assert_batch_rows_match()
     # The faults really happened, every kind (the schedule deals each kind in turn).
     s, o = result.stats, result.outcome
     assert s["kill_copier"] and s["kill_server"] and s["kill_coordinator"] and s["kill_app"], failure_report(result)

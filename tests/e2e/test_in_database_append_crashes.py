@@ -80,4 +80,5 @@ def test_every_order_has_exactly_one_record_however_the_application_dies(backend
     assert sorted(int(key) for key, _, _ in records) == sorted(orders)
     assert all(message_id == f"order-{key}" for key, message_id, _ in records)
     backend.assert_logs_gapless()
+    backend.assert_batch_rows_match()
     assert len(sends) > 0 and last >= 20

@@ -161,6 +161,7 @@ def test_racing_coordinator_processes_write_each_marker_once(backend, launcher) 
     assert backend.open_transaction_partitions() == []
     assert backend.staged_offsets() == []
     backend.assert_logs_gapless()
+    backend.assert_batch_rows_match()
 
     per_partition = 2 * ROUNDS * PRODUCERS  # a data record and a marker per transaction
     with server.client() as c:
