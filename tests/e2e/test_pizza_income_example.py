@@ -277,6 +277,11 @@ def test_ctrl_c_ends_the_example_with_its_totals_and_no_traceback(launcher):  # 
             while _offsets_once_stable(client) != OFFSETS_PAST_EVERY_ORDER:
                 assert time.monotonic() < deadline and proc.poll() is None, proc.communicate()
                 time.sleep(0.1)
+            # The offsets are the service's as soon as the Commit is, which is before the
+            # example has read its answer: interrupted in between, the example cannot know the
+            # outcome, counts nothing and its abort is refused (the transaction has ended).
+            # Two of its 0.5 s polls later it is back in poll, its totals counted.
+            time.sleep(1.0)
             proc.send_signal(signal.SIGINT)
             _, stderr = proc.communicate(timeout=30)
         finally:
