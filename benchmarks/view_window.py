@@ -17,7 +17,7 @@ Each round reads every window, in an order shuffled each round (seeded, printed)
 views as Spark's Python data source asks (spark_jobs.reader.statement.select_statement, ordered by
 commit position) and as Spark's JDBC source does (the same without ORDER BY); and, for
 reference, as this tree's HTTP Fetch (app.storage.read.fetch, read_committed, 1,000 records) and
-Kafka Fetch (app.storage.offset_order.read_rows, 1,000 rows) read the same position, which do not
+Kafka Fetch (app.storage.offset_order.read_batches, 1,000 rows) read the same position, which do not
 read the view. Prints milliseconds per read (median) and this tree's rate ÷ the --before tree's,
 with its spread over each quarter of the rounds; on SQLite also the virtual machine instructions
 each read ran (counted once, after the rounds, with a progress handler): its work, which other
@@ -104,7 +104,8 @@ def run(kind: str, args: argparse.Namespace, rng: random.Random) -> None:
                                               isolation=IsolationLevel.READ_COMMITTED).records)
 
             def kafka_fetch(lo: int) -> Callable[[], int]:
-                return lambda: len(offset_order.read_rows(conn, TOPIC_ID, 0, lo, end, WINDOW))
+                return lambda: sum(len(b.records) for b in offset_order.read_batches(
+                    conn, TOPIC_ID, 0, lo, end, WINDOW, max_bytes=2**31 - 1, min_one=True))
 
             units: dict[tuple[str, int, str], Callable[[], int]] = {}
             for lo in positions(args.records):

@@ -35,23 +35,34 @@ class FetchResult:
     log_start_offset: int = 0
 
 
-class LogEntry(NamedTuple):
-    """A stored row of a partition's log as Kafka's Fetch reads it, in offset order: a data
-    record, or a control marker (control_type set: it ends transaction txn_id in the
-    partition). size_bytes: the record's bytes as app.domain.log_cleaning.record_size counts
-    them (0 for a marker)."""
+class LogRecord(NamedTuple):
+    """A stored record of a partition's log as Kafka's Fetch reads it. size_bytes: the
+    record's bytes as app.domain.log_cleaning.record_size counts them (0 for a marker)."""
 
     offset: int
     timestamp_ms: int
     key: str | bytes | None  # bytes: a bytes topic's
     value: str | bytes | None
     headers: str | None
+    size_bytes: int
+
+
+class LogBatch(NamedTuple):
+    """A stored batch of a partition's log as Kafka's Fetch reads it, in offset order: what one
+    append put into the partition (its producer, epoch and base sequence, its transaction), or
+    a control marker (control_type set: it ends transaction txn_id in the partition; its one
+    record is the marker's). `records` are those of the batch's run the read returns: a run
+    cut by compaction, by the read's start or by its limits keeps its base offset, and
+    record i of the run is still at base_offset + i with sequence base_sequence + i."""
+
+    base_offset: int
     producer_id: int | None
     producer_epoch: int | None
-    sequence: int | None
+    base_sequence: int | None
     txn_id: int | None
     control_type: ControlType | None
-    size_bytes: int
+    state: RecordState | None  # None for a marker
+    records: list[LogRecord]
 
 
 class AbortedTransaction(NamedTuple):
@@ -65,11 +76,11 @@ class AbortedTransaction(NamedTuple):
 
 @dataclass(slots=True)
 class OffsetOrderRead:
-    """A read of a partition in offset order (Kafka's Fetch): the rows from `offset` below
-    `upper_bound`, markers included, and what a Kafka reader is told with them."""
+    """A read of a partition in offset order (Kafka's Fetch): the stored batches from `offset`
+    below `upper_bound`, control markers included, and what a Kafka reader is told with them."""
 
     topic_id: int
-    entries: list[LogEntry]
+    batches: list[LogBatch]
     high_watermark: int
     last_stable_offset: int
     log_start_offset: int

@@ -489,10 +489,10 @@ class Apis:
                                           aborted_transactions=None, records=_NO_RECORDS))
                     continue
                 keys.append((read.topic_id, p.partition))
-                data = records.batches_bytes(read.entries)
+                data = records.batches_bytes(read.batches)
                 aborted_met = read.aborted_transactions
                 # The read counts the records' bytes; their batches' framing counts too.
-                if total > 0 and read.entries and len(records.batches_bytes(read.entries[:1])) > left:
+                if total > 0 and read.batches and records.first_record_bytes(read.batches) > left:
                     data, aborted_met = _NO_RECORDS, []
                 left -= len(data)
                 total += len(data)

@@ -9,9 +9,10 @@ stored; a JSON topic's key and JSON value as their UTF-8 bytes (JSON null: the 4
 `null`), its headers in the object's order.
 
 The batches a Produce carries are read with aiokafka's record module (magic v2, its CRC-32C,
-the four compressions through cramjam); the batches a Fetch answers are written uncompressed:
-data batches by aiokafka's builder, control batches (the COMMIT and ABORT markers, which
-aiokafka only reads) by kio's writer.
+the four compressions through cramjam); the batches a Fetch answers are the stored ones (one
+per append, with its producer, epoch and base sequence), written uncompressed: data batches by
+aiokafka's builder, control batches (the COMMIT and ABORT markers, which aiokafka only reads)
+by kio's writer.
 """
 
 from __future__ import annotations
@@ -19,7 +20,6 @@ from __future__ import annotations
 import datetime
 import io
 import struct
-from collections.abc import Iterator
 from typing import Any
 
 from aiokafka.record.default_records import DefaultRecordBatch, DefaultRecordBatchBuilder
@@ -27,7 +27,7 @@ from kio.records.schema import NewRecordBatch, Record
 from kio.records.writers import write_new_batch
 
 from app.domain.errors import InvalidRecord, InvalidRequest
-from app.domain.read import LogEntry
+from app.domain.read import LogBatch
 from app.domain.records import SendBatch, kafka_batch, to_kafka
 from app.domain.types import ControlType, ValueFormat
 
@@ -65,62 +65,49 @@ def send_batch(topic: str, partition: int, batch: DefaultRecordBatch, now_ms: in
         raise InvalidRecord(e.message) from None
 
 
-def batches_bytes(entries: list[LogEntry]) -> bytes:
-    """The fetched rows as Kafka record batches, in offset order: a run of data records of one
-    producer (and epoch, and transaction or not) with consecutive sequences is one batch; each
-    marker a control batch of its own."""
+def batches_bytes(batches: list[LogBatch]) -> bytes:
+    """The fetched batches as Kafka record batches, in offset order: one RecordBatch per stored
+    batch (what one append wrote, app.storage.offset_order), a control batch per marker."""
     out = bytearray()
-    for run in _runs(entries):
-        first = run[0]
-        if first.control_type is not None:
-            out += _control_batch(first)
-        else:
-            out += _data_batch(run)
+    for batch in batches:
+        out += _data_batch(batch) if batch.control_type is None else _control_batch(batch)
     return bytes(out)
 
 
-def _runs(entries: list[LogEntry]) -> Iterator[list[LogEntry]]:
-    run: list[LogEntry] = []
-    for e in entries:
-        if run and (e.control_type is not None or run[-1].control_type is not None or not _follows(run[-1], e)):
-            yield run
-            run = []
-        run.append(e)
-    if run:
-        yield run
+def first_record_bytes(batches: list[LogBatch]) -> int:
+    """The size of a read's first record in its RecordBatch: what the first partition of a
+    Fetch to answer records may hand out whatever the bytes left (KIP-74)."""
+    first = batches[0]
+    return len(batches_bytes([first._replace(records=first.records[:1])]))
 
 
-def _follows(last: LogEntry, e: LogEntry) -> bool:
-    if (last.producer_id, last.producer_epoch, last.txn_id is None) != (e.producer_id, e.producer_epoch, e.txn_id is None):
-        return False
-    if e.producer_id is None:
-        return True
-    return last.sequence is not None and e.sequence == last.sequence + 1
-
-
-def _data_batch(run: list[LogEntry]) -> bytearray:
-    first = run[0]
-    producer = first.producer_id is not None
+def _data_batch(batch: LogBatch) -> bytearray:
+    # The header is the stored batch's, whichever of its records the read returns: Kafka's own
+    # batches keep their base offset and sequence when compaction empties part of them, and a
+    # client skips the records below its fetch offset and drops an aborted transaction's by
+    # the producer and the transactional attribute.
+    producer = batch.producer_id is not None
     builder = DefaultRecordBatchBuilder(
-        2, 0, int(first.txn_id is not None), first.producer_id if producer else NO_PRODUCER_ID,
-        first.producer_epoch if producer else -1, first.sequence if producer and first.sequence is not None
-        else NO_SEQUENCE, _BATCH_BYTES)
-    base = first.offset
-    for e in run:
-        key, value, headers = to_kafka(e.key, e.value, e.headers)
-        builder.append(e.offset - base, e.timestamp_ms, key, value, headers)
+        2, 0, int(batch.txn_id is not None), batch.producer_id if producer else NO_PRODUCER_ID,
+        batch.producer_epoch if producer else -1,
+        batch.base_sequence if producer and batch.base_sequence is not None else NO_SEQUENCE, _BATCH_BYTES)
+    base = batch.base_offset
+    for r in batch.records:
+        key, value, headers = to_kafka(r.key, r.value, r.headers)
+        builder.append(r.offset - base, r.timestamp_ms, key, value, headers)
     built = builder.build()
     # The base offset is the broker's to set, and outside the CRC (it covers the attributes on).
     _BASE_OFFSET.pack_into(built, 0, base)
     return built
 
 
-def _control_batch(marker: LogEntry) -> bytes:
+def _control_batch(marker: LogBatch) -> bytes:
     assert marker.control_type is not None and marker.producer_id is not None and marker.producer_epoch is not None
-    record = Record(
+    (record,) = marker.records
+    control = Record(
         attributes=0,  # type: ignore[arg-type]
-        timestamp=datetime.datetime.fromtimestamp(marker.timestamp_ms / 1000, tz=datetime.UTC),  # type: ignore[arg-type]
-        offset=marker.offset,  # type: ignore[arg-type]
+        timestamp=datetime.datetime.fromtimestamp(record.timestamp_ms / 1000, tz=datetime.UTC),  # type: ignore[arg-type]
+        offset=record.offset,  # type: ignore[arg-type]
         key=_CONTROL_KEY.pack(0, _CONTROL_TYPES[marker.control_type]),
         value=_CONTROL_VALUE.pack(0, 0),
         headers=(),
@@ -128,7 +115,7 @@ def _control_batch(marker: LogEntry) -> bytes:
     buffer = io.BytesIO()
     write_new_batch(buffer, NewRecordBatch(
         producer_id=marker.producer_id, producer_epoch=marker.producer_epoch,  # type: ignore[arg-type]
-        partition_leader_epoch=-1, base_sequence=NO_SEQUENCE, records=(record,),  # type: ignore[arg-type]
+        partition_leader_epoch=-1, base_sequence=NO_SEQUENCE, records=(control,),  # type: ignore[arg-type]
         attributes=_TRANSACTIONAL | _CONTROL))  # type: ignore[arg-type]
     return buffer.getvalue()
 

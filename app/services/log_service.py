@@ -248,7 +248,7 @@ class LogService:
 
     def read_in_offset_order(self, topic_name: str, partition: int, *, offset: int, isolation: IsolationLevel,
                              max_bytes: int, max_records: int, min_one: bool = True) -> OffsetOrderRead:
-        """Kafka's Fetch of one partition: its rows (data records and markers) in offset order
+        """Kafka's Fetch of one partition: its stored batches (data and control) in offset order
         from `offset`, below the upper bound of `isolation` (offset_order_upper_bound), at most
         `max_records` and `max_bytes` bytes of records, but for the first record when `min_one`
         (the first partition of a Fetch to answer records); with read_committed, the aborted
@@ -260,11 +260,12 @@ class LogService:
             high_watermark, log_start, last_stable = offset_order.bounds(conn, found.topic_id, partition)
             offset_order.check_offset(offset, high_watermark, log_start)
             end = offset_order_upper_bound(isolation, high_watermark, last_stable)
-            rows = (offset_order.read_rows(conn, found.topic_id, partition, offset, end, max_records,
-                                           max_bytes=max_bytes, min_one=min_one) if offset < end else [])
-            answer = OffsetOrderRead(found.topic_id, rows, high_watermark, last_stable, log_start, end)
-            if rows and isolation is IsolationLevel.READ_COMMITTED:
-                answer.aborted_transactions = offset_order.aborted_transactions(conn, found.topic_id, partition, rows)
+            batches = (offset_order.read_batches(conn, found.topic_id, partition, offset, end, max_records,
+                                                 max_bytes=max_bytes, min_one=min_one) if offset < end else [])
+            answer = OffsetOrderRead(found.topic_id, batches, high_watermark, last_stable, log_start, end)
+            if batches and isolation is IsolationLevel.READ_COMMITTED:
+                answer.aborted_transactions = offset_order.aborted_transactions(conn, found.topic_id, partition,
+                                                                                batches)
             return answer
 
     def partition_offsets(self, topic_name: str, partition: int, *, isolation: IsolationLevel,

@@ -1,8 +1,11 @@
-"""A partition's log in offset order, markers included: what Kafka's Fetch hands a client
-(app.services.log_service.LogService.read_in_offset_order), beside the commit-order reads of
-app.storage.read. What read_committed may see in offset order is bounded by the last stable
-offset (app.domain.read.offset_order_upper_bound, from storage's LAST_STABLE_OFFSET); the
-aborted transactions below it are named here for the client to drop."""
+"""A partition's log in offset order, control markers included: what Kafka's Fetch hands a
+client (app.services.log_service.LogService.read_in_offset_order), beside the commit-order
+reads of app.storage.read. The log is read as its stored batches (record_batches, one row per
+append and per marker), each with the records of its run: the Kafka door writes one
+RecordBatch per stored batch, with the producer, epoch, base sequence and transaction of its
+row. What read_committed may see in offset order is bounded by the last stable offset
+(app.domain.read.offset_order_upper_bound, from storage's LAST_STABLE_OFFSET); the aborted
+transactions below it are named here, from their batch rows, for the client to drop."""
 
 from __future__ import annotations
 
@@ -12,18 +15,25 @@ from typing import Any
 from sqlalchemy import Connection, bindparam, case, func, select
 
 from app.domain.errors import OffsetOutOfRange, UnknownTopicOrPartition
-from app.domain.read import AbortedTransaction, LogEntry
-from app.domain.types import ControlType
-from app.storage.read import RECORD_SIZE, markers_of
-from app.storage.tables import partitions, records
+from app.domain.read import AbortedTransaction, LogBatch, LogRecord
+from app.domain.types import ControlType, RecordState
+from app.storage.read import RECORD_SIZE
+from app.storage.tables import partitions, record_batches, records
 from app.storage.topics import LAST_STABLE_OFFSET
 
-_ABORT = ControlType.ABORT.value
+# A batch of a transaction that aborted: its completion wrote the ABORT marker and, in the
+# same statement, this state (app.storage.markers). A marker's own row has no state.
+ABORTED_BATCH = record_batches.c.state == RecordState.ABORTED.value
+
+_STATES = {s.value: s for s in RecordState}
+_CONTROL_TYPES = {c.value: c for c in ControlType}
 
 
 @cache
-def _stmts() -> tuple[Any, Any, Any, Any]:
+def _stmts() -> tuple[Any, Any, Any, Any, Any]:
     where = (records.c.topic_id == bindparam("topic_id"), records.c.partition == bindparam("partition"))
+    in_partition = (record_batches.c.topic_id == bindparam("topic_id"),
+                    record_batches.c.partition == bindparam("partition"))
     bounds = select(partitions.c.next_offset, partitions.c.log_start_offset, LAST_STABLE_OFFSET).where(
         partitions.c.topic_id == bindparam("topic_id"), partitions.c.partition == bindparam("partition"))
     # Where a read stops: the first row from `start` and the last whose running sum of sizes
@@ -40,22 +50,38 @@ def _stmts() -> tuple[Any, Any, Any, Any]:
         "running")
     cut = select(func.min(running.c.offset),
                  func.max(case((running.c.running <= bindparam("max_bytes"), running.c.offset))))
+    # The batches whose runs meet [start, last], in offset order: from the one that holds
+    # `start` (the last to begin at or below it: one probe of the primary key) to the last
+    # that begins at or below `last`, one range of the primary key. Without the probe a read
+    # from the middle of a batch would lose the batch's head (its producer and sequence).
+    holding_start = (select(func.max(record_batches.c.base_offset))
+                     .where(*in_partition, record_batches.c.base_offset <= bindparam("start"))
+                     .scalar_subquery())
+    batches = (
+        select(record_batches.c.base_offset, record_batches.c.record_count, record_batches.c.producer_id,
+               record_batches.c.producer_epoch, record_batches.c.base_sequence, record_batches.c.txn_id,
+               record_batches.c.control_type, record_batches.c.state)
+        .where(*in_partition, record_batches.c.base_offset >= func.coalesce(holding_start, bindparam("start")),
+               record_batches.c.base_offset <= bindparam("last"))
+        .order_by(record_batches.c.base_offset)
+    )
+    # Their records: the one primary-key range [start, last] (never below the log start: a
+    # read starts at or above it, LogService.read_in_offset_order), handed to each batch by
+    # its run in read_batches, so the database sorts nothing and joins nothing.
     rows = (
         select(records.c.offset, records.c.timestamp_ms, records.c.key, records.c.value, records.c.headers,
-               records.c.producer_id, records.c.producer_epoch, records.c.sequence, records.c.txn_id,
-               records.c.control_type, RECORD_SIZE, records.c.key_bytes, records.c.value_bytes)
+               RECORD_SIZE, records.c.key_bytes, records.c.value_bytes)
         .where(*where, records.c.offset >= bindparam("start"), records.c.offset <= bindparam("last"))
         .order_by(records.c.offset)
     )
-    # Where each of some transactions begins in the partition, and its producer: its first
-    # batch head (ix_records_txn_batches, one probe per transaction).
+    # Where each of some aborted transactions begins in the partition, and its producer: its
+    # first batch (ix_record_batches_txn, one probe per transaction).
     firsts = (
-        select(records.c.txn_id, func.min(records.c.producer_id), func.min(records.c.offset))
-        .where(*where, records.c.txn_id.in_(bindparam("txn_ids", expanding=True)),
-               records.c.batch_record_count.is_not(None))
-        .group_by(records.c.txn_id)
+        select(record_batches.c.txn_id, func.min(record_batches.c.producer_id), func.min(record_batches.c.base_offset))
+        .where(*in_partition, record_batches.c.txn_id.in_(bindparam("txn_ids", expanding=True)), ABORTED_BATCH)
+        .group_by(record_batches.c.txn_id)
     )
-    return bounds, rows, firsts, cut
+    return bounds, cut, batches, rows, firsts
 
 
 def bounds(conn: Connection, topic_id: int, partition: int) -> tuple[int, int, int]:
@@ -66,49 +92,62 @@ def bounds(conn: Connection, topic_id: int, partition: int) -> tuple[int, int, i
     return row[0], row[1], row[2]
 
 
-def read_rows(conn: Connection, topic_id: int, partition: int, start: int, end: int, limit: int, *,
-              max_bytes: int, min_one: bool) -> list[LogEntry]:
-    """At most `limit` rows at offsets in [start, end), data records and markers, in offset
-    order, and at most `max_bytes` bytes of records (RECORD_SIZE), but for the first row when
-    `min_one` (Kafka's KIP-74: the first record of a Fetch comes whatever its size). Where it
-    stops is found first, then only the rows up to there are read: a row past the limits is
-    never handed over, so a read of one large record costs that record, not every record
-    after it up to `limit`."""
+def read_batches(conn: Connection, topic_id: int, partition: int, start: int, end: int, limit: int, *,
+                 max_bytes: int, min_one: bool) -> list[LogBatch]:
+    """The stored batches (data and control) holding the rows at offsets in [start, end), in
+    offset order, each with its records among those rows: at most `limit` rows and at most
+    `max_bytes` bytes of records (RECORD_SIZE), but for the first row when `min_one` (Kafka's
+    KIP-74: the first record of a Fetch comes whatever its size). `start` is at or above the
+    log start. Where it stops is found first, then only the rows up to there are read: a row
+    past the limits is never handed over, so a read of one large record costs that record,
+    not every record after it up to `limit`. A batch keeps its row's base offset, producer and
+    base sequence whatever part of its run the read returns (from `start`, up to the limits,
+    around compaction's holes); a batch with no record in the read is not returned."""
     where = {"topic_id": topic_id, "partition": partition}
-    first, last = conn.execute(_stmts()[3], {**where, "start": start, "end": end, "limit": limit,
-                                             "max_bytes": max_bytes}).one()
+    stmts = _stmts()
+    first, last = conn.execute(stmts[1], {**where, "start": start, "end": end, "limit": limit,
+                                          "max_bytes": max_bytes}).one()
     if last is None and min_one:
         last = first
     if last is None:
         return []
+    window = {**where, "start": start, "last": last}
+    stored = conn.execute(stmts[2], window).all()
+    rows = iter(conn.execute(stmts[3], window))
+    row = next(rows, None)
     out = []
-    for o, ts, k, v, h, pid, pe, seq, txn_id, control, size, kb, vb in conn.execute(
-            _stmts()[1], {**where, "start": start, "last": last}):
-        if control is not None:
-            out.append(LogEntry(o, ts, None, None, None, pid, pe, None, txn_id, ControlType(control), 0))
-        else:
+    for base, count, producer_id, epoch, base_sequence, txn_id, control, state in stored:
+        run_end = base + count
+        # A record outside every batch's run would be a writer's bug (tests/batch_rows.py
+        # asserts there is none after every test): it is not handed out.
+        while row is not None and row[0] < base:
+            row = next(rows, None)
+        run = []
+        while row is not None and row[0] < run_end:
+            o, ts, k, v, h, size, kb, vb = row
             # A bytes topic's key and value are in the binary columns (docs/ARCHITECTURE.md#record-formats).
-            out.append(LogEntry(o, ts, kb if k is None else k, vb if v is None else v, h, pid, pe, seq, txn_id,
-                                None, size))
+            run.append(LogRecord(o, ts, kb if k is None else k, vb if v is None else v, h, size))
+            row = next(rows, None)
+        if run:
+            out.append(LogBatch(base, producer_id, epoch, base_sequence, txn_id,
+                                None if control is None else _CONTROL_TYPES[control],
+                                None if state is None else _STATES[state], run))
     return out
 
 
 def aborted_transactions(conn: Connection, topic_id: int, partition: int,
-                         entries: list[LogEntry]) -> list[AbortedTransaction]:
-    """The aborted transactions whose records are among `entries` (a read's rows), each by its
-    producer and its first offset in the partition (which may lie below the read), in the order
-    of those first offsets: what a read_committed client needs to drop every aborted record it
-    is given. (Kafka's broker names too the aborted transactions that merely overlap the read's
-    range; one with no record in the answer has nothing to drop.) Found from the answer's own
-    transactions, so the cost follows the answer's size, not the partition's."""
-    txn_ids = sorted({e.txn_id for e in entries if e.txn_id is not None and e.control_type is None})
+                         batches: list[LogBatch]) -> list[AbortedTransaction]:
+    """The aborted transactions with a batch among `batches` (a read's), each by its producer
+    and its first offset in the partition (the base offset of its first batch, which may lie
+    below the read), in the order of those first offsets: what a read_committed client needs
+    to drop every aborted record it is given. (Kafka's broker names too the aborted
+    transactions that merely overlap the read's range; one with no record in the answer has
+    nothing to drop.) Found from the answer's own batches, so the cost follows the answer's
+    size, not the partition's."""
+    txn_ids = sorted({b.txn_id for b in batches if b.state is RecordState.ABORTED and b.txn_id is not None})
     if not txn_ids:
         return []
-    ended = markers_of(conn, topic_id, partition, txn_ids)
-    aborted = [t for t in txn_ids if t in ended and ended[t][1] == _ABORT]
-    if not aborted:
-        return []
-    rows = conn.execute(_stmts()[2], {"topic_id": topic_id, "partition": partition, "txn_ids": aborted}).all()
+    rows = conn.execute(_stmts()[4], {"topic_id": topic_id, "partition": partition, "txn_ids": txn_ids}).all()
     return sorted((AbortedTransaction(pid, first) for _, pid, first in rows), key=lambda a: a.first_offset)
 
 

@@ -265,7 +265,7 @@ def test_a_bytes_topic_reads_back_byte_for_byte_in_offset_order_as_kafka_batches
 
     read = services.log.read_in_offset_order("b", 0, offset=0, isolation=IsolationLevel.READ_COMMITTED,
                                              max_bytes=1 << 20, max_records=10)
-    (batch,) = [DefaultRecordBatch(batches_bytes(read.entries))]
+    (batch,) = [DefaultRecordBatch(batches_bytes(read.batches))]
 
     assert [(r.offset, r.key, r.value, list(r.headers)) for r in batch] == [
         (0, KEY, NUL_AND_INVALID_UTF8, [("h", b"\x00\xff"), ("h", None)]), (1, None, None, [])]

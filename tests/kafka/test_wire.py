@@ -435,6 +435,33 @@ def test_a_later_partition_whose_first_record_does_not_fit_is_not_read(kafka: Li
     assert peak < 6_000_000, peak
 
 
+def test_a_fetch_answers_each_stored_send_as_its_own_record_batch_and_names_the_aborted_one(
+        kafka: Listener) -> None:
+    from aiokafka.record.memory_records import MemoryRecords
+
+    from tests.helpers import batch, begin, ident, init_producer, send
+
+    client = kafka.client
+    create_topic(client, "orders")
+    p, a = init_producer(client), init_producer(client, "a")
+    assert send(client, [batch("orders", 0, ["p0", "p1"], 0)], p).status_code == 200  # 0, 1
+    begin(client, "a", a)
+    assert send(client, [batch("orders", 0, ["a0"], 0)], a, "a").status_code == 200  # 2
+    assert client.post("/v1/transactions/a/abort", json=ident(a)).status_code == 200  # ABORT at 3
+    assert send(client, [batch("orders", 0, ["p2"], 2)], p).status_code == 200  # 4
+    with kafka.connect() as s:
+        answer = ask(s, 1, 12, _fetch("orders", 0, 0))
+    ((part,),) = [t.partitions for t in answer.responses]
+    batches, read = [], MemoryRecords(bytes(part.records))
+    while (b := read.next_batch()) is not None:
+        batches.append((b.base_offset, b.producer_id, b.base_sequence, b.is_transactional, b.is_control_batch,
+                        [r.offset for r in b]))
+    pid, aid = p["producer_id"], a["producer_id"]
+    assert batches == [(0, pid, 0, False, False, [0, 1]), (2, aid, 0, True, False, [2]),
+                       (3, aid, -1, True, True, [3]), (4, pid, 2, False, False, [4])]
+    assert [(t.producer_id, t.first_offset) for t in part.aborted_transactions] == [(aid, 2)]
+
+
 def test_a_fetch_below_the_log_start_is_offset_out_of_range(kafka: Listener) -> None:
     create_topic(kafka.client, "orders")
     with kafka.connect() as s:
