@@ -12,7 +12,8 @@ from __future__ import annotations
 from functools import cache
 from typing import Any
 
-from sqlalchemy import Connection, bindparam, case, func, select
+from sqlalchemy import BigInteger, Connection, bindparam, case, func, select, true
+from sqlalchemy.dialects.postgresql import ARRAY
 
 from app.domain.errors import OffsetOutOfRange, UnknownTopicOrPartition
 from app.domain.read import AbortedTransaction, LogBatch, LogRecord
@@ -30,7 +31,7 @@ _CONTROL_TYPES = {c.value: c for c in ControlType}
 
 
 @cache
-def _stmts() -> tuple[Any, Any, Any, Any, Any]:
+def _stmts() -> tuple[Any, Any, Any, Any]:
     where = (records.c.topic_id == bindparam("topic_id"), records.c.partition == bindparam("partition"))
     in_partition = (record_batches.c.topic_id == bindparam("topic_id"),
                     record_batches.c.partition == bindparam("partition"))
@@ -54,14 +55,17 @@ def _stmts() -> tuple[Any, Any, Any, Any, Any]:
     # `start` (the last to begin at or below it: one probe of the primary key) to the last
     # that begins at or below `last`, one range of the primary key. Without the probe a read
     # from the middle of a batch would lose the batch's head (its producer and sequence).
-    holding_start = (select(func.max(record_batches.c.base_offset))
-                     .where(*in_partition, record_batches.c.base_offset <= bindparam("start"))
-                     .scalar_subquery())
+    holding_start = func.coalesce(
+        select(record_batches.c.base_offset)
+        .where(*in_partition, record_batches.c.base_offset <= bindparam("start"))
+        .order_by(record_batches.c.base_offset.desc()).limit(1)
+        .scalar_subquery(),
+        bindparam("start", type_=BigInteger))
     batches = (
         select(record_batches.c.base_offset, record_batches.c.record_count, record_batches.c.producer_id,
                record_batches.c.producer_epoch, record_batches.c.base_sequence, record_batches.c.txn_id,
                record_batches.c.control_type, record_batches.c.state)
-        .where(*in_partition, record_batches.c.base_offset >= func.coalesce(holding_start, bindparam("start")),
+        .where(*in_partition, record_batches.c.base_offset >= holding_start,
                record_batches.c.base_offset <= bindparam("last"))
         .order_by(record_batches.c.base_offset)
     )
@@ -74,14 +78,29 @@ def _stmts() -> tuple[Any, Any, Any, Any, Any]:
         .where(*where, records.c.offset >= bindparam("start"), records.c.offset <= bindparam("last"))
         .order_by(records.c.offset)
     )
-    # Where each of some aborted transactions begins in the partition, and its producer: its
-    # first batch (ix_record_batches_txn, one probe per transaction).
-    firsts = (
-        select(record_batches.c.txn_id, func.min(record_batches.c.producer_id), func.min(record_batches.c.base_offset))
-        .where(*in_partition, record_batches.c.txn_id.in_(bindparam("txn_ids", expanding=True)), ABORTED_BATCH)
-        .group_by(record_batches.c.txn_id)
-    )
-    return bounds, cut, batches, rows, firsts
+    return bounds, cut, batches, rows
+
+
+@cache
+def _firsts_stmt(dialect_name: str) -> Any:
+    """Where each of some aborted transactions begins in the partition, and its producer: its
+    first batch, one probe of ix_record_batches_txn per transaction. On PostgreSQL a LATERAL
+    probe per id: without statistics (the service never runs ANALYZE) the planner read the
+    partition's every transactional batch in the index and filtered the ids. SQLite probes the
+    index per id of an IN list by itself."""
+    wanted = (record_batches.c.topic_id == bindparam("topic_id"),
+              record_batches.c.partition == bindparam("partition"), ABORTED_BATCH)
+    if dialect_name != "postgresql":
+        return (select(func.min(record_batches.c.producer_id), func.min(record_batches.c.base_offset))
+                .where(*wanted, record_batches.c.txn_id.in_(bindparam("txn_ids", expanding=True)))
+                .group_by(record_batches.c.txn_id))
+    ids = func.unnest(bindparam("txn_ids", type_=ARRAY(BigInteger))).table_valued("txn_id").render_derived()
+    # An aggregate, not ORDER BY base_offset LIMIT 1: that order is the primary key's, and the
+    # planner walked the partition's batches from its start in it, filtering on the id.
+    probe = (select(func.min(record_batches.c.producer_id).label("producer_id"),
+                    func.min(record_batches.c.base_offset).label("first_offset"))
+             .where(*wanted, record_batches.c.txn_id == ids.c.txn_id).lateral("first"))
+    return select(probe).select_from(ids.join(probe, true())).where(probe.c.first_offset.is_not(None))
 
 
 def bounds(conn: Connection, topic_id: int, partition: int) -> tuple[int, int, int]:
@@ -147,8 +166,9 @@ def aborted_transactions(conn: Connection, topic_id: int, partition: int,
     txn_ids = sorted({b.txn_id for b in batches if b.state is RecordState.ABORTED and b.txn_id is not None})
     if not txn_ids:
         return []
-    rows = conn.execute(_stmts()[4], {"topic_id": topic_id, "partition": partition, "txn_ids": txn_ids}).all()
-    return sorted((AbortedTransaction(pid, first) for _, pid, first in rows), key=lambda a: a.first_offset)
+    rows = conn.execute(_firsts_stmt(conn.dialect.name),
+                        {"topic_id": topic_id, "partition": partition, "txn_ids": txn_ids}).all()
+    return sorted((AbortedTransaction(pid, first) for pid, first in rows), key=lambda a: a.first_offset)
 
 
 def offset_for_timestamp(conn: Connection, topic_id: int, partition: int, timestamp_ms: int, start: int,

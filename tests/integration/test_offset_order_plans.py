@@ -1,0 +1,82 @@
+"""Kafka's Fetch reads its batches and their records as ranges of primary keys, on a partition
+the planner has no statistics for (the service never runs ANALYZE): the batch rows from the
+one holding the read's start (one probe of record_batches' primary key, backwards), the
+records as one range of theirs, and the aborted transactions' first batches through
+ix_record_batches_txn. A scan of the partition's batches or records per read would make a
+Fetch cost the partition's size instead of the answer's."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlalchemy import text
+
+from app.services.log_service import SendBatch
+from app.storage.append import RecordToAppend
+from app.storage.offset_order import _firsts_stmt, _stmts
+
+SENDS = 40
+RECORDS_PER_SEND = 20
+
+
+def _fill(services: Any) -> int:
+    """Aborted transactions of one Send each, between plain Sends, in partition 0; the topic id."""
+    services.topics.create("plans", 1)
+    p = services.coordinator.init_producer_id(transactional_id="planner", transaction_timeout_ms=None)
+    records = [RecordToAppend(None, "1", None, 1) for _ in range(RECORDS_PER_SEND)]
+    for i in range(SENDS):
+        services.coordinator.begin("planner", p.producer_id, p.producer_epoch)
+        services.log.send([SendBatch("plans", 0, records, i * RECORDS_PER_SEND)], producer_id=p.producer_id,
+                          producer_epoch=p.producer_epoch, transactional_id="planner")
+        services.coordinator.end_transaction("planner", p.producer_id, p.producer_epoch, commit=False)
+        services.log.send([SendBatch("plans", 0, records)], producer_id=None, producer_epoch=None,
+                          transactional_id=None)
+    return int(services.topics.get("plans").topic_id)
+
+
+def _plan(database: Any, stmt: Any, **params: Any) -> list[str]:
+    with database.engine.connect() as conn:
+        sql = str(stmt.params(**params).compile(conn, compile_kwargs={"literal_binds": True,
+                                                                      "render_postcompile": True}))
+        if database.dialect == "postgresql":
+            return [row[0] for row in conn.execute(text("EXPLAIN " + sql))]
+        return [row[3] for row in conn.execute(text("EXPLAIN QUERY PLAN " + sql))]
+
+
+def _scans(lines: list[str]) -> list[str]:
+    """What each scan reads, in plan order: a primary key's range or an index's, by name, or
+    'whole' for a scan of a whole table."""
+    names = {"pk_record_batches": "batches", "sqlite_autoindex_record_batches_1": "batches",
+             "pk_records": "records", "sqlite_autoindex_records_1": "records",
+             "ix_record_batches_txn": "txn"}
+    out = []
+    for line in lines:
+        if "Seq Scan" in line or line.startswith("SCAN "):
+            out.append("whole")
+        else:
+            out += [v for k, v in names.items() if k in line]
+    return out
+
+
+def test_the_batches_of_a_read_are_a_probe_then_a_range_of_the_batches_primary_key(services: Any, database: Any) -> None:
+    topic_id = _fill(services)
+    lines = _plan(database, _stmts()[2], topic_id=topic_id, partition=0, start=300, last=500)
+    assert _scans(lines) == ["batches", "batches"], lines
+    # The probe for the batch holding the start reads one entry, from the start downwards.
+    if database.dialect == "postgresql":
+        assert any("Index Only Scan Backward" in line for line in lines), lines
+
+
+def test_the_records_of_a_read_are_one_range_of_the_records_primary_key(services: Any, database: Any) -> None:
+    topic_id = _fill(services)
+    lines = _plan(database, _stmts()[3], topic_id=topic_id, partition=0, start=300, last=500)
+    assert _scans(lines) == ["records"], lines
+    assert not any("Sort" in line or "TEMP B-TREE" in line for line in lines), lines
+
+
+def test_the_aborted_transactions_first_batches_are_probed_in_the_transaction_index(services: Any, database: Any) -> None:
+    topic_id = _fill(services)
+    lines = _plan(database, _firsts_stmt(database.dialect), topic_id=topic_id, partition=0, txn_ids=[3, 4])
+    assert _scans(lines) == ["txn"], lines
+    # The transaction id is part of the index condition, not a filter over every batch.
+    assert any("txn_id" in line for line in lines if "ix_record_batches_txn" in line or "Index Cond" in line), lines
