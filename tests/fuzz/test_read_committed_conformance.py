@@ -33,7 +33,8 @@ from sqlalchemy import Connection, insert, text
 
 from app.domain.types import IsolationLevel
 from app.storage import read, read_committed
-from app.storage.tables import group_offsets, partitions, records, topics
+from app.storage.tables import group_offsets, partitions, record_batches, records, topics
+from tests.batch_rows import assert_batch_rows_match
 
 EXAMPLES = int(os.environ.get("OUTBOX_CONFORMANCE_EXAMPLES", "100"))
 TRANSACTIONS = [0, 1, 2]
@@ -57,6 +58,10 @@ class Log:
     rows: dict[int, tuple[int | None, str | None, int | None]]
     next_offset: int
     last_stable_offset: int  # the first offset of an open transaction, else next_offset
+    # The batch rows, by base_offset: (record_count, txn_id, control_type), as the appends and
+    # markers wrote them; and each ended transaction's marker: txn_id → (its offset, its type).
+    batches: dict[int, tuple[int, int | None, str | None]]
+    ended: dict[int, tuple[int, str]]
 
 
 def build(run: list[tuple], ending: str = "open") -> Log:  # type: ignore[type-arg]
@@ -66,28 +71,38 @@ def build(run: list[tuple], ending: str = "open") -> Log:  # type: ignore[type-a
     txn_ids = itertools.count(1)
     open_: dict[int, int] = {}  # producer → its open transaction's txn_id
     first: dict[int, int] = {}  # txn_id → its first offset
+    batches: dict[int, tuple[int, int | None, str | None]] = {}
+    ended: dict[int, tuple[int, str]] = {}
     offset = 0
+
+    def marker(txn_id: int, control: str) -> None:
+        nonlocal offset
+        rows[offset] = (txn_id, control, None)
+        batches[offset] = (1, txn_id, control)
+        ended[txn_id] = (offset, control)
+        offset += 1
+
     for event in run:
         kind = event[0]
         if kind == "plain":
+            batches[offset] = (event[1], None, None)
             for _ in range(event[1]):
                 rows[offset] = (None, None, None)
                 offset += 1
         elif kind == "send":
             txn_id = open_.setdefault(event[1], next(txn_ids))
             first.setdefault(txn_id, offset)
+            batches[offset] = (event[2], txn_id, None)
             for i in range(event[2]):
                 rows[offset] = (txn_id, None, event[2] if i == 0 else None)
                 offset += 1
         elif event[1] in open_:  # a marker ends the producer's open transaction
-            rows[offset] = (open_.pop(event[1]), event[0].upper(), None)
-            offset += 1
+            marker(open_.pop(event[1]), event[0].upper())
     if ending != "open":
         for producer in sorted(open_):
-            rows[offset] = (open_.pop(producer), ending.upper(), None)
-            offset += 1
+            marker(open_.pop(producer), ending.upper())
     lso = min((first[t] for t in open_.values()), default=offset)
-    return Log(rows, offset, lso)
+    return Log(rows, offset, lso, batches, ended)
 
 
 def cut(log: Log, holes: set[int], log_start: int, cleaned: bool) -> None:
@@ -103,6 +118,8 @@ def cut(log: Log, holes: set[int], log_start: int, cleaned: bool) -> None:
         left = [o for o in range(start, end) if o in log.rows]
         for o in left:
             log.rows[o] = (txn_id, None, end - o if o == left[0] else None)
+    # A batch row goes with the last record of its run, as the log cleaner deletes it.
+    log.batches = {base: b for base, b in log.batches.items() if any(o in log.rows for o in range(base, base + b[0]))}
 
 
 def store(conn: Connection, log: Log, log_start: int, compacted: bool) -> int:
@@ -118,7 +135,26 @@ def store(conn: Connection, log: Log, log_start: int, compacted: bool) -> int:
              "producer_epoch": None if t is None else 0, "sequence": None, "txn_id": t, "control_type": control,
              "batch_record_count": n, "message_id": None}
             for o, (t, control, n) in sorted(log.rows.items())])
+    if log.batches:
+        conn.execute(insert(record_batches), [
+            {"topic_id": topic_id, "partition": 0, "base_offset": base, "record_count": count,
+             "producer_id": None if t is None else 7, "producer_epoch": None if t is None else 0,
+             "base_sequence": None, "txn_id": t, "control_type": control, **outcome(log, base, count, t, control)}
+            for base, (count, t, control) in sorted(log.batches.items())])
     return topic_id
+
+
+def outcome(log: Log, base: int, count: int, txn_id: int | None, control: str | None) -> dict[str, object]:
+    """A batch row's state and commit position: a plain batch's committed at its last offset, a
+    transactional one's from its transaction's marker (open without one), a marker's none."""
+    if control is not None:
+        return {"state": None, "commit_position": None}
+    if txn_id is None:
+        return {"state": "committed", "commit_position": base + count - 1}
+    offset, ended_by = log.ended.get(txn_id, (None, None))
+    if ended_by == "COMMIT":
+        return {"state": "committed", "commit_position": offset}
+    return {"state": "aborted" if ended_by == "ABORT" else "open", "commit_position": None}
 
 
 def view_rows(conn: Connection, topic_id: int) -> list[tuple[int, int, str]]:
@@ -152,6 +188,7 @@ def test_fetch_and_the_counters_read_exactly_the_committed_records_view(  # type
     with database.engine.connect() as conn:
         topic_id = store(conn, log, log_start, compacted)
         try:
+            assert_batch_rows_match(conn)  # the batch rows describe the stored log, as the writers leave them
             seen = view_rows(conn, topic_id)
             assert fetched_rows(conn, topic_id, log_start, log.next_offset, page) == seen
             if cleaned:
