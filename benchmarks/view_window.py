@@ -40,7 +40,7 @@ from sqlalchemy.pool import NullPool
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from scratch import ROOT, scratch_database  # noqa: E402
-from batch_layout import MARKER_COLUMNS, TOPIC_ID, Db, make_log, today_rows  # noqa: E402
+from batch_layout import BACKFILL, MARKER_COLUMNS, TOPIC_ID, Db, make_log, today_rows  # noqa: E402
 from run import ratio_line  # noqa: E402 - the benchmark's own modules, not a package
 
 sys.path.insert(0, str(ROOT))
@@ -71,6 +71,9 @@ def setup(kind: str, url: str, before: Path, records: int, seed: int, analyze: b
     db.execute('INSERT INTO partitions (topic_id, "partition", next_offset, log_start_offset) VALUES (:t, 0, :n, 0)',
                {"t": TOPIC_ID, "n": log.next_offset})
     db.copy("records", MARKER_COLUMNS, (row for b in log.batches for row in today_rows(b, 0, 1)))
+    # The batch rows the service's writers would have written beside these records (HTTP Fetch reads them).
+    for statement in BACKFILL:
+        db.execute(statement)
     ddl = (before / "app" / "storage" / "sql" / f"committed_records.{kind}.sql").read_text()
     renamed = ddl.replace("VIEW committed_records AS", "VIEW committed_records_before AS", 1)
     assert renamed != ddl, "the --before tree's view is not CREATE [OR REPLACE] VIEW committed_records AS"

@@ -14,7 +14,6 @@ and state (RecordState) from its batch row.
 
 from __future__ import annotations
 
-import bisect
 from collections.abc import Iterator, Sequence
 from functools import cache
 from typing import Any
@@ -128,10 +127,21 @@ def _plan_uncommitted(conn: Connection, plan: FetchPlan, where: dict[str, Any], 
                       budget: int, min_one: bool, prefetch: int) -> None:
     rows = conn.execute(_uncommitted_page_stmt(), {**where, "start": offset, "limit": max_records,
                                                    "row_prefetch": prefetch // max_records}).all()
-    for row in rows:
-        if not plan.take(Point(row[0], row[0], None, 1, row[_SIZE], row[0]), budget, min_one):
-            break
-        _keep(plan, row, prefetch)
+    total = sum(r[_SIZE] for r in rows)
+    if total <= budget:  # the common case: the page is the answer
+        plan.points = [Point(r[0], r[0], None, 1, r[_SIZE], r[0]) for r in rows]
+        plan.record_count, plan.size_bytes = len(rows), total
+        if total <= prefetch and all(r[_WHOLE] for r in rows):
+            plan.rows = {r[0]: r[:_SIZE] for r in rows}
+            plan.prefetched_bytes = total
+        else:
+            for row in rows:
+                _keep(plan, row, prefetch)
+    else:
+        for row in rows:
+            if not plan.take(Point(row[0], row[0], None, 1, row[_SIZE], row[0]), budget, min_one):
+                break
+            _keep(plan, row, prefetch)
     if plan.bytes_full or len(rows) == max_records:
         full(plan, offset)
     if plan.points:
@@ -180,7 +190,7 @@ def _batches_stmt() -> Any:
     holding_first = select(func.coalesce(func.max(b.c.base_offset), 0)).where(
         *partition, b.c.base_offset <= bindparam("first")).scalar_subquery()
     return (select(b.c.base_offset, b.c.producer_id, b.c.producer_epoch, b.c.base_sequence, b.c.txn_id, b.c.state,
-                   b.c.commit_position)
+                   b.c.commit_position, b.c.record_count)
             .where(*partition, b.c.base_offset >= holding_first, b.c.base_offset <= bindparam("last"),
                    b.c.control_type.is_(None))
             .order_by(b.c.base_offset))
@@ -189,16 +199,19 @@ def _batches_stmt() -> Any:
 def _with_states(rows: Sequence[Any], batches: list[tuple[Any, ...]]) -> list[StoredRecord]:
     """read_uncommitted records with their producer, sequence and where each stands, from their
     batch rows: a plain record is committed at its own offset; a transactional one committed at
-    its batch's commit_position, or aborted, or open (RecordState)."""
-    bases = [b[0] for b in batches]
+    its batch's commit_position, or aborted, or open (RecordState). Rows and batches both in
+    offset order: one walk of each."""
     out = []
+    i, end = -1, -1
     for o, ts, k, v, h, kb, vb in rows:
-        base, pid, pe, base_sequence, txn_id, state, commit_position = batches[bisect.bisect_right(bases, o) - 1]
+        if o >= end:  # the record's batch: the last one starting at or below it
+            while i + 1 < len(batches) and batches[i + 1][0] <= o:
+                i += 1
+            base, pid, pe, base_sequence, txn_id, state, commit_position, count = batches[i]
+            end, state, transactional = base + count, RecordState(state), txn_id is not None
         sequence = None if base_sequence is None else base_sequence + (o - base)
-        state = RecordState(state)
-        position = o if txn_id is None else commit_position
-        out.append(new(StoredRecord, (o, position, ts, kb if k is None else k, vb if v is None else v, h, pid, pe,
-                                       sequence, txn_id is not None, state)))
+        out.append(new(StoredRecord, (o, commit_position if transactional else o, ts, kb if k is None else k,
+                                      vb if v is None else v, h, pid, pe, sequence, transactional, state)))
     return out
 
 

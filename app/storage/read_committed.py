@@ -83,8 +83,9 @@ def batch_runs(dialect_name: str, batches: Any, columns: Callable[[Any, Any], tu
     fresh (a partition just filled has none): PostgreSQL gets a LATERAL subquery, which can
     only run per batch; SQLite, which has no LATERAL, a CROSS JOIN, which it never reorders.
     `correlate`: an enclosing query's FROMs that `batches`, start or end refer to. `outer`:
-    columns of the batch row, first in each row. `per_batch`: the columns are aggregates, one
-    row per batch (on SQLite, none for a batch without a record in its run)."""
+    columns of the batch row, first in each row. `per_batch`: the columns are aggregates over
+    the run (count a column of the records, not rows), one row per batch, a batch without a
+    record in its run included."""
     b, r = batches, records
     in_run = (r.c.topic_id == b.c.topic_id, r.c.partition == b.c.partition,
               r.c.offset >= start(b), r.c.offset < end(b))
@@ -93,8 +94,13 @@ def batch_runs(dialect_name: str, batches: Any, columns: Callable[[Any, Any], tu
         # could then reorder.
         run = select(*columns(b, r)).where(*in_run).offset(0).correlate_except(r).lateral("run")
         return select(*outer(b), *run.c).select_from(b.join(run, true())).correlate(*correlate)
-    stmt = select(*outer(b), *columns(b, r)).select_from(dialect.OuterFirstJoin(b, r, and_(*in_run)))
-    return (stmt.group_by(*outer(b)) if per_batch else stmt).correlate(*correlate)
+    if per_batch:
+        # A LEFT JOIN, which SQLite never reorders either: a batch without a record in its run
+        # still has its row (a reader walking pages of batches would take a short page for the end).
+        return (select(*outer(b), *columns(b, r)).select_from(b.outerjoin(r, and_(*in_run))).group_by(*outer(b))
+                .correlate(*correlate))
+    return select(*outer(b), *columns(b, r)).select_from(dialect.OuterFirstJoin(b, r, and_(*in_run))).correlate(
+        *correlate)
 
 
 def committed_batches(topic_id: Any, partition: Any, lo: Any, before: Any = None) -> Any:

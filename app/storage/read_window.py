@@ -39,7 +39,7 @@ def _batch_page_stmt(dialect_name: str) -> Any:
         dialect_name,
         read_committed.committed_batches(_p("topic_id"), _p("partition"), _p("start"), _p("high_watermark"))
         .limit(_p("limit")).subquery("b"),
-        lambda b, r: (func.count(), func.coalesce(func.sum(RECORD_SIZE), 0)),
+        lambda b, r: (func.count(r.c.offset), func.coalesce(func.sum(RECORD_SIZE), 0)),
         lambda b: read_committed.run_start(b, _p("start"), _p("log_start")), read_committed.run_end,
         outer=lambda b: (b.c.commit_position, b.c.base_offset, b.c.txn_id), per_batch=True,
     ).order_by("commit_position", "base_offset")

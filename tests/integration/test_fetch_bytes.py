@@ -243,3 +243,25 @@ def test_a_plan_brings_records_whole_only_within_its_prefetch_bytes_and_reads_th
     assert [(r.offset, json.loads(r.value)) for r in records] == [
         (r["offset"], r["value"]) for r in _fetch(client, "t", isolation=isolation, max_records=100)["records"]]
     assert [r.offset for r in records] == ([0, 1, 2, 3, 4, 6, 7, 8])
+
+
+@pytest.mark.parametrize("isolation", [RC, RU])
+def test_a_plain_batch_larger_than_a_chunk_is_read_in_chunks_of_whole_records(
+        services: Any, client: Any, isolation: str) -> None:
+    """A read_committed plan takes a plain batch that fits as one point; read in chunks, it is
+    cut between its records (each a position of its own), never inside one."""
+    from app.domain.types import IsolationLevel
+    from app.storage import read
+
+    create_topic(client, "t")
+    values = [f"{i}" + "x" * 18 for i in range(10)]  # 10 records of 21 bytes (the JSON string's quotes)
+    send(client, [batch("t", 0, values)])
+    with services.log.db.read() as conn:
+        topic_id = conn.exec_driver_sql("SELECT topic_id FROM topics WHERE name = 't'").scalar_one()
+        plan = read.plan_fetch(conn, topic_id=topic_id, partition=0, offset=0, max_records=100,
+                               isolation=IsolationLevel(isolation), prefetch_bytes=0)
+        chunks = [[(r.offset, json.loads(r.value)) for r in chunk]
+                  for chunk in read.read_planned(conn, plan, chunk_bytes=50)]
+
+    assert [len(c) for c in chunks] == [2, 2, 2, 2, 2]
+    assert [r for c in chunks for r in c] == list(enumerate(values))
