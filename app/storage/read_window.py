@@ -13,7 +13,7 @@ from collections.abc import Iterator, Sequence
 from functools import cache
 from typing import Any
 
-from sqlalchemy import BigInteger, Connection, bindparam, case, func
+from sqlalchemy import BigInteger, Connection, bindparam, case, func, select
 
 from app.domain.read import StoredRecord
 from app.storage import dialect, read_committed
@@ -33,16 +33,23 @@ _NO_END = 2**62  # an offset bound that bounds nothing
 @cache
 def _batch_page_stmt(dialect_name: str) -> Any:
     """A read_committed plan's page: the next `limit` committed batches from position `start`,
-    each with how many of its records a read from there gives and their bytes (counted and
-    summed by the database, which hands over no key or value)."""
+    as many of them as `want` records need (their record_counts, an upper bound of what each
+    holds from `start`, summed over the batches ahead of each in the walk), each with how many of
+    its records a read from there gives and their bytes (counted and summed by the database,
+    which hands over no key or value). Without the `want` cut a page of 64 batches of 1,000
+    records sized 64,000 records for a fetch of 1,000."""
+    walk = (read_committed.committed_batches(_p("topic_id"), _p("partition"), _p("start"), _p("high_watermark"))
+            .limit(_p("limit")).subquery("walk"))
+    ahead = (func.sum(walk.c.record_count).over(order_by=(walk.c.commit_position, walk.c.base_offset))
+             - walk.c.record_count)
+    batches = select(walk.c.topic_id, walk.c.partition, walk.c.commit_position, walk.c.base_offset, walk.c.txn_id,
+                     walk.c.record_count, ahead.label("ahead")).subquery("b")
     return read_committed.batch_runs(
-        dialect_name,
-        read_committed.committed_batches(_p("topic_id"), _p("partition"), _p("start"), _p("high_watermark"))
-        .limit(_p("limit")).subquery("b"),
+        dialect_name, batches,
         lambda b, r: (func.count(r.c.offset), func.coalesce(func.sum(RECORD_SIZE), 0)),
         lambda b: read_committed.run_start(b, _p("start"), _p("log_start")), read_committed.run_end,
-        outer=lambda b: (b.c.commit_position, b.c.base_offset, b.c.txn_id), per_batch=True,
-    ).order_by("commit_position", "base_offset")
+        outer=lambda b: (b.c.commit_position, b.c.base_offset, b.c.txn_id, b.c.record_count), per_batch=True,
+    ).where(batches.c.ahead < _p("want")).order_by("commit_position", "base_offset")
 
 
 def _window(dialect_name: str, columns: Any) -> Any:
@@ -103,19 +110,20 @@ def plan_committed(conn: Connection, plan: FetchPlan, where: dict[str, Any], off
     whole; asking for max_records batches at once would walk the rest of a partition of large
     transactions on every fetch."""
     page_stmt = _batch_page_stmt(conn.dialect.name)
-    start, limit = offset, min(max_records, _FIRST_BATCHES)
+    start, limit, want = offset, min(max_records, _FIRST_BATCHES), max_records
     while True:
-        page = conn.execute(page_stmt, {**where, "start": start, "limit": limit}).all()
-        exhausted = len(page) < limit
-        if not exhausted and page[-1][2] is not None:
+        page = conn.execute(page_stmt, {**where, "start": start, "limit": limit, "want": want}).all()
+        # The walk ended at the log end, not at `limit` batches nor at the `want` cut.
+        exhausted = len(page) < limit and sum(p[3] for p in page) < want
+        if not exhausted and page and page[-1][2] is not None:
             whole = [p for p in page if p[0] != page[-1][0]]
-            if not whole:  # one transaction's batches fill the page: ask for more of them
-                limit *= 4
+            if not whole:  # one transaction's batches fill the page: ask for all of them
+                limit, want = limit * 4, _NO_END
                 continue
             page = whole
         i = 0
         while i < len(page):
-            position, base, txn_id, count, size = page[i]
+            position, base, txn_id, _, count, size = page[i]
             if txn_id is None:
                 point = Point(max(base, start), position, None, count, int(size), position)
                 i += 1
@@ -123,8 +131,8 @@ def plan_committed(conn: Connection, plan: FetchPlan, where: dict[str, Any], off
                 j = i
                 while j < len(page) and page[j][0] == position:
                     j += 1
-                point = Point(position, position, txn_id, sum(p[3] for p in page[i:j]),
-                              sum(int(p[4]) for p in page[i:j]), position)
+                point = Point(position, position, txn_id, sum(p[4] for p in page[i:j]),
+                              sum(int(p[5]) for p in page[i:j]), position)
                 i = j
             if point.records == 0:
                 continue  # compacted, or below the log start: nothing to read
@@ -138,26 +146,41 @@ def plan_committed(conn: Connection, plan: FetchPlan, where: dict[str, Any], off
                 return full(plan, offset)  # a transaction is never split across fetches
         if exhausted:
             return
-        start = page[-1][0] + 1
+        if page:
+            start = page[-1][0] + 1
         # Every batch left in the page held at least one record: no more than this many can still fit.
-        limit = max(1, min(limit * 4, max_records - plan.record_count))
+        want = max_records - plan.record_count
+        limit = max(1, min(limit * 4, want))
 
 
 def _take_records(conn: Connection, plan: FetchPlan, where: dict[str, Any], point: Point, max_records: int,
                   budget: int, min_one: bool) -> None:
-    """A plain batch that does not fit whole: its records one by one, each a position."""
-    low = point.first
-    while low <= point.last:
+    """A plain batch that does not fit whole: the prefix of its records that fits (each record a
+    position of its own), as one point; its first record alone if nothing fits (take() decides,
+    by min_one)."""
+    room_records, room_bytes = max_records - plan.record_count, budget - plan.size_bytes
+    low, taken, size_taken, last, first, by_bytes = point.first, 0, 0, None, None, False
+    while taken < room_records and not by_bytes:
         sized = conn.execute(_sizes_stmt(conn.dialect.name), {
             **where, "first": low, "last": point.last, "batches_to": point.batches_to,
             "from_offset": low, "to_offset": point.last, "limit": _SIZES_PAGE}).all()
         for o, size, _, _ in sized:
-            if plan.record_count >= max_records or not plan.take(Point(o, o, None, 1, size, point.batches_to),
-                                                                 budget, min_one):
-                return
+            first = first or (o, size)
+            if taken >= room_records:
+                break
+            if size > room_bytes - size_taken:
+                by_bytes = True
+                break
+            taken, size_taken, last = taken + 1, size_taken + size, o
         if len(sized) < _SIZES_PAGE:
-            return
+            break
         low = sized[-1][0] + 1
+    if last is None:
+        if first is not None:
+            plan.take(Point(first[0], first[0], None, 1, first[1], point.batches_to), budget, min_one)
+        return
+    plan.take(Point(point.first, last, None, taken, size_taken, point.batches_to), budget, min_one)
+    plan.bytes_full = plan.bytes_full or by_bytes
 
 
 def read_points(conn: Connection, plan: FetchPlan, chunk_bytes: int | None) -> Iterator[list[StoredRecord]]:

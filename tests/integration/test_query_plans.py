@@ -86,7 +86,7 @@ def test_a_read_committed_fetch_plans_from_the_batch_index_then_each_batchs_run(
     with database.engine.connect() as conn:
         topic_id = conn.execute(text("SELECT topic_id FROM topics WHERE name = 'plans'")).scalar_one()
         sql = _compiled(conn, _batch_page_stmt(database.dialect), topic_id=topic_id, partition=0, start=100,
-                        high_watermark=10_000, log_start=0, limit=64)
+                        high_watermark=10_000, log_start=0, limit=64, want=1000)
     lines = _plan(database, sql)
     primary_key = "pk_records" if database.dialect == "postgresql" else "sqlite_autoindex_records_1"
     assert _scans(lines) == ["ix_record_batches_committed", primary_key], lines
