@@ -33,15 +33,19 @@ _NO_END = 2**62  # an offset bound that bounds nothing
 @cache
 def _batch_page_stmt(dialect_name: str) -> Any:
     """A read_committed plan's page: the next `limit` committed batches from position `start`,
-    as many of them as `want` records need (their record_counts, an upper bound of what each
-    holds from `start`, summed over the batches ahead of each in the walk), each with how many of
+    as many of their positions as `want` records need (their record_counts, an upper bound of
+    what each holds from `start`, summed over the positions ahead of each), each with how many of
     its records a read from there gives and their bytes (counted and summed by the database,
     which hands over no key or value). Without the `want` cut a page of 64 batches of 1,000
     records sized 64,000 records for a fetch of 1,000."""
     walk = (read_committed.committed_batches(_p("topic_id"), _p("partition"), _p("start"), _p("high_watermark"))
             .limit(_p("limit")).subquery("walk"))
-    ahead = (func.sum(walk.c.record_count).over(order_by=(walk.c.commit_position, walk.c.base_offset))
-             - walk.c.record_count)
+    # The records of the positions before each batch's in the walk: the default frame of an
+    # ordered window runs to the current row's last peer (the same position), and a position's
+    # own batches are taken off. A position is cut whole or not at all: the cut never splits a
+    # transaction.
+    ahead = (func.sum(walk.c.record_count).over(order_by=walk.c.commit_position)
+             - func.sum(walk.c.record_count).over(partition_by=walk.c.commit_position))
     batches = select(walk.c.topic_id, walk.c.partition, walk.c.commit_position, walk.c.base_offset, walk.c.txn_id,
                      walk.c.record_count, ahead.label("ahead")).subquery("b")
     return read_committed.batch_runs(
@@ -113,12 +117,13 @@ def plan_committed(conn: Connection, plan: FetchPlan, where: dict[str, Any], off
     start, limit, want = offset, min(max_records, _FIRST_BATCHES), max_records
     while True:
         page = conn.execute(page_stmt, {**where, "start": start, "limit": limit, "want": want}).all()
-        # The walk ended at the log end, not at `limit` batches nor at the `want` cut.
+        # The walk ended at the log end, not at `limit` batches nor at the `want` cut (which
+        # leaves out whole positions only, after at least `want` records' worth).
         exhausted = len(page) < limit and sum(p[3] for p in page) < want
-        if not exhausted and page and page[-1][2] is not None:
+        if len(page) == limit and page[-1][2] is not None:  # the LIMIT may have cut a transaction
             whole = [p for p in page if p[0] != page[-1][0]]
-            if not whole:  # one transaction's batches fill the page: ask for all of them
-                limit, want = limit * 4, _NO_END
+            if not whole:  # one transaction's batches fill the page: ask for more of them
+                limit *= 4
                 continue
             page = whole
         i = 0
