@@ -1,11 +1,14 @@
 """read_committed has one meaning however it is read (hypothesis, on SQLite and PostgreSQL).
 
-Generated logs of one partition, written straight into the tables: plain records, batches of
+Generated logs of one partition, written straight into the tables: plain batches, batches of
 up to three transactions interleaving with them and with each other, each transaction
 committed, aborted or left open; then compaction's holes (data records deleted anywhere, a batch's
 head moved to its first record left, as the log cleaner does) and a log start cut by
 retention or DeleteRecords (at most the last stable offset), the records below it either still stored (garbage the
-cleaner has not deleted yet) or deleted. On every such log:
+cleaner has not deleted yet) or deleted. Each append's and marker's batch row is stored beside the
+records as the writers and the cleaner leave it (stamped with its marker's offset, deleted with
+the last record of its run), and checked against them (tests/batch_rows.py): Fetch and the
+counters read the batch rows, the view the records' own columns. On every such log:
 
 - a read_committed Fetch from the log start to the high watermark, in pages of a few records,
   returns exactly the rows of the committed_records view, in commit order, each at its
@@ -16,7 +19,7 @@ cleaner has not deleted yet) or deleted. On every such log:
 - the first-unread counter (read_committed.first_record_committed_from) from every position is
   the lowest offset of the view's rows committed at or past it but lying below it, where the
   records below the log start are deleted (below the log start it answers from the stored
-  batch heads, which only ever lowers a DeleteRecords bound that cannot go below the log start).
+  records of the batches, which only ever lowers a DeleteRecords bound that cannot go below the log start).
 
 OUTBOX_CONFORMANCE_EXAMPLES (default 100) sets the examples per database.
 """
