@@ -121,9 +121,10 @@ def first_record_committed_from(conn: Connection, topic_id: int, partition: int,
     the committed batches positioned from `position` on (ix_record_batches_committed: few, for a
     reader that keeps up) and probes the first stored record of each transactional one that
     starts below it (a compacted head leaves the batch row's base_offset unstored)."""
-    b = committed_batches(bindparam("topic_id", type_=BigInteger()), bindparam("partition", type_=BigInteger()), bindparam("position", type_=BigInteger())).where(~plain_batch(), record_batches.c.base_offset < bindparam("position", type_=BigInteger()))
+    topic, part, at = (bindparam(n, type_=BigInteger()) for n in ("topic_id", "partition", "position"))
+    b = committed_batches(topic, part, at).where(~plain_batch(), record_batches.c.base_offset < at)
     run = batch_runs(conn.dialect.name, b.subquery("b"), lambda b, r: (r.c.offset,), lambda b: b.c.base_offset,
-                     lambda b: dialect.least(run_end(b), bindparam("position", type_=BigInteger()))).subquery()
+                     lambda b: dialect.least(run_end(b), at)).subquery()
     return conn.execute(select(func.min(run.c.offset)), {
         "topic_id": topic_id, "partition": partition, "position": position}).scalar()
 
