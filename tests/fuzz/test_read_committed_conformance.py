@@ -228,3 +228,21 @@ def test_the_generated_logs_hold_what_the_view_must_leave_out() -> None:
     assert (log.next_offset, log.last_stable_offset) == (7, 6)
     cut(log, {2}, 2, cleaned=True)
     assert log.rows == {3: (2, None, 1), 4: (1, "COMMIT", None), 5: (2, "ABORT", None), 6: (3, None, 1)}
+
+
+def test_a_fetch_walks_past_a_batch_with_nothing_left_to_read_from_its_position(database) -> None:  # type: ignore[no-untyped-def]
+    """A plain batch whose records from the fetch's position were compacted away keeps its
+    batch row (a record below the position is left): the plan's page counts it, empty, and
+    goes on to the batches after it instead of taking the short page for the log's end."""
+    log = build([("plain", 3), ("plain", 1), ("plain", 1)])  # batches [0, 2], [3], [4]
+    cut(log, {2}, 0, cleaned=False)
+    with database.engine.connect() as conn:
+        topic_id = store(conn, log, 0, compacted=True)
+        try:
+            assert_batch_rows_match(conn)
+            result = read.fetch(conn, topic_id=topic_id, partition=0, offset=2, max_records=2,
+                                isolation=IsolationLevel.READ_COMMITTED)
+            assert [(r.offset, r.commit_position, r.value) for r in result.records] == [(3, 3, "v3"), (4, 4, "v4")]
+            assert result.next_offset == 5
+        finally:
+            conn.rollback()
