@@ -177,7 +177,7 @@ def _kafka_name(b: AclBinding) -> str:
 
 class AclApis:
     def __init__(self, services: Any) -> None:
-        self.security = services.security
+        self.services = services
         self.handlers = {DESCRIBE_ACLS: self.describe_acls, CREATE_ACLS: self.create_acls,
                          DELETE_ACLS: self.delete_acls}
 
@@ -203,7 +203,7 @@ class AclApis:
             return answer(denied)
         try:
             match = acl_filter(body)
-            return answer(ErrorCode.none, None, [] if match is None else self.security.list_acls(match))
+            return answer(ErrorCode.none, None, [] if match is None else self.services.security.list_acls(match))
         except OutboxError as e:
             return answer(error_code(e), e.message)
 
@@ -225,7 +225,7 @@ class AclApis:
         if valid:
             # One write for every valid binding; one stored already is left as it is (Kafka's too).
             try:
-                self.security.add_acls([b for _, b in valid], by=access().principal)
+                self.services.security.add_acls([b for _, b in valid], by=access().principal)
             except OutboxError as e:
                 for i, _ in valid:
                     outcomes[i] = (error_code(e), e.message)
@@ -246,7 +246,7 @@ class AclApis:
                 continue
             try:
                 match = acl_filter(f)
-                removed = [] if match is None else self.security.remove_acls(match, by=access().principal)
+                removed = [] if match is None else self.services.security.remove_acls(match, by=access().principal)
             except OutboxError as e:
                 results.append(build(m.DeleteAclsFilterResult, error_code=error_code(e), error_message=e.message,
                                      matching_acls=()))
