@@ -194,3 +194,37 @@ def test_a_filter_naming_what_no_binding_here_has_matches_none(kafka: Listener, 
     with kafka.connect() as s:
         answer = ask(s, 29, 3, _describe_request(**fields))
     assert (answer.error_code, answer.resources) == (ErrorCode.none, ())
+
+
+def test_kafka_pythons_admin_client_creates_describes_and_deletes_acls(kafka: Listener) -> None:
+    from kafka.admin import (
+        ACL,
+        ACLFilter,
+        ACLOperation,
+        ACLPermissionType,
+        ACLResourcePatternType,
+        KafkaAdminClient,
+        ResourcePattern,
+        ResourcePatternFilter,
+    )
+    from kafka.admin import ResourceType as KafkaPythonResourceType
+    from kafka.errors import NoError
+
+    client = KafkaAdminClient(bootstrap_servers=kafka.bootstrap)
+    try:
+        made = ACL("User:alice", "*", ACLOperation.WRITE, ACLPermissionType.DENY,
+                   ResourcePattern(KafkaPythonResourceType.TOPIC, "orders", ACLResourcePatternType.PREFIXED))
+        assert client.create_acls([made])["failed"] == []
+        every = ACLFilter(None, None, ACLOperation.ANY, ACLPermissionType.ANY, ResourcePatternFilter(
+            KafkaPythonResourceType.ANY, None, ACLResourcePatternType.ANY))
+        described, error = client.describe_acls(every)
+        assert error is NoError
+        assert [(a.principal, a.host, a.operation, a.permission_type, a.resource_pattern.resource_type,
+                 a.resource_pattern.resource_name, a.resource_pattern.pattern_type) for a in described] == [
+            ("User:alice", "*", ACLOperation.WRITE, ACLPermissionType.DENY, KafkaPythonResourceType.TOPIC, "orders",
+             ACLResourcePatternType.PREFIXED)]
+        ((_, deleted, error),) = client.delete_acls([every])
+        assert (error, len(deleted)) == (NoError, 1)
+    finally:
+        client.close()
+    assert _http_acls(kafka) == set()
