@@ -1,7 +1,7 @@
 """Kafka's ACL APIs (DescribeAcls, CreateAcls, DeleteAcls; app.kafka.acls) on the bindings the
-HTTP door keeps: through librdkafka's AdminClient (confluent-kafka), each checked against
-what /v1/acls of the same process lists; bad input and Kafka codes in raw frames. On SQLite
-and PostgreSQL."""
+HTTP door keeps: through librdkafka's AdminClient (confluent-kafka) and kafka-python's
+KafkaAdminClient, each checked against what /v1/acls of the same process lists; bad input and
+Kafka codes in raw frames. On SQLite and PostgreSQL."""
 
 from __future__ import annotations
 
