@@ -17,6 +17,13 @@ from collections.abc import Mapping, Sequence
 from app.domain.errors import FencedInstanceId, InvalidRequest, UnknownMemberId
 
 
+# Kafka's protocol type of consumers: their protocol metadata is a ConsumerProtocolSubscription
+# and their assignments ConsumerProtocolAssignments, which the Kafka door reads for the engine's
+# view of the group (the topics it consumes, for its lag and OffsetDelete; the partitions each
+# member holds).
+CONSUMER_PROTOCOL = "consumer"
+
+
 class GroupState(str, enum.Enum):
     """Kafka's classic group states, as DescribeGroups and ListGroups name them. `Empty` is not
     stored: it is a group without members. The HTTP door's groups are always `Stable` (their

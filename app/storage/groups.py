@@ -176,6 +176,13 @@ def remove_members(conn: Connection, group_id: str, member_ids: list[str]) -> No
     )
 
 
+def delete_group(conn: Connection, group_id: str) -> None:
+    """The group's row and its committed offsets: what Kafka's DeleteGroups removes of an
+    empty group (offsets an unfinished transaction staged are the transaction's)."""
+    conn.execute(delete(group_offsets).where(group_offsets.c.group_id == group_id))
+    conn.execute(delete(consumer_groups).where(consumer_groups.c.group_id == group_id))
+
+
 def groups_with_expired_members(conn: Connection, now_ms: int) -> list[str]:
     return list(
         conn.execute(

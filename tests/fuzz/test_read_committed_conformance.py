@@ -1,14 +1,13 @@
 """read_committed has one meaning however it is read (hypothesis, on SQLite and PostgreSQL).
 
-Generated logs of one partition, written straight into the tables: plain batches, batches of
+Generated logs of one partition, written straight into the tables: plain records, batches of
 up to three transactions interleaving with them and with each other, each transaction
 committed, aborted or left open; then compaction's holes (data records deleted anywhere, a batch's
 head moved to its first record left, as the log cleaner does) and a log start cut by
 retention or DeleteRecords (at most the last stable offset), the records below it either still stored (garbage the
 cleaner has not deleted yet) or deleted. Each append's and marker's batch row is stored beside the
-records as the writers and the cleaner leave it (stamped with its marker's offset, deleted with
-the last record of its run), and checked against them (tests/batch_rows.py): Fetch and the
-counters read the batch rows, the view the records' own columns. On every such log:
+records as the writers and the cleaner leave them, and checked against them (tests/batch_rows.py):
+Fetch, the counters and the view read the batch rows. On every such log:
 
 - a read_committed Fetch from the log start to the high watermark, in pages of a few records,
   returns exactly the rows of the committed_records view, in commit order, each at its
@@ -61,51 +60,45 @@ class Log:
     rows: dict[int, tuple[int | None, str | None, int | None]]
     next_offset: int
     last_stable_offset: int  # the first offset of an open transaction, else next_offset
-    # The batch rows, by base_offset: (record_count, txn_id, control_type), as the appends and
-    # markers wrote them; and each ended transaction's marker: txn_id → (its offset, its type).
-    batches: dict[int, tuple[int, int | None, str | None]]
-    ended: dict[int, tuple[int, str]]
+    # Each append's run as written, before any cut: (base_offset, record_count, txn_id,
+    # control_type); a plain event's records are one batch, a marker a batch of its own.
+    batches: list[tuple[int, int, int | None, str | None]]
 
 
 def build(run: list[tuple], ending: str = "open") -> Log:  # type: ignore[type-arg]
     """The log of `run`; the transactions still open at its end are left open, or (`ending`)
     all committed or all aborted, so that the last stable offset is not always held low."""
     rows: dict[int, tuple[int | None, str | None, int | None]] = {}
+    batches: list[tuple[int, int, int | None, str | None]] = []
     txn_ids = itertools.count(1)
     open_: dict[int, int] = {}  # producer → its open transaction's txn_id
     first: dict[int, int] = {}  # txn_id → its first offset
-    batches: dict[int, tuple[int, int | None, str | None]] = {}
-    ended: dict[int, tuple[int, str]] = {}
     offset = 0
-
-    def marker(txn_id: int, control: str) -> None:
-        nonlocal offset
-        rows[offset] = (txn_id, control, None)
-        batches[offset] = (1, txn_id, control)
-        ended[txn_id] = (offset, control)
-        offset += 1
-
     for event in run:
         kind = event[0]
         if kind == "plain":
-            batches[offset] = (event[1], None, None)
+            batches.append((offset, event[1], None, None))
             for _ in range(event[1]):
                 rows[offset] = (None, None, None)
                 offset += 1
         elif kind == "send":
             txn_id = open_.setdefault(event[1], next(txn_ids))
             first.setdefault(txn_id, offset)
-            batches[offset] = (event[2], txn_id, None)
+            batches.append((offset, event[2], txn_id, None))
             for i in range(event[2]):
                 rows[offset] = (txn_id, None, event[2] if i == 0 else None)
                 offset += 1
         elif event[1] in open_:  # a marker ends the producer's open transaction
-            marker(open_.pop(event[1]), event[0].upper())
+            rows[offset] = (open_.pop(event[1]), event[0].upper(), None)
+            batches.append((offset, 1, rows[offset][0], rows[offset][1]))
+            offset += 1
     if ending != "open":
         for producer in sorted(open_):
-            marker(open_.pop(producer), ending.upper())
+            rows[offset] = (open_.pop(producer), ending.upper(), None)
+            batches.append((offset, 1, rows[offset][0], rows[offset][1]))
+            offset += 1
     lso = min((first[t] for t in open_.values()), default=offset)
-    return Log(rows, offset, lso, batches, ended)
+    return Log(rows, offset, lso, batches)
 
 
 def cut(log: Log, holes: set[int], log_start: int, cleaned: bool) -> None:
@@ -121,8 +114,6 @@ def cut(log: Log, holes: set[int], log_start: int, cleaned: bool) -> None:
         left = [o for o in range(start, end) if o in log.rows]
         for o in left:
             log.rows[o] = (txn_id, None, end - o if o == left[0] else None)
-    # A batch row goes with the last record of its run, as the log cleaner deletes it.
-    log.batches = {base: b for base, b in log.batches.items() if any(o in log.rows for o in range(base, base + b[0]))}
 
 
 def store(conn: Connection, log: Log, log_start: int, compacted: bool) -> int:
@@ -138,26 +129,36 @@ def store(conn: Connection, log: Log, log_start: int, compacted: bool) -> int:
              "producer_epoch": None if t is None else 0, "sequence": None, "txn_id": t, "control_type": control,
              "batch_record_count": n, "message_id": None}
             for o, (t, control, n) in sorted(log.rows.items())])
-    if log.batches:
-        conn.execute(insert(record_batches), [
-            {"topic_id": topic_id, "partition": 0, "base_offset": base, "record_count": count,
-             "producer_id": None if t is None else 7, "producer_epoch": None if t is None else 0,
-             "base_sequence": None, "txn_id": t, "control_type": control, **outcome(log, base, count, t, control)}
-            for base, (count, t, control) in sorted(log.batches.items())])
+    if rows := batch_rows(log):
+        conn.execute(insert(record_batches), [{"topic_id": topic_id, "partition": 0, **row} for row in rows])
     return topic_id
 
 
-def outcome(log: Log, base: int, count: int, txn_id: int | None, control: str | None) -> dict[str, object]:
-    """A batch row's state and commit position: a plain batch's committed at its last offset, a
-    transactional one's from its transaction's marker (open without one), a marker's none."""
-    if control is not None:
-        return {"state": None, "commit_position": None}
-    if txn_id is None:
-        return {"state": "committed", "commit_position": base + count - 1}
-    offset, ended_by = log.ended.get(txn_id, (None, None))
-    if ended_by == "COMMIT":
-        return {"state": "committed", "commit_position": offset}
-    return {"state": "aborted" if ended_by == "ABORT" else "open", "commit_position": None}
+def batch_rows(log: Log) -> list[dict]:  # type: ignore[type-arg]
+    """record_batches as the writers and the cleaner leave them for `log`: each append's run as
+    written, kept while a record of it is left (a run with holes, or cut by the log start,
+    keeps its row); a transaction's batches committed at its COMMIT marker, aborted by an ABORT
+    marker, open without one; a plain batch committed at its last offset; a marker a batch of
+    one offset with no state and no position."""
+    outcome = {t: (control, o) for o, _, t, control in log.batches if control is not None}
+    out = []
+    for base, count, t, control in log.batches:
+        if not any(o in log.rows for o in range(base, base + count)):
+            continue
+        if control is not None:
+            state, position = None, None
+        elif t is None:
+            state, position = "committed", base + count - 1
+        elif t not in outcome:
+            state, position = "open", None
+        elif outcome[t][0] == "COMMIT":
+            state, position = "committed", outcome[t][1]
+        else:
+            state, position = "aborted", None
+        out.append({"base_offset": base, "record_count": count, "producer_id": None if t is None else 7,
+                    "producer_epoch": None if t is None else 0, "base_sequence": None, "txn_id": t,
+                    "control_type": control, "state": state, "commit_position": position})
+    return out
 
 
 def view_rows(conn: Connection, topic_id: int) -> list[tuple[int, int, str]]:
@@ -228,6 +229,19 @@ def test_the_generated_logs_hold_what_the_view_must_leave_out() -> None:
     assert (log.next_offset, log.last_stable_offset) == (7, 6)
     cut(log, {2}, 2, cleaned=True)
     assert log.rows == {3: (2, None, 1), 4: (1, "COMMIT", None), 5: (2, "ABORT", None), 6: (3, None, 1)}
+    # The batch rows of the runs with a record left: the plain batch at 0 and the committed
+    # batch [1, 3) went with their records.
+    assert [(b["base_offset"], b["record_count"], b["txn_id"], b["control_type"], b["state"], b["commit_position"])
+            for b in batch_rows(log)] == [(3, 1, 2, None, "aborted", None), (4, 1, 1, "COMMIT", None, None),
+                                          (5, 1, 2, "ABORT", None, None), (6, 1, 3, None, "open", None)]
+
+
+def test_a_batch_cut_by_the_log_start_keeps_its_row() -> None:
+    """A plain run of three with the log start inside it, the records below not yet deleted:
+    its row stays as written, so the view must drop the records below the log start itself."""
+    log = build([("plain", 3), ("plain", 1)])
+    cut(log, set(), 1, cleaned=False)
+    assert [(b["base_offset"], b["record_count"], b["commit_position"]) for b in batch_rows(log)] == [(0, 3, 2), (3, 1, 3)]
 
 
 def test_a_fetch_walks_past_a_batch_with_nothing_left_to_read_from_its_position(database) -> None:  # type: ignore[no-untyped-def]

@@ -26,6 +26,7 @@ from app.storage.read_window import _batch_page_stmt, _records_stmt
 from app.storage.read_committed import committed_between_for_groups_stmt
 from app.storage.tables import transactions
 from app.storage.transactions import _id_starts_with
+from spark_jobs.reader.statement import positions_predicate
 
 TRANSACTIONS = 20
 RECORDS_PER_SEND = 50
@@ -108,15 +109,54 @@ def test_a_read_committed_fetch_reads_the_batch_index_range_then_each_batchs_run
     assert not [line for line in lines if "Seq Scan" in line or re.search(r"SCAN (records|record_batches)\b", line)]
 
 
-def test_the_committed_records_view_goes_marker_then_batch_heads_then_offsets(services, database) -> None:  # type: ignore[no-untyped-def]
+def _view_scans(lines: list[str]) -> list[str]:
+    """The index each scan of `record_batches` and `records` uses, in plan order (outer first);
+    a scan of either table by no index is "whole"."""
+    names = ("ix_record_batches_committed", "pk_records", "sqlite_autoindex_records_1")
+    out = []
+    for line in lines:
+        if any(n in line for n in names):
+            out.append(next(n for n in names if n in line).replace("sqlite_autoindex_records_1", "pk_records"))
+        elif re.search(r"Seq Scan on record|SCAN (b|r)\b", line):
+            out.append("whole")
+    return out
+
+
+def test_a_read_of_the_view_bounded_as_spark_bounds_it_is_the_batch_index_range_then_a_run_per_batch(  # type: ignore[no-untyped-def]
+        services, database) -> None:
+    """The view on a partition with no statistics, bounded as Spark's readers bound it
+    (positions_predicate): the committed batches from the batch index, each batch's run from
+    the records' primary key, and the range's upper end from one more probe of the batch index
+    (its own run read to check it has a record in the view); no scan of either table whole."""
+    _fill(services)
+    sql = "SELECT * FROM committed_records WHERE " + " AND ".join(
+        positions_predicate("plans", 0, 100, 1000, database.dialect))
+    lines = _plan(database, sql)
+    probe = ["ix_record_batches_committed", "pk_records"]  # the first batch at or past the end, and a record of it
+    window = ["ix_record_batches_committed", "pk_records"]
+    if database.dialect == "postgresql":  # the probe is an InitPlan, run first
+        assert _view_scans(lines) == probe + window, lines
+        bounds = lines[next(i for i, line in enumerate(lines) if "on record_batches b " in line) + 1]
+        assert "(commit_position >= 100) AND (commit_position <= COALESCE(" in bounds, lines
+    else:  # the probe is a scalar subquery of the batch range's upper end
+        assert _view_scans(lines) == window[:1] + probe + window[1:], lines
+        assert "commit_position>? AND commit_position<?" in next(line for line in lines if "SEARCH b " in line), lines
+    # Each run from one lower bound of the records' primary key: the later of the run's start and the log start.
+    runs = [lines[i + 1] if database.dialect == "postgresql" else line for i, line in enumerate(lines)
+            if "pk_records" in line or "sqlite_autoindex_records_1" in line]
+    assert len(runs) == 2 and all(re.search(r'"offset" >= GREATEST\(|\(topic_id=\? AND partition=\? AND offset>\? AND offset<\?\)', r)
+                                  for r in runs), runs
+
+
+def test_a_read_of_the_view_bounded_on_commit_positions_alone_still_uses_the_batch_index(  # type: ignore[no-untyped-def]
+        services, database) -> None:
+    """A reader that bounds commit_position alone (ad-hoc SQL) is read right, but as every
+    committed batch of the partition (the index's range on the topic and partition only), each
+    joined to its run: what batch_position's bounds avoid."""
     _fill(services)
     sql = ("SELECT * FROM committed_records WHERE topic = 'plans' AND \"partition\" = 0 "
            "AND commit_position >= 100 AND commit_position < 1000")
-    primary_key = "pk_records" if database.dialect == "postgresql" else "sqlite_autoindex_records_1"
-    # The plain branch (primary key), then the transactional branch.
-    assert _scans(_plan(database, sql)) == [
-        primary_key, "ix_records_commit_markers", "ix_records_txn_batches", primary_key,
-    ]
+    assert _view_scans(_plan(database, sql)) == ["ix_record_batches_committed", "pk_records"]
 
 
 def test_the_markers_of_some_transactions_are_probed_one_by_one_in_the_marker_index(services, database) -> None:  # type: ignore[no-untyped-def]
