@@ -347,6 +347,16 @@ def test_delete_records_moves_the_log_start(kafka: Listener, admin: AdminClient)
     assert result.low_watermark == 4  # -1: as far as it may go, the last stable offset
 
 
+def test_delete_records_below_minus_one_is_offset_out_of_range_and_moves_nothing(kafka: Listener,
+                                                                                admin: AdminClient) -> None:
+    create_topic(kafka.client, "orders", 2)
+    assert send(kafka.client, [batch("orders", 0, ["a", "b", "c"]), batch("orders", 1, ["d"])]).status_code == 200
+    got = _done(admin.delete_records([TopicPartition("orders", 0, -1001), TopicPartition("orders", 1, 1)]))
+    assert got[TopicPartition("orders", 0)].code() == KafkaError.OFFSET_OUT_OF_RANGE
+    assert got[TopicPartition("orders", 1)].low_watermark == 1
+    assert [p["log_start_offset"] for p in _described(kafka, "orders")["partitions"]] == [0, 1]
+
+
 def test_delete_topics_deletes_by_name(kafka: Listener, admin: AdminClient) -> None:
     create_topic(kafka.client, "orders", 1)
     got = _done(admin.delete_topics(["orders", "nope"]))
