@@ -318,6 +318,11 @@ def test_alter_configs_of_a_missing_topic_is_unknown(kafka: Listener) -> None:
     assert _alter_configs(kafka, "nope", {"retention.ms": "1000"})[0] == ErrorCode.unknown_topic_or_partition
 
 
+def test_alter_configs_of_a_missing_topic_is_unknown_before_its_configs_are_checked(kafka: Listener) -> None:
+    code, _ = _alter_configs(kafka, "nope", {"compression.type": "lz4", "offset.metadata.max.bytes": "12345"})
+    assert code == ErrorCode.unknown_topic_or_partition
+
+
 def test_alter_configs_of_the_broker_is_refused(kafka: Listener) -> None:
     cls = request_class(33, 0)
     mod = __import__(cls.__module__, fromlist=["x"])  # type: ignore[union-attr]
@@ -325,7 +330,9 @@ def test_alter_configs_of_the_broker_is_refused(kafka: Listener) -> None:
         resource_type=4, resource_name="0", configs=(mod.AlterableConfig(name="log.retention.ms", value="1"),)),))
     with kafka.connect() as s:
         (answer,) = ask(s, 33, 0, body).responses
-    assert answer.error_code == ErrorCode.invalid_request
+    assert (answer.error_code, answer.error_message) == (
+        ErrorCode.invalid_request, "only topic configs can be altered: the broker's are the service's settings "
+        "(OUTBOX_*), read when it starts; refused: log.retention.ms")
 
 
 def test_every_served_version_of_alter_configs_is_answered(kafka: Listener) -> None:
