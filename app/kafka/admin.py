@@ -372,8 +372,14 @@ class AdminApis:
                                          resource_type=r.resource_type, resource_name=r.resource_name))
                     continue
                 if r.resource_type != ResourceType.TOPIC:
+                    # Taking a broker config and doing nothing with it would be a lie: the
+                    # service's settings are read at start, none can change under it.
                     raise InvalidRequest("only topic configs can be altered: the broker's are the service's "
-                                         "settings (OUTBOX_*)")
+                                         "settings (OUTBOX_*), read when it starts; refused: "
+                                         + ", ".join(sorted(c.name for c in r.configs)))
+                # The topic first, its configs after, as Kafka checks them: a missing topic is
+                # UNKNOWN_TOPIC_OR_PARTITION whatever configs the request names.
+                self.services.topics.get(r.resource_name)
                 self.services.topics.alter_config(r.resource_name, changes(r.configs),
                                                   validate_only=body.validate_only, replace=replace)
             except OutboxError as e:

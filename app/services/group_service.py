@@ -152,6 +152,10 @@ class GroupService:
             groups.lock_group(conn, group_id, now)
             current = {m.member_id: m for m in groups.members(conn, group_id)}
             check_door(conn, group_id, current, protocol_type=None)
+            if not current:
+                # This door takes the group: a Kafka door's emptied group keeps its protocol
+                # type until a door takes it (group_membership.complete_join).
+                groups.update_group(conn, group_id, protocol_type=None, protocol_name=None, leader_id=None)
             if member_id is not None and member_id not in current:
                 raise UnknownMemberId(f"{member_id!r} is not a member of group {group_id!r}; join without member_id")
             if member_id is None:

@@ -222,7 +222,7 @@ class GroupListing:
     group_id: str
     generation_id: int | None  # None: the group has never had members (offsets only)
     member_count: int
-    protocol_type: str | None = None  # None: the HTTP door's group, or one without members
+    protocol_type: str | None = None  # None: the HTTP door's group, or one the Kafka door never had
     state: GroupState = GroupState.EMPTY
 
 

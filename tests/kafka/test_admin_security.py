@@ -148,3 +148,29 @@ def test_offset_delete_without_delete_on_the_group_is_refused_whole(secured: Sec
     secured.grant("User:alice", "topic", "orders", "read")
     assert _offset_delete(secured, "alice", "billing", {"orders": [0]}) == (ErrorCode.group_authorization_failed, {})
     assert _committed(secured, "billing") == {("orders", 0): 5}
+
+
+def test_delete_groups_of_two_groups_in_one_call_answers_each(secured: Secured) -> None:
+    _commit(secured, "billing", {("orders", 0): 5})
+    _commit(secured, "web", {("orders", 0): 6})
+    _commit(secured, "audit", {("orders", 0): 7})
+    secured.grant("User:alice", "group", "billing", "delete")
+    secured.grant("User:alice", "group", "web", "delete")
+    # Held while its futures are waited on: an AdminClient garbage-collected before its
+    # answers come fails them never (librdkafka's handle is destroyed under them).
+    admin = _admin(secured, "alice")
+    futures = admin.delete_consumer_groups(["billing", "web"], request_timeout=TIMEOUT_S)
+    assert {g: _error(f) for g, f in futures.items()} == {"billing": None, "web": None}
+    assert [_committed(secured, g) for g in ("billing", "web", "audit")] == [{}, {}, {("orders", 0): 7}]
+
+
+def test_delete_groups_of_two_groups_in_one_call_refuses_the_one_without_delete_alone(secured: Secured) -> None:
+    _commit(secured, "billing", {("orders", 0): 5})
+    _commit(secured, "web", {("orders", 0): 6})
+    secured.grant("User:alice", "group", "billing", "delete")
+    secured.grant("User:alice", "group", "web", "describe")  # as its FindCoordinator needs
+    admin = _admin(secured, "alice")
+    futures = admin.delete_consumer_groups(["billing", "web"], request_timeout=TIMEOUT_S)
+    assert {g: _error(f) for g, f in futures.items()} == {
+        "billing": None, "web": ErrorCode.group_authorization_failed.value}
+    assert (_committed(secured, "billing"), _committed(secured, "web")) == ({}, {("orders", 0): 6})

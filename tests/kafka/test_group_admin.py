@@ -73,6 +73,25 @@ def test_delete_groups_deletes_an_empty_group_and_its_offsets(kafka: Listener, a
     assert _committed(kafka, "audit-readers") == {("audit", 0): 2}
 
 
+def test_delete_groups_of_two_groups_in_one_call_deletes_both(kafka: Listener, admin: AdminClient,
+                                                            topics: None) -> None:
+    _commit(kafka, "billing", {("orders", 0): 5})
+    _commit(kafka, "web", {("orders", 1): 3})
+    _commit(kafka, "audit-readers", {("audit", 0): 2})
+    assert _deleted(admin, "billing", "web") == {"billing": None, "web": None}
+    assert _listed(kafka) == ["audit-readers"]
+    assert (_committed(kafka, "billing"), _committed(kafka, "web")) == ({}, {})
+
+
+def test_delete_groups_answers_each_of_two_groups_on_its_own(kafka: Listener, admin: AdminClient,
+                                                             topics: None) -> None:
+    assert kafka.client.post("/v1/groups/web/members", json={"topics": ["orders"]}).status_code == 200
+    _commit(kafka, "billing", {("orders", 0): 5})
+    assert _deleted(admin, "billing", "web", "nobody") == {
+        "billing": None, "web": ErrorCode.non_empty_group.value, "nobody": ErrorCode.group_id_not_found.value}
+    assert _listed(kafka) == ["web"]
+
+
 def test_delete_groups_refuses_a_group_with_members_and_keeps_it(kafka: Listener, admin: AdminClient,
                                                                  topics: None) -> None:
     assert kafka.client.post("/v1/groups/web/members", json={"topics": ["orders"]}).status_code == 200
