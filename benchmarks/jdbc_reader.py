@@ -36,7 +36,7 @@ from app.storage.sql import load
 from spark_jobs.common.positions import PositionRange
 # The data source's JVM read turns a database URL into JDBC the same way: one definition.
 from spark_jobs.reader.jvm import DEFAULT_FETCHSIZE, STORED_TYPES, VIEW, JdbcSource
-from spark_jobs.reader.statement import sql_string
+from spark_jobs.reader.statement import positions_predicate
 
 # --- The reader ------------------------------------------------------------------------------
 
@@ -44,7 +44,7 @@ from spark_jobs.reader.statement import sql_string
 # types for a view's expressions (on PostgreSQL too: the same DataFrame schema from both
 # databases). The data source's for the columns it reads too; the others by name.
 _SPARK_TYPES = {**dict(_typed.replace("`", "").split() for _typed in STORED_TYPES.split(", ")),
-                "topic_id": "INT", "producer_id": "BIGINT", "transactional": "BOOLEAN"}
+                "topic_id": "INT", "producer_id": "BIGINT", "transactional": "BOOLEAN", "batch_position": "BIGINT"}
 # A bytes topic's stored key and value: this reader predates bytes topics and reads JSON ones.
 _NOT_READ = ("key_bytes", "value_bytes")
 
@@ -90,18 +90,12 @@ def auto_splits(ranges: Sequence[PositionRange], parallelism: int) -> int:
 
 
 def predicates(topic: str, ranges: Sequence[PositionRange], splits: int, database: str) -> list[str]:
-    """One WHERE clause per (partition, sub-range); [] when every range is empty.
-
-    Both databases push these conditions into both branches of the view, so each query walks
-    index ranges: (topic_id, partition, offset) of the primary key for plain records, of
-    ix_records_commit_markers for COMMIT markers, then ix_records_txn_batches for their
-    transactions' batch heads, then the primary key for each batch's run of offsets."""
-    out = []
-    for r in ranges:
-        for lo, hi in split_range(r, splits):
-            out.append(f'topic = {sql_string(topic, database)} AND "partition" = {int(r.partition)} '
-                       f"AND commit_position >= {int(lo)} AND commit_position < {int(hi)}")
-    return out
+    """One WHERE clause per (partition, sub-range); [] when every range is empty: the data
+    source's bounds of a range of positions (spark_jobs.reader.statement.positions_predicate),
+    which both databases read as a range of the batch index, each batch's run of records as a
+    range of the records' primary key."""
+    return [" AND ".join(positions_predicate(topic, r.partition, lo, hi, database))
+            for r in ranges for lo, hi in split_range(r, splits)]
 
 
 def read_committed(

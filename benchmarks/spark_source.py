@@ -76,7 +76,8 @@ from spark_jobs.reader.options import parse_options  # noqa: E402
 from spark_jobs.reader.planning import Pruning, plan_splits, snapshot, starting_committed  # noqa: E402
 from spark_jobs.common.positions import batch_ranges, log_end_offsets  # noqa: E402
 from spark_jobs.session import build_session  # noqa: E402
-from benchmarks.jdbc_reader import CUSTOM_SCHEMA, DEFAULT_FETCHSIZE, JdbcSource, predicates, read_committed  # noqa: E402
+from benchmarks.jdbc_reader import (  # noqa: E402
+    CUSTOM_SCHEMA, DEFAULT_FETCHSIZE, JdbcSource, predicates, read_committed, split_range)
 
 DATABASE = "outbox_spark_source_bench"
 VARIANTS = ("plain", "records_raw", "view_jdbc", "source_adbc", "source_psycopg", "source_adbc_no_headers",
@@ -112,6 +113,15 @@ def fill(url: str, records_per_partition: int, copies: int, partitions: int = co
             # table, a heap page per few rows, and the view's index range scans paid for it.
             "FROM generate_series(1, :copies) AS k CROSS JOIN records ORDER BY k, records.ctid"),
             {"length": length, "txns": txns, "copies": copies})
+        # Each copy's batch rows, shifted as its records are: the view reads the records
+        # through them, so a copy without its batch rows would read as nothing.
+        conn.execute(text(
+            "INSERT INTO record_batches (topic_id, \"partition\", base_offset, record_count, producer_id, "
+            "producer_epoch, base_sequence, txn_id, control_type, state, commit_position) "
+            "SELECT topic_id, \"partition\", base_offset + k * :length, record_count, producer_id, producer_epoch, "
+            "base_sequence, txn_id + k * :txns, control_type, state, commit_position + k * :length "
+            "FROM generate_series(1, :copies) AS k CROSS JOIN record_batches ORDER BY k, record_batches.ctid"),
+            {"length": length, "txns": txns, "copies": copies})
         conn.execute(text("UPDATE partitions SET next_offset = :end, record_count = record_count * :n"),
                      {"end": length * (copies + 1), "n": copies + 1})
         conn.execute(text(
@@ -119,6 +129,7 @@ def fill(url: str, records_per_partition: int, copies: int, partitions: int = co
             "|| \"offset\" || '\"}' WHERE \"offset\" % 10 = 0 AND control_type IS NULL"))
     with engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
         conn.execute(text("VACUUM ANALYZE records"))
+        conn.execute(text("VACUUM ANALYZE record_batches"))
     engine.dispose()
 
 
@@ -269,9 +280,8 @@ def main(argv: list[str] | None = None) -> int:
         # no visibility at all. Issue 21's first measurement compared against this one.
         topic_id = spark.read.jdbc(source.url, "topics", properties=props).where(
             f"name = '{committed_log.TOPIC}'").first()["topic_id"]
-        raw_predicates = [p.replace(f"topic = '{committed_log.TOPIC}'", f"topic_id = {topic_id}")
-                          .replace("commit_position", '"offset"')
-                          for p in predicates(committed_log.TOPIC, ranges, args.tasks // len(ranges), source.database)]
+        raw_predicates = [f'topic_id = {topic_id} AND "partition" = {r.partition} AND "offset" >= {lo} AND "offset" < {hi}'
+                          for r in ranges for lo, hi in split_range(r, args.tasks // len(ranges))]
 
         def records_raw():  # type: ignore[no-untyped-def]
             return spark.read.jdbc(source.url, "records", predicates=raw_predicates,

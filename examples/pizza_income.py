@@ -88,12 +88,16 @@ def _json_type(value: Any) -> str:
     return "an object"
 
 
-@dataclass
+@dataclass(frozen=True)
 class Totals:
     orders: int = 0
     income: int = 0
     dead_lettered: int = 0
     skipped: int = 0
+
+    def __add__(self, other: Totals) -> Totals:
+        return Totals(self.orders + other.orders, self.income + other.income,
+                      self.dead_lettered + other.dead_lettered, self.skipped + other.skipped)
 
 
 @dataclass
@@ -102,14 +106,42 @@ class Rejected:
     reason: str
 
 
+@dataclass(frozen=True)
+class Committing:
+    """A transaction whose Commit was sent: what it adds to the totals once it is known to have
+    committed, and the orders it dead-lettered or skipped, logged then."""
+
+    totals: Totals
+    rejected: list[Rejected]
+
+
+@dataclass(frozen=True)
+class Progress:
+    """What has been done: the totals of the transactions known to have committed, and the
+    transaction whose Commit is under way, if any. One object, replaced whole: Ctrl-C lands
+    between two statements, so it finds either a Commit under way or its totals counted,
+    never both and never neither."""
+
+    counted: Totals = Totals()
+    committing: Committing | None = None
+
+# The states of GET /v1/transactions/{id} in which a transaction's Commit has been decided: the
+# service completes it (PrepareCommit) or has (CompleteCommit).
+COMMITTED_STATES = ("PrepareCommit", "CompleteCommit")
+
+
 @dataclass
 class PizzaIncome:
     producer: Producer
     consumer: Consumer
     dead_letter_topic: str | None
     backoff: ExponentialBackoff
-    totals: Totals = field(default_factory=Totals)
+    progress: Progress = field(default_factory=Progress)
     sleep: Callable[[float], None] = time.sleep
+
+    @property
+    def totals(self) -> Totals:
+        return self.progress.counted
 
     def __post_init__(self) -> None:
         # Looked up before InitProducerId: a run that cannot work must not fence one that does.
@@ -161,23 +193,60 @@ class PizzaIncome:
             self.producer.send_offsets_to_transaction(
                 self.consumer.position_offsets(), self.consumer.group_metadata()
             )
+            dropped = len(rejected)
+            done = Totals(len(records), income, *((dropped, 0) if self.dead_letter_topic else (0, dropped)))
+            self.progress = Progress(self.totals, Committing(done, rejected))
             self.producer.commit_transaction()
         except UnknownTopicOrPartitionError:
+            self.progress = Progress(self.totals)
             _abort_quietly(self.producer)  # not to leave it open until its timeout
             raise
+        except AbortableError:
+            self.progress = Progress(self.totals)  # aborted: redone from the committed offsets
+            raise
+        self._count_committed()
+
+    def _count_committed(self) -> None:
+        """The transaction whose Commit was under way committed: count it."""
+        committing = self.progress.committing
+        assert committing is not None
+        self.progress = Progress(self.totals + committing.totals)
         # Logged once committed: a redone transaction would otherwise log its orders twice.
-        for r in rejected:
+        for r in committing.rejected:
             where = f"{r.record.topic}/{r.record.partition} offset {r.record.offset} (key {r.record.key!r})"
             if self.dead_letter_topic:
                 logger.warning("dead-lettered %s to %s: %s", where, self.dead_letter_topic, r.reason)
             else:
                 logger.warning("skipped %s: %s", where, r.reason)
-        self.totals.orders += len(records)
-        self.totals.income += income
-        if self.dead_letter_topic:
-            self.totals.dead_lettered += len(rejected)
-        else:
-            self.totals.skipped += len(rejected)
+
+    def interrupted(self) -> Totals:
+        """Ctrl-C: end the transaction under way, and return what was done.
+
+        An open transaction is aborted now rather than left to its timeout (which would hold
+        the group's offsets unstable). A transaction whose Commit was sent but whose answer was
+        not read may have committed: its abort then finds it ended (and is refused, or finds
+        nothing to do), and the service's state of the transaction, read once the abort is
+        answered, says which it was. The Commit was sent after the transaction's offsets, which
+        made the service's transaction Ongoing, so a committed state is this Commit's."""
+        committing = self.progress.committing
+        try:
+            self.producer.abort_transaction()
+        except ClientError as e:
+            if committing is None:
+                logger.warning("could not abort the open transaction: %s", e)
+        if committing is None:
+            return self.totals
+        try:
+            state = self.producer.describe_transaction()["state"]
+        except ClientError as e:
+            logger.warning("a Commit went unanswered and its outcome could not be read (%s): its orders are "
+                           "not counted here; the group's committed offsets say whether they were done", e)
+            return self.totals
+        if state in COMMITTED_STATES:
+            self._count_committed()
+        elif state == "Ongoing":  # the abort did not reach the service: its timeout aborts it
+            logger.warning("could not abort the open transaction; its timeout will")
+        return self.totals
 
     def _dead_letter(self, record: ConsumerRecord, reason: str) -> None:
         if not self.dead_letter_topic:
@@ -249,13 +318,8 @@ def main(argv: list[str] | None = None) -> int:
         app = PizzaIncome(producer, consumer, args.dead_letter_topic, ExponentialBackoff())
         totals = app.run(args.idle_exit_s)
     except KeyboardInterrupt:
-        # Ctrl-C is how a run without --idle-exit-s ends: an open transaction is aborted now
-        # rather than left to its timeout (which would hold the group's offsets unstable).
-        try:
-            producer.abort_transaction()
-        except ClientError as e:
-            logger.warning("could not abort the open transaction: %s", e)
-        totals = app.totals if app is not None else Totals()
+        # Ctrl-C is how a run without --idle-exit-s ends (PizzaIncome.interrupted).
+        totals = app.interrupted() if app is not None else Totals()
         print(f"interrupted after {totals.orders} orders: {totals.income} income records, "
               f"{totals.dead_lettered} dead-lettered, {totals.skipped} skipped", file=sys.stderr)
         return EXIT_INTERRUPTED

@@ -48,6 +48,7 @@ STATUS_BY_ERROR: dict[type[e.OutboxError], int] = {
     e.GroupMaxSizeReached: 409,
     e.GroupIdNotFound: 404,
     e.NonEmptyGroup: 409,
+    e.GroupSubscribedToTopic: 409,
     e.InvalidSessionTimeout: 400,
     e.StorageUnavailable: 503,
     e.SchemaNotMigrated: 503,

@@ -47,12 +47,12 @@ def transactions(settings: Settings, args: argparse.Namespace) -> int:
     try:
         if args.action == "list":
             states = [TransactionState(s) for s in args.state] if args.state else None
-            out: object = {"transactions": [summary(m) for m in coordinator.list(
+            out: object = {"transactions": [summary(m) for m in coordinator.listing.list(
                 states, args.limit, args.min_age_ms, args.transactional_id_prefix)]}
         elif args.action == "hanging":
-            out = {"transactions": [summary(m) for m in coordinator.hanging(now, args.transactional_id_prefix)]}
+            out = {"transactions": [summary(m) for m in coordinator.listing.hanging(now, args.transactional_id_prefix)]}
         elif args.action == "describe":
-            out = description(coordinator.describe(args.transactional_id))
+            out = description(coordinator.listing.describe(args.transactional_id))
         else:
             out = description(coordinator.admin_abort(args.transactional_id))
     finally:

@@ -441,6 +441,14 @@ class Producer:
             self._init(recover=True)
         self._needs_epoch_bump = False
 
+    def describe_transaction(self) -> dict[str, Any]:
+        """The transactional id's transaction as the service holds it (GET
+        /v1/transactions/{transactional_id}: its state, txn_id, producer id and epoch,
+        partitions and staged offsets): what tells an application whose Commit went unanswered
+        (interrupted, say) whether it committed. A read: it changes nothing here or there."""
+        self._require_transactional()
+        return self._session.call("GET", f"/v1/transactions/{self.transactional_id}")
+
     # --- helpers ----------------------------------------------------------------------------
 
     def _call(self, method: str, path: str, **kwargs: Any) -> Any:

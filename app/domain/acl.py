@@ -121,7 +121,11 @@ class AclBinding:
 @dataclass(frozen=True, slots=True)
 class AclFilter:
     """Kafka's AclBindingFilter: which bindings a list or a removal takes. A field left None
-    matches anything."""
+    matches anything.
+
+    `match`: Kafka's MATCH pattern filter. `resource_name` then names one resource, and the
+    filter takes every binding that would match it: a literal of that name or the literal `*`,
+    and every prefixed pattern the name starts with (pattern_type is left None)."""
 
     principal: str | None = None
     resource_type: ResourceType | None = None
@@ -129,10 +133,21 @@ class AclFilter:
     pattern_type: PatternType | None = None
     operation: Operation | None = None
     permission: Permission | None = None
+    match: bool = False
 
     @property
     def matches_everything(self) -> bool:
-        return all(getattr(self, name) is None for name in self.__slots__)
+        return all(getattr(self, name) is None for name in self.__slots__ if name != "match")
+
+    @property
+    def by_name(self) -> bool:
+        """Whether resource_name and pattern_type compare exactly (else `match` compares them)."""
+        return not self.match or self.resource_name is None
+
+    def matches_name(self, binding: AclBinding) -> bool:
+        """MATCH's test of a binding's resource pattern: the binding's own rule
+        (matches_resource) applied to the resource the filter names."""
+        return self.by_name or binding.matches_resource(Resource(binding.resource_type, self.resource_name))
 
 
 @dataclass(frozen=True, slots=True)
@@ -166,11 +181,14 @@ def principal_name_problem(name: str) -> str | None:
 
 
 def check_binding(binding: AclBinding) -> str | None:
-    """What is wrong with a binding to be stored, or None."""
-    if not binding.principal.startswith(f"{PRINCIPAL_TYPE}:") or len(binding.principal) <= len(PRINCIPAL_TYPE) + 1:
-        return f"principal must be {PRINCIPAL_TYPE}:<name> or {WILDCARD_PRINCIPAL}, not {binding.principal!r}"
+    """What is wrong with a binding to be stored, or None: the one check of every door's."""
+    if binding.principal != WILDCARD_PRINCIPAL and principal_name_problem(binding.principal) is not None:
+        return (f"principal must be {PRINCIPAL_TYPE}:<name> or {WILDCARD_PRINCIPAL} "
+                f"({principal_name_problem(binding.principal)}), not {binding.principal!r}")
     if not binding.resource_name:
         return "resource_name must not be empty"
+    if len(binding.resource_name) > 255 or any(c < " " or c == "\x7f" for c in binding.resource_name):
+        return "resource_name must be at most 255 characters, none of them a control character"
     if binding.operation not in OPERATIONS_OF[binding.resource_type]:
         allowed = ", ".join(sorted(op.value for op in OPERATIONS_OF[binding.resource_type]))
         return f"operation {binding.operation.value!r} does not apply to a {binding.resource_type.value} (one of: {allowed})"

@@ -224,6 +224,13 @@ class GroupIdNotFound(OutboxError):
     error_code = "GROUP_ID_NOT_FOUND"
 
 
+class GroupSubscribedToTopic(OutboxError):
+    """A member of the group subscribes to this topic: its offsets are deleted only once none
+    does (Kafka's OffsetDelete)."""
+
+    error_code = "GROUP_SUBSCRIBED_TO_TOPIC"
+
+
 class NonEmptyGroup(OutboxError):
     """The group has active members, whose own commits would race an operator's: Kafka's
     kafka-consumer-groups resets the offsets of an inactive group only."""

@@ -4,7 +4,9 @@ beside the HTTP door's, whose members get their assignment at once (app.services
 One group has one generation, one set of members and one set of committed offsets, whichever
 door manages it; a group is managed by the door of its members (`protocol_type`: None for the
 HTTP door's, Kafka's protocol type, "consumer" for consumers, for the Kafka door's). A group
-with no members belongs to neither, so either door may take it.
+with no members belongs to neither, so either door may take it; an emptied Kafka door's group
+keeps its protocol type until a door takes it, as Kafka keeps it until the group is deleted
+(ListGroups and DescribeGroups show it).
 """
 
 from __future__ import annotations
@@ -15,6 +17,13 @@ import uuid
 from collections.abc import Mapping, Sequence
 
 from app.domain.errors import FencedInstanceId, InvalidRequest, UnknownMemberId
+
+
+# Kafka's protocol type of consumers: their protocol metadata is a ConsumerProtocolSubscription
+# and their assignments ConsumerProtocolAssignments, which the Kafka door reads for the engine's
+# view of the group (the topics it consumes, for its lag and OffsetDelete; the partitions each
+# member holds).
+CONSUMER_PROTOCOL = "consumer"
 
 
 class GroupState(str, enum.Enum):

@@ -32,7 +32,16 @@ def new_log_start(requested: int, *, log_start: int, last_stable: int, log_end: 
     deleted. Never backwards (a request below the log start leaves it, as Kafka's low
     watermark), and never past the last stable offset: below it every transaction has its
     marker, so the log start never cuts into an unfinished transaction, and the log cleaner
-    may delete everything under it."""
+    may delete everything under it. A negative offset is no log start (Kafka's -1, the high
+    watermark, is the door's to resolve before): OFFSET_OUT_OF_RANGE, as Kafka answers it."""
+    if requested < 0:
+        raise OffsetOutOfRange(
+            f"offset {requested} is no log start: records can be deleted up to an offset from 0 to the "
+            f"partition's last stable offset {last_stable} (log [{log_start}, {log_end}])",
+            log_start_offset=log_start,
+            last_stable_offset=last_stable,
+            log_end_offset=log_end,
+        )
     if requested > last_stable:
         raise OffsetOutOfRange(
             f"offset {requested} is past the partition's last stable offset {last_stable}: "

@@ -372,8 +372,14 @@ class AdminApis:
                                          resource_type=r.resource_type, resource_name=r.resource_name))
                     continue
                 if r.resource_type != ResourceType.TOPIC:
+                    # Taking a broker config and doing nothing with it would be a lie: the
+                    # service's settings are read at start, none can change under it.
                     raise InvalidRequest("only topic configs can be altered: the broker's are the service's "
-                                         "settings (OUTBOX_*)")
+                                         "settings (OUTBOX_*), read when it starts; refused: "
+                                         + ", ".join(sorted(c.name for c in r.configs)))
+                # The topic first, its configs after, as Kafka checks them: a missing topic is
+                # UNKNOWN_TOPIC_OR_PARTITION whatever configs the request names.
+                self.services.topics.get(r.resource_name)
                 self.services.topics.alter_config(r.resource_name, changes(r.configs),
                                                   validate_only=body.validate_only, replace=replace)
             except OutboxError as e:
@@ -451,7 +457,7 @@ class AdminApis:
                 return build(m.TransactionState, error_code=denied, transactional_id=transactional_id,
                              transaction_state="", transaction_timeout=_NO_WAIT, transaction_start_time=_EPOCH,
                              producer_id=0, producer_epoch=0, topics=())
-            view = self.services.coordinator.describe(transactional_id)
+            view = self.services.coordinator.listing.describe(transactional_id)
         except OutboxError as e:
             # The refusal with every other field at its schema default, as Kafka answers it.
             # TRANSACTIONAL_ID_NOT_FOUND is this API's own code (a producing request gets
@@ -486,8 +492,9 @@ class AdminApis:
                 listed = []  # only filters naming no state: Kafka lists nothing
             else:
                 # At most as many as GET /v1/transactions' largest limit.
-                listed = (self.services.coordinator.list(states, TRANSACTION_LIST_MAX) if duration < 0
-                          else self.services.coordinator.list_begun_before(states, TRANSACTION_LIST_MAX, duration))
+                listing = self.services.coordinator.listing
+                listed = (listing.list(states, TRANSACTION_LIST_MAX) if duration < 0
+                          else listing.list_begun_before(states, TRANSACTION_LIST_MAX, duration))
         except OutboxError as e:
             return build(m.ListTransactionsResponse, throttle_time=_NO_WAIT, error_code=error_code(e),
                          unknown_state_filters=unknown, transaction_states=())

@@ -22,6 +22,7 @@ from app.domain.read import offset_order_upper_bound
 from app.domain.records import check_record_count
 from app.domain.types import IsolationLevel, TransactionVersion, ValueFormat
 from app.kafka import groups, records
+from app.kafka.acls import AclApis
 from app.kafka.admin import AdminApis
 from app.kafka.auth import RULES, access, authorized_operations, refusal_code
 from app.kafka.decompressed import check_decompressed_size
@@ -85,12 +86,14 @@ class Apis:
                          28: self.txn_offset_commit, 17: self.sasl_again, 36: self.sasl_again}
         self.admin = AdminApis(services, broker.node_id)
         self.handlers |= self.admin.handlers
+        self.handlers |= AclApis(services).handlers
         # The classic group protocol, its own module (its ACL requirements are auth.RULES' too).
         self.groups = GroupApis(services)
         self.handlers |= {groups.OFFSET_COMMIT: self.groups.offset_commit, groups.OFFSET_FETCH: self.groups.offset_fetch,
                           groups.JOIN_GROUP: self.groups.join_group, groups.HEARTBEAT: self.groups.heartbeat,
                           groups.LEAVE_GROUP: self.groups.leave_group, groups.SYNC_GROUP: self.groups.sync_group,
-                          groups.DESCRIBE_GROUPS: self.groups.describe_groups, groups.LIST_GROUPS: self.groups.list_groups}
+                          groups.DESCRIBE_GROUPS: self.groups.describe_groups, groups.LIST_GROUPS: self.groups.list_groups,
+                          groups.DELETE_GROUPS: self.groups.delete_groups, groups.OFFSET_DELETE: self.groups.offset_delete}
         # Every served API has its ACL rule (app.kafka.auth.RULES), which the listener holds it to.
         assert set(self.handlers) == set(SERVED) == set(RULES)
 

@@ -354,6 +354,14 @@ RULES: dict[int, Callable[[Any], list[Need]]] = {
     61: _topics(Operation.READ, lambda body: [t.name for t in body.topics]),  # DescribeProducers
     65: lambda body: [(Operation.DESCRIBE, acl.transactional_id(t)) for t in body.transactional_ids],
     66: _nothing,  # ListTransactions: each transactional id filtered by DESCRIBE
+    # ACLs (app.kafka.acls), as /v1/acls: reading them DESCRIBE on the cluster, changing them ALTER.
+    29: lambda body: [(Operation.DESCRIBE, CLUSTER)],  # DescribeAcls
+    30: lambda body: [(Operation.ALTER, CLUSTER)],  # CreateAcls
+    31: lambda body: [(Operation.ALTER, CLUSTER)],  # DeleteAcls
+    # The administration of groups (app.kafka.groups).
+    42: lambda body: [(Operation.DELETE, acl.group(g)) for g in body.groups_names],  # DeleteGroups
+    47: lambda body: [(Operation.DELETE, acl.group(body.group_id))] + [  # OffsetDelete
+        (Operation.READ, acl.topic(t.name)) for t in body.topics],
 }
 
 

@@ -26,6 +26,7 @@ from kio.schema.errors import ErrorCode
 
 from app.domain import acl
 from app.domain.acl import Operation
+from app.domain.group import CONSUMER_PROTOCOL
 from app.domain.errors import InvalidRequest, MemberIdRequired, OutboxError, RebalanceInProgress
 from app.domain.offsets import GroupMetadata, OffsetToStage
 from app.kafka.auth import NOT_REQUESTED, access, authorized_operations, refusal_code
@@ -34,16 +35,13 @@ from app.kafka.protocol import build, client_id, response_module
 
 JOIN_GROUP, SYNC_GROUP, HEARTBEAT, LEAVE_GROUP = 11, 14, 12, 13
 OFFSET_COMMIT, OFFSET_FETCH, DESCRIBE_GROUPS, LIST_GROUPS = 8, 9, 15, 16
+DELETE_GROUPS, OFFSET_DELETE = 42, 47
 
 # What each of them requires of the principal is app.kafka.auth.RULES'.
 
 WAIT_POLL_S = 0.1
 _NO_WAIT = datetime.timedelta(0)
 _MS = datetime.timedelta(milliseconds=1)
-# Kafka's protocol type of consumers: their protocol metadata is a ConsumerProtocolSubscription
-# and their assignments ConsumerProtocolAssignments, which the door reads for the engine's view
-# of the group (the topics it consumes, for its lag; the partitions each member holds).
-_CONSUMER = "consumer"
 
 
 class GroupApis:
@@ -276,6 +274,58 @@ class GroupApis:
             build(m.OffsetFetchResponseTopic, name=topic, partitions=tuple(partition(topic, i) for i in indexes))
             for topic, indexes in wanted.items()))
 
+    # --- DeleteGroups, OffsetDelete (the administration of groups) -------------------------
+
+    def delete_groups(self, body: Any, version: int) -> Any:
+        """Each group on its own, through GroupService.delete: an empty group is deleted with
+        its offsets; NON_EMPTY_GROUP while it has members, GROUP_ID_NOT_FOUND for none."""
+        m = response_module(DELETE_GROUPS, version)
+        assert m is not None
+        results = []
+        for g in body.groups_names:
+            code = refusal_code(Operation.DELETE, acl.group(g))
+            if code is None:
+                try:
+                    self.groups.delete(g)
+                    code = ErrorCode.none
+                except OutboxError as e:
+                    code = error_code(e)
+            results.append(build(m.DeletableGroupResult, group_id=g, error_code=code))
+        return build(m.DeleteGroupsResponse, throttle_time=_NO_WAIT, results=tuple(results))
+
+    def offset_delete(self, body: Any, version: int) -> Any:
+        """The group's committed offsets of the partitions named (GroupService.delete_offsets):
+        DELETE on the group, then READ on each topic, as Kafka's authorizer asks; a refused
+        topic's partitions are answered TOPIC_AUTHORIZATION_FAILED and keep their offsets."""
+        m = response_module(OFFSET_DELETE, version)
+        assert m is not None
+
+        def answer(code: ErrorCode, codes: dict[tuple[str, int], ErrorCode]) -> Any:
+            return build(m.OffsetDeleteResponse, error_code=code, throttle_time=_NO_WAIT, topics=tuple(
+                build(m.OffsetDeleteResponseTopic, name=t.name, partitions=tuple(
+                    build(m.OffsetDeleteResponsePartition, partition_index=p.partition_index,
+                          error_code=codes.get((t.name, p.partition_index), ErrorCode.none))
+                    for p in t.partitions))
+                for t in body.topics))
+
+        if (denied := refusal_code(Operation.DELETE, acl.group(body.group_id))) is not None:
+            return build(m.OffsetDeleteResponse, error_code=denied, throttle_time=_NO_WAIT, topics=())
+        codes: dict[tuple[str, int], ErrorCode] = {}
+        wanted = []
+        for t in body.topics:
+            refused = refusal_code(Operation.READ, acl.topic(t.name))
+            for p in t.partitions:
+                if refused is not None:
+                    codes[(t.name, p.partition_index)] = refused
+                else:
+                    wanted.append((t.name, p.partition_index))
+        try:
+            for key, e in self.groups.delete_offsets(body.group_id, wanted).items():
+                codes[key] = error_code(e)
+        except OutboxError as e:
+            return build(m.OffsetDeleteResponse, error_code=error_code(e), throttle_time=_NO_WAIT, topics=())
+        return answer(ErrorCode.none, codes)
+
     # --- DescribeGroups, ListGroups --------------------------------------------------------
 
     def describe_groups(self, body: Any, version: int) -> Any:
@@ -318,7 +368,7 @@ def _subscribed(protocol_type: str, protocols: list[tuple[str, bytes]]) -> list[
     """The topics a consumer subscribes to, from its first protocol's metadata (every protocol
     of a consumer carries the same subscription); none for another protocol type, or metadata
     that is not a ConsumerProtocolSubscription (Kafka takes the bytes as they are)."""
-    if protocol_type != _CONSUMER or not protocols:
+    if protocol_type != CONSUMER_PROTOCOL or not protocols:
         return []
     try:
         reader = _Reader(protocols[0][1])
@@ -330,7 +380,7 @@ def _subscribed(protocol_type: str, protocols: list[tuple[str, bytes]]) -> list[
 
 def _assigned(protocol_type: str | None, assignment: bytes) -> list[tuple[str, int]]:
     """The partitions a ConsumerProtocolAssignment names (none where it is not one)."""
-    if protocol_type not in (_CONSUMER, None) or not assignment:
+    if protocol_type not in (CONSUMER_PROTOCOL, None) or not assignment:
         return []
     try:
         reader = _Reader(assignment)

@@ -66,6 +66,14 @@ SERVED: dict[int, tuple[int, int]] = {
     61: (0, 0),   # DescribeProducers
     65: (0, 0),   # DescribeTransactions
     66: (0, 1),   # ListTransactions (2 filters by a regular expression: not served)
+    # ACLs (app.kafka.acls): kio has no version 0 (before pattern types, KIP-290), which
+    # clients since Kafka 2.0 do not send; 2 and 3 are the flexible ones.
+    29: (1, 3),   # DescribeAcls
+    30: (1, 3),   # CreateAcls
+    31: (1, 3),   # DeleteAcls
+    # The administration of groups (app.kafka.groups).
+    42: (0, 2),   # DeleteGroups
+    47: (0, 0),   # OffsetDelete
     36: (0, 2),   # SaslAuthenticate (app.kafka.auth)
 }
 

@@ -69,10 +69,12 @@ def complete_join(conn: Connection, group_id: str, now: int) -> int:
         groups.update_group(conn, group_id, rebalance_deadline_ms=now + timeout, updated_ms=now)
         return len(late)
     if not joined:
-        # Empty: either door may take the group now.
+        # Empty: either door may take the group now (check_door asks only of a group with
+        # members; the door that takes it sets the protocol type). Until then the protocol
+        # type stays, as in Kafka: ListGroups and DescribeGroups show an emptied consumer
+        # group as "consumer", not as a simple group.
         groups.update_group(conn, group_id, generation_id=target, state=StoredGroupState.STABLE,
-                            protocol_type=None, protocol_name=None, leader_id=None, rebalance_deadline_ms=None,
-                            updated_ms=now)
+                            protocol_name=None, leader_id=None, rebalance_deadline_ms=None, updated_ms=now)
         return len(late)
     leader = g.leader_id if g.leader_id in {m.member_id for m in joined} else joined[0].member_id
     ordered = sorted(joined + kept, key=lambda m: m.member_id != leader)  # the leader's preference breaks ties

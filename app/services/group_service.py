@@ -26,14 +26,17 @@ from app.domain.assignor import range_assign
 from app.domain.clock import Clock
 from app.domain.errors import (
     GroupIdNotFound,
+    GroupSubscribedToTopic,
     InvalidRequest,
     InvalidSessionTimeout,
     NonEmptyGroup,
     RebalanceInProgress,
+    OutboxError,
     UnknownMemberId,
+    UnknownTopicOrPartition,
     UnstableOffsetCommit,
 )
-from app.domain.group import StoredGroupState
+from app.domain.group import CONSUMER_PROTOCOL, StoredGroupState
 from app.domain.offsets import (
     GroupMetadata,
     OffsetResetSpec,
@@ -149,6 +152,10 @@ class GroupService:
             groups.lock_group(conn, group_id, now)
             current = {m.member_id: m for m in groups.members(conn, group_id)}
             check_door(conn, group_id, current, protocol_type=None)
+            if not current:
+                # This door takes the group: a Kafka door's emptied group keeps its protocol
+                # type until a door takes it (group_membership.complete_join).
+                groups.update_group(conn, group_id, protocol_type=None, protocol_name=None, leader_id=None)
             if member_id is not None and member_id not in current:
                 raise UnknownMemberId(f"{member_id!r} is not a member of group {group_id!r}; join without member_id")
             if member_id is None:
@@ -209,6 +216,58 @@ class GroupService:
     def list(self) -> list[groups.GroupListing]:
         with self.db.read() as conn:
             return groups.list_groups(conn)
+
+    def delete(self, group_id: str) -> None:
+        """Kafka's DeleteGroups: an empty group's row and committed offsets (its lag goes
+        with them). GROUP_ID_NOT_FOUND for a group the service does not know (groups.known),
+        NON_EMPTY_GROUP while it has members, or while an unfinished transaction has staged
+        offsets for it: that transaction's commit would bring the group back."""
+        with self.db.write() as conn:
+            if not groups.known(conn, group_id):
+                raise GroupIdNotFound(f"no consumer group {group_id!r}")
+            # Its row locked, as a join locks it (created for a group that only has offsets,
+            # and deleted below): no member joins between the check and the delete.
+            groups.lock_group(conn, group_id, self.clock())
+            members = groups.members(conn, group_id)
+            if members:
+                raise NonEmptyGroup(f"group {group_id!r} has {len(members)} member(s): a group is deleted "
+                                    "once it has none")
+            if offsets.pending_partitions(conn, group_id, None):
+                raise NonEmptyGroup(f"an unfinished transaction has staged offsets for group {group_id!r}")
+            groups.delete_group(conn, group_id)
+
+    def delete_offsets(self, group_id: str, wanted: list[tuple[str, int]]) -> dict[tuple[str, int], OutboxError]:
+        """Kafka's OffsetDelete: the group's committed offsets of the (topic, partition) pairs
+        `wanted`, but for those refused, answered by pair: UNKNOWN_TOPIC_OR_PARTITION, or
+        GROUP_SUBSCRIBED_TO_TOPIC while a member subscribes to the topic (its consumer would
+        commit it again). The whole request is refused with GROUP_ID_NOT_FOUND for a group
+        the service does not know, and NON_EMPTY_GROUP for a group of members that are not
+        consumers (their protocol's topics are not known here)."""
+        refused: dict[tuple[str, int], OutboxError] = {}
+        with self.db.write() as conn:
+            if not groups.known(conn, group_id):
+                raise GroupIdNotFound(f"no consumer group {group_id!r}")
+            # Held as a join holds it: no member subscribes between the check and the delete.
+            g = groups.group(conn, group_id, lock=RowLock.UPDATE)
+            members = groups.members(conn, group_id)
+            if members and g is not None and g.protocol_type not in (None, CONSUMER_PROTOCOL):
+                raise NonEmptyGroup(f"group {group_id!r} has members of protocol {g.protocol_type!r}: its "
+                                    "offsets are deleted once it has none")
+            subscribed = {t for m in members for t in m.topics}
+            by_name = topics.existing_topics(conn, {t for t, _ in wanted})
+            keys = []
+            for name, partition in wanted:
+                topic = by_name.get(name)
+                if topic is None or not 0 <= partition < topic.partition_count:
+                    refused[(name, partition)] = UnknownTopicOrPartition(
+                        f"unknown partition {partition} of topic {name!r}")
+                elif name in subscribed:
+                    refused[(name, partition)] = GroupSubscribedToTopic(
+                        f"a member of group {group_id!r} subscribes to topic {name!r}")
+                else:
+                    keys.append((topic.topic_id, partition))
+            offsets.delete_offsets(conn, group_id, keys)
+        return refused
 
     def lag(self, group_id: str, visible: Callable[[str], bool] = lambda _topic: True) -> GroupLag:
         """Every partition of the topics the group consumes (`visible` to the caller): its

@@ -1,6 +1,6 @@
 """The transaction coordinator: the requests of a transactional (or idempotent) producer and
 of an operator, InitProducerId, Begin, AddPartitionsToTxn, AddOffsets, Prepare, Commit/Abort,
-an operator's abort, describe and list (Kafka's TransactionCoordinator). Each request is one
+and an operator's abort (Kafka's TransactionCoordinator). Each request is one
 or a few short database transactions.
 
 Two phases. Commit records the decision (PrepareCommit); completion then writes the markers
@@ -11,14 +11,15 @@ write. Without it, Commit makes PrepareCommit durable and answers; the coordinat
 completes it (Kafka's behaviour), and so does the worker after any crash that left a
 transaction decided but not completed (docs/GUARANTEES.md#recovery). The worker's other work,
 aborting what timed out and expiring idle transactional ids, is
-app.services.transaction_timeouts'. The coordinator holds both (`completion`, `timeouts`),
-so that whoever has the coordinator reaches every part of it.
+app.services.transaction_timeouts'; describing and listing transactions is
+app.services.transaction_listing's. The coordinator holds all three (`completion`,
+`timeouts`, `listing`), so that whoever has the coordinator reaches every part of it.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from app.domain.acl import ANONYMOUS
 from app.domain.clock import Clock
@@ -35,8 +36,6 @@ from app.domain.errors import (
 from app.domain.transaction import (
     COMPLETING_STATES,
     IDLE_STATES,
-    OPEN_STATE_NAMES,
-    OPEN_TRANSACTION_STATES,
     UNDECIDED_STATES,
     PreparedTxnRef,
     TransactionMetadata,
@@ -55,7 +54,7 @@ from app.domain.transit import (
     next_epoch,
     prepare_transition,
 )
-from app.domain.types import TRANSACTION_LIST_MAX, TransactionState, TransactionVersion
+from app.domain.types import TransactionState, TransactionVersion
 from app.settings import Settings
 from app.storage import groups, producers, topics
 from app.storage import transactions as txns
@@ -66,23 +65,13 @@ from app.services import commit_batches as carried
 from app.services.log_service import SendResult, check_send
 from app.services.transaction_completion import TransactionCompletion, apply_event, complete_decided, complete_stored, fence
 from app.services.transaction_join import begin_next, join_transaction, joining, require
+from app.services.transaction_listing import TransactionListing, TransactionView, view_of
 from app.services.transaction_timeouts import TransactionTimeouts
 from app.services.version_switch import VersionSwitch
 
 S = TransactionState
 
 _INIT_ATTEMPTS = 3
-
-
-@dataclass(frozen=True, slots=True)
-class TransactionView:
-    """A transactional_id's metadata with its partitions and staged offsets, read in the same
-    database transaction that changed it (what Begin, AddOffsets, Commit and Abort answer)."""
-
-    meta: TransactionMetadata
-    partitions: list[txns.TxnPartition] = field(default_factory=list)
-    pending_offsets: list[txns.PendingOffset] = field(default_factory=list)
-    sent: list[SendResult] = field(default_factory=list)  # the batches a Commit carried
 
 
 @dataclass(frozen=True, slots=True)
@@ -104,6 +93,7 @@ class TransactionCoordinator:
         self.clock = clock
         self.completion = TransactionCompletion(db, clock)
         self.timeouts = TransactionTimeouts(db, settings)
+        self.listing = TransactionListing(db, settings, clock)
 
     # --- InitProducerId -------------------------------------------------------------------
 
@@ -388,7 +378,7 @@ class TransactionCoordinator:
                     }
                 )
             txns.stage_offsets(conn, rows)
-            return self._view(conn, meta)
+            return view_of(conn, meta)
 
     # --- Prepare (KIP-939) ------------------------------------------------------------------
 
@@ -406,7 +396,7 @@ class TransactionCoordinator:
                 if meta.state in COMPLETING_STATES:
                     meta.require_ongoing()  # CONCURRENT_TRANSACTIONS, as for a Send
                 meta = apply_event(conn, meta, Prepare(), now)
-            return self._view(conn, meta)
+            return view_of(conn, meta)
 
     # --- Commit / Abort ---------------------------------------------------------------------
 
@@ -464,12 +454,12 @@ class TransactionCoordinator:
                 if batches:
                     sent = carried.retried(conn, meta, producer_id, producer_epoch, batches)
                 if meta.state is S.EMPTY:  # an Abort that found nothing open, retried
-                    return self._view(conn, switch.write(conn, TxnTransit(meta)))
+                    return view_of(conn, switch.write(conn, TxnTransit(meta)))
             else:
                 meta.check_producer(producer_id, producer_epoch)
                 # A Commit naming a txn_id names a transaction already open: not a whole one.
                 if batches and meta.begins_on_join() and self.settings.complete_inline and txn_id is None:
-                    return self._view(conn, *carried.commit_whole(conn, meta, producer_id, producer_epoch,
+                    return view_of(conn, *carried.commit_whole(conn, meta, producer_id, producer_epoch,
                                                                   batches, now))
                 if batches:
                     meta = switch.stored = locked[transactional_id] = join_transaction(
@@ -483,7 +473,7 @@ class TransactionCoordinator:
                     bump = prepare_transition(meta, InitProducerId(
                         meta.transaction_timeout_ms, None, recovering_epoch=producer_epoch,
                         transaction_version=TransactionVersion.V2), now)
-                    return self._view(conn, switch.write(conn, bump))
+                    return view_of(conn, switch.write(conn, bump))
             meta.check_txn_id(txn_id)
             done = {S.PREPARE_COMMIT, S.COMPLETE_COMMIT} if commit else {S.PREPARE_ABORT, S.COMPLETE_ABORT}
             # Already decided: a retry of the same request, answered as the first time.
@@ -512,7 +502,7 @@ class TransactionCoordinator:
                     meta = txns.apply_transit(conn, switch.stored, transits[0])
                     for m, transit in zip(joined, transits[1:], strict=True):
                         txns.apply_transit(conn, m, transit)
-                    return self._view(conn, meta, sent)
+                    return view_of(conn, meta, sent)
             if self.settings.complete_inline and transits:
                 # The decision is completed in this same database transaction: the Prepare
                 # state would be overwritten at once, so it is computed (and checked) but only
@@ -520,16 +510,7 @@ class TransactionCoordinator:
                 # the version switch, over the rows as stored.
                 completed = {m.transactional_id: m for m in complete_decided(conn, transits, now, stored=locked)}
                 meta = completed.get(transactional_id, meta)
-            return self._view(conn, meta, sent)
-
-    @staticmethod
-    def _view(conn, meta: TransactionMetadata, sent: list[SendResult] | None = None) -> TransactionView:  # type: ignore[no-untyped-def]
-        if meta.state in IDLE_STATES:
-            return TransactionView(meta, sent=sent or [])  # completion removed its partitions and staged offsets
-        return TransactionView(
-            meta, txns.partitions_of(conn, meta.transactional_id), txns.pending_offsets_of(conn, meta.transactional_id),
-            sent or [],
-        )
+            return view_of(conn, meta, sent)
 
     # --- Operator tools ---------------------------------------------------------------------
 
@@ -546,58 +527,7 @@ class TransactionCoordinator:
                     f"transaction is {meta.state.value}; only an open or prepared transaction can be aborted",
                     state=meta.state.value,
                 )
-            return self._view(conn, complete_stored(conn, meta, now))
-
-    def hanging(self, now_ms: int, transactional_id_prefix: str | None = None) -> list[TransactionMetadata]:
-        """Transactions open longer than the maximum timeout, or decided but not completed for
-        as long: the coordinator should have ended them, so none is running or it is failing.
-        Optionally only the transactional ids that start with transactional_id_prefix."""
-        with self.db.read() as conn:
-            stale = now_ms - self.settings.max_transaction_timeout_ms
-            # At most a list's maximum of open ones and as many decided ones: the two lists it
-            # was built from, one of each, held that many.
-            return txns.list_hanging(conn, stale, limit=2 * TRANSACTION_LIST_MAX,
-                                     transactional_id_prefix=transactional_id_prefix)
-
-    # --- Describe ---------------------------------------------------------------------------
-
-    def describe(self, transactional_id: str) -> TransactionView:
-        with self.db.read() as conn:
-            meta = require(conn, transactional_id, lock=None)
-            return TransactionView(
-                meta, txns.partitions_of(conn, transactional_id), txns.pending_offsets_of(conn, transactional_id)
-            )
-
-    def list(
-        self, states: list[TransactionState] | None, limit: int, min_age_ms: int | None = None,
-        transactional_id_prefix: str | None = None,
-    ) -> list[TransactionMetadata]:
-        """Transactions, optionally only those in `states`, only those open (an
-        OPEN_TRANSACTION_STATES state) for at least min_age_ms, and only the transactional ids
-        that start with transactional_id_prefix. A state with no transaction open, asked for
-        with min_age_ms, is refused: the list would always be empty."""
-        ended = [s.value for s in states or () if s not in OPEN_TRANSACTION_STATES]
-        if min_age_ms is not None and ended:
-            raise InvalidRequest(
-                f"min_age_ms lists open transactions only (states {OPEN_STATE_NAMES}); in state "
-                f"{', '.join(ended)} no transaction is open: list {'it' if len(ended) == 1 else 'them'} "
-                "without min_age_ms"
-            )
-        open_since = None if min_age_ms is None else self.clock() - min_age_ms
-        with self.db.read() as conn:
-            return txns.list_all(conn, states=states, open_since_ms=open_since,
-                                 transactional_id_prefix=transactional_id_prefix, limit=limit)
-
-    def list_begun_before(
-        self, states: list[TransactionState] | None, limit: int, duration_ms: int,
-    ) -> list[TransactionMetadata]:
-        """Kafka's ListTransactions with a DurationFilter: the transactional ids, optionally
-        only those in `states`, whose last transaction began more than duration_ms ago, in
-        whatever state it is now (Kafka's coordinator compares the start time alone, and an id
-        that began none as begun at -1)."""
-        with self.db.read() as conn:
-            return txns.list_all(conn, states=states, begun_before_ms=self.clock() - duration_ms, limit=limit)
-
+            return view_of(conn, complete_stored(conn, meta, now))
 
 def _check_joint_commit(transactional_id: str, prepared: Sequence[PreparedTxnRef], commit: bool) -> None:
     if not prepared:

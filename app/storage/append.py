@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from functools import cache
 from typing import Any
 
-from sqlalchemy import BigInteger, Boolean, Connection, Integer, String, bindparam, case, exists, literal, select, update
+from sqlalchemy import Connection, bindparam, exists, select, update
 
 from app.domain.errors import OffsetMismatch
 from app.domain.producer import (
@@ -23,9 +23,18 @@ from app.domain.records import RecordToAppend
 from app.domain.types import ControlType, RecordState, ValueFormat
 from app.storage import dialect
 from app.storage.log_end import TAKEN, take_offsets, take_offsets_with
-from app.storage.markers import MarkerOwner, marker_batch_row, marker_row
+from app.storage.batch_rows import (
+    INSERT_BATCH,
+    TAKE_OFFSETS_WRITING_BATCH,
+    batch_row,
+    batch_row_params,
+    batch_row_part,
+    batch_state,
+    marker_batch_row,
+)
+from app.storage.markers import MarkerOwner, marker_row
 from app.storage.producers import current_state
-from app.storage.tables import producer_partitions, producers, record_batches, records, transaction_partitions
+from app.storage.tables import producer_partitions, producers, records, transaction_partitions
 
 
 @dataclass(slots=True)
@@ -171,42 +180,6 @@ _PRODUCER_HOLDS = exists().where(
 )
 _WRITE_NEXT_BATCH_STATE_HELD = _WRITE_NEXT_BATCH_STATE.where(_PRODUCER_HOLDS)
 
-# A batch's row in record_batches as part of the statement that takes its offsets (PostgreSQL: a
-# data-modifying WITH over TAKEN), so that it costs a Send no round trip: the batch starts at the
-# new log end less the offsets taken, and, committed by its append (_batch_row's rule), ends its
-# run at the offset before that log end (its last record's; with its COMMIT marker, the
-# marker's). `written`: the statement's part whose rows say the batch is appended (none, and
-# the batch row is not written either).
-_R_COLUMNS = ("topic_id", "partition", "base_offset", "record_count", "producer_id", "producer_epoch",
-              "base_sequence", "txn_id", "state", "commit_position")
-
-
-def _batch_row_part(written: Any = None) -> Any:
-    row = select(
-        bindparam("p_topic_id", type_=Integer), bindparam("p_partition", type_=Integer),
-        TAKEN.c.next_offset - bindparam("p_count", type_=BigInteger), bindparam("p_records", type_=Integer),
-        bindparam("r_producer_id", type_=BigInteger), bindparam("r_producer_epoch", type_=Integer),
-        bindparam("r_base_sequence", type_=Integer), bindparam("r_txn_id", type_=BigInteger),
-        bindparam("r_state", type_=String),
-        case((bindparam("r_committed", type_=Boolean), TAKEN.c.next_offset - 1), else_=literal(None, BigInteger)),
-    ).select_from(TAKEN)
-    if written is not None:
-        row = row.where(exists(select(written)))
-    return record_batches.insert().from_select(list(_R_COLUMNS), row).cte("batch")
-
-
-# A plain batch on PostgreSQL: its offsets and its batch row in one statement.
-_TAKE_OFFSETS_WRITING_BATCH = select(TAKEN.c.next_offset).add_cte(_batch_row_part())
-
-
-def _batch_row_params(batch: BatchToAppend, *, producer_id: int | None, producer_epoch: int | None,
-                      txn_id: int | None, with_marker: bool) -> dict[str, Any]:
-    """The bind parameters of _batch_row_part's batch row (the p_ ones take_offsets_with fills)."""
-    state = _batch_state(txn_id, with_marker)
-    return {"r_producer_id": producer_id, "r_producer_epoch": producer_epoch, "r_base_sequence": batch.base_sequence,
-            "r_txn_id": txn_id, "r_state": state.value, "r_committed": state is RecordState.COMMITTED}
-
-
 # On PostgreSQL, a running producer's next batch takes its offsets and writes its sequence state
 # in one statement, a round trip fewer than take_offsets and then _WRITE_NEXT_BATCH_STATE. Its
 # parts keep their order: the state UPDATE's one-time filter (EXISTS over `taken`) runs the
@@ -216,11 +189,12 @@ def _batch_row_params(batch: BatchToAppend, *, producer_id: int | None, producer
 # on the newest version of a row another transaction changed, and last_sequence has moved on.
 # What it cannot see in that snapshot is a transaction_partitions row that a concurrent Send
 # of the same transaction added: it then answers "not yet in the transaction", and the
-# insert-or-ignore of the partition's claim (append_batches) keeps the first one.
+# insert-or-ignore of the partition's claim (append_batches) keeps the first one. Its batch row
+# (batch_rows.batch_row_part) is written only where the state is.
 @cache
-def _take_offsets_writing_state_stmt(held: bool) -> Any:
+def _take_offsets_writing_state_stmt(held: bool, state: RecordState) -> Any:
     base_offset = select(TAKEN.c.next_offset - bindparam("p_count")).scalar_subquery()
-    state = (
+    written = (
         (_WRITE_NEXT_BATCH_STATE_HELD if held else _WRITE_NEXT_BATCH_STATE)
         .values(last_batch_base_offset=base_offset)
         .where(exists(select(TAKEN.c.next_offset)))
@@ -228,9 +202,9 @@ def _take_offsets_writing_state_stmt(held: bool) -> Any:
     )
     return select(
         TAKEN.c.next_offset,
-        select(state.c.first_offset).scalar_subquery().label("first_offset"),
-        exists(select(state.c.first_offset)).label("written"),
-    ).add_cte(_batch_row_part(written=state.c.first_offset))
+        select(written.c.first_offset).scalar_subquery().label("first_offset"),
+        exists(select(written.c.first_offset)).label("written"),
+    ).add_cte(batch_row_part(state, written=written.c.first_offset))
 
 
 # The columns of a producer's sequence state in a partition (all but its key), which every write
@@ -349,7 +323,7 @@ def append_batches(
 
     Batches must name distinct partitions. Results come back in the order of `batches`.
 
-    Each batch appended gets its row in record_batches (_batch_row, _batch_state), in this
+    Each batch appended gets its row in record_batches (app.storage.batch_rows), in this
     database transaction; a duplicate, which appends nothing, gets none.
 
     A transactional batch adds its partition to its transaction (transaction_partitions: what
@@ -385,15 +359,16 @@ def append_batches(
         batch_row_written = False
         postgresql = conn.dialect.name == "postgresql"
         if postgresql and (expected is not None or producer_id is None):
-            batch_row = _batch_row_params(batch, producer_id=producer_id, producer_epoch=producer_epoch,
-                                          txn_id=txn_id, with_marker=commit_marker is not None)
+            row_params = batch_row_params(base_sequence=batch.base_sequence, producer_id=producer_id,
+                                          producer_epoch=producer_epoch, txn_id=txn_id)
         if expected is not None and postgresql:
             # A running producer's next batch: offsets, state and batch row in one statement.
             row = take_offsets_with(
-                conn, _take_offsets_writing_state_stmt(holder is not None),
+                conn, _take_offsets_writing_state_stmt(holder is not None,
+                                                       batch_state(txn_id, commit_marker is not None)),
                 {**_batch_state_params(expected, producer_id=producer_id, producer_epoch=producer_epoch,  # type: ignore[arg-type]
                                        transactional_id=transactional_id, txn_id=txn_id, batch=batch,
-                                       base_offset=None, now_ms=now_ms, holder=holder), **batch_row},
+                                       base_offset=None, now_ms=now_ms, holder=holder), **row_params},
                 batch.topic_id, batch.partition, count + extra, batch.size_bytes, records=count,
             )
             base_offset = row.next_offset - (count + extra)
@@ -402,7 +377,7 @@ def append_batches(
             tried = True
         elif producer_id is None and postgresql:
             # A plain batch: offsets and batch row in one statement.
-            row = take_offsets_with(conn, _TAKE_OFFSETS_WRITING_BATCH, batch_row, batch.topic_id, batch.partition,
+            row = take_offsets_with(conn, TAKE_OFFSETS_WRITING_BATCH, row_params, batch.topic_id, batch.partition,
                                     count + extra, batch.size_bytes, records=count)
             base_offset = row.next_offset - (count + extra)
             batch_row_written = True
@@ -487,8 +462,9 @@ def append_batches(
                 }
             )
         if not batch_row_written:
-            batch_rows.append(_batch_row(batch, base_offset, producer_id=producer_id, producer_epoch=producer_epoch,
-                                         txn_id=txn_id, with_marker=commit_marker is not None))
+            batch_rows.append(batch_row(topic_id, partition, base_offset, count, base_sequence=base_sequence,
+                                        producer_id=producer_id, producer_epoch=producer_epoch, txn_id=txn_id,
+                                        with_marker=commit_marker is not None))
         if commit_marker is not None:
             marker_rows.append(marker_row(topic_id, partition, base_offset + count, commit_marker,
                                           ControlType.COMMIT, now_ms))
@@ -519,7 +495,7 @@ def append_batches(
         # The batch rows that no statement taking offsets wrote (SQLite's; on PostgreSQL the
         # first batch of an epoch, and one judged by check_sequence), in one statement after the
         # records. A duplicate, which gave its offsets back above, has none.
-        dialect.execute_rows(conn, _INSERT_BATCH, batch_rows)
+        dialect.execute_rows(conn, INSERT_BATCH, batch_rows)
     if state_rows:
         dialect.execute_rows(
             conn,
@@ -533,39 +509,6 @@ def append_batches(
         # insert-or-ignore all the same.
         dialect.execute_rows(conn, dialect.insert_ignore(conn, transaction_partitions), txn_partition_rows)
     return [results[_partition_key(b)] for b in batches]
-
-
-_INSERT_BATCH = record_batches.insert()
-
-
-def _batch_state(txn_id: int | None, with_marker: bool) -> RecordState:
-    """Where a batch stands once appended: a plain (or idempotent) batch is committed; a
-    transactional one is open until its completion stamps it (markers.write_control_markers),
-    unless the append commits it itself (`with_marker`: its COMMIT marker follows it, written
-    with it). Committed, it is positioned at the offset after its run (the marker's) if it has
-    a marker, else at its last offset: _batch_row and _batch_row_part both say so."""
-    return RecordState.OPEN if txn_id is not None and not with_marker else RecordState.COMMITTED
-
-
-def _batch_row(batch: BatchToAppend, base_offset: int, *, producer_id: int | None, producer_epoch: int | None,
-               txn_id: int | None, with_marker: bool) -> dict[str, object]:
-    """The record_batches row of a batch appended at `base_offset` (_batch_state)."""
-    count = len(batch.records)
-    state = _batch_state(txn_id, with_marker)
-    end = base_offset + count + (1 if with_marker else 0)
-    return {
-        "topic_id": batch.topic_id,
-        "partition": batch.partition,
-        "base_offset": base_offset,
-        "record_count": count,
-        "producer_id": producer_id,
-        "producer_epoch": producer_epoch,
-        "base_sequence": batch.base_sequence,
-        "txn_id": txn_id,
-        "control_type": None,
-        "state": state.value,
-        "commit_position": end - 1 if state is RecordState.COMMITTED else None,
-    }
 
 
 def _check_expected(batch: BatchToAppend, next_offset: int) -> None:

@@ -31,7 +31,7 @@ class OuterFirstJoin(Join):
     selective one, and may loop over the whole partition instead. Its CROSS JOIN keeps the
     written order (https://sqlite.org/optoverview.html#crossjoin). Other databases compile it
     as a plain JOIN, which PostgreSQL may reorder: where the order matters there, use a
-    LATERAL subquery (storage.read_committed.transaction_records).
+    LATERAL subquery (storage.read_committed.batch_runs).
     """
 
     inherit_cache = True
@@ -68,6 +68,42 @@ def _sqlite_utf8_bytes(element: utf8_bytes, compiler: Any, **kw: Any) -> str:
     if isinstance(argument.type, _Binary):
         return f"coalesce(length({compiler.process(element.clauses, **kw)}), 0)"
     return f"coalesce(length(CAST({compiler.process(element.clauses, **kw)} AS BLOB)), 0)"
+
+
+class greatest(FunctionElement):  # noqa: N801 - named as the SQL function it stands for
+    """The largest of its (non-NULL) arguments: PostgreSQL's greatest, SQLite's scalar max.
+    One bound written as one expression, so that neither database chooses between two bounds
+    on one index column (read_committed's runs)."""
+
+    type = BigInteger()
+    inherit_cache = True
+
+
+class least(FunctionElement):  # noqa: N801 - named as the SQL function it stands for
+    """The smallest of its (non-NULL) arguments: PostgreSQL's least, SQLite's scalar min."""
+
+    type = BigInteger()
+    inherit_cache = True
+
+
+@compiles(greatest, "postgresql")
+def _pg_greatest(element: greatest, compiler: Any, **kw: Any) -> str:
+    return f"greatest({compiler.process(element.clauses, **kw)})"
+
+
+@compiles(greatest, "sqlite")
+def _sqlite_greatest(element: greatest, compiler: Any, **kw: Any) -> str:
+    return f"max({compiler.process(element.clauses, **kw)})"
+
+
+@compiles(least, "postgresql")
+def _pg_least(element: least, compiler: Any, **kw: Any) -> str:
+    return f"least({compiler.process(element.clauses, **kw)})"
+
+
+@compiles(least, "sqlite")
+def _sqlite_least(element: least, compiler: Any, **kw: Any) -> str:
+    return f"min({compiler.process(element.clauses, **kw)})"
 
 
 def _insert(dialect_name: str, table: Table) -> Any:

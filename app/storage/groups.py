@@ -176,6 +176,13 @@ def remove_members(conn: Connection, group_id: str, member_ids: list[str]) -> No
     )
 
 
+def delete_group(conn: Connection, group_id: str) -> None:
+    """The group's row and its committed offsets: what Kafka's DeleteGroups removes of an
+    empty group (offsets an unfinished transaction staged are the transaction's)."""
+    conn.execute(delete(group_offsets).where(group_offsets.c.group_id == group_id))
+    conn.execute(delete(consumer_groups).where(consumer_groups.c.group_id == group_id))
+
+
 def groups_with_expired_members(conn: Connection, now_ms: int) -> list[str]:
     return list(
         conn.execute(
@@ -215,7 +222,7 @@ class GroupListing:
     group_id: str
     generation_id: int | None  # None: the group has never had members (offsets only)
     member_count: int
-    protocol_type: str | None = None  # None: the HTTP door's group, or one without members
+    protocol_type: str | None = None  # None: the HTTP door's group, or one the Kafka door never had
     state: GroupState = GroupState.EMPTY
 
 

@@ -11,6 +11,7 @@ from sqlalchemy import Connection, bindparam, delete, insert, select, tuple_, up
 from app.domain.transit import TxnTransit, marker_producer
 from app.domain.types import ControlType, RecordState
 from app.storage import dialect
+from app.storage.batch_rows import INSERT_BATCH, marker_batch_row
 from app.storage.log_end import take_offsets
 from app.storage.tables import record_batches, records, transaction_partitions
 
@@ -24,7 +25,6 @@ _CLAIM_ALL = (
     .returning(transaction_partitions.c.topic_id, transaction_partitions.c.partition)
 )
 _INSERT_RECORD = insert(records)
-_INSERT_BATCH = insert(record_batches)
 # A completion's stamp of its transactions' open batches in the partitions it wrote markers
 # into, all in one statement: committed at the COMMIT marker's offset (the marker's batch row,
 # written just before in the same database transaction), or aborted. Only ever from open, and
@@ -107,7 +107,7 @@ def write_control_markers(
         )
         dialect.execute_rows(
             conn,
-            _INSERT_BATCH,
+            INSERT_BATCH,
             [marker_batch_row(topic_id, partition, offset, owner, control_type)
              for topic_id, partition, offset, owner in written],
         )
@@ -136,24 +136,4 @@ def marker_row(topic_id: int, partition: int, offset: int, owner: MarkerOwner, c
         "sequence": None,
         "txn_id": owner.txn_id,
         "control_type": control_type.value,
-    }
-
-
-def marker_batch_row(topic_id: int, partition: int, offset: int, owner: MarkerOwner,
-                     control_type: ControlType) -> dict[str, object]:
-    """The record_batches row of a control marker (a batch of one offset, with no state and no
-    position: a marker is never data): written here, and by an append that carries a whole
-    transaction's markers."""
-    return {
-        "topic_id": topic_id,
-        "partition": partition,
-        "base_offset": offset,
-        "record_count": 1,
-        "producer_id": owner.producer_id,
-        "producer_epoch": owner.producer_epoch,
-        "base_sequence": None,
-        "txn_id": owner.txn_id,
-        "control_type": control_type.value,
-        "state": None,
-        "commit_position": None,
     }

@@ -18,7 +18,7 @@ from sqlalchemy.dialects.postgresql import ARRAY
 from app.domain.errors import OffsetOutOfRange, UnknownTopicOrPartition
 from app.domain.read import AbortedTransaction, LogBatch, LogRecord
 from app.domain.types import ControlType, RecordState
-from app.storage.read import RECORD_SIZE
+from app.storage.fetch_plan import RECORD_SIZE
 from app.storage.tables import partitions, record_batches, records
 from app.storage.topics import LAST_STABLE_OFFSET
 

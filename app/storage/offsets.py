@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from sqlalchemy import Connection, select, tuple_
+from sqlalchemy import Connection, delete, select, tuple_
 
 from app.storage import dialect
 from app.storage.tables import group_offsets, partitions, topics, transaction_offsets
@@ -25,6 +25,14 @@ def commit(conn: Connection, rows: list[dict]) -> None:
     dialect.execute_rows(
         conn, dialect.upsert(conn, group_offsets, ["committed_offset", "metadata", "committed_ms"]), rows
     )
+
+
+def delete_offsets(conn: Connection, group_id: str, keys: list[tuple[int, int]]) -> None:
+    """The group's committed offsets of these (topic_id, partition) pairs, if it has any."""
+    if keys:
+        conn.execute(delete(group_offsets).where(
+            group_offsets.c.group_id == group_id,
+            tuple_(group_offsets.c.topic_id, group_offsets.c.partition).in_(keys)))
 
 
 def fetch(conn: Connection, group_id: str, topic_id: int | None = None) -> list[CommittedOffset]:

@@ -1,21 +1,28 @@
 """What read_committed may see: the one definition, as the SQLAlchemy Core pieces that Fetch
-(app.storage.read) and the lag counter are built from.
+(app.storage.read), the lag counters and the first-unread counter are built from, over the
+batch rows (record_batches, docs/DESIGN-batches.md).
 
 A read_committed reader sees the data records that are committed and stored at or past their
 partition's log start, each exposed at its commit position (docs/GUARANTEES.md#commit-order):
 
-- a plain record (no transaction, not a control marker) at its own offset;
+- a plain record (a batch without a transaction) at its own offset;
 - a committed transaction's records at the offset of its COMMIT marker in the same partition,
-  whole, wherever they lie below it (its batch heads say where: ix_records_txn_batches);
-- never a control marker, nor a record of an open or aborted transaction (an open
-  transaction has no marker yet: it holds no reader back, and surfaces whole at its marker);
+  whole, wherever they lie below it: the completion that wrote the marker stamped that offset
+  on each of the transaction's batch rows in the partition (their commit_position);
+- never a control marker, nor a record of an open or aborted transaction (their batch rows
+  have no commit_position: an open transaction holds no reader back, and surfaces whole at
+  its marker);
 - never a record below the log start (DeleteRecords, retention), which is garbage whether or
-  not the log cleaner has deleted it yet; what compaction deleted is simply not stored.
+  not the log cleaner has deleted it yet; what compaction deleted is simply not stored (a
+  batch's run of offsets may have holes: a primary-key range steps over them).
 
-The positions that expose records are the "commit points" (commit_point): the plain records
-and the COMMIT markers. Walking them in offset order below the log end is reading in commit
-order; since a transaction is exposed only at its marker, that walk never passes the last
-stable offset with an open transaction's records.
+Physically: a committed batch is one with a commit_position (committed_batch); a record's
+position is its own offset in a plain batch and the batch's commit_position in a
+transactional one (record_position); a window of positions is a range of the index
+ix_record_batches_committed (commit_position, base_offset), each batch joined to its run of
+offsets through the records' primary key (batch_runs), bounded below by ONE expression
+(run_start): two lower bounds on the offset leave SQLite to pick one, and it searches from the
+log start when it picks that one.
 
 The database holds the same definition as the `committed_records` view (Spark's), whose SQL is
 app/storage/sql/committed_records.sqlite.sql and app/storage/sql/committed_records.postgresql.sql:
@@ -24,110 +31,102 @@ tests/fuzz/test_read_committed_conformance.py holds Fetch and the counters below
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from types import SimpleNamespace
 from typing import Any
 
-from sqlalchemy import Connection, Table, and_, bindparam, case, func, or_, select, true
+from sqlalchemy import BigInteger, Connection, Table, and_, bindparam, case, func, select, true
 from sqlalchemy.sql.elements import ColumnElement
 
-from app.domain.types import ControlType
 from app.storage import dialect
-from app.storage.tables import group_offsets, partitions, records
-
-_COMMIT = ControlType.COMMIT.value
+from app.storage.tables import group_offsets, partitions, record_batches, records
 
 
-def plain_record(r: Table | Any = records) -> ColumnElement[bool]:
-    """A data record outside any transaction: committed at its own offset."""
-    return and_(r.c.txn_id.is_(None), r.c.control_type.is_(None))
+def committed_batch(b: Table | Any = record_batches) -> ColumnElement[bool]:
+    """A batch whose records read_committed exposes: a plain batch, or a committed
+    transaction's (stamped by its completion). Never a marker, an open or an aborted batch."""
+    return b.c.commit_position.is_not(None)
 
 
-def commit_marker(r: Table | Any = records) -> ColumnElement[bool]:
-    """A COMMIT marker: its transaction's records in the partition are committed at its offset."""
-    return r.c.control_type == _COMMIT
+def plain_batch(b: Table | Any = record_batches) -> ColumnElement[bool]:
+    """A batch outside any transaction: each of its records committed at its own offset."""
+    return b.c.txn_id.is_(None)
 
 
-def commit_point(r: Table | Any = records) -> ColumnElement[bool]:
-    """A position at which read_committed exposes records: a plain record or a COMMIT marker."""
-    return or_(plain_record(r), commit_marker(r))
+def record_position(b: Table | Any, r: Table | Any = records) -> ColumnElement[Any]:
+    """A committed record's position (batch b, record r): its own offset in a plain batch, its
+    transaction's COMMIT marker's offset in a transactional one."""
+    return case((plain_batch(b), r.c.offset), else_=b.c.commit_position)
 
 
-def transaction_records(dialect_name: str, columns: tuple[Any, ...], *, at: Any = None) -> Any:
-    """The records of some transactions in one partition that read_committed exposes at their
-    COMMIT markers, `columns` of each (columns of `records`), in offset order. Bind parameters:
-    topic_id, partition, txn_ids (the transactions), before (their markers' offset or more:
-    a transaction's records lie below its marker) and log_start (none below it).
+def run_start(b: Table | Any, lo: Any, log_start: Any) -> ColumnElement[Any]:
+    """The first offset of batch b that a read of positions from `lo` (at or past the log
+    start) reads: a plain batch's from `lo` (its records below it are positioned below it), a
+    transactional one's from the log start (all of its records are positioned at its
+    commit_position). One bound, never two on the offset."""
+    return dialect.greatest(b.c.base_offset, case((plain_batch(b), lo), else_=log_start))
 
-    Batch heads of the transactions (ix_records_txn_batches), each joined to its run of
-    offsets (primary key range). The heads must be the outer loop: read the other way round
-    the join walks every record of the partition. Neither database may be left to choose, as
-    the service does not rely on statistics being fresh (a partition just filled has none):
-    PostgreSQL gets a LATERAL subquery, which can only run per head; SQLite, which has no
-    LATERAL, a CROSS JOIN, which it never reorders.
 
-    `at`, instead of the bind parameters, names them as columns of an enclosing query's row
-    (topic_id, partition, txn_id: one transaction, before, log_start): the same records, for
-    every row of it (committed_between_for_groups). One transaction per row, so that its id is
-    in the batch heads' index condition: given a subquery of ids, PostgreSQL walks every batch
-    head of the partition and semi-joins them to it."""
-    h, r = records.alias("heads"), records
-    if at is None:
-        topic_id, partition, before, log_start = (bindparam(n) for n in ("topic_id", "partition", "before", "log_start"))
-        in_txns = h.c.txn_id.in_(bindparam("txn_ids", expanding=True))
-    else:
-        topic_id, partition, before, log_start = at.topic_id, at.partition, at.before, at.log_start
-        in_txns = h.c.txn_id == at.txn_id
-    heads_wanted = and_(
-        h.c.topic_id == topic_id,
-        h.c.partition == partition,
-        in_txns,
-        h.c.batch_record_count.is_not(None),
-        h.c.offset < before,
-    )
-    in_run = and_(
-        r.c.topic_id == h.c.topic_id,
-        r.c.partition == h.c.partition,
-        r.c.offset >= h.c.offset,
-        r.c.offset < h.c.offset + h.c.batch_record_count,
-        # A transaction committed at or past the log start may have records below it
-        # (DeleteRecords, retention): those are garbage, never read, whether or not the log
-        # cleaner has deleted them yet.
-        r.c.offset >= log_start,
-    )
+def run_end(b: Table | Any) -> ColumnElement[Any]:
+    """The offset past batch b's run."""
+    return b.c.base_offset + b.c.record_count
+
+
+def batch_runs(dialect_name: str, batches: Any, columns: Callable[[Any, Any], tuple[Any, ...]],
+               start: Callable[[Any], Any], end: Callable[[Any], Any], *, correlate: tuple[Any, ...] = (),
+               outer: Callable[[Any], tuple[Any, ...]] = lambda b: (), per_batch: bool = False) -> Any:
+    """Each row of `batches` (a subquery of record_batches rows: the walk of the batch index,
+    with its own bounds, order and LIMIT), joined to the records of its run from start(b) to
+    below end(b) through the records' primary key: `columns(b, r)` of each. The batches must be
+    the outer loop: read the other way round the join walks every record of the partition.
+    Neither database may be left to choose, as the service does not rely on statistics being
+    fresh (a partition just filled has none): PostgreSQL gets a LATERAL subquery, which can
+    only run per batch; SQLite, which has no LATERAL, a CROSS JOIN, which it never reorders.
+    `correlate`: an enclosing query's FROMs that `batches`, start or end refer to. `outer`:
+    columns of the batch row, first in each row. `per_batch`: the columns are aggregates over
+    the run (count a column of the records, not rows), one row per batch, a batch without a
+    record in its run included."""
+    b, r = batches, records
+    in_run = (r.c.topic_id == b.c.topic_id, r.c.partition == b.c.partition,
+              r.c.offset >= start(b), r.c.offset < end(b))
     if dialect_name == "postgresql":
-        # OFFSET 0 keeps the planner from pulling the subquery up into a plain join, which
-        # it could then reorder.
-        run_select = select(*columns).where(in_run).offset(0)
-        if at is not None:
-            # The enclosing query's row is correlated, not joined into the subquery.
-            run_select = run_select.correlate_except(r)
-        run = run_select.lateral("run")
-        return select(run).select_from(h.join(run, true())).where(heads_wanted).order_by(run.c.offset)
-    return (
-        select(*columns)
-        .select_from(dialect.OuterFirstJoin(h, r, in_run))
-        .where(heads_wanted)
-        .order_by(r.c.offset)
-    )
+        # OFFSET 0 keeps the planner from pulling the subquery up into a plain join, which it
+        # could then reorder.
+        run = select(*columns(b, r)).where(*in_run).offset(0).correlate_except(r).lateral("run")
+        return select(*outer(b), *run.c).select_from(b.join(run, true())).correlate(*correlate)
+    if per_batch:
+        # A LEFT JOIN, which SQLite never reorders either: a batch without a record in its run
+        # still has its row (a reader walking pages of batches would take a short page for the end).
+        return (select(*outer(b), *columns(b, r)).select_from(b.outerjoin(r, and_(*in_run))).group_by(*outer(b))
+                .correlate(*correlate))
+    return select(*outer(b), *columns(b, r)).select_from(dialect.OuterFirstJoin(b, r, and_(*in_run))).correlate(
+        *correlate)
+
+
+def committed_batches(topic_id: Any, partition: Any, lo: Any, before: Any = None) -> Any:
+    """The committed batches positioned in [lo, before) (None: from lo on) in commit order: a
+    range of ix_record_batches_committed. With `before` the high watermark, no plain batch
+    straddles it (an append takes its offsets, and writes its commit_position, whole)."""
+    b = record_batches
+    below = () if before is None else (b.c.commit_position < before,)
+    return (select(b).where(b.c.topic_id == topic_id, b.c.partition == partition, committed_batch(b),
+                            b.c.commit_position >= lo, *below)
+            .order_by(b.c.commit_position, b.c.base_offset))
 
 
 def first_record_committed_from(conn: Connection, topic_id: int, partition: int, position: int) -> int | None:
-    """The lowest offset of a record whose transaction committed at or past `position` (its
-    COMMIT marker there) but which lies below it: such a record is exposed at its marker
-    (docs/GUARANTEES.md#commit-order), so a reader whose position is `position` has not read it yet. None if
-    there is none. Reads the COMMIT markers from `position` on (ix_records_commit_markers)
-    and their transactions' batch heads below it (ix_records_txn_batches): few, for a reader
-    that keeps up."""
-    m, h = records.alias("m"), records.alias("h")
-    return conn.execute(
-        select(func.min(h.c.offset))
-        .select_from(dialect.OuterFirstJoin(m, h, and_(
-            h.c.topic_id == m.c.topic_id, h.c.partition == m.c.partition, h.c.txn_id == m.c.txn_id,
-            h.c.batch_record_count.is_not(None), h.c.offset < position)))
-        .where(m.c.topic_id == topic_id, m.c.partition == partition,
-               commit_marker(m), m.c.offset >= position)
-    ).scalar()
+    """The lowest offset of a record whose transaction committed at or past `position` but
+    which lies below it: such a record is exposed at its marker (docs/GUARANTEES.md#commit-order),
+    so a reader whose position is `position` has not read it yet. None if there is none. Walks
+    the committed batches positioned from `position` on (ix_record_batches_committed: few, for a
+    reader that keeps up) and probes the first stored record of each transactional one that
+    starts below it (a compacted head leaves the batch row's base_offset unstored)."""
+    topic, part, at = (bindparam(n, type_=BigInteger()) for n in ("topic_id", "partition", "position"))
+    b = committed_batches(topic, part, at).where(~plain_batch(), record_batches.c.base_offset < at)
+    run = batch_runs(conn.dialect.name, b.subquery("b"), lambda b, r: (r.c.offset,), lambda b: b.c.base_offset,
+                     lambda b: dialect.least(run_end(b), at)).subquery()
+    return conn.execute(select(func.min(run.c.offset)), {
+        "topic_id": topic_id, "partition": partition, "position": position}).scalar()
 
 
 @dataclass(frozen=True, slots=True)
@@ -150,24 +149,20 @@ def committed_between_for_groups(conn: Connection, cap: int, limit: int | None,
     first `limit` committed offsets (None: all) by (group_id, topic_id, partition), in that
     order.
 
-    Counted: the plain records at offsets in [start, end), and the records stored of each
-    transaction whose COMMIT marker lies there, wherever they lie (docs/GUARANTEES.md#commit-order),
-    none below the log start (a log start inside a transaction's run, and the holes
-    compaction leaves in one, are counted as a fetch reads them: row by row), where start is
-    the committed offset or the log start if that is higher. Not counted: control markers and
-    the records of open or aborted transactions. Plain records and COMMIT markers are each
-    counted up to `cap`, so a row costs range scans of at most `cap` rows; `exact` is False
-    when a cap was reached."""
+    Counted as a fetch reads them, record by record (so the holes compaction leaves in a run,
+    and a log start inside one, are not counted): the records of the committed batches
+    positioned in [start, end), where start is the committed offset or the log start if that
+    is higher. At most `cap` records are counted per row, so a row reads at most `cap` records;
+    `exact` is False when the cap was reached."""
     rows = conn.execute(committed_between_for_groups_stmt(conn.dialect.name, cap, limit, group_id)).all()
-    return [GroupPartitionCount(r.group_id, r.topic_id, r.partition, r.committed_offset,
-                                # PostgreSQL's sum() of counts is numeric (a Decimal): the count is an int.
-                                int(r.plain + r.transactional), r.plain < cap and r.markers < cap) for r in rows]
+    return [GroupPartitionCount(r.group_id, r.topic_id, r.partition, r.committed_offset, r.counted, r.counted < cap)
+            for r in rows]
 
 
 def committed_between_for_groups_stmt(dialect_name: str, cap: int, limit: int | None,
                                        group_id: str | None = None) -> Any:
-    """committed_between_for_groups' query: per row, the plain records counted, the COMMIT
-    markers counted and their transactions' records counted."""
+    """committed_between_for_groups' query: per committed offset, the records of the committed
+    batches from its start (the batch index's range) counted up to `cap`."""
     go, p = group_offsets, partitions
     one_group = () if group_id is None else (go.c.group_id == group_id,)
     start = case((go.c.committed_offset > p.c.log_start_offset, go.c.committed_offset),
@@ -181,28 +176,11 @@ def committed_between_for_groups_stmt(dialect_name: str, cap: int, limit: int | 
         .limit(limit)
         .subquery("pos")
     )
-
-    def in_range(r: Any) -> tuple[ColumnElement[bool], ...]:
-        return (r.c.topic_id == pos.c.topic_id, r.c.partition == pos.c.partition,
-                r.c.offset >= pos.c.start, r.c.offset < pos.c.before)
-
-    plain = select(records.c.offset).where(*in_range(records), plain_record()).limit(cap).correlate(pos)
-    m = records.alias("m")
-    markers = select(m.c.txn_id).where(*in_range(m), commit_marker(m)).order_by(m.c.offset).limit(cap).correlate(pos)
-
-    def counted(q: Any, *outer: Any) -> Any:
-        return select(func.count()).select_from(q.subquery()).correlate(pos, *outer).scalar_subquery()
-
-    # Per COMMIT marker in range (at most `cap` of them), its transaction's records, summed.
-    mk = markers.subquery("mk")
-    one_transaction = transaction_records(dialect_name, (records.c.offset,), at=SimpleNamespace(
-        topic_id=pos.c.topic_id, partition=pos.c.partition, txn_id=mk.c.txn_id, before=pos.c.before,
-        log_start=pos.c.log_start)).correlate(pos, mk)
-    transactional = (select(func.coalesce(func.sum(counted(one_transaction, mk)), 0)).select_from(mk)
-                     .correlate(pos).scalar_subquery())
-
+    batches = committed_batches(pos.c.topic_id, pos.c.partition, pos.c.start, pos.c.before).order_by(None)
+    run = batch_runs(dialect_name, batches.correlate(pos).subquery("b"), lambda b, r: (r.c.offset,),
+                     lambda b: run_start(b, pos.c.start, pos.c.log_start), run_end, correlate=(pos,))
+    counted = (select(func.count()).select_from(run.limit(cap).correlate(pos).subquery())
+               .correlate(pos).scalar_subquery())
     return (select(pos.c.group_id, pos.c.topic_id, pos.c.partition, pos.c.committed_offset,
-                   counted(plain).label("plain"), counted(markers).label("markers"),
-                   transactional.label("transactional"))
+                   counted.label("counted"))
             .order_by(pos.c.group_id, pos.c.topic_id, pos.c.partition))
-

@@ -37,12 +37,20 @@ class SecuritySnapshot:
 
 
 def _matching(match: AclFilter) -> list:  # type: ignore[type-arg]
-    """The filter as conditions on `acls`: one per field it names."""
+    """The filter as conditions on `acls`: one per field it names. A MATCH filter's name is
+    not one of them: _matched applies it, with the domain's rule of a binding's pattern."""
+    named = (((acls.c.resource_name, match.resource_name), (acls.c.pattern_type, match.pattern_type))
+             if match.by_name else ())
     return [column == getattr(value, "value", value)
             for column, value in ((acls.c.principal, match.principal), (acls.c.resource_type, match.resource_type),
-                                  (acls.c.resource_name, match.resource_name), (acls.c.pattern_type, match.pattern_type),
-                                  (acls.c.operation, match.operation), (acls.c.permission, match.permission))
+                                  *named, (acls.c.operation, match.operation), (acls.c.permission, match.permission))
             if value is not None]
+
+
+def _matched(conn: Connection, match: AclFilter) -> list[tuple[int, AclBinding]]:
+    """(acl_id, binding) of every binding the filter takes, in the order they were added."""
+    rows = conn.execute(select(acls).where(*_matching(match)).order_by(acls.c.acl_id))
+    return [(r.acl_id, b) for r in rows if match.matches_name(b := _binding(r))]
 
 
 def version(conn: Connection) -> int:
@@ -71,7 +79,7 @@ def snapshot(conn: Connection) -> SecuritySnapshot:
 
 
 def list_acls(conn: Connection, match: AclFilter) -> list[AclBinding]:
-    return [_binding(r) for r in conn.execute(select(acls).where(*_matching(match)).order_by(acls.c.acl_id))]
+    return [b for _, b in _matched(conn, match)]
 
 
 def add_acls(conn: Connection, bindings: list[AclBinding], now_ms: int) -> list[bool]:
@@ -95,11 +103,11 @@ def add_acls(conn: Connection, bindings: list[AclBinding], now_ms: int) -> list[
 
 def remove_acls(conn: Connection, match: AclFilter) -> list[AclBinding]:
     """Delete the bindings the filter matches; the ones deleted."""
-    gone = list_acls(conn, match)
+    gone = _matched(conn, match)
     if gone:
-        conn.execute(delete(acls).where(*_matching(match)))
+        conn.execute(delete(acls).where(acls.c.acl_id.in_([acl_id for acl_id, _ in gone])))
         changed(conn)
-    return gone
+    return [b for _, b in gone]
 
 
 def add_api_key(conn: Connection, key_id: str, principal: str, secret_hash: str, now_ms: int) -> None:

@@ -373,7 +373,7 @@ group_offsets = Table(
 #
 # The Kafka door's groups (Kafka's classic protocol, app.domain.group) keep their rebalance here
 # too, so that several `serve` processes are one coordinator: protocol_type (None: the HTTP
-# door's group) and the assignor chosen (protocol_name), the state, the leader, and until when
+# door's group; kept when the last member leaves, until a door takes the group) and the assignor chosen (protocol_name), the state, the leader, and until when
 # the members have to join again (rebalance_deadline_ms); only the waiting requests are in memory.
 consumer_groups = Table(
     "consumer_groups",

@@ -255,7 +255,7 @@ def count_by_state(conn: Connection) -> dict[TransactionState, int]:
 
 def _hanging(stale_before_ms: int) -> Any:
     """Open since stale_before_ms or earlier, or decided but not completed since then: what
-    the coordinator should have ended already (TransactionCoordinator.hanging)."""
+    the coordinator should have ended already (TransactionListing.hanging)."""
     t = transactions.c
     return or_(
         and_(t.state == TransactionState.ONGOING.value, t.txn_started_ms <= stale_before_ms),

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 from alembic import op
 
-from migrations.sql_files import run_sql_file
+from migrations.sql_files import run_sql_file, view_readers
 
 revision = "0015"
 down_revision = "0014"
@@ -67,7 +67,7 @@ def downgrade() -> None:
     run_sql_file("0015_downgrade_appender.postgresql.sql", dialect="postgresql")
     # The older view has fewer columns, which CREATE OR REPLACE cannot do: dropped and made
     # again, with the SELECT grants it had (outbox grant-reader's roles) given back.
-    readers = _view_readers()
+    readers = view_readers("committed_records")
     op.execute("DROP VIEW IF EXISTS committed_records")
     op.execute("ALTER TABLE records DROP COLUMN value_bytes")
     op.execute("ALTER TABLE records DROP COLUMN key_bytes")
@@ -77,13 +77,3 @@ def downgrade() -> None:
     for reader in readers:
         op.execute(f"GRANT SELECT ON committed_records TO {reader}")
 
-
-def _view_readers() -> list[str]:
-    """PostgreSQL: the roles granted SELECT on committed_records, quoted."""
-    bind = op.get_bind()
-    if bind.dialect.name != "postgresql":
-        return []
-    return list(bind.exec_driver_sql(
-        "SELECT DISTINCT quote_ident(grantee) FROM information_schema.role_table_grants "
-        "WHERE table_name = 'committed_records' AND table_schema = current_schema() AND privilege_type = 'SELECT' "
-        "AND grantee <> current_user").scalars())

@@ -4,7 +4,6 @@ database is the service's own (not behind it). Each is an OutboxSourceError of o
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -14,7 +13,6 @@ from spark_jobs.common.service import PROBE_TIMEOUT_S, list_topics, service_sess
 from spark_jobs.errors import OutboxSourceError
 from spark_jobs.reader.options import Database, SourceOptions
 
-logger = logging.getLogger(__name__)
 
 
 def check_database(database: Database, driver: str = "adbc") -> None:
@@ -79,10 +77,10 @@ def check_same_database(options: SourceOptions, bounds: Mapping[TopicPartition, 
         raise OutboxSourceError(f"cannot compare the database {options.database.display} with the service at "
                                 f"{options.url}: {type(e).__name__}: {' '.join(str(e).split())}") from None
     if stored is None:
-        logger.warning("the role of %s may not read the partitions' next offsets: the check that it is the "
-                       "service's own database is skipped (run outbox grant-reader for the role again)",
-                       options.database.display)
-        return
+        # Every read looks its topics' ids up in topics (spark_jobs.reader.statement.positions_predicate).
+        raise OutboxSourceError(f"option databaseUrl: the role of {options.database.display} may not read the topics' "
+                                "names and the partitions' next offsets, which a read needs: run outbox grant-reader "
+                                "for the role again")
     behind = sorted(tp for tp, b in bounds.items() if stored.get((tp.topic, tp.partition), -1) < b.log_end)
     if behind:
         tp = behind[0]

@@ -1,5 +1,6 @@
 """A split's SQL: the one place that turns a Split (spark_jobs.reader.planning) into conditions
-on the view `committed_records`. Both read paths use it: the Python data source's tasks run
+on the view `committed_records`, and the one place that bounds a range of commit positions
+(positions_predicate, which benchmarks/jdbc_reader.py uses too). Both read paths use it: the Python data source's tasks run
 select_statement (spark_jobs.reader.split), the JVM read hands Spark's JDBC reader
 split_predicate, one per task (spark_jobs.reader.jvm). So what a split covers is said once.
 
@@ -32,15 +33,39 @@ def quote(column: str) -> str:
     return f'"{column}"' if column in ("offset", "partition") else column
 
 
+def positions_predicate(topic: str, partition: int, start: int, end: int, database: str) -> list[str]:
+    """The conditions on the view that read a topic-partition's commit positions [start, end),
+    as the batch index's range: every reader of the view derives its bounds from here.
+
+    A record's commit_position is a CASE over the batch and the record, which no database can
+    turn into an index range: bounded alone, a query walks every committed batch of the
+    partition. So the batch's own position, batch_position, is bounded too. From below, by
+    start: a batch whose position is below start exposes nothing at or past it (a plain batch's
+    position is its last offset). From above, end is not enough: a plain batch that starts below
+    end and ends at or past it has records in the range and a position past it. It is the
+    first committed batch positioned at or past end (the one holding offset end, if any: no
+    other batch can be positioned inside a plain batch's run of offsets), so the range ends at
+    that batch's position, looked up in the same index, one entry, in the same statement (so
+    in its snapshot). A batch committed later is positioned past the snapshot's log end, and at
+    worst widens the range by one batch whose rows the bound on commit_position leaves out."""
+    where = f'topic = {sql_string(topic, database)} AND "partition" = {int(partition)}'
+    # By topic_id, looked up by name in topics (a reader role may read its topic_id and name:
+    # outbox grant-reader), not by the view's topic: PostgreSQL then reads the batch index in
+    # order from end and stops at the first batch, where through the name's join it has no
+    # order to stop on and sorts every committed batch from end to the partition's end, each
+    # with its run, in every split's query.
+    topic_id = f"SELECT topic_id FROM topics WHERE name = {sql_string(topic, database)}"
+    next_batch = (f'SELECT batch_position FROM committed_records WHERE topic_id = ({topic_id}) '
+                  f'AND "partition" = {int(partition)} AND batch_position >= {int(end)} ORDER BY batch_position LIMIT 1')
+    return [where, f"batch_position >= {int(start)}", f"batch_position <= COALESCE(({next_batch}), {int(end) - 1})",
+            *Bounds(start, end).sql("commit_position")]
+
+
 def split_predicate(split: Split, database: str) -> str:
     """The split's bounds as one condition on the view: its topic, its partition, its range of
-    commit positions, and any pushed conditions on offset and timestamp. Every condition is on
-    a column the view's branches expose from their index ranges (topic and partition of the
-    record or its COMMIT marker, the commit position), so each query walks index ranges of its
-    split only."""
+    commit positions (positions_predicate), and any pushed conditions on offset and timestamp."""
     r = split.range
-    where = [f"topic = {sql_string(r.topic, database)}", f'"partition" = {int(r.partition)}',
-             *Bounds(r.start, r.end).sql("commit_position"),
+    where = [*positions_predicate(r.topic, r.partition, r.start, r.end, database),
              *split.offsets.sql('"offset"'), *split.timestamps_ms.sql("timestamp_ms")]
     return " AND ".join(where)
 
@@ -49,8 +74,8 @@ def select_statement(split: Split, database: str, *, include_headers: bool) -> s
     """The Python data source's statement of a split: the view's rows, bounded, in commit order
     (commit position, then offset: a transaction's records share its marker's position)."""
     columns = [c for c in STORED_COLUMNS if include_headers or c != "headers"]
-    # ORDER BY: the view is a union (plain records, then transactional ones joined to their
-    # markers), so without it a split's rows come branch by branch, not in commit order, and
-    # a stream's outputs of one partition would not follow its inputs' commits.
+    # ORDER BY: a join's rows come in no promised order (the plan decides, and may change
+    # with the statistics), and without commit order a stream's outputs of one partition
+    # would not follow its inputs' commits.
     return (f"SELECT {', '.join(quote(c) for c in columns)} FROM committed_records "
             f"WHERE {split_predicate(split, database)} ORDER BY commit_position, \"offset\"")

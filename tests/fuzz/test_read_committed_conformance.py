@@ -5,7 +5,9 @@ up to three transactions interleaving with them and with each other, each transa
 committed, aborted or left open; then compaction's holes (data records deleted anywhere, a batch's
 head moved to its first record left, as the log cleaner does) and a log start cut by
 retention or DeleteRecords (at most the last stable offset), the records below it either still stored (garbage the
-cleaner has not deleted yet) or deleted. On every such log:
+cleaner has not deleted yet) or deleted. Each append's and marker's batch row is stored beside the
+records as the writers and the cleaner leave them, and checked against them (tests/batch_rows.py):
+Fetch, the counters and the view read the batch rows. On every such log:
 
 - a read_committed Fetch from the log start to the high watermark, in pages of a few records,
   returns exactly the rows of the committed_records view, in commit order, each at its
@@ -16,7 +18,7 @@ cleaner has not deleted yet) or deleted. On every such log:
 - the first-unread counter (read_committed.first_record_committed_from) from every position is
   the lowest offset of the view's rows committed at or past it but lying below it, where the
   records below the log start are deleted (below the log start it answers from the stored
-  batch heads, which only ever lowers a DeleteRecords bound that cannot go below the log start).
+  records of the batches, which only ever lowers a DeleteRecords bound that cannot go below the log start).
 
 OUTBOX_CONFORMANCE_EXAMPLES (default 100) sets the examples per database.
 """
@@ -33,7 +35,8 @@ from sqlalchemy import Connection, insert, text
 
 from app.domain.types import IsolationLevel
 from app.storage import read, read_committed
-from app.storage.tables import group_offsets, partitions, records, topics
+from app.storage.tables import group_offsets, partitions, record_batches, records, topics
+from tests.batch_rows import assert_batch_rows_match
 
 EXAMPLES = int(os.environ.get("OUTBOX_CONFORMANCE_EXAMPLES", "100"))
 TRANSACTIONS = [0, 1, 2]
@@ -57,12 +60,16 @@ class Log:
     rows: dict[int, tuple[int | None, str | None, int | None]]
     next_offset: int
     last_stable_offset: int  # the first offset of an open transaction, else next_offset
+    # Each append's run as written, before any cut: (base_offset, record_count, txn_id,
+    # control_type); a plain event's records are one batch, a marker a batch of its own.
+    batches: list[tuple[int, int, int | None, str | None]]
 
 
 def build(run: list[tuple], ending: str = "open") -> Log:  # type: ignore[type-arg]
     """The log of `run`; the transactions still open at its end are left open, or (`ending`)
     all committed or all aborted, so that the last stable offset is not always held low."""
     rows: dict[int, tuple[int | None, str | None, int | None]] = {}
+    batches: list[tuple[int, int, int | None, str | None]] = []
     txn_ids = itertools.count(1)
     open_: dict[int, int] = {}  # producer → its open transaction's txn_id
     first: dict[int, int] = {}  # txn_id → its first offset
@@ -70,24 +77,28 @@ def build(run: list[tuple], ending: str = "open") -> Log:  # type: ignore[type-a
     for event in run:
         kind = event[0]
         if kind == "plain":
+            batches.append((offset, event[1], None, None))
             for _ in range(event[1]):
                 rows[offset] = (None, None, None)
                 offset += 1
         elif kind == "send":
             txn_id = open_.setdefault(event[1], next(txn_ids))
             first.setdefault(txn_id, offset)
+            batches.append((offset, event[2], txn_id, None))
             for i in range(event[2]):
                 rows[offset] = (txn_id, None, event[2] if i == 0 else None)
                 offset += 1
         elif event[1] in open_:  # a marker ends the producer's open transaction
             rows[offset] = (open_.pop(event[1]), event[0].upper(), None)
+            batches.append((offset, 1, rows[offset][0], rows[offset][1]))
             offset += 1
     if ending != "open":
         for producer in sorted(open_):
             rows[offset] = (open_.pop(producer), ending.upper(), None)
+            batches.append((offset, 1, rows[offset][0], rows[offset][1]))
             offset += 1
     lso = min((first[t] for t in open_.values()), default=offset)
-    return Log(rows, offset, lso)
+    return Log(rows, offset, lso, batches)
 
 
 def cut(log: Log, holes: set[int], log_start: int, cleaned: bool) -> None:
@@ -118,7 +129,36 @@ def store(conn: Connection, log: Log, log_start: int, compacted: bool) -> int:
              "producer_epoch": None if t is None else 0, "sequence": None, "txn_id": t, "control_type": control,
              "batch_record_count": n, "message_id": None}
             for o, (t, control, n) in sorted(log.rows.items())])
+    if rows := batch_rows(log):
+        conn.execute(insert(record_batches), [{"topic_id": topic_id, "partition": 0, **row} for row in rows])
     return topic_id
+
+
+def batch_rows(log: Log) -> list[dict]:  # type: ignore[type-arg]
+    """record_batches as the writers and the cleaner leave them for `log`: each append's run as
+    written, kept while a record of it is left (a run with holes, or cut by the log start,
+    keeps its row); a transaction's batches committed at its COMMIT marker, aborted by an ABORT
+    marker, open without one; a plain batch committed at its last offset; a marker a batch of
+    one offset with no state and no position."""
+    outcome = {t: (control, o) for o, _, t, control in log.batches if control is not None}
+    out = []
+    for base, count, t, control in log.batches:
+        if not any(o in log.rows for o in range(base, base + count)):
+            continue
+        if control is not None:
+            state, position = None, None
+        elif t is None:
+            state, position = "committed", base + count - 1
+        elif t not in outcome:
+            state, position = "open", None
+        elif outcome[t][0] == "COMMIT":
+            state, position = "committed", outcome[t][1]
+        else:
+            state, position = "aborted", None
+        out.append({"base_offset": base, "record_count": count, "producer_id": None if t is None else 7,
+                    "producer_epoch": None if t is None else 0, "base_sequence": None, "txn_id": t,
+                    "control_type": control, "state": state, "commit_position": position})
+    return out
 
 
 def view_rows(conn: Connection, topic_id: int) -> list[tuple[int, int, str]]:
@@ -152,6 +192,7 @@ def test_fetch_and_the_counters_read_exactly_the_committed_records_view(  # type
     with database.engine.connect() as conn:
         topic_id = store(conn, log, log_start, compacted)
         try:
+            assert_batch_rows_match(conn)  # the batch rows describe the stored log, as the writers leave them
             seen = view_rows(conn, topic_id)
             assert fetched_rows(conn, topic_id, log_start, log.next_offset, page) == seen
             if cleaned:
@@ -188,3 +229,34 @@ def test_the_generated_logs_hold_what_the_view_must_leave_out() -> None:
     assert (log.next_offset, log.last_stable_offset) == (7, 6)
     cut(log, {2}, 2, cleaned=True)
     assert log.rows == {3: (2, None, 1), 4: (1, "COMMIT", None), 5: (2, "ABORT", None), 6: (3, None, 1)}
+    # The batch rows of the runs with a record left: the plain batch at 0 and the committed
+    # batch [1, 3) went with their records.
+    assert [(b["base_offset"], b["record_count"], b["txn_id"], b["control_type"], b["state"], b["commit_position"])
+            for b in batch_rows(log)] == [(3, 1, 2, None, "aborted", None), (4, 1, 1, "COMMIT", None, None),
+                                          (5, 1, 2, "ABORT", None, None), (6, 1, 3, None, "open", None)]
+
+
+def test_a_batch_cut_by_the_log_start_keeps_its_row() -> None:
+    """A plain run of three with the log start inside it, the records below not yet deleted:
+    its row stays as written, so the view must drop the records below the log start itself."""
+    log = build([("plain", 3), ("plain", 1)])
+    cut(log, set(), 1, cleaned=False)
+    assert [(b["base_offset"], b["record_count"], b["commit_position"]) for b in batch_rows(log)] == [(0, 3, 2), (3, 1, 3)]
+
+
+def test_a_fetch_walks_past_a_batch_with_nothing_left_to_read_from_its_position(database) -> None:  # type: ignore[no-untyped-def]
+    """A plain batch whose records from the fetch's position were compacted away keeps its
+    batch row (a record below the position is left): the plan's page counts it, empty, and
+    goes on to the batches after it instead of taking the short page for the log's end."""
+    log = build([("plain", 3), ("plain", 1), ("plain", 1)])  # batches [0, 2], [3], [4]
+    cut(log, {2}, 0, cleaned=False)
+    with database.engine.connect() as conn:
+        topic_id = store(conn, log, 0, compacted=True)
+        try:
+            assert_batch_rows_match(conn)
+            result = read.fetch(conn, topic_id=topic_id, partition=0, offset=2, max_records=2,
+                                isolation=IsolationLevel.READ_COMMITTED)
+            assert [(r.offset, r.commit_position, r.value) for r in result.records] == [(3, 3, "v3"), (4, 4, "v4")]
+            assert result.next_offset == 5
+        finally:
+            conn.rollback()

@@ -1,7 +1,8 @@
-"""A window of commit positions read through the committed_records view (as Spark reads it), far
-from the partition's log start: exactly its committed records, and on SQLite at the cost of a
-window near the log start (migration 0017: the log start a filter of the plain branch, not the
-lower bound its primary-key range starts from)."""
+"""A window of commit positions read through the committed_records view as Spark bounds it
+(spark_jobs.reader.statement.positions_predicate: commit_position and batch_position), far
+from the partition's log start or across it, and ending inside a plain batch: exactly its
+committed records; and on SQLite at the cost of a window near the log start (each run ranges
+over the primary key from one lower bound, the later of its start and the log start)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from sqlalchemy import text
 
 from app.services.log_service import SendBatch
 from app.storage.append import RecordToAppend
+from spark_jobs.reader.statement import positions_predicate
 
 PLAIN = 3_000  # plain records at offsets [0, 3000), then a transaction of 10 records and its marker
 
@@ -34,13 +36,15 @@ def _window(database, lo: int, hi: int) -> list[tuple[int, int, bool]]:  # type:
     spark_jobs/reader/split.py asks for them."""
     with database.engine.connect() as conn:
         rows = conn.execute(text(
-            "SELECT \"offset\", commit_position, transactional FROM committed_records WHERE topic = 'w' "
-            "AND \"partition\" = 0 AND commit_position >= :lo AND commit_position < :hi "
-            "ORDER BY commit_position, \"offset\""), {"lo": lo, "hi": hi}).all()
+            "SELECT \"offset\", commit_position, transactional FROM committed_records WHERE "
+            + " AND ".join(positions_predicate("w", 0, lo, hi, database.dialect))
+            + " ORDER BY commit_position, \"offset\"")).all()
     return [(o, c, bool(t)) for o, c, t in rows]
 
 
 def test_a_window_far_from_the_log_start_reads_its_plain_and_committed_records(services, database) -> None:  # type: ignore[no-untyped-def]
+    """It ends inside the plain batch [3011, 3111), positioned at 3110: its first records are
+    in the window though the batch's position is past it."""
     _fill(services)
     services.topics.delete_records("w", 0, 500)
 
@@ -58,8 +62,9 @@ def test_a_window_across_the_log_start_reads_nothing_below_it(services, database
     assert _window(database, 490, 505) == [(o, o, False) for o in range(500, 505)]
 
 
-def _vm_steps(database, lo: int, hi: int) -> int:  # type: ignore[no-untyped-def]
-    """Hundreds of SQLite virtual machine instructions run to read the window: its work, counted."""
+def _vm_steps(database, lo: int, hi: int, *, batch_bounds: bool = True) -> int:  # type: ignore[no-untyped-def]
+    """Hundreds of SQLite virtual machine instructions run to read the window: its work, counted.
+    Without batch_bounds, bounded on commit_position alone, as an ad-hoc reader might."""
     steps = 0
 
     def count() -> int:
@@ -71,8 +76,10 @@ def _vm_steps(database, lo: int, hi: int) -> int:  # type: ignore[no-untyped-def
         raw = conn.connection.driver_connection
         raw.set_progress_handler(count, 100)
         try:
-            conn.execute(text("SELECT * FROM committed_records WHERE topic = 'w' AND \"partition\" = 0 "
-                              "AND commit_position >= :lo AND commit_position < :hi"), {"lo": lo, "hi": hi}).all()
+            where = positions_predicate("w", 0, lo, hi, database.dialect)
+            if not batch_bounds:
+                where = [c for c in where if "batch_position" not in c]
+            conn.execute(text("SELECT * FROM committed_records WHERE " + " AND ".join(where))).all()
         finally:
             raw.set_progress_handler(None, 0)
     return steps
@@ -80,11 +87,13 @@ def _vm_steps(database, lo: int, hi: int) -> int:  # type: ignore[no-untyped-def
 
 @pytest.mark.parametrize("db_url", ["sqlite"], indirect=True)
 def test_on_sqlite_a_window_far_from_the_log_start_costs_what_one_near_it_costs(services, database) -> None:  # type: ignore[no-untyped-def]
-    """The plain branch ranges over the primary key from the reader's bound, not from the log
-    start: with the log start as its range's start, the far window walked the 2,800 records
-    before it (nine times the near window's instructions)."""
+    """Each window reads its own batches only, from the batch index's range: bounded on
+    commit_position alone, the same window reads every committed batch of the partition."""
     _fill(services)
+    services.topics.delete_records("w", 0, 50)
 
     near, far = _vm_steps(database, 100, 200), _vm_steps(database, 2_900, 3_000)
+    unbounded = _vm_steps(database, 2_900, 3_000, batch_bounds=False)
 
     assert far <= 2 * near, (near, far)
+    assert 2 * far <= unbounded, (far, unbounded)

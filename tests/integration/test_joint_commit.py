@@ -147,7 +147,7 @@ def test_a_joint_commit_left_to_the_worker_is_decided_at_once_and_completed_by_i
     view = coordinator.end_transaction(DRIVER, driver.producer_id, driver.producer_epoch, commit=True, prepared=refs)
 
     assert view.meta.state.value == "PrepareCommit"
-    assert [coordinator.describe(r.transactional_id).meta.state.value for r in refs] == ["PrepareCommit"] * 2
+    assert [coordinator.listing.describe(r.transactional_id).meta.state.value for r in refs] == ["PrepareCommit"] * 2
     counts = CoordinatorWorker(coordinator, services.clock, ChoreConfig(interval_ms=50)).run_once(services.clock())
     assert counts.completed_commits == 3
     assert [_read_committed(services, "out", p) for p in (0, 1)] == [["v0"], ["v1"]]

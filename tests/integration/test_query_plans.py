@@ -1,12 +1,13 @@
 """The read_committed joins start from the few rows that select, whatever the planner knows.
 
-A committed transaction's records are found from its COMMIT marker through its batch heads
-(ix_records_txn_batches) and then each head's run of offsets (primary key). Read the other
-way round, the same join walks every record of the partition per marker: on a partition of
-60,000 records one fetch took 111 s on SQLite and 0.3 s instead of 2 ms on PostgreSQL before
-the join order was fixed. The service never runs ANALYZE, and a partition just filled has no
-statistics, so the order is written into the SQL (LATERAL on PostgreSQL, CROSS JOIN on
-SQLite); these tests read the plans.
+A read_committed window is a range of the committed batches' index (ix_record_batches_committed)
+and, per batch, a range of the records' primary key (its run of offsets). Read the other way
+round, the join walks every record of the partition per batch: on a partition of 60,000
+records one fetch took 111 s on SQLite and 0.3 s instead of 2 ms on PostgreSQL before the join
+order was fixed (then from the COMMIT markers). The service never runs ANALYZE, and a partition
+just filled has no statistics, so the order is written into the SQL (LATERAL on PostgreSQL,
+CROSS JOIN on SQLite); and a run is bounded below by one expression, so that the primary key's
+range starts at the batch, not at the log start. These tests read the plans.
 
 A transactional id prefix (GET /v1/transactions) is a range scan of the transactions' primary key on SQLite.
 """
@@ -20,10 +21,12 @@ from sqlalchemy import select, text
 
 from app.services.log_service import SendBatch
 from app.storage.append import RecordToAppend
-from app.storage.read import _markers_stmt, _transaction_records_stmt
+from app.storage.read import _markers_stmt
+from app.storage.read_window import _batch_page_stmt, _records_stmt
 from app.storage.read_committed import committed_between_for_groups_stmt
 from app.storage.tables import transactions
 from app.storage.transactions import _id_starts_with
+from spark_jobs.reader.statement import positions_predicate
 
 TRANSACTIONS = 20
 RECORDS_PER_SEND = 50
@@ -57,31 +60,103 @@ def _plan(database, sql: str) -> list[str]:  # type: ignore[no-untyped-def]
 def _scans(lines: list[str]) -> list[str]:
     """The index each scan of `records` uses, in plan order (outer first)."""
     names = ("ix_records_commit_markers", "ix_records_markers", "ix_records_txn_batches", "pk_records",
-             "sqlite_autoindex_records_1")
+             "sqlite_autoindex_records_1", "ix_record_batches_committed", "ix_record_batches_txn",
+             "pk_record_batches", "sqlite_autoindex_record_batches_1")
     return [next(n for n in names if n in line) for line in lines if any(n in line for n in names)]
 
 
-def test_a_fetch_reads_a_transaction_from_its_batch_heads_then_their_offsets(services, database) -> None:  # type: ignore[no-untyped-def]
+def _compiled(conn, stmt, **params) -> str:  # type: ignore[no-untyped-def]
+    return str(stmt.params(**params).compile(conn, compile_kwargs={"literal_binds": True, "render_postcompile": True}))
+
+
+def _run_bounds(database, lines: list[str]) -> list[str]:  # type: ignore[no-untyped-def]
+    """The primary key's bounds on the records' offset in each scan of `records` (one lower,
+    one upper: a run's range starts at its batch, not at the log start)."""
+    if database.dialect == "postgresql":
+        return re.findall(r'"offset" (>=|<) ', " ".join(line for line in lines if "Index Cond" in line
+                                                          and "records.partition" not in line
+                                                          and '"offset"' in line))
+    return re.findall(r"offset(>|<)\?", " ".join(line for line in lines if "USING" in line and " records " in
+                                                 f" {line} "))
+
+
+def test_a_read_committed_fetch_plans_from_the_batch_index_then_each_batchs_run(services, database) -> None:  # type: ignore[no-untyped-def]
+    """A plan's page: the next committed batches from the position (the batch index's range,
+    with a LIMIT), each counted and sized through a primary-key range of its run."""
     _fill(services)
     with database.engine.connect() as conn:
         topic_id = conn.execute(text("SELECT topic_id FROM topics WHERE name = 'plans'")).scalar_one()
-        stmt = _transaction_records_stmt(database.dialect).params(
-            topic_id=topic_id, partition=0, txn_ids=[1, 2, 3], log_start=0, before=10_000
-        )
-        sql = str(stmt.compile(conn, compile_kwargs={"literal_binds": True, "render_postcompile": True}))
+        sql = _compiled(conn, _batch_page_stmt(database.dialect), topic_id=topic_id, partition=0, start=100,
+                        high_watermark=10_000, log_start=0, limit=64, want=1000)
+    lines = _plan(database, sql)
     primary_key = "pk_records" if database.dialect == "postgresql" else "sqlite_autoindex_records_1"
-    assert _scans(_plan(database, sql)) == ["ix_records_txn_batches", primary_key]
+    assert _scans(lines) == ["ix_record_batches_committed", primary_key], lines
+    assert sorted(_run_bounds(database, lines)) == sorted(["<", ">=" if database.dialect == "postgresql" else ">"]), lines
 
 
-def test_the_committed_records_view_goes_marker_then_batch_heads_then_offsets(services, database) -> None:  # type: ignore[no-untyped-def]
+def test_a_read_committed_fetch_reads_the_batch_index_range_then_each_batchs_run(services, database) -> None:  # type: ignore[no-untyped-def]
+    """A plan's records: the batches positioned in the window (the batch index's range), each
+    joined to its run (one primary-key range, bounded once below and once above)."""
+    _fill(services)
+    with database.engine.connect() as conn:
+        topic_id = conn.execute(text("SELECT topic_id FROM topics WHERE name = 'plans'")).scalar_one()
+        sql = _compiled(conn, _records_stmt(database.dialect), topic_id=topic_id, partition=0, first=100, last=1000,
+                        batches_to=1000, from_offset=0, to_offset=2**62)
+    lines = _plan(database, sql)
+    primary_key = "pk_records" if database.dialect == "postgresql" else "sqlite_autoindex_records_1"
+    assert _scans(lines) == ["ix_record_batches_committed", primary_key], lines
+    assert sorted(_run_bounds(database, lines)) == sorted(["<", ">=" if database.dialect == "postgresql" else ">"]), lines
+    assert not [line for line in lines if "Seq Scan" in line or re.search(r"SCAN (records|record_batches)\b", line)]
+
+
+def _view_scans(lines: list[str]) -> list[str]:
+    """The index each scan of `record_batches` and `records` uses, in plan order (outer first);
+    a scan of either table by no index is "whole"."""
+    names = ("ix_record_batches_committed", "pk_records", "sqlite_autoindex_records_1")
+    out = []
+    for line in lines:
+        if any(n in line for n in names):
+            out.append(next(n for n in names if n in line).replace("sqlite_autoindex_records_1", "pk_records"))
+        elif re.search(r"Seq Scan on record|SCAN (b|r)\b", line):
+            out.append("whole")
+    return out
+
+
+def test_a_read_of_the_view_bounded_as_spark_bounds_it_is_the_batch_index_range_then_a_run_per_batch(  # type: ignore[no-untyped-def]
+        services, database) -> None:
+    """The view on a partition with no statistics, bounded as Spark's readers bound it
+    (positions_predicate): the committed batches from the batch index, each batch's run from
+    the records' primary key, and the range's upper end from one more probe of the batch index
+    (its own run read to check it has a record in the view); no scan of either table whole."""
+    _fill(services)
+    sql = "SELECT * FROM committed_records WHERE " + " AND ".join(
+        positions_predicate("plans", 0, 100, 1000, database.dialect))
+    lines = _plan(database, sql)
+    probe = ["ix_record_batches_committed", "pk_records"]  # the first batch at or past the end, and a record of it
+    window = ["ix_record_batches_committed", "pk_records"]
+    if database.dialect == "postgresql":  # the probe is an InitPlan, run first
+        assert _view_scans(lines) == probe + window, lines
+        bounds = lines[next(i for i, line in enumerate(lines) if "on record_batches b " in line) + 1]
+        assert "(commit_position >= 100) AND (commit_position <= COALESCE(" in bounds, lines
+    else:  # the probe is a scalar subquery of the batch range's upper end
+        assert _view_scans(lines) == window[:1] + probe + window[1:], lines
+        assert "commit_position>? AND commit_position<?" in next(line for line in lines if "SEARCH b " in line), lines
+    # Each run from one lower bound of the records' primary key: the later of the run's start and the log start.
+    runs = [lines[i + 1] if database.dialect == "postgresql" else line for i, line in enumerate(lines)
+            if "pk_records" in line or "sqlite_autoindex_records_1" in line]
+    assert len(runs) == 2 and all(re.search(r'"offset" >= GREATEST\(|\(topic_id=\? AND partition=\? AND offset>\? AND offset<\?\)', r)
+                                  for r in runs), runs
+
+
+def test_a_read_of_the_view_bounded_on_commit_positions_alone_still_uses_the_batch_index(  # type: ignore[no-untyped-def]
+        services, database) -> None:
+    """A reader that bounds commit_position alone (ad-hoc SQL) is read right, but as every
+    committed batch of the partition (the index's range on the topic and partition only), each
+    joined to its run: what batch_position's bounds avoid."""
     _fill(services)
     sql = ("SELECT * FROM committed_records WHERE topic = 'plans' AND \"partition\" = 0 "
            "AND commit_position >= 100 AND commit_position < 1000")
-    primary_key = "pk_records" if database.dialect == "postgresql" else "sqlite_autoindex_records_1"
-    # The plain branch (primary key), then the transactional branch.
-    assert _scans(_plan(database, sql)) == [
-        primary_key, "ix_records_commit_markers", "ix_records_txn_batches", primary_key,
-    ]
+    assert _view_scans(_plan(database, sql)) == ["ix_record_batches_committed", "pk_records"]
 
 
 def test_the_markers_of_some_transactions_are_probed_one_by_one_in_the_marker_index(services, database) -> None:  # type: ignore[no-untyped-def]
@@ -114,10 +189,9 @@ def test_a_transactional_id_prefix_is_a_range_of_the_primary_key_on_sqlite(servi
 def test_a_groups_lag_is_counted_from_its_committed_offset_through_indexes_never_a_whole_scan(  # type: ignore[no-untyped-def]
         services, database, group_id, limit) -> None:
     """The lag (committed_between_for_groups) of every group (the /metrics scrape) or of one
-    (GET /v1/groups/{group_id}/lag), per committed offset: the plain records in range (primary
-    key), the COMMIT markers in range (their index; counted, then each), each marker's
-    transaction's batch heads by its id, then each head's run (primary key). Never a whole
-    scan of the partition's records or batch heads."""
+    (GET /v1/groups/{group_id}/lag), per committed offset: the committed batches positioned
+    from it (the batch index's range), then each batch's run (primary key). Never a whole scan
+    of the partition's records or batch rows."""
     _fill(services)
     with database.engine.connect() as conn:
         topic_id = conn.execute(text("SELECT topic_id FROM topics WHERE name = 'plans'")).scalar_one()
@@ -128,9 +202,9 @@ def test_a_groups_lag_is_counted_from_its_committed_offset_through_indexes_never
             conn, compile_kwargs={"literal_binds": True, "render_postcompile": True}))
     lines = _plan(database, sql)
     primary_key = "pk_records" if database.dialect == "postgresql" else "sqlite_autoindex_records_1"
-    assert _scans(lines) == [primary_key, "ix_records_commit_markers", "ix_records_commit_markers",
-                             "ix_records_txn_batches", primary_key], lines
-    assert not [line for line in lines if "Seq Scan on records" in line or re.search(r"SCAN (records|m|heads)\b", line)]
-    # The transaction's id is in the batch heads' index condition.
-    heads = [line for line in lines if "txn_id = m_1.txn_id" in line or "txn_id=?" in line]
-    assert len(heads) == 1, lines
+    assert _scans(lines) == ["ix_record_batches_committed", primary_key], lines
+    assert not [line for line in lines if re.search(r"Seq Scan on record", line)
+                or re.search(r"SCAN (records|record_batches|b)\b", line)]
+    # The committed offset bounds the batch index's range.
+    assert [line for line in lines if "commit_position>?" in line or "commit_position >= pos.start" in line], lines
+    assert sorted(_run_bounds(database, lines)) == sorted(["<", ">=" if database.dialect == "postgresql" else ">"]), lines

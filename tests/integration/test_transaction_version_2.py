@@ -282,7 +282,7 @@ def test_concurrent_first_sends_all_join_one_transaction(services) -> None:  # t
 
     assert errors == []
     txn_ids = {r[0].txn_id for r in results.values()}
-    view = services.coordinator.describe(TID)
+    view = services.coordinator.listing.describe(TID)
     assert txn_ids == {view.meta.txn_id}
     assert sorted(x.partition for x in view.partitions) == list(range(8))
 
@@ -575,7 +575,7 @@ def test_a_commit_speaking_the_other_version_writes_the_switch_and_the_decision_
     expected = ("CompleteCommit" if complete_inline else "PrepareCommit", spoken,
                 p.producer_epoch + (1 if spoken == 2 else 0))
     assert (ended.meta.state.value, ended.meta.transaction_version, ended.meta.producer_epoch) == expected
-    now = coordinator.describe(TID).meta
+    now = coordinator.listing.describe(TID).meta
     assert (now.state.value, now.transaction_version, now.producer_epoch) == expected
 
 
@@ -589,6 +589,6 @@ def test_an_abort_with_nothing_open_speaking_version_2_writes_the_switch_and_its
                                                      transaction_version=TransactionVersion.V2)
 
     assert len(updates) == 1
-    now = services.coordinator.describe(TID).meta
+    now = services.coordinator.listing.describe(TID).meta
     assert (ended.meta, now.state.value, now.transaction_version, now.producer_epoch) == (
         now, "Empty", 2, p.producer_epoch + 1)

@@ -318,6 +318,11 @@ def test_alter_configs_of_a_missing_topic_is_unknown(kafka: Listener) -> None:
     assert _alter_configs(kafka, "nope", {"retention.ms": "1000"})[0] == ErrorCode.unknown_topic_or_partition
 
 
+def test_alter_configs_of_a_missing_topic_is_unknown_before_its_configs_are_checked(kafka: Listener) -> None:
+    code, _ = _alter_configs(kafka, "nope", {"compression.type": "lz4", "offset.metadata.max.bytes": "12345"})
+    assert code == ErrorCode.unknown_topic_or_partition
+
+
 def test_alter_configs_of_the_broker_is_refused(kafka: Listener) -> None:
     cls = request_class(33, 0)
     mod = __import__(cls.__module__, fromlist=["x"])  # type: ignore[union-attr]
@@ -325,7 +330,9 @@ def test_alter_configs_of_the_broker_is_refused(kafka: Listener) -> None:
         resource_type=4, resource_name="0", configs=(mod.AlterableConfig(name="log.retention.ms", value="1"),)),))
     with kafka.connect() as s:
         (answer,) = ask(s, 33, 0, body).responses
-    assert answer.error_code == ErrorCode.invalid_request
+    assert (answer.error_code, answer.error_message) == (
+        ErrorCode.invalid_request, "only topic configs can be altered: the broker's are the service's settings "
+        "(OUTBOX_*), read when it starts; refused: log.retention.ms")
 
 
 def test_every_served_version_of_alter_configs_is_answered(kafka: Listener) -> None:
@@ -345,6 +352,16 @@ def test_delete_records_moves_the_log_start(kafka: Listener, admin: AdminClient)
     assert partition["log_start_offset"] == 2
     (result,) = _done(admin.delete_records([TopicPartition("orders", 0, -1)])).values()
     assert result.low_watermark == 4  # -1: as far as it may go, the last stable offset
+
+
+def test_delete_records_below_minus_one_is_offset_out_of_range_and_moves_nothing(kafka: Listener,
+                                                                                admin: AdminClient) -> None:
+    create_topic(kafka.client, "orders", 2)
+    assert send(kafka.client, [batch("orders", 0, ["a", "b", "c"]), batch("orders", 1, ["d"])]).status_code == 200
+    got = _done(admin.delete_records([TopicPartition("orders", 0, -1001), TopicPartition("orders", 1, 1)]))
+    assert got[TopicPartition("orders", 0)].code() == KafkaError.OFFSET_OUT_OF_RANGE
+    assert got[TopicPartition("orders", 1)].low_watermark == 1
+    assert [p["log_start_offset"] for p in _described(kafka, "orders")["partitions"]] == [0, 1]
 
 
 def test_delete_topics_deletes_by_name(kafka: Listener, admin: AdminClient) -> None:

@@ -383,6 +383,19 @@ def test_describe_groups_and_list_groups_answer_the_groups_of_both_doors(kafka: 
         assert [g.group_id for g in stable] == ["offsets-only"]
 
 
+def test_a_consumer_group_whose_members_left_is_empty_and_keeps_its_protocol_type(kafka: Listener) -> None:
+    create_topic(kafka.client, "orders", partitions=2)
+    s, member = _lone_member(kafka)
+    with s:
+        assert [m.error_code for m in leave(s, "g", member).members] == [ErrorCode.none]
+        body = request_class(15, DESCRIBE_V)(groups=("g",), include_authorized_operations=False)  # type: ignore[misc]
+        (described,) = ask(s, 15, DESCRIBE_V, body).groups
+        assert (described.error_code, described.group_state, described.protocol_type, described.protocol_data,
+                described.members) == (ErrorCode.none, "Empty", "consumer", "", ())
+        listed = ask(s, 16, LIST_V, request_class(16, LIST_V)(states_filter=())).groups  # type: ignore[misc]
+        assert [(g.group_id, g.protocol_type, g.group_state) for g in listed] == [("g", "consumer", "Empty")]
+
+
 def test_a_group_with_members_of_one_door_refuses_the_other_doors_join(kafka: Listener) -> None:
     create_topic(kafka.client, "orders")
     assert kafka.client.post("/v1/groups/web/members", json={"topics": ["orders"]}).status_code == 200

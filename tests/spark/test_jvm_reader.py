@@ -201,12 +201,11 @@ def test_both_reads_bound_a_split_with_the_same_condition_its_topic_quoted() -> 
     from spark_jobs.common.positions import TopicRange
     from spark_jobs.reader.jvm import predicates
     from spark_jobs.reader.planning import Bounds, Split
-    from spark_jobs.reader.statement import select_statement
+    from spark_jobs.reader.statement import positions_predicate, select_statement
 
     split = Split(TopicRange("it's", 2, 10, 20), offsets=Bounds(12, None), timestamps_ms=Bounds(None, 99))
-    condition = ("topic = 'it''s' AND \"partition\" = 2 AND commit_position >= 10 AND commit_position < 20 "
-                 "AND \"offset\" >= 12 AND timestamp_ms < 99")
     for database in ("sqlite", "postgresql"):
+        condition = " AND ".join([*positions_predicate("it's", 2, 10, 20, database), "\"offset\" >= 12", "timestamp_ms < 99"])
         assert predicates([split], database) == [condition]
         assert f"WHERE {condition} ORDER BY" in select_statement(split, database, include_headers=False)
     assert predicates([], "postgresql") == ["1 = 0"]

@@ -7,6 +7,7 @@ import pytest
 
 from app.domain.acl import (
     CLUSTER,
+    AclFilter,
     CLUSTER_NAME,
     AclBinding,
     Operation,
@@ -145,6 +146,10 @@ def test_write_on_some_topic_is_an_idempotent_producers_right_and_nothing_else_i
     (binding(Operation.READ, rtype=ResourceType.TRANSACTIONAL_ID), "does not apply to a transactional_id"),
     (binding(Operation.ALTER, name="other", rtype=ResourceType.CLUSTER), "the cluster resource is named"),
     (binding(Operation.READ, name="*", pattern=PREFIXED), "use literal '*'"),
+    (binding(Operation.READ, principal="User:al\nice"), "no control characters"),
+    (binding(Operation.READ, principal="User:" + "a" * 251), "at most 255 characters"),
+    (binding(Operation.READ, name="a\x7fb"), "none of them a control character"),
+    (binding(Operation.READ, name="o" * 256), "resource_name must be at most 255 characters"),
 ])
 def test_a_binding_that_could_never_match_is_refused(bad: AclBinding, problem: str) -> None:
     assert problem in (check_binding(bad) or "")
@@ -154,6 +159,27 @@ def test_a_binding_of_each_kind_kafka_knows_is_taken() -> None:
     assert check_binding(binding(Operation.IDEMPOTENT_WRITE, name=CLUSTER_NAME, rtype=ResourceType.CLUSTER)) is None
     assert check_binding(binding(Operation.WRITE, name="tx-", pattern=PREFIXED, rtype=ResourceType.TRANSACTIONAL_ID)) is None
     assert CLUSTER.name == CLUSTER_NAME
+
+
+def test_the_wildcard_principal_is_a_bindings_principal() -> None:
+    assert check_binding(binding(Operation.READ, principal="User:*")) is None
+
+
+def test_a_match_filter_takes_every_binding_that_applies_to_the_name_it_names() -> None:
+    # No resource type in the filter: a group's binding that applies to the name is taken too.
+    match = AclFilter(resource_name="orders", match=True)
+    applies = [binding(Operation.READ), binding(Operation.READ, name="*"),
+               binding(Operation.READ, name="ord", pattern=PREFIXED),
+               binding(Operation.READ, rtype=ResourceType.GROUP, name="o", pattern=PREFIXED)]
+    others = [binding(Operation.READ, name="orders-eu"), binding(Operation.READ, name="orders-", pattern=PREFIXED)]
+    assert [b for b in applies + others if match.matches_name(b)] == applies
+
+
+def test_a_filter_without_match_compares_the_name_exactly_in_storage() -> None:
+    assert AclFilter(resource_name="orders").by_name
+    assert AclFilter(match=True).by_name  # MATCH without a name matches any name, as Kafka's
+    assert not AclFilter(resource_name="orders", match=True).by_name
+    assert AclFilter(match=True).matches_everything
 
 
 def test_a_bare_name_becomes_a_user_principal() -> None:

@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from app.client import AbortableError, ConsumerRecord, ExponentialBackoff, UnknownTopicOrPartitionError
-from examples.pizza_income import NotAnOrder, PizzaIncome, income_of, missing_topic_line
+from app.client import AbortableError, ConsumerRecord, ExponentialBackoff, FatalError, UnknownTopicOrPartitionError
+from examples.pizza_income import NotAnOrder, PizzaIncome, Totals, income_of, missing_topic_line
 
 
 @pytest.mark.parametrize("order, income", [
@@ -115,3 +115,60 @@ def test_a_transaction_that_keeps_aborting_is_redone_after_the_clients_growing_b
     assert consumer.seeks == 5
     assert producer.calls.count("abort") == 5
     assert (totals.orders, totals.income) == (1, 1)
+
+
+class InterruptedCommitProducer(FakeProducer):
+    """Its Commit reaches the service, which leaves the transaction in `state`, and Ctrl-C lands
+    before the answer is read; the abort that follows is refused, as the service refuses one
+    of an ended transaction."""
+
+    def __init__(self, state: str) -> None:
+        super().__init__(failures=0)
+        self.state = state
+
+    def commit_transaction(self) -> None:
+        self.calls.append("commit sent")
+        raise KeyboardInterrupt
+
+    def abort_transaction(self) -> None:
+        self.calls.append("abort")
+        raise FatalError("INVALID_TXN_STATE", "the transaction has ended", 409)
+
+    def describe_transaction(self) -> dict:
+        self.calls.append("describe")
+        return {"state": self.state}
+
+
+def _interrupted_in_commit(state: str) -> tuple[Totals, list[str]]:
+    producer = InterruptedCommitProducer(state)
+    app = PizzaIncome(producer, FakeConsumer(producer), None, ExponentialBackoff())  # type: ignore[arg-type]
+    with pytest.raises(KeyboardInterrupt):
+        app.run(idle_exit_s=0)
+    return app.interrupted(), producer.calls
+
+
+@pytest.mark.parametrize("state", ["CompleteCommit", "PrepareCommit"])
+def test_interrupted_before_its_commits_answer_it_counts_the_transaction_the_service_committed(state: str) -> None:
+    totals, calls = _interrupted_in_commit(state)
+
+    assert totals == Totals(orders=1, income=1)
+    assert calls[-3:] == ["commit sent", "abort", "describe"]
+
+
+@pytest.mark.parametrize("state", ["CompleteAbort", "PrepareAbort", "Ongoing"])
+def test_interrupted_before_its_commits_answer_it_counts_nothing_the_service_did_not_commit(state: str) -> None:
+    totals, calls = _interrupted_in_commit(state)
+
+    assert totals == Totals()
+    assert calls[-3:] == ["commit sent", "abort", "describe"]
+
+
+def test_interrupted_with_no_commit_under_way_it_aborts_and_asks_nothing() -> None:
+    producer = FakeProducer(failures=0)
+    app = PizzaIncome(producer, FakeConsumer(producer), None, ExponentialBackoff())  # type: ignore[arg-type]
+    app.run(idle_exit_s=0)  # one order, committed and counted
+
+    totals = app.interrupted()
+
+    assert totals == Totals(orders=1, income=1)
+    assert producer.calls[-2:] == ["commit", "abort"]

@@ -28,6 +28,7 @@ from spark_jobs.common.positions import (
     report_data_loss,
     start_positions,
 )
+from spark_jobs.reader.statement import positions_predicate
 from spark_jobs.session import check_submitted_jars
 
 # --- positions and predicates ---------------------------------------------------------------
@@ -42,15 +43,23 @@ def test_split_range_is_contiguous_bounded_and_even() -> None:
     assert max(sizes) - min(sizes) <= 1 and sum(sizes) == 1_000_003
 
 
-def test_predicates_name_topic_partition_and_both_position_bounds() -> None:
+def test_a_range_of_positions_bounds_the_batch_position_up_to_the_first_batch_at_or_past_its_end() -> None:
+    assert positions_predicate("it's", 2, 10, 20, "postgresql") == [
+        "topic = 'it''s' AND \"partition\" = 2",
+        "batch_position >= 10",
+        "batch_position <= COALESCE((SELECT batch_position FROM committed_records WHERE topic_id = "
+        "(SELECT topic_id FROM topics WHERE name = 'it''s') AND \"partition\" = 2 AND batch_position >= 20 "
+        "ORDER BY batch_position LIMIT 1), 19)",
+        "commit_position >= 10",
+        "commit_position < 20",
+    ]
+
+
+def test_predicates_bound_each_sub_range_as_a_range_of_positions() -> None:
     ranges = [PositionRange(0, 0, 4), PositionRange(1, 3, 3), PositionRange(2, 10, 12)]
     preds = predicates("it's", ranges, 2, "postgresql")
-    assert preds == [
-        "topic = 'it''s' AND \"partition\" = 0 AND commit_position >= 0 AND commit_position < 2",
-        "topic = 'it''s' AND \"partition\" = 0 AND commit_position >= 2 AND commit_position < 4",
-        "topic = 'it''s' AND \"partition\" = 2 AND commit_position >= 10 AND commit_position < 11",
-        "topic = 'it''s' AND \"partition\" = 2 AND commit_position >= 11 AND commit_position < 12",
-    ]
+    assert preds == [" AND ".join(positions_predicate("it's", p, lo, hi, "postgresql"))
+                     for p, lo, hi in [(0, 0, 2), (0, 2, 4), (2, 10, 11), (2, 11, 12)]]
 
 
 def test_auto_splits_aims_at_the_task_slots_but_not_at_tiny_ranges() -> None:

@@ -28,7 +28,7 @@ from app.api.routers.groups import group_metadata
 from app.domain.offsets import OffsetToStage
 from app.api.schemas.records import BatchResult
 from app.api.send_body import CommitBody, DecodedCommit
-from app.services.transaction_coordinator import TransactionView
+from app.services.transaction_listing import TransactionView
 
 router = APIRouter(prefix="/v1/transactions", tags=["transactions"])
 
@@ -192,7 +192,7 @@ def describe_transaction(transactional_id: TransactionalIdPath, services: Servic
     """State, producer id and epoch, partitions, pending offsets and age of a transactional_id.
     Needs DESCRIBE on the transactional id."""
     access.require(Operation.DESCRIBE, acl.transactional_id(transactional_id))
-    return _description(services.coordinator.describe(transactional_id), services.clock(), access)
+    return _description(services.coordinator.listing.describe(transactional_id), services.clock(), access)
 
 
 @router.get("", operation_id="list_transactions", response_model=TransactionList,
@@ -220,8 +220,8 @@ def list_transactions(
     # With authentication on, what the caller may not describe is filtered out after the read:
     # read past `limit` so that it does not take the caller's place (the list's own cap).
     read_limit = limit if access.unchecked else TRANSACTION_LIST_MAX
-    found = (services.coordinator.hanging(now, transactional_id_prefix) if hanging
-             else services.coordinator.list(state, read_limit, min_age_ms, transactional_id_prefix))
+    found = (services.coordinator.listing.hanging(now, transactional_id_prefix) if hanging
+             else services.coordinator.listing.list(state, read_limit, min_age_ms, transactional_id_prefix))
     visible = [m for m in found if access.allows(Operation.DESCRIBE, acl.transactional_id(m.transactional_id))]
     return TransactionList(transactions=[_summary(m, now) for m in visible[:limit]])
 
