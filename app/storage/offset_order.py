@@ -19,12 +19,10 @@ from app.domain.errors import OffsetOutOfRange, UnknownTopicOrPartition
 from app.domain.read import AbortedTransaction, LogBatch, LogRecord
 from app.domain.types import ControlType, RecordState
 from app.storage.fetch_plan import RECORD_SIZE
+from app.storage.read_committed import aborted_batch
 from app.storage.tables import partitions, record_batches, records
 from app.storage.topics import LAST_STABLE_OFFSET
 
-# A batch of a transaction that aborted: its completion wrote the ABORT marker and, in the
-# same statement, this state (app.storage.markers). A marker's own row has no state.
-ABORTED_BATCH = record_batches.c.state == RecordState.ABORTED.value
 
 _STATES = {s.value: s for s in RecordState}
 _CONTROL_TYPES = {c.value: c for c in ControlType}
@@ -89,7 +87,7 @@ def _firsts_stmt(dialect_name: str) -> Any:
     partition's every transactional batch in the index and filtered the ids. SQLite probes the
     index per id of an IN list by itself."""
     wanted = (record_batches.c.topic_id == bindparam("topic_id"),
-              record_batches.c.partition == bindparam("partition"), ABORTED_BATCH)
+              record_batches.c.partition == bindparam("partition"), aborted_batch())
     if dialect_name != "postgresql":
         return (select(func.min(record_batches.c.producer_id), func.min(record_batches.c.base_offset))
                 .where(*wanted, record_batches.c.txn_id.in_(bindparam("txn_ids", expanding=True)))

@@ -38,6 +38,7 @@ from typing import Any
 from sqlalchemy import BigInteger, Connection, Table, and_, bindparam, case, func, select, true
 from sqlalchemy.sql.elements import ColumnElement
 
+from app.domain.types import RecordState
 from app.storage import dialect
 from app.storage.tables import group_offsets, partitions, record_batches, records
 
@@ -46,6 +47,14 @@ def committed_batch(b: Table | Any = record_batches) -> ColumnElement[bool]:
     """A batch whose records read_committed exposes: a plain batch, or a committed
     transaction's (stamped by its completion). Never a marker, an open or an aborted batch."""
     return b.c.commit_position.is_not(None)
+
+
+def aborted_batch(b: Table | Any = record_batches) -> ColumnElement[bool]:
+    """A batch of a transaction that aborted: the completion that wrote its ABORT marker set
+    this state in the same statement (app.storage.markers). read_committed never exposes it;
+    Kafka's Fetch names its transaction in the aborted-transactions list. A marker's own row
+    has no state."""
+    return b.c.state == RecordState.ABORTED.value
 
 
 def plain_batch(b: Table | Any = record_batches) -> ColumnElement[bool]:
