@@ -125,6 +125,7 @@ class Progress:
     counted: Totals = Totals()
     committing: Committing | None = None
 
+
 # The states of GET /v1/transactions/{id} in which a transaction's Commit has been decided: the
 # service completes it (PrepareCommit) or has (CompleteCommit).
 COMMITTED_STATES = ("PrepareCommit", "CompleteCommit")

@@ -150,25 +150,34 @@ def _operation(code: int) -> Operation | None:
     return OPERATIONS[code]
 
 
-def acl_filter(f: Any) -> AclFilter | None:
-    """The service's filter of a DescribeAcls request or a DeleteAcls filter; None where it
-    matches no binding the service can hold; InvalidRequest for UNKNOWN values."""
+def acl_filters(f: Any) -> tuple[AclFilter, ...]:
+    """The service's filters of a DescribeAcls request or a DeleteAcls filter, whose bindings
+    together are the ones it takes; none where it matches no binding the service can hold;
+    InvalidRequest for UNKNOWN values. Two for a filter of any resource type naming Kafka's
+    cluster: that name is the cluster's (which the service names CLUSTER_NAME), and also
+    any other resource's of that name (a topic may be called kafka-cluster)."""
     kind = _known(KafkaResourceType, f.resource_type_filter, "resource type")
     pattern = _known(KafkaPatternType, f.pattern_type_filter, "pattern type")
     permission = _known(KafkaPermission, f.permission_type, "permission type")
     try:
         operation = _operation(f.operation)
     except _NoMatch:
-        return None
+        return ()
     if kind != KafkaResourceType.ANY and kind not in RESOURCE_TYPES:
-        return None
+        return ()
     if f.host_filter is not None and f.host_filter != ANY_HOST:
-        return None  # every binding here is for host '*'
-    resource_type = RESOURCE_TYPES.get(kind)
-    name = None if f.resource_name_filter is None else _resource_name(resource_type, f.resource_name_filter)
-    return AclFilter(principal=f.principal_filter, resource_type=resource_type, resource_name=name,
-                     pattern_type=PATTERN_TYPES.get(pattern), operation=operation,
-                     permission=PERMISSIONS.get(permission), match=pattern == KafkaPatternType.MATCH)
+        return ()  # every binding here is for host '*'
+
+    def of(resource_type: ResourceType | None) -> AclFilter:
+        name = None if f.resource_name_filter is None else _resource_name(resource_type, f.resource_name_filter)
+        return AclFilter(principal=f.principal_filter, resource_type=resource_type, resource_name=name,
+                         pattern_type=PATTERN_TYPES.get(pattern), operation=operation,
+                         permission=PERMISSIONS.get(permission), match=pattern == KafkaPatternType.MATCH)
+
+    if kind == KafkaResourceType.ANY and f.resource_name_filter == KAFKA_CLUSTER_NAME:
+        # Disjoint: no cluster binding is named kafka-cluster here (binding() renames it).
+        return of(ResourceType.CLUSTER), of(None)
+    return (of(RESOURCE_TYPES.get(kind)),)
 
 
 def _kafka_name(b: AclBinding) -> str:
@@ -202,8 +211,8 @@ class AclApis:
         if (denied := refusal_code(Operation.DESCRIBE, CLUSTER)) is not None:
             return answer(denied)
         try:
-            match = acl_filter(body)
-            return answer(ErrorCode.none, None, [] if match is None else self.services.security.list_acls(match))
+            found = [b for match in acl_filters(body) for b in self.services.security.list_acls(match)]
+            return answer(ErrorCode.none, None, found)
         except OutboxError as e:
             return answer(error_code(e), e.message)
 
@@ -245,8 +254,8 @@ class AclApis:
                                      matching_acls=()))
                 continue
             try:
-                match = acl_filter(f)
-                removed = [] if match is None else self.services.security.remove_acls(match, by=access().principal)
+                removed = [b for match in acl_filters(f)
+                           for b in self.services.security.remove_acls(match, by=access().principal)]
             except OutboxError as e:
                 results.append(build(m.DeleteAclsFilterResult, error_code=error_code(e), error_message=e.message,
                                      matching_acls=()))

@@ -226,8 +226,11 @@ class GroupService:
             if not groups.known(conn, group_id):
                 raise GroupIdNotFound(f"no consumer group {group_id!r}")
             # Its row locked, as a join locks it (created for a group that only has offsets,
-            # and deleted below): no member joins between the check and the delete.
-            groups.lock_group(conn, group_id, self.clock())
+            # and deleted below): no member joins between the check and the delete. One try
+            # only: no row after it means a concurrent DeleteGroups deleted the group while
+            # this waited, and this one, the loser, finds no group.
+            if groups.lock_group_row(conn, group_id, self.clock()) is None:
+                raise GroupIdNotFound(f"no consumer group {group_id!r}")
             members = groups.members(conn, group_id)
             if members:
                 raise NonEmptyGroup(f"group {group_id!r} has {len(members)} member(s): a group is deleted "

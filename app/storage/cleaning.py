@@ -22,6 +22,7 @@ from app.domain.log_cleaning import ChunkSummary, CompactionRow, StoredRow
 from app.domain.topic_config import TopicConfig
 from app.domain.types import ControlType
 from app.storage import dialect
+from app.storage.fetch_plan import RECORD_SIZE
 from app.storage.tables import (
     cleaner_leases,
     deleted_topics,
@@ -30,7 +31,6 @@ from app.storage.tables import (
     records,
     topics,
 )
-from app.storage.read import RECORD_SIZE
 from app.storage.topics import LAST_STABLE_OFFSET, log_start_at_least, topic_config
 
 _SIZE = RECORD_SIZE

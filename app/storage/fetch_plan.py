@@ -41,8 +41,6 @@ class Point(NamedTuple):
 
 
 @dataclass(slots=True)
-
-
 class FetchPlan:
     """What a fetch returns, chosen from the records' sizes before any record is read: the
     points that fit its limits, in order, and where the next fetch starts. read_planned then

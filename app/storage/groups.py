@@ -9,7 +9,7 @@ from typing import Any
 import orjson
 from sqlalchemy import Connection, delete, func, insert, select, union, update
 
-from app.domain.errors import IllegalGeneration
+from app.domain.errors import IllegalGeneration, RebalanceInProgress
 from app.domain.group import GroupState, StoredGroupState, check_current_member
 from app.domain.offsets import GroupMetadata
 from app.storage import dialect
@@ -80,17 +80,34 @@ def generation(conn: Connection, group_id: str, *, lock: RowLock | None = None) 
     return conn.execute(dialect.lock_row(conn.dialect.name, stmt, lock)).scalar_one_or_none()
 
 
+# How many times lock_group creates the group again after a concurrent DeleteGroups removed
+# its row while it waited: each time another delete has to win the race, so the third loss
+# is answered with a retriable error rather than a loop.
+LOCK_GROUP_TRIES = 3
+
+
 def lock_group(conn: Connection, group_id: str, now_ms: int) -> int:
     """Create the group if needed and lock its row: membership changes of one group are
     serialized, so two joins cannot both compute an assignment from the same old members."""
+    for _ in range(LOCK_GROUP_TRIES):
+        gen = lock_group_row(conn, group_id, now_ms)
+        if gen is not None:
+            return gen
+    raise RebalanceInProgress(f"group {group_id!r} was deleted {LOCK_GROUP_TRIES} times while this request "
+                              "waited for it: try again")
+
+
+def lock_group_row(conn: Connection, group_id: str, now_ms: int) -> int | None:
+    """One try of lock_group: None when a DeleteGroups holding the row deleted it while this
+    waited for its lock. PostgreSQL's SELECT ... FOR UPDATE then skips the deleted row (READ
+    COMMITTED), though the insert-or-ignore before it saw the row and inserted none; the next
+    insert-or-ignore, in a new snapshot, creates it. (SQLite runs one write at a time.)"""
     conn.execute(
         dialect.insert_ignore(conn, consumer_groups).values(
             group_id=group_id, generation_id=0, updated_ms=now_ms
         )
     )
-    gen = generation(conn, group_id, lock=RowLock.UPDATE)
-    assert gen is not None
-    return gen
+    return generation(conn, group_id, lock=RowLock.UPDATE)
 
 
 def set_generation(conn: Connection, group_id: str, generation_id: int, now_ms: int) -> None:

@@ -207,9 +207,16 @@ def _with_states(rows: Sequence[Any], batches: list[tuple[Any, ...]]) -> list[St
         if o >= end:  # the record's batch: the last one starting at or below it
             while i + 1 < len(batches) and batches[i + 1][0] <= o:
                 i += 1
+            if i < 0 or o >= batches[i][0] + batches[i][7]:
+                # Not a batch's record to take the state of: every writer since migration 0019
+                # writes a record's batch row in the same transaction as the record.
+                raise RuntimeError(f"the record at offset {o} has no batch row in record_batches: a process "
+                                   "older than migration 0019 appended it (README, 'Upgrading': stop them first)")
             base, pid, pe, base_sequence, txn_id, state, commit_position, count = batches[i]
             end, state, transactional = base + count, RecordState(state), txn_id is not None
         sequence = None if base_sequence is None else base_sequence + (o - base)
+        # The record's position: read_committed.record_position is the rule's one definition
+        # (in SQL); this is it for one record already fetched.
         out.append(new(StoredRecord, (o, commit_position if transactional else o, ts, kb if k is None else k,
                                       vb if v is None else v, h, pid, pe, sequence, transactional, state)))
     return out

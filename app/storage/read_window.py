@@ -153,7 +153,9 @@ def plan_committed(conn: Connection, plan: FetchPlan, where: dict[str, Any], off
             return
         if page:
             start = page[-1][0] + 1
-        # Every batch left in the page held at least one record: no more than this many can still fit.
+        # A batch holding records holds at least one, so no more batches than the records still
+        # wanted can fit. Batches that hold none (compacted away, or below the log start) are
+        # skipped above and count against `limit`: they cost more round trips, never a wrong answer.
         want = max_records - plan.record_count
         limit = max(1, min(limit * 4, want))
 

@@ -167,9 +167,11 @@ records = Table(
     CheckConstraint("key IS NULL OR key_bytes IS NULL", name="one_key"),
     CheckConstraint("value IS NULL OR value_bytes IS NULL", name="one_value"),
 )
-# The read_committed join: a COMMIT marker finds its transaction's batch heads in its
-# partition, one entry per batch rather than per record (migration 0004), and each head's
-# records through the primary key.
+# A COMMIT marker finds its transaction's batch heads in its partition, one entry per batch
+# rather than per record (migration 0004), and each head's records through the primary key.
+# Its users now: Kafka Fetch's read_committed (app.storage.offset_order) and the log cleaner,
+# which keeps a head for every run it leaves (cleaning.set_batch_heads); HTTP Fetch, the
+# counters and the committed_records view read record_batches instead.
 Index(
     "ix_records_txn_batches",
     records.c.topic_id,
@@ -180,8 +182,10 @@ Index(
     postgresql_where=text("batch_record_count IS NOT NULL"),
 )
 
-# read_committed by position range (the committed_records view, Spark): the COMMIT markers of
-# a partition, without a second walk of the whole range.
+# The COMMIT markers of a partition by offset, made for the committed_records view (migration
+# 0003). Since migration 0020 the view reads record_batches (ix_record_batches_committed), and
+# no query of app/ or spark_jobs/ walks this index; it goes with the per-record columns in
+# step 3 of docs/DESIGN-batches.md.
 Index(
     "ix_records_commit_markers",
     records.c.topic_id,

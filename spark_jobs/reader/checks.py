@@ -16,8 +16,9 @@ from spark_jobs.reader.options import Database, SourceOptions
 
 
 def check_database(database: Database, driver: str = "adbc") -> None:
-    """The database answers and has the committed_records view (migration 0003 or later)."""
-    probe = "SELECT 1 FROM committed_records WHERE 1 = 0"
+    """The database answers and has the committed_records view with its batch_position column
+    (migration 0020 or later): every split of the read is bounded by batch positions."""
+    probe = "SELECT batch_position FROM committed_records WHERE 1 = 0"
     if database.kind == "sqlite":
         import sqlite3
 
@@ -28,7 +29,7 @@ def check_database(database: Database, driver: str = "adbc") -> None:
             with sqlite3.connect(f"file:{database.target}?mode=ro", uri=True, timeout=PROBE_TIMEOUT_S) as conn:
                 conn.execute(probe).fetchall()
         except sqlite3.Error as e:
-            if "no such table" in str(e):
+            if "no such table" in str(e) or "no such column" in str(e):
                 raise OutboxSourceError(_not_migrated(database)) from None
             raise OutboxSourceError(f"cannot read the SQLite database {database.target}: {e}") from None
         return
@@ -46,7 +47,7 @@ def check_database(database: Database, driver: str = "adbc") -> None:
     try:
         with psycopg.connect(database.target, connect_timeout=PROBE_TIMEOUT_S) as conn:
             conn.execute(probe).fetchall()
-    except psycopg.errors.UndefinedTable:
+    except (psycopg.errors.UndefinedTable, psycopg.errors.UndefinedColumn):
         raise OutboxSourceError(_not_migrated(database)) from None
     except psycopg.Error as e:
         # libpq's message spans lines (the failure, then a hint): one line here
@@ -55,8 +56,8 @@ def check_database(database: Database, driver: str = "adbc") -> None:
 
 
 def _not_migrated(database: Database) -> str:
-    return (f"the database {database.display} has no committed_records view: it is not an outbox database "
-            "migrated to 0003 or later (run outbox migrate, or start outbox serve on it)")
+    return (f"the database {database.display} has no committed_records view with batch_position: it is not "
+            "an outbox database migrated to 0020 or later (run outbox migrate, or start outbox serve on it)")
 
 
 def check_same_database(options: SourceOptions, bounds: Mapping[TopicPartition, LogBounds]) -> None:

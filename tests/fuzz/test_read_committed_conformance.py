@@ -9,12 +9,14 @@ cleaner has not deleted yet) or deleted. Each append's and marker's batch row is
 records as the writers and the cleaner leave them, and checked against them (tests/batch_rows.py):
 Fetch, the counters and the view read the batch rows. On every such log:
 
-- a read_committed Fetch from the log start to the high watermark, in pages of a few records,
-  returns exactly the rows of the committed_records view, in commit order, each at its
-  commit position;
+- a read_committed Fetch from the log start to the high watermark, in pages of a few records
+  and of at most a few bytes or none (max_bytes), its records read in chunks of a few bytes or
+  in one (chunk_bytes), returns exactly the rows of the committed_records view, in commit
+  order, each at its commit position;
 - the lag counter (read_committed.committed_between_for_groups), a group committed at each
   position, counts for every group at once the number of the view's rows committed at or past
-  its position, and so does it for each group alone (what one group's lag reads);
+  its position, up to a cap (exact when below it), and so does it for each group alone (what
+  one group's lag reads);
 - the first-unread counter (read_committed.first_record_committed_from) from every position is
   the lowest offset of the view's rows committed at or past it but lying below it, where the
   records below the log start are deleted (below the log start it answers from the stored
@@ -167,25 +169,31 @@ def view_rows(conn: Connection, topic_id: int) -> list[tuple[int, int, str]]:
         'ORDER BY commit_position, "offset"'), {"t": topic_id})]
 
 
-def fetched_rows(conn: Connection, topic_id: int, log_start: int, high_watermark: int,
-                 page: int) -> list[tuple[int, int | None, str | None]]:
+def fetched_rows(conn: Connection, topic_id: int, log_start: int, high_watermark: int, page: int,
+                 max_bytes: int | None = None,
+                 chunk_bytes: int | None = None) -> list[tuple[int, int | None, str | None]]:
+    """Fetches from the log start to the high watermark, each of at most `page` records and
+    `max_bytes` bytes (a Kafka fetch's first record whatever its size), read in chunks of about
+    `chunk_bytes` (None: one) as HTTP Fetch streams them."""
     out: list[tuple[int, int | None, str | None]] = []
     position = log_start
     while position < high_watermark:
-        result = read.fetch(conn, topic_id=topic_id, partition=0, offset=position, max_records=page,
-                            isolation=IsolationLevel.READ_COMMITTED)
-        assert result.next_offset > position or result.records, "a fetch neither read nor moved on"
-        out += [(r.offset, r.commit_position, r.value) for r in result.records]
-        position = result.next_offset
+        plan = read.plan_fetch(conn, topic_id=topic_id, partition=0, offset=position, max_records=page,
+                               isolation=IsolationLevel.READ_COMMITTED, max_bytes=max_bytes)
+        records = [r for chunk in read.read_planned(conn, plan, chunk_bytes=chunk_bytes) for r in chunk]
+        assert plan.result.next_offset > position or records, "a fetch neither read nor moved on"
+        out += [(r.offset, r.commit_position, r.value) for r in records]
+        position = plan.result.next_offset
     return out
 
 
 @settings(max_examples=EXAMPLES, deadline=None, database=None, derandomize=True,
           suppress_health_check=list(HealthCheck))
 @given(run=events, ending=st.sampled_from(["open", "commit", "abort"]), holes=st.sets(st.integers(0, 60), max_size=8), data=st.data(), cleaned=st.booleans(),
-       compacted=st.booleans(), page=st.integers(1, 4))
+       compacted=st.booleans(), page=st.integers(1, 6), max_bytes=st.none() | st.integers(1, 30),
+       chunk_bytes=st.none() | st.integers(1, 10), cap=st.integers(1, 12))
 def test_fetch_and_the_counters_read_exactly_the_committed_records_view(  # type: ignore[no-untyped-def]
-        database, run, ending, holes, data, cleaned, compacted, page) -> None:
+        database, run, ending, holes, data, cleaned, compacted, page, max_bytes, chunk_bytes, cap) -> None:
     log = build(run, ending)
     log_start = data.draw(st.integers(0, log.last_stable_offset), label="log_start")
     cut(log, holes if compacted else set(), log_start, cleaned)
@@ -194,7 +202,7 @@ def test_fetch_and_the_counters_read_exactly_the_committed_records_view(  # type
         try:
             assert_batch_rows_match(conn)  # the batch rows describe the stored log, as the writers leave them
             seen = view_rows(conn, topic_id)
-            assert fetched_rows(conn, topic_id, log_start, log.next_offset, page) == seen
+            assert fetched_rows(conn, topic_id, log_start, log.next_offset, page, max_bytes, chunk_bytes) == seen
             if cleaned:
                 for position in range(log.next_offset + 1):
                     assert read_committed.first_record_committed_from(conn, topic_id, 0, position) == min(
@@ -204,16 +212,16 @@ def test_fetch_and_the_counters_read_exactly_the_committed_records_view(  # type
                 {"group_id": f"g{position:03}", "topic_id": topic_id, "partition": 0,
                  "committed_offset": position, "metadata": None, "committed_ms": 0}
                 for position in range(log.next_offset + 1)])
-            expected = [(f"g{position:03}", sum(c >= position for _, c, _ in seen), True)
-                        for position in range(log.next_offset + 1)]
+            true = [sum(c >= position for _, c, _ in seen) for position in range(log.next_offset + 1)]
+            expected = [(f"g{position:03}", min(n, cap), n < cap) for position, n in enumerate(true)]
             # Every group at once (what a /metrics scrape reads)...
             assert [(c.group_id, c.count, c.exact)
-                    for c in read_committed.committed_between_for_groups(conn, cap=1000, limit=10_000)
+                    for c in read_committed.committed_between_for_groups(conn, cap=cap, limit=10_000)
                     if c.topic_id == topic_id] == expected
             # ... and each group alone (what GET /v1/groups/{group_id}/lag reads).
             assert [(c.group_id, c.count, c.exact)
                     for group_id, _, _ in expected
-                    for c in read_committed.committed_between_for_groups(conn, cap=1000, limit=None,
+                    for c in read_committed.committed_between_for_groups(conn, cap=cap, limit=None,
                                                                           group_id=group_id)
                     if c.topic_id == topic_id] == expected
         finally:

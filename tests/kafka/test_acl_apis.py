@@ -100,6 +100,27 @@ def test_the_cluster_is_kafka_cluster_to_a_kafka_client_and_outbox_cluster_over_
     assert _described(admin, _filter(kind=ResourceType.BROKER)) == {_key(made)}
 
 
+def test_describe_acls_of_any_resource_type_named_kafka_cluster_answers_the_cluster_and_resources_of_that_name(
+        kafka: Listener, admin: AdminClient) -> None:
+    named = [_binding("kafka-cluster", operation=AclOperation.IDEMPOTENT_WRITE, kind=ResourceType.BROKER),
+             _binding("kafka-cluster")]
+    others = [_binding("orders"), _binding("outbox-cluster", kind=ResourceType.GROUP)]
+    assert _created(admin, named + others) == {b: None for b in named + others}
+    assert _described(admin, _filter("kafka-cluster")) == {_key(b) for b in named}
+
+
+def test_delete_acls_of_any_resource_type_named_kafka_cluster_deletes_the_cluster_and_resources_of_that_name(
+        kafka: Listener, admin: AdminClient) -> None:
+    named = [_binding("kafka-cluster", operation=AclOperation.IDEMPOTENT_WRITE, kind=ResourceType.BROKER),
+             _binding("kafka-cluster")]
+    kept = [_binding("orders")]
+    assert _created(admin, named + kept) == {b: None for b in named + kept}
+    f = _filter("kafka-cluster", LITERAL)
+    deleted = admin.delete_acls([f], request_timeout=TIMEOUT_S)[f].result(TIMEOUT_S)
+    assert {_key(b) for b in deleted} == {_key(b) for b in named}
+    assert _http_acls(kafka) == {("User:alice", "topic", "orders", "literal", "read", "allow")}
+
+
 def test_describe_acls_with_a_match_filter_answers_every_binding_that_applies_to_the_name(
         kafka: Listener, admin: AdminClient) -> None:
     applies = [_binding("orders"), _binding("*"), _binding("ord", pattern=PREFIXED),

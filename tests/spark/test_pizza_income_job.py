@@ -299,11 +299,12 @@ def test_a_database_that_is_not_migrated_is_one_error_line_before_spark_starts(t
     import sqlite3
 
     sqlite3.connect(tmp_path / "empty.db").close()
-    fix = "it is not an outbox database migrated to 0003 or later (run outbox migrate, or start outbox serve on it)"
+    fix = "it is not an outbox database migrated to 0020 or later (run outbox migrate, or start outbox serve on it)"
     assert _job_errors(f"sqlite:///{tmp_path}/empty.db") == [
-        f"error: the database {tmp_path}/empty.db has no committed_records view: {fix}"]
+        f"error: the database {tmp_path}/empty.db has no committed_records view with batch_position: {fix}"]
     maintenance = _postgres_database("postgres")
-    assert _job_errors(maintenance) == [f"error: the database {maintenance} has no committed_records view: {fix}"]
+    assert _job_errors(maintenance) == [
+        f"error: the database {maintenance} has no committed_records view with batch_position: {fix}"]
 
 
 def test_an_unreachable_service_is_one_error_line_before_spark_starts(tmp_path) -> None:  # type: ignore[no-untyped-def]

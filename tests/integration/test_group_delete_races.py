@@ -1,0 +1,71 @@
+"""DeleteGroups racing a join or another DeleteGroups, on PostgreSQL (on SQLite the write lock
+runs one write transaction at a time, so nothing can interleave).
+
+The delete is held once it has locked the group's row (groups.lock_group_row); the second
+request waits for that lock, and the delete commits: PostgreSQL's SELECT ... FOR UPDATE then
+skips the deleted row, which the second request must survive.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from app.domain.errors import GroupIdNotFound, RebalanceInProgress
+from app.storage import groups
+from tests.helpers import create_topic
+from tests.integration.test_topic_admin_races import Held, hold_then
+
+pytestmark = pytest.mark.parametrize("db_url", ["postgresql"], indirect=True)
+
+
+def emptied_group(client, services, group_id: str) -> None:  # type: ignore[no-untyped-def]
+    """A group the service knows, with no members: deletable."""
+    create_topic(client, "t", 1)
+    m = services.groups.join(group_id, member_id=None, topic_names=["t"], session_timeout_ms=10_000)
+    services.groups.leave(group_id, m.member_id)
+
+
+def test_a_join_waiting_for_a_delete_creates_the_group_again(client, services, database, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    emptied_group(client, services, "g")
+    held = Held(monkeypatch, groups, "lock_group_row")
+
+    deleted, joined, waited = hold_then(
+        held,
+        lambda: services.groups.delete("g"),
+        lambda: services.groups.join("g", member_id=None, topic_names=["t"], session_timeout_ms=10_000),
+        database,
+    )
+
+    assert waited
+    assert deleted is None
+    with database.engine.connect() as conn:
+        assert [m.member_id for m in groups.members(conn, "g")] == [joined.member_id]
+        assert groups.generation(conn, "g") == 1
+
+
+def test_of_two_concurrent_deletes_the_second_finds_no_group(client, services, database, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    emptied_group(client, services, "g")
+    held = Held(monkeypatch, groups, "lock_group_row")
+
+    first, second, waited = hold_then(
+        held,
+        lambda: services.groups.delete("g"),
+        lambda: services.groups.delete("g"),
+        database,
+    )
+
+    assert waited
+    assert first is None
+    assert isinstance(second, GroupIdNotFound), second
+    with database.engine.connect() as conn:
+        assert groups.known(conn, "g") is False
+
+
+def test_a_join_losing_every_try_to_a_delete_is_told_to_retry(database, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    monkeypatch.setattr(groups, "lock_group_row", lambda conn, group_id, now_ms: None)
+
+    with database.engine.begin() as conn, pytest.raises(RebalanceInProgress) as raised:
+        groups.lock_group(conn, "g", 0)
+
+    assert raised.value.retriable
+    assert str(raised.value) == "group 'g' was deleted 3 times while this request waited for it: try again"

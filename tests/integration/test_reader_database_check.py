@@ -1,0 +1,31 @@
+"""The data source's first check (spark_jobs.reader.checks.check_database) refuses a database
+whose committed_records view predates batch_position (migration 0020): every split is bounded
+by batch positions."""
+
+from __future__ import annotations
+
+import pytest
+from alembic import command
+
+from app.storage import migrate
+from spark_jobs.errors import OutboxSourceError
+from spark_jobs.reader.checks import check_database
+from spark_jobs.reader.options import Database
+
+
+def test_a_database_migrated_to_0019_only_is_refused_by_name(empty_url: str) -> None:
+    command.upgrade(migrate.alembic_config(empty_url), "0019")
+    database = Database.from_url(empty_url)
+
+    with pytest.raises(OutboxSourceError) as raised:
+        check_database(database, driver="psycopg")
+
+    assert str(raised.value) == (
+        f"the database {database.display} has no committed_records view with batch_position: it is not an "
+        "outbox database migrated to 0020 or later (run outbox migrate, or start outbox serve on it)")
+
+
+def test_a_database_migrated_to_0020_passes(empty_url: str) -> None:
+    command.upgrade(migrate.alembic_config(empty_url), "0020")
+
+    assert check_database(Database.from_url(empty_url), driver="psycopg") is None
