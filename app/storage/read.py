@@ -18,19 +18,7 @@ from collections.abc import Iterator, Sequence
 from functools import cache
 from typing import Any
 
-from sqlalchemy import (
-    BigInteger,
-    Connection,
-    bindparam,
-    case,
-    func,
-    literal,
-    null,
-    select,
-    true,
-)
-from sqlalchemy.dialects.postgresql import ARRAY
-
+from sqlalchemy import Connection, bindparam, case, func, literal, null, select
 
 from app.domain.errors import OffsetOutOfRange, UnknownTopicOrPartition
 from app.domain.read import FetchResult, StoredRecord
@@ -235,34 +223,6 @@ def _keep(plan: FetchPlan, row: Any, prefetch_bytes: int) -> None:
     if row[_WHOLE] and plan.prefetched_bytes + row[_SIZE] <= prefetch_bytes:
         plan.rows[row[0]] = row[:_SIZE]
         plan.prefetched_bytes += row[_SIZE]
-
-
-def markers_of(conn: Connection, topic_id: int, partition: int, txn_ids: list[int]) -> dict[int, tuple[int, str]]:
-    """The marker that ended each of these transactions in the partition: txn_id → (its
-    offset, COMMIT or ABORT); a transaction not ended there yet is absent. One probe of
-    ix_records_markers per transaction (_markers_stmt). (Kafka Fetch's: app.storage.offset_order.)"""
-    if not txn_ids:
-        return {}
-    return {
-        txn_id: (offset, control_type)
-        for txn_id, offset, control_type in conn.execute(
-            _markers_stmt(conn.dialect.name), {"topic_id": topic_id, "partition": partition, "txn_ids": txn_ids})
-    }
-
-
-@cache
-def _markers_stmt(dialect_name: str) -> Any:
-    """On PostgreSQL a LATERAL probe per transaction id: without statistics (never ANALYZEd)
-    the planner read every marker of the partition and filtered the ids. SQLite probes the
-    index per id of an IN list by itself."""
-    wanted = (records.c.topic_id == bindparam("topic_id"), records.c.partition == bindparam("partition"),
-              records.c.control_type.is_not(None))
-    columns = (records.c.txn_id, records.c.offset, records.c.control_type)
-    if dialect_name != "postgresql":
-        return select(*columns).where(*wanted, records.c.txn_id.in_(bindparam("txn_ids", expanding=True)))
-    ids = func.unnest(bindparam("txn_ids", type_=ARRAY(BigInteger))).table_valued("txn_id").render_derived()
-    probe = select(*columns).where(*wanted, records.c.txn_id == ids.c.txn_id).limit(1).lateral("marker")
-    return select(probe).select_from(ids.join(probe, true()))
 
 
 def fetch(

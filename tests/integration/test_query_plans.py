@@ -21,7 +21,6 @@ from sqlalchemy import select, text
 
 from app.services.log_service import SendBatch
 from app.storage.append import RecordToAppend
-from app.storage.read import _markers_stmt
 from app.storage.read_window import _batch_page_stmt, _records_stmt
 from app.storage.read_committed import committed_between_for_groups_stmt
 from app.storage.tables import transactions
@@ -157,19 +156,6 @@ def test_a_read_of_the_view_bounded_on_commit_positions_alone_still_uses_the_bat
     sql = ("SELECT * FROM committed_records WHERE topic = 'plans' AND \"partition\" = 0 "
            "AND commit_position >= 100 AND commit_position < 1000")
     assert _view_scans(_plan(database, sql)) == ["ix_record_batches_committed", "pk_records"]
-
-
-def test_the_markers_of_some_transactions_are_probed_one_by_one_in_the_marker_index(services, database) -> None:  # type: ignore[no-untyped-def]
-    _fill(services)
-    with database.engine.connect() as conn:
-        topic_id = conn.execute(text("SELECT topic_id FROM topics WHERE name = 'plans'")).scalar_one()
-        sql = str(_markers_stmt(database.dialect).params(topic_id=topic_id, partition=0, txn_ids=[1, 2, 3]).compile(
-            conn, compile_kwargs={"literal_binds": True, "render_postcompile": True}))
-    lines = _plan(database, sql)
-    assert _scans(lines) == ["ix_records_markers"]
-    # The transaction id is part of the index condition, not a filter over every marker.
-    assert any("txn_id" in line for line in lines if "ix_records_markers" in line
-               or "Index Cond" in line), lines
 
 
 @pytest.mark.parametrize("db_url", ["sqlite"], indirect=True)
