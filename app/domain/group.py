@@ -79,6 +79,20 @@ def new_member_id(client_id: str | None) -> str:
     return f"{prefix}-{uuid.uuid4()}"
 
 
+# What DescribeGroups shows of a member besides its ids: the client id of the request that
+# added it and the address it joined from (group_members.client_id, client_host; migration
+# 0021). Kafka's client id is a string of up to 32767 bytes; the stored columns hold 255
+# characters, and a longer one is kept cut to its first 255 rather than refused: it is only
+# shown, Kafka takes any client id, and a consumer must not fail to join for it.
+MEMBER_CLIENT_MAX_LENGTH = 255
+
+
+def member_client(value: str | None) -> str | None:
+    """A client id or host as stored: at most MEMBER_CLIENT_MAX_LENGTH characters, None for
+    none (or an empty one)."""
+    return value[:MEMBER_CLIENT_MAX_LENGTH] if value else None
+
+
 # --- Static membership (KIP-345) ------------------------------------------------------------
 # A member that joins with a group instance id is static: the instance id, not the member id,
 # names it across restarts. One member id holds an instance id at a time; a JoinGroup with the

@@ -31,7 +31,7 @@ from app.domain.errors import InvalidRequest, MemberIdRequired, OutboxError, Reb
 from app.domain.offsets import GroupMetadata, OffsetToStage
 from app.kafka.auth import NOT_REQUESTED, access, authorized_operations, refusal_code
 from app.kafka.errors import error_code
-from app.kafka.protocol import build, client_id, response_module
+from app.kafka.protocol import build, client_host, client_id, response_module
 
 JOIN_GROUP, SYNC_GROUP, HEARTBEAT, LEAVE_GROUP = 11, 14, 12, 13
 OFFSET_COMMIT, OFFSET_FETCH, DESCRIBE_GROUPS, LIST_GROUPS = 8, 9, 15, 16
@@ -105,7 +105,8 @@ class GroupApis:
                     rebalance_timeout_ms=-1 if rebalance is None else rebalance // _MS,
                     # KIP-394: from version 4 a new member first asks for its id.
                     require_member_id=version >= 4 and not body.member_id,
-                    handed_out=self._take_handed_out(body.group_id, body.member_id), group_instance_id=instance_id)
+                    handed_out=self._take_handed_out(body.group_id, body.member_id), group_instance_id=instance_id,
+                    client_host=client_host())
             except MemberIdRequired as e:
                 self._hand_out(body.group_id, e.details["member_id"], session_timeout_ms)
                 return answer(error_code(e), member_id=e.details["member_id"])
@@ -341,8 +342,10 @@ class GroupApis:
         allowed = [g for g, code in codes if code is None]
         for d in self.protocol.describe(allowed):
             members = tuple(
-                build(m.DescribedGroupMember, member_id=mm.member_id, group_instance_id=mm.group_instance_id, client_id="",
-                      client_host="", member_metadata=mm.metadata_for(d.protocol_name),
+                # Kafka's client host is the address as Java prints it, "/127.0.0.1".
+                build(m.DescribedGroupMember, member_id=mm.member_id, group_instance_id=mm.group_instance_id,
+                      client_id=mm.client_id or "", client_host=f"/{mm.client_host}" if mm.client_host else "",
+                      member_metadata=mm.metadata_for(d.protocol_name),
                       member_assignment=mm.member_assignment or b"")
                 for mm in d.members)
             described.append(build(m.DescribedGroup, error_code=ErrorCode.none, group_id=d.group_id,

@@ -132,6 +132,23 @@ def unbind_client_id(token: contextvars.Token[str | None]) -> None:
     _CLIENT_ID.reset(token)
 
 
+_CLIENT_HOST: contextvars.ContextVar[str | None] = contextvars.ContextVar("kafka_client_host", default=None)
+
+
+def client_host() -> str | None:
+    """The address of the client whose request is being handled, as the listener saw it (its
+    IP address; None if not known), set by the listener around its handler as client_id is."""
+    return _CLIENT_HOST.get()
+
+
+def bind_client_host(value: str | None) -> contextvars.Token[str | None]:
+    return _CLIENT_HOST.set(value)
+
+
+def unbind_client_host(token: contextvars.Token[str | None]) -> None:
+    _CLIENT_HOST.reset(token)
+
+
 def prefix(frame: bytes) -> tuple[int, int, int]:
     """(api_key, api_version, correlation_id); Unparseable if the frame is shorter."""
     if len(frame) < _PREFIX.size:

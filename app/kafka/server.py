@@ -287,6 +287,8 @@ class KafkaListener:
         access = auth.Access(session.principal or auth.NOBODY, self.security)
         token = auth.bind(access)  # asyncio.to_thread carries it into the handler's thread
         client_token = protocol.bind_client_id(request.client_id)  # a new member's id starts with it
+        peer = _peer_address(writer)
+        host_token = protocol.bind_client_host(peer[0] if peer else None)  # DescribeGroups shows it
         try:
             if api_key == _FETCH:
                 response = await self._fetch(request, _waiter(writer, session))
@@ -297,6 +299,7 @@ class KafkaListener:
             else:
                 response = await asyncio.to_thread(handler, request.body, api_version)
         finally:
+            protocol.unbind_client_host(host_token)
             protocol.unbind_client_id(client_token)
             auth.unbind(token)
         unchecked = access.unchecked(auth.RULES[api_key](request.body))

@@ -37,6 +37,7 @@ from app.domain.group import (
     check_current_member,
     check_group_instance_id,
     instance_holder,
+    member_client,
     new_member_id,
     select_protocol,
 )
@@ -95,14 +96,16 @@ class ClassicGroupProtocol:
     def join(self, group_id: str, *, member_id: str, client_id: str | None, protocol_type: str, protocols: list[tuple[str, bytes]],
              topic_names: list[str], session_timeout_ms: int, rebalance_timeout_ms: int,
              require_member_id: bool = False, handed_out: bool = False,
-             group_instance_id: str | None = None) -> Joined | Joining:
+             group_instance_id: str | None = None, client_host: str | None = None) -> Joined | Joining:
         """A member joins (or rejoins) the group. `require_member_id` (JoinGroup 4 and later,
         KIP-394): a new member is not added but refused with MemberIdRequired carrying the id
         it is to join with, after every check a join makes, so nothing is written. `handed_out`:
         `member_id` is such an id, which the door handed out and the member now joins with.
         `group_instance_id` (JoinGroup 5 and later, KIP-345): the member is static; without a
         member id it is added at once (no MemberIdRequired, as in Kafka), or, if a member holds
-        the instance id, takes that member's place (`_replace`)."""
+        the instance id, takes that member's place (`_replace`). `client_id` and `client_host`
+        (the address it joins from): what DescribeGroups shows of a member added, or of a static
+        member's replacement."""
         check_group_instance_id(group_instance_id)
         if session_timeout_ms not in self.settings.session_timeout_limit:
             raise InvalidSessionTimeout(f"session_timeout_ms must be in {self.settings.session_timeout_limit}")
@@ -140,7 +143,8 @@ class ClassicGroupProtocol:
             if replaced is not None:
                 return self._replace(conn, g, current[replaced], new_member_id(client_id), protocols=protocols,
                                      topic_names=topic_names, session_timeout_ms=session_timeout_ms,
-                                     rebalance_timeout_ms=rebalance_timeout_ms, now=now)
+                                     rebalance_timeout_ms=rebalance_timeout_ms, now=now,
+                                     client_id=client_id, client_host=client_host)
             me = current.get(member_id)
             if me is not None and me.protocols == protocols and (
                     g.state is StoredGroupState.COMPLETING_REBALANCE
@@ -157,7 +161,7 @@ class ClassicGroupProtocol:
                 member_id = member_id or new_member_id(client_id)
                 groups.add_member(conn, group_id, groups.Member(
                     member_id, sorted(set(topic_names)), [], session_timeout_ms, now, now, protocols,
-                    rebalance_timeout_ms, None, None, group_instance_id))
+                    rebalance_timeout_ms, None, None, group_instance_id, client_id, client_host))
             else:
                 groups.update_member(conn, group_id, member_id, topics=sorted(set(topic_names)), protocols=protocols,
                                      session_timeout_ms=session_timeout_ms, rebalance_timeout_ms=rebalance_timeout_ms,
@@ -166,7 +170,8 @@ class ClassicGroupProtocol:
 
     def _replace(self, conn: Connection, g: groups.Group, old: groups.Member, member_id: str, *,
                  protocols: list[tuple[str, bytes]], topic_names: list[str], session_timeout_ms: int,
-                 rebalance_timeout_ms: int, now: int) -> Joined | Joining:
+                 rebalance_timeout_ms: int, now: int, client_id: str | None,
+                 client_host: str | None) -> Joined | Joining:
         """A static member joins again without its member id (it restarted): `member_id`, a new
         one, takes the place of `old`, the member that held its instance id, keeping its
         generation, its assignment and, if it led the group, the lead; `old` is fenced from now
@@ -176,9 +181,11 @@ class ClassicGroupProtocol:
         CompletingRebalance group too: the leader may be assigning to the old member id)."""
         group_id = g.group_id
         groups.replace_member_id(conn, group_id, old.member_id, member_id)
+        # The restarted client's id and address, which may differ from the replaced one's.
         groups.update_member(conn, group_id, member_id, topics=sorted(set(topic_names)), protocols=protocols,
                              session_timeout_ms=session_timeout_ms, rebalance_timeout_ms=rebalance_timeout_ms,
-                             last_heartbeat_ms=now)
+                             last_heartbeat_ms=now, client_id=member_client(client_id),
+                             client_host=member_client(client_host))
         if g.leader_id == old.member_id:
             groups.update_group(conn, group_id, leader_id=member_id)
         if g.state is StoredGroupState.STABLE and old.protocols == protocols:

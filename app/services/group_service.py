@@ -139,8 +139,11 @@ class GroupService:
     # --- membership -------------------------------------------------------------------------
 
     def join(
-        self, group_id: str, *, member_id: str | None, topic_names: list[str], session_timeout_ms: int
+        self, group_id: str, *, member_id: str | None, topic_names: list[str], session_timeout_ms: int,
+        client_host: str | None = None,
     ) -> Membership:
+        """`client_host`: the address of the HTTP client adding a member, which the group's
+        describe shows (the HTTP API has no client id: none is stored)."""
         if session_timeout_ms not in self.settings.session_timeout_limit:
             raise InvalidSessionTimeout(f"session_timeout_ms must be in {self.settings.session_timeout_limit}")
         if not topic_names:
@@ -168,7 +171,8 @@ class GroupService:
                 groups.add_member(
                     conn,
                     group_id,
-                    groups.Member(member_id, subscription, [], session_timeout_ms, now, now),
+                    groups.Member(member_id, subscription, [], session_timeout_ms, now, now,
+                                  client_host=client_host),
                 )
             else:
                 groups.update_member(

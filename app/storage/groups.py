@@ -10,7 +10,7 @@ import orjson
 from sqlalchemy import Connection, delete, func, insert, select, union, update
 
 from app.domain.errors import IllegalGeneration, RebalanceInProgress
-from app.domain.group import GroupState, StoredGroupState, check_current_member
+from app.domain.group import GroupState, StoredGroupState, check_current_member, member_client
 from app.domain.offsets import GroupMetadata
 from app.storage import dialect
 from app.storage.dialect import RowLock
@@ -32,6 +32,10 @@ class Member:
     join_generation: int | None = None
     member_assignment: bytes | None = None
     group_instance_id: str | None = None  # a static member's (KIP-345); None: a dynamic member
+    # What DescribeGroups shows: the client id it joined with and the address it joined from
+    # (None where not known; app.domain.group.member_client bounds them).
+    client_id: str | None = None
+    client_host: str | None = None
 
     def metadata_for(self, protocol: str | None) -> bytes:
         return next((m for name, m in self.protocols or [] if name == protocol), b"")
@@ -135,6 +139,8 @@ def members(conn: Connection, group_id: str) -> list[Member]:
             r.join_generation,
             r.member_assignment,
             r.group_instance_id,
+            r.client_id,
+            r.client_host,
         )
         for r in rows
     ]
@@ -155,6 +161,8 @@ def add_member(conn: Connection, group_id: str, member: Member) -> None:
             join_generation=member.join_generation,
             member_assignment=member.member_assignment,
             group_instance_id=member.group_instance_id,
+            client_id=member_client(member.client_id),
+            client_host=member_client(member.client_host),
         )
     )
 

@@ -412,6 +412,12 @@ group_members = Table(
     Column("member_assignment", LargeBinary, nullable=True),
     # A static member's group instance id (KIP-345; migration 0018): NULL for a dynamic member.
     Column("group_instance_id", String(255), nullable=True),
+    # What DescribeGroups shows (migration 0021): the client id of the request that added the
+    # member and the address it joined from, at most 255 characters each
+    # (app.domain.group.member_client); NULL where not known (members from before 0021, and
+    # the HTTP door's client id: its API has none).
+    Column("client_id", String(255), nullable=True),
+    Column("client_host", String(255), nullable=True),
     PrimaryKeyConstraint("group_id", "member_id"),
 )
 # One member holds an instance id of its group at a time (NULLs are distinct: dynamic members).

@@ -333,3 +333,14 @@ def test_a_lag_past_the_count_cap_says_it_is_a_lower_bound(client, monkeypatch) 
     assert client.post("/v1/groups/g/offsets", json={"offsets": [
         {"topic": "orders", "partition": 0, "offset": 0}]}).status_code == 200
     assert _lag(client, "g") == [("orders", 0, 0, 3, False, False)]
+
+
+def test_a_member_joined_over_http_is_described_with_its_clients_address_and_no_client_id(client):  # type: ignore[no-untyped-def]
+    create_topic(client, "in", 1)
+    m = _join(client, "g", ["in"])
+
+    (described,) = client.get("/v1/groups/g").json()["members"]
+
+    # The test client's address is "testclient"; the HTTP API has no client id.
+    assert (described["member_id"], described["client_id"], described["client_host"]) == (
+        m["member_id"], None, "testclient")

@@ -4,10 +4,11 @@ checked against what the HTTP door of the same process answers. On SQLite and Po
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import pytest
-from confluent_kafka import KafkaException
+from confluent_kafka import Consumer, KafkaException
 from confluent_kafka.admin import AdminClient
 from kio.schema.errors import ErrorCode
 from kio.schema.offset_delete.v0.request import (
@@ -170,3 +171,19 @@ def test_offset_delete_of_a_group_whose_members_are_not_consumers_is_non_empty_g
 
 def test_offset_delete_of_an_unknown_group_is_group_id_not_found(kafka: Listener, topics: None) -> None:
     assert _offset_delete(kafka, "nobody", {"orders": [0]}) == (ErrorCode.group_id_not_found, {})
+
+
+def test_describe_consumer_groups_shows_a_members_client_id_and_host(kafka: Listener, admin: AdminClient,
+                                                                       topics: None) -> None:
+    c = Consumer({"bootstrap.servers": kafka.bootstrap, "group.id": "g", "client.id": "x",
+                  "session.timeout.ms": 6000, "heartbeat.interval.ms": 100, "fetch.wait.max.ms": 100})
+    try:
+        c.subscribe(["orders"])
+        deadline = time.monotonic() + TIMEOUT_S
+        while not c.assignment() and time.monotonic() < deadline:
+            c.poll(0.1)
+        assert c.assignment(), "the consumer was never assigned"
+        described = admin.describe_consumer_groups(["g"], request_timeout=TIMEOUT_S)["g"].result(TIMEOUT_S)
+    finally:
+        c.close()
+    assert [(m.client_id, m.host) for m in described.members] == [("x", "/127.0.0.1")]

@@ -383,6 +383,19 @@ def test_describe_groups_and_list_groups_answer_the_groups_of_both_doors(kafka: 
         assert [g.group_id for g in stable] == ["offsets-only"]
 
 
+def test_describe_groups_answers_the_client_id_a_member_joined_with_cut_to_255_characters_and_its_host(
+        kafka: Listener) -> None:
+    create_topic(kafka.client, "orders")
+    with kafka.connect() as s:
+        # Kafka's client id may hold 32767 bytes; the service keeps the first 255 characters.
+        joined = join(s, "g", client_id="c" * 300)
+        assert joined.error_code == ErrorCode.none
+        body = request_class(15, DESCRIBE_V)(groups=("g",), include_authorized_operations=False)  # type: ignore[misc]
+        (described,) = ask(s, 15, DESCRIBE_V, body).groups
+        assert [(m.member_id, m.client_id, m.client_host) for m in described.members] == [
+            (joined.member_id, "c" * 255, "/127.0.0.1")]
+
+
 def test_a_consumer_group_whose_members_left_is_empty_and_keeps_its_protocol_type(kafka: Listener) -> None:
     create_topic(kafka.client, "orders", partitions=2)
     s, member = _lone_member(kafka)

@@ -81,6 +81,17 @@ def test_a_static_member_joining_again_gets_a_new_member_id_and_its_assignment_w
             [(a_id, "a-1", A_PARTS), (again.member_id, "b-1", B_PARTS)])
 
 
+def test_a_static_members_replacement_is_described_with_the_client_id_it_joined_with(kafka: Listener) -> None:
+    create_topic(kafka.client, "orders", partitions=2)
+    with kafka.connect() as a, kafka.connect() as b, kafka.connect() as restarted:
+        a_id, _ = _two_static_members(kafka, a, b)
+        again = join(restarted, "g", group_instance_id="b-1", ask_member_id=False, client_id="restarted")
+        assert again.error_code == ErrorCode.none
+        # The restarted client's id, not the one the replaced member joined with ("test").
+        assert sorted((m.member_id, m.client_id) for m in _describe(a).members) == sorted(
+            [(a_id, "test"), (again.member_id, "restarted")])
+
+
 def test_the_leader_joining_again_stays_the_leader_under_its_new_member_id_without_assigning(
         kafka: Listener) -> None:
     create_topic(kafka.client, "orders", partitions=2)

@@ -194,7 +194,7 @@ async def fetch_offsets(
              responses=documented(400, 401, 403, 404, 409, 415))
 def join_group(
     group_id: GroupPath, body: Annotated[JoinGroupRequest, json_body(JoinGroupRequest)], services: ServicesDep,
-    access: AccessDep,
+    access: AccessDep, request: Request,
 ) -> Membership:
     """JoinGroup: become a member (or rejoin with member_id). Any change of membership bumps
     the generation and reassigns partitions with the range assignor. Needs READ on the group
@@ -208,6 +208,7 @@ def join_group(
         topic_names=body.topics,
         session_timeout_ms=(services.settings.default_session_timeout_ms if body.session_timeout_ms is None
                             else body.session_timeout_ms),
+        client_host=request.client.host if request.client is not None else None,
     )
     return Membership(group_id=m.group_id, member_id=m.member_id, generation_id=m.generation_id,
                       assignment=_tps(m.assignment), member_count=m.member_count)
@@ -248,7 +249,8 @@ def describe_group(group_id: GroupPath, services: ServicesDep, access: AccessDep
         members=[
             MemberDescription(member_id=m.member_id, topics=[t for t in m.topics if visible(t)],
                               assignment=_tps([(t, p) for t, p in m.assignment if visible(t)]),
-                              session_timeout_ms=m.session_timeout_ms, last_heartbeat_ms=m.last_heartbeat_ms)
+                              session_timeout_ms=m.session_timeout_ms, last_heartbeat_ms=m.last_heartbeat_ms,
+                              client_id=m.client_id, client_host=m.client_host)
             for m in members
         ],
     )

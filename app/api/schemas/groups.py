@@ -96,6 +96,12 @@ class MemberDescription(BaseModel):
     assignment: list[TopicPartition]
     session_timeout_ms: int
     last_heartbeat_ms: int
+    client_id: str | None = Field(description=(
+        "the client id the member joined with over the Kafka door (its first 255 characters); null over this "
+        "API, which has none, or for a member that joined before the service kept it"))
+    client_host: str | None = Field(description=(
+        "the address the member joined from, as the service saw it (over the Kafka door, or this API's client); "
+        "null where not known"))
 
 
 _NO_GENERATION = ("null: the group never had members (its offsets were committed by transactions or outside a "
