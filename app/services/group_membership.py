@@ -2,8 +2,8 @@
 door's; app.services.classic_group_protocol, the Kafka door's), as functions on the caller's
 connection: which door manages a group with members (`check_door`), the group size limit
 (`check_size`), the rebalance's join phase (`prepare_rebalance`, `join_completes`,
-`complete_join`, `awaiting_join`) and what follows members leaving or expiring
-(`members_left`), which group expiry runs too.
+`complete_join`, `awaiting_join`), when a member's session has ended (`session_ended`) and
+what follows members leaving or expiring (`members_left`), which group expiry runs too.
 """
 
 from __future__ import annotations
@@ -94,6 +94,14 @@ def awaiting_join(g: groups.Group, m: groups.Member) -> bool:
     """Whether the member has joined the rebalance under way and waits in JoinGroup (so it
     does not heartbeat: the rebalance deadline bounds it instead of its session)."""
     return g.state is StoredGroupState.PREPARING_REBALANCE and m.join_generation == g.generation_id + 1
+
+
+def session_ended(g: groups.Group, m: groups.Member, now: int) -> bool:
+    """Whether the member's session has ended at `now`: no heartbeat for longer than its
+    session timeout, unless it waits in JoinGroup (`awaiting_join`). The one definition group
+    expiry and the requests that answer from a group's members use
+    (groups.groups_with_expired_members finds the groups to look at with the same bound)."""
+    return m.last_heartbeat_ms + m.session_timeout_ms < now and not awaiting_join(g, m)
 
 
 def prepare_rebalance(conn: Connection, group_id: str, now: int) -> None:

@@ -47,7 +47,13 @@ from app.domain.offsets import (
     check_partition_count,
     plan_reset,
 )
-from app.services.group_membership import awaiting_join, check_door, check_size, complete_join, members_left
+from app.services.group_membership import (
+    check_door,
+    check_size,
+    complete_join,
+    members_left,
+    session_ended,
+)
 from app.settings import Settings
 from app.storage import groups, offset_order, offsets, read_committed, topics
 from app.storage.dialect import RowLock
@@ -233,8 +239,13 @@ class GroupService:
             # and deleted below): no member joins between the check and the delete. One try
             # only: no row after it means a concurrent DeleteGroups deleted the group while
             # this waited, and this one, the loser, finds no group.
-            if groups.lock_group_row(conn, group_id, self.clock()) is None:
+            now = self.clock()
+            if groups.lock_group_row(conn, group_id, now) is None:
                 raise GroupIdNotFound(f"no consumer group {group_id!r}")
+            # Members whose session has ended are gone, as in Kafka, though group expiry has
+            # not removed them yet: without this, a group whose consumers stopped without
+            # leaving is NON_EMPTY_GROUP until the pass reaches it.
+            self._expire_group(conn, group_id, now)
             members = groups.members(conn, group_id)
             if members:
                 raise NonEmptyGroup(f"group {group_id!r} has {len(members)} member(s): a group is deleted "
@@ -256,6 +267,9 @@ class GroupService:
                 raise GroupIdNotFound(f"no consumer group {group_id!r}")
             # Held as a join holds it: no member subscribes between the check and the delete.
             g = groups.group(conn, group_id, lock=RowLock.UPDATE)
+            if g is not None:
+                # A member whose session has ended subscribes to nothing (as in DeleteGroups).
+                self._expire_group(conn, group_id, self.clock())
             members = groups.members(conn, group_id)
             if members and g is not None and g.protocol_type not in (None, CONSUMER_PROTOCOL):
                 raise NonEmptyGroup(f"group {group_id!r} has members of protocol {g.protocol_type!r}: its "
@@ -311,27 +325,30 @@ class GroupService:
         for group_id in candidates:
             with self.db.write() as conn:
                 groups.lock_group(conn, group_id, now_ms)
-                g = groups.group(conn, group_id)
-                assert g is not None
-                # A Kafka member waiting in JoinGroup does not heartbeat: the rebalance deadline
-                # bounds it instead of its session (as in Kafka).
-                expired = [
-                    m.member_id
-                    for m in groups.members(conn, group_id)
-                    if m.last_heartbeat_ms + m.session_timeout_ms < now_ms and not awaiting_join(g, m)
-                ]
-                if expired:
-                    groups.remove_members(conn, group_id, expired)
-                    removed += len(expired)
-                    after_commit(conn, partial(metrics.GROUP_MEMBERS_EXPIRED.inc, len(expired)))
-                if g.protocol_type is None:
-                    if expired:
-                        self._rebalance(conn, group_id, now_ms)
-                elif expired:
-                    members_left(conn, group_id, now_ms)
-                else:
-                    removed += complete_join(conn, group_id, now_ms)
+                removed += self._expire_group(conn, group_id, now_ms)
         return removed
+
+    def _expire_group(self, conn: Connection, group_id: str, now_ms: int) -> int:
+        """The expiry pass for one group, whose row the caller has locked: removes the members
+        whose session has ended (group_membership.session_ended) and rebalances the group, or
+        ends a Kafka door's join phase whose deadline has passed. Returns how many members it
+        removed. Also run by the requests that answer from whether the group has members
+        (DeleteGroups, OffsetDelete, a reset, a commit without a member): Kafka removes a
+        member the moment its session ends, and the pass may not have reached the group yet."""
+        g = groups.group(conn, group_id)
+        assert g is not None
+        expired = [m.member_id for m in groups.members(conn, group_id) if session_ended(g, m, now_ms)]
+        if expired:
+            groups.remove_members(conn, group_id, expired)
+            after_commit(conn, partial(metrics.GROUP_MEMBERS_EXPIRED.inc, len(expired)))
+        if g.protocol_type is None:
+            if expired:
+                self._rebalance(conn, group_id, now_ms)
+            return len(expired)
+        if expired:
+            members_left(conn, group_id, now_ms)
+            return len(expired)
+        return complete_join(conn, group_id, now_ms)
 
     def _rebalance(self, conn: Connection, group_id: str, now: int) -> None:
         members = groups.members(conn, group_id)
@@ -365,6 +382,11 @@ class GroupService:
                 # Kafka's rules for a group its door manages: a commit without a member and
                 # generation (a consumer that assigns itself partitions) only while it has no
                 # members, and none while the members wait for their new assignment.
+                if group_metadata is None and groups.members(conn, group_id):
+                    # Unless their sessions have ended (as in DeleteGroups). Locked as a join
+                    # locks it, and only here: a commit of a group without members takes no lock.
+                    if groups.group(conn, group_id, lock=RowLock.UPDATE) is not None:
+                        self._expire_group(conn, group_id, now)
                 if group_metadata is None and groups.members(conn, group_id):
                     raise UnknownMemberId(f"group {group_id!r} has members: a commit names a member and its "
                                           "generation")
@@ -409,8 +431,12 @@ class GroupService:
             # A join takes the group's row FOR UPDATE (groups.lock_group): held here too, no
             # member joins between the check below and the commit. A group without a row has
             # never had members; SQLite serializes every write transaction anyway.
-            groups.group(conn, group_id, lock=None if dry_run else RowLock.UPDATE)
-            members = groups.members(conn, group_id)
+            g = groups.group(conn, group_id, lock=None if dry_run else RowLock.UPDATE)
+            # Members whose session has ended are gone (as in DeleteGroups): removed by the
+            # reset, and not counted by its dry run, which writes nothing and answers the same.
+            if g is not None and not dry_run:
+                self._expire_group(conn, group_id, now)
+            members = [m for m in groups.members(conn, group_id) if g is None or not session_ended(g, m, now)]
             if members:
                 raise NonEmptyGroup(f"group {group_id!r} has {len(members)} active member(s): its offsets are "
                                     "reset only while it has none (stop its consumers first)")

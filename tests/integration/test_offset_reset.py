@@ -93,6 +93,18 @@ def test_a_group_with_active_members_is_refused_and_keeps_its_offsets(orders, dr
     assert _committed(orders) == {0: 3}
 
 
+@pytest.mark.parametrize("dry_run", [False, True], ids=["execute", "dry run"])
+def test_a_group_whose_members_session_has_ended_may_be_reset(orders, clock, settings, dry_run) -> None:  # type: ignore[no-untyped-def]
+    joined = orders.post(f"/v1/groups/{GROUP}/members", json={"topics": ["orders"]})
+    assert joined.status_code == 200, joined.text
+    clock.advance(settings.default_session_timeout_ms + 1)  # group expiry has not run
+
+    r = _reset(orders, to="latest", dry_run=dry_run)
+
+    assert r.status_code == 200, r.text
+    assert _planned(r.json()) == [(0, 3, 6), (1, None, 2)]
+
+
 def test_a_group_whose_members_left_may_be_reset(orders) -> None:  # type: ignore[no-untyped-def]
     member = orders.post(f"/v1/groups/{GROUP}/members", json={"topics": ["orders"]}).json()["member_id"]
     assert orders.delete(f"/v1/groups/{GROUP}/members/{member}").status_code == 204

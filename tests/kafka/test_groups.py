@@ -337,6 +337,16 @@ def test_a_consumer_without_a_group_commits_with_generation_minus_one_to_a_group
             ("orders", 0, 2, ErrorCode.none), ("orders", 1, -1, ErrorCode.none)]
 
 
+def test_a_consumer_without_a_group_commits_to_a_group_whose_members_session_has_ended(
+        kafka: Listener, clock: Any) -> None:
+    create_topic(kafka.client, "orders")
+    s, _member = _lone_member(kafka)
+    with s:
+        assert commit(s, "g", -1, "", {("orders", 0): 2}) == [ErrorCode.unknown_member_id]
+        clock.advance(10_001)  # past its 10 s session; group expiry has not run
+        assert commit(s, "g", -1, "", {("orders", 0): 2}) == [ErrorCode.none]
+
+
 def test_offset_fetch_with_require_stable_answers_unstable_while_a_transaction_holds_offsets(
         kafka: Listener) -> None:
     create_topic(kafka.client, "orders", partitions=2)
