@@ -251,6 +251,17 @@ Index(
     sqlite_where=text("commit_position IS NOT NULL"),
     postgresql_where=text("commit_position IS NOT NULL"),
 )
+# read_committed: the committed transactional batches of a partition in commit order, the only
+# ones that can lie below their position (read_committed.first_record_committed_from; migration
+# 0022). Without it that walk reads every plain batch from the slowest group's position on.
+Index(
+    "ix_record_batches_committed_txn",
+    record_batches.c.topic_id,
+    record_batches.c.partition,
+    record_batches.c.commit_position,
+    sqlite_where=text("txn_id IS NOT NULL AND commit_position IS NOT NULL"),
+    postgresql_where=text("txn_id IS NOT NULL AND commit_position IS NOT NULL"),
+)
 # A transaction's batches and marker in a partition: what a completion stamps.
 Index(
     "ix_record_batches_txn",

@@ -22,7 +22,7 @@ from sqlalchemy import select, text
 from app.services.log_service import SendBatch
 from app.storage.append import RecordToAppend
 from app.storage.read_window import _batch_page_stmt, _records_stmt
-from app.storage.read_committed import committed_between_for_groups_stmt
+from app.storage.read_committed import committed_between_for_groups_stmt, first_record_committed_from_stmt
 from app.storage.tables import transactions
 from app.storage.transactions import _id_starts_with
 from spark_jobs.reader.statement import positions_predicate
@@ -59,7 +59,8 @@ def _plan(database, sql: str) -> list[str]:  # type: ignore[no-untyped-def]
 def _scans(lines: list[str]) -> list[str]:
     """The index each scan of `records` uses, in plan order (outer first)."""
     names = ("ix_records_commit_markers", "ix_records_markers", "ix_records_txn_batches", "pk_records",
-             "sqlite_autoindex_records_1", "ix_record_batches_committed", "ix_record_batches_txn",
+             "sqlite_autoindex_records_1", "ix_record_batches_committed_txn", "ix_record_batches_committed",
+             "ix_record_batches_txn",
              "pk_record_batches", "sqlite_autoindex_record_batches_1")
     return [next(n for n in names if n in line) for line in lines if any(n in line for n in names)]
 
@@ -194,3 +195,20 @@ def test_a_groups_lag_is_counted_from_its_committed_offset_through_indexes_never
     # The committed offset bounds the batch index's range.
     assert [line for line in lines if "commit_position>?" in line or "commit_position >= pos.start" in line], lines
     assert sorted(_run_bounds(database, lines)) == sorted(["<", ">=" if database.dialect == "postgresql" else ">"]), lines
+
+
+def test_the_first_record_committed_from_a_position_walks_the_committed_transactional_batches_only(  # type: ignore[no-untyped-def]
+        services, database) -> None:
+    """first_record_committed_from (a deletion of consumed records, under the append lock):
+    the committed transactional batches from the position (ix_record_batches_committed_txn's
+    range, never the plain batches ix_record_batches_committed holds too), then each batch's
+    run. On a partition with no statistics."""
+    _fill(services)
+    with database.engine.connect() as conn:
+        topic_id = conn.execute(text("SELECT topic_id FROM topics WHERE name = 'plans'")).scalar_one()
+        sql = _compiled(conn, first_record_committed_from_stmt(database.dialect), topic_id=topic_id, partition=0,
+                        position=100)
+    lines = _plan(database, sql)
+    primary_key = "pk_records" if database.dialect == "postgresql" else "sqlite_autoindex_records_1"
+    assert _scans(lines) == ["ix_record_batches_committed_txn", primary_key], lines
+    assert not [line for line in lines if "Seq Scan" in line or re.search(r"SCAN (records|record_batches|b)\b", line)]
