@@ -19,10 +19,10 @@ offset, each key's latest committed record, "latest" in the order read_committed
 (commit order: a committed transaction's records at its COMMIT marker's offset). Records of
 aborted transactions go, and a marker goes once none of its records are left. A tombstone (a
 latest record whose value is null) goes once older than `delete_retention_ms`. Records of
-transactions committed at or past the cleaning point, and records without a key, stay. As in Kafka, the cleaning point advances by "dirty" sections: the records whose commit
-position lies between the last cleaning point (the checkpoint) and the new one supersede
-older records anywhere below; the clean part below the checkpoint already holds each key
-once.
+transactions committed at or past the cleaning point, and records without a key, stay. As
+in Kafka, the cleaning point advances by "dirty" sections: the records whose commit position
+lies between the last cleaning point (the checkpoint) and the new one supersede older
+records anywhere below; the clean part below the checkpoint already holds each key once.
 """
 
 from __future__ import annotations
