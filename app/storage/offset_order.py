@@ -181,14 +181,27 @@ def offset_for_timestamp(conn: Connection, topic_id: int, partition: int, timest
     after `timestamp_ms`, in offset order (Kafka's ListOffsets by timestamp); None if none. No
     index holds timestamps: the partition's records from `start` are walked in offset order
     until one is found."""
-    row = conn.execute(
-        select(records.c.offset, records.c.timestamp_ms)
-        .where(records.c.topic_id == topic_id, records.c.partition == partition,
-               records.c.offset >= start, records.c.offset < end, records.c.control_type.is_(None),
-               records.c.timestamp_ms >= timestamp_ms)
-        .order_by(records.c.offset).limit(1)
-    ).first()
+    row = conn.execute(_offset_for_timestamp_stmt(), {"topic_id": topic_id, "partition": partition, "start": start,
+                                                     "end": end, "timestamp_ms": timestamp_ms}).first()
     return None if row is None else (row[0], row[1])
+
+
+@cache
+def _offset_for_timestamp_stmt() -> Any:
+    # A marker is a record too until step 3 of docs/DESIGN-batches.md, stamped when its
+    # transaction completed: without the anti-join its offset would answer. Its batch row says
+    # it is one; the probe runs only for the rows the timestamp lets through, not for each
+    # record walked.
+    marker_here = select(record_batches.c.base_offset).where(
+        record_batches.c.topic_id == records.c.topic_id, record_batches.c.partition == records.c.partition,
+        record_batches.c.base_offset == records.c.offset, record_batches.c.control_type.is_not(None)).exists()
+    return (
+        select(records.c.offset, records.c.timestamp_ms)
+        .where(records.c.topic_id == bindparam("topic_id"), records.c.partition == bindparam("partition"),
+               records.c.offset >= bindparam("start"), records.c.offset < bindparam("end"),
+               records.c.timestamp_ms >= bindparam("timestamp_ms"), ~marker_here)
+        .order_by(records.c.offset).limit(1)
+    )
 
 
 def check_offset(offset: int, high_watermark: int, log_start: int) -> None:
