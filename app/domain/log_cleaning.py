@@ -19,11 +19,10 @@ offset, each key's latest committed record, "latest" in the order read_committed
 (commit order: a committed transaction's records at its COMMIT marker's offset). Records of
 aborted transactions go, and a marker goes once none of its records are left. A tombstone (a
 latest record whose value is null) goes once older than `delete_retention_ms`. Records of
-transactions whose outcome lies at or past the cleaning point, and records without a key,
-stay. As in Kafka, the cleaning point advances by "dirty" sections: the records whose commit
-position lies between the last cleaning point (the checkpoint) and the new one supersede
-older records anywhere below; the clean part below the checkpoint already holds each key
-once.
+transactions committed at or past the cleaning point, and records without a key, stay. As
+in Kafka, the cleaning point advances by "dirty" sections: the records whose commit position
+lies between the last cleaning point (the checkpoint) and the new one supersede older
+records anywhere below; the clean part below the checkpoint already holds each key once.
 """
 
 from __future__ import annotations
@@ -31,7 +30,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
-from app.domain.types import ControlType
+from app.domain.types import ControlType, RecordState
 
 
 def record_sizes(keys: Iterable[str | bytes | None], values: Iterable[str | bytes | None],
@@ -199,12 +198,15 @@ def _unsplit(rows: Sequence[StoredRow], log_start: int, bound: int) -> int:
 
 @dataclass(frozen=True, slots=True)
 class CompactionRow:
-    """A stored record or marker as the compaction scan reads it (never the value itself)."""
+    """A stored record or marker as the compaction scan reads it (never the value itself),
+    with what its batch row says of it: its transaction, and a record's outcome."""
 
     offset: int
     key: str | bytes | None  # as stored: a bytes topic's keys are bytes, compared as bytes
-    txn_id: int | None
-    control_type: ControlType | None
+    txn_id: int | None  # a record's transaction, or the one a marker ends
+    control_type: ControlType | None  # a marker's
+    state: RecordState | None  # a record's outcome; None for a marker
+    commit_position: int | None  # its batch's: set exactly when state is committed
     batch_record_count: int | None  # set on a transactional batch's first record (its head)
     timestamp_ms: int
     tombstone: bool  # value null
@@ -234,17 +236,17 @@ class Compaction:
        it: the cleaning point, which every record fed lies below and which never passes the
        last stable offset.
     2. `scan` is fed the stored rows of [log start, cleaning point) in DESCENDING offset
-       order, a chunk at a time, and answers each chunk's deletions. Descending, a
-       transaction's marker comes before its records, so each record's outcome and commit
-       position are known when it is met, and a run's surviving records before its head.
-    3. `markers_left_empty` names the markers all of whose records are gone.
+       order, a chunk at a time, each record with its outcome and commit position (its batch
+       row's), and answers each chunk's deletions. Descending, a run's surviving records come
+       before its head (the head repair), and a transaction's marker before its records.
+    3. `markers_left_empty` names the markers met all of whose records are gone.
     """
 
     def __init__(self, *, tombstones_before_ms: int) -> None:
         self.tombstones_before_ms = tombstones_before_ms
         self.cleaning_point: int | None = None
         self._latest: dict[str | bytes, tuple[int, int]] = {}  # key -> (commit position, offset)
-        self._outcome: dict[int, tuple[ControlType, int]] = {}  # txn -> (marker type, offset)
+        self._markers: dict[int, int] = {}  # txn -> its marker's offset, for the markers met
         self._survivors: dict[int, int] = {}  # txn -> records of it kept
         self._runs: dict[int, _Run] = {}  # txn -> the run being scanned
         self._last_scanned: int | None = None
@@ -271,7 +273,7 @@ class Compaction:
             self._last_scanned = row.offset
             if row.control_type is not None:
                 if row.txn_id is not None:
-                    self._outcome[row.txn_id] = (row.control_type, row.offset)
+                    self._markers[row.txn_id] = row.offset
                     self._survivors.setdefault(row.txn_id, 0)
                 continue
             keep = self._keeps(row)
@@ -291,15 +293,17 @@ class Compaction:
         return plan
 
     def _keeps(self, row: CompactionRow) -> bool:
-        if row.txn_id is None:
-            position = row.offset
-        else:
-            outcome = self._outcome.get(row.txn_id)
-            if outcome is None:
-                return True  # its marker lies at or past the cleaning point: not decided here
-            if outcome[0] is ControlType.ABORT:
-                return False
-            position = outcome[1]
+        assert self.cleaning_point is not None
+        if row.state is RecordState.ABORTED:
+            return False  # never shown to read_committed, wherever its marker lies
+        if row.state is not RecordState.COMMITTED:
+            return True  # not ended (below the last stable offset, never so): not decided here
+        # Where read_committed shows it: a plain record at its own offset, a transaction's at
+        # its COMMIT marker's (its batch's commit position).
+        position = row.offset if row.txn_id is None else row.commit_position
+        assert position is not None
+        if position >= self.cleaning_point:
+            return True  # committed past the cleaning point: neither superseded nor superseding here
         if row.key is None:
             return True  # nothing to compact it against
         latest = self._latest.get(row.key)
@@ -311,6 +315,4 @@ class Compaction:
     def markers_left_empty(self) -> list[int]:
         """Offsets of the markers met whose transactions have no record left in the partition.
         Only valid once the scan has reached the log start."""
-        return sorted(
-            offset for txn, (_, offset) in self._outcome.items() if self._survivors.get(txn, 0) == 0
-        )
+        return sorted(offset for txn, offset in self._markers.items() if self._survivors.get(txn, 0) == 0)

@@ -13,6 +13,7 @@ So the cleaner holds an appender up for one UPDATE and the commit, never for the
 
 from __future__ import annotations
 
+import bisect
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -20,9 +21,10 @@ from sqlalchemy import Connection, and_, bindparam, case, delete, func, or_, sel
 
 from app.domain.log_cleaning import ChunkSummary, CompactionRow, StoredRow
 from app.domain.topic_config import TopicConfig
-from app.domain.types import ControlType
+from app.domain.types import ControlType, RecordState
 from app.storage import dialect
 from app.storage.fetch_plan import RECORD_SIZE
+from app.storage.offset_order import batches_meeting
 from app.storage.tables import (
     cleaner_leases,
     deleted_topics,
@@ -232,30 +234,51 @@ def count_prefix_deleted(conn: Connection, topic_id: int, partition: int, summar
                                "p_size_bytes": summary.size, "p_bound": bound})
 
 
+_COMPACTION_RECORDS = (
+    select(records.c.offset, records.c.key, records.c.key_bytes, records.c.batch_record_count,
+           records.c.timestamp_ms,
+           # A marker's value is no tombstone either, but the scan never asks a marker's.
+           or_(records.c.value == _TOMBSTONE,
+               and_(records.c.value.is_(None), records.c.value_bytes.is_(None))).label("tombstone"))
+    .where(records.c.topic_id == bindparam("topic_id"), records.c.partition == bindparam("partition"),
+           records.c.offset >= bindparam("low"), records.c.offset < bindparam("below"))
+    .order_by(records.c.offset.desc())
+    .limit(bindparam("limit"))
+)
+_COMPACTION_BATCHES = batches_meeting(
+    record_batches.c.base_offset, record_batches.c.record_count, record_batches.c.txn_id,
+    record_batches.c.control_type, record_batches.c.state, record_batches.c.commit_position)
+_STATES = {s.value: s for s in RecordState}
+_CONTROL_TYPES = {c.value: c for c in ControlType}
+
+
 def compaction_rows(
     conn: Connection, topic_id: int, partition: int, low: int, below: int, limit: int
 ) -> list[CompactionRow]:
     """Up to `limit` rows of [low, below) in descending offset order: the compaction scan's
-    next chunk, read from the top."""
-    rows = conn.execute(
-        select(records.c.offset, records.c.key, records.c.txn_id, records.c.control_type,
-               records.c.batch_record_count, records.c.timestamp_ms,
-               or_(records.c.value == _TOMBSTONE,
-                   and_(records.c.control_type.is_(None), records.c.value.is_(None),
-                        records.c.value_bytes.is_(None))).label("tombstone"),
-               records.c.key_bytes)
-        .where(records.c.topic_id == topic_id, records.c.partition == partition,
-               records.c.offset >= low, records.c.offset < below)
-        .order_by(records.c.offset.desc())
-        .limit(limit)
-    ).all()
-    return [
-        # Keys compared as stored: a bytes topic's are bytes (its text column is NULL).
-        CompactionRow(r.offset, r.key_bytes if r.key is None else r.key, r.txn_id,
-                      None if r.control_type is None else ControlType(r.control_type),
-                      r.batch_record_count, r.timestamp_ms, bool(r.tombstone))
-        for r in rows
-    ]
+    next chunk, read from the top, each with its batch row's transaction, control type,
+    outcome and commit position. Two primary-key ranges, the records' and their batch rows',
+    matched in Python by run (as app.storage.offset_order reads them): no range join in the
+    database. Every stored row lies in exactly one batch row (tests/batch_rows.py asserts it
+    after every test), and below the cleaning point no batch row changes any more (none is
+    open there), so the two statements agree whatever commits between them."""
+    where = {"topic_id": topic_id, "partition": partition}
+    rows = conn.execute(_COMPACTION_RECORDS, {**where, "low": low, "below": below, "limit": limit}).all()
+    if not rows:
+        return []
+    batches = conn.execute(_COMPACTION_BATCHES, {**where, "start": rows[-1].offset, "last": rows[0].offset}).all()
+    starts = [b.base_offset for b in batches]
+    out = []
+    for r in rows:
+        b = batches[bisect.bisect_right(starts, r.offset) - 1]
+        assert b.base_offset <= r.offset < b.base_offset + b.record_count, f"no batch row holds offset {r.offset}"
+        out.append(CompactionRow(
+            # Keys compared as stored: a bytes topic's are bytes (its text column is NULL).
+            r.offset, r.key_bytes if r.key is None else r.key, b.txn_id,
+            None if b.control_type is None else _CONTROL_TYPES[b.control_type],
+            None if b.state is None else _STATES[b.state], b.commit_position,
+            r.batch_record_count, r.timestamp_ms, bool(r.tombstone)))
+    return out
 
 
 _UNCOUNT = (
@@ -285,7 +308,7 @@ def delete_prefix(conn: Connection, topic_id: int, partition: int, start: int, b
 
     A transactional batch whose run [head, head + count) crosses `bound` keeps its records at
     or past it readable: the first of them becomes the head of the rest of the run, in this
-    transaction (read_committed finds a batch's records only through its head). Retention
+    transaction (set_batch_heads says who reads heads). Retention
     never cuts a transaction, but DeleteRecords may put a log start inside a batch, and a
     chunk edge may fall there too."""
     crossing = conn.execute(
@@ -337,8 +360,10 @@ _SET_HEAD = (
 
 def set_batch_heads(conn: Connection, topic_id: int, partition: int, heads: Sequence[tuple[int, int]]) -> None:
     """Make each (offset, count) the head of the run [offset, offset + count): compaction
-    deleted the run's head and kept these records, which read_committed finds only through a
-    head (ix_records_txn_batches)."""
+    deleted the run's head and kept these records. Today's readers find them through their
+    batch row; a head keeps them readable through ix_records_txn_batches by the view and code
+    before migration 0020, which a downgrade brings back. Goes with batch_record_count (step 3
+    of docs/DESIGN-batches.md)."""
     if heads:
         conn.execute(_SET_HEAD, [{"h_topic_id": topic_id, "h_partition": partition, "h_offset": o,
                                   "h_count": n} for o, n in heads])

@@ -28,11 +28,31 @@ _STATES = {s.value: s for s in RecordState}
 _CONTROL_TYPES = {c.value: c for c in ControlType}
 
 
+def batches_meeting(*columns: Any) -> Any:
+    """The batch rows (these columns) whose runs meet the offsets [start, last] of a partition
+    (bind parameters topic_id, partition, start, last), in offset order: from the one that
+    holds `start` (the last to begin at or below it: one probe of the primary key) to the last
+    that begins at or below `last`, one range of the primary key. Without the probe a read from
+    the middle of a batch would lose the batch (its head, producer, sequence and outcome)."""
+    in_partition = (record_batches.c.topic_id == bindparam("topic_id"),
+                    record_batches.c.partition == bindparam("partition"))
+    holding_start = func.coalesce(
+        select(record_batches.c.base_offset)
+        .where(*in_partition, record_batches.c.base_offset <= bindparam("start"))
+        .order_by(record_batches.c.base_offset.desc()).limit(1)
+        .scalar_subquery(),
+        bindparam("start", type_=BigInteger))
+    return (
+        select(*columns)
+        .where(*in_partition, record_batches.c.base_offset >= holding_start,
+               record_batches.c.base_offset <= bindparam("last"))
+        .order_by(record_batches.c.base_offset)
+    )
+
+
 @cache
 def _stmts() -> tuple[Any, Any, Any, Any]:
     where = (records.c.topic_id == bindparam("topic_id"), records.c.partition == bindparam("partition"))
-    in_partition = (record_batches.c.topic_id == bindparam("topic_id"),
-                    record_batches.c.partition == bindparam("partition"))
     bounds = select(partitions.c.next_offset, partitions.c.log_start_offset, LAST_STABLE_OFFSET).where(
         partitions.c.topic_id == bindparam("topic_id"), partitions.c.partition == bindparam("partition"))
     # Where a read stops: the first row from `start` and the last whose running sum of sizes
@@ -49,24 +69,10 @@ def _stmts() -> tuple[Any, Any, Any, Any]:
         "running")
     cut = select(func.min(running.c.offset),
                  func.max(case((running.c.running <= bindparam("max_bytes"), running.c.offset))))
-    # The batches whose runs meet [start, last], in offset order: from the one that holds
-    # `start` (the last to begin at or below it: one probe of the primary key) to the last
-    # that begins at or below `last`, one range of the primary key. Without the probe a read
-    # from the middle of a batch would lose the batch's head (its producer and sequence).
-    holding_start = func.coalesce(
-        select(record_batches.c.base_offset)
-        .where(*in_partition, record_batches.c.base_offset <= bindparam("start"))
-        .order_by(record_batches.c.base_offset.desc()).limit(1)
-        .scalar_subquery(),
-        bindparam("start", type_=BigInteger))
-    batches = (
-        select(record_batches.c.base_offset, record_batches.c.record_count, record_batches.c.producer_id,
-               record_batches.c.producer_epoch, record_batches.c.base_sequence, record_batches.c.txn_id,
-               record_batches.c.control_type, record_batches.c.state)
-        .where(*in_partition, record_batches.c.base_offset >= holding_start,
-               record_batches.c.base_offset <= bindparam("last"))
-        .order_by(record_batches.c.base_offset)
-    )
+    batches = batches_meeting(
+        record_batches.c.base_offset, record_batches.c.record_count, record_batches.c.producer_id,
+        record_batches.c.producer_epoch, record_batches.c.base_sequence, record_batches.c.txn_id,
+        record_batches.c.control_type, record_batches.c.state)
     # Their records: the one primary-key range [start, last] (never below the log start: a
     # read starts at or above it, LogService.read_in_offset_order), handed to each batch by
     # its run in read_batches, so the database sorts nothing and joins nothing.
@@ -175,14 +181,27 @@ def offset_for_timestamp(conn: Connection, topic_id: int, partition: int, timest
     after `timestamp_ms`, in offset order (Kafka's ListOffsets by timestamp); None if none. No
     index holds timestamps: the partition's records from `start` are walked in offset order
     until one is found."""
-    row = conn.execute(
-        select(records.c.offset, records.c.timestamp_ms)
-        .where(records.c.topic_id == topic_id, records.c.partition == partition,
-               records.c.offset >= start, records.c.offset < end, records.c.control_type.is_(None),
-               records.c.timestamp_ms >= timestamp_ms)
-        .order_by(records.c.offset).limit(1)
-    ).first()
+    row = conn.execute(_offset_for_timestamp_stmt(), {"topic_id": topic_id, "partition": partition, "start": start,
+                                                     "end": end, "timestamp_ms": timestamp_ms}).first()
     return None if row is None else (row[0], row[1])
+
+
+@cache
+def _offset_for_timestamp_stmt() -> Any:
+    # A marker is a record too until step 3 of docs/DESIGN-batches.md, stamped when its
+    # transaction completed: without the anti-join its offset would answer. Its batch row says
+    # it is one; the probe runs only for the rows the timestamp lets through, not for each
+    # record walked.
+    marker_here = select(record_batches.c.base_offset).where(
+        record_batches.c.topic_id == records.c.topic_id, record_batches.c.partition == records.c.partition,
+        record_batches.c.base_offset == records.c.offset, record_batches.c.control_type.is_not(None)).exists()
+    return (
+        select(records.c.offset, records.c.timestamp_ms)
+        .where(records.c.topic_id == bindparam("topic_id"), records.c.partition == bindparam("partition"),
+               records.c.offset >= bindparam("start"), records.c.offset < bindparam("end"),
+               records.c.timestamp_ms >= bindparam("timestamp_ms"), ~marker_here)
+        .order_by(records.c.offset).limit(1)
+    )
 
 
 def check_offset(offset: int, high_watermark: int, log_start: int) -> None:

@@ -169,9 +169,11 @@ records = Table(
 )
 # A COMMIT marker finds its transaction's batch heads in its partition, one entry per batch
 # rather than per record (migration 0004), and each head's records through the primary key.
-# Its users now: Kafka Fetch's read_committed (app.storage.offset_order) and the log cleaner,
-# which keeps a head for every run it leaves (cleaning.set_batch_heads); HTTP Fetch, the
-# counters and the committed_records view read record_batches instead.
+# No query of app/ walks it any more: every reader, and compaction's outcomes, read
+# record_batches. The log cleaner still keeps a head for every run it leaves
+# (cleaning.set_batch_heads) while batch_record_count is written, for the views and code
+# before migration 0020 that a downgrade brings back; both go in step 3 of
+# docs/DESIGN-batches.md.
 Index(
     "ix_records_txn_batches",
     records.c.topic_id,

@@ -439,6 +439,24 @@ def test_compaction_never_reaches_the_last_stable_offset(client, cleaner, db_url
     assert offsets_stored(db_url, "t") == [0, 1, 2]
 
 
+def test_a_transaction_aborted_past_the_cleaning_point_loses_its_records_and_later_its_marker(client, cleaner, db_url) -> None:  # type: ignore[no-untyped-def]
+    create_topic(client, "t", cleanup_policy="compact")
+    x = txn(client, "x", "t", [1, 2], keys=["a", "b"], commit=None)  # 0, 1
+    y = txn(client, "y", "t", [3], keys=["c"], commit=None)  # 2: the last stable offset from here
+    assert client.post("/v1/transactions/x/abort", json=ident(x)).status_code == 200  # marker 3
+
+    # Cleaning point 2: x's records are aborted by their batch row, though its marker lies
+    # past the point, unscanned.
+    assert cleaner.run_once().compaction == 2
+    assert offsets_stored(db_url, "t") == [2, 3]
+
+    assert client.post("/v1/transactions/y/commit", json=ident(y)).status_code == 200  # marker 4
+    cleaner.run_once()
+    assert offsets_stored(db_url, "t") == [2, 4]  # x's marker, met with no record left
+    assert committed_values(client, "t") == [("c", 3)]
+    assert_counters_exact(client, db_url, "t")
+
+
 def test_a_partly_compacted_transaction_is_still_read_through_its_new_head(client, cleaner, db_url) -> None:  # type: ignore[no-untyped-def]
     create_topic(client, "t", cleanup_policy="compact")
     txn(client, "x", "t", [1, 2, 3, 4], keys=["a", "b", "c", "d"])  # 0..3, marker 4

@@ -2,8 +2,9 @@
 the planner has no statistics for (the service never runs ANALYZE): the batch rows from the
 one holding the read's start (one probe of record_batches' primary key, backwards), the
 records as one range of theirs, and the aborted transactions' first batches through
-ix_record_batches_txn. A scan of the partition's batches or records per read would make a
-Fetch cost the partition's size instead of the answer's."""
+ix_record_batches_txn; ListOffsets by timestamp walks the records and probes a batch row
+per record its timestamp lets through. A scan of the partition's batches or records per
+read would make a Fetch cost the partition's size instead of the answer's."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from sqlalchemy import text
 
 from app.services.log_service import SendBatch
 from app.storage.append import RecordToAppend
-from app.storage.offset_order import _firsts_stmt, _stmts
+from app.storage.offset_order import _firsts_stmt, _offset_for_timestamp_stmt, _stmts
 
 SENDS = 40
 RECORDS_PER_SEND = 20
@@ -80,3 +81,12 @@ def test_the_aborted_transactions_first_batches_are_probed_in_the_transaction_in
     assert _scans(lines) == ["txn"], lines
     # The transaction id is part of the index condition, not a filter over every batch.
     assert any("txn_id" in line for line in lines if "ix_record_batches_txn" in line or "Index Cond" in line), lines
+
+
+def test_list_offsets_by_timestamp_walks_the_records_and_probes_a_batch_row_per_candidate(services: Any, database: Any) -> None:
+    topic_id = _fill(services)
+    lines = _plan(database, _offset_for_timestamp_stmt(), topic_id=topic_id, partition=0, start=0, end=10**6,
+                  timestamp_ms=0)
+    # Not a hash anti-join over the partition's batch rows: a walk that stops at its first
+    # record would pay for every batch of the partition.
+    assert _scans(lines) == ["records", "batches"], lines

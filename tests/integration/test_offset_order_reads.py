@@ -131,6 +131,21 @@ def test_list_offsets_by_a_timestamp_later_than_every_record_finds_none(client: 
     assert log.partition_offsets("orders", 0, isolation=RC, timestamp_ms=3001).found is None
 
 
+def test_list_offsets_by_timestamp_never_answers_a_markers_offset(client: Any, clock: Any) -> None:
+    create_topic(client, "orders")
+    p = init_producer(client, "x")
+    begin(client, "x", p)
+    early = {"topic": "orders", "partition": 0, "base_sequence": 0, "records": [{"value": "x", "timestamp_ms": 1000}]}
+    assert send(client, [early], p, "x").status_code == 200  # offset 0
+    assert client.post("/v1/transactions/x/commit", json=ident(p)).status_code == 200  # marker 1, at the clock
+    late = clock() + 1
+    assert send(client, [{"topic": "orders", "partition": 0,
+                          "records": [{"value": "late", "timestamp_ms": late}]}]).status_code == 200  # offset 2
+    log = client.app.state.services.log
+    for isolation in (RC, RU):
+        assert log.partition_offsets("orders", 0, isolation=isolation, timestamp_ms=2000).found == (2, late)
+
+
 def test_list_offsets_by_timestamp_under_read_committed_stops_at_the_last_stable_offset(client: Any) -> None:
     log, _ = _log(client)  # offsets 7, 8 are an open transaction's; 9 is plain, past the LSO
     r = client.post("/v1/records", json={"batches": [{"topic": "orders", "partition": 0, "records": [

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from hypothesis import given
@@ -20,7 +22,7 @@ from app.domain.log_cleaning import (
     retention_bound,
     throttle_pause_s,
 )
-from app.domain.types import ControlType
+from app.domain.types import ControlType, RecordState
 
 C, A = ControlType.COMMIT, ControlType.ABORT
 OLD, NEW = 100, 1_000  # timestamps: records before 500 have expired
@@ -212,26 +214,44 @@ def test_the_throttle_pauses_until_the_records_average_the_limit() -> None:
 
 def row(offset: int, key: str | None = None, txn: int | None = None, head: int | None = None,
         ts: int = NEW, tombstone: bool = False) -> CompactionRow:
-    return CompactionRow(offset, key, txn, None, head, ts, tombstone)
+    """A record; its outcome as a plain one's (committed), compacted() gives a transaction's."""
+    return CompactionRow(offset, key, txn, None, RecordState.COMMITTED, None, head, ts, tombstone)
 
 
 def mark(offset: int, txn: int, kind: ControlType = C) -> CompactionRow:
-    return CompactionRow(offset, None, txn, kind, None, NEW, False)
+    return CompactionRow(offset, None, txn, kind, None, None, None, NEW, False)
+
+
+def with_outcomes(rows: list[CompactionRow]) -> list[CompactionRow]:
+    """The rows with each record's outcome and commit position as its batch row holds them:
+    from its transaction's marker wherever that lies (open without one), a plain record's
+    commit position its own offset (a batch of one record)."""
+    outcome = {r.txn_id: (r.control_type, r.offset) for r in rows if r.control_type is not None}
+    out = []
+    for r in rows:
+        if r.control_type is not None:
+            out.append(r)
+        elif r.txn_id is None:
+            out.append(dataclasses.replace(r, commit_position=r.offset))
+        elif r.txn_id not in outcome:
+            out.append(dataclasses.replace(r, state=RecordState.OPEN))
+        elif outcome[r.txn_id][0] is C:
+            out.append(dataclasses.replace(r, commit_position=outcome[r.txn_id][1]))
+        else:
+            out.append(dataclasses.replace(r, state=RecordState.ABORTED))
+    return out
 
 
 def compacted(rows: list[CompactionRow], point: int, *, tombstones_before: int = 0,
               dirty_from: int = 0) -> tuple[list[int], list[tuple[int, int]], list[int]]:
     """Feed a Compaction the committed records of the dirty section as read_committed gives
-    them, scan the rows top down: (deleted offsets, new heads, empty markers)."""
-    outcome = {r.txn_id: (r.control_type, r.offset) for r in rows if r.control_type is not None}
+    them, scan the rows top down with their outcomes (with_outcomes): (deleted offsets, new
+    heads, empty markers)."""
+    rows = with_outcomes(rows)
     committed = []
     for r in rows:
-        if r.control_type is not None:
-            continue
-        if r.txn_id is None:
-            committed.append((r.offset, r.offset, r.key))
-        elif outcome.get(r.txn_id, (None,))[0] is C:
-            committed.append((outcome[r.txn_id][1], r.offset, r.key))
+        if r.control_type is None and r.state is RecordState.COMMITTED:
+            committed.append((r.offset if r.txn_id is None else r.commit_position, r.offset, r.key))
     compaction = Compaction(tombstones_before_ms=tombstones_before)
     for position, offset, key in sorted(committed):
         if dirty_from <= position < point:
@@ -262,6 +282,13 @@ def test_a_transaction_decided_past_the_cleaning_point_keeps_its_records() -> No
     # Cleaning point 4: txn 7's marker is not below it, so its records stay, and do not
     # supersede anything either.
     assert compacted(rows, 4)[0] == []
+
+
+def test_a_transaction_aborted_past_the_cleaning_point_loses_its_records_but_not_its_marker() -> None:
+    # Cleaning point 3: txn 7's records are aborted (their batch row says so), so they go,
+    # though its marker at 3 is not scanned; it goes in a later pass that meets it.
+    rows = [row(0, "a", txn=7, head=2), row(1, "b", txn=7), row(2, "c"), mark(3, 7, A)]
+    assert compacted(rows, 3)[0::2] == ([0, 1], [])
 
 
 def test_aborted_records_go_and_so_does_their_empty_marker() -> None:
