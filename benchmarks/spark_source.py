@@ -32,6 +32,10 @@ materialised, nothing collected), with the same number of tasks (--tasks):
   and row count, no database: what PySpark's Python data source machinery itself costs;
 - jvm: read_outbox(reader="jvm"), the data source's plan read by Spark's JDBC reader
   (spark_jobs/reader/jvm.py), every column; jvm_no_headers: includeHeaders=false;
+- jvm_stored: the JVM read's JDBC relation alone (spark_jobs.reader.jvm.stored_rows): the
+  view's columns as stored, headers as JSON text, nothing made from them;
+  jvm_headers_text: that with the timestamp made as the JVM read makes it, headers left as
+  text: jvm less the headers' JSON parse (from_json), what that parse costs;
 - jvm_nullable: the same read, queries and columns, without the data source's schema declared
   on its JDBC relation (Spark's JDBC schema: every column nullable, JDBC metadata): the JVM read
   as it was before it declared the schema, to measure what declaring costs;
@@ -81,7 +85,7 @@ from benchmarks.jdbc_reader import (  # noqa: E402
 
 DATABASE = "outbox_spark_source_bench"
 VARIANTS = ("plain", "records_raw", "view_jdbc", "source_adbc", "source_psycopg", "source_adbc_no_headers",
-            "jdbc_reader", "arrow_floor", "jvm", "jvm_no_headers", "jvm_nullable",
+            "jdbc_reader", "arrow_floor", "jvm", "jvm_no_headers", "jvm_nullable", "jvm_stored", "jvm_headers_text",
             "plain_count", "source_adbc_count", "jvm_count", "jvm_nullable_count",
             "plain_pruned", "source_adbc_pruned", "jvm_pruned", "jvm_nullable_pruned")
 # What each variant's ratio is taken against: the raw JDBC read of the same rows, in the same way.
@@ -266,6 +270,14 @@ def main(argv: list[str] | None = None) -> int:
             splits = plan_splits(options, bounds, starting_committed(options, bounds), Pruning())
             return record_columns(stored_rows(spark, options, splits), options)
 
+        def jvm_stored(**extra: str):  # type: ignore[no-untyped-def]
+            # read_jvm's JDBC relation alone: the view's columns as stored, nothing made from them
+            options = parse_options({"url": api, "databaseUrl": url, "topics": committed_log.TOPIC,
+                                     "positionsPerSplit": str(per_split), **extra})
+            bounds = snapshot(options, None)
+            return stored_rows(spark, options, plan_splits(options, bounds, starting_committed(options, bounds),
+                                                           Pruning()))
+
         pruned = PRUNED.format(last=max(ends))
 
         def view_jdbc():  # type: ignore[no-untyped-def]
@@ -297,6 +309,8 @@ def main(argv: list[str] | None = None) -> int:
 
         # Each source variant names its driver: the default moved from psycopg to ADBC, and a
         # variant that left it to the default measured ADBC under psycopg's name.
+        from pyspark.sql import functions as F
+
         variants = {
             "arrow_floor": lambda: spark.read.format("arrow_floor").load(),
             "plain": plain,
@@ -309,6 +323,10 @@ def main(argv: list[str] | None = None) -> int:
             "jvm": jvm,
             "jvm_no_headers": lambda: jvm(includeHeaders="false"),
             "jvm_nullable": jvm_nullable,
+            "jvm_stored": jvm_stored,
+            "jvm_headers_text": lambda: jvm_stored().select(
+                *[c for c in jvm_stored().columns if c != "timestamp_ms"],
+                F.timestamp_millis("timestamp_ms").alias("timestamp")),
             "jvm_nullable_count": lambda: jvm_nullable().groupBy().count(),
             "jvm_nullable_pruned": lambda: jvm_nullable().where(pruned),
             "plain_count": lambda: plain().groupBy().count(),
