@@ -204,37 +204,14 @@ def read_jvm(spark: Any, options: SourceOptions, splits: Sequence[Split]) -> Any
     # (docs/SPARK.md, "The JVM read measured"; the benchmark no longer has that form).
     # record_columns over the declared relation gives the schema as it is
     # (tests/spark/test_jvm_reader.py).
-    return record_columns(stored_rows(spark, options, splits, schema), options)
+    return record_columns(declared(spark, stored_rows(spark, options, splits), schema), options)
 
 
-def stored_rows(spark: Any, options: SourceOptions, splits: Sequence[Split], schema: Any = None) -> Any:
-    """The view's rows of `splits` as stored (STORED_TYPES), one JDBC query per split; with the
-    data source's `schema`, each JDBC relation declares it (declared).
-
-    One relation per topic, its `topic` a literal, not read: every split's predicate names its
-    one topic, and the view's topic text read per row cost a fifth of the read (docs/SPARK.md,
-    "The JVM read against issue 32's target"). A filter on topic then drops whole relations
-    instead of reaching their queries."""
-    from functools import reduce
-
-    from pyspark.sql import functions as F
-
+def stored_rows(spark: Any, options: SourceOptions, splits: Sequence[Split]) -> Any:
+    """The view's rows of `splits` as stored (STORED_TYPES), one JDBC query per split."""
     source = JdbcSource.of(options.database)
-
-    def relation(of: Sequence[Split]) -> Any:
-        stored = spark.read.jdbc(source.url, VIEW, predicates=predicates(of, source.database),
-                                 properties=connection_properties(source))
-        return stored if schema is None else declared(spark, stored, schema)
-
-    by_topic: dict[str, list[Split]] = {}
-    for split in splits:
-        by_topic.setdefault(split.range.topic, []).append(split)
-    if not by_topic:  # one task that reads nothing, its topic column the view's
-        return relation(splits)
-    frames = [(stored := relation(own)).select(F.lit(topic).alias("topic"),
-                                               *[c for c in stored.columns if c != "topic"])
-              for topic, own in by_topic.items()]
-    return reduce(lambda a, b: a.union(b), frames)
+    return spark.read.jdbc(source.url, VIEW, predicates=predicates(splits, source.database),
+                           properties=connection_properties(source))
 
 
 def record_columns(stored: Any, options: SourceOptions) -> Any:
