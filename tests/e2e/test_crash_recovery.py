@@ -15,12 +15,14 @@ from typing import Any
 
 import httpx
 import pytest
-from sqlalchemy import delete, insert, select
+from sqlalchemy import delete, insert, select, update
 
-from app.domain.types import ControlType
+from app.domain.types import ControlType, RecordState
 from app.storage.engine import Database, build_engine
+from app.storage.batch_rows import marker_batch_row
 from app.storage.log_end import take_offsets
-from app.storage.tables import records, transaction_partitions, transactions
+from app.storage.markers import MarkerOwner, marker_row
+from app.storage.tables import record_batches, records, transaction_partitions, transactions
 from tests.e2e.api import (
     committed_view,
     describe_txn,
@@ -213,16 +215,22 @@ def _one_marker_as_an_earlier_worker(conn: Any, txn_id: int, producer: dict[str,
                                      partition: int) -> list[tuple[int, int, int]]:
     """What one database transaction of such a worker did: claim the partition (delete its
     transaction_partitions row) and, if it was still there, append the COMMIT marker at the
-    log end, taken as every append takes it."""
+    log end, taken as every append takes it, with the marker's batch row, and stamp the
+    transaction's open batches in the partition committed at the marker (as every completion
+    since migration 0019 does: without the stamp read_committed would never expose them)."""
     claimed = conn.execute(delete(transaction_partitions).where(
         transaction_partitions.c.transactional_id == TID, transaction_partitions.c.txn_id == txn_id,
         transaction_partitions.c.topic_id == topic_id, transaction_partitions.c.partition == partition)).rowcount
     if not claimed:
         return []
     offset = take_offsets(conn, topic_id, partition, 1, records=0)
-    conn.execute(insert(records).values(
-        topic_id=topic_id, partition=partition, offset=offset, timestamp_ms=1, producer_id=producer["producer_id"],
-        producer_epoch=producer["producer_epoch"], txn_id=txn_id, control_type=ControlType.COMMIT.value))
+    owner = MarkerOwner(TID, txn_id, producer["producer_id"], producer["producer_epoch"])
+    conn.execute(insert(records).values(marker_row(topic_id, partition, offset, owner, ControlType.COMMIT, 1)))
+    conn.execute(insert(record_batches).values(marker_batch_row(topic_id, partition, offset, owner, ControlType.COMMIT)))
+    conn.execute(update(record_batches).where(
+        record_batches.c.topic_id == topic_id, record_batches.c.partition == partition,
+        record_batches.c.txn_id == txn_id, record_batches.c.state == RecordState.OPEN.value,
+    ).values(state=RecordState.COMMITTED.value, commit_position=offset))
     return [(topic_id, partition, offset)]
 
 
