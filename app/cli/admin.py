@@ -122,7 +122,8 @@ def groups(settings: Settings, args: argparse.Namespace) -> int:
             out = {"group_id": args.group_id, "generation_id": generation, "members": [
                 {"member_id": m.member_id, "topics": m.topics,
                  "assignment": [{"topic": t, "partition": p} for t, p in m.assignment],
-                 "session_timeout_ms": m.session_timeout_ms, "last_heartbeat_ms": m.last_heartbeat_ms}
+                 "session_timeout_ms": m.session_timeout_ms, "last_heartbeat_ms": m.last_heartbeat_ms,
+                 "client_id": m.client_id, "client_host": m.client_host}
                 for m in members]}
         elif args.action == "lag":
             out = services.groups.lag(args.group_id).as_dict(args.group_id)
