@@ -292,7 +292,7 @@ def test_unreachable_missing_or_unmigrated_databases_and_services_are_one_line_e
     assert f"no SQLite database at {tmp_path}/none.db" in _error(
         spark, url=no_service, databaseUrl=f"sqlite:///{tmp_path}/none.db", topics="t")
     sqlite3.connect(tmp_path / "empty.db").close()
-    assert "has no committed_records view: it is not an outbox database migrated to 0003" in _error(
+    assert "has no committed_records view with batch_position: it is not an outbox database migrated to 0020" in _error(
         spark, url=no_service, databaseUrl=f"sqlite:///{tmp_path}/empty.db", topics="t")
     assert "cannot read the database postgresql://postgres@127.0.0.1:9/outbox" in _error(
         spark, url=no_service, databaseUrl="postgresql://postgres@127.0.0.1:9/outbox", topics="t")
