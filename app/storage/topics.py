@@ -351,11 +351,11 @@ def last_stable_offset(conn: Connection, topic_id: int, partition: int) -> int:
 
 
 def log_start_at_least(offset: Any) -> Any:
-    """max(log_start_offset, offset), spelt so that both databases take it (SQLite's max() of
-    two values is PostgreSQL's GREATEST()). Whoever moves a log start, DeleteRecords here or
-    the log cleaner, writes it in this form in one UPDATE: it never moves backwards, so
-    whichever commits last cannot undo the other."""
-    return case((partitions.c.log_start_offset < offset, offset), else_=partitions.c.log_start_offset)
+    """max(log_start_offset, offset) (dialect.greatest: SQLite's max() of two values is
+    PostgreSQL's GREATEST()). Whoever moves a log start, DeleteRecords here or the log cleaner,
+    writes it in this form in one UPDATE: it never moves backwards, so whichever commits last
+    cannot undo the other."""
+    return dialect.greatest(partitions.c.log_start_offset, offset)
 
 
 _ADVANCE_LOG_START = (
