@@ -162,6 +162,23 @@ def test_a_value_that_is_not_json_is_an_invalid_record_and_nothing_of_its_batch_
     assert _stored(kafka) == []
 
 
+def test_a_number_beyond_a_64_bit_float_among_json_values_is_an_invalid_record_and_nothing_is_written(
+        kafka: Listener) -> None:
+    create_topic(kafka.client, "orders")
+    with kafka.connect() as s:
+        answer = ask(s, 0, 9, _produce("orders", 0, _records([b'{"a": 1}', b'{"b": [1e400]}', b'"c"'])))
+    assert _partition_answer(answer).error_code == ErrorCode.invalid_record
+    assert _stored(kafka) == []
+
+
+def test_a_record_larger_than_max_message_bytes_is_message_too_large_and_nothing_is_written(kafka: Listener) -> None:
+    create_topic(kafka.client, "orders", max_message_bytes=1000)
+    with kafka.connect() as s:
+        answer = ask(s, 0, 9, _produce("orders", 0, _records([b'"small"', b'"' + b"x" * 1000 + b'"'])))
+    assert _partition_answer(answer).error_code == ErrorCode.message_too_large
+    assert _stored(kafka) == []
+
+
 def test_a_key_that_is_not_utf8_is_an_invalid_record(kafka: Listener) -> None:
     create_topic(kafka.client, "orders")
     with kafka.connect() as s:

@@ -180,10 +180,37 @@ def test_a_json_topic_refuses_a_kafka_batch_naming_the_record_from_kafka_refuses
     [b"[1", b"2]", b"3,4"],  # no value JSON, though the three joined by commas are an array of three
     [b'"a', b'b"'],
     [b"1 2", b"3"],
+    [b'"a', b'b",1'],  # joined: an array of two whose lengths add up to the values' lengths
+    [b'"x', b'"],[1'],
 ])
 def test_a_json_topic_refuses_a_kafka_batch_whose_values_are_json_only_together(values: list[bytes]) -> None:
     with pytest.raises(InvalidRecord, match="record 0 of t/0: a json topic's value must be JSON"):
         _kafka_batch([(None, v, [], 1) for v in values], JSON)
+
+
+# A JSON topic's values at the edges of what it takes: whatever path kafka_batch takes through a
+# batch, each is taken or refused exactly as from_kafka takes or refuses it alone.
+_JSON_EDGES = [
+    b"1", b" 1", b"1 ", b'"\\ud83d\\ude00"', b'"\\u0000"', b'{"a":1,"a":2}', b"-0", b"1e308", b"1E+308",
+    b"-1e-400", b"9" * 308, b"0." + b"0" * 400 + b"1", b"123456789012345678901234567890",
+    b"[" * 254 + b"]" * 254,
+    b"1e400", b"1E+400", b"-1e309", b"1" + b"0" * 309, b"9" * 309, b"[1e400]", b'{"a":-1e999}',
+    b'"\xff"', b'"\xed\xa0\x80"', b'"\\ud800"', b'"\\uDC00"', b'"a\x01b"', b"NaN", b"Infinity", b"01", b"1.",
+    b"", b" ", b"[1,]", b'{"a":1,}', b"\xef\xbb\xbf1", b"[" * 255 + b"]" * 255, b"1 2", b"tru", b"[1", b"]",
+]
+
+
+@pytest.mark.parametrize("value", _JSON_EDGES)
+def test_a_json_topics_kafka_batch_takes_and_refuses_each_value_as_from_kafka_does(value: bytes) -> None:
+    records = [(b"k", b'{"a": 1}', [], 1), (b"k", value, [], 2), (b"k", b"[2]", [], 3)]
+    try:
+        expected = [from_kafka(k, v, h, ts, JSON, index=i, where="t/0") for i, (k, v, h, ts) in enumerate(records)]
+    except InvalidRecord as one:
+        with pytest.raises(InvalidRecord) as batch:
+            _kafka_batch(records, JSON)
+        assert str(batch.value) == str(one)
+    else:
+        assert _kafka_batch(records, JSON).records == expected
 
 
 def test_a_bytes_topic_takes_any_kafka_batch_and_refuses_only_a_timestamp_out_of_range() -> None:
