@@ -36,7 +36,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import msgspec
 import orjson
 
 from app.domain.errors import InvalidRecord, InvalidRequest, RecordListTooLarge
@@ -135,17 +134,11 @@ def check_timestamp(timestamp_ms: Any, what: str) -> None:
         raise InvalidRequest(f"{what}: timestamp_ms must be an integer from 0 to {MAX_INT64}, not {timestamp_ms!r}")
 
 
-def may_hold_infinite_numbers(json_text: bytes) -> bool:
-    """Whether JSON text may hold a number that is not finite as a 64-bit float: the cheap
-    search that decides whether the text needs a parse to tell."""
-    shapes = json_text.translate(_SHAPES, _SIGNS)
-    return _LONG_EXPONENT in shapes or _LONG_RUN in shapes
-
-
 def check_finite_numbers(json_text: bytes) -> None:
     """Refuse JSON text holding a number that is not finite as a 64-bit float. A cheap search
     first: a Send's whole body is looked through at once."""
-    if may_hold_infinite_numbers(json_text):
+    shapes = json_text.translate(_SHAPES, _SIGNS)
+    if _LONG_EXPONENT in shapes or _LONG_RUN in shapes:
         try:
             orjson.loads(json_text)
         except orjson.JSONDecodeError as e:
@@ -510,15 +503,18 @@ def _json_columns(keys: Sequence[bytes | None], values: Sequence[bytes | None], 
 
     The keys are decoded joined by NUL, which no key may hold and which no UTF-8 sequence can
     span: the join decodes, and splits back into as many pieces, exactly when every key is
-    UTF-8 without NUL (_text). The values likewise, once _each_json has taken them all as JSON
-    (valid JSON text holds no NUL byte)."""
+    UTF-8 without NUL (_text). The values likewise, once orjson has taken each as JSON (valid
+    JSON text holds no NUL byte)."""
     if not _timestamps_in_range(timestamps):
         return None
     key_texts = _joined_texts(keys)
     if key_texts is None:
         return None
     present = values if None not in values else [v for v in values if v is not None]
-    if present and not _each_json(present):  # type: ignore[arg-type]
+    try:
+        for v in present:
+            orjson.loads(v)  # type: ignore[arg-type]
+    except (orjson.JSONDecodeError, TypeError):
         return None
     if present and max(map(len, present)) > 2 * MAX_DEPTH:  # type: ignore[arg-type]
         try:
@@ -535,35 +531,6 @@ def _json_columns(keys: Sequence[bytes | None], values: Sequence[bytes | None], 
     # encoding each text again; a null value is stored as the text null.
     stored_values = values if present is values else [_NULL if v is None else v for v in values]
     return key_texts, value_texts, texts, record_sizes(keys, stored_values, texts)
-
-
-# A list of JSON values, each kept as its text: msgspec checks the syntax of every element
-# without building a Python object for any, which is what most of orjson's time a value goes to.
-_RAW_LIST = msgspec.json.Decoder(list[msgspec.Raw])
-
-
-def _each_json(values: Sequence[bytes]) -> bool:
-    """Whether each of `values` is JSON text that _json_value takes as far as its syntax and
-    numbers go, decided by one parse of them all joined as an array, never true of a value
-    _json_value refuses (its UTF-8 and depth are looked at apart). The join alone proves
-    nothing: `[1`, `2]`, `3,4` joined are an array of three. But when the array has as many
-    elements as there are values and the elements' lengths are the values' lengths in order,
-    no byte is left for whitespace between them, so the separators are exactly the commas put
-    between the values and each element is exactly its value's bytes, a JSON value. msgspec
-    reads JSON's grammar as orjson does but for a number's size and the bytes of a string
-    (orjson refuses a number that is not finite as a 64-bit float, and text that is not UTF-8),
-    so a text that may hold such a number is left to orjson, value by value."""
-    try:
-        joined = b"[" + b",".join(values) + b"]"
-    except TypeError:  # a value that is not bytes-like
-        return False
-    if may_hold_infinite_numbers(joined):
-        return False
-    try:
-        elements = _RAW_LIST.decode(joined)
-    except (msgspec.DecodeError, RecursionError):
-        return False
-    return len(elements) == len(values) and list(map(len, elements)) == list(map(len, values))
 
 
 def _joined_texts(column: Sequence[bytes | None], null: str | None = None) -> list[str | None] | None:
