@@ -380,13 +380,25 @@ class GroupService:
             return GroupLag(out)
 
     def expire_members(self, now_ms: int) -> int:
-        """Remove members whose session timed out and rebalance their groups."""
+        """Remove members whose session timed out and rebalance their groups: one write
+        transaction for every group the pass finds, none when it finds none.
+
+        One, not one per group: on SQLite each durable commit waits for an fsync of the WAL,
+        which a loaded disk can stretch to a large part of a second, and a pass that expired
+        a few groups paid it once per group, holding up every other writer of the process
+        meanwhile. Not durable (Database.write): a removal lost in a crash is found again by
+        the next pass, the session still being over; and whatever a client does in answer to
+        it (a rejoin, a commit) is a durable write that makes it durable too. The rows are
+        locked in group id order, as every pass takes them: two passes at once (several
+        processes on PostgreSQL) wait for each other rather than deadlock."""
         with self.db.read() as conn:
             candidates = groups.groups_with_expired_members(conn, now_ms)
             candidates = sorted(set(candidates) | set(groups.groups_past_rebalance_deadline(conn, now_ms)))
+        if not candidates:
+            return 0
         removed = 0
-        for group_id in candidates:
-            with self.db.write() as conn:
+        with self.db.write(durable=False) as conn:
+            for group_id in candidates:
                 groups.lock_group(conn, group_id, now_ms)
                 removed += self._expire_group(conn, group_id, now_ms)
         return removed
