@@ -18,7 +18,9 @@ from confluent_kafka import Consumer, KafkaException, Producer
 from tests.helpers import batch, create_topic, send
 from tests.kafka.conftest import Listener
 
-TIMEOUT_S = 30
+# Each wait's bound: a starved process (a loaded CI machine) took seconds per request, so that a
+# member's first join alone (FindCoordinator, JoinGroup twice, SyncGroup) could use 30 s of it.
+TIMEOUT_S = 90
 # Short enough that a rebalance is seen within a fraction of a second.
 GROUP_CONFIG = {"session_timeout_ms": 6000, "heartbeat_interval_ms": 100, "max_poll_interval_ms": 10_000}
 # kafka-python 3.0 drops a join whose SyncGroup answer arrives between two polls (the poll that
