@@ -118,13 +118,7 @@ def groups(settings: Settings, args: argparse.Namespace) -> int:
             out: object = {"groups": [{"group_id": g.group_id, "generation_id": g.generation_id,
                                        "member_count": g.member_count} for g in services.groups.list()]}
         elif args.action == "describe":
-            generation, members = services.groups.describe(args.group_id)
-            out = {"group_id": args.group_id, "generation_id": generation, "members": [
-                {"member_id": m.member_id, "topics": m.topics,
-                 "assignment": [{"topic": t, "partition": p} for t, p in m.assignment],
-                 "session_timeout_ms": m.session_timeout_ms, "last_heartbeat_ms": m.last_heartbeat_ms,
-                 "client_id": m.client_id, "client_host": m.client_host}
-                for m in members]}
+            out = services.groups.describe_group(args.group_id).as_dict()
         elif args.action == "lag":
             out = services.groups.lag(args.group_id).as_dict(args.group_id)
         else:

@@ -340,13 +340,12 @@ class GroupApis:
                            protocol_data="", members=(), authorized_operations=NOT_REQUESTED)
                      for g, code in codes if code is not None]
         allowed = [g for g, code in codes if code is None]
-        for d in self.protocol.describe(allowed):
+        for d in self.groups.describe_groups(allowed):
             members = tuple(
                 # Kafka's client host is the address as Java prints it, "/127.0.0.1".
                 build(m.DescribedGroupMember, member_id=mm.member_id, group_instance_id=mm.group_instance_id,
                       client_id=mm.client_id or "", client_host=f"/{mm.client_host}" if mm.client_host else "",
-                      member_metadata=mm.metadata_for(d.protocol_name),
-                      member_assignment=mm.member_assignment or b"")
+                      member_metadata=mm.metadata, member_assignment=mm.member_assignment)
                 for mm in d.members)
             described.append(build(m.DescribedGroup, error_code=ErrorCode.none, group_id=d.group_id,
                                    group_state=d.state.value, protocol_type=d.protocol_type or "",

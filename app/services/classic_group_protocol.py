@@ -1,6 +1,7 @@
 """Kafka's classic group protocol on the engine's groups: JoinGroup, SyncGroup, Heartbeat,
-LeaveGroup and DescribeGroups, as the Kafka door (app/kafka/groups.py) serves them. The HTTP
-door's membership, the offsets both doors commit and the lag are app.services.group_service's.
+and LeaveGroup, as the Kafka door (app/kafka/groups.py) serves them. The HTTP
+door's membership, the offsets both doors commit, the lag and the description of a group
+(DescribeGroups) are app.services.group_service's.
 
 The rebalance lives in the group's row and its members' rows (app.domain.group): a join moves
 a Stable group to PreparingRebalance; each member joins again (its join_generation becomes the
@@ -32,7 +33,6 @@ from app.domain.errors import (
     UnknownMemberId,
 )
 from app.domain.group import (
-    GroupState,
     StoredGroupState,
     check_current_member,
     check_group_instance_id,
@@ -76,15 +76,6 @@ class Joining:
 
     member_id: str
     generation_id: int
-
-
-@dataclass(frozen=True, slots=True)
-class GroupDescription:
-    group_id: str
-    state: GroupState
-    protocol_type: str | None
-    protocol_name: str | None
-    members: list[groups.Member]
 
 
 class ClassicGroupProtocol:
@@ -295,22 +286,6 @@ class ClassicGroupProtocol:
                 groups.remove_members(conn, group_id, left)
                 members_left(conn, group_id, now)
             return outcome
-
-    def describe(self, group_ids: list[str]) -> list[GroupDescription]:
-        """Each group as DescribeGroups shows it: `Dead` for one the service does not know
-        (groups.known: no row, no offsets committed or pending), `Empty` for one without members."""
-        with self.db.read() as conn:
-            out = []
-            for group_id in group_ids:
-                g = groups.group(conn, group_id)
-                members = groups.members(conn, group_id)
-                if not groups.known(conn, group_id):
-                    state = GroupState.DEAD
-                else:
-                    state = GroupState.EMPTY if g is None or not members else GroupState(g.state.value)
-                out.append(GroupDescription(group_id, state, None if g is None else g.protocol_type,
-                                            None if g is None else g.protocol_name, members))
-            return out
 
 
 # --- The protocol's own ---------------------------------------------------------------------

@@ -36,7 +36,7 @@ from app.domain.errors import (
     UnknownTopicOrPartition,
     UnstableOffsetCommit,
 )
-from app.domain.group import CONSUMER_PROTOCOL, StoredGroupState
+from app.domain.group import CONSUMER_PROTOCOL, GroupState, StoredGroupState
 from app.domain.offsets import (
     GroupMetadata,
     OffsetResetSpec,
@@ -128,6 +128,64 @@ class GroupLag:
         }
 
 
+@dataclass(frozen=True, slots=True)
+class MemberDescription:
+    """A member as every door describes it: the HTTP API and `outbox groups describe` (as_dict),
+    and the Kafka door's DescribeGroups."""
+
+    member_id: str
+    group_instance_id: str | None  # a static member's (KIP-345); None: a dynamic member
+    client_id: str | None  # the client id it joined with over the Kafka door; None over HTTP
+    client_host: str | None  # the address it joined from, as the service saw it
+    topics: list[str]
+    assignment: list[tuple[str, int]]
+    session_timeout_ms: int
+    last_heartbeat_ms: int
+    metadata: bytes  # a Kafka member's metadata for the group's protocol; empty for an HTTP member
+    member_assignment: bytes  # a Kafka member's assignment as its leader sent it; empty until then
+
+    def as_dict(self, visible: Callable[[str], bool] = lambda _topic: True) -> dict[str, Any]:
+        """Under the HTTP API's names, with the topics the caller may not describe left out."""
+        return {"member_id": self.member_id, "topics": [t for t in self.topics if visible(t)],
+                "assignment": [{"topic": t, "partition": p} for t, p in self.assignment if visible(t)],
+                "session_timeout_ms": self.session_timeout_ms, "last_heartbeat_ms": self.last_heartbeat_ms,
+                "client_id": self.client_id, "client_host": self.client_host}
+
+
+@dataclass(frozen=True, slots=True)
+class GroupDescription:
+    """A group as every door describes it (GroupService.describe_groups)."""
+
+    group_id: str
+    state: GroupState  # DEAD: a group the service does not know; EMPTY: one without members
+    generation_id: int | None  # None: the group never had members (offsets only)
+    protocol_type: str | None  # None: the HTTP door's group, or one the Kafka door never had
+    protocol_name: str | None
+    members: list[MemberDescription]
+
+    def as_dict(self, visible: Callable[[str], bool] = lambda _topic: True) -> dict[str, Any]:
+        """As GET /v1/groups/{group_id} and `outbox groups describe` show it."""
+        return {"group_id": self.group_id, "generation_id": self.generation_id,
+                "members": [m.as_dict(visible) for m in self.members]}
+
+
+def _describe(conn: Connection, group_id: str) -> GroupDescription:
+    g = groups.group(conn, group_id)
+    members = groups.members(conn, group_id) if g is not None else []
+    if g is None:
+        state = GroupState.EMPTY if groups.known(conn, group_id) else GroupState.DEAD
+    else:
+        state = GroupState(g.state.value) if members else GroupState.EMPTY
+    protocol_name = None if g is None else g.protocol_name
+    return GroupDescription(
+        group_id, state, None if g is None else g.generation_id, None if g is None else g.protocol_type,
+        protocol_name,
+        [MemberDescription(m.member_id, m.group_instance_id, m.client_id, m.client_host, m.topics, m.assignment,
+                           m.session_timeout_ms, m.last_heartbeat_ms, m.metadata_for(protocol_name),
+                           m.member_assignment or b"")
+         for m in members])
+
+
 def reset_as_dict(group_id: str, plan: list[PlannedReset], *, dry_run: bool) -> dict[str, Any]:
     """A reset's answer as both doors show it, under the HTTP API's names (POST
     /v1/groups/{group_id}/offsets/reset, `outbox groups reset-offsets`)."""
@@ -211,17 +269,22 @@ class GroupService:
             groups.remove_members(conn, group_id, [member_id])
             self._rebalance(conn, group_id, now)
 
-    def describe(self, group_id: str) -> tuple[int | None, list[groups.Member]]:
-        """The group's generation and members. A group that only has offsets (committed, or
-        staged by a transactional producer, which need not join) is listed, so it is described
-        too: no generation and no members, as Kafka describes such a group as Empty."""
+    def describe_groups(self, group_ids: list[str]) -> list[GroupDescription]:
+        """Each group as DescribeGroups shows it, in one snapshot: DEAD for one the service
+        does not know (groups.known: no row, no offsets committed or pending), EMPTY for one
+        without members. A group that only has offsets (committed, or staged by a transactional
+        producer, which need not join) is known, so it is described too: no generation and no
+        members, as Kafka describes such a group as Empty."""
         with self.db.read() as conn:
-            gen = groups.generation(conn, group_id)
-            if gen is None:
-                if not groups.known(conn, group_id):
-                    raise GroupIdNotFound(f"no consumer group {group_id!r}")
-                return None, []
-            return gen, groups.members(conn, group_id)
+            return [_describe(conn, group_id) for group_id in group_ids]
+
+    def describe_group(self, group_id: str) -> GroupDescription:
+        """The group as the HTTP API and the CLI describe it: GROUP_ID_NOT_FOUND for one the
+        service does not know."""
+        (described,) = self.describe_groups([group_id])
+        if described.state is GroupState.DEAD:
+            raise GroupIdNotFound(f"no consumer group {group_id!r}")
+        return described
 
     def list(self) -> list[groups.GroupListing]:
         with self.db.read() as conn:
@@ -317,13 +380,25 @@ class GroupService:
             return GroupLag(out)
 
     def expire_members(self, now_ms: int) -> int:
-        """Remove members whose session timed out and rebalance their groups."""
+        """Remove members whose session timed out and rebalance their groups: one write
+        transaction for every group the pass finds, none when it finds none.
+
+        One, not one per group: on SQLite each durable commit waits for an fsync of the WAL,
+        which a loaded disk can stretch to a large part of a second, and a pass that expired
+        a few groups paid it once per group, holding up every other writer of the process
+        meanwhile. Not durable (Database.write): a removal lost in a crash is found again by
+        the next pass, the session still being over; and whatever a client does in answer to
+        it (a rejoin, a commit) is a durable write that makes it durable too. The rows are
+        locked in group id order, as every pass takes them: two passes at once (several
+        processes on PostgreSQL) wait for each other rather than deadlock."""
         with self.db.read() as conn:
             candidates = groups.groups_with_expired_members(conn, now_ms)
             candidates = sorted(set(candidates) | set(groups.groups_past_rebalance_deadline(conn, now_ms)))
+        if not candidates:
+            return 0
         removed = 0
-        for group_id in candidates:
-            with self.db.write() as conn:
+        with self.db.write(durable=False) as conn:
+            for group_id in candidates:
                 groups.lock_group(conn, group_id, now_ms)
                 removed += self._expire_group(conn, group_id, now_ms)
         return removed

@@ -27,7 +27,7 @@ def test_delete_groups_deletes_a_group_whose_only_members_session_has_ended(clie
     services.groups.delete("g")
 
     with pytest.raises(GroupIdNotFound):
-        services.groups.describe("g")
+        services.groups.describe_group("g")
 
 
 def test_delete_groups_refuses_a_group_whose_members_session_ends_only_after_now(client, services, clock,  # type: ignore[no-untyped-def]

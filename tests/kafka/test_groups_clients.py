@@ -18,9 +18,21 @@ from confluent_kafka import Consumer, KafkaException, Producer
 from tests.helpers import batch, create_topic, send
 from tests.kafka.conftest import Listener
 
-TIMEOUT_S = 30
+# Each wait's bound: a starved process (a loaded CI machine) took seconds per request, so that a
+# member's first join alone (FindCoordinator, JoinGroup twice, SyncGroup) could use 30 s of it.
+TIMEOUT_S = 90
 # Short enough that a rebalance is seen within a fraction of a second.
 GROUP_CONFIG = {"session_timeout_ms": 6000, "heartbeat_interval_ms": 100, "max_poll_interval_ms": 10_000}
+# kafka-python 3.0 drops a join whose SyncGroup answer arrives between two polls (the poll that
+# started it timed out): its next poll sends a new JoinGroup, which starts another rebalance. On a
+# loaded machine a join takes seconds (a JoinGroup waits for every member to join again), so a
+# short poll made each rebalance start the next, and the group never settled within TIMEOUT_S.
+# While it rebalances, a kafka-python consumer polls longer than a join takes (and its
+# max_poll_interval_ms is longer still, or it would leave the group meanwhile); otherwise it polls
+# briefly, so that a stopped consumer closes at once.
+KAFKA_PYTHON_JOIN_POLL_MS = 20_000
+KAFKA_PYTHON_POLL_MS = 1000
+KAFKA_PYTHON_GROUP_CONFIG = {**GROUP_CONFIG, "max_poll_interval_ms": 2 * KAFKA_PYTHON_JOIN_POLL_MS}
 
 
 def _produce(kafka: Listener, first: int, count: int) -> None:
@@ -55,7 +67,7 @@ def _committed(kafka: Listener) -> list[tuple[int, int]]:
 
 
 def test_kafka_python_consumers_share_a_group_and_read_each_record_once(kafka: Listener) -> None:
-    from kafka import KafkaConsumer, TopicPartition
+    from kafka import ConsumerRebalanceListener, KafkaConsumer, TopicPartition
     from kafka.errors import CommitFailedError, RebalanceInProgressError
     from kafka.structs import OffsetAndMetadata
 
@@ -65,21 +77,36 @@ def test_kafka_python_consumers_share_a_group_and_read_each_record_once(kafka: L
     assigned: dict[str, set[int]] = {}
     stop = {"a": threading.Event(), "b": threading.Event()}
 
+    class Assignments(ConsumerRebalanceListener):  # type: ignore[misc]
+        """Tells the test a member's assignment as soon as its join ends, inside its poll (the last
+        one stays once it is revoked: the test compares it with what the member read)."""
+
+        def __init__(self, name: str) -> None:
+            self.name = name
+            self.joining = True
+
+        def on_partitions_revoked(self, revoked: Any) -> None:
+            self.joining = True
+
+        def on_partitions_assigned(self, given: Any) -> None:
+            self.joining = False
+            assigned[self.name] = {tp.partition for tp in given}
+
     def consume(name: str) -> None:
-        c = KafkaConsumer("orders", bootstrap_servers=kafka.bootstrap, group_id="g", isolation_level="read_committed",
-                          enable_auto_commit=False, auto_offset_reset="earliest", **GROUP_CONFIG)
+        c = KafkaConsumer(bootstrap_servers=kafka.bootstrap, group_id="g", isolation_level="read_committed",
+                          enable_auto_commit=False, auto_offset_reset="earliest", **KAFKA_PYTHON_GROUP_CONFIG)
+        listener = Assignments(name)
+        c.subscribe(["orders"], listener=listener)
         try:
             while not stop[name].is_set():
-                # A poll long enough to hold a whole join: kafka-python 3.0 loses a SyncGroup answer that
-                # arrives after a poll timed out (it then never takes its assignment).
-                for tp, messages in c.poll(timeout_ms=1000, max_records=1).items():
+                timeout_ms = KAFKA_PYTHON_JOIN_POLL_MS if listener.joining else KAFKA_PYTHON_POLL_MS
+                for tp, messages in c.poll(timeout_ms=timeout_ms, max_records=1).items():
                     for m in messages:
                         try:
                             c.commit({TopicPartition(tp.topic, tp.partition): OffsetAndMetadata(m.offset + 1, "", -1)})
                         except (CommitFailedError, RebalanceInProgressError):
                             continue  # not read: the next owner of the partition reads it
                         read.append((name, m.partition, m.offset, m.value))
-                assigned[name] = {tp.partition for tp in c.assignment()}
         finally:
             c.close()
 

@@ -20,7 +20,6 @@ from app.api.schemas.groups import (
     GroupListing,
     GroupOffsets,
     JoinGroupRequest,
-    MemberDescription,
     Membership,
     OffsetCommitRequest,
     OffsetReset,
@@ -241,16 +240,5 @@ def describe_group(group_id: GroupPath, services: ServicesDep, access: AccessDep
     """The group's generation and members, with their subscriptions and assignments. Needs
     DESCRIBE on the group."""
     access.require(Operation.DESCRIBE, acl.group(group_id))
-    generation, members = services.groups.describe(group_id)
-    visible = _describable(access)  # members' topics the caller may not describe are left out
-    return GroupDescription(
-        group_id=group_id,
-        generation_id=generation,
-        members=[
-            MemberDescription(member_id=m.member_id, topics=[t for t in m.topics if visible(t)],
-                              assignment=_tps([(t, p) for t, p in m.assignment if visible(t)]),
-                              session_timeout_ms=m.session_timeout_ms, last_heartbeat_ms=m.last_heartbeat_ms,
-                              client_id=m.client_id, client_host=m.client_host)
-            for m in members
-        ],
-    )
+    # Members' topics the caller may not describe are left out.
+    return GroupDescription.of(services.groups.describe_group(group_id), visible=_describable(access))

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Annotated
 
 from msgspec import Meta
@@ -112,6 +113,11 @@ class GroupDescription(BaseModel):
     group_id: str
     generation_id: int | None = Field(description=_NO_GENERATION)
     members: list[MemberDescription]
+
+    @classmethod
+    def of(cls, described: group_service.GroupDescription,
+           visible: Callable[[str], bool] = lambda _topic: True) -> "GroupDescription":
+        return cls.model_validate(described.as_dict(visible))
 
 
 class GroupListing(BaseModel):

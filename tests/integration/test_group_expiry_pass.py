@@ -1,0 +1,42 @@
+"""What a group-expiry pass (GroupService.expire_members) costs the database, on both: one
+write transaction however many groups it expires (on SQLite each durable commit is an fsync,
+and every other writer of the process waits for the pass), none when nothing has expired."""
+
+from __future__ import annotations
+
+from sqlalchemy import event
+
+from app.storage import groups
+from tests.helpers import create_topic
+
+SESSION_MS = 10_000
+
+
+def _commits(database) -> list[int]:  # type: ignore[no-untyped-def]
+    counted: list[int] = []
+    event.listen(database.engine, "commit", lambda _conn: counted.append(1))
+    return counted
+
+
+def test_a_pass_that_expires_the_members_of_three_groups_is_one_read_and_one_write_transaction(  # type: ignore[no-untyped-def]
+        client, services, database, clock) -> None:
+    create_topic(client, "t", 1)
+    for group_id in ("a", "b", "c"):
+        services.groups.join(group_id, member_id=None, topic_names=["t"], session_timeout_ms=SESSION_MS)
+    clock.advance(SESSION_MS + 1)
+    commits = _commits(database)
+
+    removed = services.groups.expire_members(clock())
+
+    assert (removed, len(commits)) == (3, 2)
+    with database.read() as conn:
+        assert [len(groups.members(conn, g)) for g in ("a", "b", "c")] == [0, 0, 0]
+
+
+def test_a_pass_that_finds_no_ended_session_only_reads(client, services, database, clock) -> None:  # type: ignore[no-untyped-def]
+    create_topic(client, "t", 1)
+    services.groups.join("a", member_id=None, topic_names=["t"], session_timeout_ms=SESSION_MS)
+    clock.advance(SESSION_MS)  # the session's last moment
+    commits = _commits(database)
+
+    assert (services.groups.expire_members(clock()), len(commits)) == (0, 1)
