@@ -5,7 +5,9 @@ read_committed reader finds a transaction's records through its COMMIT marker
 (`committed_records`). The proposed layout stores those columns once a batch, in a batch row
 that also carries the batch's commit position once the transaction commits, and leaves a
 record row its offset, timestamp, key, value and headers. This benchmark builds today's schema
-with the real migrations (a scratch database, benchmarks/scratch.py) and, beside it, a
+with the real migrations of an older tree (`--today-tree`: since migration 0023 this
+repository's records carry no producer columns, so "today" is the layout before it; a scratch
+database, benchmarks/scratch.py) and, beside it, a
 prototype of the proposed one (tables `proto_batches` and `proto_records`, made here), loads
 the same log into both, and measures, in interleaved rounds whose order is shuffled (the seed
 is printed):
@@ -595,7 +597,7 @@ def timed(db: Db, path: Measured, units: list[Callable[[], int]]) -> None:
 
 def run(kind: str, args: argparse.Namespace, rng: random.Random) -> None:
     log = make_log(rng, args.records)
-    with scratch_database(kind, "batch_layout") as url:
+    with scratch_database(kind, "batch_layout", migrate_with=(args.today_tree,)) as url:
         db = Db(kind, url, durable=args.durable)
         try:
             t0 = time.perf_counter()
@@ -745,6 +747,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--db", choices=("postgresql", "sqlite", "both"), default="both")
     parser.add_argument("--rounds", type=int, default=12)
     parser.add_argument("--records", type=int, default=200_000, help="records in the scanned partition")
+    parser.add_argument("--today-tree", type=Path, required=True,
+                        help="a tree of the repository before migration 0023 (a git worktree of an older commit): "
+                             "its migrations make 'today's' schema, whose records still carry the producer columns")
     parser.add_argument("--appends", type=int, default=4, help="1,000-record appends per path per round")
     parser.add_argument("--commits", type=int, default=8, help="Commits per path per round")
     parser.add_argument("--windows", type=int, nargs="+", default=[1_000, 20_000],

@@ -61,11 +61,8 @@ def fill(url: str, plain: int) -> None:
                           "check_expected_offsets, created_ms) VALUES (1, 't', 1, 'delete', -1, FALSE, 1)"))
         conn.execute(text('INSERT INTO partitions (topic_id, "partition", next_offset, log_start_offset) '
                           "VALUES (1, 0, :n, 0)"), {"n": marker + 1})
-        conn.execute(insert(records), [{"topic_id": 1, "partition": 0, "offset": 0, "timestamp_ms": 1, "value": "t",
-                                        "producer_id": 5, "producer_epoch": 0, "sequence": 0, "txn_id": 1,
-                                        "batch_record_count": 1}])
+        conn.execute(insert(records), [{"topic_id": 1, "partition": 0, "offset": 0, "timestamp_ms": 1, "value": "t"}])
         conn.execute(insert(records), [{"topic_id": 1, "partition": 0, "offset": marker, "timestamp_ms": 1,
-                                        "producer_id": 5, "producer_epoch": 0, "txn_id": 1,
                                         "control_type": "COMMIT"}])
         conn.execute(insert(record_batches), [
             {"topic_id": 1, "partition": 0, "base_offset": 0, "record_count": 1, "producer_id": 5,

@@ -596,7 +596,7 @@ class RawInserter:
     show the difference in one run.
     """
 
-    COLUMNS = '(topic_id, "partition", "offset", timestamp_ms, key, value, headers, producer_id, producer_epoch, sequence, txn_id)'
+    COLUMNS = '(topic_id, "partition", "offset", timestamp_ms, key, value, headers)'
     OLD = ", rows built in the loop"  # after the method's name: the way before the waiting-readers work
 
     def __init__(self, db_url: str) -> None:
@@ -626,7 +626,7 @@ class RawInserter:
     def _grow(self, batches: int) -> None:
         while len(self._rows) < batches:
             base = len(self._rows) * BATCH
-            rows = [(0, base + i, 1, f"k{i}", self.value, None, None, None, None, None) for i in range(BATCH)]
+            rows = [(0, base + i, 1, f"k{i}", self.value, None) for i in range(BATCH)]
             self._rows.append(rows)
             # "\t" + the rest of the line: the topic goes in front of each line, per turn.
             self._copy.append("".join("\t" + "\t".join(map(_copy_text, row)) + "\n" for row in rows).encode())
@@ -655,7 +655,7 @@ class RawInserter:
 
     def _insert(self, method: str, topic_id: int, seconds: float, batches: list) -> Turn:
         conn, elapsed, done = self.conn, 0.0, 0
-        insert = f"INSERT INTO records {self.COLUMNS} VALUES ({', '.join(['?' if self.sqlite else '%s'] * 11)})"
+        insert = f"INSERT INTO records {self.COLUMNS} VALUES ({', '.join(['?' if self.sqlite else '%s'] * 7)})"
         while elapsed < seconds:
             if done == len(batches):
                 batches += self._prepared(method, topic_id, done, max(10, done // 2))
@@ -684,10 +684,10 @@ class RawInserter:
         t0 = time.perf_counter()
         deadline = t0 + seconds
         while time.perf_counter() < deadline:
-            rows = [(topic_id, 0, offset + i, 1, f"k{i}", self.value, None, None, None, None, None) for i in range(BATCH)]
+            rows = [(topic_id, 0, offset + i, 1, f"k{i}", self.value, None) for i in range(BATCH)]
             if self.sqlite:
                 conn.execute("BEGIN")
-                conn.executemany(f"INSERT INTO records {self.COLUMNS} VALUES (?,?,?,?,?,?,?,?,?,?,?)", rows)
+                conn.executemany(f"INSERT INTO records {self.COLUMNS} VALUES (?,?,?,?,?,?,?)", rows)
                 conn.execute("COMMIT")
                 offset += BATCH
                 continue

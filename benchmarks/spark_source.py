@@ -105,12 +105,12 @@ def fill(url: str, records_per_partition: int, copies: int, partitions: int = co
     engine = create_engine(url, poolclass=NullPool)
     with engine.begin() as conn:
         length = conn.execute(text("SELECT max(next_offset) FROM partitions")).scalar_one()
-        txns = conn.execute(text("SELECT max(txn_id) + 1 FROM records")).scalar_one()
+        txns = conn.execute(text("SELECT max(txn_id) + 1 FROM record_batches")).scalar_one()
         conn.execute(text(
-            "INSERT INTO records (topic_id, \"partition\", \"offset\", timestamp_ms, key, value, headers, producer_id, "
-            "producer_epoch, sequence, txn_id, control_type, batch_record_count, message_id) "
+            "INSERT INTO records (topic_id, \"partition\", \"offset\", timestamp_ms, key, value, headers, "
+            "control_type, message_id) "
             "SELECT topic_id, \"partition\", \"offset\" + k * :length, timestamp_ms + k, key, value, headers, "
-            "producer_id, producer_epoch, sequence, txn_id + k * :txns, control_type, batch_record_count, message_id "
+            "control_type, message_id "
             # In copy order, then in the order the service appended the rows (ctid): the heap
             # then holds each copy as a log appends it. Without the ORDER BY, PostgreSQL wrote
             # each row followed by its copies, so an offset range was spread over the whole

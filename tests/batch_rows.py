@@ -1,15 +1,24 @@
-"""What record_batches must hold, derived from the records' own columns (docs/DESIGN-batches.md,
-step 1): the check that every writer wrote its batch rows, and only those.
+"""What record_batches must hold, checked against the records stored (docs/DESIGN-batches.md,
+steps 1 and 3): the check that every writer wrote its batch rows, and only those, and that every
+deletion left them describing the records still stored.
 
-Derived per record, so that it holds whatever cut a writer chose for plain runs and whatever
-holes retention and compaction left: every data record lies in exactly one batch row, which
-carries its producer id, epoch and transaction, its sequence as base_sequence + (offset -
-base_offset), and its outcome (a plain record committed at its batch's last offset; a
-transactional one committed at its partition's COMMIT marker of the transaction, aborted by an
-ABORT marker, open without a marker); every marker record has its own batch row (one offset,
-the marker's producer, transaction and control type, no state, no position); a transactional
-batch's run as its head states it lies in one batch row; batch rows do not overlap; and none
-is left without a record in its run."""
+Since migration 0023 a record carries no producer columns: who wrote it and what became of it
+are its batch row's alone, so the check holds the batch rows to their own invariants and to the
+records' offsets and control types, whatever cut a writer chose for plain runs and whatever
+holes retention and compaction left:
+
+- batch rows do not overlap;
+- every data record lies in exactly one data batch row (no control type), and every data batch
+  row keeps at least one record of its run;
+- every marker record has its own batch row (one offset, its control type, a transaction, no
+  sequence, no state, no position), and every marker batch row its marker record;
+- a data batch's producer id, epoch and base sequence are all set (an idempotent or
+  transactional producer's) or all NULL (a plain producer's), and a transactional one has a
+  producer;
+- a plain batch is committed at its last offset;
+- a transactional batch's outcome is its transaction's marker in the partition, which lies
+  past it: committed at the COMMIT marker's offset, aborted (no position) by an ABORT marker,
+  open (no position) without a marker; a transaction has at most one marker in a partition."""
 
 from __future__ import annotations
 
@@ -20,9 +29,7 @@ from sqlalchemy import Connection, create_engine, inspect, select
 
 from app.storage.tables import record_batches, records
 
-_RECORD = (records.c.topic_id, records.c.partition, records.c.offset, records.c.producer_id,
-           records.c.producer_epoch, records.c.sequence, records.c.txn_id, records.c.control_type,
-           records.c.batch_record_count)
+_RECORD = (records.c.topic_id, records.c.partition, records.c.offset, records.c.control_type)
 
 
 def assert_batch_rows_match(db: str | Connection) -> None:
@@ -61,20 +68,28 @@ def batch_row_problems(conn: Connection) -> list[str]:
 def _partition_problems(rows: list, batches: list) -> list[str]:
     problems = []
     markers = {r.offset: r for r in rows if r.control_type is not None}
-    outcome = {m.txn_id: m for m in markers.values()}
     marker_rows = {b.base_offset: b for b in batches if b.control_type is not None}
     for offset in sorted(set(markers) | set(marker_rows)):
         m, b = markers.get(offset), marker_rows.get(offset)
-        want = None if m is None else (1, m.producer_id, m.producer_epoch, None, m.txn_id, m.control_type, None, None)
-        got = None if b is None else (b.record_count, b.producer_id, b.producer_epoch, b.base_sequence, b.txn_id,
-                                      b.control_type, b.state, b.commit_position)
-        if want != got:
-            problems.append(f"marker at {offset}: batch row {got}, the marker record says {want}")
+        if b is None:
+            problems.append(f"marker at {offset}: no batch row")
+        elif m is None:
+            problems.append(f"marker batch row at {offset}: no marker record")
+        elif ((b.record_count, b.base_sequence, b.control_type, b.state, b.commit_position)
+              != (1, None, m.control_type, None, None) or b.txn_id is None or b.producer_id is None):
+            problems.append(f"marker at {offset}: batch row {_describe(b)}, not a {m.control_type} marker's")
+    outcome: dict[int, object] = {}
+    for b in marker_rows.values():
+        if b.txn_id in outcome:
+            problems.append(f"transaction {b.txn_id}: two markers, at {outcome[b.txn_id].base_offset} and "  # type: ignore[attr-defined]
+                            f"{b.base_offset}")
+        outcome[b.txn_id] = b
+
     starts = [b.base_offset for b in batches]
     for before, after in zip(batches, batches[1:]):
         if before.base_offset + before.record_count > after.base_offset:
             problems.append(f"batch rows at {before.base_offset} and {after.base_offset} overlap")
-    covered = defaultdict(int)
+    covered: dict[int, int] = defaultdict(int)
     for r in rows:
         if r.control_type is not None:
             continue
@@ -84,23 +99,34 @@ def _partition_problems(rows: list, batches: list) -> list[str]:
             problems.append(f"record at {r.offset}: in no data batch row")
             continue
         covered[b.base_offset] += 1
-        sequence = None if b.base_sequence is None else b.base_sequence + (r.offset - b.base_offset)
-        if r.txn_id is None:
-            state, position = "committed", b.base_offset + b.record_count - 1
-        elif r.txn_id not in outcome:
-            state, position = "open", None
-        elif outcome[r.txn_id].control_type == "COMMIT":
-            state, position = "committed", outcome[r.txn_id].offset
-        else:
-            state, position = "aborted", None
-        want = (r.producer_id, r.producer_epoch, r.sequence, r.txn_id, state, position)
-        got = (b.producer_id, b.producer_epoch, sequence, b.txn_id, b.state, b.commit_position)
-        if want != got:
-            problems.append(f"record at {r.offset}: batch row at {b.base_offset} gives {got}, the record {want}")
-        if r.batch_record_count is not None and r.offset + r.batch_record_count > b.base_offset + b.record_count:
-            problems.append(f"transactional batch at {r.offset} of {r.batch_record_count} records: its batch row "
-                            f"at {b.base_offset} holds {b.record_count}")
+
     for b in batches:
-        if b.control_type is None and not covered[b.base_offset]:
+        if b.control_type is not None:
+            continue
+        if not covered[b.base_offset]:
             problems.append(f"batch row at {b.base_offset} ({b.record_count} records): no record left in its run")
+        producer = (b.producer_id, b.producer_epoch, b.base_sequence)
+        if (None in producer and producer != (None, None, None)) or (b.txn_id is not None and b.producer_id is None):
+            problems.append(f"batch row at {b.base_offset}: producer {producer}, transaction {b.txn_id}")
+        if b.txn_id is None:
+            want = ("committed", b.base_offset + b.record_count - 1)
+        else:
+            marker = outcome.get(b.txn_id)
+            if marker is None:
+                want = ("open", None)
+            elif marker.base_offset <= b.base_offset:  # type: ignore[attr-defined]
+                problems.append(f"batch row at {b.base_offset}: its transaction's marker lies before it, at "
+                                f"{marker.base_offset}")  # type: ignore[attr-defined]
+                continue
+            elif marker.control_type == "COMMIT":  # type: ignore[attr-defined]
+                want = ("committed", marker.base_offset)  # type: ignore[attr-defined]
+            else:
+                want = ("aborted", None)
+        if (b.state, b.commit_position) != want:
+            problems.append(f"batch row at {b.base_offset}: {(b.state, b.commit_position)}, its outcome says {want}")
     return problems
+
+
+def _describe(b: object) -> tuple:
+    return tuple(getattr(b, c) for c in ("record_count", "producer_id", "producer_epoch", "base_sequence", "txn_id",
+                                         "control_type", "state", "commit_position"))

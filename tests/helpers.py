@@ -4,6 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from sqlalchemy import and_
+
+from app.storage.tables import record_batches, records
+
 
 def create_topic(client, name: str, partitions: int = 1, **config: Any) -> dict:  # type: ignore[no-untyped-def]
     r = client.post("/v1/topics", json={"name": name, "partitions": partitions, "config": config})
@@ -69,3 +73,17 @@ def read_all(client, topic: str, partition: int, isolation: str = "read_committe
         offset = page["next_offset"]
         if offset >= page["high_watermark"]:
             return out
+
+
+# A stored record joined to the batch row that holds it: who wrote the record (producer id,
+# epoch, sequence, transaction) is its batch row's since migration 0023, not the record's.
+def records_with_batches() -> Any:
+    return records.join(record_batches, and_(
+        record_batches.c.topic_id == records.c.topic_id, record_batches.c.partition == records.c.partition,
+        records.c.offset >= record_batches.c.base_offset,
+        records.c.offset < record_batches.c.base_offset + record_batches.c.record_count))
+
+
+def record_sequence() -> Any:
+    """A record's sequence, from its batch row (in a select from records_with_batches())."""
+    return (record_batches.c.base_sequence + (records.c.offset - record_batches.c.base_offset)).label("sequence")

@@ -60,11 +60,12 @@ def record_size(key: str | bytes | None, value: str | bytes | None, headers: str
 
 @dataclass(frozen=True, slots=True)
 class StoredRow:
-    """What the cleaner reads of a stored record or control marker (never its value)."""
+    """What the cleaner reads of a stored record or control marker (never its value), with
+    the transaction of the batch row that holds it."""
 
     offset: int
     timestamp_ms: int
-    txn_id: int | None
+    txn_id: int | None  # its batch row's: a record's transaction, or the one a marker ends
     control_type: ControlType | None
     size: int  # record_size; 0 for a marker
 
@@ -118,7 +119,10 @@ class ChunkSummary:
     """What one aggregate over the stored rows of a range says of them, without reading each."""
 
     rows: int  # records and markers
-    transactional: int  # rows with a txn_id: records of transactions, and markers
+    # Batch rows with a txn_id (transactions' batches, and markers) meeting the range: 0 means
+    # no row of it is a transaction's. A batch whose records there compaction deleted still
+    # counts: a range then read row by row that could have gone whole, never the reverse.
+    transactional: int
     markers: int
     newest_ms: int | None  # the highest timestamp_ms; None: no rows
     size: int  # record_size of the data records, summed
@@ -207,7 +211,6 @@ class CompactionRow:
     control_type: ControlType | None  # a marker's
     state: RecordState | None  # a record's outcome; None for a marker
     commit_position: int | None  # its batch's: set exactly when state is committed
-    batch_record_count: int | None  # set on a transactional batch's first record (its head)
     timestamp_ms: int
     tombstone: bool  # value null
 
@@ -217,14 +220,6 @@ class ChunkPlan:
     """What one database transaction of the scan deletes and rewrites."""
 
     delete: list[int] = field(default_factory=list)  # offsets
-    # A batch head deleted while records of its run stay: the first of them becomes the head
-    # of the rest of the run, (offset, new batch_record_count), in the same transaction.
-    new_heads: list[tuple[int, int]] = field(default_factory=list)
-
-
-@dataclass(slots=True)
-class _Run:
-    lowest_survivor: int | None = None
 
 
 class Compaction:
@@ -237,8 +232,9 @@ class Compaction:
        last stable offset.
     2. `scan` is fed the stored rows of [log start, cleaning point) in DESCENDING offset
        order, a chunk at a time, each record with its outcome and commit position (its batch
-       row's), and answers each chunk's deletions. Descending, a run's surviving records come
-       before its head (the head repair), and a transaction's marker before its records.
+       row's), and answers each chunk's deletions. Descending, a transaction's marker comes
+       before its records. A run with holes keeps its batch row and reads the same (the
+       records' primary key steps over them), so nothing of a batch is rewritten.
     3. `markers_left_empty` names the markers met all of whose records are gone.
     """
 
@@ -248,7 +244,6 @@ class Compaction:
         self._latest: dict[str | bytes, tuple[int, int]] = {}  # key -> (commit position, offset)
         self._markers: dict[int, int] = {}  # txn -> its marker's offset, for the markers met
         self._survivors: dict[int, int] = {}  # txn -> records of it kept
-        self._runs: dict[int, _Run] = {}  # txn -> the run being scanned
         self._last_scanned: int | None = None
 
     @property
@@ -279,17 +274,8 @@ class Compaction:
             keep = self._keeps(row)
             if not keep:
                 plan.delete.append(row.offset)
-            if row.txn_id is None:
-                continue
-            run = self._runs.setdefault(row.txn_id, _Run())
-            if keep:
+            if keep and row.txn_id is not None:
                 self._survivors[row.txn_id] = self._survivors.get(row.txn_id, 0) + 1
-                run.lowest_survivor = row.offset
-            if row.batch_record_count is not None:  # the head: this run is done
-                end = row.offset + row.batch_record_count
-                if not keep and run.lowest_survivor is not None and run.lowest_survivor < end:
-                    plan.new_heads.append((run.lowest_survivor, end - run.lowest_survivor))
-                run.lowest_survivor = None
         return plan
 
     def _keeps(self, row: CompactionRow) -> bool:

@@ -372,7 +372,6 @@ class LogCleaner:
                 if rows:
                     plan = compaction.scan(rows)
                     records, size = cleaning.delete_offsets(conn, state.topic_id, state.partition, plan.delete)
-                    cleaning.set_batch_heads(conn, state.topic_id, state.partition, plan.new_heads)
                     now = self.clock()
                     cleaning.claim(conn, state.topic_id, state.partition, self.holder, now, now + LEASE_MS)
                     step = CleanerPass(compaction=records, bytes_deleted=size)

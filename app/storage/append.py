@@ -65,10 +65,9 @@ class AppendResult:
 # Every column of `records` a JSON topic's data record sets (control_type and message_id stay
 # NULL), and a bytes topic's: the same row shape, its key and value in the binary columns
 # (docs/ARCHITECTURE.md#record-formats). A JSON topic's rows carry nothing for the other.
-DATA_RECORD_COLUMNS = (
-    "topic_id", "partition", "offset", "timestamp_ms", "key", "value", "headers",
-    "producer_id", "producer_epoch", "sequence", "txn_id", "batch_record_count",
-)
+# Who wrote a record (producer, epoch, sequence, transaction) is its batch's row in
+# record_batches, written once a batch (app.storage.batch_rows), never once a record.
+DATA_RECORD_COLUMNS = ("topic_id", "partition", "offset", "timestamp_ms", "key", "value", "headers")
 BYTES_RECORD_COLUMNS = tuple({"key": "key_bytes", "value": "value_bytes"}.get(c, c) for c in DATA_RECORD_COLUMNS)
 
 
@@ -423,29 +422,12 @@ def append_batches(
         )
         base_sequence = batch.base_sequence
         topic_id, partition = batch.topic_id, batch.partition
-        # Tuples in DATA_RECORD_COLUMNS order. The first record of a transactional batch is
-        # its head: it carries the batch's size, and only it enters ix_records_txn_batches.
+        # Tuples in DATA_RECORD_COLUMNS order.
         into = rows if batch.value_format is ValueFormat.JSON else bytes_rows
         into.extend(
-            (
-                topic_id,
-                partition,
-                base_offset + i,
-                r.timestamp_ms,
-                r.key,
-                r.value,
-                r.headers,
-                producer_id,
-                producer_epoch,
-                None if base_sequence is None else base_sequence + i,
-                txn_id,
-                None,
-            )
+            (topic_id, partition, base_offset + i, r.timestamp_ms, r.key, r.value, r.headers)
             for i, r in enumerate(batch.records)
         )
-        if txn_id is not None:
-            first = len(into) - count
-            into[first] = into[first][:-1] + (count,)
         if producer_id is not None and not state_written:
             assert base_sequence is not None
             state_rows.append(

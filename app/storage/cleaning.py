@@ -84,12 +84,45 @@ def _in_range(topic_id: int, partition: int, start: int, end: int) -> tuple:
             records.c.offset >= start, records.c.offset < end)
 
 
-_STORED_ROW = (records.c.offset, records.c.timestamp_ms, records.c.txn_id, records.c.control_type, _SIZE)
+# A record's transaction is its batch row's (records carry none since migration 0023): the
+# batch row holding the offset, the last to begin at or below it (runs do not overlap and
+# cover every stored record: tests/batch_rows.py), one probe of record_batches' primary key.
+# For a single row (the first and last stored); a range of rows matches its batch rows in
+# Python instead (_with_txn), one range of that key rather than a probe per record.
+_holder = record_batches.alias("holder")
+_HOLDING_TXN = (
+    select(_holder.c.txn_id)
+    .where(_holder.c.topic_id == records.c.topic_id, _holder.c.partition == records.c.partition,
+           _holder.c.base_offset <= records.c.offset)
+    .order_by(_holder.c.base_offset.desc())
+    .limit(1)
+    .correlate(records)
+    .scalar_subquery()
+)
+_STORED_ROW = (records.c.offset, records.c.timestamp_ms, _HOLDING_TXN.label("txn_id"), records.c.control_type, _SIZE)
+_STORED_ROWS = (records.c.offset, records.c.timestamp_ms, records.c.control_type, _SIZE)
+_RUN_TXNS = batches_meeting(record_batches.c.base_offset, record_batches.c.record_count, record_batches.c.txn_id)
 
 
 def _stored_row(offset: int, timestamp_ms: int, txn_id: int | None, control_type: str | None, size: int) -> StoredRow:
     return StoredRow(offset, timestamp_ms, txn_id, None if control_type is None else ControlType(control_type),
                      0 if control_type is not None else size)
+
+
+def _with_txn(conn: Connection, topic_id: int, partition: int, rows: Sequence) -> list[StoredRow]:
+    """Rows of _STORED_ROWS in offset order, each given its batch row's transaction: the batch
+    rows of their range (batches_meeting, one range of the primary key), matched by run."""
+    if not rows:
+        return []
+    batches = conn.execute(_RUN_TXNS, {"topic_id": topic_id, "partition": partition,
+                                       "start": rows[0][0], "last": rows[-1][0]}).all()
+    starts = [b[0] for b in batches]
+    out = []
+    for offset, timestamp_ms, control_type, size in rows:
+        base_offset, record_count, txn_id = batches[bisect.bisect_right(starts, offset) - 1]
+        assert base_offset <= offset < base_offset + record_count, f"no batch row holds offset {offset}"
+        out.append(_stored_row(offset, timestamp_ms, txn_id, control_type, size))
+    return out
 
 
 # A chunk's statements, built once (as app.storage.dialect's are): building a Core statement
@@ -110,13 +143,9 @@ _CHUNK_START = (
 )
 _LAST_STORED = select(*_STORED_ROW).where(*_RANGE).order_by(records.c.offset.desc()).limit(1)
 _SUMMED = (
-    select(records.c.txn_id, records.c.control_type, records.c.timestamp_ms, _SIZE.label("size"))
+    select(records.c.control_type, records.c.timestamp_ms, _SIZE.label("size"))
     .where(*_RANGE)
     .subquery()
-)
-_CHUNK_SUMMARY = select(
-    func.count(), func.count(_SUMMED.c.txn_id), func.count(_SUMMED.c.control_type), func.max(_SUMMED.c.timestamp_ms),
-    func.coalesce(func.sum(case((_SUMMED.c.control_type.is_(None), _SUMMED.c.size), else_=0)), 0),
 )
 _DELETE_RANGE = delete(records).where(*_RANGE)
 
@@ -148,6 +177,21 @@ _DELETE_EMPTIED_BATCHES = delete(_rb).where(
     ).exists(),
 )
 
+
+# The transactions' batch rows (and markers') whose runs reach into [c_start, c_end), counted
+# from the primary key's range of the batch rows (usually far fewer than the records summed).
+_TRANSACTIONAL_BATCHES = (
+    select(func.count())
+    .select_from(_rb)
+    .where(_rb.c.topic_id == bindparam("c_topic_id"), _rb.c.partition == bindparam("c_partition"),
+           _rb.c.base_offset >= func.coalesce(_first_run, bindparam("c_start")),
+           _rb.c.base_offset < bindparam("c_end"), _rb.c.txn_id.is_not(None))
+    .scalar_subquery()
+)
+_CHUNK_SUMMARY = select(
+    func.count(), _TRANSACTIONAL_BATCHES, func.count(_SUMMED.c.control_type), func.max(_SUMMED.c.timestamp_ms),
+    func.coalesce(func.sum(case((_SUMMED.c.control_type.is_(None), _SUMMED.c.size), else_=0)), 0),
+).select_from(_SUMMED)
 
 _NO_END = 2**63 - 1  # the largest offset a BIGINT holds: a range up to it has no end
 
@@ -190,10 +234,10 @@ def last_stored(conn: Connection, topic_id: int, partition: int, start: int, end
 def stored_rows(conn: Connection, topic_id: int, partition: int, start: int, end: int) -> list[StoredRow]:
     """The rows of [start, end) in offset order, sizes counted by the database."""
     rows = conn.execute(
-        select(*_STORED_ROW).where(*_in_range(topic_id, partition, start, end)).order_by(records.c.offset)
+        select(*_STORED_ROWS).where(*_in_range(topic_id, partition, start, end)).order_by(records.c.offset)
     ).all()
     # Unpacked as tuples: a Row's attributes by name cost twice as much as the rest together.
-    return [_stored_row(*row) for row in rows]
+    return _with_txn(conn, topic_id, partition, rows)
 
 
 def chunk_summary(conn: Connection, topic_id: int, partition: int, start: int, end: int) -> ChunkSummary:
@@ -235,8 +279,7 @@ def count_prefix_deleted(conn: Connection, topic_id: int, partition: int, summar
 
 
 _COMPACTION_RECORDS = (
-    select(records.c.offset, records.c.key, records.c.key_bytes, records.c.batch_record_count,
-           records.c.timestamp_ms,
+    select(records.c.offset, records.c.key, records.c.key_bytes, records.c.timestamp_ms,
            # A marker's value is no tombstone either, but the scan never asks a marker's.
            or_(records.c.value == _TOMBSTONE,
                and_(records.c.value.is_(None), records.c.value_bytes.is_(None))).label("tombstone"))
@@ -277,7 +320,7 @@ def compaction_rows(
             r.offset, r.key_bytes if r.key is None else r.key, b.txn_id,
             None if b.control_type is None else _CONTROL_TYPES[b.control_type],
             None if b.state is None else _STATES[b.state], b.commit_position,
-            r.batch_record_count, r.timestamp_ms, bool(r.tombstone)))
+            r.timestamp_ms, bool(r.tombstone)))
     return out
 
 
@@ -306,26 +349,9 @@ def delete_prefix(conn: Connection, topic_id: int, partition: int, start: int, b
     """Delete the rows of [start, bound) and make `bound` the log start if it is higher;
     returns (data records, bytes) deleted.
 
-    A transactional batch whose run [head, head + count) crosses `bound` keeps its records at
-    or past it readable: the first of them becomes the head of the rest of the run, in this
-    transaction (set_batch_heads says who reads heads). Retention
-    never cuts a transaction, but DeleteRecords may put a log start inside a batch, and a
-    chunk edge may fall there too."""
-    crossing = conn.execute(
-        select(records.c.offset, records.c.batch_record_count)
-        .where(records.c.topic_id == topic_id, records.c.partition == partition,
-               records.c.offset >= start, records.c.offset < bound,
-               records.c.batch_record_count.is_not(None),
-               records.c.offset + records.c.batch_record_count > bound)
-    ).all()
-    for head, count in crossing:
-        kept = conn.execute(
-            select(func.min(records.c.offset))
-            .where(records.c.topic_id == topic_id, records.c.partition == partition,
-                   records.c.offset >= bound, records.c.offset < head + count)
-        ).scalar()
-        if kept is not None:
-            set_batch_heads(conn, topic_id, partition, [(kept, head + count - kept)])
+    A batch whose run crosses `bound` (DeleteRecords may put a log start inside one, and a
+    chunk edge may fall there too; retention never cuts a transaction) keeps its row, which
+    describes the records left at or past `bound` as before: readers step from the log start."""
     deleted = conn.execute(
         delete(records)
         .where(*_in_range(topic_id, partition, start, bound))
@@ -348,25 +374,6 @@ def delete_offsets(conn: Connection, topic_id: int, partition: int, offsets: Seq
     ).all()
     delete_emptied_batches(conn, topic_id, partition, min(offsets), max(offsets) + 1)
     return _uncount(conn, topic_id, partition, deleted, None)
-
-
-_SET_HEAD = (
-    update(records)
-    .where(records.c.topic_id == bindparam("h_topic_id"), records.c.partition == bindparam("h_partition"),
-           records.c.offset == bindparam("h_offset"))
-    .values(batch_record_count=bindparam("h_count"))
-)
-
-
-def set_batch_heads(conn: Connection, topic_id: int, partition: int, heads: Sequence[tuple[int, int]]) -> None:
-    """Make each (offset, count) the head of the run [offset, offset + count): compaction
-    deleted the run's head and kept these records. Today's readers find them through their
-    batch row; a head keeps them readable through ix_records_txn_batches by the view and code
-    before migration 0020, which a downgrade brings back. Goes with batch_record_count (step 3
-    of docs/DESIGN-batches.md)."""
-    if heads:
-        conn.execute(_SET_HEAD, [{"h_topic_id": topic_id, "h_partition": partition, "h_offset": o,
-                                  "h_count": n} for o, n in heads])
 
 
 def set_cleaned_offset(conn: Connection, topic_id: int, partition: int, offset: int) -> None:

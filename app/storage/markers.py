@@ -122,7 +122,8 @@ def marker_row(topic_id: int, partition: int, offset: int, owner: MarkerOwner, c
                now_ms: int) -> dict[str, object]:
     """The `records` row of a control marker (every column it sets; the others stay NULL):
     written here, and by an append that carries a whole transaction's markers
-    (append.append_batches' `commit_marker`)."""
+    (append.append_batches' `commit_marker`). Its transaction and producer are on its batch
+    row (batch_rows.marker_batch_row), as a data record's are on its batch's."""
     return {
         "topic_id": topic_id,
         "partition": partition,
@@ -131,9 +132,5 @@ def marker_row(topic_id: int, partition: int, offset: int, owner: MarkerOwner, c
         "key": None,
         "value": None,
         "headers": None,
-        "producer_id": owner.producer_id,
-        "producer_epoch": owner.producer_epoch,
-        "sequence": None,
-        "txn_id": owner.txn_id,
         "control_type": control_type.value,
     }

@@ -133,11 +133,11 @@ deleted_topics = Table(
     Column("deleted_ms", BigInteger, nullable=False),
 )
 
-# The partition logs: data records and control markers. A record is transactional when
-# txn_id is set; a control marker has control_type set ('COMMIT' or 'ABORT') and the txn_id
-# of the transaction it ends. The first record of each transactional batch (a Send writes a
-# batch at consecutive offsets) carries batch_record_count: the batch is the run of offsets
-# [offset, offset + batch_record_count). Every other record leaves it NULL.
+# The partition logs: data records and control markers. Who wrote a record (producer id,
+# epoch, sequence, transaction) and what became of it are its batch's row in record_batches
+# below, written once a batch: since migration 0023 no record carries them. A control marker
+# is still a row here, with control_type set ('COMMIT' or 'ABORT'), and a batch row of its own
+# that names its transaction.
 records = Table(
     "records",
     metadata,
@@ -148,12 +148,7 @@ records = Table(
     Column("key", Text, nullable=True),
     Column("value", Text, nullable=True),
     Column("headers", Text, nullable=True),
-    Column("producer_id", BigInteger, nullable=True),
-    Column("producer_epoch", Integer, nullable=True),
-    Column("sequence", Integer, nullable=True),
-    Column("txn_id", BigInteger, nullable=True),
     Column("control_type", String(8), nullable=True),
-    Column("batch_record_count", Integer, nullable=True),
     # An application's key for a record appended inside its own database transaction
     # (app.in_database, outbox.append): unique per topic among the records stored, so that a
     # retry of an application transaction that committed publishes nothing again.
@@ -167,46 +162,6 @@ records = Table(
     CheckConstraint("key IS NULL OR key_bytes IS NULL", name="one_key"),
     CheckConstraint("value IS NULL OR value_bytes IS NULL", name="one_value"),
 )
-# A COMMIT marker finds its transaction's batch heads in its partition, one entry per batch
-# rather than per record (migration 0004), and each head's records through the primary key.
-# No query of app/ walks it any more: every reader, and compaction's outcomes, read
-# record_batches. The log cleaner still keeps a head for every run it leaves
-# (cleaning.set_batch_heads) while batch_record_count is written, for the views and code
-# before migration 0020 that a downgrade brings back; both go in step 3 of
-# docs/DESIGN-batches.md.
-Index(
-    "ix_records_txn_batches",
-    records.c.topic_id,
-    records.c.partition,
-    records.c.txn_id,
-    records.c.offset,
-    sqlite_where=text("batch_record_count IS NOT NULL"),
-    postgresql_where=text("batch_record_count IS NOT NULL"),
-)
-
-# The COMMIT markers of a partition by offset, made for the committed_records view (migration
-# 0003). Since migration 0020 the view reads record_batches (ix_record_batches_committed), and
-# no query of app/ or spark_jobs/ walks this index; it goes with the per-record columns in
-# step 3 of docs/DESIGN-batches.md.
-Index(
-    "ix_records_commit_markers",
-    records.c.topic_id,
-    records.c.partition,
-    records.c.offset,
-    sqlite_where=text("control_type = 'COMMIT'"),
-    postgresql_where=text("control_type = 'COMMIT'"),
-)
-
-# Which marker ended a transaction in a partition (migration 0008): one entry per marker.
-Index(
-    "ix_records_markers",
-    records.c.topic_id,
-    records.c.partition,
-    records.c.txn_id,
-    sqlite_where=text("control_type IS NOT NULL"),
-    postgresql_where=text("control_type IS NOT NULL"),
-)
-
 Index(
     "ix_records_message_id",
     records.c.topic_id,

@@ -35,11 +35,13 @@ from sqlalchemy.pool import NullPool
 from app.storage.tables import (
     group_offsets,
     partitions,
+    record_batches,
     records,
     topics,
     transaction_offsets,
     transaction_partitions,
 )
+from tests.helpers import records_with_batches
 
 ROOT = Path(__file__).resolve().parents[2]
 PYTHON = sys.executable
@@ -101,7 +103,9 @@ class Backend:
     def markers(self) -> list[tuple[str, int, int, str, int]]:
         """Every control marker: (topic, partition, offset, control_type, txn_id), in order."""
         return self.query(
-            select(topics.c.name, records.c.partition, records.c.offset, records.c.control_type, records.c.txn_id)
+            select(topics.c.name, records.c.partition, records.c.offset, records.c.control_type,
+                   record_batches.c.txn_id)
+            .select_from(records_with_batches())
             .join(topics, topics.c.topic_id == records.c.topic_id)
             .where(records.c.control_type.is_not(None))
             .order_by(topics.c.name, records.c.partition, records.c.offset)

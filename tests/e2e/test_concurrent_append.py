@@ -16,9 +16,9 @@ import httpx
 import pytest
 from sqlalchemy import select
 
-from app.storage.tables import records
+from app.storage.tables import record_batches, records
 from tests.e2e.api import ok, partition_offsets
-from tests.helpers import ident, init_producer
+from tests.helpers import ident, init_producer, record_sequence, records_with_batches
 
 pytestmark = pytest.mark.e2e
 
@@ -169,8 +169,9 @@ class Tail(threading.Thread):
 def _final_log(backend) -> list[tuple]:  # type: ignore[no-untyped-def]
     topic_id = backend.topic_id(TOPIC)
     return backend.query(
-        select(records.c.offset, records.c.txn_id, records.c.control_type, records.c.value,
-               records.c.producer_id, records.c.sequence)
+        select(records.c.offset, record_batches.c.txn_id, records.c.control_type, records.c.value,
+               record_batches.c.producer_id, record_sequence())
+        .select_from(records_with_batches())
         .where(records.c.topic_id == topic_id, records.c.partition == 0)
         .order_by(records.c.offset)
     )

@@ -33,7 +33,7 @@ from tests.e2e.api import (
     uncommitted_view,
     wait_for_state,
 )
-from tests.helpers import batch, begin, ident, init_producer, send
+from tests.helpers import batch, begin, ident, init_producer, records_with_batches, send
 
 pytestmark = pytest.mark.e2e
 
@@ -378,7 +378,9 @@ def test_kill_under_load_loses_nothing_acknowledged(backend, launcher) -> None: 
     backend.assert_batch_rows_match()
     topic_id = backend.topic_id("load")
     rows = backend.query(
-        select(records.c.partition, records.c.offset, records.c.txn_id, records.c.control_type, records.c.value)
+        select(records.c.partition, records.c.offset, record_batches.c.txn_id, records.c.control_type,
+               records.c.value)
+        .select_from(records_with_batches())
         .where(records.c.topic_id == topic_id)
     )
     data = {(p, o): (txn, json.loads(v)) for p, o, txn, ctl, v in rows if ctl is None}

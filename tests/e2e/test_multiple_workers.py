@@ -13,9 +13,9 @@ import httpx
 import pytest
 from sqlalchemy import func, select
 
-from app.storage.tables import records
+from app.storage.tables import record_batches, records
 from tests.e2e.api import describe_txn, group_offsets, ok, partition_offsets
-from tests.helpers import ident, init_producer
+from tests.helpers import ident, init_producer, records_with_batches
 
 pytestmark = pytest.mark.e2e
 
@@ -148,9 +148,10 @@ def test_racing_coordinator_processes_write_each_marker_once(backend, launcher) 
 
     # Exactly one COMMIT marker per (transaction, partition), and no other marker.
     duplicated = backend.query(
-        select(records.c.txn_id, records.c.topic_id, records.c.partition, func.count())
+        select(record_batches.c.txn_id, records.c.topic_id, records.c.partition, func.count())
+        .select_from(records_with_batches())
         .where(records.c.control_type.is_not(None))
-        .group_by(records.c.txn_id, records.c.topic_id, records.c.partition)
+        .group_by(record_batches.c.txn_id, records.c.topic_id, records.c.partition)
         .having(func.count() > 1)
     )
     assert duplicated == []

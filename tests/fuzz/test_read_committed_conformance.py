@@ -57,9 +57,10 @@ events = st.lists(
 
 @dataclass
 class Log:
-    """The partition's stored rows, by offset: (txn_id, control_type, batch_record_count)."""
+    """The partition's stored rows, by offset: (txn_id, control_type), the transaction as its
+    batch row (`batches`) names it."""
 
-    rows: dict[int, tuple[int | None, str | None, int | None]]
+    rows: dict[int, tuple[int | None, str | None]]
     next_offset: int
     last_stable_offset: int  # the first offset of an open transaction, else next_offset
     # Each append's run as written, before any cut: (base_offset, record_count, txn_id,
@@ -70,7 +71,7 @@ class Log:
 def build(run: list[tuple], ending: str = "open") -> Log:  # type: ignore[type-arg]
     """The log of `run`; the transactions still open at its end are left open, or (`ending`)
     all committed or all aborted, so that the last stable offset is not always held low."""
-    rows: dict[int, tuple[int | None, str | None, int | None]] = {}
+    rows: dict[int, tuple[int | None, str | None]] = {}
     batches: list[tuple[int, int, int | None, str | None]] = []
     txn_ids = itertools.count(1)
     open_: dict[int, int] = {}  # producer → its open transaction's txn_id
@@ -81,22 +82,22 @@ def build(run: list[tuple], ending: str = "open") -> Log:  # type: ignore[type-a
         if kind == "plain":
             batches.append((offset, event[1], None, None))
             for _ in range(event[1]):
-                rows[offset] = (None, None, None)
+                rows[offset] = (None, None)
                 offset += 1
         elif kind == "send":
             txn_id = open_.setdefault(event[1], next(txn_ids))
             first.setdefault(txn_id, offset)
             batches.append((offset, event[2], txn_id, None))
-            for i in range(event[2]):
-                rows[offset] = (txn_id, None, event[2] if i == 0 else None)
+            for _ in range(event[2]):
+                rows[offset] = (txn_id, None)
                 offset += 1
         elif event[1] in open_:  # a marker ends the producer's open transaction
-            rows[offset] = (open_.pop(event[1]), event[0].upper(), None)
+            rows[offset] = (open_.pop(event[1]), event[0].upper())
             batches.append((offset, 1, rows[offset][0], rows[offset][1]))
             offset += 1
     if ending != "open":
         for producer in sorted(open_):
-            rows[offset] = (open_.pop(producer), ending.upper(), None)
+            rows[offset] = (open_.pop(producer), ending.upper())
             batches.append((offset, 1, rows[offset][0], rows[offset][1]))
             offset += 1
     lso = min((first[t] for t in open_.values()), default=offset)
@@ -104,18 +105,12 @@ def build(run: list[tuple], ending: str = "open") -> Log:  # type: ignore[type-a
 
 
 def cut(log: Log, holes: set[int], log_start: int, cleaned: bool) -> None:
-    """Compaction's holes (data records only: markers stay), the records below the log start
-    if `cleaned`, and each batch's head moved to the first record of its run left, counting
-    to the run's end, as the log cleaner moves it."""
-    runs = [(o, o + n, t) for o, (t, _, n) in log.rows.items() if n is not None]
+    """Compaction's holes (data records only: markers stay) and the records below the log start
+    if `cleaned`. A run with holes keeps its batch row (batch_rows), nothing of it rewritten."""
     for o in sorted(log.rows):
-        t, control, _ = log.rows[o]
+        _, control = log.rows[o]
         if (o in holes and control is None) or (cleaned and o < log_start):
             del log.rows[o]
-    for start, end, txn_id in runs:
-        left = [o for o in range(start, end) if o in log.rows]
-        for o in left:
-            log.rows[o] = (txn_id, None, end - o if o == left[0] else None)
 
 
 def store(conn: Connection, log: Log, log_start: int, compacted: bool) -> int:
@@ -127,10 +122,8 @@ def store(conn: Connection, log: Log, log_start: int, compacted: bool) -> int:
     if log.rows:
         conn.execute(insert(records), [
             {"topic_id": topic_id, "partition": 0, "offset": o, "timestamp_ms": o, "key": None,
-             "value": None if control else f"v{o}", "headers": None, "producer_id": None if t is None else 7,
-             "producer_epoch": None if t is None else 0, "sequence": None, "txn_id": t, "control_type": control,
-             "batch_record_count": n, "message_id": None}
-            for o, (t, control, n) in sorted(log.rows.items())])
+             "value": None if control else f"v{o}", "headers": None, "control_type": control, "message_id": None}
+            for o, (_, control) in sorted(log.rows.items())])
     if rows := batch_rows(log):
         conn.execute(insert(record_batches), [{"topic_id": topic_id, "partition": 0, **row} for row in rows])
     return topic_id
@@ -158,7 +151,8 @@ def batch_rows(log: Log) -> list[dict]:  # type: ignore[type-arg]
         else:
             state, position = "aborted", None
         out.append({"base_offset": base, "record_count": count, "producer_id": None if t is None else 7,
-                    "producer_epoch": None if t is None else 0, "base_sequence": None, "txn_id": t,
+                    "producer_epoch": None if t is None else 0,
+                    "base_sequence": None if t is None or control is not None else 0, "txn_id": t,
                     "control_type": control, "state": state, "commit_position": position})
     return out
 
@@ -232,11 +226,11 @@ def test_the_generated_logs_hold_what_the_view_must_leave_out() -> None:
     """The generator makes every kind of record the definition sorts: plain, committed,
     aborted and open transactions, markers (so the test above can fail on each)."""
     log = build([("plain", 1), ("send", 0, 2), ("send", 1, 1), ("commit", 0), ("abort", 1), ("send", 2, 1)])
-    assert log.rows == {0: (None, None, None), 1: (1, None, 2), 2: (1, None, None), 3: (2, None, 1),
-                        4: (1, "COMMIT", None), 5: (2, "ABORT", None), 6: (3, None, 1)}
+    assert log.rows == {0: (None, None), 1: (1, None), 2: (1, None), 3: (2, None),
+                        4: (1, "COMMIT"), 5: (2, "ABORT"), 6: (3, None)}
     assert (log.next_offset, log.last_stable_offset) == (7, 6)
     cut(log, {2}, 2, cleaned=True)
-    assert log.rows == {3: (2, None, 1), 4: (1, "COMMIT", None), 5: (2, "ABORT", None), 6: (3, None, 1)}
+    assert log.rows == {3: (2, None), 4: (1, "COMMIT"), 5: (2, "ABORT"), 6: (3, None)}
     # The batch rows of the runs with a record left: the plain batch at 0 and the committed
     # batch [1, 3) went with their records.
     assert [(b["base_offset"], b["record_count"], b["txn_id"], b["control_type"], b["state"], b["commit_position"])

@@ -40,7 +40,7 @@ def _a_committed_transaction_after_plain_records(client: Any, db_url: str) -> in
     engine = create_engine(db_url)
     try:
         with engine.connect() as conn:
-            return conn.execute(select(records.c.txn_id).where(records.c.offset == 2)).scalar_one()
+            return conn.execute(select(record_batches.c.txn_id).where(record_batches.c.base_offset == 2)).scalar_one()
     finally:
         engine.dispose()
 
@@ -54,13 +54,26 @@ def test_a_missing_batch_row_is_found(client: Any, db_url: str) -> None:
 
 
 def test_a_transactional_batch_left_open_by_its_commit_is_found(client: Any, db_url: str) -> None:
-    txn = _a_committed_transaction_after_plain_records(client, db_url)
+    _a_committed_transaction_after_plain_records(client, db_url)
     assert _problems_after(db_url, update(record_batches).where(record_batches.c.base_offset == 2)
                            .values(state="open", commit_position=None)) == [
-        f"partition (1, 0): record at 2: batch row at 2 gives (1, 0, 0, {txn}, 'open', None), "
-        f"the record (1, 0, 0, {txn}, 'committed', 4)",
-        f"partition (1, 0): record at 3: batch row at 2 gives (1, 0, 1, {txn}, 'open', None), "
-        f"the record (1, 0, 1, {txn}, 'committed', 4)",
+        "partition (1, 0): batch row at 2: ('open', None), its outcome says ('committed', 4)",
+    ]
+
+
+def test_a_commit_position_other_than_the_commit_markers_offset_is_found(client: Any, db_url: str) -> None:
+    _a_committed_transaction_after_plain_records(client, db_url)
+    assert _problems_after(db_url, update(record_batches).where(record_batches.c.base_offset == 2)
+                           .values(commit_position=3)) == [
+        "partition (1, 0): batch row at 2: ('committed', 3), its outcome says ('committed', 4)",
+    ]
+
+
+def test_a_record_outside_its_batch_rows_run_is_found(client: Any, db_url: str) -> None:
+    _a_committed_transaction_after_plain_records(client, db_url)
+    assert _problems_after(db_url, update(record_batches).where(record_batches.c.base_offset == 2)
+                           .values(record_count=1)) == [
+        "partition (1, 0): record at 3: in no data batch row",
     ]
 
 
@@ -73,7 +86,15 @@ def test_a_batch_row_without_records_is_found(client: Any, db_url: str) -> None:
 
 
 def test_a_marker_without_its_batch_row_is_found(client: Any, db_url: str) -> None:
-    txn = _a_committed_transaction_after_plain_records(client, db_url)
+    _a_committed_transaction_after_plain_records(client, db_url)
     assert _problems_after(db_url, delete(record_batches).where(record_batches.c.base_offset == 4)) == [
-        f"partition (1, 0): marker at 4: batch row None, the marker record says (1, 1, 0, None, {txn}, 'COMMIT', None, None)",
+        "partition (1, 0): marker at 4: no batch row",
+        "partition (1, 0): batch row at 2: ('committed', 4), its outcome says ('open', None)",
+    ]
+
+
+def test_a_marker_batch_row_without_its_marker_record_is_found(client: Any, db_url: str) -> None:
+    _a_committed_transaction_after_plain_records(client, db_url)
+    assert _problems_after(db_url, delete(records).where(records.c.offset == 4)) == [
+        "partition (1, 0): marker batch row at 4: no marker record",
     ]

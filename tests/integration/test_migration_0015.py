@@ -88,7 +88,9 @@ def test_the_downgrade_refuses_while_a_bytes_topic_exists(empty_url: str) -> Non
     with pytest.raises(RuntimeError, match="not json topics"):
         command.downgrade(migrate.alembic_config(empty_url), "0014")
 
-    assert _columns(empty_url)["records"][-2:] == ["key_bytes", "value_bytes"]
+    # Refused at 0015, the bytes columns stay (0023's downgrade re-added the producer columns
+    # after them).
+    assert {"key_bytes", "value_bytes"} <= set(_columns(empty_url)["records"])
 
 
 APPEND = "'outbox.append(text, integer, text, json, json, text, bigint)'::regprocedure"

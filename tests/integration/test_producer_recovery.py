@@ -5,10 +5,10 @@ from __future__ import annotations
 import pytest
 from sqlalchemy import select, update
 
-from app.storage.tables import producers, records, transactions
+from app.storage.tables import producers, record_batches, records, transactions
 from app.worker.chore import ChoreConfig
 from app.worker.coordinator import CoordinatorWorker
-from tests.helpers import batch, begin, create_topic, fetch, ident, init_producer, send, values
+from tests.helpers import batch, begin, create_topic, fetch, ident, init_producer, records_with_batches, send, values
 
 
 @pytest.fixture
@@ -197,7 +197,9 @@ def test_recovery_with_an_open_transaction_at_epoch_32766_never_hands_out_32767(
     # The abort's marker: the old producer id, at the epoch its fence took.
     with database.read() as conn:
         assert [tuple(m) for m in conn.execute(
-            select(records.c.offset, records.c.producer_id, records.c.producer_epoch, records.c.control_type)
+            select(records.c.offset, record_batches.c.producer_id, record_batches.c.producer_epoch,
+                   records.c.control_type)
+            .select_from(records_with_batches())
             .where(records.c.control_type.is_not(None)))] == [(1, p["producer_id"], 32767, "ABORT")]
 
 

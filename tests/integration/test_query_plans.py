@@ -58,8 +58,7 @@ def _plan(database, sql: str) -> list[str]:  # type: ignore[no-untyped-def]
 
 def _scans(lines: list[str]) -> list[str]:
     """The index each scan of `records` uses, in plan order (outer first)."""
-    names = ("ix_records_commit_markers", "ix_records_markers", "ix_records_txn_batches", "pk_records",
-             "sqlite_autoindex_records_1", "ix_record_batches_committed_txn", "ix_record_batches_committed",
+    names = ("pk_records", "sqlite_autoindex_records_1", "ix_record_batches_committed_txn", "ix_record_batches_committed",
              "ix_record_batches_txn",
              "pk_record_batches", "sqlite_autoindex_record_batches_1")
     return [next(n for n in names if n in line) for line in lines if any(n in line for n in names)]

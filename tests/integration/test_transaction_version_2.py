@@ -16,8 +16,8 @@ from sqlalchemy import event, select, update
 from app.domain.records import RecordToAppend, SendBatch
 from app.domain.types import IsolationLevel, TransactionVersion
 from app.services.transaction_coordinator import TransactionCoordinator
-from app.storage.tables import producers, records, transaction_partitions, transactions
-from tests.helpers import batch, begin, create_topic, fetch, ident, init_producer, send, values
+from app.storage.tables import producers, record_batches, records, transaction_partitions, transactions
+from tests.helpers import batch, begin, create_topic, fetch, ident, init_producer, records_with_batches, send, values
 
 TID = "v2"
 
@@ -59,7 +59,9 @@ def _markers(database) -> list[tuple[int, int, int, int]]:  # type: ignore[no-un
     """Every control marker: (partition, offset, producer_id, producer_epoch)."""
     with database.read() as conn:
         return [tuple(r) for r in conn.execute(
-            select(records.c.partition, records.c.offset, records.c.producer_id, records.c.producer_epoch)
+            select(records.c.partition, records.c.offset, record_batches.c.producer_id,
+                   record_batches.c.producer_epoch)
+            .select_from(records_with_batches())
             .where(records.c.control_type.is_not(None)).order_by(records.c.partition, records.c.offset))]
 
 
@@ -359,7 +361,9 @@ def test_a_commit_carrying_a_whole_transaction_writes_each_marker_after_its_reco
     answer = _ok(_commit_with(client, p, [batch("out", 0, ["a", "b"], 0), batch("out", 1, ["c"], 0)]))
 
     with database.read() as conn:
-        stored = conn.execute(select(records.c.partition, records.c.offset, records.c.txn_id, records.c.control_type)
+        stored = conn.execute(select(records.c.partition, records.c.offset, record_batches.c.txn_id,
+                                     records.c.control_type)
+                              .select_from(records_with_batches())
                               .order_by(records.c.partition, records.c.offset)).all()
         claims = conn.execute(select(transaction_partitions)).all()
     txn = answer["txn_id"]

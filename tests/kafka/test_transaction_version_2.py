@@ -14,8 +14,8 @@ from kio.schema.errors import ErrorCode
 from sqlalchemy import select, update
 
 from app.kafka.protocol import SERVED, request_class
-from app.storage.tables import records, transactions
-from tests.helpers import create_topic
+from app.storage.tables import record_batches, records, transactions
+from tests.helpers import create_topic, records_with_batches
 from tests.kafka.conftest import Listener, ask, deferred_completion
 
 TID = "tx-2"
@@ -115,7 +115,8 @@ def _markers(kafka: Listener) -> list[tuple[int, int, int]]:
     """Every control marker of orders/0: (offset, producer_id, producer_epoch)."""
     with kafka.services.db.read() as conn:
         return [tuple(r) for r in conn.execute(
-            select(records.c.offset, records.c.producer_id, records.c.producer_epoch)
+            select(records.c.offset, record_batches.c.producer_id, record_batches.c.producer_epoch)
+            .select_from(records_with_batches())
             .where(records.c.partition == 0, records.c.control_type.is_not(None)).order_by(records.c.offset))]
 
 

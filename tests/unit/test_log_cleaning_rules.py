@@ -212,14 +212,14 @@ def test_the_throttle_pauses_until_the_records_average_the_limit() -> None:
 # --- compaction -----------------------------------------------------------------------------
 
 
-def row(offset: int, key: str | None = None, txn: int | None = None, head: int | None = None,
-        ts: int = NEW, tombstone: bool = False) -> CompactionRow:
+def row(offset: int, key: str | None = None, txn: int | None = None, ts: int = NEW,
+        tombstone: bool = False) -> CompactionRow:
     """A record; its outcome as a plain one's (committed), compacted() gives a transaction's."""
-    return CompactionRow(offset, key, txn, None, RecordState.COMMITTED, None, head, ts, tombstone)
+    return CompactionRow(offset, key, txn, None, RecordState.COMMITTED, None, ts, tombstone)
 
 
 def mark(offset: int, txn: int, kind: ControlType = C) -> CompactionRow:
-    return CompactionRow(offset, None, txn, kind, None, None, None, NEW, False)
+    return CompactionRow(offset, None, txn, kind, None, None, NEW, False)
 
 
 def with_outcomes(rows: list[CompactionRow]) -> list[CompactionRow]:
@@ -243,10 +243,10 @@ def with_outcomes(rows: list[CompactionRow]) -> list[CompactionRow]:
 
 
 def compacted(rows: list[CompactionRow], point: int, *, tombstones_before: int = 0,
-              dirty_from: int = 0) -> tuple[list[int], list[tuple[int, int]], list[int]]:
+              dirty_from: int = 0) -> tuple[list[int], list[int]]:
     """Feed a Compaction the committed records of the dirty section as read_committed gives
-    them, scan the rows top down with their outcomes (with_outcomes): (deleted offsets, new
-    heads, empty markers)."""
+    them, scan the rows top down with their outcomes (with_outcomes): (deleted offsets, empty
+    markers)."""
     rows = with_outcomes(rows)
     committed = []
     for r in rows:
@@ -258,7 +258,7 @@ def compacted(rows: list[CompactionRow], point: int, *, tombstones_before: int =
             compaction.supersede(key, position, offset)
     compaction.close_dirty_section(point)
     plan = compaction.scan(sorted((r for r in rows if r.offset < point), key=lambda r: -r.offset))
-    return sorted(plan.delete), sorted(plan.new_heads), compaction.markers_left_empty()
+    return sorted(plan.delete), compaction.markers_left_empty()
 
 
 def test_compaction_keeps_each_keys_latest_record() -> None:
@@ -268,7 +268,7 @@ def test_compaction_keeps_each_keys_latest_record() -> None:
 
 def test_latest_is_in_commit_order_not_offset_order() -> None:
     # txn 7 wrote a=… at offset 0 and committed at 2, after the plain a=… at offset 1.
-    rows = [row(0, "a", txn=7, head=1), row(1, "a"), mark(2, 7)]
+    rows = [row(0, "a", txn=7), row(1, "a"), mark(2, 7)]
     assert compacted(rows, 3)[0] == [1]
 
 
@@ -278,7 +278,7 @@ def test_records_past_the_cleaning_point_are_neither_touched_nor_superseding() -
 
 
 def test_a_transaction_decided_past_the_cleaning_point_keeps_its_records() -> None:
-    rows = [row(0, "a", txn=7, head=2), row(1, "b", txn=7), row(2, "a"), row(3, "b"), mark(4, 7)]
+    rows = [row(0, "a", txn=7), row(1, "b", txn=7), row(2, "a"), row(3, "b"), mark(4, 7)]
     # Cleaning point 4: txn 7's marker is not below it, so its records stay, and do not
     # supersede anything either.
     assert compacted(rows, 4)[0] == []
@@ -287,51 +287,35 @@ def test_a_transaction_decided_past_the_cleaning_point_keeps_its_records() -> No
 def test_a_transaction_aborted_past_the_cleaning_point_loses_its_records_but_not_its_marker() -> None:
     # Cleaning point 3: txn 7's records are aborted (their batch row says so), so they go,
     # though its marker at 3 is not scanned; it goes in a later pass that meets it.
-    rows = [row(0, "a", txn=7, head=2), row(1, "b", txn=7), row(2, "c"), mark(3, 7, A)]
-    assert compacted(rows, 3)[0::2] == ([0, 1], [])
+    rows = [row(0, "a", txn=7), row(1, "b", txn=7), row(2, "c"), mark(3, 7, A)]
+    assert compacted(rows, 3) == ([0, 1], [])
 
 
 def test_aborted_records_go_and_so_does_their_empty_marker() -> None:
-    rows = [row(0, "a", txn=7, head=2), row(1, "b", txn=7), mark(2, 7, A), row(3, "c")]
-    deleted, _, empty = compacted(rows, 4)
+    rows = [row(0, "a", txn=7), row(1, "b", txn=7), mark(2, 7, A), row(3, "c")]
+    deleted, empty = compacted(rows, 4)
     assert deleted == [0, 1]
     assert empty == [2]
 
 
 def test_a_committed_marker_goes_once_every_record_of_it_is_compacted_away() -> None:
-    rows = [row(0, "a", txn=7, head=1), mark(1, 7), row(2, "a")]
-    deleted, _, empty = compacted(rows, 3)
+    rows = [row(0, "a", txn=7), mark(1, 7), row(2, "a")]
+    deleted, empty = compacted(rows, 3)
     assert (deleted, empty) == ([0], [1])
 
 
 def test_a_marker_with_a_record_left_stays() -> None:
-    rows = [row(0, "a", txn=7, head=2), row(1, "b", txn=7), mark(2, 7), row(3, "a")]
-    deleted, _, empty = compacted(rows, 4)
+    rows = [row(0, "a", txn=7), row(1, "b", txn=7), mark(2, 7), row(3, "a")]
+    deleted, empty = compacted(rows, 4)
     assert (deleted, empty) == ([0], [])
 
 
-def test_a_deleted_head_passes_to_the_first_record_of_its_run_that_stays() -> None:
-    # One batch of txn 7 at offsets 0..3 (head 0, 4 records); a and b are superseded.
-    rows = [row(0, "a", txn=7, head=4), row(1, "b", txn=7), row(2, "c", txn=7), row(3, "d", txn=7),
+def test_a_transactions_superseded_records_go_and_the_rest_of_its_batch_stays() -> None:
+    # One batch of txn 7 at offsets 0..3, committed at 4; a and b are superseded after it.
+    # What stays of the batch is read through its batch row, holes and all: nothing to rewrite.
+    rows = [row(0, "a", txn=7), row(1, "b", txn=7), row(2, "c", txn=7), row(3, "d", txn=7),
             mark(4, 7), row(5, "a"), row(6, "b")]
-    deleted, heads, _ = compacted(rows, 7)
-    assert deleted == [0, 1]
-    assert heads == [(2, 2)]
-
-
-def test_a_head_that_stays_keeps_its_run() -> None:
-    rows = [row(0, "a", txn=7, head=2), row(1, "b", txn=7), mark(2, 7), row(3, "b")]
-    deleted, heads, _ = compacted(rows, 4)
-    assert (deleted, heads) == ([1], [])
-
-
-def test_runs_of_one_transaction_move_their_heads_apart() -> None:
-    # Two batches of txn 7: [0,1] and [3,4], interleaved with a plain record at 2.
-    rows = [row(0, "a", txn=7, head=2), row(1, "b", txn=7), row(2, "x"), row(3, "c", txn=7, head=2),
-            row(4, "d", txn=7), mark(5, 7), row(6, "a"), row(7, "c")]
-    deleted, heads, _ = compacted(rows, 8)
-    assert deleted == [0, 3]
-    assert heads == [(1, 1), (4, 1)]
+    assert compacted(rows, 7) == ([0, 1], [])
 
 
 def test_keyless_records_stay() -> None:
