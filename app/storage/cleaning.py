@@ -88,7 +88,7 @@ def _in_range(topic_id: int, partition: int, start: int, end: int) -> tuple:
 # batch row holding the offset, the last to begin at or below it (runs do not overlap and
 # cover every stored record: tests/batch_rows.py), one probe of record_batches' primary key.
 # For a single row (the first and last stored); a range of rows matches its batch rows in
-# Python instead (_with_txn), one range of that key rather than a probe per record.
+# Python instead (stored_rows), one range of that key rather than a probe per record.
 _holder = record_batches.alias("holder")
 _HOLDING_TXN = (
     select(_holder.c.txn_id)
@@ -107,22 +107,6 @@ _RUN_TXNS = batches_meeting(record_batches.c.base_offset, record_batches.c.recor
 def _stored_row(offset: int, timestamp_ms: int, txn_id: int | None, control_type: str | None, size: int) -> StoredRow:
     return StoredRow(offset, timestamp_ms, txn_id, None if control_type is None else ControlType(control_type),
                      0 if control_type is not None else size)
-
-
-def _with_txn(conn: Connection, topic_id: int, partition: int, rows: Sequence) -> list[StoredRow]:
-    """Rows of _STORED_ROWS in offset order, each given its batch row's transaction: the batch
-    rows of their range (batches_meeting, one range of the primary key), matched by run."""
-    if not rows:
-        return []
-    batches = conn.execute(_RUN_TXNS, {"topic_id": topic_id, "partition": partition,
-                                       "start": rows[0][0], "last": rows[-1][0]}).all()
-    starts = [b[0] for b in batches]
-    out = []
-    for offset, timestamp_ms, control_type, size in rows:
-        base_offset, record_count, txn_id = batches[bisect.bisect_right(starts, offset) - 1]
-        assert base_offset <= offset < base_offset + record_count, f"no batch row holds offset {offset}"
-        out.append(_stored_row(offset, timestamp_ms, txn_id, control_type, size))
-    return out
 
 
 # A chunk's statements, built once (as app.storage.dialect's are): building a Core statement
@@ -232,12 +216,28 @@ def last_stored(conn: Connection, topic_id: int, partition: int, start: int, end
 
 
 def stored_rows(conn: Connection, topic_id: int, partition: int, start: int, end: int) -> list[StoredRow]:
-    """The rows of [start, end) in offset order, sizes counted by the database."""
+    """The rows of [start, end) in offset order, sizes counted by the database, each with its
+    batch row's transaction: the batch rows of the range (batches_meeting, one range of the
+    primary key), matched by run in Python.
+
+    The batch rows are read first, in their own statement: below the last stable offset rows
+    and batch rows only disappear (another cleaner's deletion takes a batch row with its last
+    record, in one transaction), so every record read afterwards has its batch row in the list
+    read before. Read the other way round, a record read before another cleaner's delete_prefix
+    committed finds its batch row gone, and the lookup an earlier batch or none."""
+    batches = conn.execute(_RUN_TXNS, {"topic_id": topic_id, "partition": partition,
+                                       "start": start, "last": end - 1}).all()
     rows = conn.execute(
         select(*_STORED_ROWS).where(*_in_range(topic_id, partition, start, end)).order_by(records.c.offset)
     ).all()
+    starts = [b[0] for b in batches]
+    out = []
     # Unpacked as tuples: a Row's attributes by name cost twice as much as the rest together.
-    return _with_txn(conn, topic_id, partition, rows)
+    for offset, timestamp_ms, control_type, size in rows:
+        base_offset, record_count, txn_id = batches[bisect.bisect_right(starts, offset) - 1]
+        assert base_offset <= offset < base_offset + record_count, f"no batch row holds offset {offset}"
+        out.append(_stored_row(offset, timestamp_ms, txn_id, control_type, size))
+    return out
 
 
 def chunk_summary(conn: Connection, topic_id: int, partition: int, start: int, end: int) -> ChunkSummary:
@@ -288,9 +288,11 @@ _COMPACTION_RECORDS = (
     .order_by(records.c.offset.desc())
     .limit(bindparam("limit"))
 )
+# The top batch rows meeting [start, last], from the top down (`limit` of them).
 _COMPACTION_BATCHES = batches_meeting(
     record_batches.c.base_offset, record_batches.c.record_count, record_batches.c.txn_id,
-    record_batches.c.control_type, record_batches.c.state, record_batches.c.commit_position)
+    record_batches.c.control_type, record_batches.c.state, record_batches.c.commit_position,
+).order_by(None).order_by(record_batches.c.base_offset.desc()).limit(bindparam("limit"))
 _STATES = {s.value: s for s in RecordState}
 _CONTROL_TYPES = {c.value: c for c in ControlType}
 
@@ -300,16 +302,28 @@ def compaction_rows(
 ) -> list[CompactionRow]:
     """Up to `limit` rows of [low, below) in descending offset order: the compaction scan's
     next chunk, read from the top, each with its batch row's transaction, control type,
-    outcome and commit position. Two primary-key ranges, the records' and their batch rows',
-    matched in Python by run (as app.storage.offset_order reads them): no range join in the
-    database. Every stored row lies in exactly one batch row (tests/batch_rows.py asserts it
-    after every test), and below the cleaning point no batch row changes any more (none is
-    open there), so the two statements agree whatever commits between them."""
+    outcome and commit position. Two primary-key ranges, the top `limit` + 2 batch rows' and
+    then their records' (from the lowest of those batches, or `low`), matched in Python by run
+    (as app.storage.offset_order reads them): no range join in the database. Fewer than `limit`
+    rows when those batch rows hold fewer (compaction's holes). None only when [low, below)
+    holds none, which ends the scan: of the batch rows read, only the top one (its run may
+    cross `below`) and the bottom one (it may hold `low`) can have no record in the range;
+    every one between lies wholly inside it and keeps a record (tests/batch_rows.py); fewer
+    than `limit` + 2 are all there are, down to the one holding `low`.
+
+    The batch rows are read first: below the cleaning point a batch row no longer changes
+    (none is open there) but may still go, with its last record, in another cleaner's
+    retention deletion (cleanup.policy compact,delete), committed in one transaction. So
+    every record read afterwards has its batch row in the list read before; read the other
+    way round, a record read before such a deletion committed would find its batch row gone."""
     where = {"topic_id": topic_id, "partition": partition}
-    rows = conn.execute(_COMPACTION_RECORDS, {**where, "low": low, "below": below, "limit": limit}).all()
-    if not rows:
+    batches = conn.execute(_COMPACTION_BATCHES, {**where, "start": low, "last": below - 1,
+                                                 "limit": limit + 2}).all()
+    if not batches:
         return []
-    batches = conn.execute(_COMPACTION_BATCHES, {**where, "start": rows[-1].offset, "last": rows[0].offset}).all()
+    batches.reverse()
+    rows = conn.execute(_COMPACTION_RECORDS, {**where, "low": max(low, batches[0].base_offset), "below": below,
+                                              "limit": limit}).all()
     starts = [b.base_offset for b in batches]
     out = []
     for r in rows:
