@@ -13,7 +13,6 @@ So the cleaner holds an appender up for one UPDATE and the commit, never for the
 
 from __future__ import annotations
 
-import bisect
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -24,7 +23,7 @@ from app.domain.topic_config import TopicConfig
 from app.domain.types import ControlType, RecordState
 from app.storage import dialect
 from app.storage.fetch_plan import RECORD_SIZE
-from app.storage.offset_order import batches_meeting
+from app.storage.offset_order import batches_meeting, holding_batch, holding_index
 from app.storage.tables import (
     cleaner_leases,
     deleted_topics,
@@ -89,16 +88,7 @@ def _in_range(topic_id: int, partition: int, start: int, end: int) -> tuple:
 # cover every stored record: tests/batch_rows.py), one probe of record_batches' primary key.
 # For a single row (the first and last stored); a range of rows matches its batch rows in
 # Python instead (stored_rows), one range of that key rather than a probe per record.
-_holder = record_batches.alias("holder")
-_HOLDING_TXN = (
-    select(_holder.c.txn_id)
-    .where(_holder.c.topic_id == records.c.topic_id, _holder.c.partition == records.c.partition,
-           _holder.c.base_offset <= records.c.offset)
-    .order_by(_holder.c.base_offset.desc())
-    .limit(1)
-    .correlate(records)
-    .scalar_subquery()
-)
+_HOLDING_TXN = holding_batch(record_batches.c.txn_id, records.c.topic_id, records.c.partition, records.c.offset)
 _STORED_ROW = (records.c.offset, records.c.timestamp_ms, _HOLDING_TXN.label("txn_id"), records.c.control_type, _SIZE)
 _STORED_ROWS = (records.c.offset, records.c.timestamp_ms, records.c.control_type, _SIZE)
 _RUN_TXNS = batches_meeting(record_batches.c.base_offset, record_batches.c.record_count, record_batches.c.txn_id)
@@ -143,14 +133,7 @@ _DELETE_RANGE = delete(records).where(*_RANGE)
 # of base offsets starts there, not at the partition's first batch row.
 _NO_END = 2**63 - 1  # the largest offset a BIGINT holds: a range up to it has no end
 _rb = record_batches
-_first_run = (
-    select(_rb.c.base_offset)
-    .where(_rb.c.topic_id == bindparam("c_topic_id"), _rb.c.partition == bindparam("c_partition"),
-           _rb.c.base_offset <= bindparam("c_start"))
-    .order_by(_rb.c.base_offset.desc())
-    .limit(1)
-    .scalar_subquery()
-)
+_first_run = holding_batch(_rb.c.base_offset, bindparam("c_topic_id"), bindparam("c_partition"), bindparam("c_start"))
 _DELETE_EMPTIED_BATCHES = delete(_rb).where(
     _rb.c.topic_id == bindparam("c_topic_id"),
     _rb.c.partition == bindparam("c_partition"),
@@ -245,7 +228,7 @@ def stored_rows(conn: Connection, topic_id: int, partition: int, start: int, end
     out = []
     # Unpacked as tuples: a Row's attributes by name cost twice as much as the rest together.
     for offset, timestamp_ms, control_type, size in rows:
-        base_offset, record_count, txn_id = batches[bisect.bisect_right(starts, offset) - 1]
+        base_offset, record_count, txn_id = batches[holding_index(starts, offset)]
         assert base_offset <= offset < base_offset + record_count, f"no batch row holds offset {offset}"
         out.append(_stored_row(offset, timestamp_ms, txn_id, control_type, size))
     return out
@@ -338,7 +321,7 @@ def compaction_rows(
     starts = [b.base_offset for b in batches]
     out = []
     for r in rows:
-        b = batches[bisect.bisect_right(starts, r.offset) - 1]
+        b = batches[holding_index(starts, r.offset)]
         assert b.base_offset <= r.offset < b.base_offset + b.record_count, f"no batch row holds offset {r.offset}"
         out.append(CompactionRow(
             # Keys compared as stored: a bytes topic's are bytes (its text column is NULL).
