@@ -251,9 +251,9 @@ def test_the_cleaners_batch_row_lookups_are_primary_key_probes_and_ranges(servic
 
 def test_the_batch_rows_a_deletion_empties_are_found_by_one_probe_of_the_records_each(services, database) -> None:  # type: ignore[no-untyped-def]
     """delete_emptied_batches: the batch rows of the range (a primary-key range), each probed
-    for its first record at or past its start (the records' primary key bounded by the batch
-    row's offset). Bounded by the partition alone, a probe walks the partition's records from
-    its start, per batch row."""
+    for a record of its run (the records' primary key bounded by the run's both ends). Bounded
+    by the partition alone, or below only, a probe walks the partition's records (or the
+    chunk's just deleted) per batch row."""
     _fill(services)
     with database.engine.connect() as conn:
         topic_id = conn.execute(text("SELECT topic_id FROM topics WHERE name = 'plans'")).scalar_one()
@@ -262,10 +262,11 @@ def test_the_batch_rows_a_deletion_empties_are_found_by_one_probe_of_the_records
         if database.dialect == "postgresql":
             lines = [row[0] for row in conn.exec_driver_sql("EXPLAIN " + str(compiled), bound)]
             probes = [cond for scan, cond in zip(lines, lines[1:]) if "using pk_records" in scan]
-            assert probes and all('"offset" >= record_batches.base_offset' in cond for cond in probes), "\n".join(lines)
+            assert probes and all('"offset" >= record_batches.base_offset' in cond and '"offset" <' in cond
+                                  for cond in probes), "\n".join(lines)
         else:
             lines = [row[3] for row in conn.exec_driver_sql("EXPLAIN QUERY PLAN " + str(compiled),
                                                             tuple(bound[k] for k in compiled.positiontup))]
             probes = [line for line in lines if "sqlite_autoindex_records_1" in line]
-            assert probes and all("offset>?" in line for line in probes), lines
+            assert probes and all("offset>?" in line and "offset<?" in line for line in probes), lines
     assert not [line for line in lines if "Seq Scan" in line or re.search(r"SCAN (records|record_batches)\b", line)]
