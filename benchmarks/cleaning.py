@@ -4,9 +4,11 @@
     .venv/bin/python benchmarks/cleaning.py --db postgresql --only throughput --before /tmp/outbox-before
     .venv/bin/python benchmarks/cleaning.py --db postgresql --only soak --soak-seconds 300
 
-1. throughput: `--records` expired records of one partition (inserted straight into
-   `records` by the driver, as benchmarks/run.py's RawInserter does, then the partition's
-   next_offset, record_count and size_bytes set to match), deleted by one LogCleaner.run_once
+1. throughput: `--records` expired rows of one partition (inserted straight into `records`
+   and `record_batches` by the driver, batch rows as the appender writes them: plain batches
+   of `--batch-records`, or with `--txn-batches N` committed transactions of N one-record
+   batches and their COMMIT markers; then the partition's next_offset, record_count and
+   size_bytes set to match), deleted by one LogCleaner.run_once
    (in a process of its own, timed inside it), against the same fill deleted by one raw
    `DELETE … WHERE offset < end` and by raw DELETEs of WHOLE_CHUNK_ROWS rows, one transaction
    each, as the cleaner chunks what it deletes whole. With `--before DIR` the cleaner of another source tree takes turns
@@ -89,8 +91,9 @@ class Raw:
     """The driver itself on one connection (autocommit; explicit transactions where needed):
     the fills, the reference DELETEs, VACUUM and the size samples."""
 
-    def __init__(self, url: str) -> None:
+    def __init__(self, url: str, batch_records: int = 1_000, txn_batches: int = 0) -> None:
         self.sqlite = url.startswith("sqlite")
+        self.batch_records, self.txn_batches, self.data_records = batch_records, txn_batches, 0
         if self.sqlite:
             import sqlite3
 
@@ -129,34 +132,79 @@ class Raw:
         return self.sql("SELECT topic_id FROM topics WHERE name = ?", name)[0][0]
 
     def fill(self, topic_id: int, partition: int, n: int, ts: int = EXPIRED_TS) -> int:
-        """`n` records at offsets 0…n-1 of an empty partition, and the partition's log end and
-        counters to match, so the service sees a consistent log; returns their bytes."""
+        """`n` rows at offsets 0…n-1 of an empty partition, their batch rows as the appender
+        writes them (app.storage.batch_rows), and the partition's log end and counters to match,
+        so the service sees a consistent log; returns the data records' bytes (and leaves their
+        number in `data_records`). With `txn_batches` 0: plain batches of `batch_records`
+        records (one Send each). Otherwise committed transactions of `txn_batches` one-record
+        batches each, each followed by its COMMIT marker: the most batch rows a range can hold,
+        every one transactional (chunk_summary's count of them, the rows read one by one)."""
         step = 100_000
+        per_txn = self.txn_batches + 1  # its records and its marker
         for low in range(0, n, step):
             high = min(n, low + step)
-            with self.transaction():
-                if self.sqlite:
-                    self.conn.executemany(
-                        'INSERT INTO records (topic_id, "partition", "offset", timestamp_ms, key, value) '
-                        "VALUES (?,?,?,?,?,?)",
-                        ((topic_id, partition, o, ts, f"k{o}", VALUE_TEXT) for o in range(low, high)))
+            record_rows, batch_rows = [], []
+            for o in range(low, high):
+                if not self.txn_batches:
+                    record_rows.append((topic_id, partition, o, ts, f"k{o}", VALUE_TEXT, None))
+                    if o % self.batch_records == 0:
+                        count = min(self.batch_records, n - o)
+                        batch_rows.append((topic_id, partition, o, count, None, None, None, None, None,
+                                           "committed", o + count - 1))
+                    continue
+                txn, i = divmod(o, per_txn)
+                marker = txn * per_txn + self.txn_batches
+                if marker >= n:  # a transaction cut by the fill's end: plain records instead
+                    record_rows.append((topic_id, partition, o, ts, f"k{o}", VALUE_TEXT, None))
+                    batch_rows.append((topic_id, partition, o, 1, None, None, None, None, None, "committed", o))
+                elif i < self.txn_batches:
+                    record_rows.append((topic_id, partition, o, ts, f"k{o}", VALUE_TEXT, None))
+                    batch_rows.append((topic_id, partition, o, 1, txn + 1, 0, i, txn + 1, None, "committed",
+                                       marker))
                 else:
-                    with self.conn.cursor() as cur, cur.copy(
-                            'COPY records (topic_id, "partition", "offset", timestamp_ms, key, value) FROM STDIN') as cp:
-                        cp.write("".join(f"{topic_id}\t{partition}\t{o}\t{ts}\tk{o}\t{VALUE_TEXT}\n"
-                                         for o in range(low, high)))
+                    record_rows.append((topic_id, partition, o, ts, None, None, "COMMIT"))
+                    batch_rows.append((topic_id, partition, o, 1, txn + 1, 0, None, txn + 1, "COMMIT", None, None))
+            with self.transaction():
+                self._copy('records (topic_id, "partition", "offset", timestamp_ms, key, value, control_type)',
+                           record_rows)
+                self._copy('record_batches (topic_id, "partition", base_offset, record_count, producer_id, '
+                           'producer_epoch, base_sequence, txn_id, control_type, state, commit_position)', batch_rows)
+        data = [o for o in range(n) if not self.txn_batches or o % per_txn < self.txn_batches
+                or (o // per_txn) * per_txn + self.txn_batches >= n]
+        self.data_records = len(data)
         # record_size of each (key, value), summed without encoding a million strings: both ASCII.
         assert record_size("k0", VALUE_TEXT, None) == 2 + len(VALUE_TEXT)
-        size = sum(len(str(o)) + 1 for o in range(n)) + n * len(VALUE_TEXT)
+        size = sum(len(str(o)) + 1 for o in data) + len(data) * len(VALUE_TEXT)
         self.sql('UPDATE partitions SET next_offset = ?, record_count = ?, size_bytes = ? '
-                 'WHERE topic_id = ? AND "partition" = ?', n, n, size, topic_id, partition)
+                 'WHERE topic_id = ? AND "partition" = ?', n, len(data), size, topic_id, partition)
         return size
+
+    def _copy(self, into: str, rows: list[tuple]) -> None:
+        if not rows:
+            return
+        if self.sqlite:
+            marks = ",".join("?" * len(rows[0]))
+            self.conn.executemany(f"INSERT INTO {into} VALUES ({marks})", rows)
+            return
+        with self.conn.cursor() as cur, cur.copy(f"COPY {into} FROM STDIN") as cp:
+            for row in rows:
+                cp.write_row(row)
+
+    # The batch rows a raw deletion of [low, high) empties, deleted with its records as the
+    # cleaner's delete_emptied_batches does (the fill's batches never cross a chunk's edge
+    # but at the fill's own batch size: a row crossing `high` stays with its records).
+    _BATCHES_EMPTIED = ('DELETE FROM record_batches WHERE topic_id = ? AND "partition" = ? AND base_offset >= ? '
+                        'AND base_offset + record_count <= ?')
+
+    def _delete_batches(self, topic_id: int, partition: int, low: int, high: int) -> None:
+        self.conn.execute(self._BATCHES_EMPTIED.replace("?", self.mark), (topic_id, partition, low, high))
 
     def delete_all(self, topic_id: int, partition: int, end: int) -> int:
         with self.transaction():
             cur = self.conn.execute(
                 f'DELETE FROM records WHERE topic_id = {self.mark} AND "partition" = {self.mark} '
                 f'AND "offset" < {self.mark}', (topic_id, partition, end))
+            self._delete_batches(topic_id, partition, 0, end)
         return cur.rowcount
 
     def delete_chunked(self, topic_id: int, partition: int, end: int, chunk: int) -> int:
@@ -167,37 +215,46 @@ class Raw:
                 deleted += self.conn.execute(
                     f'DELETE FROM records WHERE topic_id = {m} AND "partition" = {m} '
                     f'AND "offset" >= {m} AND "offset" < {m}', (topic_id, partition, low, low + chunk)).rowcount
+                self._delete_batches(topic_id, partition, max(0, low - self.batch_records), low + chunk)
         return deleted
 
     _SIZE = {"sqlite": "coalesce(length(CAST({} AS BLOB)), 0)", "postgresql": "coalesce(octet_length({}), 0)"}
 
     def sum_and_delete_chunked(self, topic_id: int, partition: int, end: int, chunk: int, one_pass: bool) -> int:
         """What the cleaner's SQL does per chunk, without its probes or counters: the chunk's
-        aggregate, then its DELETE (two passes over the rows); or, on PostgreSQL, one pass:
+        aggregate (with chunk_summary's count of the transactional batch rows reaching into
+        the chunk, from the batch row holding its first offset), then its DELETE and its
+        emptied batch rows' (two passes over the rows); or, on PostgreSQL, one pass:
         `WITH d AS (DELETE … RETURNING …) SELECT <the aggregate> FROM d`."""
         m = self.mark
         size = " + ".join(self._SIZE["sqlite" if self.sqlite else "postgresql"].format(c)
                           for c in ("key", "value", "headers"))
-        sums = "count(*), count(txn_id), count(control_type), max(timestamp_ms), sum(size)"
-        in_range = f'topic_id = {m} AND "partition" = {m} AND "offset" >= {m} AND "offset" < {m}'
+        in_partition = f'topic_id = {m} AND "partition" = {m}'
+        transactional = (f"(SELECT count(txn_id) FROM record_batches WHERE {in_partition} AND base_offset >= coalesce("
+                         f"(SELECT base_offset FROM record_batches WHERE {in_partition} AND base_offset <= {m} "
+                         f"ORDER BY base_offset DESC LIMIT 1), {m}) AND base_offset < {m})")
+        sums = f"count(*), {transactional}, count(control_type), max(timestamp_ms), sum(size)"
+        in_range = f'{in_partition} AND "offset" >= {m} AND "offset" < {m}'
         deleted = 0
         for low in range(0, end, chunk):
             params = (topic_id, partition, low, low + chunk)
+            summed = (topic_id, partition, topic_id, partition, low, low, low + chunk)
             with self.transaction():
                 if one_pass:
                     deleted += self.conn.execute(
                         f"WITH d AS (DELETE FROM records WHERE {in_range} "
-                        f"RETURNING txn_id, control_type, timestamp_ms, {size} AS size) SELECT {sums} FROM d",
-                        params).fetchone()[0]
+                        f"RETURNING control_type, timestamp_ms, {size} AS size) SELECT {sums} FROM d",
+                        (*params, *summed)).fetchone()[0]
                 else:
-                    self.conn.execute(f"SELECT {sums} FROM (SELECT txn_id, control_type, timestamp_ms, {size} AS size "
-                                      f"FROM records WHERE {in_range}) AS c", params).fetchone()
+                    self.conn.execute(f"SELECT {sums} FROM (SELECT control_type, timestamp_ms, {size} AS size "
+                                      f"FROM records WHERE {in_range}) AS c", (*summed, *params)).fetchone()
                     deleted += self.conn.execute(f"DELETE FROM records WHERE {in_range}", params).rowcount
+                self._delete_batches(topic_id, partition, max(0, low - self.batch_records), low + chunk)
         return deleted
 
     def vacuum(self) -> None:
         if not self.sqlite:
-            self.conn.execute("VACUUM records")
+            self.conn.execute("VACUUM records, record_batches")
 
     def close(self) -> None:
         self.conn.close()
@@ -404,9 +461,9 @@ def cleaner_turn(tree: Path, url: str) -> dict:
 
 
 def bench_throughput(kind: str, url: str, records: int, rounds: int, before: Path | None,
-                     sum_paths: bool = False) -> None:
+                     sum_paths: bool = False, batch_records: int = 1_000, txn_batches: int = 0) -> None:
     settings, db = open_db(url)
-    raw = Raw(url)
+    raw = Raw(url, batch_records, txn_batches)
     trees = {"cleaner": ROOT, **({"cleaner, before": before} if before is not None else {})}
     chunk = WHOLE_CHUNK_ROWS[kind]
     raw_paths = ("raw DELETE, one statement", f"raw DELETE, {chunk:,}-row chunks")
@@ -451,8 +508,9 @@ def bench_throughput(kind: str, url: str, records: int, rounds: int, before: Pat
                     t1 = time.perf_counter()
                     raw.vacuum()
                     vac = time.perf_counter() - t1
-                if n != records:
-                    raise RuntimeError(f"{path} deleted {n}, not {records} records")
+                # The cleaner counts data records; a raw DELETE every row, markers too.
+                if n != (raw.data_records if path in trees else records):
+                    raise RuntimeError(f"{path} deleted {n}, not {records} rows ({raw.data_records} records)")
                 turns[path].append((n, took))
                 vacuum_s[path].append(vac)
         # One more cleaner turn (this tree, in this process), every step timed: where its time goes.
@@ -469,7 +527,11 @@ def bench_throughput(kind: str, url: str, records: int, rounds: int, before: Pat
         db.dispose()
 
     print(f"### {kind}: cleaning throughput\n")
-    print(f"{records:,} expired records of {size / records:.0f} bytes in one partition, deleted by each path in "
+    layout = (f"plain batches of {batch_records:,} records" if not txn_batches else
+              f"committed transactions of {txn_batches:,} one-record batches, each followed by its COMMIT marker "
+              f"({raw.data_records:,} records)")
+    print(f"{records:,} expired rows in {layout}, records of {size / raw.data_records:.0f} bytes, in one partition, "
+          f"deleted by each path in "
           f"turn, {rounds} rounds; a fill took {statistics.median(fill_s):.1f} s (median). A cleaner turn is one "
           f"LogCleaner.run_once in a process of its own, timed inside it"
           + (f"; before: the tree at {before}" if before is not None else "") + ".\n")
@@ -994,6 +1056,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=3, help="throughput: turns of each path, in rotation")
     parser.add_argument("--before", type=Path, help="throughput and latency: another source tree whose cleaner "
                         "(and, for latency, serve) takes turns too (e.g. git archive <commit> | tar -x -C DIR)")
+    parser.add_argument("--batch-records", type=int, default=1_000,
+                        help="throughput: records per plain batch row of a fill (one Send's)")
+    parser.add_argument("--txn-batches", type=int, default=0,
+                        help="throughput: fill with committed transactions of this many one-record batches, "
+                             "each followed by its COMMIT marker, instead of plain batches")
     parser.add_argument("--sum-paths", action="store_true",
                         help="throughput: also the cleaner's SQL alone, a chunk's sum then its DELETE, and on "
                         "PostgreSQL a DELETE … RETURNING summed in the same statement (one pass)")
@@ -1033,7 +1100,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"## {kind}\n")
         if "throughput" in parts:
             with scratch_database(kind, "cleaning") as url:
-                bench_throughput(kind, url, args.records, args.rounds, args.before, args.sum_paths)
+                bench_throughput(kind, url, args.records, args.rounds, args.before, args.sum_paths,
+                                 args.batch_records, args.txn_batches)
         if "latency" in parts:
             for where in (("process", "serve") if args.latency_cleaner == "both" else (args.latency_cleaner,)):
                 with scratch_database(kind, "cleaning") as url:

@@ -18,7 +18,19 @@ holes retention and compaction left:
 - a plain batch is committed at its last offset;
 - a transactional batch's outcome is its transaction's marker in the partition, which lies
   past it: committed at the COMMIT marker's offset, aborted (no position) by an ABORT marker,
-  open (no position) without a marker; a transaction has at most one marker in a partition."""
+  open (no position) without a marker; a transaction has at most one marker in a partition.
+
+And, since no record column repeats a batch's producer fields any more, against the producer
+and transaction state written beside the batch rows, which is kept apart from them:
+
+- the batch row at a producer's last batch in a partition (producer_partitions'
+  last_batch_base_offset), if still stored, has that producer, epoch, base sequence and
+  record count;
+- within one producer id and epoch in a partition, data batches' sequences do not go back or
+  overlap in offset order (app.domain.producer: a new epoch starts at 0, never a wrap; a retry
+  is answered, never appended twice);
+- an open transactional batch's transaction has its transaction_partitions row in the
+  partition, with a first offset at or below the batch."""
 
 from __future__ import annotations
 
@@ -27,7 +39,7 @@ from collections import defaultdict
 
 from sqlalchemy import Connection, create_engine, inspect, select
 
-from app.storage.tables import record_batches, records
+from app.storage.tables import producer_partitions, record_batches, records, transaction_partitions
 
 _RECORD = (records.c.topic_id, records.c.partition, records.c.offset, records.c.control_type)
 
@@ -59,9 +71,47 @@ def batch_row_problems(conn: Connection) -> list[str]:
                                                             record_batches.c.base_offset)):
         batches[(row.topic_id, row.partition)].append(row)
 
+    producers = defaultdict(list)
+    for row in conn.execute(select(producer_partitions)):
+        producers[(row.topic_id, row.partition)].append(row)
+    first_offsets = defaultdict(dict)
+    for row in conn.execute(select(transaction_partitions)):
+        first_offsets[(row.topic_id, row.partition)][row.txn_id] = row.first_offset
+
     problems: list[str] = []
     for key in sorted(set(stored) | set(batches)):
         problems.extend(f"partition {key}: {p}" for p in _partition_problems(stored[key], batches[key]))
+        problems.extend(f"partition {key}: {p}" for p in _producer_problems(batches[key], producers[key],
+                                                                             first_offsets[key]))
+    return problems
+
+
+def _producer_problems(batches: list, producers: list, first_offsets: dict[int, int]) -> list[str]:
+    problems = []
+    at = {b.base_offset: b for b in batches}
+    for p in producers:
+        b = at.get(p.last_batch_base_offset)
+        want = (p.producer_id, p.producer_epoch, p.last_batch_base_sequence, p.last_batch_record_count)
+        if b is not None and (b.producer_id, b.producer_epoch, b.base_sequence, b.record_count) != want:
+            problems.append(f"producer {p.producer_id}'s last batch at {p.last_batch_base_offset}: batch row "
+                            f"{_describe(b)}, producer_partitions says (producer, epoch, base sequence, "
+                            f"record count) {want}")
+    last: dict[tuple, object] = {}
+    for b in batches:
+        if b.control_type is not None or b.producer_id is None:
+            continue
+        before = last.get((b.producer_id, b.producer_epoch))
+        if before is not None and b.base_sequence < before.base_sequence + before.record_count:  # type: ignore[attr-defined]
+            problems.append(f"batch row at {b.base_offset}: sequence {b.base_sequence} of producer "
+                            f"{b.producer_id} epoch {b.producer_epoch} does not follow its batch at "
+                            f"{before.base_offset} (sequence {before.base_sequence}, "  # type: ignore[attr-defined]
+                            f"{before.record_count} records)")  # type: ignore[attr-defined]
+        last[(b.producer_id, b.producer_epoch)] = b
+        if b.txn_id is not None and b.state == "open":
+            first = first_offsets.get(b.txn_id)
+            if first is None or first > b.base_offset:
+                problems.append(f"open batch row at {b.base_offset}: its transaction {b.txn_id} has "
+                                f"transaction_partitions first offset {first}")
     return problems
 
 

@@ -78,7 +78,10 @@ def read_all(client, topic: str, partition: int, isolation: str = "read_committe
 # A stored record joined to the batch row that holds it: who wrote the record (producer id,
 # epoch, sequence, transaction) is its batch row's since migration 0023, not the record's.
 def records_with_batches() -> Any:
-    return records.join(record_batches, and_(
+    """Each record beside the batch row holding it: an outer join, so that a record without a
+    batch row (a writer's bug) stays, its batch columns NULL, and fails the test that reads it
+    instead of dropping out of what it compares."""
+    return records.outerjoin(record_batches, and_(
         record_batches.c.topic_id == records.c.topic_id, record_batches.c.partition == records.c.partition,
         records.c.offset >= record_batches.c.base_offset,
         records.c.offset < record_batches.c.base_offset + record_batches.c.record_count))

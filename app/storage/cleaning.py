@@ -13,7 +13,6 @@ So the cleaner holds an appender up for one UPDATE and the commit, never for the
 
 from __future__ import annotations
 
-import bisect
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -24,7 +23,7 @@ from app.domain.topic_config import TopicConfig
 from app.domain.types import ControlType, RecordState
 from app.storage import dialect
 from app.storage.fetch_plan import RECORD_SIZE
-from app.storage.offset_order import batches_meeting
+from app.storage.offset_order import batches_meeting, holding_batch, holding_index
 from app.storage.tables import (
     cleaner_leases,
     deleted_topics,
@@ -88,17 +87,8 @@ def _in_range(topic_id: int, partition: int, start: int, end: int) -> tuple:
 # batch row holding the offset, the last to begin at or below it (runs do not overlap and
 # cover every stored record: tests/batch_rows.py), one probe of record_batches' primary key.
 # For a single row (the first and last stored); a range of rows matches its batch rows in
-# Python instead (_with_txn), one range of that key rather than a probe per record.
-_holder = record_batches.alias("holder")
-_HOLDING_TXN = (
-    select(_holder.c.txn_id)
-    .where(_holder.c.topic_id == records.c.topic_id, _holder.c.partition == records.c.partition,
-           _holder.c.base_offset <= records.c.offset)
-    .order_by(_holder.c.base_offset.desc())
-    .limit(1)
-    .correlate(records)
-    .scalar_subquery()
-)
+# Python instead (stored_rows), one range of that key rather than a probe per record.
+_HOLDING_TXN = holding_batch(record_batches.c.txn_id, records.c.topic_id, records.c.partition, records.c.offset)
 _STORED_ROW = (records.c.offset, records.c.timestamp_ms, _HOLDING_TXN.label("txn_id"), records.c.control_type, _SIZE)
 _STORED_ROWS = (records.c.offset, records.c.timestamp_ms, records.c.control_type, _SIZE)
 _RUN_TXNS = batches_meeting(record_batches.c.base_offset, record_batches.c.record_count, record_batches.c.txn_id)
@@ -107,22 +97,6 @@ _RUN_TXNS = batches_meeting(record_batches.c.base_offset, record_batches.c.recor
 def _stored_row(offset: int, timestamp_ms: int, txn_id: int | None, control_type: str | None, size: int) -> StoredRow:
     return StoredRow(offset, timestamp_ms, txn_id, None if control_type is None else ControlType(control_type),
                      0 if control_type is not None else size)
-
-
-def _with_txn(conn: Connection, topic_id: int, partition: int, rows: Sequence) -> list[StoredRow]:
-    """Rows of _STORED_ROWS in offset order, each given its batch row's transaction: the batch
-    rows of their range (batches_meeting, one range of the primary key), matched by run."""
-    if not rows:
-        return []
-    batches = conn.execute(_RUN_TXNS, {"topic_id": topic_id, "partition": partition,
-                                       "start": rows[0][0], "last": rows[-1][0]}).all()
-    starts = [b[0] for b in batches]
-    out = []
-    for offset, timestamp_ms, control_type, size in rows:
-        base_offset, record_count, txn_id = batches[bisect.bisect_right(starts, offset) - 1]
-        assert base_offset <= offset < base_offset + record_count, f"no batch row holds offset {offset}"
-        out.append(_stored_row(offset, timestamp_ms, txn_id, control_type, size))
-    return out
 
 
 # A chunk's statements, built once (as app.storage.dialect's are): building a Core statement
@@ -157,44 +131,47 @@ _DELETE_RANGE = delete(records).where(*_RANGE)
 # deletes once its transaction has no record left in the partition. Runs do not overlap, so
 # the one run that can start below c_start is the last one starting at or before it: the range
 # of base offsets starts there, not at the partition's first batch row.
+_NO_END = 2**63 - 1  # the largest offset a BIGINT holds: a range up to it has no end
 _rb = record_batches
-_first_run = (
-    select(_rb.c.base_offset)
-    .where(_rb.c.topic_id == bindparam("c_topic_id"), _rb.c.partition == bindparam("c_partition"),
-           _rb.c.base_offset <= bindparam("c_start"))
-    .order_by(_rb.c.base_offset.desc())
-    .limit(1)
-    .scalar_subquery()
-)
+_first_run = holding_batch(_rb.c.base_offset, bindparam("c_topic_id"), bindparam("c_partition"), bindparam("c_start"))
 _DELETE_EMPTIED_BATCHES = delete(_rb).where(
     _rb.c.topic_id == bindparam("c_topic_id"),
     _rb.c.partition == bindparam("c_partition"),
     _rb.c.base_offset >= func.coalesce(_first_run, bindparam("c_start")),
     _rb.c.base_offset < bindparam("c_end"),
-    ~select(records.c.offset).where(
-        records.c.topic_id == _rb.c.topic_id, records.c.partition == _rb.c.partition,
-        records.c.offset >= _rb.c.base_offset, records.c.offset < _rb.c.base_offset + _rb.c.record_count,
-    ).exists(),
+    # No record left in the run: one probe of the records' primary key per batch row, bounded
+    # by the run's both ends. A scalar subquery, not NOT EXISTS: PostgreSQL without statistics
+    # made that an anti-join whose records scan was bounded by the partition alone (the
+    # offsets a filter), walking the partition's records per batch row. Not "the first record
+    # at or past the run's start" either: the records this transaction just deleted stay in
+    # the index until a VACUUM, and a probe bounded below only walked the rest of the chunk's
+    # dead entries per batch row. Either way a chunk of one-record batches (20,000 rows, half
+    # of them batch rows) took minutes (benchmarks/cleaning.py --txn-batches 1).
+    select(records.c.offset)
+    .where(records.c.topic_id == _rb.c.topic_id, records.c.partition == _rb.c.partition,
+           records.c.offset >= _rb.c.base_offset, records.c.offset < _rb.c.base_offset + _rb.c.record_count)
+    .limit(1)
+    .scalar_subquery()
+    .is_(None),
 )
 
 
 # The transactions' batch rows (and markers') whose runs reach into [c_start, c_end), counted
 # from the primary key's range of the batch rows (usually far fewer than the records summed).
+# count(txn_id), not a WHERE txn_id IS NOT NULL: that predicate is ix_record_batches_txn's,
+# and PostgreSQL without statistics (the service never runs ANALYZE) planned the count
+# through that partial index, every transactional batch of the partition, filtering the range.
 _TRANSACTIONAL_BATCHES = (
-    select(func.count())
-    .select_from(_rb)
+    select(func.count(_rb.c.txn_id))
     .where(_rb.c.topic_id == bindparam("c_topic_id"), _rb.c.partition == bindparam("c_partition"),
            _rb.c.base_offset >= func.coalesce(_first_run, bindparam("c_start")),
-           _rb.c.base_offset < bindparam("c_end"), _rb.c.txn_id.is_not(None))
+           _rb.c.base_offset < bindparam("c_end"))
     .scalar_subquery()
 )
 _CHUNK_SUMMARY = select(
     func.count(), _TRANSACTIONAL_BATCHES, func.count(_SUMMED.c.control_type), func.max(_SUMMED.c.timestamp_ms),
     func.coalesce(func.sum(case((_SUMMED.c.control_type.is_(None), _SUMMED.c.size), else_=0)), 0),
 ).select_from(_SUMMED)
-
-_NO_END = 2**63 - 1  # the largest offset a BIGINT holds: a range up to it has no end
-
 
 def delete_emptied_batches(conn: Connection, topic_id: int, partition: int, start: int, end: int) -> None:
     """Delete the batch rows whose runs reach into [start, end) and have no record left
@@ -232,12 +209,28 @@ def last_stored(conn: Connection, topic_id: int, partition: int, start: int, end
 
 
 def stored_rows(conn: Connection, topic_id: int, partition: int, start: int, end: int) -> list[StoredRow]:
-    """The rows of [start, end) in offset order, sizes counted by the database."""
+    """The rows of [start, end) in offset order, sizes counted by the database, each with its
+    batch row's transaction: the batch rows of the range (batches_meeting, one range of the
+    primary key), matched by run in Python.
+
+    The batch rows are read first, in their own statement: below the last stable offset rows
+    and batch rows only disappear (another cleaner's deletion takes a batch row with its last
+    record, in one transaction), so every record read afterwards has its batch row in the list
+    read before. Read the other way round, a record read before another cleaner's delete_prefix
+    committed finds its batch row gone, and the lookup an earlier batch or none."""
+    batches = conn.execute(_RUN_TXNS, {"topic_id": topic_id, "partition": partition,
+                                       "start": start, "last": end - 1}).all()
     rows = conn.execute(
         select(*_STORED_ROWS).where(*_in_range(topic_id, partition, start, end)).order_by(records.c.offset)
     ).all()
+    starts = [b[0] for b in batches]
+    out = []
     # Unpacked as tuples: a Row's attributes by name cost twice as much as the rest together.
-    return _with_txn(conn, topic_id, partition, rows)
+    for offset, timestamp_ms, control_type, size in rows:
+        base_offset, record_count, txn_id = batches[holding_index(starts, offset)]
+        assert base_offset <= offset < base_offset + record_count, f"no batch row holds offset {offset}"
+        out.append(_stored_row(offset, timestamp_ms, txn_id, control_type, size))
+    return out
 
 
 def chunk_summary(conn: Connection, topic_id: int, partition: int, start: int, end: int) -> ChunkSummary:
@@ -288,9 +281,11 @@ _COMPACTION_RECORDS = (
     .order_by(records.c.offset.desc())
     .limit(bindparam("limit"))
 )
+# The top batch rows meeting [start, last], from the top down (`limit` of them).
 _COMPACTION_BATCHES = batches_meeting(
     record_batches.c.base_offset, record_batches.c.record_count, record_batches.c.txn_id,
-    record_batches.c.control_type, record_batches.c.state, record_batches.c.commit_position)
+    record_batches.c.control_type, record_batches.c.state, record_batches.c.commit_position,
+).order_by(None).order_by(record_batches.c.base_offset.desc()).limit(bindparam("limit"))
 _STATES = {s.value: s for s in RecordState}
 _CONTROL_TYPES = {c.value: c for c in ControlType}
 
@@ -300,20 +295,32 @@ def compaction_rows(
 ) -> list[CompactionRow]:
     """Up to `limit` rows of [low, below) in descending offset order: the compaction scan's
     next chunk, read from the top, each with its batch row's transaction, control type,
-    outcome and commit position. Two primary-key ranges, the records' and their batch rows',
-    matched in Python by run (as app.storage.offset_order reads them): no range join in the
-    database. Every stored row lies in exactly one batch row (tests/batch_rows.py asserts it
-    after every test), and below the cleaning point no batch row changes any more (none is
-    open there), so the two statements agree whatever commits between them."""
+    outcome and commit position. Two primary-key ranges, the top `limit` + 2 batch rows' and
+    then their records' (from the lowest of those batches, or `low`), matched in Python by run
+    (as app.storage.offset_order reads them): no range join in the database. Fewer than `limit`
+    rows when those batch rows hold fewer (compaction's holes). None only when [low, below)
+    holds none, which ends the scan: of the batch rows read, only the top one (its run may
+    cross `below`) and the bottom one (it may hold `low`) can have no record in the range;
+    every one between lies wholly inside it and keeps a record (tests/batch_rows.py); fewer
+    than `limit` + 2 are all there are, down to the one holding `low`.
+
+    The batch rows are read first: below the cleaning point a batch row no longer changes
+    (none is open there) but may still go, with its last record, in another cleaner's
+    retention deletion (cleanup.policy compact,delete), committed in one transaction. So
+    every record read afterwards has its batch row in the list read before; read the other
+    way round, a record read before such a deletion committed would find its batch row gone."""
     where = {"topic_id": topic_id, "partition": partition}
-    rows = conn.execute(_COMPACTION_RECORDS, {**where, "low": low, "below": below, "limit": limit}).all()
-    if not rows:
+    batches = conn.execute(_COMPACTION_BATCHES, {**where, "start": low, "last": below - 1,
+                                                 "limit": limit + 2}).all()
+    if not batches:
         return []
-    batches = conn.execute(_COMPACTION_BATCHES, {**where, "start": rows[-1].offset, "last": rows[0].offset}).all()
+    batches.reverse()
+    rows = conn.execute(_COMPACTION_RECORDS, {**where, "low": max(low, batches[0].base_offset), "below": below,
+                                              "limit": limit}).all()
     starts = [b.base_offset for b in batches]
     out = []
     for r in rows:
-        b = batches[bisect.bisect_right(starts, r.offset) - 1]
+        b = batches[holding_index(starts, r.offset)]
         assert b.base_offset <= r.offset < b.base_offset + b.record_count, f"no batch row holds offset {r.offset}"
         out.append(CompactionRow(
             # Keys compared as stored: a bytes topic's are bytes (its text column is NULL).

@@ -9,6 +9,7 @@ transactions below it are named here, from their batch rows, for the client to d
 
 from __future__ import annotations
 
+import bisect
 from functools import cache
 from typing import Any
 
@@ -28,6 +29,30 @@ _STATES = {s.value: s for s in RecordState}
 _CONTROL_TYPES = {c.value: c for c in ControlType}
 
 
+def holding_batch(column: Any, topic_id: Any, partition: Any, offset: Any) -> Any:
+    """`column` of the batch row holding `offset` in the partition (expressions: bind
+    parameters, or a correlated row's columns), as a scalar subquery: the last batch row to
+    begin at or below it, one probe of record_batches' primary key (runs do not overlap and
+    hold every stored record: tests/batch_rows.py). ORDER BY … LIMIT 1, not max(): with a
+    correlated bound PostgreSQL plans max() as an aggregate over the range. NULL when none
+    begins at or below `offset`."""
+    return (
+        select(column)
+        .where(record_batches.c.topic_id == topic_id, record_batches.c.partition == partition,
+               record_batches.c.base_offset <= offset)
+        .order_by(record_batches.c.base_offset.desc())
+        .limit(1)
+        .scalar_subquery()
+    )
+
+
+def holding_index(starts: list[int], offset: int) -> int:
+    """The index in `starts` (batch rows' base offsets, ascending) of the batch row that may
+    hold `offset`, the last to begin at or below it: holding_batch in Python, for rows read as
+    one range beside their batch rows'. -1 if none does; the caller checks the run's end."""
+    return bisect.bisect_right(starts, offset) - 1
+
+
 def batches_meeting(*columns: Any) -> Any:
     """The batch rows (these columns) whose runs meet the offsets [start, last] of a partition
     (bind parameters topic_id, partition, start, last), in offset order: from the one that
@@ -37,10 +62,8 @@ def batches_meeting(*columns: Any) -> Any:
     in_partition = (record_batches.c.topic_id == bindparam("topic_id"),
                     record_batches.c.partition == bindparam("partition"))
     holding_start = func.coalesce(
-        select(record_batches.c.base_offset)
-        .where(*in_partition, record_batches.c.base_offset <= bindparam("start"))
-        .order_by(record_batches.c.base_offset.desc()).limit(1)
-        .scalar_subquery(),
+        holding_batch(record_batches.c.base_offset, bindparam("topic_id"), bindparam("partition"),
+                      bindparam("start")),
         bindparam("start", type_=BigInteger))
     return (
         select(*columns)

@@ -173,13 +173,15 @@ Index(
 
 # One row per batch: the records one append put into one partition, at the consecutive offsets
 # [base_offset, base_offset + record_count), and one row per control marker (record_count 1).
-# It carries once what every record of the batch repeats (producer id, epoch, the first
-# sequence, txn id) and where the batch stands: `state` (RecordState; NULL for a marker) and
-# `commit_position`, the position at which read_committed exposes it, set exactly when the
-# state is committed: a plain batch's last offset, written by its append; a transactional
-# batch's COMMIT marker offset, written by the completion that writes the marker (migration
-# 0019; docs/DESIGN-batches.md). Written beside the records' own columns by every writer, in
-# the same database transaction; nothing reads it yet.
+# It is where a record's producer lives (producer id, epoch, the batch's first sequence, txn
+# id): records carry none of these since migration 0023. And where the batch stands: `state`
+# (RecordState; NULL for a marker) and `commit_position`, the position at which read_committed
+# exposes it, set exactly when the state is committed: a plain batch's last offset, written by
+# its append; a transactional batch's COMMIT marker offset, written by the completion that
+# writes the marker (migration 0019; docs/DESIGN-batches.md). Written by every writer in the
+# database transaction that writes its records, deleted with a run's last record
+# (app.storage.cleaning.delete_emptied_batches); every reader takes a record's producer,
+# transaction and outcome from it.
 record_batches = Table(
     "record_batches",
     metadata,

@@ -37,7 +37,7 @@ from sqlalchemy import Connection, insert, text
 
 from app.domain.types import IsolationLevel
 from app.storage import read, read_committed
-from app.storage.tables import group_offsets, partitions, record_batches, records, topics
+from app.storage.tables import group_offsets, partitions, record_batches, records, topics, transaction_partitions
 from tests.batch_rows import assert_batch_rows_match
 
 EXAMPLES = int(os.environ.get("OUTBOX_CONFORMANCE_EXAMPLES", "100"))
@@ -66,6 +66,7 @@ class Log:
     # Each append's run as written, before any cut: (base_offset, record_count, txn_id,
     # control_type); a plain event's records are one batch, a marker a batch of its own.
     batches: list[tuple[int, int, int | None, str | None]]
+    open_firsts: dict[int, int]  # each open transaction's txn_id → its first offset
 
 
 def build(run: list[tuple], ending: str = "open") -> Log:  # type: ignore[type-arg]
@@ -101,7 +102,7 @@ def build(run: list[tuple], ending: str = "open") -> Log:  # type: ignore[type-a
             batches.append((offset, 1, rows[offset][0], rows[offset][1]))
             offset += 1
     lso = min((first[t] for t in open_.values()), default=offset)
-    return Log(rows, offset, lso, batches)
+    return Log(rows, offset, lso, batches, {t: first[t] for t in open_.values()})
 
 
 def cut(log: Log, holes: set[int], log_start: int, cleaned: bool) -> None:
@@ -126,6 +127,10 @@ def store(conn: Connection, log: Log, log_start: int, compacted: bool) -> int:
             for o, (_, control) in sorted(log.rows.items())])
     if rows := batch_rows(log):
         conn.execute(insert(record_batches), [{"topic_id": topic_id, "partition": 0, **row} for row in rows])
+    if log.open_firsts:  # an open transaction's partition row, as every writer leaves it
+        conn.execute(insert(transaction_partitions), [
+            {"transactional_id": f"conformance-{topic_id}-{txn_id}", "topic_id": topic_id, "partition": 0,
+             "txn_id": txn_id, "first_offset": first} for txn_id, first in log.open_firsts.items()])
     return topic_id
 
 
@@ -137,7 +142,12 @@ def batch_rows(log: Log) -> list[dict]:  # type: ignore[type-arg]
     one offset with no state and no position."""
     outcome = {t: (control, o) for o, _, t, control in log.batches if control is not None}
     out = []
+    sequence: dict[int, int] = {}  # txn_id → its next sequence: each transaction an epoch of its own
     for base, count, t, control in log.batches:
+        base_sequence = None
+        if t is not None and control is None:
+            base_sequence = sequence.get(t, 0)
+            sequence[t] = base_sequence + count
         if not any(o in log.rows for o in range(base, base + count)):
             continue
         if control is not None:
@@ -151,8 +161,7 @@ def batch_rows(log: Log) -> list[dict]:  # type: ignore[type-arg]
         else:
             state, position = "aborted", None
         out.append({"base_offset": base, "record_count": count, "producer_id": None if t is None else 7,
-                    "producer_epoch": None if t is None else 0,
-                    "base_sequence": None if t is None or control is not None else 0, "txn_id": t,
+                    "producer_epoch": t, "base_sequence": base_sequence, "txn_id": t,
                     "control_type": control, "state": state, "commit_position": position})
     return out
 

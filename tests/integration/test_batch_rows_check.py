@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from sqlalchemy import create_engine, delete, insert, select, update
 
-from app.storage.tables import record_batches, records
+from app.storage.tables import record_batches, records, transaction_partitions
 from tests.batch_rows import batch_row_problems
 from tests.helpers import batch, begin, create_topic, ident, init_producer, send
 
@@ -54,10 +54,12 @@ def test_a_missing_batch_row_is_found(client: Any, db_url: str) -> None:
 
 
 def test_a_transactional_batch_left_open_by_its_commit_is_found(client: Any, db_url: str) -> None:
-    _a_committed_transaction_after_plain_records(client, db_url)
+    txn_id = _a_committed_transaction_after_plain_records(client, db_url)
     assert _problems_after(db_url, update(record_batches).where(record_batches.c.base_offset == 2)
                            .values(state="open", commit_position=None)) == [
         "partition (1, 0): batch row at 2: ('open', None), its outcome says ('committed', 4)",
+        f"partition (1, 0): open batch row at 2: its transaction {txn_id} has transaction_partitions first offset "
+        "None",
     ]
 
 
@@ -70,10 +72,12 @@ def test_a_commit_position_other_than_the_commit_markers_offset_is_found(client:
 
 
 def test_a_record_outside_its_batch_rows_run_is_found(client: Any, db_url: str) -> None:
-    _a_committed_transaction_after_plain_records(client, db_url)
+    txn_id = _a_committed_transaction_after_plain_records(client, db_url)
     assert _problems_after(db_url, update(record_batches).where(record_batches.c.base_offset == 2)
                            .values(record_count=1)) == [
         "partition (1, 0): record at 3: in no data batch row",
+        f"partition (1, 0): producer 1's last batch at 2: batch row (1, 1, 0, 0, {txn_id}, None, 'committed', 4), "
+        "producer_partitions says (producer, epoch, base sequence, record count) (1, 0, 0, 2)",
     ]
 
 
@@ -98,3 +102,48 @@ def test_a_marker_batch_row_without_its_marker_record_is_found(client: Any, db_u
     assert _problems_after(db_url, delete(records).where(records.c.offset == 4)) == [
         "partition (1, 0): marker batch row at 4: no marker record",
     ]
+
+
+def test_a_batch_row_other_than_its_producers_last_batch_is_found(client: Any, db_url: str) -> None:
+    txn_id = _a_committed_transaction_after_plain_records(client, db_url)
+    assert _problems_after(db_url, update(record_batches).where(record_batches.c.base_offset == 2)
+                           .values(base_sequence=5)) == [
+        f"partition (1, 0): producer 1's last batch at 2: batch row (2, 1, 0, 5, {txn_id}, None, 'committed', 4), "
+        "producer_partitions says (producer, epoch, base sequence, record count) (1, 0, 0, 2)",
+    ]
+
+
+def test_a_retried_batch_appended_twice_is_found(client: Any, db_url: str) -> None:
+    create_topic(client, "t")
+    p = init_producer(client)
+    for base_sequence, values in ((0, [0, 1]), (2, [2, 3])):
+        r = client.post("/v1/records", json={**ident(p), "batches": [batch("t", 0, values, base_sequence)]})
+        assert r.status_code == 200, r.text
+    # The first batch's row given the second's sequences: the same records written twice,
+    # what idempotence exists to prevent (the last batch, which producer_partitions names, is right).
+    assert _problems_after(db_url, update(record_batches).where(record_batches.c.base_offset == 0)
+                           .values(base_sequence=2)) == [
+        f"partition (1, 0): batch row at 2: sequence 2 of producer {p['producer_id']} epoch 0 does not follow its "
+        "batch at 0 (sequence 2, 2 records)",
+    ]
+
+
+def test_an_open_transactions_batch_before_its_first_offset_is_found(client: Any, db_url: str) -> None:
+    create_topic(client, "t")
+    p = init_producer(client, "tx")
+    begin(client, "tx", p)
+    assert send(client, [batch("t", 0, [0, 1], 0)], p, "tx").status_code == 200
+    assert _problems_after(db_url, update(transaction_partitions).values(first_offset=1)) == [
+        f"partition (1, 0): open batch row at 0: its transaction {_txn_id_at(db_url, 0)} has transaction_partitions "
+        "first offset 1",
+    ]
+
+
+def _txn_id_at(db_url: str, base_offset: int) -> int:
+    engine = create_engine(db_url)
+    try:
+        with engine.connect() as conn:
+            return conn.execute(select(record_batches.c.txn_id)
+                                .where(record_batches.c.base_offset == base_offset)).scalar_one()
+    finally:
+        engine.dispose()

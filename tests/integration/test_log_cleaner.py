@@ -266,6 +266,60 @@ def test_rows_another_cleaner_deletes_under_a_chunk_are_counted_once(client, cle
     assert_counters_exact(client, db_url, "t")
 
 
+class _AnotherCleanerAfterTheFirstRead:
+    """A connection whose first statement is followed, before the next, by another cleaner's
+    delete_prefix of [0, `bound`) committed on a connection of its own."""
+
+    def __init__(self, conn: Any, db_url: str, topic_id: int, bound: int) -> None:
+        self.conn, self.db_url, self.topic_id, self.bound, self.raced = conn, db_url, topic_id, bound, False
+
+    def execute(self, *args: Any, **kwargs: Any) -> Any:
+        result = self.conn.execute(*args, **kwargs).freeze()()  # read whole before the other cleaner runs
+        if not self.raced:
+            self.raced = True
+            other = create_engine(self.db_url)
+            with other.begin() as c:
+                cleaning.delete_prefix(c, self.topic_id, 0, 0, self.bound)
+            other.dispose()
+        return result
+
+
+def _topic_id(db_url: str, name: str) -> int:
+    engine = create_engine(db_url)
+    with engine.connect() as conn:
+        topic_id = conn.execute(select(topics.c.topic_id).where(topics.c.name == name)).scalar_one()
+    engine.dispose()
+    return topic_id
+
+
+def test_a_chunk_read_while_another_cleaner_deletes_its_head_is_read_without_it(client, db_url) -> None:  # type: ignore[no-untyped-def]
+    create_topic(client, "t", retention_ms=HOUR)
+    for values in ([1, 2], [3, 4], [5, 6]):  # batch rows at 0, 2, 4
+        produce(client, "t", values)
+    engine = create_engine(db_url)
+    with engine.connect() as conn:
+        raced = _AnotherCleanerAfterTheFirstRead(conn, db_url, _topic_id(db_url, "t"), bound=4)
+        rows = cleaning.stored_rows(raced, raced.topic_id, 0, 0, 6)  # type: ignore[arg-type]
+    engine.dispose()
+
+    assert raced.raced
+    assert [r.offset for r in rows] == [4, 5]
+
+
+def test_a_compaction_chunk_read_while_retention_deletes_its_head_is_read_without_it(client, db_url) -> None:  # type: ignore[no-untyped-def]
+    create_topic(client, "t", cleanup_policy="compact,delete", retention_ms=HOUR)
+    for values, keys in (([1, 2], ["a", "b"]), ([3, 4], ["a", "b"]), ([5, 6], ["a", "b"])):  # batch rows at 0, 2, 4
+        produce(client, "t", values, keys=keys)
+    engine = create_engine(db_url)
+    with engine.connect() as conn:
+        raced = _AnotherCleanerAfterTheFirstRead(conn, db_url, _topic_id(db_url, "t"), bound=4)
+        rows = cleaning.compaction_rows(raced, raced.topic_id, 0, 0, 6, 10)  # type: ignore[arg-type]
+    engine.dispose()
+
+    assert raced.raced
+    assert [r.offset for r in rows] == [5, 4]
+
+
 def test_a_chunk_commits_without_waiting_for_the_disk_and_other_writes_still_do(services, client, cleaner, clock, monkeypatch) -> None:  # type: ignore[no-untyped-def]
     create_topic(client, "t", retention_ms=HOUR)
     produce(client, "t", [1, 2], ts=clock.now_ms - 2 * HOUR)

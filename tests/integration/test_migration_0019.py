@@ -13,7 +13,8 @@ from tests.batch_rows import assert_batch_rows_match
 # Partition 0: plain records without a producer at [0, 3); an idempotent producer's (7, epoch
 # 0) at [3, 5) with sequences 0 and 1, and at 5 with sequence 5 (a gap: another batch); a
 # plain one at 6; transaction 1 of producer 5 at [7, 9) with its COMMIT marker at 11,
-# transaction 2 at 9 with its ABORT marker at 12, transaction 3 at 10 with no marker (open).
+# transaction 2 at 9 with its ABORT marker at 12, transaction 3 at 10 with no marker (open, its
+# transaction_partitions row too).
 # Partition 1: 1,001 plain records without a producer, which the backfill cuts at 1,000.
 _SEED = [
     "INSERT INTO topics (topic_id, name, partition_count, cleanup_policy, retention_ms, check_expected_offsets, "
@@ -29,6 +30,8 @@ _SEED = [
     "(1, 0, 9, 1, '9', 5, 0, 2, 2, 1), (1, 0, 10, 1, '10', 5, 0, 3, 3, 1)",
     'INSERT INTO records (topic_id, "partition", "offset", timestamp_ms, producer_id, producer_epoch, txn_id, '
     "control_type) VALUES (1, 0, 11, 1, 5, 0, 1, 'COMMIT'), (1, 0, 12, 1, 5, 0, 2, 'ABORT')",
+    'INSERT INTO transaction_partitions (transactional_id, topic_id, "partition", txn_id, first_offset) '
+    "VALUES ('x', 1, 0, 3, 10)",
 ]
 # (partition, base_offset, record_count, producer_id, producer_epoch, base_sequence, txn_id, control_type,
 #  state, commit_position)

@@ -15,7 +15,7 @@ from tests.batch_rows import assert_batch_rows_match
 # an idempotent producer's (7, epoch 0) at [3, 5) with sequences 0 and 1; transaction 1 of
 # producer 5 at [5, 8) whose first record compaction deleted (its head moved to 6, two records
 # left), COMMIT marker at 10; transaction 2 at 8 with its ABORT marker at 11; transaction 3 at 9,
-# open. Partition 1: a plain record at 0, then transaction 4 at [1, 3) whose first record lies
+# open (its transaction_partitions row too). Partition 1: a plain record at 0, then transaction 4 at [1, 3) whose first record lies
 # below the log start (2), COMMIT marker at 3.
 _SEED = [
     "INSERT INTO topics (topic_id, name, partition_count, cleanup_policy, retention_ms, check_expected_offsets, "
@@ -34,6 +34,8 @@ _SEED = [
     'INSERT INTO records (topic_id, "partition", "offset", timestamp_ms, producer_id, producer_epoch, txn_id, '
     "control_type) VALUES (1, 0, 10, 4, 5, 0, 1, 'COMMIT'), (1, 0, 11, 4, 5, 0, 2, 'ABORT'), "
     "(1, 1, 3, 4, 9, 2, 4, 'COMMIT')",
+    'INSERT INTO transaction_partitions (transactional_id, topic_id, "partition", txn_id, first_offset) '
+    "VALUES ('x', 1, 0, 3, 9)",
 ]
 # What the cleaner before 0023 did for those holes: the head moved to the first record kept.
 _HOLES = [

@@ -20,6 +20,7 @@ import pytest
 from sqlalchemy import select, text
 
 from app.services.log_service import SendBatch
+from app.storage import cleaning
 from app.storage.append import RecordToAppend
 from app.storage.read_window import _batch_page_stmt, _records_stmt
 from app.storage.read_committed import committed_between_for_groups_stmt, first_record_committed_from_stmt
@@ -211,3 +212,61 @@ def test_the_first_record_committed_from_a_position_walks_the_committed_transact
     primary_key = "pk_records" if database.dialect == "postgresql" else "sqlite_autoindex_records_1"
     assert _scans(lines) == ["ix_record_batches_committed_txn", primary_key], lines
     assert not [line for line in lines if "Seq Scan" in line or re.search(r"SCAN (records|record_batches|b)\b", line)]
+
+
+_CLEANER_STATEMENTS = {
+    "chunk_start": (cleaning._CHUNK_START, {"c_topic_id": None, "c_partition": 0, "c_start": 100}),
+    "last_stored": (cleaning._LAST_STORED, {"c_topic_id": None, "c_partition": 0, "c_start": 100, "c_end": 1000}),
+    "chunk_summary": (cleaning._CHUNK_SUMMARY, {"c_topic_id": None, "c_partition": 0, "c_start": 100, "c_end": 1000}),
+    "stored_rows' batches": (cleaning._RUN_TXNS, {"topic_id": None, "partition": 0, "start": 100, "last": 999}),
+    "compaction_rows' batches": (cleaning._COMPACTION_BATCHES, {"topic_id": None, "partition": 0, "start": 100,
+                                                               "last": 999, "limit": 10}),
+}
+
+
+@pytest.mark.parametrize("name", list(_CLEANER_STATEMENTS))
+def test_the_cleaners_batch_row_lookups_are_primary_key_probes_and_ranges(services, database, name) -> None:  # type: ignore[no-untyped-def]
+    """The log cleaner finds a row's batch row (the one holding an offset) and a range's batch
+    rows through record_batches' primary key: never ix_record_batches_txn, which a planner
+    without statistics may pick for `txn_id IS NOT NULL` and walk every transactional batch of
+    the partition with; never a scan of a whole table."""
+    _fill(services)
+    stmt, params = _CLEANER_STATEMENTS[name]
+    with database.engine.connect() as conn:
+        topic_id = conn.execute(text("SELECT topic_id FROM topics WHERE name = 'plans'")).scalar_one()
+        key = "c_topic_id" if "c_topic_id" in params else "topic_id"
+        # Bound, not rendered as literals: their bind parameters are untyped.
+        compiled = stmt.compile(conn)
+        bound = compiled.construct_params({**params, key: topic_id})
+        if database.dialect == "postgresql":
+            lines = [row[0] for row in conn.exec_driver_sql("EXPLAIN " + str(compiled), bound)]
+        else:
+            lines = [row[3] for row in conn.exec_driver_sql("EXPLAIN QUERY PLAN " + str(compiled),
+                                                            tuple(bound[k] for k in compiled.positiontup))]
+    batch_key = "pk_record_batches" if database.dialect == "postgresql" else "sqlite_autoindex_record_batches_1"
+    scans = _scans(lines)
+    assert batch_key in scans and "ix_record_batches_txn" not in scans, lines
+    assert not [line for line in lines if "Seq Scan" in line or re.search(r"SCAN (records|record_batches|holder)\b", line)]
+
+
+def test_the_batch_rows_a_deletion_empties_are_found_by_one_probe_of_the_records_each(services, database) -> None:  # type: ignore[no-untyped-def]
+    """delete_emptied_batches: the batch rows of the range (a primary-key range), each probed
+    for a record of its run (the records' primary key bounded by the run's both ends). Bounded
+    by the partition alone, or below only, a probe walks the partition's records (or the
+    chunk's just deleted) per batch row."""
+    _fill(services)
+    with database.engine.connect() as conn:
+        topic_id = conn.execute(text("SELECT topic_id FROM topics WHERE name = 'plans'")).scalar_one()
+        compiled = cleaning._DELETE_EMPTIED_BATCHES.compile(conn)
+        bound = compiled.construct_params({"c_topic_id": topic_id, "c_partition": 0, "c_start": 100, "c_end": 1000})
+        if database.dialect == "postgresql":
+            lines = [row[0] for row in conn.exec_driver_sql("EXPLAIN " + str(compiled), bound)]
+            probes = [cond for scan, cond in zip(lines, lines[1:]) if "using pk_records" in scan]
+            assert probes and all('"offset" >= record_batches.base_offset' in cond and '"offset" <' in cond
+                                  for cond in probes), "\n".join(lines)
+        else:
+            lines = [row[3] for row in conn.exec_driver_sql("EXPLAIN QUERY PLAN " + str(compiled),
+                                                            tuple(bound[k] for k in compiled.positiontup))]
+            probes = [line for line in lines if "sqlite_autoindex_records_1" in line]
+            assert probes and all("offset>?" in line and "offset<?" in line for line in probes), lines
+    assert not [line for line in lines if "Seq Scan" in line or re.search(r"SCAN (records|record_batches)\b", line)]
