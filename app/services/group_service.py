@@ -171,17 +171,17 @@ class GroupDescription:
 
 def _describe(conn: Connection, group_id: str) -> GroupDescription:
     g = groups.group(conn, group_id)
-    members = groups.members(conn, group_id) if g is not None else []
     if g is None:
+        # No group row: a group known only by its offsets (committed, or staged in a transaction)
+        # is EMPTY, else DEAD.
         state = GroupState.EMPTY if groups.known(conn, group_id) else GroupState.DEAD
-    else:
-        state = GroupState(g.state.value) if members else GroupState.EMPTY
-    protocol_name = None if g is None else g.protocol_name
+        return GroupDescription(group_id, state, None, None, None, [])
+    members = groups.members(conn, group_id)
+    state = GroupState(g.state.value) if members else GroupState.EMPTY
     return GroupDescription(
-        group_id, state, None if g is None else g.generation_id, None if g is None else g.protocol_type,
-        protocol_name,
+        group_id, state, g.generation_id, g.protocol_type, g.protocol_name,
         [MemberDescription(m.member_id, m.group_instance_id, m.client_id, m.client_host, m.topics, m.assignment,
-                           m.session_timeout_ms, m.last_heartbeat_ms, m.metadata_for(protocol_name),
+                           m.session_timeout_ms, m.last_heartbeat_ms, m.metadata_for(g.protocol_name),
                            m.member_assignment or b"")
          for m in members])
 
