@@ -1,0 +1,174 @@
+"""What one split of the JVM read costs the database: the view's query as Spark's JDBC reader
+sends it, against the dense copy's split and the log's own table read as one range, on the server.
+
+The database: one filled by benchmarks/spark_source.py (--fill; its `bench_plain_records` is the
+dense copy). One partition's split, positions [log start, log end): what the JVM read plans when a
+split covers a partition (spark_source.py's --tasks 8 over 8 partitions). Each variant once per
+round, in an order shuffled afresh each round from a printed --seed, after a warm-up round, on one
+connection (jit off, as the JVM read's connections); per variant: the rows, the shared buffers
+its plan touched, the server's execution time (EXPLAIN (ANALYZE, BUFFERS, TIMING OFF): no
+per-node clock reads, no rows sent) and the client's time to fetch every row (psycopg, text), as
+medians, and the dense split's server time ÷ the variant's (1.00: as cheap as the dense copy):
+
+- dense: bench_plain_records, the first of --tasks ranges of `id`, as spark_source.py's `plain`
+  reads it (the committed rows copied into a table of their own, heap in id order);
+- records_range: `records` of the partition, every stored row of the split's offsets (markers,
+  aborted and open records too), no visibility: the floor of any shape that reads the log's own
+  heap as one range;
+- records_in_order: the same range read in offset order (bitmap scans off for it: what a merge of
+  the range with the batch rows reads, a heap page each time the offsets move to another page);
+- view: `committed_records` bounded by spark_jobs.reader.statement.split_predicate, every column
+  the JVM read takes (jvm.STORED_TYPES): today's query;
+- view_count: count(*) of the same (the join without the rows' columns);
+- batches: the split's committed batch rows alone (ix_record_batches_committed);
+- window (a prototype, not a view): the split's records as ONE range of the records' primary key,
+  from the first committed batch the split reaches to its end, merged with the split's batch rows
+  in offset order; each record takes the last batch row at or before it (a running max of an
+  array led by the batch's base offset) and is kept when it lies in that batch's run, the
+  partition's log start read once. The same rows as `view` (checked each run).
+
+    .venv/bin/python benchmarks/view_split_cost.py --database outbox_viewscan_bench --rounds 11
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import psycopg
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from spark_jobs.reader.planning import Bounds, Split  # noqa: E402
+from spark_jobs.common.positions import TopicRange  # noqa: E402
+from spark_jobs.reader.statement import split_predicate  # noqa: E402
+
+TOPIC = "orders"
+STORED = '"topic", "partition", "offset", "commit_position", "timestamp_ms", "key", "value", "headers"'
+
+# A variant's SET for its own statement, reset after it (a prefix of its SQL, cut off when run).
+IN_ORDER = "SET enable_bitmapscan = off;"
+
+WINDOW = """
+SELECT %(topic)s AS topic, %(partition)s AS "partition", o AS "offset", position AS commit_position,
+       timestamp_ms, key, value, headers
+FROM (
+  SELECT c.*, CASE WHEN cb[3] = -1 THEN o ELSE cb[4] END AS position FROM (
+    SELECT m.*, max(batch) OVER (ORDER BY o) AS cb FROM (
+      SELECT b.base_offset AS o,
+             ARRAY[b.base_offset, b.record_count, coalesce(b.txn_id, -1), b.commit_position] AS batch,
+             NULL::bigint AS timestamp_ms, NULL::text AS key, NULL::text AS value, NULL::text AS headers
+      FROM record_batches b
+      WHERE b.topic_id = %(topic_id)s AND b."partition" = %(partition)s
+        AND b.commit_position >= %(start)s AND b.commit_position <= %(last)s
+      UNION ALL
+      SELECT r."offset", NULL::bigint[], r.timestamp_ms, r.key, r.value, r.headers FROM records r
+      WHERE r.topic_id = %(topic_id)s AND r."partition" = %(partition)s AND r."offset" < %(end)s
+        AND r."offset" >= GREATEST(
+          (SELECT log_start_offset FROM partitions WHERE topic_id = %(topic_id)s AND "partition" = %(partition)s),
+          (SELECT min(base_offset) FROM record_batches y WHERE y.topic_id = %(topic_id)s
+             AND y."partition" = %(partition)s AND y.commit_position >= %(start)s
+             AND y.commit_position <= %(last)s))
+    ) m
+  ) c
+  WHERE batch IS NULL AND o < cb[1] + cb[2]
+) k
+WHERE position >= %(start)s AND position < %(end)s
+"""
+
+
+def statements(conn: psycopg.Connection, partition: int, tasks: int) -> dict[str, str]:
+    topic_id, log_start, end = conn.execute(
+        "SELECT p.topic_id, p.log_start_offset, p.next_offset FROM partitions p JOIN topics t USING (topic_id) "
+        "WHERE t.name = %s AND p.\"partition\" = %s", (TOPIC, partition)).fetchone()
+    rows = conn.execute("SELECT count(*) FROM bench_plain_records").fetchone()[0]
+    split = Split(TopicRange(TOPIC, partition, log_start, end))
+    where = split_predicate(split, "postgresql")
+    # The last batch position the split reads: as positions_predicate bounds it.
+    last = conn.execute(
+        "SELECT COALESCE((SELECT commit_position FROM record_batches WHERE topic_id = %s AND \"partition\" = %s "
+        "AND commit_position >= %s ORDER BY commit_position LIMIT 1), %s)",
+        (topic_id, partition, end, end - 1)).fetchone()[0]
+    offsets = " AND ".join(Bounds(log_start, end).sql('"offset"'))
+    params = {"topic": f"'{TOPIC}'", "topic_id": topic_id, "partition": partition, "start": log_start,
+              "end": end, "last": last}
+    records_range = (f"SELECT '{TOPIC}' AS topic, \"partition\", \"offset\", \"offset\" AS commit_position, "
+                     "timestamp_ms, key, value, headers FROM records "
+                     f"WHERE topic_id = {topic_id} AND \"partition\" = {partition} AND {offsets}")
+    return {
+        "dense": 'SELECT "partition", "offset", commit_position, timestamp_ms, key, value, headers '
+                 f"FROM bench_plain_records WHERE id >= 1 AND id < {1 + rows // tasks}",
+        "records_range": records_range,
+        "records_in_order": IN_ORDER + records_range,
+        "view": f"SELECT {STORED} FROM committed_records WHERE ({where})",
+        "view_count": f"SELECT count(*) FROM committed_records WHERE ({where})",
+        "batches": f"SELECT * FROM record_batches WHERE topic_id = {topic_id} AND \"partition\" = {partition} "
+                   f"AND commit_position >= {log_start} AND commit_position <= {last}",
+        "window": WINDOW % params,
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--database", required=True, help="a database filled by spark_source.py")
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--user", default="postgres")
+    parser.add_argument("--partition", type=int, default=0)
+    parser.add_argument("--tasks", type=int, default=8, help="the dense copy's split is 1/tasks of its rows")
+    parser.add_argument("--rounds", type=int, default=11)
+    parser.add_argument("--variants", default=None, help="comma-separated (default: all)")
+    parser.add_argument("--seed", type=int, default=None)
+    args = parser.parse_args(argv)
+    if args.rounds < 1:
+        parser.error("--rounds: at least 1")
+    seed = args.seed if args.seed is not None else random.SystemRandom().randrange(1 << 32)
+    rng = random.Random(seed)
+    with psycopg.connect(f"host={args.host} user={args.user} dbname={args.database}", autocommit=True) as conn:
+        conn.execute("SET jit = off")
+        sqls = statements(conn, args.partition, args.tasks)
+        if args.variants:
+            sqls = {k: sqls[k] for k in args.variants.split(",")}
+        if "window" in sqls and "view" in sqls:
+            same = conn.execute(f"SELECT count(*) FROM (({sqls['view']}) EXCEPT ALL ({sqls['window']})) d").fetchone()[0]
+            more = conn.execute(f"SELECT count(*) FROM (({sqls['window']}) EXCEPT ALL ({sqls['view']})) d").fetchone()[0]
+            print(f"window against view: {same} rows missing, {more} rows extra")
+        print(f"seed {seed}; {args.rounds} rounds after a warm-up; partition {args.partition}")
+        got: dict[str, dict[str, list[float]]] = {k: {"server": [], "client": []} for k in sqls}
+        shape: dict[str, tuple[int, int]] = {}
+        for round_ in range(args.rounds + 1):
+            order = list(sqls)
+            rng.shuffle(order)
+            for name in order:
+                sql = sqls[name]
+                if sql.startswith(IN_ORDER):
+                    conn.execute(IN_ORDER)
+                    sql = sql.removeprefix(IN_ORDER)
+                t0 = time.perf_counter()
+                rows = len(conn.execute(sql).fetchall())
+                client = (time.perf_counter() - t0) * 1000
+                plan = conn.execute("EXPLAIN (ANALYZE, BUFFERS, TIMING OFF, FORMAT JSON) " + sql).fetchone()[0][0]
+                conn.execute("RESET enable_bitmapscan")
+                if round_ == 0:
+                    continue
+                got[name]["server"].append(plan["Execution Time"])
+                got[name]["client"].append(client)
+                shape[name] = (rows, plan["Plan"]["Shared Hit Blocks"] + plan["Plan"]["Shared Read Blocks"])
+    reference = statistics.median(got["dense"]["server"]) if "dense" in got else None
+    print(f"{'variant':14s} {'rows':>7s} {'buffers':>8s} {'server ms':>10s} {'(range)':>14s} {'client ms':>10s}"
+          f" {'dense ÷':>8s}")
+    for name, t in got.items():
+        server = statistics.median(t["server"])
+        ratio = f"{reference / server:8.2f}" if reference else ""
+        spread = f"({min(t['server']):.1f}-{max(t['server']):.1f})"
+        print(f"{name:14s} {shape[name][0]:7d} {shape[name][1]:8d} {server:10.1f} {spread:>14s} "
+              f"{statistics.median(t['client']):10.1f} {ratio}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
