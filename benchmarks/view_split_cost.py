@@ -31,6 +31,9 @@ medians, and the dense split's server time ÷ the variant's (1.00: as cheap as t
   ordered by base offset (their bases, ends, positions, whether transactional), then ONE range of
   the records' primary key, each record's batch found by width_bucket (a binary search of the
   bases) and kept when it lies in that batch's run. The same rows as `view` (checked each run).
+- multirange (a prototype, not a view): buckets with the plain batches' runs merged into one
+  multirange (consecutive plain batches coalesce), a record in it kept at its own offset, only
+  the others searched among the transactional batches' arrays. The same rows (checked).
 
     .venv/bin/python benchmarks/view_split_cost.py --database outbox_viewscan_bench --rounds 11
 
@@ -86,6 +89,29 @@ CROSS JOIN LATERAL (
     AND r."offset" >= GREATEST(s.lo, (SELECT log_start_offset FROM partitions
                                       WHERE topic_id = %(topic_id)s AND "partition" = %(partition)s))
     AND k.i > 0 AND r."offset" < s.ends[k.i]
+) r
+WHERE r.position >= %(start)s AND r.position < %(end)s
+"""
+
+MULTIRANGE = """
+SELECT %(topic)s AS topic, %(partition)s AS "partition", r."offset", r.position AS commit_position,
+       r.timestamp_ms, r.key, r.value, r.headers
+FROM (SELECT range_agg(int8range(base_offset, base_offset + record_count)) FILTER (WHERE txn_id IS NULL) AS plain_runs,
+             array_agg(base_offset ORDER BY base_offset) FILTER (WHERE txn_id IS NOT NULL) AS bases,
+             array_agg(base_offset + record_count ORDER BY base_offset) FILTER (WHERE txn_id IS NOT NULL) AS ends,
+             array_agg(commit_position ORDER BY base_offset) FILTER (WHERE txn_id IS NOT NULL) AS positions,
+             min(base_offset) AS lo
+      FROM record_batches WHERE topic_id = %(topic_id)s AND "partition" = %(partition)s
+        AND commit_position >= %(start)s AND commit_position <= %(last)s) s
+CROSS JOIN LATERAL (
+  SELECT r.*, CASE WHEN k.plain THEN r."offset" ELSE s.positions[k.i] END AS position
+  FROM records r
+  CROSS JOIN LATERAL (SELECT r."offset" <@ s.plain_runs AS plain) p
+  CROSS JOIN LATERAL (SELECT p.plain, CASE WHEN p.plain THEN 0 ELSE width_bucket(r."offset", s.bases) END AS i) k
+  WHERE r.topic_id = %(topic_id)s AND r."partition" = %(partition)s AND r."offset" < %(end)s
+    AND r."offset" >= GREATEST(s.lo, (SELECT log_start_offset FROM partitions
+                                      WHERE topic_id = %(topic_id)s AND "partition" = %(partition)s))
+    AND (k.plain OR (k.i > 0 AND r."offset" < s.ends[k.i]))
 ) r
 WHERE r.position >= %(start)s AND r.position < %(end)s
 """
@@ -182,6 +208,7 @@ def statements(conn: psycopg.Connection, partition: int, tasks: int) -> dict[str
                    f"AND commit_position >= {log_start} AND commit_position <= {last}",
         "window": WINDOW % params,
         "buckets": BUCKETS % params,
+        "multirange": MULTIRANGE % params,
     }
 
 
@@ -212,7 +239,7 @@ def main(argv: list[str] | None = None) -> int:
         sqls = statements(conn, args.partition, args.tasks)
         if args.variants:
             sqls = {k: sqls[k] for k in args.variants.split(",")}
-        for shape in ("window", "buckets"):
+        for shape in ("window", "buckets", "multirange"):
             if shape in sqls and "view" in sqls:
                 missing, extra = (conn.execute(f"SELECT count(*) FROM (({a}) EXCEPT ALL ({b})) d").fetchone()[0]
                                   for a, b in ((sqls["view"], sqls[shape]), (sqls[shape], sqls["view"])))
