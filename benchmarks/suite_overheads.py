@@ -104,8 +104,11 @@ def main() -> None:
     parser.add_argument("--only", choices=["shutdown", "check", "provision"])
     args = parser.parse_args()
     print(f"load average {os.getloadavg()[0]:.2f} at start, {time.strftime('%Y-%m-%d %H:%M:%S', time.gmtime())} UTC")
-    template, url = new_database()
+    database, url = new_database()
     migrate.upgrade(url)
+    # The copies' template apart: a copy waits for (and then refuses) a template in use.
+    template, template_url = new_database()
+    migrate.upgrade(template_url)
     after_timeout = changes.LISTEN_TIMEOUT_S
     session_engine = create_engine(url, pool_size=1, pool_pre_ping=True)
     sides: dict[str, tuple[Callable[[], float], Callable[[], float]]] = {
@@ -128,6 +131,7 @@ def main() -> None:
                   f"(n={len(times['after'])} a side)")
     finally:
         session_engine.dispose()
+        drop(database)
         drop(template)
     print(f"load average {os.getloadavg()[0]:.2f} at end")
 
