@@ -215,7 +215,7 @@ def settings(db_url: str, request: pytest.FixtureRequest) -> Iterator[Settings]:
     from tests.batch_rows import assert_batch_rows_match
 
     checked: str | Engine = db_url
-    if db_url.startswith("postgresql"):
+    if db_url.startswith("postgresql") and db_url == request.getfixturevalue("postgres_url"):
         checked = request.getfixturevalue("postgres_engine")
     # No background work the test does not drive: the coordinator's chores, and the console's
     # lag sampler, which would fill the /metrics gauges' shared reading at start (and race the
