@@ -2,9 +2,9 @@
 
 `backend` is parametrized over SQLite (a file in the test's tmp dir; `serve` migrates it
 itself) and PostgreSQL (a fresh database per test, a copy of one migrated with `python -m
-app.cli migrate` once a process, dropped WITH (FORCE) afterwards). `launcher` starts service processes against it and kills
-every one of them in teardown, whatever the test did; their logs are printed when a test
-fails.
+app.cli migrate` once a process, dropped WITH (FORCE) afterwards). `launcher` starts service
+processes against it and kills every one of them in teardown, whatever the test did; their
+logs are printed when a test fails.
 
 Nothing here imports the service in-process except to read the database afterwards: what is
 tested is what the processes do.
@@ -246,9 +246,10 @@ def _migrated_template(admin: Engine) -> str:
     """The name of a PostgreSQL database migrated with `python -m app.cli migrate`, made once a
     process and dropped at its exit: each fresh database is a copy of it (CREATE DATABASE …
     TEMPLATE), the same tables and rows a migration of its own would leave. A migration of
-    every revision in a new process took 11 to 16 s a test on a busy machine, a copy 0.1 to
-    0.2 s (docs/benchmarks.md, the test suite's time). Nothing connects to it after its
-    migration, as a copy needs."""
+    every revision in a new process took 1.4 s a test on a quiet machine and 9 to 16 s on a
+    busy one, a copy 0.2 to 0.7 s with its drop (docs/benchmarks.md, the test suite's time).
+    Nothing connects to it after its migration: a copy waits for, then refuses, a template in
+    use."""
     if not _migrated:
         name = f"outbox_template_{uuid.uuid4().hex[:12]}"
         with admin.connect() as conn:
