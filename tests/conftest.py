@@ -25,7 +25,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from sqlalchemy import create_engine, text
+from sqlalchemy import Engine, create_engine, text
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import OperationalError
 
@@ -172,16 +172,26 @@ def sqlite_template(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return path
 
 
+@pytest.fixture(scope="session")
+def postgres_engine(postgres_url: str) -> Iterator[Engine]:
+    """The test session's own connection to its PostgreSQL database, for what the fixtures do
+    between tests (the reset before, the batch-row check after). Kept for the session: an
+    engine's first connection asks the server a handful of questions of its own, which an
+    engine per statement made every test on PostgreSQL pay twice. Pre-pinged: a test may
+    terminate backends."""
+    engine = create_engine(postgres_url, pool_size=1, pool_pre_ping=True)
+    yield engine
+    engine.dispose()
+
+
 _TABLES = [t.name for t in metadata.sorted_tables]
 
 
-def _reset_postgres(url: str) -> None:
-    engine = create_engine(url)
+def _reset_postgres(engine: Engine) -> None:
     with engine.begin() as conn:
         conn.execute(text("TRUNCATE " + ", ".join(f'"{t}"' for t in _TABLES if t != "counters")
                           + " RESTART IDENTITY CASCADE"))
         conn.execute(text("UPDATE counters SET value = 0"))
-    engine.dispose()
 
 
 @pytest.fixture(params=BACKENDS)
@@ -191,7 +201,7 @@ def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
         shutil.copy(request.getfixturevalue("sqlite_template"), path)
         return f"sqlite:///{path}"
     url = request.getfixturevalue("postgres_url")
-    _reset_postgres(url)
+    _reset_postgres(request.getfixturevalue("postgres_engine"))
     return url
 
 
@@ -204,6 +214,9 @@ def clock() -> FakeClock:
 def settings(db_url: str, request: pytest.FixtureRequest) -> Iterator[Settings]:
     from tests.batch_rows import assert_batch_rows_match
 
+    checked: str | Engine = db_url
+    if db_url.startswith("postgresql") and db_url == request.getfixturevalue("postgres_url"):
+        checked = request.getfixturevalue("postgres_engine")
     # No background work the test does not drive: the coordinator's chores, and the console's
     # lag sampler, which would fill the /metrics gauges' shared reading at start (and race the
     # tests that count a scrape's statements). Tests of either turn them on.
@@ -213,7 +226,7 @@ def settings(db_url: str, request: pytest.FixtureRequest) -> Iterator[Settings]:
     # checked once the test's processes are done with the database. A test that writes records
     # with SQL of its own says so with the raw_records marker.
     if request.node.get_closest_marker("raw_records") is None:
-        assert_batch_rows_match(db_url)
+        assert_batch_rows_match(checked)
 
 
 @pytest.fixture

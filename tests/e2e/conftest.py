@@ -1,10 +1,10 @@
 """Fixtures for the end-to-end suite: real `python -m app.cli …` processes on a real database.
 
 `backend` is parametrized over SQLite (a file in the test's tmp dir; `serve` migrates it
-itself) and PostgreSQL (a fresh database per test, migrated with `python -m app.cli migrate`,
-dropped WITH (FORCE) afterwards). `launcher` starts service processes against it and kills
-every one of them in teardown, whatever the test did; their logs are printed when a test
-fails.
+itself) and PostgreSQL (a fresh database per test, a copy of one migrated with `python -m
+app.cli migrate` once a process, dropped WITH (FORCE) afterwards). `launcher` starts service
+processes against it and kills every one of them in teardown, whatever the test did; their
+logs are printed when a test fails.
 
 Nothing here imports the service in-process except to read the database afterwards: what is
 tested is what the processes do.
@@ -12,6 +12,7 @@ tested is what the processes do.
 
 from __future__ import annotations
 
+import atexit
 import os
 import re
 import signal
@@ -238,10 +239,45 @@ def _settings_env(settings: dict[str, Any]) -> dict[str, str]:
     return out
 
 
+_migrated: list[str] = []  # this process's PostgreSQL database migrated by `outbox migrate`, once
+
+
+def _migrated_template(admin: Engine) -> str:
+    """The name of a PostgreSQL database migrated with `python -m app.cli migrate`, made once a
+    process and dropped at its exit: each fresh database is a copy of it (CREATE DATABASE …
+    TEMPLATE), the same tables and rows a migration of its own would leave. A migration of
+    every revision in a new process took 1.4 s a test on a quiet machine and 9 to 16 s on a
+    busy one, a copy 0.2 to 0.7 s with its drop (docs/benchmarks.md, the test suite's time).
+    Nothing connects to it after its migration: a copy waits for, then refuses, a template in
+    use."""
+    if not _migrated:
+        name = f"outbox_template_{uuid.uuid4().hex[:12]}"
+        with admin.connect() as conn:
+            conn.execute(text(f'CREATE DATABASE "{name}"'))
+        atexit.register(_drop_database, name)
+        url = make_url(ADMIN_URL).set(database=name).render_as_string(hide_password=False)
+        done = subprocess.run(
+            [PYTHON, "-m", "app.cli", "migrate"], cwd=ROOT, env=_base_env(url),
+            capture_output=True, text=True, timeout=CLI_TIMEOUT_S,
+        )
+        assert done.returncode == 0, f"migrate failed:\n{done.stdout}\n{done.stderr}"
+        _migrated.append(name)
+    return _migrated[0]
+
+
+def _drop_database(name: str) -> None:
+    admin = create_engine(ADMIN_URL, isolation_level="AUTOCOMMIT", poolclass=NullPool)
+    try:
+        with admin.connect() as conn:
+            conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+    finally:
+        admin.dispose()
+
+
 @contextmanager
 def provisioned(kind: str, tmp: Path, prefix: str = "outbox_e2e") -> Iterator[Backend]:
     """A fresh database of `kind`: a SQLite file in `tmp` (`serve` migrates it itself), or a
-    new PostgreSQL database migrated with `python -m app.cli migrate` and dropped afterwards."""
+    new PostgreSQL database, migrated (a copy of `_migrated_template`), dropped afterwards."""
     if kind == "sqlite":
         b = Backend("sqlite", f"sqlite:///{tmp / 'outbox.db'}", tmp)
         try:
@@ -252,16 +288,12 @@ def provisioned(kind: str, tmp: Path, prefix: str = "outbox_e2e") -> Iterator[Ba
 
     name = f"{prefix}_{uuid.uuid4().hex[:12]}"
     admin = create_engine(ADMIN_URL, isolation_level="AUTOCOMMIT", poolclass=NullPool)
+    template = _migrated_template(admin)
     with admin.connect() as conn:
-        conn.execute(text(f'CREATE DATABASE "{name}"'))
+        conn.execute(text(f'CREATE DATABASE "{name}" TEMPLATE "{template}"'))
     url = make_url(ADMIN_URL).set(database=name).render_as_string(hide_password=False)
     b = Backend("postgresql", url, tmp)
     try:
-        done = subprocess.run(
-            [PYTHON, "-m", "app.cli", "migrate"], cwd=ROOT, env=_base_env(url),
-            capture_output=True, text=True, timeout=CLI_TIMEOUT_S,
-        )
-        assert done.returncode == 0, f"migrate failed:\n{done.stdout}\n{done.stderr}"
         yield b
     finally:
         b.dispose()

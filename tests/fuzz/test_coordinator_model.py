@@ -711,7 +711,7 @@ def model_settings(max_examples: int = MODEL_EXAMPLES, shrink: bool = True) -> s
 
 
 @pytest.fixture
-def fresh_url(db_url: str, tmp_path: Path) -> Iterator[Callable[[], str]]:
+def fresh_url(db_url: str, tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[Callable[[], str]]:
     """A new, migrated, empty database for each example: a copy of the migrated SQLite file, or
     the session's PostgreSQL database truncated."""
     if db_url.startswith("sqlite"):
@@ -732,8 +732,10 @@ def fresh_url(db_url: str, tmp_path: Path) -> Iterator[Callable[[], str]]:
 
         yield fresh
     else:
+        engine = request.getfixturevalue("postgres_engine")
+
         def fresh_pg() -> str:
-            _reset_postgres(db_url)
+            _reset_postgres(engine)
             return db_url
 
         yield fresh_pg

@@ -89,6 +89,16 @@ def test_a_batch_row_without_records_is_found(client: Any, db_url: str) -> None:
     ]
 
 
+def test_batch_rows_left_when_every_record_is_gone_are_found(client: Any, db_url: str) -> None:
+    # No record stored at all: the check's shortcut for an empty log must not take it as one.
+    _a_committed_transaction_after_plain_records(client, db_url)
+    assert _problems_after(db_url, delete(records)) == [
+        "partition (1, 0): marker batch row at 4: no marker record",
+        "partition (1, 0): batch row at 0 (2 records): no record left in its run",
+        "partition (1, 0): batch row at 2 (2 records): no record left in its run",
+    ]
+
+
 def test_a_marker_without_its_batch_row_is_found(client: Any, db_url: str) -> None:
     _a_committed_transaction_after_plain_records(client, db_url)
     assert _problems_after(db_url, delete(record_batches).where(record_batches.c.base_offset == 4)) == [

@@ -26,7 +26,7 @@ def pg_client(request: pytest.FixtureRequest) -> Iterator[tuple[TestClient, str]
     url = request.getfixturevalue("postgres_url")
     from tests.conftest import _reset_postgres
 
-    _reset_postgres(url)
+    _reset_postgres(request.getfixturevalue("postgres_engine"))
     settings = Settings(database_url=url, run_coordinator=False, auto_migrate=False, db_pool_size=POOL,
                         db_pool_pre_ping=getattr(request, "param", False))
     with TestClient(create_app(settings)) as client:
