@@ -636,6 +636,21 @@ def test_an_app_with_a_v1_route_that_skips_authentication_is_refused() -> None:
         _check_every_api_route_is_authenticated(app)
 
 
+def test_a_v1_route_added_to_a_router_after_an_app_was_built_is_checked_afresh(  # type: ignore[no-untyped-def]
+        settings: Settings, clock: Any, monkeypatch) -> None:
+    from app.api.routers import health
+
+    create_app(settings, clock, prepare_database=False)  # the routers as they are: authenticated
+    monkeypatch.setattr(health.router, "routes", list(health.router.routes))  # given back after the test
+
+    @health.router.get("/v1/sneaky")
+    def sneaky() -> list[str]:
+        return []
+
+    with pytest.raises(RuntimeError, match="/v1/sneaky would be served without authentication"):
+        create_app(settings, clock, prepare_database=False)
+
+
 # --- from the review: what refusals and answers may reveal, CSRF, the cache under a reload -------
 
 
