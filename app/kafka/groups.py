@@ -154,13 +154,16 @@ class GroupApis:
             if len(assignments) != len(body.assignments):
                 raise InvalidRequest("an assignment names each member once")
             given: dict[str, tuple[bytes, list[tuple[str, int]]]] | None = assignments or None
+            waited = False
             while True:
                 got = await asyncio.to_thread(self.protocol.sync, body.group_id, body.member_id,
                                               body.generation_id, protocol_type=protocol_type,
                                               protocol_name=protocol_name, assignments=given,
-                                              group_instance_id=getattr(body, "group_instance_id", None))
+                                              group_instance_id=getattr(body, "group_instance_id", None),
+                                              waited=waited)
                 if got is not None:
                     break
+                waited = True
                 if time.monotonic() >= deadline:
                     raise RebalanceInProgress(f"the leader of group {body.group_id!r} gave no assignment in time")
                 await self._wait()

@@ -208,19 +208,30 @@ class ClassicGroupProtocol:
 
     def sync(self, group_id: str, member_id: str, generation_id: int, *, protocol_type: str | None,
              protocol_name: str | None, assignments: dict[str, tuple[bytes, list[tuple[str, int]]]] | None,
-             group_instance_id: str | None = None) -> bytes | None:
+             group_instance_id: str | None = None, waited: bool = False) -> bytes | None:
         """The member's assignment once the leader has given it; None while the group waits for
-        the leader (the door asks again). The leader's `assignments`: member id → (the bytes for
-        it, the partitions they name, where the door could read them)."""
+        the leader (the door asks again, with `waited`). The leader's `assignments`: member id →
+        (the bytes for it, the partitions they name, where the door could read them).
+
+        A SyncGroup that waited for the leader's is answered with what the leader gave it even
+        if a member has joined again since (the group is rebalancing once more): Kafka's
+        coordinator answers its waiting SyncGroups the moment the leader's arrives, before any
+        later JoinGroup. Here the waiting request asks again a little later, and a member quick
+        to join again in between (a cooperative consumer that gave a partition up) would
+        otherwise leave it refused, its assignment for the generation never seen. A SyncGroup
+        made once the group is rebalancing is refused, as Kafka refuses it."""
         now = self.clock()
         with self.db.write() as conn:
             g, current = _current_member(conn, group_id, member_id, generation_id, lock=RowLock.UPDATE,
                                          protocol_type=protocol_type, group_instance_id=group_instance_id)
             if protocol_name is not None and protocol_name != g.protocol_name:
                 raise InconsistentGroupProtocol(f"group {group_id!r} uses protocol {g.protocol_name!r}")
-            if g.state is StoredGroupState.PREPARING_REBALANCE:
+            given_before = current[member_id].member_assignment  # None until the leader's SyncGroup of this generation
+            if g.state is StoredGroupState.PREPARING_REBALANCE and not (waited and given_before is not None):
                 raise RebalanceInProgress(f"group {group_id!r} is rebalancing: join again")
             groups.update_member(conn, group_id, member_id, last_heartbeat_ms=now)
+            if g.state is StoredGroupState.PREPARING_REBALANCE:
+                return given_before
             if g.state is StoredGroupState.COMPLETING_REBALANCE and member_id == g.leader_id:
                 given = assignments or {}
                 for mid in current:

@@ -60,6 +60,10 @@ from app.storage.dialect import RowLock
 from app.storage.engine import Database, after_commit
 
 
+# The most groups one write transaction of the expiry pass locks and expires (expire_members).
+EXPIRY_CHUNK_GROUPS = 100
+
+
 @dataclass(frozen=True, slots=True)
 class Membership:
     group_id: str
@@ -171,17 +175,17 @@ class GroupDescription:
 
 def _describe(conn: Connection, group_id: str) -> GroupDescription:
     g = groups.group(conn, group_id)
-    members = groups.members(conn, group_id) if g is not None else []
     if g is None:
+        # No group row: a group known only by its offsets (committed, or staged in a transaction)
+        # is EMPTY, else DEAD.
         state = GroupState.EMPTY if groups.known(conn, group_id) else GroupState.DEAD
-    else:
-        state = GroupState(g.state.value) if members else GroupState.EMPTY
-    protocol_name = None if g is None else g.protocol_name
+        return GroupDescription(group_id, state, None, None, None, [])
+    members = groups.members(conn, group_id)
+    state = GroupState(g.state.value) if members else GroupState.EMPTY
     return GroupDescription(
-        group_id, state, None if g is None else g.generation_id, None if g is None else g.protocol_type,
-        protocol_name,
+        group_id, state, g.generation_id, g.protocol_type, g.protocol_name,
         [MemberDescription(m.member_id, m.group_instance_id, m.client_id, m.client_host, m.topics, m.assignment,
-                           m.session_timeout_ms, m.last_heartbeat_ms, m.metadata_for(protocol_name),
+                           m.session_timeout_ms, m.last_heartbeat_ms, m.metadata_for(g.protocol_name),
                            m.member_assignment or b"")
          for m in members])
 
@@ -381,7 +385,7 @@ class GroupService:
 
     def expire_members(self, now_ms: int) -> int:
         """Remove members whose session timed out and rebalance their groups: one write
-        transaction for every group the pass finds, none when it finds none.
+        transaction for every EXPIRY_CHUNK_GROUPS groups the pass finds, none when it finds none.
 
         One, not one per group: on SQLite each durable commit waits for an fsync of the WAL,
         which a loaded disk can stretch to a large part of a second, and a pass that expired
@@ -390,17 +394,21 @@ class GroupService:
         the next pass, the session still being over; and whatever a client does in answer to
         it (a rejoin, a commit) is a durable write that makes it durable too. The rows are
         locked in group id order, as every pass takes them: two passes at once (several
-        processes on PostgreSQL) wait for each other rather than deadlock."""
+        processes on PostgreSQL) wait for each other rather than deadlock. A transaction holds
+        at most EXPIRY_CHUNK_GROUPS groups' locks: the heartbeats, joins and commits of a group
+        the pass has locked wait for its transaction to end, and with thousands of groups
+        expiring at once one transaction would make every one of them wait for all."""
         with self.db.read() as conn:
             candidates = groups.groups_with_expired_members(conn, now_ms)
             candidates = sorted(set(candidates) | set(groups.groups_past_rebalance_deadline(conn, now_ms)))
         if not candidates:
             return 0
         removed = 0
-        with self.db.write(durable=False) as conn:
-            for group_id in candidates:
-                groups.lock_group(conn, group_id, now_ms)
-                removed += self._expire_group(conn, group_id, now_ms)
+        for i in range(0, len(candidates), EXPIRY_CHUNK_GROUPS):
+            with self.db.write(durable=False) as conn:
+                for group_id in candidates[i:i + EXPIRY_CHUNK_GROUPS]:
+                    groups.lock_group(conn, group_id, now_ms)
+                    removed += self._expire_group(conn, group_id, now_ms)
         return removed
 
     def _expire_group(self, conn: Connection, group_id: str, now_ms: int) -> int:

@@ -134,11 +134,16 @@ _DELETE_RANGE = delete(records).where(*_RANGE)
 _NO_END = 2**63 - 1  # the largest offset a BIGINT holds: a range up to it has no end
 _rb = record_batches
 _first_run = holding_batch(_rb.c.base_offset, bindparam("c_topic_id"), bindparam("c_partition"), bindparam("c_start"))
-_DELETE_EMPTIED_BATCHES = delete(_rb).where(
+# The batch rows whose runs reach into [c_start, c_end): a range of their primary key, from the
+# run holding c_start (if any) to c_end.
+_REACHING_INTO_RANGE = (
     _rb.c.topic_id == bindparam("c_topic_id"),
     _rb.c.partition == bindparam("c_partition"),
     _rb.c.base_offset >= func.coalesce(_first_run, bindparam("c_start")),
     _rb.c.base_offset < bindparam("c_end"),
+)
+_DELETE_EMPTIED_BATCHES = delete(_rb).where(
+    *_REACHING_INTO_RANGE,
     # No record left in the run: one probe of the records' primary key per batch row, bounded
     # by the run's both ends. A scalar subquery, not NOT EXISTS: PostgreSQL without statistics
     # made that an anti-join whose records scan was bounded by the partition alone (the
@@ -163,9 +168,7 @@ _DELETE_EMPTIED_BATCHES = delete(_rb).where(
 # through that partial index, every transactional batch of the partition, filtering the range.
 _TRANSACTIONAL_BATCHES = (
     select(func.count(_rb.c.txn_id))
-    .where(_rb.c.topic_id == bindparam("c_topic_id"), _rb.c.partition == bindparam("c_partition"),
-           _rb.c.base_offset >= func.coalesce(_first_run, bindparam("c_start")),
-           _rb.c.base_offset < bindparam("c_end"))
+    .where(*_REACHING_INTO_RANGE)
     .scalar_subquery()
 )
 _CHUNK_SUMMARY = select(

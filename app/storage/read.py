@@ -18,13 +18,14 @@ from collections.abc import Iterator, Sequence
 from functools import cache
 from typing import Any
 
-from sqlalchemy import Connection, bindparam, case, func, literal, null, select
+from sqlalchemy import Connection, bindparam, case, literal, null, select
 
 from app.domain.errors import OffsetOutOfRange, UnknownTopicOrPartition
 from app.domain.read import FetchResult, StoredRecord
 from app.domain.types import IsolationLevel, RecordState
 from app.storage import read_window
 from app.storage.fetch_plan import MAX_BYTES, RECORD_SIZE, FetchPlan, Point, chunks, full, new
+from app.storage.offset_order import batches_meeting
 from app.storage.tables import partitions, record_batches, records
 from app.storage.topics import LAST_STABLE_OFFSET
 
@@ -133,7 +134,7 @@ def _plan_uncommitted(conn: Connection, plan: FetchPlan, where: dict[str, Any], 
     if plan.bytes_full or len(rows) == max_records:
         full(plan, offset)
     if plan.points:
-        plan.batches = conn.execute(_batches_stmt(), {**where, "first": plan.points[0].first,
+        plan.batches = conn.execute(_batches_stmt(), {**where, "start": plan.points[0].first,
                                                       "last": plan.points[-1].last}).all()
 
 
@@ -171,17 +172,11 @@ def _data_stmt() -> Any:
 
 @cache
 def _batches_stmt() -> Any:
-    """The data batch rows holding the offsets [first, last], by base_offset: a range of their
-    primary key from the batch that holds `first` (the last one starting at or below it)."""
+    """The data batch rows holding the offsets [start, last], by base_offset (the batch rows
+    meeting them, offset_order.batches_meeting, less the markers')."""
     b = record_batches
-    partition = (b.c.topic_id == bindparam("topic_id"), b.c.partition == bindparam("partition"))
-    holding_first = select(func.coalesce(func.max(b.c.base_offset), 0)).where(
-        *partition, b.c.base_offset <= bindparam("first")).scalar_subquery()
-    return (select(b.c.base_offset, b.c.producer_id, b.c.producer_epoch, b.c.base_sequence, b.c.txn_id, b.c.state,
-                   b.c.commit_position, b.c.record_count)
-            .where(*partition, b.c.base_offset >= holding_first, b.c.base_offset <= bindparam("last"),
-                   b.c.control_type.is_(None))
-            .order_by(b.c.base_offset))
+    return batches_meeting(b.c.base_offset, b.c.producer_id, b.c.producer_epoch, b.c.base_sequence, b.c.txn_id,
+                           b.c.state, b.c.commit_position, b.c.record_count).where(b.c.control_type.is_(None))
 
 
 def _with_states(rows: Sequence[Any], batches: list[tuple[Any, ...]]) -> list[StoredRecord]:

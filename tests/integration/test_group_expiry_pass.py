@@ -1,5 +1,5 @@
 """What a group-expiry pass (GroupService.expire_members) costs the database, on both: one
-write transaction however many groups it expires (on SQLite each durable commit is an fsync,
+write transaction for up to a chunk of groups (on SQLite each durable commit is an fsync,
 and every other writer of the process waits for the pass), none when nothing has expired."""
 
 from __future__ import annotations
@@ -40,3 +40,21 @@ def test_a_pass_that_finds_no_ended_session_only_reads(client, services, databas
     commits = _commits(database)
 
     assert (services.groups.expire_members(clock()), len(commits)) == (0, 1)
+
+
+def test_a_pass_locks_at_most_a_chunk_of_groups_in_one_write_transaction(  # type: ignore[no-untyped-def]
+        client, services, database, clock, monkeypatch) -> None:
+    from app.services import group_service
+    monkeypatch.setattr(group_service, "EXPIRY_CHUNK_GROUPS", 2)
+    create_topic(client, "t", 1)
+    for group_id in ("a", "b", "c", "d", "e"):
+        services.groups.join(group_id, member_id=None, topic_names=["t"], session_timeout_ms=SESSION_MS)
+    clock.advance(SESSION_MS + 1)
+    commits = _commits(database)
+
+    removed = services.groups.expire_members(clock())
+
+    # One read, then three writes: groups a-b, c-d, e.
+    assert (removed, len(commits)) == (5, 4)
+    with database.read() as conn:
+        assert [len(groups.members(conn, g)) for g in ("a", "b", "c", "d", "e")] == [0, 0, 0, 0, 0]
