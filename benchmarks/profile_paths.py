@@ -4,7 +4,8 @@
     .venv/bin/python benchmarks/profile_paths.py --db postgresql --cprofile commit
 
 For each operation on the hot paths (BeginTransaction, Send of 1,000 records plain /
-idempotent / transactional, Commit, a read_committed Fetch) it prints:
+idempotent / transactional (the first of its transaction and a later one), Commit, a
+read_committed Fetch, and a version 2 transaction's Sends and Commit) it prints:
 
 - the SQL statements it runs and the database transactions it commits (counted with
   SQLAlchemy events: deterministic, whatever the machine is doing). COPY is issued on the
@@ -27,6 +28,7 @@ import statistics
 import sys
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 
 import orjson
@@ -40,7 +42,7 @@ from scratch import scratch_database  # noqa: E402
 
 from app.api.app import create_app  # noqa: E402
 from app.composition import Services  # noqa: E402
-from app.domain.types import IsolationLevel  # noqa: E402
+from app.domain.types import IsolationLevel, TransactionVersion  # noqa: E402
 from app.services.log_service import SendBatch  # noqa: E402
 from app.settings import Settings  # noqa: E402
 from app.storage.engine import Database, build_engine  # noqa: E402
@@ -87,6 +89,11 @@ class Paths:
         self.body_records = [{"key": f"k{i}", "value": VALUE} for i in range(BATCH)]
         self.idem = services.coordinator.init_producer_id(transactional_id=None, transaction_timeout_ms=None)
         self.txn = services.coordinator.init_producer_id(transactional_id="profile", transaction_timeout_ms=None)
+        # Version 2 (KIP-890): no Begin, the first Send begins the transaction, every Commit bumps
+        # the epoch, and sequences start at 0 in each.
+        self.txn2 = services.coordinator.init_producer_id(transactional_id="profile-v2", transaction_timeout_ms=None,
+                                                          transaction_version=TransactionVersion.V2)
+        self.seq2 = 0
         r = http.post("/v1/producers", json={"transactional_id": "profile-http"}).json()
         self.http_ident = {"producer_id": r["producer_id"], "producer_epoch": r["producer_epoch"]}
         r = http.post("/v1/producers", json={}).json()
@@ -104,6 +111,17 @@ class Paths:
             seq, self.seq[key] = self.seq[key], self.seq[key] + BATCH
         self.s.log.send([SendBatch("profile", 0, self.records, seq)], producer_id=ident[0],
                         producer_epoch=ident[1], transactional_id=ident[2])
+
+    def send_v2(self) -> None:
+        self.s.log.send([SendBatch("profile", 0, self.records, self.seq2)], producer_id=self.txn2.producer_id,
+                        producer_epoch=self.txn2.producer_epoch, transactional_id="profile-v2")
+        self.seq2 += BATCH
+
+    def commit_v2(self) -> None:
+        ended = self.s.coordinator.end_transaction("profile-v2", self.txn2.producer_id, self.txn2.producer_epoch,
+                                                   commit=True)
+        self.txn2 = replace(self.txn2, producer_id=ended.meta.producer_id, producer_epoch=ended.meta.producer_epoch)
+        self.seq2 = 0
 
     def begin(self) -> None:
         self.s.coordinator.begin("profile", self.txn.producer_id, self.txn.producer_epoch)
@@ -157,8 +175,17 @@ def profile_database(kind: str, rounds: int, cprofile_op: str | None) -> None:
                 return [
                     ("BeginTransaction", p.begin, p.http_begin),
                     ("Send 1,000, transactional", lambda: p.send("transactional"), lambda: p.http_send("transactional")),
+                    ("Send 1,000, transactional, later", lambda: p.send("transactional"),
+                     lambda: p.http_send("transactional")),
                     ("Commit (1 partition)", p.commit, p.http_commit),
                 ]
+
+            # Version 2, in the service layer only (its HTTP stack is the same as above's).
+            v2_ops = [
+                ("v2: Send 1,000, first of its transaction", p.send_v2),
+                ("v2: Send 1,000, later", p.send_v2),
+                ("v2: Commit (1 partition)", p.commit_v2),
+            ]
 
             other_ops = [
                 ("Send 1,000, plain", lambda: p.send("plain"), lambda: p.http_send("plain")),
@@ -174,11 +201,19 @@ def profile_database(kind: str, rounds: int, cprofile_op: str | None) -> None:
                     counts[name] = (stmts, commits)
                     times.setdefault(name, []).append(ms)
                     http_times.setdefault(name, []).append(_timed(http_op))
+                for name, op in v2_ops:
+                    stmts, commits, ms = counter.measure(op)
+                    counts[name] = (stmts, commits)
+                    times.setdefault(name, []).append(ms)
             print(f"## {kind}\n")
             print("| operation | SQL statements | commits | service layer ms | through HTTP ms | HTTP layer share |")
             print("| --- | ---: | ---: | ---: | ---: | ---: |")
             for name, (stmts, commits) in counts.items():
-                svc, full = statistics.median(times[name]), statistics.median(http_times[name])
+                svc = statistics.median(times[name])
+                if name not in http_times:
+                    print(f"| {name} | {stmts} | {commits} | {svc:.2f} | | |")
+                    continue
+                full = statistics.median(http_times[name])
                 print(f"| {name} | {stmts} | {commits} | {svc:.2f} | {full:.2f} | {max(0.0, 1 - svc / full):.0%} |")
             print()
             if cprofile_op:

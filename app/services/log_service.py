@@ -27,10 +27,11 @@ from app.domain.records import SendBatch, first_largest, for_topic
 from app.domain.types import IsolationLevel, TransactionVersion, ValueFormat
 from app.settings import Limit, Settings
 from app.storage import append, changes, offset_order, producers, read, topics
+from app.storage import transactions as txns
 from app.storage.dialect import RowLock
 from app.storage.engine import Database, after_commit
 from app.storage.markers import MarkerOwner
-from app.services.transaction_join import join_transaction, joining
+from app.services.transaction_join import found, join_transaction, joining
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,12 +61,14 @@ def _count(results: list[append.AppendResult], producer_id: int | None, transact
     _RECORDS_APPENDED[kind].inc(written)
 
 
-def batches_to_append(conn: Connection, batches: list[SendBatch]) -> list[append.BatchToAppend]:
+def batches_to_append(conn: Connection, batches: list[SendBatch],
+                      existing: dict[str, Topic] | None = None) -> list[append.BatchToAppend]:
     """The batches as the log stores them, once their topics' rules allow them: the partition
     exists, a compacted topic's records have keys, no record is over the topic's
     max_message_bytes, a topic with check_expected_offsets gets expected offsets. Every append goes through it: a Send, and an append in an application's
-    own transaction (append_in_open_transaction)."""
-    by_name = topics.get_topics(conn, {b.topic for b in batches})
+    own transaction (append_in_open_transaction). `existing`: the topics of these names that
+    exist, as the caller's database transaction has read them (None: read here)."""
+    by_name = topics.get_topics(conn, {b.topic for b in batches}, existing)
     to_append = []
     for b in batches:
         topic = by_name[b.topic]
@@ -232,13 +235,18 @@ class LogService:
     ) -> list[SendResult]:
         now = self.clock()
         with self.db.write() as conn:
-            to_append = batches_to_append(conn, batches)
             txn_id = None
-            if transactional_id is not None:
+            if transactional_id is None:
+                to_append = batches_to_append(conn, batches)
+            else:
                 assert producer_id is not None and producer_epoch is not None
-                # The transaction row stays locked (shared) for the whole append: see
-                # storage.transactions.get.
+                # The topics and the transaction row in one statement; the topics' refusals
+                # first, as when they were read apart. The row stays locked (shared) for the
+                # whole append: see storage.transactions.get.
+                existing, meta = txns.get_with_topics(conn, transactional_id, {b.topic for b in batches}, lock=lock)
+                to_append = batches_to_append(conn, batches, existing)
                 txn_id = join_transaction(conn, transactional_id, producer_id, producer_epoch, now, lock=lock,
+                                          read=found(meta, transactional_id),
                                           transaction_version=transaction_version).txn_id
             # An idempotent Send's producer is checked by the append itself (`holder`), in the
             # statement that writes each batch's sequence state.

@@ -19,7 +19,12 @@ from app.storage.dialect import RowLock
 def require(conn, transactional_id: str, lock: RowLock | None = RowLock.UPDATE) -> TransactionMetadata:  # type: ignore[no-untyped-def]
     """The transactional id's metadata, its row locked with `lock`; TRANSACTIONAL_ID_NOT_FOUND if
     no producer was initialised with it."""
-    meta = txns.get(conn, transactional_id, lock=lock)
+    return found(txns.get(conn, transactional_id, lock=lock), transactional_id)
+
+
+def found(meta: TransactionMetadata | None, transactional_id: str) -> TransactionMetadata:
+    """The metadata as read (txns.get, txns.get_with_topics); TRANSACTIONAL_ID_NOT_FOUND if no
+    producer was initialised with it."""
     if meta is None:
         raise TransactionalIdNotFound(
             f"no producer was initialised with transactional_id {transactional_id!r}"

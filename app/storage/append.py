@@ -130,6 +130,12 @@ def _read_producer_state(
     return first_offset is not None, (None if state[0] is None else ProducerPartitionState(*state))
 
 
+# What a statement that writes a batch's state answers: the first offset of its transaction (this
+# txn_id) in the partition, NULL when the transaction does not have the partition yet.
+_IN_TRANSACTION = _in_partition(_tp.c.first_offset, _tp.c.transactional_id, _tp.c.txn_id,
+                                prefix="b_").label("first_offset")
+
+
 # A running producer's next batch in one statement instead of a read and a write: the new
 # sequence state is written only where the stored state meets next_batch_condition, and the
 # statement answers, as _PRODUCER_STATE does, whether the transaction already has the
@@ -155,10 +161,7 @@ _WRITE_NEXT_BATCH_STATE = (
         last_batch_base_offset=bindparam("b_base_offset"),
         updated_ms=bindparam("b_now_ms"),
     )
-    .returning(
-        _in_partition(_tp.c.first_offset, _tp.c.transactional_id, _tp.c.txn_id, prefix="b_")
-        .label("first_offset")
-    )
+    .returning(_IN_TRANSACTION)
 )
 
 
@@ -179,31 +182,63 @@ _PRODUCER_HOLDS = exists().where(
 )
 _WRITE_NEXT_BATCH_STATE_HELD = _WRITE_NEXT_BATCH_STATE.where(_PRODUCER_HOLDS)
 
-# On PostgreSQL, a running producer's next batch takes its offsets and writes its sequence state
-# in one statement, a round trip fewer than take_offsets and then _WRITE_NEXT_BATCH_STATE. Its
-# parts keep their order: the state UPDATE's one-time filter (EXISTS over `taken`) runs the
-# offsets' UPDATE first, so the partition's lock is held before the state row is looked at, as
-# in two statements. A copy of the batch that queued behind its first attempt on that lock
-# still misses: its snapshot predates the attempt's commit, but an UPDATE re-checks its WHERE
-# on the newest version of a row another transaction changed, and last_sequence has moved on.
-# What it cannot see in that snapshot is a transaction_partitions row that a concurrent Send
-# of the same transaction added: it then answers "not yet in the transaction", and the
-# insert-or-ignore of the partition's claim (append_batches) keeps the first one. Its batch row
-# (batch_rows.batch_row_part) is written only where the state is.
+# On PostgreSQL, a batch judged by one statement (a running producer's next batch, or the first
+# of its epoch here) takes its offsets and writes its sequence state in that one statement, a
+# round trip fewer than take_offsets and then _write_batch_state. Its parts keep their order: the
+# state's write reads `taken` first (the next batch's UPDATE through its one-time filter, EXISTS
+# over `taken`; the first batch's INSERT … SELECT from it), so the partition's lock is held before
+# the state row is looked at, as in two statements. A copy of the batch that queued behind its
+# first attempt on that lock still misses: its snapshot predates the attempt's commit, but an
+# UPDATE re-checks its WHERE on the newest version of a row another transaction changed
+# (last_sequence has moved on), and ON CONFLICT finds the newest row whatever the snapshot, and
+# tests its DO UPDATE's WHERE (an older epoch only) on it. What it cannot see in that snapshot is
+# a transaction_partitions row that a concurrent Send of the same transaction added: it then
+# answers "not yet in the transaction", and the partition's claim (`claims`, below) is an
+# insert-or-ignore that keeps the first one. Its batch row (batch_rows.batch_row_part) is
+# written only where the state is.
 @cache
-def _take_offsets_writing_state_stmt(held: bool, state: RecordState) -> Any:
-    base_offset = select(TAKEN.c.next_offset - bindparam("p_count")).scalar_subquery()
-    written = (
-        (_WRITE_NEXT_BATCH_STATE_HELD if held else _WRITE_NEXT_BATCH_STATE)
-        .values(last_batch_base_offset=base_offset)
-        .where(exists(select(TAKEN.c.next_offset)))
-        .cte("state")
-    )
-    return select(
+def _take_offsets_writing_state_stmt(first: bool, held: bool, state: RecordState, claims: bool) -> Any:
+    """`first`: the batch starts its producer's epoch here (starts_epoch), else it is the next
+    one (next_batch_condition). `held`: an idempotent Send's (_PRODUCER_HOLDS). `claims`: a
+    transactional batch of an open transaction, which adds its partition to the transaction
+    (its transaction_partitions row, at the batch's first offset) where the state is written and
+    the transaction did not have the partition yet: the first Send of a transaction to a
+    partition then costs no statement more than a later one."""
+    base_offset = TAKEN.c.next_offset - bindparam("p_count")
+    if first:
+        insert = dialect.insert_on_conflict("postgresql", _pp)
+        row = select(*(base_offset if c == "last_batch_base_offset" else bindparam(b, type_=_pp.c[c].type)
+                       for c, b in _FIRST_BATCH_BINDS.items())).select_from(TAKEN)
+        if held:
+            row = row.where(_PRODUCER_HOLDS)
+        written_stmt = insert.from_select(list(_FIRST_BATCH_BINDS), row).on_conflict_do_update(
+            index_elements=[c.name for c in _pp.primary_key.columns],
+            set_={name: insert.excluded[name] for name in _STATE_COLUMNS},
+            where=_pp.c.producer_epoch < insert.excluded.producer_epoch,
+        ).returning(_IN_TRANSACTION)
+    else:
+        written_stmt = (
+            (_WRITE_NEXT_BATCH_STATE_HELD if held else _WRITE_NEXT_BATCH_STATE)
+            .values(last_batch_base_offset=select(base_offset).scalar_subquery())
+            .where(exists(select(TAKEN.c.next_offset)))
+        )
+    written = written_stmt.cte("state")
+    stmt = select(
         TAKEN.c.next_offset,
         select(written.c.first_offset).scalar_subquery().label("first_offset"),
         exists(select(written.c.first_offset)).label("written"),
     ).add_cte(batch_row_part(state, written=written.c.first_offset))
+    if claims:
+        claim = select(bindparam("b_transactional_id", type_=_tp.c.transactional_id.type),
+                       bindparam("b_topic_id", type_=_tp.c.topic_id.type),
+                       bindparam("b_partition", type_=_tp.c.partition.type),
+                       bindparam("b_txn_id", type_=_tp.c.txn_id.type), base_offset).select_from(TAKEN).where(
+            exists(select(written.c.first_offset).where(written.c.first_offset.is_(None))))
+        stmt = stmt.add_cte(
+            dialect.insert_on_conflict("postgresql", _tp)
+            .from_select(["transactional_id", "topic_id", "partition", "txn_id", "first_offset"], claim)
+            .on_conflict_do_nothing().cte("claim"))
+    return stmt
 
 
 # The columns of a producer's sequence state in a partition (all but its key), which every write
@@ -241,10 +276,7 @@ def _write_first_batch_state_stmt(dialect_name: str, held: bool) -> Any:
         index_elements=[c.name for c in _pp.primary_key.columns],
         set_={name: stmt.excluded[name] for name in _STATE_COLUMNS},
         where=_pp.c.producer_epoch < stmt.excluded.producer_epoch,
-    ).returning(
-        _in_partition(_tp.c.first_offset, _tp.c.transactional_id, _tp.c.txn_id, prefix="b_")
-        .label("first_offset")
-    )
+    ).returning(_IN_TRANSACTION)
 
 
 def _write_batch_state(
@@ -355,16 +387,20 @@ def append_batches(
         if producer_id is not None:
             assert producer_epoch is not None and batch.base_sequence is not None
             expected = next_batch_condition(producer_epoch, batch.base_sequence, count)
-        batch_row_written = False
+        batch_row_written = claimed = False
         postgresql = conn.dialect.name == "postgresql"
-        if postgresql and (expected is not None or producer_id is None):
+        one_statement = producer_id is not None and (
+            expected is not None or starts_epoch(batch.base_sequence, count))  # type: ignore[arg-type]
+        if postgresql and (one_statement or producer_id is None):
             row_params = batch_row_params(base_sequence=batch.base_sequence, producer_id=producer_id,
                                           producer_epoch=producer_epoch, txn_id=txn_id)
-        if expected is not None and postgresql:
-            # A running producer's next batch: offsets, state and batch row in one statement.
+        if one_statement and postgresql:
+            # A running producer's next batch, or the first of its epoch: offsets, state, batch
+            # row and the transaction's claim of the partition in one statement.
+            claims = txn_id is not None and commit_marker is None
             row = take_offsets_with(
-                conn, _take_offsets_writing_state_stmt(holder is not None,
-                                                       batch_state(txn_id, commit_marker is not None)),
+                conn, _take_offsets_writing_state_stmt(expected is None, holder is not None,
+                                                       batch_state(txn_id, commit_marker is not None), claims),
                 {**_batch_state_params(expected, producer_id=producer_id, producer_epoch=producer_epoch,  # type: ignore[arg-type]
                                        transactional_id=transactional_id, txn_id=txn_id, batch=batch,
                                        base_offset=None, now_ms=now_ms, holder=holder), **row_params},
@@ -373,6 +409,7 @@ def append_batches(
             base_offset = row.next_offset - (count + extra)
             state_written, already_in_transaction = row.written, row.first_offset is not None
             batch_row_written = state_written
+            claimed = claims and state_written
             tried = True
         elif producer_id is None and postgresql:
             # A plain batch: offsets and batch row in one statement.
@@ -390,9 +427,9 @@ def append_batches(
             # Offsets first, then the verdict: a refusal rolls the whole database transaction
             # back, and a duplicate (rare: a retry) gives its offsets back. The next batch of
             # a running producer, or the first of a new epoch, is judged and its state written
-            # by one statement (on PostgreSQL the next batch's by the one that took its
-            # offsets); any other batch is judged by check_sequence on the state read back.
-            if not tried and (expected is not None or starts_epoch(batch.base_sequence, count)):
+            # by one statement (on PostgreSQL the one that took its offsets); any other batch
+            # is judged by check_sequence on the state read back.
+            if not tried and one_statement:
                 in_transaction = _write_batch_state(
                     conn, expected, producer_id=producer_id, producer_epoch=producer_epoch,
                     transactional_id=transactional_id, txn_id=txn_id, batch=batch, base_offset=base_offset,
@@ -452,7 +489,7 @@ def append_batches(
                                           ControlType.COMMIT, now_ms))
             batch_rows.append(marker_batch_row(topic_id, partition, base_offset + count, commit_marker,
                                                ControlType.COMMIT))
-        elif txn_id is not None and not already_in_transaction:
+        elif txn_id is not None and not already_in_transaction and not claimed:
             txn_partition_rows.append(
                 {
                     "transactional_id": transactional_id,
@@ -474,9 +511,9 @@ def append_batches(
     if bytes_rows:
         dialect.bulk_insert(conn, records, BYTES_RECORD_COLUMNS, bytes_rows)
     if batch_rows:
-        # The batch rows that no statement taking offsets wrote (SQLite's; on PostgreSQL the
-        # first batch of an epoch, and one judged by check_sequence), in one statement after the
-        # records. A duplicate, which gave its offsets back above, has none.
+        # The batch rows that no statement taking offsets wrote (SQLite's; on PostgreSQL a
+        # batch judged by check_sequence, and the COMMIT markers of a Commit's carried batches),
+        # in one statement after the records. A duplicate, which gave its offsets back above, has none.
         dialect.execute_rows(conn, INSERT_BATCH, batch_rows)
     if state_rows:
         dialect.execute_rows(
@@ -485,8 +522,9 @@ def append_batches(
             state_rows,
         )
     if txn_partition_rows:
-        # The first Send to a partition adds it to the transaction (Kafka's AddPartitionsToTxn);
-        # later Sends find it there (_PRODUCER_STATE and _WRITE_NEXT_BATCH_STATE read it) and
+        # The first Send to a partition adds it to the transaction (Kafka's AddPartitionsToTxn),
+        # here where no statement taking offsets claimed it (SQLite's, and on PostgreSQL a batch
+        # judged by check_sequence); later Sends find it there (_IN_TRANSACTION reads it) and
         # keep the first offset, which is what the last stable offset needs. Kept an
         # insert-or-ignore all the same.
         dialect.execute_rows(conn, dialect.insert_ignore(conn, transaction_partitions), txn_partition_rows)

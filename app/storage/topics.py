@@ -100,7 +100,7 @@ def topic_config(row) -> TopicConfig:  # type: ignore[no-untyped-def]
     )
 
 
-def _topic(row) -> Topic:  # type: ignore[no-untyped-def]
+def topic_of(row) -> Topic:  # type: ignore[no-untyped-def]
     return Topic(TopicId(row.topic_id), row.name, row.partition_count, topic_config(row), row.created_ms)
 
 
@@ -108,7 +108,7 @@ def get_topic(conn: Connection, name: str) -> Topic:
     row = conn.execute(_TOPIC_BY_NAME, {"name": name}).first()
     if row is None:
         raise UnknownTopicOrPartition(f"unknown topic {name!r}")
-    return _topic(row)
+    return topic_of(row)
 
 
 _TOPIC_BY_NAME = select(topics).where(topics.c.name == bindparam("name"))
@@ -125,12 +125,14 @@ def existing_topics(conn: Connection, names: set[str]) -> dict[str, Topic]:
         rows = conn.execute(_TOPIC_BY_NAME, {"name": name}).all()
     else:
         rows = conn.execute(_TOPICS_BY_NAME, {"names": sorted(names)}).all()
-    return {row.name: _topic(row) for row in rows}
+    return {row.name: topic_of(row) for row in rows}
 
 
-def get_topics(conn: Connection, names: set[str]) -> dict[str, Topic]:
-    """Topics by name; UNKNOWN_TOPIC_OR_PARTITION if any is missing."""
-    found = existing_topics(conn, names)
+def get_topics(conn: Connection, names: set[str], existing: dict[str, Topic] | None = None) -> dict[str, Topic]:
+    """Topics by name; UNKNOWN_TOPIC_OR_PARTITION if any is missing. `existing`: those of these
+    names that exist, already read by the caller (existing_topics, or a statement that reads
+    them with something else: transactions.get_with_topics)."""
+    found = existing_topics(conn, names) if existing is None else existing
     missing = names - found.keys()
     if missing:
         raise UnknownTopicOrPartition(f"unknown topic(s): {', '.join(sorted(missing))}")
@@ -139,11 +141,11 @@ def get_topics(conn: Connection, names: set[str]) -> dict[str, Topic]:
 
 def get_topics_by_id(conn: Connection, topic_ids: set[int]) -> dict[int, Topic]:
     rows = conn.execute(select(topics).where(topics.c.topic_id.in_(sorted(topic_ids)))).all()
-    return {row.topic_id: _topic(row) for row in rows}
+    return {row.topic_id: topic_of(row) for row in rows}
 
 
 def list_topics(conn: Connection) -> list[Topic]:
-    return [_topic(row) for row in conn.execute(select(topics).order_by(topics.c.name))]
+    return [topic_of(row) for row in conn.execute(select(topics).order_by(topics.c.name))]
 
 
 def check_partition(topic: Topic, partition: int) -> None:
@@ -232,7 +234,7 @@ def lock_topic(conn: Connection, name: str, *, for_delete: bool = False) -> Topi
     row = conn.execute(_lock_topic_stmt(conn.dialect.name, for_delete), {"name": name}).first()
     if row is None:
         raise UnknownTopicOrPartition(f"unknown topic {name!r}")
-    return _topic(row)
+    return topic_of(row)
 
 
 @cache
@@ -247,7 +249,7 @@ def get_topics_for_offsets(conn: Connection, names: set[str]) -> dict[str, Topic
     to be written and then finds (and deletes, or refuses for) them, and one that came first
     leaves this to find the topic gone. Config changes and CreatePartitions do not wait."""
     rows = conn.execute(_topics_key_share_stmt(conn.dialect.name), {"names": sorted(names)}).all()
-    found = {row.name: _topic(row) for row in rows}
+    found = {row.name: topic_of(row) for row in rows}
     missing = names - found.keys()
     if missing:
         raise UnknownTopicOrPartition(f"unknown topic(s): {', '.join(sorted(missing))}")

@@ -7,16 +7,18 @@ from dataclasses import dataclass, replace
 from functools import cache
 from typing import Any
 
-from sqlalchemy import Connection, and_, bindparam, delete, func, insert, or_, select, update
+from sqlalchemy import Connection, and_, bindparam, delete, func, insert, or_, select, true, update
 from sqlalchemy.exc import DBAPIError
 
 from app.domain.errors import ConcurrentTransactions
+from app.domain.topic import Topic
 from app.domain.transaction import IDLE_STATES, OPEN_TRANSACTION_STATES, TransactionMetadata
 from app.domain.transit import TxnTransit
 from app.domain.types import ProducerEpoch, ProducerId, TransactionState, TransactionVersion, TxnId
 from app.storage import dialect
 from app.storage.dialect import RowLock
 from app.storage.producers import create_producer
+from app.storage.topics import topic_of
 from app.storage.tables import (
     group_offsets,
     producer_partitions,
@@ -75,6 +77,31 @@ def get(conn: Connection, transactional_id: str, *, lock: RowLock | None = None)
     """
     row = conn.execute(_get_stmt(conn.dialect.name, lock), {"transactional_id": transactional_id}).first()
     return None if row is None else _metadata(row)
+
+
+def get_with_topics(conn: Connection, transactional_id: str, names: set[str], *,
+                    lock: RowLock) -> tuple[dict[str, Topic], TransactionMetadata | None]:
+    """A transactional Send's first read in one statement: its topics that exist, by name (as
+    topics.existing_topics reads them, unlocked), and the metadata row as get reads it with
+    `lock` (None if there is none), a round trip fewer than the two apart. The row's lock is
+    the same and taken at the same point, before the Send takes any partition's: its own part
+    of the statement (a WITH) reads the row's newest version once the lock is granted, as get
+    does. Nothing of the row comes back when no topic exists (the Send is refused for that
+    first, as when the topics were read first)."""
+    named = {"name": min(names)} if len(names) == 1 else {"names": sorted(names)}
+    rows = conn.execute(_with_topics_stmt(conn.dialect.name, lock, len(names) == 1),
+                        {"transactional_id": transactional_id, **named}).all()
+    found = {row.name: topic_of(row) for row in rows}
+    meta = None if not rows or rows[0].transactional_id is None else _metadata(rows[0])
+    return found, meta
+
+
+@cache
+def _with_topics_stmt(dialect_name: str, lock: RowLock, one_topic: bool) -> Any:
+    row = _get_stmt(dialect_name, lock).cte("txn")
+    named = (topics.c.name == bindparam("name") if one_topic
+             else topics.c.name.in_(bindparam("names", expanding=True)))
+    return select(topics, row).select_from(topics.outerjoin(row, true())).where(named)
 
 
 class RowLockBusy(Exception):

@@ -87,6 +87,24 @@ def test_a_second_send_joins_the_transaction_the_first_began(client, topic) -> N
     assert _all(client) == ["a", "b"]
 
 
+def test_a_retried_first_send_to_a_partition_adds_it_once_at_the_first_attempts_offset(client, topic) -> None:  # type: ignore[no-untyped-def]
+    """The first batch of a transaction in a partition adds the partition (on PostgreSQL in the
+    statement that takes its offsets); its retry is a duplicate, which adds nothing."""
+    p = _init(client)
+    _ok(send(client, [batch("out", 1, ["x"], 0)], p, TID))
+    p2 = {**p, **ident(_ok(_end(client, p)))}
+    _ok(send(client, [batch("out", 0, ["a"], 0)], p2, TID))
+
+    retried = _ok(send(client, [batch("out", 1, ["b", "c"], 0)], p2, TID))
+    again = _ok(send(client, [batch("out", 1, ["b", "c"], 0)], p2, TID))
+
+    assert [(b["partition"], b["base_offset"], b["duplicate"]) for b in retried["results"]] == [(1, 2, False)]
+    assert [(b["partition"], b["base_offset"], b["duplicate"]) for b in again["results"]] == [(1, 2, True)]
+    assert [(x["partition"], x["first_offset"]) for x in _describe(client)["partitions"]] == [(0, 0), (1, 2)]
+    _ok(_end(client, p2))
+    assert _all(client) == ["a", "x", "b", "c"]
+
+
 def test_begin_is_still_accepted(client, topic) -> None:  # type: ignore[no-untyped-def]
     p = _init(client)
     txn = begin(client, TID, p)

@@ -1,0 +1,120 @@
+"""A transactional Send racing the end of its transaction, on PostgreSQL (on SQLite the write
+lock runs one write transaction at a time, so nothing can interleave).
+
+A Send reads its transaction's row FOR SHARE in its first statement, together with its topics
+(storage.transactions.get_with_topics), and holds it until it commits; a Commit, an Abort or a
+fence takes the row FOR UPDATE. So whichever comes second waits for the first: a Commit sees
+every partition of the Sends before it, and a Send after it sees the ended transaction and is
+refused, appending nothing. Each test holds the first request inside its database transaction
+and lets it go once the second waits for a lock (test_topic_admin_races' Held and hold_then).
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from app.domain.errors import InvalidProducerEpoch, InvalidTxnState, ProducerFenced
+from app.domain.types import IsolationLevel, TransactionVersion
+from app.services import log_service, transaction_coordinator
+from app.services.log_service import SendBatch
+from app.storage.append import RecordToAppend
+from tests.integration.test_topic_admin_races import Held, hold_then
+
+pytestmark = pytest.mark.parametrize("db_url", ["postgresql"], indirect=True)
+
+TID = "racer"
+
+
+def _record(value: str) -> list[RecordToAppend]:
+    return [RecordToAppend(None, f'"{value}"', None, 0)]
+
+
+def _log_ends(services) -> list[int]:  # type: ignore[no-untyped-def]
+    _topic, partitions = services.topics.describe("t")
+    return [p.log_end_offset for p in partitions]
+
+
+def _open_transaction(services, version: TransactionVersion):  # type: ignore[no-untyped-def]
+    """A producer of `version` with a transaction open and one record in partition 0 of "t"."""
+    services.topics.create("t", 2)
+    p = services.coordinator.init_producer_id(transactional_id=TID, transaction_timeout_ms=None,
+                                              transaction_version=version)
+    if version is TransactionVersion.V1:
+        services.coordinator.begin(TID, p.producer_id, p.producer_epoch)
+    services.log.send([SendBatch("t", 0, _record("a"), 0)], producer_id=p.producer_id,
+                      producer_epoch=p.producer_epoch, transactional_id=TID)
+    return p
+
+
+@pytest.mark.parametrize("version", list(TransactionVersion), ids=lambda v: f"v{v.value}")
+def test_a_commit_during_a_send_waits_for_it_and_marks_the_partition_it_added(  # type: ignore[no-untyped-def]
+    services, database, monkeypatch, version
+) -> None:
+    p = _open_transaction(services, version)
+    held = Held(monkeypatch, log_service, "append_sent")
+
+    sent, committed, waited = hold_then(
+        held,
+        lambda: services.log.send([SendBatch("t", 1, _record("b"), 0)], producer_id=p.producer_id,
+                                  producer_epoch=p.producer_epoch, transactional_id=TID),
+        lambda: services.coordinator.end_transaction(TID, p.producer_id, p.producer_epoch, commit=True),
+        database,
+    )
+
+    assert waited
+    assert [(r.partition, r.base_offset, r.duplicate) for r in sent] == [(1, 0, False)]
+    assert committed.meta.state.value == "CompleteCommit"
+    # Each partition: its record and its COMMIT marker; partition 1's record is readable.
+    assert _log_ends(services) == [2, 2]
+    _found, fetched = services.log.fetch("t", 1, offset=0, max_records=10, isolation=IsolationLevel.READ_COMMITTED)
+    assert [(r.offset, r.value) for r in fetched.records] == [(0, '"b"')]
+
+
+@pytest.mark.parametrize(("version", "refusal", "message"), [
+    (TransactionVersion.V1, InvalidTxnState, "transaction is CompleteCommit; call begin first"),
+    (TransactionVersion.V2, InvalidProducerEpoch,
+     "producer epoch 0 belongs to a transaction that has ended; the current epoch is 1"),
+], ids=["v1", "v2"])
+def test_a_send_during_a_commit_waits_for_it_and_is_refused_appending_nothing(  # type: ignore[no-untyped-def]
+    services, database, monkeypatch, version, refusal, message
+) -> None:
+    p = _open_transaction(services, version)
+    held = Held(monkeypatch, transaction_coordinator, "complete_decided")
+
+    committed, sent, waited = hold_then(
+        held,
+        lambda: services.coordinator.end_transaction(TID, p.producer_id, p.producer_epoch, commit=True),
+        lambda: services.log.send([SendBatch("t", 1, _record("late"), 0)], producer_id=p.producer_id,
+                                  producer_epoch=p.producer_epoch, transactional_id=TID),
+        database,
+    )
+
+    assert waited
+    assert committed.meta.state.value == "CompleteCommit"
+    assert isinstance(sent, refusal), sent
+    assert sent.message == message
+    assert _log_ends(services) == [2, 0]  # partition 0's record and marker; nothing in partition 1
+
+
+def test_a_send_during_a_fence_waits_for_it_and_is_fenced_appending_nothing(  # type: ignore[no-untyped-def]
+    services, database, monkeypatch
+) -> None:
+    """An operator's abort (as a timeout's) bumps the epoch under the row lock: the Send that
+    waited for it is PRODUCER_FENCED."""
+    p = _open_transaction(services, TransactionVersion.V1)
+    held = Held(monkeypatch, transaction_coordinator, "complete_stored")
+
+    aborted, sent, waited = hold_then(
+        held,
+        lambda: services.coordinator.admin_abort(TID),
+        lambda: services.log.send([SendBatch("t", 1, _record("late"), 0)], producer_id=p.producer_id,
+                                  producer_epoch=p.producer_epoch, transactional_id=TID),
+        database,
+    )
+
+    assert waited
+    assert (aborted.meta.state.value, aborted.meta.producer_epoch) == ("CompleteAbort", 1)
+    assert isinstance(sent, ProducerFenced), sent
+    assert sent.message == ("producer epoch 0 is older than the current epoch 1: a newer instance took over "
+                            "or the transaction timed out")
+    assert _log_ends(services) == [2, 0]  # partition 0's record and ABORT marker
