@@ -118,3 +118,30 @@ def test_a_send_during_a_fence_waits_for_it_and_is_fenced_appending_nothing(  # 
     assert sent.message == ("producer epoch 0 is older than the current epoch 1: a newer instance took over "
                             "or the transaction timed out")
     assert _log_ends(services) == [2, 0]  # partition 0's record and ABORT marker
+
+
+@pytest.mark.parametrize("version", list(TransactionVersion), ids=lambda v: f"v{v.value}")
+def test_a_commit_whose_marker_waits_for_a_plain_send_in_the_partition_marks_after_its_record(  # type: ignore[no-untyped-def]
+    services, database, monkeypatch, version
+) -> None:
+    # The marker's statement takes its offset, writes the marker and stamps the transaction's
+    # batches in one statement (app.storage.markers): when it queued behind another writer's
+    # lock on the partition, the offset and the stamp are both the ones taken after the wait.
+    p = _open_transaction(services, version)
+    held = Held(monkeypatch, log_service, "append_sent")
+
+    sent, committed, waited = hold_then(
+        held,
+        lambda: services.log.send([SendBatch("t", 0, _record("plain"), None)], producer_id=None,
+                                  producer_epoch=None, transactional_id=None),
+        lambda: services.coordinator.end_transaction(TID, p.producer_id, p.producer_epoch, commit=True),
+        database,
+    )
+
+    assert waited
+    assert [(r.partition, r.base_offset) for r in sent] == [(0, 1)]
+    assert committed.meta.state.value == "CompleteCommit"
+    assert _log_ends(services) == [3, 0]  # the transaction's record, the plain one, the marker at 2
+    _found, fetched = services.log.fetch("t", 0, offset=0, max_records=10, isolation=IsolationLevel.READ_COMMITTED)
+    # The plain record at its own offset (1), the transaction's at its marker's (2): in that order.
+    assert [(r.offset, r.value) for r in fetched.records] == [(1, '"plain"'), (0, '"a"')]
