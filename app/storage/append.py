@@ -206,16 +206,7 @@ def _take_offsets_writing_state_stmt(first: bool, held: bool, state: RecordState
     partition then costs no statement more than a later one."""
     base_offset = TAKEN.c.next_offset - bindparam("p_count")
     if first:
-        insert = dialect.insert_on_conflict("postgresql", _pp)
-        row = select(*(base_offset if c == "last_batch_base_offset" else bindparam(b, type_=_pp.c[c].type)
-                       for c, b in _FIRST_BATCH_BINDS.items())).select_from(TAKEN)
-        if held:
-            row = row.where(_PRODUCER_HOLDS)
-        written_stmt = insert.from_select(list(_FIRST_BATCH_BINDS), row).on_conflict_do_update(
-            index_elements=[c.name for c in _pp.primary_key.columns],
-            set_={name: insert.excluded[name] for name in _STATE_COLUMNS},
-            where=_pp.c.producer_epoch < insert.excluded.producer_epoch,
-        ).returning(_IN_TRANSACTION)
+        written_stmt = _write_first_batch_state("postgresql", _first_batch_row(held, base_offset).select_from(TAKEN))
     else:
         written_stmt = (
             (_WRITE_NEXT_BATCH_STATE_HELD if held else _WRITE_NEXT_BATCH_STATE)
@@ -255,28 +246,35 @@ _FIRST_BATCH_BINDS = {
 }
 
 
+def _first_batch_row(held: bool, base_offset: Any = bindparam("b_base_offset")) -> Any:
+    """The first batch state's row as a SELECT of the bind parameters, its base offset
+    `base_offset`. `held`: an idempotent Send's, which selects a row only where _PRODUCER_HOLDS
+    (WHERE EXISTS: no row to insert otherwise, and so none to write over either)."""
+    row = select(*(base_offset if c == "last_batch_base_offset" else bindparam(b, type_=_pp.c[c].type)
+                   for c, b in _FIRST_BATCH_BINDS.items()))
+    return row.where(_PRODUCER_HOLDS) if held else row
+
+
 # A batch that starts its producer's epoch here (app.domain.producer.starts_epoch) in one
-# statement: its state is inserted, or written over a stored state of an older epoch, and
-# nothing is written over a state of its own epoch or a newer one (a retry, a zombie: the
-# caller then reads the state and asks check_sequence). It answers, as _PRODUCER_STATE does,
-# whether the transaction already has the partition. It runs after the partition's lock is
-# taken, for the reason _read_producer_state gives.
-@cache
-def _write_first_batch_state_stmt(dialect_name: str, held: bool) -> Any:
-    """`held`: an idempotent Send's, whose row is inserted (or written over) only where
-    _PRODUCER_HOLDS (an INSERT … SELECT … WHERE EXISTS, which produces no row to insert
-    otherwise, and so none to write over either)."""
+# statement: its state (`row`, _first_batch_row) is inserted, or written over a stored state of
+# an older epoch, and nothing is written over a state of its own epoch or a newer one (a retry,
+# a zombie: the caller then reads the state and asks check_sequence). It answers, as
+# _PRODUCER_STATE does, whether the transaction already has the partition. It runs after the
+# partition's lock is taken, for the reason _read_producer_state gives.
+def _write_first_batch_state(dialect_name: str, row: Any) -> Any:
     insert = dialect.insert_on_conflict(dialect_name, _pp)
-    if held:
-        row = select(*(bindparam(b, type_=_pp.c[c].type) for c, b in _FIRST_BATCH_BINDS.items()))
-        stmt = insert.from_select(list(_FIRST_BATCH_BINDS), row.where(_PRODUCER_HOLDS))
-    else:
-        stmt = insert.values({c: bindparam(b) for c, b in _FIRST_BATCH_BINDS.items()})
-    return stmt.on_conflict_do_update(
+    return insert.from_select(list(_FIRST_BATCH_BINDS), row).on_conflict_do_update(
         index_elements=[c.name for c in _pp.primary_key.columns],
-        set_={name: stmt.excluded[name] for name in _STATE_COLUMNS},
-        where=_pp.c.producer_epoch < stmt.excluded.producer_epoch,
+        set_={name: insert.excluded[name] for name in _STATE_COLUMNS},
+        where=_pp.c.producer_epoch < insert.excluded.producer_epoch,
     ).returning(_IN_TRANSACTION)
+
+
+# SQLite's: PostgreSQL takes a first batch's offsets and writes its state in one statement
+# (_take_offsets_writing_state_stmt).
+@cache
+def _write_first_batch_state_stmt(held: bool) -> Any:
+    return _write_first_batch_state("sqlite", _first_batch_row(held))
 
 
 def _write_batch_state(
@@ -292,7 +290,7 @@ def _write_batch_state(
                                  transactional_id=transactional_id, txn_id=txn_id, batch=batch,
                                  base_offset=base_offset, now_ms=now_ms, holder=holder)
     if expected is None:
-        stmt = _write_first_batch_state_stmt(conn.dialect.name, holder is not None)
+        stmt = _write_first_batch_state_stmt(holder is not None)
     else:
         stmt = _WRITE_NEXT_BATCH_STATE if holder is None else _WRITE_NEXT_BATCH_STATE_HELD
     row = conn.execute(stmt, params).first()
