@@ -116,16 +116,21 @@ _TOPIC_BY_NAME = select(topics).where(topics.c.name == bindparam("name"))
 _TOPICS_BY_NAME = select(topics).where(topics.c.name.in_(bindparam("names", expanding=True)))
 
 
+def named_topics(names: set[str]) -> tuple[Any, dict[str, Any]]:
+    """A SELECT of the `topics` rows of these names (one or more), and its bind parameters.
+    The statement is one of two, the same for any names of its count, so that a statement
+    built on it (transactions.get_with_topics) can be cached by it."""
+    if len(names) == 1:
+        (name,) = names
+        return _TOPIC_BY_NAME, {"name": name}
+    return _TOPICS_BY_NAME, {"names": sorted(names)}
+
+
 def existing_topics(conn: Connection, names: set[str]) -> dict[str, Topic]:
     """The topics of these names that exist, by name."""
     if not names:
         return {}
-    if len(names) == 1:
-        (name,) = names
-        rows = conn.execute(_TOPIC_BY_NAME, {"name": name}).all()
-    else:
-        rows = conn.execute(_TOPICS_BY_NAME, {"names": sorted(names)}).all()
-    return {row.name: topic_of(row) for row in rows}
+    return {row.name: topic_of(row) for row in conn.execute(*named_topics(names))}
 
 
 def get_topics(conn: Connection, names: set[str], existing: dict[str, Topic] | None = None) -> dict[str, Topic]:

@@ -18,7 +18,7 @@ from app.domain.types import ProducerEpoch, ProducerId, TransactionState, Transa
 from app.storage import dialect
 from app.storage.dialect import RowLock
 from app.storage.producers import create_producer
-from app.storage.topics import topic_of
+from app.storage.topics import named_topics, topic_of
 from app.storage.tables import (
     group_offsets,
     producer_partitions,
@@ -88,20 +88,19 @@ def get_with_topics(conn: Connection, transactional_id: str, names: set[str], *,
     of the statement (a WITH) reads the row's newest version once the lock is granted, as get
     does. Nothing of the row comes back when no topic exists (the Send is refused for that
     first, as when the topics were read first)."""
-    named = {"name": min(names)} if len(names) == 1 else {"names": sorted(names)}
-    rows = conn.execute(_with_topics_stmt(conn.dialect.name, lock, len(names) == 1),
-                        {"transactional_id": transactional_id, **named}).all()
+    named, params = named_topics(names)
+    rows = conn.execute(_with_topics_stmt(conn.dialect.name, lock, named),
+                        {"transactional_id": transactional_id, **params}).all()
     found = {row.name: topic_of(row) for row in rows}
     meta = None if not rows or rows[0].transactional_id is None else _metadata(rows[0])
     return found, meta
 
 
 @cache
-def _with_topics_stmt(dialect_name: str, lock: RowLock, one_topic: bool) -> Any:
+def _with_topics_stmt(dialect_name: str, lock: RowLock, named: Any) -> Any:
+    """`named`: topics.named_topics' SELECT, joined here to the metadata row."""
     row = _get_stmt(dialect_name, lock).cte("txn")
-    named = (topics.c.name == bindparam("name") if one_topic
-             else topics.c.name.in_(bindparam("names", expanding=True)))
-    return select(topics, row).select_from(topics.outerjoin(row, true())).where(named)
+    return named.add_columns(row).select_from(topics.outerjoin(row, true()))
 
 
 class RowLockBusy(Exception):
