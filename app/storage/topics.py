@@ -135,8 +135,9 @@ def existing_topics(conn: Connection, names: set[str]) -> dict[str, Topic]:
 
 def get_topics(conn: Connection, names: set[str], existing: dict[str, Topic] | None = None) -> dict[str, Topic]:
     """Topics by name; UNKNOWN_TOPIC_OR_PARTITION if any is missing. `existing`: those of these
-    names that exist, already read by the caller (existing_topics, or a statement that reads
-    them with something else: transactions.get_with_topics)."""
+    names that exist, already read by the caller (existing_topics, a statement that reads
+    them with something else: transactions.get_with_topics, or one that locks them:
+    get_topics_for_offsets)."""
     found = existing_topics(conn, names) if existing is None else existing
     missing = names - found.keys()
     if missing:
@@ -254,11 +255,7 @@ def get_topics_for_offsets(conn: Connection, names: set[str]) -> dict[str, Topic
     to be written and then finds (and deletes, or refuses for) them, and one that came first
     leaves this to find the topic gone. Config changes and CreatePartitions do not wait."""
     rows = conn.execute(_topics_key_share_stmt(conn.dialect.name), {"names": sorted(names)}).all()
-    found = {row.name: topic_of(row) for row in rows}
-    missing = names - found.keys()
-    if missing:
-        raise UnknownTopicOrPartition(f"unknown topic(s): {', '.join(sorted(missing))}")
-    return found
+    return get_topics(conn, names, {row.name: topic_of(row) for row in rows})
 
 
 def update_config(conn: Connection, topic_id: int, config: TopicConfig) -> None:
