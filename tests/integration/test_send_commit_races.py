@@ -46,20 +46,31 @@ def _open_transaction(services, version: TransactionVersion):  # type: ignore[no
     return p
 
 
-@pytest.mark.parametrize("version", list(TransactionVersion), ids=lambda v: f"v{v.value}")
-def test_a_commit_during_a_send_waits_for_it_and_marks_the_partition_it_added(  # type: ignore[no-untyped-def]
-    services, database, monkeypatch, version
-) -> None:
-    p = _open_transaction(services, version)
+@pytest.fixture(params=list(TransactionVersion), ids=lambda v: f"v{v.value}")
+def commit_during_a_send(services, database, monkeypatch, request):  # type: ignore[no-untyped-def]
+    """A transaction open (_open_transaction, each version), and what runs a Send of one batch,
+    held inside its database transaction, while that transaction's Commit starts: the Send's
+    results, the Commit's and whether the Commit had to wait for a lock. `transactional`: the
+    Send is the transaction's producer's, in it; else a plain Send."""
+    p = _open_transaction(services, request.param)
     held = Held(monkeypatch, log_service, "append_sent")
 
-    sent, committed, waited = hold_then(
-        held,
-        lambda: services.log.send([SendBatch("t", 1, _record("b"), 0)], producer_id=p.producer_id,
-                                  producer_epoch=p.producer_epoch, transactional_id=TID),
-        lambda: services.coordinator.end_transaction(TID, p.producer_id, p.producer_epoch, commit=True),
-        database,
-    )
+    def run(batch: SendBatch, *, transactional: bool):  # type: ignore[no-untyped-def]
+        sender = ({"producer_id": p.producer_id, "producer_epoch": p.producer_epoch, "transactional_id": TID}
+                  if transactional else {"producer_id": None, "producer_epoch": None, "transactional_id": None})
+        return hold_then(
+            held,
+            lambda: services.log.send([batch], **sender),
+            lambda: services.coordinator.end_transaction(TID, p.producer_id, p.producer_epoch, commit=True),
+            database,
+        )
+    return run
+
+
+def test_a_commit_during_a_send_waits_for_it_and_marks_the_partition_it_added(  # type: ignore[no-untyped-def]
+    services, commit_during_a_send
+) -> None:
+    sent, committed, waited = commit_during_a_send(SendBatch("t", 1, _record("b"), 0), transactional=True)
 
     assert waited
     assert [(r.partition, r.base_offset, r.duplicate) for r in sent] == [(1, 0, False)]
@@ -120,23 +131,13 @@ def test_a_send_during_a_fence_waits_for_it_and_is_fenced_appending_nothing(  # 
     assert _log_ends(services) == [2, 0]  # partition 0's record and ABORT marker
 
 
-@pytest.mark.parametrize("version", list(TransactionVersion), ids=lambda v: f"v{v.value}")
 def test_a_commit_whose_marker_waits_for_a_plain_send_in_the_partition_marks_after_its_record(  # type: ignore[no-untyped-def]
-    services, database, monkeypatch, version
+    services, commit_during_a_send
 ) -> None:
     # The marker's statement takes its offset, writes the marker and stamps the transaction's
     # batches in one statement (app.storage.markers): when it queued behind another writer's
     # lock on the partition, the offset and the stamp are both the ones taken after the wait.
-    p = _open_transaction(services, version)
-    held = Held(monkeypatch, log_service, "append_sent")
-
-    sent, committed, waited = hold_then(
-        held,
-        lambda: services.log.send([SendBatch("t", 0, _record("plain"), None)], producer_id=None,
-                                  producer_epoch=None, transactional_id=None),
-        lambda: services.coordinator.end_transaction(TID, p.producer_id, p.producer_epoch, commit=True),
-        database,
-    )
+    sent, committed, waited = commit_during_a_send(SendBatch("t", 0, _record("plain"), None), transactional=False)
 
     assert waited
     assert [(r.partition, r.base_offset) for r in sent] == [(0, 1)]
