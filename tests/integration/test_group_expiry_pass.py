@@ -12,7 +12,14 @@ from tests.helpers import create_topic
 SESSION_MS = 10_000
 
 
-def _commits(database) -> list[int]:  # type: ignore[no-untyped-def]
+def _joined_then_counting_commits(client, services, database, clock, *group_ids: str,  # type: ignore[no-untyped-def]
+                                  waited_ms: int) -> list[int]:
+    """A member joined to each of `group_ids` with a session of SESSION_MS,
+    then the clock moved on `waited_ms`: the database's commits from then on, one item each."""
+    create_topic(client, "t", 1)
+    for group_id in group_ids:
+        services.groups.join(group_id, member_id=None, topic_names=["t"], session_timeout_ms=SESSION_MS)
+    clock.advance(waited_ms)
     counted: list[int] = []
     event.listen(database.engine, "commit", lambda _conn: counted.append(1))
     return counted
@@ -20,11 +27,8 @@ def _commits(database) -> list[int]:  # type: ignore[no-untyped-def]
 
 def test_a_pass_that_expires_the_members_of_three_groups_is_one_read_and_one_write_transaction(  # type: ignore[no-untyped-def]
         client, services, database, clock) -> None:
-    create_topic(client, "t", 1)
-    for group_id in ("a", "b", "c"):
-        services.groups.join(group_id, member_id=None, topic_names=["t"], session_timeout_ms=SESSION_MS)
-    clock.advance(SESSION_MS + 1)
-    commits = _commits(database)
+    commits = _joined_then_counting_commits(client, services, database, clock, "a", "b", "c",
+                                            waited_ms=SESSION_MS + 1)
 
     removed = services.groups.expire_members(clock())
 
@@ -34,10 +38,8 @@ def test_a_pass_that_expires_the_members_of_three_groups_is_one_read_and_one_wri
 
 
 def test_a_pass_that_finds_no_ended_session_only_reads(client, services, database, clock) -> None:  # type: ignore[no-untyped-def]
-    create_topic(client, "t", 1)
-    services.groups.join("a", member_id=None, topic_names=["t"], session_timeout_ms=SESSION_MS)
-    clock.advance(SESSION_MS)  # the session's last moment
-    commits = _commits(database)
+    commits = _joined_then_counting_commits(client, services, database, clock, "a",
+                                            waited_ms=SESSION_MS)  # the session's last moment
 
     assert (services.groups.expire_members(clock()), len(commits)) == (0, 1)
 
@@ -46,11 +48,8 @@ def test_a_pass_locks_at_most_a_chunk_of_groups_in_one_write_transaction(  # typ
         client, services, database, clock, monkeypatch) -> None:
     from app.services import group_service
     monkeypatch.setattr(group_service, "EXPIRY_CHUNK_GROUPS", 2)
-    create_topic(client, "t", 1)
-    for group_id in ("a", "b", "c", "d", "e"):
-        services.groups.join(group_id, member_id=None, topic_names=["t"], session_timeout_ms=SESSION_MS)
-    clock.advance(SESSION_MS + 1)
-    commits = _commits(database)
+    commits = _joined_then_counting_commits(client, services, database, clock, "a", "b", "c", "d", "e",
+                                            waited_ms=SESSION_MS + 1)
 
     removed = services.groups.expire_members(clock())
 
