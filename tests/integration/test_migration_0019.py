@@ -5,10 +5,18 @@ puts 0012's outbox.publish_pending back."""
 from __future__ import annotations
 
 from alembic import command
-from sqlalchemy import create_engine, inspect, text
+from sqlalchemy import inspect, text
 
-from app.storage import migrate
 from tests.batch_rows import assert_batch_rows_match
+from tests.migration_helpers import (
+    IDEMPOTENT_RECORDS,
+    MARKERS,
+    PLAIN_RECORDS,
+    TRANSACTIONAL_RECORDS,
+    at_revision,
+    connected,
+    topic_t,
+)
 
 # Partition 0: plain records without a producer at [0, 3); an idempotent producer's (7, epoch
 # 0) at [3, 5) with sequences 0 and 1, and at 5 with sequence 5 (a gap: another batch); a
@@ -17,21 +25,17 @@ from tests.batch_rows import assert_batch_rows_match
 # transaction_partitions row too).
 # Partition 1: 1,001 plain records without a producer, which the backfill cuts at 1,000.
 _SEED = [
-    "INSERT INTO topics (topic_id, name, partition_count, cleanup_policy, retention_ms, check_expected_offsets, "
-    "created_ms) VALUES (1, 't', 2, 'delete', -1, FALSE, 1)",
+    topic_t(2),
     'INSERT INTO partitions (topic_id, "partition", next_offset, log_start_offset) VALUES (1, 0, 13, 0), '
     "(1, 1, 1001, 0)",
-    'INSERT INTO records (topic_id, "partition", "offset", timestamp_ms, value) '
-    "VALUES (1, 0, 0, 1, '0'), (1, 0, 1, 1, '1'), (1, 0, 2, 1, '2'), (1, 0, 6, 1, '6')",
-    'INSERT INTO records (topic_id, "partition", "offset", timestamp_ms, value, producer_id, producer_epoch, '
-    "sequence) VALUES (1, 0, 3, 1, '3', 7, 0, 0), (1, 0, 4, 1, '4', 7, 0, 1), (1, 0, 5, 1, '5', 7, 0, 5)",
-    'INSERT INTO records (topic_id, "partition", "offset", timestamp_ms, value, producer_id, producer_epoch, '
-    "sequence, txn_id, batch_record_count) VALUES (1, 0, 7, 1, '7', 5, 0, 0, 1, 2), (1, 0, 8, 1, '8', 5, 0, 1, 1, NULL), "
+    PLAIN_RECORDS + "(1, 0, 0, 1, '0'), (1, 0, 1, 1, '1'), (1, 0, 2, 1, '2'), (1, 0, 6, 1, '6')",
+    IDEMPOTENT_RECORDS + "(1, 0, 3, 1, '3', 7, 0, 0), (1, 0, 4, 1, '4', 7, 0, 1), (1, 0, 5, 1, '5', 7, 0, 5)",
+    TRANSACTIONAL_RECORDS + "(1, 0, 7, 1, '7', 5, 0, 0, 1, 2), (1, 0, 8, 1, '8', 5, 0, 1, 1, NULL), "
     "(1, 0, 9, 1, '9', 5, 0, 2, 2, 1), (1, 0, 10, 1, '10', 5, 0, 3, 3, 1)",
-    'INSERT INTO records (topic_id, "partition", "offset", timestamp_ms, producer_id, producer_epoch, txn_id, '
-    "control_type) VALUES (1, 0, 11, 1, 5, 0, 1, 'COMMIT'), (1, 0, 12, 1, 5, 0, 2, 'ABORT')",
+    MARKERS + "(1, 0, 11, 1, 5, 0, 1, 'COMMIT'), (1, 0, 12, 1, 5, 0, 2, 'ABORT')",
     'INSERT INTO transaction_partitions (transactional_id, topic_id, "partition", txn_id, first_offset) '
     "VALUES ('x', 1, 0, 3, 10)",
+    PLAIN_RECORDS + ", ".join(f"(1, 1, {o}, 1, 'v')" for o in range(1001)),
 ]
 # (partition, base_offset, record_count, producer_id, producer_epoch, base_sequence, txn_id, control_type,
 #  state, commit_position)
@@ -57,18 +61,12 @@ def _publish_pending(conn) -> str | None:  # type: ignore[no-untyped-def]
 
 
 def test_0019_backfills_a_batch_row_for_each_stored_batch_and_its_downgrade_drops_them(empty_url: str) -> None:
-    config = migrate.alembic_config(empty_url)
-    command.upgrade(config, "0018")
-    engine = create_engine(empty_url)
-    with engine.begin() as conn:
-        for statement in _SEED:
-            conn.execute(text(statement))
-        conn.execute(text('INSERT INTO records (topic_id, "partition", "offset", timestamp_ms, value) '
-                          "VALUES (1, 1, :o, 1, 'v')"), [{"o": o} for o in range(1001)])
+    config = at_revision(empty_url, "0018", *_SEED)
+    with connected(empty_url) as conn:
         before = _publish_pending(conn)
 
     command.upgrade(config, "0019")
-    with engine.connect() as conn:
+    with connected(empty_url) as conn:
         rows = conn.execute(text(
             'SELECT "partition", base_offset, record_count, producer_id, producer_epoch, base_sequence, txn_id, '
             'control_type, state, commit_position FROM record_batches ORDER BY "partition", base_offset')).all()
@@ -78,7 +76,6 @@ def test_0019_backfills_a_batch_row_for_each_stored_batch_and_its_downgrade_drop
             assert "record_batches" in _publish_pending(conn)
 
     command.downgrade(config, "0018")
-    with engine.connect() as conn:
+    with connected(empty_url) as conn:
         assert not inspect(conn).has_table("record_batches")
         assert _publish_pending(conn) == before
-    engine.dispose()

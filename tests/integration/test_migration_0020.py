@@ -13,22 +13,19 @@ from sqlalchemy import create_engine, text
 
 from app.storage import migrate
 from spark_jobs.reader.statement import positions_predicate
+from tests.migration_helpers import MARKERS, PLAIN_RECORDS, TRANSACTIONAL_RECORDS, at_revision, connected, topic_t
 
 # Plain records at [0, 6) (one batch, the log start at 2 inside it), a transaction's at 6 and 7
 # with its COMMIT marker at 8, a plain one at 9, an aborted transaction's record at 10 (ABORT
 # marker at 11) and an open transaction's at 12.
 _SEED = [
-    "INSERT INTO topics (topic_id, name, partition_count, cleanup_policy, retention_ms, check_expected_offsets, "
-    "created_ms) VALUES (1, 't', 1, 'delete', -1, FALSE, 1)",
+    topic_t(1),
     'INSERT INTO partitions (topic_id, "partition", next_offset, log_start_offset) VALUES (1, 0, 13, 2)',
-    'INSERT INTO records (topic_id, "partition", "offset", timestamp_ms, value) '
-    "VALUES (1, 0, 0, 1, '0'), (1, 0, 1, 1, '1'), (1, 0, 2, 1, '2'), (1, 0, 3, 1, '3'), (1, 0, 4, 1, '4'), "
+    PLAIN_RECORDS + "(1, 0, 0, 1, '0'), (1, 0, 1, 1, '1'), (1, 0, 2, 1, '2'), (1, 0, 3, 1, '3'), (1, 0, 4, 1, '4'), "
     "(1, 0, 5, 1, '5'), (1, 0, 9, 1, '9')",
-    'INSERT INTO records (topic_id, "partition", "offset", timestamp_ms, value, producer_id, producer_epoch, '
-    "sequence, txn_id, batch_record_count) VALUES (1, 0, 6, 1, '6', 5, 0, 0, 1, 2), (1, 0, 7, 1, '7', 5, 0, 1, 1, NULL), "
+    TRANSACTIONAL_RECORDS + "(1, 0, 6, 1, '6', 5, 0, 0, 1, 2), (1, 0, 7, 1, '7', 5, 0, 1, 1, NULL), "
     "(1, 0, 10, 1, '10', 5, 0, 2, 2, 1), (1, 0, 12, 1, '12', 5, 0, 3, 3, 1)",
-    'INSERT INTO records (topic_id, "partition", "offset", timestamp_ms, producer_id, producer_epoch, txn_id, '
-    "control_type) VALUES (1, 0, 8, 1, 5, 0, 1, 'COMMIT'), (1, 0, 11, 1, 5, 0, 2, 'ABORT')",
+    MARKERS + "(1, 0, 8, 1, 5, 0, 1, 'COMMIT'), (1, 0, 11, 1, 5, 0, 2, 'ABORT')",
 ]
 _COLUMNS = ('topic, topic_id, "partition", "offset", commit_position, timestamp_ms, key, value, headers, '
             "producer_id, transactional, key_bytes, value_bytes")
@@ -38,13 +35,9 @@ _EXPECTED = [(2, 2, "2", None, False), (3, 3, "3", None, False), (4, 4, "4", Non
 
 
 def _rows(url: str, where: str = "TRUE", columns: str = _COLUMNS) -> list[tuple]:  # type: ignore[type-arg]
-    engine = create_engine(url)
-    try:
-        with engine.connect() as conn:
-            return [tuple(r) for r in conn.execute(text(
-                f'SELECT {columns} FROM committed_records WHERE {where} ORDER BY commit_position, "offset"'))]
-    finally:
-        engine.dispose()
+    with connected(url) as conn:
+        return [tuple(r) for r in conn.execute(text(
+            f'SELECT {columns} FROM committed_records WHERE {where} ORDER BY commit_position, "offset"'))]
 
 
 def _short(rows: list[tuple]) -> list[tuple]:  # type: ignore[type-arg]
@@ -52,13 +45,7 @@ def _short(rows: list[tuple]) -> list[tuple]:  # type: ignore[type-arg]
 
 
 def test_the_view_gives_the_same_rows_at_0019_and_0020_and_after_its_downgrade(empty_url: str) -> None:
-    config = migrate.alembic_config(empty_url)
-    command.upgrade(config, "0018")
-    engine = create_engine(empty_url)
-    with engine.begin() as conn:
-        for statement in _SEED:
-            conn.execute(text(statement))
-    engine.dispose()
+    config = at_revision(empty_url, "0018", *_SEED)
     command.upgrade(config, "0019")  # its backfill writes the batch rows
     at_0019 = _rows(empty_url)
     window_0019 = _rows(empty_url, "commit_position >= 3 AND commit_position < 9")
@@ -74,13 +61,8 @@ def test_the_view_gives_the_same_rows_at_0019_and_0020_and_after_its_downgrade(e
 
     command.downgrade(config, "0019")
     assert _rows(empty_url) == at_0019
-    engine = create_engine(empty_url)
-    try:
-        with engine.connect() as conn:
-            columns = conn.execute(text("SELECT * FROM committed_records")).keys()
-    finally:
-        engine.dispose()
-    assert "batch_position" not in columns
+    with connected(empty_url) as conn:
+        assert "batch_position" not in conn.execute(text("SELECT * FROM committed_records")).keys()
 
 
 @pytest.mark.parametrize("empty_url", ["postgresql"], indirect=True)

@@ -5,41 +5,25 @@ keeps every member."""
 from __future__ import annotations
 
 from alembic import command
-from sqlalchemy import create_engine, inspect, text
+from sqlalchemy import inspect, text
 
-from app.storage import migrate
-
-_MEMBER = ("INSERT INTO group_members (group_id, member_id, topics, assignment, session_timeout_ms, "
-           "last_heartbeat_ms, joined_ms{extra}) VALUES ('g', '{member}', '[]', '[]', 10000, 1, 1{value})")
+from tests.migration_helpers import at_revision, connected, member, write
 
 
 def _members(url: str) -> list[tuple[str | None, ...]]:
-    engine = create_engine(url)
-    try:
-        with engine.connect() as conn:
-            columns = {c["name"] for c in inspect(conn).get_columns("group_members")}
-            client = "client_id, client_host" if "client_id" in columns else "'gone', 'gone'"
-            return [tuple(r) for r in conn.execute(text(
-                f"SELECT member_id, {client} FROM group_members ORDER BY member_id"))]
-    finally:
-        engine.dispose()
+    with connected(url) as conn:
+        columns = {c["name"] for c in inspect(conn).get_columns("group_members")}
+        client = "client_id, client_host" if "client_id" in columns else "'gone', 'gone'"
+        return [tuple(r) for r in conn.execute(text(
+            f"SELECT member_id, {client} FROM group_members ORDER BY member_id"))]
 
 
 def test_0021_keeps_a_members_client_id_and_host_and_its_downgrade_keeps_the_members(empty_url: str) -> None:
-    config = migrate.alembic_config(empty_url)
-    command.upgrade(config, "0020")
-    engine = create_engine(empty_url)
-    with engine.begin() as conn:
-        conn.execute(text(_MEMBER.format(extra="", member="old", value="")))
-    engine.dispose()
+    config = at_revision(empty_url, "0020", member("g", "old"))
 
     command.upgrade(config, "0021")
     assert _members(empty_url) == [("old", None, None)]
-    engine = create_engine(empty_url)
-    with engine.begin() as conn:
-        conn.execute(text(_MEMBER.format(extra=", client_id, client_host", member="new",
-                                         value=", 'x', '127.0.0.1'")))
-    engine.dispose()
+    write(empty_url, member("g", "new", client_id="x", client_host="127.0.0.1"))
     assert _members(empty_url) == [("new", "x", "127.0.0.1"), ("old", None, None)]
 
     command.downgrade(config, "0020")

@@ -4,24 +4,19 @@ index is there at 0022, with its predicate, and gone after the downgrade."""
 from __future__ import annotations
 
 from alembic import command
-from sqlalchemy import create_engine, inspect
+from sqlalchemy import inspect
 
-from app.storage import migrate
+from tests.migration_helpers import at_revision, connected
 
 
 def _indexes(url: str) -> dict[str, list[str | None]]:
-    engine = create_engine(url)
-    try:
-        with engine.connect() as conn:
-            return {i["name"]: i["column_names"] for i in inspect(conn).get_indexes("record_batches")
-                    if i["name"] is not None}
-    finally:
-        engine.dispose()
+    with connected(url) as conn:
+        return {i["name"]: i["column_names"] for i in inspect(conn).get_indexes("record_batches")
+                if i["name"] is not None}
 
 
 def test_0022_adds_the_committed_transactional_batches_index_and_its_downgrade_drops_it(empty_url: str) -> None:
-    config = migrate.alembic_config(empty_url)
-    command.upgrade(config, "0021")
+    config = at_revision(empty_url, "0021")
     assert "ix_record_batches_committed_txn" not in _indexes(empty_url)
 
     command.upgrade(config, "0022")

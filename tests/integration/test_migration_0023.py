@@ -6,10 +6,18 @@ and the cleaner before 0023 left them, and a second upgrade gives the same rows 
 from __future__ import annotations
 
 from alembic import command
-from sqlalchemy import create_engine, inspect, text
+from sqlalchemy import inspect, text
 
-from app.storage import migrate
 from tests.batch_rows import assert_batch_rows_match
+from tests.migration_helpers import (
+    IDEMPOTENT_RECORDS,
+    MARKERS,
+    TRANSACTIONAL_RECORDS,
+    at_revision,
+    connected,
+    topic_t,
+    write,
+)
 
 # Written at 0018, the batch rows then backfilled by 0019. Partition 0: plain records at [0, 3);
 # an idempotent producer's (7, epoch 0) at [3, 5) with sequences 0 and 1; transaction 1 of
@@ -18,21 +26,17 @@ from tests.batch_rows import assert_batch_rows_match
 # open (its transaction_partitions row too). Partition 1: a plain record at 0, then transaction 4 at [1, 3) whose first record lies
 # below the log start (2), COMMIT marker at 3.
 _SEED = [
-    "INSERT INTO topics (topic_id, name, partition_count, cleanup_policy, retention_ms, check_expected_offsets, "
-    "created_ms) VALUES (1, 't', 2, 'compact', -1, FALSE, 1)",
+    topic_t(2, "compact"),
     'INSERT INTO partitions (topic_id, "partition", next_offset, log_start_offset) VALUES (1, 0, 12, 0), '
     "(1, 1, 4, 2)",
     'INSERT INTO records (topic_id, "partition", "offset", timestamp_ms, key, value) '
     "VALUES (1, 0, 0, 1, 'a', '0'), (1, 0, 1, 1, 'b', '1'), (1, 0, 2, 1, NULL, '2'), (1, 1, 0, 1, 'a', '0')",
-    'INSERT INTO records (topic_id, "partition", "offset", timestamp_ms, value, producer_id, producer_epoch, '
-    "sequence) VALUES (1, 0, 3, 2, '3', 7, 0, 0), (1, 0, 4, 2, '4', 7, 0, 1)",
-    'INSERT INTO records (topic_id, "partition", "offset", timestamp_ms, value, producer_id, producer_epoch, '
-    "sequence, txn_id, batch_record_count) VALUES (1, 0, 5, 3, '5', 5, 0, 0, 1, 3), "
+    IDEMPOTENT_RECORDS + "(1, 0, 3, 2, '3', 7, 0, 0), (1, 0, 4, 2, '4', 7, 0, 1)",
+    TRANSACTIONAL_RECORDS + "(1, 0, 5, 3, '5', 5, 0, 0, 1, 3), "
     "(1, 0, 6, 3, '6', 5, 0, 1, 1, NULL), (1, 0, 7, 3, '7', 5, 0, 2, 1, NULL), "
     "(1, 0, 8, 3, '8', 5, 0, 3, 2, 1), (1, 0, 9, 3, '9', 5, 0, 4, 3, 1), "
     "(1, 1, 1, 3, '1', 9, 2, 10, 4, 2), (1, 1, 2, 3, '2', 9, 2, 11, 4, NULL)",
-    'INSERT INTO records (topic_id, "partition", "offset", timestamp_ms, producer_id, producer_epoch, txn_id, '
-    "control_type) VALUES (1, 0, 10, 4, 5, 0, 1, 'COMMIT'), (1, 0, 11, 4, 5, 0, 2, 'ABORT'), "
+    MARKERS + "(1, 0, 10, 4, 5, 0, 1, 'COMMIT'), (1, 0, 11, 4, 5, 0, 2, 'ABORT'), "
     "(1, 1, 3, 4, 9, 2, 4, 'COMMIT')",
     'INSERT INTO transaction_partitions (transactional_id, topic_id, "partition", txn_id, first_offset) '
     "VALUES ('x', 1, 0, 3, 9)",
@@ -64,25 +68,18 @@ def _index_names(conn) -> set[str]:  # type: ignore[no-untyped-def]
 
 def test_0023_drops_the_producer_columns_and_its_downgrade_writes_them_back_from_the_batch_rows(
         empty_url: str) -> None:
-    config = migrate.alembic_config(empty_url)
-    command.upgrade(config, "0018")
-    engine = create_engine(empty_url)
-    with engine.begin() as conn:
-        for statement in _SEED:
-            conn.execute(text(statement))
+    config = at_revision(empty_url, "0018", *_SEED)
     command.upgrade(config, "0019")
-    with engine.begin() as conn:
-        for statement in _HOLES:
-            conn.execute(text(statement))
+    write(empty_url, *_HOLES)
     command.upgrade(config, "0022")
-    with engine.connect() as conn:
+    with connected(empty_url) as conn:
         before, batches = _records(conn), _batches(conn)
         assert _INDEXES <= _index_names(conn)
     assert [r["offset"] for r in before if r["partition"] == 0] == [0, 1, 2, 3, 4, 6, 7, 8, 9, 10, 11]
     assert (2, 6, 3) in {(r["batch_record_count"], r["offset"], r["timestamp_ms"]) for r in before}
 
     command.upgrade(config, "0023")
-    with engine.connect() as conn:
+    with connected(empty_url) as conn:
         after = _records(conn)
         assert not _PRODUCER_COLUMNS & set(after[0])
         assert not _INDEXES & _index_names(conn)
@@ -91,13 +88,12 @@ def test_0023_drops_the_producer_columns_and_its_downgrade_writes_them_back_from
         assert_batch_rows_match(conn)
 
     command.downgrade(config, "0022")
-    with engine.connect() as conn:
+    with connected(empty_url) as conn:
         assert _records(conn) == before
         assert _batches(conn) == batches
         assert _INDEXES <= _index_names(conn)
 
     command.upgrade(config, "head")
-    with engine.connect() as conn:
+    with connected(empty_url) as conn:
         assert _records(conn) == after
         assert _batches(conn) == batches
-    engine.dispose()
