@@ -246,12 +246,12 @@ _FIRST_BATCH_BINDS = {
 }
 
 
-def _first_batch_row(held: bool, base_offset: Any = bindparam("b_base_offset")) -> Any:
+def _first_batch_row(held: bool, base_offset: Any = None) -> Any:
     """The first batch state's row as a SELECT of the bind parameters, its base offset
-    `base_offset`. `held`: an idempotent Send's, which selects a row only where _PRODUCER_HOLDS
-    (WHERE EXISTS: no row to insert otherwise, and so none to write over either)."""
-    row = select(*(base_offset if c == "last_batch_base_offset" else bindparam(b, type_=_pp.c[c].type)
-                   for c, b in _FIRST_BATCH_BINDS.items()))
+    `base_offset` if given. `held`: an idempotent Send's, which selects a row only where
+    _PRODUCER_HOLDS (WHERE EXISTS: no row to insert otherwise, and so none to write over either)."""
+    row = select(*(base_offset if c == "last_batch_base_offset" and base_offset is not None
+                   else bindparam(b, type_=_pp.c[c].type) for c, b in _FIRST_BATCH_BINDS.items()))
     return row.where(_PRODUCER_HOLDS) if held else row
 
 
