@@ -18,6 +18,10 @@ from app.storage.tables import records
 # detoasting the value.
 RECORD_SIZE = (utf8_bytes(records.c.key) + utf8_bytes(records.c.value) + utf8_bytes(records.c.headers)
                + utf8_bytes(records.c.key_bytes) + utf8_bytes(records.c.value_bytes))
+# Records whose sizes one statement reads where a read is sized in pages: a read cut by its
+# byte limit then sizes at most a page of rows past the cut, not every row up to its record
+# limit.
+SIZES_PAGE = 1000
 
 
 # A fetch builds one StoredRecord per record, from the driver's row unpacked by position (a

@@ -19,7 +19,7 @@ from sqlalchemy.dialects.postgresql import ARRAY
 from app.domain.errors import OffsetOutOfRange, UnknownTopicOrPartition
 from app.domain.read import AbortedTransaction, LogBatch, LogRecord
 from app.domain.types import ControlType, RecordState
-from app.storage.fetch_plan import RECORD_SIZE
+from app.storage.fetch_plan import RECORD_SIZE, SIZES_PAGE
 from app.storage.read_committed import aborted_batch
 from app.storage.tables import partitions, record_batches, records
 from app.storage.topics import LAST_STABLE_OFFSET
@@ -78,9 +78,10 @@ def _stmts() -> tuple[Any, Any, Any, Any]:
     where = (records.c.topic_id == bindparam("topic_id"), records.c.partition == bindparam("partition"))
     bounds = select(partitions.c.next_offset, partitions.c.log_start_offset, LAST_STABLE_OFFSET).where(
         partitions.c.topic_id == bindparam("topic_id"), partitions.c.partition == bindparam("partition"))
-    # Where a read stops: the first row from `start` and the last whose running sum of sizes
-    # (RECORD_SIZE) is within `max_bytes`, among at most `limit` rows, computed by the database
-    # from the rows' sizes alone (no key or value is read, nor handed over row by row).
+    # Where a page of a read stops: the first row from `start` and the last whose running sum
+    # of sizes (RECORD_SIZE) is within `max_bytes`, among at most `limit` rows, computed by the
+    # database from the rows' sizes alone (no key or value is read, nor handed over row by
+    # row); with the page's row count, its last offset and its bytes, for the next page.
     page = (
         select(records.c.offset, RECORD_SIZE.label("size"))
         .where(*where, records.c.offset >= bindparam("start"), records.c.offset < bindparam("end"))
@@ -91,7 +92,8 @@ def _stmts() -> tuple[Any, Any, Any, Any]:
     running = select(page.c.offset, func.sum(page.c.size).over(order_by=page.c.offset).label("running")).subquery(
         "running")
     cut = select(func.min(running.c.offset),
-                 func.max(case((running.c.running <= bindparam("max_bytes"), running.c.offset))))
+                 func.max(case((running.c.running <= bindparam("max_bytes"), running.c.offset))),
+                 func.count(), func.max(running.c.offset), func.max(running.c.running))
     batches = batches_meeting(
         record_batches.c.base_offset, record_batches.c.record_count, record_batches.c.producer_id,
         record_batches.c.producer_epoch, record_batches.c.base_sequence, record_batches.c.txn_id,
@@ -146,13 +148,28 @@ def read_batches(conn: Connection, topic_id: int, partition: int, start: int, en
     KIP-74: the first record of a Fetch comes whatever its size). `start` is at or above the
     log start. Where it stops is found first, then only the rows up to there are read: a row
     past the limits is never handed over, so a read of one large record costs that record,
-    not every record after it up to `limit`. A batch keeps its row's base offset, producer and
-    base sequence whatever part of its run the read returns (from `start`, up to the limits,
-    around compaction's holes); a batch with no record in the read is not returned."""
+    not every record after it up to `limit`. The rows are sized a page (SIZES_PAGE) at a time,
+    so a read cut by `max_bytes` sizes at most a page of rows past the cut, not `limit` rows
+    (a Fetch of 1 MB of records of 230 bytes would size 10,000 rows to answer 4,600). A batch
+    keeps its row's base offset, producer and base sequence whatever part of its run the read
+    returns (from `start`, up to the limits, around compaction's holes); a batch with no record
+    in the read is not returned."""
     where = {"topic_id": topic_id, "partition": partition}
     stmts = _stmts()
-    first, last = conn.execute(stmts[1], {**where, "start": start, "end": end, "limit": limit,
-                                          "max_bytes": max_bytes}).one()
+    first = last = None
+    low, left, sized = start, max_bytes, 0
+    while sized < limit:
+        page = min(SIZES_PAGE, limit - sized)
+        lowest, fits, count, highest, total = conn.execute(stmts[1], {
+            **where, "start": low, "end": end, "limit": page, "max_bytes": left}).one()
+        if count == 0:
+            break
+        first = lowest if first is None else first
+        last = fits if fits is not None else last
+        if count < page or total > left:
+            break
+        # int(): PostgreSQL's sum of bigints is a numeric.
+        sized, left, low = sized + count, left - int(total), highest + 1
     if last is None and min_one:
         last = first
     if last is None:

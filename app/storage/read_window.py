@@ -17,7 +17,7 @@ from sqlalchemy import BigInteger, Connection, bindparam, case, func, select
 
 from app.domain.read import StoredRecord
 from app.storage import dialect, read_committed
-from app.storage.fetch_plan import RECORD_SIZE, FetchPlan, Point, chunks, full, new
+from app.storage.fetch_plan import RECORD_SIZE, SIZES_PAGE, FetchPlan, Point, chunks, full, new
 
 
 def _p(name: str) -> Any:
@@ -26,7 +26,6 @@ def _p(name: str) -> Any:
 
 
 _FIRST_BATCHES = 64  # batch rows asked for by a read_committed fetch's first page
-_SIZES_PAGE = 1000  # records whose sizes one statement reads, when a point is read in pieces
 _NO_END = 2**62  # an offset bound that bounds nothing
 
 
@@ -170,7 +169,7 @@ def _take_records(conn: Connection, plan: FetchPlan, where: dict[str, Any], poin
     while taken < room_records and not by_bytes:
         sized = conn.execute(_sizes_stmt(conn.dialect.name), {
             **where, "first": low, "last": point.last, "batches_to": point.batches_to,
-            "from_offset": low, "to_offset": point.last, "limit": _SIZES_PAGE}).all()
+            "from_offset": low, "to_offset": point.last, "limit": SIZES_PAGE}).all()
         for o, size, _, _ in sized:
             first = first or (o, size)
             if taken >= room_records:
@@ -179,7 +178,7 @@ def _take_records(conn: Connection, plan: FetchPlan, where: dict[str, Any], poin
                 by_bytes = True
                 break
             taken, size_taken, last = taken + 1, size_taken + size, o
-        if len(sized) < _SIZES_PAGE:
+        if len(sized) < SIZES_PAGE:
             break
         low = sized[-1][0] + 1
     if last is None:
@@ -212,7 +211,7 @@ def _point_in_pieces(conn: Connection, plan: FetchPlan, point: Point, chunk_byte
     pieces of about chunk_bytes: the sizes of a page of its records first (one position's
     records in commit order are in offset order), then the records of each piece that fits."""
     where = {"topic_id": plan.topic_id, "partition": plan.partition, "first": point.first, "last": point.last,
-             "batches_to": point.batches_to, "to_offset": _NO_END, "limit": _SIZES_PAGE}
+             "batches_to": point.batches_to, "to_offset": _NO_END, "limit": SIZES_PAGE}
     low = plan.result.log_start_offset if point.txn_id is not None else point.first
     piece: list[tuple[int, int]] = []
     piece_bytes = 0
@@ -226,7 +225,7 @@ def _point_in_pieces(conn: Connection, plan: FetchPlan, point: Point, chunk_byte
                 piece, piece_bytes = [], 0
             piece.append((o, size))
             piece_bytes += size
-        if len(sized) < _SIZES_PAGE:
+        if len(sized) < SIZES_PAGE:
             break
         low = sized[-1][0] + 1
     if piece:

@@ -10,10 +10,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import text
+from sqlalchemy import event, text
 
+from app.domain.types import IsolationLevel
 from app.services.log_service import SendBatch
 from app.storage.append import RecordToAppend
+from app.storage.fetch_plan import SIZES_PAGE
 from app.storage.offset_order import _firsts_stmt, _offset_for_timestamp_stmt, _stmts
 
 SENDS = 40
@@ -90,3 +92,41 @@ def test_list_offsets_by_timestamp_walks_the_records_and_probes_a_batch_row_per_
     # Not a hash anti-join over the partition's batch rows: a walk that stops at its first
     # record would pay for every batch of the partition.
     assert _scans(lines) == ["records", "batches"], lines
+
+
+def _one_byte_records(services: Any) -> None:
+    """Topic `sized`: 3,000 records of one byte each in partition 0, three Sends of 1,000."""
+    services.topics.create("sized", 1)
+    one_byte = [RecordToAppend(None, "1", None, 1) for _ in range(1_000)]
+    for _ in range(3):
+        services.log.send([SendBatch("sized", 0, one_byte)], producer_id=None, producer_epoch=None,
+                          transactional_id=None)
+
+
+def _read_sized(services: Any, max_bytes: int) -> list[int]:
+    read = services.log.read_in_offset_order("sized", 0, offset=0, isolation=IsolationLevel.READ_UNCOMMITTED,
+                                             max_bytes=max_bytes, max_records=10_000)
+    return [r.offset for b in read.batches for r in b.records]
+
+
+def test_a_read_cut_by_its_byte_limit_sizes_at_most_a_page_of_rows_past_the_cut(services: Any, database: Any) -> None:
+    _one_byte_records(services)
+    sized_up_to: list[int] = []
+
+    def count(conn: Any, clause: Any, multiparams: Any, params: Any, options: Any) -> None:
+        if clause is _stmts()[1]:
+            sized_up_to.append(params["limit"])
+
+    event.listen(database.engine, "before_execute", count)
+    try:
+        offsets = _read_sized(services, 1_500)
+    finally:
+        event.remove(database.engine, "before_execute", count)
+    # 1,500 records of one byte each, of the 3,000 and the 10,000 the record limit allows
+    assert offsets == list(range(1_500))
+    assert sum(sized_up_to) <= 1_500 + SIZES_PAGE, sized_up_to
+
+
+def test_a_byte_limit_on_a_page_boundary_cuts_there(services: Any) -> None:
+    _one_byte_records(services)
+    assert _read_sized(services, 2 * SIZES_PAGE) == list(range(2 * SIZES_PAGE))
