@@ -189,6 +189,47 @@ def execute_rows(conn: Connection, stmt: Any, rows: list[dict[str, Any]]) -> Non
     conn.execute(stmt, rows[0] if len(rows) == 1 else rows)
 
 
+def first_row_on_driver(conn: Connection, stmt: Any, params: dict[str, Any]) -> Sequence[Any] | None:
+    """The first row `stmt` (a statement over bind parameters, such as a write with RETURNING)
+    answers for `params`, or None.
+
+    SQLite: run on the driver's cursor, as compiled once for the dialect, with the values as
+    given (integers, strings and None: `stmt` may have no bind parameter that SQLAlchemy would
+    convert or expand, checked when it is compiled). For a statement run once per Send,
+    SQLAlchemy's execution of it (an execution context, its bind parameters, the result's
+    metadata) cost about 100 µs of CPU where SQLite spends about 30 (docs/benchmarks.md, the
+    idempotent Send on SQLite). Not seen by SQLAlchemy's cursor events; a driver error is
+    translated as SQLAlchemy's are (app.storage.errors). Elsewhere: through SQLAlchemy."""
+    if conn.dialect.name != "sqlite":
+        return conn.execute(stmt, params).first()
+    sql, names = _positional(conn.dialect, stmt)
+    cursor = conn.connection.driver_connection.cursor()  # type: ignore[union-attr]
+    try:
+        # Every row, so that the statement runs to its end before its cursor closes.
+        rows = cursor.execute(sql, [params[name] for name in names]).fetchall()
+    finally:
+        cursor.close()
+    return rows[0] if rows else None
+
+
+_POSITIONAL: dict[tuple[str, Any], tuple[str, tuple[str, ...]]] = {}
+
+
+def _positional(dialect: Any, stmt: Any) -> tuple[str, tuple[str, ...]]:
+    """`stmt` compiled for `dialect` (a positional paramstyle): its SQL and the names of the
+    bind parameters its placeholders take, in order."""
+    key = (dialect.name, stmt)
+    found = _POSITIONAL.get(key)
+    if found is None:
+        compiled = stmt.compile(dialect=dialect)
+        converted = [name for name, process in compiled._bind_processors.items() if process is not None]
+        if converted or compiled.literal_execute_params or compiled.post_compile_params or not compiled.positional:
+            raise TypeError("first_row_on_driver runs statements whose bind values go to the driver as given; "
+                            f"this one has parameters SQLAlchemy converts or expands: {converted or 'expanding'}")
+        found = _POSITIONAL[key] = (compiled.string, tuple(compiled.positiontup or ()))
+    return found
+
+
 def bulk_insert(conn: Connection, table: Table, columns: Sequence[str], rows: list[tuple]) -> None:
     """The hot path of Send: many rows into one table, at close to the database's own rate.
 

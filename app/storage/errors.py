@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
+import sqlite3
 
 import psycopg
 from sqlalchemy import exc
@@ -29,7 +30,12 @@ def translate_driver_errors() -> Iterator[None]:
         if e.connection_invalidated or sqlstate in _RETRIABLE_SQLSTATES:
             raise StorageUnavailable(f"database unavailable: {first_line(e.orig or e)}") from e
         raise
-    # The COPY of Send's hot path runs on the raw psycopg connection, outside SQLAlchemy.
+    # On the raw driver connections, outside SQLAlchemy: the COPY of Send's hot path
+    # (PostgreSQL), a batch's sequence state (SQLite: dialect.first_row_on_driver).
+    except sqlite3.OperationalError as e:
+        raise StorageUnavailable(f"database unavailable: {first_line(e)}") from e
+    except sqlite3.DataError as e:
+        raise InvalidRequest(f"value refused by the database: {first_line(e)}") from e
     except psycopg.OperationalError as e:
         raise StorageUnavailable(f"database unavailable: {first_line(e)}") from e
     except psycopg.DataError as e:

@@ -1,0 +1,37 @@
+"""A statement run on the driver's cursor (app.storage.dialect.first_row_on_driver, SQLite's
+write of a batch's sequence state): the row it answers and what it writes are the statement's, on
+SQLite and PostgreSQL."""
+
+from __future__ import annotations
+
+from sqlalchemy import select
+
+from app.storage import dialect
+from app.storage.log_end import _TAKE_OFFSETS
+from app.storage.tables import partitions
+
+
+def _take(database, topic_id: int, count: int):  # type: ignore[no-untyped-def]
+    with database.write() as conn:
+        return dialect.first_row_on_driver(conn, _TAKE_OFFSETS, {
+            "p_topic_id": topic_id, "p_partition": 1, "p_count": count, "p_records": count, "p_size_bytes": 10})
+
+
+def test_a_write_with_returning_answers_its_row_and_writes_once(services, database) -> None:  # type: ignore[no-untyped-def]
+    topic_id = services.topics.create("t", 2).topic_id
+
+    first, second = _take(database, topic_id, 3), _take(database, topic_id, 2)
+
+    assert (tuple(first), tuple(second)) == ((3,), (5,))
+    with database.read() as conn:
+        stored = conn.execute(select(partitions.c.partition, partitions.c.next_offset, partitions.c.record_count)
+                              .where(partitions.c.topic_id == topic_id).order_by(partitions.c.partition)).all()
+    assert [tuple(r) for r in stored] == [(0, 0, 0), (1, 5, 5)]
+
+
+def test_a_statement_that_matches_no_row_answers_none_and_writes_nothing(services, database) -> None:  # type: ignore[no-untyped-def]
+    topic_id = services.topics.create("t", 1).topic_id
+
+    assert _take(database, topic_id + 1, 3) is None
+    with database.read() as conn:
+        assert conn.execute(select(partitions.c.next_offset)).scalars().all() == [0]

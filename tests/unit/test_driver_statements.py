@@ -1,0 +1,40 @@
+"""What a statement run on the driver's cursor, outside SQLAlchemy, may be, and how its errors
+are refused (app.storage.dialect.first_row_on_driver, app.storage.errors)."""
+
+from __future__ import annotations
+
+import sqlite3
+
+import pytest
+from sqlalchemy import DateTime, bindparam, create_engine, select
+
+from app.domain.errors import InvalidRequest, StorageUnavailable
+from app.storage import dialect
+from app.storage.errors import translate_driver_errors
+
+
+def test_a_sqlite_driver_error_is_retriable_storage_unavailable() -> None:
+    with pytest.raises(StorageUnavailable, match="database unavailable: disk I/O error"):
+        with translate_driver_errors():
+            raise sqlite3.OperationalError("disk I/O error")
+
+
+def test_a_value_sqlite_refuses_on_the_driver_is_an_invalid_request() -> None:
+    with pytest.raises(InvalidRequest, match="value refused by the database: string or blob too big"):
+        with translate_driver_errors():
+            raise sqlite3.DataError("string or blob too big")
+
+
+def test_a_statement_with_a_bind_value_sqlalchemy_converts_is_refused_before_it_runs() -> None:
+    sqlite_dialect = create_engine("sqlite://").dialect  # nothing is connected
+    with pytest.raises(TypeError, match=r"converts or expands: \['at'\]"):
+        dialect._positional(sqlite_dialect, select(bindparam("at", type_=DateTime)))
+
+
+def test_a_statement_s_placeholders_take_its_bind_values_by_name_in_order() -> None:
+    sqlite_dialect = create_engine("sqlite://").dialect
+    stmt = select(bindparam("b"), bindparam("a"), bindparam("b"))
+
+    sql, names = dialect._positional(sqlite_dialect, stmt)
+
+    assert (sql.count("?"), names) == (3, ("b", "a", "b"))
