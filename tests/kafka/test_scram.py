@@ -215,15 +215,18 @@ def test_an_unknown_user_gets_a_salt_as_a_known_one_does_and_is_refused_as_a_wro
                                                            f"authentication failed: {NO_MATCH}")
 
 
-def test_a_key_without_scram_credentials_is_refused_naming_the_fix_and_still_authenticates_with_plain(
-        secured: Secured) -> None:
-    services = secured.client.app.state.services
-    # A key as migration 0024 leaves one created before it.
-    with services.db.write() as conn:
-        conn.execute(update(api_keys).where(api_keys.c.principal == "User:alice").values(
+def _as_before_0024(w: Secured, principal: str) -> None:
+    """The principal's keys as migration 0024 leaves those created before it: no SCRAM credentials."""
+    with w.client.app.state.services.db.write() as conn:
+        conn.execute(update(api_keys).where(api_keys.c.principal == principal).values(
             scram_salt=None, scram_iterations=None, scram_sha_256_stored_key=None, scram_sha_256_server_key=None,
             scram_sha_512_stored_key=None, scram_sha_512_server_key=None))
-    secured.client.app.state.security.reload(unless_unchanged=False)
+    w.client.app.state.security.reload(unless_unchanged=False)
+
+
+def test_a_key_without_scram_credentials_is_refused_naming_the_fix_and_still_authenticates_with_plain(
+        secured: Secured) -> None:
+    _as_before_0024(secured, "User:alice")
     with secured.connect() as s:
         _, final = _scram(s, "SCRAM-SHA-512", "alice", secured.keys["alice"])
         assert (final.error_code, final.error_message) == (ErrorCode.sasl_authentication_failed,
@@ -234,6 +237,14 @@ def test_a_key_without_scram_credentials_is_refused_naming_the_fix_and_still_aut
         _handshake(s, "PLAIN")
         plain = _authenticate(s, f"\0alice\0{secured.keys['alice']}".encode(), 8)
         assert (plain.error_code, plain.error_message) == (ErrorCode.none, None)
+
+
+def test_the_principals_listing_tells_which_keys_have_scram_credentials(secured: Secured) -> None:
+    _as_before_0024(secured, "User:alice")
+    r = secured.client.get("/v1/principals", headers=secured.headers())
+    assert r.status_code == 200, r.text
+    assert {p["principal"]: [k["scram_credentials"] for k in p["api_keys"]] for p in r.json()["principals"]} == {
+        "User:admin": [True], "User:alice": [False], "User:bob": [True]}
 
 
 def test_a_second_key_of_the_principal_authenticates_too(secured: Secured) -> None:
