@@ -1,11 +1,12 @@
 """Guarantee 16 at the Kafka door with SASL SCRAM-SHA-256 and SCRAM-SHA-512: the user name the
 principal's, the password one of its API keys, as with SASL/PLAIN (tests/kafka/test_security.py,
 whose service with keys and a listener this reuses), on both databases. Real clients
-(confluent-kafka's librdkafka, kafka-python) produce and consume; the wire (kio, with scramp's
+(confluent-kafka's librdkafka, kafka-python, aiokafka) produce and consume; the wire (kio, with scramp's
 client for the SCRAM messages) shows the exact refusals."""
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import struct
 from collections.abc import Iterator
@@ -127,6 +128,35 @@ def test_kafka_python_with_scram_produces_and_consumes(secured: Secured, mechani
     finally:
         consumer.close()
     assert got == [(0, b"k", b'"v"')]
+
+
+async def _aiokafka_produce_and_consume(sasl: dict[str, Any]) -> tuple[int, list[tuple[int, bytes, bytes]]]:
+    from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
+
+    producer = AIOKafkaProducer(request_timeout_ms=10_000, **sasl)
+    await producer.start()
+    try:
+        offset = (await producer.send_and_wait("orders", value=b'"v"', key=b"k", partition=0)).offset
+    finally:
+        await producer.stop()
+    consumer = AIOKafkaConsumer(enable_auto_commit=False, **sasl)
+    await consumer.start()
+    try:
+        tp = TopicPartition("orders", 0)
+        consumer.assign([tp])
+        await consumer.seek_to_beginning(tp)
+        m = await asyncio.wait_for(consumer.getone(), TIMEOUT_S)
+    finally:
+        await consumer.stop()
+    return offset, [(m.offset, m.key, m.value)]
+
+
+@pytest.mark.parametrize("mechanism", SCRAM)
+def test_aiokafka_with_scram_produces_and_consumes(secured: Secured, mechanism: str) -> None:
+    secured.grant("User:bob", "topic", "orders", "write", "read")
+    sasl = {"bootstrap_servers": secured.bootstrap, "security_protocol": "SASL_PLAINTEXT",
+            "sasl_mechanism": mechanism, "sasl_plain_username": "bob", "sasl_plain_password": secured.keys["bob"]}
+    assert asyncio.run(_aiokafka_produce_and_consume(sasl)) == (0, [(0, b"k", b'"v"')])
 
 
 def test_confluent_kafka_with_a_wrong_key_over_scram_fails_with_the_authentication_error(secured: Secured) -> None:
