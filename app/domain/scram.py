@@ -100,7 +100,8 @@ class ClientFirst:
             raise AuthenticationFailed("malformed SCRAM client-first message: the gs2 header is not n,, or n,a=<user>,")
         attributes = bare.split(",")
         if len(attributes) < 2 or not attributes[0].startswith("n=") or not attributes[1].startswith("r="):
-            raise AuthenticationFailed("malformed SCRAM client-first message: it must be n=<user>,r=<nonce>[,extensions]")
+            raise AuthenticationFailed(
+                "malformed SCRAM client-first message: it must be n=<user>,r=<nonce>[,extensions]")
         user = _saslname(attributes[0][2:])
         if not user:
             raise AuthenticationFailed("malformed SCRAM client-first message: the user name is empty")
@@ -148,7 +149,8 @@ class ServerExchange:
         attributes = text.split(",")
         if (len(attributes) < 3 or not attributes[0].startswith("c=") or not attributes[1].startswith("r=")
                 or not attributes[-1].startswith("p=")):
-            raise AuthenticationFailed("malformed SCRAM client-final message: it must be c=<binding>,r=<nonce>,...,p=<proof>")
+            raise AuthenticationFailed(
+                "malformed SCRAM client-final message: it must be c=<binding>,r=<nonce>,...,p=<proof>")
         if attributes[0][2:] != base64.b64encode(self.client_first.gs2_header.encode()).decode():
             raise AuthenticationFailed("the SCRAM channel binding differs from the client-first message's gs2 header")
         if not hmac.compare_digest(attributes[1][2:].encode(), self.nonce.encode()):

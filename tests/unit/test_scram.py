@@ -138,9 +138,12 @@ def test_the_user_name_is_unescaped_and_unknown_extensions_are_ignored() -> None
         "n,a=User:a=2Cb=3Dc,", "User:a,b=c", "abc", "n=User:a=2Cb=3Dc,r=abc,x=1,tokenauth=false")
 
 
+FINAL_SHAPE = "malformed SCRAM client-final message: it must be c=<binding>,r=<nonce>,...,p=<proof>"
+
+
 @pytest.mark.parametrize("message, why", [
-    (b"r=clientnonceservernonce,p=eA==", "malformed SCRAM client-final message: it must be c=<binding>,r=<nonce>,...,p=<proof>"),
-    (b"c=biws,r=clientnonceservernonce", "malformed SCRAM client-final message: it must be c=<binding>,r=<nonce>,...,p=<proof>"),
+    (b"r=clientnonceservernonce,p=eA==", FINAL_SHAPE),
+    (b"c=biws,r=clientnonceservernonce", FINAL_SHAPE),
     (b"c=biws,r=clientnonceservernonce,p=!!!", "malformed SCRAM client-final message: the proof is not base64"),
     (b"c=biws,r=clientnonceservernonce,p=\xff", "malformed SCRAM client-final message: not ASCII"),
     (b"c=biws,r=clientnonceservernonce,p=eA==", NO_MATCH),  # a proof of the wrong length
