@@ -369,8 +369,8 @@ def _acl_table(key: str) -> Table:
 
 
 def _principal_table(a: Answer) -> list[str]:
-    return columns(["PRINCIPAL", "KEY-ID", "CREATED-MS", "REVOKED-MS"],
-                   [[p["principal"], k["key_id"], k["created_ms"], k["revoked_ms"]]
+    return columns(["PRINCIPAL", "KEY-ID", "CREATED-MS", "REVOKED-MS", "SCRAM"],
+                   [[p["principal"], k["key_id"], k["created_ms"], k["revoked_ms"], k["scram_credentials"]]
                     for p in a["principals"] for k in p["api_keys"]])
 
 

@@ -27,7 +27,8 @@ def principals(settings: Settings, args: argparse.Namespace) -> int:
             by_principal: dict[str, list[dict]] = {}  # type: ignore[type-arg]
             for k in service.list_api_keys(args.principal):
                 by_principal.setdefault(k.principal, []).append(
-                    {"key_id": k.key_id, "created_ms": k.created_ms, "revoked_ms": k.revoked_ms})
+                    {"key_id": k.key_id, "created_ms": k.created_ms, "revoked_ms": k.revoked_ms,
+                     "scram_credentials": bool(k.scram)})
             out = {"principals": [{"principal": p, "api_keys": keys} for p, keys in by_principal.items()]}
         else:
             revoked = service.revoke_api_keys(by=operator(), principal=args.principal, key_id=args.key_id)

@@ -1,17 +1,18 @@
-"""Who a Kafka connection is, and what each of its requests may do: SASL/PLAIN with an API key,
-TLS, and the ACL checks of every served API.
+"""Who a Kafka connection is, and what each of its requests may do: SASL/PLAIN or SCRAM with an
+API key, TLS, and the ACL checks of every served API.
 
 Authentication. With OUTBOX_AUTHENTICATION naming `api_key`, a connection authenticates with
-SASL/PLAIN (SaslHandshake v0-1, then SaslAuthenticate v0-2, or after a v0 handshake the bare
-token, as Kafka's oldest clients send it): the user name is the principal's name (`alice` or
-`User:alice`), the password one of its API keys, checked by the same SecurityState as the HTTP
-door's Bearer and Basic credentials. Until then a connection may send ApiVersions and the
-handshake only; any other request closes it, as Kafka's broker does. A refused key is answered
-SASL_AUTHENTICATION_FAILED and the connection closed; counted in
-outbox_authentication_failures_total{method="api_key"} and written as an audit line, never
-with the key. SCRAM is not served: it needs a salted hash derived from the secret with
-PBKDF2 (SCRAM's own KDF), and API keys are stored as scrypt hashes, from which the server
-cannot compute what a SCRAM client proves it knows.
+SASL (SaslHandshake v0-1, then SaslAuthenticate v0-2, or after a v0 handshake the bare tokens,
+as Kafka's oldest clients send them), with one of MECHANISMS: the user name is the principal's
+name (`alice` or `User:alice`), the password one of its API keys. PLAIN checks the key with the
+same SecurityState as the HTTP door's Bearer and Basic credentials; SCRAM-SHA-256 and
+SCRAM-SHA-512 (app.domain.scram) take two rounds, client-first then client-final, against the
+SCRAM credentials stored with the key, which keys created before migration 0024 do not have.
+Until then a connection may send ApiVersions and the handshake only; any other request closes
+it, as Kafka's broker does. A refusal is answered SASL_AUTHENTICATION_FAILED and the connection
+closed; counted in outbox_authentication_failures_total{method="api_key"} and written as an
+audit line, never with the key. A principal authenticated by either mechanism is the same
+principal, held to the same ACLs.
 
 TLS. With OUTBOX_TLS_CERT_FILE set the listener speaks TLS with the HTTP door's certificate and
 key (SASL_SSL); without it SASL_PLAINTEXT, and the API keys cross the network in clear text.
@@ -44,7 +45,7 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
-from app.domain import acl
+from app.domain import acl, scram
 from app.domain.acl import ANONYMOUS, CLUSTER, Operation, Principal, Resource, ResourceType
 from app.domain.errors import AuthenticationFailed
 
@@ -58,14 +59,15 @@ NOBODY = Principal(ANONYMOUS, "none")
 SASL_HANDSHAKE = 17
 SASL_AUTHENTICATE = 36
 API_VERSIONS = 18
-MECHANISMS = ("PLAIN",)
+PLAIN = "PLAIN"
+MECHANISMS = (PLAIN, *scram.HASHES)
 
 
 def unsupported_configuration(settings: Settings) -> str | None:
     """Why the Kafka listener cannot serve these settings (one line), or None."""
     methods = settings.authentication_methods
     if methods and "api_key" not in methods:
-        return (f"the Kafka listener authenticates with SASL/PLAIN and an API key only, not with "
+        return (f"the Kafka listener authenticates with SASL (PLAIN or SCRAM) and an API key only, not with "
                 f"OUTBOX_AUTHENTICATION={settings.authentication}: add api_key to it, or unset OUTBOX_KAFKA_LISTENER")
     return None
 
@@ -94,7 +96,7 @@ def ssl_context(settings: Settings) -> ssl.SSLContext | None:
 class SaslState(enum.Enum):
     HANDSHAKE = "handshake"  # nothing but ApiVersions and SaslHandshake yet
     AUTHENTICATE = "authenticate"  # SaslHandshake v1 taken: SaslAuthenticate next
-    RAW_TOKEN = "raw_token"  # SaslHandshake v0 taken: the next frame is the bare PLAIN token
+    RAW_TOKEN = "raw_token"  # SaslHandshake v0 taken: the next frame is the bare token
     AUTHENTICATED = "authenticated"
 
 
@@ -107,6 +109,10 @@ class Session:
     # The id (never the secret) of the API key it authenticated with: a revoked key closes
     # the connection at its next request (SecurityState.api_key_id_is_live).
     key_id: str | None = None
+    mechanism: str | None = None  # the one SaslHandshake took
+    # A SCRAM exchange between its two rounds: one at a time per connection, dropped when it
+    # ends, so a connection holds no more than one server-first message's state.
+    scram: scram.ServerExchange | None = None
 
     @classmethod
     def start(cls, settings: Settings) -> "Session":
@@ -133,6 +139,25 @@ def plain_principal(state: SecurityState, auth_bytes: bytes, client: str | None)
     if acl.principal_name(user) != principal:
         raise AuthenticationFailed("the API key belongs to another principal than the user name given")
     return Principal(principal, "api_key"), state.api_key_id(key)
+
+
+def sasl_step(state: SecurityState, session: Session, token: bytes, client: str | None) -> tuple[bytes, bool]:
+    """The server's answer to the client's SASL token of `session`'s mechanism, and whether
+    the connection is authenticated with it (then session.principal and key_id are set);
+    AuthenticationFailed otherwise. May take one scrypt or read the database: call it off the
+    event loop."""
+    if session.mechanism == PLAIN:
+        session.principal, session.key_id = plain_principal(state, token, client)
+        return b"", True
+    assert session.mechanism in scram.HASHES
+    if session.scram is None:
+        session.scram = state.scram_exchange(session.mechanism, token)
+        return session.scram.first(), False
+    exchange, session.scram = session.scram, None
+    key_id, server_final = exchange.final(token)
+    session.principal = Principal(acl.principal_name(exchange.client_first.user), "api_key")
+    session.key_id = key_id
+    return server_final, True
 
 
 def authentication_failed(state: SecurityState, e: AuthenticationFailed, client: str | None) -> None:

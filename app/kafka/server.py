@@ -9,7 +9,7 @@ order (Kafka mutes a channel while its request is processed). Every service call
 worker thread, never on the event loop. A frame that cannot be read as a request closes the
 connection, as Kafka does, logged at INFO without a traceback: it is the client's mistake.
 
-With authentication on, a connection authenticates first (SASL/PLAIN with an API key, over TLS
+With authentication on, a connection authenticates first (SASL/PLAIN or SCRAM with an API key, over TLS
 when OUTBOX_TLS_CERT_FILE is set) and every request is held to its ACLs: app.kafka.auth."""
 
 from __future__ import annotations
@@ -185,16 +185,17 @@ class KafkaListener:
         peer = _peer_address(writer)
         client = peer[0] if peer else None
         if session.state is SaslState.RAW_TOKEN:
-            # After SaslHandshake v0 the token comes without a request header, and Kafka
-            # answers success with an empty token, failure by closing the connection.
+            # After SaslHandshake v0 the tokens come without a request header, and Kafka
+            # answers each with a token of its own after its size (PLAIN's success: an empty
+            # one), failure by closing the connection.
             try:
-                session.principal, session.key_id = await asyncio.to_thread(
-                    auth.plain_principal, self.security, frame, client)
+                token, done = await asyncio.to_thread(auth.sasl_step, self.security, session, frame, client)
             except AuthenticationFailed as e:
                 auth.authentication_failed(self.security, e, client)
-                raise protocol.CloseConnection(f"SASL/PLAIN authentication failed: {e.message}") from None
-            session.state = SaslState.AUTHENTICATED
-            return b"\0\0\0\0", False
+                raise protocol.CloseConnection(f"SASL/{session.mechanism} authentication failed: {e.message}") from None
+            if done:
+                session.state = SaslState.AUTHENTICATED
+            return _SIZE.pack(len(token)) + token, False
         api_key, api_version, correlation_id = protocol.prefix(frame)
         expected = {SaslState.HANDSHAKE: (auth.API_VERSIONS, auth.SASL_HANDSHAKE),
                     SaslState.AUTHENTICATE: (auth.API_VERSIONS, auth.SASL_AUTHENTICATE)}[session.state]
@@ -213,21 +214,23 @@ class KafkaListener:
                                         mechanisms=auth.MECHANISMS)
                 return protocol.encode(correlation_id, answer), True
             session.state = SaslState.AUTHENTICATE if api_version >= 1 else SaslState.RAW_TOKEN
+            session.mechanism = body.mechanism
             answer = protocol.build(m.SaslHandshakeResponse, error_code=ErrorCode.none, mechanisms=auth.MECHANISMS)
             return protocol.encode(correlation_id, answer), False
         try:
-            session.principal, session.key_id = await asyncio.to_thread(
-                auth.plain_principal, self.security, body.auth_bytes, client)
+            token, done = await asyncio.to_thread(auth.sasl_step, self.security, session, body.auth_bytes, client)
         except AuthenticationFailed as e:
             auth.authentication_failed(self.security, e, client)
-            logger.info("Kafka listener: SASL/PLAIN authentication from %s failed: %s", _peer(writer), e.message)
+            logger.info("Kafka listener: SASL/%s authentication from %s failed: %s", session.mechanism, _peer(writer),
+                        e.message)
             answer = protocol.build(m.SaslAuthenticateResponse, error_code=ErrorCode.sasl_authentication_failed,
                                     error_message=f"authentication failed: {e.message}", auth_bytes=b"",
                                     session_lifetime=datetime.timedelta(0))
             return protocol.encode(correlation_id, answer), True
-        session.state = SaslState.AUTHENTICATED
+        if done:
+            session.state = SaslState.AUTHENTICATED
         answer = protocol.build(m.SaslAuthenticateResponse, error_code=ErrorCode.none, error_message=None,
-                                auth_bytes=b"", session_lifetime=datetime.timedelta(0))
+                                auth_bytes=token, session_lifetime=datetime.timedelta(0))
         return protocol.encode(correlation_id, answer), False
 
     async def _answer(self, frame: bytes, session: Session, writer: asyncio.StreamWriter) -> bytes | None:

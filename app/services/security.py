@@ -11,7 +11,8 @@ presented key, and a decision by (principal, operation, resource), both forgotte
 line (logger `outbox.audit`) and counted in outbox_security_changes.
 
 Secrets are never logged nor kept: an API key's secret exists only in the answer that creates
-it, and as a scrypt hash in the database.
+it, and in the database as a scrypt hash and as SCRAM's StoredKey and ServerKey (RFC 5802,
+app.domain.scram), from which no key can be recovered.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from app import metrics
+from app.domain import scram
 from app.domain.acl import (
     AclBinding,
     AclFilter,
@@ -101,6 +103,14 @@ def split_api_key(key: str) -> tuple[str, str] | None:
     return key_id, secret
 
 
+def scram_credentials(key: str, shared: tuple[bytes, int] | None) -> dict[str, scram.ScramCredential]:
+    """The SCRAM credential of the whole API key (the password SASL/PLAIN takes too) for each
+    mechanism, with the salt and iteration count the principal's other keys share, or a new
+    salt at scram.ITERATIONS (app.domain.scram says why PBKDF2's lower cost is safe here)."""
+    salt, iterations = shared or (secrets.token_bytes(scram.SALT_BYTES), scram.ITERATIONS)
+    return {mechanism: scram.credential(mechanism, key, salt, iterations) for mechanism in scram.HASHES}
+
+
 def _digest(credential: str) -> bytes:
     return hashlib.sha256(credential.encode()).digest()
 
@@ -140,6 +150,10 @@ class SecurityState:
         # from that address (a gateway, another tenant behind the same NAT) out as well.
         self._hashing = threading.Semaphore(1)
         self._failed_at: dict[tuple[str, str], float] = {}
+        # The key of the decoy salts scram_exchange answers for a principal without SCRAM
+        # credentials: random per process, so a decoy is stable across tries here and
+        # derivable by nobody.
+        self._decoy_salt_key = secrets.token_bytes(32)
 
     @property
     def _snapshot(self) -> SecuritySnapshot:
@@ -250,6 +264,36 @@ class SecurityState:
         that authenticated once (the Kafka door's) asks before each request, so that a revoked
         key stops working there within the refresh interval too, without keeping the secret."""
         return key_id in self._snapshot.keys
+
+    def scram_exchange(self, mechanism: str, client_first: bytes) -> scram.ServerExchange:
+        """The server's side of a SCRAM exchange that begins with `client_first`, whose user
+        names the principal: its candidates are the principal's live keys with SCRAM
+        credentials. A principal without any gets a decoy salt, the same for it at every try
+        in this process, so that its exchange fails at the proof as a wrong key does, and an
+        outsider learns no more of who exists than SASL/PLAIN tells. AuthenticationFailed for
+        a malformed message. May read the database (a key created a moment ago elsewhere):
+        call it off the event loop."""
+        first = scram.ClientFirst.parse(client_first)
+        principal = principal_name(first.user)
+        candidates = self._scram_candidates(principal, mechanism)
+        if not candidates and self._may_look_again():
+            self.reload()
+            candidates = self._scram_candidates(principal, mechanism)
+        if candidates:
+            salt, iterations = candidates[0].credential.salt, candidates[0].credential.iterations
+        else:
+            salt = hmac.new(self._decoy_salt_key, f"{mechanism} {principal}".encode(), "sha256").digest()
+            salt, iterations = salt[:scram.SALT_BYTES], scram.ITERATIONS
+        return scram.ServerExchange(mechanism, first, secrets.token_urlsafe(24), salt, iterations,
+                                    [c for c in candidates if (c.credential.salt, c.credential.iterations)
+                                     == (salt, iterations)])
+
+    def _scram_candidates(self, principal: str, mechanism: str) -> list[scram.Candidate]:
+        """The principal's live keys with a credential for `mechanism`, oldest first (the
+        oldest's salt is the one storage gives the principal's next key)."""
+        rows = sorted((r for r in self._snapshot.keys.values() if r.principal == principal and mechanism in r.scram),
+                      key=lambda r: (r.created_ms, r.key_id))
+        return [scram.Candidate(r.key_id, r.scram[mechanism]) for r in rows]
 
     def _may_look_again(self) -> bool:
         now = time.monotonic()
@@ -380,7 +424,8 @@ class SecurityService:
         key_id, secret, key = new_api_key()
         now = self.clock()
         with self.db.write() as conn:
-            store.add_api_key(conn, key_id, name, hash_secret(secret), now)
+            store.add_api_key(conn, key_id, name, hash_secret(secret), now,
+                              lambda shared: scram_credentials(key, shared))
         metrics.SECURITY_CHANGES.labels("api_key_created").inc()
         audit_line(by, "create_api_key", f"{name} key {key_id}", True)
         self.on_change()

@@ -8,11 +8,13 @@ change.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 
 from sqlalchemy import Connection, and_, delete, insert, select, update
 
 from app.domain.acl import AclBinding, AclFilter, Operation, PatternType, Permission, ResourceType
+from app.domain.scram import ScramCredential
 from app.storage import dialect
 from app.storage.producers import next_id
 from app.storage.tables import acls, api_keys, counters
@@ -27,6 +29,22 @@ class ApiKeyRow:
     secret_hash: str
     created_ms: int
     revoked_ms: int | None
+    # The key's SCRAM credential by mechanism (SCRAM-SHA-256, SCRAM-SHA-512); empty for a key
+    # created before migration 0024.
+    scram: dict[str, ScramCredential] = field(default_factory=dict)
+
+
+# The columns of each mechanism's StoredKey and ServerKey.
+_SCRAM_COLUMNS = {"SCRAM-SHA-256": ("scram_sha_256_stored_key", "scram_sha_256_server_key"),
+                  "SCRAM-SHA-512": ("scram_sha_512_stored_key", "scram_sha_512_server_key")}
+
+
+def _api_key(r) -> ApiKeyRow:  # type: ignore[no-untyped-def]
+    scram = {} if r.scram_salt is None else {
+        mechanism: ScramCredential(bytes(r.scram_salt), r.scram_iterations, bytes(getattr(r, stored)),
+                                   bytes(getattr(r, server)))
+        for mechanism, (stored, server) in _SCRAM_COLUMNS.items()}
+    return ApiKeyRow(r.key_id, r.principal, r.secret_hash, r.created_ms, r.revoked_ms, scram)
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,10 +89,7 @@ def snapshot(conn: Connection) -> SecuritySnapshot:
     """The version and everything it covers; `conn` must read one snapshot (Database.read)."""
     at = version(conn)
     bindings = tuple(_binding(r) for r in conn.execute(select(acls).order_by(acls.c.acl_id)))
-    keys = {
-        r.key_id: ApiKeyRow(r.key_id, r.principal, r.secret_hash, r.created_ms, r.revoked_ms)
-        for r in conn.execute(select(api_keys).where(api_keys.c.revoked_ms.is_(None)))
-    }
+    keys = {r.key_id: _api_key(r) for r in conn.execute(select(api_keys).where(api_keys.c.revoked_ms.is_(None)))}
     return SecuritySnapshot(at, bindings, keys)
 
 
@@ -110,17 +125,42 @@ def remove_acls(conn: Connection, match: AclFilter) -> list[AclBinding]:
     return [b for _, b in gone]
 
 
-def add_api_key(conn: Connection, key_id: str, principal: str, secret_hash: str, now_ms: int) -> None:
-    conn.execute(insert(api_keys).values(key_id=key_id, principal=principal, secret_hash=secret_hash,
-                                         created_ms=now_ms))
+def _scram_salt(conn: Connection, principal: str) -> tuple[bytes, int] | None:
+    """The SCRAM salt and iteration count the principal's live keys share, None if it has
+    none with SCRAM credentials."""
+    row = conn.execute(select(api_keys.c.scram_salt, api_keys.c.scram_iterations)
+                       .where(api_keys.c.principal == principal, api_keys.c.revoked_ms.is_(None),
+                              api_keys.c.scram_salt.is_not(None))
+                       .order_by(api_keys.c.created_ms, api_keys.c.key_id).limit(1)).first()
+    return None if row is None else (bytes(row.scram_salt), row.scram_iterations)
+
+
+def add_api_key(conn: Connection, key_id: str, principal: str, secret_hash: str, now_ms: int,
+                scram_of: Callable[[tuple[bytes, int] | None], dict[str, ScramCredential]]) -> None:
+    """Store a key. `scram_of` gives its SCRAM credential per mechanism, given the salt and
+    iteration count the principal's live keys share (None: it has none yet, a new salt), and
+    must use them: a SCRAM server states one salt before it knows which key the client holds.
+    The counter moves first: its row's lock makes two transactions adding keys take turns,
+    and the second reads the salt the first wrote (PostgreSQL's READ COMMITTED reads afresh
+    after the wait; SQLite has one writer), so a principal's keys never get two salts."""
     changed(conn)
+    shared = _scram_salt(conn, principal)
+    scram = scram_of(shared)
+    salts = {(c.salt, c.iterations) for c in scram.values()}
+    if set(scram) != set(_SCRAM_COLUMNS) or len(salts) != 1 or (shared is not None and salts != {shared}):
+        raise ValueError("a key's SCRAM credentials are one per mechanism, with the principal's salt")
+    ((salt, iterations),) = salts
+    columns = {column: getattr(scram[mechanism], attribute) for mechanism, names in _SCRAM_COLUMNS.items()
+               for column, attribute in zip(names, ("stored_key", "server_key"), strict=True)}
+    conn.execute(insert(api_keys).values(key_id=key_id, principal=principal, secret_hash=secret_hash,
+                                         created_ms=now_ms, scram_salt=salt, scram_iterations=iterations, **columns))
 
 
 def list_api_keys(conn: Connection, principal: str | None = None) -> list[ApiKeyRow]:
     stmt = select(api_keys).order_by(api_keys.c.principal, api_keys.c.created_ms, api_keys.c.key_id)
     if principal is not None:
         stmt = stmt.where(api_keys.c.principal == principal)
-    return [ApiKeyRow(r.key_id, r.principal, r.secret_hash, r.created_ms, r.revoked_ms) for r in conn.execute(stmt)]
+    return [_api_key(r) for r in conn.execute(stmt)]
 
 
 def revoke_api_keys(conn: Connection, now_ms: int, *, principal: str | None = None,

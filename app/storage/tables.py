@@ -425,5 +425,15 @@ api_keys = Table(
     Column("secret_hash", String(255), nullable=False),
     Column("created_ms", BigInteger, nullable=False),
     Column("revoked_ms", BigInteger, nullable=True),
+    # SCRAM's credentials of the key (app.domain.scram): one salt and iteration count for both
+    # mechanisms, shared by every key of the principal, since a SCRAM server states the salt
+    # before it knows which key the client holds; StoredKey and ServerKey per mechanism. NULL
+    # for keys created before migration 0024, which authenticate with SASL/PLAIN only.
+    Column("scram_salt", LargeBinary, nullable=True),
+    Column("scram_iterations", Integer, nullable=True),
+    Column("scram_sha_256_stored_key", LargeBinary, nullable=True),
+    Column("scram_sha_256_server_key", LargeBinary, nullable=True),
+    Column("scram_sha_512_stored_key", LargeBinary, nullable=True),
+    Column("scram_sha_512_server_key", LargeBinary, nullable=True),
 )
 Index("ix_api_keys_principal", api_keys.c.principal)

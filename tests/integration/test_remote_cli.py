@@ -513,7 +513,8 @@ def test_principals_create_list_and_revoke_over_http_and_list_as_the_database_co
 
     assert created.json["principal"] == f"User:{name}" and created.json["api_key"].startswith("outbox_")
     assert listed == direct == {"principals": [{"principal": f"User:{name}", "api_keys": [
-        {"key_id": created.json["key_id"], "created_ms": created.json["created_ms"], "revoked_ms": None}]}]}
+        {"key_id": created.json["key_id"], "created_ms": created.json["created_ms"], "revoked_ms": None,
+         "scram_credentials": True}]}]}
     assert revoked == {"revoked": [created.json["key_id"]]}
     everyone = served.admin().get("/v1/principals").json()["principals"]
     assert [p["api_keys"][0]["revoked_ms"] is not None for p in everyone if p["principal"] == f"User:{name}"] == [True]

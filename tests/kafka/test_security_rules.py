@@ -53,7 +53,7 @@ def test_the_listener_serves_only_configurations_with_api_keys(authentication: s
         extra = {"tls_cert_file": str(tmp_path / "c.pem"), "tls_client_ca_file": str(tmp_path / "ca.pem")}
     problem = auth.unsupported_configuration(Settings(authentication=authentication, **extra))
     if refused:
-        assert problem == (f"the Kafka listener authenticates with SASL/PLAIN and an API key only, not with "
+        assert problem == (f"the Kafka listener authenticates with SASL (PLAIN or SCRAM) and an API key only, not with "
                            f"OUTBOX_AUTHENTICATION={authentication}: add api_key to it, or unset OUTBOX_KAFKA_LISTENER")
     else:
         assert problem is None

@@ -89,7 +89,7 @@ def test_serve_refuses_the_kafka_listener_with_jwt_authentication_only(launcher:
     p = launcher.start_server(kafka_listener=f"127.0.0.1:{free_port()}", authentication="jwt",
                               jwt_public_key_file=str(pem), jwt_issuer="https://login.example", jwt_audience="outbox")
     assert p.proc.wait(timeout=TIMEOUT_S) == 2
-    assert ("the Kafka listener authenticates with SASL/PLAIN and an API key only, not with "
+    assert ("the Kafka listener authenticates with SASL (PLAIN or SCRAM) and an API key only, not with "
             "OUTBOX_AUTHENTICATION=jwt: add api_key to it, or unset OUTBOX_KAFKA_LISTENER") in p.log_text()
 
 

@@ -114,7 +114,8 @@ def list_principals(services: ServicesDep, access: AccessDep) -> PrincipalList:
     by_principal: dict[str, list[ApiKeyInfo]] = {}
     for k in services.security.list_api_keys():
         by_principal.setdefault(k.principal, []).append(
-            ApiKeyInfo(key_id=k.key_id, created_ms=k.created_ms, revoked_ms=k.revoked_ms))
+            ApiKeyInfo(key_id=k.key_id, created_ms=k.created_ms, revoked_ms=k.revoked_ms,
+                       scram_credentials=bool(k.scram)))
     return PrincipalList(principals=[PrincipalInfo(principal=p, api_keys=keys) for p, keys in by_principal.items()])
 
 

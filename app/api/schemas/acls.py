@@ -71,6 +71,9 @@ class ApiKeyInfo(BaseModel):
     key_id: str
     created_ms: int
     revoked_ms: int | None
+    scram_credentials: bool = Field(description=(
+        "whether the key authenticates with SASL SCRAM at the Kafka door too; false for keys created before "
+        "migration 0024, which take SASL/PLAIN only: create a new key and revoke this one to use SCRAM"))
 
 
 class PrincipalInfo(BaseModel):
