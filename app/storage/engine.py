@@ -104,6 +104,10 @@ def build_engine(
             connect_args={"check_same_thread": False, "timeout": sqlite_busy_timeout_ms / 1000},
             pool_size=pool_size,
             max_overflow=pool_size * 4,
+            # The connection returned last is the one handed out next: SQLite drops a
+            # connection's page cache when another connection has written since, so rotating
+            # through the idle ones (the pool's default order) starts every write cold.
+            pool_use_lifo=True,
         )
         _configure_sqlite(engine, sqlite_busy_timeout_ms, sqlite_synchronous)
         return engine
