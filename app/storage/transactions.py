@@ -27,6 +27,7 @@ from app.storage.tables import (
     transaction_offsets,
     transaction_partitions,
     transactions,
+    txn_ids,
 )
 
 
@@ -109,21 +110,36 @@ class RowLockBusy(Exception):
     transaction: the caller starts it again, taking the lock it needs from the start."""
 
 
-def lock_now(conn: Connection, transactional_id: str) -> None:
+def lock_now(conn: Connection, transactional_id: str) -> TxnId | None:
     """Raise the row's lock to FOR UPDATE without waiting, in a database transaction that
     holds it FOR SHARE: a state change found necessary after a shared read (a version 2 Send
     that begins the next transaction). Waiting could deadlock: two such Sends of one producer,
     each holding FOR SHARE, would wait for each other. RowLockBusy if another database
-    transaction holds the row too. SQLite's write transaction holds the whole database."""
+    transaction holds the row too. SQLite's write transaction holds the whole database.
+
+    The state change it is raised for is a Begin, which needs a new txn_id: on PostgreSQL the
+    id is taken from the sequence in the same statement, once the lock is granted (a round trip
+    fewer), and returned; None on SQLite, whose ids come from a counter row
+    (producers.next_txn_id)."""
     if conn.dialect.name == "sqlite":
-        return
+        return None
     try:
-        conn.execute(_get_stmt(conn.dialect.name, None).with_for_update(nowait=True),
-                     {"transactional_id": transactional_id})
+        return TxnId(conn.execute(_LOCK_NOW_TAKING_TXN_ID, {"transactional_id": transactional_id}).scalar_one())
     except DBAPIError as e:
         if getattr(e.orig, "sqlstate", None) == _LOCK_NOT_AVAILABLE:
             raise RowLockBusy(transactional_id) from e
         raise
+
+
+# The lock in a WITH of its own, so that the sequence is read only once the lock is granted:
+# a lock not available spends no id.
+_LOCKED_NOW = (
+    select(transactions.c.transactional_id)
+    .where(transactions.c.transactional_id == bindparam("transactional_id"))
+    .with_for_update(nowait=True)
+    .cte("locked")
+)
+_LOCK_NOW_TAKING_TXN_ID = select(txn_ids.next_value()).select_from(_LOCKED_NOW)
 
 
 _LOCK_NOT_AVAILABLE = "55P03"
