@@ -103,7 +103,9 @@ class WindowProducer:
                 break
             if self.path != "plain":
                 body["transactional_id"] = self.tid
-            kind = "Send, plain" if self.path == "plain" else (
+            # Plain's first Send of a window apart too: the first request after this producer
+            # waited for the other paths' windows, which a beginning Send always is.
+            kind = ("Send, plain, first of its window" if first else "Send, plain") if self.path == "plain" else (
                 "Send, v2, beginning its transaction" if first else "Send, v2, later")
             self._post(kind, "/v1/records", body, log)
             written, first = written + BATCH, False
@@ -138,24 +140,33 @@ def medians(windows: list[Window]) -> dict[str, tuple[int, float, float]]:
 
 def _pieces(path: str, ws: list[Window], plain: list[Window], stat) -> dict[str, float]:
     """What a window of `path` spends beyond plain Sends of the same records, by `stat` of each
-    request kind's samples (mean: the pieces add up to the measured gap exactly)."""
+    request kind's samples, each Send against plain's Send in the same place of its window (the
+    first after the other paths' windows, or a later one). With the mean, the pieces and the
+    last one (what the two windows' different numbers of Sends leave) add up to the measured
+    gap exactly."""
     def of(windows: list[Window], kind: str) -> float:
         return stat([ms for w in windows for k, ms, _ in w.requests if k == kind])
 
-    send = of(plain, "Send, plain")
+    first, send = of(plain, "Send, plain, first of its window"), of(plain, "Send, plain")
     sends = statistics.mean(w.records for w in ws) / BATCH
-    # Per window: how many of each kind (1 beginning Send; the Commit carrying a Send is one).
+    # Per window: 1 beginning Send, and the Commit carrying a Send is one of the later ones.
     later_n = sends - 1 - (1 if path == "v2, last Send in the Commit" else 0)
     commit = of(ws, "Commit") if path == "v2, separate Commit" else of(ws, "Commit carrying a Send") - send
     plain_gap = statistics.mean(w.seconds * 1000 - sum(ms for _, ms, _ in w.requests) for w in plain)
-    plain_gap_per_send = plain_gap / (statistics.mean(w.records for w in plain) / BATCH)
+    plain_sends = statistics.mean(w.records for w in plain) / BATCH
     gap = statistics.mean(w.seconds * 1000 - sum(ms for _, ms, _ in w.requests) for w in ws)
-    return {
-        "the Send that begins the transaction, beyond a plain Send": of(ws, "Send, v2, beginning its transaction") - send,
-        "the later Sends, beyond plain Sends": later_n * (of(ws, "Send, v2, later") - send),
-        "the Commit (separate) / the Commit carrying the last Send beyond a plain Send": commit,
-        "this client between requests, beyond plain's": gap - sends * plain_gap_per_send,
+    pieces = {
+        "the Send that begins the transaction, beyond plain's first Send of a window":
+            of(ws, "Send, v2, beginning its transaction") - first,
+        "the later Sends, beyond plain's later Sends": later_n * (of(ws, "Send, v2, later") - send),
+        "the Commit (separate) / the Commit carrying the last Send beyond a plain later Send": commit,
+        "this client between requests, beyond plain's": gap - sends * plain_gap / plain_sends,
     }
+    # Plain's per-Send pace spreads its first Send's premium over its own number of Sends.
+    plain_pace = (first + (plain_sends - 1) * send) / plain_sends
+    pieces["plain's first-Send premium, spread over a different number of Sends"] = (
+        first + (sends - 1) * send - sends * plain_pace)
+    return pieces
 
 
 def account(side: str, windows: dict[str, list[Window]]) -> None:
