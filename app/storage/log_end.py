@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from sqlalchemy import Connection, bindparam, or_, select, tuple_, update
+from sqlalchemy import BigInteger, Connection, Integer, bindparam, column, select, tuple_, union, update, values
 
 from app.domain.errors import UnknownTopicOrPartition
 from app.storage import changes
@@ -35,16 +35,21 @@ def lock_partitions(conn: Connection, keys: Iterable[tuple[int, int]], *, of_tra
         return
     key = tuple_(partitions.c.topic_id, partitions.c.partition)
     ordered = sorted(set(keys))
-    which = [key.in_(ordered)] if ordered else []
-    if of_transaction is not None:
-        # The transaction's partitions read in the same statement: a round trip fewer.
-        which.append(key.in_(select(transaction_partitions.c.topic_id, transaction_partitions.c.partition)
-                             .where(transaction_partitions.c.transactional_id == of_transaction)))
-    if not which:
-        return
+    if of_transaction is None:
+        if not ordered:
+            return
+        which = key.in_(ordered)
+    else:
+        # The transaction's partitions read in the same statement, a round trip fewer; the two
+        # sets of keys in one UNION (an OR of the two would scan every partition).
+        claimed = select(transaction_partitions.c.topic_id, transaction_partitions.c.partition).where(
+            transaction_partitions.c.transactional_id == of_transaction)
+        listed = [select(values(column("topic_id", BigInteger), column("partition", Integer), name="listed")
+                         .data(ordered))] if ordered else []
+        which = key.in_(union(claimed, *listed))
     conn.execute(
         select(partitions.c.topic_id)
-        .where(or_(*which))
+        .where(which)
         .order_by(partitions.c.topic_id, partitions.c.partition)
         .with_for_update()
     ).all()
