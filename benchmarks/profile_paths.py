@@ -97,6 +97,9 @@ class Paths:
         self.seq2 = 0
         r = http.post("/v1/producers", json={"transactional_id": "profile-http"}).json()
         self.http_ident = {"producer_id": r["producer_id"], "producer_epoch": r["producer_epoch"]}
+        r = http.post("/v1/producers", json={"transactional_id": "profile-http-v2", "transaction_version": 2}).json()
+        self.http_ident2 = {"producer_id": r["producer_id"], "producer_epoch": r["producer_epoch"]}
+        self.http_seq2 = 0
         r = http.post("/v1/producers", json={}).json()
         self.http_idem = {"producer_id": r["producer_id"], "producer_epoch": r["producer_epoch"]}
         self.seq = {"idem": 0, "txn": 0, "http-idem": 0, "http-txn": 0}
@@ -118,9 +121,11 @@ class Paths:
                         producer_epoch=self.txn2.producer_epoch, transactional_id="profile-v2")
         self.seq2 += BATCH
 
-    def commit_v2(self) -> None:
+    def commit_v2(self, carrying: bool = False) -> None:
+        """The Commit; with `carrying`, the transaction's last Send rides in it."""
+        batches = [SendBatch("profile", 0, self.records, self.seq2)] if carrying else []
         ended = self.s.coordinator.end_transaction("profile-v2", self.txn2.producer_id, self.txn2.producer_epoch,
-                                                   commit=True)
+                                                   commit=True, batches=batches)
         self.txn2 = replace(self.txn2, producer_id=ended.meta.producer_id, producer_epoch=ended.meta.producer_epoch)
         self.seq2 = 0
 
@@ -156,6 +161,23 @@ class Paths:
     def http_commit(self) -> None:
         self._post("/v1/transactions/profile-http/commit", self.http_ident)
 
+    def http_send_v2(self) -> None:
+        self._post("/v1/records", {**self.http_ident2, "transactional_id": "profile-http-v2", "batches": [
+            {"topic": "profile-http", "partition": 0, "base_sequence": self.http_seq2, "records": self.body_records}]})
+        self.http_seq2 += BATCH
+
+    def http_commit_v2(self, carrying: bool = False) -> None:
+        body = dict(self.http_ident2)
+        if carrying:
+            body["batches"] = [{"topic": "profile-http", "partition": 0, "base_sequence": self.http_seq2,
+                                "records": self.body_records}]
+        r = self.http.post("/v1/transactions/profile-http-v2/commit", content=orjson.dumps(body),
+                           headers={"content-type": "application/json"})
+        assert r.status_code == 200, r.text
+        answer = r.json()
+        self.http_ident2 = {"producer_id": answer["producer_id"], "producer_epoch": answer["producer_epoch"]}
+        self.http_seq2 = 0
+
     def http_fetch(self) -> None:
         r = self.http.get("/v1/topics/profile-http/partitions/0/records",
                           params={"offset": 0, "max_records": BATCH})
@@ -181,11 +203,15 @@ def profile_database(kind: str, rounds: int, cprofile_op: str | None) -> None:
                     ("Commit (1 partition)", p.commit, p.http_commit),
                 ]
 
-            # Version 2, in the service layer only (its HTTP stack is the same as above's).
+            # Version 2: a transaction of two Sends and a Commit, then one whose last Send rides
+            # in its Commit.
             v2_ops = [
-                ("v2: Send 1,000, first of its transaction", p.send_v2),
-                ("v2: Send 1,000, later", p.send_v2),
-                ("v2: Commit (1 partition)", p.commit_v2),
+                ("v2: Send 1,000, first of its transaction", p.send_v2, p.http_send_v2),
+                ("v2: Send 1,000, later", p.send_v2, p.http_send_v2),
+                ("v2: Commit (1 partition)", p.commit_v2, p.http_commit_v2),
+                ("v2: Send 1,000, first of its transaction ", p.send_v2, p.http_send_v2),
+                ("v2: Commit carrying the last Send of 1,000", lambda: p.commit_v2(carrying=True),
+                 lambda: p.http_commit_v2(carrying=True)),
             ]
 
             other_ops = [
@@ -197,15 +223,11 @@ def profile_database(kind: str, rounds: int, cprofile_op: str | None) -> None:
             times: dict[str, list[float]] = {}
             http_times: dict[str, list[float]] = {}
             for _ in range(rounds):
-                for name, op, http_op in cycle_ops() + other_ops:
+                for name, op, http_op in cycle_ops() + other_ops + v2_ops:
                     stmts, commits, ms = counter.measure(op)
                     counts[name] = (stmts, commits)
                     times.setdefault(name, []).append(ms)
                     http_times.setdefault(name, []).append(_timed(http_op))
-                for name, op in v2_ops:
-                    stmts, commits, ms = counter.measure(op)
-                    counts[name] = (stmts, commits)
-                    times.setdefault(name, []).append(ms)
             print(f"## {kind}\n")
             print("| operation | SQL statements | commits | service layer ms | through HTTP ms | HTTP layer share |")
             print("| --- | ---: | ---: | ---: | ---: | ---: |")
@@ -222,7 +244,10 @@ def profile_database(kind: str, rounds: int, cprofile_op: str | None) -> None:
                 prof = cProfile.Profile()
                 for _ in range(rounds):
                     for name, op in (("begin", p.http_begin), ("send", lambda: p.http_send("transactional")),
-                                     ("commit", p.http_commit)):
+                                     ("commit", p.http_commit), ("v2-send-first", p.http_send_v2),
+                                     ("v2-send-later", p.http_send_v2), ("v2-commit", p.http_commit_v2),
+                                     ("v2-send-first", p.http_send_v2),
+                                     ("v2-commit-carrying", lambda: p.http_commit_v2(carrying=True))):
                         if name == cprofile_op:
                             prof.enable()
                         op()
@@ -242,7 +267,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--db", choices=["sqlite", "postgresql", "both"], default="both")
     parser.add_argument("--rounds", type=int, default=50)
-    parser.add_argument("--cprofile", choices=["begin", "send", "commit"], default=None,
+    parser.add_argument("--cprofile", choices=["begin", "send", "commit", "v2-send-first", "v2-send-later", "v2-commit",
+                                                 "v2-commit-carrying"], default=None,
                         help="also print a cProfile of this step of a transaction through the HTTP stack")
     args = parser.parse_args(argv)
     kinds = ["sqlite", "postgresql"] if args.db == "both" else [args.db]

@@ -13,7 +13,6 @@ from app.services.log_service import SendResult, append_sent, batches_to_append
 from app.services.transaction_completion import complete_decided
 from app.services.transaction_join import begin_transit
 from app.storage import append, log_end, markers
-from app.storage import transactions as txns
 
 
 def append_to_open(conn, meta: TransactionMetadata, producer_id: int, producer_epoch: int,  # type: ignore[no-untyped-def]
@@ -22,8 +21,8 @@ def append_to_open(conn, meta: TransactionMetadata, producer_id: int, producer_e
     to_append = batches_to_append(conn, batches)
     # The batches' partitions and then the markers' would each be locked in order, but not
     # together: all of them first, in one order.
-    log_end.lock_partitions(conn, [(p.topic_id, p.partition) for p in txns.partitions_of(
-        conn, meta.transactional_id)] + [(b.topic_id, b.partition) for b in to_append])
+    log_end.lock_partitions(conn, [(b.topic_id, b.partition) for b in to_append],
+                            of_transaction=meta.transactional_id)
     return append_sent(conn, batches, to_append, producer_id=producer_id, producer_epoch=producer_epoch,
                        transactional_id=meta.transactional_id, txn_id=meta.txn_id, now_ms=now)
 

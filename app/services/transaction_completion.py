@@ -117,19 +117,19 @@ def complete_decided(conn: Connection, decisions: Sequence[TxnTransit], now: int
     assert metas and len({m.state for m in metas}) == 1
     assert all(m.txn_id is not None and m.state in (S.PREPARE_COMMIT, S.PREPARE_ABORT) for m in metas)
     commit = metas[0].state is S.PREPARE_COMMIT
-    if not markers_written:
+    claims = [] if markers_written else [txns.claim_completion(conn, m.transactional_id, m.txn_id) for m in metas]
+    if claims:
         markers.write_control_markers(
             conn,
             [markers.MarkerOwner.of(d) for d in decisions],
             control_type=ControlType.COMMIT if commit else ControlType.ABORT,
             now_ms=now,
+            claimed_by_owner=[c.partitions for c in claims],
         )
     completed = []
-    for decision, meta in zip(decisions, metas, strict=True):
-        if not markers_written:
-            txns.complete_offsets(
-                conn, transactional_id=meta.transactional_id, txn_id=meta.txn_id, commit=commit, now_ms=now
-            )
+    for i, (decision, meta) in enumerate(zip(decisions, metas, strict=True)):
+        if claims:
+            txns.complete_offsets(conn, commit=commit, now_ms=now, claimed=claims[i].offsets)
         before = meta if stored is None else stored[meta.transactional_id]
         completed.append(txns.apply_transit(conn, before, then(decision, prepare_transition(meta, Complete(), now))))
     counter = metrics.TRANSACTIONS_COMPLETED.labels(_RESULT[commit])

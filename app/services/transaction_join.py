@@ -9,7 +9,7 @@ from typing import TypeVar
 
 from app.domain.errors import TransactionalIdNotFound
 from app.domain.transaction import TransactionMetadata, check_transition
-from app.domain.types import TransactionState, TransactionVersion
+from app.domain.types import TransactionState, TransactionVersion, TxnId
 from app.domain.transit import Begin, TxnTransit, prepare_transition, speaking, then
 from app.storage import producers
 from app.storage import transactions as txns
@@ -33,15 +33,17 @@ def found(meta: TransactionMetadata | None, transactional_id: str) -> Transactio
 
 
 def begin_transit(conn, meta: TransactionMetadata, now: int,  # type: ignore[no-untyped-def]
-                  transaction_version: TransactionVersion | None = None) -> TxnTransit:
+                  transaction_version: TransactionVersion | None = None, txn_id: TxnId | None = None) -> TxnTransit:
     """Idle → Ongoing with a new txn_id, computed (the id taken) but not written: begin_next
     writes it, a Commit that carries a whole transaction composes it with the decision.
     `transaction_version`: the version the request that begins it speaks (None: the stored
-    one), which the transaction takes in the same write (SpeakVersion)."""
+    one), which the transaction takes in the same write (SpeakVersion). `txn_id`: the id
+    already taken for it (txns.lock_now); None: one is taken here."""
     # Checked before an id is taken, so that a refused Begin spends none (PostgreSQL's ids come
     # from a sequence, which a rollback does not give back).
     check_transition(meta.state, TransactionState.ONGOING)
-    txn_id = producers.next_txn_id(conn)
+    if txn_id is None:
+        txn_id = producers.next_txn_id(conn)
     spoken = speaking(meta, transaction_version, now)
     if spoken is None:
         return prepare_transition(meta, Begin(txn_id), now)
@@ -49,11 +51,12 @@ def begin_transit(conn, meta: TransactionMetadata, now: int,  # type: ignore[no-
 
 
 def begin_next(conn, meta: TransactionMetadata, now: int,  # type: ignore[no-untyped-def]
-               transaction_version: TransactionVersion | None = None) -> TransactionMetadata:
-    """Idle → Ongoing with a new txn_id, in the caller's database transaction, which holds the
-    row FOR UPDATE. A new transaction has no partitions or staged offsets yet: completion
-    removed the previous one's."""
-    return txns.apply_transit(conn, meta, begin_transit(conn, meta, now, transaction_version))
+               transaction_version: TransactionVersion | None = None, txn_id: TxnId | None = None,
+               ) -> TransactionMetadata:
+    """Idle → Ongoing with a new txn_id (`txn_id` if already taken), in the caller's database
+    transaction, which holds the row FOR UPDATE. A new transaction has no partitions or staged
+    offsets yet: completion removed the previous one's."""
+    return txns.apply_transit(conn, meta, begin_transit(conn, meta, now, transaction_version, txn_id))
 
 
 def join_transaction(  # type: ignore[no-untyped-def]
@@ -72,9 +75,10 @@ def join_transaction(  # type: ignore[no-untyped-def]
     meta = require(conn, transactional_id, lock=lock) if read is None else read
     meta.check_producer(producer_id, producer_epoch)
     if meta.begins_on_join(transaction_version):
-        if lock is not RowLock.UPDATE:
-            txns.lock_now(conn, transactional_id)
-        meta = begin_next(conn, meta, now, transaction_version)
+        # An idle row: the Begin is valid (begin_transit checks it again), so the id lock_now
+        # takes with the raised lock is not spent on a refusal.
+        txn_id = txns.lock_now(conn, transactional_id) if lock is not RowLock.UPDATE else None
+        meta = begin_next(conn, meta, now, transaction_version, txn_id)
     meta.require_ongoing()
     return meta
 

@@ -19,7 +19,7 @@ from app.storage.log_end import TAKEN, take_offsets, take_offsets_with
 from app.storage.tables import record_batches, records, transaction_partitions
 
 
-_CLAIM_ALL = (
+CLAIM_PARTITIONS = (
     delete(transaction_partitions)
     .where(
         transaction_partitions.c.transactional_id == bindparam("transactional_id"),
@@ -115,6 +115,7 @@ def write_control_markers(
     *,
     control_type: ControlType,
     now_ms: int,
+    claimed_by_owner: Sequence[Sequence[tuple[int, int]]] | None = None,
 ) -> list[tuple[int, int, int]]:
     """Write each owner transaction's marker in every partition that still lacks one, in the
     caller's database transaction. Returns
@@ -129,11 +130,17 @@ def write_control_markers(
     does, across all the owners together: a joint commit that completed its transactions one
     after another would lock partition 3 for the first and then partition 1 for the second,
     and deadlock with an appender holding 1 and waiting for 3.
+
+    `claimed_by_owner`: each owner's claims, already deleted by the caller in this database
+    transaction (transactions.claim_completion); by default they are deleted here.
     """
+    if claimed_by_owner is None:
+        claimed_by_owner = [
+            conn.execute(CLAIM_PARTITIONS, {"transactional_id": o.transactional_id, "txn_id": o.txn_id}).all()
+            for o in owners]
     claimed: list[tuple[int, int, int]] = []  # (topic_id, partition, index of the owner)
-    for i, owner in enumerate(owners):
-        params = {"transactional_id": owner.transactional_id, "txn_id": owner.txn_id}
-        claimed.extend((topic_id, partition, i) for topic_id, partition in conn.execute(_CLAIM_ALL, params))
+    for i, keys in enumerate(claimed_by_owner):
+        claimed.extend((topic_id, partition, i) for topic_id, partition in keys)
     claimed.sort()
     if conn.dialect.name == "postgresql":
         stmt = _take_offset_writing_marker_stmt(control_type)

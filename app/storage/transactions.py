@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import enum
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from functools import cache
 from typing import Any
 
-from sqlalchemy import Connection, and_, bindparam, delete, func, insert, or_, select, true, update
+from sqlalchemy import Connection, and_, bindparam, delete, func, insert, literal, null, or_, select, true, union_all, update
 from sqlalchemy.exc import DBAPIError
 
 from app.domain.errors import ConcurrentTransactions
@@ -15,7 +16,7 @@ from app.domain.topic import Topic
 from app.domain.transaction import IDLE_STATES, OPEN_TRANSACTION_STATES, TransactionMetadata
 from app.domain.transit import TxnTransit
 from app.domain.types import ProducerEpoch, ProducerId, TransactionState, TransactionVersion, TxnId
-from app.storage import dialect
+from app.storage import dialect, markers
 from app.storage.dialect import RowLock
 from app.storage.producers import create_producer
 from app.storage.topics import named_topics, topic_of
@@ -27,6 +28,7 @@ from app.storage.tables import (
     transaction_offsets,
     transaction_partitions,
     transactions,
+    txn_ids,
 )
 
 
@@ -108,21 +110,36 @@ class RowLockBusy(Exception):
     transaction: the caller starts it again, taking the lock it needs from the start."""
 
 
-def lock_now(conn: Connection, transactional_id: str) -> None:
+def lock_now(conn: Connection, transactional_id: str) -> TxnId | None:
     """Raise the row's lock to FOR UPDATE without waiting, in a database transaction that
     holds it FOR SHARE: a state change found necessary after a shared read (a version 2 Send
     that begins the next transaction). Waiting could deadlock: two such Sends of one producer,
     each holding FOR SHARE, would wait for each other. RowLockBusy if another database
-    transaction holds the row too. SQLite's write transaction holds the whole database."""
+    transaction holds the row too. SQLite's write transaction holds the whole database.
+
+    The state change it is raised for is a Begin, which needs a new txn_id: on PostgreSQL the
+    id is taken from the sequence in the same statement, once the lock is granted (a round trip
+    fewer), and returned; None on SQLite, whose ids come from a counter row
+    (producers.next_txn_id)."""
     if conn.dialect.name == "sqlite":
-        return
+        return None
     try:
-        conn.execute(_get_stmt(conn.dialect.name, None).with_for_update(nowait=True),
-                     {"transactional_id": transactional_id})
+        return TxnId(conn.execute(_LOCK_NOW_TAKING_TXN_ID, {"transactional_id": transactional_id}).scalar_one())
     except DBAPIError as e:
         if getattr(e.orig, "sqlstate", None) == _LOCK_NOT_AVAILABLE:
             raise RowLockBusy(transactional_id) from e
         raise
+
+
+# The lock in a WITH of its own, so that the sequence is read only once the lock is granted:
+# a lock not available spends no id.
+_LOCKED_NOW = (
+    select(transactions.c.transactional_id)
+    .where(transactions.c.transactional_id == bindparam("transactional_id"))
+    .with_for_update(nowait=True)
+    .cte("locked")
+)
+_LOCK_NOW_TAKING_TXN_ID = select(txn_ids.next_value()).select_from(_LOCKED_NOW)
 
 
 _LOCK_NOT_AVAILABLE = "55P03"
@@ -425,17 +442,50 @@ _CLAIM_OFFSETS = (
 )
 
 
-def complete_offsets(
-    conn: Connection, *, transactional_id: str, txn_id: int, commit: bool, now_ms: int
-) -> int:
-    """Turn the transaction's pending offsets into committed ones (commit) or drop them (abort).
+@dataclass(frozen=True, slots=True)
+class CompletionClaims:
+    """What a completion takes of its transaction, deleted in its database transaction: the
+    partitions still without a marker (topic_id, partition) and the staged offsets."""
 
-    DELETE … RETURNING is the claim, as for markers: of two workers completing the same
-    transaction, the second deletes nothing and so commits nothing twice.
-    """
-    claimed = conn.execute(
-        _CLAIM_OFFSETS, {"transactional_id": transactional_id, "txn_id": txn_id}
-    ).all()
+    partitions: list[tuple[int, int]]
+    offsets: list[Any]
+
+
+def _claim_both_stmt() -> Any:
+    partitions_ = markers.CLAIM_PARTITIONS.cte("claimed_partitions")
+    offsets_ = _CLAIM_OFFSETS.cte("claimed_offsets")
+    none = null()
+    return union_all(
+        select(literal(True).label("is_partition"), partitions_.c.topic_id, partitions_.c.partition,
+               none.label("group_id"), none.label("committed_offset"), none.label("metadata")),
+        select(literal(False), offsets_.c.topic_id, offsets_.c.partition, offsets_.c.group_id,
+               offsets_.c.committed_offset, offsets_.c.metadata),
+    )
+
+
+_CLAIM_BOTH = _claim_both_stmt()
+
+
+def claim_completion(conn: Connection, transactional_id: str, txn_id: int) -> CompletionClaims:
+    """The claims of a completion (DELETE … RETURNING: of two workers completing the same
+    transaction, the second finds nothing left and so writes nothing twice). On PostgreSQL the
+    partitions and the staged offsets in one statement, a round trip fewer; on SQLite, which has
+    no data-modifying WITH, one each. The caller holds the transaction's row FOR UPDATE, so
+    nothing else changes either while it completes."""
+    params = {"transactional_id": transactional_id, "txn_id": txn_id}
+    if conn.dialect.name != "postgresql":
+        return CompletionClaims([tuple(r) for r in conn.execute(markers.CLAIM_PARTITIONS, params)],
+                                conn.execute(_CLAIM_OFFSETS, params).all())
+    rows = conn.execute(_CLAIM_BOTH, params).all()
+    return CompletionClaims([(r.topic_id, r.partition) for r in rows if r.is_partition],
+                            [r for r in rows if not r.is_partition])
+
+
+def complete_offsets(
+    conn: Connection, *, commit: bool, now_ms: int, claimed: Sequence[Any]
+) -> int:
+    """Turn the transaction's staged offsets, as claimed (claim_completion), into committed ones
+    (commit) or drop them (abort)."""
     if commit and claimed:
         # Upserted in key order, like every writer of group_offsets, so that two transactions
         # committing offsets of the same partitions cannot deadlock on PostgreSQL.

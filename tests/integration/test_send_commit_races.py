@@ -16,6 +16,7 @@ import pytest
 from app.domain.errors import InvalidProducerEpoch, InvalidTxnState, ProducerFenced
 from app.domain.types import IsolationLevel, TransactionVersion
 from app.services import log_service, transaction_coordinator
+from app.storage import transactions
 from app.services.log_service import SendBatch
 from app.storage.append import RecordToAppend
 from tests.integration.test_topic_admin_races import Held, hold_then
@@ -146,3 +147,34 @@ def test_a_commit_whose_marker_waits_for_a_plain_send_in_the_partition_marks_aft
     _found, fetched = services.log.fetch("t", 0, offset=0, max_records=10, isolation=IsolationLevel.READ_COMMITTED)
     # The plain record at its own offset (1), the transaction's at its marker's (2): in that order.
     assert [(r.offset, r.value) for r in fetched.records] == [(1, '"plain"'), (0, '"a"')]
+
+
+def test_two_sends_beginning_the_same_version_2_transaction_both_join_the_one_the_first_began(  # type: ignore[no-untyped-def]
+    services, database, monkeypatch
+) -> None:
+    # Each Send reads the idle row FOR SHARE; the one that raises its lock without waiting
+    # while the other holds the row too starts again waiting for it FOR UPDATE (waiting while
+    # holding FOR SHARE would deadlock the two), and finds the transaction the first began. The
+    # raise takes the new txn_id in the same statement, once granted: the attempt that could not
+    # take the lock spends no id.
+    p = _open_transaction(services, TransactionVersion.V2)
+    ended = services.coordinator.end_transaction(TID, p.producer_id, p.producer_epoch, commit=True)
+    epoch = ended.meta.producer_epoch
+    held = Held(monkeypatch, transactions, "get_with_topics")
+
+    first, second, waited = hold_then(
+        held,
+        lambda: services.log.send([SendBatch("t", 0, _record("b"), 0)], producer_id=p.producer_id,
+                                  producer_epoch=epoch, transactional_id=TID),
+        lambda: services.log.send([SendBatch("t", 1, _record("c"), 0)], producer_id=p.producer_id,
+                                  producer_epoch=epoch, transactional_id=TID),
+        database,
+    )
+
+    assert waited
+    assert [(r.partition, r.base_offset, r.txn_id) for r in first] == [(0, 2, ended.meta.txn_id + 1)]
+    assert [(r.partition, r.base_offset, r.txn_id) for r in second] == [(1, 0, ended.meta.txn_id + 1)]
+    described = services.coordinator.listing.describe(TID)
+    assert (described.meta.state.value, described.meta.txn_id, described.meta.producer_epoch) == (
+        "Ongoing", ended.meta.txn_id + 1, epoch)
+    assert [(t.topic, t.partition) for t in described.partitions] == [("t", 0), ("t", 1)]

@@ -447,6 +447,18 @@ def test_a_commit_carrying_batches_commits_them_with_the_transaction_s_earlier_s
     assert _all(client) == ["a", "b"]
 
 
+def test_a_commit_carrying_a_batch_in_another_partition_marks_both_partitions_after_their_records(  # type: ignore[no-untyped-def]
+    client, topic, database
+) -> None:
+    # The Commit locks the partitions of its batches and of the transaction's earlier Sends
+    # together, in one order, before it appends and writes the markers.
+    p = _init(client)
+    _ok(send(client, [batch("out", 0, ["a"], 0)], p, TID))
+    _ok(_commit_with(client, p, [batch("out", 1, ["b"], 0)]))
+    assert _all(client) == ["a", "b"]
+    assert _markers(database) == [(0, 1, p["producer_id"], 1), (1, 1, p["producer_id"], 1)]
+
+
 def test_a_plain_commit_answer_has_no_results(client, topic) -> None:  # type: ignore[no-untyped-def]
     p = _init(client)
     _ok(send(client, [batch("out", 0, ["a"], 0)], p, TID))
