@@ -22,7 +22,7 @@ from app.domain.scram import NO_MATCH
 from app.storage.tables import api_keys
 from tests.kafka import test_security
 from tests.kafka.conftest import ask, closed, frame, read_frame
-from tests.kafka.test_security import TIMEOUT_S, Secured, _consume, _failures
+from tests.kafka.test_security import TIMEOUT_S, Secured, _consume, _failures, kafka_python_round_trip
 
 certificate = test_security.certificate
 
@@ -103,31 +103,7 @@ def test_confluent_kafka_with_scram_produces_and_consumes_over_sasl_ssl(secured_
 
 @pytest.mark.parametrize("mechanism", SCRAM)
 def test_kafka_python_with_scram_produces_and_consumes(secured: Secured, mechanism: str) -> None:
-    from kafka import KafkaConsumer, KafkaProducer
-    from kafka import TopicPartition as KafkaTopicPartition
-
-    w = secured
-    w.grant("User:bob", "topic", "orders", "write", "read")
-    sasl = {"bootstrap_servers": w.bootstrap, "security_protocol": "SASL_PLAINTEXT", "sasl_mechanism": mechanism,
-            "sasl_plain_username": "User:bob", "sasl_plain_password": w.keys["bob"]}
-    producer = KafkaProducer(request_timeout_ms=10_000, **sasl)
-    try:
-        offset = producer.send("orders", value=b'"v"', key=b"k", partition=0).get(TIMEOUT_S).offset
-    finally:
-        producer.close(5)
-    assert offset == 0
-    consumer = KafkaConsumer(enable_auto_commit=False, consumer_timeout_ms=TIMEOUT_S * 1000, **sasl)
-    try:
-        tp = KafkaTopicPartition("orders", 0)
-        consumer.assign([tp])
-        consumer.seek_to_beginning(tp)
-        got = []
-        for m in consumer:
-            got.append((m.offset, m.key, m.value))
-            break
-    finally:
-        consumer.close()
-    assert got == [(0, b"k", b'"v"')]
+    assert kafka_python_round_trip(secured, mechanism) == (0, [(0, b"k", b'"v"')])
 
 
 async def _aiokafka_produce_and_consume(sasl: dict[str, Any]) -> tuple[int, list[tuple[int, bytes, bytes]]]:
