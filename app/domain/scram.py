@@ -22,6 +22,7 @@ import base64
 import binascii
 import hashlib
 import hmac
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -60,11 +61,17 @@ def credential(mechanism: str, password: str, salt: bytes, iterations: int = ITE
                            _hmac(algorithm, salted, b"Server Key"))
 
 
+_SASLNAME = re.compile(r"(?:[^=,]|=2C|=3D)*")
+_ESCAPED = {"=2C": ",", "=3D": "="}
+
+
 def _saslname(text: str) -> str:
-    """RFC 5802's saslname: `=2C` is a comma, `=3D` an equals sign, and no other `=`."""
-    if "=" in text.replace("=2C", "").replace("=3D", ""):
+    """RFC 5802's saslname: `=2C` is a comma, `=3D` an equals sign, and no other `=`. Checked
+    and decoded in one pass each: removing one escape after the other would let `==2C3D`
+    through as `=3D` (an `=` the name may not hold)."""
+    if _SASLNAME.fullmatch(text) is None:
         raise AuthenticationFailed("malformed SCRAM client-first message: '=' in the user name must be =2C or =3D")
-    return text.replace("=2C", ",").replace("=3D", "=")
+    return re.sub("=2C|=3D", lambda m: _ESCAPED[m.group()], text)
 
 
 def _nonce(text: str) -> str:

@@ -202,6 +202,9 @@ def first_row_on_driver(conn: Connection, stmt: Any, params: dict[str, Any]) -> 
     translated as SQLAlchemy's are (app.storage.errors). Elsewhere: through SQLAlchemy."""
     if conn.dialect.name != "sqlite":
         return conn.execute(stmt, params).first()
+    # The driver runs in autocommit mode and SQLAlchemy sent the BEGIN: outside a transaction
+    # the statement would commit alone.
+    assert conn.in_transaction(), "first_row_on_driver runs inside the caller's transaction"
     sql, names = _positional(conn.dialect, stmt)
     cursor = conn.connection.driver_connection.cursor()  # type: ignore[union-attr]
     try:
@@ -223,9 +226,11 @@ def _positional(dialect: Any, stmt: Any) -> tuple[str, tuple[str, ...]]:
     if found is None:
         compiled = stmt.compile(dialect=dialect)
         converted = [name for name, process in compiled._bind_processors.items() if process is not None]
+        # A bind parameter that carries its own value would be missing from the caller's dict.
+        converted += [name for name, bind in compiled.binds.items() if bind.value is not None or bind.callable]
         if converted or compiled.literal_execute_params or compiled.post_compile_params or not compiled.positional:
             raise TypeError("first_row_on_driver runs statements whose bind values go to the driver as given; "
-                            f"this one has parameters SQLAlchemy converts or expands: {converted or 'expanding'}")
+                            f"this one has parameters SQLAlchemy converts, expands or fills: {converted or 'expanding'}")
         found = _POSITIONAL[key] = (compiled.string, tuple(compiled.positiontup or ()))
     return found
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from sqlalchemy import BigInteger, Connection, Integer, bindparam, column, select, tuple_, union, update, values
+from sqlalchemy import Connection, Integer, bindparam, column, select, tuple_, union, update, values
 
 from app.domain.errors import UnknownTopicOrPartition
 from app.storage import changes
@@ -44,7 +44,7 @@ def lock_partitions(conn: Connection, keys: Iterable[tuple[int, int]], *, of_tra
         # sets of keys in one UNION (an OR of the two would scan every partition).
         claimed = select(transaction_partitions.c.topic_id, transaction_partitions.c.partition).where(
             transaction_partitions.c.transactional_id == of_transaction)
-        listed = [select(values(column("topic_id", BigInteger), column("partition", Integer), name="listed")
+        listed = [select(values(column("topic_id", Integer), column("partition", Integer), name="listed")
                          .data(ordered))] if ordered else []
         which = key.in_(union(claimed, *listed))
     conn.execute(

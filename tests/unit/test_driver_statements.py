@@ -27,8 +27,14 @@ def test_a_value_sqlite_refuses_on_the_driver_is_an_invalid_request() -> None:
 
 def test_a_statement_with_a_bind_value_sqlalchemy_converts_is_refused_before_it_runs() -> None:
     sqlite_dialect = create_engine("sqlite://").dialect  # nothing is connected
-    with pytest.raises(TypeError, match=r"converts or expands: \['at'\]"):
+    with pytest.raises(TypeError, match=r"converts, expands or fills: \['at'\]"):
         dialect._positional(sqlite_dialect, select(bindparam("at", type_=DateTime)))
+
+
+def test_a_statement_with_a_bind_parameter_holding_its_own_value_is_refused_before_it_runs() -> None:
+    sqlite_dialect = create_engine("sqlite://").dialect
+    with pytest.raises(TypeError, match=r"converts, expands or fills: \['n'\]"):
+        dialect._positional(sqlite_dialect, select(bindparam("a"), bindparam("n", value=7)))
 
 
 def test_a_statement_s_placeholders_take_its_bind_values_by_name_in_order() -> None:

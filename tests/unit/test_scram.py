@@ -120,6 +120,8 @@ def test_a_channel_binding_other_than_the_gs2_header_is_refused() -> None:
     (b"n,,n=alice", "malformed SCRAM client-first message: it must be n=<user>,r=<nonce>[,extensions]"),
     (b"n,,n=,r=abc", "malformed SCRAM client-first message: the user name is empty"),
     (b"n,,n=al=ice,r=abc", "malformed SCRAM client-first message: '=' in the user name must be =2C or =3D"),
+    (b"n,,n===2C3D,r=abc", "malformed SCRAM client-first message: '=' in the user name must be =2C or =3D"),
+    (b"n,,n==3=2CD,r=abc", "malformed SCRAM client-first message: '=' in the user name must be =2C or =3D"),
     (b"n,,n=alice,r=", "malformed SCRAM message: the nonce must be printable ASCII without ','"),
     (b"n,,n=alice,r=a b", "malformed SCRAM message: the nonce must be printable ASCII without ','"),
     (b"p=tls-unique,,n=alice,r=abc", "SCRAM with channel binding (-PLUS) is not served: send the gs2 header n,,"),
