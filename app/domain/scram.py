@@ -23,7 +23,7 @@ import binascii
 import hashlib
 import hmac
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from app.domain.errors import AuthenticationFailed
@@ -135,13 +135,18 @@ class ServerExchange:
     and fails as a wrong password does, telling nothing of the user."""
 
     def __init__(self, mechanism: str, client_first: ClientFirst, server_nonce: str, salt: bytes, iterations: int,
-                 candidates: Sequence[Candidate]) -> None:
-        if any((c.credential.salt, c.credential.iterations) != (salt, iterations) for c in candidates):
-            raise ValueError("the candidates of one exchange share its salt and iteration count")
+                 candidates: Sequence[Candidate],
+                 look_again: Callable[[bytes, int], Sequence[Candidate]] | None = None) -> None:
+        self._check_shared(candidates, salt, iterations)
         self.algorithm = HASHES[mechanism]
         self.client_first = client_first
         self.nonce = client_first.nonce + server_nonce
         self.candidates = tuple(candidates)
+        self.salt, self.iterations = salt, iterations
+        # Asked once, when the proof matches no candidate: the candidates under this salt and
+        # iteration count as they stand now (a key created since server-first). The proof is
+        # then checked again against the same AuthMessage, which nothing in it changed.
+        self.look_again = look_again
         self.server_first = f"r={self.nonce},s={base64.b64encode(salt).decode()},i={iterations}"
 
     def first(self) -> bytes:
@@ -168,15 +173,31 @@ class ServerExchange:
             raise AuthenticationFailed("malformed SCRAM client-final message: the proof is not base64") from None
         without_proof = text[:text.rindex(",p=")]
         auth_message = f"{self.client_first.bare},{self.server_first},{without_proof}".encode()
-        for c in self.candidates:
+        matched = self._matching(self.candidates, proof, auth_message)
+        if matched is None and self.look_again is not None:
+            again = self.look_again(self.salt, self.iterations)
+            self._check_shared(again, self.salt, self.iterations)
+            matched = self._matching(again, proof, auth_message)
+        if matched is None:
+            raise AuthenticationFailed(NO_MATCH)
+        return matched
+
+    @staticmethod
+    def _check_shared(candidates: Sequence[Candidate], salt: bytes, iterations: int) -> None:
+        if any((c.credential.salt, c.credential.iterations) != (salt, iterations) for c in candidates):
+            raise ValueError("the candidates of one exchange share its salt and iteration count")
+
+    def _matching(self, candidates: Sequence[Candidate], proof: bytes, auth_message: bytes) -> tuple[str, bytes] | None:
+        """(key id, server-final) of the candidate whose StoredKey the proof matches, or None."""
+        for c in candidates:
             signature = _hmac(self.algorithm, c.credential.stored_key, auth_message)
             if len(proof) != len(signature):
-                break
+                return None
             client_key = bytes(a ^ b for a, b in zip(proof, signature, strict=True))
             if hmac.compare_digest(hashlib.new(self.algorithm, client_key).digest(), c.credential.stored_key):
                 server_signature = _hmac(self.algorithm, c.credential.server_key, auth_message)
                 return c.key_id, b"v=" + base64.b64encode(server_signature)
-        raise AuthenticationFailed(NO_MATCH)
+        return None
 
 
 # One answer for a wrong password, an unknown user and a key without SCRAM credentials alike:

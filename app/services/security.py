@@ -151,9 +151,11 @@ class SecurityState:
         self._hashing = threading.Semaphore(1)
         self._failed_at: dict[tuple[str, str], float] = {}
         # The key of the decoy salts scram_exchange answers for a principal without SCRAM
-        # credentials: random per process, so a decoy is stable across tries here and
-        # derivable by nobody.
-        self._decoy_salt_key = secrets.token_bytes(32)
+        # credentials, derived from a secret stored once for the whole deployment
+        # (store.scram_decoy_seed) and read at first use: a real principal's salt is stored,
+        # the same in every process and after a restart, so a decoy must be too, or asking
+        # twice across a restart or two replicas would tell who is a principal.
+        self._decoy_salt_key: bytes | None = None
 
     @property
     def _snapshot(self) -> SecuritySnapshot:
@@ -269,24 +271,52 @@ class SecurityState:
         """The server's side of a SCRAM exchange that begins with `client_first`, whose user
         names the principal: its candidates are the principal's live keys with SCRAM
         credentials. A principal without any gets a decoy salt, the same for it at every try
-        in this process, so that its exchange fails at the proof as a wrong key does, and an
-        outsider learns no more of who exists than SASL/PLAIN tells. AuthenticationFailed for
-        a malformed message. May read the database (a key created a moment ago elsewhere):
-        call it off the event loop."""
+        in every process of the deployment, so that its exchange fails at the proof as a wrong
+        key does, and an outsider learns no more of who exists than SASL/PLAIN tells.
+        AuthenticationFailed for a malformed message. May read the database (the decoy's
+        secret at first use; a key created a moment ago elsewhere, at the proof): call it and
+        the exchange's final() off the event loop."""
         first = scram.ClientFirst.parse(client_first)
         principal = principal_name(first.user)
+        # No reload here when the principal has no candidates: a known principal never causes
+        # one, so the time a reload takes would tell an outsider which names are unknown. A
+        # key created elsewhere since the last refresh is looked for at the proof instead
+        # (look_again), where a known principal with a wrong key can cause it too.
         candidates = self._scram_candidates(principal, mechanism)
-        if not candidates and self._may_look_again():
-            self.reload()
-            candidates = self._scram_candidates(principal, mechanism)
         if candidates:
             salt, iterations = candidates[0].credential.salt, candidates[0].credential.iterations
         else:
-            salt = hmac.new(self._decoy_salt_key, f"{mechanism} {principal}".encode(), "sha256").digest()
+            salt = hmac.new(self._decoy_key(), f"{mechanism} {principal}".encode(), "sha256").digest()
             salt, iterations = salt[:scram.SALT_BYTES], scram.ITERATIONS
+
+        def look_again(salt: bytes, iterations: int) -> list[scram.Candidate]:
+            # The proof matched no key this process knows: one made a moment ago by another
+            # process (`outbox principals create`) may, as PLAIN finds such a key by reloading
+            # on an unknown key id. At most once per _LOOK_AGAIN_S, as there. Only keys under
+            # the salt already sent can match; so a principal's first key, created after this
+            # exchange was handed the decoy salt, fails this once; the client's next try is
+            # sent the key's salt once this process holds the key (after this reload, or the
+            # next refresh), and succeeds.
+            if not (self._may_look_again() and self.reload()):
+                return []
+            return [c for c in self._scram_candidates(principal, mechanism)
+                    if (c.credential.salt, c.credential.iterations) == (salt, iterations)]
+
         return scram.ServerExchange(mechanism, first, secrets.token_urlsafe(24), salt, iterations,
                                     [c for c in candidates if (c.credential.salt, c.credential.iterations)
-                                     == (salt, iterations)])
+                                     == (salt, iterations)], look_again)
+
+    def _decoy_key(self) -> bytes:
+        """The HMAC key of the decoy salts, from the deployment's stored secret (written by the
+        first process to need it). Two threads racing here read the same stored value."""
+        if self._decoy_salt_key is None:
+            with self.db.read() as conn:
+                seed = store.scram_decoy_seed(conn)
+            if seed is None:
+                with self.db.write() as conn:
+                    seed = store.add_scram_decoy_seed(conn, secrets.randbits(63))
+            self._decoy_salt_key = hashlib.sha256(b"outbox scram decoy salt " + seed.to_bytes(8, "big")).digest()
+        return self._decoy_salt_key
 
     def _scram_candidates(self, principal: str, mechanism: str) -> list[scram.Candidate]:
         """The principal's live keys with a credential for `mechanism`, oldest first (the

@@ -20,6 +20,10 @@ from app.storage.producers import next_id
 from app.storage.tables import acls, api_keys, counters
 
 SECURITY_VERSION = "security_version"
+# Not a counter but a secret of the deployment, kept in `counters` to need no migration: a
+# random 63-bit value, written once by the first process that needs it, from which every
+# process derives the key of the decoy SCRAM salts (app.services.security).
+SCRAM_DECOY = "scram_decoy"
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,6 +77,22 @@ def _matched(conn: Connection, match: AclFilter) -> list[tuple[int, AclBinding]]
 
 def version(conn: Connection) -> int:
     return conn.execute(select(counters.c.value).where(counters.c.name == SECURITY_VERSION)).scalar_one()
+
+
+_DECOY_SEED = select(counters.c.value).where(counters.c.name == SCRAM_DECOY)
+
+
+def scram_decoy_seed(conn: Connection) -> int | None:
+    """The stored secret of the decoy SCRAM salts, None before its first use."""
+    return conn.execute(_DECOY_SEED).scalar_one_or_none()
+
+
+def add_scram_decoy_seed(conn: Connection, fresh: int) -> int:
+    """Store `fresh` as the secret of the decoy SCRAM salts unless one is stored; the stored one.
+    Insert-if-absent, so processes racing to write it all answer the one that was committed
+    first (on PostgreSQL the loser's INSERT waits for the winner's commit, then does nothing)."""
+    conn.execute(dialect.insert_ignore(conn, counters).values(name=SCRAM_DECOY, value=fresh))
+    return conn.execute(_DECOY_SEED).scalar_one()
 
 
 def changed(conn: Connection) -> int:

@@ -52,6 +52,33 @@ def test_any_live_key_of_the_principal_authenticates_under_their_shared_salt() -
     assert key_id == "k2"
 
 
+def _final_with_looking_again(password: str, found: list[tuple[str, str]],
+                              asked: list[tuple[bytes, int]]) -> str:
+    """The key id of scramp's client with `password` in an exchange whose one candidate is k1
+    (KEY) and whose look_again records what it was asked and finds `found`."""
+    def look_again(salt: bytes, iterations: int) -> list[Candidate]:
+        asked.append((salt, iterations))
+        return [Candidate(key_id, credential("SCRAM-SHA-256", key, salt, iterations)) for key_id, key in found]
+    client = ScramClient(["SCRAM-SHA-256"], "alice", password)
+    server = ServerExchange("SCRAM-SHA-256", ClientFirst.parse(client.get_client_first().encode()), "servernonce",
+                            SALT, 4096, [Candidate("k1", credential("SCRAM-SHA-256", KEY, SALT))], look_again)
+    client.set_server_first(server.first().decode())
+    key_id, _ = server.final(client.get_client_final().encode())
+    return key_id
+
+
+def test_a_proof_matching_no_candidate_is_checked_again_against_the_keys_found_by_looking_again() -> None:
+    asked: list[tuple[bytes, int]] = []
+    key_id = _final_with_looking_again(OTHER_KEY, [("k1", KEY), ("k2", OTHER_KEY)], asked)
+    assert (key_id, asked) == ("k2", [(SALT, 4096)])
+
+
+def test_a_proof_that_matches_a_candidate_does_not_look_again() -> None:
+    asked: list[tuple[bytes, int]] = []
+    assert _final_with_looking_again(KEY, [], asked) == "k1"
+    assert asked == []
+
+
 def test_the_server_first_message_states_the_salt_iterations_and_extends_the_clients_nonce() -> None:
     server = _exchange("SCRAM-SHA-256", "n,,n=alice,r=clientnonce", ("k1", KEY))
     assert server.first() == b"r=clientnonceservernonce,s=" + base64.b64encode(SALT) + b",i=4096"
