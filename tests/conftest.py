@@ -47,8 +47,6 @@ MARKER_OF_DIRECTORY = {"tests/e2e/": "e2e", "tests/fuzz/": "fuzz", "tests/spark/
 # one worker per group instead: Spark's (one JVM and SparkSession per worker would cost a
 # start-up each and two cores' worth of executors), and those that start many processes and
 # database connections at once (two of them together could pass PostgreSQL's 100 connections).
-# Not honoured at present: added here, the markers come after pytest-xdist's worker has turned
-# markers into the groups it schedules by (docs/benchmarks.md, the test suite's time).
 XDIST_GROUP_OF_PATH = {
     "tests/spark/": "spark",
     **{f"tests/e2e/{name}.py": "processes" for name in (
