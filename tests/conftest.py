@@ -47,6 +47,8 @@ MARKER_OF_DIRECTORY = {"tests/e2e/": "e2e", "tests/fuzz/": "fuzz", "tests/spark/
 # one worker per group instead: Spark's (one JVM and SparkSession per worker would cost a
 # start-up each and two cores' worth of executors), and those that start many processes and
 # database connections at once (two of them together could pass PostgreSQL's 100 connections).
+# Not honoured with pytest 9.2: pytest-xdist 3.8 passes a test's group to its scheduler in the
+# test's id, which pytest 9.2 no longer lets it change (docs/benchmarks.md, the test suite's time).
 XDIST_GROUP_OF_PATH = {
     "tests/spark/": "spark",
     **{f"tests/e2e/{name}.py": "processes" for name in (
