@@ -30,7 +30,7 @@ from app.domain.errors import AuthenticationFailed
 
 # Kafka's names, and the hash function of each.
 HASHES: dict[str, str] = {"SCRAM-SHA-256": "sha256", "SCRAM-SHA-512": "sha512"}
-# Kafka's minimum (ScramMechanism.minIterations): clients refuse fewer.
+# Kafka's minimum: its clients refuse fewer.
 ITERATIONS = 4096
 SALT_BYTES = 16
 # What the client must send back in c= without channel binding: base64 of its gs2 header.

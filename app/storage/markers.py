@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from functools import cache
 from typing import Any
 
-from sqlalchemy import (BigInteger, ColumnElement, Connection, Integer, String, and_, bindparam, delete, exists,
+from sqlalchemy import (BigInteger, ColumnElement, Connection, Integer, String, and_, bindparam, exists,
                         insert, literal, select, tuple_, update)
 
 from app.domain.transit import TxnTransit, marker_producer
@@ -16,17 +16,9 @@ from app.domain.types import ControlType, RecordState
 from app.storage import dialect
 from app.storage.batch_rows import INSERT_BATCH, marker_batch_row
 from app.storage.log_end import TAKEN, take_offsets, take_offsets_with
-from app.storage.tables import record_batches, records, transaction_partitions
+from app.storage.tables import record_batches, records
 
 
-CLAIM_PARTITIONS = (
-    delete(transaction_partitions)
-    .where(
-        transaction_partitions.c.transactional_id == bindparam("transactional_id"),
-        transaction_partitions.c.txn_id == bindparam("txn_id"),
-    )
-    .returning(transaction_partitions.c.topic_id, transaction_partitions.c.partition)
-)
 _INSERT_RECORD = insert(records)
 
 
@@ -115,13 +107,15 @@ def write_control_markers(
     *,
     control_type: ControlType,
     now_ms: int,
-    claimed_by_owner: Sequence[Sequence[tuple[int, int]]] | None = None,
+    claimed_by_owner: Sequence[Sequence[tuple[int, int]]],
 ) -> list[tuple[int, int, int]]:
     """Write each owner transaction's marker in every partition that still lacks one, in the
     caller's database transaction. Returns
     (topic_id, partition, offset) of each marker written now, in partition order.
 
-    The transaction_partitions rows are the claims: deleting them and appending the markers
+    `claimed_by_owner`: each owner's partitions (topic_id, partition), as the caller claimed
+    them in this database transaction (transactions.claim_completion). The
+    transaction_partitions rows are the claims: deleting them and appending the markers
     commit together, so a partition has its marker exactly when its row is gone, and a second
     worker (or a retry) finds nothing left to claim. Callers hold the transactions' row locks
     (FOR UPDATE), so two completions of one transaction never run side by side.
@@ -131,13 +125,7 @@ def write_control_markers(
     after another would lock partition 3 for the first and then partition 1 for the second,
     and deadlock with an appender holding 1 and waiting for 3.
 
-    `claimed_by_owner`: each owner's claims, already deleted by the caller in this database
-    transaction (transactions.claim_completion); by default they are deleted here.
     """
-    if claimed_by_owner is None:
-        claimed_by_owner = [
-            conn.execute(CLAIM_PARTITIONS, {"transactional_id": o.transactional_id, "txn_id": o.txn_id}).all()
-            for o in owners]
     claimed: list[tuple[int, int, int]] = []  # (topic_id, partition, index of the owner)
     for i, keys in enumerate(claimed_by_owner):
         claimed.extend((topic_id, partition, i) for topic_id, partition in keys)

@@ -16,7 +16,7 @@ from app.domain.topic import Topic
 from app.domain.transaction import IDLE_STATES, OPEN_TRANSACTION_STATES, TransactionMetadata
 from app.domain.transit import TxnTransit
 from app.domain.types import ProducerEpoch, ProducerId, TransactionState, TransactionVersion, TxnId
-from app.storage import dialect, markers
+from app.storage import dialect
 from app.storage.dialect import RowLock
 from app.storage.producers import create_producer
 from app.storage.topics import named_topics, topic_of
@@ -426,6 +426,16 @@ def stage_offsets(conn: Connection, rows: list[dict]) -> None:
     )
 
 
+# A completion's claims: deleted with RETURNING, so that of two completing the same transaction
+# the second finds nothing left (transaction_completion, claim_completion).
+_CLAIM_PARTITIONS = (
+    delete(transaction_partitions)
+    .where(
+        transaction_partitions.c.transactional_id == bindparam("transactional_id"),
+        transaction_partitions.c.txn_id == bindparam("txn_id"),
+    )
+    .returning(transaction_partitions.c.topic_id, transaction_partitions.c.partition)
+)
 _CLAIM_OFFSETS = (
     delete(transaction_offsets)
     .where(
@@ -452,7 +462,7 @@ class CompletionClaims:
 
 
 def _claim_both_stmt() -> Any:
-    partitions_ = markers.CLAIM_PARTITIONS.cte("claimed_partitions")
+    partitions_ = _CLAIM_PARTITIONS.cte("claimed_partitions")
     offsets_ = _CLAIM_OFFSETS.cte("claimed_offsets")
     none = null()
     return union_all(
@@ -474,7 +484,7 @@ def claim_completion(conn: Connection, transactional_id: str, txn_id: int) -> Co
     nothing else changes either while it completes."""
     params = {"transactional_id": transactional_id, "txn_id": txn_id}
     if conn.dialect.name != "postgresql":
-        return CompletionClaims([tuple(r) for r in conn.execute(markers.CLAIM_PARTITIONS, params)],
+        return CompletionClaims([tuple(r) for r in conn.execute(_CLAIM_PARTITIONS, params)],
                                 conn.execute(_CLAIM_OFFSETS, params).all())
     rows = conn.execute(_CLAIM_BOTH, params).all()
     return CompletionClaims([(r.topic_id, r.partition) for r in rows if r.is_partition],
