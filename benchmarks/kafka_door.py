@@ -41,7 +41,10 @@ Every run also prints, per path, the time its processes spent runnable but waiti
 database's backends, and this process's. With --in-flight, each librdkafka producer reports
 its statistics every 50 ms (statistics.interval.ms), and the run prints how many Produce
 requests were awaiting an answer on its connection (waitresp_cnt) across those samples; off by
-default, as parsing the statistics costs the client CPU of its own.
+default, as parsing the statistics costs the client CPU of its own. With --kafka-partitions N,
+librdkafka's producers write N partitions of their topic, one record to each in turn (an
+idempotent producer keeps one request out per partition); the HTTP paths and the readers keep
+to one.
 """
 
 from __future__ import annotations
@@ -122,7 +125,7 @@ class KafkaPath:
     """A librdkafka producer through the listener: plain, idempotent or transactional (a
     commit every TXN_EVERY_S), kept from turn to turn as a long-lived producer is."""
 
-    def __init__(self, bootstrap: str, mode: str, in_flight: bool = False) -> None:
+    def __init__(self, bootstrap: str, mode: str, in_flight: bool = False, partitions: int = 1) -> None:
         config = {"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 5,
                   "batch.num.messages": 10_000, "queue.buffering.max.messages": 200_000,
                   "enable.idempotence": mode != "plain"}
@@ -135,6 +138,7 @@ class KafkaPath:
         if mode == "transactional":
             config["transactional.id"] = f"bench-kafka-{random.getrandbits(32)}"
         self.mode = mode
+        self.partitions = partitions
         self.producer = KafkaProducer(config)
         self.delivered = 0
         self.failed = 0
@@ -158,10 +162,10 @@ class KafkaPath:
             self.failed += 1
 
     def _produce_until(self, topic: str, deadline: float) -> None:
-        p, i = self.producer, 0
+        p, i, partitions = self.producer, 0, self.partitions
         while time.perf_counter() < deadline:
             try:
-                p.produce(topic, VALUE_BYTES, KEYS[i % BATCH], partition=0, on_delivery=self._report)
+                p.produce(topic, VALUE_BYTES, KEYS[i % BATCH], partition=i % partitions, on_delivery=self._report)
                 i += 1
             except BufferError:
                 p.poll(0.005)
@@ -284,12 +288,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--latency-samples", type=int, default=100)
     parser.add_argument("--before", type=Path, default=None,
                         help="source tree of a 'before' service: every path runs against both, in one rotation")
+    parser.add_argument("--kafka-partitions", type=int, default=1,
+                        help="librdkafka's producers write this many partitions of their topic, record by record in turn")
     parser.add_argument("--in-flight", action="store_true",
                         help="librdkafka's producers report the requests awaiting an answer (statistics every 50 ms)")
     parser.add_argument("--pin", default=None, metavar="CLIENT:SERVICE",
                         help="this process on CPU CLIENT, the services and their database backends on CPU SERVICE")
     parser.add_argument("--after", type=Path, default=ROOT, help="source tree of the 'after' service (with --before)")
     args = parser.parse_args(argv)
+    if args.kafka_partitions < 1:
+        parser.error(f"--kafka-partitions must be at least 1; got {args.kafka_partitions}")
     pin = None
     if args.pin is not None:
         try:
@@ -341,8 +349,8 @@ def main(argv: list[str] | None = None) -> int:
                     producing[named(f"HTTP produce {name}", side)] = (
                         http.turn, lambda mode=mode, fresh_topic=fresh_topic: fresh_topic(mode))
                     topic = f"kafka-{side or 'one'}-{mode}"
-                    create_topic(service.url, topic, 1)
-                    kafka_path = KafkaPath(bootstrap, mode, args.in_flight)
+                    create_topic(service.url, topic, args.kafka_partitions)
+                    kafka_path = KafkaPath(bootstrap, mode, args.in_flight, args.kafka_partitions)
                     kafka_paths[named(f"Kafka produce {name}", side)] = kafka_path
                     closers.append(kafka_path.close)
                     producing[named(f"Kafka produce {name}", side)] = (kafka_path.turn, lambda topic=topic: topic)
@@ -415,6 +423,8 @@ def main(argv: list[str] | None = None) -> int:
         return cpu[name].service / sum(r for r, _ in turns[name]) * 1e6
 
     sides_note = "" if args.before is None else f"; before: {args.before}, after: {args.after}"
+    if args.kafka_partitions != 1:
+        sides_note += f"; librdkafka's producers over {args.kafka_partitions} partitions"
     if args.pin is not None:
         sides_note += f"; pinned: this process on CPU {client_cpu}, services and backends on CPU {pin}"
     print(f"# {args.db}: {args.rounds} rounds of {args.turn_seconds:g} s turns, order shuffled each round "
