@@ -50,13 +50,13 @@ to one.
 from __future__ import annotations
 
 import argparse
+import collections
+import json
 import os
 import random
 import statistics
 import sys
 import time
-import collections
-import json
 from collections.abc import Callable
 from pathlib import Path
 
@@ -116,6 +116,8 @@ def _pin_services(services: dict[str, Service], meters: dict[str, CpuMeter], cpu
     for meter in {id(m): m for m in meters.values()}.values():
         for pid in meter._backends() or {}:
             _pin_process(pid, cpu)
+
+
 # The records every path writes: run.py's, as Kafka records (key and value as UTF-8 bytes).
 KEYS = [f"k{i}".encode() for i in range(BATCH)]
 VALUE_BYTES = orjson.dumps(VALUE)
