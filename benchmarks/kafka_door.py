@@ -29,11 +29,30 @@ With --before DIR (another source tree, e.g. a `git worktree` of an earlier comm
 `outbox serve` per tree runs on the one database (migrated by the older tree, then the newer),
 every path runs against each, all in one shuffled rotation, and the ratios are printed for
 each side and as after ÷ before, as benchmarks/ab.py does for the HTTP door.
+
+With --pin CLIENT:SERVICE (two CPU numbers), this process and its librdkafka threads run on
+CPU CLIENT only, and every service and the PostgreSQL backends of the scratch database on CPU
+SERVICE only (set again before each turn: the pools open connections as they need them). The
+client's CPU then cannot come off the service's (other programs on the machine are not
+pinned: the scheduler still moves them to the less busy CPU).
+
+Every run also prints, per path, the time its processes spent runnable but waiting for a CPU
+(the run queue, /proc/<pid>/task/*/schedstat), per record: the path's service's threads with the
+database's backends, and this process's. With --in-flight, each librdkafka producer reports
+its statistics every 50 ms (statistics.interval.ms), and the run prints how many Produce
+requests were awaiting an answer on its connection (waitresp_cnt) across those samples; off by
+default, as parsing the statistics costs the client CPU of its own. With --kafka-partitions N,
+librdkafka's producers write N partitions of their topic, one record to each in turn (an
+idempotent producer keeps one request out per partition); the HTTP paths and the readers keep
+to one.
 """
 
 from __future__ import annotations
 
 import argparse
+import collections
+import json
+import os
 import random
 import statistics
 import sys
@@ -63,6 +82,42 @@ from run import (  # noqa: E402 - the benchmark's own modules, not a package
 )
 
 TXN_EVERY_S = 0.1
+
+
+def _pin_process(pid: int, cpu: int) -> None:
+    """Every thread of process `pid` onto CPU `cpu` (sched_setaffinity acts on one thread)."""
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        try:
+            os.sched_setaffinity(int(task.name), {cpu})
+        except (ProcessLookupError, FileNotFoundError):
+            pass  # ended since
+
+
+def _run_queue_seconds(pids: list[int]) -> float:
+    """Seconds the threads of processes `pids` have spent runnable, waiting for a CPU: the
+    second field of each thread's schedstat (nanoseconds), threads that ended since not counted."""
+    total = 0
+    for pid in pids:
+        try:
+            tasks = list(Path(f"/proc/{pid}/task").iterdir())
+        except FileNotFoundError:
+            continue
+        for task in tasks:
+            try:
+                total += int((task / "schedstat").read_text().split()[1])
+            except (FileNotFoundError, ProcessLookupError, IndexError):
+                pass
+    return total / 1e9
+
+
+def _pin_services(services: dict[str, Service], meters: dict[str, CpuMeter], cpu: int) -> None:
+    for service in services.values():
+        _pin_process(service.proc.pid, cpu)
+    for meter in {id(m): m for m in meters.values()}.values():
+        for pid in meter._backends() or {}:
+            _pin_process(pid, cpu)
+
+
 # The records every path writes: run.py's, as Kafka records (key and value as UTF-8 bytes).
 KEYS = [f"k{i}".encode() for i in range(BATCH)]
 VALUE_BYTES = orjson.dumps(VALUE)
@@ -72,18 +127,35 @@ class KafkaPath:
     """A librdkafka producer through the listener: plain, idempotent or transactional (a
     commit every TXN_EVERY_S), kept from turn to turn as a long-lived producer is."""
 
-    def __init__(self, bootstrap: str, mode: str) -> None:
+    def __init__(self, bootstrap: str, mode: str, in_flight: bool = False, partitions: int = 1) -> None:
         config = {"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 5,
                   "batch.num.messages": 10_000, "queue.buffering.max.messages": 200_000,
                   "enable.idempotence": mode != "plain"}
+        # With in_flight: how many requests await an answer on the broker's connection, sampled
+        # by librdkafka's statistics during the turns (not between them).
+        self.awaiting: collections.Counter[int] = collections.Counter()
+        self._counting, self._since = False, 0.0
+        if in_flight:
+            config |= {"statistics.interval.ms": 50, "stats_cb": self._stats}
         if mode == "transactional":
             config["transactional.id"] = f"bench-kafka-{random.getrandbits(32)}"
         self.mode = mode
+        self.partitions = partitions
         self.producer = KafkaProducer(config)
         self.delivered = 0
         self.failed = 0
         if mode == "transactional":
             self.producer.init_transactions(30)
+
+    def _stats(self, text: str) -> None:
+        stats = json.loads(text)
+        # Statistics made while the producer sat between turns are handed over at the next
+        # turn's first poll: only those made during a turn count ("ts": librdkafka's monotonic
+        # clock in µs, which is CLOCK_MONOTONIC, time.monotonic()'s clock on Linux).
+        if self._counting and stats["ts"] / 1e6 >= self._since:
+            for broker in stats["brokers"].values():
+                if broker["nodeid"] >= 0:  # the listener, not the bootstrap entry
+                    self.awaiting[broker["waitresp_cnt"]] += 1
 
     def _report(self, err: object, _msg: object) -> None:
         if err is None:
@@ -92,10 +164,10 @@ class KafkaPath:
             self.failed += 1
 
     def _produce_until(self, topic: str, deadline: float) -> None:
-        p, i = self.producer, 0
+        p, i, partitions = self.producer, 0, self.partitions
         while time.perf_counter() < deadline:
             try:
-                p.produce(topic, VALUE_BYTES, KEYS[i % BATCH], partition=0, on_delivery=self._report)
+                p.produce(topic, VALUE_BYTES, KEYS[i % BATCH], partition=i % partitions, on_delivery=self._report)
                 i += 1
             except BufferError:
                 p.poll(0.005)
@@ -104,6 +176,7 @@ class KafkaPath:
 
     def turn(self, topic: str, seconds: float) -> Turn:
         self.delivered = self.failed = 0
+        self._counting, self._since = True, time.monotonic()
         t0 = time.perf_counter()
         deadline = t0 + seconds
         if self.mode == "transactional":
@@ -115,6 +188,7 @@ class KafkaPath:
             self._produce_until(topic, deadline)
             self.producer.flush(30)
         took = time.perf_counter() - t0
+        self._counting = False
         if self.failed:
             raise RuntimeError(f"{self.failed} records of a {self.mode} turn were not delivered")
         return self.delivered, took
@@ -216,8 +290,24 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--latency-samples", type=int, default=100)
     parser.add_argument("--before", type=Path, default=None,
                         help="source tree of a 'before' service: every path runs against both, in one rotation")
+    parser.add_argument("--kafka-partitions", type=int, default=1,
+                        help="librdkafka's producers write this many partitions of their topic, record by record in turn")
+    parser.add_argument("--in-flight", action="store_true",
+                        help="librdkafka's producers report the requests awaiting an answer (statistics every 50 ms)")
+    parser.add_argument("--pin", default=None, metavar="CLIENT:SERVICE",
+                        help="this process on CPU CLIENT, the services and their database backends on CPU SERVICE")
     parser.add_argument("--after", type=Path, default=ROOT, help="source tree of the 'after' service (with --before)")
     args = parser.parse_args(argv)
+    if args.kafka_partitions < 1:
+        parser.error(f"--kafka-partitions must be at least 1; got {args.kafka_partitions}")
+    pin = None
+    if args.pin is not None:
+        try:
+            client_cpu, pin = (int(c) for c in args.pin.split(":"))
+        except ValueError:
+            parser.error(f"--pin takes two CPU numbers, CLIENT:SERVICE; got {args.pin!r}")
+        # Before any thread starts: librdkafka's threads inherit this thread's CPUs.
+        os.sched_setaffinity(0, {client_cpu})
     seed = args.seed if args.seed is not None else random.randrange(2**32)
     rng = random.Random(seed)
     # One service per tree: "" alone, or "before" and "after" on one database.
@@ -236,6 +326,7 @@ def main(argv: list[str] | None = None) -> int:
             producing: dict[str, tuple[Callable[[str, float], Turn], Callable[[], str]]] = {}
             reading: dict[str, Callable[[float], Turn]] = {}
             meters: dict[str, CpuMeter] = {}
+            kafka_paths: dict[str, KafkaPath] = {}
             bootstraps: dict[str, str] = {}
             made = iter(range(1_000_000))
             for side, tree in trees.items():
@@ -260,8 +351,9 @@ def main(argv: list[str] | None = None) -> int:
                     producing[named(f"HTTP produce {name}", side)] = (
                         http.turn, lambda mode=mode, fresh_topic=fresh_topic: fresh_topic(mode))
                     topic = f"kafka-{side or 'one'}-{mode}"
-                    create_topic(service.url, topic, 1)
-                    kafka_path = KafkaPath(bootstrap, mode)
+                    create_topic(service.url, topic, args.kafka_partitions)
+                    kafka_path = KafkaPath(bootstrap, mode, args.in_flight, args.kafka_partitions)
+                    kafka_paths[named(f"Kafka produce {name}", side)] = kafka_path
                     closers.append(kafka_path.close)
                     producing[named(f"Kafka produce {name}", side)] = (kafka_path.turn, lambda topic=topic: topic)
                     meters[named(f"HTTP produce {name}", side)] = meters[named(f"Kafka produce {name}", side)] = meter
@@ -273,6 +365,8 @@ def main(argv: list[str] | None = None) -> int:
                 meters[named("HTTP fetch read_committed", side)] = meter
                 meters[named("Kafka consume read_committed", side)] = meter
 
+            if pin is not None:
+                _pin_services(services, meters, pin)
             # The records both readers read: at least 200,000 plain records sent over HTTP.
             first = next(iter(services.values()))
             create_topic(first.url, "read", 1)
@@ -285,6 +379,8 @@ def main(argv: list[str] | None = None) -> int:
             names = [*producing, *reading]
             turns: dict[str, list[Turn]] = {n: [] for n in names}
             cpu: dict[str, Cpu] = {n: Cpu(database=None) for n in names}
+            # Seconds runnable but waiting for a CPU: [services and database backends, this process].
+            waits: dict[str, list[float]] = {n: [0.0, 0.0] for n in names}
             # A warm-up turn each, not counted: connections, metadata, prepared statements.
             for name in names:
                 if name in producing:
@@ -296,14 +392,23 @@ def main(argv: list[str] | None = None) -> int:
                 order = names[:]
                 rng.shuffle(order)
                 for name in order:
+                    if pin is not None:
+                        _pin_services(services, meters, pin)
+                    # The path's own service and its backends (each side's meter reads its service).
+                    server_pids = [meters[name].service.proc.pid, *(meters[name]._backends() or {})]
+                    w0 = _run_queue_seconds(server_pids), _run_queue_seconds([os.getpid()])
                     if name in producing:
                         work, topic_of = producing[name]
                         topic = topic_of()
                         turn, used = meters[name].measure(lambda: work(topic, args.turn_seconds))
                     else:
                         turn, used = meters[name].measure(lambda: reading[name](args.turn_seconds))
+                    server_pids += [pid for pid in meters[name]._backends() or {} if pid not in server_pids]
+                    w1 = _run_queue_seconds(server_pids), _run_queue_seconds([os.getpid()])
                     turns[name].append(turn)
                     cpu[name].add(used)
+                    waits[name][0] += w1[0] - w0[0]
+                    waits[name][1] += w1[1] - w0[1]
             for side, service in services.items():
                 create_topic(service.url, f"latency-{side or 'one'}", 1)
                 latency[side] = commit_to_consumer(bootstraps[side], f"latency-{side or 'one'}", args.latency_samples)
@@ -320,6 +425,10 @@ def main(argv: list[str] | None = None) -> int:
         return cpu[name].service / sum(r for r, _ in turns[name]) * 1e6
 
     sides_note = "" if args.before is None else f"; before: {args.before}, after: {args.after}"
+    if args.kafka_partitions != 1:
+        sides_note += f"; librdkafka's producers over {args.kafka_partitions} partitions"
+    if args.pin is not None:
+        sides_note += f"; pinned: this process on CPU {client_cpu}, services and backends on CPU {pin}"
     print(f"# {args.db}: {args.rounds} rounds of {args.turn_seconds:g} s turns, order shuffled each round "
           f"(--seed {seed}); librdkafka {__import__('confluent_kafka').libversion()[0]}{sides_note}\n")
     print("| path | records/s | CPU µs / record: service | client | database |\n| --- | ---: | ---: | ---: | ---: |")
@@ -347,6 +456,19 @@ def main(argv: list[str] | None = None) -> int:
     if args.before is not None:
         for name in [n.removesuffix(", after") for n in names if n.endswith(", after")]:
             print(f"| {name}, after ÷ before | {service_us(named(name, 'after')) / service_us(named(name, 'before')):.2f} |")
+    print("\n| path | waiting for a CPU, µs / record: services and database | client |\n| --- | ---: | ---: |")
+    for name in names:
+        n = sum(r for r, _ in turns[name])
+        print(f"| {name} | {waits[name][0] / n * 1e6:.1f} | {waits[name][1] / n * 1e6:.1f} |")
+    if args.in_flight:
+        print("\n| librdkafka producer | requests awaiting an answer: mean | most | samples with none | samples |"
+              "\n| --- | ---: | ---: | ---: | ---: |")
+        for name, path in kafka_paths.items():
+            seen = path.awaiting
+            samples = sum(seen.values())
+            if samples:
+                mean = sum(k * v for k, v in seen.items()) / samples
+                print(f"| {name} | {mean:.2f} | {max(seen)} | {seen[0] / samples:.0%} | {samples} |")
     print("\n| latency | p50 ms | p99 ms | max ms | samples |\n| --- | ---: | ---: | ---: | ---: |")
     for side, samples in latency.items():
         label = named("commit_transaction() → in a waiting read_committed consumer's hands", side)

@@ -241,6 +241,33 @@ def test_an_idempotent_retry_is_answered_with_the_first_offsets_and_written_once
     assert _stored(kafka) == [(0, None, 1), (1, None, 2)]
 
 
+def test_produce_requests_sent_before_any_answer_is_read_are_answered_in_order_each_on_its_own(
+        kafka: Listener) -> None:
+    create_topic(kafka.client, "orders")
+    with kafka.connect() as s:
+        init = ask(s, 22, 4, request_class(22, 4)(transactional_id=None, transaction_timeout=datetime.timedelta(0),
+                                                  producer_id=-1, producer_epoch=-1))
+
+        def batch(values: list[bytes], base_sequence: int) -> Any:
+            return _produce("orders", 0, _records(values, producer_id=init.producer_id,
+                                                  producer_epoch=init.producer_epoch, base_sequence=base_sequence))
+
+        # Four requests in one write, as a client with several requests out sends them; the
+        # third skips sequences 3 to 8.
+        s.sendall(frame(0, 9, batch([b"1", b"2"], 0), 10) + frame(0, 9, batch([b"3"], 2), 11)
+                  + frame(0, 9, batch([b"99"], 9), 12) + frame(0, 9, batch([b"4", b"5"], 3), 13))
+        answers = []
+        for _ in range(4):
+            data = read_frame(s)
+            assert data is not None
+            correlation_id, answer = response(0, 9, data)
+            p = _partition_answer(answer)
+            answers.append((correlation_id, p.error_code, p.base_offset))
+    assert answers == [(10, ErrorCode.none, 0), (11, ErrorCode.none, 2),
+                       (12, ErrorCode.out_of_order_sequence_number, -1), (13, ErrorCode.none, 3)]
+    assert _stored(kafka) == [(0, None, 1), (1, None, 2), (2, None, 3), (3, None, 4), (4, None, 5)]
+
+
 def test_a_frame_that_never_completes_closes_the_connection_once_idle(kafka: Listener) -> None:
     with listener_with(kafka, kafka_connections_max_idle_ms=300) as quick, quick.connect() as s:
         s.sendall(struct.pack(">i", 100) + b"\x00\x12")  # 2 of the 100 bytes announced
