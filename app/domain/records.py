@@ -32,7 +32,7 @@ from __future__ import annotations
 import base64
 import binascii
 import re
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -72,11 +72,47 @@ class RecordToAppend:
     timestamp_ms: int
 
 
+class RecordColumns(Sequence[RecordToAppend]):
+    """A batch's records held column by column (each column a list, one item a record), as
+    batch_of and kafka_batch build them: the RecordToAppend of a record is made only when asked
+    for, and a plain Send's append, which writes the columns as they are
+    (app.storage.append), never asks. Equal to any sequence of the same records."""
+
+    __slots__ = ("keys", "values", "headers", "timestamps")
+
+    def __init__(self, keys: Sequence[Any], values: Sequence[str | bytes | None], headers: Sequence[Any],
+                 timestamps: Sequence[int]) -> None:
+        if not len(keys) == len(values) == len(headers) == len(timestamps):
+            raise ValueError("a batch's columns must be of one length")
+        self.keys, self.values, self.headers, self.timestamps = keys, values, headers, timestamps
+
+    def __len__(self) -> int:
+        return len(self.keys)
+
+    def __getitem__(self, i: Any) -> Any:
+        if isinstance(i, slice):
+            return list(self)[i]
+        return RecordToAppend(self.keys[i], self.values[i], self.headers[i], self.timestamps[i])
+
+    def __iter__(self) -> Iterator[RecordToAppend]:
+        return map(RecordToAppend, self.keys, self.values, self.headers, self.timestamps)
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Sequence) or isinstance(other, (str, bytes)):
+            return NotImplemented
+        return list(self) == list(other)
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return f"RecordColumns({list(self)!r})"
+
+
 @dataclass(slots=True)
 class SendBatch:
     topic: str
     partition: int
-    records: list[RecordToAppend]
+    records: Sequence[RecordToAppend]
     base_sequence: int | None = None
     expected_offset: int | None = None
     # The records' bytes (app.domain.log_cleaning.record_size), and the largest record's
@@ -176,38 +212,44 @@ def batch_of(topic: str, partition: int, records: Sequence[Any], now_ms: int, *,
     max_message_bytes is checked against: record_sizes over the batch once, given the values'
     bytes at hand rather than the texts to encode again.
 
-    One loop with its names bound locally: it runs once per record of every Send. A record
+    Built column by column: it runs for every record of every Send, and a Python loop with a
+    few steps per record cost a 1,000-record Send more than a microsecond a record
+    (docs/benchmarks.md, 2026-11-30). The values are decoded in one call, joined by NUL, which
+    JSON text cannot hold outside a string nor a string unescaped: the join splits back into as
+    many texts as values exactly when each is what str(value, "utf-8") makes of it. A record
     with a bytes topic's typed key or header list (which only a Send's schema lets through)
-    fails the loop's JSON call or record_sizes (a typed key has no length); the batch is then
-    built again by _typed_batch_of, so that a JSON topic's Send pays nothing per record for
-    formats."""
-    out: list[RecordToAppend] = []
-    append, dumps = out.append, orjson.dumps
-    nulls = headed = False
+    fails the headers' JSON call or record_sizes (a typed key has no length); the batch is then
+    built by _typed_batch_of, so that a JSON topic's Send pays nothing per record for formats.
+    The records are held as the columns built (RecordColumns)."""
+    keys = [r.key for r in records]
+    raws = [r.value for r in records]
+    headers = [r.headers for r in records]
+    timestamps = [r.timestamp_ms for r in records]
+    present = [v for v in raws if v is not no_value] if no_value in raws else raws
+    if present and max(map(len, present)) > 2 * MAX_DEPTH:
+        for i, raw in enumerate(raws):
+            if raw is not no_value and len(raw) > 2 * MAX_DEPTH:
+                check_depth(bytes(raw), i, topic, partition)
+    texts = b"\x00".join(present).decode().split("\x00") if present else []
+    if len(texts) != len(present):  # a value holding NUL, which no JSON text does: each on its own
+        texts = [str(v, "utf-8") for v in present]
+    if present is not raws:  # some values are null: stored as the text null, sized as it
+        pieces = iter(texts)
+        texts = [_NULL if v is no_value else next(pieces) for v in raws]
+        raws = [_NULL if v is no_value else v for v in raws]
+    if None in timestamps:
+        timestamps = [now_ms if t is None else t for t in timestamps]
     try:
-        for r in records:
-            raw, headers, timestamp_ms = r.value, r.headers, r.timestamp_ms
-            if raw is no_value:
-                value = _NULL
-                nulls = True
-            else:
-                if len(raw) > 2 * MAX_DEPTH:
-                    check_depth(bytes(raw), len(out), topic, partition)
-                value = str(raw, "utf-8")
-            if headers is not None:
-                headers = dumps(headers).decode()
-                headed = True
-            append(RecordToAppend(r.key, value, headers, now_ms if timestamp_ms is None else timestamp_ms))
-        # The columns as stored, built after the loop (a comprehension each) rather than in it,
-        # and the headers' only where a record has some: the loop stays as cheap as it can be.
-        raws = [_NULL if v is no_value else v for v in (r.value for r in records)] if nulls else [
-            r.value for r in records]
-        sizes = record_sizes([r.key for r in out], raws, [r.headers for r in out] if headed else [None] * len(out))
+        if headers.count(None) != len(headers):
+            dumps = orjson.dumps
+            headers = [None if h is None else dumps(h).decode() for h in headers]
+        sizes = record_sizes(keys, raws, headers)
     except (AttributeError, TypeError):  # orjson cannot dump a header list; a typed key has no length
         return _typed_batch_of(topic, partition, records, now_ms, no_value=no_value, base_sequence=base_sequence,
                                expected_offset=expected_offset)
-    return SendBatch(topic=topic, partition=partition, records=out, base_sequence=base_sequence,
-                     expected_offset=expected_offset, size_bytes=sum(sizes), largest_record=first_largest(sizes))
+    return SendBatch(topic=topic, partition=partition, records=RecordColumns(keys, texts, headers, timestamps),
+                     base_sequence=base_sequence, expected_offset=expected_offset, size_bytes=sum(sizes),
+                     largest_record=first_largest(sizes))
 
 
 def _typed_batch_of(topic: str, partition: int, records: Sequence[Any], now_ms: int, *, no_value: Any,
@@ -464,8 +506,7 @@ def kafka_batch(topic: str, partition: int, keys: Sequence[bytes | None], values
                for i, (k, v, h, ts) in enumerate(zip(keys, values, headers, timestamps, strict=True))]
         return _sized(batch, out, value_format)
     key_texts, value_texts, header_texts, sizes = columns
-    batch.records = [RecordToAppend(k, v, h, ts)
-                     for k, v, h, ts in zip(key_texts, value_texts, header_texts, timestamps, strict=True)]
+    batch.records = RecordColumns(key_texts, value_texts, header_texts, timestamps)
     batch.size_bytes, batch.largest_record = sum(sizes), first_largest(sizes)
     return batch
 

@@ -13,7 +13,15 @@ from hypothesis import strategies as st
 
 from app.domain.errors import InvalidRequest, RecordListTooLarge
 from app.domain.log_cleaning import record_sizes
-from app.domain.records import MAX_DEPTH, RecordToAppend, batch_of, check_depth, check_record_count, first_largest
+from app.domain.records import (
+    MAX_DEPTH,
+    RecordColumns,
+    RecordToAppend,
+    batch_of,
+    check_depth,
+    check_record_count,
+    first_largest,
+)
 
 
 class _Record:
@@ -70,3 +78,17 @@ def test_the_in_database_api_loads_no_web_framework() -> None:
         capture_output=True, text=True, check=True,
     ).stdout
     assert loaded == "[]\n"
+
+
+def test_a_batchs_records_held_by_column_read_as_records_equal_to_their_list() -> None:
+    columns = RecordColumns(["k", None], ['{"a":1}', "null"], [None, '{"h":"v"}'], [5, 6])
+
+    assert (len(columns), columns[1], columns[-1:]) == (2, RecordToAppend(None, "null", '{"h":"v"}', 6),
+                                                        [RecordToAppend(None, "null", '{"h":"v"}', 6)])
+    assert columns == [RecordToAppend("k", '{"a":1}', None, 5), RecordToAppend(None, "null", '{"h":"v"}', 6)]
+    assert columns != [RecordToAppend("k", '{"a":1}', None, 5)]
+
+
+def test_columns_of_different_lengths_are_refused() -> None:
+    with pytest.raises(ValueError, match="^a batch's columns must be of one length$"):
+        RecordColumns(["k"], ["1", "2"], [None], [5])
