@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cache
+from itertools import repeat
 from typing import Any
 
 from sqlalchemy import Connection, bindparam, exists, select, update
@@ -19,7 +20,7 @@ from app.domain.producer import (
     next_batch_condition,
     starts_epoch,
 )
-from app.domain.records import RecordToAppend
+from app.domain.records import RecordColumns, RecordToAppend
 from app.domain.types import ControlType, RecordState, ValueFormat
 from app.storage import dialect
 from app.storage.log_end import TAKEN, take_offsets, take_offsets_with
@@ -41,7 +42,7 @@ from app.storage.tables import producer_partitions, producers, records, transact
 class BatchToAppend:
     topic_id: int
     partition: int
-    records: list[RecordToAppend]
+    records: Sequence[RecordToAppend]
     base_sequence: int | None = None
     expected_offset: int | None = None
     size_bytes: int = 0  # app.domain.log_cleaning.record_size of the records, summed
@@ -371,8 +372,10 @@ def append_batches(
     writes nothing. A transactional Send's caller has checked its transaction instead.
     """
     results: dict[tuple[int, int], AppendResult] = {}
-    rows: list[tuple] = []
-    bytes_rows: list[tuple] = []  # a bytes topic's (BYTES_RECORD_COLUMNS)
+    # Each batch to write, with its base offset: a JSON topic's, and a bytes topic's
+    # (BYTES_RECORD_COLUMNS), whose rows go in a COPY of their own.
+    appended: list[tuple[BatchToAppend, int]] = []
+    bytes_appended: list[tuple[BatchToAppend, int]] = []
     marker_rows: list[dict] = []
     batch_rows: list[dict] = []  # record_batches: each batch appended, and each marker written with one
     state_rows: list[dict] = []
@@ -459,12 +462,7 @@ def append_batches(
         )
         base_sequence = batch.base_sequence
         topic_id, partition = batch.topic_id, batch.partition
-        # Tuples in DATA_RECORD_COLUMNS order.
-        into = rows if batch.value_format is ValueFormat.JSON else bytes_rows
-        into.extend(
-            (topic_id, partition, base_offset + i, r.timestamp_ms, r.key, r.value, r.headers)
-            for i, r in enumerate(batch.records)
-        )
+        (appended if batch.value_format is ValueFormat.JSON else bytes_appended).append((batch, base_offset))
         if producer_id is not None and not state_written:
             assert base_sequence is not None
             state_rows.append(
@@ -503,13 +501,17 @@ def append_batches(
     if marker_rows:
         # The markers go with the records, in one COPY: rows of every column a JSON topic's
         # record or a marker sets (a bytes topic's records follow in their own, below).
-        rows = [row + (None,) for row in rows]
+        rows = [row + (None,) for row in _rows(appended)]
         rows.extend(tuple(m.get(c) for c in _WITH_MARKERS) for m in marker_rows)
         dialect.bulk_insert(conn, records, _WITH_MARKERS, rows)
-    elif rows:
-        dialect.bulk_insert(conn, records, DATA_RECORD_COLUMNS, rows)
-    if bytes_rows:
-        dialect.bulk_insert(conn, records, BYTES_RECORD_COLUMNS, bytes_rows)
+    elif appended:
+        lines = _copy_lines(appended) if conn.dialect.name == "postgresql" else None
+        if lines is not None:
+            dialect.copy_lines(conn, records, DATA_RECORD_COLUMNS, lines)
+        else:
+            dialect.bulk_insert(conn, records, DATA_RECORD_COLUMNS, _rows(appended))
+    if bytes_appended:
+        dialect.bulk_insert(conn, records, BYTES_RECORD_COLUMNS, _rows(bytes_appended))
     if batch_rows:
         # The batch rows that no statement taking offsets wrote (SQLite's; on PostgreSQL a
         # batch judged by check_sequence, and the COMMIT markers of a Commit's carried batches),
@@ -529,6 +531,41 @@ def append_batches(
         # insert-or-ignore all the same.
         dialect.execute_rows(conn, dialect.insert_ignore(conn, transaction_partitions), txn_partition_rows)
     return [results[_partition_key(b)] for b in batches]
+
+
+def _columns(records: Sequence[RecordToAppend]) -> RecordColumns:
+    """A batch's records by column: as batch_of and kafka_batch built them, or taken apart."""
+    if isinstance(records, RecordColumns):
+        return records
+    return RecordColumns([r.key for r in records], [r.value for r in records], [r.headers for r in records],
+                         [r.timestamp_ms for r in records])
+
+
+def _rows(appended: list[tuple[BatchToAppend, int]]) -> list[tuple]:
+    """The batches' records as rows, tuples in DATA_RECORD_COLUMNS order."""
+    rows: list[tuple] = []
+    for b, base_offset in appended:
+        c = _columns(b.records)
+        rows.extend(zip(repeat(b.topic_id), repeat(b.partition), range(base_offset, base_offset + len(c)),
+                        c.timestamps, c.keys, c.values, c.headers))
+    return rows
+
+
+def _copy_lines(appended: list[tuple[BatchToAppend, int]]) -> str | None:
+    """The same rows as _rows, as the lines of a COPY in text format (dialect.copy_texts); None
+    if a text cannot go that way. Built column by column: one escaping pass over each column
+    of a batch, and one format per row."""
+    lines = []
+    for b, base_offset in appended:
+        recs = _columns(b.records)
+        keys, values, headers = (dialect.copy_texts(recs.keys), dialect.copy_texts(recs.values),  # type: ignore[arg-type]
+                                 dialect.copy_texts(recs.headers))
+        if keys is None or values is None or headers is None:
+            return None
+        lead = f"{b.topic_id}\t{b.partition}\t"
+        lines.extend(f"{lead}{offset}\t{ts}\t{k}\t{v}\t{h}\n" for offset, ts, k, v, h in zip(
+            range(base_offset, base_offset + len(recs)), recs.timestamps, keys, values, headers))
+    return "".join(lines)
 
 
 def _check_expected(batch: BatchToAppend, next_offset: int) -> None:

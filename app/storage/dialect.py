@@ -11,7 +11,8 @@ Begin, Commit) run several per request. Callers pass values as bind parameters.
 from __future__ import annotations
 
 import enum
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from functools import cache
 from typing import Any
 
@@ -242,16 +243,67 @@ def bulk_insert(conn: Connection, table: Table, columns: Sequence[str], rows: li
     at about 2.5x executemany). SQLite: the driver's executemany on a prepared INSERT, with
     no per-row SQLAlchemy parameter processing.
     """
+    if conn.dialect.name == "postgresql":
+        with _copy_from_stdin(conn, table, columns) as copy:
+            for row in rows:
+                copy.write_row(row)
+        return
     quote = conn.dialect.identifier_preparer.quote
     cols = ", ".join(quote(c) for c in columns)
-    if conn.dialect.name == "postgresql":
-        cursor = conn.connection.driver_connection.cursor()  # type: ignore[union-attr]
-        try:
-            with cursor.copy(f"COPY {quote(table.name)} ({cols}) FROM STDIN") as copy:
-                for row in rows:
-                    copy.write_row(row)
-        finally:
-            cursor.close()
-        return
     marks = ", ".join("?" for _ in columns)
     conn.exec_driver_sql(f"INSERT INTO {quote(table.name)} ({cols}) VALUES ({marks})", rows)
+
+
+def copy_texts(texts: Sequence[str | None]) -> list[str] | None:
+    """Each text as a field of PostgreSQL's COPY text format (None: \\N), or None if one holds
+    NUL, which that format cannot carry, or is not a str (the caller then goes through
+    bulk_insert, whose driver refuses or adapts it as before).
+
+    The fields are escaped all at once, joined by NUL: a Send of 1,000 records has a key, a
+    value and maybe headers each, and psycopg's write_row, which escapes field by field, cost
+    about as much per row as everything else the Send does with a record. The join splits back
+    into as many pieces exactly when no text holds NUL."""
+    nulls = None in texts
+    present = [t for t in texts if t is not None] if nulls else texts
+    if not present:
+        return ["\\N"] * len(texts)
+    try:
+        joined = "\x00".join(present)  # type: ignore[arg-type]
+    except TypeError:  # not all texts (bytes: a bytes topic's), for bulk_insert to adapt
+        return None
+    for char, escaped in _COPY_ESCAPES:
+        if char in joined:
+            joined = joined.replace(char, escaped)
+    fields = joined.split("\x00")
+    if len(fields) != len(present):
+        return None
+    if not nulls:
+        return fields
+    pieces = iter(fields)
+    return ["\\N" if t is None else next(pieces) for t in texts]
+
+
+# What COPY's text format escapes in a field: the backslash first, then the characters that
+# would end a field or a row.
+_COPY_ESCAPES = (("\\", "\\\\"), ("\n", "\\n"), ("\r", "\\r"), ("\t", "\\t"))
+
+
+def copy_lines(conn: Connection, table: Table, columns: Sequence[str], lines: str) -> None:
+    """PostgreSQL: rows already written as COPY text-format lines (copy_texts), sent in one COPY
+    as one piece."""
+    with _copy_from_stdin(conn, table, columns) as copy:
+        copy.write(lines)
+
+
+@contextmanager
+def _copy_from_stdin(conn: Connection, table: Table, columns: Sequence[str]) -> Iterator[Any]:
+    """PostgreSQL's COPY FROM STDIN into `columns` of `table`, on the driver's cursor, over the
+    connection's open transaction."""
+    quote = conn.dialect.identifier_preparer.quote
+    cols = ", ".join(quote(c) for c in columns)
+    cursor = conn.connection.driver_connection.cursor()  # type: ignore[union-attr]
+    try:
+        with cursor.copy(f"COPY {quote(table.name)} ({cols}) FROM STDIN") as copy:
+            yield copy
+    finally:
+        cursor.close()
