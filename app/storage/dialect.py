@@ -259,10 +259,10 @@ def copy_texts(texts: Sequence[str | None]) -> list[str] | None:
     NUL, which that format cannot carry, or is not a str (the caller then goes through
     bulk_insert, whose driver refuses or adapts it as before).
 
-    The fields are escaped all at once, joined by NUL: a Send of 1,000 records has a key, a
-    value and maybe headers each, and psycopg's write_row, which escapes field by field, cost
-    about as much per row as everything else the Send does with a record. The join splits back
-    into as many pieces exactly when no text holds NUL."""
+    The fields are escaped all at once, joined by NUL: psycopg's write_row, which adapts and
+    escapes field by field, cost the service 0.7-1.4 µs a row of a 1,000-record Send
+    (docs/benchmarks.md, 2026-11-30), more than its decoding. The join splits back into as many
+    pieces exactly when no text holds NUL."""
     nulls = None in texts
     present = [t for t in texts if t is not None] if nulls else texts
     if not present:
