@@ -32,8 +32,10 @@ from __future__ import annotations
 import base64
 import binascii
 import re
-from collections.abc import Iterator, Sequence
+from bisect import bisect_right
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
+from itertools import accumulate
 from typing import Any
 
 import orjson
@@ -214,9 +216,9 @@ def batch_of(topic: str, partition: int, records: Sequence[Any], now_ms: int, *,
 
     Built column by column: it runs for every record of every Send, and a Python loop with a
     few steps per record cost a 1,000-record Send more than a microsecond a record
-    (docs/benchmarks.md, 2026-11-30). The values are decoded in one call, joined by NUL, which
-    JSON text cannot hold outside a string nor a string unescaped: the join splits back into as
-    many texts as values exactly when each is what str(value, "utf-8") makes of it. A record
+    (docs/benchmarks.md, 2026-11-30). The values are decoded joined by NUL (_joined_texts),
+    which JSON text cannot hold outside a string nor a string unescaped: the join splits back
+    into as many texts as values exactly when each is what str(value, "utf-8") makes of it. A record
     with a bytes topic's typed key or header list (which only a Send's schema lets through)
     fails the headers' JSON call or record_sizes (a typed key has no length); the batch is then
     built by _typed_batch_of, so that a JSON topic's Send pays nothing per record for formats.
@@ -230,12 +232,10 @@ def batch_of(topic: str, partition: int, records: Sequence[Any], now_ms: int, *,
         for i, raw in enumerate(raws):
             if raw is not no_value and len(raw) > 2 * MAX_DEPTH:
                 check_depth(bytes(raw), i, topic, partition)
-    texts = b"\x00".join(present).decode().split("\x00") if present else []
-    if len(texts) != len(present):  # a value holding NUL, which no JSON text does: each on its own
-        texts = [str(v, "utf-8") for v in present]
+    texts = _joined_texts(raws, _NULL, absent=no_value)
+    if texts is None:  # a value holding NUL, which no JSON text does: each on its own
+        texts = [_NULL if v is no_value else str(v, "utf-8") for v in raws]
     if present is not raws:  # some values are null: stored as the text null, sized as it
-        pieces = iter(texts)
-        texts = [_NULL if v is no_value else next(pieces) for v in raws]
         raws = [_NULL if v is no_value else v for v in raws]
     if None in timestamps:
         timestamps = [now_ms if t is None else t for t in timestamps]
@@ -574,20 +574,51 @@ def _json_columns(keys: Sequence[bytes | None], values: Sequence[bytes | None], 
     return key_texts, value_texts, texts, record_sizes(keys, stored_values, texts)
 
 
-def _joined_texts(column: Sequence[bytes | None], null: str | None = None) -> list[str | None] | None:
-    """Each piece of bytes decoded as UTF-8 (None: `null`), or None if one is not UTF-8 or
-    holds NUL."""
-    nulls = None in column
-    present = [b for b in column if b is not None] if nulls else column
-    if not present:
-        return [null] * len(column)
+def _joined_texts(column: Sequence[Any], null: str | None = None, *, absent: Any = None) -> list[str | None] | None:
+    """Each piece of bytes decoded as UTF-8 (`absent`: `null`), or None if one is not UTF-8 or
+    holds NUL.
+
+    Decoded joined by NUL, which no UTF-8 sequence can span: a join decodes, and splits back
+    into as many pieces, exactly when every piece is UTF-8 without NUL. One call a chunk of
+    about JOIN_CHUNK_BYTES (chunk_bounds) rather than one for the whole column: a single
+    character outside the Basic Multilingual Plane makes a decoded string 4 bytes a character,
+    and a 32 MB Send's values joined in one string took 128 MB for a moment (docs/benchmarks.md,
+    2026-11-30); the pieces split off keep each its own width."""
+    nulls = absent in column
+    present = [b for b in column if b is not absent] if nulls else column
+    texts: list[str] = []
     try:
-        texts = b"\x00".join(present).decode().split("\x00")  # type: ignore[arg-type]
+        for start, stop in chunk_bounds(map(len, present), JOIN_CHUNK_BYTES):
+            chunk = present[start:stop] if stop - start < len(present) else present
+            pieces = b"\x00".join(chunk).decode().split("\x00")
+            if len(pieces) != stop - start:
+                return None
+            texts.extend(pieces)
     except (UnicodeDecodeError, TypeError):
-        return None
-    if len(texts) != len(present):
         return None
     if not nulls:
         return texts  # type: ignore[return-value]
     pieces = iter(texts)
-    return [null if b is None else next(pieces) for b in column]
+    return [null if b is absent else next(pieces) for b in column]
+
+
+# The bytes of values _joined_texts decodes in one call: small enough that the decoded string
+# stays a few MB at 4 bytes a character, large enough that a chunk's call costs nothing beside
+# its records' (a 1,000-record Send of ~100-byte values is one chunk).
+JOIN_CHUNK_BYTES = 1 << 20
+
+
+def chunk_bounds(lengths: Iterable[int], limit: int) -> list[tuple[int, int]]:
+    """(start, stop) of each run of consecutive items, in order and covering them all, whose
+    lengths sum to at most `limit`, or of one item longer than `limit` on its own: a column cut
+    into pieces to process one at a time, so that what a piece makes stays bounded."""
+    ends = list(accumulate(lengths))
+    if not ends or ends[-1] <= limit:
+        return [(0, len(ends))] if ends else []
+    bounds: list[tuple[int, int]] = []
+    start, base = 0, 0
+    while start < len(ends):
+        stop = max(bisect_right(ends, base + limit, start), start + 1)
+        bounds.append((start, stop))
+        start, base = stop, ends[stop - 1]
+    return bounds

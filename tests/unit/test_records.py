@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import tracemalloc
 
 import orjson
 import pytest
@@ -12,14 +13,17 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from app.domain.errors import InvalidRequest, RecordListTooLarge
+from app.domain import records as records_module
 from app.domain.log_cleaning import record_sizes
 from app.domain.records import (
+    JOIN_CHUNK_BYTES,
     MAX_DEPTH,
     RecordColumns,
     RecordToAppend,
     batch_of,
     check_depth,
     check_record_count,
+    chunk_bounds,
     first_largest,
 )
 
@@ -92,3 +96,34 @@ def test_a_batchs_records_held_by_column_read_as_records_equal_to_their_list() -
 def test_columns_of_different_lengths_are_refused() -> None:
     with pytest.raises(ValueError, match="^a batch's columns must be of one length$"):
         RecordColumns(["k"], ["1", "2"], [None], [5])
+
+
+def test_chunk_bounds_cut_items_in_order_into_runs_within_the_limit_a_longer_item_alone() -> None:
+    assert chunk_bounds([3, 3, 3, 10, 1, 1], 6) == [(0, 2), (2, 3), (3, 4), (4, 6)]
+    assert chunk_bounds([3, 3], 6) == [(0, 2)]
+    assert chunk_bounds([], 6) == []
+
+
+def test_values_decoded_a_chunk_at_a_time_are_the_texts_sent(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(records_module, "JOIN_CHUNK_BYTES", 8)
+    values = [b'"ab"', None, '"\U0001F600"'.encode(), b"[1,2,3,4,5,6,7,8]", '"\xe9"'.encode(), b"1"]
+
+    batch = batch_of("t", 0, [_Record(v, timestamp_ms=1) for v in values], 5)
+
+    assert [r.value for r in batch.records] == ['"ab"', "null", '"\U0001F600"', "[1,2,3,4,5,6,7,8]", '"\xe9"', "1"]
+
+
+def test_a_large_batch_with_one_character_outside_the_bmp_is_decoded_in_bounded_memory() -> None:
+    # 5,000 values of 1.6 KB: decoded whole, the one emoji made a 32 MB string for a moment.
+    values = [b'{"p":"' + b"x" * 1592 + b'"}'] * 5000
+    values[2500] = '{"p":"\U0001F600'.encode() + b"x" * 1588 + b'"}'
+    batch_records = [_Record(v, timestamp_ms=1) for v in values]
+    tracemalloc.start()
+    try:
+        batch = batch_of("t", 0, batch_records, 5)
+        kept, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+
+    assert batch.records[2500].value == values[2500].decode()
+    assert peak - kept < 4 * JOIN_CHUNK_BYTES
