@@ -3,7 +3,7 @@ the rows, and the transaction's partitions, all in the caller's database transac
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from functools import cache
 from itertools import repeat
@@ -12,6 +12,7 @@ from typing import Any
 from sqlalchemy import Connection, bindparam, exists, select, update
 
 from app.domain.errors import OffsetMismatch
+from app.domain.log_cleaning import record_sizes
 from app.domain.producer import (
     BatchVerdict,
     NextBatchCondition,
@@ -20,7 +21,7 @@ from app.domain.producer import (
     next_batch_condition,
     starts_epoch,
 )
-from app.domain.records import RecordColumns, RecordToAppend
+from app.domain.records import RecordColumns, RecordToAppend, chunk_bounds
 from app.domain.types import ControlType, RecordState, ValueFormat
 from app.storage import dialect
 from app.storage.log_end import TAKEN, take_offsets, take_offsets_with
@@ -505,9 +506,8 @@ def append_batches(
         rows.extend(tuple(m.get(c) for c in _WITH_MARKERS) for m in marker_rows)
         dialect.bulk_insert(conn, records, _WITH_MARKERS, rows)
     elif appended:
-        lines = _copy_lines(appended) if conn.dialect.name == "postgresql" else None
-        if lines is not None:
-            dialect.copy_lines(conn, records, DATA_RECORD_COLUMNS, lines)
+        if conn.dialect.name == "postgresql":
+            dialect.copy_pieces(conn, records, DATA_RECORD_COLUMNS, _copy_pieces(appended))
         else:
             dialect.bulk_insert(conn, records, DATA_RECORD_COLUMNS, _rows(appended))
     if bytes_appended:
@@ -545,27 +545,85 @@ def _rows(appended: list[tuple[BatchToAppend, int]]) -> list[tuple]:
     """The batches' records as rows, tuples in DATA_RECORD_COLUMNS order."""
     rows: list[tuple] = []
     for b, base_offset in appended:
-        c = _columns(b.records)
-        rows.extend(zip(repeat(b.topic_id), repeat(b.partition), range(base_offset, base_offset + len(c)),
-                        c.timestamps, c.keys, c.values, c.headers))
+        rows.extend(_batch_rows(b, base_offset, 0, len(b.records)))
     return rows
 
 
-def _copy_lines(appended: list[tuple[BatchToAppend, int]]) -> str | None:
-    """The same rows as _rows, as the lines of a COPY in text format (dialect.copy_texts); None
-    if a text cannot go that way. Built column by column: one escaping pass over each column
-    of a batch, and one format per row."""
-    lines = []
-    for b, base_offset in appended:
-        recs = _columns(b.records)
-        keys, values, headers = (dialect.copy_texts(recs.keys), dialect.copy_texts(recs.values),  # type: ignore[arg-type]
-                                 dialect.copy_texts(recs.headers))
-        if keys is None or values is None or headers is None:
-            return None
-        lead = f"{b.topic_id}\t{b.partition}\t"
-        lines.extend(f"{lead}{offset}\t{ts}\t{k}\t{v}\t{h}\n" for offset, ts, k, v, h in zip(
-            range(base_offset, base_offset + len(recs)), recs.timestamps, keys, values, headers))
-    return "".join(lines)
+def _batch_rows(b: BatchToAppend, base_offset: int, start: int, stop: int) -> Iterator[tuple]:
+    """Records start to stop of a batch as rows, tuples in DATA_RECORD_COLUMNS order (the
+    columns looked up by those names, so the order is that tuple's)."""
+    c = _columns(b.records)
+    by_name = {"topic_id": repeat(b.topic_id), "partition": repeat(b.partition),
+               "offset": range(base_offset + start, base_offset + stop), "timestamp_ms": c.timestamps[start:stop],
+               "key": c.keys[start:stop], "value": c.values[start:stop], "headers": c.headers[start:stop]}
+    return zip(*(by_name[name] for name in DATA_RECORD_COLUMNS))
+
+
+def _copy_pieces(appended: list[tuple[BatchToAppend, int]]) -> Iterator[str | Iterator[tuple]]:
+    """The same rows as _rows, for one COPY (dialect.copy_pieces), in pieces of about
+    COPY_PIECE_CHARS: lines of COPY's text format (_copy_lines) as long as the texts can go that
+    way, and from the first chunk whose texts cannot (one holding NUL) to the end, rows for the
+    driver to write.
+
+    In pieces, each written before the next is made, rather than as one string: one character
+    outside the Basic Multilingual Plane makes a joined string 4 bytes a character, and a 32 MB
+    Send's COPY built whole raised the service's peak memory by 255 MB (docs/benchmarks.md,
+    2026-11-30). A batch is cut by its records' bytes (record_sizes; a text's bytes are at
+    least its characters) only when it is larger than a piece, which a 1,000-record Send of
+    ~100-byte values is not: it costs that Send one comparison."""
+    pending: list[str] = []
+    size = 0
+    for i, (b, base_offset) in enumerate(appended):
+        c = _columns(b.records)
+        bounds = ([(0, len(c))] if b.size_bytes <= COPY_PIECE_CHARS
+                  else chunk_bounds(record_sizes(c.keys, c.values, c.headers), COPY_PIECE_CHARS))
+        for start, stop in bounds:
+            lines = _copy_lines(b, base_offset, c, start, stop)
+            if lines is None:
+                if pending:
+                    yield "".join(pending)
+                yield _batch_rows(b, base_offset, start, len(c))
+                for later, later_offset in appended[i + 1:]:
+                    yield _batch_rows(later, later_offset, 0, len(later.records))
+                return
+            pending.append(lines)
+            size += len(lines)
+            if size >= COPY_PIECE_CHARS:
+                yield "".join(pending)
+                pending, size = [], 0
+    if pending:
+        yield "".join(pending)
+
+
+# The characters of COPY lines written at once (_copy_pieces): a few MB at most even at 4 bytes
+# a character, and a write a MB is nothing beside the records' own cost.
+COPY_PIECE_CHARS = 1 << 20
+
+
+def _copy_lines(b: BatchToAppend, base_offset: int, c: RecordColumns, start: int, stop: int) -> str | None:
+    """_batch_rows' rows as the lines of a COPY in text format (dialect.copy_texts); None if a
+    text cannot go that way. Built column by column: one escaping pass over each column, and
+    one format per row, its fields in the order _check_line_order holds to _batch_rows'."""
+    keys, values, headers = (dialect.copy_texts(c.keys[start:stop]),  # type: ignore[arg-type]
+                             dialect.copy_texts(c.values[start:stop]), dialect.copy_texts(c.headers[start:stop]))
+    if keys is None or values is None or headers is None:
+        return None
+    lead = f"{b.topic_id}\t{b.partition}\t"
+    return "".join([f"{lead}{offset}\t{ts}\t{k}\t{v}\t{h}\n" for offset, ts, k, v, h in zip(
+        range(base_offset + start, base_offset + stop), c.timestamps[start:stop], keys, values, headers)])
+
+
+def _check_line_order() -> None:
+    """_copy_lines writes its fields in _batch_rows' order, which is DATA_RECORD_COLUMNS': one
+    record with a distinct field in every column, through both. Run at import, so that a
+    change to one order and not the other cannot load."""
+    batch = BatchToAppend(1, 2, [RecordToAppend("k", "v", "h", 4)])
+    row = next(_batch_rows(batch, 3, 0, 1))
+    if _copy_lines(batch, 3, _columns(batch.records), 0, 1) != "\t".join(map(str, row)) + "\n":
+        raise AssertionError("_copy_lines and _batch_rows write the record columns in different orders")
+
+
+_check_line_order()
 
 
 def _check_expected(batch: BatchToAppend, next_offset: int) -> None:

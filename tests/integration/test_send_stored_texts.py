@@ -8,8 +8,11 @@ from __future__ import annotations
 from typing import Any
 
 import orjson
+import pytest
 from sqlalchemy import select
 
+from app.domain import records as records_module
+from app.storage import append
 from app.storage.tables import records
 from tests.helpers import create_topic
 
@@ -79,3 +82,19 @@ def test_batches_of_several_partitions_and_topics_take_their_own_offsets(client:
         (0, 0, 2, "k\\", "[1]", None),
     ]
     assert [row[0] for row in rows] == [a, a, a, a, b]
+
+
+def test_a_send_decoded_and_copied_in_many_chunks_stores_each_record_exactly(
+        client: Any, database: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Chunks of a few bytes: every value is decoded, and every line copied, in a piece of its own.
+    monkeypatch.setattr(records_module, "JOIN_CHUNK_BYTES", 8)
+    monkeypatch.setattr(append, "COPY_PIECE_CHARS", 8)
+    create_topic(client, "t")
+    values = [{"e": "\U0001F600"}, None, "tab\there", {"n": 1}, "back\\slash", "é"]
+
+    r = _send(client, [{"topic": "t", "partition": 0, "records": [
+        {"key": f"k{i}\n", "value": v, "timestamp_ms": 10 + i} for i, v in enumerate(values)]}])
+
+    assert r.status_code == 200, r.text
+    assert [row[2:] for row in _stored(database)] == [
+        (i, 10 + i, f"k{i}\n", orjson.dumps(v).decode(), None) for i, v in enumerate(values)]

@@ -1,0 +1,74 @@
+"""app.storage.append's COPY of a JSON topic's records on PostgreSQL: lines of COPY's text
+format in pieces of about COPY_PIECE_CHARS, the same rows as the row path writes, in the same
+column order, and rows for the driver from the first chunk whose texts cannot go as lines."""
+
+from __future__ import annotations
+
+import tracemalloc
+
+import pytest
+
+from app.domain.log_cleaning import record_sizes
+from app.domain.records import RecordColumns, RecordToAppend
+from app.storage import append
+from app.storage.append import COPY_PIECE_CHARS, DATA_RECORD_COLUMNS, BatchToAppend
+
+
+def _batch(values: list[str], keys: list[str | None] | None = None, topic_id: int = 7) -> BatchToAppend:
+    keys = keys or [None] * len(values)
+    records = RecordColumns(keys, values, [None] * len(values), list(range(100, 100 + len(values))))
+    return BatchToAppend(topic_id, 1, records, size_bytes=sum(record_sizes(records.keys, records.values, records.headers)))
+
+
+def test_each_line_holds_its_rows_fields_in_the_record_columns_order() -> None:
+    batch = BatchToAppend(3, 2, [RecordToAppend("k", "[1]", '{"h":"v"}', 9)], size_bytes=12)
+
+    (lines,) = append._copy_pieces([(batch, 40)])
+
+    assert dict(zip(DATA_RECORD_COLUMNS, lines.rstrip("\n").split("\t"))) == {
+        "topic_id": "3", "partition": "2", "offset": "40", "timestamp_ms": "9", "key": "k", "value": "[1]",
+        "headers": '{"h":"v"}'}
+    assert lines == "\t".join(map(str, append._rows([(batch, 40)])[0])) + "\n"
+
+
+def test_batches_larger_than_a_piece_are_copied_in_pieces_of_whole_lines(monkeypatch: pytest.MonkeyPatch) -> None:
+    # The first batch's records are of 1, 6 and 5 bytes: cut after the second.
+    monkeypatch.setattr(append, "COPY_PIECE_CHARS", 8)
+    first, second = _batch(["1", '"\U0001F600"', '"a\tb"']), _batch(["[2]"], topic_id=8)
+
+    pieces = list(append._copy_pieces([(first, 5), (second, 0)]))
+
+    assert pieces == [
+        "7\t1\t5\t100\t\\N\t1\t\\N\n7\t1\t6\t101\t\\N\t\"\U0001F600\"\t\\N\n",
+        "7\t1\t7\t102\t\\N\t\"a\\tb\"\t\\N\n",
+        "8\t1\t0\t100\t\\N\t[2]\t\\N\n",
+    ]
+
+
+def test_from_the_first_chunk_holding_nul_to_the_end_the_records_go_as_rows(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(append, "COPY_PIECE_CHARS", 4)
+    first, second = _batch(["1", "2", "3"], keys=["a", "b\x00", "c"]), _batch(["4"], topic_id=8)
+
+    pieces = [p if isinstance(p, str) else list(p) for p in append._copy_pieces([(first, 0), (second, 0)])]
+
+    assert pieces == [
+        "7\t1\t0\t100\ta\t1\t\\N\n",
+        [(7, 1, 1, 101, "b\x00", "2", None), (7, 1, 2, 102, "c", "3", None)],
+        [(8, 1, 0, 100, None, "4", None)],
+    ]
+
+
+def test_a_large_batch_with_one_character_outside_the_bmp_is_copied_in_bounded_memory() -> None:
+    # 5,000 values of 1.6 KB: built as one string, the one emoji made it 4 bytes a character.
+    values = ['{"p":"' + "x" * 1592 + '"}'] * 5000
+    values[2500] = '{"p":"\U0001F600' + "x" * 1591 + '"}'
+    batch = _batch(values)
+    tracemalloc.start()
+    try:
+        written = sum(len(piece) for piece in append._copy_pieces([(batch, 0)]))  # type: ignore[arg-type]
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+
+    assert written == sum(len(f"7\t1\t{i}\t{100 + i}\t\\N\t{v}\t\\N\n") for i, v in enumerate(values))
+    assert peak < 12 * COPY_PIECE_CHARS
