@@ -582,8 +582,8 @@ def _joined_texts(column: Sequence[Any], null: str | None = None, *, absent: Any
     into as many pieces, exactly when every piece is UTF-8 without NUL. One call a chunk of
     about JOIN_CHUNK_BYTES (chunk_bounds) rather than one for the whole column: a single
     character outside the Basic Multilingual Plane makes a decoded string 4 bytes a character,
-    and a 32 MB Send's values joined in one string took 128 MB for a moment (docs/benchmarks.md,
-    2026-11-30); the pieces split off keep each its own width."""
+    and a 32 MB Send's values joined in one string took 128 MB for a moment; the pieces split off
+    keep each its own width (docs/benchmarks.md, 2026-11-30)."""
     nulls = absent in column
     present = [b for b in column if b is not absent] if nulls else column
     texts: list[str] = []

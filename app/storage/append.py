@@ -567,10 +567,10 @@ def _copy_pieces(appended: list[tuple[BatchToAppend, int]]) -> Iterator[str | It
 
     In pieces, each written before the next is made, rather than as one string: one character
     outside the Basic Multilingual Plane makes a joined string 4 bytes a character, and a 32 MB
-    Send's COPY built whole raised the service's peak memory by 255 MB (docs/benchmarks.md,
-    2026-11-30). A batch is cut by its records' bytes (record_sizes; a text's bytes are at
-    least its characters) only when it is larger than a piece, which a 1,000-record Send of
-    ~100-byte values is not: it costs that Send one comparison."""
+    Send's COPY built whole raised the service's peak memory 100 MB above what it is in pieces
+    (docs/benchmarks.md, 2026-11-30). A batch is cut by its records' bytes (record_sizes; a
+    text's bytes are at least its characters) only when it is larger than a piece, which a
+    1,000-record Send of ~100-byte values is not: it costs that Send one comparison."""
     pending: list[str] = []
     size = 0
     for i, (b, base_offset) in enumerate(appended):

@@ -290,7 +290,8 @@ def copy_texts(texts: Sequence[str | None]) -> list[str] | None:
 _COPY_ESCAPES = (("\\", "\\\\"), ("\n", "\\n"), ("\r", "\\r"), ("\t", "\\t"))
 
 
-def copy_pieces(conn: Connection, table: Table, columns: Sequence[str], pieces: Iterable[str | Iterable[tuple]]) -> None:
+def copy_pieces(conn: Connection, table: Table, columns: Sequence[str],
+                pieces: Iterable[str | Iterable[tuple]]) -> None:
     """PostgreSQL: one COPY of rows given in pieces, each written as it comes: a str is lines
     already in COPY's text format (copy_texts), anything else rows for the driver's write_row.
     Give rows after lines, not before: psycopg holds rows back in a buffer of its own, which

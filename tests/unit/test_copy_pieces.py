@@ -17,7 +17,8 @@ from app.storage.append import COPY_PIECE_CHARS, DATA_RECORD_COLUMNS, BatchToApp
 def _batch(values: list[str], keys: list[str | None] | None = None, topic_id: int = 7) -> BatchToAppend:
     keys = keys or [None] * len(values)
     records = RecordColumns(keys, values, [None] * len(values), list(range(100, 100 + len(values))))
-    return BatchToAppend(topic_id, 1, records, size_bytes=sum(record_sizes(records.keys, records.values, records.headers)))
+    sizes = record_sizes(records.keys, records.values, records.headers)
+    return BatchToAppend(topic_id, 1, records, size_bytes=sum(sizes))
 
 
 def test_each_line_holds_its_rows_fields_in_the_record_columns_order() -> None:
