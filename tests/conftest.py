@@ -42,25 +42,11 @@ BACKENDS = ["sqlite", "postgresql"]
 REQUIRE_ALL = os.environ.get("OUTBOX_TEST_REQUIRE_ALL") == "1"
 MARKER_OF_DIRECTORY = {"tests/e2e/": "e2e", "tests/fuzz/": "fuzz", "tests/spark/": "spark", "tests/kafka/": "kafka"}
 
-# .ci/run runs the suite on two pytest-xdist workers (`-n 2 --dist loadgroup`): most tests wait
-# on processes, sockets and disks as much as they compute. The tests named here take turns on
-# one worker per group instead: Spark's (one JVM and SparkSession per worker would cost a
-# start-up each and two cores' worth of executors), and those that start many processes and
-# database connections at once (two of them together could pass PostgreSQL's 100 connections).
-# Not honoured with pytest 9.2: pytest-xdist 3.8 passes a test's group to its scheduler in the
-# test's id, which pytest 9.2 no longer lets it change (docs/benchmarks.md, the test suite's time).
-XDIST_GROUP_OF_PATH = {
-    "tests/spark/": "spark",
-    **{f"tests/e2e/{name}.py": "processes" for name in (
-        "test_fault_injection", "test_load", "test_in_database_append_crashes", "test_waiting_readers",
-        "test_sqlite_multiprocess", "test_multiple_workers", "test_crash_recovery", "test_exactly_once",
-        "test_mariadb_orders_example",
-    )},
-    "tests/kafka/test_confluent_kafka_exactly_once.py": "processes",
-    # librdkafka's own suite: a service and the C test-runner, whose tests time their produces
-    # and commits.
-    "tests/kafka/test_librdkafka_suite.py": "processes",
-}
+# .ci/run runs the suite on two pytest-xdist workers, each test to whichever is free: nothing here
+# keeps tests apart by worker. Two of Spark's tests (a JVM per worker) or two process-heavy e2e
+# tests may run at once: slower on two cores than one after the other, and passed so. What must
+# not run twice at once, librdkafka's build into its cache directory, takes a file lock
+# (compat/librdkafka/run); every test that uses PostgreSQL has a database of its own per worker.
 
 
 def unavailable(reason: str) -> None:
@@ -118,9 +104,6 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         for directory, marker in MARKER_OF_DIRECTORY.items():
             if path.startswith(directory):
                 item.add_marker(marker)
-        for prefix, group in XDIST_GROUP_OF_PATH.items():
-            if path.startswith(prefix):
-                item.add_marker(pytest.mark.xdist_group(group))
     # A plain `pytest`, no paths and no -m: the fast tier. `pytest tests/spark`, `pytest -m e2e`
     # or `pytest tests` (what .ci/run runs) choose for themselves.
     if config.args_source is pytest.Config.ArgsSource.TESTPATHS and not config.option.markexpr:
@@ -187,13 +170,29 @@ def postgres_engine(postgres_url: str) -> Iterator[Engine]:
 
 
 _TABLES = [t.name for t in metadata.sorted_tables]
+# The tables with rows in them, in one statement. `counters` keeps its rows (set by the
+# migrations) and has its values zeroed instead.
+_TABLES_WITH_ROWS = text(" UNION ALL ".join(
+    f"SELECT '{t}' WHERE EXISTS (SELECT FROM \"{t}\")" for t in _TABLES if t != "counters"))
+# Every sequence a test drew from starts again: a rolled-back insert draws from its table's
+# sequence and leaves the table empty, so truncating (RESTART IDENTITY) cannot be relied on
+# for it. A sequence not drawn from since its start reads as NULL here.
+_RESTART_DRAWN_SEQUENCES = text(
+    "SELECT setval(format('%I.%I', schemaname, sequencename)::regclass, start_value, false) "
+    "FROM pg_sequences WHERE schemaname = current_schema() AND last_value IS NOT NULL")
 
 
 def _reset_postgres(engine: Engine) -> None:
+    """The session's database as migrated, for the next test: only the tables with rows are
+    truncated. TRUNCATE gives each table it names new files, which for all sixteen was most of
+    the reset every PostgreSQL test paid (docs/benchmarks.md, the test suite's time); a test
+    that stored nothing now has nothing written here."""
     with engine.begin() as conn:
-        conn.execute(text("TRUNCATE " + ", ".join(f'"{t}"' for t in _TABLES if t != "counters")
-                          + " RESTART IDENTITY CASCADE"))
-        conn.execute(text("UPDATE counters SET value = 0"))
+        written = conn.execute(_TABLES_WITH_ROWS).scalars().all()
+        if written:
+            conn.execute(text("TRUNCATE " + ", ".join(f'"{t}"' for t in written) + " CASCADE"))
+        conn.execute(_RESTART_DRAWN_SEQUENCES)
+        conn.execute(text("UPDATE counters SET value = 0 WHERE value <> 0"))
 
 
 @pytest.fixture(params=BACKENDS)

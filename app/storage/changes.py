@@ -38,6 +38,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import select
+import socket
 import sqlite3
 import threading
 import time
@@ -56,10 +58,6 @@ CHANNEL = "outbox_log"
 # waiters.
 RECHECK_S = 30.0
 DATA_VERSION_POLL_S = 0.05  # SQLite: how often other processes' commits are looked for
-# PostgreSQL: how late the listener sees that the server is stopping (between notifications it
-# waits this long on its socket, with no query). Stopping waits for it: at 0.5 s an app's
-# shutdown took 0.45 s, at 0.1 s 0.05 s (docs/benchmarks.md, the test suite's time).
-LISTEN_TIMEOUT_S = 0.1
 _CHANGED = "outbox_changed_partitions"
 
 Key = tuple[int, int]  # (topic_id, partition)
@@ -101,6 +99,10 @@ class LogChanges:
         self._everything_at = 0  # when any partition may have changed (a listener reconnecting)
         self._waiters: dict[Key, set[asyncio.Event]] = {}
         self._closing = threading.Event()
+        # PostgreSQL: the listener waits on its connection's socket and on this pair's reading
+        # end, to which `close` writes, so that a stop is seen at once rather than at the end
+        # of a wait (a timed wait made every app's shutdown wait half of it on average).
+        self._stop_signal: tuple[socket.socket, socket.socket] | None = None
         # Set once changes made elsewhere are heard of (LISTEN issued, data_version read): a
         # commit from then on wakes its waiters.
         self.listening = threading.Event()
@@ -113,8 +115,12 @@ class LogChanges:
         if self._thread is not None:
             return
         self._loop = loop
-        target = self._listen_postgresql if self.database_url.startswith("postgresql") else self._watch_sqlite
-        self._thread = threading.Thread(target=target, name="outbox-log-changes", daemon=True)
+        if self.database_url.startswith("postgresql"):
+            self._stop_signal = socket.socketpair()
+            self._thread = threading.Thread(target=self._listen_postgresql, args=(self._stop_signal[0],),
+                                            name="outbox-log-changes", daemon=True)
+        else:
+            self._thread = threading.Thread(target=self._watch_sqlite, name="outbox-log-changes", daemon=True)
         self._thread.start()
 
     @property
@@ -124,6 +130,11 @@ class LogChanges:
     def close(self) -> None:
         """The server is stopping: every wait ends now, and no new one begins."""
         self._closing.set()
+        if self._stop_signal is not None:
+            try:
+                self._stop_signal[1].send(b"x")
+            except OSError:  # closed by `stop`: the listener has ended
+                pass
         if self._loop is not None and not self._loop.is_closed():
             self._loop.call_soon_threadsafe(self._wake_all)
 
@@ -131,6 +142,9 @@ class LogChanges:
         self.close()
         if self._thread is not None:
             self._thread.join(timeout=5)
+            if self._stop_signal is not None and not self._thread.is_alive():
+                for end in self._stop_signal:
+                    end.close()
 
     # --- waiting ------------------------------------------------------------------------
 
@@ -208,7 +222,8 @@ class LogChanges:
 
     # --- listening ----------------------------------------------------------------------
 
-    def _listen_postgresql(self) -> None:
+    def _listen_postgresql(self, stopping: socket.socket) -> None:
+        """`stopping`: readable once `close` was called."""
         import psycopg
 
         conninfo = make_url(self.database_url).set(drivername="postgresql").render_as_string(hide_password=False)
@@ -222,17 +237,19 @@ class LogChanges:
                     self.listening.set()
                     looked = time.monotonic()
                     while not self.closing:
-                        # Each notification passed on as it arrives: the generator runs until
-                        # its timeout (which only bounds how late `closing` is seen), so
-                        # collecting them for one call after it kept every wake waiting up to
-                        # half a second. Notifications that arrive during the look below wait
-                        # for the next call (psycopg keeps them).
-                        for notify in conn.notifies(timeout=LISTEN_TIMEOUT_S):
+                        # What has arrived, passed on without waiting (timeout 0): the
+                        # notifications psycopg kept while the look below ran, and those the
+                        # socket has since the wait below ended.
+                        for notify in conn.notifies(timeout=0):
                             topic_id, _, partition = notify.payload.partition(":")
                             self.changed([(int(topic_id), int(partition))])
                         if time.monotonic() - looked >= RECHECK_S:
                             ends = self._wake_grown(ends, _log_ends(conn))
                             looked = time.monotonic()
+                            continue
+                        # Until the server sends something, `close` signals, or the next look.
+                        select.select([conn.fileno(), stopping], [], [],
+                                      max(0.0, RECHECK_S - (time.monotonic() - looked)))
             except Exception as e:  # noqa: BLE001 - the database may be restarting: waiters time out meanwhile
                 self.listening.clear()
                 if self.closing:

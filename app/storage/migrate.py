@@ -115,7 +115,11 @@ def known(current: str | None) -> None:
 
 def require_head(engine: Engine) -> None:
     """Refuse to work on a database whose schema is not the one this code was written for."""
-    current = current_revision(engine)
+    require_head_at(current_revision(engine))
+
+
+def require_head_at(current: str | None) -> None:
+    """`require_head` for a database found at revision `current`."""
     known(current)
     head = head_revision()
     if current is None:
@@ -177,7 +181,7 @@ def prepare(database_url: str, *, auto_migrate: bool, refuse_schema_mismatch: bo
                 logger.info("migrating %s from %s to %s", redacted_url(database_url), current or "empty",
                             head_revision())
         else:
-            require_head(engine)
+            require_head_at(current)
     except DBAPIError as e:
         if auto_migrate:
             raise

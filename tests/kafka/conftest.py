@@ -12,7 +12,8 @@ import struct
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import pytest
 from kio.serial import entity_reader, entity_writer
@@ -23,6 +24,9 @@ from app.services.transaction_coordinator import TransactionCoordinator
 # The tests that run `outbox serve --kafka-listener` as a process take the end-to-end suite's
 # database and launcher, whose logs are printed when a test fails.
 from tests.e2e.conftest import backend, launcher, pytest_runtest_makereport  # noqa: F401 - fixtures, hook
+
+if TYPE_CHECKING:
+    from tests.kafka.secured import Secured
 
 IO_TIMEOUT_S = 10
 
@@ -84,6 +88,37 @@ def deferred_completion(kafka: Listener) -> Iterator[Listener]:
 def kafka(client: Any) -> Iterator[Listener]:
     with _listening(client, client.app.state.services) as listener:
         yield listener
+
+
+# --- a service with API-key authentication (tests/kafka/secured.py), for the security tests --------
+
+
+@pytest.fixture
+def cheap_scrypt(monkeypatch: pytest.MonkeyPatch) -> None:
+    """API keys hashed at scrypt's lowest cost: the hashes stay scrypt, the tests stay fast
+    (SCRAM's PBKDF2 is not changed). The security tests' files use it for every test."""
+    monkeypatch.setattr("app.services.security._SCRYPT_N", 2)
+
+
+@pytest.fixture(scope="session")
+def certificate(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    from tests.kafka.secured import self_signed_certificate
+
+    return self_signed_certificate(tmp_path_factory.mktemp("tls"))
+
+
+@pytest.fixture
+def secured(db_url: str, clock: Any) -> Iterator[Secured]:
+    from tests.kafka.secured import start_secured
+
+    yield from start_secured(db_url, clock)
+
+
+@pytest.fixture
+def secured_tls(db_url: str, clock: Any, certificate: tuple[Path, Path]) -> Iterator[Secured]:
+    from tests.kafka.secured import start_secured
+
+    yield from start_secured(db_url, clock, tls_cert_file=str(certificate[0]), tls_key_file=str(certificate[1]))
 
 
 def frame(api_key: int, version: int, body: Any, correlation_id: int = 7, client_id: str = "test") -> bytes:

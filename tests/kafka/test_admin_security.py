@@ -5,7 +5,6 @@ refusal answered with Kafka's code, and nothing changed. On SQLite and PostgreSQ
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -27,27 +26,17 @@ from kio.schema.offset_delete.v0.request import (
     OffsetDeleteRequestTopic,
 )
 
-from tests.kafka import test_security
 from tests.kafka.conftest import ask
-from tests.kafka.test_security import Secured
+from tests.kafka import test_security
+from tests.kafka.secured import Secured
 
-pytestmark = pytest.mark.kafka
+pytestmark = [pytest.mark.kafka, pytest.mark.usefixtures("cheap_scrypt")]
 
 TIMEOUT_S = 20
 ORDERS_READ = AclBinding(ResourceType.TOPIC, "orders", ResourcePatternType.LITERAL, "User:bob", "*",
                          AclOperation.READ, AclPermissionType.ALLOW)
 EVERY_ACL = AclBindingFilter(ResourceType.ANY, None, ResourcePatternType.ANY, None, None, AclOperation.ANY,
                              AclPermissionType.ANY)
-
-
-@pytest.fixture(autouse=True)
-def cheap_scrypt(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr("app.services.security._SCRYPT_N", 2)
-
-
-@pytest.fixture
-def secured(db_url: str, clock: Any) -> Iterator[Secured]:
-    yield from test_security._secured(db_url, clock)
 
 
 def _admin(w: Secured, who: str) -> AdminClient:

@@ -1,6 +1,6 @@
 """Guarantee 16 at the Kafka door with SASL SCRAM-SHA-256 and SCRAM-SHA-512: the user name the
 principal's, the password one of its API keys, as with SASL/PLAIN (tests/kafka/test_security.py,
-whose service with keys and a listener this reuses), on both databases. Real clients
+whose service with keys and a listener, tests/kafka/secured.py, this shares), on both databases. Real clients
 (confluent-kafka's librdkafka, kafka-python, aiokafka) produce and consume; the wire (kio, with scramp's
 client for the SCRAM messages) shows the exact refusals."""
 
@@ -9,8 +9,6 @@ from __future__ import annotations
 import asyncio
 import base64
 import struct
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -20,29 +18,11 @@ from sqlalchemy import update
 
 from app.domain.scram import NO_MATCH
 from app.storage.tables import api_keys
-from tests.kafka import test_security
 from tests.kafka.conftest import ask, closed, frame, read_frame
-from tests.kafka.test_security import TIMEOUT_S, Secured, _consume, _failures, kafka_python_round_trip
+from tests.kafka.secured import Secured
+from tests.kafka.test_security import MECHANISMS, TIMEOUT_S, _consume, _failures, _sasl, kafka_python_round_trip
 
-certificate = test_security.certificate
-
-
-@pytest.fixture(autouse=True)
-def cheap_scrypt(monkeypatch: pytest.MonkeyPatch) -> None:
-    """PLAIN's scrypt at its lowest cost, as in test_security (SCRAM's PBKDF2 is not changed)."""
-    monkeypatch.setattr("app.services.security._SCRYPT_N", 2)
-
-
-@pytest.fixture
-def secured(db_url: str, clock: Any) -> Iterator[Secured]:
-    yield from test_security._secured(db_url, clock)
-
-
-@pytest.fixture
-def secured_tls(db_url: str, clock: Any, certificate: tuple[Path, Path]) -> Iterator[Secured]:
-    yield from test_security._secured(db_url, clock, tls_cert_file=str(certificate[0]),
-                                      tls_key_file=str(certificate[1]))
-
+pytestmark = pytest.mark.usefixtures("cheap_scrypt")  # PLAIN's scrypt; SCRAM's PBKDF2 is not changed
 
 SCRAM = ["SCRAM-SHA-256", "SCRAM-SHA-512"]
 
@@ -319,7 +299,8 @@ def test_after_a_version_0_handshake_the_bare_scram_tokens_authenticate(secured:
         assert [t.name for t in answer.topics] == ["orders"]
 
 
-def test_a_connection_whose_scram_key_is_revoked_is_closed_at_its_next_request(secured: Secured) -> None:
+@pytest.mark.parametrize("mechanism", MECHANISMS)
+def test_a_connection_whose_key_is_revoked_is_closed_at_its_next_request(secured: Secured, mechanism: str) -> None:
     from kio.schema.metadata.v12.request import MetadataRequest
 
     w = secured
@@ -327,8 +308,10 @@ def test_a_connection_whose_scram_key_is_revoked_is_closed_at_its_next_request(s
     metadata = MetadataRequest(topics=None, allow_auto_topic_creation=False, include_topic_authorized_operations=False)
     key_id = w.keys["alice"].split("_")[1]
     with w.connect() as s:
-        _, final = _scram(s, "SCRAM-SHA-256", "alice", w.keys["alice"])
-        assert final.error_code == ErrorCode.none
+        if mechanism == "PLAIN":
+            assert _sasl(s, "alice", w.keys["alice"]).error_code == ErrorCode.none
+        else:
+            assert _scram(s, mechanism, "alice", w.keys["alice"])[1].error_code == ErrorCode.none
         assert [t.name for t in ask(s, 3, 12, metadata).topics] == ["orders"]
         r = w.client.delete(f"/v1/principals/User:alice/api-keys/{key_id}", headers=w.headers())
         assert r.status_code < 300, r.text

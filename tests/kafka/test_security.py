@@ -6,134 +6,26 @@ the wire itself (kio) where the exact answer, or the lack of one, is the point."
 from __future__ import annotations
 
 import datetime
-import ipaddress
 import socket
 import ssl
 import struct
-from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from cryptography import x509
-from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec
-from cryptography.x509.oid import NameOID
-from fastapi.testclient import TestClient
 from kio.schema.errors import ErrorCode
 from prometheus_client import REGISTRY
 
-from app.api.app import create_app
-from app.kafka.server import KafkaListener
-from app.settings import Settings
 from tests.helpers import create_topic
-from tests.kafka.conftest import IO_TIMEOUT_S, ask, closed, frame, read_frame
+from tests.kafka.conftest import ask, closed, frame, read_frame
+from tests.kafka.secured import Secured, start_secured
+
+pytestmark = pytest.mark.usefixtures("cheap_scrypt")
 
 TIMEOUT_S = 20
 MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
-
-
-@dataclass
-class Secured:
-    """A service with authentication=api_key, super-user `admin`, topics `orders` and `audit`,
-    and a Kafka listener; `alice` and `bob` have keys and no ACL yet."""
-
-    client: TestClient
-    host: str
-    port: int
-    keys: dict[str, str]
-    tls_ca: Path | None
-
-    @property
-    def bootstrap(self) -> str:
-        return f"{self.host}:{self.port}"
-
-    def headers(self, who: str = "admin") -> dict[str, str]:
-        return {"Authorization": f"Bearer {self.keys[who]}"}
-
-    def grant(self, principal: str, resource_type: str, name: str, *operations: str) -> None:
-        r = self.client.post("/v1/acls", headers=self.headers(), json={"acls": [
-            {"principal": principal, "resource_type": resource_type, "resource_name": name, "pattern_type": "literal",
-             "operation": op, "permission": "allow"} for op in operations]})
-        assert r.status_code < 300, r.text
-
-    def stored(self, topic: str = "orders") -> list[dict[str, Any]]:
-        r = self.client.get(f"/v1/topics/{topic}/partitions/0/records", headers=self.headers(),
-                            params={"isolation": "read_uncommitted"})
-        assert r.status_code == 200, r.text
-        return r.json()["records"]
-
-    def connect(self) -> socket.socket:
-        s = socket.create_connection((self.host, self.port), timeout=IO_TIMEOUT_S)
-        s.settimeout(IO_TIMEOUT_S)
-        return s
-
-    def client_config(self, who: str, key: str | None = None) -> dict[str, Any]:
-        return {"bootstrap.servers": self.bootstrap,
-                "security.protocol": "SASL_SSL" if self.tls_ca else "SASL_PLAINTEXT",
-                "sasl.mechanism": "PLAIN", "sasl.username": who, "sasl.password": key or self.keys[who],
-                **({"ssl.ca.location": str(self.tls_ca)} if self.tls_ca else {})}
-
-
-@pytest.fixture(autouse=True)
-def cheap_scrypt(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Keys hashed at scrypt's lowest cost: the hashes stay scrypt, the tests stay fast."""
-    monkeypatch.setattr("app.services.security._SCRYPT_N", 2)
-
-
-@pytest.fixture(scope="session")
-def certificate(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
-    """A self-signed certificate for 127.0.0.1 and its key (the key readable by its owner only)."""
-    key = ec.generate_private_key(ec.SECP256R1())
-    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "outbox-test")])
-    now = datetime.datetime.now(datetime.UTC)
-    cert = (x509.CertificateBuilder().subject_name(name).issuer_name(name).public_key(key.public_key())
-            .serial_number(x509.random_serial_number()).not_valid_before(now - datetime.timedelta(minutes=5))
-            .not_valid_after(now + datetime.timedelta(days=1))
-            .add_extension(x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1")),
-                                                        x509.DNSName("localhost")]), critical=False)
-            .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
-            .sign(key, hashes.SHA256()))
-    d = tmp_path_factory.mktemp("tls")
-    cert_file, key_file = d / "cert.pem", d / "key.pem"
-    cert_file.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
-    key_file.touch(mode=0o600)
-    key_file.write_bytes(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
-                                           serialization.NoEncryption()))
-    return cert_file, key_file
-
-
-def _secured(db_url: str, clock: Any, **settings: Any) -> Iterator[Secured]:
-    app = create_app(Settings(database_url=db_url, run_coordinator=False, auto_migrate=False,
-                              authentication="api_key", super_users="User:admin", **settings), clock)
-    with TestClient(app) as client:
-        security = app.state.services.security
-        keys = {who: security.create_api_key(who, by="test").api_key for who in ("admin", "alice", "bob")}
-        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        sock.bind(("127.0.0.1", 0))
-        listener = KafkaListener(app.state.services, sock, security=app.state.security)
-        client.portal.call(listener.start)
-        tls = settings.get("tls_cert_file")
-        world = Secured(client, "127.0.0.1", listener.port, keys, None if tls is None else Path(tls))
-        for topic in ("orders", "audit"):
-            r = client.post("/v1/topics", headers=world.headers(), json={"name": topic, "partitions": 1})
-            assert r.status_code == 201, r.text
-        try:
-            yield world
-        finally:
-            client.portal.call(listener.stop)
-
-
-@pytest.fixture
-def secured(db_url: str, clock: Any) -> Iterator[Secured]:
-    yield from _secured(db_url, clock)
-
-
-@pytest.fixture
-def secured_tls(db_url: str, clock: Any, certificate: tuple[Path, Path]) -> Iterator[Secured]:
-    yield from _secured(db_url, clock, tls_cert_file=str(certificate[0]), tls_key_file=str(certificate[1]))
 
 
 def _failures() -> float:
@@ -560,22 +452,6 @@ def test_a_listener_without_tls_warns_that_keys_cross_the_network_in_clear_text(
             "to serve SASL_SSL") in [r.getMessage() for r in caplog.get_records("setup")]
 
 
-def test_a_connection_whose_key_is_revoked_is_closed_at_its_next_request(secured: Secured) -> None:
-    from kio.schema.metadata.v12.request import MetadataRequest
-
-    w = secured
-    w.grant("User:alice", "topic", "orders", "describe")
-    metadata = MetadataRequest(topics=None, allow_auto_topic_creation=False, include_topic_authorized_operations=False)
-    key_id = w.keys["alice"].split("_")[1]
-    with w.connect() as s:
-        assert _sasl(s, "alice", w.keys["alice"]).error_code == ErrorCode.none
-        assert [t.name for t in ask(s, 3, 12, metadata).topics] == ["orders"]
-        r = w.client.delete(f"/v1/principals/User:alice/api-keys/{key_id}", headers=w.headers())
-        assert r.status_code < 300, r.text
-        s.sendall(frame(3, 12, metadata))
-        assert closed(s)
-
-
 def test_a_waiting_fetch_counts_its_refusal_once(secured: Secured) -> None:
     import threading
 
@@ -630,7 +506,7 @@ def test_create_topics_needs_create_on_the_cluster_or_the_topic(secured: Secured
 def test_auto_create_topics_needs_create_on_the_cluster_or_the_topic(db_url: str, clock: Any) -> None:
     from kio.schema.metadata.v12.request import MetadataRequest, MetadataRequestTopic
 
-    for w in _secured(db_url, clock, kafka_auto_create_topics=True):
+    for w in start_secured(db_url, clock, kafka_auto_create_topics=True):
         w.grant("User:alice", "topic", "mine", "describe", "create")
         w.grant("User:alice", "topic", "theirs", "describe")
         with w.connect() as s:
