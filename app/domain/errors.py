@@ -116,6 +116,15 @@ class InvalidTxnState(OutboxError):
     error_code = "INVALID_TXN_STATE"
 
 
+class TransactionIncomplete(OutboxError):
+    """The Commit's count of acknowledged records is not what the transaction holds: a Send
+    acknowledged without waiting for the disk (durability "commit") was lost in a database
+    crash, or the count is wrong. The transaction is aborted, not committed; the producer
+    sends the whole transaction again in the next one. Kafka has no code for it."""
+
+    error_code = "TRANSACTION_INCOMPLETE"
+
+
 class ConcurrentTransactions(OutboxError):
     """The previous transaction of this transactional_id is still completing; retry shortly."""
 

@@ -1,0 +1,310 @@
+"""Durability "commit" (docs/GUARANTEES.md#durability-commit): a version 2 producer that opts in
+at InitProducerId has its transactional Sends answered before they are durable, and its Commit
+(durable) makes them so. The Commit says how many records the producer was acknowledged in the
+transaction; one that differs from what the transaction holds (a database crash lost the last
+Sends) aborts the transaction and answers TRANSACTION_INCOMPLETE. On SQLite and PostgreSQL,
+except where a test says PostgreSQL."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from sqlalchemy import delete, select
+
+from app.client.producer import Producer
+from app.services import log_service, transaction_coordinator
+from app.storage.tables import record_batches, records
+from tests.helpers import batch, create_topic, fetch, ident, init_producer, send, values
+
+TID = "durable"
+
+
+@pytest.fixture
+def topic(client) -> None:  # type: ignore[no-untyped-def]
+    create_topic(client, "out", 1)
+
+
+def _init(client, durability: str | None = "commit", **extra: Any) -> dict:  # type: ignore[no-untyped-def]
+    if durability is not None:
+        extra["durability"] = durability
+    return init_producer(client, TID, transaction_version=2, **extra)
+
+
+def _commit(client, producer: dict, **extra: Any):  # type: ignore[no-untyped-def]
+    return client.post(f"/v1/transactions/{TID}/commit", json={**ident(producer), **extra})
+
+
+def _ok(r) -> dict:  # type: ignore[no-untyped-def]
+    assert r.status_code == 200, r.text
+    return r.json()
+
+
+def _error(r, status: int, code: str) -> dict:  # type: ignore[no-untyped-def]
+    assert r.status_code == status, r.text
+    assert r.json()["error_code"] == code
+    return r.json()
+
+
+def _state(client) -> str:  # type: ignore[no-untyped-def]
+    return _ok(client.get(f"/v1/transactions/{TID}"))["state"]
+
+
+def _two_sends(client, p: dict) -> None:  # type: ignore[no-untyped-def]
+    """Records a, b, c (offsets 0-2), then d, e (3-4), in one transaction."""
+    _ok(send(client, [batch("out", 0, ["a", "b", "c"], 0)], p, TID))
+    _ok(send(client, [batch("out", 0, ["d", "e"], 3)], p, TID))
+
+
+# --- the opt-in ---------------------------------------------------------------------------------
+
+
+def test_init_producer_id_answers_the_durability_chosen(client) -> None:  # type: ignore[no-untyped-def]
+    assert _init(client)["durability"] == "commit"
+    assert _init(client, durability=None)["durability"] == "send"
+
+
+def test_durability_commit_needs_transaction_version_2(client) -> None:  # type: ignore[no-untyped-def]
+    r = client.post("/v1/producers", json={"transactional_id": TID, "transaction_version": 1, "durability": "commit"})
+    _error(r, 400, "INVALID_REQUEST")
+
+
+def test_durability_commit_needs_a_transactional_id(client) -> None:  # type: ignore[no-untyped-def]
+    _error(client.post("/v1/producers", json={"durability": "commit"}), 400, "INVALID_REQUEST")
+
+
+def test_an_unknown_durability_is_refused_with_a_code(client) -> None:  # type: ignore[no-untyped-def]
+    r = client.post("/v1/producers", json={"transactional_id": TID, "transaction_version": 2, "durability": "disk"})
+    _error(r, 422, "INVALID_REQUEST")
+
+
+def test_a_later_init_producer_id_without_it_goes_back_to_durable_sends(client, topic) -> None:  # type: ignore[no-untyped-def]
+    _init(client)
+    p = _init(client, durability=None)
+    _ok(send(client, [batch("out", 0, ["a"], 0)], p, TID))
+    _ok(_commit(client, p))  # no count asked
+    assert values(fetch(client, "out", 0)) == ["a"]
+
+
+# --- the count ------------------------------------------------------------------------------------
+
+
+def test_a_commit_whose_count_matches_commits_every_record(client, topic) -> None:  # type: ignore[no-untyped-def]
+    p = _init(client)
+    _two_sends(client, p)
+
+    answer = _ok(_commit(client, p, acknowledged_records=5))
+
+    assert answer["state"] == "CompleteCommit"
+    assert values(fetch(client, "out", 0)) == ["a", "b", "c", "d", "e"]
+
+
+def test_a_commit_carrying_the_last_send_counts_its_records_too(client, topic) -> None:  # type: ignore[no-untyped-def]
+    p = _init(client)
+    _ok(send(client, [batch("out", 0, ["a", "b", "c"], 0)], p, TID))
+
+    answer = _ok(_commit(client, p, acknowledged_records=5, batches=[batch("out", 0, ["d", "e"], 3)]))
+
+    assert [(r["base_offset"], r["record_count"]) for r in answer["results"]] == [(3, 2)]
+    assert values(fetch(client, "out", 0)) == ["a", "b", "c", "d", "e"]
+
+
+def test_a_commit_carrying_a_whole_transaction_counts_only_its_batches(client, topic) -> None:  # type: ignore[no-untyped-def]
+    p = _init(client)
+    _ok(_commit(client, p, acknowledged_records=2, batches=[batch("out", 0, ["a", "b"], 0)]))
+    assert values(fetch(client, "out", 0)) == ["a", "b"]
+
+
+def test_a_commit_carrying_a_whole_transaction_with_a_count_beyond_it_appends_nothing(  # type: ignore[no-untyped-def]
+        client, topic) -> None:
+    p = _init(client)
+
+    _error(_commit(client, p, acknowledged_records=3, batches=[batch("out", 0, ["a", "b"], 0)]),
+           409, "TRANSACTION_INCOMPLETE")
+
+    assert values(fetch(client, "out", 0, isolation="read_uncommitted")) == []
+    assert _state(client) == "Empty"
+
+
+@pytest.mark.parametrize("told", [6, 4])
+def test_a_count_other_than_the_transaction_holds_aborts_it(client, topic, told: int) -> None:  # type: ignore[no-untyped-def]
+    p = _init(client)
+    _two_sends(client, p)
+
+    refused = _error(_commit(client, p, acknowledged_records=told), 409, "TRANSACTION_INCOMPLETE")
+
+    assert refused["details"] == {"acknowledged_records": told, "held_records": 5}
+    assert _state(client) == "CompleteAbort"
+    assert values(fetch(client, "out", 0)) == []
+    page = fetch(client, "out", 0, isolation="read_uncommitted")
+    assert values(page) == ["a", "b", "c", "d", "e"]  # appended, and aborted: never readable committed
+
+
+def test_after_an_incomplete_commit_the_abort_answers_the_next_epoch_and_the_next_transaction_commits(  # type: ignore[no-untyped-def]
+        client, topic) -> None:
+    p = _init(client)
+    _two_sends(client, p)
+    _error(_commit(client, p, acknowledged_records=6), 409, "TRANSACTION_INCOMPLETE")
+
+    nxt = _ok(client.post(f"/v1/transactions/{TID}/abort", json=ident(p)))  # answered as the abort's retry
+    assert nxt["producer_epoch"] == p["producer_epoch"] + 1
+    _ok(send(client, [batch("out", 0, ["f"], 0)], nxt, TID))
+    _ok(_commit(client, nxt, acknowledged_records=1))
+
+    assert values(fetch(client, "out", 0)) == ["f"]
+
+
+def test_a_commit_without_the_count_from_a_producer_that_opted_in_is_refused_and_changes_nothing(  # type: ignore[no-untyped-def]
+        client, topic) -> None:
+    p = _init(client)
+    _two_sends(client, p)
+
+    _error(_commit(client, p), 400, "INVALID_REQUEST")
+
+    assert _state(client) == "Ongoing"
+    _ok(_commit(client, p, acknowledged_records=5))
+    assert values(fetch(client, "out", 0)) == ["a", "b", "c", "d", "e"]
+
+
+def test_a_commit_of_records_acknowledged_when_no_transaction_is_open_is_incomplete(  # type: ignore[no-untyped-def]
+        client, topic) -> None:
+    """What a crash that lost every Send of a transaction (and so its Begin) leaves."""
+    p = _init(client)
+    _ok(send(client, [batch("out", 0, ["a"], 0)], p, TID))
+    nxt = _ok(_commit(client, p, acknowledged_records=1))
+
+    _error(_commit(client, nxt, acknowledged_records=2), 409, "TRANSACTION_INCOMPLETE")
+
+    assert values(fetch(client, "out", 0)) == ["a"]
+
+
+def test_a_producer_that_did_not_opt_in_commits_without_a_count(client, topic) -> None:  # type: ignore[no-untyped-def]
+    p = _init(client, durability=None)
+    _two_sends(client, p)
+    _ok(_commit(client, p))
+    assert values(fetch(client, "out", 0)) == ["a", "b", "c", "d", "e"]
+
+
+def test_a_producer_that_did_not_opt_in_has_a_count_it_gives_checked(client, topic) -> None:  # type: ignore[no-untyped-def]
+    p = _init(client, durability=None)
+    _two_sends(client, p)
+    _error(_commit(client, p, acknowledged_records=6), 409, "TRANSACTION_INCOMPLETE")
+    assert values(fetch(client, "out", 0)) == []
+
+
+@pytest.mark.parametrize("count", [-1, "5", 2.5, True])
+def test_a_count_that_is_not_a_whole_number_of_zero_or_more_is_refused_with_a_code(  # type: ignore[no-untyped-def]
+        client, topic, count: Any) -> None:
+    p = _init(client)
+    _two_sends(client, p)
+    _error(_commit(client, p, acknowledged_records=count), 422, "INVALID_REQUEST")
+    assert _state(client) == "Ongoing"
+
+
+def test_a_prepare_counts_too_and_its_transaction_commits_without_a_count(client, topic) -> None:  # type: ignore[no-untyped-def]
+    p = _init(client)
+    _two_sends(client, p)
+    prepare = f"/v1/transactions/{TID}/prepare"
+
+    _error(client.post(prepare, json={**ident(p), "acknowledged_records": 6}), 409, "TRANSACTION_INCOMPLETE")
+    assert _state(client) == "Ongoing"
+    _error(client.post(prepare, json=ident(p)), 400, "INVALID_REQUEST")
+    _ok(client.post(prepare, json={**ident(p), "acknowledged_records": 5}))
+    _ok(_commit(client, p))
+
+    assert values(fetch(client, "out", 0)) == ["a", "b", "c", "d", "e"]
+
+
+# --- PostgreSQL: the Send's database transaction, and a lost Send --------------------------------
+
+
+def _postgresql_only(database) -> None:  # type: ignore[no-untyped-def]
+    if database.dialect != "postgresql":
+        pytest.skip("synchronous_commit is PostgreSQL's; SQLite's Sends stay durable (docs/GUARANTEES.md)")
+
+
+def _synchronous_commit(conn) -> str:  # type: ignore[no-untyped-def]
+    return conn.exec_driver_sql("SELECT current_setting('synchronous_commit')").scalar_one()
+
+
+@pytest.mark.parametrize(("durability", "expected"), [("commit", "off"), (None, "on")])
+def test_a_transactional_send_commits_without_waiting_for_the_disk_only_when_opted_in(  # type: ignore[no-untyped-def]
+        client, topic, database, monkeypatch, durability: str | None, expected: str) -> None:
+    _postgresql_only(database)
+    seen: list[str] = []
+    append_sent = log_service.append_sent
+
+    def observed(conn, *args: Any, **kwargs: Any):  # type: ignore[no-untyped-def]
+        seen.append(_synchronous_commit(conn))
+        return append_sent(conn, *args, **kwargs)
+
+    monkeypatch.setattr(log_service, "append_sent", observed)
+    p = _init(client, durability=durability)
+    _ok(send(client, [batch("out", 0, ["a"], 0)], p, TID))  # begins the transaction
+    _ok(send(client, [batch("out", 0, ["b"], 1)], p, TID))  # joins it
+    _ok(send(client, [batch("out", 0, ["plain"])]))  # a plain Send: durable whatever the producers chose
+
+    assert seen == [expected, expected, "on"]
+
+
+def test_the_commit_of_a_producer_that_opted_in_waits_for_the_disk(  # type: ignore[no-untyped-def]
+        client, topic, database, monkeypatch) -> None:
+    _postgresql_only(database)
+    seen: list[str] = []
+    complete_decided = transaction_coordinator.complete_decided
+
+    def observed(conn, *args: Any, **kwargs: Any):  # type: ignore[no-untyped-def]
+        seen.append(_synchronous_commit(conn))
+        return complete_decided(conn, *args, **kwargs)
+
+    monkeypatch.setattr(transaction_coordinator, "complete_decided", observed)
+    p = _init(client)
+    _two_sends(client, p)
+    _ok(_commit(client, p, acknowledged_records=5))
+
+    assert seen == ["on"]
+
+
+@pytest.mark.raw_records
+def test_a_transaction_whose_last_send_was_lost_is_aborted_and_never_read_committed(  # type: ignore[no-untyped-def]
+        client, topic, database) -> None:
+    """The rows of the last Send deleted: what a database crash before its WAL was flushed leaves."""
+    _postgresql_only(database)
+    p = _init(client)
+    _two_sends(client, p)
+    with database.write() as conn:
+        conn.execute(delete(records).where(records.c.offset >= 3))
+        conn.execute(delete(record_batches).where(record_batches.c.base_offset == 3))
+
+    refused = _error(_commit(client, p, acknowledged_records=5), 409, "TRANSACTION_INCOMPLETE")
+
+    assert refused["details"] == {"acknowledged_records": 5, "held_records": 3}
+    assert _state(client) == "CompleteAbort"
+    assert values(fetch(client, "out", 0)) == []
+    with database.read() as conn:
+        controls = conn.execute(select(record_batches.c.base_offset, record_batches.c.control_type)
+                                .where(record_batches.c.control_type.is_not(None))).all()
+    assert [tuple(c) for c in controls] == [(5, "ABORT")]
+
+
+# --- the Python client ------------------------------------------------------------------------
+
+
+def test_the_python_client_opts_in_under_version_2_and_counts_what_it_was_acknowledged(  # type: ignore[no-untyped-def]
+        client, topic) -> None:
+    producer = Producer(str(client.base_url), TID, client=client, batch_records=2)
+    producer.init_transactions()
+    assert producer.durability == "commit"
+    producer.begin_transaction()
+    for v in ("a", "b", "c", "d", "e"):  # two Sends of 2, the last record carried by the Commit
+        producer.send("out", v, partition=0)
+    producer.commit_transaction()
+
+    assert _ok(client.get(f"/v1/transactions/{TID}"))["state"] == "CompleteCommit"
+    assert values(fetch(client, "out", 0)) == ["a", "b", "c", "d", "e"]
+
+
+def test_the_python_client_of_version_1_keeps_durable_sends(client, topic) -> None:  # type: ignore[no-untyped-def]
+    producer = Producer(str(client.base_url), TID, client=client, transaction_version=1)
+    producer.init_transactions()
+    assert producer.durability == "send"
