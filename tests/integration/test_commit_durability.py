@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from sqlalchemy import delete, select
+from sqlalchemy import Engine, delete, event, select
 
 from app.client.producer import Producer
 from app.services import log_service, transaction_coordinator
@@ -285,6 +285,36 @@ def test_a_transaction_whose_last_send_was_lost_is_aborted_and_never_read_commit
         controls = conn.execute(select(record_batches.c.base_offset, record_batches.c.control_type)
                                 .where(record_batches.c.control_type.is_not(None))).all()
     assert [tuple(c) for c in controls] == [(5, "ABORT")]
+
+
+# --- what the opt-in costs: no statement more ----------------------------------------------------
+
+
+def _statements(during) -> int:  # type: ignore[no-untyped-def]
+    """The SQL statements every engine of this process runs during `during()`."""
+    seen: list[str] = []
+
+    def count(conn, cursor, statement, parameters, context, executemany):  # type: ignore[no-untyped-def]
+        seen.append(statement)
+
+    event.listen(Engine, "before_cursor_execute", count)
+    try:
+        during()
+    finally:
+        event.remove(Engine, "before_cursor_execute", count)
+    return len(seen)
+
+
+def test_a_send_and_a_commit_with_durability_commit_run_as_many_statements_as_durable_ones(  # type: ignore[no-untyped-def]
+        client, topic) -> None:
+    counts = {}
+    for durability in ("commit", None):
+        p = _init(client, durability=durability)
+        _ok(send(client, [batch("out", 0, ["a"], 0)], p, TID))  # the transaction begun, untimed
+        sent = _statements(lambda: _ok(send(client, [batch("out", 0, ["b"], 1)], p, TID)))
+        committed = _statements(lambda: _ok(_commit(client, p, acknowledged_records=2)))
+        counts[durability] = (sent, committed)
+    assert counts["commit"] == counts[None]
 
 
 # --- the Python client ------------------------------------------------------------------------
