@@ -13,6 +13,10 @@ import pytest
 from sqlalchemy import Engine, delete, event, select
 
 from app.client.producer import Producer
+from app.domain.errors import TransactionIncomplete
+from app.domain.records import RecordToAppend, SendBatch
+from app.domain.types import Durability, IsolationLevel, TransactionState, TransactionVersion
+from app.services.transaction_coordinator import TransactionCoordinator
 from app.services import log_service, transaction_coordinator
 from app.storage.tables import record_batches, records
 from tests.helpers import batch, create_topic, fetch, ident, init_producer, send, values
@@ -213,6 +217,27 @@ def test_a_prepare_counts_too_and_its_transaction_commits_without_a_count(client
     _ok(_commit(client, p))
 
     assert values(fetch(client, "out", 0)) == ["a", "b", "c", "d", "e"]
+
+
+def test_an_incomplete_commit_left_to_the_worker_is_decided_aborted_and_the_worker_completes_the_abort(  # type: ignore[no-untyped-def]
+        services) -> None:
+    services.topics.create("out", 1)
+    coordinator = TransactionCoordinator(
+        services.db, services.settings.model_copy(update={"complete_inline": False}), services.clock)
+    p = coordinator.init_producer_id(transactional_id=TID, transaction_timeout_ms=None,
+                                     transaction_version=TransactionVersion.V2, durability=Durability.COMMIT)
+    record = [RecordToAppend(None, '"a"', None, services.clock())]
+    services.log.send([SendBatch("out", 0, record, 0)], producer_id=p.producer_id, producer_epoch=p.producer_epoch,
+                      transactional_id=TID)
+
+    with pytest.raises(TransactionIncomplete):
+        coordinator.end_transaction(TID, p.producer_id, p.producer_epoch, commit=True, acknowledged_records=2)
+
+    assert coordinator.listing.describe(TID).meta.state is TransactionState.PREPARE_ABORT
+    assert coordinator.completion.complete_pending() == (0, 1)  # (commits, aborts)
+    assert coordinator.listing.describe(TID).meta.state is TransactionState.COMPLETE_ABORT
+    _, read = services.log.fetch("out", 0, offset=0, max_records=10, isolation=IsolationLevel.READ_COMMITTED)
+    assert read.records == []
 
 
 # --- PostgreSQL: the Send's database transaction, and a lost Send --------------------------------
