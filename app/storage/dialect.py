@@ -23,6 +23,15 @@ from sqlalchemy.ext.compiler import compiles
 from sqlalchemy.sql.selectable import Join
 
 
+def relaxes_sends(dialect_name: str) -> bool:
+    """Whether a transactional Send of a producer of durability COMMIT commits here without
+    waiting for the disk (PostgreSQL: synchronous_commit off for its transaction). On SQLite
+    every Send waits for it. Both the Send that relaxes its commit
+    (storage.transactions.get_with_topics) and the high watermark that keeps readers off what
+    such a Send wrote (storage.topics.high_watermark) ask this, so they cannot disagree."""
+    return dialect_name == "postgresql"
+
+
 class OuterFirstJoin(Join):
     """An inner join whose left side the database loops over first.
 

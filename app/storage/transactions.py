@@ -107,13 +107,15 @@ def _with_topics_stmt(dialect_name: str, lock: RowLock, named: Any) -> Any:
     On PostgreSQL it also relaxes the Send's own database transaction when the producer chose
     durability "commit": synchronous_commit off, LOCAL (this transaction only), set by the
     statement the Send runs anyway, so that it costs no round trip. PostgreSQL applies the
-    setting in effect when the transaction commits; nothing else of this database transaction
-    is a state a reader could take as final (the records stay invisible to read_committed until
-    the Commit, which is durable and flushes the log up to itself, this Send's commit
-    included)."""
+    setting in effect when the transaction commits. No reader takes anything of this database
+    transaction as final: the records stay invisible to read_committed until the Commit, which
+    is durable and flushes the log up to itself, this Send's commit included; and no reader reads
+    or is told it has read past the transaction's first offset in a partition until then (the
+    high watermark, storage.topics.high_watermark), since a crash could hand those offsets out
+    again."""
     row = _get_stmt(dialect_name, lock).cte("txn")
     stmt = named.add_columns(row).select_from(topics.outerjoin(row, true()))
-    if dialect_name == "postgresql":
+    if dialect.relaxes_sends(dialect_name):
         stmt = stmt.add_columns(_relaxed_if_commit(row.c.durability))
     return stmt
 

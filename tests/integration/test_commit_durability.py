@@ -312,6 +312,96 @@ def test_a_transaction_whose_last_send_was_lost_is_aborted_and_never_read_commit
     assert [tuple(c) for c in controls] == [(5, "ABORT")]
 
 
+# --- PostgreSQL: how far readers read while such a transaction is open ----------------------------
+# Its Sends may be lost in a database crash, and their offsets handed out again: no reader may be
+# told it read past its first offset until its Prepare, Commit or Abort (durable) flushed them.
+
+
+def _open_between_plain_records(client) -> dict:  # type: ignore[no-untyped-def]
+    """x (offset 0, plain), the open transaction's a, b, c (1-3), y (4, plain): x and y durable."""
+    _ok(send(client, [batch("out", 0, ["x"])]))
+    p = _init(client)
+    _ok(send(client, [batch("out", 0, ["a", "b", "c"], 0)], p, TID))
+    _ok(send(client, [batch("out", 0, ["y"])]))
+    return p
+
+
+def _uncommitted(client, offset: int = 0) -> tuple[list[Any], int, int]:  # type: ignore[no-untyped-def]
+    got = fetch(client, "out", 0, offset=offset, isolation="read_uncommitted")
+    return values(got), got["next_offset"], got["high_watermark"]
+
+
+def test_a_read_uncommitted_fetch_stops_before_an_open_transaction_whose_sends_are_not_durable(  # type: ignore[no-untyped-def]
+        client, topic, database) -> None:
+    _postgresql_only(database)
+    _open_between_plain_records(client)
+
+    assert _uncommitted(client) == (["x"], 1, 1)
+    assert _uncommitted(client, offset=1) == ([], 1, 1)
+
+
+@pytest.mark.parametrize("end", ["commit", "abort"])
+def test_once_that_transaction_ends_read_uncommitted_reads_to_the_log_end(  # type: ignore[no-untyped-def]
+        client, topic, database, end: str) -> None:
+    _postgresql_only(database)
+    p = _open_between_plain_records(client)
+
+    extra = {"acknowledged_records": 3} if end == "commit" else {}
+    _ok(client.post(f"/v1/transactions/{TID}/{end}", json={**ident(p), **extra}))
+
+    assert _uncommitted(client) == (["x", "a", "b", "c", "y"], 6, 6)  # the marker at 5
+
+
+def test_once_that_transaction_is_prepared_read_uncommitted_reads_to_the_log_end(  # type: ignore[no-untyped-def]
+        client, topic, database) -> None:
+    _postgresql_only(database)
+    p = _open_between_plain_records(client)
+
+    _ok(client.post(f"/v1/transactions/{TID}/prepare", json={**ident(p), "acknowledged_records": 3}))
+
+    assert _uncommitted(client) == (["x", "a", "b", "c", "y"], 5, 5)
+
+
+def test_an_open_transaction_of_durable_sends_does_not_stop_read_uncommitted(  # type: ignore[no-untyped-def]
+        client, topic) -> None:
+    _ok(send(client, [batch("out", 0, ["x"])]))
+    p = _init(client, durability=None)
+    _ok(send(client, [batch("out", 0, ["a", "b", "c"], 0)], p, TID))
+    _ok(send(client, [batch("out", 0, ["y"])]))
+
+    assert _uncommitted(client) == (["x", "a", "b", "c", "y"], 5, 5)
+
+
+def test_on_sqlite_an_open_transaction_of_durability_commit_does_not_stop_read_uncommitted(  # type: ignore[no-untyped-def]
+        client, topic, database) -> None:
+    if database.dialect != "sqlite":
+        pytest.skip("SQLite's Sends all wait for the disk")
+    _open_between_plain_records(client)
+
+    assert _uncommitted(client) == (["x", "a", "b", "c", "y"], 5, 5)
+
+
+def test_read_committed_reads_the_durable_records_after_that_transaction(  # type: ignore[no-untyped-def]
+        client, topic, database) -> None:
+    _open_between_plain_records(client)
+
+    got = fetch(client, "out", 0)
+
+    assert (values(got), got["next_offset"]) == (["x", "y"], 5)
+
+
+def test_read_committed_that_finds_nothing_more_resumes_at_that_transaction_not_past_it(  # type: ignore[no-untyped-def]
+        client, topic, database) -> None:
+    _postgresql_only(database)
+    _ok(send(client, [batch("out", 0, ["x"])]))
+    p = _init(client)
+    _ok(send(client, [batch("out", 0, ["a", "b", "c"], 0)], p, TID))
+
+    got = fetch(client, "out", 0)
+
+    assert (values(got), got["next_offset"], got["high_watermark"]) == (["x"], 1, 1)
+
+
 # --- what the opt-in costs: no statement more ----------------------------------------------------
 
 

@@ -6,7 +6,7 @@ import msgspec
 from msgspec import UNSET, Meta, UnsetType
 from pydantic import BaseModel, Field
 
-from app.api.schemas.common import GroupId, TOPIC_NAME_MAX_LENGTH, Offset, RequestBody
+from app.api.schemas.common import HIGH_WATERMARK, GroupId, TOPIC_NAME_MAX_LENGTH, Offset, RequestBody
 from app.domain import topic_config as domain
 from app.domain.types import CleanupPolicy, ValueFormat
 
@@ -188,7 +188,7 @@ class PartitionOffsetsAnswer(BaseModel):
     topic: str
     partition: int
     log_start_offset: int
-    high_watermark: int = Field(description="the next offset to be written (the log end)")
+    high_watermark: int = Field(description=HIGH_WATERMARK)
     last_stable_offset: int
     offset: int | None = Field(default=None, description="with timestamp_ms: the offset of the first record "
                                "readable under the isolation whose timestamp is at or after it, in offset order "
