@@ -74,20 +74,22 @@ class Producer:
         token: str | Callable[[], str] | None = None,
         tls: ssl.SSLContext | bool = True,
         transaction_version: int = 2,
-        durability: str | None = None,
+        durability: str = "send",
     ) -> None:
         if transaction_version not in (1, 2):
             raise ValueError(f"transaction_version must be 1 or 2, not {transaction_version!r}")
-        if durability not in (None, "send", "commit"):
+        if durability not in ("send", "commit"):
             raise ValueError(f'durability must be "send" or "commit", not {durability!r}')
+        if durability == "commit" and (transactional_id is None or transaction_version != 2):
+            raise ValueError('durability "commit" needs a transactional_id and transaction_version 2')
         self.transactional_id = transactional_id
         self.transaction_version = transaction_version
-        # "commit": the service answers a transactional Send before it is durable and makes it
-        # durable with the Commit, which carries the records acknowledged (`_acknowledged`) so
-        # that a Send a database crash lost is never committed around. The default under
-        # version 2 (the service refuses it under 1); the service's answer says what it took.
-        self.durability = (durability or ("commit" if transaction_version == 2 else "send")
-                           if transactional_id is not None else "send")
+        # "commit" (asked for explicitly: it trades each Send's durability for a count the
+        # Commit must carry): the service answers a transactional Send before it is durable
+        # and makes it durable with the Commit, which carries the records acknowledged
+        # (`_acknowledged`) so that a Send a database crash lost is never committed around.
+        # The service's answer says what it took.
+        self.durability = durability
         self.transaction_timeout_ms = transaction_timeout_ms
         self.batch_records = batch_records
         self.delivery_timeout_s = delivery_timeout_s

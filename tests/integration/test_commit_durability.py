@@ -435,9 +435,9 @@ def test_a_send_and_a_commit_with_durability_commit_run_as_many_statements_as_du
 # --- the Python client ------------------------------------------------------------------------
 
 
-def test_the_python_client_opts_in_under_version_2_and_counts_what_it_was_acknowledged(  # type: ignore[no-untyped-def]
+def test_the_python_client_that_asks_for_durability_commit_counts_what_it_was_acknowledged(  # type: ignore[no-untyped-def]
         client, topic) -> None:
-    producer = Producer(str(client.base_url), TID, client=client, batch_records=2)
+    producer = Producer(str(client.base_url), TID, client=client, batch_records=2, durability="commit")
     producer.init_transactions()
     assert producer.durability == "commit"
     producer.begin_transaction()
@@ -449,7 +449,21 @@ def test_the_python_client_opts_in_under_version_2_and_counts_what_it_was_acknow
     assert values(fetch(client, "out", 0)) == ["a", "b", "c", "d", "e"]
 
 
-def test_the_python_client_of_version_1_keeps_durable_sends(client, topic) -> None:  # type: ignore[no-untyped-def]
-    producer = Producer(str(client.base_url), TID, client=client, transaction_version=1)
+def test_the_python_client_keeps_durable_sends_unless_asked(client, topic) -> None:  # type: ignore[no-untyped-def]
+    producer = Producer(str(client.base_url), TID, client=client)
     producer.init_transactions()
-    assert producer.durability == "send"
+
+    assert (producer.transaction_version, producer.durability) == (2, "send")
+    # The service took "send" too: it accepts the Commit without a count.
+    producer.begin_transaction()
+    producer.send("out", "a", partition=0)
+    producer.commit_transaction()
+    assert values(fetch(client, "out", 0)) == ["a"]
+
+
+@pytest.mark.parametrize("kwargs", [{"transaction_version": 1}, {"transactional_id": None}])
+def test_the_python_client_refuses_durability_commit_without_version_2_and_a_transactional_id(  # type: ignore[no-untyped-def]
+        client, kwargs: dict) -> None:
+    args = {"transactional_id": TID, **kwargs}
+    with pytest.raises(ValueError, match="durability"):
+        Producer(str(client.base_url), args.pop("transactional_id"), client=client, durability="commit", **args)
