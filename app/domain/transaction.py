@@ -169,16 +169,20 @@ class TransactionMetadata:
         acknowledged: `acknowledged_records` is the producer's count (the Commit's), and
         `held_records` the records the transaction's batches hold, those the Commit carries
         included. Under durability COMMIT the count is required for an Ongoing transaction: a
-        Send lost in a database crash must never be committed around (a Prepared one was checked
-        by its Prepare, a durable write). Under SEND a count, when given, is checked all the same."""
+        Send lost in a database crash must never be committed around. Under SEND a count, when
+        given, is checked all the same. A Prepared transaction's is never checked, nor required:
+        its Prepare checked it and was durable, and the instance that commits it may be a new
+        one (keep_prepared_txn), which knows only what its own database recorded (KIP-939)."""
+        if acknowledged_records is not None and acknowledged_records < 0:
+            raise InvalidRequest("acknowledged_records must be 0 or more")
+        if self.state is TransactionState.PREPARED:
+            return True
         if acknowledged_records is None:
-            if self.durability is Durability.COMMIT and self.state is not TransactionState.PREPARED:
+            if self.durability is Durability.COMMIT:
                 raise InvalidRequest(
                     "acknowledged_records is required: this producer's Sends are made durable by its "
                     "Commit (durability \"commit\"), which must say how many records it was acknowledged")
             return True
-        if acknowledged_records < 0:
-            raise InvalidRequest("acknowledged_records must be 0 or more")
         return acknowledged_records == held_records
 
     def check_txn_id(self, txn_id: int | None) -> None:

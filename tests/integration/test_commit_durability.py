@@ -219,6 +219,32 @@ def test_a_prepare_counts_too_and_its_transaction_commits_without_a_count(client
     assert values(fetch(client, "out", 0)) == ["a", "b", "c", "d", "e"]
 
 
+@pytest.mark.parametrize("told", [0, 6])
+def test_the_commit_of_a_prepared_transaction_does_not_check_a_count_it_carries(  # type: ignore[no-untyped-def]
+        client, topic, told: int) -> None:
+    p = _init(client)
+    _two_sends(client, p)
+    _ok(client.post(f"/v1/transactions/{TID}/prepare", json={**ident(p), "acknowledged_records": 5}))
+
+    answer = _ok(_commit(client, p, acknowledged_records=told))
+
+    assert answer["state"] == "CompleteCommit"
+    assert values(fetch(client, "out", 0)) == ["a", "b", "c", "d", "e"]
+
+
+def test_a_new_instance_that_keeps_the_prepared_transaction_commits_it_with_its_own_count(  # type: ignore[no-untyped-def]
+        client, topic) -> None:
+    p = _init(client)
+    _two_sends(client, p)
+    _ok(client.post(f"/v1/transactions/{TID}/prepare", json={**ident(p), "acknowledged_records": 5}))
+    taken = _init(client, keep_prepared_txn=True)
+
+    answer = _ok(_commit(client, taken, txn_id=taken["prepared_txn_id"], acknowledged_records=0))
+
+    assert answer["state"] == "CompleteCommit"
+    assert values(fetch(client, "out", 0)) == ["a", "b", "c", "d", "e"]
+
+
 def test_an_incomplete_commit_left_to_the_worker_is_decided_aborted_and_the_worker_completes_the_abort(  # type: ignore[no-untyped-def]
         services) -> None:
     services.topics.create("out", 1)

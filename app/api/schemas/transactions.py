@@ -42,10 +42,10 @@ _ACKNOWLEDGED = Meta(
     ge=0, le=MAX_INT64,
     description="how many records this producer was acknowledged in this transaction (the record_count of each "
     "Send answer since the transaction began), plus, in a Commit, those of the batches it carries. Required from a "
-    "producer of durability \"commit\" to prepare or commit an Ongoing transaction (a Prepared one was checked by "
-    "its Prepare); checked whenever given. If the transaction holds another number (Sends acknowledged before they "
-    "were durable were lost in a database crash) the answer is TRANSACTION_INCOMPLETE: a Commit aborts the "
-    "transaction, a Prepare changes nothing",
+    "producer of durability \"commit\" to prepare or commit an Ongoing transaction, and checked whenever given, "
+    "but for a Prepared transaction's Commit (its Prepare checked it, and a new instance may commit it). If the "
+    "transaction holds another number (Sends acknowledged before they were durable were lost in a database crash) "
+    "the answer is TRANSACTION_INCOMPLETE: a Commit aborts the transaction, a Prepare changes nothing",
 )
 
 
