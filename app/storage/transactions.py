@@ -124,9 +124,7 @@ def _relaxed_if_commit(durability: Any) -> Any:
     """set_config's result when it ran (the Send's transaction relaxed), else NULL. A CASE
     evaluates its branch only when its condition holds, and set_config is volatile, so it runs
     for a producer of durability "commit" only."""
-    return case((durability == Durability.COMMIT.value,
-                 func.set_config("synchronous_commit", "off", true())),
-                else_=null()).label("relaxed")
+    return case((durability == Durability.COMMIT.value, dialect.relax_commit()), else_=null()).label("relaxed")
 
 
 def get_holding(conn: Connection, transactional_id: str) -> tuple[TransactionMetadata | None, int]:
