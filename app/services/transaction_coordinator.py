@@ -425,7 +425,10 @@ class TransactionCoordinator:
                 if meta.state in COMPLETING_STATES:
                     meta.require_ongoing()  # CONCURRENT_TRANSACTIONS, as for a Send
                 if meta.state is S.ONGOING and not meta.is_whole(acknowledged_records, held):
-                    raise _incomplete(transactional_id, acknowledged_records, held)
+                    raise _incomplete(acknowledged_records, held, asked="Prepare",
+                                      held_by=f"the transaction of {transactional_id!r} holds",
+                                      outcome="Nothing changed: the transaction is still Ongoing; abort it and "
+                                      "send it again")
                 meta = apply_event(conn, meta, Prepare(), now)
             return view_of(conn, meta)
 
@@ -508,8 +511,11 @@ class TransactionCoordinator:
                 if batches and meta.begins_on_join() and self.settings.complete_inline and txn_id is None:
                     # Nothing open: the carried batches are the whole transaction. A count that
                     # says otherwise names Sends that are gone; nothing is appended.
-                    if not meta.is_whole(acknowledged_records, sum(len(b.records) for b in batches)):
-                        raise _incomplete(transactional_id, acknowledged_records, 0)
+                    whole = sum(len(b.records) for b in batches)
+                    if not meta.is_whole(acknowledged_records, whole):
+                        raise _incomplete(acknowledged_records, whole,
+                                          held_by=f"no transaction of {transactional_id!r} is open: it carries",
+                                          outcome="Nothing was appended; send the whole transaction again")
                     return view_of(conn, *carried.commit_whole(conn, meta, producer_id, producer_epoch,
                                                                   batches, now))
                 if batches:
@@ -541,7 +547,7 @@ class TransactionCoordinator:
                 if commit and not meta.is_whole(acknowledged_records, 0):
                     # Records were acknowledged at this epoch, and no transaction holds them: a
                     # database crash lost the Sends that began it, and the Begin with them.
-                    raise _incomplete(transactional_id, acknowledged_records, 0)
+                    raise _nothing_open(transactional_id, acknowledged_records)
                 raise InvalidTxnState(f"transaction is {meta.state.value}; no transaction is open at epoch "
                                       f"{producer_epoch}", state=meta.state.value)
             for ref in prepared:
@@ -555,12 +561,14 @@ class TransactionCoordinator:
             else:
                 if commit and not retried and not meta.is_whole(acknowledged_records, held):
                     if meta.state not in UNDECIDED_STATES:
-                        raise _incomplete(transactional_id, acknowledged_records, held)  # none open to abort
+                        raise _nothing_open(transactional_id, acknowledged_records)
                     # Aborted rather than committed without Sends the producer was told were
                     # appended (Kafka aborts a transaction that cannot commit); the refusal is
                     # raised once the abort is written (below). The prepared transactions it
                     # named stay Prepared, for their own Commit or Abort.
-                    incomplete = _incomplete(transactional_id, acknowledged_records, held)
+                    incomplete = _incomplete(acknowledged_records, held,
+                                             held_by=f"the transaction of {transactional_id!r} holds",
+                                             outcome="The transaction is aborted; send it again")
                     commit, target, joined = False, S.PREPARE_ABORT, []
                 transits = [switch.spoken(prepare_transition(meta, Decide(commit), now)),
                             *(prepare_transition(m, Decide(commit), now) for m in joined)]
@@ -598,12 +606,22 @@ class TransactionCoordinator:
                 )
             return view_of(conn, complete_stored(conn, meta, now))
 
-def _incomplete(transactional_id: str, acknowledged_records: int | None, held: int) -> TransactionIncomplete:
+
+def _incomplete(acknowledged_records: int | None, held: int, *, held_by: str, outcome: str,
+                asked: str = "Commit") -> TransactionIncomplete:
+    """TRANSACTION_INCOMPLETE: the request (`asked`) counts other records than `held_by` says
+    are there (`held`); `outcome` says what the refusal did, which depends on where it is raised."""
     return TransactionIncomplete(
-        f"the Commit counts {acknowledged_records} acknowledged records, and the transaction of "
-        f"{transactional_id!r} holds {held}: Sends acknowledged before they were durable were lost (a "
-        "database crash), or the count is wrong. The transaction is aborted; send it again",
+        f"the {asked} counts {acknowledged_records} acknowledged records, and {held_by} {held}: Sends acknowledged "
+        f"before they were durable were lost (a database crash), or the count is wrong. {outcome}",
         acknowledged_records=acknowledged_records, held_records=held)
+
+
+def _nothing_open(transactional_id: str, acknowledged_records: int | None) -> TransactionIncomplete:
+    """A Commit counting records when no transaction is open at its epoch: a database crash lost
+    the Sends that began it, and its beginning with them."""
+    return _incomplete(acknowledged_records, 0, held_by=f"no transaction of {transactional_id!r} is open: it holds",
+                       outcome="Nothing was aborted, as nothing is open; send the whole transaction again")
 
 
 def _check_joint_commit(transactional_id: str, prepared: Sequence[PreparedTxnRef], commit: bool) -> None:

@@ -123,9 +123,11 @@ def test_a_commit_carrying_a_whole_transaction_with_a_count_beyond_it_appends_no
         client, topic) -> None:
     p = _init(client)
 
-    _error(_commit(client, p, acknowledged_records=3, batches=[batch("out", 0, ["a", "b"], 0)]),
-           409, "TRANSACTION_INCOMPLETE")
+    refused = _error(_commit(client, p, acknowledged_records=3, batches=[batch("out", 0, ["a", "b"], 0)]),
+                     409, "TRANSACTION_INCOMPLETE")
 
+    assert refused["details"] == {"acknowledged_records": 3, "held_records": 2}
+    assert refused["message"].endswith("Nothing was appended; send the whole transaction again")
     assert values(fetch(client, "out", 0, isolation="read_uncommitted")) == []
     assert _state(client) == "Empty"
 
@@ -138,6 +140,7 @@ def test_a_count_other_than_the_transaction_holds_aborts_it(client, topic, told:
     refused = _error(_commit(client, p, acknowledged_records=told), 409, "TRANSACTION_INCOMPLETE")
 
     assert refused["details"] == {"acknowledged_records": told, "held_records": 5}
+    assert refused["message"].endswith("The transaction is aborted; send it again")
     assert _state(client) == "CompleteAbort"
     assert values(fetch(client, "out", 0)) == []
     page = fetch(client, "out", 0, isolation="read_uncommitted")
@@ -177,8 +180,10 @@ def test_a_commit_of_records_acknowledged_when_no_transaction_is_open_is_incompl
     _ok(send(client, [batch("out", 0, ["a"], 0)], p, TID))
     nxt = _ok(_commit(client, p, acknowledged_records=1))
 
-    _error(_commit(client, nxt, acknowledged_records=2), 409, "TRANSACTION_INCOMPLETE")
+    refused = _error(_commit(client, nxt, acknowledged_records=2), 409, "TRANSACTION_INCOMPLETE")
 
+    assert refused["details"] == {"acknowledged_records": 2, "held_records": 0}
+    assert refused["message"].endswith("Nothing was aborted, as nothing is open; send the whole transaction again")
     assert values(fetch(client, "out", 0)) == ["a"]
 
 
@@ -210,7 +215,9 @@ def test_a_prepare_counts_too_and_its_transaction_commits_without_a_count(client
     _two_sends(client, p)
     prepare = f"/v1/transactions/{TID}/prepare"
 
-    _error(client.post(prepare, json={**ident(p), "acknowledged_records": 6}), 409, "TRANSACTION_INCOMPLETE")
+    refused = _error(client.post(prepare, json={**ident(p), "acknowledged_records": 6}), 409, "TRANSACTION_INCOMPLETE")
+    assert refused["message"].startswith("the Prepare counts 6 acknowledged records")
+    assert refused["message"].endswith("Nothing changed: the transaction is still Ongoing; abort it and send it again")
     assert _state(client) == "Ongoing"
     _error(client.post(prepare, json=ident(p)), 400, "INVALID_REQUEST")
     _ok(client.post(prepare, json={**ident(p), "acknowledged_records": 5}))
