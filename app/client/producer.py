@@ -388,6 +388,12 @@ class Producer:
         except RetriableError:
             self._commit_unknown = True
             raise
+        except AbortableError as e:
+            # The transaction cannot commit (TRANSACTION_INCOMPLETE: the service has aborted it
+            # and bumped the epoch): only abort_transaction() may follow, or a second commit
+            # would carry the old epoch and be taken for a fenced producer.
+            self._abortable = e
+            raise
         self._commit_unknown = False
         return answer
 

@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 from sqlalchemy import Engine, delete, event, select
 
+from app.client.errors import AbortableError
 from app.client.producer import Producer
 from app.domain.errors import TransactionIncomplete
 from app.domain.records import RecordToAppend, SendBatch
@@ -480,6 +481,33 @@ def test_the_python_client_that_asks_for_durability_commit_counts_what_it_was_ac
 
     assert _ok(client.get(f"/v1/transactions/{TID}"))["state"] == "CompleteCommit"
     assert values(fetch(client, "out", 0)) == ["a", "b", "c", "d", "e"]
+
+
+@pytest.mark.raw_records
+def test_the_python_client_after_an_incomplete_commit_asks_for_the_abort_and_then_goes_on(  # type: ignore[no-untyped-def]
+        client, topic, database) -> None:
+    producer = Producer(str(client.base_url), TID, client=client, durability="commit")
+    producer.init_transactions()
+    producer.begin_transaction()
+    for v in ("a", "b"):  # two Sends, answered; the Commit below carries none
+        producer.send("out", v, partition=0)
+        producer.flush()
+    with database.write() as conn:  # the last Send lost, as a database crash can lose it
+        conn.execute(delete(records).where(records.c.offset == 1))
+        conn.execute(delete(record_batches).where(record_batches.c.base_offset == 1))
+
+    with pytest.raises(AbortableError) as first:
+        producer.commit_transaction()
+    with pytest.raises(AbortableError) as again:  # not a fenced producer: the same refusal
+        producer.commit_transaction()
+    producer.abort_transaction()
+    producer.begin_transaction()
+    producer.send("out", "c", partition=0)
+    producer.flush()
+    producer.commit_transaction()
+
+    assert (first.value.error_code, again.value.error_code) == ("TRANSACTION_INCOMPLETE", "TRANSACTION_INCOMPLETE")
+    assert values(fetch(client, "out", 0)) == ["c"]
 
 
 def test_the_python_client_keeps_durable_sends_unless_asked(client, topic) -> None:  # type: ignore[no-untyped-def]
