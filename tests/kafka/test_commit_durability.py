@@ -1,8 +1,11 @@
-"""The Kafka door's readers while a transaction of durability "commit" is open
-(docs/GUARANTEES.md#durability-commit): its Sends are not durable until its Prepare, Commit or
-Abort, so a read_uncommitted Fetch and ListOffsets latest stop at its first offset in the
-partition (the high watermark, Kafka's: the end of what is durable), durable records after it
-included. PostgreSQL only: SQLite's Sends all wait for the disk."""
+"""Durability "commit" at the Kafka door (docs/GUARANTEES.md#durability-commit).
+
+Its readers while such a transaction is open: its Sends are not durable until its Prepare,
+Commit or Abort, so a read_uncommitted Fetch and ListOffsets latest stop at its first offset in
+the partition (the high watermark, Kafka's: the end of what is durable), durable records after
+it included; PostgreSQL only, as SQLite's Sends all wait for the disk. And its EndTxn: Kafka's
+carries no count of acknowledged records, so a Commit of such a producer over the wire is
+refused (both databases)."""
 
 from __future__ import annotations
 
@@ -92,3 +95,19 @@ def test_once_the_transaction_ends_read_uncommitted_reads_to_the_log_end(  # typ
     # Every data record, an aborted one too (read_uncommitted), and the high watermark past the marker at 5.
     assert _fetch(kafka, READ_UNCOMMITTED) == ([0, 1, 2, 3, 4], 6, 6)
     assert _latest(kafka, READ_UNCOMMITTED) == 6
+
+
+def test_an_end_txn_commit_of_a_durability_commit_producer_is_refused_and_changes_nothing(kafka: Listener) -> None:
+    client = kafka.client
+    create_topic(client, "out", 1)
+    p = init_producer(client, TID, transaction_version=2, durability="commit")
+    assert send(client, [batch("out", 0, ["a", "b"], 0)], p, TID).status_code == 200
+
+    with kafka.connect() as s:
+        answer = ask(s, 26, 5, request_class(26, 5)(transactional_id=TID, producer_id=p["producer_id"],
+                                                    producer_epoch=p["producer_epoch"], committed=True))
+
+    assert answer.error_code == ErrorCode.invalid_request
+    assert client.get(f"/v1/transactions/{TID}").json()["state"] == "Ongoing"
+    committed = kafka.client.post(f"/v1/transactions/{TID}/commit", json={**ident(p), "acknowledged_records": 2})
+    assert committed.status_code == 200, committed.text
