@@ -221,7 +221,8 @@ def bounds_stmt(dialect_name: str) -> Any:
 def describe_partitions(conn: Connection, topic: Topic) -> list[PartitionInfo]:
     rows = conn.execute(
         select(partitions.c.partition, partitions.c.log_start_offset, partitions.c.next_offset,
-               LAST_STABLE_OFFSET, partitions.c.record_count, partitions.c.size_bytes)
+               LAST_STABLE_OFFSET, partitions.c.record_count, partitions.c.size_bytes,
+               high_watermark(conn.dialect.name))
         .where(partitions.c.topic_id == topic.topic_id)
         .order_by(partitions.c.partition)
     ).all()
@@ -233,6 +234,7 @@ def describe_partitions(conn: Connection, topic: Topic) -> list[PartitionInfo]:
             last_stable_offset=r.last_stable_offset,
             record_count=r.record_count,
             size_bytes=r.size_bytes,
+            high_watermark=r.high_watermark,
         )
         for r in rows
     ]
@@ -250,14 +252,16 @@ def describe_all_partitions(conn: Connection, limit: int) -> list[NamedPartition
     every topic, in one query."""
     rows = conn.execute(
         select(topics.c.topic_id, topics.c.name, partitions.c.partition, partitions.c.log_start_offset,
-               partitions.c.next_offset, LAST_STABLE_OFFSET, partitions.c.record_count, partitions.c.size_bytes)
+               partitions.c.next_offset, LAST_STABLE_OFFSET, partitions.c.record_count, partitions.c.size_bytes,
+               high_watermark(conn.dialect.name))
         .join(topics, topics.c.topic_id == partitions.c.topic_id)
         .order_by(topics.c.name, partitions.c.partition)
         .limit(limit)
     ).all()
     return [NamedPartitionInfo(r.topic_id, r.name, PartitionInfo(
         partition=r.partition, log_start_offset=r.log_start_offset, log_end_offset=r.next_offset,
-        last_stable_offset=r.last_stable_offset, record_count=r.record_count, size_bytes=r.size_bytes))
+        last_stable_offset=r.last_stable_offset, record_count=r.record_count, size_bytes=r.size_bytes,
+        high_watermark=r.high_watermark))
         for r in rows]
 
 

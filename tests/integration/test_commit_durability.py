@@ -436,6 +436,28 @@ def test_read_committed_that_finds_nothing_more_resumes_at_that_transaction_not_
     assert (values(got), got["next_offset"], got["high_watermark"]) == (["x"], 1, 1)
 
 
+def test_the_topic_description_shows_the_high_watermark_at_that_transaction(  # type: ignore[no-untyped-def]
+        client, topic, database) -> None:
+    _open_between_plain_records(client)
+
+    (described,) = _ok(client.get("/v1/topics/out"))["partitions"]
+
+    high_watermark = 1 if database.dialect == "postgresql" else 5  # SQLite's Sends are durable
+    assert (described["log_end_offset"], described["last_stable_offset"], described["high_watermark"]) == (
+        5, 1, high_watermark)
+
+
+def test_a_group_reset_to_latest_is_placed_no_further_than_that_transaction(  # type: ignore[no-untyped-def]
+        client, topic, database) -> None:
+    _postgresql_only(database)
+    _open_between_plain_records(client)
+
+    r = client.post("/v1/groups/g/offsets/reset", json={"topic": "out", "to": "latest"})
+
+    assert r.status_code == 200, r.text
+    assert [(o["partition"], o["new_offset"]) for o in r.json()["offsets"]] == [(0, 1)]
+
+
 # --- what the opt-in costs: no statement more ----------------------------------------------------
 
 

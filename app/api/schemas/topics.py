@@ -161,13 +161,14 @@ class TopicConfig(BaseModel):
 class PartitionDescription(BaseModel):
     partition: int
     log_start_offset: int = Field(description="the first offset a fetch may ask for; retention and DeleteRecords move it")
-    log_end_offset: int = Field(description="the next offset to be written (the high watermark)")
+    log_end_offset: int = Field(description="the next offset to be written")
     last_stable_offset: int = Field(
         description="first offset of the earliest unfinished transaction in this partition, else the log end"
     )
     record_count: int = Field(description="data records stored (control markers and compacted records not "
                               "counted); records below the log start count until the log cleaner deletes them")
     size_bytes: int = Field(description="UTF-8 bytes of the stored records' keys, values and headers")
+    high_watermark: int = Field(description=HIGH_WATERMARK)
 
 
 class TopicSummary(BaseModel):
