@@ -33,6 +33,9 @@ class FetchResult:
     high_watermark: int = 0
     last_stable_offset: int = 0
     log_start_offset: int = 0
+    # The log end when read: a read whose next_offset is below it may find more at once (a
+    # read_committed one past the high watermark too), one at or past it must wait for a write.
+    log_end_offset: int = 0
 
 
 class LogRecord(NamedTuple):

@@ -351,7 +351,7 @@ class LogService:
                 min_one = min_one and not w.planned_records
             records_left = max_records - sum(w.planned_records for w in wanted)
             full = [w for w in wanted if w.plans and w.planned_records >= share and not w.plans[-1].bytes_full
-                    and w.plans[-1].result.next_offset < w.plans[-1].result.high_watermark]
+                    and w.plans[-1].result.next_offset < w.plans[-1].result.log_end_offset]
             if records_left > 0 and full:
                 more = max(1, records_left // len(full))
                 for w in full:

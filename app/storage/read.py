@@ -80,7 +80,7 @@ def plan_fetch(
     uncommitted = isolation is IsolationLevel.READ_UNCOMMITTED
     end = high_watermark if uncommitted else log_end
     result = FetchResult(next_offset=max(offset, high_watermark), high_watermark=high_watermark,
-                         last_stable_offset=last_stable, log_start_offset=log_start)
+                         last_stable_offset=last_stable, log_start_offset=log_start, log_end_offset=log_end)
     plan = FetchPlan(topic_id, partition, isolation, result)
     if max_records <= 0 or offset >= end:  # nothing to read (the API refuses max_records 0)
         return plan

@@ -7,6 +7,7 @@ except where a test says PostgreSQL."""
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import pytest
@@ -19,6 +20,9 @@ from app.domain.records import RecordToAppend, SendBatch
 from app.domain.types import Durability, IsolationLevel, TransactionState, TransactionVersion
 from app.services.transaction_coordinator import TransactionCoordinator
 from app.services import log_service, transaction_coordinator
+from app.services.long_poll import LongPoll
+from app.services.waiting import WaitingRequests
+from app.storage.changes import LogChanges
 from app.storage.tables import record_batches, records
 from tests.helpers import batch, create_topic, fetch, ident, init_producer, send, values
 
@@ -434,6 +438,28 @@ def test_read_committed_that_finds_nothing_more_resumes_at_that_transaction_not_
     got = fetch(client, "out", 0)
 
     assert (values(got), got["next_offset"], got["high_watermark"]) == (["x"], 1, 1)
+
+
+def test_a_stream_goes_on_to_the_durable_records_after_that_transaction_without_waiting(  # type: ignore[no-untyped-def]
+        services, client, topic, database) -> None:
+    """One commit point a read (max_records 1): after x the stream is at the high watermark, yet
+    y, committed, is there to read at once. No commit wakes it here (no listener)."""
+    _postgresql_only(database)
+    _open_between_plain_records(client)
+
+    async def scenario() -> list[tuple[list[int], int]]:
+        changes = LogChanges("sqlite:///:memory:")
+        changes.start(asyncio.get_running_loop())
+        long_poll = LongPoll(services.log, changes, 30_000, WaitingRequests(10, 10))
+        stream = await long_poll.open_stream("out", 0, 0, max_records=1, max_bytes=1 << 20, principal="p")
+        points = aiter(stream)
+        try:
+            return [([r.offset for r in p.records], p.next_position)
+                    for p in [await asyncio.wait_for(anext(points), 10) for _ in range(2)]]
+        finally:
+            stream.close()
+
+    assert asyncio.run(scenario()) == [([0], 1), ([4], 5)]  # x, then y
 
 
 def test_the_topic_description_shows_the_high_watermark_at_that_transaction(  # type: ignore[no-untyped-def]
