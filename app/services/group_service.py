@@ -379,7 +379,7 @@ class GroupService:
                 for info in topics.describe_partitions(conn, topic):
                     c = counted.get((topic.topic_id, info.partition))
                     at, lag, exact = (None, None, True) if c is None else (c.committed_offset, c.count, c.exact)
-                    out.append(PartitionLag(name, info.partition, at, info.log_start_offset, info.log_end_offset,
+                    out.append(PartitionLag(name, info.partition, at, info.log_start_offset, info.high_watermark,
                                             info.last_stable_offset, lag, exact, (name, info.partition) in pending))
             return GroupLag(out)
 

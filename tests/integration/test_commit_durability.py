@@ -473,6 +473,17 @@ def test_the_topic_description_shows_the_high_watermark_at_that_transaction(  # 
         5, 1, high_watermark)
 
 
+def test_a_groups_lag_shows_that_high_watermark_and_counts_the_committed_records_past_it(  # type: ignore[no-untyped-def]
+        client, topic, database) -> None:
+    _postgresql_only(database)
+    _open_between_plain_records(client)
+    _ok(client.post("/v1/groups/g/offsets", json={"offsets": [{"topic": "out", "partition": 0, "offset": 0}]}))
+
+    (lag,) = _ok(client.get("/v1/groups/g/lag"))["partitions"]
+
+    assert (lag["high_watermark"], lag["lag"]) == (1, 2)  # x and y
+
+
 def test_a_group_reset_to_latest_is_placed_no_further_than_that_transaction(  # type: ignore[no-untyped-def]
         client, topic, database) -> None:
     _postgresql_only(database)
