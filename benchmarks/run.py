@@ -229,11 +229,14 @@ def _post(client: Client, path: str, body: dict | bytes) -> dict:
     return orjson.loads(content)
 
 
-def _init_producer(client: Client, tid: str | None, transaction_version: int = 1) -> dict:
-    """InitProducerId (transactional when `tid` is given, speaking `transaction_version`): the
-    producer_id and producer_epoch every later call of that producer carries (under version 2,
-    until its next Commit answers the next epoch)."""
+def _init_producer(client: Client, tid: str | None, transaction_version: int = 1,
+                   durability: str | None = None) -> dict:
+    """InitProducerId (transactional when `tid` is given, speaking `transaction_version`, with
+    `durability` when given): the producer_id and producer_epoch every later call of that
+    producer carries (under version 2, until its next Commit answers the next epoch)."""
     body = {} if tid is None else {"transactional_id": tid, "transaction_version": transaction_version}
+    if durability is not None:
+        body["durability"] = durability
     p = _post(client, "/v1/producers", body)
     return {"producer_id": p["producer_id"], "producer_epoch": p["producer_epoch"]}
 
@@ -271,15 +274,19 @@ class Producer:
     def __init__(self, url: str, mode: str, tid: str | None = None,
                  commit_every_ms: float | None = None, records: list[dict] | None = None,
                  headers: dict[str, str] | None = None, transaction_version: int = 1,
-                 commit_carries_last_send: bool = False) -> None:
+                 commit_carries_last_send: bool = False, durability: str | None = None) -> None:
         self.client = Client(url, headers=headers)
         self.mode, self.tid, self.commit_every_ms = mode, tid, commit_every_ms
         self.transaction_version = transaction_version
         # Version 2: each transaction's last batch is sent in its Commit's body.
         self.commit_carries_last_send = commit_carries_last_send
+        # "commit": Sends answered before they are durable; each Commit carries the records
+        # acknowledged in its transaction (acknowledged_records), as app.client.producer does.
+        self.durability = durability
         self.ident: dict = {}
         if mode != "plain":
-            self.ident = _init_producer(self.client, tid if mode == "transactional" else None, transaction_version)
+            self.ident = _init_producer(self.client, tid if mode == "transactional" else None, transaction_version,
+                                        durability)
         self.records = _records(BATCH) if records is None else records
 
     def turn(self, topic: str, seconds: float, partition: int = 0,
@@ -296,6 +303,7 @@ class Producer:
             if self.mode == "transactional" and self.transaction_version == 1:
                 _post(c, f"/v1/transactions/{tid}/begin", ident)
             txn_started = time.perf_counter()
+            acknowledged = 0
             while True:
                 body: dict = {"batches": [{"topic": topic, "partition": partition, "records": self.records}]}
                 if self.mode != "plain":
@@ -305,6 +313,8 @@ class Producer:
                 due = self.commit_every_ms is None or (time.perf_counter() - txn_started) * 1000 >= self.commit_every_ms
                 if self.mode == "transactional" and self.commit_carries_last_send and due:
                     # The transaction's last batch goes with its Commit: one request, one write.
+                    if self.durability == "commit":
+                        body["acknowledged_records"] = acknowledged + BATCH
                     self.ident, seq = _ident_after(_post(c, f"/v1/transactions/{tid}/commit", body)), 0
                     written += BATCH
                     break
@@ -312,6 +322,7 @@ class Producer:
                     body["transactional_id"] = tid
                 _post(c, "/v1/records", body)
                 written += BATCH
+                acknowledged += BATCH
                 if finished is not None:
                     finished.append(time.perf_counter())
                 if self.commit_carries_last_send:
@@ -319,7 +330,8 @@ class Producer:
                 if due or (time.perf_counter() - txn_started) * 1000 >= self.commit_every_ms:  # type: ignore[operator]
                     break
             if self.mode == "transactional" and not self.commit_carries_last_send:
-                ended = _post(c, f"/v1/transactions/{tid}/commit", ident)
+                ended = _post(c, f"/v1/transactions/{tid}/commit",
+                              {**ident, "acknowledged_records": acknowledged} if self.durability == "commit" else ident)
                 if self.transaction_version == 2:
                     self.ident, seq = _ident_after(ended), 0
         return written, time.perf_counter() - t0
@@ -980,12 +992,21 @@ def bench_database(kind: str, args: argparse.Namespace, rng: random.Random, note
                   Producer(url, "transactional", "bench-txn2-1000", transaction_version=2))
         producing("produce transactional v2 (commit / 100 ms)", "p-txn2-100ms",
                   Producer(url, "transactional", "bench-txn2-100ms", commit_every_ms=100.0, transaction_version=2))
+        # Durability "commit": the Sends answered before they are durable, made durable by the
+        # Commit (docs/GUARANTEES.md#durability-commit); the rows above keep durable Sends.
+        producing("produce transactional v2, durability commit (commit / 100 ms)", "p-txn2c-100ms",
+                  Producer(url, "transactional", "bench-txn2c-100ms", commit_every_ms=100.0, transaction_version=2,
+                           durability="commit"))
         producing("produce transactional v2, last Send in the Commit (commit / 1,000)", "p-txn2f-1000",
                   Producer(url, "transactional", "bench-txn2f-1000", transaction_version=2,
                            commit_carries_last_send=True))
         producing("produce transactional v2, last Send in the Commit (commit / 100 ms)", "p-txn2f-100ms",
                   Producer(url, "transactional", "bench-txn2f-100ms", commit_every_ms=100.0, transaction_version=2,
                            commit_carries_last_send=True))
+        producing("produce transactional v2, last Send in the Commit, durability commit (commit / 100 ms)",
+                  "p-txn2fc-100ms",
+                  Producer(url, "transactional", "bench-txn2fc-100ms", commit_every_ms=100.0, transaction_version=2,
+                           commit_carries_last_send=True, durability="commit"))
 
         # Fetches of records written before the rounds: plain ones, and transactional ones (a
         # commit per Send, as the commit / 1,000 producer writes them), each read_committed and
@@ -1292,6 +1313,13 @@ def print_database(kind: str, rows: list[Row], reference: str) -> None:
          "produce transactional v2, last Send in the Commit (commit / 1,000)", "produce plain"),
         ("transactional v2, last Send in the Commit (commit / 100 ms) / plain",
          "produce transactional v2, last Send in the Commit (commit / 100 ms)", "produce plain"),
+        ("transactional v2, durability commit (commit / 100 ms) / plain",
+         "produce transactional v2, durability commit (commit / 100 ms)", "produce plain"),
+        ("transactional v2, last Send in the Commit, durability commit (commit / 100 ms) / plain",
+         "produce transactional v2, last Send in the Commit, durability commit (commit / 100 ms)", "produce plain"),
+        ("transactional v2 (commit / 100 ms): durability commit / durable Sends",
+         "produce transactional v2, durability commit (commit / 100 ms)",
+         "produce transactional v2 (commit / 100 ms)"),
         ("plain, UUID keys and ns timestamps / plain", "produce plain, UUID keys and ns timestamps", "produce plain"),
         ("plain records: read_committed / read_uncommitted fetch", "fetch plain records, read_committed",
          "fetch plain records, read_uncommitted"),

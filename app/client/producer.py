@@ -74,11 +74,22 @@ class Producer:
         token: str | Callable[[], str] | None = None,
         tls: ssl.SSLContext | bool = True,
         transaction_version: int = 2,
+        durability: str = "send",
     ) -> None:
         if transaction_version not in (1, 2):
             raise ValueError(f"transaction_version must be 1 or 2, not {transaction_version!r}")
+        if durability not in ("send", "commit"):
+            raise ValueError(f'durability must be "send" or "commit", not {durability!r}')
+        if durability == "commit" and (transactional_id is None or transaction_version != 2):
+            raise ValueError('durability "commit" needs a transactional_id and transaction_version 2')
         self.transactional_id = transactional_id
         self.transaction_version = transaction_version
+        # "commit" (asked for explicitly: it trades each Send's durability for a count the
+        # Commit must carry): the service answers a transactional Send before it is durable
+        # and makes it durable with the Commit, which carries the records acknowledged
+        # (`_acknowledged`) so that a Send a database crash lost is never committed around.
+        # The service's answer says what it took.
+        self.durability = durability
         self.transaction_timeout_ms = transaction_timeout_ms
         self.batch_records = batch_records
         self.delivery_timeout_s = delivery_timeout_s
@@ -98,6 +109,9 @@ class Producer:
         # (the same request, answered again if it did) may follow, as in Kafka.
         self._commit_unknown = False
         self._prepared: PreparedTxnState | None = None
+        # The records the service acknowledged in the open transaction (each Send answer's
+        # record_count), which a Commit under durability "commit" carries.
+        self._acknowledged = 0
         self._next_sequence: dict[TopicPartition, int] = defaultdict(int)
         self._buffer: dict[TopicPartition, list[dict]] = defaultdict(list)
         self._buffered = 0
@@ -124,6 +138,8 @@ class Producer:
             if self.transaction_timeout_ms is not None:
                 body["transaction_timeout_ms"] = self.transaction_timeout_ms
             body["transaction_version"] = self.transaction_version
+            if self.durability != "send":
+                body["durability"] = self.durability
         if keep_prepared_txn:
             body["keep_prepared_txn"] = True
         if recover:
@@ -136,6 +152,8 @@ class Producer:
             # 2 ignores the field it does not know and answers none, and speaking version 2 to
             # it (no BeginTransaction) would have every transaction's first Send refused.
             self.transaction_version = answer.get("transaction_version") or 1
+            # A service that predates durability answers none: its Sends are all durable.
+            self.durability = answer.get("durability") or "send"
         self._next_sequence.clear()
         self._needs_epoch_bump = False
         self._txn_started = False
@@ -163,6 +181,7 @@ class Producer:
             raise FatalError("INVALID_TXN_STATE", "a transaction is already open")
         self._ident()  # init_transactions() first
         self._txn_id = None
+        self._acknowledged = 0
         if self.transaction_version == 1:
             self._begin_on_service()
         self._in_transaction = True
@@ -268,6 +287,8 @@ class Producer:
             raise
         for (tp, recs) in batches:
             self._next_sequence[tp] += len(recs)
+        if self.durability == "commit":
+            self._acknowledged += sum(r["record_count"] for r in answer["results"])
         if answer.get("txn_id") is not None:
             self._txn_id = answer["txn_id"]
         return [RecordMetadata(r["topic"], r["partition"], r["base_offset"]) for r in answer["results"]]
@@ -315,7 +336,7 @@ class Producer:
         self._call(
             "POST",
             f"/v1/transactions/{self.transactional_id}/prepare",
-            json={**self._ident(), "txn_id": self._txn_id},
+            json={**self._ident(), "txn_id": self._txn_id, **self._count(0)},
         )
         assert self.transactional_id is not None and self._txn_id is not None
         self._prepared = PreparedTxnState(self.transactional_id, self._txn_id)
@@ -349,16 +370,29 @@ class Producer:
                 self._ended()  # version 2: nothing was sent, so the service holds nothing to commit
                 return
             self._begin_on_service()  # the transaction the others are committed with
-        body: dict[str, Any] = {**self._ident(), "txn_id": self._txn_id}
+        # A Prepared transaction was counted by its Prepare (and may be an earlier instance's).
+        body: dict[str, Any] = {**self._ident(), "txn_id": self._txn_id,
+                                **(self._count(0) if self._prepared is None else {})}
         if prepared:
             body["prepared"] = [{"transactional_id": p.transactional_id, "txn_id": p.txn_id} for p in prepared]
         self._ended(self._commit(body))
+
+    def _count(self, carried: int) -> dict[str, int]:
+        """The Commit's count under durability "commit": the records acknowledged in this
+        transaction and the `carried` ones the Commit appends."""
+        return {"acknowledged_records": self._acknowledged + carried} if self.durability == "commit" else {}
 
     def _commit(self, body: dict[str, Any], **kwargs: Any) -> Any:
         try:
             answer = self._call("POST", f"/v1/transactions/{self.transactional_id}/commit", json=body, **kwargs)
         except RetriableError:
             self._commit_unknown = True
+            raise
+        except AbortableError as e:
+            # The transaction cannot commit (TRANSACTION_INCOMPLETE: the service has aborted it
+            # and bumped the epoch): only abort_transaction() may follow, or a second commit
+            # would carry the old epoch and be taken for a fenced producer.
+            self._abortable = e
             raise
         self._commit_unknown = False
         return answer
@@ -380,6 +414,7 @@ class Producer:
                 {"topic": t, "partition": p, "base_sequence": self._next_sequence[(t, p)], "records": recs}
                 for (t, p), recs in self._buffer.items()
             ],
+            **self._count(self._buffered),
         }
         if self._txn_id is not None:
             body["txn_id"] = self._txn_id
@@ -405,6 +440,7 @@ class Producer:
         self._in_transaction = self._txn_started = False
         self._prepared = None
         self._txn_id = None
+        self._acknowledged = 0
         if answer is not None and answer.get("producer_epoch") is not None and (
                 answer["producer_id"], answer["producer_epoch"]) != (self.producer_id, self.producer_epoch):
             self.producer_id, self.producer_epoch = answer["producer_id"], answer["producer_epoch"]

@@ -116,6 +116,16 @@ class InvalidTxnState(OutboxError):
     error_code = "INVALID_TXN_STATE"
 
 
+class TransactionIncomplete(OutboxError):
+    """The Commit's count of acknowledged records is not what the transaction holds: a Send
+    acknowledged without waiting for the disk (durability "commit") was lost in a database
+    crash, or the count is wrong. A Commit aborts the open transaction rather than commit it
+    (the message says when there was none to abort); a Prepare changes nothing. The producer
+    sends the whole transaction again in the next one. Kafka has no code for it."""
+
+    error_code = "TRANSACTION_INCOMPLETE"
+
+
 class ConcurrentTransactions(OutboxError):
     """The previous transaction of this transactional_id is still completing; retry shortly."""
 

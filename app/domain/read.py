@@ -33,6 +33,9 @@ class FetchResult:
     high_watermark: int = 0
     last_stable_offset: int = 0
     log_start_offset: int = 0
+    # The log end when read: a read whose next_offset is below it may find more at once (a
+    # read_committed one past the high watermark too), one at or past it must wait for a write.
+    log_end_offset: int = 0
 
 
 class LogRecord(NamedTuple):
@@ -101,7 +104,8 @@ class PartitionOffsets:
 
 def offset_order_upper_bound(isolation: IsolationLevel, high_watermark: int, last_stable_offset: int) -> int:
     """How far a reader in offset order may read, Kafka's semantics: read_uncommitted up to
-    the high watermark; read_committed up to the last stable offset (the first offset of the
+    the high watermark (the end of what is durable: the log end, but for the first offset of a
+    transaction whose Sends may not be durable yet: storage's high_watermark); read_committed up to the last stable offset (the first offset of the
     partition's earliest open transaction, else the high watermark: storage's
     LAST_STABLE_OFFSET), so that no record of a transaction still open is ever handed out, and
     the aborted ones below it are named (AbortedTransaction) for the reader to drop."""

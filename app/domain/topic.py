@@ -30,3 +30,6 @@ class PartitionInfo:
     last_stable_offset: int
     record_count: int  # data records stored (markers not counted)
     size_bytes: int  # UTF-8 bytes of their keys, values and headers
+    # How far a reader may read or be placed (storage.topics.high_watermark): the log end, but
+    # for an open transaction whose Sends are not durable yet.
+    high_watermark: int

@@ -32,10 +32,19 @@ from app.domain.errors import (
     ConcurrentTransactions,
     InvalidProducerEpoch,
     InvalidProducerIdMapping,
+    InvalidRequest,
     InvalidTxnState,
     ProducerFenced,
 )
-from app.domain.types import MAX_PRODUCER_EPOCH, ProducerEpoch, ProducerId, TransactionState, TransactionVersion, TxnId
+from app.domain.types import (
+    MAX_PRODUCER_EPOCH,
+    Durability,
+    ProducerEpoch,
+    ProducerId,
+    TransactionState,
+    TransactionVersion,
+    TxnId,
+)
 
 S = TransactionState
 
@@ -104,6 +113,7 @@ class TransactionMetadata:
     transaction_version: TransactionVersion = TransactionVersion.V1
     # Version 2: the producer id the last Commit or Abort replaced (its epoch was exhausted).
     previous_producer_id: ProducerId | None = None
+    durability: Durability = Durability.SEND
 
     def check_producer(self, producer_id: int, producer_epoch: int) -> None:
         """Fence callers that are not the live producer of this transactional_id."""
@@ -153,6 +163,27 @@ class TransactionMetadata:
         # An Abort that found nothing open left the state Empty (its bump is InitProducerId's).
         ended = (S.PREPARE_COMMIT, S.COMPLETE_COMMIT) if commit else (S.PREPARE_ABORT, S.COMPLETE_ABORT, S.EMPTY)
         return self.state in ended and self.is_previous_transaction(producer_id, producer_epoch)
+
+    def is_whole(self, acknowledged_records: int | None, held_records: int) -> bool:
+        """Whether the transaction about to commit holds every record its producer was
+        acknowledged: `acknowledged_records` is the producer's count (the Commit's), and
+        `held_records` the records the transaction's batches hold, those the Commit carries
+        included. Under durability COMMIT the count is required for an Ongoing transaction: a
+        Send lost in a database crash must never be committed around. Under SEND a count, when
+        given, is checked all the same. A Prepared transaction's is never checked, nor required:
+        its Prepare checked it and was durable, and the instance that commits it may be a new
+        one (keep_prepared_txn), which knows only what its own database recorded (KIP-939)."""
+        if acknowledged_records is not None and acknowledged_records < 0:
+            raise InvalidRequest("acknowledged_records must be 0 or more")
+        if self.state is TransactionState.PREPARED:
+            return True
+        if acknowledged_records is None:
+            if self.durability is Durability.COMMIT:
+                raise InvalidRequest(
+                    "acknowledged_records is required: this producer's Sends are made durable by its "
+                    "Commit (durability \"commit\"), which must say how many records it was acknowledged")
+            return True
+        return acknowledged_records == held_records
 
     def check_txn_id(self, txn_id: int | None) -> None:
         """Refuse an end request that names an earlier transaction (a delayed retry must not end a later one)."""

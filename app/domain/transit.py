@@ -22,7 +22,7 @@ from dataclasses import dataclass, replace
 
 from app.domain.errors import InvalidTxnState
 from app.domain.transaction import IDLE_STATES, UNDECIDED_STATES, TransactionMetadata, check_transition
-from app.domain.types import MAX_PRODUCER_EPOCH, ProducerEpoch, TransactionState, TransactionVersion, TxnId
+from app.domain.types import MAX_PRODUCER_EPOCH, Durability, ProducerEpoch, TransactionState, TransactionVersion, TxnId
 
 S = TransactionState
 
@@ -46,6 +46,9 @@ class InitProducerId:
     holder: str | None
     recovering_epoch: int | None = None
     transaction_version: TransactionVersion = TransactionVersion.V1
+    # The Sends' durability the instance chose; None: the stored one (a bump the service
+    # makes itself, not an InitProducerId).
+    durability: Durability | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,6 +61,9 @@ class KeepPrepared:
     holder: str | None
     recovering_epoch: int | None = None
     transaction_version: TransactionVersion = TransactionVersion.V1
+    # The Sends' durability the instance chose; None: the stored one (a bump the service
+    # makes itself, not an InitProducerId).
+    durability: Durability | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,6 +73,7 @@ class AnswerAgain:
 
     transaction_timeout_ms: int
     transaction_version: TransactionVersion = TransactionVersion.V1
+    durability: Durability | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -164,7 +171,8 @@ def prepare_transition(meta: TransactionMetadata, event: Event, now_ms: int) -> 
             check_transition(meta.state, S.EMPTY)
             return _bumped(replace(meta, state=S.EMPTY, txn_started_ms=None,
                                    transaction_timeout_ms=event.transaction_timeout_ms,
-                                   transaction_version=event.transaction_version),
+                                   transaction_version=event.transaction_version,
+                                   durability=event.durability or meta.durability),
                            now_ms, event.recovering_epoch, event.holder)
         case KeepPrepared():
             if meta.state is not S.PREPARED:  # the table lets Ongoing become Prepared: not this event
@@ -172,12 +180,19 @@ def prepare_transition(meta: TransactionMetadata, event: Event, now_ms: int) -> 
                                       state=meta.state.value)
             check_transition(meta.state, S.PREPARED)
             return _bumped(replace(meta, transaction_timeout_ms=event.transaction_timeout_ms,
-                                   transaction_version=event.transaction_version),
+                                   transaction_version=event.transaction_version,
+                                   durability=event.durability or meta.durability),
                            now_ms, event.recovering_epoch, event.holder)
         case AnswerAgain():
             return TxnTransit(replace(meta, transaction_timeout_ms=event.transaction_timeout_ms,
-                                      transaction_version=event.transaction_version, updated_ms=now_ms))
+                                      transaction_version=event.transaction_version,
+                                      durability=event.durability or meta.durability, updated_ms=now_ms))
         case SpeakVersion():
+            if event.transaction_version is TransactionVersion.V1 and meta.durability is Durability.COMMIT:
+                # Version 1 would answer the Commit of a transaction a crash lost as a retry of
+                # the last one (TransactionCoordinator.init_producer_id).
+                raise InvalidTxnState('a producer of durability "commit" speaks transaction version 2 only',
+                                      state=meta.state.value)
             if meta.state not in _SPEAKING_STATES:
                 raise InvalidTxnState(f"transaction is {meta.state.value}; its transaction version cannot change now",
                                       state=meta.state.value)

@@ -53,6 +53,24 @@ class TransactionVersion(enum.IntEnum):
     V2 = 2
 
 
+class Durability(str, enum.Enum):
+    """When a transactional producer's Sends are made durable, chosen at InitProducerId over
+    HTTP (the Kafka door's producers are SEND: Kafka's EndTxn carries no count to check).
+
+    SEND: each Send's database transaction waits for the disk before it is acknowledged, as
+    a plain Send's does. COMMIT: a Send commits without waiting for the disk (PostgreSQL's
+    synchronous_commit off for that transaction), and its Commit's durable write makes it
+    durable: the database's log is one sequence, flushed in order, so that flush covers every
+    earlier Send. Safe because nothing a transaction wrote is visible to read_committed before
+    its Commit; a database crash can lose a suffix of the acknowledged Sends, so the Commit
+    carries how many records the producer was acknowledged in the transaction and is refused
+    (TRANSACTION_INCOMPLETE, the transaction aborted) when the transaction holds another
+    number."""
+
+    SEND = "send"
+    COMMIT = "commit"
+
+
 class ControlType(str, enum.Enum):
     """Kafka's ControlRecordType: the control markers the coordinator appends to data partitions."""
 

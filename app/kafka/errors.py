@@ -15,6 +15,8 @@ _NEAREST: dict[str, ErrorCode] = {
     # The conditional publish of KIP-27 was never given a Kafka code.
     "OFFSET_MISMATCH": ErrorCode.invalid_request,
     "TOPIC_HAS_OPEN_TRANSACTIONS": ErrorCode.invalid_txn_state,
+    # Only a Commit over HTTP carries the count it checks; named here so that no door lacks it.
+    "TRANSACTION_INCOMPLETE": ErrorCode.invalid_txn_state,
     # Kafka's transaction coordinator answers a transactional id it has no producer for with
     # INVALID_PRODUCER_ID_MAPPING (AddPartitionsToTxn, AddOffsetsToTxn, EndTxn, a transactional
     # Produce); its TRANSACTIONAL_ID_NOT_FOUND is DescribeTransactions' only, and a producing

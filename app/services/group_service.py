@@ -379,7 +379,7 @@ class GroupService:
                 for info in topics.describe_partitions(conn, topic):
                     c = counted.get((topic.topic_id, info.partition))
                     at, lag, exact = (None, None, True) if c is None else (c.committed_offset, c.count, c.exact)
-                    out.append(PartitionLag(name, info.partition, at, info.log_start_offset, info.log_end_offset,
+                    out.append(PartitionLag(name, info.partition, at, info.log_start_offset, info.high_watermark,
                                             info.last_stable_offset, lag, exact, (name, info.partition) in pending))
             return GroupLag(out)
 
@@ -553,12 +553,14 @@ class GroupService:
                     if spec.timestamp_ms is not None:
                         found = offset_order.offset_for_timestamp(conn, topic.topic_id, info.partition,
                                                                   spec.timestamp_ms, info.log_start_offset,
-                                                                  info.log_end_offset)
+                                                                  info.high_watermark)
                         at = None if found is None else found[0]
                     plan.append(plan_reset(spec, name, info.partition,
                                            committed_offset=committed.get((name, info.partition)),
                                            log_start_offset=info.log_start_offset,
-                                           log_end_offset=info.log_end_offset, offset_for_timestamp=at))
+                                           # Never past the high watermark: a reader placed
+                                           # there could skip offsets a crash hands out again.
+                                           log_end_offset=info.high_watermark, offset_for_timestamp=at))
             if plan and not dry_run:
                 offsets.commit(conn, [{"group_id": group_id, "topic_id": by_name[r.topic].topic_id,
                                        "partition": r.partition, "committed_offset": r.new_offset, "metadata": None,

@@ -265,8 +265,8 @@ class LogService:
         with self.db.read() as conn:
             found = topics.get_topic(conn, topic_name)
             topics.check_partition(found, partition)
-            high_watermark, log_start, last_stable = offset_order.bounds(conn, found.topic_id, partition)
-            offset_order.check_offset(offset, high_watermark, log_start)
+            log_end, log_start, last_stable, high_watermark = offset_order.bounds(conn, found.topic_id, partition)
+            offset_order.check_offset(offset, log_end, log_start)
             end = offset_order_upper_bound(isolation, high_watermark, last_stable)
             batches = (offset_order.read_batches(conn, found.topic_id, partition, offset, end, max_records,
                                                  max_bytes=max_bytes, min_one=min_one) if offset < end else [])
@@ -283,7 +283,7 @@ class LogService:
         with self.db.read() as conn:
             found = topics.get_topic(conn, topic_name)
             topics.check_partition(found, partition)
-            high_watermark, log_start, last_stable = offset_order.bounds(conn, found.topic_id, partition)
+            _, log_start, last_stable, high_watermark = offset_order.bounds(conn, found.topic_id, partition)
             at = None
             if timestamp_ms is not None:
                 end = offset_order_upper_bound(isolation, high_watermark, last_stable)
@@ -351,7 +351,7 @@ class LogService:
                 min_one = min_one and not w.planned_records
             records_left = max_records - sum(w.planned_records for w in wanted)
             full = [w for w in wanted if w.plans and w.planned_records >= share and not w.plans[-1].bytes_full
-                    and w.plans[-1].result.next_offset < w.plans[-1].result.high_watermark]
+                    and w.plans[-1].result.next_offset < w.plans[-1].result.log_end_offset]
             if records_left > 0 and full:
                 more = max(1, records_left // len(full))
                 for w in full:

@@ -211,7 +211,7 @@ class Stream:
                     await close(answer)
                 keys = [(w.topic_id, partition)]
                 result = w.result
-                if not w.planned_records or result.next_offset >= result.high_watermark:
+                if not w.planned_records or result.next_offset >= result.log_end_offset:
                     # Nothing more there now: wait for a commit, saying so every HEARTBEAT_S.
                     while not await changes.wait(keys, since, HEARTBEAT_S - (time.monotonic() - quiet_since)):
                         if time.monotonic() - quiet_since >= HEARTBEAT_S:

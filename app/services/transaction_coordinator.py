@@ -31,6 +31,7 @@ from app.domain.errors import (
     InvalidRequest,
     InvalidTransactionTimeout,
     InvalidTxnState,
+    TransactionIncomplete,
     UnknownTopicOrPartition,
 )
 from app.domain.transaction import (
@@ -54,7 +55,7 @@ from app.domain.transit import (
     next_epoch,
     prepare_transition,
 )
-from app.domain.types import TransactionState, TransactionVersion
+from app.domain.types import Durability, TransactionState, TransactionVersion
 from app.settings import Settings
 from app.storage import groups, producers, topics
 from app.storage import transactions as txns
@@ -64,7 +65,7 @@ from app.domain.records import SendBatch
 from app.services import commit_batches as carried
 from app.services.log_service import SendResult, check_send
 from app.services.transaction_completion import TransactionCompletion, apply_event, complete_decided, complete_stored, fence
-from app.services.transaction_join import begin_next, join_transaction, joining, require
+from app.services.transaction_join import begin_next, found, join_transaction, joining, require
 from app.services.transaction_listing import TransactionListing, TransactionView, view_of
 from app.services.transaction_timeouts import TransactionTimeouts
 from app.services.version_switch import VersionSwitch
@@ -84,6 +85,7 @@ class ProducerIdAndEpoch:
     # new instance to commit or abort once it has read the outcome its own database recorded.
     prepared_txn_id: int | None = None
     transaction_version: TransactionVersion | None = None
+    durability: Durability | None = None
 
 
 class TransactionCoordinator:
@@ -107,17 +109,30 @@ class TransactionCoordinator:
         keep_prepared_txn: bool = False,
         principal: str = ANONYMOUS,
         transaction_version: TransactionVersion = TransactionVersion.V1,
+        durability: Durability = Durability.SEND,
     ) -> ProducerIdAndEpoch:
         """`principal` is who asks: a new id is handed to it, and an id without a transactional
         id may be bumped (KIP-360) by its holder only. `transaction_version`: the transaction
         protocol the producer speaks from now on (an idempotent producer has no transactions,
-        and ignores it)."""
+        and ignores it). `durability`: when its Sends are made durable (Durability); COMMIT
+        needs a transactional id and version 2."""
         if (producer_id is None) != (producer_epoch is None):
             raise InvalidRequest("producer_id and producer_epoch go together")
         try:
             transaction_version = TransactionVersion(transaction_version)
         except ValueError:
             raise InvalidRequest(f"transaction_version must be one of {[v.value for v in TransactionVersion]}") from None
+        try:
+            durability = Durability(durability)
+        except ValueError:
+            raise InvalidRequest(f"durability must be one of {[d.value for d in Durability]}") from None
+        if durability is Durability.COMMIT and (transactional_id is None
+                                                or transaction_version is not TransactionVersion.V2):
+            # Version 1 answers a Commit that finds its transaction already committed as a retry
+            # of it: after a crash that lost a whole transaction (its Begin is not durable
+            # either) the Commit would be answered as committed. Version 2 tells a retry by the
+            # epoch its Commit bumped, and refuses the Commit of a transaction that is gone.
+            raise InvalidRequest('durability "commit" needs a transactional_id and transaction_version 2')
         if transactional_id is None:
             if transaction_timeout_ms is not None:
                 raise InvalidRequest("transaction_timeout_ms needs a transactional_id")
@@ -133,7 +148,7 @@ class TransactionCoordinator:
             )
         for _ in range(_INIT_ATTEMPTS):
             result = self._init_once(transactional_id, timeout_ms, producer_id, producer_epoch, keep_prepared_txn,
-                                     principal, transaction_version)
+                                     principal, transaction_version, durability)
             if result is not None:
                 return result
             if not self.settings.complete_inline:
@@ -175,6 +190,7 @@ class TransactionCoordinator:
         keep_prepared_txn: bool,
         principal: str,
         version: TransactionVersion,
+        durability: Durability,
     ) -> ProducerIdAndEpoch | None:
         """One attempt. None: the previous transaction must complete first."""
         now = self.clock()
@@ -196,8 +212,10 @@ class TransactionCoordinator:
                     transaction_timeout_ms=timeout_ms,
                     now_ms=now,
                     transaction_version=version,
+                    durability=durability,
                 )
-                return ProducerIdAndEpoch(pid, 0, transactional_id, timeout_ms, transaction_version=version)
+                return ProducerIdAndEpoch(pid, 0, transactional_id, timeout_ms, transaction_version=version,
+                                          durability=durability)
 
             is_retry = False
             if producer_id is not None:
@@ -208,7 +226,7 @@ class TransactionCoordinator:
                 return None
             if meta.state is S.PREPARED and keep_prepared_txn:
                 return self._take_over_prepared(conn, meta, timeout_ms, now, producer_epoch, is_retry, principal,
-                                                version)
+                                                version, durability)
             if meta.state in UNDECIDED_STATES:
                 # A new instance fences the old one (or, KIP-360, the live instance recovers):
                 # bump the epoch and abort the open transaction. A KIP-360 caller's retry
@@ -219,30 +237,32 @@ class TransactionCoordinator:
                 raise InvalidTxnState(f"transactional_id is {meta.state.value}")
             # A retry: the bump this instance asked for already happened (its answer was lost,
             # or it was the abort of its open transaction), so it is answered the current epoch.
-            event: Event = (AnswerAgain(timeout_ms, version) if is_retry
+            event: Event = (AnswerAgain(timeout_ms, version, durability) if is_retry
                             else InitProducerId(timeout_ms, principal, recovering_epoch=producer_epoch,
-                                                transaction_version=version))
+                                                transaction_version=version, durability=durability))
             meta = apply_event(conn, meta, event, now)
             return ProducerIdAndEpoch(meta.producer_id, meta.producer_epoch, transactional_id, timeout_ms,
-                                      transaction_version=version)
+                                      transaction_version=version, durability=durability)
 
     def _take_over_prepared(  # type: ignore[no-untyped-def]
         self, conn, meta: TransactionMetadata, timeout_ms: int, now: int,
         producer_epoch: int | None, is_retry: bool, principal: str, version: TransactionVersion,
+        durability: Durability,
     ) -> ProducerIdAndEpoch:
         """KIP-939's keepPreparedTxn: a new instance takes the transactional id over and the
         prepared transaction stays Prepared, for it to end. The epoch is bumped as by any
         InitProducerId, so the instance that prepared it can no longer end it
         (PRODUCER_FENCED); the new one ends it with the new epoch and its txn_id."""
         assert meta.txn_id is not None
-        event = (AnswerAgain(timeout_ms, version) if is_retry
-                 else KeepPrepared(timeout_ms, principal, recovering_epoch=producer_epoch, transaction_version=version))
+        event = (AnswerAgain(timeout_ms, version, durability) if is_retry
+                 else KeepPrepared(timeout_ms, principal, recovering_epoch=producer_epoch, transaction_version=version,
+                                   durability=durability))
         # An exhausted epoch gets a new producer id, as any InitProducerId's does: the
         # transaction is found by its transactional id and txn_id, whatever producer id its
         # records carry, and its markers will carry the new one.
         meta = apply_event(conn, meta, event, now)
         return ProducerIdAndEpoch(meta.producer_id, meta.producer_epoch, meta.transactional_id, timeout_ms,
-                                  meta.txn_id, transaction_version=version)
+                                  meta.txn_id, transaction_version=version, durability=durability)
 
     # --- Begin ------------------------------------------------------------------------------
 
@@ -383,18 +403,32 @@ class TransactionCoordinator:
     # --- Prepare (KIP-939) ------------------------------------------------------------------
 
     def prepare(
-        self, transactional_id: str, producer_id: int, producer_epoch: int, *, txn_id: int | None = None
+        self, transactional_id: str, producer_id: int, producer_epoch: int, *, txn_id: int | None = None,
+        acknowledged_records: int | None = None,
     ) -> TransactionView:
         """Ongoing → Prepared: the transaction's records and offsets are all in; its outcome
-        waits, durable and without a timeout, for Commit or Abort. A retry answers the same."""
+        waits, durable and without a timeout, for Commit or Abort. A retry answers the same.
+        `acknowledged_records`: as a Commit's (end_transaction), checked before the Prepare is
+        written, which is durable and so makes every earlier Send durable too: the Commit of a
+        Prepared transaction needs no count. A count that differs changes nothing here
+        (TRANSACTION_INCOMPLETE): the transaction stays Ongoing, for the producer to abort."""
         now = self.clock()
         with self.db.write() as conn:
-            meta = require(conn, transactional_id, lock=RowLock.UPDATE)
+            if acknowledged_records is None:
+                meta, held = require(conn, transactional_id, lock=RowLock.UPDATE), 0
+            else:
+                stored, held = txns.get_holding(conn, transactional_id)
+                meta = found(stored, transactional_id)
             meta.check_producer(producer_id, producer_epoch)
             meta.check_txn_id(txn_id)
             if meta.state is not S.PREPARED:
                 if meta.state in COMPLETING_STATES:
                     meta.require_ongoing()  # CONCURRENT_TRANSACTIONS, as for a Send
+                if meta.state is S.ONGOING and not meta.is_whole(acknowledged_records, held):
+                    raise _incomplete(acknowledged_records, held, asked="Prepare",
+                                      held_by=f"the transaction of {transactional_id!r} holds",
+                                      outcome="Nothing changed: the transaction is still Ongoing; abort it and "
+                                      "send it again")
                 meta = apply_event(conn, meta, Prepare(), now)
             return view_of(conn, meta)
 
@@ -411,6 +445,7 @@ class TransactionCoordinator:
         prepared: Sequence[PreparedTxnRef] = (),
         batches: Sequence[SendBatch] = (),
         transaction_version: TransactionVersion | None = None,
+        acknowledged_records: int | None = None,
     ) -> TransactionView:
         """Commit or Abort. A Commit may name other Prepared transactions (`prepared`): they are
         decided with the caller's, in the same database transaction, and (inline completion)
@@ -423,7 +458,14 @@ class TransactionCoordinator:
 
         `transaction_version`: the version the request speaks (a Kafka client's EndTxn: 5 is
         version 2's), which decides, as Kafka's coordinator does, whether this Commit or Abort
-        bumps the epoch; None: the stored one."""
+        bumps the epoch; None: the stored one.
+
+        `acknowledged_records`: a Commit's count of the records its producer was acknowledged in
+        this transaction, those it carries included; required from a producer of durability
+        COMMIT, checked whenever given (TransactionMetadata.is_whole). When the transaction
+        holds another number it is aborted instead, and TRANSACTION_INCOMPLETE raised once the
+        abort is written: its Sends were acknowledged before they were durable, and a database
+        crash lost some of them."""
         now = self.clock()
         target = S.PREPARE_COMMIT if commit else S.PREPARE_ABORT
         _check_joint_commit(transactional_id, prepared, commit)
@@ -433,11 +475,19 @@ class TransactionCoordinator:
                 raise InvalidRequest("only a Commit that names no prepared transactions carries batches")
             check_send(batches, producer_id, producer_epoch, transactional_id)
         sent: list[SendResult] = []
+        incomplete: TransactionIncomplete | None = None
         with self.db.write() as conn:
             # Each row locked in one order, the transactional ids sorted: two joint commits
             # naming overlapping transactions would otherwise deadlock on PostgreSQL.
             names = sorted({transactional_id, *(ref.transactional_id for ref in prepared)})
-            locked = {name: require(conn, name, lock=RowLock.UPDATE) for name in names}
+            locked, held = {}, 0
+            for name in names:
+                if name == transactional_id and commit and acknowledged_records is not None:
+                    # The records its transaction holds, read with the row's lock: the count's check.
+                    stored, held = txns.get_holding(conn, name)
+                    locked[name] = found(stored, name)
+                else:
+                    locked[name] = require(conn, name, lock=RowLock.UPDATE)
             # The request's version first: the rules below are that version's.
             switch = VersionSwitch.spoken_by(conn, locked[transactional_id], transaction_version, now,
                                              write_first=bool(batches))
@@ -459,12 +509,21 @@ class TransactionCoordinator:
                 meta.check_producer(producer_id, producer_epoch)
                 # A Commit naming a txn_id names a transaction already open: not a whole one.
                 if batches and meta.begins_on_join() and self.settings.complete_inline and txn_id is None:
+                    # Nothing open: the carried batches are the whole transaction. A count that
+                    # says otherwise names Sends that are gone; nothing is appended.
+                    whole = sum(len(b.records) for b in batches)
+                    if not meta.is_whole(acknowledged_records, whole):
+                        raise _incomplete(acknowledged_records, whole,
+                                          held_by=f"no transaction of {transactional_id!r} is open: it carries",
+                                          outcome="Nothing was appended; send the whole transaction again")
                     return view_of(conn, *carried.commit_whole(conn, meta, producer_id, producer_epoch,
                                                                   batches, now))
                 if batches:
                     meta = switch.stored = locked[transactional_id] = join_transaction(
                         conn, transactional_id, producer_id, producer_epoch, now, lock=RowLock.UPDATE, read=meta)
                     sent = carried.append_to_open(conn, meta, producer_id, producer_epoch, batches, now)
+                    # A duplicate was appended before (a Send whose answer was lost): held already.
+                    held += sum(r.record_count for r in sent if not r.duplicate)
                 elif not commit and meta.transaction_version is TransactionVersion.V2 and meta.state in IDLE_STATES:
                     # Version 2: an Abort with nothing open still bumps the epoch, so that a
                     # request of this epoch still under way (a Send or a Commit whose answer
@@ -485,6 +544,10 @@ class TransactionCoordinator:
                 if meta.state in (S.PREPARE_COMMIT, S.PREPARE_ABORT):
                     raise ConcurrentTransactions(
                         f"the last transaction of {transactional_id!r} is still completing; retry shortly")
+                if commit and not meta.is_whole(acknowledged_records, 0):
+                    # Records were acknowledged at this epoch, and no transaction holds them: a
+                    # database crash lost the Sends that began it, and the Begin with them.
+                    raise _nothing_open(transactional_id, acknowledged_records)
                 raise InvalidTxnState(f"transaction is {meta.state.value}; no transaction is open at epoch "
                                       f"{producer_epoch}", state=meta.state.value)
             for ref in prepared:
@@ -496,13 +559,25 @@ class TransactionCoordinator:
                 transits = [TxnTransit(m) for m in (meta, *joined) if m.state is target]
                 meta = locked[transactional_id] = switch.write_alone(conn)
             else:
+                if commit and not retried and not meta.is_whole(acknowledged_records, held):
+                    if meta.state not in UNDECIDED_STATES:
+                        raise _nothing_open(transactional_id, acknowledged_records)
+                    # Aborted rather than committed without Sends the producer was told were
+                    # appended (Kafka aborts a transaction that cannot commit); the refusal is
+                    # raised once the abort is written (below). The prepared transactions it
+                    # named stay Prepared, for their own Commit or Abort.
+                    incomplete = _incomplete(acknowledged_records, held,
+                                             held_by=f"the transaction of {transactional_id!r} holds",
+                                             outcome="The transaction is aborted; send it again")
+                    commit, target, joined = False, S.PREPARE_ABORT, []
                 transits = [switch.spoken(prepare_transition(meta, Decide(commit), now)),
                             *(prepare_transition(m, Decide(commit), now) for m in joined)]
                 if not self.settings.complete_inline:
                     meta = txns.apply_transit(conn, switch.stored, transits[0])
                     for m, transit in zip(joined, transits[1:], strict=True):
                         txns.apply_transit(conn, m, transit)
-                    return view_of(conn, meta, sent)
+                    if incomplete is None:
+                        return view_of(conn, meta, sent)
             if self.settings.complete_inline and transits:
                 # The decision is completed in this same database transaction: the Prepare
                 # state would be overwritten at once, so it is computed (and checked) but only
@@ -510,7 +585,9 @@ class TransactionCoordinator:
                 # the version switch, over the rows as stored.
                 completed = {m.transactional_id: m for m in complete_decided(conn, transits, now, stored=locked)}
                 meta = completed.get(transactional_id, meta)
-            return view_of(conn, meta, sent)
+            if incomplete is None:
+                return view_of(conn, meta, sent)
+        raise incomplete
 
     # --- Operator tools ---------------------------------------------------------------------
 
@@ -528,6 +605,24 @@ class TransactionCoordinator:
                     state=meta.state.value,
                 )
             return view_of(conn, complete_stored(conn, meta, now))
+
+
+def _incomplete(acknowledged_records: int | None, held: int, *, held_by: str, outcome: str,
+                asked: str = "Commit") -> TransactionIncomplete:
+    """TRANSACTION_INCOMPLETE: the request (`asked`) counts other records than `held_by` says
+    are there (`held`); `outcome` says what the refusal did, which depends on where it is raised."""
+    return TransactionIncomplete(
+        f"the {asked} counts {acknowledged_records} acknowledged records, and {held_by} {held}: Sends acknowledged "
+        f"before they were durable were lost (a database crash), or the count is wrong. {outcome}",
+        acknowledged_records=acknowledged_records, held_records=held)
+
+
+def _nothing_open(transactional_id: str, acknowledged_records: int | None) -> TransactionIncomplete:
+    """A Commit counting records when no transaction is open at its epoch: a database crash lost
+    the Sends that began it, and its beginning with them."""
+    return _incomplete(acknowledged_records, 0, held_by=f"no transaction of {transactional_id!r} is open: it holds",
+                       outcome="Nothing was aborted, as nothing is open; send the whole transaction again")
+
 
 def _check_joint_commit(transactional_id: str, prepared: Sequence[PreparedTxnRef], commit: bool) -> None:
     if not prepared:

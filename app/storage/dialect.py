@@ -16,12 +16,31 @@ from contextlib import contextmanager
 from functools import cache
 from typing import Any
 
-from sqlalchemy import BigInteger, Connection, Table
+from sqlalchemy import BigInteger, Connection, Table, func, true
 from sqlalchemy.types import _Binary
 from sqlalchemy.sql.functions import FunctionElement
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.ext.compiler import compiles
 from sqlalchemy.sql.selectable import Join
+
+
+def relax_commit() -> Any:
+    """PostgreSQL: an expression that, when evaluated, makes the database transaction it runs in
+    commit without waiting for the disk (synchronous_commit off, LOCAL: this transaction only; the
+    setting in effect at its commit is the one applied). Its value is the setting's new value.
+    The one way a write is relaxed here: a background chore's (Database.write(background=True)),
+    and a transactional Send of durability COMMIT (storage.transactions.get_with_topics), which
+    evaluates it inside a statement it runs anyway."""
+    return func.set_config("synchronous_commit", "off", true())
+
+
+def relaxes_sends(dialect_name: str) -> bool:
+    """Whether a transactional Send of a producer of durability COMMIT commits here without
+    waiting for the disk (PostgreSQL: synchronous_commit off for its transaction). On SQLite
+    every Send waits for it. Both the Send that relaxes its commit
+    (storage.transactions.get_with_topics) and the high watermark that keeps readers off what
+    such a Send wrote (storage.topics.high_watermark) ask this, so they cannot disagree."""
+    return dialect_name == "postgresql"
 
 
 class OuterFirstJoin(Join):

@@ -16,13 +16,13 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from sqlalchemy import Connection, Engine, create_engine, event
+from sqlalchemy import Connection, Engine, create_engine, event, select
 from sqlalchemy.engine import make_url
 from sqlalchemy.pool import NullPool
 
 from app.domain.errors import StorageUnavailable
 from app.settings import Settings
-from app.storage import changes
+from app.storage import changes, dialect
 from app.storage.errors import translate_driver_errors
 
 _WRITE = "outbox_write"
@@ -219,9 +219,13 @@ class Database:
     def write(self, *, durable: bool = True, background: bool = False) -> Iterator[Connection]:
         """One short write transaction; committed on exit, rolled back on any exception.
 
-        Every write is durable when it commits, markers included: a marker readers have seen
-        must never vanish in a database crash, or its offset could be handed out again and a
-        reader already past it would skip the new record (docs/GUARANTEES.md#in-order-visibility).
+        A write is durable when it commits, markers included: a marker readers have seen must
+        never vanish in a database crash, or its offset could be handed out again and a reader
+        already past it would skip the new record (docs/GUARANTEES.md#in-order-visibility). Not
+        so the two kinds below, nor on PostgreSQL a transactional Send of a producer of
+        durability COMMIT, which relaxes its own transaction (storage.transactions.get_with_topics,
+        with dialect.relax_commit as `background` does): readers never pass what such a Send
+        wrote until its transaction's durable Prepare, Commit or Abort (storage.topics.high_watermark).
 
         durable=False is for a write whose loss in a crash nobody can observe except as a
         refusal: it commits without waiting for the disk (SQLite synchronous=NORMAL, which
@@ -254,7 +258,7 @@ class Database:
                 try:
                     with conn.begin():
                         if background and not sqlite:
-                            conn.exec_driver_sql("SET LOCAL synchronous_commit = off")
+                            conn.execute(select(dialect.relax_commit()))
                         yield conn
                         # Partitions whose logs grow at this commit: NOTIFY, inside the
                         # transaction so that it is delivered only if it commits.

@@ -4,7 +4,7 @@ reads of app.storage.read. The log is read as its stored batches (record_batches
 append and per marker), each with the records of its run: the Kafka door writes one
 RecordBatch per stored batch, with the producer, epoch, base sequence and transaction of its
 row. What read_committed may see in offset order is bounded by the last stable offset
-(app.domain.read.offset_order_upper_bound, from storage's LAST_STABLE_OFFSET); the aborted
+(app.domain.read.offset_order_upper_bound, from storage.topics.bounds_stmt); the aborted
 transactions below it are named here, from their batch rows, for the client to drop."""
 
 from __future__ import annotations
@@ -21,8 +21,8 @@ from app.domain.read import AbortedTransaction, LogBatch, LogRecord
 from app.domain.types import ControlType, RecordState
 from app.storage.fetch_plan import RECORD_SIZE, SIZES_PAGE
 from app.storage.read_committed import aborted_batch
-from app.storage.tables import partitions, record_batches, records
-from app.storage.topics import LAST_STABLE_OFFSET
+from app.storage.tables import record_batches, records
+from app.storage.topics import bounds_stmt
 
 
 _STATES = {s.value: s for s in RecordState}
@@ -74,10 +74,8 @@ def batches_meeting(*columns: Any) -> Any:
 
 
 @cache
-def _stmts() -> tuple[Any, Any, Any, Any]:
+def _stmts() -> tuple[Any, Any, Any]:
     where = (records.c.topic_id == bindparam("topic_id"), records.c.partition == bindparam("partition"))
-    bounds = select(partitions.c.next_offset, partitions.c.log_start_offset, LAST_STABLE_OFFSET).where(
-        partitions.c.topic_id == bindparam("topic_id"), partitions.c.partition == bindparam("partition"))
     # Where a page of a read stops: the first row from `start` and the last whose running sum
     # of sizes (RECORD_SIZE) is within `max_bytes`, among at most `limit` rows, computed by the
     # database from the rows' sizes alone (no key or value is read, nor handed over row by
@@ -107,7 +105,7 @@ def _stmts() -> tuple[Any, Any, Any, Any]:
         .where(*where, records.c.offset >= bindparam("start"), records.c.offset <= bindparam("last"))
         .order_by(records.c.offset)
     )
-    return bounds, cut, batches, rows
+    return cut, batches, rows
 
 
 @cache
@@ -132,12 +130,13 @@ def _firsts_stmt(dialect_name: str) -> Any:
     return select(probe).select_from(ids.join(probe, true())).where(probe.c.first_offset.is_not(None))
 
 
-def bounds(conn: Connection, topic_id: int, partition: int) -> tuple[int, int, int]:
-    """(high watermark, log start offset, last stable offset) of the partition."""
-    row = conn.execute(_stmts()[0], {"topic_id": topic_id, "partition": partition}).first()
+def bounds(conn: Connection, topic_id: int, partition: int) -> tuple[int, int, int, int]:
+    """(log end, log start offset, last stable offset, high watermark) of the partition
+    (storage.topics.bounds_stmt)."""
+    row = conn.execute(bounds_stmt(conn.dialect.name), {"topic_id": topic_id, "partition": partition}).first()
     if row is None:
         raise UnknownTopicOrPartition(f"unknown partition {partition}")
-    return row[0], row[1], row[2]
+    return row[0], row[1], row[2], row[3]
 
 
 def read_batches(conn: Connection, topic_id: int, partition: int, start: int, end: int, limit: int, *,
@@ -160,7 +159,7 @@ def read_batches(conn: Connection, topic_id: int, partition: int, start: int, en
     low, left, sized = start, max_bytes, 0
     while sized < limit:
         page = min(SIZES_PAGE, limit - sized)
-        lowest, fits, count, highest, total = conn.execute(stmts[1], {
+        lowest, fits, count, highest, total = conn.execute(stmts[0], {
             **where, "start": low, "end": end, "limit": page, "max_bytes": left}).one()
         if count == 0:
             break
@@ -175,8 +174,8 @@ def read_batches(conn: Connection, topic_id: int, partition: int, start: int, en
     if last is None:
         return []
     window = {**where, "start": start, "last": last}
-    stored = conn.execute(stmts[2], window).all()
-    rows = iter(conn.execute(stmts[3], window))
+    stored = conn.execute(stmts[1], window).all()
+    rows = iter(conn.execute(stmts[2], window))
     row = next(rows, None)
     out = []
     for base, count, producer_id, epoch, base_sequence, txn_id, control, state in stored:
@@ -244,9 +243,9 @@ def _offset_for_timestamp_stmt() -> Any:
     )
 
 
-def check_offset(offset: int, high_watermark: int, log_start: int) -> None:
-    if offset > high_watermark or offset < log_start:
+def check_offset(offset: int, log_end: int, log_start: int) -> None:
+    if offset > log_end or offset < log_start:
         raise OffsetOutOfRange(
-            f"offset {offset} is outside the log [{log_start}, {high_watermark}]",
-            log_start_offset=log_start, log_end_offset=high_watermark,
+            f"offset {offset} is outside the log [{log_start}, {log_end}]",
+            log_start_offset=log_start, log_end_offset=log_end,
         )

@@ -26,8 +26,8 @@ from app.domain.types import IsolationLevel, RecordState
 from app.storage import read_window
 from app.storage.fetch_plan import MAX_BYTES, RECORD_SIZE, FetchPlan, Point, chunks, full, new
 from app.storage.offset_order import batches_meeting
-from app.storage.tables import partitions, record_batches, records
-from app.storage.topics import LAST_STABLE_OFFSET
+from app.storage.tables import record_batches, records
+from app.storage.topics import bounds_stmt
 
 _RECORD_COLUMNS = (
     records.c.offset,
@@ -43,14 +43,6 @@ _RECORD_COLUMNS = (
 
 
 PREFETCH_BYTES = 1 << 20  # what a read_uncommitted plan's page brings whole, unless the caller says otherwise
-
-
-@cache
-def _bounds_stmt() -> Any:
-    """The log end, its start and its last stable offset: every statement of a fetch is
-    bounded by the log end read here, so all work on the same prefix."""
-    return select(partitions.c.next_offset, partitions.c.log_start_offset, LAST_STABLE_OFFSET).where(
-        partitions.c.topic_id == bindparam("topic_id"), partitions.c.partition == bindparam("partition"))
 
 
 def plan_fetch(
@@ -70,27 +62,36 @@ def plan_fetch(
     the partition are never split. read_uncommitted: the records of the first `prefetch_bytes`
     bytes come with it (FetchPlan.rows)."""
     where = {"topic_id": topic_id, "partition": partition}
-    bounds = conn.execute(_bounds_stmt(), where).first()
+    bounds = conn.execute(bounds_stmt(conn.dialect.name), where).first()
     if bounds is None:
         raise UnknownTopicOrPartition(f"unknown partition {partition}")
-    high_watermark, log_start, last_stable = bounds
-    if offset > high_watermark or offset < log_start:
+    log_end, log_start, last_stable, high_watermark = bounds
+    if offset > log_end or offset < log_start:
         raise OffsetOutOfRange(
-            f"offset {offset} is outside the log [{log_start}, {high_watermark}]",
+            f"offset {offset} is outside the log [{log_start}, {log_end}]",
             log_start_offset=log_start,
-            log_end_offset=high_watermark,
+            log_end_offset=log_end,
         )
-    result = FetchResult(next_offset=high_watermark, high_watermark=high_watermark,
-                         last_stable_offset=last_stable, log_start_offset=log_start)
+    # A read that finds nothing more says it has read up to the high watermark, never further
+    # (nor back): past it a database crash can take offsets away and hand them out again
+    # (storage.topics.high_watermark). read_uncommitted reads no further either, in offset
+    # order; read_committed walks to the log end, as every commit point it meets is durable
+    # and its commit made every offset below it durable too.
+    uncommitted = isolation is IsolationLevel.READ_UNCOMMITTED
+    end = high_watermark if uncommitted else log_end
+    result = FetchResult(next_offset=max(offset, high_watermark), high_watermark=high_watermark,
+                         last_stable_offset=last_stable, log_start_offset=log_start, log_end_offset=log_end)
     plan = FetchPlan(topic_id, partition, isolation, result)
-    if max_records <= 0 or offset == high_watermark:  # nothing to read (the API refuses max_records 0)
+    if max_records <= 0 or offset >= end:  # nothing to read (the API refuses max_records 0)
         return plan
     budget = MAX_BYTES if max_bytes is None else max_bytes
-    where.update(high_watermark=high_watermark, log_start=log_start)
-    if isolation is IsolationLevel.READ_UNCOMMITTED:
+    where.update(high_watermark=end, log_start=log_start)
+    if uncommitted:
         _plan_uncommitted(conn, plan, where, offset, max_records, budget, min_one, min(prefetch_bytes, budget))
     else:
         read_window.plan_committed(conn, plan, where, offset, max_records, budget, min_one)
+        if plan.points:  # a walk that ran out after a point past the high watermark resumes after it
+            result.next_offset = max(result.next_offset, plan.points[-1].last + 1)
     return plan
 
 

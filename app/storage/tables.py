@@ -31,7 +31,7 @@ from sqlalchemy import (
 
 from app.domain.acl import Operation, PatternType, Permission, ResourceType
 from app.domain.group import StoredGroupState
-from app.domain.types import ControlType, RecordState, TransactionVersion, ValueFormat
+from app.domain.types import ControlType, Durability, RecordState, TransactionVersion, ValueFormat
 
 NAMING_CONVENTION = {
     "ix": "ix_%(table_name)s_%(column_0_N_name)s",
@@ -287,7 +287,11 @@ transactions = Table(
     # a retry of the Commit or Abort that bumped it (old producer id, last_producer_epoch) is
     # answered again. Cleared by any other bump.
     Column("previous_producer_id", BigInteger, nullable=True),
+    # When the producer's Sends are made durable (app.domain.types.Durability), chosen at
+    # InitProducerId; every row stored before migration 0025 is "send".
+    Column("durability", String(8), nullable=False, server_default="send"),
     one_of("transaction_version", TransactionVersion),
+    one_of("durability", Durability),
 )
 Index("ix_transactions_state", transactions.c.state)
 

@@ -18,13 +18,13 @@ from dataclasses import dataclass
 from functools import cache
 from typing import Any
 
-from sqlalchemy import Connection, bindparam, case, delete, func, insert, select, union, update
+from sqlalchemy import Connection, and_, bindparam, case, delete, func, insert, select, union, update
 from sqlalchemy.exc import IntegrityError
 
 from app.domain.errors import TopicAlreadyExists, UnknownTopicOrPartition
 from app.domain.topic import PartitionInfo, Topic
 from app.domain.topic_config import TopicConfig
-from app.domain.types import CleanupPolicy, TopicId, ValueFormat
+from app.domain.types import CleanupPolicy, Durability, TopicId, TransactionState, ValueFormat
 from app.storage import changes, dialect
 from app.storage.tables import (
     deleted_topics,
@@ -34,6 +34,7 @@ from app.storage.tables import (
     topics,
     transaction_offsets,
     transaction_partitions,
+    transactions,
 )
 
 
@@ -177,10 +178,51 @@ def _last_stable_offset() -> Any:
 LAST_STABLE_OFFSET = _last_stable_offset().label("last_stable_offset")
 
 
+@cache
+def high_watermark(dialect_name: str) -> Any:
+    """A `partitions` row's high watermark (Kafka's HW: the end of what is durable), in SQL: the
+    first offset of the partition's earliest transaction whose Sends may not be durable yet, else
+    the log end. The one definition of how far a read_uncommitted reader may read (Fetch over
+    either door, ListOffsets latest), and of how far a read_committed one may say it has read when
+    it finds nothing more (storage.read.plan_fetch).
+
+    Such a transaction is an Ongoing one of a producer of durability COMMIT, where its Sends
+    commit without waiting for the disk (dialect.relaxes_sends): a database crash can lose them,
+    and their offsets would be handed out again to records a reader already past them would
+    skip (docs/GUARANTEES.md#in-order-visibility). Its Prepare or its Commit or Abort decision is
+    a durable commit, which flushes the database's log up to itself, its Sends included: from
+    then on it no longer holds the watermark back. Never below the last stable offset (that is
+    the first offset of the earliest open transaction of any kind). On SQLite, the log end."""
+    if not dialect.relaxes_sends(dialect_name):
+        return partitions.c.next_offset.label("high_watermark")
+    tp, txn = transaction_partitions.c, transactions.c
+    first_not_durable = (
+        select(func.min(tp.first_offset))
+        .select_from(transaction_partitions.join(
+            transactions, and_(txn.transactional_id == tp.transactional_id, txn.txn_id == tp.txn_id)))
+        .where(tp.topic_id == partitions.c.topic_id, tp.partition == partitions.c.partition,
+               txn.state == TransactionState.ONGOING.value, txn.durability == Durability.COMMIT.value)
+        .scalar_subquery()
+    )
+    return case((first_not_durable < partitions.c.next_offset, first_not_durable),
+                else_=partitions.c.next_offset).label("high_watermark")
+
+
+@cache
+def bounds_stmt(dialect_name: str) -> Any:
+    """A partition's bounds as a read takes them, in one statement (bind parameters topic_id,
+    partition): its log end, log start, last stable offset and high watermark. Every statement
+    of a read is bounded by what this read, so that all work on the same prefix."""
+    return select(partitions.c.next_offset, partitions.c.log_start_offset, LAST_STABLE_OFFSET,
+                  high_watermark(dialect_name)).where(
+        partitions.c.topic_id == bindparam("topic_id"), partitions.c.partition == bindparam("partition"))
+
+
 def describe_partitions(conn: Connection, topic: Topic) -> list[PartitionInfo]:
     rows = conn.execute(
         select(partitions.c.partition, partitions.c.log_start_offset, partitions.c.next_offset,
-               LAST_STABLE_OFFSET, partitions.c.record_count, partitions.c.size_bytes)
+               LAST_STABLE_OFFSET, partitions.c.record_count, partitions.c.size_bytes,
+               high_watermark(conn.dialect.name))
         .where(partitions.c.topic_id == topic.topic_id)
         .order_by(partitions.c.partition)
     ).all()
@@ -192,6 +234,7 @@ def describe_partitions(conn: Connection, topic: Topic) -> list[PartitionInfo]:
             last_stable_offset=r.last_stable_offset,
             record_count=r.record_count,
             size_bytes=r.size_bytes,
+            high_watermark=r.high_watermark,
         )
         for r in rows
     ]
@@ -209,14 +252,16 @@ def describe_all_partitions(conn: Connection, limit: int) -> list[NamedPartition
     every topic, in one query."""
     rows = conn.execute(
         select(topics.c.topic_id, topics.c.name, partitions.c.partition, partitions.c.log_start_offset,
-               partitions.c.next_offset, LAST_STABLE_OFFSET, partitions.c.record_count, partitions.c.size_bytes)
+               partitions.c.next_offset, LAST_STABLE_OFFSET, partitions.c.record_count, partitions.c.size_bytes,
+               high_watermark(conn.dialect.name))
         .join(topics, topics.c.topic_id == partitions.c.topic_id)
         .order_by(topics.c.name, partitions.c.partition)
         .limit(limit)
     ).all()
     return [NamedPartitionInfo(r.topic_id, r.name, PartitionInfo(
         partition=r.partition, log_start_offset=r.log_start_offset, log_end_offset=r.next_offset,
-        last_stable_offset=r.last_stable_offset, record_count=r.record_count, size_bytes=r.size_bytes))
+        last_stable_offset=r.last_stable_offset, record_count=r.record_count, size_bytes=r.size_bytes,
+        high_watermark=r.high_watermark))
         for r in rows]
 
 

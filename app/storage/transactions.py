@@ -8,14 +8,14 @@ from dataclasses import dataclass, replace
 from functools import cache
 from typing import Any
 
-from sqlalchemy import Connection, and_, bindparam, delete, func, insert, literal, null, or_, select, true, union_all, update
+from sqlalchemy import Connection, and_, bindparam, case, delete, func, insert, literal, null, or_, select, true, union_all, update
 from sqlalchemy.exc import DBAPIError
 
 from app.domain.errors import ConcurrentTransactions
 from app.domain.topic import Topic
 from app.domain.transaction import IDLE_STATES, OPEN_TRANSACTION_STATES, TransactionMetadata
 from app.domain.transit import TxnTransit
-from app.domain.types import ProducerEpoch, ProducerId, TransactionState, TransactionVersion, TxnId
+from app.domain.types import Durability, ProducerEpoch, ProducerId, TransactionState, TransactionVersion, TxnId
 from app.storage import dialect
 from app.storage.dialect import RowLock
 from app.storage.producers import create_producer
@@ -24,6 +24,7 @@ from app.storage.tables import (
     group_offsets,
     producer_partitions,
     producers,
+    record_batches,
     topics,
     transaction_offsets,
     transaction_partitions,
@@ -66,6 +67,7 @@ def _metadata(row) -> TransactionMetadata:  # type: ignore[no-untyped-def]
         ),
         transaction_version=TransactionVersion(row.transaction_version),
         previous_producer_id=None if row.previous_producer_id is None else ProducerId(row.previous_producer_id),
+        durability=Durability(row.durability),
     )
 
 
@@ -100,9 +102,56 @@ def get_with_topics(conn: Connection, transactional_id: str, names: set[str], *,
 
 @cache
 def _with_topics_stmt(dialect_name: str, lock: RowLock, named: Any) -> Any:
-    """`named`: topics.named_topics' SELECT, joined here to the metadata row."""
+    """`named`: topics.named_topics' SELECT, joined here to the metadata row.
+
+    On PostgreSQL it also relaxes the Send's own database transaction when the producer chose
+    durability "commit": synchronous_commit off, LOCAL (this transaction only), set by the
+    statement the Send runs anyway, so that it costs no round trip. PostgreSQL applies the
+    setting in effect when the transaction commits. No reader takes anything of this database
+    transaction as final: the records stay invisible to read_committed until the Commit, which
+    is durable and flushes the log up to itself, this Send's commit included; and no reader reads
+    or is told it has read past the transaction's first offset in a partition until then (the
+    high watermark, storage.topics.high_watermark), since a crash could hand those offsets out
+    again."""
     row = _get_stmt(dialect_name, lock).cte("txn")
-    return named.add_columns(row).select_from(topics.outerjoin(row, true()))
+    stmt = named.add_columns(row).select_from(topics.outerjoin(row, true()))
+    if dialect.relaxes_sends(dialect_name):
+        stmt = stmt.add_columns(_relaxed_if_commit(row.c.durability))
+    return stmt
+
+
+def _relaxed_if_commit(durability: Any) -> Any:
+    """set_config's result when it ran (the Send's transaction relaxed), else NULL. A CASE
+    evaluates its branch only when its condition holds, and set_config is volatile, so it runs
+    for a producer of durability "commit" only."""
+    return case((durability == Durability.COMMIT.value, dialect.relax_commit()), else_=null()).label("relaxed")
+
+
+def get_holding(conn: Connection, transactional_id: str) -> tuple[TransactionMetadata | None, int]:
+    """The metadata row locked FOR UPDATE, as get reads it for a Commit, and in the same
+    statement the records its open transaction holds (its data batches' record_count, summed
+    over the partitions it wrote; 0 when none is open): what the Commit's count of acknowledged
+    records is checked against (TransactionMetadata.is_whole), a round trip fewer than a
+    statement apart. On PostgreSQL the sum is read in the statement's snapshot, taken before it
+    waits for the row: it holds every Send acknowledged before the Commit was sent (a Send
+    answers after its commit), which is all a producer's count can hold."""
+    row = conn.execute(_holding_stmt(conn.dialect.name), {"transactional_id": transactional_id}).first()
+    return (None, 0) if row is None else (_metadata(row), int(row.held_records))
+
+
+@cache
+def _holding_stmt(dialect_name: str) -> Any:
+    p, b = transaction_partitions.c, record_batches.c
+    held = (
+        select(func.coalesce(func.sum(b.record_count), 0))
+        .select_from(transaction_partitions.join(
+            record_batches, and_(b.topic_id == p.topic_id, b.partition == p.partition, b.txn_id == p.txn_id)))
+        .where(p.transactional_id == transactions.c.transactional_id, b.control_type.is_(None))
+        .scalar_subquery()
+        .label("held_records")
+    )
+    stmt = select(transactions, held).where(transactions.c.transactional_id == bindparam("transactional_id"))
+    return dialect.lock_row(dialect_name, stmt, RowLock.UPDATE)
 
 
 class RowLockBusy(Exception):
@@ -160,10 +209,12 @@ def insert_new(
     transaction_timeout_ms: int,
     now_ms: int,
     transaction_version: TransactionVersion = TransactionVersion.V1,
+    durability: Durability = Durability.SEND,
 ) -> None:
     conn.execute(
         insert(transactions).values(
             transaction_version=transaction_version.value,
+            durability=durability.value,
             transactional_id=transactional_id,
             producer_id=producer_id,
             producer_epoch=producer_epoch,
@@ -210,7 +261,7 @@ def apply_transit(conn: Connection, before: TransactionMetadata, transit: TxnTra
 
 # The columns of `transactions` a transit may change (all but its key).
 _STORED = ("producer_id", "producer_epoch", "state", "txn_id", "transaction_timeout_ms", "txn_started_ms",
-           "updated_ms", "last_producer_epoch", "transaction_version", "previous_producer_id")
+           "updated_ms", "last_producer_epoch", "transaction_version", "previous_producer_id", "durability")
 
 
 @cache

@@ -3,8 +3,10 @@
 Positions are read_committed positions: offsets in the log at which commit points sit
 (docs/GUARANTEES.md#commit-order). A batch reads the records whose commit_position is in [start, end):
 
-- end: the partitions' log end offsets (`GET /v1/topics/{topic}`, `log_end_offset`), read once,
-  on the driver, at job start. Every offset below the log end is committed (docs/GUARANTEES.md#in-order-visibility), and
+- end: the partitions' high watermarks (`GET /v1/topics/{topic}`, `high_watermark`: the log end,
+  but for an open transaction whose Sends are not durable yet, whose offsets a database crash
+  could hand out again), read once, on the driver, at job start. Every offset below it is
+  committed (docs/GUARANTEES.md#in-order-visibility), and
   a COMMIT marker below it was written before the snapshot, so a transaction that commits
   after the snapshot has its marker at or beyond `end` and is left out whole, however many of
   its records sit below `end`. Every JDBC partition query carries these ends, so the parallel
@@ -50,7 +52,8 @@ class PositionRange:
 
 @dataclass(frozen=True, slots=True)
 class LogBounds:
-    """A partition's log start (the first offset still stored) and log end."""
+    """A partition's log start (the first offset still stored) and log end: its high watermark,
+    the end a read may reach (a service that predates it: its log end)."""
 
     log_start: int
     log_end: int
@@ -86,7 +89,8 @@ def log_bounds(session: Session, topic: str, *, deadline_s: float = 60.0) -> dic
     if value_format != "json":
         raise OutboxSourceError(f"topic {topic!r} is a {value_format} topic: the outbox data source reads json topics "
                                 "only (option topics)")
-    return {p["partition"]: LogBounds(p["log_start_offset"], p["log_end_offset"]) for p in described["partitions"]}
+    return {p["partition"]: LogBounds(p["log_start_offset"], p.get("high_watermark", p["log_end_offset"]))
+            for p in described["partitions"]}
 
 
 def log_end_offsets(session: Session, topic: str) -> dict[int, int]:

@@ -23,7 +23,7 @@ DEFAULT_CONFIG = {"cleanup_policy": "delete", "retention_ms": 604_800_000, "rete
 
 def _empty(partition: int) -> dict:
     return {"partition": partition, "log_start_offset": 0, "log_end_offset": 0, "last_stable_offset": 0,
-            "record_count": 0, "size_bytes": 0}
+            "record_count": 0, "size_bytes": 0, "high_watermark": 0}
 
 
 def _ok(r: Any) -> Any:
@@ -153,7 +153,7 @@ def test_add_partitions_answers_the_topic_with_the_new_empty_partitions(client) 
     assert answer["partition_count"] == 3
     assert answer["partitions"] == [
         {"partition": 0, "log_start_offset": 0, "log_end_offset": 2, "last_stable_offset": 2,
-         "record_count": 2, "size_bytes": 6},
+         "record_count": 2, "size_bytes": 6, "high_watermark": 2},
         _empty(1), _empty(2),
     ]
     assert client.get("/v1/topics/t").json() == answer
@@ -369,7 +369,8 @@ def test_delete_records_moves_the_log_start_and_answers_it(client) -> None:  # t
     described = client.get("/v1/topics/t").json()["partitions"]
     # The records below the log start are counted until the log cleaner deletes them.
     assert described == [_empty(0), {"partition": 1, "log_start_offset": 2, "log_end_offset": 3,
-                                     "last_stable_offset": 3, "record_count": 3, "size_bytes": 9}]
+                                     "last_stable_offset": 3, "record_count": 3, "size_bytes": 9,
+                                     "high_watermark": 3}]
     page = fetch(client, "t", 1, offset=2)
     assert (page["log_start_offset"], values(page)) == (2, ["c"])
 

@@ -44,7 +44,7 @@ class FakeLog:
         end = len(self.committed)
         w.topic_id = KEY[0]
         w.result = FetchResult(next_offset=snapshot[-1].offset + 1 if snapshot else w.offset, high_watermark=end,
-                               last_stable_offset=end, log_start_offset=0, records=snapshot)
+                               last_stable_offset=end, log_start_offset=0, log_end_offset=end, records=snapshot)
         w.plans = [SimpleNamespace(record_count=len(snapshot), size_bytes=0)]  # type: ignore[list-item]
         return FetchAnswer([w])
 

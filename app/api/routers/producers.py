@@ -46,6 +46,7 @@ def init_producer_id(
         keep_prepared_txn=body.keep_prepared_txn,
         principal=access.principal.name,
         transaction_version=body.transaction_version,
+        durability=body.durability,
     )
     return InitProducerIdResponse(
         producer_id=r.producer_id,
@@ -54,4 +55,5 @@ def init_producer_id(
         transaction_timeout_ms=r.transaction_timeout_ms,
         prepared_txn_id=r.prepared_txn_id,
         transaction_version=r.transaction_version,
+        durability=r.durability,
     )

@@ -17,6 +17,7 @@ from app.api.schemas.transactions import (
     CommitResponse,
     EndTransactionRequest,
     PendingOffset,
+    PrepareTransactionRequest,
     TransactionDescription,
     TransactionList,
     TransactionPartition,
@@ -108,7 +109,8 @@ def add_offsets(
 @router.post("/{transactional_id}/prepare", operation_id="prepare_transaction",
              response_model=TransactionDescription, responses=documented(400, 401, 403, 404, 409, 415))
 def prepare_transaction(
-    transactional_id: TransactionalIdPath, body: Annotated[EndTransactionRequest, json_body(EndTransactionRequest)], services: ServicesDep,
+    transactional_id: TransactionalIdPath,
+    body: Annotated[PrepareTransactionRequest, json_body(PrepareTransactionRequest)], services: ServicesDep,
     access: AccessDep,
 ) -> TransactionDescription:
     """Prepare (KIP-939): Ongoing → Prepared. The transaction takes no more records or offsets,
@@ -119,7 +121,8 @@ def prepare_transaction(
     """
     access.require(Operation.WRITE, acl.transactional_id(transactional_id))
     view = services.coordinator.prepare(
-        transactional_id, body.producer_id, body.producer_epoch, txn_id=body.txn_id
+        transactional_id, body.producer_id, body.producer_epoch, txn_id=body.txn_id,
+        acknowledged_records=body.acknowledged_records
     )
     return _description(view, services.clock(), access)
 
@@ -147,6 +150,10 @@ def commit_transaction(
     A retry with the epoch this request carried is answered the same, until the next
     transaction begins. Under version 2 a Commit may also carry the transaction's last
     `batches`: they are appended and the transaction committed in one request, all or nothing.
+
+    `acknowledged_records` (required from a producer of durability "commit", whose Sends are
+    answered before they are durable): when the transaction holds another number of records,
+    it is aborted and the answer is TRANSACTION_INCOMPLETE (409).
     """
     body = decoded.request
     access.require(Operation.WRITE, acl.transactional_id(transactional_id))
@@ -157,7 +164,7 @@ def commit_transaction(
     view = services.coordinator.end_transaction(
         transactional_id, body.producer_id, body.producer_epoch, commit=True, txn_id=body.txn_id,
         prepared=[PreparedTxnRef(ref.transactional_id, ref.txn_id) for ref in body.prepared],
-        batches=decoded.batches,
+        batches=decoded.batches, acknowledged_records=body.acknowledged_records,
     )
     described = _description(view, services.clock(), access).model_dump()
     if not decoded.batches:

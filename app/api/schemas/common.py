@@ -36,6 +36,10 @@ MemberId = _id(ID_MAX_LENGTH, "a group member, as JoinGroup answered it")
 ProducerId = Annotated[int, Meta(ge=0, le=MAX_INT64, description="64-bit producer id from InitProducerId")]
 ProducerEpoch = Annotated[int, Meta(ge=0, le=MAX_PRODUCER_EPOCH, description="producer epoch from InitProducerId")]
 Offset = Annotated[int, Meta(ge=0, le=MAX_INT64)]
+# What a partition's answers call its high watermark (storage.topics.high_watermark).
+HIGH_WATERMARK = ("the high watermark, how far read_uncommitted reads: the log end, but for the first offset of an open "
+                  "transaction whose Sends are not durable yet (a producer of durability \"commit\"), until its "
+                  "Prepare, Commit or Abort")
 Partition = Annotated[int, Meta(ge=0, le=MAX_INT32)]
 GenerationId = Annotated[int, Meta(ge=0, le=MAX_INT32)]
 OffsetMetadata = Annotated[str, Meta(max_length=4096, pattern=TEXT_PATTERN)]

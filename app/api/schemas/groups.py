@@ -6,7 +6,7 @@ from typing import Annotated
 from msgspec import Meta
 from pydantic import BaseModel, Field
 
-from app.api.schemas.common import GenerationId, MemberId, Offset, OffsetEntry, Partition, RequestBody, TopicName
+from app.api.schemas.common import HIGH_WATERMARK, GenerationId, MemberId, Offset, OffsetEntry, Partition, RequestBody, TopicName
 from app.domain.offsets import MAX_PARTITIONS_PER_REQUEST, ResetTo
 from app.domain.types import MAX_INT64
 from app.services import group_service
@@ -136,9 +136,9 @@ class PartitionLag(BaseModel):
     committed_offset: int | None = Field(description="the group's position: a read_committed position; null: the "
                                          "group has committed no offset for this partition")
     log_start_offset: int
-    high_watermark: int
+    high_watermark: int = Field(description=HIGH_WATERMARK)
     last_stable_offset: int
-    lag: int | None = Field(description="committed records after the committed offset, up to the high watermark: "
+    lag: int | None = Field(description="committed records after the committed offset, up to the log end: "
                             "control markers and records of open or aborted transactions are not counted; null: "
                             "unknown, the group has committed no offset for this partition (where it starts is "
                             "its consumers' auto_offset_reset)")

@@ -6,7 +6,7 @@ from msgspec import Meta
 from pydantic import BaseModel, Field
 
 from app.api.schemas.common import ProducerEpoch, ProducerId, RequestBody, TransactionalId
-from app.domain.types import TransactionVersion
+from app.domain.types import Durability, TransactionVersion
 
 
 class InitProducerIdRequest(RequestBody):
@@ -37,6 +37,14 @@ class InitProducerIdRequest(RequestBody):
         "requests carry; a Send with the previous epoch is refused with INVALID_PRODUCER_EPOCH and never "
         "joins it. Ignored without a transactional_id"
     )] = TransactionVersion.V1
+    durability: Annotated[Durability, Meta(
+        description="when this producer's transactional Sends are made durable. \"send\" (the default): each Send "
+        "waits for the disk before it is answered, as a plain Send does. \"commit\" (needs a transactional_id and "
+        "transaction_version 2): a Send is answered without waiting for the disk, and its transaction's Commit, which "
+        "waits for the disk, makes every earlier Send of it durable too; each Commit then carries "
+        "acknowledged_records, and a database crash that lost acknowledged Sends makes the Commit fail with "
+        "TRANSACTION_INCOMPLETE (the transaction aborted, never committed without them)"
+    )] = Durability.SEND
 
 
 class InitProducerIdResponse(BaseModel):
@@ -51,3 +59,5 @@ class InitProducerIdResponse(BaseModel):
     )
     transaction_version: int | None = Field(
         default=None, description="the transaction protocol version the producer chose (transactional producers)")
+    durability: Durability | None = Field(
+        default=None, description="when the producer's Sends are made durable (transactional producers)")

@@ -7,6 +7,7 @@ from msgspec import UNSET, Meta, UnsetType
 from pydantic import BaseModel, Field
 
 from app.api.schemas.common import (
+    HIGH_WATERMARK,
     TEXT_PATTERN,
     Offset,
     Partition,
@@ -144,7 +145,7 @@ class FetchResponse(BaseModel):
     isolation: IsolationLevel
     records: list[RecordOut]
     next_offset: int = Field(description="where the next fetch of this partition starts")
-    high_watermark: int
+    high_watermark: int = Field(description=HIGH_WATERMARK)
     last_stable_offset: int
     log_start_offset: int
 

@@ -6,7 +6,7 @@ import msgspec
 from msgspec import UNSET, Meta, UnsetType
 from pydantic import BaseModel, Field
 
-from app.api.schemas.common import GroupId, TOPIC_NAME_MAX_LENGTH, Offset, RequestBody
+from app.api.schemas.common import HIGH_WATERMARK, GroupId, TOPIC_NAME_MAX_LENGTH, Offset, RequestBody
 from app.domain import topic_config as domain
 from app.domain.types import CleanupPolicy, ValueFormat
 
@@ -161,13 +161,14 @@ class TopicConfig(BaseModel):
 class PartitionDescription(BaseModel):
     partition: int
     log_start_offset: int = Field(description="the first offset a fetch may ask for; retention and DeleteRecords move it")
-    log_end_offset: int = Field(description="the next offset to be written (the high watermark)")
+    log_end_offset: int = Field(description="the next offset to be written")
     last_stable_offset: int = Field(
         description="first offset of the earliest unfinished transaction in this partition, else the log end"
     )
     record_count: int = Field(description="data records stored (control markers and compacted records not "
                               "counted); records below the log start count until the log cleaner deletes them")
     size_bytes: int = Field(description="UTF-8 bytes of the stored records' keys, values and headers")
+    high_watermark: int = Field(description=HIGH_WATERMARK)
 
 
 class TopicSummary(BaseModel):
@@ -188,7 +189,7 @@ class PartitionOffsetsAnswer(BaseModel):
     topic: str
     partition: int
     log_start_offset: int
-    high_watermark: int = Field(description="the next offset to be written (the log end)")
+    high_watermark: int = Field(description=HIGH_WATERMARK)
     last_stable_offset: int
     offset: int | None = Field(default=None, description="with timestamp_ms: the offset of the first record "
                                "readable under the isolation whose timestamp is at or after it, in offset order "

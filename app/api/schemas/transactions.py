@@ -37,6 +37,22 @@ class EndTransactionRequest(ProducerIdentity):
     )] | None = None
 
 
+# What a Prepare or a Commit says of the records its producer was acknowledged.
+_ACKNOWLEDGED = Meta(
+    ge=0, le=MAX_INT64,
+    description="how many records this producer was acknowledged in this transaction (the record_count of each "
+    "Send answer since the transaction began), plus, in a Commit, those of the batches it carries. Required from a "
+    "producer of durability \"commit\" to prepare or commit an Ongoing transaction, and checked whenever given, "
+    "but for a Prepared transaction's Commit (its Prepare checked it, and a new instance may commit it). If the "
+    "transaction holds another number (Sends acknowledged before they were durable were lost in a database crash) "
+    "the answer is TRANSACTION_INCOMPLETE: a Commit aborts the transaction, a Prepare changes nothing",
+)
+
+
+class PrepareTransactionRequest(EndTransactionRequest):
+    acknowledged_records: Annotated[int, _ACKNOWLEDGED] | None = None
+
+
 class PreparedTransactionRef(RequestBody):
     transactional_id: TransactionalId
     txn_id: Annotated[int, Meta(ge=0, le=MAX_INT64, description="the Prepared transaction's txn_id")]
@@ -58,6 +74,7 @@ class CommitTransactionRequest(EndTransactionRequest):
         "too, so a transaction of one Send is one request. A retry with the epoch this request carried is "
         "answered again and appends nothing. Needs WRITE on each topic; not with `prepared`",
     )] | None = None
+    acknowledged_records: Annotated[int, _ACKNOWLEDGED] | None = None
 
 
 class AddOffsetsRequest(ProducerIdentity):
