@@ -97,6 +97,10 @@ def app_settings(url: str) -> Settings:
         auto_migrate=False,
         # An offset fetch with wait_ms would sleep in real time for a pending transaction.
         max_offset_fetch_wait_ms=0,
+        # A long-poll Fetch whose min_records is not met waits its whole max_wait_ms, which the
+        # document lets a request ask up to 600,000 ms: bounded here below the test client's
+        # 10 s read timeout, or such a request is a client timeout, not an answer to check.
+        fetch_max_wait_ms=1000,
         # Small limits, so that fuzzed requests reach them (and the tables stay small).
         max_partitions_per_topic=8,
         max_records_per_request=20,
