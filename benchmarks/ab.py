@@ -20,64 +20,33 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from scratch import scratch_database  # noqa: E402
-from run import (  # noqa: E402 - the benchmark's own modules, not a package
-    BATCH,
-    ROOT,
-    Producer,
-    RawInserter,
-    Service,
-    _records_keyed_by_uuid,
-    create_topic,
-    ratio_line,
-)
-
-
-def rate(turns: list[tuple[int, float]]) -> float:
-    return sum(n for n, _ in turns) / sum(took for _, took in turns)
+from before_after import rate, rotate, services_and_reference, tree_arguments  # noqa: E402
+from run import BATCH, Producer, _records_keyed_by_uuid, ratio_line  # noqa: E402 - the benchmark's own modules, not a package
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--before", type=Path, required=True, help="source tree of the 'before' service")
-    parser.add_argument("--after", type=Path, default=ROOT, help="source tree of the 'after' service")
+    tree_arguments(parser)
     parser.add_argument("--db", choices=["sqlite", "postgresql"], default="postgresql")
     parser.add_argument("--rounds", type=int, default=16)
     parser.add_argument("--turn-seconds", type=float, default=0.5)
     args = parser.parse_args(argv)
 
     # Both trees share the schema: migrated with the older one, then the newer one.
-    with scratch_database(args.db, "ab", migrate_with=(args.before, args.after)) as db_url:
-        services = {"before": Service(db_url, args.before), "after": Service(db_url, args.after)}
-        raw = RawInserter(db_url)
-        try:
-            paths = {}
-            for side, service in services.items():
-                for name, producer in (
-                    ("plain", Producer(service.url, "plain")),
-                    ("plain, UUID keys", Producer(service.url, "plain", records=_records_keyed_by_uuid(BATCH))),
-                    ("idempotent", Producer(service.url, "idempotent")),
-                    ("transactional, commit / Send", Producer(service.url, "transactional", f"ab-{side}")),
-                ):
-                    paths[(side, name)] = (service, producer)
-            method = raw.methods[-1]
-            turns: dict[object, list[tuple[int, float]]] = {key: [] for key in [*paths, "raw"]}
-            cpu: dict[object, float] = {key: 0.0 for key in paths}
-            for r in range(args.rounds):
-                for key, (service, producer) in paths.items():
-                    topic = f"ab-{key[0]}-{len(turns[key])}-{abs(hash(key[1])) % 1000}-{r}"
-                    create_topic(service.url, topic, 1)
-                    before_cpu = service.cpu_seconds()
-                    turns[key].append(producer.turn(topic, args.turn_seconds))
-                    cpu[key] += service.cpu_seconds() - before_cpu
-                topic = f"ab-raw-{r}"
-                create_topic(services["after"].url, topic, 1)
-                turns["raw"].append(raw.turn(method, raw.topic_id(topic), args.turn_seconds))
-            for _, producer in paths.values():
-                producer.close()
-        finally:
-            raw.close()
-            for service in services.values():
-                service.stop()
+    with (scratch_database(args.db, "ab", migrate_with=(args.before, args.after)) as db_url,
+          services_and_reference(db_url, args.before, args.after) as (services, raw)):
+        paths = {}
+        for side, service in services.items():
+            for name, producer in (
+                ("plain", Producer(service.url, "plain")),
+                ("plain, UUID keys", Producer(service.url, "plain", records=_records_keyed_by_uuid(BATCH))),
+                ("idempotent", Producer(service.url, "idempotent")),
+                ("transactional, commit / Send", Producer(service.url, "transactional", f"ab-{side}")),
+            ):
+                paths[(side, name)] = (service, producer)
+        rotation = rotate(paths, raw, services["after"], rounds=args.rounds, turn_seconds=args.turn_seconds,
+                          prefix="ab")
+    turns, cpu, method = rotation.turns, rotation.cpu, rotation.method
 
     print(f"# {args.db}: {args.rounds} rounds of {args.turn_seconds:g} s turns; reference: raw {method}\n")
     print("| path | side | records/s | service CPU µs / record |\n| --- | --- | ---: | ---: |")

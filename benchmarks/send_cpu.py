@@ -22,22 +22,13 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from scratch import scratch_database  # noqa: E402
-from run import (  # noqa: E402 - the benchmark's own modules, not a package
-    BATCH,
-    ROOT,
-    Producer,
-    RawInserter,
-    Service,
-    _records,
-    create_topic,
-    ratio_line,
-)
+from before_after import rate, rotate, services_and_reference, tree_arguments  # noqa: E402
+from run import BATCH, Producer, _records, ratio_line  # noqa: E402 - the benchmark's own modules, not a package
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--before", type=Path, required=True, help="source tree of the 'before' service")
-    parser.add_argument("--after", type=Path, default=ROOT, help="source tree of the 'after' service")
+    tree_arguments(parser)
     parser.add_argument("--rounds", type=int, default=12)
     parser.add_argument("--turn-seconds", type=float, default=0.5)
     parser.add_argument("--large", type=int, default=BATCH, help="records in a large Send")
@@ -45,42 +36,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=None, help="of the rotation's shuffle (printed; random if not given)")
     args = parser.parse_args(argv)
     seed = random.randrange(2**32) if args.seed is None else args.seed
-    rng = random.Random(seed)
+    sizes = (args.large, args.small)
 
-    with scratch_database("postgresql", "sendcpu", migrate_with=(args.before, args.after)) as db_url:
-        services = {"before": Service(db_url, args.before), "after": Service(db_url, args.after)}
-        raw = RawInserter(db_url)
-        sizes = (args.large, args.small)
-        try:
-            producers = {(side, n): (service, Producer(service.url, "plain", records=_records(n)))
-                         for side, service in services.items() for n in sizes}
-            method = raw.methods[-1]
-            keys = list(producers)
-            records: dict[object, list[tuple[int, float]]] = {key: [] for key in [*keys, "raw"]}
-            cpu = dict.fromkeys(keys, 0.0)
-            for r in range(args.rounds):
-                rng.shuffle(keys)
-                for key in keys:
-                    service, producer = producers[key]
-                    topic = f"sc-{key[0]}-{key[1]}-{r}"
-                    create_topic(service.url, topic, 1)
-                    before_cpu = service.cpu_seconds()
-                    counted, took = producer.turn(topic, args.turn_seconds)
-                    cpu[key] += service.cpu_seconds() - before_cpu
-                    # Producer.turn counts BATCH records a Send: its Sends here carry key[1].
-                    records[key].append((counted // BATCH * key[1], took))
-                topic = f"sc-raw-{r}"
-                create_topic(services["after"].url, topic, 1)
-                records["raw"].append(raw.turn(method, raw.topic_id(topic), args.turn_seconds))
-            for _, producer in producers.values():
-                producer.close()
-        finally:
-            raw.close()
-            for service in services.values():
-                service.stop()
-
-    def rate(turns: list[tuple[int, float]]) -> float:
-        return sum(n for n, _ in turns) / sum(took for _, took in turns)
+    with (scratch_database("postgresql", "sendcpu", migrate_with=(args.before, args.after)) as db_url,
+          services_and_reference(db_url, args.before, args.after) as (services, raw)):
+        producers = {(side, n): (service, Producer(service.url, "plain", records=_records(n)))
+                     for side, service in services.items() for n in sizes}
+        rotation = rotate(producers, raw, services["after"], rounds=args.rounds, turn_seconds=args.turn_seconds,
+                          prefix="sc", rng=random.Random(seed))
+    cpu, method = rotation.cpu, rotation.method
+    # Producer.turn counts BATCH records a Send: its Sends here carry key[1].
+    records = {key: [(counted // BATCH * key[1], took) for counted, took in turns] if key != "raw" else turns
+               for key, turns in rotation.turns.items()}
 
     print(f"# PostgreSQL, seed {seed}: {args.rounds} rounds of {args.turn_seconds:g} s turns; reference: raw {method}\n")
     print("| side | records a Send | Sends | records/s | service CPU µs / Send | µs / record |\n"

@@ -21,7 +21,8 @@ import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from scratch import scratch_database  # noqa: E402
-from run import ROOT, Service, create_topic  # noqa: E402 - the benchmark's own modules, not a package
+from before_after import tree_arguments  # noqa: E402
+from run import Service, create_topic  # noqa: E402 - the benchmark's own modules, not a package
 
 
 def _peak_kib(pid: int) -> int:
@@ -44,8 +45,7 @@ def _body(topic: str, records: int, value_bytes: int, emoji: bool) -> bytes:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--before", type=Path, required=True, help="source tree of the 'before' service")
-    parser.add_argument("--after", type=Path, default=ROOT, help="source tree of the 'after' service")
+    tree_arguments(parser)
     parser.add_argument("--records", type=int, default=20_000)
     parser.add_argument("--value-bytes", type=int, default=1_600)
     parser.add_argument("--repeat", type=int, default=2, help="services started for each side and body")

@@ -290,18 +290,25 @@ def _synchronous_commit(conn) -> str:  # type: ignore[no-untyped-def]
     return conn.exec_driver_sql("SELECT current_setting('synchronous_commit')").scalar_one()
 
 
+def _synchronous_commit_seen_by(monkeypatch, module: Any, name: str) -> list[str]:  # type: ignore[no-untyped-def]
+    """`module.name`, a function whose first argument is the request's connection, made to note
+    the connection's synchronous_commit on each call: the list it notes into."""
+    seen: list[str] = []
+    function = getattr(module, name)
+
+    def observed(conn, *args: Any, **kwargs: Any):  # type: ignore[no-untyped-def]
+        seen.append(_synchronous_commit(conn))
+        return function(conn, *args, **kwargs)
+
+    monkeypatch.setattr(module, name, observed)
+    return seen
+
+
 @pytest.mark.parametrize(("durability", "expected"), [("commit", "off"), (None, "on")])
 def test_a_transactional_send_commits_without_waiting_for_the_disk_only_when_opted_in(  # type: ignore[no-untyped-def]
         client, topic, database, monkeypatch, durability: str | None, expected: str) -> None:
     _postgresql_only(database)
-    seen: list[str] = []
-    append_sent = log_service.append_sent
-
-    def observed(conn, *args: Any, **kwargs: Any):  # type: ignore[no-untyped-def]
-        seen.append(_synchronous_commit(conn))
-        return append_sent(conn, *args, **kwargs)
-
-    monkeypatch.setattr(log_service, "append_sent", observed)
+    seen = _synchronous_commit_seen_by(monkeypatch, log_service, "append_sent")
     p = _init(client, durability=durability)
     _ok(send(client, [batch("out", 0, ["a"], 0)], p, TID))  # begins the transaction
     _ok(send(client, [batch("out", 0, ["b"], 1)], p, TID))  # joins it
@@ -313,14 +320,7 @@ def test_a_transactional_send_commits_without_waiting_for_the_disk_only_when_opt
 def test_the_commit_of_a_producer_that_opted_in_waits_for_the_disk(  # type: ignore[no-untyped-def]
         client, topic, database, monkeypatch) -> None:
     _postgresql_only(database)
-    seen: list[str] = []
-    complete_decided = transaction_coordinator.complete_decided
-
-    def observed(conn, *args: Any, **kwargs: Any):  # type: ignore[no-untyped-def]
-        seen.append(_synchronous_commit(conn))
-        return complete_decided(conn, *args, **kwargs)
-
-    monkeypatch.setattr(transaction_coordinator, "complete_decided", observed)
+    seen = _synchronous_commit_seen_by(monkeypatch, transaction_coordinator, "complete_decided")
     p = _init(client)
     _two_sends(client, p)
     _ok(_commit(client, p, acknowledged_records=5))
