@@ -9,7 +9,8 @@ and the staged offsets and records CompleteCommit (app.services.transaction_comp
 transaction, so PrepareCommit is never seen from outside and a Commit costs one durable
 write. Without it, Commit makes PrepareCommit durable and answers; the coordinator worker
 completes it (Kafka's behaviour), and so does the worker after any crash that left a
-transaction decided but not completed (docs/GUARANTEES.md#recovery). The worker's other work,
+transaction decided but not completed (docs/GUARANTEES.md#recovery). InitProducerId is
+app.services.producer_init's, which the coordinator inherits. The worker's other work,
 aborting what timed out and expiring idle transactional ids, is
 app.services.transaction_timeouts'; describing and listing transactions is
 app.services.transaction_listing's. The coordinator holds all three (`completion`,
@@ -19,17 +20,13 @@ app.services.transaction_listing's. The coordinator holds all three (`completion
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 
-from app.domain.acl import ANONYMOUS
 from app.domain.clock import Clock
 from app.domain.offsets import GroupMetadata, OffsetToStage, check_distinct_partitions, check_partition_count
 from app.domain.errors import (
     OutboxError,
     ConcurrentTransactions,
-    InvalidProducerIdMapping,
     InvalidRequest,
-    InvalidTransactionTimeout,
     InvalidTxnState,
     TransactionIncomplete,
     UnknownTopicOrPartition,
@@ -40,55 +37,40 @@ from app.domain.transaction import (
     UNDECIDED_STATES,
     PreparedTxnRef,
     TransactionMetadata,
-    classify_recovery,
 )
 from app.domain.transit import (
-    AnswerAgain,
     Decide,
-    Event,
     Fence,
     FenceReason,
     InitProducerId,
-    KeepPrepared,
     Prepare,
     TxnTransit,
-    next_epoch,
     prepare_transition,
 )
-from app.domain.types import Durability, TransactionState, TransactionVersion
+from app.domain.types import TransactionState, TransactionVersion
 from app.settings import Settings
-from app.storage import groups, producers, topics
+from app.storage import groups, topics
 from app.storage import transactions as txns
 from app.storage.dialect import RowLock
 from app.storage.engine import Database
 from app.domain.records import SendBatch
 from app.services import commit_batches as carried
 from app.services.log_service import SendResult, check_send
+from app.services.producer_init import ProducerIdAndEpoch, ProducerInit
 from app.services.transaction_completion import TransactionCompletion, apply_event, complete_decided, complete_stored, fence
 from app.services.transaction_join import begin_next, found, join_transaction, joining, require
 from app.services.transaction_listing import TransactionListing, TransactionView, view_of
 from app.services.transaction_timeouts import TransactionTimeouts
 from app.services.version_switch import VersionSwitch
 
+# ProducerIdAndEpoch, InitProducerId's answer, stays importable from here, where it was defined
+# before InitProducerId moved to its own module.
+__all__ = ["ProducerIdAndEpoch", "TransactionCoordinator"]
+
 S = TransactionState
 
-_INIT_ATTEMPTS = 3
 
-
-@dataclass(frozen=True, slots=True)
-class ProducerIdAndEpoch:
-    producer_id: int
-    producer_epoch: int
-    transactional_id: str | None
-    transaction_timeout_ms: int | None
-    # KIP-939: the transaction kept Prepared by InitProducerId with keep_prepared_txn, for the
-    # new instance to commit or abort once it has read the outcome its own database recorded.
-    prepared_txn_id: int | None = None
-    transaction_version: TransactionVersion | None = None
-    durability: Durability | None = None
-
-
-class TransactionCoordinator:
+class TransactionCoordinator(ProducerInit):
     def __init__(self, db: Database, settings: Settings, clock: Clock) -> None:
         self.db = db
         self.settings = settings
@@ -96,173 +78,6 @@ class TransactionCoordinator:
         self.completion = TransactionCompletion(db, clock)
         self.timeouts = TransactionTimeouts(db, settings)
         self.listing = TransactionListing(db, settings, clock)
-
-    # --- InitProducerId -------------------------------------------------------------------
-
-    def init_producer_id(
-        self,
-        *,
-        transactional_id: str | None,
-        transaction_timeout_ms: int | None,
-        producer_id: int | None = None,
-        producer_epoch: int | None = None,
-        keep_prepared_txn: bool = False,
-        principal: str = ANONYMOUS,
-        transaction_version: TransactionVersion = TransactionVersion.V1,
-        durability: Durability = Durability.SEND,
-    ) -> ProducerIdAndEpoch:
-        """`principal` is who asks: a new id is handed to it, and an id without a transactional
-        id may be bumped (KIP-360) by its holder only. `transaction_version`: the transaction
-        protocol the producer speaks from now on (an idempotent producer has no transactions,
-        and ignores it). `durability`: when its Sends are made durable (Durability); COMMIT
-        needs a transactional id and version 2."""
-        if (producer_id is None) != (producer_epoch is None):
-            raise InvalidRequest("producer_id and producer_epoch go together")
-        try:
-            transaction_version = TransactionVersion(transaction_version)
-        except ValueError:
-            raise InvalidRequest(f"transaction_version must be one of {[v.value for v in TransactionVersion]}") from None
-        try:
-            durability = Durability(durability)
-        except ValueError:
-            raise InvalidRequest(f"durability must be one of {[d.value for d in Durability]}") from None
-        if durability is Durability.COMMIT and (transactional_id is None
-                                                or transaction_version is not TransactionVersion.V2):
-            # Version 1 answers a Commit that finds its transaction already committed as a retry
-            # of it: after a crash that lost a whole transaction (its Begin is not durable
-            # either) the Commit would be answered as committed. Version 2 tells a retry by the
-            # epoch its Commit bumped, and refuses the Commit of a transaction that is gone.
-            raise InvalidRequest('durability "commit" needs a transactional_id and transaction_version 2')
-        if transactional_id is None:
-            if transaction_timeout_ms is not None:
-                raise InvalidRequest("transaction_timeout_ms needs a transactional_id")
-            if keep_prepared_txn:
-                raise InvalidRequest("keep_prepared_txn needs a transactional_id")
-            return self._init_idempotent(producer_id, producer_epoch, principal)
-
-        timeout_ms = (self.settings.default_transaction_timeout_ms if transaction_timeout_ms is None
-                      else transaction_timeout_ms)
-        if timeout_ms not in self.settings.transaction_timeout_limit:
-            raise InvalidTransactionTimeout(
-                f"transaction_timeout_ms must be in {self.settings.transaction_timeout_limit}"
-            )
-        for _ in range(_INIT_ATTEMPTS):
-            result = self._init_once(transactional_id, timeout_ms, producer_id, producer_epoch, keep_prepared_txn,
-                                     principal, transaction_version, durability)
-            if result is not None:
-                return result
-            if not self.settings.complete_inline:
-                break  # the worker writes the markers; the caller retries (Kafka's behaviour)
-            # The previous instance's transaction is being aborted or completed: finish it here
-            # rather than make every caller wait for the worker's next pass.
-            self.completion.complete(transactional_id)
-        raise ConcurrentTransactions(
-            f"the previous transaction of {transactional_id!r} is still completing; retry"
-        )
-
-    def _init_idempotent(self, producer_id: int | None, producer_epoch: int | None,
-                         principal: str) -> ProducerIdAndEpoch:
-        now = self.clock()
-        with self.db.write() as conn:
-            if producer_id is None:
-                return ProducerIdAndEpoch(
-                    producers.create_producer(conn, transactional_id=None, now_ms=now, principal=principal),
-                    0, None, None,
-                )
-            # KIP-360 for an idempotent producer: bump its own epoch, which resets sequences.
-            stored = producers.current_state(conn, producer_id, lock=RowLock.UPDATE)
-            stored.check_idempotent_use(principal, producer_epoch)
-            exhausted, bumped = next_epoch(stored.producer_epoch)
-            if exhausted:
-                return ProducerIdAndEpoch(
-                    producers.create_producer(conn, transactional_id=None, now_ms=now, principal=principal),
-                    0, None, None,
-                )
-            producers.set_producer_epoch(conn, producer_id, bumped)
-            return ProducerIdAndEpoch(producer_id, bumped, None, None)
-
-    def _init_once(
-        self,
-        transactional_id: str,
-        timeout_ms: int,
-        producer_id: int | None,
-        producer_epoch: int | None,
-        keep_prepared_txn: bool,
-        principal: str,
-        version: TransactionVersion,
-        durability: Durability,
-    ) -> ProducerIdAndEpoch | None:
-        """One attempt. None: the previous transaction must complete first."""
-        now = self.clock()
-        with self.db.write() as conn:
-            meta = txns.get(conn, transactional_id, lock=RowLock.UPDATE)
-            if meta is None:
-                if producer_id is not None:
-                    raise InvalidProducerIdMapping(
-                        f"transactional_id {transactional_id!r} has no producer to recover "
-                        "(it expired?); initialise without producer_id"
-                    )
-                pid = producers.create_producer(conn, transactional_id=transactional_id, now_ms=now,
-                                               principal=principal)
-                txns.insert_new(
-                    conn,
-                    transactional_id=transactional_id,
-                    producer_id=pid,
-                    producer_epoch=0,
-                    transaction_timeout_ms=timeout_ms,
-                    now_ms=now,
-                    transaction_version=version,
-                    durability=durability,
-                )
-                return ProducerIdAndEpoch(pid, 0, transactional_id, timeout_ms, transaction_version=version,
-                                          durability=durability)
-
-            is_retry = False
-            if producer_id is not None:
-                assert producer_epoch is not None
-                is_retry = classify_recovery(meta, producer_id, producer_epoch)
-
-            if meta.state in COMPLETING_STATES:
-                return None
-            if meta.state is S.PREPARED and keep_prepared_txn:
-                return self._take_over_prepared(conn, meta, timeout_ms, now, producer_epoch, is_retry, principal,
-                                                version, durability)
-            if meta.state in UNDECIDED_STATES:
-                # A new instance fences the old one (or, KIP-360, the live instance recovers):
-                # bump the epoch and abort the open transaction. A KIP-360 caller's retry
-                # is then recognised by last_producer_epoch.
-                fence(conn, meta, now, Fence(FenceReason.INIT_PRODUCER_ID, recovering_epoch=producer_epoch))
-                return None
-            if meta.state not in IDLE_STATES:
-                raise InvalidTxnState(f"transactional_id is {meta.state.value}")
-            # A retry: the bump this instance asked for already happened (its answer was lost,
-            # or it was the abort of its open transaction), so it is answered the current epoch.
-            event: Event = (AnswerAgain(timeout_ms, version, durability) if is_retry
-                            else InitProducerId(timeout_ms, principal, recovering_epoch=producer_epoch,
-                                                transaction_version=version, durability=durability))
-            meta = apply_event(conn, meta, event, now)
-            return ProducerIdAndEpoch(meta.producer_id, meta.producer_epoch, transactional_id, timeout_ms,
-                                      transaction_version=version, durability=durability)
-
-    def _take_over_prepared(  # type: ignore[no-untyped-def]
-        self, conn, meta: TransactionMetadata, timeout_ms: int, now: int,
-        producer_epoch: int | None, is_retry: bool, principal: str, version: TransactionVersion,
-        durability: Durability,
-    ) -> ProducerIdAndEpoch:
-        """KIP-939's keepPreparedTxn: a new instance takes the transactional id over and the
-        prepared transaction stays Prepared, for it to end. The epoch is bumped as by any
-        InitProducerId, so the instance that prepared it can no longer end it
-        (PRODUCER_FENCED); the new one ends it with the new epoch and its txn_id."""
-        assert meta.txn_id is not None
-        event = (AnswerAgain(timeout_ms, version, durability) if is_retry
-                 else KeepPrepared(timeout_ms, principal, recovering_epoch=producer_epoch, transaction_version=version,
-                                   durability=durability))
-        # An exhausted epoch gets a new producer id, as any InitProducerId's does: the
-        # transaction is found by its transactional id and txn_id, whatever producer id its
-        # records carry, and its markers will carry the new one.
-        meta = apply_event(conn, meta, event, now)
-        return ProducerIdAndEpoch(meta.producer_id, meta.producer_epoch, meta.transactional_id, timeout_ms,
-                                  meta.txn_id, transaction_version=version, durability=durability)
 
     # --- Begin ------------------------------------------------------------------------------
 
