@@ -6,7 +6,8 @@ value (which makes a Python string joined from every value take 4 bytes a charac
     git worktree add --detach /tmp/sendcpu-before main
     .venv/bin/python benchmarks/send_memory.py --before /tmp/sendcpu-before
 
-Each Send gets a service of its own (`outbox serve` from the tree, as benchmarks/ab.py), and the
+Each Send gets a service of its own (`outbox serve` from the tree, as benchmarks/ab.py), the
+sides taking turns (in each repeat, before's two bodies, then after's), and the
 figure is how far the Send raised the process's peak resident memory (VmHWM in /proc, read
 before and after the Send): what the Send's request, batch and COPY held at once, at its worst.
 """
@@ -53,27 +54,28 @@ def main(argv: list[str] | None = None) -> int:
     print(f"# PostgreSQL: one Send of {args.records:,} values of {args.value_bytes:,} bytes; "
           "the Send's rise of the service's peak resident memory (VmHWM), MiB\n")
     print("| side | one non-BMP character | body MiB | peak rise, MiB (each service) |\n| --- | --- | ---: | --- |")
+    trees = {"before": args.before, "after": args.after}
+    rises: dict[tuple[str, bool], list[float]] = {(side, emoji): [] for side in trees for emoji in (False, True)}
+    sizes: dict[bool, int] = {}
     with scratch_database("postgresql", "sendmem", migrate_with=(args.before, args.after)) as db_url:
-        n = 0
-        for side, tree in (("before", args.before), ("after", args.after)):
-            for emoji in (False, True):
-                rises = []
-                for _ in range(args.repeat):
-                    n += 1
-                    topic = f"m{n}"
-                    body = _body(topic, args.records, args.value_bytes, emoji)
-                    service = Service(db_url, tree)
-                    try:
-                        create_topic(service.url, topic, 1)
-                        start = _peak_kib(service.proc.pid)
-                        r = httpx.post(f"{service.url}/v1/records", content=body, timeout=300,
-                                       headers={"content-type": "application/json"})
-                        r.raise_for_status()
-                        rises.append((_peak_kib(service.proc.pid) - start) / 1024)
-                    finally:
-                        service.stop()
-                print(f"| {side} | {'yes' if emoji else 'no'} | {len(body) / 2**20:.1f} | "
-                      f"{', '.join(f'{x:.0f}' for x in rises)} |")
+        # Repeats outermost: before and after take turns, so both meet the same state of the machine.
+        for n, (_, (side, emoji)) in enumerate((r, key) for r in range(args.repeat) for key in rises):
+            topic = f"m{n}"
+            body = _body(topic, args.records, args.value_bytes, emoji)
+            sizes[emoji] = len(body)
+            service = Service(db_url, trees[side])
+            try:
+                create_topic(service.url, topic, 1)
+                start = _peak_kib(service.proc.pid)
+                r = httpx.post(f"{service.url}/v1/records", content=body, timeout=300,
+                               headers={"content-type": "application/json"})
+                r.raise_for_status()
+                rises[(side, emoji)].append((_peak_kib(service.proc.pid) - start) / 1024)
+            finally:
+                service.stop()
+    for (side, emoji), rise in rises.items():
+        print(f"| {side} | {'yes' if emoji else 'no'} | {sizes[emoji] / 2**20:.1f} | "
+              f"{', '.join(f'{x:.0f}' for x in rise)} |")
     return 0
 
 
