@@ -101,16 +101,24 @@ def test_a_body_that_is_not_utf8_is_refused_with_400_saying_where(client: Any, p
     assert message.startswith("the body is not UTF-8: line 1 column 11 (byte 10)"), message
 
 
-# Byte 72 of send_body(b'"ab' + bytes + b'"') is the first of `bytes`.
-@pytest.mark.parametrize(("not_utf8", "reason"), [
-    (b"\xe2\x82", "invalid continuation byte"),  # a three-byte sequence cut short
-    (b"\xc0\xaf", "invalid start byte"),  # "/" in an overlong form
-    (b"\xed\xa0\x80", "invalid continuation byte"),  # the lone surrogate U+D800, encoded
-])
-def test_a_value_that_is_not_utf8_is_refused_saying_where_and_why(client: Any, not_utf8: bytes, reason: str) -> None:
+# The value's bytes (send_body puts its first at byte 69), and where the refusal places them.
+@pytest.mark.parametrize(("value", "where", "reason"), [
+    (b'"ab\xe2\x82"', "line 1 column 73 (byte 72)", "invalid continuation byte"),  # a three-byte sequence cut short
+    (b'"ab\xc0\xaf"', "line 1 column 73 (byte 72)", "invalid start byte"),  # "/" in an overlong form
+    (b'"ab\xed\xa0\x80"', "line 1 column 73 (byte 72)", "invalid continuation byte"),  # the lone surrogate U+D800
+    # The body is checked UTF8_CHUNK_BYTES at a time. ED, the surrogate's first byte, the first
+    # chunk's last: refused in the next chunk, placed where it begins.
+    (b'"' + b"x" * (UTF8_CHUNK_BYTES - 71) + b'\xed\xa0\x80"', "line 1 column 65536 (byte 65535)",
+     "invalid continuation byte"),
+    (b'"' + b"x" * (2 * UTF8_CHUNK_BYTES) + b'\n\xed\xa0\x80"', "line 2 column 1 (byte 131143)",
+     "invalid continuation byte"),
+], ids=["cut", "overlong", "surrogate", "across-chunks", "third-chunk"])
+def test_a_value_that_is_not_utf8_is_refused_saying_where_and_why(
+    client: Any, value: bytes, where: str, reason: str
+) -> None:
     create_topic(client, "t")
-    message = refusal(post(client, "/v1/records", send_body(b'"ab' + not_utf8 + b'"')), 400)
-    assert message == f"the body is not UTF-8: line 1 column 73 (byte 72) ({reason})"
+    message = refusal(post(client, "/v1/records", send_body(value)), 400)
+    assert message == f"the body is not UTF-8: {where} ({reason})"
     assert stored(client) == []
 
 
@@ -127,20 +135,6 @@ def test_a_character_cut_by_the_utf8_checks_chunks_is_taken_whole(client: Any) -
     value = filler + "\U0001F600" + "y"  # the emoji's 4 bytes from the chunk's last byte on
     assert post(client, "/v1/records", send_body(f'"{value}"'.encode())).status_code == 200
     assert stored(client) == [(0, value)]
-
-
-@pytest.mark.parametrize(("filler", "where"), [
-    # ED, the surrogate's first byte, is the first chunk's last: refused in the next chunk.
-    (b"x" * (UTF8_CHUNK_BYTES - 71), "line 1 column 65536 (byte 65535)"),
-    (b"x" * (2 * UTF8_CHUNK_BYTES) + b"\n", "line 2 column 1 (byte 131143)"),
-])
-def test_bytes_that_are_not_utf8_past_the_first_chunk_are_refused_at_their_place_in_the_body(
-    client: Any, filler: bytes, where: str
-) -> None:
-    create_topic(client, "t")
-    message = refusal(post(client, "/v1/records", send_body(b'"' + filler + b'\xed\xa0\x80"')), 400)
-    assert message == f"the body is not UTF-8: {where} (invalid continuation byte)"
-    assert stored(client) == []
 
 
 def test_a_truncated_body_is_refused_saying_it_ends_early(client: Any) -> None:
