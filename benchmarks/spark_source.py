@@ -39,7 +39,11 @@ materialised, nothing collected), with the same number of tasks (--tasks):
 - jvm_nullable: the same read, queries and columns, without the data source's schema declared
   on its JDBC relation (Spark's JDBC schema: every column nullable, JDBC metadata): the JVM read
   as it was before it declared the schema, to measure what declaring costs;
-- *_count (plain, source_adbc, jvm, jvm_nullable): the same reads counted
+- jvm_header_arrays: PROTOTYPE (benchmarks/header_arrays_prototype.py): the JVM read over a
+  copy of the view exposing the headers as two text[] columns added to `records` by hand in
+  this scratch database (done on the first run that asks for the variant), the map made by
+  map_from_arrays instead of from_json; checked once to give jvm's headers row for row;
+- *_count (plain, source_adbc, jvm, jvm_nullable, jvm_header_arrays): the same reads counted
   (df.groupBy().count()), each against plain_count;
 - *_pruned (plain, source_adbc, jvm, jvm_nullable): the same reads filtered to the topic's last partition
   (`where partition = …`; the data source then plans that partition's splits only, the JVM
@@ -72,6 +76,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
 import committed_log  # noqa: E402
+import header_arrays_prototype  # noqa: E402
 from scratch import ADMIN_URL, kept_database  # noqa: E402
 
 from spark_jobs.datasource import read_outbox  # noqa: E402
@@ -86,11 +91,12 @@ from benchmarks.jdbc_reader import (  # noqa: E402
 DATABASE = "outbox_spark_source_bench"
 VARIANTS = ("plain", "records_raw", "view_jdbc", "source_adbc", "source_psycopg", "source_adbc_no_headers",
             "jdbc_reader", "arrow_floor", "jvm", "jvm_no_headers", "jvm_nullable", "jvm_stored", "jvm_headers_text",
-            "plain_count", "source_adbc_count", "jvm_count", "jvm_nullable_count",
+            "jvm_header_arrays", "plain_count", "source_adbc_count", "jvm_count", "jvm_nullable_count",
+            "jvm_header_arrays_count",
             "plain_pruned", "source_adbc_pruned", "jvm_pruned", "jvm_nullable_pruned")
 # What each variant's ratio is taken against: the raw JDBC read of the same rows, in the same way.
 REFERENCE = {"plain_count": "plain_count", "source_adbc_count": "plain_count", "jvm_count": "plain_count",
-             "jvm_nullable_count": "plain_count",
+             "jvm_nullable_count": "plain_count", "jvm_header_arrays_count": "plain_count",
              "plain_pruned": "plain_pruned", "source_adbc_pruned": "plain_pruned", "jvm_pruned": "plain_pruned",
              "jvm_nullable_pruned": "plain_pruned"}
 # The pruned variants keep one partition of the topic: the last.
@@ -228,6 +234,8 @@ def main(argv: list[str] | None = None) -> int:
     url, created = kept_database(args.database, fresh=args.fill, admin_url=args.admin_url)
     if created:
         fill(url, args.records_per_partition, args.copies, args.partitions)
+    if any(v.startswith("jvm_header_arrays") for v in chosen) and header_arrays_prototype.ensure(url):
+        print("  prototype: header arrays added to records, the table rewritten (VACUUM FULL)", file=sys.stderr)
     rows = copy_to_plain_table(url)
 
     spark, _ = build_session("spark-source-benchmark", databases=["postgresql"], master="local[2]",
@@ -278,6 +286,13 @@ def main(argv: list[str] | None = None) -> int:
             return stored_rows(spark, options, plan_splits(options, bounds, starting_committed(options, bounds),
                                                            Pruning()))
 
+        def jvm_header_arrays():  # type: ignore[no-untyped-def]
+            options = parse_options({"url": api, "databaseUrl": url, "topics": committed_log.TOPIC,
+                                     "positionsPerSplit": str(per_split)})
+            bounds = snapshot(options, None)
+            splits = plan_splits(options, bounds, starting_committed(options, bounds), Pruning())
+            return header_arrays_prototype.read_header_arrays(spark, options, splits)
+
         pruned = PRUNED.format(last=max(ends))
 
         def view_jdbc():  # type: ignore[no-untyped-def]
@@ -327,6 +342,8 @@ def main(argv: list[str] | None = None) -> int:
             "jvm_headers_text": lambda: jvm_stored().select(
                 *[c for c in jvm_stored().columns if c != "timestamp_ms"],
                 F.timestamp_millis("timestamp_ms").alias("timestamp")),
+            "jvm_header_arrays": jvm_header_arrays,
+            "jvm_header_arrays_count": lambda: jvm_header_arrays().groupBy().count(),
             "jvm_nullable_count": lambda: jvm_nullable().groupBy().count(),
             "jvm_nullable_pruned": lambda: jvm_nullable().where(pruned),
             "plain_count": lambda: plain().groupBy().count(),
@@ -342,6 +359,12 @@ def main(argv: list[str] | None = None) -> int:
         print(f"rows: {rows:,}; counts: {counts}; tasks: {source_df().rdd.getNumPartitions()}", file=sys.stderr)
         assert all(c == rows for n, c in counts.items() if n != "records_raw" and not n.endswith("_pruned")), counts
         assert len({c for n, c in counts.items() if n.endswith("_pruned")}) <= 1, counts
+        if "jvm_header_arrays" in chosen:
+            differing = header_arrays_prototype.differing_headers(jvm_header_arrays(), jvm())
+            with_headers = jvm().where("headers IS NOT NULL").count()
+            print(f"jvm_header_arrays: {differing} rows whose headers differ from jvm's; "
+                  f"{with_headers:,} rows with headers", file=sys.stderr)
+            assert differing == 0, differing
         # A fixed order let each variant follow the same neighbour every round (plain always
         # first, after the previous round's last), and inherit what it left: the database's
         # cache, the JVM's heap, a Python worker to start. Shuffled afresh each round, the
