@@ -12,6 +12,8 @@ import pytest
 
 from app.domain.records import RecordToAppend, SendBatch
 from app.domain.types import Durability, IsolationLevel, TransactionVersion
+from tests.helpers import batch, create_topic, fetch, init_producer, send
+from tests.integration.test_metrics import scrape, value
 
 OPEN_ORDINARY = 30
 
@@ -103,3 +105,27 @@ def test_a_reader_beside_transactions_that_open_and_commit_never_sees_it_inside_
     assert len(seen) > 40
     assert [h for h in seen if h % 5] == []
     assert _high_watermark(services) == 200
+
+
+def test_a_groups_lag_counts_what_a_read_committed_fetch_from_its_offset_gives_past_it_too(  # type: ignore[no-untyped-def]
+        client, database) -> None:
+    """x (offset 0), the Ongoing transaction of a "commit" producer (1-3), y and z (4, 5): the
+    high watermark is 1 on PostgreSQL, yet a read_committed fetch gives y and z, durable commit
+    points, and so the lag over HTTP and in /metrics counts them, from every committed offset."""
+    create_topic(client, "out", 1)
+    assert send(client, [batch("out", 0, ["x"])]).status_code == 200
+    p = init_producer(client, "relaxed", transaction_version=2, durability="commit")
+    assert send(client, [batch("out", 0, ["a", "b", "c"], 0)], p, "relaxed").status_code == 200
+    assert send(client, [batch("out", 0, ["y", "z"])]).status_code == 200
+    for at in range(7):
+        r = client.post(f"/v1/groups/g{at}/offsets", json={"offsets": [{"topic": "out", "partition": 0, "offset": at}]})
+        assert r.status_code == 200, r.text
+
+    fetched = [len(fetch(client, "out", 0, offset=at)["records"]) for at in range(7)]
+    lags = [client.get(f"/v1/groups/g{at}/lag").json()["partitions"][0] for at in range(7)]
+    gauges = scrape(client)
+
+    assert fetched == [3, 2, 2, 2, 2, 1, 0]
+    assert [lag["lag"] for lag in lags] == fetched
+    assert [value(gauges, "outbox_group_lag", group=f"g{at}", topic="out", partition="0") for at in range(7)] == fetched
+    assert {lag["high_watermark"] for lag in lags} == ({1} if database.dialect == "postgresql" else {6})
