@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from functools import cache
 from typing import Any
 
-from sqlalchemy import Connection, bindparam, case, delete, func, insert, literal_column, select, union, update
+from sqlalchemy import Connection, bindparam, case, delete, exists, func, insert, literal_column, select, union, update
 from sqlalchemy.exc import IntegrityError
 
 from app.domain.errors import TopicAlreadyExists, UnknownTopicOrPartition
@@ -218,9 +218,15 @@ def high_watermark(dialect_name: str) -> Any:
                txn.durability == literal_column(f"'{Durability.COMMIT.value}'"))
         .scalar_subquery()
     )
+    # Only where some transaction holds the partition open (one probe of its index): elsewhere
+    # the high watermark is the log end whatever the other partitions' transactions are, and
+    # their side, read above, is as large as the producers of durability COMMIT that have a
+    # transaction open (300 of them: 0.8 ms a read of a partition nothing holds, without this).
+    held = exists().where(tp.topic_id == partitions.c.topic_id, tp.partition == partitions.c.partition)
     # PostgreSQL's least() skips a NULL (no such transaction here), and evaluates the subquery
     # once, where a CASE comparing it with the log end ran it a second time to return it.
-    return func.least(partitions.c.next_offset, first_not_durable).label("high_watermark")
+    return case((held, func.least(partitions.c.next_offset, first_not_durable)),
+                else_=partitions.c.next_offset).label("high_watermark")
 
 
 @cache
