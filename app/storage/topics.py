@@ -218,10 +218,12 @@ def high_watermark(dialect_name: str) -> Any:
                txn.durability == literal_column(f"'{Durability.COMMIT.value}'"))
         .scalar_subquery()
     )
-    # Only where some transaction holds the partition open (one probe of its index): elsewhere
-    # the high watermark is the log end whatever the other partitions' transactions are, and
-    # their side, read above, is as large as the producers of durability COMMIT that have a
-    # transaction open (300 of them: 0.8 ms a read of a partition nothing holds, without this).
+    # Only where some transaction holds the partition open: elsewhere the high watermark is the
+    # log end whatever the other partitions' transactions are, and their side, read above, is
+    # as large as the producers of durability COMMIT that have a transaction open (300 of them:
+    # 0.8 ms a read of a partition nothing holds, without this). The EXISTS is an index probe,
+    # or a scan of the open transactions' partition rows where the statistics say each partition
+    # has many (docs/benchmarks.md measures both).
     held = exists().where(tp.topic_id == partitions.c.topic_id, tp.partition == partitions.c.partition)
     # PostgreSQL's least() skips a NULL (no such transaction here), and evaluates the subquery
     # once, where a CASE comparing it with the log end ran it a second time to return it.
