@@ -4,9 +4,11 @@
     .venv/bin/python benchmarks/txn_window.py --db sqlite --before /work/wt-before   # two trees
 
 Starts a real `outbox serve` (one per tree with --before, both on one database) and drives
-three producers over HTTP, as benchmarks/run.py's Producer does (batches of 1,000 records, the
+five producers over HTTP, as benchmarks/run.py's Producer does (batches of 1,000 records, the
 same body, one keep-alive connection each): plain, version 2 with a separate Commit
-("p-txn2-100ms") and version 2 with the last Send in the Commit ("p-txn2f-100ms"). A turn is
+("p-txn2-100ms") and version 2 with the last Send in the Commit ("p-txn2f-100ms"), each of
+those two also as a producer of durability "commit" (its Sends commit without waiting for the
+disk on PostgreSQL, and its Commit says how many records it was acknowledged). A turn is
 one window: Sends until 100 ms have passed since the window's start, then (transactional) the
 Commit, so a window is a whole transaction. Every path takes one window per round, in an order
 shuffled afresh each round from the printed seed, so every path meets the same drift.
@@ -44,7 +46,8 @@ from run import (  # noqa: E402 - the benchmark's own modules, not a package
     create_topic,
 )
 
-PATHS = ("plain", "v2, separate Commit", "v2, last Send in the Commit")
+PATHS = ("plain", "v2, separate Commit", "v2, last Send in the Commit",
+         "v2, separate Commit, durability commit", "v2, last Send in the Commit, durability commit")
 
 
 @dataclass
@@ -71,8 +74,11 @@ class WindowProducer:
     def __post_init__(self) -> None:
         self.client = Client(self.url)
         self.records = _records(BATCH)
+        self.durable_at_commit = self.path.endswith(", durability commit")
+        # The same window as its durable twin's: the paths differ only in the durability.
+        self.kind = self.path.removesuffix(", durability commit")
         if self.path != "plain":
-            self.ident = _init_producer(self.client, self.tid, 2)
+            self.ident = _init_producer(self.client, self.tid, 2, "commit" if self.durable_at_commit else None)
 
     def _post(self, kind: str, path: str, body: dict, log: list) -> dict:
         t0, c0 = time.perf_counter(), time.process_time()
@@ -88,7 +94,7 @@ class WindowProducer:
         log: list[tuple[str, float, float]] = []
         written, seq, first = 0, 0, True
         t0 = time.perf_counter()
-        carries = self.path == "v2, last Send in the Commit"
+        carries = self.kind == "v2, last Send in the Commit"
         while True:
             body: dict = {"batches": [{"topic": self.topic, "partition": 0, "records": self.records}]}
             if self.path != "plain":
@@ -97,6 +103,8 @@ class WindowProducer:
                 seq += BATCH
             due = (time.perf_counter() - t0) * 1000 >= self.window_ms
             if carries and due:
+                if self.durable_at_commit:
+                    body["acknowledged_records"] = written + BATCH
                 answer = self._post("Commit carrying a Send", f"/v1/transactions/{self.tid}/commit", body, log)
                 self.ident = _ident_after(answer)
                 written += BATCH
@@ -111,8 +119,9 @@ class WindowProducer:
             written, first = written + BATCH, False
             if not carries and (time.perf_counter() - t0) * 1000 >= self.window_ms:
                 break
-        if self.path == "v2, separate Commit":
-            self.ident = _ident_after(self._post("Commit", f"/v1/transactions/{self.tid}/commit", self.ident, log))
+        if self.kind == "v2, separate Commit":
+            body = {**self.ident, "acknowledged_records": written} if self.durable_at_commit else self.ident
+            self.ident = _ident_after(self._post("Commit", f"/v1/transactions/{self.tid}/commit", body, log))
         return Window(written, time.perf_counter() - t0, log)
 
 
@@ -150,8 +159,9 @@ def _pieces(path: str, ws: list[Window], plain: list[Window], stat) -> dict[str,
     first, send = of(plain, "Send, plain, first of its window"), of(plain, "Send, plain")
     sends = statistics.mean(w.records for w in ws) / BATCH
     # Per window: 1 beginning Send, and the Commit carrying a Send is one of the later ones.
-    later_n = sends - 1 - (1 if path == "v2, last Send in the Commit" else 0)
-    commit = of(ws, "Commit") if path == "v2, separate Commit" else of(ws, "Commit carrying a Send") - send
+    carries = path.removesuffix(", durability commit") == "v2, last Send in the Commit"
+    later_n = sends - 1 - (1 if carries else 0)
+    commit = of(ws, "Commit carrying a Send") - send if carries else of(ws, "Commit")
     plain_gap = statistics.mean(w.seconds * 1000 - sum(ms for _, ms, _ in w.requests) for w in plain)
     plain_sends = statistics.mean(w.records for w in plain) / BATCH
     gap = statistics.mean(w.seconds * 1000 - sum(ms for _, ms, _ in w.requests) for w in ws)

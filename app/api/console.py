@@ -1,7 +1,8 @@
 """The operator console at /console: topics, transactions, consumer groups with their lag, a
 record browser and live rates, in the browser.
 
-A page of this project's own (app/api/static/console: HTML, one script, one stylesheet; no
+A page of this project's own (app/api/static/console: HTML, two scripts (pager.js, the record
+browser's paging, apart so that tests run it under Node.js), one stylesheet; no
 build step) with uPlot for its charts (app/api/static/uplot, vendored: README there). It
 calls the public HTTP API only, with the credentials its user signs in with, so it can do and
 see exactly what the principal may through the API, and it is as fast as the API. The page

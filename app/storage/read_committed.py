@@ -173,8 +173,11 @@ class GroupPartitionCount:
 def committed_between_for_groups(conn: Connection, cap: int, limit: int | None,
                                   group_id: str | None = None) -> list[GroupPartitionCount]:
     """How many records a read_committed reader at each consumer group's committed offset is
-    given before its partition's log end (the high watermark): what a fetch from there gives,
-    counted, which is the group's lag in records, not in offsets. For every committed offset
+    given before its partition's log end: what a fetch from there gives, counted, which is the
+    group's lag in records, not in offsets. The log end, not the high watermark: a read_committed
+    fetch reads to it (storage.read.plan_fetch), since every commit point is durable, those past
+    the high watermark too; counted only to the high watermark, a group behind such a commit
+    point would show a lag of 0 while a fetch still gives it records. For every committed offset
     in a partition that exists, of every group or only of `group_id`'s, in ONE query (a
     Prometheus scrape reads every group's, GET /v1/groups/{group_id}/lag one group's): the
     first `limit` committed offsets (None: all) by (group_id, topic_id, partition), in that

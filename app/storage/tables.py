@@ -293,7 +293,9 @@ transactions = Table(
     one_of("transaction_version", TransactionVersion),
     one_of("durability", Durability),
 )
-Index("ix_transactions_state", transactions.c.state)
+# The coordinator's scans by state, and the high watermark's (storage.topics.high_watermark):
+# the Ongoing transactions of producers of durability "commit", one index range (migration 0026).
+Index("ix_transactions_state_durability", transactions.c.state, transactions.c.durability)
 
 # The partitions of each open (or completing) transaction; a row is removed when that
 # partition's control marker is written. first_offset gives the last stable offset.

@@ -388,7 +388,7 @@ def oldest_open_started_ms(conn: Connection) -> int | None:
 
 
 def timed_out_ids(conn: Connection, now_ms: int, limit: int) -> list[str]:
-    """Ongoing transactions whose timeout has passed (the ix_transactions_state index narrows
+    """Ongoing transactions whose timeout has passed (ix_transactions_state_durability narrows
     the scan to open transactions)."""
     return list(
         conn.execute(

@@ -32,7 +32,7 @@ def test_the_console_loads_its_script_styles_and_icon_from_this_service(client) 
     urls = [u for u in references(r.text) if not u.startswith("#")]  # in-page links aside
     assert sorted(urls) == [
         "console/static/console/console.css", "console/static/console/console.js",
-        "console/static/console/favicon-32x32.png",
+        "console/static/console/favicon-32x32.png", "console/static/console/pager.js",
         "console/static/uplot/uPlot.iife.min.js", "console/static/uplot/uPlot.min.css",
     ]
     for url in urls:

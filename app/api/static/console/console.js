@@ -548,9 +548,10 @@
     if (!bounds) {
       throw new ApiError(404, { error_code: "UNKNOWN_TOPIC_OR_PARTITION", message: `topic ${name} has no partition ${partition}` });
     }
-    // No offset asked: the newest page, the last PAGE offsets before the high watermark
-    // (read_committed: the commit points among them).
-    const newest = Math.max(bounds.log_start_offset, bounds.log_end_offset - PAGE);
+    // No offset asked: the newest page, the last PAGE offsets before where reads of this
+    // isolation end (pager.js: read_uncommitted's the high watermark, read_committed's the log
+    // end, whose commit points among them it shows).
+    const newest = OutboxPager.newest(bounds, isolation, PAGE);
     const offset = asked === null ? newest : Number(asked);
     const page = await api(`/v1/topics/${enc(name)}/partitions/${enc(partition)}/records?` +
       new URLSearchParams({ offset, isolation, max_records: String(PAGE) }));
@@ -583,7 +584,7 @@
         const found = await api(`/v1/topics/${enc(name)}/partitions/${enc(partition)}/offsets?` +
           new URLSearchParams({ timestamp_ms: String(when), isolation }));
         if (found.offset === null) {
-          go(at(Math.max(found.log_start_offset, found.high_watermark - PAGE)),
+          go(at(newest),
             `No record at or after ${localTime(when)}: the newest records instead.`);
         } else {
           go(at(found.offset), `The first record at or after ${localTime(when)} is at offset ${n(found.offset)}.`);
@@ -614,10 +615,11 @@
     };
     filter.addEventListener("input", applyFilter);
 
+    const hasNext = OutboxPager.hasNext(page, bounds, isolation);
     const nav = h("p", { class: "pager" },
       offset > bounds.log_start_offset ? link(at(bounds.log_start_offset), "⇤ oldest") : h("span", { class: "muted" }, "⇤ oldest"), " · ",
       offset > bounds.log_start_offset ? link(at(Math.max(bounds.log_start_offset, offset - PAGE)), "← previous page") : h("span", { class: "muted" }, "← previous page"), " · ",
-      page.next_offset < page.high_watermark ? link(at(page.next_offset), "next page →") : h("span", { class: "muted" }, "next page →"), " · ",
+      hasNext ? link(at(page.next_offset), "next page →") : h("span", { class: "muted" }, "next page →"), " · ",
       offset !== newest || asked === null ? link(at(newest), "newest ⇥") : h("span", { class: "muted" }, "newest ⇥"));
 
     main.replaceChildren(
@@ -636,7 +638,7 @@
           h("thead", {}, h("tr", {}, ["offset", "commit position", "state", "key", "value", "headers", "producer", "time (local)"].map(x => h("th", {}, x)))),
           h("tbody", {}, rows.map(([, tr]) => tr)))
         : h("p", { class: "muted" }, "No records from this position."),
-      page.next_offset < page.high_watermark ? nav.cloneNode(true) : h("p", { class: "muted" }, "End of the log."),
+      hasNext ? nav.cloneNode(true) : h("p", { class: "muted" }, "End of the log."),
       permitted.authorized_operations.includes("write") ? sendForm(name, partition, bytesTopic) : "");
   }
 
