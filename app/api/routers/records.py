@@ -4,6 +4,7 @@ from typing import Annotated
 
 from fastapi import APIRouter, Depends
 
+from app.api.blocking import run_blocking
 from app.api.deps import ServicesDep
 from app.api.errors import documented
 from app.api.schemas.records import BatchResult, SendResponse
@@ -17,7 +18,7 @@ router = APIRouter(prefix="/v1/records", tags=["records"])
 
 @router.post("", operation_id="send", response_model=SendResponse, response_model_exclude_none=True,
              responses=documented(400, 401, 403, 404, 409, 413, 415))
-def send(body: Annotated[DecodedSend, Depends(SendBody())], services: ServicesDep, access: AccessDep) -> SendResponse:
+async def send(body: Annotated[DecodedSend, Depends(SendBody())], services: ServicesDep, access: AccessDep) -> SendResponse:
     """Send: batches of records to one or more topic-partitions, written all or nothing in
     one database transaction.
 
@@ -35,7 +36,10 @@ def send(body: Annotated[DecodedSend, Depends(SendBody())], services: ServicesDe
         access.require(Operation.WRITE, acl.transactional_id(body.transactional_id))
     for topic in sorted({b.topic for b in body.batches}):
         access.require(Operation.WRITE, acl.topic(topic))
-    results = services.log.send(
+    # async, with the database's part handed to a worker thread here rather than by FastAPI:
+    # app.api.blocking says why.
+    results = await run_blocking(
+        services.log.send,
         body.batches,
         producer_id=body.producer_id,
         producer_epoch=body.producer_epoch,
