@@ -12,8 +12,9 @@ What anyio's hop guaranteed is kept: a request task cancelled while its work run
 server shutting down) waits for the work to finish before it lets the cancellation through,
 so the lifespan never disposes of the database under a Send in the middle of its
 transaction; the work itself is never interrupted (a thread cannot be). The pool is bounded
-like anyio's default limiter (MAX_THREADS), which it sits beside: the database pool's
-overflow (app.storage.engine) takes the sum.
+like anyio's default limiter (MAX_THREADS), which it sits beside for the other routes: a
+thread of either beyond what the database pool holds (app.storage.engine: OUTBOX_DB_POOL_SIZE
+and four times it of overflow) waits for a connection, as anyio's did.
 """
 
 from __future__ import annotations
