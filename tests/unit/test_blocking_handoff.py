@@ -1,0 +1,56 @@
+"""app.api.blocking.run_blocking: the Send's hand-off to a worker thread keeps what anyio's did."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+
+import pytest
+
+from app.api.blocking import run_blocking
+
+
+def test_the_work_runs_off_the_event_loop_thread_and_its_result_comes_back() -> None:
+    def where(tag: str, *, suffix: str) -> tuple[str, str]:
+        return threading.current_thread().name, tag + suffix
+
+    async def main() -> tuple[str, str]:
+        return await run_blocking(where, "a", suffix="b")
+
+    thread, value = asyncio.run(main())
+    assert value == "ab"
+    assert thread.startswith("outbox-request")
+
+
+def test_the_works_exception_is_raised_to_the_caller() -> None:
+    def fail() -> None:
+        raise LookupError("no such topic")
+
+    with pytest.raises(LookupError, match="no such topic"):
+        asyncio.run(run_blocking(fail))
+
+
+def test_a_cancelled_caller_waits_for_its_work_to_finish_before_the_cancellation_passes() -> None:
+    started, release = threading.Event(), threading.Event()
+    finished: list[str] = []
+
+    def work() -> None:
+        started.set()
+        release.wait(10)
+        finished.append("committed")
+
+    async def main() -> list[str]:
+        task = asyncio.ensure_future(run_blocking(work))
+        await asyncio.to_thread(started.wait, 10)
+        task.cancel()
+        await asyncio.sleep(0.05)
+        assert not task.done(), "the cancellation passed while the work was still running"
+        task.cancel()  # a second cancellation waits too
+        await asyncio.sleep(0.05)
+        assert not task.done()
+        release.set()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        return list(finished)
+
+    assert asyncio.run(main()) == ["committed"]
