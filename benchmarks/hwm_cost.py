@@ -19,7 +19,7 @@ mostly the bounds statement), per side and topic, reading the service's CPU (/pr
 and the scratch database's backends' before and after each turn.
 
 The database part alone, on each side's database: the bounds statement as this tree writes it
-(topics.bounds_stmt) on the after side, as main wrote it (MAIN_HIGH_WATERMARK, a copy) on the
+(topics.bounds_stmt) on the after side, as it was before migration 0026 (`_main_high_watermark`, a frozen copy) on the
 before side, and on both the same without its high watermark column, executed in turns on one
 connection each; and EXPLAIN ANALYZE of each on each topic.
 """
@@ -87,8 +87,10 @@ class Tail:
 
 
 def _main_high_watermark() -> Any:
-    """main's high watermark (app/storage/topics.py before this change), copied: the join of
-    transaction_partitions and transactions, compared with the log end in a CASE."""
+    """The high watermark's statement as app/storage/topics.py wrote it before migration 0026
+    (the join of transaction_partitions and transactions, compared with the log end in a CASE):
+    a frozen copy, the baseline this benchmark measures against, not a second definition; the
+    service reads only topics.high_watermark."""
     from app.domain.types import Durability, TransactionState
     from app.storage.tables import partitions, transaction_partitions, transactions
 

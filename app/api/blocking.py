@@ -11,24 +11,30 @@ answers through the loop's `call_soon_threadsafe`: a third less CPU for the same
 What anyio's hop guaranteed is kept: a request task cancelled while its work runs (the
 server shutting down) waits for the work to finish before it lets the cancellation through,
 so the lifespan never disposes of the database under a Send in the middle of its
-transaction; the work itself is never interrupted (a thread cannot be). The pool is bounded
-like anyio's default limiter (MAX_THREADS), which it sits beside for the other routes: a
-thread of either beyond what the database pool holds (app.storage.engine: OUTBOX_DB_POOL_SIZE
-and four times it of overflow) waits for a connection, as anyio's did.
+transaction; the work itself is never interrupted (a thread cannot be). One bound holds for every route's
+blocking work, as before: a hand-off here takes a token of anyio's default thread limiter
+(40) for as long as its work runs, the same tokens the other routes' threads take, so no more
+request threads reach for a database connection at once than before this module (the pool
+holds OUTBOX_DB_POOL_SIZE and four times it of overflow, app.storage.engine; a thread beyond
+it waits for a connection). Taking a free token costs no thread wake-up. The work runs in a
+copy of the caller's context, as anyio's hand-off ran it.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import functools
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
+import anyio.to_thread
+
 T = TypeVar("T")
 
-# anyio's default thread limiter holds 40 tokens; a Send's thread is busy for one database
-# transaction, so as many make the same bound on concurrent Sends.
+# As many threads as anyio's default limiter has tokens: a hand-off holds a token while its
+# work runs, so the pool never needs more.
 MAX_THREADS = 40
 
 _executor: ThreadPoolExecutor | None = None
@@ -45,7 +51,14 @@ def _pool() -> ThreadPoolExecutor:
 
 async def run_blocking(fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> T:
     """fn(*args, **kwargs) in a worker thread; its result or its exception."""
-    future = asyncio.get_running_loop().run_in_executor(_pool(), functools.partial(fn, *args, **kwargs))
+    async with anyio.to_thread.current_default_thread_limiter():
+        return await _run(fn, args, kwargs)
+
+
+async def _run(fn: Callable[..., T], args: tuple[Any, ...], kwargs: dict[str, Any]) -> T:
+    context = contextvars.copy_context()
+    future = asyncio.get_running_loop().run_in_executor(
+        _pool(), functools.partial(context.run, fn, *args, **kwargs))
     try:
         return await asyncio.shield(future)
     except asyncio.CancelledError:

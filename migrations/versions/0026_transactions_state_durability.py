@@ -13,6 +13,13 @@ adding keeps the writes of a transaction's state changes at the same number of i
 Nothing to backfill: an index is built from the rows there are. The downgrade puts the old
 index back.
 
+On PostgreSQL both indexes are built and dropped CONCURRENTLY (outside a transaction), as
+0008's is: a plain CREATE INDEX holds a SHARE lock on `transactions` for the build, which stops
+every InitProducerId, Send that begins a transaction, and Commit, and a plain DROP INDEX waits
+for an ACCESS EXCLUSIVE lock behind any open transaction that read the table (every bounds
+statement does, through the high watermark), with every later read and Send queued behind it.
+So older processes keep working while it runs. On SQLite the build holds the write lock.
+
 Revision ID: 0026
 Revises: 0025
 Create Date: 2026-11-30
@@ -28,11 +35,23 @@ branch_labels = None
 depends_on = None
 
 
+def _replace(old: str, new: str, columns: list[str]) -> None:
+    """Index `new` on `columns` built, then index `old` dropped."""
+    if op.get_bind().dialect.name == "postgresql":
+        with op.get_context().autocommit_block():
+            # A build that was interrupted leaves an INVALID index of this name, which the
+            # planner never uses and IF NOT EXISTS would keep: build it again.
+            op.drop_index(new, table_name="transactions", postgresql_concurrently=True, if_exists=True)
+            op.create_index(new, "transactions", columns, postgresql_concurrently=True)
+            op.drop_index(old, table_name="transactions", postgresql_concurrently=True, if_exists=True)
+    else:
+        op.create_index(new, "transactions", columns)
+        op.drop_index(old, table_name="transactions")
+
+
 def upgrade() -> None:
-    op.create_index("ix_transactions_state_durability", "transactions", ["state", "durability"])
-    op.drop_index("ix_transactions_state", table_name="transactions")
+    _replace("ix_transactions_state", "ix_transactions_state_durability", ["state", "durability"])
 
 
 def downgrade() -> None:
-    op.create_index("ix_transactions_state", "transactions", ["state"])
-    op.drop_index("ix_transactions_state_durability", table_name="transactions")
+    _replace("ix_transactions_state_durability", "ix_transactions_state", ["state"])

@@ -54,3 +54,38 @@ def test_a_cancelled_caller_waits_for_its_work_to_finish_before_the_cancellation
         return list(finished)
 
     assert asyncio.run(main()) == ["committed"]
+
+
+def test_the_work_holds_a_token_of_anyios_thread_limiter_while_it_runs() -> None:
+    # One bound on every route's request threads: the Send's hand-off and anyio's share it.
+    import anyio.to_thread
+
+    started, release = threading.Event(), threading.Event()
+
+    def work() -> None:
+        started.set()
+        release.wait(10)
+
+    async def main() -> tuple[float, float, float]:
+        limiter = anyio.to_thread.current_default_thread_limiter()
+        before = limiter.borrowed_tokens
+        task = asyncio.ensure_future(run_blocking(work))
+        await asyncio.to_thread(started.wait, 10)
+        during = limiter.borrowed_tokens
+        release.set()
+        await task
+        return before, during, limiter.borrowed_tokens
+
+    assert asyncio.run(main()) == (0, 1, 0)
+
+
+def test_the_work_runs_in_a_copy_of_the_callers_context() -> None:
+    import contextvars
+
+    request_id: contextvars.ContextVar[str] = contextvars.ContextVar("request_id", default="none")
+
+    async def main() -> str:
+        request_id.set("r-7")
+        return await run_blocking(request_id.get)
+
+    assert asyncio.run(main()) == "r-7"

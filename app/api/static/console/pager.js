@@ -1,6 +1,6 @@
 // The record browser's pages (console.js): where its newest page starts, and whether a page
 // has a next one. Apart from the page's drawing so that tests run it under Node.js
-// (tests/unit/test_console_pager.py).
+// (tests/integration/test_console_pager.py).
 "use strict";
 
 const OutboxPager = (() => {
