@@ -4,10 +4,10 @@ them as two arrays and makes the map with `map_from_arrays`, without a JSON pars
 
 Nothing of the service writes or reads these columns: `ensure` adds them to a scratch
 database's `records` by hand (`prototype_header_keys`, `prototype_header_values`), fills them
-from the JSON text, and creates `prototype_committed_records`, a copy of the view
-committed_records (migration 0020's SQL) exposing them; `read_header_arrays` is the JVM read
-over that view with the headers made from the arrays. benchmarks/spark_source.py's
-`jvm_header_arrays` variant measures it (docs/SPARK.md, "Headers as arrays, measured").
+from the JSON text, and creates `prototype_committed_records`, the view committed_records
+(its SQL loaded from app/storage/sql/, `prototype_view_sql`) exposing them too;
+`read_header_arrays` is the JVM read over that view with the headers made from the arrays.
+benchmarks/spark_source.py's `jvm_header_arrays` variant measures it (docs/SPARK.md, "Headers as arrays, measured").
 
 The UPDATE that fills the arrays writes a new version of every row with headers at the heap's
 end; `ensure` then rewrites the table (VACUUM FULL, which keeps the rows' order and drops the
@@ -21,6 +21,8 @@ from typing import Any
 
 from sqlalchemy import create_engine, text
 from sqlalchemy.pool import NullPool
+
+from app.storage.sql import load
 
 KEYS = "prototype_header_keys"
 VALUES = "prototype_header_values"
@@ -39,28 +41,25 @@ UPDATE records SET ({KEYS}, {VALUES}) = (
 WHERE headers IS NOT NULL AND topic_id IN (SELECT topic_id FROM topics WHERE value_format = 'json')
 """
 
-# Migration 0020's committed_records (migrations/versions/sql/0020_committed_records.postgresql.sql)
-# with the two columns more.
-CREATE_VIEW = f"""
-CREATE OR REPLACE VIEW {VIEW} AS
-SELECT t.name AS topic, b.topic_id, b."partition", r."offset",
-       CASE WHEN b.txn_id IS NULL THEN r."offset" ELSE b.commit_position END AS commit_position,
-       r.timestamp_ms, r.key, r.value, r.headers, r.{KEYS}, r.{VALUES}, b.producer_id,
-       b.txn_id IS NOT NULL AS transactional, r.key_bytes, r.value_bytes,
-       b.commit_position AS batch_position
-FROM record_batches b
-JOIN topics t ON t.topic_id = b.topic_id
-JOIN partitions p ON p.topic_id = b.topic_id AND p."partition" = b."partition"
-CROSS JOIN LATERAL (
-    SELECT r."offset", r.timestamp_ms, r.key, r.value, r.headers, r.{KEYS}, r.{VALUES}, r.key_bytes,
-           r.value_bytes FROM records r
-    WHERE r.topic_id = b.topic_id AND r."partition" = b."partition"
-      AND r."offset" >= GREATEST(b.base_offset, p.log_start_offset)
-      AND r."offset" < b.base_offset + b.record_count
-    OFFSET 0
-) r
-WHERE b.commit_position IS NOT NULL
-"""
+
+def prototype_view_sql() -> str:
+    """CREATE OR REPLACE VIEW prototype_committed_records: the view committed_records as the
+    database has it at head (app/storage/sql/committed_records.postgresql.sql, the text the
+    newest migration's frozen copy is held equal to), loaded rather than copied, so that the
+    prototype reads the same rows the view does, changed by two substitutions only."""
+    sql = load("committed_records.postgresql.sql")
+    # 1. The view's name: the service's own view stays as it is.
+    named = sql.replace("CREATE OR REPLACE VIEW committed_records AS", f"CREATE OR REPLACE VIEW {VIEW} AS")
+    # 2. The two array columns beside `headers`, in both of the view's column lists: the outer
+    #    SELECT's and its LATERAL subquery's, which reads them from `records`.
+    widened = named.replace("r.headers,", f"r.headers, r.{KEYS}, r.{VALUES},")
+    # A view whose text moved so that a substitution no longer matches would otherwise replace
+    # the service's own view (1), or make a prototype without the arrays and read_header_arrays
+    # fail far from the cause (2).
+    if named == sql or sql.count("r.headers,") != 2:
+        raise RuntimeError("app/storage/sql/committed_records.postgresql.sql changed: update the prototype's "
+                           "substitutions in benchmarks/header_arrays_prototype.py")
+    return widened
 
 
 def ensure(url: str) -> bool:
@@ -74,7 +73,7 @@ def ensure(url: str) -> bool:
                 return False
             conn.execute(text(f"ALTER TABLE records ADD COLUMN {KEYS} text[], ADD COLUMN {VALUES} text[]"))
             conn.execute(text(FILL))
-            conn.execute(text(CREATE_VIEW))
+            conn.exec_driver_sql(prototype_view_sql())
         with engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
             conn.execute(text("VACUUM FULL ANALYZE records"))
         return True
