@@ -1,16 +1,16 @@
-"""Before and after in one run, the shape benchmarks/ab.py, send_cpu.py and send_memory.py share:
-the two source trees named on the command line (`tree_arguments`), a service of each on one
-database beside the database's own insert (`services_and_reference`), and turns of every path
-taken in rotation, so that every path meets the same drift of the machine (`rotate`,
-docs/benchmarks.md).
+"""Before and after in one run, the shape benchmarks/ab.py, send_cpu.py, send_memory.py and
+kafka_consume.py share: the two source trees named on the command line (`tree_arguments`), a
+service of each on one database (`services`; `services_and_reference` with the database's own
+insert beside them), and turns of every path taken in rotation, so that every path meets the
+same drift of the machine (`rotate`, docs/benchmarks.md).
 """
 
 from __future__ import annotations
 
 import argparse
 import random
-from collections.abc import Hashable, Iterator
-from contextlib import ExitStack, contextmanager
+from collections.abc import Callable, Hashable, Iterator
+from contextlib import ExitStack, closing, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -29,17 +29,24 @@ def rate(turns: list[Turn]) -> float:
 
 
 @contextmanager
-def services_and_reference(db_url: str, before: Path, after: Path) -> Iterator[tuple[dict[str, Service], RawInserter]]:
-    """`outbox serve` from each tree ("before", "after") on `db_url`, and the raw insert into it;
-    all stopped on exit, whatever failed (a service that started is never left running)."""
+def services(db_url: str, before: Path, after: Path,
+             settings: Callable[[str], dict[str, str]] = lambda side: {}) -> Iterator[dict[str, Service]]:
+    """`outbox serve` from each tree ("before", "after") on `db_url`, each with the OUTBOX_
+    settings `settings(side)` gives it, asked for just before that side starts; all stopped on
+    exit, whatever failed (a service that started is never left running)."""
     with ExitStack() as stack:
-        services = {}
+        started = {}
         for side, tree in (("before", before), ("after", after)):
-            services[side] = service = Service(db_url, tree)
+            started[side] = service = Service(db_url, tree, **settings(side))
             stack.callback(service.stop)
-        raw = RawInserter(db_url)
-        stack.callback(raw.close)
-        yield services, raw
+        yield started
+
+
+@contextmanager
+def services_and_reference(db_url: str, before: Path, after: Path) -> Iterator[tuple[dict[str, Service], RawInserter]]:
+    """`services` without settings, and the raw insert into `db_url`; all stopped on exit."""
+    with services(db_url, before, after) as started, closing(RawInserter(db_url)) as raw:
+        yield started, raw
 
 
 @dataclass
