@@ -10,6 +10,9 @@ with a wildcard where each `…` stands, and `mismatches` compares it with an ac
 - `"key":…`: any value;
 - `…` inside a string: any run of characters (`"orders/0, …"`).
 
+A response shown without `…` must also be the actual text but for its times (`text_mismatch`):
+the spaces inside a fetched record's value are the producer's.
+
 Times (TIME_FIELDS) differ on every run: they must be numbers where the README shows a number
 (null where it shows null). Everything else is compared exactly, types included (`11` is not
 `11.0`, `1` is not `true`).
@@ -199,6 +202,24 @@ def _elements_match(shown: list[Any], actual: list[Any]) -> bool:
     if head == WILDCARD:
         return any(_elements_match(rest, actual[i:]) for i in range(len(actual) + 1))
     return bool(actual) and not mismatches(head, actual[0]) and _elements_match(rest, actual[1:])
+
+
+_TIME_MEMBER = re.compile(r'"(' + "|".join(sorted(TIME_FIELDS)) + r')":\d+')
+
+
+def text_mismatch(shown: str, actual: str) -> str | None:
+    """Where a response the README shows whole (no `…`) differs from the actual text, times
+    aside; None if they agree or the README abbreviates it. Equal JSON is not enough: a
+    record's value is fetched as its producer sent it (guarantee 19), so the README's
+    `{"amount":9.5}` for a value sent as `{"amount": 9.5}` matches as JSON and is not what a
+    reader sees."""
+    if ELLIPSIS in shown:
+        return None
+    a, b = (_TIME_MEMBER.sub(r'"\1":0', t.strip()) for t in (shown, actual))
+    if a == b:
+        return None
+    at = next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b)))
+    return f"the text differs at character {at}: README {a[at - 30:at + 30]!r}, actual {b[at - 30:at + 30]!r}"
 
 
 def mismatches(shown: Any, actual: Any, path: str = "$", key: str | None = None) -> list[str]:

@@ -151,6 +151,8 @@ def _run(step: readme.Step, variables: str, cwd: Path) -> str | None:
     except json.JSONDecodeError:
         return report + "\n--- not JSON"
     found = readme.mismatches(readme.parse_shown(step.shown), actual)
+    text = readme.text_mismatch(step.shown, done.stdout)
+    found += [text] if text is not None else []
     return report + "\n--- differences:\n" + "\n".join(found) if found else None
 
 

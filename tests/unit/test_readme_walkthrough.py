@@ -20,6 +20,7 @@ from tests.e2e.readme import (
     quick_start_command,
     section,
     shell_variables,
+    text_mismatch,
 )
 
 README = (Path(__file__).resolve().parents[2] / "README.md").read_text()
@@ -160,6 +161,21 @@ $ curl -s $OUTBOX/elsewhere
 {}
 ```
 """
+
+
+def test_a_response_shown_whole_must_be_the_actual_text_spaces_included() -> None:
+    # Equal as JSON, not as text: a fetched value keeps the spaces its producer sent.
+    assert matches('{"value":{"amount":9.5}}', {"value": {"amount": 9.5}})
+    assert text_mismatch('{"value":{"amount":9.5}}', '{"value":{"amount": 9.5}}') is not None
+    assert text_mismatch('{"value":{"amount": 9.5}}', '{"value":{"amount": 9.5}}\n') is None
+
+
+def test_the_text_comparison_leaves_times_and_abbreviated_responses_aside() -> None:
+    assert text_mismatch('{"timestamp_ms":1795323123920,"age_ms":null}',
+                         '{"timestamp_ms":1796095235023,"age_ms":null}') is None
+    assert text_mismatch('{"timestamp_ms":1,"age_ms":null}', '{"timestamp_ms":1,"age_ms":5}') is not None
+    assert text_mismatch('{"offset":1}', '{"offset":2}') is not None
+    assert text_mismatch('{"name":"income",…}', '{"name": "income", "partition_count": 2}') is None
 
 
 def test_steps_keep_continuation_lines_and_open_quotes_in_the_command() -> None:
