@@ -9,6 +9,7 @@ port are the test's, and a database the README names is one of the test's own.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shlex
@@ -59,10 +60,28 @@ def _walkthrough_shell(url: str) -> str:
     return f"{variables['J']}\nOUTBOX={url}\n"
 
 
-def _run_console_section(title: str, shell: str) -> None:
+def _json_answer_differences(step: readme.Step, stdout: str) -> list[str]:
+    """Where a command that answers JSON answers other than the README shows it (the
+    walkthrough's matcher, and the text where the README shows the answer whole); [] for a
+    command that prints no JSON."""
+    try:
+        actual = json.loads(stdout)
+    except json.JSONDecodeError:
+        return []
+    if not step.shown:
+        return ["the README shows no answer"]
+    text = readme.text_mismatch(step.shown, stdout)
+    return readme.mismatches(readme.parse_shown(step.shown), actual) + ([text] if text is not None else [])
+
+
+def _run_console_section(title: str, shell: str, *, answers_as_shown: bool = False) -> None:
     for step in readme.console_steps(readme.section(README, title)):
         done = _bash(shell + step.command)
         assert done.returncode == 0, f"$ {step.command}\n{done.stdout}{done.stderr}"
+        if answers_as_shown:
+            differences = _json_answer_differences(step, done.stdout)
+            assert not differences, f"$ {step.command}\n--- README shows:\n{step.shown}\n--- actual:\n{done.stdout}" \
+                f"\n--- differences:\n" + "\n".join(differences)
 
 
 @pytest.mark.parametrize("backend", ["sqlite"], indirect=True)
@@ -70,7 +89,8 @@ def test_the_command_line_errors_fail_as_shown_after_the_walkthrough_and_the_piz
     server = launcher.server()
     shell = _walkthrough_shell(server.url)
     _run_console_section(readme.WALKTHROUGH, shell)
-    _run_console_section("The Python client", shell)  # the example's run, as the README shows it
+    # the example's run, as the README shows it, each JSON answer as shown
+    _run_console_section("The Python client", shell, answers_as_shown=True)
 
     steps = readme.console_steps(readme.section(README, "Command-line errors"))
     assert len(steps) == readme.count_prompts(readme.section(README, "Command-line errors"), ".venv/bin/outbox") \
