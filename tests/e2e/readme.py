@@ -210,7 +210,7 @@ _TIME_MEMBER = re.compile(r'"(' + "|".join(sorted(TIME_FIELDS)) + r')":\d+')
 def text_mismatch(shown: str, actual: str) -> str | None:
     """Where a response the README shows whole (no `…`) differs from the actual text, times
     aside; None if they agree or the README abbreviates it. Equal JSON is not enough: a
-    record's value is fetched as its producer sent it (guarantee 19), so the README's
+    record's value is fetched as the text its producer sent (app/api/fetched.py), so the README's
     `{"amount":9.5}` for a value sent as `{"amount": 9.5}` matches as JSON and is not what a
     reader sees."""
     if ELLIPSIS in shown:
