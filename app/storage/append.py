@@ -568,7 +568,8 @@ def _copy_pieces(appended: list[tuple[BatchToAppend, int]]) -> Iterator[str | It
     In pieces, each written before the next is made, rather than as one string: one character
     outside the Basic Multilingual Plane makes a joined string 4 bytes a character, and a 32 MB
     Send's COPY built whole raised the service's peak memory 100 MB above what it is in pieces
-    (docs/benchmarks.md, 2026-11-30). A batch is cut by its records' bytes (record_sizes; a
+    (docs/benchmarks.md, 2026-11-30); and the database stores a piece while the next is built
+    (COPY_PIECE_CHARS). A batch is cut by its records' bytes (record_sizes; a
     text's bytes are at least its characters) only when it is larger than a piece, which a
     1,000-record Send of ~100-byte values is not: it costs that Send one comparison."""
     pending: list[str] = []
@@ -595,9 +596,14 @@ def _copy_pieces(appended: list[tuple[BatchToAppend, int]]) -> Iterator[str | It
         yield "".join(pending)
 
 
-# The characters of COPY lines written at once (_copy_pieces): a few MB at most even at 4 bytes
-# a character, and a write a MB is nothing beside the records' own cost.
-COPY_PIECE_CHARS = 1 << 20
+# The characters of COPY lines written at once (_copy_pieces): under a MB even at 4 bytes a
+# character. Small enough that a large batch goes in several pieces, which PostgreSQL's backend,
+# another process, stores while this one builds the next: a batch written as one piece kept the
+# whole of the backend's work after the last line was built, most of a large Produce's COPY
+# (an idempotent librdkafka producer's request of ~9,000 records waits on it, one request at a
+# time: docs/benchmarks.md, 2026-12-01). Large enough that a 1,000-record Send of ~100-byte
+# values is one piece and is not cut at all (its size_bytes is below it).
+COPY_PIECE_CHARS = 1 << 17
 
 
 def _copy_lines(b: BatchToAppend, base_offset: int, c: RecordColumns, start: int, stop: int) -> str | None:
