@@ -72,8 +72,15 @@ _TAKE_OFFSETS = (
 
 # _TAKE_OFFSETS as the first part of a statement that writes what goes with the offsets in the
 # same round trip (PostgreSQL only: SQLite has no data-modifying WITH). Such a statement reads
-# the new log end as `TAKEN.c.next_offset`, and must run through take_offsets_with.
-TAKEN = _TAKE_OFFSETS.cte("taken")
+# the new log end as `TAKEN.c.next_offset`, and must run through take_offsets_with. It also
+# sends the partition's NOTIFY (app.storage.changes): a data-modifying WITH runs to the end
+# whether or not the statement reads its rows, and computes its RETURNING for each row it
+# changed, so a partition that grows is notified at commit without a statement of its own.
+TAKEN = (
+    _TAKE_OFFSETS
+    .returning(changes.notify_in_statement(partitions.c.topic_id, partitions.c.partition).label("notified"))
+    .cte("taken")
+)
 
 
 def take_offsets_with(conn: Connection, stmt: Any, params: dict[str, Any], topic_id: int, partition: int,
@@ -88,7 +95,7 @@ def take_offsets_with(conn: Connection, stmt: Any, params: dict[str, Any], topic
     ).one_or_none()
     if row is None:
         raise UnknownTopicOrPartition(f"unknown partition {partition} of topic id {topic_id}")
-    changes.mark_changed(conn, topic_id, partition)
+    changes.mark_changed(conn, topic_id, partition, announced=True)
     return row
 
 
