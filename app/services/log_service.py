@@ -31,6 +31,7 @@ from app.storage import transactions as txns
 from app.storage.dialect import RowLock
 from app.storage.engine import Database, after_commit
 from app.storage.markers import MarkerOwner
+from app.storage.seen_topics import SeenTopics, TopicChanged
 from app.services.transaction_join import found, join_transaction, joining
 
 
@@ -96,6 +97,25 @@ def batches_to_append(conn: Connection, batches: list[SendBatch],
                                  b.value_format)
         )
     return to_append
+
+
+def _plain_batches(conn: Connection, batches: list[SendBatch], seen: SeenTopics) -> list[append.BatchToAppend]:
+    """batches_to_append for a plain Send on PostgreSQL, its topics from the process's copy
+    where it has them all, each batch carrying the version of its topic's row the copy holds
+    (checked as its offsets are taken). A refusal by the copy is judged again on the rows as
+    they are now (a partition added since, a larger max_message_bytes), and the copy renewed."""
+    names = {b.topic for b in batches}
+    copies = seen.get(names)
+    if copies is not None:
+        try:
+            to_append = batches_to_append(conn, batches, {name: topic for name, (topic, _) in copies.items()})
+        except OutboxError:
+            pass
+        else:
+            for b, a in zip(batches, to_append, strict=True):
+                a.topic_row = copies[b.topic][1]
+            return to_append
+    return batches_to_append(conn, batches, seen.read(conn, names))
 
 
 def append_in_open_transaction(
@@ -204,6 +224,8 @@ class LogService:
         self.db = db
         self.settings = settings
         self.clock = clock
+        # The topics plain Sends name, kept between Sends on PostgreSQL (see seen_topics).
+        self._seen = SeenTopics() if db.dialect == "postgresql" else None
 
     def send(
         self,
@@ -220,6 +242,13 @@ class LogService:
         version: 12 and later are version 2's, and begin the next transaction), None: the one
         its producer chose at InitProducerId."""
         check_send(batches, producer_id, producer_epoch, transactional_id)
+        if producer_id is None and self._seen is not None:
+            try:
+                return self._send(batches, None, None, None, principal, RowLock.SHARE, seen=self._seen)
+            except TopicChanged:
+                # A topic changed since this process read it: everything this attempt wrote
+                # rolled back; again as if the copy were not there (it is read afresh).
+                self._seen.forget({b.topic for b in batches})
         return joining(lambda lock: self._send(batches, producer_id, producer_epoch, transactional_id, principal, lock,
                                                transaction_version))
 
@@ -232,11 +261,16 @@ class LogService:
         principal: str,
         lock: RowLock,
         transaction_version: TransactionVersion | None = None,
+        seen: SeenTopics | None = None,
     ) -> list[SendResult]:
+        """`seen`: a plain Send's topics may come from this copy, checked by the statements that
+        take the offsets (TopicChanged where one is out of date)."""
         now = self.clock()
         with self.db.write() as conn:
             txn_id = None
-            if transactional_id is None:
+            if seen is not None:
+                to_append = _plain_batches(conn, batches, seen)
+            elif transactional_id is None:
                 to_append = batches_to_append(conn, batches)
             else:
                 assert producer_id is not None and producer_epoch is not None

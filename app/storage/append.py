@@ -50,6 +50,10 @@ class BatchToAppend:
     # The records' format (app.domain.records.for_topic made it their topic's): which columns
     # their keys and values go to.
     value_format: ValueFormat = ValueFormat.JSON
+    # The version of the topic's row it was checked against, where that row is a process's
+    # copy (app.storage.seen_topics; a plain batch on PostgreSQL only): its offsets are taken
+    # only if the row is still that one. None: read in this transaction.
+    topic_row: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -398,6 +402,8 @@ def append_batches(
         if postgresql and (one_statement or producer_id is None):
             row_params = batch_row_params(base_sequence=batch.base_sequence, producer_id=producer_id,
                                           producer_epoch=producer_epoch, txn_id=txn_id)
+        # Only the plain batch's statement below checks a copy's row version.
+        assert batch.topic_row is None or (producer_id is None and postgresql)
         if one_statement and postgresql:
             # A running producer's next batch, or the first of its epoch: offsets, state, batch
             # row and the transaction's claim of the partition in one statement.
@@ -418,7 +424,7 @@ def append_batches(
         elif producer_id is None and postgresql:
             # A plain batch: offsets and batch row in one statement.
             row = take_offsets_with(conn, TAKE_OFFSETS_WRITING_BATCH, row_params, batch.topic_id, batch.partition,
-                                    count + extra, batch.size_bytes, records=count)
+                                    count + extra, batch.size_bytes, records=count, topic_row=batch.topic_row)
             base_offset = row.next_offset - (count + extra)
             batch_row_written = True
             tried = False

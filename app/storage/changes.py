@@ -7,9 +7,13 @@ then find it gone), notes the partition on its connection (`mark_changed`). Then
 - in this process, once the transaction has committed, `Database.write` hands the partitions
   to `LogChanges.changed`, which wakes the waiters of those partitions at once;
 - on PostgreSQL, the transaction also sends `NOTIFY outbox_log, '<topic_id>:<partition>'` per
-  partition before it commits (`announce`): PostgreSQL delivers a notification only when the
-  transaction that sent it commits, and never one of a transaction that rolls back, so a
-  waiter is never woken for records that are not there. Each API process LISTENs on one
+  partition before it commits: PostgreSQL delivers a notification only when the transaction
+  that sent it commits, and never one of a transaction that rolls back, so a waiter is never
+  woken for records that are not there. A statement that takes offsets through
+  app.storage.log_end.TAKEN (every Send's batch, every marker) notifies from within itself
+  (`notify_in_statement`), so the commit needs no statement of its own for it; the partitions
+  marked otherwise (a delete, SQLite's and PostgreSQL's plain take_offsets) are notified in one
+  statement just before the commit (`announce`). Each API process LISTENs on one
   connection of its own (a thread), and the appends made in an application's own transaction
   notify from the trigger that publishes them (migration 0009);
 - on SQLite, other processes' commits are noticed by `PRAGMA data_version` on one connection,
@@ -46,7 +50,7 @@ import time
 from collections.abc import Iterable
 from typing import Any
 
-from sqlalchemy import Connection, text
+from sqlalchemy import Connection, Text, cast, func, literal_column, text
 from sqlalchemy.engine import make_url
 
 logger = logging.getLogger(__name__)
@@ -59,30 +63,47 @@ CHANNEL = "outbox_log"
 RECHECK_S = 30.0
 DATA_VERSION_POLL_S = 0.05  # SQLite: how often other processes' commits are looked for
 _CHANGED = "outbox_changed_partitions"
+_ANNOUNCED = "outbox_announced_partitions"  # of _CHANGED, those a statement has notified already
 
 Key = tuple[int, int]  # (topic_id, partition)
 
 
-def mark_changed(conn: Connection, topic_id: int, partition: int) -> None:
+def mark_changed(conn: Connection, topic_id: int, partition: int, *, announced: bool = False) -> None:
     """Called where a write transaction takes offsets (this partition's log grows at commit) or
-    deletes the partition."""
-    conn.info.setdefault(_CHANGED, set()).add((topic_id, partition))
+    deletes the partition. `announced`: by a statement that notified for it itself
+    (`notify_in_statement`)."""
+    key = (topic_id, partition)
+    conn.info.setdefault(_CHANGED, set()).add(key)
+    if announced:
+        conn.info.setdefault(_ANNOUNCED, set()).add(key)
+    else:
+        # Notified again at commit even if a statement did already: that statement may have
+        # run in a savepoint since rolled back, which takes its notification with it.
+        conn.info.get(_ANNOUNCED, set()).discard(key)
 
 
 def take_changed(conn: Connection) -> set[Key]:
+    conn.info.pop(_ANNOUNCED, None)
     return conn.info.pop(_CHANGED, set())
 
 
-def peek_changed(conn: Connection) -> set[Key]:
-    return conn.info.get(_CHANGED, set())
+def notify_in_statement(topic_id: Any, partition: Any) -> Any:
+    """SQL, for the RETURNING of a statement that takes a partition's offsets (PostgreSQL): the
+    NOTIFY `announce` would send for the partition of these columns, sent by that statement,
+    a round trip fewer. Like any NOTIFY it is delivered when the transaction commits, and
+    dropped if it rolls back. The payload is the one the listener parses."""
+    return func.pg_notify(literal_column(f"'{CHANNEL}'"),
+                          cast(topic_id, Text).op("||")(literal_column("':'")).op("||")(cast(partition, Text)))
 
 
 _NOTIFY = text("SELECT pg_notify(:channel, k) FROM unnest(CAST(:keys AS text[])) AS k")
 
 
-def announce(conn: Connection, keys: set[Key]) -> None:
-    """Inside the writing transaction, before its commit: NOTIFY every listening process
-    (PostgreSQL; SQLite has no NOTIFY). One statement whatever the number of partitions."""
+def announce(conn: Connection) -> None:
+    """Inside the writing transaction, before its commit: NOTIFY every listening process of the
+    partitions marked changed that no statement has notified for (PostgreSQL; SQLite has no
+    NOTIFY). One statement whatever the number of partitions, and none if there are none."""
+    keys = conn.info.get(_CHANGED, set()) - conn.info.get(_ANNOUNCED, set())
     if keys and conn.dialect.name == "postgresql":
         conn.execute(_NOTIFY, {"channel": CHANNEL, "keys": [f"{t}:{p}" for t, p in sorted(keys)]})
 

@@ -261,8 +261,9 @@ class Database:
                             conn.execute(select(dialect.relax_commit()))
                         yield conn
                         # Partitions whose logs grow at this commit: NOTIFY, inside the
-                        # transaction so that it is delivered only if it commits.
-                        changes.announce(conn, changes.peek_changed(conn))
+                        # transaction so that it is delivered only if it commits (those a
+                        # statement taking offsets has not notified for already).
+                        changes.announce(conn)
                     grown = changes.take_changed(conn)
                     for fn in conn.info.pop(_AFTER_COMMIT, ()):
                         fn()

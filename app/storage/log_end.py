@@ -17,10 +17,11 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from sqlalchemy import Connection, Integer, bindparam, column, select, tuple_, union, update, values
+from sqlalchemy import Connection, Integer, Text, bindparam, column, select, tuple_, union, update, values
 
 from app.domain.errors import UnknownTopicOrPartition
 from app.storage import changes
+from app.storage.seen_topics import TopicChanged, row_is
 from app.storage.tables import partitions, transaction_partitions
 
 
@@ -72,23 +73,38 @@ _TAKE_OFFSETS = (
 
 # _TAKE_OFFSETS as the first part of a statement that writes what goes with the offsets in the
 # same round trip (PostgreSQL only: SQLite has no data-modifying WITH). Such a statement reads
-# the new log end as `TAKEN.c.next_offset`, and must run through take_offsets_with.
-TAKEN = _TAKE_OFFSETS.cte("taken")
+# the new log end as `TAKEN.c.next_offset`, and must run through take_offsets_with. It also
+# sends the partition's NOTIFY (app.storage.changes): a data-modifying WITH runs to the end
+# whether or not the statement reads its rows, and computes its RETURNING for each row it
+# changed, so a partition that grows is notified at commit without a statement of its own.
+# `p_topic_row`: the version of the topic's row the caller's copy of it was read from
+# (app.storage.seen_topics), or NULL if it read the row in this transaction; where the row is
+# no longer that version the statement takes nothing, and take_offsets_with says so.
+TAKEN = (
+    _TAKE_OFFSETS
+    .where(row_is(bindparam("p_topic_row", None, type_=Text)))
+    .returning(changes.notify_in_statement(partitions.c.topic_id, partitions.c.partition).label("notified"))
+    .cte("taken")
+)
 
 
 def take_offsets_with(conn: Connection, stmt: Any, params: dict[str, Any], topic_id: int, partition: int,
-                      count: int, size_bytes: int, *, records: int) -> Any:
+                      count: int, size_bytes: int, *, records: int, topic_row: str | None = None) -> Any:
     """Run `stmt`, a statement over TAKEN that takes `count` offsets of the partition as
     take_offsets does (its bind parameters filled here, `params` the rest), and return its row:
-    the partition row lock is held from then on, as take_offsets holds it."""
+    the partition row lock is held from then on, as take_offsets holds it. `topic_row`: the
+    version of the topic's row the caller's copy was read from (seen_topics); TopicChanged if
+    the row is no longer that one, or the partition is gone."""
     row = conn.execute(
         stmt,
         {**params, "p_topic_id": topic_id, "p_partition": partition, "p_count": count,
-         "p_records": records, "p_size_bytes": size_bytes},
+         "p_records": records, "p_size_bytes": size_bytes, "p_topic_row": topic_row},
     ).one_or_none()
     if row is None:
+        if topic_row is not None:
+            raise TopicChanged(f"topic id {topic_id} changed since its row was read")
         raise UnknownTopicOrPartition(f"unknown partition {partition} of topic id {topic_id}")
-    changes.mark_changed(conn, topic_id, partition)
+    changes.mark_changed(conn, topic_id, partition, announced=True)
     return row
 
 

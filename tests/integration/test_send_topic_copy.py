@@ -1,0 +1,132 @@
+"""A plain Send on PostgreSQL takes its topics from the process's copy (app.storage.seen_topics)
+once it has read them, and is answered exactly as if it had read them afresh: a topic deleted,
+re-created, grown or reconfigured since, here or by another process, is never written to
+under the old row. Each test has the copy filled by a first Send of the app that sends last."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from fastapi.testclient import TestClient
+from sqlalchemy import event
+from sqlalchemy.engine import Engine
+
+from app.api.app import create_app
+from tests.helpers import batch, create_topic, read_all, send
+
+pytestmark = pytest.mark.parametrize("db_url", ["postgresql"], indirect=True)
+
+
+@pytest.fixture
+def other(settings: Any, clock: Any) -> Iterator[TestClient]:
+    """A second API process on the same database."""
+    with TestClient(create_app(settings, clock)) as c:
+        yield c
+
+
+def sent(client: Any, topic: str, partition: int, values: list[Any], **extra: Any) -> int:
+    r = send(client, [batch(topic, partition, values, **extra)])
+    assert r.status_code == 200, r.text
+    return r.json()["results"][0]["base_offset"]
+
+
+def refusal(r: Any) -> tuple[int, str, str]:
+    body = r.json()
+    return r.status_code, body["error_code"], body["message"]
+
+
+def test_a_send_to_a_topic_it_has_seen_reads_no_topic_row(client: Any) -> None:
+    create_topic(client, "t", 1)
+    sent(client, "t", 0, ["a"])
+    reads: list[str] = []
+
+    def look(conn: Any, cursor: Any, statement: str, *args: Any) -> None:
+        if "FROM topics" in statement and "UPDATE partitions" not in statement:
+            reads.append(statement)
+
+    event.listen(Engine, "before_cursor_execute", look)
+    try:
+        assert sent(client, "t", 0, ["b"]) == 1
+    finally:
+        event.remove(Engine, "before_cursor_execute", look)
+    assert reads == []
+
+
+def test_a_send_after_another_process_deleted_the_topic_is_refused_as_unknown(client: Any, other: Any) -> None:
+    create_topic(client, "t", 1)
+    sent(client, "t", 0, ["a"])
+
+    assert other.delete("/v1/topics/t").status_code in (200, 204)
+
+    assert refusal(send(client, [batch("t", 0, ["b"])])) == (404, "UNKNOWN_TOPIC_OR_PARTITION", "unknown topic(s): t")
+
+
+def test_a_send_after_re_creation_with_fewer_partitions_goes_to_the_new_topic(client: Any, other: Any) -> None:
+    create_topic(client, "t", 3)
+    sent(client, "t", 0, ["a", "b"])
+    sent(client, "t", 2, ["c"])
+    assert other.delete("/v1/topics/t").status_code in (200, 204)
+    create_topic(other, "t", 1)
+
+    assert refusal(send(client, [batch("t", 2, ["d"])])) == (
+        404, "UNKNOWN_TOPIC_OR_PARTITION", "topic 't' has partitions 0..0; got 2")
+    assert sent(client, "t", 0, ["e"]) == 0
+    assert [r["value"] for r in read_all(client, "t", 0)] == ["e"]
+
+
+def test_a_send_to_a_partition_added_since_is_written(client: Any, other: Any) -> None:
+    create_topic(client, "t", 1)
+    sent(client, "t", 0, ["a"])
+
+    assert other.post("/v1/topics/t/partitions", json={"partition_count": 3}).status_code == 200
+
+    assert sent(client, "t", 2, ["b"]) == 0
+    assert [r["value"] for r in read_all(client, "t", 2)] == ["b"]
+
+
+def test_a_send_after_another_process_lowered_max_message_bytes_is_refused(client: Any, other: Any) -> None:
+    create_topic(client, "t", 1)
+    sent(client, "t", 0, ["a" * 50])
+
+    assert other.patch("/v1/topics/t", json={"config": {"max_message_bytes": 10}}).status_code == 200
+
+    assert refusal(send(client, [batch("t", 0, ["b" * 50])])) == (
+        413, "MESSAGE_TOO_LARGE",
+        "record 0 of t/0 is 52 bytes (key, value and headers), more than topic 't''s max_message_bytes 10")
+    assert [r["value"] for r in read_all(client, "t", 0)] == ["a" * 50]
+
+
+def test_a_send_after_another_process_raised_max_message_bytes_is_written(client: Any, other: Any) -> None:
+    create_topic(client, "t", 1, max_message_bytes=10)
+    assert send(client, [batch("t", 0, ["b" * 50])]).status_code == 413
+
+    assert other.patch("/v1/topics/t", json={"config": {"max_message_bytes": 100}}).status_code == 200
+
+    assert sent(client, "t", 0, ["b" * 50]) == 0
+
+
+def test_a_send_after_another_process_required_expected_offsets_is_refused(client: Any, other: Any) -> None:
+    create_topic(client, "t", 1)
+    sent(client, "t", 0, ["a"])
+
+    assert other.patch("/v1/topics/t", json={"config": {"check_expected_offsets": True}}).status_code == 200
+
+    assert refusal(send(client, [batch("t", 0, ["b"])])) == (
+        400, "INVALID_REQUEST", "topic 't' has check_expected_offsets: every batch needs expected_offset")
+    assert sent(client, "t", 0, ["b"], expected_offset=1) == 1
+
+
+def test_a_refused_send_across_topics_writes_nothing(client: Any, other: Any) -> None:
+    # u's offsets are taken first (its topic id is lower); t's statement then finds its row
+    # gone, and the whole Send is done again from a fresh read, which refuses it.
+    create_topic(client, "u", 1)
+    create_topic(client, "t", 1)
+    assert send(client, [batch("u", 0, ["a"]), batch("t", 0, ["b"])]).status_code == 200
+    assert other.delete("/v1/topics/t").status_code in (200, 204)
+
+    assert refusal(send(client, [batch("u", 0, ["c"]), batch("t", 0, ["d"])])) == (
+        404, "UNKNOWN_TOPIC_OR_PARTITION", "unknown topic(s): t")
+    assert [r["value"] for r in read_all(client, "u", 0)] == ["a"]
+    assert sent(client, "u", 0, ["e"]) == 1
