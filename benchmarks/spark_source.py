@@ -43,6 +43,10 @@ materialised, nothing collected), with the same number of tasks (--tasks):
   copy of the view exposing the headers as two text[] columns added to `records` by hand in
   this scratch database (done on the first run that asks for the variant), the map made by
   map_from_arrays instead of from_json; checked once to give jvm's headers row for row;
+- jvm_batch_base: PROTOTYPE (benchmarks/scan_view_cost.py): the JVM read (the same plan,
+  predicates, properties, schema and columns) over a copy of the view whose records carry their
+  batch's base offset, each batch's records joined by equality instead of a range per batch;
+  jvm_batch_base_no_headers: includeHeaders=false; jvm_batch_base_count counted;
 - *_count (plain, source_adbc, jvm, jvm_nullable, jvm_header_arrays): the same reads counted
   (df.groupBy().count()), each against plain_count;
 - *_pruned (plain, source_adbc, jvm, jvm_nullable): the same reads filtered to the topic's last partition
@@ -77,6 +81,7 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 
 import committed_log  # noqa: E402
 import header_arrays_prototype  # noqa: E402
+import scan_view_cost  # noqa: E402
 from scratch import ADMIN_URL, kept_database  # noqa: E402
 
 from spark_jobs.datasource import read_outbox  # noqa: E402
@@ -91,12 +96,13 @@ from benchmarks.jdbc_reader import (  # noqa: E402
 DATABASE = "outbox_spark_source_bench"
 VARIANTS = ("plain", "records_raw", "view_jdbc", "source_adbc", "source_psycopg", "source_adbc_no_headers",
             "jdbc_reader", "arrow_floor", "jvm", "jvm_no_headers", "jvm_nullable", "jvm_stored", "jvm_headers_text",
-            "jvm_header_arrays", "plain_count", "source_adbc_count", "jvm_count", "jvm_nullable_count",
-            "jvm_header_arrays_count",
+            "jvm_header_arrays", "jvm_batch_base", "jvm_batch_base_no_headers", "plain_count", "source_adbc_count", "jvm_count", "jvm_nullable_count",
+            "jvm_header_arrays_count", "jvm_batch_base_count",
             "plain_pruned", "source_adbc_pruned", "jvm_pruned", "jvm_nullable_pruned")
 # What each variant's ratio is taken against: the raw JDBC read of the same rows, in the same way.
 REFERENCE = {"plain_count": "plain_count", "source_adbc_count": "plain_count", "jvm_count": "plain_count",
              "jvm_nullable_count": "plain_count", "jvm_header_arrays_count": "plain_count",
+             "jvm_batch_base_count": "plain_count",
              "plain_pruned": "plain_pruned", "source_adbc_pruned": "plain_pruned", "jvm_pruned": "plain_pruned",
              "jvm_nullable_pruned": "plain_pruned"}
 # The pruned variants keep one partition of the topic: the last.
@@ -236,6 +242,12 @@ def main(argv: list[str] | None = None) -> int:
         fill(url, args.records_per_partition, args.copies, args.partitions)
     if any(v.startswith("jvm_header_arrays") for v in chosen) and header_arrays_prototype.ensure(url):
         print("  prototype: header arrays added to records, the table rewritten (VACUUM FULL)", file=sys.stderr)
+    if any(v.startswith("jvm_batch_base") for v in chosen):
+        import psycopg
+
+        with psycopg.connect(url.replace("postgresql+psycopg", "postgresql"), autocommit=True) as conn:
+            if scan_view_cost.ensure(conn):
+                print("  prototype: records with their batch base, and its view, built", file=sys.stderr)
     rows = copy_to_plain_table(url)
 
     spark, _ = build_session("spark-source-benchmark", databases=["postgresql"], master="local[2]",
@@ -293,6 +305,13 @@ def main(argv: list[str] | None = None) -> int:
             splits = plan_splits(options, bounds, starting_committed(options, bounds), Pruning())
             return header_arrays_prototype.read_header_arrays(spark, options, splits)
 
+        def jvm_batch_base(**extra: str):  # type: ignore[no-untyped-def]
+            options = parse_options({"url": api, "databaseUrl": url, "topics": committed_log.TOPIC,
+                                     "positionsPerSplit": str(per_split), **extra})
+            bounds = snapshot(options, None)
+            splits = plan_splits(options, bounds, starting_committed(options, bounds), Pruning())
+            return scan_view_cost.read_batch_base(spark, options, splits)
+
         pruned = PRUNED.format(last=max(ends))
 
         def view_jdbc():  # type: ignore[no-untyped-def]
@@ -344,6 +363,9 @@ def main(argv: list[str] | None = None) -> int:
                 F.timestamp_millis("timestamp_ms").alias("timestamp")),
             "jvm_header_arrays": jvm_header_arrays,
             "jvm_header_arrays_count": lambda: jvm_header_arrays().groupBy().count(),
+            "jvm_batch_base": jvm_batch_base,
+            "jvm_batch_base_no_headers": lambda: jvm_batch_base(includeHeaders="false"),
+            "jvm_batch_base_count": lambda: jvm_batch_base().groupBy().count(),
             "jvm_nullable_count": lambda: jvm_nullable().groupBy().count(),
             "jvm_nullable_pruned": lambda: jvm_nullable().where(pruned),
             "plain_count": lambda: plain().groupBy().count(),
@@ -365,6 +387,16 @@ def main(argv: list[str] | None = None) -> int:
             print(f"jvm_header_arrays: {differing} rows whose headers differ from jvm's; "
                   f"{with_headers:,} rows with headers", file=sys.stderr)
             assert differing == 0, differing
+        if "jvm_batch_base" in chosen:
+            # Every row and column (headers as their JSON, maps not being comparable) equal to jvm's.
+            from pyspark.sql import functions as G
+
+            def comparable(df):  # type: ignore[no-untyped-def]
+                return df.withColumn("headers", G.to_json("headers"))
+
+            extra = comparable(jvm_batch_base()).exceptAll(comparable(jvm())).count()
+            print(f"jvm_batch_base: {extra} rows not in jvm's (counts equal)", file=sys.stderr)
+            assert extra == 0, extra
         # A fixed order let each variant follow the same neighbour every round (plain always
         # first, after the previous round's last), and inherit what it left: the database's
         # cache, the JVM's heap, a Python worker to start. Shuffled afresh each round, the

@@ -1,0 +1,237 @@
+"""What the view `committed_records` costs beyond reading the table, part by part, and a
+PROTOTYPE of the storage that removes the per-batch join: each record carrying its batch's base
+offset (`batch_base`), so that its batch is found by equality, not by a range per batch.
+
+The database: one filled by benchmarks/spark_source.py (--fill; its `bench_plain_records` is the
+dense copy, the raw read). `ensure` builds, in that scratch database only, the prototype:
+
+- `prototype_records`: CREATE TABLE AS `records` with `batch_base` (the base offset of the batch
+  holding the record, what the appender would write with each record), the same primary key and
+  one index more, (topic_id, partition, batch_base), the one the design would have; the rows in
+  the order `records` holds them (ctid), so both heaps have the same layout;
+- `prototype_committed_records`: the view app/storage/sql/committed_records.postgresql.sql, loaded
+  and rewritten (never copied: each rewrite must match the loaded text exactly once, or the
+  script stops), its per-batch LATERAL range replaced by an equality join on batch_base;
+- `prototype_position_records`: the committed records with their commit position on each row
+  (and an index on it)
+  (what a commit that wrote per record would give; seed 000 asks not to: the ceiling only), the
+  same primary key; read as one table, no join.
+
+Each variant is the topic's committed rows with Spark's plain columns (partition, offset,
+commit_position, timestamp_ms, key, value, headers), read by `COPY (SELECT ...) TO STDOUT`
+through psycopg, the output discarded (COPY sends every row as text, as a JDBC read fetches it):
+
+- dense: bench_plain_records, the raw read;
+- view: committed_records;
+- view_no_headers: the same without headers;
+- view_no_joins: the view rewritten without its topics and partitions joins (the topic by
+  topic_id, the log start ignored: not a correct view, what those two joins cost);
+- batch_base: prototype_committed_records, the equality join (the partitions join kept);
+- batch_base_no_joins: the same without topics and partitions joins;
+- position_on_record: prototype_position_records, one table.
+
+Every variant's rows are checked equal to the view's (count and sums of offsets, positions and
+header lengths) before timing. Rounds in an order shuffled afresh each round from a printed
+--seed, after a warm-up round; then EXPLAIN (ANALYZE, BUFFERS) of each, printed with --explain.
+
+    .venv/bin/python benchmarks/spark_source.py --database outbox_scanview --fill \\
+        --partitions 8 --records-per-partition 12500 --copies 21 --variants plain --rounds 1
+    .venv/bin/python benchmarks/scan_view_cost.py --database outbox_scanview --rounds 9 --explain
+
+benchmarks/spark_source.py's `jvm_batch_base` reads prototype_committed_records through Spark's
+JDBC reader (read_batch_base below), as the JVM read reads the view.
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+import re
+import statistics
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import psycopg
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from app.storage.sql import load  # noqa: E402
+
+TOPIC = "orders"
+VIEW = "prototype_committed_records"
+COLUMNS = '"partition", "offset", commit_position, timestamp_ms, key, value, headers'
+
+
+def rewritten(sql: str, *edits: tuple[str, str]) -> str:
+    """`sql` with each (pattern, replacement) applied; each pattern must match exactly once."""
+    for pattern, replacement in edits:
+        sql, n = re.subn(pattern, replacement, sql, flags=re.S)
+        if n != 1:
+            raise SystemExit(f"the view's SQL changed: {pattern!r} matched {n} times")
+    return sql
+
+
+def view_sql() -> str:
+    return load("committed_records.postgresql.sql")
+
+
+# The LATERAL range per batch, replaced by an equality on the record's batch base (the log start
+# still bounding the records: a record below it is gone, even in a committed batch).
+EQUALITY = (r"CROSS JOIN LATERAL \(.*?OFFSET 0\s*\) r",
+            'JOIN prototype_records r ON r.topic_id = b.topic_id AND r."partition" = b."partition" '
+            'AND r.batch_base = b.base_offset AND r."offset" >= p.log_start_offset')
+NO_JOINS = ((r"t\.name AS topic", "NULL::text AS topic"),
+            (r"JOIN topics t ON [^\n]*\n", ""),
+            (r"JOIN partitions p ON [^\n]*\n", ""))
+NO_JOINS_LATERAL = (*NO_JOINS, (r"GREATEST\(b\.base_offset, p\.log_start_offset\)", "b.base_offset"))
+NO_JOINS_EQUALITY = (*NO_JOINS, (r' AND r\."offset" >= p\.log_start_offset', ""))
+
+
+def prototype_view(name: str, *edits: tuple[str, str]) -> str:
+    return rewritten(view_sql(), (r"CREATE OR REPLACE VIEW committed_records AS", f"CREATE VIEW {name} AS"),
+                     *edits)
+
+
+RECORD_COLUMNS = ('topic_id, "partition", "offset", timestamp_ms, key, value, headers, control_type, message_id, '
+                  'key_bytes, value_bytes')
+PROTOTYPE = [
+    "DROP VIEW IF EXISTS prototype_committed_records, prototype_view_no_joins, prototype_batch_base_no_joins",
+    "DROP TABLE IF EXISTS prototype_records, prototype_position_records",
+    # The batch base each record would have been written with: its batch row's base offset,
+    # found per batch as the view finds a batch's records (a range join left to the planner ran
+    # for over 10 minutes at 2 M rows), the rows then written in the order `records` holds them.
+    f"CREATE TABLE prototype_records AS SELECT {RECORD_COLUMNS}, batch_base FROM ("
+    "SELECT r.*, b.base_offset AS batch_base FROM record_batches b CROSS JOIN LATERAL ("
+    "SELECT r.ctid AS place, r.* FROM records r WHERE r.topic_id = b.topic_id AND r.\"partition\" = b.\"partition\" "
+    "AND r.\"offset\" >= b.base_offset AND r.\"offset\" < b.base_offset + b.record_count OFFSET 0) r) q "
+    "ORDER BY place",
+    "ALTER TABLE prototype_records ALTER batch_base SET NOT NULL, "
+    "ADD PRIMARY KEY (topic_id, \"partition\", \"offset\")",
+    "CREATE INDEX ix_prototype_records_batch ON prototype_records (topic_id, \"partition\", batch_base)",
+    "SET enable_nestloop = off",  # the view's own loop stays (LATERAL); its rows are hash-joined
+    f"CREATE TABLE prototype_position_records AS SELECT {RECORD_COLUMNS}, commit_position FROM ("
+    "SELECT r.ctid AS place, r.*, v.commit_position FROM records r "
+    "JOIN committed_records v USING (topic_id, \"partition\", \"offset\")) q ORDER BY place",
+    "RESET enable_nestloop",
+    "ALTER TABLE prototype_position_records ADD PRIMARY KEY (topic_id, \"partition\", \"offset\")",
+    "CREATE INDEX ix_prototype_position ON prototype_position_records (topic_id, \"partition\", commit_position)",
+]
+
+
+def ensure(conn: psycopg.Connection) -> bool:
+    """Build the prototype's tables and views in the scratch database unless there; whether it did."""
+    if conn.execute("SELECT to_regclass('prototype_records')").fetchone()[0] is not None:
+        return False
+    for statement in PROTOTYPE:
+        conn.execute(statement)
+    conn.execute(prototype_view(VIEW, EQUALITY))
+    conn.execute(prototype_view("prototype_view_no_joins", *NO_JOINS_LATERAL))
+    conn.execute(prototype_view("prototype_batch_base_no_joins", EQUALITY, *NO_JOINS_EQUALITY))
+    for table in ("prototype_records", "prototype_position_records"):
+        conn.execute(f"VACUUM ANALYZE {table}")
+    return True
+
+
+def statements(conn: psycopg.Connection) -> dict[str, str]:
+    topic_id = conn.execute("SELECT topic_id FROM topics WHERE name = %s", (TOPIC,)).fetchone()[0]
+    no_headers = COLUMNS.replace(", headers", "")
+    return {
+        "dense": f"SELECT {COLUMNS} FROM bench_plain_records",
+        "view": f"SELECT {COLUMNS} FROM committed_records WHERE topic = '{TOPIC}'",
+        "view_no_headers": f"SELECT {no_headers} FROM committed_records WHERE topic = '{TOPIC}'",
+        "view_no_joins": f"SELECT {COLUMNS} FROM prototype_view_no_joins WHERE topic_id = {topic_id}",
+        "batch_base": f"SELECT {COLUMNS} FROM {VIEW} WHERE topic = '{TOPIC}'",
+        "batch_base_no_joins": f"SELECT {COLUMNS} FROM prototype_batch_base_no_joins WHERE topic_id = {topic_id}",
+        "position_on_record": f"SELECT {COLUMNS} FROM prototype_position_records WHERE topic_id = {topic_id}",
+    }
+
+
+def fingerprint(conn: psycopg.Connection, sql: str) -> tuple[Any, ...]:
+    """Count and sums of the rows' offsets, positions, timestamps, keys' and values' lengths, and
+    headers' lengths when the statement reads them."""
+    headers = "sum(length(headers))" if "headers" in sql.split(" FROM ")[0] else "NULL"
+    return conn.execute(f"SELECT count(*), sum(\"offset\"), sum(commit_position), sum(timestamp_ms), "
+                        f"sum(length(key)), sum(length(value)), {headers} FROM ({sql}) q").fetchone()
+
+
+def copied(conn: psycopg.Connection, sql: str) -> tuple[float, int]:
+    """Seconds to COPY the statement's rows to the client, and the bytes received."""
+    size = 0
+    t0 = time.perf_counter()
+    with conn.cursor().copy(f"COPY ({sql}) TO STDOUT") as copy:
+        for block in copy:
+            size += len(block)
+    return time.perf_counter() - t0, size
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--database", required=True, help="filled by benchmarks/spark_source.py --fill")
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--rounds", type=int, default=7)
+    parser.add_argument("--seed", type=int, default=None)
+    parser.add_argument("--explain", action="store_true", help="print EXPLAIN (ANALYZE, BUFFERS) of each")
+    parser.add_argument("--variants", default=None, help="comma-separated; all by default")
+    args = parser.parse_args(argv)
+    seed = args.seed if args.seed is not None else random.SystemRandom().randrange(1 << 32)
+    rng = random.Random(seed)
+    with psycopg.connect(f"host={args.host} user=postgres dbname={args.database}", autocommit=True) as conn:
+        conn.execute("SET jit = off")  # as the JVM read's connections
+        if ensure(conn):
+            print("  prototype tables and views built", file=sys.stderr)
+        queries = statements(conn)
+        chosen = args.variants.split(",") if args.variants else list(queries)
+        expected = fingerprint(conn, queries["view"])
+        for name in chosen:
+            got = fingerprint(conn, queries[name])
+            assert got[:-1] == expected[:-1] and got[-1] in (None, expected[-1]), (name, got, expected)
+        print(f"rows: {expected[0]:,}, every variant's equal to the view's; --seed {seed}", file=sys.stderr)
+        seconds: dict[str, list[float]] = {n: [] for n in chosen}
+        ratios: dict[str, list[float]] = {n: [] for n in chosen}
+        sizes: dict[str, int] = {}
+        for round_ in range(args.rounds + 1):
+            order = rng.sample(chosen, len(chosen))
+            took = {}
+            for name in order:
+                took[name], sizes[name] = copied(conn, queries[name])
+            if round_ and "dense" in took:
+                for name in chosen:
+                    seconds[name].append(took[name])
+                    ratios[name].append(took["dense"] / took[name])
+            print(f"  round {round_}{' (warm-up)' if not round_ else ''}: "
+                  + ", ".join(f"{n} {took[n]:.2f}" for n in order), file=sys.stderr)
+        print(f"| variant | seconds (median of {args.rounds}) | range | MB sent | dense ÷ variant, median of rounds "
+              "| by round (min-max) |")
+        print("| --- | ---: | --- | ---: | ---: | --- |")
+        for n in chosen:
+            s, r = seconds[n], ratios[n]
+            print(f"| {n} | {statistics.median(s):.2f} | {min(s):.2f}-{max(s):.2f} | {sizes[n] / 1e6:.0f} "
+                  f"| {statistics.median(r):.2f} | {min(r):.2f}-{max(r):.2f} |")
+        if args.explain:
+            for n in chosen:
+                plan = conn.execute(f"EXPLAIN (ANALYZE, BUFFERS) {queries[n]}").fetchall()
+                print(f"\n### {n}\n\n    " + "\n    ".join(row[0] for row in plan))
+    return 0
+
+
+def read_batch_base(spark: Any, options: Any, splits: Any) -> Any:
+    """spark_jobs.reader.jvm.read_jvm over prototype_committed_records: the same predicates,
+    connection properties, declared schema and columns, only the relation's name differs."""
+    from pyspark.sql.types import StructType, _parse_datatype_string
+
+    from spark_jobs.reader.batch import schema_ddl
+    from spark_jobs.reader.jvm import JdbcSource, connection_properties, declared, predicates, record_columns
+
+    source = JdbcSource.of(options.database)
+    stored = spark.read.jdbc(source.url, VIEW, predicates=predicates(splits, source.database),
+                             properties=connection_properties(source))
+    schema = _parse_datatype_string(schema_ddl(options))
+    assert isinstance(schema, StructType)
+    return record_columns(declared(spark, stored, schema), options)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
