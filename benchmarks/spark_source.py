@@ -234,6 +234,9 @@ def main(argv: list[str] | None = None) -> int:
     unknown = [v for v in chosen if v not in VARIANTS]
     if unknown:
         parser.error(f"unknown variant(s) {', '.join(unknown)}: choose from {', '.join(VARIANTS)}")
+    if args.rounds < 1:
+        # Checked before the fill, which takes minutes: the table is a median of the rounds.
+        parser.error("--rounds must be 1 or more (round 0 only warms up)")
     seed = args.seed if args.seed is not None else random.SystemRandom().randrange(1 << 32)
     rng = random.Random(seed)
 
