@@ -5,27 +5,25 @@ replaced by a fake that records its start and end and waits for the test's word 
 
 from __future__ import annotations
 
-import importlib.machinery
-import importlib.util
 import os
 import subprocess
 import sys
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
-RUN = ROOT / "compat" / "librdkafka" / "run"
+from tests.librdkafka_run import RUN, load
 
 # One builder: compat/librdkafka/run loaded as a module, its build replaced by the fake, and
 # `built_source` called as `run --build-only` calls it. argv: the builder's name, the work dir.
 BUILDER = """
-import importlib.machinery, importlib.util, sys, time
+import sys, time
 from pathlib import Path
 
+sys.path.insert(0, {root!r})
+from tests.librdkafka_run import load
+
 name, work = sys.argv[1], Path(sys.argv[2])
-loader = importlib.machinery.SourceFileLoader("librdkafka_run", {run!r})
-run = importlib.util.module_from_spec(importlib.util.spec_from_loader(loader.name, loader))
-loader.exec_module(run)
+run = load()
 
 def fake_build(cache, source):
     with open(work / "builds.log", "a") as log:
@@ -40,14 +38,11 @@ def fake_build(cache, source):
 
 run._build = fake_build
 print("source", run.built_source(), flush=True)
-""".format(run=str(RUN))
+""".format(root=str(RUN.parents[2]))
 
 
 def version() -> str:
-    loader = importlib.machinery.SourceFileLoader("librdkafka_run", str(RUN))
-    run = importlib.util.module_from_spec(importlib.util.spec_from_loader(loader.name, loader))
-    loader.exec_module(run)
-    return run.VERSION
+    return load().VERSION
 
 
 def builder(name: str, work: Path) -> tuple[subprocess.Popen[str], Path]:
