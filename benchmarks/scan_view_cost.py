@@ -13,7 +13,7 @@ dense copy, the raw read). `ensure` builds, in that scratch database only, the p
   and rewritten (never copied: each rewrite must match the loaded text exactly once, or the
   script stops), its per-batch LATERAL range replaced by an equality join on batch_base;
 - `prototype_position_records`: the committed records with their commit position on each row
-  (what a commit that wrote per record would give; seed 000 asks not to: the ceiling only), the
+  (what a commit that wrote per record would give, which the design refuses: the ceiling only), the
   same primary key and an index on the position; read as one table, no join.
 
 Each variant is the topic's committed rows with Spark's plain columns (partition, offset,
