@@ -73,13 +73,18 @@ def mark_changed(conn: Connection, topic_id: int, partition: int, *, announced: 
     deletes the partition. `announced`: by a statement that notified for it itself
     (`notify_in_statement`)."""
     key = (topic_id, partition)
-    conn.info.setdefault(_CHANGED, set()).add(key)
+    changed = conn.info.setdefault(_CHANGED, set())
     if announced:
-        conn.info.setdefault(_ANNOUNCED, set()).add(key)
+        # Counted as announced only if nothing marked the partition before without notifying:
+        # a statement that notifies may run in a savepoint that is rolled back, which takes its
+        # notification with it, and the earlier change would then go unheard. A second
+        # notification of the same partition costs a waiter one read.
+        if key not in changed:
+            conn.info.setdefault(_ANNOUNCED, set()).add(key)
     else:
-        # Notified again at commit even if a statement did already: that statement may have
-        # run in a savepoint since rolled back, which takes its notification with it.
+        # Notified again at commit even if a statement did already, for the same reason.
         conn.info.get(_ANNOUNCED, set()).discard(key)
+    changed.add(key)
 
 
 def take_changed(conn: Connection) -> set[Key]:

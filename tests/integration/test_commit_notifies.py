@@ -129,3 +129,20 @@ def test_offsets_taken_outside_a_notifying_statement_are_heard(
     assert payloads(heard) == [f"{t}:0"]
     with database.autocommit() as conn:
         assert conn.execute(text("SELECT next_offset FROM partitions WHERE topic_id = :t"), {"t": t}).scalar() == 0
+
+
+def test_a_change_marked_before_a_notifying_statement_is_still_heard(
+        database: Any, client: Any, heard: psycopg.Connection, topic_id: Any) -> None:
+    # The later statement's own NOTIFY may be taken back by a savepoint's rollback; the earlier
+    # change must not depend on it. Marked as announced with no NOTIFY sent: what such a
+    # statement leaves behind once its savepoint is rolled back.
+    from app.storage.changes import mark_changed
+    from app.storage.log_end import take_offsets
+
+    create_topic(client, "t", 1)
+    t = topic_id("t")
+    with database.write() as conn:
+        take_offsets(conn, t, 0, 0)
+        mark_changed(conn, t, 0, announced=True)
+
+    assert payloads(heard) == [f"{t}:0"]
