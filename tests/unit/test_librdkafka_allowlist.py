@@ -62,3 +62,17 @@ def test_a_subtest_run_passes_only_if_that_subtest_passed() -> None:
 def test_a_whole_run_passes_on_the_summary_row() -> None:
     assert run.passed(PASSED_NOTHING, 0, None)
     assert not run.passed(PASSED_B, 1, None)
+
+
+def test_a_subtest_given_in_the_environment_must_run_for_the_run_to_pass() -> None:
+    whole = run.Run("0113", None, None)
+    chosen = run.subtest_of(whole, {"SUBTESTS": "b_subscribe"})
+
+    assert chosen == "b_subscribe"
+    assert not run.passed(PASSED_NOTHING, 0, chosen)
+    assert run.passed(PASSED_B, 0, chosen)
+
+
+def test_the_allowlists_subtest_wins_over_the_environments() -> None:
+    assert run.subtest_of(run.Run("0113", "a_assign_tests", None), {"SUBTESTS": "b_subscribe"}) == "a_assign_tests"
+    assert run.subtest_of(run.Run("0113", None, None), {"SUBTESTS": ""}) is None
