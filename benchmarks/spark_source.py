@@ -397,9 +397,12 @@ def main(argv: list[str] | None = None) -> int:
             def comparable(df):  # type: ignore[no-untyped-def]
                 return df.withColumn("headers", G.to_json("headers"))
 
+            # exceptAll is a difference of multisets: none left over and the same count is the
+            # same rows, each as many times.
             extra = comparable(jvm_batch_base()).exceptAll(comparable(jvm())).count()
-            print(f"jvm_batch_base: {extra} rows not in jvm's (counts equal)", file=sys.stderr)
-            assert extra == 0, extra
+            both = (jvm_batch_base().count(), jvm().count())
+            print(f"jvm_batch_base: {extra} rows not in jvm's; counts {both[0]:,} and {both[1]:,}", file=sys.stderr)
+            assert extra == 0 and both[0] == both[1], (extra, both)
         # A fixed order let each variant follow the same neighbour every round (plain always
         # first, after the previous round's last), and inherit what it left: the database's
         # cache, the JVM's heap, a Python worker to start. Shuffled afresh each round, the
