@@ -7,6 +7,7 @@ from __future__ import annotations
 import datetime
 from typing import Any
 
+import pytest
 from aiokafka.record.default_records import DefaultRecordBatchBuilder
 from kio.schema.errors import ErrorCode
 from sqlalchemy import func, select
@@ -84,4 +85,28 @@ def test_a_bad_record_in_a_large_produce_s_last_piece_refuses_the_request_and_wr
     assert (taken.error_code, taken.base_offset) == (ErrorCode.none, 0)
     with kafka.services.db.engine.connect() as conn:
         assert conn.execute(select(func.count()).select_from(records)).scalar_one() == 1
+    assert _stored(kafka) == [(0, 1_700_000_000_000, "k0", VALUE.decode())]
+
+
+@pytest.mark.parametrize("db_url", ["postgresql"], indirect=True)  # SQLite has no COPY
+def test_the_database_refusing_a_large_produce_s_last_piece_writes_nothing(
+        kafka: Listener, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Every record is valid; the last COPY piece reaches PostgreSQL with a line it refuses, after
+    # the pieces before it were sent: the COPY, and so the whole request, fails in the database.
+    lines_of = append._copy_lines
+
+    def last_piece_broken(b: Any, base_offset: int, c: Any, start: int, stop: int) -> str | None:
+        lines = lines_of(b, base_offset, c, start, stop)
+        return lines + "not a row\n" if lines is not None and stop == RECORDS else lines
+
+    monkeypatch.setattr(append, "_copy_lines", last_piece_broken)
+    create_topic(kafka.client, "orders")
+    with kafka.connect() as s:
+        producer = _idempotent_producer(s)
+        refused = _produce(s, _batch([VALUE] * RECORDS, producer, 0))
+        monkeypatch.setattr(append, "_copy_lines", lines_of)
+        taken = _produce(s, _batch([VALUE], producer, 0))
+    assert refused.error_code == ErrorCode.invalid_request
+    assert refused.error_message is not None and refused.error_message.startswith("value refused by the database")
+    assert (taken.error_code, taken.base_offset) == (ErrorCode.none, 0)
     assert _stored(kafka) == [(0, 1_700_000_000_000, "k0", VALUE.decode())]
