@@ -44,7 +44,10 @@ requests were awaiting an answer on its connection (waitresp_cnt) across those s
 default, as parsing the statistics costs the client CPU of its own. With --kafka-partitions N,
 librdkafka's producers write N partitions of their topic, one record to each in turn (an
 idempotent producer keeps one request out per partition); the HTTP paths and the readers keep
-to one.
+to one. With --one-out, one more path: librdkafka's plain producer limited to one request
+awaiting an answer (`max.in.flight.requests.per.connection` 1), as its idempotent producer
+keeps itself (docs/benchmarks.md, 2026-11-30), with the ratios of both other Kafka producers to
+it: what the door loses to one request at a time, apart from what idempotence costs.
 """
 
 from __future__ import annotations
@@ -127,10 +130,13 @@ class KafkaPath:
     """A librdkafka producer through the listener: plain, idempotent or transactional (a
     commit every TXN_EVERY_S), kept from turn to turn as a long-lived producer is."""
 
-    def __init__(self, bootstrap: str, mode: str, in_flight: bool = False, partitions: int = 1) -> None:
+    def __init__(self, bootstrap: str, mode: str, in_flight: bool = False, partitions: int = 1,
+                 one_out: bool = False) -> None:
         config = {"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 5,
                   "batch.num.messages": 10_000, "queue.buffering.max.messages": 200_000,
                   "enable.idempotence": mode != "plain"}
+        if one_out:
+            config["max.in.flight.requests.per.connection"] = 1
         # With in_flight: how many requests await an answer on the broker's connection, sampled
         # by librdkafka's statistics during the turns (not between them).
         self.awaiting: collections.Counter[int] = collections.Counter()
@@ -279,6 +285,13 @@ RATIOS = [
     ("Kafka consume read_committed ÷ HTTP fetch read_committed", "Kafka consume read_committed",
      "HTTP fetch read_committed"),
 ]
+ONE_OUT = "Kafka produce plain, one request out"
+ONE_OUT_RATIOS = [
+    (f"{ONE_OUT} ÷ Kafka produce plain", ONE_OUT, "Kafka produce plain"),
+    (f"Kafka produce idempotent ÷ {ONE_OUT}", "Kafka produce idempotent", ONE_OUT),
+    (f"Kafka produce transactional (commit / 100 ms) ÷ {ONE_OUT}", "Kafka produce transactional (commit / 100 ms)",
+     ONE_OUT),
+]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -297,6 +310,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--pin", default=None, metavar="CLIENT:SERVICE",
                         help="this process on CPU CLIENT, the services and their database backends on CPU SERVICE")
     parser.add_argument("--after", type=Path, default=ROOT, help="source tree of the 'after' service (with --before)")
+    parser.add_argument("--one-out", action="store_true",
+                        help="also librdkafka's plain producer with one request awaiting an answer at most")
     args = parser.parse_args(argv)
     if args.kafka_partitions < 1:
         parser.error(f"--kafka-partitions must be at least 1; got {args.kafka_partitions}")
@@ -357,6 +372,14 @@ def main(argv: list[str] | None = None) -> int:
                     closers.append(kafka_path.close)
                     producing[named(f"Kafka produce {name}", side)] = (kafka_path.turn, lambda topic=topic: topic)
                     meters[named(f"HTTP produce {name}", side)] = meters[named(f"Kafka produce {name}", side)] = meter
+                if args.one_out:
+                    topic = f"kafka-{side or 'one'}-plain-one-out"
+                    create_topic(service.url, topic, args.kafka_partitions)
+                    kafka_path = KafkaPath(bootstrap, "plain", args.in_flight, args.kafka_partitions, one_out=True)
+                    kafka_paths[named(ONE_OUT, side)] = kafka_path
+                    closers.append(kafka_path.close)
+                    producing[named(ONE_OUT, side)] = (kafka_path.turn, lambda topic=topic: topic)
+                    meters[named(ONE_OUT, side)] = meter
                 http_reader = Reader(service.url, "read", "read_committed")
                 kafka_reader = KafkaReader(bootstrap, "read")
                 closers.append(kafka_reader.close)
@@ -439,7 +462,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"| {name} | {rate(name):,.0f} | {c.service / n * 1e6:.1f} | {c.client / n * 1e6:.1f} | {db} |")
     print("\n| ratio | value | in each quarter of the rounds |\n| --- | ---: | ---: |")
     for side in trees:
-        for label, a, b in RATIOS:
+        for label, a, b in RATIOS + (ONE_OUT_RATIOS if args.one_out else []):
             a, b = named(a, side), named(b, side)
             print(ratio_line(named(label, side), rate(a) / rate(b), turns[a], turns[b]))
     if args.before is not None:
