@@ -12,7 +12,7 @@ drift of the machine:
 - produce: the HTTP Send of 1,000-record batches (benchmarks/run.py's Producer, the same
   records) against librdkafka (confluent-kafka) producing the same values and keys through the
   listener, plain, idempotent, and transactional with a commit every 100 ms. librdkafka batches
-  as it likes (linger.ms 5, up to 10,000 records a batch); each turn ends with a flush, counted
+  as it likes (linger.ms 5 unless --linger-ms says otherwise, up to 10,000 records a batch); each turn ends with a flush, counted
   in its time, and counts only records whose delivery was reported without error;
 - fetch: a read_committed HTTP Fetch (pages of 5,000) against a read_committed librdkafka
   consumer (assigned, no group) reading the same committed records, both starting over at the
@@ -131,8 +131,8 @@ class KafkaPath:
     commit every TXN_EVERY_S), kept from turn to turn as a long-lived producer is."""
 
     def __init__(self, bootstrap: str, mode: str, in_flight: bool = False, partitions: int = 1,
-                 one_out: bool = False) -> None:
-        config = {"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 5,
+                 one_out: bool = False, linger_ms: float = 5) -> None:
+        config = {"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": linger_ms,
                   "batch.num.messages": 10_000, "queue.buffering.max.messages": 200_000,
                   "enable.idempotence": mode != "plain"}
         if one_out:
@@ -310,6 +310,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--pin", default=None, metavar="CLIENT:SERVICE",
                         help="this process on CPU CLIENT, the services and their database backends on CPU SERVICE")
     parser.add_argument("--after", type=Path, default=ROOT, help="source tree of the 'after' service (with --before)")
+    parser.add_argument("--linger-ms", type=float, default=5, help="librdkafka's producers' linger.ms")
     parser.add_argument("--one-out", action="store_true",
                         help="also librdkafka's plain producer with one request awaiting an answer at most")
     args = parser.parse_args(argv)
@@ -367,7 +368,8 @@ def main(argv: list[str] | None = None) -> int:
                         http.turn, lambda mode=mode, fresh_topic=fresh_topic: fresh_topic(mode))
                     topic = f"kafka-{side or 'one'}-{mode}"
                     create_topic(service.url, topic, args.kafka_partitions)
-                    kafka_path = KafkaPath(bootstrap, mode, args.in_flight, args.kafka_partitions)
+                    kafka_path = KafkaPath(bootstrap, mode, args.in_flight, args.kafka_partitions,
+                                           linger_ms=args.linger_ms)
                     kafka_paths[named(f"Kafka produce {name}", side)] = kafka_path
                     closers.append(kafka_path.close)
                     producing[named(f"Kafka produce {name}", side)] = (kafka_path.turn, lambda topic=topic: topic)
@@ -375,7 +377,8 @@ def main(argv: list[str] | None = None) -> int:
                 if args.one_out:
                     topic = f"kafka-{side or 'one'}-plain-one-out"
                     create_topic(service.url, topic, args.kafka_partitions)
-                    kafka_path = KafkaPath(bootstrap, "plain", args.in_flight, args.kafka_partitions, one_out=True)
+                    kafka_path = KafkaPath(bootstrap, "plain", args.in_flight, args.kafka_partitions, one_out=True,
+                                           linger_ms=args.linger_ms)
                     kafka_paths[named(ONE_OUT, side)] = kafka_path
                     closers.append(kafka_path.close)
                     producing[named(ONE_OUT, side)] = (kafka_path.turn, lambda topic=topic: topic)
@@ -450,6 +453,8 @@ def main(argv: list[str] | None = None) -> int:
     sides_note = "" if args.before is None else f"; before: {args.before}, after: {args.after}"
     if args.kafka_partitions != 1:
         sides_note += f"; librdkafka's producers over {args.kafka_partitions} partitions"
+    if args.linger_ms != 5:
+        sides_note += f"; librdkafka's producers at linger.ms {args.linger_ms:g}"
     if args.pin is not None:
         sides_note += f"; pinned: this process on CPU {client_cpu}, services and backends on CPU {pin}"
     print(f"# {args.db}: {args.rounds} rounds of {args.turn_seconds:g} s turns, order shuffled each round "
