@@ -36,7 +36,10 @@ SERVICE only (set again before each turn: the pools open connections as they nee
 client's CPU then cannot come off the service's (other programs on the machine are not
 pinned: the scheduler still moves them to the less busy CPU).
 
-Every run also prints, per path, the time its processes spent runnable but waiting for a CPU
+Every run also prints, for librdkafka's producers, the Produce requests the door answered
+during their turns, their records and the door's time on each (its
+outbox_kafka_request_duration_seconds, frame read to answer): with one request out, the share
+of a turn the door is not busy is the client's. And per path, the time its processes spent runnable but waiting for a CPU
 (the run queue, /proc/<pid>/task/*/schedstat), per record: the path's service's threads with the
 database's backends, and this process's. With --in-flight, each librdkafka producer reports
 its statistics every 50 ms (statistics.interval.ms), and the run prints how many Produce
@@ -63,6 +66,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+import httpx
 import orjson
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, Producer as KafkaProducer, TopicPartition
 
@@ -111,6 +115,18 @@ def _run_queue_seconds(pids: list[int]) -> float:
             except (FileNotFoundError, ProcessLookupError, IndexError):
                 pass
     return total / 1e9
+
+
+def _door_produce(url: str) -> tuple[float, float]:
+    """(Produce requests answered, seconds spent on them) by the service's Kafka door so far:
+    its outbox_kafka_request_duration_seconds, from a request's frame read to its answer."""
+    text = httpx.get(f"{url}/metrics", timeout=10).text
+    found = {}
+    for line in text.splitlines():
+        for part in ("_count", "_sum"):
+            if line.startswith(f'outbox_kafka_request_duration_seconds{part}{{api="Produce"}}'):
+                found[part] = float(line.rsplit(" ", 1)[1])
+    return found.get("_count", 0.0), found.get("_sum", 0.0)
 
 
 def _pin_services(services: dict[str, Service], meters: dict[str, CpuMeter], cpu: int) -> None:
@@ -407,6 +423,8 @@ def main(argv: list[str] | None = None) -> int:
             cpu: dict[str, Cpu] = {n: Cpu(database=None) for n in names}
             # Seconds runnable but waiting for a CPU: [services and database backends, this process].
             waits: dict[str, list[float]] = {n: [0.0, 0.0] for n in names}
+            # A Kafka producer's turns: [Produce requests, the door's seconds on them, the turns' seconds].
+            door: dict[str, list[float]] = {n: [0.0, 0.0, 0.0] for n in kafka_paths}
             # A warm-up turn each, not counted: connections, metadata, prepared statements.
             for name in names:
                 if name in producing:
@@ -426,7 +444,13 @@ def main(argv: list[str] | None = None) -> int:
                     if name in producing:
                         work, topic_of = producing[name]
                         topic = topic_of()
+                        d0 = _door_produce(meters[name].service.url) if name in door else (0.0, 0.0)
                         turn, used = meters[name].measure(lambda: work(topic, args.turn_seconds))
+                        if name in door:
+                            d1 = _door_produce(meters[name].service.url)
+                            door[name][0] += d1[0] - d0[0]
+                            door[name][1] += d1[1] - d0[1]
+                            door[name][2] += turn[1]
                     else:
                         turn, used = meters[name].measure(lambda: reading[name](args.turn_seconds))
                     server_pids += [pid for pid in meters[name]._backends() or {} if pid not in server_pids]
@@ -488,6 +512,12 @@ def main(argv: list[str] | None = None) -> int:
     for name in names:
         n = sum(r for r, _ in turns[name])
         print(f"| {name} | {waits[name][0] / n * 1e6:.1f} | {waits[name][1] / n * 1e6:.1f} |")
+    print("\n| librdkafka producer | Produce requests / s | records / request | the door's ms / request "
+          "| the door busy, share of the turns |\n| --- | ---: | ---: | ---: | ---: |")
+    for name, (requests, busy, seconds) in door.items():
+        if requests:
+            print(f"| {name} | {requests / seconds:,.1f} | {sum(r for r, _ in turns[name]) / requests:,.0f} | "
+                  f"{busy / requests * 1000:.1f} | {busy / seconds:.2f} |")
     if args.in_flight:
         print("\n| librdkafka producer | requests awaiting an answer: mean | most | samples with none | samples |"
               "\n| --- | ---: | ---: | ---: | ---: |")
