@@ -34,7 +34,9 @@ With --pin CLIENT:SERVICE (two CPU numbers), this process and its librdkafka thr
 CPU CLIENT only, and every service and the PostgreSQL backends of the scratch database on CPU
 SERVICE only (set again before each turn: the pools open connections as they need them). The
 client's CPU then cannot come off the service's (other programs on the machine are not
-pinned: the scheduler still moves them to the less busy CPU).
+pinned: the scheduler still moves them to the less busy CPU). With --client-nice N, this
+process's threads run at nice N once the services are started (they stay at their own): on
+a CPU both want, the client then yields to the service and the database.
 
 Every run also prints, for librdkafka's producers, the Produce requests the door answered
 during their turns, their records and the door's time on each (its
@@ -115,6 +117,16 @@ def _run_queue_seconds(pids: list[int]) -> float:
             except (FileNotFoundError, ProcessLookupError, IndexError):
                 pass
     return total / 1e9
+
+
+def _nice_process(nice: int) -> None:
+    """Every thread of this process (librdkafka's among them) at `nice`: setpriority acts on one
+    thread, and the services started before keep their own."""
+    for task in Path("/proc/self/task").iterdir():
+        try:
+            os.setpriority(os.PRIO_PROCESS, int(task.name), nice)
+        except (ProcessLookupError, FileNotFoundError):
+            pass  # ended since
 
 
 def _door_produce(url: str) -> tuple[float, float]:
@@ -326,6 +338,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--pin", default=None, metavar="CLIENT:SERVICE",
                         help="this process on CPU CLIENT, the services and their database backends on CPU SERVICE")
     parser.add_argument("--after", type=Path, default=ROOT, help="source tree of the 'after' service (with --before)")
+    parser.add_argument("--client-nice", type=int, default=None, metavar="N",
+                        help="this process's threads (librdkafka's too) at nice N once the services run")
     parser.add_argument("--linger-ms", type=float, default=5, help="librdkafka's producers' linger.ms")
     parser.add_argument("--one-out", action="store_true",
                         help="also librdkafka's plain producer with one request awaiting an answer at most")
@@ -409,6 +423,8 @@ def main(argv: list[str] | None = None) -> int:
 
             if pin is not None:
                 _pin_services(services, meters, pin)
+            if args.client_nice is not None:
+                _nice_process(args.client_nice)
             # The records both readers read: at least 200,000 plain records sent over HTTP.
             first = next(iter(services.values()))
             create_topic(first.url, "read", 1)
@@ -477,6 +493,8 @@ def main(argv: list[str] | None = None) -> int:
     sides_note = "" if args.before is None else f"; before: {args.before}, after: {args.after}"
     if args.kafka_partitions != 1:
         sides_note += f"; librdkafka's producers over {args.kafka_partitions} partitions"
+    if args.client_nice is not None:
+        sides_note += f"; this process at nice {args.client_nice}"
     if args.linger_ms != 5:
         sides_note += f"; librdkafka's producers at linger.ms {args.linger_ms:g}"
     if args.pin is not None:
