@@ -61,14 +61,13 @@ async def _turn(producer: AIOKafkaProducer, topic: str, seconds: float) -> Turn:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--tree", type=Path, default=ROOT, help="source tree of the service")
     parser.add_argument("--db", choices=["sqlite", "postgresql"], default="postgresql")
     parser.add_argument("--rounds", type=int, default=8)
     parser.add_argument("--turn-seconds", type=float, default=1.0)
-    parser.add_argument("--seed", type=int, default=None, help="of the rotation's shuffle (printed)")
-    parser.add_argument("--tree", type=Path, default=ROOT, help="source tree of the service")
+    parser.add_argument("--seed", type=int, default=random.randrange(2**32), help="of the rotation's shuffle (printed)")
     args = parser.parse_args(argv)
-    seed = args.seed if args.seed is not None else random.randrange(2**32)
-    rng = random.Random(seed)
+    rng = random.Random(args.seed)
     loop = asyncio.new_event_loop()
     turns: dict[str, list[Turn]] = {m: [] for m in MODES}
     cpu = {m: Cpu(database=None) for m in MODES}
@@ -105,7 +104,7 @@ def main(argv: list[str] | None = None) -> int:
     import aiokafka
 
     print(f"# {args.db}: {args.rounds} rounds of {args.turn_seconds:g} s turns, order shuffled each round "
-          f"(--seed {seed}); aiokafka {aiokafka.__version__}; service from {args.tree}\n")
+          f"(--seed {args.seed}); aiokafka {aiokafka.__version__}; service from {args.tree}\n")
     print("| aiokafka producer | records/s | CPU µs / record: service | client | database | records / request "
           "| the door's ms / request | the door busy, share of the turns |\n"
           "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
