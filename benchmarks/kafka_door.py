@@ -40,8 +40,9 @@ a CPU both want, the client then yields to the service and the database.
 
 Every run also prints, for librdkafka's producers, the Produce requests the door answered
 during their turns, their records and the door's time on each (its
-outbox_kafka_request_duration_seconds, frame read to answer): with one request out, the share
-of a turn the door is not busy is the client's. And per path, the time its processes spent runnable but waiting for a CPU
+outbox_kafka_request_duration_seconds, frame read to answer; Produce only, so a transactional
+producer's AddPartitionsToTxn and EndTxn count as not busy): with one request out, the share of
+a plain or idempotent producer's turn the door is not busy is the client's. And per path, the time its processes spent runnable but waiting for a CPU
 (the run queue, /proc/<pid>/task/*/schedstat), per record: the path's service's threads with the
 database's backends, and this process's. With --in-flight, each librdkafka producer reports
 its statistics every 50 ms (statistics.interval.ms), and the run prints how many Produce
