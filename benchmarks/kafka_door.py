@@ -42,9 +42,10 @@ Every run also prints, for librdkafka's producers, the Produce requests the door
 during their turns, their records and the door's time on each (its
 outbox_kafka_request_duration_seconds, frame read to answer; Produce only, so a transactional
 producer's AddPartitionsToTxn and EndTxn count as not busy): with one request out, the share of
-a plain or idempotent producer's turn the door is not busy is the client's. And per path, the time its processes spent runnable but waiting for a CPU
-(the run queue, /proc/<pid>/task/*/schedstat), per record: the path's service's threads with the
-database's backends, and this process's. With --in-flight, each librdkafka producer reports
+a plain or idempotent producer's turn the door is not busy is the client's. And per path,
+the time its processes spent runnable but waiting for a CPU (the run queue,
+/proc/<pid>/task/*/schedstat), per record: the path's service's threads with the database's
+backends, and this process's. With --in-flight, each librdkafka producer reports
 its statistics every 50 ms (statistics.interval.ms), and the run prints how many Produce
 requests were awaiting an answer on its connection (waitresp_cnt) across those samples; off by
 default, as parsing the statistics costs the client CPU of its own. With --kafka-partitions N,
