@@ -12,7 +12,7 @@ drift of the machine:
 - produce: the HTTP Send of 1,000-record batches (benchmarks/run.py's Producer, the same
   records) against librdkafka (confluent-kafka) producing the same values and keys through the
   listener, plain, idempotent, and transactional with a commit every 100 ms. librdkafka batches
-  as it likes (linger.ms 5, up to 10,000 records a batch); each turn ends with a flush, counted
+  as it likes (linger.ms 5 unless --linger-ms says otherwise, up to 10,000 records a batch); each turn ends with a flush, counted
   in its time, and counts only records whose delivery was reported without error;
 - fetch: a read_committed HTTP Fetch (pages of 5,000) against a read_committed librdkafka
   consumer (assigned, no group) reading the same committed records, both starting over at the
@@ -34,17 +34,27 @@ With --pin CLIENT:SERVICE (two CPU numbers), this process and its librdkafka thr
 CPU CLIENT only, and every service and the PostgreSQL backends of the scratch database on CPU
 SERVICE only (set again before each turn: the pools open connections as they need them). The
 client's CPU then cannot come off the service's (other programs on the machine are not
-pinned: the scheduler still moves them to the less busy CPU).
+pinned: the scheduler still moves them to the less busy CPU). With --client-nice N, this
+process's threads run at nice N once the services are started (they stay at their own): on
+a CPU both want, the client then yields to the service and the database.
 
-Every run also prints, per path, the time its processes spent runnable but waiting for a CPU
-(the run queue, /proc/<pid>/task/*/schedstat), per record: the path's service's threads with the
-database's backends, and this process's. With --in-flight, each librdkafka producer reports
+Every run also prints, for librdkafka's producers, the Produce requests the door answered
+during their turns, their records and the door's time on each (its
+outbox_kafka_request_duration_seconds, frame read to answer; Produce only, so a transactional
+producer's AddPartitionsToTxn and EndTxn count as not busy): with one request out, the share of
+a plain or idempotent producer's turn the door is not busy is the client's. And per path,
+the time its processes spent runnable but waiting for a CPU (the run queue,
+/proc/<pid>/task/*/schedstat), per record: the path's service's threads with the database's
+backends, and this process's. With --in-flight, each librdkafka producer reports
 its statistics every 50 ms (statistics.interval.ms), and the run prints how many Produce
 requests were awaiting an answer on its connection (waitresp_cnt) across those samples; off by
 default, as parsing the statistics costs the client CPU of its own. With --kafka-partitions N,
 librdkafka's producers write N partitions of their topic, one record to each in turn (an
 idempotent producer keeps one request out per partition); the HTTP paths and the readers keep
-to one.
+to one. With --one-out, one more path: librdkafka's plain producer limited to one request
+awaiting an answer (`max.in.flight.requests.per.connection` 1), as its idempotent producer
+keeps itself (docs/benchmarks.md, 2026-11-30), with the ratios of both other Kafka producers to
+it: what the door loses to one request at a time, apart from what idempotence costs.
 """
 
 from __future__ import annotations
@@ -60,6 +70,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+import httpx
 import orjson
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, Producer as KafkaProducer, TopicPartition
 
@@ -110,6 +121,28 @@ def _run_queue_seconds(pids: list[int]) -> float:
     return total / 1e9
 
 
+def _nice_process(nice: int) -> None:
+    """Every thread of this process (librdkafka's among them) at `nice`: setpriority acts on one
+    thread, and the services started before keep their own."""
+    for task in Path("/proc/self/task").iterdir():
+        try:
+            os.setpriority(os.PRIO_PROCESS, int(task.name), nice)
+        except (ProcessLookupError, FileNotFoundError):
+            pass  # ended since
+
+
+def _door_produce(url: str) -> tuple[float, float]:
+    """(Produce requests answered, seconds spent on them) by the service's Kafka door so far:
+    its outbox_kafka_request_duration_seconds, from a request's frame read to its answer."""
+    text = httpx.get(f"{url}/metrics", timeout=10).text
+    found = {}
+    for line in text.splitlines():
+        for part in ("_count", "_sum"):
+            if line.startswith(f'outbox_kafka_request_duration_seconds{part}{{api="Produce"}}'):
+                found[part] = float(line.rsplit(" ", 1)[1])
+    return found.get("_count", 0.0), found.get("_sum", 0.0)
+
+
 def _pin_services(services: dict[str, Service], meters: dict[str, CpuMeter], cpu: int) -> None:
     for service in services.values():
         _pin_process(service.proc.pid, cpu)
@@ -127,10 +160,13 @@ class KafkaPath:
     """A librdkafka producer through the listener: plain, idempotent or transactional (a
     commit every TXN_EVERY_S), kept from turn to turn as a long-lived producer is."""
 
-    def __init__(self, bootstrap: str, mode: str, in_flight: bool = False, partitions: int = 1) -> None:
-        config = {"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 5,
+    def __init__(self, bootstrap: str, mode: str, in_flight: bool = False, partitions: int = 1,
+                 one_out: bool = False, linger_ms: float = 5) -> None:
+        config = {"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": linger_ms,
                   "batch.num.messages": 10_000, "queue.buffering.max.messages": 200_000,
                   "enable.idempotence": mode != "plain"}
+        if one_out:
+            config["max.in.flight.requests.per.connection"] = 1
         # With in_flight: how many requests await an answer on the broker's connection, sampled
         # by librdkafka's statistics during the turns (not between them).
         self.awaiting: collections.Counter[int] = collections.Counter()
@@ -279,6 +315,13 @@ RATIOS = [
     ("Kafka consume read_committed ÷ HTTP fetch read_committed", "Kafka consume read_committed",
      "HTTP fetch read_committed"),
 ]
+ONE_OUT = "Kafka produce plain, one request out"
+ONE_OUT_RATIOS = [
+    (f"{ONE_OUT} ÷ Kafka produce plain", ONE_OUT, "Kafka produce plain"),
+    (f"Kafka produce idempotent ÷ {ONE_OUT}", "Kafka produce idempotent", ONE_OUT),
+    (f"Kafka produce transactional (commit / 100 ms) ÷ {ONE_OUT}", "Kafka produce transactional (commit / 100 ms)",
+     ONE_OUT),
+]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -297,6 +340,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--pin", default=None, metavar="CLIENT:SERVICE",
                         help="this process on CPU CLIENT, the services and their database backends on CPU SERVICE")
     parser.add_argument("--after", type=Path, default=ROOT, help="source tree of the 'after' service (with --before)")
+    parser.add_argument("--client-nice", type=int, default=None, metavar="N",
+                        help="this process's threads (librdkafka's too) at nice N once the services run")
+    parser.add_argument("--linger-ms", type=float, default=5, help="librdkafka's producers' linger.ms")
+    parser.add_argument("--one-out", action="store_true",
+                        help="also librdkafka's plain producer with one request awaiting an answer at most")
     args = parser.parse_args(argv)
     if args.kafka_partitions < 1:
         parser.error(f"--kafka-partitions must be at least 1; got {args.kafka_partitions}")
@@ -352,11 +400,21 @@ def main(argv: list[str] | None = None) -> int:
                         http.turn, lambda mode=mode, fresh_topic=fresh_topic: fresh_topic(mode))
                     topic = f"kafka-{side or 'one'}-{mode}"
                     create_topic(service.url, topic, args.kafka_partitions)
-                    kafka_path = KafkaPath(bootstrap, mode, args.in_flight, args.kafka_partitions)
+                    kafka_path = KafkaPath(bootstrap, mode, args.in_flight, args.kafka_partitions,
+                                           linger_ms=args.linger_ms)
                     kafka_paths[named(f"Kafka produce {name}", side)] = kafka_path
                     closers.append(kafka_path.close)
                     producing[named(f"Kafka produce {name}", side)] = (kafka_path.turn, lambda topic=topic: topic)
                     meters[named(f"HTTP produce {name}", side)] = meters[named(f"Kafka produce {name}", side)] = meter
+                if args.one_out:
+                    topic = f"kafka-{side or 'one'}-plain-one-out"
+                    create_topic(service.url, topic, args.kafka_partitions)
+                    kafka_path = KafkaPath(bootstrap, "plain", args.in_flight, args.kafka_partitions, one_out=True,
+                                           linger_ms=args.linger_ms)
+                    kafka_paths[named(ONE_OUT, side)] = kafka_path
+                    closers.append(kafka_path.close)
+                    producing[named(ONE_OUT, side)] = (kafka_path.turn, lambda topic=topic: topic)
+                    meters[named(ONE_OUT, side)] = meter
                 http_reader = Reader(service.url, "read", "read_committed")
                 kafka_reader = KafkaReader(bootstrap, "read")
                 closers.append(kafka_reader.close)
@@ -367,6 +425,8 @@ def main(argv: list[str] | None = None) -> int:
 
             if pin is not None:
                 _pin_services(services, meters, pin)
+            if args.client_nice is not None:
+                _nice_process(args.client_nice)
             # The records both readers read: at least 200,000 plain records sent over HTTP.
             first = next(iter(services.values()))
             create_topic(first.url, "read", 1)
@@ -381,6 +441,8 @@ def main(argv: list[str] | None = None) -> int:
             cpu: dict[str, Cpu] = {n: Cpu(database=None) for n in names}
             # Seconds runnable but waiting for a CPU: [services and database backends, this process].
             waits: dict[str, list[float]] = {n: [0.0, 0.0] for n in names}
+            # A Kafka producer's turns: [Produce requests, the door's seconds on them, the turns' seconds].
+            door: dict[str, list[float]] = {n: [0.0, 0.0, 0.0] for n in kafka_paths}
             # A warm-up turn each, not counted: connections, metadata, prepared statements.
             for name in names:
                 if name in producing:
@@ -400,7 +462,13 @@ def main(argv: list[str] | None = None) -> int:
                     if name in producing:
                         work, topic_of = producing[name]
                         topic = topic_of()
+                        d0 = _door_produce(meters[name].service.url) if name in door else (0.0, 0.0)
                         turn, used = meters[name].measure(lambda: work(topic, args.turn_seconds))
+                        if name in door:
+                            d1 = _door_produce(meters[name].service.url)
+                            door[name][0] += d1[0] - d0[0]
+                            door[name][1] += d1[1] - d0[1]
+                            door[name][2] += turn[1]
                     else:
                         turn, used = meters[name].measure(lambda: reading[name](args.turn_seconds))
                     server_pids += [pid for pid in meters[name]._backends() or {} if pid not in server_pids]
@@ -427,6 +495,10 @@ def main(argv: list[str] | None = None) -> int:
     sides_note = "" if args.before is None else f"; before: {args.before}, after: {args.after}"
     if args.kafka_partitions != 1:
         sides_note += f"; librdkafka's producers over {args.kafka_partitions} partitions"
+    if args.client_nice is not None:
+        sides_note += f"; this process at nice {args.client_nice}"
+    if args.linger_ms != 5:
+        sides_note += f"; librdkafka's producers at linger.ms {args.linger_ms:g}"
     if args.pin is not None:
         sides_note += f"; pinned: this process on CPU {client_cpu}, services and backends on CPU {pin}"
     print(f"# {args.db}: {args.rounds} rounds of {args.turn_seconds:g} s turns, order shuffled each round "
@@ -439,7 +511,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"| {name} | {rate(name):,.0f} | {c.service / n * 1e6:.1f} | {c.client / n * 1e6:.1f} | {db} |")
     print("\n| ratio | value | in each quarter of the rounds |\n| --- | ---: | ---: |")
     for side in trees:
-        for label, a, b in RATIOS:
+        for label, a, b in RATIOS + (ONE_OUT_RATIOS if args.one_out else []):
             a, b = named(a, side), named(b, side)
             print(ratio_line(named(label, side), rate(a) / rate(b), turns[a], turns[b]))
     if args.before is not None:
@@ -460,6 +532,12 @@ def main(argv: list[str] | None = None) -> int:
     for name in names:
         n = sum(r for r, _ in turns[name])
         print(f"| {name} | {waits[name][0] / n * 1e6:.1f} | {waits[name][1] / n * 1e6:.1f} |")
+    print("\n| librdkafka producer | Produce requests / s | records / request | the door's ms / request "
+          "| the door busy, share of the turns |\n| --- | ---: | ---: | ---: | ---: |")
+    for name, (requests, busy, seconds) in door.items():
+        if requests:
+            print(f"| {name} | {requests / seconds:,.1f} | {sum(r for r, _ in turns[name]) / requests:,.0f} | "
+                  f"{busy / requests * 1000:.1f} | {busy / seconds:.2f} |")
     if args.in_flight:
         print("\n| librdkafka producer | requests awaiting an answer: mean | most | samples with none | samples |"
               "\n| --- | ---: | ---: | ---: | ---: |")

@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 from aiokafka.record.default_records import DefaultRecordBatchBuilder
+from aiokafka.record.util import calc_crc32c
 from kio.schema.errors import ErrorCode
 
 from app.kafka.protocol import SERVED, request_class
@@ -185,6 +186,20 @@ def test_a_key_that_is_not_utf8_is_an_invalid_record(kafka: Listener) -> None:
         answer = ask(s, 0, 9, _produce("orders", 0, _records([b"1"], key=b"\xff\xfe")))
     assert _partition_answer(answer).error_code == ErrorCode.invalid_record
     assert _stored(kafka) == []
+
+
+def test_a_header_name_that_is_not_utf8_is_an_invalid_record_and_the_connection_is_kept(kafka: Listener) -> None:
+    create_topic(kafka.client, "orders")
+    records = bytearray(_records([b'"a"'], headers=[("h\u00e9", b"v")]))
+    at = records.index("h\u00e9".encode())
+    records[at + 1:at + 3] = b"\xff\xfe"  # the name's bytes, no longer UTF-8, under a CRC that matches
+    struct.pack_into(">I", records, 17, calc_crc32c(bytes(records[21:])))
+    with kafka.connect() as s:
+        refused = _partition_answer(ask(s, 0, 9, _produce("orders", 0, bytes(records))))
+        taken = _partition_answer(ask(s, 0, 9, _produce("orders", 0, _records([b'"b"']))))
+    assert (refused.error_code, refused.base_offset) == (ErrorCode.invalid_record, -1)
+    assert (taken.error_code, taken.base_offset) == (ErrorCode.none, 0)
+    assert _stored(kafka) == [(0, None, "b")]
 
 
 def test_headers_named_twice_are_an_invalid_record(kafka: Listener) -> None:
