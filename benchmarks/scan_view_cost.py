@@ -230,17 +230,9 @@ def main(argv: list[str] | None = None) -> int:
 def read_batch_base(spark: Any, options: Any, splits: Any) -> Any:
     """spark_jobs.reader.jvm.read_jvm over prototype_committed_records: the same predicates,
     connection properties, declared schema and columns, only the relation's name differs."""
-    from pyspark.sql.types import StructType, _parse_datatype_string
+    from spark_jobs.reader.jvm import read_jvm
 
-    from spark_jobs.reader.batch import schema_ddl
-    from spark_jobs.reader.jvm import JdbcSource, connection_properties, declared, predicates, record_columns
-
-    source = JdbcSource.of(options.database)
-    stored = spark.read.jdbc(source.url, VIEW, predicates=predicates(splits, source.database),
-                             properties=connection_properties(source))
-    schema = _parse_datatype_string(schema_ddl(options))
-    assert isinstance(schema, StructType)
-    return record_columns(declared(spark, stored, schema), options)
+    return read_jvm(spark, options, splits, relation=VIEW)
 
 
 if __name__ == "__main__":

@@ -33,7 +33,8 @@ materialised, nothing collected), with the same number of tasks (--tasks):
 - jvm: read_outbox(reader="jvm"), the data source's plan read by Spark's JDBC reader
   (spark_jobs/reader/jvm.py), every column; jvm_no_headers: includeHeaders=false;
 - jvm_stored: the JVM read's JDBC relation alone (spark_jobs.reader.jvm.stored_rows): the
-  view's columns as stored, headers as JSON text, nothing made from them;
+  eight columns the JVM read reads, as stored, headers as JSON text, nothing made from them
+  (before 2026-12-01 every column of the view, 14: more than the JVM read fetches);
   jvm_headers_text: that with the timestamp made as the JVM read makes it, headers left as
   text: jvm less the headers' JSON parse (from_json), what that parse costs;
 - jvm_nullable: the same read, queries and columns, without the data source's schema declared
@@ -47,6 +48,22 @@ materialised, nothing collected), with the same number of tasks (--tasks):
   predicates, properties, schema and columns) over a copy of the view whose records carry their
   batch's base offset, each batch's records joined by equality instead of a range per batch;
   jvm_batch_base_no_headers: includeHeaders=false; jvm_batch_base_count counted;
+- jvm_dense: the JVM read (spark_jobs.reader.jvm.read_jvm: the same plan, predicates, connection
+  properties, declared schema and conversions) over `bench_view_rows`, a table holding the
+  view's output for the topic (its columns and types, headers as the view's JSON text, and
+  the topic_id and batch_position the predicates bound), written densely in the order the
+  splits read it, with an index on (partition, batch_position): Spark's side of the JVM read
+  with a server cost near the raw read's; jvm_dense_no_headers: includeHeaders=false;
+  jvm_dense_headers_text: the timestamp made, headers left as text (jvm_dense less the
+  headers' conversion);
+- headers_cached: bench_view_rows' headers column, read once by the JVM read's relation and
+  cached in Spark's memory, into the noop sink; headers_parse: the same with the JVM read's
+  conversion (parsed_headers): the headers' conversion alone, no JDBC;
+- server_plain, server_view, server_dense: the server's execution of each variant's split
+  queries (plain's id ranges, the JVM read's predicates over the view, the same over
+  bench_view_rows), as Spark's JDBC reader sends them, run one after another through psycopg
+  under EXPLAIN (ANALYZE, TIMING OFF), the sum of their execution times (rows are produced,
+  not sent): the server's share of each read, in the same rounds;
 - *_count (plain, source_adbc, jvm, jvm_nullable, jvm_header_arrays): the same reads counted
   (df.groupBy().count()), each against plain_count;
 - *_pruned (plain, source_adbc, jvm, jvm_nullable): the same reads filtered to the topic's last partition
@@ -54,7 +71,9 @@ materialised, nothing collected), with the same number of tasks (--tasks):
   read's other splits return nothing), each against plain_pruned.
 
 The ratios: plain JDBC / variant, records_raw / variant, and the variant's own reference
-(REFERENCE: plain_count for counts, plain_pruned for pruned reads, plain for the rest) / variant.
+(REFERENCE: plain_count for counts, plain_pruned for pruned reads, server_plain for the server's
+executions, plain for the rest) / variant, as a ratio of medians and as the median (and range)
+of each round's ratio.
 
     .venv/bin/python benchmarks/spark_source.py --fill          # create and fill the scratch database
     .venv/bin/python benchmarks/spark_source.py --rounds 5      # measure
@@ -85,7 +104,8 @@ import scan_view_cost  # noqa: E402
 from scratch import ADMIN_URL, kept_database  # noqa: E402
 
 from spark_jobs.datasource import read_outbox  # noqa: E402
-from spark_jobs.reader.jvm import record_columns, stored_rows  # noqa: E402
+from spark_jobs.reader.jvm import VIEW, parsed_headers, read_jvm, record_columns, stored_rows  # noqa: E402
+from spark_jobs.reader.jvm import predicates as jvm_predicates  # noqa: E402
 from spark_jobs.reader.options import parse_options  # noqa: E402
 from spark_jobs.reader.planning import Pruning, plan_splits, snapshot, starting_committed  # noqa: E402
 from spark_jobs.common.positions import batch_ranges, log_end_offsets  # noqa: E402
@@ -98,16 +118,24 @@ VARIANTS = ("plain", "records_raw", "view_jdbc", "source_adbc", "source_psycopg"
             "jdbc_reader", "arrow_floor", "jvm", "jvm_no_headers", "jvm_nullable", "jvm_stored", "jvm_headers_text",
             "jvm_header_arrays", "jvm_batch_base", "jvm_batch_base_no_headers", "plain_count", "source_adbc_count", "jvm_count", "jvm_nullable_count",
             "jvm_header_arrays_count", "jvm_batch_base_count",
+            "jvm_dense", "jvm_dense_no_headers", "jvm_dense_headers_text", "headers_cached", "headers_parse",
+            "server_plain", "server_view", "server_dense",
             "plain_pruned", "source_adbc_pruned", "jvm_pruned", "jvm_nullable_pruned")
 # What each variant's ratio is taken against: the raw JDBC read of the same rows, in the same way.
 REFERENCE = {"plain_count": "plain_count", "source_adbc_count": "plain_count", "jvm_count": "plain_count",
              "jvm_nullable_count": "plain_count", "jvm_header_arrays_count": "plain_count",
              "jvm_batch_base_count": "plain_count",
              "plain_pruned": "plain_pruned", "source_adbc_pruned": "plain_pruned", "jvm_pruned": "plain_pruned",
-             "jvm_nullable_pruned": "plain_pruned"}
+             "jvm_nullable_pruned": "plain_pruned",
+             "server_view": "server_plain", "server_dense": "server_plain"}
 # The pruned variants keep one partition of the topic: the last.
 PRUNED = "partition = {last}"
 PLAIN_COLUMNS = '"partition", "offset", commit_position, timestamp_ms, key, value, headers'
+# The view's output for the topic, as a table read by the JVM read's own code (jvm_dense).
+VIEW_SHAPED = "bench_view_rows"
+# What the JVM read's queries select (spark_jobs.reader.jvm.record_columns' stored columns).
+JVM_COLUMNS = 'topic, "partition", "offset", commit_position, timestamp_ms, key, value, headers'
+JVM_STORED = [c.strip().strip('"') for c in JVM_COLUMNS.split(",")]
 
 
 def fill(url: str, records_per_partition: int, copies: int, partitions: int = committed_log.PARTITIONS) -> None:
@@ -162,6 +190,43 @@ def copy_to_plain_table(url: str) -> int:
         conn.execute(text("VACUUM ANALYZE bench_plain_records"))
     engine.dispose()
     return rows
+
+
+def copy_to_view_shaped_table(url: str) -> None:
+    """bench_view_rows (VIEW_SHAPED), unless there: the view's columns the JVM read selects or
+    bounds, their types the view's, in the order its splits read them (one per partition),
+    with the index their bounds range over."""
+    engine = create_engine(url, poolclass=NullPool)
+    with engine.begin() as conn:
+        if conn.execute(text(f"SELECT to_regclass('{VIEW_SHAPED}')")).scalar_one() is not None:
+            engine.dispose()
+            return
+        conn.execute(text(
+            f"CREATE TABLE {VIEW_SHAPED} AS SELECT {JVM_COLUMNS}, topic_id, batch_position "
+            f"FROM committed_records WHERE topic = '{committed_log.TOPIC}' "
+            'ORDER BY "partition", batch_position, "offset"'))
+        # Without it each split's query is a sequential scan of every partition's rows.
+        conn.execute(text(f'CREATE INDEX ix_{VIEW_SHAPED} ON {VIEW_SHAPED} ("partition", batch_position)'))
+    with engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
+        conn.execute(text(f"VACUUM ANALYZE {VIEW_SHAPED}"))
+    engine.dispose()
+
+
+class ServerRead:
+    """A read's split queries executed by the server one after another (EXPLAIN (ANALYZE,
+    TIMING OFF): every row produced, none sent); run() gives the sum of their execution
+    times in seconds and the rows they produced."""
+
+    def __init__(self, conn, statements: list[str]) -> None:  # type: ignore[no-untyped-def]
+        self.conn, self.statements = conn, statements
+
+    def run(self) -> tuple[float, int]:
+        seconds, rows = 0.0, 0
+        for sql in self.statements:
+            (plan,), = self.conn.execute(f"EXPLAIN (ANALYZE, TIMING OFF, FORMAT JSON) {sql}").fetchone()
+            seconds += plan["Execution Time"] / 1000
+            rows += plan["Plan"]["Actual Rows"]
+        return seconds, rows
 
 
 def arrow_floor_source(rows: int, tasks: int, value: str):  # type: ignore[no-untyped-def]
@@ -252,6 +317,9 @@ def main(argv: list[str] | None = None) -> int:
             if scan_view_cost.ensure(conn):
                 print("  prototype: records with their batch base, and its view, built", file=sys.stderr)
     rows = copy_to_plain_table(url)
+    if any(v in chosen for v in ("jvm_dense", "jvm_dense_no_headers", "jvm_dense_headers_text", "headers_cached",
+                                 "headers_parse", "server_dense")):
+        copy_to_view_shaped_table(url)
 
     spark, _ = build_session("spark-source-benchmark", databases=["postgresql"], master="local[2]",
                              conf={"spark.sql.shuffle.partitions": "2", "spark.ui.enabled": "false",
@@ -285,35 +353,63 @@ def main(argv: list[str] | None = None) -> int:
             return read_outbox(spark, reader="jvm", url=api, databaseUrl=url, topics=committed_log.TOPIC,
                                positionsPerSplit=str(per_split), **extra)
 
+        from pyspark.sql import functions as F
+
+        def planned(**extra: str):  # type: ignore[no-untyped-def]
+            """The JVM read's options and splits, planned as read_outbox plans them."""
+            options = parse_options({"url": api, "databaseUrl": url, "topics": committed_log.TOPIC,
+                                     "positionsPerSplit": str(per_split), **extra})
+            bounds = snapshot(options, None)
+            return options, plan_splits(options, bounds, starting_committed(options, bounds), Pruning())
+
         def jvm_nullable():  # type: ignore[no-untyped-def]
             # read_jvm's steps but `declared` and `to`: Spark's JDBC schema, as the JVM read had it
-            options = parse_options({"url": api, "databaseUrl": url, "topics": committed_log.TOPIC,
-                                     "positionsPerSplit": str(per_split)})
-            bounds = snapshot(options, None)
-            splits = plan_splits(options, bounds, starting_committed(options, bounds), Pruning())
+            options, splits = planned()
             return record_columns(stored_rows(spark, options, splits), options)
 
-        def jvm_stored(**extra: str):  # type: ignore[no-untyped-def]
-            # read_jvm's JDBC relation alone: the view's columns as stored, nothing made from them
-            options = parse_options({"url": api, "databaseUrl": url, "topics": committed_log.TOPIC,
-                                     "positionsPerSplit": str(per_split), **extra})
-            bounds = snapshot(options, None)
-            return stored_rows(spark, options, plan_splits(options, bounds, starting_committed(options, bounds),
-                                                           Pruning()))
+        def jvm_stored(relation: str = VIEW):  # type: ignore[no-untyped-def]
+            # read_jvm's JDBC relation alone, nothing made from its columns, and only the ones
+            # read_jvm reads: the relation has more (the view's topic_id, producer_id,
+            # transactional, key_bytes, value_bytes, batch_position), and selecting them all
+            # would have every query fetch 14 columns where read_jvm's fetch 8.
+            return stored_rows(spark, *planned(), relation=relation).select(*JVM_STORED)
+
+        def headers_text(stored):  # type: ignore[no-untyped-def]
+            # the JVM read less the headers' conversion: the timestamp made, headers left as text
+            return stored.select(*[c for c in stored.columns if c != "timestamp_ms"],
+                                 F.timestamp_millis("timestamp_ms").alias("timestamp"))
 
         def jvm_header_arrays():  # type: ignore[no-untyped-def]
-            options = parse_options({"url": api, "databaseUrl": url, "topics": committed_log.TOPIC,
-                                     "positionsPerSplit": str(per_split)})
-            bounds = snapshot(options, None)
-            splits = plan_splits(options, bounds, starting_committed(options, bounds), Pruning())
-            return header_arrays_prototype.read_header_arrays(spark, options, splits)
+            return header_arrays_prototype.read_header_arrays(spark, *planned())
 
         def jvm_batch_base(**extra: str):  # type: ignore[no-untyped-def]
-            options = parse_options({"url": api, "databaseUrl": url, "topics": committed_log.TOPIC,
-                                     "positionsPerSplit": str(per_split), **extra})
-            bounds = snapshot(options, None)
-            splits = plan_splits(options, bounds, starting_committed(options, bounds), Pruning())
-            return scan_view_cost.read_batch_base(spark, options, splits)
+            return scan_view_cost.read_batch_base(spark, *planned(**extra))
+
+        def jvm_dense(**extra: str):  # type: ignore[no-untyped-def]
+            return read_jvm(spark, *planned(**extra), relation=VIEW_SHAPED)
+
+        cached_headers = []  # made once, when a variant first asks for it
+
+        def headers_cached():  # type: ignore[no-untyped-def]
+            if not cached_headers:
+                cached_headers.append(jvm_stored(VIEW_SHAPED).select("headers").cache())
+                cached_headers[0].count()
+            return cached_headers[0]
+
+        import psycopg
+
+        server = psycopg.connect(url.replace("postgresql+psycopg", "postgresql"), autocommit=True)
+        server.execute("SET jit = off")  # as the JVM read's connections
+        jvm_queries = jvm_predicates(planned()[1], "postgresql")
+        stride = -(-rows // args.tasks)
+        server_reads = {
+            "server_plain": ServerRead(server, [f"SELECT {PLAIN_COLUMNS} FROM bench_plain_records "
+                                                f"WHERE id >= {lo} AND id < {lo + stride}"
+                                                for lo in range(1, rows + 1, stride)]),
+            "server_view": ServerRead(server, [f"SELECT {JVM_COLUMNS} FROM {VIEW} WHERE {p}" for p in jvm_queries]),
+            "server_dense": ServerRead(server, [f"SELECT {JVM_COLUMNS} FROM {VIEW_SHAPED} WHERE {p}"
+                                                for p in jvm_queries]),
+        }
 
         pruned = PRUNED.format(last=max(ends))
 
@@ -346,8 +442,6 @@ def main(argv: list[str] | None = None) -> int:
 
         # Each source variant names its driver: the default moved from psycopg to ADBC, and a
         # variant that left it to the default measured ADBC under psycopg's name.
-        from pyspark.sql import functions as F
-
         variants = {
             "arrow_floor": lambda: spark.read.format("arrow_floor").load(),
             "plain": plain,
@@ -361,9 +455,12 @@ def main(argv: list[str] | None = None) -> int:
             "jvm_no_headers": lambda: jvm(includeHeaders="false"),
             "jvm_nullable": jvm_nullable,
             "jvm_stored": jvm_stored,
-            "jvm_headers_text": lambda: jvm_stored().select(
-                *[c for c in jvm_stored().columns if c != "timestamp_ms"],
-                F.timestamp_millis("timestamp_ms").alias("timestamp")),
+            "jvm_headers_text": lambda: headers_text(jvm_stored()),
+            "jvm_dense": jvm_dense,
+            "jvm_dense_no_headers": lambda: jvm_dense(includeHeaders="false"),
+            "jvm_dense_headers_text": lambda: headers_text(jvm_stored(VIEW_SHAPED)),
+            "headers_cached": headers_cached,
+            "headers_parse": lambda: headers_cached().select(parsed_headers("headers")),
             "jvm_header_arrays": jvm_header_arrays,
             "jvm_header_arrays_count": lambda: jvm_header_arrays().groupBy().count(),
             "jvm_batch_base": jvm_batch_base,
@@ -378,9 +475,17 @@ def main(argv: list[str] | None = None) -> int:
             "source_adbc_pruned": lambda: source_df(driver="adbc").where(pruned),
             "jvm_pruned": lambda: jvm().where(pruned),
         }
-        assert set(variants) == set(VARIANTS)
-        counts = {name: (variants[name]().first()[0] if name.endswith("_count") else variants[name]().count())
-                  for name in chosen}
+        assert set(variants) | set(server_reads) == set(VARIANTS)
+
+        def counted(name: str) -> int:
+            if name in server_reads:
+                return server_reads[name].run()[1]
+            return variants[name]().first()[0] if name.endswith("_count") else variants[name]().count()
+
+        def measured(name: str) -> float:
+            return server_reads[name].run()[0] if name in server_reads else timed(variants[name]())
+
+        counts = {name: counted(name) for name in chosen}
         print(f"rows: {rows:,}; counts: {counts}; tasks: {source_df().rdd.getNumPartitions()}", file=sys.stderr)
         assert all(c == rows for n, c in counts.items() if n != "records_raw" and not n.endswith("_pruned")), counts
         assert len({c for n, c in counts.items() if n.endswith("_pruned")}) <= 1, counts
@@ -409,25 +514,31 @@ def main(argv: list[str] | None = None) -> int:
         # neighbours change; the seed is printed so that an order can be run again.
         print(f"order shuffled each round, --seed {seed}", file=sys.stderr)
         seconds: dict[str, list[float]] = {name: [] for name in chosen}
+        ratios: dict[str, list[float]] = {name: [] for name in chosen}  # its reference's ÷ its, by round
         for round_ in range(args.rounds + 1):  # round 0 warms up, not counted
             order = rng.sample(chosen, len(chosen))
-            took = {name: timed(variants[name]()) for name in order}
+            took = {name: measured(name) for name in order}
             if round_:
                 for name in chosen:
                     seconds[name].append(took[name])
+                    ratios[name].append(took[REFERENCE.get(name, "plain")] / took[name]
+                                        if REFERENCE.get(name, "plain") in took else float("nan"))
             print(f"  round {round_}{' (warm-up)' if round_ == 0 else ''}: "
                   + ", ".join(f"{n} {took[n]:.2f}" for n in order), file=sys.stderr)
+        server.close()
     spark.stop()
 
     medians = {n: statistics.median(s) for n, s in seconds.items()}
+    by_round = ratios
     print(f"| variant | rows | tasks | seconds (median of {args.rounds}) | all runs | rows/s | plain JDBC / variant "
-          "| records_raw / variant | its reference / variant |")
-    print("| --- | ---: | ---: | ---: | --- | ---: | ---: | ---: | ---: |")
+          "| records_raw / variant | its reference / variant | the same, median of rounds (range) |")
+    print("| --- | ---: | ---: | ---: | --- | ---: | ---: | ---: | ---: | --- |")
     for n in chosen:
         refs = ("plain", "records_raw", REFERENCE.get(n, "plain"))
-        ratios = [f"{medians[ref] / medians[n]:.2f}" if ref in medians else "–" for ref in refs]
+        of_medians = [f"{medians[ref] / medians[n]:.2f}" if ref in medians else "–" for ref in refs]
         print(f"| {n} | {counts[n]:,} | {args.tasks} | {medians[n]:.2f} | {', '.join(f'{s:.2f}' for s in seconds[n])} | "
-              f"{counts[n] / medians[n]:,.0f} | {' | '.join(ratios)} |")
+              f"{counts[n] / medians[n]:,.0f} | {' | '.join(of_medians)} | {statistics.median(by_round[n]):.2f} "
+              f"({min(by_round[n]):.2f}-{max(by_round[n]):.2f}) |")
     return 0
 
 

@@ -192,8 +192,9 @@ def connection_properties(source: JdbcSource) -> dict[str, str]:
     return props
 
 
-def read_jvm(spark: Any, options: SourceOptions, splits: Sequence[Split]) -> Any:
-    """The DataFrame of `splits`, read by Spark's JDBC reader, with the data source's schema."""
+def read_jvm(spark: Any, options: SourceOptions, splits: Sequence[Split], *, relation: str = VIEW) -> Any:
+    """The DataFrame of `splits`, read by Spark's JDBC reader, with the data source's schema.
+    `relation` is the view unless a benchmark reads a copy of it (benchmarks/spark_source.py)."""
     from pyspark.sql.types import StructType, _parse_datatype_string
 
     schema = _parse_datatype_string(schema_ddl(options))
@@ -204,13 +205,13 @@ def read_jvm(spark: Any, options: SourceOptions, splits: Sequence[Split]) -> Any
     # (docs/SPARK.md, "The JVM read measured"; the benchmark no longer has that form).
     # record_columns over the declared relation gives the schema as it is
     # (tests/spark/test_jvm_reader.py).
-    return record_columns(declared(spark, stored_rows(spark, options, splits), schema), options)
+    return record_columns(declared(spark, stored_rows(spark, options, splits, relation=relation), schema), options)
 
 
-def stored_rows(spark: Any, options: SourceOptions, splits: Sequence[Split]) -> Any:
+def stored_rows(spark: Any, options: SourceOptions, splits: Sequence[Split], *, relation: str = VIEW) -> Any:
     """The view's rows of `splits` as stored (STORED_TYPES), one JDBC query per split."""
     source = JdbcSource.of(options.database)
-    return spark.read.jdbc(source.url, VIEW, predicates=predicates(splits, source.database),
+    return spark.read.jdbc(source.url, relation, predicates=predicates(splits, source.database),
                            properties=connection_properties(source))
 
 
@@ -231,8 +232,15 @@ def record_columns(stored: Any, options: SourceOptions) -> Any:
     else:
         columns.append("value")
     if options.include_headers:
-        columns.append(F.from_json("headers", "map<string,string>").alias("headers"))
+        columns.append(parsed_headers("headers"))
     return stored.select(*columns)
+
+
+def parsed_headers(stored: str) -> Any:
+    """The data source's `headers` (a map) from the stored column `stored` (a JSON object's text)."""
+    from pyspark.sql import functions as F
+
+    return F.from_json(stored, "map<string,string>").alias("headers")
 
 
 # A data source column and the stored column it is made from, where their names differ.
