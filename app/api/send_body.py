@@ -6,7 +6,10 @@ text sent (`msgspec.Raw`); app.domain.records builds the batches and makes the c
 define a valid record. Each check that looks at text runs once over the whole body, after a
 cheap search, so that an ordinary Send pays a few microseconds for it. In JSON a NUL can only
 be the escape \\u0000, so only a body holding that escape is looked through for one, and
-refused as the schema's 422 (the pattern the schema states for keys and headers).
+refused as the schema's 422 (the pattern the schema states for keys and headers). The search
+for that escape looks for a backslash first: a body without escapes, the usual Send, is
+passed over at memchr's speed, where the escape's own search compared at every digit 0 (55 µs
+of a 1,000-record Send of run.py's records, docs/benchmarks.md, 2026-12-01).
 """
 
 from __future__ import annotations
@@ -72,7 +75,7 @@ def to_domain(send: SendRequest, body: bytes, now_ms: int) -> DecodedSend:
 
 
 def _batches(batches: list[BatchIn], body: bytes, now_ms: int) -> list[SendBatch]:
-    if _NUL in body:
+    if b"\\" in body and _NUL in body:
         _refuse_nul(batches)
     check_finite_numbers(body)
     return [batch_of(b.topic, b.partition, b.records, now_ms, no_value=msgspec.UNSET,

@@ -621,18 +621,28 @@ def _copy_lines(b: BatchToAppend, base_offset: int, c: RecordColumns, start: int
     if keys is None or values is None or headers is None:
         return None
     lead = f"{b.topic_id}\t{b.partition}\t"
+    offsets, timestamps = range(base_offset + start, base_offset + stop), c.timestamps[start:stop]
+    if timestamps and headers.count(dialect.COPY_NULL) == len(headers) and timestamps.count(timestamps[0]) == len(timestamps):
+        # The usual Send: every record stamped by the service's clock, none with headers. The
+        # fields alike in every row are written once into its format: two fields fewer a row,
+        # a third of the lines' time (docs/benchmarks.md, 2026-12-01).
+        middle, tail = f"\t{timestamps[0]}\t", f"\t{dialect.COPY_NULL}\n"
+        return "".join([f"{lead}{offset}{middle}{k}\t{v}{tail}" for offset, k, v in zip(offsets, keys, values)])
     return "".join([f"{lead}{offset}\t{ts}\t{k}\t{v}\t{h}\n" for offset, ts, k, v, h in zip(
-        range(base_offset + start, base_offset + stop), c.timestamps[start:stop], keys, values, headers)])
+        offsets, timestamps, keys, values, headers)])
 
 
 def _check_line_order() -> None:
     """_copy_lines writes its fields in _batch_rows' order, which is DATA_RECORD_COLUMNS': one
-    record with a distinct field in every column, through both. Run at import, so that a
-    change to one order and not the other cannot load."""
-    batch = BatchToAppend(1, 2, [RecordToAppend("k", "v", "h", 4)])
-    row = next(_batch_rows(batch, 3, 0, 1))
-    if _copy_lines(batch, 3, _columns(batch.records), 0, 1) != "\t".join(map(str, row)) + "\n":
-        raise AssertionError("_copy_lines and _batch_rows write the record columns in different orders")
+    record with a distinct field in every column, through both of its ways (with headers, and
+    without, where the constant fields are folded into the row's format). Run at import, so that
+    a change to one order and not the other cannot load."""
+    for record in (RecordToAppend("k", "v", "h", 4), RecordToAppend("k", "v", None, 4)):
+        batch = BatchToAppend(1, 2, [record])
+        row = next(_batch_rows(batch, 3, 0, 1))
+        if _copy_lines(batch, 3, _columns(batch.records), 0, 1) != "\t".join(
+                dialect.COPY_NULL if f is None else str(f) for f in row) + "\n":
+            raise AssertionError("_copy_lines and _batch_rows write the record columns in different orders")
 
 
 _check_line_order()

@@ -273,6 +273,10 @@ def bulk_insert(conn: Connection, table: Table, columns: Sequence[str], rows: li
     conn.exec_driver_sql(f"INSERT INTO {quote(table.name)} ({cols}) VALUES ({marks})", rows)
 
 
+# A field of COPY's text format that is NULL: what copy_texts writes for None.
+COPY_NULL = "\\N"
+
+
 def copy_texts(texts: Sequence[str | None]) -> list[str] | None:
     """Each text as a field of PostgreSQL's COPY text format (None: \\N), or None if one holds
     NUL, which that format cannot carry, or is not a str (the caller then goes through
@@ -283,15 +287,24 @@ def copy_texts(texts: Sequence[str | None]) -> list[str] | None:
     (docs/benchmarks.md, 2026-11-30), more than its decoding. The join splits back into as many
     pieces exactly when no text holds NUL. The join takes 4 bytes a character for all the texts
     if one holds a character outside the Basic Multilingual Plane: give a bounded number of
-    them at a time (app.storage.append._copy_pieces gives about COPY_PIECE_CHARS of them)."""
+    them at a time (app.storage.append._copy_pieces gives about COPY_PIECE_CHARS of them).
+
+    Most texts need no escape at all (a JSON value holds a backslash only in a string's escape,
+    a line break or tab only as whitespace between tokens): texts joined with nothing between
+    them and holding none of the characters escaped nor NUL are their own fields, and are given
+    back without the split, which made a string of every text again (about half of this
+    function's time for a 1,000-record Send, docs/benchmarks.md, 2026-12-01)."""
     nulls = None in texts
     present = [t for t in texts if t is not None] if nulls else texts
     if not present:
-        return ["\\N"] * len(texts)
+        return [COPY_NULL] * len(texts)
     try:
-        joined = "\x00".join(present)  # type: ignore[arg-type]
+        whole = "".join(present)  # type: ignore[arg-type]
     except TypeError:  # not all texts (bytes: a bytes topic's), for bulk_insert to adapt
         return None
+    if not any(char in whole for char in _COPY_SPECIALS):
+        return [COPY_NULL if t is None else t for t in texts] if nulls else list(present)  # type: ignore[misc]
+    joined = "\x00".join(present)  # type: ignore[arg-type]
     for char, escaped in _COPY_ESCAPES:
         if char in joined:
             joined = joined.replace(char, escaped)
@@ -301,12 +314,14 @@ def copy_texts(texts: Sequence[str | None]) -> list[str] | None:
     if not nulls:
         return fields
     pieces = iter(fields)
-    return ["\\N" if t is None else next(pieces) for t in texts]
+    return [COPY_NULL if t is None else next(pieces) for t in texts]
 
 
 # What COPY's text format escapes in a field: the backslash first, then the characters that
 # would end a field or a row.
 _COPY_ESCAPES = (("\\", "\\\\"), ("\n", "\\n"), ("\r", "\\r"), ("\t", "\\t"))
+# Those, and NUL, which no field can carry: a text holding none of them is its own field.
+_COPY_SPECIALS = (*(char for char, _ in _COPY_ESCAPES), "\x00")
 
 
 def copy_pieces(conn: Connection, table: Table, columns: Sequence[str],

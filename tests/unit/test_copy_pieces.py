@@ -32,6 +32,24 @@ def test_each_line_holds_its_rows_fields_in_the_record_columns_order() -> None:
     assert lines == "\t".join(map(str, append._rows([(batch, 40)])[0])) + "\n"
 
 
+def test_a_batch_of_one_timestamp_without_headers_is_copied_with_those_fields_in_every_line() -> None:
+    records = RecordColumns(["a", None], ["1", '"x"'], [None, None], [500, 500])
+    batch = BatchToAppend(3, 2, records, size_bytes=5)
+
+    (lines,) = append._copy_pieces([(batch, 40)])
+
+    assert lines == "3\t2\t40\t500\ta\t1\t\\N\n3\t2\t41\t500\t\\N\t\"x\"\t\\N\n"
+
+
+def test_a_batch_of_several_timestamps_is_copied_with_each_records_own() -> None:
+    records = RecordColumns(["a", "b"], ["1", "2"], [None, None], [500, 501])
+    batch = BatchToAppend(3, 2, records, size_bytes=4)
+
+    (lines,) = append._copy_pieces([(batch, 40)])
+
+    assert lines == "3\t2\t40\t500\ta\t1\t\\N\n3\t2\t41\t501\tb\t2\t\\N\n"
+
+
 def test_batches_larger_than_a_piece_are_copied_in_pieces_of_whole_lines(monkeypatch: pytest.MonkeyPatch) -> None:
     # The first batch's records are of 1, 6 and 5 bytes: cut after the second.
     monkeypatch.setattr(append, "COPY_PIECE_CHARS", 8)

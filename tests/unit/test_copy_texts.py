@@ -11,6 +11,10 @@ def test_copy_escapes_each_text_and_writes_null_as_backslash_n() -> None:
         "a\\tb", "\\N", "c\\\\d\\ne\\rf", "", "\\\\N", "é"]
 
 
+def test_texts_needing_no_escape_are_their_own_fields_in_their_places() -> None:
+    assert copy_texts(["k1", None, '{"a": [1, "é"]}', ""]) == ["k1", "\\N", '{"a": [1, "é"]}', ""]
+
+
 def test_only_nulls_are_all_backslash_n() -> None:
     assert copy_texts([None, None]) == ["\\N", "\\N"]
 
