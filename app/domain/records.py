@@ -11,8 +11,9 @@ is one function raising the domain error a Send answers:
 - every number in a value is finite as a 64-bit float. JSON itself sets no bound, but 1e400 or
   a 400-digit integer reads as infinity in most parsers, and some (orjson) refuse it outright,
   which would make every Fetch of the partition unreadable to their users. Such a number has
-  a 3-digit exponent or 309 digits in a row; only a text with one of those (or text that looks
-  like one: a UUID often holds "e123") is parsed, by orjson, which refuses exactly those numbers;
+  a 3-digit exponent or 210 digits in a row (with at most 99 for an exponent, 209 digits before
+  a point stay below 10**308); only a text with one of those (or text that looks like one: a
+  UUID often holds "e123") is parsed, by orjson, which refuses exactly those numbers;
 - a value nests at most MAX_DEPTH levels, so that any JSON parser reads a Fetch back (Python's
   own gives up at about 1,000 levels, counting the response's own). Only a value longer than
   2 * MAX_DEPTH bytes with more brackets than MAX_DEPTH can be that deep;
@@ -48,14 +49,17 @@ MAX_DEPTH = 254
 
 _NULL = "null"
 # Digits -> "0", e/E -> "e", everything else -> " ", and '+'/'-' deleted: "1e+400" reads
-# "0e000", so a 3-digit exponent, or a run of 309 digits, is a substring search over the text
+# "0e000", so a 3-digit exponent, or a run of 210 digits, is a substring search over the text
 # (ten times faster than a regular expression over the text itself). The exponent's search is
 # the regular expression module's literal search: the text is mostly "0", "e" and " ", where
 # `in` steps one byte at a time at every "0" (77 µs against 47 over a 1,000-record Send).
 _SHAPES = bytes(0x30 if 0x30 <= i <= 0x39 else 0x65 if i in (0x45, 0x65) else 0x20 for i in range(256))
 _SIGNS = b"+-"
 _HAS_LONG_EXPONENT = re.compile(rb"e000").search
-_LONG_RUN = b"0" * 309  # 10**308 is within a float; 309 digits before a point may not be
+# A 2-digit exponent adds at most 99 to a number's digits before its point: 210 of them times
+# 1e99 may be past 2**1024 (1e210 * 1e99 is), 209 never are. A run of 309 missed "1" + 300
+# zeros + "e10", which orjson's readers then refused.
+_LONG_RUN = b"0" * 210
 _NOT_BRACKETS = bytes(i for i in range(256) if i not in b"[]{}")
 # One pass removes the innermost pairs of either kind at once: exactly one level everywhere.
 _INNERMOST = re.compile(rb"\[\]|\{\}")

@@ -195,6 +195,7 @@ VALUES = [
     '{"a":' * 255 + "1" + "}" * 255, "[" * 254 + "1" + "]" * 254, "[" * 255 + "1" + "]" * 255,
     '"\\ud800"', '"\\\\ud800"', '"\\ud83d\\ude00"', '["\\udc00", 1e300]', "1e1000000",
     "1.79769313486231580793e308", "1.797693134862315807937289714053e308", "-1.797693134862315807937289714054e308",
+    "1" + "0" * 300 + "e10", "-" + "9" * 250 + ".5e+60", "1" + "0" * 209 + "e98", "1" + "0" * 210 + "e98",
 ]
 HEADERS = ['{"a": "b"}', '{"a": 1}', "[]", '{"a": "\\u0000"}', '{"\\u0000": "x"}', '{"a": null}', "{}",
            '{"a": "\\\\u0000"}', '{"a": "\\\\\\u0000"}', '{"a": "\\ud800"}', '{"a": "\\ud83d\\ude00"}']
@@ -221,6 +222,11 @@ def verdict_of_outbox_append(url: str, value: str, headers: str | None = None) -
 @pytest.mark.parametrize("value", VALUES, ids=lambda v: v if len(v) < 30 else f"{v[:12]}…({len(v)})")
 def test_outbox_append_accepts_exactly_the_values_a_send_accepts(url: str, client: Any, value: str) -> None:
     assert verdict_of_outbox_append(url, value) == verdict_of_a_send(client, value)
+
+
+@pytest.mark.parametrize("value", ["1" + "0" * 300 + "e10", "[1, -" + "9" * 250 + ".5e+60]"])
+def test_outbox_append_refuses_a_number_past_a_float_with_a_two_digit_exponent(url: str, value: str) -> None:
+    assert verdict_of_outbox_append(url, value) is False
 
 
 @pytest.mark.parametrize("headers", HEADERS)

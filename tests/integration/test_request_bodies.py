@@ -176,7 +176,9 @@ def test_a_value_nesting_thousands_of_levels_is_refused(client: Any) -> None:
     assert stored(client) == []
 
 
-@pytest.mark.parametrize("number", [b"1e400", b"-1e+400", b"1" + b"0" * 400, b"[1.5e309]"])
+@pytest.mark.parametrize("number", [b"1e400", b"-1e+400", b"1" + b"0" * 400, b"[1.5e309]",
+                                    # fewer than 309 digits in a row and a 2-digit exponent
+                                    b"1" + b"0" * 300 + b"e10", b"-" + b"9" * 250 + b".5e+60"])
 def test_a_number_that_overflows_a_float_is_refused(client: Any, number: bytes) -> None:
     create_topic(client, "t")
     message = refusal(post(client, "/v1/records", send_body(number)), 400)
@@ -196,7 +198,7 @@ def test_a_value_is_fetched_as_the_text_sent(client: Any) -> None:
 
 
 @pytest.mark.parametrize("number", [b"18446744073709551616", b"-9223372036854775809", b"1e308",
-                                    b"1e-400", b"1" + b"0" * 300])
+                                    b"1e-400", b"1" + b"0" * 300, b"1" + b"0" * 209 + b"e98"])
 def test_numbers_a_float_holds_or_any_integer_are_stored_exactly(client: Any, number: bytes) -> None:
     create_topic(client, "t")
     assert post(client, "/v1/records", send_body(number)).status_code == 200

@@ -101,10 +101,11 @@ BEGIN
     IF value IS NULL OR json_typeof(value) = 'null' THEN
         value_text := 'null';  -- as a Send stores a value null or omitted: a tombstone
     -- What a Send checks after a cheap search (app/domain/records.py), looked at closely only
-    -- where the search hits: a surrogate escape, a number with a 3-digit exponent or 309
-    -- digits in a row, a text long enough to nest 255 deep. NUL escapes become spaces for
+    -- where the search hits: a surrogate escape, a number with a 3-digit exponent or 210
+    -- digits in a row (209 digits before a point times at most 1e99 stay finite; 210 need not:
+    -- with 309, 1 followed by 300 zeros and e10 was taken), a text long enough to nest 255 deep. NUL escapes become spaces for
     -- jsonb, which cannot hold NUL (an escaped backslash before u0000 stays valid JSON too).
-    ELSIF value_text ~ '\\u[dD][89abAB]|[eE][+-]?[0-9]{3}|[0-9]{255}[0-9]{54}' OR length(value_text) > 2 * 254 THEN
+    ELSIF value_text ~ '\\u[dD][89abAB]|[eE][+-]?[0-9]{3}|[0-9]{210}' OR length(value_text) > 2 * 254 THEN
         BEGIN
             parsed := replace(value_text, '\u0000', '\u0020')::jsonb;
         EXCEPTION WHEN data_exception THEN
