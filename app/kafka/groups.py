@@ -49,6 +49,13 @@ class GroupApis:
         self.groups = services.groups
         self.protocol = services.classic_group_protocol
         self.settings = services.settings
+        # How many times a request of this process changed a group (`_notify`), and the event
+        # the next change sets. A waiting request notes the count before it asks the service and
+        # waits only if it is unchanged when the answer comes: a change made while it asked
+        # (another member's JoinGroup completing the rebalance) would otherwise set an event it
+        # no longer waits on, and it would sleep out WAIT_POLL_S, where Kafka's coordinator
+        # answers every waiting request at once.
+        self._changes = 0
         self._changed = asyncio.Event()
         # (group id, member id) -> when it expires (ms, the services' clock): the member ids
         # handed out with MEMBER_ID_REQUIRED (KIP-394) and not yet joined with. Only here: a
@@ -60,10 +67,15 @@ class GroupApis:
 
     def _notify(self) -> None:
         """Wakes the requests of this process waiting on a group: one may now be answered."""
+        self._changes += 1
         self._changed.set()
         self._changed = asyncio.Event()
 
-    async def _wait(self) -> None:
+    async def _wait(self, seen: int) -> None:
+        """Until a request of this process changes a group, at most WAIT_POLL_S; at once if one
+        has since the waiting request noted `seen` (`_changes` before it last asked)."""
+        if self._changes != seen:
+            return
         try:
             await asyncio.wait_for(self._changed.wait(), WAIT_POLL_S)
         except TimeoutError:
@@ -97,6 +109,7 @@ class GroupApis:
         instance_id = getattr(body, "group_instance_id", None)
         try:
             try:
+                seen = self._changes
                 got = await asyncio.to_thread(
                     self.protocol.join, body.group_id, member_id=body.member_id, client_id=client_id(),
                     protocol_type=body.protocol_type,
@@ -111,8 +124,10 @@ class GroupApis:
                 self._hand_out(body.group_id, e.details["member_id"], session_timeout_ms)
                 return answer(error_code(e), member_id=e.details["member_id"])
             self._notify()
+            seen += 1  # its own change: nothing this request has not seen
             while not hasattr(got, "leader_id"):
-                await self._wait()
+                await self._wait(seen)
+                seen = self._changes
                 got = await asyncio.to_thread(self.protocol.joined, body.group_id, got.member_id, got.generation_id,
                                               instance_id)
             self._notify()
@@ -156,6 +171,7 @@ class GroupApis:
             given: dict[str, tuple[bytes, list[tuple[str, int]]]] | None = assignments or None
             waited = False
             while True:
+                seen = self._changes
                 got = await asyncio.to_thread(self.protocol.sync, body.group_id, body.member_id,
                                               body.generation_id, protocol_type=protocol_type,
                                               protocol_name=protocol_name, assignments=given,
@@ -166,7 +182,7 @@ class GroupApis:
                 waited = True
                 if time.monotonic() >= deadline:
                     raise RebalanceInProgress(f"the leader of group {body.group_id!r} gave no assignment in time")
-                await self._wait()
+                await self._wait(seen)
             self._notify()
         except OutboxError as e:
             return answer(error_code(e))

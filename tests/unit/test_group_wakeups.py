@@ -1,0 +1,126 @@
+"""A JoinGroup or SyncGroup waiting in the Kafka door (app.kafka.groups) is woken by a change a
+request of the same process made while it was asking the service, not only by one made while
+it waited: Kafka's coordinator answers every waiting request the moment the rebalance, or the
+leader's assignment, completes. The service here is a stand-in that makes that change during
+the waiting request's ask; the poll interval is an hour, so a request that missed the change
+would still be waiting when the test gives up."""
+
+from __future__ import annotations
+
+import asyncio
+import datetime
+from collections.abc import Callable
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+from kio.schema.errors import ErrorCode
+
+from app.kafka import auth
+from app.kafka import groups as kafka_groups
+from app.kafka.groups import JOIN_GROUP, SYNC_GROUP, GroupApis
+from app.kafka.protocol import request_class
+from app.services.classic_group_protocol import Joined, Joining
+from app.settings import Settings
+
+GIVE_UP_S = 10  # far less than the poll interval below: a request that missed the change is not answered
+
+
+class _Protocol:
+    """ClassicGroupProtocol's answers, each ask counted; `during_ask` runs (on the event loop)
+    while the ask numbered `at` is being answered, before its answer is returned."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, answers: dict[str, list[Any]], at: tuple[str, int],
+                 during_ask: Callable[[], None]) -> None:
+        self.loop, self.answers, self.at, self.during_ask = loop, answers, at, during_ask
+        self.asks: list[str] = []
+
+    def clock(self) -> int:
+        return 0
+
+    def _answer(self, name: str) -> Any:
+        self.asks.append(name)
+        if (name, self.asks.count(name)) == self.at:
+            asyncio.run_coroutine_threadsafe(self._run(self.during_ask), self.loop).result()
+        return self.answers[name].pop(0)
+
+    @staticmethod
+    async def _run(change: Callable[[], None]) -> None:
+        change()
+
+    def join(self, *args: Any, **kwargs: Any) -> Any:
+        return self._answer("join")
+
+    def joined(self, *args: Any, **kwargs: Any) -> Any:
+        return self._answer("joined")
+
+    def sync(self, *args: Any, **kwargs: Any) -> Any:
+        return self._answer("sync")
+
+
+@pytest.fixture(autouse=True)
+def hour_long_poll(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(kafka_groups, "WAIT_POLL_S", 3600)
+
+
+def _apis(protocol: _Protocol) -> GroupApis:
+    return GroupApis(SimpleNamespace(groups=None, classic_group_protocol=protocol,
+                                     settings=Settings(database_url="sqlite://")))
+
+
+async def _handled(call: Callable[[], Any]) -> Any:
+    """`call` as the listener runs a handler: with the request's access bound (authentication off)."""
+    token = auth.bind(auth.Access(auth.NOBODY, None))
+    try:
+        return await asyncio.wait_for(call(), GIVE_UP_S)
+    finally:
+        auth.unbind(token)
+
+
+def _join_body() -> Any:
+    cls = request_class(JOIN_GROUP, 5)
+    proto = getattr(__import__(cls.__module__, fromlist=["x"]), "JoinGroupRequestProtocol")  # type: ignore[union-attr]
+    return cls(group_id="g", session_timeout=datetime.timedelta(seconds=10),  # type: ignore[misc]
+               rebalance_timeout=datetime.timedelta(seconds=10), member_id="m-1", group_instance_id=None,
+               protocol_type="consumer", protocols=(proto(name="range", metadata=b""),))
+
+
+def _sync_body() -> Any:
+    return request_class(SYNC_GROUP, 3)(group_id="g", generation_id=1, member_id="m-1",  # type: ignore[misc]
+                                        group_instance_id=None, assignments=())
+
+
+def test_a_joingroup_is_answered_when_the_rebalance_completes_while_it_asks() -> None:
+    joined = Joined("m-1", 1, "consumer", "range", "m-0", [])
+
+    async def scenario() -> tuple[Any, list[str]]:
+        apis: GroupApis
+        # The join finds the barrier not yet passed; while it is answered, the leader's JoinGroup
+        # (another request of this process) completes the rebalance.
+        protocol = _Protocol(asyncio.get_running_loop(), {"join": [Joining("m-1", 1)], "joined": [joined]},
+                             ("join", 1), lambda: apis._notify())
+        apis = _apis(protocol)
+        answer = await _handled(lambda: apis.join_group(_join_body(), 5))
+        return answer, protocol.asks
+
+    answer, asks = asyncio.run(scenario())
+
+    assert (answer.error_code, answer.generation_id, answer.leader) == (ErrorCode.none, 1, "m-0")
+    assert asks == ["join", "joined"]
+
+
+def test_a_syncgroup_is_answered_when_the_leader_assigns_while_it_asks() -> None:
+    async def scenario() -> tuple[Any, list[str]]:
+        apis: GroupApis
+        # The follower's first SyncGroup finds no assignment yet; while it is answered, the
+        # leader's SyncGroup (another request of this process) stores the assignment.
+        protocol = _Protocol(asyncio.get_running_loop(), {"sync": [None, b"for-m-1"]}, ("sync", 1),
+                             lambda: apis._notify())
+        apis = _apis(protocol)
+        answer = await _handled(lambda: apis.sync_group(_sync_body(), 3))
+        return answer, protocol.asks
+
+    answer, asks = asyncio.run(scenario())
+
+    assert (answer.error_code, bytes(answer.assignment)) == (ErrorCode.none, b"for-m-1")
+    assert asks == ["sync", "sync"]
