@@ -132,6 +132,13 @@ class Settings(BaseSettings):
     # it is refused with GROUP_MAX_SIZE_REACHED), so that no caller makes the service hold
     # members without bound.
     group_max_size: int = Field(default=1_000, ge=1)
+    # Kafka's group.initial.rebalance.delay.ms, with its default: a Kafka door's group that is
+    # empty when a member joins forms its first generation no sooner than this, and later by as
+    # much again for each period in which another member joined, up to the first member's
+    # rebalance timeout, so that consumers started together are in the first generation together
+    # (app.services.group_membership.prepare_rebalance). 0: the first member's join completes
+    # at once. The HTTP door's groups have no join phase to delay (a join is answered at once).
+    group_initial_rebalance_delay_ms: int = Field(default=3_000, ge=0)
     # Bound on how long an offset fetch may wait for a pending transaction (wait_ms).
     max_offset_fetch_wait_ms: int = Field(default=30_000, ge=0)
     max_records_per_request: int = Field(default=20_000, ge=1)
@@ -344,6 +351,11 @@ class Settings(BaseSettings):
         if self.group_min_session_timeout_ms > self.group_max_session_timeout_ms:
             raise ValueError(
                 "OUTBOX_GROUP_MIN_SESSION_TIMEOUT_MS exceeds OUTBOX_GROUP_MAX_SESSION_TIMEOUT_MS"
+            )
+        if self.group_initial_rebalance_delay_ms > self.group_max_session_timeout_ms:
+            # A JoinGroup waits out the delay: it is bounded as a rebalance timeout is.
+            raise ValueError(
+                "OUTBOX_GROUP_INITIAL_REBALANCE_DELAY_MS exceeds OUTBOX_GROUP_MAX_SESSION_TIMEOUT_MS"
             )
         if self.max_waiting_requests_per_principal > self.max_waiting_requests:
             raise ValueError(

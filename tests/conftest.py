@@ -220,8 +220,11 @@ def settings(db_url: str, request: pytest.FixtureRequest) -> Iterator[Settings]:
         checked = request.getfixturevalue("postgres_engine")
     # No background work the test does not drive: the coordinator's chores, and the console's
     # lag sampler, which would fill the /metrics gauges' shared reading at start (and race the
-    # tests that count a scrape's statements). Tests of either turn them on.
-    yield Settings(database_url=db_url, run_coordinator=False, auto_migrate=False, console_lag_interval_ms=0)
+    # tests that count a scrape's statements). Tests of either turn them on. No initial
+    # rebalance delay: a group's first JoinGroup would wait for the test's clock to move
+    # (tests/integration/test_initial_rebalance_delay.py moves it).
+    yield Settings(database_url=db_url, run_coordinator=False, auto_migrate=False, console_lag_interval_ms=0,
+                   group_initial_rebalance_delay_ms=0)
     # Whatever a test did through the service (its client, its services, its database), every
     # writer left the batch rows that describe the records it wrote (tests/batch_rows.py),
     # checked once the test's processes are done with the database. A test that writes records

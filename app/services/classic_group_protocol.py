@@ -46,6 +46,7 @@ from app.services.group_membership import (
     check_size,
     complete_join,
     join_completes,
+    member_added,
     members_left,
     prepare_rebalance,
 )
@@ -110,10 +111,18 @@ class ClassicGroupProtocol:
             rebalance_timeout_ms = session_timeout_ms
         rebalance_timeout_ms = min(rebalance_timeout_ms, self.settings.group_max_session_timeout_ms)
         now = self.clock()
+        delay_ms = self.settings.group_initial_rebalance_delay_ms
         with self.db.write() as conn:
             groups.lock_group(conn, group_id, now)
             g = groups.group(conn, group_id)
             assert g is not None
+            if g.initial_rebalance_remaining_ms is not None:
+                # What the initial delay's passed deadline does, before this join changes the
+                # group: Kafka's timer fires at the deadline, so a member added after it belongs
+                # to the delay's next period or, if the delay ended there, to the next rebalance.
+                complete_join(conn, group_id, now, initial_delay_ms=delay_ms)
+                g = groups.group(conn, group_id)
+                assert g is not None
             current = {m.member_id: m for m in groups.members(conn, group_id)}
             check_door(conn, group_id, current, protocol_type=protocol_type)
             replaced = None
@@ -153,11 +162,13 @@ class ClassicGroupProtocol:
                 groups.add_member(conn, group_id, groups.Member(
                     member_id, sorted(set(topic_names)), [], session_timeout_ms, now, now, protocols,
                     rebalance_timeout_ms, None, None, group_instance_id, client_id, client_host))
+                member_added(conn, g)
             else:
                 groups.update_member(conn, group_id, member_id, topics=sorted(set(topic_names)), protocols=protocols,
                                      session_timeout_ms=session_timeout_ms, rebalance_timeout_ms=rebalance_timeout_ms,
                                      last_heartbeat_ms=now)
-            return _rebalance_joining(conn, g, member_id, now)
+            # A group that was empty delays its first generation (Kafka's initial rebalance).
+            return _rebalance_joining(conn, g, member_id, now, delay_ms, initial=not current)
 
     def _replace(self, conn: Connection, g: groups.Group, old: groups.Member, member_id: str, *,
                  protocols: list[tuple[str, bytes]], topic_names: list[str], session_timeout_ms: int,
@@ -185,7 +196,7 @@ class ClassicGroupProtocol:
             # replaced leader does not take itself for the leader and assign again (a Stable
             # group would not pass a new assignment on).
             return Joined(member_id, g.generation_id, g.protocol_type, g.protocol_name, g.leader_id, [])
-        return _rebalance_joining(conn, g, member_id, now)
+        return _rebalance_joining(conn, g, member_id, now, self.settings.group_initial_rebalance_delay_ms)
 
     def joined(self, group_id: str, member_id: str, generation_id: int,
                group_instance_id: str | None = None) -> Joined | Joining:
@@ -203,7 +214,7 @@ class ClassicGroupProtocol:
                 return _joined_or_joining(conn, group_id, member_id, generation_id)
         with self.db.write() as conn:
             groups.lock_group(conn, group_id, now)
-            complete_join(conn, group_id, now)
+            complete_join(conn, group_id, now, initial_delay_ms=self.settings.group_initial_rebalance_delay_ms)
             return _joined_or_joining(conn, group_id, member_id, generation_id)
 
     def sync(self, group_id: str, member_id: str, generation_id: int, *, protocol_type: str | None,
@@ -322,16 +333,18 @@ def _current_member(conn: Connection, group_id: str, member_id: str, generation_
     return g, current
 
 
-def _rebalance_joining(conn: Connection, g: groups.Group, member_id: str, now: int) -> Joined | Joining:
+def _rebalance_joining(conn: Connection, g: groups.Group, member_id: str, now: int, initial_delay_ms: int, *,
+                       initial: bool = False) -> Joined | Joining:
     """How a join that changes the group ends, whether the member is new, changed or took a
     static member's place: the group rebalances (unless a rebalance is already under way,
     which the member joins), the member is in the generation being formed, and the join phase
-    completes if that was the last member it waited for."""
+    completes if that was the last member it waited for. `initial`: the group was empty, and
+    its rebalance is delayed by `initial_delay_ms` (group_membership.prepare_rebalance)."""
     if g.state is not StoredGroupState.PREPARING_REBALANCE:
-        prepare_rebalance(conn, g.group_id, now)
+        prepare_rebalance(conn, g.group_id, now, initial_delay_ms=initial_delay_ms if initial else 0)
     target = g.generation_id + 1
     groups.update_member(conn, g.group_id, member_id, join_generation=target)
-    complete_join(conn, g.group_id, now)
+    complete_join(conn, g.group_id, now, initial_delay_ms=initial_delay_ms)
     return _joined_or_joining(conn, g.group_id, member_id, target)
 
 

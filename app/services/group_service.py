@@ -431,7 +431,7 @@ class GroupService:
         if expired:
             members_left(conn, group_id, now_ms)
             return len(expired)
-        return complete_join(conn, group_id, now_ms)
+        return complete_join(conn, group_id, now_ms, initial_delay_ms=self.settings.group_initial_rebalance_delay_ms)
 
     def _rebalance(self, conn: Connection, group_id: str, now: int) -> None:
         members = groups.members(conn, group_id)

@@ -52,6 +52,10 @@ class Group:
     state: StoredGroupState
     leader_id: str | None
     rebalance_deadline_ms: int | None
+    # Kafka's initial rebalance delay under way (tables.consumer_groups): what is left to extend
+    # it by (None: no delay under way), and whether a member was added in its current period.
+    initial_rebalance_remaining_ms: int | None = None
+    new_member_added: bool = False
 
 
 def group(conn: Connection, group_id: str, *, lock: RowLock | None = None) -> Group | None:
@@ -60,7 +64,7 @@ def group(conn: Connection, group_id: str, *, lock: RowLock | None = None) -> Gr
     if r is None:
         return None
     return Group(r.group_id, r.generation_id, r.protocol_type, r.protocol_name, StoredGroupState(r.state),
-                 r.leader_id, r.rebalance_deadline_ms)
+                 r.leader_id, r.rebalance_deadline_ms, r.initial_rebalance_remaining_ms, bool(r.new_member_added))
 
 
 def update_group(conn: Connection, group_id: str, **values: object) -> None:

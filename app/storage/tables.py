@@ -26,6 +26,7 @@ from sqlalchemy import (
     Table,
     Text,
     UniqueConstraint,
+    false,
     text,
 )
 
@@ -366,6 +367,13 @@ consumer_groups = Table(
     Column("state", String(24), nullable=False, server_default=StoredGroupState.STABLE.value),
     Column("leader_id", String(255), nullable=True),
     Column("rebalance_deadline_ms", BigInteger, nullable=True),
+    # While a group that was empty delays its first rebalance (OUTBOX_GROUP_INITIAL_REBALANCE_DELAY_MS,
+    # migration 0028; rebalance_deadline_ms then ends the current period of the delay): what is
+    # left of the first member's rebalance timeout to extend it by (Kafka's remainingMs; NULL:
+    # no initial delay under way), and whether a member was added during the current period
+    # (Kafka's newMemberAdded), which extends it.
+    Column("initial_rebalance_remaining_ms", BigInteger, nullable=True),
+    Column("new_member_added", Boolean, nullable=False, server_default=false()),
     one_of("state", StoredGroupState),
 )
 

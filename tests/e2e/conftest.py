@@ -227,6 +227,9 @@ def _base_env(database_url: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("OUTBOX_")}
     env["OUTBOX_DATABASE_URL"] = database_url
     env["PYTHONUNBUFFERED"] = "1"
+    # A Kafka client's group forms its first generation at once rather than after Kafka's 3 s
+    # (tests/integration/test_initial_rebalance_delay.py is the delay's own test).
+    env["OUTBOX_GROUP_INITIAL_REBALANCE_DELAY_MS"] = "0"
     return env
 
 

@@ -24,6 +24,11 @@ def test_default_timeout_must_not_exceed_the_maximum() -> None:
         Settings(default_transaction_timeout_ms=20_000, max_transaction_timeout_ms=10_000)
 
 
+def test_the_initial_rebalance_delay_is_bounded_as_a_rebalance_timeout_is() -> None:
+    with pytest.raises(ValidationError, match="OUTBOX_GROUP_INITIAL_REBALANCE_DELAY_MS exceeds"):
+        Settings(group_max_session_timeout_ms=10_000, group_initial_rebalance_delay_ms=10_001)
+
+
 def test_sqlite_database_migrates_itself_and_postgresql_does_not_by_default() -> None:
     assert Settings(database_url="sqlite:///x.db").should_auto_migrate is True
     assert Settings(database_url="postgresql://h/db").should_auto_migrate is False
