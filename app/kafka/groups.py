@@ -10,8 +10,8 @@ request asks the service again every WAIT_POLL_S, sooner when a request of this 
 changed a group, so a rebalance completed by another `serve` process is seen within
 WAIT_POLL_S. What waits is bounded: each connection has one request in flight
 (OUTBOX_KAFKA_MAX_CONNECTIONS of them), a JoinGroup at most until its rebalance deadline (the
-members' rebalance timeouts, at most OUTBOX_GROUP_MAX_SESSION_TIMEOUT_MS), a SyncGroup at most
-OUTBOX_GROUP_MAX_SESSION_TIMEOUT_MS."""
+members' rebalance timeouts, or a new group's initial rebalance delay, each at most
+OUTBOX_GROUP_MAX_SESSION_TIMEOUT_MS), a SyncGroup at most OUTBOX_GROUP_MAX_SESSION_TIMEOUT_MS."""
 
 from __future__ import annotations
 
