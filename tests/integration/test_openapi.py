@@ -42,7 +42,8 @@ def test_every_contract_path_is_served() -> None:
 def test_limits_that_are_settings_are_stated_from_the_serving_settings() -> None:
     settings = Settings(max_partitions_per_topic=8, max_transaction_timeout_ms=5000,
                         default_transaction_timeout_ms=5000, transactional_id_expiration_ms=10_000,
-                        group_min_session_timeout_ms=100, group_max_session_timeout_ms=200)
+                        group_min_session_timeout_ms=100, group_max_session_timeout_ms=200,
+                        group_initial_rebalance_delay_ms=0)
     schemas = create_app(settings).openapi()["components"]["schemas"]
 
     def bounds(component: str, field: str) -> tuple[int, int]:
