@@ -353,10 +353,14 @@ class Settings(BaseSettings):
                 "OUTBOX_GROUP_MIN_SESSION_TIMEOUT_MS exceeds OUTBOX_GROUP_MAX_SESSION_TIMEOUT_MS"
             )
         if self.group_initial_rebalance_delay_ms > self.group_max_session_timeout_ms:
-            # A JoinGroup waits out the delay: it is bounded as a rebalance timeout is.
-            raise ValueError(
-                "OUTBOX_GROUP_INITIAL_REBALANCE_DELAY_MS exceeds OUTBOX_GROUP_MAX_SESSION_TIMEOUT_MS"
-            )
+            # A JoinGroup waits out the delay: it is bounded as a rebalance timeout is. Left at
+            # its default, it is that bound, so that a deployment whose bound is below 3 s
+            # (which started before the delay existed) starts as it did.
+            if "group_initial_rebalance_delay_ms" in self.model_fields_set:
+                raise ValueError(
+                    "OUTBOX_GROUP_INITIAL_REBALANCE_DELAY_MS exceeds OUTBOX_GROUP_MAX_SESSION_TIMEOUT_MS"
+                )
+            self.group_initial_rebalance_delay_ms = self.group_max_session_timeout_ms
         if self.max_waiting_requests_per_principal > self.max_waiting_requests:
             raise ValueError(
                 "OUTBOX_MAX_WAITING_REQUESTS_PER_PRINCIPAL exceeds OUTBOX_MAX_WAITING_REQUESTS"

@@ -115,8 +115,10 @@ def main(argv: list[str] | None = None) -> int:
         requests, busy = door[mode]
         c = cpu[mode]
         database = "" if c.database is None else f"{c.database / n * 1e6:.1f}"
+        # No Produce request seen (the door's log off, or nothing produced): no per-request figures.
+        per_request = f"{n / requests:,.0f} | {busy / requests * 1000:.1f}" if requests else "– | –"
         print(f"| {mode} | {rate[mode]:,.0f} | {c.service / n * 1e6:.1f} | {c.client / n * 1e6:.1f} | {database} | "
-              f"{n / requests:,.0f} | {busy / requests * 1000:.1f} | {busy / seconds:.2f} |")
+              f"{per_request} | {busy / seconds:.2f} |")
     print("\n| ratio | value | in each quarter of the rounds |\n| --- | ---: | ---: |")
     print(ratio_line("aiokafka idempotent ÷ aiokafka plain", rate["idempotent"] / rate["plain"],
                      turns["idempotent"], turns["plain"]))

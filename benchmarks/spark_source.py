@@ -104,7 +104,7 @@ import scan_view_cost  # noqa: E402
 from scratch import ADMIN_URL, kept_database  # noqa: E402
 
 from spark_jobs.datasource import read_outbox  # noqa: E402
-from spark_jobs.reader.jvm import VIEW, parsed_headers, read_jvm, record_columns, stored_rows  # noqa: E402
+from spark_jobs.reader.jvm import STORED_TYPES, VIEW, parsed_headers, read_jvm, record_columns, stored_rows  # noqa: E402
 from spark_jobs.reader.jvm import predicates as jvm_predicates  # noqa: E402
 from spark_jobs.reader.options import parse_options  # noqa: E402
 from spark_jobs.reader.planning import Pruning, plan_splits, snapshot, starting_committed  # noqa: E402
@@ -133,9 +133,10 @@ PRUNED = "partition = {last}"
 PLAIN_COLUMNS = '"partition", "offset", commit_position, timestamp_ms, key, value, headers'
 # The view's output for the topic, as a table read by the JVM read's own code (jvm_dense).
 VIEW_SHAPED = "bench_view_rows"
-# What the JVM read's queries select (spark_jobs.reader.jvm.record_columns' stored columns).
-JVM_COLUMNS = 'topic, "partition", "offset", commit_position, timestamp_ms, key, value, headers'
-JVM_STORED = [c.strip().strip('"') for c in JVM_COLUMNS.split(",")]
+# What the JVM read's queries select: the stored columns of spark_jobs.reader.jvm.STORED_TYPES,
+# taken from it so that a variant never reads more columns than the JVM read does.
+JVM_STORED = [c.split("`")[1] for c in STORED_TYPES.split(", ")]
+JVM_COLUMNS = ", ".join(f'"{c}"' for c in JVM_STORED)
 
 
 def fill(url: str, records_per_partition: int, copies: int, partitions: int = committed_log.PARTITIONS) -> None:
@@ -529,7 +530,6 @@ def main(argv: list[str] | None = None) -> int:
     spark.stop()
 
     medians = {n: statistics.median(s) for n, s in seconds.items()}
-    by_round = ratios
     print(f"| variant | rows | tasks | seconds (median of {args.rounds}) | all runs | rows/s | plain JDBC / variant "
           "| records_raw / variant | its reference / variant | the same, median of rounds (range) |")
     print("| --- | ---: | ---: | ---: | --- | ---: | ---: | ---: | ---: | --- |")
@@ -537,8 +537,8 @@ def main(argv: list[str] | None = None) -> int:
         refs = ("plain", "records_raw", REFERENCE.get(n, "plain"))
         of_medians = [f"{medians[ref] / medians[n]:.2f}" if ref in medians else "–" for ref in refs]
         print(f"| {n} | {counts[n]:,} | {args.tasks} | {medians[n]:.2f} | {', '.join(f'{s:.2f}' for s in seconds[n])} | "
-              f"{counts[n] / medians[n]:,.0f} | {' | '.join(of_medians)} | {statistics.median(by_round[n]):.2f} "
-              f"({min(by_round[n]):.2f}-{max(by_round[n]):.2f}) |")
+              f"{counts[n] / medians[n]:,.0f} | {' | '.join(of_medians)} | {statistics.median(ratios[n]):.2f} "
+              f"({min(ratios[n]):.2f}-{max(ratios[n]):.2f}) |")
     return 0
 
 

@@ -49,8 +49,8 @@ def send_batch(topic: str, partition: int, batch: DefaultRecordBatch, now_ms: in
     """The produced batch (its CRC checked by the caller) as the service's SendBatch for a topic
     of `value_format`, with its base sequence if it has a producer; InvalidRecord if a record
     does not fit that format."""
-    # Each column in a pass of its own: no tuple a record to zip apart again (a third of the
-    # reading's cost for a 9,000-record batch, docs/benchmarks.md, 2026-12-01).
+    # Each column in a pass of its own: no tuple a record to zip apart again (about an eighth
+    # of the reading's cost in one process, docs/benchmarks.md, 2026-12-01).
     try:
         read = list(batch)
         keys = [r.key for r in read]

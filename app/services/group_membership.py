@@ -37,15 +37,16 @@ def check_size(group_id: str, size: int, max_size: int) -> None:
 
 
 def members_left(conn: Connection, group_id: str, now: int) -> None:
-    """After members of a Kafka door's group left or expired: the others rebalance. A member
-    leaving ends an initial rebalance delay, as in Kafka (its coordinator completes the join
-    phase at once when the members left have all joined, which during the delay they have)."""
+    """After members of a Kafka door's group left or expired: the others rebalance. During an
+    initial rebalance delay nothing more: as in Kafka, only the delay's deadline ends it
+    (complete_join, from the next join, the waiting joins or group expiry), so that consumers
+    still starting are in the first generation even if one of those started with them closed."""
     g = groups.group(conn, group_id)
     assert g is not None
     if g.state is not StoredGroupState.PREPARING_REBALANCE:
         prepare_rebalance(conn, group_id, now)
     elif g.initial_rebalance_remaining_ms is not None:
-        groups.update_group(conn, group_id, initial_rebalance_remaining_ms=None, new_member_added=False)
+        return
     complete_join(conn, group_id, now, initial_delay_ms=0)  # no initial delay is under way to extend
 
 

@@ -33,8 +33,8 @@ def upgrade() -> None:
 
 
 def downgrade() -> None:
-    # A group delaying its first rebalance completes it at its current deadline, as groups of
-    # the earlier revision do.
+    # A group delaying its first rebalance completes it at once: at the earlier revision a
+    # join phase ends when every member has joined, which during the delay they have.
     with op.batch_alter_table("consumer_groups") as batch:
         batch.drop_column("new_member_added")
         batch.drop_column("initial_rebalance_remaining_ms")

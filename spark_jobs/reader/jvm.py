@@ -209,7 +209,8 @@ def read_jvm(spark: Any, options: SourceOptions, splits: Sequence[Split], *, rel
 
 
 def stored_rows(spark: Any, options: SourceOptions, splits: Sequence[Split], *, relation: str = VIEW) -> Any:
-    """The view's rows of `splits` as stored (STORED_TYPES), one JDBC query per split."""
+    """The rows of `relation` (the view, unless a benchmark names a table of its shape) in
+    `splits`, as stored (STORED_TYPES), one JDBC query per split."""
     source = JdbcSource.of(options.database)
     return spark.read.jdbc(source.url, relation, predicates=predicates(splits, source.database),
                            properties=connection_properties(source))

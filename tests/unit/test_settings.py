@@ -29,6 +29,10 @@ def test_the_initial_rebalance_delay_is_bounded_as_a_rebalance_timeout_is() -> N
         Settings(group_max_session_timeout_ms=10_000, group_initial_rebalance_delay_ms=10_001)
 
 
+def test_the_initial_rebalance_delay_left_at_its_default_is_held_to_a_lower_session_bound() -> None:
+    assert Settings(group_max_session_timeout_ms=2_000).group_initial_rebalance_delay_ms == 2_000
+
+
 def test_sqlite_database_migrates_itself_and_postgresql_does_not_by_default() -> None:
     assert Settings(database_url="sqlite:///x.db").should_auto_migrate is True
     assert Settings(database_url="postgresql://h/db").should_auto_migrate is False
