@@ -150,13 +150,12 @@ def prepare_rebalance(conn: Connection, group_id: str, now: int, *, initial_dela
     members = groups.members(conn, group_id)
     timeout = max((m.rebalance_timeout_ms or m.session_timeout_ms for m in members), default=0)
     if initial_delay_ms > 0:
-        groups.update_group(conn, group_id, state=StoredGroupState.PREPARING_REBALANCE,
-                            rebalance_deadline_ms=now + initial_delay_ms,
-                            initial_rebalance_remaining_ms=max(timeout - initial_delay_ms, 0),
-                            new_member_added=False, updated_ms=now)
-        return
+        period, delay = initial_delay_ms, {"initial_rebalance_remaining_ms": max(timeout - initial_delay_ms, 0),
+                                           "new_member_added": False}
+    else:
+        period, delay = timeout, _NO_INITIAL_DELAY
     groups.update_group(conn, group_id, state=StoredGroupState.PREPARING_REBALANCE,
-                        rebalance_deadline_ms=now + timeout, updated_ms=now, **_NO_INITIAL_DELAY)
+                        rebalance_deadline_ms=now + period, updated_ms=now, **delay)
 
 
 def member_added(conn: Connection, g: groups.Group) -> None:
