@@ -29,7 +29,7 @@ VALUES = "prototype_header_values"
 VIEW = "prototype_committed_records"
 
 # json_each_text over the text as `json` (not jsonb) keeps the object's order; a json topic's
-# object has distinct names and string values (app.domain.records: the HTTP Send checks an
+# object has distinct names and string values (app.domain.records and .kafka_records: the HTTP Send checks an
 # object of strings, the Kafka door refuses a repeated name and a null value). An empty object
 # is two empty arrays, no headers (NULL) two NULLs: from_json and map_from_arrays then agree
 # (an empty map; null). A bytes topic's headers (a list, repeats and nulls allowed) are not

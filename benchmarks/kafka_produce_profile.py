@@ -8,7 +8,7 @@ benchmarks/kafka_door.py's librdkafka producer (the same records, batching and c
 samples the service's process with py-spy (`py-spy record --format raw`, extra `bench`) for the
 turn. Prints, per mode, the records a second and the service's CPU per record (from /proc),
 and the share of the busy samples of each part of a Produce: the decode (aiokafka's reader,
-its CRC, the records' iteration), the checks and the batch's construction (app.domain.records
+its CRC, the records' iteration), the checks and the batch's construction (app.domain.kafka_records
 .kafka_batch), the append (the COPY's row formatting, the rest of LogService.send) and the
 asyncio loop. Samples waiting on PostgreSQL, idle threads and the background threads
 (listeners, chores) are counted apart, not in the shares. A sample goes to the first part

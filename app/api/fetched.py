@@ -15,7 +15,7 @@ import orjson
 from starlette.responses import StreamingResponse
 from starlette.types import Receive, Scope, Send
 
-from app.domain.records import typed_json
+from app.domain.record_formats import typed_json
 from app.domain.types import IsolationLevel
 from app.services.log_service import FetchAnswer, PartitionFetch
 from app.services.long_poll import close, next_chunk

@@ -20,18 +20,13 @@ is one function raising the domain error a Send answers:
 - at most OUTBOX_MAX_RECORDS_PER_REQUEST records in one Send.
 
 That is a JSON topic's record. A topic's value_format (app.domain.types.ValueFormat,
-docs/ARCHITECTURE.md#record-formats) says which rules apply: a bytes topic's key and value are
-any bytes and its headers an ordered list of (name, bytes or null). `for_topic` turns a batch
-built from a Send's JSON into its topic's format (once per batch; nothing per record for a JSON
-topic), `from_kafka` (a record) and `to_kafka` are the Kafka door's way in and out, `kafka_batch`
-applies `from_kafka` to a whole produced batch at once, and every refusal of a record its
-topic's format cannot hold is INVALID_RECORD, whichever door it came through.
+docs/ARCHITECTURE.md#record-formats) says which rules apply: app.domain.record_formats turns a
+batch built here into its topic's format, and app.domain.kafka_records is the Kafka door's way
+in and out.
 """
 
 from __future__ import annotations
 
-import base64
-import binascii
 import re
 from bisect import bisect_right
 from collections.abc import Iterable, Iterator, Sequence
@@ -41,7 +36,7 @@ from typing import Any
 
 import orjson
 
-from app.domain.errors import InvalidRecord, InvalidRequest, RecordListTooLarge
+from app.domain.errors import InvalidRequest, RecordListTooLarge
 from app.domain.log_cleaning import record_sizes
 from app.domain.types import MAX_INT32, MAX_INT64, ValueFormat
 
@@ -279,305 +274,12 @@ def _typed_batch_of(topic: str, partition: int, records: Sequence[Any], now_ms: 
                      expected_offset=expected_offset, typed=True)
 
 
-# --- formats ------------------------------------------------------------------------------
-
-# How the HTTP API names the encoding of a bytes topic's key or value (as Confluent's REST API
-# v3 does): BINARY, its bytes in base64; STRING, text standing for its UTF-8 bytes. A Fetch
-# always answers BINARY: the stored bytes need not be text.
-BINARY = "BINARY"
-STRING = "STRING"
-
-
-def for_topic(batch: SendBatch, value_format: ValueFormat) -> SendBatch:
-    """The batch in its topic's format, or INVALID_RECORD for a record that format cannot hold.
-    Asked once per batch by every append (app.services.log_service.batches_to_append): a
-    batch already in its topic's format costs nothing more, so a JSON topic's Send pays no
-    work per record for formats."""
-    where = f"{batch.topic}/{batch.partition}"
-    if batch.value_format is value_format:
-        if batch.typed:
-            raise InvalidRecord(
-                f"a record of {where}: topic {batch.topic!r} is a json topic, whose keys are strings and headers an "
-                "object of strings; typed keys ({\"type\": ...}) and header lists are a bytes topic's")
-        return batch
-    if value_format is not ValueFormat.BYTES:
-        raise InvalidRecord(f"records of {where} are {batch.value_format.value}, but the topic is {value_format.value}")
-    if not batch.http_shapes:
-        raise InvalidRecord(f"topic {batch.topic!r} is a bytes topic; these records were read as JSON, which only a "
-                            "json topic takes")
-    records = [RecordToAppend(_typed_bytes(r.key, "key", i, where), _bytes_value(r.value, i, where),
-                              _header_list(r.headers, i, where), r.timestamp_ms)
-               for i, r in enumerate(batch.records)]
-    return _sized(batch, records, ValueFormat.BYTES)
-
-
-def _sized(batch: SendBatch, records: list[RecordToAppend], value_format: ValueFormat) -> SendBatch:
-    sizes = record_sizes([r.key for r in records], [r.value for r in records], [r.headers for r in records])
-    return SendBatch(topic=batch.topic, partition=batch.partition, records=records,
-                     base_sequence=batch.base_sequence, expected_offset=batch.expected_offset,
-                     size_bytes=sum(sizes), largest_record=first_largest(sizes), value_format=value_format)
-
-
 def first_largest(sizes: list[int]) -> tuple[int, int]:
     """The largest record (its index, the first of the largest, and its bytes); (0, 0) for none."""
     if not sizes:
         return 0, 0
     largest = max(sizes)
     return sizes.index(largest), largest
-
-
-def _typed_bytes(field: Any, what: str, index: int, where: str) -> bytes | None:
-    """A bytes topic's key or value as a Send gives it: null, {"type": "BINARY", "data":
-    base64} or {"type": "STRING", "data": text}; a key may also be a plain string (keys have
-    always been strings in the HTTP API), which is its UTF-8 bytes."""
-    if field is None:
-        return None
-    if type(field) is str and what == "key":
-        return _utf8(field, what, index, where)
-    kind, data = (field.get("type"), field.get("data")) if type(field) is dict else (
-        getattr(field, "type", None), getattr(field, "data", None))
-    if type(field) is dict and set(field) != {"type", "data"} or type(data) is not str:
-        kind = None
-    if kind == BINARY:
-        try:
-            return base64.b64decode(data, validate=True)
-        except (binascii.Error, ValueError):
-            raise InvalidRecord(f"record {index} of {where}: the {what}'s data is not base64") from None
-    if kind == STRING:
-        return _utf8(data, what, index, where)
-    raise InvalidRecord(
-        f"record {index} of {where}: a bytes topic's {what} is null, {{\"type\": \"BINARY\", \"data\": "
-        f"<base64>}} or {{\"type\": \"STRING\", \"data\": <text>}}")
-
-
-def _utf8(text: str, what: str, index: int, where: str) -> bytes:
-    try:
-        return text.encode()
-    except UnicodeEncodeError:
-        raise InvalidRecord(f"record {index} of {where}: the {what} holds a lone surrogate, which is no UTF-8") from None
-
-
-def _bytes_value(value_json: str | bytes | None, index: int, where: str) -> bytes | None:
-    """A bytes topic's value from the JSON text a Send gave (batch_of kept it as text)."""
-    if value_json is None or value_json == _NULL:
-        return None
-    try:
-        value = orjson.loads(value_json)
-    except orjson.JSONDecodeError:
-        raise InvalidRecord(f"record {index} of {where}: the value is not JSON") from None
-    return _typed_bytes(value, "value", index, where)
-
-
-def _header_list(headers: Any, index: int, where: str) -> str | None:
-    """A bytes topic's headers as stored: the JSON text of [{"name": ..., "value": base64 or
-    null}, ...] in the order given, repeats kept. A Send gives that list, or an object of
-    strings (each value its UTF-8 bytes)."""
-    if headers is None:
-        return None
-    if type(headers) is str:  # an object of strings, which batch_of already wrote as its JSON text
-        headers = orjson.loads(headers)
-    if type(headers) is dict:
-        pairs = [(name, _utf8(text, "header " + repr(name), index, where)) for name, text in headers.items()]
-    else:
-        pairs = []
-        for h in headers:
-            name, data = getattr(h, "name", None), getattr(h, "value", None)
-            if type(name) is not str or not (data is None or type(data) is str):
-                raise InvalidRecord(f"record {index} of {where}: a header is {{\"name\": text, \"value\": base64 or null}}")
-            try:
-                pairs.append((name, None if data is None else base64.b64decode(data, validate=True)))
-            except (binascii.Error, ValueError):
-                raise InvalidRecord(f"record {index} of {where}: header {name!r}'s value is not base64") from None
-    return header_list_json(pairs, index, where)
-
-
-def header_list_json(pairs: Sequence[tuple[str, bytes | None]], index: int = 0, where: str = "") -> str:
-    try:
-        return orjson.dumps([{"name": name, "value": None if data is None else base64.b64encode(data).decode()}
-                             for name, data in pairs]).decode()
-    except TypeError:  # orjson refuses a lone surrogate in a name
-        raise InvalidRecord(f"record {index} of {where}: a header name holds a lone surrogate, which is no UTF-8") from None
-
-
-def typed_json(data: bytes) -> dict[str, str]:
-    """A bytes topic's key or value as the HTTP API shows it."""
-    return {"type": BINARY, "data": base64.b64encode(data).decode()}
-
-
-# --- the Kafka door ----------------------------------------------------------------------
-
-KafkaHeaders = Sequence[tuple[str, bytes | None]]
-
-
-def from_kafka(key: bytes | None, value: bytes | None, headers: KafkaHeaders, timestamp_ms: int,
-               value_format: ValueFormat, *, index: int = 0, where: str = "") -> RecordToAppend:
-    """A Kafka record (key and value bytes or null, headers in order) as its topic of
-    `value_format` stores it, or INVALID_RECORD for what that format cannot hold. A bytes topic
-    holds any record. A JSON topic holds what the HTTP API can send it: a UTF-8 key without NUL,
-    a value of valid JSON text (null: JSON null, the tombstone), and headers of distinct names
-    whose values are UTF-8 without NUL, kept as the object's JSON text."""
-    check_timestamp(timestamp_ms, f"record {index} of {where}")
-    if value_format is ValueFormat.BYTES:
-        return RecordToAppend(None if key is None else bytes(key), None if value is None else bytes(value),
-                              header_list_json(headers, index, where) if headers else None, timestamp_ms)
-    return RecordToAppend(_json_key(key, index, where), _json_value(value, index, where),
-                          _json_headers(headers, index, where), timestamp_ms)
-
-
-def _text(data: bytes, what: str, index: int, where: str) -> str:
-    try:
-        text = bytes(data).decode()
-    except UnicodeDecodeError:
-        raise InvalidRecord(f"record {index} of {where}: a json topic's {what} must be UTF-8") from None
-    if "\x00" in text:
-        raise InvalidRecord(f"record {index} of {where}: a json topic's {what} must not contain NUL")
-    return text
-
-
-def _json_key(key: bytes | None, index: int, where: str) -> str | None:
-    return None if key is None else _text(key, "key", index, where)
-
-
-def _json_value(value: bytes | None, index: int, where: str) -> str:
-    if value is None:
-        return _NULL
-    raw = bytes(value)
-    try:
-        # orjson takes exactly JSON (RFC 8259), and refuses a number beyond a 64-bit float and
-        # a lone surrogate, as a Send's checks do.
-        orjson.loads(raw)
-    except orjson.JSONDecodeError as e:
-        raise InvalidRecord(f"record {index} of {where}: a json topic's value must be JSON: {e}") from None
-    if len(raw) > 2 * MAX_DEPTH:
-        try:
-            check_depth(raw, index, "", 0)
-        except InvalidRequest:
-            raise InvalidRecord(f"record {index} of {where}: the value nests deeper than {MAX_DEPTH} levels of "
-                                "arrays and objects") from None
-    return raw.decode()
-
-
-def _json_headers(headers: KafkaHeaders, index: int, where: str) -> str | None:
-    if not headers:
-        return None
-    texts: dict[str, str] = {}
-    for name, data in headers:
-        if name in texts:
-            raise InvalidRecord(f"record {index} of {where}: a json topic's headers are an object: {name!r} is repeated")
-        if data is None:
-            raise InvalidRecord(f"record {index} of {where}: a json topic's header {name!r} must have a value")
-        if "\x00" in name:
-            raise InvalidRecord(f"record {index} of {where}: a json topic's header names must not contain NUL")
-        texts[name] = _text(data, f"header {name!r}", index, where)
-    return orjson.dumps(texts).decode()
-
-
-def to_kafka(key: str | bytes | None, value: str | bytes | None,
-             headers: str | None) -> tuple[bytes | None, bytes | None, list[tuple[str, bytes | None]]]:
-    """A stored record as Kafka's key, value and headers (the Kafka door's Fetch,
-    app.kafka.records): a bytes topic's exactly as stored; a JSON topic's as the UTF-8 of its
-    texts (its JSON null value too: the 4 bytes `null`, as the door documents), its headers in
-    the object's order."""
-    key_bytes = key.encode() if type(key) is str else key  # type: ignore[union-attr]
-    value_bytes = value.encode() if type(value) is str else value
-    if headers is None:
-        return key_bytes, value_bytes, []  # type: ignore[return-value]
-    parsed = orjson.loads(headers)
-    if type(parsed) is dict:
-        return key_bytes, value_bytes, [(n, t.encode()) for n, t in parsed.items()]  # type: ignore[return-value]
-    return key_bytes, value_bytes, [  # type: ignore[return-value]
-        (h["name"], None if h["value"] is None else base64.b64decode(h["value"])) for h in parsed]
-
-
-def kafka_batch(topic: str, partition: int, keys: Sequence[bytes | None], values: Sequence[bytes | None],
-                headers: Sequence[KafkaHeaders], timestamps: Sequence[int], value_format: ValueFormat, *,
-                base_sequence: int | None = None, expected_offset: int | None = None) -> SendBatch:
-    """A Kafka batch's records, given column by column (key, value, headers and timestamp_ms of
-    each), as a SendBatch for a topic of `value_format`: what from_kafka makes of each record.
-
-    The Kafka door calls it once per produced batch. A batch is checked as a whole where a
-    check can be (one UTF-8 decode of all its keys, one of all its values, one range check of
-    its timestamps); each whole-batch check passes only batches whose every record from_kafka
-    takes, so a batch one of them does not pass goes record by record through from_kafka,
-    which keeps the one verdict and names the first record it refuses."""
-    where = f"{topic}/{partition}"
-    batch = SendBatch(topic=topic, partition=partition, records=[], base_sequence=base_sequence,
-                      expected_offset=expected_offset, value_format=value_format)
-    if value_format is ValueFormat.BYTES:
-        columns = _bytes_columns(keys, values, headers, timestamps, where)
-    else:
-        columns = _json_columns(keys, values, headers, timestamps, where)
-    if columns is None:
-        out = [from_kafka(k, v, h, ts, value_format, index=i, where=where)
-               for i, (k, v, h, ts) in enumerate(zip(keys, values, headers, timestamps, strict=True))]
-        return _sized(batch, out, value_format)
-    key_texts, value_texts, header_texts, sizes = columns
-    batch.records = RecordColumns(key_texts, value_texts, header_texts, timestamps)
-    batch.size_bytes, batch.largest_record = sum(sizes), first_largest(sizes)
-    return batch
-
-
-_Columns = tuple[Sequence[Any], Sequence[Any], Sequence[str | None], list[int]]
-
-
-def _timestamps_in_range(timestamps: Sequence[int]) -> bool:
-    return not timestamps or (set(map(type, timestamps)) == {int} and min(timestamps) >= 0
-                              and max(timestamps) <= MAX_INT64)
-
-
-def _header_texts(headers: Sequence[KafkaHeaders], where: str, one: Any) -> list[str | None]:
-    """Each record's headers as `one` (from_kafka's own function for the format) stores them;
-    most batches have none, which costs one look at the column."""
-    if not any(headers):
-        return [None] * len(headers)
-    return [one(h, i, where) if h else None for i, h in enumerate(headers)]
-
-
-def _bytes_columns(keys: Sequence[bytes | None], values: Sequence[bytes | None], headers: Sequence[KafkaHeaders],
-                   timestamps: Sequence[int], where: str) -> _Columns | None:
-    """A bytes topic's columns, or None for a batch to take record by record."""
-    if not _timestamps_in_range(timestamps):
-        return None
-    if set(map(type, keys)) - {bytes, type(None)} or set(map(type, values)) - {bytes, type(None)}:
-        return None  # views into the request's buffer: from_kafka copies them
-    texts = _header_texts(headers, where, header_list_json)
-    return keys, values, texts, record_sizes(keys, values, texts)
-
-
-def _json_columns(keys: Sequence[bytes | None], values: Sequence[bytes | None], headers: Sequence[KafkaHeaders],
-                  timestamps: Sequence[int], where: str) -> _Columns | None:
-    """A JSON topic's columns, or None for a batch to take record by record.
-
-    The keys are decoded joined by NUL, which no key may hold and which no UTF-8 sequence can
-    span: the join decodes, and splits back into as many pieces, exactly when every key is
-    UTF-8 without NUL (_text). The values likewise, once orjson has taken each as JSON (valid
-    JSON text holds no NUL byte)."""
-    if not _timestamps_in_range(timestamps):
-        return None
-    key_texts = _joined_texts(keys)
-    if key_texts is None:
-        return None
-    present = values if None not in values else [v for v in values if v is not None]
-    try:
-        for v in present:
-            orjson.loads(v)  # type: ignore[arg-type]
-    except (orjson.JSONDecodeError, TypeError):
-        return None
-    if present and max(map(len, present)) > 2 * MAX_DEPTH:  # type: ignore[arg-type]
-        try:
-            for i, v in enumerate(present):
-                if len(v) > 2 * MAX_DEPTH:  # type: ignore[arg-type]
-                    check_depth(bytes(v), i, "", 0)  # type: ignore[arg-type]
-        except InvalidRequest:
-            return None
-    value_texts = _joined_texts(values, _NULL)
-    if value_texts is None:
-        return None
-    texts = _header_texts(headers, where, _json_headers)
-    # Sized from the bytes at hand, which are the UTF-8 of the texts stored, rather than by
-    # encoding each text again; a null value is stored as the text null.
-    stored_values = values if present is values else [_NULL if v is None else v for v in values]
-    return key_texts, value_texts, texts, record_sizes(keys, stored_values, texts)
 
 
 def _joined_texts(column: Sequence[Any], null: str | None = None, *, absent: Any = None) -> list[str | None] | None:

@@ -1,6 +1,6 @@
 """Kafka record batches in and out of the service's record model.
 
-What a produced record may be is the domain's one definition (app.domain.records: `from_kafka`,
+What a produced record may be is the domain's one definition (app.domain.kafka_records: `from_kafka`,
 applied to a whole batch at once by `kafka_batch`, for the topic's value format): on a bytes topic any key, value and
 headers, stored byte for byte; on a JSON topic a UTF-8 key without NUL, a value of JSON text
 (null: JSON null), headers of distinct names with UTF-8 values. Anything else is INVALID_RECORD,
@@ -28,7 +28,8 @@ from kio.records.writers import write_new_batch
 
 from app.domain.errors import InvalidRecord, InvalidRequest
 from app.domain.read import LogBatch
-from app.domain.records import SendBatch, kafka_batch, to_kafka
+from app.domain.kafka_records import kafka_batch, to_kafka
+from app.domain.records import SendBatch
 from app.domain.types import ControlType, ValueFormat
 
 NO_PRODUCER_ID = -1

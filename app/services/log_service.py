@@ -23,7 +23,8 @@ from app.domain.errors import (
     InvalidRequest,
 )
 from app.domain.read import FetchResult, OffsetOrderRead, PartitionOffsets, StoredRecord, offset_order_upper_bound
-from app.domain.records import SendBatch, first_largest, for_topic
+from app.domain.record_formats import for_topic
+from app.domain.records import SendBatch, first_largest
 from app.domain.types import IsolationLevel, TransactionVersion, ValueFormat
 from app.settings import Limit, Settings
 from app.storage import append, changes, offset_order, producers, read, topics

@@ -47,7 +47,7 @@ class BatchToAppend:
     base_sequence: int | None = None
     expected_offset: int | None = None
     size_bytes: int = 0  # app.domain.log_cleaning.record_size of the records, summed
-    # The records' format (app.domain.records.for_topic made it their topic's): which columns
+    # The records' format (app.domain.record_formats.for_topic made it their topic's): which columns
     # their keys and values go to.
     value_format: ValueFormat = ValueFormat.JSON
     # The version of the topic's row it was checked against, where that row is a process's

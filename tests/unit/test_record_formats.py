@@ -1,6 +1,6 @@
-"""The one definition of a record per topic format (app.domain.records): what a JSON topic and a
-bytes topic take from a Send and from the Kafka door, what they refuse, and what the Kafka door
-reads back."""
+"""The one definition of a record per topic format (app.domain.record_formats, and the Kafka
+door's app.domain.kafka_records): what a JSON topic and a bytes topic take from a Send and from
+the Kafka door, what they refuse, and what the Kafka door reads back."""
 
 from __future__ import annotations
 
@@ -10,7 +10,9 @@ import pytest
 
 from app.domain.errors import InvalidConfig, InvalidRecord, InvalidRequest
 from app.domain.log_cleaning import record_size, record_sizes
-from app.domain.records import RecordToAppend, batch_of, for_topic, from_kafka, kafka_batch, to_kafka
+from app.domain.kafka_records import from_kafka, kafka_batch, to_kafka
+from app.domain.record_formats import for_topic
+from app.domain.records import RecordToAppend, batch_of
 from app.domain.topic_config import TopicConfig
 from app.domain.types import ValueFormat
 

@@ -17,7 +17,7 @@ from app.api.schemas.common import (
     TopicName,
     TransactionalId,
 )
-from app.domain.records import BINARY, STRING
+from app.domain.record_formats import BINARY, STRING
 from app.domain.types import MAX_INT32, MAX_INT64, IsolationLevel, RecordState
 
 # A record's key and headers: text without NUL. The Send decoder checks it (app.api.send_body)
