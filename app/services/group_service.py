@@ -475,23 +475,18 @@ class GroupService:
                                           "generation")
                 if group_metadata is not None and g.state is StoredGroupState.COMPLETING_REBALANCE:
                     raise RebalanceInProgress(f"group {group_id!r} is rebalancing: join again")
-            # Held against a delete of the topic until these offsets are written.
-            by_name = topics.get_topics_for_offsets(conn, {o.topic for o in to_commit})
-            rows = []
-            for o in to_commit:
-                topic = by_name[o.topic]
-                topics.check_partition(topic, o.partition)
-                rows.append(
-                    {
-                        "group_id": group_id,
-                        "topic_id": topic.topic_id,
-                        "partition": o.partition,
-                        "committed_offset": o.committed_offset,
-                        "metadata": o.metadata,
-                        "committed_ms": now,
-                    }
-                )
-            offsets.commit(conn, rows)
+            topic_ids = topics.topic_ids_for_offsets(conn, to_commit)
+            offsets.commit(conn, [
+                {
+                    "group_id": group_id,
+                    "topic_id": topic_id,
+                    "partition": o.partition,
+                    "committed_offset": o.committed_offset,
+                    "metadata": o.metadata,
+                    "committed_ms": now,
+                }
+                for o, topic_id in zip(to_commit, topic_ids, strict=True)
+            ])
 
     def reset_offsets(self, group_id: str, scope: ResetScope, spec: OffsetResetSpec, *, dry_run: bool,
                       visible: Callable[[str], bool] = lambda _topic: True,

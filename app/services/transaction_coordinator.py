@@ -195,24 +195,19 @@ class TransactionCoordinator(ProducerInit):
             meta = join_transaction(conn, transactional_id, producer_id, producer_epoch, self.clock(), lock=lock,
                                     transaction_version=transaction_version)
             groups.check_group_metadata(conn, group_id, group_metadata)
-            # Held against a delete of the topic until these offsets are written.
-            by_name = topics.get_topics_for_offsets(conn, {o.topic for o in offsets})
-            rows = []
-            for o in offsets:
-                topic = by_name[o.topic]
-                topics.check_partition(topic, o.partition)
-                rows.append(
-                    {
-                        "transactional_id": transactional_id,
-                        "group_id": group_id,
-                        "topic_id": topic.topic_id,
-                        "partition": o.partition,
-                        "txn_id": meta.txn_id,
-                        "committed_offset": o.committed_offset,
-                        "metadata": o.metadata,
-                    }
-                )
-            txns.stage_offsets(conn, rows)
+            topic_ids = topics.topic_ids_for_offsets(conn, offsets)
+            txns.stage_offsets(conn, [
+                {
+                    "transactional_id": transactional_id,
+                    "group_id": group_id,
+                    "topic_id": topic_id,
+                    "partition": o.partition,
+                    "txn_id": meta.txn_id,
+                    "committed_offset": o.committed_offset,
+                    "metadata": o.metadata,
+                }
+                for o, topic_id in zip(offsets, topic_ids, strict=True)
+            ])
             return view_of(conn, meta)
 
     # --- Prepare (KIP-939) ------------------------------------------------------------------

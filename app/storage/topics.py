@@ -14,6 +14,7 @@ row, then partitions).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cache
 from typing import Any
@@ -22,6 +23,7 @@ from sqlalchemy import Connection, bindparam, case, delete, exists, func, insert
 from sqlalchemy.exc import IntegrityError
 
 from app.domain.errors import TopicAlreadyExists, UnknownTopicOrPartition
+from app.domain.offsets import OffsetToStage
 from app.domain.topic import PartitionInfo, Topic
 from app.domain.topic_config import TopicConfig
 from app.domain.types import CleanupPolicy, Durability, TopicId, TransactionState, ValueFormat
@@ -324,6 +326,19 @@ def get_topics_for_offsets(conn: Connection, names: set[str]) -> dict[str, Topic
     leaves this to find the topic gone. Config changes and CreatePartitions do not wait."""
     rows = conn.execute(_topics_key_share_stmt(conn.dialect.name), {"names": sorted(names)}).all()
     return get_topics(conn, names, {row.name: topic_of(row) for row in rows})
+
+
+def topic_ids_for_offsets(conn: Connection, to_write: Sequence[OffsetToStage]) -> list[TopicId]:
+    """The topic id of each offset of a write of group offsets (AddOffsets, an offset commit), in
+    order: its topic held against a delete until the offsets are written (get_topics_for_offsets),
+    its partition checked (UNKNOWN_TOPIC_OR_PARTITION)."""
+    by_name = get_topics_for_offsets(conn, {o.topic for o in to_write})
+    ids: list[TopicId] = []
+    for o in to_write:
+        topic = by_name[o.topic]
+        check_partition(topic, o.partition)
+        ids.append(topic.topic_id)
+    return ids
 
 
 def update_config(conn: Connection, topic_id: int, config: TopicConfig) -> None:
