@@ -37,10 +37,9 @@ class FenceReason(str, enum.Enum):
 
 
 @dataclass(frozen=True, slots=True)
-class InitProducerId:
-    """An idle transactional id handed to a new instance, or (KIP-360) to the live one that
-    recovers with its own epoch, `recovering_epoch`: the epoch bumped, the state Empty.
-    Only a recovering instance's bump may be answered again (see AnswerAgain)."""
+class _InitProducerIdAsks:
+    """What an InitProducerId asks for, which both of its bumps (InitProducerId, KeepPrepared)
+    carry. Neither is the other: each is matched by its own class in prepare_transition."""
 
     transaction_timeout_ms: int
     holder: str | None
@@ -52,18 +51,17 @@ class InitProducerId:
 
 
 @dataclass(frozen=True, slots=True)
-class KeepPrepared:
+class InitProducerId(_InitProducerIdAsks):
+    """An idle transactional id handed to a new instance, or (KIP-360) to the live one that
+    recovers with its own epoch, `recovering_epoch`: the epoch bumped, the state Empty.
+    Only a recovering instance's bump may be answered again (see AnswerAgain)."""
+
+
+@dataclass(frozen=True, slots=True)
+class KeepPrepared(_InitProducerIdAsks):
     """InitProducerId with keep_prepared_txn on a Prepared transaction (KIP-939): the epoch is
     bumped, so the instance that prepared it can no longer end it, and it stays Prepared for
     the new instance to commit or abort."""
-
-    transaction_timeout_ms: int
-    holder: str | None
-    recovering_epoch: int | None = None
-    transaction_version: TransactionVersion = TransactionVersion.V1
-    # The Sends' durability the instance chose; None: the stored one (a bump the service
-    # makes itself, not an InitProducerId).
-    durability: Durability | None = None
 
 
 @dataclass(frozen=True, slots=True)
