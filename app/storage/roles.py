@@ -16,6 +16,8 @@ import base64
 import hashlib
 import hmac
 import secrets
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from psycopg import sql
@@ -50,32 +52,40 @@ def _ensure_role(cur: Any, role: str, password: str | None) -> bool:
     return created
 
 
-def grant_reader(engine: Engine, role: str, *, password: str | None = None) -> bool:
-    """Create `role` if it does not exist (LOGIN), set its `password` if given, and grant it
-    USAGE on the view's schema, SELECT on committed_records and on the columns topics(topic_id,
-    name) and partitions(topic_id, partition, next_offset). Whether it was created."""
+@contextmanager
+def _driver_cursor(engine: Engine) -> Iterator[Any]:
+    """A psycopg cursor of a connection of its own, committed when the block ends without an
+    error: role and grant statements are psycopg's own SQL (sql.Identifier), run as they are."""
     raw = engine.raw_connection()
     try:
         conn = raw.driver_connection
         with conn.cursor() as cur:  # type: ignore[union-attr]
-            created = _ensure_role(cur, role, password)
-            cur.execute("SELECT table_schema FROM information_schema.views WHERE table_name = 'committed_records' "
-                        "AND table_schema = ANY (current_schemas(false))")
-            schema = cur.fetchone()[0]  # type: ignore[index]
-            cur.execute(sql.SQL("GRANT USAGE ON SCHEMA {} TO {}").format(sql.Identifier(schema), sql.Identifier(role)))
-            cur.execute(sql.SQL("GRANT SELECT ON {}.committed_records TO {}").format(
-                sql.Identifier(schema), sql.Identifier(role)))
-            # The topics' names and the partitions' next offsets: the data source compares them
-            # with the service's log ends, to know it reads the service's own database
-            # (spark_jobs.reader.checks.check_same_database). Both show in the view anyway.
-            cur.execute(sql.SQL('GRANT SELECT (topic_id, name) ON {}.topics TO {}').format(
-                sql.Identifier(schema), sql.Identifier(role)))
-            cur.execute(sql.SQL('GRANT SELECT (topic_id, "partition", next_offset) ON {}.partitions TO {}').format(
-                sql.Identifier(schema), sql.Identifier(role)))
+            yield cur
         conn.commit()  # type: ignore[union-attr]
-        return created
     finally:
         raw.close()
+
+
+def grant_reader(engine: Engine, role: str, *, password: str | None = None) -> bool:
+    """Create `role` if it does not exist (LOGIN), set its `password` if given, and grant it
+    USAGE on the view's schema, SELECT on committed_records and on the columns topics(topic_id,
+    name) and partitions(topic_id, partition, next_offset). Whether it was created."""
+    with _driver_cursor(engine) as cur:
+        created = _ensure_role(cur, role, password)
+        cur.execute("SELECT table_schema FROM information_schema.views WHERE table_name = 'committed_records' "
+                    "AND table_schema = ANY (current_schemas(false))")
+        schema = cur.fetchone()[0]  # type: ignore[index]
+        cur.execute(sql.SQL("GRANT USAGE ON SCHEMA {} TO {}").format(sql.Identifier(schema), sql.Identifier(role)))
+        cur.execute(sql.SQL("GRANT SELECT ON {}.committed_records TO {}").format(
+            sql.Identifier(schema), sql.Identifier(role)))
+        # The topics' names and the partitions' next offsets: the data source compares them
+        # with the service's log ends, to know it reads the service's own database
+        # (spark_jobs.reader.checks.check_same_database). Both show in the view anyway.
+        cur.execute(sql.SQL('GRANT SELECT (topic_id, name) ON {}.topics TO {}').format(
+            sql.Identifier(schema), sql.Identifier(role)))
+        cur.execute(sql.SQL('GRANT SELECT (topic_id, "partition", next_offset) ON {}.partitions TO {}').format(
+            sql.Identifier(schema), sql.Identifier(role)))
+    return created
 
 
 _APPEND_FUNCTION = "outbox.append(text, integer, text, json, json, text, bigint)"
@@ -87,44 +97,32 @@ def grant_appender(engine: Engine, role: str, *, topics: list[str], prefixes: li
     calling outbox.append needs (USAGE on the schema, EXECUTE on the function) and the right
     to append to `topics` (names, or '*' for every topic) and to the topics starting with one
     of `prefixes` (outbox.append_grants). Whether the role was created."""
-    raw = engine.raw_connection()
-    try:
-        conn = raw.driver_connection
-        with conn.cursor() as cur:  # type: ignore[union-attr]
-            created = _ensure_role(cur, role, password)
-            cur.execute(sql.SQL("GRANT USAGE ON SCHEMA outbox TO {}").format(sql.Identifier(role)))
-            cur.execute(sql.SQL("GRANT EXECUTE ON FUNCTION {} TO {}").format(
-                sql.SQL(_APPEND_FUNCTION), sql.Identifier(role)))
-            cur.executemany(
-                "INSERT INTO outbox.append_grants (role, topic, pattern_type) VALUES (%s, %s, %s) ON CONFLICT DO NOTHING",
-                [(role, t, "literal") for t in topics] + [(role, p, "prefixed") for p in prefixes])
-        conn.commit()  # type: ignore[union-attr]
-        return created
-    finally:
-        raw.close()
+    with _driver_cursor(engine) as cur:
+        created = _ensure_role(cur, role, password)
+        cur.execute(sql.SQL("GRANT USAGE ON SCHEMA outbox TO {}").format(sql.Identifier(role)))
+        cur.execute(sql.SQL("GRANT EXECUTE ON FUNCTION {} TO {}").format(
+            sql.SQL(_APPEND_FUNCTION), sql.Identifier(role)))
+        cur.executemany(
+            "INSERT INTO outbox.append_grants (role, topic, pattern_type) VALUES (%s, %s, %s) ON CONFLICT DO NOTHING",
+            [(role, t, "literal") for t in topics] + [(role, p, "prefixed") for p in prefixes])
+    return created
 
 
 def revoke_appender(engine: Engine, role: str, *, topics: list[str], prefixes: list[str]) -> int:
     """Take back the right to append to `topics` and `prefixes`; with neither, every topic and
     EXECUTE on outbox.append. How many grants were taken back."""
-    raw = engine.raw_connection()
-    try:
-        conn = raw.driver_connection
-        with conn.cursor() as cur:  # type: ignore[union-attr]
-            if topics or prefixes:
-                cur.execute(
-                    "DELETE FROM outbox.append_grants WHERE role = %s AND ((pattern_type = 'literal' AND topic = ANY(%s))"
-                    " OR (pattern_type = 'prefixed' AND topic = ANY(%s)))", (role, topics, prefixes))
-            else:
-                cur.execute("DELETE FROM outbox.append_grants WHERE role = %s", (role,))
-            taken = cur.rowcount
-            if not (topics or prefixes):
-                cur.execute(sql.SQL("REVOKE EXECUTE ON FUNCTION {} FROM {}").format(
-                    sql.SQL(_APPEND_FUNCTION), sql.Identifier(role)))
-        conn.commit()  # type: ignore[union-attr]
-        return taken
-    finally:
-        raw.close()
+    with _driver_cursor(engine) as cur:
+        if topics or prefixes:
+            cur.execute(
+                "DELETE FROM outbox.append_grants WHERE role = %s AND ((pattern_type = 'literal' AND topic = ANY(%s))"
+                " OR (pattern_type = 'prefixed' AND topic = ANY(%s)))", (role, topics, prefixes))
+        else:
+            cur.execute("DELETE FROM outbox.append_grants WHERE role = %s", (role,))
+        taken = cur.rowcount
+        if not (topics or prefixes):
+            cur.execute(sql.SQL("REVOKE EXECUTE ON FUNCTION {} FROM {}").format(
+                sql.SQL(_APPEND_FUNCTION), sql.Identifier(role)))
+    return taken
 
 
 def appender_grants(engine: Engine, role: str | None = None) -> list[tuple[str, str, str]]:
