@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -36,7 +37,7 @@ class Step:
     source: str | None
     destination: str | None
     is_upgrade: bool
-    description: str  # the first line of the migration's docstring
+    description: str  # the first sentence of the migration's docstring
 
     def __str__(self) -> str:
         moved = f"{self.source or 'empty'} -> {self.destination or 'empty'}"
@@ -132,6 +133,14 @@ def _is_ancestor(older: str, newer: str) -> bool:
     return any(s.revision == older for s in _scripts().iterate_revisions(newer, "base"))
 
 
+def _first_sentence(doc: str | None) -> str:
+    """A migration's docstring up to its first full stop: its first line alone stops mid-sentence
+    where the docstring wraps, and `outbox migrate` prints this to the operator."""
+    paragraph = " ".join((doc or "").strip().split("\n\n")[0].split())
+    end = re.search(r"[.!?](\s|$)", paragraph)
+    return paragraph[: end.start() + 1] if end else paragraph
+
+
 def _run(cmd, database_url: str, revision: str) -> list[Step]:  # type: ignore[no-untyped-def]
     steps: list[Step] = []
 
@@ -139,8 +148,7 @@ def _run(cmd, database_url: str, revision: str) -> list[Step]:  # type: ignore[n
         (source,) = step.source_revision_ids or (None,)
         (destination,) = step.destination_revision_ids or (None,)
         script = step.up_revision
-        description = (script.doc or "").strip().splitlines()[0] if script is not None and script.doc else ""
-        steps.append(Step(source, destination, step.is_upgrade, description))
+        steps.append(Step(source, destination, step.is_upgrade, _first_sentence(script.doc if script else None)))
 
     cfg = alembic_config(database_url)
     cfg.attributes["on_version_apply"] = applied  # migrations/env.py passes it to alembic

@@ -60,6 +60,15 @@ def test_upgrade_is_idempotent_and_downgrade_removes_everything(tmp_path) -> Non
     engine.dispose()
 
 
+def test_each_migration_applied_is_reported_with_the_whole_first_sentence_of_its_docstring(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    # 0008's first sentence wraps onto a second line of its docstring.
+    steps = migrate.upgrade(f"sqlite:///{tmp_path / 'm.db'}", "0008")
+
+    assert str(steps[-1]) == ("upgraded 0007 -> 0008: An index of control markers by transaction: which marker "
+                              "(COMMIT or ABORT) ended a transaction in a partition, found without reading the "
+                              "partition.")
+
+
 def test_the_migrated_check_constraints_allow_exactly_the_values_of_their_enums(db_url: str) -> None:
     """tables.py writes each CHECK from its enum (one_of); the migrations wrote their own copy of
     the text. Compared by the quoted values each allows, as PostgreSQL rewrites `IN (…)`."""
