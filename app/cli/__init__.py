@@ -53,6 +53,9 @@ def build_parser() -> argparse.ArgumentParser:
                         "a terminal)")
     output.add_argument("--table", dest="output", action="store_const", const="table", default=argparse.SUPPRESS,
                         help="print a table (the default on a terminal)")
+    # --url and the key flags after the subcommand too (`outbox topics list --url U`), as a
+    # newcomer writes them after --table.
+    _service_flags(output, default=argparse.SUPPRESS)
     admin_commands = ", ".join(sorted(remote.COMMANDS))
     parser = _Parser(
         prog="outbox",
@@ -66,16 +69,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("-v", "--verbose", action="store_true", default=False,
                         help="on an error, print the traceback too")
-    parser.add_argument("--url", default=None, metavar="URL",
-                        help=f"the service to administer ({admin_commands} only), e.g. "
-                        f"http://127.0.0.1:8000; default ${remote.URL_VARIABLE}")
-    parser.add_argument("--api-key-file", default=None, metavar="FILE",
-                        help=f"with --url: a file holding the API key; default ${remote.API_KEY_VARIABLE}")
-    parser.add_argument("--api-key", default=None, metavar="KEY",
-                        help="with --url: the API key itself (visible to other users in `ps`: prefer "
-                        f"${remote.API_KEY_VARIABLE} or --api-key-file)")
-    parser.add_argument("--timeout", dest="timeout_s", type=float, default=None, metavar="SECONDS",
-                        help=f"with --url: how long to wait for the service's answer (default {remote.TIMEOUT_S:g})")
+    _service_flags(parser, default=None)
     parser.set_defaults(output="auto")
     sub = parser.add_subparsers(dest="command", required=True)
 
@@ -88,6 +82,22 @@ def build_parser() -> argparse.ArgumentParser:
     security.add_commands(command, output)
     server.add_openapi_command(command)
     return parser
+
+
+def _service_flags(parser: argparse.ArgumentParser, *, default: object) -> None:
+    """The flags that point an admin command at a service over HTTP (default: the top level's
+    value, None; SUPPRESS after the subcommand, so that an absent flag leaves it alone)."""
+    admin_commands = ", ".join(sorted(remote.COMMANDS))
+    parser.add_argument("--url", default=default, metavar="URL",
+                        help=f"the service to administer ({admin_commands} only), e.g. "
+                        f"http://127.0.0.1:8000; default ${remote.URL_VARIABLE}")
+    parser.add_argument("--api-key-file", default=default, metavar="FILE",
+                        help=f"with --url: a file holding the API key; default ${remote.API_KEY_VARIABLE}")
+    parser.add_argument("--api-key", default=default, metavar="KEY",
+                        help="with --url: the API key itself (visible to other users in `ps`: prefer "
+                        f"${remote.API_KEY_VARIABLE} or --api-key-file)")
+    parser.add_argument("--timeout", dest="timeout_s", type=float, default=default, metavar="SECONDS",
+                        help=f"with --url: how long to wait for the service's answer (default {remote.TIMEOUT_S:g})")
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -520,6 +520,18 @@ def test_principals_create_list_and_revoke_over_http_and_list_as_the_database_co
     assert [p["api_keys"][0]["revoked_ms"] is not None for p in everyone if p["principal"] == f"User:{name}"] == [True]
 
 
+def test_the_service_flags_are_taken_after_the_command_as_before_it(served, outbox, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    key_file = tmp_path / "admin.key"
+    key_file.write_text(served.admin_key + "\n")
+    topic = _topic("after")
+    assert served.admin().post("/v1/topics", json={"name": topic, "partitions": 1}).status_code == 201
+
+    done = outbox("topics", "describe", topic, "--url", served.secured_url, "--api-key-file", str(key_file),
+                  "--timeout", "30")
+
+    assert done.json == served.admin().get(f"/v1/topics/{topic}").json()
+
+
 def test_a_principal_without_the_acl_gets_the_403_code_and_exit_status_4(served, outbox, monkeypatch) -> None:  # type: ignore[no-untyped-def]
     monkeypatch.setenv("OUTBOX_URL", served.secured_url)
     monkeypatch.setenv("OUTBOX_API_KEY", served.reader_key)
@@ -692,10 +704,11 @@ def test_a_service_that_never_answers_is_one_line_and_exit_status_1_after_the_ti
 
 
 def test_an_api_key_on_a_mistaken_command_line_is_not_echoed(outbox) -> None:  # type: ignore[no-untyped-def]
-    done = outbox("topics", "list", "--api-key", "outbox_0123456789abcdef_secret")
+    done = outbox("transactions", "list", "--state", "Ongoing", "--api-key", "outbox_0123456789abcdef_secret")
 
     assert (done.status, done.out) == (EXIT_USAGE, "")
-    assert done.err == "outbox: error: unrecognized arguments: --api-key *** (see `outbox --help`)\n"
+    assert done.err == ("outbox: error: --api-key: only for the admin commands over HTTP (acls, groups, principals, "
+                        "topics, transactions with --url); without --url or OUTBOX_URL\n")
 
 
 @pytest.mark.parametrize(("args", "line"), [
