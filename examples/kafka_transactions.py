@@ -11,7 +11,9 @@ consumed is consumed again; a fatal error (this producer fenced by a newer insta
 commit.
 
 The transform: an input record whose value is an integer n (as JSON text, e.g. `7`) becomes
-`{"n": 7, "square": 49}` in the output topic, with the input's key. A transaction is committed
+`{"n": 7, "square": 49}` in the output topic, with the input's key. Any other value is skipped
+with a line on stderr naming its partition, offset and why, and its offset commits with the
+transaction like the others', so that it is not met again after a restart. A transaction is committed
 after --commit-every records or --commit-interval-ms since it began, and when the group takes
 partitions away from this member (the rebalance callback), with their offsets.
 
@@ -39,8 +41,17 @@ EXIT_FATAL = 3
 TIMEOUT_S = 30
 
 
-def transform(value: bytes) -> bytes:
-    n = int(value)
+class NotANumber(ValueError):
+    """An input the transform cannot square; the message says why."""
+
+
+def transform(value: bytes | None) -> bytes:
+    if value is None:
+        raise NotANumber("value is null")
+    try:
+        n = int(value)
+    except ValueError:
+        raise NotANumber(f"value is not an integer: {value[:100]!r}") from None
     return json.dumps({"n": n, "square": n * n}, separators=(",", ":")).encode()
 
 
@@ -65,7 +76,7 @@ class Loop:
             "heartbeat.interval.ms": max(100, args.session_timeout_ms // 10),
             "max.poll.interval.ms": max(args.session_timeout_ms, 10_000),
         })
-        self.in_transaction = 0    # records produced in the open transaction
+        self.in_transaction = 0    # records consumed in the open transaction (produced or skipped)
         self.began = 0.0           # when the open transaction's first record was produced
 
     def run(self) -> None:
@@ -82,7 +93,12 @@ class Loop:
                 # The consumer recovers from its errors by itself: they are information.
                 print(f"consumer error: {m.error()}", file=sys.stderr, flush=True)
                 continue
-            self.producer.produce(self.args.output, key=m.key(), value=transform(m.value()))
+            try:
+                self.producer.produce(self.args.output, key=m.key(), value=transform(m.value()))
+            except NotANumber as e:
+                # One bad input must not stop the loop for good (it would be met again at every
+                # restart): skipped, its offset committed with the others'.
+                print(f"skipped {m.topic()}/{m.partition()} offset {m.offset()}: {e}", file=sys.stderr, flush=True)
             if not self.in_transaction:
                 self.began = time.monotonic()
             self.in_transaction += 1
