@@ -3,6 +3,7 @@ answers and transport errors inside a deadline, with the client's one backoff be
 
 from __future__ import annotations
 
+import logging
 import ssl
 import time
 from collections.abc import Callable
@@ -12,6 +13,8 @@ import httpx
 
 from app.client.backoff import ExponentialBackoff
 from app.client.errors import ClientError, RetriableError, classify
+
+logger = logging.getLogger(__name__)
 
 
 class BearerAuth(httpx.Auth):
@@ -77,6 +80,7 @@ class Session:
         """
         deadline = self.clock() + deadline_s
         attempts = 0
+        unreachable_said = False
         while True:
             try:
                 response = self.http.request(method, path, json=json, params=params)
@@ -94,6 +98,12 @@ class Session:
             pause = self.backoff.backoff_s(attempts)
             if self.clock() + pause > deadline:
                 raise error
+            if isinstance(error.__cause__, httpx.TransportError) and not unreachable_said:
+                # Said once, as a retry begins: a wrong URL would otherwise be a silence as long
+                # as the deadline (a minute by default).
+                logger.warning("cannot reach %s (%s); retrying %s %s for up to %g s",
+                               self.http.base_url, error.message, method, path, deadline_s)
+                unreachable_said = True
             self.sleep(pause)
             attempts += 1
 

@@ -180,6 +180,25 @@ def test_transport_errors_are_retried_after_the_same_pauses() -> None:
     assert fake.sleeps == [0.08, 0.16]
 
 
+def test_an_unreachable_service_is_said_once_as_a_warning_while_it_is_retried(caplog: pytest.LogCaptureFixture) -> None:
+    failures = iter([httpx.ConnectError("[Errno 111] Connection refused")] * 3)
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        error = next(failures, None)
+        if error is not None:
+            raise error
+        return ok({"done": True})
+
+    fake = FakeTime()
+    s = Session(URL, client=httpx.Client(base_url=URL, transport=httpx.MockTransport(handler)),
+                backoff=ExponentialBackoff(100, 1000, rng=LOWEST), sleep=fake.sleep, clock=fake.clock)
+    with caplog.at_level("WARNING", logger="app.client.http"):
+        assert s.call("GET", "/v1/topics/orders") == {"done": True}
+    assert [(r.levelname, r.getMessage()) for r in caplog.records] == [
+        ("WARNING", "cannot reach http://outbox.test ([Errno 111] Connection refused); retrying GET /v1/topics/orders "
+                    "for up to 60 s")]
+
+
 def test_retries_stop_when_the_next_pause_would_pass_the_deadline() -> None:
     script = Script({("GET", "/v1/topics/t"): [unavailable()]})
     fake = FakeTime()
