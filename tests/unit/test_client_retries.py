@@ -164,8 +164,10 @@ def test_a_wait_refused_past_the_services_bound_is_retried_after_the_pauses() ->
     assert fake.sleeps == [0.1, 0.2]
 
 
-def test_transport_errors_are_retried_after_the_same_pauses() -> None:
-    failures = iter([httpx.ConnectError("refused")] * 2)
+def unreachable_then_ok(times: int, fake: FakeTime) -> Session:
+    """A session whose service refuses the connection `times` times, then answers
+    {"done": true}."""
+    failures = iter([httpx.ConnectError("[Errno 111] Connection refused")] * times)
 
     def handler(request: httpx.Request) -> httpx.Response:
         error = next(failures, None)
@@ -173,25 +175,19 @@ def test_transport_errors_are_retried_after_the_same_pauses() -> None:
             raise error
         return ok({"done": True})
 
+    return Session(URL, client=httpx.Client(base_url=URL, transport=httpx.MockTransport(handler)),
+                   backoff=ExponentialBackoff(100, 1000, rng=LOWEST), sleep=fake.sleep, clock=fake.clock)
+
+
+def test_transport_errors_are_retried_after_the_same_pauses() -> None:
     fake = FakeTime()
-    s = Session(URL, client=httpx.Client(base_url=URL, transport=httpx.MockTransport(handler)),
-                backoff=ExponentialBackoff(100, 1000, rng=LOWEST), sleep=fake.sleep, clock=fake.clock)
+    s = unreachable_then_ok(2, fake)
     assert s.call("POST", "/v1/records", json={}) == {"done": True}
     assert fake.sleeps == [0.08, 0.16]
 
 
 def test_an_unreachable_service_is_said_once_as_a_warning_while_it_is_retried(caplog: pytest.LogCaptureFixture) -> None:
-    failures = iter([httpx.ConnectError("[Errno 111] Connection refused")] * 3)
-
-    def handler(request: httpx.Request) -> httpx.Response:
-        error = next(failures, None)
-        if error is not None:
-            raise error
-        return ok({"done": True})
-
-    fake = FakeTime()
-    s = Session(URL, client=httpx.Client(base_url=URL, transport=httpx.MockTransport(handler)),
-                backoff=ExponentialBackoff(100, 1000, rng=LOWEST), sleep=fake.sleep, clock=fake.clock)
+    s = unreachable_then_ok(3, FakeTime())
     with caplog.at_level("WARNING", logger="app.client.http"):
         assert s.call("GET", "/v1/topics/orders") == {"done": True}
     assert [(r.levelname, r.getMessage()) for r in caplog.records] == [
