@@ -239,7 +239,9 @@ def batch_of(topic: str, partition: int, records: Sequence[Any], now_ms: int, *,
     if present is not raws:  # some values are null: stored as the text null, sized as it
         raws = [_NULL if v is no_value else v for v in raws]
     if None in timestamps:
-        timestamps = [now_ms if t is None else t for t in timestamps]
+        # Usually none was given: every record then takes the clock's, without a look at each.
+        timestamps = ([now_ms] * len(timestamps) if timestamps.count(None) == len(timestamps)
+                      else [now_ms if t is None else t for t in timestamps])
     try:
         if headers.count(None) != len(headers):
             dumps = orjson.dumps
@@ -319,10 +321,13 @@ JOIN_CHUNK_BYTES = 1 << 20
 def chunk_bounds(lengths: Iterable[int], limit: int) -> list[tuple[int, int]]:
     """(start, stop) of each run of consecutive items, in order and covering them all, whose
     lengths sum to at most `limit`, or of one item longer than `limit` on its own: a column cut
-    into pieces to process one at a time, so that what a piece makes stays bounded."""
+    into pieces to process one at a time, so that what a piece makes stays bounded. A column
+    within `limit` (a usual Send's values, each time they are decoded) is summed, not
+    accumulated: half the time of building the running totals it then has no use for."""
+    lengths = list(lengths)
+    if sum(lengths) <= limit:
+        return [(0, len(lengths))] if lengths else []
     ends = list(accumulate(lengths))
-    if not ends or ends[-1] <= limit:
-        return [(0, len(ends))] if ends else []
     bounds: list[tuple[int, int]] = []
     start, base = 0, 0
     while start < len(ends):

@@ -50,6 +50,12 @@ def test_a_batch_counts_each_records_bytes_as_stored_and_names_the_largest() -> 
     assert (batch.size_bytes, batch.largest_record) == (3 + 4 + 9, (1, 13))
 
 
+def test_records_sent_without_timestamps_all_take_the_sends_clock() -> None:
+    batch = batch_of("t", 1, [_Record(b"1"), _Record(b"2")], now_ms=5)
+
+    assert batch.records == [RecordToAppend(None, "1", None, 5), RecordToAppend(None, "2", None, 5)]
+
+
 # Text as JSON carries it (no lone surrogates), ASCII or not.
 _text = st.text(st.characters(blacklist_categories=("Cs",)), max_size=12)
 _records = st.lists(st.builds(
@@ -102,6 +108,11 @@ def test_chunk_bounds_cut_items_in_order_into_runs_within_the_limit_a_longer_ite
     assert chunk_bounds([3, 3, 3, 10, 1, 1], 6) == [(0, 2), (2, 3), (3, 4), (4, 6)]
     assert chunk_bounds([3, 3], 6) == [(0, 2)]
     assert chunk_bounds([], 6) == []
+
+
+def test_chunk_bounds_take_lengths_from_an_iterator_once() -> None:
+    assert chunk_bounds(iter([3, 3, 3, 10, 1, 1]), 6) == [(0, 2), (2, 3), (3, 4), (4, 6)]
+    assert chunk_bounds(iter([3, 3]), 6) == [(0, 2)]
 
 
 def test_values_decoded_a_chunk_at_a_time_are_the_texts_sent(monkeypatch: pytest.MonkeyPatch) -> None:
