@@ -16,17 +16,16 @@ import orjson
 from app.domain.errors import InvalidRecord, InvalidRequest
 from app.domain.log_cleaning import record_sizes
 from app.domain.record_formats import header_list_json, sized_batch
-# _NULL and _joined_texts keep the private names batch_of knows them by.
 from app.domain.records import (
-    _NULL,
     MAX_DEPTH,
+    NULL_TEXT,
     RecordColumns,
     RecordToAppend,
     SendBatch,
-    _joined_texts,
     check_depth,
     check_timestamp,
     first_largest,
+    joined_texts,
 )
 from app.domain.types import MAX_INT64, ValueFormat
 
@@ -64,7 +63,7 @@ def _json_key(key: bytes | None, index: int, where: str) -> str | None:
 
 def _json_value(value: bytes | None, index: int, where: str) -> str:
     if value is None:
-        return _NULL
+        return NULL_TEXT
     raw = bytes(value)
     try:
         # orjson takes exactly JSON (RFC 8259), and refuses a number beyond a 64-bit float and
@@ -178,7 +177,7 @@ def _json_columns(keys: Sequence[bytes | None], values: Sequence[bytes | None], 
     JSON text holds no NUL byte)."""
     if not _timestamps_in_range(timestamps):
         return None
-    key_texts = _joined_texts(keys)
+    key_texts = joined_texts(keys)
     if key_texts is None:
         return None
     present = values if None not in values else [v for v in values if v is not None]
@@ -194,11 +193,11 @@ def _json_columns(keys: Sequence[bytes | None], values: Sequence[bytes | None], 
                     check_depth(bytes(v), i, "", 0)  # type: ignore[arg-type]
         except InvalidRequest:
             return None
-    value_texts = _joined_texts(values, _NULL)
+    value_texts = joined_texts(values, NULL_TEXT)
     if value_texts is None:
         return None
     texts = _header_texts(headers, where, _json_headers)
     # Sized from the bytes at hand, which are the UTF-8 of the texts stored, rather than by
     # encoding each text again; a null value is stored as the text null.
-    stored_values = values if present is values else [_NULL if v is None else v for v in values]
+    stored_values = values if present is values else [NULL_TEXT if v is None else v for v in values]
     return key_texts, value_texts, texts, record_sizes(keys, stored_values, texts)

@@ -19,8 +19,7 @@ import orjson
 
 from app.domain.errors import InvalidRecord
 from app.domain.log_cleaning import record_sizes
-# _NULL keeps the private name batch_of knows it by: the text a null value is stored as.
-from app.domain.records import _NULL, RecordToAppend, SendBatch, first_largest
+from app.domain.records import NULL_TEXT, RecordToAppend, SendBatch, first_largest
 from app.domain.types import ValueFormat
 
 # How the HTTP API names the encoding of a bytes topic's key or value (as Confluent's REST API
@@ -95,7 +94,7 @@ def _utf8(text: str, what: str, index: int, where: str) -> bytes:
 
 def _bytes_value(value_json: str | bytes | None, index: int, where: str) -> bytes | None:
     """A bytes topic's value from the JSON text a Send gave (batch_of kept it as text)."""
-    if value_json is None or value_json == _NULL:
+    if value_json is None or value_json == NULL_TEXT:
         return None
     try:
         value = orjson.loads(value_json)

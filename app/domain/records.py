@@ -42,7 +42,8 @@ from app.domain.types import MAX_INT32, MAX_INT64, ValueFormat
 
 MAX_DEPTH = 254
 
-_NULL = "null"
+# The text a null value is stored as, in a JSON topic (every door writes it so).
+NULL_TEXT = "null"
 # Digits -> "0", e/E -> "e", everything else -> " ", and '+'/'-' deleted: "1e+400" reads
 # "0e000", so a 3-digit exponent, or a run of 210 digits, is a substring search over the text
 # (ten times faster than a regular expression over the text itself). The exponent's search is
@@ -217,7 +218,7 @@ def batch_of(topic: str, partition: int, records: Sequence[Any], now_ms: int, *,
 
     Built column by column: it runs for every record of every Send, and a Python loop with a
     few steps per record cost a 1,000-record Send more than a microsecond a record
-    (docs/benchmarks.md, 2026-11-30). The values are decoded joined by NUL (_joined_texts),
+    (docs/benchmarks.md, 2026-11-30). The values are decoded joined by NUL (joined_texts),
     which JSON text cannot hold outside a string nor a string unescaped: the join splits back
     into as many texts as values exactly when each is what str(value, "utf-8") makes of it. A record
     with a bytes topic's typed key or header list (which only a Send's schema lets through)
@@ -233,11 +234,11 @@ def batch_of(topic: str, partition: int, records: Sequence[Any], now_ms: int, *,
         for i, raw in enumerate(raws):
             if raw is not no_value and len(raw) > 2 * MAX_DEPTH:
                 check_depth(bytes(raw), i, topic, partition)
-    texts = _joined_texts(raws, _NULL, absent=no_value)
+    texts = joined_texts(raws, NULL_TEXT, absent=no_value)
     if texts is None:  # a value holding NUL, which no JSON text does: each on its own
-        texts = [_NULL if v is no_value else str(v, "utf-8") for v in raws]
+        texts = [NULL_TEXT if v is no_value else str(v, "utf-8") for v in raws]
     if present is not raws:  # some values are null: stored as the text null, sized as it
-        raws = [_NULL if v is no_value else v for v in raws]
+        raws = [NULL_TEXT if v is no_value else v for v in raws]
     if None in timestamps:
         # Usually none was given: every record then takes the clock's, without a look at each.
         timestamps = ([now_ms] * len(timestamps) if timestamps.count(None) == len(timestamps)
@@ -264,7 +265,7 @@ def _typed_batch_of(topic: str, partition: int, records: Sequence[Any], now_ms: 
     for i, r in enumerate(records):
         raw, key, headers = r.value, r.key, r.headers
         if raw is no_value:
-            value = _NULL
+            value = NULL_TEXT
         else:
             if len(raw) > 2 * MAX_DEPTH:
                 check_depth(bytes(raw), i, topic, partition)
@@ -284,7 +285,7 @@ def first_largest(sizes: list[int]) -> tuple[int, int]:
     return sizes.index(largest), largest
 
 
-def _joined_texts(column: Sequence[Any], null: str | None = None, *, absent: Any = None) -> list[str | None] | None:
+def joined_texts(column: Sequence[Any], null: str | None = None, *, absent: Any = None) -> list[str | None] | None:
     """Each piece of bytes decoded as UTF-8 (`absent`: `null`), or None if one is not UTF-8 or
     holds NUL.
 
@@ -312,7 +313,7 @@ def _joined_texts(column: Sequence[Any], null: str | None = None, *, absent: Any
     return [null if b is absent else next(pieces) for b in column]
 
 
-# The bytes of values _joined_texts decodes in one call: small enough that the decoded string
+# The bytes of values joined_texts decodes in one call: small enough that the decoded string
 # stays a few MB at 4 bytes a character, large enough that a chunk's call costs nothing beside
 # its records' (a 1,000-record Send of ~100-byte values is one chunk).
 JOIN_CHUNK_BYTES = 1 << 20
