@@ -1,6 +1,7 @@
 """README commands beyond the walkthrough (tests/e2e/test_readme.py), run as a newcomer runs them,
 in the README's order where the order matters: "Command-line errors" after the walkthrough and
-the pizza example, "Pointing it at PostgreSQL" as written, and the MariaDB example's lines.
+the pizza example, "Consumer groups (KIP-447)" after the walkthrough, "Topic administration" from
+a fresh database, "Pointing it at PostgreSQL" as written, and the MariaDB example's lines.
 
 What is changed from the README, and only that: `.venv/bin/python` and `.venv/bin/outbox` are the
 interpreter running the tests (the repository's venv in `bash .ci/run`), the service's URL and
@@ -74,9 +75,15 @@ def _json_answer_differences(step: readme.Step, stdout: str) -> list[str]:
     return readme.mismatches(readme.parse_shown(step.shown), actual) + ([text] if text is not None else [])
 
 
-def _run_console_section(title: str, shell: str, *, answers_as_shown: bool = False) -> None:
-    for step in readme.console_steps(readme.section(README, title)):
-        done = _bash(shell + step.command)
+def _run_console_section(title: str, shell: str, *, answers_as_shown: bool = False, until: str | None = None,
+                         **variables: str) -> None:
+    """Run the section's commands in order (up to and including the last that contains `until`)."""
+    steps = readme.console_steps(readme.section(README, title))
+    if until is not None:
+        last = max(i for i, step in enumerate(steps) if until in step.command)
+        steps = steps[:last + 1]
+    for step in steps:
+        done = _bash(shell + step.command, **variables)
         assert done.returncode == 0, f"$ {step.command}\n{done.stdout}{done.stderr}"
         if answers_as_shown:
             differences = _json_answer_differences(step, done.stdout)
@@ -99,6 +106,23 @@ def test_the_command_line_errors_fail_as_shown_after_the_walkthrough_and_the_piz
         # The operator tools read the service's database, as they would from the repository root.
         done = _bash(step.command, OUTBOX_DATABASE_URL=launcher.backend.url)
         assert (done.returncode != 0, done.stdout + done.stderr) == (True, step.shown + "\n"), step.command
+
+
+@pytest.mark.parametrize("backend", ["sqlite"], indirect=True)
+def test_the_consumer_groups_lag_example_answers_as_shown_after_the_walkthrough(launcher: Launcher) -> None:
+    server = launcher.server()
+    shell = _walkthrough_shell(server.url)
+    _run_console_section(readme.WALKTHROUGH, shell)
+    # Its own topic and member, made by its own commands; `outbox groups lag` reads the database.
+    _run_console_section("Consumer groups (KIP-447)", shell, answers_as_shown=True,
+                         OUTBOX_DATABASE_URL=launcher.backend.url)
+
+
+@pytest.mark.parametrize("backend", ["sqlite"], indirect=True)
+def test_topic_administration_answers_as_shown_from_a_fresh_database_through_consumed_by(launcher: Launcher) -> None:
+    server = launcher.server()
+    _run_console_section("Topic administration", _walkthrough_shell(server.url), answers_as_shown=True,
+                         until='"consumed_by"')
 
 
 def _postgres_block() -> list[str]:

@@ -58,23 +58,26 @@ def test_swagger_ui_is_served(client):  # type: ignore[no-untyped-def]
 
 
 def test_outbox_groups_lag_shows_a_never_committed_groups_lag_as_unknown(client, db_url):  # type: ignore[no-untyped-def]
-    create_topic(client, "orders", 1)
-    assert send(client, [batch("orders", 0, ["o1", "o2"])]).status_code == 200
-    assert client.post("/v1/groups/g1/members", json={"topics": ["orders"]}).status_code == 200
+    create_topic(client, "deliveries", 1)
+    assert send(client, [batch("deliveries", 0, [1, 2])]).status_code == 200
+    joined = client.post("/v1/groups/g1/members", json={"topics": ["deliveries"], "session_timeout_ms": 600_000})
+    assert joined.status_code == 200
 
     done = _outbox(db_url, "groups", "lag", "g1")
 
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout) == {
         "group_id": "g1", "total_lag": None, "total_lag_unknown_reason": "no_committed_offset",
-        "partitions": [{"topic": "orders", "partition": 0, "committed_offset": None, "log_start_offset": 0,
+        "partitions": [{"topic": "deliveries", "partition": 0, "committed_offset": None, "log_start_offset": 0,
                         "high_watermark": 2, "last_stable_offset": 2, "lag": None, "lag_exact": True,
                         "pending": False}]}
     assert json.loads(done.stdout) == client.get("/v1/groups/g1/lag").json()
-    # README, "Consumer groups (KIP-447)", shows this run, as printed.
+    # README, "Consumer groups (KIP-447)", shows this run, as printed: the same topic, records and join.
     steps = readme.console_steps(readme.section((ROOT / "README.md").read_text(), "Consumer groups (KIP-447)"))
-    (shown,) = [step.shown for step in steps if step.command.startswith(".venv/bin/outbox groups lag g1 ")]
+    (shown,) = [step.shown for step in steps if step.command == ".venv/bin/outbox groups lag g1"]
     assert done.stdout.strip() == shown
+    (join,) = [step.command for step in steps if "/v1/groups/g1/members" in step.command]
+    assert '{"topics": ["deliveries"], "session_timeout_ms": 600000}' in join
 
 
 def test_outbox_groups_lag_shows_a_committed_groups_lag_in_records(client, db_url):  # type: ignore[no-untyped-def]
