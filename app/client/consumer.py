@@ -135,7 +135,7 @@ class Consumer:
         self._session = Session(base_url, request_timeout_s=request_timeout_s, client=client, backoff=backoff,
                                 auth=auth, tls=tls)
         self._heartbeat_session = Session(base_url, request_timeout_s=request_timeout_s, backoff=backoff,
-                                          auth=auth, tls=tls)
+                                          auth=auth, tls=tls, say_unreachable=False)
         self._topics: list[str] = []
         self._member_id: str | None = None
         self._assignment = _Assignment(-1, ())

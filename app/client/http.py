@@ -49,16 +49,20 @@ class Session:
         clock: Callable[[], float] = time.monotonic,
         auth: httpx.Auth | None = None,
         tls: ssl.SSLContext | bool = True,
+        say_unreachable: bool = True,
     ) -> None:
         """`auth`: credentials (credentials()); `tls`: True to verify the service's
         certificate against the system's CAs, or an SSLContext (a private CA, a client
-        certificate for mtls)."""
+        certificate for mtls). `say_unreachable`: a call that cannot reach the service logs a
+        WARNING as its retries begin (False for a consumer's heartbeat thread, whose calls
+        repeat every few seconds in the background: the consumer's own calls say it)."""
         self.http = client or httpx.Client(base_url=base_url.rstrip("/"), timeout=request_timeout_s, auth=auth,
                                            verify=tls)
         self._owns = client is None
         self.backoff = backoff or ExponentialBackoff()
         self.sleep = sleep
         self.clock = clock
+        self.say_unreachable = say_unreachable
 
     def call(
         self,
@@ -98,7 +102,7 @@ class Session:
             pause = self.backoff.backoff_s(attempts)
             if self.clock() + pause > deadline:
                 raise error
-            if isinstance(error.__cause__, httpx.TransportError) and not unreachable_said:
+            if self.say_unreachable and isinstance(error.__cause__, httpx.TransportError) and not unreachable_said:
                 # Said once, as a retry begins: a wrong URL would otherwise be a silence as long
                 # as the deadline (a minute by default).
                 logger.warning("cannot reach %s (%s); retrying %s %s for up to %g s",

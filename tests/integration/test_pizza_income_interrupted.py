@@ -36,9 +36,13 @@ def _interrupt_the_commit(monkeypatch: pytest.MonkeyPatch, client: Any, *, after
     monkeypatch.setattr(client, "request", interrupting)
 
 
-def _run_until_interrupted(client: Any) -> PizzaIncome:
+def _run_until_interrupted(client: Any, request: pytest.FixtureRequest) -> PizzaIncome:
     producer = Producer("http://testserver", "pizza-income-0", client=client)
     consumer = Consumer("http://testserver", GROUP, client=client, auto_offset_reset="earliest")
+    # Closed when the test ends, as the example's main() closes it: left open, its heartbeat
+    # thread outlives the test and goes on calling a service that is gone, in the middle of
+    # later tests of the same worker.
+    request.addfinalizer(consumer.close)
     app = PizzaIncome(producer, consumer, None, ExponentialBackoff())
     with pytest.raises(KeyboardInterrupt):
         app.run(idle_exit_s=None)
@@ -61,9 +65,10 @@ def orders(client: Any) -> None:
 
 
 @pytest.mark.usefixtures("orders")
-def test_a_commit_the_service_committed_before_ctrl_c_is_counted(monkeypatch: pytest.MonkeyPatch, client: Any) -> None:
+def test_a_commit_the_service_committed_before_ctrl_c_is_counted(monkeypatch: pytest.MonkeyPatch, client: Any,
+                                                                request: pytest.FixtureRequest) -> None:
     _interrupt_the_commit(monkeypatch, client, after_the_service=True)
-    app = _run_until_interrupted(client)
+    app = _run_until_interrupted(client, request)
 
     totals = app.interrupted()
 
@@ -74,9 +79,10 @@ def test_a_commit_the_service_committed_before_ctrl_c_is_counted(monkeypatch: py
 
 @pytest.mark.usefixtures("orders")
 def test_a_commit_that_never_left_before_ctrl_c_is_aborted_and_not_counted(monkeypatch: pytest.MonkeyPatch,
-                                                                           client: Any) -> None:
+                                                                           client: Any,
+                                                                           request: pytest.FixtureRequest) -> None:
     _interrupt_the_commit(monkeypatch, client, after_the_service=False)
-    app = _run_until_interrupted(client)
+    app = _run_until_interrupted(client, request)
 
     totals = app.interrupted()
 

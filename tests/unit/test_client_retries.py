@@ -195,6 +195,19 @@ def test_an_unreachable_service_is_said_once_as_a_warning_while_it_is_retried(ca
                     "for up to 60 s")]
 
 
+def test_a_consumer_s_heartbeat_retries_an_unreachable_service_without_a_warning(
+        caplog: pytest.LogCaptureFixture) -> None:
+    # Its calls repeat every few seconds in a thread of their own, for as long as the consumer
+    # lives; the consumer's own calls say the service cannot be reached.
+    consumer = Consumer(URL, "g")
+    s = unreachable_then_ok(3, FakeTime())
+    s.say_unreachable = consumer._heartbeat_session.say_unreachable
+    consumer.close()
+    with caplog.at_level("WARNING", logger="app.client.http"):
+        assert s.call("POST", "/v1/groups/g/members/m/heartbeat") == {"done": True}
+    assert caplog.records == []
+
+
 def test_retries_stop_when_the_next_pause_would_pass_the_deadline() -> None:
     script = Script({("GET", "/v1/topics/t"): [unavailable()]})
     fake = FakeTime()
