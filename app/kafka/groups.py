@@ -57,6 +57,17 @@ class GroupApis:
         # answers every waiting request at once.
         self._changes = 0
         self._changed = asyncio.Event()
+        # The JoinGroups of this process waiting at the barrier, by (group id, member id), each
+        # with the generation it waits for, and the answers handed to them by the request that
+        # formed that generation (Joined.others): such a request is answered from here the
+        # moment it is woken, as Kafka's coordinator answers every member when the join phase
+        # ends, not after asking the service once more. The follower would otherwise learn the
+        # generation a database read later than the leader, which syncs, gives a partition up
+        # and joins again at once (a cooperative consumer): where that JoinGroup came first,
+        # the follower's SyncGroup was refused and it never saw its assignment of the generation.
+        # Only answers for requests waiting here are kept, each until its request ends.
+        self._joining: dict[tuple[str, str], int] = {}
+        self._formed: dict[tuple[str, str], Any] = {}
         # (group id, member id) -> when it expires (ms, the services' clock): the member ids
         # handed out with MEMBER_ID_REQUIRED (KIP-394) and not yet joined with. Only here: a
         # client joins again at once on the same connection, so on this process; one that does
@@ -123,17 +134,45 @@ class GroupApis:
             except MemberIdRequired as e:
                 self._hand_out(body.group_id, e.details["member_id"], session_timeout_ms)
                 return answer(error_code(e), member_id=e.details["member_id"])
+            self._hand_over(body.group_id, got)
             self._notify()
             seen += 1  # its own change: nothing this request has not seen
-            while not hasattr(got, "leader_id"):
-                await self._wait(seen)
-                seen = self._changes
-                got = await asyncio.to_thread(self.protocol.joined, body.group_id, got.member_id, got.generation_id,
-                                              instance_id)
+            if not hasattr(got, "leader_id"):
+                got = await self._joined(body.group_id, got, instance_id, seen)
             self._notify()
         except OutboxError as e:
             return answer(error_code(e))
         return answer(ErrorCode.none, got)
+
+    async def _joined(self, group_id: str, joining: Any, instance_id: str | None, seen: int) -> Any:
+        """The answer of a JoinGroup waiting at the barrier (`joining`, ClassicGroupProtocol.Joining):
+        handed over by the request that formed its generation, else asked of the service each
+        time this process changes a group, or WAIT_POLL_S has passed."""
+        key = (group_id, joining.member_id)
+        self._joining[key] = joining.generation_id
+        try:
+            got = joining
+            while not hasattr(got, "leader_id"):
+                await self._wait(seen)
+                if (handed := self._formed.pop(key, None)) is not None:
+                    return handed
+                seen = self._changes
+                got = await asyncio.to_thread(self.protocol.joined, group_id, joining.member_id,
+                                              joining.generation_id, instance_id)
+                self._hand_over(group_id, got)
+            return got
+        finally:
+            self._joining.pop(key, None)
+            self._formed.pop(key, None)
+
+    def _hand_over(self, group_id: str, got: Any) -> None:
+        """The answers a request that formed a generation carries (Joined.others) to the
+        requests of this process waiting for that generation (`_joined`); the caller then wakes
+        them (`_notify`)."""
+        for other in getattr(got, "others", ()):
+            key = (group_id, other.member_id)
+            if self._joining.get(key) == other.generation_id:
+                self._formed[key] = other
 
     def _hand_out(self, group_id: str, member_id: str, session_timeout_ms: int) -> None:
         now = self.protocol.clock()
