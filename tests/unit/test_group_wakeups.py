@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import datetime
+import threading
 from collections.abc import Callable
 from types import SimpleNamespace
 from typing import Any
@@ -148,3 +149,42 @@ def test_a_waiting_joingroup_is_answered_with_what_the_request_forming_its_gener
 
     assert (answer.error_code, answer.member_id, answer.generation_id, answer.leader) == (ErrorCode.none, "m-1", 1, "m-0")
     assert asks == ["join", "join"]
+
+
+def test_a_groups_requests_reach_the_service_in_the_order_they_came() -> None:
+    """A follower's SyncGroup that came before the leader's next JoinGroup is asked of the
+    service before it, whichever worker thread would have been quicker: the JoinGroup comes
+    while the SyncGroup is in the service, which gives it half a second to overtake."""
+    asks: list[str] = []
+    joined = threading.Event()
+
+    async def scenario() -> tuple[Any, Any]:
+        loop = asyncio.get_running_loop()
+        join_task: asyncio.Task[Any] | None = None
+
+        async def leader_joins_again() -> None:
+            nonlocal join_task
+            join_task = asyncio.create_task(_handled(lambda: apis.join_group(_join_body(member_id="m-0"), 5)))
+
+        def sync(*args: Any, **kwargs: Any) -> bytes:
+            asks.append("sync")
+            asyncio.run_coroutine_threadsafe(leader_joins_again(), loop).result()
+            joined.wait(0.5)
+            asks.append("sync answered")
+            return b"for-m-1"
+
+        def join(*args: Any, **kwargs: Any) -> Joined:
+            asks.append("join")
+            joined.set()
+            return Joined("m-0", 2, "consumer", "range", "m-0", [])
+
+        apis = _apis(SimpleNamespace(sync=sync, join=join, clock=lambda: 0))  # type: ignore[arg-type]
+        synced = await _handled(lambda: apis.sync_group(_sync_body(), 3))
+        assert join_task is not None
+        return synced, await join_task
+
+    synced, rejoined = asyncio.run(scenario())
+
+    assert (synced.error_code, bytes(synced.assignment), rejoined.error_code) == (ErrorCode.none, b"for-m-1",
+                                                                                ErrorCode.none)
+    assert asks == ["sync", "sync answered", "join"]
