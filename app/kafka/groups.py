@@ -89,7 +89,7 @@ class GroupApis:
         b_subscribe_with_cb_test). Asks of a waiting JoinGroup (`_joined`) take no turn: they
         only read, unless the deadline has passed, and a large group's waiting members would
         otherwise queue behind each other every WAIT_POLL_S."""
-        turn, users = self._turns.get(group_id, (asyncio.Lock(), 0))
+        turn, users = self._turns[group_id] if group_id in self._turns else (asyncio.Lock(), 0)
         self._turns[group_id] = (turn, users + 1)
         try:
             async with turn:
@@ -237,10 +237,10 @@ class GroupApis:
             while True:
                 seen = self._changes
                 got = await self._in_turn(body.group_id, self.protocol.sync, body.group_id, body.member_id,
-                                              body.generation_id, protocol_type=protocol_type,
-                                              protocol_name=protocol_name, assignments=given,
-                                              group_instance_id=getattr(body, "group_instance_id", None),
-                                              waited=waited)
+                                          body.generation_id, protocol_type=protocol_type,
+                                          protocol_name=protocol_name, assignments=given,
+                                          group_instance_id=getattr(body, "group_instance_id", None),
+                                          waited=waited)
                 if got is not None:
                     break
                 waited = True
@@ -259,8 +259,8 @@ class GroupApis:
             return build(m.HeartbeatResponse, throttle_time=_NO_WAIT, error_code=refused)
         code = ErrorCode.none
         try:
-            await self._in_turn(body.group_id, self.protocol.heartbeat, body.group_id, body.member_id, body.generation_id,
-                                    getattr(body, "group_instance_id", None))
+            await self._in_turn(body.group_id, self.protocol.heartbeat, body.group_id, body.member_id,
+                                body.generation_id, getattr(body, "group_instance_id", None))
         except OutboxError as e:
             code = error_code(e)
         return build(m.HeartbeatResponse, throttle_time=_NO_WAIT, error_code=code)
