@@ -14,9 +14,9 @@ ends at its deadline once more); a group that is not rebalancing has none under 
 columns it has are cleared, so that a process of 0028 still running beside this one does not
 take them for a delay either.
 
-A process of 0028 keeps working: the delays it begins leave this column NULL, and processes
-of this revision end them as a rebalance without one (when every member has joined), as they
-would a rebalance begun before 0028.
+A process of 0028 keeps working: the delays it begins leave this column as it was (NULL, or a
+generation before the group's), and processes of this revision end them as a rebalance without
+one (when every member has joined), as they would a rebalance begun before 0028.
 
 Revision ID: 0029
 Revises: 0028
