@@ -20,6 +20,7 @@ import datetime
 import struct
 import time
 from collections import OrderedDict
+from collections.abc import Callable
 from typing import Any
 
 from kio.schema.errors import ErrorCode
@@ -57,6 +58,19 @@ class GroupApis:
         # answers every waiting request at once.
         self._changes = 0
         self._changed = asyncio.Event()
+        # The JoinGroups of this process waiting at the barrier, by (group id, member id), each
+        # with the generation it waits for, and the answers handed to them by the request that
+        # formed that generation (Joined.others): such a request is answered from here the
+        # moment it is woken, as Kafka's coordinator answers every member when the join phase
+        # ends, not after asking the service once more. The follower would otherwise learn the
+        # generation a database read later than the leader, which syncs, gives a partition up
+        # and joins again at once (a cooperative consumer): where that JoinGroup came first,
+        # the follower's SyncGroup was refused and it never saw its assignment of the generation.
+        # Only answers for requests waiting here are kept, each until its request ends.
+        self._joining: dict[tuple[str, str], int] = {}
+        self._formed: dict[tuple[str, str], Any] = {}
+        # Each group's turn (`_in_turn`) and how many requests hold or wait for it.
+        self._turns: dict[str, tuple[asyncio.Lock, int]] = {}
         # (group id, member id) -> when it expires (ms, the services' clock): the member ids
         # handed out with MEMBER_ID_REQUIRED (KIP-394) and not yet joined with. Only here: a
         # client joins again at once on the same connection, so on this process; one that does
@@ -64,6 +78,28 @@ class GroupApis:
         # At most OUTBOX_KAFKA_MAX_CONNECTIONS of them (the oldest goes first): a connection has
         # one request in flight, so a client that rejoins at once never finds its id gone.
         self._handed_out: OrderedDict[tuple[str, str], int] = OrderedDict()
+
+    async def _in_turn(self, group_id: str, call: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        """`call` in a worker thread, in the group's turn: the JoinGroups, SyncGroups, Heartbeats
+        and LeaveGroups of one group reach the service one at a time, in the order they came
+        (an asyncio.Lock is handed to its waiters in order). In worker threads of their own they
+        could reach the group's row lock in another order: seen with the access log, a
+        follower's SyncGroup that came 2.4 ms before the leader's next JoinGroup was refused
+        REBALANCE_IN_PROGRESS after it, its assignment of the generation never seen (0113
+        b_subscribe_with_cb_test). Asks of a waiting JoinGroup (`_joined`) take no turn: they
+        only read, unless the deadline has passed, and a large group's waiting members would
+        otherwise queue behind each other every WAIT_POLL_S."""
+        turn, users = self._turns[group_id] if group_id in self._turns else (asyncio.Lock(), 0)
+        self._turns[group_id] = (turn, users + 1)
+        try:
+            async with turn:
+                return await asyncio.to_thread(call, *args, **kwargs)
+        finally:
+            turn, users = self._turns[group_id]
+            if users == 1:
+                del self._turns[group_id]  # no request of the group waits: nothing kept
+            else:
+                self._turns[group_id] = (turn, users - 1)
 
     def _notify(self) -> None:
         """Wakes the requests of this process waiting on a group: one may now be answered."""
@@ -110,8 +146,8 @@ class GroupApis:
         try:
             try:
                 seen = self._changes
-                got = await asyncio.to_thread(
-                    self.protocol.join, body.group_id, member_id=body.member_id, client_id=client_id(),
+                got = await self._in_turn(
+                    body.group_id, self.protocol.join, body.group_id, member_id=body.member_id, client_id=client_id(),
                     protocol_type=body.protocol_type,
                     protocols=protocols, topic_names=_subscribed(body.protocol_type, protocols),
                     session_timeout_ms=session_timeout_ms,
@@ -123,17 +159,45 @@ class GroupApis:
             except MemberIdRequired as e:
                 self._hand_out(body.group_id, e.details["member_id"], session_timeout_ms)
                 return answer(error_code(e), member_id=e.details["member_id"])
+            self._hand_over(body.group_id, got)
             self._notify()
             seen += 1  # its own change: nothing this request has not seen
-            while not hasattr(got, "leader_id"):
-                await self._wait(seen)
-                seen = self._changes
-                got = await asyncio.to_thread(self.protocol.joined, body.group_id, got.member_id, got.generation_id,
-                                              instance_id)
+            if not hasattr(got, "leader_id"):
+                got = await self._joined(body.group_id, got, instance_id, seen)
             self._notify()
         except OutboxError as e:
             return answer(error_code(e))
         return answer(ErrorCode.none, got)
+
+    async def _joined(self, group_id: str, joining: Any, instance_id: str | None, seen: int) -> Any:
+        """The answer of a JoinGroup waiting at the barrier (`joining`, ClassicGroupProtocol.Joining):
+        handed over by the request that formed its generation, else asked of the service each
+        time this process changes a group, or WAIT_POLL_S has passed."""
+        key = (group_id, joining.member_id)
+        self._joining[key] = joining.generation_id
+        try:
+            got = joining
+            while not hasattr(got, "leader_id"):
+                await self._wait(seen)
+                if (handed := self._formed.pop(key, None)) is not None:
+                    return handed
+                seen = self._changes
+                got = await asyncio.to_thread(self.protocol.joined, group_id, joining.member_id,
+                                              joining.generation_id, instance_id)
+                self._hand_over(group_id, got)
+            return got
+        finally:
+            self._joining.pop(key, None)
+            self._formed.pop(key, None)
+
+    def _hand_over(self, group_id: str, got: Any) -> None:
+        """The answers a request that formed a generation carries (Joined.others) to the
+        requests of this process waiting for that generation (`_joined`); the caller then wakes
+        them (`_notify`)."""
+        for other in getattr(got, "others", ()):
+            key = (group_id, other.member_id)
+            if self._joining.get(key) == other.generation_id:
+                self._formed[key] = other
 
     def _hand_out(self, group_id: str, member_id: str, session_timeout_ms: int) -> None:
         now = self.protocol.clock()
@@ -172,11 +236,11 @@ class GroupApis:
             waited = False
             while True:
                 seen = self._changes
-                got = await asyncio.to_thread(self.protocol.sync, body.group_id, body.member_id,
-                                              body.generation_id, protocol_type=protocol_type,
-                                              protocol_name=protocol_name, assignments=given,
-                                              group_instance_id=getattr(body, "group_instance_id", None),
-                                              waited=waited)
+                got = await self._in_turn(body.group_id, self.protocol.sync, body.group_id, body.member_id,
+                                          body.generation_id, protocol_type=protocol_type,
+                                          protocol_name=protocol_name, assignments=given,
+                                          group_instance_id=getattr(body, "group_instance_id", None),
+                                          waited=waited)
                 if got is not None:
                     break
                 waited = True
@@ -195,8 +259,8 @@ class GroupApis:
             return build(m.HeartbeatResponse, throttle_time=_NO_WAIT, error_code=refused)
         code = ErrorCode.none
         try:
-            await asyncio.to_thread(self.protocol.heartbeat, body.group_id, body.member_id, body.generation_id,
-                                    getattr(body, "group_instance_id", None))
+            await self._in_turn(body.group_id, self.protocol.heartbeat, body.group_id, body.member_id,
+                                body.generation_id, getattr(body, "group_instance_id", None))
         except OutboxError as e:
             code = error_code(e)
         return build(m.HeartbeatResponse, throttle_time=_NO_WAIT, error_code=code)
@@ -211,7 +275,7 @@ class GroupApis:
         if (refused := refusal_code(Operation.READ, acl.group(body.group_id))) is not None:
             return build(m.LeaveGroupResponse, throttle_time=_NO_WAIT, error_code=refused, members=())
         try:
-            outcome = await asyncio.to_thread(self.protocol.leave, body.group_id, leaving)
+            outcome = await self._in_turn(body.group_id, self.protocol.leave, body.group_id, leaving)
             self._notify()
         except OutboxError as e:
             return build(m.LeaveGroupResponse, throttle_time=_NO_WAIT, error_code=error_code(e), members=())

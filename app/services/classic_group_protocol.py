@@ -17,6 +17,7 @@ limit, the end of a join phase) is app.services.group_membership.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 from sqlalchemy import Connection
@@ -60,7 +61,12 @@ from app.storage.engine import Database
 class Joined:
     """A Kafka member's JoinGroup answer: the generation it is in, and, for the leader, every
     member with its group instance id (None: a dynamic member) and its metadata for the chosen
-    protocol (the others get no members)."""
+    protocol (the others get no members).
+
+    `others`: when the request answered formed the generation (its transaction ended the join
+    phase), the answers of the generation's other members, which the door gives those of its
+    requests waiting in JoinGroup at once, as Kafka's coordinator answers every member when the
+    join phase ends; empty otherwise."""
 
     member_id: str
     generation_id: int
@@ -68,6 +74,7 @@ class Joined:
     protocol_name: str
     leader_id: str
     members: list[tuple[str, str | None, bytes]]
+    others: tuple[Joined, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -213,9 +220,9 @@ class ClassicGroupProtocol:
             if not join_completes(g, members, now):
                 return _joined_or_joining(conn, group_id, member_id, generation_id)
         with self.db.write() as conn:
-            groups.lock_group(conn, group_id, now)
+            before = groups.lock_group(conn, group_id, now)
             complete_join(conn, group_id, now, initial_delay_ms=self.settings.group_initial_rebalance_delay_ms)
-            return _joined_or_joining(conn, group_id, member_id, generation_id)
+            return _joined_or_joining(conn, group_id, member_id, generation_id, formed_from=before)
 
     def sync(self, group_id: str, member_id: str, generation_id: int, *, protocol_type: str | None,
              protocol_name: str | None, assignments: dict[str, tuple[bytes, list[tuple[str, int]]]] | None,
@@ -345,16 +352,27 @@ def _rebalance_joining(conn: Connection, g: groups.Group, member_id: str, now: i
     target = g.generation_id + 1
     groups.update_member(conn, g.group_id, member_id, join_generation=target)
     complete_join(conn, g.group_id, now, initial_delay_ms=initial_delay_ms)
-    return _joined_or_joining(conn, g.group_id, member_id, target)
+    return _joined_or_joining(conn, g.group_id, member_id, target, formed_from=g.generation_id)
 
 
-def _joined_or_joining(conn: Connection, group_id: str, member_id: str, generation_id: int) -> Joined | Joining:
+def _joined_or_joining(conn: Connection, group_id: str, member_id: str, generation_id: int, *,
+                       formed_from: int | None = None) -> Joined | Joining:
+    """The member's JoinGroup answer now: Joined once it is in the group's generation, Joining
+    while it waits for `generation_id`. `formed_from`: the generation the group was at when this
+    transaction locked its row; if the transaction formed a new one, the answer carries the
+    other members' (Joined.others)."""
     g = groups.group(conn, group_id)
-    me = next((m for m in groups.members(conn, group_id) if m.member_id == member_id), None)
+    members = groups.members(conn, group_id)
+    me = next((m for m in members if m.member_id == member_id), None)
     if g is None or me is None:
         raise UnknownMemberId(f"{member_id!r} is no longer a member of group {group_id!r}: join again")
     if me.join_generation == g.generation_id:
-        return _joined(conn, group_id, member_id)
+        joined = _answer(g, members, member_id)
+        if formed_from is None or g.generation_id == formed_from:
+            return joined
+        return dataclasses.replace(joined, others=tuple(
+            _answer(g, members, m.member_id) for m in members
+            if m.join_generation == g.generation_id and m.member_id != member_id))
     if me.join_generation != generation_id:
         raise RebalanceInProgress(f"group {group_id!r} is rebalancing again: join again")
     return Joining(member_id, generation_id)
@@ -362,9 +380,14 @@ def _joined_or_joining(conn: Connection, group_id: str, member_id: str, generati
 
 def _joined(conn: Connection, group_id: str, member_id: str) -> Joined:
     g = groups.group(conn, group_id)
-    assert g is not None and g.protocol_type is not None and g.protocol_name is not None
-    assert g.leader_id is not None
-    members = [m for m in groups.members(conn, group_id) if m.join_generation == g.generation_id]
-    every = ([(m.member_id, m.group_instance_id, m.metadata_for(g.protocol_name)) for m in members]
-             if member_id == g.leader_id else [])
+    assert g is not None
+    return _answer(g, groups.members(conn, group_id), member_id)
+
+
+def _answer(g: groups.Group, members: list[groups.Member], member_id: str) -> Joined:
+    """The JoinGroup answer of a member of the group's current generation: the leader's with
+    every member's metadata for the chosen protocol, the others' with none."""
+    assert g.protocol_type is not None and g.protocol_name is not None and g.leader_id is not None
+    every = ([(m.member_id, m.group_instance_id, m.metadata_for(g.protocol_name))
+              for m in members if m.join_generation == g.generation_id] if member_id == g.leader_id else [])
     return Joined(member_id, g.generation_id, g.protocol_type, g.protocol_name, g.leader_id, every)

@@ -134,7 +134,8 @@ def session_ended(g: groups.Group, m: groups.Member, now: int) -> bool:
 
 
 # What a join phase that is not an initial rebalance delay has of one (tables.consumer_groups).
-_NO_INITIAL_DELAY = {"initial_rebalance_remaining_ms": None, "new_member_added": False}
+_NO_INITIAL_DELAY = {"initial_rebalance_remaining_ms": None, "new_member_added": False,
+                     "initial_rebalance_generation": None}
 
 
 def prepare_rebalance(conn: Connection, group_id: str, now: int, *, initial_delay_ms: int = 0) -> None:
@@ -150,8 +151,11 @@ def prepare_rebalance(conn: Connection, group_id: str, now: int, *, initial_dela
     members = groups.members(conn, group_id)
     timeout = max((m.rebalance_timeout_ms or m.session_timeout_ms for m in members), default=0)
     if initial_delay_ms > 0:
+        # The generation it begins at names the delay (groups.group): columns a process that
+        # does not know them leaves behind when it ends the join phase are not taken for one.
         period, delay = initial_delay_ms, {"initial_rebalance_remaining_ms": max(timeout - initial_delay_ms, 0),
-                                           "new_member_added": False}
+                                           "new_member_added": False,
+                                           "initial_rebalance_generation": groups.generation(conn, group_id)}
     else:
         period, delay = timeout, _NO_INITIAL_DELAY
     groups.update_group(conn, group_id, state=StoredGroupState.PREPARING_REBALANCE,

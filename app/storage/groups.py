@@ -59,12 +59,20 @@ class Group:
 
 
 def group(conn: Connection, group_id: str, *, lock: RowLock | None = None) -> Group | None:
+    """The group's row; its initial rebalance delay only if one is under way: begun at the
+    generation the group is at (initial_rebalance_generation). A delay's columns left from an
+    earlier generation are not one: a process from before migration 0028 that ended the
+    delayed join phase (or a later one) wrote the new generation without clearing them, and
+    if such a process then began the next rebalance, taking them for a delay would hold it
+    until its deadline instead of ending it when every member has joined again."""
     stmt = select(consumer_groups).where(consumer_groups.c.group_id == group_id)
     r = conn.execute(dialect.lock_row(conn.dialect.name, stmt, lock)).one_or_none()
     if r is None:
         return None
+    delayed = r.initial_rebalance_remaining_ms is not None and r.initial_rebalance_generation == r.generation_id
     return Group(r.group_id, r.generation_id, r.protocol_type, r.protocol_name, StoredGroupState(r.state),
-                 r.leader_id, r.rebalance_deadline_ms, r.initial_rebalance_remaining_ms, bool(r.new_member_added))
+                 r.leader_id, r.rebalance_deadline_ms, r.initial_rebalance_remaining_ms if delayed else None,
+                 delayed and bool(r.new_member_added))
 
 
 def update_group(conn: Connection, group_id: str, **values: object) -> None:

@@ -371,9 +371,13 @@ consumer_groups = Table(
     # migration 0028; rebalance_deadline_ms then ends the current period of the delay): what is
     # left of the first member's rebalance timeout to extend it by (Kafka's remainingMs; NULL:
     # no initial delay under way), and whether a member was added during the current period
-    # (Kafka's newMemberAdded), which extends it.
+    # (Kafka's newMemberAdded), which extends it. initial_rebalance_generation (migration 0029):
+    # the generation the group was at when the delay began (the delay forms the next one). The
+    # delay is under way only while the group is still at it: a process from before 0028 ends a
+    # join phase without knowing the delay's columns, and leaves them behind (groups.group).
     Column("initial_rebalance_remaining_ms", BigInteger, nullable=True),
     Column("new_member_added", Boolean, nullable=False, server_default=false()),
+    Column("initial_rebalance_generation", Integer, nullable=True),
     one_of("state", StoredGroupState),
 )
 

@@ -2,8 +2,9 @@
 group.initial.rebalance.delay.ms) on a Kafka door's group, on both databases: a group that is
 empty when a member joins forms its first generation no sooner than the delay; each period of
 the delay in which a member was added extends it by another, up to the first member's rebalance
-timeout; a period with none, or a member leaving, ends it; a group that has members is not
-delayed. Time is the test's clock: the delay is 3,000 ms and the rebalance timeout 10,000 ms."""
+timeout; a period with none ends it, and a member leaving does not; a group that has members is
+not delayed, nor is a rebalance that a process from before migration 0028 began after ending a
+delay. Time is the test's clock: the delay is 3,000 ms and the rebalance timeout 10,000 ms."""
 
 from __future__ import annotations
 
@@ -95,6 +96,33 @@ def test_a_group_with_members_rebalances_without_the_delay(kafka, clock) -> None
     rejoined = _join(kafka, first.member_id)
     assert isinstance(rejoined, Joined)
     assert (rejoined.generation_id, _generation(kafka, second)) == (2, [(second.member_id, 2)])
+
+
+def _as_a_process_before_0028(services, clock, first: str) -> str:  # type: ignore[no-untyped-def]
+    """What a process from before migration 0028, which knows no delay, writes in a mixed fleet:
+    it ends the delayed join phase (every member has joined, which is all it waits for), the
+    leader's assignment makes the group Stable, and a second member's join begins the next
+    rebalance; none of it touches the delay's columns. The second member's id."""
+    with services.db.write() as conn:
+        groups.update_group(conn, "g", generation_id=1, state=StoredGroupState.COMPLETING_REBALANCE,
+                            protocol_name="range", leader_id=first, rebalance_deadline_ms=None, updated_ms=clock())
+        groups.update_member(conn, "g", first, member_assignment=b"", last_heartbeat_ms=clock())
+        groups.update_group(conn, "g", state=StoredGroupState.STABLE, updated_ms=clock())
+        groups.add_member(conn, "g", groups.Member(
+            "second", ["t"], [], 10_000, clock(), clock(), [("range", b"")], REBALANCE_TIMEOUT_MS, 2))
+        groups.update_group(conn, "g", state=StoredGroupState.PREPARING_REBALANCE,
+                            rebalance_deadline_ms=clock() + REBALANCE_TIMEOUT_MS, updated_ms=clock())
+    return "second"
+
+
+def test_a_rebalance_after_a_delay_an_older_process_ended_completes_when_every_member_has_joined(  # type: ignore[no-untyped-def]
+        kafka, services, clock) -> None:
+    first = _join(kafka)
+    second = _as_a_process_before_0028(services, clock, first.member_id)
+
+    rejoined = _join(kafka, first.member_id)  # the last member joins again: not a delay's join phase
+    assert isinstance(rejoined, Joined)
+    assert (rejoined.generation_id, _generation(kafka, Joining(second, 2))) == (2, [(second, 2)])
 
 
 def test_group_expiry_ends_a_delay_whose_deadline_passed_with_no_request_waiting(  # type: ignore[no-untyped-def]

@@ -1,14 +1,16 @@
 """A JoinGroup or SyncGroup waiting in the Kafka door (app.kafka.groups) is woken by a change a
 request of the same process made while it was asking the service, not only by one made while
 it waited: Kafka's coordinator answers every waiting request the moment the rebalance, or the
-leader's assignment, completes. The service here is a stand-in that makes that change during
-the waiting request's ask; the poll interval is an hour, so a request that missed the change
-would still be waiting when the test gives up."""
+leader's assignment, completes. A JoinGroup is answered with what the request that formed its
+generation handed over, without asking the service again. The service here is a stand-in that
+makes that change during the waiting request's ask; the poll interval is an hour, so a request
+that missed the change would still be waiting when the test gives up."""
 
 from __future__ import annotations
 
 import asyncio
 import datetime
+import threading
 from collections.abc import Callable
 from types import SimpleNamespace
 from typing import Any
@@ -77,11 +79,11 @@ async def _handled(call: Callable[[], Any]) -> Any:
         auth.unbind(token)
 
 
-def _join_body() -> Any:
+def _join_body(member_id: str = "m-1") -> Any:
     cls = request_class(JOIN_GROUP, 5)
     proto = getattr(__import__(cls.__module__, fromlist=["x"]), "JoinGroupRequestProtocol")  # type: ignore[union-attr]
     return cls(group_id="g", session_timeout=datetime.timedelta(seconds=10),  # type: ignore[misc]
-               rebalance_timeout=datetime.timedelta(seconds=10), member_id="m-1", group_instance_id=None,
+               rebalance_timeout=datetime.timedelta(seconds=10), member_id=member_id, group_instance_id=None,
                protocol_type="consumer", protocols=(proto(name="range", metadata=b""),))
 
 
@@ -124,3 +126,65 @@ def test_a_syncgroup_is_answered_when_the_leader_assigns_while_it_asks() -> None
 
     assert (answer.error_code, bytes(answer.assignment)) == (ErrorCode.none, b"for-m-1")
     assert asks == ["sync", "sync"]
+
+
+def test_a_waiting_joingroup_is_answered_with_what_the_request_forming_its_generation_handed_over() -> None:
+    follower = Joined("m-1", 1, "consumer", "range", "m-0", [])
+    leader = Joined("m-0", 1, "consumer", "range", "m-0", [("m-0", None, b""), ("m-1", None, b"")], (follower,))
+
+    async def scenario() -> tuple[Any, list[str]]:
+        # The follower waits at the barrier; the leader's JoinGroup forms generation 1 and
+        # carries the follower's answer. Asked, the service would answer otherwise.
+        protocol = _Protocol(asyncio.get_running_loop(), {
+            "join": [Joining("m-1", 1), leader],
+            "joined": [Joined("m-1", 1, "consumer", "range", "asked-again", [])]}, ("none", 0), lambda: None)
+        apis = _apis(protocol)
+        waiting = asyncio.create_task(_handled(lambda: apis.join_group(_join_body(), 5)))
+        while ("g", "m-1") not in apis._joining:
+            await asyncio.sleep(0.01)
+        await _handled(lambda: apis.join_group(_join_body(member_id="m-0"), 5))
+        return await waiting, protocol.asks
+
+    answer, asks = asyncio.run(scenario())
+
+    assert (answer.error_code, answer.member_id, answer.generation_id, answer.leader) == (ErrorCode.none, "m-1", 1, "m-0")
+    assert asks == ["join", "join"]
+
+
+def test_a_groups_requests_reach_the_service_in_the_order_they_came() -> None:
+    """A follower's SyncGroup that came before the leader's next JoinGroup is asked of the
+    service before it, whichever worker thread would have been quicker: the JoinGroup comes
+    while the SyncGroup is in the service, which gives it half a second to overtake."""
+    asks: list[str] = []
+    joined = threading.Event()
+
+    async def scenario() -> tuple[Any, Any]:
+        loop = asyncio.get_running_loop()
+        join_task: asyncio.Task[Any] | None = None
+
+        async def leader_joins_again() -> None:
+            nonlocal join_task
+            join_task = asyncio.create_task(_handled(lambda: apis.join_group(_join_body(member_id="m-0"), 5)))
+
+        def sync(*args: Any, **kwargs: Any) -> bytes:
+            asks.append("sync")
+            asyncio.run_coroutine_threadsafe(leader_joins_again(), loop).result()
+            joined.wait(0.5)
+            asks.append("sync answered")
+            return b"for-m-1"
+
+        def join(*args: Any, **kwargs: Any) -> Joined:
+            asks.append("join")
+            joined.set()
+            return Joined("m-0", 2, "consumer", "range", "m-0", [])
+
+        apis = _apis(SimpleNamespace(sync=sync, join=join, clock=lambda: 0))  # type: ignore[arg-type]
+        synced = await _handled(lambda: apis.sync_group(_sync_body(), 3))
+        assert join_task is not None
+        return synced, await join_task
+
+    synced, rejoined = asyncio.run(scenario())
+
+    assert (synced.error_code, bytes(synced.assignment), rejoined.error_code) == (ErrorCode.none, b"for-m-1",
+                                                                                ErrorCode.none)
+    assert asks == ["sync", "sync answered", "join"]
