@@ -40,7 +40,7 @@ PARTS = [
     ("decode: aiokafka reader, CRC, records' iteration",
      ["read_batches (app/kafka", "validate_crc", "send_batch.<locals>.<listcomp>", "check_decompressed_size"]),
     ("check: JSON values", ["_each_json", "_json_value", "may_hold_infinite", "orjson"]),
-    ("check: UTF-8 of keys and values", ["_joined_texts"]),
+    ("check: UTF-8 of keys and values", ["joined_texts ("]),
     ("build: a RecordToAppend a record", ["kafka_batch.<locals>.<listcomp>"]),
     ("build: sizes", ["record_sizes"]),
     ("build: the columns and the rest of kafka_batch", ["send_batch (app/kafka", "kafka_batch (", "_json_columns",

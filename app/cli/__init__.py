@@ -212,9 +212,14 @@ def _database_problem(message: str) -> str:
 
 def _api_keys(argv: list[str]) -> list[str]:
     """The API keys this run was given: argparse repeats a misplaced argument in its error
-    (`outbox topics list --api-key KEY`: "unrecognized arguments: --api-key KEY")."""
-    given = [value for flag, value in zip(argv, argv[1:]) if flag == "--api-key"]
-    given += [arg.partition("=")[2] for arg in argv if arg.startswith("--api-key=")]
+    (`outbox serve --api-key KEY`: "unrecognized arguments: --api-key KEY"), and an ambiguous
+    abbreviation of the flag with its value (`--api-ke=KEY`: "ambiguous option: --api-ke=KEY
+    could match ..."), so a key is one given after `--api-key` or any prefix of it."""
+    def names_the_key(flag: str) -> bool:
+        return len(flag) > 2 and "--api-key".startswith(flag)
+
+    given = [value for flag, value in zip(argv, argv[1:]) if names_the_key(flag)]
+    given += [value for flag, eq, value in (arg.partition("=") for arg in argv) if eq and names_the_key(flag)]
     given.append(os.environ.get(remote.API_KEY_VARIABLE, ""))
     return [key for key in given if key]
 

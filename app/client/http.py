@@ -105,8 +105,10 @@ class Session:
             if self.say_unreachable and isinstance(error.__cause__, httpx.TransportError) and not unreachable_said:
                 # Said once, as a retry begins: a wrong URL would otherwise be a silence as long
                 # as the deadline (a minute by default).
+                # The address without its credentials or query: either may hold a secret.
+                where = self.http.base_url.copy_with(userinfo=b"", query=None)
                 logger.warning("cannot reach %s (%s); retrying %s %s for up to %g s",
-                               self.http.base_url, error.message, method, path, deadline_s)
+                               where, error.message, method, path, deadline_s)
                 unreachable_said = True
             self.sleep(pause)
             attempts += 1

@@ -711,6 +711,21 @@ def test_an_api_key_on_a_mistaken_command_line_is_not_echoed(outbox) -> None:  #
                         "topics, transactions with --url); without --url or OUTBOX_URL\n")
 
 
+def test_an_api_key_argparse_repeats_as_an_unrecognized_argument_is_not_echoed(outbox) -> None:  # type: ignore[no-untyped-def]
+    done = outbox("serve", "--api-key", "outbox_0123456789abcdef_secret")
+
+    assert (done.status, done.out) == (EXIT_USAGE, "")
+    assert done.err == "outbox: error: unrecognized arguments: --api-key *** (see `outbox --help`)\n"
+
+
+def test_an_api_key_after_an_ambiguous_abbreviation_of_its_flag_is_not_echoed(outbox) -> None:  # type: ignore[no-untyped-def]
+    done = outbox("topics", "list", "--api-ke=outbox_0123456789abcdef_secret")
+
+    assert (done.status, done.out) == (EXIT_USAGE, "")
+    assert done.err == ("outbox: error: ambiguous option: --api-ke=*** could match --api-key-file, --api-key "
+                        "(see `outbox --help`)\n")
+
+
 @pytest.mark.parametrize(("args", "line"), [
     (["--url", "http://127.0.0.1:1", "migrate"],
      "outbox: error: --url: only for the admin commands over HTTP (acls, groups, principals, topics, transactions "

@@ -195,6 +195,16 @@ def test_an_unreachable_service_is_said_once_as_a_warning_while_it_is_retried(ca
                     "for up to 60 s")]
 
 
+def test_the_unreachable_warning_leaves_out_the_address_s_credentials(caplog: pytest.LogCaptureFixture) -> None:
+    s = unreachable_then_ok(1, FakeTime())
+    s.http.base_url = "http://svc:hunter2@outbox.test/?token=secret"
+    with caplog.at_level("WARNING", logger="app.client.http"):
+        s.call("GET", "/v1/topics/orders")
+    assert [r.getMessage() for r in caplog.records] == [
+        "cannot reach http://outbox.test/ ([Errno 111] Connection refused); retrying GET /v1/topics/orders "
+        "for up to 60 s"]
+
+
 def test_a_consumer_s_heartbeat_retries_an_unreachable_service_without_a_warning(
         caplog: pytest.LogCaptureFixture) -> None:
     # Its calls repeat every few seconds in a thread of their own, for as long as the consumer
