@@ -13,7 +13,11 @@ commit.
 The transform: an input record whose value is an integer n (as JSON text, e.g. `7`) becomes
 `{"n": 7, "square": 49}` in the output topic, with the input's key. Any other value is skipped
 with a line on stderr naming its partition, offset and why, and its offset commits with the
-transaction like the others', so that it is not met again after a restart. A transaction is committed
+transaction like the others', so that it is not met again after a restart. With
+--dead-letter TOPIC the skipped input is also produced to TOPIC in the same transaction (its
+key and value as they came, headers naming where it came from and why it was skipped), so it is
+kept exactly once with the offsets that pass it, where a stderr line would be printed again
+after an abort and kept nowhere. A transaction is committed
 after --commit-every records or --commit-interval-ms since it began, and when the group takes
 partitions away from this member (the rebalance callback), with their offsets.
 
@@ -53,6 +57,11 @@ def transform(value: bytes | None) -> bytes:
     except ValueError:
         raise NotANumber(f"value is not an integer: {value[:100]!r}") from None
     return json.dumps({"n": n, "square": n * n}, separators=(",", ":")).encode()
+
+
+def dead_letter_headers(topic: str, partition: int, offset: int, reason: Exception) -> list[tuple[str, bytes]]:
+    """Where a skipped input came from and why it was skipped, as a dead-letter record's headers."""
+    return [("source", f"{topic}/{partition}/{offset}".encode()), ("reason", str(reason).encode())]
 
 
 class Loop:
@@ -99,6 +108,9 @@ class Loop:
                 # One bad input must not stop the loop for good (it would be met again at every
                 # restart): skipped, its offset committed with the others'.
                 print(f"skipped {m.topic()}/{m.partition()} offset {m.offset()}: {e}", file=sys.stderr, flush=True)
+                if self.args.dead_letter:
+                    self.producer.produce(self.args.dead_letter, key=m.key(), value=m.value(),
+                                          headers=dead_letter_headers(m.topic(), m.partition(), m.offset(), e))
             if not self.in_transaction:
                 self.began = time.monotonic()
             self.in_transaction += 1
@@ -180,6 +192,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="longest a transaction stays open once it has a record")
     parser.add_argument("--session-timeout-ms", type=int, default=10_000)
     parser.add_argument("--transaction-timeout-ms", type=int, default=60_000)
+    parser.add_argument("--dead-letter", metavar="TOPIC",
+                        help="where skipped inputs go, in the transaction that passes their offsets")
     args = parser.parse_args(argv)
     # Before the clients start: a stop asked for while they do is kept, not lost.
     signal.signal(signal.SIGTERM, stop)

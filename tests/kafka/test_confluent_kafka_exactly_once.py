@@ -115,27 +115,28 @@ def _until(condition: Any, what: str, timeout_s: float = TIMEOUT_S) -> None:
         time.sleep(0.05)
 
 
-def _read_committed_output(bootstrap: str) -> list[tuple[int, int, bytes, bytes]]:
-    """(partition, offset, key, value) of every output record a read_committed consumer is
+def _read_committed_output(bootstrap: str, topic: str = OUTPUT, *,
+                           headers: bool = False) -> list[tuple[Any, ...]]:
+    """(partition, offset, key, value) of every record of `topic` a read_committed consumer is
     given, up to each partition's last stable offset (no transaction is open at the end:
-    everything is decided)."""
+    everything is decided); with `headers`, each record's headers as well."""
     c = Consumer({"bootstrap.servers": bootstrap, "group.id": "verifier", "enable.auto.commit": False,
                   "isolation.level": "read_committed", "fetch.wait.max.ms": 100})
     try:
-        ends = {p: c.get_watermark_offsets(TopicPartition(OUTPUT, p), timeout=30)[1] for p in range(PARTITIONS)}
-        c.assign([TopicPartition(OUTPUT, p, OFFSET_BEGINNING) for p in range(PARTITIONS)])
-        got: list[tuple[int, int, bytes, bytes]] = []
+        ends = {p: c.get_watermark_offsets(TopicPartition(topic, p), timeout=30)[1] for p in range(PARTITIONS)}
+        c.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(PARTITIONS)])
+        got: list[tuple[Any, ...]] = []
 
         def caught_up() -> bool:
-            positions = c.position([TopicPartition(OUTPUT, p) for p in range(PARTITIONS)])
+            positions = c.position([TopicPartition(topic, p) for p in range(PARTITIONS)])
             return all(t.offset >= ends[t.partition] for t in positions if ends[t.partition] > 0)
 
         deadline = time.monotonic() + TIMEOUT_S
         while not caught_up():
-            assert time.monotonic() < deadline, f"the output was not read up to {ends}"
+            assert time.monotonic() < deadline, f"{topic} was not read up to {ends}"
             m = c.poll(0.2)
             if m is not None and m.error() is None:
-                got.append((m.partition(), m.offset(), m.key(), m.value()))
+                got.append((m.partition(), m.offset(), m.key(), m.value(), *((m.headers(),) if headers else ())))
         return got
     finally:
         c.close()
@@ -249,3 +250,23 @@ def test_a_second_instance_of_the_transactional_id_fences_the_first(
     # and none of them is read.
     assert zombie <= _output_in_the_log(backend)
     assert {(p, offset) for p, offset, _, _ in read} & zombie == set()
+
+
+def test_a_skipped_input_goes_to_the_dead_letter_topic_once_with_its_offset(
+        launcher: Launcher, start_loop: Callable[..., Loop]) -> None:
+    _, client, bootstrap = _serve(launcher)
+    assert client.post("/v1/topics", json={"name": "numbers-dead", "partitions": PARTITIONS}).status_code == 201
+    p = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True})
+    for value, partition in ((b"2", 0), (b'"seven"', 1), (b"3", 1)):  # a JSON topic: JSON values
+        p.produce(INPUT, key=value, value=value, partition=partition)
+    assert p.flush(TIMEOUT_S) == 0
+    loop = start_loop(bootstrap, "squarer-dead", "--dead-letter", "numbers-dead", "--commit-every", "1")
+
+    _until(lambda: _committed(client) == 3, "the group's offsets to pass every input")
+    assert loop.stop() == 0
+
+    dead = _read_committed_output(bootstrap, "numbers-dead", headers=True)
+    assert [(key, value, headers) for _, _, key, value, headers in dead] == [
+        (b'"seven"', b'"seven"', [("source", b"numbers/1/0"), ("reason", b"value is not an integer: b'\"seven\"'")])]
+    assert _results(_read_committed_output(bootstrap)) == Counter({
+        (b"2", b'{"n":2,"square":4}'): 1, (b"3", b'{"n":3,"square":9}'): 1})
