@@ -45,6 +45,10 @@ EXIT_FATAL = 3
 TIMEOUT_S = 30
 
 
+class MissingTopic(Exception):
+    """A topic the loop is told to write to does not exist."""
+
+
 class NotANumber(ValueError):
     """An input the transform cannot square; the message says why."""
 
@@ -89,6 +93,11 @@ class Loop:
         self.began = 0.0           # when the open transaction's first record was produced
 
     def run(self) -> None:
+        if self.args.dead_letter:
+            # Checked before the first transaction: a dead-letter record to a topic that does
+            # not exist would fail its transaction, and every one after it, at every restart.
+            if self.args.dead_letter not in self.consumer.list_topics(timeout=TIMEOUT_S).topics:
+                raise MissingTopic(f"--dead-letter {self.args.dead_letter!r}: no such topic: create it first")
         self.consumer.subscribe([self.args.input], on_revoke=self._on_revoke, on_lost=self._on_lost)
         self.producer.begin_transaction()
         while not stopping:
@@ -201,6 +210,9 @@ def main(argv: list[str] | None = None) -> int:
     print(f"{args.transactional_id}: starting", flush=True)
     try:
         Loop(args).run()
+    except MissingTopic as e:
+        print(f"error: {e}", file=sys.stderr, flush=True)
+        return 2
     except KafkaException as e:
         error: KafkaError = e.args[0]
         print(f"fatal: {error.name()}: {error.str()}", file=sys.stderr, flush=True)

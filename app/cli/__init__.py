@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import sys
 import traceback
 from urllib.parse import quote
@@ -224,12 +225,23 @@ def _api_keys(argv: list[str]) -> list[str]:
     return [key for key in given if key]
 
 
+# Anything shaped like an API key the service hands out (app.services.security.new_api_key:
+# outbox_<16 hex>_<base64url secret>), however it reached the message: a flag argparse did not
+# recognise (`--api_key KEY`), a key file's contents in an HTTP library's error.
+_KEY_SHAPED = re.compile(r"outbox_[0-9a-f]{16}_[A-Za-z0-9_-]+")
+# A value given as a key but shorter than this is no key the service issues, and hiding it
+# would mangle the message (OUTBOX_API_KEY=list hid every "list" in it).
+_SHORTEST_KEY = 8
+
+
 def _redact(text: str, api_keys: list[str] | tuple[str, ...] = ()) -> str:
     """Hide the database password and the API keys wherever they appear (a driver's message,
     a traceback, argparse's echo of the command line)."""
     from sqlalchemy.engine import make_url
 
-    for key in api_keys:
+    text = _KEY_SHAPED.sub("***", text)
+    # Longest first: a key that holds a shorter one is hidden whole, not with its rest shown.
+    for key in sorted((k for k in api_keys if len(k) >= _SHORTEST_KEY), key=len, reverse=True):
         text = text.replace(key, "***")
     url = os.environ.get("OUTBOX_DATABASE_URL")
     if not url:

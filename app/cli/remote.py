@@ -66,6 +66,10 @@ def api_key(args: argparse.Namespace) -> str | None:
             raise CommandError(f"--api-key-file: {e.strerror}: {args.api_key_file}", EXIT_USAGE) from None
         if not key:
             raise CommandError(f"--api-key-file: {args.api_key_file} is empty", EXIT_USAGE)
+        if "\n" in key:
+            # Sent as it is, the HTTP library would refuse the header and print it, key and all.
+            raise CommandError(f"--api-key-file: {args.api_key_file} holds more than one line: "
+                               "give a file with the key alone", EXIT_USAGE)
         return key
     return os.environ.get(API_KEY_VARIABLE) or None
 
@@ -79,6 +83,9 @@ class Remote:
             raise CommandError(f"--url {url!r}: give the service's http:// or https:// address, "
                                f"e.g. http://127.0.0.1:8000", EXIT_USAGE)
         self.url = url.rstrip("/")
+        # The address as messages name it: without credentials or a query, either of which may
+        # hold a secret.
+        self.where = str(httpx.URL(self.url).copy_with(userinfo=b"", query=None))
         self.timeout_s = timeout_s
         self.session = Session(self.url, request_timeout_s=timeout_s, auth=credentials(key, None))
 
@@ -88,25 +95,25 @@ class Remote:
             # behind their back (a 503 SCHEMA_NOT_MIGRATED would otherwise wait out a deadline).
             return self.session.call(method, path, json=body, params=params, deadline_s=0)
         except json.JSONDecodeError:
-            raise CommandError(f"{self.url} answered {method} {path} with something that is not JSON: {_NOT_OUTBOX}") \
+            raise CommandError(f"{self.where} answered {method} {path} with something that is not JSON: {_NOT_OUTBOX}") \
                 from None
         except ClientError as e:
             if e.error_code.startswith(FOREIGN_ERROR_PREFIX):
                 # Whatever answered is not the service (a web server, a proxy's error page):
                 # its body would be a page of HTML on the operator's one line.
-                raise CommandError(f"{self.url} answered {method} {path} with HTTP {e.status} and no outbox "
+                raise CommandError(f"{self.where} answered {method} {path} with HTTP {e.status} and no outbox "
                                    f"error: {_foreign(e.status)}",
                                    EXIT_AUTH if e.status in AUTH_STATUSES else EXIT_FAILURE) from None
             if e.error_code == _NO_ROUTE:
-                raise CommandError(f"{e.error_code}: the service at {self.url} has no route {path}: {_NOT_OUTBOX}",
+                raise CommandError(f"{e.error_code}: the service at {self.where} has no route {path}: {_NOT_OUTBOX}",
                                    EXIT_FAILURE) from None
             if e.status is None and e.error_code == _TRANSPORT_ERROR:
                 if isinstance(e.__cause__, httpx.TimeoutException):
                     # Connected (or still connecting) but no answer: not the same fault as a
                     # refused connection, and --timeout is what the operator can change.
-                    raise CommandError(f"the service at {self.url} did not answer within {self.timeout_s:g}s "
+                    raise CommandError(f"the service at {self.where} did not answer within {self.timeout_s:g}s "
                                        "(--timeout)") from None
-                raise CommandError(f"cannot reach the service at {self.url}: {e.message}") from None
+                raise CommandError(f"cannot reach the service at {self.where}: {e.message}") from None
             status = EXIT_AUTH if e.status in AUTH_STATUSES else EXIT_FAILURE
             raise CommandError(f"{e.error_code}: {e.message}", status) from None
 

@@ -134,6 +134,9 @@ class Consumer:
         self._max_wait_ms = max(0, int(request_timeout_s * 1000) - 5_000)
         self._session = Session(base_url, request_timeout_s=request_timeout_s, client=client, backoff=backoff,
                                 auth=auth, tls=tls)
+        # The heartbeat's own connection, never `client`: a heartbeat must not wait behind a
+        # long poll on the caller's client, so a consumer given one (a test's in-process
+        # client, say) still sends its heartbeats over the network to base_url.
         self._heartbeat_session = Session(base_url, request_timeout_s=request_timeout_s, backoff=backoff,
                                           auth=auth, tls=tls, say_unreachable=False)
         self._topics: list[str] = []

@@ -726,6 +726,40 @@ def test_an_api_key_after_an_ambiguous_abbreviation_of_its_flag_is_not_echoed(ou
                         "(see `outbox --help`)\n")
 
 
+def test_a_key_shaped_argument_argparse_does_not_recognise_is_not_echoed(outbox) -> None:  # type: ignore[no-untyped-def]
+    done = outbox("serve", "--api_key", "outbox_0123456789abcdef_secret")
+
+    assert (done.status, done.out) == (EXIT_USAGE, "")
+    assert done.err == "outbox: error: unrecognized arguments: --api_key *** (see `outbox --help`)\n"
+
+
+def test_a_key_that_holds_another_given_value_is_hidden_whole(outbox) -> None:  # type: ignore[no-untyped-def]
+    done = outbox("--api-key", "outbox_0123", "serve", "--api-key", "outbox_0123_not_key_shaped_secret")
+
+    assert (done.status, done.out) == (EXIT_USAGE, "")
+    assert done.err == "outbox: error: unrecognized arguments: --api-key *** (see `outbox --help`)\n"
+
+
+def test_a_key_file_of_more_than_one_line_is_refused_without_its_contents(outbox, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    key_file = tmp_path / "admin.key"
+    key_file.write_text("outbox_0123456789abcdef_secret\nmy admin key\n")
+
+    done = outbox("--url", "http://127.0.0.1:1", "--api-key-file", str(key_file), "topics", "list")
+
+    assert (done.status, done.out) == (EXIT_USAGE, "")
+    assert done.err == (f"outbox: error: --api-key-file: {key_file} holds more than one line: give a file with "
+                        "the key alone\n")
+
+
+def test_the_service_s_address_is_named_without_its_credentials_or_query(outbox) -> None:  # type: ignore[no-untyped-def]
+    port = free_port()
+
+    done = outbox("--url", f"http://admin:hunter2@127.0.0.1:{port}/?token=s3cret", "topics", "list")
+
+    assert (done.status, done.out) == (EXIT_FAILURE, "")
+    assert done.err == f"outbox: error: cannot reach the service at http://127.0.0.1:{port}/: [Errno 111] Connection refused\n"
+
+
 @pytest.mark.parametrize(("args", "line"), [
     (["--url", "http://127.0.0.1:1", "migrate"],
      "outbox: error: --url: only for the admin commands over HTTP (acls, groups, principals, topics, transactions "

@@ -23,7 +23,7 @@ from tests.e2e.conftest import PYTHON, ROOT, Backend, Launcher, ServiceProcess, 
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
-INPUT, OUTPUT, GROUP = "numbers", "squares", "squarer"
+INPUT, OUTPUT, GROUP, DEAD_LETTER = "numbers", "squares", "squarer", "numbers-dead"
 PARTITIONS = 4
 TIMEOUT_S = 120
 EXIT_FATAL = 3  # examples/kafka_transactions.py's exit status once its producer is fenced
@@ -89,16 +89,27 @@ def _serve(launcher: Launcher) -> tuple[ServiceProcess, httpx.Client, str]:
     return p, client, f"127.0.0.1:{port}"
 
 
-def _fill(bootstrap: str, count: int) -> None:
-    """Inputs 0..count-1 (value and key the number's text), input n to partition n % PARTITIONS."""
+def _input(n: int, bad_every: int | None) -> bytes:
+    """Input n's value: the number's text, or with `bad_every`, for every bad_every-th input a
+    JSON string the loop cannot square (it skips it, to the dead-letter topic if it has one)."""
+    return b'"bad%d"' % n if bad_every and n % bad_every == 0 else str(n).encode()
+
+
+def _fill(bootstrap: str, count: int, bad_every: int | None = None) -> None:
+    """Inputs 0..count-1 (key the number's text, value _input's), input n to partition n % PARTITIONS."""
     p = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True, "linger.ms": 20})
     for n in range(count):
-        p.produce(INPUT, key=str(n).encode(), value=str(n).encode(), partition=n % PARTITIONS)
+        p.produce(INPUT, key=str(n).encode(), value=_input(n, bad_every), partition=n % PARTITIONS)
     assert p.flush(TIMEOUT_S) == 0
 
 
-def _expected(count: int) -> Counter[tuple[bytes, bytes]]:
-    return Counter((str(n).encode(), b'{"n":%d,"square":%d}' % (n, n * n)) for n in range(count))
+def _expected(count: int, bad_every: int | None = None) -> Counter[tuple[bytes, bytes]]:
+    return Counter((str(n).encode(), b'{"n":%d,"square":%d}' % (n, n * n)) for n in range(count)
+                   if _input(n, bad_every) == str(n).encode())
+
+
+def _expected_dead(count: int, bad_every: int) -> Counter[tuple[bytes, bytes]]:
+    return Counter((str(n).encode(), _input(n, bad_every)) for n in range(count) if n % bad_every == 0)
 
 
 def _committed(client: httpx.Client) -> int:
@@ -164,11 +175,12 @@ def _open_with_records(transaction: dict[str, Any]) -> bool:
 def test_the_loop_killed_at_random_moments_leaves_every_result_once(
         launcher: Launcher, backend: Backend, start_loop: Callable[..., Loop]) -> None:
     rng = random.Random()
-    count, kills = 2000, 6
+    count, kills, bad_every = 2000, 6, 97
     serve, client, bootstrap = _serve(launcher)
-    _fill(bootstrap, count)
+    assert client.post("/v1/topics", json={"name": DEAD_LETTER, "partitions": PARTITIONS}).status_code == 201
+    _fill(bootstrap, count, bad_every)
     ids = ["squarer-0", "squarer-1"]
-    extra = ("--commit-every", "20", "--commit-interval-ms", "200")
+    extra = ("--commit-every", "20", "--commit-interval-ms", "200", "--dead-letter", DEAD_LETTER)
     loops = {tid: start_loop(bootstrap, tid, *extra) for tid in ids}
 
     def aborted() -> list[tuple]:
@@ -217,10 +229,13 @@ def test_the_loop_killed_at_random_moments_leaves_every_result_once(
         exits = {tid: loop.stop() for tid, loop in loops.items()}
     assert exits == {tid: 0 for tid in ids}, {tid: loops[tid].log_text()[-2000:] for tid in ids}
 
-    assert _results(_read_committed_output(bootstrap)) == _expected(count)
+    assert _results(_read_committed_output(bootstrap)) == _expected(count, bad_every)
+    # Each skipped input once in the dead-letter topic, however many times the kills made the
+    # loop meet it again: produced in the transaction that passed its offset.
+    assert _results(_read_committed_output(bootstrap, DEAD_LETTER)) == _expected_dead(count, bad_every)
     # The kills did cut transactions short: their records are in the log, never read.
     assert aborted(), "no kill interrupted a transaction"
-    assert len(_output_in_the_log(backend)) > count
+    assert len(_output_in_the_log(backend)) > sum(_expected(count, bad_every).values())
     assert "Traceback" not in serve.log_text()  # clients killed mid-request are let go quietly
 
 
@@ -255,18 +270,29 @@ def test_a_second_instance_of_the_transactional_id_fences_the_first(
 def test_a_skipped_input_goes_to_the_dead_letter_topic_once_with_its_offset(
         launcher: Launcher, start_loop: Callable[..., Loop]) -> None:
     _, client, bootstrap = _serve(launcher)
-    assert client.post("/v1/topics", json={"name": "numbers-dead", "partitions": PARTITIONS}).status_code == 201
+    assert client.post("/v1/topics", json={"name": DEAD_LETTER, "partitions": PARTITIONS}).status_code == 201
     p = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True})
     for value, partition in ((b"2", 0), (b'"seven"', 1), (b"3", 1)):  # a JSON topic: JSON values
         p.produce(INPUT, key=value, value=value, partition=partition)
     assert p.flush(TIMEOUT_S) == 0
-    loop = start_loop(bootstrap, "squarer-dead", "--dead-letter", "numbers-dead", "--commit-every", "1")
+    loop = start_loop(bootstrap, "squarer-dead", "--dead-letter", DEAD_LETTER, "--commit-every", "1")
 
     _until(lambda: _committed(client) == 3, "the group's offsets to pass every input")
     assert loop.stop() == 0
 
-    dead = _read_committed_output(bootstrap, "numbers-dead", headers=True)
+    dead = _read_committed_output(bootstrap, DEAD_LETTER, headers=True)
     assert [(key, value, headers) for _, _, key, value, headers in dead] == [
         (b'"seven"', b'"seven"', [("source", b"numbers/1/0"), ("reason", b"value is not an integer: b'\"seven\"'")])]
     assert _results(_read_committed_output(bootstrap)) == Counter({
         (b"2", b'{"n":2,"square":4}'): 1, (b"3", b'{"n":3,"square":9}'): 1})
+
+
+def test_a_dead_letter_topic_that_does_not_exist_is_refused_before_any_transaction(
+        launcher: Launcher, start_loop: Callable[..., Loop]) -> None:
+    _, client, bootstrap = _serve(launcher)
+
+    loop = start_loop(bootstrap, "squarer-nowhere", "--dead-letter", "nowhere")
+
+    assert loop.wait() == 2
+    assert "error: --dead-letter 'nowhere': no such topic: create it first" in loop.log_text()
+    assert client.get("/v1/transactions/squarer-nowhere").json()["state"] == "Empty"
