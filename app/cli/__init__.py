@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import re
 import sys
 import traceback
 from urllib.parse import quote
@@ -225,10 +224,6 @@ def _api_keys(argv: list[str]) -> list[str]:
     return [key for key in given if key]
 
 
-# Anything shaped like an API key the service hands out (app.services.security.new_api_key:
-# outbox_<16 hex>_<base64url secret>), however it reached the message: a flag argparse did not
-# recognise (`--api_key KEY`), a key file's contents in an HTTP library's error.
-_KEY_SHAPED = re.compile(r"outbox_[0-9a-f]{16}_[A-Za-z0-9_-]+")
 # A value given as a key but shorter than this is no key the service issues, and hiding it
 # would mangle the message (OUTBOX_API_KEY=list hid every "list" in it).
 _SHORTEST_KEY = 8
@@ -239,7 +234,11 @@ def _redact(text: str, api_keys: list[str] | tuple[str, ...] = ()) -> str:
     a traceback, argparse's echo of the command line)."""
     from sqlalchemy.engine import make_url
 
-    text = _KEY_SHAPED.sub("***", text)
+    from app.services.security import API_KEY_IN_TEXT
+
+    # Anything shaped like a key the service hands out, however it reached the message: a flag
+    # argparse did not recognise (`--api_key KEY`), a key file's contents in a library's error.
+    text = API_KEY_IN_TEXT.sub("***", text)
     # Longest first: a key that holds a shorter one is hidden whole, not with its rest shown.
     for key in sorted((k for k in api_keys if len(k) >= _SHORTEST_KEY), key=len, reverse=True):
         text = text.replace(key, "***")

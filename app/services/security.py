@@ -21,6 +21,7 @@ import base64
 import hashlib
 import hmac
 import logging
+import re
 import secrets
 import threading
 import time
@@ -90,6 +91,11 @@ def new_api_key() -> tuple[str, str, str]:
     key_id = secrets.token_hex(_KEY_ID_HEX // 2)
     secret = secrets.token_urlsafe(32)
     return key_id, secret, f"{API_KEY_PREFIX}{key_id}_{secret}"
+
+
+# Where an API key new_api_key made may stand in a text, whatever surrounds it: what a message
+# hides (app.cli's redaction of a key that reached it some other way than as a flag's value).
+API_KEY_IN_TEXT = re.compile(rf"{re.escape(API_KEY_PREFIX)}[0-9a-f]{{{_KEY_ID_HEX}}}_[A-Za-z0-9_-]+")
 
 
 def split_api_key(key: str) -> tuple[str, str] | None:
