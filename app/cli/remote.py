@@ -36,7 +36,7 @@ from app.cli.common import (
     print_json,
 )
 from app.client.errors import ClientError
-from app.client.http import FOREIGN_ERROR_PREFIX, Session, credentials
+from app.client.http import FOREIGN_ERROR_PREFIX, Session, credentials, shown_address
 
 # The command groups that go over HTTP when a URL is given; every other command (serve,
 # coordinator, migrate, backup, grant-reader, …) needs the database itself.
@@ -83,9 +83,7 @@ class Remote:
             raise CommandError(f"--url {url!r}: give the service's http:// or https:// address, "
                                f"e.g. http://127.0.0.1:8000", EXIT_USAGE)
         self.url = url.rstrip("/")
-        # The address as messages name it: without credentials or a query, either of which may
-        # hold a secret.
-        self.where = str(httpx.URL(self.url).copy_with(userinfo=b"", query=None))
+        self.where = shown_address(self.url)
         self.timeout_s = timeout_s
         self.session = Session(self.url, request_timeout_s=timeout_s, auth=credentials(key, None))
 

@@ -17,6 +17,12 @@ from app.client.errors import ClientError, RetriableError, classify
 logger = logging.getLogger(__name__)
 
 
+def shown_address(url: str | httpx.URL) -> str:
+    """The service's address as a message names it: without credentials or a query, either of
+    which may hold a secret."""
+    return str(httpx.URL(url).copy_with(userinfo=b"", query=None))
+
+
 class BearerAuth(httpx.Auth):
     """`Authorization: Bearer <token>` on every request: an API key, or a JWT. A callable is
     asked for the token before each request, so a client can hand over a refreshed JWT."""
@@ -105,10 +111,8 @@ class Session:
             if self.say_unreachable and isinstance(error.__cause__, httpx.TransportError) and not unreachable_said:
                 # Said once, as a retry begins: a wrong URL would otherwise be a silence as long
                 # as the deadline (a minute by default).
-                # The address without its credentials or query: either may hold a secret.
-                where = self.http.base_url.copy_with(userinfo=b"", query=None)
                 logger.warning("cannot reach %s (%s); retrying %s %s for up to %g s",
-                               where, error.message, method, path, deadline_s)
+                               shown_address(self.http.base_url), error.message, method, path, deadline_s)
                 unreachable_said = True
             self.sleep(pause)
             attempts += 1
