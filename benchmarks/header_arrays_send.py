@@ -1,8 +1,8 @@
 """PROTOTYPE, benchmarks only: what writing a json topic's headers also as two `text[]` columns
 (benchmarks/header_arrays_prototype.py) would add to a Send's append on PostgreSQL.
 
-A Send's append writes its records with one COPY in text format (app.storage.append, lines made
-by app.storage.dialect.copy_texts). Two tables of a scratch database, shaped as `records`'
+A Send's append writes its records with one COPY in text format (app.storage.record_rows, lines
+made by app.storage.dialect.copy_texts). Two tables of a scratch database, shaped as `records`'
 columns a json topic's Send writes, one with the two arrays more; each turn appends --batches
 batches of --records records, every record with --headers headers (the worst case: in the
 Spark benchmarks one record in ten has headers), each batch one COPY and one commit, from the

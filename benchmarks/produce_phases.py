@@ -5,7 +5,7 @@
 On a scratch PostgreSQL database (or --db sqlite), one idempotent producer sends batches of
 `--records` records (benchmarks/run.py's value, keys k0, k1, ...: what librdkafka's idempotent
 producer sends through the Kafka door, one request at a time) straight to the Kafka door's
-Produce handler (no socket), each piece size of `--pieces` (app.storage.append
+Produce handler (no socket), each piece size of `--pieces` (app.storage.record_rows
 COPY_PIECE_CHARS) in turn, `--reps` rounds. Each phase's wall time is taken by wrapping the
 functions that do it: the door's decode and check (`send_batch`), the topics' checks
 (`batches_to_append`), the offsets statement, the building of the COPY's pieces, their writes,
@@ -38,7 +38,7 @@ from app.kafka import records as kafka_records  # noqa: E402
 from app.kafka.apis import Apis, Broker  # noqa: E402
 from app.services import log_service  # noqa: E402
 from app.settings import Settings  # noqa: E402
-from app.storage import append, dialect  # noqa: E402
+from app.storage import append, dialect, record_rows  # noqa: E402
 from app.storage.engine import Database, build_engine  # noqa: E402
 
 VALUE_BYTES = orjson.dumps(VALUE)
@@ -89,7 +89,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--db", choices=["sqlite", "postgresql"], default="postgresql")
     parser.add_argument("--records", type=int, default=9_000)
-    parser.add_argument("--pieces", default=f"{1 << 20},{append.COPY_PIECE_CHARS}")
+    parser.add_argument("--pieces", default=f"{1 << 20},{record_rows.COPY_PIECE_CHARS}")
     parser.add_argument("--reps", type=int, default=25)
     args = parser.parse_args(argv)
     sizes = list(dict.fromkeys(int(x) for x in args.pieces.split(",")))
@@ -98,7 +98,7 @@ def main(argv: list[str] | None = None) -> int:
     log_service.batches_to_append = phases.timed(PHASES[1], log_service.batches_to_append)
     append.take_offsets_with = phases.timed(PHASES[2], append.take_offsets_with)
     append.take_offsets = phases.timed(PHASES[2], append.take_offsets)
-    append._copy_pieces = phases.timed_pieces(append._copy_pieces)
+    record_rows._copy_pieces = phases.timed_pieces(record_rows._copy_pieces)
     psycopg.Copy.write = phases.timed(PHASES[4], psycopg.Copy.write)  # type: ignore[method-assign]
     psycopg.Copy.__exit__ = phases.timed(PHASES[5], psycopg.Copy.__exit__)  # type: ignore[method-assign]
     dialect.copy_pieces = phases.timed(PHASES[6], dialect.copy_pieces)
@@ -118,7 +118,7 @@ def main(argv: list[str] | None = None) -> int:
             sequence = 0
             for _ in range(args.reps):
                 for size in sizes:
-                    append.COPY_PIECE_CHARS = size
+                    record_rows.COPY_PIECE_CHARS = size
                     data = _batch(args.records, producer.producer_id, producer.producer_epoch, sequence)
                     sequence += args.records
                     phases.times, phases.pieces = {}, 0

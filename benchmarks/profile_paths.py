@@ -43,11 +43,11 @@ from scratch import scratch_database  # noqa: E402
 
 from app.api.app import create_app  # noqa: E402
 from app.composition import Services  # noqa: E402
+from app.domain.records import RecordToAppend  # noqa: E402
 from app.domain.types import IsolationLevel, TransactionVersion  # noqa: E402
 from app.services.log_service import SendBatch  # noqa: E402
 from app.settings import Settings  # noqa: E402
 from app.storage.engine import Database, build_engine  # noqa: E402
-from app.storage.append import RecordToAppend  # noqa: E402
 
 BATCH = 1_000
 VALUE = {"order_id": 123456, "meal": "Pizza", "value": 12.5, "customer": "c-000042", "note": "extra cheese"}

@@ -27,6 +27,7 @@ import time
 from sqlalchemy import event, text
 
 from app.domain.clock import system_clock
+from app.domain.records import RecordToAppend
 from app.domain.types import IsolationLevel
 from app.services.log_service import LogService, SendBatch
 from app.services.topic_service import TopicService
@@ -34,7 +35,6 @@ from app.services.transaction_coordinator import TransactionCoordinator
 from app.settings import Settings
 from app.storage import read
 from app.storage.engine import Database, build_engine
-from app.storage.append import RecordToAppend
 
 PARTITIONS = 4
 DATA_PER_PARTITION = 50_000

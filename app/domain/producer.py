@@ -37,8 +37,8 @@ class StoredProducer:
         """What an idempotent producer's request (a Send, or InitProducerId bumping its own
         epoch) needs of its producer id: held by the caller, without a transactional id, at
         this epoch. Storage tests the same for a Send in the statement that writes each batch's
-        sequence state (app.storage.append, `holder`), and asks this only when that statement
-        wrote nothing, for the refusal to give."""
+        sequence state (app.storage.sequence_state, `holder`), and asks this only when that
+        statement wrote nothing, for the refusal to give."""
         self.require_holder(principal)
         if self.transactional_id is not None:
             # Which transactional id is not said: the caller may not be allowed to know it.

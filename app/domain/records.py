@@ -80,7 +80,7 @@ class RecordColumns(Sequence[RecordToAppend]):
     """A batch's records held column by column (each column a list, one item a record), as
     batch_of and kafka_batch build them: the RecordToAppend of a record is made only when asked
     for, and a plain Send's append, which writes the columns as they are
-    (app.storage.append), never asks. Equal to any sequence of the same records."""
+    (app.storage.record_rows), never asks. Equal to any sequence of the same records."""
 
     __slots__ = ("keys", "values", "headers", "timestamps")
 

@@ -12,7 +12,7 @@ from app.domain.transit import Decide, prepare_transition, then
 from app.services.log_service import SendResult, append_sent, batches_to_append
 from app.services.transaction_completion import complete_decided
 from app.services.transaction_join import begin_transit
-from app.storage import append, log_end, markers
+from app.storage import log_end, markers, sequence_state
 
 
 def append_to_open(conn, meta: TransactionMetadata, producer_id: int, producer_epoch: int,  # type: ignore[no-untyped-def]
@@ -56,7 +56,7 @@ def retried(conn, meta: TransactionMetadata, producer_id: int, producer_epoch: i
     that epoch: otherwise this request is not that Commit again, and its batches, never
     appended, must not be acknowledged."""
     to_append = batches_to_append(conn, batches)
-    states = append.last_batches(conn, producer_id, [(b.topic_id, b.partition) for b in to_append])
+    states = sequence_state.last_batches(conn, producer_id, [(b.topic_id, b.partition) for b in to_append])
     sent = []
     for b, batch in zip(to_append, batches, strict=True):
         state = states.get((b.topic_id, b.partition))

@@ -24,7 +24,7 @@ from app.domain.errors import (
 )
 from app.domain.read import FetchResult, OffsetOrderRead, PartitionOffsets, StoredRecord, offset_order_upper_bound
 from app.domain.record_formats import for_topic
-from app.domain.records import SendBatch, first_largest
+from app.domain.records import RecordToAppend, SendBatch, first_largest
 from app.domain.types import IsolationLevel, TransactionVersion, ValueFormat
 from app.settings import Limit, Settings
 from app.storage import append, changes, offset_order, producers, read, topics
@@ -32,6 +32,8 @@ from app.storage import transactions as txns
 from app.storage.dialect import RowLock
 from app.storage.engine import Database, after_commit
 from app.storage.markers import MarkerOwner
+from app.storage.message_ids import published_message_ids, set_message_ids
+from app.storage.record_rows import BatchToAppend
 from app.storage.seen_topics import SeenTopics, TopicChanged
 from app.services.transaction_join import found, join_transaction, joining
 
@@ -64,7 +66,7 @@ def _count(results: list[append.AppendResult], producer_id: int | None, transact
 
 
 def batches_to_append(conn: Connection, batches: list[SendBatch],
-                      existing: dict[str, Topic] | None = None) -> list[append.BatchToAppend]:
+                      existing: dict[str, Topic] | None = None) -> list[BatchToAppend]:
     """The batches as the log stores them, once their topics' rules allow them: the partition
     exists, a compacted topic's records have keys, no record is over the topic's
     max_message_bytes, a topic with check_expected_offsets gets expected offsets. Every append goes through it: a Send, and an append in an application's
@@ -94,13 +96,13 @@ def batches_to_append(conn: Connection, batches: list[SendBatch],
             size, largest = sum(sizes), first_largest(sizes)
         check_record_size(topic.name, b.partition, *largest, topic.config.max_message_bytes)
         to_append.append(
-            append.BatchToAppend(topic.topic_id, b.partition, b.records, b.base_sequence, b.expected_offset, size,
+            BatchToAppend(topic.topic_id, b.partition, b.records, b.base_sequence, b.expected_offset, size,
                                  b.value_format)
         )
     return to_append
 
 
-def _plain_batches(conn: Connection, batches: list[SendBatch], seen: SeenTopics) -> list[append.BatchToAppend]:
+def _plain_batches(conn: Connection, batches: list[SendBatch], seen: SeenTopics) -> list[BatchToAppend]:
     """batches_to_append for a plain Send on PostgreSQL, its topics from the process's copy
     where it has them all, each batch carrying the version of its topic's row the copy holds
     (checked as its offsets are taken). A refusal by the copy is judged again on the rows as
@@ -133,9 +135,9 @@ def append_in_open_transaction(
         # As PostgreSQL's outbox.append: the in-database API takes JSON values only.
         raise InvalidRecord(f"topic {batch.topic!r} is a {whole.value_format.value} topic; the in-database API "
                             "appends to json topics only")
-    published = append.published_message_ids(conn, whole.topic_id, {m for m in message_ids if m is not None})
+    published = published_message_ids(conn, whole.topic_id, {m for m in message_ids if m is not None})
     appended: list[bool] = []
-    kept: list[append.RecordToAppend] = []
+    kept: list[RecordToAppend] = []
     kept_ids: list[str | None] = []
     for record, message_id in zip(batch.records, message_ids, strict=True):
         fresh = message_id is None or message_id not in published
@@ -147,12 +149,12 @@ def append_in_open_transaction(
                 published.add(message_id)
     if kept:
         size = sum(record_sizes([r.key for r in kept], [r.value for r in kept], [r.headers for r in kept]))
-        to_append = append.BatchToAppend(whole.topic_id, whole.partition, kept, size_bytes=size)
+        to_append = BatchToAppend(whole.topic_id, whole.partition, kept, size_bytes=size)
         (result,) = append.append_batches(
             conn, [to_append], producer_id=None, producer_epoch=None, transactional_id=None,
             txn_id=None, now_ms=now_ms,
         )
-        append.set_message_ids(conn, whole.topic_id, whole.partition, [
+        set_message_ids(conn, whole.topic_id, whole.partition, [
             (result.base_offset + i, m) for i, m in enumerate(kept_ids) if m is not None
         ])
         # The application commits, not the service: waiting readers in serve notice the commit
@@ -196,7 +198,7 @@ def check_send(
 def append_sent(
     conn: Connection,
     batches: list[SendBatch],
-    to_append: list[append.BatchToAppend],
+    to_append: list[BatchToAppend],
     *,
     producer_id: int | None,
     producer_epoch: int | None,

@@ -287,7 +287,7 @@ def copy_texts(texts: Sequence[str | None]) -> list[str] | None:
     (docs/benchmarks.md, 2026-11-30), more than its decoding. The join splits back into as many
     pieces exactly when no text holds NUL. The join takes 4 bytes a character for all the texts
     if one holds a character outside the Basic Multilingual Plane: give a bounded number of
-    them at a time (app.storage.append._copy_pieces gives about COPY_PIECE_CHARS of them).
+    them at a time (app.storage.record_rows._copy_pieces gives about COPY_PIECE_CHARS of them).
 
     Most texts need no escape at all (a JSON value holds a backslash only in a string's escape,
     a line break or tab only as whitespace between tokens): texts joined with nothing between

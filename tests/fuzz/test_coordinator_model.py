@@ -66,11 +66,11 @@ from sqlalchemy import Engine, event, text
 from app.composition import Services
 from app.domain.errors import OutboxError
 from app.domain.offsets import OffsetToStage
+from app.domain.records import RecordToAppend
 from app.domain.types import IsolationLevel
 from app.services.log_service import SendBatch
 from app.settings import Settings
 from app.storage.engine import Database, build_engine
-from app.storage.append import RecordToAppend
 from app.worker.chore import ChoreConfig
 from app.worker.coordinator import CoordinatorWorker
 from tests.conftest import FakeClock, _reset_postgres

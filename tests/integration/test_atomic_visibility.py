@@ -21,11 +21,11 @@ import pytest
 
 from app.composition import Services
 from app.domain.offsets import OffsetToStage
+from app.domain.records import RecordToAppend
 from app.domain.types import IsolationLevel
 from app.services.log_service import SendBatch
 from app.services.transaction_coordinator import TransactionCoordinator
 from app.storage import offsets, read, topics
-from app.storage.append import RecordToAppend
 
 TOPIC, PARTITIONS = "atomic", 4
 CONSUMED = "consumed"  # the topic whose positions the transactions commit for GROUP

@@ -9,8 +9,8 @@ from __future__ import annotations
 import pytest
 from sqlalchemy import text
 
+from app.domain.records import RecordToAppend
 from app.services.log_service import SendBatch
-from app.storage.append import RecordToAppend
 from spark_jobs.reader.statement import positions_predicate
 
 PLAIN = 3_000  # plain records at offsets [0, 3000), then a transaction of 10 records and its marker

@@ -13,12 +13,12 @@ import pytest
 
 from app.composition import Services
 from app.domain.offsets import OffsetToStage
+from app.domain.records import RecordToAppend
 from app.domain.transaction import PreparedTxnRef
 from app.domain.types import IsolationLevel
 from app.services.log_service import SendBatch
 from app.services.transaction_coordinator import TransactionCoordinator
 from app.storage import read, topics
-from app.storage.append import RecordToAppend
 from app.worker.chore import ChoreConfig
 from app.worker.coordinator import CoordinatorWorker
 from tests.helpers import batch, begin, create_topic, fetch, ident, init_producer, send, values

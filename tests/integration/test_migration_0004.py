@@ -10,12 +10,12 @@ from __future__ import annotations
 from alembic import command
 from sqlalchemy import create_engine, text
 
+from app.domain.records import RecordToAppend
 from app.domain.types import IsolationLevel
 from app.services.log_service import LogService, SendBatch
 from app.settings import Settings
 from app.storage import migrate
 from app.storage.engine import Database, build_engine
-from app.storage.append import RecordToAppend
 
 # Written with the 0003 schema: topic 1 "old", partition 0. Offsets: 0 plain; 1, 2 records of
 # transaction 7 (committed by its marker at 4); 3 a record of transaction 8 (aborted at 5);

@@ -12,9 +12,9 @@ from typing import Any
 
 from sqlalchemy import event, text
 
+from app.domain.records import RecordToAppend
 from app.domain.types import IsolationLevel
 from app.services.log_service import SendBatch
-from app.storage.append import RecordToAppend
 from app.storage.fetch_plan import SIZES_PAGE
 from app.storage.offset_order import _firsts_stmt, _offset_for_timestamp_stmt, _stmts
 

@@ -19,9 +19,9 @@ import re
 import pytest
 from sqlalchemy import select, text
 
+from app.domain.records import RecordToAppend
 from app.services.log_service import SendBatch
 from app.storage import cleaning
-from app.storage.append import RecordToAppend
 from app.storage.read_window import _batch_page_stmt, _records_stmt
 from app.storage.read_committed import committed_between_for_groups_stmt, first_record_committed_from_stmt
 from app.storage.tables import transactions

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import json
 
+from app.domain.records import RecordToAppend
 from app.domain.types import IsolationLevel
 from app.services.log_service import SendBatch
-from app.storage.append import RecordToAppend
 
 
 def _records(values: list[int]) -> list[RecordToAppend]:

@@ -14,11 +14,11 @@ from __future__ import annotations
 import pytest
 
 from app.domain.errors import InvalidProducerEpoch, InvalidTxnState, ProducerFenced
+from app.domain.records import RecordToAppend
 from app.domain.types import IsolationLevel, TransactionVersion
 from app.services import log_service, transaction_coordinator
 from app.storage import transactions
 from app.services.log_service import SendBatch
-from app.storage.append import RecordToAppend
 from tests.integration.test_topic_admin_races import Held, hold_then
 
 pytestmark = pytest.mark.parametrize("db_url", ["postgresql"], indirect=True)

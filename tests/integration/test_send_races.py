@@ -15,8 +15,8 @@ import time
 
 from sqlalchemy import text
 
+from app.domain.records import RecordToAppend
 from app.services.log_service import SendBatch, SendResult
-from app.storage.append import RecordToAppend
 
 
 def _wait_until_blocked(database, count: int) -> None:  # type: ignore[no-untyped-def]

@@ -12,7 +12,7 @@ import pytest
 from sqlalchemy import select
 
 from app.domain import records as records_module
-from app.storage import append
+from app.storage import record_rows
 from app.storage.tables import records
 from tests.helpers import create_topic
 
@@ -88,7 +88,7 @@ def test_a_send_decoded_and_copied_in_many_chunks_stores_each_record_exactly(
         client: Any, database: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     # Chunks of a few bytes: every value is decoded, and every line copied, in a piece of its own.
     monkeypatch.setattr(records_module, "JOIN_CHUNK_BYTES", 8)
-    monkeypatch.setattr(append, "COPY_PIECE_CHARS", 8)
+    monkeypatch.setattr(record_rows, "COPY_PIECE_CHARS", 8)
     create_topic(client, "t")
     values = [{"e": "\U0001F600"}, None, "tab\there", {"n": 1}, "back\\slash", "é"]
 

@@ -24,10 +24,10 @@ from app.domain.errors import (
     UnknownTopicOrPartition,
 )
 from app.domain.offsets import OffsetToStage
+from app.domain.records import RecordToAppend
 from app.services.log_service import SendBatch
 from app.storage import append, topics
 from app.storage import transactions as txns
-from app.storage.append import RecordToAppend
 from app.storage.tables import partitions
 from tests.helpers import begin, create_topic, init_producer
 

@@ -1,5 +1,5 @@
 """One large Produce, as librdkafka's idempotent producer sends them (one request out, ~9,000
-records): its records go to the database in several COPY pieces (app.storage.append
+records): its records go to the database in several COPY pieces (app.storage.record_rows
 COPY_PIECE_CHARS), and the request stays all or nothing whichever piece its bad record is in."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from kio.schema.errors import ErrorCode
 from sqlalchemy import func, select
 
 from app.kafka.protocol import request_class
-from app.storage import append
+from app.storage import record_rows
 from app.storage.tables import records
 from tests.helpers import create_topic
 from tests.kafka.conftest import Listener, ask
@@ -58,7 +58,7 @@ def test_a_large_idempotent_produce_is_stored_at_its_offsets_record_for_record(k
     create_topic(kafka.client, "orders")
     values = [VALUE.replace(b"123456", str(i).encode()) for i in range(RECORDS)]
     # The batch is larger than a COPY piece: it is written in several.
-    assert RECORDS * len(VALUE) > 3 * append.COPY_PIECE_CHARS
+    assert RECORDS * len(VALUE) > 3 * record_rows.COPY_PIECE_CHARS
     with kafka.connect() as s:
         producer = _idempotent_producer(s)
         first = _produce(s, _batch(values, producer, 0))
@@ -93,18 +93,18 @@ def test_the_database_refusing_a_large_produce_s_last_piece_writes_nothing(
         kafka: Listener, monkeypatch: pytest.MonkeyPatch) -> None:
     # Every record is valid; the last COPY piece reaches PostgreSQL with a line it refuses, after
     # the pieces before it were sent: the COPY, and so the whole request, fails in the database.
-    lines_of = append._copy_lines
+    lines_of = record_rows._copy_lines
 
     def last_piece_broken(b: Any, base_offset: int, c: Any, start: int, stop: int) -> str | None:
         lines = lines_of(b, base_offset, c, start, stop)
         return lines + "not a row\n" if lines is not None and stop == RECORDS else lines
 
-    monkeypatch.setattr(append, "_copy_lines", last_piece_broken)
+    monkeypatch.setattr(record_rows, "_copy_lines", last_piece_broken)
     create_topic(kafka.client, "orders")
     with kafka.connect() as s:
         producer = _idempotent_producer(s)
         refused = _produce(s, _batch([VALUE] * RECORDS, producer, 0))
-        monkeypatch.setattr(append, "_copy_lines", lines_of)
+        monkeypatch.setattr(record_rows, "_copy_lines", lines_of)
         taken = _produce(s, _batch([VALUE], producer, 0))
     assert refused.error_code == ErrorCode.invalid_request
     assert refused.error_message is not None and refused.error_message.startswith("value refused by the database")

@@ -1,4 +1,4 @@
-"""app.storage.append's COPY of a JSON topic's records on PostgreSQL: lines of COPY's text
+"""app.storage.record_rows' COPY of a JSON topic's records on PostgreSQL: lines of COPY's text
 format in pieces of about COPY_PIECE_CHARS, the same rows as the row path writes, in the same
 column order, and rows for the driver from the first chunk whose texts cannot go as lines."""
 
@@ -10,8 +10,8 @@ import pytest
 
 from app.domain.log_cleaning import record_sizes
 from app.domain.records import RecordColumns, RecordToAppend
-from app.storage import append
-from app.storage.append import COPY_PIECE_CHARS, DATA_RECORD_COLUMNS, BatchToAppend
+from app.storage import record_rows
+from app.storage.record_rows import COPY_PIECE_CHARS, DATA_RECORD_COLUMNS, BatchToAppend
 
 
 def _batch(values: list[str], keys: list[str | None] | None = None, topic_id: int = 7) -> BatchToAppend:
@@ -24,19 +24,19 @@ def _batch(values: list[str], keys: list[str | None] | None = None, topic_id: in
 def test_each_line_holds_its_rows_fields_in_the_record_columns_order() -> None:
     batch = BatchToAppend(3, 2, [RecordToAppend("k", "[1]", '{"h":"v"}', 9)], size_bytes=12)
 
-    (lines,) = append._copy_pieces([(batch, 40)])
+    (lines,) = record_rows._copy_pieces([(batch, 40)])
 
     assert dict(zip(DATA_RECORD_COLUMNS, lines.rstrip("\n").split("\t"))) == {
         "topic_id": "3", "partition": "2", "offset": "40", "timestamp_ms": "9", "key": "k", "value": "[1]",
         "headers": '{"h":"v"}'}
-    assert lines == "\t".join(map(str, append._rows([(batch, 40)])[0])) + "\n"
+    assert lines == "\t".join(map(str, record_rows._rows([(batch, 40)])[0])) + "\n"
 
 
 def test_a_batch_of_one_timestamp_without_headers_is_copied_with_those_fields_in_every_line() -> None:
     records = RecordColumns(["a", None], ["1", '"x"'], [None, None], [500, 500])
     batch = BatchToAppend(3, 2, records, size_bytes=5)
 
-    (lines,) = append._copy_pieces([(batch, 40)])
+    (lines,) = record_rows._copy_pieces([(batch, 40)])
 
     assert lines == "3\t2\t40\t500\ta\t1\t\\N\n3\t2\t41\t500\t\\N\t\"x\"\t\\N\n"
 
@@ -45,17 +45,17 @@ def test_a_batch_of_several_timestamps_is_copied_with_each_records_own() -> None
     records = RecordColumns(["a", "b"], ["1", "2"], [None, None], [500, 501])
     batch = BatchToAppend(3, 2, records, size_bytes=4)
 
-    (lines,) = append._copy_pieces([(batch, 40)])
+    (lines,) = record_rows._copy_pieces([(batch, 40)])
 
     assert lines == "3\t2\t40\t500\ta\t1\t\\N\n3\t2\t41\t501\tb\t2\t\\N\n"
 
 
 def test_batches_larger_than_a_piece_are_copied_in_pieces_of_whole_lines(monkeypatch: pytest.MonkeyPatch) -> None:
     # The first batch's records are of 1, 6 and 5 bytes: cut after the second.
-    monkeypatch.setattr(append, "COPY_PIECE_CHARS", 8)
+    monkeypatch.setattr(record_rows, "COPY_PIECE_CHARS", 8)
     first, second = _batch(["1", '"\U0001F600"', '"a\tb"']), _batch(["[2]"], topic_id=8)
 
-    pieces = list(append._copy_pieces([(first, 5), (second, 0)]))
+    pieces = list(record_rows._copy_pieces([(first, 5), (second, 0)]))
 
     assert pieces == [
         "7\t1\t5\t100\t\\N\t1\t\\N\n7\t1\t6\t101\t\\N\t\"\U0001F600\"\t\\N\n",
@@ -65,10 +65,10 @@ def test_batches_larger_than_a_piece_are_copied_in_pieces_of_whole_lines(monkeyp
 
 
 def test_from_the_first_chunk_holding_nul_to_the_end_the_records_go_as_rows(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(append, "COPY_PIECE_CHARS", 4)
+    monkeypatch.setattr(record_rows, "COPY_PIECE_CHARS", 4)
     first, second = _batch(["1", "2", "3"], keys=["a", "b\x00", "c"]), _batch(["4"], topic_id=8)
 
-    pieces = [p if isinstance(p, str) else list(p) for p in append._copy_pieces([(first, 0), (second, 0)])]
+    pieces = [p if isinstance(p, str) else list(p) for p in record_rows._copy_pieces([(first, 0), (second, 0)])]
 
     assert pieces == [
         "7\t1\t0\t100\ta\t1\t\\N\n",
@@ -84,7 +84,7 @@ def test_a_large_batch_with_one_character_outside_the_bmp_is_copied_in_bounded_m
     batch = _batch(values)
     tracemalloc.start()
     try:
-        written = sum(len(piece) for piece in append._copy_pieces([(batch, 0)]))  # type: ignore[arg-type]
+        written = sum(len(piece) for piece in record_rows._copy_pieces([(batch, 0)]))  # type: ignore[arg-type]
         _, peak = tracemalloc.get_traced_memory()
     finally:
         tracemalloc.stop()

@@ -1,0 +1,178 @@
+"""A batch to append (BatchToAppend) and its records as rows of `records`: the columns a data
+record sets, and the writing of the rows once app.storage.append has taken their offsets and
+judged their batches; on PostgreSQL a JSON topic's go in one COPY in text format, in pieces."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from itertools import repeat
+
+from sqlalchemy import Connection
+
+from app.domain.log_cleaning import record_sizes
+from app.domain.records import RecordColumns, RecordToAppend, chunk_bounds
+from app.domain.types import ValueFormat
+from app.storage import dialect
+from app.storage.tables import records
+
+
+@dataclass(slots=True)
+class BatchToAppend:
+    """One partition's records to append (app.storage.append.append_batches), and what they are
+    checked against."""
+    topic_id: int
+    partition: int
+    records: Sequence[RecordToAppend]
+    base_sequence: int | None = None
+    expected_offset: int | None = None
+    size_bytes: int = 0  # app.domain.log_cleaning.record_size of the records, summed
+    # The records' format (app.domain.record_formats.for_topic made it their topic's): which columns
+    # their keys and values go to.
+    value_format: ValueFormat = ValueFormat.JSON
+    # The version of the topic's row it was checked against, where that row is a process's
+    # copy (app.storage.seen_topics; a plain batch on PostgreSQL only): its offsets are taken
+    # only if the row is still that one. None: read in this transaction.
+    topic_row: str | None = None
+
+
+# Every column of `records` a JSON topic's data record sets (control_type and message_id stay
+# NULL), and a bytes topic's: the same row shape, its key and value in the binary columns
+# (docs/ARCHITECTURE.md#record-formats). A JSON topic's rows carry nothing for the other.
+# Who wrote a record (producer, epoch, sequence, transaction) is its batch's row in
+# record_batches, written once a batch (app.storage.batch_rows), never once a record.
+DATA_RECORD_COLUMNS = ("topic_id", "partition", "offset", "timestamp_ms", "key", "value", "headers")
+BYTES_RECORD_COLUMNS = tuple({"key": "key_bytes", "value": "value_bytes"}.get(c, c) for c in DATA_RECORD_COLUMNS)
+
+# A COPY of JSON topics' records and markers together (write_records).
+_WITH_MARKERS = (*DATA_RECORD_COLUMNS, "control_type")
+
+
+def write_records(conn: Connection, appended: list[tuple[BatchToAppend, int]],
+                  bytes_appended: list[tuple[BatchToAppend, int]], marker_rows: list[dict]) -> None:
+    """Write the records of the batches appended, each at its base offset: a JSON topic's
+    (`appended`), a bytes topic's (`bytes_appended`, BYTES_RECORD_COLUMNS) and the markers
+    written with them (markers.marker_row). On PostgreSQL each kind is one COPY."""
+    if marker_rows:
+        # The markers go with the records, in one COPY: rows of every column a JSON topic's
+        # record or a marker sets (a bytes topic's records follow in their own, below).
+        rows = [row + (None,) for row in _rows(appended)]
+        rows.extend(tuple(m.get(c) for c in _WITH_MARKERS) for m in marker_rows)
+        dialect.bulk_insert(conn, records, _WITH_MARKERS, rows)
+    elif appended:
+        if conn.dialect.name == "postgresql":
+            dialect.copy_pieces(conn, records, DATA_RECORD_COLUMNS, _copy_pieces(appended))
+        else:
+            dialect.bulk_insert(conn, records, DATA_RECORD_COLUMNS, _rows(appended))
+    if bytes_appended:
+        dialect.bulk_insert(conn, records, BYTES_RECORD_COLUMNS, _rows(bytes_appended))
+
+
+def _columns(records: Sequence[RecordToAppend]) -> RecordColumns:
+    """A batch's records by column: as batch_of and kafka_batch built them, or taken apart."""
+    if isinstance(records, RecordColumns):
+        return records
+    return RecordColumns([r.key for r in records], [r.value for r in records], [r.headers for r in records],
+                         [r.timestamp_ms for r in records])
+
+
+def _rows(appended: list[tuple[BatchToAppend, int]]) -> list[tuple]:
+    """The batches' records as rows, tuples in DATA_RECORD_COLUMNS order."""
+    rows: list[tuple] = []
+    for b, base_offset in appended:
+        rows.extend(_batch_rows(b, base_offset, 0, len(b.records)))
+    return rows
+
+
+def _batch_rows(b: BatchToAppend, base_offset: int, start: int, stop: int) -> Iterator[tuple]:
+    """Records start to stop of a batch as rows, tuples in DATA_RECORD_COLUMNS order (the
+    columns looked up by those names, so the order is that tuple's)."""
+    c = _columns(b.records)
+    by_name = {"topic_id": repeat(b.topic_id), "partition": repeat(b.partition),
+               "offset": range(base_offset + start, base_offset + stop), "timestamp_ms": c.timestamps[start:stop],
+               "key": c.keys[start:stop], "value": c.values[start:stop], "headers": c.headers[start:stop]}
+    return zip(*(by_name[name] for name in DATA_RECORD_COLUMNS))
+
+
+def _copy_pieces(appended: list[tuple[BatchToAppend, int]]) -> Iterator[str | Iterator[tuple]]:
+    """The same rows as _rows, for one COPY (dialect.copy_pieces), in pieces of about
+    COPY_PIECE_CHARS: lines of COPY's text format (_copy_lines) as long as the texts can go that
+    way, and from the first chunk whose texts cannot (one holding NUL) to the end, rows for the
+    driver to write.
+
+    In pieces, each written before the next is made, rather than as one string: one character
+    outside the Basic Multilingual Plane makes a joined string 4 bytes a character, and a 32 MB
+    Send's COPY built whole raised the service's peak memory 100 MB above what it is in pieces
+    (docs/benchmarks.md, 2026-11-30); and the database stores a piece while the next is built
+    (COPY_PIECE_CHARS). A batch is cut by its records' bytes (record_sizes; a
+    text's bytes are at least its characters) only when it is larger than a piece, which a
+    1,000-record Send of ~100-byte values is not: it costs that Send one comparison."""
+    pending: list[str] = []
+    size = 0
+    for i, (b, base_offset) in enumerate(appended):
+        c = _columns(b.records)
+        bounds = ([(0, len(c))] if b.size_bytes <= COPY_PIECE_CHARS
+                  else chunk_bounds(record_sizes(c.keys, c.values, c.headers), COPY_PIECE_CHARS))
+        for start, stop in bounds:
+            lines = _copy_lines(b, base_offset, c, start, stop)
+            if lines is None:
+                if pending:
+                    yield "".join(pending)
+                yield _batch_rows(b, base_offset, start, len(c))
+                for later, later_offset in appended[i + 1:]:
+                    yield _batch_rows(later, later_offset, 0, len(later.records))
+                return
+            pending.append(lines)
+            size += len(lines)
+            if size >= COPY_PIECE_CHARS:
+                yield "".join(pending)
+                pending, size = [], 0
+    if pending:
+        yield "".join(pending)
+
+
+# The characters of COPY lines written at once (_copy_pieces): under a MB even at 4 bytes a
+# character. Small enough that a large batch goes in several pieces, which PostgreSQL's backend,
+# another process, stores while this one builds the next: a batch written as one piece kept the
+# whole of the backend's work after the last line was built, most of a large Produce's COPY
+# (an idempotent librdkafka producer's request of ~9,000 records waits on it, one request at a
+# time: docs/benchmarks.md, 2026-12-01). Large enough that a 1,000-record Send of ~100-byte
+# values is one piece and is not cut at all (its size_bytes is below it).
+COPY_PIECE_CHARS = 1 << 17
+
+
+def _copy_lines(b: BatchToAppend, base_offset: int, c: RecordColumns, start: int, stop: int) -> str | None:
+    """_batch_rows' rows as the lines of a COPY in text format (dialect.copy_texts); None if a
+    text cannot go that way. Built column by column: one escaping pass over each column, and
+    one format per row, its fields in the order _check_line_order holds to _batch_rows'."""
+    keys, values, headers = (dialect.copy_texts(c.keys[start:stop]),  # type: ignore[arg-type]
+                             dialect.copy_texts(c.values[start:stop]), dialect.copy_texts(c.headers[start:stop]))
+    if keys is None or values is None or headers is None:
+        return None
+    lead = f"{b.topic_id}\t{b.partition}\t"
+    offsets, timestamps = range(base_offset + start, base_offset + stop), c.timestamps[start:stop]
+    if timestamps and headers.count(dialect.COPY_NULL) == len(headers) and timestamps.count(timestamps[0]) == len(timestamps):
+        # The usual Send: every record stamped by the service's clock, none with headers. The
+        # fields alike in every row are written once into its format: two fields fewer a row,
+        # a third of the lines' time (docs/benchmarks.md, 2026-12-01).
+        middle, tail = f"\t{timestamps[0]}\t", f"\t{dialect.COPY_NULL}\n"
+        return "".join([f"{lead}{offset}{middle}{k}\t{v}{tail}" for offset, k, v in zip(offsets, keys, values)])
+    return "".join([f"{lead}{offset}\t{ts}\t{k}\t{v}\t{h}\n" for offset, ts, k, v, h in zip(
+        offsets, timestamps, keys, values, headers)])
+
+
+def _check_line_order() -> None:
+    """_copy_lines writes its fields in _batch_rows' order, which is DATA_RECORD_COLUMNS': one
+    record with a distinct field in every column, through both of its ways (with headers, and
+    without, where the constant fields are folded into the row's format). Run at import, so that
+    a change to one order and not the other cannot load."""
+    for record in (RecordToAppend("k", "v", "h", 4), RecordToAppend("k", "v", None, 4)):
+        batch = BatchToAppend(1, 2, [record])
+        row = next(_batch_rows(batch, 3, 0, 1))
+        if _copy_lines(batch, 3, _columns(batch.records), 0, 1) != "\t".join(
+                dialect.COPY_NULL if f is None else str(f) for f in row) + "\n":
+            raise AssertionError("_copy_lines and _batch_rows write the record columns in different orders")
+
+
+_check_line_order()
+
