@@ -703,41 +703,28 @@ def test_a_service_that_never_answers_is_one_line_and_exit_status_1_after_the_ti
     assert 0.9 <= took < 20  # the timeout's second, and not the default 30 s
 
 
-def test_an_api_key_on_a_mistaken_command_line_is_not_echoed(outbox) -> None:  # type: ignore[no-untyped-def]
-    done = outbox("transactions", "list", "--state", "Ongoing", "--api-key", "outbox_0123456789abcdef_secret")
+# One case per way an API key can reach argparse's or the CLI's error message: the command
+# line, and the message on stderr, compared whole (the key shown as *** where it was given).
+_KEY = "outbox_0123456789abcdef_secret"
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["transactions", "list", "--state", "Ongoing", "--api-key", _KEY], "--api-key: only for the admin commands "
+     "over HTTP (acls, groups, principals, topics, transactions with --url); without --url or OUTBOX_URL"),
+    (["serve", "--api-key", _KEY], "unrecognized arguments: --api-key *** (see `outbox --help`)"),
+    (["topics", "list", f"--api-ke={_KEY}"],
+     "ambiguous option: --api-ke=*** could match --api-key-file, --api-key (see `outbox --help`)"),
+    (["serve", "--api_key", _KEY], "unrecognized arguments: --api_key *** (see `outbox --help`)"),
+    (["--api-key", "outbox_0123", "serve", "--api-key", "outbox_0123_not_key_shaped_secret"],
+     "unrecognized arguments: --api-key *** (see `outbox --help`)"),
+], ids=["on a command that takes no key", "repeated by argparse as an unrecognized argument",
+        "after an ambiguous abbreviation of its flag", "key-shaped after a flag argparse does not recognise",
+        "holding another given value, hidden whole"])
+def test_an_api_key_in_a_usage_error_is_not_echoed(outbox, args, message) -> None:  # type: ignore[no-untyped-def]
+    done = outbox(*args)
 
     assert (done.status, done.out) == (EXIT_USAGE, "")
-    assert done.err == ("outbox: error: --api-key: only for the admin commands over HTTP (acls, groups, principals, "
-                        "topics, transactions with --url); without --url or OUTBOX_URL\n")
-
-
-def test_an_api_key_argparse_repeats_as_an_unrecognized_argument_is_not_echoed(outbox) -> None:  # type: ignore[no-untyped-def]
-    done = outbox("serve", "--api-key", "outbox_0123456789abcdef_secret")
-
-    assert (done.status, done.out) == (EXIT_USAGE, "")
-    assert done.err == "outbox: error: unrecognized arguments: --api-key *** (see `outbox --help`)\n"
-
-
-def test_an_api_key_after_an_ambiguous_abbreviation_of_its_flag_is_not_echoed(outbox) -> None:  # type: ignore[no-untyped-def]
-    done = outbox("topics", "list", "--api-ke=outbox_0123456789abcdef_secret")
-
-    assert (done.status, done.out) == (EXIT_USAGE, "")
-    assert done.err == ("outbox: error: ambiguous option: --api-ke=*** could match --api-key-file, --api-key "
-                        "(see `outbox --help`)\n")
-
-
-def test_a_key_shaped_argument_argparse_does_not_recognise_is_not_echoed(outbox) -> None:  # type: ignore[no-untyped-def]
-    done = outbox("serve", "--api_key", "outbox_0123456789abcdef_secret")
-
-    assert (done.status, done.out) == (EXIT_USAGE, "")
-    assert done.err == "outbox: error: unrecognized arguments: --api_key *** (see `outbox --help`)\n"
-
-
-def test_a_key_that_holds_another_given_value_is_hidden_whole(outbox) -> None:  # type: ignore[no-untyped-def]
-    done = outbox("--api-key", "outbox_0123", "serve", "--api-key", "outbox_0123_not_key_shaped_secret")
-
-    assert (done.status, done.out) == (EXIT_USAGE, "")
-    assert done.err == "outbox: error: unrecognized arguments: --api-key *** (see `outbox --help`)\n"
+    assert done.err == f"outbox: error: {message}\n"
 
 
 def test_a_key_file_of_more_than_one_line_is_refused_without_its_contents(outbox, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
