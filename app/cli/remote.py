@@ -295,7 +295,9 @@ def _topic_list_table(a: Answer) -> list[str]:
 
 
 def _topic_table(a: Answer) -> list[str]:
-    # kafka-topics --describe: the topic on one line, then one line per partition.
+    # kafka-topics --describe: the topic on one line, its config in the answer's order (the schema's
+    # fields), then one line per partition in the answer's order, by partition number
+    # (storage.topics.describe_partitions orders them; README, Topic administration, says so).
     configs = ",".join(f"{k}={_cell(v)}" for k, v in a["config"].items())
     return [f"Topic: {a['name']}\tPartitionCount: {a['partition_count']}\tConfigs: {configs}"] + [
         f"\tTopic: {a['name']}\tPartition: {p['partition']}\tLogStartOffset: {p['log_start_offset']}\t"

@@ -61,10 +61,12 @@ def _walkthrough_shell(url: str) -> str:
     return f"{variables['J']}\nOUTBOX={url}\n"
 
 
-def _json_answer_differences(step: readme.Step, stdout: str) -> list[str]:
-    """Where a command that answers JSON answers other than the README shows it (the
-    walkthrough's matcher, and the text where the README shows the answer whole); [] for a
-    command that prints no JSON."""
+def _answer_differences(step: readme.Step, stdout: str) -> list[str]:
+    """Where a command answers other than the README shows it: a table (`--table`) compared
+    whole as text, so its rows' order too; JSON with the walkthrough's matcher, and as text
+    where the README shows the answer whole; [] for a command that prints neither."""
+    if "--table" in shlex.split(step.command, comments=True):
+        return [] if stdout == step.shown + "\n" else ["the table is not the README's, line for line"]
     try:
         actual = json.loads(stdout)
     except json.JSONDecodeError:
@@ -86,7 +88,7 @@ def _run_console_section(title: str, shell: str, *, answers_as_shown: bool = Fal
         done = _bash(shell + step.command, **variables)
         assert done.returncode == 0, f"$ {step.command}\n{done.stdout}{done.stderr}"
         if answers_as_shown:
-            differences = _json_answer_differences(step, done.stdout)
+            differences = _answer_differences(step, done.stdout)
             assert not differences, f"$ {step.command}\n--- README shows:\n{step.shown}\n--- actual:\n{done.stdout}" \
                 f"\n--- differences:\n" + "\n".join(differences)
 
