@@ -396,8 +396,14 @@ class Apis:
         if (transactional_id is not None) != batch.is_transactional:
             return (ErrorCode.invalid_request if transactional_id is None else ErrorCode.invalid_record,
                     "a transactional record batch goes with the request's transactional_id, and only it", -1)
+        count = records.record_count(bytes(data or b""))
+        if count != batch.last_offset_delta + 1:
+            # Kafka's LogValidator refuses it so too. The count is what is read, the offsets what
+            # the limit below would otherwise be checked on: 10 records claiming one passed it.
+            return (ErrorCode.invalid_record, f"the record batch holds {count} records and its offset deltas "
+                    f"run to {batch.last_offset_delta}", -1)
         try:
-            check_record_count(batch.last_offset_delta + 1, self.settings.max_records_per_request)
+            check_record_count(count, self.settings.max_records_per_request)
             check_decompressed_size(bytes(data or b""), batch.compression_type,
                                     self.settings.kafka_socket_request_max_bytes)
             producer = batch.producer_id != records.NO_PRODUCER_ID

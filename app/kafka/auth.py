@@ -61,6 +61,11 @@ SASL_AUTHENTICATE = 36
 API_VERSIONS = 18
 PLAIN = "PLAIN"
 MECHANISMS = (PLAIN, *scram.HASHES)
+# The largest frame a connection may send before it has authenticated: Kafka's default
+# sasl.server.max.receive.size. A SASL exchange takes a few hundred bytes; without it, an
+# unauthenticated connection could make the process hold OUTBOX_KAFKA_SOCKET_REQUEST_MAX_BYTES
+# (100 MiB) per connection, each of OUTBOX_KAFKA_MAX_CONNECTIONS.
+UNAUTHENTICATED_MAX_FRAME_BYTES = 524_288
 
 
 def unsupported_configuration(settings: Settings) -> str | None:

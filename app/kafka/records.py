@@ -42,6 +42,7 @@ _CONTROL_KEY = struct.Struct(">hh")
 _CONTROL_VALUE = struct.Struct(">hi")
 _CONTROL_TYPES = {ControlType.ABORT: 0, ControlType.COMMIT: 1}
 _LOG_APPEND_TIME = 1  # a batch's timestamp type: the broker's clock, not the records'
+_RECORD_COUNT = struct.Struct(">i")  # at byte 57 of a v2 batch, after its base sequence
 _BATCH_BYTES = 2**31 - 1  # the builder's own limit: a Fetch's bytes are bounded by its reader
 
 
@@ -124,6 +125,12 @@ def _control_batch(marker: LogBatch) -> bytes:
         partition_leader_epoch=-1, base_sequence=NO_SEQUENCE, records=(control,),  # type: ignore[arg-type]
         attributes=_TRANSACTIONAL | _CONTROL))  # type: ignore[arg-type]
     return buffer.getvalue()
+
+
+def record_count(data: bytes) -> int:
+    """How many records the first v2 batch in `data` says it holds: its header's count, by which
+    aiokafka's reader iterates it, whatever its last offset delta says."""
+    return int(_RECORD_COUNT.unpack_from(data, 57)[0])
 
 
 def read_batches(data: bytes) -> list[Any]:

@@ -2,7 +2,9 @@
 connection.
 
 Bounded as Kafka's broker is: a frame larger than OUTBOX_KAFKA_SOCKET_REQUEST_MAX_BYTES closes
-the connection before it is read (socket.request.max.bytes); connections past
+the connection before it is read (socket.request.max.bytes), before authentication one larger
+than auth.UNAUTHENTICATED_MAX_FRAME_BYTES (sasl.server.max.receive.size); a connection whose
+answer goes unread for OUTBOX_KAFKA_CONNECTIONS_MAX_IDLE_MS is closed; connections past
 OUTBOX_KAFKA_MAX_CONNECTIONS are closed as they are accepted (max.connections); each connection
 has one request in flight, answered before the next is read, so answers go out in request
 order (Kafka mutes a channel while its request is processed). Every service call runs in a
@@ -118,10 +120,11 @@ class KafkaListener:
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> str:
         """Answers the connection's requests until it is to be closed: why (the reason label of
         outbox_kafka_connections_closed)."""
-        limit = self.settings.kafka_socket_request_max_bytes
         idle_s = self.settings.kafka_connections_max_idle_ms / 1000
         session = Session.start(self.settings)
         while True:
+            limit = (self.settings.kafka_socket_request_max_bytes if session.state is SaslState.AUTHENTICATED
+                     else min(self.settings.kafka_socket_request_max_bytes, auth.UNAUTHENTICATED_MAX_FRAME_BYTES))
             try:
                 async with asyncio.timeout(idle_s):
                     (size,) = _SIZE.unpack(await reader.readexactly(4))
@@ -133,8 +136,9 @@ class KafkaListener:
                             self.settings.kafka_connections_max_idle_ms)
                 return "idle"
             if size < 0 or size > limit:
-                logger.info("Kafka listener: closing the connection from %s: a frame of %d bytes (the limit is %d, "
-                            "OUTBOX_KAFKA_SOCKET_REQUEST_MAX_BYTES)", _peer(writer), size, limit)
+                logger.info("Kafka listener: closing the connection from %s: a frame of %d bytes (the limit is %d, %s)",
+                            _peer(writer), size, limit, "OUTBOX_KAFKA_SOCKET_REQUEST_MAX_BYTES"
+                            if session.state is SaslState.AUTHENTICATED else "before authentication")
                 return "too_large"
             # Why the connection closes if this frame's CloseConnection closes it.
             closing = "answered"
@@ -172,7 +176,14 @@ class KafkaListener:
                 return "client"
             if answer is not None:
                 writer.write(answer)
-                await writer.drain()
+                if not await _drained(writer, idle_s):
+                    # Aborted, not closed: close() would keep the transport, and the answer it
+                    # holds, until the client read it, which it does not.
+                    writer.transport.abort()
+                    logger.info("Kafka listener: closing the connection from %s: its answer has not been read for "
+                                "%d ms (OUTBOX_KAFKA_CONNECTIONS_MAX_IDLE_MS)", _peer(writer),
+                                self.settings.kafka_connections_max_idle_ms)
+                    return "idle"
             if close:
                 return closing
 
@@ -344,6 +355,25 @@ class KafkaListener:
         finally:
             if place is not None:
                 place.release()
+
+
+async def _drained(writer: asyncio.StreamWriter, idle_s: float) -> bool:
+    """Whether the answers written have left the process's buffer, False once none of them has
+    for `idle_s`. The next request is read only after this (transport back-pressure), so a
+    client that never reads its answers holds at most one answer; without the bound it would
+    hold that and its connection for ever, and enough such clients would take every one of
+    OUTBOX_KAFKA_MAX_CONNECTIONS. As in Kafka, whose idle expiry counts a send's progress: a
+    slow reader that keeps reading is never closed."""
+    transport = writer.transport
+    while True:
+        before = transport.get_write_buffer_size()
+        try:
+            async with asyncio.timeout(idle_s):
+                await writer.drain()
+            return True
+        except TimeoutError:
+            if transport.get_write_buffer_size() >= before:
+                return False
 
 
 def _waiter(writer: asyncio.StreamWriter, session: Session) -> str:

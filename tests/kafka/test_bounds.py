@@ -1,0 +1,110 @@
+"""What a remote client can make the Kafka door hold is bounded (docs/ARCHITECTURE.md,
+"What a client can make the service hold"), each bound proved with the bytes that would get
+past it: a client that never reads its answers, an unauthenticated connection's frame, a
+record batch whose header understates its records. The bounds tested elsewhere are named in
+that section."""
+
+from __future__ import annotations
+
+import socket
+import struct
+import time
+from collections.abc import Callable
+
+import pytest
+from aiokafka.record.util import calc_crc32c
+from kio.schema.errors import ErrorCode
+
+from app.kafka import auth
+from app.kafka.protocol import request_class
+from tests.helpers import create_topic
+from tests.kafka.conftest import IO_TIMEOUT_S, Listener, ask, closed, frame, listener_with, read_frame
+from tests.kafka.secured import Secured
+from tests.kafka.test_door_metrics import _added
+from tests.kafka.test_wire import _fetch, _partition_answer, _produce, _records, _stored
+
+pytestmark = pytest.mark.kafka
+
+_LAST_OFFSET_DELTA_AT = 23  # in a v2 batch, after its attributes
+_CRC_AT, _CRC_FROM = 17, 21
+
+
+def _until(condition: Callable[[], bool]) -> None:
+    """Waits for `condition`, at most IO_TIMEOUT_S (a bound on the wait, not a timed assertion)."""
+    deadline = time.monotonic() + IO_TIMEOUT_S
+    while not condition():
+        assert time.monotonic() < deadline, "the condition did not come to hold"
+        time.sleep(0.02)
+
+
+def test_a_connection_whose_answers_go_unread_for_idle_ms_is_closed(kafka: Listener) -> None:
+    create_topic(kafka.client, "orders")
+    with kafka.connect() as s:
+        ask(s, 0, 9, _produce("orders", 0, _records([b'"' + b"x" * 900_000 + b'"'])))
+    fetches = 10  # 9 MB of answers: more than the sockets' buffers hold (4 MiB each at most here)
+    idle = _added("outbox_kafka_connections_closed_total", reason="idle")
+    with listener_with(kafka, kafka_connections_max_idle_ms=300) as quick, \
+            socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)  # before connecting: a small window
+        s.settimeout(IO_TIMEOUT_S)
+        s.connect((quick.host, quick.port))
+        s.sendall(b"".join(frame(1, 12, _fetch("orders", 0, 0), correlation_id=i) for i in range(fetches)))
+        _until(lambda: idle() == 1)  # closed while nothing of it is read
+        answered = 0
+        try:
+            while read_frame(s) is not None:
+                answered += 1
+        except (ConnectionResetError, AssertionError):
+            pass  # aborted, perhaps inside a frame
+    assert idle() == 1
+    assert answered < fetches
+
+
+def test_a_slow_reader_that_keeps_reading_is_answered_in_full(kafka: Listener) -> None:
+    create_topic(kafka.client, "orders")
+    with kafka.connect() as s:
+        ask(s, 0, 9, _produce("orders", 0, _records([b'"' + b"x" * 900_000 + b'"'])))
+    fetches = 10
+    with listener_with(kafka, kafka_connections_max_idle_ms=300) as quick, \
+            socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        s.settimeout(IO_TIMEOUT_S)
+        s.connect((quick.host, quick.port))
+        s.sendall(b"".join(frame(1, 12, _fetch("orders", 0, 0), correlation_id=i) for i in range(fetches)))
+        got = []
+        for _ in range(fetches):
+            data = read_frame(s)
+            assert data is not None, "the listener closed the connection of a client that reads"
+            got.append(struct.unpack_from(">i", data)[0])
+    assert got == list(range(fetches))
+
+
+def test_before_authentication_a_frame_over_kafkas_sasl_receive_size_closes_the_connection(
+        secured: Secured) -> None:
+    m = request_class(18, 3)
+    assert m is not None
+    request = frame(18, 3, m(client_software_name="t", client_software_version="1"))[4:]
+    # An ApiVersions request, which is answered before authentication, with bytes after it
+    # that its reader leaves: only the frame's size is over the bound.
+    padded = request + b"\0" * (auth.UNAUTHENTICATED_MAX_FRAME_BYTES + 1 - len(request))
+    too_large = _added("outbox_kafka_connections_closed_total", reason="too_large")
+    with secured.connect() as s:
+        try:
+            s.sendall(struct.pack(">i", len(padded)) + padded)
+        except (BrokenPipeError, ConnectionResetError):
+            pass  # closed before the frame was all sent
+        assert closed(s)
+    _until(lambda: too_large() == 1)
+
+
+def test_a_batch_whose_record_count_is_not_its_offset_deltas_is_an_invalid_record_and_not_written(
+        kafka: Listener) -> None:
+    create_topic(kafka.client, "orders")
+    records = bytearray(_records([b'"a"', b'"b"', b'"c"']))
+    struct.pack_into(">i", records, _LAST_OFFSET_DELTA_AT, 0)  # its offsets say 1 record, its count 3
+    struct.pack_into(">I", records, _CRC_AT, calc_crc32c(bytes(records[_CRC_FROM:])))
+    with listener_with(kafka, max_records_per_request=2) as small, small.connect() as s:
+        answer = ask(s, 0, 9, _produce("orders", 0, bytes(records)))
+    assert (_partition_answer(answer).error_code, _partition_answer(answer).base_offset) == (
+        ErrorCode.invalid_record, -1)
+    assert _stored(kafka) == []
