@@ -158,8 +158,10 @@ KAFKA_CONNECTIONS = Gauge(
 KAFKA_CONNECTIONS_CLOSED = Counter(
     "outbox_kafka_connections_closed",
     "Kafka-protocol connections closed, by reason: the client closed it (client), idle past "
-    "OUTBOX_KAFKA_CONNECTIONS_MAX_IDLE_MS (idle), over OUTBOX_KAFKA_MAX_CONNECTIONS (too_many), a "
-    "frame over OUTBOX_KAFKA_SOCKET_REQUEST_MAX_BYTES (too_large), a frame that is not a request "
+    "OUTBOX_KAFKA_CONNECTIONS_MAX_IDLE_MS, or its answer unread that long (idle), over "
+    "OUTBOX_KAFKA_MAX_CONNECTIONS (too_many), a frame over OUTBOX_KAFKA_SOCKET_REQUEST_MAX_BYTES "
+    "(512 KiB before authentication) or a request over OUTBOX_KAFKA_MAX_REQUEST_ENTRIES "
+    "(too_large), a frame that is not a request "
     "(unreadable), failed or forbidden authentication (authentication), an API key revoked "
     "(revoked), closed as Kafka tells an outcome (answered), the database unavailable "
     "(unavailable), a fault of the service (error: its traceback is in the log), the server "

@@ -71,6 +71,13 @@ class Settings(BaseSettings):
     kafka_socket_request_max_bytes: int = Field(default=104_857_600, ge=1024, le=2**31 - 1)
     # Kafka's max.connections: connections past it are closed as they are accepted.
     kafka_max_connections: int = Field(default=1000, ge=1)
+    # The most entries a Kafka request's lists may hold together (a Fetch's topics and their
+    # partitions, a Metadata's topic names, a DeleteGroups' group ids): a request over it closes
+    # the connection before any of it is done. Kafka has no such bound, but its work per entry
+    # is a lookup in memory, where here it is a database read (about 1 to 3 ms): a 1 MB Fetch
+    # naming one partition 30,000 times held a worker thread and a database connection for
+    # 30 to 100 s, and the largest frame a hundred times that.
+    kafka_max_request_entries: int = Field(default=100_000, ge=1)
     # Kafka's connections.max.idle.ms: a connection that sends nothing for this long (between
     # requests, or inside a frame that never completes) is closed.
     kafka_connections_max_idle_ms: int = Field(default=600_000, ge=1)

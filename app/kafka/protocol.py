@@ -101,6 +101,11 @@ class Unparseable(Exception):
     """The frame is not a request kio can read: Kafka closes such a connection."""
 
 
+class TooManyEntries(Exception):
+    """The request's lists hold more entries than OUTBOX_KAFKA_MAX_REQUEST_ENTRIES: the
+    connection is closed, as for a frame over OUTBOX_KAFKA_SOCKET_REQUEST_MAX_BYTES."""
+
+
 class CloseConnection(Exception):
     """A request whose outcome Kafka tells by closing the connection: a Produce with acks=0
     that failed (no answer is sent, so a closed connection is how the client learns of it)."""
@@ -175,7 +180,7 @@ def error_codes(response: Any) -> dict[ErrorCode, int]:
         entity = stack.pop()
         if entity is None:
             continue
-        codes, entities, tuples = _walked(type(entity))
+        codes, entities, tuples, _ = _walked(type(entity))
         for name in codes:
             code = getattr(entity, name)
             if code is not ErrorCode.none:
@@ -187,11 +192,31 @@ def error_codes(response: Any) -> dict[ErrorCode, int]:
     return found
 
 
+def entries(request: Any) -> int:
+    """How many entries the lists of a request entity hold, nested ones included (a Fetch's
+    topics and each topic's partitions): what OUTBOX_KAFKA_MAX_REQUEST_ENTRIES bounds."""
+    count, stack = 0, [request]
+    while stack:
+        entity = stack.pop()
+        if entity is None:
+            continue
+        _, entities, tuples, values = _walked(type(entity))
+        for name in entities:
+            stack.append(getattr(entity, name))
+        for name in tuples:
+            items = getattr(entity, name)
+            count += len(items)
+            stack.extend(items)
+        for name in values:
+            count += len(getattr(entity, name) or ())
+    return count
+
+
 @cache
-def _walked(cls: type) -> tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...]]:
-    """An entity type's fields that error_codes reads: (error codes, entities, tuples of
-    entities), from its type hints, once per type."""
-    codes, entities, tuples = [], [], []
+def _walked(cls: type) -> tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...], tuple[str, ...]]:
+    """An entity type's fields that error_codes and entries read: (error codes, entities,
+    tuples of entities, tuples of anything else), from its type hints, once per type."""
+    codes, entities, tuples, values = [], [], [], []
     hints = typing.get_type_hints(cls)
     for f in dataclasses.fields(cls):
         hint = hints[f.name]
@@ -202,7 +227,9 @@ def _walked(cls: type) -> tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...
             tuples.append(f.name)
         elif dataclasses.is_dataclass(hint) or (len(args) == 1 and dataclasses.is_dataclass(args[0])):
             entities.append(f.name)
-    return tuple(codes), tuple(entities), tuple(tuples)
+        elif typing.get_origin(hint) is tuple or (len(args) == 1 and typing.get_origin(args[0]) is tuple):
+            values.append(f.name)
+    return tuple(codes), tuple(entities), tuple(tuples), tuple(values)
 
 
 def supported_features(api_versions_version: int) -> dict[str, tuple[int, int]]:

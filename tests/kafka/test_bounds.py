@@ -6,16 +6,19 @@ that section."""
 
 from __future__ import annotations
 
+import asyncio
+import datetime
 import socket
 import struct
 import time
 from collections.abc import Callable
+from typing import Any
 
 import pytest
 from aiokafka.record.util import calc_crc32c
 from kio.schema.errors import ErrorCode
 
-from app.kafka import auth
+from app.kafka import auth, protocol
 from app.kafka.protocol import request_class
 from tests.helpers import create_topic
 from tests.kafka.conftest import IO_TIMEOUT_S, Listener, ask, closed, frame, listener_with, read_frame
@@ -108,3 +111,67 @@ def test_a_batch_whose_record_count_is_not_its_offset_deltas_is_an_invalid_recor
     assert (_partition_answer(answer).error_code, _partition_answer(answer).base_offset) == (
         ErrorCode.invalid_record, -1)
     assert _stored(kafka) == []
+
+
+def test_a_large_request_is_read_and_answered_off_the_event_loop(kafka: Listener,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    on_loop: dict[str, bool] = {}
+
+    def where(name: str, call: Callable[..., Any]) -> Callable[..., Any]:
+        def spied(*args: Any) -> Any:
+            try:
+                asyncio.get_running_loop()
+                on_loop[name] = True
+            except RuntimeError:
+                on_loop[name] = False
+            return call(*args)
+        return spied
+
+    monkeypatch.setattr(protocol, "parse", where("parse", protocol.parse))
+    monkeypatch.setattr(protocol, "encode", where("encode", protocol.encode))
+    monkeypatch.setattr(protocol, "error_codes", where("error_codes", protocol.error_codes))
+    names = 40_000  # a Metadata v0 naming them, 120 kB: seconds' work a MB on the loop
+    body = struct.pack(">hhi", 3, 0, 7) + struct.pack(">h", 1) + b"t" + struct.pack(">i", names) + b"\0\1a" * names
+    with kafka.connect() as s:
+        s.sendall(struct.pack(">i", len(body)) + body)
+        data = read_frame(s)
+    assert data is not None and struct.unpack_from(">i", data)[0] == 7
+    assert on_loop == {"parse": False, "encode": False, "error_codes": False}
+
+
+def _produce_to_partitions(topic: str, partitions: int) -> Any:
+    """A Produce of one record to each of the topic's first `partitions`: 1 + partitions entries."""
+    m = request_class(0, 9)
+    assert m is not None
+    mod = __import__(m.__module__, fromlist=["x"])
+    return m(transactional_id=None, acks=-1, timeout=datetime.timedelta(seconds=5), topic_data=(
+        mod.TopicProduceData(name=topic, partition_data=tuple(
+            mod.PartitionProduceData(index=p, records=_records([b'"a"'])) for p in range(partitions))),))
+
+
+def test_a_request_over_max_request_entries_closes_the_connection_and_writes_nothing(kafka: Listener) -> None:
+    create_topic(kafka.client, "orders", partitions=3)
+    too_large = _added("outbox_kafka_connections_closed_total", reason="too_large")
+    with listener_with(kafka, kafka_max_request_entries=3) as small, small.connect() as s:
+        s.sendall(frame(0, 9, _produce_to_partitions("orders", 3)))  # the topic and its 3 partitions: 4
+        assert closed(s)
+    assert too_large() == 1
+    assert [_stored(kafka, partition=p) for p in range(3)] == [[], [], []]
+
+
+def test_a_request_of_max_request_entries_is_answered(kafka: Listener) -> None:
+    create_topic(kafka.client, "orders", partitions=3)
+    with listener_with(kafka, kafka_max_request_entries=3) as small, small.connect() as s:
+        answer = ask(s, 0, 9, _produce_to_partitions("orders", 2))
+    assert [(p.index, p.error_code, p.base_offset) for p in answer.responses[0].partition_responses] == [
+        (0, ErrorCode.none, 0), (1, ErrorCode.none, 0)]
+
+
+
+def test_names_count_as_entries_a_describe_groups_naming_more_groups_than_the_bound_closes_the_connection(
+        kafka: Listener) -> None:
+    m = request_class(15, 0)
+    assert m is not None
+    with listener_with(kafka, kafka_max_request_entries=2) as small, small.connect() as s:
+        s.sendall(frame(15, 0, m(groups=("a", "b", "c"))))
+        assert closed(s)

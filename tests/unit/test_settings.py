@@ -69,3 +69,8 @@ def test_the_waiting_requests_per_principal_must_not_exceed_those_in_all() -> No
 def test_a_bound_on_waiting_requests_is_at_least_one(name: str) -> None:
     with pytest.raises(ValidationError, match="greater than or equal to 1"):
         Settings(**{name: 0})
+
+
+def test_the_kafka_request_entries_bound_is_at_least_one() -> None:
+    with pytest.raises(ValidationError, match="greater than or equal to 1"):
+        Settings(kafka_max_request_entries=0)
