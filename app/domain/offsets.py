@@ -11,6 +11,16 @@ from app.domain.errors import InvalidRequest
 # each is a row looked up and written in one database transaction that holds the transaction's
 # row lock, so a request is bounded by more than its frame size.
 MAX_PARTITIONS_PER_REQUEST = 10_000
+# The most characters a committed offset's metadata holds, from every door: Kafka's default
+# offset.metadata.max.bytes (which Kafka compares with the string's length). Past it Kafka
+# answers the partition OFFSET_METADATA_TOO_LARGE; unbounded, one commit could store
+# OUTBOX_KAFKA_SOCKET_REQUEST_MAX_BYTES of it, read again by every offset fetch of the group.
+OFFSET_METADATA_MAX_CHARS = 4096
+
+
+def metadata_fits(metadata: str | None) -> bool:
+    """Whether a committed offset's metadata is within OFFSET_METADATA_MAX_CHARS."""
+    return metadata is None or len(metadata) <= OFFSET_METADATA_MAX_CHARS
 
 
 @dataclass(frozen=True, slots=True)

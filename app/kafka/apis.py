@@ -17,7 +17,7 @@ from kio.schema.errors import ErrorCode
 from app.domain import acl
 from app.domain.acl import CLUSTER, Operation
 from app.domain.errors import ConcurrentTransactions, InvalidRecord, OutboxError
-from app.domain.offsets import GroupMetadata, OffsetToStage
+from app.domain.offsets import GroupMetadata, OffsetToStage, metadata_fits
 from app.domain.read import offset_order_upper_bound
 from app.domain.records import check_record_count
 from app.domain.types import IsolationLevel, TransactionVersion, ValueFormat
@@ -26,7 +26,7 @@ from app.kafka.acls import AclApis
 from app.kafka.admin import AdminApis
 from app.kafka.auth import RULES, access, authorized_operations, refusal_code
 from app.kafka.decompressed import check_decompressed_size
-from app.kafka.errors import error_code, transactional_code
+from app.kafka.errors import error_code, metadata_code, transactional_code
 from app.kafka.groups import GroupApis
 from app.kafka.protocol import (
     API_VERSIONS,
@@ -304,7 +304,8 @@ class Apis:
             denied = {t.name: topic_code for t in body.topics
                       if (topic_code := refusal_code(Operation.READ, acl.topic(t.name))) is not None}
         offsets = [OffsetToStage(t.name, p.partition_index, p.committed_offset, p.committed_metadata)
-                   for t in body.topics for p in t.partitions if t.name not in denied]
+                   for t in body.topics for p in t.partitions
+                   if t.name not in denied and metadata_fits(p.committed_metadata)]
         try:
             if code is ErrorCode.none and offsets:
                 # Version 5 (transaction version 2) begins the transaction on an idle id, as
@@ -317,7 +318,7 @@ class Apis:
         return build(m.TxnOffsetCommitResponse, throttle_time=_NO_WAIT, topics=tuple(
             build(m.TxnOffsetCommitResponseTopic, name=t.name, partitions=tuple(
                 build(m.TxnOffsetCommitResponsePartition, partition_index=p.partition_index,
-                      error_code=denied.get(t.name, code))
+                      error_code=denied.get(t.name) or metadata_code(p.committed_metadata, code))
                 for p in t.partitions))
             for t in body.topics))
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 from kio.schema.errors import ErrorCode
 
 from app.domain.errors import OutboxError
+from app.domain.offsets import metadata_fits
 
 # Names of the service's own errors that are not Kafka's, and the code a Kafka client gets.
 _NEAREST: dict[str, ErrorCode] = {
@@ -31,6 +32,15 @@ def error_code(error: OutboxError) -> ErrorCode:
     if nearest is not None:
         return nearest
     return ErrorCode.__members__.get(error.error_code.lower(), ErrorCode.unknown_server_error)
+
+
+def metadata_code(metadata: str | None, code: ErrorCode) -> ErrorCode:
+    """A committed offset's answer: `code`, the request's, unless that is NONE and the offset's
+    metadata is past OFFSET_METADATA_MAX_CHARS, which Kafka answers OFFSET_METADATA_TOO_LARGE
+    for that partition alone (the others committed)."""
+    if code is ErrorCode.none and not metadata_fits(metadata):
+        return ErrorCode.offset_metadata_too_large
+    return code
 
 
 _NEVER = 1 << 15  # above every version of every API (versions are INT16)

@@ -29,9 +29,9 @@ from app.domain import acl
 from app.domain.acl import Operation
 from app.domain.group import CONSUMER_PROTOCOL
 from app.domain.errors import InvalidRequest, MemberIdRequired, OutboxError, RebalanceInProgress
-from app.domain.offsets import GroupMetadata, OffsetToStage
+from app.domain.offsets import GroupMetadata, OffsetToStage, metadata_fits
 from app.kafka.auth import NOT_REQUESTED, access, authorized_operations, refusal_code
-from app.kafka.errors import error_code
+from app.kafka.errors import error_code, metadata_code
 from app.kafka.protocol import build, client_host, client_id, response_module
 
 JOIN_GROUP, SYNC_GROUP, HEARTBEAT, LEAVE_GROUP = 11, 14, 12, 13
@@ -305,15 +305,16 @@ class GroupApis:
         allowed = [t for t in body.topics if topic_codes.get(t.name, code) is None]
         try:
             if allowed:
-                self.groups.commit(body.group_id, [OffsetToStage(t.name, p.partition_index, p.committed_offset,
-                                                                 p.committed_metadata)
-                                                   for t in allowed for p in t.partitions], metadata)
+                offsets = [OffsetToStage(t.name, p.partition_index, p.committed_offset, p.committed_metadata)
+                           for t in allowed for p in t.partitions if metadata_fits(p.committed_metadata)]
+                if offsets:
+                    self.groups.commit(body.group_id, offsets, metadata)
         except OutboxError as e:
             code = error_code(e)
         return build(m.OffsetCommitResponse, throttle_time=_NO_WAIT, topics=tuple(
             build(m.OffsetCommitResponseTopic, name=t.name, partitions=tuple(
                 build(m.OffsetCommitResponsePartition, partition_index=p.partition_index,
-                      error_code=topic_codes.get(t.name) or code)
+                      error_code=topic_codes.get(t.name) or metadata_code(p.committed_metadata, code))
                 for p in t.partitions))
             for t in body.topics))
 

@@ -18,12 +18,14 @@ import pytest
 from aiokafka.record.util import calc_crc32c
 from kio.schema.errors import ErrorCode
 
+from app.domain.offsets import OFFSET_METADATA_MAX_CHARS
 from app.kafka import auth, protocol
 from app.kafka.protocol import request_class
 from tests.helpers import create_topic
 from tests.kafka.conftest import IO_TIMEOUT_S, Listener, ask, closed, frame, listener_with, read_frame
 from tests.kafka.secured import Secured
 from tests.kafka.test_door_metrics import _added
+from tests.kafka.test_transactions import _add_offsets, _committed, _end, _init
 from tests.kafka.test_wire import _fetch, _partition_answer, _produce, _records, _stored
 
 pytestmark = pytest.mark.kafka
@@ -175,3 +177,43 @@ def test_names_count_as_entries_a_describe_groups_naming_more_groups_than_the_bo
     with listener_with(kafka, kafka_max_request_entries=2) as small, small.connect() as s:
         s.sendall(frame(15, 0, m(groups=("a", "b", "c"))))
         assert closed(s)
+
+
+_FITS, _TOO_LONG = "m" * OFFSET_METADATA_MAX_CHARS, "m" * (OFFSET_METADATA_MAX_CHARS + 1)
+
+
+def test_an_offset_commit_with_metadata_past_kafkas_bound_is_refused_for_that_partition_alone(
+        kafka: Listener) -> None:
+    from kio.schema.offset_commit.v8.request import OffsetCommitRequestPartition, OffsetCommitRequestTopic
+
+    create_topic(kafka.client, "orders", partitions=2)
+    with kafka.connect() as s:
+        answer = ask(s, 8, 8, request_class(8, 8)(
+            group_id="billing", generation_id_or_member_epoch=-1, member_id="", group_instance_id=None, topics=(
+                OffsetCommitRequestTopic(name="orders", partitions=tuple(
+                    OffsetCommitRequestPartition(partition_index=p, committed_offset=5, committed_leader_epoch=-1,
+                                                 committed_metadata=metadata)
+                    for p, metadata in ((0, _TOO_LONG), (1, _FITS)))),)))
+    assert [(p.partition_index, p.error_code) for p in answer.topics[0].partitions] == [
+        (0, ErrorCode.offset_metadata_too_large), (1, ErrorCode.none)]
+    assert _committed(kafka, "billing") == [("orders", 1, 5)]
+
+
+def test_a_txn_offset_commit_with_metadata_past_kafkas_bound_is_refused_for_that_partition_alone(
+        kafka: Listener) -> None:
+    from kio.schema.txn_offset_commit.v3.request import TxnOffsetCommitRequestPartition, TxnOffsetCommitRequestTopic
+
+    create_topic(kafka.client, "orders", partitions=2)
+    with kafka.connect() as s:
+        pid, epoch = _init(s, "t")
+        assert _add_offsets(s, "t", pid, epoch, "billing").error_code == ErrorCode.none
+        answer = ask(s, 28, 3, request_class(28, 3)(
+            transactional_id="t", group_id="billing", producer_id=pid, producer_epoch=epoch, generation_id=-1,
+            member_id="", group_instance_id=None, topics=(TxnOffsetCommitRequestTopic(name="orders", partitions=tuple(
+                TxnOffsetCommitRequestPartition(partition_index=p, committed_offset=5, committed_leader_epoch=-1,
+                                                committed_metadata=metadata)
+                for p, metadata in ((0, _TOO_LONG), (1, _FITS)))),)))
+        assert _end(s, "t", pid, epoch, commit=True).error_code == ErrorCode.none
+    assert [(p.partition_index, p.error_code) for p in answer.topics[0].partitions] == [
+        (0, ErrorCode.offset_metadata_too_large), (1, ErrorCode.none)]
+    assert _committed(kafka, "billing") == [("orders", 1, 5)]

@@ -13,6 +13,7 @@ import msgspec
 from msgspec import Meta
 from pydantic import BaseModel, Field
 
+from app.domain.offsets import OFFSET_METADATA_MAX_CHARS
 from app.domain.types import MAX_INT32, MAX_INT64, MAX_PRODUCER_EPOCH
 
 # Ids appear in URL paths: no '/', and no control characters (NUL included: PostgreSQL cannot
@@ -42,7 +43,7 @@ HIGH_WATERMARK = ("the high watermark, how far read_uncommitted reads: the log e
                   "Prepare, Commit or Abort")
 Partition = Annotated[int, Meta(ge=0, le=MAX_INT32)]
 GenerationId = Annotated[int, Meta(ge=0, le=MAX_INT32)]
-OffsetMetadata = Annotated[str, Meta(max_length=4096, pattern=TEXT_PATTERN)]
+OffsetMetadata = Annotated[str, Meta(max_length=OFFSET_METADATA_MAX_CHARS, pattern=TEXT_PATTERN)]
 
 
 class RequestBody(msgspec.Struct, forbid_unknown_fields=True, frozen=True):
