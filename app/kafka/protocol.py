@@ -13,6 +13,7 @@ import struct
 import types
 import typing
 import uuid
+from collections.abc import Iterator
 from dataclasses import dataclass
 from functools import cache
 from typing import Any
@@ -175,41 +176,38 @@ def error_codes(response: Any) -> dict[ErrorCode, int]:
     say of an answer. Walks only the fields that are error codes or hold entities (_walked);
     record bytes are not entered."""
     found: dict[ErrorCode, int] = {}
-    stack = [response]
-    while stack:
-        entity = stack.pop()
-        if entity is None:
-            continue
-        codes, entities, tuples, _ = _walked(type(entity))
-        for name in codes:
+    for entity in _entities(response):
+        for name in _walked(type(entity))[0]:
             code = getattr(entity, name)
             if code is not ErrorCode.none:
                 found[code] = found.get(code, 0) + 1
-        for name in entities:
-            stack.append(getattr(entity, name))
-        for name in tuples:
-            stack.extend(getattr(entity, name))
     return found
 
 
 def entries(request: Any) -> int:
     """How many entries the lists of a request entity hold, nested ones included (a Fetch's
     topics and each topic's partitions): what OUTBOX_KAFKA_MAX_REQUEST_ENTRIES bounds."""
-    count, stack = 0, [request]
+    count = 0
+    for entity in _entities(request):
+        _, _, tuples, values = _walked(type(entity))
+        count += sum(len(getattr(entity, name)) for name in tuples)
+        count += sum(len(getattr(entity, name) or ()) for name in values)
+    return count
+
+
+def _entities(root: Any) -> Iterator[Any]:
+    """`root` and every entity within it, through its fields that hold entities (_walked)."""
+    stack = [root]
     while stack:
         entity = stack.pop()
         if entity is None:
             continue
-        _, entities, tuples, values = _walked(type(entity))
+        yield entity
+        _, entities, tuples, _ = _walked(type(entity))
         for name in entities:
             stack.append(getattr(entity, name))
         for name in tuples:
-            items = getattr(entity, name)
-            count += len(items)
-            stack.extend(items)
-        for name in values:
-            count += len(getattr(entity, name) or ())
-    return count
+            stack.extend(getattr(entity, name))
 
 
 @cache
