@@ -159,7 +159,7 @@ KAFKA_CONNECTIONS_CLOSED = Counter(
     "outbox_kafka_connections_closed",
     "Kafka-protocol connections closed, by reason: the client closed it (client), idle past "
     "OUTBOX_KAFKA_CONNECTIONS_MAX_IDLE_MS, or its answer unread that long (idle), over "
-    "OUTBOX_KAFKA_MAX_CONNECTIONS (too_many), a frame over OUTBOX_KAFKA_SOCKET_REQUEST_MAX_BYTES "
+    "OUTBOX_KAFKA_MAX_CONNECTIONS or OUTBOX_KAFKA_MAX_CONNECTIONS_PER_IP (too_many), a frame over OUTBOX_KAFKA_SOCKET_REQUEST_MAX_BYTES "
     "(512 KiB before authentication) or a request over OUTBOX_KAFKA_MAX_REQUEST_ENTRIES "
     "(too_large), a frame that is not a request "
     "(unreadable), failed or forbidden authentication (authentication), an API key revoked "

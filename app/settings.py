@@ -71,6 +71,11 @@ class Settings(BaseSettings):
     kafka_socket_request_max_bytes: int = Field(default=104_857_600, ge=1024, le=2**31 - 1)
     # Kafka's max.connections: connections past it are closed as they are accepted.
     kafka_max_connections: int = Field(default=1000, ge=1)
+    # Kafka's max.connections.per.ip: connections from one client address past it are closed as
+    # they are accepted. Unset (Kafka's default), one address may take all of
+    # OUTBOX_KAFKA_MAX_CONNECTIONS, and a client that opens them and sends nothing keeps every
+    # other client out for OUTBOX_KAFKA_CONNECTIONS_MAX_IDLE_MS.
+    kafka_max_connections_per_ip: int | None = Field(default=None, ge=1)
     # The most entries a Kafka request's lists may hold together (a Fetch's topics and their
     # partitions, a Metadata's topic names, a DeleteGroups' group ids): a request over it closes
     # the connection before any of it is done. Kafka has no such bound, but its work per entry

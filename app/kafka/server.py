@@ -6,7 +6,8 @@ the connection before it is read (socket.request.max.bytes), before authenticati
 than auth.UNAUTHENTICATED_MAX_FRAME_BYTES (sasl.server.max.receive.size); a connection whose
 answer goes unread for OUTBOX_KAFKA_CONNECTIONS_MAX_IDLE_MS is aborted; a request whose lists
 hold more than OUTBOX_KAFKA_MAX_REQUEST_ENTRIES closes it before any of it is done; connections past
-OUTBOX_KAFKA_MAX_CONNECTIONS are closed as they are accepted (max.connections); each connection
+OUTBOX_KAFKA_MAX_CONNECTIONS, or past OUTBOX_KAFKA_MAX_CONNECTIONS_PER_IP from one address, are
+closed as they are accepted (max.connections, max.connections.per.ip); each connection
 has one request in flight, answered before the next is read, so answers go out in request
 order (Kafka mutes a channel while its request is processed). Every service call runs in a
 worker thread, never on the event loop, and so do the reading and writing of a large frame. A frame that cannot be read as a request closes the
@@ -78,6 +79,7 @@ class KafkaListener:
         self.apis = Apis(services, Broker(self.settings.kafka_broker_id, host, port))
         self._server: asyncio.base_events.Server | None = None
         self._connections: set[asyncio.Task[None]] = set()
+        self._per_host: dict[str | None, int] = {}  # open connections by client address
 
     @property
     def port(self) -> int:
@@ -106,9 +108,21 @@ class KafkaListener:
             KAFKA_CONNECTIONS_CLOSED.labels("too_many").inc()
             writer.close()
             return
+        peer = _peer_address(writer)
+        host = peer[0] if peer else None
+        per_ip = self.settings.kafka_max_connections_per_ip
+        if per_ip is not None and self._per_host.get(host, 0) >= per_ip:
+            logger.warning("Kafka listener: %d connections from %s already (OUTBOX_KAFKA_MAX_CONNECTIONS_PER_IP); "
+                           "closing a new one", per_ip, host)
+            KAFKA_CONNECTIONS_CLOSED.labels("too_many").inc()
+            writer.close()
+            return
         task = asyncio.current_task()
         assert task is not None
         self._connections.add(task)
+        # An entry only while its address has a connection open: at most
+        # OUTBOX_KAFKA_MAX_CONNECTIONS of them.
+        self._per_host[host] = self._per_host.get(host, 0) + 1
         KAFKA_CONNECTIONS.inc()
         reason = "client"
         try:
@@ -119,6 +133,10 @@ class KafkaListener:
             reason = "shutdown"
         finally:
             self._connections.discard(task)
+            if self._per_host[host] == 1:
+                del self._per_host[host]
+            else:
+                self._per_host[host] -= 1
             KAFKA_CONNECTIONS.dec()
             KAFKA_CONNECTIONS_CLOSED.labels(reason).inc()
             writer.close()

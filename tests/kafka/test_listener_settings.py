@@ -13,7 +13,7 @@ from kio.schema.errors import ErrorCode
 
 from app.kafka.protocol import request_class
 from tests.helpers import create_topic
-from tests.kafka.conftest import Listener, ask, closed, listener_with
+from tests.kafka.conftest import IO_TIMEOUT_S, Listener, ask, closed, listener_with
 
 pytestmark = pytest.mark.kafka
 
@@ -156,3 +156,16 @@ def test_num_partitions_is_the_count_of_a_create_topics_that_leaves_it_to_the_br
         answer = ask(s, 19, 7, m(topics=(topic,), timeout=datetime.timedelta(seconds=10), validate_only=False))
     assert [(t.name, t.error_code, t.num_partitions) for t in answer.topics] == [("orders", ErrorCode.none, 5)]
     assert kafka.client.get("/v1/topics/orders").json()["partition_count"] == 5
+
+
+def test_connections_past_the_per_address_limit_are_closed_and_another_address_is_served(kafka: Listener) -> None:
+    versions = request_class(18, 3)
+    request = versions(client_software_name="test", client_software_version="1")
+    with listener_with(kafka, kafka_max_connections_per_ip=1) as small, small.connect() as first:
+        assert ask(first, 18, 3, request).error_code == ErrorCode.none  # accepted by now
+        with small.connect() as second:
+            assert closed(second)
+        with socket.create_connection((small.host, small.port), timeout=IO_TIMEOUT_S,
+                                      source_address=("127.0.0.2", 0)) as elsewhere:
+            elsewhere.settimeout(IO_TIMEOUT_S)
+            assert ask(elsewhere, 18, 3, request).error_code == ErrorCode.none

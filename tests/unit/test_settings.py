@@ -74,3 +74,9 @@ def test_a_bound_on_waiting_requests_is_at_least_one(name: str) -> None:
 def test_the_kafka_request_entries_bound_is_at_least_one() -> None:
     with pytest.raises(ValidationError, match="greater than or equal to 1"):
         Settings(kafka_max_request_entries=0)
+
+
+def test_the_kafka_connections_per_address_bound_is_at_least_one_or_unset() -> None:
+    assert Settings().kafka_max_connections_per_ip is None
+    with pytest.raises(ValidationError, match="greater than or equal to 1"):
+        Settings(kafka_max_connections_per_ip=0)
