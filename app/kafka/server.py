@@ -1,17 +1,19 @@
 """The listener: an asyncio TCP server on the event loop of `outbox serve`, one task per
 connection.
 
-Bounded as Kafka's broker is: a frame larger than OUTBOX_KAFKA_SOCKET_REQUEST_MAX_BYTES closes
-the connection before it is read (socket.request.max.bytes), before authentication one larger
-than auth.UNAUTHENTICATED_MAX_FRAME_BYTES (sasl.server.max.receive.size); a connection whose
-answer goes unread for OUTBOX_KAFKA_CONNECTIONS_MAX_IDLE_MS is aborted; a request whose lists
-hold more than OUTBOX_KAFKA_MAX_REQUEST_ENTRIES closes it before any of it is done; connections past
+Bounded as Kafka's broker is (docs/ARCHITECTURE.md, "What a client can make the service
+hold"): a frame larger than OUTBOX_KAFKA_SOCKET_REQUEST_MAX_BYTES closes the connection before
+it is read (socket.request.max.bytes), before authentication one larger than
+auth.UNAUTHENTICATED_MAX_FRAME_BYTES (sasl.server.max.receive.size); a connection whose answer
+goes unread for OUTBOX_KAFKA_CONNECTIONS_MAX_IDLE_MS is aborted; a request whose lists hold
+more than OUTBOX_KAFKA_MAX_REQUEST_ENTRIES closes it before any of it is done; connections past
 OUTBOX_KAFKA_MAX_CONNECTIONS, or past OUTBOX_KAFKA_MAX_CONNECTIONS_PER_IP from one address, are
-closed as they are accepted (max.connections, max.connections.per.ip); each connection
-has one request in flight, answered before the next is read, so answers go out in request
-order (Kafka mutes a channel while its request is processed). Every service call runs in a
-worker thread, never on the event loop, and so do the reading and writing of a large frame. A frame that cannot be read as a request closes the
-connection, as Kafka does, logged at INFO without a traceback: it is the client's mistake.
+closed as they are accepted (max.connections, max.connections.per.ip); each connection has one
+request in flight, answered before the next is read, so answers go out in request order (Kafka
+mutes a channel while its request is processed). Every service call runs in a worker thread,
+never on the event loop, and so do the reading and writing of a large frame. A frame that
+cannot be read as a request closes the connection, as Kafka does, logged at INFO without a
+traceback: it is the client's mistake.
 
 With authentication on, a connection authenticates first (SASL/PLAIN or SCRAM with an API key, over TLS
 when OUTBOX_TLS_CERT_FILE is set) and every request is held to its ACLs: app.kafka.auth."""
@@ -160,9 +162,10 @@ class KafkaListener:
                             self.settings.kafka_connections_max_idle_ms)
                 return "idle"
             if size < 0 or size > limit:
-                logger.info("Kafka listener: closing the connection from %s: a frame of %d bytes (the limit is %d, %s)",
-                            _peer(writer), size, limit, "OUTBOX_KAFKA_SOCKET_REQUEST_MAX_BYTES"
-                            if session.state is SaslState.AUTHENTICATED else "before authentication")
+                bound = ("OUTBOX_KAFKA_SOCKET_REQUEST_MAX_BYTES" if session.state is SaslState.AUTHENTICATED
+                         else "before authentication")
+                logger.info("Kafka listener: closing the connection from %s: a frame of %d bytes (the limit is %d, "
+                            "%s)", _peer(writer), size, limit, bound)
                 return "too_large"
             # Why the connection closes if this frame's CloseConnection closes it.
             closing = "answered"
