@@ -398,6 +398,8 @@ class Apis:
             return (ErrorCode.invalid_request if transactional_id is None else ErrorCode.invalid_record,
                     "a transactional record batch goes with the request's transactional_id, and only it", -1)
         count = records.record_count(bytes(data or b""))
+        if count < 1:
+            return ErrorCode.invalid_record, "a record batch holds at least one record", -1
         if count != batch.last_offset_delta + 1:
             # Kafka's LogValidator refuses it so too. The count is what is read, the offsets what
             # the limit below would otherwise be checked on: 10 records claiming one passed it.
@@ -419,7 +421,10 @@ class Apis:
                 if self._value_format(topic, again=True) is value_format:
                     raise
                 # The topic was deleted and created again in the other format since it was
-                # remembered: build the batch for the format it has now, once.
+                # remembered: build the batch for the format it has now, once, from the bytes
+                # read afresh (aiokafka's batch reads its records once; a second pass found none
+                # and raised, and the client's retry on a new connection had done the rest).
+                (batch,) = records.read_batches(bytes(data or b""))
                 send = records.send_batch(topic, partition, batch, self.services.clock(),
                                           self._value_format(topic))
                 (result,) = self.services.log.send(

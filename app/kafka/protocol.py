@@ -190,7 +190,7 @@ def entries(request: Any) -> int:
     count = 0
     for entity in _entities(request):
         _, _, tuples, values = _walked(type(entity))
-        count += sum(len(getattr(entity, name)) for name in tuples)
+        count += sum(len(getattr(entity, name) or ()) for name in tuples)
         count += sum(len(getattr(entity, name) or ()) for name in values)
     return count
 
@@ -207,7 +207,7 @@ def _entities(root: Any) -> Iterator[Any]:
         for name in entities:
             stack.append(getattr(entity, name))
         for name in tuples:
-            stack.extend(getattr(entity, name))
+            stack.extend(getattr(entity, name) or ())
 
 
 @cache
@@ -218,14 +218,19 @@ def _walked(cls: type) -> tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...
     hints = typing.get_type_hints(cls)
     for f in dataclasses.fields(cls):
         hint = hints[f.name]
-        args = [a for a in typing.get_args(hint) if a is not type(None)]
+        # A nullable field (`X | None`, an OffsetFetch's `topics` up to version 7) is walked as
+        # its X: counted as a plain value, its entities would escape both walks.
+        present = [a for a in typing.get_args(hint) if a is not type(None)]
+        if typing.get_origin(hint) is not tuple and len(present) == 1:
+            hint = present[0]
+        args = typing.get_args(hint)
         if hint is ErrorCode:
             codes.append(f.name)
         elif typing.get_origin(hint) is tuple and args and dataclasses.is_dataclass(args[0]):
             tuples.append(f.name)
-        elif dataclasses.is_dataclass(hint) or (len(args) == 1 and dataclasses.is_dataclass(args[0])):
+        elif dataclasses.is_dataclass(hint):
             entities.append(f.name)
-        elif typing.get_origin(hint) is tuple or (len(args) == 1 and typing.get_origin(args[0]) is tuple):
+        elif typing.get_origin(hint) is tuple:
             values.append(f.name)
     return tuple(codes), tuple(entities), tuple(tuples), tuple(values)
 

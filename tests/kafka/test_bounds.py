@@ -66,22 +66,48 @@ def test_a_connection_whose_answers_go_unread_for_idle_ms_is_closed(kafka: Liste
 
 
 def test_a_slow_reader_that_keeps_reading_is_answered_in_full(kafka: Listener) -> None:
+    # Megabytes of answers read 4 KiB every 10 ms: slower than the socket's send buffer empties
+    # in one idle period, so the transport's own buffer does not move for longer than that
+    # while the client reads all along (a consumer on a slow link). It must not be closed.
     create_topic(kafka.client, "orders")
     with kafka.connect() as s:
         ask(s, 0, 9, _produce("orders", 0, _records([b'"' + b"x" * 900_000 + b'"'])))
-    fetches = 10
-    with listener_with(kafka, kafka_connections_max_idle_ms=300) as quick, \
+    fetches = 4
+    with listener_with(kafka, kafka_connections_max_idle_ms=1000) as quick, \
             socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
         s.settimeout(IO_TIMEOUT_S)
         s.connect((quick.host, quick.port))
         s.sendall(b"".join(frame(1, 12, _fetch("orders", 0, 0), correlation_id=i) for i in range(fetches)))
-        got = []
-        for _ in range(fetches):
-            data = read_frame(s)
-            assert data is not None, "the listener closed the connection of a client that reads"
-            got.append(struct.unpack_from(">i", data)[0])
-    assert got == list(range(fetches))
+        received = bytearray()
+        while len(received) < fetches * 900_000:
+            chunk = s.recv(4096)
+            assert chunk, "the listener closed the connection of a client that reads"
+            received += chunk
+            time.sleep(0.01)
+        while True:  # the rest of the last answer
+            try:
+                sizes = _frame_sizes(bytes(received))
+                break
+            except ValueError:
+                chunk = s.recv(65536)
+                assert chunk, "the listener closed the connection of a client that reads"
+                received += chunk
+    assert [struct.unpack_from(">i", received, at + 4)[0] for at, _ in sizes] == list(range(fetches))
+
+
+def _frame_sizes(data: bytes) -> list[tuple[int, int]]:
+    """(where, size) of each whole frame in `data`; ValueError if it ends inside one."""
+    out, at = [], 0
+    while at < len(data):
+        if at + 4 > len(data):
+            raise ValueError("inside a size")
+        (size,) = struct.unpack_from(">i", data, at)
+        if at + 4 + size > len(data):
+            raise ValueError("inside a frame")
+        out.append((at, size))
+        at += 4 + size
+    return out
 
 
 def test_before_authentication_a_frame_over_kafkas_sasl_receive_size_closes_the_connection(
@@ -115,8 +141,29 @@ def test_a_batch_whose_record_count_is_not_its_offset_deltas_is_an_invalid_recor
     assert _stored(kafka) == []
 
 
-def test_a_large_request_is_read_and_answered_off_the_event_loop(kafka: Listener,
-                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+_RECORD_COUNT_AT = 57
+
+
+@pytest.mark.parametrize(("count", "last_offset_delta"), [(2, 1), (0, -1)], ids=["more_than_it_holds", "none"])
+def test_a_batch_whose_header_names_records_its_bytes_do_not_hold_is_an_invalid_record_and_the_connection_kept(
+        kafka: Listener, count: int, last_offset_delta: int) -> None:
+    # Its count and offset deltas agree, so only reading the records finds it out: that was a
+    # traceback in the service's log and the connection closed.
+    create_topic(kafka.client, "orders")
+    records = bytearray(_records([b'"a"']))
+    struct.pack_into(">i", records, _LAST_OFFSET_DELTA_AT, last_offset_delta)
+    struct.pack_into(">i", records, _RECORD_COUNT_AT, count)
+    struct.pack_into(">I", records, _CRC_AT, calc_crc32c(bytes(records[_CRC_FROM:])))
+    with kafka.connect() as s:
+        refused = _partition_answer(ask(s, 0, 9, _produce("orders", 0, bytes(records))))
+        taken = _partition_answer(ask(s, 0, 9, _produce("orders", 0, _records([b'"b"']))))
+    assert (refused.error_code, refused.base_offset) == (ErrorCode.invalid_record, -1)
+    assert (taken.error_code, taken.base_offset) == (ErrorCode.none, 0)
+    assert _stored(kafka) == [(0, None, "b")]
+
+
+def _spied_on_loop(monkeypatch: pytest.MonkeyPatch) -> dict[str, bool]:
+    """Whether each of protocol's parse, encode and error_codes last ran on an event loop."""
     on_loop: dict[str, bool] = {}
 
     def where(name: str, call: Callable[..., Any]) -> Callable[..., Any]:
@@ -129,9 +176,14 @@ def test_a_large_request_is_read_and_answered_off_the_event_loop(kafka: Listener
             return call(*args)
         return spied
 
-    monkeypatch.setattr(protocol, "parse", where("parse", protocol.parse))
-    monkeypatch.setattr(protocol, "encode", where("encode", protocol.encode))
-    monkeypatch.setattr(protocol, "error_codes", where("error_codes", protocol.error_codes))
+    for name in ("parse", "encode", "error_codes"):
+        monkeypatch.setattr(protocol, name, where(name, getattr(protocol, name)))
+    return on_loop
+
+
+def test_a_large_request_is_read_and_answered_off_the_event_loop(kafka: Listener,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    on_loop = _spied_on_loop(monkeypatch)
     names = 40_000  # a Metadata v0 naming them, 120 kB: seconds' work a MB on the loop
     body = struct.pack(">hhi", 3, 0, 7) + struct.pack(">h", 1) + b"t" + struct.pack(">i", names) + b"\0\1a" * names
     with kafka.connect() as s:
@@ -139,6 +191,17 @@ def test_a_large_request_is_read_and_answered_off_the_event_loop(kafka: Listener
         data = read_frame(s)
     assert data is not None and struct.unpack_from(">i", data)[0] == 7
     assert on_loop == {"parse": False, "encode": False, "error_codes": False}
+
+
+def test_a_small_fetch_is_answered_off_the_event_loop(kafka: Listener, monkeypatch: pytest.MonkeyPatch) -> None:
+    # A Fetch of a few bytes can be answered megabytes of records.
+    create_topic(kafka.client, "orders")
+    with kafka.connect() as s:
+        ask(s, 0, 9, _produce("orders", 0, _records([b'"a"'])))
+        on_loop = _spied_on_loop(monkeypatch)
+        answer = ask(s, 1, 12, _fetch("orders", 0, 0))
+    assert answer.responses[0].partitions[0].error_code == ErrorCode.none
+    assert on_loop == {"parse": True, "encode": False, "error_codes": False}
 
 
 def _produce_to_partitions(topic: str, partitions: int) -> Any:

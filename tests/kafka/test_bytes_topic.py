@@ -13,6 +13,7 @@ from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
 
 from tests.helpers import create_topic
 from tests.kafka.conftest import Listener
+from tests.kafka.test_door_metrics import _added
 
 TIMEOUT_S = 20
 KEY = b"\x00\xffkey"
@@ -100,6 +101,7 @@ def test_a_topic_deleted_and_created_again_as_bytes_takes_bytes_at_once(kafka: L
     create_topic(kafka.client, "blobs")
     p = Producer({"bootstrap.servers": kafka.bootstrap, "linger.ms": 0, "message.timeout.ms": 10_000})
     reports: list[Any] = []
+    failed = _added("outbox_kafka_connections_closed_total", reason="error")
     p.produce("blobs", value=b'{"n": 1}', partition=0, on_delivery=lambda err, msg: reports.append(err))
     assert p.flush(TIMEOUT_S) == 0
     assert kafka.client.delete("/v1/topics/blobs").status_code == 204
@@ -108,3 +110,4 @@ def test_a_topic_deleted_and_created_again_as_bytes_takes_bytes_at_once(kafka: L
     assert p.flush(TIMEOUT_S) == 0
     assert reports == [None, None]
     assert [(o, v) for o, _, v, _ in _over_http(kafka)] == [(0, {"type": "BINARY", "data": _b64(VALUE)})]
+    assert failed() == 0  # taken on its first Produce, not on the client's retry after a failure
