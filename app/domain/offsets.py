@@ -18,25 +18,9 @@ MAX_PARTITIONS_PER_REQUEST = 10_000
 OFFSET_METADATA_MAX_CHARS = 4096
 
 
-class MetadataFault(enum.Enum):
-    """Why a committed offset's metadata cannot be stored."""
-
-    TOO_LARGE = "too_large"  # past OFFSET_METADATA_MAX_CHARS
-    HOLDS_NUL = "holds_nul"
-
-
-def metadata_fault(metadata: str | None) -> MetadataFault | None:
-    """What keeps a committed offset's metadata from being stored, from every door; None if
-    nothing does. NUL is refused on both databases: PostgreSQL cannot store it in text, and a
-    commit SQLite took would be refused there, so a group's offsets would depend on the
-    database (the HTTP door's schema refuses NUL in every text, app.api.schemas.common)."""
-    if metadata is None:
-        return None
-    if len(metadata) > OFFSET_METADATA_MAX_CHARS:
-        return MetadataFault.TOO_LARGE
-    if "\x00" in metadata:
-        return MetadataFault.HOLDS_NUL
-    return None
+def metadata_fits(metadata: str | None) -> bool:
+    """Whether a committed offset's metadata is within OFFSET_METADATA_MAX_CHARS."""
+    return metadata is None or len(metadata) <= OFFSET_METADATA_MAX_CHARS
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,21 +40,15 @@ class GroupMetadata:
     group_instance_id: str | None = None  # a static member's (KIP-345): fenced once replaced
 
 
-def check_offsets_to_stage(offsets: list[OffsetToStage]) -> None:
-    """One offset per partition per request: two would leave the winner to chance; at most
-    MAX_PARTITIONS_PER_REQUEST of them; each one's metadata storable (metadata_fault)."""
+def check_distinct_partitions(offsets: list[OffsetToStage]) -> None:
+    """One offset per partition per request: two would leave the winner to chance; and at most
+    MAX_PARTITIONS_PER_REQUEST of them."""
     check_partition_count(len(offsets))
     seen: set[tuple[str, int]] = set()
     for o in offsets:
         if (o.topic, o.partition) in seen:
             raise InvalidRequest(f"two offsets for {o.topic}/{o.partition} in one request")
         seen.add((o.topic, o.partition))
-        fault = metadata_fault(o.metadata)
-        if fault is MetadataFault.TOO_LARGE:
-            raise InvalidRequest(f"{o.topic}/{o.partition}: an offset's metadata holds at most "
-                                 f"{OFFSET_METADATA_MAX_CHARS} characters, not {len(o.metadata or '')}")
-        if fault is MetadataFault.HOLDS_NUL:
-            raise InvalidRequest(f"{o.topic}/{o.partition}: an offset's metadata must not contain NUL (U+0000)")
 
 
 def check_partition_count(count: int) -> None:

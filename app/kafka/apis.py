@@ -17,7 +17,7 @@ from kio.schema.errors import ErrorCode
 from app.domain import acl
 from app.domain.acl import CLUSTER, Operation
 from app.domain.errors import ConcurrentTransactions, InvalidRecord, OutboxError
-from app.domain.offsets import GroupMetadata, OffsetToStage, metadata_fault
+from app.domain.offsets import GroupMetadata, OffsetToStage, metadata_fits
 from app.domain.read import offset_order_upper_bound
 from app.domain.records import check_record_count
 from app.domain.types import IsolationLevel, TransactionVersion, ValueFormat
@@ -305,7 +305,7 @@ class Apis:
                       if (topic_code := refusal_code(Operation.READ, acl.topic(t.name))) is not None}
         offsets = [OffsetToStage(t.name, p.partition_index, p.committed_offset, p.committed_metadata)
                    for t in body.topics for p in t.partitions
-                   if t.name not in denied and metadata_fault(p.committed_metadata) is None]
+                   if t.name not in denied and metadata_fits(p.committed_metadata)]
         try:
             if code is ErrorCode.none and offsets:
                 # Version 5 (transaction version 2) begins the transaction on an idle id, as

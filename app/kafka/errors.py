@@ -6,7 +6,7 @@ from __future__ import annotations
 from kio.schema.errors import ErrorCode
 
 from app.domain.errors import OutboxError
-from app.domain.offsets import MetadataFault, metadata_fault
+from app.domain.offsets import metadata_fits
 
 # Names of the service's own errors that are not Kafka's, and the code a Kafka client gets.
 _NEAREST: dict[str, ErrorCode] = {
@@ -36,16 +36,10 @@ def error_code(error: OutboxError) -> ErrorCode:
 
 def metadata_code(metadata: str | None, code: ErrorCode) -> ErrorCode:
     """A committed offset's answer: `code`, the request's, unless that is NONE and the offset's
-    metadata cannot be stored (app.domain.offsets.metadata_fault), which is answered for that
-    partition alone, the others committed: past OFFSET_METADATA_MAX_CHARS as Kafka answers it,
-    OFFSET_METADATA_TOO_LARGE; holding NUL, INVALID_REQUEST (Kafka stores any string)."""
-    if code is not ErrorCode.none:
-        return code
-    fault = metadata_fault(metadata)
-    if fault is MetadataFault.TOO_LARGE:
+    metadata is past OFFSET_METADATA_MAX_CHARS, which Kafka answers OFFSET_METADATA_TOO_LARGE
+    for that partition alone (the others committed)."""
+    if code is ErrorCode.none and not metadata_fits(metadata):
         return ErrorCode.offset_metadata_too_large
-    if fault is MetadataFault.HOLDS_NUL:
-        return ErrorCode.invalid_request
     return code
 
 

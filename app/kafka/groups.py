@@ -29,7 +29,7 @@ from app.domain import acl
 from app.domain.acl import Operation
 from app.domain.group import CONSUMER_PROTOCOL
 from app.domain.errors import InvalidRequest, MemberIdRequired, OutboxError, RebalanceInProgress
-from app.domain.offsets import GroupMetadata, OffsetToStage, metadata_fault
+from app.domain.offsets import GroupMetadata, OffsetToStage, metadata_fits
 from app.kafka.auth import NOT_REQUESTED, access, authorized_operations, refusal_code
 from app.kafka.errors import error_code, metadata_code
 from app.kafka.protocol import build, client_host, client_id, response_module
@@ -306,7 +306,7 @@ class GroupApis:
         try:
             if allowed:
                 offsets = [OffsetToStage(t.name, p.partition_index, p.committed_offset, p.committed_metadata)
-                           for t in allowed for p in t.partitions if metadata_fault(p.committed_metadata) is None]
+                           for t in allowed for p in t.partitions if metadata_fits(p.committed_metadata)]
                 if offsets:
                     self.groups.commit(body.group_id, offsets, metadata)
         except OutboxError as e:

@@ -43,7 +43,7 @@ from app.domain.offsets import (
     OffsetToStage,
     PlannedReset,
     ResetScope,
-    check_offsets_to_stage,
+    check_distinct_partitions,
     check_partition_count,
     plan_reset,
 )
@@ -456,7 +456,7 @@ class GroupService:
     def commit(
         self, group_id: str, to_commit: list[OffsetToStage], group_metadata: GroupMetadata | None = None
     ) -> None:
-        check_offsets_to_stage(to_commit)
+        check_distinct_partitions(to_commit)
         now = self.clock()
         with self.db.write() as conn:
             groups.check_group_metadata(conn, group_id, group_metadata)

@@ -22,7 +22,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from app.domain.clock import Clock
-from app.domain.offsets import GroupMetadata, OffsetToStage, check_offsets_to_stage, check_partition_count
+from app.domain.offsets import GroupMetadata, OffsetToStage, check_distinct_partitions, check_partition_count
 from app.domain.errors import (
     OutboxError,
     ConcurrentTransactions,
@@ -181,7 +181,7 @@ class TransactionCoordinator(ProducerInit):
     ) -> TransactionView:
         """`transaction_version`: the version the request speaks (a Kafka client's
         TxnOffsetCommit: 5 is version 2's, and begins the next transaction), None: the stored one."""
-        check_offsets_to_stage(offsets)
+        check_distinct_partitions(offsets)
         return joining(lambda lock: self._add_offsets(transactional_id, producer_id, producer_epoch, group_id,
                                                       offsets, group_metadata, lock=lock,
                                                       transaction_version=transaction_version))

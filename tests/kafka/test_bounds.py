@@ -280,22 +280,3 @@ def test_a_txn_offset_commit_with_metadata_past_kafkas_bound_is_refused_for_that
     assert [(p.partition_index, p.error_code) for p in answer.topics[0].partitions] == [
         (0, ErrorCode.offset_metadata_too_large), (1, ErrorCode.none)]
     assert _committed(kafka, "billing") == [("orders", 1, 5)]
-
-
-def test_an_offset_commit_with_nul_in_its_metadata_is_refused_for_that_partition_alone_on_either_database(
-        kafka: Listener) -> None:
-    # PostgreSQL cannot store NUL in text; SQLite could, and took it before: a group's offsets
-    # then depended on the database.
-    from kio.schema.offset_commit.v8.request import OffsetCommitRequestPartition, OffsetCommitRequestTopic
-
-    create_topic(kafka.client, "orders", partitions=2)
-    with kafka.connect() as s:
-        answer = ask(s, 8, 8, request_class(8, 8)(
-            group_id="billing", generation_id_or_member_epoch=-1, member_id="", group_instance_id=None, topics=(
-                OffsetCommitRequestTopic(name="orders", partitions=tuple(
-                    OffsetCommitRequestPartition(partition_index=p, committed_offset=5, committed_leader_epoch=-1,
-                                                 committed_metadata=metadata)
-                    for p, metadata in ((0, "a\x00b"), (1, "ok\x01")))),)))
-    assert [(p.partition_index, p.error_code) for p in answer.topics[0].partitions] == [
-        (0, ErrorCode.invalid_request), (1, ErrorCode.none)]
-    assert _committed(kafka, "billing") == [("orders", 1, 5)]
