@@ -37,6 +37,13 @@ class InvalidRecord(OutboxError):
 
     error_code = "INVALID_RECORD"
 
+    def __init__(self, message: str | None = None, *, record_indexes: tuple[int, ...] = (), **details: Any) -> None:
+        super().__init__(message, **details)
+        # The records at fault by their index in the batch, where the rule names them: Kafka's
+        # Produce answers each (KIP-467). Empty: the batch as a whole. Not in the HTTP body's
+        # details, whose Send may hold several batches.
+        self.record_indexes = record_indexes
+
 
 class UnknownTopicOrPartition(OutboxError):
     """This topic or partition does not exist."""

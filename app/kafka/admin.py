@@ -33,7 +33,8 @@ from app.domain.errors import (
     TransactionalIdNotFound,
     UnknownTopicOrPartition,
 )
-from app.domain.types import TRANSACTION_LIST_MAX, TransactionState, ValueFormat
+from app.domain.topic import Topic
+from app.domain.types import TRANSACTION_LIST_MAX, CleanupPolicy, TransactionState, ValueFormat
 from app.domain.topic_config import CONFIG_KEYS, ConfigTextError, TopicConfig, new_topic_config, parse_config_text
 from app.kafka.auth import access, refusal_code
 from app.kafka.errors import error_code
@@ -118,6 +119,11 @@ class AlterOperation(enum.IntEnum):
     DELETE = 1
     APPEND = 2
     SUBTRACT = 3
+
+
+# The one list config of a topic here, which APPEND and SUBTRACT change, and its values.
+LIST_CONFIG = "cleanup.policy"
+CLEANUP_POLICIES = frozenset(p.value for p in CleanupPolicy if "," not in p.value)
 
 
 def kafka_name(key: str) -> str:
@@ -349,7 +355,7 @@ class AdminApis:
         m = response_module(33, version)
         assert m is not None
         return build(m.AlterConfigsResponse, throttle_time=_NO_WAIT, responses=self._alter(
-            m, body, lambda configs: parse_configs(
+            m, body, lambda _topic, configs: parse_configs(
                 {c.name: c.value for c in configs if c.name not in FILE_LAYOUT_CONFIGS}), replace=True))
 
     def incremental_alter_configs(self, body: Any, version: int) -> Any:
@@ -358,7 +364,8 @@ class AdminApis:
         return build(m.IncrementalAlterConfigsResponse, throttle_time=_NO_WAIT, responses=self._alter(
             m, body, self._changes, replace=False))
 
-    def _alter(self, m: Any, body: Any, changes: Callable[[Any], dict[str, Any]], *, replace: bool) -> tuple:
+    def _alter(self, m: Any, body: Any, changes: Callable[[Topic, Any], dict[str, Any]], *,
+               replace: bool) -> tuple:
         """Each resource's answer, altered on its own through TopicService.alter_config, as
         PATCH /v1/topics/{topic} alters it (`replace`: AlterConfigs' whole config)."""
         results = []
@@ -379,8 +386,8 @@ class AdminApis:
                                          + ", ".join(sorted(c.name for c in r.configs)))
                 # The topic first, its configs after, as Kafka checks them: a missing topic is
                 # UNKNOWN_TOPIC_OR_PARTITION whatever configs the request names.
-                self.services.topics.get(r.resource_name)
-                self.services.topics.alter_config(r.resource_name, changes(r.configs),
+                topic = self.services.topics.get(r.resource_name)
+                self.services.topics.alter_config(r.resource_name, changes(topic, r.configs),
                                                   validate_only=body.validate_only, replace=replace)
             except OutboxError as e:
                 code, message = error_code(e), e.message
@@ -388,22 +395,32 @@ class AdminApis:
                                  resource_type=r.resource_type, resource_name=r.resource_name))
         return tuple(results)
 
-    def _changes(self, configs: Any) -> dict[str, Any]:
-        """SET a value; DELETE: back to the default. APPEND and SUBTRACT are for list configs,
-        which the service has none of (cleanup.policy is one value here: delete, compact or
-        compact,delete)."""
+    def _changes(self, topic: Topic, configs: Any) -> dict[str, Any]:
+        """SET a value; DELETE: back to the default; APPEND and SUBTRACT add values to or take
+        them from a list config's, as Kafka's do: cleanup.policy, the service's one list (of
+        delete and compact), whose values are the topic's before the request."""
         changes: dict[str, Any] = {}
         setting: dict[str, str | None] = {}
         defaults = self._defaults()
+        policies = set(topic.config.cleanup_policy.value.split(","))
         for c in configs:
             if c.config_operation == AlterOperation.SET:
                 setting[c.name] = c.value
             elif c.config_operation == AlterOperation.DELETE:
                 key = config_key(c.name)
                 changes[key] = getattr(defaults, key)
+            elif c.name == LIST_CONFIG and c.config_operation in (AlterOperation.APPEND, AlterOperation.SUBTRACT):
+                named = {v.strip() for v in (c.value or "").split(",") if v.strip()}
+                if not named or not named <= CLEANUP_POLICIES:
+                    raise InvalidConfig(f"{LIST_CONFIG} takes {' and '.join(sorted(CLEANUP_POLICIES))}, "
+                                        f"not {c.value!r}")
+                policies = policies | named if c.config_operation == AlterOperation.APPEND else policies - named
+                if not policies:
+                    raise InvalidConfig(f"{LIST_CONFIG} would be empty: a topic is delete, compact or both")
+                setting[c.name] = ",".join(sorted(policies))
             else:
                 raise InvalidRequest(f"config operation {c.config_operation} is not served for {c.name!r}: "
-                                     "SET (0) and DELETE (1) are")
+                                     f"SET (0) and DELETE (1) are, and APPEND (2) and SUBTRACT (3) for {LIST_CONFIG}")
         changes.update(parse_configs(setting))
         return changes
 

@@ -71,6 +71,17 @@ class Broker:
     port: int
 
 
+@dataclass(frozen=True, slots=True)
+class Produced:
+    """What a Produce of one partition's records came to: its error code and message, the base
+    offset written (-1 if none), and the records of the batch at fault by index, if any."""
+
+    code: ErrorCode
+    message: str | None
+    base_offset: int
+    record_indexes: tuple[int, ...] = ()
+
+
 class Apis:
     def __init__(self, services: Any, broker: Broker) -> None:
         self.services = services
@@ -361,11 +372,13 @@ class Apis:
                                           base_offset=-1, log_append_time=None, log_start_offset=-1,
                                           record_errors=(), error_message=None))
                     continue
-                code, message, base_offset = self._produce_partition(t.name, p.index, p.records,
-                                                                     body.transactional_id, version)
-                answered.append(build(m.PartitionProduceResponse, index=p.index, error_code=code,
-                                      base_offset=base_offset, log_append_time=None, log_start_offset=-1,
-                                      record_errors=(), error_message=message))
+                done = self._produce_partition(t.name, p.index, p.records, body.transactional_id, version)
+                record_errors = tuple(build(m.BatchIndexAndErrorMessage, batch_index=i,
+                                            batch_index_error_message=f"record {i} of the batch: {done.message}")
+                                      for i in done.record_indexes) if version >= 8 else ()
+                answered.append(build(m.PartitionProduceResponse, index=p.index, error_code=done.code,
+                                      base_offset=done.base_offset, log_append_time=None, log_start_offset=-1,
+                                      record_errors=record_errors, error_message=done.message))
             topics.append(build(m.TopicProduceResponse, name=t.name, partition_responses=tuple(answered)))
         if body.acks == 0:
             failed = [(t.name, p.index, p.error_code.name) for t in topics for p in t.partition_responses
@@ -376,35 +389,35 @@ class Apis:
         return build(m.ProduceResponse, responses=tuple(topics), throttle_time=_NO_WAIT)
 
     def _produce_partition(self, topic: str, partition: int, data: bytes | None,
-                           transactional_id: str | None, version: int) -> tuple[ErrorCode, str | None, int]:
-        """(error code, error message, base offset) of one partition's records. A transactional
+                           transactional_id: str | None, version: int) -> Produced:
+        """What one partition's records came to. A transactional
         Produce of version 12 or later (transaction version 2) begins the producer's next
         transaction if none is open, as Kafka's partition leader adds the partition to it."""
         spoken = None if transactional_id is None else transaction_version(0, version)
         try:
             batches = records.read_batches(bytes(data or b""))
         except Exception as e:  # noqa: BLE001 - aiokafka's reader raises several kinds for bytes it cannot read
-            return ErrorCode.corrupt_message, f"the record batches cannot be read: {e}", -1
+            return Produced(ErrorCode.corrupt_message, f"the record batches cannot be read: {e}", -1)
         if len(batches) != 1:
-            return ErrorCode.invalid_record, "a partition's records must be one record batch", -1
+            return Produced(ErrorCode.invalid_record, "a partition's records must be one record batch", -1)
         (batch,) = batches
         if not isinstance(batch, DefaultRecordBatch) or batch.magic != 2:
-            return ErrorCode.unsupported_for_message_format, "only record batches of magic 2 are taken", -1
+            return Produced(ErrorCode.unsupported_for_message_format, "only record batches of magic 2 are taken", -1)
         if not batch.validate_crc():
-            return ErrorCode.corrupt_message, "the record batch's CRC-32C does not match its bytes", -1
+            return Produced(ErrorCode.corrupt_message, "the record batch's CRC-32C does not match its bytes", -1)
         if batch.is_control_batch:
-            return ErrorCode.invalid_record, "a producer cannot write control batches", -1
+            return Produced(ErrorCode.invalid_record, "a producer cannot write control batches", -1)
         if (transactional_id is not None) != batch.is_transactional:
-            return (ErrorCode.invalid_request if transactional_id is None else ErrorCode.invalid_record,
-                    "a transactional record batch goes with the request's transactional_id, and only it", -1)
+            return Produced(ErrorCode.invalid_request if transactional_id is None else ErrorCode.invalid_record,
+                            "a transactional record batch goes with the request's transactional_id, and only it", -1)
         count = records.record_count(bytes(data or b""))
         if count < 1:
-            return ErrorCode.invalid_record, "a record batch holds at least one record", -1
+            return Produced(ErrorCode.invalid_record, "a record batch holds at least one record", -1)
         if count != batch.last_offset_delta + 1:
             # Kafka's LogValidator refuses it so too. The count is what is read, the offsets what
             # the limit below would otherwise be checked on: 10 records claiming one passed it.
-            return (ErrorCode.invalid_record, f"the record batch holds {count} records and its offset deltas "
-                    f"run to {batch.last_offset_delta}", -1)
+            return Produced(ErrorCode.invalid_record, f"the record batch holds {count} records and its offset "
+                            f"deltas run to {batch.last_offset_delta}", -1)
         try:
             check_record_count(count, self.settings.max_records_per_request)
             check_decompressed_size(bytes(data or b""), batch.compression_type,
@@ -432,18 +445,18 @@ class Apis:
                     producer_epoch=batch.producer_epoch if producer else None, transactional_id=transactional_id,
                     transaction_version=spoken)
         except InvalidRecord as e:
-            return ErrorCode.invalid_record, e.message, -1
+            return Produced(ErrorCode.invalid_record, e.message, -1, e.record_indexes)
         except ConcurrentTransactions as e:
             if spoken is not TransactionVersion.V2:
-                return ErrorCode.concurrent_transactions, e.message, -1
+                return Produced(ErrorCode.concurrent_transactions, e.message, -1)
             # Version 2: the first Produce of the next transaction, sent as soon as EndTxn
             # answered, finds the previous one still completing (OUTBOX_COMPLETE_INLINE off).
             # Kafka's partition leader answers that NOT_ENOUGH_REPLICAS, which every producer
             # retries (it takes CONCURRENT_TRANSACTIONS from a Produce as an error of its own).
-            return ErrorCode.not_enough_replicas, e.message, -1
+            return Produced(ErrorCode.not_enough_replicas, e.message, -1)
         except OutboxError as e:
-            return transactional_code(e, 0, version), e.message, -1
-        return ErrorCode.none, None, result.base_offset
+            return Produced(transactional_code(e, 0, version), e.message, -1)
+        return Produced(ErrorCode.none, None, result.base_offset)
 
     def _value_format(self, topic: str, *, again: bool = False) -> ValueFormat:
         """The topic's value format, remembered for the VALUE_FORMATS_REMEMBERED topics most

@@ -78,12 +78,16 @@ def batches_to_append(conn: Connection, batches: list[SendBatch],
         topic = by_name[b.topic]
         topics.check_partition(topic, b.partition)
         b = for_topic(b, topic.config.value_format)
-        if topic.config.cleanup_policy.compacts and any(r.key is None for r in b.records):
+        keyless = [i for i, r in enumerate(b.records) if r.key is None]
+        if topic.config.cleanup_policy.compacts and keyless:
             # As Kafka: compaction keeps each key's latest record; a record without a
-            # key has nothing to be compacted against.
+            # key has nothing to be compacted against. Which records, by their index in the
+            # batch: Kafka's Produce names each (KIP-467), and a client fails those with
+            # INVALID_RECORD and the rest of the batch with an error of its own.
             raise InvalidRecord(
                 f"topic {topic.name!r} is compacted (cleanup_policy {topic.config.cleanup_policy.value}): "
-                "every record needs a key"
+                "every record needs a key",
+                record_indexes=tuple(keyless),
             )
         if topic.check_expected_offsets and b.expected_offset is None:
             raise InvalidRequest(

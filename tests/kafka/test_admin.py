@@ -249,11 +249,30 @@ def test_incremental_alter_configs_refuses_what_the_topic_cannot_take_and_change
     before = _described(kafka, "orders")["config"]
     for entry in (ConfigEntry("value.format", "bytes", incremental_operation=AlterConfigOpType.SET),
                   ConfigEntry("retention.ms", "-5", incremental_operation=AlterConfigOpType.SET),
-                  ConfigEntry("cleanup.policy", "compact", incremental_operation=AlterConfigOpType.APPEND)):
+                  ConfigEntry("retention.ms", "1000", incremental_operation=AlterConfigOpType.APPEND),
+                  ConfigEntry("cleanup.policy", "shred", incremental_operation=AlterConfigOpType.APPEND),
+                  ConfigEntry("cleanup.policy", "delete", incremental_operation=AlterConfigOpType.SUBTRACT)):
         resource = ConfigResource(ConfigResource.Type.TOPIC, "orders", incremental_configs=[entry])
         (error,) = _done(admin.incremental_alter_configs([resource])).values()
         assert error.code() in (KafkaError.INVALID_CONFIG, KafkaError.INVALID_REQUEST), entry
     assert _described(kafka, "orders")["config"] == before
+
+
+def test_incremental_alter_configs_appends_to_and_subtracts_from_cleanup_policy(
+        kafka: Listener, admin: AdminClient) -> None:
+    """cleanup.policy is a list in Kafka (delete, compact): APPEND adds to the topic's, SUBTRACT
+    takes from it, as librdkafka's own suite (0011) makes a topic compacted and back."""
+    create_topic(kafka.client, "orders", 1)
+
+    def alter(operation: AlterConfigOpType) -> str:
+        resource = ConfigResource(ConfigResource.Type.TOPIC, "orders", incremental_configs=[
+            ConfigEntry("cleanup.policy", "compact", incremental_operation=operation)])
+        assert list(_done(admin.incremental_alter_configs([resource])).values()) == [None]
+        return _described(kafka, "orders")["config"]["cleanup_policy"]
+
+    assert alter(AlterConfigOpType.APPEND) == "compact,delete"
+    assert alter(AlterConfigOpType.APPEND) == "compact,delete"
+    assert alter(AlterConfigOpType.SUBTRACT) == "delete"
 
 
 def _alter_configs(kafka: Listener, topic: str, configs: dict[str, str | None], *, validate_only: bool = False,

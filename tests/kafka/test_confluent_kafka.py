@@ -108,6 +108,21 @@ def test_a_value_that_is_not_json_is_refused_invalid_record_and_not_written(kafk
     assert _stored(kafka) == []
 
 
+def test_keyless_records_in_a_batch_to_a_compacted_topic_fail_invalid_record_and_the_rest_of_it_with_them(
+        kafka: Listener) -> None:
+    """Kafka's Produce names the records at fault by their index in the batch (KIP-467): the
+    client fails those INVALID_RECORD, the others of the batch _INVALID_DIFFERENT_RECORD, and
+    nothing of the batch is written."""
+    create_topic(kafka.client, "orders", cleanup_policy="compact")
+    # One batch: linger long enough to gather all four, sent by the flush.
+    reports = _deliver(_producer(kafka, **{"linger.ms": 1000}), "orders", 0,
+                       [(b"a", b"1", None), (None, b"2", None), (b"c", b"3", None), (None, b"4", None)])
+    assert [error.code() for error, _ in reports] == [
+        KafkaError._INVALID_DIFFERENT_RECORD, KafkaError.INVALID_RECORD,
+        KafkaError._INVALID_DIFFERENT_RECORD, KafkaError.INVALID_RECORD]
+    assert _stored(kafka) == []
+
+
 def test_a_produce_to_a_partition_that_does_not_exist_fails_and_writes_nothing(kafka: Listener) -> None:
     create_topic(kafka.client, "orders")
     reports = _deliver(_producer(kafka, **{"message.timeout.ms": 3000}), "orders", 5, [(None, b"1", None)])
