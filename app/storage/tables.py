@@ -8,6 +8,8 @@ text avoids a parse on the hot insert path).
 from __future__ import annotations
 
 import enum
+import re
+from typing import Any
 
 from sqlalchemy import (
     BigInteger,
@@ -25,6 +27,7 @@ from sqlalchemy import (
     String,
     Table,
     Text,
+    TypeDecorator,
     UniqueConstraint,
     false,
     text,
@@ -316,6 +319,39 @@ Index(
     transaction_partitions.c.partition,
 )
 
+
+class OffsetMetadataText(TypeDecorator[str]):
+    """A committed offset's metadata: any string, NUL included, given back as it was committed.
+
+    Kafka stores whatever string a client commits, and librdkafka sends its metadata with a
+    trailing NUL; PostgreSQL's text cannot hold NUL. So the column holds it escaped, alike on
+    both databases (a row means the same on both): a backslash is stored as two, a NUL as a
+    backslash and '0'. The escaping is injective, so reading undoes it exactly; a backslash
+    followed by anything else, which the escaping never writes, is read as itself. Whoever reads
+    the table with SQL sees the escaped form (docs/ARCHITECTURE.md, Consumer-group offsets);
+    migration 0030 brought the rows stored before to it."""
+
+    impl = Text
+    cache_ok = True
+
+    def process_bind_param(self, value: str | None, dialect: Any) -> str | None:
+        if value is None or ("\\" not in value and "\x00" not in value):
+            return value
+        return value.replace("\\", "\\\\").replace("\x00", "\\0")
+
+    def process_result_value(self, value: str | None, dialect: Any) -> str | None:
+        if value is None or "\\" not in value:
+            return value
+        return _ESCAPED.sub(_unescaped, value)
+
+
+_ESCAPED = re.compile(r"\\([\\0])")
+
+
+def _unescaped(match: re.Match[str]) -> str:
+    return "\x00" if match[1] == "0" else "\\"
+
+
 # Group offsets staged inside an open transaction (AddOffsets); they become committed offsets
 # when the transaction commits and are dropped when it aborts.
 transaction_offsets = Table(
@@ -327,7 +363,7 @@ transaction_offsets = Table(
     Column("partition", Integer, nullable=False),
     Column("txn_id", BigInteger, nullable=False),
     Column("committed_offset", BigInteger, nullable=False),
-    Column("metadata", Text, nullable=True),
+    Column("metadata", OffsetMetadataText, nullable=True),
     PrimaryKeyConstraint("transactional_id", "group_id", "topic_id", "partition"),
 )
 Index(
@@ -344,7 +380,7 @@ group_offsets = Table(
     Column("topic_id", Integer, nullable=False),
     Column("partition", Integer, nullable=False),
     Column("committed_offset", BigInteger, nullable=False),
-    Column("metadata", Text, nullable=True),
+    Column("metadata", OffsetMetadataText, nullable=True),
     Column("committed_ms", BigInteger, nullable=False),
     PrimaryKeyConstraint("group_id", "topic_id", "partition"),
 )

@@ -8,7 +8,8 @@ from dataclasses import dataclass, replace
 from functools import cache
 from typing import Any
 
-from sqlalchemy import Connection, and_, bindparam, case, delete, func, insert, literal, null, or_, select, true, union_all, update
+from sqlalchemy import (Connection, and_, bindparam, case, delete, func, insert, literal, null, or_, select, true,
+                        type_coerce, union_all, update)
 from sqlalchemy.exc import DBAPIError
 
 from app.domain.errors import ConcurrentTransactions
@@ -517,8 +518,11 @@ def _claim_both_stmt() -> Any:
     offsets_ = _CLAIM_OFFSETS.cte("claimed_offsets")
     none = null()
     return union_all(
+        # A UNION's columns take their types from its first SELECT: the metadata's NULL is
+        # typed as the column, so that the offsets' rows are read back unescaped.
         select(literal(True).label("is_partition"), partitions_.c.topic_id, partitions_.c.partition,
-               none.label("group_id"), none.label("committed_offset"), none.label("metadata")),
+               none.label("group_id"), none.label("committed_offset"),
+               type_coerce(none, transaction_offsets.c.metadata.type).label("metadata")),
         select(literal(False), offsets_.c.topic_id, offsets_.c.partition, offsets_.c.group_id,
                offsets_.c.committed_offset, offsets_.c.metadata),
     )
