@@ -328,7 +328,7 @@ class OffsetMetadataText(TypeDecorator[str]):
     both databases (a row means the same on both): a backslash is stored as two, a NUL as a
     backslash and '0'. The escaping is injective, so reading undoes it exactly; a backslash
     followed by anything else, which the escaping never writes, is read as itself. Whoever reads
-    the table with SQL sees the escaped form (docs/ARCHITECTURE.md, Consumer-group offsets);
+    the table with SQL sees the escaped form (docs/ARCHITECTURE.md, below the table of tables);
     migration 0030 brought the rows stored before to it."""
 
     impl = Text
