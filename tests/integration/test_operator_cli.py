@@ -7,9 +7,10 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 from tests.e2e import readme
-from tests.helpers import batch, begin, create_topic, init_producer, send
+from tests.helpers import batch, begin, create_topic, ident, init_producer, send
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -41,6 +42,21 @@ def test_operator_lists_describes_and_aborts_an_open_transaction(client, db_url)
     r = client.get("/v1/transactions/stuck").json()
     assert (r["state"], r["producer_epoch"]) == ("CompleteAbort", p["producer_epoch"] + 1)
 
+
+def test_transactions_describe_shows_staged_offsets_metadata_as_committed_nul_and_backslashes_included(
+        client: Any, db_url: str) -> None:
+    create_topic(client, "t", 1)
+    p = init_producer(client, "staging")
+    begin(client, "staging", p)
+    metadata = "nul\x00 back\\slash \\0"
+    assert client.post("/v1/transactions/staging/offsets", json={
+        **ident(p), "group_id": "billing", "offsets": [{"topic": "t", "partition": 0, "offset": 4,
+                                                        "metadata": metadata}]}).status_code == 200
+
+    described = _outbox(db_url, "transactions", "describe", "staging")
+    assert described.returncode == 0, described.stderr
+    assert json.loads(described.stdout)["pending_offsets"] == [
+        {"group_id": "billing", "topic": "t", "partition": 0, "offset": 4, "metadata": metadata}]
 
 def test_transactions_list_by_age_in_a_state_with_none_open_is_refused(db_url):  # type: ignore[no-untyped-def]
     done = _outbox(db_url, "transactions", "list", "--state", "CompleteCommit", "--min-age-ms", "0")

@@ -1,7 +1,8 @@
 """A committed offset's metadata is any string, NUL included, and reads back byte for byte,
-as Kafka gives it back: committed by OffsetCommit or by TxnOffsetCommit and a commit, read by
-OffsetFetch and by the HTTP door, on SQLite and PostgreSQL (whose text cannot hold NUL:
-storage keeps it escaped, app.storage.tables.OffsetMetadataText)."""
+as Kafka gives it back: committed through either door (OffsetCommit, or TxnOffsetCommit and a
+commit; HTTP's offset commit, or AddOffsets and a commit), read by OffsetFetch and by the HTTP
+door, on SQLite and PostgreSQL (whose text cannot hold NUL: storage keeps it escaped,
+app.storage.tables.OffsetMetadataText)."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from confluent_kafka import Consumer, TopicPartition
 from kio.schema.errors import ErrorCode
 
 from app.kafka.protocol import request_class
-from tests.helpers import create_topic
+from tests.helpers import begin, create_topic, ident, init_producer
 from tests.kafka.conftest import Listener, ask
 from tests.kafka.test_transactions import _add_offsets, _end, _init
 
@@ -91,3 +92,31 @@ def test_confluent_kafkas_commit_with_metadata_reads_back_through_committed(kafk
     assert (got.topic, got.partition, got.offset, got.metadata, got.error) == ("orders", 0, 3, "Hello world!", None)
     # What librdkafka sent: its metadata with a trailing NUL, kept as it came.
     assert _over_http(kafka, "billing") == [(0, 3, "Hello world!\x00")]
+
+
+def _http_offsets() -> list[dict[str, Any]]:
+    return [{"topic": "orders", "partition": p, "offset": 10 + p, "metadata": m} for p, m in enumerate(_METADATAS)]
+
+
+def test_an_http_offset_commit_with_nul_and_backslashes_in_its_metadata_reads_back_through_both_doors(
+        kafka: Listener) -> None:
+    create_topic(kafka.client, "orders", partitions=len(_METADATAS))
+    r = kafka.client.post("/v1/groups/billing/offsets", json={"offsets": _http_offsets()})
+    assert r.status_code == 200, r.text
+    assert _over_http(kafka, "billing") == [(p, o, m) for p, o, m, _ in _READ_BACK]
+    with kafka.connect() as s:
+        assert _offset_fetch(s, "billing") == _READ_BACK
+
+
+def test_http_add_offsets_with_nul_and_backslashes_in_their_metadata_read_back_through_both_doors_once_committed(
+        kafka: Listener) -> None:
+    create_topic(kafka.client, "orders", partitions=len(_METADATAS))
+    producer = init_producer(kafka.client, "t")
+    begin(kafka.client, "t", producer)
+    r = kafka.client.post("/v1/transactions/t/offsets",
+                          json={**ident(producer), "group_id": "billing", "offsets": _http_offsets()})
+    assert r.status_code == 200, r.text
+    assert kafka.client.post("/v1/transactions/t/commit", json=ident(producer)).status_code == 200
+    assert _over_http(kafka, "billing") == [(p, o, m) for p, o, m, _ in _READ_BACK]
+    with kafka.connect() as s:
+        assert _offset_fetch(s, "billing") == _READ_BACK

@@ -43,7 +43,10 @@ HIGH_WATERMARK = ("the high watermark, how far read_uncommitted reads: the log e
                   "Prepare, Commit or Abort")
 Partition = Annotated[int, Meta(ge=0, le=MAX_INT32)]
 GenerationId = Annotated[int, Meta(ge=0, le=MAX_INT32)]
-OffsetMetadata = Annotated[str, Meta(max_length=OFFSET_METADATA_MAX_CHARS, pattern=TEXT_PATTERN)]
+# Any string, NUL included, as Kafka takes it (JSON carries NUL as \u0000): storage keeps it
+# escaped (app.storage.tables.OffsetMetadataText) and gives it back as committed.
+OffsetMetadata = Annotated[str, Meta(max_length=OFFSET_METADATA_MAX_CHARS,
+                                     description="any string, NUL included, read back as committed")]
 
 
 class RequestBody(msgspec.Struct, forbid_unknown_fields=True, frozen=True):
