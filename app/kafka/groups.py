@@ -11,7 +11,8 @@ changed a group, so a rebalance completed by another `serve` process is seen wit
 WAIT_POLL_S. What waits is bounded: each connection has one request in flight
 (OUTBOX_KAFKA_MAX_CONNECTIONS of them), a JoinGroup at most until its rebalance deadline (the
 members' rebalance timeouts, or a new group's initial rebalance delay, each at most
-OUTBOX_GROUP_MAX_SESSION_TIMEOUT_MS), a SyncGroup at most OUTBOX_GROUP_MAX_SESSION_TIMEOUT_MS."""
+OUTBOX_GROUP_MAX_SESSION_TIMEOUT_MS), a SyncGroup at most OUTBOX_GROUP_MAX_SESSION_TIMEOUT_MS;
+a JoinGroup whose client has gone stops waiting (`_joined`)."""
 
 from __future__ import annotations
 
@@ -32,7 +33,7 @@ from app.domain.errors import InvalidRequest, MemberIdRequired, OutboxError, Reb
 from app.domain.offsets import GroupMetadata, OffsetToStage, metadata_fits
 from app.kafka.auth import NOT_REQUESTED, access, authorized_operations, refusal_code
 from app.kafka.errors import error_code, metadata_code
-from app.kafka.protocol import build, client_host, client_id, response_module
+from app.kafka.protocol import ClientGone, build, client_gone, client_host, client_id, response_module
 
 JOIN_GROUP, SYNC_GROUP, HEARTBEAT, LEAVE_GROUP = 11, 14, 12, 13
 OFFSET_COMMIT, OFFSET_FETCH, DESCRIBE_GROUPS, LIST_GROUPS = 8, 9, 15, 16
@@ -107,15 +108,17 @@ class GroupApis:
         self._changed.set()
         self._changed = asyncio.Event()
 
-    async def _wait(self, seen: int) -> None:
+    async def _wait(self, seen: int, *, unless_gone: bool = False) -> None:
         """Until a request of this process changes a group, at most WAIT_POLL_S; at once if one
-        has since the waiting request noted `seen` (`_changes` before it last asked)."""
-        if self._changes != seen:
-            return
-        try:
-            await asyncio.wait_for(self._changed.wait(), WAIT_POLL_S)
-        except TimeoutError:
-            pass
+        has since the waiting request noted `seen` (`_changes` before it last asked).
+        `unless_gone`: ClientGone instead if the request's client has gone by then."""
+        if self._changes == seen:
+            try:
+                await asyncio.wait_for(self._changed.wait(), WAIT_POLL_S)
+            except TimeoutError:
+                pass
+        if unless_gone and client_gone():
+            raise ClientGone("the client of a waiting request has gone")
 
     # --- JoinGroup, SyncGroup, Heartbeat, LeaveGroup ---------------------------------------
 
@@ -178,7 +181,11 @@ class GroupApis:
         try:
             got = joining
             while not hasattr(got, "leader_id"):
-                await self._wait(seen)
+                # A client that has gone stops the wait: its asks only read what others do
+                # until the deadline, and the join phase ends without them all the same, by
+                # the next JoinGroup of the group or the expiry pass (GroupService.expire_members).
+                # Its member stays until then, as in Kafka, which keeps a vanished client's join.
+                await self._wait(seen, unless_gone=True)
                 if (handed := self._formed.pop(key, None)) is not None:
                     return handed
                 seen = self._changes

@@ -112,6 +112,11 @@ class CloseConnection(Exception):
     that failed (no answer is sent, so a closed connection is how the client learns of it)."""
 
 
+class ClientGone(Exception):
+    """The client of a request that waits (a JoinGroup at the barrier) has gone: the wait
+    ends, nothing is answered, and the connection is closed (`client_gone`)."""
+
+
 @dataclass(frozen=True, slots=True)
 class Request:
     api_key: int
@@ -153,6 +158,29 @@ def bind_client_host(value: str | None) -> contextvars.Token[str | None]:
 
 def unbind_client_host(token: contextvars.Token[str | None]) -> None:
     _CLIENT_HOST.reset(token)
+
+
+def _never_gone() -> bool:
+    return False
+
+
+_CLIENT_GONE: contextvars.ContextVar[typing.Callable[[], bool]] = contextvars.ContextVar(
+    "kafka_client_gone", default=_never_gone)
+
+
+def client_gone() -> bool:
+    """Whether the client of the request being handled has gone (the listener binds how its
+    connection tells, for the connection's lifetime): a request that waits on other clients
+    asks it before each ask of the service, so that a client that left stops costing them."""
+    return _CLIENT_GONE.get()()
+
+
+def bind_client_gone(check: typing.Callable[[], bool]) -> contextvars.Token[typing.Callable[[], bool]]:
+    return _CLIENT_GONE.set(check)
+
+
+def unbind_client_gone(token: contextvars.Token[typing.Callable[[], bool]]) -> None:
+    _CLIENT_GONE.reset(token)
 
 
 def prefix(frame: bytes) -> tuple[int, int, int]:

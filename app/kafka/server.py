@@ -138,6 +138,9 @@ class KafkaListener:
         self._per_host[host] = self._per_host.get(host, 0) + 1
         KAFKA_CONNECTIONS.inc()
         reason = "client"
+        # In the connection task's context, which its handlers run in: a request that waits on
+        # other clients asks it (groups.GroupApis._joined), and ends its wait once it is gone.
+        gone = protocol.bind_client_gone(lambda: _gone(reader, writer))
         try:
             reason = await self._serve(reader, writer)
         except (ConnectionError, asyncio.IncompleteReadError, ssl.SSLError):
@@ -145,6 +148,7 @@ class KafkaListener:
         except asyncio.CancelledError:
             reason = "shutdown"
         finally:
+            protocol.unbind_client_gone(gone)
             self._connections.discard(task)
             if self._per_host[host] == 1:
                 del self._per_host[host]
@@ -199,6 +203,8 @@ class KafkaListener:
             except protocol.CloseConnection as e:
                 logger.info("Kafka listener: closing the connection from %s: %s", _peer(writer), e)
                 return closing
+            except protocol.ClientGone:
+                return "client"  # nothing to answer, nobody to answer it to
             except OutboxError as e:
                 # A request without a field for an error (Metadata while the database is
                 # unreachable): the client reconnects and asks again, as after a broker restart.
@@ -457,6 +463,17 @@ def _unread(transport: asyncio.BaseTransport) -> int:
     except (OSError, ValueError, AttributeError):  # not Linux, or the socket already gone
         return size
     return size + int.from_bytes(queued, sys.byteorder, signed=True)
+
+
+def _gone(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> bool:
+    """Whether the client has gone while its request is answered, known without reading a
+    byte of what it sent since: its transport is closing (the connection was reset, or a TLS
+    connection closed: no answer can be written to it), or it closed its side having sent
+    nothing more (the reader at EOF with nothing left in it). A client that sent its next
+    request before closing its side is not gone: that request is answered. One that shut
+    its side down with nothing more to send, to read the answer alone, is taken for gone:
+    no Kafka client does that, and TCP tells it from a close by nothing but a write."""
+    return writer.is_closing() or reader.at_eof()
 
 
 def _waiter(writer: asyncio.StreamWriter, session: Session) -> str:

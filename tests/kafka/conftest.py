@@ -36,6 +36,7 @@ class Listener:
     host: str
     port: int
     client: Any  # the HTTP door's TestClient, on the same services
+    door: Any = None  # the KafkaListener itself, for a test that looks at what it holds
 
     @property
     def bootstrap(self) -> str:
@@ -59,7 +60,7 @@ def _listening(client: Any, services: Any) -> Iterator[Listener]:
     listener = KafkaListener(services, sock)
     client.portal.call(listener.start)
     try:
-        yield Listener("127.0.0.1", listener.port, client)
+        yield Listener("127.0.0.1", listener.port, client, listener)
     finally:
         client.portal.call(listener.stop)
 

@@ -280,3 +280,126 @@ def test_a_txn_offset_commit_with_metadata_past_kafkas_bound_is_refused_for_that
     assert [(p.partition_index, p.error_code) for p in answer.topics[0].partitions] == [
         (0, ErrorCode.offset_metadata_too_large), (1, ErrorCode.none)]
     assert _committed(kafka, "billing") == [("orders", 1, 5)]
+
+
+# --- A JoinGroup waiting at the barrier whose client has gone ---------------------------------
+
+_LONG_REBALANCE_S = 300  # the group's rebalance deadline: far beyond any wait of these tests
+
+
+def _joined_asks(kafka: Listener, monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The member ids a waiting JoinGroup asks the service about (ClassicGroupProtocol.joined),
+    one entry per ask, from now on."""
+    service = kafka.services.classic_group_protocol
+    asks: list[str] = []
+    joined = service.joined
+
+    def counted(group_id: str, member_id: str, *args: Any, **kwargs: Any) -> Any:
+        asks.append(member_id)
+        return joined(group_id, member_id, *args, **kwargs)
+
+    monkeypatch.setattr(service, "joined", counted)
+    return asks
+
+
+def _waiting_join(kafka: Listener, s: socket.socket) -> str:
+    """A new member of group "g" that joins (MEMBER_ID_REQUIRED first) with a rebalance timeout
+    of _LONG_REBALANCE_S, once it waits at the barrier: its member id. Its answer is not read."""
+    from tests.kafka.test_groups import JOIN_V, join, join_request
+
+    member_id = join(s, "g", rebalance_s=_LONG_REBALANCE_S, ask_member_id=False).member_id
+    s.sendall(frame(11, JOIN_V, join_request("g", member_id, rebalance_s=_LONG_REBALANCE_S)))
+    _until(lambda: ("g", member_id) in kafka.door.apis.groups._joining)
+    return member_id
+
+
+def _held(kafka: Listener) -> tuple[Any, ...]:
+    """What the door holds for waiting group requests, and its connections."""
+    groups = kafka.door.apis.groups
+    return groups._joining, groups._formed, groups._turns, len(kafka.door._connections)
+
+
+@pytest.mark.parametrize("goes", ["closes", "resets"])
+def test_a_join_waiting_at_the_barrier_gives_back_what_it_held_once_its_client_has_gone(
+        kafka: Listener, goes: str) -> None:
+    from tests.kafka.test_groups import _lone_member
+
+    create_topic(kafka.client, "orders")
+    a, _ = _lone_member(kafka)
+    with a:
+        b = kafka.connect()
+        _waiting_join(kafka, b)
+        if goes == "resets":
+            b.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))  # close() sends RST
+        b.close()
+        # Its wait ended (no entry of it left), its connection's slot given back: A's alone.
+        _until(lambda: _held(kafka) == ({}, {}, {}, 1))
+
+
+def test_a_rebalance_whose_only_waiter_has_gone_is_completed_by_the_expiry_pass_with_that_member(
+        kafka: Listener, clock: Any) -> None:
+    from tests.kafka.test_groups import _lone_member, heartbeat
+    from tests.kafka.test_static_membership import _describe
+
+    create_topic(kafka.client, "orders")
+    a, a_id = _lone_member(kafka)
+    with a:
+        with kafka.connect() as b:
+            b_id = _waiting_join(kafka, b)
+        _until(lambda: _held(kafka) == ({}, {}, {}, 1))
+        clock.advance(_LONG_REBALANCE_S * 1000 + 1)
+        kafka.services.groups.expire_members(clock())
+        # As had B's JoinGroup waited on: A, which did not join again, is removed at the
+        # deadline, and B, which did, forms generation 2 alone, as its leader.
+        described = _describe(a)
+        assert (described.group_state, [m.member_id for m in described.members]) == ("CompletingRebalance", [b_id])
+        assert heartbeat(a, "g", 1, a_id) == ErrorCode.unknown_member_id
+
+
+def test_a_member_still_waiting_is_answered_at_the_deadline_with_the_member_whose_client_has_gone(
+        kafka: Listener, clock: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    from tests.kafka.test_groups import _lone_member, in_thread, join
+
+    create_topic(kafka.client, "orders")
+    asks = _joined_asks(kafka, monkeypatch)
+    a, _ = _lone_member(kafka)
+    with a, kafka.connect() as c:
+        with kafka.connect() as b:
+            b_id = _waiting_join(kafka, b)
+        _until(lambda: _held(kafka) == ({}, {}, {}, 2))
+        gone_at = len(asks)
+        clock.advance(1)  # B joined first: it leads the generation
+        waiting, c_joined = in_thread(join, c, "g", rebalance_s=_LONG_REBALANCE_S)
+        _until(lambda: len(kafka.door.apis.groups._joining) == 1)
+        clock.advance(_LONG_REBALANCE_S * 1000)
+        waiting.join(IO_TIMEOUT_S)
+        (joined,) = c_joined
+        # A did not join again and is removed; B's member stays in the generation, as in Kafka.
+        assert (joined.error_code, joined.generation_id, joined.leader, joined.members) == (
+            ErrorCode.none, 2, b_id, ())
+        assert set(asks[gone_at:]) == {joined.member_id}  # nothing asked for B since its client went
+
+
+def test_a_join_whose_client_sent_its_next_request_and_closed_its_side_is_answered_and_so_is_the_next(
+        kafka: Listener, monkeypatch: pytest.MonkeyPatch) -> None:
+    from tests.kafka.conftest import response
+    from tests.kafka.test_groups import JOIN_V, _lone_member, join
+
+    create_topic(kafka.client, "orders")
+    asks = _joined_asks(kafka, monkeypatch)
+    a, a_id = _lone_member(kafka)
+    with a, kafka.connect() as b:
+        b_id = _waiting_join(kafka, b)
+        b.sendall(frame(18, 3, _API_VERSIONS, correlation_id=8))
+        b.shutdown(socket.SHUT_WR)
+        asked = asks.count(b_id)
+        _until(lambda: asks.count(b_id) >= asked + 2)  # it went on asking after the door saw the end
+        rejoined = join(a, "g", a_id)
+        assert sorted(m.member_id for m in rejoined.members) == sorted([a_id, b_id])
+        correlation_id, b_joined = response(11, JOIN_V, read_frame(b))  # type: ignore[arg-type]
+        assert (correlation_id, b_joined.error_code, b_joined.generation_id, b_joined.leader) == (
+            7, ErrorCode.none, 2, a_id)
+        assert response(18, 3, read_frame(b))[0] == 8  # type: ignore[arg-type]
+
+
+_API_VERSIONS = request_class(18, 3)(client_software_name="test", client_software_version="1")  # type: ignore[misc]

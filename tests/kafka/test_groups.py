@@ -51,16 +51,24 @@ def join(s: Any, group: str, member_id: str = "", *, protocol_type: str = "consu
     """A JoinGroup, joined as a client does: a new member (no `member_id`) is answered
     MEMBER_ID_REQUIRED with its id (KIP-394) and joins again with it at once, unless
     `ask_member_id` is False (the first answer is returned)."""
-    proto = _nested(11, JOIN_V, "JoinGroupRequestProtocol")
-    body = request_class(11, JOIN_V)(  # type: ignore[misc]
-        group_id=group, session_timeout=session_s * S, rebalance_timeout=rebalance_s * S, member_id=member_id,
-        group_instance_id=extra.get("group_instance_id"), protocol_type=protocol_type,
-        protocols=tuple(proto(name=n, metadata=m) for n, m in protocols))
+    body = join_request(group, member_id, protocol_type=protocol_type, protocols=protocols, session_s=session_s,
+                        rebalance_s=rebalance_s, group_instance_id=extra.get("group_instance_id"))
     answer = ask(s, 11, JOIN_V, body, client_id=client_id)
     if not member_id and ask_member_id and answer.error_code == ErrorCode.member_id_required:
         return join(s, group, answer.member_id, protocol_type=protocol_type, protocols=protocols,
                     session_s=session_s, rebalance_s=rebalance_s, client_id=client_id, **extra)
     return answer
+
+
+def join_request(group: str, member_id: str = "", *, protocol_type: str = "consumer",
+                 protocols: tuple[tuple[str, bytes], ...] = (("range", subscription("orders")),),
+                 session_s: int = 10, rebalance_s: int = 10, group_instance_id: str | None = None) -> Any:
+    """The JoinGroup request `join` sends (version JOIN_V)."""
+    proto = _nested(11, JOIN_V, "JoinGroupRequestProtocol")
+    return request_class(11, JOIN_V)(  # type: ignore[misc]
+        group_id=group, session_timeout=session_s * S, rebalance_timeout=rebalance_s * S, member_id=member_id,
+        group_instance_id=group_instance_id, protocol_type=protocol_type,
+        protocols=tuple(proto(name=n, metadata=m) for n, m in protocols))
 
 
 def sync(s: Any, group: str, generation: int, member_id: str, given: dict[str, bytes] | None = None,
