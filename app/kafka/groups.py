@@ -183,8 +183,9 @@ class GroupApis:
             while not hasattr(got, "leader_id"):
                 # A client that has gone stops the wait: its asks only read what others do
                 # until the deadline, and the join phase ends without them all the same, by
-                # the next JoinGroup of the group or the expiry pass (GroupService.expire_members).
-                # Its member stays until then, as in Kafka, which keeps a vanished client's join.
+                # another waiter's ask, the group's next JoinGroup or the expiry pass
+                # (GroupService.expire_members). Its member stays, as Kafka keeps a vanished
+                # client's join: the phase ends with it as if it had waited on.
                 await self._wait(seen, unless_gone=True)
                 if (handed := self._formed.pop(key, None)) is not None:
                     return handed
