@@ -46,6 +46,16 @@ _NO_WAIT = datetime.timedelta(0)
 _MS = datetime.timedelta(milliseconds=1)
 
 
+class _Waiting:
+    """A JoinGroup of this process waiting at the barrier for `generation_id` (GroupApis._joined),
+    one object a request, told apart from another request of the same member by identity."""
+
+    __slots__ = ("generation_id",)
+
+    def __init__(self, generation_id: int) -> None:
+        self.generation_id = generation_id
+
+
 class GroupApis:
     def __init__(self, services: Any) -> None:
         self.groups = services.groups
@@ -67,8 +77,11 @@ class GroupApis:
         # generation a database read later than the leader, which syncs, gives a partition up
         # and joins again at once (a cooperative consumer): where that JoinGroup came first,
         # the follower's SyncGroup was refused and it never saw its assignment of the generation.
-        # Only answers for requests waiting here are kept, each until its request ends.
-        self._joining: dict[tuple[str, str], int] = {}
+        # Only answers for requests waiting here are kept, each until its request ends. A
+        # request ends only its own registration: a member whose connection dropped joins again
+        # on a new one while its first request may still be waiting (until it sees its client
+        # gone), and that one's end must not take the new request's place or handed answer.
+        self._joining: dict[tuple[str, str], _Waiting] = {}
         self._formed: dict[tuple[str, str], Any] = {}
         # Each group's turn (`_in_turn`) and how many requests hold or wait for it.
         self._turns: dict[str, tuple[asyncio.Lock, int]] = {}
@@ -177,7 +190,7 @@ class GroupApis:
         handed over by the request that formed its generation, else asked of the service each
         time this process changes a group, or WAIT_POLL_S has passed."""
         key = (group_id, joining.member_id)
-        self._joining[key] = joining.generation_id
+        mine = self._joining[key] = _Waiting(joining.generation_id)
         try:
             got = joining
             while not hasattr(got, "leader_id"):
@@ -187,7 +200,7 @@ class GroupApis:
                 # (GroupService.expire_members). Its member stays, as Kafka keeps a vanished
                 # client's join: the phase ends with it as if it had waited on.
                 await self._wait(seen, unless_gone=True)
-                if (handed := self._formed.pop(key, None)) is not None:
+                if self._joining.get(key) is mine and (handed := self._formed.pop(key, None)) is not None:
                     return handed
                 seen = self._changes
                 got = await asyncio.to_thread(self.protocol.joined, group_id, joining.member_id,
@@ -195,8 +208,9 @@ class GroupApis:
                 self._hand_over(group_id, got)
             return got
         finally:
-            self._joining.pop(key, None)
-            self._formed.pop(key, None)
+            if self._joining.get(key) is mine:
+                del self._joining[key]
+                self._formed.pop(key, None)
 
     def _hand_over(self, group_id: str, got: Any) -> None:
         """The answers a request that formed a generation carries (Joined.others) to the
@@ -204,7 +218,8 @@ class GroupApis:
         them (`_notify`)."""
         for other in getattr(got, "others", ()):
             key = (group_id, other.member_id)
-            if self._joining.get(key) == other.generation_id:
+            waiting = self._joining.get(key)
+            if waiting is not None and waiting.generation_id == other.generation_id:
                 self._formed[key] = other
 
     def _hand_out(self, group_id: str, member_id: str, session_timeout_ms: int) -> None:

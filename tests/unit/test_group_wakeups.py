@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 from kio.schema.errors import ErrorCode
 
-from app.kafka import auth
+from app.kafka import auth, protocol
 from app.kafka import groups as kafka_groups
 from app.kafka.groups import JOIN_GROUP, SYNC_GROUP, GroupApis
 from app.kafka.protocol import request_class
@@ -188,3 +188,40 @@ def test_a_groups_requests_reach_the_service_in_the_order_they_came() -> None:
     assert (synced.error_code, bytes(synced.assignment), rejoined.error_code) == (ErrorCode.none, b"for-m-1",
                                                                                 ErrorCode.none)
     assert asks == ["sync", "sync answered", "join"]
+
+
+def test_a_gone_clients_waiting_joingroup_leaves_the_same_members_new_joingroup_its_hand_over() -> None:
+    """A member whose connection dropped joins again on a new one while its first JoinGroup
+    still waits; the first then sees its client gone and ends. It must end only its own wait:
+    the new JoinGroup is still answered with what the request forming the generation hands
+    over, not by asking the service again (which here would answer otherwise)."""
+    follower = Joined("m-1", 1, "consumer", "range", "m-0", [])
+    leader = Joined("m-0", 1, "consumer", "range", "m-0", [("m-0", None, b""), ("m-1", None, b"")], (follower,))
+
+    async def in_connection(gone: Callable[[], bool], call: Callable[[], Any]) -> Any:
+        token = protocol.bind_client_gone(gone)
+        try:
+            return await _handled(call)
+        finally:
+            protocol.unbind_client_gone(token)
+
+    async def scenario() -> tuple[BaseException | None, Any, list[str]]:
+        first_gone = False
+        stand_in = _Protocol(asyncio.get_running_loop(), {
+            "join": [Joining("m-1", 1), Joining("m-1", 1), leader],
+            "joined": [Joined("m-1", 1, "consumer", "range", "asked-again", [])]}, ("none", 0), lambda: None)
+        apis = _apis(stand_in)
+        first = asyncio.create_task(in_connection(lambda: first_gone, lambda: apis.join_group(_join_body(), 5)))
+        while ("g", "m-1") not in apis._joining:
+            await asyncio.sleep(0.01)
+        first_gone = True  # its connection dropped; it notices when next woken
+        again = asyncio.create_task(in_connection(lambda: False, lambda: apis.join_group(_join_body(), 5)))
+        ended = (await asyncio.gather(first, return_exceptions=True))[0]
+        await _handled(lambda: apis.join_group(_join_body(member_id="m-0"), 5))
+        return ended, await again, stand_in.asks
+
+    ended, answer, asks = asyncio.run(scenario())
+
+    assert isinstance(ended, protocol.ClientGone)
+    assert (answer.error_code, answer.member_id, answer.generation_id, answer.leader) == (ErrorCode.none, "m-1", 1, "m-0")
+    assert asks == ["join", "join", "join"]
