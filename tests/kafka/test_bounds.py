@@ -26,7 +26,8 @@ from tests.kafka.conftest import IO_TIMEOUT_S, Listener, ask, closed, frame, lis
 from tests.kafka.secured import Secured
 from tests.kafka.test_door_metrics import _added
 from tests.kafka.test_transactions import _add_offsets, _committed, _end, _init
-from tests.kafka.test_wire import _fetch, _partition_answer, _produce, _records, _stored
+from tests.kafka.test_wire import (_fetch, _partition_answer, _produce, _records, _refused_then_a_good_batch_taken,
+                                   _stored)
 
 pytestmark = pytest.mark.kafka
 
@@ -154,12 +155,7 @@ def test_a_batch_whose_header_names_records_its_bytes_do_not_hold_is_an_invalid_
     struct.pack_into(">i", records, _LAST_OFFSET_DELTA_AT, last_offset_delta)
     struct.pack_into(">i", records, _RECORD_COUNT_AT, count)
     struct.pack_into(">I", records, _CRC_AT, calc_crc32c(bytes(records[_CRC_FROM:])))
-    with kafka.connect() as s:
-        refused = _partition_answer(ask(s, 0, 9, _produce("orders", 0, bytes(records))))
-        taken = _partition_answer(ask(s, 0, 9, _produce("orders", 0, _records([b'"b"']))))
-    assert (refused.error_code, refused.base_offset) == (ErrorCode.invalid_record, -1)
-    assert (taken.error_code, taken.base_offset) == (ErrorCode.none, 0)
-    assert _stored(kafka) == [(0, None, "b")]
+    _refused_then_a_good_batch_taken(kafka, bytes(records))
 
 
 def _spied_on_loop(monkeypatch: pytest.MonkeyPatch) -> dict[str, bool]:

@@ -194,8 +194,14 @@ def test_a_header_name_that_is_not_utf8_is_an_invalid_record_and_the_connection_
     at = records.index("h\u00e9".encode())
     records[at + 1:at + 3] = b"\xff\xfe"  # the name's bytes, no longer UTF-8, under a CRC that matches
     struct.pack_into(">I", records, 17, calc_crc32c(bytes(records[21:])))
+    _refused_then_a_good_batch_taken(kafka, bytes(records))
+
+
+def _refused_then_a_good_batch_taken(kafka: Listener, records: bytes) -> None:
+    """`records`, produced to orders/0, is an invalid record, written nowhere; a good batch sent
+    next on the same connection is taken: the connection was kept."""
     with kafka.connect() as s:
-        refused = _partition_answer(ask(s, 0, 9, _produce("orders", 0, bytes(records))))
+        refused = _partition_answer(ask(s, 0, 9, _produce("orders", 0, records)))
         taken = _partition_answer(ask(s, 0, 9, _produce("orders", 0, _records([b'"b"']))))
     assert (refused.error_code, refused.base_offset) == (ErrorCode.invalid_record, -1)
     assert (taken.error_code, taken.base_offset) == (ErrorCode.none, 0)
