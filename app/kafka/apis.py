@@ -394,8 +394,9 @@ class Apis:
         Produce of version 12 or later (transaction version 2) begins the producer's next
         transaction if none is open, as Kafka's partition leader adds the partition to it."""
         spoken = None if transactional_id is None else transaction_version(0, version)
+        raw = bytes(data or b"")
         try:
-            batches = records.read_batches(bytes(data or b""))
+            batches = records.read_batches(raw)
         except Exception as e:  # noqa: BLE001 - aiokafka's reader raises several kinds for bytes it cannot read
             return Produced(ErrorCode.corrupt_message, f"the record batches cannot be read: {e}", -1)
         if len(batches) != 1:
@@ -410,7 +411,7 @@ class Apis:
         if (transactional_id is not None) != batch.is_transactional:
             return Produced(ErrorCode.invalid_request if transactional_id is None else ErrorCode.invalid_record,
                             "a transactional record batch goes with the request's transactional_id, and only it", -1)
-        count = records.record_count(bytes(data or b""))
+        count = records.record_count(raw)
         if count < 1:
             return Produced(ErrorCode.invalid_record, "a record batch holds at least one record", -1)
         if count != batch.last_offset_delta + 1:
@@ -420,16 +421,21 @@ class Apis:
                             f"deltas run to {batch.last_offset_delta}", -1)
         try:
             check_record_count(count, self.settings.max_records_per_request)
-            check_decompressed_size(bytes(data or b""), batch.compression_type,
+            check_decompressed_size(raw, batch.compression_type,
                                     self.settings.kafka_socket_request_max_bytes)
             producer = batch.producer_id != records.NO_PRODUCER_ID
-            value_format = self._value_format(topic)
-            try:
-                send = records.send_batch(topic, partition, batch, self.services.clock(), value_format)
+
+            def appended(batch: DefaultRecordBatch, value_format: ValueFormat) -> Any:
                 (result,) = self.services.log.send(
-                    [send], producer_id=batch.producer_id if producer else None,
+                    [records.send_batch(topic, partition, batch, self.services.clock(), value_format)],
+                    producer_id=batch.producer_id if producer else None,
                     producer_epoch=batch.producer_epoch if producer else None, transactional_id=transactional_id,
                     transaction_version=spoken)
+                return result
+
+            value_format = self._value_format(topic)
+            try:
+                result = appended(batch, value_format)
             except InvalidRecord:
                 if self._value_format(topic, again=True) is value_format:
                     raise
@@ -437,13 +443,8 @@ class Apis:
                 # remembered: build the batch for the format it has now, once, from the bytes
                 # read afresh (aiokafka's batch reads its records once; a second pass found none
                 # and raised, and the client's retry on a new connection had done the rest).
-                (batch,) = records.read_batches(bytes(data or b""))
-                send = records.send_batch(topic, partition, batch, self.services.clock(),
-                                          self._value_format(topic))
-                (result,) = self.services.log.send(
-                    [send], producer_id=batch.producer_id if producer else None,
-                    producer_epoch=batch.producer_epoch if producer else None, transactional_id=transactional_id,
-                    transaction_version=spoken)
+                (batch,) = records.read_batches(raw)
+                result = appended(batch, self._value_format(topic))
         except InvalidRecord as e:
             return Produced(ErrorCode.invalid_record, e.message, -1, e.record_indexes)
         except ConcurrentTransactions as e:

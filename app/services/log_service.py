@@ -78,8 +78,9 @@ def batches_to_append(conn: Connection, batches: list[SendBatch],
         topic = by_name[b.topic]
         topics.check_partition(topic, b.partition)
         b = for_topic(b, topic.config.value_format)
-        keyless = [i for i, r in enumerate(b.records) if r.key is None]
-        if topic.config.cleanup_policy.compacts and keyless:
+        # Only a compacted topic's batches are walked: a Send's hot path to every other topic.
+        if topic.config.cleanup_policy.compacts and (keyless := [i for i, r in enumerate(b.records)
+                                                                 if r.key is None]):
             # As Kafka: compaction keeps each key's latest record; a record without a
             # key has nothing to be compacted against. Which records, by their index in the
             # batch: Kafka's Produce names each (KIP-467), and a client fails those with
@@ -101,7 +102,7 @@ def batches_to_append(conn: Connection, batches: list[SendBatch],
         check_record_size(topic.name, b.partition, *largest, topic.config.max_message_bytes)
         to_append.append(
             BatchToAppend(topic.topic_id, b.partition, b.records, b.base_sequence, b.expected_offset, size,
-                                 b.value_format)
+                          b.value_format)
         )
     return to_append
 
