@@ -60,8 +60,16 @@ from app.storage.dialect import RowLock
 from app.storage.engine import Database, after_commit
 
 
-# The most groups one write transaction of the expiry pass locks and expires (expire_members).
+# The most groups one write transaction of the expiry pass locks and expires (expire_members)
+# or deletes (delete_empty_groups).
 EXPIRY_CHUNK_GROUPS = 100
+# How long a group without members and offsets is kept (delete_empty_groups): Kafka's
+# offsets.retention.check.interval.ms, the longest its coordinator keeps such a group. Meanwhile
+# ListGroups and DescribeGroups show it Empty, and its generation goes on from where it was
+# when a consumer joins again.
+EMPTY_GROUP_RETENTION_MS = 10 * 60 * 1000
+# The most empty groups one pass deletes: a pass holds their ids; the next pass takes the rest.
+EMPTY_GROUPS_PER_PASS = 1_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -263,9 +271,8 @@ class GroupService:
     def leave(self, group_id: str, member_id: str) -> None:
         now = self.clock()
         with self.db.write() as conn:
-            # The row locked if there is one, never created (groups.lock_group would): leaving
-            # a group that does not exist creates nothing.
-            exists = groups.generation(conn, group_id, lock=RowLock.UPDATE) is not None
+            # Leaving a group that does not exist creates nothing.
+            exists = groups.lock_existing_group(conn, group_id)
             current = {m.member_id: m for m in groups.members(conn, group_id)} if exists else {}
             if member_id not in current:
                 raise UnknownMemberId(f"{member_id!r} is not a member of group {group_id!r}")
@@ -401,15 +408,40 @@ class GroupService:
         with self.db.read() as conn:
             candidates = groups.groups_with_expired_members(conn, now_ms)
             candidates = sorted(set(candidates) | set(groups.groups_past_rebalance_deadline(conn, now_ms)))
-        if not candidates:
-            return 0
-        removed = 0
-        for i in range(0, len(candidates), EXPIRY_CHUNK_GROUPS):
+        return self._each_locked(candidates, lambda conn, group_id: self._expire_group(conn, group_id, now_ms))
+
+    def delete_empty_groups(self, now_ms: int) -> int:
+        """Delete the groups that have had no member and no offset (committed, or staged by an
+        unfinished transaction) for EMPTY_GROUP_RETENTION_MS, as Kafka's coordinator deletes an
+        Empty group without offsets when it next checks its offsets' retention; returns how
+        many. A JoinGroup creates its group's row, and a client that names a new group in each
+        and goes away would otherwise leave a row per name forever. At most
+        EMPTY_GROUPS_PER_PASS a pass, in transactions of EXPIRY_CHUNK_GROUPS groups, locked in
+        group id order as expire_members locks them; not durable, as expire_members' (a
+        deletion lost in a crash is made again by the next pass).
+
+        What goes is the row (its generation, its protocol type): a commit that still carries
+        one of the group's generations names a member that is gone and is refused
+        UNKNOWN_MEMBER_ID, as after the member left. A simple consumer's commit racing the
+        deletion keeps its offsets: the group is then one known by its offsets alone."""
+        kept_since = now_ms - EMPTY_GROUP_RETENTION_MS
+        with self.db.read() as conn:
+            candidates = groups.empty_groups(conn, kept_since, EMPTY_GROUPS_PER_PASS)
+        return self._each_locked(candidates, lambda conn, group_id: int(
+            groups.delete_if_empty(conn, group_id, kept_since)))
+
+    def _each_locked(self, group_ids: list[str], each: Callable[[Connection, str], int]) -> int:
+        """`each(conn, group_id)` for the groups of `group_ids` (sorted) that still exist, their
+        rows locked, in write transactions of EXPIRY_CHUNK_GROUPS groups; the sum of what it
+        returned. Not lock_group: a group deleted since the caller read its id (by DeleteGroups,
+        once its members' sessions ended, or by another pass) is not created again."""
+        done = 0
+        for i in range(0, len(group_ids), EXPIRY_CHUNK_GROUPS):
             with self.db.write(durable=False) as conn:
-                for group_id in candidates[i:i + EXPIRY_CHUNK_GROUPS]:
-                    groups.lock_group(conn, group_id, now_ms)
-                    removed += self._expire_group(conn, group_id, now_ms)
-        return removed
+                for group_id in group_ids[i:i + EXPIRY_CHUNK_GROUPS]:
+                    if groups.lock_existing_group(conn, group_id):
+                        done += each(conn, group_id)
+        return done
 
     def _expire_group(self, conn: Connection, group_id: str, now_ms: int) -> int:
         """The expiry pass for one group, whose row the caller has locked: removes the members

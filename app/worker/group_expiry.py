@@ -1,7 +1,8 @@
 """Group expiry: removes consumer group members whose session timed out (no heartbeat within
-their session_timeout_ms) and rebalances their groups, every OUTBOX_COORDINATOR_INTERVAL_MS
-beside the coordinator worker. Several may run at once: GroupService.expire_members locks
-each group's row before it looks at its members."""
+their session_timeout_ms) and rebalances their groups, then deletes the groups left without
+members and offsets for EMPTY_GROUP_RETENTION_MS (GroupService.delete_empty_groups), every
+OUTBOX_COORDINATOR_INTERVAL_MS beside the coordinator worker. Several may run at once:
+GroupService locks each group's row before it looks at its members."""
 
 from __future__ import annotations
 
@@ -16,9 +17,10 @@ from app.worker.chore import Chore, ChoreConfig, Sleeper, wait_on
 @dataclass(frozen=True, slots=True)
 class GroupExpiryPass:
     expired_members: int
+    deleted_groups: int = 0  # empty groups deleted (GroupService.delete_empty_groups)
 
     def __bool__(self) -> bool:
-        return bool(self.expired_members)
+        return bool(self.expired_members or self.deleted_groups)
 
 
 class GroupExpiryWorker(Chore):
@@ -31,4 +33,7 @@ class GroupExpiryWorker(Chore):
         self.groups = groups
 
     def _pass(self, now: int) -> GroupExpiryPass:
-        return GroupExpiryPass(self.groups.expire_members(now))
+        # Members first: a group whose last member this pass removed has just changed, and is
+        # kept its EMPTY_GROUP_RETENTION_MS from now.
+        expired = self.groups.expire_members(now)
+        return GroupExpiryPass(expired, self.groups.delete_empty_groups(now))

@@ -1,0 +1,124 @@
+"""Empty groups do not stay forever: the group-expiry pass deletes a group that has had no
+member and no offset (committed, or staged by an unfinished transaction) for
+EMPTY_GROUP_RETENTION_MS (GroupService.delete_empty_groups), as Kafka's coordinator deletes an
+Empty group without offsets. On both databases; time is the test's clock."""
+
+from __future__ import annotations
+
+import pytest
+from sqlalchemy import select
+
+from app.services.group_service import EMPTY_GROUP_RETENTION_MS
+from app.storage.tables import consumer_groups
+from app.worker.chore import ChoreConfig
+from app.worker.group_expiry import GroupExpiryPass, GroupExpiryWorker
+from tests.helpers import begin, create_topic, ident, init_producer
+
+SESSION_MS = 10_000
+
+
+@pytest.fixture
+def worker(services, clock) -> GroupExpiryWorker:  # type: ignore[no-untyped-def]
+    return GroupExpiryWorker(services.groups, clock, ChoreConfig(interval_ms=50))
+
+
+def _join(client, group: str) -> dict:  # type: ignore[no-untyped-def]
+    r = client.post(f"/v1/groups/{group}/members", json={"topics": ["in"], "session_timeout_ms": SESSION_MS})
+    assert r.status_code == 200, r.text
+    return r.json()
+
+
+def _group_rows(database) -> list[tuple[str, int]]:  # type: ignore[no-untyped-def]
+    with database.read() as conn:
+        return [tuple(r) for r in conn.execute(  # type: ignore[misc]
+            select(consumer_groups.c.group_id, consumer_groups.c.generation_id).order_by(consumer_groups.c.group_id))]
+
+
+def test_a_group_its_last_member_left_is_kept_for_the_retention_then_deleted(  # type: ignore[no-untyped-def]
+        client, database, clock, worker) -> None:
+    create_topic(client, "in", 1)
+    m = _join(client, "g")
+    assert client.delete(f"/v1/groups/g/members/{m['member_id']}").status_code == 204
+    clock.advance(EMPTY_GROUP_RETENTION_MS)  # its last moment
+
+    assert worker.run_once(clock()) == GroupExpiryPass(0, 0)
+    assert _group_rows(database) == [("g", 2)]
+    clock.advance(1)
+    assert worker.run_once(clock()) == GroupExpiryPass(0, 1)
+
+    assert _group_rows(database) == []
+    assert client.get("/v1/groups").json()["groups"] == []
+    r = client.get("/v1/groups/g")
+    assert (r.status_code, r.json()["error_code"]) == (404, "GROUP_ID_NOT_FOUND")
+
+
+def test_a_group_whose_client_went_away_is_deleted_a_retention_after_its_member_expired(  # type: ignore[no-untyped-def]
+        client, database, clock, worker) -> None:
+    create_topic(client, "in", 1)
+    _join(client, "g")
+    clock.advance(SESSION_MS + 1)
+
+    assert worker.run_once(clock()) == GroupExpiryPass(1, 0)  # emptied now: kept from now on
+    clock.advance(EMPTY_GROUP_RETENTION_MS + 1)
+    assert worker.run_once(clock()) == GroupExpiryPass(0, 1)
+    assert _group_rows(database) == []
+
+
+def test_an_empty_group_with_committed_offsets_is_kept(client, database, clock, worker) -> None:  # type: ignore[no-untyped-def]
+    create_topic(client, "in", 1)
+    m = _join(client, "g")
+    r = client.post("/v1/groups/g/offsets", json={"offsets": [{"topic": "in", "partition": 0, "offset": 3}],
+                                                   "generation_id": 1, "member_id": m["member_id"]})
+    assert r.status_code == 200, r.text
+    client.delete(f"/v1/groups/g/members/{m['member_id']}")
+    clock.advance(EMPTY_GROUP_RETENTION_MS + 1)
+
+    assert worker.run_once(clock()) == GroupExpiryPass(0, 0)
+    assert _group_rows(database) == [("g", 2)]
+    assert [(o["topic"], o["partition"], o["offset"]) for o in client.get("/v1/groups/g/offsets").json()["offsets"]] \
+        == [("in", 0, 3)]
+
+
+def test_an_empty_group_whose_offsets_an_unfinished_transaction_staged_is_kept(  # type: ignore[no-untyped-def]
+        client, database, clock, worker) -> None:
+    create_topic(client, "in", 1)
+    m = _join(client, "g")
+    client.delete(f"/v1/groups/g/members/{m['member_id']}")
+    p = init_producer(client, "tx")
+    begin(client, "tx", p)
+    r = client.post("/v1/transactions/tx/offsets", json={
+        **ident(p), "group_id": "g", "offsets": [{"topic": "in", "partition": 0, "offset": 1}]})
+    assert r.status_code == 200, r.text
+    clock.advance(EMPTY_GROUP_RETENTION_MS + 1)
+
+    assert worker.run_once(clock()) == GroupExpiryPass(0, 0)
+    assert _group_rows(database) == [("g", 2)]
+
+
+def test_a_deleted_group_refuses_its_former_members_commit_and_starts_again_at_generation_one(  # type: ignore[no-untyped-def]
+        client, database, clock, worker) -> None:
+    create_topic(client, "in", 1)
+    m = _join(client, "g")
+    client.delete(f"/v1/groups/g/members/{m['member_id']}")
+    clock.advance(EMPTY_GROUP_RETENTION_MS + 1)
+    assert worker.run_once(clock()) == GroupExpiryPass(0, 1)
+
+    r = client.post("/v1/groups/g/offsets", json={"offsets": [{"topic": "in", "partition": 0, "offset": 3}],
+                                                   "generation_id": 1, "member_id": m["member_id"]})
+    assert (r.status_code, r.json()["error_code"]) == (409, "UNKNOWN_MEMBER_ID")
+    again = _join(client, "g")
+    assert again["generation_id"] == 1
+    assert _group_rows(database) == [("g", 1)]
+
+
+def test_a_pass_deletes_at_most_empty_groups_per_pass(  # type: ignore[no-untyped-def]
+        client, database, clock, worker, monkeypatch) -> None:
+    from app.services import group_service
+    monkeypatch.setattr(group_service, "EMPTY_GROUPS_PER_PASS", 2)
+    create_topic(client, "in", 1)
+    for g in ("a", "b", "c"):
+        client.delete(f"/v1/groups/{g}/members/{_join(client, g)['member_id']}")
+    clock.advance(EMPTY_GROUP_RETENTION_MS + 1)
+
+    assert [worker.run_once(clock()).deleted_groups for _ in range(3)] == [2, 1, 0]
+    assert _group_rows(database) == []
