@@ -227,6 +227,15 @@ def lock_existing_group(conn: Connection, group_id: str) -> bool:
     return generation(conn, group_id, lock=RowLock.UPDATE) is not None
 
 
+def lock_existing_groups(conn: Connection, group_ids: list[str]) -> list[str]:
+    """lock_existing_group for several groups in one statement: the rows of those that exist,
+    locked in group id order (the order every pass locks them in, so that two passes wait for
+    each other rather than deadlock), and their ids in that order."""
+    stmt = (select(consumer_groups.c.group_id).where(consumer_groups.c.group_id.in_(group_ids))
+            .order_by(consumer_groups.c.group_id))
+    return list(conn.execute(dialect.lock_row(conn.dialect.name, stmt, RowLock.UPDATE)).scalars())
+
+
 def _empty_since(updated_before_ms: int) -> Any:
     """Of the groups' rows: those with no member and no offset, committed or staged by an
     unfinished transaction, whose row has not changed since before `updated_before_ms` (a
@@ -245,16 +254,15 @@ def empty_groups(conn: Connection, updated_before_ms: int, limit: int) -> list[s
         select(consumer_groups.c.group_id).where(*_empty_since(updated_before_ms)).limit(limit)).scalars())
 
 
-def delete_if_empty(conn: Connection, group_id: str, updated_before_ms: int) -> bool:
-    """Deletes the group's row if it is still empty since before `updated_before_ms`; whether it
-    did. The caller has locked the row (lock_existing_group) in an earlier statement: a join
-    adds its member under that lock, and this statement, which starts once it is held, sees
-    what the join committed. A statement that waited for a join's lock itself would have
-    PostgreSQL re-check the group's row alone, not the members it counted before it waited:
-    it would then keep a joined group only because every join also writes the row's
-    updated_ms."""
+def delete_if_empty(conn: Connection, group_ids: list[str], updated_before_ms: int) -> int:
+    """Deletes the rows of those of `group_ids` still empty since before `updated_before_ms`;
+    how many. The caller has locked the rows (lock_existing_groups) in an earlier statement: a
+    join adds its member under that lock, and this statement, which starts once it is held,
+    sees what the join committed. A statement that waited for a join's lock itself would have
+    PostgreSQL re-check the group's row alone, not the members it counted before it waited: it
+    would then keep a joined group only because every join also writes the row's updated_ms."""
     return conn.execute(delete(consumer_groups).where(
-        consumer_groups.c.group_id == group_id, *_empty_since(updated_before_ms))).rowcount > 0
+        consumer_groups.c.group_id.in_(group_ids), *_empty_since(updated_before_ms))).rowcount
 
 
 def groups_with_expired_members(conn: Connection, now_ms: int) -> list[str]:

@@ -1,7 +1,8 @@
 """Group expiry: removes consumer group members whose session timed out (no heartbeat within
 their session_timeout_ms) and rebalances their groups, then deletes the groups left without
-members and offsets for EMPTY_GROUP_RETENTION_MS (GroupService.delete_empty_groups), every
-OUTBOX_COORDINATOR_INTERVAL_MS beside the coordinator worker. Several may run at once:
+members and offsets for EMPTY_GROUP_RETENTION_MS (GroupService.delete_empty_groups, looked
+for every EMPTY_GROUP_CHECK_INTERVAL_MS), every OUTBOX_COORDINATOR_INTERVAL_MS beside the
+coordinator worker. Several may run at once:
 GroupService locks each group's row before it looks at its members."""
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ from dataclasses import dataclass
 
 from app import metrics
 from app.domain.clock import Clock
-from app.services.group_service import GroupService
+from app.services.group_service import EMPTY_GROUP_CHECK_INTERVAL_MS, GroupService
 from app.worker.chore import Chore, ChoreConfig, Sleeper, wait_on
 
 
@@ -31,9 +32,17 @@ class GroupExpiryWorker(Chore):
     def __init__(self, groups: GroupService, clock: Clock, config: ChoreConfig, sleep: Sleeper = wait_on) -> None:
         super().__init__(clock, config, sleep)
         self.groups = groups
+        # When the next pass looks for empty groups to delete; None: the first pass does.
+        self._next_empty_check_ms: int | None = None
 
     def _pass(self, now: int) -> GroupExpiryPass:
         # Members first: a group whose last member this pass removed has just changed, and is
         # kept its EMPTY_GROUP_RETENTION_MS from now.
         expired = self.groups.expire_members(now)
-        return GroupExpiryPass(expired, self.groups.delete_empty_groups(now))
+        deleted = 0
+        if self._next_empty_check_ms is None or now >= self._next_empty_check_ms:
+            deleted = self.groups.delete_empty_groups(now)
+            # After a pass that deleted some, the next looks again: a pass deletes at most
+            # EMPTY_GROUPS_PER_PASS, and more may be waiting.
+            self._next_empty_check_ms = now if deleted else now + EMPTY_GROUP_CHECK_INTERVAL_MS
+        return GroupExpiryPass(expired, deleted)

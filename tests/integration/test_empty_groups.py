@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 from sqlalchemy import select
 
-from app.services.group_service import EMPTY_GROUP_RETENTION_MS
+from app.services.group_service import EMPTY_GROUP_CHECK_INTERVAL_MS, EMPTY_GROUP_RETENTION_MS
 from app.storage.tables import consumer_groups
 from app.worker.chore import ChoreConfig
 from app.worker.group_expiry import GroupExpiryPass, GroupExpiryWorker
@@ -35,16 +35,16 @@ def _group_rows(database) -> list[tuple[str, int]]:  # type: ignore[no-untyped-d
 
 
 def test_a_group_its_last_member_left_is_kept_for_the_retention_then_deleted(  # type: ignore[no-untyped-def]
-        client, database, clock, worker) -> None:
+        client, services, database, clock) -> None:
     create_topic(client, "in", 1)
     m = _join(client, "g")
     assert client.delete(f"/v1/groups/g/members/{m['member_id']}").status_code == 204
     clock.advance(EMPTY_GROUP_RETENTION_MS)  # its last moment
 
-    assert worker.run_once(clock()) == GroupExpiryPass(0, 0)
+    assert services.groups.delete_empty_groups(clock()) == 0
     assert _group_rows(database) == [("g", 2)]
     clock.advance(1)
-    assert worker.run_once(clock()) == GroupExpiryPass(0, 1)
+    assert services.groups.delete_empty_groups(clock()) == 1
 
     assert _group_rows(database) == []
     assert client.get("/v1/groups").json()["groups"] == []
@@ -111,6 +111,19 @@ def test_a_deleted_group_refuses_its_former_members_commit_and_starts_again_at_g
     assert _group_rows(database) == [("g", 1)]
 
 
+def test_the_pass_looks_for_empty_groups_once_a_check_interval(client, database, clock, worker) -> None:  # type: ignore[no-untyped-def]
+    create_topic(client, "in", 1)
+    client.delete(f"/v1/groups/g/members/{_join(client, 'g')['member_id']}")
+    clock.advance(EMPTY_GROUP_RETENTION_MS)
+    assert worker.run_once(clock()) == GroupExpiryPass(0, 0)  # looked: kept until now
+    clock.advance(1)
+
+    assert worker.run_once(clock()) == GroupExpiryPass(0, 0)  # to delete, not looked for yet
+    clock.advance(EMPTY_GROUP_CHECK_INTERVAL_MS - 1)
+    assert worker.run_once(clock()) == GroupExpiryPass(0, 1)
+    assert _group_rows(database) == []
+
+
 def test_a_pass_deletes_at_most_empty_groups_per_pass(  # type: ignore[no-untyped-def]
         client, database, clock, worker, monkeypatch) -> None:
     from app.services import group_service
@@ -120,5 +133,6 @@ def test_a_pass_deletes_at_most_empty_groups_per_pass(  # type: ignore[no-untype
         client.delete(f"/v1/groups/{g}/members/{_join(client, g)['member_id']}")
     clock.advance(EMPTY_GROUP_RETENTION_MS + 1)
 
+    # A pass that deleted some looks again at the next; one that deleted none, a check interval later.
     assert [worker.run_once(clock()).deleted_groups for _ in range(3)] == [2, 1, 0]
     assert _group_rows(database) == []
