@@ -71,9 +71,9 @@ EMPTY_GROUP_RETENTION_MS = 10 * 60 * 1000
 # The most empty groups one pass deletes: a pass holds their ids; the next pass takes the rest.
 EMPTY_GROUPS_PER_PASS = 1_000
 # How often group expiry looks for them (GroupExpiryWorker): the look reads every group's row
-# (3.5 to 3.9 ms on SQLite, 8.5 to 10.9 ms on PostgreSQL for 100,000 groups, docs/benchmarks.md), which every
-# pass (OUTBOX_COORDINATOR_INTERVAL_MS, 200 ms) would nearly double the cost of. A group is
-# deleted between EMPTY_GROUP_RETENTION_MS and a minute more after it was left empty.
+# (3.5 to 3.9 ms on SQLite, 8.5 to 10.9 ms on PostgreSQL for 100,000 groups, docs/benchmarks.md),
+# which every pass (OUTBOX_COORDINATOR_INTERVAL_MS, 200 ms) would nearly double the cost of. A
+# group is deleted between EMPTY_GROUP_RETENTION_MS and a minute more after it was left empty.
 EMPTY_GROUP_CHECK_INTERVAL_MS = 60 * 1000
 
 

@@ -2,8 +2,8 @@
 their session_timeout_ms) and rebalances their groups, then deletes the groups left without
 members and offsets for EMPTY_GROUP_RETENTION_MS (GroupService.delete_empty_groups, looked
 for every EMPTY_GROUP_CHECK_INTERVAL_MS), every OUTBOX_COORDINATOR_INTERVAL_MS beside the
-coordinator worker. Several may run at once:
-GroupService locks each group's row before it looks at its members."""
+coordinator worker. Several may run at once: GroupService locks each group's row before it
+looks at its members or deletes it."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ from app.worker.chore import Chore, ChoreConfig, Sleeper, wait_on
 @dataclass(frozen=True, slots=True)
 class GroupExpiryPass:
     expired_members: int
-    deleted_groups: int = 0  # empty groups deleted (GroupService.delete_empty_groups)
+    deleted_groups: int  # empty groups deleted (GroupService.delete_empty_groups)
 
     def __bool__(self) -> bool:
         return bool(self.expired_members or self.deleted_groups)
