@@ -3,7 +3,8 @@ without a member id) or by an offset commit (a simple consumer's, generation -1,
 offsets): every other request of either door that names one is answered as Kafka answers it
 and writes nothing, in any table (docs/ARCHITECTURE.md, "What a client can make the service
 hold"). On both databases: each request below names the group "nowhere", and the whole stored
-state (tests/fuzz/stored.py, every table row by row) is the same after it as before."""
+state (tests/fuzz/stored.py, every table row by row) is the same after it as before. And what a
+join created goes again: a group whose consumer went away is deleted by group expiry."""
 
 from __future__ import annotations
 
@@ -180,3 +181,23 @@ def test_a_request_naming_a_group_that_does_not_exist_is_answered_and_writes_not
         assert diff(before, stored.snapshot()) == []
     finally:
         stored.dispose()
+
+
+def test_a_group_a_consumer_joined_and_went_away_from_is_deleted_once_empty_for_the_retention(
+        kafka: Listener, clock: Any) -> None:
+    from app.services.group_service import EMPTY_GROUP_RETENTION_MS
+    from app.worker.chore import ChoreConfig
+    from app.worker.group_expiry import GroupExpiryPass, GroupExpiryWorker
+
+    create_topic(kafka.client, "orders")
+    worker = GroupExpiryWorker(kafka.services.groups, clock, ChoreConfig(interval_ms=50))
+    with kafka.connect() as s:
+        joined = join(s, GROUP, session_s=10)  # KIP-394's two JoinGroups: the second adds the member
+        assert (joined.error_code, joined.generation_id) == (ErrorCode.none, 1)
+    clock.advance(10_001)  # its client gone, its session over
+
+    assert worker.run_once(clock()) == GroupExpiryPass(1, 0)
+    clock.advance(EMPTY_GROUP_RETENTION_MS + 1)
+    assert worker.run_once(clock()) == GroupExpiryPass(0, 1)
+    with kafka.connect() as s:
+        assert _list_groups(World(s, kafka.client, {})) == ()
