@@ -15,6 +15,7 @@ from app.worker.group_expiry import GroupExpiryPass, GroupExpiryWorker
 from tests.helpers import begin, create_topic, ident, init_producer
 
 SESSION_MS = 10_000
+HEARTBEAT_MS = SESSION_MS // 2
 
 
 @pytest.fixture
@@ -62,6 +63,21 @@ def test_a_group_whose_client_went_away_is_deleted_a_retention_after_its_member_
     clock.advance(EMPTY_GROUP_RETENTION_MS + 1)
     assert worker.run_once(clock()) == GroupExpiryPass(0, 1)
     assert _group_rows(database) == []
+
+
+def test_a_group_whose_member_keeps_heartbeating_is_kept(client, database, clock, worker) -> None:  # type: ignore[no-untyped-def]
+    # Heartbeats write the member's row, not the group's: the row of a Stable group is as old
+    # as its last rebalance, here past the retention. Its member keeps it.
+    create_topic(client, "in", 1)
+    m = _join(client, "g")
+    for _ in range(EMPTY_GROUP_RETENTION_MS // HEARTBEAT_MS + 1):
+        clock.advance(HEARTBEAT_MS)
+        r = client.post(f"/v1/groups/g/members/{m['member_id']}/heartbeat")
+        assert r.status_code == 200, r.text
+
+    assert worker.run_once(clock()) == GroupExpiryPass(0, 0)
+    assert _group_rows(database) == [("g", 1)]
+    assert [x["member_id"] for x in client.get("/v1/groups/g").json()["members"]] == [m["member_id"]]
 
 
 def test_an_empty_group_with_committed_offsets_is_kept(client, database, clock, worker) -> None:  # type: ignore[no-untyped-def]

@@ -4,7 +4,8 @@ offsets): every other request of either door that names one is answered as Kafka
 and writes nothing, in any table (docs/ARCHITECTURE.md, "What a client can make the service
 hold"). On both databases: each request below names the group "nowhere", and the whole stored
 state (tests/fuzz/stored.py, every table row by row) is the same after it as before. And what a
-join created goes again: a group whose consumer went away is deleted by group expiry."""
+join created goes again: a group whose consumer went away is deleted by group expiry, and
+one whose consumer keeps heartbeating stays."""
 
 from __future__ import annotations
 
@@ -24,6 +25,7 @@ from tests.kafka.test_groups import (
     DESCRIBE_V,
     LIST_V,
     _nested,
+    assignment,
     commit,
     heartbeat,
     join,
@@ -201,3 +203,31 @@ def test_a_group_a_consumer_joined_and_went_away_from_is_deleted_once_empty_for_
     assert worker.run_once(clock()) == GroupExpiryPass(0, 1)
     with kafka.connect() as s:
         assert _list_groups(World(s, kafka.client, {})) == ()
+
+
+@pytest.mark.parametrize("instance_id", [None, "static-1"], ids=["dynamic-member", "static-member"])
+def test_a_group_whose_consumer_keeps_heartbeating_is_kept_past_the_retention(
+        kafka: Listener, clock: Any, instance_id: str | None) -> None:
+    # Heartbeats write the member's row, not the group's: the row of a Stable group is as old
+    # as its last rebalance, here past the retention. Its member keeps it.
+    from app.services.group_service import EMPTY_GROUP_RETENTION_MS
+    from app.worker.chore import ChoreConfig
+    from app.worker.group_expiry import GroupExpiryPass, GroupExpiryWorker
+
+    create_topic(kafka.client, "orders")
+    worker = GroupExpiryWorker(kafka.services.groups, clock, ChoreConfig(interval_ms=50))
+    with kafka.connect() as s:
+        # A static member is added at once; a dynamic one after KIP-394's MEMBER_ID_REQUIRED.
+        joined = join(s, GROUP, session_s=10, group_instance_id=instance_id)
+        member = joined.member_id
+        assert (joined.error_code, joined.generation_id) == (ErrorCode.none, 1)
+        assert sync(s, GROUP, 1, member, {member: assignment({"orders": [0]})}, instance_id).error_code \
+            == ErrorCode.none
+        for _ in range(EMPTY_GROUP_RETENTION_MS // 5_000 + 1):
+            clock.advance(5_000)
+            assert heartbeat(s, GROUP, 1, member, instance_id) == ErrorCode.none
+
+        assert worker.run_once(clock()) == GroupExpiryPass(0, 0)
+        ((code, state, members),) = _describe_groups(World(s, kafka.client, {}))
+        assert (code, state, [(m.member_id, m.group_instance_id) for m in members]) == (
+            ErrorCode.none, "Stable", [(member, instance_id)])
