@@ -79,7 +79,7 @@ def measure(kind: str, groups: int, rounds: int) -> None:
                   f"delete_empty_groups {new:.2f} ms (median of {rounds}), ratio {new / ref:.2f}")
             _fill(db, 0, empty=EMPTY_GROUPS_PER_PASS, now_ms=NOW_MS)
             deleted: list[int] = []
-            took = _timed(lambda: deleted.append(service.delete_empty_groups(NOW_MS)))
+            took = _timed(lambda: deleted.append(service.delete_empty_groups(NOW_MS).deleted))
             print(f"{kind}: one pass deleting {deleted[0]} empty groups among them: {took:.1f} ms, "
                   f"{took / ref:.1f} x the idle expire_members")
         finally:

@@ -78,6 +78,15 @@ EMPTY_GROUP_CHECK_INTERVAL_MS = 60 * 1000
 
 
 @dataclass(frozen=True, slots=True)
+class EmptyGroupDeletion:
+    """What one delete_empty_groups did."""
+
+    deleted: int  # groups deleted
+    # The look found EMPTY_GROUPS_PER_PASS groups to delete, its most: more may be waiting.
+    limit_reached: bool
+
+
+@dataclass(frozen=True, slots=True)
 class Membership:
     group_id: str
     member_id: str
@@ -416,11 +425,11 @@ class GroupService:
         return self._locked_in_chunks(candidates, lambda conn, locked: sum(
             self._expire_group(conn, group_id, now_ms) for group_id in locked))
 
-    def delete_empty_groups(self, now_ms: int) -> int:
+    def delete_empty_groups(self, now_ms: int) -> EmptyGroupDeletion:
         """Delete the groups that have had no member and no offset (committed, or staged by an
         unfinished transaction) for EMPTY_GROUP_RETENTION_MS, as Kafka's coordinator deletes an
         Empty group without offsets when it next checks its offsets' retention; returns how
-        many. A JoinGroup creates its group's row, and a client that names a new group in each
+        many, and whether the look found its most (more may be waiting). A JoinGroup creates its group's row, and a client that names a new group in each
         and goes away would otherwise leave a row per name forever. At most
         EMPTY_GROUPS_PER_PASS a pass, in transactions of EXPIRY_CHUNK_GROUPS groups, locked in
         group id order as expire_members locks them; not durable, as expire_members' (a
@@ -433,8 +442,9 @@ class GroupService:
         kept_since = now_ms - EMPTY_GROUP_RETENTION_MS
         with self.db.read() as conn:
             candidates = groups.empty_groups(conn, kept_since, EMPTY_GROUPS_PER_PASS)
-        return self._locked_in_chunks(candidates, lambda conn, locked: groups.delete_if_empty(
+        deleted = self._locked_in_chunks(candidates, lambda conn, locked: groups.delete_if_empty(
             conn, locked, kept_since))
+        return EmptyGroupDeletion(deleted, len(candidates) >= EMPTY_GROUPS_PER_PASS)
 
     def _locked_in_chunks(self, group_ids: list[str], each: Callable[[Connection, list[str]], int]) -> int:
         """`each(conn, locked)` for each chunk of EXPIRY_CHUNK_GROUPS of `group_ids`, in a write

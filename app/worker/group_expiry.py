@@ -41,8 +41,12 @@ class GroupExpiryWorker(Chore):
         expired = self.groups.expire_members(now)
         deleted = 0
         if self._next_empty_check_ms is None or now >= self._next_empty_check_ms:
-            deleted = self.groups.delete_empty_groups(now)
-            # After a pass that deleted some, the next looks again: a pass deletes at most
-            # EMPTY_GROUPS_PER_PASS, and more may be waiting.
-            self._next_empty_check_ms = now if deleted else now + EMPTY_GROUP_CHECK_INTERVAL_MS
+            deletion = self.groups.delete_empty_groups(now)
+            deleted = deletion.deleted
+            # After a pass whose look found EMPTY_GROUPS_PER_PASS, its most, the next looks
+            # again: more may be waiting. After any other, a check interval later: a look reads
+            # every group, and looking again after every deletion would, with groups emptied
+            # one by one, read them all nearly every pass.
+            self._next_empty_check_ms = (now if deletion.limit_reached
+                                         else now + EMPTY_GROUP_CHECK_INTERVAL_MS)
         return GroupExpiryPass(expired, deleted)

@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 from sqlalchemy import select
 
-from app.services.group_service import EMPTY_GROUP_CHECK_INTERVAL_MS, EMPTY_GROUP_RETENTION_MS
+from app.services.group_service import EMPTY_GROUP_CHECK_INTERVAL_MS, EMPTY_GROUP_RETENTION_MS, EmptyGroupDeletion
 from app.storage.tables import consumer_groups
 from app.worker.chore import ChoreConfig
 from app.worker.group_expiry import GroupExpiryPass, GroupExpiryWorker
@@ -42,10 +42,10 @@ def test_a_group_its_last_member_left_is_kept_for_the_retention_then_deleted(  #
     assert client.delete(f"/v1/groups/g/members/{m['member_id']}").status_code == 204
     clock.advance(EMPTY_GROUP_RETENTION_MS)  # its last moment
 
-    assert services.groups.delete_empty_groups(clock()) == 0
+    assert services.groups.delete_empty_groups(clock()) == EmptyGroupDeletion(0, False)
     assert _group_rows(database) == [("g", 2)]
     clock.advance(1)
-    assert services.groups.delete_empty_groups(clock()) == 1
+    assert services.groups.delete_empty_groups(clock()) == EmptyGroupDeletion(1, False)
 
     assert _group_rows(database) == []
     assert client.get("/v1/groups").json()["groups"] == []
@@ -149,6 +149,26 @@ def test_a_pass_deletes_at_most_empty_groups_per_pass(  # type: ignore[no-untype
         client.delete(f"/v1/groups/{g}/members/{_join(client, g)['member_id']}")
     clock.advance(EMPTY_GROUP_RETENTION_MS + 1)
 
-    # A pass that deleted some looks again at the next; one that deleted none, a check interval later.
-    assert [worker.run_once(clock()).deleted_groups for _ in range(3)] == [2, 1, 0]
+    # A pass whose look found EMPTY_GROUPS_PER_PASS looks again at the next.
+    assert [worker.run_once(clock()).deleted_groups for _ in range(2)] == [2, 1]
+    assert _group_rows(database) == []
+
+
+def test_after_a_pass_that_deleted_fewer_than_its_most_the_next_look_is_a_check_interval_later(  # type: ignore[no-untyped-def]
+        client, database, clock, worker, monkeypatch) -> None:
+    # Groups emptied one after another: each deletion below the limit would otherwise make the
+    # next pass read every group again.
+    from app.services import group_service
+    monkeypatch.setattr(group_service, "EMPTY_GROUPS_PER_PASS", 2)
+    create_topic(client, "in", 1)
+    client.delete(f"/v1/groups/a/members/{_join(client, 'a')['member_id']}")
+    clock.advance(200)
+    client.delete(f"/v1/groups/b/members/{_join(client, 'b')['member_id']}")
+    clock.advance(EMPTY_GROUP_RETENTION_MS + 1 - 200)
+    assert worker.run_once(clock()) == GroupExpiryPass(0, 1)  # a; b has 200 ms to go
+    clock.advance(200)
+
+    assert worker.run_once(clock()) == GroupExpiryPass(0, 0)  # b to delete, not looked for yet
+    clock.advance(EMPTY_GROUP_CHECK_INTERVAL_MS - 200)
+    assert worker.run_once(clock()) == GroupExpiryPass(0, 1)
     assert _group_rows(database) == []

@@ -82,7 +82,7 @@ def _join_and_empty_group_pass(client, services, database, clock, monkeypatch, *
     emptied_group(client, services, "g")
     clock.advance(EMPTY_GROUP_RETENTION_MS + 1)
     calls = [lambda: services.groups.join("g", member_id=None, topic_names=["t"], session_timeout_ms=10_000),
-             lambda: services.groups.delete_empty_groups(clock())]
+             lambda: services.groups.delete_empty_groups(clock()).deleted]
     first, second, waited = hold_then(Held(monkeypatch, groups, held_step), *(calls[::-1] if pass_first else calls),
                                       database)
     assert waited
