@@ -76,7 +76,10 @@ EMPTY_GROUPS_PER_PASS = 1_000
 # 52 ms on SQLite and 32 to 172 ms on PostgreSQL (1 to 10 offsets a group), 5 to 25 times the
 # pass's member expiry (docs/benchmarks.md): every pass (OUTBOX_COORDINATOR_INTERVAL_MS, 200 ms)
 # would multiply group expiry's cost by as much; once a minute adds 1 to 8 % to it. A
-# group is deleted between EMPTY_GROUP_RETENTION_MS and a minute more after it was left empty.
+# group is deleted at the first look at which it has no member and no offset and its row has
+# not changed for EMPTY_GROUP_RETENTION_MS: up to a minute more after it was left empty, or at
+# the first look after its offsets went, if they went later (OffsetDelete, their topic's
+# deletion, an aborted transaction's staged offsets: none of them writes the group's row).
 EMPTY_GROUP_CHECK_INTERVAL_MS = 60 * 1000
 
 

@@ -35,6 +35,16 @@ def _group_rows(database) -> list[tuple[str, int]]:  # type: ignore[no-untyped-d
             select(consumer_groups.c.group_id, consumer_groups.c.generation_id).order_by(consumer_groups.c.group_id))]
 
 
+def _emptied_with_an_offset(client) -> None:  # type: ignore[no-untyped-def]
+    """Group "g" with offset 3 of in/0 committed by its member, which then left (generation 2)."""
+    create_topic(client, "in", 1)
+    m = _join(client, "g")
+    r = client.post("/v1/groups/g/offsets", json={"offsets": [{"topic": "in", "partition": 0, "offset": 3}],
+                                                   "generation_id": 1, "member_id": m["member_id"]})
+    assert r.status_code == 200, r.text
+    client.delete(f"/v1/groups/g/members/{m['member_id']}")
+
+
 def test_a_group_its_last_member_left_is_kept_for_the_retention_then_deleted(  # type: ignore[no-untyped-def]
         client, services, database, clock) -> None:
     create_topic(client, "in", 1)
@@ -81,18 +91,27 @@ def test_a_group_whose_member_keeps_heartbeating_is_kept(client, database, clock
 
 
 def test_an_empty_group_with_committed_offsets_is_kept(client, database, clock, worker) -> None:  # type: ignore[no-untyped-def]
-    create_topic(client, "in", 1)
-    m = _join(client, "g")
-    r = client.post("/v1/groups/g/offsets", json={"offsets": [{"topic": "in", "partition": 0, "offset": 3}],
-                                                   "generation_id": 1, "member_id": m["member_id"]})
-    assert r.status_code == 200, r.text
-    client.delete(f"/v1/groups/g/members/{m['member_id']}")
+    _emptied_with_an_offset(client)
     clock.advance(EMPTY_GROUP_RETENTION_MS + 1)
 
     assert worker.run_once(clock()) == GroupExpiryPass(0, 0)
     assert _group_rows(database) == [("g", 2)]
     assert [(o["topic"], o["partition"], o["offset"]) for o in client.get("/v1/groups/g/offsets").json()["offsets"]] \
         == [("in", 0, 3)]
+
+
+def test_a_group_whose_offsets_go_after_the_retention_is_deleted_at_the_next_look(  # type: ignore[no-untyped-def]
+        client, services, database, clock, worker) -> None:
+    # The retention counts from the group's row's last change (its last member leaving here):
+    # OffsetDelete does not write the row, so the group is not kept another retention.
+    _emptied_with_an_offset(client)
+    clock.advance(EMPTY_GROUP_RETENTION_MS + 1)
+    assert worker.run_once(clock()) == GroupExpiryPass(0, 0)  # its offsets keep it
+
+    assert services.groups.delete_offsets("g", [("in", 0)]) == {}
+    clock.advance(EMPTY_GROUP_CHECK_INTERVAL_MS)
+    assert worker.run_once(clock()) == GroupExpiryPass(0, 1)
+    assert _group_rows(database) == []
 
 
 def test_an_empty_group_whose_offsets_an_unfinished_transaction_staged_is_kept(  # type: ignore[no-untyped-def]
