@@ -448,9 +448,16 @@ class GroupService:
         kept_since = now_ms - EMPTY_GROUP_RETENTION_MS
         with self.db.read() as conn:
             candidates = groups.empty_groups(conn, kept_since, EMPTY_GROUPS_PER_PASS)
-        deleted = self._locked_in_chunks(candidates, lambda conn, locked: groups.delete_if_empty(
+        deleted = self._locked_in_chunks(candidates, lambda conn, locked: self._delete_if_empty(
             conn, locked, kept_since))
         return EmptyGroupDeletion(deleted, len(candidates) >= EMPTY_GROUPS_PER_PASS)
+
+    @staticmethod
+    def _delete_if_empty(conn: Connection, locked: list[str], kept_since: int) -> int:
+        """groups.delete_if_empty, counted once committed, as _expire_group counts members."""
+        deleted = groups.delete_if_empty(conn, locked, kept_since)
+        after_commit(conn, partial(metrics.GROUPS_DELETED_EMPTY.inc, deleted))
+        return deleted
 
     def _locked_in_chunks(self, group_ids: list[str], each: Callable[[Connection, list[str]], int]) -> int:
         """`each(conn, locked)` for each chunk of EXPIRY_CHUNK_GROUPS of `group_ids`, in a write

@@ -105,8 +105,9 @@ LOCK_GROUP_TRIES = 3
 def lock_group(conn: Connection, group_id: str, now_ms: int) -> int:
     """Create the group if needed and lock its row: membership changes of one group are
     serialized, so two joins cannot both compute an assignment from the same old members.
-    For a join only, the one request that creates a group; the others lock a group that
-    exists (lock_existing_group), or none."""
+    For a join only, the one request that creates a group. DeleteGroups takes one try of it
+    (lock_group_row) and deletes the row in the same transaction, or rolls back; the others
+    lock a group that exists (lock_existing_group), or none."""
     for _ in range(LOCK_GROUP_TRIES):
         gen = lock_group_row(conn, group_id, now_ms)
         if gen is not None:
