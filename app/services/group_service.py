@@ -435,8 +435,9 @@ class GroupService:
         """Delete the groups that have had no member and no offset (committed, or staged by an
         unfinished transaction) for EMPTY_GROUP_RETENTION_MS, as Kafka's coordinator deletes an
         Empty group without offsets when it next checks its offsets' retention; returns how
-        many, and whether the look found its most (more may be waiting). A JoinGroup creates its group's row, and a client that names a new group in each
-        and goes away would otherwise leave a row per name forever. At most
+        many, and whether the look found its most (more may be waiting). A JoinGroup creates
+        its group's row, and a client that names a new group in each and goes away would
+        otherwise leave a row per name forever. At most
         EMPTY_GROUPS_PER_PASS a pass, in transactions of EXPIRY_CHUNK_GROUPS groups, locked in
         group id order as expire_members locks them; not durable, as expire_members' (a
         deletion lost in a crash is made again by the next pass).
