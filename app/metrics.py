@@ -80,6 +80,10 @@ GROUP_MEMBERS_EXPIRED = Counter(
     "outbox_group_members_expired",
     "Consumer group members removed after their session timeout.",
 )
+GROUPS_DELETED_EMPTY = Counter(
+    "outbox_groups_deleted_empty",
+    "Consumer groups deleted by group expiry after EMPTY_GROUP_RETENTION_MS without members and offsets.",
+)
 COORDINATOR_PASSES = Counter(
     "outbox_coordinator_passes",
     "Passes of the coordinator worker, by outcome (ok, failed: the error is in the log).",

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import datetime
 import enum
+import functools
 import uuid
 from collections.abc import Callable
 from typing import Any
@@ -33,7 +34,6 @@ from app.domain.errors import (
     TransactionalIdNotFound,
     UnknownTopicOrPartition,
 )
-from app.domain.topic import Topic
 from app.domain.types import TRANSACTION_LIST_MAX, CleanupPolicy, TransactionState, ValueFormat
 from app.domain.topic_config import CONFIG_KEYS, ConfigTextError, TopicConfig, new_topic_config, parse_config_text
 from app.kafka.auth import access, refusal_code
@@ -355,7 +355,7 @@ class AdminApis:
         m = response_module(33, version)
         assert m is not None
         return build(m.AlterConfigsResponse, throttle_time=_NO_WAIT, responses=self._alter(
-            m, body, lambda _topic, configs: parse_configs(
+            m, body, lambda _config, configs: parse_configs(
                 {c.name: c.value for c in configs if c.name not in FILE_LAYOUT_CONFIGS}), replace=True))
 
     def incremental_alter_configs(self, body: Any, version: int) -> Any:
@@ -364,10 +364,12 @@ class AdminApis:
         return build(m.IncrementalAlterConfigsResponse, throttle_time=_NO_WAIT, responses=self._alter(
             m, body, self._changes, replace=False))
 
-    def _alter(self, m: Any, body: Any, changes: Callable[[Topic, Any], dict[str, Any]], *,
+    def _alter(self, m: Any, body: Any, changes: Callable[[TopicConfig, Any], dict[str, Any]], *,
                replace: bool) -> tuple:
         """Each resource's answer, altered on its own through TopicService.alter_config, as
-        PATCH /v1/topics/{topic} alters it (`replace`: AlterConfigs' whole config)."""
+        PATCH /v1/topics/{topic} alters it (`replace`: AlterConfigs' whole config). `changes`
+        (the topic's config, the resource's configs) runs under the topic's row lock, on the
+        config the last alter committed: APPEND and SUBTRACT of two requests at once both apply."""
         results = []
         for r in body.resources:
             code, message = ErrorCode.none, None
@@ -385,9 +387,8 @@ class AdminApis:
                                          "settings (OUTBOX_*), read when it starts; refused: "
                                          + ", ".join(sorted(c.name for c in r.configs)))
                 # The topic first, its configs after, as Kafka checks them: a missing topic is
-                # UNKNOWN_TOPIC_OR_PARTITION whatever configs the request names.
-                topic = self.services.topics.get(r.resource_name)
-                self.services.topics.alter_config(r.resource_name, changes(topic, r.configs),
+                # UNKNOWN_TOPIC_OR_PARTITION (from the lock) whatever configs the request names.
+                self.services.topics.alter_config(r.resource_name, functools.partial(changes, configs=r.configs),
                                                   validate_only=body.validate_only, replace=replace)
             except OutboxError as e:
                 code, message = error_code(e), e.message
@@ -395,14 +396,15 @@ class AdminApis:
                                  resource_type=r.resource_type, resource_name=r.resource_name))
         return tuple(results)
 
-    def _changes(self, topic: Topic, configs: Any) -> dict[str, Any]:
+    def _changes(self, config: TopicConfig, configs: Any) -> dict[str, Any]:
         """SET a value; DELETE: back to the default; APPEND and SUBTRACT add values to or take
         them from a list config's, as Kafka's do: cleanup.policy, the service's one list (of
-        delete and compact), whose values are the topic's before the request."""
+        delete and compact), whose values are the topic's `config`, the one it has when the
+        request is applied (TopicService.alter_config calls this under the row lock)."""
         changes: dict[str, Any] = {}
         setting: dict[str, str | None] = {}
         defaults = self._defaults()
-        policies = set(topic.config.cleanup_policy.value.split(","))
+        policies = set(config.cleanup_policy.value.split(","))
         for c in configs:
             if c.config_operation == AlterOperation.SET:
                 setting[c.name] = c.value

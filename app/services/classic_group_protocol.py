@@ -220,7 +220,10 @@ class ClassicGroupProtocol:
             if not join_completes(g, members, now):
                 return _joined_or_joining(conn, group_id, member_id, generation_id)
         with self.db.write() as conn:
-            before = groups.lock_group(conn, group_id, now)
+            # Not lock_group: a group deleted since the read above is not created again.
+            before = groups.generation(conn, group_id, lock=RowLock.UPDATE)
+            if before is None:
+                raise UnknownMemberId(f"{member_id!r} is no longer a member of group {group_id!r}: join again")
             complete_join(conn, group_id, now, initial_delay_ms=self.settings.group_initial_rebalance_delay_ms)
             return _joined_or_joining(conn, group_id, member_id, generation_id, formed_from=before)
 

@@ -60,8 +60,36 @@ from app.storage.dialect import RowLock
 from app.storage.engine import Database, after_commit
 
 
-# The most groups one write transaction of the expiry pass locks and expires (expire_members).
+# The most groups one write transaction of the expiry pass locks and expires (expire_members)
+# or deletes (delete_empty_groups).
 EXPIRY_CHUNK_GROUPS = 100
+# How long a group without members and offsets is kept (delete_empty_groups): Kafka's
+# offsets.retention.check.interval.ms, the longest its coordinator keeps such a group. Meanwhile
+# ListGroups and DescribeGroups show it Empty, and its generation goes on from where it was
+# when a consumer joins again.
+EMPTY_GROUP_RETENTION_MS = 10 * 60 * 1000
+# The most empty groups one pass deletes: a pass holds their ids; the next pass takes the rest.
+EMPTY_GROUPS_PER_PASS = 1_000
+# How often group expiry looks for them (GroupExpiryWorker): the look reads every group's row
+# and, for each one unchanged for the retention (a Stable group's: heartbeats write members'
+# rows), checks its members and offsets. For 100,000 groups Stable for a while that took 42 to
+# 52 ms on SQLite and 32 to 172 ms on PostgreSQL (1 to 10 offsets a group), 5 to 25 times the
+# pass's member expiry (docs/benchmarks.md): every pass (OUTBOX_COORDINATOR_INTERVAL_MS, 200 ms)
+# would multiply group expiry's cost by as much; once a minute adds 1 to 8 % to it. A
+# group is deleted at the first look at which it has no member and no offset and its row has
+# not changed for EMPTY_GROUP_RETENTION_MS: up to a minute more after it was left empty, or at
+# the first look after its offsets went, if they went later (OffsetDelete, their topic's
+# deletion, an aborted transaction's staged offsets: none of them writes the group's row).
+EMPTY_GROUP_CHECK_INTERVAL_MS = 60 * 1000
+
+
+@dataclass(frozen=True, slots=True)
+class EmptyGroupDeletion:
+    """What one delete_empty_groups did."""
+
+    deleted: int  # groups deleted
+    # The look found EMPTY_GROUPS_PER_PASS groups to delete, its most: more may be waiting.
+    limit_reached: bool
 
 
 @dataclass(frozen=True, slots=True)
@@ -263,9 +291,8 @@ class GroupService:
     def leave(self, group_id: str, member_id: str) -> None:
         now = self.clock()
         with self.db.write() as conn:
-            # The row locked if there is one, never created (groups.lock_group would): leaving
-            # a group that does not exist creates nothing.
-            exists = groups.generation(conn, group_id, lock=RowLock.UPDATE) is not None
+            # Leaving a group that does not exist creates nothing.
+            exists = groups.lock_existing_group(conn, group_id)
             current = {m.member_id: m for m in groups.members(conn, group_id)} if exists else {}
             if member_id not in current:
                 raise UnknownMemberId(f"{member_id!r} is not a member of group {group_id!r}")
@@ -401,15 +428,49 @@ class GroupService:
         with self.db.read() as conn:
             candidates = groups.groups_with_expired_members(conn, now_ms)
             candidates = sorted(set(candidates) | set(groups.groups_past_rebalance_deadline(conn, now_ms)))
-        if not candidates:
-            return 0
-        removed = 0
-        for i in range(0, len(candidates), EXPIRY_CHUNK_GROUPS):
+        return self._locked_in_chunks(candidates, lambda conn, locked: sum(
+            self._expire_group(conn, group_id, now_ms) for group_id in locked))
+
+    def delete_empty_groups(self, now_ms: int) -> EmptyGroupDeletion:
+        """Delete the groups that have had no member and no offset (committed, or staged by an
+        unfinished transaction) for EMPTY_GROUP_RETENTION_MS, as Kafka's coordinator deletes an
+        Empty group without offsets when it next checks its offsets' retention; returns how
+        many, and whether the look found its most (more may be waiting). A JoinGroup creates
+        its group's row, and a client that names a new group in each and goes away would
+        otherwise leave a row per name forever. At most
+        EMPTY_GROUPS_PER_PASS a pass, in transactions of EXPIRY_CHUNK_GROUPS groups, locked in
+        group id order as expire_members locks them; not durable, as expire_members' (a
+        deletion lost in a crash is made again by the next pass).
+
+        What goes is the row (its generation, its protocol type): a commit that still carries
+        one of the group's generations names a member that is gone and is refused
+        UNKNOWN_MEMBER_ID, as after the member left. A simple consumer's commit racing the
+        deletion keeps its offsets: the group is then one known by its offsets alone."""
+        kept_since = now_ms - EMPTY_GROUP_RETENTION_MS
+        with self.db.read() as conn:
+            candidates = groups.empty_groups(conn, kept_since, EMPTY_GROUPS_PER_PASS)
+        deleted = self._locked_in_chunks(candidates, lambda conn, locked: self._delete_if_empty(
+            conn, locked, kept_since))
+        return EmptyGroupDeletion(deleted, len(candidates) >= EMPTY_GROUPS_PER_PASS)
+
+    @staticmethod
+    def _delete_if_empty(conn: Connection, locked: list[str], kept_since: int) -> int:
+        """groups.delete_if_empty, counted once committed, as _expire_group counts members."""
+        deleted = groups.delete_if_empty(conn, locked, kept_since)
+        after_commit(conn, partial(metrics.GROUPS_DELETED_EMPTY.inc, deleted))
+        return deleted
+
+    def _locked_in_chunks(self, group_ids: list[str], each: Callable[[Connection, list[str]], int]) -> int:
+        """`each(conn, locked)` for each chunk of EXPIRY_CHUNK_GROUPS of `group_ids`, in a write
+        transaction of its own, `locked` the groups of the chunk that still exist, their rows
+        locked (in group id order); the sum of what it returned. Not lock_group: a group deleted
+        since the caller read its id (by DeleteGroups, once its members' sessions ended, or by
+        another pass) is not created again."""
+        done = 0
+        for i in range(0, len(group_ids), EXPIRY_CHUNK_GROUPS):
             with self.db.write(durable=False) as conn:
-                for group_id in candidates[i:i + EXPIRY_CHUNK_GROUPS]:
-                    groups.lock_group(conn, group_id, now_ms)
-                    removed += self._expire_group(conn, group_id, now_ms)
-        return removed
+                done += each(conn, groups.lock_existing_groups(conn, group_ids[i:i + EXPIRY_CHUNK_GROUPS]))
+        return done
 
     def _expire_group(self, conn: Connection, group_id: str, now_ms: int) -> int:
         """The expiry pass for one group, whose row the caller has locked: removes the members

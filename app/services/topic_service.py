@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from app.domain.clock import Clock
@@ -78,11 +79,14 @@ class TopicService:
 
     # --- administration ---------------------------------------------------------------------
 
-    def alter_config(self, name: str, changes: dict[str, Any], *, validate_only: bool = False,
-                     replace: bool = False) -> tuple[Topic, list[PartitionInfo]]:
+    def alter_config(self, name: str, changes: Mapping[str, Any] | Callable[[TopicConfig], Mapping[str, Any]], *,
+                     validate_only: bool = False, replace: bool = False) -> tuple[Topic, list[PartitionInfo]]:
         """IncrementalAlterConfigs: the keys in `changes` set, every other kept (`validate_only`:
         checked, not stored). `replace` (Kafka's AlterConfigs): every other back to its default
-        instead (TopicConfig.replaced).
+        instead (TopicConfig.replaced). `changes` may be a function of the topic's config, called
+        under the row lock with the config as the previous alter committed it: Kafka's APPEND and
+        SUBTRACT change cleanup.policy from its current value, and computed from a read before
+        the lock, of two at once the second would write over the first's.
 
         The row lock makes concurrent alters of one topic apply one after the other, so none
         undoes another's keys. A Send reads the config without a lock, once, in its own
@@ -92,8 +96,9 @@ class TopicService:
         The log cleaner reads the config on each pass."""
         def change(conn: Any) -> tuple[Topic, list[PartitionInfo]]:
             topic = topics.lock_topic(conn, name)
-            config = (topic.config.replaced(changes, new_topic_config({}, self.settings.message_max_bytes))
-                      if replace else topic.config.altered(changes))
+            given = dict(changes(topic.config) if callable(changes) else changes)
+            config = (topic.config.replaced(given, new_topic_config({}, self.settings.message_max_bytes))
+                      if replace else topic.config.altered(given))
             topic = dataclasses.replace(topic, config=config)
             topics.update_config(conn, topic.topic_id, topic.config)
             return topic, topics.describe_partitions(conn, topic)

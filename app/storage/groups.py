@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import orjson
-from sqlalchemy import Connection, delete, func, insert, select, union, update
+from sqlalchemy import Connection, delete, exists, func, insert, select, union, update
 
 from app.domain.errors import IllegalGeneration, RebalanceInProgress
 from app.domain.group import GroupState, StoredGroupState, check_current_member, member_client
@@ -104,7 +104,10 @@ LOCK_GROUP_TRIES = 3
 
 def lock_group(conn: Connection, group_id: str, now_ms: int) -> int:
     """Create the group if needed and lock its row: membership changes of one group are
-    serialized, so two joins cannot both compute an assignment from the same old members."""
+    serialized, so two joins cannot both compute an assignment from the same old members.
+    For a join only, the one request that creates a group. DeleteGroups takes one try of it
+    (lock_group_row) and deletes the row in the same transaction, or rolls back; the others
+    lock a group that exists (lock_existing_group), or none."""
     for _ in range(LOCK_GROUP_TRIES):
         gen = lock_group_row(conn, group_id, now_ms)
         if gen is not None:
@@ -218,6 +221,51 @@ def delete_group(conn: Connection, group_id: str) -> None:
     empty group (offsets an unfinished transaction staged are the transaction's)."""
     conn.execute(delete(group_offsets).where(group_offsets.c.group_id == group_id))
     conn.execute(delete(consumer_groups).where(consumer_groups.c.group_id == group_id))
+
+
+def lock_existing_group(conn: Connection, group_id: str) -> bool:
+    """Lock the group's row if there is one, never creating it (lock_group would): what a
+    request or pass that must not bring a group into being locks. False: there is none (on
+    PostgreSQL also when a DeleteGroups or the empty-group pass deleted it while this waited)."""
+    return generation(conn, group_id, lock=RowLock.UPDATE) is not None
+
+
+def lock_existing_groups(conn: Connection, group_ids: list[str]) -> list[str]:
+    """lock_existing_group for several groups in one statement: the rows of those that exist,
+    locked in group id order (the order every pass locks them in, so that two passes wait for
+    each other rather than deadlock), and their ids in that order."""
+    stmt = (select(consumer_groups.c.group_id).where(consumer_groups.c.group_id.in_(group_ids))
+            .order_by(consumer_groups.c.group_id))
+    return list(conn.execute(dialect.lock_row(conn.dialect.name, stmt, RowLock.UPDATE)).scalars())
+
+
+def _empty_since(updated_before_ms: int) -> Any:
+    """Of the groups' rows: those with no member and no offset, committed or staged by an
+    unfinished transaction, whose row has not changed since before `updated_before_ms` (a
+    membership change, a rebalance or the last member going writes updated_ms). The one
+    definition of a group the empty-group pass deletes (empty_groups, delete_if_empty)."""
+    of_group = consumer_groups.c.group_id
+    return (consumer_groups.c.updated_ms < updated_before_ms,
+            ~exists().where(group_members.c.group_id == of_group),
+            ~exists().where(group_offsets.c.group_id == of_group),
+            ~exists().where(transaction_offsets.c.group_id == of_group))
+
+
+def empty_groups(conn: Connection, updated_before_ms: int, limit: int) -> list[str]:
+    """At most `limit` of the groups empty since before `updated_before_ms` (_empty_since), by id."""
+    return sorted(conn.execute(
+        select(consumer_groups.c.group_id).where(*_empty_since(updated_before_ms)).limit(limit)).scalars())
+
+
+def delete_if_empty(conn: Connection, group_ids: list[str], updated_before_ms: int) -> int:
+    """Deletes the rows of those of `group_ids` still empty since before `updated_before_ms`;
+    how many. The caller has locked the rows (lock_existing_groups) in an earlier statement: a
+    join adds its member under that lock, and this statement, which starts once it is held,
+    sees what the join committed. A statement that waited for a join's lock itself would have
+    PostgreSQL re-check the group's row alone, not the members it counted before it waited: it
+    would then keep a joined group only because every join also writes the row's updated_ms."""
+    return conn.execute(delete(consumer_groups).where(
+        consumer_groups.c.group_id.in_(group_ids), *_empty_since(updated_before_ms))).rowcount
 
 
 def groups_with_expired_members(conn: Connection, now_ms: int) -> list[str]:

@@ -1,7 +1,9 @@
 """Group expiry: removes consumer group members whose session timed out (no heartbeat within
-their session_timeout_ms) and rebalances their groups, every OUTBOX_COORDINATOR_INTERVAL_MS
-beside the coordinator worker. Several may run at once: GroupService.expire_members locks
-each group's row before it looks at its members."""
+their session_timeout_ms) and rebalances their groups, then deletes the groups left without
+members and offsets for EMPTY_GROUP_RETENTION_MS (GroupService.delete_empty_groups, looked
+for every EMPTY_GROUP_CHECK_INTERVAL_MS), every OUTBOX_COORDINATOR_INTERVAL_MS beside the
+coordinator worker. Several may run at once: GroupService locks each group's row before it
+looks at its members or deletes it."""
 
 from __future__ import annotations
 
@@ -9,16 +11,17 @@ from dataclasses import dataclass
 
 from app import metrics
 from app.domain.clock import Clock
-from app.services.group_service import GroupService
+from app.services.group_service import EMPTY_GROUP_CHECK_INTERVAL_MS, GroupService
 from app.worker.chore import Chore, ChoreConfig, Sleeper, wait_on
 
 
 @dataclass(frozen=True, slots=True)
 class GroupExpiryPass:
     expired_members: int
+    deleted_groups: int  # empty groups deleted (GroupService.delete_empty_groups)
 
     def __bool__(self) -> bool:
-        return bool(self.expired_members)
+        return bool(self.expired_members or self.deleted_groups)
 
 
 class GroupExpiryWorker(Chore):
@@ -29,6 +32,21 @@ class GroupExpiryWorker(Chore):
     def __init__(self, groups: GroupService, clock: Clock, config: ChoreConfig, sleep: Sleeper = wait_on) -> None:
         super().__init__(clock, config, sleep)
         self.groups = groups
+        # When the next pass looks for empty groups to delete; None: the first pass does.
+        self._next_empty_check_ms: int | None = None
 
     def _pass(self, now: int) -> GroupExpiryPass:
-        return GroupExpiryPass(self.groups.expire_members(now))
+        # Members first: a group whose last member this pass removed has just changed, and is
+        # kept its EMPTY_GROUP_RETENTION_MS from now.
+        expired = self.groups.expire_members(now)
+        deleted = 0
+        if self._next_empty_check_ms is None or now >= self._next_empty_check_ms:
+            deletion = self.groups.delete_empty_groups(now)
+            deleted = deletion.deleted
+            # After a pass whose look found EMPTY_GROUPS_PER_PASS, its most, the next looks
+            # again: more may be waiting. After any other, a check interval later: a look reads
+            # every group, and looking again after every deletion would, with groups emptied
+            # one by one, read them all nearly every pass.
+            self._next_empty_check_ms = (now if deletion.limit_reached
+                                         else now + EMPTY_GROUP_CHECK_INTERVAL_MS)
+        return GroupExpiryPass(expired, deleted)

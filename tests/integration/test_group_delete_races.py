@@ -1,4 +1,5 @@
-"""DeleteGroups racing a join or another DeleteGroups, on PostgreSQL (on SQLite the write lock
+"""DeleteGroups, and the expiry pass's deletion of empty groups, racing a join or another
+DeleteGroups, on PostgreSQL (on SQLite the write lock
 runs one write transaction at a time, so nothing can interleave).
 
 The delete is held once it has locked the group's row (groups.lock_group_row); the second
@@ -11,6 +12,7 @@ from __future__ import annotations
 import pytest
 
 from app.domain.errors import GroupIdNotFound, RebalanceInProgress
+from app.services.group_service import EMPTY_GROUP_RETENTION_MS
 from app.storage import groups
 from tests.helpers import create_topic
 from tests.integration.test_topic_admin_races import Held, hold_then
@@ -69,3 +71,38 @@ def test_a_join_losing_every_try_to_a_delete_is_told_to_retry(database, monkeypa
 
     assert raised.value.retriable
     assert str(raised.value) == "group 'g' was deleted 3 times while this request waited for it: try again"
+
+
+def _join_and_empty_group_pass(client, services, database, clock, monkeypatch, *, held_step: str,  # type: ignore[no-untyped-def]
+                               pass_first: bool) -> tuple[int, list[str], int | None]:
+    """A join and the empty-group pass on the group "g", emptied a retention ago: the one
+    first (`pass_first`: the pass) held at `held_step` of app.storage.groups while the other
+    waits for its lock. The pass's count of groups deleted, then g's members (the join's
+    member id first) and generation."""
+    emptied_group(client, services, "g")
+    clock.advance(EMPTY_GROUP_RETENTION_MS + 1)
+    calls = [lambda: services.groups.join("g", member_id=None, topic_names=["t"], session_timeout_ms=10_000),
+             lambda: services.groups.delete_empty_groups(clock()).deleted]
+    first, second, waited = hold_then(Held(monkeypatch, groups, held_step), *(calls[::-1] if pass_first else calls),
+                                      database)
+    assert waited
+    joined, deleted = (second, first) if pass_first else (first, second)
+    with database.engine.connect() as conn:
+        members = [m.member_id for m in groups.members(conn, "g")]
+        return deleted, [joined.member_id, *members], groups.generation(conn, "g")
+
+
+def test_an_empty_group_pass_waiting_for_a_join_keeps_the_group_it_added_a_member_to(  # type: ignore[no-untyped-def]
+        client, services, database, clock, monkeypatch) -> None:
+    deleted, (joined, *members), generation = _join_and_empty_group_pass(
+        client, services, database, clock, monkeypatch, held_step="add_member", pass_first=False)
+
+    assert (deleted, members, generation) == (0, [joined], 3)
+
+
+def test_a_join_waiting_for_the_empty_group_pass_creates_the_group_again(  # type: ignore[no-untyped-def]
+        client, services, database, clock, monkeypatch) -> None:
+    deleted, (joined, *members), generation = _join_and_empty_group_pass(
+        client, services, database, clock, monkeypatch, held_step="delete_if_empty", pass_first=True)
+
+    assert (deleted, members, generation) == (1, [joined], 1)

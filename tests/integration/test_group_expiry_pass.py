@@ -57,3 +57,15 @@ def test_a_pass_locks_at_most_a_chunk_of_groups_in_one_write_transaction(  # typ
     assert (removed, len(commits)) == (5, 4)
     with database.read() as conn:
         assert [len(groups.members(conn, g)) for g in ("a", "b", "c", "d", "e")] == [0, 0, 0, 0, 0]
+
+
+def test_a_group_deleted_after_the_pass_found_it_is_not_created_again(  # type: ignore[no-untyped-def]
+        client, services, database, clock, monkeypatch) -> None:
+    # The pass read "g" among the groups with an ended session; a DeleteGroups (which counts
+    # ended sessions as gone) deleted it before the pass's write transaction locked it.
+    create_topic(client, "t", 1)
+    monkeypatch.setattr(groups, "groups_with_expired_members", lambda conn, now_ms: ["g"])
+
+    assert services.groups.expire_members(clock()) == 0
+    with database.read() as conn:
+        assert (groups.generation(conn, "g"), groups.known(conn, "g")) == (None, False)

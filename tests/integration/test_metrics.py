@@ -9,6 +9,7 @@ from __future__ import annotations
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
+from app.services.group_service import EMPTY_GROUP_RETENTION_MS
 from app.storage.engine import after_commit
 from app.worker.chore import ChoreConfig
 from app.worker.coordinator import CoordinatorWorker
@@ -140,6 +141,18 @@ def test_group_expiry_counts_its_pass_and_the_members_it_expires(client, service
     after = scrape(client)
     assert delta(before, after, "outbox_group_members_expired_total") == 1
     assert delta(before, after, "outbox_group_expiry_passes_total", outcome="ok") == 1
+
+
+def test_group_expiry_counts_the_empty_groups_it_deletes(client, services, clock) -> None:  # type: ignore[no-untyped-def]
+    create_topic(client, "orders")
+    for group in ("a", "b"):
+        r = client.post(f"/v1/groups/{group}/members", json={"topics": ["orders"], "session_timeout_ms": 10_000})
+        assert client.delete(f"/v1/groups/{group}/members/{r.json()['member_id']}").status_code == 204
+    worker = GroupExpiryWorker(services.groups, clock, ChoreConfig(interval_ms=200))
+    before = scrape(client)
+    clock.advance(EMPTY_GROUP_RETENTION_MS + 1)
+    assert worker.run_once().deleted_groups == 2
+    assert delta(before, scrape(client), "outbox_groups_deleted_empty_total") == 2
 
 
 def test_a_refused_send_counts_no_records(client) -> None:  # type: ignore[no-untyped-def]
