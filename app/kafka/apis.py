@@ -25,7 +25,7 @@ from app.kafka import groups, records
 from app.kafka.acls import AclApis
 from app.kafka.admin import AdminApis
 from app.kafka.auth import RULES, access, authorized_operations, refusal_code
-from app.kafka.decompressed import check_decompressed_size
+from app.kafka.decompressed import DecompressedBudget
 from app.kafka.errors import error_code, metadata_code, transactional_code
 from app.kafka.groups import GroupApis
 from app.kafka.protocol import (
@@ -363,6 +363,8 @@ class Apis:
         # else each topic without WRITE. Nothing of a refused partition is read or written.
         refusal = (None if body.transactional_id is None
                    else refusal_code(Operation.WRITE, acl.transactional_id(body.transactional_id)))
+        # The request's records, decompressed, within the request bound all together.
+        budget = DecompressedBudget(self.settings.kafka_socket_request_max_bytes)
         for t in body.topic_data:
             answered = []
             denied = refusal or refusal_code(Operation.WRITE, acl.topic(t.name))
@@ -372,7 +374,7 @@ class Apis:
                                           base_offset=-1, log_append_time=None, log_start_offset=-1,
                                           record_errors=(), error_message=None))
                     continue
-                done = self._produce_partition(t.name, p.index, p.records, body.transactional_id, version)
+                done = self._produce_partition(t.name, p.index, p.records, body.transactional_id, version, budget)
                 record_errors = tuple(build(m.BatchIndexAndErrorMessage, batch_index=i,
                                             batch_index_error_message=f"record {i} of the batch: {done.message}")
                                       for i in done.record_indexes) if version >= 8 else ()
@@ -389,10 +391,11 @@ class Apis:
         return build(m.ProduceResponse, responses=tuple(topics), throttle_time=_NO_WAIT)
 
     def _produce_partition(self, topic: str, partition: int, data: bytes | None,
-                           transactional_id: str | None, version: int) -> Produced:
-        """What one partition's records came to. A transactional
-        Produce of version 12 or later (transaction version 2) begins the producer's next
-        transaction if none is open, as Kafka's partition leader adds the partition to it."""
+                           transactional_id: str | None, version: int, budget: DecompressedBudget) -> Produced:
+        """What one partition's records came to, its decompressing taken from the request's
+        `budget`. A transactional Produce of version 12 or later (transaction version 2) begins
+        the producer's next transaction if none is open, as Kafka's partition leader adds the
+        partition to it."""
         spoken = None if transactional_id is None else transaction_version(0, version)
         raw = bytes(data or b"")
         try:
@@ -421,8 +424,7 @@ class Apis:
                             f"deltas run to {batch.last_offset_delta}", -1)
         try:
             check_record_count(count, self.settings.max_records_per_request)
-            check_decompressed_size(raw, batch.compression_type,
-                                    self.settings.kafka_socket_request_max_bytes)
+            budget.take(raw, batch.compression_type)
             producer = batch.producer_id != records.NO_PRODUCER_ID
 
             def appended(batch: DefaultRecordBatch, value_format: ValueFormat) -> Any:

@@ -1,7 +1,9 @@
 """How many bytes a produced batch's records take once decompressed, found without holding
 more than a bound: aiokafka's reader decompresses a batch whole, so a small compressed batch
-could otherwise make the process hold gigabytes (a "decompression bomb"). A batch over the
-bound is refused before aiokafka reads it.
+could otherwise make the process hold gigabytes (a "decompression bomb"). The bound is one
+Produce's, across all its batches and partitions (DecompressedBudget): a 1 MB frame holds
+hundreds of small compressed batches, each of which could otherwise take the whole bound. A
+batch past what is left is refused before aiokafka reads it.
 
 Each codec as aiokafka's codec module reads it (gzip, xerial-framed or raw snappy, lz4 frames,
 zstd), through cramjam and zlib with an output bound: never a hand-written decompressor."""
@@ -22,22 +24,42 @@ _XERIAL = b"\x82SNAPPY\x00"
 _FIRST_TRY_RATIO = 64  # most batches fit a buffer this many times their compressed size
 
 
-def check_decompressed_size(batch: bytes, codec: int, limit: int) -> None:
-    """RecordListTooLarge if the batch's records take more than `limit` bytes decompressed.
-    Bytes that do not decompress are left to aiokafka's reader to refuse."""
+class DecompressedBudget:
+    """What is left of OUTBOX_KAFKA_SOCKET_REQUEST_MAX_BYTES for one Produce's records, taken
+    batch by batch in the order they are read: a batch takes its records' bytes decompressed
+    (an uncompressed one, its bytes as they are), whether or not it is then written, since
+    they were decompressed. Without it a request's decompressing, in CPU, was its batches
+    times the bound (docs/benchmarks.md)."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.left = limit
+
+    def take(self, batch: bytes, codec: int) -> None:
+        """RecordListTooLarge, and nothing left for the batches after it, if the batch's records
+        take more than what is left, found out decompressing at most that much. Bytes that do
+        not decompress take what was left (their decompressing could have cost that much) and
+        are left to aiokafka's reader to refuse."""
+        size = _decompressed_size(batch, codec, self.left) if self.left > 0 else None
+        if self.left <= 0 or (size is not None and size > self.left):
+            self.left = 0
+            raise RecordListTooLarge(f"the records of this Produce take more than {self.limit} bytes decompressed, "
+                                     "counted across its record batches (OUTBOX_KAFKA_SOCKET_REQUEST_MAX_BYTES)")
+        self.left = 0 if size is None else self.left - size
+
+
+def _decompressed_size(batch: bytes, codec: int, limit: int) -> int | None:
+    """The bytes the batch's records take decompressed, more than `limit` if they take more;
+    None if they do not decompress."""
     end = 12 + _BATCH_LENGTH.unpack_from(batch, 8)[0]
     payload = memoryview(batch)[_RECORDS_AT:end]
     if codec == GZIP:
-        size = _gzip_size(payload, limit)
-    elif codec == SNAPPY:
-        size = _snappy_size(payload)
-    elif codec in (LZ4, ZSTD):
-        size = _bounded_size(cramjam.lz4 if codec == LZ4 else cramjam.zstd, payload, limit)
-    else:
-        return
-    if size is not None and size > limit:
-        raise RecordListTooLarge(f"the record batch takes more than {limit} bytes decompressed "
-                                 "(OUTBOX_KAFKA_SOCKET_REQUEST_MAX_BYTES)")
+        return _gzip_size(payload, limit)
+    if codec == SNAPPY:
+        return _snappy_size(payload)
+    if codec in (LZ4, ZSTD):
+        return _bounded_size(cramjam.lz4 if codec == LZ4 else cramjam.zstd, payload, limit)
+    return len(payload)
 
 
 def _gzip_size(payload: memoryview, limit: int) -> int | None:

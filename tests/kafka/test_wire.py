@@ -585,3 +585,37 @@ def test_init_producer_id_with_the_current_id_and_epoch_bumps_the_epoch(kafka: L
                                  producer_id=first.producer_id, producer_epoch=first.producer_epoch), 8)
     assert (first.error_code, first.producer_epoch) == (ErrorCode.none, 0)
     assert (bumped.error_code, bumped.producer_id, bumped.producer_epoch) == (ErrorCode.none, first.producer_id, 1)
+
+
+def test_compressed_batches_that_decompress_past_the_request_limit_together_are_refused_from_the_one_past_it(
+        kafka: Listener) -> None:
+    # Each batch alone is within the limit: the request's records, together, are not.
+    create_topic(kafka.client, "blobs", partitions=4, value_format="bytes")
+
+    def zstd(value: bytes) -> bytes:
+        b = DefaultRecordBatchBuilder(2, 4, 0, -1, -1, -1, 1 << 30)
+        b.append(0, 1_700_000_000_000, None, value, [])
+        return bytes(b.build())
+
+    large, small = zstd(b"a" * 400_000), _records([b"b"])
+    m = request_class(0, 9)
+    assert m is not None
+    mod = __import__(m.__module__, fromlist=["x"])
+    body = m(transactional_id=None, acks=-1, timeout=datetime.timedelta(seconds=5), topic_data=(
+        mod.TopicProduceData(name="blobs", partition_data=tuple(
+            mod.PartitionProduceData(index=p, records=records)
+            for p, records in ((0, large), (1, large), (2, large), (3, small)))),))
+    with listener_with(kafka, kafka_socket_request_max_bytes=1 << 20) as small_limit, small_limit.connect() as s:
+        answer = ask(s, 0, 9, body)
+        again = _partition_answer(ask(s, 0, 9, _produce("blobs", 3, small)))  # the next request has its own
+    assert [(p.index, p.error_code, p.base_offset) for p in answer.responses[0].partition_responses] == [
+        (0, ErrorCode.none, 0), (1, ErrorCode.none, 0),
+        (2, ErrorCode.record_list_too_large, -1), (3, ErrorCode.record_list_too_large, -1)]
+    assert (again.error_code, again.base_offset) == (ErrorCode.none, 0)
+    assert [len(_stored_values(kafka, p)) for p in range(4)] == [1, 1, 0, 1]
+
+
+def _stored_values(kafka: Listener, partition: int) -> list[Any]:
+    r = kafka.client.get(f"/v1/topics/blobs/partitions/{partition}/records", params={"isolation": "read_uncommitted"})
+    assert r.status_code == 200, r.text
+    return [x["value"] for x in r.json()["records"]]
