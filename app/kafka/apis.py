@@ -5,9 +5,11 @@ in a worker thread (server.Connection): the services block on the database."""
 from __future__ import annotations
 
 import datetime
+import itertools
 import threading
 import uuid
 from collections import OrderedDict
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -495,10 +497,10 @@ class Apis:
         left = max(0, min(getattr(body, "max_bytes", 2**31 - 1), self.settings.fetch_max_bytes_limit))
         partition_limit = self.settings.fetch_max_partition_bytes_limit
         total, keys, topics = 0, [], []
-        for t in body.topics:
+        for topic, named in fetch_partitions(body.topics):
             answered = []
-            denied = refusal_code(Operation.READ, acl.topic(t.topic))
-            for p in t.partitions:
+            denied = refusal_code(Operation.READ, acl.topic(topic))
+            for p in named:
                 if denied is not None:
                     answered.append(build(m.PartitionData, partition_index=p.partition,
                                           error_code=denied, high_watermark=-1,
@@ -511,7 +513,7 @@ class Apis:
                 # per partition: the read leaves it unread (min_one).
                 try:
                     read = self.services.log.read_in_offset_order(
-                        t.topic, p.partition, offset=p.fetch_offset, isolation=isolation,
+                        topic, p.partition, offset=p.fetch_offset, isolation=isolation,
                         max_bytes=max(0, min(p.partition_max_bytes, partition_limit, left)),
                         max_records=self.settings.fetch_max_records_limit, min_one=total == 0)
                 except OutboxError as e:
@@ -535,7 +537,7 @@ class Apis:
                                       high_watermark=read.high_watermark, last_stable_offset=read.last_stable_offset,
                                       log_start_offset=read.log_start_offset, aborted_transactions=aborted,
                                       records=data))
-            topics.append(build(m.FetchableTopicResponse, topic=t.topic, partitions=tuple(answered)))
+            topics.append(build(m.FetchableTopicResponse, topic=topic, partitions=tuple(answered)))
         answer = build(m.FetchResponse, throttle_time=_NO_WAIT, error_code=ErrorCode.none, session_id=0,
                        responses=tuple(topics))
         return answer, total, keys
@@ -548,12 +550,18 @@ class Apis:
         isolation = (IsolationLevel.READ_COMMITTED if getattr(body, "isolation_level", 0) == 1
                      else IsolationLevel.READ_UNCOMMITTED)
         topics = []
+        duplicated = duplicated_partitions((t.name, p.partition_index) for t in body.topics for p in t.partitions)
         for t in body.topics:
             answered = []
             denied = refusal_code(Operation.DESCRIBE, acl.topic(t.name))
             for p in t.partitions:
-                code, offset, timestamp = (self._list_offset(t.name, p.partition_index, p.timestamp, isolation)
-                                           if denied is None else (denied, -1, _NO_TIMESTAMP))
+                if denied is not None:
+                    code, offset, timestamp = denied, -1, _NO_TIMESTAMP
+                elif (t.name, p.partition_index) in duplicated:
+                    # As Kafka: every entry of a partition named more than once, none read.
+                    code, offset, timestamp = ErrorCode.invalid_request, -1, _NO_TIMESTAMP
+                else:
+                    code, offset, timestamp = self._list_offset(t.name, p.partition_index, p.timestamp, isolation)
                 answered.append(build(m.ListOffsetsPartitionResponse, partition_index=p.partition_index,
                                       error_code=code, timestamp=timestamp, offset=offset, leader_epoch=-1))
             topics.append(build(m.ListOffsetsTopicResponse, name=t.name, partitions=tuple(answered)))
@@ -578,6 +586,28 @@ class Apis:
         if got.found is None:
             return ErrorCode.none, -1, _NO_TIMESTAMP  # Kafka's answer when no record is that recent
         return ErrorCode.none, got.found[0], got.found[1]
+
+
+def fetch_partitions(topics: Any) -> list[tuple[str, list[Any]]]:
+    """A Fetch's partitions as Kafka's broker takes them (its request's fetchData, a map): each
+    partition once, where it was first named, with what it was last named with; answered in
+    topics of consecutive partitions, as Kafka's answer groups them. Each partition read is a
+    database query here: named 2,000 times, it is still read once."""
+    latest: dict[tuple[str, int], Any] = {}
+    for t in topics:
+        for p in t.partitions:
+            latest[(t.topic, p.partition)] = p
+    return [(topic, [p for _, p in run]) for topic, run in itertools.groupby(latest.items(), key=lambda e: e[0][0])]
+
+
+def duplicated_partitions(named: Iterable[tuple[str, int]]) -> set[tuple[str, int]]:
+    """The (topic, partition) pairs named more than once: a ListOffsets answers each of their
+    entries INVALID_REQUEST, as Kafka does, and reads none of them."""
+    seen: set[tuple[str, int]] = set()
+    twice: set[tuple[str, int]] = set()
+    for key in named:
+        (twice if key in seen else seen).add(key)
+    return twice
 
 
 def api_versions_answer(version: int, code: ErrorCode) -> Any:
