@@ -19,7 +19,7 @@ from kio.schema.errors import ErrorCode
 from app.domain import acl
 from app.domain.acl import CLUSTER, Operation
 from app.domain.errors import ConcurrentTransactions, InvalidRecord, OutboxError
-from app.domain.offsets import GroupMetadata, OffsetToStage, metadata_fits
+from app.domain.offsets import GroupMetadata, OffsetToStage
 from app.domain.read import offset_order_upper_bound
 from app.domain.records import check_record_count
 from app.domain.types import IsolationLevel, TransactionVersion, ValueFormat
@@ -317,15 +317,15 @@ class Apis:
             denied = {t.name: topic_code for t in body.topics
                       if (topic_code := refusal_code(Operation.READ, acl.topic(t.name))) is not None}
         offsets = [OffsetToStage(t.name, p.partition_index, p.committed_offset, p.committed_metadata)
-                   for t in body.topics for p in t.partitions
-                   if t.name not in denied and metadata_fits(p.committed_metadata)]
+                   for t in body.topics for p in t.partitions if t.name not in denied]
         try:
             if code is ErrorCode.none and offsets:
                 # Version 5 (transaction version 2) begins the transaction on an idle id, as
                 # Kafka's group coordinator adds the offsets to it without AddOffsetsToTxn.
                 self.services.coordinator.add_offsets(body.transactional_id, body.producer_id,
                                                       body.producer_epoch, body.group_id, offsets, group_metadata,
-                                                      transaction_version=transaction_version(28, version))
+                                                      transaction_version=transaction_version(28, version),
+                                                      each_partition=True)
         except OutboxError as e:
             code = transactional_code(e, 28, version)
         return build(m.TxnOffsetCommitResponse, throttle_time=_NO_WAIT, topics=tuple(

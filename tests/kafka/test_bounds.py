@@ -348,6 +348,47 @@ def test_a_txn_offset_commit_with_metadata_past_kafkas_bound_is_refused_for_that
     assert _committed(kafka, "billing") == [("orders", 1, 5)]
 
 
+def test_an_offset_commit_of_a_stale_generation_is_illegal_generation_for_every_partition_before_its_metadata(
+        kafka: Listener) -> None:
+    from kio.schema.offset_commit.v8.request import OffsetCommitRequestPartition, OffsetCommitRequestTopic
+
+    from tests.kafka.test_groups import _lone_member
+
+    create_topic(kafka.client, "orders", partitions=2)
+    a, a_id = _lone_member(kafka)  # generation 1
+    with a:
+        answer = ask(a, 8, 8, request_class(8, 8)(
+            group_id="g", generation_id_or_member_epoch=0, member_id=a_id, group_instance_id=None, topics=(
+                OffsetCommitRequestTopic(name="orders", partitions=tuple(
+                    OffsetCommitRequestPartition(partition_index=p, committed_offset=5, committed_leader_epoch=-1,
+                                                 committed_metadata=_TOO_LONG) for p in (0, 1))),)))
+    assert [(p.partition_index, p.error_code) for p in answer.topics[0].partitions] == [
+        (0, ErrorCode.illegal_generation), (1, ErrorCode.illegal_generation)]
+    assert _committed(kafka, "g") == []
+
+
+def test_a_txn_offset_commit_of_a_stale_generation_is_illegal_generation_for_every_partition_before_its_metadata(
+        kafka: Listener) -> None:
+    from kio.schema.txn_offset_commit.v3.request import TxnOffsetCommitRequestPartition, TxnOffsetCommitRequestTopic
+
+    from tests.kafka.test_groups import _lone_member
+
+    create_topic(kafka.client, "orders", partitions=2)
+    a, a_id = _lone_member(kafka)  # generation 1
+    with a, kafka.connect() as s:
+        pid, epoch = _init(s, "t")
+        assert _add_offsets(s, "t", pid, epoch, "g").error_code == ErrorCode.none
+        answer = ask(s, 28, 3, request_class(28, 3)(
+            transactional_id="t", group_id="g", producer_id=pid, producer_epoch=epoch, generation_id=0,
+            member_id=a_id, group_instance_id=None, topics=(TxnOffsetCommitRequestTopic(name="orders", partitions=tuple(
+                TxnOffsetCommitRequestPartition(partition_index=p, committed_offset=5, committed_leader_epoch=-1,
+                                                committed_metadata=_TOO_LONG) for p in (0, 1))),)))
+        assert _end(s, "t", pid, epoch, commit=True).error_code == ErrorCode.none
+    assert [(p.partition_index, p.error_code) for p in answer.topics[0].partitions] == [
+        (0, ErrorCode.illegal_generation), (1, ErrorCode.illegal_generation)]
+    assert _committed(kafka, "g") == []
+
+
 # --- A JoinGroup waiting at the barrier whose client has gone ---------------------------------
 
 _LONG_REBALANCE_S = 300  # the group's rebalance deadline: far beyond any wait of these tests
