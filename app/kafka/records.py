@@ -22,6 +22,7 @@ import io
 import struct
 from typing import Any
 
+import cramjam
 from aiokafka.record.default_records import DefaultRecordBatch, DefaultRecordBatchBuilder
 from aiokafka.errors import CorruptRecordException
 from kio.records.schema import NewRecordBatch, Record
@@ -60,9 +61,11 @@ def send_batch(topic: str, partition: int, batch: DefaultRecordBatch, now_ms: in
         values = [r.value for r in read]
         headers = [r.headers for r in read]
         timestamps = [r.timestamp for r in read]
-    except (UnicodeDecodeError, ValueError, CorruptRecordException) as e:
+    except (UnicodeDecodeError, ValueError, CorruptRecordException, OSError, cramjam.DecompressionError) as e:
         # A header name that is not UTF-8, a bad varint, a record the header's count names and
-        # the bytes do not hold: the request's fault, answered, never the service's traceback.
+        # the bytes do not hold, compressed records that do not decompress (gzip's reader
+        # raises OSError, cramjam's codecs their own): the request's fault, answered, never the
+        # service's traceback.
         raise InvalidRecord(f"a record of {topic}/{partition} cannot be read: {e}") from None
     if batch.timestamp_type == _LOG_APPEND_TIME:
         timestamps = [now_ms] * len(read)

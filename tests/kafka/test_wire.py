@@ -619,3 +619,17 @@ def _stored_values(kafka: Listener, partition: int) -> list[Any]:
     r = kafka.client.get(f"/v1/topics/blobs/partitions/{partition}/records", params={"isolation": "read_uncommitted"})
     assert r.status_code == 200, r.text
     return [x["value"] for x in r.json()["records"]]
+
+
+@pytest.mark.parametrize("codec", [1, 2, 3, 4], ids=["gzip", "snappy", "lz4", "zstd"])
+def test_a_compressed_batch_whose_records_do_not_decompress_is_an_invalid_record_and_the_connection_kept(
+        kafka: Listener, codec: int) -> None:
+    # Its CRC matches its bytes: only decompressing them finds them out (that was a traceback
+    # in the service's log and the connection closed).
+    create_topic(kafka.client, "orders")
+    b = DefaultRecordBatchBuilder(2, codec, 0, -1, -1, -1, 1 << 20)
+    b.append(0, 1_700_000_000_000, None, b'"' + b"a" * 1_000 + b'"', [])
+    records = bytearray(b.build())
+    records[61:] = b"Z" * (len(records) - 61)  # the compressed records, after the batch's header
+    struct.pack_into(">I", records, 17, calc_crc32c(bytes(records[21:])))
+    _refused_then_a_good_batch_taken(kafka, bytes(records))
