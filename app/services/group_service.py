@@ -518,10 +518,10 @@ class GroupService:
     def commit(
         self, group_id: str, to_commit: list[OffsetToStage], group_metadata: GroupMetadata | None = None, *,
         each_partition: bool = False,
-    ) -> list[OffsetToStage]:
-        """The offsets written, in Kafka's order (offsets_to_write): the group's checks first,
-        then each offset's metadata; with `each_partition`, an offset whose metadata is too long
-        is left out (the others written), else it refuses the commit."""
+    ) -> None:
+        """In Kafka's order (offsets_to_write): the group's checks first, then each offset's
+        metadata; with `each_partition`, an offset whose metadata is too long is left out (the
+        others written), else it refuses the commit."""
         check_distinct_partitions(to_commit)
         now = self.clock()
         with self.db.write() as conn:
@@ -543,7 +543,7 @@ class GroupService:
                     raise RebalanceInProgress(f"group {group_id!r} is rebalancing: join again")
             to_commit = offsets_to_write(to_commit, each_partition=each_partition)
             if not to_commit:
-                return to_commit
+                return
             topic_ids = topics.topic_ids_for_offsets(conn, to_commit)
             offsets.commit(conn, [
                 {
@@ -556,7 +556,6 @@ class GroupService:
                 }
                 for o, topic_id in zip(to_commit, topic_ids, strict=True)
             ])
-        return to_commit
 
     def reset_offsets(self, group_id: str, scope: ResetScope, spec: OffsetResetSpec, *, dry_run: bool,
                       visible: Callable[[str], bool] = lambda _topic: True,
