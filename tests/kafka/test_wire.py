@@ -561,13 +561,19 @@ def test_a_failed_produce_with_acks_0_closes_the_connection_as_kafka_does(kafka:
     assert _stored(kafka) == []
 
 
+def _compressed(codec: int, value: bytes) -> bytes:
+    """A batch of one record compressed with `codec` (1 gzip, 2 snappy, 3 lz4, 4 zstd), as a
+    producer builds it (aiokafka's builder)."""
+    b = DefaultRecordBatchBuilder(2, codec, 0, -1, -1, -1, 1 << 30)
+    b.append(0, 1_700_000_000_000, None, value, [])
+    return bytes(b.build())
+
+
 @pytest.mark.parametrize("codec", [1, 2, 3, 4], ids=["gzip", "snappy", "lz4", "zstd"])
 def test_a_batch_that_decompresses_past_the_request_limit_is_refused_and_not_written(
         kafka: Listener, codec: int) -> None:
     create_topic(kafka.client, "orders")
-    b = DefaultRecordBatchBuilder(2, codec, 0, -1, -1, -1, 1 << 30)
-    b.append(0, 1_700_000_000_000, None, b'"' + b"0" * 3_000_000 + b'"', [])
-    records = bytes(b.build())
+    records = _compressed(codec, b'"' + b"0" * 3_000_000 + b'"')
     with listener_with(kafka, kafka_socket_request_max_bytes=1 << 20) as small, small.connect() as s:
         assert len(records) < 1 << 20  # the frame itself is under the limit
         answer = ask(s, 0, 9, _produce("orders", 0, records))
@@ -591,13 +597,7 @@ def test_compressed_batches_that_decompress_past_the_request_limit_together_are_
         kafka: Listener) -> None:
     # Each batch alone is within the limit: the request's records, together, are not.
     create_topic(kafka.client, "blobs", partitions=4, value_format="bytes")
-
-    def zstd(value: bytes) -> bytes:
-        b = DefaultRecordBatchBuilder(2, 4, 0, -1, -1, -1, 1 << 30)
-        b.append(0, 1_700_000_000_000, None, value, [])
-        return bytes(b.build())
-
-    large, small = zstd(b"a" * 400_000), _records([b"b"])
+    large, small = _compressed(4, b"a" * 400_000), _records([b"b"])
     m = request_class(0, 9)
     assert m is not None
     mod = __import__(m.__module__, fromlist=["x"])
@@ -627,9 +627,7 @@ def test_a_compressed_batch_whose_records_do_not_decompress_is_an_invalid_record
     # Its CRC matches its bytes: only decompressing them finds them out (that was a traceback
     # in the service's log and the connection closed).
     create_topic(kafka.client, "orders")
-    b = DefaultRecordBatchBuilder(2, codec, 0, -1, -1, -1, 1 << 20)
-    b.append(0, 1_700_000_000_000, None, b'"' + b"a" * 1_000 + b'"', [])
-    records = bytearray(b.build())
+    records = bytearray(_compressed(codec, b'"' + b"a" * 1_000 + b'"'))
     records[61:] = b"Z" * (len(records) - 61)  # the compressed records, after the batch's header
     struct.pack_into(">I", records, 17, calc_crc32c(bytes(records[21:])))
     _refused_then_a_good_batch_taken(kafka, bytes(records))
