@@ -20,7 +20,7 @@ from app.domain.errors import RecordListTooLarge
 GZIP, SNAPPY, LZ4, ZSTD = 1, 2, 3, 4
 _BATCH_LENGTH = struct.Struct(">i")  # at byte 8 of a v2 batch: its length after this field
 _RECORDS_AT = 61  # a v2 batch's header: its records (compressed or not) follow
-_XERIAL = b"\x82SNAPPY\x00"
+_XERIAL = b"\x82SNAPPY\x00" + struct.pack(">ii", 1, 1)  # magic, version, compatible version
 _FIRST_TRY_RATIO = 64  # most batches fit a buffer this many times their compressed size
 
 
@@ -80,19 +80,30 @@ def _gzip_size(payload: memoryview, limit: int) -> int | None:
 
 
 def _snappy_size(payload: memoryview) -> int | None:
-    """A snappy block states its decompressed length in its first bytes."""
+    """A snappy block states its decompressed length in its first bytes. A xerial stream's
+    blocks each follow their length, as aiokafka's reader reads them: a length that is not
+    positive or runs past the bytes is not snappy (a negative one sent the cursor back: the
+    loop never ended, a 40-byte Produce held a thread at full CPU for ever)."""
     try:
-        if bytes(payload[:8]) != _XERIAL:
+        if not _is_xerial(payload):
             return int(cramjam.snappy.decompress_raw_len(bytes(payload)))
         size, cursor, data = 0, 16, bytes(payload)
-        while cursor + 4 <= len(data):
+        while cursor < len(data):
             (block,) = struct.unpack_from(">i", data, cursor)
             cursor += 4
+            if block <= 0 or cursor + block > len(data):
+                return None
             size += int(cramjam.snappy.decompress_raw_len(data[cursor:cursor + block]))
             cursor += block
         return size
     except (cramjam.DecompressionError, ValueError, struct.error):
         return None
+
+
+def _is_xerial(payload: memoryview) -> bool:
+    """As aiokafka's reader tells a xerial stream from raw snappy: more than its 16-byte header,
+    which is the magic, version 1 and compatible version 1."""
+    return len(payload) > 16 and bytes(payload[:16]) == _XERIAL
 
 
 def _bounded_size(codec: object, payload: memoryview, limit: int) -> int | None:
