@@ -39,8 +39,10 @@ def _gzip_records() -> bytes:
 # Each a way compressed records fail to decompress, as (codec, records): the reader of each
 # raised something of its own (zlib.error, EOFError, struct.error), not just OSError.
 UNDECOMPRESSABLE = {
+    "gzip-garbage": (GZIP, b"Z" * 50),  # no gzip header
     "gzip-bad-deflate": (GZIP, _gzip_records()[:10] + b"\xff" * 40),  # a good header, then no deflate block
     "gzip-truncated": (GZIP, _gzip_records()[:len(_gzip_records()) // 2]),
+    "snappy-garbage": (SNAPPY, b"Z" * 50),  # raw snappy claiming 90 bytes, not holding them
     "snappy-xerial-length-cut-short": (SNAPPY, _XERIAL + b"\x00\x01\x00"),  # 3 bytes of a block's 4-byte length
     "snappy-xerial-negative-length": (SNAPPY, _XERIAL + struct.pack(">i", -4) + b"\x00" * 4),
     "lz4-garbage": (LZ4, b"Z" * 50),
