@@ -6,7 +6,10 @@ hundreds of small compressed batches, each of which could otherwise take the who
 batch past what is left is refused before aiokafka reads it.
 
 Each codec as aiokafka's codec module reads it (gzip, xerial-framed or raw snappy, lz4 frames,
-zstd), through cramjam and zlib with an output bound: never a hand-written decompressor."""
+zstd), through cramjam and zlib with an output bound: never a hand-written decompressor.
+Records that do not decompress are INVALID_RECORD here, before aiokafka's reader meets them,
+and take what finding that out decompressed (at most the output room of the last try), not
+the whole bound."""
 
 from __future__ import annotations
 
@@ -15,21 +18,22 @@ import zlib
 
 import cramjam
 
-from app.domain.errors import RecordListTooLarge
+from app.domain.errors import InvalidRecord, RecordListTooLarge
 
 GZIP, SNAPPY, LZ4, ZSTD = 1, 2, 3, 4
 _BATCH_LENGTH = struct.Struct(">i")  # at byte 8 of a v2 batch: its length after this field
 _RECORDS_AT = 61  # a v2 batch's header: its records (compressed or not) follow
 _XERIAL = b"\x82SNAPPY\x00" + struct.pack(">ii", 1, 1)  # magic, version, compatible version
 _FIRST_TRY_RATIO = 64  # most batches fit a buffer this many times their compressed size
+_STEP_BYTES = 64 << 10  # gzip's output at a time, and the least output room of a first try
 
 
 class DecompressedBudget:
     """What is left of OUTBOX_KAFKA_SOCKET_REQUEST_MAX_BYTES for one Produce's records, taken
     batch by batch in the order they are read: a batch takes its records' bytes decompressed
-    (an uncompressed one, its bytes as they are), whether or not it is then written, since
-    they were decompressed. Without it a request's decompressing, in CPU, was its batches
-    times the bound (docs/benchmarks.md)."""
+    (an uncompressed one, its bytes as they are), whether or not it is then written (refused
+    for an unknown topic, say), since they were decompressed. Without it a request's
+    decompressing, in CPU, was its batches times the bound (docs/benchmarks.md)."""
 
     def __init__(self, limit: int) -> None:
         self.limit = limit
@@ -37,46 +41,64 @@ class DecompressedBudget:
 
     def take(self, batch: bytes, codec: int) -> None:
         """RecordListTooLarge, and nothing left for the batches after it, if the batch's records
-        take more than what is left, found out decompressing at most that much. Bytes that do
-        not decompress take what was left (their decompressing could have cost that much) and
-        are left to aiokafka's reader to refuse."""
-        size = _decompressed_size(batch, codec, self.left) if self.left > 0 else None
-        if self.left <= 0 or (size is not None and size > self.left):
+        take more than what is left, found out decompressing at most that much. Records that do
+        not decompress: InvalidRecord, having taken what finding that out decompressed (at most
+        a try's output room), not the whole bound."""
+        size, decompressed = _decompressed_size(batch, codec, self.left) if self.left > 0 else (1, True)
+        if not decompressed:
+            self.left = max(0, self.left - size)
+            raise InvalidRecord("the record batch's compressed records do not decompress")
+        if size > self.left:
             self.left = 0
             raise RecordListTooLarge(f"the records of this Produce take more than {self.limit} bytes decompressed, "
                                      "counted across its record batches (OUTBOX_KAFKA_SOCKET_REQUEST_MAX_BYTES)")
-        self.left = 0 if size is None else self.left - size
+        self.left -= size
 
 
-def _decompressed_size(batch: bytes, codec: int, limit: int) -> int | None:
-    """The bytes the batch's records take decompressed, more than `limit` if they take more;
-    None if they do not decompress."""
+def _decompressed_size(batch: bytes, codec: int, limit: int) -> tuple[int, bool]:
+    """(the bytes the batch's records take decompressed, more than `limit` if they take more;
+    True), or (what finding out that they do not decompress decompressed, at most; False)."""
     end = 12 + _BATCH_LENGTH.unpack_from(batch, 8)[0]
     payload = memoryview(batch)[_RECORDS_AT:end]
     if codec == GZIP:
-        return _gzip_size(payload, limit)
+        return _gzip_size(bytes(payload), limit)
     if codec == SNAPPY:
-        return _snappy_size(payload)
+        size = _snappy_size(payload)
+        return (len(payload), False) if size is None else (size, True)
     if codec in (LZ4, ZSTD):
         return _bounded_size(cramjam.lz4 if codec == LZ4 else cramjam.zstd, payload, limit)
-    return len(payload)
+    return len(payload), True
 
 
-def _gzip_size(payload: memoryview, limit: int) -> int | None:
-    """Every gzip member, as Python's gzip module reads them all, each bounded."""
-    size, data = 0, bytes(payload)
-    try:
-        while data:
-            d = zlib.decompressobj(16 + zlib.MAX_WBITS)
-            size += len(d.decompress(data, limit + 1 - size))
+def _rooms(payload: memoryview, limit: int) -> list[int]:
+    """The output rooms to try: a small one first, which most batches fit, then `limit` + 1
+    (past the limit). A try that fails has decompressed at most its room."""
+    first = max(_STEP_BYTES, _FIRST_TRY_RATIO * len(payload))
+    return [first, limit + 1] if first <= limit else [limit + 1]
+
+
+def _gzip_size(data: bytes, limit: int) -> tuple[int, bool]:
+    """Every gzip member, as Python's gzip module reads them all (zero bytes after a member
+    skipped), decompressed _STEP_BYTES at a time: never more held, and a member cut short or
+    a bad deflate body or trailer found out having decompressed at most a step past what
+    was counted."""
+    size = 0
+    while data:
+        d = zlib.decompressobj(16 + zlib.MAX_WBITS)
+        while not d.eof:
+            step = min(_STEP_BYTES, limit + 1 - size)
+            try:
+                out = d.decompress(data, step)
+            except zlib.error:
+                return size + step, False
+            size += len(out)
             if size > limit:
-                return size
-            if not d.eof:
-                return size  # truncated: aiokafka's reader refuses it
-            data = d.unused_data
-    except zlib.error:
-        return None
-    return size
+                return size, True
+            if not out and not d.eof:
+                return size, False  # zlib stops short of `step` only at the end of its input: cut short
+            data = d.unconsumed_tail
+        data = d.unused_data.lstrip(b"\0")
+    return size, True
 
 
 def _snappy_size(payload: memoryview) -> int | None:
@@ -106,12 +128,12 @@ def _is_xerial(payload: memoryview) -> bool:
     return len(payload) > 16 and bytes(payload[:16]) == _XERIAL
 
 
-def _bounded_size(codec: object, payload: memoryview, limit: int) -> int | None:
-    """Decompressed into a buffer that cannot grow past `limit`: a small one first."""
-    for room in sorted({min(limit, max(1 << 20, _FIRST_TRY_RATIO * len(payload))), limit}):
+def _bounded_size(codec: object, payload: memoryview, limit: int) -> tuple[int, bool]:
+    """Decompressed into a buffer that cannot grow past `limit` + 1: a small one first."""
+    for room in _rooms(payload, limit):
         try:
-            return int(codec.decompress_into(bytes(payload), bytearray(room)))  # type: ignore[attr-defined]
+            return int(codec.decompress_into(bytes(payload), bytearray(room))), True  # type: ignore[attr-defined]
         except cramjam.DecompressionError as e:
             if "whole buffer" not in str(e):
-                return None  # not this codec's bytes: aiokafka's reader refuses them
-    return limit + 1
+                return room, False  # not this codec's bytes, having decompressed at most `room`
+    return limit + 1, True

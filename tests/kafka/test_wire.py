@@ -41,12 +41,21 @@ def _produce(topic: str, partition: int, records: bytes, acks: int = -1, version
 def _produce_partitions(topic: str, partitions: list[tuple[int, bytes]]) -> Any:
     """One Produce of `topic`'s partitions, each with its records, in that order: as a client
     batching several partitions together sends them."""
+    return _produce_topics([(topic, partitions)])
+
+
+def _produce_topics(topics: list[tuple[str, list[tuple[int, bytes]]]]) -> Any:
     m = request_class(0, 9)
     assert m is not None
     mod = __import__(m.__module__, fromlist=["x"])
-    return m(transactional_id=None, acks=-1, timeout=datetime.timedelta(seconds=5), topic_data=(
+    return m(transactional_id=None, acks=-1, timeout=datetime.timedelta(seconds=5), topic_data=tuple(
         mod.TopicProduceData(name=topic, partition_data=tuple(
-            mod.PartitionProduceData(index=p, records=records) for p, records in partitions)),))
+            mod.PartitionProduceData(index=p, records=records) for p, records in partitions))
+        for topic, partitions in topics))
+
+
+def _answered(answer: Any) -> list[tuple[str, int, ErrorCode, int]]:
+    return [(t.name, p.index, p.error_code, p.base_offset) for t in answer.responses for p in t.partition_responses]
 
 
 def _partition_answer(answer: Any) -> Any:
@@ -613,6 +622,17 @@ def test_compressed_batches_that_decompress_past_the_request_limit_together_are_
     assert [len(_stored_values(kafka, p)) for p in range(4)] == [1, 1, 0, 1]
 
 
+def test_records_that_do_not_decompress_take_what_finding_that_out_decompressed_not_the_request_s_bound(
+        kafka: Listener) -> None:
+    create_topic(kafka.client, "blobs", partitions=3, value_format="bytes")
+    large = compressed(4, b"a" * 400_000)
+    body = _produce_partitions("blobs", [(0, undecompressable("zstd-garbage")), (1, large), (2, large)])
+    with listener_with(kafka, kafka_socket_request_max_bytes=1 << 20) as small_limit, small_limit.connect() as s:
+        answer = ask(s, 0, 9, body)
+    assert _answered(answer) == [("blobs", 0, ErrorCode.invalid_record, -1), ("blobs", 1, ErrorCode.none, 0),
+                                 ("blobs", 2, ErrorCode.none, 0)]
+
+
 def _stored_values(kafka: Listener, partition: int) -> list[Any]:
     r = kafka.client.get(f"/v1/topics/blobs/partitions/{partition}/records", params={"isolation": "read_uncommitted"})
     assert r.status_code == 200, r.text
@@ -631,7 +651,6 @@ def test_a_compressed_batch_whose_records_do_not_decompress_is_an_invalid_record
     with kafka.connect() as s:
         answer = ask(s, 0, 9, _produce_partitions("blobs", [(0, _records([b"good"])), (1, undecompressable(shape))]))
         again = _partition_answer(ask(s, 0, 9, _produce("blobs", 1, _records([b"next"]))))
-    assert [(p.index, p.error_code, p.base_offset) for p in answer.responses[0].partition_responses] == [
-        (0, ErrorCode.none, 0), (1, ErrorCode.invalid_record, -1)]
+    assert _answered(answer) == [("blobs", 0, ErrorCode.none, 0), ("blobs", 1, ErrorCode.invalid_record, -1)]
     assert (again.error_code, again.base_offset) == (ErrorCode.none, 0)  # on the same connection
     assert [len(_stored_values(kafka, p)) for p in range(2)] == [1, 1]

@@ -4,12 +4,16 @@ bounded time whatever the bytes."""
 
 from __future__ import annotations
 
+import gzip
 import threading
 
 import pytest
+from aiokafka.codec import gzip_decode, lz4_decode, snappy_decode, zstd_decode
 
+from app.domain.errors import InvalidRecord
 from app.kafka.decompressed import DecompressedBudget
-from tests.kafka_batches import UNDECOMPRESSABLE, undecompressable
+from tests.kafka_batches import (GZIP, LZ4, RECORDS_AT, SNAPPY, UNDECOMPRESSABLE, ZSTD, compressed, undecompressable,
+                                 with_records)
 
 _MEASURED_WITHIN_S = 5  # a bound on a wait for a measure of microseconds, never a timed assertion
 
@@ -30,3 +34,34 @@ def test_records_that_do_not_decompress_are_measured_in_bounded_time(shape: str)
 
     threading.Thread(target=measure, daemon=True).start()  # daemon: a loop that never ends cannot hold pytest
     assert done.wait(_MEASURED_WITHIN_S), "the measuring did not end"
+
+
+_LIMIT = 1 << 20
+_AIOKAFKA_DECODERS = {GZIP: gzip_decode, SNAPPY: snappy_decode, LZ4: lz4_decode, ZSTD: zstd_decode}
+
+
+# Raw snappy states its length first: measuring takes it at its word, and aiokafka's reader,
+# decompressing, finds it false (an invalid record of send_batch's, tests/unit/test_kafka_produced_batches.py).
+@pytest.mark.parametrize("shape", sorted(set(UNDECOMPRESSABLE) - {"snappy-garbage"}))
+def test_records_that_do_not_decompress_are_an_invalid_record_and_take_a_try_s_room_not_the_bound(
+        shape: str) -> None:
+    budget = DecompressedBudget(8 * _LIMIT)
+    with pytest.raises(InvalidRecord):
+        budget.take(undecompressable(shape), UNDECOMPRESSABLE[shape][0])
+    assert budget.left >= 8 * _LIMIT - (64 << 10)
+    budget.take(compressed(ZSTD, b"a" * _LIMIT), ZSTD)  # the batches after it are taken
+
+
+@pytest.mark.parametrize("codec", [GZIP, SNAPPY, LZ4, ZSTD])
+def test_a_batch_takes_its_records_bytes_decompressed_as_aiokafka_s_reader_decompresses_them(codec: int) -> None:
+    batch = compressed(codec, b"a" * 300_000)
+    budget = DecompressedBudget(_LIMIT)
+    budget.take(batch, codec)
+    assert _LIMIT - budget.left == len(_AIOKAFKA_DECODERS[codec](batch[RECORDS_AT:]))
+
+
+def test_gzip_members_after_one_another_and_zero_bytes_after_them_are_read_as_python_s_gzip_reads_them() -> None:
+    batch = with_records(compressed(GZIP, b"a"), gzip.compress(b"x" * 1_000) + gzip.compress(b"y" * 500) + b"\0" * 3)
+    budget = DecompressedBudget(_LIMIT)
+    budget.take(batch, GZIP)
+    assert _LIMIT - budget.left == len(gzip_decode(batch[RECORDS_AT:])) == 1_500
