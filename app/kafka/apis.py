@@ -27,7 +27,7 @@ from app.kafka import groups, records
 from app.kafka.acls import AclApis
 from app.kafka.admin import AdminApis
 from app.kafka.auth import RULES, access, authorized_operations, refusal_code
-from app.kafka.decompressed import DecompressedBudget
+from app.kafka.decompressed import BudgetSpent, DecompressedBudget
 from app.kafka.errors import error_code, metadata_code, transactional_code
 from app.kafka.groups import GroupApis
 from app.kafka.protocol import (
@@ -365,7 +365,9 @@ class Apis:
         # else each topic without WRITE. Nothing of a refused partition is read or written.
         refusal = (None if body.transactional_id is None
                    else refusal_code(Operation.WRITE, acl.transactional_id(body.transactional_id)))
-        # The request's records, decompressed, within the request bound all together.
+        # The request's records, decompressed, within the request bound all together: a batch
+        # past what the batches before it left is NOT_ENOUGH_REPLICAS, and so is every one
+        # after it (app.kafka.decompressed).
         budget = DecompressedBudget(self.settings.kafka_socket_request_max_bytes)
         for t in body.topic_data:
             answered = []
@@ -451,6 +453,11 @@ class Apis:
                 result = appended(batch, self._value_format(topic))
         except InvalidRecord as e:
             return Produced(ErrorCode.invalid_record, e.message, -1, e.record_indexes)
+        except BudgetSpent as e:
+            # The batches before it took the request's decompressed bound: this one is not at
+            # fault, and NOT_ENOUGH_REPLICAS is what every producer retries as not written
+            # (RECORD_LIST_TOO_LARGE, not retriable, lost its records).
+            return Produced(ErrorCode.not_enough_replicas, str(e), -1)
         except ConcurrentTransactions as e:
             if spoken is not TransactionVersion.V2:
                 return Produced(ErrorCode.concurrent_transactions, e.message, -1)

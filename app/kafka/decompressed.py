@@ -3,7 +3,9 @@ more than a bound: aiokafka's reader decompresses a batch whole, so a small comp
 could otherwise make the process hold gigabytes (a "decompression bomb"). The bound is one
 Produce's, across all its batches and partitions (DecompressedBudget): a 1 MB frame holds
 hundreds of small compressed batches, each of which could otherwise take the whole bound. A
-batch past what is left is refused before aiokafka reads it.
+batch past what is left is refused before aiokafka reads it: RECORD_LIST_TOO_LARGE if it
+alone is past the whole bound, else, the bound being spent by the batches before it,
+NOT_ENOUGH_REPLICAS with every batch after it (BudgetSpent), which producers retry.
 
 Each codec as aiokafka's codec module reads it (gzip, xerial-framed or raw snappy, lz4 frames,
 zstd), through cramjam and zlib with an output bound: never a hand-written decompressor.
@@ -28,6 +30,13 @@ _FIRST_TRY_RATIO = 64  # most batches fit a buffer this many times their compres
 _STEP_BYTES = 64 << 10  # gzip's output at a time, and the least output room of a first try
 
 
+class BudgetSpent(Exception):
+    """The batch does not fit in what the batches before it in its Produce left of the bound:
+    not written, nothing wrong with it, answered NOT_ENOUGH_REPLICAS, which producers retry
+    (librdkafka: retry, message not persisted), the batch then in a Produce of its own or
+    with others."""
+
+
 class DecompressedBudget:
     """What is left of OUTBOX_KAFKA_SOCKET_REQUEST_MAX_BYTES for one Produce's records, taken
     batch by batch in the order they are read: a batch takes its records' bytes decompressed
@@ -40,19 +49,31 @@ class DecompressedBudget:
         self.left = limit
 
     def take(self, batch: bytes, codec: int) -> None:
-        """RecordListTooLarge, and nothing left for the batches after it, if the batch's records
-        take more than what is left, found out decompressing at most that much. Records that do
-        not decompress: InvalidRecord, having taken what finding that out decompressed (at most
-        a try's output room), not the whole bound."""
-        size, decompressed = _decompressed_size(batch, codec, self.left) if self.left > 0 else (1, True)
+        """Takes the batch's records' decompressed bytes from what is left, found out
+        decompressing at most that much. Past what is left: RecordListTooLarge if nothing was
+        taken before (the batch alone is past the bound: it would be in any Produce), else
+        BudgetSpent; nothing is then left, and every batch after it is BudgetSpent. Records
+        that do not decompress: InvalidRecord, having taken what finding that out decompressed
+        (at most a try's output room), not the whole bound."""
+        if self.left <= 0:
+            raise self._spent()
+        alone = self.left == self.limit
+        size, decompressed = _decompressed_size(batch, codec, self.left)
         if not decompressed:
             self.left = max(0, self.left - size)
             raise InvalidRecord("the record batch's compressed records do not decompress")
         if size > self.left:
             self.left = 0
-            raise RecordListTooLarge(f"the records of this Produce take more than {self.limit} bytes decompressed, "
-                                     "counted across its record batches (OUTBOX_KAFKA_SOCKET_REQUEST_MAX_BYTES)")
+            if alone:
+                raise RecordListTooLarge(f"the record batch's records take more than {self.limit} bytes decompressed "
+                                         "(OUTBOX_KAFKA_SOCKET_REQUEST_MAX_BYTES, which bounds a whole Produce)")
+            raise self._spent()
         self.left -= size
+
+    def _spent(self) -> BudgetSpent:
+        return BudgetSpent(f"not written: the record batches before it in this Produce took the {self.limit} bytes "
+                           "their records may take decompressed (OUTBOX_KAFKA_SOCKET_REQUEST_MAX_BYTES); sent again "
+                           "apart from them, it is taken")
 
 
 def _decompressed_size(batch: bytes, codec: int, limit: int) -> tuple[int, bool]:

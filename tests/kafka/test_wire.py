@@ -606,20 +606,33 @@ def test_init_producer_id_with_the_current_id_and_epoch_bumps_the_epoch(kafka: L
     assert (bumped.error_code, bumped.producer_id, bumped.producer_epoch) == (ErrorCode.none, first.producer_id, 1)
 
 
-def test_compressed_batches_that_decompress_past_the_request_limit_together_are_refused_from_the_one_past_it(
+def test_compressed_batches_past_the_request_limit_together_are_not_written_and_retriable_from_the_one_past_it(
         kafka: Listener) -> None:
-    # Each batch alone is within the limit: the request's records, together, are not.
+    # Each batch alone is within the limit: the request's records, together, are not. The
+    # batches from the one past it are not at fault: NOT_ENOUGH_REPLICAS, which producers
+    # retry as not written (RECORD_LIST_TOO_LARGE, not retriable, lost their records).
     create_topic(kafka.client, "blobs", partitions=4, value_format="bytes")
     large, small = compressed(4, b"a" * 400_000), _records([b"b"])
     body = _produce_partitions("blobs", [(0, large), (1, large), (2, large), (3, small)])
     with listener_with(kafka, kafka_socket_request_max_bytes=1 << 20) as small_limit, small_limit.connect() as s:
         answer = ask(s, 0, 9, body)
-        again = _partition_answer(ask(s, 0, 9, _produce("blobs", 3, small)))  # the next request has its own
-    assert [(p.index, p.error_code, p.base_offset) for p in answer.responses[0].partition_responses] == [
-        (0, ErrorCode.none, 0), (1, ErrorCode.none, 0),
-        (2, ErrorCode.record_list_too_large, -1), (3, ErrorCode.record_list_too_large, -1)]
-    assert (again.error_code, again.base_offset) == (ErrorCode.none, 0)
-    assert [len(_stored_values(kafka, p)) for p in range(4)] == [1, 1, 0, 1]
+        again = ask(s, 0, 9, _produce_partitions("blobs", [(2, large), (3, small)]))  # the next request has its own
+    assert _answered(answer) == [("blobs", 0, ErrorCode.none, 0), ("blobs", 1, ErrorCode.none, 0),
+                                 ("blobs", 2, ErrorCode.not_enough_replicas, -1),
+                                 ("blobs", 3, ErrorCode.not_enough_replicas, -1)]
+    assert _answered(again) == [("blobs", 2, ErrorCode.none, 0), ("blobs", 3, ErrorCode.none, 0)]
+    assert [len(_stored_values(kafka, p)) for p in range(4)] == [1, 1, 1, 1]
+
+
+def test_a_batch_refused_for_an_unknown_topic_still_takes_the_request_s_decompressed_bytes(kafka: Listener) -> None:
+    # Its records were decompressed to measure them before the topic was looked up.
+    create_topic(kafka.client, "blobs", value_format="bytes")
+    large = compressed(4, b"a" * 600_000)
+    with listener_with(kafka, kafka_socket_request_max_bytes=1 << 20) as small_limit, small_limit.connect() as s:
+        answer = ask(s, 0, 9, _produce_topics([("nowhere", [(0, large)]), ("blobs", [(0, large)])]))
+    assert _answered(answer) == [("nowhere", 0, ErrorCode.unknown_topic_or_partition, -1),
+                                 ("blobs", 0, ErrorCode.not_enough_replicas, -1)]
+    assert _stored_values(kafka, 0) == []
 
 
 def test_records_that_do_not_decompress_take_what_finding_that_out_decompressed_not_the_request_s_bound(

@@ -10,8 +10,8 @@ import threading
 import pytest
 from aiokafka.codec import gzip_decode, lz4_decode, snappy_decode, zstd_decode
 
-from app.domain.errors import InvalidRecord
-from app.kafka.decompressed import DecompressedBudget
+from app.domain.errors import InvalidRecord, RecordListTooLarge
+from app.kafka.decompressed import BudgetSpent, DecompressedBudget
 from tests.kafka_batches import (GZIP, LZ4, RECORDS_AT, SNAPPY, UNDECOMPRESSABLE, ZSTD, compressed, undecompressable,
                                  with_records)
 
@@ -40,6 +40,29 @@ _LIMIT = 1 << 20
 _AIOKAFKA_DECODERS = {GZIP: gzip_decode, SNAPPY: snappy_decode, LZ4: lz4_decode, ZSTD: zstd_decode}
 
 
+def _zstd(value_bytes: int) -> bytes:
+    return compressed(ZSTD, b"a" * value_bytes)
+
+
+def test_a_batch_alone_past_the_whole_bound_is_record_list_too_large_and_every_batch_after_it_not_written() -> None:
+    budget = DecompressedBudget(_LIMIT)
+    with pytest.raises(RecordListTooLarge):
+        budget.take(_zstd(_LIMIT + 1), ZSTD)
+    with pytest.raises(BudgetSpent):  # the bound's decompressing was spent finding that out
+        budget.take(_zstd(10), ZSTD)
+
+
+def test_a_batch_past_what_the_batches_before_it_left_is_budget_spent_and_so_is_every_batch_after_it() -> None:
+    # A client batching several partitions into one Produce is not at fault: the batch is
+    # retriable (NOT_ENOUGH_REPLICAS at the door), not RECORD_LIST_TOO_LARGE, which lost its records.
+    budget = DecompressedBudget(_LIMIT)
+    budget.take(_zstd(600_000), ZSTD)
+    with pytest.raises(BudgetSpent):
+        budget.take(_zstd(600_000), ZSTD)
+    with pytest.raises(BudgetSpent):
+        budget.take(_zstd(10), ZSTD)
+
+
 # Raw snappy states its length first: measuring takes it at its word, and aiokafka's reader,
 # decompressing, finds it false (an invalid record of send_batch's, tests/unit/test_kafka_produced_batches.py).
 @pytest.mark.parametrize("shape", sorted(set(UNDECOMPRESSABLE) - {"snappy-garbage"}))
@@ -49,7 +72,7 @@ def test_records_that_do_not_decompress_are_an_invalid_record_and_take_a_try_s_r
     with pytest.raises(InvalidRecord):
         budget.take(undecompressable(shape), UNDECOMPRESSABLE[shape][0])
     assert budget.left >= 8 * _LIMIT - (64 << 10)
-    budget.take(compressed(ZSTD, b"a" * _LIMIT), ZSTD)  # the batches after it are taken
+    budget.take(_zstd(_LIMIT), ZSTD)  # the batches after it are taken
 
 
 @pytest.mark.parametrize("codec", [GZIP, SNAPPY, LZ4, ZSTD])
