@@ -10,8 +10,8 @@ NOT_ENOUGH_REPLICAS with every batch after it (BudgetSpent), which producers ret
 Each codec as aiokafka's codec module reads it (gzip, xerial-framed or raw snappy, lz4 frames,
 zstd), through cramjam and zlib with an output bound: never a hand-written decompressor.
 Records that do not decompress are INVALID_RECORD here, before aiokafka's reader meets them,
-and take what finding that out decompressed (at most the output room of the last try), not
-the whole bound."""
+and take what finding that out decompressed (at most the output room of the try that failed;
+for gzip, a 64 KiB step past what it counted), not the whole bound."""
 
 from __future__ import annotations
 
