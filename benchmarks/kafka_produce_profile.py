@@ -38,7 +38,7 @@ PARTS = [
     ("waiting on PostgreSQL", ["Connection.wait (psycopg", "Connection.notifies", "copy_end", "copy_to ("]),
     ("append: COPY row formatting (psycopg)", ["TextFormatter.write_row", "Copy.write_row"]),
     ("decode: aiokafka reader, CRC, records' iteration",
-     ["read_batches (app/kafka", "validate_crc", "send_batch.<locals>.<listcomp>", "check_decompressed_size"]),
+     ["read_batches (app/kafka", "validate_crc", "send_batch.<locals>.<listcomp>", "DecompressedBudget.take"]),
     ("check: JSON values", ["_each_json", "_json_value", "may_hold_infinite", "orjson"]),
     ("check: UTF-8 of keys and values", ["joined_texts ("]),
     ("build: a RecordToAppend a record", ["kafka_batch.<locals>.<listcomp>"]),

@@ -24,6 +24,7 @@ STATUS_BY_ERROR: dict[type[e.OutboxError], int] = {
     e.InvalidTransactionTimeout: 400,
     e.RecordListTooLarge: 413,
     e.MessageTooLarge: 413,
+    e.OffsetMetadataTooLarge: 413,
     e.UnknownTopicOrPartition: 404,
     e.TransactionalIdNotFound: 404,
     e.OffsetOutOfRange: 416,
@@ -144,7 +145,7 @@ def documented(*statuses: int) -> dict[int | str, dict]:
         400: "invalid request: a malformed body (empty, not UTF-8, not JSON, nested too deep), or a rule of the operation broken",
         404: "unknown topic, partition or transactional_id",
         409: "state conflict (fenced, wrong state, sequence, offset mismatch); see retriable",
-        413: "request too large: too many records, a body over the size limit, or a record over its topic's max_message_bytes (MESSAGE_TOO_LARGE)",
+        413: "request too large: too many records, a body over the size limit, a record over its topic's max_message_bytes (MESSAGE_TOO_LARGE), or an offset's metadata over 4,096 characters (OFFSET_METADATA_TOO_LARGE)",
         415: "the body is not sent as JSON (content-type: application/json)",
         416: "offset out of range",
         429: "THROTTLING_QUOTA_EXCEEDED: too many requests already wait (for records, or for pending offsets) in "

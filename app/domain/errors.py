@@ -189,6 +189,13 @@ class RecordListTooLarge(OutboxError):
     error_code = "RECORD_LIST_TOO_LARGE"
 
 
+class OffsetMetadataTooLarge(OutboxError):
+    """An offset's metadata is longer than OFFSET_METADATA_MAX_CHARS (Kafka's
+    offset.metadata.max.bytes)."""
+
+    error_code = "OFFSET_METADATA_TOO_LARGE"
+
+
 class IllegalGeneration(OutboxError):
     """The generation_id is not the group's current generation: the group rebalanced."""
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass
 
-from app.domain.errors import InvalidRequest
+from app.domain.errors import InvalidRequest, OffsetMetadataTooLarge
 
 # Most partitions one AddOffsets (TxnOffsetCommit) or AddPartitionsToTxn names, from every door:
 # each is a row looked up and written in one database transaction that holds the transaction's
@@ -54,6 +54,23 @@ def check_distinct_partitions(offsets: list[OffsetToStage]) -> None:
 def check_partition_count(count: int) -> None:
     if count > MAX_PARTITIONS_PER_REQUEST:
         raise InvalidRequest(f"a request names at most {MAX_PARTITIONS_PER_REQUEST} partitions; got {count}")
+
+
+def offsets_to_write(offsets: list[OffsetToStage], *, each_partition: bool) -> list[OffsetToStage]:
+    """Kafka's order for a commit of offsets, in or out of a transaction: the group's checks
+    (ILLEGAL_GENERATION, UNKNOWN_MEMBER_ID, FENCED_INSTANCE_ID, REBALANCE_IN_PROGRESS ...), and
+    the producer's in a transaction, refuse the whole commit first; only then is an offset whose
+    metadata is past OFFSET_METADATA_MAX_CHARS refused, so a stale member learns that it must
+    join again, not that its metadata is long. Called once those checks have passed: the
+    offsets to write. `each_partition` (Kafka's OffsetCommit and TxnOffsetCommit, answered per
+    partition): those that fit, the others answered OFFSET_METADATA_TOO_LARGE by the door; else
+    (HTTP, all or nothing) all of them, or OffsetMetadataTooLarge and none."""
+    fitting = [o for o in offsets if metadata_fits(o.metadata)]
+    if not each_partition and len(fitting) < len(offsets):
+        first = next(o for o in offsets if not metadata_fits(o.metadata))
+        raise OffsetMetadataTooLarge(f"the metadata of {first.topic}/{first.partition}'s offset holds "
+                                     f"{len(first.metadata or '')} characters; at most {OFFSET_METADATA_MAX_CHARS}")
+    return fitting
 
 
 class ResetTo(str, enum.Enum):

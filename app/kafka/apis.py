@@ -5,9 +5,11 @@ in a worker thread (server.Connection): the services block on the database."""
 from __future__ import annotations
 
 import datetime
+import itertools
 import threading
 import uuid
 from collections import OrderedDict
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -17,7 +19,7 @@ from kio.schema.errors import ErrorCode
 from app.domain import acl
 from app.domain.acl import CLUSTER, Operation
 from app.domain.errors import ConcurrentTransactions, InvalidRecord, OutboxError
-from app.domain.offsets import GroupMetadata, OffsetToStage, metadata_fits
+from app.domain.offsets import GroupMetadata, OffsetToStage
 from app.domain.read import offset_order_upper_bound
 from app.domain.records import check_record_count
 from app.domain.types import IsolationLevel, TransactionVersion, ValueFormat
@@ -25,7 +27,7 @@ from app.kafka import groups, records
 from app.kafka.acls import AclApis
 from app.kafka.admin import AdminApis
 from app.kafka.auth import RULES, access, authorized_operations, refusal_code
-from app.kafka.decompressed import check_decompressed_size
+from app.kafka.decompressed import BudgetSpent, DecompressedBudget
 from app.kafka.errors import error_code, metadata_code, transactional_code
 from app.kafka.groups import GroupApis
 from app.kafka.protocol import (
@@ -315,15 +317,15 @@ class Apis:
             denied = {t.name: topic_code for t in body.topics
                       if (topic_code := refusal_code(Operation.READ, acl.topic(t.name))) is not None}
         offsets = [OffsetToStage(t.name, p.partition_index, p.committed_offset, p.committed_metadata)
-                   for t in body.topics for p in t.partitions
-                   if t.name not in denied and metadata_fits(p.committed_metadata)]
+                   for t in body.topics for p in t.partitions if t.name not in denied]
         try:
             if code is ErrorCode.none and offsets:
                 # Version 5 (transaction version 2) begins the transaction on an idle id, as
                 # Kafka's group coordinator adds the offsets to it without AddOffsetsToTxn.
                 self.services.coordinator.add_offsets(body.transactional_id, body.producer_id,
                                                       body.producer_epoch, body.group_id, offsets, group_metadata,
-                                                      transaction_version=transaction_version(28, version))
+                                                      transaction_version=transaction_version(28, version),
+                                                      each_partition=True)
         except OutboxError as e:
             code = transactional_code(e, 28, version)
         return build(m.TxnOffsetCommitResponse, throttle_time=_NO_WAIT, topics=tuple(
@@ -363,6 +365,10 @@ class Apis:
         # else each topic without WRITE. Nothing of a refused partition is read or written.
         refusal = (None if body.transactional_id is None
                    else refusal_code(Operation.WRITE, acl.transactional_id(body.transactional_id)))
+        # The request's records, decompressed, within the request bound all together: a batch
+        # past what the batches before it left is NOT_ENOUGH_REPLICAS, and so is every one
+        # after it (app.kafka.decompressed).
+        budget = DecompressedBudget(self.settings.kafka_socket_request_max_bytes)
         for t in body.topic_data:
             answered = []
             denied = refusal or refusal_code(Operation.WRITE, acl.topic(t.name))
@@ -372,7 +378,7 @@ class Apis:
                                           base_offset=-1, log_append_time=None, log_start_offset=-1,
                                           record_errors=(), error_message=None))
                     continue
-                done = self._produce_partition(t.name, p.index, p.records, body.transactional_id, version)
+                done = self._produce_partition(t.name, p.index, p.records, body.transactional_id, version, budget)
                 record_errors = tuple(build(m.BatchIndexAndErrorMessage, batch_index=i,
                                             batch_index_error_message=f"record {i} of the batch: {done.message}")
                                       for i in done.record_indexes) if version >= 8 else ()
@@ -389,10 +395,11 @@ class Apis:
         return build(m.ProduceResponse, responses=tuple(topics), throttle_time=_NO_WAIT)
 
     def _produce_partition(self, topic: str, partition: int, data: bytes | None,
-                           transactional_id: str | None, version: int) -> Produced:
-        """What one partition's records came to. A transactional
-        Produce of version 12 or later (transaction version 2) begins the producer's next
-        transaction if none is open, as Kafka's partition leader adds the partition to it."""
+                           transactional_id: str | None, version: int, budget: DecompressedBudget) -> Produced:
+        """What one partition's records came to, its decompressing taken from the request's
+        `budget`. A transactional Produce of version 12 or later (transaction version 2) begins
+        the producer's next transaction if none is open, as Kafka's partition leader adds the
+        partition to it."""
         spoken = None if transactional_id is None else transaction_version(0, version)
         raw = bytes(data or b"")
         try:
@@ -421,8 +428,7 @@ class Apis:
                             f"deltas run to {batch.last_offset_delta}", -1)
         try:
             check_record_count(count, self.settings.max_records_per_request)
-            check_decompressed_size(raw, batch.compression_type,
-                                    self.settings.kafka_socket_request_max_bytes)
+            budget.take(raw, batch.compression_type)
             producer = batch.producer_id != records.NO_PRODUCER_ID
 
             def appended(batch: DefaultRecordBatch, value_format: ValueFormat) -> Any:
@@ -447,6 +453,11 @@ class Apis:
                 result = appended(batch, self._value_format(topic))
         except InvalidRecord as e:
             return Produced(ErrorCode.invalid_record, e.message, -1, e.record_indexes)
+        except BudgetSpent as e:
+            # The batches before it took the request's decompressed bound: this one is not at
+            # fault, and NOT_ENOUGH_REPLICAS is what every producer retries as not written
+            # (RECORD_LIST_TOO_LARGE, not retriable, lost its records).
+            return Produced(ErrorCode.not_enough_replicas, str(e), -1)
         except ConcurrentTransactions as e:
             if spoken is not TransactionVersion.V2:
                 return Produced(ErrorCode.concurrent_transactions, e.message, -1)
@@ -493,10 +504,10 @@ class Apis:
         left = max(0, min(getattr(body, "max_bytes", 2**31 - 1), self.settings.fetch_max_bytes_limit))
         partition_limit = self.settings.fetch_max_partition_bytes_limit
         total, keys, topics = 0, [], []
-        for t in body.topics:
+        for topic, named in fetch_partitions(body.topics):
             answered = []
-            denied = refusal_code(Operation.READ, acl.topic(t.topic))
-            for p in t.partitions:
+            denied = refusal_code(Operation.READ, acl.topic(topic))
+            for p in named:
                 if denied is not None:
                     answered.append(build(m.PartitionData, partition_index=p.partition,
                                           error_code=denied, high_watermark=-1,
@@ -509,7 +520,7 @@ class Apis:
                 # per partition: the read leaves it unread (min_one).
                 try:
                     read = self.services.log.read_in_offset_order(
-                        t.topic, p.partition, offset=p.fetch_offset, isolation=isolation,
+                        topic, p.partition, offset=p.fetch_offset, isolation=isolation,
                         max_bytes=max(0, min(p.partition_max_bytes, partition_limit, left)),
                         max_records=self.settings.fetch_max_records_limit, min_one=total == 0)
                 except OutboxError as e:
@@ -533,7 +544,7 @@ class Apis:
                                       high_watermark=read.high_watermark, last_stable_offset=read.last_stable_offset,
                                       log_start_offset=read.log_start_offset, aborted_transactions=aborted,
                                       records=data))
-            topics.append(build(m.FetchableTopicResponse, topic=t.topic, partitions=tuple(answered)))
+            topics.append(build(m.FetchableTopicResponse, topic=topic, partitions=tuple(answered)))
         answer = build(m.FetchResponse, throttle_time=_NO_WAIT, error_code=ErrorCode.none, session_id=0,
                        responses=tuple(topics))
         return answer, total, keys
@@ -546,12 +557,18 @@ class Apis:
         isolation = (IsolationLevel.READ_COMMITTED if getattr(body, "isolation_level", 0) == 1
                      else IsolationLevel.READ_UNCOMMITTED)
         topics = []
+        duplicated = duplicated_partitions((t.name, p.partition_index) for t in body.topics for p in t.partitions)
         for t in body.topics:
             answered = []
             denied = refusal_code(Operation.DESCRIBE, acl.topic(t.name))
             for p in t.partitions:
-                code, offset, timestamp = (self._list_offset(t.name, p.partition_index, p.timestamp, isolation)
-                                           if denied is None else (denied, -1, _NO_TIMESTAMP))
+                if denied is not None:
+                    code, offset, timestamp = denied, -1, _NO_TIMESTAMP
+                elif (t.name, p.partition_index) in duplicated:
+                    # As Kafka: every entry of a partition named more than once, none read.
+                    code, offset, timestamp = ErrorCode.invalid_request, -1, _NO_TIMESTAMP
+                else:
+                    code, offset, timestamp = self._list_offset(t.name, p.partition_index, p.timestamp, isolation)
                 answered.append(build(m.ListOffsetsPartitionResponse, partition_index=p.partition_index,
                                       error_code=code, timestamp=timestamp, offset=offset, leader_epoch=-1))
             topics.append(build(m.ListOffsetsTopicResponse, name=t.name, partitions=tuple(answered)))
@@ -576,6 +593,28 @@ class Apis:
         if got.found is None:
             return ErrorCode.none, -1, _NO_TIMESTAMP  # Kafka's answer when no record is that recent
         return ErrorCode.none, got.found[0], got.found[1]
+
+
+def fetch_partitions(topics: Any) -> list[tuple[str, list[Any]]]:
+    """A Fetch's partitions as Kafka's broker takes them (its request's fetchData, a map): each
+    partition once, where it was first named, with what it was last named with; answered in
+    topics of consecutive partitions, as Kafka's answer groups them. Each partition read is a
+    database query here: named 2,000 times, it is still read once."""
+    latest: dict[tuple[str, int], Any] = {}
+    for t in topics:
+        for p in t.partitions:
+            latest[(t.topic, p.partition)] = p
+    return [(topic, [p for _, p in run]) for topic, run in itertools.groupby(latest.items(), key=lambda e: e[0][0])]
+
+
+def duplicated_partitions(named: Iterable[tuple[str, int]]) -> set[tuple[str, int]]:
+    """The (topic, partition) pairs named more than once: a ListOffsets answers each of their
+    entries INVALID_REQUEST, as Kafka does, and reads none of them."""
+    seen: set[tuple[str, int]] = set()
+    twice: set[tuple[str, int]] = set()
+    for key in named:
+        (twice if key in seen else seen).add(key)
+    return twice
 
 
 def api_versions_answer(version: int, code: ErrorCode) -> Any:

@@ -30,7 +30,7 @@ from app.domain import acl
 from app.domain.acl import Operation
 from app.domain.group import CONSUMER_PROTOCOL
 from app.domain.errors import InvalidRequest, MemberIdRequired, OutboxError, RebalanceInProgress
-from app.domain.offsets import GroupMetadata, OffsetToStage, metadata_fits
+from app.domain.offsets import GroupMetadata, OffsetToStage
 from app.kafka.auth import NOT_REQUESTED, access, authorized_operations, refusal_code
 from app.kafka.errors import error_code, metadata_code
 from app.kafka.protocol import ClientGone, build, client_gone, client_host, client_id, response_module
@@ -328,10 +328,11 @@ class GroupApis:
         allowed = [t for t in body.topics if topic_codes.get(t.name, code) is None]
         try:
             if allowed:
+                # Every allowed offset: the group is checked before any metadata is (the
+                # service's order, Kafka's), and one too long is left out, answered below.
                 offsets = [OffsetToStage(t.name, p.partition_index, p.committed_offset, p.committed_metadata)
-                           for t in allowed for p in t.partitions if metadata_fits(p.committed_metadata)]
-                if offsets:
-                    self.groups.commit(body.group_id, offsets, metadata)
+                           for t in allowed for p in t.partitions]
+                self.groups.commit(body.group_id, offsets, metadata, each_partition=True)
         except OutboxError as e:
             code = error_code(e)
         return build(m.OffsetCommitResponse, throttle_time=_NO_WAIT, topics=tuple(

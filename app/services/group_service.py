@@ -45,6 +45,7 @@ from app.domain.offsets import (
     ResetScope,
     check_distinct_partitions,
     check_partition_count,
+    offsets_to_write,
     plan_reset,
 )
 from app.services.group_membership import (
@@ -515,8 +516,12 @@ class GroupService:
     # --- offsets ----------------------------------------------------------------------------
 
     def commit(
-        self, group_id: str, to_commit: list[OffsetToStage], group_metadata: GroupMetadata | None = None
+        self, group_id: str, to_commit: list[OffsetToStage], group_metadata: GroupMetadata | None = None, *,
+        each_partition: bool = False,
     ) -> None:
+        """In Kafka's order (offsets_to_write): the group's checks first, then each offset's
+        metadata; with `each_partition`, an offset whose metadata is too long is left out (the
+        others written), else it refuses the commit."""
         check_distinct_partitions(to_commit)
         now = self.clock()
         with self.db.write() as conn:
@@ -536,6 +541,9 @@ class GroupService:
                                           "generation")
                 if group_metadata is not None and g.state is StoredGroupState.COMPLETING_REBALANCE:
                     raise RebalanceInProgress(f"group {group_id!r} is rebalancing: join again")
+            to_commit = offsets_to_write(to_commit, each_partition=each_partition)
+            if not to_commit:
+                return
             topic_ids = topics.topic_ids_for_offsets(conn, to_commit)
             offsets.commit(conn, [
                 {

@@ -22,7 +22,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from app.domain.clock import Clock
-from app.domain.offsets import GroupMetadata, OffsetToStage, check_distinct_partitions, check_partition_count
+from app.domain.offsets import (
+    GroupMetadata,
+    OffsetToStage,
+    check_distinct_partitions,
+    check_partition_count,
+    offsets_to_write,
+)
 from app.domain.errors import (
     OutboxError,
     ConcurrentTransactions,
@@ -178,23 +184,32 @@ class TransactionCoordinator(ProducerInit):
         offsets: list[OffsetToStage],
         group_metadata: GroupMetadata | None = None,
         transaction_version: TransactionVersion | None = None,
+        *,
+        each_partition: bool = False,
     ) -> TransactionView:
         """`transaction_version`: the version the request speaks (a Kafka client's
-        TxnOffsetCommit: 5 is version 2's, and begins the next transaction), None: the stored one."""
+        TxnOffsetCommit: 5 is version 2's, and begins the next transaction), None: the stored one.
+        The producer and the group are checked before each offset's metadata (offsets_to_write):
+        with `each_partition` an offset whose metadata is too long is left out, else it refuses
+        the request."""
         check_distinct_partitions(offsets)
         return joining(lambda lock: self._add_offsets(transactional_id, producer_id, producer_epoch, group_id,
                                                       offsets, group_metadata, lock=lock,
-                                                      transaction_version=transaction_version))
+                                                      transaction_version=transaction_version,
+                                                      each_partition=each_partition))
 
     def _add_offsets(
         self, transactional_id: str, producer_id: int, producer_epoch: int, group_id: str,
         offsets: list[OffsetToStage], group_metadata: GroupMetadata | None, *, lock: RowLock,
-        transaction_version: TransactionVersion | None = None,
+        transaction_version: TransactionVersion | None = None, each_partition: bool = False,
     ) -> TransactionView:
         with self.db.write() as conn:
             meta = join_transaction(conn, transactional_id, producer_id, producer_epoch, self.clock(), lock=lock,
                                     transaction_version=transaction_version)
             groups.check_group_metadata(conn, group_id, group_metadata)
+            offsets = offsets_to_write(offsets, each_partition=each_partition)
+            if not offsets:
+                return view_of(conn, meta)
             topic_ids = topics.topic_ids_for_offsets(conn, offsets)
             txns.stage_offsets(conn, [
                 {

@@ -238,6 +238,76 @@ def test_names_count_as_entries_a_describe_groups_naming_more_groups_than_the_bo
         assert closed(s)
 
 
+# --- A partition named more than once ----------------------------------------------------------
+
+
+def _counted(kafka: Listener, monkeypatch: pytest.MonkeyPatch, method: str) -> list[tuple[str, int]]:
+    """The (topic, partition) of each call of the log service's `method` from now on: a read
+    of the database per call."""
+    log = kafka.services.log
+    calls: list[tuple[str, int]] = []
+    original = getattr(log, method)
+
+    def counted(topic: str, partition: int, *args: Any, **kwargs: Any) -> Any:
+        calls.append((topic, partition))
+        return original(topic, partition, *args, **kwargs)
+
+    monkeypatch.setattr(log, method, counted)
+    return calls
+
+
+def test_a_fetch_naming_a_partition_twice_reads_it_once_where_first_named_from_the_last_entry_s_offset(
+        kafka: Listener, monkeypatch: pytest.MonkeyPatch) -> None:
+    from tests.kafka.conftest import batch_offsets
+    from tests.kafka.test_wire import _produce_bytes
+
+    create_topic(kafka.client, "orders", value_format="bytes")
+    create_topic(kafka.client, "audit", value_format="bytes")
+    _produce_bytes(kafka, "orders", 0, [b"a", b"b", b"c"])
+    _produce_bytes(kafka, "audit", 0, [b"x"])
+    m = request_class(1, 12)
+    assert m is not None
+    mod = __import__(m.__module__, fromlist=["x"])
+
+    def named(topic: str, offset: int) -> Any:
+        return mod.FetchTopic(topic=topic, partitions=(mod.FetchPartition(
+            partition=0, current_leader_epoch=-1, fetch_offset=offset, last_fetched_epoch=-1, log_start_offset=-1,
+            partition_max_bytes=1 << 20),))
+
+    reads = _counted(kafka, monkeypatch, "read_in_offset_order")
+    with kafka.connect() as s:
+        answer = ask(s, 1, 12, m(replica_id=-1, max_wait=datetime.timedelta(0), min_bytes=1, max_bytes=1 << 20,
+                                 isolation_level=1, session_id=0, session_epoch=-1, topics=(
+                                     named("orders", 0), named("audit", 0), named("orders", 2)),
+                                 forgotten_topics_data=(), rack_id=""))
+    assert [(t.topic, [(p.partition_index, p.error_code, batch_offsets(p.records)) for p in t.partitions])
+            for t in answer.responses] == [
+        ("orders", [(0, ErrorCode.none, [2])]), ("audit", [(0, ErrorCode.none, [0])])]
+    assert reads == [("orders", 0), ("audit", 0)]
+
+
+def test_a_list_offsets_naming_a_partition_twice_answers_each_of_its_entries_invalid_request_unread(
+        kafka: Listener, monkeypatch: pytest.MonkeyPatch) -> None:
+    from tests.kafka.test_wire import _produce_bytes
+
+    create_topic(kafka.client, "orders", partitions=2, value_format="bytes")
+    _produce_bytes(kafka, "orders", 0, [b"a", b"b"])
+    _produce_bytes(kafka, "orders", 1, [b"c"])
+    m = request_class(2, 7)
+    assert m is not None
+    mod = __import__(m.__module__, fromlist=["x"])
+    latest, earliest = -1, -2
+    reads = _counted(kafka, monkeypatch, "partition_offsets")
+    with kafka.connect() as s:
+        answer = ask(s, 2, 7, m(replica_id=-1, isolation_level=0, topics=(mod.ListOffsetsTopic(
+            name="orders", partitions=tuple(
+                mod.ListOffsetsPartition(partition_index=p, current_leader_epoch=-1, timestamp=timestamp)
+                for p, timestamp in ((0, latest), (1, latest), (0, earliest)))),)))
+    assert [(p.partition_index, p.error_code, p.offset) for p in answer.topics[0].partitions] == [
+        (0, ErrorCode.invalid_request, -1), (1, ErrorCode.none, 1), (0, ErrorCode.invalid_request, -1)]
+    assert reads == [("orders", 1)]
+
+
 _FITS, _TOO_LONG = "m" * OFFSET_METADATA_MAX_CHARS, "m" * (OFFSET_METADATA_MAX_CHARS + 1)
 
 
@@ -276,6 +346,47 @@ def test_a_txn_offset_commit_with_metadata_past_kafkas_bound_is_refused_for_that
     assert [(p.partition_index, p.error_code) for p in answer.topics[0].partitions] == [
         (0, ErrorCode.offset_metadata_too_large), (1, ErrorCode.none)]
     assert _committed(kafka, "billing") == [("orders", 1, 5)]
+
+
+def test_an_offset_commit_of_a_stale_generation_is_illegal_generation_for_every_partition_before_its_metadata(
+        kafka: Listener) -> None:
+    from kio.schema.offset_commit.v8.request import OffsetCommitRequestPartition, OffsetCommitRequestTopic
+
+    from tests.kafka.test_groups import _lone_member
+
+    create_topic(kafka.client, "orders", partitions=2)
+    a, a_id = _lone_member(kafka)  # generation 1
+    with a:
+        answer = ask(a, 8, 8, request_class(8, 8)(
+            group_id="g", generation_id_or_member_epoch=0, member_id=a_id, group_instance_id=None, topics=(
+                OffsetCommitRequestTopic(name="orders", partitions=tuple(
+                    OffsetCommitRequestPartition(partition_index=p, committed_offset=5, committed_leader_epoch=-1,
+                                                 committed_metadata=_TOO_LONG) for p in (0, 1))),)))
+    assert [(p.partition_index, p.error_code) for p in answer.topics[0].partitions] == [
+        (0, ErrorCode.illegal_generation), (1, ErrorCode.illegal_generation)]
+    assert _committed(kafka, "g") == []
+
+
+def test_a_txn_offset_commit_of_a_stale_generation_is_illegal_generation_for_every_partition_before_its_metadata(
+        kafka: Listener) -> None:
+    from kio.schema.txn_offset_commit.v3.request import TxnOffsetCommitRequestPartition, TxnOffsetCommitRequestTopic
+
+    from tests.kafka.test_groups import _lone_member
+
+    create_topic(kafka.client, "orders", partitions=2)
+    a, a_id = _lone_member(kafka)  # generation 1
+    with a, kafka.connect() as s:
+        pid, epoch = _init(s, "t")
+        assert _add_offsets(s, "t", pid, epoch, "g").error_code == ErrorCode.none
+        answer = ask(s, 28, 3, request_class(28, 3)(
+            transactional_id="t", group_id="g", producer_id=pid, producer_epoch=epoch, generation_id=0,
+            member_id=a_id, group_instance_id=None, topics=(TxnOffsetCommitRequestTopic(name="orders", partitions=tuple(
+                TxnOffsetCommitRequestPartition(partition_index=p, committed_offset=5, committed_leader_epoch=-1,
+                                                committed_metadata=_TOO_LONG) for p in (0, 1))),)))
+        assert _end(s, "t", pid, epoch, commit=True).error_code == ErrorCode.none
+    assert [(p.partition_index, p.error_code) for p in answer.topics[0].partitions] == [
+        (0, ErrorCode.illegal_generation), (1, ErrorCode.illegal_generation)]
+    assert _committed(kafka, "g") == []
 
 
 # --- A JoinGroup waiting at the barrier whose client has gone ---------------------------------

@@ -16,6 +16,7 @@ from kio.schema.errors import ErrorCode
 from app.kafka.protocol import SERVED, request_class
 from tests.helpers import create_topic
 from tests.kafka.conftest import Listener, ask, closed, frame, join_group_v8, listener_with, read_frame, response
+from tests.kafka_batches import UNDECOMPRESSABLE, compressed, undecompressable
 
 NO_WAIT = datetime.timedelta(0)
 
@@ -35,6 +36,26 @@ def _produce(topic: str, partition: int, records: bytes, acks: int = -1, version
     mod = __import__(m.__module__, fromlist=["x"])
     return m(transactional_id=None, acks=acks, timeout=datetime.timedelta(seconds=5), topic_data=(
         mod.TopicProduceData(name=topic, partition_data=(mod.PartitionProduceData(index=partition, records=records),)),))
+
+
+def _produce_partitions(topic: str, partitions: list[tuple[int, bytes]]) -> Any:
+    """One Produce of `topic`'s partitions, each with its records, in that order: as a client
+    batching several partitions together sends them."""
+    return _produce_topics([(topic, partitions)])
+
+
+def _produce_topics(topics: list[tuple[str, list[tuple[int, bytes]]]]) -> Any:
+    m = request_class(0, 9)
+    assert m is not None
+    mod = __import__(m.__module__, fromlist=["x"])
+    return m(transactional_id=None, acks=-1, timeout=datetime.timedelta(seconds=5), topic_data=tuple(
+        mod.TopicProduceData(name=topic, partition_data=tuple(
+            mod.PartitionProduceData(index=p, records=records) for p, records in partitions))
+        for topic, partitions in topics))
+
+
+def _answered(answer: Any) -> list[tuple[str, int, ErrorCode, int]]:
+    return [(t.name, p.index, p.error_code, p.base_offset) for t in answer.responses for p in t.partition_responses]
 
 
 def _partition_answer(answer: Any) -> Any:
@@ -565,9 +586,7 @@ def test_a_failed_produce_with_acks_0_closes_the_connection_as_kafka_does(kafka:
 def test_a_batch_that_decompresses_past_the_request_limit_is_refused_and_not_written(
         kafka: Listener, codec: int) -> None:
     create_topic(kafka.client, "orders")
-    b = DefaultRecordBatchBuilder(2, codec, 0, -1, -1, -1, 1 << 30)
-    b.append(0, 1_700_000_000_000, None, b'"' + b"0" * 3_000_000 + b'"', [])
-    records = bytes(b.build())
+    records = compressed(codec, b'"' + b"0" * 3_000_000 + b'"')
     with listener_with(kafka, kafka_socket_request_max_bytes=1 << 20) as small, small.connect() as s:
         assert len(records) < 1 << 20  # the frame itself is under the limit
         answer = ask(s, 0, 9, _produce("orders", 0, records))
@@ -585,3 +604,66 @@ def test_init_producer_id_with_the_current_id_and_epoch_bumps_the_epoch(kafka: L
                                  producer_id=first.producer_id, producer_epoch=first.producer_epoch), 8)
     assert (first.error_code, first.producer_epoch) == (ErrorCode.none, 0)
     assert (bumped.error_code, bumped.producer_id, bumped.producer_epoch) == (ErrorCode.none, first.producer_id, 1)
+
+
+def test_compressed_batches_past_the_request_limit_together_are_not_written_and_retriable_from_the_one_past_it(
+        kafka: Listener) -> None:
+    # Each batch alone is within the limit: the request's records, together, are not. The
+    # batches from the one past it are not at fault: NOT_ENOUGH_REPLICAS, which producers
+    # retry as not written (RECORD_LIST_TOO_LARGE, not retriable, lost their records).
+    create_topic(kafka.client, "blobs", partitions=4, value_format="bytes")
+    large, small = compressed(4, b"a" * 400_000), _records([b"b"])
+    body = _produce_partitions("blobs", [(0, large), (1, large), (2, large), (3, small)])
+    with listener_with(kafka, kafka_socket_request_max_bytes=1 << 20) as small_limit, small_limit.connect() as s:
+        answer = ask(s, 0, 9, body)
+        again = ask(s, 0, 9, _produce_partitions("blobs", [(2, large), (3, small)]))  # the next request has its own
+    assert _answered(answer) == [("blobs", 0, ErrorCode.none, 0), ("blobs", 1, ErrorCode.none, 0),
+                                 ("blobs", 2, ErrorCode.not_enough_replicas, -1),
+                                 ("blobs", 3, ErrorCode.not_enough_replicas, -1)]
+    assert _answered(again) == [("blobs", 2, ErrorCode.none, 0), ("blobs", 3, ErrorCode.none, 0)]
+    assert [len(_stored_values(kafka, p)) for p in range(4)] == [1, 1, 1, 1]
+
+
+def test_a_batch_refused_for_an_unknown_topic_still_takes_the_request_s_decompressed_bytes(kafka: Listener) -> None:
+    # Its records were decompressed to measure them before the topic was looked up.
+    create_topic(kafka.client, "blobs", value_format="bytes")
+    large = compressed(4, b"a" * 600_000)
+    with listener_with(kafka, kafka_socket_request_max_bytes=1 << 20) as small_limit, small_limit.connect() as s:
+        answer = ask(s, 0, 9, _produce_topics([("nowhere", [(0, large)]), ("blobs", [(0, large)])]))
+    assert _answered(answer) == [("nowhere", 0, ErrorCode.unknown_topic_or_partition, -1),
+                                 ("blobs", 0, ErrorCode.not_enough_replicas, -1)]
+    assert _stored_values(kafka, 0) == []
+
+
+def test_records_that_do_not_decompress_take_what_finding_that_out_decompressed_not_the_request_s_bound(
+        kafka: Listener) -> None:
+    create_topic(kafka.client, "blobs", partitions=3, value_format="bytes")
+    large = compressed(4, b"a" * 400_000)
+    body = _produce_partitions("blobs", [(0, undecompressable("zstd-garbage")), (1, large), (2, large)])
+    with listener_with(kafka, kafka_socket_request_max_bytes=1 << 20) as small_limit, small_limit.connect() as s:
+        answer = ask(s, 0, 9, body)
+    assert _answered(answer) == [("blobs", 0, ErrorCode.invalid_record, -1), ("blobs", 1, ErrorCode.none, 0),
+                                 ("blobs", 2, ErrorCode.none, 0)]
+
+
+def _stored_values(kafka: Listener, partition: int) -> list[Any]:
+    r = kafka.client.get(f"/v1/topics/blobs/partitions/{partition}/records", params={"isolation": "read_uncommitted"})
+    assert r.status_code == 200, r.text
+    return [x["value"] for x in r.json()["records"]]
+
+
+@pytest.mark.parametrize("shape", sorted(UNDECOMPRESSABLE))
+def test_a_compressed_batch_whose_records_do_not_decompress_is_an_invalid_record_and_the_connection_kept(
+        kafka: Listener, shape: str) -> None:
+    # Its CRC matches its bytes: only decompressing them finds them out. A bad deflate body
+    # (zlib.error), a gzip member cut short (EOFError), a xerial block length cut short
+    # (struct.error) were a traceback in the service's log and the connection closed without
+    # an answer, the partition before it written: a producer without idempotence, retrying,
+    # wrote it twice.
+    create_topic(kafka.client, "blobs", partitions=2, value_format="bytes")
+    with kafka.connect() as s:
+        answer = ask(s, 0, 9, _produce_partitions("blobs", [(0, _records([b"good"])), (1, undecompressable(shape))]))
+        again = _partition_answer(ask(s, 0, 9, _produce("blobs", 1, _records([b"next"]))))
+    assert _answered(answer) == [("blobs", 0, ErrorCode.none, 0), ("blobs", 1, ErrorCode.invalid_record, -1)]
+    assert (again.error_code, again.base_offset) == (ErrorCode.none, 0)  # on the same connection
+    assert [len(_stored_values(kafka, p)) for p in range(2)] == [1, 1]

@@ -44,9 +44,12 @@ HIGH_WATERMARK = ("the high watermark, how far read_uncommitted reads: the log e
 Partition = Annotated[int, Meta(ge=0, le=MAX_INT32)]
 GenerationId = Annotated[int, Meta(ge=0, le=MAX_INT32)]
 # Any string, NUL included, as Kafka takes it (JSON carries NUL as \u0000): storage keeps it
-# escaped (app.storage.tables.OffsetMetadataText) and gives it back as committed.
-OffsetMetadata = Annotated[str, Meta(max_length=OFFSET_METADATA_MAX_CHARS,
-                                     description="any string, NUL included, read back as committed")]
+# escaped (app.storage.tables.OffsetMetadataText) and gives it back as committed. Its length is
+# the service's to check, not the schema's: Kafka checks the group's generation first
+# (app.domain.offsets.offsets_to_write), and a schema's refusal would come before it.
+OffsetMetadata = Annotated[str, Meta(description=(
+    f"any string, NUL included, read back as committed; at most {OFFSET_METADATA_MAX_CHARS:,} characters, else "
+    "OFFSET_METADATA_TOO_LARGE (413), once the group's generation and member are checked"))]
 
 
 class RequestBody(msgspec.Struct, forbid_unknown_fields=True, frozen=True):
