@@ -5,7 +5,6 @@ in a worker thread (server.Connection): the services block on the database."""
 from __future__ import annotations
 
 import datetime
-import itertools
 import threading
 import uuid
 from collections import OrderedDict
@@ -38,6 +37,7 @@ from app.kafka.protocol import (
     TRANSACTION_V2_SINCE,
     CloseConnection,
     build,
+    partitions_once,
     response_module,
     supported_features,
 )
@@ -596,15 +596,9 @@ class Apis:
 
 
 def fetch_partitions(topics: Any) -> list[tuple[str, list[Any]]]:
-    """A Fetch's partitions as Kafka's broker takes them (its request's fetchData, a map): each
-    partition once, where it was first named, with what it was last named with; answered in
-    topics of consecutive partitions, as Kafka's answer groups them. Each partition read is a
-    database query here: named 2,000 times, it is still read once."""
-    latest: dict[tuple[str, int], Any] = {}
-    for t in topics:
-        for p in t.partitions:
-            latest[(t.topic, p.partition)] = p
-    return [(topic, [p for _, p in run]) for topic, run in itertools.groupby(latest.items(), key=lambda e: e[0][0])]
+    """A Fetch's partitions as Kafka's broker takes them (its request's fetchData, a map):
+    protocol.partitions_once, each read from the offset and limits it was last named with."""
+    return partitions_once((t.topic, p.partition, p) for t in topics for p in t.partitions)
 
 
 def duplicated_partitions(named: Iterable[tuple[str, int]]) -> set[tuple[str, int]]:

@@ -241,10 +241,11 @@ def test_names_count_as_entries_a_describe_groups_naming_more_groups_than_the_bo
 # --- A partition named more than once ----------------------------------------------------------
 
 
-def _counted(kafka: Listener, monkeypatch: pytest.MonkeyPatch, method: str) -> list[tuple[str, int]]:
-    """The (topic, partition) of each call of the log service's `method` from now on: a read
-    of the database per call."""
-    log = kafka.services.log
+def _counted(kafka: Listener, monkeypatch: pytest.MonkeyPatch, method: str,
+             service: str = "log") -> list[tuple[str, int]]:
+    """The (topic, partition) of each call of `service`'s `method` from now on: a read or a
+    write of the database per call."""
+    log = getattr(kafka.services, service)
     calls: list[tuple[str, int]] = []
     original = getattr(log, method)
 
@@ -306,6 +307,27 @@ def test_a_list_offsets_naming_a_partition_twice_answers_each_of_its_entries_inv
     assert [(p.partition_index, p.error_code, p.offset) for p in answer.topics[0].partitions] == [
         (0, ErrorCode.invalid_request, -1), (1, ErrorCode.none, 1), (0, ErrorCode.invalid_request, -1)]
     assert reads == [("orders", 1)]
+
+
+def test_a_delete_records_naming_a_partition_twice_writes_it_once_up_to_the_last_entry_s_offset(
+        kafka: Listener, monkeypatch: pytest.MonkeyPatch) -> None:
+    from kio.schema.delete_records.v2.request import DeleteRecordsPartition, DeleteRecordsTopic
+
+    from tests.kafka.test_wire import _produce_bytes
+
+    create_topic(kafka.client, "orders", partitions=2, value_format="bytes")
+    _produce_bytes(kafka, "orders", 0, [b"a", b"b", b"c"])
+    _produce_bytes(kafka, "orders", 1, [b"x", b"y"])
+    writes = _counted(kafka, monkeypatch, "delete_records", service="topics")
+    with kafka.connect() as s:
+        answer = ask(s, 21, 2, request_class(21, 2)(timeout=datetime.timedelta(seconds=5), topics=(
+            DeleteRecordsTopic(name="orders", partitions=tuple(
+                DeleteRecordsPartition(partition_index=p, offset=offset) for p, offset in ((0, 1), (1, 1), (0, 2)))),)))
+    assert [(t.name, [(p.partition_index, p.error_code, p.low_watermark) for p in t.partitions])
+            for t in answer.topics] == [("orders", [(0, ErrorCode.none, 2), (1, ErrorCode.none, 1)])]
+    assert writes == [("orders", 0), ("orders", 1)]
+    assert [kafka.client.get(f"/v1/topics/orders/partitions/{p}/offsets").json()["log_start_offset"]
+            for p in (0, 1)] == [2, 1]
 
 
 _FITS, _TOO_LONG = "m" * OFFSET_METADATA_MAX_CHARS, "m" * (OFFSET_METADATA_MAX_CHARS + 1)
