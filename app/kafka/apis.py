@@ -18,7 +18,7 @@ from kio.schema.errors import ErrorCode
 from app.domain import acl
 from app.domain.acl import CLUSTER, Operation
 from app.domain.errors import ConcurrentTransactions, InvalidRecord, OutboxError
-from app.domain.offsets import GroupMetadata, OffsetToStage
+from app.domain.offsets import GroupMetadata
 from app.domain.read import offset_order_upper_bound
 from app.domain.records import check_record_count
 from app.domain.types import IsolationLevel, TransactionVersion, ValueFormat
@@ -316,14 +316,14 @@ class Apis:
         if code is ErrorCode.none:
             denied = {t.name: topic_code for t in body.topics
                       if (topic_code := refusal_code(Operation.READ, acl.topic(t.name))) is not None}
-        offsets = [OffsetToStage(t.name, p.partition_index, p.committed_offset, p.committed_metadata)
-                   for t in body.topics for p in t.partitions if t.name not in denied]
+        allowed = [t for t in body.topics if t.name not in denied]
         try:
-            if code is ErrorCode.none and offsets:
+            if code is ErrorCode.none and any(t.partitions for t in allowed):
                 # Version 5 (transaction version 2) begins the transaction on an idle id, as
                 # Kafka's group coordinator adds the offsets to it without AddOffsetsToTxn.
                 self.services.coordinator.add_offsets(body.transactional_id, body.producer_id,
-                                                      body.producer_epoch, body.group_id, offsets, group_metadata,
+                                                      body.producer_epoch, body.group_id, groups.offsets_once(allowed),
+                                                      group_metadata,
                                                       transaction_version=transaction_version(28, version),
                                                       each_partition=True)
         except OutboxError as e:
