@@ -330,28 +330,27 @@ def test_a_delete_records_naming_a_partition_twice_writes_it_once_up_to_the_last
             for p in (0, 1)] == [2, 1]
 
 
-def test_an_offset_commit_naming_a_partition_twice_answers_each_entry_and_commits_the_last_one(
-        kafka: Listener) -> None:
+def _offset_commit(kafka: Listener, entries: list[tuple[int, int, str]]) -> list[tuple[int, ErrorCode]]:
+    """An OffsetCommit of group billing without a member, of orders' (partition, offset,
+    metadata) entries in that order: its answer's (partition, error code) per entry."""
     from kio.schema.offset_commit.v8.request import OffsetCommitRequestPartition, OffsetCommitRequestTopic
 
-    create_topic(kafka.client, "orders", partitions=2)
     with kafka.connect() as s:
         answer = ask(s, 8, 8, request_class(8, 8)(
             group_id="billing", generation_id_or_member_epoch=-1, member_id="", group_instance_id=None, topics=(
                 OffsetCommitRequestTopic(name="orders", partitions=tuple(
                     OffsetCommitRequestPartition(partition_index=p, committed_offset=offset, committed_leader_epoch=-1,
-                                                 committed_metadata="")
-                    for p, offset in ((0, 3), (1, 5), (0, 7)))),)))
-    assert [(p.partition_index, p.error_code) for p in answer.topics[0].partitions] == [
-        (0, ErrorCode.none), (1, ErrorCode.none), (0, ErrorCode.none)]
-    assert _committed(kafka, "billing") == [("orders", 0, 7), ("orders", 1, 5)]
+                                                 committed_metadata=metadata)
+                    for p, offset, metadata in entries)),)))
+    return [(p.partition_index, p.error_code) for p in answer.topics[0].partitions]
 
 
-def test_a_txn_offset_commit_naming_a_partition_twice_answers_each_entry_and_commits_the_last_one(
-        kafka: Listener) -> None:
+def _txn_offset_commit(kafka: Listener, entries: list[tuple[int, int, str]]) -> list[tuple[int, ErrorCode]]:
+    """A TxnOffsetCommit of group billing in a transaction then committed, of orders'
+    (partition, offset, metadata) entries in that order: its answer's (partition, error code)
+    per entry."""
     from kio.schema.txn_offset_commit.v3.request import TxnOffsetCommitRequestPartition, TxnOffsetCommitRequestTopic
 
-    create_topic(kafka.client, "orders", partitions=2)
     with kafka.connect() as s:
         pid, epoch = _init(s, "t")
         assert _add_offsets(s, "t", pid, epoch, "billing").error_code == ErrorCode.none
@@ -359,10 +358,17 @@ def test_a_txn_offset_commit_naming_a_partition_twice_answers_each_entry_and_com
             transactional_id="t", group_id="billing", producer_id=pid, producer_epoch=epoch, generation_id=-1,
             member_id="", group_instance_id=None, topics=(TxnOffsetCommitRequestTopic(name="orders", partitions=tuple(
                 TxnOffsetCommitRequestPartition(partition_index=p, committed_offset=offset, committed_leader_epoch=-1,
-                                                committed_metadata="")
-                for p, offset in ((0, 3), (1, 5), (0, 7)))),)))
+                                                committed_metadata=metadata)
+                for p, offset, metadata in entries)),)))
         assert _end(s, "t", pid, epoch, commit=True).error_code == ErrorCode.none
-    assert [(p.partition_index, p.error_code) for p in answer.topics[0].partitions] == [
+    return [(p.partition_index, p.error_code) for p in answer.topics[0].partitions]
+
+
+@pytest.mark.parametrize("commit", [_offset_commit, _txn_offset_commit], ids=["OffsetCommit", "TxnOffsetCommit"])
+def test_an_offset_commit_naming_a_partition_twice_answers_each_entry_and_commits_the_last_one(
+        kafka: Listener, commit: Callable[..., list[tuple[int, ErrorCode]]]) -> None:
+    create_topic(kafka.client, "orders", partitions=2)
+    assert commit(kafka, [(0, 3, ""), (1, 5, ""), (0, 7, "")]) == [
         (0, ErrorCode.none), (1, ErrorCode.none), (0, ErrorCode.none)]
     assert _committed(kafka, "billing") == [("orders", 0, 7), ("orders", 1, 5)]
 
@@ -370,39 +376,11 @@ def test_a_txn_offset_commit_naming_a_partition_twice_answers_each_entry_and_com
 _FITS, _TOO_LONG = "m" * OFFSET_METADATA_MAX_CHARS, "m" * (OFFSET_METADATA_MAX_CHARS + 1)
 
 
+@pytest.mark.parametrize("commit", [_offset_commit, _txn_offset_commit], ids=["OffsetCommit", "TxnOffsetCommit"])
 def test_an_offset_commit_with_metadata_past_kafkas_bound_is_refused_for_that_partition_alone(
-        kafka: Listener) -> None:
-    from kio.schema.offset_commit.v8.request import OffsetCommitRequestPartition, OffsetCommitRequestTopic
-
+        kafka: Listener, commit: Callable[..., list[tuple[int, ErrorCode]]]) -> None:
     create_topic(kafka.client, "orders", partitions=2)
-    with kafka.connect() as s:
-        answer = ask(s, 8, 8, request_class(8, 8)(
-            group_id="billing", generation_id_or_member_epoch=-1, member_id="", group_instance_id=None, topics=(
-                OffsetCommitRequestTopic(name="orders", partitions=tuple(
-                    OffsetCommitRequestPartition(partition_index=p, committed_offset=5, committed_leader_epoch=-1,
-                                                 committed_metadata=metadata)
-                    for p, metadata in ((0, _TOO_LONG), (1, _FITS)))),)))
-    assert [(p.partition_index, p.error_code) for p in answer.topics[0].partitions] == [
-        (0, ErrorCode.offset_metadata_too_large), (1, ErrorCode.none)]
-    assert _committed(kafka, "billing") == [("orders", 1, 5)]
-
-
-def test_a_txn_offset_commit_with_metadata_past_kafkas_bound_is_refused_for_that_partition_alone(
-        kafka: Listener) -> None:
-    from kio.schema.txn_offset_commit.v3.request import TxnOffsetCommitRequestPartition, TxnOffsetCommitRequestTopic
-
-    create_topic(kafka.client, "orders", partitions=2)
-    with kafka.connect() as s:
-        pid, epoch = _init(s, "t")
-        assert _add_offsets(s, "t", pid, epoch, "billing").error_code == ErrorCode.none
-        answer = ask(s, 28, 3, request_class(28, 3)(
-            transactional_id="t", group_id="billing", producer_id=pid, producer_epoch=epoch, generation_id=-1,
-            member_id="", group_instance_id=None, topics=(TxnOffsetCommitRequestTopic(name="orders", partitions=tuple(
-                TxnOffsetCommitRequestPartition(partition_index=p, committed_offset=5, committed_leader_epoch=-1,
-                                                committed_metadata=metadata)
-                for p, metadata in ((0, _TOO_LONG), (1, _FITS)))),)))
-        assert _end(s, "t", pid, epoch, commit=True).error_code == ErrorCode.none
-    assert [(p.partition_index, p.error_code) for p in answer.topics[0].partitions] == [
+    assert commit(kafka, [(0, 5, _TOO_LONG), (1, 5, _FITS)]) == [
         (0, ErrorCode.offset_metadata_too_large), (1, ErrorCode.none)]
     assert _committed(kafka, "billing") == [("orders", 1, 5)]
 
