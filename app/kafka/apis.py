@@ -369,23 +369,26 @@ class Apis:
         # past what the batches before it left is NOT_ENOUGH_REPLICAS, and so is every one
         # after it (app.kafka.decompressed).
         budget = DecompressedBudget(self.settings.kafka_socket_request_max_bytes)
-        for t in body.topic_data:
+        # As Kafka's handleProduceRequest: the partitions into a map, so a partition named more
+        # than once is answered once and written with the records it was last named with; the
+        # records of its earlier entries are not read.
+        for topic, named in partitions_once((t.name, p.index, p) for t in body.topic_data for p in t.partition_data):
             answered = []
-            denied = refusal or refusal_code(Operation.WRITE, acl.topic(t.name))
-            for p in t.partition_data:
+            denied = refusal or refusal_code(Operation.WRITE, acl.topic(topic))
+            for p in named:
                 if denied is not None:
                     answered.append(build(m.PartitionProduceResponse, index=p.index, error_code=denied,
                                           base_offset=-1, log_append_time=None, log_start_offset=-1,
                                           record_errors=(), error_message=None))
                     continue
-                done = self._produce_partition(t.name, p.index, p.records, body.transactional_id, version, budget)
+                done = self._produce_partition(topic, p.index, p.records, body.transactional_id, version, budget)
                 record_errors = tuple(build(m.BatchIndexAndErrorMessage, batch_index=i,
                                             batch_index_error_message=f"record {i} of the batch: {done.message}")
                                       for i in done.record_indexes) if version >= 8 else ()
                 answered.append(build(m.PartitionProduceResponse, index=p.index, error_code=done.code,
                                       base_offset=done.base_offset, log_append_time=None, log_start_offset=-1,
                                       record_errors=record_errors, error_message=done.message))
-            topics.append(build(m.TopicProduceResponse, name=t.name, partition_responses=tuple(answered)))
+            topics.append(build(m.TopicProduceResponse, name=topic, partition_responses=tuple(answered)))
         if body.acks == 0:
             failed = [(t.name, p.index, p.error_code.name) for t in topics for p in t.partition_responses
                       if p.error_code != ErrorCode.none]

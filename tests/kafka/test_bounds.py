@@ -330,6 +330,19 @@ def test_a_delete_records_naming_a_partition_twice_writes_it_once_up_to_the_last
             for p in (0, 1)] == [2, 1]
 
 
+def test_a_produce_naming_a_partition_twice_answers_it_once_and_writes_the_last_entry_s_records(
+        kafka: Listener) -> None:
+    from tests.kafka.test_wire import _answered, _produce_partitions
+
+    create_topic(kafka.client, "orders", partitions=2)
+    with kafka.connect() as s:
+        answer = ask(s, 0, 9, _produce_partitions("orders", [
+            (0, _records([b'"a"'])), (1, _records([b'"x"'])), (0, _records([b'"b"', b'"c"']))]))
+    assert _answered(answer) == [("orders", 0, ErrorCode.none, 0), ("orders", 1, ErrorCode.none, 0)]
+    assert [value for _, _, value in _stored(kafka, "orders", 0)] == ["b", "c"]
+    assert [value for _, _, value in _stored(kafka, "orders", 1)] == ["x"]
+
+
 def _offset_commit(kafka: Listener, entries: list[tuple[int, int, str]]) -> list[tuple[int, ErrorCode]]:
     """An OffsetCommit of group billing without a member, of orders' (partition, offset,
     metadata) entries in that order: its answer's (partition, error code) per entry."""
