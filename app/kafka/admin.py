@@ -433,8 +433,10 @@ class AdminApis:
         assert m is not None
         topics = []
         # As Kafka's handleDeleteRecordsRequest: the partitions into a map, so a partition named
-        # more than once is answered and written once, up to the offset it was last named with.
-        for topic, named in partitions_once((t.name, p.partition_index, p) for t in body.topics for p in t.partitions):
+        # more than once is answered and written once, up to the offset it was last named with;
+        # each topic answered once, as Kafka's.
+        for topic, named in partitions_once(((t.name, p.partition_index, p) for t in body.topics for p in t.partitions),
+                                            each_topic_once=True):
             answered = []
             denied = refusal_code(Operation.DELETE, acl.topic(topic))
             for p in named:

@@ -371,8 +371,9 @@ class Apis:
         budget = DecompressedBudget(self.settings.kafka_socket_request_max_bytes)
         # As Kafka's handleProduceRequest: the partitions into a map, so a partition named more
         # than once is answered once and written with the records it was last named with; the
-        # records of its earlier entries are not read.
-        for topic, named in partitions_once((t.name, p.index, p) for t in body.topic_data for p in t.partition_data):
+        # records of its earlier entries are not read. Each topic answered once, as Kafka's.
+        for topic, named in partitions_once(((t.name, p.index, p) for t in body.topic_data for p in t.partition_data),
+                                            each_topic_once=True):
             answered = []
             denied = refusal or refusal_code(Operation.WRITE, acl.topic(topic))
             for p in named:

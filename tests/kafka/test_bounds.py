@@ -343,6 +343,43 @@ def test_a_produce_naming_a_partition_twice_answers_it_once_and_writes_the_last_
     assert [value for _, _, value in _stored(kafka, "orders", 1)] == ["x"]
 
 
+def test_a_produce_naming_a_topic_twice_answers_the_topic_once_with_its_partitions_where_first_named(
+        kafka: Listener) -> None:
+    from tests.kafka.test_wire import _answered, _produce_topics
+
+    create_topic(kafka.client, "orders", partitions=3)
+    create_topic(kafka.client, "audit")
+    with kafka.connect() as s:
+        answer = ask(s, 0, 9, _produce_topics([
+            ("orders", [(0, _records([b'"a"']))]), ("audit", [(0, _records([b'"x"']))]),
+            ("orders", [(2, _records([b'"b"'])), (0, _records([b'"c"']))])]))
+    # As Kafka's ProduceResponse groups its partitions by topic; in runs it was orders twice.
+    assert _answered(answer) == [
+        ("orders", 0, ErrorCode.none, 0), ("orders", 2, ErrorCode.none, 0), ("audit", 0, ErrorCode.none, 0)]
+    assert [t.name for t in answer.responses] == ["orders", "audit"]
+    assert [value for _, _, value in _stored(kafka, "orders", 0)] == ["c"]
+
+
+def test_a_delete_records_naming_a_topic_twice_answers_the_topic_once_with_its_partitions_where_first_named(
+        kafka: Listener) -> None:
+    from kio.schema.delete_records.v2.request import DeleteRecordsPartition, DeleteRecordsTopic
+
+    from tests.kafka.test_wire import _produce_bytes
+
+    create_topic(kafka.client, "orders", partitions=2, value_format="bytes")
+    create_topic(kafka.client, "audit", value_format="bytes")
+    for topic, p in (("orders", 0), ("orders", 1), ("audit", 0)):
+        _produce_bytes(kafka, topic, p, [b"a", b"b"])
+    with kafka.connect() as s:
+        answer = ask(s, 21, 2, request_class(21, 2)(timeout=datetime.timedelta(seconds=5), topics=tuple(
+            DeleteRecordsTopic(name=topic, partitions=(DeleteRecordsPartition(partition_index=p, offset=1),))
+            for topic, p in (("orders", 0), ("audit", 0), ("orders", 1)))))
+    # As Kafka's handleDeleteRecordsRequest groups its partitions by topic.
+    assert [(t.name, [(p.partition_index, p.error_code, p.low_watermark) for p in t.partitions])
+            for t in answer.topics] == [
+        ("orders", [(0, ErrorCode.none, 1), (1, ErrorCode.none, 1)]), ("audit", [(0, ErrorCode.none, 1)])]
+
+
 def _offset_commit(kafka: Listener, entries: list[tuple[int, int, str]]) -> list[tuple[int, ErrorCode]]:
     """An OffsetCommit of group billing without a member, of orders' (partition, offset,
     metadata) entries in that order: its answer's (partition, error code) per entry."""
