@@ -380,6 +380,43 @@ def test_a_delete_records_naming_a_topic_twice_answers_the_topic_once_with_its_p
         ("orders", [(0, ErrorCode.none, 1), (1, ErrorCode.none, 1)]), ("audit", [(0, ErrorCode.none, 1)])]
 
 
+def _corrupt(records: bytes) -> bytes:
+    """`records` with a byte of its last record flipped, under the CRC: CORRUPT_MESSAGE."""
+    return records[:-1] + bytes([records[-1] ^ 0xFF])
+
+
+@pytest.mark.parametrize("earlier", ["corrupt", "undecompressable"])
+def test_a_produce_naming_a_partition_twice_leaves_an_earlier_entry_that_cannot_be_read_unread(
+        kafka: Listener, earlier: str) -> None:
+    from tests.kafka.test_wire import _answered, _produce_partitions
+    from tests.kafka_batches import undecompressable
+
+    create_topic(kafka.client, "orders")
+    unreadable = _corrupt(_records([b'"a"'])) if earlier == "corrupt" else undecompressable("gzip-bad-deflate")
+    with kafka.connect() as s:
+        answer = ask(s, 0, 9, _produce_partitions("orders", [(0, unreadable), (0, _records([b'"b"']))]))
+    assert _answered(answer) == [("orders", 0, ErrorCode.none, 0)]
+    assert [value for _, _, value in _stored(kafka)] == ["b"]
+
+
+def test_a_version_2_transactional_produce_whose_last_entry_of_a_partition_is_corrupt_begins_no_transaction(
+        kafka: Listener) -> None:
+    # Its earlier entry, a good batch, would have begun the transaction (Produce 12 begins one
+    # on an idle transactional id); the last one alone is taken.
+    from tests.kafka.test_wire import _answered, _produce_topics
+
+    create_topic(kafka.client, "orders")
+    with kafka.connect() as s:
+        pid, epoch = _init(s, "t")
+        good = _records([b'"a"'], producer_id=pid, producer_epoch=epoch, base_sequence=0, transactional=True)
+        answer = ask(s, 0, 12, _produce_topics([("orders", [(0, good), (0, _corrupt(good))])], version=12,
+                                               transactional_id="t"))
+    assert _answered(answer) == [("orders", 0, ErrorCode.corrupt_message, -1)]
+    transaction = kafka.client.get("/v1/transactions/t").json()
+    assert (transaction["state"], transaction["partitions"]) == ("Empty", [])
+    assert _stored(kafka) == []
+
+
 def _offset_commit(kafka: Listener, entries: list[tuple[int, int, str]]) -> list[tuple[int, ErrorCode]]:
     """An OffsetCommit of group billing without a member, of orders' (partition, offset,
     metadata) entries in that order: its answer's (partition, error code) per entry."""
@@ -424,6 +461,7 @@ def test_an_offset_commit_naming_a_partition_twice_answers_each_entry_and_commit
 
 
 _FITS, _TOO_LONG = "m" * OFFSET_METADATA_MAX_CHARS, "m" * (OFFSET_METADATA_MAX_CHARS + 1)
+
 
 
 @pytest.mark.parametrize("commit", [_offset_commit, _txn_offset_commit], ids=["OffsetCommit", "TxnOffsetCommit"])
