@@ -463,6 +463,18 @@ def test_an_offset_commit_naming_a_partition_twice_answers_each_entry_and_commit
 _FITS, _TOO_LONG = "m" * OFFSET_METADATA_MAX_CHARS, "m" * (OFFSET_METADATA_MAX_CHARS + 1)
 
 
+@pytest.mark.parametrize(("entries", "answered", "committed"), [
+    ([(0, 3, ""), (0, 7, _TOO_LONG)], [(0, ErrorCode.none), (0, ErrorCode.offset_metadata_too_large)], 3),
+    ([(0, 9, _TOO_LONG), (0, 11, "")], [(0, ErrorCode.offset_metadata_too_large), (0, ErrorCode.none)], 11),
+], ids=["too_long_last", "too_long_first"])
+@pytest.mark.parametrize("commit", [_offset_commit, _txn_offset_commit], ids=["OffsetCommit", "TxnOffsetCommit"])
+def test_an_offset_commit_naming_a_partition_twice_answers_each_entry_for_its_metadata_and_commits_the_last_that_fits(
+        kafka: Listener, commit: Callable[..., list[tuple[int, ErrorCode]]], entries: list[tuple[int, int, str]],
+        answered: list[tuple[int, ErrorCode]], committed: int) -> None:
+    create_topic(kafka.client, "orders")
+    assert commit(kafka, entries) == answered
+    assert _committed(kafka, "billing") == [("orders", 0, committed)]
+
 
 @pytest.mark.parametrize("commit", [_offset_commit, _txn_offset_commit], ids=["OffsetCommit", "TxnOffsetCommit"])
 def test_an_offset_commit_with_metadata_past_kafkas_bound_is_refused_for_that_partition_alone(
