@@ -38,7 +38,7 @@ from app.domain.types import TRANSACTION_LIST_MAX, CleanupPolicy, TransactionSta
 from app.domain.topic_config import CONFIG_KEYS, ConfigTextError, TopicConfig, new_topic_config, parse_config_text
 from app.kafka.auth import access, refusal_code
 from app.kafka.errors import error_code
-from app.kafka.protocol import build, response_module
+from app.kafka.protocol import build, partitions_once, response_module
 
 _ZERO_UUID = uuid.UUID(int=0)
 _NO_WAIT = datetime.timedelta(0)
@@ -432,22 +432,26 @@ class AdminApis:
         m = response_module(21, version)
         assert m is not None
         topics = []
-        for t in body.topics:
+        # As Kafka's handleDeleteRecordsRequest: the partitions into a map, so a partition named
+        # more than once is answered and written once, up to the offset it was last named with;
+        # each topic answered once, as Kafka's.
+        for topic, named in partitions_once(((t.name, p.partition_index, p) for t in body.topics for p in t.partitions),
+                                            each_topic_once=True):
             answered = []
-            denied = refusal_code(Operation.DELETE, acl.topic(t.name))
-            for p in t.partitions:
+            denied = refusal_code(Operation.DELETE, acl.topic(topic))
+            for p in named:
                 code, low = denied or ErrorCode.none, -1
                 if denied is not None:
                     answered.append(build(m.DeleteRecordsPartitionResult, partition_index=p.partition_index,
                                           low_watermark=low, error_code=code))
                     continue
                 try:
-                    low = self.services.topics.delete_records(t.name, p.partition_index, self._up_to(t.name, p))
+                    low = self.services.topics.delete_records(topic, p.partition_index, self._up_to(topic, p))
                 except OutboxError as e:
                     code = error_code(e)
                 answered.append(build(m.DeleteRecordsPartitionResult, partition_index=p.partition_index,
                                       low_watermark=low, error_code=code))
-            topics.append(build(m.DeleteRecordsTopicResult, name=t.name, partitions=tuple(answered)))
+            topics.append(build(m.DeleteRecordsTopicResult, name=topic, partitions=tuple(answered)))
         return build(m.DeleteRecordsResponse, throttle_time=_NO_WAIT, topics=tuple(topics))
 
     def _up_to(self, topic: str, p: Any) -> int:

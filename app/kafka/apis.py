@@ -5,7 +5,6 @@ in a worker thread (server.Connection): the services block on the database."""
 from __future__ import annotations
 
 import datetime
-import itertools
 import threading
 import uuid
 from collections import OrderedDict
@@ -19,7 +18,7 @@ from kio.schema.errors import ErrorCode
 from app.domain import acl
 from app.domain.acl import CLUSTER, Operation
 from app.domain.errors import ConcurrentTransactions, InvalidRecord, OutboxError
-from app.domain.offsets import GroupMetadata, OffsetToStage
+from app.domain.offsets import GroupMetadata
 from app.domain.read import offset_order_upper_bound
 from app.domain.records import check_record_count
 from app.domain.types import IsolationLevel, TransactionVersion, ValueFormat
@@ -38,6 +37,7 @@ from app.kafka.protocol import (
     TRANSACTION_V2_SINCE,
     CloseConnection,
     build,
+    partitions_once,
     response_module,
     supported_features,
 )
@@ -316,14 +316,14 @@ class Apis:
         if code is ErrorCode.none:
             denied = {t.name: topic_code for t in body.topics
                       if (topic_code := refusal_code(Operation.READ, acl.topic(t.name))) is not None}
-        offsets = [OffsetToStage(t.name, p.partition_index, p.committed_offset, p.committed_metadata)
-                   for t in body.topics for p in t.partitions if t.name not in denied]
+        allowed = [t for t in body.topics if t.name not in denied]
         try:
-            if code is ErrorCode.none and offsets:
+            if code is ErrorCode.none and any(t.partitions for t in allowed):
                 # Version 5 (transaction version 2) begins the transaction on an idle id, as
                 # Kafka's group coordinator adds the offsets to it without AddOffsetsToTxn.
                 self.services.coordinator.add_offsets(body.transactional_id, body.producer_id,
-                                                      body.producer_epoch, body.group_id, offsets, group_metadata,
+                                                      body.producer_epoch, body.group_id, groups.offsets_once(allowed),
+                                                      group_metadata,
                                                       transaction_version=transaction_version(28, version),
                                                       each_partition=True)
         except OutboxError as e:
@@ -369,23 +369,27 @@ class Apis:
         # past what the batches before it left is NOT_ENOUGH_REPLICAS, and so is every one
         # after it (app.kafka.decompressed).
         budget = DecompressedBudget(self.settings.kafka_socket_request_max_bytes)
-        for t in body.topic_data:
+        # As Kafka's handleProduceRequest: the partitions into a map, so a partition named more
+        # than once is answered once and written with the records it was last named with; the
+        # records of its earlier entries are not read. Each topic answered once, as Kafka's.
+        for topic, named in partitions_once(((t.name, p.index, p) for t in body.topic_data for p in t.partition_data),
+                                            each_topic_once=True):
             answered = []
-            denied = refusal or refusal_code(Operation.WRITE, acl.topic(t.name))
-            for p in t.partition_data:
+            denied = refusal or refusal_code(Operation.WRITE, acl.topic(topic))
+            for p in named:
                 if denied is not None:
                     answered.append(build(m.PartitionProduceResponse, index=p.index, error_code=denied,
                                           base_offset=-1, log_append_time=None, log_start_offset=-1,
                                           record_errors=(), error_message=None))
                     continue
-                done = self._produce_partition(t.name, p.index, p.records, body.transactional_id, version, budget)
+                done = self._produce_partition(topic, p.index, p.records, body.transactional_id, version, budget)
                 record_errors = tuple(build(m.BatchIndexAndErrorMessage, batch_index=i,
                                             batch_index_error_message=f"record {i} of the batch: {done.message}")
                                       for i in done.record_indexes) if version >= 8 else ()
                 answered.append(build(m.PartitionProduceResponse, index=p.index, error_code=done.code,
                                       base_offset=done.base_offset, log_append_time=None, log_start_offset=-1,
                                       record_errors=record_errors, error_message=done.message))
-            topics.append(build(m.TopicProduceResponse, name=t.name, partition_responses=tuple(answered)))
+            topics.append(build(m.TopicProduceResponse, name=topic, partition_responses=tuple(answered)))
         if body.acks == 0:
             failed = [(t.name, p.index, p.error_code.name) for t in topics for p in t.partition_responses
                       if p.error_code != ErrorCode.none]
@@ -596,15 +600,9 @@ class Apis:
 
 
 def fetch_partitions(topics: Any) -> list[tuple[str, list[Any]]]:
-    """A Fetch's partitions as Kafka's broker takes them (its request's fetchData, a map): each
-    partition once, where it was first named, with what it was last named with; answered in
-    topics of consecutive partitions, as Kafka's answer groups them. Each partition read is a
-    database query here: named 2,000 times, it is still read once."""
-    latest: dict[tuple[str, int], Any] = {}
-    for t in topics:
-        for p in t.partitions:
-            latest[(t.topic, p.partition)] = p
-    return [(topic, [p for _, p in run]) for topic, run in itertools.groupby(latest.items(), key=lambda e: e[0][0])]
+    """A Fetch's partitions as Kafka's broker takes them (its request's fetchData, a map):
+    protocol.partitions_once, each read from the offset and limits it was last named with."""
+    return partitions_once((t.topic, p.partition, p) for t in topics for p in t.partitions)
 
 
 def duplicated_partitions(named: Iterable[tuple[str, int]]) -> set[tuple[str, int]]:

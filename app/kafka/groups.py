@@ -30,10 +30,11 @@ from app.domain import acl
 from app.domain.acl import Operation
 from app.domain.group import CONSUMER_PROTOCOL
 from app.domain.errors import InvalidRequest, MemberIdRequired, OutboxError, RebalanceInProgress
-from app.domain.offsets import GroupMetadata, OffsetToStage
+from app.domain.offsets import GroupMetadata, OffsetToStage, metadata_fits
 from app.kafka.auth import NOT_REQUESTED, access, authorized_operations, refusal_code
 from app.kafka.errors import error_code, metadata_code
-from app.kafka.protocol import ClientGone, build, client_gone, client_host, client_id, response_module
+from app.kafka.protocol import (ClientGone, build, client_gone, client_host, client_id, partitions_once,
+                                response_module)
 
 JOIN_GROUP, SYNC_GROUP, HEARTBEAT, LEAVE_GROUP = 11, 14, 12, 13
 OFFSET_COMMIT, OFFSET_FETCH, DESCRIBE_GROUPS, LIST_GROUPS = 8, 9, 15, 16
@@ -328,11 +329,9 @@ class GroupApis:
         allowed = [t for t in body.topics if topic_codes.get(t.name, code) is None]
         try:
             if allowed:
-                # Every allowed offset: the group is checked before any metadata is (the
-                # service's order, Kafka's), and one too long is left out, answered below.
-                offsets = [OffsetToStage(t.name, p.partition_index, p.committed_offset, p.committed_metadata)
-                           for t in allowed for p in t.partitions]
-                self.groups.commit(body.group_id, offsets, metadata, each_partition=True)
+                # The group is checked before any metadata is (the service's order, Kafka's),
+                # even when no offset fits; one too long is left out, answered below.
+                self.groups.commit(body.group_id, offsets_once(allowed), metadata, each_partition=True)
         except OutboxError as e:
             code = error_code(e)
         return build(m.OffsetCommitResponse, throttle_time=_NO_WAIT, topics=tuple(
@@ -472,6 +471,17 @@ class GroupApis:
             for g in self.groups.list() if (not states or g.state.value.lower() in states)
             and (every or access().allows(Operation.DESCRIBE, acl.group(g.group_id))))
         return build(m.ListGroupsResponse, throttle_time=_NO_WAIT, error_code=ErrorCode.none, groups=listed)
+
+
+def offsets_once(topics: Any) -> list[OffsetToStage]:
+    """The offsets an OffsetCommit's or TxnOffsetCommit's topics write, as Kafka's group
+    coordinator writes them: one record per entry whose metadata fits, replayed in order, so a
+    partition named more than once takes the offset it was last named with (every entry is
+    answered, each for its own metadata); here one row per partition (protocol.partitions_once)."""
+    return [OffsetToStage(topic, p.partition_index, p.committed_offset, p.committed_metadata)
+            for topic, named in partitions_once((t.name, p.partition_index, p) for t in topics for p in t.partitions
+                                                if metadata_fits(p.committed_metadata))
+            for p in named]
 
 
 def _subscribed(protocol_type: str, protocols: list[tuple[str, bytes]]) -> list[str]:

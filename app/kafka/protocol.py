@@ -9,14 +9,15 @@ import contextvars
 import dataclasses
 import datetime
 import io
+import itertools
 import struct
 import types
 import typing
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from functools import cache
-from typing import Any
+from typing import Any, TypeVar
 
 from kio.index import UnknownAPIKey, UnknownEntity, load_payload_module
 from kio.schema.errors import ErrorCode
@@ -210,6 +211,31 @@ def error_codes(response: Any) -> dict[ErrorCode, int]:
             if code is not ErrorCode.none:
                 found[code] = found.get(code, 0) + 1
     return found
+
+
+_Entry = TypeVar("_Entry")
+
+
+def partitions_once(named: Iterable[tuple[str, int, _Entry]], *,
+                    each_topic_once: bool = False) -> list[tuple[str, list[_Entry]]]:
+    """A request's (topic, partition, entry) triples as Kafka's broker takes them, into a map
+    keyed by partition (a Fetch's fetchData, a Produce's and a DeleteRecords' partitions, the
+    group coordinator's offsets): each partition once, where it was first named, with the entry
+    it was last named with. Grouped as Kafka's answers group them: a Fetch's in runs of one
+    topic (FetchResponse's, a topic named again after another answered again); with
+    `each_topic_once`, a Produce's and a DeleteRecords' (ProduceResponse and
+    handleDeleteRecordsRequest group their partitions by topic), each topic once, where it was
+    first named, with all its partitions, and done in that order. Each partition is a database
+    read or write here: named 2,000 times, it is still done once."""
+    latest: dict[tuple[str, int], _Entry] = {}
+    for topic, partition, entry in named:
+        latest[(topic, partition)] = entry
+    if each_topic_once:
+        topics: dict[str, list[_Entry]] = {}
+        for (topic, _), entry in latest.items():
+            topics.setdefault(topic, []).append(entry)
+        return list(topics.items())
+    return [(topic, [e for _, e in run]) for topic, run in itertools.groupby(latest.items(), key=lambda kv: kv[0][0])]
 
 
 def entries(request: Any) -> int:

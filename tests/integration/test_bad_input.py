@@ -693,6 +693,9 @@ def add_offsets_cases() -> list[Case]:
         Case("offsets-two-for-one-partition", "POST", O, 400, V,
              json=lambda s: body(s, [{"topic": "orders", "partition": 1, "offset": 5},
                                      {"topic": "orders", "partition": 1, "offset": 6}])),
+        # Not Kafka's last-entry rule (the Kafka door's); nor are two equal entries taken as one.
+        Case("offsets-the-same-entry-twice", "POST", O, 400, V,
+             json=lambda s: body(s, [{"topic": "orders", "partition": 1, "offset": 5}] * 2)),
         Case("offsets-negative-offset", "POST", O, 422, V,
              json=lambda s: body(s, [{"topic": "orders", "partition": 1, "offset": -1}])),
         Case("offsets-negative-partition", "POST", O, 422, V,
@@ -961,6 +964,7 @@ def group_cases() -> list[Case]:
              json={"offsets": [entry(), entry(partition=2)]}),
         Case("group-commit-two-for-one-partition", "POST", G, 400, V,
              json={"offsets": [entry(), entry(offset=2)]}),
+        Case("group-commit-the-same-entry-twice", "POST", G, 400, V, json={"offsets": [entry(), entry()]}),
         Case("group-commit-negative-offset", "POST", G, 422, V, json={"offsets": [entry(offset=-1)]}),
         Case("group-commit-negative-partition", "POST", G, 422, V, json={"offsets": [entry(partition=-1)]}),
         Case("group-commit-offset-string", "POST", G, 422, V, json={"offsets": [entry(offset="latest")]}),

@@ -241,10 +241,11 @@ def test_names_count_as_entries_a_describe_groups_naming_more_groups_than_the_bo
 # --- A partition named more than once ----------------------------------------------------------
 
 
-def _counted(kafka: Listener, monkeypatch: pytest.MonkeyPatch, method: str) -> list[tuple[str, int]]:
-    """The (topic, partition) of each call of the log service's `method` from now on: a read
-    of the database per call."""
-    log = kafka.services.log
+def _counted(kafka: Listener, monkeypatch: pytest.MonkeyPatch, method: str,
+             service: str = "log") -> list[tuple[str, int]]:
+    """The (topic, partition) of each call of `service`'s `method` from now on: a read or a
+    write of the database per call."""
+    log = getattr(kafka.services, service)
     calls: list[tuple[str, int]] = []
     original = getattr(log, method)
 
@@ -308,42 +309,178 @@ def test_a_list_offsets_naming_a_partition_twice_answers_each_of_its_entries_inv
     assert reads == [("orders", 1)]
 
 
-_FITS, _TOO_LONG = "m" * OFFSET_METADATA_MAX_CHARS, "m" * (OFFSET_METADATA_MAX_CHARS + 1)
+def test_a_delete_records_naming_a_partition_twice_writes_it_once_up_to_the_last_entry_s_offset(
+        kafka: Listener, monkeypatch: pytest.MonkeyPatch) -> None:
+    from kio.schema.delete_records.v2.request import DeleteRecordsPartition, DeleteRecordsTopic
+
+    from tests.kafka.test_wire import _produce_bytes
+
+    create_topic(kafka.client, "orders", partitions=2, value_format="bytes")
+    _produce_bytes(kafka, "orders", 0, [b"a", b"b", b"c"])
+    _produce_bytes(kafka, "orders", 1, [b"x", b"y"])
+    writes = _counted(kafka, monkeypatch, "delete_records", service="topics")
+    with kafka.connect() as s:
+        answer = ask(s, 21, 2, request_class(21, 2)(timeout=datetime.timedelta(seconds=5), topics=(
+            DeleteRecordsTopic(name="orders", partitions=tuple(
+                DeleteRecordsPartition(partition_index=p, offset=offset) for p, offset in ((0, 1), (1, 1), (0, 2)))),)))
+    assert [(t.name, [(p.partition_index, p.error_code, p.low_watermark) for p in t.partitions])
+            for t in answer.topics] == [("orders", [(0, ErrorCode.none, 2), (1, ErrorCode.none, 1)])]
+    assert writes == [("orders", 0), ("orders", 1)]
+    assert [kafka.client.get(f"/v1/topics/orders/partitions/{p}/offsets").json()["log_start_offset"]
+            for p in (0, 1)] == [2, 1]
 
 
-def test_an_offset_commit_with_metadata_past_kafkas_bound_is_refused_for_that_partition_alone(
+def test_a_produce_naming_a_partition_twice_answers_it_once_and_writes_the_last_entry_s_records(
         kafka: Listener) -> None:
-    from kio.schema.offset_commit.v8.request import OffsetCommitRequestPartition, OffsetCommitRequestTopic
+    from tests.kafka.test_wire import _answered, _produce_partitions
 
     create_topic(kafka.client, "orders", partitions=2)
+    with kafka.connect() as s:
+        answer = ask(s, 0, 9, _produce_partitions("orders", [
+            (0, _records([b'"a"'])), (1, _records([b'"x"'])), (0, _records([b'"b"', b'"c"']))]))
+    assert _answered(answer) == [("orders", 0, ErrorCode.none, 0), ("orders", 1, ErrorCode.none, 0)]
+    assert [value for _, _, value in _stored(kafka, "orders", 0)] == ["b", "c"]
+    assert [value for _, _, value in _stored(kafka, "orders", 1)] == ["x"]
+
+
+def test_a_produce_naming_a_topic_twice_answers_the_topic_once_with_its_partitions_where_first_named(
+        kafka: Listener) -> None:
+    from tests.kafka.test_wire import _answered, _produce_topics
+
+    create_topic(kafka.client, "orders", partitions=3)
+    create_topic(kafka.client, "audit")
+    with kafka.connect() as s:
+        answer = ask(s, 0, 9, _produce_topics([
+            ("orders", [(0, _records([b'"a"']))]), ("audit", [(0, _records([b'"x"']))]),
+            ("orders", [(2, _records([b'"b"'])), (0, _records([b'"c"']))])]))
+    # As Kafka's ProduceResponse groups its partitions by topic; in runs it was orders twice.
+    assert _answered(answer) == [
+        ("orders", 0, ErrorCode.none, 0), ("orders", 2, ErrorCode.none, 0), ("audit", 0, ErrorCode.none, 0)]
+    assert [t.name for t in answer.responses] == ["orders", "audit"]
+    assert [value for _, _, value in _stored(kafka, "orders", 0)] == ["c"]
+
+
+def test_a_delete_records_naming_a_topic_twice_answers_the_topic_once_with_its_partitions_where_first_named(
+        kafka: Listener) -> None:
+    from kio.schema.delete_records.v2.request import DeleteRecordsPartition, DeleteRecordsTopic
+
+    from tests.kafka.test_wire import _produce_bytes
+
+    create_topic(kafka.client, "orders", partitions=2, value_format="bytes")
+    create_topic(kafka.client, "audit", value_format="bytes")
+    for topic, p in (("orders", 0), ("orders", 1), ("audit", 0)):
+        _produce_bytes(kafka, topic, p, [b"a", b"b"])
+    with kafka.connect() as s:
+        answer = ask(s, 21, 2, request_class(21, 2)(timeout=datetime.timedelta(seconds=5), topics=tuple(
+            DeleteRecordsTopic(name=topic, partitions=(DeleteRecordsPartition(partition_index=p, offset=1),))
+            for topic, p in (("orders", 0), ("audit", 0), ("orders", 1)))))
+    # As Kafka's handleDeleteRecordsRequest groups its partitions by topic.
+    assert [(t.name, [(p.partition_index, p.error_code, p.low_watermark) for p in t.partitions])
+            for t in answer.topics] == [
+        ("orders", [(0, ErrorCode.none, 1), (1, ErrorCode.none, 1)]), ("audit", [(0, ErrorCode.none, 1)])]
+
+
+def _corrupt(records: bytes) -> bytes:
+    """`records` with a byte of its last record flipped, under the CRC: CORRUPT_MESSAGE."""
+    return records[:-1] + bytes([records[-1] ^ 0xFF])
+
+
+@pytest.mark.parametrize("earlier", ["corrupt", "undecompressable"])
+def test_a_produce_naming_a_partition_twice_leaves_an_earlier_entry_that_cannot_be_read_unread(
+        kafka: Listener, earlier: str) -> None:
+    from tests.kafka.test_wire import _answered, _produce_partitions
+    from tests.kafka_batches import undecompressable
+
+    create_topic(kafka.client, "orders")
+    unreadable = _corrupt(_records([b'"a"'])) if earlier == "corrupt" else undecompressable("gzip-bad-deflate")
+    with kafka.connect() as s:
+        answer = ask(s, 0, 9, _produce_partitions("orders", [(0, unreadable), (0, _records([b'"b"']))]))
+    assert _answered(answer) == [("orders", 0, ErrorCode.none, 0)]
+    assert [value for _, _, value in _stored(kafka)] == ["b"]
+
+
+def test_a_version_2_transactional_produce_whose_last_entry_of_a_partition_is_corrupt_begins_no_transaction(
+        kafka: Listener) -> None:
+    # Its earlier entry, a good batch, would have begun the transaction (Produce 12 begins one
+    # on an idle transactional id); the last one alone is taken.
+    from tests.kafka.test_wire import _answered, _produce_topics
+
+    create_topic(kafka.client, "orders")
+    with kafka.connect() as s:
+        pid, epoch = _init(s, "t")
+        good = _records([b'"a"'], producer_id=pid, producer_epoch=epoch, base_sequence=0, transactional=True)
+        answer = ask(s, 0, 12, _produce_topics([("orders", [(0, good), (0, _corrupt(good))])], version=12,
+                                               transactional_id="t"))
+    assert _answered(answer) == [("orders", 0, ErrorCode.corrupt_message, -1)]
+    transaction = kafka.client.get("/v1/transactions/t").json()
+    assert (transaction["state"], transaction["partitions"]) == ("Empty", [])
+    assert _stored(kafka) == []
+
+
+def _offset_commit(kafka: Listener, entries: list[tuple[int, int, str]]) -> list[tuple[int, ErrorCode]]:
+    """An OffsetCommit of group billing without a member, of orders' (partition, offset,
+    metadata) entries in that order: its answer's (partition, error code) per entry."""
+    from kio.schema.offset_commit.v8.request import OffsetCommitRequestPartition, OffsetCommitRequestTopic
+
     with kafka.connect() as s:
         answer = ask(s, 8, 8, request_class(8, 8)(
             group_id="billing", generation_id_or_member_epoch=-1, member_id="", group_instance_id=None, topics=(
                 OffsetCommitRequestTopic(name="orders", partitions=tuple(
-                    OffsetCommitRequestPartition(partition_index=p, committed_offset=5, committed_leader_epoch=-1,
+                    OffsetCommitRequestPartition(partition_index=p, committed_offset=offset, committed_leader_epoch=-1,
                                                  committed_metadata=metadata)
-                    for p, metadata in ((0, _TOO_LONG), (1, _FITS)))),)))
-    assert [(p.partition_index, p.error_code) for p in answer.topics[0].partitions] == [
-        (0, ErrorCode.offset_metadata_too_large), (1, ErrorCode.none)]
-    assert _committed(kafka, "billing") == [("orders", 1, 5)]
+                    for p, offset, metadata in entries)),)))
+    return [(p.partition_index, p.error_code) for p in answer.topics[0].partitions]
 
 
-def test_a_txn_offset_commit_with_metadata_past_kafkas_bound_is_refused_for_that_partition_alone(
-        kafka: Listener) -> None:
+def _txn_offset_commit(kafka: Listener, entries: list[tuple[int, int, str]]) -> list[tuple[int, ErrorCode]]:
+    """A TxnOffsetCommit of group billing in a transaction then committed, of orders'
+    (partition, offset, metadata) entries in that order: its answer's (partition, error code)
+    per entry."""
     from kio.schema.txn_offset_commit.v3.request import TxnOffsetCommitRequestPartition, TxnOffsetCommitRequestTopic
 
-    create_topic(kafka.client, "orders", partitions=2)
     with kafka.connect() as s:
         pid, epoch = _init(s, "t")
         assert _add_offsets(s, "t", pid, epoch, "billing").error_code == ErrorCode.none
         answer = ask(s, 28, 3, request_class(28, 3)(
             transactional_id="t", group_id="billing", producer_id=pid, producer_epoch=epoch, generation_id=-1,
             member_id="", group_instance_id=None, topics=(TxnOffsetCommitRequestTopic(name="orders", partitions=tuple(
-                TxnOffsetCommitRequestPartition(partition_index=p, committed_offset=5, committed_leader_epoch=-1,
+                TxnOffsetCommitRequestPartition(partition_index=p, committed_offset=offset, committed_leader_epoch=-1,
                                                 committed_metadata=metadata)
-                for p, metadata in ((0, _TOO_LONG), (1, _FITS)))),)))
+                for p, offset, metadata in entries)),)))
         assert _end(s, "t", pid, epoch, commit=True).error_code == ErrorCode.none
-    assert [(p.partition_index, p.error_code) for p in answer.topics[0].partitions] == [
+    return [(p.partition_index, p.error_code) for p in answer.topics[0].partitions]
+
+
+@pytest.mark.parametrize("commit", [_offset_commit, _txn_offset_commit], ids=["OffsetCommit", "TxnOffsetCommit"])
+def test_an_offset_commit_naming_a_partition_twice_answers_each_entry_and_commits_the_last_one(
+        kafka: Listener, commit: Callable[..., list[tuple[int, ErrorCode]]]) -> None:
+    create_topic(kafka.client, "orders", partitions=2)
+    assert commit(kafka, [(0, 3, ""), (1, 5, ""), (0, 7, "")]) == [
+        (0, ErrorCode.none), (1, ErrorCode.none), (0, ErrorCode.none)]
+    assert _committed(kafka, "billing") == [("orders", 0, 7), ("orders", 1, 5)]
+
+
+_FITS, _TOO_LONG = "m" * OFFSET_METADATA_MAX_CHARS, "m" * (OFFSET_METADATA_MAX_CHARS + 1)
+
+
+@pytest.mark.parametrize(("entries", "answered", "committed"), [
+    ([(0, 3, ""), (0, 7, _TOO_LONG)], [(0, ErrorCode.none), (0, ErrorCode.offset_metadata_too_large)], 3),
+    ([(0, 9, _TOO_LONG), (0, 11, "")], [(0, ErrorCode.offset_metadata_too_large), (0, ErrorCode.none)], 11),
+], ids=["too_long_last", "too_long_first"])
+@pytest.mark.parametrize("commit", [_offset_commit, _txn_offset_commit], ids=["OffsetCommit", "TxnOffsetCommit"])
+def test_an_offset_commit_naming_a_partition_twice_answers_each_entry_for_its_metadata_and_commits_the_last_that_fits(
+        kafka: Listener, commit: Callable[..., list[tuple[int, ErrorCode]]], entries: list[tuple[int, int, str]],
+        answered: list[tuple[int, ErrorCode]], committed: int) -> None:
+    create_topic(kafka.client, "orders")
+    assert commit(kafka, entries) == answered
+    assert _committed(kafka, "billing") == [("orders", 0, committed)]
+
+
+@pytest.mark.parametrize("commit", [_offset_commit, _txn_offset_commit], ids=["OffsetCommit", "TxnOffsetCommit"])
+def test_an_offset_commit_with_metadata_past_kafkas_bound_is_refused_for_that_partition_alone(
+        kafka: Listener, commit: Callable[..., list[tuple[int, ErrorCode]]]) -> None:
+    create_topic(kafka.client, "orders", partitions=2)
+    assert commit(kafka, [(0, 5, _TOO_LONG), (1, 5, _FITS)]) == [
         (0, ErrorCode.offset_metadata_too_large), (1, ErrorCode.none)]
     assert _committed(kafka, "billing") == [("orders", 1, 5)]
 

@@ -22,9 +22,10 @@ NO_WAIT = datetime.timedelta(0)
 
 
 def _records(values: list[bytes | None], *, key: bytes | None = None, headers: list[Any] | None = None,
-             producer_id: int = -1, producer_epoch: int = -1, base_sequence: int = -1) -> bytes:
+             producer_id: int = -1, producer_epoch: int = -1, base_sequence: int = -1,
+             transactional: bool = False) -> bytes:
     """A record batch as a producer builds it (aiokafka's builder)."""
-    b = DefaultRecordBatchBuilder(2, 0, 0, producer_id, producer_epoch, base_sequence, 1 << 20)
+    b = DefaultRecordBatchBuilder(2, 0, int(transactional), producer_id, producer_epoch, base_sequence, 1 << 20)
     for i, v in enumerate(values):
         b.append(i, 1_700_000_000_000 + i, key, v, headers or [])
     return bytes(b.build())
@@ -44,11 +45,12 @@ def _produce_partitions(topic: str, partitions: list[tuple[int, bytes]]) -> Any:
     return _produce_topics([(topic, partitions)])
 
 
-def _produce_topics(topics: list[tuple[str, list[tuple[int, bytes]]]]) -> Any:
-    m = request_class(0, 9)
+def _produce_topics(topics: list[tuple[str, list[tuple[int, bytes]]]], *, version: int = 9,
+                    transactional_id: str | None = None) -> Any:
+    m = request_class(0, version)
     assert m is not None
     mod = __import__(m.__module__, fromlist=["x"])
-    return m(transactional_id=None, acks=-1, timeout=datetime.timedelta(seconds=5), topic_data=tuple(
+    return m(transactional_id=transactional_id, acks=-1, timeout=datetime.timedelta(seconds=5), topic_data=tuple(
         mod.TopicProduceData(name=topic, partition_data=tuple(
             mod.PartitionProduceData(index=p, records=records) for p, records in partitions))
         for topic, partitions in topics))

@@ -57,6 +57,13 @@ class RequestBody(msgspec.Struct, forbid_unknown_fields=True, frozen=True):
     its default."""
 
 
+# Kafka's OffsetCommit and TxnOffsetCommit, answered per partition, commit the last entry of a
+# partition named twice; these routes answer a request whole, and an answer that took one entry
+# and dropped the other would say nothing of the one dropped (check_distinct_partitions).
+OFFSET_ENTRIES = ("each partition at most once: two entries for one partition refuse the request (400 "
+                  "INVALID_REQUEST) and commit nothing")
+
+
 class OffsetEntry(RequestBody):
     topic: TopicName
     partition: Partition

@@ -6,7 +6,17 @@ from typing import Annotated
 from msgspec import Meta
 from pydantic import BaseModel, Field
 
-from app.api.schemas.common import HIGH_WATERMARK, GenerationId, MemberId, Offset, OffsetEntry, Partition, RequestBody, TopicName
+from app.api.schemas.common import (
+    HIGH_WATERMARK,
+    OFFSET_ENTRIES,
+    GenerationId,
+    MemberId,
+    Offset,
+    OffsetEntry,
+    Partition,
+    RequestBody,
+    TopicName,
+)
 from app.domain.offsets import MAX_PARTITIONS_PER_REQUEST, ResetTo
 from app.domain.types import MAX_INT64
 from app.services import group_service
@@ -14,7 +24,7 @@ from app.services.group_service import LagUnknown
 
 
 class OffsetCommitRequest(RequestBody):
-    offsets: Annotated[list[OffsetEntry], Meta(min_length=1, max_length=10_000)]
+    offsets: Annotated[list[OffsetEntry], Meta(min_length=1, max_length=10_000, description=OFFSET_ENTRIES)]
     generation_id: Annotated[GenerationId, Meta(
         description="KIP-447: refuse the commit unless this is the group's generation"
     )] | None = None

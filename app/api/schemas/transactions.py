@@ -6,6 +6,7 @@ from msgspec import Meta
 from pydantic import BaseModel, Field
 
 from app.api.schemas.common import (
+    OFFSET_ENTRIES,
     GenerationId,
     GroupId,
     MemberId,
@@ -79,7 +80,8 @@ class CommitTransactionRequest(EndTransactionRequest):
 
 class AddOffsetsRequest(ProducerIdentity):
     group_id: GroupId
-    offsets: Annotated[list[OffsetEntry], Meta(min_length=1, max_length=MAX_PARTITIONS_PER_REQUEST)]
+    offsets: Annotated[list[OffsetEntry], Meta(min_length=1, max_length=MAX_PARTITIONS_PER_REQUEST,
+                                               description=OFFSET_ENTRIES)]
     generation_id: Annotated[GenerationId, Meta(
         description="KIP-447 group metadata: refuse (ILLEGAL_GENERATION) unless this is the group's generation",
     )] | None = None
