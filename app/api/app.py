@@ -17,7 +17,7 @@ from fastapi import routing
 from fastapi.routing import APIRoute
 
 from app import __doc__ as product_doc
-from app.api import console, docs_ui, errors
+from app.api import console, direct_route, docs_ui, errors
 from app.api.body_limit import BodySizeLimit
 from app.api.path_guard import EncodedSlashGuard
 from app.api.deps import require_schema
@@ -150,6 +150,9 @@ def create_app(settings: Settings | None = None, clock: Clock = system_clock, *,
     if built_from not in _CHECKED_ROUTE_SETS:
         _check_every_api_route_is_authenticated(app)
         _CHECKED_ROUTE_SETS.add(built_from)
+    # The Send, a producer's every request, past FastAPI's router and dependency solver: the
+    # same route, dependencies and handlers (app.api.direct_route says why and how).
+    direct_route.install(app, "send")
 
     def openapi() -> dict[str, Any]:
         if app.openapi_schema is None:

@@ -1,0 +1,143 @@
+"""The Send's route served without FastAPI's router and dependency solver, as FastAPI built it.
+
+In py-spy's samples of a 10-record plain Send on PostgreSQL, the routing through the included
+routers, FastAPI's request handler around the endpoint and its dependency solver took 13-15 %
+of the service's CPU, the largest part of a request's fixed cost that the service chooses
+(docs/benchmarks.md, "The per-Send fixed cost by layer", 2026-12-01). The Send is the request
+a producer makes over and over; every other route is served by FastAPI as before.
+
+Nothing of the route is defined here: `install` takes the route as FastAPI serves it (its
+path, its method, its endpoint, and its dependencies with those of the router it was included
+with), found by its operation id, and plans the calls FastAPI's solver makes for it, in its
+order, each dependency called once a request (FastAPI's cache). It plans only what it can call
+exactly as FastAPI would: dependencies that are async callables taking the Request and other
+dependencies' values, with no parameters of the path, query, headers, cookies or body of their
+own (FastAPI would validate those), no generators, no security scopes, and an endpoint that
+answers with a Response itself. A route of another shape, or a path another route could also
+match, is refused when the app is built: a change to the route then fails every test at once
+rather than being served differently.
+
+Everything around the route stays as it was: the middlewares, the exception handlers (this
+runs where FastAPI's router does, inside Starlette's ExceptionMiddleware, so that a refusal
+is answered by the same handler, with the same body and headers), the OpenAPI document (the
+route is still FastAPI's). A request goes to FastAPI's router as before when it is anything
+but that method on that path (another method's 405, a trailing slash, a root path), when
+dependency overrides are set on the app, and when FastAPI's own OpenTelemetry instrumentation
+is on for the request (which the router records the route for).
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
+
+from fastapi import FastAPI, Request, Response, routing
+from fastapi.dependencies.models import Dependant
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+
+@dataclass(frozen=True, slots=True)
+class _Call:
+    """A dependency, or the endpoint: `call` with the Request as `request_param` (if it takes
+    it) and the values of `needs`, each solved first, as their parameters."""
+    call: Callable[..., Awaitable[Any]]
+    name: str | None
+    request_param: str | None
+    needs: tuple[_Call, ...]
+
+
+def install(app: FastAPI, operation_id: str) -> None:
+    """Serve the route of `operation_id` directly (see the module); raises RuntimeError if its
+    shape is one this cannot serve as FastAPI would."""
+    contexts = list(routing.iter_route_contexts(app.routes))
+    found = [r for r in contexts if getattr(r, "operation_id", None) == operation_id]
+    if len(found) != 1:
+        raise RuntimeError(f"{len(found)} routes have operation id {operation_id!r}: one expected")
+    route = found[0]
+    methods, path = route.methods or set(), route.path
+    if len(methods) != 1 or route.dependant is None or route.endpoint is None:
+        raise RuntimeError(f"{path}: a route of one method with an endpoint is served directly, not {methods}")
+    if getattr(route, "max_body_size", None) is not None:
+        raise RuntimeError(f"{path}: FastAPI's own body limit is not applied by the direct route")
+    others = [r.path for r in contexts
+              if r is not route and getattr(r, "path_regex", None) is not None and r.path_regex.match(path)]
+    if others:
+        raise RuntimeError(f"{path} is also matched by {others}: only FastAPI's router knows which one serves it")
+    endpoint = _plan(route.dependant, f"{path} ({operation_id})")
+    app.router.middleware_stack = DirectRoute(app.router.middleware_stack, app, route.original_route,
+                                              next(iter(methods)), path, endpoint)
+
+
+def _plan(dependant: Dependant, where: str) -> _Call:
+    call = dependant.call
+    name = getattr(call, "__name__", type(call).__name__)
+    params = (dependant.path_params, dependant.query_params, dependant.header_params, dependant.cookie_params,
+              dependant.body_params)
+    special = (dependant.websocket_param_name, dependant.http_connection_param_name, dependant.response_param_name,
+               dependant.background_tasks_param_name, dependant.security_scopes_param_name)
+    if any(params) or any(special):
+        problem = "takes a parameter that FastAPI validates or makes"
+    elif dependant.own_oauth_scopes or not dependant.use_cache or dependant.concurrency is not None:
+        problem = "has security scopes, use_cache=False or a concurrency limit"
+    elif call is None or not _is_coroutine(call):
+        problem = "is not an async function (a synchronous call, a generator)"
+    else:
+        return _Call(call, dependant.name, dependant.request_param_name,
+                     tuple(_plan(d, where) for d in dependant.dependencies))
+    raise RuntimeError(f"{where}: {name} {problem}: only FastAPI's router serves it")
+
+
+def _is_coroutine(call: Any) -> bool:
+    if inspect.isasyncgenfunction(call) or inspect.isgeneratorfunction(call):
+        return False
+    if inspect.iscoroutinefunction(call):
+        return True
+    dunder = getattr(call, "__call__", None)  # noqa: B004 - an instance such as JsonBody
+    return not inspect.isroutine(call) and inspect.iscoroutinefunction(dunder)
+
+
+@dataclass(slots=True)
+class DirectRoute:
+    """Where FastAPI's router was: the route's requests served here, the rest passed on to
+    `app`, the router."""
+    app: ASGIApp
+    fastapi: FastAPI
+    route: Any  # FastAPI's APIRoute, as the router would put it in the scope
+    method: str
+    path: str
+    endpoint: _Call
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if (scope["type"] != "http" or scope["path"] != self.path or scope["method"] != self.method
+                or scope.get("root_path") or "fastapi.telemetry" in scope or self.fastapi.dependency_overrides):
+            await self.app(scope, receive, send)
+            return
+        # What FastAPI's router puts in the scope for a route it matched: the route (the
+        # access log's and the metrics' label), its endpoint, no path parameters.
+        scope.setdefault("router", self.fastapi.router)
+        scope["route"] = self.route
+        scope["endpoint"] = self.endpoint.call
+        scope["path_params"] = {}
+        request = Request(scope, receive, send)
+        response = await _solve(self.endpoint, request, {})
+        if not isinstance(response, Response):
+            raise TypeError(f"{self.path}: the endpoint answered {type(response).__name__}, not a Response")
+        await response(scope, receive, send)
+
+
+async def _solve(c: _Call, request: Request, cache: dict[Any, Any]) -> Any:
+    """`c` called as FastAPI's solve_dependencies calls it: its dependencies first, in order,
+    each taken from the request's cache once it has been called."""
+    values: dict[str, Any] = {}
+    for need in c.needs:
+        if need.call in cache:
+            value = cache[need.call]
+        else:
+            value = cache[need.call] = await _solve(need, request, cache)
+        if need.name is not None:
+            values[need.name] = value
+    if c.request_param is not None:
+        values[c.request_param] = request
+    return await c.call(**values)

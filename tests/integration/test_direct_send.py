@@ -1,0 +1,115 @@
+"""POST /v1/records is served past FastAPI's router and dependency solver (app.api.direct_route):
+these hold it to being served that way, and to answering every refusal exactly as FastAPI's
+router answers the same request (the router still serves it where dependency overrides are set)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from fastapi.testclient import TestClient
+
+from app.api.app import create_app
+from app.api.direct_route import DirectRoute
+from app.settings import Settings
+from tests.helpers import batch, create_topic, fetch, send, values
+
+
+class _RouterCalls:
+    """FastAPI's router, behind the direct route, counting the requests it is given."""
+
+    def __init__(self, router: Any) -> None:
+        self.router = router
+        self.paths: list[str] = []
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] == "http":
+            self.paths.append(f"{scope['method']} {scope['path']}")
+        await self.router(scope, receive, send)
+
+
+@pytest.fixture
+def app(settings: Settings, clock: Any) -> Any:
+    return create_app(settings, clock)
+
+
+@pytest.fixture
+def router_calls(app: Any) -> _RouterCalls:
+    direct = app.router.middleware_stack
+    assert isinstance(direct, DirectRoute)
+    direct.app = calls = _RouterCalls(direct.app)
+    return calls
+
+
+@pytest.fixture
+def http(app: Any) -> Iterator[TestClient]:
+    with TestClient(app) as c:
+        yield c
+
+
+def test_a_send_never_reaches_fastapis_router_and_other_routes_do(http: TestClient, router_calls: _RouterCalls) -> None:
+    create_topic(http, "orders")
+    r = send(http, [batch("orders", 0, [1, 2])])
+    assert r.status_code == 200, r.text
+    assert r.json() == {"results": [{"topic": "orders", "partition": 0, "base_offset": 0, "last_offset": 1,
+                                     "record_count": 2, "duplicate": False}]}
+    assert values(fetch(http, "orders", 0)) == [1, 2]
+    assert router_calls.paths == ["POST /v1/topics", "GET /v1/topics/orders/partitions/0/records"]
+
+
+@pytest.mark.parametrize("method, path, status", [("GET", "/v1/records", 405), ("PUT", "/v1/records", 405),
+                                                  ("POST", "/v1/records/", 307)])
+def test_another_method_or_a_trailing_slash_goes_to_the_router(http: TestClient, router_calls: _RouterCalls,
+                                                               method: str, path: str, status: int) -> None:
+    r = http.request(method, path, json={"batches": []}, follow_redirects=False)
+    assert router_calls.paths == [f"{method} {path}"]
+    assert r.status_code == status, r.text
+
+
+# Refusals, each of a request that changes nothing: the answer of the direct route and of the
+# router to the same request, compared whole.
+_REFUSED: dict[str, tuple[dict[str, str], bytes]] = {
+    "no body": ({"content-type": "application/json"}, b""),
+    "not JSON": ({"content-type": "application/json"}, b'{"batches": ['),
+    "form data": ({"content-type": "application/x-www-form-urlencoded"}, b"a=1"),
+    "not UTF-8": ({"content-type": "application/json"}, b'{"batches": [{"topic": "\xff"}]}'),
+    "schema": ({"content-type": "application/json"}, b'{"batches": [{"topic": "orders", "partition": "0"}]}'),
+    "unknown field": ({"content-type": "application/json"}, b'{"batches": [], "segment_ms": 1}'),
+    "NUL in a key": ({"content-type": "application/json"},
+                     b'{"batches": [{"topic": "orders", "partition": 0, "records": [{"key": "a\\u0000", "value": 1}]}]}'),
+    "unknown topic": ({"content-type": "application/json"},
+                      b'{"batches": [{"topic": "nope", "partition": 0, "records": [{"value": 1}]}]}'),
+    "unknown partition": ({"content-type": "application/json"},
+                          b'{"batches": [{"topic": "orders", "partition": 7, "records": [{"value": 1}]}]}'),
+    "epoch without producer": ({"content-type": "application/json"},
+                               b'{"producer_epoch": 0, "batches": [{"topic": "orders", "partition": 0, '
+                               b'"records": [{"value": 1}]}]}'),
+    "unknown producer": ({"content-type": "application/json"},
+                         b'{"producer_id": 999, "producer_epoch": 0, "batches": [{"topic": "orders", "partition": 0, '
+                         b'"base_sequence": 0, "records": [{"value": 1}]}]}'),
+}
+
+
+def _answer(r: Any) -> tuple[int, dict[str, str], bytes]:
+    headers = {k: v for k, v in r.headers.items() if k not in ("x-request-id", "date")}
+    return r.status_code, headers, r.content
+
+
+@pytest.mark.parametrize("case", list(_REFUSED))
+def test_a_refusal_is_answered_as_fastapis_router_answers_it(app: Any, http: TestClient, router_calls: _RouterCalls,
+                                                             case: str) -> None:
+    create_topic(http, "orders")
+    headers, body = _REFUSED[case]
+    direct = http.post("/v1/records", headers=headers, content=body)
+    assert router_calls.paths == ["POST /v1/topics"]
+    app.dependency_overrides[_unused] = _unused  # any override: the router serves the Send
+    routed = http.post("/v1/records", headers=headers, content=body)
+    assert router_calls.paths == ["POST /v1/topics", "POST /v1/records"]
+    assert 400 <= direct.status_code < 500
+    assert _answer(direct) == _answer(routed)
+    assert fetch(http, "orders", 0)["records"] == []
+
+
+def _unused() -> None:
+    """Never called: an override that makes the app's dependency overrides non-empty."""

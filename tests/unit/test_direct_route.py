@@ -1,0 +1,122 @@
+"""app.api.direct_route on small apps: a route is served directly only where its dependencies are
+called as FastAPI's solver calls them (in its order, each once a request); any other shape is
+refused when the app is built."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+import pytest
+from fastapi import APIRouter, Depends, FastAPI, Request, Response
+from fastapi.testclient import TestClient
+
+from app.api import direct_route
+
+
+def _app(router: APIRouter, *, dependencies: list[Any] | None = None) -> FastAPI:
+    app = FastAPI()
+    app.include_router(router, dependencies=dependencies or [])
+    return app
+
+
+_CALLS: list[str] = []
+
+
+async def _gate(request: Request) -> None:
+    _CALLS.append("gate")
+
+
+async def _who(request: Request) -> str:
+    _CALLS.append("who")
+    return "alice"
+
+
+async def _access(principal: Annotated[str, Depends(_who)], request: Request) -> str:
+    _CALLS.append("access")
+    return f"{principal}@{request.url.path}"
+
+
+async def _make(access: Annotated[str, Depends(_access)], again: Annotated[str, Depends(_who)]) -> Response:
+    _CALLS.append("make")
+    return Response(f"{access} {again}", media_type="text/plain")
+
+
+def test_dependencies_are_called_in_fastapis_order_once_a_request_and_the_route_is_not_routed() -> None:
+    router = APIRouter(prefix="/v1/things")
+    router.add_api_route("", _make, methods=["POST"], operation_id="make")
+    app = _app(router, dependencies=[Depends(_gate), Depends(_who)])
+    _CALLS.clear()
+    with TestClient(app) as client:
+        routed = client.post("/v1/things")
+        by_router = list(_CALLS)
+        direct_route.install(app, "make")
+        _CALLS.clear()
+        direct = client.post("/v1/things")
+    assert by_router == ["gate", "who", "access", "make"]
+    assert _CALLS == by_router
+    assert (direct.status_code, direct.text) == (routed.status_code, routed.text) == (200, "alice@/v1/things alice")
+
+
+async def _free(request: Request) -> None:
+    return None
+
+
+def _blocking(request: Request) -> None:
+    return None
+
+
+async def _session(request: Request) -> Any:
+    yield 1
+
+
+async def _with_query(limit: int = 1) -> Response:
+    return Response()
+
+
+async def _with_sync(_: Annotated[None, Depends(_blocking)]) -> Response:
+    return Response()
+
+
+async def _with_generator(_: Annotated[int, Depends(_session)]) -> Response:
+    return Response()
+
+
+async def _by_name(name: str) -> Response:
+    return Response()
+
+
+async def _plain(_: Annotated[None, Depends(_free)]) -> Response:
+    return Response()
+
+
+# What install refuses, and the reason it gives: each a router whose route "op" is at /x.
+_REFUSED = {
+    "a query parameter": ([("/x", _with_query, "op")], "_with_query takes a parameter that FastAPI validates"),
+    "a synchronous dependency": ([("/x", _with_sync, "op")], "_blocking is not an async function"),
+    "a generator dependency": ([("/x", _with_generator, "op")], "_session is not an async function"),
+    "another route matching the path": ([("/{name}", _by_name, "other"), ("/x", _plain, "op")],
+                                        r"/x is also matched by \['/\{name\}'\]"),
+}
+
+
+@pytest.mark.parametrize("shape", list(_REFUSED))
+def test_a_route_of_another_shape_is_refused_when_the_app_is_built(shape: str) -> None:
+    routes, reason = _REFUSED[shape]
+    router = APIRouter()
+    for path, endpoint, operation_id in routes:
+        router.add_api_route(path, endpoint, methods=["POST"], operation_id=operation_id)
+    app = _app(router)
+    stack = app.router.middleware_stack
+    with pytest.raises(RuntimeError, match=reason):
+        direct_route.install(app, "op")
+    assert app.router.middleware_stack is stack
+
+
+def test_the_send_route_as_built_is_served_directly() -> None:
+    from app.api.app import create_app
+    from app.settings import Settings
+
+    app = create_app(Settings(database_url="sqlite:///unused.db"))
+    direct = app.router.middleware_stack
+    assert isinstance(direct, direct_route.DirectRoute)
+    assert (direct.method, direct.path, direct.route.operation_id) == ("POST", "/v1/records", "send")
