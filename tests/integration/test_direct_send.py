@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
+from prometheus_client import REGISTRY
 
 from app.api.app import create_app
 from app.api.direct_route import DirectRoute
@@ -50,7 +51,11 @@ def http(app: Any) -> Iterator[TestClient]:
 
 def test_a_send_never_reaches_fastapis_router_and_other_routes_do(http: TestClient, router_calls: _RouterCalls) -> None:
     create_topic(http, "orders")
+    labels = {"method": "POST", "route": "/v1/records", "status": "200"}
+    counted = REGISTRY.get_sample_value("outbox_http_requests_total", labels) or 0.0
     r = send(http, [batch("orders", 0, [1, 2])])
+    # Counted under its route's template, as the router's match labels it.
+    assert REGISTRY.get_sample_value("outbox_http_requests_total", labels) == counted + 1
     assert r.status_code == 200, r.text
     assert r.json() == {"results": [{"topic": "orders", "partition": 0, "base_offset": 0, "last_offset": 1,
                                      "record_count": 2, "duplicate": False}]}
