@@ -1,10 +1,11 @@
 """The Send's route served without FastAPI's router and dependency solver, as FastAPI built it.
 
 In py-spy's samples of a 10-record plain Send on PostgreSQL, the routing through the included
-routers, FastAPI's request handler around the endpoint and its dependency solver took 13-15 %
+routers, FastAPI's request handler around the endpoint and its dependency solver took 15-16 %
 of the service's CPU, the largest part of a request's fixed cost that the service chooses
-(docs/benchmarks.md, "The per-Send fixed cost by layer", 2026-12-01). The Send is the request
-a producer makes over and over; every other route is served by FastAPI as before.
+(docs/benchmarks.md, "The per-Send fixed cost by layer"; the fixed part fell by 17-20 % in
+send_cpu.py's rotations). The Send is the request a producer makes over and over; every
+other route is served by FastAPI as before.
 
 Nothing of the route is defined here: `install` takes the route as FastAPI serves it (its
 path, its method, its endpoint, and its dependencies with those of the router it was included
