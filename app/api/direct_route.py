@@ -49,9 +49,21 @@ class _Call:
     needs: tuple[_Call, ...]
 
 
-def install(app: FastAPI, operation_id: str) -> None:
-    """Serve the route of `operation_id` directly (see the module); raises RuntimeError if its
-    shape is one this cannot serve as FastAPI would."""
+@dataclass(frozen=True, slots=True)
+class Plan:
+    """What `install` serves: the route of an operation id, as FastAPI serves it, and the calls
+    its endpoint takes."""
+    route: Any  # FastAPI's APIRoute, as the router would put it in the scope
+    method: str
+    path: str
+    endpoint: _Call
+
+
+def plan(app: FastAPI, operation_id: str) -> Plan:
+    """The route of `operation_id` planned (see the module); raises RuntimeError if its shape is
+    one this cannot serve as FastAPI would. It walks every route as FastAPI serves it, which
+    builds every route's dependencies (tens of ms an app): a caller that builds apps from the
+    same routes again keeps the plan (app.api.app does)."""
     contexts = list(routing.iter_route_contexts(app.routes))
     found = [r for r in contexts if getattr(r, "operation_id", None) == operation_id]
     if len(found) != 1:
@@ -66,9 +78,14 @@ def install(app: FastAPI, operation_id: str) -> None:
               if r is not route and getattr(r, "path_regex", None) is not None and r.path_regex.match(path)]
     if others:
         raise RuntimeError(f"{path} is also matched by {others}: only FastAPI's router knows which one serves it")
-    endpoint = _plan(route.dependant, f"{path} ({operation_id})")
-    app.router.middleware_stack = DirectRoute(app.router.middleware_stack, app, route.original_route,
-                                              next(iter(methods)), path, endpoint)
+    return Plan(route.original_route, next(iter(methods)), path, _plan(route.dependant, f"{path} ({operation_id})"))
+
+
+def install(app: FastAPI, plan: Plan) -> None:
+    """Serve `plan`'s route directly in `app`, where its router was. The plan's calls are the
+    route's endpoint and dependencies: an app built from the same routes has the same ones."""
+    app.router.middleware_stack = DirectRoute(app.router.middleware_stack, app, plan.route, plan.method,
+                                              plan.path, plan.endpoint)
 
 
 def _plan(dependant: Dependant, where: str) -> _Call:

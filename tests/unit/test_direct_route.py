@@ -49,7 +49,7 @@ def test_dependencies_are_called_in_fastapis_order_once_a_request_and_the_route_
     with TestClient(app) as client:
         routed = client.post("/v1/things")
         by_router = list(_CALLS)
-        direct_route.install(app, "make")
+        direct_route.install(app, direct_route.plan(app, "make"))
         _CALLS.clear()
         direct = client.post("/v1/things")
     assert by_router == ["gate", "who", "access", "make"]
@@ -108,7 +108,7 @@ def test_a_route_of_another_shape_is_refused_when_the_app_is_built(shape: str) -
     app = _app(router)
     stack = app.router.middleware_stack
     with pytest.raises(RuntimeError, match=reason):
-        direct_route.install(app, "op")
+        direct_route.plan(app, "op")
     assert app.router.middleware_stack is stack
 
 
@@ -120,3 +120,14 @@ def test_the_send_route_as_built_is_served_directly() -> None:
     direct = app.router.middleware_stack
     assert isinstance(direct, direct_route.DirectRoute)
     assert (direct.method, direct.path, direct.route.operation_id) == ("POST", "/v1/records", "send")
+
+
+def test_an_app_built_again_from_the_same_routes_takes_the_first_ones_plan() -> None:
+    from app.api.app import create_app
+    from app.settings import Settings
+
+    settings = Settings(database_url="sqlite:///unused.db")
+    first, again = create_app(settings).router.middleware_stack, create_app(settings).router.middleware_stack
+    assert isinstance(first, direct_route.DirectRoute) and isinstance(again, direct_route.DirectRoute)
+    assert first is not again
+    assert again.endpoint is first.endpoint
