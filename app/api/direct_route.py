@@ -11,12 +11,15 @@ Nothing of the route is defined here: `install` takes the route as FastAPI serve
 path, its method, its endpoint, and its dependencies with those of the router it was included
 with), found by its operation id, and plans the calls FastAPI's solver makes for it, in its
 order, each dependency called once a request (FastAPI's cache). It plans only what it can call
-exactly as FastAPI would: dependencies that are async callables taking the Request and other
-dependencies' values, with no parameters of the path, query, headers, cookies or body of their
-own (FastAPI would validate those), no generators, no security scopes, and an endpoint that
-answers with a Response itself. A route of another shape, or a path another route could also
-match, is refused when the app is built: a change to the route then fails every test at once
-rather than being served differently.
+exactly as FastAPI would: dependencies that are async functions or instances with an async
+`__call__` (not classes, which FastAPI instantiates in a thread), as FastAPI's own test of what
+it awaits says too, taking the Request and other dependencies' values, with no parameters of
+the path, query, headers, cookies or body of their own (FastAPI would validate those), no
+generators, no security scopes, no `use_cache=False`, no concurrency limit or scope of their
+own, no FastAPI body limit on the route, and an endpoint annotated to answer a Response. A
+route of another shape, or a path another route could also match, is refused when the app is
+built (tests/unit/test_direct_route.py has one of each): a change to the route then fails
+every test at once rather than being served differently.
 
 Everything around the route stays as it was: the middlewares, the exception handlers (this
 runs where FastAPI's router does, inside Starlette's ExceptionMiddleware, so that a refusal
@@ -30,12 +33,13 @@ is on for the request (which the router records the route for).
 from __future__ import annotations
 
 import inspect
+import typing
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
 from fastapi import FastAPI, Request, Response, routing
-from fastapi.dependencies.models import Dependant
+from fastapi.dependencies.models import Dependant, _is_coroutine_callable
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 
@@ -88,32 +92,50 @@ def install(app: FastAPI, plan: Plan) -> None:
                                               plan.path, plan.endpoint)
 
 
-def _plan(dependant: Dependant, where: str) -> _Call:
+def _plan(dependant: Dependant, where: str, *, endpoint: bool = True) -> _Call:
     call = dependant.call
     name = getattr(call, "__name__", type(call).__name__)
     params = (dependant.path_params, dependant.query_params, dependant.header_params, dependant.cookie_params,
               dependant.body_params)
     special = (dependant.websocket_param_name, dependant.http_connection_param_name, dependant.response_param_name,
                dependant.background_tasks_param_name, dependant.security_scopes_param_name)
-    if any(params) or any(special):
-        problem = "takes a parameter that FastAPI validates or makes"
-    elif dependant.own_oauth_scopes or not dependant.use_cache or dependant.concurrency is not None:
-        problem = "has security scopes, use_cache=False or a concurrency limit"
-    elif call is None or not _is_coroutine(call):
-        problem = "is not an async function (a synchronous call, a generator)"
-    else:
+    # Each the first reason found; none of them, and the call is made as FastAPI's solver would.
+    refusals = (
+        (any(params) or any(special), "takes a parameter that FastAPI validates or makes"),
+        (bool(dependant.own_oauth_scopes), "has security scopes"),
+        (not dependant.use_cache, "has use_cache=False"),
+        (dependant.concurrency is not None, "has a concurrency limit"),
+        # FastAPI's cache tells a dependency's calls apart by their scope; this one by the call.
+        (not endpoint and dependant.scope is not None, "has a scope"),
+        # FastAPI makes the instance in a thread, whatever its __call__ is.
+        (inspect.isclass(call), "is a class"),
+        # FastAPI's own test of what it awaits, and this module's, must both say a coroutine.
+        (call is None or not (_is_coroutine(call) and _is_coroutine_callable(call)),
+         "is not an async function (a synchronous call, a generator)"),
+        (endpoint and not _answers_a_response(call), "is not annotated to answer a Response (FastAPI would serialize it)"),
+    )
+    problem = next((problem for refused, problem in refusals if refused), None)
+    if problem is None:
         return _Call(call, dependant.name, dependant.request_param_name,
-                     tuple(_plan(d, where) for d in dependant.dependencies))
+                     tuple(_plan(d, where, endpoint=False) for d in dependant.dependencies))
     raise RuntimeError(f"{where}: {name} {problem}: only FastAPI's router serves it")
 
 
 def _is_coroutine(call: Any) -> bool:
-    if inspect.isasyncgenfunction(call) or inspect.isgeneratorfunction(call):
+    if inspect.isclass(call) or inspect.isasyncgenfunction(call) or inspect.isgeneratorfunction(call):
         return False
     if inspect.iscoroutinefunction(call):
         return True
     dunder = getattr(call, "__call__", None)  # noqa: B004 - an instance such as JsonBody
     return not inspect.isroutine(call) and inspect.iscoroutinefunction(dunder)
+
+
+def _answers_a_response(endpoint: Any) -> bool:
+    try:
+        answer = typing.get_type_hints(endpoint).get("return")
+    except (NameError, TypeError):
+        return False
+    return inspect.isclass(answer) and issubclass(answer, Response)
 
 
 @dataclass(slots=True)

@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Annotated, Any
 
 import pytest
-from fastapi import APIRouter, Depends, FastAPI, Request, Response
+from fastapi import APIRouter, Depends, FastAPI, Request, Response, Security
 from fastapi.testclient import TestClient
 
 from app.api import direct_route
@@ -89,12 +89,56 @@ async def _plain(_: Annotated[None, Depends(_free)]) -> Response:
     return Response()
 
 
-# What install refuses, and the reason it gives: each a router whose route "op" is at /x.
-_REFUSED = {
-    "a query parameter": ([("/x", _with_query, "op")], "_with_query takes a parameter that FastAPI validates"),
-    "a synchronous dependency": ([("/x", _with_sync, "op")], "_blocking is not an async function"),
-    "a generator dependency": ([("/x", _with_generator, "op")], "_session is not an async function"),
-    "another route matching the path": ([("/{name}", _by_name, "other"), ("/x", _plain, "op")],
+class _Limiter:
+    """A class dependency with an async __call__: FastAPI makes an instance of it, in a thread,
+    and never calls it."""
+
+    def __init__(self, request: Request) -> None:
+        self.path = request.url.path
+
+    async def __call__(self) -> None:
+        raise AssertionError("never called by FastAPI")
+
+
+async def _with_class(limiter: Annotated[_Limiter, Depends(_Limiter)]) -> Response:
+    return Response(limiter.path)
+
+
+async def _with_scopes(_: Annotated[None, Security(_free, scopes=["write"])]) -> Response:
+    return Response()
+
+
+async def _uncached(_: Annotated[None, Depends(_free, use_cache=False)]) -> Response:
+    return Response()
+
+
+async def _limited(_: Annotated[None, Depends(_free, max_concurrency=1)]) -> Response:
+    return Response()
+
+
+async def _scoped(_: Annotated[None, Depends(_free, scope="function")]) -> Response:
+    return Response()
+
+
+async def _answers_a_dict() -> dict[str, int]:
+    return {"answer": 1}
+
+
+# What plan refuses, and the reason it gives: each a router whose route "op" is at /x, with
+# the keyword arguments of its add_api_route.
+_REFUSED: dict[str, tuple[list[tuple[str, Any, str, dict[str, Any]]], str]] = {
+    "a query parameter": ([("/x", _with_query, "op", {})], "_with_query takes a parameter that FastAPI validates"),
+    "a synchronous dependency": ([("/x", _with_sync, "op", {})], "_blocking is not an async function"),
+    "a generator dependency": ([("/x", _with_generator, "op", {})], "_session is not an async function"),
+    "a class dependency with an async __call__": ([("/x", _with_class, "op", {})], "_Limiter is a class"),
+    "security scopes": ([("/x", _with_scopes, "op", {})], "_free has security scopes"),
+    "use_cache=False": ([("/x", _uncached, "op", {})], "_free has use_cache=False"),
+    "a concurrency limit": ([("/x", _limited, "op", {})], "_free has a concurrency limit"),
+    "a dependency's own scope": ([("/x", _scoped, "op", {})], "_free has a scope"),
+    "FastAPI's body limit": ([("/x", _plain, "op", {"max_body_size": 1024})], "FastAPI's own body limit"),
+    "an endpoint answering other than a Response": ([("/x", _answers_a_dict, "op", {})],
+                                                    "_answers_a_dict is not annotated to answer a Response"),
+    "another route matching the path": ([("/{name}", _by_name, "other", {}), ("/x", _plain, "op", {})],
                                         r"/x is also matched by \['/\{name\}'\]"),
 }
 
@@ -103,13 +147,13 @@ _REFUSED = {
 def test_a_route_of_another_shape_is_refused_when_the_app_is_built(shape: str) -> None:
     routes, reason = _REFUSED[shape]
     router = APIRouter()
-    for path, endpoint, operation_id in routes:
-        router.add_api_route(path, endpoint, methods=["POST"], operation_id=operation_id)
+    for path, endpoint, operation_id, options in routes:
+        router.add_api_route(path, endpoint, methods=["POST"], operation_id=operation_id, **options)
     app = _app(router)
-    stack = app.router.middleware_stack
     with pytest.raises(RuntimeError, match=reason):
         direct_route.plan(app, "op")
-    assert app.router.middleware_stack is stack
+    with TestClient(app) as client:  # each is a route FastAPI's router serves
+        assert client.post("/x").status_code == 200
 
 
 def test_the_send_route_as_built_is_served_directly() -> None:
