@@ -1,6 +1,8 @@
 """POST /v1/records is served past FastAPI's router and dependency solver (app.api.direct_route):
 these hold it to being served that way, and to answering every refusal exactly as FastAPI's
-router answers the same request (the router still serves it where dependency overrides are set)."""
+router answers the same request (the router still serves it where dependency overrides are set).
+Here authentication is off; with it on (no credentials, a wrong key, missing ACLs), the same
+comparison is in tests/integration/test_authorization.py."""
 
 from __future__ import annotations
 
@@ -12,22 +14,9 @@ from fastapi.testclient import TestClient
 from prometheus_client import REGISTRY
 
 from app.api.app import create_app
-from app.api.direct_route import DirectRoute
 from app.settings import Settings
-from tests.helpers import batch, create_topic, fetch, send, values
-
-
-class _RouterCalls:
-    """FastAPI's router, behind the direct route, counting the requests it is given."""
-
-    def __init__(self, router: Any) -> None:
-        self.router = router
-        self.paths: list[str] = []
-
-    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
-        if scope["type"] == "http":
-            self.paths.append(f"{scope['method']} {scope['path']}")
-        await self.router(scope, receive, send)
+from tests.helpers import (RouterCalls, batch, comparable_answer, create_topic, fetch, send, serve_by_router,
+                           spy_on_router, values)
 
 
 @pytest.fixture
@@ -36,11 +25,8 @@ def app(settings: Settings, clock: Any) -> Any:
 
 
 @pytest.fixture
-def router_calls(app: Any) -> _RouterCalls:
-    direct = app.router.middleware_stack
-    assert isinstance(direct, DirectRoute)
-    direct.app = calls = _RouterCalls(direct.app)
-    return calls
+def router_calls(app: Any) -> RouterCalls:
+    return spy_on_router(app)
 
 
 @pytest.fixture
@@ -49,7 +35,7 @@ def http(app: Any) -> Iterator[TestClient]:
         yield c
 
 
-def test_a_send_never_reaches_fastapis_router_and_other_routes_do(http: TestClient, router_calls: _RouterCalls) -> None:
+def test_a_send_never_reaches_fastapis_router_and_other_routes_do(http: TestClient, router_calls: RouterCalls) -> None:
     create_topic(http, "orders")
     labels = {"method": "POST", "route": "/v1/records", "status": "200"}
     counted = REGISTRY.get_sample_value("outbox_http_requests_total", labels) or 0.0
@@ -65,7 +51,7 @@ def test_a_send_never_reaches_fastapis_router_and_other_routes_do(http: TestClie
 
 @pytest.mark.parametrize("method, path, status", [("GET", "/v1/records", 405), ("PUT", "/v1/records", 405),
                                                   ("POST", "/v1/records/", 307)])
-def test_another_method_or_a_trailing_slash_goes_to_the_router(http: TestClient, router_calls: _RouterCalls,
+def test_another_method_or_a_trailing_slash_goes_to_the_router(http: TestClient, router_calls: RouterCalls,
                                                                method: str, path: str, status: int) -> None:
     r = http.request(method, path, json={"batches": []}, follow_redirects=False)
     assert router_calls.paths == [f"{method} {path}"]
@@ -96,25 +82,17 @@ _REFUSED: dict[str, tuple[dict[str, str], bytes]] = {
 }
 
 
-def _answer(r: Any) -> tuple[int, dict[str, str], bytes]:
-    headers = {k: v for k, v in r.headers.items() if k not in ("x-request-id", "date")}
-    return r.status_code, headers, r.content
-
-
 @pytest.mark.parametrize("case", list(_REFUSED))
-def test_a_refusal_is_answered_as_fastapis_router_answers_it(app: Any, http: TestClient, router_calls: _RouterCalls,
+def test_a_refusal_is_answered_as_fastapis_router_answers_it(app: Any, http: TestClient, router_calls: RouterCalls,
                                                              case: str) -> None:
     create_topic(http, "orders")
     headers, body = _REFUSED[case]
     direct = http.post("/v1/records", headers=headers, content=body)
     assert router_calls.paths == ["POST /v1/topics"]
-    app.dependency_overrides[_unused] = _unused  # any override: the router serves the Send
+    serve_by_router(app)
     routed = http.post("/v1/records", headers=headers, content=body)
     assert router_calls.paths == ["POST /v1/topics", "POST /v1/records"]
     assert 400 <= direct.status_code < 500
-    assert _answer(direct) == _answer(routed)
+    assert comparable_answer(direct) == comparable_answer(routed)
     assert fetch(http, "orders", 0)["records"] == []
 
-
-def _unused() -> None:
-    """Never called: an override that makes the app's dependency overrides non-empty."""
