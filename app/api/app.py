@@ -149,13 +149,15 @@ def create_app(settings: Settings | None = None, clock: Clock = system_clock, *,
     # router is checked afresh.
     built_from = (settings.protect_docs, settings.protect_metrics, *(d.dependency for d in authenticated),
                   tuple(id(route) for router in routers for route in router.routes))
-    send_plan = _CHECKED_ROUTE_SETS.get(built_from)
-    if send_plan is None:
+    if built_from not in _CHECKED_ROUTE_SETS:
         _check_every_api_route_is_authenticated(app)
-        send_plan = _CHECKED_ROUTE_SETS[built_from] = direct_route.plan(app, "send")
+        _CHECKED_ROUTE_SETS[built_from] = direct_route.plan(app, "send")
     # The Send, a producer's every request, past FastAPI's router and dependency solver: the
-    # same route, dependencies and handlers (app.api.direct_route says why and how).
-    direct_route.install(app, send_plan)
+    # same route, dependencies and handlers (app.api.direct_route says why and how). No plan:
+    # another FastAPI than the one it was written for, and its router serves the Send.
+    send_plan = _CHECKED_ROUTE_SETS[built_from]
+    if send_plan is not None:
+        direct_route.install(app, send_plan)
 
     def openapi() -> dict[str, Any]:
         if app.openapi_schema is None:
@@ -175,8 +177,8 @@ class _OutboxApp(FastAPI):
 
 
 # The sets of routes create_app has found every /v1 route of authenticated with, each with the
-# Send's plan in it (see there).
-_CHECKED_ROUTE_SETS: dict[tuple[Any, ...], direct_route.Plan] = {}
+# Send's plan in it, if any (see there).
+_CHECKED_ROUTE_SETS: dict[tuple[Any, ...], direct_route.Plan | None] = {}
 
 
 def _check_every_api_route_is_authenticated(app: FastAPI) -> None:

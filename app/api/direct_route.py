@@ -28,19 +28,61 @@ route is still FastAPI's). A request goes to FastAPI's router as before when it 
 but that method on that path (another method's 405, a trailing slash, a root path), when
 dependency overrides are set on the app, and when FastAPI's own OpenTelemetry instrumentation
 is on for the request (which the router records the route for).
+
+It reads FastAPI's internals (the route contexts of included routers, a Dependant's fields,
+the route's body limit, the scope key of FastAPI's telemetry, FastAPI's own test of what it
+awaits) as FastAPI 0.165 has them, and pyproject.toml pins that range. Each is checked when
+the route is planned: with another FastAPI, where one differs, the Send is left to FastAPI's
+router, correct and only slower, and one WARNING says what differed. Not a failed start: a
+service whose FastAPI was upgraded by hand still serves every request as FastAPI would.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import importlib
 import inspect
+import logging
 import typing
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
+import fastapi
 from fastapi import FastAPI, Request, Response, routing
-from fastapi.dependencies.models import Dependant, _is_coroutine_callable
+from fastapi.dependencies import models
+from fastapi.dependencies.models import Dependant
 from starlette.types import ASGIApp, Receive, Scope, Send
+
+log = logging.getLogger(__name__)
+
+# The FastAPI this module was written against, and what it reads of FastAPI's internals there
+# (pyproject.toml pins the range). `plan` checks each before a route is planned; where one
+# differs, another FastAPI is installed, and the route is left to FastAPI's router (correct,
+# only slower) after one WARNING that says what differed.
+FASTAPI_VERSION = "0.165"
+# A dependency's fields, each either called as FastAPI calls it or refused in _plan: a field
+# added could change how FastAPI calls a dependency without this module knowing.
+_DEPENDANT_FIELDS = frozenset({
+    "path_params", "query_params", "header_params", "cookie_params", "body_params", "dependencies", "name", "call",
+    "request_param_name", "websocket_param_name", "http_connection_param_name", "response_param_name",
+    "background_tasks_param_name", "security_scopes_param_name", "own_oauth_scopes", "parent_oauth_scopes",
+    "use_cache", "path", "scope", "concurrency",
+})
+# A route's own body limit, which this module does not apply (a route with one is refused).
+_BODY_LIMIT_ATTRIBUTE = "max_body_size"
+# The scope key of FastAPI's OpenTelemetry instrumentation, which a request it records carries
+# (set in the first module, read by the second to record the route): such a request is left
+# to the router.
+_TELEMETRY_SCOPE_KEY = "fastapi.telemetry"
+_TELEMETRY_KEY_USES = {"fastapi.telemetry._asgi": f'scope["{_TELEMETRY_SCOPE_KEY}"] = ',
+                       "fastapi.telemetry._api": f'scope.get("{_TELEMETRY_SCOPE_KEY}")'}
+# What FastAPI itself asks of a call to decide whether to await it.
+_FASTAPI_IS_COROUTINE = "_is_coroutine_callable"
+
+
+class _FastAPIDiffers(Exception):
+    """FastAPI's internals are not those this module was written against (the message says how)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,11 +105,42 @@ class Plan:
     endpoint: _Call
 
 
-def plan(app: FastAPI, operation_id: str) -> Plan:
-    """The route of `operation_id` planned (see the module); raises RuntimeError if its shape is
-    one this cannot serve as FastAPI would. It walks every route as FastAPI serves it, which
-    builds every route's dependencies (tens of ms an app): a caller that builds apps from the
-    same routes again keeps the plan (app.api.app does)."""
+def plan(app: FastAPI, operation_id: str) -> Plan | None:
+    """The route of `operation_id` planned (see the module); None, after one WARNING, where
+    FastAPI's internals differ from those this module was written against, so that FastAPI's
+    router serves it; raises RuntimeError if its shape is one this cannot serve as FastAPI
+    would. It walks every route as FastAPI serves it, which builds every route's dependencies
+    (tens of ms an app): a caller that builds apps from the same routes again keeps the plan
+    (app.api.app does)."""
+    try:
+        _check_fastapi()
+        return _plan_route(app, operation_id)
+    except _FastAPIDiffers as e:
+        log.warning("the route of %r is served by FastAPI's router, not directly (app.api.direct_route): FastAPI %s "
+                    "is not the %s this was written for: %s", operation_id, fastapi.__version__, FASTAPI_VERSION, e)
+        return None
+
+
+def _check_fastapi() -> None:
+    fields = {f.name for f in dataclasses.fields(Dependant)}
+    if fields != _DEPENDANT_FIELDS:
+        raise _FastAPIDiffers(f"its Dependant's fields differ: {sorted(fields - _DEPENDANT_FIELDS)} added, "
+                              f"{sorted(_DEPENDANT_FIELDS - fields)} gone")
+    if not callable(getattr(models, _FASTAPI_IS_COROUTINE, None)):
+        raise _FastAPIDiffers(f"fastapi.dependencies.models.{_FASTAPI_IS_COROUTINE} is gone")
+    if not callable(getattr(routing, "iter_route_contexts", None)):
+        raise _FastAPIDiffers("fastapi.routing.iter_route_contexts is gone")
+    for module, use in _TELEMETRY_KEY_USES.items():
+        try:
+            source = inspect.getsource(importlib.import_module(module))
+        except (ImportError, OSError, TypeError) as e:
+            raise _FastAPIDiffers(f"{module}, where its telemetry's scope key is used, cannot be read: {e}") from None
+        if use not in source:
+            raise _FastAPIDiffers(f"{module} has no {use!r}: the scope key of its telemetry may not be "
+                                  f"{_TELEMETRY_SCOPE_KEY!r}")
+
+
+def _plan_route(app: FastAPI, operation_id: str) -> Plan:
     contexts = list(routing.iter_route_contexts(app.routes))
     found = [r for r in contexts if getattr(r, "operation_id", None) == operation_id]
     if len(found) != 1:
@@ -76,7 +149,11 @@ def plan(app: FastAPI, operation_id: str) -> Plan:
     methods, path = route.methods or set(), route.path
     if len(methods) != 1 or route.dependant is None or route.endpoint is None:
         raise RuntimeError(f"{path}: a route of one method with an endpoint is served directly, not {methods}")
-    if getattr(route, "max_body_size", None) is not None:
+    try:
+        body_limit = getattr(route, _BODY_LIMIT_ATTRIBUTE)
+    except AttributeError:
+        raise _FastAPIDiffers(f"its route has no {_BODY_LIMIT_ATTRIBUTE!r} (its own body limit)") from None
+    if body_limit is not None:
         raise RuntimeError(f"{path}: FastAPI's own body limit is not applied by the direct route")
     others = [r.path for r in contexts
               if r is not route and getattr(r, "path_regex", None) is not None and r.path_regex.match(path)]
@@ -110,7 +187,7 @@ def _plan(dependant: Dependant, where: str, *, endpoint: bool = True) -> _Call:
         # FastAPI makes the instance in a thread, whatever its __call__ is.
         (inspect.isclass(call), "is a class"),
         # FastAPI's own test of what it awaits, and this module's, must both say a coroutine.
-        (call is None or not (_is_coroutine(call) and _is_coroutine_callable(call)),
+        (call is None or not (_is_coroutine(call) and getattr(models, _FASTAPI_IS_COROUTINE)(call)),
          "is not an async function (a synchronous call, a generator)"),
         (endpoint and not _answers_a_response(call), "is not annotated to answer a Response (FastAPI would serialize it)"),
     )
@@ -151,7 +228,7 @@ class DirectRoute:
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if (scope["type"] != "http" or scope["path"] != self.path or scope["method"] != self.method
-                or scope.get("root_path") or "fastapi.telemetry" in scope or self.fastapi.dependency_overrides):
+                or scope.get("root_path") or _TELEMETRY_SCOPE_KEY in scope or self.fastapi.dependency_overrides):
             await self.app(scope, receive, send)
             return
         # What FastAPI's router puts in the scope for a route it matched: the route (the

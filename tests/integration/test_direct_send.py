@@ -6,6 +6,7 @@ comparison is in tests/integration/test_authorization.py."""
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterator
 from typing import Any
 
@@ -13,6 +14,8 @@ import pytest
 from fastapi.testclient import TestClient
 from prometheus_client import REGISTRY
 
+from app.api import app as app_module
+from app.api import direct_route
 from app.api.app import create_app
 from app.settings import Settings
 from tests.helpers import (RouterCalls, batch, comparable_answer, create_topic, fetch, send, serve_by_router,
@@ -96,3 +99,21 @@ def test_a_refusal_is_answered_as_fastapis_router_answers_it(app: Any, http: Tes
     assert comparable_answer(direct) == comparable_answer(routed)
     assert fetch(http, "orders", 0)["records"] == []
 
+
+
+def test_with_fastapis_internals_other_than_known_fastapis_router_serves_the_send_after_one_warning(
+        settings: Settings, clock: Any, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
+    monkeypatch.setattr(app_module, "_CHECKED_ROUTE_SETS", {})  # this process's plans not taken
+    monkeypatch.setattr(direct_route, "_DEPENDANT_FIELDS", direct_route._DEPENDANT_FIELDS | {"a field gone"})
+    caplog.set_level(logging.WARNING, logger="app.api.direct_route")
+    app = create_app(settings, clock)
+    assert not isinstance(app.router.middleware_stack, direct_route.DirectRoute)
+    assert [(r.levelname, r.getMessage().split(":")[0]) for r in caplog.records] == [
+        ("WARNING", "the route of 'send' is served by FastAPI's router, not directly (app.api.direct_route)")]
+    create_app(settings, clock)
+    assert len(caplog.records) == 1  # the verdict is kept for the process
+    with TestClient(app) as http:
+        create_topic(http, "orders")
+        r = send(http, [batch("orders", 0, [1, 2])])
+        assert r.status_code == 200, r.text
+        assert values(fetch(http, "orders", 0)) == [1, 2]

@@ -4,8 +4,13 @@ refused when the app is built."""
 
 from __future__ import annotations
 
+import logging
+import re
+import tomllib
+from pathlib import Path
 from typing import Annotated, Any
 
+import fastapi
 import pytest
 from fastapi import APIRouter, Depends, FastAPI, Request, Response, Security
 from fastapi.testclient import TestClient
@@ -175,3 +180,42 @@ def test_an_app_built_again_from_the_same_routes_takes_the_first_ones_plan() -> 
     assert isinstance(first, direct_route.DirectRoute) and isinstance(again, direct_route.DirectRoute)
     assert first is not again
     assert again.endpoint is first.endpoint
+
+
+# Each way FastAPI's internals could differ from those direct_route was written against, made
+# by changing what it expects: the module attribute, its value, and the reason it logs.
+_FASTAPI_DIFFERENCES = {
+    "a field of Dependant": ("_DEPENDANT_FIELDS", direct_route._DEPENDANT_FIELDS - {"concurrency"},
+                             r"its Dependant's fields differ: \['concurrency'\] added, \[\] gone"),
+    "the body limit's attribute": ("_BODY_LIMIT_ATTRIBUTE", "max_body_bytes",
+                                   "its route has no 'max_body_bytes'"),
+    "the telemetry's scope key": ("_TELEMETRY_KEY_USES", {"fastapi.telemetry._api": 'scope.get("fastapi.otel")'},
+                                  "fastapi.telemetry._api has no 'scope.get\\(\"fastapi.otel\"\\)'"),
+    "FastAPI's own test of a coroutine": ("_FASTAPI_IS_COROUTINE", "_is_coroutine",
+                                          "fastapi.dependencies.models._is_coroutine is gone"),
+}
+
+
+@pytest.mark.parametrize("difference", list(_FASTAPI_DIFFERENCES))
+def test_where_fastapis_internals_differ_the_route_is_left_to_the_router_after_one_warning(
+        difference: str, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
+    name, value, reason = _FASTAPI_DIFFERENCES[difference]
+    router = APIRouter()
+    router.add_api_route("/x", _plain, methods=["POST"], operation_id="op")
+    app = _app(router)
+    assert direct_route.plan(app, "op") is not None
+    monkeypatch.setattr(direct_route, name, value)
+    caplog.set_level(logging.WARNING, logger="app.api.direct_route")
+    assert direct_route.plan(app, "op") is None
+    [record] = caplog.records
+    assert record.levelname == "WARNING"
+    assert re.search(f"the route of 'op' is served by FastAPI's router, not directly .*: FastAPI {fastapi.__version__} "
+                     f"is not the 0.165 this was written for: {reason}", record.getMessage()), record.getMessage()
+
+
+def test_pyproject_pins_the_fastapi_direct_route_was_written_for_and_it_is_installed() -> None:
+    dependencies = tomllib.loads((Path(__file__).resolve().parents[2] / "pyproject.toml").read_text())["project"][
+        "dependencies"]
+    major, minor = direct_route.FASTAPI_VERSION.split(".")
+    assert f"fastapi>={major}.{minor},<{major}.{int(minor) + 1}" in dependencies
+    assert fastapi.__version__.split(".")[:2] == [major, minor]
