@@ -16,6 +16,7 @@ from fastapi import APIRouter, Depends, FastAPI, Request, Response, Security
 from fastapi.testclient import TestClient
 
 from app.api import direct_route
+from tests.helpers import spy_on_router
 
 
 def _app(router: APIRouter, *, dependencies: list[Any] | None = None) -> FastAPI:
@@ -55,8 +56,12 @@ def test_dependencies_are_called_in_fastapis_order_once_a_request_and_the_route_
         routed = client.post("/v1/things")
         by_router = list(_CALLS)
         direct_route.install(app, direct_route.plan(app, "make"))
+        router_calls = spy_on_router(app)
         _CALLS.clear()
         direct = client.post("/v1/things")
+        assert router_calls.paths == []
+        assert client.get("/v1/things").status_code == 405  # another method: the router's
+        assert router_calls.paths == ["GET /v1/things"]
     assert by_router == ["gate", "who", "access", "make"]
     assert _CALLS == by_router
     assert (direct.status_code, direct.text) == (routed.status_code, routed.text) == (200, "alice@/v1/things alice")
