@@ -6,6 +6,7 @@ from typing import Any
 
 from sqlalchemy import and_
 
+from app.api.direct_route import DirectRoute
 from app.storage.tables import record_batches, records
 
 
@@ -90,3 +91,40 @@ def records_with_batches() -> Any:
 def record_sequence() -> Any:
     """A record's sequence, from its batch row (in a select from records_with_batches())."""
     return (record_batches.c.base_sequence + (records.c.offset - record_batches.c.base_offset)).label("sequence")
+
+
+class RouterCalls:
+    """FastAPI's router, behind the Send's direct route (app.api.direct_route), counting the
+    requests it is given."""
+
+    def __init__(self, router: Any) -> None:
+        self.router = router
+        self.paths: list[str] = []
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] == "http":
+            self.paths.append(f"{scope['method']} {scope['path']}")
+        await self.router(scope, receive, send)
+
+
+def spy_on_router(app: Any) -> RouterCalls:
+    """The requests `app`'s direct route passes to FastAPI's router, from now on."""
+    direct = app.router.middleware_stack
+    assert isinstance(direct, DirectRoute)
+    direct.app = calls = RouterCalls(direct.app)
+    return calls
+
+
+def serve_by_router(app: Any) -> None:
+    """From now on FastAPI's router serves the Send too: any dependency override sends it there."""
+    app.dependency_overrides[_never_called] = _never_called
+
+
+def _never_called() -> None:
+    """An override of nothing any route depends on."""
+
+
+def comparable_answer(r: Any) -> tuple[int, dict[str, str], bytes]:
+    """An answer, whole but for the headers that differ from one request to the next."""
+    headers = {k: v for k, v in r.headers.items() if k not in ("x-request-id", "date")}
+    return r.status_code, headers, r.content

@@ -17,7 +17,7 @@ from fastapi import routing
 from fastapi.routing import APIRoute
 
 from app import __doc__ as product_doc
-from app.api import console, docs_ui, errors
+from app.api import console, direct_route, docs_ui, errors
 from app.api.body_limit import BodySizeLimit
 from app.api.path_guard import EncodedSlashGuard
 from app.api.deps import require_schema
@@ -141,15 +141,23 @@ def create_app(settings: Settings | None = None, clock: Clock = system_clock, *,
                        if settings.protect_metrics else [])
     routers = [*api_routers, health.router, metrics.router]
     # The check walks every route as FastAPI serves it, which builds every route's dependencies:
-    # 0.1-0.2 s an app, where serving builds only those of the routes asked for. Its verdict
-    # depends on nothing but the routers' routes and the settings that choose their
-    # dependencies, so an app built again from the same ones in this process (the tests build
-    # thousands) takes the first one's verdict; a route added to any router is checked afresh.
-    built_from = (settings.protect_docs, settings.protect_metrics,
+    # 0.1-0.2 s an app, where serving builds only those of the routes asked for; so does the
+    # Send's plan below. Their verdicts depend on nothing but the routers' routes, the
+    # dependencies the API routers are included with and the settings that choose the others'
+    # (all the modules' own objects), so an app built again from the same ones in this process
+    # (the tests build thousands) takes the first one's verdict and plan; a route added to any
+    # router is checked afresh.
+    built_from = (settings.protect_docs, settings.protect_metrics, *(d.dependency for d in authenticated),
                   tuple(id(route) for router in routers for route in router.routes))
     if built_from not in _CHECKED_ROUTE_SETS:
         _check_every_api_route_is_authenticated(app)
-        _CHECKED_ROUTE_SETS.add(built_from)
+        _CHECKED_ROUTE_SETS[built_from] = direct_route.plan(app, "send")
+    # The Send, a producer's every request, past FastAPI's router and dependency solver: the
+    # same route, dependencies and handlers (app.api.direct_route says why and how). No plan:
+    # another FastAPI than the one it was written for, and its router serves the Send.
+    send_plan = _CHECKED_ROUTE_SETS[built_from]
+    if send_plan is not None:
+        direct_route.install(app, send_plan)
 
     def openapi() -> dict[str, Any]:
         if app.openapi_schema is None:
@@ -168,8 +176,9 @@ class _OutboxApp(FastAPI):
         return SecurityHeaders(super().build_middleware_stack(), serves_tls=bool(settings.tls_cert_file))
 
 
-# What create_app has found every /v1 route of authenticated with (see there).
-_CHECKED_ROUTE_SETS: set[tuple[Any, ...]] = set()
+# The sets of routes create_app has found every /v1 route of authenticated with, each with the
+# Send's plan in it, if any (see there).
+_CHECKED_ROUTE_SETS: dict[tuple[Any, ...], direct_route.Plan | None] = {}
 
 
 def _check_every_api_route_is_authenticated(app: FastAPI) -> None:

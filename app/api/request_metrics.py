@@ -49,6 +49,21 @@ def request_id(scope: Scope) -> str:
     return uuid.uuid4().hex
 
 
+# Each (method, route template, status)'s series of the two metrics, looked up once:
+# prometheus-client's labels() checks the values and takes a lock on every call, twice a
+# request. As many entries as the metrics have series.
+_SERIES: dict[tuple[str, str, int], tuple[Any, Any]] = {}
+
+
+def _series(method: str, template: str, status: int) -> tuple[Any, Any]:
+    key = (method, template, status)
+    found = _SERIES.get(key)
+    if found is None:
+        found = _SERIES[key] = (HTTP_REQUESTS.labels(method, template, str(status)),
+                                HTTP_REQUEST_DURATION.labels(method, template))
+    return found
+
+
 class RequestMetrics:
     def __init__(self, app: ASGIApp, *, access_log: bool = True, log_probes: bool = False) -> None:
         self.app = app
@@ -81,8 +96,9 @@ class RequestMetrics:
             template = getattr(route, "path", None) or UNMATCHED
             method = scope["method"] if scope["method"] in METHODS else "other"
             elapsed_s = time.perf_counter() - start
-            HTTP_REQUESTS.labels(method, template, str(status)).inc()
-            HTTP_REQUEST_DURATION.labels(method, template).observe(elapsed_s)
+            requests, duration = _series(method, template, status)
+            requests.inc()
+            duration.observe(elapsed_s)
             if (
                 self.access_log
                 and (self.log_probes or template not in PROBE_ROUTES)

@@ -95,8 +95,10 @@ def test_api_calls_answer_503_schema_not_migrated_naming_outbox_migrate(unmigrat
     with server.client() as c:
         created = c.post("/v1/topics", json={"name": "orders", "partitions": 1})
         listed = c.get("/v1/transactions")
+        # The Send too, which app.api.direct_route serves past FastAPI's router.
+        sent = c.post("/v1/records", json={"batches": [{"topic": "orders", "partition": 0, "records": [{"value": 1}]}]})
         ready = c.get("/readyz")
-    for r in (created, listed):
+    for r in (created, listed, sent):
         assert (r.status_code, r.headers.get("retry-after"), r.json()) == (
             503, "1", {"error_code": "SCHEMA_NOT_MIGRATED", "message": WHY[at], "retriable": True})
     assert (ready.status_code, ready.json()) == (503, {

@@ -12,6 +12,7 @@ succeeds; a DENY beside the ALLOW refuses; prefixed bindings allow. (A JWT's pri
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -32,6 +33,7 @@ from app.domain.acl import CLUSTER_NAME, Operation, PatternType, Permission, Res
 from app.services.security import split_api_key
 from app.settings import Settings
 from tests.fuzz.stored import StoredTables, diff
+from tests.helpers import comparable_answer, serve_by_router, spy_on_router
 
 ROOT = Path(__file__).resolve().parents[2]
 ISSUER, AUDIENCE = "https://login.example", "outbox"
@@ -343,6 +345,67 @@ def test_a_jwt_principal_is_allowed_what_its_bindings_allow(world: World, operat
     world.grant(list(ALL[operation_id].needs))
     r = call(world, operation_id, {"Authorization": f"Bearer {token(world.signing_key, 'alice')}"})
     assert r.status_code == ALL[operation_id].ok, r.text
+
+
+# A refused Send as the direct route answers it (app.api.direct_route: the Send past FastAPI's
+# router and solver) and as FastAPI's router answers the same request: the same bytes, which
+# holds the direct route to FastAPI's order of the checks (the credentials before the body, the
+# body before the ACLs).
+@dataclass(frozen=True)
+class SendRefusal:
+    needs: tuple[Need, ...]  # alice's bindings
+    credentials: Callable[[World], dict[str, str]]
+    body: Callable[[World], Any]  # bytes as they are, anything else as JSON
+    error_code: str
+
+
+def _wrong_key(w: World) -> dict[str, str]:
+    return {"Authorization": w.alice["Authorization"][:-4] + "AAAA"}
+
+
+def _transactional_send(w: World) -> Any:
+    prepared(w, "send")
+    return ALL["send"].request(w)[2]
+
+
+_PLAIN_SEND = {"batches": [{"topic": "orders", "partition": 0, "records": [{"value": 2}]}]}
+_NOT_JSON = b'{"batches": ['
+_READ_ONLY = ((T, "orders", Operation.READ), (T, "orders", Operation.DESCRIBE), (G, "g", Operation.READ))
+SEND_REFUSALS = {
+    "no credentials, a body that is not JSON": SendRefusal((), lambda w: {}, lambda w: _NOT_JSON,
+                                                           "AUTHENTICATION_FAILED"),
+    "a wrong API key": SendRefusal((), _wrong_key, lambda w: _PLAIN_SEND, "AUTHENTICATION_FAILED"),
+    "a wrong API key, a body that is not JSON": SendRefusal((), _wrong_key, lambda w: _NOT_JSON,
+                                                            "AUTHENTICATION_FAILED"),
+    "a key without the topic's Write": SendRefusal((), lambda w: w.alice, lambda w: _PLAIN_SEND,
+                                                   "TOPIC_AUTHORIZATION_FAILED"),
+    "a key without the topic's Write, a body that is not JSON": SendRefusal((), lambda w: w.alice,
+                                                                            lambda w: _NOT_JSON, "INVALID_REQUEST"),
+    "a transactional Send without the transactional id's Write": SendRefusal(
+        ((T, "orders", Operation.WRITE),), lambda w: w.alice, _transactional_send,
+        "TRANSACTIONAL_ID_AUTHORIZATION_FAILED"),
+    "a read-only key": SendRefusal(_READ_ONLY, lambda w: w.alice, lambda w: _PLAIN_SEND, "TOPIC_AUTHORIZATION_FAILED"),
+}
+
+
+@pytest.mark.parametrize("case", list(SEND_REFUSALS))
+def test_a_refused_send_is_answered_by_the_direct_route_as_by_fastapis_router(world: World, case: str) -> None:
+    refusal = SEND_REFUSALS[case]
+    body = refusal.body(world)
+    content = body if isinstance(body, bytes) else json.dumps(body).encode()
+    headers = {"content-type": "application/json", **refusal.credentials(world)}
+    world.grant(list(refusal.needs))
+    app = world.client.app
+    router_calls = spy_on_router(app)
+    before = world.stored.snapshot()
+    direct = world.client.post("/v1/records", headers=headers, content=content)
+    assert router_calls.paths == []
+    serve_by_router(app)
+    routed = world.client.post("/v1/records", headers=headers, content=content)
+    assert router_calls.paths == ["POST /v1/records"]
+    assert comparable_answer(direct) == comparable_answer(routed)
+    assert direct.json()["error_code"] == refusal.error_code, direct.text
+    assert diff(before, world.stored.snapshot()) == []
 
 
 @pytest.mark.parametrize("operation_id", GUARDED)
