@@ -1,5 +1,6 @@
 """compat/librdkafka/run's reading of its allowlist and of the runner's output: a line's marks
-(`quick`, `sasl=`, `subtests=`), the runs each test is made of, and when a run passed."""
+(`quick`, `sasl=`, `subtests=`), the runs each test is made of, and when a run passed; and the
+configuration it gives the runner."""
 
 from __future__ import annotations
 
@@ -76,3 +77,20 @@ def test_a_subtest_given_in_the_environment_must_run_for_the_run_to_pass() -> No
 def test_the_allowlists_subtest_wins_over_the_environments() -> None:
     assert run.subtest_of(run.Run("0113", "a_assign_tests", None), {"SUBTESTS": "b_subscribe"}) == "a_assign_tests"
     assert run.subtest_of(run.Run("0113", None, None), {"SUBTESTS": ""}) is None
+
+
+def service_on(kafka_port: int, api_key: str | None = None):  # type: ignore[no-untyped-def]
+    """A Service as far as its client configuration goes: nothing started."""
+    service = object.__new__(run.Service)
+    service.kafka_port, service.api_key = kafka_port, api_key
+    return service
+
+
+def test_the_runners_configuration_turns_the_metrics_push_off() -> None:
+    assert service_on(9092).client_conf() == "bootstrap.servers=127.0.0.1:9092\nenable.metrics.push=false\n"
+
+
+def test_a_sasl_configuration_adds_the_suite_principals_credentials() -> None:
+    assert service_on(9092, "key-1").client_conf("SCRAM-SHA-512").splitlines()[2:] == [
+        "security.protocol=SASL_PLAINTEXT", "sasl.mechanism=SCRAM-SHA-512",
+        f"sasl.username={run.SASL_PRINCIPAL}", "sasl.password=key-1"]
