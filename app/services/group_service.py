@@ -552,10 +552,9 @@ class GroupService:
                     "partition": o.partition,
                     "committed_offset": o.committed_offset,
                     "metadata": o.metadata,
-                    "committed_ms": now,
                 }
                 for o, topic_id in zip(to_commit, topic_ids, strict=True)
-            ])
+            ], now)
 
     def reset_offsets(self, group_id: str, scope: ResetScope, spec: OffsetResetSpec, *, dry_run: bool,
                       visible: Callable[[str], bool] = lambda _topic: True,
@@ -627,8 +626,8 @@ class GroupService:
                                            log_end_offset=info.high_watermark, offset_for_timestamp=at))
             if plan and not dry_run:
                 offsets.commit(conn, [{"group_id": group_id, "topic_id": by_name[r.topic].topic_id,
-                                       "partition": r.partition, "committed_offset": r.new_offset, "metadata": None,
-                                       "committed_ms": now} for r in plan])
+                                       "partition": r.partition, "committed_offset": r.new_offset, "metadata": None}
+                                      for r in plan], now)
             return plan
 
     def fetch(self, group_id: str, *, topic: str | None, require_stable: bool,
