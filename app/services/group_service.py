@@ -84,6 +84,21 @@ EMPTY_GROUPS_PER_PASS = 1_000
 EMPTY_GROUP_CHECK_INTERVAL_MS = 60 * 1000
 
 
+# The most expired offsets one pass deletes (expire_offsets), and one write transaction of it:
+# the pass holds their keys; the next pass takes the rest.
+EXPIRED_OFFSETS_PER_PASS = 10_000
+EXPIRY_CHUNK_OFFSETS = 1_000
+
+
+@dataclass(frozen=True, slots=True)
+class OffsetExpiry:
+    """What one expire_offsets did."""
+
+    expired: int  # committed offsets deleted
+    # The look found EXPIRED_OFFSETS_PER_PASS offsets to delete, its most: more may be waiting.
+    limit_reached: bool
+
+
 @dataclass(frozen=True, slots=True)
 class EmptyGroupDeletion:
     """What one delete_empty_groups did."""
@@ -453,6 +468,29 @@ class GroupService:
         deleted = self._locked_in_chunks(candidates, lambda conn, locked: self._delete_if_empty(
             conn, locked, kept_since))
         return EmptyGroupDeletion(deleted, len(candidates) >= EMPTY_GROUPS_PER_PASS)
+
+    def expire_offsets(self, now_ms: int) -> OffsetExpiry:
+        """Delete the committed offsets of groups without members that
+        OUTBOX_OFFSETS_RETENTION_MINUTES has expired (groups._offset_expired, Kafka's
+        offsets.retention.minutes): a simple consumer that names a new group in each commit
+        would otherwise leave its offsets forever. Returns how many, and whether the look found
+        its most. At most EXPIRED_OFFSETS_PER_PASS a pass, in transactions of
+        EXPIRY_CHUNK_OFFSETS, each locking its offsets' groups' rows in group id order, as
+        expire_members locks them (the candidates are in key order, so the chunks are too); not
+        durable, as delete_empty_groups' (a deletion lost in a crash is made again by the next
+        pass). A group left without offsets and members then goes by delete_empty_groups."""
+        kept_since = now_ms - self.settings.offsets_retention_minutes * 60_000
+        with self.db.read() as conn:
+            candidates = groups.expired_offsets(conn, kept_since, EXPIRED_OFFSETS_PER_PASS)
+        expired = 0
+        for i in range(0, len(candidates), EXPIRY_CHUNK_OFFSETS):
+            chunk = candidates[i:i + EXPIRY_CHUNK_OFFSETS]
+            with self.db.write(durable=False) as conn:
+                groups.lock_existing_groups(conn, sorted({group_id for group_id, _, _ in chunk}))
+                deleted = groups.delete_expired_offsets(conn, chunk, kept_since)
+                after_commit(conn, partial(metrics.GROUP_OFFSETS_EXPIRED.inc, deleted))
+            expired += deleted
+        return OffsetExpiry(expired, len(candidates) >= EXPIRED_OFFSETS_PER_PASS)
 
     @staticmethod
     def _delete_if_empty(conn: Connection, locked: list[str], kept_since: int) -> int:

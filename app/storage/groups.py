@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import orjson
-from sqlalchemy import Connection, delete, exists, func, insert, select, union, update
+from sqlalchemy import Connection, delete, exists, func, insert, select, tuple_, union, update
 
 from app.domain.errors import IllegalGeneration, RebalanceInProgress
 from app.domain.group import GroupState, StoredGroupState, check_current_member, member_client
@@ -266,6 +266,60 @@ def delete_if_empty(conn: Connection, group_ids: list[str], updated_before_ms: i
     would then keep a joined group only because every join also writes the row's updated_ms."""
     return conn.execute(delete(consumer_groups).where(
         consumer_groups.c.group_id.in_(group_ids), *_empty_since(updated_before_ms))).rowcount
+
+
+def _offset_expired(kept_since_ms: int) -> Any:
+    """Of the committed offsets (group_offsets): those OUTBOX_OFFSETS_RETENTION_MINUTES expires,
+    `kept_since_ms` being now less the retention. Kafka's rule (offsets.retention.minutes as
+    KIP-211 made it, GroupMetadata.removeExpiredOffsets): a group with members keeps every
+    offset; a group without a row (a simple consumer's, or a transactional producer's, that
+    never joined) loses each offset the retention after it was committed; a group that had
+    members loses them the retention after it was left empty, when its row last changed (the
+    last member leaving or expiring writes updated_ms), so that an offset committed long ago
+    by a member of a Stable group is kept a whole retention once the group empties. Unlike
+    Kafka, whose Empty group counts from that moment alone, the offset's own commit counts there
+    too: an offset reset or a simple consumer's commit into an emptied group is never gone
+    sooner than a retention after it. Kept as Kafka keeps it: an offset that an unfinished
+    transaction has staged a new one for, which its commit would overwrite or its abort leave
+    in place (the staged offsets themselves are the transaction's, transaction_offsets). Expired
+    when the time since is the retention or more, as in Kafka. The one definition of an expired
+    offset (expired_offsets, delete_expired_offsets)."""
+    of_offset = group_offsets.c
+    return (of_offset.committed_ms <= kept_since_ms,
+            ~exists().where(group_members.c.group_id == of_offset.group_id),
+            ~exists().where(consumer_groups.c.group_id == of_offset.group_id,
+                            consumer_groups.c.updated_ms > kept_since_ms),
+            ~exists().where(transaction_offsets.c.group_id == of_offset.group_id,
+                            transaction_offsets.c.topic_id == of_offset.topic_id,
+                            transaction_offsets.c.partition == of_offset.partition))
+
+
+OffsetKey = tuple[str, int, int]  # a committed offset's (group_id, topic_id, partition)
+_OFFSET_KEY = (group_offsets.c.group_id, group_offsets.c.topic_id, group_offsets.c.partition)
+
+
+def expired_offsets(conn: Connection, kept_since_ms: int, limit: int) -> list[OffsetKey]:
+    """At most `limit` of the expired committed offsets (_offset_expired), in key order."""
+    return [(r[0], r[1], r[2]) for r in conn.execute(
+        select(*_OFFSET_KEY).where(*_offset_expired(kept_since_ms)).order_by(*_OFFSET_KEY).limit(limit))]
+
+
+def delete_expired_offsets(conn: Connection, keys: list[OffsetKey], kept_since_ms: int) -> int:
+    """Deletes those of `keys` still expired (_offset_expired); how many. The caller has locked
+    their groups' rows (lock_existing_groups) in an earlier statement, as for delete_if_empty: a
+    join adds its member under that lock, and the statements here, which start once it is held,
+    see what the join committed. The offsets' rows are locked first, in key order, the order
+    every commit upserts them in (offsets.commit): a DELETE would lock them in whatever order
+    its plan reads them, and could deadlock with a commit of several of them. On PostgreSQL
+    the lock re-reads a row a concurrent commit has just written, with its new committed_ms:
+    a commit that refreshed an offset while this waited keeps it."""
+    if not keys:
+        return 0
+    locked = conn.execute(dialect.lock_row(conn.dialect.name, select(*_OFFSET_KEY).where(
+        tuple_(*_OFFSET_KEY).in_(keys), *_offset_expired(kept_since_ms)).order_by(*_OFFSET_KEY), RowLock.UPDATE)).all()
+    if not locked:
+        return 0
+    return conn.execute(delete(group_offsets).where(tuple_(*_OFFSET_KEY).in_([tuple(r) for r in locked]))).rowcount
 
 
 def groups_with_expired_members(conn: Connection, now_ms: int) -> list[str]:
