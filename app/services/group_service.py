@@ -487,7 +487,7 @@ class GroupService:
             chunk = candidates[i:i + EXPIRY_CHUNK_OFFSETS]
             with self.db.write(durable=False) as conn:
                 groups.lock_existing_groups(conn, sorted({group_id for group_id, _, _ in chunk}))
-                deleted = groups.delete_expired_offsets(conn, chunk, kept_since)
+                deleted = groups.delete_expired_offsets(conn, chunk[0], chunk[-1], kept_since)
                 after_commit(conn, partial(metrics.GROUP_OFFSETS_EXPIRED.inc, deleted))
             expired += deleted
         return OffsetExpiry(expired, len(candidates) >= EXPIRED_OFFSETS_PER_PASS)

@@ -304,22 +304,23 @@ def expired_offsets(conn: Connection, kept_since_ms: int, limit: int) -> list[Of
         select(*_OFFSET_KEY).where(*_offset_expired(kept_since_ms)).order_by(*_OFFSET_KEY).limit(limit))]
 
 
-def delete_expired_offsets(conn: Connection, keys: list[OffsetKey], kept_since_ms: int) -> int:
-    """Deletes those of `keys` still expired (_offset_expired); how many. The caller has locked
-    their groups' rows (lock_existing_groups) in an earlier statement, as for delete_if_empty: a
-    join adds its member under that lock, and the statements here, which start once it is held,
-    see what the join committed. The offsets' rows are locked first, in key order, the order
-    every commit upserts them in (offsets.commit): a DELETE would lock them in whatever order
-    its plan reads them, and could deadlock with a commit of several of them. On PostgreSQL
-    the lock re-reads a row a concurrent commit has just written, with its new committed_ms:
-    a commit that refreshed an offset while this waited keeps it."""
-    if not keys:
-        return 0
-    locked = conn.execute(dialect.lock_row(conn.dialect.name, select(*_OFFSET_KEY).where(
-        tuple_(*_OFFSET_KEY).in_(keys), *_offset_expired(kept_since_ms)).order_by(*_OFFSET_KEY), RowLock.UPDATE)).all()
-    if not locked:
-        return 0
-    return conn.execute(delete(group_offsets).where(tuple_(*_OFFSET_KEY).in_([tuple(r) for r in locked]))).rowcount
+def delete_expired_offsets(conn: Connection, first: OffsetKey, last: OffsetKey, kept_since_ms: int) -> int:
+    """Deletes the committed offsets from key `first` to key `last` (both included) that are
+    expired (_offset_expired); how many. A range of keys, read in the primary key's order: a
+    list of a thousand keys was a filter PostgreSQL applied to every row of the table (10,000
+    offsets a pass took 2.6 s among 11,000, and a range 0.25 s; docs/benchmarks.md). The caller has locked their
+    groups' rows (lock_existing_groups) in an earlier statement, as for delete_if_empty: a join
+    adds its member under that lock, and the statements here, which start once it is held, see
+    what the join committed. The offsets' rows are locked first, in key order, the order every
+    commit upserts them in (offsets.commit): a DELETE would lock them in whatever order its
+    plan reads them, and could deadlock with a commit of several of them. On PostgreSQL the
+    lock re-reads a row a concurrent commit has just written, with its new committed_ms: a
+    commit that refreshed an offset while this waited keeps it."""
+    in_range = (tuple_(*_OFFSET_KEY) >= tuple_(*first), tuple_(*_OFFSET_KEY) <= tuple_(*last),
+                *_offset_expired(kept_since_ms))
+    conn.execute(dialect.lock_row(conn.dialect.name, select(*_OFFSET_KEY).where(*in_range).order_by(*_OFFSET_KEY),
+                                  RowLock.UPDATE)).all()
+    return conn.execute(delete(group_offsets).where(*in_range)).rowcount
 
 
 def groups_with_expired_members(conn: Connection, now_ms: int) -> list[str]:

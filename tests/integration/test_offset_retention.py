@@ -201,6 +201,22 @@ def test_a_pass_expires_at_most_its_most_and_the_next_pass_looks_again(  # type:
     assert _groups(client) == []
 
 
+def test_an_offset_between_two_expired_ones_of_a_transaction_is_kept_if_it_is_not(  # type: ignore[no-untyped-def]
+        client, services, clock, monkeypatch) -> None:
+    # A transaction of the pass deletes a range of keys: b's lies between a's and c's.
+    from app.services import group_service
+    monkeypatch.setattr(group_service, "EXPIRY_CHUNK_OFFSETS", 2)
+    create_topic(client, "in", 1)
+    _commit(client, "a", 1)
+    _commit(client, "c", 1)
+    clock.advance(1)
+    _commit(client, "b", 1)
+    clock.advance(RETENTION_MS - 1)
+
+    assert services.groups.expire_offsets(clock()) == OffsetExpiry(2, False)
+    assert _groups(client) == ["b"]
+
+
 def test_the_pass_deletes_the_group_its_offsets_left_empty_and_counts_them(  # type: ignore[no-untyped-def]
         client, services, clock) -> None:
     # Left empty a retention ago, far more than EMPTY_GROUP_RETENTION_MS: the group goes in the
