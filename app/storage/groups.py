@@ -307,15 +307,16 @@ def expired_offsets(conn: Connection, kept_since_ms: int, limit: int) -> list[Of
 def delete_expired_offsets(conn: Connection, first: OffsetKey, last: OffsetKey, kept_since_ms: int) -> int:
     """Deletes the committed offsets from key `first` to key `last` (both included) that are
     expired (_offset_expired); how many. A range of keys, read in the primary key's order: a
-    list of a thousand keys was a filter PostgreSQL applied to every row of the table (10,000
-    offsets a pass took 2.6 s among 11,000, and a range 0.25 s; docs/benchmarks.md). The caller has locked their
-    groups' rows (lock_existing_groups) in an earlier statement, as for delete_if_empty: a join
-    adds its member under that lock, and the statements here, which start once it is held, see
-    what the join committed. The offsets' rows are locked first, in key order, the order every
-    commit upserts them in (offsets.commit): a DELETE would lock them in whatever order its
-    plan reads them, and could deadlock with a commit of several of them. On PostgreSQL the
-    lock re-reads a row a concurrent commit has just written, with its new committed_ms: a
-    commit that refreshed an offset while this waited keeps it."""
+    list of a thousand keys was a filter PostgreSQL applied to every row of the table (a pass
+    expiring 10,000 offsets among 11,000 took 2.6 s, with ranges 0.25 s; docs/benchmarks.md).
+    The caller has locked their groups' rows (lock_existing_groups) in an earlier statement,
+    as for delete_if_empty: a join adds its member under that lock, and the statements here,
+    which start once it is held, see what the join committed. The offsets' rows are locked
+    first, in key order, the order every commit upserts them in (offsets.commit): a DELETE
+    would lock them in whatever order its plan reads them, and could deadlock with a commit of
+    several of them. On PostgreSQL the lock re-reads a row a concurrent commit has just
+    written, with its new committed_ms: a commit that refreshed an offset while this waited
+    keeps it."""
     # The group ids' range too, though the keys' implies it: PostgreSQL's planner, without
     # statistics (a table that grew since autovacuum last analyzed it), read the whole table
     # for the keys' alone (72 ms a range among a million offsets; with it, 3.4 ms).
