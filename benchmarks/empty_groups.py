@@ -1,5 +1,5 @@
 """What group expiry's deletion of empty groups (GroupService.delete_empty_groups) and expiry of
-committed offsets (GroupService.expire_offsets, OUTBOX_OFFSETS_RETENTION_MINUTES at its default)
+committed offsets (GroupService.expire_offsets, OUTBOX_OFFSETS_RETENTION_MINUTES set to 7 days)
 add to a group-expiry pass, which runs every OUTBOX_COORDINATOR_INTERVAL_MS (200 ms; both looks
 once a minute): against the pass's member expiry (GroupService.expire_members) on the same
 database in the same run, the reference.
@@ -116,7 +116,8 @@ def measure(kind: str, groups: int, rounds: int, stable: int | None, explain: bo
     layout = "quiet, rows a minute old" if stable is None else f"Stable, rows an hour old, {stable} offsets a group"
     layout += f", offsets committed {offsets_age_days} days ago" if offsets_age_days else ", offsets committed now"
     with scratch_database(kind, "emptygroups") as url:
-        settings = Settings(database_url=url, run_coordinator=False, auto_migrate=False)
+        settings = Settings(database_url=url, run_coordinator=False, auto_migrate=False,
+                            offsets_retention_minutes=10_080)  # unset, expire_offsets does nothing
         db = Database(build_engine(url, pool_size=2))
         try:
             TopicService(db, settings, lambda: NOW_MS).create("t", max(stable or 1, 1))

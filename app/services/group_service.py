@@ -481,7 +481,10 @@ class GroupService:
         EXPIRY_CHUNK_OFFSETS, each locking its offsets' groups' rows in group id order, as
         expire_members locks them (the candidates are in key order, so the chunks are too); not
         durable, as delete_empty_groups' (a deletion lost in a crash is made again by the next
-        pass). A group left without offsets and members then goes by delete_empty_groups."""
+        pass). A group left without offsets and members then goes by delete_empty_groups.
+        Nothing when OUTBOX_OFFSETS_RETENTION_MINUTES is unset (the default): offsets are kept."""
+        if self.settings.offsets_retention_minutes is None:
+            return OffsetExpiry(0, False)
         kept_since = now_ms - self.settings.offsets_retention_minutes * 60_000
         with self.db.read() as conn:
             candidates = groups.expired_offsets(conn, kept_since, EXPIRED_OFFSETS_PER_PASS)

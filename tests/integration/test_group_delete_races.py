@@ -109,7 +109,13 @@ def test_a_join_waiting_for_the_empty_group_pass_creates_the_group_again(  # typ
     assert (deleted, members, generation) == (1, [joined], 1)
 
 
-OFFSETS_RETENTION_MS = 10_080 * 60_000  # OUTBOX_OFFSETS_RETENTION_MINUTES' default
+OFFSETS_RETENTION_MS = 10_080 * 60_000  # OUTBOX_OFFSETS_RETENTION_MINUTES=10080 (settings), Kafka's default
+
+
+@pytest.fixture
+def settings(settings):  # type: ignore[no-untyped-def]
+    """OUTBOX_OFFSETS_RETENTION_MINUTES set (unset, the default, nothing expires)."""
+    return settings.model_copy(update={"offsets_retention_minutes": 10_080})
 
 
 def _committed(database, group_id: str) -> list[tuple[int, int, int]]:  # type: ignore[no-untyped-def]

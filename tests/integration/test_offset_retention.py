@@ -1,7 +1,7 @@
-"""Committed offsets do not stay forever: group expiry deletes the offsets of a group without
-members OUTBOX_OFFSETS_RETENTION_MINUTES after they were committed or the group was left empty
-(GroupService.expire_offsets), Kafka's offsets.retention.minutes as KIP-211 made it. On both
-databases; time is the test's clock."""
+"""With OUTBOX_OFFSETS_RETENTION_MINUTES set, group expiry deletes the offsets of a group
+without members that long after they were committed or the group was left empty
+(GroupService.expire_offsets), Kafka's offsets.retention.minutes as KIP-211 made it; unset (the
+default), nothing expires. On both databases; time is the test's clock."""
 
 from __future__ import annotations
 
@@ -14,10 +14,22 @@ from app.worker.group_expiry import GroupExpiryPass, GroupExpiryWorker
 from tests.helpers import begin, create_topic, ident, init_producer
 from tests.integration.test_metrics import delta, scrape
 
-RETENTION_MS = 10_080 * 60_000  # the default: Kafka's 7 days
+RETENTION_MS = 10_080 * 60_000  # Kafka's default, 7 days, set here (the fixture settings)
 SHORT_RETENTION_MS = 60_000  # OUTBOX_OFFSETS_RETENTION_MINUTES=1
 SESSION_MS = 10_000
 HEARTBEAT_MS = SESSION_MS // 2
+
+
+@pytest.fixture
+def settings(settings):  # type: ignore[no-untyped-def]
+    """OUTBOX_OFFSETS_RETENTION_MINUTES=10080, Kafka's default: unset, nothing expires."""
+    return settings.model_copy(update={"offsets_retention_minutes": 10_080})
+
+
+@pytest.fixture
+def unset(settings, database, clock) -> Services:  # type: ignore[no-untyped-def]
+    """The services with OUTBOX_OFFSETS_RETENTION_MINUTES unset, the default."""
+    return Services.build(settings.model_copy(update={"offsets_retention_minutes": None}), database, clock)
 
 
 @pytest.fixture
@@ -67,6 +79,23 @@ def test_a_simple_consumers_offsets_expire_a_retention_after_their_commit(client
 
     assert _offsets(client, "simple") == []
     assert _groups(client) == []
+
+
+def test_unset_no_offset_expires_however_old(client, unset, clock) -> None:  # type: ignore[no-untyped-def]
+    # What the Spark jobs and the sinks keep their positions in (docs/SPARK.md): a simple
+    # consumer's group, and a group its member left.
+    create_topic(client, "in", 1)
+    _commit(client, "simple", 3)
+    m = _join(client, "g")
+    _commit(client, "g", 5, generation_id=1, member_id=m["member_id"])
+    assert client.delete(f"/v1/groups/g/members/{m['member_id']}").status_code == 204
+    clock.advance(100 * 365 * 24 * 3_600_000)
+    worker = GroupExpiryWorker(unset.groups, clock, ChoreConfig(interval_ms=50))
+
+    assert unset.groups.expire_offsets(clock()) == OffsetExpiry(0, False)
+    assert worker.run_once(clock()) == GroupExpiryPass(0, 0, 0)
+    assert (_offsets(client, "simple"), _offsets(client, "g")) == ([("in", 0, 3)], [("in", 0, 5)])
+    assert sorted(_groups(client)) == ["g", "simple"]
 
 
 def test_the_retention_is_the_settings(client, short, clock) -> None:  # type: ignore[no-untyped-def]

@@ -235,7 +235,13 @@ def test_a_group_whose_consumer_keeps_heartbeating_is_kept_past_the_retention(
             ErrorCode.none, "Stable", [(member, instance_id)])
 
 
-OFFSETS_RETENTION_MS = 10_080 * 60_000  # OUTBOX_OFFSETS_RETENTION_MINUTES' default: Kafka's 7 days
+OFFSETS_RETENTION_MS = 10_080 * 60_000  # OUTBOX_OFFSETS_RETENTION_MINUTES=10080 (settings), Kafka's default
+
+
+@pytest.fixture
+def settings(settings):  # type: ignore[no-untyped-def]
+    """OUTBOX_OFFSETS_RETENTION_MINUTES set (unset, the default, nothing expires)."""
+    return settings.model_copy(update={"offsets_retention_minutes": 10_080})
 
 
 def test_a_simple_consumers_offsets_go_a_retention_after_its_commit_and_the_group_with_them(
