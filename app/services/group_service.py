@@ -479,7 +479,10 @@ class GroupService:
         would otherwise leave its offsets forever. Returns how many, and whether the look found
         its most. At most EXPIRED_OFFSETS_PER_PASS a pass, in transactions of
         EXPIRY_CHUNK_OFFSETS, each locking its offsets' groups' rows in group id order, as
-        expire_members locks them (the candidates are in key order, so the chunks are too); not
+        expire_members locks them, a group known by its offsets alone by a row created and
+        deleted again in the transaction, as DeleteGroups does (groups.lock_offsets_groups: a
+        join waits for it); the offsets themselves are taken only where no other transaction
+        holds them (groups.delete_expired_offsets), the rest left to the next pass; not
         durable, as delete_empty_groups' (a deletion lost in a crash is made again by the next
         pass). A group left without offsets and members then goes by delete_empty_groups.
         Nothing when OUTBOX_OFFSETS_RETENTION_MINUTES is unset (the default): offsets are kept."""
@@ -492,8 +495,9 @@ class GroupService:
         for i in range(0, len(candidates), EXPIRY_CHUNK_OFFSETS):
             chunk = candidates[i:i + EXPIRY_CHUNK_OFFSETS]
             with self.db.write(durable=False) as conn:
-                groups.lock_existing_groups(conn, sorted({group_id for group_id, _, _ in chunk}))
-                deleted = groups.delete_expired_offsets(conn, chunk[0], chunk[-1], kept_since)
+                created = groups.lock_offsets_groups(conn, [group_id for group_id, _, _ in chunk])
+                deleted = groups.delete_expired_offsets(conn, chunk, kept_since)
+                groups.delete_created_groups(conn, created)
                 after_commit(conn, partial(metrics.GROUP_OFFSETS_EXPIRED.inc, deleted))
             expired += deleted
         return OffsetExpiry(expired, len(candidates) >= EXPIRED_OFFSETS_PER_PASS)

@@ -123,6 +123,14 @@ def _committed(database, group_id: str) -> list[tuple[int, int, int]]:  # type: 
         return [(o.partition, o.committed_offset, o.committed_ms) for o in offsets.fetch(conn, group_id)]
 
 
+def simple_consumer_past_the_retention(client, services, clock) -> None:  # type: ignore[no-untyped-def]
+    """The group "simple", known by its offsets alone (topic "t" partition 0 at 3), committed
+    a retention ago."""
+    create_topic(client, "t", 1)
+    services.groups.commit("simple", [OffsetToStage("t", 0, 3, None)])
+    clock.advance(OFFSETS_RETENTION_MS)
+
+
 def test_an_offset_expiry_waiting_for_a_join_keeps_the_offsets_of_the_group_it_added_a_member_to(  # type: ignore[no-untyped-def]
         client, services, database, clock, monkeypatch) -> None:
     emptied_group(client, services, "g")
@@ -142,12 +150,11 @@ def test_an_offset_expiry_waiting_for_a_join_keeps_the_offsets_of_the_group_it_a
     assert _committed(database, "g") == [(0, 3, committed_ms)]
 
 
-def test_an_offset_expiry_waiting_for_a_commit_keeps_the_offset_it_refreshed(  # type: ignore[no-untyped-def]
+def test_an_offset_expiry_skips_the_offset_a_commit_holds_and_keeps_it(  # type: ignore[no-untyped-def]
         client, services, database, clock, monkeypatch) -> None:
-    # A simple consumer's group: no row to lock; the expiry waits for the offset's own row.
-    create_topic(client, "t", 1)
-    services.groups.commit("simple", [OffsetToStage("t", 0, 3, None)])
-    clock.advance(OFFSETS_RETENTION_MS)
+    # A simple consumer's commit holds the offset's row: the expiry takes none it would wait
+    # for (a commit's order of keys is not the database's), and the refreshed offset stays.
+    simple_consumer_past_the_retention(client, services, clock)
 
     committed, expired, waited = hold_then(
         Held(monkeypatch, offsets, "commit"),
@@ -156,6 +163,31 @@ def test_an_offset_expiry_waiting_for_a_commit_keeps_the_offset_it_refreshed(  #
         database,
     )
 
-    assert waited
+    assert not waited
     assert (committed, expired) == (None, OffsetExpiry(0, False))
     assert _committed(database, "simple") == [(0, 4, clock())]
+    with database.engine.connect() as conn:
+        assert groups.group(conn, "simple") is None  # the expiry's row for its lock is gone
+
+
+def test_a_join_waits_for_the_offset_expiry_of_a_group_known_by_its_offsets_alone(  # type: ignore[no-untyped-def]
+        client, services, database, clock, monkeypatch) -> None:
+    # A simple consumer's group has no row for the expiry to lock: without one, a join (its row
+    # inserted, a member added, the offsets fetched [(0, 3)]) completed while the expiry's
+    # DELETE was pending, and the expiry then left a group with a member and no offsets.
+    simple_consumer_past_the_retention(client, services, clock)
+
+    expired, joined, waited = hold_then(
+        Held(monkeypatch, groups, "delete_expired_offsets"),
+        lambda: services.groups.expire_offsets(clock()),
+        lambda: services.groups.join("simple", member_id=None, topic_names=["t"], session_timeout_ms=10_000),
+        database,
+    )
+
+    assert waited
+    assert expired == OffsetExpiry(1, False)
+    # The join came after the expiry: its member finds no offsets, and none go under it.
+    with database.engine.connect() as conn:
+        assert groups.group(conn, "simple") is not None
+        assert [m.member_id for m in groups.members(conn, "simple")] == [joined.member_id]
+    assert _committed(database, "simple") == []
