@@ -251,6 +251,21 @@ def test_an_offset_between_two_expired_ones_of_a_transaction_is_kept_if_it_is_no
     assert _groups(client) == ["b"]
 
 
+def test_an_offset_between_two_expired_ones_of_its_own_group_is_kept_if_it_is_not(  # type: ignore[no-untyped-def]
+        client, services, clock) -> None:
+    # One transaction's key range runs from partition 0 to partition 2 of "simple": partition
+    # 1, committed later, lies inside it.
+    create_topic(client, "in", 3)
+    _commit(client, "simple", 1, partition=0)
+    _commit(client, "simple", 1, partition=2)
+    clock.advance(1)
+    _commit(client, "simple", 1, partition=1)
+    clock.advance(RETENTION_MS - 1)
+
+    assert services.groups.expire_offsets(clock()) == OffsetExpiry(2, False)
+    assert _offsets(client, "simple") == [("in", 1, 1)]
+
+
 def test_a_transaction_deletes_only_the_offsets_of_the_groups_its_look_named(  # type: ignore[no-untyped-def]
         client, services, clock, monkeypatch) -> None:
     # b's offset lies between a's and c's, expired when the transaction deletes, but the look

@@ -283,3 +283,31 @@ def test_the_offsets_of_a_group_its_consumer_went_away_from_go_a_retention_after
     assert worker.run_once(clock()) == GroupExpiryPass(0, 1, 1)
     with kafka.connect() as s:
         assert _list_groups(World(s, kafka.client, {})) == ()
+
+
+@pytest.mark.parametrize("instance_id", [None, "static-1"], ids=["dynamic-member", "static-member"])
+def test_a_kafka_door_members_group_keeps_its_offsets_past_the_retention(  # type: ignore[no-untyped-def]
+        kafka: Listener, clock: Any, settings, database, instance_id: str | None) -> None:
+    # Heartbeats write the member's row, not the group's, nor the offset's: both are older than
+    # the retention (a minute here), and the member keeps them.
+    from app.composition import Services
+    from app.services.group_service import OffsetExpiry
+    from app.worker.chore import ChoreConfig
+    from app.worker.group_expiry import GroupExpiryPass, GroupExpiryWorker
+
+    short = Services.build(settings.model_copy(update={"offsets_retention_minutes": 1}), database, clock)
+    worker = GroupExpiryWorker(short.groups, clock, ChoreConfig(interval_ms=50))
+    create_topic(kafka.client, "orders")
+    with kafka.connect() as s:
+        joined = join(s, GROUP, session_s=10, group_instance_id=instance_id)
+        member = joined.member_id
+        assert sync(s, GROUP, 1, member, {member: assignment({"orders": [0]})}, instance_id).error_code \
+            == ErrorCode.none
+        assert commit(s, GROUP, 1, member, {("orders", 0): 3}, instance_id) == [ErrorCode.none]
+        for _ in range(3 * 60_000 // 5_000):
+            clock.advance(5_000)
+            assert heartbeat(s, GROUP, 1, member, instance_id) == ErrorCode.none
+
+        assert worker.run_once(clock()) == GroupExpiryPass(0, 0, 0)
+        assert short.groups.expire_offsets(clock()) == OffsetExpiry(0, False)
+        assert _offset_fetch(World(s, kafka.client, {})) == (ErrorCode.none, [(3, ErrorCode.none)])
