@@ -315,9 +315,9 @@ def lock_offsets_groups(conn: Connection, group_ids: list[str]) -> list[str]:
     uncommitted, makes a concurrent join's insert wait for the expiry's end (PostgreSQL's
     unique index), after which the join creates it again and finds what the expiry left. Its
     updated_ms is 0, before any retention: it is no membership change (_offset_expired). The
-    inserts in id order (one statement, executemany's batches: a VALUES list of 1,000 rows
-    compiled afresh cost 30 to 100 ms a transaction), then the locks in id order: two expiries
-    wait for each other rather than deadlock."""
+    inserts in id order (one statement, executemany's batches: with a VALUES list of 1,000 rows
+    compiled afresh, the inserts and locks took 32 to 202 ms a transaction, docs/benchmarks.md),
+    then the locks in id order: two expiries wait for each other rather than deadlock."""
     ids = sorted(group_ids)
     created = list(conn.execute(dialect.insert_ignore(conn, consumer_groups).returning(consumer_groups.c.group_id),
                                 [{"group_id": g, "generation_id": 0, "updated_ms": 0} for g in ids]).scalars())
