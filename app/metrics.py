@@ -84,6 +84,10 @@ GROUPS_DELETED_EMPTY = Counter(
     "outbox_groups_deleted_empty",
     "Consumer groups deleted by group expiry after EMPTY_GROUP_RETENTION_MS without members and offsets.",
 )
+GROUP_OFFSETS_EXPIRED = Counter(
+    "outbox_group_offsets_expired",
+    "Committed offsets of groups without members deleted by group expiry after OUTBOX_OFFSETS_RETENTION_MINUTES.",
+)
 COORDINATOR_PASSES = Counter(
     "outbox_coordinator_passes",
     "Passes of the coordinator worker, by outcome (ok, failed: the error is in the log).",

@@ -141,6 +141,14 @@ class Settings(BaseSettings):
     group_min_session_timeout_ms: int = Field(default=1_000, ge=1)
     group_max_session_timeout_ms: int = Field(default=1_800_000, ge=1)
     default_session_timeout_ms: int = Field(default=45_000, ge=1)
+    # Kafka's offsets.retention.minutes, with its range (an int, 1 to 2^31-1): when set, a group
+    # without members loses its committed offsets this long after they were committed or it was
+    # left empty (app.storage.groups._offset_expired); group expiry looks once a minute. Unset
+    # (None, the default; Kafka's is 7 days), committed offsets are never expired: a group
+    # without members is what carries the exactly-once position of the Spark jobs and of every
+    # sink that names a consumerGroup (docs/SPARK.md), and a run after a longer pause than the
+    # retention would start again from the log's start and repeat its output.
+    offsets_retention_minutes: int | None = Field(default=None, ge=1, le=2**31 - 1)
     # Kafka's group.max.size: the members one group may have, through either door (a join past
     # it is refused with GROUP_MAX_SIZE_REACHED), so that no caller makes the service hold
     # members without bound.

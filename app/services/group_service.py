@@ -76,12 +76,30 @@ EMPTY_GROUPS_PER_PASS = 1_000
 # rows), checks its members and offsets. For 100,000 groups Stable for a while that took 42 to
 # 52 ms on SQLite and 32 to 172 ms on PostgreSQL (1 to 10 offsets a group), 5 to 25 times the
 # pass's member expiry (docs/benchmarks.md): every pass (OUTBOX_COORDINATOR_INTERVAL_MS, 200 ms)
-# would multiply group expiry's cost by as much; once a minute adds 1 to 8 % to it. A
+# would multiply group expiry's cost by as much; once a minute adds 1 to 8 % to it. The look
+# for expired offsets (expire_offsets) runs with it and costs about as much: it reads every
+# committed offset (4 to 66 ms among a million; on SQLite 488 ms when every offset is past the
+# retention but its group is kept, docs/benchmarks.md). A
 # group is deleted at the first look at which it has no member and no offset and its row has
 # not changed for EMPTY_GROUP_RETENTION_MS: up to a minute more after it was left empty, or at
 # the first look after its offsets went, if they went later (OffsetDelete, their topic's
 # deletion, an aborted transaction's staged offsets: none of them writes the group's row).
 EMPTY_GROUP_CHECK_INTERVAL_MS = 60 * 1000
+
+
+# The most expired offsets one pass deletes (expire_offsets), and one write transaction of it:
+# the pass holds their keys; the next pass takes the rest.
+EXPIRED_OFFSETS_PER_PASS = 10_000
+EXPIRY_CHUNK_OFFSETS = 1_000
+
+
+@dataclass(frozen=True, slots=True)
+class OffsetExpiry:
+    """What one expire_offsets did."""
+
+    expired: int  # committed offsets deleted
+    # The look found EXPIRED_OFFSETS_PER_PASS offsets to delete, its most: more may be waiting.
+    limit_reached: bool
 
 
 @dataclass(frozen=True, slots=True)
@@ -454,6 +472,36 @@ class GroupService:
             conn, locked, kept_since))
         return EmptyGroupDeletion(deleted, len(candidates) >= EMPTY_GROUPS_PER_PASS)
 
+    def expire_offsets(self, now_ms: int) -> OffsetExpiry:
+        """Delete the committed offsets of groups without members that
+        OUTBOX_OFFSETS_RETENTION_MINUTES has expired (groups._offset_expired, Kafka's
+        offsets.retention.minutes): a simple consumer that names a new group in each commit
+        would otherwise leave its offsets forever. Returns how many, and whether the look found
+        its most. At most EXPIRED_OFFSETS_PER_PASS a pass, in transactions of
+        EXPIRY_CHUNK_OFFSETS, each locking its offsets' groups' rows in group id order, as
+        expire_members locks them, a group known by its offsets alone by a row created and
+        deleted again in the transaction, as DeleteGroups does (groups.lock_offsets_groups: a
+        join waits for it); the offsets themselves are taken only where no other transaction
+        holds them (groups.delete_expired_offsets), the rest left to the next pass; not
+        durable, as delete_empty_groups' (a deletion lost in a crash is made again by the next
+        pass). A group left without offsets and members then goes by delete_empty_groups.
+        Nothing when OUTBOX_OFFSETS_RETENTION_MINUTES is unset (the default): offsets are kept."""
+        if self.settings.offsets_retention_minutes is None:
+            return OffsetExpiry(0, False)
+        kept_since = now_ms - self.settings.offsets_retention_minutes * 60_000
+        with self.db.read() as conn:
+            candidates = groups.expired_offsets(conn, kept_since, EXPIRED_OFFSETS_PER_PASS)
+        expired = 0
+        for i in range(0, len(candidates), EXPIRY_CHUNK_OFFSETS):
+            chunk = candidates[i:i + EXPIRY_CHUNK_OFFSETS]
+            with self.db.write(durable=False) as conn:
+                created = groups.lock_offsets_groups(conn, [group_id for group_id, _, _ in chunk])
+                deleted = groups.delete_expired_offsets(conn, chunk, kept_since)
+                groups.delete_created_groups(conn, created)
+                after_commit(conn, partial(metrics.GROUP_OFFSETS_EXPIRED.inc, deleted))
+            expired += deleted
+        return OffsetExpiry(expired, len(candidates) >= EXPIRED_OFFSETS_PER_PASS)
+
     @staticmethod
     def _delete_if_empty(conn: Connection, locked: list[str], kept_since: int) -> int:
         """groups.delete_if_empty, counted once committed, as _expire_group counts members."""
@@ -552,10 +600,9 @@ class GroupService:
                     "partition": o.partition,
                     "committed_offset": o.committed_offset,
                     "metadata": o.metadata,
-                    "committed_ms": now,
                 }
                 for o, topic_id in zip(to_commit, topic_ids, strict=True)
-            ])
+            ], now)
 
     def reset_offsets(self, group_id: str, scope: ResetScope, spec: OffsetResetSpec, *, dry_run: bool,
                       visible: Callable[[str], bool] = lambda _topic: True,
@@ -627,8 +674,8 @@ class GroupService:
                                            log_end_offset=info.high_watermark, offset_for_timestamp=at))
             if plan and not dry_run:
                 offsets.commit(conn, [{"group_id": group_id, "topic_id": by_name[r.topic].topic_id,
-                                       "partition": r.partition, "committed_offset": r.new_offset, "metadata": None,
-                                       "committed_ms": now} for r in plan])
+                                       "partition": r.partition, "committed_offset": r.new_offset, "metadata": None}
+                                      for r in plan], now)
             return plan
 
     def fetch(self, group_id: str, *, topic: str | None, require_stable: bool,

@@ -190,6 +190,13 @@ def lock_for_update(dialect_name: str, stmt: Any, of: Any = None) -> Any:
     return stmt if dialect_name == "sqlite" else stmt.with_for_update(of=of)
 
 
+def lock_for_update_skip_locked(dialect_name: str, stmt: Any) -> Any:
+    """SELECT … FOR UPDATE SKIP LOCKED on PostgreSQL: the rows no other transaction holds,
+    locked, without waiting for the others; SQLite's write lock covers it (nothing is held by
+    another)."""
+    return stmt if dialect_name == "sqlite" else stmt.with_for_update(skip_locked=True)
+
+
 def lock_for_key_share(dialect_name: str, stmt: Any) -> Any:
     """SELECT … FOR KEY SHARE on PostgreSQL: the row may not be deleted (FOR UPDATE waits for
     it) but may be updated; SQLite's write lock covers it."""

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import orjson
-from sqlalchemy import Connection, delete, exists, func, insert, select, union, update
+from sqlalchemy import Connection, delete, exists, func, insert, select, tuple_, union, update
 
 from app.domain.errors import IllegalGeneration, RebalanceInProgress
 from app.domain.group import GroupState, StoredGroupState, check_current_member, member_client
@@ -266,6 +266,114 @@ def delete_if_empty(conn: Connection, group_ids: list[str], updated_before_ms: i
     would then keep a joined group only because every join also writes the row's updated_ms."""
     return conn.execute(delete(consumer_groups).where(
         consumer_groups.c.group_id.in_(group_ids), *_empty_since(updated_before_ms))).rowcount
+
+
+def _offset_expired(kept_since_ms: int) -> Any:
+    """Of the committed offsets (group_offsets): those OUTBOX_OFFSETS_RETENTION_MINUTES expires,
+    `kept_since_ms` being now less the retention. Kafka's rule (offsets.retention.minutes as
+    KIP-211 made it, GroupMetadata.removeExpiredOffsets): a group with members keeps every
+    offset; a group without a row (a simple consumer's, or a transactional producer's, that
+    never joined) loses each offset the retention after it was committed; a group that had
+    members loses them the retention after it was left empty, when its row last changed (the
+    last member leaving or expiring writes updated_ms), so that an offset committed long ago
+    by a member of a Stable group is kept a whole retention once the group empties. Unlike
+    Kafka, whose Empty group counts from that moment alone, the offset's own commit counts there
+    too: an offset reset or a simple consumer's commit into an emptied group is never gone
+    sooner than a retention after it. Kept as Kafka keeps it: an offset that an unfinished
+    transaction has staged a new one for, which its commit would overwrite or its abort leave
+    in place (the staged offsets themselves are the transaction's, transaction_offsets). Expired
+    when the time since is the retention or more, as in Kafka. The one definition of an expired
+    offset (expired_offsets, delete_expired_offsets)."""
+    of_offset = group_offsets.c
+    return (of_offset.committed_ms <= kept_since_ms,
+            ~exists().where(group_members.c.group_id == of_offset.group_id),
+            ~exists().where(consumer_groups.c.group_id == of_offset.group_id,
+                            consumer_groups.c.updated_ms > kept_since_ms),
+            ~exists().where(transaction_offsets.c.group_id == of_offset.group_id,
+                            transaction_offsets.c.topic_id == of_offset.topic_id,
+                            transaction_offsets.c.partition == of_offset.partition))
+
+
+OffsetKey = tuple[str, int, int]  # a committed offset's (group_id, topic_id, partition)
+_OFFSET_KEY = (group_offsets.c.group_id, group_offsets.c.topic_id, group_offsets.c.partition)
+
+
+def expired_offsets(conn: Connection, kept_since_ms: int, limit: int) -> list[OffsetKey]:
+    """At most `limit` of the expired committed offsets (_offset_expired), in key order."""
+    return [(r[0], r[1], r[2]) for r in conn.execute(
+        select(*_OFFSET_KEY).where(*_offset_expired(kept_since_ms)).order_by(*_OFFSET_KEY).limit(limit))]
+
+
+def lock_offsets_groups(conn: Connection, group_ids: list[str]) -> list[str]:
+    """For the offset expiry (delete_expired_offsets): the rows of `group_ids` locked, in group
+    id order, those missing created first, as a join creates its group's row (lock_group_row);
+    returns the ids it created, which the caller deletes again before it commits
+    (delete_created_groups), so that the expiry creates no group. A group known by its offsets
+    alone (a simple consumer's) has no row for the expiry to lock: without one, a join could
+    insert its row, add a member and fetch the offsets while the expiry's DELETE waited to
+    commit, and the expiry then left a group with a member and no offsets. The created row,
+    uncommitted, makes a concurrent join's insert wait for the expiry's end (PostgreSQL's
+    unique index), after which the join creates it again and finds what the expiry left. Its
+    updated_ms is 0, before any retention: it is no membership change (_offset_expired). The
+    inserts in id order (one statement, executemany's batches: with a VALUES list of 1,000 rows
+    compiled afresh, the inserts and locks took 32 to 202 ms a transaction, docs/benchmarks.md),
+    then the locks in id order: two expiries wait for each other rather than deadlock."""
+    ids = sorted(group_ids)
+    created = list(conn.execute(dialect.insert_ignore(conn, consumer_groups).returning(consumer_groups.c.group_id),
+                                [{"group_id": g, "generation_id": 0, "updated_ms": 0} for g in ids]).scalars())
+    lock_existing_groups(conn, ids)
+    return created
+
+
+def delete_created_groups(conn: Connection, group_ids: list[str]) -> None:
+    """The rows lock_offsets_groups created, deleted in its transaction: no other transaction
+    has seen them (a join that names one waits for this transaction's end)."""
+    if group_ids:
+        conn.execute(delete(consumer_groups).where(consumer_groups.c.group_id.in_(group_ids)))
+
+
+def delete_expired_offsets(conn: Connection, chunk: list[OffsetKey], kept_since_ms: int) -> int:
+    """Of the committed offsets `chunk` names (keys in key order, as expired_offsets gives
+    them): deletes those of its groups, from its first key to its last, that are expired
+    (_offset_expired) and that no other transaction holds; how many. The caller has locked the
+    chunk's groups' rows (lock_offsets_groups) in an earlier statement: a join adds its member
+    under that lock, and the statement here, which starts once it is held, sees what the join
+    committed.
+
+    One statement: a DELETE of the keys a SELECT ... FOR UPDATE SKIP LOCKED of them returned
+    (on SQLite, whose write lock lets no other transaction hold a row, the SELECT alone).
+    The expiry never waits for an offset's row: a commit (offsets.commit, keys sorted by
+    Python's collation) or a topic's deletion (its groups' offsets in scan order) may hold
+    those rows in an order the database's collation does not share (the README allows
+    en_US), and a wait could close a cycle with it; a row one holds is skipped, and the next
+    pass looks at it again. The DELETE checks the rule again, on the row a commit may have
+    refreshed before the lock was taken.
+
+    A range of keys, read in the primary key's order, and the chunk's group ids: a list of a
+    thousand keys was a filter PostgreSQL applied to every row of the table (a pass expiring
+    10,000 offsets among 11,000 took 2.6 s, with ranges 0.25 s; docs/benchmarks.md). The
+    group ids (a hashed list on PostgreSQL) keep the DELETE to groups whose rows the caller
+    locked; an offset of one of them inside the range that the look did not name is deleted
+    only if it is expired too, which is the rule's own answer."""
+    first, last = chunk[0], chunk[-1]
+    # The group ids' range too, though the keys' implies it: PostgreSQL's planner, without
+    # statistics (a table that grew since autovacuum last analyzed it), read the whole table
+    # for the keys' alone (72 ms a range among a million offsets; with it, 3.4 ms).
+    in_chunk = (group_offsets.c.group_id >= first[0], group_offsets.c.group_id <= last[0],
+                group_offsets.c.group_id.in_(sorted({group_id for group_id, _, _ in chunk})),
+                tuple_(*_OFFSET_KEY) >= tuple_(*first), tuple_(*_OFFSET_KEY) <= tuple_(*last),
+                *_offset_expired(kept_since_ms))
+    # A CTE, which PostgreSQL runs once (a locking subquery in the DELETE's WHERE beside the
+    # range was run again for every row of the range: a pass expiring 10,000 took 108 s), and
+    # the DELETE names its keys alone, not the range again: with both, PostgreSQL's planner
+    # (no statistics) read the CTE again for every row of the range, 117 to 218 ms a
+    # transaction of 1,000, against 22 to 70 ms (benchmarks/empty_groups.py, --groups 2000).
+    not_held = dialect.lock_for_update_skip_locked(
+        conn.dialect.name, select(*_OFFSET_KEY).where(*in_chunk)).cte("not_held")
+    # Counted by RETURNING: Python's sqlite3 has no rowcount for a statement that starts with WITH.
+    return len(conn.execute(delete(group_offsets).where(
+        tuple_(*_OFFSET_KEY).in_(select(*not_held.c)), *_offset_expired(kept_since_ms)).returning(
+        group_offsets.c.group_id)).all())
 
 
 def groups_with_expired_members(conn: Connection, now_ms: int) -> list[str]:

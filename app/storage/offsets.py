@@ -19,9 +19,16 @@ class CommittedOffset:
     committed_ms: int
 
 
-def commit(conn: Connection, rows: list[dict]) -> None:
-    # Key order, as in transactions.complete_offsets: no deadlock between concurrent commits.
-    rows = sorted(rows, key=lambda r: (r["group_id"], r["topic_id"], r["partition"]))
+def commit(conn: Connection, rows: list[dict], now_ms: int) -> None:
+    """Upsert the group offsets `rows` (group_id, topic_id, partition, committed_offset,
+    metadata), committed at `now_ms`: the one writer of group_offsets, for every path that
+    commits offsets (a commit over either door, a reset, a transaction's completion), so that
+    every offset has the commit time its retention counts from (groups._offset_expired)."""
+    # Key order (Python's, which is not the database's under a non-C collation): no deadlock
+    # between concurrent commits. The expiry of offsets (groups.delete_expired_offsets) never
+    # waits for a row a commit holds, so it needs no order from here.
+    rows = sorted(({**r, "committed_ms": now_ms} for r in rows),
+                  key=lambda r: (r["group_id"], r["topic_id"], r["partition"]))
     dialect.execute_rows(
         conn, dialect.upsert(conn, group_offsets, ["committed_offset", "metadata", "committed_ms"]), rows
     )

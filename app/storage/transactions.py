@@ -17,12 +17,11 @@ from app.domain.topic import Topic
 from app.domain.transaction import IDLE_STATES, OPEN_TRANSACTION_STATES, TransactionMetadata
 from app.domain.transit import TxnTransit
 from app.domain.types import Durability, ProducerEpoch, ProducerId, TransactionState, TransactionVersion, TxnId
-from app.storage import dialect
+from app.storage import dialect, offsets
 from app.storage.dialect import RowLock
 from app.storage.producers import create_producer
 from app.storage.topics import named_topics, topic_of
 from app.storage.tables import (
-    group_offsets,
     producer_partitions,
     producers,
     record_batches,
@@ -552,24 +551,11 @@ def complete_offsets(
     """Turn the transaction's staged offsets, as claimed (claim_completion), into committed ones
     (commit) or drop them (abort)."""
     if commit and claimed:
-        # Upserted in key order, like every writer of group_offsets, so that two transactions
-        # committing offsets of the same partitions cannot deadlock on PostgreSQL.
-        claimed = sorted(claimed, key=lambda r: (r.group_id, r.topic_id, r.partition))
-        dialect.execute_rows(
-            conn,
-            dialect.upsert(conn, group_offsets, ["committed_offset", "metadata", "committed_ms"]),
-            [
-                {
-                    "group_id": r.group_id,
-                    "topic_id": r.topic_id,
-                    "partition": r.partition,
-                    "committed_offset": r.committed_offset,
-                    "metadata": r.metadata,
-                    "committed_ms": now_ms,
-                }
-                for r in claimed
-            ],
-        )
+        offsets.commit(conn, [
+            {"group_id": r.group_id, "topic_id": r.topic_id, "partition": r.partition,
+             "committed_offset": r.committed_offset, "metadata": r.metadata}
+            for r in claimed
+        ], now_ms)
     return len(claimed)
 
 

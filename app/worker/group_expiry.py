@@ -1,9 +1,10 @@
 """Group expiry: removes consumer group members whose session timed out (no heartbeat within
-their session_timeout_ms) and rebalances their groups, then deletes the groups left without
-members and offsets for EMPTY_GROUP_RETENTION_MS (GroupService.delete_empty_groups, looked
-for every EMPTY_GROUP_CHECK_INTERVAL_MS), every OUTBOX_COORDINATOR_INTERVAL_MS beside the
-coordinator worker. Several may run at once: GroupService locks each group's row before it
-looks at its members or deletes it."""
+their session_timeout_ms) and rebalances their groups, then deletes the committed offsets of
+groups without members past OUTBOX_OFFSETS_RETENTION_MINUTES (GroupService.expire_offsets)
+and the groups left without members and offsets for EMPTY_GROUP_RETENTION_MS
+(GroupService.delete_empty_groups), both looked for every EMPTY_GROUP_CHECK_INTERVAL_MS, every
+OUTBOX_COORDINATOR_INTERVAL_MS beside the coordinator worker. Several may run at once:
+GroupService locks each group's row before it looks at its members or deletes it."""
 
 from __future__ import annotations
 
@@ -19,9 +20,10 @@ from app.worker.chore import Chore, ChoreConfig, Sleeper, wait_on
 class GroupExpiryPass:
     expired_members: int
     deleted_groups: int  # empty groups deleted (GroupService.delete_empty_groups)
+    expired_offsets: int = 0  # committed offsets past their retention deleted (GroupService.expire_offsets)
 
     def __bool__(self) -> bool:
-        return bool(self.expired_members or self.deleted_groups)
+        return bool(self.expired_members or self.deleted_groups or self.expired_offsets)
 
 
 class GroupExpiryWorker(Chore):
@@ -39,14 +41,18 @@ class GroupExpiryWorker(Chore):
         # Members first: a group whose last member this pass removed has just changed, and is
         # kept its EMPTY_GROUP_RETENTION_MS from now.
         expired = self.groups.expire_members(now)
-        deleted = 0
+        deleted = expired_offsets = 0
         if self._next_empty_check_ms is None or now >= self._next_empty_check_ms:
+            # Offsets first: a group whose last offsets expire here was left empty a retention
+            # ago, and goes in the same pass.
+            expiry = self.groups.expire_offsets(now)
             deletion = self.groups.delete_empty_groups(now)
-            deleted = deletion.deleted
-            # After a pass whose look found EMPTY_GROUPS_PER_PASS, its most, the next looks
-            # again: more may be waiting. After any other, a check interval later: a look reads
-            # every group, and looking again after every deletion would, with groups emptied
-            # one by one, read them all nearly every pass.
-            self._next_empty_check_ms = (now if deletion.limit_reached
+            deleted, expired_offsets = deletion.deleted, expiry.expired
+            # After a pass whose look found EMPTY_GROUPS_PER_PASS or EXPIRED_OFFSETS_PER_PASS,
+            # its most, the next looks again: more may be waiting. After any other, a check
+            # interval later: a look reads every group and every committed offset, and looking
+            # again after every deletion would, with groups emptied one by one, read them all
+            # nearly every pass.
+            self._next_empty_check_ms = (now if deletion.limit_reached or expiry.limit_reached
                                          else now + EMPTY_GROUP_CHECK_INTERVAL_MS)
-        return GroupExpiryPass(expired, deleted)
+        return GroupExpiryPass(expired, deleted, expired_offsets)

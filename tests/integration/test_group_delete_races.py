@@ -1,5 +1,5 @@
-"""DeleteGroups, and the expiry pass's deletion of empty groups, racing a join or another
-DeleteGroups, on PostgreSQL (on SQLite the write lock
+"""DeleteGroups, and the expiry pass's deletion of empty groups and of expired offsets, racing
+a join, a commit or another DeleteGroups, on PostgreSQL (on SQLite the write lock
 runs one write transaction at a time, so nothing can interleave).
 
 The delete is held once it has locked the group's row (groups.lock_group_row); the second
@@ -12,8 +12,9 @@ from __future__ import annotations
 import pytest
 
 from app.domain.errors import GroupIdNotFound, RebalanceInProgress
-from app.services.group_service import EMPTY_GROUP_RETENTION_MS
-from app.storage import groups
+from app.domain.offsets import OffsetToStage
+from app.services.group_service import EMPTY_GROUP_RETENTION_MS, OffsetExpiry
+from app.storage import groups, offsets
 from tests.helpers import create_topic
 from tests.integration.test_topic_admin_races import Held, hold_then
 
@@ -106,3 +107,87 @@ def test_a_join_waiting_for_the_empty_group_pass_creates_the_group_again(  # typ
         client, services, database, clock, monkeypatch, held_step="delete_if_empty", pass_first=True)
 
     assert (deleted, members, generation) == (1, [joined], 1)
+
+
+OFFSETS_RETENTION_MS = 10_080 * 60_000  # OUTBOX_OFFSETS_RETENTION_MINUTES=10080 (settings), Kafka's default
+
+
+@pytest.fixture
+def settings(settings):  # type: ignore[no-untyped-def]
+    """OUTBOX_OFFSETS_RETENTION_MINUTES set (unset, the default, nothing expires)."""
+    return settings.model_copy(update={"offsets_retention_minutes": 10_080})
+
+
+def _committed(database, group_id: str) -> list[tuple[int, int, int]]:  # type: ignore[no-untyped-def]
+    with database.engine.connect() as conn:
+        return [(o.partition, o.committed_offset, o.committed_ms) for o in offsets.fetch(conn, group_id)]
+
+
+def simple_consumer_past_the_retention(client, services, clock) -> None:  # type: ignore[no-untyped-def]
+    """The group "simple", known by its offsets alone (topic "t" partition 0 at 3), committed
+    a retention ago."""
+    create_topic(client, "t", 1)
+    services.groups.commit("simple", [OffsetToStage("t", 0, 3, None)])
+    clock.advance(OFFSETS_RETENTION_MS)
+
+
+def test_an_offset_expiry_waiting_for_a_join_keeps_the_offsets_of_the_group_it_added_a_member_to(  # type: ignore[no-untyped-def]
+        client, services, database, clock, monkeypatch) -> None:
+    emptied_group(client, services, "g")
+    services.groups.commit("g", [OffsetToStage("t", 0, 3, None)])
+    committed_ms = clock()
+    clock.advance(OFFSETS_RETENTION_MS)
+
+    joined, expired, waited = hold_then(
+        Held(monkeypatch, groups, "add_member"),
+        lambda: services.groups.join("g", member_id=None, topic_names=["t"], session_timeout_ms=10_000),
+        lambda: services.groups.expire_offsets(clock()),
+        database,
+    )
+
+    assert waited
+    assert expired == OffsetExpiry(0, False)
+    assert _committed(database, "g") == [(0, 3, committed_ms)]
+
+
+def test_an_offset_expiry_skips_the_offset_a_commit_holds_and_keeps_it(  # type: ignore[no-untyped-def]
+        client, services, database, clock, monkeypatch) -> None:
+    # A simple consumer's commit holds the offset's row: the expiry takes none it would wait
+    # for (a commit's order of keys is not the database's), and the refreshed offset stays.
+    simple_consumer_past_the_retention(client, services, clock)
+
+    committed, expired, waited = hold_then(
+        Held(monkeypatch, offsets, "commit"),
+        lambda: services.groups.commit("simple", [OffsetToStage("t", 0, 4, None)]),
+        lambda: services.groups.expire_offsets(clock()),
+        database,
+    )
+
+    assert not waited
+    assert (committed, expired) == (None, OffsetExpiry(0, False))
+    assert _committed(database, "simple") == [(0, 4, clock())]
+    with database.engine.connect() as conn:
+        assert groups.group(conn, "simple") is None  # the expiry's row for its lock is gone
+
+
+def test_a_join_waits_for_the_offset_expiry_of_a_group_known_by_its_offsets_alone(  # type: ignore[no-untyped-def]
+        client, services, database, clock, monkeypatch) -> None:
+    # A simple consumer's group has no row for the expiry to lock: without one, a join (its row
+    # inserted, a member added, the offsets fetched [(0, 3)]) completed while the expiry's
+    # DELETE was pending, and the expiry then left a group with a member and no offsets.
+    simple_consumer_past_the_retention(client, services, clock)
+
+    expired, joined, waited = hold_then(
+        Held(monkeypatch, groups, "delete_expired_offsets"),
+        lambda: services.groups.expire_offsets(clock()),
+        lambda: services.groups.join("simple", member_id=None, topic_names=["t"], session_timeout_ms=10_000),
+        database,
+    )
+
+    assert waited
+    assert expired == OffsetExpiry(1, False)
+    # The join came after the expiry: its member finds no offsets, and none go under it.
+    with database.engine.connect() as conn:
+        assert groups.group(conn, "simple") is not None
+        assert [m.member_id for m in groups.members(conn, "simple")] == [joined.member_id]
+    assert _committed(database, "simple") == []

@@ -5,7 +5,9 @@ and writes nothing, in any table (docs/ARCHITECTURE.md, "What a client can make 
 hold"). On both databases: each request below names the group "nowhere", and the whole stored
 state (tests/fuzz/stored.py, every table row by row) is the same after it as before. And what a
 join created goes again: a group whose consumer went away is deleted by group expiry, and
-one whose consumer keeps heartbeating stays."""
+one whose consumer keeps heartbeating stays; and so does what a commit created, its offsets
+once OUTBOX_OFFSETS_RETENTION_MINUTES have passed (tests/integration/test_offset_retention.py
+has the rule's every case)."""
 
 from __future__ import annotations
 
@@ -231,3 +233,81 @@ def test_a_group_whose_consumer_keeps_heartbeating_is_kept_past_the_retention(
         ((code, state, members),) = _describe_groups(World(s, kafka.client, {}))
         assert (code, state, [(m.member_id, m.group_instance_id) for m in members]) == (
             ErrorCode.none, "Stable", [(member, instance_id)])
+
+
+OFFSETS_RETENTION_MS = 10_080 * 60_000  # OUTBOX_OFFSETS_RETENTION_MINUTES=10080 (settings), Kafka's default
+
+
+@pytest.fixture
+def settings(settings):  # type: ignore[no-untyped-def]
+    """OUTBOX_OFFSETS_RETENTION_MINUTES set (unset, the default, nothing expires)."""
+    return settings.model_copy(update={"offsets_retention_minutes": 10_080})
+
+
+def test_a_simple_consumers_offsets_go_a_retention_after_its_commit_and_the_group_with_them(
+        kafka: Listener, clock: Any) -> None:
+    from app.services.group_service import OffsetExpiry
+
+    create_topic(kafka.client, "orders")
+    with kafka.connect() as s:
+        assert commit(s, GROUP, -1, "", {("orders", 0): 3}) == [ErrorCode.none]
+        clock.advance(OFFSETS_RETENTION_MS - 1)
+        assert kafka.services.groups.expire_offsets(clock()) == OffsetExpiry(0, False)
+        assert _offset_fetch(World(s, kafka.client, {})) == (ErrorCode.none, [(3, ErrorCode.none)])
+        clock.advance(1)
+
+        assert kafka.services.groups.expire_offsets(clock()) == OffsetExpiry(1, False)
+        assert _offset_fetch(World(s, kafka.client, {})) == (ErrorCode.none, [(-1, ErrorCode.none)])
+        assert _list_groups(World(s, kafka.client, {})) == ()
+
+
+def test_the_offsets_of_a_group_its_consumer_went_away_from_go_a_retention_after_and_the_group_with_them(
+        kafka: Listener, clock: Any) -> None:
+    from app.services.group_service import OffsetExpiry
+    from app.worker.chore import ChoreConfig
+    from app.worker.group_expiry import GroupExpiryPass, GroupExpiryWorker
+
+    create_topic(kafka.client, "orders")
+    worker = GroupExpiryWorker(kafka.services.groups, clock, ChoreConfig(interval_ms=50))
+    with kafka.connect() as s:
+        joined = join(s, GROUP, session_s=10)
+        member = joined.member_id
+        assert sync(s, GROUP, 1, member, {member: assignment({"orders": [0]})}).error_code == ErrorCode.none
+        assert commit(s, GROUP, 1, member, {("orders", 0): 3}) == [ErrorCode.none]
+    clock.advance(10_001)
+    assert worker.run_once(clock()) == GroupExpiryPass(1, 0, 0)  # emptied now: its offsets counted from now
+    clock.advance(OFFSETS_RETENTION_MS - 1)
+    assert kafka.services.groups.expire_offsets(clock()) == OffsetExpiry(0, False)
+    clock.advance(1)
+
+    assert worker.run_once(clock()) == GroupExpiryPass(0, 1, 1)
+    with kafka.connect() as s:
+        assert _list_groups(World(s, kafka.client, {})) == ()
+
+
+@pytest.mark.parametrize("instance_id", [None, "static-1"], ids=["dynamic-member", "static-member"])
+def test_a_kafka_door_members_group_keeps_its_offsets_past_the_retention(  # type: ignore[no-untyped-def]
+        kafka: Listener, clock: Any, settings, database, instance_id: str | None) -> None:
+    # Heartbeats write the member's row, not the group's, nor the offset's: both are older than
+    # the retention (a minute here), and the member keeps them.
+    from app.composition import Services
+    from app.services.group_service import OffsetExpiry
+    from app.worker.chore import ChoreConfig
+    from app.worker.group_expiry import GroupExpiryPass, GroupExpiryWorker
+
+    short = Services.build(settings.model_copy(update={"offsets_retention_minutes": 1}), database, clock)
+    worker = GroupExpiryWorker(short.groups, clock, ChoreConfig(interval_ms=50))
+    create_topic(kafka.client, "orders")
+    with kafka.connect() as s:
+        joined = join(s, GROUP, session_s=10, group_instance_id=instance_id)
+        member = joined.member_id
+        assert sync(s, GROUP, 1, member, {member: assignment({"orders": [0]})}, instance_id).error_code \
+            == ErrorCode.none
+        assert commit(s, GROUP, 1, member, {("orders", 0): 3}, instance_id) == [ErrorCode.none]
+        for _ in range(3 * 60_000 // 5_000):
+            clock.advance(5_000)
+            assert heartbeat(s, GROUP, 1, member, instance_id) == ErrorCode.none
+
+        assert worker.run_once(clock()) == GroupExpiryPass(0, 0, 0)
+        assert short.groups.expire_offsets(clock()) == OffsetExpiry(0, False)
+        assert _offset_fetch(World(s, kafka.client, {})) == (ErrorCode.none, [(3, ErrorCode.none)])

@@ -80,3 +80,23 @@ def test_the_kafka_connections_per_address_bound_is_at_least_one_or_unset() -> N
     assert Settings().kafka_max_connections_per_ip is None
     with pytest.raises(ValidationError, match="greater than or equal to 1"):
         Settings(kafka_max_connections_per_ip=0)
+
+
+def test_offsets_are_never_expired_by_default() -> None:
+    # Kafka's default is 7 days; here memberless groups carry the Spark jobs' and the sinks'
+    # exactly-once positions (docs/SPARK.md), so retention is off unless set.
+    assert Settings().offsets_retention_minutes is None
+
+
+def test_an_offsets_retention_in_kafkas_range_is_taken(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    monkeypatch.setenv("OUTBOX_OFFSETS_RETENTION_MINUTES", "10080")
+    assert Settings().offsets_retention_minutes == 10_080
+
+
+@pytest.mark.parametrize("minutes", ["0", "-1", str(2**31)])
+def test_an_offsets_retention_outside_kafkas_range_is_refused_at_startup(minutes: str, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    monkeypatch.setenv("OUTBOX_OFFSETS_RETENTION_MINUTES", minutes)
+    with pytest.raises(ValidationError) as refused:
+        Settings()
+    (error,) = refused.value.errors()
+    assert error["loc"] == ("offsets_retention_minutes",)
