@@ -235,5 +235,104 @@ def read_batch_base(spark: Any, options: Any, splits: Any) -> Any:
     return read_jvm(spark, options, splits, relation=VIEW)
 
 
+# --- One hash join per split (jvm_batch_base_hash) ------------------------------------------------
+#
+# The equality join inside the view still loops per batch in a split's query: the planner
+# estimates a few dozen batches behind the view's bounds and probes ix_prototype_records_batch
+# once per batch. Here each split's query is written for it when the read is planned: its
+# committed batches (the partition's batch rows within the split's positions, constants only)
+# and its records (one offset range of the partition, from the lowest base offset of those
+# batches to the highest end offset), each behind OFFSET 0, so that neither side can be reached
+# with the other's values (no loop per batch over any index), joined on batch_base =
+# base_offset: the planner is left a hash join, or a loop rescanning a whole side per row, which
+# it does not pick (EXPLAIN printed by spark_source.py). Not a MATERIALIZED CTE of the batches:
+# tried first, the planner hashed the 277,703 records (8 batches, spilled to disk) and probed
+# them with the batches, a CTE's columns having no statistics (a hash of them looks skewed);
+# through a subquery the batch rows' statistics are seen and the 10,340 batches are hashed.
+
+
+def split_statements(conn: psycopg.Connection, splits: Any, *, relation: str = "prototype_records") -> list[str]:
+    """One SELECT per split, the JVM read's stored columns (STORED_TYPES' names and order), the
+    bounds looked up now (the read's plan): topic_id, the log start, the split's last batch
+    position (positions_predicate's next-batch bound, taken once here, after the snapshot: a batch
+    committed later is positioned past the snapshot's end), and the records' offset range."""
+    from spark_jobs.reader.statement import sql_string
+
+    out = []
+    for split in splits:
+        r = split.range
+        topic_id, log_start = conn.execute(
+            "SELECT p.topic_id, p.log_start_offset FROM partitions p JOIN topics t USING (topic_id) "
+            "WHERE t.name = %s AND p.\"partition\" = %s", (r.topic, r.partition)).fetchone()
+        (following,) = conn.execute(
+            "SELECT commit_position FROM record_batches WHERE topic_id = %s AND \"partition\" = %s "
+            "AND commit_position >= %s ORDER BY commit_position LIMIT 1", (topic_id, r.partition, r.end)).fetchone() or (None,)
+        last = following if following is not None else r.end - 1
+        batches = (f'topic_id = {int(topic_id)} AND "partition" = {int(r.partition)} '
+                   f"AND commit_position >= {int(r.start)} AND commit_position <= {int(last)}")
+        low, high = conn.execute(f"SELECT min(base_offset), max(base_offset + record_count) FROM record_batches "
+                                 f"WHERE {batches}").fetchone()
+        if low is None:
+            out.append(f"SELECT {sql_string(r.topic, 'postgresql')}::text AS topic, NULL::int AS \"partition\", "
+                       "NULL::bigint AS \"offset\", NULL::bigint AS commit_position, NULL::bigint AS timestamp_ms, "
+                       "NULL::text AS key, NULL::text AS value, NULL::text AS headers WHERE false")
+            continue
+        low = max(low, log_start)  # a record below the log start is gone, even in a committed batch
+        where = [f"commit_position >= {int(r.start)}", f"commit_position < {int(r.end)}",
+                 *split.offsets.sql('"offset"'), *split.timestamps_ms.sql("timestamp_ms")]
+        out.append(
+            f"SELECT * FROM (SELECT {sql_string(r.topic, 'postgresql')}::text AS topic, {int(r.partition)} AS \"partition\", "
+            'r."offset", CASE WHEN b.txn_id IS NULL THEN r."offset" ELSE b.commit_position END AS commit_position, '
+            "r.timestamp_ms, r.key, r.value, r.headers "
+            f'FROM (SELECT "offset", batch_base, timestamp_ms, key, value, headers FROM {relation} '
+            f'WHERE topic_id = {int(topic_id)} AND "partition" = {int(r.partition)} '
+            f'AND "offset" >= {int(low)} AND "offset" < {int(high)} OFFSET 0) r '
+            f"JOIN (SELECT base_offset, txn_id, commit_position FROM record_batches WHERE {batches} OFFSET 0) b "
+            f"ON r.batch_base = b.base_offset) q WHERE {' AND '.join(where)}")
+    return out
+
+
+# prototype_records with each partition's records together in the heap, in offset order (a
+# log's heap interleaves its partitions in append order): what the per-split hash join costs
+# when a split's records lie on its own pages (benchmarks/scan_split_layout.py,
+# jvm_batch_base_hash_by_partition). Not a layout the appender gives: a measure of the layout's share.
+BY_PARTITION = "prototype_records_by_partition"
+
+
+def ensure_by_partition(conn: psycopg.Connection) -> None:
+    ensure(conn)
+    if conn.execute(f"SELECT to_regclass('{BY_PARTITION}')").fetchone()[0] is None:
+        conn.execute(f'CREATE TABLE {BY_PARTITION} AS SELECT * FROM prototype_records ORDER BY topic_id, "partition", "offset"')
+        conn.execute(f'ALTER TABLE {BY_PARTITION} ADD PRIMARY KEY (topic_id, "partition", "offset")')
+        conn.execute(f"VACUUM ANALYZE {BY_PARTITION}")
+
+
+def read_batch_base_hash(spark: Any, options: Any, splits: Any, conn: psycopg.Connection, *,
+                         relation: str = "prototype_records") -> Any:
+    """read_statements of split_statements: jvm_batch_base_hash."""
+    return read_statements(spark, options, split_statements(conn, splits, relation=relation))
+
+
+def read_statements(spark: Any, options: Any, statements: list[str]) -> Any:
+    """The JVM read's conversions (declared schema, record_columns) over one JDBC relation per
+    statement, each a `dbtable` subquery (one query per split, one task each), unioned: the same
+    columns, connection properties and schema as read_jvm. spark_source.py's jvm_union reads the
+    view's split queries this way: what the union of relations costs, apart from the SQL."""
+    from functools import reduce
+
+    from pyspark.sql.types import StructType, _parse_datatype_string
+
+    from spark_jobs.reader.batch import schema_ddl
+    from spark_jobs.reader.jvm import JdbcSource, connection_properties, declared, record_columns
+
+    schema = _parse_datatype_string(schema_ddl(options))
+    assert isinstance(schema, StructType)
+    source = JdbcSource.of(options.database)
+    props = connection_properties(source)
+    parts = [declared(spark, spark.read.jdbc(source.url, f"({sql}) s", properties=props), schema)
+             for sql in statements]
+    return record_columns(reduce(lambda a, b: a.unionAll(b), parts), options)
+
+
 if __name__ == "__main__":
     sys.exit(main())

@@ -48,6 +48,17 @@ materialised, nothing collected), with the same number of tasks (--tasks):
   predicates, properties, schema and columns) over a copy of the view whose records carry their
   batch's base offset, each batch's records joined by equality instead of a range per batch;
   jvm_batch_base_no_headers: includeHeaders=false; jvm_batch_base_count counted;
+- jvm_batch_base_hash: PROTOTYPE (scan_view_cost.read_batch_base_hash): the same records with
+  their batch base, each split one query written when the read is planned (a `dbtable`
+  subquery per split, the relations unioned: one query per task): the split's committed batches
+  hash-joined on batch_base to one offset range of the partition's records, from the batches' lowest base offset to their highest end offset; the declared
+  schema and conversions of read_jvm; checked equal to jvm row for row, and one split's
+  EXPLAIN (ANALYZE, BUFFERS) printed; jvm_batch_base_hash_no_headers: includeHeaders=false;
+  jvm_batch_base_hash_by_partition (and _no_headers): the same over a copy of prototype_records
+  whose heap holds each partition's records together (scan_view_cost.ensure_by_partition; not a
+  layout a log's appends give): the heap layout's share of the per-split hash join;
+  jvm_union: the JVM read's own split queries over the view read the same way (one `dbtable`
+  subquery per split, unioned): what that way of reading costs, apart from the SQL;
 - jvm_dense: the JVM read (spark_jobs.reader.jvm.read_jvm: the same plan, predicates, connection
   properties, declared schema and conversions) over `bench_view_rows`, a table holding the
   view's output for the topic (its columns and types, headers as the view's JSON text, and
@@ -61,7 +72,8 @@ materialised, nothing collected), with the same number of tasks (--tasks):
   conversion (parsed_headers): the headers' conversion alone, no JDBC;
 - server_plain, server_view, server_dense: the server's execution of each variant's split
   queries (plain's id ranges, the JVM read's predicates over the view, the same over
-  bench_view_rows), as Spark's JDBC reader sends them, run one after another through psycopg
+  bench_view_rows; server_batch_base: the predicates over prototype_committed_records;
+  server_batch_base_hash: jvm_batch_base_hash's split queries), as Spark's JDBC reader sends them, run one after another through psycopg
   under EXPLAIN (ANALYZE, TIMING OFF), the sum of their execution times (rows are produced,
   not sent): the server's share of each read, in the same rounds;
 - *_count (plain, source_adbc, jvm, jvm_nullable, jvm_header_arrays): the same reads counted
@@ -116,10 +128,12 @@ from benchmarks.jdbc_reader import (  # noqa: E402
 DATABASE = "outbox_spark_source_bench"
 VARIANTS = ("plain", "records_raw", "view_jdbc", "source_adbc", "source_psycopg", "source_adbc_no_headers",
             "jdbc_reader", "arrow_floor", "jvm", "jvm_no_headers", "jvm_nullable", "jvm_stored", "jvm_headers_text",
-            "jvm_header_arrays", "jvm_batch_base", "jvm_batch_base_no_headers", "plain_count", "source_adbc_count", "jvm_count", "jvm_nullable_count",
+            "jvm_header_arrays", "jvm_batch_base", "jvm_batch_base_no_headers", "jvm_batch_base_hash",
+            "jvm_batch_base_hash_no_headers", "jvm_batch_base_hash_by_partition",
+            "jvm_batch_base_hash_by_partition_no_headers", "jvm_union", "plain_count", "source_adbc_count", "jvm_count", "jvm_nullable_count",
             "jvm_header_arrays_count", "jvm_batch_base_count",
             "jvm_dense", "jvm_dense_no_headers", "jvm_dense_headers_text", "headers_cached", "headers_parse",
-            "server_plain", "server_view", "server_dense",
+            "server_plain", "server_view", "server_dense", "server_batch_base", "server_batch_base_hash",
             "plain_pruned", "source_adbc_pruned", "jvm_pruned", "jvm_nullable_pruned")
 # What each variant's ratio is taken against: the raw JDBC read of the same rows, in the same way.
 REFERENCE = {"plain_count": "plain_count", "source_adbc_count": "plain_count", "jvm_count": "plain_count",
@@ -127,7 +141,8 @@ REFERENCE = {"plain_count": "plain_count", "source_adbc_count": "plain_count", "
              "jvm_batch_base_count": "plain_count",
              "plain_pruned": "plain_pruned", "source_adbc_pruned": "plain_pruned", "jvm_pruned": "plain_pruned",
              "jvm_nullable_pruned": "plain_pruned",
-             "server_view": "server_plain", "server_dense": "server_plain"}
+             "server_view": "server_plain", "server_dense": "server_plain", "server_batch_base": "server_plain",
+             "server_batch_base_hash": "server_plain"}
 # The pruned variants keep one partition of the topic: the last.
 PRUNED = "partition = {last}"
 PLAIN_COLUMNS = '"partition", "offset", commit_position, timestamp_ms, key, value, headers'
@@ -317,6 +332,8 @@ def main(argv: list[str] | None = None) -> int:
         with psycopg.connect(url.replace("postgresql+psycopg", "postgresql"), autocommit=True) as conn:
             if scan_view_cost.ensure(conn):
                 print("  prototype: records with their batch base, and its view, built", file=sys.stderr)
+            if any(v.startswith("jvm_batch_base_hash_by_partition") for v in chosen):
+                scan_view_cost.ensure_by_partition(conn)
     rows = copy_to_plain_table(url)
     if any(v in chosen for v in ("jvm_dense", "jvm_dense_no_headers", "jvm_dense_headers_text", "headers_cached",
                                  "headers_parse", "server_dense")):
@@ -386,6 +403,9 @@ def main(argv: list[str] | None = None) -> int:
         def jvm_batch_base(**extra: str):  # type: ignore[no-untyped-def]
             return scan_view_cost.read_batch_base(spark, *planned(**extra))
 
+        def jvm_batch_base_hash(relation: str = "prototype_records", **extra: str):  # type: ignore[no-untyped-def]
+            return scan_view_cost.read_batch_base_hash(spark, *planned(**extra), server, relation=relation)
+
         def jvm_dense(**extra: str):  # type: ignore[no-untyped-def]
             return read_jvm(spark, *planned(**extra), relation=VIEW_SHAPED)
 
@@ -410,6 +430,9 @@ def main(argv: list[str] | None = None) -> int:
             "server_view": ServerRead(server, [f"SELECT {JVM_COLUMNS} FROM {VIEW} WHERE {p}" for p in jvm_queries]),
             "server_dense": ServerRead(server, [f"SELECT {JVM_COLUMNS} FROM {VIEW_SHAPED} WHERE {p}"
                                                 for p in jvm_queries]),
+            "server_batch_base": ServerRead(server, [f"SELECT {JVM_COLUMNS} FROM {scan_view_cost.VIEW} WHERE {p}"
+                                                     for p in jvm_queries]),
+            "server_batch_base_hash": ServerRead(server, scan_view_cost.split_statements(server, planned()[1])),
         }
 
         pruned = PRUNED.format(last=max(ends))
@@ -467,6 +490,13 @@ def main(argv: list[str] | None = None) -> int:
             "jvm_batch_base": jvm_batch_base,
             "jvm_batch_base_no_headers": lambda: jvm_batch_base(includeHeaders="false"),
             "jvm_batch_base_count": lambda: jvm_batch_base().groupBy().count(),
+            "jvm_batch_base_hash": jvm_batch_base_hash,
+            "jvm_batch_base_hash_no_headers": lambda: jvm_batch_base_hash(includeHeaders="false"),
+            "jvm_batch_base_hash_by_partition": lambda: jvm_batch_base_hash(scan_view_cost.BY_PARTITION),
+            "jvm_batch_base_hash_by_partition_no_headers": lambda: jvm_batch_base_hash(
+                scan_view_cost.BY_PARTITION, includeHeaders="false"),
+            "jvm_union": lambda: scan_view_cost.read_statements(
+                spark, planned()[0], [f"SELECT {JVM_COLUMNS} FROM {VIEW} WHERE {p}" for p in jvm_queries]),
             "jvm_nullable_count": lambda: jvm_nullable().groupBy().count(),
             "jvm_nullable_pruned": lambda: jvm_nullable().where(pruned),
             "plain_count": lambda: plain().groupBy().count(),
@@ -496,7 +526,10 @@ def main(argv: list[str] | None = None) -> int:
             print(f"jvm_header_arrays: {differing} rows whose headers differ from jvm's; "
                   f"{with_headers:,} rows with headers", file=sys.stderr)
             assert differing == 0, differing
-        if "jvm_batch_base" in chosen:
+        for prototype, read in (("jvm_batch_base", jvm_batch_base), ("jvm_batch_base_hash", jvm_batch_base_hash),
+                                ("jvm_batch_base_hash_by_partition", variants["jvm_batch_base_hash_by_partition"])):
+            if prototype not in chosen:
+                continue
             # Every row and column (headers as their JSON, maps not being comparable) equal to jvm's.
             from pyspark.sql import functions as G
 
@@ -505,10 +538,17 @@ def main(argv: list[str] | None = None) -> int:
 
             # exceptAll is a difference of multisets: none left over and the same count is the
             # same rows, each as many times.
-            extra = comparable(jvm_batch_base()).exceptAll(comparable(jvm())).count()
-            both = (jvm_batch_base().count(), jvm().count())
-            print(f"jvm_batch_base: {extra} rows not in jvm's; counts {both[0]:,} and {both[1]:,}", file=sys.stderr)
+            extra = comparable(read()).exceptAll(comparable(jvm())).count()
+            both = (read().count(), jvm().count())
+            print(f"{prototype}: {extra} rows not in jvm's; counts {both[0]:,} and {both[1]:,}", file=sys.stderr)
             assert extra == 0 and both[0] == both[1], (extra, both)
+        if "jvm_batch_base_hash" in chosen:
+            # The plan of one split's query, as Spark's JDBC reader sends it (its columns
+            # selected from the subquery): a hash join, the records read by one range.
+            first = scan_view_cost.split_statements(server, planned()[1])[0]
+            plan = server.execute(f"EXPLAIN (ANALYZE, BUFFERS) SELECT {JVM_COLUMNS} FROM ({first}) s").fetchall()
+            print("jvm_batch_base_hash, first split:\n    " + first + "\n    " + "\n    ".join(r[0] for r in plan),
+                  file=sys.stderr)
         # A fixed order let each variant follow the same neighbour every round (plain always
         # first, after the previous round's last), and inherit what it left: the database's
         # cache, the JVM's heap, a Python worker to start. Shuffled afresh each round, the
