@@ -8,7 +8,6 @@ import datetime
 import threading
 import uuid
 from collections import OrderedDict
-from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -18,7 +17,7 @@ from kio.schema.errors import ErrorCode
 from app.domain import acl
 from app.domain.acl import CLUSTER, Operation
 from app.domain.errors import ConcurrentTransactions, InvalidRecord, OutboxError
-from app.domain.offsets import GroupMetadata
+from app.domain.offsets import GroupMetadata, duplicated
 from app.domain.read import offset_order_upper_bound
 from app.domain.records import check_record_count
 from app.domain.types import IsolationLevel, TransactionVersion, ValueFormat
@@ -561,14 +560,14 @@ class Apis:
         isolation = (IsolationLevel.READ_COMMITTED if getattr(body, "isolation_level", 0) == 1
                      else IsolationLevel.READ_UNCOMMITTED)
         topics = []
-        duplicated = duplicated_partitions((t.name, p.partition_index) for t in body.topics for p in t.partitions)
+        twice = set(duplicated((t.name, p.partition_index) for t in body.topics for p in t.partitions))
         for t in body.topics:
             answered = []
             denied = refusal_code(Operation.DESCRIBE, acl.topic(t.name))
             for p in t.partitions:
                 if denied is not None:
                     code, offset, timestamp = denied, -1, _NO_TIMESTAMP
-                elif (t.name, p.partition_index) in duplicated:
+                elif (t.name, p.partition_index) in twice:
                     # As Kafka: every entry of a partition named more than once, none read.
                     code, offset, timestamp = ErrorCode.invalid_request, -1, _NO_TIMESTAMP
                 else:
@@ -603,16 +602,6 @@ def fetch_partitions(topics: Any) -> list[tuple[str, list[Any]]]:
     """A Fetch's partitions as Kafka's broker takes them (its request's fetchData, a map):
     protocol.partitions_once, each read from the offset and limits it was last named with."""
     return partitions_once((t.topic, p.partition, p) for t in topics for p in t.partitions)
-
-
-def duplicated_partitions(named: Iterable[tuple[str, int]]) -> set[tuple[str, int]]:
-    """The (topic, partition) pairs named more than once: a ListOffsets answers each of their
-    entries INVALID_REQUEST, as Kafka does, and reads none of them."""
-    seen: set[tuple[str, int]] = set()
-    twice: set[tuple[str, int]] = set()
-    for key in named:
-        (twice if key in seen else seen).add(key)
-    return twice
 
 
 def api_versions_answer(version: int, code: ErrorCode) -> Any:
