@@ -34,6 +34,18 @@ class OffsetToStage:
 
 
 @dataclass(frozen=True, slots=True)
+class OffsetToCommit:
+    """One row of a group's committed offsets, as every path that commits one writes it (a
+    commit over either door, a reset, a transaction's completion: storage's offsets.commit)."""
+
+    group_id: str
+    topic_id: int
+    partition: int
+    committed_offset: int
+    metadata: str | None
+
+
+@dataclass(frozen=True, slots=True)
 class GroupMetadata:
     """What a consumer passes along with offsets (Kafka's ConsumerGroupMetadata, KIP-447)."""
 
