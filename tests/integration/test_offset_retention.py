@@ -75,6 +75,15 @@ def _heartbeat_for(client, clock, group: str, member_id: str, ms: int) -> None: 
         assert r.status_code == 200, r.text
 
 
+def _member_commits_and_leaves(client, clock, offset: int, *, held_ms: int = 0) -> None:  # type: ignore[no-untyped-def]
+    """A member joins group "g", commits "in" partition 0 at `offset` with its generation,
+    heartbeats for `held_ms` and leaves: the group is left empty now, its offset committed then."""
+    m = _join(client, "g")
+    _commit(client, "g", offset, generation_id=1, member_id=m["member_id"])
+    _heartbeat_for(client, clock, "g", m["member_id"], held_ms)
+    assert client.delete(f"/v1/groups/g/members/{m['member_id']}").status_code == 204
+
+
 def test_a_simple_consumers_offsets_expire_a_retention_after_their_commit(client, services, clock) -> None:  # type: ignore[no-untyped-def]
     create_topic(client, "in", 1)
     _commit(client, "simple", 3)  # no member, no generation: a group known by its offsets alone
@@ -94,9 +103,7 @@ def test_unset_no_offset_expires_however_old(client, unset, clock) -> None:  # t
     # consumer's group, and a group its member left.
     create_topic(client, "in", 1)
     _commit(client, "simple", 3)
-    m = _join(client, "g")
-    _commit(client, "g", 5, generation_id=1, member_id=m["member_id"])
-    assert client.delete(f"/v1/groups/g/members/{m['member_id']}").status_code == 204
+    _member_commits_and_leaves(client, clock, 5)
     clock.advance(100 * 365 * 24 * 3_600_000)
     worker = GroupExpiryWorker(unset.group_maintenance, clock, ChoreConfig(interval_ms=50))
 
@@ -145,10 +152,7 @@ def test_an_emptied_groups_offsets_are_kept_a_retention_from_when_it_was_left_em
     # Committed two retentions before its member left: Kafka counts an Empty group's retention
     # from its becoming empty, not from the commit.
     create_topic(client, "in", 1)
-    m = _join(client, "g")
-    _commit(client, "g", 3, generation_id=1, member_id=m["member_id"])
-    _heartbeat_for(client, clock, "g", m["member_id"], 2 * SHORT_RETENTION_MS)
-    assert client.delete(f"/v1/groups/g/members/{m['member_id']}").status_code == 204
+    _member_commits_and_leaves(client, clock, 3, held_ms=2 * SHORT_RETENTION_MS)
     clock.advance(SHORT_RETENTION_MS - 1)
 
     assert short.group_maintenance.expire_offsets(clock()) == OffsetExpiry(0, False)
@@ -286,9 +290,7 @@ def test_the_pass_deletes_the_group_its_offsets_left_empty_and_counts_them(  # t
     # Left empty a retention ago, far more than EMPTY_GROUP_RETENTION_MS: the group goes in the
     # pass that expires its last offset.
     create_topic(client, "in", 1)
-    m = _join(client, "g")
-    _commit(client, "g", 3, generation_id=1, member_id=m["member_id"])
-    assert client.delete(f"/v1/groups/g/members/{m['member_id']}").status_code == 204
+    _member_commits_and_leaves(client, clock, 3)
     worker = GroupExpiryWorker(services.group_maintenance, clock, ChoreConfig(interval_ms=50))
     assert worker.run_once(clock()) == GroupExpiryPass(0, 0, 0)
     clock.advance(RETENTION_MS)
