@@ -47,7 +47,7 @@ PARTS = [
                                                         "_timestamps_in_range", "_header_texts"]),
     ("append: statements, rows, SQLAlchemy", ["LogService.send"]),
     ("request parse, answer encode (kio)", ["app/kafka/protocol.py"]),
-    ("rest of the Produce handler", ["Apis.produce", "Apis._produce_partition"]),
+    ("rest of the Produce handler", ["ProduceApi.produce", "ProduceApi._produce_partition"]),
     # The event loop's thread (uvicorn's, which the listener shares) before the other threads.
     ("asyncio loop, thread handoff", ["KafkaListener", "asyncio", "to_thread", "ThreadPoolExecutor"]),
     ("background threads", ["LogChanges", "Chore"]),

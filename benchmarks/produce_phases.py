@@ -35,7 +35,8 @@ from run import VALUE  # noqa: E402 - the benchmark's own modules, not a package
 from app.composition import Services  # noqa: E402
 from app.domain.clock import system_clock  # noqa: E402
 from app.kafka import records as kafka_records  # noqa: E402
-from app.kafka.apis import Apis, Broker  # noqa: E402
+from app.kafka.decompressed import DecompressedBudget  # noqa: E402
+from app.kafka.produce import ProduceApi  # noqa: E402
 from app.services import log_service  # noqa: E402
 from app.settings import Settings  # noqa: E402
 from app.storage import append, dialect, record_rows  # noqa: E402
@@ -112,7 +113,7 @@ def main(argv: list[str] | None = None) -> int:
             services.topics.create("t", 1)
             producer = services.coordinator.init_producer_id(transactional_id=None, transaction_timeout_ms=None)
             services.log.send = phases.timed(PHASES[7], services.log.send)  # type: ignore[method-assign]
-            apis = Apis(services, Broker(0, "127.0.0.1", 9092))
+            produce = ProduceApi(services)
             rounds: dict[int, list[dict[str, float]]] = {size: [] for size in sizes}
             pieces: dict[int, int] = {}
             sequence = 0
@@ -123,9 +124,10 @@ def main(argv: list[str] | None = None) -> int:
                     sequence += args.records
                     phases.times, phases.pieces = {}, 0
                     start = time.perf_counter()
-                    code, message, _ = apis._produce_partition("t", 0, data, None, 9)
+                    budget = DecompressedBudget(settings.kafka_socket_request_max_bytes)
+                    done = produce._produce_partition("t", 0, data, None, 9, budget)
                     phases.add(PHASES[8], time.perf_counter() - start)
-                    assert code == 0, (code, message)
+                    assert done.code == 0, (done.code, done.message)
                     rounds[size].append(phases.times)
                     pieces[size] = phases.pieces
         finally:

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import enum
+from collections.abc import Hashable, Iterable
 from dataclasses import dataclass
+from typing import TypeVar
 
 from app.domain.errors import InvalidRequest, OffsetMetadataTooLarge
 
@@ -32,6 +34,18 @@ class OffsetToStage:
 
 
 @dataclass(frozen=True, slots=True)
+class OffsetToCommit:
+    """One row of a group's committed offsets, as every path that commits one writes it (a
+    commit over either door, a reset, a transaction's completion: storage's offsets.commit)."""
+
+    group_id: str
+    topic_id: int
+    partition: int
+    committed_offset: int
+    metadata: str | None
+
+
+@dataclass(frozen=True, slots=True)
 class GroupMetadata:
     """What a consumer passes along with offsets (Kafka's ConsumerGroupMetadata, KIP-447)."""
 
@@ -40,15 +54,32 @@ class GroupMetadata:
     group_instance_id: str | None = None  # a static member's (KIP-345): fenced once replaced
 
 
+K = TypeVar("K", bound=Hashable)
+
+
+def duplicated(named: Iterable[K]) -> list[K]:
+    """The keys named more than once, each once, in the order of their second naming: what a
+    request that names a partition (or a topic) twice is refused for, by every door. The HTTP
+    door refuses the whole request for the first (check_distinct_partitions); Kafka's ListOffsets
+    answers every entry of each INVALID_REQUEST, as Kafka does, and reads none of them."""
+    seen: set[K] = set()
+    twice: dict[K, None] = {}  # a dict: ordered, so the first refused is the first repeated
+    for key in named:
+        if key in seen:
+            twice[key] = None
+        else:
+            seen.add(key)
+    return list(twice)
+
+
 def check_distinct_partitions(offsets: list[OffsetToStage]) -> None:
     """One offset per partition per request: two would leave the winner to chance; and at most
     MAX_PARTITIONS_PER_REQUEST of them."""
     check_partition_count(len(offsets))
-    seen: set[tuple[str, int]] = set()
-    for o in offsets:
-        if (o.topic, o.partition) in seen:
-            raise InvalidRequest(f"two offsets for {o.topic}/{o.partition} in one request")
-        seen.add((o.topic, o.partition))
+    twice = duplicated((o.topic, o.partition) for o in offsets)
+    if twice:
+        topic, partition = twice[0]
+        raise InvalidRequest(f"two offsets for {topic}/{partition} in one request")
 
 
 def check_partition_count(count: int) -> None:

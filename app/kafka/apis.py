@@ -5,41 +5,35 @@ in a worker thread (server.Connection): the services block on the database."""
 from __future__ import annotations
 
 import datetime
-import threading
 import uuid
-from collections import OrderedDict
-from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from aiokafka.record.default_records import DefaultRecordBatch
 from kio.schema.errors import ErrorCode
 
 from app.domain import acl
 from app.domain.acl import CLUSTER, Operation
-from app.domain.errors import ConcurrentTransactions, InvalidRecord, OutboxError
-from app.domain.offsets import GroupMetadata
+from app.domain.errors import OutboxError
+from app.domain.offsets import GroupMetadata, duplicated
 from app.domain.read import offset_order_upper_bound
-from app.domain.records import check_record_count
-from app.domain.types import IsolationLevel, TransactionVersion, ValueFormat
+from app.domain.types import IsolationLevel, TransactionVersion
 from app.kafka import groups, records
 from app.kafka.acls import AclApis
 from app.kafka.admin import AdminApis
 from app.kafka.auth import RULES, access, authorized_operations, refusal_code
-from app.kafka.decompressed import BudgetSpent, DecompressedBudget
 from app.kafka.errors import error_code, metadata_code, transactional_code
 from app.kafka.groups import GroupApis
+from app.kafka.produce import ProduceApi
 from app.kafka.protocol import (
     API_VERSIONS,
     FINALIZED_FEATURES,
     FINALIZED_FEATURES_EPOCH,
     SERVED,
-    TRANSACTION_V2_SINCE,
-    CloseConnection,
     build,
     partitions_once,
     response_module,
     supported_features,
+    transaction_version,
 )
 
 _NO_WAIT = datetime.timedelta(0)
@@ -51,16 +45,6 @@ _NO_TIMESTAMP = -1
 # answer and fetches again for ever.
 _NO_RECORDS = b""
 _FIND_TRANSACTION = 1  # FindCoordinator key_type: 0 a group, 1 a transactional id
-# The topics whose value format Produce remembers, the most recently produced to: what a
-# listener holds does not grow with the number of topics, nor with what its callers name.
-VALUE_FORMATS_REMEMBERED = 1_024
-
-
-def transaction_version(api_key: int, version: int) -> TransactionVersion:
-    """The transaction version a request of this API and version speaks (KIP-890), as Kafka's
-    coordinator reads it: version 2 from TRANSACTION_V2_SINCE on, else version 1."""
-    since = TRANSACTION_V2_SINCE.get(api_key)
-    return TransactionVersion.V2 if since is not None and version >= since else TransactionVersion.V1
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,27 +57,13 @@ class Broker:
     port: int
 
 
-@dataclass(frozen=True, slots=True)
-class Produced:
-    """What a Produce of one partition's records came to: its error code and message, the base
-    offset written (-1 if none), and the records of the batch at fault by index, if any."""
-
-    code: ErrorCode
-    message: str | None
-    base_offset: int
-    record_indexes: tuple[int, ...] = ()
-
-
 class Apis:
     def __init__(self, services: Any, broker: Broker) -> None:
         self.services = services
         self.settings = services.settings
         self.broker = broker
-        # topic -> its value format, least recently produced to first (_value_format). Handlers
-        # run in worker threads at once: the lock keeps each look-up and eviction whole.
-        self._formats: OrderedDict[str, ValueFormat] = OrderedDict()
-        self._formats_lock = threading.Lock()
-        self.handlers = {0: self.produce, 1: self.fetch_now, 2: self.list_offsets, 3: self.metadata,
+        self.produce_api = ProduceApi(services)
+        self.handlers = {0: self.produce_api.produce, 1: self.fetch_now, 2: self.list_offsets, 3: self.metadata,
                          10: self.find_coordinator, 18: self.api_versions, 22: self.init_producer_id,
                          24: self.add_partitions_to_txn, 25: self.add_offsets_to_txn, 26: self.end_txn,
                          28: self.txn_offset_commit, 17: self.sasl_again, 36: self.sasl_again}
@@ -354,145 +324,6 @@ class Apis:
         return build(m.EndTxnResponse, throttle_time=_NO_WAIT, error_code=ErrorCode.none,
                      producer_id=ended.meta.producer_id, producer_epoch=ended.meta.producer_epoch)
 
-    # --- Produce ---------------------------------------------------------------------------
-
-    def produce(self, body: Any, version: int) -> Any:
-        """The answer, or None for acks=0 (Kafka sends none: the client does not read one)."""
-        m = response_module(0, version)
-        assert m is not None
-        topics = []
-        # As Kafka: without WRITE on the transactional id every partition is refused with it;
-        # else each topic without WRITE. Nothing of a refused partition is read or written.
-        refusal = (None if body.transactional_id is None
-                   else refusal_code(Operation.WRITE, acl.transactional_id(body.transactional_id)))
-        # The request's records, decompressed, within the request bound all together: a batch
-        # past what the batches before it left is NOT_ENOUGH_REPLICAS, and so is every one
-        # after it (app.kafka.decompressed).
-        budget = DecompressedBudget(self.settings.kafka_socket_request_max_bytes)
-        # As Kafka's handleProduceRequest: the partitions into a map, so a partition named more
-        # than once is answered once and written with the records it was last named with; the
-        # records of its earlier entries are not read. Each topic answered once, as Kafka's.
-        for topic, named in partitions_once(((t.name, p.index, p) for t in body.topic_data for p in t.partition_data),
-                                            each_topic_once=True):
-            answered = []
-            denied = refusal or refusal_code(Operation.WRITE, acl.topic(topic))
-            for p in named:
-                if denied is not None:
-                    answered.append(build(m.PartitionProduceResponse, index=p.index, error_code=denied,
-                                          base_offset=-1, log_append_time=None, log_start_offset=-1,
-                                          record_errors=(), error_message=None))
-                    continue
-                done = self._produce_partition(topic, p.index, p.records, body.transactional_id, version, budget)
-                record_errors = tuple(build(m.BatchIndexAndErrorMessage, batch_index=i,
-                                            batch_index_error_message=f"record {i} of the batch: {done.message}")
-                                      for i in done.record_indexes) if version >= 8 else ()
-                answered.append(build(m.PartitionProduceResponse, index=p.index, error_code=done.code,
-                                      base_offset=done.base_offset, log_append_time=None, log_start_offset=-1,
-                                      record_errors=record_errors, error_message=done.message))
-            topics.append(build(m.TopicProduceResponse, name=topic, partition_responses=tuple(answered)))
-        if body.acks == 0:
-            failed = [(t.name, p.index, p.error_code.name) for t in topics for p in t.partition_responses
-                      if p.error_code != ErrorCode.none]
-            if failed:
-                raise CloseConnection(f"a Produce with acks=0 failed: {failed}")
-            return None
-        return build(m.ProduceResponse, responses=tuple(topics), throttle_time=_NO_WAIT)
-
-    def _produce_partition(self, topic: str, partition: int, data: bytes | None,
-                           transactional_id: str | None, version: int, budget: DecompressedBudget) -> Produced:
-        """What one partition's records came to, its decompressing taken from the request's
-        `budget`. A transactional Produce of version 12 or later (transaction version 2) begins
-        the producer's next transaction if none is open, as Kafka's partition leader adds the
-        partition to it."""
-        spoken = None if transactional_id is None else transaction_version(0, version)
-        raw = bytes(data or b"")
-        try:
-            batches = records.read_batches(raw)
-        except Exception as e:  # noqa: BLE001 - aiokafka's reader raises several kinds for bytes it cannot read
-            return Produced(ErrorCode.corrupt_message, f"the record batches cannot be read: {e}", -1)
-        if len(batches) != 1:
-            return Produced(ErrorCode.invalid_record, "a partition's records must be one record batch", -1)
-        (batch,) = batches
-        if not isinstance(batch, DefaultRecordBatch) or batch.magic != 2:
-            return Produced(ErrorCode.unsupported_for_message_format, "only record batches of magic 2 are taken", -1)
-        if not batch.validate_crc():
-            return Produced(ErrorCode.corrupt_message, "the record batch's CRC-32C does not match its bytes", -1)
-        if batch.is_control_batch:
-            return Produced(ErrorCode.invalid_record, "a producer cannot write control batches", -1)
-        if (transactional_id is not None) != batch.is_transactional:
-            return Produced(ErrorCode.invalid_request if transactional_id is None else ErrorCode.invalid_record,
-                            "a transactional record batch goes with the request's transactional_id, and only it", -1)
-        count = records.record_count(raw)
-        if count < 1:
-            return Produced(ErrorCode.invalid_record, "a record batch holds at least one record", -1)
-        if count != batch.last_offset_delta + 1:
-            # Kafka's LogValidator refuses it so too. The count is what is read, the offsets what
-            # the limit below would otherwise be checked on: 10 records claiming one passed it.
-            return Produced(ErrorCode.invalid_record, f"the record batch holds {count} records and its offset "
-                            f"deltas run to {batch.last_offset_delta}", -1)
-        try:
-            check_record_count(count, self.settings.max_records_per_request)
-            budget.take(raw, batch.compression_type)
-            producer = batch.producer_id != records.NO_PRODUCER_ID
-
-            def appended(batch: DefaultRecordBatch, value_format: ValueFormat) -> Any:
-                (result,) = self.services.log.send(
-                    [records.send_batch(topic, partition, batch, self.services.clock(), value_format)],
-                    producer_id=batch.producer_id if producer else None,
-                    producer_epoch=batch.producer_epoch if producer else None, transactional_id=transactional_id,
-                    transaction_version=spoken)
-                return result
-
-            value_format = self._value_format(topic)
-            try:
-                result = appended(batch, value_format)
-            except InvalidRecord:
-                if self._value_format(topic, again=True) is value_format:
-                    raise
-                # The topic was deleted and created again in the other format since it was
-                # remembered: build the batch for the format it has now, once, from the bytes
-                # read afresh (aiokafka's batch reads its records once; a second pass found none
-                # and raised, and the client's retry on a new connection had done the rest).
-                (batch,) = records.read_batches(raw)
-                result = appended(batch, self._value_format(topic))
-        except InvalidRecord as e:
-            return Produced(ErrorCode.invalid_record, e.message, -1, e.record_indexes)
-        except BudgetSpent as e:
-            # The batches before it took the request's decompressed bound: this one is not at
-            # fault, and NOT_ENOUGH_REPLICAS is what every producer retries as not written
-            # (RECORD_LIST_TOO_LARGE, not retriable, lost its records).
-            return Produced(ErrorCode.not_enough_replicas, str(e), -1)
-        except ConcurrentTransactions as e:
-            if spoken is not TransactionVersion.V2:
-                return Produced(ErrorCode.concurrent_transactions, e.message, -1)
-            # Version 2: the first Produce of the next transaction, sent as soon as EndTxn
-            # answered, finds the previous one still completing (OUTBOX_COMPLETE_INLINE off).
-            # Kafka's partition leader answers that NOT_ENOUGH_REPLICAS, which every producer
-            # retries (it takes CONCURRENT_TRANSACTIONS from a Produce as an error of its own).
-            return Produced(ErrorCode.not_enough_replicas, e.message, -1)
-        except OutboxError as e:
-            return Produced(transactional_code(e, 0, version), e.message, -1)
-        return Produced(ErrorCode.none, None, result.base_offset)
-
-    def _value_format(self, topic: str, *, again: bool = False) -> ValueFormat:
-        """The topic's value format, remembered for the VALUE_FORMATS_REMEMBERED topics most
-        recently produced to: a topic's format is chosen when it is created and never changed
-        (docs/ARCHITECTURE.md, "Record formats"). `again`: read it anew (the topic may have
-        been created again since). UNKNOWN_TOPIC_OR_PARTITION for a topic that does not exist,
-        which is not remembered."""
-        with self._formats_lock:
-            known = None if again else self._formats.get(topic)
-            if known is not None:
-                self._formats.move_to_end(topic)
-                return known
-        known = self.services.topics.get(topic).config.value_format  # outside the lock: a database read
-        with self._formats_lock:
-            self._formats[topic] = known
-            self._formats.move_to_end(topic)
-            while len(self._formats) > VALUE_FORMATS_REMEMBERED:
-                self._formats.popitem(last=False)
-        return known
-
     # --- Fetch -----------------------------------------------------------------------------
 
     def fetch_now(self, body: Any, version: int) -> tuple[Any, int, list[tuple[int, int]]]:
@@ -561,14 +392,14 @@ class Apis:
         isolation = (IsolationLevel.READ_COMMITTED if getattr(body, "isolation_level", 0) == 1
                      else IsolationLevel.READ_UNCOMMITTED)
         topics = []
-        duplicated = duplicated_partitions((t.name, p.partition_index) for t in body.topics for p in t.partitions)
+        twice = set(duplicated((t.name, p.partition_index) for t in body.topics for p in t.partitions))
         for t in body.topics:
             answered = []
             denied = refusal_code(Operation.DESCRIBE, acl.topic(t.name))
             for p in t.partitions:
                 if denied is not None:
                     code, offset, timestamp = denied, -1, _NO_TIMESTAMP
-                elif (t.name, p.partition_index) in duplicated:
+                elif (t.name, p.partition_index) in twice:
                     # As Kafka: every entry of a partition named more than once, none read.
                     code, offset, timestamp = ErrorCode.invalid_request, -1, _NO_TIMESTAMP
                 else:
@@ -603,16 +434,6 @@ def fetch_partitions(topics: Any) -> list[tuple[str, list[Any]]]:
     """A Fetch's partitions as Kafka's broker takes them (its request's fetchData, a map):
     protocol.partitions_once, each read from the offset and limits it was last named with."""
     return partitions_once((t.topic, p.partition, p) for t in topics for p in t.partitions)
-
-
-def duplicated_partitions(named: Iterable[tuple[str, int]]) -> set[tuple[str, int]]:
-    """The (topic, partition) pairs named more than once: a ListOffsets answers each of their
-    entries INVALID_REQUEST, as Kafka does, and reads none of them."""
-    seen: set[tuple[str, int]] = set()
-    twice: set[tuple[str, int]] = set()
-    for key in named:
-        (twice if key in seen else seen).add(key)
-    return twice
 
 
 def api_versions_answer(version: int, code: ErrorCode) -> Any:

@@ -24,6 +24,8 @@ from kio.schema.errors import ErrorCode
 from kio.serial import entity_reader, entity_writer
 from kio.static.constants import EntityType
 
+from app.domain.types import TransactionVersion
+
 # api_key -> (min, max) version served. ApiVersions advertises exactly this table. Fetch stops
 # at 12 and Metadata at 12: Fetch 13 names topics by id, which the service does not give them
 # yet. Produce stops at 12: 13 names topics by id.
@@ -84,6 +86,15 @@ SERVED: dict[int, tuple[int, int]] = {
 # (FINALIZED_FEATURES), and a client that does not read the feature never sends them in a
 # transaction. Earlier versions speak version 1.
 TRANSACTION_V2_SINCE: dict[int, int] = {0: 12, 26: 5, 28: 5}
+
+
+def transaction_version(api_key: int, version: int) -> TransactionVersion:
+    """The transaction version a request of this API and version speaks (KIP-890), as Kafka's
+    coordinator reads it: version 2 from TRANSACTION_V2_SINCE on, else version 1."""
+    since = TRANSACTION_V2_SINCE.get(api_key)
+    return TransactionVersion.V2 if since is not None and version >= since else TransactionVersion.V1
+
+
 # The features ApiVersions answers, as a Kafka 4 broker does: `transaction.version` supported
 # from 0 to 2 and finalized at 2 (KIP-584's feature flags; a feature's finalized level is its
 # min and max level alike). The features never change here, so their epoch is fixed; a client

@@ -1,7 +1,9 @@
 """Consumer groups: the HTTP door's membership with generations, the offsets both doors commit
-outside transactions, the lag, and the expiry of members of either door's groups. Kafka's
-classic group protocol, the Kafka door's membership, is app.services.classic_group_protocol;
-the rules both share are app.services.group_membership.
+outside transactions, the lag, and the expiry of one group's members (expire_group) that
+requests and group maintenance both run. Kafka's classic group protocol, the Kafka door's
+membership, is app.services.classic_group_protocol; the rules both share are
+app.services.group_membership; what the group-expiry worker runs is
+app.services.group_maintenance.
 
 The HTTP door's rebalance protocol is Kafka's eager one reduced to what HTTP clients need: Join returns
 the member's assignment at once (the service runs the range assignor itself, no group
@@ -40,6 +42,7 @@ from app.domain.group import CONSUMER_PROTOCOL, GroupState, StoredGroupState
 from app.domain.offsets import (
     GroupMetadata,
     OffsetResetSpec,
+    OffsetToCommit,
     OffsetToStage,
     PlannedReset,
     ResetScope,
@@ -59,56 +62,6 @@ from app.settings import Settings
 from app.storage import groups, offset_order, offsets, read_committed, topics
 from app.storage.dialect import RowLock
 from app.storage.engine import Database, after_commit
-
-
-# The most groups one write transaction of the expiry pass locks and expires (expire_members)
-# or deletes (delete_empty_groups).
-EXPIRY_CHUNK_GROUPS = 100
-# How long a group without members and offsets is kept (delete_empty_groups): Kafka's
-# offsets.retention.check.interval.ms, the longest its coordinator keeps such a group. Meanwhile
-# ListGroups and DescribeGroups show it Empty, and its generation goes on from where it was
-# when a consumer joins again.
-EMPTY_GROUP_RETENTION_MS = 10 * 60 * 1000
-# The most empty groups one pass deletes: a pass holds their ids; the next pass takes the rest.
-EMPTY_GROUPS_PER_PASS = 1_000
-# How often group expiry looks for them (GroupExpiryWorker): the look reads every group's row
-# and, for each one unchanged for the retention (a Stable group's: heartbeats write members'
-# rows), checks its members and offsets. For 100,000 groups Stable for a while that took 42 to
-# 52 ms on SQLite and 32 to 172 ms on PostgreSQL (1 to 10 offsets a group), 5 to 25 times the
-# pass's member expiry (docs/benchmarks.md): every pass (OUTBOX_COORDINATOR_INTERVAL_MS, 200 ms)
-# would multiply group expiry's cost by as much; once a minute adds 1 to 8 % to it. The look
-# for expired offsets (expire_offsets) runs with it and costs about as much: it reads every
-# committed offset (4 to 66 ms among a million; on SQLite 488 ms when every offset is past the
-# retention but its group is kept, docs/benchmarks.md). A
-# group is deleted at the first look at which it has no member and no offset and its row has
-# not changed for EMPTY_GROUP_RETENTION_MS: up to a minute more after it was left empty, or at
-# the first look after its offsets went, if they went later (OffsetDelete, their topic's
-# deletion, an aborted transaction's staged offsets: none of them writes the group's row).
-EMPTY_GROUP_CHECK_INTERVAL_MS = 60 * 1000
-
-
-# The most expired offsets one pass deletes (expire_offsets), and one write transaction of it:
-# the pass holds their keys; the next pass takes the rest.
-EXPIRED_OFFSETS_PER_PASS = 10_000
-EXPIRY_CHUNK_OFFSETS = 1_000
-
-
-@dataclass(frozen=True, slots=True)
-class OffsetExpiry:
-    """What one expire_offsets did."""
-
-    expired: int  # committed offsets deleted
-    # The look found EXPIRED_OFFSETS_PER_PASS offsets to delete, its most: more may be waiting.
-    limit_reached: bool
-
-
-@dataclass(frozen=True, slots=True)
-class EmptyGroupDeletion:
-    """What one delete_empty_groups did."""
-
-    deleted: int  # groups deleted
-    # The look found EMPTY_GROUPS_PER_PASS groups to delete, its most: more may be waiting.
-    limit_reached: bool
 
 
 @dataclass(frozen=True, slots=True)
@@ -245,6 +198,41 @@ def reset_as_dict(group_id: str, plan: list[PlannedReset], *, dry_run: bool) -> 
                          "new_offset": r.new_offset} for r in plan]}
 
 
+def expire_group(conn: Connection, group_id: str, now_ms: int, settings: Settings) -> int:
+    """The expiry pass for one group, whose row the caller has locked: removes the members
+    whose session has ended (group_membership.session_ended) and rebalances the group, or
+    ends a Kafka door's join phase whose deadline has passed. Returns how many members it
+    removed. Also run by the requests that answer from whether the group has members
+    (DeleteGroups, OffsetDelete, a reset, a commit without a member): Kafka removes a
+    member the moment its session ends, and the pass may not have reached the group yet."""
+    g = groups.group(conn, group_id)
+    assert g is not None
+    expired = [m.member_id for m in groups.members(conn, group_id) if session_ended(g, m, now_ms)]
+    if expired:
+        groups.remove_members(conn, group_id, expired)
+        after_commit(conn, partial(metrics.GROUP_MEMBERS_EXPIRED.inc, len(expired)))
+    if g.protocol_type is None:
+        if expired:
+            rebalance(conn, group_id, now_ms)
+        return len(expired)
+    if expired:
+        members_left(conn, group_id, now_ms)
+        return len(expired)
+    return complete_join(conn, group_id, now_ms, initial_delay_ms=settings.group_initial_rebalance_delay_ms)
+
+
+def rebalance(conn: Connection, group_id: str, now: int) -> None:
+    """The HTTP door's rebalance: the range assignor over the members' topics, a new generation."""
+    members = groups.members(conn, group_id)
+    names = {t for m in members for t in m.topics}
+    counts = {t.name: t.partition_count for t in topics.list_topics(conn) if t.name in names}
+    assignment = range_assign({m.member_id: m.topics for m in members}, counts)
+    for m in members:
+        groups.update_member(conn, group_id, m.member_id, assignment=assignment[m.member_id])
+    generation = groups.generation(conn, group_id) or 0
+    groups.set_generation(conn, group_id, generation + 1, now)
+
+
 class GroupService:
     def __init__(self, db: Database, settings: Settings, clock: Clock) -> None:
         self.db = db
@@ -294,7 +282,7 @@ class GroupService:
                     conn, group_id, member_id, topics=subscription,
                     session_timeout_ms=session_timeout_ms, last_heartbeat_ms=now,
                 )
-            self._rebalance(conn, group_id, now)
+            rebalance(conn, group_id, now)
             return self._membership(conn, group_id, member_id)
 
     def heartbeat(self, group_id: str, member_id: str) -> Membership:
@@ -317,7 +305,7 @@ class GroupService:
                 raise UnknownMemberId(f"{member_id!r} is not a member of group {group_id!r}")
             check_door(conn, group_id, current, protocol_type=None)
             groups.remove_members(conn, group_id, [member_id])
-            self._rebalance(conn, group_id, now)
+            rebalance(conn, group_id, now)
 
     def describe_groups(self, group_ids: list[str]) -> list[GroupDescription]:
         """Each group as DescribeGroups shows it, in one snapshot: DEAD for one the service
@@ -358,7 +346,7 @@ class GroupService:
             # Members whose session has ended are gone, as in Kafka, though group expiry has
             # not removed them yet: without this, a group whose consumers stopped without
             # leaving is NON_EMPTY_GROUP until the pass reaches it.
-            self._expire_group(conn, group_id, now)
+            expire_group(conn, group_id, now, self.settings)
             members = groups.members(conn, group_id)
             if members:
                 raise NonEmptyGroup(f"group {group_id!r} has {len(members)} member(s): a group is deleted "
@@ -382,7 +370,7 @@ class GroupService:
             g = groups.group(conn, group_id, lock=RowLock.UPDATE)
             if g is not None:
                 # A member whose session has ended subscribes to nothing (as in DeleteGroups).
-                self._expire_group(conn, group_id, self.clock())
+                expire_group(conn, group_id, self.clock(), self.settings)
             members = groups.members(conn, group_id)
             if members and g is not None and g.protocol_type not in (None, CONSUMER_PROTOCOL):
                 raise NonEmptyGroup(f"group {group_id!r} has members of protocol {g.protocol_type!r}: its "
@@ -429,130 +417,6 @@ class GroupService:
                                             info.last_stable_offset, lag, exact, (name, info.partition) in pending))
             return GroupLag(out)
 
-    def expire_members(self, now_ms: int) -> int:
-        """Remove members whose session timed out and rebalance their groups: one write
-        transaction for every EXPIRY_CHUNK_GROUPS groups the pass finds, none when it finds none.
-
-        One, not one per group: on SQLite each durable commit waits for an fsync of the WAL,
-        which a loaded disk can stretch to a large part of a second, and a pass that expired
-        a few groups paid it once per group, holding up every other writer of the process
-        meanwhile. Not durable (Database.write): a removal lost in a crash is found again by
-        the next pass, the session still being over; and whatever a client does in answer to
-        it (a rejoin, a commit) is a durable write that makes it durable too. The rows are
-        locked in group id order, as every pass takes them: two passes at once (several
-        processes on PostgreSQL) wait for each other rather than deadlock. A transaction holds
-        at most EXPIRY_CHUNK_GROUPS groups' locks: the heartbeats, joins and commits of a group
-        the pass has locked wait for its transaction to end, and with thousands of groups
-        expiring at once one transaction would make every one of them wait for all."""
-        with self.db.read() as conn:
-            candidates = groups.groups_with_expired_members(conn, now_ms)
-            candidates = sorted(set(candidates) | set(groups.groups_past_rebalance_deadline(conn, now_ms)))
-        return self._locked_in_chunks(candidates, lambda conn, locked: sum(
-            self._expire_group(conn, group_id, now_ms) for group_id in locked))
-
-    def delete_empty_groups(self, now_ms: int) -> EmptyGroupDeletion:
-        """Delete the groups that have had no member and no offset (committed, or staged by an
-        unfinished transaction) for EMPTY_GROUP_RETENTION_MS, as Kafka's coordinator deletes an
-        Empty group without offsets when it next checks its offsets' retention; returns how
-        many, and whether the look found its most (more may be waiting). A JoinGroup creates
-        its group's row, and a client that names a new group in each and goes away would
-        otherwise leave a row per name forever. At most
-        EMPTY_GROUPS_PER_PASS a pass, in transactions of EXPIRY_CHUNK_GROUPS groups, locked in
-        group id order as expire_members locks them; not durable, as expire_members' (a
-        deletion lost in a crash is made again by the next pass).
-
-        What goes is the row (its generation, its protocol type): a commit that still carries
-        one of the group's generations names a member that is gone and is refused
-        UNKNOWN_MEMBER_ID, as after the member left. A simple consumer's commit racing the
-        deletion keeps its offsets: the group is then one known by its offsets alone."""
-        kept_since = now_ms - EMPTY_GROUP_RETENTION_MS
-        with self.db.read() as conn:
-            candidates = groups.empty_groups(conn, kept_since, EMPTY_GROUPS_PER_PASS)
-        deleted = self._locked_in_chunks(candidates, lambda conn, locked: self._delete_if_empty(
-            conn, locked, kept_since))
-        return EmptyGroupDeletion(deleted, len(candidates) >= EMPTY_GROUPS_PER_PASS)
-
-    def expire_offsets(self, now_ms: int) -> OffsetExpiry:
-        """Delete the committed offsets of groups without members that
-        OUTBOX_OFFSETS_RETENTION_MINUTES has expired (groups._offset_expired, Kafka's
-        offsets.retention.minutes): a simple consumer that names a new group in each commit
-        would otherwise leave its offsets forever. Returns how many, and whether the look found
-        its most. At most EXPIRED_OFFSETS_PER_PASS a pass, in transactions of
-        EXPIRY_CHUNK_OFFSETS, each locking its offsets' groups' rows in group id order, as
-        expire_members locks them, a group known by its offsets alone by a row created and
-        deleted again in the transaction, as DeleteGroups does (groups.lock_offsets_groups: a
-        join waits for it); the offsets themselves are taken only where no other transaction
-        holds them (groups.delete_expired_offsets), the rest left to the next pass; not
-        durable, as delete_empty_groups' (a deletion lost in a crash is made again by the next
-        pass). A group left without offsets and members then goes by delete_empty_groups.
-        Nothing when OUTBOX_OFFSETS_RETENTION_MINUTES is unset (the default): offsets are kept."""
-        if self.settings.offsets_retention_minutes is None:
-            return OffsetExpiry(0, False)
-        kept_since = now_ms - self.settings.offsets_retention_minutes * 60_000
-        with self.db.read() as conn:
-            candidates = groups.expired_offsets(conn, kept_since, EXPIRED_OFFSETS_PER_PASS)
-        expired = 0
-        for i in range(0, len(candidates), EXPIRY_CHUNK_OFFSETS):
-            chunk = candidates[i:i + EXPIRY_CHUNK_OFFSETS]
-            with self.db.write(durable=False) as conn:
-                created = groups.lock_offsets_groups(conn, [group_id for group_id, _, _ in chunk])
-                deleted = groups.delete_expired_offsets(conn, chunk, kept_since)
-                groups.delete_created_groups(conn, created)
-                after_commit(conn, partial(metrics.GROUP_OFFSETS_EXPIRED.inc, deleted))
-            expired += deleted
-        return OffsetExpiry(expired, len(candidates) >= EXPIRED_OFFSETS_PER_PASS)
-
-    @staticmethod
-    def _delete_if_empty(conn: Connection, locked: list[str], kept_since: int) -> int:
-        """groups.delete_if_empty, counted once committed, as _expire_group counts members."""
-        deleted = groups.delete_if_empty(conn, locked, kept_since)
-        after_commit(conn, partial(metrics.GROUPS_DELETED_EMPTY.inc, deleted))
-        return deleted
-
-    def _locked_in_chunks(self, group_ids: list[str], each: Callable[[Connection, list[str]], int]) -> int:
-        """`each(conn, locked)` for each chunk of EXPIRY_CHUNK_GROUPS of `group_ids`, in a write
-        transaction of its own, `locked` the groups of the chunk that still exist, their rows
-        locked (in group id order); the sum of what it returned. Not lock_group: a group deleted
-        since the caller read its id (by DeleteGroups, once its members' sessions ended, or by
-        another pass) is not created again."""
-        done = 0
-        for i in range(0, len(group_ids), EXPIRY_CHUNK_GROUPS):
-            with self.db.write(durable=False) as conn:
-                done += each(conn, groups.lock_existing_groups(conn, group_ids[i:i + EXPIRY_CHUNK_GROUPS]))
-        return done
-
-    def _expire_group(self, conn: Connection, group_id: str, now_ms: int) -> int:
-        """The expiry pass for one group, whose row the caller has locked: removes the members
-        whose session has ended (group_membership.session_ended) and rebalances the group, or
-        ends a Kafka door's join phase whose deadline has passed. Returns how many members it
-        removed. Also run by the requests that answer from whether the group has members
-        (DeleteGroups, OffsetDelete, a reset, a commit without a member): Kafka removes a
-        member the moment its session ends, and the pass may not have reached the group yet."""
-        g = groups.group(conn, group_id)
-        assert g is not None
-        expired = [m.member_id for m in groups.members(conn, group_id) if session_ended(g, m, now_ms)]
-        if expired:
-            groups.remove_members(conn, group_id, expired)
-            after_commit(conn, partial(metrics.GROUP_MEMBERS_EXPIRED.inc, len(expired)))
-        if g.protocol_type is None:
-            if expired:
-                self._rebalance(conn, group_id, now_ms)
-            return len(expired)
-        if expired:
-            members_left(conn, group_id, now_ms)
-            return len(expired)
-        return complete_join(conn, group_id, now_ms, initial_delay_ms=self.settings.group_initial_rebalance_delay_ms)
-
-    def _rebalance(self, conn: Connection, group_id: str, now: int) -> None:
-        members = groups.members(conn, group_id)
-        names = {t for m in members for t in m.topics}
-        counts = {t.name: t.partition_count for t in topics.list_topics(conn) if t.name in names}
-        assignment = range_assign({m.member_id: m.topics for m in members}, counts)
-        for m in members:
-            groups.update_member(conn, group_id, m.member_id, assignment=assignment[m.member_id])
-        generation = groups.generation(conn, group_id) or 0
-        groups.set_generation(conn, group_id, generation + 1, now)
-
     @staticmethod
     def _membership(conn: Connection, group_id: str, member_id: str) -> Membership:
         members = groups.members(conn, group_id)
@@ -583,7 +447,7 @@ class GroupService:
                     # Unless their sessions have ended (as in DeleteGroups). Locked as a join
                     # locks it, and only here: a commit of a group without members takes no lock.
                     if groups.group(conn, group_id, lock=RowLock.UPDATE) is not None:
-                        self._expire_group(conn, group_id, now)
+                        expire_group(conn, group_id, now, self.settings)
                 if group_metadata is None and groups.members(conn, group_id):
                     raise UnknownMemberId(f"group {group_id!r} has members: a commit names a member and its "
                                           "generation")
@@ -593,16 +457,8 @@ class GroupService:
             if not to_commit:
                 return
             topic_ids = topics.topic_ids_for_offsets(conn, to_commit)
-            offsets.commit(conn, [
-                {
-                    "group_id": group_id,
-                    "topic_id": topic_id,
-                    "partition": o.partition,
-                    "committed_offset": o.committed_offset,
-                    "metadata": o.metadata,
-                }
-                for o, topic_id in zip(to_commit, topic_ids, strict=True)
-            ], now)
+            offsets.commit(conn, (OffsetToCommit(group_id, topic_id, o.partition, o.committed_offset, o.metadata)
+                                  for o, topic_id in zip(to_commit, topic_ids, strict=True)), now)
 
     def reset_offsets(self, group_id: str, scope: ResetScope, spec: OffsetResetSpec, *, dry_run: bool,
                       visible: Callable[[str], bool] = lambda _topic: True,
@@ -629,7 +485,7 @@ class GroupService:
             # Members whose session has ended are gone (as in DeleteGroups): removed by the
             # reset, and not counted by its dry run, which writes nothing and answers the same.
             if g is not None and not dry_run:
-                self._expire_group(conn, group_id, now)
+                expire_group(conn, group_id, now, self.settings)
             members = [m for m in groups.members(conn, group_id) if g is None or not session_ended(g, m, now)]
             if members:
                 raise NonEmptyGroup(f"group {group_id!r} has {len(members)} active member(s): its offsets are "
@@ -673,9 +529,8 @@ class GroupService:
                                            # there could skip offsets a crash hands out again.
                                            log_end_offset=info.high_watermark, offset_for_timestamp=at))
             if plan and not dry_run:
-                offsets.commit(conn, [{"group_id": group_id, "topic_id": by_name[r.topic].topic_id,
-                                       "partition": r.partition, "committed_offset": r.new_offset, "metadata": None}
-                                      for r in plan], now)
+                offsets.commit(conn, (OffsetToCommit(group_id, by_name[r.topic].topic_id, r.partition, r.new_offset, None)
+                                      for r in plan), now)
             return plan
 
     def fetch(self, group_id: str, *, topic: str | None, require_stable: bool,

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from sqlalchemy import Connection, delete, select, tuple_
 
+from app.domain.offsets import OffsetToCommit
 from app.storage import dialect
 from app.storage.tables import group_offsets, partitions, topics, transaction_offsets
 
@@ -19,18 +21,19 @@ class CommittedOffset:
     committed_ms: int
 
 
-def commit(conn: Connection, rows: list[dict], now_ms: int) -> None:
-    """Upsert the group offsets `rows` (group_id, topic_id, partition, committed_offset,
-    metadata), committed at `now_ms`: the one writer of group_offsets, for every path that
-    commits offsets (a commit over either door, a reset, a transaction's completion), so that
-    every offset has the commit time its retention counts from (groups._offset_expired)."""
+def commit(conn: Connection, rows: Iterable[OffsetToCommit], now_ms: int) -> None:
+    """Upsert the group offsets `rows`, committed at `now_ms`: the one writer of group_offsets,
+    for every path that commits offsets (a commit over either door, a reset, a transaction's
+    completion), so that every offset has the commit time its retention counts from
+    (groups._offset_expired)."""
     # Key order (Python's, which is not the database's under a non-C collation): no deadlock
     # between concurrent commits. The expiry of offsets (groups.delete_expired_offsets) never
     # waits for a row a commit holds, so it needs no order from here.
-    rows = sorted(({**r, "committed_ms": now_ms} for r in rows),
-                  key=lambda r: (r["group_id"], r["topic_id"], r["partition"]))
+    ordered = sorted(rows, key=lambda r: (r.group_id, r.topic_id, r.partition))
     dialect.execute_rows(
-        conn, dialect.upsert(conn, group_offsets, ["committed_offset", "metadata", "committed_ms"]), rows
+        conn, dialect.upsert(conn, group_offsets, ["committed_offset", "metadata", "committed_ms"]),
+        [{"group_id": r.group_id, "topic_id": r.topic_id, "partition": r.partition,
+          "committed_offset": r.committed_offset, "metadata": r.metadata, "committed_ms": now_ms} for r in ordered],
     )
 
 

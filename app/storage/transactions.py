@@ -13,6 +13,7 @@ from sqlalchemy import (Connection, and_, bindparam, case, delete, func, insert,
 from sqlalchemy.exc import DBAPIError
 
 from app.domain.errors import ConcurrentTransactions
+from app.domain.offsets import OffsetToCommit
 from app.domain.topic import Topic
 from app.domain.transaction import IDLE_STATES, OPEN_TRANSACTION_STATES, TransactionMetadata
 from app.domain.transit import TxnTransit
@@ -551,11 +552,8 @@ def complete_offsets(
     """Turn the transaction's staged offsets, as claimed (claim_completion), into committed ones
     (commit) or drop them (abort)."""
     if commit and claimed:
-        offsets.commit(conn, [
-            {"group_id": r.group_id, "topic_id": r.topic_id, "partition": r.partition,
-             "committed_offset": r.committed_offset, "metadata": r.metadata}
-            for r in claimed
-        ], now_ms)
+        offsets.commit(conn, (OffsetToCommit(r.group_id, r.topic_id, r.partition, r.committed_offset, r.metadata)
+                              for r in claimed), now_ms)
     return len(claimed)
 
 

@@ -1,10 +1,10 @@
 """Group expiry: removes consumer group members whose session timed out (no heartbeat within
 their session_timeout_ms) and rebalances their groups, then deletes the committed offsets of
-groups without members past OUTBOX_OFFSETS_RETENTION_MINUTES (GroupService.expire_offsets)
+groups without members past OUTBOX_OFFSETS_RETENTION_MINUTES (GroupMaintenance.expire_offsets)
 and the groups left without members and offsets for EMPTY_GROUP_RETENTION_MS
-(GroupService.delete_empty_groups), both looked for every EMPTY_GROUP_CHECK_INTERVAL_MS, every
+(GroupMaintenance.delete_empty_groups), both looked for every EMPTY_GROUP_CHECK_INTERVAL_MS, every
 OUTBOX_COORDINATOR_INTERVAL_MS beside the coordinator worker. Several may run at once:
-GroupService locks each group's row before it looks at its members or deletes it."""
+GroupMaintenance locks each group's row before it looks at its members or deletes it."""
 
 from __future__ import annotations
 
@@ -12,15 +12,15 @@ from dataclasses import dataclass
 
 from app import metrics
 from app.domain.clock import Clock
-from app.services.group_service import EMPTY_GROUP_CHECK_INTERVAL_MS, GroupService
+from app.services.group_maintenance import EMPTY_GROUP_CHECK_INTERVAL_MS, GroupMaintenance
 from app.worker.chore import Chore, ChoreConfig, Sleeper, wait_on
 
 
 @dataclass(frozen=True, slots=True)
 class GroupExpiryPass:
     expired_members: int
-    deleted_groups: int  # empty groups deleted (GroupService.delete_empty_groups)
-    expired_offsets: int = 0  # committed offsets past their retention deleted (GroupService.expire_offsets)
+    deleted_groups: int  # empty groups deleted (GroupMaintenance.delete_empty_groups)
+    expired_offsets: int = 0  # committed offsets past their retention deleted (GroupMaintenance.expire_offsets)
 
     def __bool__(self) -> bool:
         return bool(self.expired_members or self.deleted_groups or self.expired_offsets)
@@ -31,7 +31,7 @@ class GroupExpiryWorker(Chore):
     passes = metrics.GROUP_EXPIRY_PASSES
     last_success = metrics.GROUP_EXPIRY_LAST_SUCCESS
 
-    def __init__(self, groups: GroupService, clock: Clock, config: ChoreConfig, sleep: Sleeper = wait_on) -> None:
+    def __init__(self, groups: GroupMaintenance, clock: Clock, config: ChoreConfig, sleep: Sleeper = wait_on) -> None:
         super().__init__(clock, config, sleep)
         self.groups = groups
         # When the next pass looks for empty groups to delete; None: the first pass does.

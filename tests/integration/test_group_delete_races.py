@@ -13,7 +13,7 @@ import pytest
 
 from app.domain.errors import GroupIdNotFound, RebalanceInProgress
 from app.domain.offsets import OffsetToStage
-from app.services.group_service import EMPTY_GROUP_RETENTION_MS, OffsetExpiry
+from app.services.group_maintenance import EMPTY_GROUP_RETENTION_MS, OffsetExpiry
 from app.storage import groups, offsets
 from tests.helpers import create_topic
 from tests.integration.test_topic_admin_races import Held, hold_then
@@ -83,7 +83,7 @@ def _join_and_empty_group_pass(client, services, database, clock, monkeypatch, *
     emptied_group(client, services, "g")
     clock.advance(EMPTY_GROUP_RETENTION_MS + 1)
     calls = [lambda: services.groups.join("g", member_id=None, topic_names=["t"], session_timeout_ms=10_000),
-             lambda: services.groups.delete_empty_groups(clock()).deleted]
+             lambda: services.group_maintenance.delete_empty_groups(clock()).deleted]
     first, second, waited = hold_then(Held(monkeypatch, groups, held_step), *(calls[::-1] if pass_first else calls),
                                       database)
     assert waited
@@ -141,7 +141,7 @@ def test_an_offset_expiry_waiting_for_a_join_keeps_the_offsets_of_the_group_it_a
     joined, expired, waited = hold_then(
         Held(monkeypatch, groups, "add_member"),
         lambda: services.groups.join("g", member_id=None, topic_names=["t"], session_timeout_ms=10_000),
-        lambda: services.groups.expire_offsets(clock()),
+        lambda: services.group_maintenance.expire_offsets(clock()),
         database,
     )
 
@@ -159,7 +159,7 @@ def test_an_offset_expiry_skips_the_offset_a_commit_holds_and_keeps_it(  # type:
     committed, expired, waited = hold_then(
         Held(monkeypatch, offsets, "commit"),
         lambda: services.groups.commit("simple", [OffsetToStage("t", 0, 4, None)]),
-        lambda: services.groups.expire_offsets(clock()),
+        lambda: services.group_maintenance.expire_offsets(clock()),
         database,
     )
 
@@ -179,7 +179,7 @@ def test_a_join_waits_for_the_offset_expiry_of_a_group_known_by_its_offsets_alon
 
     expired, joined, waited = hold_then(
         Held(monkeypatch, groups, "delete_expired_offsets"),
-        lambda: services.groups.expire_offsets(clock()),
+        lambda: services.group_maintenance.expire_offsets(clock()),
         lambda: services.groups.join("simple", member_id=None, topic_names=["t"], session_timeout_ms=10_000),
         database,
     )

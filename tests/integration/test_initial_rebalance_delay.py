@@ -12,7 +12,7 @@ import pytest
 
 from app.domain.group import StoredGroupState
 from app.services.classic_group_protocol import ClassicGroupProtocol, Joined, Joining
-from app.services.group_service import GroupService
+from app.services.group_maintenance import GroupMaintenance
 from app.storage import groups
 
 DELAY_MS = 3_000
@@ -130,7 +130,7 @@ def test_group_expiry_ends_a_delay_whose_deadline_passed_with_no_request_waiting
     first = _join(kafka)
     clock.advance(DELAY_MS + 1)
 
-    assert GroupService(services.db, kafka.settings, clock).expire_members(clock()) == 0
+    assert GroupMaintenance(services.db, kafka.settings).expire_members(clock()) == 0
     with services.db.read() as conn:
         g = groups.group(conn, "g")
     assert g is not None
