@@ -4,8 +4,9 @@
 
 On a scratch PostgreSQL database (or --db sqlite), one idempotent producer sends batches of
 `--records` records (benchmarks/run.py's value, keys k0, k1, ...: what librdkafka's idempotent
-producer sends through the Kafka door, one request at a time) straight to the Kafka door's
-Produce handler (no socket), each piece size of `--pieces` (app.storage.record_rows
+producer sends through the Kafka door, one request at a time) straight to Produce's partition
+path (`ProduceApi._produce_partition`: no socket, and no request decoding, ACL check or answer
+building, so "Produce (whole)" is that path), each piece size of `--pieces` (app.storage.record_rows
 COPY_PIECE_CHARS) in turn, `--reps` rounds. Each phase's wall time is taken by wrapping the
 functions that do it: the door's decode and check (`send_batch`), the topics' checks
 (`batches_to_append`), the offsets statement, the building of the COPY's pieces, their writes,

@@ -14,6 +14,7 @@ from app.domain.clock import Clock
 from app.domain.log_cleaning import record_sizes
 from app.domain.producer import ActiveProducer
 from app.domain.topic import Topic
+from app.domain.offsets import duplicated
 from app.domain.topic_config import check_record_size
 from app.domain.errors import (
     OffsetOutOfRange,
@@ -178,15 +179,13 @@ def check_send(
     records; producer fields that go together; a base_sequence exactly where there is a producer."""
     if not batches:
         raise InvalidRequest("a Send needs at least one batch")
-    seen: set[tuple[str, int]] = set()
     for b in batches:
         if not b.records:
             raise InvalidRequest(f"batch for {b.topic}/{b.partition} has no records")
-        if (b.topic, b.partition) in seen:
-            raise InvalidRequest(
-                f"two batches for {b.topic}/{b.partition}: send one batch per partition"
-            )
-        seen.add((b.topic, b.partition))
+    twice = duplicated((b.topic, b.partition) for b in batches)
+    if twice:
+        topic, partition = twice[0]
+        raise InvalidRequest(f"two batches for {topic}/{partition}: send one batch per partition")
     if (producer_id is None) != (producer_epoch is None):
         raise InvalidRequest("producer_id and producer_epoch go together")
     if transactional_id is not None and producer_id is None:

@@ -135,3 +135,17 @@ def test_group_expiry_ends_a_delay_whose_deadline_passed_with_no_request_waiting
         g = groups.group(conn, "g")
     assert g is not None
     assert (g.state, g.generation_id, g.leader_id) == (StoredGroupState.COMPLETING_REBALANCE, 1, first.member_id)
+
+
+def test_group_expiry_extends_a_delay_in_whose_period_a_member_was_added(  # type: ignore[no-untyped-def]
+        kafka, services, clock) -> None:
+    _join(kafka)
+    clock.advance(2_000)
+    _join(kafka)  # added in the first period, which then ends with no request
+    clock.advance(DELAY_MS - 2_000 + 1)
+
+    assert GroupMaintenance(services.db, kafka.settings).expire_members(clock()) == 0
+    with services.db.read() as conn:
+        g = groups.group(conn, "g")
+    assert g is not None
+    assert (g.state, g.generation_id) == (StoredGroupState.PREPARING_REBALANCE, 0)

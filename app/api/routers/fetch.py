@@ -18,6 +18,7 @@ from app.api.waiting import WaitingPrincipal, unless_disconnected
 from app.domain import acl
 from app.domain.acl import Operation
 from app.domain.errors import InvalidRequest, TopicAuthorizationFailed
+from app.domain.offsets import duplicated
 from app.services.log_service import FetchAnswer, PartitionFetch, check_fetch_bytes
 from app.services.long_poll import close
 
@@ -37,8 +38,7 @@ async def fetch_partitions(body: Annotated[MultiFetchRequest, json_body(MultiFet
     `error_code`, and the others are read. Past the most requests that may wait, a fetch that
     would wait answers the records it has, or, with none, 429 THROTTLING_QUOTA_EXCEEDED
     (retriable). Needs READ on each topic."""
-    keys = [(p.topic, p.partition) for p in body.partitions]
-    if len(set(keys)) != len(keys):
+    if duplicated((p.topic, p.partition) for p in body.partitions):
         raise InvalidRequest("a partition is named twice")
     allowed = [p for p in body.partitions if access.allows(Operation.READ, acl.topic(p.topic))]
     settings = services.settings
