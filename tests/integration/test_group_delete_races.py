@@ -131,15 +131,20 @@ def simple_consumer_past_the_retention(client, services, clock) -> None:  # type
     clock.advance(OFFSETS_RETENTION_MS)
 
 
+# The join held once it has locked its group's row, before it writes it (lock_group): the
+# expiry waits for that lock (lock_offsets_groups' lock_existing_groups) and nothing else;
+# held once it has written the row and added its member (add_member): the expiry's insert of
+# a missing row waits for the row's write too, so there the lock alone is not what is tested.
+@pytest.mark.parametrize("held_step", ["lock_group", "add_member"])
 def test_an_offset_expiry_waiting_for_a_join_keeps_the_offsets_of_the_group_it_added_a_member_to(  # type: ignore[no-untyped-def]
-        client, services, database, clock, monkeypatch) -> None:
+        client, services, database, clock, monkeypatch, held_step: str) -> None:
     emptied_group(client, services, "g")
     services.groups.commit("g", [OffsetToStage("t", 0, 3, None)])
     committed_ms = clock()
     clock.advance(OFFSETS_RETENTION_MS)
 
     joined, expired, waited = hold_then(
-        Held(monkeypatch, groups, "add_member"),
+        Held(monkeypatch, groups, held_step),
         lambda: services.groups.join("g", member_id=None, topic_names=["t"], session_timeout_ms=10_000),
         lambda: services.group_maintenance.expire_offsets(clock()),
         database,
@@ -148,6 +153,8 @@ def test_an_offset_expiry_waiting_for_a_join_keeps_the_offsets_of_the_group_it_a
     assert waited
     assert expired == OffsetExpiry(0, False)
     assert _committed(database, "g") == [(0, 3, committed_ms)]
+    with database.engine.connect() as conn:
+        assert [m.member_id for m in groups.members(conn, "g")] == [joined.member_id]
 
 
 def test_an_offset_expiry_skips_the_offset_a_commit_holds_and_keeps_it(  # type: ignore[no-untyped-def]
