@@ -300,6 +300,9 @@ _OFFSET_KEY = (group_offsets.c.group_id, group_offsets.c.topic_id, group_offsets
 
 def expired_offsets(conn: Connection, kept_since_ms: int, limit: int) -> list[OffsetKey]:
     """At most `limit` of the expired committed offsets (_offset_expired), in key order."""
+    # The order is what delete_expired_offsets' range needs: a chunk's keys in the order the
+    # table gives them (offsets committed c, b, a: the chunk c, b) span no range from its first
+    # to its last, and its offsets are never deleted (test_offset_expiry_chunks).
     return [(r[0], r[1], r[2]) for r in conn.execute(
         select(*_OFFSET_KEY).where(*_offset_expired(kept_since_ms)).order_by(*_OFFSET_KEY).limit(limit))]
 
