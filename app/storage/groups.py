@@ -320,8 +320,9 @@ def lock_offsets_groups(conn: Connection, group_ids: list[str]) -> list[str]:
     updated_ms is 0, before any retention: it is no membership change (_offset_expired). The
     inserts in id order (one statement, executemany's batches: with a VALUES list of 1,000 rows
     compiled afresh, the inserts and locks took 32 to 202 ms a transaction, docs/benchmarks.md),
-    then the locks in id order: two expiries wait for each other rather than deadlock."""
-    ids = sorted(group_ids)
+    then the locks in id order: two expiries wait for each other rather than deadlock. Each
+    group once, however many of its offsets the chunk holds."""
+    ids = sorted(set(group_ids))
     created = list(conn.execute(dialect.insert_ignore(conn, consumer_groups).returning(consumer_groups.c.group_id),
                                 [{"group_id": g, "generation_id": 0, "updated_ms": 0} for g in ids]).scalars())
     lock_existing_groups(conn, ids)
