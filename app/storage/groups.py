@@ -281,7 +281,9 @@ def _offset_expired(kept_since_ms: int) -> Any:
     too: an offset reset or a simple consumer's commit into an emptied group is never gone
     sooner than a retention after it. Kept as Kafka keeps it: an offset that an unfinished
     transaction has staged a new one for, which its commit would overwrite or its abort leave
-    in place (the staged offsets themselves are the transaction's, transaction_offsets). Expired
+    in place (the staged offsets themselves are the transaction's, transaction_offsets; the
+    staging holds the committed row until it commits, offsets.hold_committed, so that a DELETE
+    that cannot see the staged rows yet does not take it). Expired
     when the time since is the retention or more, as in Kafka. The one definition of an expired
     offset (expired_offsets, delete_expired_offsets)."""
     of_offset = group_offsets.c
@@ -347,7 +349,8 @@ def delete_expired_offsets(conn: Connection, chunk: list[OffsetKey], kept_since_
     One statement: a DELETE of the keys a SELECT ... FOR UPDATE SKIP LOCKED of them returned
     (on SQLite, whose write lock lets no other transaction hold a row, the SELECT alone).
     The expiry never waits for an offset's row: a commit (offsets.commit, keys sorted by
-    Python's collation) or a topic's deletion (its groups' offsets in scan order) may hold
+    Python's collation), a transaction's staging (offsets.hold_committed) or a topic's
+    deletion (its groups' offsets in scan order) may hold
     those rows in an order the database's collation does not share (the README allows
     en_US), and a wait could close a cycle with it; a row one holds is skipped, and the next
     pass looks at it again. The DELETE checks the rule again, on the row a commit may have

@@ -37,6 +37,24 @@ def commit(conn: Connection, rows: Iterable[OffsetToCommit], now_ms: int) -> Non
     )
 
 
+def hold_committed(conn: Connection, keys: list[tuple[str, int, int]]) -> None:
+    """The committed offsets of these (group_id, topic_id, partition) keys that exist, held
+    until the caller's transaction ends against a DELETE (FOR KEY SHARE, on PostgreSQL): what a
+    transaction staging new offsets for them (transactions.stage_offsets) takes, so that the
+    offset expiry (groups.delete_expired_offsets, which skips a held row) cannot delete an
+    offset that the staging, once committed, keeps (groups._offset_expired). Without it the
+    expiry's DELETE, not seeing the staging's rows before they commit, took the committed
+    offset beside a staged one of an unfinished transaction. An expiry that deleted the row
+    first makes this wait for its end and find the row gone: as if it had run before the
+    staging. KEY SHARE, not SHARE: an offsets commit's upsert writes no key column (FOR NO KEY
+    UPDATE) and does not wait for it; in key order (the database's), as concurrent stagings
+    take them. On SQLite the write lock lets no other transaction in between."""
+    if keys and conn.dialect.name == "postgresql":
+        key = (group_offsets.c.group_id, group_offsets.c.topic_id, group_offsets.c.partition)
+        conn.execute(select(key[0]).where(tuple_(*key).in_(sorted(set(keys)))).order_by(*key)
+                     .with_for_update(read=True, key_share=True))
+
+
 def delete_offsets(conn: Connection, group_id: str, keys: list[tuple[int, int]]) -> None:
     """The group's committed offsets of these (topic_id, partition) pairs, if it has any."""
     if keys:

@@ -472,7 +472,10 @@ def pending_offsets_of(conn: Connection, transactional_id: str) -> list[PendingO
 
 
 def stage_offsets(conn: Connection, rows: list[dict]) -> None:
-    """AddOffsets: later offsets for the same group and partition replace earlier ones."""
+    """AddOffsets: later offsets for the same group and partition replace earlier ones. The
+    committed offsets of the same keys held first (offsets.hold_committed): the offset expiry
+    keeps a committed offset an unfinished transaction has staged a new one for."""
+    offsets.hold_committed(conn, [(r["group_id"], r["topic_id"], r["partition"]) for r in rows])
     dialect.execute_rows(
         conn, dialect.upsert(conn, transaction_offsets, ["txn_id", "committed_offset", "metadata"]), rows
     )

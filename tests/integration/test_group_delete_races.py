@@ -15,7 +15,8 @@ from app.domain.errors import GroupIdNotFound, RebalanceInProgress
 from app.domain.offsets import OffsetToStage
 from app.services.group_maintenance import EMPTY_GROUP_RETENTION_MS, OffsetExpiry
 from app.storage import groups, offsets
-from tests.helpers import create_topic
+from app.storage import transactions as txns
+from tests.helpers import begin, create_topic, ident, init_producer
 from tests.integration.test_topic_admin_races import Held, hold_then
 
 pytestmark = pytest.mark.parametrize("db_url", ["postgresql"], indirect=True)
@@ -198,3 +199,57 @@ def test_a_join_waits_for_the_offset_expiry_of_a_group_known_by_its_offsets_alon
         assert groups.group(conn, "simple") is not None
         assert [m.member_id for m in groups.members(conn, "simple")] == [joined.member_id]
     assert _committed(database, "simple") == []
+
+
+def _staging(client, offset: int):  # type: ignore[no-untyped-def]
+    """A transaction "tx", begun: the call that stages `offset` of "simple"'s t/0 in it."""
+    p = init_producer(client, "tx", transaction_timeout_ms=900_000)
+    begin(client, "tx", p)
+    return lambda: client.post("/v1/transactions/tx/offsets", json={
+        **ident(p), "group_id": "simple", "offsets": [{"topic": "t", "partition": 0, "offset": offset}]})
+
+
+def _pending(client) -> tuple[str, list[tuple[str, int, int]]]:  # type: ignore[no-untyped-def]
+    described = client.get("/v1/transactions/tx").json()
+    return described["state"], [(o["group_id"], o["partition"], o["offset"]) for o in described["pending_offsets"]]
+
+
+def test_an_offset_expiry_skips_the_committed_offset_a_transaction_is_staging_a_new_one_for(  # type: ignore[no-untyped-def]
+        client, services, database, clock, monkeypatch) -> None:
+    # The staging's rows are not seen by the expiry until they commit: without the staging's
+    # hold on the committed offset (offsets.hold_committed) the expiry deleted it, and the
+    # unfinished transaction was left with a staged offset and no committed one.
+    simple_consumer_past_the_retention(client, services, clock)
+    committed_ms = clock() - OFFSETS_RETENTION_MS
+
+    staged, expired, waited = hold_then(
+        Held(monkeypatch, txns, "stage_offsets"), _staging(client, 9),
+        lambda: services.groups.expire_offsets(clock()),
+        database,
+    )
+
+    assert not waited
+    assert (staged.status_code, expired) == (200, OffsetExpiry(0, False))
+    assert _committed(database, "simple") == [(0, 3, committed_ms)]
+    assert _pending(client) == ("Ongoing", [("simple", 0, 9)])
+
+
+def test_a_transaction_staging_an_offset_waits_for_the_offset_expiry_deleting_its_committed_one(  # type: ignore[no-untyped-def]
+        client, services, database, clock, monkeypatch) -> None:
+    # The staging comes after the expiry, as if the expiry had run before it: without the wait
+    # the staging committed first, a committed offset and a staged one were both seen, and the
+    # expiry's commit then took the committed one from the unfinished transaction.
+    simple_consumer_past_the_retention(client, services, clock)
+    stage = _staging(client, 9)
+
+    expired, staged, waited = hold_then(
+        Held(monkeypatch, groups, "delete_expired_offsets"),
+        lambda: services.groups.expire_offsets(clock()),
+        stage,
+        database,
+    )
+
+    assert waited
+    assert (expired, staged.status_code) == (OffsetExpiry(1, False), 200)
+    assert _committed(database, "simple") == []
+    assert _pending(client) == ("Ongoing", [("simple", 0, 9)])
