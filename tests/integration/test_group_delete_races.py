@@ -224,7 +224,7 @@ def test_an_offset_expiry_skips_the_committed_offset_a_transaction_is_staging_a_
 
     staged, expired, waited = hold_then(
         Held(monkeypatch, txns, "stage_offsets"), _staging(client, 9),
-        lambda: services.groups.expire_offsets(clock()),
+        lambda: services.group_maintenance.expire_offsets(clock()),
         database,
     )
 
@@ -244,7 +244,7 @@ def test_a_transaction_staging_an_offset_waits_for_the_offset_expiry_deleting_it
 
     expired, staged, waited = hold_then(
         Held(monkeypatch, groups, "delete_expired_offsets"),
-        lambda: services.groups.expire_offsets(clock()),
+        lambda: services.group_maintenance.expire_offsets(clock()),
         stage,
         database,
     )
