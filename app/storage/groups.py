@@ -353,8 +353,14 @@ def delete_expired_offsets(conn: Connection, chunk: list[OffsetKey], kept_since_
     deletion (its groups' offsets in scan order) may hold
     those rows in an order the database's collation does not share (the README allows
     en_US), and a wait could close a cycle with it; a row one holds is skipped, and the next
-    pass looks at it again. The DELETE checks the rule again, on the row a commit may have
-    refreshed before the lock was taken.
+    pass looks at it again. The rule is checked once, by the SELECT: a commit that refreshed
+    the row after the statement's snapshot but before the lock made PostgreSQL check the
+    SELECT's WHERE again on the newest version (READ COMMITTED's re-check of a locked row),
+    which the lock then keeps as it is until the DELETE; the rule's other tables are read in
+    the statement's one snapshot either way. So the DELETE, deleting that same version, would
+    find the same answer, and does not check it again (a commit that still holds the row is
+    skipped: test_group_delete_races; one committing inside the statement no test can place).
+    On SQLite nothing changes the row during the statement.
 
     A range of keys, read in the primary key's order, and the chunk's group ids: a list of a
     thousand keys was a filter PostgreSQL applied to every row of the table (a pass expiring
@@ -379,7 +385,7 @@ def delete_expired_offsets(conn: Connection, chunk: list[OffsetKey], kept_since_
         conn.dialect.name, select(*_OFFSET_KEY).where(*in_chunk)).cte("not_held")
     # Counted by RETURNING: Python's sqlite3 has no rowcount for a statement that starts with WITH.
     return len(conn.execute(delete(group_offsets).where(
-        tuple_(*_OFFSET_KEY).in_(select(*not_held.c)), *_offset_expired(kept_since_ms)).returning(
+        tuple_(*_OFFSET_KEY).in_(select(*not_held.c))).returning(
         group_offsets.c.group_id)).all())
 
 
