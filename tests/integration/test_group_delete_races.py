@@ -10,14 +10,17 @@ skips the deleted row, which the second request must survive.
 from __future__ import annotations
 
 import pytest
+from sqlalchemy import func, select
 
+from app.composition import Services
 from app.domain.errors import GroupIdNotFound, RebalanceInProgress
 from app.domain.offsets import OffsetToStage
 from app.services.group_maintenance import EMPTY_GROUP_RETENTION_MS, OffsetExpiry
 from app.storage import groups, offsets
 from app.storage import transactions as txns
+from app.storage.tables import group_offsets
 from tests.helpers import begin, create_topic, ident, init_producer
-from tests.integration.test_topic_admin_races import Held, hold_then
+from tests.integration.test_topic_admin_races import Held, Run, blocked_on_a_lock, hold_then
 
 pytestmark = pytest.mark.parametrize("db_url", ["postgresql"], indirect=True)
 
@@ -252,4 +255,84 @@ def test_a_transaction_staging_an_offset_waits_for_the_offset_expiry_deleting_it
     assert waited
     assert (expired, staged.status_code) == (OffsetExpiry(1, False), 200)
     assert _committed(database, "simple") == []
+    assert _pending(client) == ("Ongoing", [("simple", 0, 9)])
+
+
+def _expiry_with_a_commit_inside_its_delete(services, clock, database, monkeypatch, during):  # type: ignore[no-untyped-def]
+    """The offset expiry's outcome, `during()` run and committed after its DELETE took its
+    snapshot and before it locks the rows it deletes (the rule, checked row by row before the
+    lock, waits there on an advisory lock the test holds); `during()`'s result."""
+    rule, delete_expired = groups._offset_expired, groups.delete_expired_offsets
+    key = 0x6F666672  # an advisory lock key no code of the service takes
+
+    def delete_waiting_in_the_rule(conn, chunk, kept_since_ms):  # type: ignore[no-untyped-def]
+        monkeypatch.setattr(groups, "_offset_expired", lambda kept: (
+            *rule(kept), func.pg_advisory_xact_lock_shared(key).is_not(None)))
+        return delete_expired(conn, chunk, kept_since_ms)
+
+    monkeypatch.setattr(groups, "delete_expired_offsets", delete_waiting_in_the_rule)
+    with database.engine.connect() as gate:
+        gate.execute(select(func.pg_advisory_lock(key)))
+        expiry = Run(lambda: services.group_maintenance.expire_offsets(clock()))
+        try:
+            assert blocked_on_a_lock(database, expiry)
+            done = during()
+        finally:
+            gate.execute(select(func.pg_advisory_unlock(key)))
+            gate.commit()
+        return expiry.outcome(), done
+
+
+def test_an_offset_expiry_keeps_the_committed_offset_a_staging_committed_beside_inside_its_delete(  # type: ignore[no-untyped-def]
+        client, services, database, clock, monkeypatch) -> None:
+    # The staging commits inside the DELETE, before its lock: the rule's NOT EXISTS cannot see
+    # the staged row, and the released hold leaves PostgreSQL nothing to check again. Without
+    # the second statement of groups.delete_expired_offsets the committed offset was deleted
+    # beside the staged one.
+    simple_consumer_past_the_retention(client, services, clock)
+    committed_ms = clock() - OFFSETS_RETENTION_MS
+
+    expired, staged = _expiry_with_a_commit_inside_its_delete(services, clock, database, monkeypatch,
+                                                              _staging(client, 9))
+
+    assert (staged.status_code, expired) == (200, OffsetExpiry(0, False))
+    assert _committed(database, "simple") == [(0, 3, committed_ms)]
+    assert _pending(client) == ("Ongoing", [("simple", 0, 9)])
+
+
+def test_an_offset_expiry_keeps_the_offset_a_commit_refreshed_inside_its_delete(  # type: ignore[no-untyped-def]
+        client, services, database, clock, monkeypatch) -> None:
+    # The commit refreshes the row inside the DELETE, before its lock: PostgreSQL checks the
+    # rule again on the refreshed row, which is not expired.
+    simple_consumer_past_the_retention(client, services, clock)
+
+    expired, _ = _expiry_with_a_commit_inside_its_delete(
+        services, clock, database, monkeypatch,
+        lambda: services.groups.commit("simple", [OffsetToStage("t", 0, 7, None)]))
+
+    assert expired == OffsetExpiry(0, False)
+    assert _committed(database, "simple") == [(0, 7, clock())]
+
+
+@pytest.mark.parametrize("retention_minutes", [None, 10_080])
+def test_a_staging_holds_the_committed_offsets_only_with_the_retention_set(  # type: ignore[no-untyped-def]
+        client, settings, database, clock, retention_minutes) -> None:
+    # Unset, nothing expires and the hold (offsets.hold_committed) would be a staging's cost for
+    # nothing: the staging does not wait for a committed offset another transaction locks.
+    create_topic(client, "t", 1)
+    services = Services.build(settings.model_copy(update={"offsets_retention_minutes": retention_minutes}),
+                              database, clock)
+    services.groups.commit("simple", [OffsetToStage("t", 0, 3, None)])
+    p = services.coordinator.init_producer_id(transactional_id="tx", transaction_timeout_ms=900_000)
+    services.coordinator.begin("tx", p.producer_id, p.producer_epoch)
+
+    with database.engine.connect() as locker:
+        locker.execute(select(group_offsets.c.group_id).where(group_offsets.c.group_id == "simple").with_for_update())
+        staging = Run(lambda: services.coordinator.add_offsets("tx", p.producer_id, p.producer_epoch, "simple",
+                                                               [OffsetToStage("t", 0, 9, None)]))
+        waited = blocked_on_a_lock(database, staging)
+        locker.rollback()
+    assert not isinstance(staging.outcome(), BaseException)
+
+    assert waited == (retention_minutes is not None)
     assert _pending(client) == ("Ongoing", [("simple", 0, 9)])
