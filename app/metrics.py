@@ -95,7 +95,8 @@ COORDINATOR_PASSES = Counter(
 )
 GROUP_EXPIRY_PASSES = Counter(
     "outbox_group_expiry_passes",
-    "Passes of group expiry (members whose session timed out), by outcome (ok, failed: the "
+    "Passes of group expiry (members whose session timed out, expired committed offsets, "
+    "empty groups), by outcome (ok, failed: the "
     "error is in the log).",
     ["outcome"],
 )

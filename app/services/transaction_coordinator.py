@@ -222,7 +222,7 @@ class TransactionCoordinator(ProducerInit):
                     "metadata": o.metadata,
                 }
                 for o, topic_id in zip(offsets, topic_ids, strict=True)
-            ])
+            ], hold_committed=self.settings.offsets_retention_minutes is not None)
             return view_of(conn, meta)
 
     # --- Prepare (KIP-939) ------------------------------------------------------------------

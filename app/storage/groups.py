@@ -281,7 +281,11 @@ def _offset_expired(kept_since_ms: int) -> Any:
     too: an offset reset or a simple consumer's commit into an emptied group is never gone
     sooner than a retention after it. Kept as Kafka keeps it: an offset that an unfinished
     transaction has staged a new one for, which its commit would overwrite or its abort leave
-    in place (the staged offsets themselves are the transaction's, transaction_offsets). Expired
+    in place (the staged offsets themselves are the transaction's, transaction_offsets). The
+    rule reads them in its statement's snapshot: delete_expired_offsets keeps, besides, the
+    offsets a staging holds (offsets.hold_committed) and those a staging committed during its
+    statement, so an offset is taken only as if the expiry ran before a staging it overlaps
+    (the staging then finds no committed offset under its staged one). Expired
     when the time since is the retention or more, as in Kafka. The one definition of an expired
     offset (expired_offsets, delete_expired_offsets)."""
     of_offset = group_offsets.c
@@ -300,6 +304,9 @@ _OFFSET_KEY = (group_offsets.c.group_id, group_offsets.c.topic_id, group_offsets
 
 def expired_offsets(conn: Connection, kept_since_ms: int, limit: int) -> list[OffsetKey]:
     """At most `limit` of the expired committed offsets (_offset_expired), in key order."""
+    # The order is what delete_expired_offsets' range needs: a chunk's keys in the order the
+    # table gives them (offsets committed c, b, a: the chunk c, b) span no range from its first
+    # to its last, and its offsets are never deleted (test_offset_expiry_chunks).
     return [(r[0], r[1], r[2]) for r in conn.execute(
         select(*_OFFSET_KEY).where(*_offset_expired(kept_since_ms)).order_by(*_OFFSET_KEY).limit(limit))]
 
@@ -317,8 +324,9 @@ def lock_offsets_groups(conn: Connection, group_ids: list[str]) -> list[str]:
     updated_ms is 0, before any retention: it is no membership change (_offset_expired). The
     inserts in id order (one statement, executemany's batches: with a VALUES list of 1,000 rows
     compiled afresh, the inserts and locks took 32 to 202 ms a transaction, docs/benchmarks.md),
-    then the locks in id order: two expiries wait for each other rather than deadlock."""
-    ids = sorted(group_ids)
+    then the locks in id order: two expiries wait for each other rather than deadlock. Each
+    group once, however many of its offsets the chunk holds."""
+    ids = sorted(set(group_ids))
     created = list(conn.execute(dialect.insert_ignore(conn, consumer_groups).returning(consumer_groups.c.group_id),
                                 [{"group_id": g, "generation_id": 0, "updated_ms": 0} for g in ids]).scalars())
     lock_existing_groups(conn, ids)
@@ -335,19 +343,30 @@ def delete_created_groups(conn: Connection, group_ids: list[str]) -> None:
 def delete_expired_offsets(conn: Connection, chunk: list[OffsetKey], kept_since_ms: int) -> int:
     """Of the committed offsets `chunk` names (keys in key order, as expired_offsets gives
     them): deletes those of its groups, from its first key to its last, that are expired
-    (_offset_expired) and that no other transaction holds; how many. The caller has locked the
-    chunk's groups' rows (lock_offsets_groups) in an earlier statement: a join adds its member
+    (_offset_expired), that no other transaction holds and that no staging committed before its
+    second statement has staged a new offset for; how many. The caller has locked the chunk's
+    groups' rows (lock_offsets_groups) in an earlier statement: a join adds its member
     under that lock, and the statement here, which starts once it is held, sees what the join
     committed.
 
-    One statement: a DELETE of the keys a SELECT ... FOR UPDATE SKIP LOCKED of them returned
+    A statement that DELETEs the keys a SELECT ... FOR UPDATE SKIP LOCKED of them returned
     (on SQLite, whose write lock lets no other transaction hold a row, the SELECT alone).
     The expiry never waits for an offset's row: a commit (offsets.commit, keys sorted by
-    Python's collation) or a topic's deletion (its groups' offsets in scan order) may hold
+    Python's collation), a transaction's staging (offsets.hold_committed) or a topic's
+    deletion (its groups' offsets in scan order) may hold
     those rows in an order the database's collation does not share (the README allows
     en_US), and a wait could close a cycle with it; a row one holds is skipped, and the next
-    pass looks at it again. The DELETE checks the rule again, on the row a commit may have
-    refreshed before the lock was taken.
+    pass looks at it again. The rule is checked by the SELECT: a commit that refreshed the row
+    after the statement's snapshot but before the lock made PostgreSQL check the SELECT's
+    WHERE again on the newest version (READ COMMITTED's re-check of a locked row), which the
+    lock then keeps as it is until the DELETE, so the DELETE does not check it again. The
+    rule's other tables are read in the statement's one snapshot: a staging
+    (offsets.hold_committed) that committed after it but before the lock left neither a row
+    the snapshot sees nor a change to the offset's row for PostgreSQL to check again. So, on
+    PostgreSQL, a second statement, in a snapshot of its own, looks for staged offsets of
+    the deleted keys and puts those offsets back as they were. test_group_delete_races places
+    a commit that still holds the row, a commit and a staging committing inside the
+    statement. On SQLite nothing changes a row during the statement.
 
     A range of keys, read in the primary key's order, and the chunk's group ids: a list of a
     thousand keys was a filter PostgreSQL applied to every row of the table (a pass expiring
@@ -371,9 +390,28 @@ def delete_expired_offsets(conn: Connection, chunk: list[OffsetKey], kept_since_
     not_held = dialect.lock_for_update_skip_locked(
         conn.dialect.name, select(*_OFFSET_KEY).where(*in_chunk)).cte("not_held")
     # Counted by RETURNING: Python's sqlite3 has no rowcount for a statement that starts with WITH.
-    return len(conn.execute(delete(group_offsets).where(
-        tuple_(*_OFFSET_KEY).in_(select(*not_held.c)), *_offset_expired(kept_since_ms)).returning(
-        group_offsets.c.group_id)).all())
+    deleted = conn.execute(delete(group_offsets).where(
+        tuple_(*_OFFSET_KEY).in_(select(*not_held.c))).returning(*group_offsets.c)).all()
+    if not deleted or conn.dialect.name != "postgresql":
+        return len(deleted)
+    # A second statement, with a snapshot of its own (READ COMMITTED): the staged offsets of
+    # the deleted keys that a staging committed after the DELETE's snapshot, which the rule's
+    # NOT EXISTS could not see, and whose hold (offsets.hold_committed) it released at that
+    # commit, before the CTE's lock, leaving PostgreSQL nothing to check again. Without it such
+    # a committed offset was deleted beside an unfinished transaction's staged one
+    # (test_group_delete_races). Those offsets are put back as they were, committed_ms
+    # included, and not counted. A staging that comes after the lock waits on its hold for
+    # this transaction's end and finds the offset gone, the expiry before it; one whose offset
+    # was put back finds it gone too and holds nothing of the new row, which the committed
+    # staging that had it put back keeps from the expiry until that staging's transaction ends.
+    staged_key = (transaction_offsets.c.group_id, transaction_offsets.c.topic_id, transaction_offsets.c.partition)
+    staged = {(r[0], r[1], r[2]) for r in conn.execute(select(*staged_key).where(
+        transaction_offsets.c.group_id.in_(sorted({r.group_id for r in deleted})),
+        tuple_(*staged_key).in_([(r.group_id, r.topic_id, r.partition) for r in deleted])))}
+    kept = [r._asdict() for r in deleted if (r.group_id, r.topic_id, r.partition) in staged]
+    if kept:
+        conn.execute(insert(group_offsets), kept)
+    return len(deleted) - len(kept)
 
 
 def groups_with_expired_members(conn: Connection, now_ms: int) -> list[str]:

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from sqlalchemy import Connection, delete, select, tuple_
 
 from app.domain.offsets import OffsetToCommit
-from app.storage import dialect
+from app.storage import dialect, groups
 from app.storage.tables import group_offsets, partitions, topics, transaction_offsets
 
 
@@ -35,6 +35,27 @@ def commit(conn: Connection, rows: Iterable[OffsetToCommit], now_ms: int) -> Non
         [{"group_id": r.group_id, "topic_id": r.topic_id, "partition": r.partition,
           "committed_offset": r.committed_offset, "metadata": r.metadata, "committed_ms": now_ms} for r in ordered],
     )
+
+
+def hold_committed(conn: Connection, keys: list[groups.OffsetKey]) -> None:
+    """The committed offsets of these (group_id, topic_id, partition) keys that exist, held
+    against a DELETE until the caller's transaction ends (FOR KEY SHARE, on PostgreSQL): what a
+    transaction staging new offsets for them takes (transactions.stage_offsets) while the
+    offset expiry is on, so that the expiry (groups.delete_expired_offsets, which skips a held
+    row) cannot delete an offset that the staging, once committed, keeps
+    (groups._offset_expired). Without it the expiry's DELETE, not seeing the staging's rows
+    before they commit, took the committed offset beside a staged one of an unfinished
+    transaction; a staging that commits inside the expiry's statement, before its lock, has
+    released the hold, and the expiry's second look finds it. An expiry that locked the row
+    first makes this wait for its end and find the row gone: as if it had run before the
+    staging. KEY SHARE, not SHARE: an offsets commit's upsert writes no key column (FOR NO KEY
+    UPDATE) and does not wait for it, nor does another staging's KEY SHARE. Taken in key order
+    (the database's), the order the expiry's SELECT ... FOR UPDATE SKIP LOCKED meets them in;
+    the expiry waits for no held row either way. On SQLite the write lock lets no other
+    transaction in between."""
+    if keys:
+        conn.execute(dialect.lock_for_key_share(conn.dialect.name, select(groups._OFFSET_KEY[0]).where(
+            tuple_(*groups._OFFSET_KEY).in_(sorted(set(keys)))).order_by(*groups._OFFSET_KEY)))
 
 
 def delete_offsets(conn: Connection, group_id: str, keys: list[tuple[int, int]]) -> None:

@@ -471,8 +471,14 @@ def pending_offsets_of(conn: Connection, transactional_id: str) -> list[PendingO
     return [PendingOffset(*r) for r in rows]
 
 
-def stage_offsets(conn: Connection, rows: list[dict]) -> None:
-    """AddOffsets: later offsets for the same group and partition replace earlier ones."""
+def stage_offsets(conn: Connection, rows: list[dict], *, hold_committed: bool) -> None:
+    """AddOffsets: later offsets for the same group and partition replace earlier ones. With
+    `hold_committed` (OUTBOX_OFFSETS_RETENTION_MINUTES set: the offset expiry is on), the
+    committed offsets of the same keys held first (offsets.hold_committed): the offset expiry
+    keeps a committed offset an unfinished transaction has staged a new one for. Without it
+    nothing expires, and the staging takes no lock on them."""
+    if hold_committed:
+        offsets.hold_committed(conn, [(r["group_id"], r["topic_id"], r["partition"]) for r in rows])
     dialect.execute_rows(
         conn, dialect.upsert(conn, transaction_offsets, ["txn_id", "committed_offset", "metadata"]), rows
     )

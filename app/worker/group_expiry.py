@@ -8,12 +8,17 @@ GroupMaintenance locks each group's row before it looks at its members or delete
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TypeVar
 
 from app import metrics
 from app.domain.clock import Clock
 from app.services.group_maintenance import EMPTY_GROUP_CHECK_INTERVAL_MS, GroupMaintenance
 from app.worker.chore import Chore, ChoreConfig, Sleeper, wait_on
+
+_Result = TypeVar("_Result")
+_Default = TypeVar("_Default")
 
 
 @dataclass(frozen=True, slots=True)
@@ -38,21 +43,40 @@ class GroupExpiryWorker(Chore):
         self._next_empty_check_ms: int | None = None
 
     def _pass(self, now: int) -> GroupExpiryPass:
+        # Each look on its own: one that fails (its error raised once the others ran, so that
+        # the pass is logged and counted as failed) leaves the others to do their work, and a
+        # failing look at offsets or empty groups waits its check interval as any other would,
+        # rather than read every offset or group again every pass.
+        failures: list[Exception] = []
         # Members first: a group whose last member this pass removed has just changed, and is
         # kept its EMPTY_GROUP_RETENTION_MS from now.
-        expired = self.groups.expire_members(now)
+        expired = _look(failures, self.groups.expire_members, now, 0)
         deleted = expired_offsets = 0
         if self._next_empty_check_ms is None or now >= self._next_empty_check_ms:
             # Offsets first: a group whose last offsets expire here was left empty a retention
             # ago, and goes in the same pass.
-            expiry = self.groups.expire_offsets(now)
-            deletion = self.groups.delete_empty_groups(now)
-            deleted, expired_offsets = deletion.deleted, expiry.expired
+            expiry = _look(failures, self.groups.expire_offsets, now, None)
+            deletion = _look(failures, self.groups.delete_empty_groups, now, None)
+            deleted = deletion.deleted if deletion is not None else 0
+            expired_offsets = expiry.expired if expiry is not None else 0
             # After a pass whose look found EMPTY_GROUPS_PER_PASS or EXPIRED_OFFSETS_PER_PASS,
             # its most, the next looks again: more may be waiting. After any other, a check
             # interval later: a look reads every group and every committed offset, and looking
             # again after every deletion would, with groups emptied one by one, read them all
             # nearly every pass.
-            self._next_empty_check_ms = (now if deletion.limit_reached or expiry.limit_reached
-                                         else now + EMPTY_GROUP_CHECK_INTERVAL_MS)
+            more = any(look is not None and look.limit_reached for look in (expiry, deletion))
+            self._next_empty_check_ms = now if more else now + EMPTY_GROUP_CHECK_INTERVAL_MS
+        if len(failures) == 1:
+            raise failures[0]
+        if failures:
+            raise ExceptionGroup("group expiry: several looks failed", failures)
         return GroupExpiryPass(expired, deleted, expired_offsets)
+
+
+def _look(failures: list[Exception], look: Callable[[int], _Result], now: int, failed: _Default) -> _Result | _Default:
+    """`look(now)`, or `failed` with its exception added to `failures`."""
+    try:
+        return look(now)
+    except Exception as e:  # raised again by _pass once the other looks ran
+        failures.append(e)
+        return failed

@@ -10,13 +10,17 @@ skips the deleted row, which the second request must survive.
 from __future__ import annotations
 
 import pytest
+from sqlalchemy import func, select
 
+from app.composition import Services
 from app.domain.errors import GroupIdNotFound, RebalanceInProgress
 from app.domain.offsets import OffsetToStage
 from app.services.group_maintenance import EMPTY_GROUP_RETENTION_MS, OffsetExpiry
 from app.storage import groups, offsets
-from tests.helpers import create_topic
-from tests.integration.test_topic_admin_races import Held, hold_then
+from app.storage import transactions as txns
+from app.storage.tables import group_offsets
+from tests.helpers import begin, create_topic, ident, init_producer
+from tests.integration.test_topic_admin_races import Held, Run, blocked_on_a_lock, hold_then
 
 pytestmark = pytest.mark.parametrize("db_url", ["postgresql"], indirect=True)
 
@@ -131,15 +135,20 @@ def simple_consumer_past_the_retention(client, services, clock) -> None:  # type
     clock.advance(OFFSETS_RETENTION_MS)
 
 
+# The join held once it has locked its group's row, before it writes it (lock_group): the
+# expiry waits for that lock (lock_offsets_groups' lock_existing_groups) and nothing else;
+# held once it has written the row and added its member (add_member): the expiry's insert of
+# a missing row waits for the row's write too, so there the lock alone is not what is tested.
+@pytest.mark.parametrize("held_step", ["lock_group", "add_member"])
 def test_an_offset_expiry_waiting_for_a_join_keeps_the_offsets_of_the_group_it_added_a_member_to(  # type: ignore[no-untyped-def]
-        client, services, database, clock, monkeypatch) -> None:
+        client, services, database, clock, monkeypatch, held_step: str) -> None:
     emptied_group(client, services, "g")
     services.groups.commit("g", [OffsetToStage("t", 0, 3, None)])
     committed_ms = clock()
     clock.advance(OFFSETS_RETENTION_MS)
 
     joined, expired, waited = hold_then(
-        Held(monkeypatch, groups, "add_member"),
+        Held(monkeypatch, groups, held_step),
         lambda: services.groups.join("g", member_id=None, topic_names=["t"], session_timeout_ms=10_000),
         lambda: services.group_maintenance.expire_offsets(clock()),
         database,
@@ -148,6 +157,8 @@ def test_an_offset_expiry_waiting_for_a_join_keeps_the_offsets_of_the_group_it_a
     assert waited
     assert expired == OffsetExpiry(0, False)
     assert _committed(database, "g") == [(0, 3, committed_ms)]
+    with database.engine.connect() as conn:
+        assert [m.member_id for m in groups.members(conn, "g")] == [joined.member_id]
 
 
 def test_an_offset_expiry_skips_the_offset_a_commit_holds_and_keeps_it(  # type: ignore[no-untyped-def]
@@ -191,3 +202,137 @@ def test_a_join_waits_for_the_offset_expiry_of_a_group_known_by_its_offsets_alon
         assert groups.group(conn, "simple") is not None
         assert [m.member_id for m in groups.members(conn, "simple")] == [joined.member_id]
     assert _committed(database, "simple") == []
+
+
+def _staging(client, offset: int):  # type: ignore[no-untyped-def]
+    """A transaction "tx", begun: the call that stages `offset` of "simple"'s t/0 in it."""
+    p = init_producer(client, "tx", transaction_timeout_ms=900_000)
+    begin(client, "tx", p)
+    return lambda: client.post("/v1/transactions/tx/offsets", json={
+        **ident(p), "group_id": "simple", "offsets": [{"topic": "t", "partition": 0, "offset": offset}]})
+
+
+def _pending(client) -> tuple[str, list[tuple[str, int, int]]]:  # type: ignore[no-untyped-def]
+    described = client.get("/v1/transactions/tx").json()
+    return described["state"], [(o["group_id"], o["partition"], o["offset"]) for o in described["pending_offsets"]]
+
+
+def test_an_offset_expiry_skips_the_committed_offset_a_transaction_is_staging_a_new_one_for(  # type: ignore[no-untyped-def]
+        client, services, database, clock, monkeypatch) -> None:
+    # The staging's rows are not seen by the expiry until they commit: without the staging's
+    # hold on the committed offset (offsets.hold_committed) the expiry deleted it, and the
+    # unfinished transaction was left with a staged offset and no committed one.
+    simple_consumer_past_the_retention(client, services, clock)
+    committed_ms = clock() - OFFSETS_RETENTION_MS
+
+    staged, expired, waited = hold_then(
+        Held(monkeypatch, txns, "stage_offsets"), _staging(client, 9),
+        lambda: services.group_maintenance.expire_offsets(clock()),
+        database,
+    )
+
+    assert not waited
+    assert (staged.status_code, expired) == (200, OffsetExpiry(0, False))
+    assert _committed(database, "simple") == [(0, 3, committed_ms)]
+    assert _pending(client) == ("Ongoing", [("simple", 0, 9)])
+
+
+def test_a_transaction_staging_an_offset_waits_for_the_offset_expiry_deleting_its_committed_one(  # type: ignore[no-untyped-def]
+        client, services, database, clock, monkeypatch) -> None:
+    # The staging comes after the expiry, as if the expiry had run before it: without the wait
+    # the staging committed first, a committed offset and a staged one were both seen, and the
+    # expiry's commit then took the committed one from the unfinished transaction.
+    simple_consumer_past_the_retention(client, services, clock)
+    stage = _staging(client, 9)
+
+    expired, staged, waited = hold_then(
+        Held(monkeypatch, groups, "delete_expired_offsets"),
+        lambda: services.group_maintenance.expire_offsets(clock()),
+        stage,
+        database,
+    )
+
+    assert waited
+    assert (expired, staged.status_code) == (OffsetExpiry(1, False), 200)
+    assert _committed(database, "simple") == []
+    assert _pending(client) == ("Ongoing", [("simple", 0, 9)])
+
+
+def _expiry_with_a_commit_inside_its_delete(services, clock, database, monkeypatch, during):  # type: ignore[no-untyped-def]
+    """The offset expiry's outcome, `during()` run and committed after its DELETE took its
+    snapshot and before it locks the rows it deletes (the rule, checked row by row before the
+    lock, waits there on an advisory lock the test holds); `during()`'s result."""
+    rule, delete_expired = groups._offset_expired, groups.delete_expired_offsets
+    key = 0x6F666672  # an advisory lock key no code of the service takes
+
+    def delete_waiting_in_the_rule(conn, chunk, kept_since_ms):  # type: ignore[no-untyped-def]
+        monkeypatch.setattr(groups, "_offset_expired", lambda kept: (
+            *rule(kept), func.pg_advisory_xact_lock_shared(key).is_not(None)))
+        return delete_expired(conn, chunk, kept_since_ms)
+
+    monkeypatch.setattr(groups, "delete_expired_offsets", delete_waiting_in_the_rule)
+    with database.engine.connect() as gate:
+        gate.execute(select(func.pg_advisory_lock(key)))
+        expiry = Run(lambda: services.group_maintenance.expire_offsets(clock()))
+        try:
+            assert blocked_on_a_lock(database, expiry)
+            done = during()
+        finally:
+            gate.execute(select(func.pg_advisory_unlock(key)))
+            gate.commit()
+        return expiry.outcome(), done
+
+
+def test_an_offset_expiry_keeps_the_committed_offset_a_staging_committed_beside_inside_its_delete(  # type: ignore[no-untyped-def]
+        client, services, database, clock, monkeypatch) -> None:
+    # The staging commits inside the DELETE, before its lock: the rule's NOT EXISTS cannot see
+    # the staged row, and the released hold leaves PostgreSQL nothing to check again. Without
+    # the second statement of groups.delete_expired_offsets the committed offset was deleted
+    # beside the staged one.
+    simple_consumer_past_the_retention(client, services, clock)
+    committed_ms = clock() - OFFSETS_RETENTION_MS
+
+    expired, staged = _expiry_with_a_commit_inside_its_delete(services, clock, database, monkeypatch,
+                                                              _staging(client, 9))
+
+    assert (staged.status_code, expired) == (200, OffsetExpiry(0, False))
+    assert _committed(database, "simple") == [(0, 3, committed_ms)]
+    assert _pending(client) == ("Ongoing", [("simple", 0, 9)])
+
+
+def test_an_offset_expiry_keeps_the_offset_a_commit_refreshed_inside_its_delete(  # type: ignore[no-untyped-def]
+        client, services, database, clock, monkeypatch) -> None:
+    # The commit refreshes the row inside the DELETE, before its lock: PostgreSQL checks the
+    # rule again on the refreshed row, which is not expired.
+    simple_consumer_past_the_retention(client, services, clock)
+
+    expired, _ = _expiry_with_a_commit_inside_its_delete(
+        services, clock, database, monkeypatch,
+        lambda: services.groups.commit("simple", [OffsetToStage("t", 0, 7, None)]))
+
+    assert expired == OffsetExpiry(0, False)
+    assert _committed(database, "simple") == [(0, 7, clock())]
+
+
+@pytest.mark.parametrize("retention_minutes", [None, 10_080])
+def test_a_staging_holds_the_committed_offsets_only_with_the_retention_set(  # type: ignore[no-untyped-def]
+        client, settings, database, clock, retention_minutes) -> None:
+    # Unset, nothing expires and the hold (offsets.hold_committed) would be a staging's cost for
+    # nothing: the staging does not wait for a committed offset another transaction locks.
+    create_topic(client, "t", 1)
+    services = Services.build(settings.model_copy(update={"offsets_retention_minutes": retention_minutes}),
+                              database, clock)
+    services.groups.commit("simple", [OffsetToStage("t", 0, 3, None)])
+    p = services.coordinator.init_producer_id(transactional_id="tx", transaction_timeout_ms=900_000)
+    services.coordinator.begin("tx", p.producer_id, p.producer_epoch)
+
+    with database.engine.connect() as locker:
+        locker.execute(select(group_offsets.c.group_id).where(group_offsets.c.group_id == "simple").with_for_update())
+        staging = Run(lambda: services.coordinator.add_offsets("tx", p.producer_id, p.producer_epoch, "simple",
+                                                               [OffsetToStage("t", 0, 9, None)]))
+        waited = blocked_on_a_lock(database, staging)
+        locker.rollback()
+    assert not isinstance(staging.outcome(), BaseException)
+
+    assert waited == (retention_minutes is not None)
+    assert _pending(client) == ("Ongoing", [("simple", 0, 9)])
