@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from app.domain.clock import Clock
 from app.services.classic_group_protocol import ClassicGroupProtocol
 from app.services.gauges import DatabaseGauges
-from app.services.group_maintenance import GroupMaintenance
+from app.services.group_expiry import GroupExpiry
 from app.services.group_service import GroupService
 from app.services.lag_history import LagHistory
 from app.services.log_cleaner import LogCleaner
@@ -41,7 +41,7 @@ class Services:
     coordinator: TransactionCoordinator
     groups: GroupService
     # What the group-expiry worker runs; here for the tests, which run its passes themselves.
-    group_maintenance: GroupMaintenance
+    group_expiry: GroupExpiry
     classic_group_protocol: ClassicGroupProtocol
     security: SecurityService
     waiting: WaitingRequests
@@ -63,7 +63,7 @@ class Services:
             log=log,
             coordinator=TransactionCoordinator(db, settings, clock),
             groups=GroupService(db, settings, clock),
-            group_maintenance=GroupMaintenance(db, settings),
+            group_expiry=GroupExpiry(db, settings),
             classic_group_protocol=ClassicGroupProtocol(db, settings, clock),
             security=SecurityService(db, clock, on_change=None if security_state is None else security_state.reload),
             # Without the lifespan's LogChanges (a test's services), waits end on time only.
@@ -84,7 +84,7 @@ def maintenance_chores(db: Database, settings: Settings, clock: Clock) -> list[C
     return [
         CoordinatorWorker(TransactionCoordinator(db, settings, clock), clock,
                           ChoreConfig(settings.coordinator_interval_ms)),
-        GroupExpiryWorker(GroupMaintenance(db, settings), clock, ChoreConfig(settings.coordinator_interval_ms)),
+        GroupExpiryWorker(GroupExpiry(db, settings), clock, ChoreConfig(settings.coordinator_interval_ms)),
         CleanerWorker(LogCleaner(db, settings, clock), clock, ChoreConfig(settings.cleaner_interval_ms)),
     ]
 

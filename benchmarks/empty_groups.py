@@ -1,7 +1,7 @@
-"""What group expiry's deletion of empty groups (GroupMaintenance.delete_empty_groups) and expiry of
-committed offsets (GroupMaintenance.expire_offsets, OUTBOX_OFFSETS_RETENTION_MINUTES set to 7 days)
+"""What group expiry's deletion of empty groups (GroupExpiry.delete_empty_groups) and expiry of
+committed offsets (GroupExpiry.expire_offsets, OUTBOX_OFFSETS_RETENTION_MINUTES set to 7 days)
 add to a group-expiry pass, which runs every OUTBOX_COORDINATOR_INTERVAL_MS (200 ms; both looks
-once a minute): against the pass's member expiry (GroupMaintenance.expire_members) on the same
+once a minute): against the pass's member expiry (GroupExpiry.expire_members) on the same
 database in the same run, the reference.
 
     .venv/bin/python benchmarks/empty_groups.py --groups 100000 --rounds 30
@@ -52,11 +52,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from scratch import scratch_database  # noqa: E402
 
-from app.services.group_maintenance import (  # noqa: E402
+from app.services.group_expiry import (  # noqa: E402
     EMPTY_GROUP_RETENTION_MS,
     EMPTY_GROUPS_PER_PASS,
     EXPIRED_OFFSETS_PER_PASS,
-    GroupMaintenance,
+    GroupExpiry,
 )
 from app.storage import groups as stored_groups  # noqa: E402
 from app.settings import Settings  # noqa: E402
@@ -126,7 +126,7 @@ def measure(kind: str, groups: int, rounds: int, stable: int | None, explain: bo
                 with db.engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
                     conn.exec_driver_sql("VACUUM ANALYZE consumer_groups, group_members, group_offsets, "
                                          "transaction_offsets")
-            service = GroupMaintenance(db, settings)
+            service = GroupExpiry(db, settings)
             reference, deletion, expiry = [], [], []
             for _ in range(rounds):
                 reference.append(_timed(lambda: service.expire_members(NOW_MS)))

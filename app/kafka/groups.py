@@ -198,7 +198,7 @@ class GroupApis:
                 # A client that has gone stops the wait: its asks only read what others do
                 # until the deadline, and the join phase ends without them all the same, by
                 # another waiter's ask, the group's next JoinGroup or the expiry pass
-                # (GroupMaintenance.expire_members). Its member stays, as Kafka keeps a vanished
+                # (GroupExpiry.expire_members). Its member stays, as Kafka keeps a vanished
                 # client's join: the phase ends with it as if it had waited on.
                 await self._wait(seen, unless_gone=True)
                 if self._joining.get(key) is mine and (handed := self._formed.pop(key, None)) is not None:

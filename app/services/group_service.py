@@ -3,7 +3,7 @@ outside transactions, the lag, and the expiry of one group's members (expire_gro
 requests and group maintenance both run. Kafka's classic group protocol, the Kafka door's
 membership, is app.services.classic_group_protocol; the rules both share are
 app.services.group_membership; what the group-expiry worker runs is
-app.services.group_maintenance.
+app.services.group_expiry.
 
 The HTTP door's rebalance protocol is Kafka's eager one reduced to what HTTP clients need: Join returns
 the member's assignment at once (the service runs the range assignor itself, no group

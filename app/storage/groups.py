@@ -426,7 +426,7 @@ def groups_with_expired_members(conn: Connection, now_ms: int) -> list[str]:
 
 def groups_past_rebalance_deadline(conn: Connection, now_ms: int) -> list[str]:
     """Kafka door's groups whose join phase is over by time: the members that did not join
-    again are to be removed even if no request of theirs waits (GroupMaintenance.expire_members)."""
+    again are to be removed even if no request of theirs waits (GroupExpiry.expire_members)."""
     return list(conn.execute(
         select(consumer_groups.c.group_id).where(
             consumer_groups.c.state == StoredGroupState.PREPARING_REBALANCE.value,

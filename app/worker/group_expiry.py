@@ -1,10 +1,10 @@
 """Group expiry: removes consumer group members whose session timed out (no heartbeat within
 their session_timeout_ms) and rebalances their groups, then deletes the committed offsets of
-groups without members past OUTBOX_OFFSETS_RETENTION_MINUTES (GroupMaintenance.expire_offsets)
+groups without members past OUTBOX_OFFSETS_RETENTION_MINUTES (GroupExpiry.expire_offsets)
 and the groups left without members and offsets for EMPTY_GROUP_RETENTION_MS
-(GroupMaintenance.delete_empty_groups), both looked for every EMPTY_GROUP_CHECK_INTERVAL_MS, every
+(GroupExpiry.delete_empty_groups), both looked for every EMPTY_GROUP_CHECK_INTERVAL_MS, every
 OUTBOX_COORDINATOR_INTERVAL_MS beside the coordinator worker. Several may run at once:
-GroupMaintenance locks each group's row before it looks at its members or deletes it."""
+GroupExpiry locks each group's row before it looks at its members or deletes it."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from typing import TypeVar
 
 from app import metrics
 from app.domain.clock import Clock
-from app.services.group_maintenance import EMPTY_GROUP_CHECK_INTERVAL_MS, GroupMaintenance
+from app.services.group_expiry import EMPTY_GROUP_CHECK_INTERVAL_MS, GroupExpiry
 from app.worker.chore import Chore, ChoreConfig, Sleeper, wait_on
 
 _Result = TypeVar("_Result")
@@ -24,8 +24,8 @@ _Default = TypeVar("_Default")
 @dataclass(frozen=True, slots=True)
 class GroupExpiryPass:
     expired_members: int
-    deleted_groups: int  # empty groups deleted (GroupMaintenance.delete_empty_groups)
-    expired_offsets: int = 0  # committed offsets past their retention deleted (GroupMaintenance.expire_offsets)
+    deleted_groups: int  # empty groups deleted (GroupExpiry.delete_empty_groups)
+    expired_offsets: int = 0  # committed offsets past their retention deleted (GroupExpiry.expire_offsets)
 
     def __bool__(self) -> bool:
         return bool(self.expired_members or self.deleted_groups or self.expired_offsets)
@@ -36,7 +36,7 @@ class GroupExpiryWorker(Chore):
     passes = metrics.GROUP_EXPIRY_PASSES
     last_success = metrics.GROUP_EXPIRY_LAST_SUCCESS
 
-    def __init__(self, groups: GroupMaintenance, clock: Clock, config: ChoreConfig, sleep: Sleeper = wait_on) -> None:
+    def __init__(self, groups: GroupExpiry, clock: Clock, config: ChoreConfig, sleep: Sleeper = wait_on) -> None:
         super().__init__(clock, config, sleep)
         self.groups = groups
         # When the next pass looks for empty groups to delete; None: the first pass does.

@@ -1,6 +1,6 @@
 """Empty groups do not stay forever: the group-expiry pass deletes a group that has had no
 member and no offset (committed, or staged by an unfinished transaction) for
-EMPTY_GROUP_RETENTION_MS (GroupMaintenance.delete_empty_groups), as Kafka's coordinator deletes an
+EMPTY_GROUP_RETENTION_MS (GroupExpiry.delete_empty_groups), as Kafka's coordinator deletes an
 Empty group without offsets. On both databases; time is the test's clock."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 from sqlalchemy import select
 
-from app.services.group_maintenance import EMPTY_GROUP_CHECK_INTERVAL_MS, EMPTY_GROUP_RETENTION_MS, EmptyGroupDeletion
+from app.services.group_expiry import EMPTY_GROUP_CHECK_INTERVAL_MS, EMPTY_GROUP_RETENTION_MS, EmptyGroupDeletion
 from app.storage.tables import consumer_groups
 from app.worker.chore import ChoreConfig
 from app.worker.group_expiry import GroupExpiryPass, GroupExpiryWorker
@@ -20,7 +20,7 @@ HEARTBEAT_MS = SESSION_MS // 2
 
 @pytest.fixture
 def worker(services, clock) -> GroupExpiryWorker:  # type: ignore[no-untyped-def]
-    return GroupExpiryWorker(services.group_maintenance, clock, ChoreConfig(interval_ms=50))
+    return GroupExpiryWorker(services.group_expiry, clock, ChoreConfig(interval_ms=50))
 
 
 def _join(client, group: str) -> dict:  # type: ignore[no-untyped-def]
@@ -52,10 +52,10 @@ def test_a_group_its_last_member_left_is_kept_for_the_retention_then_deleted(  #
     assert client.delete(f"/v1/groups/g/members/{m['member_id']}").status_code == 204
     clock.advance(EMPTY_GROUP_RETENTION_MS)  # its last moment
 
-    assert services.group_maintenance.delete_empty_groups(clock()) == EmptyGroupDeletion(0, False)
+    assert services.group_expiry.delete_empty_groups(clock()) == EmptyGroupDeletion(0, False)
     assert _group_rows(database) == [("g", 2)]
     clock.advance(1)
-    assert services.group_maintenance.delete_empty_groups(clock()) == EmptyGroupDeletion(1, False)
+    assert services.group_expiry.delete_empty_groups(clock()) == EmptyGroupDeletion(1, False)
 
     assert _group_rows(database) == []
     assert client.get("/v1/groups").json()["groups"] == []
@@ -161,8 +161,8 @@ def test_the_pass_looks_for_empty_groups_once_a_check_interval(client, database,
 
 def test_a_pass_deletes_at_most_empty_groups_per_pass(  # type: ignore[no-untyped-def]
         client, database, clock, worker, monkeypatch) -> None:
-    from app.services import group_maintenance
-    monkeypatch.setattr(group_maintenance, "EMPTY_GROUPS_PER_PASS", 2)
+    from app.services import group_expiry
+    monkeypatch.setattr(group_expiry, "EMPTY_GROUPS_PER_PASS", 2)
     create_topic(client, "in", 1)
     for g in ("a", "b", "c"):
         client.delete(f"/v1/groups/{g}/members/{_join(client, g)['member_id']}")
@@ -177,8 +177,8 @@ def test_after_a_pass_that_deleted_fewer_than_its_most_the_next_look_is_a_check_
         client, database, clock, worker, monkeypatch) -> None:
     # Groups emptied one after another: each deletion below the limit would otherwise make the
     # next pass read every group again.
-    from app.services import group_maintenance
-    monkeypatch.setattr(group_maintenance, "EMPTY_GROUPS_PER_PASS", 2)
+    from app.services import group_expiry
+    monkeypatch.setattr(group_expiry, "EMPTY_GROUPS_PER_PASS", 2)
     create_topic(client, "in", 1)
     client.delete(f"/v1/groups/a/members/{_join(client, 'a')['member_id']}")
     clock.advance(200)

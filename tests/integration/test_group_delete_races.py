@@ -15,7 +15,7 @@ from sqlalchemy import func, select
 from app.composition import Services
 from app.domain.errors import GroupIdNotFound, RebalanceInProgress
 from app.domain.offsets import OffsetToStage
-from app.services.group_maintenance import EMPTY_GROUP_RETENTION_MS, OffsetExpiry
+from app.services.group_expiry import EMPTY_GROUP_RETENTION_MS, OffsetExpiry
 from app.storage import groups, offsets
 from app.storage import transactions as txns
 from app.storage.tables import group_offsets
@@ -87,7 +87,7 @@ def _join_and_empty_group_pass(client, services, database, clock, monkeypatch, *
     emptied_group(client, services, "g")
     clock.advance(EMPTY_GROUP_RETENTION_MS + 1)
     calls = [lambda: services.groups.join("g", member_id=None, topic_names=["t"], session_timeout_ms=10_000),
-             lambda: services.group_maintenance.delete_empty_groups(clock()).deleted]
+             lambda: services.group_expiry.delete_empty_groups(clock()).deleted]
     first, second, waited = hold_then(Held(monkeypatch, groups, held_step), *(calls[::-1] if pass_first else calls),
                                       database)
     assert waited
@@ -150,7 +150,7 @@ def test_an_offset_expiry_waiting_for_a_join_keeps_the_offsets_of_the_group_it_a
     joined, expired, waited = hold_then(
         Held(monkeypatch, groups, held_step),
         lambda: services.groups.join("g", member_id=None, topic_names=["t"], session_timeout_ms=10_000),
-        lambda: services.group_maintenance.expire_offsets(clock()),
+        lambda: services.group_expiry.expire_offsets(clock()),
         database,
     )
 
@@ -170,7 +170,7 @@ def test_an_offset_expiry_skips_the_offset_a_commit_holds_and_keeps_it(  # type:
     committed, expired, waited = hold_then(
         Held(monkeypatch, offsets, "commit"),
         lambda: services.groups.commit("simple", [OffsetToStage("t", 0, 4, None)]),
-        lambda: services.group_maintenance.expire_offsets(clock()),
+        lambda: services.group_expiry.expire_offsets(clock()),
         database,
     )
 
@@ -190,7 +190,7 @@ def test_a_join_waits_for_the_offset_expiry_of_a_group_known_by_its_offsets_alon
 
     expired, joined, waited = hold_then(
         Held(monkeypatch, groups, "delete_expired_offsets"),
-        lambda: services.group_maintenance.expire_offsets(clock()),
+        lambda: services.group_expiry.expire_offsets(clock()),
         lambda: services.groups.join("simple", member_id=None, topic_names=["t"], session_timeout_ms=10_000),
         database,
     )
@@ -227,7 +227,7 @@ def test_an_offset_expiry_skips_the_committed_offset_a_transaction_is_staging_a_
 
     staged, expired, waited = hold_then(
         Held(monkeypatch, txns, "stage_offsets"), _staging(client, 9),
-        lambda: services.group_maintenance.expire_offsets(clock()),
+        lambda: services.group_expiry.expire_offsets(clock()),
         database,
     )
 
@@ -247,7 +247,7 @@ def test_a_transaction_staging_an_offset_waits_for_the_offset_expiry_deleting_it
 
     expired, staged, waited = hold_then(
         Held(monkeypatch, groups, "delete_expired_offsets"),
-        lambda: services.group_maintenance.expire_offsets(clock()),
+        lambda: services.group_expiry.expire_offsets(clock()),
         stage,
         database,
     )
@@ -273,7 +273,7 @@ def _expiry_with_a_commit_inside_its_delete(services, clock, database, monkeypat
     monkeypatch.setattr(groups, "delete_expired_offsets", delete_waiting_in_the_rule)
     with database.engine.connect() as gate:
         gate.execute(select(func.pg_advisory_lock(key)))
-        expiry = Run(lambda: services.group_maintenance.expire_offsets(clock()))
+        expiry = Run(lambda: services.group_expiry.expire_offsets(clock()))
         try:
             assert blocked_on_a_lock(database, expiry)
             done = during()

@@ -10,7 +10,7 @@ from collections.abc import Callable
 import pytest
 
 from app.domain.offsets import OffsetToStage
-from app.services.group_maintenance import EMPTY_GROUP_CHECK_INTERVAL_MS, EMPTY_GROUP_RETENTION_MS
+from app.services.group_expiry import EMPTY_GROUP_CHECK_INTERVAL_MS, EMPTY_GROUP_RETENTION_MS
 from app.worker.chore import ChoreConfig
 from app.worker.group_expiry import GroupExpiryPass, GroupExpiryWorker
 from tests.helpers import create_topic
@@ -27,7 +27,7 @@ def settings(settings):  # type: ignore[no-untyped-def]
 
 @pytest.fixture
 def worker(services, clock) -> GroupExpiryWorker:  # type: ignore[no-untyped-def]
-    return GroupExpiryWorker(services.group_maintenance, clock, ChoreConfig(interval_ms=50))
+    return GroupExpiryWorker(services.group_expiry, clock, ChoreConfig(interval_ms=50))
 
 
 def failing(calls: list[int], error: Exception) -> Callable[[int], object]:
@@ -54,7 +54,7 @@ def test_a_failing_offset_expiry_leaves_the_empty_groups_deleted_and_fails_the_p
     _emptied_group(client, services)
     clock.advance(EMPTY_GROUP_RETENTION_MS + 1)
     error = RuntimeError("offset expiry broke")
-    monkeypatch.setattr(services.group_maintenance, "expire_offsets", failing([], error))
+    monkeypatch.setattr(services.group_expiry, "expire_offsets", failing([], error))
     before = scrape(client)
 
     with pytest.raises(RuntimeError) as raised:
@@ -74,7 +74,7 @@ def test_a_failing_member_expiry_leaves_the_offsets_expired(  # type: ignore[no-
     services.groups.commit("simple", [OffsetToStage("t", 0, 3, None)])
     clock.advance(OFFSETS_RETENTION_MS)
     error = RuntimeError("member expiry broke")
-    monkeypatch.setattr(services.group_maintenance, "expire_members", failing([], error))
+    monkeypatch.setattr(services.group_expiry, "expire_members", failing([], error))
 
     with pytest.raises(RuntimeError) as raised:
         worker.run_once(clock())
@@ -86,7 +86,7 @@ def test_a_failing_member_expiry_leaves_the_offsets_expired(  # type: ignore[no-
 def test_a_failed_offset_expiry_looks_again_a_check_interval_later(  # type: ignore[no-untyped-def]
         services, clock, worker, monkeypatch) -> None:
     calls: list[int] = []
-    monkeypatch.setattr(services.group_maintenance, "expire_offsets", failing(calls, RuntimeError("offset expiry broke")))
+    monkeypatch.setattr(services.group_expiry, "expire_offsets", failing(calls, RuntimeError("offset expiry broke")))
     start = clock()
 
     with pytest.raises(RuntimeError):
@@ -101,8 +101,8 @@ def test_a_failed_offset_expiry_looks_again_a_check_interval_later(  # type: ign
 def test_looks_failing_together_fail_the_pass_with_both_errors(  # type: ignore[no-untyped-def]
         services, clock, worker, monkeypatch) -> None:
     offsets_error, groups_error = RuntimeError("offset expiry broke"), RuntimeError("empty groups broke")
-    monkeypatch.setattr(services.group_maintenance, "expire_offsets", failing([], offsets_error))
-    monkeypatch.setattr(services.group_maintenance, "delete_empty_groups", failing([], groups_error))
+    monkeypatch.setattr(services.group_expiry, "expire_offsets", failing([], offsets_error))
+    monkeypatch.setattr(services.group_expiry, "delete_empty_groups", failing([], groups_error))
 
     with pytest.raises(ExceptionGroup) as raised:
         worker.run_once(clock())

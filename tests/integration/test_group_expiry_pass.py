@@ -1,4 +1,4 @@
-"""What a group-expiry pass (GroupMaintenance.expire_members) costs the database, on both: one
+"""What a group-expiry pass (GroupExpiry.expire_members) costs the database, on both: one
 write transaction for up to a chunk of groups (on SQLite each durable commit is an fsync,
 and every other writer of the process waits for the pass), none when nothing has expired."""
 
@@ -30,7 +30,7 @@ def test_a_pass_that_expires_the_members_of_three_groups_is_one_read_and_one_wri
     commits = _joined_then_counting_commits(client, services, database, clock, "a", "b", "c",
                                             waited_ms=SESSION_MS + 1)
 
-    removed = services.group_maintenance.expire_members(clock())
+    removed = services.group_expiry.expire_members(clock())
 
     assert (removed, len(commits)) == (3, 2)
     with database.read() as conn:
@@ -41,17 +41,17 @@ def test_a_pass_that_finds_no_ended_session_only_reads(client, services, databas
     commits = _joined_then_counting_commits(client, services, database, clock, "a",
                                             waited_ms=SESSION_MS)  # the session's last moment
 
-    assert (services.group_maintenance.expire_members(clock()), len(commits)) == (0, 1)
+    assert (services.group_expiry.expire_members(clock()), len(commits)) == (0, 1)
 
 
 def test_a_pass_locks_at_most_a_chunk_of_groups_in_one_write_transaction(  # type: ignore[no-untyped-def]
         client, services, database, clock, monkeypatch) -> None:
-    from app.services import group_maintenance
-    monkeypatch.setattr(group_maintenance, "EXPIRY_CHUNK_GROUPS", 2)
+    from app.services import group_expiry
+    monkeypatch.setattr(group_expiry, "EXPIRY_CHUNK_GROUPS", 2)
     commits = _joined_then_counting_commits(client, services, database, clock, "a", "b", "c", "d", "e",
                                             waited_ms=SESSION_MS + 1)
 
-    removed = services.group_maintenance.expire_members(clock())
+    removed = services.group_expiry.expire_members(clock())
 
     # One read, then three writes: groups a-b, c-d, e.
     assert (removed, len(commits)) == (5, 4)
@@ -66,6 +66,6 @@ def test_a_group_deleted_after_the_pass_found_it_is_not_created_again(  # type: 
     create_topic(client, "t", 1)
     monkeypatch.setattr(groups, "groups_with_expired_members", lambda conn, now_ms: ["g"])
 
-    assert services.group_maintenance.expire_members(clock()) == 0
+    assert services.group_expiry.expire_members(clock()) == 0
     with database.read() as conn:
         assert (groups.generation(conn, "g"), groups.known(conn, "g")) == (None, False)

@@ -11,7 +11,7 @@ from tests.helpers import batch, begin, create_topic, ident, init_producer, send
 
 @pytest.fixture
 def worker(services, clock) -> GroupExpiryWorker:  # type: ignore[no-untyped-def]
-    return GroupExpiryWorker(services.group_maintenance, clock, ChoreConfig(interval_ms=50))
+    return GroupExpiryWorker(services.group_expiry, clock, ChoreConfig(interval_ms=50))
 
 
 def _join(client, group: str, topics: list[str], **extra) -> dict:  # type: ignore[no-untyped-def]

@@ -12,7 +12,7 @@ import pytest
 
 from app.domain.group import StoredGroupState
 from app.services.classic_group_protocol import ClassicGroupProtocol, Joined, Joining
-from app.services.group_maintenance import GroupMaintenance
+from app.services.group_expiry import GroupExpiry
 from app.storage import groups
 
 DELAY_MS = 3_000
@@ -130,7 +130,7 @@ def test_group_expiry_ends_a_delay_whose_deadline_passed_with_no_request_waiting
     first = _join(kafka)
     clock.advance(DELAY_MS + 1)
 
-    assert GroupMaintenance(services.db, kafka.settings).expire_members(clock()) == 0
+    assert GroupExpiry(services.db, kafka.settings).expire_members(clock()) == 0
     with services.db.read() as conn:
         g = groups.group(conn, "g")
     assert g is not None
@@ -144,7 +144,7 @@ def test_group_expiry_extends_a_delay_in_whose_period_a_member_was_added(  # typ
     _join(kafka)  # added in the first period, which then ends with no request
     clock.advance(DELAY_MS - 2_000 + 1)
 
-    assert GroupMaintenance(services.db, kafka.settings).expire_members(clock()) == 0
+    assert GroupExpiry(services.db, kafka.settings).expire_members(clock()) == 0
     with services.db.read() as conn:
         g = groups.group(conn, "g")
     assert g is not None

@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from app.services.group_maintenance import EMPTY_GROUP_RETENTION_MS
+from app.services.group_expiry import EMPTY_GROUP_RETENTION_MS
 from app.storage.engine import after_commit
 from app.worker.chore import ChoreConfig
 from app.worker.coordinator import CoordinatorWorker
@@ -134,7 +134,7 @@ def test_group_expiry_counts_its_pass_and_the_members_it_expires(client, service
     create_topic(client, "orders")
     r = client.post("/v1/groups/g/members", json={"topics": ["orders"], "session_timeout_ms": 10_000})
     assert r.status_code == 200, r.text
-    worker = GroupExpiryWorker(services.group_maintenance, clock, ChoreConfig(interval_ms=200))
+    worker = GroupExpiryWorker(services.group_expiry, clock, ChoreConfig(interval_ms=200))
     before = scrape(client)
     clock.advance(10_001)
     assert worker.run_once().expired_members == 1
@@ -148,7 +148,7 @@ def test_group_expiry_counts_the_empty_groups_it_deletes(client, services, clock
     for group in ("a", "b"):
         r = client.post(f"/v1/groups/{group}/members", json={"topics": ["orders"], "session_timeout_ms": 10_000})
         assert client.delete(f"/v1/groups/{group}/members/{r.json()['member_id']}").status_code == 204
-    worker = GroupExpiryWorker(services.group_maintenance, clock, ChoreConfig(interval_ms=200))
+    worker = GroupExpiryWorker(services.group_expiry, clock, ChoreConfig(interval_ms=200))
     before = scrape(client)
     clock.advance(EMPTY_GROUP_RETENTION_MS + 1)
     assert worker.run_once().deleted_groups == 2

@@ -319,7 +319,7 @@ def test_a_chores_successful_pass_sets_its_last_success_timestamp(services, cloc
 
     kind, job = {
         "coordinator": (CoordinatorWorker, services.coordinator),
-        "group_expiry": (GroupExpiryWorker, services.groups),
+        "group_expiry": (GroupExpiryWorker, services.group_expiry),
         "cleaner": (CleanerWorker, LogCleaner(services.db, services.settings, clock)),
     }[chore]
     name = f"outbox_{chore}_last_success_timestamp_seconds"

@@ -1,6 +1,6 @@
 """With OUTBOX_OFFSETS_RETENTION_MINUTES set, group expiry deletes the offsets of a group
 without members that long after they were committed or the group was left empty
-(GroupMaintenance.expire_offsets), Kafka's offsets.retention.minutes as KIP-211 made it; unset (the
+(GroupExpiry.expire_offsets), Kafka's offsets.retention.minutes as KIP-211 made it; unset (the
 default), nothing expires. On both databases; time is the test's clock."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 
 from app.composition import Services
-from app.services.group_maintenance import OffsetExpiry
+from app.services.group_expiry import OffsetExpiry
 from app.worker.chore import ChoreConfig
 from app.worker.group_expiry import GroupExpiryPass, GroupExpiryWorker
 from tests.helpers import begin, create_topic, ident, init_producer
@@ -89,10 +89,10 @@ def test_a_simple_consumers_offsets_expire_a_retention_after_their_commit(client
     _commit(client, "simple", 3)  # no member, no generation: a group known by its offsets alone
     clock.advance(RETENTION_MS - 1)
 
-    assert services.group_maintenance.expire_offsets(clock()) == OffsetExpiry(0, False)
+    assert services.group_expiry.expire_offsets(clock()) == OffsetExpiry(0, False)
     assert _offsets(client, "simple") == [("in", 0, 3)]
     clock.advance(1)
-    assert services.group_maintenance.expire_offsets(clock()) == OffsetExpiry(1, False)
+    assert services.group_expiry.expire_offsets(clock()) == OffsetExpiry(1, False)
 
     assert _offsets(client, "simple") == []
     assert _groups(client) == []
@@ -105,9 +105,9 @@ def test_unset_no_offset_expires_however_old(client, unset, clock) -> None:  # t
     _commit(client, "simple", 3)
     _member_commits_and_leaves(client, clock, 5)
     clock.advance(100 * 365 * 24 * 3_600_000)
-    worker = GroupExpiryWorker(unset.group_maintenance, clock, ChoreConfig(interval_ms=50))
+    worker = GroupExpiryWorker(unset.group_expiry, clock, ChoreConfig(interval_ms=50))
 
-    assert unset.group_maintenance.expire_offsets(clock()) == OffsetExpiry(0, False)
+    assert unset.group_expiry.expire_offsets(clock()) == OffsetExpiry(0, False)
     assert worker.run_once(clock()) == GroupExpiryPass(0, 0, 0)
     assert (_offsets(client, "simple"), _offsets(client, "g")) == ([("in", 0, 3)], [("in", 0, 5)])
     assert sorted(_groups(client)) == ["g", "simple"]
@@ -118,9 +118,9 @@ def test_the_retention_is_the_settings(client, short, clock) -> None:  # type: i
     _commit(client, "simple", 3)
     clock.advance(SHORT_RETENTION_MS - 1)
 
-    assert short.group_maintenance.expire_offsets(clock()) == OffsetExpiry(0, False)
+    assert short.group_expiry.expire_offsets(clock()) == OffsetExpiry(0, False)
     clock.advance(1)
-    assert short.group_maintenance.expire_offsets(clock()) == OffsetExpiry(1, False)
+    assert short.group_expiry.expire_offsets(clock()) == OffsetExpiry(1, False)
     assert _offsets(client, "simple") == []
 
 
@@ -131,10 +131,10 @@ def test_a_commit_counts_the_retention_again(client, services, clock) -> None:  
     _commit(client, "simple", 4)
     clock.advance(RETENTION_MS // 2)
 
-    assert services.group_maintenance.expire_offsets(clock()) == OffsetExpiry(0, False)
+    assert services.group_expiry.expire_offsets(clock()) == OffsetExpiry(0, False)
     assert _offsets(client, "simple") == [("in", 0, 4)]
     clock.advance(RETENTION_MS // 2)
-    assert services.group_maintenance.expire_offsets(clock()) == OffsetExpiry(1, False)
+    assert services.group_expiry.expire_offsets(clock()) == OffsetExpiry(1, False)
 
 
 def test_the_offsets_of_a_group_with_a_live_member_are_kept_however_old(client, short, clock) -> None:  # type: ignore[no-untyped-def]
@@ -143,7 +143,7 @@ def test_the_offsets_of_a_group_with_a_live_member_are_kept_however_old(client, 
     _commit(client, "g", 3, generation_id=1, member_id=m["member_id"])
     _heartbeat_for(client, clock, "g", m["member_id"], 3 * SHORT_RETENTION_MS)
 
-    assert short.group_maintenance.expire_offsets(clock()) == OffsetExpiry(0, False)
+    assert short.group_expiry.expire_offsets(clock()) == OffsetExpiry(0, False)
     assert _offsets(client, "g") == [("in", 0, 3)]
 
 
@@ -155,10 +155,10 @@ def test_an_emptied_groups_offsets_are_kept_a_retention_from_when_it_was_left_em
     _member_commits_and_leaves(client, clock, 3, held_ms=2 * SHORT_RETENTION_MS)
     clock.advance(SHORT_RETENTION_MS - 1)
 
-    assert short.group_maintenance.expire_offsets(clock()) == OffsetExpiry(0, False)
+    assert short.group_expiry.expire_offsets(clock()) == OffsetExpiry(0, False)
     assert _offsets(client, "g") == [("in", 0, 3)]
     clock.advance(1)
-    assert short.group_maintenance.expire_offsets(clock()) == OffsetExpiry(1, False)
+    assert short.group_expiry.expire_offsets(clock()) == OffsetExpiry(1, False)
     assert _offsets(client, "g") == []
 
 
@@ -172,9 +172,9 @@ def test_an_offset_committed_into_an_emptied_group_is_kept_a_retention_from_its_
     _commit(client, "g", 5, partition=1)  # a simple consumer's, into the group left empty
     clock.advance(1)
 
-    assert short.group_maintenance.expire_offsets(clock()) == OffsetExpiry(0, False)
+    assert short.group_expiry.expire_offsets(clock()) == OffsetExpiry(0, False)
     clock.advance(SHORT_RETENTION_MS - 1)
-    assert short.group_maintenance.expire_offsets(clock()) == OffsetExpiry(1, False)
+    assert short.group_expiry.expire_offsets(clock()) == OffsetExpiry(1, False)
     assert _offsets(client, "g") == []
 
 
@@ -186,7 +186,7 @@ def test_a_reset_commits_its_offsets_at_its_time(client, services, clock) -> Non
     assert r.status_code == 200, r.text
     clock.advance(1)
 
-    assert services.group_maintenance.expire_offsets(clock()) == OffsetExpiry(0, False)
+    assert services.group_expiry.expire_offsets(clock()) == OffsetExpiry(0, False)
     assert _offsets(client, "simple") == [("in", 0, 0)]
 
 
@@ -201,10 +201,10 @@ def test_a_transactions_offsets_are_committed_at_its_completion(client, services
     assert client.post("/v1/transactions/tx/commit", json=ident(p)).status_code == 200
     clock.advance(RETENTION_MS - 1)
 
-    assert services.group_maintenance.expire_offsets(clock()) == OffsetExpiry(0, False)
+    assert services.group_expiry.expire_offsets(clock()) == OffsetExpiry(0, False)
     assert _offsets(client, "g") == [("in", 0, 7)]
     clock.advance(1)
-    assert services.group_maintenance.expire_offsets(clock()) == OffsetExpiry(1, False)
+    assert services.group_expiry.expire_offsets(clock()) == OffsetExpiry(1, False)
 
 
 def test_a_committed_offset_a_transaction_has_staged_a_new_one_for_is_kept(client, services, clock) -> None:  # type: ignore[no-untyped-def]
@@ -219,7 +219,7 @@ def test_a_committed_offset_a_transaction_has_staged_a_new_one_for_is_kept(clien
     assert r.status_code == 200, r.text
     clock.advance(RETENTION_MS)
 
-    assert services.group_maintenance.expire_offsets(clock()) == OffsetExpiry(1, False)
+    assert services.group_expiry.expire_offsets(clock()) == OffsetExpiry(1, False)
     assert _offsets(client, "g") == [("in", 0, 3)]
     described = client.get("/v1/transactions/tx").json()
     assert [(o["group_id"], o["topic"], o["partition"], o["offset"]) for o in described["pending_offsets"]] \
@@ -228,11 +228,11 @@ def test_a_committed_offset_a_transaction_has_staged_a_new_one_for_is_kept(clien
 
 def test_a_pass_expires_at_most_its_most_and_the_next_pass_looks_again(  # type: ignore[no-untyped-def]
         client, services, clock, monkeypatch) -> None:
-    from app.services import group_maintenance
-    monkeypatch.setattr(group_maintenance, "EXPIRED_OFFSETS_PER_PASS", 2)
-    monkeypatch.setattr(group_maintenance, "EXPIRY_CHUNK_OFFSETS", 1)
+    from app.services import group_expiry
+    monkeypatch.setattr(group_expiry, "EXPIRED_OFFSETS_PER_PASS", 2)
+    monkeypatch.setattr(group_expiry, "EXPIRY_CHUNK_OFFSETS", 1)
     _simple_consumers_past_the_retention(client, clock, "a", "b", "c")
-    worker = GroupExpiryWorker(services.group_maintenance, clock, ChoreConfig(interval_ms=50))
+    worker = GroupExpiryWorker(services.group_expiry, clock, ChoreConfig(interval_ms=50))
 
     assert worker.run_once(clock()) == GroupExpiryPass(0, 0, 2)
     assert worker.run_once(clock()) == GroupExpiryPass(0, 0, 1)
@@ -242,8 +242,8 @@ def test_a_pass_expires_at_most_its_most_and_the_next_pass_looks_again(  # type:
 def test_an_offset_between_two_expired_ones_of_a_transaction_is_kept_if_it_is_not(  # type: ignore[no-untyped-def]
         client, services, clock, monkeypatch) -> None:
     # A transaction of the pass deletes a range of keys: b's lies between a's and c's.
-    from app.services import group_maintenance
-    monkeypatch.setattr(group_maintenance, "EXPIRY_CHUNK_OFFSETS", 2)
+    from app.services import group_expiry
+    monkeypatch.setattr(group_expiry, "EXPIRY_CHUNK_OFFSETS", 2)
     create_topic(client, "in", 1)
     _commit(client, "a", 1)
     _commit(client, "c", 1)
@@ -251,7 +251,7 @@ def test_an_offset_between_two_expired_ones_of_a_transaction_is_kept_if_it_is_no
     _commit(client, "b", 1)
     clock.advance(RETENTION_MS - 1)
 
-    assert services.group_maintenance.expire_offsets(clock()) == OffsetExpiry(2, False)
+    assert services.group_expiry.expire_offsets(clock()) == OffsetExpiry(2, False)
     assert _groups(client) == ["b"]
 
 
@@ -266,7 +266,7 @@ def test_an_offset_between_two_expired_ones_of_its_own_group_is_kept_if_it_is_no
     _commit(client, "simple", 1, partition=1)
     clock.advance(RETENTION_MS - 1)
 
-    assert services.group_maintenance.expire_offsets(clock()) == OffsetExpiry(2, False)
+    assert services.group_expiry.expire_offsets(clock()) == OffsetExpiry(2, False)
     assert _offsets(client, "simple") == [("in", 1, 1)]
 
 
@@ -281,7 +281,7 @@ def test_a_transaction_deletes_only_the_offsets_of_the_groups_its_look_named(  #
         key for key in look(conn, kept_since_ms, limit) if key[0] != "b"])
     _simple_consumers_past_the_retention(client, clock, "a", "b", "c")
 
-    assert services.group_maintenance.expire_offsets(clock()) == OffsetExpiry(2, False)
+    assert services.group_expiry.expire_offsets(clock()) == OffsetExpiry(2, False)
     assert _offsets(client, "b") == [("in", 0, 1)]
 
 
@@ -291,7 +291,7 @@ def test_the_pass_deletes_the_group_its_offsets_left_empty_and_counts_them(  # t
     # pass that expires its last offset.
     create_topic(client, "in", 1)
     _member_commits_and_leaves(client, clock, 3)
-    worker = GroupExpiryWorker(services.group_maintenance, clock, ChoreConfig(interval_ms=50))
+    worker = GroupExpiryWorker(services.group_expiry, clock, ChoreConfig(interval_ms=50))
     assert worker.run_once(clock()) == GroupExpiryPass(0, 0, 0)
     clock.advance(RETENTION_MS)
     before = scrape(client)

@@ -592,7 +592,7 @@ def test_a_rebalance_whose_only_waiter_has_gone_is_completed_by_the_expiry_pass_
             b_id = _waiting_join(kafka, b)
         _until(lambda: _held(kafka) == ({}, {}, {}, 1))
         clock.advance(_LONG_REBALANCE_S * 1000 + 1)
-        kafka.services.group_maintenance.expire_members(clock())
+        kafka.services.group_expiry.expire_members(clock())
         # As had B's JoinGroup waited on: A, which did not join again, is removed at the
         # deadline, and B, which did, forms generation 2 alone, as its leader.
         described = _describe(a)

@@ -467,7 +467,7 @@ def test_a_member_whose_session_times_out_is_removed_by_group_expiry_and_the_oth
     from app.worker.group_expiry import GroupExpiryWorker
 
     create_topic(kafka.client, "orders")
-    worker = GroupExpiryWorker(kafka.services.group_maintenance, clock, ChoreConfig(interval_ms=50))
+    worker = GroupExpiryWorker(kafka.services.group_expiry, clock, ChoreConfig(interval_ms=50))
     a, a_id = _lone_member(kafka)
     with a, kafka.connect() as b:
         waiting, b_joined = in_thread(join, b, "g", session_s=6)
@@ -491,7 +491,7 @@ def test_a_member_heartbeating_during_a_rebalance_keeps_its_session_until_the_re
     from app.worker.group_expiry import GroupExpiryWorker
 
     create_topic(kafka.client, "orders")
-    worker = GroupExpiryWorker(kafka.services.group_maintenance, clock, ChoreConfig(interval_ms=50))
+    worker = GroupExpiryWorker(kafka.services.group_expiry, clock, ChoreConfig(interval_ms=50))
     a, a_id = _lone_member(kafka)  # session 10 s, rebalance timeout 10 s
     with a, kafka.connect() as b:
         waiting, b_joined = in_thread(join, b, "g", session_s=30, rebalance_s=30)

@@ -179,7 +179,7 @@ def test_a_static_member_whose_session_expires_is_removed_and_its_instance_id_jo
     from app.worker.group_expiry import GroupExpiryWorker
 
     create_topic(kafka.client, "orders", partitions=2)
-    worker = GroupExpiryWorker(kafka.services.group_maintenance, clock, ChoreConfig(interval_ms=50))
+    worker = GroupExpiryWorker(kafka.services.group_expiry, clock, ChoreConfig(interval_ms=50))
     with kafka.connect() as a, kafka.connect() as b, kafka.connect() as restarted:
         a_id, b_id = _two_static_members(kafka, a, b)
         clock.advance(6_000)

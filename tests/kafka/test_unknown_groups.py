@@ -189,12 +189,12 @@ def test_a_request_naming_a_group_that_does_not_exist_is_answered_and_writes_not
 
 def test_a_group_a_consumer_joined_and_went_away_from_is_deleted_once_empty_for_the_retention(
         kafka: Listener, clock: Any) -> None:
-    from app.services.group_maintenance import EMPTY_GROUP_RETENTION_MS
+    from app.services.group_expiry import EMPTY_GROUP_RETENTION_MS
     from app.worker.chore import ChoreConfig
     from app.worker.group_expiry import GroupExpiryPass, GroupExpiryWorker
 
     create_topic(kafka.client, "orders")
-    worker = GroupExpiryWorker(kafka.services.group_maintenance, clock, ChoreConfig(interval_ms=50))
+    worker = GroupExpiryWorker(kafka.services.group_expiry, clock, ChoreConfig(interval_ms=50))
     with kafka.connect() as s:
         joined = join(s, GROUP, session_s=10)  # KIP-394's two JoinGroups: the second adds the member
         assert (joined.error_code, joined.generation_id) == (ErrorCode.none, 1)
@@ -212,12 +212,12 @@ def test_a_group_whose_consumer_keeps_heartbeating_is_kept_past_the_retention(
         kafka: Listener, clock: Any, instance_id: str | None) -> None:
     # Heartbeats write the member's row, not the group's: the row of a Stable group is as old
     # as its last rebalance, here past the retention. Its member keeps it.
-    from app.services.group_maintenance import EMPTY_GROUP_RETENTION_MS
+    from app.services.group_expiry import EMPTY_GROUP_RETENTION_MS
     from app.worker.chore import ChoreConfig
     from app.worker.group_expiry import GroupExpiryPass, GroupExpiryWorker
 
     create_topic(kafka.client, "orders")
-    worker = GroupExpiryWorker(kafka.services.group_maintenance, clock, ChoreConfig(interval_ms=50))
+    worker = GroupExpiryWorker(kafka.services.group_expiry, clock, ChoreConfig(interval_ms=50))
     with kafka.connect() as s:
         # A static member is added at once; a dynamic one after KIP-394's MEMBER_ID_REQUIRED.
         joined = join(s, GROUP, session_s=10, group_instance_id=instance_id)
@@ -246,29 +246,29 @@ def settings(settings):  # type: ignore[no-untyped-def]
 
 def test_a_simple_consumers_offsets_go_a_retention_after_its_commit_and_the_group_with_them(
         kafka: Listener, clock: Any) -> None:
-    from app.services.group_maintenance import OffsetExpiry
+    from app.services.group_expiry import OffsetExpiry
 
     create_topic(kafka.client, "orders")
     with kafka.connect() as s:
         assert commit(s, GROUP, -1, "", {("orders", 0): 3}) == [ErrorCode.none]
         clock.advance(OFFSETS_RETENTION_MS - 1)
-        assert kafka.services.group_maintenance.expire_offsets(clock()) == OffsetExpiry(0, False)
+        assert kafka.services.group_expiry.expire_offsets(clock()) == OffsetExpiry(0, False)
         assert _offset_fetch(World(s, kafka.client, {})) == (ErrorCode.none, [(3, ErrorCode.none)])
         clock.advance(1)
 
-        assert kafka.services.group_maintenance.expire_offsets(clock()) == OffsetExpiry(1, False)
+        assert kafka.services.group_expiry.expire_offsets(clock()) == OffsetExpiry(1, False)
         assert _offset_fetch(World(s, kafka.client, {})) == (ErrorCode.none, [(-1, ErrorCode.none)])
         assert _list_groups(World(s, kafka.client, {})) == ()
 
 
 def test_the_offsets_of_a_group_its_consumer_went_away_from_go_a_retention_after_and_the_group_with_them(
         kafka: Listener, clock: Any) -> None:
-    from app.services.group_maintenance import OffsetExpiry
+    from app.services.group_expiry import OffsetExpiry
     from app.worker.chore import ChoreConfig
     from app.worker.group_expiry import GroupExpiryPass, GroupExpiryWorker
 
     create_topic(kafka.client, "orders")
-    worker = GroupExpiryWorker(kafka.services.group_maintenance, clock, ChoreConfig(interval_ms=50))
+    worker = GroupExpiryWorker(kafka.services.group_expiry, clock, ChoreConfig(interval_ms=50))
     with kafka.connect() as s:
         joined = join(s, GROUP, session_s=10)
         member = joined.member_id
@@ -277,7 +277,7 @@ def test_the_offsets_of_a_group_its_consumer_went_away_from_go_a_retention_after
     clock.advance(10_001)
     assert worker.run_once(clock()) == GroupExpiryPass(1, 0, 0)  # emptied now: its offsets counted from now
     clock.advance(OFFSETS_RETENTION_MS - 1)
-    assert kafka.services.group_maintenance.expire_offsets(clock()) == OffsetExpiry(0, False)
+    assert kafka.services.group_expiry.expire_offsets(clock()) == OffsetExpiry(0, False)
     clock.advance(1)
 
     assert worker.run_once(clock()) == GroupExpiryPass(0, 1, 1)
@@ -291,12 +291,12 @@ def test_a_kafka_door_members_group_keeps_its_offsets_past_the_retention(  # typ
     # Heartbeats write the member's row, not the group's, nor the offset's: both are older than
     # the retention (a minute here), and the member keeps them.
     from app.composition import Services
-    from app.services.group_maintenance import OffsetExpiry
+    from app.services.group_expiry import OffsetExpiry
     from app.worker.chore import ChoreConfig
     from app.worker.group_expiry import GroupExpiryPass, GroupExpiryWorker
 
     short = Services.build(settings.model_copy(update={"offsets_retention_minutes": 1}), database, clock)
-    worker = GroupExpiryWorker(short.group_maintenance, clock, ChoreConfig(interval_ms=50))
+    worker = GroupExpiryWorker(short.group_expiry, clock, ChoreConfig(interval_ms=50))
     create_topic(kafka.client, "orders")
     with kafka.connect() as s:
         joined = join(s, GROUP, session_s=10, group_instance_id=instance_id)
@@ -309,5 +309,5 @@ def test_a_kafka_door_members_group_keeps_its_offsets_past_the_retention(  # typ
             assert heartbeat(s, GROUP, 1, member, instance_id) == ErrorCode.none
 
         assert worker.run_once(clock()) == GroupExpiryPass(0, 0, 0)
-        assert short.group_maintenance.expire_offsets(clock()) == OffsetExpiry(0, False)
+        assert short.group_expiry.expire_offsets(clock()) == OffsetExpiry(0, False)
         assert _offset_fetch(World(s, kafka.client, {})) == (ErrorCode.none, [(3, ErrorCode.none)])

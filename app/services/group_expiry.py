@@ -71,7 +71,7 @@ class EmptyGroupDeletion:
     limit_reached: bool
 
 
-class GroupMaintenance:
+class GroupExpiry:
     def __init__(self, db: Database, settings: Settings) -> None:
         self.db = db
         self.settings = settings
