@@ -1,0 +1,102 @@
+"""uvicorn's HTTP protocol as `outbox serve` runs it: each response's head and body in one write.
+
+uvicorn writes a response's head (status line and headers) to the socket as soon as the app
+sends `http.response.start`, and its body at `http.response.body`: two `send` calls a response
+under uvloop, the first of which wakes the client for a head it cannot use without the body.
+`with_one_write` wraps the protocol's transport so that a write that is a response's head is
+held until the next write, which then goes out joined to it: one system call and one wake-up
+of the client a response (the answer's two writes were about 5 % of the service's CPU on a
+1,000-record Send, docs/benchmarks.md, 2026-12-01). A head the app does not follow with a body
+in the same step of the event loop (a stream that is slow to start, `100 Continue`) is written
+at the loop's next step, as it would have been alone. Whatever else the protocol does with its
+transport (closing it, pausing reads, asking for the TLS certificate) reaches the transport
+itself, after any held head is written.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib.util
+from typing import Any
+
+from uvicorn.config import HTTP_PROTOCOLS
+from uvicorn.importer import import_from_string
+
+from app.settings import Settings
+
+# What every response head uvicorn writes starts with (its status lines, and "100 Continue").
+_HEAD = b"HTTP/1.1 "
+
+
+def protocol_class(settings: Settings) -> type:
+    """uvicorn.Config's `http`: its own protocol class (httptools', h11's without httptools),
+    with one write a response, and the client certificate in the scope for mtls."""
+    base = import_from_string(HTTP_PROTOCOLS["httptools" if importlib.util.find_spec("httptools") else "h11"])
+    protocol = with_one_write(base)
+    if "mtls" in settings.authentication_methods:
+        from app.api.tls import with_client_certificate
+
+        protocol = with_client_certificate(protocol)
+    return protocol
+
+
+def with_one_write(protocol_class: type) -> type:
+    """A subclass of uvicorn's HTTP protocol class whose transport holds a response's head
+    until its body (HeldHeadTransport)."""
+
+    class OneWriteProtocol(protocol_class):  # type: ignore[misc, valid-type]
+        def connection_made(self, transport: Any) -> None:
+            super().connection_made(HeldHeadTransport(transport, asyncio.get_running_loop()))
+
+    return OneWriteProtocol
+
+
+class HeldHeadTransport:
+    """A transport that holds a response's head (a write starting "HTTP/1.1 ") until the next
+    write, joined to it, or until the event loop's next step, whichever comes first; any other
+    use of the transport writes the held head first. Everything else is the transport's own."""
+
+    __slots__ = ("_transport", "_loop", "_held")
+
+    def __init__(self, transport: asyncio.Transport, loop: asyncio.AbstractEventLoop) -> None:
+        self._transport = transport
+        self._loop = loop
+        self._held: bytes | None = None
+
+    def write(self, data: bytes) -> None:
+        held = self._held
+        if held is not None:
+            self._held = None
+            self._transport.write(held + data)
+        elif data.startswith(_HEAD):
+            self._held = bytes(data)
+            self._loop.call_soon(self._release)
+        else:
+            self._transport.write(data)
+
+    def writelines(self, lines: Any) -> None:
+        self.write(b"".join(lines))
+
+    def _release(self) -> None:
+        held = self._held
+        if held is not None:
+            self._held = None
+            self._transport.write(held)
+
+    def write_eof(self) -> None:
+        self._release()
+        self._transport.write_eof()
+
+    def close(self) -> None:
+        self._release()
+        self._transport.close()
+
+    def abort(self) -> None:
+        self._held = None
+        self._transport.abort()
+
+    def get_write_buffer_size(self) -> int:
+        return self._transport.get_write_buffer_size() + len(self._held or b"")
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._transport, name)
