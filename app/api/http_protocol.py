@@ -26,6 +26,10 @@ from app.settings import Settings
 
 # What every response head uvicorn writes starts with (its status lines, and "100 Continue").
 _HEAD = b"HTTP/1.1 "
+# The largest body joined to its head: joining copies the body, which for a Fetch's answer of
+# up to fetch_max_bytes (50 MB) would cost more than the write it spares. A Send's answer, and
+# most others, are a few hundred bytes.
+JOIN_MAX_BYTES = 1 << 16
 
 
 def protocol_class(settings: Settings) -> type:
@@ -53,7 +57,8 @@ def with_one_write(protocol_class: type) -> type:
 
 class HeldHeadTransport:
     """A transport that holds a response's head (a write starting "HTTP/1.1 ") until the next
-    write, joined to it, or until the event loop's next step, whichever comes first; any other
+    write, joined to it if that is at most JOIN_MAX_BYTES (written after it otherwise), or until
+    the event loop's next step, whichever comes first; any other
     use of the transport writes the held head first. Everything else is the transport's own."""
 
     __slots__ = ("_transport", "_loop", "_held")
@@ -67,7 +72,11 @@ class HeldHeadTransport:
         held = self._held
         if held is not None:
             self._held = None
-            self._transport.write(held + data)
+            if len(data) <= JOIN_MAX_BYTES:
+                self._transport.write(held + data)
+            else:  # a Fetch's body of megabytes is not copied to spare one system call
+                self._transport.write(held)
+                self._transport.write(data)
         elif data.startswith(_HEAD):
             self._held = bytes(data)
             self._loop.call_soon(self._release)

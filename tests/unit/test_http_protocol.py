@@ -14,7 +14,7 @@ from uvicorn.config import HTTP_PROTOCOLS
 from uvicorn.importer import import_from_string
 from uvicorn.server import ServerState
 
-from app.api.http_protocol import HeldHeadTransport, protocol_class, with_one_write
+from app.api.http_protocol import JOIN_MAX_BYTES, HeldHeadTransport, protocol_class, with_one_write
 from app.settings import Settings
 
 REQUEST = b"GET /x HTTP/1.1\r\nHost: t\r\n\r\n"
@@ -123,6 +123,20 @@ def held(writes: list[bytes]) -> tuple[HeldHeadTransport, RecordingTransport, as
 def test_a_write_that_is_not_a_head_goes_out_at_once() -> None:
     transport, inner, loop = held([b"4\r\nbody\r\n"])
     assert inner.writes == [b"4\r\nbody\r\n"]
+    loop.close()
+
+
+def test_a_body_larger_than_the_join_bound_follows_its_head_uncopied() -> None:
+    head, body = b"HTTP/1.1 200 OK\r\ncontent-length: 65537\r\n\r\n", b"x" * (JOIN_MAX_BYTES + 1)
+    transport, inner, loop = held([head, body])
+    assert inner.writes == [head, body]
+    loop.close()
+
+
+def test_a_body_at_the_join_bound_is_joined_to_its_head() -> None:
+    head, body = b"HTTP/1.1 200 OK\r\ncontent-length: 65536\r\n\r\n", b"x" * JOIN_MAX_BYTES
+    transport, inner, loop = held([head, body])
+    assert inner.writes == [head + body]
     loop.close()
 
 
