@@ -8,9 +8,22 @@ held until the next write, which then goes out joined to it: one system call and
 of the client a response (the answer's two writes were about 5 % of the service's CPU on a
 1,000-record Send, docs/benchmarks.md, 2026-12-01). A head the app does not follow with a body
 in the same step of the event loop (a stream that is slow to start, `100 Continue`) is written
-at the loop's next step, as it would have been alone. Whatever else the protocol does with its
-transport (closing it, pausing reads, asking for the TLS certificate) reaches the transport
-itself, after any held head is written.
+at the loop's next step, as it would have been alone (not at all if the transport is closing
+by then: the client has gone). `close()` and `write_eof()` write a held head before they reach
+the transport; `abort()` drops it, as the transport drops what it has not sent. Everything else
+the protocol does with its transport (pausing reads, asking for the TLS certificate,
+`is_closing()`) goes straight to the transport; a held head changes none of it.
+
+This relies on how uvicorn writes (uvicorn is pinned below 0.55 in pyproject.toml, and
+tests/unit/test_http_protocol.py::test_a_response_is_one_write_of_the_bytes_uvicorn_writes_in_two
+fails if it changes): each head is a write of its own that starts with "HTTP/1.1 ". A head that
+does not start so is not recognised, and every write then goes out as it comes, unheld: the
+wrapper degrades to plain writes and never holds a write longer than one loop step nor drops
+one. The check is by prefix only: a later chunk of a streamed body that starts with "HTTP/1.1 "
+(not possible with chunked encoding, whose chunks start with their size) is held as a head
+would be, and still goes out in order at the next write or loop step, unchanged. Telling heads
+from bodies exactly would take uvicorn's private per-response state, which sets
+`response_started` before it writes the head; one loop step's delay is not worth that coupling.
 """
 
 from __future__ import annotations
@@ -58,8 +71,9 @@ def with_one_write(protocol_class: type) -> type:
 class HeldHeadTransport:
     """A transport that holds a response's head (a write starting "HTTP/1.1 ") until the next
     write, joined to it if that is at most JOIN_MAX_BYTES (written after it otherwise), or until
-    the event loop's next step, whichever comes first; any other
-    use of the transport writes the held head first. Everything else is the transport's own."""
+    the event loop's next step, whichever comes first. `close()` and `write_eof()` write a held
+    head first; `abort()` drops it; the write buffer's size counts it. Everything else
+    (`is_closing`, `pause_reading`, `get_extra_info`, ...) is the transport's own, unchanged."""
 
     __slots__ = ("_transport", "_loop", "_held")
 
@@ -77,7 +91,7 @@ class HeldHeadTransport:
             else:  # a Fetch's body of megabytes is not copied to spare one system call
                 self._transport.write(held)
                 self._transport.write(data)
-        elif data.startswith(_HEAD):
+        elif bytes(data[:len(_HEAD)]) == _HEAD:  # data may be a memoryview, which has no startswith
             self._held = bytes(data)
             self._loop.call_soon(self._release)
         else:
@@ -90,7 +104,11 @@ class HeldHeadTransport:
         held = self._held
         if held is not None:
             self._held = None
-            self._transport.write(held)
+            # A callback of the loop: by now the client may have reset the connection, and a
+            # write to a closing transport is dropped (uvloop logs it). close() releases before
+            # it closes, so a head it holds is never skipped here.
+            if not self._transport.is_closing():
+                self._transport.write(held)
 
     def write_eof(self) -> None:
         self._release()

@@ -6,10 +6,15 @@ next step."""
 from __future__ import annotations
 
 import asyncio
+import datetime
 from typing import Any
 
 import pytest
 import uvicorn
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.x509.oid import NameOID
 from uvicorn.config import HTTP_PROTOCOLS
 from uvicorn.importer import import_from_string
 from uvicorn.server import ServerState
@@ -20,16 +25,25 @@ from app.settings import Settings
 REQUEST = b"GET /x HTTP/1.1\r\nHost: t\r\n\r\n"
 
 
+CLOSE = "close"
+
+
 class RecordingTransport(asyncio.Transport):
-    """A socket's transport as the protocol sees it: every write kept, in order."""
+    """A socket's transport as the protocol sees it: one ordered log of its writes and its
+    close; `writes` are those a real transport sends, the ones made before it was closed."""
 
     def __init__(self) -> None:
         super().__init__()
-        self.writes: list[bytes] = []
+        self.log: list[bytes | str] = []
         self.closed = False
 
+    @property
+    def writes(self) -> list[bytes]:
+        sent = self.log[:self.log.index(CLOSE)] if CLOSE in self.log else self.log
+        return [data for data in sent if isinstance(data, bytes)]
+
     def write(self, data: Any) -> None:
-        self.writes.append(bytes(data))
+        self.log.append(bytes(data))
 
     def get_extra_info(self, name: str, default: Any = None) -> Any:
         return {"sockname": ("127.0.0.1", 8000), "peername": ("127.0.0.1", 50000)}.get(name, default)
@@ -38,6 +52,8 @@ class RecordingTransport(asyncio.Transport):
         return self.closed
 
     def close(self) -> None:
+        if not self.closed:
+            self.log.append(CLOSE)
         self.closed = True
 
     def pause_reading(self) -> None:
@@ -53,20 +69,20 @@ async def json_answer(scope: Any, receive: Any, send: Any) -> None:
     await send({"type": "http.response.body", "body": b'{"ok":true}'})
 
 
-def served(protocol: type, app: Any, steps: int = 20) -> list[bytes]:
-    """The writes `protocol` makes for REQUEST answered by `app`, after `steps` loop steps."""
+def served(protocol: type, app: Any, steps: int = 20, request: bytes = REQUEST) -> RecordingTransport:
+    """The transport `protocol` writes to for `request` answered by `app`, after `steps` loop steps."""
 
-    async def run() -> list[bytes]:
+    async def run() -> RecordingTransport:
         config = uvicorn.Config(app, lifespan="off", log_level="warning")
         config.load()
         served = protocol(config=config, server_state=ServerState(), app_state={})
         transport = RecordingTransport()
         served.connection_made(transport)
-        served.data_received(REQUEST)
+        served.data_received(request)
         for _ in range(steps):
             await asyncio.sleep(0)
         served.connection_lost(None)
-        return transport.writes
+        return transport
 
     return asyncio.run(run())
 
@@ -75,13 +91,26 @@ def served(protocol: type, app: Any, steps: int = 20) -> list[bytes]:
 def test_a_response_is_one_write_of_the_bytes_uvicorn_writes_in_two(implementation: str) -> None:
     base = import_from_string(HTTP_PROTOCOLS[implementation])
     # h11 ends a message with a write of nothing, which sends nothing.
-    two = [w for w in served(base, json_answer) if w]
-    one = [w for w in served(with_one_write(base), json_answer) if w]
+    two = [w for w in served(base, json_answer).writes if w]
+    one = [w for w in served(with_one_write(base), json_answer).writes if w]
     assert len(two) == 2 and two[0].startswith(b"HTTP/1.1 200 OK\r\n") and two[1] == b'{"ok":true}'
     assert one == [b"".join(two)]
 
 
-def test_a_head_whose_body_is_late_goes_out_at_the_next_step_alone() -> None:
+@pytest.mark.parametrize("implementation", ["httptools", "h11"])
+def test_a_head_without_a_body_goes_out_before_the_connection_closes(implementation: str) -> None:
+    # HEAD with "Connection: close": uvicorn writes the head, no body, then closes the transport.
+    base = import_from_string(HTTP_PROTOCOLS[implementation])
+    request = b"HEAD /x HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n"
+    plain = served(base, json_answer, request=request)
+    one = served(with_one_write(base), json_answer, request=request)
+    heads = [w for w in plain.log if w]
+    assert heads[0].startswith(b"HTTP/1.1 200 OK\r\n") and heads[-1] == CLOSE
+    assert [w for w in one.log if w] == heads
+
+
+@pytest.mark.parametrize("implementation", ["httptools", "h11"])
+def test_a_head_whose_body_is_late_goes_out_at_the_next_step_alone(implementation: str) -> None:
     body_sent = asyncio.Event()
 
     async def slow_stream(scope: Any, receive: Any, send: Any) -> None:
@@ -93,7 +122,7 @@ def test_a_head_whose_body_is_late_goes_out_at_the_next_step_alone() -> None:
     async def run() -> tuple[list[bytes], list[bytes]]:
         config = uvicorn.Config(slow_stream, lifespan="off", log_level="warning")
         config.load()
-        protocol = with_one_write(import_from_string(HTTP_PROTOCOLS["httptools"]))(
+        protocol = with_one_write(import_from_string(HTTP_PROTOCOLS[implementation]))(
             config=config, server_state=ServerState(), app_state={})
         transport = RecordingTransport()
         protocol.connection_made(transport)
@@ -107,8 +136,9 @@ def test_a_head_whose_body_is_late_goes_out_at_the_next_step_alone() -> None:
 
     before_body, writes = asyncio.run(run())
     assert len(before_body) == 1 and before_body[0].startswith(b"HTTP/1.1 200 OK\r\n")
-    assert before_body[0].endswith(b"transfer-encoding: chunked\r\n\r\n")
-    assert writes == [before_body[0], b"4\r\nlate\r\n0\r\n\r\n"]
+    assert before_body[0].lower().endswith(b"transfer-encoding: chunked\r\n\r\n")
+    # The head alone, then the body (h11 writes its last chunk apart).
+    assert writes[0] == before_body[0] and b"".join(writes[1:]) == b"4\r\nlate\r\n0\r\n\r\n"
 
 
 def held(writes: list[bytes]) -> tuple[HeldHeadTransport, RecordingTransport, asyncio.AbstractEventLoop]:
@@ -144,7 +174,41 @@ def test_closing_writes_the_held_head_first() -> None:
     transport, inner, loop = held([b"HTTP/1.1 204 No Content\r\n\r\n"])
     assert inner.writes == []
     transport.close()
-    assert inner.writes == [b"HTTP/1.1 204 No Content\r\n\r\n"] and inner.closed
+    assert inner.log == [b"HTTP/1.1 204 No Content\r\n\r\n", CLOSE]
+    loop.close()
+
+
+def test_a_held_head_is_not_written_to_a_transport_already_closing() -> None:
+    # The client reset the connection before the loop's next step released the head.
+    transport, inner, loop = held([b"HTTP/1.1 204 No Content\r\n\r\n"])
+    inner.close()
+    loop.run_until_complete(asyncio.sleep(0))
+    assert inner.log == [CLOSE]
+    loop.close()
+
+
+def test_a_memoryview_head_is_held_and_joined() -> None:
+    head, body = b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\n", b"ok"
+    transport, inner, loop = held([memoryview(head), memoryview(body)])
+    assert inner.log == [head + body]
+    loop.close()
+
+
+def test_a_write_not_recognised_as_a_head_is_written_at_once_unheld() -> None:
+    # uvicorn writing a head some other way: every write goes out as it comes.
+    transport, inner, loop = held([b"HTTP/1.0 200 OK\r\n\r\n", b"ok"])
+    assert inner.log == [b"HTTP/1.0 200 OK\r\n\r\n", b"ok"]
+    loop.close()
+
+
+def test_a_body_chunk_that_looks_like_a_head_still_goes_out_in_order_unchanged() -> None:
+    # The documented limit: recognised by prefix, held one loop step at most, never reordered.
+    head, chunks = b"HTTP/1.1 200 OK\r\ncontent-length: 20\r\n\r\n", [b"ab", b"HTTP/1.1 xyz", b"ijklmn"]
+    transport, inner, loop = held([head, *chunks])
+    assert b"".join(inner.writes) == head + b"".join(chunks)
+    transport.write(b"HTTP/1.1 late")
+    loop.run_until_complete(asyncio.sleep(0))
+    assert b"".join(inner.writes) == head + b"".join(chunks) + b"HTTP/1.1 late"
     loop.close()
 
 
@@ -155,10 +219,52 @@ def test_a_held_head_counts_in_the_write_buffer() -> None:
     loop.close()
 
 
-def test_the_served_protocol_is_one_write_and_takes_client_certificates_under_mtls() -> None:
-    plain = protocol_class(Settings(database_url="sqlite://"))
-    mtls = protocol_class(Settings(database_url="sqlite://", authentication="mtls", tls_cert_file="server.pem",
-                                   tls_key_file="server.key", tls_client_ca_file="ca.pem"))
-    assert plain.__name__ == "OneWriteProtocol"
-    assert mtls.__name__ == "ClientCertificateProtocol" and mtls.__mro__[1] is not plain
-    assert mtls.__mro__[1].__name__ == "OneWriteProtocol"
+def client_certificate_der() -> bytes:
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "producer-1")])
+    now = datetime.datetime.now(datetime.timezone.utc)
+    certificate = (x509.CertificateBuilder().subject_name(name).issuer_name(name).public_key(key.public_key())
+                   .serial_number(1).not_valid_before(now).not_valid_after(now + datetime.timedelta(days=1))
+                   .sign(key, hashes.SHA256()))
+    return certificate.public_bytes(serialization.Encoding.DER)
+
+
+class TLSTransport(RecordingTransport):
+    """A RecordingTransport whose peer presented `der` in the TLS handshake."""
+
+    def __init__(self, der: bytes) -> None:
+        super().__init__()
+        self.der = der
+
+    def get_extra_info(self, name: str, default: Any = None) -> Any:
+        if name == "ssl_object":
+            return type("SSLObject", (), {"getpeercert": lambda _, binary_form=False: self.der})()
+        return super().get_extra_info(name, default)
+
+
+@pytest.mark.parametrize("authentication", ["none", "mtls"])
+def test_the_served_protocol_is_one_write_and_takes_client_certificates_under_mtls(authentication: str) -> None:
+    tls = {"tls_cert_file": "server.pem", "tls_key_file": "server.key", "tls_client_ca_file": "ca.pem"}
+    protocol = protocol_class(Settings(database_url="sqlite://", authentication=authentication,
+                                       **(tls if authentication == "mtls" else {})))
+    seen: list[Any] = []
+
+    async def answer(scope: Any, receive: Any, send: Any) -> None:
+        seen.append(scope.get("extensions", {}).get("tls", {}).get("client_cert_name"))
+        await json_answer(scope, receive, send)
+
+    async def run() -> TLSTransport:
+        config = uvicorn.Config(answer, lifespan="off", log_level="warning")
+        config.load()
+        served = protocol(config=config, server_state=ServerState(), app_state={})
+        transport = TLSTransport(client_certificate_der())
+        served.connection_made(transport)
+        served.data_received(REQUEST)
+        for _ in range(20):
+            await asyncio.sleep(0)
+        served.connection_lost(None)
+        return transport
+
+    writes = [w for w in asyncio.run(run()).writes if w]
+    assert len(writes) == 1 and writes[0].endswith(b'\r\n\r\n{"ok":true}')
+    assert seen == (["CN=producer-1"] if authentication == "mtls" else [None])
