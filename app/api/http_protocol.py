@@ -12,7 +12,10 @@ at the loop's next step, as it would have been alone (not at all if the transpor
 by then: the client has gone). `close()` and `write_eof()` write a held head before they reach
 the transport; `abort()` drops it, as the transport drops what it has not sent. Everything else
 the protocol does with its transport (pausing reads, asking for the TLS certificate,
-`is_closing()`) goes straight to the transport; a held head changes none of it.
+`is_closing()`) goes straight to the transport; a held head changes none of it. A write to
+a transport the client has closed, before uvicorn learns of it at the loop's next step (a
+streamed Fetch's next chunk), is dropped with a DEBUG line rather than raised as uvloop's
+transport does, which logged a client's going away as the service's "unexpected error".
 
 This relies on how uvicorn writes (uvicorn is pinned below 0.55 in pyproject.toml, and
 tests/unit/test_http_protocol.py::test_a_response_is_one_write_of_the_bytes_uvicorn_writes_in_two
@@ -30,12 +33,15 @@ from __future__ import annotations
 
 import asyncio
 import importlib.util
+import logging
 from typing import Any
 
 from uvicorn.config import HTTP_PROTOCOLS
 from uvicorn.importer import import_from_string
 
 from app.settings import Settings
+
+logger = logging.getLogger(__name__)
 
 # What every response head uvicorn writes starts with (its status lines, and "100 Continue").
 _HEAD = b"HTTP/1.1 "
@@ -72,17 +78,35 @@ class HeldHeadTransport:
     """A transport that holds a response's head (a write starting "HTTP/1.1 ") until the next
     write, joined to it if that is at most JOIN_MAX_BYTES (written after it otherwise), or until
     the event loop's next step, whichever comes first. `close()` and `write_eof()` write a held
-    head first; `abort()` drops it; the write buffer's size counts it. Everything else
+    head first; `abort()` drops it; the write buffer's size counts it. A write to a transport
+    already closed (the client went away) is dropped rather than raised, as asyncio's transport
+    does, where uvloop's raises RuntimeError. Everything else
     (`is_closing`, `pause_reading`, `get_extra_info`, ...) is the transport's own, unchanged."""
 
-    __slots__ = ("_transport", "_loop", "_held")
+    __slots__ = ("_transport", "_loop", "_held", "_gone")
 
     def __init__(self, transport: asyncio.Transport, loop: asyncio.AbstractEventLoop) -> None:
         self._transport = transport
         self._loop = loop
         self._held: bytes | None = None
+        self._gone = False
 
     def write(self, data: bytes) -> None:
+        try:
+            self._write(data)
+        except RuntimeError:
+            # uvloop raises on a write to a transport it has closed (the client closed or reset
+            # the connection; uvicorn learns of it at the loop's next step), where asyncio's
+            # transport drops the write. A client going away is not an error of the service:
+            # the write is dropped, as it would be under asyncio, and said once at DEBUG.
+            if not self._transport.is_closing():
+                raise
+            self._held = None
+            if not self._gone:
+                self._gone = True
+                logger.debug("a write to a closed connection dropped: the client went away")
+
+    def _write(self, data: bytes) -> None:
         held = self._held
         if held is not None:
             self._held = None

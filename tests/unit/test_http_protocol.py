@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import datetime
+import logging
 from typing import Any
 
 import pytest
@@ -209,6 +210,45 @@ def test_a_body_chunk_that_looks_like_a_head_still_goes_out_in_order_unchanged()
     transport.write(b"HTTP/1.1 late")
     loop.run_until_complete(asyncio.sleep(0))
     assert b"".join(inner.writes) == head + b"".join(chunks) + b"HTTP/1.1 late"
+    loop.close()
+
+
+class UvloopTransport(RecordingTransport):
+    """uvloop's transport: a write once it is closed raises RuntimeError."""
+
+    def write(self, data: Any) -> None:
+        if self.closed:
+            raise RuntimeError("unable to perform operation on <TCPTransport closed=True>; the handler is closed")
+        super().write(data)
+
+
+def test_a_write_to_a_connection_the_client_closed_is_dropped_and_said_at_debug(caplog: Any) -> None:
+    # A streamed Fetch's next chunk after the client went away, before uvicorn learns of it.
+    inner = UvloopTransport()
+    loop = asyncio.new_event_loop()
+    transport = HeldHeadTransport(inner, loop)
+    transport.write(b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n")
+    transport.write(b"4\r\nabcd\r\n")
+    inner.close()
+    with caplog.at_level(logging.DEBUG, logger="app.api.http_protocol"):
+        transport.write(b"4\r\nefgh\r\n")
+        transport.write(b"HTTP/1.1 200 OK\r\n\r\n")
+        transport.write(b"4\r\nijkl\r\n")
+    assert inner.log == [b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n4\r\nabcd\r\n", CLOSE]
+    assert [(r.levelno, r.getMessage()) for r in caplog.records] == [
+        (logging.DEBUG, "a write to a closed connection dropped: the client went away")]
+    loop.close()
+
+
+def test_a_write_that_fails_on_an_open_connection_still_raises() -> None:
+    def failing(data: Any) -> None:
+        raise RuntimeError("not a closed connection")
+
+    inner = UvloopTransport()
+    inner.write = failing  # type: ignore[method-assign]
+    loop = asyncio.new_event_loop()
+    with pytest.raises(RuntimeError, match="not a closed connection"):
+        HeldHeadTransport(inner, loop).write(b"4\r\nabcd\r\n")
     loop.close()
 
 
