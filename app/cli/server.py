@@ -32,6 +32,7 @@ def serve(settings: Settings, args: argparse.Namespace) -> int:
 
     from app import logs
     from app.api.app import create_app
+    from app.api.http_protocol import protocol_class
     from app.gc_tuning import tune_for_service
 
     if args.no_coordinator:
@@ -102,14 +103,7 @@ def serve(settings: Settings, args: argparse.Namespace) -> int:
         timeout_keep_alive=settings.http_keep_alive_timeout_s,
         **tls,
     )
-    if "mtls" in settings.authentication_methods:
-        from uvicorn.config import HTTP_PROTOCOLS
-        from uvicorn.importer import import_from_string
-
-        from app.api.tls import with_client_certificate
-
-        config.http = with_client_certificate(import_from_string(HTTP_PROTOCOLS["httptools"] if _has_httptools()
-                                                                 else HTTP_PROTOCOLS["h11"]))
+    config.http = protocol_class(settings)
     if settings.authentication == "none":
         logging.getLogger("app.cli").warning(
             "authentication is off (OUTBOX_AUTHENTICATION=none): whoever reaches %s:%d may read and change "
@@ -176,12 +170,6 @@ def _check_jwt_key(settings: Settings) -> None:
             JwtVerifier(settings, system_clock)
         except ValueError as e:
             raise CommandError(str(e), EXIT_USAGE) from None
-
-
-def _has_httptools() -> bool:
-    import importlib.util
-
-    return importlib.util.find_spec("httptools") is not None
 
 
 def _listen(host: str, port: int) -> socket.socket:

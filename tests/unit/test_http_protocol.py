@@ -1,0 +1,310 @@
+"""`outbox serve`'s HTTP protocol (app.api.http_protocol): uvicorn's own protocol classes, driven
+by a request as a socket would, write each response's head and body in one write, the very
+bytes they write in two without it; a head without its body is not held past the event loop's
+next step."""
+
+from __future__ import annotations
+
+import asyncio
+import datetime
+import logging
+from typing import Any
+
+import pytest
+import uvicorn
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.x509.oid import NameOID
+from uvicorn.config import HTTP_PROTOCOLS
+from uvicorn.importer import import_from_string
+from uvicorn.server import ServerState
+
+from app.api.http_protocol import JOIN_MAX_BYTES, HeldHeadTransport, protocol_class, with_one_write
+from app.settings import Settings
+
+REQUEST = b"GET /x HTTP/1.1\r\nHost: t\r\n\r\n"
+
+
+CLOSE = "close"
+
+
+class RecordingTransport(asyncio.Transport):
+    """A socket's transport as the protocol sees it: one ordered log of its writes and its
+    close; `writes` are those a real transport sends, the ones made before it was closed."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.log: list[bytes | str] = []
+        self.closed = False
+
+    @property
+    def writes(self) -> list[bytes]:
+        sent = self.log[:self.log.index(CLOSE)] if CLOSE in self.log else self.log
+        return [data for data in sent if isinstance(data, bytes)]
+
+    def write(self, data: Any) -> None:
+        self.log.append(bytes(data))
+
+    def get_extra_info(self, name: str, default: Any = None) -> Any:
+        return {"sockname": ("127.0.0.1", 8000), "peername": ("127.0.0.1", 50000)}.get(name, default)
+
+    def is_closing(self) -> bool:
+        return self.closed
+
+    def close(self) -> None:
+        if not self.closed:
+            self.log.append(CLOSE)
+        self.closed = True
+
+    def pause_reading(self) -> None:
+        pass
+
+    def resume_reading(self) -> None:
+        pass
+
+
+async def json_answer(scope: Any, receive: Any, send: Any) -> None:
+    await send({"type": "http.response.start", "status": 200,
+                "headers": [(b"content-type", b"application/json"), (b"content-length", b"11")]})
+    await send({"type": "http.response.body", "body": b'{"ok":true}'})
+
+
+def served(protocol: type, app: Any, steps: int = 20, request: bytes = REQUEST) -> RecordingTransport:
+    """The transport `protocol` writes to for `request` answered by `app`, after `steps` loop steps."""
+
+    async def run() -> RecordingTransport:
+        config = uvicorn.Config(app, lifespan="off", log_level="warning")
+        config.load()
+        served = protocol(config=config, server_state=ServerState(), app_state={})
+        transport = RecordingTransport()
+        served.connection_made(transport)
+        served.data_received(request)
+        for _ in range(steps):
+            await asyncio.sleep(0)
+        served.connection_lost(None)
+        return transport
+
+    return asyncio.run(run())
+
+
+@pytest.mark.parametrize("implementation", ["httptools", "h11"])
+def test_a_response_is_one_write_of_the_bytes_uvicorn_writes_in_two(implementation: str) -> None:
+    base = import_from_string(HTTP_PROTOCOLS[implementation])
+    # h11 ends a message with a write of nothing, which sends nothing.
+    two = [w for w in served(base, json_answer).writes if w]
+    one = [w for w in served(with_one_write(base), json_answer).writes if w]
+    assert len(two) == 2 and two[0].startswith(b"HTTP/1.1 200 OK\r\n") and two[1] == b'{"ok":true}'
+    assert one == [b"".join(two)]
+
+
+@pytest.mark.parametrize("implementation", ["httptools", "h11"])
+def test_a_head_without_a_body_goes_out_before_the_connection_closes(implementation: str) -> None:
+    # HEAD with "Connection: close": uvicorn writes the head, no body, then closes the transport.
+    base = import_from_string(HTTP_PROTOCOLS[implementation])
+    request = b"HEAD /x HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n"
+    plain = served(base, json_answer, request=request)
+    one = served(with_one_write(base), json_answer, request=request)
+    heads = [w for w in plain.log if w]
+    assert heads[0].startswith(b"HTTP/1.1 200 OK\r\n") and heads[-1] == CLOSE
+    assert [w for w in one.log if w] == heads
+
+
+@pytest.mark.parametrize("implementation", ["httptools", "h11"])
+def test_a_head_whose_body_is_late_goes_out_at_the_next_step_alone(implementation: str) -> None:
+    body_sent = asyncio.Event()
+
+    async def slow_stream(scope: Any, receive: Any, send: Any) -> None:
+        await send({"type": "http.response.start", "status": 200, "headers": [(b"content-type", b"text/plain")]})
+        await asyncio.sleep(0.05)
+        await send({"type": "http.response.body", "body": b"late", "more_body": False})
+        body_sent.set()
+
+    async def run() -> tuple[list[bytes], list[bytes]]:
+        config = uvicorn.Config(slow_stream, lifespan="off", log_level="warning")
+        config.load()
+        protocol = with_one_write(import_from_string(HTTP_PROTOCOLS[implementation]))(
+            config=config, server_state=ServerState(), app_state={})
+        transport = RecordingTransport()
+        protocol.connection_made(transport)
+        protocol.data_received(REQUEST)
+        for _ in range(5):
+            await asyncio.sleep(0)
+        before_body = list(transport.writes)
+        await asyncio.wait_for(body_sent.wait(), 5)
+        protocol.connection_lost(None)
+        return before_body, transport.writes
+
+    before_body, writes = asyncio.run(run())
+    assert len(before_body) == 1 and before_body[0].startswith(b"HTTP/1.1 200 OK\r\n")
+    assert before_body[0].lower().endswith(b"transfer-encoding: chunked\r\n\r\n")
+    # The head alone, then the body (h11 writes its last chunk apart).
+    assert writes[0] == before_body[0] and b"".join(writes[1:]) == b"4\r\nlate\r\n0\r\n\r\n"
+
+
+def held(writes: list[bytes]) -> tuple[HeldHeadTransport, RecordingTransport, asyncio.AbstractEventLoop]:
+    loop = asyncio.new_event_loop()
+    inner = RecordingTransport()
+    transport = HeldHeadTransport(inner, loop)
+    for data in writes:
+        transport.write(data)
+    return transport, inner, loop
+
+
+def test_a_write_that_is_not_a_head_goes_out_at_once() -> None:
+    transport, inner, loop = held([b"4\r\nbody\r\n"])
+    assert inner.writes == [b"4\r\nbody\r\n"]
+    loop.close()
+
+
+def test_a_body_larger_than_the_join_bound_follows_its_head_uncopied() -> None:
+    head, body = b"HTTP/1.1 200 OK\r\ncontent-length: 65537\r\n\r\n", b"x" * (JOIN_MAX_BYTES + 1)
+    transport, inner, loop = held([head, body])
+    assert inner.writes == [head, body]
+    loop.close()
+
+
+def test_a_body_at_the_join_bound_is_joined_to_its_head() -> None:
+    head, body = b"HTTP/1.1 200 OK\r\ncontent-length: 65536\r\n\r\n", b"x" * JOIN_MAX_BYTES
+    transport, inner, loop = held([head, body])
+    assert inner.writes == [head + body]
+    loop.close()
+
+
+def test_closing_writes_the_held_head_first() -> None:
+    transport, inner, loop = held([b"HTTP/1.1 204 No Content\r\n\r\n"])
+    assert inner.writes == []
+    transport.close()
+    assert inner.log == [b"HTTP/1.1 204 No Content\r\n\r\n", CLOSE]
+    loop.close()
+
+
+def test_a_held_head_is_not_written_to_a_transport_already_closing() -> None:
+    # The client reset the connection before the loop's next step released the head.
+    transport, inner, loop = held([b"HTTP/1.1 204 No Content\r\n\r\n"])
+    inner.close()
+    loop.run_until_complete(asyncio.sleep(0))
+    assert inner.log == [CLOSE]
+    loop.close()
+
+
+def test_a_memoryview_head_is_held_and_joined() -> None:
+    head, body = b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\n", b"ok"
+    transport, inner, loop = held([memoryview(head), memoryview(body)])
+    assert inner.log == [head + body]
+    loop.close()
+
+
+def test_a_write_not_recognised_as_a_head_is_written_at_once_unheld() -> None:
+    # uvicorn writing a head some other way: every write goes out as it comes.
+    transport, inner, loop = held([b"HTTP/1.0 200 OK\r\n\r\n", b"ok"])
+    assert inner.log == [b"HTTP/1.0 200 OK\r\n\r\n", b"ok"]
+    loop.close()
+
+
+def test_a_body_chunk_that_looks_like_a_head_still_goes_out_in_order_unchanged() -> None:
+    # The documented limit: recognised by prefix, held one loop step at most, never reordered.
+    head, chunks = b"HTTP/1.1 200 OK\r\ncontent-length: 20\r\n\r\n", [b"ab", b"HTTP/1.1 xyz", b"ijklmn"]
+    transport, inner, loop = held([head, *chunks])
+    assert b"".join(inner.writes) == head + b"".join(chunks)
+    transport.write(b"HTTP/1.1 late")
+    loop.run_until_complete(asyncio.sleep(0))
+    assert b"".join(inner.writes) == head + b"".join(chunks) + b"HTTP/1.1 late"
+    loop.close()
+
+
+class UvloopTransport(RecordingTransport):
+    """uvloop's transport: a write once it is closed raises RuntimeError."""
+
+    def write(self, data: Any) -> None:
+        if self.closed:
+            raise RuntimeError("unable to perform operation on <TCPTransport closed=True>; the handler is closed")
+        super().write(data)
+
+
+def test_a_write_to_a_connection_the_client_closed_is_dropped_and_said_at_debug(caplog: Any) -> None:
+    # A streamed Fetch's next chunk after the client went away, before uvicorn learns of it.
+    inner = UvloopTransport()
+    loop = asyncio.new_event_loop()
+    transport = HeldHeadTransport(inner, loop)
+    transport.write(b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n")
+    transport.write(b"4\r\nabcd\r\n")
+    inner.close()
+    with caplog.at_level(logging.DEBUG, logger="app.api.http_protocol"):
+        transport.write(b"4\r\nefgh\r\n")
+        transport.write(b"HTTP/1.1 200 OK\r\n\r\n")
+        transport.write(b"4\r\nijkl\r\n")
+    assert inner.log == [b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n4\r\nabcd\r\n", CLOSE]
+    assert [(r.levelno, r.getMessage()) for r in caplog.records] == [
+        (logging.DEBUG, "a write to a closed connection dropped: the client went away")]
+    loop.close()
+
+
+def test_a_write_that_fails_on_an_open_connection_still_raises() -> None:
+    def failing(data: Any) -> None:
+        raise RuntimeError("not a closed connection")
+
+    inner = UvloopTransport()
+    inner.write = failing  # type: ignore[method-assign]
+    loop = asyncio.new_event_loop()
+    with pytest.raises(RuntimeError, match="not a closed connection"):
+        HeldHeadTransport(inner, loop).write(b"4\r\nabcd\r\n")
+    loop.close()
+
+
+def test_a_held_head_counts_in_the_write_buffer() -> None:
+    transport, inner, loop = held([b"HTTP/1.1 204 No Content\r\n\r\n"])
+    inner.get_write_buffer_size = lambda: 10  # type: ignore[method-assign]
+    assert transport.get_write_buffer_size() == 10 + len(b"HTTP/1.1 204 No Content\r\n\r\n")
+    loop.close()
+
+
+def client_certificate_der() -> bytes:
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "producer-1")])
+    now = datetime.datetime.now(datetime.timezone.utc)
+    certificate = (x509.CertificateBuilder().subject_name(name).issuer_name(name).public_key(key.public_key())
+                   .serial_number(1).not_valid_before(now).not_valid_after(now + datetime.timedelta(days=1))
+                   .sign(key, hashes.SHA256()))
+    return certificate.public_bytes(serialization.Encoding.DER)
+
+
+class TLSTransport(RecordingTransport):
+    """A RecordingTransport whose peer presented `der` in the TLS handshake."""
+
+    def __init__(self, der: bytes) -> None:
+        super().__init__()
+        self.der = der
+
+    def get_extra_info(self, name: str, default: Any = None) -> Any:
+        if name == "ssl_object":
+            return type("SSLObject", (), {"getpeercert": lambda _, binary_form=False: self.der})()
+        return super().get_extra_info(name, default)
+
+
+@pytest.mark.parametrize("authentication", ["none", "mtls"])
+def test_the_served_protocol_is_one_write_and_takes_client_certificates_under_mtls(authentication: str) -> None:
+    tls = {"tls_cert_file": "server.pem", "tls_key_file": "server.key", "tls_client_ca_file": "ca.pem"}
+    protocol = protocol_class(Settings(database_url="sqlite://", authentication=authentication,
+                                       **(tls if authentication == "mtls" else {})))
+    seen: list[Any] = []
+
+    async def answer(scope: Any, receive: Any, send: Any) -> None:
+        seen.append(scope.get("extensions", {}).get("tls", {}).get("client_cert_name"))
+        await json_answer(scope, receive, send)
+
+    async def run() -> TLSTransport:
+        config = uvicorn.Config(answer, lifespan="off", log_level="warning")
+        config.load()
+        served = protocol(config=config, server_state=ServerState(), app_state={})
+        transport = TLSTransport(client_certificate_der())
+        served.connection_made(transport)
+        served.data_received(REQUEST)
+        for _ in range(20):
+            await asyncio.sleep(0)
+        served.connection_lost(None)
+        return transport
+
+    writes = [w for w in asyncio.run(run()).writes if w]
+    assert len(writes) == 1 and writes[0].endswith(b'\r\n\r\n{"ok":true}')
+    assert seen == (["CN=producer-1"] if authentication == "mtls" else [None])
