@@ -48,6 +48,7 @@ from kio.schema.errors import ErrorCode
 from app.domain import acl, scram
 from app.domain.acl import ANONYMOUS, CLUSTER, Operation, Principal, Resource, ResourceType
 from app.domain.errors import AuthenticationFailed
+from app.kafka.protocol import answered_once
 
 # The settings (app.settings.Settings) and the process's SecurityState
 # (app.services.security), as handed to the listener: the Kafka door imports neither module
@@ -343,9 +344,16 @@ def _config_resources(topic_op: Operation, cluster_op: Operation) -> Callable[[A
                          for r in body.resources]
 
 
+def _named_once(names: list[str | None]) -> list[str]:
+    """The topics a CreateTopics, DeleteTopics or CreatePartitions names once: one named twice
+    is answered INVALID_REQUEST before any ACL is asked, as Kafka's controller answers it, and
+    needs no check."""
+    return [n for n, twice in answered_once(names, key=lambda n: n) if n is not None and not twice]
+
+
 def _delete_topics(body: Any) -> list[Need]:
     names = [t.name for t in body.topics] if hasattr(body, "topics") else list(body.topic_names)
-    return [(Operation.DELETE, acl.topic(n)) for n in names if n is not None]
+    return [(Operation.DELETE, acl.topic(n)) for n in _named_once(names)]
 
 
 # api_key -> the (operation, resource) pairs a request of it needs (the module docstring).
@@ -374,12 +382,12 @@ RULES: dict[int, Callable[[Any], list[Need]]] = {
     16: _nothing,  # ListGroups: DESCRIBE on the cluster lists every group, else each is filtered
     # Administration (app.kafka.admin), as the HTTP door's /v1/topics and /v1/transactions.
     # CreateTopics: CREATE on the cluster or on the topic (both asked, either allows).
-    19: _topics(Operation.CREATE, lambda body: [t.name for t in body.topics]),
+    19: _topics(Operation.CREATE, lambda body: _named_once([t.name for t in body.topics])),
     20: _delete_topics,
     21: _topics(Operation.DELETE, lambda body: [t.name for t in body.topics]),  # DeleteRecords
     32: _config_resources(Operation.DESCRIBE, Operation.DESCRIBE),  # DescribeConfigs
     33: _config_resources(Operation.ALTER_CONFIGS, Operation.ALTER),  # AlterConfigs
-    37: _topics(Operation.ALTER, lambda body: [t.name for t in body.topics]),  # CreatePartitions
+    37: _topics(Operation.ALTER, lambda body: _named_once([t.name for t in body.topics])),  # CreatePartitions
     44: _config_resources(Operation.ALTER_CONFIGS, Operation.ALTER),  # IncrementalAlterConfigs
     61: _topics(Operation.READ, lambda body: [t.name for t in body.topics]),  # DescribeProducers
     65: lambda body: [(Operation.DESCRIBE, acl.transactional_id(t)) for t in body.transactional_ids],
