@@ -6,7 +6,7 @@ DescribeProducers (KIP-664) from the partitions' sequence states. Each topic
 (partition, transactional id) of a request is answered on its own, as Kafka does: one's
 refusal leaves the others' outcome as it is. A topic a CreateTopics, DeleteTopics or
 CreatePartitions names twice is answered once, INVALID_REQUEST, and acted on not at all
-(answered_once).
+(answered_once), with no ACL asked for it (auth.Access.not_acted_on).
 
 A topic's config keys are the service's (app.domain.topic_config) spelt as Kafka spells
 them, dots for underscores: `retention_ms` is `retention.ms`, `cleanup_policy` is
@@ -174,6 +174,12 @@ def _topic_refused(m: Any, name: str, code: ErrorCode, message: str | None = Non
                  topic_config_error_code=ErrorCode.none, num_partitions=-1, replication_factor=-1, configs=None)
 
 
+def _topic_named_twice(m: Any, name: str) -> Any:
+    """CreateTopics' answer for a topic it names more than once: not created, no ACL asked."""
+    access().not_acted_on(Operation.CREATE, acl.topic(name))
+    return _topic_refused(m, name, ErrorCode.invalid_request, DUPLICATE_TOPIC)
+
+
 class AdminApis:
     def __init__(self, services: Any, node_id: int) -> None:
         self.services = services
@@ -197,8 +203,7 @@ class AdminApis:
         # CREATE on the cluster, or on the topic, as /v1/topics asks.
         cluster = access().allows(Operation.CREATE, acl.CLUSTER)
         return build(m.CreateTopicsResponse, throttle_time=_NO_WAIT, topics=tuple(
-            _topic_refused(m, t.name, ErrorCode.invalid_request, DUPLICATE_TOPIC) if twice
-            else self._create_topic(m, t, body.validate_only, cluster)
+            _topic_named_twice(m, t.name) if twice else self._create_topic(m, t, body.validate_only, cluster)
             for t, twice in answered_once(body.topics, key=lambda t: t.name)))
 
     def _create_topic(self, m: Any, t: Any, validate_only: bool, cluster: bool) -> Any:
@@ -274,8 +279,13 @@ class AdminApis:
         for (name, topic_id), twice in answered_once(named, key=lambda n: n[0] if n[0] is not None
                                                      else n[1] if n[1] != _ZERO_UUID else None):
             code, message = ErrorCode.none, None
-            if twice:
-                code, message = ErrorCode.invalid_request, DUPLICATE_TOPIC if name is not None else DUPLICATE_TOPIC_ID
+            if twice and name is None:
+                code, message = ErrorCode.invalid_request, DUPLICATE_TOPIC_ID
+            elif twice:
+                # A name is answered with the all-zero id, whatever id its entries carried (as
+                # Kafka's controller answers a duplicated name).
+                access().not_acted_on(Operation.DELETE, acl.topic(name))
+                code, message, topic_id = ErrorCode.invalid_request, DUPLICATE_TOPIC, _ZERO_UUID
             elif name is None:
                 # Topics have no ids here (Metadata answers all zero): only names can be deleted.
                 code, message = ErrorCode.unknown_topic_id, "topics are deleted by name: they have no ids here"
@@ -299,6 +309,7 @@ class AdminApis:
         for t, twice in answered_once(body.topics, key=lambda t: t.name):
             code, message = ErrorCode.none, None
             if twice:
+                access().not_acted_on(Operation.ALTER, acl.topic(t.name))
                 results.append(build(m.CreatePartitionsTopicResult, name=t.name, error_code=ErrorCode.invalid_request,
                                      error_message=DUPLICATE_TOPIC))
                 continue

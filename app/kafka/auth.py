@@ -23,10 +23,11 @@ it names. The handler makes the checks where Kafka makes them, through `access()
 per-request Access: SecurityState.is_allowed, the engine's one decision, which the HTTP door
 uses too), and answers a refusal with Kafka's code for the resource: refusal_code, the one
 definition of that answer. After the handler returns, the listener (app.kafka.server) holds it
-to RULES: every pair was checked, or a refusal ended the request first; otherwise the request
-fails as the service's fault and its connection is closed. So a handler that forgets a check
-fails every test that calls it, authentication on or off, and an API without an entry in RULES
-is not served (tests/kafka/test_security_rules.py).
+to RULES: every pair was checked (or declared `not_acted_on`: a topic named twice, which Kafka
+answers INVALID_REQUEST without asking an ACL), or a refusal ended the request first; otherwise
+the request fails as the service's fault and its connection is closed. So a handler that
+forgets a check fails every test that calls it, authentication on or off, and an API without an
+entry in RULES is not served (tests/kafka/test_security_rules.py).
 
 To add an API (a consumer-group API in app/kafka/groups.py, say): give it an entry in RULES,
 a function of the request body that lists its needs; in its handler, call
@@ -48,7 +49,6 @@ from kio.schema.errors import ErrorCode
 from app.domain import acl, scram
 from app.domain.acl import ANONYMOUS, CLUSTER, Operation, Principal, Resource, ResourceType
 from app.domain.errors import AuthenticationFailed
-from app.kafka.protocol import answered_once
 
 # The settings (app.settings.Settings) and the process's SecurityState
 # (app.services.security), as handed to the listener: the Kafka door imports neither module
@@ -212,6 +212,12 @@ class Access:
         if self.state is not None:  # without authentication nothing is refused
             self.state.refused(self.principal, operation, resource, door="kafka")
 
+    def not_acted_on(self, operation: Operation, resource: Resource) -> None:
+        """The request does nothing on `resource` that `operation` would allow (a topic a
+        CreateTopics, DeleteTopics or CreatePartitions names twice, answered INVALID_REQUEST):
+        the need is met without asking an ACL, so no refusal is counted or audited."""
+        self.checked.add((operation, resource))
+
     def unchecked(self, needs: list[Need]) -> list[Need]:
         """The needs no check was made for, unless a refusal ended the request first."""
         if self.refused:
@@ -344,16 +350,9 @@ def _config_resources(topic_op: Operation, cluster_op: Operation) -> Callable[[A
                          for r in body.resources]
 
 
-def _named_once(names: list[str | None]) -> list[str]:
-    """The topics a CreateTopics, DeleteTopics or CreatePartitions names once: one named twice
-    is answered INVALID_REQUEST before any ACL is asked, as Kafka's controller answers it, and
-    needs no check."""
-    return [n for n, twice in answered_once(names, key=lambda n: n) if n is not None and not twice]
-
-
 def _delete_topics(body: Any) -> list[Need]:
     names = [t.name for t in body.topics] if hasattr(body, "topics") else list(body.topic_names)
-    return [(Operation.DELETE, acl.topic(n)) for n in _named_once(names)]
+    return [(Operation.DELETE, acl.topic(n)) for n in names if n is not None]
 
 
 # api_key -> the (operation, resource) pairs a request of it needs (the module docstring).
@@ -382,12 +381,12 @@ RULES: dict[int, Callable[[Any], list[Need]]] = {
     16: _nothing,  # ListGroups: DESCRIBE on the cluster lists every group, else each is filtered
     # Administration (app.kafka.admin), as the HTTP door's /v1/topics and /v1/transactions.
     # CreateTopics: CREATE on the cluster or on the topic (both asked, either allows).
-    19: _topics(Operation.CREATE, lambda body: _named_once([t.name for t in body.topics])),
+    19: _topics(Operation.CREATE, lambda body: [t.name for t in body.topics]),
     20: _delete_topics,
     21: _topics(Operation.DELETE, lambda body: [t.name for t in body.topics]),  # DeleteRecords
     32: _config_resources(Operation.DESCRIBE, Operation.DESCRIBE),  # DescribeConfigs
     33: _config_resources(Operation.ALTER_CONFIGS, Operation.ALTER),  # AlterConfigs
-    37: _topics(Operation.ALTER, lambda body: _named_once([t.name for t in body.topics])),  # CreatePartitions
+    37: _topics(Operation.ALTER, lambda body: [t.name for t in body.topics]),  # CreatePartitions
     44: _config_resources(Operation.ALTER_CONFIGS, Operation.ALTER),  # IncrementalAlterConfigs
     61: _topics(Operation.READ, lambda body: [t.name for t in body.topics]),  # DescribeProducers
     65: lambda body: [(Operation.DESCRIBE, acl.transactional_id(t)) for t in body.transactional_ids],

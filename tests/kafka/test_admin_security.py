@@ -1,12 +1,10 @@
 """The ACL checks of the Kafka door's ACL and group administration (auth.RULES: DescribeAcls
 DESCRIBE on the cluster, CreateAcls and DeleteAcls ALTER on it, DeleteGroups DELETE on the
 group, OffsetDelete DELETE on the group and READ on each topic), with authentication on: each
-refusal answered with Kafka's code, and nothing changed; a DeleteTopics naming a topic twice is
-answered INVALID_REQUEST for it before any ACL is asked, as Kafka's controller answers it. On SQLite and PostgreSQL."""
+refusal answered with Kafka's code, and nothing changed. On SQLite and PostgreSQL."""
 
 from __future__ import annotations
 
-import datetime
 from typing import Any
 
 import pytest
@@ -165,17 +163,3 @@ def test_delete_groups_of_two_groups_in_one_call_refuses_the_one_without_delete_
     assert {g: _error(f) for g, f in futures.items()} == {
         "billing": None, "web": ErrorCode.group_authorization_failed.value}
     assert (_committed(secured, "billing"), _committed(secured, "web")) == ({}, {("orders", 0): 6})
-
-
-def test_delete_topics_naming_a_topic_twice_is_invalid_request_before_any_acl_is_asked(secured: Secured) -> None:
-    from kio.schema.delete_topics.v5.request import DeleteTopicsRequest
-
-    with secured.connect() as s:
-        assert test_security._sasl(s, "alice", secured.keys["alice"]).error_code == ErrorCode.none
-        answer = ask(s, 20, 5, DeleteTopicsRequest(topic_names=("orders", "audit", "orders"),
-                                                    timeout=datetime.timedelta(0)), correlation_id=9)
-    assert [(r.name, r.error_code, r.error_message) for r in answer.responses] == [
-        ("orders", ErrorCode.invalid_request, "Duplicate topic name."),
-        ("audit", ErrorCode.topic_authorization_failed, None)]
-    names = {t["name"] for t in secured.client.get("/v1/topics", headers=secured.headers()).json()["topics"]}
-    assert names == {"orders", "audit"}
