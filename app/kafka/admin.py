@@ -4,7 +4,9 @@ DeleteRecords as
 /v1/topics, DescribeTransactions and ListTransactions (KIP-664) as /v1/transactions, and
 DescribeProducers (KIP-664) from the partitions' sequence states. Each topic
 (partition, transactional id) of a request is answered on its own, as Kafka does: one's
-refusal leaves the others' outcome as it is.
+refusal leaves the others' outcome as it is. A topic a CreateTopics, DeleteTopics or
+CreatePartitions names twice is answered once, INVALID_REQUEST, and acted on not at all
+(answered_once), with no ACL asked for it (auth.Access.not_acted_on).
 
 A topic's config keys are the service's (app.domain.topic_config) spelt as Kafka spells
 them, dots for underscores: `retention_ms` is `retention.ms`, `cleanup_policy` is
@@ -38,7 +40,7 @@ from app.domain.types import TRANSACTION_LIST_MAX, CleanupPolicy, TransactionSta
 from app.domain.topic_config import CONFIG_KEYS, ConfigTextError, TopicConfig, new_topic_config, parse_config_text
 from app.kafka.auth import access, refusal_code
 from app.kafka.errors import error_code
-from app.kafka.protocol import build, partitions_once, response_module
+from app.kafka.protocol import answered_once, build, partitions_once, response_module
 
 _ZERO_UUID = uuid.UUID(int=0)
 _NO_WAIT = datetime.timedelta(0)
@@ -67,6 +69,11 @@ REFUSED_CONFIGS = {
                         "topic codec would never be applied; compress on the producer (its batches are taken "
                         "in gzip, snappy, lz4 and zstd)",
 }
+# What Kafka's controller answers a topic (or, DeleteTopics v6 and later, a topic id) that one
+# CreateTopics, DeleteTopics or CreatePartitions names more than once: INVALID_REQUEST, once,
+# and none of its entries acted on (which of two counts or configs was meant?).
+DUPLICATE_TOPIC = "Duplicate topic name."
+DUPLICATE_TOPIC_ID = "Duplicate topic id."
 # Records are bytes in Kafka: a topic a Kafka client creates takes any key and value unless its
 # CreateTopics names `value.format=json`. The HTTP door's and the CLI's default stays json.
 KAFKA_VALUE_FORMAT = ValueFormat.BYTES
@@ -161,6 +168,18 @@ def parse_configs(pairs: dict[str, str | None]) -> dict[str, Any]:
         raise InvalidConfig(str(e)) from None
 
 
+def _topic_refused(m: Any, name: str, code: ErrorCode, message: str | None = None) -> Any:
+    """CreateTopics' answer for a topic it did not create."""
+    return build(m.CreatableTopicResult, name=name, topic_id=_ZERO_UUID, error_code=code, error_message=message,
+                 topic_config_error_code=ErrorCode.none, num_partitions=-1, replication_factor=-1, configs=None)
+
+
+def _topic_named_twice(m: Any, name: str) -> Any:
+    """CreateTopics' answer for a topic it names more than once: not created, no ACL asked."""
+    access().not_acted_on(Operation.CREATE, acl.topic(name))
+    return _topic_refused(m, name, ErrorCode.invalid_request, DUPLICATE_TOPIC)
+
+
 class AdminApis:
     def __init__(self, services: Any, node_id: int) -> None:
         self.services = services
@@ -184,13 +203,12 @@ class AdminApis:
         # CREATE on the cluster, or on the topic, as /v1/topics asks.
         cluster = access().allows(Operation.CREATE, acl.CLUSTER)
         return build(m.CreateTopicsResponse, throttle_time=_NO_WAIT, topics=tuple(
-            self._create_topic(m, t, body.validate_only, cluster) for t in body.topics))
+            _topic_named_twice(m, t.name) if twice else self._create_topic(m, t, body.validate_only, cluster)
+            for t, twice in answered_once(body.topics, key=lambda t: t.name)))
 
     def _create_topic(self, m: Any, t: Any, validate_only: bool, cluster: bool) -> Any:
         def refused(code: ErrorCode, message: str | None = None) -> Any:
-            return build(m.CreatableTopicResult, name=t.name, topic_id=_ZERO_UUID, error_code=code,
-                         error_message=message, topic_config_error_code=ErrorCode.none, num_partitions=-1,
-                         replication_factor=-1, configs=None)
+            return _topic_refused(m, t.name, code, message)
 
         topic = acl.topic(t.name)
         if (denied := refusal_code(Operation.CREATE, topic, granted=lambda: cluster)) is not None:
@@ -258,9 +276,17 @@ class AdminApis:
         named = ([(t.name, t.topic_id) for t in body.topics] if hasattr(body, "topics")
                  else [(name, _ZERO_UUID) for name in body.topic_names])
         results = []
-        for name, topic_id in named:
+        for (name, topic_id), twice in answered_once(named, key=lambda n: n[0] if n[0] is not None
+                                                     else n[1] if n[1] != _ZERO_UUID else None):
             code, message = ErrorCode.none, None
-            if name is None:
+            if twice and name is None:
+                code, message = ErrorCode.invalid_request, DUPLICATE_TOPIC_ID
+            elif twice:
+                # A name is answered with the all-zero id, whatever id its entries carried (as
+                # Kafka's controller answers a duplicated name).
+                access().not_acted_on(Operation.DELETE, acl.topic(name))
+                code, message, topic_id = ErrorCode.invalid_request, DUPLICATE_TOPIC, _ZERO_UUID
+            elif name is None:
                 # Topics have no ids here (Metadata answers all zero): only names can be deleted.
                 code, message = ErrorCode.unknown_topic_id, "topics are deleted by name: they have no ids here"
             elif (denied := refusal_code(Operation.DELETE, acl.topic(name))) is not None:
@@ -280,8 +306,13 @@ class AdminApis:
         m = response_module(37, version)
         assert m is not None
         results = []
-        for t in body.topics:
+        for t, twice in answered_once(body.topics, key=lambda t: t.name):
             code, message = ErrorCode.none, None
+            if twice:
+                access().not_acted_on(Operation.ALTER, acl.topic(t.name))
+                results.append(build(m.CreatePartitionsTopicResult, name=t.name, error_code=ErrorCode.invalid_request,
+                                     error_message=DUPLICATE_TOPIC))
+                continue
             try:
                 if (denied := refusal_code(Operation.ALTER, acl.topic(t.name))) is not None:
                     results.append(build(m.CreatePartitionsTopicResult, name=t.name, error_code=denied,

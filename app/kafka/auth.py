@@ -23,10 +23,11 @@ it names. The handler makes the checks where Kafka makes them, through `access()
 per-request Access: SecurityState.is_allowed, the engine's one decision, which the HTTP door
 uses too), and answers a refusal with Kafka's code for the resource: refusal_code, the one
 definition of that answer. After the handler returns, the listener (app.kafka.server) holds it
-to RULES: every pair was checked, or a refusal ended the request first; otherwise the request
-fails as the service's fault and its connection is closed. So a handler that forgets a check
-fails every test that calls it, authentication on or off, and an API without an entry in RULES
-is not served (tests/kafka/test_security_rules.py).
+to RULES: every pair was checked (or declared `not_acted_on`: a topic named twice, which Kafka
+answers INVALID_REQUEST without asking an ACL), or a refusal ended the request first; otherwise
+the request fails as the service's fault and its connection is closed. So a handler that
+forgets a check fails every test that calls it, authentication on or off, and an API without an
+entry in RULES is not served (tests/kafka/test_security_rules.py).
 
 To add an API (a consumer-group API in app/kafka/groups.py, say): give it an entry in RULES,
 a function of the request body that lists its needs; in its handler, call
@@ -210,6 +211,12 @@ class Access:
         self.refused.add((operation, resource))
         if self.state is not None:  # without authentication nothing is refused
             self.state.refused(self.principal, operation, resource, door="kafka")
+
+    def not_acted_on(self, operation: Operation, resource: Resource) -> None:
+        """The request does nothing on `resource` that `operation` would allow (a topic a
+        CreateTopics, DeleteTopics or CreatePartitions names twice, answered INVALID_REQUEST):
+        the need is met without asking an ACL, so no refusal is counted or audited."""
+        self.checked.add((operation, resource))
 
     def unchecked(self, needs: list[Need]) -> list[Need]:
         """The needs no check was made for, unless a refusal ended the request first."""

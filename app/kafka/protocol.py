@@ -14,7 +14,7 @@ import struct
 import types
 import typing
 import uuid
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Hashable, Iterable, Iterator
 from dataclasses import dataclass
 from functools import cache
 from typing import Any, TypeVar
@@ -24,6 +24,7 @@ from kio.schema.errors import ErrorCode
 from kio.serial import entity_reader, entity_writer
 from kio.static.constants import EntityType
 
+from app.domain.offsets import duplicated
 from app.domain.types import TransactionVersion
 
 # api_key -> (min, max) version served. ApiVersions advertises exactly this table. Fetch stops
@@ -247,6 +248,25 @@ def partitions_once(named: Iterable[tuple[str, int, _Entry]], *,
             topics.setdefault(topic, []).append(entry)
         return list(topics.items())
     return [(topic, [e for _, e in run]) for topic, run in itertools.groupby(latest.items(), key=lambda kv: kv[0][0])]
+
+
+def answered_once(entries: Iterable[_Entry], key: Callable[[_Entry], Hashable | None]) -> list[tuple[_Entry, bool]]:
+    """A request's entries, each with whether its key (a topic's name or id) is named more than
+    once (offsets.duplicated): such a key's entries answered by one, where it was first named, as
+    Kafka's controller answers each duplicated topic once (not once per copy); the other entries
+    each on their own, in the request's order. A key of None is never a duplicate (Kafka answers
+    each entry naming neither a name nor an id)."""
+    keyed = [(entry, key(entry)) for entry in entries]
+    twice = set(duplicated(k for _, k in keyed if k is not None))
+    answered: set[Hashable] = set()
+    out = []
+    for entry, k in keyed:
+        if k in twice:
+            if k in answered:
+                continue
+            answered.add(k)
+        out.append((entry, k in twice))
+    return out
 
 
 def entries(request: Any) -> int:

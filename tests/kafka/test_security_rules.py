@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import datetime
 import socket
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import pytest
@@ -22,24 +24,49 @@ def test_every_served_api_has_an_acl_rule() -> None:
     assert set(auth.RULES) == set(SERVED)
 
 
-def test_a_handler_that_skips_a_check_of_its_rule_closes_the_connection_unanswered(kafka: Listener) -> None:
-    from kio.schema.end_txn.v3.response import EndTxnResponse
-
+@contextmanager
+def _listening_with(kafka: Listener, api_key: int, handler: Callable[[Any, int], Any]) -> Iterator[socket.socket]:
+    """A connection to a listener on `kafka`'s services whose `api_key` is served by `handler`."""
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.bind(("127.0.0.1", 0))
     listener = KafkaListener(kafka.services, sock)
-    # An EndTxn handler that answers without checking WRITE on the transactional id.
-    listener.apis.handlers[26] = lambda body, version: EndTxnResponse(throttle_time=datetime.timedelta(0),
-                                                                      error_code=ErrorCode.none)
+    listener.apis.handlers[api_key] = handler
     kafka.client.portal.call(listener.start)
     try:
         with socket.create_connection(("127.0.0.1", listener.port), timeout=IO_TIMEOUT_S) as s:
             s.settimeout(IO_TIMEOUT_S)
-            s.sendall(frame(26, 3, EndTxnRequest(transactional_id="tx", producer_id=1, producer_epoch=0,
-                                                 committed=True)))
-            assert closed(s)
+            yield s
     finally:
         kafka.client.portal.call(listener.stop)
+
+
+def test_a_handler_that_skips_a_check_of_its_rule_closes_the_connection_unanswered(kafka: Listener) -> None:
+    from kio.schema.end_txn.v3.response import EndTxnResponse
+
+    # An EndTxn handler that answers without checking WRITE on the transactional id.
+    with _listening_with(kafka, 26, lambda body, version: EndTxnResponse(throttle_time=datetime.timedelta(0),
+                                                                         error_code=ErrorCode.none)) as s:
+        s.sendall(frame(26, 3, EndTxnRequest(transactional_id="tx", producer_id=1, producer_epoch=0, committed=True)))
+        assert closed(s)
+
+
+def test_a_create_topics_handler_that_creates_a_topic_named_twice_without_a_check_closes_the_connection(
+        kafka: Listener) -> None:
+    from kio.schema.create_topics.v7.request import CreatableTopic, CreateTopicsRequest
+    from kio.schema.create_topics.v7.response import CreateTopicsResponse
+
+    def create_unchecked(body: Any, version: int) -> Any:
+        # Creates each topic named, once, without checking CREATE on it or declaring it not
+        # acted on (auth.Access.not_acted_on).
+        for name in dict.fromkeys(t.name for t in body.topics):
+            kafka.services.topics.create(name, 1)
+        return CreateTopicsResponse(throttle_time=datetime.timedelta(0), topics=())
+
+    twice = tuple(CreatableTopic(name="orders", num_partitions=1, replication_factor=1, assignments=(), configs=())
+                  for _ in range(2))
+    with _listening_with(kafka, 19, create_unchecked) as s:
+        s.sendall(frame(19, 7, CreateTopicsRequest(topics=twice, timeout=datetime.timedelta(0), validate_only=False)))
+        assert closed(s)
 
 
 @pytest.mark.parametrize(("authentication", "refused"), [
