@@ -101,6 +101,7 @@ import random
 import statistics
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from sqlalchemy import create_engine, text
@@ -290,10 +291,73 @@ def arrow_floor_source(rows: int, tasks: int, value: str):  # type: ignore[no-un
     return ArrowFloor
 
 
+def plain_read(spark, source, props: dict[str, str], rows: int, tasks: int):  # type: ignore[no-untyped-def]
+    """The raw read to beat: bench_plain_records by Spark's JDBC reader in `tasks` ranges of
+    `id`, the columns as stored (key, value and headers as text, timestamp_ms a number)."""
+    return spark.read.jdbc(source.url, "bench_plain_records", column="id", lowerBound=1,
+                           upperBound=rows + 1, numPartitions=tasks,
+                           properties={**props, "customSchema": "`id` BIGINT, `partition` INT, `offset` BIGINT, "
+                                       "commit_position BIGINT, timestamp_ms BIGINT, key STRING, "
+                                       "value STRING, headers STRING"}
+                           ).drop("id")
+
+
+def headers_text(stored):  # type: ignore[no-untyped-def]
+    """The JVM read less the headers' conversion: the timestamp made, headers left as their
+    stored JSON text (jvm_stored's rows)."""
+    from pyspark.sql import functions as F
+
+    return stored.select(*[c for c in stored.columns if c != "timestamp_ms"],
+                         F.timestamp_millis("timestamp_ms").alias("timestamp"))
+
+
 def timed(df) -> float:  # type: ignore[no-untyped-def]
     t0 = time.perf_counter()
     df.write.format("noop").mode("overwrite").save()
     return time.perf_counter() - t0
+
+
+def interleaved(chosen: list[str], measured: Callable[[str], float], reference: dict[str, str], rounds: int,
+                rng: random.Random) -> tuple[dict[str, list[float]], dict[str, list[float]]]:
+    """Each of `chosen` measured once a round, in an order shuffled afresh each round, `rounds`
+    rounds after a warm-up round that is not counted: (seconds, its reference's ÷ its), by round,
+    for each. A variant's reference is `reference`'s entry for it, plain when it has none."""
+    seconds: dict[str, list[float]] = {name: [] for name in chosen}
+    ratios: dict[str, list[float]] = {name: [] for name in chosen}
+    for round_ in range(rounds + 1):
+        order = rng.sample(chosen, len(chosen))
+        took = {name: measured(name) for name in order}
+        if round_:
+            for name in chosen:
+                seconds[name].append(took[name])
+                ratios[name].append(took[reference.get(name, "plain")] / took[name]
+                                    if reference.get(name, "plain") in took else float("nan"))
+        print(f"  round {round_}{' (warm-up)' if round_ == 0 else ''}: "
+              + ", ".join(f"{n} {took[n]:.2f}" for n in order), file=sys.stderr)
+    return seconds, ratios
+
+
+def chosen_variants(parser: argparse.ArgumentParser, args: argparse.Namespace, variants: tuple[str, ...]) -> list[str]:
+    """--variants, each one of `variants`, and --rounds, 1 or more (round 0 only warms up), or
+    the parser's error. Checked before the fill, which takes minutes: the table is a median of
+    the rounds."""
+    chosen = [v.strip() for v in args.variants.split(",")]
+    unknown = [v for v in chosen if v not in variants]
+    if unknown:
+        parser.error(f"unknown variant(s) {', '.join(unknown)}: choose from {', '.join(variants)}")
+    if args.rounds < 1:
+        parser.error("--rounds must be 1 or more (round 0 only warms up)")
+    return chosen
+
+
+def rounds_cell(seconds: list[float]) -> str:
+    """A table cell of every counted round's seconds, in round order."""
+    return ", ".join(f"{s:.2f}" for s in seconds)
+
+
+def spread_cell(ratios: list[float]) -> str:
+    """A table cell of the rounds' ratios: their median, then their range."""
+    return f"{statistics.median(ratios):.2f} ({min(ratios):.2f}-{max(ratios):.2f})"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -311,13 +375,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--variants", default=",".join(VARIANTS), help=f"comma-separated, of {', '.join(VARIANTS)}")
     parser.add_argument("--seed", type=int, default=None, help="of each round's order (printed; random if not given)")
     args = parser.parse_args(argv)
-    chosen = [v.strip() for v in args.variants.split(",")]
-    unknown = [v for v in chosen if v not in VARIANTS]
-    if unknown:
-        parser.error(f"unknown variant(s) {', '.join(unknown)}: choose from {', '.join(VARIANTS)}")
-    if args.rounds < 1:
-        # Checked before the fill, which takes minutes: the table is a median of the rounds.
-        parser.error("--rounds must be 1 or more (round 0 only warms up)")
+    chosen = chosen_variants(parser, args, VARIANTS)
     seed = args.seed if args.seed is not None else random.SystemRandom().randrange(1 << 32)
     rng = random.Random(seed)
 
@@ -356,12 +414,7 @@ def main(argv: list[str] | None = None) -> int:
         per_split = -(-per_partition * len(ends) // args.tasks)
 
         def plain():  # type: ignore[no-untyped-def]
-            return spark.read.jdbc(source.url, "bench_plain_records", column="id", lowerBound=1,
-                                   upperBound=rows + 1, numPartitions=args.tasks,
-                                   properties={**props, "customSchema": "`id` BIGINT, `partition` INT, `offset` BIGINT, "
-                                               "commit_position BIGINT, timestamp_ms BIGINT, key STRING, "
-                                               "value STRING, headers STRING"}
-                                   ).drop("id")
+            return plain_read(spark, source, props, rows, args.tasks)
 
         def source_df(**extra: str):  # type: ignore[no-untyped-def]
             return read_outbox(spark, reader="python", url=api, databaseUrl=url, topics=committed_log.TOPIC,
@@ -370,8 +423,6 @@ def main(argv: list[str] | None = None) -> int:
         def jvm(**extra: str):  # type: ignore[no-untyped-def]
             return read_outbox(spark, reader="jvm", url=api, databaseUrl=url, topics=committed_log.TOPIC,
                                positionsPerSplit=str(per_split), **extra)
-
-        from pyspark.sql import functions as F
 
         def planned(**extra: str):  # type: ignore[no-untyped-def]
             """The JVM read's options and splits, planned as read_outbox plans them."""
@@ -391,11 +442,6 @@ def main(argv: list[str] | None = None) -> int:
             # transactional, key_bytes, value_bytes, batch_position), and selecting them all
             # would have every query fetch 14 columns where read_jvm's fetch 8.
             return stored_rows(spark, *planned(), relation=relation).select(*JVM_STORED)
-
-        def headers_text(stored):  # type: ignore[no-untyped-def]
-            # the JVM read less the headers' conversion: the timestamp made, headers left as text
-            return stored.select(*[c for c in stored.columns if c != "timestamp_ms"],
-                                 F.timestamp_millis("timestamp_ms").alias("timestamp"))
 
         def jvm_header_arrays():  # type: ignore[no-untyped-def]
             return header_arrays_prototype.read_header_arrays(spark, *planned())
@@ -554,18 +600,7 @@ def main(argv: list[str] | None = None) -> int:
         # cache, the JVM's heap, a Python worker to start. Shuffled afresh each round, the
         # neighbours change; the seed is printed so that an order can be run again.
         print(f"order shuffled each round, --seed {seed}", file=sys.stderr)
-        seconds: dict[str, list[float]] = {name: [] for name in chosen}
-        ratios: dict[str, list[float]] = {name: [] for name in chosen}  # its reference's ÷ its, by round
-        for round_ in range(args.rounds + 1):  # round 0 warms up, not counted
-            order = rng.sample(chosen, len(chosen))
-            took = {name: measured(name) for name in order}
-            if round_:
-                for name in chosen:
-                    seconds[name].append(took[name])
-                    ratios[name].append(took[REFERENCE.get(name, "plain")] / took[name]
-                                        if REFERENCE.get(name, "plain") in took else float("nan"))
-            print(f"  round {round_}{' (warm-up)' if round_ == 0 else ''}: "
-                  + ", ".join(f"{n} {took[n]:.2f}" for n in order), file=sys.stderr)
+        seconds, ratios = interleaved(chosen, measured, REFERENCE, args.rounds, rng)
         server.close()
     spark.stop()
 
@@ -576,9 +611,8 @@ def main(argv: list[str] | None = None) -> int:
     for n in chosen:
         refs = ("plain", "records_raw", REFERENCE.get(n, "plain"))
         of_medians = [f"{medians[ref] / medians[n]:.2f}" if ref in medians else "–" for ref in refs]
-        print(f"| {n} | {counts[n]:,} | {args.tasks} | {medians[n]:.2f} | {', '.join(f'{s:.2f}' for s in seconds[n])} | "
-              f"{counts[n] / medians[n]:,.0f} | {' | '.join(of_medians)} | {statistics.median(ratios[n]):.2f} "
-              f"({min(ratios[n]):.2f}-{max(ratios[n]):.2f}) |")
+        print(f"| {n} | {counts[n]:,} | {args.tasks} | {medians[n]:.2f} | {rounds_cell(seconds[n])} | "
+              f"{counts[n] / medians[n]:,.0f} | {' | '.join(of_medians)} | {spread_cell(ratios[n])} |")
     return 0
 
 
