@@ -74,6 +74,11 @@ REFUSED_CONFIGS = {
 # and none of its entries acted on (which of two counts or configs was meant?).
 DUPLICATE_TOPIC = "Duplicate topic name."
 DUPLICATE_TOPIC_ID = "Duplicate topic id."
+# What Kafka's controller answers a DeleteTopics v6 entry naming its topic both ways (a name and a
+# non-zero id) or neither way (no name, the all-zero id): INVALID_REQUEST, each such entry on its own,
+# none acted on, no ACL asked; it is no copy of another entry naming that name or id.
+NO_TOPIC_NAMED = "Neither topic name nor id were specified."
+TOPIC_NAMED_BOTH_WAYS = "You may not specify both topic name and topic id."
 # Records are bytes in Kafka: a topic a Kafka client creates takes any key and value unless its
 # CreateTopics names `value.format=json`. The HTTP door's and the CLI's default stays json.
 KAFKA_VALUE_FORMAT = ValueFormat.BYTES
@@ -180,6 +185,16 @@ def _topic_named_twice(m: Any, name: str) -> Any:
     return _topic_refused(m, name, ErrorCode.invalid_request, DUPLICATE_TOPIC)
 
 
+def _deleted_topic(entry: tuple[str | None, uuid.UUID]) -> str | uuid.UUID | None:
+    """The topic a DeleteTopics entry (name, topic id) names, by which copies of it are found:
+    its name, or (v6 and later) its id; None for an entry naming it both ways or neither way,
+    which is refused on its own (TOPIC_NAMED_BOTH_WAYS, NO_TOPIC_NAMED)."""
+    name, topic_id = entry
+    if (name is None) == (topic_id == _ZERO_UUID):
+        return None
+    return topic_id if name is None else name
+
+
 class AdminApis:
     def __init__(self, services: Any, node_id: int) -> None:
         self.services = services
@@ -273,19 +288,22 @@ class AdminApis:
     def delete_topics(self, body: Any, version: int) -> Any:
         m = response_module(20, version)
         assert m is not None
-        named = ([(t.name, t.topic_id) for t in body.topics] if hasattr(body, "topics")
+        # The wire's all-zero id is read as None.
+        named = ([(t.name, t.topic_id or _ZERO_UUID) for t in body.topics] if hasattr(body, "topics")
                  else [(name, _ZERO_UUID) for name in body.topic_names])
         results = []
-        for (name, topic_id), twice in answered_once(named, key=lambda n: n[0] if n[0] is not None
-                                                     else n[1] if n[1] != _ZERO_UUID else None):
+        for (name, topic_id), twice in answered_once(named, key=_deleted_topic):
             code, message = ErrorCode.none, None
-            if twice and name is None:
+            if name is None and topic_id == _ZERO_UUID:
+                code, message = ErrorCode.invalid_request, NO_TOPIC_NAMED
+            elif name is not None and topic_id != _ZERO_UUID:
+                access().not_acted_on(Operation.DELETE, acl.topic(name))
+                code, message = ErrorCode.invalid_request, TOPIC_NAMED_BOTH_WAYS
+            elif twice and name is None:
                 code, message = ErrorCode.invalid_request, DUPLICATE_TOPIC_ID
             elif twice:
-                # A name is answered with the all-zero id, whatever id its entries carried (as
-                # Kafka's controller answers a duplicated name).
                 access().not_acted_on(Operation.DELETE, acl.topic(name))
-                code, message, topic_id = ErrorCode.invalid_request, DUPLICATE_TOPIC, _ZERO_UUID
+                code, message = ErrorCode.invalid_request, DUPLICATE_TOPIC
             elif name is None:
                 # Topics have no ids here (Metadata answers all zero): only names can be deleted.
                 code, message = ErrorCode.unknown_topic_id, "topics are deleted by name: they have no ids here"
