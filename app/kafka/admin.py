@@ -185,6 +185,18 @@ def _topic_named_twice(m: Any, name: str) -> Any:
     return _topic_refused(m, name, ErrorCode.invalid_request, DUPLICATE_TOPIC)
 
 
+def _partitions_answer(m: Any, name: str, code: ErrorCode, message: str | None = None) -> Any:
+    """CreatePartitions' answer for a topic: grown (or, validate_only, found growable) with no
+    error, or refused with `code`."""
+    return build(m.CreatePartitionsTopicResult, name=name, error_code=code, error_message=message)
+
+
+def _partitions_named_twice(m: Any, name: str) -> Any:
+    """CreatePartitions' answer for a topic it names more than once: not grown, no ACL asked."""
+    access().not_acted_on(Operation.ALTER, acl.topic(name))
+    return _partitions_answer(m, name, ErrorCode.invalid_request, DUPLICATE_TOPIC)
+
+
 def _deleted_topic(entry: tuple[str | None, uuid.UUID]) -> str | uuid.UUID | None:
     """The topic a DeleteTopics entry (name, topic id) names, by which copies of it are found:
     its name, or (v6 and later) its id; None for an entry naming it both ways or neither way,
@@ -323,28 +335,20 @@ class AdminApis:
     def create_partitions(self, body: Any, version: int) -> Any:
         m = response_module(37, version)
         assert m is not None
-        results = []
-        for t, twice in answered_once(body.topics, key=lambda t: t.name):
-            code, message = ErrorCode.none, None
-            if twice:
-                access().not_acted_on(Operation.ALTER, acl.topic(t.name))
-                results.append(build(m.CreatePartitionsTopicResult, name=t.name, error_code=ErrorCode.invalid_request,
-                                     error_message=DUPLICATE_TOPIC))
-                continue
-            try:
-                if (denied := refusal_code(Operation.ALTER, acl.topic(t.name))) is not None:
-                    results.append(build(m.CreatePartitionsTopicResult, name=t.name, error_code=denied,
-                                         error_message=None))
-                    continue
-                if t.assignments is not None and (why := self._partitions_assignment_refusal(t)) is not None:
-                    results.append(build(m.CreatePartitionsTopicResult, name=t.name,
-                                         error_code=ErrorCode.invalid_replica_assignment, error_message=why))
-                    continue
-                self.services.topics.create_partitions(t.name, t.count, validate_only=body.validate_only)
-            except OutboxError as e:
-                code, message = error_code(e), e.message
-            results.append(build(m.CreatePartitionsTopicResult, name=t.name, error_code=code, error_message=message))
+        results = [_partitions_named_twice(m, t.name) if twice else self._create_partitions(m, t, body.validate_only)
+                   for t, twice in answered_once(body.topics, key=lambda t: t.name)]
         return build(m.CreatePartitionsResponse, throttle_time=_NO_WAIT, results=tuple(results))
+
+    def _create_partitions(self, m: Any, t: Any, validate_only: bool) -> Any:
+        try:
+            if (denied := refusal_code(Operation.ALTER, acl.topic(t.name))) is not None:
+                return _partitions_answer(m, t.name, denied)
+            if t.assignments is not None and (why := self._partitions_assignment_refusal(t)) is not None:
+                return _partitions_answer(m, t.name, ErrorCode.invalid_replica_assignment, why)
+            self.services.topics.create_partitions(t.name, t.count, validate_only=validate_only)
+        except OutboxError as e:
+            return _partitions_answer(m, t.name, error_code(e), e.message)
+        return _partitions_answer(m, t.name, ErrorCode.none)
 
     def _partitions_assignment_refusal(self, t: Any) -> str | None:
         """Why CreatePartitions' manual assignment of the partitions it adds to topic `t` is
