@@ -303,13 +303,17 @@ class AdminApis:
         # The wire's all-zero id is read as None.
         named = ([(t.name, t.topic_id or _ZERO_UUID) for t in body.topics] if hasattr(body, "topics")
                  else [(name, _ZERO_UUID) for name in body.topic_names])
+        # The names entries name alone: such an entry makes the name's check (or, named twice,
+        # declares it not acted on), which an entry naming it both ways must not stand in for.
+        by_name = {name for name, topic_id in named if topic_id == _ZERO_UUID}
         results = []
         for (name, topic_id), twice in answered_once(named, key=_deleted_topic):
             code, message = ErrorCode.none, None
             if name is None and topic_id == _ZERO_UUID:
                 code, message = ErrorCode.invalid_request, NO_TOPIC_NAMED
             elif name is not None and topic_id != _ZERO_UUID:
-                access().not_acted_on(Operation.DELETE, acl.topic(name))
+                if name not in by_name:
+                    access().not_acted_on(Operation.DELETE, acl.topic(name))
                 code, message = ErrorCode.invalid_request, TOPIC_NAMED_BOTH_WAYS
             elif twice and name is None:
                 code, message = ErrorCode.invalid_request, DUPLICATE_TOPIC_ID
