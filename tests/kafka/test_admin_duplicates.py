@@ -139,6 +139,15 @@ def test_delete_topics_v6_entries_naming_neither_a_topic_nor_a_topic_id_are_each
     assert _partition_counts(kafka.client) == {}
 
 
+def test_delete_topics_v6_naming_a_topic_twice_answers_it_once_with_the_all_zero_topic_id(kafka: Listener) -> None:
+    create_topic(kafka.client, "orders", 1)
+    create_topic(kafka.client, "old", 1)
+    with kafka.connect() as s:
+        got = _delete_topics(s, 6, [("orders", ZERO), ("old", ZERO), ("orders", ZERO)])
+    assert got == [("orders", None, *DUPLICATE), ("old", None, ErrorCode.none, None)]
+    assert _partition_counts(kafka.client) == {"orders": 1}
+
+
 def test_delete_topics_naming_a_topic_id_twice_answers_it_once_invalid_request(kafka: Listener) -> None:
     create_topic(kafka.client, "old", 1)
     twice, once = uuid.UUID(int=7), uuid.UUID(int=8)
@@ -217,11 +226,18 @@ def test_delete_topics_naming_a_topic_twice_refuses_nothing_for_it_to_a_principa
 
 
 @pytest.mark.usefixtures("cheap_scrypt")
+@pytest.mark.parametrize(("named", "answered", "refused"), [
+    ([("orders", uuid.UUID(int=7)), (None, ZERO), ("audit", ZERO)],
+     [("orders", uuid.UUID(int=7), *BOTH_WAYS), (None, None, *NEITHER_WAY),
+      ("audit", None, ErrorCode.topic_authorization_failed, None)], ["topic:audit"]),
+    # No entry refused: the listener holds the handler to every need of auth.RULES.
+    ([("orders", uuid.UUID(int=7)), (None, ZERO)],
+     [("orders", uuid.UUID(int=7), *BOTH_WAYS), (None, None, *NEITHER_WAY)], []),
+], ids=["beside_a_refused_topic", "alone"])
 def test_delete_topics_v6_entries_naming_a_topic_both_ways_or_neither_refuse_nothing_to_a_principal_without_rights(
-        secured: Secured, audit_log: pytest.LogCaptureFixture) -> None:
+        secured: Secured, audit_log: pytest.LogCaptureFixture, named: list[tuple[str | None, uuid.UUID]],
+        answered: list[tuple[Any, ...]], refused: list[str]) -> None:
     with _as_alice(secured) as s:
-        got = _delete_topics(s, 6, [("orders", uuid.UUID(int=7)), (None, ZERO), ("audit", ZERO)])
-    assert got == [("orders", uuid.UUID(int=7), *BOTH_WAYS), (None, None, *NEITHER_WAY),
-                   ("audit", None, ErrorCode.topic_authorization_failed, None)]
-    assert _refused(audit_log) == ["topic:audit"]
+        assert _delete_topics(s, 6, named) == answered
+    assert _refused(audit_log) == refused
     assert _partition_counts(secured.client, secured.headers()) == {"orders": 1, "audit": 1}
