@@ -74,6 +74,11 @@ REFUSED_CONFIGS = {
 # and none of its entries acted on (which of two counts or configs was meant?).
 DUPLICATE_TOPIC = "Duplicate topic name."
 DUPLICATE_TOPIC_ID = "Duplicate topic id."
+# What Kafka's controller answers a DeleteTopics v6 entry naming its topic both ways (a name and a
+# non-zero id) or neither way (no name, the all-zero id): INVALID_REQUEST, each such entry on its own,
+# none acted on, no ACL asked; it is no copy of another entry naming that name or id.
+NO_TOPIC_NAMED = "Neither topic name nor id were specified."
+TOPIC_NAMED_BOTH_WAYS = "You may not specify both topic name and topic id."
 # Records are bytes in Kafka: a topic a Kafka client creates takes any key and value unless its
 # CreateTopics names `value.format=json`. The HTTP door's and the CLI's default stays json.
 KAFKA_VALUE_FORMAT = ValueFormat.BYTES
@@ -180,6 +185,28 @@ def _topic_named_twice(m: Any, name: str) -> Any:
     return _topic_refused(m, name, ErrorCode.invalid_request, DUPLICATE_TOPIC)
 
 
+def _partitions_answer(m: Any, name: str, code: ErrorCode, message: str | None = None) -> Any:
+    """CreatePartitions' answer for a topic: grown (or, validate_only, found growable) with no
+    error, or refused with `code`."""
+    return build(m.CreatePartitionsTopicResult, name=name, error_code=code, error_message=message)
+
+
+def _partitions_named_twice(m: Any, name: str) -> Any:
+    """CreatePartitions' answer for a topic it names more than once: not grown, no ACL asked."""
+    access().not_acted_on(Operation.ALTER, acl.topic(name))
+    return _partitions_answer(m, name, ErrorCode.invalid_request, DUPLICATE_TOPIC)
+
+
+def _deleted_topic(entry: tuple[str | None, uuid.UUID]) -> str | uuid.UUID | None:
+    """The topic a DeleteTopics entry (name, topic id) names, by which copies of it are found:
+    its name, or (v6 and later) its id; None for an entry naming it both ways or neither way,
+    which is refused on its own (TOPIC_NAMED_BOTH_WAYS, NO_TOPIC_NAMED)."""
+    name, topic_id = entry
+    if (name is None) == (topic_id == _ZERO_UUID):
+        return None
+    return topic_id if name is None else name
+
+
 class AdminApis:
     def __init__(self, services: Any, node_id: int) -> None:
         self.services = services
@@ -273,19 +300,26 @@ class AdminApis:
     def delete_topics(self, body: Any, version: int) -> Any:
         m = response_module(20, version)
         assert m is not None
-        named = ([(t.name, t.topic_id) for t in body.topics] if hasattr(body, "topics")
+        # The wire's all-zero id is read as None.
+        named = ([(t.name, t.topic_id or _ZERO_UUID) for t in body.topics] if hasattr(body, "topics")
                  else [(name, _ZERO_UUID) for name in body.topic_names])
+        # The names entries name alone: such an entry makes the name's check (or, named twice,
+        # declares it not acted on), which an entry naming it both ways must not stand in for.
+        by_name = {name for name, topic_id in named if topic_id == _ZERO_UUID}
         results = []
-        for (name, topic_id), twice in answered_once(named, key=lambda n: n[0] if n[0] is not None
-                                                     else n[1] if n[1] != _ZERO_UUID else None):
+        for (name, topic_id), twice in answered_once(named, key=_deleted_topic):
             code, message = ErrorCode.none, None
-            if twice and name is None:
+            if name is None and topic_id == _ZERO_UUID:
+                code, message = ErrorCode.invalid_request, NO_TOPIC_NAMED
+            elif name is not None and topic_id != _ZERO_UUID:
+                if name not in by_name:
+                    access().not_acted_on(Operation.DELETE, acl.topic(name))
+                code, message = ErrorCode.invalid_request, TOPIC_NAMED_BOTH_WAYS
+            elif twice and name is None:
                 code, message = ErrorCode.invalid_request, DUPLICATE_TOPIC_ID
             elif twice:
-                # A name is answered with the all-zero id, whatever id its entries carried (as
-                # Kafka's controller answers a duplicated name).
                 access().not_acted_on(Operation.DELETE, acl.topic(name))
-                code, message, topic_id = ErrorCode.invalid_request, DUPLICATE_TOPIC, _ZERO_UUID
+                code, message = ErrorCode.invalid_request, DUPLICATE_TOPIC
             elif name is None:
                 # Topics have no ids here (Metadata answers all zero): only names can be deleted.
                 code, message = ErrorCode.unknown_topic_id, "topics are deleted by name: they have no ids here"
@@ -305,28 +339,20 @@ class AdminApis:
     def create_partitions(self, body: Any, version: int) -> Any:
         m = response_module(37, version)
         assert m is not None
-        results = []
-        for t, twice in answered_once(body.topics, key=lambda t: t.name):
-            code, message = ErrorCode.none, None
-            if twice:
-                access().not_acted_on(Operation.ALTER, acl.topic(t.name))
-                results.append(build(m.CreatePartitionsTopicResult, name=t.name, error_code=ErrorCode.invalid_request,
-                                     error_message=DUPLICATE_TOPIC))
-                continue
-            try:
-                if (denied := refusal_code(Operation.ALTER, acl.topic(t.name))) is not None:
-                    results.append(build(m.CreatePartitionsTopicResult, name=t.name, error_code=denied,
-                                         error_message=None))
-                    continue
-                if t.assignments is not None and (why := self._partitions_assignment_refusal(t)) is not None:
-                    results.append(build(m.CreatePartitionsTopicResult, name=t.name,
-                                         error_code=ErrorCode.invalid_replica_assignment, error_message=why))
-                    continue
-                self.services.topics.create_partitions(t.name, t.count, validate_only=body.validate_only)
-            except OutboxError as e:
-                code, message = error_code(e), e.message
-            results.append(build(m.CreatePartitionsTopicResult, name=t.name, error_code=code, error_message=message))
+        results = [_partitions_named_twice(m, t.name) if twice else self._create_partitions(m, t, body.validate_only)
+                   for t, twice in answered_once(body.topics, key=lambda t: t.name)]
         return build(m.CreatePartitionsResponse, throttle_time=_NO_WAIT, results=tuple(results))
+
+    def _create_partitions(self, m: Any, t: Any, validate_only: bool) -> Any:
+        try:
+            if (denied := refusal_code(Operation.ALTER, acl.topic(t.name))) is not None:
+                return _partitions_answer(m, t.name, denied)
+            if t.assignments is not None and (why := self._partitions_assignment_refusal(t)) is not None:
+                return _partitions_answer(m, t.name, ErrorCode.invalid_replica_assignment, why)
+            self.services.topics.create_partitions(t.name, t.count, validate_only=validate_only)
+        except OutboxError as e:
+            return _partitions_answer(m, t.name, error_code(e), e.message)
+        return _partitions_answer(m, t.name, ErrorCode.none)
 
     def _partitions_assignment_refusal(self, t: Any) -> str | None:
         """Why CreatePartitions' manual assignment of the partitions it adds to topic `t` is

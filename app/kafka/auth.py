@@ -23,8 +23,9 @@ it names. The handler makes the checks where Kafka makes them, through `access()
 per-request Access: SecurityState.is_allowed, the engine's one decision, which the HTTP door
 uses too), and answers a refusal with Kafka's code for the resource: refusal_code, the one
 definition of that answer. After the handler returns, the listener (app.kafka.server) holds it
-to RULES: every pair was checked (or declared `not_acted_on`: a topic named twice, which Kafka
-answers INVALID_REQUEST without asking an ACL), or a refusal ended the request first; otherwise
+to RULES: every pair was checked (or declared `not_acted_on`: a topic no entry of the request
+acts on, named twice or, by DeleteTopics v6, both by name and by id, which Kafka answers
+INVALID_REQUEST without asking an ACL), or a refusal ended the request first; otherwise
 the request fails as the service's fault and its connection is closed. So a handler that
 forgets a check fails every test that calls it, authentication on or off, and an API without an
 entry in RULES is not served (tests/kafka/test_security_rules.py).
@@ -214,8 +215,10 @@ class Access:
 
     def not_acted_on(self, operation: Operation, resource: Resource) -> None:
         """The request does nothing on `resource` that `operation` would allow (a topic a
-        CreateTopics, DeleteTopics or CreatePartitions names twice, answered INVALID_REQUEST):
-        the need is met without asking an ACL, so no refusal is counted or audited."""
+        CreateTopics, DeleteTopics or CreatePartitions names twice, or a DeleteTopics v6 names
+        both by name and by id, answered INVALID_REQUEST): the need is met without asking an
+        ACL, so no refusal is counted or audited. It meets the need for the whole request (one
+        set with the checks): declare it only when no entry of the request acts on `resource`."""
         self.checked.add((operation, resource))
 
     def unchecked(self, needs: list[Need]) -> list[Need]:

@@ -3,7 +3,9 @@ once, in raw frames (librdkafka's AdminClient refuses such a request before send
 Kafka's controller answers them, the duplicated topic once, INVALID_REQUEST, and nothing done to
 it; the request's other topics each done and answered on their own. With authentication on, no
 ACL is asked for a duplicated topic: a principal without rights on it is refused nothing for it
-(no refusal counted or audited). On SQLite and PostgreSQL."""
+(no refusal counted or audited). A DeleteTopics v6 entry naming its topic both ways (a name
+and a non-zero id) or neither way is answered INVALID_REQUEST on its own, as Kafka's controller
+answers it, with nothing deleted and no ACL asked for it. On SQLite and PostgreSQL."""
 
 from __future__ import annotations
 
@@ -29,6 +31,9 @@ pytestmark = pytest.mark.kafka
 
 CREATE_TOPICS, DELETE_TOPICS, CREATE_PARTITIONS = 19, 20, 37
 DUPLICATE = (ErrorCode.invalid_request, "Duplicate topic name.")
+# Kafka's controller's answers to a DeleteTopics v6 entry naming a topic both ways, or neither.
+BOTH_WAYS = (ErrorCode.invalid_request, "You may not specify both topic name and topic id.")
+NEITHER_WAY = (ErrorCode.invalid_request, "Neither topic name nor id were specified.")
 ZERO = uuid.UUID(int=0)
 
 
@@ -105,12 +110,41 @@ def test_delete_topics_naming_a_topic_twice_answers_it_once_invalid_request_and_
     assert _partition_counts(kafka.client) == {"orders": 1}
 
 
-def test_delete_topics_v6_naming_a_topic_twice_answers_it_with_the_all_zero_topic_id(kafka: Listener) -> None:
-    # As Kafka's controller answers a duplicated name: not with an id one of its entries carried.
+def test_delete_topics_v6_entry_naming_a_topic_and_a_topic_id_is_invalid_request_and_deletes_nothing(
+        kafka: Listener) -> None:
+    create_topic(kafka.client, "orders", 1)
+    create_topic(kafka.client, "old", 1)
+    with kafka.connect() as s:
+        got = _delete_topics(s, 6, [("orders", uuid.UUID(int=7)), ("old", ZERO)])
+    assert got == [("orders", uuid.UUID(int=7), *BOTH_WAYS), ("old", None, ErrorCode.none, None)]
+    assert _partition_counts(kafka.client) == {"orders": 1}
+
+
+def test_delete_topics_v6_entry_naming_a_topic_and_a_topic_id_is_no_copy_of_an_entry_naming_it(
+        kafka: Listener) -> None:
+    # Kafka's controller counts a name as named again only by an entry with the all-zero id.
     create_topic(kafka.client, "orders", 1)
     with kafka.connect() as s:
         got = _delete_topics(s, 6, [("orders", uuid.UUID(int=7)), ("orders", ZERO)])
-    assert got == [("orders", None, *DUPLICATE)]
+    assert got == [("orders", uuid.UUID(int=7), *BOTH_WAYS), ("orders", None, ErrorCode.none, None)]
+    assert _partition_counts(kafka.client) == {}
+
+
+def test_delete_topics_v6_entries_naming_neither_a_topic_nor_a_topic_id_are_each_invalid_request(
+        kafka: Listener) -> None:
+    create_topic(kafka.client, "old", 1)
+    with kafka.connect() as s:
+        got = _delete_topics(s, 6, [(None, ZERO), ("old", ZERO), (None, ZERO)])
+    assert got == [(None, None, *NEITHER_WAY), ("old", None, ErrorCode.none, None), (None, None, *NEITHER_WAY)]
+    assert _partition_counts(kafka.client) == {}
+
+
+def test_delete_topics_v6_naming_a_topic_twice_answers_it_once_with_the_all_zero_topic_id(kafka: Listener) -> None:
+    create_topic(kafka.client, "orders", 1)
+    create_topic(kafka.client, "old", 1)
+    with kafka.connect() as s:
+        got = _delete_topics(s, 6, [("orders", ZERO), ("old", ZERO), ("orders", ZERO)])
+    assert got == [("orders", None, *DUPLICATE), ("old", None, ErrorCode.none, None)]
     assert _partition_counts(kafka.client) == {"orders": 1}
 
 
@@ -190,3 +224,20 @@ def test_delete_topics_naming_a_topic_twice_refuses_nothing_for_it_to_a_principa
     assert _refused(audit_log) == ["topic:audit"]
     assert _partition_counts(secured.client, secured.headers()) == {"orders": 1, "audit": 1}
 
+
+@pytest.mark.usefixtures("cheap_scrypt")
+@pytest.mark.parametrize(("named", "answered", "refused"), [
+    ([("orders", uuid.UUID(int=7)), (None, ZERO), ("audit", ZERO)],
+     [("orders", uuid.UUID(int=7), *BOTH_WAYS), (None, None, *NEITHER_WAY),
+      ("audit", None, ErrorCode.topic_authorization_failed, None)], ["topic:audit"]),
+    # No entry refused: the listener holds the handler to every need of auth.RULES.
+    ([("orders", uuid.UUID(int=7)), (None, ZERO)],
+     [("orders", uuid.UUID(int=7), *BOTH_WAYS), (None, None, *NEITHER_WAY)], []),
+], ids=["beside_a_refused_topic", "alone"])
+def test_delete_topics_v6_entries_naming_a_topic_both_ways_or_neither_refuse_nothing_to_a_principal_without_rights(
+        secured: Secured, audit_log: pytest.LogCaptureFixture, named: list[tuple[str | None, uuid.UUID]],
+        answered: list[tuple[Any, ...]], refused: list[str]) -> None:
+    with _as_alice(secured) as s:
+        assert _delete_topics(s, 6, named) == answered
+    assert _refused(audit_log) == refused
+    assert _partition_counts(secured.client, secured.headers()) == {"orders": 1, "audit": 1}

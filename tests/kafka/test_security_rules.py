@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import datetime
 import socket
+import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -13,11 +14,14 @@ import pytest
 from kio.schema.end_txn.v3.request import EndTxnRequest
 from kio.schema.errors import ErrorCode
 
-from app.kafka import auth
+from app.kafka import admin, auth
 from app.kafka.protocol import SERVED
 from app.kafka.server import KafkaListener
 from app.settings import Settings
+from tests.helpers import create_topic
 from tests.kafka.conftest import IO_TIMEOUT_S, Listener, closed, frame
+
+ZERO = uuid.UUID(int=0)
 
 
 def test_every_served_api_has_an_acl_rule() -> None:
@@ -66,6 +70,47 @@ def test_a_create_topics_handler_that_creates_a_topic_named_twice_without_a_chec
                   for _ in range(2))
     with _listening_with(kafka, 19, create_unchecked) as s:
         s.sendall(frame(19, 7, CreateTopicsRequest(topics=twice, timeout=datetime.timedelta(0), validate_only=False)))
+        assert closed(s)
+
+
+def _delete_topics_v6(named: list[tuple[str, uuid.UUID]]) -> Any:
+    from kio.schema.delete_topics.v6.request import DeleteTopicsRequest, DeleteTopicState
+
+    return DeleteTopicsRequest(timeout=datetime.timedelta(0), topics=tuple(
+        DeleteTopicState(name=name, topic_id=topic_id) for name, topic_id in named))
+
+
+def test_a_delete_topics_handler_that_deletes_a_topic_named_both_ways_without_a_check_closes_the_connection(
+        kafka: Listener) -> None:
+    from kio.schema.delete_topics.v6.response import DeleteTopicsResponse
+
+    def delete_unchecked(body: Any, version: int) -> Any:
+        # Deletes each topic named, whatever id its entry carries, without checking DELETE on
+        # it or declaring it not acted on.
+        for t in body.topics:
+            kafka.services.topics.delete(t.name)
+        return DeleteTopicsResponse(throttle_time=datetime.timedelta(0), responses=())
+
+    create_topic(kafka.client, "orders", 1)
+    with _listening_with(kafka, 20, delete_unchecked) as s:
+        s.sendall(frame(20, 6, _delete_topics_v6([("orders", uuid.UUID(int=7))])))
+        assert closed(s)
+
+
+@pytest.mark.parametrize("named", [
+    [("orders", ZERO)],
+    # An entry naming `orders` both ways is not acted on; it does not stand in for the check
+    # the entry naming it by name alone needs, before or after it.
+    [("orders", uuid.UUID(int=7)), ("orders", ZERO)],
+    [("orders", ZERO), ("orders", uuid.UUID(int=7))],
+], ids=["by_name", "both_ways_first", "both_ways_after"])
+def test_the_delete_topics_handler_deleting_a_topic_named_by_name_without_a_check_closes_the_connection(
+        kafka: Listener, monkeypatch: pytest.MonkeyPatch, named: list[tuple[str, uuid.UUID]]) -> None:
+    # The service's handler with its check skipped: every DELETE taken as allowed, unrecorded.
+    monkeypatch.setattr(admin, "refusal_code", lambda operation, resource: None)
+    create_topic(kafka.client, "orders", 1)
+    with kafka.connect() as s:
+        s.sendall(frame(20, 6, _delete_topics_v6(named)))
         assert closed(s)
 
 
