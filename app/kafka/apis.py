@@ -14,7 +14,8 @@ from kio.schema.errors import ErrorCode
 from app.domain import acl
 from app.domain.acl import CLUSTER, Operation
 from app.domain.errors import OutboxError
-from app.domain.offsets import GroupMetadata, duplicated
+from app.domain.offsets import GroupMetadata
+from app.domain.request_shape import duplicated
 from app.domain.read import offset_order_upper_bound
 from app.domain.types import IsolationLevel, TransactionVersion
 from app.kafka import groups, records

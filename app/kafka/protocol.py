@@ -24,7 +24,7 @@ from kio.schema.errors import ErrorCode
 from kio.serial import entity_reader, entity_writer
 from kio.static.constants import EntityType
 
-from app.domain.offsets import duplicated
+from app.domain.request_shape import duplicated
 from app.domain.types import TransactionVersion
 
 # api_key -> (min, max) version served. ApiVersions advertises exactly this table. Fetch stops
@@ -252,10 +252,10 @@ def partitions_once(named: Iterable[tuple[str, int, _Entry]], *,
 
 def answered_once(entries: Iterable[_Entry], key: Callable[[_Entry], Hashable | None]) -> list[tuple[_Entry, bool]]:
     """A request's entries, each with whether its key (a topic's name or id) is named more than
-    once (offsets.duplicated): such a key's entries answered by one, where it was first named, as
-    Kafka's controller answers each duplicated topic once (not once per copy); the other entries
-    each on their own, in the request's order. A key of None is never a duplicate (Kafka answers
-    each entry naming neither a name nor an id)."""
+    once (request_shape.duplicated): such a key's entries answered by one, where it was first
+    named, as Kafka's controller answers each duplicated topic once (not once per copy); the
+    other entries each on their own, in the request's order. A key of None is never a duplicate
+    (Kafka answers each entry naming neither a name nor an id)."""
     keyed = [(entry, key(entry)) for entry in entries]
     twice = set(duplicated(k for _, k in keyed if k is not None))
     answered: set[Hashable] = set()

@@ -14,7 +14,7 @@ from app.domain.clock import Clock
 from app.domain.log_cleaning import record_sizes
 from app.domain.producer import ActiveProducer
 from app.domain.topic import Topic
-from app.domain.offsets import duplicated
+from app.domain.request_shape import duplicated
 from app.domain.topic_config import check_record_size
 from app.domain.errors import (
     OffsetOutOfRange,
