@@ -476,7 +476,12 @@ def stage_offsets(conn: Connection, rows: list[dict], *, hold_committed: bool) -
     `hold_committed` (OUTBOX_OFFSETS_RETENTION_MINUTES set: the offset expiry is on), the
     committed offsets of the same keys held first (offsets.hold_committed): the offset expiry
     keeps a committed offset an unfinished transaction has staged a new one for. Without it
-    nothing expires, and the staging takes no lock on them."""
+    nothing expires, and the staging takes no lock on them.
+
+    `rows` are the statement's parameters, built once by the one caller (AddOffsets). Unlike
+    offsets.commit, which several paths call with OffsetToCommit rows, a typed row here would
+    save nothing: the parameters would be built from it here, and the held keys read from its
+    fields as they are now read from the dicts'."""
     if hold_committed:
         offsets.hold_committed(conn, [(r["group_id"], r["topic_id"], r["partition"]) for r in rows])
     dialect.execute_rows(
