@@ -110,6 +110,10 @@ _ZERO_MIN_FEATURES_SINCE = 4
 
 _PREFIX = struct.Struct(">hhi")  # api_key, api_version, correlation_id: every header starts so
 
+# Every answer's throttle_time, and a SASL session's lifetime: this listener never tells a
+# client to hold back before its next request, nor to authenticate again (KIP-368).
+NO_WAIT = datetime.timedelta(0)
+
 
 class Unparseable(Exception):
     """The frame is not a request kio can read: Kafka closes such a connection."""
