@@ -6,7 +6,7 @@ import enum
 from dataclasses import dataclass
 
 from app.domain.errors import InvalidRequest, OffsetMetadataTooLarge
-from app.domain.request_shape import duplicated
+from app.domain import request_shape
 
 # Most partitions one AddOffsets (TxnOffsetCommit) or AddPartitionsToTxn names, from every door:
 # each is a row looked up and written in one database transaction that holds the transaction's
@@ -57,7 +57,7 @@ def check_distinct_partitions(offsets: list[OffsetToStage]) -> None:
     """One offset per partition per request: two would leave the winner to chance; and at most
     MAX_PARTITIONS_PER_REQUEST of them."""
     check_partition_count(len(offsets))
-    twice = duplicated((o.topic, o.partition) for o in offsets)
+    twice = request_shape.duplicated((o.topic, o.partition) for o in offsets)
     if twice:
         topic, partition = twice[0]
         raise InvalidRequest(f"two offsets for {topic}/{partition} in one request")
