@@ -47,6 +47,8 @@ _ZERO_UUID = uuid.UUID(int=0)
 # epoch; and the schema's default, the epoch, for a transactional id it could not describe.
 _NO_TIME = datetime.datetime.fromtimestamp(-0.001, tz=datetime.timezone.utc)
 _EPOCH = datetime.datetime.fromtimestamp(0, tz=datetime.timezone.utc)
+# The schema's default transaction timeout, zero, for a transactional id it could not describe.
+_NO_TIMEOUT = datetime.timedelta(0)
 # The most producers one partition of DescribeProducers answers.
 DESCRIBE_PRODUCERS_MAX = 10_000
 # Kafka topic configs that tune how a broker lays its log out in files: segments, their indexes,
@@ -534,7 +536,7 @@ class AdminApis:
         try:
             if (denied := refusal_code(Operation.DESCRIBE, acl.transactional_id(transactional_id))) is not None:
                 return build(m.TransactionState, error_code=denied, transactional_id=transactional_id,
-                             transaction_state="", transaction_timeout=NO_WAIT, transaction_start_time=_EPOCH,
+                             transaction_state="", transaction_timeout=_NO_TIMEOUT, transaction_start_time=_EPOCH,
                              producer_id=0, producer_epoch=0, topics=())
             view = self.services.coordinator.listing.describe(transactional_id)
         except OutboxError as e:
@@ -544,7 +546,7 @@ class AdminApis:
             code = (ErrorCode.transactional_id_not_found if isinstance(e, TransactionalIdNotFound)
                     else error_code(e))
             return build(m.TransactionState, error_code=code, transactional_id=transactional_id,
-                         transaction_state="", transaction_timeout=NO_WAIT, transaction_start_time=_EPOCH,
+                         transaction_state="", transaction_timeout=_NO_TIMEOUT, transaction_start_time=_EPOCH,
                          producer_id=0, producer_epoch=0, topics=())
         meta = view.meta
         by_topic: dict[str, list[int]] = {}

@@ -29,6 +29,7 @@ from app.kafka.protocol import (
     API_VERSIONS,
     FINALIZED_FEATURES,
     FINALIZED_FEATURES_EPOCH,
+    NO_REAUTHENTICATION,
     NO_WAIT,
     SERVED,
     build,
@@ -86,14 +87,15 @@ class Apis:
     def sasl_again(self, body: Any, version: int) -> Any:
         """The SASL exchange before authentication is the listener's (app.kafka.auth); once a
         connection is authenticated, or on a listener without authentication, another is
-        ILLEGAL_SASL_STATE (re-authentication, KIP-368, is not served)."""
+        ILLEGAL_SASL_STATE (authenticating again is not served: every SaslAuthenticate answer
+        gives the session the lifetime NO_REAUTHENTICATION)."""
         m = response_module(17 if hasattr(body, "mechanism") else 36, version)
         assert m is not None
         if hasattr(body, "mechanism"):
             return build(m.SaslHandshakeResponse, error_code=ErrorCode.illegal_sasl_state, mechanisms=())
         return build(m.SaslAuthenticateResponse, error_code=ErrorCode.illegal_sasl_state,
                      error_message="this connection is already authenticated", auth_bytes=b"",
-                     session_lifetime=NO_WAIT)
+                     session_lifetime=NO_REAUTHENTICATION)
 
     # --- ApiVersions -----------------------------------------------------------------------
 

@@ -110,9 +110,13 @@ _ZERO_MIN_FEATURES_SINCE = 4
 
 _PREFIX = struct.Struct(">hhi")  # api_key, api_version, correlation_id: every header starts so
 
-# Every answer's throttle_time, and a SASL session's lifetime: this listener never tells a
-# client to hold back before its next request, nor to authenticate again (KIP-368).
+# Every answer's throttle_time: this listener never tells a client to hold back before its
+# next request.
 NO_WAIT = datetime.timedelta(0)
+# A SASL session's lifetime, in every SaslAuthenticate answer: zero tells the client its
+# session never expires, so it never authenticates again on the same connection (which this
+# listener does not serve: Apis.sasl_again).
+NO_REAUTHENTICATION = datetime.timedelta(0)
 
 
 class Unparseable(Exception):
