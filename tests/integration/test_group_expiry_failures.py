@@ -7,6 +7,7 @@ does. On both databases; time is the test's clock."""
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import Callable
 
 import pytest
@@ -145,3 +146,43 @@ def test_a_pass_with_looks_failing_together_logs_what_the_member_expiry_did(  # 
 
     assert passes_logged() == [
         "group-expiry pass: GroupExpiryPass(expired_members=1, deleted_groups=0, expired_offsets=0)"]
+
+
+def test_a_successful_pass_logs_its_counts_once(  # type: ignore[no-untyped-def]
+        client, services, clock, worker, passes_logged) -> None:
+    _emptied_group(client, services)
+    clock.advance(EMPTY_GROUP_RETENTION_MS + 1)
+    before = scrape(client)
+
+    assert worker.run_once(clock()) == GroupExpiryPass(expired_members=0, deleted_groups=1, expired_offsets=0)
+
+    assert passes_logged() == [
+        "group-expiry pass: GroupExpiryPass(expired_members=0, deleted_groups=1, expired_offsets=0)"]
+    after = scrape(client)
+    assert delta(before, after, "outbox_group_expiry_passes_total", outcome="ok") == 1
+    assert delta(before, after, "outbox_group_expiry_passes_total", outcome="failed") == 0
+
+
+def stop_after_one_pass(stop: threading.Event, seconds: float) -> bool:
+    """A sleeper that ends run_forever's loop after its first pass."""
+    stop.set()
+    return True
+
+
+def test_the_loop_logs_a_failing_pass_s_counts_once_then_its_failure(  # type: ignore[no-untyped-def]
+        client, services, clock, monkeypatch, caplog, passes_logged) -> None:
+    worker = GroupExpiryWorker(services.group_expiry, clock, ChoreConfig(interval_ms=50), sleep=stop_after_one_pass)
+    _emptied_group(client, services)
+    clock.advance(EMPTY_GROUP_RETENTION_MS + 1)
+    monkeypatch.setattr(services.group_expiry, "expire_offsets", failing([], RuntimeError("offset expiry broke")))
+    before = scrape(client)
+
+    worker.run_forever()
+
+    assert passes_logged() == [
+        "group-expiry pass: GroupExpiryPass(expired_members=0, deleted_groups=1, expired_offsets=0)",
+        "group-expiry pass failed"]
+    assert [r.levelname for r in caplog.records if r.name == "app.worker.chore"] == ["INFO", "ERROR"]
+    after = scrape(client)
+    assert delta(before, after, "outbox_group_expiry_passes_total", outcome="failed") == 1
+    assert delta(before, after, "outbox_group_expiry_passes_total", outcome="ok") == 0
