@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import enum
-from collections.abc import Hashable, Iterable
 from dataclasses import dataclass
-from typing import TypeVar
 
 from app.domain.errors import InvalidRequest, OffsetMetadataTooLarge
+from app.domain import request_shape
 
 # Most partitions one AddOffsets (TxnOffsetCommit) or AddPartitionsToTxn names, from every door:
 # each is a row looked up and written in one database transaction that holds the transaction's
@@ -54,29 +53,11 @@ class GroupMetadata:
     group_instance_id: str | None = None  # a static member's (KIP-345): fenced once replaced
 
 
-K = TypeVar("K", bound=Hashable)
-
-
-def duplicated(named: Iterable[K]) -> list[K]:
-    """The keys named more than once, each once, in the order of their second naming: what a
-    request that names a partition (or a topic) twice is refused for, by every door. The HTTP
-    door refuses the whole request for the first (check_distinct_partitions); Kafka's ListOffsets
-    answers every entry of each INVALID_REQUEST, as Kafka does, and reads none of them."""
-    seen: set[K] = set()
-    twice: dict[K, None] = {}  # a dict: ordered, so the first refused is the first repeated
-    for key in named:
-        if key in seen:
-            twice[key] = None
-        else:
-            seen.add(key)
-    return list(twice)
-
-
 def check_distinct_partitions(offsets: list[OffsetToStage]) -> None:
     """One offset per partition per request: two would leave the winner to chance; and at most
     MAX_PARTITIONS_PER_REQUEST of them."""
     check_partition_count(len(offsets))
-    twice = duplicated((o.topic, o.partition) for o in offsets)
+    twice = request_shape.duplicated((o.topic, o.partition) for o in offsets)
     if twice:
         topic, partition = twice[0]
         raise InvalidRequest(f"two offsets for {topic}/{partition} in one request")

@@ -23,7 +23,6 @@ allowed, at both doors."""
 
 from __future__ import annotations
 
-import datetime
 import enum
 from collections.abc import Sequence
 from typing import Any
@@ -35,12 +34,11 @@ from app.domain.acl import CLUSTER, CLUSTER_NAME, AclBinding, AclFilter, Operati
 from app.domain.errors import InvalidRequest, OutboxError
 from app.kafka.auth import ACL_OPERATION_CODES, access, refusal_code
 from app.kafka.errors import error_code
-from app.kafka.protocol import build, response_module
+from app.kafka.protocol import NO_WAIT, build, response_module
 
 DESCRIBE_ACLS, CREATE_ACLS, DELETE_ACLS = 29, 30, 31
 KAFKA_CLUSTER_NAME = "kafka-cluster"
 ANY_HOST = "*"
-_NO_WAIT = datetime.timedelta(0)
 
 
 class KafkaResourceType(enum.IntEnum):
@@ -198,7 +196,7 @@ class AclApis:
             by_resource: dict[tuple[ResourceType, str, PatternType], list[AclBinding]] = {}
             for b in found:
                 by_resource.setdefault((b.resource_type, b.resource_name, b.pattern_type), []).append(b)
-            return build(m.DescribeAclsResponse, throttle_time=_NO_WAIT, error_code=code, error_message=message,
+            return build(m.DescribeAclsResponse, throttle_time=NO_WAIT, error_code=code, error_message=message,
                          resources=tuple(
                              build(m.DescribeAclsResource, resource_type=_KAFKA_RESOURCE_TYPE[kind],
                                    resource_name=_kafka_name(bs[0]), pattern_type=_KAFKA_PATTERN_TYPE[pattern],
@@ -238,7 +236,7 @@ class AclApis:
             except OutboxError as e:
                 for i, _ in valid:
                     outcomes[i] = (error_code(e), e.message)
-        return build(m.CreateAclsResponse, throttle_time=_NO_WAIT, results=tuple(
+        return build(m.CreateAclsResponse, throttle_time=NO_WAIT, results=tuple(
             build(m.AclCreationResult, error_code=code, error_message=message) for code, message in outcomes))
 
     def delete_acls(self, body: Any, version: int) -> Any:
@@ -269,4 +267,4 @@ class AclApis:
                                            host=ANY_HOST, operation=ACL_OPERATION_CODES[b.operation],
                                            permission_type=_KAFKA_PERMISSION[b.permission])
                                      for b in removed)))
-        return build(m.DeleteAclsResponse, throttle_time=_NO_WAIT, filter_results=tuple(results))
+        return build(m.DeleteAclsResponse, throttle_time=NO_WAIT, filter_results=tuple(results))

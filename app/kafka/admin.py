@@ -40,14 +40,15 @@ from app.domain.types import TRANSACTION_LIST_MAX, CleanupPolicy, TransactionSta
 from app.domain.topic_config import CONFIG_KEYS, ConfigTextError, TopicConfig, new_topic_config, parse_config_text
 from app.kafka.auth import access, refusal_code
 from app.kafka.errors import error_code
-from app.kafka.protocol import answered_once, build, partitions_once, response_module
+from app.kafka.protocol import NO_WAIT, answered_once, build, partitions_once, response_module
 
 _ZERO_UUID = uuid.UUID(int=0)
-_NO_WAIT = datetime.timedelta(0)
 # Kafka's -1 for "no transaction start" (an idle transactional id): the millisecond before the
 # epoch; and the schema's default, the epoch, for a transactional id it could not describe.
 _NO_TIME = datetime.datetime.fromtimestamp(-0.001, tz=datetime.timezone.utc)
 _EPOCH = datetime.datetime.fromtimestamp(0, tz=datetime.timezone.utc)
+# The schema's default transaction timeout, zero, for a transactional id it could not describe.
+_NO_TIMEOUT = datetime.timedelta(0)
 # The most producers one partition of DescribeProducers answers.
 DESCRIBE_PRODUCERS_MAX = 10_000
 # Kafka topic configs that tune how a broker lays its log out in files: segments, their indexes,
@@ -229,7 +230,7 @@ class AdminApis:
         assert m is not None
         # CREATE on the cluster, or on the topic, as /v1/topics asks.
         cluster = access().allows(Operation.CREATE, acl.CLUSTER)
-        return build(m.CreateTopicsResponse, throttle_time=_NO_WAIT, topics=tuple(
+        return build(m.CreateTopicsResponse, throttle_time=NO_WAIT, topics=tuple(
             _topic_named_twice(m, t.name) if twice else self._create_topic(m, t, body.validate_only, cluster)
             for t, twice in answered_once(body.topics, key=lambda t: t.name)))
 
@@ -332,7 +333,7 @@ class AdminApis:
                     code, message = error_code(e), e.message
             results.append(build(m.DeletableTopicResult, name=name, topic_id=topic_id, error_code=code,
                                  error_message=message))
-        return build(m.DeleteTopicsResponse, throttle_time=_NO_WAIT, responses=tuple(results))
+        return build(m.DeleteTopicsResponse, throttle_time=NO_WAIT, responses=tuple(results))
 
     # --- CreatePartitions ------------------------------------------------------------------
 
@@ -341,7 +342,7 @@ class AdminApis:
         assert m is not None
         results = [_partitions_named_twice(m, t.name) if twice else self._create_partitions(m, t, body.validate_only)
                    for t, twice in answered_once(body.topics, key=lambda t: t.name)]
-        return build(m.CreatePartitionsResponse, throttle_time=_NO_WAIT, results=tuple(results))
+        return build(m.CreatePartitionsResponse, throttle_time=NO_WAIT, results=tuple(results))
 
     def _create_partitions(self, m: Any, t: Any, validate_only: bool) -> Any:
         try:
@@ -373,7 +374,7 @@ class AdminApis:
     def describe_configs(self, body: Any, version: int) -> Any:
         m = response_module(32, version)
         assert m is not None
-        return build(m.DescribeConfigsResponse, throttle_time=_NO_WAIT, results=tuple(
+        return build(m.DescribeConfigsResponse, throttle_time=NO_WAIT, results=tuple(
             self._describe_configs(m, r) for r in body.resources))
 
     def _describe_configs(self, m: Any, r: Any) -> Any:
@@ -411,14 +412,14 @@ class AdminApis:
         Kafka's file layout configs are taken and change nothing, as CreateTopics takes them."""
         m = response_module(33, version)
         assert m is not None
-        return build(m.AlterConfigsResponse, throttle_time=_NO_WAIT, responses=self._alter(
+        return build(m.AlterConfigsResponse, throttle_time=NO_WAIT, responses=self._alter(
             m, body, lambda _config, configs: parse_configs(
                 {c.name: c.value for c in configs if c.name not in FILE_LAYOUT_CONFIGS}), replace=True))
 
     def incremental_alter_configs(self, body: Any, version: int) -> Any:
         m = response_module(44, version)
         assert m is not None
-        return build(m.IncrementalAlterConfigsResponse, throttle_time=_NO_WAIT, responses=self._alter(
+        return build(m.IncrementalAlterConfigsResponse, throttle_time=NO_WAIT, responses=self._alter(
             m, body, self._changes, replace=False))
 
     def _alter(self, m: Any, body: Any, changes: Callable[[TopicConfig, Any], dict[str, Any]], *,
@@ -509,7 +510,7 @@ class AdminApis:
                 answered.append(build(m.DeleteRecordsPartitionResult, partition_index=p.partition_index,
                                       low_watermark=low, error_code=code))
             topics.append(build(m.DeleteRecordsTopicResult, name=topic, partitions=tuple(answered)))
-        return build(m.DeleteRecordsResponse, throttle_time=_NO_WAIT, topics=tuple(topics))
+        return build(m.DeleteRecordsResponse, throttle_time=NO_WAIT, topics=tuple(topics))
 
     def _up_to(self, topic: str, p: Any) -> int:
         """The offset to delete below: as asked, or for Kafka's -1 (the high watermark) the
@@ -528,14 +529,14 @@ class AdminApis:
     def describe_transactions(self, body: Any, version: int) -> Any:
         m = response_module(65, version)
         assert m is not None
-        return build(m.DescribeTransactionsResponse, throttle_time=_NO_WAIT, transaction_states=tuple(
+        return build(m.DescribeTransactionsResponse, throttle_time=NO_WAIT, transaction_states=tuple(
             self._describe_transaction(m, tid) for tid in body.transactional_ids))
 
     def _describe_transaction(self, m: Any, transactional_id: str) -> Any:
         try:
             if (denied := refusal_code(Operation.DESCRIBE, acl.transactional_id(transactional_id))) is not None:
                 return build(m.TransactionState, error_code=denied, transactional_id=transactional_id,
-                             transaction_state="", transaction_timeout=_NO_WAIT, transaction_start_time=_EPOCH,
+                             transaction_state="", transaction_timeout=_NO_TIMEOUT, transaction_start_time=_EPOCH,
                              producer_id=0, producer_epoch=0, topics=())
             view = self.services.coordinator.listing.describe(transactional_id)
         except OutboxError as e:
@@ -545,7 +546,7 @@ class AdminApis:
             code = (ErrorCode.transactional_id_not_found if isinstance(e, TransactionalIdNotFound)
                     else error_code(e))
             return build(m.TransactionState, error_code=code, transactional_id=transactional_id,
-                         transaction_state="", transaction_timeout=_NO_WAIT, transaction_start_time=_EPOCH,
+                         transaction_state="", transaction_timeout=_NO_TIMEOUT, transaction_start_time=_EPOCH,
                          producer_id=0, producer_epoch=0, topics=())
         meta = view.meta
         by_topic: dict[str, list[int]] = {}
@@ -576,10 +577,10 @@ class AdminApis:
                 listed = (listing.list(states, TRANSACTION_LIST_MAX) if duration < 0
                           else listing.list_begun_before(states, TRANSACTION_LIST_MAX, duration))
         except OutboxError as e:
-            return build(m.ListTransactionsResponse, throttle_time=_NO_WAIT, error_code=error_code(e),
+            return build(m.ListTransactionsResponse, throttle_time=NO_WAIT, error_code=error_code(e),
                          unknown_state_filters=unknown, transaction_states=())
         producers = set(body.producer_id_filters)
-        return build(m.ListTransactionsResponse, throttle_time=_NO_WAIT, error_code=ErrorCode.none,
+        return build(m.ListTransactionsResponse, throttle_time=NO_WAIT, error_code=ErrorCode.none,
                      unknown_state_filters=unknown, transaction_states=tuple(
                          build(m.TransactionState, transactional_id=t.transactional_id, producer_id=t.producer_id,
                                transaction_state=t.state.value)
@@ -613,5 +614,5 @@ class AdminApis:
                                                                           else a.current_txn_start_offset))
                                           for a in active)))
             topics.append(build(m.TopicResponse, name=t.name, partitions=tuple(answered)))
-        return build(m.DescribeProducersResponse, throttle_time=_NO_WAIT, topics=tuple(topics))
+        return build(m.DescribeProducersResponse, throttle_time=NO_WAIT, topics=tuple(topics))
 

@@ -14,7 +14,8 @@ from kio.schema.errors import ErrorCode
 from app.domain import acl
 from app.domain.acl import CLUSTER, Operation
 from app.domain.errors import OutboxError
-from app.domain.offsets import GroupMetadata, duplicated
+from app.domain.offsets import GroupMetadata
+from app.domain.request_shape import duplicated
 from app.domain.read import offset_order_upper_bound
 from app.domain.types import IsolationLevel, TransactionVersion
 from app.kafka import groups, records
@@ -28,6 +29,8 @@ from app.kafka.protocol import (
     API_VERSIONS,
     FINALIZED_FEATURES,
     FINALIZED_FEATURES_EPOCH,
+    NO_REAUTHENTICATION,
+    NO_WAIT,
     SERVED,
     build,
     partitions_once,
@@ -36,7 +39,6 @@ from app.kafka.protocol import (
     transaction_version,
 )
 
-_NO_WAIT = datetime.timedelta(0)
 _ZERO_UUID = uuid.UUID(int=0)
 _LATEST, _EARLIEST = -1, -2
 _NO_TIMESTAMP = -1
@@ -85,14 +87,15 @@ class Apis:
     def sasl_again(self, body: Any, version: int) -> Any:
         """The SASL exchange before authentication is the listener's (app.kafka.auth); once a
         connection is authenticated, or on a listener without authentication, another is
-        ILLEGAL_SASL_STATE (re-authentication, KIP-368, is not served)."""
+        ILLEGAL_SASL_STATE (authenticating again is not served: every SaslAuthenticate answer
+        gives the session the lifetime NO_REAUTHENTICATION)."""
         m = response_module(17 if hasattr(body, "mechanism") else 36, version)
         assert m is not None
         if hasattr(body, "mechanism"):
             return build(m.SaslHandshakeResponse, error_code=ErrorCode.illegal_sasl_state, mechanisms=())
         return build(m.SaslAuthenticateResponse, error_code=ErrorCode.illegal_sasl_state,
                      error_message="this connection is already authenticated", auth_bytes=b"",
-                     session_lifetime=_NO_WAIT)
+                     session_lifetime=NO_REAUTHENTICATION)
 
     # --- ApiVersions -----------------------------------------------------------------------
 
@@ -143,7 +146,7 @@ class Apis:
                 for p in range(topic.partition_count))
             answered.append(build(m.MetadataResponseTopic, error_code=ErrorCode.none, name=name, topic_id=_ZERO_UUID,
                                   is_internal=False, partitions=partitions, topic_authorized_operations=operations))
-        return build(m.MetadataResponse, throttle_time=_NO_WAIT, brokers=(self._broker(m.MetadataResponseBroker),),
+        return build(m.MetadataResponse, throttle_time=NO_WAIT, brokers=(self._broker(m.MetadataResponseBroker),),
                      cluster_id="outbox", controller_id=self.broker.node_id, topics=tuple(answered),
                      cluster_authorized_operations=authorized_operations(
                          acl.CLUSTER, getattr(body, "include_cluster_authorized_operations", False)))
@@ -171,11 +174,11 @@ class Apis:
             return refusal_code(Operation.DESCRIBE, resource(key)) or ErrorCode.none
 
         if version >= 4:
-            return build(m.FindCoordinatorResponse, throttle_time=_NO_WAIT, coordinators=tuple(
+            return build(m.FindCoordinatorResponse, throttle_time=NO_WAIT, coordinators=tuple(
                 build(m.Coordinator, key=key, node_id=b.node_id, host=b.host, port=b.port, error_code=code(key),
                       error_message=None)
                 for key in body.coordinator_keys))
-        return build(m.FindCoordinatorResponse, throttle_time=_NO_WAIT, error_code=code(body.key), error_message=None,
+        return build(m.FindCoordinatorResponse, throttle_time=NO_WAIT, error_code=code(body.key), error_message=None,
                      node_id=b.node_id, host=b.host, port=b.port)
 
     # --- InitProducerId --------------------------------------------------------------------
@@ -185,7 +188,7 @@ class Apis:
         assert m is not None
 
         def answer(code: ErrorCode, producer_id: int = -1, producer_epoch: int = -1) -> Any:
-            return build(m.InitProducerIdResponse, throttle_time=_NO_WAIT, error_code=code, producer_id=producer_id,
+            return build(m.InitProducerIdResponse, throttle_time=NO_WAIT, error_code=code, producer_id=producer_id,
                          producer_epoch=producer_epoch)
 
         if body.transactional_id is None:
@@ -244,7 +247,7 @@ class Apis:
             e = refused.get(key)
             return denied.get(key[0], every) if e is None else error_code(e)
 
-        return build(m.AddPartitionsToTxnResponse, throttle_time=_NO_WAIT, results_by_topic_v3_and_below=tuple(
+        return build(m.AddPartitionsToTxnResponse, throttle_time=NO_WAIT, results_by_topic_v3_and_below=tuple(
             build(m.AddPartitionsToTxnTopicResult, name=t.name, results_by_partition=tuple(
                 build(m.AddPartitionsToTxnPartitionResult, partition_index=p,
                       partition_error_code=code_of((t.name, p)))
@@ -259,14 +262,14 @@ class Apis:
         denied = (refusal_code(Operation.WRITE, acl.transactional_id(body.transactional_id))
                   or refusal_code(Operation.READ, acl.group(body.group_id)))
         if denied is not None:
-            return build(m.AddOffsetsToTxnResponse, throttle_time=_NO_WAIT, error_code=denied)
+            return build(m.AddOffsetsToTxnResponse, throttle_time=NO_WAIT, error_code=denied)
         try:
             self.services.coordinator.begin_or_join(body.transactional_id, body.producer_id, body.producer_epoch,
                                                     transaction_version=transaction_version(25, version))
         except OutboxError as e:
-            return build(m.AddOffsetsToTxnResponse, throttle_time=_NO_WAIT,
+            return build(m.AddOffsetsToTxnResponse, throttle_time=NO_WAIT,
                          error_code=transactional_code(e, 25, version))
-        return build(m.AddOffsetsToTxnResponse, throttle_time=_NO_WAIT, error_code=ErrorCode.none)
+        return build(m.AddOffsetsToTxnResponse, throttle_time=NO_WAIT, error_code=ErrorCode.none)
 
     def txn_offset_commit(self, body: Any, version: int) -> Any:
         m = response_module(28, version)
@@ -298,7 +301,7 @@ class Apis:
                                                       each_partition=True)
         except OutboxError as e:
             code = transactional_code(e, 28, version)
-        return build(m.TxnOffsetCommitResponse, throttle_time=_NO_WAIT, topics=tuple(
+        return build(m.TxnOffsetCommitResponse, throttle_time=NO_WAIT, topics=tuple(
             build(m.TxnOffsetCommitResponseTopic, name=t.name, partitions=tuple(
                 build(m.TxnOffsetCommitResponsePartition, partition_index=p.partition_index,
                       error_code=denied.get(t.name) or metadata_code(p.committed_metadata, code))
@@ -309,7 +312,7 @@ class Apis:
         m = response_module(26, version)
         assert m is not None
         if (denied := refusal_code(Operation.WRITE, acl.transactional_id(body.transactional_id))) is not None:
-            return build(m.EndTxnResponse, throttle_time=_NO_WAIT, error_code=denied)
+            return build(m.EndTxnResponse, throttle_time=NO_WAIT, error_code=denied)
         try:
             ended = self.services.coordinator.end_transaction(
                 body.transactional_id, body.producer_id, body.producer_epoch, commit=body.committed,
@@ -317,11 +320,11 @@ class Apis:
         except OutboxError as e:
             code = transactional_code(e, 26, version, every_stale_epoch_fenced=(
                 transaction_version(26, version) is TransactionVersion.V2))
-            return build(m.EndTxnResponse, throttle_time=_NO_WAIT, error_code=code)
+            return build(m.EndTxnResponse, throttle_time=NO_WAIT, error_code=code)
         # Version 5 answers the producer id and epoch the producer goes on with: under
         # transaction version 2 every Commit and Abort bumps the epoch (a new producer id once
         # it is exhausted), and the client takes them from here.
-        return build(m.EndTxnResponse, throttle_time=_NO_WAIT, error_code=ErrorCode.none,
+        return build(m.EndTxnResponse, throttle_time=NO_WAIT, error_code=ErrorCode.none,
                      producer_id=ended.meta.producer_id, producer_epoch=ended.meta.producer_epoch)
 
     # --- Fetch -----------------------------------------------------------------------------
@@ -380,7 +383,7 @@ class Apis:
                                       log_start_offset=read.log_start_offset, aborted_transactions=aborted,
                                       records=data))
             topics.append(build(m.FetchableTopicResponse, topic=topic, partitions=tuple(answered)))
-        answer = build(m.FetchResponse, throttle_time=_NO_WAIT, error_code=ErrorCode.none, session_id=0,
+        answer = build(m.FetchResponse, throttle_time=NO_WAIT, error_code=ErrorCode.none, session_id=0,
                        responses=tuple(topics))
         return answer, total, keys
 
@@ -407,7 +410,7 @@ class Apis:
                 answered.append(build(m.ListOffsetsPartitionResponse, partition_index=p.partition_index,
                                       error_code=code, timestamp=timestamp, offset=offset, leader_epoch=-1))
             topics.append(build(m.ListOffsetsTopicResponse, name=t.name, partitions=tuple(answered)))
-        return build(m.ListOffsetsResponse, throttle_time=_NO_WAIT, topics=tuple(topics))
+        return build(m.ListOffsetsResponse, throttle_time=NO_WAIT, topics=tuple(topics))
 
     def _list_offset(self, topic: str, partition: int, timestamp: int,
                      isolation: IsolationLevel) -> tuple[ErrorCode, int, int]:
@@ -451,6 +454,6 @@ def api_versions_answer(version: int, code: ErrorCode) -> Any:
                                               max_version_level=level)
                                         for name, level in sorted(FINALIZED_FEATURES.items())),
         }
-    return build(m.ApiVersionsResponse, error_code=code, throttle_time=_NO_WAIT, api_keys=tuple(
+    return build(m.ApiVersionsResponse, error_code=code, throttle_time=NO_WAIT, api_keys=tuple(
         build(m.ApiVersion, api_key=k, min_version=lo, max_version=hi) for k, (lo, hi) in sorted(SERVED.items())),
         **features)

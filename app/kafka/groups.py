@@ -33,7 +33,7 @@ from app.domain.errors import InvalidRequest, MemberIdRequired, OutboxError, Reb
 from app.domain.offsets import GroupMetadata, OffsetToStage, metadata_fits
 from app.kafka.auth import NOT_REQUESTED, access, authorized_operations, refusal_code
 from app.kafka.errors import error_code, metadata_code
-from app.kafka.protocol import (ClientGone, build, client_gone, client_host, client_id, partitions_once,
+from app.kafka.protocol import (NO_WAIT, ClientGone, build, client_gone, client_host, client_id, partitions_once,
                                 response_module)
 
 JOIN_GROUP, SYNC_GROUP, HEARTBEAT, LEAVE_GROUP = 11, 14, 12, 13
@@ -43,7 +43,6 @@ DELETE_GROUPS, OFFSET_DELETE = 42, 47
 # What each of them requires of the principal is app.kafka.auth.RULES'.
 
 WAIT_POLL_S = 0.1
-_NO_WAIT = datetime.timedelta(0)
 _MS = datetime.timedelta(milliseconds=1)
 
 
@@ -144,7 +143,7 @@ class GroupApis:
             members = () if joined is None else tuple(
                 build(m.JoinGroupResponseMember, member_id=mid, group_instance_id=iid, metadata=data)
                 for mid, iid, data in joined.members)
-            return build(m.JoinGroupResponse, throttle_time=_NO_WAIT, error_code=code,
+            return build(m.JoinGroupResponse, throttle_time=NO_WAIT, error_code=code,
                          generation_id=-1 if joined is None else joined.generation_id,
                          protocol_type=None if joined is None else joined.protocol_type,
                          # Nullable from version 7 on; an empty name before it, as Kafka answers.
@@ -245,7 +244,7 @@ class GroupApis:
         protocol_name = getattr(body, "protocol_name", None)
 
         def answer(code: ErrorCode, assignment: bytes = b"") -> Any:
-            return build(m.SyncGroupResponse, throttle_time=_NO_WAIT, error_code=code, protocol_type=protocol_type,
+            return build(m.SyncGroupResponse, throttle_time=NO_WAIT, error_code=code, protocol_type=protocol_type,
                          protocol_name=protocol_name, assignment=assignment)
 
         if (refused := refusal_code(Operation.READ, acl.group(body.group_id))) is not None:
@@ -280,14 +279,14 @@ class GroupApis:
         m = response_module(HEARTBEAT, version)
         assert m is not None
         if (refused := refusal_code(Operation.READ, acl.group(body.group_id))) is not None:
-            return build(m.HeartbeatResponse, throttle_time=_NO_WAIT, error_code=refused)
+            return build(m.HeartbeatResponse, throttle_time=NO_WAIT, error_code=refused)
         code = ErrorCode.none
         try:
             await self._in_turn(body.group_id, self.protocol.heartbeat, body.group_id, body.member_id,
                                 body.generation_id, getattr(body, "group_instance_id", None))
         except OutboxError as e:
             code = error_code(e)
-        return build(m.HeartbeatResponse, throttle_time=_NO_WAIT, error_code=code)
+        return build(m.HeartbeatResponse, throttle_time=NO_WAIT, error_code=code)
 
     async def leave_group(self, body: Any, version: int) -> Any:
         m = response_module(LEAVE_GROUP, version)
@@ -297,16 +296,16 @@ class GroupApis:
         leaving = ([(body.member_id, None)] if version < 3
                    else [(i.member_id, i.group_instance_id) for i in body.members])
         if (refused := refusal_code(Operation.READ, acl.group(body.group_id))) is not None:
-            return build(m.LeaveGroupResponse, throttle_time=_NO_WAIT, error_code=refused, members=())
+            return build(m.LeaveGroupResponse, throttle_time=NO_WAIT, error_code=refused, members=())
         try:
             outcome = await self._in_turn(body.group_id, self.protocol.leave, body.group_id, leaving)
             self._notify()
         except OutboxError as e:
-            return build(m.LeaveGroupResponse, throttle_time=_NO_WAIT, error_code=error_code(e), members=())
+            return build(m.LeaveGroupResponse, throttle_time=NO_WAIT, error_code=error_code(e), members=())
         codes = [ErrorCode.none if e is None else error_code(e) for e in outcome]
         if version < 3:
-            return build(m.LeaveGroupResponse, throttle_time=_NO_WAIT, error_code=codes[0])
-        return build(m.LeaveGroupResponse, throttle_time=_NO_WAIT, error_code=ErrorCode.none, members=tuple(
+            return build(m.LeaveGroupResponse, throttle_time=NO_WAIT, error_code=codes[0])
+        return build(m.LeaveGroupResponse, throttle_time=NO_WAIT, error_code=ErrorCode.none, members=tuple(
             build(m.MemberResponse, member_id=mid, group_instance_id=iid, error_code=code)
             for (mid, iid), code in zip(leaving, codes)))
 
@@ -334,7 +333,7 @@ class GroupApis:
                 self.groups.commit(body.group_id, offsets_once(allowed), metadata, each_partition=True)
         except OutboxError as e:
             code = error_code(e)
-        return build(m.OffsetCommitResponse, throttle_time=_NO_WAIT, topics=tuple(
+        return build(m.OffsetCommitResponse, throttle_time=NO_WAIT, topics=tuple(
             build(m.OffsetCommitResponseTopic, name=t.name, partitions=tuple(
                 build(m.OffsetCommitResponsePartition, partition_index=p.partition_index,
                       error_code=topic_codes.get(t.name) or metadata_code(p.committed_metadata, code))
@@ -349,11 +348,11 @@ class GroupApis:
         assert m is not None
         require_stable = getattr(body, "require_stable", False)
         if (refused := refusal_code(Operation.DESCRIBE, acl.group(body.group_id))) is not None:
-            return build(m.OffsetFetchResponse, throttle_time=_NO_WAIT, topics=(), error_code=refused)
+            return build(m.OffsetFetchResponse, throttle_time=NO_WAIT, topics=(), error_code=refused)
         try:
             committed, pending = self.groups.fetch_with_pending(body.group_id)
         except OutboxError as e:
-            return build(m.OffsetFetchResponse, throttle_time=_NO_WAIT, topics=(), error_code=error_code(e))
+            return build(m.OffsetFetchResponse, throttle_time=NO_WAIT, topics=(), error_code=error_code(e))
         at = {(o.topic, o.partition): o for o in committed}
         denied: dict[str, ErrorCode] = {}
         if body.topics is None:  # version 2 and later: every partition the group has an offset for,
@@ -378,7 +377,7 @@ class GroupApis:
                          committed_offset=-1 if o is None else o.committed_offset, committed_leader_epoch=-1,
                          metadata="" if o is None or o.metadata is None else o.metadata, error_code=ErrorCode.none)
 
-        return build(m.OffsetFetchResponse, throttle_time=_NO_WAIT, error_code=ErrorCode.none, topics=tuple(
+        return build(m.OffsetFetchResponse, throttle_time=NO_WAIT, error_code=ErrorCode.none, topics=tuple(
             build(m.OffsetFetchResponseTopic, name=topic, partitions=tuple(partition(topic, i) for i in indexes))
             for topic, indexes in wanted.items()))
 
@@ -399,7 +398,7 @@ class GroupApis:
                 except OutboxError as e:
                     code = error_code(e)
             results.append(build(m.DeletableGroupResult, group_id=g, error_code=code))
-        return build(m.DeleteGroupsResponse, throttle_time=_NO_WAIT, results=tuple(results))
+        return build(m.DeleteGroupsResponse, throttle_time=NO_WAIT, results=tuple(results))
 
     def offset_delete(self, body: Any, version: int) -> Any:
         """The group's committed offsets of the partitions named (GroupService.delete_offsets):
@@ -409,7 +408,7 @@ class GroupApis:
         assert m is not None
 
         def answer(code: ErrorCode, codes: dict[tuple[str, int], ErrorCode]) -> Any:
-            return build(m.OffsetDeleteResponse, error_code=code, throttle_time=_NO_WAIT, topics=tuple(
+            return build(m.OffsetDeleteResponse, error_code=code, throttle_time=NO_WAIT, topics=tuple(
                 build(m.OffsetDeleteResponseTopic, name=t.name, partitions=tuple(
                     build(m.OffsetDeleteResponsePartition, partition_index=p.partition_index,
                           error_code=codes.get((t.name, p.partition_index), ErrorCode.none))
@@ -417,7 +416,7 @@ class GroupApis:
                 for t in body.topics))
 
         if (denied := refusal_code(Operation.DELETE, acl.group(body.group_id))) is not None:
-            return build(m.OffsetDeleteResponse, error_code=denied, throttle_time=_NO_WAIT, topics=())
+            return build(m.OffsetDeleteResponse, error_code=denied, throttle_time=NO_WAIT, topics=())
         codes: dict[tuple[str, int], ErrorCode] = {}
         wanted = []
         for t in body.topics:
@@ -431,7 +430,7 @@ class GroupApis:
             for key, e in self.groups.delete_offsets(body.group_id, wanted).items():
                 codes[key] = error_code(e)
         except OutboxError as e:
-            return build(m.OffsetDeleteResponse, error_code=error_code(e), throttle_time=_NO_WAIT, topics=())
+            return build(m.OffsetDeleteResponse, error_code=error_code(e), throttle_time=NO_WAIT, topics=())
         return answer(ErrorCode.none, codes)
 
     # --- DescribeGroups, ListGroups --------------------------------------------------------
@@ -458,7 +457,7 @@ class GroupApis:
                                    group_state=d.state.value, protocol_type=d.protocol_type or "",
                                    protocol_data=d.protocol_name or "", members=members,
                                    authorized_operations=authorized_operations(acl.group(d.group_id), requested)))
-        return build(m.DescribeGroupsResponse, throttle_time=_NO_WAIT, groups=tuple(described))
+        return build(m.DescribeGroupsResponse, throttle_time=NO_WAIT, groups=tuple(described))
 
     def list_groups(self, body: Any, version: int) -> Any:
         m = response_module(LIST_GROUPS, version)
@@ -470,7 +469,7 @@ class GroupApis:
             build(m.ListedGroup, group_id=g.group_id, protocol_type=g.protocol_type or "", group_state=g.state.value)
             for g in self.groups.list() if (not states or g.state.value.lower() in states)
             and (every or access().allows(Operation.DESCRIBE, acl.group(g.group_id))))
-        return build(m.ListGroupsResponse, throttle_time=_NO_WAIT, error_code=ErrorCode.none, groups=listed)
+        return build(m.ListGroupsResponse, throttle_time=NO_WAIT, error_code=ErrorCode.none, groups=listed)
 
 
 def offsets_once(topics: Any) -> list[OffsetToStage]:

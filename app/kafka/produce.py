@@ -7,7 +7,6 @@ the dispatch table."""
 
 from __future__ import annotations
 
-import datetime
 import threading
 from collections import OrderedDict
 from dataclasses import dataclass
@@ -25,9 +24,8 @@ from app.kafka import records
 from app.kafka.auth import refusal_code
 from app.kafka.decompressed import BudgetSpent, DecompressedBudget
 from app.kafka.errors import transactional_code
-from app.kafka.protocol import CloseConnection, build, partitions_once, response_module, transaction_version
+from app.kafka.protocol import NO_WAIT, CloseConnection, build, partitions_once, response_module, transaction_version
 
-_NO_WAIT = datetime.timedelta(0)
 # The topics whose value format Produce remembers, the most recently produced to: what a
 # listener holds does not grow with the number of topics, nor with what its callers name.
 VALUE_FORMATS_REMEMBERED = 1_024
@@ -93,7 +91,7 @@ class ProduceApi:
             if failed:
                 raise CloseConnection(f"a Produce with acks=0 failed: {failed}")
             return None
-        return build(m.ProduceResponse, responses=tuple(topics), throttle_time=_NO_WAIT)
+        return build(m.ProduceResponse, responses=tuple(topics), throttle_time=NO_WAIT)
 
     def _produce_partition(self, topic: str, partition: int, data: bytes | None,
                            transactional_id: str | None, version: int, budget: DecompressedBudget) -> Produced:

@@ -24,7 +24,7 @@ from kio.schema.errors import ErrorCode
 from kio.serial import entity_reader, entity_writer
 from kio.static.constants import EntityType
 
-from app.domain.offsets import duplicated
+from app.domain.request_shape import duplicated
 from app.domain.types import TransactionVersion
 
 # api_key -> (min, max) version served. ApiVersions advertises exactly this table. Fetch stops
@@ -109,6 +109,14 @@ FINALIZED_FEATURES_EPOCH = 0
 _ZERO_MIN_FEATURES_SINCE = 4
 
 _PREFIX = struct.Struct(">hhi")  # api_key, api_version, correlation_id: every header starts so
+
+# Every answer's throttle_time: this listener never tells a client to hold back before its
+# next request.
+NO_WAIT = datetime.timedelta(0)
+# A SASL session's lifetime, in every SaslAuthenticate answer: zero tells the client its
+# session never expires, so it never authenticates again on the same connection (which this
+# listener does not serve: Apis.sasl_again).
+NO_REAUTHENTICATION = datetime.timedelta(0)
 
 
 class Unparseable(Exception):
@@ -252,10 +260,10 @@ def partitions_once(named: Iterable[tuple[str, int, _Entry]], *,
 
 def answered_once(entries: Iterable[_Entry], key: Callable[[_Entry], Hashable | None]) -> list[tuple[_Entry, bool]]:
     """A request's entries, each with whether its key (a topic's name or id) is named more than
-    once (offsets.duplicated): such a key's entries answered by one, where it was first named, as
-    Kafka's controller answers each duplicated topic once (not once per copy); the other entries
-    each on their own, in the request's order. A key of None is never a duplicate (Kafka answers
-    each entry naming neither a name nor an id)."""
+    once (request_shape.duplicated): such a key's entries answered by one, where it was first
+    named, as Kafka's controller answers each duplicated topic once (not once per copy); the
+    other entries each on their own, in the request's order. A key of None is never a duplicate
+    (Kafka answers each entry naming neither a name nor an id)."""
     keyed = [(entry, key(entry)) for entry in entries]
     twice = set(duplicated(k for _, k in keyed if k is not None))
     answered: set[Hashable] = set()

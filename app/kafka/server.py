@@ -22,7 +22,6 @@ when OUTBOX_TLS_CERT_FILE is set) and every request is held to its ACLs: app.kaf
 from __future__ import annotations
 
 import asyncio
-import datetime
 import fcntl
 import inspect
 import logging
@@ -283,12 +282,12 @@ class KafkaListener:
                         e.message)
             answer = protocol.build(m.SaslAuthenticateResponse, error_code=ErrorCode.sasl_authentication_failed,
                                     error_message=f"authentication failed: {e.message}", auth_bytes=b"",
-                                    session_lifetime=datetime.timedelta(0))
+                                    session_lifetime=protocol.NO_REAUTHENTICATION)
             return protocol.encode(correlation_id, answer), True
         if done:
             session.state = SaslState.AUTHENTICATED
         answer = protocol.build(m.SaslAuthenticateResponse, error_code=ErrorCode.none, error_message=None,
-                                auth_bytes=token, session_lifetime=datetime.timedelta(0))
+                                auth_bytes=token, session_lifetime=protocol.NO_REAUTHENTICATION)
         return protocol.encode(correlation_id, answer), False
 
     async def _answer(self, frame: bytes, session: Session, writer: asyncio.StreamWriter) -> bytes | None:

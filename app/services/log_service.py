@@ -14,7 +14,7 @@ from app.domain.clock import Clock
 from app.domain.log_cleaning import record_sizes
 from app.domain.producer import ActiveProducer
 from app.domain.topic import Topic
-from app.domain.offsets import duplicated
+from app.domain.request_shape import duplicated
 from app.domain.topic_config import check_record_size
 from app.domain.errors import (
     OffsetOutOfRange,
@@ -176,7 +176,16 @@ def check_send(
     transactional_id: str | None,
 ) -> None:
     """What a Send must be before anything is read: batches, one per partition, each with
-    records; producer fields that go together; a base_sequence exactly where there is a producer."""
+    records; producer fields that go together; a base_sequence exactly where there is a producer.
+
+    A Send with several faults is refused for the first in this order, whatever their places
+    in the request: no batches; a batch without records (the first in the request); two
+    batches of one partition (the first partition named again); producer_id without
+    producer_epoch, or the reverse; a transactional Send without a producer; a base_sequence
+    missing where there is a producer, or given where there is none (the first such batch). So
+    a Send with an empty batch and two batches of one partition is refused for the empty batch,
+    before or after the two. The HTTP door's schema refuses an empty batch (422) before this is
+    called, so its callers see the same order."""
     if not batches:
         raise InvalidRequest("a Send needs at least one batch")
     for b in batches:

@@ -211,18 +211,10 @@ class TransactionCoordinator(ProducerInit):
             if not offsets:
                 return view_of(conn, meta)
             topic_ids = topics.topic_ids_for_offsets(conn, offsets)
-            txns.stage_offsets(conn, [
-                {
-                    "transactional_id": transactional_id,
-                    "group_id": group_id,
-                    "topic_id": topic_id,
-                    "partition": o.partition,
-                    "txn_id": meta.txn_id,
-                    "committed_offset": o.committed_offset,
-                    "metadata": o.metadata,
-                }
-                for o, topic_id in zip(offsets, topic_ids, strict=True)
-            ], hold_committed=self.settings.offsets_retention_minutes is not None)
+            assert meta.txn_id is not None  # joined: its transaction is open
+            txns.stage_offsets(conn, transactional_id, meta.txn_id, group_id,
+                               list(zip(offsets, topic_ids, strict=True)),
+                               hold_committed=self.settings.offsets_retention_minutes is not None)
             return view_of(conn, meta)
 
     # --- Prepare (KIP-939) ------------------------------------------------------------------

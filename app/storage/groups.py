@@ -12,7 +12,7 @@ from sqlalchemy import Connection, delete, exists, func, insert, select, tuple_,
 from app.domain.errors import IllegalGeneration, RebalanceInProgress
 from app.domain.group import GroupState, StoredGroupState, check_current_member, member_client
 from app.domain.offsets import GroupMetadata
-from app.storage import dialect
+from app.storage import dialect, offsets
 from app.storage.dialect import RowLock
 from app.storage.tables import consumer_groups, group_members, group_offsets, topics, transaction_offsets
 
@@ -298,17 +298,13 @@ def _offset_expired(kept_since_ms: int) -> Any:
                             transaction_offsets.c.partition == of_offset.partition))
 
 
-OffsetKey = tuple[str, int, int]  # a committed offset's (group_id, topic_id, partition)
-_OFFSET_KEY = (group_offsets.c.group_id, group_offsets.c.topic_id, group_offsets.c.partition)
-
-
-def expired_offsets(conn: Connection, kept_since_ms: int, limit: int) -> list[OffsetKey]:
+def expired_offsets(conn: Connection, kept_since_ms: int, limit: int) -> list[offsets.OffsetKey]:
     """At most `limit` of the expired committed offsets (_offset_expired), in key order."""
     # The order is what delete_expired_offsets' range needs: a chunk's keys in the order the
     # table gives them (offsets committed c, b, a: the chunk c, b) span no range from its first
     # to its last, and its offsets are never deleted (test_offset_expiry_chunks).
     return [(r[0], r[1], r[2]) for r in conn.execute(
-        select(*_OFFSET_KEY).where(*_offset_expired(kept_since_ms)).order_by(*_OFFSET_KEY).limit(limit))]
+        select(*offsets.OFFSET_KEY).where(*_offset_expired(kept_since_ms)).order_by(*offsets.OFFSET_KEY).limit(limit))]
 
 
 def lock_offsets_groups(conn: Connection, group_ids: list[str]) -> list[str]:
@@ -340,7 +336,7 @@ def delete_created_groups(conn: Connection, group_ids: list[str]) -> None:
         conn.execute(delete(consumer_groups).where(consumer_groups.c.group_id.in_(group_ids)))
 
 
-def delete_expired_offsets(conn: Connection, chunk: list[OffsetKey], kept_since_ms: int) -> int:
+def delete_expired_offsets(conn: Connection, chunk: list[offsets.OffsetKey], kept_since_ms: int) -> int:
     """Of the committed offsets `chunk` names (keys in key order, as expired_offsets gives
     them): deletes those of its groups, from its first key to its last, that are expired
     (_offset_expired), that no other transaction holds and that no staging committed before its
@@ -380,7 +376,7 @@ def delete_expired_offsets(conn: Connection, chunk: list[OffsetKey], kept_since_
     # for the keys' alone (72 ms a range among a million offsets; with it, 3.4 ms).
     in_chunk = (group_offsets.c.group_id >= first[0], group_offsets.c.group_id <= last[0],
                 group_offsets.c.group_id.in_(sorted({group_id for group_id, _, _ in chunk})),
-                tuple_(*_OFFSET_KEY) >= tuple_(*first), tuple_(*_OFFSET_KEY) <= tuple_(*last),
+                tuple_(*offsets.OFFSET_KEY) >= tuple_(*first), tuple_(*offsets.OFFSET_KEY) <= tuple_(*last),
                 *_offset_expired(kept_since_ms))
     # A CTE, which PostgreSQL runs once (a locking subquery in the DELETE's WHERE beside the
     # range was run again for every row of the range: a pass expiring 10,000 took 108 s), and
@@ -388,10 +384,10 @@ def delete_expired_offsets(conn: Connection, chunk: list[OffsetKey], kept_since_
     # (no statistics) read the CTE again for every row of the range, 117 to 218 ms a
     # transaction of 1,000, against 22 to 70 ms (benchmarks/empty_groups.py, --groups 2000).
     not_held = dialect.lock_for_update_skip_locked(
-        conn.dialect.name, select(*_OFFSET_KEY).where(*in_chunk)).cte("not_held")
+        conn.dialect.name, select(*offsets.OFFSET_KEY).where(*in_chunk)).cte("not_held")
     # Counted by RETURNING: Python's sqlite3 has no rowcount for a statement that starts with WITH.
     deleted = conn.execute(delete(group_offsets).where(
-        tuple_(*_OFFSET_KEY).in_(select(*not_held.c))).returning(*group_offsets.c)).all()
+        tuple_(*offsets.OFFSET_KEY).in_(select(*not_held.c))).returning(*group_offsets.c)).all()
     if not deleted or conn.dialect.name != "postgresql":
         return len(deleted)
     # A second statement, with a snapshot of its own (READ COMMITTED): the staged offsets of

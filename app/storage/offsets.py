@@ -8,8 +8,15 @@ from dataclasses import dataclass
 from sqlalchemy import Connection, delete, select, tuple_
 
 from app.domain.offsets import OffsetToCommit
-from app.storage import dialect, groups
+from app.storage import dialect
 from app.storage.tables import group_offsets, partitions, topics, transaction_offsets
+
+
+OffsetKey = tuple[str, int, int]  # a committed offset's (group_id, topic_id, partition)
+# Its columns, group_offsets' primary key: what the offset expiry selects and deletes by
+# (groups.expired_offsets, groups.delete_expired_offsets) and what a staging holds
+# (hold_committed), named once so that both speak of the same rows in the same order.
+OFFSET_KEY = (group_offsets.c.group_id, group_offsets.c.topic_id, group_offsets.c.partition)
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,7 +44,7 @@ def commit(conn: Connection, rows: Iterable[OffsetToCommit], now_ms: int) -> Non
     )
 
 
-def hold_committed(conn: Connection, keys: list[groups.OffsetKey]) -> None:
+def hold_committed(conn: Connection, keys: list[OffsetKey]) -> None:
     """The committed offsets of these (group_id, topic_id, partition) keys that exist, held
     against a DELETE until the caller's transaction ends (FOR KEY SHARE, on PostgreSQL): what a
     transaction staging new offsets for them takes (transactions.stage_offsets) while the
@@ -54,8 +61,8 @@ def hold_committed(conn: Connection, keys: list[groups.OffsetKey]) -> None:
     the expiry waits for no held row either way. On SQLite the write lock lets no other
     transaction in between."""
     if keys:
-        conn.execute(dialect.lock_for_key_share(conn.dialect.name, select(groups._OFFSET_KEY[0]).where(
-            tuple_(*groups._OFFSET_KEY).in_(sorted(set(keys)))).order_by(*groups._OFFSET_KEY)))
+        conn.execute(dialect.lock_for_key_share(conn.dialect.name, select(OFFSET_KEY[0]).where(
+            tuple_(*OFFSET_KEY).in_(sorted(set(keys)))).order_by(*OFFSET_KEY)))
 
 
 def delete_offsets(conn: Connection, group_id: str, keys: list[tuple[int, int]]) -> None:

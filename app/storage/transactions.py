@@ -13,7 +13,7 @@ from sqlalchemy import (Connection, and_, bindparam, case, delete, func, insert,
 from sqlalchemy.exc import DBAPIError
 
 from app.domain.errors import ConcurrentTransactions
-from app.domain.offsets import OffsetToCommit
+from app.domain.offsets import OffsetToCommit, OffsetToStage
 from app.domain.topic import Topic
 from app.domain.transaction import IDLE_STATES, OPEN_TRANSACTION_STATES, TransactionMetadata
 from app.domain.transit import TxnTransit
@@ -471,17 +471,22 @@ def pending_offsets_of(conn: Connection, transactional_id: str) -> list[PendingO
     return [PendingOffset(*r) for r in rows]
 
 
-def stage_offsets(conn: Connection, rows: list[dict], *, hold_committed: bool) -> None:
-    """AddOffsets: later offsets for the same group and partition replace earlier ones. With
+def stage_offsets(conn: Connection, transactional_id: str, txn_id: TxnId, group_id: str,
+                  staged: Sequence[tuple[OffsetToStage, int]], *, hold_committed: bool) -> None:
+    """AddOffsets: the group's offsets, each with its topic's id, staged in the transaction;
+    later offsets for the same group and partition replace earlier ones. With
     `hold_committed` (OUTBOX_OFFSETS_RETENTION_MINUTES set: the offset expiry is on), the
     committed offsets of the same keys held first (offsets.hold_committed): the offset expiry
     keeps a committed offset an unfinished transaction has staged a new one for. Without it
     nothing expires, and the staging takes no lock on them."""
     if hold_committed:
-        offsets.hold_committed(conn, [(r["group_id"], r["topic_id"], r["partition"]) for r in rows])
+        offsets.hold_committed(conn, [(group_id, topic_id, o.partition) for o, topic_id in staged])
     dialect.execute_rows(
-        conn, dialect.upsert(conn, transaction_offsets, ["txn_id", "committed_offset", "metadata"]), rows
-    )
+        conn, dialect.upsert(conn, transaction_offsets, ["txn_id", "committed_offset", "metadata"]), [
+            {"transactional_id": transactional_id, "group_id": group_id, "topic_id": topic_id,
+             "partition": o.partition, "txn_id": txn_id, "committed_offset": o.committed_offset,
+             "metadata": o.metadata}
+            for o, topic_id in staged])
 
 
 # A completion's claims: deleted with RETURNING, so that of two completing the same transaction

@@ -64,9 +64,15 @@ class Chore:
         self.passes.labels("ok").inc()
         if self.last_success is not None:
             self.last_success.set(self.clock() / 1000)
+        self._log_done(result)
+        return result
+
+    def _log_done(self, result: Any) -> None:
+        """The line a pass that did something logs: run_once's after a pass, and a pass's own
+        for what its steps that succeeded did before another step failed it (the failure is
+        logged apart, by run_forever)."""
         if result:
             logger.info("%s pass: %s", self.name, result)
-        return result
 
     def stopping(self) -> bool:
         """Asked by long passes between their steps: stop() does not wait for a whole pass."""

@@ -66,11 +66,15 @@ class GroupExpiryWorker(Chore):
             # nearly every pass.
             more = any(look is not None and look.limit_reached for look in (expiry, deletion))
             self._next_empty_check_ms = now if more else now + EMPTY_GROUP_CHECK_INTERVAL_MS
+        done = GroupExpiryPass(expired, deleted, expired_offsets)
+        if not failures:
+            return done
+        # What the looks that succeeded did, logged as a successful pass logs it: the failure,
+        # raised instead of the result, would hide it.
+        self._log_done(done)
         if len(failures) == 1:
             raise failures[0]
-        if failures:
-            raise ExceptionGroup("group expiry: several looks failed", failures)
-        return GroupExpiryPass(expired, deleted, expired_offsets)
+        raise ExceptionGroup("group expiry: several looks failed", failures)
 
 
 def _look(failures: list[Exception], look: Callable[[int], _Result], now: int, failed: _Default) -> _Result | _Default:

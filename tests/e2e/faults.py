@@ -1143,11 +1143,11 @@ class Harness:
             self.shops = [Slot("shop", 0)] if cfg.shop_mariadb else []
             # The first server migrates SQLite; the rest start once it is ready.
             self._start(self.servers[0])
-            self.servers[0].proc.wait_ready(60)
+            self.servers[0].proc.wait_ready()
             for s in self.servers[1:] + self.coordinators:
                 self._start(s)
             for s in self.servers[1:]:
-                s.proc.wait_ready(60)
+                s.proc.wait_ready()
             inputs = self._produce_input()
             verifier = Verifier(self.url(0), cfg.partitions)
             verifier.start()

@@ -14,7 +14,7 @@ import httpx
 import pytest
 
 from tests.e2e.api import ok
-from tests.e2e.conftest import free_port
+from tests.e2e.conftest import START_TIMEOUT_S, free_port
 
 REQUEST = b"GET /healthz HTTP/1.1\r\nHost: outbox\r\nConnection: keep-alive\r\n\r\n"
 UVICORN_DEFAULT_S = 5
@@ -104,7 +104,7 @@ def test_sigterm_lets_an_in_flight_request_finish_before_the_process_exits(launc
 def test_coordinator_process_serves_its_metrics_on_the_configured_port(launcher) -> None:  # type: ignore[no-untyped-def]
     port = free_port()
     launcher.coordinator(coordinator_metrics_port=port, coordinator_interval_ms=50)
-    deadline = time.monotonic() + 30
+    deadline = time.monotonic() + START_TIMEOUT_S
     passes = 0.0
     while passes < 2 and time.monotonic() < deadline:
         try:
@@ -121,7 +121,7 @@ def test_coordinator_process_serves_its_metrics_on_the_configured_port(launcher)
 def test_coordinator_metrics_port_answers_metrics_at_metrics_only(launcher) -> None:  # type: ignore[no-untyped-def]
     port = free_port()
     launcher.coordinator(coordinator_metrics_port=port)
-    deadline = time.monotonic() + 30
+    deadline = time.monotonic() + START_TIMEOUT_S
     while True:
         try:
             metrics = httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=2)

@@ -29,7 +29,7 @@ from sqlalchemy.pool import NullPool
 
 from tests.conftest import require_postgres
 from tests.e2e import readme
-from tests.e2e.conftest import ADMIN_URL, ROOT, Launcher, free_port
+from tests.e2e.conftest import ADMIN_URL, ROOT, START_TIMEOUT_S, Launcher, free_port
 from tests.e2e.test_mariadb_orders_example import shop_db  # noqa: F401 - a fixture
 
 pytestmark = pytest.mark.e2e
@@ -37,7 +37,6 @@ pytestmark = pytest.mark.e2e
 README = (ROOT / "README.md").read_text()
 PYTHON = shlex.quote(sys.executable)
 STEP_TIMEOUT_S = 120.0
-READY_TIMEOUT_S = 60.0
 
 
 def _as_here(command: str) -> str:
@@ -153,7 +152,7 @@ def test_pointing_it_at_postgresql_runs_as_written(tmp_path: Path) -> None:
         process = subprocess.Popen(["bash", "-c", _as_here("set -e\n" + "\n".join(setup) + "\nexec " + serve)],
                                    cwd=ROOT, env=_env(OUTBOX_PORT=str(port)), stdout=out, stderr=subprocess.STDOUT)
     try:
-        deadline = time.monotonic() + READY_TIMEOUT_S
+        deadline = time.monotonic() + START_TIMEOUT_S
         status = None
         while status != 200 and time.monotonic() < deadline:
             assert process.poll() is None, f"exited {process.returncode}:\n{log.read_text()}"

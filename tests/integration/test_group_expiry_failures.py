@@ -1,10 +1,13 @@
 """The group-expiry pass's looks (member expiry, offset expiry, empty groups) each on their
-own: one that fails leaves the others to run, the pass is counted as failed with the look's
-error raised (the worker's loop logs it), and a failed look at offsets or empty groups waits
-its check interval as a successful one does. On both databases; time is the test's clock."""
+own: one that fails leaves the others to run, what those did is logged as a successful pass's
+counts are, the pass is counted as failed with the look's error raised (the worker's loop logs
+it), and a failed look at offsets or empty groups waits its check interval as a successful one
+does. On both databases; time is the test's clock."""
 
 from __future__ import annotations
 
+import logging
+import threading
 from collections.abc import Callable
 
 import pytest
@@ -40,6 +43,13 @@ def failing(calls: list[int], error: Exception) -> Callable[[int], object]:
 
 def _groups(client) -> list[str]:  # type: ignore[no-untyped-def]
     return [g["group_id"] for g in client.get("/v1/groups").json()["groups"]]
+
+
+@pytest.fixture
+def passes_logged(caplog) -> Callable[[], list[str]]:  # type: ignore[no-untyped-def]
+    """The lines the chores have logged about their passes since the test began."""
+    caplog.set_level(logging.INFO, logger="app.worker.chore")
+    return lambda: [r.getMessage() for r in caplog.records if r.name == "app.worker.chore"]
 
 
 def _emptied_group(client, services) -> None:  # type: ignore[no-untyped-def]
@@ -108,3 +118,71 @@ def test_looks_failing_together_fail_the_pass_with_both_errors(  # type: ignore[
         worker.run_once(clock())
 
     assert raised.value.exceptions == (offsets_error, groups_error)
+
+
+def test_a_pass_with_a_failing_look_logs_what_the_other_looks_did(  # type: ignore[no-untyped-def]
+        client, services, clock, worker, monkeypatch, passes_logged) -> None:
+    _emptied_group(client, services)
+    clock.advance(EMPTY_GROUP_RETENTION_MS + 1)
+    monkeypatch.setattr(services.group_expiry, "expire_offsets", failing([], RuntimeError("offset expiry broke")))
+
+    with pytest.raises(RuntimeError):
+        worker.run_once(clock())
+
+    assert passes_logged() == [
+        "group-expiry pass: GroupExpiryPass(expired_members=0, deleted_groups=1, expired_offsets=0)"]
+
+
+def test_a_pass_with_looks_failing_together_logs_what_the_member_expiry_did(  # type: ignore[no-untyped-def]
+        client, services, clock, worker, monkeypatch, passes_logged) -> None:
+    create_topic(client, "t", 1)
+    services.groups.join("g", member_id=None, topic_names=["t"], session_timeout_ms=10_000)
+    clock.advance(10_001)
+    monkeypatch.setattr(services.group_expiry, "expire_offsets", failing([], RuntimeError("offset expiry broke")))
+    monkeypatch.setattr(services.group_expiry, "delete_empty_groups", failing([], RuntimeError("empty groups broke")))
+
+    with pytest.raises(ExceptionGroup):
+        worker.run_once(clock())
+
+    assert passes_logged() == [
+        "group-expiry pass: GroupExpiryPass(expired_members=1, deleted_groups=0, expired_offsets=0)"]
+
+
+def test_a_successful_pass_logs_its_counts_once(  # type: ignore[no-untyped-def]
+        client, services, clock, worker, passes_logged) -> None:
+    _emptied_group(client, services)
+    clock.advance(EMPTY_GROUP_RETENTION_MS + 1)
+    before = scrape(client)
+
+    assert worker.run_once(clock()) == GroupExpiryPass(expired_members=0, deleted_groups=1, expired_offsets=0)
+
+    assert passes_logged() == [
+        "group-expiry pass: GroupExpiryPass(expired_members=0, deleted_groups=1, expired_offsets=0)"]
+    after = scrape(client)
+    assert delta(before, after, "outbox_group_expiry_passes_total", outcome="ok") == 1
+    assert delta(before, after, "outbox_group_expiry_passes_total", outcome="failed") == 0
+
+
+def stop_after_one_pass(stop: threading.Event, seconds: float) -> bool:
+    """A sleeper that ends run_forever's loop after its first pass."""
+    stop.set()
+    return True
+
+
+def test_the_loop_logs_a_failing_pass_s_counts_once_then_its_failure(  # type: ignore[no-untyped-def]
+        client, services, clock, monkeypatch, caplog, passes_logged) -> None:
+    worker = GroupExpiryWorker(services.group_expiry, clock, ChoreConfig(interval_ms=50), sleep=stop_after_one_pass)
+    _emptied_group(client, services)
+    clock.advance(EMPTY_GROUP_RETENTION_MS + 1)
+    monkeypatch.setattr(services.group_expiry, "expire_offsets", failing([], RuntimeError("offset expiry broke")))
+    before = scrape(client)
+
+    worker.run_forever()
+
+    assert passes_logged() == [
+        "group-expiry pass: GroupExpiryPass(expired_members=0, deleted_groups=1, expired_offsets=0)",
+        "group-expiry pass failed"]
+    assert [r.levelname for r in caplog.records if r.name == "app.worker.chore"] == ["INFO", "ERROR"]
+    after = scrape(client)
+    assert delta(before, after, "outbox_group_expiry_passes_total", outcome="failed") == 1
+    assert delta(before, after, "outbox_group_expiry_passes_total", outcome="ok") == 0

@@ -33,10 +33,10 @@ from app.settings import Settings
 from app.storage import migrate
 from app.storage.engine import Database, build_engine
 from tests.conftest import ADMIN_URL, BACKENDS
-from tests.e2e.conftest import free_port
+from tests.e2e.conftest import START_TIMEOUT_S, free_port
 from tests.helpers import batch, begin, create_topic, init_producer, send
 
-START_TIMEOUT_S = 30
+STOP_TIMEOUT_S = 30  # how long a stopped server's (or listener's) thread is waited for
 
 
 class _Server:
@@ -57,7 +57,7 @@ class _Server:
 
     def stop(self) -> None:
         self.server.should_exit = True
-        self.thread.join(START_TIMEOUT_S)
+        self.thread.join(STOP_TIMEOUT_S)
 
 
 @dataclass
@@ -685,7 +685,7 @@ def silent_port() -> Iterator[int]:
         yield server.getsockname()[1]
     finally:
         stop.set()
-        thread.join(START_TIMEOUT_S)
+        thread.join(STOP_TIMEOUT_S)
         for conn in held:
             conn.close()
         server.close()

@@ -19,7 +19,7 @@ import httpx
 import pytest
 from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
 
-from tests.e2e.conftest import PYTHON, ROOT, Backend, Launcher, ServiceProcess, free_port
+from tests.e2e.conftest import PYTHON, ROOT, START_TIMEOUT_S, Backend, Launcher, ServiceProcess, free_port
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
@@ -47,7 +47,7 @@ class Loop:
 
     def stop(self) -> int:
         """SIGTERM once it handles it (it says `starting`): it finishes what it was doing."""
-        deadline = time.monotonic() + 30
+        deadline = time.monotonic() + START_TIMEOUT_S
         while self.proc.poll() is None and "starting" not in self.log_text() and time.monotonic() < deadline:
             time.sleep(0.05)
         if self.proc.poll() is None:

@@ -1,12 +1,13 @@
-"""app.domain.offsets.duplicated: the keys a request names more than once, which every door
-refuses (the HTTP door the whole request, Kafka's ListOffsets each entry of them)."""
+"""app.domain.request_shape.duplicated: the keys a request names more than once, which every
+door refuses (the HTTP door the whole request, Kafka's ListOffsets each entry of them)."""
 
 from __future__ import annotations
 
 import pytest
 
 from app.domain.errors import InvalidRequest
-from app.domain.offsets import OffsetToStage, check_distinct_partitions, duplicated
+from app.domain.offsets import OffsetToStage, check_distinct_partitions
+from app.domain.request_shape import duplicated
 
 
 def test_keys_each_named_once_are_not_duplicated() -> None:

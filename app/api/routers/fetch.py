@@ -18,7 +18,7 @@ from app.api.waiting import WaitingPrincipal, unless_disconnected
 from app.domain import acl
 from app.domain.acl import Operation
 from app.domain.errors import InvalidRequest, TopicAuthorizationFailed
-from app.domain.offsets import duplicated
+from app.domain.request_shape import duplicated
 from app.services.log_service import FetchAnswer, PartitionFetch, check_fetch_bytes
 from app.services.long_poll import close
 
