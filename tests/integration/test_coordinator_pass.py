@@ -1,0 +1,60 @@
+"""The coordinator worker's pass reads what it has to do in one statement
+(app.storage.transactions.coordinator_work), on SQLite and PostgreSQL."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlalchemy import event, update
+
+from app.domain.types import TransactionState
+from app.storage.tables import transactions
+from app.storage.transactions import CoordinatorWork
+from app.worker.chore import ChoreConfig
+from app.worker.coordinator import CoordinatorPass, CoordinatorWorker
+
+
+def _statements(services: Any) -> list[str]:
+    """The statements the service's engine sends from now on."""
+    sent: list[str] = []
+    event.listen(services.db.engine, "before_cursor_execute",
+                 lambda conn, cursor, statement, *args: sent.append(statement.split()[0].upper()))
+    return sent
+
+
+def test_an_idle_pass_sends_one_statement(services: Any, clock: Any) -> None:
+    worker = CoordinatorWorker(services.coordinator, clock, ChoreConfig(interval_ms=200))
+    sent = _statements(services)
+
+    assert worker.run_once() == CoordinatorPass(0, 0, 0, 0)
+    # SQLite's connection hook begins a deferred transaction on every connection, in the
+    # process: no round trip, and no lock until a write.
+    assert sent == (["BEGIN", "SELECT"] if services.db.dialect == "sqlite" else ["SELECT"])
+
+
+def test_one_statement_reads_the_timed_out_the_decided_and_the_expired_each_oldest_first(
+        services: Any, clock: Any) -> None:
+    coordinator = services.coordinator
+    for tid in ("late-2", "late-1"):  # late-1 begins after late-2: the order is by start, not name
+        p = coordinator.init_producer_id(transactional_id=tid, transaction_timeout_ms=1_000)
+        coordinator.begin(tid, p.producer_id, p.producer_epoch)
+        clock.advance(1)
+    for tid in ("decided", "idle"):
+        coordinator.init_producer_id(transactional_id=tid, transaction_timeout_ms=1_000)
+    with services.db.write() as conn:
+        conn.execute(update(transactions).where(transactions.c.transactional_id == "decided")
+                     .values(state=TransactionState.PREPARE_COMMIT.value))
+    clock.advance(services.settings.transactional_id_expiration_ms + 1)
+
+    assert coordinator.pass_work(clock()) == CoordinatorWork(
+        timed_out=["late-2", "late-1"], prepared=["decided"], expired=["idle"])
+
+
+def test_each_list_of_a_pass_holds_at_most_its_limit(services: Any, clock: Any) -> None:
+    coordinator = services.coordinator
+    for tid in ("a", "b", "c"):
+        coordinator.init_producer_id(transactional_id=tid, transaction_timeout_ms=1_000)
+        clock.advance(1)
+    clock.advance(services.settings.transactional_id_expiration_ms + 1)
+
+    assert coordinator.pass_work(clock(), limit=2) == CoordinatorWork(timed_out=[], prepared=[], expired=["a", "b"])
