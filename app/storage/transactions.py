@@ -8,8 +8,8 @@ from dataclasses import dataclass, replace
 from functools import cache
 from typing import Any
 
-from sqlalchemy import (Connection, and_, bindparam, case, delete, func, insert, literal, literal_column, null, or_, select, true,
-                        type_coerce, union_all, update)
+from sqlalchemy import (BigInteger, Connection, Integer, and_, bindparam, case, delete, func, insert, literal,
+                        literal_column, null, or_, select, true, type_coerce, union_all, update)
 from sqlalchemy.exc import DBAPIError
 
 from app.domain.errors import ConcurrentTransactions
@@ -401,14 +401,27 @@ def coordinator_work(conn: Connection, now_ms: int, expiration_ms: int, limit: i
     """The three lists of CoordinatorWork read by one statement, a UNION ALL of one query each:
     the pass runs every 200 ms in every process, and usually finds nothing, so its reads were
     most of what an idle coordinator cost (three read transactions a pass, docs/benchmarks.md,
-    2026-12-02). Each query keeps its own filter, order and limit (ix_transactions_state_durability
-    narrows each to its states); `kind` says which list a row is for, `at` orders it."""
+    2026-12-02)."""
+    lists: tuple[list[str], ...] = ([], [], [])
+    for kind, transactional_id in conn.execute(_coordinator_work(), {
+            "now_ms": now_ms, "expiration_ms": expiration_ms, "limit": limit}):
+        lists[kind].append(transactional_id)
+    return CoordinatorWork(*lists)
+
+
+@cache
+def _coordinator_work() -> Any:
+    """coordinator_work's statement, built once: building a UNION ALL of subqueries took more of
+    an idle pass's CPU than its round trip (docs/benchmarks.md, 2026-12-02). Each query keeps
+    its own filter, order and limit (ix_transactions_state_durability narrows each to its
+    states); `kind` says which list a row is for (its index in CoordinatorWork), `at` orders it."""
     c = transactions.c
-    idle = [s.value for s in IDLE_STATES]
+    now_ms, limit = bindparam("now_ms", type_=BigInteger), bindparam("limit", type_=Integer)
     parts = (
         (c.txn_started_ms, [c.state == TransactionState.ONGOING.value, c.txn_started_ms + c.transaction_timeout_ms < now_ms]),
         (c.updated_ms, [c.state.in_([TransactionState.PREPARE_COMMIT.value, TransactionState.PREPARE_ABORT.value])]),
-        (c.updated_ms, [c.state.in_(idle), c.updated_ms + expiration_ms < now_ms]),
+        (c.updated_ms, [c.state.in_([s.value for s in IDLE_STATES]),
+                        c.updated_ms + bindparam("expiration_ms", type_=BigInteger) < now_ms]),
     )
     each = union_all(*(
         # Each part a subquery of its own: SQLite takes no ORDER BY or LIMIT on a part of a
@@ -417,11 +430,7 @@ def coordinator_work(conn: Connection, now_ms: int, expiration_ms: int, limit: i
                .where(*where).order_by(at).limit(limit).subquery())
         for kind, (at, where) in enumerate(parts)
     )).subquery()
-    lists: tuple[list[str], ...] = ([], [], [])
-    for kind, transactional_id in conn.execute(select(each.c.kind, each.c.transactional_id)
-                                               .order_by(each.c.kind, each.c.at)):
-        lists[kind].append(transactional_id)
-    return CoordinatorWork(*lists)
+    return select(each.c.kind, each.c.transactional_id).order_by(each.c.kind, each.c.at)
 
 
 def delete_transactional_id(conn: Connection, transactional_id: str, producer_id: int) -> None:
