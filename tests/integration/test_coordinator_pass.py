@@ -8,6 +8,7 @@ from typing import Any
 from sqlalchemy import event, update
 
 from app.domain.types import TransactionState
+from app.storage import transactions as txns
 from app.storage.tables import transactions
 from app.storage.transactions import CoordinatorWork
 from app.worker.chore import ChoreConfig
@@ -50,11 +51,27 @@ def test_one_statement_reads_the_timed_out_the_decided_and_the_expired_each_olde
         timed_out=["late-2", "late-1"], prepared=["decided"], expired=["idle"])
 
 
-def test_each_list_of_a_pass_holds_at_most_its_limit(services: Any, clock: Any) -> None:
+def test_each_list_holds_its_oldest_up_to_the_limit_whatever_the_order_of_insertion(
+        services: Any, clock: Any) -> None:
     coordinator = services.coordinator
-    for tid in ("a", "b", "c"):
-        coordinator.init_producer_id(transactional_id=tid, transaction_timeout_ms=1_000)
-        clock.advance(1)
+    producers = {tid: coordinator.init_producer_id(transactional_id=tid, transaction_timeout_ms=1_000)
+                 for part in ("late", "decided", "idle") for tid in (f"{part}-a", f"{part}-b", f"{part}-c")}
+    for x in ("a", "b", "c"):
+        coordinator.begin(f"late-{x}", producers[f"late-{x}"].producer_id, producers[f"late-{x}"].producer_epoch)
+    clock.advance(10)
+    with services.db.write() as conn:
+        # Each part's rows inserted, and last written, in the order a, b, c, aged the other way:
+        # c the oldest (PostgreSQL's heap keeps rows in the order of their last write).
+        for age, x in enumerate(("a", "b", "c")):
+            for tid, values in ((f"late-{x}", {"txn_started_ms": clock() - age}),
+                                (f"decided-{x}", {"state": TransactionState.PREPARE_COMMIT.value,
+                                                  "updated_ms": clock() - age}),
+                                (f"idle-{x}", {"updated_ms": clock() - age})):
+                conn.execute(update(transactions).where(transactions.c.transactional_id == tid).values(**values))
     clock.advance(services.settings.transactional_id_expiration_ms + 1)
 
-    assert coordinator.pass_work(clock(), limit=2) == CoordinatorWork(timed_out=[], prepared=[], expired=["a", "b"])
+    assert coordinator.pass_work(clock(), limit=2) == CoordinatorWork(
+        timed_out=["late-c", "late-b"], prepared=["decided-c", "decided-b"], expired=["idle-c", "idle-b"])
+    assert coordinator.pass_work(clock(), limit=1) == CoordinatorWork(
+        timed_out=["late-c"], prepared=["decided-c"], expired=["idle-c"])
+
