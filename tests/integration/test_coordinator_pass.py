@@ -75,3 +75,15 @@ def test_each_list_holds_its_oldest_up_to_the_limit_whatever_the_order_of_insert
     assert coordinator.pass_work(clock(), limit=1) == CoordinatorWork(
         timed_out=["late-c"], prepared=["decided-c"], expired=["idle-c"])
 
+
+def test_a_transaction_within_its_timeout_and_an_id_within_its_expiration_are_no_work(
+        services: Any, clock: Any) -> None:
+    coordinator = services.coordinator
+    p = coordinator.init_producer_id(transactional_id="open", transaction_timeout_ms=1_000)
+    coordinator.init_producer_id(transactional_id="idle", transaction_timeout_ms=1_000)
+    clock.advance(services.settings.transactional_id_expiration_ms - 1_000)
+    coordinator.begin("open", p.producer_id, p.producer_epoch)
+    clock.advance(1_000)  # "open" open for exactly its timeout, "idle" idle for exactly the expiration
+
+    assert coordinator.pass_work(clock()) == CoordinatorWork(timed_out=[], prepared=[], expired=[])
+
