@@ -87,3 +87,33 @@ def test_a_transaction_within_its_timeout_and_an_id_within_its_expiration_are_no
 
     assert coordinator.pass_work(clock()) == CoordinatorWork(timed_out=[], prepared=[], expired=[])
 
+
+def test_an_id_used_again_after_the_pass_read_it_as_expired_is_kept(services: Any, clock: Any) -> None:
+    coordinator = services.coordinator
+    coordinator.init_producer_id(transactional_id="idle", transaction_timeout_ms=1_000)
+    clock.advance(services.settings.transactional_id_expiration_ms + 1)
+    work = coordinator.pass_work(clock())
+    coordinator.init_producer_id(transactional_id="idle", transaction_timeout_ms=1_000)  # meanwhile
+
+    assert work.expired == ["idle"]
+    assert coordinator.timeouts.expire_transactional_ids(clock(), work.expired) == []
+    with services.db.read() as conn:
+        assert txns.get(conn, "idle").updated_ms == clock()
+
+
+def test_a_transaction_begun_again_after_the_pass_read_it_as_timed_out_is_not_aborted(
+        services: Any, clock: Any) -> None:
+    coordinator = services.coordinator
+    p = coordinator.init_producer_id(transactional_id="late", transaction_timeout_ms=1_000)
+    coordinator.begin("late", p.producer_id, p.producer_epoch)
+    clock.advance(1_001)
+    work = coordinator.pass_work(clock())
+    coordinator.end_transaction("late", p.producer_id, p.producer_epoch, commit=False)  # meanwhile
+    with services.db.read() as conn:
+        meta = txns.get(conn, "late")
+    coordinator.begin("late", meta.producer_id, meta.producer_epoch)  # fresh: not past its timeout
+
+    assert work.timed_out == ["late"]
+    assert coordinator.timeouts.abort_timed_out(clock(), work.timed_out) == []
+    with services.db.read() as conn:
+        assert (txns.get(conn, "late").state, txns.get(conn, "late").txn_started_ms) == (TransactionState.ONGOING, clock())
