@@ -3,9 +3,10 @@ transaction open past its timeout is aborted with its epoch bumped, so that the 
 is fenced (Kafka's TransactionStateManager.timedOutTransactions), and a transactional id idle
 for OUTBOX_TRANSACTIONAL_ID_EXPIRATION_MS is forgotten.
 
-Each pass reads its candidates (app.storage.transactions.coordinator_work), then takes each one in a database transaction of
-its own that locks its row and checks again: a producer that committed, aborted or used its
-id meanwhile keeps it, and two workers running at once do each one's work once.
+Each pass reads its candidates (app.storage.transactions.coordinator_work) outside a
+transaction, then takes each one in a database transaction of its own that locks its row and
+checks again: a producer that committed, aborted or used its id meanwhile keeps it, and two
+workers running at once do each one's work once.
 """
 
 from __future__ import annotations

@@ -418,8 +418,10 @@ def _coordinator_work() -> Any:
     c = transactions.c
     now_ms, limit = bindparam("now_ms", type_=BigInteger), bindparam("limit", type_=Integer)
     parts = (
-        (c.txn_started_ms, [c.state == TransactionState.ONGOING.value, c.txn_started_ms + c.transaction_timeout_ms < now_ms]),
-        (c.updated_ms, [c.state.in_([TransactionState.PREPARE_COMMIT.value, TransactionState.PREPARE_ABORT.value])]),
+        (c.txn_started_ms, [c.state == TransactionState.ONGOING.value,
+                            c.txn_started_ms + c.transaction_timeout_ms < now_ms]),
+        (c.updated_ms, [c.state.in_([TransactionState.PREPARE_COMMIT.value,
+                                     TransactionState.PREPARE_ABORT.value])]),
         (c.updated_ms, [c.state.in_([s.value for s in IDLE_STATES]),
                         c.updated_ms + bindparam("expiration_ms", type_=BigInteger) < now_ms]),
     )

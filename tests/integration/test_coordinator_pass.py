@@ -116,4 +116,5 @@ def test_a_transaction_begun_again_after_the_pass_read_it_as_timed_out_is_not_ab
     assert work.timed_out == ["late"]
     assert coordinator.timeouts.abort_timed_out(clock(), work.timed_out) == []
     with services.db.read() as conn:
-        assert (txns.get(conn, "late").state, txns.get(conn, "late").txn_started_ms) == (TransactionState.ONGOING, clock())
+        meta = txns.get(conn, "late")
+    assert (meta.state, meta.txn_started_ms) == (TransactionState.ONGOING, clock())
