@@ -42,8 +42,11 @@ def record_sizes(keys: Iterable[str | bytes | None], values: Iterable[str | byte
     column: record_size applies it to one record, a Send's batch (app.domain.records.batch_of)
     and the Kafka door (kafka_batch) to a whole batch in one pass, with no Python call per
     record (they run for every batch appended). A field that is none of these (a typed key
-    object) is a TypeError; columns of different lengths are a ValueError. `value_bytes`: the
-    values' bytes, where the caller has counted them already (batch_of, for its own checks)."""
+    object) is a TypeError; columns of different lengths are a ValueError. Faults in several
+    columns raise the first column's (keys, values, headers), not the first record's: through
+    batch_of, the Kafka door and record_rows only the key column can be at fault (their values
+    and headers come checked), so there which comes first makes no difference. `value_bytes`:
+    the values' bytes, where the caller has counted them already (batch_of, for its own checks)."""
     columns = [c if isinstance(c, list) else list(c) for c in (keys, values, headers)]
     if not len(columns[0]) == len(columns[1]) == len(columns[2]):
         raise ValueError("a batch's key, value and header columns must be of one length")
