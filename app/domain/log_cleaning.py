@@ -29,25 +29,57 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from operator import add
 
 from app.domain.types import ControlType, RecordState
 
 
 def record_sizes(keys: Iterable[str | bytes | None], values: Iterable[str | bytes | None],
-                 headers: Iterable[str | bytes | None]) -> list[int]:
+                 headers: Iterable[str | bytes | None], *, value_bytes: list[int] | None = None) -> list[int]:
     """The bytes each record counts for (max_message_bytes, retention_bytes, a Fetch's byte
     limits): its key, value and headers as stored, text (a JSON topic's key and value, every
     topic's headers) in UTF-8, bytes as they are, null none. The one definition, column by
     column: record_size applies it to one record, a Send's batch (app.domain.records.batch_of)
     and the Kafka door (kafka_batch) to a whole batch in one pass, with no Python call per
-    record (they run for every batch appended). Each field's rule is written out in the one
-    comprehension for that; an ASCII text's bytes are its characters, which spares encoding it
-    (isascii is a flag Python keeps on every str). A field that is none of these (a typed key
-    object) is a TypeError."""
-    return [(0 if k is None else (len(k) if k.isascii() else len(k.encode())) if type(k) is str else len(k))
-            + (0 if v is None else (len(v) if v.isascii() else len(v.encode())) if type(v) is str else len(v))
-            + (0 if h is None else (len(h) if h.isascii() else len(h.encode())) if type(h) is str else len(h))
-            for k, v, h in zip(keys, values, headers, strict=True)]
+    record (they run for every batch appended). A field that is none of these (a typed key
+    object) is a TypeError; columns of different lengths are a ValueError. Faults in several
+    columns raise the first column's (keys, values, headers), not the first record's: through
+    batch_of, the Kafka door and record_rows only the key column can be at fault (their values
+    and headers come checked), so there which comes first makes no difference. `value_bytes`:
+    the values' bytes, where the caller has counted them already (batch_of, for its own checks)."""
+    columns = [c if isinstance(c, list) else list(c) for c in (keys, values, headers)]
+    if not len(columns[0]) == len(columns[1]) == len(columns[2]):
+        raise ValueError("a batch's key, value and header columns must be of one length")
+    if not columns[0]:
+        return []
+    sizes: list[int] | None = None
+    for i, column in enumerate(columns):
+        if column[0] is None and column.count(None) == len(column):
+            continue  # no field of this column (a Send's headers, usually): nothing to add
+        lengths = value_bytes if i == 1 and value_bytes is not None else _field_bytes(column)
+        sizes = lengths if sizes is None else list(map(add, sizes, lengths))
+    return [0] * len(columns[0]) if sizes is None else sizes
+
+
+def _field_bytes(column: list[str | bytes | None]) -> list[int]:
+    """The bytes of each field of one column (record_sizes). A column of texts all ASCII, or
+    of bytes alone, is its lengths, looked through by C loops (an ASCII text's bytes are its
+    characters; the flag is one Python keeps on every str): the rule field by field, a Python
+    loop, cost a 1,000-record Send some 140 µs (docs/benchmarks.md, 2026-12-02). Not by
+    joining the texts, which would make a string of the whole column, 4 bytes a character if
+    one is outside the Basic Multilingual Plane. Any other column (nulls among its fields,
+    texts beyond ASCII, a mix) takes the rule field by field, which is the definition."""
+    try:
+        lengths = list(map(len, column))  # a null, or a typed key, has no length
+        if type(column[0]) is str:
+            if all(map(str.isascii, column)):  # TypeError if a field is not a str
+                return lengths
+        elif str not in map(type, column):
+            return lengths
+    except TypeError:
+        pass
+    return [0 if f is None else (len(f) if f.isascii() else len(f.encode())) if type(f) is str else len(f)
+            for f in column]
 
 
 def record_size(key: str | bytes | None, value: str | bytes | None, headers: str | None) -> int:

@@ -229,12 +229,18 @@ def batch_of(topic: str, partition: int, records: Sequence[Any], now_ms: int, *,
     raws = [r.value for r in records]
     headers = [r.headers for r in records]
     timestamps = [r.timestamp_ms for r in records]
-    present = [v for v in raws if v is not no_value] if no_value in raws else raws
-    if present and max(map(len, present)) > 2 * MAX_DEPTH:
+    try:
+        # Every value's bytes, counted once for the depth's screen, the decoding's chunks and
+        # the records' sizes; `no_value` has no length, so a null among them is the TypeError.
+        lengths: list[int] | None = list(map(len, raws))
+    except TypeError:
+        lengths = None
+    present = raws if lengths is not None else [v for v in raws if v is not no_value]
+    if present and max(lengths if lengths is not None else map(len, present)) > 2 * MAX_DEPTH:
         for i, raw in enumerate(raws):
             if raw is not no_value and len(raw) > 2 * MAX_DEPTH:
                 check_depth(bytes(raw), i, topic, partition)
-    texts = joined_texts(raws, NULL_TEXT, absent=no_value)
+    texts = joined_texts(raws, NULL_TEXT, absent=no_value, lengths=lengths)
     if texts is None:  # a value holding NUL, which no JSON text does: each on its own
         texts = [NULL_TEXT if v is no_value else str(v, "utf-8") for v in raws]
     if present is not raws:  # some values are null: stored as the text null, sized as it
@@ -247,7 +253,7 @@ def batch_of(topic: str, partition: int, records: Sequence[Any], now_ms: int, *,
         if headers.count(None) != len(headers):
             dumps = orjson.dumps
             headers = [None if h is None else dumps(h).decode() for h in headers]
-        sizes = record_sizes(keys, raws, headers)
+        sizes = record_sizes(keys, raws, headers, value_bytes=lengths)
     except (AttributeError, TypeError):  # orjson cannot dump a header list; a typed key has no length
         return _typed_batch_of(topic, partition, records, now_ms, no_value=no_value, base_sequence=base_sequence,
                                expected_offset=expected_offset)
@@ -285,9 +291,11 @@ def first_largest(sizes: list[int]) -> tuple[int, int]:
     return sizes.index(largest), largest
 
 
-def joined_texts(column: Sequence[Any], null: str | None = None, *, absent: Any = None) -> list[str | None] | None:
+def joined_texts(column: Sequence[Any], null: str | None = None, *, absent: Any = None,
+                 lengths: Sequence[int] | None = None) -> list[str | None] | None:
     """Each piece of bytes decoded as UTF-8 (`absent`: `null`), or None if one is not UTF-8 or
-    holds NUL.
+    holds NUL. `lengths`: each piece's bytes, where the caller has counted them (then none is
+    `absent`), so that the column is not looked through again for them.
 
     Decoded joined by NUL, which no UTF-8 sequence can span: a join decodes, and splits back
     into as many pieces, exactly when every piece is UTF-8 without NUL. One call a chunk of
@@ -295,11 +303,11 @@ def joined_texts(column: Sequence[Any], null: str | None = None, *, absent: Any 
     character outside the Basic Multilingual Plane makes a decoded string 4 bytes a character,
     and a 32 MB Send's values joined in one string took 128 MB for a moment; the pieces split off
     keep each its own width (docs/benchmarks.md, 2026-11-30)."""
-    nulls = absent in column
+    nulls = lengths is None and absent in column
     present = [b for b in column if b is not absent] if nulls else column
     texts: list[str] = []
     try:
-        for start, stop in chunk_bounds(map(len, present), JOIN_CHUNK_BYTES):
+        for start, stop in chunk_bounds(map(len, present) if lengths is None else lengths, JOIN_CHUNK_BYTES):
             chunk = present[start:stop] if stop - start < len(present) else present
             pieces = b"\x00".join(chunk).decode().split("\x00")
             if len(pieces) != stop - start:

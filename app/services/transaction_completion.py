@@ -64,10 +64,9 @@ class TransactionCompletion:
                 return meta
             return complete_stored(conn, meta, now)
 
-    def complete_pending(self, limit: int = 100) -> tuple[int, int]:
-        """Finish every transaction left in PrepareCommit/PrepareAbort. Returns (commits, aborts)."""
-        with self.db.read() as conn:
-            ids = txns.ids_in_states(conn, [S.PREPARE_COMMIT, S.PREPARE_ABORT], limit)
+    def complete_pending(self, ids: Sequence[str]) -> tuple[int, int]:
+        """Finish each of `ids` (CoordinatorWork.prepared) still in PrepareCommit/PrepareAbort.
+        Returns (commits, aborts)."""
         commits = aborts = 0
         for tid in ids:
             try:

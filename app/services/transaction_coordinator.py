@@ -85,6 +85,13 @@ class TransactionCoordinator(ProducerInit):
         self.timeouts = TransactionTimeouts(db, settings)
         self.listing = TransactionListing(db, settings, clock)
 
+    def pass_work(self, now_ms: int, limit: int = 100) -> txns.CoordinatorWork:
+        """What the coordinator worker's pass at `now_ms` has to do (at most `limit` of each
+        kind): one statement, outside a transaction, as it needs no snapshot across
+        statements (each step locks its row and checks again)."""
+        with self.db.autocommit() as conn:
+            return txns.coordinator_work(conn, now_ms, self.settings.transactional_id_expiration_ms, limit)
+
     # --- Begin ------------------------------------------------------------------------------
 
     def begin(self, transactional_id: str, producer_id: int, producer_epoch: int,

@@ -3,12 +3,15 @@ transaction open past its timeout is aborted with its epoch bumped, so that the 
 is fenced (Kafka's TransactionStateManager.timedOutTransactions), and a transactional id idle
 for OUTBOX_TRANSACTIONAL_ID_EXPIRATION_MS is forgotten.
 
-Each pass reads candidates in one snapshot, then takes each one in a database transaction of
-its own that locks its row and checks again: a producer that committed, aborted or used its
-id meanwhile keeps it, and two workers running at once do each one's work once.
+Each pass reads its candidates (app.storage.transactions.coordinator_work) outside a
+transaction, then takes each one in a database transaction of its own that locks its row and
+checks again: a producer that committed, aborted or used its id meanwhile keeps it, and two
+workers running at once do each one's work once.
 """
 
 from __future__ import annotations
+
+from collections.abc import Sequence
 
 from app import metrics
 from app.domain.transaction import IDLE_STATES
@@ -25,11 +28,10 @@ class TransactionTimeouts:
         self.db = db
         self.settings = settings
 
-    def abort_timed_out(self, now_ms: int, limit: int = 100) -> list[str]:
-        """Abort, with an epoch bump, every transaction open past its timeout (a Prepared one
-        has none: KIP-939); the transactional ids aborted."""
-        with self.db.read() as conn:
-            candidates = txns.timed_out_ids(conn, now_ms, limit)
+    def abort_timed_out(self, now_ms: int, candidates: Sequence[str]) -> list[str]:
+        """Abort, with an epoch bump, each of `candidates` (CoordinatorWork.timed_out) still
+        open past its timeout (a Prepared one has none: KIP-939); the transactional ids
+        aborted."""
         aborted = []
         for tid in candidates:
             with self.db.write() as conn:
@@ -40,11 +42,10 @@ class TransactionTimeouts:
             aborted.append(tid)
         return aborted
 
-    def expire_transactional_ids(self, now_ms: int, limit: int = 100) -> list[str]:
-        """Forget transactional_ids idle for transactional_id_expiration_ms; those forgotten."""
+    def expire_transactional_ids(self, now_ms: int, candidates: Sequence[str]) -> list[str]:
+        """Forget each of `candidates` (CoordinatorWork.expired) still idle for
+        transactional_id_expiration_ms; those forgotten."""
         expiration = self.settings.transactional_id_expiration_ms
-        with self.db.read() as conn:
-            candidates = txns.expired_ids(conn, now_ms, expiration, limit)
         expired = []
         for tid in candidates:
             with self.db.write() as conn:

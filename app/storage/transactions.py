@@ -8,8 +8,8 @@ from dataclasses import dataclass, replace
 from functools import cache
 from typing import Any
 
-from sqlalchemy import (Connection, and_, bindparam, case, delete, func, insert, literal, null, or_, select, true,
-                        type_coerce, union_all, update)
+from sqlalchemy import (BigInteger, Connection, Integer, and_, bindparam, case, delete, func, insert, literal,
+                        literal_column, null, or_, select, true, type_coerce, union_all, update)
 from sqlalchemy.exc import DBAPIError
 
 from app.domain.errors import ConcurrentTransactions
@@ -388,32 +388,51 @@ def oldest_open_started_ms(conn: Connection) -> int | None:
     ).scalar()
 
 
-def timed_out_ids(conn: Connection, now_ms: int, limit: int) -> list[str]:
-    """Ongoing transactions whose timeout has passed (ix_transactions_state_durability narrows
-    the scan to open transactions)."""
-    return list(
-        conn.execute(
-            select(transactions.c.transactional_id)
-            .where(
-                transactions.c.state == TransactionState.ONGOING.value,
-                transactions.c.txn_started_ms + transactions.c.transaction_timeout_ms < now_ms,
-            )
-            .order_by(transactions.c.txn_started_ms)
-            .limit(limit)
-        ).scalars()
-    )
+@dataclass(frozen=True, slots=True)
+class CoordinatorWork:
+    """What a coordinator's pass has to do, each list oldest first and at most its limit."""
+
+    timed_out: list[str]  # Ongoing past their timeout
+    prepared: list[str]  # decided (PrepareCommit, PrepareAbort) but not completed
+    expired: list[str]  # idle for transactional_id_expiration_ms
 
 
-def expired_ids(conn: Connection, now_ms: int, expiration_ms: int, limit: int) -> list[str]:
-    """Idle transactional_ids unused for expiration_ms (never one with an open transaction)."""
-    idle = [s.value for s in IDLE_STATES]
-    return list(
-        conn.execute(
-            select(transactions.c.transactional_id)
-            .where(transactions.c.state.in_(idle), transactions.c.updated_ms + expiration_ms < now_ms)
-            .limit(limit)
-        ).scalars()
+def coordinator_work(conn: Connection, now_ms: int, expiration_ms: int, limit: int) -> CoordinatorWork:
+    """The three lists of CoordinatorWork read by one statement, a UNION ALL of one query each:
+    the pass runs every 200 ms in every process, and usually finds nothing, so its reads were
+    most of what an idle coordinator cost (three read transactions a pass, docs/benchmarks.md,
+    2026-12-02)."""
+    lists: tuple[list[str], ...] = ([], [], [])
+    for kind, transactional_id in conn.execute(_coordinator_work(), {
+            "now_ms": now_ms, "expiration_ms": expiration_ms, "limit": limit}):
+        lists[kind].append(transactional_id)
+    return CoordinatorWork(*lists)
+
+
+@cache
+def _coordinator_work() -> Any:
+    """coordinator_work's statement, built once: building a UNION ALL of subqueries took more of
+    an idle pass's CPU than its round trip (docs/benchmarks.md, 2026-12-02). Each query keeps
+    its own filter, order and limit (ix_transactions_state_durability narrows each to its
+    states); `kind` says which list a row is for (its index in CoordinatorWork), `at` orders it."""
+    c = transactions.c
+    now_ms, limit = bindparam("now_ms", type_=BigInteger), bindparam("limit", type_=Integer)
+    parts = (
+        (c.txn_started_ms, [c.state == TransactionState.ONGOING.value,
+                            c.txn_started_ms + c.transaction_timeout_ms < now_ms]),
+        (c.updated_ms, [c.state.in_([TransactionState.PREPARE_COMMIT.value,
+                                     TransactionState.PREPARE_ABORT.value])]),
+        (c.updated_ms, [c.state.in_([s.value for s in IDLE_STATES]),
+                        c.updated_ms + bindparam("expiration_ms", type_=BigInteger) < now_ms]),
     )
+    each = union_all(*(
+        # Each part a subquery of its own: SQLite takes no ORDER BY or LIMIT on a part of a
+        # compound select itself.
+        select(select(literal_column(str(kind)).label("kind"), c.transactional_id, at.label("at"))
+               .where(*where).order_by(at).limit(limit).subquery())
+        for kind, (at, where) in enumerate(parts)
+    )).subquery()
+    return select(each.c.kind, each.c.transactional_id).order_by(each.c.kind, each.c.at)
 
 
 def delete_transactional_id(conn: Connection, transactional_id: str, producer_id: int) -> None:
@@ -421,17 +440,6 @@ def delete_transactional_id(conn: Connection, transactional_id: str, producer_id
     conn.execute(delete(transactions).where(transactions.c.transactional_id == transactional_id))
     conn.execute(delete(producers).where(producers.c.producer_id == producer_id))
     conn.execute(delete(producer_partitions).where(producer_partitions.c.producer_id == producer_id))
-
-
-def ids_in_states(conn: Connection, states: list[TransactionState], limit: int) -> list[str]:
-    return list(
-        conn.execute(
-            select(transactions.c.transactional_id)
-            .where(transactions.c.state.in_([s.value for s in states]))
-            .order_by(transactions.c.updated_ms)
-            .limit(limit)
-        ).scalars()
-    )
 
 
 def partitions_of(conn: Connection, transactional_id: str) -> list[TxnPartition]:

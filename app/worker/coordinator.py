@@ -37,7 +37,8 @@ class CoordinatorWorker(Chore):
         self.coordinator = coordinator
 
     def _pass(self, now: int) -> CoordinatorPass:
-        timed_out = self.coordinator.timeouts.abort_timed_out(now)
-        commits, aborts = self.coordinator.completion.complete_pending()
-        expired = self.coordinator.timeouts.expire_transactional_ids(now)
+        work = self.coordinator.pass_work(now)
+        timed_out = self.coordinator.timeouts.abort_timed_out(now, work.timed_out)
+        commits, aborts = self.coordinator.completion.complete_pending(work.prepared)
+        expired = self.coordinator.timeouts.expire_transactional_ids(now, work.expired)
         return CoordinatorPass(len(timed_out), commits, aborts, len(expired))

@@ -272,7 +272,7 @@ def test_an_incomplete_commit_left_to_the_worker_is_decided_aborted_and_the_work
         coordinator.end_transaction(TID, p.producer_id, p.producer_epoch, commit=True, acknowledged_records=2)
 
     assert coordinator.listing.describe(TID).meta.state is TransactionState.PREPARE_ABORT
-    assert coordinator.completion.complete_pending() == (0, 1)  # (commits, aborts)
+    assert coordinator.completion.complete_pending(coordinator.pass_work(coordinator.clock()).prepared) == (0, 1)  # (commits, aborts)
     assert coordinator.listing.describe(TID).meta.state is TransactionState.COMPLETE_ABORT
     _, read = services.log.fetch("out", 0, offset=0, max_records=10, isolation=IsolationLevel.READ_COMMITTED)
     assert read.records == []

@@ -269,7 +269,7 @@ def test_a_commit_left_to_the_worker_answers_the_new_epoch_and_the_next_send_wai
     with pytest.raises(ConcurrentTransactions):
         services.log.send([SendBatch("out", 0, record, 0)], producer_id=p.producer_id,
                           producer_epoch=decided.producer_epoch, transactional_id=TID)
-    coordinator.completion.complete_pending()
+    coordinator.completion.complete_pending(coordinator.pass_work(coordinator.clock()).prepared)
     results = services.log.send([SendBatch("out", 0, record, 0)], producer_id=p.producer_id,
                                 producer_epoch=decided.producer_epoch, transactional_id=TID)
     assert results[0].txn_id is not None and results[0].txn_id != decided.txn_id
@@ -435,7 +435,7 @@ def test_a_commit_carrying_batches_left_to_the_worker_is_decided_then_completed(
 
     assert decided.meta.state.value == "PrepareCommit"
     assert [(x.partition, x.first_offset) for x in decided.partitions] == [(0, 0)]
-    assert coordinator.completion.complete_pending() == (1, 0)
+    assert coordinator.completion.complete_pending(coordinator.pass_work(coordinator.clock()).prepared) == (1, 0)
     fetched = services.log.fetch("out", 0, offset=0, max_records=10, isolation=IsolationLevel.READ_COMMITTED)[1]
     assert [r.value for r in fetched.records] == ['"a"']
 
@@ -565,7 +565,7 @@ def test_an_exhausted_epoch_s_decision_completed_by_the_worker_keeps_its_markers
 
     assert (decided.meta.state.value, decided.meta.producer_id, decided.meta.producer_epoch) == (
         "PrepareCommit", p.producer_id + 1, 0)
-    assert coordinator.completion.complete_pending() == (1, 0)
+    assert coordinator.completion.complete_pending(coordinator.pass_work(coordinator.clock()).prepared) == (1, 0)
     assert _markers(database) == [(0, 1, p.producer_id, 32767)]
 
 

@@ -7,6 +7,8 @@ from __future__ import annotations
 from types import SimpleNamespace
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from app.domain.errors import InvalidConfig, InvalidRecord
 from app.domain.log_cleaning import record_size, record_sizes
@@ -68,6 +70,31 @@ def test_record_size_counts_bytes_as_they_are_and_text_in_utf8() -> None:
 def test_record_sizes_counts_each_record_of_the_columns_null_as_nothing_and_a_view_as_its_bytes() -> None:
     assert record_sizes([None, b"ab", "\u00e9"], ["null", memoryview(b"xyz"), None], [None, '{"h":"\u20ac"}', None]) \
         == [4, 2 + 3 + 11, 2]
+
+
+def test_record_sizes_counts_a_column_of_texts_in_utf8_when_one_is_beyond_ascii() -> None:
+    assert record_sizes(["a", "bb", "\u00e9"], [None, None, None], [None, None, None]) == [1, 2, 2]
+
+
+def test_record_sizes_counts_a_text_among_bytes_in_utf8() -> None:
+    assert record_sizes([None, None], [b"ab", "\u00e9"], [None, None]) == [2, 2]
+
+
+def test_record_sizes_refuses_columns_of_different_lengths() -> None:
+    with pytest.raises(ValueError, match="^a batch's key, value and header columns must be of one length$"):
+        record_sizes(["a"], ["1", "2"], [None, None])
+
+
+_field = st.none() | st.binary(max_size=4) | st.text(st.characters(blacklist_categories=("Cs",)), max_size=4)
+
+
+@given(st.lists(st.tuples(_field, _field, _field), max_size=6))
+def test_record_sizes_are_each_records_fields_bytes_in_utf8(rows: list[tuple[object, object, object]]) -> None:
+    def field_bytes(f: object) -> int:
+        return 0 if f is None else len(f.encode()) if isinstance(f, str) else len(f)  # type: ignore[arg-type]
+
+    columns = [[row[i] for row in rows] for i in range(3)]
+    assert record_sizes(*columns) == [sum(map(field_bytes, row)) for row in rows]  # type: ignore[arg-type]
 
 
 def test_a_topics_format_cannot_be_altered() -> None:
