@@ -16,6 +16,7 @@ from contextlib import contextmanager
 from functools import cache
 from typing import Any
 
+from psycopg.rows import namedtuple_row
 from sqlalchemy import BigInteger, Connection, Table, func, true
 from sqlalchemy.types import _Binary
 from sqlalchemy.sql.functions import FunctionElement
@@ -218,47 +219,57 @@ def execute_rows(conn: Connection, stmt: Any, rows: list[dict[str, Any]]) -> Non
 
 def first_row_on_driver(conn: Connection, stmt: Any, params: dict[str, Any]) -> Sequence[Any] | None:
     """The first row `stmt` (a statement over bind parameters, such as a write with RETURNING)
-    answers for `params`, or None.
+    answers for `params`, or None; its columns by position, and on PostgreSQL by name too (a
+    named tuple, as SQLAlchemy's rows are).
 
-    SQLite: run on the driver's cursor, as compiled once for the dialect, with the values as
-    given (integers, strings and None: `stmt` may have no bind parameter that SQLAlchemy would
-    convert or expand, checked when it is compiled). For a statement run once per Send,
-    SQLAlchemy's execution of it (an execution context, its bind parameters, the result's
+    Run on the driver's cursor, as compiled once for the dialect, with the values as given
+    (integers, strings and None: `stmt` may have no bind parameter that SQLAlchemy would
+    convert or expand, checked when it is compiled; a bind parameter that carries its own
+    value, such as a literal, takes it where `params` does not). For a statement run once per
+    Send, SQLAlchemy's execution of it (an execution context, its bind parameters, the result's
     metadata) cost about 100 µs of CPU where SQLite spends about 30 (docs/benchmarks.md, the
-    idempotent Send on SQLite). Not seen by SQLAlchemy's cursor events; a driver error is
-    translated as SQLAlchemy's are (app.storage.errors). Elsewhere: through SQLAlchemy."""
-    if conn.dialect.name != "sqlite":
-        return conn.execute(stmt, params).first()
-    # The driver runs in autocommit mode and SQLAlchemy sent the BEGIN: outside a transaction
-    # the statement would commit alone.
+    idempotent Send on SQLite), and on PostgreSQL about 110 of the 180 µs the client spends on
+    the statement that takes a Send's offsets (docs/benchmarks.md, branch sendcost2). Not seen
+    by SQLAlchemy's cursor events; a driver error is translated as SQLAlchemy's are
+    (app.storage.errors)."""
+    # SQLite: the driver runs in autocommit mode and SQLAlchemy sent the BEGIN, so outside a
+    # transaction the statement would commit alone; PostgreSQL: it would begin one that
+    # SQLAlchemy does not know of.
     assert conn.in_transaction(), "first_row_on_driver runs inside the caller's transaction"
-    sql, names = _positional(conn.dialect, stmt)
-    cursor = conn.connection.driver_connection.cursor()  # type: ignore[union-attr]
+    sql, names, fixed = _on_driver(conn.dialect, stmt)
+    driver = conn.connection.driver_connection
+    if conn.dialect.name == "postgresql":
+        with driver.cursor(row_factory=namedtuple_row) as cursor:  # type: ignore[union-attr]
+            # Every row, so that the statement runs to its end before its cursor closes.
+            rows = cursor.execute(sql, {**fixed, **params}).fetchall()
+        return rows[0] if rows else None
+    cursor = driver.cursor()  # type: ignore[union-attr]
     try:
-        # Every row, so that the statement runs to its end before its cursor closes.
-        rows = cursor.execute(sql, [params[name] for name in names]).fetchall()
+        rows = cursor.execute(sql, [params[name] if name in params else fixed[name] for name in names]).fetchall()
     finally:
         cursor.close()
     return rows[0] if rows else None
 
 
-_POSITIONAL: dict[tuple[str, Any], tuple[str, tuple[str, ...]]] = {}
+_ON_DRIVER: dict[tuple[str, Any], tuple[str, tuple[str, ...], dict[str, Any]]] = {}
 
 
-def _positional(dialect: Any, stmt: Any) -> tuple[str, tuple[str, ...]]:
-    """`stmt` compiled for `dialect` (a positional paramstyle): its SQL and the names of the
-    bind parameters its placeholders take, in order."""
+def _on_driver(dialect: Any, stmt: Any) -> tuple[str, tuple[str, ...], dict[str, Any]]:
+    """`stmt` compiled for `dialect`: its SQL, the names of the bind parameters its positional
+    placeholders take, in order (none for PostgreSQL's named ones), and the values of the bind
+    parameters that carry their own."""
     key = (dialect.name, stmt)
-    found = _POSITIONAL.get(key)
+    found = _ON_DRIVER.get(key)
     if found is None:
         compiled = stmt.compile(dialect=dialect)
         converted = [name for name, process in compiled._bind_processors.items() if process is not None]
-        # A bind parameter that carries its own value would be missing from the caller's dict.
-        converted += [name for name, bind in compiled.binds.items() if bind.value is not None or bind.callable]
-        if converted or compiled.literal_execute_params or compiled.post_compile_params or not compiled.positional:
+        converted += [name for name, bind in compiled.binds.items() if bind.callable]
+        if (converted or compiled.literal_execute_params or compiled.post_compile_params
+                or compiled.escaped_bind_names or compiled.positional != (dialect.name != "postgresql")):
             raise TypeError("first_row_on_driver runs statements whose bind values go to the driver as given; "
                             f"this one has parameters SQLAlchemy converts, expands or fills: {converted or 'expanding'}")
-        found = _POSITIONAL[key] = (compiled.string, tuple(compiled.positiontup or ()))
+        fixed = {name: bind.value for name, bind in compiled.binds.items() if bind.value is not None}
+        found = _ON_DRIVER[key] = (compiled.string, tuple(compiled.positiontup or ()), fixed)
     return found
 
 

@@ -4,7 +4,7 @@ SQLite and PostgreSQL."""
 
 from __future__ import annotations
 
-from sqlalchemy import select
+from sqlalchemy import Integer, bindparam, literal, select
 
 from app.storage import dialect
 from app.storage.log_end import _TAKE_OFFSETS
@@ -35,3 +35,15 @@ def test_a_statement_that_matches_no_row_answers_none_and_writes_nothing(service
     assert _take(database, topic_id + 1, 3) is None
     with database.read() as conn:
         assert conn.execute(select(partitions.c.next_offset)).scalars().all() == [0]
+
+
+def test_a_row_answers_its_columns_by_position_and_on_postgresql_by_name_with_literals_bound(  # type: ignore[no-untyped-def]
+        services, database) -> None:
+    stmt = select(bindparam("a", type_=Integer).label("given"), literal("committed").label("own"))
+
+    with database.write() as conn:
+        row = dialect.first_row_on_driver(conn, stmt, {"a": 4})
+
+    assert tuple(row) == (4, "committed")  # type: ignore[arg-type]
+    if database.dialect == "postgresql":
+        assert (row.given, row.own) == (4, "committed")  # type: ignore[union-attr]

@@ -28,19 +28,29 @@ def test_a_value_sqlite_refuses_on_the_driver_is_an_invalid_request() -> None:
 def test_a_statement_with_a_bind_value_sqlalchemy_converts_is_refused_before_it_runs() -> None:
     sqlite_dialect = create_engine("sqlite://").dialect  # nothing is connected
     with pytest.raises(TypeError, match=r"converts, expands or fills: \['at'\]"):
-        dialect._positional(sqlite_dialect, select(bindparam("at", type_=DateTime)))
+        dialect._on_driver(sqlite_dialect, select(bindparam("at", type_=DateTime)))
 
 
-def test_a_statement_with_a_bind_parameter_holding_its_own_value_is_refused_before_it_runs() -> None:
+def test_a_statement_with_a_bind_parameter_whose_value_sqlalchemy_computes_is_refused_before_it_runs() -> None:
     sqlite_dialect = create_engine("sqlite://").dialect
     with pytest.raises(TypeError, match=r"converts, expands or fills: \['n'\]"):
-        dialect._positional(sqlite_dialect, select(bindparam("a"), bindparam("n", value=7)))
+        dialect._on_driver(sqlite_dialect, select(bindparam("a"), bindparam("n", callable_=lambda: 7)))
 
 
 def test_a_statement_s_placeholders_take_its_bind_values_by_name_in_order() -> None:
     sqlite_dialect = create_engine("sqlite://").dialect
     stmt = select(bindparam("b"), bindparam("a"), bindparam("b"))
 
-    sql, names = dialect._positional(sqlite_dialect, stmt)
+    sql, names, fixed = dialect._on_driver(sqlite_dialect, stmt)
 
-    assert (sql.count("?"), names) == (3, ("b", "a", "b"))
+    assert (sql.count("?"), names, fixed) == (3, ("b", "a", "b"), {})
+
+
+def test_a_bind_parameter_holding_its_own_value_takes_it_unless_the_caller_gives_one() -> None:
+    engine = create_engine("sqlite://")
+    stmt = select(bindparam("a"), bindparam("n", value=7))
+    with engine.connect() as conn, conn.begin():
+        own = dialect.first_row_on_driver(conn, stmt, {"a": 1})
+        given = dialect.first_row_on_driver(conn, stmt, {"a": 1, "n": 8})
+
+    assert (tuple(own), tuple(given)) == ((1, 7), (1, 8))  # type: ignore[arg-type]
