@@ -268,7 +268,7 @@ def _on_driver(dialect: Any, stmt: Any) -> tuple[str, tuple[str, ...], dict[str,
                 or compiled.escaped_bind_names or compiled.positional != (dialect.name != "postgresql")):
             raise TypeError("first_row_on_driver runs statements whose bind values go to the driver as given; "
                             f"this one has parameters SQLAlchemy converts, expands or fills: {converted or 'expanding'}")
-        fixed = {name: bind.value for name, bind in compiled.binds.items() if bind.value is not None}
+        fixed = {name: bind.value for name, bind in compiled.binds.items() if not bind.required}
         found = _ON_DRIVER[key] = (compiled.string, tuple(compiled.positiontup or ()), fixed)
     return found
 
