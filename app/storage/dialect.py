@@ -235,7 +235,8 @@ def first_row_on_driver(conn: Connection, stmt: Any, params: dict[str, Any]) -> 
     # SQLite: the driver runs in autocommit mode and SQLAlchemy sent the BEGIN, so outside a
     # transaction the statement would commit alone; PostgreSQL: it would begin one that
     # SQLAlchemy does not know of.
-    assert conn.in_transaction(), "first_row_on_driver runs inside the caller's transaction"
+    if not conn.in_transaction():
+        raise RuntimeError("first_row_on_driver runs inside the caller's transaction: begin one first")
     sql, names, fixed = _on_driver(conn.dialect, stmt)
     driver = conn.connection.driver_connection
     if conn.dialect.name == "postgresql":
@@ -264,10 +265,20 @@ def _on_driver(dialect: Any, stmt: Any) -> tuple[str, tuple[str, ...], dict[str,
         compiled = stmt.compile(dialect=dialect)
         converted = [name for name, process in compiled._bind_processors.items() if process is not None]
         converted += [name for name, bind in compiled.binds.items() if bind.callable]
-        if (converted or compiled.literal_execute_params or compiled.post_compile_params
-                or compiled.escaped_bind_names or compiled.positional != (dialect.name != "postgresql")):
+        if converted or compiled.literal_execute_params or compiled.post_compile_params:
             raise TypeError("first_row_on_driver runs statements whose bind values go to the driver as given; "
                             f"this one has parameters SQLAlchemy converts, expands or fills: {converted or 'expanding'}")
+        # The values go to the driver by the names SQLAlchemy gives them: a name it had to
+        # rewrite for the driver would not be found under the caller's.
+        if compiled.escaped_bind_names:
+            raise TypeError("first_row_on_driver takes bind parameter names as the driver reads them; "
+                            f"these are rewritten for it: {sorted(compiled.escaped_bind_names)}")
+        # PostgreSQL's values go by name, SQLite's by position (positiontup): a dialect set to
+        # the other paramstyle would be given them the wrong way.
+        if compiled.positional != (dialect.name != "postgresql"):
+            raise TypeError(f"first_row_on_driver gives {dialect.name}'s driver its values "
+                            f"{'by position' if dialect.name != 'postgresql' else 'by name'}; "
+                            f"this dialect's paramstyle is {dialect.paramstyle}")
         fixed = {name: bind.value for name, bind in compiled.binds.items() if not bind.required}
         found = _ON_DRIVER[key] = (compiled.string, tuple(compiled.positiontup or ()), fixed)
     return found

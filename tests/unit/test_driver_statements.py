@@ -54,3 +54,22 @@ def test_a_bind_parameter_holding_its_own_value_takes_it_unless_the_caller_gives
         given = dialect.first_row_on_driver(conn, stmt, {"a": 1, "n": 8})
 
     assert (tuple(own), tuple(given)) == ((1, 7), (1, 8))  # type: ignore[arg-type]
+
+
+def test_a_bind_parameter_whose_name_postgresql_s_driver_would_not_read_as_written_is_refused() -> None:
+    postgresql_dialect = create_engine("postgresql+psycopg://").dialect  # nothing is connected
+    with pytest.raises(TypeError, match=r"rewritten for it: \['a.b'\]"):
+        dialect._on_driver(postgresql_dialect, select(bindparam("a.b")))
+
+
+def test_a_postgresql_dialect_set_to_a_positional_paramstyle_is_refused() -> None:
+    postgresql_dialect = create_engine("postgresql+psycopg://", paramstyle="format").dialect
+    with pytest.raises(TypeError, match="this dialect's paramstyle is format"):
+        dialect._on_driver(postgresql_dialect, select(bindparam("a")))
+
+
+def test_a_statement_run_outside_a_transaction_is_refused_before_it_runs() -> None:
+    engine = create_engine("sqlite://")
+    with engine.connect() as conn:
+        with pytest.raises(RuntimeError, match="inside the caller's transaction"):
+            dialect.first_row_on_driver(conn, select(bindparam("a")), {"a": 1})
