@@ -237,7 +237,14 @@ def first_row_on_driver(conn: Connection, stmt: Any, params: dict[str, Any]) -> 
     # SQLAlchemy does not know of.
     if not conn.in_transaction():
         raise RuntimeError("first_row_on_driver runs inside the caller's transaction: begin one first")
-    sql, names, fixed = _on_driver(conn.dialect, stmt)
+    sql, names, fixed, unset = _on_driver(conn.dialect, stmt)
+    # SQLAlchemy compiles a top-level UPDATE or INSERT for the keys it is given, so that a key
+    # naming a column the statement does not set sets it; compiled once, without them, the
+    # statement would leave the column be. Other keys it passes over, as SQLAlchemy does:
+    # callers give one dict to the variants of a statement (sequence_state.batch_state_params).
+    if not unset.isdisjoint(params):
+        raise TypeError("first_row_on_driver was given values for columns the statement does not set: "
+                        f"{sorted(unset.intersection(params))}")
     driver = conn.connection.driver_connection
     if conn.dialect.name == "postgresql":
         with driver.cursor(row_factory=namedtuple_row) as cursor:  # type: ignore[union-attr]
@@ -252,13 +259,14 @@ def first_row_on_driver(conn: Connection, stmt: Any, params: dict[str, Any]) -> 
     return rows[0] if rows else None
 
 
-_ON_DRIVER: dict[tuple[str, Any], tuple[str, tuple[str, ...], dict[str, Any]]] = {}
+_ON_DRIVER: dict[tuple[str, Any], tuple[str, tuple[str, ...], dict[str, Any], frozenset[str]]] = {}
 
 
-def _on_driver(dialect: Any, stmt: Any) -> tuple[str, tuple[str, ...], dict[str, Any]]:
+def _on_driver(dialect: Any, stmt: Any) -> tuple[str, tuple[str, ...], dict[str, Any], frozenset[str]]:
     """`stmt` compiled for `dialect`: its SQL, the names of the bind parameters its positional
-    placeholders take, in order (none for PostgreSQL's named ones), and the values of the bind
-    parameters that carry their own."""
+    placeholders take, in order (none for PostgreSQL's named ones), the values of the bind
+    parameters that carry their own, and (a top-level INSERT or UPDATE) the keys of its table's
+    columns that name none of its bind parameters."""
     key = (dialect.name, stmt)
     found = _ON_DRIVER.get(key)
     if found is None:
@@ -280,7 +288,12 @@ def _on_driver(dialect: Any, stmt: Any) -> tuple[str, tuple[str, ...], dict[str,
                             f"{'by position' if dialect.name != 'postgresql' else 'by name'}; "
                             f"this dialect's paramstyle is {dialect.paramstyle}")
         fixed = {name: bind.value for name, bind in compiled.binds.items() if not bind.required}
-        found = _ON_DRIVER[key] = (compiled.string, tuple(compiled.positiontup or ()), fixed)
+        names = tuple(compiled.positiontup or ())
+        bound = frozenset(names if compiled.positional else compiled.bind_names.values())
+        unset = frozenset()
+        if compiled.isinsert or compiled.isupdate:
+            unset = frozenset(column.key for column in stmt.table.columns) - bound
+        found = _ON_DRIVER[key] = (compiled.string, names, fixed, unset)
     return found
 
 

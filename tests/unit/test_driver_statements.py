@@ -4,9 +4,10 @@ are refused (app.storage.dialect.first_row_on_driver, app.storage.errors)."""
 from __future__ import annotations
 
 import sqlite3
+from typing import Any
 
 import pytest
-from sqlalchemy import DateTime, bindparam, create_engine, select
+from sqlalchemy import Column, DateTime, Integer, MetaData, Table, bindparam, create_engine, insert, select, update
 
 from app.domain.errors import InvalidRequest, StorageUnavailable
 from app.storage import dialect
@@ -41,7 +42,7 @@ def test_a_statement_s_placeholders_take_its_bind_values_by_name_in_order() -> N
     sqlite_dialect = create_engine("sqlite://").dialect
     stmt = select(bindparam("b"), bindparam("a"), bindparam("b"))
 
-    sql, names, fixed = dialect._on_driver(sqlite_dialect, stmt)
+    sql, names, fixed, _ = dialect._on_driver(sqlite_dialect, stmt)
 
     assert (sql.count("?"), names, fixed) == (3, ("b", "a", "b"), {})
 
@@ -73,3 +74,30 @@ def test_a_statement_run_outside_a_transaction_is_refused_before_it_runs() -> No
     with engine.connect() as conn:
         with pytest.raises(RuntimeError, match="inside the caller's transaction"):
             dialect.first_row_on_driver(conn, select(bindparam("a")), {"a": 1})
+
+
+def _one_row_table() -> tuple[Any, Table]:
+    engine = create_engine("sqlite://")
+    t = Table("t", MetaData(), Column("a", Integer), Column("b", Integer))
+    t.create(engine)
+    with engine.begin() as conn:
+        conn.execute(insert(t), {"a": 0, "b": 0})
+    return engine, t
+
+
+def test_a_value_for_a_column_an_update_does_not_set_is_refused_before_it_runs() -> None:
+    # SQLAlchemy would set b as well: an UPDATE compiled for the keys it is given.
+    engine, t = _one_row_table()
+    stmt = update(t).values(a=bindparam("x")).returning(t.c.a, t.c.b)
+    with engine.connect() as conn, conn.begin():
+        with pytest.raises(TypeError, match=r"columns the statement does not set: \['b'\]"):
+            dialect.first_row_on_driver(conn, stmt, {"x": 5, "b": 9})
+
+
+def test_a_value_that_names_neither_a_bind_parameter_nor_a_column_is_passed_over() -> None:
+    engine, t = _one_row_table()
+    stmt = update(t).values(a=bindparam("x")).returning(t.c.a, t.c.b)
+    with engine.connect() as conn, conn.begin():
+        row = dialect.first_row_on_driver(conn, stmt, {"x": 5, "y": 9})
+
+    assert tuple(row) == (5, 0)  # type: ignore[arg-type]
