@@ -231,7 +231,11 @@ def first_row_on_driver(conn: Connection, stmt: Any, params: dict[str, Any]) -> 
     idempotent Send on SQLite), and on PostgreSQL about 110 of the 180 µs the client spends on
     the statement that takes a Send's offsets (docs/benchmarks.md, branch sendcost2). Not seen
     by SQLAlchemy's cursor events; a driver error is translated as SQLAlchemy's are
-    (app.storage.errors)."""
+    (app.storage.errors).
+
+    Build `stmt` once (a module constant, or a function under functools.cache): its compiled
+    form is kept for as long as the process runs, keyed on the statement object itself, so a
+    statement built afresh for each call would be compiled each time and kept each time."""
     # SQLite: the driver runs in autocommit mode and SQLAlchemy sent the BEGIN, so outside a
     # transaction the statement would commit alone; PostgreSQL: it would begin one that
     # SQLAlchemy does not know of.
@@ -259,7 +263,7 @@ def first_row_on_driver(conn: Connection, stmt: Any, params: dict[str, Any]) -> 
     return rows[0] if rows else None
 
 
-_ON_DRIVER: dict[tuple[str, Any], tuple[str, tuple[str, ...], dict[str, Any], frozenset[str]]] = {}
+_ON_DRIVER: dict[tuple[type, str, Any], tuple[str, tuple[str, ...], dict[str, Any], frozenset[str]]] = {}
 
 
 def _on_driver(dialect: Any, stmt: Any) -> tuple[str, tuple[str, ...], dict[str, Any], frozenset[str]]:
@@ -267,7 +271,9 @@ def _on_driver(dialect: Any, stmt: Any) -> tuple[str, tuple[str, ...], dict[str,
     placeholders take, in order (none for PostgreSQL's named ones), the values of the bind
     parameters that carry their own, and (a top-level INSERT or UPDATE) the keys of its table's
     columns that name none of its bind parameters."""
-    key = (dialect.name, stmt)
+    # The dialect's class and paramstyle are what the compiled SQL depends on (two engines of
+    # one database may differ in either); its name alone would not tell them apart.
+    key = (type(dialect), dialect.paramstyle, stmt)
     found = _ON_DRIVER.get(key)
     if found is None:
         compiled = stmt.compile(dialect=dialect)

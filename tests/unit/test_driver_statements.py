@@ -101,3 +101,10 @@ def test_a_value_that_names_neither_a_bind_parameter_nor_a_column_is_passed_over
         row = dialect.first_row_on_driver(conn, stmt, {"x": 5, "y": 9})
 
     assert tuple(row) == (5, 0)  # type: ignore[arg-type]
+
+
+def test_a_statement_compiled_for_one_paramstyle_is_compiled_afresh_for_another() -> None:
+    stmt = select(bindparam("a"))
+    dialect._on_driver(create_engine("postgresql+psycopg://").dialect, stmt)
+    with pytest.raises(TypeError, match="this dialect's paramstyle is format"):
+        dialect._on_driver(create_engine("postgresql+psycopg://", paramstyle="format").dialect, stmt)
