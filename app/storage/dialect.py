@@ -293,9 +293,11 @@ def _on_driver(dialect: Any, stmt: Any) -> tuple[str, tuple[str, ...], dict[str,
             raise TypeError(f"first_row_on_driver gives {dialect.name}'s driver its values "
                             f"{'by position' if dialect.name != 'postgresql' else 'by name'}; "
                             f"this dialect's paramstyle is {dialect.paramstyle}")
-        fixed = {name: bind.value for name, bind in compiled.binds.items() if not bind.required}
         names = tuple(compiled.positiontup or ())
         bound = frozenset(names if compiled.positional else compiled.bind_names.values())
+        # compiled.binds holds a bind parameter under its key and under the name the SQL
+        # gives it, which for an anonymous one (a literal) differ: only the SQL's are sent.
+        fixed = {name: bind.value for name, bind in compiled.binds.items() if not bind.required and name in bound}
         unset = frozenset()
         if compiled.isinsert or compiled.isupdate:
             unset = frozenset(column.key for column in stmt.table.columns) - bound

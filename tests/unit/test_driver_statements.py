@@ -7,7 +7,7 @@ import sqlite3
 from typing import Any
 
 import pytest
-from sqlalchemy import Column, DateTime, Integer, MetaData, Table, bindparam, create_engine, insert, select, update
+from sqlalchemy import Column, DateTime, Integer, MetaData, Table, bindparam, create_engine, insert, literal, select, update
 
 from app.domain.errors import InvalidRequest, StorageUnavailable
 from app.storage import dialect
@@ -108,3 +108,10 @@ def test_a_statement_compiled_for_one_paramstyle_is_compiled_afresh_for_another(
     dialect._on_driver(create_engine("postgresql+psycopg://").dialect, stmt)
     with pytest.raises(TypeError, match="this dialect's paramstyle is format"):
         dialect._on_driver(create_engine("postgresql+psycopg://", paramstyle="format").dialect, stmt)
+
+
+def test_a_literal_s_value_is_kept_under_the_name_the_sql_gives_it_only() -> None:
+    postgresql_dialect = create_engine("postgresql+psycopg://").dialect
+    sql, _, fixed, _ = dialect._on_driver(postgresql_dialect, select(bindparam("a"), literal(3)))
+
+    assert (fixed, "%(param_1)s" in sql) == ({"param_1": 3}, True)
