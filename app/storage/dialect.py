@@ -229,8 +229,9 @@ def first_row_on_driver(conn: Connection, stmt: Any, params: dict[str, Any]) -> 
     Send, SQLAlchemy's execution of it (an execution context, its bind parameters, the result's
     metadata) cost about 100 µs of CPU where SQLite spends about 30 (docs/benchmarks.md, the
     idempotent Send on SQLite), and on PostgreSQL about 110 of the 180 µs the client spends on
-    the statement that takes a Send's offsets (docs/benchmarks.md, branch sendcost2). Not seen
-    by SQLAlchemy's cursor events; a driver error is translated as SQLAlchemy's are
+    the statement that takes a Send's offsets (docs/benchmarks.md, branch sendcost2). Seen by
+    SQLAlchemy's before_cursor_execute and after_cursor_execute events as a statement that
+    SQLAlchemy runs is (_fetch_all); a driver error is translated as SQLAlchemy's are
     (app.storage.errors).
 
     Build `stmt` once (a module constant, or a function under functools.cache): its compiled
@@ -252,15 +253,35 @@ def first_row_on_driver(conn: Connection, stmt: Any, params: dict[str, Any]) -> 
     driver = conn.connection.driver_connection
     if conn.dialect.name == "postgresql":
         with driver.cursor(row_factory=namedtuple_row) as cursor:  # type: ignore[union-attr]
-            # Every row, so that the statement runs to its end before its cursor closes.
-            rows = cursor.execute(sql, {**fixed, **params}).fetchall()
+            rows = _fetch_all(conn, cursor, sql, {**fixed, **params})
         return rows[0] if rows else None
     cursor = driver.cursor()  # type: ignore[union-attr]
     try:
-        rows = cursor.execute(sql, [params[name] if name in params else fixed[name] for name in names]).fetchall()
+        rows = _fetch_all(conn, cursor, sql, [params[name] if name in params else fixed[name] for name in names])
     finally:
         cursor.close()
     return rows[0] if rows else None
+
+
+def _fetch_all(conn: Connection, cursor: Any, sql: str, values: Any) -> list[Any]:
+    """Every row `sql` answers on the driver's `cursor` for `values` (all of them, so that the
+    statement runs to its end before its cursor closes), with `conn`'s before_cursor_execute
+    and after_cursor_execute events dispatched around the execution as SQLAlchemy dispatches
+    them for its own: what counts or times statements (the tests, benchmarks/profile_paths.py)
+    sees this one without knowing it ran here. A listener registered with retval=True may
+    change the SQL and the values, as it may SQLAlchemy's. The events' execution context is
+    None: SQLAlchemy made none for it."""
+    # SQLAlchemy's own test before it dispatches (its flags, set by a listener on the
+    # connection, the engine or their classes): the dispatch alone, to no listener, cost about
+    # 2 µs a call, the test 0.2.
+    listened = conn._has_events or conn.engine._has_events
+    if listened:
+        for listener in conn.dispatch.before_cursor_execute:
+            sql, values = listener(conn, cursor, sql, values, None, False)
+    cursor.execute(sql, values)
+    if listened:
+        conn.dispatch.after_cursor_execute(conn, cursor, sql, values, None, False)
+    return cursor.fetchall()
 
 
 _ON_DRIVER: dict[tuple[type, str, Any], tuple[str, tuple[str, ...], dict[str, Any], frozenset[str]]] = {}
