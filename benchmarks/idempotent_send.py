@@ -8,9 +8,9 @@ records) alternate on one scratch database, a topic of each kind every 8 rounds 
 producer's sequences from 0 in each, as run.py's producers write them). Every SQL statement is
 timed from SQLAlchemy's before_cursor_execute to its after_cursor_execute, the commit from the
 `commit` event to the end of the call; the rest of the call is Python (a statement run on the
-driver's cursor, app.storage.dialect.first_row_on_driver, is part of it: SQLAlchemy's events do
-not see it). Each piece on the wall clock and in the thread's CPU time, which other work on the
-machine stretches far less. Prints each piece's median per kind, the median over the rounds of
+driver's cursor by app.storage.dialect.first_row_on_driver dispatches those events itself, and
+is timed as a statement). Each piece on the wall clock and in the thread's CPU time, which
+other work on the machine stretches far less. Prints each piece's median per kind, the median over the rounds of
 idempotent - plain (the gap's account), and on SQLite the pages each commit wrote to the WAL.
 
 `http`: a real `outbox serve` per tree (this one, and `--before` if given, sharing one scratch

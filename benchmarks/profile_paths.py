@@ -8,9 +8,10 @@ idempotent / transactional (the first of its transaction and a later one), Commi
 read_committed Fetch, and a version 2 transaction's Sends and Commit) it prints:
 
 - the SQL statements it runs and the database transactions it commits (counted with
-  SQLAlchemy events: deterministic, whatever the machine is doing). COPY, and on SQLite the
-  write of a batch's sequence state (app.storage.dialect.first_row_on_driver), are issued on
-  the driver's cursor and are not counted as statements;
+  SQLAlchemy events: deterministic, whatever the machine is doing). COPY is issued on the
+  driver's cursor and is not counted as a statement; the statements run there by
+  app.storage.dialect.first_row_on_driver (a Send's offsets on PostgreSQL, a batch's sequence
+  state on SQLite) dispatch the events themselves and are;
 - its median time in the service layer (no HTTP), and through the whole HTTP stack in process
   (the ASGI app under httpx, no network), so the difference is what parsing, validation and
   serialisation cost;

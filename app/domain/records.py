@@ -235,8 +235,12 @@ def batch_of(topic: str, partition: int, records: Sequence[Any], now_ms: int, *,
         lengths: list[int] | None = list(map(len, raws))
     except TypeError:
         lengths = None
-    present = raws if lengths is not None else [v for v in raws if v is not no_value]
-    if present and max(lengths if lengths is not None else map(len, present)) > 2 * MAX_DEPTH:
+    if lengths is not None:
+        present, longest = raws, max(lengths, default=0)
+    else:
+        present = [v for v in raws if v is not no_value]
+        longest = max(map(len, present), default=0)
+    if longest > 2 * MAX_DEPTH:
         for i, raw in enumerate(raws):
             if raw is not no_value and len(raw) > 2 * MAX_DEPTH:
                 check_depth(bytes(raw), i, topic, partition)

@@ -16,6 +16,7 @@ from contextlib import contextmanager
 from functools import cache
 from typing import Any
 
+from psycopg.rows import namedtuple_row
 from sqlalchemy import BigInteger, Connection, Table, func, true
 from sqlalchemy.types import _Binary
 from sqlalchemy.sql.functions import FunctionElement
@@ -218,47 +219,110 @@ def execute_rows(conn: Connection, stmt: Any, rows: list[dict[str, Any]]) -> Non
 
 def first_row_on_driver(conn: Connection, stmt: Any, params: dict[str, Any]) -> Sequence[Any] | None:
     """The first row `stmt` (a statement over bind parameters, such as a write with RETURNING)
-    answers for `params`, or None.
+    answers for `params`, or None; its columns by position, and on PostgreSQL by name too (a
+    named tuple, as SQLAlchemy's rows are).
 
-    SQLite: run on the driver's cursor, as compiled once for the dialect, with the values as
-    given (integers, strings and None: `stmt` may have no bind parameter that SQLAlchemy would
-    convert or expand, checked when it is compiled). For a statement run once per Send,
-    SQLAlchemy's execution of it (an execution context, its bind parameters, the result's
+    Run on the driver's cursor, as compiled once for the dialect, with the values as given
+    (integers, strings and None: `stmt` may have no bind parameter that SQLAlchemy would
+    convert or expand, checked when it is compiled; a bind parameter that carries its own
+    value, such as a literal, takes it where `params` does not). For a statement run once per
+    Send, SQLAlchemy's execution of it (an execution context, its bind parameters, the result's
     metadata) cost about 100 µs of CPU where SQLite spends about 30 (docs/benchmarks.md, the
-    idempotent Send on SQLite). Not seen by SQLAlchemy's cursor events; a driver error is
-    translated as SQLAlchemy's are (app.storage.errors). Elsewhere: through SQLAlchemy."""
-    if conn.dialect.name != "sqlite":
-        return conn.execute(stmt, params).first()
-    # The driver runs in autocommit mode and SQLAlchemy sent the BEGIN: outside a transaction
-    # the statement would commit alone.
-    assert conn.in_transaction(), "first_row_on_driver runs inside the caller's transaction"
-    sql, names = _positional(conn.dialect, stmt)
-    cursor = conn.connection.driver_connection.cursor()  # type: ignore[union-attr]
+    idempotent Send on SQLite), and on PostgreSQL about 110 of the 180 µs the client spends on
+    the statement that takes a Send's offsets (docs/benchmarks.md, branch sendcost2). Seen by
+    SQLAlchemy's before_cursor_execute and after_cursor_execute events as a statement that
+    SQLAlchemy runs is (_fetch_all); a driver error is translated as SQLAlchemy's are
+    (app.storage.errors).
+
+    Build `stmt` once (a module constant, or a function under functools.cache): its compiled
+    form is kept for as long as the process runs, keyed on the statement object itself, so a
+    statement built afresh for each call would be compiled each time and kept each time."""
+    # SQLite: the driver runs in autocommit mode and SQLAlchemy sent the BEGIN, so outside a
+    # transaction the statement would commit alone; PostgreSQL: it would begin one that
+    # SQLAlchemy does not know of.
+    if not conn.in_transaction():
+        raise RuntimeError("first_row_on_driver runs inside the caller's transaction: begin one first")
+    sql, names, fixed, unset = _on_driver(conn.dialect, stmt)
+    # SQLAlchemy compiles a top-level UPDATE or INSERT for the keys it is given, so that a key
+    # naming a column the statement does not set sets it; compiled once, without them, the
+    # statement would leave the column be. Other keys it passes over, as SQLAlchemy does:
+    # callers give one dict to the variants of a statement (sequence_state.batch_state_params).
+    if not unset.isdisjoint(params):
+        raise TypeError("first_row_on_driver was given values for columns the statement does not set: "
+                        f"{sorted(unset.intersection(params))}")
+    driver = conn.connection.driver_connection
+    if conn.dialect.name == "postgresql":
+        with driver.cursor(row_factory=namedtuple_row) as cursor:  # type: ignore[union-attr]
+            rows = _fetch_all(conn, cursor, sql, {**fixed, **params})
+        return rows[0] if rows else None
+    cursor = driver.cursor()  # type: ignore[union-attr]
     try:
-        # Every row, so that the statement runs to its end before its cursor closes.
-        rows = cursor.execute(sql, [params[name] for name in names]).fetchall()
+        rows = _fetch_all(conn, cursor, sql, [params[name] if name in params else fixed[name] for name in names])
     finally:
         cursor.close()
     return rows[0] if rows else None
 
 
-_POSITIONAL: dict[tuple[str, Any], tuple[str, tuple[str, ...]]] = {}
+def _fetch_all(conn: Connection, cursor: Any, sql: str, values: Any) -> list[Any]:
+    """Every row `sql` answers on the driver's `cursor` for `values` (all of them, so that the
+    statement runs to its end before its cursor closes), with `conn`'s before_cursor_execute
+    and after_cursor_execute events dispatched around the execution as SQLAlchemy dispatches
+    them for its own: what counts or times statements (the tests, benchmarks/profile_paths.py)
+    sees this one without knowing it ran here. A listener registered with retval=True may
+    change the SQL and the values, as it may SQLAlchemy's. The events' execution context is
+    None: SQLAlchemy made none for it."""
+    # SQLAlchemy's own test before it dispatches (its flags, set by a listener on the
+    # connection, the engine or their classes): the dispatch alone, to no listener, cost about
+    # 2 µs a call, the test 0.2.
+    listened = conn._has_events or conn.engine._has_events
+    if listened:
+        for listener in conn.dispatch.before_cursor_execute:
+            sql, values = listener(conn, cursor, sql, values, None, False)
+    cursor.execute(sql, values)
+    if listened:
+        conn.dispatch.after_cursor_execute(conn, cursor, sql, values, None, False)
+    return cursor.fetchall()
 
 
-def _positional(dialect: Any, stmt: Any) -> tuple[str, tuple[str, ...]]:
-    """`stmt` compiled for `dialect` (a positional paramstyle): its SQL and the names of the
-    bind parameters its placeholders take, in order."""
-    key = (dialect.name, stmt)
-    found = _POSITIONAL.get(key)
+_ON_DRIVER: dict[tuple[type, str, Any], tuple[str, tuple[str, ...], dict[str, Any], frozenset[str]]] = {}
+
+
+def _on_driver(dialect: Any, stmt: Any) -> tuple[str, tuple[str, ...], dict[str, Any], frozenset[str]]:
+    """`stmt` compiled for `dialect`: its SQL, the names of the bind parameters its positional
+    placeholders take, in order (none for PostgreSQL's named ones), the values of the bind
+    parameters that carry their own, and (a top-level INSERT or UPDATE) the keys of its table's
+    columns that name none of its bind parameters."""
+    # The dialect's class and paramstyle are what the compiled SQL depends on (two engines of
+    # one database may differ in either); its name alone would not tell them apart.
+    key = (type(dialect), dialect.paramstyle, stmt)
+    found = _ON_DRIVER.get(key)
     if found is None:
         compiled = stmt.compile(dialect=dialect)
         converted = [name for name, process in compiled._bind_processors.items() if process is not None]
-        # A bind parameter that carries its own value would be missing from the caller's dict.
-        converted += [name for name, bind in compiled.binds.items() if bind.value is not None or bind.callable]
-        if converted or compiled.literal_execute_params or compiled.post_compile_params or not compiled.positional:
+        converted += [name for name, bind in compiled.binds.items() if bind.callable]
+        if converted or compiled.literal_execute_params or compiled.post_compile_params:
             raise TypeError("first_row_on_driver runs statements whose bind values go to the driver as given; "
                             f"this one has parameters SQLAlchemy converts, expands or fills: {converted or 'expanding'}")
-        found = _POSITIONAL[key] = (compiled.string, tuple(compiled.positiontup or ()))
+        # The values go to the driver by the names SQLAlchemy gives them: a name it had to
+        # rewrite for the driver would not be found under the caller's.
+        if compiled.escaped_bind_names:
+            raise TypeError("first_row_on_driver takes bind parameter names as the driver reads them; "
+                            f"these are rewritten for it: {sorted(compiled.escaped_bind_names)}")
+        # PostgreSQL's values go by name, SQLite's by position (positiontup): a dialect set to
+        # the other paramstyle would be given them the wrong way.
+        if compiled.positional != (dialect.name != "postgresql"):
+            raise TypeError(f"first_row_on_driver gives {dialect.name}'s driver its values "
+                            f"{'by position' if dialect.name != 'postgresql' else 'by name'}; "
+                            f"this dialect's paramstyle is {dialect.paramstyle}")
+        names = tuple(compiled.positiontup or ())
+        bound = frozenset(names if compiled.positional else compiled.bind_names.values())
+        # compiled.binds holds a bind parameter under its key and under the name the SQL
+        # gives it, which for an anonymous one (a literal) differ: only the SQL's are sent.
+        fixed = {name: bind.value for name, bind in compiled.binds.items() if not bind.required and name in bound}
+        unset = frozenset()
+        if compiled.isinsert or compiled.isupdate:
+            unset = frozenset(column.key for column in stmt.table.columns) - bound
+        found = _ON_DRIVER[key] = (compiled.string, names, fixed, unset)
     return found
 
 

@@ -30,8 +30,9 @@ def translate_driver_errors() -> Iterator[None]:
         if e.connection_invalidated or sqlstate in _RETRIABLE_SQLSTATES:
             raise StorageUnavailable(f"database unavailable: {first_line(e.orig or e)}") from e
         raise
-    # On the raw driver connections, outside SQLAlchemy: the COPY of Send's hot path
-    # (PostgreSQL), a batch's sequence state (SQLite: dialect.first_row_on_driver).
+    # On the raw driver connections, outside SQLAlchemy's execution: the COPY of Send's hot
+    # path (PostgreSQL), and the statements of dialect.first_row_on_driver (a Send's offsets on
+    # PostgreSQL, a batch's sequence state on SQLite).
     except sqlite3.OperationalError as e:
         raise StorageUnavailable(f"database unavailable: {first_line(e)}") from e
     except sqlite3.DataError as e:

@@ -20,7 +20,7 @@ from typing import Any
 from sqlalchemy import Connection, Integer, Text, bindparam, column, select, tuple_, union, update, values
 
 from app.domain.errors import UnknownTopicOrPartition
-from app.storage import changes
+from app.storage import changes, dialect
 from app.storage.seen_topics import TopicChanged, row_is
 from app.storage.tables import partitions, transaction_partitions
 
@@ -95,11 +95,13 @@ def take_offsets_with(conn: Connection, stmt: Any, params: dict[str, Any], topic
     the partition row lock is held from then on, as take_offsets holds it. `topic_row`: the
     version of the topic's row the caller's copy was read from (seen_topics); TopicChanged if
     the row is no longer that one, or the partition is gone."""
-    row = conn.execute(
-        stmt,
+    # On the driver (dialect.first_row_on_driver): every Send runs one such statement, and
+    # SQLAlchemy's execution of it cost more of the service's CPU than the driver's.
+    row = dialect.first_row_on_driver(
+        conn, stmt,
         {**params, "p_topic_id": topic_id, "p_partition": partition, "p_count": count,
          "p_records": records, "p_size_bytes": size_bytes, "p_topic_row": topic_row},
-    ).one_or_none()
+    )
     if row is None:
         if topic_row is not None:
             raise TopicChanged(f"topic id {topic_id} changed since its row was read")

@@ -1,10 +1,10 @@
-"""A statement run on the driver's cursor (app.storage.dialect.first_row_on_driver, SQLite's
-write of a batch's sequence state): the row it answers and what it writes are the statement's, on
-SQLite and PostgreSQL."""
+"""A statement run on the driver's cursor (app.storage.dialect.first_row_on_driver: a Send's
+offsets on PostgreSQL, a batch's sequence state on SQLite): the row it answers and what it writes
+are the statement's, and SQLAlchemy's cursor events see it, on SQLite and PostgreSQL."""
 
 from __future__ import annotations
 
-from sqlalchemy import select
+from sqlalchemy import Integer, bindparam, event, literal, select
 
 from app.storage import dialect
 from app.storage.log_end import _TAKE_OFFSETS
@@ -35,3 +35,37 @@ def test_a_statement_that_matches_no_row_answers_none_and_writes_nothing(service
     assert _take(database, topic_id + 1, 3) is None
     with database.read() as conn:
         assert conn.execute(select(partitions.c.next_offset)).scalars().all() == [0]
+
+
+def test_a_row_answers_its_columns_by_position_and_on_postgresql_by_name_with_literals_bound(  # type: ignore[no-untyped-def]
+        services, database) -> None:
+    stmt = select(bindparam("a", type_=Integer).label("given"), literal("committed").label("own"))
+
+    with database.write() as conn:
+        row = dialect.first_row_on_driver(conn, stmt, {"a": 4})
+
+    assert tuple(row) == (4, "committed")  # type: ignore[arg-type]
+    if database.dialect == "postgresql":
+        assert (row.given, row.own) == (4, "committed")  # type: ignore[union-attr]
+
+
+def test_sqlalchemy_s_cursor_events_see_the_statement_before_and_after_it_runs(  # type: ignore[no-untyped-def]
+        services, database) -> None:
+    topic_id = services.topics.create("t", 2).topic_id
+    seen: list[str] = []
+
+    def before(conn, cursor, statement, *args) -> None:  # type: ignore[no-untyped-def]
+        seen.append("before " + statement.split()[0])
+
+    def after(conn, cursor, statement, *args) -> None:  # type: ignore[no-untyped-def]
+        seen.append("after " + statement.split()[0])
+
+    event.listen(database.engine, "before_cursor_execute", before)
+    event.listen(database.engine, "after_cursor_execute", after)
+    try:
+        _take(database, topic_id, 3)
+    finally:
+        event.remove(database.engine, "before_cursor_execute", before)
+        event.remove(database.engine, "after_cursor_execute", after)
+
+    assert [s for s in seen if s.endswith("UPDATE")] == ["before UPDATE", "after UPDATE"]
