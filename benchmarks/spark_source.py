@@ -132,7 +132,8 @@ from benchmarks.jdbc_reader import (  # noqa: E402
 
 DATABASE = "outbox_spark_source_bench"
 VARIANTS = ("plain", "records_raw", "view_jdbc", "source_adbc", "source_psycopg", "source_adbc_no_headers",
-            "source_adbc_json", "jdbc_reader", "arrow_floor", "jvm", "jvm_no_headers", "jvm_json", "jvm_nullable", "jvm_stored", "jvm_headers_text",
+            "source_adbc_json", "jdbc_reader", "arrow_floor", "jvm", "jvm_no_headers", "jvm_json", "jvm_nullable",
+            "jvm_stored", "jvm_headers_text",
             "jvm_header_arrays", "jvm_batch_base", "jvm_batch_base_no_headers", "jvm_batch_base_hash",
             "jvm_batch_base_hash_no_headers", "jvm_batch_base_hash_by_partition",
             "jvm_batch_base_hash_by_partition_no_headers", "jvm_union", "plain_count", "source_adbc_count", "jvm_count", "jvm_nullable_count",

@@ -27,9 +27,9 @@ class HeadersFormat(str, enum.Enum):
 
     # map<string,string>, parsed from the stored JSON object (the default)
     MAP = "map"
-    # the stored JSON object's text, a string: parsed by no one unless the reader asks
-    # (from_json(headers, "map<string,string>")), which spares every read that only carries
-    # the headers along the parse (docs/SPARK.md, "Headers as their JSON text")
+    # the stored JSON object's text, a string, parsed by no one unless the reader asks
+    # (from_json(headers, "map<string,string>")): a read that only carries the headers along
+    # is spared their parse on every row (docs/SPARK.md, "Headers as their JSON text")
     JSON = "json"
 
 

@@ -42,8 +42,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote, urlencode
 
-from spark_jobs.errors import OutboxSourceError, SparkJobError
 from spark_jobs.common.options import HeadersFormat
+from spark_jobs.errors import OutboxSourceError, SparkJobError
 from spark_jobs.jars import DRIVERS
 from spark_jobs.reader.batch import schema_ddl
 from spark_jobs.reader.options import Database, SourceOptions
