@@ -65,7 +65,7 @@ OPTIONS: tuple[Option, ...] = (
                              "log start", read=True),
     Option("valueSchema", "a DDL schema (\"order_id BIGINT, meal STRING\"): value becomes a struct parsed from "
                           "its JSON", read=True),
-    Option("includeHeaders", "true (default); false leaves the headers column out, whatever headersFormat says",
+    Option("includeHeaders", "true (default); false leaves the headers column out",
            read=True),
     Option("headersFormat", f"the headers column's form: {choices(HeadersFormat)}; map (default) is "
                             "map<string,string>, json the stored JSON object's text (a string)", read=True),

@@ -87,7 +87,7 @@ class SourceOptions:
     fail_on_data_loss: bool = True
     value_schema: str | None = None
     include_headers: bool = True
-    # The headers column's form, when include_headers: it leaves the column out whatever this says.
+    # The headers column's form; parse_options refuses headersFormat given with includeHeaders=false.
     headers_format: HeadersFormat = HeadersFormat.MAP
     positions_per_split: int = DEFAULT_POSITIONS_PER_SPLIT
     query_log: str | None = None
@@ -168,6 +168,10 @@ def parse_options(raw: Mapping[str, str], env: Mapping[str, str] | None = None) 
     if headers_format not in {f.value for f in HeadersFormat}:
         raise OutboxSourceError(f"option headersFormat: expected {choices(HeadersFormat)}, "
                                 f"not {given['headersFormat']!r}")
+    include_headers = _bool("includeHeaders", given.get("includeHeaders", "true"))
+    # Every setting acts or is refused: a form for a column left out would do nothing.
+    if "headersFormat" in given and not include_headers:
+        raise OutboxSourceError("option headersFormat is only read with includeHeaders=true")
 
     return SourceOptions(
         url=url,
@@ -182,7 +186,7 @@ def parse_options(raw: Mapping[str, str], env: Mapping[str, str] | None = None) 
         ending_json=ending_json,
         fail_on_data_loss=_bool("failOnDataLoss", given.get("failOnDataLoss", "true")),
         value_schema=value_schema,
-        include_headers=_bool("includeHeaders", given.get("includeHeaders", "true")),
+        include_headers=include_headers,
         headers_format=HeadersFormat(headers_format),
         positions_per_split=per_split,
         query_log=given.get("queryLog") or None,
