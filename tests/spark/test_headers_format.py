@@ -22,6 +22,11 @@ STORED = [
     (1, None),
     (2, '{"note":"a \\"quoted\\" caf\u00e9"}'),
 ]
+# Text a Send would not write (spaces, keys ordered by length: jsonb's print, which rows appended
+# in-database before migration 0013 keep on PostgreSQL), given to offset 0 by _make_non_canonical:
+# only the stored text itself can match it, not a map written back out as JSON.
+NON_CANONICAL = '{"a": "2", "bb": "1"}'
+STORED_WITH_NON_CANONICAL = [(0, NON_CANONICAL), *STORED[1:]]
 
 
 def _send(client) -> None:  # type: ignore[no-untyped-def]
@@ -31,6 +36,11 @@ def _send(client) -> None:  # type: ignore[no-untyped-def]
         {"key": "o-2", "value": {"n": 2}},
         {"key": "o-3", "value": {"n": 3}, "headers": {"note": 'a "quoted" café'}},
     ]}]}))
+
+
+def _make_non_canonical(backend) -> None:  # type: ignore[no-untyped-def]
+    with backend.engine.begin() as conn:
+        conn.execute(text('UPDATE records SET headers = :headers WHERE "offset" = 0'), {"headers": NON_CANONICAL})
 
 
 def _reads(spark, backend, url, **options: str) -> dict:  # type: ignore[no-untyped-def]
@@ -53,9 +63,10 @@ def test_json_headers_are_the_stored_text_on_every_read_path(spark, backend, url
     with backend.engine.connect() as conn:
         stored = conn.execute(text('SELECT "offset", headers FROM records ORDER BY "offset"')).all()
     assert [tuple(r) for r in stored] == STORED
+    _make_non_canonical(backend)
     for path, df in _reads(spark, backend, url, headersFormat="json").items():
         assert df.schema["headers"].dataType.simpleString() == "string", path
-        assert _headers(df) == STORED, path
+        assert _headers(df) == STORED_WITH_NON_CANONICAL, path
 
 
 def test_map_headers_are_the_default_and_are_parsed_as_before(spark, backend, url, client) -> None:  # type: ignore[no-untyped-def]
@@ -95,9 +106,10 @@ def test_headers_format_with_include_headers_false_is_refused_on_every_path(spar
 
 def test_a_stream_reads_headers_in_the_form_asked(spark, backend, url, client, tmp_path) -> None:  # type: ignore[no-untyped-def]
     _send(client)
+    _make_non_canonical(backend)
     register(spark)
-    for form, expected in (("json", STORED), ("map", [(0, {"src": "till-1", "trace": "t-1"}), (1, None),
-                                                      (2, {"note": 'a "quoted" café'})])):
+    for form, expected in (("json", STORED_WITH_NON_CANONICAL),
+                           ("map", [(0, {"a": "2", "bb": "1"}), (1, None), (2, {"note": 'a "quoted" café'})])):
         got: list[tuple] = []
         stream = (spark.readStream.format("outbox")
                   .options(url=url, databaseUrl=backend.url, topics=TOPIC, headersFormat=form).load())
