@@ -29,6 +29,7 @@ from pyspark.sql.datasource import DataSourceReader, Filter, InputPartition
 from pyspark.sql.types import StructType
 
 from spark_jobs.common.options import HeadersFormat
+from spark_jobs.errors import OutboxSourceError
 from spark_jobs.reader.options import SourceOptions
 from spark_jobs.reader.planning import Pruning, Split, plan_splits, prune, snapshot, starting_committed
 from spark_jobs.reader.split import read_split
@@ -41,6 +42,18 @@ RECORD_COLUMNS = (
 
 # The headers column's type in each form (option headersFormat).
 HEADERS_TYPES = {HeadersFormat.MAP: "MAP<STRING, STRING>", HeadersFormat.JSON: "STRING"}
+
+
+def check_headers_type(options: SourceOptions, schema: StructType) -> None:
+    """A schema given with .schema() whose headers type is not the one headersFormat makes would
+    fail in every task, as a long Arrow error at collect(): refused here in one line instead."""
+    if not options.include_headers or "headers" not in schema.names:
+        return
+    given = schema["headers"].dataType.simpleString()
+    made = HEADERS_TYPES[options.headers_format].lower().replace(" ", "")
+    if given != made:
+        raise OutboxSourceError(f"the schema given has headers {given}; headersFormat="
+                                f"{options.headers_format.value} makes them {made}")
 
 
 def schema_ddl(options: SourceOptions) -> str:

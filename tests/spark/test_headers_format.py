@@ -6,6 +6,8 @@ any other value, in one line. On SQLite and PostgreSQL, against a real `serve`."
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from sqlalchemy import text
 
@@ -118,6 +120,25 @@ def test_a_stream_reads_headers_in_the_form_asked(spark, backend, url, client, t
         assert query.awaitTermination(120), "the availableNow run did not end"
         assert query.exception() is None, query.exception()
         assert sorted(got, key=lambda r: r[0]) == expected, form
+
+
+@pytest.mark.parametrize(("form", "given", "made"), [("json", "map<string,string>", "string"),
+                                                    ("map", "string", "map<string,string>")])
+def test_a_given_schema_whose_headers_type_is_not_the_forms_is_refused_naming_both(  # type: ignore[no-untyped-def]
+        spark, backend, url, client, tmp_path, form, given, made) -> None:
+    _send(client)
+    register(spark)
+    ddl = ("topic STRING NOT NULL, partition INT NOT NULL, offset BIGINT NOT NULL, commit_position BIGINT NOT NULL, "
+           f"timestamp TIMESTAMP NOT NULL, key STRING, value STRING, headers {given}")
+    options = {"url": url, "databaseUrl": backend.url, "topics": TOPIC, "headersFormat": form}
+    refusal = f"OutboxSourceError: the schema given has headers {given}; headersFormat={form} makes them {made}"
+    with pytest.raises(Exception, match=re.escape(refusal)):
+        spark.read.format("outbox").schema(ddl).options(**options).load().collect()
+    stream = spark.readStream.format("outbox").schema(ddl).options(**options).load()
+    with pytest.raises(Exception, match=re.escape(refusal)):
+        query = (stream.writeStream.foreachBatch(lambda df, _id: df.collect())
+                 .option("checkpointLocation", str(tmp_path / "checkpoint")).trigger(availableNow=True).start())
+        query.awaitTermination(120)
 
 
 def test_an_unknown_headers_format_is_refused_in_one_line_naming_the_accepted_values(spark) -> None:  # type: ignore[no-untyped-def]
