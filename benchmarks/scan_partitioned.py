@@ -140,10 +140,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--variants", default=",".join(VARIANTS))
     parser.add_argument("--seed", type=int, default=None)
     args = parser.parse_args(argv)
-    chosen = spark_source.chosen_variants(parser, args, VARIANTS)
-    for reference in {REFERENCE.get(n, "plain") for n in chosen}:
-        if reference not in chosen:
-            chosen.insert(0, reference)  # every ratio is of its reference, in the same rounds
+    chosen = spark_source.with_references(spark_source.chosen_variants(parser, args, VARIANTS), REFERENCE)
     seed = args.seed if args.seed is not None else random.SystemRandom().randrange(1 << 32)
     rng = random.Random(seed)
 

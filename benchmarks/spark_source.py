@@ -25,13 +25,15 @@ materialised, nothing collected), with the same number of tasks (--tasks):
 - source_adbc: spark.read.format("outbox") with driver=adbc (the ADBC PostgreSQL driver, the
   data source's default), every column (headers as a map, timestamp);
 - source_psycopg: the same with driver=psycopg;
-- source_adbc_no_headers: driver=adbc, includeHeaders=false;
+- source_adbc_no_headers: driver=adbc, includeHeaders=false; source_adbc_json: driver=adbc,
+  headersFormat=json (the headers as their stored JSON text, a string column);
 - JDBC reader: benchmarks.jdbc_reader.read_committed() (the view through JDBC, headers and
   timestamp decoded in Spark), today's reader;
 - Arrow floor: a Python data source that yields prebuilt Arrow batches of the same schema
   and row count, no database: what PySpark's Python data source machinery itself costs;
 - jvm: read_outbox(reader="jvm"), the data source's plan read by Spark's JDBC reader
-  (spark_jobs/reader/jvm.py), every column; jvm_no_headers: includeHeaders=false;
+  (spark_jobs/reader/jvm.py), every column; jvm_no_headers: includeHeaders=false; jvm_json:
+  headersFormat=json, the product's option for what jvm_headers_text prototyped;
 - jvm_stored: the JVM read's JDBC relation alone (spark_jobs.reader.jvm.stored_rows): the
   eight columns the JVM read reads, as stored, headers as JSON text, nothing made from them
   (before 2026-12-01 every column of the view, 14: more than the JVM read fetches);
@@ -84,8 +86,10 @@ materialised, nothing collected), with the same number of tasks (--tasks):
 
 The ratios: plain JDBC / variant, records_raw / variant, and the variant's own reference
 (REFERENCE: plain_count for counts, plain_pruned for pruned reads, server_plain for the server's
-executions, plain for the rest) / variant, as a ratio of medians and as the median (and range)
-of each round's ratio.
+executions, server_plain's own included, plain for the rest) / variant, as a ratio of medians
+and as the median (and range) of each round's ratio. A server variant is the server's
+execution alone, no Spark read: its plain JDBC and records_raw columns are left empty (–),
+and its reference is measured in the same rounds (added when not chosen).
 
     .venv/bin/python benchmarks/spark_source.py --fill          # create and fill the scratch database
     .venv/bin/python benchmarks/spark_source.py --rounds 5      # measure
@@ -128,7 +132,8 @@ from benchmarks.jdbc_reader import (  # noqa: E402
 
 DATABASE = "outbox_spark_source_bench"
 VARIANTS = ("plain", "records_raw", "view_jdbc", "source_adbc", "source_psycopg", "source_adbc_no_headers",
-            "jdbc_reader", "arrow_floor", "jvm", "jvm_no_headers", "jvm_nullable", "jvm_stored", "jvm_headers_text",
+            "source_adbc_json", "jdbc_reader", "arrow_floor", "jvm", "jvm_no_headers", "jvm_json", "jvm_nullable",
+            "jvm_stored", "jvm_headers_text",
             "jvm_header_arrays", "jvm_batch_base", "jvm_batch_base_no_headers", "jvm_batch_base_hash",
             "jvm_batch_base_hash_no_headers", "jvm_batch_base_hash_by_partition",
             "jvm_batch_base_hash_by_partition_no_headers", "jvm_union", "plain_count", "source_adbc_count", "jvm_count", "jvm_nullable_count",
@@ -142,8 +147,8 @@ REFERENCE = {"plain_count": "plain_count", "source_adbc_count": "plain_count", "
              "jvm_batch_base_count": "plain_count",
              "plain_pruned": "plain_pruned", "source_adbc_pruned": "plain_pruned", "jvm_pruned": "plain_pruned",
              "jvm_nullable_pruned": "plain_pruned",
-             "server_view": "server_plain", "server_dense": "server_plain", "server_batch_base": "server_plain",
-             "server_batch_base_hash": "server_plain"}
+             "server_plain": "server_plain", "server_view": "server_plain", "server_dense": "server_plain",
+             "server_batch_base": "server_plain", "server_batch_base_hash": "server_plain"}
 # The pruned variants keep one partition of the topic: the last.
 PRUNED = "partition = {last}"
 PLAIN_COLUMNS = '"partition", "offset", commit_position, timestamp_ms, key, value, headers'
@@ -350,6 +355,13 @@ def chosen_variants(parser: argparse.ArgumentParser, args: argparse.Namespace, v
     return chosen
 
 
+def with_references(chosen: list[str], reference: dict[str, str]) -> list[str]:
+    """`chosen` and, first, every reference one of them is taken against (`reference`, plain
+    when it has none) that it lacks: a ratio is of two reads in the same rounds."""
+    missing = sorted({reference.get(n, "plain") for n in chosen} - set(chosen))
+    return missing + chosen
+
+
 def rounds_cell(seconds: list[float]) -> str:
     """A table cell of every counted round's seconds, in round order."""
     return ", ".join(f"{s:.2f}" for s in seconds)
@@ -375,7 +387,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--variants", default=",".join(VARIANTS), help=f"comma-separated, of {', '.join(VARIANTS)}")
     parser.add_argument("--seed", type=int, default=None, help="of each round's order (printed; random if not given)")
     args = parser.parse_args(argv)
-    chosen = chosen_variants(parser, args, VARIANTS)
+    chosen = with_references(chosen_variants(parser, args, VARIANTS), REFERENCE)
     seed = args.seed if args.seed is not None else random.SystemRandom().randrange(1 << 32)
     rng = random.Random(seed)
 
@@ -520,9 +532,11 @@ def main(argv: list[str] | None = None) -> int:
             "source_adbc": lambda: source_df(driver="adbc"),
             "source_psycopg": lambda: source_df(driver="psycopg"),
             "source_adbc_no_headers": lambda: source_df(driver="adbc", includeHeaders="false"),
+            "source_adbc_json": lambda: source_df(driver="adbc", headersFormat="json"),
             "jdbc_reader": jdbc_reader,
             "jvm": jvm,
             "jvm_no_headers": lambda: jvm(includeHeaders="false"),
+            "jvm_json": lambda: jvm(headersFormat="json"),
             "jvm_nullable": jvm_nullable,
             "jvm_stored": jvm_stored,
             "jvm_headers_text": lambda: headers_text(jvm_stored()),
@@ -609,7 +623,8 @@ def main(argv: list[str] | None = None) -> int:
           "| records_raw / variant | its reference / variant | the same, median of rounds (range) |")
     print("| --- | ---: | ---: | ---: | --- | ---: | ---: | ---: | ---: | --- |")
     for n in chosen:
-        refs = ("plain", "records_raw", REFERENCE.get(n, "plain"))
+        # A server variant times the server alone, no Spark read: only server_plain compares.
+        refs = (None, None, REFERENCE[n]) if n in server_reads else ("plain", "records_raw", REFERENCE.get(n, "plain"))
         of_medians = [f"{medians[ref] / medians[n]:.2f}" if ref in medians else "–" for ref in refs]
         print(f"| {n} | {counts[n]:,} | {args.tasks} | {medians[n]:.2f} | {rounds_cell(seconds[n])} | "
               f"{counts[n] / medians[n]:,.0f} | {' | '.join(of_medians)} | {spread_cell(ratios[n])} |")

@@ -31,7 +31,7 @@ from pyspark.sql.types import StructType
 
 from spark_jobs.common.service import list_topics
 from spark_jobs.errors import OutboxSourceError
-from spark_jobs.reader.batch import OutboxBatchReader, schema_ddl
+from spark_jobs.reader.batch import OutboxBatchReader, check_headers_type, schema_ddl
 from spark_jobs.reader.checks import check_database, check_reachable, check_same_database
 from spark_jobs.reader.options import SourceOptions, parse_options
 from spark_jobs.reader.jvm import choose_reader, driver_on_classpath, read_jvm, relation_declarable
@@ -69,6 +69,7 @@ class OutboxDataSource(DataSource):
         return schema_ddl(self.parsed)
 
     def reader(self, schema: StructType) -> DataSourceReader:
+        check_headers_type(self.parsed, schema)
         return OutboxBatchReader(self.parsed, schema)
 
     def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
@@ -78,6 +79,7 @@ class OutboxDataSource(DataSource):
         return OutboxStreamWriter(self.options, schema, overwrite)
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:  # noqa: N802 - Spark's name
+        check_headers_type(self.parsed, schema)
         return OutboxStreamReader(self.parsed, schema)
 
 

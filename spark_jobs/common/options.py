@@ -10,6 +10,7 @@ spark_jobs.writer.options build each direction's options from `given_options`.
 
 from __future__ import annotations
 
+import enum
 import re
 import warnings
 from collections.abc import Mapping
@@ -19,6 +20,22 @@ from typing import Literal
 from spark_jobs.errors import SparkJobError
 
 Direction = Literal["read", "write"]
+
+
+class HeadersFormat(str, enum.Enum):
+    """The form of a read's `headers` column (option headersFormat)."""
+
+    # map<string,string>, parsed from the stored JSON object (the default)
+    MAP = "map"
+    # the stored JSON object's text, a string, parsed by no one unless the reader asks
+    # (from_json(headers, "map<string,string>")): a read that only carries the headers along
+    # is spared their parse on every row (docs/SPARK.md, "Headers as their JSON text")
+    JSON = "json"
+
+
+def choices(values: type[enum.Enum]) -> str:
+    """An option's accepted values, as its meaning and its error list them."""
+    return " or ".join(str(v.value) for v in values)
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,7 +65,10 @@ OPTIONS: tuple[Option, ...] = (
                              "log start", read=True),
     Option("valueSchema", "a DDL schema (\"order_id BIGINT, meal STRING\"): value becomes a struct parsed from "
                           "its JSON", read=True),
-    Option("includeHeaders", "true (default); false leaves the headers column out", read=True),
+    Option("includeHeaders", "true (default); false leaves the headers column out",
+           read=True),
+    Option("headersFormat", f"the headers column's form: {choices(HeadersFormat)}; map (default) is "
+                            "map<string,string>, json the stored JSON object's text (a string)", read=True),
     Option("driver", "PostgreSQL only: adbc (default: the ADBC PostgreSQL driver, in the spark extra) or psycopg",
            read=True),
     Option("positionsPerSplit", "positions of a partition per Spark task (default 250000)", read=True),

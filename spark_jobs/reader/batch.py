@@ -10,8 +10,9 @@
     df.where("partition = 1 AND commit_position >= 5000").show()
 
 Columns: topic, partition, offset, commit_position, timestamp, key, value (the stored JSON
-text, or a struct with the option valueSchema), headers (map<string,string>; left out with
-includeHeaders=false). Options: spark_jobs.common.options, and docs/SPARK.md.
+text, or a struct with the option valueSchema), headers (map<string,string>, or with
+headersFormat=json the stored JSON text; left out with includeHeaders=false). Options:
+spark_jobs.common.options, and docs/SPARK.md.
 
 Spark's planner hands the reader its pushed filters (prune), then asks for its partitions:
 one snapshot of the log bounds, the plan (spark_jobs.reader.planning), one task per split.
@@ -27,6 +28,8 @@ from typing import Any
 from pyspark.sql.datasource import DataSourceReader, Filter, InputPartition
 from pyspark.sql.types import StructType
 
+from spark_jobs.common.options import HeadersFormat
+from spark_jobs.errors import OutboxSourceError
 from spark_jobs.reader.options import SourceOptions
 from spark_jobs.reader.planning import Pruning, Split, plan_splits, prune, snapshot, starting_committed
 from spark_jobs.reader.split import read_split
@@ -37,9 +40,25 @@ RECORD_COLUMNS = (
 )
 
 
+# The headers column's type in each form (option headersFormat).
+HEADERS_TYPES = {HeadersFormat.MAP: "MAP<STRING, STRING>", HeadersFormat.JSON: "STRING"}
+
+
+def check_headers_type(options: SourceOptions, schema: StructType) -> None:
+    """A schema given with .schema() whose headers type is not the one headersFormat makes would
+    fail in every task, as a long Arrow error at collect(): refused here in one line instead."""
+    if not options.include_headers or "headers" not in schema.names:
+        return
+    given = schema["headers"].dataType.simpleString()
+    made = HEADERS_TYPES[options.headers_format].lower().replace(" ", "")
+    if given != made:
+        raise OutboxSourceError(f"the schema given has headers {given}; headersFormat="
+                                f"{options.headers_format.value} makes them {made}")
+
+
 def schema_ddl(options: SourceOptions) -> str:
     value = f"STRUCT<{options.value_schema}>" if options.value_schema else "STRING"
-    headers = ", headers MAP<STRING, STRING>" if options.include_headers else ""
+    headers = f", headers {HEADERS_TYPES[options.headers_format]}" if options.include_headers else ""
     return f"{RECORD_COLUMNS}, value {value}{headers}"
 
 
@@ -85,6 +104,7 @@ def read_partition(options: SourceOptions, schema: StructType, partition: InputP
     value_type = arrow_schema.field("value").type
     return read_split(options.database.kind, options.database.target, split, arrow_schema,
                       value_type=value_type if options.value_schema else None,
+                      headers_parsed=options.headers_format is HeadersFormat.MAP,
                       query_log=options.query_log, driver=options.driver)
 
 

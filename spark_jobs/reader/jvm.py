@@ -15,7 +15,8 @@ database → Python → JVM, this read has one crossing fewer: docs/SPARK.md, "R
 
 The DataFrame's schema is the data source's (schema_ddl): the same names, types, order and
 nullability, no metadata. The timestamp is made from the stored milliseconds in Spark,
-`headers` and a valueSchema's struct are parsed from the stored JSON by from_json, its results
+`headers` (headersFormat=map; with json the stored text as it is) and a valueSchema's struct
+are parsed from the stored JSON by from_json, its results
 made the data source's (parsed_value); the columns the data source declares NOT NULL are
 declared so on the JDBC relation itself (declared), where Spark's JDBC reader makes every
 column nullable.
@@ -41,6 +42,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote, urlencode
 
+from spark_jobs.common.options import HeadersFormat
 from spark_jobs.errors import OutboxSourceError, SparkJobError
 from spark_jobs.jars import DRIVERS
 from spark_jobs.reader.batch import schema_ddl
@@ -218,7 +220,8 @@ def stored_rows(spark: Any, options: SourceOptions, splits: Sequence[Split], *, 
 
 def record_columns(stored: Any, options: SourceOptions) -> Any:
     """The data source's columns made from the stored ones: the timestamp from its
-    milliseconds, the value (with valueSchema) and the headers parsed from their JSON."""
+    milliseconds, the value (with valueSchema) and the headers (headersFormat=map) parsed from
+    their JSON; with headersFormat=json the headers are the stored text as it is."""
     from pyspark.sql import functions as F
 
     columns: list[Any] = ["topic", "partition", "offset", "commit_position",
@@ -233,7 +236,7 @@ def record_columns(stored: Any, options: SourceOptions) -> Any:
     else:
         columns.append("value")
     if options.include_headers:
-        columns.append(parsed_headers("headers"))
+        columns.append(parsed_headers("headers") if options.headers_format is HeadersFormat.MAP else "headers")
     return stored.select(*columns)
 
 

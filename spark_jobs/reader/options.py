@@ -23,7 +23,15 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from spark_jobs.common.options import bool_option, given_options, known_options, positive_option, service_url
+from spark_jobs.common.options import (
+    HeadersFormat,
+    bool_option,
+    choices,
+    given_options,
+    known_options,
+    positive_option,
+    service_url,
+)
 from spark_jobs.common.positions import EARLIEST, LATEST, TopicPartition, positions_from_json
 from spark_jobs.errors import OutboxSourceError
 
@@ -79,6 +87,8 @@ class SourceOptions:
     fail_on_data_loss: bool = True
     value_schema: str | None = None
     include_headers: bool = True
+    # The headers column's form; parse_options refuses headersFormat given with includeHeaders=false.
+    headers_format: HeadersFormat = HeadersFormat.MAP
     positions_per_split: int = DEFAULT_POSITIONS_PER_SPLIT
     query_log: str | None = None
     # PostgreSQL's reader: ADBC used less CPU per row than psycopg and read faster in every
@@ -154,6 +164,14 @@ def parse_options(raw: Mapping[str, str], env: Mapping[str, str] | None = None) 
     driver = given.get("driver", "adbc").strip().lower()
     if driver not in ("psycopg", "adbc"):
         raise OutboxSourceError(f"option driver: expected psycopg or adbc, not {given['driver']!r}")
+    headers_format = given.get("headersFormat", HeadersFormat.MAP.value).strip().lower()
+    if headers_format not in {f.value for f in HeadersFormat}:
+        raise OutboxSourceError(f"option headersFormat: expected {choices(HeadersFormat)}, "
+                                f"not {given['headersFormat']!r}")
+    include_headers = _bool("includeHeaders", given.get("includeHeaders", "true"))
+    # Every setting acts or is refused: a form for a column left out would do nothing.
+    if "headersFormat" in given and not include_headers:
+        raise OutboxSourceError("option headersFormat is only read with includeHeaders=true")
 
     return SourceOptions(
         url=url,
@@ -168,7 +186,8 @@ def parse_options(raw: Mapping[str, str], env: Mapping[str, str] | None = None) 
         ending_json=ending_json,
         fail_on_data_loss=_bool("failOnDataLoss", given.get("failOnDataLoss", "true")),
         value_schema=value_schema,
-        include_headers=_bool("includeHeaders", given.get("includeHeaders", "true")),
+        include_headers=include_headers,
+        headers_format=HeadersFormat(headers_format),
         positions_per_split=per_split,
         query_log=given.get("queryLog") or None,
         driver=driver,

@@ -18,8 +18,8 @@ allows line breaks inside values, which JSON text appended from SQL may hold.)
 
 Then, per batch: the topic and partition (constant in a split) are added without reading
 them from the database, `timestamp_ms` becomes a UTC timestamp, `headers` (JSON objects of
-strings, most of them null) become a map, and, with a value schema, the value's JSON is
-parsed into a struct.
+strings, most of them null) become a map (with headersFormat=json they stay the stored text),
+and, with a value schema, the value's JSON is parsed into a struct.
 """
 
 from __future__ import annotations
@@ -54,9 +54,10 @@ def _log_query(path: str | None, split: Split, statement: str, database: str, st
 
 def read_split(database_kind: str, target: str, split: Split, schema: pa.Schema, *,
                value_type: pa.StructType | None, query_log: str | None,
-               driver: str = "adbc") -> Iterator[pa.RecordBatch]:
+               driver: str = "adbc", headers_parsed: bool = True) -> Iterator[pa.RecordBatch]:
     """The split's records as record batches of `schema` (the Spark schema in Arrow terms).
-    `driver`: for PostgreSQL, "adbc" (the ADBC PostgreSQL driver) or "psycopg"."""
+    `driver`: for PostgreSQL, "adbc" (the ADBC PostgreSQL driver) or "psycopg".
+    `headers_parsed`: headers (when `schema` has them) made a map, else left as their text."""
     include_headers = "headers" in schema.names
     statement = select_statement(split, database_kind, include_headers=include_headers)
     started = time.monotonic()
@@ -67,7 +68,7 @@ def read_split(database_kind: str, target: str, split: Split, schema: pa.Schema,
         stored = _read_postgresql_adbc if driver == "adbc" else _read_postgresql
     for batch in stored(target, statement, include_headers):
         rows += batch.num_rows
-        yield _to_spark(batch, split, schema, value_type)
+        yield _to_spark(batch, split, schema, value_type, headers_parsed)
     _log_query(query_log, split, statement, database_kind, started, rows)
 
 
@@ -132,7 +133,7 @@ def _columns(rows: list[tuple], schema: pa.Schema) -> pa.RecordBatch:
 
 
 def _to_spark(stored: pa.RecordBatch, split: Split, schema: pa.Schema,
-              value_type: pa.StructType | None) -> pa.RecordBatch:
+              value_type: pa.StructType | None, headers_parsed: bool) -> pa.RecordBatch:
     n = stored.num_rows
     columns: dict[str, pa.Array] = {
         "topic": pa.repeat(pa.scalar(split.range.topic, pa.string()), n),
@@ -145,7 +146,8 @@ def _to_spark(stored: pa.RecordBatch, split: Split, schema: pa.Schema,
         "value": stored.column("value") if value_type is None else parse_values(stored.column("value"), value_type),
     }
     if "headers" in schema.names:
-        columns["headers"] = headers_map(stored.column("headers"), schema.field("headers").type)
+        texts = stored.column("headers")
+        columns["headers"] = headers_map(texts, schema.field("headers").type) if headers_parsed else texts
     return pa.RecordBatch.from_arrays([columns[name] for name in schema.names], schema=schema)
 
 
