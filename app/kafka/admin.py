@@ -308,14 +308,16 @@ class AdminApis:
         # declares it not acted on), which an entry naming it both ways must not stand in for.
         by_name = {name for name, topic_id in named if topic_id == _ZERO_UUID}
         results = []
-        for (name, topic_id), twice in answered_once(named, key=_deleted_topic):
+        for entry, twice in answered_once(named, key=_deleted_topic):
+            name, topic_id = entry
             code, message = ErrorCode.none, None
-            if name is None and topic_id == _ZERO_UUID:
-                code, message = ErrorCode.invalid_request, NO_TOPIC_NAMED
-            elif name is not None and topic_id != _ZERO_UUID:
-                if name not in by_name:
-                    access().not_acted_on(Operation.DELETE, acl.topic(name))
-                code, message = ErrorCode.invalid_request, TOPIC_NAMED_BOTH_WAYS
+            if _deleted_topic(entry) is None:  # named both ways or neither way
+                if name is None:
+                    code, message = ErrorCode.invalid_request, NO_TOPIC_NAMED
+                else:
+                    if name not in by_name:
+                        access().not_acted_on(Operation.DELETE, acl.topic(name))
+                    code, message = ErrorCode.invalid_request, TOPIC_NAMED_BOTH_WAYS
             elif twice and name is None:
                 code, message = ErrorCode.invalid_request, DUPLICATE_TOPIC_ID
             elif twice:
