@@ -263,7 +263,8 @@ def refusal_code(operation: Operation, resource: Resource, *, granted: Callable[
 # it out) but is Kafka's too.
 ACL_OPERATION_CODES: dict[Operation, int] = {
     Operation.ALL: 2, Operation.READ: 3, Operation.WRITE: 4, Operation.CREATE: 5, Operation.DELETE: 6,
-    Operation.ALTER: 7, Operation.DESCRIBE: 8, Operation.ALTER_CONFIGS: 11, Operation.IDEMPOTENT_WRITE: 12,
+    Operation.ALTER: 7, Operation.DESCRIBE: 8, Operation.CLUSTER_ACTION: 9, Operation.DESCRIBE_CONFIGS: 10,
+    Operation.ALTER_CONFIGS: 11, Operation.IDEMPOTENT_WRITE: 12,
 }
 # What an authorized-operations field holds when the request did not ask for it (INT32_MIN,
 # the field's default in Kafka's schema).

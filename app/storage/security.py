@@ -8,6 +8,7 @@ change.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -18,6 +19,8 @@ from app.domain.scram import ScramCredential
 from app.storage import dialect
 from app.storage.producers import next_id
 from app.storage.tables import acls, api_keys, counters
+
+logger = logging.getLogger(__name__)
 
 SECURITY_VERSION = "security_version"
 # Not a counter but a secret of the deployment, kept in `counters` to need no migration: a
@@ -105,10 +108,30 @@ def _binding(r) -> AclBinding:  # type: ignore[no-untyped-def]
                       Operation(r.operation), Permission(r.permission))
 
 
+_KNOWN_OPERATIONS = frozenset(op.value for op in Operation)
+
+
+def _known_bindings(rows) -> list[AclBinding]:  # type: ignore[no-untyped-def]
+    """The rows' bindings, less those naming an operation this code does not know: a newer
+    process (a later migration's CHECK) may grant one. Such a row is skipped with a warning
+    naming it, so that a process not yet upgraded keeps deciding every request by the
+    bindings it understands (the binding could only ever allow what it names, or deny it)
+    rather than failing them all."""
+    known = []
+    for r in rows:
+        if r.operation not in _KNOWN_OPERATIONS:
+            logger.warning("ACL %s skipped: operation %r is unknown to this process (upgrade it to apply the "
+                           "binding: %s %s %r on %s:%s, %s)", r.acl_id, r.operation, r.permission, r.principal,
+                           r.operation, r.resource_type, r.resource_name, r.pattern_type)
+            continue
+        known.append(_binding(r))
+    return known
+
+
 def snapshot(conn: Connection) -> SecuritySnapshot:
     """The version and everything it covers; `conn` must read one snapshot (Database.read)."""
     at = version(conn)
-    bindings = tuple(_binding(r) for r in conn.execute(select(acls).order_by(acls.c.acl_id)))
+    bindings = tuple(_known_bindings(conn.execute(select(acls).order_by(acls.c.acl_id))))
     keys = {r.key_id: _api_key(r) for r in conn.execute(select(api_keys).where(api_keys.c.revoked_ms.is_(None)))}
     return SecuritySnapshot(at, bindings, keys)
 
