@@ -273,6 +273,13 @@ class AdminApis:
             return refused(error_code(e), e.message)
         if not hasattr(m, "CreatableTopicConfigs"):  # versions before 5 answer no configs
             configs: tuple | None = None
+        elif refusal_code(Operation.DESCRIBE_CONFIGS, topic, audited=False) is not None:
+            # Created, but its configs, partition count and replication factor (versions 5 and
+            # later) are shown only to a principal that may describe its configs, as Kafka's
+            # controller answers: a config is not the creator's to read by creating.
+            return build(m.CreatableTopicResult, name=t.name, topic_id=_ZERO_UUID, error_code=ErrorCode.none,
+                         error_message=None, topic_config_error_code=ErrorCode.topic_authorization_failed,
+                         num_partitions=-1, replication_factor=-1, configs=())
         else:
             configs = self._created_configs(m, created.config, given)
         return build(m.CreatableTopicResult, name=t.name, topic_id=_ZERO_UUID, error_code=ErrorCode.none,
@@ -386,11 +393,11 @@ class AdminApis:
 
         if r.resource_type == ResourceType.BROKER:
             # The broker's settings are the service's (OUTBOX_*), not Kafka configs: none to show.
-            denied = refusal_code(Operation.DESCRIBE, acl.CLUSTER)
+            denied = refusal_code(Operation.DESCRIBE_CONFIGS, acl.CLUSTER)
             return result(denied or ErrorCode.none, None)
         if r.resource_type != ResourceType.TOPIC:
             return result(ErrorCode.invalid_request, f"resource type {r.resource_type} has no configs here")
-        if (denied := refusal_code(Operation.DESCRIBE, acl.topic(r.resource_name))) is not None:
+        if (denied := refusal_code(Operation.DESCRIBE_CONFIGS, acl.topic(r.resource_name))) is not None:
             return result(denied, None)
         try:
             topic, _ = self.services.topics.describe(r.resource_name)
@@ -434,9 +441,8 @@ class AdminApis:
         for r in body.resources:
             code, message = ErrorCode.none, None
             resource = acl.topic(r.resource_name) if r.resource_type == ResourceType.TOPIC else acl.CLUSTER
-            operation = Operation.ALTER_CONFIGS if r.resource_type == ResourceType.TOPIC else Operation.ALTER
             try:
-                if (denied := refusal_code(operation, resource)) is not None:
+                if (denied := refusal_code(Operation.ALTER_CONFIGS, resource)) is not None:
                     results.append(build(m.AlterConfigsResourceResponse, error_code=denied, error_message=None,
                                          resource_type=r.resource_type, resource_name=r.resource_name))
                     continue

@@ -348,9 +348,10 @@ def _offset_fetch(body: Any) -> list[Need]:
         (Operation.DESCRIBE, acl.topic(t.name)) for t in body.topics or ()]
 
 
-def _config_resources(topic_op: Operation, cluster_op: Operation) -> Callable[[Any], list[Need]]:
-    """DescribeConfigs and IncrementalAlterConfigs: a topic's, or the broker's (the cluster's)."""
-    return lambda body: [(topic_op, acl.topic(r.resource_name)) if r.resource_type == 2 else (cluster_op, CLUSTER)
+def _config_resources(op: Operation) -> Callable[[Any], list[Need]]:
+    """DescribeConfigs, AlterConfigs and IncrementalAlterConfigs: `op` on a topic, or on the
+    cluster for the broker's configs."""
+    return lambda body: [(op, acl.topic(r.resource_name)) if r.resource_type == 2 else (op, CLUSTER)
                          for r in body.resources]
 
 
@@ -388,10 +389,10 @@ RULES: dict[int, Callable[[Any], list[Need]]] = {
     19: _topics(Operation.CREATE, lambda body: [t.name for t in body.topics]),
     20: _delete_topics,
     21: _topics(Operation.DELETE, lambda body: [t.name for t in body.topics]),  # DeleteRecords
-    32: _config_resources(Operation.DESCRIBE, Operation.DESCRIBE),  # DescribeConfigs
-    33: _config_resources(Operation.ALTER_CONFIGS, Operation.ALTER),  # AlterConfigs
+    32: _config_resources(Operation.DESCRIBE_CONFIGS),  # DescribeConfigs
+    33: _config_resources(Operation.ALTER_CONFIGS),  # AlterConfigs
     37: _topics(Operation.ALTER, lambda body: [t.name for t in body.topics]),  # CreatePartitions
-    44: _config_resources(Operation.ALTER_CONFIGS, Operation.ALTER),  # IncrementalAlterConfigs
+    44: _config_resources(Operation.ALTER_CONFIGS),  # IncrementalAlterConfigs
     61: _topics(Operation.READ, lambda body: [t.name for t in body.topics]),  # DescribeProducers
     65: lambda body: [(Operation.DESCRIBE, acl.transactional_id(t)) for t in body.transactional_ids],
     66: _nothing,  # ListTransactions: each transactional id filtered by DESCRIBE
