@@ -263,6 +263,12 @@ class Access:
         if not any(self.allows(operation, r) for r in resources):
             self._refuse(operation, resources[-1])
 
+    def require_any_operation(self, operations: list[Operation], resource: Resource) -> None:
+        """Allowed the first operation on `resource`, or the second, …: one refusal, naming the
+        last."""
+        if not any(self.allows(op, resource) for op in operations):
+            self._refuse(operations[-1], resource)
+
     def require_idempotent_write(self) -> None:
         """An idempotent producer id: IDEMPOTENT_WRITE on the cluster, or (Kafka 3.0, KIP-679)
         WRITE on any topic; each Send is still checked for WRITE on its topics."""

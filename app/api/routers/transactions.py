@@ -243,6 +243,7 @@ def admin_abort_transaction(transactional_id: TransactionalIdPath, services: Ser
     """Operator abort of an open or prepared transaction, without its producer: the epoch is
     bumped as on timeout, so the producer is fenced if it comes back. Abort a Prepared
     transaction only once its application's own database is known not to have committed it.
-    Needs ALTER on the cluster (Kafka's KIP-664 abort writes markers as the cluster does)."""
-    access.require(Operation.ALTER, acl.CLUSTER)
+    Needs ALTER or CLUSTER_ACTION on the cluster: the abort writes markers as the cluster
+    does, which Kafka's authorizer lets either operation do."""
+    access.require_any_operation([Operation.CLUSTER_ACTION, Operation.ALTER], acl.CLUSTER)
     return _description(services.coordinator.admin_abort(transactional_id), services.clock(), access)
