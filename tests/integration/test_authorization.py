@@ -512,6 +512,15 @@ def test_describe_alone_shows_a_topic_without_its_config(world: World) -> None:
     assert _configs_shown(world) == (None, None)
 
 
+def test_describe_alone_shows_a_bytes_topics_value_format_outside_its_null_config(world: World) -> None:
+    world.as_admin("POST", "/v1/topics", {"name": "raw", "config": {"value_format": "bytes"}})
+    world.grant([(T, "raw", Operation.DESCRIBE)])
+    listed = world.client.get("/v1/topics", headers=world.alice).json()
+    assert listed == {"topics": [{"name": "raw", "partition_count": 1, "value_format": "bytes", "config": None}]}
+    described = world.client.get("/v1/topics/raw", headers=world.alice).json()
+    assert {k: v for k, v in described.items() if k != "partitions"} == listed["topics"][0]
+
+
 @pytest.mark.parametrize("granted", [Operation.DESCRIBE_CONFIGS, Operation.ALTER_CONFIGS, Operation.ALL])
 def test_describe_configs_or_what_implies_it_shows_a_topics_config(world: World, granted: Operation) -> None:
     world.grant([(T, "orders", Operation.DESCRIBE), (T, "orders", granted)])

@@ -46,9 +46,10 @@ PartitionPath = Annotated[int, Path(ge=0, le=MAX_INT32)]
 
 def _summary(t: Topic, access: AccessDep) -> TopicSummary:
     """The topic as every route answers it: its config only to a principal that may describe its
-    configs (DESCRIBE_CONFIGS, as Kafka's DescribeConfigs asks), null to any other."""
+    configs (DESCRIBE_CONFIGS, as Kafka's DescribeConfigs asks), null to any other. Its value
+    format is answered to all: a reader or writer cannot decode or encode its records without it."""
     shown = access.allows(Operation.DESCRIBE_CONFIGS, acl.topic(t.name))
-    return TopicSummary(name=t.name, partition_count=t.partition_count,
+    return TopicSummary(name=t.name, partition_count=t.partition_count, value_format=t.config.value_format,
                         config=TopicConfig(**asdict(t.config)) if shown else None)
 
 
