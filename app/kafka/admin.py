@@ -38,7 +38,7 @@ from app.domain.errors import (
 )
 from app.domain.types import TRANSACTION_LIST_MAX, CleanupPolicy, TransactionState, ValueFormat
 from app.domain.topic_config import CONFIG_KEYS, ConfigTextError, TopicConfig, new_topic_config, parse_config_text
-from app.kafka.auth import access, refusal_code
+from app.kafka.auth import access, config_resource, refusal_code
 from app.kafka.errors import error_code
 from app.kafka.protocol import NO_WAIT, answered_once, build, partitions_once, response_module
 
@@ -391,14 +391,14 @@ class AdminApis:
             return build(m.DescribeConfigsResult, error_code=code, error_message=message,
                          resource_type=r.resource_type, resource_name=r.resource_name, configs=configs)
 
+        guard = config_resource(r.resource_type, r.resource_name)
+        if guard is not None and (denied := refusal_code(Operation.DESCRIBE_CONFIGS, guard)) is not None:
+            return result(denied, None)
         if r.resource_type == ResourceType.BROKER:
             # The broker's settings are the service's (OUTBOX_*), not Kafka configs: none to show.
-            denied = refusal_code(Operation.DESCRIBE_CONFIGS, acl.CLUSTER)
-            return result(denied or ErrorCode.none, None)
+            return result(ErrorCode.none, None)
         if r.resource_type != ResourceType.TOPIC:
             return result(ErrorCode.invalid_request, f"resource type {r.resource_type} has no configs here")
-        if (denied := refusal_code(Operation.DESCRIBE_CONFIGS, acl.topic(r.resource_name))) is not None:
-            return result(denied, None)
         try:
             topic, _ = self.services.topics.describe(r.resource_name)
             keys = CONFIG_KEYS if r.configuration_keys is None else [config_key(n) for n in r.configuration_keys]
@@ -440,9 +440,9 @@ class AdminApis:
         results = []
         for r in body.resources:
             code, message = ErrorCode.none, None
-            resource = acl.topic(r.resource_name) if r.resource_type == ResourceType.TOPIC else acl.CLUSTER
+            guard = config_resource(r.resource_type, r.resource_name)
             try:
-                if (denied := refusal_code(Operation.ALTER_CONFIGS, resource)) is not None:
+                if guard is not None and (denied := refusal_code(Operation.ALTER_CONFIGS, guard)) is not None:
                     results.append(build(m.AlterConfigsResourceResponse, error_code=denied, error_message=None,
                                          resource_type=r.resource_type, resource_name=r.resource_name))
                     continue

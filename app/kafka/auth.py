@@ -348,11 +348,26 @@ def _offset_fetch(body: Any) -> list[Need]:
         (Operation.DESCRIBE, acl.topic(t.name)) for t in body.topics or ()]
 
 
+# Kafka's ConfigResource types whose configs are guarded by the cluster's ACLs: BROKER and
+# BROKER_LOGGER. A topic's (TOPIC, 2) are guarded by the topic's.
+CLUSTER_CONFIG_TYPES = frozenset({4, 8})
+
+
+def config_resource(resource_type: int, resource_name: str) -> Resource | None:
+    """The resource whose ACLs guard a DescribeConfigs, AlterConfigs or IncrementalAlterConfigs
+    resource: the topic's, or the cluster for the broker's and the broker loggers'. None for a
+    type with no configs here (GROUP, CLIENT_METRICS, ...), answered INVALID_REQUEST with no
+    check (app.kafka.admin), so RULES needs nothing for it."""
+    if resource_type == 2:
+        return acl.topic(resource_name)
+    return CLUSTER if resource_type in CLUSTER_CONFIG_TYPES else None
+
+
 def _config_resources(op: Operation) -> Callable[[Any], list[Need]]:
-    """DescribeConfigs, AlterConfigs and IncrementalAlterConfigs: `op` on a topic, or on the
-    cluster for the broker's configs."""
-    return lambda body: [(op, acl.topic(r.resource_name)) if r.resource_type == 2 else (op, CLUSTER)
-                         for r in body.resources]
+    """DescribeConfigs, AlterConfigs and IncrementalAlterConfigs: `op` on each resource's
+    guard (config_resource)."""
+    return lambda body: [(op, guard) for r in body.resources
+                         if (guard := config_resource(r.resource_type, r.resource_name)) is not None]
 
 
 def _delete_topics(body: Any) -> list[Need]:

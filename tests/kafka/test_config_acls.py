@@ -18,7 +18,7 @@ from tests.kafka.test_security import _sasl
 
 pytestmark = [pytest.mark.kafka, pytest.mark.usefixtures("cheap_scrypt")]
 
-TOPIC, BROKER = 2, 4  # Kafka's ConfigResource types
+TOPIC, GROUP, BROKER, BROKER_LOGGER, CLIENT_METRICS = 2, 3, 4, 8, 16  # Kafka's ConfigResource types
 
 
 def _deny(w: Secured, resource_type: str, name: str, operation: str) -> None:
@@ -34,18 +34,31 @@ def _as_alice(w: Secured, api_key: int, version: int, body: Any) -> Any:
         return ask(s, api_key, version, body)
 
 
-def _describe_configs(w: Secured, resource_type: int, name: str) -> list[tuple[str, ErrorCode, int]]:
-    """(resource name, error code, how many configs) of DescribeConfigs v4 as alice."""
+def _describe_configs_request(resource_type: int, name: str) -> Any:
     from kio.schema.describe_configs.v4.request import DescribeConfigsRequest, DescribeConfigsResource
 
-    answer = _as_alice(w, 32, 4, DescribeConfigsRequest(resources=(DescribeConfigsResource(
+    return DescribeConfigsRequest(resources=(DescribeConfigsResource(
         resource_type=resource_type, resource_name=name, configuration_keys=("retention.ms",)),),
-        include_synonyms=False, include_documentation=False))
+        include_synonyms=False, include_documentation=False)
+
+
+def _describe_configs(w: Secured, resource_type: int, name: str) -> list[tuple[str, ErrorCode, int]]:
+    """(resource name, error code, how many configs) of DescribeConfigs v4 as alice."""
+    answer = _as_alice(w, 32, 4, _describe_configs_request(resource_type, name))
     return [(r.resource_name, r.error_code, len(r.configs)) for r in answer.results]
 
 
-def _broker_retention(w: Secured) -> list[tuple[str, ErrorCode]]:
-    """(resource name, error code) of IncrementalAlterConfigs v1 as alice: a broker config SET."""
+def _describe_configs_twice(w: Secured, resource_type: int, name: str) -> list[list[tuple[str, ErrorCode, int]]]:
+    """_describe_configs asked twice on one connection: the second answer shows the first left it open."""
+    with w.connect() as s:
+        assert _sasl(s, "alice", w.keys["alice"]).error_code == ErrorCode.none
+        answers = [ask(s, 32, 4, _describe_configs_request(resource_type, name)) for _ in range(2)]
+    return [[(r.resource_name, r.error_code, len(r.configs)) for r in a.results] for a in answers]
+
+
+def _broker_retention(w: Secured, resource_type: int = BROKER) -> list[tuple[str, ErrorCode]]:
+    """(resource name, error code) of IncrementalAlterConfigs v1 as alice: a broker config SET
+    (to a resource of `resource_type` named "1")."""
     from kio.schema.incremental_alter_configs.v1.request import (
         AlterableConfig,
         AlterConfigsResource,
@@ -53,7 +66,7 @@ def _broker_retention(w: Secured) -> list[tuple[str, ErrorCode]]:
     )
 
     answer = _as_alice(w, 44, 1, IncrementalAlterConfigsRequest(validate_only=False, resources=(AlterConfigsResource(
-        resource_type=BROKER, resource_name="1", configs=(
+        resource_type=resource_type, resource_name="1", configs=(
             AlterableConfig(name="log.retention.ms", config_operation=0, value="1000"),)),)))
     return [(r.resource_name, r.error_code) for r in answer.responses]
 
@@ -82,6 +95,38 @@ def test_describe_configs_of_the_broker_needs_describe_configs_on_the_cluster_no
     assert _describe_configs(secured, BROKER, "1") == [("1", ErrorCode.cluster_authorization_failed, 0)]
     secured.grant("User:alice", "cluster", "outbox-cluster", "alter_configs")  # implies describe_configs
     assert _describe_configs(secured, BROKER, "1") == [("1", ErrorCode.none, 0)]
+
+
+def test_describe_configs_of_a_broker_logger_needs_describe_configs_on_the_cluster_then_is_invalid(
+        secured: Secured) -> None:
+    secured.grant("User:alice", "cluster", "outbox-cluster", "describe")
+    assert _describe_configs_twice(secured, BROKER_LOGGER, "1") == [
+        [("1", ErrorCode.cluster_authorization_failed, 0)]] * 2
+    secured.grant("User:alice", "cluster", "outbox-cluster", "describe_configs")
+    assert _describe_configs_twice(secured, BROKER_LOGGER, "1") == [[("1", ErrorCode.invalid_request, 0)]] * 2
+
+
+@pytest.mark.parametrize("resource_type", [GROUP, CLIENT_METRICS])
+@pytest.mark.parametrize("granted", [(), ("describe_configs",)])
+def test_describe_configs_of_a_type_with_no_configs_is_invalid_whatever_is_granted(
+        secured: Secured, resource_type: int, granted: tuple[str, ...]) -> None:
+    if granted:
+        secured.grant("User:alice", "cluster", "outbox-cluster", *granted)
+    assert _describe_configs_twice(secured, resource_type, "g") == [[("g", ErrorCode.invalid_request, 0)]] * 2
+
+
+def test_incremental_alter_configs_of_a_broker_logger_needs_alter_configs_on_the_cluster_then_is_invalid(
+        secured: Secured) -> None:
+    secured.grant("User:alice", "cluster", "outbox-cluster", "alter")
+    assert _broker_retention(secured, BROKER_LOGGER) == [("1", ErrorCode.cluster_authorization_failed)]
+    secured.grant("User:alice", "cluster", "outbox-cluster", "alter_configs")
+    assert _broker_retention(secured, BROKER_LOGGER) == [("1", ErrorCode.invalid_request)]
+
+
+@pytest.mark.parametrize("resource_type", [GROUP, CLIENT_METRICS])
+def test_incremental_alter_configs_of_a_type_with_no_configs_is_invalid_with_nothing_granted(
+        secured: Secured, resource_type: int) -> None:
+    assert _broker_retention(secured, resource_type) == [("1", ErrorCode.invalid_request)]
 
 
 def test_incremental_alter_configs_of_the_broker_needs_alter_configs_on_the_cluster_not_alter(
