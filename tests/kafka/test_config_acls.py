@@ -7,6 +7,7 @@ DESCRIBE_CONFIGS on it. ALTER_CONFIGS implies DESCRIBE_CONFIGS; DESCRIBE does no
 from __future__ import annotations
 
 import datetime
+import logging
 from typing import Any
 
 import pytest
@@ -163,6 +164,15 @@ def test_create_topics_without_describe_configs_answers_no_configs_and_creates_t
         "fresh", ErrorCode.none, ErrorCode.topic_authorization_failed, -1, -1, ())
     described = secured.client.get("/v1/topics/fresh", headers=secured.headers()).json()
     assert (described["partition_count"], described["config"]["retention_ms"]) == (2, 5000)
+
+
+def test_create_topics_without_describe_configs_audits_no_refusal(
+        secured: Secured, caplog: pytest.LogCaptureFixture) -> None:
+    # Kafka hides a created topic's configs without logging a denial: nothing was refused.
+    secured.grant("User:alice", "topic", "fresh", "create", "describe")
+    caplog.set_level(logging.INFO, logger="outbox.audit")
+    assert _create(secured, "fresh").topic_config_error_code == ErrorCode.topic_authorization_failed
+    assert [r.resource for r in caplog.records if r.name == "outbox.audit" and r.allowed is False] == []
 
 
 def test_create_topics_with_describe_configs_answers_the_topics_configs(secured: Secured) -> None:

@@ -155,6 +155,13 @@ def test_a_deny_of_all_denies_every_operation_and_a_prefixed_deny_covers_its_nam
         assert not is_allowed(bindings, "User:alice", op, topic("orders"))
 
 
+def test_a_deny_of_alter_configs_does_not_deny_the_describe_configs_it_implies() -> None:
+    # A deny covers the operation it names only (and ALL), not those that operation implies.
+    bindings = [binding(Operation.ALTER_CONFIGS, permission=DENY), binding(Operation.DESCRIBE_CONFIGS)]
+    assert is_allowed(bindings, "User:alice", Operation.DESCRIBE_CONFIGS, topic("orders"))
+    assert not is_allowed(bindings, "User:alice", Operation.ALTER_CONFIGS, topic("orders"))
+
+
 def test_a_deny_of_describe_does_not_deny_read() -> None:
     # Kafka's rule: implication widens allows only.
     bindings = [binding(Operation.READ), binding(Operation.DESCRIBE, permission=DENY)]
