@@ -758,7 +758,9 @@
         h("dt", {}, "txn id"), h("dd", {}, t.txn_id === null ? "–" : t.txn_id),
         h("dt", {}, "age"), h("dd", {}, age(t.age_ms)),
         h("dt", {}, "timeout"), h("dd", {}, age(t.transaction_timeout_ms))),
-      permitted.includes("alter") || permitted.includes("cluster_action")
+      // Without describe on the cluster its operations are answered empty, unknown rather than
+      // none: the abort is offered, and a refusal shown as the service words it.
+      !permitted.includes("describe") || permitted.includes("alter") || permitted.includes("cluster_action")
         ? h("p", {}, abort, abortable ? "" : h("span", { class: "muted" }, " (only an open or prepared transaction can be aborted)"))
         : h("p", { class: "muted", id: "abort-needs" }, "Aborting a transaction as an operator needs alter or cluster_action on the cluster."),
       h("h2", {}, "Partitions"),
