@@ -1,6 +1,7 @@
 """The query README's "ACL operations (0031)" gives operators, run as written on SQLite and
 PostgreSQL: it lists each binding through which a principal read a topic's (or the broker's)
-config before 0031, and that no describe_configs, alter_configs or all of the same pattern keeps."""
+config before 0031, and that no describe_configs, alter_configs or all of the same pattern keeps
+(the principal's or User:*'s), leaving out those a deny of describe or all on it kept from it."""
 
 from __future__ import annotations
 
@@ -36,6 +37,9 @@ def test_the_upgrade_query_lists_who_loses_describe_configs(database: Database) 
         _acl(7, "denied", "orders", "describe", "deny"),  # never had it
         _acl(8, "op", "outbox-cluster", "describe", resource_type="cluster"),  # loses the broker's
         _acl(9, "grouped", "orders", "read", resource_type="group"),  # a group has no config
+        _acl(10, "hidden", "orders", "read"), _acl(11, "hidden", "orders", "describe", "deny"),  # never had it
+        _acl(12, "everyone", "shared", "read"), _acl(13, "*", "shared", "describe_configs"),  # keeps it through User:*
+        _acl(14, "shut", "closed", "read"), _acl(15, "*", "closed", "all", "deny"),  # never had it: User:* denied
     ]
     with database.engine.connect() as conn, conn.begin() as txn:
         for row in rows:
