@@ -543,8 +543,8 @@ def test_a_principal_without_the_acl_gets_the_403_code_and_exit_status_4(served,
     assert described.err == ("outbox: error: TOPIC_AUTHORIZATION_FAILED: User:reader is not authorized for describe "
                              "on topic 'anything': no ACL allows it\n")
     assert (aborted.status, aborted.out) == (EXIT_AUTH, "")
-    assert aborted.err == ("outbox: error: CLUSTER_AUTHORIZATION_FAILED: User:reader is not authorized for alter on "
-                           "the cluster: no ACL allows it\n")
+    assert aborted.err == ("outbox: error: CLUSTER_AUTHORIZATION_FAILED: User:reader is not authorized for "
+                           "cluster_action on the cluster: no ACL allows it\n")
 
 
 @pytest.mark.parametrize(("key", "line"), [

@@ -67,7 +67,7 @@ def create_topic(body: Annotated[TopicCreate, json_body(TopicCreate)], services:
     """Create a topic with its partitions (all empty). Needs CREATE on the cluster or on the
     topic; its `config` is answered only with DESCRIBE_CONFIGS on it (else null), as Kafka's
     CreateTopics answers a topic's configs."""
-    access.require_any(Operation.CREATE, [acl.CLUSTER, acl.topic(body.name)])
+    access.require_any([(Operation.CREATE, acl.CLUSTER), (Operation.CREATE, acl.topic(body.name))])
     try:
         services.topics.create(body.name, body.partitions,
                                body.config.to_domain(services.settings.message_max_bytes))
