@@ -258,10 +258,11 @@ class Access:
         if not self.allows(operation, resource):
             self._refuse(operation, resource)
 
-    def require_any(self, operation: Operation, resources: list[Resource]) -> None:
-        """Allowed on the first resource, or on the second, …: one refusal, naming the last."""
-        if not any(self.allows(operation, r) for r in resources):
-            self._refuse(operation, resources[-1])
+    def require_any(self, needs: list[tuple[Operation, Resource]]) -> None:
+        """Allowed the first (operation, resource), or the second, …: one refusal, counted,
+        audited and answered naming the last (the ones before are asked silently)."""
+        if not any(self.allows(op, r) for op, r in needs):
+            self._refuse(*needs[-1])
 
     def require_idempotent_write(self) -> None:
         """An idempotent producer id: IDEMPOTENT_WRITE on the cluster, or (Kafka 3.0, KIP-679)

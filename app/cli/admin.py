@@ -78,7 +78,8 @@ def topics(settings: Settings, args: argparse.Namespace) -> int:
 
     def summary(t) -> dict:  # type: ignore[no-untyped-def]
         # As the HTTP API answers them (cleanup_policy, a str enum, is written as its value).
-        return {"name": t.name, "partition_count": t.partition_count, "config": asdict(t.config)}
+        return {"name": t.name, "partition_count": t.partition_count, "value_format": t.config.value_format,
+                "config": asdict(t.config)}
 
     def description(t, parts) -> dict:  # type: ignore[no-untyped-def]
         return {**summary(t), "partitions": [asdict(p) for p in parts]}

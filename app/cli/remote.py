@@ -288,17 +288,22 @@ def _nothing(answer: Answer) -> list[str]:
     return []
 
 
+_CONFIG_COLUMNS = ("cleanup_policy", "retention_ms", "retention_bytes", "value_format")
+
+
 def _topic_list_table(a: Answer) -> list[str]:
+    # A topic's config is null to a principal that may not describe its configs: "-" in each column.
     return columns(["TOPIC", "PARTITIONS", "CLEANUP-POLICY", "RETENTION-MS", "RETENTION-BYTES", "VALUE-FORMAT"],
-                   [[t["name"], t["partition_count"], t["config"]["cleanup_policy"], t["config"]["retention_ms"],
-                     t["config"]["retention_bytes"], t["config"]["value_format"]] for t in a["topics"]])
+                   [[t["name"], t["partition_count"],
+                     *(("-",) * len(_CONFIG_COLUMNS) if t["config"] is None
+                       else (t["config"][k] for k in _CONFIG_COLUMNS))] for t in a["topics"]])
 
 
 def _topic_table(a: Answer) -> list[str]:
     # kafka-topics --describe: the topic on one line, its config in the answer's order (the schema's
     # fields), then one line per partition in the answer's order, by partition number
     # (storage.topics.describe_partitions orders them; README, Topic administration, says so).
-    configs = ",".join(f"{k}={_cell(v)}" for k, v in a["config"].items())
+    configs = "-" if a["config"] is None else ",".join(f"{k}={_cell(v)}" for k, v in a["config"].items())
     return [f"Topic: {a['name']}\tPartitionCount: {a['partition_count']}\tConfigs: {configs}"] + [
         f"\tTopic: {a['name']}\tPartition: {p['partition']}\tLogStartOffset: {p['log_start_offset']}\t"
         f"LastStableOffset: {p['last_stable_offset']}\tLogEndOffset: {p['log_end_offset']}\t"

@@ -10,8 +10,10 @@ Matching, as Kafka's:
 - resource: LITERAL names one resource, or every resource of its type with the name `*`;
   PREFIXED matches every name that starts with it;
 - operation: the binding's own, or ALL; an ALLOW of READ, WRITE, DELETE or ALTER implies
-  DESCRIBE (a principal that may read a topic may see that it exists). Implication applies
-  to ALLOW only: a DENY of DESCRIBE does not deny READ, a DENY of ALL denies everything.
+  DESCRIBE (a principal that may read a topic may see that it exists), and an ALLOW of
+  ALTER_CONFIGS implies DESCRIBE_CONFIGS. DESCRIBE does not give DESCRIBE_CONFIGS: seeing that a
+  topic exists is not reading its config. Implication applies to ALLOW only: a DENY of DESCRIBE
+  does not deny READ, a DENY of ALL denies everything.
 
 Pure: the bindings are handed in (app.services.security keeps them cached per process).
 """
@@ -48,8 +50,10 @@ class Operation(str, enum.Enum):
     DELETE = "delete"
     ALTER = "alter"
     DESCRIBE = "describe"
+    CLUSTER_ACTION = "cluster_action"  # on the cluster: an operator's action (aborting a transaction)
+    DESCRIBE_CONFIGS = "describe_configs"  # read a config: apart from DESCRIBE, as in Kafka
+    ALTER_CONFIGS = "alter_configs"  # change a config: apart from ALTER, as in Kafka
     IDEMPOTENT_WRITE = "idempotent_write"
-    ALTER_CONFIGS = "alter_configs"  # change a topic's config: apart from ALTER, as in Kafka
     ALL = "all"
 
 
@@ -62,15 +66,20 @@ class Permission(str, enum.Enum):
 # AclOperation table; ALL everywhere). A binding outside it could never match a request.
 OPERATIONS_OF: dict[ResourceType, frozenset[Operation]] = {
     ResourceType.TOPIC: frozenset({Operation.READ, Operation.WRITE, Operation.CREATE, Operation.DELETE,
-                                   Operation.ALTER, Operation.ALTER_CONFIGS, Operation.DESCRIBE, Operation.ALL}),
+                                   Operation.ALTER, Operation.DESCRIBE, Operation.DESCRIBE_CONFIGS,
+                                   Operation.ALTER_CONFIGS, Operation.ALL}),
     ResourceType.GROUP: frozenset({Operation.READ, Operation.DELETE, Operation.DESCRIBE, Operation.ALL}),
     ResourceType.TRANSACTIONAL_ID: frozenset({Operation.WRITE, Operation.DESCRIBE, Operation.ALL}),
-    ResourceType.CLUSTER: frozenset({Operation.CREATE, Operation.ALTER, Operation.DESCRIBE,
-                                     Operation.IDEMPOTENT_WRITE, Operation.ALL}),
+    ResourceType.CLUSTER: frozenset({Operation.CREATE, Operation.CLUSTER_ACTION, Operation.DESCRIBE_CONFIGS,
+                                     Operation.ALTER_CONFIGS, Operation.IDEMPOTENT_WRITE, Operation.ALTER,
+                                     Operation.DESCRIBE, Operation.ALL}),
 }
 
-# An ALLOW of any of these is also an ALLOW of DESCRIBE.
-_IMPLIES_DESCRIBE = frozenset({Operation.READ, Operation.WRITE, Operation.DELETE, Operation.ALTER, Operation.ALL})
+# The operations an ALLOW of which is also an ALLOW of the key (ALL aside, which allows every one).
+_IMPLIED_BY: dict[Operation, frozenset[Operation]] = {
+    Operation.DESCRIBE: frozenset({Operation.READ, Operation.WRITE, Operation.DELETE, Operation.ALTER}),
+    Operation.DESCRIBE_CONFIGS: frozenset({Operation.ALTER_CONFIGS}),
+}
 
 
 @dataclass(frozen=True, slots=True)
@@ -202,9 +211,7 @@ def check_binding(binding: AclBinding) -> str | None:
 
 
 def _operation_allows(granted: Operation, wanted: Operation) -> bool:
-    return granted is wanted or granted is Operation.ALL or (
-        wanted is Operation.DESCRIBE and granted in _IMPLIES_DESCRIBE
-    )
+    return granted is wanted or granted is Operation.ALL or granted in _IMPLIED_BY.get(wanted, ())
 
 
 def may_write_some_topic(bindings: Iterable[AclBinding], principal: str) -> bool:

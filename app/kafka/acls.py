@@ -11,8 +11,8 @@ KIP-430's fields use too); ALLOW and DENY. Kafka's cluster is `kafka-cluster`, t
 What the service's model cannot hold is refused binding by binding with INVALID_REQUEST and a
 message, the code Kafka's controller answers a binding it cannot take with (AclControlManager):
 a host other than `*` (a binding here holds for every host), a resource type it has no
-resources of (DELEGATION_TOKEN, USER), an operation it never checks (CLUSTER_ACTION,
-DESCRIBE_CONFIGS, CREATE_TOKENS, DESCRIBE_TOKENS), and whatever check_binding, the check of
+resources of (DELEGATION_TOKEN, USER), an operation it never checks (CREATE_TOKENS,
+DESCRIBE_TOKENS), and whatever check_binding, the check of
 every door, refuses. A filter that names such a value matches nothing, as Kafka's would match
 no binding stored here; a filter naming UNKNOWN, or a code Kafka has not, is INVALID_REQUEST,
 as Kafka's request validation answers it.
@@ -69,7 +69,7 @@ class KafkaPermission(enum.IntEnum):
 
 # Kafka's AclOperation codes beside the service's operations (auth.ACL_OPERATION_CODES).
 _UNKNOWN_OPERATION, _ANY_OPERATION = 0, 1
-_KAFKA_ONLY_OPERATIONS = {9: "CLUSTER_ACTION", 10: "DESCRIBE_CONFIGS", 13: "CREATE_TOKENS", 14: "DESCRIBE_TOKENS"}
+_KAFKA_ONLY_OPERATIONS = {13: "CREATE_TOKENS", 14: "DESCRIBE_TOKENS"}
 
 RESOURCE_TYPES: dict[KafkaResourceType, ResourceType] = {
     KafkaResourceType.TOPIC: ResourceType.TOPIC, KafkaResourceType.GROUP: ResourceType.GROUP,

@@ -38,7 +38,7 @@ from app.domain.errors import (
 )
 from app.domain.types import TRANSACTION_LIST_MAX, CleanupPolicy, TransactionState, ValueFormat
 from app.domain.topic_config import CONFIG_KEYS, ConfigTextError, TopicConfig, new_topic_config, parse_config_text
-from app.kafka.auth import access, refusal_code
+from app.kafka.auth import access, config_resource, refusal_code
 from app.kafka.errors import error_code
 from app.kafka.protocol import NO_WAIT, answered_once, build, partitions_once, response_module
 
@@ -273,6 +273,13 @@ class AdminApis:
             return refused(error_code(e), e.message)
         if not hasattr(m, "CreatableTopicConfigs"):  # versions before 5 answer no configs
             configs: tuple | None = None
+        elif refusal_code(Operation.DESCRIBE_CONFIGS, topic, audited=False) is not None:
+            # Created, but its configs, partition count and replication factor (versions 5 and
+            # later) are shown only to a principal that may describe its configs, as Kafka's
+            # controller answers: a config is not the creator's to read by creating.
+            return build(m.CreatableTopicResult, name=t.name, topic_id=_ZERO_UUID, error_code=ErrorCode.none,
+                         error_message=None, topic_config_error_code=ErrorCode.topic_authorization_failed,
+                         num_partitions=-1, replication_factor=-1, configs=())
         else:
             configs = self._created_configs(m, created.config, given)
         return build(m.CreatableTopicResult, name=t.name, topic_id=_ZERO_UUID, error_code=ErrorCode.none,
@@ -308,14 +315,16 @@ class AdminApis:
         # declares it not acted on), which an entry naming it both ways must not stand in for.
         by_name = {name for name, topic_id in named if topic_id == _ZERO_UUID}
         results = []
-        for (name, topic_id), twice in answered_once(named, key=_deleted_topic):
+        for entry, twice in answered_once(named, key=_deleted_topic):
+            name, topic_id = entry
             code, message = ErrorCode.none, None
-            if name is None and topic_id == _ZERO_UUID:
-                code, message = ErrorCode.invalid_request, NO_TOPIC_NAMED
-            elif name is not None and topic_id != _ZERO_UUID:
-                if name not in by_name:
-                    access().not_acted_on(Operation.DELETE, acl.topic(name))
-                code, message = ErrorCode.invalid_request, TOPIC_NAMED_BOTH_WAYS
+            if _deleted_topic(entry) is None:  # named both ways or neither way
+                if name is None:
+                    code, message = ErrorCode.invalid_request, NO_TOPIC_NAMED
+                else:
+                    if name not in by_name:
+                        access().not_acted_on(Operation.DELETE, acl.topic(name))
+                    code, message = ErrorCode.invalid_request, TOPIC_NAMED_BOTH_WAYS
             elif twice and name is None:
                 code, message = ErrorCode.invalid_request, DUPLICATE_TOPIC_ID
             elif twice:
@@ -382,14 +391,14 @@ class AdminApis:
             return build(m.DescribeConfigsResult, error_code=code, error_message=message,
                          resource_type=r.resource_type, resource_name=r.resource_name, configs=configs)
 
+        guard = config_resource(r.resource_type, r.resource_name)
+        if guard is not None and (denied := refusal_code(Operation.DESCRIBE_CONFIGS, guard)) is not None:
+            return result(denied, None)
         if r.resource_type == ResourceType.BROKER:
             # The broker's settings are the service's (OUTBOX_*), not Kafka configs: none to show.
-            denied = refusal_code(Operation.DESCRIBE, acl.CLUSTER)
-            return result(denied or ErrorCode.none, None)
+            return result(ErrorCode.none, None)
         if r.resource_type != ResourceType.TOPIC:
             return result(ErrorCode.invalid_request, f"resource type {r.resource_type} has no configs here")
-        if (denied := refusal_code(Operation.DESCRIBE, acl.topic(r.resource_name))) is not None:
-            return result(denied, None)
         try:
             topic, _ = self.services.topics.describe(r.resource_name)
             keys = CONFIG_KEYS if r.configuration_keys is None else [config_key(n) for n in r.configuration_keys]
@@ -431,10 +440,9 @@ class AdminApis:
         results = []
         for r in body.resources:
             code, message = ErrorCode.none, None
-            resource = acl.topic(r.resource_name) if r.resource_type == ResourceType.TOPIC else acl.CLUSTER
-            operation = Operation.ALTER_CONFIGS if r.resource_type == ResourceType.TOPIC else Operation.ALTER
+            guard = config_resource(r.resource_type, r.resource_name)
             try:
-                if (denied := refusal_code(operation, resource)) is not None:
+                if guard is not None and (denied := refusal_code(Operation.ALTER_CONFIGS, guard)) is not None:
                     results.append(build(m.AlterConfigsResourceResponse, error_code=denied, error_message=None,
                                          resource_type=r.resource_type, resource_name=r.resource_name))
                     continue

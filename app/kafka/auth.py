@@ -263,7 +263,8 @@ def refusal_code(operation: Operation, resource: Resource, *, granted: Callable[
 # it out) but is Kafka's too.
 ACL_OPERATION_CODES: dict[Operation, int] = {
     Operation.ALL: 2, Operation.READ: 3, Operation.WRITE: 4, Operation.CREATE: 5, Operation.DELETE: 6,
-    Operation.ALTER: 7, Operation.DESCRIBE: 8, Operation.ALTER_CONFIGS: 11, Operation.IDEMPOTENT_WRITE: 12,
+    Operation.ALTER: 7, Operation.DESCRIBE: 8, Operation.CLUSTER_ACTION: 9, Operation.DESCRIBE_CONFIGS: 10,
+    Operation.ALTER_CONFIGS: 11, Operation.IDEMPOTENT_WRITE: 12,
 }
 # What an authorized-operations field holds when the request did not ask for it (INT32_MIN,
 # the field's default in Kafka's schema).
@@ -347,10 +348,26 @@ def _offset_fetch(body: Any) -> list[Need]:
         (Operation.DESCRIBE, acl.topic(t.name)) for t in body.topics or ()]
 
 
-def _config_resources(topic_op: Operation, cluster_op: Operation) -> Callable[[Any], list[Need]]:
-    """DescribeConfigs and IncrementalAlterConfigs: a topic's, or the broker's (the cluster's)."""
-    return lambda body: [(topic_op, acl.topic(r.resource_name)) if r.resource_type == 2 else (cluster_op, CLUSTER)
-                         for r in body.resources]
+# Kafka's ConfigResource types whose configs are guarded by the cluster's ACLs: BROKER and
+# BROKER_LOGGER. A topic's (TOPIC, 2) are guarded by the topic's.
+CLUSTER_CONFIG_TYPES = frozenset({4, 8})
+
+
+def config_resource(resource_type: int, resource_name: str) -> Resource | None:
+    """The resource whose ACLs guard a DescribeConfigs, AlterConfigs or IncrementalAlterConfigs
+    resource: the topic's, or the cluster for the broker's and the broker loggers'. None for a
+    type with no configs here (GROUP, CLIENT_METRICS, ...), answered INVALID_REQUEST with no
+    check (app.kafka.admin), so RULES needs nothing for it."""
+    if resource_type == 2:
+        return acl.topic(resource_name)
+    return CLUSTER if resource_type in CLUSTER_CONFIG_TYPES else None
+
+
+def _config_resources(op: Operation) -> Callable[[Any], list[Need]]:
+    """DescribeConfigs, AlterConfigs and IncrementalAlterConfigs: `op` on each resource's
+    guard (config_resource)."""
+    return lambda body: [(op, guard) for r in body.resources
+                         if (guard := config_resource(r.resource_type, r.resource_name)) is not None]
 
 
 def _delete_topics(body: Any) -> list[Need]:
@@ -387,10 +404,10 @@ RULES: dict[int, Callable[[Any], list[Need]]] = {
     19: _topics(Operation.CREATE, lambda body: [t.name for t in body.topics]),
     20: _delete_topics,
     21: _topics(Operation.DELETE, lambda body: [t.name for t in body.topics]),  # DeleteRecords
-    32: _config_resources(Operation.DESCRIBE, Operation.DESCRIBE),  # DescribeConfigs
-    33: _config_resources(Operation.ALTER_CONFIGS, Operation.ALTER),  # AlterConfigs
+    32: _config_resources(Operation.DESCRIBE_CONFIGS),  # DescribeConfigs
+    33: _config_resources(Operation.ALTER_CONFIGS),  # AlterConfigs
     37: _topics(Operation.ALTER, lambda body: [t.name for t in body.topics]),  # CreatePartitions
-    44: _config_resources(Operation.ALTER_CONFIGS, Operation.ALTER),  # IncrementalAlterConfigs
+    44: _config_resources(Operation.ALTER_CONFIGS),  # IncrementalAlterConfigs
     61: _topics(Operation.READ, lambda body: [t.name for t in body.topics]),  # DescribeProducers
     65: lambda body: [(Operation.DESCRIBE, acl.transactional_id(t)) for t in body.transactional_ids],
     66: _nothing,  # ListTransactions: each transactional id filtered by DESCRIBE

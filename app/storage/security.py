@@ -8,16 +8,20 @@ change.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from sqlalchemy import Connection, and_, delete, insert, select, update
 
 from app.domain.acl import AclBinding, AclFilter, Operation, PatternType, Permission, ResourceType
+from app.domain.errors import InvalidRequest
 from app.domain.scram import ScramCredential
 from app.storage import dialect
 from app.storage.producers import next_id
 from app.storage.tables import acls, api_keys, counters
+
+logger = logging.getLogger(__name__)
 
 SECURITY_VERSION = "security_version"
 # Not a counter but a secret of the deployment, kept in `counters` to need no migration: a
@@ -69,10 +73,24 @@ def _matching(match: AclFilter) -> list:  # type: ignore[type-arg]
             if value is not None]
 
 
-def _matched(conn: Connection, match: AclFilter) -> list[tuple[int, AclBinding]]:
-    """(acl_id, binding) of every binding the filter takes, in the order they were added."""
-    rows = conn.execute(select(acls).where(*_matching(match)).order_by(acls.c.acl_id))
-    return [(r.acl_id, b) for r in rows if match.matches_name(b := _binding(r))]
+def _matched(conn: Connection, match: AclFilter, *, removing: bool) -> list[tuple[int, AclBinding]]:
+    """(acl_id, binding) of every binding the filter takes, in the order they were added. A
+    row whose operation this process does not know (_row_binding) is left out of a listing;
+    `removing`, it refuses the whole removal (InvalidRequest): deleting a binding this process
+    cannot show would remove a grant or a deny nobody was told of."""
+    matched = []
+    for r in conn.execute(select(acls).where(*_matching(match)).order_by(acls.c.acl_id)):
+        b = _row_binding(r)
+        if b is None:
+            # The operation does not decide whether the name matches: any stands in for it.
+            if removing and match.matches_name(_binding(r, Operation.ALL)):
+                raise InvalidRequest(
+                    f"ACL {r.acl_id} matches: a binding with an operation this process does not know "
+                    f"({r.operation!r}); upgrade this process to remove it")
+            continue
+        if match.matches_name(b):
+            matched.append((r.acl_id, b))
+    return matched
 
 
 def version(conn: Connection) -> int:
@@ -100,21 +118,41 @@ def changed(conn: Connection) -> int:
     return next_id(conn, SECURITY_VERSION)
 
 
-def _binding(r) -> AclBinding:  # type: ignore[no-untyped-def]
+def _binding(r, operation: Operation | None = None) -> AclBinding:  # type: ignore[no-untyped-def]
     return AclBinding(r.principal, ResourceType(r.resource_type), r.resource_name, PatternType(r.pattern_type),
-                      Operation(r.operation), Permission(r.permission))
+                      Operation(r.operation) if operation is None else operation, Permission(r.permission))
+
+
+_KNOWN_OPERATIONS = frozenset(op.value for op in Operation)
+
+
+def _row_binding(r) -> AclBinding | None:  # type: ignore[no-untyped-def]
+    """The row's binding; None for a row naming an operation this code does not know, which a
+    newer process (a later migration's CHECK) may grant, with a warning naming it. So a process
+    not yet upgraded keeps deciding every request by the bindings it understands (the binding
+    could only ever allow what it names, or deny it) rather than failing them all."""
+    if r.operation not in _KNOWN_OPERATIONS:
+        logger.warning("ACL %s skipped: operation %r is unknown to this process (upgrade it to apply the "
+                       "binding: %s %s %r on %s:%s, %s)", r.acl_id, r.operation, r.permission, r.principal,
+                       r.operation, r.resource_type, r.resource_name, r.pattern_type)
+        return None
+    return _binding(r)
+
+
+def _known_bindings(rows) -> list[AclBinding]:  # type: ignore[no-untyped-def]
+    return [b for r in rows if (b := _row_binding(r)) is not None]
 
 
 def snapshot(conn: Connection) -> SecuritySnapshot:
     """The version and everything it covers; `conn` must read one snapshot (Database.read)."""
     at = version(conn)
-    bindings = tuple(_binding(r) for r in conn.execute(select(acls).order_by(acls.c.acl_id)))
+    bindings = tuple(_known_bindings(conn.execute(select(acls).order_by(acls.c.acl_id))))
     keys = {r.key_id: _api_key(r) for r in conn.execute(select(api_keys).where(api_keys.c.revoked_ms.is_(None)))}
     return SecuritySnapshot(at, bindings, keys)
 
 
 def list_acls(conn: Connection, match: AclFilter) -> list[AclBinding]:
-    return [b for _, b in _matched(conn, match)]
+    return [b for _, b in _matched(conn, match, removing=False)]
 
 
 def add_acls(conn: Connection, bindings: list[AclBinding], now_ms: int) -> list[bool]:
@@ -138,7 +176,7 @@ def add_acls(conn: Connection, bindings: list[AclBinding], now_ms: int) -> list[
 
 def remove_acls(conn: Connection, match: AclFilter) -> list[AclBinding]:
     """Delete the bindings the filter matches; the ones deleted."""
-    gone = _matched(conn, match)
+    gone = _matched(conn, match, removing=True)
     if gone:
         conn.execute(delete(acls).where(acls.c.acl_id.in_([acl_id for acl_id, _ in gone])))
         changed(conn)

@@ -251,7 +251,7 @@ def test_only_a_principal_with_alter_on_the_cluster_is_offered_a_transactions_ab
                                                 "resource_name": "t-audit", "operation": "describe"}]}))
     auditor = signed_in(keys.auditor, "#/transactions/t-audit")
     expect(auditor.page.locator("#abort-needs")).to_have_text(
-        "Aborting a transaction as an operator needs alter on the cluster.", timeout=WAIT_MS)
+        "Aborting a transaction as an operator needs alter or cluster_action on the cluster.", timeout=WAIT_MS)
     assert "Ongoing" in auditor.text("main dl")
     assert auditor.page.locator("#abort").count() == 0
     admin = signed_in(keys.admin, "#/transactions/t-audit")

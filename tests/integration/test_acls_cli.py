@@ -66,6 +66,7 @@ def test_the_readmes_acl_commands_store_exactly_the_bindings_they_name(readme_ac
         # The read-only operator's.
         ("User:viewer", "cluster", "outbox-cluster", "literal", "describe", "allow"),
         ("User:viewer", "group", "*", "literal", "describe", "allow"),
+        ("User:viewer", "topic", "*", "literal", "describe_configs", "allow"),
         ("User:viewer", "topic", "*", "literal", "read", "allow"),
         ("User:viewer", "transactional_id", "*", "literal", "describe", "allow"),
     ]

@@ -485,6 +485,80 @@ def test_the_clusters_authorized_operations_are_those_the_principals_acls_allow(
     assert got == {"authorized_operations": ["alter", "describe", "idempotent_write"]}
 
 
+def test_all_on_a_topic_and_on_the_cluster_authorizes_kafkas_eight_and_seven_operations(world: World) -> None:
+    world.grant([(T, "orders", Operation.ALL), (C, CLUSTER_NAME, Operation.ALL)])
+    got = world.client.get("/v1/topics/orders/authorized-operations", headers=world.alice).json()
+    assert got == {"topic": "orders", "authorized_operations": [
+        "read", "write", "create", "delete", "alter", "describe", "describe_configs", "alter_configs"]}
+    got = world.client.get("/v1/cluster/authorized-operations", headers=world.alice).json()
+    assert got == {"authorized_operations": [
+        "create", "alter", "describe", "cluster_action", "describe_configs", "alter_configs", "idempotent_write"]}
+
+
+_ORDERS_CONFIG = {"cleanup_policy": "delete", "retention_ms": 604800000, "retention_bytes": -1,
+                  "delete_retention_ms": 86400000, "check_expected_offsets": False,
+                  "max_message_bytes": 1048588, "value_format": "json"}
+
+
+def _configs_shown(w: World) -> tuple[object, object]:
+    """The config of `orders` as alice is answered it by GET /v1/topics/orders and GET /v1/topics."""
+    described = w.client.get("/v1/topics/orders", headers=w.alice).json()
+    listed = w.client.get("/v1/topics", headers=w.alice).json()["topics"]
+    return described["config"], [t["config"] for t in listed if t["name"] == "orders"][0]
+
+
+def test_describe_alone_shows_a_topic_without_its_config(world: World) -> None:
+    world.grant([(T, "orders", Operation.DESCRIBE)])
+    assert _configs_shown(world) == (None, None)
+
+
+def test_describe_alone_shows_a_bytes_topics_value_format_outside_its_null_config(world: World) -> None:
+    world.as_admin("POST", "/v1/topics", {"name": "raw", "config": {"value_format": "bytes"}})
+    world.grant([(T, "raw", Operation.DESCRIBE)])
+    listed = world.client.get("/v1/topics", headers=world.alice).json()
+    assert listed == {"topics": [{"name": "raw", "partition_count": 1, "value_format": "bytes", "config": None}]}
+    described = world.client.get("/v1/topics/raw", headers=world.alice).json()
+    assert {k: v for k, v in described.items() if k != "partitions"} == listed["topics"][0]
+
+
+@pytest.mark.parametrize("granted", [Operation.DESCRIBE_CONFIGS, Operation.ALTER_CONFIGS, Operation.ALL])
+def test_describe_configs_or_what_implies_it_shows_a_topics_config(world: World, granted: Operation) -> None:
+    world.grant([(T, "orders", Operation.DESCRIBE), (T, "orders", granted)])
+    assert _configs_shown(world) == (_ORDERS_CONFIG, _ORDERS_CONFIG)
+
+
+def test_a_deny_of_describe_configs_hides_the_config_of_every_answer_that_shows_one(world: World) -> None:
+    world.grant([(T, "orders", Operation.ALL), (C, CLUSTER_NAME, Operation.CREATE)])
+    world.grant([(T, "orders", Operation.DESCRIBE_CONFIGS), (T, "fresh", Operation.DESCRIBE_CONFIGS)],
+                Permission.DENY)
+    assert _configs_shown(world) == (None, None)
+    grown = world.client.post("/v1/topics/orders/partitions", json={"partition_count": 3}, headers=world.alice)
+    assert (grown.status_code, grown.json()["partition_count"], grown.json()["config"]) == (200, 3, None)
+    created = world.client.post("/v1/topics", json={"name": "fresh"}, headers=world.alice)
+    assert (created.status_code, created.json()["name"], created.json()["config"]) == (201, "fresh", None)
+    # The topics' configs are as they were: only the answer leaves them out.
+    assert world.as_admin("GET", "/v1/topics/orders")["config"] == _ORDERS_CONFIG
+
+
+def test_cluster_action_on_the_cluster_allows_an_operators_abort(world: World) -> None:
+    world.open_transaction("tx")
+    world.grant([(C, CLUSTER_NAME, Operation.CLUSTER_ACTION)])
+    aborted = world.client.post("/v1/admin/transactions/tx/abort", headers=world.alice)
+    assert (aborted.status_code, aborted.json()["state"]) == (200, "CompleteAbort")
+
+
+def test_a_deny_of_cluster_action_refuses_an_operators_abort_that_only_cluster_action_allows(world: World) -> None:
+    world.open_transaction("tx")
+    world.grant([(C, CLUSTER_NAME, Operation.CLUSTER_ACTION)])
+    world.grant([(C, CLUSTER_NAME, Operation.CLUSTER_ACTION)], Permission.DENY)
+    refused = world.client.post("/v1/admin/transactions/tx/abort", headers=world.alice)
+    # The refusal names cluster_action, as Kafka's, which asks alter silently first.
+    assert (refused.status_code, refused.json()["error_code"], refused.json()["message"]) == (
+        403, "CLUSTER_AUTHORIZATION_FAILED",
+        "User:alice is not authorized for cluster_action on the cluster: no ACL allows it")
+    assert world.as_admin("GET", "/v1/transactions/tx")["state"] == "Ongoing"
+
+
 def test_list_transactions_shows_only_the_transactional_ids_the_principal_may_describe(world: World) -> None:
     world.open_transaction("tx")
     world.open_transaction("other")

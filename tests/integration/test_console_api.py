@@ -76,9 +76,9 @@ def test_bad_input_is_refused_with_a_code(timed: Any, url: str, status: int, cod
 
 def test_with_authentication_off_every_topic_operation_is_authorized(client: Any) -> None:
     assert ok(client.get("/v1/topics/any/authorized-operations")) == {"topic": "any", "authorized_operations": [
-        "read", "write", "create", "delete", "alter", "describe", "alter_configs"]}
+        "read", "write", "create", "delete", "alter", "describe", "describe_configs", "alter_configs"]}
 
 
 def test_with_authentication_off_every_cluster_operation_is_authorized(client: Any) -> None:
     assert ok(client.get("/v1/cluster/authorized-operations")) == {"authorized_operations": [
-        "create", "alter", "describe", "idempotent_write"]}
+        "create", "alter", "describe", "cluster_action", "describe_configs", "alter_configs", "idempotent_write"]}

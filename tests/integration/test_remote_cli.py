@@ -543,8 +543,8 @@ def test_a_principal_without_the_acl_gets_the_403_code_and_exit_status_4(served,
     assert described.err == ("outbox: error: TOPIC_AUTHORIZATION_FAILED: User:reader is not authorized for describe "
                              "on topic 'anything': no ACL allows it\n")
     assert (aborted.status, aborted.out) == (EXIT_AUTH, "")
-    assert aborted.err == ("outbox: error: CLUSTER_AUTHORIZATION_FAILED: User:reader is not authorized for alter on "
-                           "the cluster: no ACL allows it\n")
+    assert aborted.err == ("outbox: error: CLUSTER_AUTHORIZATION_FAILED: User:reader is not authorized for "
+                           "cluster_action on the cluster: no ACL allows it\n")
 
 
 @pytest.mark.parametrize(("key", "line"), [
@@ -769,3 +769,24 @@ def test_a_flag_that_would_do_nothing_is_a_usage_error(outbox, args, line) -> No
     done = outbox(*args)
 
     assert (done.status, done.out, done.err) == (EXIT_USAGE, "", line + "\n")
+
+
+def test_a_topic_shown_without_its_config_prints_a_dash_for_it(served, outbox, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    # User:reader may describe the topic, not its configs: HTTP answers its config null.
+    topic = _topic("noconf")
+    admin = served.admin()
+    assert admin.post("/v1/topics", json={"name": topic, "partitions": 1}).status_code == 201
+    assert admin.post("/v1/acls", json={"acls": [{
+        "principal": "User:reader", "resource_type": "topic", "resource_name": topic, "pattern_type": "literal",
+        "operation": "describe", "permission": "allow"}]}).status_code == 200
+    monkeypatch.setenv("OUTBOX_URL", served.secured_url)
+    monkeypatch.setenv("OUTBOX_API_KEY", served.reader_key)
+
+    described = outbox("topics", "describe", topic, "--table")
+    listed = outbox("topics", "list", "--table")
+
+    assert (described.status, described.err) == (0, "")
+    assert described.out.splitlines()[0] == f"Topic: {topic}\tPartitionCount: 1\tConfigs: -"
+    assert (listed.status, listed.err) == (0, "")
+    assert [line.split() for line in listed.out.splitlines() if line.startswith(topic)] == [
+        [topic, "1", "-", "-", "-", "-"]]

@@ -69,7 +69,7 @@ def test_alter_answers_the_topic_with_the_key_set(client) -> None:  # type: igno
 
     answer = _ok(_alter(client, "t", retention_ms=3_600_000))
 
-    assert answer == {"name": "t", "partition_count": 1,
+    assert answer == {"name": "t", "partition_count": 1, "value_format": "json",
                       "config": {**DEFAULT_CONFIG, "retention_ms": 3_600_000}, "partitions": [_empty(0)]}
 
 
@@ -138,7 +138,7 @@ def test_list_shows_the_altered_config(client) -> None:  # type: ignore[no-untyp
 
     listed = client.get("/v1/topics").json()["topics"]
 
-    assert listed == [{"name": "t", "partition_count": 2, "config": answer["config"]}]
+    assert listed == [{"name": "t", "partition_count": 2, "value_format": "json", "config": answer["config"]}]
 
 
 # --- CreatePartitions ---------------------------------------------------------------------------------

@@ -100,6 +100,16 @@ def test_the_cluster_is_kafka_cluster_to_a_kafka_client_and_outbox_cluster_over_
     assert _described(admin, _filter(kind=ResourceType.BROKER)) == {_key(made)}
 
 
+def test_kafkas_config_and_cluster_action_operations_are_stored_as_the_services(
+        kafka: Listener, admin: AdminClient) -> None:
+    made = [_binding("kafka-cluster", operation=AclOperation.CLUSTER_ACTION, kind=ResourceType.BROKER),
+            _binding("orders", operation=AclOperation.DESCRIBE_CONFIGS)]
+    assert _created(admin, made) == {b: None for b in made}
+    assert _http_acls(kafka) == {("User:alice", "cluster", "outbox-cluster", "literal", "cluster_action", "allow"),
+                                 ("User:alice", "topic", "orders", "literal", "describe_configs", "allow")}
+    assert _described(admin, _filter()) == {_key(b) for b in made}
+
+
 def test_describe_acls_of_any_resource_type_named_kafka_cluster_answers_the_cluster_and_resources_of_that_name(
         kafka: Listener, admin: AdminClient) -> None:
     named = [_binding("kafka-cluster", operation=AclOperation.IDEMPOTENT_WRITE, kind=ResourceType.BROKER),
@@ -179,8 +189,10 @@ def _creation(**fields: Any) -> CreateAclsRequest:
     ({"resource_type": 0}, "unknown resource type 0"),
     ({"resource_type": 42}, "unknown resource type 42"),
     ({"resource_pattern_type": 2}, "invalid pattern type MATCH: a binding is LITERAL or PREFIXED"),
-    ({"operation": 9}, "operation CLUSTER_ACTION is not one the service checks: a binding of it would never match "
-                       "a request"),
+    ({"operation": 13}, "operation CREATE_TOKENS is not one the service checks: a binding of it would never match "
+                        "a request"),
+    ({"operation": 9}, "invalid ACL binding: operation 'cluster_action' does not apply to a topic (one of: all, alter, "
+                       "alter_configs, create, delete, describe, describe_configs, read, write)"),
     ({"operation": 1}, "invalid operation 1: ANY is for filters"),
     ({"permission_type": 1}, "invalid permission type ANY: a binding ALLOWs or DENYs"),
     ({"resource_type": 4, "resource_name": "other"}, "the only valid name for the CLUSTER resource is kafka-cluster"),

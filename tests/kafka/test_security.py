@@ -264,7 +264,8 @@ def test_metadata_lists_only_the_topics_the_principal_may_describe(secured: Secu
 
 # Kafka's AclOperation codes: a KIP-430 authorized-operations field sets bit `code` for each
 # operation allowed; INT32_MIN says the request did not ask for it.
-READ, WRITE, CREATE, DELETE, ALTER, DESCRIBE, ALTER_CONFIGS, IDEMPOTENT_WRITE = 3, 4, 5, 6, 7, 8, 11, 12
+READ, WRITE, CREATE, DELETE, ALTER, DESCRIBE = 3, 4, 5, 6, 7, 8
+CLUSTER_ACTION, DESCRIBE_CONFIGS, ALTER_CONFIGS, IDEMPOTENT_WRITE = 9, 10, 11, 12
 NOT_REQUESTED = -2147483648
 
 
@@ -327,8 +328,22 @@ def test_without_authentication_every_operation_of_a_topic_and_of_the_cluster_is
         answer = _metadata_v10(s, "orders", topic_operations=True, cluster_operations=True)
     # As the HTTP door's authorized-operations answers: those a binding may name, ALL left out.
     assert [(t.name, t.topic_authorized_operations) for t in answer.topics] == [
-        ("orders", _bits(READ, WRITE, CREATE, DELETE, ALTER, DESCRIBE, ALTER_CONFIGS))]
-    assert answer.cluster_authorized_operations == _bits(CREATE, ALTER, DESCRIBE, IDEMPOTENT_WRITE)
+        ("orders", _bits(READ, WRITE, CREATE, DELETE, ALTER, DESCRIBE, DESCRIBE_CONFIGS, ALTER_CONFIGS))]
+    assert answer.cluster_authorized_operations == _bits(CREATE, CLUSTER_ACTION, DESCRIBE_CONFIGS, ALTER_CONFIGS,
+                                                         IDEMPOTENT_WRITE, ALTER, DESCRIBE)
+
+
+def test_all_answers_kafkas_eight_operations_of_a_topic_and_seven_of_the_cluster(secured: Secured) -> None:
+    # librdkafka's DescribeTopics and DescribeCluster ask them with Metadata.
+    secured.grant("User:alice", "topic", "orders", "all")
+    secured.grant("User:alice", "cluster", "outbox-cluster", "all")
+    with secured.connect() as s:
+        assert _sasl(s, "alice", secured.keys["alice"]).error_code == ErrorCode.none
+        metadata = _metadata_v10(s, "orders", topic_operations=True, cluster_operations=True)
+    assert [(t.name, t.topic_authorized_operations) for t in metadata.topics] == [
+        ("orders", _bits(READ, WRITE, CREATE, DELETE, ALTER, DESCRIBE, DESCRIBE_CONFIGS, ALTER_CONFIGS))]
+    assert metadata.cluster_authorized_operations == _bits(
+        CREATE, CLUSTER_ACTION, DESCRIBE_CONFIGS, ALTER_CONFIGS, IDEMPOTENT_WRITE, ALTER, DESCRIBE)
 
 
 def test_a_transactional_producer_without_write_on_its_transactional_id_is_refused(secured: Secured) -> None:

@@ -9,6 +9,7 @@ from app.domain.acl import (
     CLUSTER,
     AclFilter,
     CLUSTER_NAME,
+    OPERATIONS_OF,
     AclBinding,
     Operation,
     PatternType,
@@ -95,6 +96,48 @@ def test_describe_and_create_imply_nothing_else(granted: Operation) -> None:
     assert not is_allowed([binding(granted)], "User:alice", Operation.READ, topic("orders"))
 
 
+@pytest.mark.parametrize("granted", [Operation.ALTER_CONFIGS, Operation.ALL])
+def test_alter_configs_and_all_imply_describe_configs(granted: Operation) -> None:
+    assert is_allowed([binding(granted)], "User:alice", Operation.DESCRIBE_CONFIGS, topic("orders"))
+
+
+@pytest.mark.parametrize("granted", [Operation.DESCRIBE, Operation.READ, Operation.WRITE, Operation.DELETE,
+                                     Operation.ALTER, Operation.CREATE])
+def test_describe_and_what_implies_it_do_not_give_describe_configs(granted: Operation) -> None:
+    # Kafka's rule: seeing that a topic exists is not reading its config.
+    assert not is_allowed([binding(granted)], "User:alice", Operation.DESCRIBE_CONFIGS, topic("orders"))
+
+
+def test_describe_configs_implies_nothing_else() -> None:
+    for op in (Operation.DESCRIBE, Operation.ALTER_CONFIGS):
+        assert not is_allowed([binding(Operation.DESCRIBE_CONFIGS)], "User:alice", op, topic("orders"))
+
+
+def test_a_deny_of_describe_configs_wins_over_alter_configs_and_does_not_deny_it() -> None:
+    # Implication widens allows only: ALTER_CONFIGS stays allowed, its implied DESCRIBE_CONFIGS does not.
+    bindings = [binding(Operation.ALTER_CONFIGS), binding(Operation.DESCRIBE_CONFIGS, permission=DENY)]
+    assert not is_allowed(bindings, "User:alice", Operation.DESCRIBE_CONFIGS, topic("orders"))
+    assert is_allowed(bindings, "User:alice", Operation.ALTER_CONFIGS, topic("orders"))
+
+
+def test_cluster_action_is_its_own_operation_on_the_cluster() -> None:
+    assert is_allowed([binding(Operation.CLUSTER_ACTION, name=CLUSTER_NAME, rtype=ResourceType.CLUSTER)],
+                      "User:alice", Operation.CLUSTER_ACTION, CLUSTER)
+    assert not is_allowed([binding(Operation.CLUSTER_ACTION, name=CLUSTER_NAME, rtype=ResourceType.CLUSTER)],
+                          "User:alice", Operation.ALTER, CLUSTER)
+    assert not is_allowed([binding(Operation.ALTER, name=CLUSTER_NAME, rtype=ResourceType.CLUSTER)],
+                          "User:alice", Operation.CLUSTER_ACTION, CLUSTER)
+
+
+def test_the_operations_of_each_resource_type_are_kafkas() -> None:
+    assert OPERATIONS_OF[ResourceType.TOPIC] == {
+        Operation.READ, Operation.WRITE, Operation.CREATE, Operation.DELETE, Operation.ALTER, Operation.DESCRIBE,
+        Operation.DESCRIBE_CONFIGS, Operation.ALTER_CONFIGS, Operation.ALL}
+    assert OPERATIONS_OF[ResourceType.CLUSTER] == {
+        Operation.CREATE, Operation.CLUSTER_ACTION, Operation.DESCRIBE_CONFIGS, Operation.ALTER_CONFIGS,
+        Operation.IDEMPOTENT_WRITE, Operation.ALTER, Operation.DESCRIBE, Operation.ALL}
+
+
 def test_all_allows_every_operation() -> None:
     for op in (Operation.READ, Operation.WRITE, Operation.CREATE, Operation.DELETE, Operation.ALTER):
         assert is_allowed([binding(Operation.ALL)], "User:alice", op, topic("orders"))
@@ -110,6 +153,13 @@ def test_a_deny_of_all_denies_every_operation_and_a_prefixed_deny_covers_its_nam
     bindings = [binding(Operation.ALL), binding(Operation.ALL, name="ord", pattern=PREFIXED, permission=DENY)]
     for op in (Operation.READ, Operation.DESCRIBE, Operation.WRITE):
         assert not is_allowed(bindings, "User:alice", op, topic("orders"))
+
+
+def test_a_deny_of_alter_configs_does_not_deny_the_describe_configs_it_implies() -> None:
+    # A deny covers the operation it names only (and ALL), not those that operation implies.
+    bindings = [binding(Operation.ALTER_CONFIGS, permission=DENY), binding(Operation.DESCRIBE_CONFIGS)]
+    assert is_allowed(bindings, "User:alice", Operation.DESCRIBE_CONFIGS, topic("orders"))
+    assert not is_allowed(bindings, "User:alice", Operation.ALTER_CONFIGS, topic("orders"))
 
 
 def test_a_deny_of_describe_does_not_deny_read() -> None:
@@ -143,6 +193,8 @@ def test_write_on_some_topic_is_an_idempotent_producers_right_and_nothing_else_i
     (binding(Operation.READ, principal="alice"), "principal must be User:<name>"),
     (binding(Operation.READ, principal="User:"), "principal must be User:<name>"),
     (binding(Operation.WRITE, rtype=ResourceType.GROUP), "does not apply to a group"),
+    (binding(Operation.CLUSTER_ACTION), "does not apply to a topic"),
+    (binding(Operation.DESCRIBE_CONFIGS, rtype=ResourceType.GROUP), "does not apply to a group"),
     (binding(Operation.READ, rtype=ResourceType.TRANSACTIONAL_ID), "does not apply to a transactional_id"),
     (binding(Operation.ALTER, name="other", rtype=ResourceType.CLUSTER), "the cluster resource is named"),
     (binding(Operation.READ, name="*", pattern=PREFIXED), "use literal '*'"),

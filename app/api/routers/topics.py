@@ -44,13 +44,18 @@ TopicPath = Annotated[str, Path(min_length=1, max_length=TOPIC_NAME_MAX_LENGTH, 
 PartitionPath = Annotated[int, Path(ge=0, le=MAX_INT32)]
 
 
-def _summary(t: Topic) -> TopicSummary:
-    return TopicSummary(name=t.name, partition_count=t.partition_count, config=TopicConfig(**asdict(t.config)))
+def _summary(t: Topic, access: AccessDep) -> TopicSummary:
+    """The topic as every route answers it: its config only to a principal that may describe its
+    configs (DESCRIBE_CONFIGS, as Kafka's DescribeConfigs asks), null to any other. Its value
+    format is answered to all: a reader or writer cannot decode or encode its records without it."""
+    shown = access.allows(Operation.DESCRIBE_CONFIGS, acl.topic(t.name))
+    return TopicSummary(name=t.name, partition_count=t.partition_count, value_format=t.config.value_format,
+                        config=TopicConfig(**asdict(t.config)) if shown else None)
 
 
-def _description(t: Topic, parts: list[PartitionInfo]) -> TopicDescription:
+def _description(t: Topic, parts: list[PartitionInfo], access: AccessDep) -> TopicDescription:
     return TopicDescription(
-        **_summary(t).model_dump(),
+        **_summary(t, access).model_dump(),
         partitions=[PartitionDescription(**asdict(p)) for p in parts],
     )
 
@@ -60,8 +65,9 @@ def _description(t: Topic, parts: list[PartitionInfo]) -> TopicDescription:
 def create_topic(body: Annotated[TopicCreate, json_body(TopicCreate)], services: ServicesDep,
                  access: AccessDep) -> TopicDescription:
     """Create a topic with its partitions (all empty). Needs CREATE on the cluster or on the
-    topic."""
-    access.require_any(Operation.CREATE, [acl.CLUSTER, acl.topic(body.name)])
+    topic; its `config` is answered only with DESCRIBE_CONFIGS on it (else null), as Kafka's
+    CreateTopics answers a topic's configs."""
+    access.require_any([(Operation.CREATE, acl.CLUSTER), (Operation.CREATE, acl.topic(body.name))])
     try:
         services.topics.create(body.name, body.partitions,
                                body.config.to_domain(services.settings.message_max_bytes))
@@ -69,14 +75,15 @@ def create_topic(body: Annotated[TopicCreate, json_body(TopicCreate)], services:
         # Only a principal that may describe the topic learns that it exists (Kafka's rule).
         access.require(Operation.DESCRIBE, acl.topic(body.name))
         raise
-    return _description(*services.topics.describe(body.name))
+    return _description(*services.topics.describe(body.name), access)
 
 
 @router.get("", operation_id="list_topics", response_model=TopicList, responses=documented(401))
 def list_topics(services: ServicesDep, access: AccessDep) -> TopicList:
     """The topics the principal may describe (with authentication on, the others are left
-    out, as in Kafka's Metadata)."""
-    return TopicList(topics=[_summary(t) for t in services.topics.list()
+    out, as in Kafka's Metadata); each one's `config` null unless it may describe its configs
+    (DESCRIBE_CONFIGS)."""
+    return TopicList(topics=[_summary(t, access) for t in services.topics.list()
                              if access.allows(Operation.DESCRIBE, acl.topic(t.name))])
 
 
@@ -84,9 +91,10 @@ def list_topics(services: ServicesDep, access: AccessDep) -> TopicList:
             responses=documented(401, 403, 404))
 def describe_topic(topic: TopicPath, services: ServicesDep, access: AccessDep) -> TopicDescription:
     """The topic, and per partition its log start, log end and last stable offset. Needs
-    DESCRIBE on the topic (whether it exists or not: no other answer tells)."""
+    DESCRIBE on the topic (whether it exists or not: no other answer tells); its `config` is
+    null without DESCRIBE_CONFIGS on it (DESCRIBE alone does not give it, as in Kafka)."""
     access.require(Operation.DESCRIBE, acl.topic(topic))
-    return _description(*services.topics.describe(topic))
+    return _description(*services.topics.describe(topic), access)
 
 
 @router.get("/{topic}/authorized-operations", operation_id="describe_topic_authorized_operations",
@@ -113,7 +121,7 @@ def alter_topic_config(
     Needs ALTER_CONFIGS on the topic (ALTER does not imply it: as in Kafka, a config such as
     retention_ms deletes records)."""
     access.require(Operation.ALTER_CONFIGS, acl.topic(topic))
-    return _description(*services.topics.alter_config(topic, body.config.changes()))
+    return _description(*services.topics.alter_config(topic, body.config.changes()), access)
 
 
 @router.post("/{topic}/partitions", operation_id="create_partitions", response_model=TopicDescription,
@@ -124,9 +132,9 @@ def create_partitions(
 ) -> TopicDescription:
     """Kafka's CreatePartitions: add partitions, empty, up to `partition_count` in all.
     Partitions are never removed: a count not above the current one is INVALID_PARTITIONS.
-    Needs ALTER on the topic."""
+    Needs ALTER on the topic; the topic's `config` is null without DESCRIBE_CONFIGS on it."""
     access.require(Operation.ALTER, acl.topic(topic))
-    return _description(*services.topics.create_partitions(topic, body.partition_count))
+    return _description(*services.topics.create_partitions(topic, body.partition_count), access)
 
 
 @router.delete("/{topic}", status_code=204, operation_id="delete_topic", responses=documented(401, 403, 404, 409))

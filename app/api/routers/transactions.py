@@ -243,6 +243,8 @@ def admin_abort_transaction(transactional_id: TransactionalIdPath, services: Ser
     """Operator abort of an open or prepared transaction, without its producer: the epoch is
     bumped as on timeout, so the producer is fenced if it comes back. Abort a Prepared
     transaction only once its application's own database is known not to have committed it.
-    Needs ALTER on the cluster (Kafka's KIP-664 abort writes markers as the cluster does)."""
-    access.require(Operation.ALTER, acl.CLUSTER)
+    Needs ALTER or CLUSTER_ACTION on the cluster: the abort writes markers as the cluster
+    does, which Kafka's authorizer lets either operation do; as Kafka's, ALTER is asked
+    silently and a refusal names (and audits) CLUSTER_ACTION."""
+    access.require_any([(Operation.ALTER, acl.CLUSTER), (Operation.CLUSTER_ACTION, acl.CLUSTER)])
     return _description(services.coordinator.admin_abort(transactional_id), services.clock(), access)

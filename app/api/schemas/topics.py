@@ -174,7 +174,13 @@ class PartitionDescription(BaseModel):
 class TopicSummary(BaseModel):
     name: str
     partition_count: int
-    config: TopicConfig
+    value_format: ValueFormat = Field(description=(
+        "what the topic's records are: json or bytes. Fixed when the topic is created, and needed "
+        "to read or write its records, so answered with DESCRIBE alone (also in `config`)."))
+    config: TopicConfig | None = Field(description=(
+        "The topic's config; null unless the principal may describe its configs (DESCRIBE_CONFIGS "
+        "on the topic, or ALTER_CONFIGS or ALL, which imply it): DESCRIBE alone shows that the "
+        "topic exists, not its config, as in Kafka."))
 
 
 class TopicDescription(TopicSummary):

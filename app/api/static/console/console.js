@@ -430,9 +430,10 @@
         list.map((t, i) => [link(`#/topics/${enc(t.name)}`, t.name), n(t.partition_count),
           described[i] ? n(sum(described[i], "record_count")) : "–",
           described[i] ? bytes(sum(described[i], "size_bytes")) : "–",
-          lagCell(t.name), t.config.cleanup_policy,
-          t.config.retention_ms < 0 ? "unlimited" : age(t.config.retention_ms),
-          t.config.retention_bytes < 0 ? "unlimited" : bytes(t.config.retention_bytes)]),
+          // A topic's config is null to a principal without describe_configs on it.
+          lagCell(t.name), t.config === null ? "–" : t.config.cleanup_policy,
+          t.config === null ? "–" : t.config.retention_ms < 0 ? "unlimited" : age(t.config.retention_ms),
+          t.config === null ? "–" : t.config.retention_bytes < 0 ? "unlimited" : bytes(t.config.retention_bytes)]),
         "No topic the principal may describe."));
   }
 
@@ -442,14 +443,15 @@
     main.replaceChildren(
       h("p", {}, link("#/topics", "← Topics")),
       h("h1", {}, `Topic ${t.name}`),
-      h("p", { class: "muted" }, `cleanup policy ${t.config.cleanup_policy}; last stable offset: the first offset of the ` +
+      h("p", { class: "muted" }, `${t.config === null ? "" : `cleanup policy ${t.config.cleanup_policy}; `}last stable offset: the first offset of the ` +
         "partition's earliest open transaction (read_committed readers get committed transactions past it too, in commit order)."),
       table(["partition", "log start", "last stable offset", "high watermark", "records", "bytes", ""],
         t.partitions.map(p => [link(`#/topics/${enc(t.name)}/${p.partition}?isolation=read_uncommitted`, String(p.partition)), n(p.log_start_offset), n(p.last_stable_offset), n(p.log_end_offset),
           n(p.record_count), bytes(p.size_bytes),
           link(`#/topics/${enc(t.name)}/${p.partition}?isolation=read_uncommitted`, "browse records")])),
       h("h2", {}, "Settings"),
-      permitted.authorized_operations.includes("alter_configs") ? settingsForm(t) : settingsList(t.config));
+      t.config === null ? h("p", { class: "muted", id: "settings-need" }, "Reading the settings needs describe_configs on the topic.")
+        : permitted.authorized_operations.includes("alter_configs") ? settingsForm(t) : settingsList(t.config));
   }
 
   // A topic's settings (PATCH /v1/topics/{topic}, Kafka's IncrementalAlterConfigs): the keys
@@ -558,7 +560,8 @@
     const at = (o, iso = isolation) => `#/topics/${enc(name)}/${partition}?${new URLSearchParams({ isolation: iso, offset: o })}`;
     // A bytes topic's keys and values are {"type": "BINARY", "data": base64}: shown as their
     // base64, named, and its headers as name=base64 in order (names repeat).
-    const bytesTopic = described.config.value_format === "bytes";
+    // The format is answered outside the config: a principal without describe_configs reads too.
+    const bytesTopic = described.value_format === "bytes";
     const cut = s => s.length > 120 ? `${s.slice(0, 117)}…` : s;
     const base64 = v => h("code", { title: "bytes, in base64" }, cut(`base64:${v.data}`));
     const key = k => k === null ? "–" : bytesTopic ? base64(k) : k;
@@ -755,9 +758,11 @@
         h("dt", {}, "txn id"), h("dd", {}, t.txn_id === null ? "–" : t.txn_id),
         h("dt", {}, "age"), h("dd", {}, age(t.age_ms)),
         h("dt", {}, "timeout"), h("dd", {}, age(t.transaction_timeout_ms))),
-      permitted.includes("alter")
+      // Without describe on the cluster its operations are answered empty, unknown rather than
+      // none: the abort is offered, and a refusal shown as the service words it.
+      !permitted.includes("describe") || permitted.includes("alter") || permitted.includes("cluster_action")
         ? h("p", {}, abort, abortable ? "" : h("span", { class: "muted" }, " (only an open or prepared transaction can be aborted)"))
-        : h("p", { class: "muted", id: "abort-needs" }, "Aborting a transaction as an operator needs alter on the cluster."),
+        : h("p", { class: "muted", id: "abort-needs" }, "Aborting a transaction as an operator needs alter or cluster_action on the cluster."),
       h("h2", {}, "Partitions"),
       table(["topic", "partition", "first offset"], t.partitions.map(p => [link(`#/topics/${enc(p.topic)}`, p.topic), p.partition, n(p.first_offset)]),
         "None."),
@@ -789,10 +794,11 @@
   // type, the pattern types, the permissions, the cluster's name), in its order;
   // tests/integration/test_console.py holds them equal to it.
   const ACL_OPERATIONS_OF = {
-    "topic": ["read", "write", "create", "delete", "alter", "describe", "alter_configs", "all"],
+    "topic": ["read", "write", "create", "delete", "alter", "describe", "describe_configs", "alter_configs", "all"],
     "group": ["read", "delete", "describe", "all"],
     "transactional_id": ["write", "describe", "all"],
-    "cluster": ["create", "alter", "describe", "idempotent_write", "all"]
+    "cluster": ["create", "alter", "describe", "cluster_action", "describe_configs", "alter_configs",
+                "idempotent_write", "all"]
   };
   const ACL_PATTERN_TYPES = ["literal", "prefixed"];
   const ACL_PERMISSIONS = ["allow", "deny"];

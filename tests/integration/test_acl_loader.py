@@ -1,0 +1,96 @@
+"""The ACL loader (app.storage.security.snapshot), on SQLite and PostgreSQL: a stored binding whose
+operation this process does not know (a newer process granted it) is skipped with one warning
+naming it, and every other binding is loaded, rather than every request failing. A listing
+skips it the same way; a removal that would take it is refused."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import pytest
+from sqlalchemy import text
+
+from app.domain.acl import AclBinding, AclFilter, Operation, PatternType, Permission, ResourceType
+from app.storage import security as store
+from app.domain.errors import InvalidRequest
+from app.storage.engine import Database
+
+_ROW = ("INSERT INTO acls (acl_id, principal, resource_type, resource_name, pattern_type, operation, permission, "
+        "created_ms) VALUES ({acl_id}, 'User:alice', 'topic', 'orders', 'literal', '{operation}', '{permission}', 1)")
+
+
+def test_a_binding_of_an_unknown_operation_is_skipped_with_a_warning_naming_it(
+        database: Database, caplog: pytest.LogCaptureFixture) -> None:
+    # The row a later code's migration would allow is written past this schema's CHECK, and
+    # rolled back after: on PostgreSQL the constraint is dropped inside the transaction.
+    with database.engine.connect() as conn, conn.begin() as txn:
+        if database.is_sqlite:
+            conn.execute(text("PRAGMA ignore_check_constraints = ON"))
+        else:
+            conn.execute(text("ALTER TABLE acls DROP CONSTRAINT ck_acls_operation"))
+        conn.execute(text(_ROW.format(acl_id=1, operation="read", permission="allow")))
+        conn.execute(text(_ROW.format(acl_id=2, operation="describe_everything", permission="deny")))
+        conn.execute(text(_ROW.format(acl_id=3, operation="write", permission="allow")))
+        with caplog.at_level(logging.WARNING, logger="app.storage.security"):
+            loaded = store.snapshot(conn)
+        if database.is_sqlite:
+            conn.execute(text("PRAGMA ignore_check_constraints = OFF"))
+        txn.rollback()
+
+    assert loaded.bindings == tuple(
+        AclBinding("User:alice", ResourceType.TOPIC, "orders", PatternType.LITERAL, op, Permission.ALLOW)
+        for op in (Operation.READ, Operation.WRITE))
+    assert [(r.name, r.levelname, r.getMessage()) for r in caplog.records] == [(
+        "app.storage.security", "WARNING",
+        "ACL 2 skipped: operation 'describe_everything' is unknown to this process (upgrade it to apply the "
+        "binding: deny User:alice 'describe_everything' on topic:orders, literal)")]
+
+
+@contextmanager
+def _with_an_unknown_operation(database: Database) -> Iterator[object]:
+    """A connection whose acls hold read (1), describe_everything (2, deny) and write (3) for
+    alice on topic orders, written past the CHECK as above and rolled back after."""
+    with database.engine.connect() as conn, conn.begin() as txn:
+        if database.is_sqlite:
+            conn.execute(text("PRAGMA ignore_check_constraints = ON"))
+        else:
+            conn.execute(text("ALTER TABLE acls DROP CONSTRAINT ck_acls_operation"))
+        for acl_id, operation, permission in ((1, "read", "allow"), (2, "describe_everything", "deny"),
+                                              (3, "write", "allow")):
+            conn.execute(text(_ROW.format(acl_id=acl_id, operation=operation, permission=permission)))
+        try:
+            yield conn
+        finally:
+            if database.is_sqlite:
+                conn.execute(text("PRAGMA ignore_check_constraints = OFF"))
+            txn.rollback()
+
+
+def test_a_listing_skips_a_binding_of_an_unknown_operation_with_the_loaders_warning(
+        database: Database, caplog: pytest.LogCaptureFixture) -> None:
+    with _with_an_unknown_operation(database) as conn, caplog.at_level(logging.WARNING, logger="app.storage.security"):
+        listed = store.list_acls(conn, AclFilter(principal="User:alice"))
+    assert [b.operation for b in listed] == [Operation.READ, Operation.WRITE]
+    assert [r.getMessage() for r in caplog.records] == [
+        "ACL 2 skipped: operation 'describe_everything' is unknown to this process (upgrade it to apply the "
+        "binding: deny User:alice 'describe_everything' on topic:orders, literal)"]
+
+
+def test_a_removal_that_would_take_a_binding_of_an_unknown_operation_is_refused_and_removes_nothing(
+        database: Database) -> None:
+    with _with_an_unknown_operation(database) as conn:
+        with pytest.raises(InvalidRequest, match=r"^ACL 2 matches: a binding with an operation this process does "
+                                                 r"not know \('describe_everything'\); upgrade this process"):
+            store.remove_acls(conn, AclFilter(resource_name="orders", match=True))
+        remaining = conn.execute(text("SELECT acl_id FROM acls ORDER BY acl_id")).scalars().all()
+    assert remaining == [1, 2, 3]
+
+
+def test_a_removal_that_does_not_take_a_binding_of_an_unknown_operation_removes_what_it_takes(
+        database: Database) -> None:
+    with _with_an_unknown_operation(database) as conn:
+        removed = store.remove_acls(conn, AclFilter(operation=Operation.WRITE))
+        remaining = conn.execute(text("SELECT acl_id FROM acls ORDER BY acl_id")).scalars().all()
+    assert ([b.operation for b in removed], remaining) == ([Operation.WRITE], [1, 2])
