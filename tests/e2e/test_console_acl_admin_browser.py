@@ -132,7 +132,8 @@ def test_the_cluster_is_offered_as_its_one_literal_resource(secured: tuple[Servi
     c.page.locator("#acl-add summary").click()
     c.page.locator("#acl-resource_type").select_option("cluster")
     assert c.page.locator("#acl-operation option").all_text_contents() == [
-        "create", "alter", "describe", "idempotent_write", "all"]
+        "create", "alter", "describe", "cluster_action", "describe_configs", "alter_configs",
+        "idempotent_write", "all"]
     assert c.page.locator("#acl-resource_name").input_value() == "outbox-cluster"
     assert c.page.locator("#acl-resource_name").get_attribute("readonly") is not None
     assert c.page.locator("#acl-pattern_type").is_disabled()

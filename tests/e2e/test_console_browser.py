@@ -531,7 +531,7 @@ def test_bad_input_shows_a_readable_error_not_a_blank_page(console: Console, ser
 
 
 @pytest.fixture(scope="module")
-def secured(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[ServiceProcess, str, str]]:
+def secured(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[ServiceProcess, str, str, str]]:
     with provisioned("sqlite", tmp_path_factory.mktemp("console-secured")) as backend:
         launcher = Launcher(backend)
         try:
@@ -540,17 +540,23 @@ def secured(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[ServiceP
             viewer = json.loads(launcher.cli("principals", "create", "viewer"))["api_key"]
             launcher.cli("acls", "add", "--allow-principal", "User:viewer", "--operation", "read",
                          "--topic", "public")  # read implies describe
+            # describe_configs is its own operation: read does not imply it.
+            launcher.cli("acls", "add", "--allow-principal", "User:viewer", "--operation", "describe_configs",
+                         "--topic", "public")
+            reader = json.loads(launcher.cli("principals", "create", "reader"))["api_key"]
+            launcher.cli("acls", "add", "--allow-principal", "User:reader", "--operation", "read",
+                         "--topic", "public")
             with server.client(headers={"Authorization": f"Bearer {admin}"}) as api:
                 for name in ("public", "secret"):
                     ok(api.post("/v1/topics", json={"name": name}))
-            yield server, admin, viewer
+            yield server, admin, viewer, reader
         finally:
             launcher.close()
 
 
 def test_with_authentication_on_it_asks_for_a_key_and_shows_what_the_principal_may_describe(
-        browser: Any, secured: tuple[ServiceProcess, str, str], capsys: pytest.CaptureFixture[str]) -> None:
-    server, _, viewer = secured
+        browser: Any, secured: tuple[ServiceProcess, str, str, str], capsys: pytest.CaptureFixture[str]) -> None:
+    server, _, viewer, _ = secured
     c = Console(browser, server.url, capsys)
     try:
         c.open("#/")
@@ -582,8 +588,8 @@ def sign_in(c: Console, key: str) -> None:
 
 
 def test_a_principal_that_may_read_but_not_write_a_topic_sees_no_send_form(
-        browser: Any, secured: tuple[ServiceProcess, str, str], capsys: pytest.CaptureFixture[str]) -> None:
-    server, admin, viewer = secured
+        browser: Any, secured: tuple[ServiceProcess, str, str, str], capsys: pytest.CaptureFixture[str]) -> None:
+    server, admin, viewer, _ = secured
     for key, may_send in ((viewer, False), (admin, True)):
         c = Console(browser, server.url, capsys)
         try:
@@ -599,8 +605,8 @@ def test_a_principal_that_may_read_but_not_write_a_topic_sees_no_send_form(
 
 
 def test_a_principal_without_alter_configs_sees_the_settings_but_no_form(
-        browser: Any, secured: tuple[ServiceProcess, str, str], capsys: pytest.CaptureFixture[str]) -> None:
-    server, admin, viewer = secured
+        browser: Any, secured: tuple[ServiceProcess, str, str, str], capsys: pytest.CaptureFixture[str]) -> None:
+    server, admin, viewer, _ = secured
     for key, may_edit in ((viewer, False), (admin, True)):
         c = Console(browser, server.url, capsys)
         try:
@@ -614,3 +620,18 @@ def test_a_principal_without_alter_configs_sees_the_settings_but_no_form(
             c.check_clean(server.port)  # type: ignore[arg-type]
         finally:
             c.close()
+
+
+def test_a_principal_without_describe_configs_is_told_what_reading_the_settings_needs(
+        browser: Any, secured: tuple[ServiceProcess, str, str, str], capsys: pytest.CaptureFixture[str]) -> None:
+    server, _, _, reader = secured
+    c = Console(browser, server.url, capsys)
+    try:
+        c.open("#/topics/public")
+        sign_in(c, reader)
+        c.page.locator("#settings-need").wait_for(timeout=WAIT_MS)
+        assert c.text("#settings-need") == "Reading the settings needs describe_configs on the topic."
+        assert c.page.locator("#topic-settings").count() == 0
+        c.check_clean(server.port)  # type: ignore[arg-type]
+    finally:
+        c.close()
