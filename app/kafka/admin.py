@@ -38,7 +38,7 @@ from app.domain.errors import (
 )
 from app.domain.types import TRANSACTION_LIST_MAX, CleanupPolicy, TransactionState, ValueFormat
 from app.domain.topic_config import CONFIG_KEYS, ConfigTextError, TopicConfig, new_topic_config, parse_config_text
-from app.kafka.auth import access, config_resource, refusal_code
+from app.kafka.auth import ConfigResourceType, access, config_resource, refusal_code
 from app.kafka.errors import error_code
 from app.kafka.protocol import NO_WAIT, answered_once, build, partitions_once, response_module
 
@@ -109,13 +109,6 @@ def assignment_refusal(replicas: list[tuple[int, tuple[int, ...]]], node_id: int
                     f"but this is not consistent with the others, which have {replication_factor}")
         replication_factor = len(brokers)
     return None
-
-
-class ResourceType(enum.IntEnum):
-    """Kafka's ConfigResource types this door knows."""
-
-    TOPIC = 2
-    BROKER = 4
 
 
 class ConfigSource(enum.IntEnum):
@@ -394,10 +387,10 @@ class AdminApis:
         guard = config_resource(r.resource_type, r.resource_name)
         if guard is not None and (denied := refusal_code(Operation.DESCRIBE_CONFIGS, guard)) is not None:
             return result(denied, None)
-        if r.resource_type == ResourceType.BROKER:
+        if r.resource_type == ConfigResourceType.BROKER:
             # The broker's settings are the service's (OUTBOX_*), not Kafka configs: none to show.
             return result(ErrorCode.none, None)
-        if r.resource_type != ResourceType.TOPIC:
+        if r.resource_type != ConfigResourceType.TOPIC:
             return result(ErrorCode.invalid_request, f"resource type {r.resource_type} has no configs here")
         try:
             topic, _ = self.services.topics.describe(r.resource_name)
@@ -446,7 +439,7 @@ class AdminApis:
                     results.append(build(m.AlterConfigsResourceResponse, error_code=denied, error_message=None,
                                          resource_type=r.resource_type, resource_name=r.resource_name))
                     continue
-                if r.resource_type != ResourceType.TOPIC:
+                if r.resource_type != ConfigResourceType.TOPIC:
                     # Taking a broker config and doing nothing with it would be a lie: the
                     # service's settings are read at start, none can change under it.
                     raise InvalidRequest("only topic configs can be altered: the broker's are the service's "

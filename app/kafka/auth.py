@@ -348,9 +348,16 @@ def _offset_fetch(body: Any) -> list[Need]:
         (Operation.DESCRIBE, acl.topic(t.name)) for t in body.topics or ()]
 
 
-# Kafka's ConfigResource types whose configs are guarded by the cluster's ACLs: BROKER and
-# BROKER_LOGGER. A topic's (TOPIC, 2) are guarded by the topic's.
-CLUSTER_CONFIG_TYPES = frozenset({4, 8})
+class ConfigResourceType(enum.IntEnum):
+    """Kafka's ConfigResource types this door knows: a topic's configs are guarded by the
+    topic's ACLs, the broker's and the broker loggers' by the cluster's."""
+
+    TOPIC = 2
+    BROKER = 4
+    BROKER_LOGGER = 8
+
+
+CLUSTER_CONFIG_TYPES = frozenset({ConfigResourceType.BROKER, ConfigResourceType.BROKER_LOGGER})
 
 
 def config_resource(resource_type: int, resource_name: str) -> Resource | None:
@@ -358,7 +365,7 @@ def config_resource(resource_type: int, resource_name: str) -> Resource | None:
     resource: the topic's, or the cluster for the broker's and the broker loggers'. None for a
     type with no configs here (GROUP, CLIENT_METRICS, ...), answered INVALID_REQUEST with no
     check (app.kafka.admin), so RULES needs nothing for it."""
-    if resource_type == 2:
+    if resource_type == ConfigResourceType.TOPIC:
         return acl.topic(resource_name)
     return CLUSTER if resource_type in CLUSTER_CONFIG_TYPES else None
 
