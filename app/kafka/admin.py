@@ -264,20 +264,19 @@ class AdminApis:
             return refused(hidden) if hidden is not None else refused(error_code(e), e.message)
         except OutboxError as e:
             return refused(error_code(e), e.message)
+        config_error, partitions, replication_factor = ErrorCode.none, created.partition_count, 1
         if not hasattr(m, "CreatableTopicConfigs"):  # versions before 5 answer no configs
             configs: tuple | None = None
         elif refusal_code(Operation.DESCRIBE_CONFIGS, topic, audited=False) is not None:
             # Created, but its configs, partition count and replication factor (versions 5 and
             # later) are shown only to a principal that may describe its configs, as Kafka's
             # controller answers: a config is not the creator's to read by creating.
-            return build(m.CreatableTopicResult, name=t.name, topic_id=_ZERO_UUID, error_code=ErrorCode.none,
-                         error_message=None, topic_config_error_code=ErrorCode.topic_authorization_failed,
-                         num_partitions=-1, replication_factor=-1, configs=())
+            config_error, partitions, replication_factor, configs = ErrorCode.topic_authorization_failed, -1, -1, ()
         else:
             configs = self._created_configs(m, created.config, given)
         return build(m.CreatableTopicResult, name=t.name, topic_id=_ZERO_UUID, error_code=ErrorCode.none,
-                     error_message=None, topic_config_error_code=ErrorCode.none,
-                     num_partitions=created.partition_count, replication_factor=1, configs=configs)
+                     error_message=None, topic_config_error_code=config_error,
+                     num_partitions=partitions, replication_factor=replication_factor, configs=configs)
 
     @staticmethod
     def _created_configs(m: Any, config: TopicConfig, given: dict[str, Any]) -> tuple:
