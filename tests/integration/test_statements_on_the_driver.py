@@ -4,11 +4,18 @@ are the statement's, and SQLAlchemy's cursor events see it, on SQLite and Postgr
 
 from __future__ import annotations
 
+import pytest
 from sqlalchemy import Integer, bindparam, event, literal, select
+from sqlalchemy.exc import MultipleResultsFound
 
 from app.storage import dialect
 from app.storage.log_end import _TAKE_OFFSETS
 from app.storage.tables import partitions
+
+# Every partition of a topic one step on, answering each partition: two rows for a topic of two.
+_STEP_EVERY_PARTITION = (
+    partitions.update().where(partitions.c.topic_id == bindparam("p_topic_id", type_=Integer))
+    .values(next_offset=partitions.c.next_offset + 1).returning(partitions.c.partition))
 
 
 def _take(database, topic_id: int, count: int):  # type: ignore[no-untyped-def]
@@ -69,3 +76,23 @@ def test_sqlalchemy_s_cursor_events_see_the_statement_before_and_after_it_runs( 
         event.remove(database.engine, "after_cursor_execute", after)
 
     assert [s for s in seen if s.endswith("UPDATE")] == ["before UPDATE", "after UPDATE"]
+
+
+def test_a_statement_for_one_row_that_answers_two_raises_and_writes_nothing(services, database) -> None:  # type: ignore[no-untyped-def]
+    topic_id = services.topics.create("t", 2).topic_id
+
+    with pytest.raises(MultipleResultsFound, match="^Multiple rows were found when one or none was required$"):
+        with database.write() as conn:
+            dialect.sole_row_on_driver(conn, _STEP_EVERY_PARTITION, {"p_topic_id": topic_id})
+
+    with database.read() as conn:
+        assert conn.execute(select(partitions.c.next_offset).order_by(partitions.c.partition)).scalars().all() == [0, 0]
+
+
+def test_a_statement_for_one_row_that_answers_one_answers_it(services, database) -> None:  # type: ignore[no-untyped-def]
+    topic_id = services.topics.create("t", 1).topic_id
+
+    with database.write() as conn:
+        row = dialect.sole_row_on_driver(conn, _STEP_EVERY_PARTITION, {"p_topic_id": topic_id})
+
+    assert tuple(row) == (0,)  # type: ignore[arg-type]
