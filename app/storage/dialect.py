@@ -289,7 +289,10 @@ def _fetch_all(conn: Connection, cursor: Any, sql: str, values: Any) -> list[Any
     None: SQLAlchemy made none for it."""
     # SQLAlchemy's own test before it dispatches (its flags, set by a listener on the
     # connection, the engine or their classes): the dispatch alone, to no listener, cost about
-    # 2 µs a call, the test 0.2.
+    # 2 µs a call, the test 0.2. The flags are private: an upgrade that renames them, or stops
+    # setting them, fails tests/integration/test_statements_on_the_driver.py's cursor-events
+    # test (a listener on the engine, on SQLite and PostgreSQL), and pyproject.toml keeps
+    # SQLAlchemy below 3.
     listened = conn._has_events or conn.engine._has_events
     if listened:
         for listener in conn.dispatch.before_cursor_execute:
