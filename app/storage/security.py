@@ -124,14 +124,22 @@ def _binding(r, operation: Operation | None = None) -> AclBinding:  # type: igno
 
 
 _KNOWN_OPERATIONS = frozenset(op.value for op in Operation)
+# The acl ids whose unknown operation this process has warned of: the ACLs are loaded again
+# every OUTBOX_SECURITY_REFRESH_INTERVAL_MS, and a warning each time would repeat until the
+# process is upgraded. Bounded by the acls rows ever holding such an operation.
+_WARNED_UNKNOWN: set[int] = set()
 
 
 def _row_binding(r) -> AclBinding | None:  # type: ignore[no-untyped-def]
     """The row's binding; None for a row naming an operation this code does not know, which a
-    newer process (a later migration's CHECK) may grant, with a warning naming it. So a process
-    not yet upgraded keeps deciding every request by the bindings it understands (the binding
-    could only ever allow what it names, or deny it) rather than failing them all."""
+    newer process (a later migration's CHECK) may grant, with a warning naming it, once a
+    process. So a process not yet upgraded keeps deciding every request by the bindings it
+    understands (the binding could only ever allow what it names, or deny it) rather than
+    failing them all."""
     if r.operation not in _KNOWN_OPERATIONS:
+        if r.acl_id in _WARNED_UNKNOWN:
+            return None
+        _WARNED_UNKNOWN.add(r.acl_id)
         logger.warning("ACL %s skipped: operation %r is unknown to this process (upgrade it to apply the "
                        "binding: %s %s %r on %s:%s, %s)", r.acl_id, r.operation, r.permission, r.principal,
                        r.operation, r.resource_type, r.resource_name, r.pattern_type)

@@ -1,6 +1,7 @@
 """The ACL loader (app.storage.security.snapshot), on SQLite and PostgreSQL: a stored binding whose
 operation this process does not know (a newer process granted it) is skipped with one warning
-naming it, and every other binding is loaded, rather than every request failing. A listing
+naming it, once a process however often the ACLs are loaded, and every other binding is loaded,
+rather than every request failing. A listing
 skips it the same way; a removal that would take it is refused."""
 
 from __future__ import annotations
@@ -16,6 +17,12 @@ from app.domain.acl import AclBinding, AclFilter, Operation, PatternType, Permis
 from app.storage import security as store
 from app.domain.errors import InvalidRequest
 from app.storage.engine import Database
+
+@pytest.fixture(autouse=True)
+def _nothing_warned_yet(monkeypatch: pytest.MonkeyPatch) -> None:
+    # The warned-of acl ids are the process's: each test starts as a fresh process.
+    monkeypatch.setattr(store, "_WARNED_UNKNOWN", set())
+
 
 _ROW = ("INSERT INTO acls (acl_id, principal, resource_type, resource_name, pattern_type, operation, permission, "
         "created_ms) VALUES ({acl_id}, 'User:alice', 'topic', 'orders', 'literal', '{operation}', '{permission}', 1)")
@@ -66,6 +73,17 @@ def _with_an_unknown_operation(database: Database) -> Iterator[object]:
             if database.is_sqlite:
                 conn.execute(text("PRAGMA ignore_check_constraints = OFF"))
             txn.rollback()
+
+
+def test_a_binding_of_an_unknown_operation_is_warned_of_once_however_often_the_acls_are_loaded(
+        database: Database, caplog: pytest.LogCaptureFixture) -> None:
+    with _with_an_unknown_operation(database) as conn, caplog.at_level(logging.WARNING, logger="app.storage.security"):
+        first, second = store.snapshot(conn), store.snapshot(conn)
+    assert [b.operation for b in second.bindings] == [b.operation for b in first.bindings] == [
+        Operation.READ, Operation.WRITE]
+    assert [r.getMessage() for r in caplog.records] == [
+        "ACL 2 skipped: operation 'describe_everything' is unknown to this process (upgrade it to apply the "
+        "binding: deny User:alice 'describe_everything' on topic:orders, literal)"]
 
 
 def test_a_listing_skips_a_binding_of_an_unknown_operation_with_the_loaders_warning(
