@@ -771,7 +771,7 @@ def test_a_flag_that_would_do_nothing_is_a_usage_error(outbox, args, line) -> No
     assert (done.status, done.out, done.err) == (EXIT_USAGE, "", line + "\n")
 
 
-def test_a_topic_shown_without_its_config_prints_a_dash_for_it(served, outbox, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+def test_a_topic_shown_without_its_config_prints_a_dash_for_it_and_lists_its_value_format(served, outbox, monkeypatch) -> None:  # type: ignore[no-untyped-def]
     # User:reader may describe the topic, not its configs: HTTP answers its config null.
     topic = _topic("noconf")
     admin = served.admin()
@@ -789,4 +789,4 @@ def test_a_topic_shown_without_its_config_prints_a_dash_for_it(served, outbox, m
     assert described.out.splitlines()[0] == f"Topic: {topic}\tPartitionCount: 1\tConfigs: -"
     assert (listed.status, listed.err) == (0, "")
     assert [line.split() for line in listed.out.splitlines() if line.startswith(topic)] == [
-        [topic, "1", "-", "-", "-", "-"]]
+        [topic, "1", "-", "-", "-", "json"]]
