@@ -418,6 +418,8 @@
       }
     }
     const sum = (t, k) => t.partitions.reduce((a, p) => a + p[k], 0);
+    // A topic's config is null to a principal without describe_configs on it.
+    const configCell = (t, shown) => (t.config === null ? "–" : shown(t.config));
     const lagCell = name => {
       const b = behind[name];
       if (!b) return h("span", { class: "muted" }, "no group");
@@ -430,10 +432,9 @@
         list.map((t, i) => [link(`#/topics/${enc(t.name)}`, t.name), n(t.partition_count),
           described[i] ? n(sum(described[i], "record_count")) : "–",
           described[i] ? bytes(sum(described[i], "size_bytes")) : "–",
-          // A topic's config is null to a principal without describe_configs on it.
-          lagCell(t.name), t.config === null ? "–" : t.config.cleanup_policy,
-          t.config === null ? "–" : t.config.retention_ms < 0 ? "unlimited" : age(t.config.retention_ms),
-          t.config === null ? "–" : t.config.retention_bytes < 0 ? "unlimited" : bytes(t.config.retention_bytes)]),
+          lagCell(t.name), configCell(t, c => c.cleanup_policy),
+          configCell(t, c => c.retention_ms < 0 ? "unlimited" : age(c.retention_ms)),
+          configCell(t, c => c.retention_bytes < 0 ? "unlimited" : bytes(c.retention_bytes))]),
         "No topic the principal may describe."));
   }
 
