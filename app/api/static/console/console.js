@@ -791,16 +791,9 @@
   const limited = (rows, what) => (rows.length > ROWS_LIMIT
     ? h("p", { class: "muted" }, `The first ${n(ROWS_LIMIT)} of ${n(rows.length)} ${what}.`) : "");
 
-  // The API's ACL enums (app/domain/acl.py: the operations a binding may name per resource
-  // type, the pattern types, the permissions, the cluster's name), in its order;
-  // tests/integration/test_console.py holds them equal to it.
-  const ACL_OPERATIONS_OF = {
-    "topic": ["read", "write", "create", "delete", "alter", "describe", "describe_configs", "alter_configs", "all"],
-    "group": ["read", "delete", "describe", "all"],
-    "transactional_id": ["write", "describe", "all"],
-    "cluster": ["create", "alter", "describe", "cluster_action", "describe_configs", "alter_configs",
-                "idempotent_write", "all"]
-  };
+  // The API's ACL enums (app/domain/acl.py: the pattern types, the permissions, the cluster's
+  // name), in its order; tests/integration/test_console.py holds them equal to it. The
+  // operations a binding may name per resource type are the API's answer (GET /v1/acls/operations).
   const ACL_PATTERN_TYPES = ["literal", "prefixed"];
   const ACL_PERMISSIONS = ["allow", "deny"];
   const CLUSTER_NAME = "outbox-cluster";
@@ -813,6 +806,8 @@
     const [list, permitted] = await Promise.all([api(`/v1/acls${query.toString() ? `?${query}` : ""}`).then(x => x.acls),
       clusterOperations()]);
     const may = permitted.includes("alter");
+    // Asked only where the form is offered: to alter on the cluster.
+    const operationsOf = may ? (await api("/v1/acls/operations")).operations_of : null;
     const filtered = [...query.entries()].map(([k, v]) => `${k.replace("_", " ")} ${v}`).join(", ");
     const revoke = a => h("button", { class: "danger", type: "button", "aria-label": `Revoke ${bindingText(a)}`,
       onclick: async () => {
@@ -827,7 +822,7 @@
       h("p", { class: "muted" }, filtered ? ["Bindings of ", h("strong", { id: "acl-filter" }, filtered), " (",
         link("#/acls", "all bindings"), ")."] : "Every binding.",
       may ? "" : " Adding and revoking bindings needs alter on the cluster."),
-      may ? aclForm(params) : "",
+      may ? aclForm(params, operationsOf) : "",
       limited(list, "bindings"),
       table(["principal", "resource type", "resource name", "pattern", "operation", "permission", ...(may ? [""] : [])],
         list.slice(0, ROWS_LIMIT).map(a => [link(`#/acls?principal=${enc(a.principal)}`, a.principal),
@@ -837,20 +832,20 @@
   }
 
   // A binding to add (POST /v1/acls): only the API's choices are offered, the operations those
-  // of the resource type chosen; the cluster is one resource, named outbox-cluster, literal. The
-  // fields start from the page's filter.
-  function aclForm(params) {
+  // of the resource type chosen (`operationsOf`, the API's answer); the cluster is one resource,
+  // named outbox-cluster, literal. The fields start from the page's filter.
+  function aclForm(params, operationsOf) {
     const status = h("p", { id: "acl-add-status", class: "muted" });
     const select = (name, values, chosen) => h("select", { name, id: `acl-${name}` },
       values.map(v => h("option", { value: v, selected: v === chosen }, v)));
-    const type = select("resource_type", Object.keys(ACL_OPERATIONS_OF), params.get("resource_type") || "topic");
+    const type = select("resource_type", Object.keys(operationsOf), params.get("resource_type") || "topic");
     const name = h("input", { name: "resource_name", id: "acl-resource_name", required: true, size: 20,
       value: params.get("resource_name") || undefined, placeholder: "name, prefix or *" });
     const pattern = select("pattern_type", ACL_PATTERN_TYPES, "literal");
     const operation = h("select", { name: "operation", id: "acl-operation" });
     const fit = () => {
       const was = operation.value;
-      operation.replaceChildren(...ACL_OPERATIONS_OF[type.value].map(v => h("option", { value: v, selected: v === was }, v)));
+      operation.replaceChildren(...operationsOf[type.value].map(v => h("option", { value: v, selected: v === was }, v)));
       const cluster = type.value === "cluster";
       if (cluster) { name.value = CLUSTER_NAME; pattern.value = "literal"; } else if (name.value === CLUSTER_NAME) name.value = "";
       name.readOnly = cluster;
