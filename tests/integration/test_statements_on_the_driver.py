@@ -1,6 +1,7 @@
-"""A statement run on the driver's cursor (app.storage.dialect.first_row_on_driver: a Send's
-offsets on PostgreSQL, a batch's sequence state on SQLite): the row it answers and what it writes
-are the statement's, and SQLAlchemy's cursor events see it, on SQLite and PostgreSQL."""
+"""A statement run on the driver's cursor (app.storage.dialect.rows_on_driver: a Send's offsets
+through sole_row_on_driver, a batch's sequence state on SQLite through first_row_on_driver): the
+row it answers and what it writes are the statement's, a second row where one was meant is
+refused, and SQLAlchemy's cursor events see it, on SQLite and PostgreSQL."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from sqlalchemy import Integer, bindparam, event, literal, select
 from sqlalchemy.exc import MultipleResultsFound
 
 from app.storage import dialect
-from app.storage.log_end import _TAKE_OFFSETS
+from app.storage.log_end import _TAKE_OFFSETS, take_offsets_with
 from app.storage.tables import partitions
 
 # Every partition of a topic one step on, answering each partition: two rows for a topic of two.
@@ -96,3 +97,17 @@ def test_a_statement_for_one_row_that_answers_one_answers_it(services, database)
         row = dialect.sole_row_on_driver(conn, _STEP_EVERY_PARTITION, {"p_topic_id": topic_id})
 
     assert tuple(row) == (0,)  # type: ignore[arg-type]
+
+
+def test_take_offsets_with_a_statement_that_answers_two_rows_raises_and_writes_nothing(  # type: ignore[no-untyped-def]
+        services, database) -> None:
+    # Its statement is meant to take one partition's offsets: one that took two has written
+    # both, and the Send's transaction must roll back rather than commit the first row's offsets.
+    topic_id = services.topics.create("t", 2).topic_id
+
+    with pytest.raises(MultipleResultsFound):
+        with database.write() as conn:
+            take_offsets_with(conn, _STEP_EVERY_PARTITION, {}, topic_id, 0, 1, 0, records=1)
+
+    with database.read() as conn:
+        assert conn.execute(select(partitions.c.next_offset).order_by(partitions.c.partition)).scalars().all() == [0, 0]
