@@ -291,8 +291,8 @@ def _fetch_all(conn: Connection, cursor: Any, sql: str, values: Any) -> list[Any
     # connection, the engine or their classes): the dispatch alone, to no listener, cost about
     # 2 µs a call, the test 0.2. The flags are private: an upgrade that renames them, or stops
     # setting them, fails tests/integration/test_statements_on_the_driver.py's cursor-events
-    # test (a listener on the engine, on SQLite and PostgreSQL), and pyproject.toml keeps
-    # SQLAlchemy below 3.
+    # test (a listener on the engine, and one on a connection, on SQLite and PostgreSQL), and
+    # pyproject.toml keeps SQLAlchemy below 2.2: private names change between its minor series.
     listened = conn._has_events or conn.engine._has_events
     if listened:
         for listener in conn.dispatch.before_cursor_execute:

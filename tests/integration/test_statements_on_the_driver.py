@@ -57,8 +57,13 @@ def test_a_row_answers_its_columns_by_position_and_on_postgresql_by_name_with_li
         assert (row.given, row.own) == (4, "committed")  # type: ignore[union-attr]
 
 
+@pytest.mark.parametrize("listened_on", ["engine", "connection"])
 def test_sqlalchemy_s_cursor_events_see_the_statement_before_and_after_it_runs(  # type: ignore[no-untyped-def]
-        services, database) -> None:
+        services, database, listened_on: str) -> None:
+    # On the engine and on one connection: _fetch_all reads SQLAlchemy's flag of each
+    # (Engine._has_events, Connection._has_events), and a listener on either must be seen.
+    # SQLite's engine always has listeners (app.storage.engine's BEGIN), so it is on
+    # PostgreSQL that a listener on the connection alone shows its flag is read.
     topic_id = services.topics.create("t", 2).topic_id
     seen: list[str] = []
 
@@ -68,13 +73,16 @@ def test_sqlalchemy_s_cursor_events_see_the_statement_before_and_after_it_runs( 
     def after(conn, cursor, statement, *args) -> None:  # type: ignore[no-untyped-def]
         seen.append("after " + statement.split()[0])
 
-    event.listen(database.engine, "before_cursor_execute", before)
-    event.listen(database.engine, "after_cursor_execute", after)
-    try:
-        _take(database, topic_id, 3)
-    finally:
-        event.remove(database.engine, "before_cursor_execute", before)
-        event.remove(database.engine, "after_cursor_execute", after)
+    with database.write() as conn:
+        target = database.engine if listened_on == "engine" else conn
+        event.listen(target, "before_cursor_execute", before)
+        event.listen(target, "after_cursor_execute", after)
+        try:
+            dialect.first_row_on_driver(conn, _TAKE_OFFSETS, {
+                "p_topic_id": topic_id, "p_partition": 1, "p_count": 3, "p_records": 3, "p_size_bytes": 10})
+        finally:
+            event.remove(target, "before_cursor_execute", before)
+            event.remove(target, "after_cursor_execute", after)
 
     assert [s for s in seen if s.endswith("UPDATE")] == ["before UPDATE", "after UPDATE"]
 
