@@ -15,10 +15,12 @@ from spark_jobs.errors import OutboxSourceError
 from spark_jobs.reader.options import Database, SourceOptions
 
 
-
-def check_database(database: Database, driver: PostgresDriver = PostgresDriver.ADBC) -> None:
+def check_database(database: Database, driver: PostgresDriver | str = PostgresDriver.ADBC) -> None:
     """The database answers and has the committed_records view with its batch_position column
-    (migration 0020 or later): every split of the read is bounded by batch positions."""
+    (migration 0020 or later): every split of the read is bounded by batch positions. `driver`:
+    for PostgreSQL, the ADBC PostgreSQL driver or psycopg, the member or its value."""
+    # By value: a plain "adbc" is not the member `is` compares with, and would be read as psycopg.
+    driver = PostgresDriver(driver)
     probe = "SELECT batch_position FROM committed_records WHERE 1 = 0"
     if database.kind == "sqlite":
         import sqlite3
