@@ -22,8 +22,8 @@ import os
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import TypeVar
 from pathlib import Path
+from typing import TypeVar
 
 from spark_jobs.common.options import (
     HeadersFormat,

@@ -800,6 +800,9 @@
   // Every field of a binding: a DeleteAcls filter naming them all deletes that binding only.
   const ACL_FIELDS = ["principal", "resource_type", "resource_name", "pattern_type", "operation", "permission"];
   const bindingText = a => `${a.permission} ${a.principal} ${a.operation} on ${a.resource_type}:${a.resource_name} (${a.pattern_type})`;
+  // GET /v1/acls/operations' answer, asked once a page: the table is the serving process's own,
+  // fixed while it runs; a reload asks again (after an upgrade, say).
+  let aclOperationsOf = null;
 
   async function acls(params) {
     const query = new URLSearchParams(ACL_FILTERS.filter(k => params.get(k)).map(k => [k, params.get(k)]));
@@ -807,7 +810,8 @@
       clusterOperations()]);
     const may = permitted.includes("alter");
     // Asked only where the form is offered: to alter on the cluster.
-    const operationsOf = may ? (await api("/v1/acls/operations")).operations_of : null;
+    if (may && aclOperationsOf === null) aclOperationsOf = (await api("/v1/acls/operations")).operations_of;
+    const operationsOf = may ? aclOperationsOf : null;
     const filtered = [...query.entries()].map(([k, v]) => `${k.replace("_", " ")} ${v}`).join(", ");
     const revoke = a => h("button", { class: "danger", type: "button", "aria-label": `Revoke ${bindingText(a)}`,
       onclick: async () => {
