@@ -29,6 +29,7 @@ from pyspark.sql.datasource import (
 )
 from pyspark.sql.types import StructType
 
+from spark_jobs.common.options import PostgresDriver
 from spark_jobs.common.service import list_topics
 from spark_jobs.errors import OutboxSourceError
 from spark_jobs.reader.batch import OutboxBatchReader, check_headers_type, schema_ddl
@@ -156,7 +157,7 @@ def read_outbox(spark: Any, *, reader: str = "auto", **options: str) -> Any:
     chosen = choose_reader(reader, options, driver_loaded=jvm_possible and driver_on_classpath(spark, kind),
                            database=kind, declarable=jvm_possible and relation_declarable(spark))
     # The JVM read's tasks do not use the Python driver: no ADBC needed for it.
-    check_database(parsed.database, parsed.driver if chosen == "python" else "psycopg")
+    check_database(parsed.database, parsed.driver if chosen == "python" else PostgresDriver.PSYCOPG)
     listed = list_topics(parsed.url, parsed.api_key, OutboxSourceError)
     # One snapshot for the checks and a planning pass, as Spark will plan when the DataFrame
     # runs, for the errors that planning finds (a topic that does not exist, data loss): here

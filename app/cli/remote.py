@@ -288,15 +288,16 @@ def _nothing(answer: Answer) -> list[str]:
     return []
 
 
-_CONFIG_COLUMNS = ("cleanup_policy", "retention_ms", "retention_bytes", "value_format")
+_CONFIG_COLUMNS = ("cleanup_policy", "retention_ms", "retention_bytes")
 
 
 def _topic_list_table(a: Answer) -> list[str]:
-    # A topic's config is null to a principal that may not describe its configs: "-" in each column.
+    # A topic's config is null to a principal that may not describe its configs: "-" in each of
+    # its columns. Its value format is answered apart from the config, to whoever sees the topic.
     return columns(["TOPIC", "PARTITIONS", "CLEANUP-POLICY", "RETENTION-MS", "RETENTION-BYTES", "VALUE-FORMAT"],
                    [[t["name"], t["partition_count"],
                      *(("-",) * len(_CONFIG_COLUMNS) if t["config"] is None
-                       else (t["config"][k] for k in _CONFIG_COLUMNS))] for t in a["topics"]])
+                       else (t["config"][k] for k in _CONFIG_COLUMNS)), t["value_format"]] for t in a["topics"]])
 
 
 def _topic_table(a: Answer) -> list[str]:

@@ -99,7 +99,7 @@ def new_topic_config(values: Mapping[str, Any], message_max_bytes: int,
     """CreateTopics' config: the keys given, the defaults for the others, max_message_bytes
     when not given `message_max_bytes` (the service's OUTBOX_MESSAGE_MAX_BYTES, as a Kafka
     topic takes the broker's message.max.bytes) and value_format when not given the door's
-    (`value_format`: json for HTTP and the CLI, bytes for the Kafka door, app.kafka.admin)."""
+    (`value_format`: json for HTTP and the CLI, bytes for the Kafka door, app.kafka.topic_admin)."""
     return TopicConfig(**{"max_message_bytes": message_max_bytes, "value_format": value_format, **values})
 
 

@@ -20,7 +20,6 @@ from app.domain.read import offset_order_upper_bound
 from app.domain.types import IsolationLevel, TransactionVersion
 from app.kafka import groups, records
 from app.kafka.acls import AclApis
-from app.kafka.admin import AdminApis
 from app.kafka.auth import RULES, access, authorized_operations, refusal_code
 from app.kafka.errors import error_code, metadata_code, transactional_code
 from app.kafka.groups import GroupApis
@@ -38,6 +37,8 @@ from app.kafka.protocol import (
     supported_features,
     transaction_version,
 )
+from app.kafka.topic_admin import TopicAdminApis
+from app.kafka.transaction_descriptions import TransactionDescriptionApis
 
 _ZERO_UUID = uuid.UUID(int=0)
 _LATEST, _EARLIEST = -1, -2
@@ -69,8 +70,9 @@ class Apis:
                          10: self.find_coordinator, 18: self.api_versions, 22: self.init_producer_id,
                          24: self.add_partitions_to_txn, 25: self.add_offsets_to_txn, 26: self.end_txn,
                          28: self.txn_offset_commit, 17: self.sasl_again, 36: self.sasl_again}
-        self.admin = AdminApis(services, broker.node_id)
+        self.admin = TopicAdminApis(services, broker.node_id)
         self.handlers |= self.admin.handlers
+        self.handlers |= TransactionDescriptionApis(services).handlers
         self.handlers |= AclApis(services).handlers
         # The classic group protocol, its own module (its ACL requirements are auth.RULES' too).
         self.groups = GroupApis(services)

@@ -348,17 +348,24 @@ def _offset_fetch(body: Any) -> list[Need]:
         (Operation.DESCRIBE, acl.topic(t.name)) for t in body.topics or ()]
 
 
-# Kafka's ConfigResource types whose configs are guarded by the cluster's ACLs: BROKER and
-# BROKER_LOGGER. A topic's (TOPIC, 2) are guarded by the topic's.
-CLUSTER_CONFIG_TYPES = frozenset({4, 8})
+class ConfigResourceType(enum.IntEnum):
+    """Kafka's ConfigResource types this door knows: a topic's configs are guarded by the
+    topic's ACLs, the broker's and the broker loggers' by the cluster's."""
+
+    TOPIC = 2
+    BROKER = 4
+    BROKER_LOGGER = 8
+
+
+CLUSTER_CONFIG_TYPES = frozenset({ConfigResourceType.BROKER, ConfigResourceType.BROKER_LOGGER})
 
 
 def config_resource(resource_type: int, resource_name: str) -> Resource | None:
     """The resource whose ACLs guard a DescribeConfigs, AlterConfigs or IncrementalAlterConfigs
     resource: the topic's, or the cluster for the broker's and the broker loggers'. None for a
     type with no configs here (GROUP, CLIENT_METRICS, ...), answered INVALID_REQUEST with no
-    check (app.kafka.admin), so RULES needs nothing for it."""
-    if resource_type == 2:
+    check (app.kafka.topic_admin), so RULES needs nothing for it."""
+    if resource_type == ConfigResourceType.TOPIC:
         return acl.topic(resource_name)
     return CLUSTER if resource_type in CLUSTER_CONFIG_TYPES else None
 
@@ -399,7 +406,8 @@ RULES: dict[int, Callable[[Any], list[Need]]] = {
     14: _group(Operation.READ),  # SyncGroup
     15: lambda body: [(Operation.DESCRIBE, acl.group(g)) for g in body.groups],  # DescribeGroups
     16: _nothing,  # ListGroups: DESCRIBE on the cluster lists every group, else each is filtered
-    # Administration (app.kafka.admin), as the HTTP door's /v1/topics and /v1/transactions.
+    # Administration (app.kafka.topic_admin, app.kafka.transaction_descriptions), as the HTTP
+    # door's /v1/topics and /v1/transactions.
     # CreateTopics: CREATE on the cluster or on the topic (both asked, either allows).
     19: _topics(Operation.CREATE, lambda body: [t.name for t in body.topics]),
     20: _delete_topics,

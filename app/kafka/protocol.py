@@ -60,7 +60,8 @@ SERVED: dict[int, tuple[int, int]] = {
     14: (0, 5),   # SyncGroup
     15: (0, 5),   # DescribeGroups
     16: (0, 4),   # ListGroups
-    # Topic administration (app.kafka.admin); the versions kio has schemas for.
+    # Topic administration (app.kafka.topic_admin) and, from DescribeProducers, the transaction
+    # descriptions (app.kafka.transaction_descriptions); the versions kio has schemas for.
     19: (2, 7),   # CreateTopics
     20: (1, 6),   # DeleteTopics (by name: 6 can name a topic by id, which topics do not have here)
     21: (0, 2),   # DeleteRecords

@@ -18,6 +18,7 @@ from typing import Any
 
 from psycopg.rows import namedtuple_row
 from sqlalchemy import BigInteger, Connection, Table, func, true
+from sqlalchemy.exc import MultipleResultsFound
 from sqlalchemy.types import _Binary
 from sqlalchemy.sql.functions import FunctionElement
 from sqlalchemy.dialects import postgresql, sqlite
@@ -218,8 +219,25 @@ def execute_rows(conn: Connection, stmt: Any, rows: list[dict[str, Any]]) -> Non
 
 
 def first_row_on_driver(conn: Connection, stmt: Any, params: dict[str, Any]) -> Sequence[Any] | None:
-    """The first row `stmt` (a statement over bind parameters, such as a write with RETURNING)
-    answers for `params`, or None; its columns by position, and on PostgreSQL by name too (a
+    """The first row `stmt` answers for `params` on the driver (rows_on_driver), or None."""
+    rows = rows_on_driver(conn, stmt, params)
+    return rows[0] if rows else None
+
+
+def sole_row_on_driver(conn: Connection, stmt: Any, params: dict[str, Any]) -> Sequence[Any] | None:
+    """The one row `stmt` answers for `params` on the driver (rows_on_driver), or None;
+    MultipleResultsFound if it answers more, as SQLAlchemy's one_or_none raises: a statement
+    meant to match one row that matched two has written both, and its transaction must not
+    commit."""
+    rows = rows_on_driver(conn, stmt, params)
+    if len(rows) > 1:
+        raise MultipleResultsFound("Multiple rows were found when one or none was required")
+    return rows[0] if rows else None
+
+
+def rows_on_driver(conn: Connection, stmt: Any, params: dict[str, Any]) -> list[Sequence[Any]]:
+    """Every row `stmt` (a statement over bind parameters, such as a write with RETURNING)
+    answers for `params`; each row's columns by position, and on PostgreSQL by name too (a
     named tuple, as SQLAlchemy's rows are).
 
     Run on the driver's cursor, as compiled once for the dialect, with the values as given
@@ -241,26 +259,24 @@ def first_row_on_driver(conn: Connection, stmt: Any, params: dict[str, Any]) -> 
     # transaction the statement would commit alone; PostgreSQL: it would begin one that
     # SQLAlchemy does not know of.
     if not conn.in_transaction():
-        raise RuntimeError("first_row_on_driver runs inside the caller's transaction: begin one first")
+        raise RuntimeError("rows_on_driver runs inside the caller's transaction: begin one first")
     sql, names, fixed, unset = _on_driver(conn.dialect, stmt)
     # SQLAlchemy compiles a top-level UPDATE or INSERT for the keys it is given, so that a key
     # naming a column the statement does not set sets it; compiled once, without them, the
     # statement would leave the column be. Other keys it passes over, as SQLAlchemy does:
     # callers give one dict to the variants of a statement (sequence_state.batch_state_params).
     if not unset.isdisjoint(params):
-        raise TypeError("first_row_on_driver was given values for columns the statement does not set: "
+        raise TypeError("rows_on_driver was given values for columns the statement does not set: "
                         f"{sorted(unset.intersection(params))}")
     driver = conn.connection.driver_connection
     if conn.dialect.name == "postgresql":
         with driver.cursor(row_factory=namedtuple_row) as cursor:  # type: ignore[union-attr]
-            rows = _fetch_all(conn, cursor, sql, {**fixed, **params})
-        return rows[0] if rows else None
+            return _fetch_all(conn, cursor, sql, {**fixed, **params})
     cursor = driver.cursor()  # type: ignore[union-attr]
     try:
-        rows = _fetch_all(conn, cursor, sql, [params[name] if name in params else fixed[name] for name in names])
+        return _fetch_all(conn, cursor, sql, [params[name] if name in params else fixed[name] for name in names])
     finally:
         cursor.close()
-    return rows[0] if rows else None
 
 
 def _fetch_all(conn: Connection, cursor: Any, sql: str, values: Any) -> list[Any]:
@@ -273,7 +289,10 @@ def _fetch_all(conn: Connection, cursor: Any, sql: str, values: Any) -> list[Any
     None: SQLAlchemy made none for it."""
     # SQLAlchemy's own test before it dispatches (its flags, set by a listener on the
     # connection, the engine or their classes): the dispatch alone, to no listener, cost about
-    # 2 µs a call, the test 0.2.
+    # 2 µs a call, the test 0.2. The flags are private: an upgrade that renames them, or stops
+    # setting them, fails tests/integration/test_statements_on_the_driver.py's cursor-events
+    # test (a listener on the engine, and one on a connection, on SQLite and PostgreSQL), and
+    # pyproject.toml keeps SQLAlchemy below 2.2: private names change between its minor series.
     listened = conn._has_events or conn.engine._has_events
     if listened:
         for listener in conn.dispatch.before_cursor_execute:
@@ -301,17 +320,17 @@ def _on_driver(dialect: Any, stmt: Any) -> tuple[str, tuple[str, ...], dict[str,
         converted = [name for name, process in compiled._bind_processors.items() if process is not None]
         converted += [name for name, bind in compiled.binds.items() if bind.callable]
         if converted or compiled.literal_execute_params or compiled.post_compile_params:
-            raise TypeError("first_row_on_driver runs statements whose bind values go to the driver as given; "
+            raise TypeError("rows_on_driver runs statements whose bind values go to the driver as given; "
                             f"this one has parameters SQLAlchemy converts, expands or fills: {converted or 'expanding'}")
         # The values go to the driver by the names SQLAlchemy gives them: a name it had to
         # rewrite for the driver would not be found under the caller's.
         if compiled.escaped_bind_names:
-            raise TypeError("first_row_on_driver takes bind parameter names as the driver reads them; "
+            raise TypeError("rows_on_driver takes bind parameter names as the driver reads them; "
                             f"these are rewritten for it: {sorted(compiled.escaped_bind_names)}")
         # PostgreSQL's values go by name, SQLite's by position (positiontup): a dialect set to
         # the other paramstyle would be given them the wrong way.
         if compiled.positional != (dialect.name != "postgresql"):
-            raise TypeError(f"first_row_on_driver gives {dialect.name}'s driver its values "
+            raise TypeError(f"rows_on_driver gives {dialect.name}'s driver its values "
                             f"{'by position' if dialect.name != 'postgresql' else 'by name'}; "
                             f"this dialect's paramstyle is {dialect.paramstyle}")
         names = tuple(compiled.positiontup or ())

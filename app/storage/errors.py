@@ -31,7 +31,7 @@ def translate_driver_errors() -> Iterator[None]:
             raise StorageUnavailable(f"database unavailable: {first_line(e.orig or e)}") from e
         raise
     # On the raw driver connections, outside SQLAlchemy's execution: the COPY of Send's hot
-    # path (PostgreSQL), and the statements of dialect.first_row_on_driver (a Send's offsets on
+    # path (PostgreSQL), and the statements of dialect.rows_on_driver (a Send's offsets on
     # PostgreSQL, a batch's sequence state on SQLite).
     except sqlite3.OperationalError as e:
         raise StorageUnavailable(f"database unavailable: {first_line(e)}") from e

@@ -95,9 +95,9 @@ def take_offsets_with(conn: Connection, stmt: Any, params: dict[str, Any], topic
     the partition row lock is held from then on, as take_offsets holds it. `topic_row`: the
     version of the topic's row the caller's copy was read from (seen_topics); TopicChanged if
     the row is no longer that one, or the partition is gone."""
-    # On the driver (dialect.first_row_on_driver): every Send runs one such statement, and
+    # On the driver (dialect.sole_row_on_driver): every Send runs one such statement, and
     # SQLAlchemy's execution of it cost more of the service's CPU than the driver's.
-    row = dialect.first_row_on_driver(
+    row = dialect.sole_row_on_driver(
         conn, stmt,
         {**params, "p_topic_id": topic_id, "p_partition": partition, "p_count": count,
          "p_records": records, "p_size_bytes": size_bytes, "p_topic_row": topic_row},

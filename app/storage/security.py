@@ -124,14 +124,29 @@ def _binding(r, operation: Operation | None = None) -> AclBinding:  # type: igno
 
 
 _KNOWN_OPERATIONS = frozenset(op.value for op in Operation)
+# The rows of an unknown operation this process has warned of: the ACLs are loaded again every
+# OUTBOX_SECURITY_REFRESH_INTERVAL_MS, and a warning each time would repeat until the process
+# is upgraded. Each row by its whole identity (_identity), not its acl_id alone: SQLite gives a
+# deleted top acl_id to the next row added, another binding that must be warned of in turn.
+# A load keeps only the rows it still sees (snapshot), so the set is bounded by the rows held
+# now, not by every such binding ever granted and revoked in the process's life.
+_WARNED_UNKNOWN: set[tuple[int, str, str, str, str, str, str]] = set()
+
+
+def _identity(r) -> tuple[int, str, str, str, str, str, str]:  # type: ignore[no-untyped-def]
+    return r.acl_id, r.principal, r.resource_type, r.resource_name, r.pattern_type, r.operation, r.permission
 
 
 def _row_binding(r) -> AclBinding | None:  # type: ignore[no-untyped-def]
     """The row's binding; None for a row naming an operation this code does not know, which a
-    newer process (a later migration's CHECK) may grant, with a warning naming it. So a process
-    not yet upgraded keeps deciding every request by the bindings it understands (the binding
-    could only ever allow what it names, or deny it) rather than failing them all."""
+    newer process (a later migration's CHECK) may grant, with a warning naming it, once a
+    process. So a process not yet upgraded keeps deciding every request by the bindings it
+    understands (the binding could only ever allow what it names, or deny it) rather than
+    failing them all."""
     if r.operation not in _KNOWN_OPERATIONS:
+        if _identity(r) in _WARNED_UNKNOWN:
+            return None
+        _WARNED_UNKNOWN.add(_identity(r))
         logger.warning("ACL %s skipped: operation %r is unknown to this process (upgrade it to apply the "
                        "binding: %s %s %r on %s:%s, %s)", r.acl_id, r.operation, r.permission, r.principal,
                        r.operation, r.resource_type, r.resource_name, r.pattern_type)
@@ -139,14 +154,14 @@ def _row_binding(r) -> AclBinding | None:  # type: ignore[no-untyped-def]
     return _binding(r)
 
 
-def _known_bindings(rows) -> list[AclBinding]:  # type: ignore[no-untyped-def]
-    return [b for r in rows if (b := _row_binding(r)) is not None]
-
-
 def snapshot(conn: Connection) -> SecuritySnapshot:
     """The version and everything it covers; `conn` must read one snapshot (Database.read)."""
     at = version(conn)
-    bindings = tuple(_known_bindings(conn.execute(select(acls).order_by(acls.c.acl_id))))
+    rows = conn.execute(select(acls).order_by(acls.c.acl_id)).all()
+    bindings = tuple(b for r in rows if (b := _row_binding(r)) is not None)
+    # Every row held now is in `rows`: a warned-of row not among them is gone (a listing's
+    # filter sees only some, so only a load forgets).
+    _WARNED_UNKNOWN.intersection_update(_identity(r) for r in rows if r.operation not in _KNOWN_OPERATIONS)
     keys = {r.key_id: _api_key(r) for r in conn.execute(select(api_keys).where(api_keys.c.revoked_ms.is_(None)))}
     return SecuritySnapshot(at, bindings, keys)
 

@@ -33,6 +33,14 @@ class HeadersFormat(str, enum.Enum):
     JSON = "json"
 
 
+class PostgresDriver(str, enum.Enum):
+    """The Python driver a read of PostgreSQL uses (option driver)."""
+
+    # The ADBC PostgreSQL driver, in the spark extra (the default)
+    ADBC = "adbc"
+    PSYCOPG = "psycopg"
+
+
 def choices(values: type[enum.Enum]) -> str:
     """An option's accepted values, as its meaning and its error list them."""
     return " or ".join(str(v.value) for v in values)
@@ -69,8 +77,8 @@ OPTIONS: tuple[Option, ...] = (
            read=True),
     Option("headersFormat", f"the headers column's form: {choices(HeadersFormat)}; map (default) is "
                             "map<string,string>, json the stored JSON object's text (a string)", read=True),
-    Option("driver", "PostgreSQL only: adbc (default: the ADBC PostgreSQL driver, in the spark extra) or psycopg",
-           read=True),
+    Option("driver", f"PostgreSQL only: {choices(PostgresDriver)}; adbc (default) is the ADBC PostgreSQL driver, "
+                     "in the spark extra", read=True),
     Option("positionsPerSplit", "positions of a partition per Spark task (default 250000)", read=True),
     Option("queryLog", "a file to which every task appends the SQL it ran, one JSON line each (for tests and "
                        "debugging)", read=True),

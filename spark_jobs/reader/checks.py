@@ -8,16 +8,19 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from app.client.errors import ClientError
+from spark_jobs.common.options import PostgresDriver
 from spark_jobs.common.positions import LogBounds, TopicPartition, log_bounds
 from spark_jobs.common.service import PROBE_TIMEOUT_S, list_topics, service_session
 from spark_jobs.errors import OutboxSourceError
 from spark_jobs.reader.options import Database, SourceOptions
 
 
-
-def check_database(database: Database, driver: str = "adbc") -> None:
+def check_database(database: Database, driver: PostgresDriver | str = PostgresDriver.ADBC) -> None:
     """The database answers and has the committed_records view with its batch_position column
-    (migration 0020 or later): every split of the read is bounded by batch positions."""
+    (migration 0020 or later): every split of the read is bounded by batch positions. `driver`:
+    for PostgreSQL, the ADBC PostgreSQL driver or psycopg, the member or its value."""
+    # By value: a plain "adbc" is not the member `is` compares with, and would be read as psycopg.
+    driver = PostgresDriver(driver)
     probe = "SELECT batch_position FROM committed_records WHERE 1 = 0"
     if database.kind == "sqlite":
         import sqlite3
@@ -33,7 +36,7 @@ def check_database(database: Database, driver: str = "adbc") -> None:
                 raise OutboxSourceError(_not_migrated(database)) from None
             raise OutboxSourceError(f"cannot read the SQLite database {database.target}: {e}") from None
         return
-    if database.kind == "postgresql" and driver == "adbc":
+    if database.kind == "postgresql" and driver is PostgresDriver.ADBC:
         try:
             import adbc_driver_postgresql  # noqa: F401
         except ImportError:

@@ -17,14 +17,17 @@ spark_jobs.reader.checks.
 
 from __future__ import annotations
 
+import enum
 import os
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TypeVar
 
 from spark_jobs.common.options import (
     HeadersFormat,
+    PostgresDriver,
     bool_option,
     choices,
     given_options,
@@ -34,6 +37,8 @@ from spark_jobs.common.options import (
 )
 from spark_jobs.common.positions import EARLIEST, LATEST, TopicPartition, positions_from_json
 from spark_jobs.errors import OutboxSourceError
+
+Choice = TypeVar("Choice", bound=enum.Enum)
 
 DEFAULT_POSITIONS_PER_SPLIT = 250_000
 
@@ -93,7 +98,7 @@ class SourceOptions:
     query_log: str | None = None
     # PostgreSQL's reader: ADBC used less CPU per row than psycopg and read faster in every
     # round of benchmarks/spark_source.py (docs/SPARK.md, "The data source's throughput")
-    driver: str = "adbc"
+    driver: PostgresDriver = PostgresDriver.ADBC
     # Streaming only: positions per micro-batch (None: all there are), and the group to which
     # finished micro-batches' end positions are committed.
     max_offsets_per_trigger: int | None = None
@@ -161,13 +166,8 @@ def parse_options(raw: Mapping[str, str], env: Mapping[str, str] | None = None) 
     max_per_trigger = (_positive("maxOffsetsPerTrigger", given["maxOffsetsPerTrigger"])
                        if "maxOffsetsPerTrigger" in given else None)
     value_schema = given.get("valueSchema", "").strip() or None
-    driver = given.get("driver", "adbc").strip().lower()
-    if driver not in ("psycopg", "adbc"):
-        raise OutboxSourceError(f"option driver: expected psycopg or adbc, not {given['driver']!r}")
-    headers_format = given.get("headersFormat", HeadersFormat.MAP.value).strip().lower()
-    if headers_format not in {f.value for f in HeadersFormat}:
-        raise OutboxSourceError(f"option headersFormat: expected {choices(HeadersFormat)}, "
-                                f"not {given['headersFormat']!r}")
+    driver = _chosen(given, "driver", PostgresDriver.ADBC)
+    headers_format = _chosen(given, "headersFormat", HeadersFormat.MAP)
     include_headers = _bool("includeHeaders", given.get("includeHeaders", "true"))
     # Every setting acts or is refused: a form for a column left out would do nothing.
     if "headersFormat" in given and not include_headers:
@@ -187,13 +187,25 @@ def parse_options(raw: Mapping[str, str], env: Mapping[str, str] | None = None) 
         fail_on_data_loss=_bool("failOnDataLoss", given.get("failOnDataLoss", "true")),
         value_schema=value_schema,
         include_headers=include_headers,
-        headers_format=HeadersFormat(headers_format),
+        headers_format=headers_format,
         positions_per_split=per_split,
         query_log=given.get("queryLog") or None,
         driver=driver,
         max_offsets_per_trigger=max_per_trigger,
         commit_group=given.get("commitGroup", "").strip() or None,
     )
+
+
+def _chosen(given: Mapping[str, str], name: str, default: Choice) -> Choice:
+    """Option `name`'s value as a member of `default`'s enum (matched without case), `default`
+    when not given; another value is refused naming the enum's values."""
+    values = type(default)
+    if name not in given:
+        return default
+    try:
+        return values(given[name].strip().lower())
+    except ValueError:
+        raise OutboxSourceError(f"option {name}: expected {choices(values)}, not {given[name]!r}") from None
 
 
 def _positive(name: str, value: str) -> int:

@@ -32,6 +32,7 @@ from typing import Any
 
 import pyarrow as pa
 
+from spark_jobs.common.options import PostgresDriver
 from spark_jobs.reader.planning import Split
 from spark_jobs.reader.statement import select_statement
 
@@ -54,10 +55,13 @@ def _log_query(path: str | None, split: Split, statement: str, database: str, st
 
 def read_split(database_kind: str, target: str, split: Split, schema: pa.Schema, *,
                value_type: pa.StructType | None, query_log: str | None,
-               driver: str = "adbc", headers_parsed: bool = True) -> Iterator[pa.RecordBatch]:
+               driver: PostgresDriver | str = PostgresDriver.ADBC,
+               headers_parsed: bool = True) -> Iterator[pa.RecordBatch]:
     """The split's records as record batches of `schema` (the Spark schema in Arrow terms).
-    `driver`: for PostgreSQL, "adbc" (the ADBC PostgreSQL driver) or "psycopg".
+    `driver`: for PostgreSQL, the ADBC PostgreSQL driver or psycopg, the member or its value.
     `headers_parsed`: headers (when `schema` has them) made a map, else left as their text."""
+    # By value: a plain "adbc" is not the member `is` compares with, and would be read as psycopg.
+    driver = PostgresDriver(driver)
     include_headers = "headers" in schema.names
     statement = select_statement(split, database_kind, include_headers=include_headers)
     started = time.monotonic()
@@ -65,7 +69,7 @@ def read_split(database_kind: str, target: str, split: Split, schema: pa.Schema,
     if database_kind == "sqlite":
         stored = _read_sqlite
     else:
-        stored = _read_postgresql_adbc if driver == "adbc" else _read_postgresql
+        stored = _read_postgresql_adbc if driver is PostgresDriver.ADBC else _read_postgresql
     for batch in stored(target, statement, include_headers):
         rows += batch.num_rows
         yield _to_spark(batch, split, schema, value_type, headers_parsed)

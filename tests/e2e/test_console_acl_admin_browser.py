@@ -1,10 +1,10 @@
 """The console's ACL and Principals pages with authentication on, in a real browser against a
 real `outbox serve`: an operator with alter on the cluster adds a binding and revokes exactly
-it, creates an API key (shown once) and revokes it, each checked through the HTTP API; a
-refusal shows the API's code and message; a principal that may only describe the cluster sees
-the lists without a control to change them (nor a transaction's abort), and one that may not
-describe it sees the API's refusal. Screenshots saved (OUTBOX_SCREENSHOT_DIR, or
-.artifacts/screenshots) and their paths printed."""
+it, creates an API key (shown once) and revokes it, each checked through the HTTP API; the ACL
+form offers the operations the API answers, asked once a page; a refusal shows the API's code
+and message; a principal that may only describe the cluster sees the lists without a control to
+change them (nor a transaction's abort), and one that may not describe it sees the API's refusal.
+Screenshots saved (OUTBOX_SCREENSHOT_DIR, or .artifacts/screenshots) and their paths printed."""
 
 from __future__ import annotations
 
@@ -138,6 +138,36 @@ def test_the_cluster_is_offered_as_its_one_literal_resource(secured: tuple[Servi
     assert c.page.locator("#acl-resource_name").get_attribute("readonly") is not None
     assert c.page.locator("#acl-pattern_type").is_disabled()
     assert c.page.locator("#acl-pattern_type").input_value() == "literal"
+
+
+def test_the_form_offers_the_operations_the_api_answers_for_each_resource_type(secured: tuple[ServiceProcess, Keys],
+                                                                             signed_in: Any) -> None:
+    # An answer unlike the service's own table: the form can only have it from the API.
+    served = {"group": ["describe", "all"], "topic": ["read"]}
+    server, keys = secured
+    c = signed_in(keys.admin, "#/topics")
+    c.page.locator("main h1").get_by_text("Topics").wait_for(timeout=WAIT_MS)
+    c.page.route("**/v1/acls/operations", lambda route: route.fulfill(json={"operations_of": served}))
+    c.page.evaluate("location.hash = '#/acls'")
+    c.page.locator("#acl-add summary").click()
+    assert c.page.locator("#acl-resource_type option").all_text_contents() == ["group", "topic"]
+    c.page.locator("#acl-resource_type").select_option("group")
+    assert c.page.locator("#acl-operation option").all_text_contents() == ["describe", "all"]
+
+
+def test_the_operations_are_asked_of_the_api_once_a_page(secured: tuple[ServiceProcess, Keys],
+                                                         signed_in: Any) -> None:
+    server, keys = secured
+    c = signed_in(keys.admin, "#/topics")
+    c.page.locator("main h1").get_by_text("Topics").wait_for(timeout=WAIT_MS)
+    asked: list[str] = []
+    c.page.on("request", lambda r: asked.append(r.url) if r.url.endswith("/v1/acls/operations") else None)
+    for _ in range(3):
+        c.page.evaluate("location.hash = '#/acls'")
+        c.page.locator("#acl-add summary").wait_for(timeout=WAIT_MS)
+        c.page.evaluate("location.hash = '#/topics'")
+        c.page.locator("main h1").get_by_text("Topics").wait_for(timeout=WAIT_MS)
+    assert len(asked) == 1
 
 
 def test_a_binding_the_api_refuses_shows_its_code_and_message_and_nothing_is_stored(

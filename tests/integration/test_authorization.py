@@ -244,6 +244,8 @@ OPERATIONS: dict[str, Op] = {
     # Groups, and groups whose lag counts topics, the principal may not describe are left out.
     "console_lag_history": Op(lambda w: ("GET", "/v1/console/lag-history", None), ()),
     "describe_acls": Op(lambda w: ("GET", "/v1/acls", None), ((C, CLUSTER_NAME, Operation.DESCRIBE),)),
+    "describe_acl_operations": Op(lambda w: ("GET", "/v1/acls/operations", None),
+                                  ((C, CLUSTER_NAME, Operation.DESCRIBE),)),
     "create_acls": Op(lambda w: ("POST", "/v1/acls", {"acls": [{"principal": "User:carol", "resource_type": "group",
                                                                  "resource_name": "g", "operation": "read"}]}),
                       ((C, CLUSTER_NAME, Operation.ALTER),)),

@@ -84,8 +84,6 @@ def _console_constant(name: str) -> object:
 
 
 def test_the_acl_form_offers_the_apis_choices_only() -> None:
-    assert _console_constant("ACL_OPERATIONS_OF") == {
-        t.value: [op.value for op in acl.Operation if op in acl.OPERATIONS_OF[t]] for t in acl.ResourceType}
     assert _console_constant("ACL_PATTERN_TYPES") == [p.value for p in acl.PatternType]
     assert _console_constant("ACL_PERMISSIONS") == [p.value for p in acl.Permission]
     assert _console_constant("CLUSTER_NAME") == acl.CLUSTER_NAME

@@ -1,13 +1,16 @@
 """The data source's first check (spark_jobs.reader.checks.check_database) refuses a database
 whose committed_records view predates batch_position (migration 0020): every split is bounded
-by batch positions."""
+by batch positions; and on PostgreSQL asks for the driver it is given, by member or by value."""
 
 from __future__ import annotations
+
+import sys
 
 import pytest
 from alembic import command
 
 from app.storage import migrate
+from spark_jobs.common.options import PostgresDriver
 from spark_jobs.errors import OutboxSourceError
 from spark_jobs.reader.checks import check_database
 from spark_jobs.reader.options import Database
@@ -18,7 +21,7 @@ def test_a_database_migrated_to_0019_only_is_refused_by_name(empty_url: str) -> 
     database = Database.from_url(empty_url)
 
     with pytest.raises(OutboxSourceError) as raised:
-        check_database(database, driver="psycopg")
+        check_database(database, driver=PostgresDriver.PSYCOPG)
 
     assert str(raised.value) == (
         f"the database {database.display} has no committed_records view with batch_position: it is not an "
@@ -28,4 +31,14 @@ def test_a_database_migrated_to_0019_only_is_refused_by_name(empty_url: str) -> 
 def test_a_database_migrated_to_0020_passes(empty_url: str) -> None:
     command.upgrade(migrate.alembic_config(empty_url), "0020")
 
-    assert check_database(Database.from_url(empty_url), driver="psycopg") is None
+    assert check_database(Database.from_url(empty_url), driver=PostgresDriver.PSYCOPG) is None
+
+
+@pytest.mark.parametrize("driver", [PostgresDriver.ADBC, "adbc"], ids=["member", "value"])
+def test_on_postgresql_the_adbc_driver_is_asked_for_by_member_or_by_value(
+        monkeypatch: pytest.MonkeyPatch, driver: PostgresDriver | str) -> None:
+    # Refused before any connection: the database need not exist.
+    monkeypatch.setitem(sys.modules, "adbc_driver_postgresql", None)
+
+    with pytest.raises(OutboxSourceError, match="^adbc-driver-postgresql is not installed: "):
+        check_database(Database.from_url("postgresql://postgres@127.0.0.1:5432/outbox_nowhere"), driver=driver)

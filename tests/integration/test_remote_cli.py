@@ -771,11 +771,14 @@ def test_a_flag_that_would_do_nothing_is_a_usage_error(outbox, args, line) -> No
     assert (done.status, done.out, done.err) == (EXIT_USAGE, "", line + "\n")
 
 
-def test_a_topic_shown_without_its_config_prints_a_dash_for_it(served, outbox, monkeypatch) -> None:  # type: ignore[no-untyped-def]
-    # User:reader may describe the topic, not its configs: HTTP answers its config null.
+def test_a_topic_shown_without_its_config_prints_a_dash_for_it_and_lists_its_value_format(served, outbox, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    # User:reader may describe the topic, not its configs: HTTP answers its config null, and its
+    # value_format apart. A bytes topic, not the default json, so the column can only have come
+    # from that answer.
     topic = _topic("noconf")
     admin = served.admin()
-    assert admin.post("/v1/topics", json={"name": topic, "partitions": 1}).status_code == 201
+    assert admin.post("/v1/topics", json={"name": topic, "partitions": 1,
+                                          "config": {"value_format": "bytes"}}).status_code == 201
     assert admin.post("/v1/acls", json={"acls": [{
         "principal": "User:reader", "resource_type": "topic", "resource_name": topic, "pattern_type": "literal",
         "operation": "describe", "permission": "allow"}]}).status_code == 200
@@ -789,4 +792,4 @@ def test_a_topic_shown_without_its_config_prints_a_dash_for_it(served, outbox, m
     assert described.out.splitlines()[0] == f"Topic: {topic}\tPartitionCount: 1\tConfigs: -"
     assert (listed.status, listed.err) == (0, "")
     assert [line.split() for line in listed.out.splitlines() if line.startswith(topic)] == [
-        [topic, "1", "-", "-", "-", "-"]]
+        [topic, "1", "-", "-", "-", "bytes"]]

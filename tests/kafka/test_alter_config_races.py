@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 from kio.schema.errors import ErrorCode
 
-from app.kafka.admin import AlterOperation
+from app.kafka.topic_admin import AlterOperation
 from app.kafka.protocol import request_class
 from app.storage import topics
 from tests.helpers import create_topic

@@ -14,7 +14,7 @@ import pytest
 from kio.schema.end_txn.v3.request import EndTxnRequest
 from kio.schema.errors import ErrorCode
 
-from app.kafka import admin, auth
+from app.kafka import auth, topic_admin
 from app.kafka.protocol import SERVED
 from app.kafka.server import KafkaListener
 from app.settings import Settings
@@ -107,7 +107,7 @@ def test_a_delete_topics_handler_that_deletes_a_topic_named_both_ways_without_a_
 def test_the_delete_topics_handler_deleting_a_topic_named_by_name_without_a_check_closes_the_connection(
         kafka: Listener, monkeypatch: pytest.MonkeyPatch, named: list[tuple[str, uuid.UUID]]) -> None:
     # The service's handler with its check skipped: every DELETE taken as allowed, unrecorded.
-    monkeypatch.setattr(admin, "refusal_code", lambda operation, resource: None)
+    monkeypatch.setattr(topic_admin, "refusal_code", lambda operation, resource: None)
     create_topic(kafka.client, "orders", 1)
     with kafka.connect() as s:
         s.sendall(frame(20, 6, _delete_topics_v6(named)))

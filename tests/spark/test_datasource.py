@@ -281,7 +281,7 @@ def test_option_mistakes_are_one_line_errors(spark, tmp_path) -> None:  # type: 
         spark, **base, endingPositions='{"refunds": {"0": 5}}')
     assert "option group is required" in _error(spark, **base, startingPositions="group")
     assert "option failOnDataLoss: expected true or false" in _error(spark, **base, failOnDataLoss="maybe")
-    assert "option driver: expected psycopg or adbc" in _error(spark, **base, driver="jdbc")
+    assert "option driver: expected adbc or psycopg, not 'jdbc'" in _error(spark, **base, driver="jdbc")
     assert "option valueSchema" in _error(spark, **base, valueSchema="order_id BIGGINT,")
 
 

@@ -238,3 +238,29 @@ def test_a_value_schema_with_a_decimal_reads_numbers_with_a_fraction_exactly() -
         {"order_id": None, "meal": None, "value": None},
         None,
     ]
+
+
+@pytest.mark.parametrize(("driver", "reader"), [("adbc", "_read_postgresql_adbc"), ("psycopg", "_read_postgresql")])
+def test_a_split_of_postgresql_is_read_with_the_driver_its_plain_value_names(
+        monkeypatch: pytest.MonkeyPatch, driver: str, reader: str) -> None:
+    pa = pytest.importorskip("pyarrow")
+    from spark_jobs.common.positions import TopicRange
+    from spark_jobs.reader import split as reading
+    from spark_jobs.reader.planning import Split
+
+    used: list[str] = []
+
+    def reads_as(name: str):  # type: ignore[no-untyped-def]
+        def read(conninfo: str, statement: str, include_headers: bool):  # type: ignore[no-untyped-def]
+            used.append(name)
+            return iter(())
+        return read
+
+    for name in ("_read_postgresql_adbc", "_read_postgresql"):
+        monkeypatch.setattr(reading, name, reads_as(name))
+
+    list(reading.read_split("postgresql", "postgresql://nowhere/outbox", Split(TopicRange("t", 0, 0, 1)),
+                            pa.schema([pa.field("offset", pa.int64())]), value_type=None, query_log=None,
+                            driver=driver))
+
+    assert used == [reader]

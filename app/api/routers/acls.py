@@ -15,6 +15,7 @@ from app.api.schemas.acls import (
     PRINCIPAL_PATTERN,
     AclBindingOut,
     AclList,
+    AclOperations,
     ApiKeyInfo,
     ClusterAuthorizedOperations,
     CreateAclsRequest,
@@ -29,6 +30,7 @@ from app.api.schemas.acls import (
 from app.api.security import AccessDep
 from app.domain.acl import (
     CLUSTER,
+    OPERATIONS_OF,
     AclFilter,
     Operation,
     PatternType,
@@ -70,6 +72,15 @@ def describe_acls(
     access.require(Operation.DESCRIBE, CLUSTER)
     match = _filter(principal, resource_type, resource_name, pattern_type, operation, permission)
     return AclList(acls=[AclBindingOut.of(b) for b in services.security.list_acls(match)])
+
+
+@router.get("/operations", operation_id="describe_acl_operations", response_model=AclOperations,
+            responses=documented(401, 403))
+def describe_acl_operations(access: AccessDep) -> AclOperations:
+    """The operations a binding may name for each resource type: the console's ACL form offers
+    these, so that it holds no copy of the table. Needs DESCRIBE on the cluster, as the listing."""
+    access.require(Operation.DESCRIBE, CLUSTER)
+    return AclOperations(operations_of={t: [op for op in Operation if op in OPERATIONS_OF[t]] for t in ResourceType})
 
 
 @router.post("", operation_id="create_acls", response_model=CreateAclsResponse,

@@ -99,3 +99,9 @@ class RevokedApiKeys(BaseModel):
 class ClusterAuthorizedOperations(BaseModel):
     authorized_operations: list[str] = Field(description="the cluster operations the ACLs allow the principal "
                                               "(Kafka's cluster_authorized_operations, KIP-430)")
+
+
+class AclOperations(BaseModel):
+    operations_of: dict[ResourceType, list[Operation]] = Field(description=(
+        "the operations a binding may name for each resource type (Kafka's resource type × operation table), "
+        "each in the order of the operation enum; a binding of another is refused"))

@@ -418,6 +418,8 @@
       }
     }
     const sum = (t, k) => t.partitions.reduce((a, p) => a + p[k], 0);
+    // A topic's config is null to a principal without describe_configs on it.
+    const configCell = (t, shown) => (t.config === null ? "–" : shown(t.config));
     const lagCell = name => {
       const b = behind[name];
       if (!b) return h("span", { class: "muted" }, "no group");
@@ -430,10 +432,9 @@
         list.map((t, i) => [link(`#/topics/${enc(t.name)}`, t.name), n(t.partition_count),
           described[i] ? n(sum(described[i], "record_count")) : "–",
           described[i] ? bytes(sum(described[i], "size_bytes")) : "–",
-          // A topic's config is null to a principal without describe_configs on it.
-          lagCell(t.name), t.config === null ? "–" : t.config.cleanup_policy,
-          t.config === null ? "–" : t.config.retention_ms < 0 ? "unlimited" : age(t.config.retention_ms),
-          t.config === null ? "–" : t.config.retention_bytes < 0 ? "unlimited" : bytes(t.config.retention_bytes)]),
+          lagCell(t.name), configCell(t, c => c.cleanup_policy),
+          configCell(t, c => c.retention_ms < 0 ? "unlimited" : age(c.retention_ms)),
+          configCell(t, c => c.retention_bytes < 0 ? "unlimited" : bytes(c.retention_bytes))]),
         "No topic the principal may describe."));
   }
 
@@ -790,28 +791,27 @@
   const limited = (rows, what) => (rows.length > ROWS_LIMIT
     ? h("p", { class: "muted" }, `The first ${n(ROWS_LIMIT)} of ${n(rows.length)} ${what}.`) : "");
 
-  // The API's ACL enums (app/domain/acl.py: the operations a binding may name per resource
-  // type, the pattern types, the permissions, the cluster's name), in its order;
-  // tests/integration/test_console.py holds them equal to it.
-  const ACL_OPERATIONS_OF = {
-    "topic": ["read", "write", "create", "delete", "alter", "describe", "describe_configs", "alter_configs", "all"],
-    "group": ["read", "delete", "describe", "all"],
-    "transactional_id": ["write", "describe", "all"],
-    "cluster": ["create", "alter", "describe", "cluster_action", "describe_configs", "alter_configs",
-                "idempotent_write", "all"]
-  };
+  // The API's ACL enums (app/domain/acl.py: the pattern types, the permissions, the cluster's
+  // name), in its order; tests/integration/test_console.py holds them equal to it. The
+  // operations a binding may name per resource type are the API's answer (GET /v1/acls/operations).
   const ACL_PATTERN_TYPES = ["literal", "prefixed"];
   const ACL_PERMISSIONS = ["allow", "deny"];
   const CLUSTER_NAME = "outbox-cluster";
   // Every field of a binding: a DeleteAcls filter naming them all deletes that binding only.
   const ACL_FIELDS = ["principal", "resource_type", "resource_name", "pattern_type", "operation", "permission"];
   const bindingText = a => `${a.permission} ${a.principal} ${a.operation} on ${a.resource_type}:${a.resource_name} (${a.pattern_type})`;
+  // GET /v1/acls/operations' answer, asked once a page: the table is the serving process's own,
+  // fixed while it runs; a reload asks again (after an upgrade, say).
+  let aclOperationsOf = null;
 
   async function acls(params) {
     const query = new URLSearchParams(ACL_FILTERS.filter(k => params.get(k)).map(k => [k, params.get(k)]));
     const [list, permitted] = await Promise.all([api(`/v1/acls${query.toString() ? `?${query}` : ""}`).then(x => x.acls),
       clusterOperations()]);
     const may = permitted.includes("alter");
+    // Asked only where the form is offered: to alter on the cluster.
+    if (may && aclOperationsOf === null) aclOperationsOf = (await api("/v1/acls/operations")).operations_of;
+    const operationsOf = may ? aclOperationsOf : null;
     const filtered = [...query.entries()].map(([k, v]) => `${k.replace("_", " ")} ${v}`).join(", ");
     const revoke = a => h("button", { class: "danger", type: "button", "aria-label": `Revoke ${bindingText(a)}`,
       onclick: async () => {
@@ -826,7 +826,7 @@
       h("p", { class: "muted" }, filtered ? ["Bindings of ", h("strong", { id: "acl-filter" }, filtered), " (",
         link("#/acls", "all bindings"), ")."] : "Every binding.",
       may ? "" : " Adding and revoking bindings needs alter on the cluster."),
-      may ? aclForm(params) : "",
+      may ? aclForm(params, operationsOf) : "",
       limited(list, "bindings"),
       table(["principal", "resource type", "resource name", "pattern", "operation", "permission", ...(may ? [""] : [])],
         list.slice(0, ROWS_LIMIT).map(a => [link(`#/acls?principal=${enc(a.principal)}`, a.principal),
@@ -836,20 +836,20 @@
   }
 
   // A binding to add (POST /v1/acls): only the API's choices are offered, the operations those
-  // of the resource type chosen; the cluster is one resource, named outbox-cluster, literal. The
-  // fields start from the page's filter.
-  function aclForm(params) {
+  // of the resource type chosen (`operationsOf`, the API's answer); the cluster is one resource,
+  // named outbox-cluster, literal. The fields start from the page's filter.
+  function aclForm(params, operationsOf) {
     const status = h("p", { id: "acl-add-status", class: "muted" });
     const select = (name, values, chosen) => h("select", { name, id: `acl-${name}` },
       values.map(v => h("option", { value: v, selected: v === chosen }, v)));
-    const type = select("resource_type", Object.keys(ACL_OPERATIONS_OF), params.get("resource_type") || "topic");
+    const type = select("resource_type", Object.keys(operationsOf), params.get("resource_type") || "topic");
     const name = h("input", { name: "resource_name", id: "acl-resource_name", required: true, size: 20,
       value: params.get("resource_name") || undefined, placeholder: "name, prefix or *" });
     const pattern = select("pattern_type", ACL_PATTERN_TYPES, "literal");
     const operation = h("select", { name: "operation", id: "acl-operation" });
     const fit = () => {
       const was = operation.value;
-      operation.replaceChildren(...ACL_OPERATIONS_OF[type.value].map(v => h("option", { value: v, selected: v === was }, v)));
+      operation.replaceChildren(...operationsOf[type.value].map(v => h("option", { value: v, selected: v === was }, v)));
       const cluster = type.value === "cluster";
       if (cluster) { name.value = CLUSTER_NAME; pattern.value = "literal"; } else if (name.value === CLUSTER_NAME) name.value = "";
       name.readOnly = cluster;

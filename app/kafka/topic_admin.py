@@ -1,10 +1,8 @@
-"""Kafka's administration APIs over the services the HTTP door calls: CreateTopics,
+"""Kafka's topic administration over the services the HTTP door calls: CreateTopics,
 DeleteTopics, CreatePartitions, DescribeConfigs, AlterConfigs, IncrementalAlterConfigs and
-DeleteRecords as
-/v1/topics, DescribeTransactions and ListTransactions (KIP-664) as /v1/transactions, and
-DescribeProducers (KIP-664) from the partitions' sequence states. Each topic
-(partition, transactional id) of a request is answered on its own, as Kafka does: one's
-refusal leaves the others' outcome as it is. A topic a CreateTopics, DeleteTopics or
+DeleteRecords as /v1/topics (the transaction descriptions are app.kafka.transaction_descriptions).
+Each topic (partition) of a request is answered on its own, as Kafka does: one's refusal leaves
+the others' outcome as it is. A topic a CreateTopics, DeleteTopics or
 CreatePartitions names twice is answered once, INVALID_REQUEST, and acted on not at all
 (answered_once), with no ACL asked for it (auth.Access.not_acted_on).
 
@@ -16,7 +14,6 @@ them, dots for underscores: `retention_ms` is `retention.ms`, `cleanup_policy` i
 
 from __future__ import annotations
 
-import datetime
 import enum
 import functools
 import uuid
@@ -33,24 +30,15 @@ from app.domain.errors import (
     InvalidRequest,
     OutboxError,
     TopicAlreadyExists,
-    TransactionalIdNotFound,
     UnknownTopicOrPartition,
 )
-from app.domain.types import TRANSACTION_LIST_MAX, CleanupPolicy, TransactionState, ValueFormat
+from app.domain.types import CleanupPolicy, ValueFormat
 from app.domain.topic_config import CONFIG_KEYS, ConfigTextError, TopicConfig, new_topic_config, parse_config_text
-from app.kafka.auth import access, config_resource, refusal_code
+from app.kafka.auth import ConfigResourceType, access, config_resource, refusal_code
 from app.kafka.errors import error_code
 from app.kafka.protocol import NO_WAIT, answered_once, build, partitions_once, response_module
 
 _ZERO_UUID = uuid.UUID(int=0)
-# Kafka's -1 for "no transaction start" (an idle transactional id): the millisecond before the
-# epoch; and the schema's default, the epoch, for a transactional id it could not describe.
-_NO_TIME = datetime.datetime.fromtimestamp(-0.001, tz=datetime.timezone.utc)
-_EPOCH = datetime.datetime.fromtimestamp(0, tz=datetime.timezone.utc)
-# The schema's default transaction timeout, zero, for a transactional id it could not describe.
-_NO_TIMEOUT = datetime.timedelta(0)
-# The most producers one partition of DescribeProducers answers.
-DESCRIBE_PRODUCERS_MAX = 10_000
 # Kafka topic configs that tune how a broker lays its log out in files: segments, their indexes,
 # flushes to disk, the record format the files hold (message.format.version, which Kafka 3.0 and
 # later ignore as well: a Fetch here always answers v2 record batches). The log here is rows of
@@ -109,13 +97,6 @@ def assignment_refusal(replicas: list[tuple[int, tuple[int, ...]]], node_id: int
                     f"but this is not consistent with the others, which have {replication_factor}")
         replication_factor = len(brokers)
     return None
-
-
-class ResourceType(enum.IntEnum):
-    """Kafka's ConfigResource types this door knows."""
-
-    TOPIC = 2
-    BROKER = 4
 
 
 class ConfigSource(enum.IntEnum):
@@ -208,15 +189,14 @@ def _deleted_topic(entry: tuple[str | None, uuid.UUID]) -> str | uuid.UUID | Non
     return topic_id if name is None else name
 
 
-class AdminApis:
+class TopicAdminApis:
     def __init__(self, services: Any, node_id: int) -> None:
         self.services = services
         self.settings = services.settings
         self.node_id = node_id  # this broker's, the one a manual replica assignment may name
         self.handlers: dict[int, Callable[[Any, int], Any]] = {
             19: self.create_topics, 20: self.delete_topics, 21: self.delete_records, 32: self.describe_configs,
-            33: self.alter_configs, 37: self.create_partitions, 44: self.incremental_alter_configs,
-            61: self.describe_producers, 65: self.describe_transactions, 66: self.list_transactions}
+            33: self.alter_configs, 37: self.create_partitions, 44: self.incremental_alter_configs}
 
     def _defaults(self) -> TopicConfig:
         """A topic's config where nothing was set through this door: max_message_bytes the
@@ -271,20 +251,19 @@ class AdminApis:
             return refused(hidden) if hidden is not None else refused(error_code(e), e.message)
         except OutboxError as e:
             return refused(error_code(e), e.message)
+        config_error, partitions, replication_factor = ErrorCode.none, created.partition_count, 1
         if not hasattr(m, "CreatableTopicConfigs"):  # versions before 5 answer no configs
             configs: tuple | None = None
         elif refusal_code(Operation.DESCRIBE_CONFIGS, topic, audited=False) is not None:
             # Created, but its configs, partition count and replication factor (versions 5 and
             # later) are shown only to a principal that may describe its configs, as Kafka's
             # controller answers: a config is not the creator's to read by creating.
-            return build(m.CreatableTopicResult, name=t.name, topic_id=_ZERO_UUID, error_code=ErrorCode.none,
-                         error_message=None, topic_config_error_code=ErrorCode.topic_authorization_failed,
-                         num_partitions=-1, replication_factor=-1, configs=())
+            config_error, partitions, replication_factor, configs = ErrorCode.topic_authorization_failed, -1, -1, ()
         else:
             configs = self._created_configs(m, created.config, given)
         return build(m.CreatableTopicResult, name=t.name, topic_id=_ZERO_UUID, error_code=ErrorCode.none,
-                     error_message=None, topic_config_error_code=ErrorCode.none,
-                     num_partitions=created.partition_count, replication_factor=1, configs=configs)
+                     error_message=None, topic_config_error_code=config_error,
+                     num_partitions=partitions, replication_factor=replication_factor, configs=configs)
 
     @staticmethod
     def _created_configs(m: Any, config: TopicConfig, given: dict[str, Any]) -> tuple:
@@ -394,10 +373,10 @@ class AdminApis:
         guard = config_resource(r.resource_type, r.resource_name)
         if guard is not None and (denied := refusal_code(Operation.DESCRIBE_CONFIGS, guard)) is not None:
             return result(denied, None)
-        if r.resource_type == ResourceType.BROKER:
+        if r.resource_type == ConfigResourceType.BROKER:
             # The broker's settings are the service's (OUTBOX_*), not Kafka configs: none to show.
             return result(ErrorCode.none, None)
-        if r.resource_type != ResourceType.TOPIC:
+        if r.resource_type != ConfigResourceType.TOPIC:
             return result(ErrorCode.invalid_request, f"resource type {r.resource_type} has no configs here")
         try:
             topic, _ = self.services.topics.describe(r.resource_name)
@@ -446,7 +425,7 @@ class AdminApis:
                     results.append(build(m.AlterConfigsResourceResponse, error_code=denied, error_message=None,
                                          resource_type=r.resource_type, resource_name=r.resource_name))
                     continue
-                if r.resource_type != ResourceType.TOPIC:
+                if r.resource_type != ConfigResourceType.TOPIC:
                     # Taking a broker config and doing nothing with it would be a lie: the
                     # service's settings are read at start, none can change under it.
                     raise InvalidRequest("only topic configs can be altered: the broker's are the service's "
@@ -531,96 +510,3 @@ class AdminApis:
             if info.partition == p.partition_index:
                 return int(info.last_stable_offset)
         raise UnknownTopicOrPartition(f"unknown partition {p.partition_index} of topic {topic!r}")
-
-    # --- DescribeTransactions, ListTransactions (KIP-664) -------------------------------------
-
-    def describe_transactions(self, body: Any, version: int) -> Any:
-        m = response_module(65, version)
-        assert m is not None
-        return build(m.DescribeTransactionsResponse, throttle_time=NO_WAIT, transaction_states=tuple(
-            self._describe_transaction(m, tid) for tid in body.transactional_ids))
-
-    def _describe_transaction(self, m: Any, transactional_id: str) -> Any:
-        try:
-            if (denied := refusal_code(Operation.DESCRIBE, acl.transactional_id(transactional_id))) is not None:
-                return build(m.TransactionState, error_code=denied, transactional_id=transactional_id,
-                             transaction_state="", transaction_timeout=_NO_TIMEOUT, transaction_start_time=_EPOCH,
-                             producer_id=0, producer_epoch=0, topics=())
-            view = self.services.coordinator.listing.describe(transactional_id)
-        except OutboxError as e:
-            # The refusal with every other field at its schema default, as Kafka answers it.
-            # TRANSACTIONAL_ID_NOT_FOUND is this API's own code (a producing request gets
-            # another for it: errors.py).
-            code = (ErrorCode.transactional_id_not_found if isinstance(e, TransactionalIdNotFound)
-                    else error_code(e))
-            return build(m.TransactionState, error_code=code, transactional_id=transactional_id,
-                         transaction_state="", transaction_timeout=_NO_TIMEOUT, transaction_start_time=_EPOCH,
-                         producer_id=0, producer_epoch=0, topics=())
-        meta = view.meta
-        by_topic: dict[str, list[int]] = {}
-        for p in view.partitions:
-            by_topic.setdefault(p.topic, []).append(p.partition)
-        started = (_NO_TIME if meta.txn_started_ms is None
-                   else datetime.datetime.fromtimestamp(meta.txn_started_ms / 1000, tz=datetime.timezone.utc))
-        return build(m.TransactionState, error_code=ErrorCode.none, transactional_id=transactional_id,
-                     transaction_state=meta.state.value,
-                     transaction_timeout=datetime.timedelta(milliseconds=meta.transaction_timeout_ms),
-                     transaction_start_time=started, producer_id=meta.producer_id, producer_epoch=meta.producer_epoch,
-                     topics=tuple(build(m.TopicData, topic=name, partitions=tuple(parts))
-                                  for name, parts in sorted(by_topic.items())))
-
-    def list_transactions(self, body: Any, version: int) -> Any:
-        m = response_module(66, version)
-        assert m is not None
-        known = {s.value: s for s in TransactionState}
-        unknown = tuple(f for f in body.state_filters if f not in known)
-        states = [known[f] for f in body.state_filters if f in known] or None
-        duration = getattr(body, "duration_filter", -1)
-        try:
-            if unknown and states is None:
-                listed = []  # only filters naming no state: Kafka lists nothing
-            else:
-                # At most as many as GET /v1/transactions' largest limit.
-                listing = self.services.coordinator.listing
-                listed = (listing.list(states, TRANSACTION_LIST_MAX) if duration < 0
-                          else listing.list_begun_before(states, TRANSACTION_LIST_MAX, duration))
-        except OutboxError as e:
-            return build(m.ListTransactionsResponse, throttle_time=NO_WAIT, error_code=error_code(e),
-                         unknown_state_filters=unknown, transaction_states=())
-        producers = set(body.producer_id_filters)
-        return build(m.ListTransactionsResponse, throttle_time=NO_WAIT, error_code=ErrorCode.none,
-                     unknown_state_filters=unknown, transaction_states=tuple(
-                         build(m.TransactionState, transactional_id=t.transactional_id, producer_id=t.producer_id,
-                               transaction_state=t.state.value)
-                         for t in listed if (not producers or t.producer_id in producers)
-                         and access().allows(Operation.DESCRIBE, acl.transactional_id(t.transactional_id))))
-
-    def describe_producers(self, body: Any, version: int) -> Any:
-        m = response_module(61, version)
-        assert m is not None
-        topics = []
-        for t in body.topics:
-            answered = []
-            denied = refusal_code(Operation.READ, acl.topic(t.name))
-            for p in t.partition_indexes:
-                if denied is not None:
-                    answered.append(build(m.PartitionResponse, partition_index=p, error_code=denied,
-                                          error_message=None, active_producers=()))
-                    continue
-                try:
-                    active = self.services.log.describe_producers(t.name, p, DESCRIBE_PRODUCERS_MAX)
-                except OutboxError as e:
-                    answered.append(build(m.PartitionResponse, partition_index=p, error_code=error_code(e),
-                                          error_message=e.message, active_producers=()))
-                    continue
-                answered.append(build(m.PartitionResponse, partition_index=p, error_code=ErrorCode.none,
-                                      error_message=None, active_producers=tuple(
-                                          build(m.ProducerState, producer_id=a.producer_id,
-                                                producer_epoch=a.producer_epoch, last_sequence=a.last_sequence,
-                                                last_timestamp=a.last_timestamp_ms, coordinator_epoch=-1,
-                                                current_txn_start_offset=(-1 if a.current_txn_start_offset is None
-                                                                          else a.current_txn_start_offset))
-                                          for a in active)))
-            topics.append(build(m.TopicResponse, name=t.name, partitions=tuple(answered)))
-        return build(m.DescribeProducersResponse, throttle_time=NO_WAIT, topics=tuple(topics))
-

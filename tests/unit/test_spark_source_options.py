@@ -1,0 +1,37 @@
+"""The read options that choose among values (spark_jobs.reader.options.parse_options): each is
+read without case as its enum's member, and another value is refused in one line naming the
+enum's values (spark_jobs.common.options.choices)."""
+
+from __future__ import annotations
+
+import pytest
+
+from spark_jobs.common.options import HeadersFormat, PostgresDriver
+from spark_jobs.errors import OutboxSourceError
+from spark_jobs.reader.options import parse_options
+
+_BASE = {"url": "http://127.0.0.1:9", "databaseUrl": "postgresql://127.0.0.1/outbox", "topics": "orders"}
+
+
+def test_the_driver_is_read_without_case_as_its_enum_member() -> None:
+    assert parse_options({**_BASE, "driver": " PsyCopg "}, env={}).driver is PostgresDriver.PSYCOPG
+
+
+def test_the_driver_not_given_is_adbc() -> None:
+    assert parse_options(_BASE, env={}).driver is PostgresDriver.ADBC
+
+
+def test_an_unknown_driver_is_refused_naming_the_drivers() -> None:
+    with pytest.raises(OutboxSourceError) as caught:
+        parse_options({**_BASE, "driver": "jdbc"}, env={})
+    assert str(caught.value) == "option driver: expected adbc or psycopg, not 'jdbc'"
+
+
+def test_an_unknown_headers_format_is_refused_naming_the_formats() -> None:
+    with pytest.raises(OutboxSourceError) as caught:
+        parse_options({**_BASE, "headersFormat": "xml"}, env={})
+    assert str(caught.value) == "option headersFormat: expected map or json, not 'xml'"
+
+
+def test_the_headers_format_is_read_as_its_enum_member() -> None:
+    assert parse_options({**_BASE, "headersFormat": "JSON"}, env={}).headers_format is HeadersFormat.JSON
