@@ -57,7 +57,8 @@ def _offsets(group_id: str, rows: list) -> GroupOffsets:  # type: ignore[type-ar
         group_id=group_id,
         offsets=[
             CommittedOffset(topic=r.topic, partition=r.partition, offset=r.committed_offset,
-                            metadata=r.metadata, committed_ms=r.committed_ms)
+                            metadata=r.metadata, committed_ms=r.committed_ms,
+                            leader_epoch=r.leader_epoch)
             for r in rows
         ],
     )

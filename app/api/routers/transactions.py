@@ -63,7 +63,7 @@ def _description(view: TransactionView, now_ms: int, access: AccessDep) -> Trans
         ],
         pending_offsets=[
             PendingOffset(group_id=o.group_id, topic=o.topic, partition=o.partition,
-                          offset=o.committed_offset, metadata=o.metadata)
+                          offset=o.committed_offset, metadata=o.metadata, leader_epoch=o.leader_epoch)
             for o in view.pending_offsets
             if topic_ok(o.topic) and access.allows(Operation.DESCRIBE, acl.group(o.group_id))
         ],
