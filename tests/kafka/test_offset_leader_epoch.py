@@ -81,6 +81,15 @@ def test_an_http_offset_commit_replaces_the_leader_epoch_with_none(kafka: Listen
         assert _fetched(s) == (14, -1, ErrorCode.none)
 
 
+def test_a_reset_of_the_groups_offsets_replaces_the_leader_epoch_with_none(kafka: Listener) -> None:
+    create_topic(kafka.client, "orders")
+    with kafka.connect() as s:
+        assert _commit(s, 8, 0, committed_leader_epoch=7) == ErrorCode.none
+        r = kafka.client.post("/v1/groups/billing/offsets/reset", json={"topic": "orders", "to": "current"})
+        assert r.status_code == 200, r.text
+        assert _fetched(s) == (0, -1, ErrorCode.none)
+
+
 def _stage(s: Any, pid: int, epoch: int, offset: int, leader_epoch: int) -> None:
     """TxnOffsetCommit v3 of transaction "t": group "billing"'s orders/0 at `offset`, `leader_epoch`."""
     m = _module(28, 3)
