@@ -11,6 +11,14 @@ row for it and takes its ACCESS EXCLUSIVE lock only for the catalogue change, so
 online; SQLite's batch mode would copy the tables. The downgrade drops the columns, and with
 them the epochs committed since.
 
+On PostgreSQL each table is altered in its own database transaction (an autocommit block): a
+transaction's completion locks transaction_offsets (the claim's DELETE) and then group_offsets
+(the upsert of the claimed offsets), so one migration transaction holding group_offsets' ACCESS
+EXCLUSIVE lock while waiting for transaction_offsets' would deadlock with it, and PostgreSQL
+would abort one of the two. Holding one table's lock at a time, the migration only waits. IF NOT
+EXISTS and IF EXISTS let a run interrupted between the two tables run again. SQLite takes one
+database-wide write lock, so the order cannot deadlock there.
+
 Revision ID: 0032
 Revises: 0031
 Create Date: 2026-12-02
@@ -30,10 +38,20 @@ _TABLES = ("group_offsets", "transaction_offsets")
 
 
 def upgrade() -> None:
+    if op.get_bind().dialect.name == "postgresql":
+        with op.get_context().autocommit_block():
+            for table in _TABLES:
+                op.execute(f"ALTER TABLE {table} ADD COLUMN IF NOT EXISTS leader_epoch integer NOT NULL DEFAULT -1")
+        return
     for table in _TABLES:
         op.add_column(table, sa.Column("leader_epoch", sa.Integer(), nullable=False, server_default=sa.text("-1")))
 
 
 def downgrade() -> None:
+    if op.get_bind().dialect.name == "postgresql":
+        with op.get_context().autocommit_block():
+            for table in _TABLES:
+                op.execute(f"ALTER TABLE {table} DROP COLUMN IF EXISTS leader_epoch")
+        return
     for table in _TABLES:
         op.execute(f"ALTER TABLE {table} DROP COLUMN leader_epoch")
