@@ -116,6 +116,17 @@ def test_txn_offset_commits_leader_epoch_is_answered_once_the_transaction_commit
     assert _over_http(kafka) == [(20, 4)]
 
 
+def test_an_offset_staged_again_in_the_transaction_commits_with_the_last_leader_epoch(kafka: Listener) -> None:
+    create_topic(kafka.client, "orders")
+    with kafka.connect() as s:
+        pid, epoch = _init(s, "t")
+        _stage(s, pid, epoch, 20, 4)
+        _stage(s, pid, epoch, 21, 9)  # replaces the staged offset, and its leader epoch with it
+        assert _end(s, "t", pid, epoch, commit=True).error_code == ErrorCode.none
+        assert _fetched(s) == (21, 9, ErrorCode.none)
+    assert _over_http(kafka) == [(21, 9)]
+
+
 def test_an_aborted_txn_offset_commit_leaves_the_committed_offset_and_its_leader_epoch(kafka: Listener) -> None:
     create_topic(kafka.client, "orders")
     with kafka.connect() as s:
