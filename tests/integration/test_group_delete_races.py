@@ -127,11 +127,19 @@ def _committed(database, group_id: str) -> list[tuple[int, int, int]]:  # type: 
         return [(o.partition, o.committed_offset, o.committed_ms) for o in offsets.fetch(conn, group_id)]
 
 
+def _leader_epochs(database, group_id: str) -> list[tuple[int, int]]:  # type: ignore[no-untyped-def]
+    with database.engine.connect() as conn:
+        return [(o.partition, o.leader_epoch) for o in offsets.fetch(conn, group_id)]
+
+
+SIMPLE_LEADER_EPOCH = 5
+
+
 def simple_consumer_past_the_retention(client, services, clock) -> None:  # type: ignore[no-untyped-def]
-    """The group "simple", known by its offsets alone (topic "t" partition 0 at 3), committed
-    a retention ago."""
+    """The group "simple", known by its offsets alone (topic "t" partition 0 at 3, leader epoch
+    SIMPLE_LEADER_EPOCH), committed a retention ago."""
     create_topic(client, "t", 1)
-    services.groups.commit("simple", [OffsetToStage("t", 0, 3, None)])
+    services.groups.commit("simple", [OffsetToStage("t", 0, 3, None, SIMPLE_LEADER_EPOCH)])
     clock.advance(OFFSETS_RETENTION_MS)
 
 
@@ -297,6 +305,7 @@ def test_an_offset_expiry_keeps_the_committed_offset_a_staging_committed_beside_
 
     assert (staged.status_code, expired) == (200, OffsetExpiry(0, False))
     assert _committed(database, "simple") == [(0, 3, committed_ms)]
+    assert _leader_epochs(database, "simple") == [(0, SIMPLE_LEADER_EPOCH)]  # put back with the rest of the row
     assert _pending(client) == ("Ongoing", [("simple", 0, 9)])
 
 
