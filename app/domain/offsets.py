@@ -35,7 +35,7 @@ class OffsetToStage:
     partition: int
     committed_offset: int
     metadata: str | None
-    leader_epoch: int = NO_LEADER_EPOCH  # the Kafka door's committed_leader_epoch; HTTP carries none
+    leader_epoch: int  # the Kafka door's committed_leader_epoch; NO_LEADER_EPOCH: none (every HTTP commit)
 
 
 @dataclass(frozen=True, slots=True)

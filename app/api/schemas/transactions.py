@@ -101,7 +101,8 @@ class PendingOffset(BaseModel):
     offset: int
     metadata: str | None
     leader_epoch: int = Field(description="the leader epoch a Kafka client staged with the offset "
-                              "(TxnOffsetCommit's committed_leader_epoch); -1: none (every offset staged over this API)")
+                              "(TxnOffsetCommit's committed_leader_epoch); "
+                              "-1: none (every offset staged over this API)")
 
 
 class TransactionSummary(BaseModel):
