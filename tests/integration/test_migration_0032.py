@@ -1,7 +1,8 @@
 """Upgrading to 0032 (committed and staged offsets' leader_epoch) and back, on SQLite and
 PostgreSQL: every offset stored before is kept with no leader epoch (-1, Kafka's sentinel, as the
 service stores it); the downgrade drops the column and keeps the offsets. On PostgreSQL the
-upgrade waits for, and never deadlocks with, a transaction's completion.
+upgrade waits for, and never deadlocks with, a transaction's completion, and runs again after an
+interruption between its tables.
 
 Rows are read with SQL naming the columns of the schema at the revision, not through the
 service's code, which follows the schema at head."""
@@ -112,3 +113,18 @@ def test_0032_upgrade_during_a_completion_waits_for_it_without_deadlocking(empty
         assert conn.execute(text(_GROUP_OFFSETS.format(", leader_epoch"))).all() == [
             ("billing", 1, 0, 20, "staged", 7, -1)]
         assert conn.execute(text(_TRANSACTION_OFFSETS.format(", leader_epoch"))).all() == []
+
+
+@pytest.mark.parametrize("empty_url", ["postgresql"], indirect=True)
+def test_0032_interrupted_between_its_tables_runs_again_and_so_does_its_downgrade(empty_url: str) -> None:
+    """On PostgreSQL each table is altered in a database transaction of its own, so a run can
+    stop with one table altered: run again, it alters the other (and its downgrade likewise)."""
+    config = at_revision(empty_url, "0031", topic_t(1),
+                         "ALTER TABLE group_offsets ADD COLUMN leader_epoch integer NOT NULL DEFAULT -1")
+
+    command.upgrade(config, "0032")
+    assert "leader_epoch" in _columns(empty_url, "transaction_offsets")
+
+    write(empty_url, "ALTER TABLE transaction_offsets DROP COLUMN leader_epoch")
+    command.downgrade(config, "0031")
+    assert "leader_epoch" not in _columns(empty_url, "group_offsets")
