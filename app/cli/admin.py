@@ -41,7 +41,8 @@ def transactions(settings: Settings, args: argparse.Namespace) -> int:
                 "partitions": [{"topic": p.topic, "partition": p.partition, "first_offset": p.first_offset}
                                for p in view.partitions],
                 "pending_offsets": [{"group_id": o.group_id, "topic": o.topic, "partition": o.partition,
-                                     "offset": o.committed_offset, "metadata": o.metadata}
+                                     "offset": o.committed_offset, "metadata": o.metadata,
+                                     "leader_epoch": o.leader_epoch}
                                     for o in view.pending_offsets]}
 
     try:

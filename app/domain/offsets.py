@@ -17,6 +17,11 @@ MAX_PARTITIONS_PER_REQUEST = 10_000
 # answers the partition OFFSET_METADATA_TOO_LARGE; unbounded, one commit could store
 # OUTBOX_KAFKA_SOCKET_REQUEST_MAX_BYTES of it, read again by every offset fetch of the group.
 OFFSET_METADATA_MAX_CHARS = 4096
+# Kafka's committed_leader_epoch when a commit carries none (RecordBatch.NO_PARTITION_LEADER_EPOCH):
+# the HTTP API's commits, a reset, OffsetCommit before version 6, TxnOffsetCommit before 2.
+# Stored as itself (group_offsets.leader_epoch, NOT NULL) and answered as stored, so that the
+# value has one meaning through the database, every door and the in-database SQL.
+NO_LEADER_EPOCH = -1
 
 
 def metadata_fits(metadata: str | None) -> bool:
@@ -30,6 +35,7 @@ class OffsetToStage:
     partition: int
     committed_offset: int
     metadata: str | None
+    leader_epoch: int  # the Kafka door's committed_leader_epoch; NO_LEADER_EPOCH: none (every HTTP commit)
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,6 +48,7 @@ class OffsetToCommit:
     partition: int
     committed_offset: int
     metadata: str | None
+    leader_epoch: int  # NO_LEADER_EPOCH: none
 
 
 @dataclass(frozen=True, slots=True)

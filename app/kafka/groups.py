@@ -30,7 +30,7 @@ from app.domain import acl
 from app.domain.acl import Operation
 from app.domain.group import CONSUMER_PROTOCOL
 from app.domain.errors import InvalidRequest, MemberIdRequired, OutboxError, RebalanceInProgress
-from app.domain.offsets import GroupMetadata, OffsetToStage, metadata_fits
+from app.domain.offsets import NO_LEADER_EPOCH, GroupMetadata, OffsetToStage, metadata_fits
 from app.kafka.auth import NOT_REQUESTED, access, authorized_operations, refusal_code
 from app.kafka.errors import error_code, metadata_code
 from app.kafka.protocol import (NO_WAIT, ClientGone, build, client_gone, client_host, client_id, partitions_once,
@@ -341,7 +341,8 @@ class GroupApis:
             for t in body.topics))
 
     def offset_fetch(self, body: Any, version: int) -> Any:
-        """The committed offsets asked for (-1 where none is); with require_stable (version 7),
+        """The committed offsets asked for, with the leader epoch each was committed with (from
+        version 5; -1 where none is, as the offset); with require_stable (version 7),
         a partition whose offsets a transaction holds pending is answered UNSTABLE_OFFSET_COMMIT,
         as Kafka does (KIP-447)."""
         m = response_module(OFFSET_FETCH, version)
@@ -368,13 +369,15 @@ class GroupApis:
         def partition(topic: str, index: int) -> Any:
             if topic in denied:
                 return build(m.OffsetFetchResponsePartition, partition_index=index, committed_offset=-1,
-                             committed_leader_epoch=-1, metadata=None, error_code=denied[topic])
+                             committed_leader_epoch=NO_LEADER_EPOCH, metadata=None, error_code=denied[topic])
             if require_stable and (topic, index) in pending:
                 return build(m.OffsetFetchResponsePartition, partition_index=index, committed_offset=-1,
-                             committed_leader_epoch=-1, metadata=None, error_code=ErrorCode.unstable_offset_commit)
+                             committed_leader_epoch=NO_LEADER_EPOCH, metadata=None,
+                             error_code=ErrorCode.unstable_offset_commit)
             o = at.get((topic, index))
             return build(m.OffsetFetchResponsePartition, partition_index=index,
-                         committed_offset=-1 if o is None else o.committed_offset, committed_leader_epoch=-1,
+                         committed_offset=-1 if o is None else o.committed_offset,
+                         committed_leader_epoch=NO_LEADER_EPOCH if o is None else o.leader_epoch,
                          metadata="" if o is None or o.metadata is None else o.metadata, error_code=ErrorCode.none)
 
         return build(m.OffsetFetchResponse, throttle_time=NO_WAIT, error_code=ErrorCode.none, topics=tuple(
@@ -477,7 +480,9 @@ def offsets_once(topics: Any) -> list[OffsetToStage]:
     coordinator writes them: one record per entry whose metadata fits, replayed in order, so a
     partition named more than once takes the offset it was last named with (every entry is
     answered, each for its own metadata); here one row per partition (protocol.partitions_once)."""
-    return [OffsetToStage(topic, p.partition_index, p.committed_offset, p.committed_metadata)
+    # committed_leader_epoch: OffsetCommit from version 6, TxnOffsetCommit from 2; none before.
+    return [OffsetToStage(topic, p.partition_index, p.committed_offset, p.committed_metadata,
+                          getattr(p, "committed_leader_epoch", NO_LEADER_EPOCH))
             for topic, named in partitions_once((t.name, p.partition_index, p) for t in topics for p in t.partitions
                                                 if metadata_fits(p.committed_metadata))
             for p in named]

@@ -41,6 +41,7 @@ from app.domain.errors import (
 from app.domain.group import CONSUMER_PROTOCOL, GroupState, StoredGroupState
 from app.domain.offsets import (
     GroupMetadata,
+    NO_LEADER_EPOCH,
     OffsetResetSpec,
     OffsetToCommit,
     OffsetToStage,
@@ -457,7 +458,8 @@ class GroupService:
             if not to_commit:
                 return
             topic_ids = topics.topic_ids_for_offsets(conn, to_commit)
-            offsets.commit(conn, (OffsetToCommit(group_id, topic_id, o.partition, o.committed_offset, o.metadata)
+            offsets.commit(conn, (OffsetToCommit(group_id, topic_id, o.partition, o.committed_offset, o.metadata,
+                                                 o.leader_epoch)
                                   for o, topic_id in zip(to_commit, topic_ids, strict=True)), now)
 
     def reset_offsets(self, group_id: str, scope: ResetScope, spec: OffsetResetSpec, *, dry_run: bool,
@@ -529,7 +531,8 @@ class GroupService:
                                            # there could skip offsets a crash hands out again.
                                            log_end_offset=info.high_watermark, offset_for_timestamp=at))
             if plan and not dry_run:
-                offsets.commit(conn, (OffsetToCommit(group_id, by_name[r.topic].topic_id, r.partition, r.new_offset, None)
+                offsets.commit(conn, (OffsetToCommit(group_id, by_name[r.topic].topic_id, r.partition, r.new_offset,
+                                                     None, NO_LEADER_EPOCH)
                                       for r in plan), now)
             return plan
 

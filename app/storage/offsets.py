@@ -26,6 +26,7 @@ class CommittedOffset:
     committed_offset: int
     metadata: str | None
     committed_ms: int
+    leader_epoch: int  # app.domain.offsets.NO_LEADER_EPOCH: committed without one
 
 
 def commit(conn: Connection, rows: Iterable[OffsetToCommit], now_ms: int) -> None:
@@ -38,9 +39,10 @@ def commit(conn: Connection, rows: Iterable[OffsetToCommit], now_ms: int) -> Non
     # waits for a row a commit holds, so it needs no order from here.
     ordered = sorted(rows, key=lambda r: (r.group_id, r.topic_id, r.partition))
     dialect.execute_rows(
-        conn, dialect.upsert(conn, group_offsets, ["committed_offset", "metadata", "committed_ms"]),
+        conn, dialect.upsert(conn, group_offsets, ["committed_offset", "metadata", "committed_ms", "leader_epoch"]),
         [{"group_id": r.group_id, "topic_id": r.topic_id, "partition": r.partition,
-          "committed_offset": r.committed_offset, "metadata": r.metadata, "committed_ms": now_ms} for r in ordered],
+          "committed_offset": r.committed_offset, "metadata": r.metadata, "committed_ms": now_ms,
+          "leader_epoch": r.leader_epoch} for r in ordered],
     )
 
 
@@ -81,6 +83,7 @@ def fetch(conn: Connection, group_id: str, topic_id: int | None = None) -> list[
             group_offsets.c.committed_offset,
             group_offsets.c.metadata,
             group_offsets.c.committed_ms,
+            group_offsets.c.leader_epoch,
         )
         .join(topics, topics.c.topic_id == group_offsets.c.topic_id)
         .where(group_offsets.c.group_id == group_id)

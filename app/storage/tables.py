@@ -364,6 +364,7 @@ transaction_offsets = Table(
     Column("txn_id", BigInteger, nullable=False),
     Column("committed_offset", BigInteger, nullable=False),
     Column("metadata", OffsetMetadataText, nullable=True),
+    Column("leader_epoch", Integer, nullable=False, server_default=text("-1")),  # NO_LEADER_EPOCH: none
     PrimaryKeyConstraint("transactional_id", "group_id", "topic_id", "partition"),
 )
 Index(
@@ -382,6 +383,9 @@ group_offsets = Table(
     Column("committed_offset", BigInteger, nullable=False),
     Column("metadata", OffsetMetadataText, nullable=True),
     Column("committed_ms", BigInteger, nullable=False),
+    # Kafka's committed_leader_epoch of the offset (OffsetCommit v6+, TxnOffsetCommit v2+);
+    # app.domain.offsets.NO_LEADER_EPOCH where the commit carried none.
+    Column("leader_epoch", Integer, nullable=False, server_default=text("-1")),
     PrimaryKeyConstraint("group_id", "topic_id", "partition"),
 )
 

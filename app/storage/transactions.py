@@ -51,6 +51,7 @@ class PendingOffset:
     partition: int
     committed_offset: int
     metadata: str | None
+    leader_epoch: int
 
 
 def _metadata(row) -> TransactionMetadata:  # type: ignore[no-untyped-def]
@@ -467,6 +468,7 @@ def pending_offsets_of(conn: Connection, transactional_id: str) -> list[PendingO
             transaction_offsets.c.partition,
             transaction_offsets.c.committed_offset,
             transaction_offsets.c.metadata,
+            transaction_offsets.c.leader_epoch,
         )
         .join(topics, topics.c.topic_id == transaction_offsets.c.topic_id)
         .where(transaction_offsets.c.transactional_id == transactional_id)
@@ -490,10 +492,10 @@ def stage_offsets(conn: Connection, transactional_id: str, txn_id: TxnId, group_
     if hold_committed:
         offsets.hold_committed(conn, [(group_id, topic_id, o.partition) for o, topic_id in staged])
     dialect.execute_rows(
-        conn, dialect.upsert(conn, transaction_offsets, ["txn_id", "committed_offset", "metadata"]), [
+        conn, dialect.upsert(conn, transaction_offsets, ["txn_id", "committed_offset", "metadata", "leader_epoch"]), [
             {"transactional_id": transactional_id, "group_id": group_id, "topic_id": topic_id,
              "partition": o.partition, "txn_id": txn_id, "committed_offset": o.committed_offset,
-             "metadata": o.metadata}
+             "metadata": o.metadata, "leader_epoch": o.leader_epoch}
             for o, topic_id in staged])
 
 
@@ -519,6 +521,7 @@ _CLAIM_OFFSETS = (
         transaction_offsets.c.partition,
         transaction_offsets.c.committed_offset,
         transaction_offsets.c.metadata,
+        transaction_offsets.c.leader_epoch,
     )
 )
 
@@ -541,9 +544,9 @@ def _claim_both_stmt() -> Any:
         # typed as the column, so that the offsets' rows are read back unescaped.
         select(literal(True).label("is_partition"), partitions_.c.topic_id, partitions_.c.partition,
                none.label("group_id"), none.label("committed_offset"),
-               type_coerce(none, transaction_offsets.c.metadata.type).label("metadata")),
+               type_coerce(none, transaction_offsets.c.metadata.type).label("metadata"), none.label("leader_epoch")),
         select(literal(False), offsets_.c.topic_id, offsets_.c.partition, offsets_.c.group_id,
-               offsets_.c.committed_offset, offsets_.c.metadata),
+               offsets_.c.committed_offset, offsets_.c.metadata, offsets_.c.leader_epoch),
     )
 
 
@@ -571,8 +574,8 @@ def complete_offsets(
     """Turn the transaction's staged offsets, as claimed (claim_completion), into committed ones
     (commit) or drop them (abort)."""
     if commit and claimed:
-        offsets.commit(conn, (OffsetToCommit(r.group_id, r.topic_id, r.partition, r.committed_offset, r.metadata)
-                              for r in claimed), now_ms)
+        offsets.commit(conn, (OffsetToCommit(r.group_id, r.topic_id, r.partition, r.committed_offset, r.metadata,
+                                             r.leader_epoch) for r in claimed), now_ms)
     return len(claimed)
 
 

@@ -65,7 +65,7 @@ from sqlalchemy import Engine, event, text
 
 from app.composition import Services
 from app.domain.errors import OutboxError
-from app.domain.offsets import OffsetToStage
+from app.domain.offsets import NO_LEADER_EPOCH, OffsetToStage
 from app.domain.records import RecordToAppend
 from app.domain.types import IsolationLevel
 from app.services.log_service import SendBatch
@@ -477,7 +477,8 @@ class CoordinatorMachine(RuleBasedStateMachine):
         expected = _in_transaction(self.model, h)
         state = self._begins(h, expected)
         _, code = _call(lambda: self.services.coordinator.add_offsets(
-            h.tid, h.producer_id, h.producer_epoch, group, [OffsetToStage(SRC, partition, offset, None)]))
+            h.tid, h.producer_id, h.producer_epoch, group,
+            [OffsetToStage(SRC, partition, offset, None, NO_LEADER_EPOCH)]))
         self._check(f"add_offsets {h} ({state})", code, expected)
         if code is OK:
             assert m.txn is not None
@@ -605,7 +606,7 @@ class CoordinatorMachine(RuleBasedStateMachine):
             "begin": lambda: c.begin(future.tid, future.producer_id, future.producer_epoch),
             "send": lambda: self._send(future, [(0, 0, [f"future.{next(self.names)}"])]),
             "add_offsets": lambda: c.add_offsets(future.tid, future.producer_id, future.producer_epoch,
-                                                 GROUPS[0], [OffsetToStage(SRC, 0, 1, None)]),
+                                                 GROUPS[0], [OffsetToStage(SRC, 0, 1, None, NO_LEADER_EPOCH)]),
             "commit": lambda: c.end_transaction(future.tid, future.producer_id, future.producer_epoch, commit=True),
             "abort": lambda: c.end_transaction(future.tid, future.producer_id, future.producer_epoch, commit=False),
         }

@@ -56,7 +56,7 @@ def test_transactions_describe_shows_staged_offsets_metadata_as_committed_nul_an
     described = _outbox(db_url, "transactions", "describe", "staging")
     assert described.returncode == 0, described.stderr
     assert json.loads(described.stdout)["pending_offsets"] == [
-        {"group_id": "billing", "topic": "t", "partition": 0, "offset": 4, "metadata": metadata}]
+        {"group_id": "billing", "topic": "t", "partition": 0, "offset": 4, "metadata": metadata, "leader_epoch": -1}]
 
 def test_transactions_list_by_age_in_a_state_with_none_open_is_refused(db_url):  # type: ignore[no-untyped-def]
     done = _outbox(db_url, "transactions", "list", "--state", "CompleteCommit", "--min-age-ms", "0")

@@ -31,7 +31,7 @@ from app.api.waiting import WaitingPrincipal, unless_disconnected
 from app.domain import acl
 from app.domain.acl import Operation
 from app.domain.errors import InvalidRequest, UnstableOffsetCommit
-from app.domain.offsets import GroupMetadata, OffsetResetSpec, OffsetToStage, ResetScope
+from app.domain.offsets import NO_LEADER_EPOCH, GroupMetadata, OffsetResetSpec, OffsetToStage, ResetScope
 from app.services.group_service import reset_as_dict
 
 router = APIRouter(prefix="/v1/groups", tags=["groups"])
@@ -57,7 +57,8 @@ def _offsets(group_id: str, rows: list) -> GroupOffsets:  # type: ignore[type-ar
         group_id=group_id,
         offsets=[
             CommittedOffset(topic=r.topic, partition=r.partition, offset=r.committed_offset,
-                            metadata=r.metadata, committed_ms=r.committed_ms)
+                            metadata=r.metadata, committed_ms=r.committed_ms,
+                            leader_epoch=r.leader_epoch)
             for r in rows
         ],
     )
@@ -104,7 +105,7 @@ def commit_offsets(
         access.require(Operation.READ, acl.topic(o.topic))
     services.groups.commit(
         group_id,
-        [OffsetToStage(o.topic, o.partition, o.offset, o.metadata) for o in body.offsets],
+        [OffsetToStage(o.topic, o.partition, o.offset, o.metadata, NO_LEADER_EPOCH) for o in body.offsets],
         group_metadata(body.generation_id, body.member_id),
     )
     return _offsets(group_id, services.groups.fetch(group_id, topic=None, require_stable=False,

@@ -26,7 +26,7 @@ from app.api.schemas.transactions import (
 from app.domain.transaction import OPEN_STATE_NAMES, PreparedTxnRef, TransactionMetadata
 from app.domain.types import TRANSACTION_LIST_DEFAULT, TRANSACTION_LIST_MAX, TransactionState
 from app.api.routers.groups import group_metadata
-from app.domain.offsets import OffsetToStage
+from app.domain.offsets import NO_LEADER_EPOCH, OffsetToStage
 from app.api.schemas.records import BatchResult
 from app.api.send_body import CommitBody, DecodedCommit
 from app.services.transaction_listing import TransactionView
@@ -63,7 +63,7 @@ def _description(view: TransactionView, now_ms: int, access: AccessDep) -> Trans
         ],
         pending_offsets=[
             PendingOffset(group_id=o.group_id, topic=o.topic, partition=o.partition,
-                          offset=o.committed_offset, metadata=o.metadata)
+                          offset=o.committed_offset, metadata=o.metadata, leader_epoch=o.leader_epoch)
             for o in view.pending_offsets
             if topic_ok(o.topic) and access.allows(Operation.DESCRIBE, acl.group(o.group_id))
         ],
@@ -100,7 +100,7 @@ def add_offsets(
         body.producer_id,
         body.producer_epoch,
         body.group_id,
-        [OffsetToStage(o.topic, o.partition, o.offset, o.metadata) for o in body.offsets],
+        [OffsetToStage(o.topic, o.partition, o.offset, o.metadata, NO_LEADER_EPOCH) for o in body.offsets],
         group_metadata(body.generation_id, body.member_id),
     )
     return _description(view, services.clock(), access)

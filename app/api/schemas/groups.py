@@ -68,6 +68,8 @@ class CommittedOffset(BaseModel):
     offset: int
     metadata: str | None
     committed_ms: int
+    leader_epoch: int = Field(description="the leader epoch a Kafka client committed with the offset (Kafka's "
+                              "committed_leader_epoch); -1: none (every commit over this API, a reset)")
 
 
 class GroupOffsets(BaseModel):

@@ -100,6 +100,9 @@ class PendingOffset(BaseModel):
     partition: int
     offset: int
     metadata: str | None
+    leader_epoch: int = Field(description="the leader epoch a Kafka client staged with the offset "
+                              "(TxnOffsetCommit's committed_leader_epoch); "
+                              "-1: none (every offset staged over this API)")
 
 
 class TransactionSummary(BaseModel):
