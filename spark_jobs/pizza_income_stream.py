@@ -45,6 +45,7 @@ import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 if __package__ in (None, ""):  # spark-submit runs this file as a script: find the packages
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -171,6 +172,43 @@ def stop_signals(asked: threading.Event) -> Iterator[None]:
             signal.signal(sig, handler)
 
 
+@contextmanager
+def jvm_deaf_to_sigterm() -> Iterator[None]:
+    """While inside, the JVM that PySpark launches for this process's SparkSession starts with
+    SIGTERM ignored, as PySpark starts it with SIGINT ignored; the processes it starts (the
+    stream source's Python runner) inherit that. SIGTERM to the job's process group (a
+    supervisor's stop) then reaches this process alone, which stops the query itself and ends
+    the JVM with spark.stop(): one way to stop, one line. Before, the JVM got it too and
+    exited by its shutdown hooks while the query ran, and Spark logged the query's failure
+    (an EOFException from the source's runner, ended by the same signal, or an internal error
+    from a stopped SparkContext) with its Java stack trace. The JVM still ends with this
+    process if that is killed (it exits when its stdin, this process's pipe, closes)."""
+    import pyspark.java_gateway as gateway
+
+    popen = getattr(gateway, "Popen", None)
+    if popen is None:  # not this PySpark's layout: the JVM gets the group's signal, as before
+        yield
+        return
+
+    def launch(*args: Any, **kwargs: Any) -> Any:
+        theirs = kwargs.get("preexec_fn")
+
+        def in_child() -> None:
+            if theirs is not None:
+                theirs()
+            # Ignored, not handled: a handler would not survive the exec, SIG_IGN does, and
+            # the JVM installs no SIGTERM handler of its own over an ignored SIGTERM.
+            signal.signal(signal.SIGTERM, signal.SIG_IGN)
+
+        return popen(*args, **{**kwargs, "preexec_fn": in_child})
+
+    gateway.Popen = launch
+    try:
+        yield
+    finally:
+        gateway.Popen = popen
+
+
 def run_until_stopped(query, asked: threading.Event) -> bool:  # type: ignore[no-untyped-def]
     """Wait for the query's end, or for `asked` (stop_signals), and then stop it: Spark
     interrupts the micro-batch in progress and the sink aborts what its tasks had prepared.
@@ -257,7 +295,8 @@ def main(argv: list[str] | None = None) -> int:
 def run(args: argparse.Namespace, asked: threading.Event) -> int:
     """The job once its arguments are parsed: its exit status."""
     try:
-        spark = start_spark("pizza-income-stream", args, [args.input, args.output])
+        with jvm_deaf_to_sigterm():
+            spark = start_spark("pizza-income-stream", args, [args.input, args.output])
     except SparkJobError as e:
         if asked.is_set():  # the process group's signal ended `java -version` while it ran
             print(STOPPED, file=sys.stderr)
@@ -265,29 +304,30 @@ def run(args: argparse.Namespace, asked: threading.Event) -> int:
         print(f"error: {e}", file=sys.stderr)
         return 2
     _quiet_accumulator_server_after_stop(spark, asked)
+    said, status = None, 0
     try:
         with stop_signals(asked):
             if asked.is_set():  # while Spark started
-                print(STOPPED, file=sys.stderr)
-                return 0
-            query = start(spark, url=args.url, database_url=args.database_url, checkpoint=args.checkpoint,
-                          group=args.group, input_topic=args.input, output_topic=args.output,
-                          trigger_seconds=None if args.available_now else args.trigger_seconds,
-                          max_offsets_per_trigger=args.max_offsets_per_trigger,
-                          fail_on_data_loss=args.fail_on_data_loss, api_key=args.api_key)
-            if not run_until_stopped(query, asked):
-                print(STOPPED if query.exception() is None else STOPPED_WITH_JVM, file=sys.stderr)
-                return 0
-            if query.exception() is not None:
-                print(f"error: {str(query.exception()).strip().splitlines()[0]}", file=sys.stderr)
-                return 1
+                said = STOPPED
+            else:
+                query = start(spark, url=args.url, database_url=args.database_url, checkpoint=args.checkpoint,
+                              group=args.group, input_topic=args.input, output_topic=args.output,
+                              trigger_seconds=None if args.available_now else args.trigger_seconds,
+                              max_offsets_per_trigger=args.max_offsets_per_trigger,
+                              fail_on_data_loss=args.fail_on_data_loss, api_key=args.api_key)
+                if not run_until_stopped(query, asked):
+                    said = STOPPED if query.exception() is None else STOPPED_WITH_JVM
+                elif query.exception() is not None:
+                    said, status = f"error: {str(query.exception()).strip().splitlines()[0]}", 1
     except SparkJobError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
+        said, status = f"error: {e}", 2
     finally:
         _stop_spark(spark, asked)
-    return 0
-
+    # Said once Spark has stopped: its JVM writes to the same stderr (a query's cancelled
+    # jobs, its shutdown), and a line said before its stop was not the last one.
+    if said is not None:
+        print(said, file=sys.stderr)
+    return status
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -264,3 +264,35 @@ def test_ctrl_c_stops_the_stream_with_one_line_and_nothing_left_open(backend, ur
     assert sources and len(set(sources)) == len(sources)
     assert set(sources) <= set(committed_pizza_orders(url))
     orders.close()
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(420)
+# The signals are the job's and Spark's, not the database's: SQLite, the quicker to serve.
+@pytest.mark.parametrize("backend", ["sqlite"], indirect=True)
+def test_sigterm_to_the_jobs_process_group_ends_it_with_the_stopped_line_last_and_exit_status_0(backend, url, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """SIGTERM to the job's whole process group (what a process supervisor sends: the job, its
+    JVM and the Python processes the JVM started all get it), once the job has output an order:
+    the job stops the query itself, exits 0, its last line is STOPPED, and nothing printed a
+    traceback, Python's or the JVM's."""
+    orders = Orders(url)
+    log = tmp_path / "job.log"
+    job = _start_job(url, backend.url, tmp_path / "checkpoint", log, "--trigger-seconds", "0.2")
+    try:
+        deadline = time.monotonic() + 300  # Spark's start and first micro-batch, on a loaded machine
+        while not outputs(url):
+            assert job.poll() is None and time.monotonic() < deadline, log.read_text()[-4000:]
+            orders.plain(1)
+            time.sleep(0.2)
+        orders.plain(1)  # the next micro-batch, under way when the signal comes
+        os.killpg(job.pid, signal.SIGTERM)
+        status = job.wait(120)
+    finally:
+        if job.poll() is None:
+            os.killpg(job.pid, signal.SIGKILL)
+        orders.close()
+    text = log.read_text()
+    assert status == 0, text[-4000:]
+    assert text.splitlines()[-1] == pizza_income_stream.STOPPED, text[-4000:]
+    # Python's traceback, or a Java stack trace's frames (Spark logging the query's failure).
+    assert "Traceback" not in text and "\tat " not in text, text[-4000:]
