@@ -28,9 +28,9 @@ What "exactly once" rests on (docs/SPARK.md, "A pipeline"):
 
 It prints nothing while it runs (Spark's own WARNINGs aside): GET /v1/groups/pizza-income-stream/lag
 shows how far it is. Ctrl-C, or SIGTERM to the job or to its whole process group (what a process
-supervisor sends), stops it with one line on stderr and exit status 0 (STOPPED, or
-STOPPED_WITH_JVM where the signal reached Spark's JVM too); the next start goes on from the last
-commit.
+supervisor sends), stops it with one line on stderr, its last, and exit status 0 (STOPPED: the
+JVM starts with SIGTERM ignored, jvm_deaf_to_sigterm; STOPPED_WITH_JVM where Spark's JVM got a
+SIGTERM all the same); the next start goes on from the last commit.
 """
 
 from __future__ import annotations
