@@ -156,8 +156,8 @@ def stop_signals(asked: threading.Event) -> Iterator[None]:
 
     def ask(*_: object) -> None:
         asked.set()
-        # SIGTERM to the whole process group (a supervisor's stop) reaches Spark's JVM too, which
-        # then exits by its shutdown hooks while this process still calls it: Py4J logs each
+        # Where SIGTERM reaches Spark's JVM too (sent to it, or under spark-submit, whose JVM
+        # is not started deaf to it: jvm_deaf_to_sigterm), the JVM exits by its shutdown hooks while this process still calls it: Py4J logs each
         # refused connection with a traceback, at ERROR on its modules' loggers and at INFO
         # on the root logger itself (py4j.java_gateway calls logging.info). Once a stop is
         # asked for, that is the stop.
@@ -223,8 +223,8 @@ def run_until_stopped(query, asked: threading.Event) -> bool:  # type: ignore[no
 
 def _quiet_accumulator_server_after_stop(spark, asked: threading.Event) -> None:  # type: ignore[no-untyped-def]
     """PySpark's accumulator server, a thread of this process, prints the traceback of the
-    EOFError its connection from the JVM ends with when the JVM exits first (SIGTERM to the
-    process group). That EOFError means the JVM is gone, which the main thread learns through
+    EOFError its connection from the JVM ends with when the JVM exits first (a SIGTERM that
+    reached it, STOPPED_WITH_JVM). That EOFError means the JVM is gone, which the main thread learns through
     Py4J too, and says once: it is not printed, whether or not this thread has seen the stop
     asked for yet (a process's signal may be delivered to any of its threads, and the main
     thread runs its handler only when its Py4J call returns). Other errors print as ever,
@@ -286,7 +286,7 @@ def main(argv: list[str] | None = None) -> int:
         except Exception:
             if not asked.is_set():
                 raise
-            # The signal reached the JVM as well (a process group's SIGTERM): whatever failed
+            # The signal reached the JVM as well (STOPPED_WITH_JVM's cases): whatever failed
             # after it, a refused Py4J connection or a stopped SparkContext, is that stop.
             print(STOPPED_WITH_JVM, file=sys.stderr)
             return 0
