@@ -28,8 +28,13 @@ What "exactly once" rests on (docs/SPARK.md, "A pipeline"):
 
 It prints nothing while it runs (Spark's own WARNINGs aside): GET /v1/groups/pizza-income-stream/lag
 shows how far it is. Ctrl-C, or SIGTERM to the job or to its whole process group (what a process
-supervisor sends), stops it with one line on stderr and exit status 0 (STOPPED, or
-STOPPED_WITH_JVM where the signal reached Spark's JVM too); the next start goes on from the last
+supervisor sends), stops it with one line on stderr, its last, and exit status 0: STOPPED, as
+the JVM starts with SIGTERM ignored (jvm_deaf_to_sigterm); STOPPED_WITH_JVM only under
+spark-submit, whose JVM this process did not start and which hears the group's SIGTERM. SIGTERM
+to the JVM's process alone is ignored, by design: stop the job's Python process or its group.
+SIGKILL to either stays safe (the JVM exits when its stdin, this process's pipe, closes; the next
+start aborts what was left prepared). Were query.stop() to hang, a second SIGTERM would not end
+the job (a stop is asked for already): only SIGKILL can. The next start goes on from the last
 commit.
 """
 
@@ -45,6 +50,7 @@ import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 if __package__ in (None, ""):  # spark-submit runs this file as a script: find the packages
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -155,11 +161,11 @@ def stop_signals(asked: threading.Event) -> Iterator[None]:
 
     def ask(*_: object) -> None:
         asked.set()
-        # SIGTERM to the whole process group (a supervisor's stop) reaches Spark's JVM too, which
-        # then exits by its shutdown hooks while this process still calls it: Py4J logs each
-        # refused connection with a traceback, at ERROR on its modules' loggers and at INFO
-        # on the root logger itself (py4j.java_gateway calls logging.info). Once a stop is
-        # asked for, that is the stop.
+        # Where SIGTERM reaches Spark's JVM too (under spark-submit, whose JVM this process did
+        # not start deaf to it: jvm_deaf_to_sigterm), the JVM exits by its shutdown hooks while
+        # this process still calls it: Py4J logs each refused connection with a traceback, at
+        # ERROR on its modules' loggers and at INFO on the root logger itself
+        # (py4j.java_gateway calls logging.info). Once a stop is asked for, that is the stop.
         logging.getLogger("py4j").setLevel(logging.CRITICAL)
         logging.getLogger().addFilter(_not_from_py4j)
 
@@ -169,6 +175,81 @@ def stop_signals(asked: threading.Event) -> Iterator[None]:
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
+
+
+@contextmanager
+def jvm_deaf_to_sigterm() -> Iterator[None]:
+    """While inside, the JVM that PySpark launches for this process's SparkSession starts with
+    SIGTERM ignored, as PySpark starts it with SIGINT ignored; the processes it starts (the
+    stream source's Python runner) inherit that. SIGTERM to the job's process group (a
+    supervisor's stop) then reaches this process alone, which stops the query itself and then
+    the SparkContext (spark.stop()): one way to stop, one line. Before, the JVM got it too and
+    exited by its shutdown hooks while the query ran, and Spark logged the query's failure
+    (an EOFException from the source's runner, ended by the same signal, or an internal error
+    from a stopped SparkContext) with its Java stack trace. The JVM exits when this process
+    does, killed or not: its stdin is this process's pipe, and it exits when that closes. So
+    SIGTERM sent to the JVM's process alone is ignored, by design. Where this PySpark starts
+    the JVM otherwise, nothing changes here, and warn_if_jvm_hears_sigterm says so."""
+    import pyspark.java_gateway as gateway
+
+    popen = getattr(gateway, "Popen", None)
+    if popen is None:  # not this PySpark's layout: the JVM hears the group's signal, as before
+        yield
+        return
+
+    def launch(*args: Any, **kwargs: Any) -> Any:
+        theirs = kwargs.get("preexec_fn")
+
+        def in_child() -> None:
+            if theirs is not None:
+                theirs()
+            # Ignored, not handled: a handler would not survive the exec, SIG_IGN does, and
+            # the JVM installs no SIGTERM handler of its own over an ignored SIGTERM.
+            signal.signal(signal.SIGTERM, signal.SIG_IGN)
+
+        return popen(*args, **{**kwargs, "preexec_fn": in_child})
+
+    # The module's own name, swapped for the whole module: safe, as launch_gateway alone reads
+    # it (the rest of PySpark, and of this process, calls subprocess.Popen), and the job
+    # starts its one SparkSession from its main thread inside this block: nothing else
+    # launches through it meanwhile, and it is put back before the query starts.
+    gateway.Popen = launch
+    try:
+        yield
+    finally:
+        gateway.Popen = popen
+
+
+def ignored_signals(status: str) -> set[int]:
+    """The signals a process ignores, by the text of its /proc/<pid>/status: its SigIgn line is
+    their mask, in hexadecimal, bit n-1 for signal n."""
+    mask = int(next(line.split()[1] for line in status.splitlines() if line.startswith("SigIgn:")), 16)
+    return {n for n in range(1, mask.bit_length() + 1) if mask >> (n - 1) & 1}
+
+
+def warn_if_jvm_hears_sigterm(spark) -> None:  # type: ignore[no-untyped-def]
+    """One WARNING where the JVM this process launched does not ignore SIGTERM: a PySpark that
+    does not start it through pyspark.java_gateway.Popen leaves jvm_deaf_to_sigterm without
+    effect, and a process group's SIGTERM would end the JVM first again (exit status 0 all the
+    same, but STOPPED_WITH_JVM's line, after Spark's stack traces)."""
+    proc = getattr(getattr(spark.sparkContext, "_gateway", None), "proc", False)
+    if proc is None:  # launch_gateway started no JVM: spark-submit's, STOPPED_WITH_JVM's case
+        return
+    if not Path("/proc/self/status").exists():  # not Linux: no mask to read
+        return
+    pid = getattr(proc, "pid", None)
+    if pid is None:
+        logger.warning("cannot tell whether Spark's JVM ignores SIGTERM (this PySpark's gateway names no "
+                       "process): SIGTERM to the job's process group may end the JVM first")
+        return
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+    except OSError:  # the JVM is gone already: the job's next call to it says so
+        return
+    if signal.SIGTERM not in ignored_signals(status):
+        logger.warning("Spark's JVM (pid %d) does not ignore SIGTERM (this PySpark did not start it through "
+                       "pyspark.java_gateway.Popen): SIGTERM to the job's process group will end the JVM first, "
+                       "the job's last line then STOPPED_WITH_JVM's, after Spark's stack traces", pid)
 
 
 def run_until_stopped(query, asked: threading.Event) -> bool:  # type: ignore[no-untyped-def]
@@ -185,10 +266,10 @@ def run_until_stopped(query, asked: threading.Event) -> bool:  # type: ignore[no
 
 def _quiet_accumulator_server_after_stop(spark, asked: threading.Event) -> None:  # type: ignore[no-untyped-def]
     """PySpark's accumulator server, a thread of this process, prints the traceback of the
-    EOFError its connection from the JVM ends with when the JVM exits first (SIGTERM to the
-    process group). That EOFError means the JVM is gone, which the main thread learns through
-    Py4J too, and says once: it is not printed, whether or not this thread has seen the stop
-    asked for yet (a process's signal may be delivered to any of its threads, and the main
+    EOFError its connection from the JVM ends with when the JVM exits first (a SIGTERM that
+    reached it, STOPPED_WITH_JVM). That EOFError means the JVM is gone, which the main thread
+    learns through Py4J too, and says once: it is not printed, whether or not this thread has
+    seen the stop asked for yet (a process's signal may be delivered to any of its threads, and the main
     thread runs its handler only when its Py4J call returns). Other errors print as ever,
     until a stop is asked for."""
     server = getattr(spark.sparkContext, "_accumulatorServer", None)
@@ -248,7 +329,7 @@ def main(argv: list[str] | None = None) -> int:
         except Exception:
             if not asked.is_set():
                 raise
-            # The signal reached the JVM as well (a process group's SIGTERM): whatever failed
+            # The signal reached the JVM as well (STOPPED_WITH_JVM's cases): whatever failed
             # after it, a refused Py4J connection or a stopped SparkContext, is that stop.
             print(STOPPED_WITH_JVM, file=sys.stderr)
             return 0
@@ -257,7 +338,9 @@ def main(argv: list[str] | None = None) -> int:
 def run(args: argparse.Namespace, asked: threading.Event) -> int:
     """The job once its arguments are parsed: its exit status."""
     try:
-        spark = start_spark("pizza-income-stream", args, [args.input, args.output])
+        with jvm_deaf_to_sigterm():
+            spark = start_spark("pizza-income-stream", args, [args.input, args.output])
+        warn_if_jvm_hears_sigterm(spark)
     except SparkJobError as e:
         if asked.is_set():  # the process group's signal ended `java -version` while it ran
             print(STOPPED, file=sys.stderr)
@@ -265,28 +348,30 @@ def run(args: argparse.Namespace, asked: threading.Event) -> int:
         print(f"error: {e}", file=sys.stderr)
         return 2
     _quiet_accumulator_server_after_stop(spark, asked)
+    said, status = None, 0
     try:
         with stop_signals(asked):
             if asked.is_set():  # while Spark started
-                print(STOPPED, file=sys.stderr)
-                return 0
-            query = start(spark, url=args.url, database_url=args.database_url, checkpoint=args.checkpoint,
-                          group=args.group, input_topic=args.input, output_topic=args.output,
-                          trigger_seconds=None if args.available_now else args.trigger_seconds,
-                          max_offsets_per_trigger=args.max_offsets_per_trigger,
-                          fail_on_data_loss=args.fail_on_data_loss, api_key=args.api_key)
-            if not run_until_stopped(query, asked):
-                print(STOPPED if query.exception() is None else STOPPED_WITH_JVM, file=sys.stderr)
-                return 0
-            if query.exception() is not None:
-                print(f"error: {str(query.exception()).strip().splitlines()[0]}", file=sys.stderr)
-                return 1
+                said = STOPPED
+            else:
+                query = start(spark, url=args.url, database_url=args.database_url, checkpoint=args.checkpoint,
+                              group=args.group, input_topic=args.input, output_topic=args.output,
+                              trigger_seconds=None if args.available_now else args.trigger_seconds,
+                              max_offsets_per_trigger=args.max_offsets_per_trigger,
+                              fail_on_data_loss=args.fail_on_data_loss, api_key=args.api_key)
+                if not run_until_stopped(query, asked):
+                    said = STOPPED if query.exception() is None else STOPPED_WITH_JVM
+                elif query.exception() is not None:
+                    said, status = f"error: {str(query.exception()).strip().splitlines()[0]}", 1
     except SparkJobError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
+        said, status = f"error: {e}", 2
     finally:
         _stop_spark(spark, asked)
-    return 0
+    # Said once Spark has stopped: its JVM writes to the same stderr (a query's cancelled
+    # jobs, its shutdown), and a line said before its stop was not the last one.
+    if said is not None:
+        print(said, file=sys.stderr)
+    return status
 
 
 if __name__ == "__main__":
