@@ -47,6 +47,53 @@ MARKER_OF_DIRECTORY = {"tests/e2e/": "e2e", "tests/fuzz/": "fuzz", "tests/spark/
 # tests may run at once: slower on two cores than one after the other, and passed so. What must
 # not run twice at once, librdkafka's build into its cache directory, takes a file lock
 # (compat/librdkafka/run); every test that uses PostgreSQL has a database of its own per worker.
+#
+# The files whose tests take longest start first (`start_order`), by a table of seconds per
+# test that a run's JUnit report refreshes (.ci/times.py --write-table): a minutes-long test
+# that started last ended the run alone on one worker. With --dist worksteal (.ci/run) each
+# worker starts on half of that order and an idle worker takes the rest of the other's queue
+# from its end, the shortest tests, so both end on short tests. A file keeps its tests
+# together, in pytest's order, so that its module fixtures are set up once a worker.
+TIMES_TABLE = Path(__file__).with_name("test_times.tsv")
+
+
+def seconds_per_test(table: str) -> dict[str, float]:
+    """Each file's and tier's (tests/<dir>) seconds per test, from the table's rows
+    `seconds<TAB>tests<TAB>path`."""
+    means = {}
+    for row in table.splitlines():
+        if row and not row.startswith("#"):
+            seconds, tests, path = row.split("\t")
+            means[path] = float(seconds) / int(tests)
+    return means
+
+
+def start_order(paths: list[str], means: dict[str, float]) -> list[int]:
+    """The indices of `paths` (test files, as nodeids begin) in the order their tests should
+    start: the longest seconds per test first, a file not in the table at its tier's, one not
+    known at all last; each file's tests together and in their order, ties in the order given."""
+    first_seen: dict[str, int] = {}
+    for i, path in enumerate(paths):
+        first_seen.setdefault(path, i)
+
+    def key(i: int) -> tuple[float, int, int]:
+        path = paths[i]
+        tier = "/".join(path.split("/")[:2])
+        return (-means.get(path, means.get(tier, 0.0)), first_seen[path], i)
+
+    return sorted(range(len(paths)), key=key)
+
+
+class _StartOrder:
+    @pytest.hookimpl(trylast=True)  # after -m and pytest's own grouping by fixture parameters
+    def pytest_collection_modifyitems(self, items: list[pytest.Item]) -> None:
+        means = seconds_per_test(TIMES_TABLE.read_text())
+        paths = [item.nodeid.replace("\\", "/").split("::")[0] for item in items]
+        items[:] = [items[i] for i in start_order(paths, means)]
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.pluginmanager.register(_StartOrder(), "outbox-start-order")
 
 
 def unavailable(reason: str) -> None:
