@@ -6,20 +6,25 @@ Where a case is about the command's own answer (its arguments, settings, databas
 error lines), `cli` runs `app.cli.main` in this process: the same code as `python -m app.cli`
 without a Python start-up (about 3 s of CPU each). What only a process shows (a signal's exit
 status, a port, uvicorn's and alembic's own output, a long-running command) runs the real
-`python -m app.cli` in a subprocess (`outbox`); the first test below keeps the two forms
-answering alike, output and exit status.
+`python -m app.cli` in a subprocess (`outbox`); the first tests below keep the two forms
+answering alike, output (a library's warnings on stderr included) and exit status. `serve` and
+`coordinator` without --once run until a signal: `cli` refuses them, whatever the test expects.
 """
 
 from __future__ import annotations
 
+import gc
 import logging
+import logging.config
 import os
+import signal
 import socket
 import sqlite3
 import subprocess
 import sys
 import time
 import uuid
+import warnings
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -59,15 +64,62 @@ def _loggers_state() -> list[tuple[logging.Logger, int, list[logging.Handler], b
     return [(lg, lg.level, lg.handlers[:], lg.propagate, lg.disabled) for lg in loggers]
 
 
+def _restore_loggers(before: list[tuple[logging.Logger, int, list[logging.Handler], bool, bool]]) -> None:
+    """Each logger as `before` had it; one created since as a new logger is (no level, no
+    handler, propagating), so that no handler on a stderr the test captured outlives the test."""
+    known = {lg for lg, *_ in before}
+    for lg in [lg for lg in logging.Logger.manager.loggerDict.values()
+               if isinstance(lg, logging.Logger) and lg not in known]:
+        lg.setLevel(logging.NOTSET)
+        lg.handlers[:] = []
+        lg.propagate, lg.disabled = True, False
+    for lg, level, handlers, propagate, disabled in before:
+        lg.setLevel(level)
+        lg.handlers[:] = handlers
+        lg.propagate, lg.disabled = propagate, disabled
+
+
+def _print_warning(message: Warning | str, category: type[Warning], filename: str, lineno: int,
+                   file: object = None, line: str | None = None) -> None:
+    sys.stderr.write(warnings.formatwarning(message, category, filename, lineno, line))
+
+
+LONG_RUNNING = ("serve", "coordinator")  # they run until a signal: only in a process of their own
+
+
+def long_running(args: tuple[str, ...]) -> bool:
+    return any(a in LONG_RUNNING for a in args) and "--once" not in args
+
+
+def runner(args: tuple[str, ...], cli: Run) -> Run:
+    """`cli` for a command that ends by itself, the real process for one that may not: a refusal
+    that broke would leave `serve` or `coordinator` running, with its signal handlers and threads,
+    in this test's worker."""
+    return outbox if long_running(args) else cli
+
+
 @pytest.fixture
 def cli(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> Run:
     """`outbox` as above, run by `app.cli.main` in this process: the environment and working
-    directory the process would have, its stdout and stderr captured, and the logging that
-    main() configures (a handler on this stderr) put back as it was afterwards."""
+    directory the process would have, its stdout and stderr captured, the warnings it would print
+    printed on that stderr, and what main() changes in the process (logging, signal handlers, the
+    garbage collector) put back as it was afterwards."""
 
     def run(database_url: str | None, *args: str, **settings: str) -> subprocess.CompletedProcess:
+        assert not long_running(args), (
+            f"`outbox {' '.join(args)}` runs until a signal: run it with `outbox` (a process of its own)")
         loggers = _loggers_state()
-        with monkeypatch.context() as env:
+        handlers = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
+        gc_enabled, gc_thresholds, gc_frozen = gc.isenabled(), gc.get_threshold(), gc.get_freeze_count()
+        with monkeypatch.context() as env, warnings.catch_warnings():
+            # A process starts with the interpreter's warning filters and prints each warning on
+            # stderr when it is raised; pytest's filters and its capture of warnings would hide
+            # one from the "one line on stderr" checks.
+            warnings.showwarning = _print_warning
+            warnings.resetwarnings()
+            warnings.simplefilter("default")
+            for category in (DeprecationWarning, PendingDeprecationWarning, ImportWarning, ResourceWarning):
+                warnings.filterwarnings("ignore", category=category)  # the interpreter's own filters
             for name in [k for k in os.environ if k.startswith("OUTBOX_")]:
                 env.delenv(name)
             if database_url is not None:
@@ -75,16 +127,25 @@ def cli(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> 
             for k, v in settings.items():
                 env.setenv(f"OUTBOX_{k.upper()}", v)
             env.chdir(ROOT)
+            # dictConfig closes every handler it replaces, pytest's --log-file handler too.
+            env.setattr(logging.config, "_clearExistingHandlers", lambda: None)
             capsys.readouterr()
             try:
                 status = outbox_cli.main(list(args))
             except SystemExit as e:  # what `python -m app.cli` exits with
-                status = e.code if isinstance(e.code, int) else 1
+                if e.code is None or isinstance(e.code, int):
+                    status = e.code or 0
+                else:  # the interpreter prints any other code and exits 1
+                    print(e.code, file=sys.stderr)
+                    status = 1
             finally:
-                for lg, level, handlers, propagate, disabled in loggers:
-                    lg.setLevel(level)
-                    lg.handlers[:] = handlers
-                    lg.propagate, lg.disabled = propagate, disabled
+                _restore_loggers(loggers)
+                for sig, handler in handlers.items():
+                    signal.signal(sig, handler)
+                if gc.get_freeze_count() > gc_frozen:
+                    gc.unfreeze()
+                gc.set_threshold(*gc_thresholds)
+                (gc.enable if gc_enabled else gc.disable)()
             captured = capsys.readouterr()
         return subprocess.CompletedProcess(["outbox", *args], status, captured.out, captured.err)
 
@@ -153,6 +214,68 @@ def test_the_command_in_this_process_answers_as_the_process(migrated: str, cli: 
     assert (in_process.returncode, in_process.stdout, in_process.stderr) == (
         process.returncode, process.stdout, process.stderr)
 
+
+@pytest.mark.parametrize("empty_database", ["postgresql"], indirect=True)
+@pytest.mark.parametrize(("database", "args", "settings"), [
+    ("unreachable", ("transactions", "list"), {}),
+    ("no-sqlite-file", ("transactions", "list"), {}),
+    ("unmigrated", ("transactions", "list"), {"auto_migrate": "false"}),
+    ("unmigrated", ("backup", "/tmp/never-written.db"), {}),
+], ids=["unreachable-postgresql", "missing-sqlite-file", "unmigrated", "backup-of-postgresql"])
+def test_the_command_in_this_process_fails_as_the_process(empty_database: str, tmp_path: Path, cli: Run,
+                                                          database: str, args: tuple[str, ...],
+                                                          settings: dict[str, str]) -> None:
+    # The database error paths, where a library's warning (SQLAlchemy's, the driver's) would
+    # come out on stderr beside the one line.
+    url = {"unreachable": UNREACHABLE_PG, "no-sqlite-file": f"sqlite:///{tmp_path}/outbox.db",
+           "unmigrated": empty_database}[database]
+    in_process, process = cli(url, *args, **settings), outbox(url, *args, **settings)
+    assert process.returncode in (1, 2) and "outbox: error: " in process.stderr, process.stderr
+    assert (in_process.returncode, in_process.stdout, in_process.stderr) == (
+        process.returncode, process.stdout, process.stderr)
+
+
+def test_cli_refuses_a_command_that_runs_until_a_signal(cli: Run) -> None:
+    for args in [("serve", "--port", "0"), ("coordinator",), ("-v", "coordinator")]:
+        with pytest.raises(AssertionError, match="runs until a signal"):
+            cli(UNREACHABLE_PG, *args)
+
+
+def test_cli_puts_back_what_the_command_changed_in_this_process(cli: Run, monkeypatch: pytest.MonkeyPatch) -> None:
+    def main(argv: list[str]) -> int:
+        # What `serve` and `coordinator` do to their process (app/cli/server.py), and a warning.
+        signal.signal(signal.SIGTERM, lambda *_: None)
+        gc.freeze()
+        gc.disable()
+        gc.set_threshold(1)
+        logging.getLogger("outbox.a-logger-made-by-the-command").addHandler(logging.StreamHandler(sys.stderr))
+        warnings.warn("a library's warning")
+        raise SystemExit()
+
+    handler, threshold = signal.getsignal(signal.SIGTERM), gc.get_threshold()
+    frozen, enabled = gc.get_freeze_count(), gc.isenabled()
+    monkeypatch.setattr(outbox_cli, "main", main)
+    done = cli(None, "topics", "list")
+
+    assert done.returncode == 0  # SystemExit() exits a process with 0
+    assert "UserWarning: a library's warning" in done.stderr.splitlines()[0]
+    assert signal.getsignal(signal.SIGTERM) is handler
+    assert (gc.get_threshold(), gc.get_freeze_count(), gc.isenabled()) == (threshold, frozen, enabled)
+    assert logging.getLogger("outbox.a-logger-made-by-the-command").handlers == []
+
+
+def test_cli_leaves_the_handlers_of_this_process_open(tmp_path: Path, cli: Run) -> None:
+    handler = logging.FileHandler(tmp_path / "pytest.log", mode="w")  # as pytest's --log-file handler is
+    logging.root.addHandler(handler)
+    try:
+        cli(f"sqlite:///{tmp_path}/outbox.db", "transactions", "list")  # main() configures logging
+        assert handler in logging.root.handlers
+        logging.root.warning("still written")  # a closed "w" handler drops it
+        handler.flush()
+        assert "still written" in (tmp_path / "pytest.log").read_text()
+    finally:
+        logging.root.removeHandler(handler)
+        handler.close()
 
 # --- runtime failures: exit 1 ---------------------------------------------------------------------
 
@@ -227,7 +350,7 @@ def test_uvicorn_on_a_schema_of_a_newer_version_starts_not_ready_instead_of_fail
                                   ("coordinator",)])
 def test_an_unmigrated_database_is_one_line_that_says_to_migrate(empty_database: str, args: tuple[str, ...],
                                                                  cli: Run) -> None:
-    line = one_error_line(cli(empty_database, *args, auto_migrate="false"), 1)
+    line = one_error_line(runner(args, cli)(empty_database, *args, auto_migrate="false"), 1)
     assert line == f"the database has no outbox schema: run `outbox migrate` (to {HEAD})"
 
 
@@ -369,7 +492,7 @@ def test_a_database_migrated_by_a_newer_version_is_refused(migrated: str, args: 
     with engine.begin() as conn:
         conn.execute(text(f"UPDATE alembic_version SET version_num = '{UNKNOWN}'"))
     engine.dispose()
-    line = one_error_line(cli(migrated, *args, auto_migrate="true"), 1)
+    line = one_error_line(runner(args, cli)(migrated, *args, auto_migrate="true"), 1)
     assert line == (f"the database is at revision {UNKNOWN}, which this version of outbox does not know "
                     f"(its newest is {HEAD}): a newer version migrated it")
 
