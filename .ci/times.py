@@ -1,11 +1,14 @@
 """Where the suite's time went, from the JUnit XML report `.ci/run` asks pytest for.
 
-    python .ci/times.py REPORT.xml [--top 30]
+    python .ci/times.py REPORT.xml [--top 30] [--write-table tests/test_times.tsv]
 
 Prints the seconds each tier (tests/<dir>) and each of the slowest test files took, summed
 over their tests: with two pytest workers these sums add up to about twice the wall time. A
 run's record beside the last one's shows which part of the suite grew, where pytest's own
 `--durations` names only the slowest tests.
+
+--write-table writes every file's and tier's seconds and test count, the table
+tests/conftest.py orders the run by (the longest tests first): a whole run's report refreshes it.
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("report", type=Path)
     parser.add_argument("--top", type=int, default=30)
+    parser.add_argument("--write-table", type=Path, metavar="PATH")
     args = parser.parse_args()
     per_file: Counter[str] = Counter()
     tests: Counter[str] = Counter()
@@ -46,6 +50,15 @@ def main() -> None:
     print(f"slowest {args.top} files:")
     for name, seconds in per_file.most_common(args.top):
         print(f"  {seconds:7.0f} s  {tests[name]:4d} tests  {name}")
+    if args.write_table:
+        per_tier_tests: Counter[str] = Counter()
+        for name, count in tests.items():
+            per_tier_tests["/".join(name.split("/")[:2])] += count
+        rows = [(seconds, per_tier_tests[tier], tier) for tier, seconds in per_tier.items()]
+        rows += [(seconds, tests[name], name) for name, seconds in per_file.items()]
+        args.write_table.write_text(
+            f"# seconds\ttests\tpath (.ci/times.py --write-table, from {args.report.name})\n"
+            + "".join(f"{seconds:.1f}\t{count}\t{path}\n" for seconds, count, path in sorted(rows, reverse=True)))
 
 
 if __name__ == "__main__":

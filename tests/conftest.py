@@ -21,6 +21,7 @@ import os
 import shutil
 import subprocess
 import uuid
+import warnings
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -47,6 +48,69 @@ MARKER_OF_DIRECTORY = {"tests/e2e/": "e2e", "tests/fuzz/": "fuzz", "tests/spark/
 # tests may run at once: slower on two cores than one after the other, and passed so. What must
 # not run twice at once, librdkafka's build into its cache directory, takes a file lock
 # (compat/librdkafka/run); every test that uses PostgreSQL has a database of its own per worker.
+#
+# The files whose tests take longest start first (`start_order`), by a table of seconds per
+# test that a run's JUnit report refreshes (.ci/times.py --write-table): a minutes-long test
+# that started last ended the run alone on one worker. --dist worksteal (.ci/run) splits the
+# ordered tests by their count, the first half to worker 0 and the rest to worker 1, and an idle
+# worker takes the other's queued tests from its end. A file keeps its tests together, in
+# pytest's order, so that its module fixtures are set up once a worker. Spark's files keep
+# their collection order at their tier's place: by their own times the stream tests (a JVM
+# SIGKILLed and a stream restarted, minutes near their timeouts when the machine is loaded)
+# would start first and pay the Spark session's start as well. Whether the order shortens CI's
+# wall time is for the next CI run to show (docs/benchmarks.md); a developer's run can leave it
+# out with `-p no:outbox-start-order`.
+TIMES_TABLE = Path(__file__).with_name("test_times.tsv")
+
+
+def seconds_per_test(table: str) -> dict[str, float]:
+    """Each file's and tier's (tests/<dir>) seconds per test, from the table's rows
+    `seconds<TAB>tests<TAB>path`."""
+    means = {}
+    for row in table.splitlines():
+        if row and not row.startswith("#"):
+            seconds, tests, path = row.split("\t")
+            means[path] = float(seconds) / int(tests)
+    return means
+
+
+IN_COLLECTION_ORDER = ("spark",)  # tiers whose files start in pytest's order, at the tier's place
+
+
+def start_order(paths: list[str], means: dict[str, float]) -> list[int]:
+    """The indices of `paths` (test files, as nodeids begin) in the order their tests should
+    start: the longest seconds per test first, a file not in the table at its tier's, one not
+    known at all last; each file's tests together and in their order, ties in the order given.
+    A file of a tier IN_COLLECTION_ORDER takes its tier's time, whatever its own."""
+    first_seen: dict[str, int] = {}
+    for i, path in enumerate(paths):
+        first_seen.setdefault(path, i)
+
+    def key(i: int) -> tuple[float, int, int]:
+        path = paths[i]
+        parts = path.split("/")
+        tier = "/".join(parts[:2])
+        own = None if parts[1:2] and parts[1] in IN_COLLECTION_ORDER else means.get(path)
+        return (-(own if own is not None else means.get(tier, 0.0)), first_seen[path], i)
+
+    return sorted(range(len(paths)), key=key)
+
+
+class _StartOrder:
+    @pytest.hookimpl(trylast=True)  # after -m and pytest's own grouping by fixture parameters
+    def pytest_collection_modifyitems(self, items: list[pytest.Item]) -> None:
+        try:
+            means = seconds_per_test(TIMES_TABLE.read_text())
+        except (OSError, ValueError, ArithmeticError) as e:  # without the order a run is slower, not wrong
+            warnings.warn(f"{TIMES_TABLE.name} cannot be read ({e}): the tests start in "
+                          "pytest's order", pytest.PytestWarning, stacklevel=1)
+            return
+        paths = [item.nodeid.replace("\\", "/").split("::")[0] for item in items]
+        items[:] = [items[i] for i in start_order(paths, means)]
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.pluginmanager.register(_StartOrder(), "outbox-start-order")
 
 
 def unavailable(reason: str) -> None:

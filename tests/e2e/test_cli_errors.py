@@ -2,19 +2,30 @@
 `outbox: error: …`, exit status 1 (it failed) or 2 (the command line or a setting is wrong),
 no traceback unless `--verbose`; and `outbox migrate`'s own report, up and down.
 
-Each test runs the real `python -m app.cli` in a subprocess.
+Where a case is about the command's own answer (its arguments, settings, database checks and
+error lines), `cli` runs `app.cli.main` in this process: the same code as `python -m app.cli`
+without a Python start-up (about 3 s of CPU each). What only a process shows (a signal's exit
+status, a port, uvicorn's and alembic's own output, a long-running command) runs the real
+`python -m app.cli` in a subprocess (`outbox`); the first tests below keep the two forms
+answering alike, output (a library's warnings on stderr included) and exit status. `serve` and
+`coordinator` without --once run until a signal: `cli` refuses them, whatever the test expects.
 """
 
 from __future__ import annotations
 
+import gc
+import logging
+import logging.config
 import os
+import signal
 import socket
 import sqlite3
 import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Iterator
+import warnings
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -22,6 +33,7 @@ from sqlalchemy import create_engine, inspect, text
 from sqlalchemy.engine import make_url
 from sqlalchemy.pool import NullPool
 
+from app import cli as outbox_cli
 from app.storage import migrate
 from tests.e2e.conftest import ADMIN_URL, ROOT
 
@@ -41,6 +53,103 @@ def outbox(database_url: str | None, *args: str, **settings: str) -> subprocess.
     env.update({f"OUTBOX_{k.upper()}": v for k, v in settings.items()})
     return subprocess.run([sys.executable, "-m", "app.cli", *args], cwd=ROOT, env=env,
                           capture_output=True, text=True, timeout=60)
+
+
+Run = Callable[..., subprocess.CompletedProcess]  # `outbox`'s signature, and `cli`'s
+
+
+def _loggers_state() -> list[tuple[logging.Logger, int, list[logging.Handler], bool, bool]]:
+    loggers = [logging.root, *(lg for lg in logging.Logger.manager.loggerDict.values()
+                               if isinstance(lg, logging.Logger))]
+    return [(lg, lg.level, lg.handlers[:], lg.propagate, lg.disabled) for lg in loggers]
+
+
+def _restore_loggers(before: list[tuple[logging.Logger, int, list[logging.Handler], bool, bool]]) -> None:
+    """Each logger as `before` had it; one created since as a new logger is (no level, no
+    handler, propagating), so that no handler on a stderr the test captured outlives the test."""
+    known = {lg for lg, *_ in before}
+    for lg in [lg for lg in logging.Logger.manager.loggerDict.values()
+               if isinstance(lg, logging.Logger) and lg not in known]:
+        lg.setLevel(logging.NOTSET)
+        lg.handlers[:] = []
+        lg.propagate, lg.disabled = True, False
+    for lg, level, handlers, propagate, disabled in before:
+        lg.setLevel(level)
+        lg.handlers[:] = handlers
+        lg.propagate, lg.disabled = propagate, disabled
+
+
+def _print_warning(message: Warning | str, category: type[Warning], filename: str, lineno: int,
+                   file: object = None, line: str | None = None) -> None:
+    sys.stderr.write(warnings.formatwarning(message, category, filename, lineno, line))
+
+
+LONG_RUNNING = ("serve", "coordinator")  # they run until a signal: only in a process of their own
+
+
+def long_running(args: tuple[str, ...]) -> bool:
+    return any(a in LONG_RUNNING for a in args) and "--once" not in args
+
+
+def runner(args: tuple[str, ...], cli: Run) -> Run:
+    """`cli` for a command that ends by itself, the real process for one that may not: a refusal
+    that broke would leave `serve` or `coordinator` running, with its signal handlers and threads,
+    in this test's worker."""
+    return outbox if long_running(args) else cli
+
+
+@pytest.fixture
+def cli(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> Run:
+    """`outbox` as above, run by `app.cli.main` in this process: the environment and working
+    directory the process would have, its stdout and stderr captured, the warnings it would print
+    printed on that stderr, and what main() changes in the process (logging, signal handlers, the
+    garbage collector) put back as it was afterwards."""
+
+    def run(database_url: str | None, *args: str, **settings: str) -> subprocess.CompletedProcess:
+        assert not long_running(args), (
+            f"`outbox {' '.join(args)}` runs until a signal: run it with `outbox` (a process of its own)")
+        loggers = _loggers_state()
+        handlers = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
+        gc_enabled, gc_thresholds, gc_frozen = gc.isenabled(), gc.get_threshold(), gc.get_freeze_count()
+        with monkeypatch.context() as env, warnings.catch_warnings():
+            # A process starts with the interpreter's warning filters and prints each warning on
+            # stderr when it is raised; pytest's filters and its capture of warnings would hide
+            # one from the "one line on stderr" checks.
+            warnings.showwarning = _print_warning
+            warnings.resetwarnings()
+            warnings.simplefilter("default")
+            for category in (DeprecationWarning, PendingDeprecationWarning, ImportWarning, ResourceWarning):
+                warnings.filterwarnings("ignore", category=category)  # the interpreter's own filters
+            for name in [k for k in os.environ if k.startswith("OUTBOX_")]:
+                env.delenv(name)
+            if database_url is not None:
+                env.setenv("OUTBOX_DATABASE_URL", database_url)
+            for k, v in settings.items():
+                env.setenv(f"OUTBOX_{k.upper()}", v)
+            env.chdir(ROOT)
+            # dictConfig closes every handler it replaces, pytest's --log-file handler too.
+            env.setattr(logging.config, "_clearExistingHandlers", lambda: None)
+            capsys.readouterr()
+            try:
+                status = outbox_cli.main(list(args))
+            except SystemExit as e:  # what `python -m app.cli` exits with
+                if e.code is None or isinstance(e.code, int):
+                    status = e.code or 0
+                else:  # the interpreter prints any other code and exits 1
+                    print(e.code, file=sys.stderr)
+                    status = 1
+            finally:
+                _restore_loggers(loggers)
+                for sig, handler in handlers.items():
+                    signal.signal(sig, handler)
+                if gc.get_freeze_count() > gc_frozen:
+                    gc.unfreeze()
+                gc.set_threshold(*gc_thresholds)
+                (gc.enable if gc_enabled else gc.disable)()
+            captured = capsys.readouterr()
+        return subprocess.CompletedProcess(["outbox", *args], status, captured.out, captured.err)
+
+    return run
 
 
 def one_error_line(done: subprocess.CompletedProcess, status: int) -> str:
@@ -74,8 +183,8 @@ def empty_database(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[s
 
 
 @pytest.fixture
-def migrated(empty_database: str) -> str:
-    done = outbox(empty_database, "migrate")
+def migrated(empty_database: str, cli: Run) -> str:
+    done = cli(empty_database, "migrate")
     assert done.returncode == 0, done.stderr
     return empty_database
 
@@ -91,19 +200,96 @@ def revision(url: str) -> str | None:
         engine.dispose()
 
 
+@pytest.mark.parametrize("empty_database", ["sqlite"], indirect=True)
+@pytest.mark.parametrize(("args", "settings"), [
+    (("transactions", "describe"), {}),  # argparse's refusal, exit 2
+    (("transactions", "list"), {"port": "abc"}),  # a setting's, exit 2
+    (("transactions", "describe", "pizza-income-0"), {}),  # the service's error, exit 1
+    (("-v", "transactions", "abort", "pizza-income-0"), {}),  # and its traceback
+    (("migrate",), {}),  # a command's output on stdout, exit 0
+], ids=["usage", "setting", "failure", "verbose", "output"])
+def test_the_command_in_this_process_answers_as_the_process(migrated: str, cli: Run, args: tuple[str, ...],
+                                                            settings: dict[str, str]) -> None:
+    in_process, process = cli(migrated, *args, **settings), outbox(migrated, *args, **settings)
+    assert (in_process.returncode, in_process.stdout, in_process.stderr) == (
+        process.returncode, process.stdout, process.stderr)
+
+
+@pytest.mark.parametrize("empty_database", ["postgresql"], indirect=True)
+@pytest.mark.parametrize(("database", "args", "settings"), [
+    ("unreachable", ("transactions", "list"), {}),
+    ("no-sqlite-file", ("transactions", "list"), {}),
+    ("unmigrated", ("transactions", "list"), {"auto_migrate": "false"}),
+    ("unmigrated", ("backup", "/tmp/never-written.db"), {}),
+], ids=["unreachable-postgresql", "missing-sqlite-file", "unmigrated", "backup-of-postgresql"])
+def test_the_command_in_this_process_fails_as_the_process(empty_database: str, tmp_path: Path, cli: Run,
+                                                          database: str, args: tuple[str, ...],
+                                                          settings: dict[str, str]) -> None:
+    # The database error paths, where a library's warning (SQLAlchemy's, the driver's) would
+    # come out on stderr beside the one line.
+    url = {"unreachable": UNREACHABLE_PG, "no-sqlite-file": f"sqlite:///{tmp_path}/outbox.db",
+           "unmigrated": empty_database}[database]
+    in_process, process = cli(url, *args, **settings), outbox(url, *args, **settings)
+    assert process.returncode in (1, 2) and "outbox: error: " in process.stderr, process.stderr
+    assert (in_process.returncode, in_process.stdout, in_process.stderr) == (
+        process.returncode, process.stdout, process.stderr)
+
+
+def test_cli_refuses_a_command_that_runs_until_a_signal(cli: Run) -> None:
+    for args in [("serve", "--port", "0"), ("coordinator",), ("-v", "coordinator")]:
+        with pytest.raises(AssertionError, match="runs until a signal"):
+            cli(UNREACHABLE_PG, *args)
+
+
+def test_cli_puts_back_what_the_command_changed_in_this_process(cli: Run, monkeypatch: pytest.MonkeyPatch) -> None:
+    def main(argv: list[str]) -> int:
+        # What `serve` and `coordinator` do to their process (app/cli/server.py), and a warning.
+        signal.signal(signal.SIGTERM, lambda *_: None)
+        gc.freeze()
+        gc.disable()
+        gc.set_threshold(1)
+        logging.getLogger("outbox.a-logger-made-by-the-command").addHandler(logging.StreamHandler(sys.stderr))
+        warnings.warn("a library's warning")
+        raise SystemExit()
+
+    handler, threshold = signal.getsignal(signal.SIGTERM), gc.get_threshold()
+    frozen, enabled = gc.get_freeze_count(), gc.isenabled()
+    monkeypatch.setattr(outbox_cli, "main", main)
+    done = cli(None, "topics", "list")
+
+    assert done.returncode == 0  # SystemExit() exits a process with 0
+    assert "UserWarning: a library's warning" in done.stderr.splitlines()[0]
+    assert signal.getsignal(signal.SIGTERM) is handler
+    assert (gc.get_threshold(), gc.get_freeze_count(), gc.isenabled()) == (threshold, frozen, enabled)
+    assert logging.getLogger("outbox.a-logger-made-by-the-command").handlers == []
+
+
+def test_cli_leaves_the_handlers_of_this_process_open(tmp_path: Path, cli: Run) -> None:
+    handler = logging.FileHandler(tmp_path / "pytest.log", mode="w")  # as pytest's --log-file handler is
+    logging.root.addHandler(handler)
+    try:
+        cli(f"sqlite:///{tmp_path}/outbox.db", "transactions", "list")  # main() configures logging
+        assert handler in logging.root.handlers
+        logging.root.warning("still written")  # a closed "w" handler drops it
+        handler.flush()
+        assert "still written" in (tmp_path / "pytest.log").read_text()
+    finally:
+        logging.root.removeHandler(handler)
+        handler.close()
+
 # --- runtime failures: exit 1 ---------------------------------------------------------------------
 
 
 @pytest.mark.parametrize("action", ["describe", "abort"])
-def test_an_unknown_transactional_id_is_one_line_and_exit_1(migrated: str, action: str) -> None:
-    line = one_error_line(outbox(migrated, "transactions", action, "pizza-income-0"), 1)
+def test_an_unknown_transactional_id_is_one_line_and_exit_1(migrated: str, action: str, cli: Run) -> None:
+    line = one_error_line(cli(migrated, "transactions", action, "pizza-income-0"), 1)
     assert line == ("TRANSACTIONAL_ID_NOT_FOUND: no producer was initialised with transactional_id "
                     "'pizza-income-0'")
 
 
 @pytest.mark.parametrize("args", [("transactions", "list"), ("migrate",), ("coordinator", "--once")])
-def test_an_unreachable_postgresql_is_one_line_naming_it_without_its_password(args: tuple[str, ...]) -> None:
-    line = one_error_line(outbox(UNREACHABLE_PG, *args), 1)
+def test_an_unreachable_postgresql_is_one_line_naming_it_without_its_password(args: tuple[str, ...], cli: Run) -> None:
+    line = one_error_line(cli(UNREACHABLE_PG, *args), 1)
     assert line.startswith("database unavailable: connection failed:"), line
     assert line.endswith("(postgresql+psycopg://outbox:***@127.0.0.1:1/outbox)"), line
     assert "s3cret-pw" not in line
@@ -118,9 +304,10 @@ def test_a_sqlite_file_in_a_missing_directory_cannot_be_created(tmp_path: Path, 
 
 
 @pytest.mark.parametrize("args", [("transactions", "list"), ("coordinator", "--once")])
-def test_one_shot_commands_do_not_create_a_sqlite_file_that_is_not_there(tmp_path: Path, args: tuple[str, ...]) -> None:
+def test_one_shot_commands_do_not_create_a_sqlite_file_that_is_not_there(tmp_path: Path, args: tuple[str, ...],
+                                                                         cli: Run) -> None:
     # SQLite's default is to migrate on start-up (OUTBOX_AUTO_MIGRATE unset): not these.
-    line = one_error_line(outbox(f"sqlite:///{tmp_path}/outbox.db", *args), 1)
+    line = one_error_line(cli(f"sqlite:///{tmp_path}/outbox.db", *args), 1)
     assert line.startswith(f"no SQLite database at {tmp_path}/outbox.db;"), line
     assert not (tmp_path / "outbox.db").exists()
 
@@ -161,14 +348,15 @@ def test_uvicorn_on_a_schema_of_a_newer_version_starts_not_ready_instead_of_fail
 
 @pytest.mark.parametrize("args", [("transactions", "list"), ("transactions", "hanging"), ("coordinator", "--once"),
                                   ("coordinator",)])
-def test_an_unmigrated_database_is_one_line_that_says_to_migrate(empty_database: str, args: tuple[str, ...]) -> None:
-    line = one_error_line(outbox(empty_database, *args, auto_migrate="false"), 1)
+def test_an_unmigrated_database_is_one_line_that_says_to_migrate(empty_database: str, args: tuple[str, ...],
+                                                                 cli: Run) -> None:
+    line = one_error_line(runner(args, cli)(empty_database, *args, auto_migrate="false"), 1)
     assert line == f"the database has no outbox schema: run `outbox migrate` (to {HEAD})"
 
 
-def test_an_older_schema_is_one_line_that_says_to_migrate(empty_database: str) -> None:
-    assert outbox(empty_database, "migrate", "0003").returncode == 0
-    line = one_error_line(outbox(empty_database, "transactions", "list"), 1)
+def test_an_older_schema_is_one_line_that_says_to_migrate(empty_database: str, cli: Run) -> None:
+    assert cli(empty_database, "migrate", "0003").returncode == 0
+    line = one_error_line(cli(empty_database, "transactions", "list"), 1)
     assert line == f"the database schema is at 0003, this version needs {HEAD}: run `outbox migrate`"
 
 
@@ -190,27 +378,27 @@ def test_a_bad_setting_names_the_variable_and_the_problem(tmp_path: Path) -> Non
     assert line == "OUTBOX_PORT: Input should be a valid integer, unable to parse string as an integer"
 
 
-def test_settings_that_contradict_each_other_are_named(tmp_path: Path) -> None:
-    done = outbox(f"sqlite:///{tmp_path}/outbox.db", "transactions", "list",
+def test_settings_that_contradict_each_other_are_named(tmp_path: Path, cli: Run) -> None:
+    done = cli(f"sqlite:///{tmp_path}/outbox.db", "transactions", "list",
                   default_transaction_timeout_ms="20000", max_transaction_timeout_ms="10000")
     assert one_error_line(done, 2) == (
         "OUTBOX_DEFAULT_TRANSACTION_TIMEOUT_MS exceeds OUTBOX_MAX_TRANSACTION_TIMEOUT_MS")
 
 
-def test_a_database_url_that_is_not_one_is_refused_without_repeating_it() -> None:
-    line = one_error_line(outbox("mysql://outbox:s3cret-pw@db/outbox", "migrate"), 2)
+def test_a_database_url_that_is_not_one_is_refused_without_repeating_it(cli: Run) -> None:
+    line = one_error_line(cli("mysql://outbox:s3cret-pw@db/outbox", "migrate"), 2)
     assert line == "OUTBOX_DATABASE_URL: 'mysql' databases are not supported; use sqlite or postgresql"
 
 
-def test_a_missing_argument_is_one_line_and_exit_2(tmp_path: Path) -> None:
-    line = one_error_line(outbox(f"sqlite:///{tmp_path}/outbox.db", "transactions", "describe"), 2)
+def test_a_missing_argument_is_one_line_and_exit_2(tmp_path: Path, cli: Run) -> None:
+    line = one_error_line(cli(f"sqlite:///{tmp_path}/outbox.db", "transactions", "describe"), 2)
     assert line == ("the following arguments are required: transactional_id "
                     "(see `outbox transactions describe --help`)")
 
 
 @pytest.mark.parametrize("empty_database", ["postgresql"], indirect=True)
-def test_backup_of_postgresql_names_what_to_use_instead(migrated: str) -> None:
-    line = one_error_line(outbox(migrated, "backup", "/tmp/never-written.db"), 2)
+def test_backup_of_postgresql_names_what_to_use_instead(migrated: str, cli: Run) -> None:
+    line = one_error_line(cli(migrated, "backup", "/tmp/never-written.db"), 2)
     assert line.startswith("outbox backup copies SQLite databases; back up PostgreSQL with `pg_dump -Fc`")
     assert not Path("/tmp/never-written.db").exists()
 
@@ -219,10 +407,10 @@ def test_backup_of_postgresql_names_what_to_use_instead(migrated: str) -> None:
 
 
 @pytest.mark.parametrize("flag_position", ["before", "after"])
-def test_verbose_prints_the_traceback_then_the_same_line(migrated: str, flag_position: str) -> None:
+def test_verbose_prints_the_traceback_then_the_same_line(migrated: str, flag_position: str, cli: Run) -> None:
     args = ["transactions", "describe", "pizza-income-0"]
     args = ["--verbose", *args] if flag_position == "before" else [*args, "-v"]
-    done = outbox(migrated, *args)
+    done = cli(migrated, *args)
     assert done.returncode == 1
     assert done.stderr.startswith("Traceback (most recent call last):"), done.stderr
     assert "app.domain.errors.TransactionalIdNotFound" in done.stderr
@@ -230,8 +418,8 @@ def test_verbose_prints_the_traceback_then_the_same_line(migrated: str, flag_pos
                                             "initialised with transactional_id 'pizza-income-0'")
 
 
-def test_verbose_hides_the_database_password_in_the_traceback_too() -> None:
-    done = outbox(UNREACHABLE_PG, "-v", "transactions", "list")
+def test_verbose_hides_the_database_password_in_the_traceback_too(cli: Run) -> None:
+    done = cli(UNREACHABLE_PG, "-v", "transactions", "list")
     assert "Traceback" in done.stderr
     assert "s3cret-pw" not in done.stderr
 
@@ -250,8 +438,8 @@ def test_migrate_reports_each_migration_it_applied_and_nothing_from_alembic(empt
     assert (again.stdout, again.stderr) == (f"database at {HEAD}\n", "")
 
 
-def test_migrate_to_an_older_revision_refuses_without_downgrade(migrated: str) -> None:
-    line = one_error_line(outbox(migrated, "migrate", PREVIOUS), 1)
+def test_migrate_to_an_older_revision_refuses_without_downgrade(migrated: str, cli: Run) -> None:
+    line = one_error_line(cli(migrated, "migrate", PREVIOUS), 1)
     assert line.startswith(f"the database is at {HEAD}, newer than {PREVIOUS}: moving it there is a downgrade")
     assert revision(migrated) == HEAD
 
@@ -279,32 +467,32 @@ def _write_a_committed_transaction(url: str) -> None:
         assert r.status_code == 200, r.text
 
 
-def test_every_migration_downgrades_with_data_and_upgrades_again(migrated: str) -> None:
+def test_every_migration_downgrades_with_data_and_upgrades_again(migrated: str, cli: Run) -> None:
     _write_a_committed_transaction(migrated)
     for older in [*reversed(REVISIONS[:-1]), "base"]:
-        done = outbox(migrated, "migrate", older, "--downgrade")
+        done = cli(migrated, "migrate", older, "--downgrade")
         assert done.returncode == 0, done.stderr
         assert done.stdout.splitlines()[-1] == f"database at {'base (no schema)' if older == 'base' else older}"
         assert revision(migrated) == (None if older == "base" else older)
     engine = create_engine(migrated, poolclass=NullPool)
     assert set(inspect(engine).get_table_names()) == {"alembic_version"}
     engine.dispose()
-    up = outbox(migrated, "migrate")
+    up = cli(migrated, "migrate")
     assert up.returncode == 0 and revision(migrated) == HEAD, up.stderr
 
 
-def test_migrate_to_an_unknown_revision_lists_the_known_ones(migrated: str) -> None:
-    line = one_error_line(outbox(migrated, "migrate", UNKNOWN), 1)
+def test_migrate_to_an_unknown_revision_lists_the_known_ones(migrated: str, cli: Run) -> None:
+    line = one_error_line(cli(migrated, "migrate", UNKNOWN), 1)
     assert line == f"no migration '{UNKNOWN}'; this version has {', '.join(REVISIONS)}"
 
 
 @pytest.mark.parametrize("args", [("transactions", "list"), ("migrate",), ("coordinator",)])
-def test_a_database_migrated_by_a_newer_version_is_refused(migrated: str, args: tuple[str, ...]) -> None:
+def test_a_database_migrated_by_a_newer_version_is_refused(migrated: str, args: tuple[str, ...], cli: Run) -> None:
     engine = create_engine(migrated, poolclass=NullPool)
     with engine.begin() as conn:
         conn.execute(text(f"UPDATE alembic_version SET version_num = '{UNKNOWN}'"))
     engine.dispose()
-    line = one_error_line(outbox(migrated, *args, auto_migrate="true"), 1)
+    line = one_error_line(runner(args, cli)(migrated, *args, auto_migrate="true"), 1)
     assert line == (f"the database is at revision {UNKNOWN}, which this version of outbox does not know "
                     f"(its newest is {HEAD}): a newer version migrated it")
 
@@ -346,7 +534,7 @@ def test_a_reader_that_stops_reading_ends_the_command_quietly_as_unix_tools_do(m
     assert (done.returncode, done.stderr) == (141, "")
 
 
-def test_a_password_that_is_also_a_word_of_the_url_is_hidden_only_where_it_is_the_password() -> None:
-    line = one_error_line(outbox("postgresql+psycopg://postgres:postgres@127.0.0.1:1/x", "transactions", "list"), 1)
+def test_a_password_that_is_also_a_word_of_the_url_is_hidden_only_where_it_is_the_password(cli: Run) -> None:
+    line = one_error_line(cli("postgresql+psycopg://postgres:postgres@127.0.0.1:1/x", "transactions", "list"), 1)
     assert line.endswith("(postgresql+psycopg://postgres:***@127.0.0.1:1/x)"), line
     assert ":postgres@" not in line
