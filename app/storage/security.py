@@ -144,9 +144,10 @@ def _row_binding(r) -> AclBinding | None:  # type: ignore[no-untyped-def]
     understands (the binding could only ever allow what it names, or deny it) rather than
     failing them all."""
     if r.operation not in _KNOWN_OPERATIONS:
-        if _identity(r) in _WARNED_UNKNOWN:
+        identity = _identity(r)
+        if identity in _WARNED_UNKNOWN:
             return None
-        _WARNED_UNKNOWN.add(_identity(r))
+        _WARNED_UNKNOWN.add(identity)
         logger.warning("ACL %s skipped: operation %r is unknown to this process (upgrade it to apply the "
                        "binding: %s %s %r on %s:%s, %s)", r.acl_id, r.operation, r.permission, r.principal,
                        r.operation, r.resource_type, r.resource_name, r.pattern_type)
