@@ -50,8 +50,12 @@ its statistics every 50 ms (statistics.interval.ms), and the run prints how many
 requests were awaiting an answer on its connection (waitresp_cnt) across those samples; off by
 default, as parsing the statistics costs the client CPU of its own. With --kafka-partitions N,
 librdkafka's producers write N partitions of their topic, one record to each in turn (an
-idempotent producer keeps one request out per partition); the HTTP paths and the readers keep
-to one. With --one-out, one more path: librdkafka's plain producer limited to one request
+idempotent producer keeps one request out per partition: its cap of requests out counts the
+partition's records in flight); the HTTP paths and the readers keep to one. With several
+counts (--kafka-partitions 1 4), each of librdkafka's producers runs once per count, all in the
+one rotation: the first count's paths keep their names, the others' say their count, and each
+count's idempotent and transactional producers are divided by its own plain one and by the
+first count's. With --one-out, one more path: librdkafka's plain producer limited to one request
 awaiting an answer (`max.in.flight.requests.per.connection` 1), as its idempotent producer
 keeps itself (docs/benchmarks.md, 2026-11-30), with the ratios of both other Kafka producers to
 it: what the door loses to one request at a time, apart from what idempotence costs.
@@ -131,16 +135,16 @@ def _nice_process(nice: int) -> None:
             pass  # ended since
 
 
-def _door_produce(url: str) -> tuple[float, float]:
-    """(Produce requests answered, seconds spent on them) by the service's Kafka door so far:
+def _door_requests(url: str, apis: tuple[str, ...] = ("Produce",)) -> tuple[float, float]:
+    """(Requests of `apis` answered, seconds spent on them) by the service's Kafka door so far:
     its outbox_kafka_request_duration_seconds, from a request's frame read to its answer."""
     text = httpx.get(f"{url}/metrics", timeout=10).text
-    found = {}
+    found = {"_count": 0.0, "_sum": 0.0}
     for line in text.splitlines():
-        for part in ("_count", "_sum"):
-            if line.startswith(f'outbox_kafka_request_duration_seconds{part}{{api="Produce"}}'):
-                found[part] = float(line.rsplit(" ", 1)[1])
-    return found.get("_count", 0.0), found.get("_sum", 0.0)
+        for part in found:
+            if any(line.startswith(f'outbox_kafka_request_duration_seconds{part}{{api="{api}"}}') for api in apis):
+                found[part] += float(line.rsplit(" ", 1)[1])
+    return found["_count"], found["_sum"]
 
 
 def _pin_services(services: dict[str, Service], meters: dict[str, CpuMeter], cpu: int) -> None:
@@ -315,6 +319,14 @@ RATIOS = [
     ("Kafka consume read_committed ÷ HTTP fetch read_committed", "Kafka consume read_committed",
      "HTTP fetch read_committed"),
 ]
+
+
+def over(name: str, partitions: int | None) -> str:
+    """A librdkafka producer path's name when it writes `partitions` partitions; None: the
+    first count's, named as with one count."""
+    return name if partitions is None else f"{name}, {partitions} partitions"
+
+
 ONE_OUT = "Kafka produce plain, one request out"
 ONE_OUT_RATIOS = [
     (f"{ONE_OUT} ÷ Kafka produce plain", ONE_OUT, "Kafka produce plain"),
@@ -333,8 +345,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--latency-samples", type=int, default=100)
     parser.add_argument("--before", type=Path, default=None,
                         help="source tree of a 'before' service: every path runs against both, in one rotation")
-    parser.add_argument("--kafka-partitions", type=int, default=1,
-                        help="librdkafka's producers write this many partitions of their topic, record by record in turn")
+    parser.add_argument("--kafka-partitions", type=int, nargs="+", default=[1], metavar="N",
+                        help="librdkafka's producers write this many partitions of their topic, record by record in "
+                             "turn; several counts: each producer once per count, in the one rotation")
     parser.add_argument("--in-flight", action="store_true",
                         help="librdkafka's producers report the requests awaiting an answer (statistics every 50 ms)")
     parser.add_argument("--pin", default=None, metavar="CLIENT:SERVICE",
@@ -346,8 +359,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--one-out", action="store_true",
                         help="also librdkafka's plain producer with one request awaiting an answer at most")
     args = parser.parse_args(argv)
-    if args.kafka_partitions < 1:
-        parser.error(f"--kafka-partitions must be at least 1; got {args.kafka_partitions}")
+    if min(args.kafka_partitions) < 1 or len(set(args.kafka_partitions)) < len(args.kafka_partitions):
+        parser.error(f"--kafka-partitions takes distinct counts of at least 1; got {args.kafka_partitions}")
+    partitions, *more_partitions = args.kafka_partitions
     pin = None
     if args.pin is not None:
         try:
@@ -398,18 +412,21 @@ def main(argv: list[str] | None = None) -> int:
                     closers.append(http.close)
                     producing[named(f"HTTP produce {name}", side)] = (
                         http.turn, lambda mode=mode, fresh_topic=fresh_topic: fresh_topic(mode))
-                    topic = f"kafka-{side or 'one'}-{mode}"
-                    create_topic(service.url, topic, args.kafka_partitions)
-                    kafka_path = KafkaPath(bootstrap, mode, args.in_flight, args.kafka_partitions,
-                                           linger_ms=args.linger_ms)
-                    kafka_paths[named(f"Kafka produce {name}", side)] = kafka_path
-                    closers.append(kafka_path.close)
-                    producing[named(f"Kafka produce {name}", side)] = (kafka_path.turn, lambda topic=topic: topic)
-                    meters[named(f"HTTP produce {name}", side)] = meters[named(f"Kafka produce {name}", side)] = meter
+                    meters[named(f"HTTP produce {name}", side)] = meter
+                    for count in [None, *more_partitions]:
+                        topic = f"kafka-{side or 'one'}-{mode}" + ("" if count is None else f"-{count}")
+                        create_topic(service.url, topic, count or partitions)
+                        kafka_path = KafkaPath(bootstrap, mode, args.in_flight, count or partitions,
+                                               linger_ms=args.linger_ms)
+                        path_name = named(over(f"Kafka produce {name}", count), side)
+                        kafka_paths[path_name] = kafka_path
+                        closers.append(kafka_path.close)
+                        producing[path_name] = (kafka_path.turn, lambda topic=topic: topic)
+                        meters[path_name] = meter
                 if args.one_out:
                     topic = f"kafka-{side or 'one'}-plain-one-out"
-                    create_topic(service.url, topic, args.kafka_partitions)
-                    kafka_path = KafkaPath(bootstrap, "plain", args.in_flight, args.kafka_partitions, one_out=True,
+                    create_topic(service.url, topic, partitions)
+                    kafka_path = KafkaPath(bootstrap, "plain", args.in_flight, partitions, one_out=True,
                                            linger_ms=args.linger_ms)
                     kafka_paths[named(ONE_OUT, side)] = kafka_path
                     closers.append(kafka_path.close)
@@ -462,10 +479,10 @@ def main(argv: list[str] | None = None) -> int:
                     if name in producing:
                         work, topic_of = producing[name]
                         topic = topic_of()
-                        d0 = _door_produce(meters[name].service.url) if name in door else (0.0, 0.0)
+                        d0 = _door_requests(meters[name].service.url) if name in door else (0.0, 0.0)
                         turn, used = meters[name].measure(lambda: work(topic, args.turn_seconds))
                         if name in door:
-                            d1 = _door_produce(meters[name].service.url)
+                            d1 = _door_requests(meters[name].service.url)
                             door[name][0] += d1[0] - d0[0]
                             door[name][1] += d1[1] - d0[1]
                             door[name][2] += turn[1]
@@ -493,8 +510,10 @@ def main(argv: list[str] | None = None) -> int:
         return cpu[name].service / sum(r for r, _ in turns[name]) * 1e6
 
     sides_note = "" if args.before is None else f"; before: {args.before}, after: {args.after}"
-    if args.kafka_partitions != 1:
-        sides_note += f"; librdkafka's producers over {args.kafka_partitions} partitions"
+    if partitions != 1 or more_partitions:
+        sides_note += f"; librdkafka's producers over {partitions} partition(s)"
+    if more_partitions:
+        sides_note += f", and over {', '.join(map(str, more_partitions))} where a path says so"
     if args.client_nice is not None:
         sides_note += f"; this process at nice {args.client_nice}"
     if args.linger_ms != 5:
@@ -514,6 +533,11 @@ def main(argv: list[str] | None = None) -> int:
         for label, a, b in RATIOS + (ONE_OUT_RATIOS if args.one_out else []):
             a, b = named(a, side), named(b, side)
             print(ratio_line(named(label, side), rate(a) / rate(b), turns[a], turns[b]))
+        for count in more_partitions:
+            for name in ("idempotent", "transactional (commit / 100 ms)"):
+                for plain in (count, None):
+                    a, b = (named(over(f"Kafka produce {n}", c), side) for n, c in ((name, count), ("plain", plain)))
+                    print(ratio_line(f"{a} ÷ {b}", rate(a) / rate(b), turns[a], turns[b]))
     if args.before is not None:
         for name in [n.removesuffix(", after") for n in names if n.endswith(", after")]:
             a, b = named(name, "after"), named(name, "before")
