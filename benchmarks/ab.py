@@ -4,7 +4,8 @@
     .venv/bin/python benchmarks/ab.py --before /tmp/outbox-before --db postgresql --rounds 16
 
 Starts one `outbox serve` from each tree (the same venv, each tree's own `app` package) on one
-fresh database, and drives plain, UUID-keyed, idempotent and transactional producers against both, with
+fresh database, and drives plain, UUID-keyed, idempotent and transactional producers (a Commit after each Send: version
+1, version 2, and version 2 with the Send in the Commit) against both, with
 the database's own insert (COPY on PostgreSQL) as the reference, in turns of half a second
 taken in rotation: every path meets the same drift of the machine (docs/benchmarks.md). Prints
 records/s, service CPU µs per record and each path's ratio to the reference, before and after,
@@ -42,6 +43,11 @@ def main(argv: list[str] | None = None) -> int:
                 ("plain, UUID keys", Producer(service.url, "plain", records=_records_keyed_by_uuid(BATCH))),
                 ("idempotent", Producer(service.url, "idempotent")),
                 ("transactional, commit / Send", Producer(service.url, "transactional", f"ab-{side}")),
+                ("transactional v2, commit / Send", Producer(service.url, "transactional", f"ab2-{side}",
+                                                             transaction_version=2)),
+                ("transactional v2, last Send in the Commit", Producer(service.url, "transactional", f"ab2f-{side}",
+                                                                       transaction_version=2,
+                                                                       commit_carries_last_send=True)),
             ):
                 paths[(side, name)] = (service, producer)
         rotation = rotate(paths, raw, services["after"], rounds=args.rounds, turn_seconds=args.turn_seconds,
