@@ -317,3 +317,28 @@ def client(settings: Settings, clock: FakeClock):  # type: ignore[no-untyped-def
 
     with TestClient(create_app(settings, clock)) as c:
         yield c
+
+
+@pytest.fixture
+def cli(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch):  # type: ignore[no-untyped-def]
+    """`outbox ARGS…` run by app.cli.main in this process, answering as the process does
+    (tests/outbox_command.py, `in_process`)."""
+    from tests.outbox_command import in_process
+
+    return in_process(capsys, monkeypatch)
+
+
+@pytest.fixture(autouse=True)
+def no_handler_left_on_a_closed_stream() -> Iterator[None]:
+    """A test that leaves a logging handler on a stream it closed (a StreamHandler on the stderr
+    pytest captured for it, put there by app.cli.main or app.logs.configure) fails, and the
+    handler is taken away: a later test's thread (the Kafka listener's access line) would
+    otherwise log through it, and each line be lost as "--- Logging error ---". Run the command
+    with `cli`, which puts the loggers back."""
+    from tests.outbox_command import closed_stream_handlers
+
+    yield
+    left = closed_stream_handlers()
+    for logger, handler in left:
+        logger.removeHandler(handler)
+    assert not left, f"handlers left on a closed stream, on the loggers {sorted({lg.name for lg, _ in left})}"
