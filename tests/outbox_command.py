@@ -29,6 +29,10 @@ from app import cli as outbox_cli
 
 ROOT = Path(__file__).resolve().parents[1]
 
+class HandlerLeftOnAClosedStream(UserWarning):
+    """A test left a logging handler on a stream that is closed (the conftest's autouse check)."""
+
+
 Run = Callable[..., subprocess.CompletedProcess]  # `outbox`'s signature, and `in_process`'s
 
 
@@ -87,6 +91,17 @@ def closed_stream_handlers() -> list[tuple[logging.Logger, logging.StreamHandler
     one is lost, with "--- Logging error ---" on the real stderr."""
     return [(lg, h) for lg in _loggers() for h in lg.handlers
             if isinstance(h, logging.StreamHandler) and getattr(h.stream, "closed", False)]
+
+
+def take_away_closed_stream_handlers() -> None:
+    """Every handler on a closed stream removed from its logger, with a
+    HandlerLeftOnAClosedStream warning naming the loggers (the conftest runs it after each test)."""
+    left = closed_stream_handlers()
+    for logger, handler in left:
+        logger.removeHandler(handler)
+    if left:
+        warnings.warn(HandlerLeftOnAClosedStream(
+            f"handlers left on a closed stream, on the loggers {sorted({lg.name for lg, _ in left})}"))
 
 
 def _print_warning(message: Warning | str, category: type[Warning], filename: str, lineno: int,

@@ -10,7 +10,8 @@ import pytest
 
 from app import logs
 from app.settings import Settings
-from tests.outbox_command import closed_stream_handlers, logging_kept
+from tests.outbox_command import (HandlerLeftOnAClosedStream, closed_stream_handlers, logging_kept,
+                                  take_away_closed_stream_handlers)
 
 
 def test_a_stream_handler_on_a_closed_stream_is_found_and_one_on_an_open_stream_is_not() -> None:
@@ -42,3 +43,19 @@ def test_logging_configured_by_the_service_is_put_back_as_it_was(monkeypatch: py
     finally:
         logging.root.removeHandler(kept)
         kept.close()
+
+
+def test_a_handler_left_on_a_closed_stream_is_taken_away_with_a_warning_naming_its_logger() -> None:
+    logger = logging.getLogger("outbox.another-logger-of-this-test")
+    left, kept = logging.StreamHandler(io.StringIO()), logging.StreamHandler(io.StringIO())
+    left.stream.close()
+    logger.addHandler(left)
+    logger.addHandler(kept)
+    try:
+        with pytest.warns(HandlerLeftOnAClosedStream, match=r"\['outbox\.another-logger-of-this-test'\]"):
+            take_away_closed_stream_handlers()
+
+        assert logger.handlers == [kept]
+    finally:
+        logger.removeHandler(left)
+        logger.removeHandler(kept)
