@@ -3,7 +3,7 @@
 no traceback unless `--verbose`; and `outbox migrate`'s own report, up and down.
 
 Where a case is about the command's own answer (its arguments, settings, database checks and
-error lines), `cli` runs `app.cli.main` in this process: the same code as `python -m app.cli`
+error lines), `cli` (tests/conftest.py) runs `app.cli.main` in this process: the same code as `python -m app.cli`
 without a Python start-up (about 3 s of CPU each). What only a process shows (a signal's exit
 status, a port, uvicorn's and alembic's own output, a long-running command) runs the real
 `python -m app.cli` in a subprocess (`outbox`); the first tests below keep the two forms
@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import gc
 import logging
-import logging.config
 import os
 import signal
 import socket
@@ -25,7 +24,7 @@ import sys
 import time
 import uuid
 import warnings
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -36,6 +35,7 @@ from sqlalchemy.pool import NullPool
 from app import cli as outbox_cli
 from app.storage import migrate
 from tests.e2e.conftest import ADMIN_URL, ROOT
+from tests.outbox_command import Run, outbox, runner
 
 pytestmark = pytest.mark.e2e
 
@@ -44,112 +44,6 @@ REVISIONS = migrate.revisions()  # the code's, oldest first
 HEAD = REVISIONS[-1]
 PREVIOUS = REVISIONS[-2]
 UNKNOWN = f"{int(HEAD) + 1:04d}"  # what a newer version would have written
-
-
-def outbox(database_url: str | None, *args: str, **settings: str) -> subprocess.CompletedProcess:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("OUTBOX_")}
-    if database_url is not None:
-        env["OUTBOX_DATABASE_URL"] = database_url
-    env.update({f"OUTBOX_{k.upper()}": v for k, v in settings.items()})
-    return subprocess.run([sys.executable, "-m", "app.cli", *args], cwd=ROOT, env=env,
-                          capture_output=True, text=True, timeout=60)
-
-
-Run = Callable[..., subprocess.CompletedProcess]  # `outbox`'s signature, and `cli`'s
-
-
-def _loggers_state() -> list[tuple[logging.Logger, int, list[logging.Handler], bool, bool]]:
-    loggers = [logging.root, *(lg for lg in logging.Logger.manager.loggerDict.values()
-                               if isinstance(lg, logging.Logger))]
-    return [(lg, lg.level, lg.handlers[:], lg.propagate, lg.disabled) for lg in loggers]
-
-
-def _restore_loggers(before: list[tuple[logging.Logger, int, list[logging.Handler], bool, bool]]) -> None:
-    """Each logger as `before` had it; one created since as a new logger is (no level, no
-    handler, propagating), so that no handler on a stderr the test captured outlives the test."""
-    known = {lg for lg, *_ in before}
-    for lg in [lg for lg in logging.Logger.manager.loggerDict.values()
-               if isinstance(lg, logging.Logger) and lg not in known]:
-        lg.setLevel(logging.NOTSET)
-        lg.handlers[:] = []
-        lg.propagate, lg.disabled = True, False
-    for lg, level, handlers, propagate, disabled in before:
-        lg.setLevel(level)
-        lg.handlers[:] = handlers
-        lg.propagate, lg.disabled = propagate, disabled
-
-
-def _print_warning(message: Warning | str, category: type[Warning], filename: str, lineno: int,
-                   file: object = None, line: str | None = None) -> None:
-    sys.stderr.write(warnings.formatwarning(message, category, filename, lineno, line))
-
-
-LONG_RUNNING = ("serve", "coordinator")  # they run until a signal: only in a process of their own
-
-
-def long_running(args: tuple[str, ...]) -> bool:
-    return any(a in LONG_RUNNING for a in args) and "--once" not in args
-
-
-def runner(args: tuple[str, ...], cli: Run) -> Run:
-    """`cli` for a command that ends by itself, the real process for one that may not: a refusal
-    that broke would leave `serve` or `coordinator` running, with its signal handlers and threads,
-    in this test's worker."""
-    return outbox if long_running(args) else cli
-
-
-@pytest.fixture
-def cli(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> Run:
-    """`outbox` as above, run by `app.cli.main` in this process: the environment and working
-    directory the process would have, its stdout and stderr captured, the warnings it would print
-    printed on that stderr, and what main() changes in the process (logging, signal handlers, the
-    garbage collector) put back as it was afterwards."""
-
-    def run(database_url: str | None, *args: str, **settings: str) -> subprocess.CompletedProcess:
-        assert not long_running(args), (
-            f"`outbox {' '.join(args)}` runs until a signal: run it with `outbox` (a process of its own)")
-        loggers = _loggers_state()
-        handlers = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
-        gc_enabled, gc_thresholds, gc_frozen = gc.isenabled(), gc.get_threshold(), gc.get_freeze_count()
-        with monkeypatch.context() as env, warnings.catch_warnings():
-            # A process starts with the interpreter's warning filters and prints each warning on
-            # stderr when it is raised; pytest's filters and its capture of warnings would hide
-            # one from the "one line on stderr" checks.
-            warnings.showwarning = _print_warning
-            warnings.resetwarnings()
-            warnings.simplefilter("default")
-            for category in (DeprecationWarning, PendingDeprecationWarning, ImportWarning, ResourceWarning):
-                warnings.filterwarnings("ignore", category=category)  # the interpreter's own filters
-            for name in [k for k in os.environ if k.startswith("OUTBOX_")]:
-                env.delenv(name)
-            if database_url is not None:
-                env.setenv("OUTBOX_DATABASE_URL", database_url)
-            for k, v in settings.items():
-                env.setenv(f"OUTBOX_{k.upper()}", v)
-            env.chdir(ROOT)
-            # dictConfig closes every handler it replaces, pytest's --log-file handler too.
-            env.setattr(logging.config, "_clearExistingHandlers", lambda: None)
-            capsys.readouterr()
-            try:
-                status = outbox_cli.main(list(args))
-            except SystemExit as e:  # what `python -m app.cli` exits with
-                if e.code is None or isinstance(e.code, int):
-                    status = e.code or 0
-                else:  # the interpreter prints any other code and exits 1
-                    print(e.code, file=sys.stderr)
-                    status = 1
-            finally:
-                _restore_loggers(loggers)
-                for sig, handler in handlers.items():
-                    signal.signal(sig, handler)
-                if gc.get_freeze_count() > gc_frozen:
-                    gc.unfreeze()
-                gc.set_threshold(*gc_thresholds)
-                (gc.enable if gc_enabled else gc.disable)()
-            captured = capsys.readouterr()
-        return subprocess.CompletedProcess(["outbox", *args], status, captured.out, captured.err)
-
-    return run
 
 
 def one_error_line(done: subprocess.CompletedProcess, status: int) -> str:

@@ -1,15 +1,14 @@
 """`outbox acls add|remove` grants what it says: the README's own commands, run as written,
 store exactly the bindings they name, and a `--resource-pattern-type prefixed` that would turn
 a topic name into a prefix along with a transactional id is refused before anything is stored.
-On SQLite and PostgreSQL; each command is the real `python -m app.cli` in a subprocess."""
+On SQLite and PostgreSQL; each command is run by `app.cli.main` in the test's process (the
+conftest's `cli`, which answers as `python -m app.cli` does: tests/e2e/test_cli_errors.py
+compares the two), each process's start-up having been most of this file's time."""
 
 from __future__ import annotations
 
 import json
-import os
 import shlex
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -19,17 +18,11 @@ from fastapi.testclient import TestClient
 from app.api.app import create_app
 from app.settings import Settings
 from tests.e2e import readme
+from tests.outbox_command import Run
 
 ROOT = Path(__file__).resolve().parents[2]
 SECTION = "Authentication and ACLs"
 PROGRAM = ".venv/bin/outbox"
-
-
-def _outbox(db_url: str, *args: str) -> subprocess.CompletedProcess:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("OUTBOX_")}
-    env["OUTBOX_DATABASE_URL"] = db_url
-    return subprocess.run([sys.executable, "-m", "app.cli", *args], cwd=ROOT, env=env,
-                          capture_output=True, text=True, timeout=60)
 
 
 def _readme_acl_commands() -> list[list[str]]:
@@ -42,23 +35,23 @@ def _readme_acl_commands() -> list[list[str]]:
     return found
 
 
-def _stored(db_url: str) -> list[tuple[str, str, str, str, str, str]]:
-    done = _outbox(db_url, "acls", "list")
+def _stored(cli: Run, db_url: str) -> list[tuple[str, str, str, str, str, str]]:
+    done = cli(db_url, "acls", "list")
     assert done.returncode == 0, done.stderr
     return sorted((b["principal"], b["resource_type"], b["resource_name"], b["pattern_type"], b["operation"],
                    b["permission"]) for b in json.loads(done.stdout)["acls"])
 
 
 @pytest.fixture
-def readme_acls(db_url: str) -> str:
+def readme_acls(db_url: str, cli: Run) -> str:
     for args in _readme_acl_commands():
-        done = _outbox(db_url, *args)
+        done = cli(db_url, *args)
         assert done.returncode == 0, (args, done.stderr)
     return db_url
 
 
-def test_the_readmes_acl_commands_store_exactly_the_bindings_they_name(readme_acls: str) -> None:
-    assert _stored(readme_acls) == [
+def test_the_readmes_acl_commands_store_exactly_the_bindings_they_name(readme_acls: str, cli: Run) -> None:
+    assert _stored(cli, readme_acls) == [
         ("User:pizza-shop", "group", "pizza-income", "literal", "read", "allow"),
         ("User:pizza-shop", "topic", "income", "literal", "write", "allow"),
         ("User:pizza-shop", "topic", "orders", "literal", "read", "allow"),
@@ -114,31 +107,32 @@ AMBIGUOUS = ["--allow-principal", "User:pizza-shop", "--operation", "write", "--
              "--transactional-id", "pizza-income-", "--resource-pattern-type", "prefixed"]
 
 
-def test_a_prefixed_add_naming_a_topic_and_a_transactional_id_is_refused_and_stores_nothing(db_url: str) -> None:
-    done = _outbox(db_url, "acls", "add", *AMBIGUOUS)
+def test_a_prefixed_add_naming_a_topic_and_a_transactional_id_is_refused_and_stores_nothing(db_url: str,
+                                                                                           cli: Run) -> None:
+    done = cli(db_url, "acls", "add", *AMBIGUOUS)
     assert (done.returncode, done.stdout) == (2, "")
     assert done.stderr == (
         "outbox: error: --resource-pattern-type prefixed would make --topic and --transactional-id all prefixes: "
         "name one kind of resource per command, and give --resource-pattern-type prefixed only to the one whose "
         "names are prefixes\n")
-    assert _stored(db_url) == []
+    assert _stored(cli, db_url) == []
 
 
 def test_a_prefixed_remove_naming_a_topic_and_a_transactional_id_is_refused_and_removes_nothing(
-        readme_acls: str) -> None:
-    before = _stored(readme_acls)
-    done = _outbox(readme_acls, "acls", "remove", *AMBIGUOUS)
+        readme_acls: str, cli: Run) -> None:
+    before = _stored(cli, readme_acls)
+    done = cli(readme_acls, "acls", "remove", *AMBIGUOUS)
     assert done.returncode == 2
     assert done.stderr.startswith("outbox: error: --resource-pattern-type prefixed would make --topic and "
                                   "--transactional-id all prefixes") and len(done.stderr.splitlines()) == 1
-    assert _stored(readme_acls) == before
+    assert _stored(cli, readme_acls) == before
 
 
-def test_a_prefixed_add_of_one_kind_of_resource_and_the_cluster_is_kept(db_url: str) -> None:
-    done = _outbox(db_url, "acls", "add", "--allow-principal", "User:ops", "--operation", "describe",
+def test_a_prefixed_add_of_one_kind_of_resource_and_the_cluster_is_kept(db_url: str, cli: Run) -> None:
+    done = cli(db_url, "acls", "add", "--allow-principal", "User:ops", "--operation", "describe",
                    "--topic", "orders-", "--topic", "income-", "--cluster", "--resource-pattern-type", "prefixed")
     assert done.returncode == 0, done.stderr
-    assert _stored(db_url) == [
+    assert _stored(cli, db_url) == [
         ("User:ops", "cluster", "outbox-cluster", "literal", "describe", "allow"),
         ("User:ops", "topic", "income-", "prefixed", "describe", "allow"),
         ("User:ops", "topic", "orders-", "prefixed", "describe", "allow"),

@@ -14,11 +14,12 @@ import pytest
 from psycopg import sql
 from sqlalchemy import create_engine
 
-from app import cli
+from app.cli.common import EXIT_USAGE
 from app.domain.errors import TopicAuthorizationFailed
 from app.in_database import OutboxRecord, append
 from app.storage import roles
 from tests.helpers import create_topic, fetch
+from tests.outbox_command import Run
 from tests.integration.test_in_database_append import psycopg_url
 from tests.integration.test_in_database_append_postgresql import as_role, grant_appender
 
@@ -144,24 +145,19 @@ def test_the_python_api_raises_the_topic_authorization_error(admin_url: str, rol
     assert fetch(client, "audit", 0)["records"] == []
 
 
-def test_grant_appender_command_grants_and_prints_the_roles_grants(
-    admin_url: str, role: str, db_url: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
-) -> None:
-    monkeypatch.setenv("OUTBOX_DATABASE_URL", db_url)
+def test_grant_appender_command_grants_and_prints_the_roles_grants(admin_url: str, role: str, db_url: str,
+                                                                   cli: Run) -> None:
+    done = cli(db_url, "grant-appender", role, "--topic", "orders", "--topic-prefix", "shop-")
 
-    assert cli.main(["grant-appender", role, "--topic", "orders", "--topic-prefix", "shop-"]) == 0
-
-    assert json.loads(capsys.readouterr().out) == {"role": role, "may_append_to": [
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout) == {"role": role, "may_append_to": [
         {"topic": "orders", "pattern_type": "literal"}, {"topic": "shop-", "pattern_type": "prefixed"}]}
     assert [t for t in TOPICS if may_append(as_role(admin_url, role), t)] == ["orders", "shop-a"]
 
 
-def test_grant_appender_without_a_topic_is_a_usage_error(
-    role: str, db_url: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
-) -> None:
-    monkeypatch.setenv("OUTBOX_DATABASE_URL", db_url)
+def test_grant_appender_without_a_topic_is_a_usage_error(role: str, db_url: str, cli: Run) -> None:
+    done = cli(db_url, "grant-appender", role)
 
-    assert cli.main(["grant-appender", role]) == cli.EXIT_USAGE
-
-    assert capsys.readouterr().err.strip() == ("outbox: error: name what the role may append to: --topic NAME, "
+    assert done.returncode == EXIT_USAGE
+    assert done.stderr.strip() == ("outbox: error: name what the role may append to: --topic NAME, "
                                                "--topic-prefix PREFIX or --all-topics")

@@ -35,6 +35,7 @@ from app.storage.engine import Database, build_engine
 from tests.conftest import ADMIN_URL, BACKENDS
 from tests.e2e.conftest import START_TIMEOUT_S, free_port
 from tests.helpers import batch, begin, create_topic, init_producer, send
+from tests.outbox_command import logging_kept
 
 STOP_TIMEOUT_S = 30  # how long a stopped server's (or listener's) thread is waited for
 
@@ -130,7 +131,8 @@ def outbox(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch):
 
     def run(*args: str) -> Done:
         capsys.readouterr()
-        status = cli.main(list(args))
+        with logging_kept(monkeypatch):  # main() logs to the stderr captured for this test
+            status = cli.main(list(args))
         captured = capsys.readouterr()
         return Done(status, captured.out, captured.err)
 
