@@ -11,8 +11,10 @@ message that names the fix, or failed where nothing may be skipped (tests/confte
 from __future__ import annotations
 
 import importlib.util
+import shutil
 import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -83,3 +85,12 @@ def client(url):  # type: ignore[no-untyped-def]
 
     with httpx.Client(base_url=url, timeout=30) as c:
         yield c
+
+
+@pytest.fixture
+def migrated_sqlite(sqlite_template: Path, tmp_path: Path) -> Path:
+    """A migrated SQLite outbox database of the test's own that no service uses: a copy of the
+    run's template (tests/conftest.py), where an `outbox migrate` process cost a Python start."""
+    path = tmp_path / "migrated.db"
+    shutil.copy(sqlite_template, path)
+    return path

@@ -285,7 +285,7 @@ def test_option_mistakes_are_one_line_errors(spark, tmp_path) -> None:  # type: 
     assert "option valueSchema" in _error(spark, **base, valueSchema="order_id BIGGINT,")
 
 
-def test_unreachable_missing_or_unmigrated_databases_and_services_are_one_line_errors(spark, tmp_path) -> None:  # type: ignore[no-untyped-def]
+def test_unreachable_missing_or_unmigrated_databases_and_services_are_one_line_errors(spark, tmp_path, migrated_sqlite) -> None:  # type: ignore[no-untyped-def]
     import sqlite3
 
     no_service = "http://127.0.0.1:9"
@@ -305,22 +305,11 @@ def test_unreachable_missing_or_unmigrated_databases_and_services_are_one_line_e
     # the server's maintenance database: reachable, but not an outbox database
     assert "has no committed_records view" in _error(spark, url=no_service, databaseUrl=ADMIN_URL, topics="t")
 
-    migrated = f"sqlite:///{tmp_path}/outbox.db"
-    _migrate(migrated)
     assert "cannot reach the outbox service at http://127.0.0.1:9" in _error(
-        spark, url=no_service, databaseUrl=migrated, topics="t")
+        spark, url=no_service, databaseUrl=f"sqlite:///{migrated_sqlite}", topics="t")
 
 
-def _migrate(database_url: str) -> None:
-    import subprocess
-    import sys
-
-    root = Path(__file__).resolve().parents[2]
-    subprocess.run([sys.executable, "-m", "app.cli", "migrate"], cwd=root, check=True, capture_output=True,
-                   env={"OUTBOX_DATABASE_URL": database_url, "PATH": "/usr/bin:/bin"})
-
-
-def test_a_database_that_is_not_the_services_own_is_a_one_line_error(spark, backend, url, client, tmp_path) -> None:  # type: ignore[no-untyped-def]
+def test_a_database_that_is_not_the_services_own_is_a_one_line_error(spark, backend, url, client, migrated_sqlite) -> None:  # type: ignore[no-untyped-def]
     """Another outbox database (migrated, the same topic, fewer records): the positions would
     come from the service and the records from that database. Refused before any read."""
     ok(client.post("/v1/topics", json={"name": "mine", "partitions": 1}), 201)
@@ -331,9 +320,8 @@ def test_a_database_that_is_not_the_services_own_is_a_one_line_error(spark, back
     producer.send("mine", 2, partition=0)
     producer.flush()
     producer.close()
-    other = f"sqlite:///{tmp_path}/other.db"
-    _migrate(other)
-    assert (f"option databaseUrl: {tmp_path}/other.db is not the database of the service at {url}: the "
+    other = f"sqlite:///{migrated_sqlite}"
+    assert (f"option databaseUrl: {migrated_sqlite} is not the database of the service at {url}: the "
             "service's mine/0 ends at 2, the database has no such partition") in _error(spark, url=url, databaseUrl=other,
                                                                           topics="mine")
     assert read_outbox(spark, url=url, databaseUrl=backend.url, topics="mine").count() == 2

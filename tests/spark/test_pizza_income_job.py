@@ -307,11 +307,8 @@ def test_a_database_that_is_not_migrated_is_one_error_line_before_spark_starts(t
         f"error: the database {maintenance} has no committed_records view with batch_position: {fix}"]
 
 
-def test_an_unreachable_service_is_one_error_line_before_spark_starts(tmp_path) -> None:  # type: ignore[no-untyped-def]
-    database = f"sqlite:///{tmp_path}/outbox.db"
-    subprocess.run([sys.executable, "-m", "app.cli", "migrate"], cwd=ROOT, check=True, capture_output=True,
-                   env={**os.environ, "OUTBOX_DATABASE_URL": database})
-    assert _job_errors(database, url="http://127.0.0.1:9") == [
+def test_an_unreachable_service_is_one_error_line_before_spark_starts(migrated_sqlite) -> None:  # type: ignore[no-untyped-def]
+    assert _job_errors(f"sqlite:///{migrated_sqlite}", url="http://127.0.0.1:9") == [
         "error: cannot reach the outbox service at http://127.0.0.1:9: [Errno 111] Connection refused"]
 
 
