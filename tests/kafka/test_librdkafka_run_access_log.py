@@ -1,5 +1,6 @@
 """compat/librdkafka/run --access-log: the service's access log is on (a line per Kafka request
 in its serve.log) and the log directory is kept, pass or fail; without it the access log is off.
+And --jobs: that many runs of the runner at a time.
 
 The script runs as a program, as a developer runs it, against a cache directory holding a
 stand-in for librdkafka's build (its test.c declaring one test, and a `test-runner` that makes
@@ -41,14 +42,34 @@ sys.exit({status})
 """
 
 
-def _stand_in_build(cache: Path, *, passes: bool) -> None:
-    """What compat/librdkafka/run takes for a built librdkafka in `cache` (its _is_built)."""
+# A stand-in test-runner for two runs at once: each marks that it started (a file in its working
+# directory, the stand-in build's tests/) and passes only if the other run starts before it gives
+# up waiting; run one after the other, the first gives up and fails.
+TOGETHER = """#!{python}
+import os, pathlib, sys, time
+
+mine = os.environ["TESTS"]
+pathlib.Path(f"started-{{mine}}").touch()
+deadline = time.monotonic() + 30
+while not all(pathlib.Path(f"started-{{n}}").exists() for n in ("0001", "0002")):
+    if time.monotonic() > deadline:
+        print(f"|  {{mine}}_stand_in  |     FAILED     |   30.000s |")
+        sys.exit(1)
+    time.sleep(0.05)
+print(f"|  {{mine}}_stand_in  |     PASSED     |   0.010s |")
+"""
+
+
+def _stand_in_build(cache: Path, *, passes: bool = True, runner_text: str = RUNNER,
+                    numbers: tuple[str, ...] = ("0001",)) -> None:
+    """What compat/librdkafka/run takes for a built librdkafka in `cache` (its _is_built), its
+    test.c declaring the tests `numbers`."""
     tests = cache / f"librdkafka-{load().VERSION}" / "tests"
     tests.mkdir(parents=True)
-    (tests / "test.c").write_text("_TEST(0001_stand_in, 0, TEST_BRKVER(0, 9, 0, 0));\n")
+    (tests / "test.c").write_text("".join(f"_TEST({n}_stand_in, 0, TEST_BRKVER(0, 9, 0, 0));\n" for n in numbers))
     runner = tests / "test-runner"
-    runner.write_text(RUNNER.format(python=sys.executable, client_id=CLIENT_ID,
-                                    outcome="PASSED" if passes else "FAILED", status=0 if passes else 1))
+    runner.write_text(runner_text.format(python=sys.executable, client_id=CLIENT_ID,
+                                         outcome="PASSED" if passes else "FAILED", status=0 if passes else 1))
     runner.chmod(runner.stat().st_mode | stat.S_IXUSR)
 
 
@@ -115,3 +136,13 @@ def test_without_access_log_a_passing_run_leaves_no_log_directory(tmp_path: Path
 
     assert done.returncode == 0, done.stdout + done.stderr
     assert kept == []
+
+
+# The script's scheduling, not the service's behaviour: on SQLite only.
+def test_with_jobs_two_runs_are_at_the_runner_at_once(tmp_path: Path) -> None:
+    _stand_in_build(tmp_path / "cache", runner_text=TOGETHER, numbers=("0001", "0002"))
+
+    done, _ = _run(tmp_path, "sqlite", "--jobs", "2", "0002")
+
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "2 of 2 run(s) passed" in done.stdout
