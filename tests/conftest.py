@@ -259,6 +259,17 @@ def _reset_postgres(engine: Engine) -> None:
         conn.execute(text("UPDATE counters SET value = 0 WHERE value <> 0"))
 
 
+# A test's service runs no background work the test does not drive: the coordinator's chores,
+# and the console's lag sampler, which would fill the /metrics gauges' shared reading at start
+# (and race the tests that count a scrape's statements) and, in a fixture that starts an app per
+# test, reads every group's lag on its first pass while the test's first requests wait for the
+# two cores. Tests of either turn them on. No initial rebalance delay: a group's first JoinGroup
+# would wait for the test's clock to move (tests/integration/test_initial_rebalance_delay.py
+# moves it).
+QUIET = {"run_coordinator": False, "auto_migrate": False, "console_lag_interval_ms": 0,
+         "group_initial_rebalance_delay_ms": 0}
+
+
 @pytest.fixture(params=BACKENDS)
 def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
     if request.param == "sqlite":
@@ -282,13 +293,7 @@ def settings(db_url: str, request: pytest.FixtureRequest) -> Iterator[Settings]:
     checked: str | Engine = db_url
     if db_url.startswith("postgresql") and db_url == request.getfixturevalue("postgres_url"):
         checked = request.getfixturevalue("postgres_engine")
-    # No background work the test does not drive: the coordinator's chores, and the console's
-    # lag sampler, which would fill the /metrics gauges' shared reading at start (and race the
-    # tests that count a scrape's statements). Tests of either turn them on. No initial
-    # rebalance delay: a group's first JoinGroup would wait for the test's clock to move
-    # (tests/integration/test_initial_rebalance_delay.py moves it).
-    yield Settings(database_url=db_url, run_coordinator=False, auto_migrate=False, console_lag_interval_ms=0,
-                   group_initial_rebalance_delay_ms=0)
+    yield Settings(database_url=db_url, **QUIET)
     # Whatever a test did through the service (its client, its services, its database), every
     # writer left the batch rows that describe the records it wrote (tests/batch_rows.py),
     # checked once the test's processes are done with the database. A test that writes records

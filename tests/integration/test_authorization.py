@@ -32,6 +32,7 @@ from app.api.app import create_app
 from app.domain.acl import CLUSTER_NAME, Operation, PatternType, Permission, ResourceType
 from app.services.security import split_api_key
 from app.settings import Settings
+from tests.conftest import QUIET
 from tests.fuzz.stored import StoredTables, diff
 from tests.helpers import comparable_answer, serve_by_router, spy_on_router
 
@@ -112,8 +113,7 @@ def cheap_scrypt(monkeypatch: pytest.MonkeyPatch) -> None:
 @pytest.fixture
 def world(db_url: str, clock: Any, signing_key: tuple[Any, Path]) -> Iterator[World]:
     key, pem = signing_key
-    settings = Settings(database_url=db_url, run_coordinator=False, auto_migrate=False,
-                        authentication="api_key,jwt", super_users="User:admin",
+    settings = Settings(database_url=db_url, **QUIET, authentication="api_key,jwt", super_users="User:admin",
                         jwt_public_key_file=str(pem), jwt_issuer=ISSUER, jwt_audience=AUDIENCE)
     app = create_app(settings, clock)
     with TestClient(app) as client:
