@@ -57,9 +57,10 @@ MARKER_OF_DIRECTORY = {"tests/e2e/": "e2e", "tests/fuzz/": "fuzz", "tests/spark/
 # pytest's order, so that its module fixtures are set up once a worker. Spark's files keep
 # their collection order at their tier's place: by their own times the stream tests (a JVM
 # SIGKILLed and a stream restarted, minutes near their timeouts when the machine is loaded)
-# would start first and pay the Spark session's start as well. Whether the order shortens CI's
-# wall time is for the next CI run to show (docs/benchmarks.md); a developer's run can leave it
-# out with `-p no:outbox-start-order`.
+# would start first and pay the Spark session's start as well. With the order, CI's runs ended
+# within about half a minute of a perfect split of their summed time over the two workers
+# (docs/benchmarks.md, "The test suite's time"); a developer's run can leave it out with
+# `-p no:outbox-start-order`.
 TIMES_TABLE = Path(__file__).with_name("test_times.tsv")
 
 
@@ -335,13 +336,11 @@ def cli(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch):  #
 
 @pytest.fixture(autouse=True)
 def no_handler_left_on_a_closed_stream() -> Iterator[None]:
-    """A logging handler a test leaves on a stream it closed (a StreamHandler on the stderr
-    pytest captured for it, put there by app.cli.main or app.logs.configure) is taken away, with
-    a warning naming the test in pytest's summary: a later test's thread (the Kafka listener's
-    access line) would otherwise log through it, and each line be lost as "--- Logging error
-    ---". Run the command with `cli`, which puts the loggers back. A warning rather than a
-    failure until a whole run has shown no test left one: the two known callers are mended, and
-    the run that showed the lost lines did not name the test that left their handler."""
+    """A test that leaves a logging handler on a stream it closed (a StreamHandler on the stderr
+    pytest captured for it, put there by app.cli.main or app.logs.configure) fails, and the
+    handler is taken away: a later test's thread (the Kafka listener's access line) would
+    otherwise log through it, and each line be lost as "--- Logging error ---". Run the command
+    with `cli`, which puts the loggers back."""
     from tests.outbox_command import take_away_closed_stream_handlers
 
     yield

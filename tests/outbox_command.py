@@ -29,7 +29,7 @@ from app import cli as outbox_cli
 
 ROOT = Path(__file__).resolve().parents[1]
 
-class HandlerLeftOnAClosedStream(UserWarning):
+class HandlerLeftOnAClosedStream(AssertionError):
     """A test left a logging handler on a stream that is closed (the conftest's autouse check)."""
 
 
@@ -94,14 +94,15 @@ def closed_stream_handlers() -> list[tuple[logging.Logger, logging.StreamHandler
 
 
 def take_away_closed_stream_handlers() -> None:
-    """Every handler on a closed stream removed from its logger, with a
-    HandlerLeftOnAClosedStream warning naming the loggers (the conftest runs it after each test)."""
+    """Every handler on a closed stream removed from its logger, then HandlerLeftOnAClosedStream
+    raised naming the loggers (the conftest runs it after each test: the test that left one
+    fails, and the next starts without it)."""
     left = closed_stream_handlers()
     for logger, handler in left:
         logger.removeHandler(handler)
     if left:
-        warnings.warn(HandlerLeftOnAClosedStream(
-            f"handlers left on a closed stream, on the loggers {sorted({lg.name for lg, _ in left})}"))
+        raise HandlerLeftOnAClosedStream(
+            f"handlers left on a closed stream, on the loggers {sorted({lg.name for lg, _ in left})}")
 
 
 def _print_warning(message: Warning | str, category: type[Warning], filename: str, lineno: int,

@@ -45,14 +45,14 @@ def test_logging_configured_by_the_service_is_put_back_as_it_was(monkeypatch: py
         kept.close()
 
 
-def test_a_handler_left_on_a_closed_stream_is_taken_away_with_a_warning_naming_its_logger() -> None:
+def test_a_handler_left_on_a_closed_stream_is_taken_away_and_fails_naming_its_logger() -> None:
     logger = logging.getLogger("outbox.another-logger-of-this-test")
     left, kept = logging.StreamHandler(io.StringIO()), logging.StreamHandler(io.StringIO())
     left.stream.close()
     logger.addHandler(left)
     logger.addHandler(kept)
     try:
-        with pytest.warns(HandlerLeftOnAClosedStream, match=r"\['outbox\.another-logger-of-this-test'\]"):
+        with pytest.raises(HandlerLeftOnAClosedStream, match=r"\['outbox\.another-logger-of-this-test'\]"):
             take_away_closed_stream_handlers()
 
         assert logger.handlers == [kept]
