@@ -29,6 +29,7 @@ from app import cli as outbox_cli
 
 ROOT = Path(__file__).resolve().parents[1]
 
+
 class HandlerLeftOnAClosedStream(AssertionError):
     """A test left a logging handler on a stream that is closed (the conftest's autouse check)."""
 

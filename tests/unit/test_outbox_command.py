@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import io
 import logging
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 import pytest
 
@@ -14,17 +16,25 @@ from tests.outbox_command import (HandlerLeftOnAClosedStream, closed_stream_hand
                                   take_away_closed_stream_handlers)
 
 
-def test_a_stream_handler_on_a_closed_stream_is_found_and_one_on_an_open_stream_is_not() -> None:
-    logger = logging.getLogger("outbox.a-logger-of-this-test")
+@contextmanager
+def closed_and_open_handlers(name: str) -> Iterator[tuple[logging.Logger, logging.Handler, logging.Handler]]:
+    """The logger `name` with two stream handlers, the first on a closed stream; both taken
+    off it afterwards."""
+    logger = logging.getLogger(name)
     closed, open_ = logging.StreamHandler(io.StringIO()), logging.StreamHandler(io.StringIO())
     closed.stream.close()
     logger.addHandler(closed)
     logger.addHandler(open_)
     try:
-        found = closed_stream_handlers()
+        yield logger, closed, open_
     finally:
         logger.removeHandler(closed)
         logger.removeHandler(open_)
+
+
+def test_a_stream_handler_on_a_closed_stream_is_found_and_one_on_an_open_stream_is_not() -> None:
+    with closed_and_open_handlers("outbox.a-logger-of-this-test") as (_, closed, _open):
+        found = closed_stream_handlers()
 
     assert [(lg.name, h) for lg, h in found] == [("outbox.a-logger-of-this-test", closed)]
 
@@ -46,16 +56,8 @@ def test_logging_configured_by_the_service_is_put_back_as_it_was(monkeypatch: py
 
 
 def test_a_handler_left_on_a_closed_stream_is_taken_away_and_fails_naming_its_logger() -> None:
-    logger = logging.getLogger("outbox.another-logger-of-this-test")
-    left, kept = logging.StreamHandler(io.StringIO()), logging.StreamHandler(io.StringIO())
-    left.stream.close()
-    logger.addHandler(left)
-    logger.addHandler(kept)
-    try:
+    with closed_and_open_handlers("outbox.another-logger-of-this-test") as (logger, _left, kept):
         with pytest.raises(HandlerLeftOnAClosedStream, match=r"\['outbox\.another-logger-of-this-test'\]"):
             take_away_closed_stream_handlers()
 
         assert logger.handlers == [kept]
-    finally:
-        logger.removeHandler(left)
-        logger.removeHandler(kept)
