@@ -228,7 +228,7 @@ def append_batches(
         # The batch rows that no statement taking offsets wrote (SQLite's; on PostgreSQL a
         # batch judged by check_sequence, and the COMMIT markers of a Commit's carried batches),
         # in one statement after the records. A duplicate, which gave its offsets back above, has none.
-        dialect.execute_rows(conn, INSERT_BATCH, batch_rows)
+        dialect.execute_rows(conn, INSERT_BATCH, batch_rows, on_driver=True)
     write_states(conn, state_rows)
     if txn_partition_rows:
         # The first Send to a partition adds it to the transaction (Kafka's AddPartitionsToTxn),

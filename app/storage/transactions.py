@@ -248,13 +248,15 @@ def apply_transit(conn: Connection, before: TransactionMetadata, transit: TxnTra
         return after
     # Enums are stored by value (psycopg would dump an Enum member by its name).
     values = {k: v.value if isinstance(v, enum.Enum) else v for k, v in values.items()}
-    written = conn.execute(
-        _update_stmt(tuple(sorted(values))),
+    # On the driver (dialect.rows_on_driver): every Begin, Commit and Abort runs it, and
+    # SQLAlchemy's execution of a statement costs about 100 µs of CPU more than the driver's.
+    written = dialect.rows_on_driver(
+        conn, _update_stmt(tuple(sorted(values))),
         {"key_transactional_id": before.transactional_id, "key_producer_id": before.producer_id,
          "key_producer_epoch": before.producer_epoch, "key_state": before.state.value,
          **{f"new_{k}": v for k, v in values.items()}},
-    ).rowcount
-    if written != 1:
+    )
+    if len(written) != 1:
         raise ConcurrentTransactions(
             f"transactional_id {before.transactional_id!r} changed while it was being updated; retry",
             state=before.state.value)
@@ -275,6 +277,7 @@ def _update_stmt(columns: tuple[str, ...]) -> Any:
                transactions.c.producer_epoch == bindparam("key_producer_epoch"),
                transactions.c.state == bindparam("key_state"))
         .values({c: bindparam(f"new_{c}") for c in columns})
+        .returning(transactions.c.transactional_id)
     )
 
 
