@@ -997,6 +997,8 @@ def bench_database(kind: str, args: argparse.Namespace, rng: random.Random, note
         producing("produce transactional v2, durability commit (commit / 100 ms)", "p-txn2c-100ms",
                   Producer(url, "transactional", "bench-txn2c-100ms", commit_every_ms=100.0, transaction_version=2,
                            durability="commit"))
+        producing("produce transactional v2, durability commit (commit / 1,000)", "p-txn2c-1000",
+                  Producer(url, "transactional", "bench-txn2c-1000", transaction_version=2, durability="commit"))
         producing("produce transactional v2, last Send in the Commit (commit / 1,000)", "p-txn2f-1000",
                   Producer(url, "transactional", "bench-txn2f-1000", transaction_version=2,
                            commit_carries_last_send=True))
@@ -1309,6 +1311,8 @@ def print_database(kind: str, rows: list[Row], reference: str) -> None:
         ("transactional v2 (commit / 1,000) / plain", "produce transactional v2 (commit / 1,000)", "produce plain"),
         ("transactional v2 (commit / 100 ms) / plain", "produce transactional v2 (commit / 100 ms)",
          "produce plain"),
+        ("transactional v2, durability commit (commit / 1,000) / plain",
+         "produce transactional v2, durability commit (commit / 1,000)", "produce plain"),
         ("transactional v2, last Send in the Commit (commit / 1,000) / plain",
          "produce transactional v2, last Send in the Commit (commit / 1,000)", "produce plain"),
         ("transactional v2, last Send in the Commit (commit / 100 ms) / plain",

@@ -108,8 +108,8 @@ def batches_to_append(conn: Connection, batches: list[SendBatch],
     return to_append
 
 
-def _plain_batches(conn: Connection, batches: list[SendBatch], seen: SeenTopics) -> list[BatchToAppend]:
-    """batches_to_append for a plain Send on PostgreSQL, its topics from the process's copy
+def _batches_from_copy(conn: Connection, batches: list[SendBatch], seen: SeenTopics) -> list[BatchToAppend]:
+    """batches_to_append for a plain or idempotent Send on PostgreSQL, its topics from the process's copy
     where it has them all, each batch carrying the version of its topic's row the copy holds
     (checked as its offsets are taken). A refusal by the copy is judged again on the rows as
     they are now (a partition added since, a larger max_message_bytes), and the copy renewed."""
@@ -240,7 +240,8 @@ class LogService:
         self.db = db
         self.settings = settings
         self.clock = clock
-        # The topics plain Sends name, kept between Sends on PostgreSQL (see seen_topics).
+        # The topics plain and idempotent Sends name, kept between Sends on PostgreSQL (see
+        # seen_topics).
         self._seen = SeenTopics() if db.dialect == "postgresql" else None
 
     def send(
@@ -258,9 +259,9 @@ class LogService:
         version: 12 and later are version 2's, and begin the next transaction), None: the one
         its producer chose at InitProducerId."""
         check_send(batches, producer_id, producer_epoch, transactional_id)
-        if producer_id is None and self._seen is not None:
+        if transactional_id is None and self._seen is not None:
             try:
-                return self._send(batches, None, None, None, principal, RowLock.SHARE, seen=self._seen)
+                return self._send(batches, producer_id, producer_epoch, None, principal, RowLock.SHARE, seen=self._seen)
             except TopicChanged:
                 # A topic changed since this process read it: everything this attempt wrote
                 # rolled back; again as if the copy were not there (it is read afresh).
@@ -279,13 +280,13 @@ class LogService:
         transaction_version: TransactionVersion | None = None,
         seen: SeenTopics | None = None,
     ) -> list[SendResult]:
-        """`seen`: a plain Send's topics may come from this copy, checked by the statements that
-        take the offsets (TopicChanged where one is out of date)."""
+        """`seen`: a plain or idempotent Send's topics may come from this copy, checked by the
+        statements that take the offsets (TopicChanged where one is out of date)."""
         now = self.clock()
         with self.db.write() as conn:
             txn_id = None
             if seen is not None:
-                to_append = _plain_batches(conn, batches, seen)
+                to_append = _batches_from_copy(conn, batches, seen)
             elif transactional_id is None:
                 to_append = batches_to_append(conn, batches)
             else:

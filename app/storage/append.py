@@ -25,6 +25,7 @@ from app.storage.log_end import take_offsets, take_offsets_with
 from app.storage.markers import MarkerOwner, marker_row
 from app.storage.producers import current_state
 from app.storage.record_rows import BatchToAppend, write_records
+from app.storage.seen_topics import TopicChanged
 from app.storage.sequence_state import (
     batch_state_params,
     read_producer_state,
@@ -112,8 +113,10 @@ def append_batches(
         if postgresql and (one_statement or producer_id is None):
             row_params = batch_row_params(base_sequence=batch.base_sequence, producer_id=producer_id,
                                           producer_epoch=producer_epoch, txn_id=txn_id)
-        # Only the plain batch's statement below checks a copy's row version.
-        assert batch.topic_row is None or (producer_id is None and postgresql)
+        # A topic from a process's copy (seen_topics: a plain or idempotent Send's) is confirmed
+        # by the statements over log_end.TAKEN below, which take no offsets from a row that has
+        # changed; any other way of taking them would not confirm it.
+        assert batch.topic_row is None or postgresql
         if one_statement and postgresql:
             # A running producer's next batch, or the first of its epoch: offsets, state, batch
             # row and the transaction's claim of the partition in one statement.
@@ -125,6 +128,7 @@ def append_batches(
                                       transactional_id=transactional_id, txn_id=txn_id, batch=batch,
                                       base_offset=None, now_ms=now_ms, holder=holder), **row_params},
                 batch.topic_id, batch.partition, count + extra, batch.size_bytes, records=count,
+                topic_row=batch.topic_row,
             )
             base_offset = row.next_offset - (count + extra)
             state_written, already_in_transaction = row.written, row.first_offset is not None
@@ -139,6 +143,10 @@ def append_batches(
             batch_row_written = True
             tried = False
         else:
+            if batch.topic_row is not None:
+                # PostgreSQL's only batch taken this way: a sequence past 2^31-1, which
+                # check_sequence refuses. Judged again on the topic's row as it is now.
+                raise TopicChanged(f"topic id {batch.topic_id}: a sequence past 2^31-1 is judged on the row read afresh")
             base_offset = take_offsets(conn, batch.topic_id, batch.partition, count + extra, batch.size_bytes,
                                        records=count)
             tried = False
@@ -220,7 +228,7 @@ def append_batches(
         # The batch rows that no statement taking offsets wrote (SQLite's; on PostgreSQL a
         # batch judged by check_sequence, and the COMMIT markers of a Commit's carried batches),
         # in one statement after the records. A duplicate, which gave its offsets back above, has none.
-        dialect.execute_rows(conn, INSERT_BATCH, batch_rows)
+        dialect.execute_rows(conn, INSERT_BATCH, batch_rows, on_driver=True)
     write_states(conn, state_rows)
     if txn_partition_rows:
         # The first Send to a partition adds it to the transaction (Kafka's AddPartitionsToTxn),

@@ -211,11 +211,16 @@ def lock_for_no_key_update(dialect_name: str, stmt: Any) -> Any:
     return stmt if dialect_name == "sqlite" else stmt.with_for_update(key_share=True)
 
 
-def execute_rows(conn: Connection, stmt: Any, rows: list[dict[str, Any]]) -> None:
+def execute_rows(conn: Connection, stmt: Any, rows: list[dict[str, Any]], *, on_driver: bool = False) -> None:
     """Run a write statement for each row. A single row goes as a plain execute: a one-row
     list would take the driver's executemany path (psycopg's pipeline mode), which costs
-    more than the statement itself on the Send and Commit paths."""
-    conn.execute(stmt, rows[0] if len(rows) == 1 else rows)
+    more than the statement itself on the Send and Commit paths. `on_driver`: a single row
+    goes on the driver's cursor (rows_on_driver, whose rules `stmt` must keep, every row
+    giving every column it sets)."""
+    if on_driver and len(rows) == 1:
+        rows_on_driver(conn, stmt, rows[0])
+    else:
+        conn.execute(stmt, rows[0] if len(rows) == 1 else rows)
 
 
 def first_row_on_driver(conn: Connection, stmt: Any, params: dict[str, Any]) -> Sequence[Any] | None:
@@ -300,7 +305,8 @@ def _fetch_all(conn: Connection, cursor: Any, sql: str, values: Any) -> list[Any
     cursor.execute(sql, values)
     if listened:
         conn.dispatch.after_cursor_execute(conn, cursor, sql, values, None, False)
-    return cursor.fetchall()
+    # A write without RETURNING answers no rows (psycopg's fetchall would refuse it).
+    return cursor.fetchall() if cursor.description is not None else []
 
 
 _ON_DRIVER: dict[tuple[type, str, Any], tuple[str, tuple[str, ...], dict[str, Any], frozenset[str]]] = {}

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from itertools import repeat
+from itertools import chain, repeat
 
 from sqlalchemy import Connection
 
@@ -44,23 +44,33 @@ class BatchToAppend:
 DATA_RECORD_COLUMNS = ("topic_id", "partition", "offset", "timestamp_ms", "key", "value", "headers")
 BYTES_RECORD_COLUMNS = tuple({"key": "key_bytes", "value": "value_bytes"}.get(c, c) for c in DATA_RECORD_COLUMNS)
 
-# A COPY of JSON topics' records and markers together (write_records).
+# A COPY of JSON topics' records and markers together (write_records): a data record's
+# control_type is NULL, the one field its rows carry beyond DATA_RECORD_COLUMNS.
 _WITH_MARKERS = (*DATA_RECORD_COLUMNS, "control_type")
+_NO_CONTROL_TYPE = f"\t{dialect.COPY_NULL}"
 
 
 def write_records(conn: Connection, appended: list[tuple[BatchToAppend, int]],
                   bytes_appended: list[tuple[BatchToAppend, int]], marker_rows: list[dict]) -> None:
     """Write the records of the batches appended, each at its base offset: a JSON topic's
     (`appended`), a bytes topic's (`bytes_appended`, BYTES_RECORD_COLUMNS) and the markers
-    written with them (markers.marker_row). On PostgreSQL each kind is one COPY."""
+    written with them (markers.marker_row). On PostgreSQL each kind is one COPY, a JSON topic's
+    records as lines of COPY's text format (_copy_pieces), the markers with them as rows: a
+    version 2 Commit that carries its transaction's last Send writes its records as a plain
+    Send does (the driver's write_row, a row at a time, cost such a Commit about 1.5 µs a record
+    more than a plain Send of the same records: docs/benchmarks.md, 2026-12-02)."""
+    postgresql = conn.dialect.name == "postgresql"
     if marker_rows:
         # The markers go with the records, in one COPY: rows of every column a JSON topic's
         # record or a marker sets (a bytes topic's records follow in their own, below).
-        rows = [row + (None,) for row in _rows(appended)]
-        rows.extend(tuple(m.get(c) for c in _WITH_MARKERS) for m in marker_rows)
-        dialect.bulk_insert(conn, records, _WITH_MARKERS, rows)
+        markers = [tuple(m.get(c) for c in _WITH_MARKERS) for m in marker_rows]
+        if postgresql:
+            dialect.copy_pieces(conn, records, _WITH_MARKERS,
+                                chain(_copy_pieces(appended, control_type=True), [markers]))
+        else:
+            dialect.bulk_insert(conn, records, _WITH_MARKERS, [row + (None,) for row in _rows(appended)] + markers)
     elif appended:
-        if conn.dialect.name == "postgresql":
+        if postgresql:
             dialect.copy_pieces(conn, records, DATA_RECORD_COLUMNS, _copy_pieces(appended))
         else:
             dialect.bulk_insert(conn, records, DATA_RECORD_COLUMNS, _rows(appended))
@@ -94,7 +104,13 @@ def _batch_rows(b: BatchToAppend, base_offset: int, start: int, stop: int) -> It
     return zip(*(by_name[name] for name in DATA_RECORD_COLUMNS))
 
 
-def _copy_pieces(appended: list[tuple[BatchToAppend, int]]) -> Iterator[str | Iterator[tuple]]:
+def _batch_rows_with_no_control_type(b: BatchToAppend, base_offset: int, start: int, stop: int) -> Iterator[tuple]:
+    """_batch_rows' rows in _WITH_MARKERS order: each with a NULL control_type after them."""
+    return (row + (None,) for row in _batch_rows(b, base_offset, start, stop))
+
+
+def _copy_pieces(appended: list[tuple[BatchToAppend, int]], *,
+                 control_type: bool = False) -> Iterator[str | Iterator[tuple]]:
     """The same rows as _rows, for one COPY (dialect.copy_pieces), in pieces of about
     COPY_PIECE_CHARS: lines of COPY's text format (_copy_lines) as long as the texts can go that
     way, and from the first chunk whose texts cannot (one holding NUL) to the end, rows for the
@@ -106,7 +122,11 @@ def _copy_pieces(appended: list[tuple[BatchToAppend, int]]) -> Iterator[str | It
     (docs/benchmarks.md, 2026-11-30); and the database stores a piece while the next is built
     (COPY_PIECE_CHARS). A batch is cut by its records' bytes (record_sizes; a
     text's bytes are at least its characters) only when it is larger than a piece, which a
-    1,000-record Send of ~100-byte values is not: it costs that Send one comparison."""
+    1,000-record Send of ~100-byte values is not: it costs that Send one comparison.
+
+    `control_type`: the COPY's columns are _WITH_MARKERS, each record's row followed by a NULL
+    control_type."""
+    more, rows_of = (_NO_CONTROL_TYPE, _batch_rows_with_no_control_type) if control_type else ("", _batch_rows)
     pending: list[str] = []
     size = 0
     for i, (b, base_offset) in enumerate(appended):
@@ -114,13 +134,13 @@ def _copy_pieces(appended: list[tuple[BatchToAppend, int]]) -> Iterator[str | It
         bounds = ([(0, len(c))] if b.size_bytes <= COPY_PIECE_CHARS
                   else chunk_bounds(record_sizes(c.keys, c.values, c.headers), COPY_PIECE_CHARS))
         for start, stop in bounds:
-            lines = _copy_lines(b, base_offset, c, start, stop)
+            lines = _copy_lines(b, base_offset, c, start, stop, more)
             if lines is None:
                 if pending:
                     yield "".join(pending)
-                yield _batch_rows(b, base_offset, start, len(c))
+                yield rows_of(b, base_offset, start, len(c))
                 for later, later_offset in appended[i + 1:]:
-                    yield _batch_rows(later, later_offset, 0, len(later.records))
+                    yield rows_of(later, later_offset, 0, len(later.records))
                 return
             pending.append(lines)
             size += len(lines)
@@ -141,9 +161,11 @@ def _copy_pieces(appended: list[tuple[BatchToAppend, int]]) -> Iterator[str | It
 COPY_PIECE_CHARS = 1 << 17
 
 
-def _copy_lines(b: BatchToAppend, base_offset: int, c: RecordColumns, start: int, stop: int) -> str | None:
-    """_batch_rows' rows as the lines of a COPY in text format (dialect.copy_texts); None if a
-    text cannot go that way. Built column by column: one escaping pass over each column, and
+def _copy_lines(b: BatchToAppend, base_offset: int, c: RecordColumns, start: int, stop: int,
+                more: str = "") -> str | None:
+    """_batch_rows' rows as the lines of a COPY in text format (dialect.copy_texts), each
+    followed by the fields `more` (each after a tab, as _NO_CONTROL_TYPE); None if a text
+    cannot go that way. Built column by column: one escaping pass over each column, and
     one format per row, its fields in the order _check_line_order holds to _batch_rows'."""
     keys, values, headers = (dialect.copy_texts(c.keys[start:stop]),  # type: ignore[arg-type]
                              dialect.copy_texts(c.values[start:stop]), dialect.copy_texts(c.headers[start:stop]))
@@ -155,23 +177,25 @@ def _copy_lines(b: BatchToAppend, base_offset: int, c: RecordColumns, start: int
         # The usual Send: every record stamped by the service's clock, none with headers. The
         # fields alike in every row are written once into its format: two fields fewer a row,
         # a third of the lines' time (docs/benchmarks.md, 2026-12-01).
-        middle, tail = f"\t{timestamps[0]}\t", f"\t{dialect.COPY_NULL}\n"
+        middle, tail = f"\t{timestamps[0]}\t", f"\t{dialect.COPY_NULL}{more}\n"
         return "".join([f"{lead}{offset}{middle}{k}\t{v}{tail}" for offset, k, v in zip(offsets, keys, values)])
-    return "".join([f"{lead}{offset}\t{ts}\t{k}\t{v}\t{h}\n" for offset, ts, k, v, h in zip(
+    return "".join([f"{lead}{offset}\t{ts}\t{k}\t{v}\t{h}{more}\n" for offset, ts, k, v, h in zip(
         offsets, timestamps, keys, values, headers)])
 
 
 def _check_line_order() -> None:
     """_copy_lines writes its fields in _batch_rows' order, which is DATA_RECORD_COLUMNS': one
     record with a distinct field in every column, through both of its ways (with headers, and
-    without, where the constant fields are folded into the row's format). Run at import, so that
+    without, where the constant fields are folded into the row's format), and with the markers'
+    column after them as _batch_rows_with_no_control_type's rows have it. Run at import, so that
     a change to one order and not the other cannot load."""
     for record in (RecordToAppend("k", "v", "h", 4), RecordToAppend("k", "v", None, 4)):
         batch = BatchToAppend(1, 2, [record])
-        row = next(_batch_rows(batch, 3, 0, 1))
-        if _copy_lines(batch, 3, _columns(batch.records), 0, 1) != "\t".join(
-                dialect.COPY_NULL if f is None else str(f) for f in row) + "\n":
-            raise AssertionError("_copy_lines and _batch_rows write the record columns in different orders")
+        for more, rows in (("", _batch_rows), (_NO_CONTROL_TYPE, _batch_rows_with_no_control_type)):
+            row = next(rows(batch, 3, 0, 1))
+            if _copy_lines(batch, 3, _columns(batch.records), 0, 1, more) != "\t".join(
+                    dialect.COPY_NULL if f is None else str(f) for f in row) + "\n":
+                raise AssertionError("_copy_lines and the rows of the records' COPY order their columns differently")
 
 
 _check_line_order()

@@ -81,7 +81,13 @@ def get(conn: Connection, transactional_id: str, *, lock: RowLock | None = None)
     without it a Send validated as Ongoing could add a partition after PrepareCommit read the
     list of partitions, and that partition would never get its marker.
     """
-    row = conn.execute(_get_stmt(conn.dialect.name, lock), {"transactional_id": transactional_id}).first()
+    stmt, params = _get_stmt(conn.dialect.name, lock), {"transactional_id": transactional_id}
+    # On PostgreSQL, in a transaction, on the driver (dialect.rows_on_driver, whose rows it names
+    # there): every Commit and Abort reads the row so, and SQLAlchemy's execution of a statement
+    # costs about 100 µs of CPU more than the driver's. A look on an autocommit connection, before
+    # anything has begun there, goes through SQLAlchemy (rows_on_driver runs in a transaction).
+    on_driver = conn.dialect.name == "postgresql" and conn.in_transaction()
+    row = dialect.first_row_on_driver(conn, stmt, params) if on_driver else conn.execute(stmt, params).first()
     return None if row is None else _metadata(row)
 
 
@@ -248,13 +254,15 @@ def apply_transit(conn: Connection, before: TransactionMetadata, transit: TxnTra
         return after
     # Enums are stored by value (psycopg would dump an Enum member by its name).
     values = {k: v.value if isinstance(v, enum.Enum) else v for k, v in values.items()}
-    written = conn.execute(
-        _update_stmt(tuple(sorted(values))),
+    # On the driver (dialect.rows_on_driver): every Begin, Commit and Abort runs it, and
+    # SQLAlchemy's execution of a statement costs about 100 µs of CPU more than the driver's.
+    written = dialect.rows_on_driver(
+        conn, _update_stmt(tuple(sorted(values))),
         {"key_transactional_id": before.transactional_id, "key_producer_id": before.producer_id,
          "key_producer_epoch": before.producer_epoch, "key_state": before.state.value,
          **{f"new_{k}": v for k, v in values.items()}},
-    ).rowcount
-    if written != 1:
+    )
+    if len(written) != 1:
         raise ConcurrentTransactions(
             f"transactional_id {before.transactional_id!r} changed while it was being updated; retry",
             state=before.state.value)
@@ -275,6 +283,7 @@ def _update_stmt(columns: tuple[str, ...]) -> Any:
                transactions.c.producer_epoch == bindparam("key_producer_epoch"),
                transactions.c.state == bindparam("key_state"))
         .values({c: bindparam(f"new_{c}") for c in columns})
+        .returning(transactions.c.transactional_id)
     )
 
 

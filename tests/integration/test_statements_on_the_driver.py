@@ -37,6 +37,17 @@ def test_a_write_with_returning_answers_its_row_and_writes_once(services, databa
     assert [tuple(r) for r in stored] == [(0, 0, 0), (1, 5, 5)]
 
 
+def test_a_write_without_returning_answers_no_rows_and_writes(services, database) -> None:  # type: ignore[no-untyped-def]
+    topic_id = services.topics.create("t", 1).topic_id
+    step = partitions.update().where(partitions.c.topic_id == bindparam("p_topic_id", type_=Integer)).values(
+        next_offset=partitions.c.next_offset + 1)
+
+    with database.write() as conn:
+        assert dialect.rows_on_driver(conn, step, {"p_topic_id": topic_id}) == []
+    with database.read() as conn:
+        assert conn.execute(select(partitions.c.next_offset)).scalars().all() == [1]
+
+
 def test_a_statement_that_matches_no_row_answers_none_and_writes_nothing(services, database) -> None:  # type: ignore[no-untyped-def]
     topic_id = services.topics.create("t", 1).topic_id
 

@@ -391,6 +391,22 @@ def test_a_commit_carrying_a_whole_transaction_writes_each_marker_after_its_reco
     assert [fetch(client, "out", q)["last_stable_offset"] for q in (0, 1)] == [3, 2]
 
 
+def test_a_commit_carrying_records_that_copy_must_escape_stores_them_as_sent_with_their_markers(  # type: ignore[no-untyped-def]
+    client, topic
+) -> None:
+    p = _init(client)
+    escaped = [{"key": "k\tey", "value": "tab\there", "headers": {"h": "new\nline"}},
+               {"key": None, "value": {"back": "sla\\sh"}}]
+    _ok(_commit_with(client, p, [{"topic": "out", "partition": 0, "base_sequence": 0, "records": escaped},
+                                 batch("out", 1, ["a\r\nb"], 0)]))
+
+    stored = [[(r["offset"], r["key"], r["value"], r.get("headers")) for r in fetch(client, "out", q)["records"]]
+              for q in (0, 1)]
+    assert stored == [[(0, "k\tey", "tab\there", {"h": "new\nline"}), (1, None, {"back": "sla\\sh"}, None)],
+                      [(0, None, "a\r\nb", None)]]
+    assert [fetch(client, "out", q)["last_stable_offset"] for q in (0, 1)] == [3, 2]
+
+
 def test_a_commit_carrying_batches_that_names_an_ended_transaction_is_refused_and_appends_nothing(  # type: ignore[no-untyped-def]
     client, topic
 ) -> None:

@@ -95,8 +95,8 @@ def test_the_database_refusing_a_large_produce_s_last_piece_writes_nothing(
     # the pieces before it were sent: the COPY, and so the whole request, fails in the database.
     lines_of = record_rows._copy_lines
 
-    def last_piece_broken(b: Any, base_offset: int, c: Any, start: int, stop: int) -> str | None:
-        lines = lines_of(b, base_offset, c, start, stop)
+    def last_piece_broken(b: Any, base_offset: int, c: Any, start: int, stop: int, more: str = "") -> str | None:
+        lines = lines_of(b, base_offset, c, start, stop, more)
         return lines + "not a row\n" if lines is not None and stop == RECORDS else lines
 
     monkeypatch.setattr(record_rows, "_copy_lines", last_piece_broken)

@@ -77,6 +77,21 @@ def test_from_the_first_chunk_holding_nul_to_the_end_the_records_go_as_rows(monk
     ]
 
 
+def test_records_copied_with_markers_carry_a_null_control_type_after_their_fields_as_lines_and_as_rows(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(record_rows, "COPY_PIECE_CHARS", 4)
+    first, second = _batch(["1", "2"], keys=["a", "b\x00"]), _batch(["3"], topic_id=8)
+
+    pieces = [p if isinstance(p, str) else list(p)
+              for p in record_rows._copy_pieces([(first, 0), (second, 0)], control_type=True)]
+
+    assert pieces == [
+        "7\t1\t0\t100\ta\t1\t\\N\t\\N\n",
+        [(7, 1, 1, 101, "b\x00", "2", None, None)],
+        [(8, 1, 0, 100, None, "3", None, None)],
+    ]
+
+
 def test_a_large_batch_with_one_character_outside_the_bmp_is_copied_in_bounded_memory() -> None:
     # 5,000 values of 1.6 KB: built as one string, the one emoji made it 4 bytes a character.
     values = ['{"p":"' + "x" * 1592 + '"}'] * 5000
