@@ -30,9 +30,10 @@ def relax_commit() -> Any:
     """PostgreSQL: an expression that, when evaluated, makes the database transaction it runs in
     commit without waiting for the disk (synchronous_commit off, LOCAL: this transaction only; the
     setting in effect at its commit is the one applied). Its value is the setting's new value.
-    The one way a write is relaxed here: a background chore's (Database.write(background=True)),
-    and a transactional Send of durability COMMIT (storage.transactions.get_with_topics), which
-    evaluates it inside a statement it runs anyway."""
+    The one way a write is relaxed here: a write that need not be durable or a background chore's
+    (Database.write(durable=False), Database.write(background=True)), and a transactional Send of
+    durability COMMIT (storage.transactions.get_with_topics), which evaluates it inside a
+    statement it runs anyway."""
     return func.set_config("synchronous_commit", "off", true())
 
 

@@ -224,14 +224,18 @@ class Database:
         already past it would skip the new record (docs/GUARANTEES.md#in-order-visibility). Not
         so the two kinds below, nor on PostgreSQL a transactional Send of a producer of
         durability COMMIT, which relaxes its own transaction (storage.transactions.get_with_topics,
-        with dialect.relax_commit as `background` does): readers never pass what such a Send
-        wrote until its transaction's durable Prepare, Commit or Abort (storage.topics.high_watermark).
+        with dialect.relax_commit as these do): readers never pass what such a Send wrote until
+        its transaction's durable Prepare, Commit or Abort (storage.topics.high_watermark).
 
         durable=False is for a write whose loss in a crash nobody can observe except as a
-        refusal: it commits without waiting for the disk (SQLite synchronous=NORMAL, which
-        skips the WAL fsync; PostgreSQL commits are cheap enough here to keep them all
-        durable). Any later durable commit makes it durable too, since both logs are written
-        and flushed in order.
+        refusal, or as a state the service would have been in had the write not run yet (a
+        chore's, which its next pass makes again): it commits without waiting for the disk
+        (SQLite synchronous=NORMAL, which skips the WAL fsync; PostgreSQL synchronous_commit off
+        for the transaction). Any later durable commit makes it durable too, since both logs
+        are written and flushed in order: whatever a client does durably on the strength of
+        such a write (a Send into a transaction a Begin opened) flushes it first. On PostgreSQL
+        the relaxing is one statement more, which costs less than the flush it saves
+        (docs/benchmarks.md, branch kbegin).
 
         background=True is for the large transactions of a chore (the log cleaner's chunks)
         whose loss in a crash leaves a state the service could have been in anyway. They are
@@ -244,20 +248,21 @@ class Database:
         if not background:
             self.writes += 1
         sqlite = self.dialect == "sqlite"
-        relaxed = (background or not durable) and sqlite and self._sqlite_synchronous == "FULL"
+        relaxed = background or not durable
+        relaxed_sqlite = relaxed and sqlite and self._sqlite_synchronous == "FULL"
         deferred_checkpoint = background and sqlite
         with self._writer_turn(), translate_driver_errors():
             with self.engine.connect() as conn:
                 take_write_lock_at_begin(conn)
                 driver = conn.connection.driver_connection
                 # The safety level can only change outside a transaction.
-                if relaxed:
+                if relaxed_sqlite:
                     driver.execute("PRAGMA synchronous=NORMAL")  # type: ignore[union-attr]
                 if deferred_checkpoint:
                     driver.execute("PRAGMA wal_autocheckpoint=0")  # type: ignore[union-attr]
                 try:
                     with conn.begin():
-                        if background and not sqlite:
+                        if relaxed and not sqlite:
                             conn.execute(select(dialect.relax_commit()))
                         yield conn
                         # Partitions whose logs grow at this commit: NOTIFY, inside the
@@ -273,7 +278,7 @@ class Database:
                     conn.info.pop(_WRITE, None)
                     conn.info.pop(_AFTER_COMMIT, None)
                     changes.take_changed(conn)
-                    if relaxed:
+                    if relaxed_sqlite:
                         driver.execute("PRAGMA synchronous=FULL")  # type: ignore[union-attr]
                     if deferred_checkpoint:
                         driver.execute(f"PRAGMA wal_autocheckpoint={_SQLITE_WAL_AUTOCHECKPOINT}")  # type: ignore[union-attr]
