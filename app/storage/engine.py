@@ -47,6 +47,13 @@ def after_commit(conn: Connection, fn: Callable[[], None]) -> None:
     conn.info.setdefault(_AFTER_COMMIT, []).append(fn)
 
 
+def _relax_if_owed(conn: Connection) -> None:
+    """PostgreSQL: relax the write transaction `conn` is in with a statement of its own, if it is
+    owed and no statement it ran took the debt (dialect.owe_relax)."""
+    if dialect.take_relax_owed(conn):
+        conn.execute(select(dialect.relax_commit()))
+
+
 def normalise_url(url: str) -> str:
     """Let operators write postgresql://… and still get psycopg 3."""
     u = make_url(url)
@@ -234,8 +241,10 @@ class Database:
         for the transaction). Any later durable commit makes it durable too, since both logs
         are written and flushed in order: whatever a client does durably on the strength of
         such a write (a Send into a transaction a Begin opened) flushes it first. On PostgreSQL
-        the relaxing is one statement more, which costs less than the flush it saves
-        (docs/benchmarks.md, branch kbegin).
+        the relaxing is evaluated inside a statement the write runs anyway where one takes it
+        (dialect.owe_relax: a Begin's read of its row), else it is one statement more before the
+        commit, which on a loaded machine costs about what the flush saves (docs/benchmarks.md,
+        branch kbegin).
 
         background=True is for the large transactions of a chore (the log cleaner's chunks)
         whose loss in a crash leaves a state the service could have been in anyway. They are
@@ -263,8 +272,15 @@ class Database:
                 try:
                     with conn.begin():
                         if relaxed and not sqlite:
-                            conn.execute(select(dialect.relax_commit()))
+                            dialect.owe_relax(conn)
+                            if background:
+                                # A chore's statements read no transaction row, the one read
+                                # that takes the debt: relaxed before its large statements.
+                                _relax_if_owed(conn)
                         yield conn
+                        # No statement of the write relaxed it: PostgreSQL applies the setting
+                        # in effect when the transaction commits, so now is soon enough.
+                        _relax_if_owed(conn)
                         # Partitions whose logs grow at this commit: NOTIFY, inside the
                         # transaction so that it is delivered only if it commits (those a
                         # statement taking offsets has not notified for already).
@@ -277,6 +293,7 @@ class Database:
                 finally:
                     conn.info.pop(_WRITE, None)
                     conn.info.pop(_AFTER_COMMIT, None)
+                    dialect.take_relax_owed(conn)
                     changes.take_changed(conn)
                     if relaxed_sqlite:
                         driver.execute("PRAGMA synchronous=FULL")  # type: ignore[union-attr]
