@@ -278,8 +278,8 @@ class Database:
                                 # that takes the debt: relaxed before its large statements.
                                 _relax_if_owed(conn)
                         yield conn
-                        # No statement of the write relaxed it: PostgreSQL applies the setting
-                        # in effect when the transaction commits, so now is soon enough.
+                        # Still owed if no statement of the write took it: PostgreSQL applies
+                        # the setting in effect when the transaction commits, so now is soon enough.
                         _relax_if_owed(conn)
                         # Partitions whose logs grow at this commit: NOTIFY, inside the
                         # transaction so that it is delivered only if it commits (those a
