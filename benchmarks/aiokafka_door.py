@@ -17,7 +17,7 @@ the CPU a record of the service, this process (the client) and the database's ba
 door's Produce requests (records a request, its time on each from its
 outbox_kafka_request_duration_seconds, the share of the turns it was busy; a transactional
 producer's AddPartitionsToTxn and EndTxn are not Produce requests and count as not busy; a
-line says how many there were and the door's time on them), and idempotent ÷ plain and
+line for each says how many there were and the door's time on them), and idempotent ÷ plain and
 transactional ÷ plain with their extremes over each quarter of the rounds. aiokafka builds its
 batches in Python, and its sender keeps one request out to a broker whatever the producer: its
 CPU a record is the client's bound, not the door's.
@@ -98,7 +98,8 @@ def main(argv: list[str] | None = None) -> int:
     turns: dict[str, list[Turn]] = {m: [] for m in MODES}
     cpu = {m: Cpu(database=None) for m in MODES}
     door = {m: [0.0, 0.0] for m in MODES}  # Produce requests, the door's seconds on them
-    bounds = [0.0, 0.0]  # the transactional turns' TRANSACTION_APIS requests, the door's seconds on them
+    # The transactional turns' requests of each of TRANSACTION_APIS, the door's seconds on them.
+    bounds = {api: [0.0, 0.0] for api in TRANSACTION_APIS}
     with scratch_database(args.db, "aiokafka", migrate_with=(args.tree,)) as db_url:
         port = _free_port()
         service = Service(db_url, args.tree, OUTBOX_KAFKA_LISTENER=f"127.0.0.1:{port}")
@@ -113,13 +114,16 @@ def main(argv: list[str] | None = None) -> int:
                 order = list(MODES)
                 rng.shuffle(order)
                 for mode in order:
-                    d0, b0 = _door_requests(service.url), _door_requests(service.url, TRANSACTION_APIS)
+                    d0 = _door_requests(service.url)
+                    b0 = {api: _door_requests(service.url, (api,)) for api in TRANSACTION_APIS}
                     turn, used = meter.measure(lambda mode=mode: loop.run_until_complete(
                         _turn(producers[mode], mode, f"aiokafka-{mode}", args.turn_seconds)))
-                    d1, b1 = _door_requests(service.url), _door_requests(service.url, TRANSACTION_APIS)
+                    d1 = _door_requests(service.url)
+                    b1 = {api: _door_requests(service.url, (api,)) for api in TRANSACTION_APIS}
                     if mode == "transactional":
-                        bounds[0] += b1[0] - b0[0]
-                        bounds[1] += b1[1] - b0[1]
+                        for api, (count, busy) in b1.items():
+                            bounds[api][0] += count - b0[api][0]
+                            bounds[api][1] += busy - b0[api][1]
                     turns[mode].append(turn)
                     cpu[mode].add(used)
                     door[mode][0] += d1[0] - d0[0]
@@ -149,11 +153,11 @@ def main(argv: list[str] | None = None) -> int:
         per_request = f"{n / requests:,.0f} | {busy / requests * 1000:.1f}" if requests else "– | –"
         print(f"| {mode} | {rate[mode]:,.0f} | {c.service / n * 1e6:.1f} | {c.client / n * 1e6:.1f} | {database} | "
               f"{per_request} | {busy / seconds:.2f} |")
-    requests, busy = bounds
-    if requests:
-        seconds = sum(t for _, t in turns["transactional"])
-        print(f"\nThe transactional producer's {' and '.join(TRANSACTION_APIS)}: {requests / seconds:.1f} a second, "
-              f"the door's {busy / requests * 1000:.1f} ms on each, {busy / seconds:.2f} of the turns.")
+    seconds = sum(t for _, t in turns["transactional"])
+    for api, (requests, busy) in bounds.items():
+        if requests:
+            print(f"\nThe transactional producer's {api}: {requests / seconds:.1f} a second, "
+                  f"the door's {busy / requests * 1000:.2f} ms on each, {busy / seconds:.3f} of the turns.")
     print("\n| ratio | value | in each quarter of the rounds |\n| --- | ---: | ---: |")
     for mode in MODES[1:]:
         print(ratio_line(f"aiokafka {mode} ÷ aiokafka plain", rate[mode] / rate["plain"], turns[mode], turns["plain"]))

@@ -135,7 +135,9 @@ class TransactionCoordinator(ProducerInit):
         why not. If one partition is unknown, nothing begins."""
         check_partition_count(len(partitions))
         wanted = sorted(set(partitions))
-        with self.db.read() as conn:
+        # Outside a transaction (two round trips fewer on PostgreSQL): the row and the topics are
+        # facts apart, read in no one snapshot, and `begin` reads the row again under its lock.
+        with self.db.autocommit() as conn:
             meta = require(conn, transactional_id, lock=None)
             meta.check_producer(producer_id, producer_epoch)
             known = topics.existing_topics(conn, {t for t, _ in wanted})
@@ -163,7 +165,7 @@ class TransactionCoordinator(ProducerInit):
         caller has just read it, its producer checked."""
         meta = read
         if meta is None:
-            with self.db.read() as conn:
+            with self.db.autocommit() as conn:  # one statement, checked again under `begin`'s lock
                 meta = require(conn, transactional_id, lock=None)
                 meta.check_producer(producer_id, producer_epoch)
         if meta.state is S.ONGOING:
@@ -174,7 +176,7 @@ class TransactionCoordinator(ProducerInit):
         try:
             return self.begin(transactional_id, producer_id, producer_epoch, transaction_version)
         except InvalidTxnState:
-            with self.db.read() as conn:
+            with self.db.autocommit() as conn:
                 meta = require(conn, transactional_id, lock=None)
                 meta.check_producer(producer_id, producer_epoch)
                 meta.require_ongoing()

@@ -30,10 +30,30 @@ def relax_commit() -> Any:
     """PostgreSQL: an expression that, when evaluated, makes the database transaction it runs in
     commit without waiting for the disk (synchronous_commit off, LOCAL: this transaction only; the
     setting in effect at its commit is the one applied). Its value is the setting's new value.
-    The one way a write is relaxed here: a background chore's (Database.write(background=True)),
-    and a transactional Send of durability COMMIT (storage.transactions.get_with_topics), which
-    evaluates it inside a statement it runs anyway."""
+    The one way a write is relaxed here: a write that need not be durable or a background chore's
+    (Database.write(durable=False), Database.write(background=True): in a statement of its own, or
+    in one it runs anyway, owe_relax), and a transactional Send of durability COMMIT
+    (storage.transactions.get_with_topics), which evaluates it inside a statement it runs anyway."""
     return func.set_config("synchronous_commit", "off", true())
+
+
+# conn.info's key: the write transaction the connection is in is to commit without waiting for
+# the disk, and no statement of it has evaluated relax_commit yet.
+_RELAX_OWED = "outbox_relax_owed"
+
+
+def owe_relax(conn: Connection) -> None:
+    """PostgreSQL: the write transaction `conn` is in is to be relaxed (Database.write of a write
+    that need not be durable, or a background one). A statement it runs anyway may evaluate
+    relax_commit for it, having taken the debt (take_relax_owed: the transaction row's read of a
+    Begin, storage.transactions.get); else the write runs one of its own before it commits."""
+    conn.info[_RELAX_OWED] = True
+
+
+def take_relax_owed(conn: Connection) -> bool:
+    """Whether the write transaction `conn` is in is still to be relaxed (owe_relax), the debt
+    taken: the caller evaluates relax_commit, or owes it again (owe_relax) if it did not."""
+    return bool(conn.info.pop(_RELAX_OWED, False))
 
 
 def relaxes_sends(dialect_name: str) -> bool:

@@ -47,6 +47,13 @@ def after_commit(conn: Connection, fn: Callable[[], None]) -> None:
     conn.info.setdefault(_AFTER_COMMIT, []).append(fn)
 
 
+def _relax_if_owed(conn: Connection) -> None:
+    """PostgreSQL: relax the write transaction `conn` is in with a statement of its own, if it is
+    owed and no statement it ran took the debt (dialect.owe_relax)."""
+    if dialect.take_relax_owed(conn):
+        conn.execute(select(dialect.relax_commit()))
+
+
 def normalise_url(url: str) -> str:
     """Let operators write postgresql://… and still get psycopg 3."""
     u = make_url(url)
@@ -224,14 +231,20 @@ class Database:
         already past it would skip the new record (docs/GUARANTEES.md#in-order-visibility). Not
         so the two kinds below, nor on PostgreSQL a transactional Send of a producer of
         durability COMMIT, which relaxes its own transaction (storage.transactions.get_with_topics,
-        with dialect.relax_commit as `background` does): readers never pass what such a Send
-        wrote until its transaction's durable Prepare, Commit or Abort (storage.topics.high_watermark).
+        with dialect.relax_commit as these do): readers never pass what such a Send wrote until
+        its transaction's durable Prepare, Commit or Abort (storage.topics.high_watermark).
 
         durable=False is for a write whose loss in a crash nobody can observe except as a
-        refusal: it commits without waiting for the disk (SQLite synchronous=NORMAL, which
-        skips the WAL fsync; PostgreSQL commits are cheap enough here to keep them all
-        durable). Any later durable commit makes it durable too, since both logs are written
-        and flushed in order.
+        refusal, or as a state the service would have been in had the write not run yet (a
+        chore's, which its next pass makes again): it commits without waiting for the disk
+        (SQLite synchronous=NORMAL, which skips the WAL fsync; PostgreSQL synchronous_commit off
+        for the transaction). Any later durable commit makes it durable too, since both logs
+        are written and flushed in order: whatever a client does durably on the strength of
+        such a write (a Send into a transaction a Begin opened) flushes it first. On PostgreSQL
+        the relaxing is evaluated inside a statement the write runs anyway where one takes it
+        (dialect.owe_relax: a Begin's read of its row), else it is one statement more before the
+        commit, which on a loaded machine costs about what the flush saves (docs/benchmarks.md,
+        branch kbegin).
 
         background=True is for the large transactions of a chore (the log cleaner's chunks)
         whose loss in a crash leaves a state the service could have been in anyway. They are
@@ -244,22 +257,30 @@ class Database:
         if not background:
             self.writes += 1
         sqlite = self.dialect == "sqlite"
-        relaxed = (background or not durable) and sqlite and self._sqlite_synchronous == "FULL"
+        relaxed = background or not durable
+        relaxed_sqlite = relaxed and sqlite and self._sqlite_synchronous == "FULL"
         deferred_checkpoint = background and sqlite
         with self._writer_turn(), translate_driver_errors():
             with self.engine.connect() as conn:
                 take_write_lock_at_begin(conn)
                 driver = conn.connection.driver_connection
                 # The safety level can only change outside a transaction.
-                if relaxed:
+                if relaxed_sqlite:
                     driver.execute("PRAGMA synchronous=NORMAL")  # type: ignore[union-attr]
                 if deferred_checkpoint:
                     driver.execute("PRAGMA wal_autocheckpoint=0")  # type: ignore[union-attr]
                 try:
                     with conn.begin():
-                        if background and not sqlite:
-                            conn.execute(select(dialect.relax_commit()))
+                        if relaxed and not sqlite:
+                            dialect.owe_relax(conn)
+                            if background:
+                                # A chore's statements read no transaction row, the one read
+                                # that takes the debt: relaxed before its large statements.
+                                _relax_if_owed(conn)
                         yield conn
+                        # Still owed if no statement of the write took it: PostgreSQL applies
+                        # the setting in effect when the transaction commits, so now is soon enough.
+                        _relax_if_owed(conn)
                         # Partitions whose logs grow at this commit: NOTIFY, inside the
                         # transaction so that it is delivered only if it commits (those a
                         # statement taking offsets has not notified for already).
@@ -272,8 +293,9 @@ class Database:
                 finally:
                     conn.info.pop(_WRITE, None)
                     conn.info.pop(_AFTER_COMMIT, None)
+                    dialect.take_relax_owed(conn)
                     changes.take_changed(conn)
-                    if relaxed:
+                    if relaxed_sqlite:
                         driver.execute("PRAGMA synchronous=FULL")  # type: ignore[union-attr]
                     if deferred_checkpoint:
                         driver.execute(f"PRAGMA wal_autocheckpoint={_SQLITE_WAL_AUTOCHECKPOINT}")  # type: ignore[union-attr]

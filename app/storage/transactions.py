@@ -80,15 +80,23 @@ def get(conn: Connection, transactional_id: str, *, lock: RowLock | None = None)
     PrepareAbort, an epoch bump) waits until in-flight Sends of the old state have committed:
     without it a Send validated as Ongoing could add a partition after PrepareCommit read the
     list of partitions, and that partition would never get its marker.
+
+    In a write that is to be relaxed and is not yet (dialect.owe_relax: a Begin's), the same
+    statement relaxes it, a round trip fewer than the write's own statement for it.
     """
-    stmt, params = _get_stmt(conn.dialect.name, lock), {"transactional_id": transactional_id}
+    relax = dialect.take_relax_owed(conn)
+    stmt, params = _get_stmt(conn.dialect.name, lock, relax), {"transactional_id": transactional_id}
     # On PostgreSQL, in a transaction, on the driver (dialect.rows_on_driver, whose rows it names
     # there): every Commit and Abort reads the row so, and SQLAlchemy's execution of a statement
     # costs about 100 µs of CPU more than the driver's. A look on an autocommit connection, before
     # anything has begun there, goes through SQLAlchemy (rows_on_driver runs in a transaction).
     on_driver = conn.dialect.name == "postgresql" and conn.in_transaction()
     row = dialect.first_row_on_driver(conn, stmt, params) if on_driver else conn.execute(stmt, params).first()
-    return None if row is None else _metadata(row)
+    if row is None:
+        if relax:
+            dialect.owe_relax(conn)  # no row, so set_config was not evaluated
+        return None
+    return _metadata(row)
 
 
 def get_with_topics(conn: Connection, transactional_id: str, names: set[str], *,
@@ -203,8 +211,11 @@ _LOCK_NOT_AVAILABLE = "55P03"
 
 
 @cache
-def _get_stmt(dialect_name: str, lock: RowLock | None) -> Any:
+def _get_stmt(dialect_name: str, lock: RowLock | None, relax: bool = False) -> Any:
+    """`relax`: the row's columns and relax_commit's value (evaluated once, for the one row)."""
     stmt = select(transactions).where(transactions.c.transactional_id == bindparam("transactional_id"))
+    if relax:
+        stmt = stmt.add_columns(dialect.relax_commit().label("relaxed"))
     return dialect.lock_row(dialect_name, stmt, lock)
 
 

@@ -22,6 +22,7 @@ from fastapi.testclient import TestClient
 from app.api.app import create_app
 from app.kafka.server import KafkaListener
 from app.settings import Settings
+from tests.conftest import QUIET
 from tests.kafka.conftest import IO_TIMEOUT_S
 
 
@@ -68,8 +69,8 @@ class Secured:
 
 
 def start_secured(db_url: str, clock: Any, **settings: Any) -> Iterator[Secured]:
-    app = create_app(Settings(database_url=db_url, run_coordinator=False, auto_migrate=False,
-                              authentication="api_key", super_users="User:admin", **settings), clock)
+    app = create_app(Settings(database_url=db_url, **QUIET, authentication="api_key", super_users="User:admin",
+                              **settings), clock)
     with TestClient(app) as client:
         security = app.state.services.security
         keys = {who: security.create_api_key(who, by="test").api_key for who in ("admin", "alice", "bob")}

@@ -1,7 +1,7 @@
 """Relaxing a commit (PostgreSQL's synchronous_commit off) is defined once,
-app.storage.dialect.relax_commit: the background chores' writes and the Sends of durability
-"commit" use it, so that what a relaxed write is, and which ones the high watermark must keep
-readers off, is read in one place."""
+app.storage.dialect.relax_commit: the writes that need not be durable, the background chores'
+writes and the Sends of durability "commit" use it, so that what a relaxed write is, and which
+ones the high watermark must keep readers off, is read in one place."""
 
 from __future__ import annotations
 
