@@ -157,6 +157,27 @@ def _results(read: list[tuple[int, int, bytes, bytes]]) -> Counter[tuple[bytes, 
     return Counter((key, value) for _, _, key, value in read)
 
 
+def _where_they_differ(output: list[tuple[Any, ...]], expected: Counter[tuple[bytes, bytes]],
+                       inputs: list[tuple[Any, ...]], logs: Path) -> str:
+    """What a failed comparison needs to be explained: each result read other than once, with
+    where each copy is in the output and where its input is (an input written twice would be
+    consumed twice), and what every loop process said it committed or aborted (their logs, the
+    killed ones' too)."""
+    got = _results(output)
+    lines = []
+    for result in sorted(set(got) | set(expected)):
+        if got[result] != expected[result]:
+            key = result[0]
+            lines.append(f"{result!r}: read {got[result]} times, expected {expected[result]}; output at "
+                         f"{[(p, o) for p, o, k, _ in output if k == key]}, input at "
+                         f"{[(p, o) for p, o, k, _ in inputs if k == key]}")
+    for log in sorted(logs.glob("loop-*.log")):
+        said = [line for line in log.read_text(errors="replace").splitlines()
+                if line.startswith(("committed", "aborting", "skipped")) or "rror" in line]
+        lines.append(f"{log.name}: " + " | ".join(said[-60:]))
+    return "\n".join(lines)
+
+
 def _output_in_the_log(backend: Backend) -> set[tuple[int, int]]:
     """(partition, offset) of the output's data records in the log, committed, aborted or
     open alike."""
@@ -229,7 +250,9 @@ def test_the_loop_killed_at_random_moments_leaves_every_result_once(
         exits = {tid: loop.stop() for tid, loop in loops.items()}
     assert exits == {tid: 0 for tid in ids}, {tid: loops[tid].log_text()[-2000:] for tid in ids}
 
-    assert _results(_read_committed_output(bootstrap)) == _expected(count, bad_every)
+    output = _read_committed_output(bootstrap)
+    assert _results(output) == _expected(count, bad_every), _where_they_differ(
+        output, _expected(count, bad_every), _read_committed_output(bootstrap, INPUT), backend.tmp)
     # Each skipped input once in the dead-letter topic, however many times the kills made the
     # loop meet it again: produced in the transaction that passed its offset.
     assert _results(_read_committed_output(bootstrap, DEAD_LETTER)) == _expected_dead(count, bad_every)
