@@ -27,7 +27,7 @@ from app.domain.types import TransactionState
 from app.services.group_service import LAG_COUNT_CAP
 from app.settings import Settings
 from app.storage import groups, offsets, read_committed, topics
-from app.storage import transactions as txns
+from app.storage import transaction_listing
 from app.storage.engine import Database
 
 
@@ -82,9 +82,9 @@ class DatabaseGauges:
             counted = read_committed.committed_between_for_groups(conn, LAG_COUNT_CAP, cap)
             committed = offsets.all_committed_partitions(conn)
             consumed = groups.consumed_topics(conn)
-            by_state = txns.count_by_state(conn)
-            hanging = txns.count_hanging(conn, now_ms - self.settings.max_transaction_timeout_ms)
-            oldest = txns.oldest_open_started_ms(conn)
+            by_state = transaction_listing.count_by_state(conn)
+            hanging = transaction_listing.count_hanging(conn, now_ms - self.settings.max_transaction_timeout_ms)
+            oldest = transaction_listing.oldest_open_started_ms(conn)
         names = {t.topic_id: t.name for t in every_topic}
         partition_counts = {t.name: t.partition_count for t in every_topic}
         out = [GroupPartitionLag(c.group_id, names[c.topic_id], c.partition, c.count, c.exact) for c in counted]

@@ -20,7 +20,7 @@ from app.domain.types import TRANSACTION_LIST_MAX, TransactionState
 from app.services.log_service import SendResult
 from app.services.transaction_join import require
 from app.settings import Settings
-from app.storage import transactions as txns
+from app.storage import transaction_listing, transactions as txns
 from app.storage.engine import Database
 
 
@@ -79,7 +79,7 @@ class TransactionListing:
             )
         open_since = None if min_age_ms is None else self.clock() - min_age_ms
         with self.db.read() as conn:
-            return txns.list_all(conn, states=states, open_since_ms=open_since,
+            return transaction_listing.list_all(conn, states=states, open_since_ms=open_since,
                                  transactional_id_prefix=transactional_id_prefix, limit=limit)
 
     def list_begun_before(
@@ -90,7 +90,8 @@ class TransactionListing:
         whatever state it is now (Kafka's coordinator compares the start time alone, and an id
         that began none as begun at -1)."""
         with self.db.read() as conn:
-            return txns.list_all(conn, states=states, begun_before_ms=self.clock() - duration_ms, limit=limit)
+            return transaction_listing.list_all(conn, states=states, begun_before_ms=self.clock() - duration_ms,
+                                                limit=limit)
 
     def hanging(self, now_ms: int, transactional_id_prefix: str | None = None) -> list[TransactionMetadata]:
         """Transactions open longer than the maximum timeout, or decided but not completed for
@@ -100,5 +101,5 @@ class TransactionListing:
             stale = now_ms - self.settings.max_transaction_timeout_ms
             # At most a list's maximum of open ones and as many decided ones: the two lists it
             # was built from, one of each, held that many.
-            return txns.list_hanging(conn, stale, limit=2 * TRANSACTION_LIST_MAX,
+            return transaction_listing.list_hanging(conn, stale, limit=2 * TRANSACTION_LIST_MAX,
                                      transactional_id_prefix=transactional_id_prefix)

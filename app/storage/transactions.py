@@ -1,4 +1,6 @@
-"""Transaction metadata (one row per transactional_id), its partitions and pending offsets."""
+"""Transaction metadata (one row per transactional_id), its partitions and pending offsets: what
+the coordinator reads and writes (the operators' listings and counts are
+app.storage.transaction_listing's)."""
 
 from __future__ import annotations
 
@@ -9,13 +11,13 @@ from functools import cache
 from typing import Any
 
 from sqlalchemy import (BigInteger, Connection, Integer, and_, bindparam, case, delete, func, insert, literal,
-                        literal_column, null, or_, select, true, type_coerce, union_all, update)
+                        literal_column, null, select, true, type_coerce, union_all, update)
 from sqlalchemy.exc import DBAPIError
 
 from app.domain.errors import ConcurrentTransactions
 from app.domain.offsets import OffsetToCommit, OffsetToStage
 from app.domain.topic import Topic
-from app.domain.transaction import IDLE_STATES, OPEN_TRANSACTION_STATES, TransactionMetadata
+from app.domain.transaction import IDLE_STATES, TransactionMetadata
 from app.domain.transit import TxnTransit
 from app.domain.types import Durability, ProducerEpoch, ProducerId, TransactionState, TransactionVersion, TxnId
 from app.storage import dialect, offsets
@@ -54,7 +56,7 @@ class PendingOffset:
     leader_epoch: int
 
 
-def _metadata(row) -> TransactionMetadata:  # type: ignore[no-untyped-def]
+def metadata_of(row) -> TransactionMetadata:  # type: ignore[no-untyped-def]
     return TransactionMetadata(
         transactional_id=row.transactional_id,
         producer_id=ProducerId(row.producer_id),
@@ -96,7 +98,7 @@ def get(conn: Connection, transactional_id: str, *, lock: RowLock | None = None)
         if relax:
             dialect.owe_relax(conn)  # no row, so set_config was not evaluated
         return None
-    return _metadata(row)
+    return metadata_of(row)
 
 
 def get_with_topics(conn: Connection, transactional_id: str, names: set[str], *,
@@ -112,7 +114,7 @@ def get_with_topics(conn: Connection, transactional_id: str, names: set[str], *,
     rows = conn.execute(_with_topics_stmt(conn.dialect.name, lock, named),
                         {"transactional_id": transactional_id, **params}).all()
     found = {row.name: topic_of(row) for row in rows}
-    meta = None if not rows or rows[0].transactional_id is None else _metadata(rows[0])
+    meta = None if not rows or rows[0].transactional_id is None else metadata_of(rows[0])
     return found, meta
 
 
@@ -152,7 +154,7 @@ def get_holding(conn: Connection, transactional_id: str) -> tuple[TransactionMet
     waits for the row: it holds every Send acknowledged before the Commit was sent (a Send
     answers after its commit), which is all a producer's count can hold."""
     row = conn.execute(_holding_stmt(conn.dialect.name), {"transactional_id": transactional_id}).first()
-    return (None, 0) if row is None else (_metadata(row), int(row.held_records))
+    return (None, 0) if row is None else (metadata_of(row), int(row.held_records))
 
 
 @cache
@@ -296,117 +298,6 @@ def _update_stmt(columns: tuple[str, ...]) -> Any:
         .values({c: bindparam(f"new_{c}") for c in columns})
         .returning(transactions.c.transactional_id)
     )
-
-
-def list_all(
-    conn: Connection,
-    *,
-    states: list[TransactionState] | None = None,
-    open_since_ms: int | None = None,
-    begun_before_ms: int | None = None,
-    transactional_id_prefix: str | None = None,
-    limit: int = 1000,
-) -> list[TransactionMetadata]:
-    """`open_since_ms`: only open transactions (OPEN_TRANSACTION_STATES) begun then or earlier.
-    `begun_before_ms`: only transactional ids whose last transaction began before then, in any
-    state, one that never began counting as begun at Kafka's -1 (Kafka's DurationFilter)."""
-    t = transactions.c
-    stmt = select(transactions).order_by(t.transactional_id).limit(limit)
-    if states:
-        stmt = stmt.where(t.state.in_([s.value for s in states]))
-    if open_since_ms is not None:
-        stmt = stmt.where(t.txn_started_ms <= open_since_ms,
-                          t.state.in_([s.value for s in OPEN_TRANSACTION_STATES]))
-    if begun_before_ms is not None:
-        stmt = stmt.where(func.coalesce(t.txn_started_ms, -1) < begun_before_ms)
-    if transactional_id_prefix is not None:
-        stmt = stmt.where(_id_starts_with(transactional_id_prefix, conn.dialect.name))
-    return [_metadata(r) for r in conn.execute(stmt)]
-
-
-def _id_starts_with(prefix: str, dialect_name: str) -> Any:
-    """transactional_id starts with `prefix`, in any collation.
-
-    SQLite: a range of the primary key, [prefix, the first text after every text that starts
-    with it): its BINARY collation orders texts by code point, so the range is exact, and it is
-    an index range scan. Not LIKE 'prefix%': SQLite's LIKE ignores ASCII case (the prefix 'A.'
-    would list 'a.1') and reads the whole table, and the prefix's '%' and '_' would need escaping
-    (unescaped, 'a_b' would list 'axb.1').
-
-    PostgreSQL: starts_with(). A range is exact there only under a collation that orders by
-    code point (C, POSIX, C.UTF-8); under a language's (glibc's en_US, the postgres image's
-    default) punctuation is weighed last, so 'sink.10' may sort outside ['sink.', 'sink/') and
-    be left out, and the Spark sink would never abort that leftover. starts_with compares
-    characters whatever the collation; it reads the table (one row per transactional id)
-    rather than an index range, which is the price of being exact on every database.
-    """
-    t = transactions.c.transactional_id
-    if dialect_name == "postgresql":
-        return func.starts_with(t, prefix)
-    successor = _prefix_successor(prefix)
-    return t >= prefix if successor is None else and_(t >= prefix, t < successor)
-
-
-def _prefix_successor(prefix: str) -> str | None:
-    """The least text greater than every text that starts with `prefix`, in code point order:
-    its last character that is not the last code point, plus one (surrogates skipped: neither
-    database stores them), with what followed that character dropped. None when every
-    character is the last code point: then no text is greater."""
-    kept = prefix.rstrip(chr(0x10FFFF))
-    if not kept:
-        return None
-    following = ord(kept[-1]) + 1
-    if 0xD800 <= following <= 0xDFFF:
-        following = 0xE000
-    return kept[:-1] + chr(following)
-
-
-def count_by_state(conn: Connection) -> dict[TransactionState, int]:
-    """How many transactional_ids are in each state (states with none are left out)."""
-    rows = conn.execute(
-        select(transactions.c.state, func.count()).group_by(transactions.c.state)
-    ).all()
-    return {TransactionState(state): n for state, n in rows}
-
-
-def _hanging(stale_before_ms: int) -> Any:
-    """Open since stale_before_ms or earlier, or decided but not completed since then: what
-    the coordinator should have ended already (TransactionListing.hanging)."""
-    t = transactions.c
-    return or_(
-        and_(t.state == TransactionState.ONGOING.value, t.txn_started_ms <= stale_before_ms),
-        and_(
-            t.state.in_([TransactionState.PREPARE_COMMIT.value, TransactionState.PREPARE_ABORT.value]),
-            t.updated_ms <= stale_before_ms,
-        ),
-    )
-
-
-def list_hanging(
-    conn: Connection, stale_before_ms: int, limit: int, transactional_id_prefix: str | None = None
-) -> list[TransactionMetadata]:
-    stmt = (
-        select(transactions)
-        .where(_hanging(stale_before_ms))
-        .order_by(transactions.c.transactional_id)
-        .limit(limit)
-    )
-    if transactional_id_prefix is not None:
-        stmt = stmt.where(_id_starts_with(transactional_id_prefix, conn.dialect.name))
-    return [_metadata(r) for r in conn.execute(stmt)]
-
-
-def count_hanging(conn: Connection, stale_before_ms: int) -> int:
-    return conn.execute(
-        select(func.count()).select_from(transactions).where(_hanging(stale_before_ms))
-    ).scalar_one()
-
-
-def oldest_open_started_ms(conn: Connection) -> int | None:
-    """When the oldest transaction still open (ONGOING) began; None if none is open."""
-    return conn.execute(
-        select(func.min(transactions.c.txn_started_ms)).where(transactions.c.state == TransactionState.ONGOING.value)
-    ).scalar()
 
 
 @dataclass(frozen=True, slots=True)

@@ -25,7 +25,7 @@ from app.storage import cleaning
 from app.storage.read_window import _batch_page_stmt, _records_stmt
 from app.storage.read_committed import committed_between_for_groups_stmt, first_record_committed_from_stmt
 from app.storage.tables import transactions
-from app.storage.transactions import _id_starts_with
+from app.storage.transaction_listing import _id_starts_with
 from spark_jobs.reader.statement import positions_predicate
 
 TRANSACTIONS = 20
