@@ -61,7 +61,7 @@ class Services:
             clock=clock,
             topics=TopicService(db, settings, clock),
             log=log,
-            coordinator=TransactionCoordinator(db, settings, clock),
+            coordinator=TransactionCoordinator(db, settings, clock, seen_topics=log.seen_topics),
             groups=GroupService(db, settings, clock),
             group_expiry=GroupExpiry(db, settings),
             classic_group_protocol=ClassicGroupProtocol(db, settings, clock),

@@ -9,16 +9,18 @@ from app.domain.errors import InvalidTxnState
 from app.domain.records import SendBatch
 from app.domain.transaction import TransactionMetadata
 from app.domain.transit import Decide, prepare_transition, then
-from app.services.log_service import SendResult, append_sent, batches_to_append
+from app.services.log_service import SendResult, append_sent, batches_to_append, batches_to_append_seen
 from app.services.transaction_completion import complete_decided
 from app.services.transaction_join import begin_transit
 from app.storage import log_end, markers, sequence_state
+from app.storage.seen_topics import SeenTopics
 
 
 def append_to_open(conn, meta: TransactionMetadata, producer_id: int, producer_epoch: int,  # type: ignore[no-untyped-def]
-                   batches: list[SendBatch], now: int) -> list[SendResult]:
-    """The batches appended to `meta`'s open transaction, before the Commit decides it."""
-    to_append = batches_to_append(conn, batches)
+                   batches: list[SendBatch], now: int, seen: SeenTopics | None) -> list[SendResult]:
+    """The batches appended to `meta`'s open transaction, before the Commit decides it; their
+    topics from `seen` (batches_to_append_seen)."""
+    to_append = batches_to_append_seen(conn, batches, seen)
     # The batches' partitions and then the markers' would each be locked in order, but not
     # together: all of them first, in one order.
     log_end.lock_partitions(conn, [(b.topic_id, b.partition) for b in to_append],
@@ -28,17 +30,18 @@ def append_to_open(conn, meta: TransactionMetadata, producer_id: int, producer_e
 
 
 def commit_whole(conn, meta: TransactionMetadata, producer_id: int, producer_epoch: int,  # type: ignore[no-untyped-def]
-                 batches: list[SendBatch], now: int) -> tuple[TransactionMetadata, list[SendResult]]:
+                 batches: list[SendBatch], now: int, seen: SeenTopics | None) -> tuple[TransactionMetadata, list[SendResult]]:
     """A Commit that carries a whole transaction (version 2, none open, completed inline):
     its Begin, its batches, its markers and its completion in this one database transaction,
     which nobody sees until it commits. So each batch is followed by its COMMIT marker, written
     with it (no partition is added to the transaction, to be claimed back at once), it has no
     staged offsets, and its row is written once: Begin, decision and completion composed.
-    Answers the completed row and the batches' results."""
+    Answers the completed row and the batches' results. Their topics from `seen`
+    (batches_to_append_seen)."""
     begin = begin_transit(conn, meta, now)
     decision = then(begin, prepare_transition(begin.after, Decide(True), now))
     decided = decision.after
-    to_append = batches_to_append(conn, batches)
+    to_append = batches_to_append_seen(conn, batches, seen)
     # The marker carries the decision's producer id and epoch, as complete_decided's do.
     marker = markers.MarkerOwner.of(decision)
     sent = append_sent(conn, batches, to_append, producer_id=producer_id, producer_epoch=producer_epoch,

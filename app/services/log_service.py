@@ -127,6 +127,13 @@ def _batches_from_copy(conn: Connection, batches: list[SendBatch], seen: SeenTop
     return batches_to_append(conn, batches, seen.read(conn, names))
 
 
+def batches_to_append_seen(conn: Connection, batches: list[SendBatch], seen: SeenTopics | None) -> list[BatchToAppend]:
+    """batches_to_append, the topics taken from the process's copy `seen` where it is kept
+    (PostgreSQL; None elsewhere): the statements that take the offsets then raise TopicChanged
+    where a topic's row has changed since, and the caller does the whole write again without it."""
+    return batches_to_append(conn, batches) if seen is None else _batches_from_copy(conn, batches, seen)
+
+
 def append_in_open_transaction(
     conn: Connection, batch: SendBatch, message_ids: list[str | None], now_ms: int
 ) -> list[bool]:
@@ -243,6 +250,12 @@ class LogService:
         # The topics plain and idempotent Sends name, kept between Sends on PostgreSQL (see
         # seen_topics).
         self._seen = SeenTopics() if db.dialect == "postgresql" else None
+
+    @property
+    def seen_topics(self) -> SeenTopics | None:
+        """The process's copy of the topics (None on SQLite), shared with the Commit that
+        carries batches (TransactionCoordinator)."""
+        return self._seen
 
     def send(
         self,

@@ -59,6 +59,7 @@ from app.storage import groups, topics
 from app.storage import transactions as txns
 from app.storage.dialect import RowLock
 from app.storage.engine import Database
+from app.storage.seen_topics import SeenTopics, TopicChanged
 from app.domain.records import SendBatch
 from app.services import commit_batches as carried
 from app.services.log_service import SendResult, check_send
@@ -77,10 +78,13 @@ S = TransactionState
 
 
 class TransactionCoordinator(ProducerInit):
-    def __init__(self, db: Database, settings: Settings, clock: Clock) -> None:
+    def __init__(self, db: Database, settings: Settings, clock: Clock, seen_topics: SeenTopics | None = None) -> None:
+        """`seen_topics`: the process's copy of the topics (LogService.seen_topics), from which
+        a Commit that carries batches takes their topics, as a plain Send does; None: read."""
         self.db = db
         self.settings = settings
         self.clock = clock
+        self.seen_topics = seen_topics
         self.completion = TransactionCompletion(db, clock)
         self.timeouts = TransactionTimeouts(db, settings)
         self.listing = TransactionListing(db, settings, clock)
@@ -292,6 +296,31 @@ class TransactionCoordinator(ProducerInit):
         holds another number it is aborted instead, and TRANSACTION_INCOMPLETE raised once the
         abort is written: its Sends were acknowledged before they were durable, and a database
         crash lost some of them."""
+        if batches and self.seen_topics is not None:
+            try:
+                return self._end_transaction(transactional_id, producer_id, producer_epoch, commit, txn_id, prepared,
+                                             batches, transaction_version, acknowledged_records, self.seen_topics)
+            except TopicChanged:
+                # A topic of the batches changed since this process read it: everything this
+                # attempt wrote rolled back; again as if the copy were not there.
+                self.seen_topics.forget({b.topic for b in batches})
+        return self._end_transaction(transactional_id, producer_id, producer_epoch, commit, txn_id, prepared,
+                                     batches, transaction_version, acknowledged_records, None)
+
+    def _end_transaction(
+        self,
+        transactional_id: str,
+        producer_id: int,
+        producer_epoch: int,
+        commit: bool,
+        txn_id: int | None,
+        prepared: Sequence[PreparedTxnRef],
+        batches: Sequence[SendBatch],
+        transaction_version: TransactionVersion | None,
+        acknowledged_records: int | None,
+        seen: SeenTopics | None,
+    ) -> TransactionView:
+        """end_transaction, the carried batches' topics from `seen` (batches_to_append_seen)."""
         now = self.clock()
         target = S.PREPARE_COMMIT if commit else S.PREPARE_ABORT
         _check_joint_commit(transactional_id, prepared, commit)
@@ -343,11 +372,11 @@ class TransactionCoordinator(ProducerInit):
                                           held_by=f"no transaction of {transactional_id!r} is open: it carries",
                                           outcome="Nothing was appended; send the whole transaction again")
                     return view_of(conn, *carried.commit_whole(conn, meta, producer_id, producer_epoch,
-                                                                  batches, now))
+                                                                  batches, now, seen))
                 if batches:
                     meta = switch.stored = locked[transactional_id] = join_transaction(
                         conn, transactional_id, producer_id, producer_epoch, now, lock=RowLock.UPDATE, read=meta)
-                    sent = carried.append_to_open(conn, meta, producer_id, producer_epoch, batches, now)
+                    sent = carried.append_to_open(conn, meta, producer_id, producer_epoch, batches, now, seen)
                     # A duplicate was appended before (a Send whose answer was lost): held already.
                     held += sum(r.record_count for r in sent if not r.duplicate)
                 elif not commit and meta.transaction_version is TransactionVersion.V2 and meta.state in IDLE_STATES:

@@ -113,9 +113,9 @@ def append_batches(
         if postgresql and (one_statement or producer_id is None):
             row_params = batch_row_params(base_sequence=batch.base_sequence, producer_id=producer_id,
                                           producer_epoch=producer_epoch, txn_id=txn_id)
-        # A topic from a process's copy (seen_topics: a plain or idempotent Send's) is confirmed
-        # by the statements over log_end.TAKEN below, which take no offsets from a row that has
-        # changed; any other way of taking them would not confirm it.
+        # A topic from a process's copy (seen_topics: a plain or idempotent Send's, a Commit's
+        # carried batches') is confirmed by the statements over log_end.TAKEN below, which take
+        # no offsets from a row that has changed; any other way of taking them would not confirm it.
         assert batch.topic_row is None or postgresql
         if one_statement and postgresql:
             # A running producer's next batch, or the first of its epoch: offsets, state, batch
