@@ -121,6 +121,26 @@ def test_a_running_transactions_send_runs_one_statement(services: Any, producer:
     assert (_committed(services, 0), _committed(services, 1)) == (["a", "b"], ["c"])
 
 
+def test_a_running_transactions_send_to_two_partitions_joins_by_its_first_batchs_statement(
+        services: Any, producer: Producer) -> None:
+    # The second batch's statement runs under the row lock the first one took, with the txn_id
+    # it answered.
+    _running(producer)
+    txn_id = services.coordinator.listing.describe(TID).meta.txn_id
+
+    with statements_run() as seen:
+        results = services.log.send(_batch(0, ["c"], 2) + [SendBatch("t", 1, [RecordToAppend(None, "d", None, 1)], 0)],
+                                    producer_id=producer.producer_id, producer_epoch=producer.producer_epoch,
+                                    transactional_id=TID)
+
+    assert [s.startswith("WITH joined AS") for s in seen if "UPDATE partitions" in s] == [True, False]
+    assert [(r.partition, r.base_offset, r.txn_id) for r in results] == [(0, 2, txn_id), (1, 0, txn_id)]
+    assert [(p.partition, p.first_offset) for p in services.coordinator.listing.describe(TID).partitions] == [
+        (0, 0), (1, 0)]
+    producer.commit()
+    assert (_committed(services, 0), _committed(services, 1)) == (["a", "b", "c"], ["d"])
+
+
 def test_the_next_transactions_send_joins_the_next_transaction(services: Any, producer: Producer) -> None:
     # Version 1's next transaction has the same epoch: its Send joins in one statement, with
     # the new txn_id read from the row. Version 2's has the next epoch, which the process's
