@@ -45,7 +45,8 @@ def main(argv: list[str] | None = None) -> int:
                 ("transactional, commit / Send", Producer(service.url, "transactional", f"ab-{side}")),
                 ("transactional v2, commit / Send", Producer(service.url, "transactional", f"ab2-{side}",
                                                              transaction_version=2)),
-                # Issue 29's ratio: about 20 Sends a transaction, all but the first of a running one.
+                # The path the transactional target is set on (run.py's "commit / 100 ms"): many
+                # Sends a transaction, all but the first of a running one.
                 ("transactional v2, commit / 100 ms", Producer(service.url, "transactional", f"ab2h-{side}",
                                                                commit_every_ms=100.0, transaction_version=2)),
                 ("transactional v2, last Send in the Commit", Producer(service.url, "transactional", f"ab2f-{side}",
