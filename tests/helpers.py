@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
-from sqlalchemy import and_
+from sqlalchemy import and_, event
+from sqlalchemy.engine import Engine
 
 from app.api.direct_route import DirectRoute
 from app.storage.tables import record_batches, records
@@ -128,3 +131,19 @@ def comparable_answer(r: Any) -> tuple[int, dict[str, str], bytes]:
     """An answer, whole but for the headers that differ from one request to the next."""
     headers = {k: v for k, v in r.headers.items() if k not in ("x-request-id", "date")}
     return r.status_code, headers, r.content
+
+
+@contextmanager
+def statements_run(target: Any = Engine) -> Iterator[list[str]]:
+    """The SQL statements run inside the block on `target`'s connections (an engine; by
+    default every engine of the process), as their cursors are given them."""
+    seen: list[str] = []
+
+    def note(conn: Any, cursor: Any, statement: str, *args: Any) -> None:
+        seen.append(statement)
+
+    event.listen(target, "before_cursor_execute", note)
+    try:
+        yield seen
+    finally:
+        event.remove(target, "before_cursor_execute", note)

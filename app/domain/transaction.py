@@ -30,6 +30,7 @@ from dataclasses import dataclass
 
 from app.domain.errors import (
     ConcurrentTransactions,
+    OutboxError,
     InvalidProducerEpoch,
     InvalidProducerIdMapping,
     InvalidRequest,
@@ -95,6 +96,20 @@ class PreparedTxnRef:
 
     transactional_id: str
     txn_id: int
+
+
+@dataclass(frozen=True, slots=True)
+class JoinCondition:
+    """What a transactional id's row must hold, as it is when a Send takes its offsets, for the
+    Send to join the open transaction without reading the row first
+    (TransactionMetadata.join_condition): its producer id and epoch, and the Ongoing state.
+    Storage tests it in the statement that takes the offsets, under the row's shared lock
+    (app.storage.transactions.JOINED)."""
+
+    transactional_id: str
+    producer_id: ProducerId
+    producer_epoch: ProducerEpoch
+    state: TransactionState = S.ONGOING
 
 
 @dataclass(frozen=True, slots=True)
@@ -208,6 +223,30 @@ class TransactionMetadata:
                 f"takes other transactions only when they are Prepared, named by their txn_id ({txn_id} given)",
                 state=self.state.value,
             )
+
+    def join_condition(self, producer_id: int, producer_epoch: int,
+                       transaction_version: TransactionVersion | None = None) -> JoinCondition | None:
+        """The condition on the row under which a Send of (producer_id, producer_epoch), speaking
+        `transaction_version`, joins the open transaction as the checks of a join would let it
+        (check_producer, begins_on_join, require_ongoing), computed from this metadata, which may
+        be an earlier read (the process's last one); None where this metadata would refuse the
+        Send or begin a transaction for it: the Send then reads the row and joins as before, for
+        the refusal or the Begin.
+
+        A row that holds the condition passes those checks as it is: the producer id and epoch
+        are the live ones (is_previous_transaction cannot hold at the current epoch, since the
+        last epoch is one that a bump left behind), and Ongoing neither begins on join nor is
+        refused by require_ongoing. A transaction's timeout is not checked at a Send: the
+        coordinator aborts a timed-out transaction (a Fence), which bumps the epoch and so fails
+        the condition, as does every Commit or Abort of version 2 (the epoch) and of version 1
+        (the state)."""
+        try:
+            self.check_producer(producer_id, producer_epoch)
+        except OutboxError:
+            return None
+        if self.begins_on_join(transaction_version) or self.state is not S.ONGOING:
+            return None
+        return JoinCondition(self.transactional_id, ProducerId(producer_id), ProducerEpoch(producer_epoch))
 
     def require_ongoing(self) -> None:
         if self.state in COMPLETING_STATES:

@@ -26,16 +26,18 @@ from app.domain.errors import (
 from app.domain.read import FetchResult, OffsetOrderRead, PartitionOffsets, StoredRecord, offset_order_upper_bound
 from app.domain.record_formats import for_topic
 from app.domain.records import RecordToAppend, SendBatch, first_largest
+from app.domain.transaction import JoinCondition, TransactionMetadata
 from app.domain.types import IsolationLevel, TransactionVersion, ValueFormat
 from app.settings import Limit, Settings
 from app.storage import append, changes, offset_order, producers, read, topics
 from app.storage import transactions as txns
 from app.storage.dialect import RowLock
 from app.storage.engine import Database, after_commit
+from app.storage.log_end import NotJoined
 from app.storage.markers import MarkerOwner
 from app.storage.message_ids import published_message_ids, set_message_ids
 from app.storage.record_rows import BatchToAppend
-from app.storage.seen_topics import SeenTopics, TopicChanged
+from app.storage.seen_topics import MAX_TOPICS, SeenTopics, TopicChanged
 from app.services.transaction_join import found, join_transaction, joining
 
 
@@ -227,17 +229,19 @@ def append_sent(
     now_ms: int,
     commit_marker: MarkerOwner | None = None,
     holder: str | None = None,
+    join: JoinCondition | None = None,
 ) -> list[SendResult]:
     """Append a Send's batches (batches_to_append made `to_append` of them) in the caller's
-    database transaction, which has checked the producer and joined the transaction if any;
-    their metrics count once it commits. A Send, and a Commit that carries its transaction's
-    last batches (`commit_marker`, `holder`: append.append_batches)."""
+    database transaction, which has checked the producer and joined the transaction if any, or
+    leaves the join to the statement that takes the first batch's offsets (`join`); their
+    metrics count once it commits. A Send, and a Commit that carries its transaction's last
+    batches (`commit_marker`, `holder`, `join`: append.append_batches)."""
     results = append.append_batches(conn, to_append, producer_id=producer_id, producer_epoch=producer_epoch,
                                     transactional_id=transactional_id, txn_id=txn_id, now_ms=now_ms,
-                                    commit_marker=commit_marker, holder=holder)
+                                    commit_marker=commit_marker, holder=holder, join=join)
     after_commit(conn, lambda: _count(results, producer_id, transactional_id))
     return [
-        SendResult(b.topic, r.partition, r.base_offset, r.record_count, r.duplicate, txn_id)
+        SendResult(b.topic, r.partition, r.base_offset, r.record_count, r.duplicate, r.txn_id)
         for b, r in zip(batches, results, strict=True)
     ]
 
@@ -247,9 +251,13 @@ class LogService:
         self.db = db
         self.settings = settings
         self.clock = clock
-        # The topics plain and idempotent Sends name, kept between Sends on PostgreSQL (see
-        # seen_topics).
+        # The topics Sends name, kept between Sends on PostgreSQL (see seen_topics).
         self._seen = SeenTopics() if db.dialect == "postgresql" else None
+        # On PostgreSQL, each transactional id's metadata as this process's Sends last joined it:
+        # what the next Send's JoinCondition is computed from, a guess that the statement taking
+        # its offsets confirms (NotJoined otherwise), so that a running transaction's Send reads
+        # no row of its own. SQLite's reads cost no round trip: its Sends read the row.
+        self._joined: dict[str, TransactionMetadata] | None = {} if db.dialect == "postgresql" else None
 
     @property
     def seen_topics(self) -> SeenTopics | None:
@@ -279,8 +287,40 @@ class LogService:
                 # A topic changed since this process read it: everything this attempt wrote
                 # rolled back; again as if the copy were not there (it is read afresh).
                 self._seen.forget({b.topic for b in batches})
+        join = self._join_condition(transactional_id, producer_id, producer_epoch, transaction_version)
+        if join is not None:
+            try:
+                return joining(lambda lock: self._send(batches, producer_id, producer_epoch, transactional_id, principal,
+                                                       lock, transaction_version, self._seen, join))
+            except TopicChanged:
+                # A later batch's topic changed (the first one's is NotJoined, in _send): again
+                # from the rows.
+                self._forget(transactional_id, batches)
         return joining(lambda lock: self._send(batches, producer_id, producer_epoch, transactional_id, principal, lock,
                                                transaction_version))
+
+    def _join_condition(self, transactional_id: str | None, producer_id: int | None, producer_epoch: int | None,
+                        transaction_version: TransactionVersion | None) -> JoinCondition | None:
+        """The JoinCondition of a transactional Send, from the metadata its transactional id was
+        last joined with here; None where there is none, or where it says the Send would be
+        refused or begin a transaction (the Send then reads the row)."""
+        if transactional_id is None or self._joined is None:
+            return None
+        last = self._joined.get(transactional_id)
+        assert producer_id is not None and producer_epoch is not None
+        return None if last is None else last.join_condition(producer_id, producer_epoch, transaction_version)
+
+    def _joined_now(self, meta: TransactionMetadata) -> None:
+        if self._joined is not None:
+            if len(self._joined) >= MAX_TOPICS:
+                self._joined.clear()  # as seen_topics' copy: past its bound it starts again
+            self._joined[meta.transactional_id] = meta
+
+    def _forget(self, transactional_id: str, batches: list[SendBatch]) -> None:
+        """The copies a Send that joins by a JoinCondition was built from: either may be out of date."""
+        assert self._seen is not None and self._joined is not None
+        self._seen.forget({b.topic for b in batches})
+        self._joined.pop(transactional_id, None)
 
     def _send(
         self,
@@ -292,12 +332,28 @@ class LogService:
         lock: RowLock,
         transaction_version: TransactionVersion | None = None,
         seen: SeenTopics | None = None,
+        join: JoinCondition | None = None,
     ) -> list[SendResult]:
-        """`seen`: a plain or idempotent Send's topics may come from this copy, checked by the
-        statements that take the offsets (TopicChanged where one is out of date)."""
+        """`seen`: the Send's topics may come from this copy, checked by the statements that take
+        the offsets (TopicChanged where one is out of date). `join`: a transactional Send's
+        JoinCondition (with `seen`), tested by the statement that takes its first batch's offsets
+        instead of the transaction's row read first; where that statement finds the row (or the
+        topic's) not as the copies had it, it has written nothing, and the Send goes on in the same
+        database transaction reading both."""
         now = self.clock()
         with self.db.write() as conn:
             txn_id = None
+            if join is not None:
+                assert seen is not None and transactional_id is not None
+                # A Send that waits for the row FOR UPDATE from the start begins the transaction.
+                if lock is RowLock.SHARE:
+                    try:
+                        return append_sent(conn, batches, _batches_from_copy(conn, batches, seen),
+                                           producer_id=producer_id, producer_epoch=producer_epoch,
+                                           transactional_id=transactional_id, txn_id=None, now_ms=now, join=join)
+                    except NotJoined:
+                        self._forget(transactional_id, batches)
+                seen = None
             if seen is not None:
                 to_append = _batches_from_copy(conn, batches, seen)
             elif transactional_id is None:
@@ -307,11 +363,15 @@ class LogService:
                 # The topics and the transaction row in one statement; the topics' refusals
                 # first, as when they were read apart. The row stays locked (shared) for the
                 # whole append: see storage.transactions.get.
-                existing, meta = txns.get_with_topics(conn, transactional_id, {b.topic for b in batches}, lock=lock)
+                existing, meta = txns.get_with_topics(conn, transactional_id, {b.topic for b in batches}, lock=lock,
+                                                      seen=self._seen)
                 to_append = batches_to_append(conn, batches, existing)
-                txn_id = join_transaction(conn, transactional_id, producer_id, producer_epoch, now, lock=lock,
-                                          read=found(meta, transactional_id),
-                                          transaction_version=transaction_version).txn_id
+                joined = join_transaction(conn, transactional_id, producer_id, producer_epoch, now, lock=lock,
+                                          read=found(meta, transactional_id), transaction_version=transaction_version)
+                txn_id = joined.txn_id
+                # Kept before the database transaction commits: a guess, which a later Send's
+                # statement confirms or finds out of date, whatever becomes of this one.
+                self._joined_now(joined)
             # An idempotent Send's producer is checked by the append itself (`holder`), in the
             # statement that writes each batch's sequence state.
             holder = principal if producer_id is not None and transactional_id is None else None

@@ -11,7 +11,8 @@ from sqlalchemy import Connection
 
 from app.domain.errors import OffsetMismatch
 from app.domain.producer import BatchVerdict, check_sequence, next_batch_condition, starts_epoch
-from app.domain.types import ControlType, ValueFormat
+from app.domain.transaction import JoinCondition
+from app.domain.types import ControlType, RecordState, ValueFormat
 from app.storage import dialect
 from app.storage.batch_rows import (
     INSERT_BATCH,
@@ -21,7 +22,7 @@ from app.storage.batch_rows import (
     batch_state,
     marker_batch_row,
 )
-from app.storage.log_end import take_offsets, take_offsets_with
+from app.storage.log_end import NotJoined, take_offsets, take_offsets_with
 from app.storage.markers import MarkerOwner, marker_row
 from app.storage.producers import current_state
 from app.storage.record_rows import BatchToAppend, write_records
@@ -34,6 +35,7 @@ from app.storage.sequence_state import (
     write_states,
 )
 from app.storage.tables import transaction_partitions
+from app.storage.transactions import joined_params
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,6 +45,7 @@ class AppendResult:
     base_offset: int
     record_count: int
     duplicate: bool
+    txn_id: int | None = None  # the transaction the batch joined (a transactional one's)
 
 
 def _partition_key(b: BatchToAppend) -> tuple[int, int]:
@@ -66,6 +69,7 @@ def append_batches(
     now_ms: int,
     commit_marker: MarkerOwner | None = None,
     holder: str | None = None,
+    join: JoinCondition | None = None,
 ) -> list[AppendResult]:
     """Append every batch, all or nothing, in the caller's database transaction.
 
@@ -85,7 +89,11 @@ def append_batches(
     must be held by it, without a transactional id, at producer_epoch. That is tested in the
     statement that writes each batch's sequence state (sequence_state._PRODUCER_HOLDS), and asked of the
     stored producer (check_idempotent_use, for the refusal to give) only where that statement
-    writes nothing. A transactional Send's caller has checked its transaction instead.
+    writes nothing. A transactional Send's caller has checked its transaction instead, or
+    gives `join` (PostgreSQL, `txn_id` None): the transaction's row is read by the statement that
+    takes the first batch's offsets, which takes them only where the row holds that condition
+    (log_end.TAKEN_JOINING), and which answers the txn_id the batches join; the row stays locked
+    FOR SHARE from then on. NotJoined where it does not hold, before anything is written.
     """
     results: dict[tuple[int, int], AppendResult] = {}
     # Each batch to write, with its base offset: a JSON topic's, and a bytes topic's
@@ -101,6 +109,9 @@ def append_batches(
 
     for batch in sorted(batches, key=_partition_key):
         count = len(batch.records)
+        # The first batch of a Send that joins by `join`: its statement reads the transaction's
+        # row; the later ones run under the lock it took, with the txn_id it answered.
+        joins = join is not None and txn_id is None
         already_in_transaction = state_written = False
         expected = None
         if producer_id is not None:
@@ -117,19 +128,27 @@ def append_batches(
         # carried batches') is confirmed by the statements over log_end.TAKEN below, which take
         # no offsets from a row that has changed; any other way of taking them would not confirm it.
         assert batch.topic_row is None or postgresql
+        if joins and not (one_statement and postgresql and commit_marker is None):
+            # Any other batch needs its txn_id before its offsets are taken: the row read first.
+            raise NotJoined("a batch that no one statement judges joins after reading its transaction's row")
         if one_statement and postgresql:
             # A running producer's next batch, or the first of its epoch: offsets, state, batch
             # row and the transaction's claim of the partition in one statement.
-            claims = txn_id is not None and commit_marker is None
+            claims = (txn_id is not None or joins) and commit_marker is None
+            # A batch that joins is a transactional one of an open transaction (batch_state's OPEN).
+            record_state = RecordState.OPEN if joins else batch_state(txn_id, commit_marker is not None)
             row = take_offsets_with(
-                conn, take_offsets_writing_state_stmt(expected is None, holder is not None,
-                                                      batch_state(txn_id, commit_marker is not None), claims),
+                conn, take_offsets_writing_state_stmt(expected is None, holder is not None, record_state, claims,
+                                                      joins),
                 {**batch_state_params(expected, producer_id=producer_id, producer_epoch=producer_epoch,  # type: ignore[arg-type]
                                       transactional_id=transactional_id, txn_id=txn_id, batch=batch,
-                                      base_offset=None, now_ms=now_ms, holder=holder), **row_params},
+                                      base_offset=None, now_ms=now_ms, holder=holder), **row_params,
+                 **(joined_params(join) if joins else {})},  # type: ignore[arg-type]
                 batch.topic_id, batch.partition, count + extra, batch.size_bytes, records=count,
-                topic_row=batch.topic_row,
+                topic_row=batch.topic_row, joining=joins,
             )
+            if joins:
+                txn_id = row.txn_id
             base_offset = row.next_offset - (count + extra)
             state_written, already_in_transaction = row.written, row.first_offset is not None
             batch_row_written = state_written
@@ -177,13 +196,13 @@ def append_batches(
                     assert state is not None
                     _return_offsets(conn, batch, count + extra)
                     results[_partition_key(batch)] = AppendResult(
-                        batch.topic_id, batch.partition, state.last_batch_base_offset, count, True
+                        batch.topic_id, batch.partition, state.last_batch_base_offset, count, True, txn_id
                     )
                     continue
         _check_expected(batch, base_offset)
 
         results[_partition_key(batch)] = AppendResult(
-            batch.topic_id, batch.partition, base_offset, count, False
+            batch.topic_id, batch.partition, base_offset, count, False, txn_id
         )
         base_sequence = batch.base_sequence
         topic_id, partition = batch.topic_id, batch.partition

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from sqlalchemy import BigInteger, Integer, String, bindparam, exists, literal, select
 
 from app.domain.types import ControlType, RecordState
-from app.storage.log_end import TAKEN
+from app.storage.log_end import TAKEN, TAKEN_JOINING
 from app.storage.tables import record_batches
 
 if TYPE_CHECKING:
@@ -92,19 +92,21 @@ _COLUMNS = ("topic_id", "partition", "base_offset", "record_count", "producer_id
             "base_sequence", "txn_id", "state", "commit_position")
 
 
-def batch_row_part(state: RecordState, written: Any = None) -> Any:
+def batch_row_part(state: RecordState, written: Any = None, joining: bool = False) -> Any:
     """The CTE that writes the row of a batch appended in `state` (batch_state). `written`: the
     statement's part whose rows say the batch is appended (none, and the batch row is not
-    written either)."""
-    position = commit_position(state, TAKEN.c.next_offset)
+    written either). `joining`: over TAKEN_JOINING, whose txn_id the row takes."""
+    taken = TAKEN_JOINING if joining else TAKEN
+    position = commit_position(state, taken.c.next_offset)
     row = select(
         bindparam("p_topic_id", type_=Integer), bindparam("p_partition", type_=Integer),
-        TAKEN.c.next_offset - bindparam("p_count", type_=BigInteger), bindparam("p_records", type_=Integer),
+        taken.c.next_offset - bindparam("p_count", type_=BigInteger), bindparam("p_records", type_=Integer),
         bindparam("r_producer_id", type_=BigInteger), bindparam("r_producer_epoch", type_=Integer),
-        bindparam("r_base_sequence", type_=Integer), bindparam("r_txn_id", type_=BigInteger),
+        bindparam("r_base_sequence", type_=Integer),
+        taken.c.txn_id if joining else bindparam("r_txn_id", type_=BigInteger),
         literal(state.value, String),
         literal(None, BigInteger) if position is None else position,
-    ).select_from(TAKEN)
+    ).select_from(taken)
     if written is not None:
         row = row.where(exists(select(written)))
     return record_batches.insert().from_select(list(_COLUMNS), row).cte("batch")

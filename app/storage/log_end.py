@@ -21,6 +21,7 @@ from sqlalchemy import Connection, Integer, Text, bindparam, column, select, tup
 
 from app.domain.errors import UnknownTopicOrPartition
 from app.storage import changes, dialect
+from app.storage.transactions import JOINED, relaxed_if_commit
 from app.storage.seen_topics import TopicChanged, row_is
 from app.storage.tables import partitions, transaction_partitions
 
@@ -88,13 +89,37 @@ TAKEN = (
 )
 
 
+# TAKEN for a transactional Send that joins its transaction by a JoinCondition instead of reading
+# the transaction's row first (app.domain.transaction.JoinCondition, storage.transactions.JOINED):
+# offsets are taken only where the row holds the condition, and the row is locked FOR SHARE
+# before the partition's row is (the UPDATE locks a partition row once the join has produced
+# it), the order every appender keeps. It answers the transaction's txn_id, for the statement's
+# other parts, and relaxes the Send's database transaction when the producer chose durability
+# "commit", as transactions.get_with_topics does for a Send that reads the row first.
+TAKEN_JOINING = (
+    _TAKE_OFFSETS
+    .where(row_is(bindparam("p_topic_row", None, type_=Text)), JOINED.c.txn_id.is_not(None))
+    .returning(changes.notify_in_statement(partitions.c.topic_id, partitions.c.partition).label("notified"),
+               JOINED.c.txn_id, relaxed_if_commit(JOINED.c.durability))
+    .cte("taken")
+)
+
+
+class NotJoined(Exception):
+    """A statement over TAKEN_JOINING took nothing: the transaction's row no longer holds the
+    Send's JoinCondition, or the topic's row is no longer the version its copy was read from.
+    Nothing of the statement was written, and no lock was taken by it."""
+
+
 def take_offsets_with(conn: Connection, stmt: Any, params: dict[str, Any], topic_id: int, partition: int,
-                      count: int, size_bytes: int, *, records: int, topic_row: str | None = None) -> Any:
+                      count: int, size_bytes: int, *, records: int, topic_row: str | None = None,
+                      joining: bool = False) -> Any:
     """Run `stmt`, a statement over TAKEN that takes `count` offsets of the partition as
     take_offsets does (its bind parameters filled here, `params` the rest), and return its row:
     the partition row lock is held from then on, as take_offsets holds it. `topic_row`: the
     version of the topic's row the caller's copy was read from (seen_topics); TopicChanged if
-    the row is no longer that one, or the partition is gone."""
+    the row is no longer that one, or the partition is gone. `joining`: `stmt` is over
+    TAKEN_JOINING (`params` has JOINED's); NotJoined where it took nothing."""
     # On the driver (dialect.sole_row_on_driver): every Send runs one such statement, and
     # SQLAlchemy's execution of it cost more of the service's CPU than the driver's.
     row = dialect.sole_row_on_driver(
@@ -103,6 +128,8 @@ def take_offsets_with(conn: Connection, stmt: Any, params: dict[str, Any], topic
          "p_records": records, "p_size_bytes": size_bytes, "p_topic_row": topic_row},
     )
     if row is None:
+        if joining:
+            raise NotJoined(f"transactional id {params['j_transactional_id']!r} or topic id {topic_id} changed")
         if topic_row is not None:
             raise TopicChanged(f"topic id {topic_id} changed since its row was read")
         raise UnknownTopicOrPartition(f"unknown partition {partition} of topic id {topic_id}")

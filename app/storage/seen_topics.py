@@ -70,7 +70,11 @@ class SeenTopics:
         """The topics of these names that exist, read now (as topics.existing_topics), and
         kept."""
         stmt, params = topic_rows.named_topics(names)
-        rows = conn.execute(_with_version(stmt), params).all()
+        return self.keep(conn.execute(with_version(stmt), params).all())
+
+    def keep(self, rows: Any) -> dict[str, Topic]:
+        """The topics of these rows (topics.named_topics' rows, with_version's column among
+        theirs), kept, by name."""
         found = {row.name: (topic_rows.topic_of(row), row.row_version) for row in rows}
         with self._lock:
             if len(self._by_name) + len(found) > MAX_TOPICS:
@@ -85,7 +89,7 @@ class SeenTopics:
 
 
 @cache
-def _with_version(stmt: Any) -> Any:
+def with_version(stmt: Any) -> Any:
     """One of topics.named_topics' two statements, with each row's version (built once each)."""
     return stmt.add_columns(ROW_VERSION.label("row_version"))
 

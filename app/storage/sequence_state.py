@@ -16,18 +16,19 @@ from app.domain.producer import NextBatchCondition, ProducerPartitionState
 from app.domain.types import RecordState
 from app.storage import dialect
 from app.storage.batch_rows import batch_row_part
-from app.storage.log_end import TAKEN
+from app.storage.log_end import TAKEN, TAKEN_JOINING
 from app.storage.record_rows import BatchToAppend
 from app.storage.tables import producer_partitions, producers, transaction_partitions
 
 
-def _in_partition(column: Any, *keys: Any, prefix: str = "") -> Any:
+def _in_partition(column: Any, *keys: Any, prefix: str = "", also: tuple[Any, ...] = ()) -> Any:
     """A scalar subquery: `column` of the row of the bound partition whose `keys` equal the
-    bind parameters of their own names (after `prefix`); NULL when there is no such row."""
+    bind parameters of their own names (after `prefix`), and that meets the conditions `also`;
+    NULL when there is no such row."""
     table = column.table
     return (
         select(column)
-        .where(*(key == bindparam(prefix + key.key) for key in keys),
+        .where(*(key == bindparam(prefix + key.key) for key in keys), *also,
                table.c.topic_id == bindparam(prefix + "topic_id"),
                table.c.partition == bindparam(prefix + "partition"))
         .scalar_subquery()
@@ -73,10 +74,14 @@ def read_producer_state(
     return first_offset is not None, (None if state[0] is None else ProducerPartitionState(*state))
 
 
-# What a statement that writes a batch's state answers: the first offset of its transaction (this
-# txn_id) in the partition, NULL when the transaction does not have the partition yet.
-_IN_TRANSACTION = _in_partition(_tp.c.first_offset, _tp.c.transactional_id, _tp.c.txn_id,
-                                prefix="b_").label("first_offset")
+def _in_transaction(txn_id: Any) -> Any:
+    """What a statement that writes a batch's state answers: the first offset of its transaction
+    (`txn_id`) in the partition, NULL when the transaction does not have the partition yet."""
+    return _in_partition(_tp.c.first_offset, _tp.c.transactional_id, prefix="b_",
+                         also=(_tp.c.txn_id == txn_id,)).label("first_offset")
+
+
+_IN_TRANSACTION = _in_transaction(bindparam("b_txn_id"))
 
 
 # A running producer's next batch in one statement instead of a read and a write: the new
@@ -88,7 +93,7 @@ _IN_TRANSACTION = _in_partition(_tp.c.first_offset, _tp.c.transactional_id, _tp.
 # attempt wrote (last_sequence moved on) and misses; PostgreSQL's UPDATE would in any case
 # re-check its WHERE on the newest version of a row it had to wait for.
 # (Bind names carry a b_ prefix: SQLAlchemy reserves an UPDATE's column names for its SET.)
-_WRITE_NEXT_BATCH_STATE = (
+_NEXT_BATCH_STATE = (
     update(_pp)
     .where(
         _pp.c.producer_id == bindparam("b_producer_id"),
@@ -104,8 +109,8 @@ _WRITE_NEXT_BATCH_STATE = (
         last_batch_base_offset=bindparam("b_base_offset"),
         updated_ms=bindparam("b_now_ms"),
     )
-    .returning(_IN_TRANSACTION)
 )
+_WRITE_NEXT_BATCH_STATE = _NEXT_BATCH_STATE.returning(_IN_TRANSACTION)
 
 
 # The producer id as an idempotent Send needs it (StoredProducer.check_idempotent_use): held by
@@ -140,33 +145,41 @@ _WRITE_NEXT_BATCH_STATE_HELD = _WRITE_NEXT_BATCH_STATE.where(_PRODUCER_HOLDS)
 # insert-or-ignore that keeps the first one. Its batch row (batch_rows.batch_row_part) is
 # written only where the state is.
 @cache
-def take_offsets_writing_state_stmt(first: bool, held: bool, state: RecordState, claims: bool) -> Any:
+def take_offsets_writing_state_stmt(first: bool, held: bool, state: RecordState, claims: bool,
+                                    joining: bool = False) -> Any:
     """`first`: the batch starts its producer's epoch here (starts_epoch), else it is the next
     one (next_batch_condition). `held`: an idempotent Send's (_PRODUCER_HOLDS). `claims`: a
     transactional batch of an open transaction, which adds its partition to the transaction
     (its transaction_partitions row, at the batch's first offset) where the state is written and
     the transaction did not have the partition yet: the first Send of a transaction to a
-    partition then costs no statement more than a later one."""
-    base_offset = TAKEN.c.next_offset - bindparam("p_count")
+    partition then costs no statement more than a later one. `joining`: over
+    log_end.TAKEN_JOINING (a transactional Send that joins by a JoinCondition), whose txn_id
+    every part takes instead of b_txn_id's, and which the statement answers."""
+    taken = TAKEN_JOINING if joining else TAKEN
+    txn_id = taken.c.txn_id if joining else bindparam("b_txn_id", type_=_tp.c.txn_id.type)
+    in_transaction = _in_transaction(txn_id) if joining else _IN_TRANSACTION
+    base_offset = taken.c.next_offset - bindparam("p_count")
     if first:
-        written_stmt = _write_first_batch_state("postgresql", _first_batch_row(held, base_offset).select_from(TAKEN))
+        written_stmt = _write_first_batch_state("postgresql", _first_batch_row(held, base_offset).select_from(taken),
+                                                in_transaction)
     else:
         written_stmt = (
-            (_WRITE_NEXT_BATCH_STATE_HELD if held else _WRITE_NEXT_BATCH_STATE)
+            (_NEXT_BATCH_STATE.where(_PRODUCER_HOLDS) if held else _NEXT_BATCH_STATE).returning(in_transaction)
             .values(last_batch_base_offset=select(base_offset).scalar_subquery())
-            .where(exists(select(TAKEN.c.next_offset)))
+            .where(exists(select(taken.c.next_offset)))
         )
     written = written_stmt.cte("state")
     stmt = select(
-        TAKEN.c.next_offset,
+        taken.c.next_offset,
         select(written.c.first_offset).scalar_subquery().label("first_offset"),
         exists(select(written.c.first_offset)).label("written"),
-    ).add_cte(batch_row_part(state, written=written.c.first_offset))
+        *([taken.c.txn_id] if joining else []),
+    ).add_cte(batch_row_part(state, written=written.c.first_offset, joining=joining))
     if claims:
         claim = select(bindparam("b_transactional_id", type_=_tp.c.transactional_id.type),
                        bindparam("b_topic_id", type_=_tp.c.topic_id.type),
                        bindparam("b_partition", type_=_tp.c.partition.type),
-                       bindparam("b_txn_id", type_=_tp.c.txn_id.type), base_offset).select_from(TAKEN).where(
+                       txn_id, base_offset).select_from(taken).where(
             exists(select(written.c.first_offset).where(written.c.first_offset.is_(None))))
         stmt = stmt.add_cte(
             dialect.insert_on_conflict("postgresql", _tp)
@@ -204,13 +217,13 @@ def _first_batch_row(held: bool, base_offset: Any = None) -> Any:
 # a zombie: the caller then reads the state and asks check_sequence). It answers, as
 # _PRODUCER_STATE does, whether the transaction already has the partition. It runs after the
 # partition's lock is taken, for the reason read_producer_state gives.
-def _write_first_batch_state(dialect_name: str, row: Any) -> Any:
+def _write_first_batch_state(dialect_name: str, row: Any, in_transaction: Any = _IN_TRANSACTION) -> Any:
     insert = dialect.insert_on_conflict(dialect_name, _pp)
     return insert.from_select(list(_FIRST_BATCH_BINDS), row).on_conflict_do_update(
         index_elements=[c.name for c in _pp.primary_key.columns],
         set_={name: insert.excluded[name] for name in _STATE_COLUMNS},
         where=_pp.c.producer_epoch < insert.excluded.producer_epoch,
-    ).returning(_IN_TRANSACTION)
+    ).returning(in_transaction)
 
 
 # SQLite's: PostgreSQL takes a first batch's offsets and writes its state in one statement

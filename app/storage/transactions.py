@@ -17,12 +17,13 @@ from sqlalchemy.exc import DBAPIError
 from app.domain.errors import ConcurrentTransactions
 from app.domain.offsets import OffsetToCommit, OffsetToStage
 from app.domain.topic import Topic
-from app.domain.transaction import IDLE_STATES, TransactionMetadata
+from app.domain.transaction import IDLE_STATES, JoinCondition, TransactionMetadata
 from app.domain.transit import TxnTransit
 from app.domain.types import Durability, ProducerEpoch, ProducerId, TransactionState, TransactionVersion, TxnId
 from app.storage import dialect, offsets
 from app.storage.dialect import RowLock
 from app.storage.producers import create_producer
+from app.storage.seen_topics import SeenTopics, with_version
 from app.storage.topics import named_topics, topic_of
 from app.storage.tables import (
     producer_partitions,
@@ -101,19 +102,22 @@ def get(conn: Connection, transactional_id: str, *, lock: RowLock | None = None)
     return metadata_of(row)
 
 
-def get_with_topics(conn: Connection, transactional_id: str, names: set[str], *,
-                    lock: RowLock) -> tuple[dict[str, Topic], TransactionMetadata | None]:
+def get_with_topics(conn: Connection, transactional_id: str, names: set[str], *, lock: RowLock,
+                    seen: SeenTopics | None = None) -> tuple[dict[str, Topic], TransactionMetadata | None]:
     """A transactional Send's first read in one statement: its topics that exist, by name (as
     topics.existing_topics reads them, unlocked), and the metadata row as get reads it with
     `lock` (None if there is none), a round trip fewer than the two apart. The row's lock is
     the same and taken at the same point, before the Send takes any partition's: its own part
     of the statement (a WITH) reads the row's newest version once the lock is granted, as get
     does. Nothing of the row comes back when no topic exists (the Send is refused for that
-    first, as when the topics were read first)."""
+    first, as when the topics were read first). `seen`: the process's copy of the topics,
+    which keeps those read (PostgreSQL), as if it had read them itself."""
     named, params = named_topics(names)
+    if seen is not None:
+        named = with_version(named)
     rows = conn.execute(_with_topics_stmt(conn.dialect.name, lock, named),
                         {"transactional_id": transactional_id, **params}).all()
-    found = {row.name: topic_of(row) for row in rows}
+    found = seen.keep(rows) if seen is not None else {row.name: topic_of(row) for row in rows}
     meta = None if not rows or rows[0].transactional_id is None else metadata_of(rows[0])
     return found, meta
 
@@ -134,15 +138,34 @@ def _with_topics_stmt(dialect_name: str, lock: RowLock, named: Any) -> Any:
     row = _get_stmt(dialect_name, lock).cte("txn")
     stmt = named.add_columns(row).select_from(topics.outerjoin(row, true()))
     if dialect.relaxes_sends(dialect_name):
-        stmt = stmt.add_columns(_relaxed_if_commit(row.c.durability))
+        stmt = stmt.add_columns(relaxed_if_commit(row.c.durability))
     return stmt
 
 
-def _relaxed_if_commit(durability: Any) -> Any:
+def relaxed_if_commit(durability: Any) -> Any:
     """set_config's result when it ran (the Send's transaction relaxed), else NULL. A CASE
     evaluates its branch only when its condition holds, and set_config is volatile, so it runs
     for a producer of durability "commit" only."""
     return case((durability == Durability.COMMIT.value, dialect.relax_commit()), else_=null()).label("relaxed")
+
+
+# The row as a Send that joins by a JoinCondition needs it, within the statement that takes the
+# Send's offsets (log_end.TAKEN_JOINING, PostgreSQL only), locked FOR SHARE as get locks it for
+# a Send, and only where it holds the condition: its txn_id and durability. Like get's, the
+# lock is granted before the row is read for good: a Commit or Abort holding the row FOR
+# UPDATE is waited for, and its change, once committed, is what the condition is tested on.
+JOINED = dialect.lock_row("postgresql", select(transactions.c.txn_id, transactions.c.durability).where(
+    transactions.c.transactional_id == bindparam("j_transactional_id"),
+    transactions.c.producer_id == bindparam("j_producer_id"),
+    transactions.c.producer_epoch == bindparam("j_producer_epoch"),
+    transactions.c.state == bindparam("j_state"),
+), RowLock.SHARE).cte("joined")
+
+
+def joined_params(condition: JoinCondition) -> dict[str, Any]:
+    """JOINED's bind parameters."""
+    return {"j_transactional_id": condition.transactional_id, "j_producer_id": condition.producer_id,
+            "j_producer_epoch": condition.producer_epoch, "j_state": condition.state.value}
 
 
 def get_holding(conn: Connection, transactional_id: str) -> tuple[TransactionMetadata | None, int]:

@@ -11,7 +11,7 @@ import asyncio
 from typing import Any
 
 import pytest
-from sqlalchemy import Engine, delete, event, select
+from sqlalchemy import delete, select
 
 from app.client.errors import AbortableError
 from app.client.producer import Producer
@@ -24,7 +24,7 @@ from app.services.long_poll import LongPoll
 from app.services.waiting import WaitingRequests
 from app.storage.changes import LogChanges
 from app.storage.tables import record_batches, records
-from tests.helpers import batch, create_topic, fetch, ident, init_producer, send, values
+from tests.helpers import batch, create_topic, fetch, ident, init_producer, send, statements_run, values
 
 TID = "durable"
 
@@ -292,13 +292,16 @@ def _synchronous_commit(conn) -> str:  # type: ignore[no-untyped-def]
 
 def _synchronous_commit_seen_by(monkeypatch, module: Any, name: str) -> list[str]:  # type: ignore[no-untyped-def]
     """`module.name`, a function whose first argument is the request's connection, made to note
-    the connection's synchronous_commit on each call: the list it notes into."""
+    the connection's synchronous_commit once each call has returned (what the request's
+    transaction commits with: a Send that joins in the statement taking its offsets relaxes it
+    there): the list it notes into."""
     seen: list[str] = []
     function = getattr(module, name)
 
     def observed(conn, *args: Any, **kwargs: Any):  # type: ignore[no-untyped-def]
+        answer = function(conn, *args, **kwargs)
         seen.append(_synchronous_commit(conn))
-        return function(conn, *args, **kwargs)
+        return answer
 
     monkeypatch.setattr(module, name, observed)
     return seen
@@ -500,16 +503,8 @@ def test_a_group_reset_to_latest_is_placed_no_further_than_that_transaction(  # 
 
 def _statements(during) -> int:  # type: ignore[no-untyped-def]
     """The SQL statements every engine of this process runs during `during()`."""
-    seen: list[str] = []
-
-    def count(conn, cursor, statement, parameters, context, executemany):  # type: ignore[no-untyped-def]
-        seen.append(statement)
-
-    event.listen(Engine, "before_cursor_execute", count)
-    try:
+    with statements_run() as seen:
         during()
-    finally:
-        event.remove(Engine, "before_cursor_execute", count)
     return len(seen)
 
 

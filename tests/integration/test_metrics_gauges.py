@@ -6,17 +6,16 @@ OUTBOX_METRICS_MAX_GROUP_PARTITIONS lag series."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
+from typing import Any
 
 import pytest
-from sqlalchemy import event, insert, select
+from sqlalchemy import insert, select
 
 from app.settings import Settings
 from app.storage.tables import group_offsets, topics
 from app.worker.chore import ChoreConfig
 from app.worker.coordinator import CoordinatorWorker
-from tests.helpers import batch, begin, create_topic, ident, init_producer, send
+from tests.helpers import batch, begin, create_topic, ident, init_producer, send, statements_run
 from tests.integration.test_metrics import scrape, value
 
 
@@ -35,20 +34,9 @@ def client(settings: Settings, clock):  # type: ignore[no-untyped-def]
         yield c
 
 
-@contextmanager
-def statements(client) -> Iterator[list[str]]:  # type: ignore[no-untyped-def]
+def statements(client) -> Any:  # type: ignore[no-untyped-def]
     """The SQL statements the app runs inside the block."""
-    engine = client.app.state.services.db.engine
-    seen: list[str] = []
-
-    def count(conn, cursor, statement, parameters, context, executemany):  # type: ignore[no-untyped-def]
-        seen.append(statement)
-
-    event.listen(engine, "before_cursor_execute", count)
-    try:
-        yield seen
-    finally:
-        event.remove(engine, "before_cursor_execute", count)
+    return statements_run(client.app.state.services.db.engine)
 
 
 def lag_series(scraped: dict, name: str = "outbox_group_lag") -> dict[tuple[str, str, str], float]:

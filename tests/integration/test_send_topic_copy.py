@@ -15,11 +15,9 @@ from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
-from sqlalchemy import event
-from sqlalchemy.engine import Engine
 
 from app.api.app import create_app
-from tests.helpers import batch, create_topic, init_producer, read_all, send
+from tests.helpers import batch, create_topic, init_producer, read_all, send, statements_run
 
 pytestmark = pytest.mark.parametrize("db_url", ["postgresql"], indirect=True)
 
@@ -53,18 +51,11 @@ def sent(sender: Sender, client: Any, topic: str, partition: int, values: list[A
 
 @contextmanager
 def statements_reading_topics() -> Iterator[list[str]]:
-    """The statements run meanwhile that read the `topics` table."""
+    """The statements run meanwhile that read the `topics` table, once the block has ended."""
     reads: list[str] = []
-
-    def look(conn: Any, cursor: Any, statement: str, *args: Any) -> None:
-        if "FROM topics" in statement:
-            reads.append(statement)
-
-    event.listen(Engine, "before_cursor_execute", look)
-    try:
+    with statements_run() as seen:
         yield reads
-    finally:
-        event.remove(Engine, "before_cursor_execute", look)
+    reads.extend(statement for statement in seen if "FROM topics" in statement)
 
 
 def refusal(r: Any) -> tuple[int, str, str]:

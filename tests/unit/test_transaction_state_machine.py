@@ -18,12 +18,13 @@ from app.domain.transaction import (
     COMPLETING_STATES,
     IDLE_STATES,
     VALID_PREVIOUS_STATES,
+    JoinCondition,
     TransactionMetadata,
     check_transition,
     classify_recovery,
 )
 from app.domain.transit import is_epoch_exhausted, next_epoch
-from app.domain.types import MAX_PRODUCER_EPOCH, ProducerEpoch, ProducerId, TransactionState, TxnId
+from app.domain.types import MAX_PRODUCER_EPOCH, ProducerEpoch, ProducerId, TransactionState, TransactionVersion, TxnId
 
 S = TransactionState
 
@@ -306,3 +307,43 @@ def test_a_prepared_transaction_takes_no_more_records_or_offsets() -> None:
 
 def test_a_prepared_transaction_never_times_out() -> None:
     assert not meta(state=S.PREPARED, txn_started_ms=0, transaction_timeout_ms=1).is_timed_out(10**12)
+
+
+# --- join_condition: a Send that joins in the statement taking its offsets ----------------------
+
+
+def test_join_condition_of_the_live_producer_of_an_ongoing_transaction_is_its_id_epoch_and_ongoing() -> None:
+    assert meta().join_condition(10, 5) == JoinCondition("tid", ProducerId(10), ProducerEpoch(5), S.ONGOING)
+
+
+@pytest.mark.parametrize("producer_id, producer_epoch", [(10, 4), (10, 6), (11, 5)])
+def test_join_condition_is_none_for_a_producer_the_join_refuses(producer_id: int, producer_epoch: int) -> None:
+    assert meta().join_condition(producer_id, producer_epoch) is None
+
+
+@pytest.mark.parametrize("state", [s for s in S if s is not S.ONGOING], ids=lambda s: s.value)
+def test_join_condition_is_none_for_a_transaction_not_ongoing(state: TransactionState) -> None:
+    assert meta(state=state).join_condition(10, 5) is None
+
+
+def test_join_condition_is_none_for_the_epoch_of_the_ended_version_2_transaction() -> None:
+    ended = meta(transaction_version=TransactionVersion.V2, producer_epoch=ProducerEpoch(6),
+                 last_producer_epoch=ProducerEpoch(5), state=S.COMPLETE_COMMIT)
+    assert ended.join_condition(10, 5) is None
+
+
+def test_a_row_that_holds_a_join_condition_passes_every_check_of_the_join() -> None:
+    # Every row a stored metadata can be, as far as the checks read it: what the condition
+    # tests (producer id, epoch, state) and what else they read (the version, the last epoch).
+    for state, version, last_epoch, (pid, epoch) in itertools.product(
+            S, TransactionVersion, (None, 4, 5, 6), [(10, 4), (10, 5), (10, 6), (11, 5)]):
+        row = meta(state=state, transaction_version=version,
+                   last_producer_epoch=None if last_epoch is None else ProducerEpoch(last_epoch))
+        condition = row.join_condition(pid, epoch)
+        if condition is None:
+            continue
+        assert (row.transactional_id, row.producer_id, row.producer_epoch, row.state) == (
+            condition.transactional_id, condition.producer_id, condition.producer_epoch, condition.state)
+        row.check_producer(pid, epoch)
+        assert not row.begins_on_join(version)
+        row.require_ongoing()
