@@ -148,16 +148,22 @@ class Loop:
     def _commit(self) -> bool:
         """Commit the open transaction with the consumer's positions; False if it was aborted."""
         assignment = self.consumer.assignment()
+        positions = self.consumer.position(assignment) if assignment else []
+        passed = {t.partition: t.offset for t in positions}
+        # Every input the transaction consumed commits with an offset past it, or the transaction
+        # aborts: a result committed without its input's offset is made again by whoever reads
+        # the partition next, from the offset committed before it. A partition the member no
+        # longer holds (lost, or taken away before this commit) has no position to send.
+        unsent = sorted(p for p, (_, last) in self.consumed.items() if passed.get(p, -1) <= last)
         consumed = self._ended()
-        if not assignment:
-            # Nothing to send offsets for: the member has lost its partitions; what it produced
-            # must not commit without them.
-            print(f"aborting: no partitions assigned; {consumed}", file=sys.stderr, flush=True)
+        if unsent:
+            print(f"aborting: no position past what it consumed from partition(s) "
+                  f"{','.join(map(str, unsent))} (assigned: {_partitions(assignment)}); {consumed}",
+                  file=sys.stderr, flush=True)
             self.producer.abort_transaction(TIMEOUT_S)
             return False
         try:
-            self.producer.send_offsets_to_transaction(
-                self.consumer.position(assignment), self.consumer.consumer_group_metadata(), TIMEOUT_S)
+            self.producer.send_offsets_to_transaction(positions, self.consumer.consumer_group_metadata(), TIMEOUT_S)
             self.producer.commit_transaction(TIMEOUT_S)
         except KafkaException as e:
             error = e.args[0]
@@ -166,8 +172,7 @@ class Loop:
             print(f"aborting: {error.name()}: {error.str()}; {consumed}", file=sys.stderr, flush=True)
             self.producer.abort_transaction(TIMEOUT_S)
             return False
-        print(f"committed {','.join(f'{t.partition}:{t.offset}' for t in self.consumer.position(assignment))} "
-              f"{consumed}", flush=True)
+        print(f"committed {','.join(f'{t.partition}:{t.offset}' for t in positions)} {consumed}", flush=True)
         return True
 
     def _commit_and_begin(self) -> None:
