@@ -10,6 +10,11 @@ consumed is consumed again; a fatal error (this producer fenced by a newer insta
 `transactional.id`) ends the process with exit status 3, as nothing it does from then on can
 commit.
 
+On stdout it says how each transaction ended (`committed` with the positions it committed,
+or `aborting` on stderr with why) and which input offsets it consumed, what each rebalance
+assigned, revoked or lost, and where a rewind went back to: what a duplicate or a gap in the
+output is traced with.
+
 The transform: an input record whose value is an integer n (as JSON text, e.g. `7`) becomes
 `{"n": 7, "square": 49}` in the output topic, with the input's key. Any other value is skipped
 with a line on stderr naming its partition, offset and why, and its offset commits with the
@@ -91,6 +96,7 @@ class Loop:
         })
         self.in_transaction = 0    # records consumed in the open transaction (produced or skipped)
         self.began = 0.0           # when the open transaction's first record was produced
+        self.consumed: dict[int, tuple[int, int]] = {}  # per input partition: the open transaction's first and last offset
 
     def run(self) -> None:
         if self.args.dead_letter:
@@ -98,7 +104,8 @@ class Loop:
             # not exist would fail its transaction, and every one after it, at every restart.
             if self.args.dead_letter not in self.consumer.list_topics(timeout=TIMEOUT_S).topics:
                 raise MissingTopic(f"--dead-letter {self.args.dead_letter!r}: no such topic: create it first")
-        self.consumer.subscribe([self.args.input], on_revoke=self._on_revoke, on_lost=self._on_lost)
+        self.consumer.subscribe([self.args.input], on_assign=self._on_assign, on_revoke=self._on_revoke,
+                                on_lost=self._on_lost)
         self.producer.begin_transaction()
         while not stopping:
             if self.in_transaction and (self.in_transaction >= self.args.commit_every
@@ -123,33 +130,49 @@ class Loop:
             if not self.in_transaction:
                 self.began = time.monotonic()
             self.in_transaction += 1
+            first, _ = self.consumed.get(m.partition(), (m.offset(), m.offset()))
+            self.consumed[m.partition()] = (first, m.offset())
         if self.in_transaction:
             self._commit_and_begin()
         self.consumer.close()
         self.producer.flush(TIMEOUT_S)
 
+    def _ended(self) -> str:
+        """What the open transaction consumed, for the line that says how it ended (a duplicate
+        or a gap in the output is traced to the transactions that consumed its input), and
+        forget it: the next transaction starts."""
+        consumed = ",".join(f"{p}:{first}-{last}" for p, (first, last) in sorted(self.consumed.items()))
+        self.in_transaction, self.consumed = 0, {}
+        return f"consumed {consumed or '-'}"
+
     def _commit(self) -> bool:
         """Commit the open transaction with the consumer's positions; False if it was aborted."""
         assignment = self.consumer.assignment()
-        self.in_transaction = 0
-        if not assignment:
-            # Nothing to send offsets for: the member has lost its partitions; what it produced
-            # must not commit without them.
+        positions = self.consumer.position(assignment) if assignment else []
+        passed = {t.partition: t.offset for t in positions}
+        # Every input the transaction consumed commits with an offset past it, or the transaction
+        # aborts: a result committed without its input's offset is made again by whoever reads
+        # the partition next, from the offset committed before it. A partition the member no
+        # longer holds (lost, or taken away before this commit) has no position to send.
+        unsent = sorted(p for p, (_, last) in self.consumed.items() if passed.get(p, -1) <= last)
+        consumed = self._ended()
+        if unsent:
+            print(f"aborting: no position past what it consumed from partition(s) "
+                  f"{','.join(map(str, unsent))} (assigned: {_partitions(assignment)}); {consumed}",
+                  file=sys.stderr, flush=True)
             self.producer.abort_transaction(TIMEOUT_S)
             return False
         try:
-            self.producer.send_offsets_to_transaction(
-                self.consumer.position(assignment), self.consumer.consumer_group_metadata(), TIMEOUT_S)
+            self.producer.send_offsets_to_transaction(positions, self.consumer.consumer_group_metadata(), TIMEOUT_S)
             self.producer.commit_transaction(TIMEOUT_S)
         except KafkaException as e:
             error = e.args[0]
             if not error.txn_requires_abort():
                 raise
-            print(f"aborting: {error.name()}: {error.str()}", file=sys.stderr, flush=True)
+            print(f"aborting: {error.name()}: {error.str()}; {consumed}", file=sys.stderr, flush=True)
             self.producer.abort_transaction(TIMEOUT_S)
             return False
-        print(f"committed {','.join(f'{t.partition}:{t.offset}' for t in self.consumer.position(assignment))}",
-              flush=True)
+        print(f"committed {','.join(f'{t.partition}:{t.offset}' for t in positions)} {consumed}", flush=True)
         return True
 
     def _commit_and_begin(self) -> None:
@@ -162,10 +185,16 @@ class Loop:
         assignment = self.consumer.assignment()
         if not assignment:
             return
-        for tp in self.consumer.committed(assignment, TIMEOUT_S):
+        committed = self.consumer.committed(assignment, TIMEOUT_S)
+        for tp in committed:
             self.consumer.seek(TopicPartition(tp.topic, tp.partition, tp.offset if tp.offset >= 0 else 0))
+        print(f"rewound {','.join(f'{tp.partition}:{tp.offset}' for tp in committed)}", flush=True)
+
+    def _on_assign(self, consumer: Any, partitions: list[TopicPartition]) -> None:
+        print(f"assigned {_partitions(partitions)}", flush=True)
 
     def _on_revoke(self, consumer: Any, partitions: list[TopicPartition]) -> None:
+        print(f"revoked {_partitions(partitions)}", flush=True)
         # Partitions given to another member: what was consumed from them commits now, with
         # their offsets, or never (the new owner starts from the committed offsets). If the
         # commit fails, the partitions this member keeps are rewound too: their positions are
@@ -175,10 +204,16 @@ class Loop:
 
     def _on_lost(self, consumer: Any, partitions: list[TopicPartition]) -> None:
         # The group has already moved on without this member: its offsets would be refused.
+        print(f"lost {_partitions(partitions)}", flush=True)
         if self.in_transaction:
-            self.in_transaction = 0
+            print(f"aborting: partitions lost; {self._ended()}", file=sys.stderr, flush=True)
             self.producer.abort_transaction(TIMEOUT_S)
             self.producer.begin_transaction()
+
+
+def _partitions(partitions: list[TopicPartition]) -> str:
+    """The rebalance callbacks' partitions, as the lines saying what a transaction consumed name them."""
+    return ",".join(str(tp.partition) for tp in sorted(partitions, key=lambda tp: tp.partition)) or "-"
 
 
 stopping = False

@@ -158,24 +158,72 @@ def _results(read: list[tuple[int, int, bytes, bytes]]) -> Counter[tuple[bytes, 
 
 
 def _where_they_differ(output: list[tuple[Any, ...]], expected: Counter[tuple[bytes, bytes]],
-                       inputs: list[tuple[Any, ...]], logs: Path) -> str:
+                       inputs: list[tuple[Any, ...]], logs: Path, backend: Backend) -> str:
     """What a failed comparison needs to be explained: each result read other than once, with
-    where each copy is in the output and where its input is (an input written twice would be
-    consumed twice), and what every loop process said it committed or aborted (their logs, the
-    killed ones' too)."""
+    where each copy is in the output and what wrote it (its batch row's producer, epoch,
+    transaction and state, and that transaction's markers: a copy from an aborted or a fenced
+    transaction is not a reprocessing), and where its input is (an input written twice would be
+    consumed twice); then what every loop process said about those inputs (the transactions
+    that consumed them, committed or aborted) and about its partitions (each rebalance, each
+    rewind), the killed processes' too. The whole logs stay in `logs`."""
     got = _results(output)
-    lines = []
+    lines, inputs_at, txn_ids = [], set(), set()
+    batches = _batch_rows(backend)
     for result in sorted(set(got) | set(expected)):
         if got[result] != expected[result]:
             key = result[0]
+            copies = [(p, o, batches.get((p, o))) for p, o, k, _ in output if k == key]
+            txn_ids |= {b[2] for _, _, b in copies if b is not None}
+            at = [(p, o) for p, o, k, _ in inputs if k == key]
+            inputs_at |= set(at)
             lines.append(f"{result!r}: read {got[result]} times, expected {expected[result]}; output at "
-                         f"{[(p, o) for p, o, k, _ in output if k == key]}, input at "
-                         f"{[(p, o) for p, o, k, _ in inputs if k == key]}")
+                         f"{[(p, o) for p, o, _ in copies]} (producer id, epoch, txn id, state: "
+                         f"{[b for _, _, b in copies]}), input at {at}")
+    for m in backend.markers():
+        if m[4] in txn_ids:
+            lines.append(f"txn {m[4]}: {m[3]} marker at {m[0]}/{m[1]} offset {m[2]}")
+    partitions = {p for p, _ in inputs_at}
     for log in sorted(logs.glob("loop-*.log")):
         said = [line for line in log.read_text(errors="replace").splitlines()
-                if line.startswith(("committed", "aborting", "skipped")) or "rror" in line]
-        lines.append(f"{log.name}: " + " | ".join(said[-60:]))
+                if (line.startswith(("committed", "aborting")) and _consumed_any(line, inputs_at))
+                or (line.startswith(("assigned", "revoked", "lost")) and partitions & _named(line.split()[1]))
+                or line.startswith("rewound") or "rror" in line]
+        lines.append(f"{log.name}: " + " | ".join(said[:60]))
     return "\n".join(lines)
+
+
+def _batch_rows(backend: Backend) -> dict[tuple[int, int], tuple[Any, ...]]:
+    """(producer id, epoch, txn id, state) of the batch row holding each data record of the
+    output, by its (partition, offset)."""
+    from sqlalchemy import select
+
+    from app.storage.tables import record_batches, records
+    from tests.helpers import records_with_batches
+
+    rows = backend.query(
+        select(records.c.partition, records.c.offset, record_batches.c.producer_id, record_batches.c.producer_epoch,
+               record_batches.c.txn_id, record_batches.c.state)
+        .select_from(records_with_batches())
+        .where(records.c.topic_id == backend.topic_id(OUTPUT), records.c.control_type.is_(None)))
+    return {(p, o): tuple(rest) for p, o, *rest in rows}
+
+
+def _named(partitions: str) -> set[int]:
+    """The partitions a rebalance line of the loop names (`2,3`, or `-` for none)."""
+    return {int(p) for p in partitions.split(",") if p != "-"}
+
+
+def _consumed_any(line: str, inputs_at: set[tuple[int, int]]) -> bool:
+    """Whether a loop's line on a transaction's end says it consumed one of these inputs
+    (partition, offset): its `consumed 2:6-10,3:0-4`."""
+    _, _, consumed = line.rpartition("consumed ")
+    for part in consumed.split(","):
+        partition, _, span = part.partition(":")
+        first, _, last = span.partition("-")
+        if first.isdigit() and last.isdigit() and any(
+                p == int(partition) and int(first) <= o <= int(last) for p, o in inputs_at):
+            return True
+    return False
 
 
 def _output_in_the_log(backend: Backend) -> set[tuple[int, int]]:
@@ -252,7 +300,7 @@ def test_the_loop_killed_at_random_moments_leaves_every_result_once(
 
     output = _read_committed_output(bootstrap)
     assert _results(output) == _expected(count, bad_every), _where_they_differ(
-        output, _expected(count, bad_every), _read_committed_output(bootstrap, INPUT), backend.tmp)
+        output, _expected(count, bad_every), _read_committed_output(bootstrap, INPUT), backend.tmp, backend)
     # Each skipped input once in the dead-letter topic, however many times the kills made the
     # loop meet it again: produced in the transaction that passed its offset.
     assert _results(_read_committed_output(bootstrap, DEAD_LETTER)) == _expected_dead(count, bad_every)
