@@ -17,7 +17,7 @@ from starlette.types import Receive, Scope, Send
 
 from app.domain.record_formats import typed_json
 from app.domain.types import IsolationLevel
-from app.services.log_service import FetchAnswer, PartitionFetch
+from app.services.fetch_answer import FetchAnswer, PartitionFetch
 from app.services.long_poll import close, next_chunk
 from app.domain.read import FetchResult, StoredRecord
 

@@ -1,10 +1,9 @@
-"""Send and Fetch: the producer and consumer side of the partition logs."""
+"""Send and Fetch: the producer and consumer side of the partition logs (a Fetch's request and
+answer types: app.services.fetch_answer)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import ExitStack
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from sqlalchemy import Connection
 
@@ -23,12 +22,12 @@ from app.domain.errors import (
     InvalidRecord,
     InvalidRequest,
 )
-from app.domain.read import FetchResult, OffsetOrderRead, PartitionOffsets, StoredRecord, offset_order_upper_bound
+from app.domain.read import FetchResult, OffsetOrderRead, PartitionOffsets, offset_order_upper_bound
 from app.domain.record_formats import for_topic
 from app.domain.records import RecordToAppend, SendBatch, first_largest
 from app.domain.transaction import JoinCondition, TransactionMetadata
 from app.domain.types import IsolationLevel, TransactionVersion, ValueFormat
-from app.settings import Limit, Settings
+from app.settings import Settings
 from app.storage import append, changes, offset_order, producers, read, topics
 from app.storage import transactions as txns
 from app.storage.dialect import RowLock
@@ -38,6 +37,8 @@ from app.storage.markers import MarkerOwner
 from app.storage.message_ids import published_message_ids, set_message_ids
 from app.storage.record_rows import BatchToAppend
 from app.storage.seen_topics import MAX_TOPICS, SeenTopics, TopicChanged
+from app.services import fetch_answer
+from app.services.fetch_answer import FetchAnswer, HeldRead, PartitionFetch
 from app.services.transaction_join import found, join_transaction, joining
 
 
@@ -454,7 +455,7 @@ class LogService:
         out of range) is its answer, not the request's.
 
         Every partition is planned from the records' sizes before any record is read. An answer
-        of more than STREAM_ABOVE_BYTES (with `stream`) is not read here: it keeps its read
+        of more than fetch_answer.STREAM_ABOVE_BYTES (with `stream`) is not read here: it keeps its read
         transaction open, for the caller to read a chunk at a time while it sends the answer,
         and to close (FetchAnswer)."""
         max_bytes = self.settings.fetch_max_bytes_default if max_bytes is None else max_bytes
@@ -466,7 +467,7 @@ class LogService:
             conn = held.conn
             # What the plans may bring whole with their sizes, for the whole request: an answer
             # this small is then read by the statements that planned it.
-            prefetch = STREAM_ABOVE_BYTES
+            prefetch = fetch_answer.STREAM_ABOVE_BYTES
             left, min_one = max_bytes, True
             for w in wanted:
                 self._plan(conn, w, share, min(max_partition_bytes, left), min_one, isolation, w.offset, prefetch)
@@ -484,8 +485,8 @@ class LogService:
                     left -= w.plans[-1].size_bytes
                     prefetch -= w.plans[-1].prefetched_bytes
             answer = FetchAnswer(wanted, held)
-            if not stream or sum(w.planned_bytes + RECORD_JSON_BYTES * w.planned_records
-                                 for w in wanted) <= STREAM_ABOVE_BYTES:
+            if not stream or sum(w.planned_bytes + fetch_answer.RECORD_JSON_BYTES * w.planned_records
+                                 for w in wanted) <= fetch_answer.STREAM_ABOVE_BYTES:
                 for w in wanted:
                     if w.result is not None:
                         w.result.records = [r for plan in w.plans for chunk in read.read_planned(conn, plan)
@@ -512,93 +513,3 @@ class LogService:
             w.result, w.error = plan.result, None
         except (UnknownTopicOrPartition, OffsetOutOfRange) as e:
             w.result, w.error, w.plans = None, e, []
-
-
-def check_fetch_bytes(settings: Settings, max_bytes: int | None,
-                      max_partition_bytes: int | None = None) -> tuple[int, int]:
-    """A Fetch's byte limits (Kafka's fetch.max.bytes and max.partition.fetch.bytes): the
-    service's defaults when not given, INVALID_REQUEST when over the service's maximum."""
-    for name, value, limit in (("max_bytes", max_bytes, settings.fetch_bytes_limit),
-                               ("max_partition_bytes", max_partition_bytes, settings.fetch_partition_bytes_limit)):
-        if value is not None and value not in limit:
-            raise InvalidRequest(f"{name} must be in {limit}; got {value}")
-    return (settings.fetch_max_bytes_default if max_bytes is None else max_bytes,
-            settings.fetch_max_partition_bytes_default if max_partition_bytes is None else max_partition_bytes)
-
-
-def check_partition_fetch_bytes(settings: Settings, max_bytes: int | None) -> int:
-    """The byte limit of a one-partition Fetch (the records' Fetch, the stream): both Kafka's
-    limits at once, the request's and the partition's, so their smaller default and maximum."""
-    limit = Limit(1, min(settings.fetch_max_bytes_limit, settings.fetch_max_partition_bytes_limit),
-                  "OUTBOX_FETCH_MAX_BYTES_LIMIT, OUTBOX_FETCH_MAX_PARTITION_BYTES_LIMIT")
-    if max_bytes is None:
-        return min(settings.fetch_max_bytes_default, settings.fetch_max_partition_bytes_default)
-    if max_bytes not in limit:
-        raise InvalidRequest(f"max_bytes must be in {limit}; got {max_bytes}")
-    return max_bytes
-
-
-# A Fetch answer larger than this (records' bytes, and RECORD_JSON_BYTES a record for the rest of
-# its JSON) is sent as it is read, CHUNK_BYTES of records at a time, rather than built whole: the
-# process then holds a chunk of it, not all of it, whatever max_bytes allows (or the one commit
-# point above it that a Fetch always returns).
-STREAM_ABOVE_BYTES = 1 << 20
-CHUNK_BYTES = 256 << 10
-RECORD_JSON_BYTES = 200
-
-
-class HeldRead:
-    """A read transaction (one snapshot) kept open after a Fetch's plan, so that its records are
-    read in that snapshot, a chunk at a time, while the answer is sent. It holds a pooled
-    connection until close(), which is idempotent; the caller closes it whatever happens."""
-
-    def __init__(self, db: Database) -> None:
-        self._stack = ExitStack()
-        self.conn = self._stack.enter_context(db.read())
-
-    def close(self) -> None:
-        self._stack.close()
-
-
-@dataclass(slots=True)
-class PartitionFetch:
-    """One partition of a Fetch: where to read from, and what came back (its plans: two when
-    it had a second share of the record limit)."""
-
-    topic: str
-    partition: int
-    offset: int
-    topic_id: int | None = None
-    result: FetchResult | None = None
-    error: OutboxError | None = None
-    found: Topic | None = None
-    plans: list[read.FetchPlan] = field(default_factory=list)
-
-    @property
-    def planned_records(self) -> int:
-        return sum(p.record_count for p in self.plans)
-
-    @property
-    def planned_bytes(self) -> int:
-        return sum(p.size_bytes for p in self.plans)
-
-
-@dataclass(slots=True)
-class FetchAnswer:
-    """A Fetch's partitions. Their records are in each result already when `held` is None;
-    otherwise `chunks` reads them from the held snapshot, and close() must end it."""
-
-    partitions: list[PartitionFetch]
-    held: HeldRead | None = None
-
-    def chunks(self, w: PartitionFetch) -> Iterator[list[StoredRecord]]:
-        if self.held is None:
-            if w.result is not None and w.result.records:
-                yield w.result.records
-            return
-        for plan in w.plans:
-            yield from read.read_planned(self.held.conn, plan, chunk_bytes=CHUNK_BYTES)
-
-    def close(self) -> None:
-        if self.held is not None:
-            self.held.close()

@@ -34,7 +34,8 @@ from app import metrics
 from app.domain.errors import ThrottlingQuotaExceeded
 from app.domain.read import StoredRecord
 from app.domain.types import IsolationLevel
-from app.services.log_service import FetchAnswer, LogService, PartitionFetch
+from app.services.fetch_answer import FetchAnswer, PartitionFetch
+from app.services.log_service import LogService
 from app.services.shared_reads import SharedReads
 from app.services.waiting import Place, WaitingRequests, WaitKind
 from app.storage.changes import Key, LogChanges

@@ -19,6 +19,7 @@ app.services.transaction_listing's. The coordinator holds all three (`completion
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 
 from app.domain.clock import Clock
@@ -296,16 +297,16 @@ class TransactionCoordinator(ProducerInit):
         holds another number it is aborted instead, and TRANSACTION_INCOMPLETE raised once the
         abort is written: its Sends were acknowledged before they were durable, and a database
         crash lost some of them."""
+        end = functools.partial(self._end_transaction, transactional_id, producer_id, producer_epoch, commit, txn_id,
+                                prepared, batches, transaction_version, acknowledged_records)
         if batches and self.seen_topics is not None:
             try:
-                return self._end_transaction(transactional_id, producer_id, producer_epoch, commit, txn_id, prepared,
-                                             batches, transaction_version, acknowledged_records, self.seen_topics)
+                return end(self.seen_topics)
             except TopicChanged:
                 # A topic of the batches changed since this process read it: everything this
                 # attempt wrote rolled back; again as if the copy were not there.
                 self.seen_topics.forget({b.topic for b in batches})
-        return self._end_transaction(transactional_id, producer_id, producer_epoch, commit, txn_id, prepared,
-                                     batches, transaction_version, acknowledged_records, None)
+        return end(None)
 
     def _end_transaction(
         self,

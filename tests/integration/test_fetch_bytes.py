@@ -11,7 +11,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from app.api.app import create_app
-from app.services import log_service
+from app.services import fetch_answer
 from app.settings import Settings
 from tests.helpers import batch, begin, create_topic, ident, init_producer, send
 
@@ -191,8 +191,8 @@ def test_an_answer_sent_as_it_is_read_is_the_same_json_as_the_answer_built_whole
     multi = {"partitions": [{"topic": "t", "partition": 1}, {"topic": "t", "partition": 0}], "isolation": isolation}
     built = (_get(client, "t", **single), client.post("/v1/fetch", json=multi))
 
-    monkeypatch.setattr(log_service, "STREAM_ABOVE_BYTES", 0)
-    monkeypatch.setattr(log_service, "CHUNK_BYTES", 40)
+    monkeypatch.setattr(fetch_answer, "STREAM_ABOVE_BYTES", 0)
+    monkeypatch.setattr(fetch_answer, "CHUNK_BYTES", 40)
     streamed = (_get(client, "t", **single), client.post("/v1/fetch", json=multi))
 
     assert [r.headers.get("content-length") for r in streamed] == [None, None]  # sent in chunks

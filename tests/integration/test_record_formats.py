@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from sqlalchemy import select
 
-from app.services import log_service
+from app.services import fetch_answer
 from app.services.log_cleaner import LogCleaner
 from app.storage.tables import records
 from tests.helpers import begin, create_topic, fetch, ident, init_producer, send
@@ -216,8 +216,8 @@ def test_a_bytes_topics_answer_sent_as_it_is_read_is_the_answer_built_whole(
                                 "headers": [{"name": "h", "value": b64(b"\x00")}]} for i in range(6)])])
     built = client.get("/v1/topics/b/partitions/0/records")
 
-    monkeypatch.setattr(log_service, "STREAM_ABOVE_BYTES", 0)
-    monkeypatch.setattr(log_service, "CHUNK_BYTES", 20)
+    monkeypatch.setattr(fetch_answer, "STREAM_ABOVE_BYTES", 0)
+    monkeypatch.setattr(fetch_answer, "CHUNK_BYTES", 20)
     streamed = client.get("/v1/topics/b/partitions/0/records")
 
     assert streamed.headers.get("content-length") is None  # sent in chunks

@@ -10,7 +10,7 @@ from types import SimpleNamespace
 from typing import Any
 
 from app.domain.types import IsolationLevel
-from app.services.log_service import FetchAnswer, PartitionFetch
+from app.services.fetch_answer import FetchAnswer, PartitionFetch
 from app.services.long_poll import LongPoll
 from app.services.waiting import WaitingRequests
 from app.storage.changes import LogChanges

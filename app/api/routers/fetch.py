@@ -19,7 +19,7 @@ from app.domain import acl
 from app.domain.acl import Operation
 from app.domain.errors import InvalidRequest, TopicAuthorizationFailed
 from app.domain.request_shape import duplicated
-from app.services.log_service import FetchAnswer, PartitionFetch, check_fetch_bytes
+from app.services.fetch_answer import FetchAnswer, PartitionFetch, check_fetch_bytes
 from app.services.long_poll import close
 
 router = APIRouter(prefix="/v1/fetch", tags=["records"])

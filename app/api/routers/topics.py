@@ -34,7 +34,7 @@ from app.domain import acl
 from app.domain.acl import Operation
 from app.domain.errors import InvalidRequest, OutboxError, TopicAlreadyExists, TopicHasOpenTransactions
 from app.domain.types import MAX_INT32, MAX_INT64, IsolationLevel
-from app.services.log_service import PartitionFetch, check_partition_fetch_bytes
+from app.services.fetch_answer import PartitionFetch, check_partition_fetch_bytes
 from app.services.long_poll import close
 from app.domain.topic import PartitionInfo, Topic
 
