@@ -20,7 +20,7 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass, replace
 
-from app.domain.errors import InvalidTxnState
+from app.domain.errors import InvalidTxnState, OutboxError
 from app.domain.transaction import IDLE_STATES, UNDECIDED_STATES, TransactionMetadata, check_transition
 from app.domain.types import MAX_PRODUCER_EPOCH, Durability, ProducerEpoch, TransactionState, TransactionVersion, TxnId
 
@@ -249,6 +249,63 @@ def speaking(meta: TransactionMetadata, transaction_version: TransactionVersion 
             or meta.state not in _SPEAKING_STATES:
         return None
     return prepare_transition(meta, SpeakVersion(transaction_version), now_ms)
+
+
+def begin(meta: TransactionMetadata, txn_id: int, now_ms: int,
+          transaction_version: TransactionVersion | None = None) -> TxnTransit:
+    """Idle → Ongoing as transaction `txn_id`, in the version the request that begins it speaks
+    (None: the stored one), which the transaction takes in the same write (SpeakVersion then
+    Begin, composed): the one computation of every Begin, whichever request makes it."""
+    check_transition(meta.state, S.ONGOING)
+    spoken = speaking(meta, transaction_version, now_ms)
+    if spoken is None:
+        return prepare_transition(meta, Begin(txn_id), now_ms)
+    return then(spoken, prepare_transition(spoken.after, Begin(txn_id), now_ms))
+
+
+# The txn_id a BeginCondition's `after` holds: the statement that writes the Begin takes the
+# transaction's id from the sequence itself, once the row is found as `before` (an id is spent
+# only on a Begin that is written).
+TXN_ID_TAKEN_BY_THE_WRITE = TxnId(0)
+
+
+@dataclass(frozen=True, slots=True)
+class BeginCondition:
+    """A version 2 Send that begins the next transaction in the statement that takes its first
+    offsets, without reading the transactional id's row first: the row must be `before` in every
+    column (a process's copy of it, which may be out of date), and becomes `after`, the Begin
+    computed from `before` (begin_condition), its txn_id taken by that statement. Storage writes
+    it only where the row is `before` (app.storage.transactions.BEGUN); elsewhere the Send reads
+    the row and begins or joins from what it finds."""
+
+    before: TransactionMetadata
+    after: TransactionMetadata
+
+    @property
+    def transactional_id(self) -> str:
+        return self.before.transactional_id
+
+
+def begin_condition(meta: TransactionMetadata, producer_id: int, producer_epoch: int,
+                    transaction_version: TransactionVersion | None, now_ms: int) -> BeginCondition | None:
+    """The BeginCondition of a Send of (producer_id, producer_epoch), speaking
+    `transaction_version`, from `meta`; None where `meta` would refuse the Send or not begin a
+    transaction for it. A row that is `meta` in every column passes the same checks as the Send's
+    join would make after reading it (check_producer, begins_on_join, the Begin's transition),
+    and begins as `begin` computes it, so the Begin written without the read is the one the read
+    would have written."""
+    try:
+        meta.check_producer(producer_id, producer_epoch)
+    except OutboxError:
+        return None
+    if not meta.begins_on_join(transaction_version):
+        return None
+    try:
+        transit = begin(meta, TXN_ID_TAKEN_BY_THE_WRITE, now_ms, transaction_version)
+    except InvalidTxnState:  # e.g. a version 1 row spoken to in version 2 by a producer of durability "commit"
+        return None
+    assert not transit.new_producer_id  # neither a Begin nor a SpeakVersion bumps the epoch
+    return BeginCondition(meta, transit.after)
 
 
 def marker_producer(decision: TxnTransit) -> tuple[int, int]:

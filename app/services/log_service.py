@@ -3,7 +3,7 @@ answer types: app.services.fetch_answer)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from sqlalchemy import Connection
 
@@ -26,7 +26,8 @@ from app.domain.read import FetchResult, OffsetOrderRead, PartitionOffsets, offs
 from app.domain.record_formats import for_topic
 from app.domain.records import RecordToAppend, SendBatch, first_largest
 from app.domain.transaction import JoinCondition, TransactionMetadata
-from app.domain.types import IsolationLevel, TransactionVersion, ValueFormat
+from app.domain.transit import BeginCondition
+from app.domain.types import IsolationLevel, TransactionVersion, TxnId, ValueFormat
 from app.settings import Settings
 from app.storage import append, changes, offset_order, producers, read, topics
 from app.storage import transactions as txns
@@ -36,10 +37,10 @@ from app.storage.log_end import NotJoined
 from app.storage.markers import MarkerOwner
 from app.storage.message_ids import published_message_ids, set_message_ids
 from app.storage.record_rows import BatchToAppend
-from app.storage.seen_topics import MAX_TOPICS, SeenTopics, TopicChanged
+from app.storage.seen_topics import SeenTopics, TopicChanged
 from app.services import fetch_answer
 from app.services.fetch_answer import FetchAnswer, HeldRead, PartitionFetch
-from app.services.transaction_join import found, join_transaction, joining
+from app.services.transaction_join import TransactionCopies, found, join_transaction, joining
 
 
 @dataclass(frozen=True, slots=True)
@@ -230,7 +231,7 @@ def append_sent(
     now_ms: int,
     commit_marker: MarkerOwner | None = None,
     holder: str | None = None,
-    join: JoinCondition | None = None,
+    join: JoinCondition | BeginCondition | None = None,
 ) -> list[SendResult]:
     """Append a Send's batches (batches_to_append made `to_append` of them) in the caller's
     database transaction, which has checked the producer and joined the transaction if any, or
@@ -254,17 +255,21 @@ class LogService:
         self.clock = clock
         # The topics Sends name, kept between Sends on PostgreSQL (see seen_topics).
         self._seen = SeenTopics() if db.dialect == "postgresql" else None
-        # On PostgreSQL, each transactional id's metadata as this process's Sends last joined it:
-        # what the next Send's JoinCondition is computed from, a guess that the statement taking
-        # its offsets confirms (NotJoined otherwise), so that a running transaction's Send reads
-        # no row of its own. SQLite's reads cost no round trip: its Sends read the row.
-        self._joined: dict[str, TransactionMetadata] | None = {} if db.dialect == "postgresql" else None
+        # On PostgreSQL, each transactional id's metadata as this process last had it (see
+        # TransactionCopies). SQLite's reads cost no round trip: its Sends read the row.
+        self._joined = TransactionCopies() if db.dialect == "postgresql" else None
 
     @property
     def seen_topics(self) -> SeenTopics | None:
         """The process's copy of the topics (None on SQLite), shared with the Commit that
         carries batches (TransactionCoordinator)."""
         return self._seen
+
+    @property
+    def transaction_copies(self) -> TransactionCopies | None:
+        """The process's copies of transactional ids' rows (None on SQLite), shared with the
+        Commits and Aborts (TransactionCoordinator), which keep theirs there."""
+        return self._joined
 
     def send(
         self,
@@ -301,27 +306,24 @@ class LogService:
                                                transaction_version))
 
     def _join_condition(self, transactional_id: str | None, producer_id: int | None, producer_epoch: int | None,
-                        transaction_version: TransactionVersion | None) -> JoinCondition | None:
-        """The JoinCondition of a transactional Send, from the metadata its transactional id was
-        last joined with here; None where there is none, or where it says the Send would be
-        refused or begin a transaction (the Send then reads the row)."""
+                        transaction_version: TransactionVersion | None) -> JoinCondition | BeginCondition | None:
+        """The condition under which a transactional Send joins or begins its transaction without
+        reading the row first (TransactionCopies.condition); None where there is none."""
         if transactional_id is None or self._joined is None:
             return None
-        last = self._joined.get(transactional_id)
         assert producer_id is not None and producer_epoch is not None
-        return None if last is None else last.join_condition(producer_id, producer_epoch, transaction_version)
+        return self._joined.condition(transactional_id, producer_id, producer_epoch, transaction_version,
+                                      self.clock())
 
     def _joined_now(self, meta: TransactionMetadata) -> None:
         if self._joined is not None:
-            if len(self._joined) >= MAX_TOPICS:
-                self._joined.clear()  # as seen_topics' copy: past its bound it starts again
-            self._joined[meta.transactional_id] = meta
+            self._joined.keep(meta)
 
     def _forget(self, transactional_id: str, batches: list[SendBatch]) -> None:
-        """The copies a Send that joins by a JoinCondition was built from: either may be out of date."""
+        """The copies a Send that joins by a condition was built from: either may be out of date."""
         assert self._seen is not None and self._joined is not None
         self._seen.forget({b.topic for b in batches})
-        self._joined.pop(transactional_id, None)
+        self._joined.forget(transactional_id)
 
     def _send(
         self,
@@ -333,14 +335,14 @@ class LogService:
         lock: RowLock,
         transaction_version: TransactionVersion | None = None,
         seen: SeenTopics | None = None,
-        join: JoinCondition | None = None,
+        join: JoinCondition | BeginCondition | None = None,
     ) -> list[SendResult]:
         """`seen`: the Send's topics may come from this copy, checked by the statements that take
         the offsets (TopicChanged where one is out of date). `join`: a transactional Send's
-        JoinCondition (with `seen`), tested by the statement that takes its first batch's offsets
-        instead of the transaction's row read first; where that statement finds the row (or the
-        topic's) not as the copies had it, it has written nothing, and the Send goes on in the same
-        database transaction reading both."""
+        JoinCondition or BeginCondition (with `seen`), tested by the statement that takes its
+        first batch's offsets instead of the transaction's row read first; where that statement
+        finds the row (or the topic's) not as the copies had it, it has written no batch, and the
+        Send goes on in the same database transaction reading both."""
         now = self.clock()
         with self.db.write() as conn:
             txn_id = None
@@ -349,11 +351,16 @@ class LogService:
                 # A Send that waits for the row FOR UPDATE from the start begins the transaction.
                 if lock is RowLock.SHARE:
                     try:
-                        return append_sent(conn, batches, _batches_from_copy(conn, batches, seen),
+                        sent = append_sent(conn, batches, _batches_from_copy(conn, batches, seen),
                                            producer_id=producer_id, producer_epoch=producer_epoch,
                                            transactional_id=transactional_id, txn_id=None, now_ms=now, join=join)
                     except NotJoined:
                         self._forget(transactional_id, batches)
+                    else:
+                        if isinstance(join, BeginCondition):
+                            # What the row became, as for a Send that read it (below).
+                            self._joined_now(replace(join.after, txn_id=TxnId(sent[0].txn_id)))
+                        return sent
                 seen = None
             if seen is not None:
                 to_append = _batches_from_copy(conn, batches, seen)

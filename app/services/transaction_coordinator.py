@@ -66,7 +66,7 @@ from app.services import commit_batches as carried
 from app.services.log_service import SendResult, check_send
 from app.services.producer_init import ProducerIdAndEpoch, ProducerInit
 from app.services.transaction_completion import TransactionCompletion, apply_event, complete_decided, complete_stored, fence
-from app.services.transaction_join import begin_next, found, join_transaction, joining, require
+from app.services.transaction_join import TransactionCopies, begin_next, found, join_transaction, joining, require
 from app.services.transaction_listing import TransactionListing, TransactionView, view_of
 from app.services.transaction_timeouts import TransactionTimeouts
 from app.services.version_switch import VersionSwitch
@@ -79,13 +79,19 @@ S = TransactionState
 
 
 class TransactionCoordinator(ProducerInit):
-    def __init__(self, db: Database, settings: Settings, clock: Clock, seen_topics: SeenTopics | None = None) -> None:
+    def __init__(self, db: Database, settings: Settings, clock: Clock, seen_topics: SeenTopics | None = None,
+                 transaction_copies: TransactionCopies | None = None) -> None:
         """`seen_topics`: the process's copy of the topics (LogService.seen_topics), from which
-        a Commit that carries batches takes their topics, as a plain Send does; None: read."""
+        a Commit that carries batches takes their topics, as a plain Send does; None: read.
+        `transaction_copies`: the process's copies of transactional ids' rows
+        (LogService.transaction_copies), where each Begin, Commit and Abort keeps the row it
+        wrote, so that the producer's next Send joins, or begins its next transaction (version
+        2), in the statement that takes its offsets."""
         self.db = db
         self.settings = settings
         self.clock = clock
         self.seen_topics = seen_topics
+        self.transaction_copies = transaction_copies
         self.completion = TransactionCompletion(db, clock)
         self.timeouts = TransactionTimeouts(db, settings)
         self.listing = TransactionListing(db, settings, clock)
@@ -114,7 +120,9 @@ class TransactionCoordinator(ProducerInit):
                 meta = require(conn, transactional_id)
                 meta.check_producer(producer_id, producer_epoch)
                 if meta.state not in COMPLETING_STATES:
-                    return TransactionView(begin_next(conn, meta, now, transaction_version))
+                    begun = TransactionView(begin_next(conn, meta, now, transaction_version))
+            if meta.state not in COMPLETING_STATES:
+                return self._kept(begun)
             if attempt == 0 and self.settings.complete_inline:
                 # Finish the previous transaction here rather than make the caller wait for
                 # the worker's next pass.
@@ -207,10 +215,10 @@ class TransactionCoordinator(ProducerInit):
         with `each_partition` an offset whose metadata is too long is left out, else it refuses
         the request."""
         check_distinct_partitions(offsets)
-        return joining(lambda lock: self._add_offsets(transactional_id, producer_id, producer_epoch, group_id,
+        return self._kept(joining(lambda lock: self._add_offsets(transactional_id, producer_id, producer_epoch, group_id,
                                                       offsets, group_metadata, lock=lock,
                                                       transaction_version=transaction_version,
-                                                      each_partition=each_partition))
+                                                      each_partition=each_partition)))
 
     def _add_offsets(
         self, transactional_id: str, producer_id: int, producer_epoch: int, group_id: str,
@@ -301,12 +309,20 @@ class TransactionCoordinator(ProducerInit):
                                 prepared, batches, transaction_version, acknowledged_records)
         if batches and self.seen_topics is not None:
             try:
-                return end(self.seen_topics)
+                return self._kept(end(self.seen_topics))
             except TopicChanged:
                 # A topic of the batches changed since this process read it: everything this
                 # attempt wrote rolled back; again as if the copy were not there.
                 self.seen_topics.forget({b.topic for b in batches})
-        return end(None)
+        return self._kept(end(None))
+
+    def _kept(self, view: TransactionView) -> TransactionView:
+        """`view`, its row kept as the process's copy (transaction_copies): kept once its database
+        transaction has committed, it is the row as stored, until another request changes it
+        (the row as read, where the request only joined)."""
+        if self.transaction_copies is not None:
+            self.transaction_copies.keep(view.meta)
+        return view
 
     def _end_transaction(
         self,

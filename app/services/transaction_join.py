@@ -8,12 +8,13 @@ from collections.abc import Callable
 from typing import TypeVar
 
 from app.domain.errors import TransactionalIdNotFound
-from app.domain.transaction import TransactionMetadata, check_transition
+from app.domain.transaction import JoinCondition, TransactionMetadata, check_transition
 from app.domain.types import TransactionState, TransactionVersion, TxnId
-from app.domain.transit import Begin, TxnTransit, prepare_transition, speaking, then
+from app.domain.transit import BeginCondition, TxnTransit, begin, begin_condition
 from app.storage import producers
 from app.storage import transactions as txns
 from app.storage.dialect import RowLock
+from app.storage.seen_topics import MAX_TOPICS
 
 
 def require(conn, transactional_id: str, lock: RowLock | None = RowLock.UPDATE) -> TransactionMetadata:  # type: ignore[no-untyped-def]
@@ -44,10 +45,7 @@ def begin_transit(conn, meta: TransactionMetadata, now: int,  # type: ignore[no-
     check_transition(meta.state, TransactionState.ONGOING)
     if txn_id is None:
         txn_id = producers.next_txn_id(conn)
-    spoken = speaking(meta, transaction_version, now)
-    if spoken is None:
-        return prepare_transition(meta, Begin(txn_id), now)
-    return then(spoken, prepare_transition(spoken.after, Begin(txn_id), now))
+    return begin(meta, txn_id, now, transaction_version)
 
 
 def begin_next(conn, meta: TransactionMetadata, now: int,  # type: ignore[no-untyped-def]
@@ -95,3 +93,35 @@ def joining(attempt: Callable[[RowLock], T]) -> T:
         return attempt(RowLock.SHARE)
     except txns.RowLockBusy:
         return attempt(RowLock.UPDATE)
+
+
+class TransactionCopies:
+    """Each transactional id's metadata as this process last wrote it or joined with it
+    (PostgreSQL only): what a transactional Send's JoinCondition or BeginCondition is computed
+    from, a guess that the statement taking the Send's offsets confirms (NotJoined otherwise),
+    so that the Send reads no row first. Shared by the Sends (LogService) and the Commits and
+    Aborts (TransactionCoordinator), whose version 2 epoch bump the next Send would otherwise
+    learn only by reading the row. Bounded as seen_topics' copy is: past MAX_TOPICS ids it
+    starts again."""
+
+    def __init__(self) -> None:
+        self._copies: dict[str, TransactionMetadata] = {}
+
+    def condition(self, transactional_id: str, producer_id: int, producer_epoch: int,
+                  transaction_version: TransactionVersion | None, now_ms: int) -> JoinCondition | BeginCondition | None:
+        """The condition under which a Send of (producer_id, producer_epoch) joins the open
+        transaction, or begins the next one, as the copy has the row; None where there is no
+        copy, or where it says the Send would be refused (the Send then reads the row)."""
+        last = self._copies.get(transactional_id)
+        if last is None:
+            return None
+        return (last.join_condition(producer_id, producer_epoch, transaction_version)
+                or begin_condition(last, producer_id, producer_epoch, transaction_version, now_ms))
+
+    def keep(self, meta: TransactionMetadata) -> None:
+        if len(self._copies) >= MAX_TOPICS:
+            self._copies.clear()
+        self._copies[meta.transactional_id] = meta
+
+    def forget(self, transactional_id: str) -> None:
+        self._copies.pop(transactional_id, None)

@@ -12,6 +12,7 @@ from sqlalchemy import Connection
 from app.domain.errors import OffsetMismatch
 from app.domain.producer import BatchVerdict, check_sequence, next_batch_condition, starts_epoch
 from app.domain.transaction import JoinCondition
+from app.domain.transit import BeginCondition
 from app.domain.types import ControlType, RecordState, ValueFormat
 from app.storage import dialect
 from app.storage.batch_rows import (
@@ -22,7 +23,7 @@ from app.storage.batch_rows import (
     batch_state,
     marker_batch_row,
 )
-from app.storage.log_end import NotJoined, take_offsets, take_offsets_with
+from app.storage.log_end import Joining, NotJoined, take_offsets, take_offsets_with
 from app.storage.markers import MarkerOwner, marker_row
 from app.storage.producers import current_state
 from app.storage.record_rows import BatchToAppend, write_records
@@ -69,7 +70,7 @@ def append_batches(
     now_ms: int,
     commit_marker: MarkerOwner | None = None,
     holder: str | None = None,
-    join: JoinCondition | None = None,
+    join: JoinCondition | BeginCondition | None = None,
 ) -> list[AppendResult]:
     """Append every batch, all or nothing, in the caller's database transaction.
 
@@ -93,7 +94,8 @@ def append_batches(
     gives `join` (PostgreSQL, `txn_id` None): the transaction's row is read by the statement that
     takes the first batch's offsets, which takes them only where the row holds that condition
     (log_end.TAKEN_JOINING), and which answers the txn_id the batches join; the row stays locked
-    FOR SHARE from then on. NotJoined where it does not hold, before anything is written.
+    from then on (FOR SHARE; FOR UPDATE where a BeginCondition began the transaction). NotJoined
+    where it does not hold, before any batch is written.
     """
     results: dict[tuple[int, int], AppendResult] = {}
     # Each batch to write, with its base offset: a JSON topic's, and a bytes topic's
@@ -139,7 +141,7 @@ def append_batches(
             record_state = RecordState.OPEN if joins else batch_state(txn_id, commit_marker is not None)
             row = take_offsets_with(
                 conn, take_offsets_writing_state_stmt(expected is None, holder is not None, record_state, claims,
-                                                      joins),
+                                                      Joining.of(join) if joins else None),  # type: ignore[arg-type]
                 {**batch_state_params(expected, producer_id=producer_id, producer_epoch=producer_epoch,  # type: ignore[arg-type]
                                       transactional_id=transactional_id, txn_id=txn_id, batch=batch,
                                       base_offset=None, now_ms=now_ms, holder=holder), **row_params,

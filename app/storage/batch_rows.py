@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from sqlalchemy import BigInteger, Integer, String, bindparam, exists, literal, select
 
 from app.domain.types import ControlType, RecordState
-from app.storage.log_end import TAKEN, TAKEN_JOINING
+from app.storage.log_end import TAKEN, TAKEN_JOINING, Joining
 from app.storage.tables import record_batches
 
 if TYPE_CHECKING:
@@ -92,18 +92,18 @@ _COLUMNS = ("topic_id", "partition", "base_offset", "record_count", "producer_id
             "base_sequence", "txn_id", "state", "commit_position")
 
 
-def batch_row_part(state: RecordState, written: Any = None, joining: bool = False) -> Any:
+def batch_row_part(state: RecordState, written: Any = None, joining: Joining | None = None) -> Any:
     """The CTE that writes the row of a batch appended in `state` (batch_state). `written`: the
     statement's part whose rows say the batch is appended (none, and the batch row is not
-    written either). `joining`: over TAKEN_JOINING, whose txn_id the row takes."""
-    taken = TAKEN_JOINING if joining else TAKEN
+    written either). `joining`: over TAKEN_JOINING[joining], whose txn_id the row takes."""
+    taken = TAKEN if joining is None else TAKEN_JOINING[joining]
     position = commit_position(state, taken.c.next_offset)
     row = select(
         bindparam("p_topic_id", type_=Integer), bindparam("p_partition", type_=Integer),
         taken.c.next_offset - bindparam("p_count", type_=BigInteger), bindparam("p_records", type_=Integer),
         bindparam("r_producer_id", type_=BigInteger), bindparam("r_producer_epoch", type_=Integer),
         bindparam("r_base_sequence", type_=Integer),
-        taken.c.txn_id if joining else bindparam("r_txn_id", type_=BigInteger),
+        bindparam("r_txn_id", type_=BigInteger) if joining is None else taken.c.txn_id,
         literal(state.value, String),
         literal(None, BigInteger) if position is None else position,
     ).select_from(taken)

@@ -14,14 +14,17 @@ order, and takes its transaction row lock (if any) before any partition lock.
 
 from __future__ import annotations
 
+import enum
 from collections.abc import Iterable
 from typing import Any
 
 from sqlalchemy import Connection, Integer, Text, bindparam, column, select, tuple_, union, update, values
 
 from app.domain.errors import UnknownTopicOrPartition
+from app.domain.transaction import JoinCondition
+from app.domain.transit import BeginCondition
 from app.storage import changes, dialect
-from app.storage.transactions import JOINED, relaxed_if_commit
+from app.storage.transactions import BEGUN, JOINED, relaxed_if_commit
 from app.storage.seen_topics import TopicChanged, row_is
 from app.storage.tables import partitions, transaction_partitions
 
@@ -89,26 +92,47 @@ TAKEN = (
 )
 
 
-# TAKEN for a transactional Send that joins its transaction by a JoinCondition instead of reading
-# the transaction's row first (app.domain.transaction.JoinCondition, storage.transactions.JOINED):
-# offsets are taken only where the row holds the condition, and the row is locked FOR SHARE
-# before the partition's row is (the UPDATE locks a partition row once the join has produced
-# it), the order every appender keeps. It answers the transaction's txn_id, for the statement's
-# other parts, and relaxes the Send's database transaction when the producer chose durability
-# "commit", as transactions.get_with_topics does for a Send that reads the row first.
-TAKEN_JOINING = (
-    _TAKE_OFFSETS
-    .where(row_is(bindparam("p_topic_row", None, type_=Text)), JOINED.c.txn_id.is_not(None))
-    .returning(changes.notify_in_statement(partitions.c.topic_id, partitions.c.partition).label("notified"),
-               JOINED.c.txn_id, relaxed_if_commit(JOINED.c.durability))
-    .cte("taken")
-)
+class Joining(enum.Enum):
+    """How a transactional Send's first statement joins the transaction without the row read
+    first: the open one (a JoinCondition: transactions.JOINED), or the next one, which the
+    statement begins (a BeginCondition, version 2: transactions.BEGUN)."""
+
+    OPEN = "open"
+    BEGUN = "begun"
+
+    @staticmethod
+    def of(condition: JoinCondition | BeginCondition) -> Joining:
+        return Joining.OPEN if isinstance(condition, JoinCondition) else Joining.BEGUN
+
+
+def _taken_joining(joined: Any) -> Any:
+    """TAKEN for a transactional Send that joins its transaction by a condition on the row
+    (`joined`, JOINED or BEGUN) instead of reading it first: offsets are taken only where the
+    row holds the condition, and the row is locked (FOR SHARE by JOINED, FOR UPDATE by BEGUN's
+    UPDATE) before the partition's row is (the UPDATE locks a partition row once the join has
+    produced it), the order every appender keeps. It answers the transaction's txn_id, for the
+    statement's other parts, and relaxes the Send's database transaction when the producer chose
+    durability "commit", as transactions.get_with_topics does for a Send that reads the row
+    first. BEGUN, a data-modifying WITH, runs whether or not the partition's row is taken: a
+    topic's copy out of date leaves the Begin written and NotJoined raised, and the Send, reading
+    the row in the same database transaction, joins the transaction it began."""
+    return (
+        _TAKE_OFFSETS
+        .where(row_is(bindparam("p_topic_row", None, type_=Text)), joined.c.txn_id.is_not(None))
+        .returning(changes.notify_in_statement(partitions.c.topic_id, partitions.c.partition).label("notified"),
+                   joined.c.txn_id, relaxed_if_commit(joined.c.durability))
+        .cte("taken")
+    )
+
+
+TAKEN_JOINING = {Joining.OPEN: _taken_joining(JOINED), Joining.BEGUN: _taken_joining(BEGUN)}
 
 
 class NotJoined(Exception):
     """A statement over TAKEN_JOINING took nothing: the transaction's row no longer holds the
-    Send's JoinCondition, or the topic's row is no longer the version its copy was read from.
-    Nothing of the statement was written, and no lock was taken by it."""
+    Send's condition, or the topic's row is no longer the version its copy was read from.
+    Nothing of the statement was written, and no lock was taken by it, but for a Begin (BEGUN)
+    that the row did hold, written with its lock when only the topic's copy was out of date."""
 
 
 def take_offsets_with(conn: Connection, stmt: Any, params: dict[str, Any], topic_id: int, partition: int,
@@ -119,7 +143,7 @@ def take_offsets_with(conn: Connection, stmt: Any, params: dict[str, Any], topic
     the partition row lock is held from then on, as take_offsets holds it. `topic_row`: the
     version of the topic's row the caller's copy was read from (seen_topics); TopicChanged if
     the row is no longer that one, or the partition is gone. `joining`: `stmt` is over
-    TAKEN_JOINING (`params` has JOINED's); NotJoined where it took nothing."""
+    TAKEN_JOINING (`params` has joined_params'); NotJoined where it took nothing."""
     # On the driver (dialect.sole_row_on_driver): every Send runs one such statement, and
     # SQLAlchemy's execution of it cost more of the service's CPU than the driver's.
     row = dialect.sole_row_on_driver(

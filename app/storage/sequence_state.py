@@ -16,7 +16,7 @@ from app.domain.producer import NextBatchCondition, ProducerPartitionState
 from app.domain.types import RecordState
 from app.storage import dialect
 from app.storage.batch_rows import batch_row_part
-from app.storage.log_end import TAKEN, TAKEN_JOINING
+from app.storage.log_end import TAKEN, TAKEN_JOINING, Joining
 from app.storage.record_rows import BatchToAppend
 from app.storage.tables import producer_partitions, producers, transaction_partitions
 
@@ -146,18 +146,18 @@ _WRITE_NEXT_BATCH_STATE_HELD = _WRITE_NEXT_BATCH_STATE.where(_PRODUCER_HOLDS)
 # written only where the state is.
 @cache
 def take_offsets_writing_state_stmt(first: bool, held: bool, state: RecordState, claims: bool,
-                                    joining: bool = False) -> Any:
+                                    joining: Joining | None = None) -> Any:
     """`first`: the batch starts its producer's epoch here (starts_epoch), else it is the next
     one (next_batch_condition). `held`: an idempotent Send's (_PRODUCER_HOLDS). `claims`: a
     transactional batch of an open transaction, which adds its partition to the transaction
     (its transaction_partitions row, at the batch's first offset) where the state is written and
     the transaction did not have the partition yet: the first Send of a transaction to a
     partition then costs no statement more than a later one. `joining`: over
-    log_end.TAKEN_JOINING (a transactional Send that joins by a JoinCondition), whose txn_id
+    log_end.TAKEN_JOINING[joining] (a transactional Send that joins by a condition), whose txn_id
     every part takes instead of b_txn_id's, and which the statement answers."""
-    taken = TAKEN_JOINING if joining else TAKEN
-    txn_id = taken.c.txn_id if joining else bindparam("b_txn_id", type_=_tp.c.txn_id.type)
-    in_transaction = _in_transaction(txn_id) if joining else _IN_TRANSACTION
+    taken = TAKEN if joining is None else TAKEN_JOINING[joining]
+    txn_id = bindparam("b_txn_id", type_=_tp.c.txn_id.type) if joining is None else taken.c.txn_id
+    in_transaction = _IN_TRANSACTION if joining is None else _in_transaction(txn_id)
     base_offset = taken.c.next_offset - bindparam("p_count")
     if first:
         written_stmt = _write_first_batch_state("postgresql", _first_batch_row(held, base_offset).select_from(taken),
@@ -173,7 +173,7 @@ def take_offsets_writing_state_stmt(first: bool, held: bool, state: RecordState,
         taken.c.next_offset,
         select(written.c.first_offset).scalar_subquery().label("first_offset"),
         exists(select(written.c.first_offset)).label("written"),
-        *([taken.c.txn_id] if joining else []),
+        *([] if joining is None else [taken.c.txn_id]),
     ).add_cte(batch_row_part(state, written=written.c.first_offset, joining=joining))
     if claims:
         claim = select(bindparam("b_transactional_id", type_=_tp.c.transactional_id.type),

@@ -18,7 +18,7 @@ from app.domain.errors import ConcurrentTransactions
 from app.domain.offsets import OffsetToCommit, OffsetToStage
 from app.domain.topic import Topic
 from app.domain.transaction import IDLE_STATES, JoinCondition, TransactionMetadata
-from app.domain.transit import TxnTransit
+from app.domain.transit import TXN_ID_TAKEN_BY_THE_WRITE, BeginCondition, TxnTransit
 from app.domain.types import Durability, ProducerEpoch, ProducerId, TransactionState, TransactionVersion, TxnId
 from app.storage import dialect, offsets
 from app.storage.dialect import RowLock
@@ -162,10 +162,48 @@ JOINED = dialect.lock_row("postgresql", select(transactions.c.txn_id, transactio
 ), RowLock.SHARE).cte("joined")
 
 
-def joined_params(condition: JoinCondition) -> dict[str, Any]:
-    """JOINED's bind parameters."""
-    return {"j_transactional_id": condition.transactional_id, "j_producer_id": condition.producer_id,
-            "j_producer_epoch": condition.producer_epoch, "j_state": condition.state.value}
+# The columns of `transactions` a transit may change (all but its key).
+_STORED = ("producer_id", "producer_epoch", "state", "txn_id", "transaction_timeout_ms", "txn_started_ms",
+           "updated_ms", "last_producer_epoch", "transaction_version", "previous_producer_id", "durability")
+
+
+# JOINED's counterpart for a version 2 Send that begins the next transaction in the statement
+# that takes its offsets (app.domain.transit.BeginCondition): the Begin written where the row is
+# the process's copy in every column, `before`, and not otherwise. Every column, not only the
+# producer and the state: a change that moves neither (a retried InitProducerId's timeout, the
+# version a request speaks, the durability) would make the Begin computed from the copy wrong,
+# and is caught here instead of overwritten. The txn_id comes from the sequence in the same
+# statement, evaluated only for a row the UPDATE changes, so a copy out of date spends none. The
+# UPDATE locks the row (as a Begin's FOR UPDATE does), waiting for a Send of the producer that
+# holds it FOR SHARE, and then tests its WHERE on the row as that left it; it waits with no lock
+# of this statement's held, so it cannot be part of a deadlock. It answers what JOINED does.
+BEGUN = (
+    update(transactions)
+    .where(transactions.c.transactional_id == bindparam("j_transactional_id"),
+           *(transactions.c[c].is_not_distinct_from(bindparam(f"jb_{c}", type_=transactions.c[c].type))
+             for c in _STORED))
+    .values({c: txn_ids.next_value() if c == "txn_id" else bindparam(f"ja_{c}", type_=transactions.c[c].type)
+             for c in _STORED})
+    .returning(transactions.c.txn_id, transactions.c.durability)
+    .cte("joined")
+)
+
+
+def joined_params(condition: JoinCondition | BeginCondition) -> dict[str, Any]:
+    """The bind parameters of JOINED (a JoinCondition) or BEGUN (a BeginCondition)."""
+    if isinstance(condition, JoinCondition):
+        return {"j_transactional_id": condition.transactional_id, "j_producer_id": condition.producer_id,
+                "j_producer_epoch": condition.producer_epoch, "j_state": condition.state.value}
+    assert condition.after.txn_id == TXN_ID_TAKEN_BY_THE_WRITE
+    return {"j_transactional_id": condition.transactional_id,
+            **{f"jb_{c}": _stored_value(getattr(condition.before, c)) for c in _STORED},
+            **{f"ja_{c}": _stored_value(getattr(condition.after, c)) for c in _STORED if c != "txn_id"}}
+
+
+def _stored_value(value: Any) -> Any:
+    """A metadata value as its column stores it: enums by value (psycopg would dump an Enum
+    member by its name)."""
+    return value.value if isinstance(value, enum.Enum) else value
 
 
 def get_holding(conn: Connection, transactional_id: str) -> tuple[TransactionMetadata | None, int]:
@@ -288,8 +326,7 @@ def apply_transit(conn: Connection, before: TransactionMetadata, transit: TxnTra
     values = {c: getattr(after, c) for c in _STORED if getattr(after, c) != getattr(before, c)}
     if not values:
         return after
-    # Enums are stored by value (psycopg would dump an Enum member by its name).
-    values = {k: v.value if isinstance(v, enum.Enum) else v for k, v in values.items()}
+    values = {k: _stored_value(v) for k, v in values.items()}
     # On the driver (dialect.rows_on_driver): every Begin, Commit and Abort runs it, and
     # SQLAlchemy's execution of a statement costs about 100 µs of CPU more than the driver's.
     written = dialect.rows_on_driver(
@@ -303,11 +340,6 @@ def apply_transit(conn: Connection, before: TransactionMetadata, transit: TxnTra
             f"transactional_id {before.transactional_id!r} changed while it was being updated; retry",
             state=before.state.value)
     return after
-
-
-# The columns of `transactions` a transit may change (all but its key).
-_STORED = ("producer_id", "producer_epoch", "state", "txn_id", "transaction_timeout_ms", "txn_started_ms",
-           "updated_ms", "last_producer_epoch", "transaction_version", "previous_producer_id", "durability")
 
 
 @cache

@@ -142,9 +142,10 @@ def test_a_running_transactions_send_to_two_partitions_joins_by_its_first_batchs
 
 
 def test_the_next_transactions_send_joins_the_next_transaction(services: Any, producer: Producer) -> None:
-    # Version 1's next transaction has the same epoch: its Send joins in one statement, with
-    # the new txn_id read from the row. Version 2's has the next epoch, which the process's
-    # copy does not know: its Send reads the row and begins.
+    # Version 1's next transaction has the same epoch, and its Begin kept the row in the
+    # process's copy: its Send joins in one statement, with the new txn_id read from the row.
+    # Version 2's has the next epoch, which its Commit kept in the copy: its Send begins the
+    # transaction in one statement (test_send_begins_in_its_offsets_statement.py).
     _running(producer)
     producer.commit()
     producer.begin()
@@ -155,7 +156,7 @@ def test_the_next_transactions_send_joins_the_next_transaction(services: Any, pr
     view = services.coordinator.listing.describe(TID)
     assert (view.meta.state.value, result.txn_id, result.base_offset) == ("Ongoing", view.meta.txn_id, 3)
     assert result.txn_id != _first_txn_id(services)
-    assert [s.startswith("WITH joined AS") for s in seen][:1] == [producer.version is TransactionVersion.V1]
+    assert len(seen) == 1 and seen[0].startswith("WITH joined AS")
     producer.commit()
     assert _committed(services, 0) == ["a", "b", "c"]
 
@@ -167,12 +168,15 @@ def _first_txn_id(services: Any) -> int:
 
 
 def test_a_send_of_the_ended_transaction_is_refused_and_writes_nothing(
-        services: Any, database: Any, producer: Producer) -> None:
+        services: Any, database: Any, producer: Producer, other: Services) -> None:
     # Version 2: the previous epoch (the Commit bumped it), which must never join the next
-    # transaction; version 1: the same epoch, and the transaction is no longer Ongoing.
+    # transaction; version 1: the same epoch, and the transaction is no longer Ongoing. The
+    # Commit is another process's: this one's copy still has the transaction Ongoing.
     _running(producer)
     epoch = producer.producer_epoch
+    producer.services = other
     producer.commit()
+    producer.services = services
 
     with statements_run() as seen, pytest.raises(OutboxError) as refused:
         producer.send(0, ["late"], 2, epoch=epoch)
@@ -188,14 +192,14 @@ def test_a_send_of_the_ended_transaction_is_refused_and_writes_nothing(
 
 def test_a_send_of_the_previous_epoch_never_joins_the_next_transaction(
         services: Any, database: Any, other: Services) -> None:
-    # Version 2: another process's Send of the next epoch has begun the next transaction; this
-    # process's copy still has the previous one Ongoing.
+    # Version 2: another process has committed and its Send of the next epoch has begun the
+    # next transaction; this process's copy still has the previous one Ongoing.
     services.topics.create("t", 2)
     producer = Producer(services, TransactionVersion.V2)
     _running(producer)
     epoch = producer.producer_epoch
-    producer.commit()
     producer.services = other
+    producer.commit()
     producer.send(1, ["next"], 0)
     producer.services = services
 

@@ -23,7 +23,7 @@ from app.domain.transaction import (
     check_transition,
     classify_recovery,
 )
-from app.domain.transit import is_epoch_exhausted, next_epoch
+from app.domain.transit import TXN_ID_TAKEN_BY_THE_WRITE, begin, begin_condition, is_epoch_exhausted, next_epoch
 from app.domain.types import MAX_PRODUCER_EPOCH, ProducerEpoch, ProducerId, TransactionState, TransactionVersion, TxnId
 
 S = TransactionState
@@ -347,3 +347,45 @@ def test_a_row_that_holds_a_join_condition_passes_every_check_of_the_join() -> N
         row.check_producer(pid, epoch)
         assert not row.begins_on_join(version)
         row.require_ongoing()
+
+
+# --- begin_condition: a version 2 Send that begins in the statement taking its offsets ----------
+
+
+def _idle_v2(**overrides: object) -> TransactionMetadata:
+    return meta(**{"state": S.COMPLETE_COMMIT, "transaction_version": TransactionVersion.V2,
+                   "last_producer_epoch": ProducerEpoch(4), **overrides})
+
+
+def test_begin_condition_of_an_idle_version_2_row_is_the_begin_a_join_would_write() -> None:
+    row = _idle_v2()
+    condition = begin_condition(row, 10, 5, None, 1_000)
+    assert condition is not None
+    assert condition.before == row
+    assert condition.after == begin(row, TXN_ID_TAKEN_BY_THE_WRITE, 1_000).after
+    assert (condition.after.state, condition.after.txn_started_ms, condition.after.updated_ms) == (
+        S.ONGOING, 1_000, 1_000)
+
+
+def test_begin_condition_takes_the_version_the_request_speaks() -> None:
+    row = meta(state=S.COMPLETE_COMMIT, transaction_version=TransactionVersion.V1)
+    condition = begin_condition(row, 10, 5, TransactionVersion.V2, 1_000)
+    assert condition is not None and condition.after.transaction_version is TransactionVersion.V2
+    assert begin_condition(row, 10, 5, None, 1_000) is None  # version 1 begins with BeginTransaction
+
+
+@pytest.mark.parametrize("producer_id, producer_epoch", [(10, 4), (10, 6), (11, 5)])
+def test_begin_condition_is_none_for_a_producer_the_join_refuses(producer_id: int, producer_epoch: int) -> None:
+    assert begin_condition(_idle_v2(), producer_id, producer_epoch, None, 1_000) is None
+
+
+@pytest.mark.parametrize("state", [s for s in S if s not in IDLE_STATES], ids=lambda s: s.value)
+def test_begin_condition_is_none_for_a_row_that_is_not_idle(state: TransactionState) -> None:
+    assert begin_condition(_idle_v2(state=state), 10, 5, None, 1_000) is None
+
+
+def test_a_row_with_a_begin_condition_has_no_join_condition_and_the_reverse() -> None:
+    # The process's copy gives a Send one condition or none (TransactionCopies.condition).
+    for state, version, (pid, epoch) in itertools.product(S, TransactionVersion, [(10, 4), (10, 5), (11, 5)]):
+        row = meta(state=state, transaction_version=version)
+        assert not (row.join_condition(pid, epoch) and begin_condition(row, pid, epoch, None, 1_000))
