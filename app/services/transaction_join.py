@@ -14,7 +14,6 @@ from app.domain.transit import BeginCondition, TxnTransit, begin, begin_conditio
 from app.storage import producers
 from app.storage import transactions as txns
 from app.storage.dialect import RowLock
-from app.storage.seen_topics import MAX_TOPICS
 
 
 def require(conn, transactional_id: str, lock: RowLock | None = RowLock.UPDATE) -> TransactionMetadata:  # type: ignore[no-untyped-def]
@@ -95,14 +94,18 @@ def joining(attempt: Callable[[RowLock], T]) -> T:
         return attempt(RowLock.UPDATE)
 
 
+# The transactional ids a process keeps a copy of: a few MB of metadata at most.
+MAX_COPIES = 10_000
+
+
 class TransactionCopies:
     """Each transactional id's metadata as this process last wrote it or joined with it
     (PostgreSQL only): what a transactional Send's JoinCondition or BeginCondition is computed
     from, a guess that the statement taking the Send's offsets confirms (NotJoined otherwise),
     so that the Send reads no row first. Shared by the Sends (LogService) and the Commits and
     Aborts (TransactionCoordinator), whose version 2 epoch bump the next Send would otherwise
-    learn only by reading the row. Bounded as seen_topics' copy is: past MAX_TOPICS ids it
-    starts again."""
+    learn only by reading the row. Bounded as seen_topics' copy is: past MAX_COPIES ids it
+    starts again (a copy is only ever a guess; a Send without one reads the row)."""
 
     def __init__(self) -> None:
         self._copies: dict[str, TransactionMetadata] = {}
@@ -119,7 +122,7 @@ class TransactionCopies:
                 or begin_condition(last, producer_id, producer_epoch, transaction_version, now_ms))
 
     def keep(self, meta: TransactionMetadata) -> None:
-        if len(self._copies) >= MAX_TOPICS:
+        if len(self._copies) >= MAX_COPIES:
             self._copies.clear()
         self._copies[meta.transactional_id] = meta
 
