@@ -263,9 +263,9 @@ def begin(meta: TransactionMetadata, txn_id: int, now_ms: int,
     return then(spoken, prepare_transition(spoken.after, Begin(txn_id), now_ms))
 
 
-# The txn_id a BeginCondition's `after` holds: the statement that writes the Begin takes the
-# transaction's id from the sequence itself, once the row is found as `before` (an id is spent
-# only on a Begin that is written).
+# The txn_id a BeginCondition's `after` holds, a placeholder: the statement that writes the Begin
+# takes the transaction's id from the sequence itself (storage.transactions.BEGUN), and the
+# caller keeps `after` with the id that statement answered.
 TXN_ID_TAKEN_BY_THE_WRITE = TxnId(0)
 
 

@@ -257,7 +257,7 @@ class LogService:
         self._seen = SeenTopics() if db.dialect == "postgresql" else None
         # On PostgreSQL, each transactional id's metadata as this process last had it (see
         # TransactionCopies). SQLite's reads cost no round trip: its Sends read the row.
-        self._joined = TransactionCopies() if db.dialect == "postgresql" else None
+        self._copies = TransactionCopies() if db.dialect == "postgresql" else None
 
     @property
     def seen_topics(self) -> SeenTopics | None:
@@ -269,7 +269,7 @@ class LogService:
     def transaction_copies(self) -> TransactionCopies | None:
         """The process's copies of transactional ids' rows (None on SQLite), shared with the
         Commits and Aborts (TransactionCoordinator), which keep theirs there."""
-        return self._joined
+        return self._copies
 
     def send(
         self,
@@ -309,21 +309,21 @@ class LogService:
                         transaction_version: TransactionVersion | None) -> JoinCondition | BeginCondition | None:
         """The condition under which a transactional Send joins or begins its transaction without
         reading the row first (TransactionCopies.condition); None where there is none."""
-        if transactional_id is None or self._joined is None:
+        if transactional_id is None or self._copies is None:
             return None
         assert producer_id is not None and producer_epoch is not None
-        return self._joined.condition(transactional_id, producer_id, producer_epoch, transaction_version,
+        return self._copies.condition(transactional_id, producer_id, producer_epoch, transaction_version,
                                       self.clock())
 
-    def _joined_now(self, meta: TransactionMetadata) -> None:
-        if self._joined is not None:
-            self._joined.keep(meta)
+    def _keep(self, meta: TransactionMetadata) -> None:
+        if self._copies is not None:
+            self._copies.keep(meta)
 
     def _forget(self, transactional_id: str, batches: list[SendBatch]) -> None:
         """The copies a Send that joins by a condition was built from: either may be out of date."""
-        assert self._seen is not None and self._joined is not None
+        assert self._seen is not None and self._copies is not None
         self._seen.forget({b.topic for b in batches})
-        self._joined.forget(transactional_id)
+        self._copies.forget(transactional_id)
 
     def _send(
         self,
@@ -343,7 +343,9 @@ class LogService:
         first batch's offsets instead of the transaction's row read first; where that statement
         finds the row (or the topic's) not as the copies had it, it has written no batch, and the
         Send goes on in the same database transaction reading both."""
-        now = self.clock()
+        # A Begin computed from the copy is stamped with the time it was computed at: the Send's
+        # time too, as a Begin and its Send read apart share one.
+        now = join.after.updated_ms if isinstance(join, BeginCondition) else self.clock()
         with self.db.write() as conn:
             txn_id = None
             if join is not None:
@@ -359,7 +361,7 @@ class LogService:
                     else:
                         if isinstance(join, BeginCondition):
                             # What the row became, as for a Send that read it (below).
-                            self._joined_now(replace(join.after, txn_id=TxnId(sent[0].txn_id)))
+                            self._keep(replace(join.after, txn_id=TxnId(sent[0].txn_id)))
                         return sent
                 seen = None
             if seen is not None:
@@ -379,7 +381,7 @@ class LogService:
                 txn_id = joined.txn_id
                 # Kept before the database transaction commits: a guess, which a later Send's
                 # statement confirms or finds out of date, whatever becomes of this one.
-                self._joined_now(joined)
+                self._keep(joined)
             # An idempotent Send's producer is checked by the append itself (`holder`), in the
             # statement that writes each batch's sequence state.
             holder = principal if producer_id is not None and transactional_id is None else None

@@ -116,12 +116,13 @@ class TransactionCoordinator(ProducerInit):
             # flushes it too), and the producer's next call is refused (INVALID_TXN_STATE)
             # rather than misapplied. Kafka's BeginTransaction does not even reach the
             # coordinator. Completing a previous transaction is durable: it is done apart.
+            begun = None
             with self.db.write(durable=False) as conn:
                 meta = require(conn, transactional_id)
                 meta.check_producer(producer_id, producer_epoch)
                 if meta.state not in COMPLETING_STATES:
                     begun = TransactionView(begin_next(conn, meta, now, transaction_version))
-            if meta.state not in COMPLETING_STATES:
+            if begun is not None:  # kept once its database transaction has committed
                 return self._kept(begun)
             if attempt == 0 and self.settings.complete_inline:
                 # Finish the previous transaction here rather than make the caller wait for

@@ -104,8 +104,9 @@ class TransactionCopies:
     from, a guess that the statement taking the Send's offsets confirms (NotJoined otherwise),
     so that the Send reads no row first. Shared by the Sends (LogService) and the Commits and
     Aborts (TransactionCoordinator), whose version 2 epoch bump the next Send would otherwise
-    learn only by reading the row. Bounded as seen_topics' copy is: past MAX_COPIES ids it
-    starts again (a copy is only ever a guess; a Send without one reads the row)."""
+    learn only by reading the row. Bounded as seen_topics' copy is: past MAX_COPIES ids every
+    copy is dropped and it starts again (a copy is only ever a guess; a Send without one reads
+    the row)."""
 
     def __init__(self) -> None:
         self._copies: dict[str, TransactionMetadata] = {}
@@ -114,7 +115,8 @@ class TransactionCopies:
                   transaction_version: TransactionVersion | None, now_ms: int) -> JoinCondition | BeginCondition | None:
         """The condition under which a Send of (producer_id, producer_epoch) joins the open
         transaction, or begins the next one, as the copy has the row; None where there is no
-        copy, or where it says the Send would be refused (the Send then reads the row)."""
+        copy, or where it says the Send would neither join nor begin (refused, or a transaction
+        still completing): the Send then reads the row, for the answer the row gives."""
         last = self._copies.get(transactional_id)
         if last is None:
             return None

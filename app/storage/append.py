@@ -94,7 +94,7 @@ def append_batches(
     gives `join` (PostgreSQL, `txn_id` None): the transaction's row is read by the statement that
     takes the first batch's offsets, which takes them only where the row holds that condition
     (log_end.TAKEN_JOINING), and which answers the txn_id the batches join; the row stays locked
-    from then on (FOR SHARE; FOR UPDATE where a BeginCondition began the transaction). NotJoined
+    from then on (FOR SHARE; FOR NO KEY UPDATE where a BeginCondition began it). NotJoined
     where it does not hold, before any batch is written.
     """
     results: dict[tuple[int, int], AppendResult] = {}

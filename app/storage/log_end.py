@@ -108,8 +108,8 @@ class Joining(enum.Enum):
 def _taken_joining(joined: Any) -> Any:
     """TAKEN for a transactional Send that joins its transaction by a condition on the row
     (`joined`, JOINED or BEGUN) instead of reading it first: offsets are taken only where the
-    row holds the condition, and the row is locked (FOR SHARE by JOINED, FOR UPDATE by BEGUN's
-    UPDATE) before the partition's row is (the UPDATE locks a partition row once the join has
+    row holds the condition, and the row is locked (FOR SHARE by JOINED, FOR NO KEY UPDATE by
+    BEGUN's UPDATE) before the partition's row is (the UPDATE locks a partition row once the join has
     produced it), the order every appender keeps. It answers the transaction's txn_id, for the
     statement's other parts, and relaxes the Send's database transaction when the producer chose
     durability "commit", as transactions.get_with_topics does for a Send that reads the row

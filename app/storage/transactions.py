@@ -162,9 +162,12 @@ JOINED = dialect.lock_row("postgresql", select(transactions.c.txn_id, transactio
 ), RowLock.SHARE).cte("joined")
 
 
-# The columns of `transactions` a transit may change (all but its key).
-_STORED = ("producer_id", "producer_epoch", "state", "txn_id", "transaction_timeout_ms", "txn_started_ms",
-           "updated_ms", "last_producer_epoch", "transaction_version", "previous_producer_id", "durability")
+# The columns of `transactions` a transit may change (all but its key), each a field of
+# TransactionMetadata: BEGUN compares every one of them, so one left out here would let a Begin
+# be computed from a copy that differs in it (tests/unit/test_transaction_columns.py holds the
+# three lists equal).
+STORED = ("producer_id", "producer_epoch", "state", "txn_id", "transaction_timeout_ms", "txn_started_ms",
+          "updated_ms", "last_producer_epoch", "transaction_version", "previous_producer_id", "durability")
 
 
 # JOINED's counterpart for a version 2 Send that begins the next transaction in the statement
@@ -173,17 +176,20 @@ _STORED = ("producer_id", "producer_epoch", "state", "txn_id", "transaction_time
 # producer and the state: a change that moves neither (a retried InitProducerId's timeout, the
 # version a request speaks, the durability) would make the Begin computed from the copy wrong,
 # and is caught here instead of overwritten. The txn_id comes from the sequence in the same
-# statement, evaluated only for a row the UPDATE changes, so a copy out of date spends none. The
-# UPDATE locks the row (as a Begin's FOR UPDATE does), waiting for a Send of the producer that
-# holds it FOR SHARE, and then tests its WHERE on the row as that left it; it waits with no lock
-# of this statement's held, so it cannot be part of a deadlock. It answers what JOINED does.
+# statement: a row that is not the copy spends none, but one that matched before the UPDATE
+# waited for its lock and changed meanwhile may spend one (the SET is computed before the wait),
+# as a refused Send of the read path can; txn_ids are only ever compared for equality, so a gap
+# is harmless. The UPDATE locks the row FOR NO KEY UPDATE, which conflicts with the FOR SHARE of
+# a Send in flight and the FOR UPDATE of every state change (nothing takes FOR KEY SHARE on this
+# table), waits for them, and then tests its WHERE on the row as they left it; it waits with no
+# lock of this statement's held, so it cannot be part of a deadlock. It answers what JOINED does.
 BEGUN = (
     update(transactions)
     .where(transactions.c.transactional_id == bindparam("j_transactional_id"),
            *(transactions.c[c].is_not_distinct_from(bindparam(f"jb_{c}", type_=transactions.c[c].type))
-             for c in _STORED))
+             for c in STORED))
     .values({c: txn_ids.next_value() if c == "txn_id" else bindparam(f"ja_{c}", type_=transactions.c[c].type)
-             for c in _STORED})
+             for c in STORED})
     .returning(transactions.c.txn_id, transactions.c.durability)
     .cte("joined")
 )
@@ -196,8 +202,8 @@ def joined_params(condition: JoinCondition | BeginCondition) -> dict[str, Any]:
                 "j_producer_epoch": condition.producer_epoch, "j_state": condition.state.value}
     assert condition.after.txn_id == TXN_ID_TAKEN_BY_THE_WRITE
     return {"j_transactional_id": condition.transactional_id,
-            **{f"jb_{c}": _stored_value(getattr(condition.before, c)) for c in _STORED},
-            **{f"ja_{c}": _stored_value(getattr(condition.after, c)) for c in _STORED if c != "txn_id"}}
+            **{f"jb_{c}": _stored_value(getattr(condition.before, c)) for c in STORED},
+            **{f"ja_{c}": _stored_value(getattr(condition.after, c)) for c in STORED if c != "txn_id"}}
 
 
 def _stored_value(value: Any) -> Any:
@@ -323,7 +329,7 @@ def apply_transit(conn: Connection, before: TransactionMetadata, transit: TxnTra
         pid = create_producer(conn, transactional_id=after.transactional_id, now_ms=after.updated_ms,
                               principal=transit.holder)
         after = replace(after, producer_id=ProducerId(pid))
-    values = {c: getattr(after, c) for c in _STORED if getattr(after, c) != getattr(before, c)}
+    values = {c: getattr(after, c) for c in STORED if getattr(after, c) != getattr(before, c)}
     if not values:
         return after
     values = {k: _stored_value(v) for k, v in values.items()}

@@ -9,6 +9,7 @@ would have been without the copy."""
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -24,6 +25,7 @@ from tests.helpers import statements_run
 from tests.integration.test_send_joins_in_its_offsets_statement import (
     TID,
     Producer,
+    _batch,
     _committed,
     _log_end,
     _open_batches,
@@ -247,3 +249,89 @@ def test_a_send_after_add_offsets_began_the_transaction_joins_it_in_one_statemen
     assert result.txn_id == view.meta.txn_id
     producer.commit()
     assert _committed(services, 1) == ["c"]
+
+
+@pytest.mark.parametrize("spoken", [None, TransactionVersion.V2], ids=["stored version", "spoken v2 by a v1 row"])
+def test_the_begin_written_from_the_copy_is_the_begin_written_after_reading_the_row(
+        services: Any, clock: Any, spoken: TransactionVersion | None) -> None:
+    # Two producers in the same state; the first begins from the process's copy, the second (its
+    # copy dropped) reads the row and begins as before: both rows end the same but for the ids.
+    services.topics.create("t", 2)
+    version = TransactionVersion.V2 if spoken is None else TransactionVersion.V1
+    sent: dict[str, Any] = {}
+    for tid in ("from-copy", "from-row"):
+        p = services.coordinator.init_producer_id(transactional_id=tid, transaction_timeout_ms=None,
+                                                  transaction_version=version)
+        if version is TransactionVersion.V1:
+            services.coordinator.begin(tid, p.producer_id, p.producer_epoch)
+        services.log.send(_batch(0, ["a"], 0), producer_id=p.producer_id, producer_epoch=p.producer_epoch,
+                          transactional_id=tid, transaction_version=spoken)
+        view = services.coordinator.end_transaction(tid, p.producer_id, p.producer_epoch, commit=True,
+                                                    transaction_version=spoken)
+        sent[tid] = view.meta
+    services.log.transaction_copies.forget("from-row")
+    clock.advance(5)
+
+    rows = {}
+    for tid, meta in sent.items():
+        with statements_run() as seen:
+            services.log.send(_batch(1, ["b"], 0), producer_id=meta.producer_id, producer_epoch=meta.producer_epoch,
+                              transactional_id=tid, transaction_version=spoken)
+        with services.coordinator.db.read() as conn:
+            rows[tid] = txns.get(conn, tid)
+        assert _beginning(seen[0]) is (tid == "from-copy")
+
+    def but_ids(meta: Any) -> Any:
+        return replace(meta, transactional_id="", producer_id=0, txn_id=0)
+
+    assert but_ids(rows["from-copy"]) == but_ids(rows["from-row"])
+    assert rows["from-copy"].state.value == "Ongoing" and rows["from-copy"].transaction_version is TransactionVersion.V2
+
+
+def test_a_commit_queued_behind_a_beginning_send_marks_its_partition(services: Any, database: Any,
+                                                                    producer: Producer) -> None:
+    # The Commit waits for the row the beginning Send holds, and then finds the partition that
+    # Send claimed: it gets the Commit's marker.
+    _running(producer)
+    producer.commit()
+    with _paused_after(_beginning, lambda: producer.send(1, ["c"], 0)) as (go, sent):
+        thread, committed = _started(producer.commit)
+        _wait_for_a_lock_wait(database)
+        go.set()
+        thread.join(30)
+
+    assert not isinstance(sent[0], OutboxError) and not isinstance(committed[0], OutboxError)
+    assert _committed(services, 1) == ["c"]
+    assert _log_end(services, 1) == 2  # c and the COMMIT marker
+    assert _open_batches(database) == []
+
+
+def test_a_beginning_send_queued_behind_a_send_that_read_the_row_joins_what_that_one_began(
+        services: Any, database: Any, producer: Producer, other: Services) -> None:
+    # Another process (no copy) holds the idle row FOR SHARE; this process's UPDATE waits for
+    # it; the other raises its lock (lock_now) and begins; this one finds the row changed and
+    # joins. No deadlock.
+    _running(producer)
+    producer.commit()
+    epoch = producer.producer_epoch
+
+    def send_through(through: Services, partition: int, value: str) -> Any:
+        (result,) = through.log.send(_batch(partition, [value], 0), producer_id=producer.producer_id,
+                                     producer_epoch=epoch, transactional_id=TID)
+        return result
+
+    def reads_the_row(statement: str) -> bool:
+        return "FROM transactions" in statement and "FOR SHARE" in statement
+
+    with _paused_after(reads_the_row, lambda: send_through(other, 1, "x")) as (go, read_first):
+        thread, began_from_copy = _started(lambda: send_through(services, 0, "y"))
+        _wait_for_a_lock_wait(database)
+        go.set()
+        thread.join(30)
+
+    (first,), (second,) = read_first, began_from_copy
+    assert not isinstance(first, OutboxError) and not isinstance(second, OutboxError)
+    assert first.txn_id == second.txn_id == _stored(services).txn_id
+    producer.commit()
+    assert (_committed(services, 0), _committed(services, 1)) == (["a", "b", "y"], ["x"])
+    assert _open_batches(database) == []

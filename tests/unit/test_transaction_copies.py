@@ -38,9 +38,10 @@ def test_a_forgotten_copy_gives_no_condition() -> None:
     assert copies.condition("t", 7, 3, None, 1) is None
 
 
-def test_the_copies_are_bounded_and_keep_the_newest() -> None:
+def test_past_the_bound_every_copy_is_dropped_but_the_one_kept_then() -> None:
     copies = TransactionCopies()
     for i in range(MAX_COPIES + 1):
         copies.keep(replace(ROW, transactional_id=f"t{i}"))
-    assert len(copies._copies) <= MAX_COPIES
+    assert copies.condition("t0", 7, 3, None, 1) is None
+    assert copies.condition(f"t{MAX_COPIES - 1}", 7, 3, None, 1) is None
     assert copies.condition(f"t{MAX_COPIES}", 7, 3, None, 1) is not None
