@@ -38,6 +38,7 @@ from app.storage import transactions as txns
 from app.storage.dialect import RowLock
 from app.storage.engine import Database
 from app.services.transaction_completion import TransactionCompletion, apply_event, fence
+from app.services.transaction_join import TransactionCopies
 
 S = TransactionState
 
@@ -65,6 +66,10 @@ class ProducerInit:
     settings: Settings
     clock: Clock
     completion: TransactionCompletion
+    # The process's copies of transactional ids' rows (TransactionCoordinator's), where an
+    # InitProducerId keeps the row it wrote, so that the producer's first Send of version 2
+    # begins in the statement that takes its offsets, as every later transaction's does.
+    transaction_copies: TransactionCopies | None
 
     def init_producer_id(
         self,
@@ -171,7 +176,7 @@ class ProducerInit:
                     )
                 pid = producers.create_producer(conn, transactional_id=transactional_id, now_ms=now,
                                                principal=principal)
-                txns.insert_new(
+                self._keep_row(txns.insert_new(
                     conn,
                     transactional_id=transactional_id,
                     producer_id=pid,
@@ -180,7 +185,7 @@ class ProducerInit:
                     now_ms=now,
                     transaction_version=version,
                     durability=durability,
-                )
+                ))
                 return ProducerIdAndEpoch(pid, 0, transactional_id, timeout_ms, transaction_version=version,
                                           durability=durability)
 
@@ -208,8 +213,15 @@ class ProducerInit:
                             else InitProducerId(timeout_ms, principal, recovering_epoch=producer_epoch,
                                                 transaction_version=version, durability=durability))
             meta = apply_event(conn, meta, event, now)
+            self._keep_row(meta)
             return ProducerIdAndEpoch(meta.producer_id, meta.producer_epoch, transactional_id, timeout_ms,
                                       transaction_version=version, durability=durability)
+
+    def _keep_row(self, meta: TransactionMetadata) -> None:
+        """`meta`, the row this request is writing, as the process's copy: kept before its
+        database transaction commits, a guess like every copy (a Send's statement tests it)."""
+        if self.transaction_copies is not None:
+            self.transaction_copies.keep(meta)
 
     def _take_over_prepared(  # type: ignore[no-untyped-def]
         self, conn, meta: TransactionMetadata, timeout_ms: int, now: int,

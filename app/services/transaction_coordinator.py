@@ -321,8 +321,7 @@ class TransactionCoordinator(ProducerInit):
         """`view`, its row kept as the process's copy (transaction_copies): kept once its database
         transaction has committed, it is the row as stored, until another request changes it
         (the row as read, where the request only joined)."""
-        if self.transaction_copies is not None:
-            self.transaction_copies.keep(view.meta)
+        self._keep_row(view.meta)
         return view
 
     def _end_transaction(

@@ -298,21 +298,15 @@ def insert_new(
     now_ms: int,
     transaction_version: TransactionVersion = TransactionVersion.V1,
     durability: Durability = Durability.SEND,
-) -> None:
-    conn.execute(
-        insert(transactions).values(
-            transaction_version=transaction_version.value,
-            durability=durability.value,
-            transactional_id=transactional_id,
-            producer_id=producer_id,
-            producer_epoch=producer_epoch,
-            state=TransactionState.EMPTY.value,
-            txn_id=None,
-            transaction_timeout_ms=transaction_timeout_ms,
-            txn_started_ms=None,
-            updated_ms=now_ms,
-        )
-    )
+) -> TransactionMetadata:
+    """A new transactional id's row, Empty; answers the metadata it holds."""
+    meta = TransactionMetadata(
+        transactional_id=transactional_id, producer_id=ProducerId(producer_id),
+        producer_epoch=ProducerEpoch(producer_epoch), state=TransactionState.EMPTY, txn_id=None,
+        transaction_timeout_ms=transaction_timeout_ms, txn_started_ms=None, updated_ms=now_ms,
+        transaction_version=transaction_version, durability=durability)
+    conn.execute(insert(transactions).values({c: _stored_value(getattr(meta, c)) for c in ("transactional_id", *STORED)}))
+    return meta
 
 
 def apply_transit(conn: Connection, before: TransactionMetadata, transit: TxnTransit) -> TransactionMetadata:

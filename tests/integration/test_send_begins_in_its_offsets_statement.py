@@ -335,3 +335,23 @@ def test_a_beginning_send_queued_behind_a_send_that_read_the_row_joins_what_that
     producer.commit()
     assert (_committed(services, 0), _committed(services, 1)) == (["a", "b", "y"], ["x"])
     assert _open_batches(database) == []
+
+
+@pytest.mark.parametrize("row", ["new", "existing"])
+def test_a_producers_first_send_after_init_producer_id_begins_in_one_statement(services: Any, row: str) -> None:
+    # InitProducerId keeps the row it wrote, whether it made the transactional id's row or
+    # bumped an idle one's epoch.
+    services.topics.create("t", 2)
+    if row == "existing":
+        Producer(services, TransactionVersion.V2)
+    producer = Producer(services, TransactionVersion.V2)
+    assert _copy(services) == _stored(services)
+
+    with statements_run() as seen:
+        result = producer.send(0, ["a"], 0)
+
+    # The process's first read of the topic, then the one statement that begins and appends.
+    assert len(seen) == 2 and "FROM topics" in seen[0] and "transactions" not in seen[0] and _beginning(seen[1])
+    assert result.txn_id == _stored(services).txn_id
+    producer.commit()
+    assert _committed(services, 0) == ["a"]
