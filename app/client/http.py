@@ -11,6 +11,12 @@ from typing import Any
 
 import httpx
 
+# A connection idle for as long as the service keeps it (its http_keep_alive_timeout_s, 5 s by
+# default) may be closed by the service just as a request is written on it: the request then
+# fails with "Server disconnected without sending a response". httpx keeps an idle connection 5 s
+# too, so its default meets that race; closed by the client first, it never does.
+KEEP_ALIVE_LIMITS = httpx.Limits(max_connections=100, max_keepalive_connections=20, keepalive_expiry=4.0)
+
 from app.client.backoff import ExponentialBackoff
 from app.client.errors import ClientError, RetriableError, classify
 
@@ -63,7 +69,7 @@ class Session:
         WARNING as its retries begin (False for a consumer's heartbeat thread, whose calls
         repeat every few seconds in the background: the consumer's own calls say it)."""
         self.http = client or httpx.Client(base_url=base_url.rstrip("/"), timeout=request_timeout_s, auth=auth,
-                                           verify=tls)
+                                           verify=tls, limits=KEEP_ALIVE_LIMITS)
         self._owns = client is None
         self.backoff = backoff or ExponentialBackoff()
         self.sleep = sleep

@@ -124,7 +124,12 @@ class Http:
     every error answer is checked against the documented retriable ones."""
 
     def __init__(self, urls: list[str], stats: Stats, rng: random.Random, home: int, rotate: bool) -> None:
-        self.clients = [httpx.Client(base_url=u, timeout=REQUEST_TIMEOUT_S, verify=_TLS) for u in urls]
+        # Idle connections closed before the servers' keep-alive timeout (5 s), as the product's
+        # client closes them (app/client/http.py, KEEP_ALIVE_LIMITS): a connection to one server
+        # sits idle while a rotating client uses the other, and one reused just as its server
+        # closes it fails with "Server disconnected", a transport error that is not the service's.
+        self.clients = [httpx.Client(base_url=u, timeout=REQUEST_TIMEOUT_S, verify=_TLS,
+                                     limits=httpx.Limits(keepalive_expiry=4.0)) for u in urls]
         self.stats = stats
         self.rng = rng
         self.home = home % len(urls)
