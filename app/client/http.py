@@ -11,14 +11,14 @@ from typing import Any
 
 import httpx
 
+from app.client.backoff import ExponentialBackoff
+from app.client.errors import ClientError, RetriableError, classify
+
 # A connection idle for as long as the service keeps it (its http_keep_alive_timeout_s, 5 s by
 # default) may be closed by the service just as a request is written on it: the request then
 # fails with "Server disconnected without sending a response". httpx keeps an idle connection 5 s
 # too, so its default meets that race; closed by the client first, it never does.
 KEEP_ALIVE_LIMITS = httpx.Limits(max_connections=100, max_keepalive_connections=20, keepalive_expiry=4.0)
-
-from app.client.backoff import ExponentialBackoff
-from app.client.errors import ClientError, RetriableError, classify
 
 logger = logging.getLogger(__name__)
 
