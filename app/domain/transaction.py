@@ -26,6 +26,7 @@ vocabulary and of the table below.
 
 from __future__ import annotations
 
+import enum
 from dataclasses import dataclass
 
 from app.domain.errors import (
@@ -96,6 +97,13 @@ class PreparedTxnRef:
 
     transactional_id: str
     txn_id: int
+
+
+class JoinAs(enum.Enum):
+    """What a request that joins does with its transactional id (TransactionMetadata.join_as)."""
+
+    JOIN = "join"  # the open transaction
+    BEGIN = "begin"  # version 2: the idle id's next transaction, begun by this request
 
 
 @dataclass(frozen=True, slots=True)
@@ -224,29 +232,40 @@ class TransactionMetadata:
                 state=self.state.value,
             )
 
+    def join_as(self, producer_id: int, producer_epoch: int,
+                transaction_version: TransactionVersion | None = None) -> JoinAs:
+        """What a transactional Send or AddOffsets of (producer_id, producer_epoch), speaking
+        `transaction_version` (None: the stored one), does with this transactional id: joins its
+        open transaction, or (version 2, an idle id) begins the next one; raises the refusal
+        otherwise. The one decision of every request that joins, whether from the row as read
+        (app.services.transaction_join.join_transaction) or from a process's copy of it, which
+        the statement taking the offsets then confirms (join_condition, transit.begin_condition)."""
+        self.check_producer(producer_id, producer_epoch)
+        if self.begins_on_join(transaction_version):
+            return JoinAs.BEGIN
+        self.require_ongoing()
+        return JoinAs.JOIN
+
     def join_condition(self, producer_id: int, producer_epoch: int,
                        transaction_version: TransactionVersion | None = None) -> JoinCondition | None:
         """The condition on the row under which a Send of (producer_id, producer_epoch), speaking
-        `transaction_version`, joins the open transaction as the checks of a join would let it
-        (check_producer, begins_on_join, require_ongoing), computed from this metadata, which may
-        be an earlier read (the process's last one); None where this metadata would refuse the
-        Send or begin a transaction for it: the Send then reads the row and joins as before, for
-        the refusal or the Begin.
+        `transaction_version`, joins the open transaction as join_as decides, computed from this
+        metadata, which may be an earlier read (the process's last one); None where join_as would
+        refuse the Send or begin a transaction for it: the Send then reads the row and joins as
+        before, for the refusal or the Begin.
 
-        A row that holds the condition passes those checks as it is: the producer id and epoch
-        are the live ones (is_previous_transaction cannot hold at the current epoch, since the
-        last epoch is one that a bump left behind), and Ongoing neither begins on join nor is
-        refused by require_ongoing. A transaction's timeout is not checked at a Send: the
-        coordinator aborts a timed-out transaction (a Fence), which bumps the epoch and so fails
-        the condition, as does every Commit or Abort of version 2 (the epoch) and of version 1
-        (the state)."""
+        A row that holds the condition decides JOIN as it is: the producer id and epoch are the
+        live ones (is_previous_transaction cannot hold at the current epoch, since the last epoch
+        is one that a bump left behind), and Ongoing neither begins on join nor is refused by
+        require_ongoing. A transaction's timeout is not checked at a Send: the coordinator aborts
+        a timed-out transaction (a Fence), which bumps the epoch and so fails the condition, as
+        does every Commit or Abort of version 2 (the epoch) and of version 1 (the state)."""
         try:
-            self.check_producer(producer_id, producer_epoch)
+            joins = self.join_as(producer_id, producer_epoch, transaction_version) is JoinAs.JOIN
         except OutboxError:
             return None
-        if self.begins_on_join(transaction_version) or self.state is not S.ONGOING:
-            return None
-        return JoinCondition(self.transactional_id, ProducerId(producer_id), ProducerEpoch(producer_epoch))
+        return JoinCondition(self.transactional_id, ProducerId(producer_id), ProducerEpoch(producer_epoch)) \
+            if joins else None
 
     def require_ongoing(self) -> None:
         if self.state in COMPLETING_STATES:

@@ -21,7 +21,7 @@ import enum
 from dataclasses import dataclass, replace
 
 from app.domain.errors import InvalidTxnState, OutboxError
-from app.domain.transaction import IDLE_STATES, UNDECIDED_STATES, TransactionMetadata, check_transition
+from app.domain.transaction import IDLE_STATES, UNDECIDED_STATES, JoinAs, TransactionMetadata, check_transition
 from app.domain.types import MAX_PRODUCER_EPOCH, Durability, ProducerEpoch, TransactionState, TransactionVersion, TxnId
 
 S = TransactionState
@@ -290,19 +290,14 @@ def begin_condition(meta: TransactionMetadata, producer_id: int, producer_epoch:
                     transaction_version: TransactionVersion | None, now_ms: int) -> BeginCondition | None:
     """The BeginCondition of a Send of (producer_id, producer_epoch), speaking
     `transaction_version`, from `meta`; None where `meta` would refuse the Send or not begin a
-    transaction for it. A row that is `meta` in every column passes the same checks as the Send's
-    join would make after reading it (check_producer, begins_on_join, the Begin's transition),
-    and begins as `begin` computes it, so the Begin written without the read is the one the read
-    would have written."""
+    transaction for it. The decision is join_as's, the one a Send makes after reading the row,
+    and the Begin is `begin`'s, so the Begin written without the read is the one the read would
+    have written."""
     try:
-        meta.check_producer(producer_id, producer_epoch)
-    except OutboxError:
-        return None
-    if not meta.begins_on_join(transaction_version):
-        return None
-    try:
+        if meta.join_as(producer_id, producer_epoch, transaction_version) is not JoinAs.BEGIN:
+            return None
         transit = begin(meta, TXN_ID_TAKEN_BY_THE_WRITE, now_ms, transaction_version)
-    except InvalidTxnState:  # e.g. a version 1 row spoken to in version 2 by a producer of durability "commit"
+    except OutboxError:  # refused; or e.g. a version 1 row spoken to in version 2 by a producer of durability "commit"
         return None
     assert not transit.new_producer_id  # neither a Begin nor a SpeakVersion bumps the epoch
     return BeginCondition(meta, transit.after)

@@ -25,7 +25,7 @@ from app.domain.errors import (
 from app.domain.read import FetchResult, OffsetOrderRead, PartitionOffsets, offset_order_upper_bound
 from app.domain.record_formats import for_topic
 from app.domain.records import RecordToAppend, SendBatch, first_largest
-from app.domain.transaction import JoinCondition, TransactionMetadata
+from app.domain.transaction import JoinCondition
 from app.domain.transit import BeginCondition
 from app.domain.types import IsolationLevel, TransactionVersion, TxnId, ValueFormat
 from app.settings import Settings
@@ -40,7 +40,7 @@ from app.storage.record_rows import BatchToAppend
 from app.storage.seen_topics import SeenTopics, TopicChanged
 from app.services import fetch_answer
 from app.services.fetch_answer import FetchAnswer, HeldRead, PartitionFetch
-from app.services.transaction_join import TransactionCopies, found, join_transaction, joining
+from app.services.transaction_join import TransactionCopies, found, join_transaction, joining, keep_copy
 
 
 @dataclass(frozen=True, slots=True)
@@ -315,10 +315,6 @@ class LogService:
         return self._copies.condition(transactional_id, producer_id, producer_epoch, transaction_version,
                                       self.clock())
 
-    def _keep(self, meta: TransactionMetadata) -> None:
-        if self._copies is not None:
-            self._copies.keep(meta)
-
     def _forget(self, transactional_id: str, batches: list[SendBatch]) -> None:
         """The copies a Send that joins by a condition was built from: either may be out of date."""
         assert self._seen is not None and self._copies is not None
@@ -361,7 +357,7 @@ class LogService:
                     else:
                         if isinstance(join, BeginCondition):
                             # What the row became, as for a Send that read it (below).
-                            self._keep(replace(join.after, txn_id=TxnId(sent[0].txn_id)))
+                            keep_copy(self._copies, replace(join.after, txn_id=TxnId(sent[0].txn_id)))
                         return sent
                 seen = None
             if seen is not None:
@@ -381,7 +377,7 @@ class LogService:
                 txn_id = joined.txn_id
                 # Kept before the database transaction commits: a guess, which a later Send's
                 # statement confirms or finds out of date, whatever becomes of this one.
-                self._keep(joined)
+                keep_copy(self._copies, joined)
             # An idempotent Send's producer is checked by the append itself (`holder`), in the
             # statement that writes each batch's sequence state.
             holder = principal if producer_id is not None and transactional_id is None else None

@@ -38,7 +38,7 @@ from app.storage import transactions as txns
 from app.storage.dialect import RowLock
 from app.storage.engine import Database
 from app.services.transaction_completion import TransactionCompletion, apply_event, fence
-from app.services.transaction_join import TransactionCopies
+from app.services.transaction_join import TransactionCopies, keep_copy
 
 S = TransactionState
 
@@ -176,7 +176,7 @@ class ProducerInit:
                     )
                 pid = producers.create_producer(conn, transactional_id=transactional_id, now_ms=now,
                                                principal=principal)
-                self._keep_row(txns.insert_new(
+                keep_copy(self.transaction_copies, txns.insert_new(
                     conn,
                     transactional_id=transactional_id,
                     producer_id=pid,
@@ -213,15 +213,9 @@ class ProducerInit:
                             else InitProducerId(timeout_ms, principal, recovering_epoch=producer_epoch,
                                                 transaction_version=version, durability=durability))
             meta = apply_event(conn, meta, event, now)
-            self._keep_row(meta)
+            keep_copy(self.transaction_copies, meta)
             return ProducerIdAndEpoch(meta.producer_id, meta.producer_epoch, transactional_id, timeout_ms,
                                       transaction_version=version, durability=durability)
-
-    def _keep_row(self, meta: TransactionMetadata) -> None:
-        """`meta`, the row this request is writing, as the process's copy: kept before its
-        database transaction commits, a guess like every copy (a Send's statement tests it)."""
-        if self.transaction_copies is not None:
-            self.transaction_copies.keep(meta)
 
     def _take_over_prepared(  # type: ignore[no-untyped-def]
         self, conn, meta: TransactionMetadata, timeout_ms: int, now: int,

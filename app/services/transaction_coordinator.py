@@ -66,7 +66,7 @@ from app.services import commit_batches as carried
 from app.services.log_service import SendResult, check_send
 from app.services.producer_init import ProducerIdAndEpoch, ProducerInit
 from app.services.transaction_completion import TransactionCompletion, apply_event, complete_decided, complete_stored, fence
-from app.services.transaction_join import TransactionCopies, begin_next, found, join_transaction, joining, require
+from app.services.transaction_join import TransactionCopies, begin_next, found, join_transaction, joining, keep_copy, require
 from app.services.transaction_listing import TransactionListing, TransactionView, view_of
 from app.services.transaction_timeouts import TransactionTimeouts
 from app.services.version_switch import VersionSwitch
@@ -321,7 +321,7 @@ class TransactionCoordinator(ProducerInit):
         """`view`, its row kept as the process's copy (transaction_copies): kept once its database
         transaction has committed, it is the row as stored, until another request changes it
         (the row as read, where the request only joined)."""
-        self._keep_row(view.meta)
+        keep_copy(self.transaction_copies, view.meta)
         return view
 
     def _end_transaction(

@@ -8,7 +8,7 @@ from collections.abc import Callable
 from typing import TypeVar
 
 from app.domain.errors import TransactionalIdNotFound
-from app.domain.transaction import JoinCondition, TransactionMetadata, check_transition
+from app.domain.transaction import JoinAs, JoinCondition, TransactionMetadata, check_transition
 from app.domain.types import TransactionState, TransactionVersion, TxnId
 from app.domain.transit import BeginCondition, TxnTransit, begin, begin_condition
 from app.storage import producers
@@ -70,13 +70,11 @@ def join_transaction(  # type: ignore[no-untyped-def]
     `transaction_version`: the version the request speaks (a Kafka client's request versions);
     None: the stored one (the HTTP door's producers chose theirs at InitProducerId)."""
     meta = require(conn, transactional_id, lock=lock) if read is None else read
-    meta.check_producer(producer_id, producer_epoch)
-    if meta.begins_on_join(transaction_version):
-        # An idle row: the Begin is valid (begin_transit checks it again), so the id lock_now
-        # takes with the raised lock is not spent on a refusal.
+    if meta.join_as(producer_id, producer_epoch, transaction_version) is JoinAs.BEGIN:
+        # The Begin is valid (begin_transit checks it again), so the id lock_now takes with the
+        # raised lock is not spent on a refusal.
         txn_id = txns.lock_now(conn, transactional_id) if lock is not RowLock.UPDATE else None
         meta = begin_next(conn, meta, now, transaction_version, txn_id)
-    meta.require_ongoing()
     return meta
 
 
@@ -130,3 +128,11 @@ class TransactionCopies:
 
     def forget(self, transactional_id: str) -> None:
         self._copies.pop(transactional_id, None)
+
+
+def keep_copy(copies: TransactionCopies | None, meta: TransactionMetadata) -> None:
+    """`meta`, the row a request wrote or joined with, as the process's copy, where the process
+    keeps copies (PostgreSQL); kept before or after its database transaction commits alike, a
+    guess like every copy (the statement taking a Send's offsets tests it)."""
+    if copies is not None:
+        copies.keep(meta)

@@ -9,6 +9,7 @@ import pytest
 
 from app.domain.errors import (
     ConcurrentTransactions,
+    OutboxError,
     InvalidProducerEpoch,
     InvalidProducerIdMapping,
     InvalidTxnState,
@@ -18,13 +19,22 @@ from app.domain.transaction import (
     COMPLETING_STATES,
     IDLE_STATES,
     VALID_PREVIOUS_STATES,
+    JoinAs,
     JoinCondition,
     TransactionMetadata,
     check_transition,
     classify_recovery,
 )
 from app.domain.transit import TXN_ID_TAKEN_BY_THE_WRITE, begin, begin_condition, is_epoch_exhausted, next_epoch
-from app.domain.types import MAX_PRODUCER_EPOCH, ProducerEpoch, ProducerId, TransactionState, TransactionVersion, TxnId
+from app.domain.types import (
+    MAX_PRODUCER_EPOCH,
+    Durability,
+    ProducerEpoch,
+    ProducerId,
+    TransactionState,
+    TransactionVersion,
+    TxnId,
+)
 
 S = TransactionState
 
@@ -332,21 +342,76 @@ def test_join_condition_is_none_for_the_epoch_of_the_ended_version_2_transaction
     assert ended.join_condition(10, 5) is None
 
 
-def test_a_row_that_holds_a_join_condition_passes_every_check_of_the_join() -> None:
-    # Every row a stored metadata can be, as far as the checks read it: what the condition
-    # tests (producer id, epoch, state) and what else they read (the version, the last epoch).
-    for state, version, last_epoch, (pid, epoch) in itertools.product(
-            S, TransactionVersion, (None, 4, 5, 6), [(10, 4), (10, 5), (10, 6), (11, 5)]):
+# --- join_as: the one decision of a request that joins, from the row or from a copy of it ----
+
+
+def test_the_live_producer_joins_its_ongoing_transaction() -> None:
+    assert meta().join_as(10, 5) is JoinAs.JOIN
+
+
+@pytest.mark.parametrize("state", sorted(IDLE_STATES, key=lambda s: s.value), ids=lambda s: s.value)
+def test_the_live_producer_of_an_idle_version_2_id_begins_its_next_transaction(state: TransactionState) -> None:
+    assert meta(state=state, transaction_version=TransactionVersion.V2).join_as(10, 5) is JoinAs.BEGIN
+
+
+def test_a_version_1_id_spoken_to_in_version_2_begins_its_next_transaction() -> None:
+    assert meta(state=S.COMPLETE_COMMIT).join_as(10, 5, TransactionVersion.V2) is JoinAs.BEGIN
+
+
+def test_an_idle_version_1_id_refuses_a_join_until_begin() -> None:
+    with pytest.raises(InvalidTxnState, match="call begin first"):
+        meta(state=S.COMPLETE_COMMIT).join_as(10, 5)
+
+
+@pytest.mark.parametrize("state", sorted(COMPLETING_STATES, key=lambda s: s.value), ids=lambda s: s.value)
+def test_a_completing_transaction_refuses_a_join_as_concurrent(state: TransactionState) -> None:
+    with pytest.raises(ConcurrentTransactions):
+        meta(state=state, transaction_version=TransactionVersion.V2).join_as(10, 5)
+
+
+def test_the_epoch_of_the_ended_version_2_transaction_neither_joins_nor_begins() -> None:
+    ended = meta(transaction_version=TransactionVersion.V2, producer_epoch=ProducerEpoch(6),
+                 last_producer_epoch=ProducerEpoch(5), state=S.COMPLETE_COMMIT)
+    with pytest.raises(InvalidProducerEpoch, match="has ended"):
+        ended.join_as(10, 5)
+
+
+def _decided(row: TransactionMetadata, pid: int, epoch: int, version: TransactionVersion | None) -> JoinAs | None:
+    try:
+        return row.join_as(pid, epoch, version)
+    except OutboxError:
+        return None
+
+
+def test_a_copy_gives_a_join_condition_exactly_where_join_as_joins() -> None:
+    # Every row a stored metadata can be, as far as the decision reads it: the producer id,
+    # epoch and state the condition tests, and the version and last epoch it also reads.
+    for state, version, spoken, last_epoch, (pid, epoch) in itertools.product(
+            S, TransactionVersion, (None, *TransactionVersion), (None, 4, 5, 6),
+            [(10, 4), (10, 5), (10, 6), (11, 5)]):
         row = meta(state=state, transaction_version=version,
                    last_producer_epoch=None if last_epoch is None else ProducerEpoch(last_epoch))
-        condition = row.join_condition(pid, epoch)
-        if condition is None:
+        condition = row.join_condition(pid, epoch, spoken)
+        assert (condition is not None) == (_decided(row, pid, epoch, spoken) is JoinAs.JOIN)
+        if condition is not None:
+            assert (row.transactional_id, row.producer_id, row.producer_epoch, row.state) == (
+                condition.transactional_id, condition.producer_id, condition.producer_epoch, condition.state)
+
+
+def test_a_copy_gives_a_begin_condition_exactly_where_join_as_begins_and_the_begin_is_valid() -> None:
+    for state, version, spoken, durability, (pid, epoch) in itertools.product(
+            S, TransactionVersion, (None, *TransactionVersion), Durability, [(10, 4), (10, 5), (11, 5)]):
+        row = meta(state=state, transaction_version=version, durability=durability)
+        condition = begin_condition(row, pid, epoch, spoken, 1_000)
+        if _decided(row, pid, epoch, spoken) is not JoinAs.BEGIN:
+            assert condition is None
             continue
-        assert (row.transactional_id, row.producer_id, row.producer_epoch, row.state) == (
-            condition.transactional_id, condition.producer_id, condition.producer_epoch, condition.state)
-        row.check_producer(pid, epoch)
-        assert not row.begins_on_join(version)
-        row.require_ongoing()
+        try:
+            written = begin(row, TXN_ID_TAKEN_BY_THE_WRITE, 1_000, spoken).after
+        except InvalidTxnState:  # the version cannot be spoken: the Send reads the row for the refusal
+            assert condition is None
+            continue
+        assert condition is not None and condition.after == written
 
 
 # --- begin_condition: a version 2 Send that begins in the statement taking its offsets ----------
