@@ -124,8 +124,13 @@ def kafka_batch(topic: str, partition: int, keys: Sequence[bytes | None], values
     takes, so a batch one of them does not pass goes record by record through from_kafka,
     which keeps the one verdict and names the first record it refuses."""
     where = f"{topic}/{partition}"
+    # http_shapes=False: a Kafka record's JSON value is its own bytes, never the HTTP API's typed
+    # {"type": ..., "data": ...}. A batch the door built as JSON for a topic it took for a json
+    # topic, but which is now a bytes one (deleted and created again since the door's look), is
+    # then refused by for_topic, and the door builds it again for the topic's format; without it,
+    # for_topic would read such a value as HTTP's shape and store other bytes than were sent.
     batch = SendBatch(topic=topic, partition=partition, records=[], base_sequence=base_sequence,
-                      expected_offset=expected_offset, value_format=value_format)
+                      expected_offset=expected_offset, value_format=value_format, http_shapes=False)
     if value_format is ValueFormat.BYTES:
         columns = _bytes_columns(keys, values, headers, timestamps, where)
     else:

@@ -58,7 +58,8 @@ def sized_batch(batch: SendBatch, records: list[RecordToAppend], value_format: V
     sizes = record_sizes([r.key for r in records], [r.value for r in records], [r.headers for r in records])
     return SendBatch(topic=batch.topic, partition=batch.partition, records=records,
                      base_sequence=batch.base_sequence, expected_offset=batch.expected_offset,
-                     size_bytes=sum(sizes), largest_record=first_largest(sizes), value_format=value_format)
+                     size_bytes=sum(sizes), largest_record=first_largest(sizes), value_format=value_format,
+                     http_shapes=batch.http_shapes)
 
 
 def _typed_bytes(field: Any, what: str, index: int, where: str) -> bytes | None:

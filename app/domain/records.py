@@ -130,8 +130,8 @@ class SendBatch:
     # Whether a record carried a typed key or a header list, which only a bytes topic takes.
     typed: bool = False
     # Whether a bytes topic may read the values as the HTTP API's typed JSON (a Send's): the
-    # Kafka door's JSON values are the records' own bytes, no such thing (it appends to JSON
-    # topics only, until it builds its batches with kafka_batch for its topic's format).
+    # Kafka door's JSON values are the records' own bytes, no such thing (kafka_batch sets it
+    # False, so that for_topic refuses such a batch for a bytes topic instead of converting it).
     http_shapes: bool = True
 
 

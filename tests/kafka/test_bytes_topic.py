@@ -111,3 +111,22 @@ def test_a_topic_deleted_and_created_again_as_bytes_takes_bytes_at_once(kafka: L
     assert reports == [None, None]
     assert [(o, v) for o, _, v, _ in _over_http(kafka)] == [(0, {"type": "BINARY", "data": _b64(VALUE)})]
     assert failed() == 0  # taken on its first Produce, not on the client's retry after a failure
+
+
+def test_a_value_shaped_like_https_typed_json_is_kept_byte_for_byte_by_a_topic_created_again_as_bytes(
+        kafka: Listener) -> None:
+    # The door last saw a json topic, so it builds the batch as JSON first; the bytes topic must
+    # refuse that batch (the door builds it again as bytes), never read the value as HTTP's
+    # {"type": "STRING", "data": …} and store "x".
+    typed = b'{"type": "STRING", "data": "x"}'
+    create_topic(kafka.client, "blobs")
+    p = Producer({"bootstrap.servers": kafka.bootstrap, "linger.ms": 0, "message.timeout.ms": 10_000})
+    reports: list[Any] = []
+    p.produce("blobs", value=b'{"n": 1}', partition=0, on_delivery=lambda err, msg: reports.append(err))
+    assert p.flush(TIMEOUT_S) == 0
+    assert kafka.client.delete("/v1/topics/blobs").status_code == 204
+    create_topic(kafka.client, "blobs", value_format="bytes")
+    p.produce("blobs", value=typed, partition=0, on_delivery=lambda err, msg: reports.append(err))
+    assert p.flush(TIMEOUT_S) == 0
+    assert reports == [None, None]
+    assert [(o, v) for o, _, v, _ in _over_http(kafka)] == [(0, {"type": "BINARY", "data": _b64(typed)})]

@@ -9,7 +9,7 @@ import pytest
 from app.domain.errors import InvalidRecord, InvalidRequest
 from app.domain.log_cleaning import record_size
 from app.domain.kafka_records import from_kafka, kafka_batch, to_kafka
-from app.domain.record_formats import for_topic
+from app.domain.record_formats import for_topic, sized_batch
 from app.domain.records import RecordToAppend
 from app.domain.types import ValueFormat
 
@@ -175,3 +175,20 @@ def test_a_bytes_topic_takes_any_kafka_batch_and_refuses_only_a_timestamp_out_of
     assert batch.records == [from_kafka(b"\xff\x00", b"\x00\xfe", [("h", None), ("h", b"\xff")], 1, BYTES)]
     with pytest.raises(InvalidRequest, match="record 1 of t/0"):
         _kafka_batch([(None, None, [], 1), (None, None, [], -1)], BYTES)
+
+
+@pytest.mark.parametrize("as_sent", [bytes, memoryview], ids=["bytes", "a view into the request"])
+def test_a_kafka_batch_built_for_a_json_topic_is_refused_by_a_bytes_topic_never_read_as_https_typed_value(
+        as_sent: type) -> None:
+    # The door builds for the format it remembers; a topic deleted and created again as a bytes
+    # topic since then must refuse the batch (the door then builds it again for bytes), not take
+    # a Kafka value that looks like the HTTP API's {"type": "STRING", "data": ...} as that shape.
+    sent = b'{"type": "STRING", "data": "x"}'
+    batch = kafka_batch("t", 0, [None], [as_sent(sent)], [[]], [1], ValueFormat.JSON)
+    with pytest.raises(InvalidRecord, match="bytes topic"):
+        for_topic(batch, ValueFormat.BYTES)
+
+
+def test_a_batch_sized_again_keeps_whether_it_may_be_read_as_https_typed_values() -> None:
+    batch = kafka_batch("t", 0, [None], [b'"x"'], [[]], [1], ValueFormat.JSON)
+    assert not sized_batch(batch, [RecordToAppend(None, '"x"', None, 1)], ValueFormat.JSON).http_shapes
