@@ -68,6 +68,9 @@ VALID_PREVIOUS_STATES: dict[TransactionState, frozenset[TransactionState]] = {
 UNDECIDED_STATES = frozenset({S.ONGOING, S.PREPARED})
 # States in which a transaction has been decided but its control markers may still be missing.
 COMPLETING_STATES = frozenset({S.PREPARE_COMMIT, S.PREPARE_ABORT, S.PREPARE_EPOCH_FENCE})
+# Those a row can hold, what a query of the stored rows looks for: PrepareEpochFence is computed
+# and never stored (this module's docstring).
+STORED_COMPLETING_STATES = COMPLETING_STATES - {S.PREPARE_EPOCH_FENCE}
 # States from which a new transaction may begin or a new producer epoch may be handed out.
 IDLE_STATES = frozenset({S.EMPTY, S.COMPLETE_COMMIT, S.COMPLETE_ABORT})
 # An open transaction: begun and not completed, undecided (Ongoing, Prepared) or decided and
@@ -289,6 +292,12 @@ class TransactionMetadata:
             return None
         # Not below 0: a transaction begun by a process whose clock is ahead of this one's.
         return max(0, now_ms - self.txn_started_ms)
+
+    def is_expired(self, now_ms: int, expiration_ms: int) -> bool:
+        """Idle for longer than `expiration_ms` (transactional_id_expiration_ms): the id is
+        forgotten, as Kafka forgets a transactional id. The coordinator's query for candidates
+        (storage.transactions.coordinator_work) asks the same of the stored rows."""
+        return self.state in IDLE_STATES and self.updated_ms + expiration_ms < now_ms
 
     def is_timed_out(self, now_ms: int) -> bool:
         return (

@@ -14,7 +14,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from app import metrics
-from app.domain.transaction import IDLE_STATES
 from app.domain.transit import Expire, Fence, FenceReason, prepare_transition
 from app.services.transaction_completion import complete_stored, fence
 from app.settings import Settings
@@ -50,7 +49,7 @@ class TransactionTimeouts:
         for tid in candidates:
             with self.db.write() as conn:
                 meta = txns.get(conn, tid, lock=RowLock.UPDATE)
-                if meta is None or meta.state not in IDLE_STATES or meta.updated_ms + expiration >= now_ms:
+                if meta is None or not meta.is_expired(now_ms, expiration):
                     continue  # used again meanwhile
                 # Dead is Kafka's state for a removed id; here the row goes away with it.
                 prepare_transition(meta, Expire(), now_ms)

@@ -9,7 +9,7 @@ from typing import Any
 
 from sqlalchemy import Connection, and_, func, or_, select
 
-from app.domain.transaction import OPEN_TRANSACTION_STATES, TransactionMetadata
+from app.domain.transaction import OPEN_TRANSACTION_STATES, STORED_COMPLETING_STATES, TransactionMetadata
 from app.domain.types import TransactionState
 from app.storage.tables import transactions
 from app.storage.transactions import metadata_of
@@ -93,7 +93,7 @@ def _hanging(stale_before_ms: int) -> Any:
     return or_(
         and_(t.state == TransactionState.ONGOING.value, t.txn_started_ms <= stale_before_ms),
         and_(
-            t.state.in_([TransactionState.PREPARE_COMMIT.value, TransactionState.PREPARE_ABORT.value]),
+            t.state.in_(sorted(s.value for s in STORED_COMPLETING_STATES)),
             t.updated_ms <= stale_before_ms,
         ),
     )

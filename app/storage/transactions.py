@@ -17,7 +17,7 @@ from sqlalchemy.exc import DBAPIError
 from app.domain.errors import ConcurrentTransactions
 from app.domain.offsets import OffsetToCommit, OffsetToStage
 from app.domain.topic import Topic
-from app.domain.transaction import IDLE_STATES, JoinCondition, TransactionMetadata
+from app.domain.transaction import IDLE_STATES, STORED_COMPLETING_STATES, JoinCondition, TransactionMetadata
 from app.domain.transit import TXN_ID_TAKEN_BY_THE_WRITE, BeginCondition, TxnTransit
 from app.domain.types import Durability, ProducerEpoch, ProducerId, TransactionState, TransactionVersion, TxnId
 from app.storage import dialect, offsets
@@ -387,9 +387,9 @@ def _coordinator_work() -> Any:
     parts = (
         (c.txn_started_ms, [c.state == TransactionState.ONGOING.value,
                             c.txn_started_ms + c.transaction_timeout_ms < now_ms]),
-        (c.updated_ms, [c.state.in_([TransactionState.PREPARE_COMMIT.value,
-                                     TransactionState.PREPARE_ABORT.value])]),
-        (c.updated_ms, [c.state.in_([s.value for s in IDLE_STATES]),
+        (c.updated_ms, [c.state.in_(sorted(s.value for s in STORED_COMPLETING_STATES))]),
+        # TransactionMetadata.is_expired's rule, which the pass checks again under the row's lock.
+        (c.updated_ms, [c.state.in_(sorted(s.value for s in IDLE_STATES)),
                         c.updated_ms + bindparam("expiration_ms", type_=BigInteger) < now_ms]),
     )
     each = union_all(*(

@@ -18,6 +18,7 @@ from app.domain.errors import (
 from app.domain.transaction import (
     COMPLETING_STATES,
     IDLE_STATES,
+    STORED_COMPLETING_STATES,
     VALID_PREVIOUS_STATES,
     JoinAs,
     JoinCondition,
@@ -454,3 +455,22 @@ def test_a_row_with_a_begin_condition_has_no_join_condition_and_the_reverse() ->
     for state, version, (pid, epoch) in itertools.product(S, TransactionVersion, [(10, 4), (10, 5), (11, 5)]):
         row = meta(state=state, transaction_version=version)
         assert not (row.join_condition(pid, epoch) and begin_condition(row, pid, epoch, None, 1_000))
+
+
+# --- what a query of the stored rows looks for -------------------------------------------------
+
+
+def test_the_completing_states_a_row_holds_are_all_but_the_fence_computed_in_memory() -> None:
+    assert STORED_COMPLETING_STATES == {S.PREPARE_COMMIT, S.PREPARE_ABORT}
+    assert COMPLETING_STATES - STORED_COMPLETING_STATES == {S.PREPARE_EPOCH_FENCE}
+
+
+@pytest.mark.parametrize("state", list(S), ids=lambda s: s.value)
+def test_only_an_idle_id_expires(state: TransactionState) -> None:
+    assert meta(state=state, updated_ms=0).is_expired(10**12, 1_000) is (state in IDLE_STATES)
+
+
+def test_an_idle_id_expires_only_once_its_expiration_has_fully_passed() -> None:
+    idle = meta(state=S.COMPLETE_COMMIT, updated_ms=1_000)
+    assert not idle.is_expired(2_000, 1_000)
+    assert idle.is_expired(2_001, 1_000)
