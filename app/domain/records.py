@@ -137,7 +137,10 @@ class SendBatch:
 
 def check_record_count(total: int, limit: int) -> None:
     """At most `limit` (OUTBOX_MAX_RECORDS_PER_REQUEST) records in one Send. Asked once per
-    Send, before a record is built, so that an oversized Send costs no work per record."""
+    Send, before a record is built, so that an oversized Send costs no work per record. An HTTP
+    Send (or a Commit carrying batches) counts all its batches together; the Kafka door counts
+    each record batch, as each partition of a Produce is answered on its own there (the request
+    as a whole is bounded by its decompressed bytes, app.kafka.decompressed)."""
     if total > limit:
         raise RecordListTooLarge(
             f"{total} records in one request; the limit is {limit} (OUTBOX_MAX_RECORDS_PER_REQUEST)"
