@@ -27,13 +27,16 @@ def partitions_to_add(topic: str, current: int, requested: int, max_partitions: 
     return range(current, requested)
 
 
-def new_log_start(requested: int, *, log_start: int, last_stable: int, log_end: int) -> int:
+def new_log_start(requested: int | None, *, log_start: int, last_stable: int, log_end: int) -> int:
     """DeleteRecords: the partition's log start once the records below `requested` are
-    deleted. Never backwards (a request below the log start leaves it, as Kafka's low
-    watermark), and never past the last stable offset: below it every transaction has its
-    marker, so the log start never cuts into an unfinished transaction, and the log cleaner
-    may delete everything under it. A negative offset is no log start (Kafka's -1, the high
-    watermark, is the door's to resolve before): OFFSET_OUT_OF_RANGE, as Kafka answers it."""
+    deleted; None: as far as it may go, the last stable offset (what the Kafka door asks for
+    Kafka's -1, the high watermark: the records of a transaction still open stay). Never
+    backwards (a request below the log start leaves it, as Kafka's low watermark), and never
+    past the last stable offset: below it every transaction has its marker, so the log start
+    never cuts into an unfinished transaction, and the log cleaner may delete everything under
+    it. A negative offset is no log start: OFFSET_OUT_OF_RANGE, as Kafka answers it."""
+    if requested is None:
+        requested = last_stable
     if requested < 0:
         raise OffsetOutOfRange(
             f"offset {requested} is no log start: records can be deleted up to an offset from 0 to the "

@@ -30,7 +30,6 @@ from app.domain.errors import (
     InvalidRequest,
     OutboxError,
     TopicAlreadyExists,
-    UnknownTopicOrPartition,
 )
 from app.domain.types import CleanupPolicy, ValueFormat
 from app.domain.topic_config import CONFIG_KEYS, ConfigTextError, TopicConfig, new_topic_config, parse_config_text
@@ -491,22 +490,12 @@ class TopicAdminApis:
                                           low_watermark=low, error_code=code))
                     continue
                 try:
-                    low = self.services.topics.delete_records(topic, p.partition_index, self._up_to(topic, p))
+                    # Kafka's -1, the high watermark: as far as the log start may go (None).
+                    low = self.services.topics.delete_records(
+                        topic, p.partition_index, None if p.offset == -1 else int(p.offset))
                 except OutboxError as e:
                     code = error_code(e)
                 answered.append(build(m.DeleteRecordsPartitionResult, partition_index=p.partition_index,
                                       low_watermark=low, error_code=code))
             topics.append(build(m.DeleteRecordsTopicResult, name=topic, partitions=tuple(answered)))
         return build(m.DeleteRecordsResponse, throttle_time=NO_WAIT, topics=tuple(topics))
-
-    def _up_to(self, topic: str, p: Any) -> int:
-        """The offset to delete below: as asked, or for Kafka's -1 (the high watermark) the
-        last stable offset, the furthest the log start may move (records of a transaction
-        still open stay)."""
-        if p.offset != -1:
-            return int(p.offset)
-        _, partitions = self.services.topics.describe(topic)
-        for info in partitions:
-            if info.partition == p.partition_index:
-                return int(info.last_stable_offset)
-        raise UnknownTopicOrPartition(f"unknown partition {p.partition_index} of topic {topic!r}")

@@ -160,9 +160,10 @@ class TopicService:
                 bound = min(bound, unread)
             return topics.advance_log_start(conn, topic.topic_id, partition, bound)
 
-    def delete_records(self, name: str, partition: int, offset: int) -> int:
+    def delete_records(self, name: str, partition: int, offset: int | None) -> int:
         """DeleteRecords: the partition's log start moves up to `offset` (never back, never
-        past the last stable offset); returns the log start. The records below it are garbage
+        past the last stable offset; None: up to the last stable offset, read under the lock
+        below); returns the log start. The records below it are garbage
         from then on: no read returns them, and the log cleaner deletes them.
 
         The last stable offset is read under the partition's append lock, so no transaction
