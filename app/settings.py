@@ -10,6 +10,8 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError
 
+from app.domain.topic_config import DEFAULT_MAX_MESSAGE_BYTES
+
 LOG_LEVELS = ("critical", "error", "warning", "info", "debug")
 AUTHENTICATION_METHODS = ("api_key", "jwt", "mtls")
 NO_AUTHENTICATION = "none"
@@ -165,9 +167,8 @@ class Settings(BaseSettings):
     max_records_per_request: int = Field(default=20_000, ge=1)
     max_request_bytes: int = Field(default=32 * 1024 * 1024, ge=1024)
     max_partitions_per_topic: int = Field(default=1024, ge=1)
-    # Kafka's broker message.max.bytes: the max_message_bytes of a topic created without one
-    # (app.domain.topic_config.DEFAULT_MAX_MESSAGE_BYTES, the same number).
-    message_max_bytes: int = Field(default=1_048_588, ge=1, le=2**31 - 1)
+    # Kafka's broker message.max.bytes: the max_message_bytes of a topic created without one.
+    message_max_bytes: int = Field(default=DEFAULT_MAX_MESSAGE_BYTES, ge=1, le=2**31 - 1)
     # Kafka's fetch.max.wait.ms, bounded: the longest a Fetch (max_wait_ms) or the wait between
     # two events of a stream may hold a request open waiting for records.
     fetch_max_wait_ms: int = Field(default=30_000, ge=0, le=600_000)

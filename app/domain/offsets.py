@@ -59,6 +59,16 @@ class GroupMetadata:
     member_id: str
     group_instance_id: str | None = None  # a static member's (KIP-345): fenced once replaced
 
+    @staticmethod
+    def given(generation_id: int, member_id: str, group_instance_id: str | None) -> GroupMetadata | None:
+        """The metadata a Kafka request's fields give, or None for Kafka's "no group metadata"
+        (generation -1, no member id, no instance id: a TxnOffsetCommit of versions 0 to 2 or
+        of a producer that passed none, an OffsetCommit of a simple consumer), whose offsets
+        the group's generation does not fence."""
+        if generation_id < 0 and not member_id and group_instance_id is None:
+            return None
+        return GroupMetadata(generation_id, member_id, group_instance_id)
+
 
 def check_distinct_partitions(offsets: list[OffsetToStage]) -> None:
     """One offset per partition per request: two would leave the winner to chance; and at most

@@ -279,10 +279,7 @@ class Apis:
         generation_id = getattr(body, "generation_id", -1)
         member_id = getattr(body, "member_id", "")
         instance_id = getattr(body, "group_instance_id", None)  # from version 3 (KIP-345)
-        # Kafka's "no group metadata" (versions 0 to 2, or a producer that passed none): the
-        # offsets are not fenced by the group's generation.
-        group_metadata = (None if generation_id < 0 and not member_id and instance_id is None
-                          else GroupMetadata(generation_id, member_id, instance_id))
+        group_metadata = GroupMetadata.given(generation_id, member_id, instance_id)
         # As Kafka: the transactional id, then the group, refuse every partition; a topic
         # without READ is refused and the offsets of the others staged.
         denied: dict[str, ErrorCode] = {}

@@ -316,10 +316,9 @@ class GroupApis:
         assert m is not None
         generation_id = body.generation_id_or_member_epoch
         instance_id = getattr(body, "group_instance_id", None)  # from version 7 (KIP-345)
-        # Kafka's simple consumer: generation -1 and no member id, taken only while the group
-        # has no members (GroupService.commit).
-        metadata = (None if generation_id < 0 and not body.member_id and instance_id is None
-                    else GroupMetadata(generation_id, body.member_id, instance_id))
+        # None for Kafka's simple consumer, taken only while the group has no members
+        # (GroupService.commit).
+        metadata = GroupMetadata.given(generation_id, body.member_id, instance_id)
         # The group first, then each topic, as Kafka's authorizer asks: a refused topic's
         # partitions are answered TOPIC_AUTHORIZATION_FAILED and not committed.
         code = refusal_code(Operation.READ, acl.group(body.group_id)) or ErrorCode.none

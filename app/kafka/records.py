@@ -33,9 +33,8 @@ from app.domain.errors import InvalidRecord, InvalidRequest
 from app.domain.read import LogBatch
 from app.domain.kafka_records import kafka_batch, to_kafka
 from app.domain.records import SendBatch
-from app.domain.types import ControlType, ValueFormat
+from app.domain.types import NO_PRODUCER_ID, ControlType, ValueFormat
 
-NO_PRODUCER_ID = -1
 NO_SEQUENCE = -1
 _TRANSACTIONAL = 0x10
 _CONTROL = 0x20
