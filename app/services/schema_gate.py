@@ -16,6 +16,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable
+from dataclasses import dataclass
 
 from sqlalchemy import Engine
 
@@ -28,6 +29,18 @@ logger = logging.getLogger(__name__)
 # How often the background chores look again while the schema is not there: from their own
 # interval, doubling up to this. An API request or a /readyz probe looks at once.
 RECHECK_MAX_S = 5.0
+
+
+@dataclass(frozen=True, slots=True)
+class SchemaRevisions:
+    """The schema's revision in the database (None: not migrated at all) and the code's head."""
+
+    current: str | None
+    head: str | None
+
+    @property
+    def at_head(self) -> bool:
+        return self.current == self.head
 
 
 class SchemaGate:
@@ -71,6 +84,11 @@ class SchemaGate:
                 action()  # a failure leaves the gate closed: the next look runs them all again
             self._on_open.clear()
             self._open = True
+
+    def revisions(self) -> SchemaRevisions:
+        """The database's schema revision beside the head, read now (a /readyz probe); the
+        driver's error when the database does not answer."""
+        return SchemaRevisions(migrate.current_revision(self._engine), migrate.head_revision())
 
     def require(self) -> None:
         """For an API request: return if the schema is at head, else raise SchemaNotMigrated

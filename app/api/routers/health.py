@@ -3,12 +3,10 @@ from __future__ import annotations
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel
-from sqlalchemy import text
 
 from app.api.deps import ServicesDep
 from app.api.errors import documented, error_body
 from app.domain.errors import SchemaNotMigrated
-from app.storage import migrate
 
 router = APIRouter(tags=["health"])
 
@@ -33,14 +31,13 @@ def healthz() -> Health:
 @router.get("/readyz", operation_id="readyz", response_model=Readiness, responses=documented())
 def readyz(request: Request, services: ServicesDep):  # type: ignore[no-untyped-def]
     """The database answers and its schema is at the migrations' head."""
-    head = migrate.head_revision()
+    gate = request.app.state.schema_gate
     try:
-        with services.db.read() as conn:
-            conn.execute(text("SELECT 1"))
-        current = migrate.current_revision(services.db.engine)
+        revisions = gate.revisions()
     except Exception as exc:  # noqa: BLE001 - readiness reports any failure
         return _unreachable(exc)
-    if current != head:
+    current, head = revisions.current, revisions.head
+    if not revisions.at_head:
         return JSONResponse(
             error_body(SchemaNotMigrated.error_code, f"schema at {current or 'none'}, head is {head}: run `outbox migrate`",
                        SchemaNotMigrated.retriable),
@@ -49,7 +46,7 @@ def readyz(request: Request, services: ServicesDep):  # type: ignore[no-untyped-
     try:
         # A probe is often the first to see a migration: the API serves, and the workers
         # start, from now rather than at their next look.
-        request.app.state.schema_gate.look()
+        gate.look()
     except Exception as exc:  # noqa: BLE001 - readiness reports any failure
         return _unreachable(exc)
     return Readiness(status="ready", database=services.db.dialect, schema_revision=current, head_revision=head)
