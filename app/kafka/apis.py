@@ -109,7 +109,10 @@ class Apis:
     def metadata(self, body: Any, version: int) -> Any:
         m = response_module(3, version)
         assert m is not None
-        wanted = None if body.topics is None or (version == 0 and not body.topics) else [t.name for t in body.topics]
+        # A name named twice is answered once, as Kafka answers the set of names asked: a
+        # request repeating one name cannot make the door answer (and check ACLs for) each copy.
+        wanted = None if body.topics is None or (version == 0 and not body.topics) else list(
+            dict.fromkeys(t.name for t in body.topics))
         by_name = {t.name: t for t in self.services.topics.list()}
         # As Kafka: listing every topic shows only those the principal may describe; a topic
         # named but not describable is TOPIC_AUTHORIZATION_FAILED, whether it exists or not.

@@ -161,6 +161,18 @@ def test_metadata_of_an_unknown_topic_is_unknown_and_creates_nothing(kafka: List
     assert kafka.client.get("/v1/topics/nope").status_code == 404
 
 
+def test_metadata_naming_topics_twice_answers_each_once_in_the_order_first_named(kafka: Listener) -> None:
+    create_topic(kafka.client, "orders")
+    m = request_class(3, 12)
+    mod = __import__(m.__module__, fromlist=["x"])
+    named = ("orders", "nope", "orders", "nope", "orders")
+    with kafka.connect() as s:
+        answer = ask(s, 3, 12, m(topics=tuple(mod.MetadataRequestTopic(topic_id=None, name=n) for n in named),
+                                 allow_auto_topic_creation=False, include_topic_authorized_operations=False))
+    assert [(t.name, t.error_code) for t in answer.topics] == [
+        ("orders", ErrorCode.none), ("nope", ErrorCode.unknown_topic_or_partition)]
+
+
 def test_find_coordinator_names_this_broker(kafka: Listener) -> None:
     m = request_class(10, 4)
     with kafka.connect() as s:
