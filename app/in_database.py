@@ -26,7 +26,8 @@ retry of an application transaction that committed publishes nothing twice.
   file, `outbox serve` included, waits for it meanwhile.
 
 Each record is checked as a Send's record is (app.domain.records: the one definition of a
-valid record) before anything is written; a refused append raises the domain error a Send
+valid record; a message_id, which a Send does not carry, is 1 to 255 characters,
+check_message_id) before anything is written; a refused append raises the domain error a Send
 would answer (UnknownTopicOrPartition, InvalidRecord, InvalidRequest) and writes nothing. On
 PostgreSQL the caller's transaction is then aborted, as after any failed statement, and must
 be rolled back.
@@ -70,6 +71,7 @@ from app.domain.records import (
     check_address,
     check_finite_numbers,
     check_headers,
+    check_message_id,
     check_text,
     check_timestamp,
 )
@@ -150,6 +152,8 @@ def _checked(topic: str, partition: int, records: list[OutboxRecord]) -> SendBat
             check_headers(r.headers, f"{where}.headers")
         if r.timestamp_ms is not None:
             check_timestamp(r.timestamp_ms, where)
+        if r.message_id is not None:
+            check_message_id(r.message_id, f"{where}.message_id")
         check_finite_numbers(value)
         encoded.append(_Encoded(r.key, value, r.headers, r.timestamp_ms))
     return batch_of(topic, partition, encoded, _now_ms())

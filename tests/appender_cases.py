@@ -15,6 +15,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from app.domain.records import MAX_MESSAGE_ID_LENGTH
+
 # The appenders, by name (tests/integration/test_appenders.py builds each).
 SEND = "send"  # POST /v1/records
 PYTHON = "python"  # app.in_database.append
@@ -80,7 +82,8 @@ class Case:
     # Records the same appender appended and committed before the case's own.
     before: tuple[Record, ...] = ()
     # Who can express the case: a Send has no message ids nor Python values; outbox.append
-    # takes one record per call and cannot be passed a text holding NUL.
+    # takes one record per call and cannot be passed a text holding NUL or a lone surrogate,
+    # nor a message id that is not text.
     appenders: tuple[str, ...] = APPENDERS
 
     def runs_on(self, appender: str) -> bool:
@@ -150,6 +153,23 @@ CASES = [
     Case("a message id published before is not stored again", (Record("again", message_id="m"), Record("new")),
          before=(Record("first", message_id="m"),), appended=(False, True),
          stored=(Stored(1, '"first"', message_id="m"), Stored(2, '"new"'))),
+    # A message id is 1 to MAX_MESSAGE_ID_LENGTH characters (app.domain.records.check_message_id).
+    Case("a message id of the maximum length is stored", (Record("a", message_id="m" * MAX_MESSAGE_ID_LENGTH),),
+         stored=(Stored(1, '"a"', message_id="m" * MAX_MESSAGE_ID_LENGTH),)),
+    Case("a message id's length counts characters, not bytes",
+         (Record("a", message_id="\U0001f600" * MAX_MESSAGE_ID_LENGTH),),
+         stored=(Stored(1, '"a"', message_id="\U0001f600" * MAX_MESSAGE_ID_LENGTH),)),
+    Case("a message id one character over the maximum", (Record("a", message_id="m" * (MAX_MESSAGE_ID_LENGTH + 1)),),
+         error="INVALID_REQUEST"),
+    Case("a message id of 100,000 characters", (Record("a", message_id="m" * 100_000),), error="INVALID_REQUEST"),
+    Case("an empty message id", (Record("a", message_id=""),), error="INVALID_REQUEST"),
+    Case("a refused message id refuses the append's earlier records too",
+         (Record("ok", message_id="m1"), Record("a", message_id="")), error="INVALID_REQUEST"),
+    Case("a NUL in a message id", (Record("a", message_id="a\x00b"),), error="INVALID_REQUEST", appenders=(PYTHON,)),
+    Case("a lone surrogate in a message id", (Record("a", message_id="\ud800"),), error="INVALID_REQUEST",
+         appenders=(PYTHON,)),
+    Case("a message id that is not a string", (Record("a", message_id=42),), error="INVALID_REQUEST",  # type: ignore[arg-type]
+         appenders=(PYTHON,)),
     # Refused: nothing is stored.
     Case("an unknown topic", (Record(),), topic="nope", error="UNKNOWN_TOPIC_OR_PARTITION"),
     Case("a partition the topic does not have", (Record(),), partition=2, error="UNKNOWN_TOPIC_OR_PARTITION"),

@@ -8,6 +8,8 @@ A value is JSON text, kept as given: checked, never parsed into Python objects o
 is one function raising the domain error a Send answers:
 
 - keys and header names and values hold no NUL (PostgreSQL cannot store it in text);
+- a message id (the in-database API's key of a record, which a Send does not carry) is text of
+  1 to MAX_MESSAGE_ID_LENGTH characters without NUL (check_message_id);
 - every number in a value is finite as a 64-bit float. JSON itself sets no bound, but 1e400 or
   a 400-digit integer reads as infinity in most parsers, and some (orjson) refuse it outright,
   which would make every Fetch of the partition unreadable to their users. Such a number has
@@ -161,6 +163,33 @@ def check_text(text: Any, what: str) -> None:
         raise InvalidRequest(f"{what}: must be a string, not {type(text).__name__}")
     if "\x00" in text:
         raise InvalidRequest(f"{what}: must not contain NUL (U+0000)")
+
+
+# A message id is the application's key of a record, unique per topic in ix_records_message_id
+# (topic_id, message_id): a B-tree entry of PostgreSQL holds at most about 2,700 bytes, and a
+# longer id failed only at the commit, where publish_pending inserts it, aborting the whole
+# application transaction. 255 characters are at most 1,020 bytes of UTF-8. An empty id is a
+# missing one written as text: every later record given it would be skipped as a retry.
+MAX_MESSAGE_ID_LENGTH = 255
+
+
+def check_message_id(message_id: Any, what: str) -> None:
+    """A record's message id: a string of 1 to MAX_MESSAGE_ID_LENGTH characters without NUL
+    (which PostgreSQL's text cannot hold) or a lone surrogate (which is not UTF-8). outbox.append
+    applies the same rule (app/storage/sql/appender.postgresql.sql), where its text parameter
+    can hold neither."""
+    if not isinstance(message_id, str):
+        raise InvalidRequest(f"{what}: a message id must be a string, not {type(message_id).__name__}")
+    if not 1 <= len(message_id) <= MAX_MESSAGE_ID_LENGTH:
+        raise InvalidRequest(
+            f"{what}: a message id is 1 to {MAX_MESSAGE_ID_LENGTH} characters, not {len(message_id)}")
+    if "\x00" in message_id:
+        raise InvalidRequest(f"{what}: a message id must not contain NUL (U+0000)")
+    if not message_id.isascii():
+        try:
+            message_id.encode()
+        except UnicodeEncodeError:
+            raise InvalidRequest(f"{what}: a message id must not contain a lone surrogate") from None
 
 
 def check_headers(headers: Any, what: str) -> None:

@@ -15,9 +15,11 @@ from hypothesis import strategies as st
 from app.domain.errors import InvalidRequest, RecordListTooLarge
 from app.domain import records as records_module
 from app.domain.log_cleaning import record_sizes
+from app.storage.sql import load
 from app.domain.records import (
     JOIN_CHUNK_BYTES,
     MAX_DEPTH,
+    MAX_MESSAGE_ID_LENGTH,
     RecordColumns,
     RecordToAppend,
     batch_of,
@@ -138,3 +140,9 @@ def test_a_large_batch_with_one_character_outside_the_bmp_is_decoded_in_bounded_
 
     assert batch.records[2500].value == values[2500].decode()
     assert peak - kept < 4 * JOIN_CHUNK_BYTES
+
+
+def test_outbox_append_bounds_a_message_id_by_the_domains_maximum_length() -> None:
+    # The PL/pgSQL twin cannot import the constant; tests/appender_cases.py runs it at the bound,
+    # and this holds its text to the constant without a database.
+    assert f"char_length(message_id) BETWEEN 1 AND {MAX_MESSAGE_ID_LENGTH}" in load("appender.postgresql.sql")

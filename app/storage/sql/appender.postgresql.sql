@@ -128,6 +128,14 @@ BEGIN
         RAISE EXCEPTION 'INVALID_REQUEST: timestamp_ms must be at least 0, not %', timestamp_ms
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
+    -- A message id as the Python API takes it (app.domain.records.check_message_id): 1 to 255
+    -- characters, so that its entry fits ix_records_message_id (a longer one failed the
+    -- application's commit, in publish_pending). NUL and lone surrogates cannot reach here:
+    -- text holds neither.
+    IF message_id IS NOT NULL AND NOT char_length(message_id) BETWEEN 1 AND 255 THEN
+        RAISE EXCEPTION 'INVALID_REQUEST: message_id: a message id is 1 to 255 characters, not %', char_length(message_id)
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
     -- Kafka's max.message.bytes, as a Send checks it (app.domain.topic_config.check_record_size):
     -- the record's bytes as stored, key, value and headers.
     IF coalesce(octet_length(key), 0) + coalesce(octet_length(value_text), 0) + coalesce(octet_length(headers_text), 0)
