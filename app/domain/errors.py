@@ -26,6 +26,13 @@ class InvalidRequest(OutboxError):
     error_code = "INVALID_REQUEST"
 
 
+class InvalidGroupId(InvalidRequest):
+    """The group id breaks the rule for ids (app.domain.ids): Kafka's INVALID_GROUP_ID, an
+    invalid request all the same."""
+
+    error_code = "INVALID_GROUP_ID"
+
+
 class UnsupportedMediaType(OutboxError):
     """The request body is not sent as JSON (content-type: application/json)."""
 

@@ -63,6 +63,13 @@ VALID_PREVIOUS_STATES: dict[TransactionState, frozenset[TransactionState]] = {
     S.DEAD: frozenset({S.EMPTY, S.COMPLETE_COMMIT, S.COMPLETE_ABORT}),
 }
 
+# The most other Prepared transactions one Commit names (a joint commit): each is locked and
+# decided in the caller's database transaction, so the bound keeps one Commit's locks and work
+# finite. The service checks it for every caller (app.services.transaction_coordinator), the
+# HTTP schema states it, and the Spark sink's driver (which may not import the domain:
+# pyproject's spark-through-client contract) keeps a copy a unit test holds equal.
+MAX_JOINT_COMMIT = 1_000
+
 # States of a transaction not decided yet: a fence (timeout, a new instance, an operator's
 # abort) aborts it.
 UNDECIDED_STATES = frozenset({S.ONGOING, S.PREPARED})

@@ -42,6 +42,7 @@ from app.domain.group import (
     new_member_id,
     select_protocol,
 )
+from app.domain.ids import check_group_id
 from app.services.group_membership import (
     check_door,
     check_size,
@@ -105,6 +106,7 @@ class ClassicGroupProtocol:
         the instance id, takes that member's place (`_replace`). `client_id` and `client_host`
         (the address it joins from): what DescribeGroups shows of a member added, or of a static
         member's replacement."""
+        check_group_id(group_id)  # first, as Kafka's coordinator checks it (INVALID_GROUP_ID)
         check_group_instance_id(group_instance_id)
         if session_timeout_ms not in self.settings.session_timeout_limit:
             raise InvalidSessionTimeout(f"session_timeout_ms must be in {self.settings.session_timeout_limit}")

@@ -39,6 +39,7 @@ from app.domain.errors import (
     UnstableOffsetCommit,
 )
 from app.domain.group import CONSUMER_PROTOCOL, GroupState, StoredGroupState
+from app.domain.ids import check_group_id
 from app.domain.offsets import (
     GroupMetadata,
     NO_LEADER_EPOCH,
@@ -248,6 +249,7 @@ class GroupService:
     ) -> Membership:
         """`client_host`: the address of the HTTP client adding a member, which the group's
         describe shows (the HTTP API has no client id: none is stored)."""
+        check_group_id(group_id)
         if session_timeout_ms not in self.settings.session_timeout_limit:
             raise InvalidSessionTimeout(f"session_timeout_ms must be in {self.settings.session_timeout_limit}")
         if not topic_names:
@@ -435,6 +437,7 @@ class GroupService:
         """In Kafka's order (offsets_to_write): the group's checks first, then each offset's
         metadata; with `each_partition`, an offset whose metadata is too long is left out (the
         others written), else it refuses the commit."""
+        check_group_id(group_id)
         check_distinct_partitions(to_commit)
         now = self.clock()
         with self.db.write() as conn:
@@ -472,6 +475,7 @@ class GroupService:
         each topic before anything is read of it, and raises to refuse. Refused while the group
         has members (NON_EMPTY_GROUP), and for a partition whose offsets an unfinished
         transaction holds (UNSTABLE_OFFSET_COMMIT): its commit would overwrite the reset."""
+        check_group_id(group_id)
         now = self.clock()
         with (self.db.read() if dry_run else self.db.write()) as conn:
             if scope.topic is not None:
@@ -543,6 +547,7 @@ class GroupService:
         UNSTABLE_OFFSET_COMMIT instead of answering the value that transaction is replacing.
         Topics for which `visible` is false (the caller may not describe them) are left out,
         of the answer and of the refusal alike."""
+        check_group_id(group_id)  # no group can hold another id: refused as the commit would be
         with self.db.read() as conn:
             topic_id = None if topic is None else topics.get_topic(conn, topic).topic_id
             if require_stable:
@@ -561,5 +566,6 @@ class GroupService:
         """The group's committed offsets and the partitions whose offsets an unfinished
         transaction holds pending, in one snapshot: Kafka's OffsetFetch answers the second
         UNSTABLE_OFFSET_COMMIT partition by partition when it requires stable offsets."""
+        check_group_id(group_id)  # no group can hold another id: refused as the commit would be
         with self.db.read() as conn:
             return offsets.fetch(conn, group_id), set(offsets.pending_partitions(conn, group_id, None))

@@ -23,6 +23,7 @@ from app.domain.errors import (
     InvalidTransactionTimeout,
     InvalidTxnState,
 )
+from app.domain.ids import check_transactional_id
 from app.domain.transaction import (
     COMPLETING_STATES,
     IDLE_STATES,
@@ -111,6 +112,8 @@ class ProducerInit:
             if keep_prepared_txn:
                 raise InvalidRequest("keep_prepared_txn needs a transactional_id")
             return self._init_idempotent(producer_id, producer_epoch, principal)
+        # Where a transactional id enters: every door's (the HTTP schema checks the same rule first).
+        check_transactional_id(transactional_id)
 
         timeout_ms = (self.settings.default_transaction_timeout_ms if transaction_timeout_ms is None
                       else transaction_timeout_ms)

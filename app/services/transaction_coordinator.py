@@ -38,9 +38,11 @@ from app.domain.errors import (
     TransactionIncomplete,
     UnknownTopicOrPartition,
 )
+from app.domain.ids import check_group_id
 from app.domain.transaction import (
     COMPLETING_STATES,
     IDLE_STATES,
+    MAX_JOINT_COMMIT,
     UNDECIDED_STATES,
     PreparedTxnRef,
     TransactionMetadata,
@@ -215,6 +217,7 @@ class TransactionCoordinator(ProducerInit):
         The producer and the group are checked before each offset's metadata (offsets_to_write):
         with `each_partition` an offset whose metadata is too long is left out, else it refuses
         the request."""
+        check_group_id(group_id)  # the group's offsets are written under it
         check_distinct_partitions(offsets)
         return self._kept(joining(lambda lock: self._add_offsets(transactional_id, producer_id, producer_epoch, group_id,
                                                       offsets, group_metadata, lock=lock,
@@ -501,6 +504,9 @@ def _check_joint_commit(transactional_id: str, prepared: Sequence[PreparedTxnRef
         return
     if not commit:
         raise InvalidRequest("only a Commit names other prepared transactions")
+    if len(prepared) > MAX_JOINT_COMMIT:
+        raise InvalidRequest(f"a Commit names at most {MAX_JOINT_COMMIT:,} other prepared transactions, "
+                             f"not {len(prepared):,}")
     names = [ref.transactional_id for ref in prepared]
     if transactional_id in names:
         raise InvalidRequest(f"prepared names the committing transaction {transactional_id!r} itself")

@@ -51,7 +51,8 @@ logger = logging.getLogger(__name__)
 
 # The Ongoing/Prepared transactions listed per cleanup (the API's own maximum)
 LIST_LIMIT = 10_000
-# A Commit names at most this many prepared transactions (the service's CommitTransactionRequest)
+# A Commit names at most this many prepared transactions: app.domain.transaction.MAX_JOINT_COMMIT,
+# copied as spark_jobs may not import the domain (tests/unit/test_joint_commit_limit.py holds them equal)
 MAX_JOINT_COMMIT = 1_000
 
 

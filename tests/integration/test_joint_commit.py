@@ -235,3 +235,27 @@ def test_joint_commits_beside_appenders_never_deadlock_and_show_each_batch_whole
     assert errors == [] and torn == []
     assert [sorted({v for v in _read_committed(services, "out", q) if v != "plain"}) for q in range(PARTITIONS)] == \
         [sorted(f"round {n}" for n in range(ROUNDS))] * PARTITIONS
+
+
+def test_a_commit_naming_more_prepared_transactions_than_max_joint_commit_is_refused_and_writes_nothing(
+        services: Services, db_url: str) -> None:
+    # The service's own bound, for every caller: the HTTP schema states it, the in-database
+    # and Python callers reach the service without it.
+    from app.domain.errors import InvalidRequest
+    from app.domain.transaction import MAX_JOINT_COMMIT
+    from tests.fuzz.stored import StoredTables, diff
+
+    coordinator = services.coordinator
+    driver = coordinator.init_producer_id(transactional_id=DRIVER, transaction_timeout_ms=None)
+    coordinator.begin(DRIVER, driver.producer_id, driver.producer_epoch)
+    refs = [PreparedTxnRef(f"sink.{i}", 0) for i in range(MAX_JOINT_COMMIT + 1)]
+    stored = StoredTables(db_url)
+    try:
+        before = stored.snapshot()
+        with pytest.raises(InvalidRequest) as refused:
+            coordinator.end_transaction(DRIVER, driver.producer_id, driver.producer_epoch, commit=True, prepared=refs)
+        assert refused.value.error_code == "INVALID_REQUEST"
+        assert f"at most {MAX_JOINT_COMMIT:,} other prepared transactions" in refused.value.message
+        assert diff(before, stored.snapshot()) == []
+    finally:
+        stored.dispose()

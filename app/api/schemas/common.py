@@ -13,16 +13,14 @@ import msgspec
 from msgspec import Meta
 from pydantic import BaseModel, Field
 
+# The ids' rule is the domain's (app.domain.ids), which the services check for every door.
+from app.domain.ids import ID_MAX_LENGTH, ID_PATTERN
 from app.domain.offsets import OFFSET_METADATA_MAX_CHARS
 from app.domain.types import MAX_INT32, MAX_INT64, MAX_PRODUCER_EPOCH
 
-# Ids appear in URL paths: no '/', and no control characters (NUL included: PostgreSQL cannot
-# store it in text).
-ID_PATTERN = r"^[^/\x00-\x1f\x7f]*$"
 # Other text both databases store exactly: no NUL.
 TEXT_PATTERN = r"^[^\x00]*$"
 TOPIC_NAME_MAX_LENGTH = 249  # Kafka's
-ID_MAX_LENGTH = 255
 
 
 def _id(max_length: int, description: str) -> Any:

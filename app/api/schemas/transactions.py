@@ -18,7 +18,7 @@ from app.api.schemas.common import (
 )
 from app.api.schemas.records import BatchIn, BatchResult
 from app.domain.offsets import MAX_PARTITIONS_PER_REQUEST
-from app.domain.transaction import OPEN_STATE_NAMES
+from app.domain.transaction import MAX_JOINT_COMMIT, OPEN_STATE_NAMES
 from app.domain.types import MAX_INT64, TransactionState
 
 
@@ -61,7 +61,7 @@ class PreparedTransactionRef(RequestBody):
 
 class CommitTransactionRequest(EndTransactionRequest):
     prepared: Annotated[list[PreparedTransactionRef], Meta(
-        max_length=1_000,
+        max_length=MAX_JOINT_COMMIT,
         description="other Prepared transactions (KIP-939) to commit in the same decision: all of them and this "
         "one commit together, or nothing changes (INVALID_TXN_STATE names one that is not Prepared with that "
         "txn_id). For writers that prepare in parallel and commit once, as the Spark sink's tasks do. Needs "
