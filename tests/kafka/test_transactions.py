@@ -291,6 +291,70 @@ def test_txn_offset_commit_of_a_stale_generation_is_refused_and_stages_nothing(k
     assert _committed(kafka, "billing") == [("orders", 0, 5)]
 
 
+def test_a_transactions_offsets_staged_before_a_rebalance_hold_the_new_owner_back_kip_447(kafka: Listener) -> None:
+    # The consume-transform-produce loop's rebalance (examples/kafka_transactions.py): member A
+    # stages orders/0's offset in generation 1; generation 2 gives orders/0 to B. B's
+    # OffsetFetch (require_stable) is answered UNSTABLE_OFFSET_COMMIT until A's transaction
+    # ends, so B cannot start from the offset before A's results; and A's transaction can
+    # stage nothing more with generation 1's metadata.
+    from tests.kafka.test_groups import _lone_member, assignment, fetch_offsets, heartbeat, in_thread, join, sync
+
+    create_topic(kafka.client, "orders", partitions=2)
+    a, a_id = _lone_member(kafka)  # generation 1: A holds orders/0 and orders/1
+    with a, kafka.connect() as b, kafka.connect() as p:
+        pid, epoch = _init(p, "t-a")
+        assert _add_offsets(p, "t-a", pid, epoch, "g").error_code == ErrorCode.none
+        staged = _txn_offset_commit(p, "t-a", pid, epoch, "g", {("orders", 0): 5}, generation_id=1, member_id=a_id)
+        assert _offset_codes(staged) == {("orders", 0): ErrorCode.none}
+
+        waiting, b_joined = in_thread(join, b, "g")
+        while heartbeat(a, "g", 1, a_id) == ErrorCode.none:
+            pass
+        assert join(a, "g", a_id).generation_id == 2
+        waiting.join(10)
+        b_id = b_joined[0].member_id
+        assert sync(a, "g", 2, a_id, {a_id: assignment({"orders": [1]}),
+                                      b_id: assignment({"orders": [0]})}).error_code == ErrorCode.none
+        assert sync(b, "g", 2, b_id).assignment == assignment({"orders": [0]})
+
+        assert fetch_offsets(b, "g", {"orders": [0]}) == [("orders", 0, -1, ErrorCode.unstable_offset_commit)]
+        stale = _txn_offset_commit(p, "t-a", pid, epoch, "g", {("orders", 0): 9, ("orders", 1): 3},
+                                   generation_id=1, member_id=a_id)
+        assert _offset_codes(stale) == {("orders", 0): ErrorCode.illegal_generation,
+                                        ("orders", 1): ErrorCode.illegal_generation}
+        assert fetch_offsets(b, "g", {"orders": [0, 1]}) == [
+            ("orders", 0, -1, ErrorCode.unstable_offset_commit), ("orders", 1, -1, ErrorCode.none)]
+        assert _end(p, "t-a", pid, epoch, commit=True).error_code == ErrorCode.none
+        assert fetch_offsets(b, "g", {"orders": [0, 1]}) == [
+            ("orders", 0, 5, ErrorCode.none), ("orders", 1, -1, ErrorCode.none)]
+
+
+def test_txn_offset_commit_of_a_member_the_group_removed_is_unknown_member_id_and_stages_nothing(
+        kafka: Listener, clock: Any) -> None:
+    # A member that missed a rebalance (its session or rebalance timeout passed: a starved
+    # loop) is no longer the group's; its transaction's offsets are refused before its
+    # generation is looked at, as Kafka's validateCurrentMember does, even though the
+    # generation it names is the one the group had when it last joined.
+    from tests.kafka.test_groups import _lone_member, heartbeat, in_thread, join
+
+    create_topic(kafka.client, "orders")
+    a, a_id = _lone_member(kafka)
+    with a, kafka.connect() as b, kafka.connect() as p:
+        pid, epoch = _init(p, "t-a")
+        assert _add_offsets(p, "t-a", pid, epoch, "g").error_code == ErrorCode.none
+        waiting, b_joined = in_thread(join, b, "g", rebalance_s=5)
+        while heartbeat(a, "g", 1, a_id) == ErrorCode.none:
+            pass
+        clock.advance(10_001)  # past A's rebalance timeout: generation 2 is formed without it
+        waiting.join(10)
+        assert [m.member_id for m in b_joined[0].members] == [b_joined[0].member_id]
+        removed = _txn_offset_commit(p, "t-a", pid, epoch, "g", {("orders", 0): 5}, generation_id=1, member_id=a_id)
+        assert _offset_codes(removed) == {("orders", 0): ErrorCode.unknown_member_id}
+        assert kafka.client.get("/v1/transactions/t-a").json()["pending_offsets"] == []
+        assert _end(p, "t-a", pid, epoch, commit=True).error_code == ErrorCode.none
+    assert _committed(kafka, "g") == []
+
+
 def test_confluent_kafkas_send_offsets_to_transaction_commits_the_groups_offsets(kafka: Listener) -> None:
     create_topic(kafka.client, "orders")
     p = _txn_producer(kafka, "tx-1")
