@@ -90,46 +90,30 @@ def test_a_producers_first_produce_after_init_producer_id_begins_in_the_statemen
         assert _read_committed(s, 1) == [(0, b'"b0"'), (1, b'"b1"')]
 
 
-def test_the_first_produce_after_a_commit_5_begins_the_next_transaction_in_one_statement(kafka: Listener) -> None:
+# a0 and a1 (committed or aborted), the transaction's marker at 2, then c0 at 3.
+@pytest.mark.parametrize("commit, ended_state, read", [
+    (True, "CompleteCommit", [(0, b'"a0"'), (1, b'"a1"'), (3, b'"c0"')]),
+    (False, "CompleteAbort", [(3, b'"c0"')]),
+], ids=["commit", "abort"])
+def test_the_first_produce_after_an_end_txn_5_begins_the_next_transaction_in_one_statement(
+        kafka: Listener, commit: bool, ended_state: str, read: list[tuple[int, bytes]]) -> None:
     create_topic(kafka.client, "orders", partitions=2)
     engine = kafka.services.db.engine
     with kafka.connect() as s:
-        pid, bumped, ended = _ended_transaction(kafka, s, commit=True)
-        assert ended.state.value == "CompleteCommit" and _copy(kafka) == ended
+        pid, bumped, ended = _ended_transaction(kafka, s, commit=commit)
+        assert ended.state.value == ended_state and _copy(kafka) == ended
 
         with statements_run(engine) as seen:
             produced = _produce(s, pid, bumped, 0, [b'"c0"'])
 
         assert len(seen) == 1 and _beginning(seen[0])
-        # a0, a1, the COMMIT marker, then c0.
         assert (produced.error_code, produced.base_offset) == (ErrorCode.none, 3)
         begun = _stored(kafka)
         assert (begun.state.value, begun.producer_id, begun.producer_epoch, begun.txn_id) == (
             "Ongoing", pid, bumped, ended.txn_id + 1)
         assert _copy(kafka) == begun
         assert _end(s, pid, bumped, commit=True).producer_epoch == bumped + 1
-        assert _read_committed(s, 0) == [(0, b'"a0"'), (1, b'"a1"'), (3, b'"c0"')]
-
-
-def test_the_first_produce_after_an_abort_5_begins_the_next_transaction_in_one_statement(kafka: Listener) -> None:
-    create_topic(kafka.client, "orders", partitions=2)
-    engine = kafka.services.db.engine
-    with kafka.connect() as s:
-        pid, bumped, ended = _ended_transaction(kafka, s, commit=False)
-        assert ended.state.value == "CompleteAbort" and _copy(kafka) == ended
-
-        with statements_run(engine) as seen:
-            produced = _produce(s, pid, bumped, 0, [b'"c0"'])
-
-        assert len(seen) == 1 and _beginning(seen[0])
-        # a0, a1 aborted, the ABORT marker, then c0.
-        assert (produced.error_code, produced.base_offset) == (ErrorCode.none, 3)
-        begun = _stored(kafka)
-        assert (begun.state.value, begun.producer_id, begun.producer_epoch, begun.txn_id) == (
-            "Ongoing", pid, bumped, ended.txn_id + 1)
-        assert _copy(kafka) == begun
-        assert _end(s, pid, bumped, commit=True).producer_epoch == bumped + 1
-        assert _read_committed(s, 0) == [(3, b'"c0"')]
+        assert _read_committed(s, 0) == read
 
 
 @pytest.mark.parametrize("commit", [True, False], ids=["commit", "abort"])
