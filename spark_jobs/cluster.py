@@ -92,14 +92,25 @@ def _daemon(directory: Path, name: str, args: list[str]) -> subprocess.Popen:
 
 
 def master_state(web_ui: str) -> dict | None:
-    """The master's JSON view, or None while it does not answer."""
+    """The master's JSON view, or None while it does not answer it: no answer, another status,
+    or a body that is not JSON. CI saw a 200 whose body was not JSON at start-up on a loaded
+    machine (the UI still starting, or, the port having been taken between free_port and the
+    master's bind, something else there while Spark moved its UI to the next port); reading it
+    as JSON ended `cluster start` with a traceback instead of waiting, or failing with the
+    master's log named."""
     import httpx
 
     try:
         r = httpx.get(f"{web_ui}/json/", timeout=2)
     except httpx.HTTPError:
         return None
-    return r.json() if r.status_code == 200 else None
+    if r.status_code != 200:
+        return None
+    try:
+        state = r.json()
+    except ValueError:
+        return None
+    return state if isinstance(state, dict) else None
 
 
 def _wait(proc: subprocess.Popen, java_class: str, log: Path, what: str, ready, deadline: float) -> bool:  # type: ignore[no-untyped-def]
