@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 
+import psycopg
 from alembic import command
 from alembic.config import Config
 from sqlalchemy import Connection, create_engine, text
@@ -66,3 +67,16 @@ def member(group: str, member_id: str, **columns: str) -> str:
     values = "".join(f", '{value}'" for value in columns.values())
     return ("INSERT INTO group_members (group_id, member_id, topics, assignment, session_timeout_ms, "
             f"last_heartbeat_ms, joined_ms{names}) VALUES ('{group}', '{member_id}', '[]', '[]', 10000, 1, 1{values})")
+
+
+def appender_takes(url: str, call: str, params: tuple[object, ...] = ()) -> bool:
+    """Whether PostgreSQL's outbox.append takes `call` (a SELECT of it), or refuses it as an
+    invalid parameter (its INVALID_REQUEST); rolled back either way."""
+    with psycopg.connect(url.replace("postgresql+psycopg", "postgresql")) as conn:
+        try:
+            conn.execute(call, params)
+        except psycopg.errors.InvalidParameterValue:
+            return False
+        finally:
+            conn.rollback()
+    return True

@@ -178,13 +178,10 @@ def check_message_id(message_id: Any, what: str) -> None:
     (which PostgreSQL's text cannot hold) or a lone surrogate (which is not UTF-8). outbox.append
     applies the same rule (app/storage/sql/appender.postgresql.sql), where its text parameter
     can hold neither."""
-    if not isinstance(message_id, str):
-        raise InvalidRequest(f"{what}: a message id must be a string, not {type(message_id).__name__}")
+    check_text(message_id, what)  # a string without NUL, as a key
     if not 1 <= len(message_id) <= MAX_MESSAGE_ID_LENGTH:
         raise InvalidRequest(
             f"{what}: a message id is 1 to {MAX_MESSAGE_ID_LENGTH} characters, not {len(message_id)}")
-    if "\x00" in message_id:
-        raise InvalidRequest(f"{what}: a message id must not contain NUL (U+0000)")
     if not message_id.isascii():
         try:
             message_id.encode()

@@ -4,25 +4,17 @@ it again after the downgrade; a finite one of the same shape is taken throughout
 
 from __future__ import annotations
 
-import psycopg
 import pytest
 from alembic import command
 
-from tests.migration_helpers import at_revision, topic_t
+from tests.migration_helpers import appender_takes, at_revision, topic_t
 
 PAST_A_FLOAT = "1" + "0" * 300 + "e10"
 FINITE = "1" + "0" * 210 + "e97"
 
 
 def _appended(url: str, value: str) -> bool:
-    with psycopg.connect(url.replace("postgresql+psycopg", "postgresql")) as conn:
-        try:
-            conn.execute("SELECT outbox.append('t', 0, NULL, %s::json, NULL)", (value,))
-        except psycopg.errors.InvalidParameterValue:
-            return False
-        finally:
-            conn.rollback()
-    return True
+    return appender_takes(url, "SELECT outbox.append('t', 0, NULL, %s::json, NULL)", (value,))
 
 
 @pytest.mark.parametrize("empty_url", ["postgresql"], indirect=True)

@@ -4,24 +4,16 @@ id of 255 characters is taken throughout."""
 
 from __future__ import annotations
 
-import psycopg
 import pytest
 from alembic import command
 
-from tests.migration_helpers import at_revision, topic_t
+from tests.migration_helpers import appender_takes, at_revision, topic_t
 
 EMPTY, TOO_LONG, LONGEST = "", "m" * 256, "m" * 255
 
 
 def _appended(url: str, message_id: str) -> bool:
-    with psycopg.connect(url.replace("postgresql+psycopg", "postgresql")) as conn:
-        try:
-            conn.execute("SELECT outbox.append('t', 0, NULL, '1'::json, NULL, %s)", (message_id,))
-        except psycopg.errors.InvalidParameterValue:
-            return False
-        finally:
-            conn.rollback()
-    return True
+    return appender_takes(url, "SELECT outbox.append('t', 0, NULL, '1'::json, NULL, %s)", (message_id,))
 
 
 @pytest.mark.parametrize("empty_url", ["postgresql"], indirect=True)
