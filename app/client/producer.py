@@ -47,8 +47,10 @@ class PreparedTxnState:
 class Producer:
     """Buffers records per partition and sends them in batches with sequence numbers.
 
-    `send()` only buffers; `flush()` (and `commit_transaction()`) writes the buffer in one
-    request per `batch_records` records, across partitions. Retriable failures are retried
+    `send()` only buffers, up to `batch_records` records across partitions: a record that finds
+    the buffer full writes it first. `flush()` (and `commit_transaction()`) writes the buffer in
+    one request per `batch_records` records; under transaction version 2 the Commit carries
+    the last `batch_records` or fewer itself. Retriable failures are retried
     with the same sequences, so a retry that reaches a batch already written is answered
     with its first offsets and writes nothing.
 
@@ -225,10 +227,13 @@ class Producer:
             record["key"] = key
         if headers:
             record["headers"] = headers
+        if self._buffered >= self.batch_records:
+            # Written when a record no longer fits, not as soon as the buffer fills: a version 2
+            # transaction of exactly `batch_records` records then goes whole with its Commit, one
+            # request and one durable write where a Send and a Commit are two.
+            self.flush()
         self._buffer[(topic, partition)].append(record)
         self._buffered += 1
-        if self._buffered >= self.batch_records:
-            self.flush()
 
     def flush(self) -> list[RecordMetadata]:
         """Write everything buffered. Returns the first offset of each batch written."""

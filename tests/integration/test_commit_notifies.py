@@ -146,3 +146,18 @@ def test_a_change_marked_before_a_notifying_statement_is_still_heard(
         mark_changed(conn, t, 0, announced=True)
 
     assert payloads(heard) == [f"{t}:0"]
+
+
+def test_an_application_transactions_append_is_heard_when_it_commits(
+        client: Any, heard: psycopg.Connection, topic_id: Any, db_url: str) -> None:
+    # outbox.publish_pending, the SQL that publishes outbox.append's records at the application's
+    # commit, names the channel in its own text: this holds it to changes.CHANNEL.
+    create_topic(client, "t", 2)
+    t = topic_id("t")
+    conninfo = make_url(db_url).set(drivername="postgresql").render_as_string(hide_password=False)
+    with psycopg.connect(conninfo) as app:
+        app.execute("SELECT outbox.append('t', 1, 'k', '\"v\"')")
+        assert payloads(heard, 0.2) == []  # staged, not yet in the log
+        app.commit()
+
+    assert payloads(heard) == [f"{t}:1"]

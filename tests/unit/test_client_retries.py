@@ -440,6 +440,39 @@ def test_version_2_commits_a_transaction_that_fits_one_request_in_one_request() 
                                ("POST", "/v1/transactions/tx/commit")]
 
 
+@pytest.mark.parametrize("records, requests", [
+    (2, [("POST", "/v1/transactions/tx/commit")]),  # a full buffer waits for the Commit
+    (3, [("POST", "/v1/records"), ("POST", "/v1/transactions/tx/commit")]),
+    (4, [("POST", "/v1/records"), ("POST", "/v1/transactions/tx/commit")]),
+])
+def test_version_2_commit_carries_the_last_full_buffer(records: int, requests: list[tuple[str, str]]) -> None:
+    import json as _json
+
+    script = Script({
+        ("GET", "/v1/topics/income"): [ok({"partition_count": 1})],
+        ("POST", "/v1/records"): [_records_answer()],
+        ("POST", "/v1/transactions/tx/commit"): [ok({"state": "CompleteCommit", "producer_id": 7, "producer_epoch": 1})],
+    })
+    carried: list[list[int]] = []
+
+    def recording(request: httpx.Request) -> httpx.Response:
+        if request.url.path.endswith("/commit"):
+            carried.extend([r["value"] for r in b["records"]] for b in _json.loads(request.content)["batches"])
+        return script(request)
+
+    script.answers[("POST", "/v1/producers")] = [ok({"producer_id": 7, "producer_epoch": 0, "transaction_version": 2})]
+    producer = Producer(URL, "tx", client=httpx.Client(base_url=URL, transport=httpx.MockTransport(recording)),
+                        transaction_version=2, batch_records=2)
+    producer.init_transactions()
+    producer.begin_transaction()
+    for value in range(records):
+        producer.send("income", value, partition=0)
+    producer.commit_transaction()
+
+    assert script.requests[2:] == requests
+    assert carried == [list(range(2 * ((records - 1) // 2), records))]
+
+
 def test_version_2_keeps_the_buffer_when_the_commit_carrying_it_is_not_answered() -> None:
     script = Script({
         ("GET", "/v1/topics/income"): [ok({"partition_count": 1})],
