@@ -607,7 +607,15 @@ class LoadResult:
 def start_servers(launcher: Any, n: int, **settings: Any) -> list[Any]:
     """n `serve` processes on the launcher's database, ready. The first one alone (on SQLite
     it migrates the new file; see test_sqlite_multiprocess for why not all at once), then
-    the others together."""
+    the others together.
+
+    Each keeps an idle connection 60 s (the default is 5) where the clients close theirs at 4 s:
+    a client thread frozen by the machine between taking a pooled connection and writing on it
+    would otherwise write on a connection its server has just closed, a transport error that
+    is HTTP/1.1's keep-alive race and not the service's. CI met it twice, with the 4-s expiry
+    in place the second time: one server's access log then showed no request for 5.4 s of the
+    10-s run, and the failed Send came just after."""
+    settings.setdefault("http_keep_alive_timeout_s", 60)
     first = launcher.server(**settings)
     others = [launcher.start_server(**settings) for _ in range(n - 1)]
     for s in others:
