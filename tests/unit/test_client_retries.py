@@ -417,7 +417,7 @@ def test_version_2_takes_the_epoch_its_commit_answers_and_restarts_its_sequences
     producer.init_transactions()
     for _ in range(2):
         producer.begin_transaction()
-        for amount in (1, 2, 3):  # one batch sent when the buffer fills, the last one with the Commit
+        for amount in (1, 2, 3):  # the first two sent when the third finds the buffer full, the third with the Commit
             producer.send("income", {"amount": amount}, partition=0)
         producer.commit_transaction()
 
