@@ -169,6 +169,8 @@ class Producer:
         return self._prepared
 
     def close(self) -> None:
+        """Closes the connections; writes nothing. What send() still buffers (up to
+        `batch_records` records) is dropped: call flush() (or commit_transaction()) first."""
         self._session.close()
 
     # --- transactions -----------------------------------------------------------------------

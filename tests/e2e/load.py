@@ -124,7 +124,8 @@ class Http:
     every error answer is checked against the documented retriable ones."""
 
     def __init__(self, urls: list[str], stats: Stats, rng: random.Random, home: int, rotate: bool) -> None:
-        # Idle connections closed before the servers' keep-alive timeout (5 s), as the product's
+        # Idle connections closed before the servers' keep-alive timeout (5 s by default, 60 s
+        # as start_servers starts them), as the product's
         # client closes them (app/client/http.py, KEEP_ALIVE_LIMITS): a connection to one server
         # sits idle while a rotating client uses the other, and one reused just as its server
         # closes it fails with "Server disconnected", a transport error that is not the service's.

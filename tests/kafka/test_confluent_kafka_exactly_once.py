@@ -285,7 +285,12 @@ def test_the_loop_killed_at_random_moments_leaves_every_result_once(
                 victim = found[0]
                 time.sleep(delay_s)
                 loops[victim].freeze()
-                if _open_with_records(client.get(f"/v1/transactions/{victim}").json()):
+                try:
+                    still_open = _open_with_records(client.get(f"/v1/transactions/{victim}").json())
+                except BaseException:
+                    loops[victim].thaw()  # not left stopped, where stop() would wait on it
+                    raise
+                if still_open:
                     break
                 loops[victim].thaw()
                 delay_s = rng.uniform(0, delay_s)
