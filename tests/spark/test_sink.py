@@ -651,7 +651,8 @@ def test_mistakes_are_one_line_errors_naming_the_fix_before_any_task_runs(spark,
     with pytest.raises(Exception, match=re.escape('the outbox sink only appends: use mode("append")')):
         df.write.format("outbox").mode("overwrite").option("url", url).option("topic", TOPIC).save()
     # Text that is not JSON in a string value column fails its task (after its first record
-    # was sent), which aborts its transaction.
+    # was sent: with batchRecords 1 the second row's send writes the first), which aborts its
+    # transaction.
     import pyarrow as pa
     from pyspark.sql.types import StringType, StructField, StructType
 
@@ -660,7 +661,7 @@ def test_mistakes_are_one_line_errors_naming_the_fix_before_any_task_runs(spark,
                                  streaming=False)
     with pytest.raises(OutboxSinkError, match=r"^column value holds text that is not JSON .*to_json\(\) it first$"):
         write_partition(options, check_columns(schema, options), schema, 0,
-                        [pa.record_batch([pa.array(['{"n": 1}'])], names=["value"]),
+                        [pa.record_batch([pa.array(['{"n": 1}', '{"n": 2}'])], names=["value"]),
                          pa.record_batch([pa.array(["plain text"])], names=["value"])])
     assert sum(log_ends(client)) == 2, "the first record and its ABORT marker"
     assert committed(client) == []
