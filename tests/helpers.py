@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import threading
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 from sqlalchemy import and_, event
@@ -147,3 +149,29 @@ def statements_run(target: Any = Engine) -> Iterator[list[str]]:
         yield seen
     finally:
         event.remove(target, "before_cursor_execute", note)
+
+
+@contextmanager
+def stand_in_http_server(answer: Callable[[str], tuple[int, str, bytes]]) -> Iterator[str]:
+    """A local web server that is not the service, for as long as the block runs: every GET is
+    answered with `answer(path)`'s status, content type and body. Yields its base URL."""
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:  # noqa: N802 - the name http.server calls
+            status, content_type, body = answer(self.path)
+            self.send_response(status)
+            self.send_header("content-type", content_type)
+            self.send_header("content-length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()

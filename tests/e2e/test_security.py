@@ -6,11 +6,9 @@ in any log line)."""
 from __future__ import annotations
 
 import datetime
-import http.server
 import json
 import ssl
 import subprocess
-import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -26,6 +24,7 @@ from cryptography.x509.oid import NameOID
 
 from app.services.security import split_api_key
 from tests.e2e.conftest import PYTHON, ROOT, Launcher, ServiceProcess, free_port
+from tests.helpers import stand_in_http_server
 
 AUTH = {"authentication": "api_key", "super_users": "User:admin"}
 
@@ -244,23 +243,8 @@ def identity_provider() -> Iterator[tuple[Any, str]]:
     jwk = json.loads(jwt.algorithms.RSAAlgorithm.to_jwk(key.public_key()))
     body = json.dumps({"keys": [{**jwk, "kid": "k1", "use": "sig", "alg": "RS256"}]}).encode()
 
-    class Handler(http.server.BaseHTTPRequestHandler):
-        def do_GET(self) -> None:  # noqa: N802 - the standard library's name
-            self.send_response(200)
-            self.send_header("content-type", "application/json")
-            self.send_header("content-length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
-        def log_message(self, *args: Any) -> None:
-            pass
-
-    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    threading.Thread(target=httpd.serve_forever, daemon=True).start()
-    try:
-        yield key, f"http://127.0.0.1:{httpd.server_address[1]}/.well-known/jwks.json"
-    finally:
-        httpd.shutdown()
+    with stand_in_http_server(lambda _path: (200, "application/json", body)) as url:
+        yield key, f"{url}/.well-known/jwks.json"
 
 
 def test_a_jwt_signed_by_the_jwks_urls_key_names_the_principal_by_its_claim(

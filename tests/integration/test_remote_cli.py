@@ -34,7 +34,7 @@ from app.storage import migrate
 from app.storage.engine import Database, build_engine
 from tests.conftest import ADMIN_URL, BACKENDS
 from tests.e2e.conftest import START_TIMEOUT_S, free_port
-from tests.helpers import batch, begin, create_topic, init_producer, send
+from tests.helpers import batch, begin, create_topic, init_producer, send, stand_in_http_server
 from tests.outbox_command import logging_kept
 
 STOP_TIMEOUT_S = 30  # how long a stopped server's (or listener's) thread is waited for
@@ -574,28 +574,9 @@ def test_an_unreachable_service_is_one_line_and_exit_status_1(outbox) -> None:  
 def web_server() -> Iterator[int]:
     """A port where a web server that is not the service answers every GET with an HTML page:
     200 for /v1/topics, 404 for any other path."""
-    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-
-    class Page(BaseHTTPRequestHandler):
-        def do_GET(self) -> None:  # noqa: N802 - the name http.server calls
-            body = b"<!DOCTYPE html><html><body><h1>Welcome</h1></body></html>"
-            self.send_response(200 if self.path == "/v1/topics" else 404)
-            self.send_header("content-type", "text/html")
-            self.send_header("content-length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
-        def log_message(self, *args: object) -> None:
-            pass
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Page)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield server.server_address[1]
-    finally:
-        server.shutdown()
-        server.server_close()
+    body = b"<!DOCTYPE html><html><body><h1>Welcome</h1></body></html>"
+    with stand_in_http_server(lambda path: (200 if path == "/v1/topics" else 404, "text/html", body)) as url:
+        yield int(url.rpartition(":")[2])
 
 
 def test_a_web_page_that_is_not_the_service_is_one_line_naming_the_url_not_the_page(outbox, web_server) -> None:  # type: ignore[no-untyped-def]
@@ -615,28 +596,9 @@ def test_a_web_page_that_is_not_the_service_is_one_line_naming_the_url_not_the_p
 def proxy_page(request: pytest.FixtureRequest) -> Iterator[int]:
     """A port where a proxy in front of the service answers every GET with its own HTML page
     and the status the test is parametrized with (the service behind it never answers)."""
-    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-
-    class Page(BaseHTTPRequestHandler):
-        def do_GET(self) -> None:  # noqa: N802 - the name http.server calls
-            body = b"<html><body>Authorization Required / Bad Gateway</body></html>"
-            self.send_response(request.param)
-            self.send_header("content-type", "text/html")
-            self.send_header("content-length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
-        def log_message(self, *args: object) -> None:
-            pass
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Page)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield server.server_address[1]
-    finally:
-        server.shutdown()
-        server.server_close()
+    body = b"<html><body>Authorization Required / Bad Gateway</body></html>"
+    with stand_in_http_server(lambda _path: (request.param, "text/html", body)) as url:
+        yield int(url.rpartition(":")[2])
 
 
 @pytest.mark.parametrize(("proxy_page", "status", "line"), [

@@ -4,36 +4,16 @@ instead of ending with a traceback."""
 
 from __future__ import annotations
 
-import threading
-from collections.abc import Iterator
-from contextlib import contextmanager
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from contextlib import AbstractContextManager
 
 import pytest
 
 from spark_jobs import cluster
+from tests.helpers import stand_in_http_server
 
 
-@contextmanager
-def _serving(status: int, body: bytes) -> Iterator[str]:
-    class Handler(BaseHTTPRequestHandler):
-        def do_GET(self) -> None:  # noqa: N802 - http.server's name
-            self.send_response(status)
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
-        def log_message(self, *args: object) -> None:
-            pass
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}"
-    finally:
-        server.shutdown()
-        server.server_close()
+def _serving(status: int, body: bytes) -> AbstractContextManager[str]:
+    return stand_in_http_server(lambda _path: (status, "application/json", body))
 
 
 @pytest.mark.parametrize("status, body", [(200, b""), (200, b"<html>starting</html>"), (200, b"[1]"),
