@@ -55,6 +55,7 @@ from typing import Any
 if __package__ in (None, ""):  # spark-submit runs this file as a script: find the packages
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from app.client.errors import ClientError  # noqa: E402
 from spark_jobs.errors import SparkJobError  # noqa: E402
 from spark_jobs.pizza_income import (  # noqa: E402
     INPUT,
@@ -65,6 +66,8 @@ from spark_jobs.pizza_income import (  # noqa: E402
     fence,
     start_spark,
 )
+from spark_jobs.writer.commit import clean_leftovers  # noqa: E402
+from spark_jobs.writer.options import parse_sink_options  # noqa: E402
 
 logger = logging.getLogger("spark_jobs.pizza_income_stream")
 
@@ -264,6 +267,25 @@ def run_until_stopped(query, asked: threading.Event) -> bool:  # type: ignore[no
     return False
 
 
+def abort_what_the_stop_left(*, url: str, checkpoint: str, group: str, output_topic: str,
+                             api_key: str | None) -> None:
+    """After query.stop(): abort the sink's task transactions still Ongoing or Prepared.
+    Spark aborts the micro-batch it interrupts by calling the sink's abort in a Python worker
+    of its own; the group's signal may have ended that worker first, and then a task's
+    prepared transaction stayed behind until the next start's take-over. No micro-batch
+    commits any more (the query has stopped), so whatever is open now was left by this one;
+    a joint commit still in flight either commits before the take-over or is refused, never
+    half. A task that Spark had not yet cancelled may prepare after this: the next start
+    aborts it, as after SIGKILL."""
+    options = parse_sink_options(sink_options(url=url, checkpoint=checkpoint, group=group,
+                                              output_topic=output_topic, api_key=api_key), streaming=True)
+    try:
+        clean_leftovers(options, keep=set())
+    except ClientError as e:
+        logger.warning("could not abort what the stopped micro-batch left open (%s: %s): the next start "
+                       "aborts it", e.error_code, e)
+
+
 def _quiet_accumulator_server_after_stop(spark, asked: threading.Event) -> None:  # type: ignore[no-untyped-def]
     """PySpark's accumulator server, a thread of this process, prints the traceback of the
     EOFError its connection from the JVM ends with when the JVM exits first (a SIGTERM that
@@ -361,6 +383,9 @@ def run(args: argparse.Namespace, asked: threading.Event) -> int:
                               fail_on_data_loss=args.fail_on_data_loss, api_key=args.api_key)
                 if not run_until_stopped(query, asked):
                     said = STOPPED if query.exception() is None else STOPPED_WITH_JVM
+                    if said == STOPPED:
+                        abort_what_the_stop_left(url=args.url, checkpoint=args.checkpoint, group=args.group,
+                                                 output_topic=args.output, api_key=args.api_key)
                 elif query.exception() is not None:
                     said, status = f"error: {str(query.exception()).strip().splitlines()[0]}", 1
     except SparkJobError as e:

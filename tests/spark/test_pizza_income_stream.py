@@ -265,6 +265,37 @@ def test_ctrl_c_stops_the_stream_with_one_line_and_nothing_left_open(backend, ur
     orders.close()
 
 
+@pytest.mark.parametrize("backend", ["sqlite"], indirect=True)
+def test_ctrl_c_aborts_a_prepared_task_transaction_that_sparks_abort_missed(backend, url, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """A task's transaction left Prepared at the stop (Spark's abort runs in a Python worker
+    of its own, which the group's signal may end first): the job aborts it itself once the
+    query has stopped, so Ctrl-C leaves nothing prepared for the next start to clean."""
+    from app.client import Producer
+
+    orders = Orders(url)
+    log = tmp_path / "job.log"
+    job = _start_job(url, backend.url, tmp_path / "checkpoint", log, "--trigger-seconds", "0.2")
+    deadline = time.monotonic() + 240
+    while not outputs(url):
+        assert job.poll() is None and time.monotonic() < deadline, log.read_text()[-4000:]
+        orders.plain(1)
+        time.sleep(0.2)
+    # No more orders: no micro-batch commits again (each one's commit would clean it up).
+    time.sleep(2)
+    task = Producer(url, f"{pizza_income_stream.sink_id(GROUP)}.7")
+    task.init_transactions()
+    task.begin_transaction()
+    task.send(OUTPUT, {"order_id": "planted", "income": 1.0}, key="planted", headers={"source": "planted"})
+    task.prepare_transaction()
+    task.close()
+    assert unfinished_transactions(url) == {f"{pizza_income_stream.sink_id(GROUP)}.7": "Prepared"}
+    os.killpg(job.pid, signal.SIGINT)
+    assert job.wait(60) == 0, log.read_text()[-4000:]
+    assert unfinished_transactions(url) == {}, log.read_text()[-4000:]
+    assert "planted" not in {s for _, s, _ in outputs(url)}
+    orders.close()
+
+
 @pytest.mark.slow
 @pytest.mark.timeout(420)
 # The signals are the job's and Spark's, not the database's: SQLite, the quicker to serve.
