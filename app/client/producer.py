@@ -169,9 +169,18 @@ class Producer:
         return self._prepared
 
     def close(self) -> None:
-        """Closes the connections; writes nothing. What send() still buffers (up to
-        `batch_records` records) is dropped: call flush() (or commit_transaction()) first."""
-        self._session.close()
+        """Writes what a plain or idempotent producer still buffers (flush()), then closes the
+        connections, as Kafka's close() sends what it holds before it returns: a record given
+        to send() is not lost by closing. A transactional producer's buffered records belong to
+        its open transaction, which close() neither commits nor writes into: they are dropped,
+        and the transaction is aborted by its timeout or the id's next init_transactions(). A
+        producer already failed (a fatal or abortable error) writes nothing. If the write
+        fails, the connections close all the same and its error is raised."""
+        try:
+            if self.transactional_id is None and self._buffered and self._fatal is None and self._abortable is None:
+                self.flush()
+        finally:
+            self._session.close()
 
     # --- transactions -----------------------------------------------------------------------
 

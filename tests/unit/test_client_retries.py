@@ -6,6 +6,7 @@ jitter's random draw are injected, so nothing here waits.
 
 from __future__ import annotations
 
+import json
 import random
 from collections.abc import Callable
 from typing import Any
@@ -596,3 +597,32 @@ def test_a_producer_answered_version_2_begins_no_transaction_on_the_service() ->
     producer.begin_transaction()
     assert producer.transaction_version == 2
     assert script.requests == [("POST", "/v1/producers")]
+
+
+def test_close_writes_what_a_plain_producer_still_buffers() -> None:
+    script = Script({
+        ("GET", "/v1/topics/income"): [ok({"partition_count": 1})],
+        ("POST", "/v1/producers"): [ok({"producer_id": 7, "producer_epoch": 0})],
+        ("POST", "/v1/records"): [_records_answer(txn_id=None)],  # type: ignore[arg-type]
+    })
+    sent: list[list[int]] = []
+
+    def recording(request: httpx.Request) -> httpx.Response:
+        if request.url.path == "/v1/records":
+            sent.extend([r["value"] for r in b["records"]] for b in json.loads(request.content)["batches"])
+        return script(request)
+
+    producer = Producer(URL, client=httpx.Client(base_url=URL, transport=httpx.MockTransport(recording)))
+    for value in range(3):
+        producer.send("income", value, partition=0)
+    assert sent == []
+    producer.close()
+    assert sent == [[0, 1, 2]]
+
+
+def test_close_drops_what_an_open_transaction_buffers() -> None:
+    script = Script({("GET", "/v1/topics/income"): [ok({"partition_count": 1})]})
+    producer = _transactional_producer(script, transaction_version=2)
+    producer.send("income", {"amount": 1}, partition=0)
+    producer.close()
+    assert ("POST", "/v1/records") not in script.requests
