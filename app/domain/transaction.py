@@ -129,6 +129,12 @@ class JoinCondition:
     producer_epoch: ProducerEpoch
     state: TransactionState = S.ONGOING
 
+    @classmethod
+    def of(cls, meta: TransactionMetadata, producer_id: int, producer_epoch: int) -> JoinCondition:
+        """The condition for a Send of (producer_id, producer_epoch) that join_as has decided
+        joins `meta`'s open transaction."""
+        return cls(meta.transactional_id, ProducerId(producer_id), ProducerEpoch(producer_epoch))
+
 
 @dataclass(frozen=True, slots=True)
 class TransactionMetadata:
@@ -274,8 +280,7 @@ class TransactionMetadata:
             joins = self.join_as(producer_id, producer_epoch, transaction_version) is JoinAs.JOIN
         except OutboxError:
             return None
-        return JoinCondition(self.transactional_id, ProducerId(producer_id), ProducerEpoch(producer_epoch)) \
-            if joins else None
+        return JoinCondition.of(self, producer_id, producer_epoch) if joins else None
 
     def require_ongoing(self) -> None:
         if self.state in COMPLETING_STATES:

@@ -21,7 +21,14 @@ import enum
 from dataclasses import dataclass, replace
 
 from app.domain.errors import InvalidTxnState, OutboxError
-from app.domain.transaction import IDLE_STATES, UNDECIDED_STATES, JoinAs, TransactionMetadata, check_transition
+from app.domain.transaction import (
+    IDLE_STATES,
+    UNDECIDED_STATES,
+    JoinAs,
+    JoinCondition,
+    TransactionMetadata,
+    check_transition,
+)
 from app.domain.types import MAX_PRODUCER_EPOCH, Durability, ProducerEpoch, TransactionState, TransactionVersion, TxnId
 
 S = TransactionState
@@ -296,8 +303,33 @@ def begin_condition(meta: TransactionMetadata, producer_id: int, producer_epoch:
     try:
         if meta.join_as(producer_id, producer_epoch, transaction_version) is not JoinAs.BEGIN:
             return None
+    except OutboxError:
+        return None
+    return _begin_condition(meta, transaction_version, now_ms)
+
+
+def send_condition(meta: TransactionMetadata, producer_id: int, producer_epoch: int,
+                   transaction_version: TransactionVersion | None, now_ms: int,
+                   ) -> JoinCondition | BeginCondition | None:
+    """What a Send of (producer_id, producer_epoch), speaking `transaction_version`, may write
+    without reading the row, from `meta` (a process's copy of it): the JoinCondition where
+    join_as joins, the BeginCondition where it begins (as join_condition and begin_condition
+    each say), join_as asked once; None where it refuses, or where the Begin would be refused."""
+    try:
+        joins = meta.join_as(producer_id, producer_epoch, transaction_version) is JoinAs.JOIN
+    except OutboxError:
+        return None
+    if joins:
+        return JoinCondition.of(meta, producer_id, producer_epoch)
+    return _begin_condition(meta, transaction_version, now_ms)
+
+
+def _begin_condition(meta: TransactionMetadata, transaction_version: TransactionVersion | None,
+                     now_ms: int) -> BeginCondition | None:
+    """The BeginCondition of a Send that join_as has decided begins (JoinAs.BEGIN)."""
+    try:
         transit = begin(meta, TXN_ID_TAKEN_BY_THE_WRITE, now_ms, transaction_version)
-    except OutboxError:  # refused; or e.g. a version 1 row spoken to in version 2 by a producer of durability "commit"
+    except OutboxError:  # e.g. a version 1 row spoken to in version 2 by a producer of durability "commit"
         return None
     assert not transit.new_producer_id  # neither a Begin nor a SpeakVersion bumps the epoch
     return BeginCondition(meta, transit.after)

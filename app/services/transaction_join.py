@@ -10,7 +10,7 @@ from typing import TypeVar
 from app.domain.errors import TransactionalIdNotFound
 from app.domain.transaction import JoinAs, JoinCondition, TransactionMetadata, check_transition
 from app.domain.types import TransactionState, TransactionVersion, TxnId
-from app.domain.transit import BeginCondition, TxnTransit, begin, begin_condition
+from app.domain.transit import BeginCondition, TxnTransit, begin, send_condition
 from app.storage import producers
 from app.storage import transactions as txns
 from app.storage.dialect import RowLock
@@ -118,8 +118,7 @@ class TransactionCopies:
         last = self._copies.get(transactional_id)
         if last is None:
             return None
-        return (last.join_condition(producer_id, producer_epoch, transaction_version)
-                or begin_condition(last, producer_id, producer_epoch, transaction_version, now_ms))
+        return send_condition(last, producer_id, producer_epoch, transaction_version, now_ms)
 
     def keep(self, meta: TransactionMetadata) -> None:
         if len(self._copies) >= MAX_COPIES:
