@@ -249,15 +249,17 @@ class TransactionMetadata:
             )
 
     def join_as(self, producer_id: int, producer_epoch: int,
-                transaction_version: TransactionVersion | None = None) -> JoinAs:
+                transaction_version: TransactionVersion | None = None, *, begins_when_idle: bool = False) -> JoinAs:
         """What a transactional Send or AddOffsets of (producer_id, producer_epoch), speaking
         `transaction_version` (None: the stored one), does with this transactional id: joins its
         open transaction, or (version 2, an idle id) begins the next one; raises the refusal
         otherwise. The one decision of every request that joins, whether from the row as read
         (app.services.transaction_join.join_transaction) or from a process's copy of it, which
-        the statement taking the offsets then confirms (join_condition, transit.begin_condition)."""
+        the statement taking the offsets then confirms (join_condition, transit.begin_condition). `begins_when_idle`: an idle id begins
+        whatever the version (Kafka's version 1 AddPartitionsToTxn and AddOffsetsToTxn: there is
+        no BeginTransaction on Kafka's wire)."""
         self.check_producer(producer_id, producer_epoch)
-        if self.begins_on_join(transaction_version):
+        if self.begins_on_join(transaction_version) or (begins_when_idle and self.state in IDLE_STATES):
             return JoinAs.BEGIN
         self.require_ongoing()
         return JoinAs.JOIN

@@ -44,6 +44,7 @@ from app.domain.transaction import (
     IDLE_STATES,
     MAX_JOINT_COMMIT,
     UNDECIDED_STATES,
+    JoinAs,
     PreparedTxnRef,
     TransactionMetadata,
 )
@@ -176,15 +177,15 @@ class TransactionCoordinator(ProducerInit):
     def begin_or_join(self, transactional_id: str, producer_id: int, producer_epoch: int,
                       read: TransactionMetadata | None = None,
                       transaction_version: TransactionVersion | None = None) -> TransactionView:
-        """The transaction a Kafka client's AddPartitionsToTxn or AddOffsetsToTxn adds to: the
-        Ongoing one, checked, or (idle) a new one, begun by `begin`. `read`: the row as the
-        caller has just read it, its producer checked."""
+        """The transaction a Kafka client's AddPartitionsToTxn or AddOffsetsToTxn adds to, as
+        join_as decides for a request that begins an idle id's transaction whatever its
+        version: the Ongoing one, or a new one, begun by `begin`. `read`: the row as the
+        caller has just read it."""
         meta = read
         if meta is None:
             with self.db.autocommit() as conn:  # one statement, checked again under `begin`'s lock
                 meta = require(conn, transactional_id, lock=None)
-                meta.check_producer(producer_id, producer_epoch)
-        if meta.state is S.ONGOING:
+        if meta.join_as(producer_id, producer_epoch, transaction_version, begins_when_idle=True) is JoinAs.JOIN:
             return TransactionView(meta)
         # Between this read and the Begin the state may change: `begin` checks the producer
         # and the state again under the row lock, so a race is refused (INVALID_TXN_STATE),

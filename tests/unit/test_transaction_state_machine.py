@@ -26,7 +26,14 @@ from app.domain.transaction import (
     check_transition,
     classify_recovery,
 )
-from app.domain.transit import TXN_ID_TAKEN_BY_THE_WRITE, begin, begin_condition, is_epoch_exhausted, next_epoch
+from app.domain.transit import (
+    TXN_ID_TAKEN_BY_THE_WRITE,
+    begin,
+    begin_condition,
+    is_epoch_exhausted,
+    next_epoch,
+    send_condition,
+)
 from app.domain.types import (
     MAX_PRODUCER_EPOCH,
     Durability,
@@ -364,6 +371,24 @@ def test_an_idle_version_1_id_refuses_a_join_until_begin() -> None:
         meta(state=S.COMPLETE_COMMIT).join_as(10, 5)
 
 
+@pytest.mark.parametrize("state", sorted(IDLE_STATES, key=lambda s: s.value), ids=lambda s: s.value)
+def test_a_kafka_version_1_add_begins_an_idle_id_whatever_its_version(state: TransactionState) -> None:
+    # AddPartitionsToTxn and AddOffsetsToTxn: Kafka's wire has no BeginTransaction.
+    assert meta(state=state).join_as(10, 5, begins_when_idle=True) is JoinAs.BEGIN
+    assert meta(state=state, transaction_version=TransactionVersion.V2).join_as(
+        10, 5, begins_when_idle=True) is JoinAs.BEGIN
+
+
+def test_a_kafka_version_1_add_joins_the_ongoing_transaction_and_is_refused_elsewhere() -> None:
+    assert meta().join_as(10, 5, begins_when_idle=True) is JoinAs.JOIN
+    with pytest.raises(ConcurrentTransactions):
+        meta(state=S.PREPARE_COMMIT).join_as(10, 5, begins_when_idle=True)
+    with pytest.raises(InvalidTxnState, match="Prepared"):
+        meta(state=S.PREPARED).join_as(10, 5, begins_when_idle=True)
+    with pytest.raises(ProducerFenced):
+        meta(state=S.COMPLETE_COMMIT).join_as(10, 4, begins_when_idle=True)
+
+
 @pytest.mark.parametrize("state", sorted(COMPLETING_STATES, key=lambda s: s.value), ids=lambda s: s.value)
 def test_a_completing_transaction_refuses_a_join_as_concurrent(state: TransactionState) -> None:
     with pytest.raises(ConcurrentTransactions):
@@ -413,6 +438,14 @@ def test_a_copy_gives_a_begin_condition_exactly_where_join_as_begins_and_the_beg
             assert condition is None
             continue
         assert condition is not None and condition.after == written
+
+
+def test_send_condition_is_the_join_condition_where_join_as_joins_and_the_begin_condition_where_it_begins() -> None:
+    for state, version, spoken, (pid, epoch) in itertools.product(
+            S, TransactionVersion, (None, *TransactionVersion), [(10, 4), (10, 5), (11, 5)]):
+        row = meta(state=state, transaction_version=version)
+        assert send_condition(row, pid, epoch, spoken, 1_000) == (
+            row.join_condition(pid, epoch, spoken) or begin_condition(row, pid, epoch, spoken, 1_000))
 
 
 # --- begin_condition: a version 2 Send that begins in the statement taking its offsets ----------
