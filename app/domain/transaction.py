@@ -255,9 +255,9 @@ class TransactionMetadata:
         open transaction, or (version 2, an idle id) begins the next one; raises the refusal
         otherwise. The one decision of every request that joins, whether from the row as read
         (app.services.transaction_join.join_transaction) or from a process's copy of it, which
-        the statement taking the offsets then confirms (join_condition, transit.begin_condition). `begins_when_idle`: an idle id begins
-        whatever the version (Kafka's version 1 AddPartitionsToTxn and AddOffsetsToTxn: there is
-        no BeginTransaction on Kafka's wire)."""
+        the statement taking the offsets then confirms (transit.send_condition).
+        `begins_when_idle`: an idle id begins whatever the version (Kafka's version 1
+        AddPartitionsToTxn and AddOffsetsToTxn: there is no BeginTransaction on Kafka's wire)."""
         self.check_producer(producer_id, producer_epoch)
         if self.begins_on_join(transaction_version) or (begins_when_idle and self.state in IDLE_STATES):
             return JoinAs.BEGIN

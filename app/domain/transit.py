@@ -295,17 +295,13 @@ class BeginCondition:
 
 def begin_condition(meta: TransactionMetadata, producer_id: int, producer_epoch: int,
                     transaction_version: TransactionVersion | None, now_ms: int) -> BeginCondition | None:
-    """The BeginCondition of a Send of (producer_id, producer_epoch), speaking
-    `transaction_version`, from `meta`; None where `meta` would refuse the Send or not begin a
-    transaction for it. The decision is join_as's, the one a Send makes after reading the row,
-    and the Begin is `begin`'s, so the Begin written without the read is the one the read would
-    have written."""
-    try:
-        if meta.join_as(producer_id, producer_epoch, transaction_version) is not JoinAs.BEGIN:
-            return None
-    except OutboxError:
-        return None
-    return _begin_condition(meta, transaction_version, now_ms)
+    """send_condition where it is a BeginCondition: the Begin a Send of (producer_id,
+    producer_epoch), speaking `transaction_version`, writes without reading the row; None where
+    `meta` would refuse the Send or not begin a transaction for it. The decision is join_as's,
+    the one a Send makes after reading the row, and the Begin is `begin`'s, so the Begin written
+    without the read is the one the read would have written."""
+    condition = send_condition(meta, producer_id, producer_epoch, transaction_version, now_ms)
+    return condition if isinstance(condition, BeginCondition) else None
 
 
 def send_condition(meta: TransactionMetadata, producer_id: int, producer_epoch: int,

@@ -185,7 +185,14 @@ class TransactionCoordinator(ProducerInit):
         if meta is None:
             with self.db.autocommit() as conn:  # one statement, checked again under `begin`'s lock
                 meta = require(conn, transactional_id, lock=None)
-        if meta.join_as(producer_id, producer_epoch, transaction_version, begins_when_idle=True) is JoinAs.JOIN:
+        try:
+            joins = meta.join_as(producer_id, producer_epoch, transaction_version, begins_when_idle=True) is JoinAs.JOIN
+        except ConcurrentTransactions:
+            # The previous transaction is decided and still completing: `begin` completes it
+            # inline (complete_inline) and begins, as a Begin does, rather than have the client
+            # retry until the worker's next pass.
+            joins = False
+        if joins:
             return TransactionView(meta)
         # Between this read and the Begin the state may change: `begin` checks the producer
         # and the state again under the row lock, so a race is refused (INVALID_TXN_STATE),

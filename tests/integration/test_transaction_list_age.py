@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import pytest
 
+from app.services.transaction_coordinator import TransactionCoordinator
 from app.settings import Settings
 from app.worker.chore import ChoreConfig
 from app.worker.coordinator import CoordinatorWorker
@@ -78,3 +79,28 @@ def test_ended_states_without_min_age_are_listed(client) -> None:  # type: ignor
     init_producer(client, "idle")
 
     assert _listed(client, state="Empty") == [("idle", "Empty", None)]
+
+
+@pytest.mark.parametrize("end", ["commit", "abort"])
+@pytest.mark.parametrize("entry", ["add_partitions", "begin_or_join"])
+def test_a_kafka_add_to_an_id_whose_last_transaction_is_completing_completes_it_and_begins(  # type: ignore[no-untyped-def]
+        client, services, end: str, entry: str) -> None:
+    """Kafka's version 1 AddPartitionsToTxn (AddOffsetsToTxn: begin_or_join) after a Commit or
+    Abort left to the worker: the add completes that transaction inline and begins the next
+    one, as a Begin does, rather than answer CONCURRENT_TRANSACTIONS until the worker's pass."""
+    create_topic(client, "t", 1)
+    p = init_producer(client, "A")
+    begin(client, "A", p)
+    send(client, [batch("t", 0, ["a"], 0)], p, "A")
+    assert client.post(f"/v1/transactions/A/{end}", json=ident(p)).status_code == 200
+    first = client.get("/v1/transactions/A").json()["txn_id"]
+    coordinator = TransactionCoordinator(services.db, services.settings.model_copy(update={"complete_inline": True}),
+                                         services.clock)
+    if entry == "add_partitions":
+        assert coordinator.add_partitions("A", p["producer_id"], p["producer_epoch"], [("t", 0)]) == {("t", 0): None}
+    else:
+        coordinator.begin_or_join("A", p["producer_id"], p["producer_epoch"])
+    described = client.get("/v1/transactions/A").json()
+    assert (described["state"], described["txn_id"] > first) == ("Ongoing", True)
+    # The completed transaction's records are committed or aborted, as decided.
+    assert client.get("/v1/topics/t").json()["partitions"][0]["last_stable_offset"] == 2
