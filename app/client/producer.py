@@ -168,17 +168,28 @@ class Producer:
         self._txn_id, self._in_transaction, self._txn_started = prepared_txn_id, True, True
         return self._prepared
 
-    def close(self) -> None:
+    def close(self, timeout_s: float | None = None) -> None:
         """Writes what a plain or idempotent producer still buffers (flush()), then closes the
         connections, as Kafka's close() sends what it holds before it returns: a record given
-        to send() is not lost by closing. A transactional producer's buffered records belong to
-        its open transaction, which close() neither commits nor writes into: they are dropped,
-        and the transaction is aborted by its timeout or the id's next init_transactions(). A
-        producer already failed (a fatal or abortable error) writes nothing. If the write
-        fails, the connections close all the same and its error is raised."""
+        to send() is not lost by closing. `timeout_s` (Kafka's close(Duration)) bounds that
+        write, `delivery_timeout_s` at most; 0 writes nothing and drops the buffer, what an
+        error path wants (a service that does not answer would otherwise hold close() for the
+        delivery timeout, and its error would replace the one being handled). A transactional
+        producer's buffered records belong to its open transaction, which close() neither
+        commits nor writes into: they are dropped, and the transaction is aborted by its
+        timeout or the id's next init_transactions(). A producer already failed (a fatal or
+        abortable error) writes nothing. If the write fails, the connections close all the
+        same and its error is raised."""
         try:
-            if self.transactional_id is None and self._buffered and self._fatal is None and self._abortable is None:
-                self.flush()
+            if (self.transactional_id is None and self._buffered and self._fatal is None and self._abortable is None
+                    and (timeout_s is None or timeout_s > 0)):
+                delivery_timeout_s = self.delivery_timeout_s
+                if timeout_s is not None:
+                    self.delivery_timeout_s = min(delivery_timeout_s, timeout_s)
+                try:
+                    self.flush()
+                finally:
+                    self.delivery_timeout_s = delivery_timeout_s
         finally:
             self._session.close()
 

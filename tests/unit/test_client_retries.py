@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import random
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -19,6 +20,7 @@ from app.client import (
     ClientError,
     Consumer,
     ExponentialBackoff,
+    FatalError,
     Producer,
     RetriableError,
     UnknownTopicOrPartitionError,
@@ -626,3 +628,39 @@ def test_close_drops_what_an_open_transaction_buffers() -> None:
     producer.send("income", {"amount": 1}, partition=0)
     producer.close()
     assert ("POST", "/v1/records") not in script.requests
+
+
+def _plain_producer_holding_three(script: Script) -> Producer:
+    script.answers.setdefault(("GET", "/v1/topics/income"), [ok({"partition_count": 1})])
+    script.answers.setdefault(("POST", "/v1/producers"), [ok({"producer_id": 7, "producer_epoch": 0})])
+    producer = Producer(URL, client=script.client())
+    for value in range(3):
+        producer.send("income", value, partition=0)
+    return producer
+
+
+def test_close_with_timeout_0_drops_the_buffer_and_writes_nothing() -> None:
+    script = Script({})
+    _plain_producer_holding_three(script).close(timeout_s=0)
+    assert ("POST", "/v1/records") not in script.requests
+
+
+def test_close_of_a_producer_already_failed_writes_nothing() -> None:
+    script = Script({})
+    producer = _plain_producer_holding_three(script)
+    producer._fatal = FatalError("INVALID_TXN_STATE", "failed before")  # as a refused Send leaves it
+    producer.close()
+    assert ("POST", "/v1/records") not in script.requests
+
+
+def test_close_whose_write_is_not_answered_raises_within_its_timeout_and_closes() -> None:
+    script = Script({("POST", "/v1/records"): [unavailable()] * 1000})
+    producer = _plain_producer_holding_three(script)
+    closed: list[bool] = []
+    producer._session.close = lambda: closed.append(True)  # type: ignore[method-assign]
+    started = time.monotonic()
+    with pytest.raises(ClientError):  # unanswered: the producer's sequences are then in doubt (abortable)
+        producer.close(timeout_s=0.3)
+    assert time.monotonic() - started < 0.3 + 5  # the timeout, not delivery_timeout_s (60 s)
+    assert closed == [True]
+    assert producer.delivery_timeout_s == 60.0
