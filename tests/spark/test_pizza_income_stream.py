@@ -280,8 +280,12 @@ def test_ctrl_c_aborts_a_prepared_task_transaction_that_sparks_abort_missed(back
         assert job.poll() is None and time.monotonic() < deadline, log.read_text()[-4000:]
         orders.plain(1)
         time.sleep(0.2)
-    # No more orders: no micro-batch commits again (each one's commit would clean it up).
-    time.sleep(2)
+    # No more orders: once the job has committed every one and holds nothing open, no
+    # micro-batch commits again (each one's commit would clean the planted transaction up).
+    while not (group_offsets(url) == log_ends(url) and unfinished_transactions(url) == {}):
+        assert job.poll() is None and time.monotonic() < deadline, log.read_text()[-4000:]
+        time.sleep(0.2)
+    time.sleep(1)  # a trigger or more with nothing new: the query is idle
     task = Producer(url, f"{pizza_income_stream.sink_id(GROUP)}.7")
     task.init_transactions()
     task.begin_transaction()
