@@ -6,7 +6,8 @@ its JSON text), builds the COPY's lines column by column and COPYs them into a t
 What it leaves out is everything the service does besides: no authentication, ACLs, body
 limits, metrics or access log; no checks of keys, values, sizes or depth; no producer ids,
 sequences, batches, transactions, topics or log end; no NOTIFY. benchmarks/send_floor.py sets
-the service against it. Not part of the product: it stores nothing a reader could use.
+the service against it. Not part of the product: it stores nothing a reader could use. Its
+offsets are counted in the process: one uvicorn worker only, as send_floor.py starts it.
 
     python -m uvicorn send_floor_app:app --app-dir benchmarks  (SEND_FLOOR_DSN: a psycopg URL)
 """
