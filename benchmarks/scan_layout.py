@@ -27,6 +27,10 @@ the connection as a JDBC reader's do, in rounds taken in an order shuffled from 
 - view_partitioned: the view's own SQL over scan_recp (a range of records per committed batch);
 - batch_base_partitioned: one range of scan_recp's partition, hash-joined on batch_base to the
   partition's committed batches (the planner's own choice of plan).
+
+benchmarks/scan_split_layout.py measured the same two levers apart, on the server only
+(EXPLAIN ANALYZE), and benchmarks/scan_partitioned.py the layout through Spark: this one sets
+both together against the dense read in one command, the rows sent as a reader receives them.
 """
 
 from __future__ import annotations
