@@ -72,6 +72,8 @@ from spark_jobs.writer.options import parse_sink_options  # noqa: E402
 logger = logging.getLogger("spark_jobs.pizza_income_stream")
 
 GROUP = "pizza-income-stream"
+# How long a stop waits for the sink's open transactions to be aborted (abort_what_the_stop_left)
+STOP_CLEANUP_S = 15.0
 
 # The one line a stop prints (stderr), exit status 0 for both.
 STOPPED = "stopped: the micro-batch in progress, if any, was aborted; the next start goes on from the last commit"
@@ -279,11 +281,23 @@ def abort_what_the_stop_left(*, url: str, checkpoint: str, group: str, output_to
     aborts it, as after SIGKILL."""
     options = parse_sink_options(sink_options(url=url, checkpoint=checkpoint, group=group,
                                               output_topic=output_topic, api_key=api_key), streaming=True)
-    try:
-        clean_leftovers(options, keep=set())
-    except ClientError as e:
-        logger.warning("could not abort what the stopped micro-batch left open (%s: %s): the next start "
-                       "aborts it", e.error_code, e)
+    done = threading.Event()
+
+    def clean() -> None:
+        try:
+            clean_leftovers(options, keep=set())
+        except ClientError as e:
+            logger.warning("could not abort what the stopped micro-batch left open (%s: %s): the next start "
+                           "aborts it", e.error_code, e)
+        finally:
+            done.set()
+
+    # A thread, so that a service that does not answer holds the stop STOP_CLEANUP_S at most,
+    # not each call's own deadline: the job is stopping, and the next start aborts the rest.
+    threading.Thread(target=clean, name="abort-what-the-stop-left", daemon=True).start()
+    if not done.wait(STOP_CLEANUP_S):
+        logger.warning("the sink's open transactions were not all aborted within %g s: the next start "
+                       "aborts them", STOP_CLEANUP_S)
 
 
 def _quiet_accumulator_server_after_stop(spark, asked: threading.Event) -> None:  # type: ignore[no-untyped-def]
