@@ -235,11 +235,9 @@ def test_the_stream_killed_with_sigkill_or_stopped_by_its_group_sigterm_outputs_
     orders.close()
 
 
-@pytest.mark.parametrize("backend", ["sqlite"], indirect=True)
-def test_ctrl_c_stops_the_stream_with_one_line_and_nothing_left_open(backend, url, tmp_path) -> None:  # type: ignore[no-untyped-def]
-    """SIGINT to the job's process group, as a terminal's Ctrl-C sends it, while orders keep
-    coming: the query stops, the job says so in one line and exits 0, and no transaction of
-    the sink is left open or prepared (the micro-batch in progress, if any, was aborted)."""
+def _job_with_a_first_output(url: str, backend, tmp_path: Path):  # type: ignore[no-untyped-def]
+    """The job started with a 0.2-s trigger, plain orders sent until it has output one: (the
+    orders' writer, the job's process, its log, the deadline that also bounds what follows)."""
     orders = Orders(url)
     log = tmp_path / "job.log"
     job = _start_job(url, backend.url, tmp_path / "checkpoint", log, "--trigger-seconds", "0.2")
@@ -249,6 +247,15 @@ def test_ctrl_c_stops_the_stream_with_one_line_and_nothing_left_open(backend, ur
         assert job.poll() is None and time.monotonic() < deadline, log.read_text()[-4000:]
         orders.plain(1)
         time.sleep(0.2)
+    return orders, job, log, deadline
+
+
+@pytest.mark.parametrize("backend", ["sqlite"], indirect=True)
+def test_ctrl_c_stops_the_stream_with_one_line_and_nothing_left_open(backend, url, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """SIGINT to the job's process group, as a terminal's Ctrl-C sends it, while orders keep
+    coming: the query stops, the job says so in one line and exits 0, and no transaction of
+    the sink is left open or prepared (the micro-batch in progress, if any, was aborted)."""
+    orders, job, log, deadline = _job_with_a_first_output(url, backend, tmp_path)
     for _ in range(10):
         orders.plain(1)
     os.killpg(job.pid, signal.SIGINT)
@@ -272,14 +279,7 @@ def test_ctrl_c_aborts_a_prepared_task_transaction_that_sparks_abort_missed(back
     query has stopped, so Ctrl-C leaves nothing prepared for the next start to clean."""
     from app.client import Producer
 
-    orders = Orders(url)
-    log = tmp_path / "job.log"
-    job = _start_job(url, backend.url, tmp_path / "checkpoint", log, "--trigger-seconds", "0.2")
-    deadline = time.monotonic() + 240
-    while not outputs(url):
-        assert job.poll() is None and time.monotonic() < deadline, log.read_text()[-4000:]
-        orders.plain(1)
-        time.sleep(0.2)
+    orders, job, log, deadline = _job_with_a_first_output(url, backend, tmp_path)
     # No more orders: once the job has committed every one and holds nothing open, no
     # micro-batch commits again (each one's commit would clean the planted transaction up).
     while not (group_offsets(url) == log_ends(url) and unfinished_transactions(url) == {}):
