@@ -31,7 +31,6 @@ from dataclasses import dataclass
 
 from app.domain.errors import (
     ConcurrentTransactions,
-    OutboxError,
     InvalidProducerEpoch,
     InvalidProducerIdMapping,
     InvalidRequest,
@@ -120,7 +119,7 @@ class JoinAs(enum.Enum):
 class JoinCondition:
     """What a transactional id's row must hold, as it is when a Send takes its offsets, for the
     Send to join the open transaction without reading the row first
-    (TransactionMetadata.join_condition): its producer id and epoch, and the Ongoing state.
+    (app.domain.transit.send_condition): its producer id and epoch, and the Ongoing state.
     Storage tests it in the statement that takes the offsets, under the row's shared lock
     (app.storage.transactions.JOINED)."""
 
@@ -263,26 +262,6 @@ class TransactionMetadata:
             return JoinAs.BEGIN
         self.require_ongoing()
         return JoinAs.JOIN
-
-    def join_condition(self, producer_id: int, producer_epoch: int,
-                       transaction_version: TransactionVersion | None = None) -> JoinCondition | None:
-        """The condition on the row under which a Send of (producer_id, producer_epoch), speaking
-        `transaction_version`, joins the open transaction as join_as decides, computed from this
-        metadata, which may be an earlier read (the process's last one); None where join_as would
-        refuse the Send or begin a transaction for it: the Send then reads the row and joins as
-        before, for the refusal or the Begin.
-
-        A row that holds the condition decides JOIN as it is: the producer id and epoch are the
-        live ones (is_previous_transaction cannot hold at the current epoch, since the last epoch
-        is one that a bump left behind), and Ongoing neither begins on join nor is refused by
-        require_ongoing. A transaction's timeout is not checked at a Send: the coordinator aborts
-        a timed-out transaction (a Fence), which bumps the epoch and so fails the condition, as
-        does every Commit or Abort of version 2 (the epoch) and of version 1 (the state)."""
-        try:
-            joins = self.join_as(producer_id, producer_epoch, transaction_version) is JoinAs.JOIN
-        except OutboxError:
-            return None
-        return JoinCondition.of(self, producer_id, producer_epoch) if joins else None
 
     def require_ongoing(self) -> None:
         if self.state in COMPLETING_STATES:

@@ -308,9 +308,17 @@ def send_condition(meta: TransactionMetadata, producer_id: int, producer_epoch: 
                    transaction_version: TransactionVersion | None, now_ms: int,
                    ) -> JoinCondition | BeginCondition | None:
     """What a Send of (producer_id, producer_epoch), speaking `transaction_version`, may write
-    without reading the row, from `meta` (a process's copy of it): the JoinCondition where
-    join_as joins, the BeginCondition where it begins (as join_condition and begin_condition
-    each say), join_as asked once; None where it refuses, or where the Begin would be refused."""
+    without reading the row, from `meta` (a process's copy of it, which may be an earlier read):
+    the JoinCondition where join_as joins, the BeginCondition where it begins (begin_condition),
+    join_as asked once; None where it refuses, or where the Begin would be refused: the Send then
+    reads the row, for the refusal or the Begin.
+
+    A row that holds a JoinCondition decides JOIN as it is: the producer id and epoch are the
+    live ones (is_previous_transaction cannot hold at the current epoch, since the last epoch
+    is one that a bump left behind), and Ongoing neither begins on join nor is refused by
+    require_ongoing. A transaction's timeout is not checked at a Send: the coordinator aborts
+    a timed-out transaction (a Fence), which bumps the epoch and so fails the condition, as
+    does every Commit or Abort of version 2 (the epoch) and of version 1 (the state)."""
     try:
         joins = meta.join_as(producer_id, producer_epoch, transaction_version) is JoinAs.JOIN
     except OutboxError:

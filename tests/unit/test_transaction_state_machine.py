@@ -327,27 +327,34 @@ def test_a_prepared_transaction_never_times_out() -> None:
     assert not meta(state=S.PREPARED, txn_started_ms=0, transaction_timeout_ms=1).is_timed_out(10**12)
 
 
+def join_condition(row: TransactionMetadata, producer_id: int, producer_epoch: int,
+                   version: TransactionVersion | None = None) -> JoinCondition | None:
+    """send_condition where it is a JoinCondition."""
+    condition = send_condition(row, producer_id, producer_epoch, version, 1_000)
+    return condition if isinstance(condition, JoinCondition) else None
+
+
 # --- join_condition: a Send that joins in the statement taking its offsets ----------------------
 
 
 def test_join_condition_of_the_live_producer_of_an_ongoing_transaction_is_its_id_epoch_and_ongoing() -> None:
-    assert meta().join_condition(10, 5) == JoinCondition("tid", ProducerId(10), ProducerEpoch(5), S.ONGOING)
+    assert join_condition(meta(), 10, 5) == JoinCondition("tid", ProducerId(10), ProducerEpoch(5), S.ONGOING)
 
 
 @pytest.mark.parametrize("producer_id, producer_epoch", [(10, 4), (10, 6), (11, 5)])
 def test_join_condition_is_none_for_a_producer_the_join_refuses(producer_id: int, producer_epoch: int) -> None:
-    assert meta().join_condition(producer_id, producer_epoch) is None
+    assert join_condition(meta(), producer_id, producer_epoch) is None
 
 
 @pytest.mark.parametrize("state", [s for s in S if s is not S.ONGOING], ids=lambda s: s.value)
 def test_join_condition_is_none_for_a_transaction_not_ongoing(state: TransactionState) -> None:
-    assert meta(state=state).join_condition(10, 5) is None
+    assert join_condition(meta(state=state), 10, 5) is None
 
 
 def test_join_condition_is_none_for_the_epoch_of_the_ended_version_2_transaction() -> None:
     ended = meta(transaction_version=TransactionVersion.V2, producer_epoch=ProducerEpoch(6),
                  last_producer_epoch=ProducerEpoch(5), state=S.COMPLETE_COMMIT)
-    assert ended.join_condition(10, 5) is None
+    assert join_condition(ended, 10, 5) is None
 
 
 # --- join_as: the one decision of a request that joins, from the row or from a copy of it ----
@@ -417,7 +424,7 @@ def test_a_copy_gives_a_join_condition_exactly_where_join_as_joins() -> None:
             [(10, 4), (10, 5), (10, 6), (11, 5)]):
         row = meta(state=state, transaction_version=version,
                    last_producer_epoch=None if last_epoch is None else ProducerEpoch(last_epoch))
-        condition = row.join_condition(pid, epoch, spoken)
+        condition = join_condition(row, pid, epoch, spoken)
         assert (condition is not None) == (_decided(row, pid, epoch, spoken) is JoinAs.JOIN)
         if condition is not None:
             assert (row.transactional_id, row.producer_id, row.producer_epoch, row.state) == (
@@ -438,14 +445,6 @@ def test_a_copy_gives_a_begin_condition_exactly_where_join_as_begins_and_the_beg
             assert condition is None
             continue
         assert condition is not None and condition.after == written
-
-
-def test_send_condition_is_the_join_condition_where_join_as_joins_and_the_begin_condition_where_it_begins() -> None:
-    for state, version, spoken, (pid, epoch) in itertools.product(
-            S, TransactionVersion, (None, *TransactionVersion), [(10, 4), (10, 5), (11, 5)]):
-        row = meta(state=state, transaction_version=version)
-        assert send_condition(row, pid, epoch, spoken, 1_000) == (
-            row.join_condition(pid, epoch, spoken) or begin_condition(row, pid, epoch, spoken, 1_000))
 
 
 # --- begin_condition: a version 2 Send that begins in the statement taking its offsets ----------
@@ -481,13 +480,6 @@ def test_begin_condition_is_none_for_a_producer_the_join_refuses(producer_id: in
 @pytest.mark.parametrize("state", [s for s in S if s not in IDLE_STATES], ids=lambda s: s.value)
 def test_begin_condition_is_none_for_a_row_that_is_not_idle(state: TransactionState) -> None:
     assert begin_condition(_idle_v2(state=state), 10, 5, None, 1_000) is None
-
-
-def test_a_row_with_a_begin_condition_has_no_join_condition_and_the_reverse() -> None:
-    # The process's copy gives a Send one condition or none (TransactionCopies.condition).
-    for state, version, (pid, epoch) in itertools.product(S, TransactionVersion, [(10, 4), (10, 5), (11, 5)]):
-        row = meta(state=state, transaction_version=version)
-        assert not (row.join_condition(pid, epoch) and begin_condition(row, pid, epoch, None, 1_000))
 
 
 # --- what a query of the stored rows looks for -------------------------------------------------
