@@ -126,10 +126,11 @@ class Service:
         # The tree's own `app` package first (cwd too: `-m` puts it first on sys.path), whatever
         # the venv's editable install points at.
         env["PYTHONPATH"] = str(root)
-        self.proc = subprocess.Popen(
-            [python, "-m", "app.cli", "serve", "--port", str(self.port)],
-            cwd=root, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-        )
+        self._start([python, "-m", "app.cli", "serve", "--port", str(self.port)], root, env)
+
+    def _start(self, command: list[str], cwd: Path, env: dict[str, str]) -> None:
+        """Run `command`, a server on self.port, and wait until its /healthz answers 200."""
+        self.proc = subprocess.Popen(command, cwd=cwd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         self.url = f"http://127.0.0.1:{self.port}"
         deadline = time.monotonic() + 60
         while True:

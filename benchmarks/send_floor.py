@@ -19,50 +19,26 @@ from __future__ import annotations
 
 import argparse
 import random
-import subprocess
 import sys
-import time
 from contextlib import ExitStack
 from pathlib import Path
 
-import httpx
-
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from scratch import scratch_database  # noqa: E402
-from run import BATCH, Cpu, CpuMeter, Producer, Service, _free_port, _proc_cpu, _psycopg_url, _records, create_topic  # noqa: E402
+from run import BATCH, Cpu, CpuMeter, Producer, Service, _free_port, _psycopg_url, _records, create_topic  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 
 
-class FloorService:
+class FloorService(Service):
     """benchmarks/send_floor_app.py under uvicorn, as `outbox serve` runs (httptools, uvloop)."""
 
     def __init__(self, db_url: str) -> None:
         self.port = _free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "uvicorn", "send_floor_app:app", "--app-dir", str(HERE), "--port", str(self.port),
-             "--http", "httptools", "--loop", "uvloop", "--no-access-log", "--log-level", "warning"],
-            env={"SEND_FLOOR_DSN": _psycopg_url(db_url), "PATH": "/usr/bin:/bin"},
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                httpx.post(f"{self.url}/v1/topics", json={})
-                return
-            except httpx.TransportError:
-                if time.monotonic() > deadline or self.proc.poll() is not None:
-                    self.stop()
-                    raise RuntimeError("the floor app did not start") from None
-                time.sleep(0.1)
-
-    def cpu_seconds(self) -> float:
-        return _proc_cpu(self.proc.pid)
-
-    def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.terminate()
-        self.proc.wait(10)
+        self._start([sys.executable, "-m", "uvicorn", "send_floor_app:app", "--app-dir", str(HERE),
+                     "--port", str(self.port), "--http", "httptools", "--loop", "uvloop", "--no-access-log",
+                     "--log-level", "warning"],
+                    HERE, {"SEND_FLOOR_DSN": _psycopg_url(db_url), "PATH": "/usr/bin:/bin"})
 
 
 def main(argv: list[str] | None = None) -> int:
