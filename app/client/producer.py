@@ -183,13 +183,7 @@ class Producer:
         try:
             if (self.transactional_id is None and self._buffered and self._fatal is None and self._abortable is None
                     and (timeout_s is None or timeout_s > 0)):
-                delivery_timeout_s = self.delivery_timeout_s
-                if timeout_s is not None:
-                    self.delivery_timeout_s = min(delivery_timeout_s, timeout_s)
-                try:
-                    self.flush()
-                finally:
-                    self.delivery_timeout_s = delivery_timeout_s
+                self._flush(self.delivery_timeout_s if timeout_s is None else min(self.delivery_timeout_s, timeout_s))
         finally:
             self._session.close()
 
@@ -259,6 +253,10 @@ class Producer:
 
     def flush(self) -> list[RecordMetadata]:
         """Write everything buffered. Returns the first offset of each batch written."""
+        return self._flush(self.delivery_timeout_s)
+
+    def _flush(self, deadline_s: float) -> list[RecordMetadata]:
+        """flush(), each request retried until `deadline_s` has passed."""
         self._check_usable()
         written: list[RecordMetadata] = []
         while self._buffer:
@@ -270,7 +268,7 @@ class Producer:
                 taken += len(chunk)
                 if taken >= self.batch_records:
                     break
-            written.extend(self._send_batches(batches))
+            written.extend(self._send_batches(batches, deadline_s))
             for tp, chunk in batches:
                 rest = self._buffer[tp][len(chunk):]
                 if rest:
@@ -280,7 +278,7 @@ class Producer:
                 self._buffered -= len(chunk)
         return written
 
-    def _send_batches(self, batches: list[tuple[TopicPartition, list[dict]]]) -> list[RecordMetadata]:
+    def _send_batches(self, batches: list[tuple[TopicPartition, list[dict]]], deadline_s: float) -> list[RecordMetadata]:
         body: dict[str, Any] = {
             **self._ident(),
             "batches": [
@@ -292,7 +290,7 @@ class Producer:
             body["transactional_id"] = self.transactional_id
             self._txn_started = True  # whatever the answer: the request may have begun it
         try:
-            answer = self._call("POST", "/v1/records", json=body, deadline_s=self.delivery_timeout_s)
+            answer = self._call("POST", "/v1/records", json=body, deadline_s=deadline_s)
         except UnknownTopicOrPartitionError as e:
             # Deleted since send() looked it up. Nothing of the request was written (a Send is
             # all or nothing), so the sequences hold; but the transaction lacks these records
