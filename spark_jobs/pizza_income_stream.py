@@ -281,7 +281,6 @@ def abort_what_the_stop_left(*, url: str, checkpoint: str, group: str, output_to
     aborts it, as after SIGKILL."""
     options = parse_sink_options(sink_options(url=url, checkpoint=checkpoint, group=group,
                                               output_topic=output_topic, api_key=api_key), streaming=True)
-    done = threading.Event()
 
     def clean() -> None:
         try:
@@ -289,13 +288,13 @@ def abort_what_the_stop_left(*, url: str, checkpoint: str, group: str, output_to
         except ClientError as e:
             logger.warning("could not abort what the stopped micro-batch left open (%s: %s): the next start "
                            "aborts it", e.error_code, e)
-        finally:
-            done.set()
 
     # A thread, so that a service that does not answer holds the stop STOP_CLEANUP_S at most,
     # not each call's own deadline: the job is stopping, and the next start aborts the rest.
-    threading.Thread(target=clean, name="abort-what-the-stop-left", daemon=True).start()
-    if not done.wait(STOP_CLEANUP_S):
+    cleaning = threading.Thread(target=clean, name="abort-what-the-stop-left", daemon=True)
+    cleaning.start()
+    cleaning.join(STOP_CLEANUP_S)
+    if cleaning.is_alive():
         logger.warning("the sink's open transactions were not all aborted within %g s: the next start "
                        "aborts them", STOP_CLEANUP_S)
 
