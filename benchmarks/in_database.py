@@ -12,6 +12,8 @@ cost the application's transaction, and how soon a reader has the records.
    - on PostgreSQL, the row and one `SELECT outbox.append(…)` sent as is (what a caller in
      another language pays);
    - the row and ten records in one append;
+   - the row and one record, and ten, each with a message id (the retry key kept in
+     record_message_ids);
    - the row committed, then its record sent with a Send over HTTP to `outbox serve` (the
      dual write the outbox pattern replaces: not atomic, shown for its cost).
    Each turn is `--turn-seconds` long, each path gets `--rounds` turns in rotation; figures
@@ -83,10 +85,12 @@ def paths(app: App, client: Client) -> dict[str, Callable[[], None]]:
         app.order()
         app.conn.commit()
 
-    def with_append(records: int) -> Callable[[], None]:
+    def with_append(records: int, message_ids: bool = False) -> Callable[[], None]:
         def run() -> None:
             i = app.order()
-            append(app.conn, "orders", 0, [OutboxRecord(key=str(i), value=VALUE) for _ in range(records)])
+            append(app.conn, "orders", 0, [OutboxRecord(key=str(i), value=VALUE,
+                                                        message_id=f"order-{i}-{k}" if message_ids else None)
+                                           for k in range(records)])
             app.conn.commit()
         return run
 
@@ -108,6 +112,8 @@ def paths(app: App, client: Client) -> dict[str, Callable[[], None]]:
     if not app.sqlite:
         out["the row + SELECT outbox.append (SQL)"] = sql_append
     out["the row + append(10 records)"] = with_append(10)
+    out["the row + append(1 record with a message id)"] = with_append(1, message_ids=True)
+    out["the row + append(10 records with message ids)"] = with_append(10, message_ids=True)
     out["the row, commit, then a Send (dual write)"] = dual_write
     return out
 

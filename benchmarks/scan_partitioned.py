@@ -97,8 +97,8 @@ def partition(conn: psycopg.Connection) -> int:
         definition = scan_view_cost.rewritten(definition, (r" ON public\.records ", f" ON {SCHEMA}.records "))
         if definition.startswith("CREATE UNIQUE") and not re.search(r"\bpartition\b", definition.split(" USING ")[1]):
             # A leaf can only be unique within itself: a key unique per topic across its
-            # partitions (message_id) cannot be declared on the parent. Kept as a plain index
-            # for the reads; a migration must enforce it elsewhere (docs/benchmarks.md).
+            # partitions cannot be declared on the parent. Kept as a plain index for the reads.
+            # None since migration 0034 (message ids moved to record_message_ids).
             definition = definition.replace("CREATE UNIQUE INDEX", "CREATE INDEX", 1)
             print(f"  {name}: unique across partitions, declared not unique", file=sys.stderr)
         conn.execute(definition)

@@ -95,7 +95,7 @@ def prototype_view(name: str, *edits: tuple[str, str]) -> str:
                      *edits)
 
 
-RECORD_COLUMNS = ('topic_id, "partition", "offset", timestamp_ms, key, value, headers, control_type, message_id, '
+RECORD_COLUMNS = ('topic_id, "partition", "offset", timestamp_ms, key, value, headers, control_type, '
                   'key_bytes, value_bytes')
 PROTOTYPE = [
     "DROP VIEW IF EXISTS prototype_committed_records, prototype_view_no_joins, prototype_batch_base_no_joins",

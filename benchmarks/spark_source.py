@@ -170,9 +170,9 @@ def fill(url: str, records_per_partition: int, copies: int, partitions: int = co
         txns = conn.execute(text("SELECT max(txn_id) + 1 FROM record_batches")).scalar_one()
         conn.execute(text(
             "INSERT INTO records (topic_id, \"partition\", \"offset\", timestamp_ms, key, value, headers, "
-            "control_type, message_id) "
+            "control_type) "
             "SELECT topic_id, \"partition\", \"offset\" + k * :length, timestamp_ms + k, key, value, headers, "
-            "control_type, message_id "
+            "control_type "
             # In copy order, then in the order the service appended the rows (ctid): the heap
             # then holds each copy as a log appends it. Without the ORDER BY, PostgreSQL wrote
             # each row followed by its copies, so an offset range was spread over the whole

@@ -165,8 +165,8 @@ def check_text(text: Any, what: str) -> None:
         raise InvalidRequest(f"{what}: must not contain NUL (U+0000)")
 
 
-# A message id is the application's key of a record, unique per topic in ix_records_message_id
-# (topic_id, message_id): a B-tree entry of PostgreSQL holds at most about 2,700 bytes, and a
+# A message id is the application's key of a record, unique per topic in record_message_ids'
+# primary key (topic_id, message_id): a B-tree entry of PostgreSQL holds at most about 2,700 bytes, and a
 # longer id failed only at the commit, where publish_pending inserts it, aborting the whole
 # application transaction. 255 characters are at most 1,020 bytes of UTF-8. An empty id is a
 # missing one written as text: every later record given it would be skipped as a retry.

@@ -200,11 +200,13 @@ class TransactionCoordinator(ProducerInit):
         try:
             return self.begin(transactional_id, producer_id, producer_epoch, transaction_version)
         except InvalidTxnState:
+            # Another request of the producer began it in between: join it if join_as, asked
+            # again of the row as it is now, says this request joins; else `begin`'s refusal.
             with self.db.autocommit() as conn:
                 meta = require(conn, transactional_id, lock=None)
-                meta.check_producer(producer_id, producer_epoch)
-                meta.require_ongoing()
-                return TransactionView(meta)
+            if meta.join_as(producer_id, producer_epoch, transaction_version) is not JoinAs.JOIN:
+                raise
+            return TransactionView(meta)
 
     # --- AddOffsets -------------------------------------------------------------------------
 

@@ -21,7 +21,7 @@ from sqlalchemy import Connection, and_, bindparam, case, delete, func, or_, sel
 from app.domain.log_cleaning import ChunkSummary, CompactionRow, StoredRow
 from app.domain.topic_config import TopicConfig
 from app.domain.types import ControlType, RecordState
-from app.storage import dialect
+from app.storage import dialect, message_ids
 from app.storage.fetch_plan import RECORD_SIZE
 from app.storage.offset_order import batches_meeting, holding_batch, holding_index
 from app.storage.tables import (
@@ -29,6 +29,7 @@ from app.storage.tables import (
     deleted_topics,
     partitions,
     record_batches,
+    record_message_ids,
     records,
     topics,
 )
@@ -176,10 +177,14 @@ _CHUNK_SUMMARY = select(
     func.coalesce(func.sum(case((_SUMMED.c.control_type.is_(None), _SUMMED.c.size), else_=0)), 0),
 ).select_from(_SUMMED)
 
-def delete_emptied_batches(conn: Connection, topic_id: int, partition: int, start: int, end: int) -> None:
-    """Delete the batch rows whose runs reach into [start, end) and have no record left
-    (_DELETE_EMPTIED_BATCHES): every deletion of records calls it for the range it deleted in."""
-    conn.execute(_DELETE_EMPTIED_BATCHES, _range(topic_id, partition, start, end))
+def forget_deleted_records(conn: Connection, topic_id: int, partition: int, start: int, end: int) -> None:
+    """Delete what described the records deleted in [start, end) and nothing else: the batch
+    rows whose runs reach into it and have no record left (_DELETE_EMPTIED_BATCHES), and the
+    message ids whose record is gone (app.storage.message_ids). Every deletion of records calls
+    it, in its transaction, for the range it deleted in."""
+    bounds = _range(topic_id, partition, start, end)
+    conn.execute(_DELETE_EMPTIED_BATCHES, bounds)
+    conn.execute(message_ids.DELETE_ORPHANED, bounds)
 
 
 def _range(topic_id: int, partition: int, start: int, end: int | None = None) -> dict:
@@ -264,7 +269,7 @@ def delete_summed(conn: Connection, topic_id: int, partition: int, start: int, e
         savepoint.rollback()
         return False
     savepoint.commit()
-    delete_emptied_batches(conn, topic_id, partition, start, end)
+    forget_deleted_records(conn, topic_id, partition, start, end)
     return True
 
 
@@ -367,7 +372,7 @@ def delete_prefix(conn: Connection, topic_id: int, partition: int, start: int, b
         .where(*_in_range(topic_id, partition, start, bound))
         .returning(_SIZE, records.c.control_type)
     ).all()
-    delete_emptied_batches(conn, topic_id, partition, start, bound)
+    forget_deleted_records(conn, topic_id, partition, start, bound)
     return _uncount(conn, topic_id, partition, deleted, bound)
 
 
@@ -382,7 +387,7 @@ def delete_offsets(conn: Connection, topic_id: int, partition: int, offsets: Seq
         .returning(_SIZE, records.c.control_type),
         {"offsets": list(offsets)},
     ).all()
-    delete_emptied_batches(conn, topic_id, partition, min(offsets), max(offsets) + 1)
+    forget_deleted_records(conn, topic_id, partition, min(offsets), max(offsets) + 1)
     return _uncount(conn, topic_id, partition, deleted, None)
 
 
@@ -439,6 +444,7 @@ def purge_deleted_topic(conn: Connection, topic_id: int, limit: int) -> int:
     ).scalar()
     if partition is None:
         conn.execute(delete(record_batches).where(record_batches.c.topic_id == topic_id))
+        conn.execute(delete(record_message_ids).where(record_message_ids.c.topic_id == topic_id))
         conn.execute(delete(deleted_topics).where(deleted_topics.c.topic_id == topic_id))
         return 0
     in_partition = and_(records.c.topic_id == topic_id, records.c.partition == partition)
@@ -449,7 +455,7 @@ def purge_deleted_topic(conn: Connection, topic_id: int, limit: int) -> int:
     if bound is not None:
         stmt = stmt.where(records.c.offset < bound)
     deleted = conn.execute(stmt).rowcount
-    delete_emptied_batches(conn, topic_id, partition, -1, _NO_END if bound is None else bound)
+    forget_deleted_records(conn, topic_id, partition, -1, _NO_END if bound is None else bound)
     return deleted
 
 

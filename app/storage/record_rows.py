@@ -36,8 +36,8 @@ class BatchToAppend:
     topic_row: str | None = None
 
 
-# Every column of `records` a JSON topic's data record sets (control_type and message_id stay
-# NULL), and a bytes topic's: the same row shape, its key and value in the binary columns
+# Every column of `records` a JSON topic's data record sets (control_type stays NULL), and a
+# bytes topic's: the same row shape, its key and value in the binary columns
 # (docs/ARCHITECTURE.md#record-formats). A JSON topic's rows carry nothing for the other.
 # Who wrote a record (producer, epoch, sequence, transaction) is its batch's row in
 # record_batches, written once a batch (app.storage.batch_rows), never once a record.

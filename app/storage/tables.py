@@ -153,10 +153,6 @@ records = Table(
     Column("value", Text, nullable=True),
     Column("headers", Text, nullable=True),
     Column("control_type", String(8), nullable=True),
-    # An application's key for a record appended inside its own database transaction
-    # (app.in_database, outbox.append): unique per topic among the records stored, so that a
-    # retry of an application transaction that committed publishes nothing again.
-    Column("message_id", Text, nullable=True),
     # A bytes topic's key and value (docs/ARCHITECTURE.md#record-formats), beside the text
     # columns a JSON topic's stay in, queryable as JSON; a record sets at most one of each pair.
     Column("key_bytes", LargeBinary, nullable=True),
@@ -166,13 +162,25 @@ records = Table(
     CheckConstraint("key IS NULL OR key_bytes IS NULL", name="one_key"),
     CheckConstraint("value IS NULL OR value_bytes IS NULL", name="one_value"),
 )
-Index(
-    "ix_records_message_id",
-    records.c.topic_id,
-    records.c.message_id,
-    unique=True,
-    sqlite_where=text("message_id IS NOT NULL"),
-    postgresql_where=text("message_id IS NOT NULL"),
+
+# An application's key for a record appended inside its own database transaction
+# (app.in_database, outbox.append), one row per record given one: unique per topic among the
+# records stored (the primary key), so that a retry of an application transaction that
+# committed publishes nothing again. A table of its own rather than a column of `records`
+# (migration 0034): a unique index across a topic's partitions is one that a `records`
+# partitioned by log partition could not declare. A record's row is written in the database
+# transaction that writes the record and deleted with it (app.storage.cleaning.
+# forget_deleted_records), so an id is free again once its record is.
+record_message_ids = Table(
+    "record_message_ids",
+    metadata,
+    Column("topic_id", Integer, nullable=False),
+    Column("message_id", Text, nullable=False),
+    Column("partition", Integer, nullable=False),
+    Column("offset", BigInteger, nullable=False),
+    PrimaryKeyConstraint("topic_id", "message_id"),
+    # The cleaner's: the ids of a range of a partition's offsets.
+    UniqueConstraint("topic_id", "partition", "offset", name="uq_record_message_ids_record"),
 )
 
 # One row per batch: the records one append put into one partition, at the consecutive offsets
@@ -184,7 +192,7 @@ Index(
 # its append; a transactional batch's COMMIT marker offset, written by the completion that
 # writes the marker (migration 0019; docs/DESIGN-batches.md). Written by every writer in the
 # database transaction that writes its records, deleted with a run's last record
-# (app.storage.cleaning.delete_emptied_batches); every reader takes a record's producer,
+# (app.storage.cleaning.forget_deleted_records); every reader takes a record's producer,
 # transaction and outcome from it.
 record_batches = Table(
     "record_batches",

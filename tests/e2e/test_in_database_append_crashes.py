@@ -75,7 +75,9 @@ def test_every_order_has_exactly_one_record_however_the_application_dies(backend
         feeder.join()
 
     orders = {row[0] for row in backend.query(text("SELECT id FROM orders"))}
-    records = backend.query(text("SELECT key, message_id, value FROM records WHERE message_id IS NOT NULL"))
+    records = backend.query(text(
+        "SELECT r.key, m.message_id, r.value FROM records r JOIN record_message_ids m "
+        'ON m.topic_id = r.topic_id AND m."partition" = r."partition" AND m."offset" = r."offset"'))
     assert orders == set(range(last + 1))
     assert sorted(int(key) for key, _, _ in records) == sorted(orders)
     assert all(message_id == f"order-{key}" for key, message_id, _ in records)

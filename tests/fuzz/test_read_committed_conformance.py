@@ -123,7 +123,7 @@ def store(conn: Connection, log: Log, log_start: int, compacted: bool) -> int:
     if log.rows:
         conn.execute(insert(records), [
             {"topic_id": topic_id, "partition": 0, "offset": o, "timestamp_ms": o, "key": None,
-             "value": None if control else f"v{o}", "headers": None, "control_type": control, "message_id": None}
+             "value": None if control else f"v{o}", "headers": None, "control_type": control}
             for o, (_, control) in sorted(log.rows.items())])
     if rows := batch_rows(log):
         conn.execute(insert(record_batches), [{"topic_id": topic_id, "partition": 0, **row} for row in rows])

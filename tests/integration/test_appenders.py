@@ -97,9 +97,11 @@ def stored(db_url: str) -> tuple[Stored, ...]:
     engine = create_engine(db_url)
     with engine.connect() as conn:
         rows = conn.execute(text(
-            'SELECT r."partition", r."offset", r.key, r.value, r.headers, r.message_id, r.timestamp_ms, '
+            'SELECT r."partition", r."offset", r.key, r.value, r.headers, m.message_id, r.timestamp_ms, '
             "r.key_bytes, r.value_bytes "
             "FROM records r JOIN topics t ON t.topic_id = r.topic_id "
+            "LEFT JOIN record_message_ids m "
+            'ON m.topic_id = r.topic_id AND m."partition" = r."partition" AND m."offset" = r."offset" '
             """WHERE t.name = 't' AND NOT (r."partition" = 0 AND r."offset" = 0) """  # not the seed
             'ORDER BY r."partition", r."offset"'
         )).all()

@@ -166,6 +166,30 @@ def test_one_message_id_may_be_used_in_two_topics(app_db: str, client: Any) -> N
     assert (values(fetch(client, "orders", 0)), values(fetch(client, "audit", 0))) == ([1], [2])
 
 
+@pytest.mark.parametrize("db_url", ["postgresql"], indirect=True)
+def test_two_transactions_staging_one_message_id_at_once_publish_it_once_and_the_second_commit_fails(
+        app_db: str, client: Any) -> None:
+    """Neither sees the other's staged record, so both appends answer true; the id's uniqueness
+    is the commit's: the second to commit fails whole, its business row with it."""
+    with driver_connection(app_db) as (first, insert_first, commit_first, _r), \
+            driver_connection(app_db) as (second, insert_second, commit_second, _r2):
+        insert_first(1)
+        insert_second(2)
+        assert append(first, "orders", 0, [OutboxRecord(value="first", message_id="m")]) == [True]
+        assert append(second, "orders", 0, [OutboxRecord(value="second", message_id="m")]) == [True]
+        commit_first()
+        with pytest.raises(psycopg.errors.UniqueViolation):
+            commit_second()
+
+    assert (values(fetch(client, "orders", 0)), orders(app_db)) == (["first"], [1])
+    engine = create_engine(app_db)
+    with engine.connect() as conn:
+        assert conn.execute(text(
+            'SELECT m.message_id, m."partition", m."offset" FROM record_message_ids m '
+            "JOIN topics t ON t.topic_id = m.topic_id WHERE t.name = 'orders'")).all() == [("m", 0, 0)]
+    engine.dispose()
+
+
 @pytest.mark.parametrize(("topic", "partition", "record", "error", "words"), [
     ("nope", 0, OutboxRecord(value=1), UnknownTopicOrPartition, "nope"),
     ("orders", 2, OutboxRecord(value=1), UnknownTopicOrPartition, "has partitions 0..1; got 2"),

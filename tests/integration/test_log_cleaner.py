@@ -8,12 +8,14 @@ from typing import Any
 import pytest
 from sqlalchemy import create_engine, func, insert, select, update
 
+from app import in_database
 from app.domain.log_cleaning import record_size
+from app.in_database import OutboxRecord
 from app.services import log_cleaner
 from app.services.log_cleaner import CleanerPass, LogCleaner
 from app.storage import cleaning
 from app.storage.dialect import utf8_bytes
-from app.storage.tables import deleted_topics, partitions, records, topics
+from app.storage.tables import deleted_topics, partitions, record_message_ids, records, topics
 from tests.helpers import batch, begin, create_topic, fetch, ident, init_producer, read_all, send
 
 HOUR = 3_600_000
@@ -670,3 +672,72 @@ def test_the_lag_counts_what_a_fetch_reads_when_the_log_start_cuts_a_transaction
     r = client.post("/v1/topics/t/partitions/0/delete-records", json={"offset": 1})
     assert r.status_code == 200, r.text
     _lag_matches_what_a_fetch_reads_from_every_position(client, "t")
+
+
+# --- message ids ------------------------------------------------------------------------------
+# An in-database append's message id is unique among the records stored (app.storage.message_ids):
+# every deletion of records takes their ids with them, and no other.
+
+
+def append_in_database(db_url: str, topic: str, records_: list[OutboxRecord]) -> list[bool]:
+    engine = create_engine(db_url)
+    with engine.connect() as conn:
+        appended = in_database.append(conn, topic, 0, records_)
+        conn.commit()
+    engine.dispose()
+    return appended
+
+
+def message_ids_stored(db_url: str) -> set[tuple[str, int]]:
+    """(message id, offset) of every id stored, of every topic."""
+    engine = create_engine(db_url)
+    with engine.connect() as conn:
+        out = {(m, o) for m, o in conn.execute(select(record_message_ids.c.message_id, record_message_ids.c.offset))}
+    engine.dispose()
+    return out
+
+
+def test_retention_takes_the_message_ids_of_the_records_it_deletes_and_frees_them(client, cleaner, clock, db_url) -> None:  # type: ignore[no-untyped-def]
+    create_topic(client, "t", retention_ms=HOUR)
+    old = clock.now_ms - 2 * HOUR
+    assert append_in_database(db_url, "t", [
+        OutboxRecord(value=0, message_id="m0", timestamp_ms=old), OutboxRecord(value=1, message_id="m1", timestamp_ms=old),
+        OutboxRecord(value=2, message_id="m2", timestamp_ms=clock.now_ms), OutboxRecord(value=3, timestamp_ms=clock.now_ms),
+    ]) == [True] * 4
+
+    assert cleaner.run_once().retention == 2
+
+    assert message_ids_stored(db_url) == {("m2", 2)}
+    assert append_in_database(db_url, "t", [OutboxRecord(value=4, message_id="m0"),
+                                            OutboxRecord(value=5, message_id="m2")]) == [True, False]
+    assert message_ids_stored(db_url) == {("m0", 4), ("m2", 2)}
+
+
+def test_compaction_takes_the_message_id_of_a_superseded_record_only(client, cleaner, db_url) -> None:  # type: ignore[no-untyped-def]
+    create_topic(client, "t", cleanup_policy="compact")
+    assert append_in_database(db_url, "t", [
+        OutboxRecord(value=1, key="a", message_id="x"), OutboxRecord(value=2, key="a", message_id="y"),
+        OutboxRecord(value=3, key="b", message_id="z"),
+    ]) == [True] * 3
+
+    assert cleaner.run_once().compaction == 1
+
+    assert offsets_stored(db_url, "t") == [1, 2]
+    assert message_ids_stored(db_url) == {("y", 1), ("z", 2)}
+
+
+def test_a_deleted_topics_message_ids_are_purged_with_its_records(client, cleaner, clock, db_url) -> None:  # type: ignore[no-untyped-def]
+    create_topic(client, "t")
+    create_topic(client, "kept")
+    append_in_database(db_url, "t", [OutboxRecord(value=i, message_id=f"t{i}") for i in range(4)])
+    append_in_database(db_url, "kept", [OutboxRecord(value=0, message_id="k0")])
+    engine = create_engine(db_url)
+    with engine.begin() as conn:  # what DELETE /v1/topics/t does
+        topic_id = conn.execute(select(topics.c.topic_id).where(topics.c.name == "t")).scalar_one()
+        conn.execute(insert(deleted_topics).values(topic_id=topic_id, name="t", deleted_ms=clock.now_ms))
+        conn.execute(topics.delete().where(topics.c.topic_id == topic_id))
+    engine.dispose()
+
+    assert cleaner.run_once().topics_purged == 4
+
+    assert message_ids_stored(db_url) == {("k0", 0)}

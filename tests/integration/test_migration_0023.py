@@ -93,7 +93,7 @@ def test_0023_drops_the_producer_columns_and_its_downgrade_writes_them_back_from
         assert _batches(conn) == batches
         assert _INDEXES <= _index_names(conn)
 
-    command.upgrade(config, "head")
+    command.upgrade(config, "0023")
     with connected(empty_url) as conn:
         assert _records(conn) == after
         assert _batches(conn) == batches

@@ -21,7 +21,7 @@ from sqlalchemy import select, text
 
 from app.domain.records import RecordToAppend
 from app.services.log_service import SendBatch
-from app.storage import cleaning
+from app.storage import cleaning, message_ids
 from app.storage.read_window import _batch_page_stmt, _records_stmt
 from app.storage.read_committed import committed_between_for_groups_stmt, first_record_committed_from_stmt
 from app.storage.tables import transactions
@@ -270,3 +270,28 @@ def test_the_batch_rows_a_deletion_empties_are_found_by_one_probe_of_the_records
             probes = [line for line in lines if "sqlite_autoindex_records_1" in line]
             assert probes and all("offset>?" in line and "offset<?" in line for line in probes), lines
     assert not [line for line in lines if "Seq Scan" in line or re.search(r"SCAN (records|record_batches)\b", line)]
+
+
+def test_the_message_ids_a_deletion_frees_are_a_range_of_their_records_each_probed_once(services, database) -> None:  # type: ignore[no-untyped-def]
+    """message_ids.DELETE_ORPHANED: the ids of the range (uq_record_message_ids_record's range),
+    each probed for its record by the records' primary key, with equality. Scanning the ids of
+    every topic, or the partition's records per id, would make each deletion of records cost
+    in proportion to the log."""
+    _fill(services)
+    with database.engine.connect() as conn:
+        topic_id = conn.execute(text("SELECT topic_id FROM topics WHERE name = 'plans'")).scalar_one()
+        compiled = message_ids.DELETE_ORPHANED.compile(conn)
+        bound = compiled.construct_params({"c_topic_id": topic_id, "c_partition": 0, "c_start": 100, "c_end": 1000})
+        if database.dialect == "postgresql":
+            lines = [row[0] for row in conn.exec_driver_sql("EXPLAIN " + str(compiled), bound)]
+            ids = [cond for scan, cond in zip(lines, lines[1:]) if "uq_record_message_ids_record" in scan]
+            probes = [cond for scan, cond in zip(lines, lines[1:]) if "using pk_records" in scan]
+            assert ids and all('"offset" >= ' in cond and '"offset" < ' in cond for cond in ids), "\n".join(lines)
+            assert probes and all('"offset" = record_message_ids."offset"' in cond for cond in probes), "\n".join(lines)
+        else:
+            lines = [row[3] for row in conn.exec_driver_sql("EXPLAIN QUERY PLAN " + str(compiled),
+                                                            tuple(bound[k] for k in compiled.positiontup))]
+            assert [line for line in lines if "sqlite_autoindex_record_message_ids_2" in line and "offset>?" in line], lines
+            assert [line for line in lines if "sqlite_autoindex_records_1" in line and "offset=?" in line], lines
+    assert not [line for line in lines
+                if "Seq Scan" in line or re.search(r"SCAN (records|record_message_ids)\b", line)], lines

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import pytest
 
+from app.domain.errors import InvalidTxnState
 from app.services.transaction_coordinator import TransactionCoordinator
 from app.settings import Settings
 from app.worker.chore import ChoreConfig
@@ -104,3 +105,29 @@ def test_a_kafka_add_to_an_id_whose_last_transaction_is_completing_completes_it_
     assert (described["state"], described["txn_id"] > first) == ("Ongoing", True)
     # The completed transaction's records are committed or aborted, as decided.
     assert client.get("/v1/topics/t").json()["partitions"][0]["last_stable_offset"] == 2
+
+
+@pytest.mark.parametrize(("then", "joined"), [(None, True), ("prepare", False)], ids=["still Ongoing", "Prepared"])
+def test_a_kafka_add_that_loses_the_race_to_begin_joins_what_the_winner_began_or_is_refused(  # type: ignore[no-untyped-def]
+        client, services, monkeypatch, then: str | None, joined: bool) -> None:
+    """begin_or_join read an idle id, and another request of the producer began its transaction
+    before this one's Begin (refused: INVALID_TXN_STATE): the add joins the Ongoing transaction
+    the other began, or, if that one is no longer Ongoing (Prepared here), is refused."""
+    create_topic(client, "t", 1)
+    p = init_producer(client, "A")
+    coordinator = TransactionCoordinator(services.db, services.settings, services.clock)
+    real_begin = coordinator.begin
+
+    def raced(*args, **kwargs):  # type: ignore[no-untyped-def]
+        real_begin(*args, **kwargs)  # the other request's Begin, first
+        if then == "prepare":
+            assert client.post("/v1/transactions/A/prepare", json=ident(p)).status_code == 200
+        return real_begin(*args, **kwargs)  # this one's, refused
+
+    monkeypatch.setattr(coordinator, "begin", raced)
+    if joined:
+        view = coordinator.begin_or_join("A", p["producer_id"], p["producer_epoch"])
+        assert (view.meta.state.value, client.get("/v1/transactions/A").json()["state"]) == ("Ongoing", "Ongoing")
+    else:
+        with pytest.raises(InvalidTxnState, match="Prepared"):
+            coordinator.begin_or_join("A", p["producer_id"], p["producer_epoch"])

@@ -10,6 +10,7 @@ import os
 import random
 import signal
 import subprocess
+import threading
 import sys
 import time
 from collections import Counter
@@ -349,3 +350,26 @@ def test_sigterm_to_the_jobs_process_group_ends_it_with_the_stopped_line_last_an
     sources = [s for _, s, _ in outputs(url)]
     assert sources and len(set(sources)) == len(sources)
     assert set(sources) <= set(committed_pizza_orders(url))
+
+
+def test_the_clean_up_after_a_stop_holds_the_stop_no_longer_than_its_bound(monkeypatch, caplog) -> None:  # type: ignore[no-untyped-def]
+    """A service that does not answer holds Ctrl-C STOP_CLEANUP_S at most: the stop goes on with
+    a warning while the abort is still waiting, and the next start aborts what it left."""
+    release = threading.Event()
+    waiting = threading.Event()
+
+    def unanswered(options, keep):  # type: ignore[no-untyped-def]
+        waiting.set()
+        release.wait(60)
+
+    monkeypatch.setattr(pizza_income_stream, "clean_leftovers", unanswered)
+    monkeypatch.setattr(pizza_income_stream, "STOP_CLEANUP_S", 0.2)
+    try:
+        with caplog.at_level("WARNING", logger=pizza_income_stream.logger.name):
+            pizza_income_stream.abort_what_the_stop_left(
+                url="http://127.0.0.1:1", checkpoint="/nonexistent", group=GROUP, output_topic=OUTPUT, api_key=None)
+        assert waiting.is_set() and not release.is_set()  # returned while the abort still waited
+        assert [r.getMessage() for r in caplog.records] == [
+            "the sink's open transactions were not all aborted within 0.2 s: the next start aborts them"]
+    finally:
+        release.set()

@@ -129,7 +129,7 @@ BEGIN
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
     -- A message id as the Python API takes it (app.domain.records.check_message_id): 1 to 255
-    -- characters, so that its entry fits ix_records_message_id (a longer one failed the
+    -- characters, so that its entry fits record_message_ids' primary key (a longer one failed the
     -- application's commit, in publish_pending). NUL and lone surrogates cannot reach here:
     -- text holds neither.
     IF message_id IS NOT NULL AND NOT char_length(message_id) BETWEEN 1 AND 255 THEN
@@ -149,8 +149,10 @@ BEGIN
     IF message_id IS NOT NULL THEN
         -- Published before (a retry of an application transaction that committed), or
         -- already staged by this transaction: nothing to do. Two transactions staging one
-        -- message_id at once both pass; the second to commit fails on ix_records_message_id.
-        IF EXISTS (SELECT 1 FROM @log_schema@.records r WHERE r.topic_id = t.topic_id AND r.message_id = append.message_id)
+        -- message_id at once both pass; the second to commit fails on record_message_ids'
+        -- primary key.
+        IF EXISTS (SELECT 1 FROM @log_schema@.record_message_ids m
+                   WHERE m.topic_id = t.topic_id AND m.message_id = append.message_id)
            OR EXISTS (SELECT 1 FROM outbox.pending_records p
                       WHERE p.xact = pg_current_xact_id() AND p.topic_id = t.topic_id
                         AND p.message_id = append.message_id) THEN

@@ -58,11 +58,19 @@ BEGIN
             RAISE EXCEPTION 'UNKNOWN_TOPIC_OR_PARTITION: topic id % was deleted before this transaction committed',
                 part.topic_id USING ERRCODE = 'undefined_object';
         END IF;
-        INSERT INTO @log_schema@.records (topic_id, "partition", "offset", timestamp_ms, key, value, headers, message_id)
-        SELECT p.topic_id, p."partition", base + row_number() OVER (ORDER BY p.id) - 1,
-               p.timestamp_ms, p.key, p.value, p.headers, p.message_id
-        FROM outbox.pending_records p
-        WHERE p.xact = me AND p.topic_id = part.topic_id AND p."partition" = part."partition";
+        -- The records, and the message ids of those given one at the same offsets: the CTE is
+        -- computed once, so both take each record's offset from one numbering.
+        WITH staged AS (
+            SELECT p.topic_id, p."partition", base + row_number() OVER (ORDER BY p.id) - 1 AS "offset",
+                   p.timestamp_ms, p.key, p.value, p.headers, p.message_id
+            FROM outbox.pending_records p
+            WHERE p.xact = me AND p.topic_id = part.topic_id AND p."partition" = part."partition"
+        ), published AS (
+            INSERT INTO @log_schema@.records (topic_id, "partition", "offset", timestamp_ms, key, value, headers)
+            SELECT s.topic_id, s."partition", s."offset", s.timestamp_ms, s.key, s.value, s.headers FROM staged s
+        )
+        INSERT INTO @log_schema@.record_message_ids (topic_id, message_id, "partition", "offset")
+        SELECT s.topic_id, s.message_id, s."partition", s."offset" FROM staged s WHERE s.message_id IS NOT NULL;
         -- The partition's records are one plain batch (app/storage/append.py writes the same row
         -- for a Send's batch), committed at its last offset.
         INSERT INTO @log_schema@.record_batches (topic_id, "partition", base_offset, record_count, state, commit_position)
