@@ -477,7 +477,7 @@ def live_records(conn: Connection) -> int:
 
 
 def vacuum_records(conn: Connection) -> None:
-    """VACUUM the log (its records and batch rows) on PostgreSQL (an autocommit connection): its deleted rows' space is then
+    """VACUUM the log (its records, batch rows and message ids) on PostgreSQL (an autocommit connection): its deleted rows' space is then
     reused by new ones, in the table and in its indexes. SKIP_LOCKED: another cleaner's VACUUM
     of the table is as good."""
-    conn.exec_driver_sql("VACUUM (SKIP_LOCKED) records, record_batches")
+    conn.exec_driver_sql("VACUUM (SKIP_LOCKED) records, record_batches, record_message_ids")

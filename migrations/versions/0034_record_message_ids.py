@@ -11,8 +11,10 @@ transaction that publishes the record (outbox.publish_pending on PostgreSQL,
 app.storage.message_ids on SQLite); deleted with the record (the log cleaner's deletions,
 app.storage.cleaning.forget_deleted_records).
 
-The upgrade creates the table and copies the ids there (one pass over the partial index
-ix_records_message_id: in proportion to the records that carry an id, not to the log), points
+On PostgreSQL both directions first take `records` exclusively (see _lock): appends and
+reads wait for the migration. The upgrade creates the table and copies the ids there (one pass
+over the partial index ix_records_message_id: in proportion to the records that carry an id,
+not to the log), points
 outbox.append and outbox.publish_pending at it (sql/0034_*.postgresql.sql; CREATE OR REPLACE
 keeps their owners and EXECUTE grants), then drops the index and the column. On PostgreSQL
 DROP COLUMN is a catalog change; SQLite rewrites the table once (migration 0023 measured that).
@@ -40,7 +42,18 @@ branch_labels = None
 depends_on = None
 
 
+def _lock(*tables: str) -> None:
+    """PostgreSQL: hold the tables exclusively from the migration's first statement. An
+    application's open transaction that has staged a record with outbox.append holds `records`
+    (the function reads it), and its commit publishes through the function it finds then. Taken
+    later (at the DROP INDEX), the lock let such a commit go ahead of the migration after the
+    copy: its id went into the column being dropped, and a retry published the record again."""
+    if op.get_bind().dialect.name == "postgresql":
+        op.execute(f"LOCK TABLE {', '.join(tables)} IN ACCESS EXCLUSIVE MODE")
+
+
 def upgrade() -> None:
+    _lock("records")
     # Frozen: the table as this revision creates it.
     op.create_table(
         "record_message_ids",
@@ -51,10 +64,18 @@ def upgrade() -> None:
         sa.PrimaryKeyConstraint("topic_id", "message_id", name="pk_record_message_ids"),
         sa.UniqueConstraint("topic_id", "partition", "offset", name="uq_record_message_ids_record"),
     )
+    # Through the partial index ix_records_message_id, the records that carry an id only:
+    # PostgreSQL without statistics of `records` (the service runs no ANALYZE) would read the
+    # whole log, holding the lock above as long.
+    postgresql = op.get_bind().dialect.name == "postgresql"
+    if postgresql:
+        op.execute("SET LOCAL enable_seqscan = off")
     op.execute(
         'INSERT INTO record_message_ids (topic_id, message_id, "partition", "offset") '
         'SELECT topic_id, message_id, "partition", "offset" FROM records WHERE message_id IS NOT NULL'
     )
+    if postgresql:
+        op.execute("SET LOCAL enable_seqscan = on")
     run_sql_file("0034_appender.postgresql.sql", dialect="postgresql")
     run_sql_file("0034_publish_pending.postgresql.sql", dialect="postgresql")
     op.drop_index("ix_records_message_id", table_name="records")
@@ -62,6 +83,7 @@ def upgrade() -> None:
 
 
 def downgrade() -> None:
+    _lock("records", "record_message_ids")
     op.add_column("records", sa.Column("message_id", sa.Text, nullable=True))
     # UPDATE … FROM: PostgreSQL's, and SQLite's since 3.33.
     op.execute(

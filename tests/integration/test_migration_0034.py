@@ -6,7 +6,11 @@ published after the upgrade included."""
 
 from __future__ import annotations
 
+import threading
+import time
+
 import psycopg
+import pytest
 from alembic import command
 from sqlalchemy import inspect, text
 
@@ -107,3 +111,32 @@ def test_0034_moves_the_message_ids_to_their_table_and_the_downgrade_puts_them_b
     command.upgrade(config, "0034")
     with connected(empty_url) as conn:
         assert _ids_in_table(conn) == expected
+
+
+@pytest.mark.parametrize("empty_url", ["postgresql"], indirect=True)
+def test_0034_waits_for_an_open_application_transaction_and_keeps_the_id_it_publishes(empty_url: str) -> None:
+    """An application has staged a record with an id (0033's outbox.append) when the upgrade
+    starts: the upgrade waits for its commit before copying anything, so the id it publishes is
+    copied, and its retry after the upgrade publishes nothing again."""
+    config = at_revision(empty_url, "0033", topic_t(2), 'INSERT INTO partitions (topic_id, "partition", next_offset, '
+                         "log_start_offset) VALUES (1, 0, 0, 0), (1, 1, 0, 0)")
+    app = psycopg.connect(empty_url.replace("postgresql+psycopg", "postgresql"))
+    try:
+        assert app.execute("SELECT outbox.append('t', 1, NULL, '9'::json, NULL, 'staged')").fetchone() == (True,)
+        upgrading = threading.Thread(target=command.upgrade, args=(config, "0034"))
+        upgrading.start()
+        with psycopg.connect(empty_url.replace("postgresql+psycopg", "postgresql"), autocommit=True) as watcher:
+            deadline = time.monotonic() + 30
+            while not watcher.execute("SELECT EXISTS (SELECT FROM pg_locks WHERE NOT granted "
+                                      "AND relation = 'records'::regclass)").fetchone()[0]:
+                assert time.monotonic() < deadline, "the upgrade never waited for the application"
+                time.sleep(0.05)
+        app.commit()
+    finally:
+        app.close()
+    upgrading.join(60)
+    assert not upgrading.is_alive()
+
+    with connected(empty_url) as conn:
+        assert _ids_in_table(conn) == {("staged", 1, 0)}
+    assert _append(empty_url, "staged") is False

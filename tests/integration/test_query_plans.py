@@ -278,6 +278,10 @@ def test_the_message_ids_a_deletion_frees_are_a_range_of_their_records_each_prob
     every topic, or the partition's records per id, would make each deletion of records cost
     in proportion to the log."""
     _fill(services)
+    with database.engine.begin() as conn:  # an id for every record of the topic
+        conn.execute(text('INSERT INTO record_message_ids (topic_id, message_id, "partition", "offset") '
+                          """SELECT r.topic_id, 'm' || r."partition" || '-' || r."offset", r."partition", r."offset" """
+                          "FROM records r JOIN topics t ON t.topic_id = r.topic_id WHERE t.name = 'plans'"))
     with database.engine.connect() as conn:
         topic_id = conn.execute(text("SELECT topic_id FROM topics WHERE name = 'plans'")).scalar_one()
         compiled = message_ids.DELETE_ORPHANED.compile(conn)

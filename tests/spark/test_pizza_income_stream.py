@@ -368,7 +368,7 @@ def test_the_clean_up_after_a_stop_holds_the_stop_no_longer_than_its_bound(monke
         with caplog.at_level("WARNING", logger=pizza_income_stream.logger.name):
             pizza_income_stream.abort_what_the_stop_left(
                 url="http://127.0.0.1:1", checkpoint="/nonexistent", group=GROUP, output_topic=OUTPUT, api_key=None)
-        assert waiting.is_set() and not release.is_set()  # returned while the abort still waited
+        assert waiting.wait(5) and not release.is_set()  # returned while the abort still waited
         assert [r.getMessage() for r in caplog.records] == [
             "the sink's open transactions were not all aborted within 0.2 s: the next start aborts them"]
     finally:
