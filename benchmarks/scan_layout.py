@@ -3,17 +3,23 @@ shape, in SQL only: the question of a committed range read as one index range sc
 
     .venv/bin/python benchmarks/scan_layout.py --fill      # the first time: about a minute
     .venv/bin/python benchmarks/scan_layout.py --rounds 7
+    .venv/bin/python benchmarks/scan_layout.py --rounds 7 --hash-moduli 2,4,8
 
 The database (kept, `--database`) is filled as benchmarks/spark_source.py fills its own
 (spark_source.fill: a topic of 8 partitions written through the service, plain and
 transactional batches of 25 records, some aborted and some left open, then copied 21 times in
 SQL, each copy appended as a log appends it, the partitions interleaved in the heap). Beside
-`records`, --fill builds two tables of the same rows, which the service does not have:
+`records`, --fill builds tables of the same rows, which the service does not have:
 
 - scan_dense: each partition's committed rows with their commit positions, copied one
   partition after the other: the reference spark_source.py's `plain` variant reads;
 - scan_recp: `records` list-partitioned by log partition (one table each), every record with
-  its batch's base offset (`batch_base`, the column a record would carry from its append).
+  its batch's base offset (`batch_base`, the column a record would carry from its append);
+- scan_rech{M}, for each modulus M of --hash-moduli: the same as scan_recp, but
+  hash-partitioned on (topic_id, "partition") in M tables (a fixed modulus, no DDL when a
+  topic is created), so that a table holds several log partitions, interleaved as `records`
+  holds them; built by --fill, or by the first run that asks for a modulus not yet built.
+  Each run prints how many log partitions each of its tables holds.
 
 Each variant reads every partition's committed rows (8 columns: topic, partition, offset,
 commit position, timestamp, key, value, headers) with `COPY (…) TO STDOUT`, the rows crossing
@@ -26,7 +32,9 @@ the connection as a JDBC reader's do, in rounds taken in an order shuffled from 
 - raw_partitioned: scan_recp's rows of the partition;
 - view_partitioned: the view's own SQL over scan_recp (a range of records per committed batch);
 - batch_base_partitioned: one range of scan_recp's partition, hash-joined on batch_base to the
-  partition's committed batches (the planner's own choice of plan).
+  partition's committed batches (the planner's own choice of plan);
+- raw_hash{M}, view_hash{M}, batch_base_hash{M}: raw_partitioned, view_partitioned and
+  batch_base_partitioned over scan_rech{M}.
 
 benchmarks/scan_split_layout.py measured the same two levers apart, on the server only
 (EXPLAIN ANALYZE), and benchmarks/scan_partitioned.py the layout through Spark: this one sets
@@ -53,6 +61,21 @@ COLUMNS = 'topic, "partition", "offset", commit_position, timestamp_ms, key, val
 PARTITION_POSITION = 'CASE WHEN b.txn_id IS NULL THEN r."offset" ELSE b.commit_position END'
 
 
+# Each record with its batch's base offset, in the order the service appended the rows (ctid).
+FILL_SQL = (
+    'INSERT INTO {table} SELECT r.*, b.base_offset FROM records r CROSS JOIN LATERAL ('
+    'SELECT base_offset FROM record_batches b WHERE b.topic_id = r.topic_id AND b."partition" = r."partition" '
+    'AND b.base_offset <= r."offset" ORDER BY b.base_offset DESC LIMIT 1) b ORDER BY r.ctid')
+
+
+def view_over(table: str, view_name: str) -> str:
+    """The service's view SQL, made view `view_name` over `table` instead of `records`."""
+    view = VIEW_SQL.replace("CREATE OR REPLACE VIEW committed_records", f"CREATE VIEW {view_name}")
+    view = view.replace("FROM records r", f"FROM {table} r")
+    assert table in view and view_name in view
+    return view
+
+
 def build(conn: psycopg.Connection, partitions: int) -> None:
     conn.execute("DROP VIEW IF EXISTS scan_view_partitioned")
     conn.execute("DROP TABLE IF EXISTS scan_dense, scan_recp")
@@ -63,23 +86,61 @@ def build(conn: psycopg.Connection, partitions: int) -> None:
                  'PARTITION BY LIST ("partition")')
     for p in range(partitions):
         conn.execute(f"CREATE TABLE scan_recp_{p} PARTITION OF scan_recp FOR VALUES IN ({p})")
-    # In the order the service appended the rows (ctid), each with its batch's base offset.
-    conn.execute(
-        'INSERT INTO scan_recp SELECT r.*, b.base_offset FROM records r CROSS JOIN LATERAL ('
-        'SELECT base_offset FROM record_batches b WHERE b.topic_id = r.topic_id AND b."partition" = r."partition" '
-        'AND b.base_offset <= r."offset" ORDER BY b.base_offset DESC LIMIT 1) b ORDER BY r.ctid')
+    conn.execute(FILL_SQL.format(table="scan_recp"))
     conn.execute('ALTER TABLE scan_recp ADD PRIMARY KEY (topic_id, "partition", "offset")')
-    view = VIEW_SQL.replace("CREATE OR REPLACE VIEW committed_records", "CREATE VIEW scan_view_partitioned")
-    view = view.replace("FROM records r", "FROM scan_recp r")
-    assert "scan_recp" in view and "scan_view_partitioned" in view
-    conn.execute(view)
+    conn.execute(view_over("scan_recp", "scan_view_partitioned"))
     conn.execute("VACUUM ANALYZE scan_dense")
     conn.execute("VACUUM ANALYZE scan_recp")
 
 
-def variants(topic_id: int) -> dict[str, str]:
+def build_hash(conn: psycopg.Connection, modulus: int) -> None:
+    """scan_rech{modulus}: scan_recp's rows, filled as scan_recp is, in `modulus` tables
+    hash-partitioned on (topic_id, "partition"); and its view scan_view_hash{modulus}."""
+    table, view_name = f"scan_rech{modulus}", f"scan_view_hash{modulus}"
+    conn.execute(f"DROP VIEW IF EXISTS {view_name}")
+    conn.execute(f"DROP TABLE IF EXISTS {table}")
+    conn.execute(f'CREATE TABLE {table} (LIKE records INCLUDING DEFAULTS, batch_base bigint NOT NULL) '
+                 'PARTITION BY HASH (topic_id, "partition")')
+    for i in range(modulus):
+        conn.execute(f"CREATE TABLE {table}_{i} PARTITION OF {table} "
+                     f"FOR VALUES WITH (MODULUS {modulus}, REMAINDER {i})")
+    conn.execute(FILL_SQL.format(table=table))
+    conn.execute(f'ALTER TABLE {table} ADD PRIMARY KEY (topic_id, "partition", "offset")')
+    conn.execute(view_over(table, view_name))
+    conn.execute(f"VACUUM ANALYZE {table}")
+
+
+def hash_leaves(conn: psycopg.Connection, modulus: int) -> list[tuple[str, int, list[int], int]]:
+    """Each table of scan_rech{modulus}: its name, how many log partitions it holds, which, and its rows."""
+    held = {name: (n, sorted(ps), rows) for name, n, ps, rows in conn.execute(
+        f'SELECT tableoid::regclass::text, count(DISTINCT "partition"), array_agg(DISTINCT "partition"), count(*) '
+        f"FROM scan_rech{modulus} GROUP BY 1").fetchall()}
+    leaves = [f"scan_rech{modulus}_{i}" for i in range(modulus)]
+    return [(name, *held.get(name, (0, [], 0))) for name in leaves]
+
+
+def batch_base_join(table: str, topic_id: int) -> str:
+    """One range of `table`'s partition {p}, joined on batch_base to its committed batches."""
+    return (
+        f'SELECT t.name AS topic, r."partition", r."offset", {PARTITION_POSITION} AS commit_position, '
+        'r.timestamp_ms, r.key, r.value, r.headers FROM record_batches b '
+        'JOIN topics t ON t.topic_id = b.topic_id '
+        'JOIN partitions p ON p.topic_id = b.topic_id AND p."partition" = b."partition" '
+        f'JOIN {table} r ON r.topic_id = b.topic_id AND r."partition" = b."partition" '
+        'AND r.batch_base = b.base_offset AND r."offset" >= p.log_start_offset '
+        f'WHERE b.topic_id = {topic_id} AND b."partition" = {{p}} AND b.commit_position IS NOT NULL')
+
+
+def variants(topic_id: int, moduli: list[int]) -> dict[str, str]:
     """Each variant's statement for one partition, `{p}` its number."""
     where = f'topic_id = {topic_id} AND "partition" = {{p}}'
+    raw_columns = ("'orders'::text AS topic, \"partition\", \"offset\", \"offset\" AS commit_position, "
+                   "timestamp_ms, key, value, headers")
+    hashed = {}
+    for m in moduli:
+        hashed[f"raw_hash{m}"] = f"SELECT {raw_columns} FROM scan_rech{m} WHERE {where}"
+        hashed[f"view_hash{m}"] = f"SELECT {COLUMNS} FROM scan_view_hash{m} WHERE {where}"
+        hashed[f"batch_base_hash{m}"] = batch_base_join(f"scan_rech{m}", topic_id)
     return {
         "raw": f"SELECT 'orders'::text AS topic, \"partition\", \"offset\", \"offset\" AS commit_position, "
                f"timestamp_ms, key, value, headers FROM records WHERE {where}",
@@ -88,14 +149,8 @@ def variants(topic_id: int) -> dict[str, str]:
         "raw_partitioned": f"SELECT 'orders'::text AS topic, \"partition\", \"offset\", \"offset\" AS commit_position, "
                            f"timestamp_ms, key, value, headers FROM scan_recp WHERE {where}",
         "view_partitioned": f"SELECT {COLUMNS} FROM scan_view_partitioned WHERE {where}",
-        "batch_base_partitioned": (
-            f'SELECT t.name AS topic, r."partition", r."offset", {PARTITION_POSITION} AS commit_position, '
-            'r.timestamp_ms, r.key, r.value, r.headers FROM record_batches b '
-            'JOIN topics t ON t.topic_id = b.topic_id '
-            'JOIN partitions p ON p.topic_id = b.topic_id AND p."partition" = b."partition" '
-            'JOIN scan_recp r ON r.topic_id = b.topic_id AND r."partition" = b."partition" '
-            'AND r.batch_base = b.base_offset AND r."offset" >= p.log_start_offset '
-            f'WHERE b.topic_id = {topic_id} AND b."partition" = {{p}} AND b.commit_position IS NOT NULL'),
+        "batch_base_partitioned": batch_base_join("scan_recp", topic_id),
+        **hashed,
     }
 
 
@@ -128,7 +183,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--copies", type=int, default=21)
     parser.add_argument("--rounds", type=int, default=7)
     parser.add_argument("--seed", type=int, default=None, help="of each round's order (printed; random if not given)")
+    parser.add_argument("--hash-moduli", default="2,4",
+                        help="comma-separated moduli of the hash-partitioned copies scan_rech{M} ('' for none)")
     args = parser.parse_args(argv)
+    moduli = [int(m) for m in args.hash_moduli.split(",") if m.strip()]
     seed = random.randrange(2**32) if args.seed is None else args.seed
 
     url, created = kept_database(args.database, fresh=args.fill)
@@ -140,13 +198,17 @@ def main(argv: list[str] | None = None) -> int:
     with psycopg.connect(dsn, autocommit=True) as conn:
         if args.fill or created:
             build(conn, args.partitions)
+        for m in moduli:
+            if args.fill or created or conn.execute(f"SELECT to_regclass('scan_view_hash{m}')").fetchone()[0] is None:
+                build_hash(conn, m)
+        leaves = {m: hash_leaves(conn, m) for m in moduli}
         conn.execute("SET jit = off")
         conn.execute("SET max_parallel_workers_per_gather = 0")
         topic_id = conn.execute("SELECT topic_id FROM topics WHERE name = 'orders'").fetchone()[0]
-        chosen = variants(topic_id)
+        chosen = variants(topic_id, moduli)
         expected = fingerprint(conn, chosen["view"], args.partitions)
         for name, statement in chosen.items():
-            if name not in ("raw", "raw_partitioned"):
+            if not name.startswith("raw"):
                 got = fingerprint(conn, statement, args.partitions)
                 assert got == expected, f"{name} reads other rows than the view: {got} against {expected}"
         rng = random.Random(seed)
@@ -160,6 +222,11 @@ def main(argv: list[str] | None = None) -> int:
 
     print(f"# {args.database}: {rows:,} committed rows in {args.partitions} partitions; seed {seed}, "
           f"{args.rounds} rounds; COPY … TO STDOUT per partition\n")
+    for m in moduli:
+        print(f"scan_rech{m}: " + "; ".join(f"{name} holds {n} log partitions {ps} ({rows:,} rows)"
+                                          for name, n, ps, rows in leaves[m]))
+    if moduli:
+        print()
     print("| variant | median s | dense ÷ variant | raw ÷ variant |\n| --- | ---: | ---: | ---: |")
     median = {name: statistics.median(t) for name, t in took.items()}
     for name in chosen:
