@@ -1,7 +1,7 @@
 """What a read_committed scan of one log partition costs, by the heap's layout and the join's
 shape, in SQL only: the question of a committed range read as one index range scan.
 
-    .venv/bin/python benchmarks/scan_layout.py --fill      # the first time: about a minute
+    .venv/bin/python benchmarks/scan_layout.py --fill      # the first time: minutes (7.5 with 2 hash moduli)
     .venv/bin/python benchmarks/scan_layout.py --rounds 7
     .venv/bin/python benchmarks/scan_layout.py --rounds 7 --hash-moduli 2,4,8
 
@@ -142,12 +142,10 @@ def variants(topic_id: int, moduli: list[int]) -> dict[str, str]:
         hashed[f"view_hash{m}"] = f"SELECT {COLUMNS} FROM scan_view_hash{m} WHERE {where}"
         hashed[f"batch_base_hash{m}"] = batch_base_join(f"scan_rech{m}", topic_id)
     return {
-        "raw": f"SELECT 'orders'::text AS topic, \"partition\", \"offset\", \"offset\" AS commit_position, "
-               f"timestamp_ms, key, value, headers FROM records WHERE {where}",
+        "raw": f"SELECT {raw_columns} FROM records WHERE {where}",
         "view": f"SELECT {COLUMNS} FROM committed_records WHERE {where}",
         "dense": f"SELECT {COLUMNS} FROM scan_dense WHERE {where}",
-        "raw_partitioned": f"SELECT 'orders'::text AS topic, \"partition\", \"offset\", \"offset\" AS commit_position, "
-                           f"timestamp_ms, key, value, headers FROM scan_recp WHERE {where}",
+        "raw_partitioned": f"SELECT {raw_columns} FROM scan_recp WHERE {where}",
         "view_partitioned": f"SELECT {COLUMNS} FROM scan_view_partitioned WHERE {where}",
         "batch_base_partitioned": batch_base_join("scan_recp", topic_id),
         **hashed,
@@ -223,8 +221,8 @@ def main(argv: list[str] | None = None) -> int:
     print(f"# {args.database}: {rows:,} committed rows in {args.partitions} partitions; seed {seed}, "
           f"{args.rounds} rounds; COPY … TO STDOUT per partition\n")
     for m in moduli:
-        print(f"scan_rech{m}: " + "; ".join(f"{name} holds {n} log partitions {ps} ({rows:,} rows)"
-                                          for name, n, ps, rows in leaves[m]))
+        print(f"scan_rech{m}: " + "; ".join(f"{name} holds {n} log partitions {ps} ({held:,} rows)"
+                                          for name, n, ps, held in leaves[m]))
     if moduli:
         print()
     print("| variant | median s | dense ÷ variant | raw ÷ variant |\n| --- | ---: | ---: | ---: |")

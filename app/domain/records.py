@@ -166,10 +166,10 @@ def check_text(text: Any, what: str) -> None:
 
 
 # A message id is the application's key of a record, unique per topic in record_message_ids'
-# primary key (topic_id, message_id): a B-tree entry of PostgreSQL holds at most about 2,700 bytes, and a
-# longer id failed only at the commit, where publish_pending inserts it, aborting the whole
-# application transaction. 255 characters are at most 1,020 bytes of UTF-8. An empty id is a
-# missing one written as text: every later record given it would be skipped as a retry.
+# primary key (topic_id, message_id): a B-tree entry of PostgreSQL holds at most about 2,700
+# bytes, and a longer id failed only at the commit, where publish_pending inserts it, aborting
+# the whole application transaction. 255 characters are at most 1,020 bytes of UTF-8. An empty
+# id is a missing one written as text: every later record given it would be skipped as a retry.
 MAX_MESSAGE_ID_LENGTH = 255
 
 

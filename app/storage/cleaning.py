@@ -29,7 +29,6 @@ from app.storage.tables import (
     deleted_topics,
     partitions,
     record_batches,
-    record_message_ids,
     records,
     topics,
 )
@@ -444,7 +443,6 @@ def purge_deleted_topic(conn: Connection, topic_id: int, limit: int) -> int:
     ).scalar()
     if partition is None:
         conn.execute(delete(record_batches).where(record_batches.c.topic_id == topic_id))
-        conn.execute(delete(record_message_ids).where(record_message_ids.c.topic_id == topic_id))
         conn.execute(delete(deleted_topics).where(deleted_topics.c.topic_id == topic_id))
         return 0
     in_partition = and_(records.c.topic_id == topic_id, records.c.partition == partition)
@@ -477,7 +475,8 @@ def live_records(conn: Connection) -> int:
 
 
 def vacuum_records(conn: Connection) -> None:
-    """VACUUM the log (its records, batch rows and message ids) on PostgreSQL (an autocommit connection): its deleted rows' space is then
-    reused by new ones, in the table and in its indexes. SKIP_LOCKED: another cleaner's VACUUM
+    """VACUUM the log (its records, batch rows and message ids) on PostgreSQL (an autocommit
+    connection): its deleted rows' space is then reused by new ones, in the table and in its
+    indexes. SKIP_LOCKED: another cleaner's VACUUM
     of the table is as good."""
     conn.exec_driver_sql("VACUUM (SKIP_LOCKED) records, record_batches, record_message_ids")

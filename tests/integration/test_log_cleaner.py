@@ -558,17 +558,25 @@ def test_a_compacted_topic_refuses_records_without_a_key(client) -> None:  # typ
 # --- deleted topics and claims ----------------------------------------------------------------
 
 
+def delete_topic_row(db_url: str, name: str, now_ms: int) -> None:
+    """What DELETE /v1/topics/{name} does: the topic's row goes to deleted_topics, its records
+    stay for the cleaner."""
+    engine = create_engine(db_url)
+    with engine.begin() as conn:
+        topic_id = conn.execute(select(topics.c.topic_id).where(topics.c.name == name)).scalar_one()
+        conn.execute(insert(deleted_topics).values(topic_id=topic_id, name=name, deleted_ms=now_ms))
+        conn.execute(topics.delete().where(topics.c.topic_id == topic_id))
+    engine.dispose()
+
+
 def test_a_deleted_topics_records_are_purged_and_then_its_entry(client, cleaner, clock, db_url) -> None:  # type: ignore[no-untyped-def]
     create_topic(client, "t", 2)
     produce(client, "t", list(range(5)), partition=0)
     produce(client, "t", list(range(4)), partition=1)
-    engine = create_engine(db_url)
-    with engine.begin() as conn:  # what DELETE /v1/topics/t does
-        topic_id = conn.execute(select(topics.c.topic_id).where(topics.c.name == "t")).scalar_one()
-        conn.execute(insert(deleted_topics).values(topic_id=topic_id, name="t", deleted_ms=clock.now_ms))
-        conn.execute(topics.delete().where(topics.c.topic_id == topic_id))
+    delete_topic_row(db_url, "t", clock.now_ms)
 
     assert cleaner.run_once().topics_purged == 9
+    engine = create_engine(db_url)
     with engine.connect() as conn:
         assert conn.execute(select(func.count()).select_from(records)).scalar() == 0
         assert conn.execute(select(func.count()).select_from(deleted_topics)).scalar() == 0
@@ -731,12 +739,7 @@ def test_a_deleted_topics_message_ids_are_purged_with_its_records(client, cleane
     create_topic(client, "kept")
     append_in_database(db_url, "t", [OutboxRecord(value=i, message_id=f"t{i}") for i in range(4)])
     append_in_database(db_url, "kept", [OutboxRecord(value=0, message_id="k0")])
-    engine = create_engine(db_url)
-    with engine.begin() as conn:  # what DELETE /v1/topics/t does
-        topic_id = conn.execute(select(topics.c.topic_id).where(topics.c.name == "t")).scalar_one()
-        conn.execute(insert(deleted_topics).values(topic_id=topic_id, name="t", deleted_ms=clock.now_ms))
-        conn.execute(topics.delete().where(topics.c.topic_id == topic_id))
-    engine.dispose()
+    delete_topic_row(db_url, "t", clock.now_ms)
 
     assert cleaner.run_once().topics_purged == 4
 
