@@ -118,7 +118,7 @@ def build_engine(
         )
         _configure_sqlite(engine, sqlite_busy_timeout_ms, sqlite_synchronous)
         return engine
-    return create_engine(
+    engine = create_engine(
         url,
         pool_size=pool_size,
         max_overflow=pool_size * 4,
@@ -127,6 +127,21 @@ def build_engine(
         # per pooled connection; pre-ping would catch even that one, at a round trip per request.
         pool_pre_ping=pool_pre_ping,
     )
+    event.listen(engine, "connect", _no_jit)
+    return engine
+
+
+def _no_jit(dbapi_connection, _record) -> None:  # type: ignore[no-untyped-def]
+    """PostgreSQL: no JIT compilation of the service's statements. They are index range scans
+    and nested loops that run for milliseconds, but a read_committed read estimates each
+    committed batch's run of records (a range whose bounds come from the batch row) at a
+    fixed share of the whole table, so on a log of a few hundred thousand records its cost
+    passes `jit_above_cost` and PostgreSQL compiles the plan first: a 1,000-record Fetch took
+    25.8 ms with JIT and 13.5 ms without (docs/benchmarks.md, "JIT off"). Spark's readers set
+    the same on their connections (spark_jobs/reader)."""
+    with dbapi_connection.cursor() as cur:
+        cur.execute("SET jit = off")
+    dbapi_connection.commit()
 
 
 def build_migration_engine(url: str) -> Engine:

@@ -17,7 +17,7 @@ from __future__ import annotations
 import re
 
 import pytest
-from sqlalchemy import select, text
+from sqlalchemy import create_engine, select, text
 
 from app.domain.records import RecordToAppend
 from app.services.log_service import SendBatch
@@ -157,6 +157,36 @@ def test_a_read_of_the_view_bounded_on_commit_positions_alone_still_uses_the_bat
     sql = ("SELECT * FROM committed_records WHERE topic = 'plans' AND \"partition\" = 0 "
            "AND commit_position >= 100 AND commit_position < 1000")
     assert _view_scans(_plan(database, sql)) == ["ix_record_batches_committed", "pk_records"]
+
+
+def _compiled_with_jit(conn, sql: str) -> bool:  # type: ignore[no-untyped-def]
+    """Whether PostgreSQL compiles `sql` with JIT on this connection, were every plan costly
+    enough for it (`jit_above_cost` 0 for this transaction)."""
+    with conn.begin():
+        conn.execute(text("SET LOCAL jit_above_cost = 0"))
+        plan = conn.execute(text("EXPLAIN (ANALYZE, FORMAT JSON) " + sql)).scalar_one()
+    return "JIT" in plan[0]
+
+
+@pytest.mark.parametrize("db_url", ["postgresql"], indirect=True)
+def test_the_services_connections_compile_no_read_committed_fetch_with_jit(services, database, db_url) -> None:  # type: ignore[no-untyped-def]
+    """Its plans are index ranges and nested loops of milliseconds, estimated at a share of the
+    whole table per batch: on a log of 255,000 records a 1,000-record Fetch took 25.8 ms with
+    JIT's compilation and 13.5 without."""
+    _fill(services)
+    with database.engine.connect() as conn:
+        topic_id = conn.execute(text("SELECT topic_id FROM topics WHERE name = 'plans'")).scalar_one()
+        sql = _compiled(conn, _records_stmt(database.dialect), topic_id=topic_id, partition=0, first=100, last=1000,
+                        batches_to=1000, from_offset=0, to_offset=2**62)
+    other = create_engine(db_url)  # a connection of the same database that is not the service's
+    try:
+        with other.connect() as conn:
+            if not _compiled_with_jit(conn, sql):
+                pytest.skip("this PostgreSQL compiles nothing with JIT (no JIT provider, or jit off by default)")
+    finally:
+        other.dispose()
+    with database.engine.connect() as conn:
+        assert not _compiled_with_jit(conn, sql)
 
 
 @pytest.mark.parametrize("db_url", ["sqlite"], indirect=True)
