@@ -91,9 +91,9 @@ def serve(settings: Settings, args: argparse.Namespace) -> int:
                 )
                 # The line to wait for: start-up takes seconds on a busy machine, and on a
                 # database not migrated yet it comes once `outbox migrate` has run.
-                url = f"{scheme}://{f'[{host}]' if ':' in host else host}:{sock.getsockname()[1]}"
+                url, every = ready_url(scheme, host, sock.getsockname()[1])
                 app.state.schema_gate.on_open(
-                    lambda: logger.info("outbox is ready at %s (Swagger UI: %s/docs)", url, url))
+                    lambda: logger.info("outbox is ready at %s (Swagger UI: %s/docs)%s", url, url, every))
 
     config = uvicorn.Config(
         app,
@@ -112,6 +112,17 @@ def serve(settings: Settings, args: argparse.Namespace) -> int:
     server = Server(config)
     server.run(sockets=[sock])
     return 0 if server.started else 3  # uvicorn's status for a failed start-up
+
+
+def ready_url(scheme: str, host: str, port: int) -> tuple[str, str]:
+    """The address the ready line shows, one a browser on this machine can open, and what to
+    add when the service listens on every address: `--host 0.0.0.0` is where it listens, not
+    an address to visit."""
+    every = ""
+    if host in ("0.0.0.0", "::", ""):
+        every = f", listening on every address ({host or '0.0.0.0'})"
+        host = "::1" if host == "::" else "127.0.0.1"
+    return f"{scheme}://{f'[{host}]' if ':' in host else host}:{port}", every
 
 
 def _kafka_socket(settings: Settings) -> socket.socket | None:
