@@ -172,7 +172,10 @@ class Loop:
             print(f"aborting: {error.name()}: {error.str()}; {consumed}", file=sys.stderr, flush=True)
             self.producer.abort_transaction(TIMEOUT_S)
             return False
-        print(f"committed {','.join(f'{t.partition}:{t.offset}' for t in positions)} {consumed}", flush=True)
+        # A partition it holds but has not read from yet has no position (librdkafka's -1001): it
+        # commits nothing there, so it is not shown.
+        committed = ",".join(f"{t.partition}:{t.offset}" for t in positions if t.offset >= 0)
+        print(f"committed {committed or '-'} {consumed}", flush=True)
         return True
 
     def _commit_and_begin(self) -> None:

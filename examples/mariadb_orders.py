@@ -46,7 +46,7 @@ try:
 except ModuleNotFoundError:  # main() says how to install it, in one line
     pymysql = None  # type: ignore[assignment]
 
-from app.client import AuthenticationError, ClientError, PreparedTxnState, Producer
+from app.client import AuthenticationError, ClientError, PreparedTxnState, Producer, UnknownTopicOrPartitionError
 from examples.api_key import add_api_key_argument, refused_line
 
 TOPIC = "orders"
@@ -178,6 +178,10 @@ def main(argv: list[str] | None = None) -> int:
             shop.place(order)
     except AuthenticationError as e:
         print(f"stopping: {refused_line(e, args.api_key)}", file=sys.stderr)
+        return 1
+    except UnknownTopicOrPartitionError as e:
+        print(f"stopping: {e}; create it with: OUTBOX_URL={args.url} outbox topics create {args.topic} "
+              "--partitions 2", file=sys.stderr)
         return 1
     except (Superseded, ClientError) as e:
         # Another instance took over; or the service refused, or did not answer past the

@@ -163,7 +163,8 @@ def add_commands(command: Command, verbose: argparse.ArgumentParser) -> None:
     for listing in (tl, th):
         listing.add_argument("--transactional-id-prefix", default=None, metavar="PREFIX",
                              help="only the transactional ids that start with it, exactly")
-    td = txs.add_parser("describe", parents=[verbose])
+    td = txs.add_parser("describe", parents=[verbose],
+                        help="one transactional id: its state, producer, partitions and pending offsets")
     td.add_argument("transactional_id")
     ta = txs.add_parser("abort", parents=[verbose], help="abort an open transaction and fence its producer")
     ta.add_argument("transactional_id")

@@ -2,8 +2,18 @@
 // outbox's `orders` topic, in one PostgreSQL transaction (README, "Appending in your own
 // transaction"). Both commit, or neither does.
 //
+// Once, on the outbox's PostgreSQL database (`outbox` here, migrated): the topic, a role `shop`
+// that may append to it, and the application's own table, which `shop` writes:
+//
+//   .venv/bin/outbox topics create orders
+//   echo "$SHOP_PASSWORD" | .venv/bin/outbox grant-appender shop --topic orders --password-stdin
+//   psql -d outbox -c 'CREATE TABLE orders (id bigint PRIMARY KEY, total bigint NOT NULL)' \
+//        -c 'GRANT SELECT, INSERT ON orders TO shop'
+//
+// Then, in this directory:
+//
 //   npm install
-//   DATABASE_URL=postgresql://shop@127.0.0.1/outbox node place_order.js 42 1250 [--fail]
+//   DATABASE_URL=postgresql://shop:$SHOP_PASSWORD@127.0.0.1/outbox node place_order.js 42 1250 [--fail]
 //
 // --fail throws after the append, before the commit: the transaction rolls back, and neither
 // the order nor its record exists.

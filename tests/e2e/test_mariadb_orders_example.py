@@ -140,6 +140,18 @@ def test_it_writes_no_line_per_http_request(launcher: Launcher, shop_db: str) ->
 
 
 @pytest.mark.parametrize("backend", ["sqlite"], indirect=True)
+def test_without_its_topic_it_says_how_to_create_it(launcher: Launcher, shop_db: str) -> None:
+    server = launcher.server()
+
+    done = run_shop(server.url, shop_db, "--topic", "shop-orders")
+
+    assert (done.returncode, done.stdout) == (1, "")
+    assert done.stderr == (
+        "stopping: UNKNOWN_TOPIC_OR_PARTITION: unknown topic 'shop-orders'; create it with: "
+        f"OUTBOX_URL={server.url} outbox topics create shop-orders --partitions 2\n")
+
+
+@pytest.mark.parametrize("backend", ["sqlite"], indirect=True)
 def test_without_an_api_key_it_says_to_give_one_with_api_key_or_outbox_api_key(launcher: Launcher,
                                                                                 shop_db: str) -> None:
     server = launcher.server(authentication="api_key")
