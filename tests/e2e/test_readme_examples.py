@@ -83,13 +83,30 @@ def _run_console_section(title: str, shell: str, *, answers_as_shown: bool = Fal
     if until is not None:
         last = max(i for i, step in enumerate(steps) if until in step.command)
         steps = steps[:last + 1]
+    _run_steps(steps, shell, answers_as_shown=answers_as_shown, **variables)
+
+
+# A step that sets a shell variable for the steps after it (`P=$(curl …)`), as one shell would.
+_ASSIGNMENT = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)=\S")
+
+
+def _run_steps(steps: list[readme.Step], shell: str, *, answers_as_shown: bool = False, **variables: str) -> list[str]:
+    """Run the steps in order, each in a bash of its own that is given `shell` and the variables
+    the steps before it set; the output of each."""
+    outputs = []
     for step in steps:
-        done = _bash(shell + step.command, **variables)
+        assigned = _ASSIGNMENT.match(step.command)
+        script = shell + step.command + (f'\nprintf %s "${assigned.group(1)}"' if assigned else "")
+        done = _bash(script, **variables)
         assert done.returncode == 0, f"$ {step.command}\n{done.stdout}{done.stderr}"
-        if answers_as_shown:
+        if assigned:  # it prints nothing itself: what came out is the variable's value
+            shell += f"{assigned.group(1)}={shlex.quote(done.stdout)}\n"
+        elif answers_as_shown:
             differences = _answer_differences(step, done.stdout)
             assert not differences, f"$ {step.command}\n--- README shows:\n{step.shown}\n--- actual:\n{done.stdout}" \
                 f"\n--- differences:\n" + "\n".join(differences)
+        outputs.append(done.stdout)
+    return outputs
 
 
 @pytest.mark.parametrize("backend", ["sqlite"], indirect=True)
@@ -124,6 +141,26 @@ def test_topic_administration_answers_as_shown_from_a_fresh_database_through_con
     server = launcher.server()
     _run_console_section("Topic administration", _walkthrough_shell(server.url), answers_as_shown=True,
                          until='"consumed_by"')
+
+
+@pytest.mark.parametrize("backend", ["sqlite"], indirect=True)
+def test_the_topic_deletion_example_is_refused_then_done_as_shown_in_the_walkthroughs_shell(launcher: Launcher) -> None:
+    """In the shell of the walkthrough, whose producer took the first producer id, as the
+    section says it runs: the example's producer has another."""
+    server = launcher.server()
+    shell = _walkthrough_shell(server.url)
+    _run_console_section(readme.WALKTHROUGH, shell)
+    with httpx.Client(base_url=server.url) as c:
+        assert c.post("/v1/topics", json={"name": "clicks", "partitions": 3}).status_code == 201
+    steps = readme.console_steps(readme.section(README, "Topic administration"))
+    first = next(i for i, step in enumerate(steps) if "clicks-copier" in step.command)
+    last = max(i for i, step in enumerate(steps) if "-X DELETE $OUTBOX/v1/topics/clicks" in step.command)
+
+    outputs = _run_steps(steps[first:last + 1], shell, answers_as_shown=True)
+
+    refused = next(i for i, step in enumerate(steps[first:last + 1]) if "TOPIC_HAS_OPEN_TRANSACTIONS" in step.shown)
+    assert json.loads(outputs[refused])["error_code"] == "TOPIC_HAS_OPEN_TRANSACTIONS"
+    assert (steps[last].shown, outputs[-1]) == ("204", "204\n")
 
 
 def _postgres_block() -> list[str]:
