@@ -5,6 +5,7 @@
 // Once, on the outbox's PostgreSQL database (`outbox` here, migrated): the topic, a role `shop`
 // that may append to it, and the application's own table, which `shop` writes:
 //
+//   export OUTBOX_DATABASE_URL=postgresql+psycopg://postgres@127.0.0.1/outbox
 //   .venv/bin/outbox topics create orders
 //   echo "$SHOP_PASSWORD" | .venv/bin/outbox grant-appender shop --topic orders --password-stdin
 //   psql -d outbox -c 'CREATE TABLE orders (id bigint PRIMARY KEY, total bigint NOT NULL)' \
