@@ -17,7 +17,7 @@ from __future__ import annotations
 import re
 
 import pytest
-from sqlalchemy import create_engine, select, text
+from sqlalchemy import select, text
 
 from app.domain.records import RecordToAppend
 from app.services.log_service import SendBatch
@@ -28,6 +28,7 @@ from app.storage.tables import transactions
 from app.storage.transaction_listing import _id_starts_with
 from spark_jobs.reader.statement import positions_predicate
 from tests.conftest import unavailable
+from tests.migration_helpers import connected
 
 TRANSACTIONS = 20
 RECORDS_PER_SEND = 50
@@ -179,14 +180,10 @@ def test_the_services_connections_compile_no_read_committed_fetch_with_jit(servi
         topic_id = conn.execute(text("SELECT topic_id FROM topics WHERE name = 'plans'")).scalar_one()
         sql = _compiled(conn, _records_stmt(database.dialect), topic_id=topic_id, partition=0, first=100, last=1000,
                         batches_to=1000, from_offset=0, to_offset=2**62)
-    other = create_engine(db_url)  # a connection of the same database that is not the service's
-    try:
-        with other.connect() as conn:
-            if not _compiled_with_jit(conn, sql):
-                unavailable("this PostgreSQL compiles nothing with JIT, so the test cannot tell: install its "
-                            "JIT provider (Debian's postgresql-15 has llvmjit) and leave jit on by default")
-    finally:
-        other.dispose()
+    with connected(db_url) as conn:  # a connection of the same database that is not the service's
+        if not _compiled_with_jit(conn, sql):
+            unavailable("this PostgreSQL compiles nothing with JIT, so the test cannot tell: install its "
+                        "JIT provider (Debian's postgresql-15 has llvmjit) and leave jit on by default")
     with database.engine.connect() as conn:
         assert not _compiled_with_jit(conn, sql)
 
