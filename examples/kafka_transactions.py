@@ -99,11 +99,12 @@ class Loop:
         self.consumed: dict[int, tuple[int, int]] = {}  # per input partition: the open transaction's first and last offset
 
     def run(self) -> None:
-        if self.args.dead_letter:
-            # Checked before the first transaction: a dead-letter record to a topic that does
-            # not exist would fail its transaction, and every one after it, at every restart.
-            if self.args.dead_letter not in self.consumer.list_topics(timeout=TIMEOUT_S).topics:
-                raise MissingTopic(f"--dead-letter {self.args.dead_letter!r}: no such topic: create it first")
+        # Checked before the first transaction: a record to a topic that does not exist would
+        # fail its transaction, and every one after it, at every restart.
+        existing = self.consumer.list_topics(timeout=TIMEOUT_S).topics
+        for option, topic in (("--output", self.args.output), ("--dead-letter", self.args.dead_letter)):
+            if topic and topic not in existing:
+                raise MissingTopic(f"{option} {topic!r}: no such topic: create it first")
         self.consumer.subscribe([self.args.input], on_assign=self._on_assign, on_revoke=self._on_revoke,
                                 on_lost=self._on_lost)
         self.producer.begin_transaction()

@@ -88,12 +88,10 @@ class OutboxDataSource(DataSource):
 
 
 def register(spark: Any) -> None:
-    """Make spark.read.format("outbox") available in this SparkSession. Spark's Python data
-    source readers need filter pushdown turned on to receive filters
-    (spark.sql.python.filterPushdown.enabled, off by default in Spark 4.1): it is turned on.
-    The Python workers that plan and read must have pyarrow and this package
-    (workers_python)."""
-    spark.conf.set("spark.sql.python.filterPushdown.enabled", "true")
+    """Make spark.read.format("outbox") available in this SparkSession. Filter pushdown to
+    Python data sources (spark.sql.python.filterPushdown.enabled) is left as it is: the reader
+    takes no filters (spark_jobs.reader.batch.OutboxBatchReader says why). The Python workers
+    that plan and read must have pyarrow and this package (workers_python)."""
     workers_python(spark.sparkContext)
     spark.dataSource.register(OutboxDataSource)
 
@@ -138,7 +136,8 @@ def read_outbox(spark: Any, *, reader: str = "auto", **options: str) -> Any:
     - "jvm": Spark's JDBC reader, one query per split the data source plans, planned here
       (spark_jobs.reader.jvm); needs the database's JDBC driver on the session's classpath;
     - "python": spark.read.format("outbox"), the Python data source; Spark plans the read
-      again when the DataFrame runs, with the log bounds then (and the pushed filters);
+      again when the DataFrame runs, with the log bounds then; it takes no filters (Spark
+      applies them after the read: spark_jobs.reader.batch says why);
     - "auto" (default): jvm when the driver is loaded (and this Spark's JDBC relation can
       declare the data source's schema) and no option only the Python data source acts on
       (driver, queryLog) is given, else python.

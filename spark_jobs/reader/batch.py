@@ -14,24 +14,25 @@ text, or a struct with the option valueSchema), headers (map<string,string>, or 
 headersFormat=json the stored JSON text; left out with includeHeaders=false). Options:
 spark_jobs.common.options, and docs/SPARK.md.
 
-Spark's planner hands the reader its pushed filters (prune), then asks for its partitions:
-one snapshot of the log bounds, the plan (spark_jobs.reader.planning), one task per split.
+Spark's planner asks the reader for its partitions: one snapshot of the log bounds, the plan
+(spark_jobs.reader.planning), one task per split. The reader takes no filters: Spark applies
+them after the read (the JVM read, spark_jobs.reader.jvm, puts them into its queries).
 Each task reads its split from the view committed_records with the database's own Python
 driver (spark_jobs.reader.split) and hands Spark Arrow record batches.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
-from pyspark.sql.datasource import DataSourceReader, Filter, InputPartition
+from pyspark.sql.datasource import DataSourceReader, InputPartition
 from pyspark.sql.types import StructType
 
 from spark_jobs.common.options import HeadersFormat
 from spark_jobs.errors import OutboxSourceError
 from spark_jobs.reader.options import SourceOptions
-from spark_jobs.reader.planning import Pruning, Split, plan_splits, prune, snapshot, starting_committed
+from spark_jobs.reader.planning import Pruning, Split, plan_splits, snapshot, starting_committed
 from spark_jobs.reader.split import read_split
 
 RECORD_COLUMNS = (
@@ -74,18 +75,20 @@ class OutboxPartition(InputPartition):
 
 
 class OutboxBatchReader(DataSourceReader):
+    """No pushFilters, on purpose. PySpark (4.3) keeps the reader that took one query's filters
+    on the data source it read, and a later query of the same DataFrame reads with it: after
+    df.where("partition = 1").count(), df.count() read partition 1 only, with no error
+    (tests/spark/test_datasource.py). So the reader takes none, and reads what the options name;
+    prune (spark_jobs.reader.planning) is kept, tested, for a PySpark that scopes pushed filters
+    to their query."""
+
     def __init__(self, options: SourceOptions, schema: StructType) -> None:
         self.options = options
         self.schema = schema
-        self.pruning = Pruning()
-
-    def pushFilters(self, filters: list[Filter]) -> Iterable[Filter]:  # noqa: N802 - Spark's name
-        self.pruning, rest = prune(filters)
-        return rest
 
     def partitions(self) -> Sequence[InputPartition]:
-        bounds = snapshot(self.options, self.pruning.topics)
-        splits = plan_splits(self.options, bounds, starting_committed(self.options, bounds), self.pruning)
+        bounds = snapshot(self.options, None)
+        splits = plan_splits(self.options, bounds, starting_committed(self.options, bounds), Pruning())
         # Spark wants at least one partition: an empty read is one task that reads nothing.
         return [OutboxPartition(s) for s in splits] or [OutboxPartition(None)]
 

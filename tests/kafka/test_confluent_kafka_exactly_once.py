@@ -381,6 +381,17 @@ def test_a_skipped_input_goes_to_the_dead_letter_topic_once_with_its_offset(
         (b"2", b'{"n":2,"square":4}'): 1, (b"3", b'{"n":3,"square":9}'): 1})
 
 
+def test_an_output_topic_that_does_not_exist_is_refused_before_any_transaction(
+        launcher: Launcher, start_loop: Callable[..., Loop]) -> None:
+    _, client, bootstrap = _serve(launcher)
+
+    loop = start_loop(bootstrap, "squarer-no-output", "--output", "nowhere")
+
+    assert loop.wait() == 2
+    assert "error: --output 'nowhere': no such topic: create it first" in loop.log_text()
+    assert client.get("/v1/transactions/squarer-no-output").json()["state"] == "Empty"
+
+
 def test_a_dead_letter_topic_that_does_not_exist_is_refused_before_any_transaction(
         launcher: Launcher, start_loop: Callable[..., Loop]) -> None:
     _, client, bootstrap = _serve(launcher)

@@ -145,9 +145,10 @@ def test_topics_by_list_or_by_pattern(spark, backend, url, client) -> None:  # t
     assert topics(topicPattern=r"orders") == {}  # the whole name must match, as in Kafka
 
 
-def test_filters_prune_partitions_and_narrow_position_ranges_in_the_queries_run(spark, backend, url, client, tmp_path) -> None:  # type: ignore[no-untyped-def]
-    """Only the partitions a filter keeps are queried, each query bounded by the narrowed
-    range; the rows are those the same filter keeps of a whole read."""
+def test_filters_keep_exactly_their_rows_and_reach_no_query(spark, backend, url, client, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """Spark applies the filters to what the data source reads: the rows are those the same
+    filter keeps of a whole read, and every partition is queried for its whole range (the
+    reader takes no filters: spark_jobs.reader.batch)."""
     log = LogBuilder(client, TOPIC)
     _mixed_log(log)
     other = LogBuilder(client, "other")
@@ -158,38 +159,32 @@ def test_filters_prune_partitions_and_narrow_position_ranges_in_the_queries_run(
     df = read_outbox(spark, url=url, databaseUrl=backend.url, topics=f"{TOPIC},other", queryLog=str(queries))
     whole = _spark_rows(df)
 
-    cases = [
-        # (filter, the queries expected: (topic, partition, start, end)), each filter's rows
-        # checked against the whole read's
-        (f"topic = '{TOPIC}' AND partition = 1", [(TOPIC, 1, 0, ends[1])]),
-        ("partition IN (0, 2) AND topic = 'other'", [("other", 0, 0, 3)]),
-        (f"topic = '{TOPIC}' AND partition >= 1 AND commit_position >= 5 AND commit_position < 12",
-         [(TOPIC, 1, 5, 12), (TOPIC, 2, 5, 12)]),
-        # a record's commit position is never below its offset: offset >= 8 starts the range at 8
-        (f"topic = '{TOPIC}' AND partition = 0 AND offset >= 8", [(TOPIC, 0, 8, ends[0])]),
-        (f"topic = '{TOPIC}' AND commit_position = 13", [(TOPIC, p, 13, 14) for p in range(PARTITIONS)]),
-        (f"topic = '{TOPIC}' AND commit_position > {max(ends.values())}", []),
-    ]
-    for condition, expected_queries in cases:
+    for condition in (f"topic = '{TOPIC}' AND partition = 1", "partition IN (0, 2) AND topic = 'other'",
+                      f"topic = '{TOPIC}' AND partition >= 1 AND commit_position >= 5 AND commit_position < 12",
+                      f"topic = '{TOPIC}' AND partition = 0 AND offset >= 8",
+                      f"topic = '{TOPIC}' AND commit_position > {max(ends.values())}"):
         queries.unlink(missing_ok=True)
-        filtered = df.where(condition)
-        got = _spark_rows(filtered)
-        ran = sorted((q["topic"], q["partition"]) for q in _queries(queries))
-        assert ran == sorted((t, p) for t, p, _s, _e in expected_queries), condition
-        for q in _queries(queries):
-            (t, p, start, end), = [e for e in expected_queries if e[:2] == (q["topic"], q["partition"])]
-            assert f"commit_position >= {start} AND commit_position < {end}" in q["sql"], (condition, q["sql"])
-        assert got == sorted(r for r in whole if _keeps(condition, r)), condition
+        assert _spark_rows(df.where(condition)) == sorted(r for r in whole if _keeps(condition, r)), condition
+        ran = _queries(queries)
+        assert sorted({(q["topic"], q["partition"]) for q in ran}) == (
+            [(TOPIC, p) for p in range(PARTITIONS)] + [("other", 0)]), condition
+        where = [q["sql"].split(" WHERE ", 1)[1] for q in ran]
+        assert not [w for w in where if '"offset" >=' in w or "timestamp_ms" in w], condition
 
-    # Conditions on offset and timestamp go into the query itself.
-    queries.unlink(missing_ok=True)
-    first = min(r[4] for r in whole if r[0] == TOPIC and r[1] == 2)
-    since = datetime.fromtimestamp((first + 1) / 1000, tz=timezone.utc).replace(tzinfo=None)
-    got = _spark_rows(df.where(f"topic = '{TOPIC}' AND partition = 2 AND offset < 10")
-                      .where(df["timestamp"] >= since))
-    (q,) = _queries(queries)
-    assert '"offset" < 10' in q["sql"] and f"timestamp_ms >= {first + 1}" in q["sql"], q["sql"]
-    assert got == sorted(r for r in whole if r[0] == TOPIC and r[1] == 2 and r[2] < 10 and r[4] >= first + 1)
+
+def test_a_dataframe_read_again_after_a_filtered_query_of_it_reads_every_partition(spark, backend, url, client) -> None:  # type: ignore[no-untyped-def]
+    """A filter belongs to its query: the same DataFrame read after a filtered query of it, or
+    filtered another way, reads what it would have read first."""
+    log = LogBuilder(client, TOPIC)
+    _mixed_log(log)
+    ends = log.log_ends()
+    every = _api_rows(client, TOPIC, {p: (0, e) for p, e in ends.items()})
+    df = read_outbox(spark, url=url, databaseUrl=backend.url, topics=TOPIC)
+
+    assert _spark_rows(df.where("partition = 1")) == [r for r in every if r[1] == 1]
+    assert _spark_rows(df) == every
+    assert _spark_rows(df.where("partition = 0")) == [r for r in every if r[1] == 0]
+    assert _spark_rows(df.where("partition = 2")) == [r for r in every if r[1] == 2]
 
 
 def _keeps(condition: str, row: tuple) -> bool:
