@@ -7,8 +7,9 @@ from typing import Literal
 
 from pydantic import Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
-from sqlalchemy.engine import make_url
+from sqlalchemy.engine import URL, make_url
 from sqlalchemy.exc import ArgumentError
+from sqlalchemy.util import asbool
 
 from app.domain.topic_config import DEFAULT_MAX_MESSAGE_BYTES
 
@@ -43,6 +44,21 @@ def kafka_address(listener: str) -> tuple[str, int]:
     if not sep or not host or not port.isdigit() or not 0 <= int(port) <= 65535:
         raise ValueError(f"must be host:port, e.g. 127.0.0.1:9092, not {listener!r}")
     return host, int(port)
+
+
+# The database URLs the service runs with: SQLite through Python's sqlite3 and PostgreSQL
+# through psycopg 3 (postgresql:// and postgres:// are given psycopg 3: app.storage.engine).
+ACCEPTED_DRIVERS = ("sqlite", "sqlite+pysqlite", "postgresql", "postgres", "postgresql+psycopg")
+ACCEPTED_DATABASE_URLS = "sqlite:///path.db or postgresql+psycopg://user:password@host:5432/db"
+
+
+def _sqlite_in_memory(url: URL) -> bool:
+    """Whether SQLite would open a database of its own for each connection: none named, or
+    ":memory:" (also as a URI, file::memory:, or mode=memory); an empty name is a temporary one."""
+    database = url.database or ""
+    if asbool(url.query.get("uri", False)):
+        database = database.removeprefix("file:")
+    return database in ("", ":memory:") or url.query.get("mode") == "memory"
 
 
 class Settings(BaseSettings):
@@ -253,14 +269,29 @@ class Settings(BaseSettings):
     def _check_database_url(cls, url: str) -> str:
         # The message never repeats the URL: it may hold a password.
         try:
-            backend = make_url(url).get_backend_name()
+            parsed = make_url(url)
+            backend = parsed.get_backend_name()
         except (ArgumentError, ValueError):
-            raise ValueError(
-                "not a database URL; expected sqlite:///path.db or "
-                "postgresql+psycopg://user:password@host:5432/db"
-            ) from None
+            raise ValueError(f"not a database URL; expected {ACCEPTED_DATABASE_URLS}") from None
         if backend not in ("sqlite", "postgresql", "postgres"):
             raise ValueError(f"{backend!r} databases are not supported; use sqlite or postgresql")
+        # The service is written against these drivers only: another one fails on first use
+        # (not installed, or async where the service is not), far from the setting.
+        if parsed.drivername not in ACCEPTED_DRIVERS:
+            raise ValueError(f"the driver {parsed.drivername!r} is not supported; use {ACCEPTED_DATABASE_URLS}")
+        if backend == "sqlite":
+            if parsed.username or parsed.password or parsed.host or parsed.port:
+                raise ValueError("a SQLite URL names a file only, without user, password or host: "
+                                 "sqlite:///path.db (relative) or sqlite:////abs/path.db")
+            if _sqlite_in_memory(parsed):
+                # Every process, and every connection of one, would open a database of its own,
+                # empty and gone when it closes.
+                raise ValueError("SQLite needs a database file, not an in-memory database (each process "
+                                 "would have its own, empty): sqlite:///path.db")
+        elif "@" in (parsed.host or ""):
+            # make_url ends a password at its first "@"; libpq could not resolve such a host, and
+            # its error would show the rest of the password.
+            raise ValueError("the user or password holds an '@' as it is: write it %40")
         return url
 
     @field_validator("kafka_listener")

@@ -17,7 +17,6 @@ import argparse
 import os
 import sys
 import traceback
-from urllib.parse import quote
 
 from app.cli import admin, remote, security, server
 from app.cli.common import (
@@ -232,9 +231,8 @@ _SHORTEST_KEY = 8
 def _redact(text: str, api_keys: list[str] | tuple[str, ...] = ()) -> str:
     """Hide the database password and the API keys wherever they appear (a driver's message,
     a traceback, argparse's echo of the command line)."""
-    from sqlalchemy.engine import make_url
-
     from app.services.security import API_KEY_IN_TEXT
+    from app.storage.engine import hidden_passwords
 
     # Anything shaped like a key the service hands out, however it reached the message: a flag
     # argparse did not recognise (`--api_key KEY`), a key file's contents in a library's error.
@@ -243,16 +241,8 @@ def _redact(text: str, api_keys: list[str] | tuple[str, ...] = ()) -> str:
     for key in sorted((k for k in api_keys if len(k) >= _SHORTEST_KEY), key=len, reverse=True):
         text = text.replace(key, "***")
     url = os.environ.get("OUTBOX_DATABASE_URL")
-    if not url:
-        return text
-    try:
-        password = make_url(url).password
-        secrets = [password, quote(password, safe="")] if password else []
-    except Exception:  # noqa: BLE001 - unparsable: hide the whole value
-        secrets = [url]
-    for secret in secrets:
-        # Where a URL holds it (":secret@"): a bare replace would also hide "postgres" in
-        # "postgresql://" when that is the password.
-        text = text.replace(f":{secret}@", ":***@") if secret != url else text.replace(secret, "***")
+    if url:
+        for secret, shown in hidden_passwords(url):
+            text = text.replace(secret, shown)
     return text
 

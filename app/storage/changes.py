@@ -141,7 +141,8 @@ class LogChanges:
         if self._thread is not None:
             return
         self._loop = loop
-        if self.database_url.startswith("postgresql"):
+        # Settings take SQLite or PostgreSQL only, and PostgreSQL's URL may begin postgres://.
+        if not self.database_url.startswith("sqlite"):
             self._stop_signal = socket.socketpair()
             self._thread = threading.Thread(target=self._listen_postgresql, args=(self._stop_signal[0],),
                                             name="outbox-log-changes", daemon=True)

@@ -189,6 +189,41 @@ def test_an_unreachable_postgresql_is_one_line_naming_it_without_its_password(ar
     assert "s3cret-pw" not in line
 
 
+@pytest.mark.parametrize("query", ["password=s3cret-pw", "sslpassword=s3cret-pw", "PASSWORD=s3cret-pw",
+                                   "password=s3cret%40pw"])
+def test_an_unreachable_postgresql_is_named_without_a_password_given_in_its_query(query: str, cli: Run) -> None:
+    key = query.partition("=")[0]
+    line = one_error_line(cli(f"postgresql+psycopg://outbox@127.0.0.1:1/outbox?{query}", "transactions", "list"), 1)
+    assert line.endswith(f"(postgresql+psycopg://outbox@127.0.0.1:1/outbox?{key}=***)"), line
+    assert "s3cret" not in line
+
+
+def test_verbose_hides_a_password_given_in_the_query_in_the_traceback_too(cli: Run) -> None:
+    done = cli("postgresql+psycopg://outbox@127.0.0.1:1/outbox?password=s3cret-pw", "-v", "transactions", "list")
+    assert "Traceback" in done.stderr
+    assert "s3cret" not in done.stderr
+
+
+@pytest.mark.parametrize(("url", "shown"), [
+    ("postgresql+psycopg://outbox:s3c@ret@127.0.0.1:1/outbox", "postgresql+psycopg://outbox:***@127.0.0.1:1/outbox"),
+    ("postgresql+psycopg://outbox:s3c@r/e?t@127.0.0.1:1/outbox", "postgresql+psycopg://outbox:***@127.0.0.1:1/outbox"),
+    ("postgresql+psycopg://outbox:s3cret@127.0.0.1:1/outbox?sslpassword=s3cret&passfile=/pgpass",
+     "postgresql+psycopg://outbox:***@127.0.0.1:1/outbox?passfile=%2Fpgpass&sslpassword=***"),
+])
+def test_a_database_url_shown_in_a_message_never_shows_any_part_of_a_password(url: str, shown: str) -> None:
+    # Every message and log line that names the database shows it through this function.
+    from app.storage.engine import redacted_url
+
+    assert redacted_url(url) == shown
+
+
+def test_serve_waiting_for_postgresql_names_it_without_a_password_given_in_its_query() -> None:
+    done = _uvicorn("postgresql+psycopg://outbox@127.0.0.1:1/outbox?password=s3cret-pw")
+    assert done.returncode == 0, done.stderr
+    assert "database postgresql+psycopg://outbox@127.0.0.1:1/outbox?password=*** does not answer yet" in done.stderr
+    assert "s3cret" not in done.stderr + done.stdout
+
+
 @pytest.mark.parametrize("args", [("migrate",), ("serve", "--port", "0"), ("coordinator",)])
 def test_a_sqlite_file_in_a_missing_directory_cannot_be_created(tmp_path: Path, args: tuple[str, ...]) -> None:
     url = f"sqlite:///{tmp_path}/no/such/dir/outbox.db"
@@ -282,6 +317,26 @@ def test_settings_that_contradict_each_other_are_named(tmp_path: Path, cli: Run)
 def test_a_database_url_that_is_not_one_is_refused_without_repeating_it(cli: Run) -> None:
     line = one_error_line(cli("mysql://outbox:s3cret-pw@db/outbox", "migrate"), 2)
     assert line == "OUTBOX_DATABASE_URL: 'mysql' databases are not supported; use sqlite or postgresql"
+
+
+@pytest.mark.parametrize(("url", "problem"), [
+    ("postgresql+psycopg2://outbox:s3cret-pw@db/outbox", "the driver 'postgresql+psycopg2' is not supported; use "),
+    ("postgresql+pg8000://outbox:s3cret-pw@db/outbox", "the driver 'postgresql+pg8000' is not supported; use "),
+    ("postgresql+asyncpg://outbox:s3cret-pw@db/outbox", "the driver 'postgresql+asyncpg' is not supported; use "),
+    ("sqlite://", "SQLite needs a database file, not an in-memory database "),
+    ("sqlite:///:memory:", "SQLite needs a database file, not an in-memory database "),
+    ("postgresql+psycopg://outbox:s3c@ret-pw@db/outbox", "the user or password holds an '@' as it is: write it %40"),
+])
+def test_a_database_url_the_service_cannot_run_with_is_a_setting_error(url: str, problem: str, cli: Run) -> None:
+    line = one_error_line(cli(url, "groups", "list"), 2)
+    assert line.startswith(f"OUTBOX_DATABASE_URL: {problem}"), line
+    assert "s3c" not in line
+
+
+def test_serve_on_an_in_memory_sqlite_database_is_refused_before_it_migrates() -> None:
+    line = one_error_line(outbox("sqlite:///:memory:", "serve", "--port", "0"), 2)
+    assert line == ("OUTBOX_DATABASE_URL: SQLite needs a database file, not an in-memory database (each process "
+                    "would have its own, empty): sqlite:///path.db")
 
 
 def test_a_missing_argument_is_one_line_and_exit_2(tmp_path: Path, cli: Run) -> None:

@@ -3,13 +3,15 @@ NOTIFY) as they arrive, and a stop ends it at once, not at the end of a wait."""
 
 from __future__ import annotations
 
+import asyncio
 import time
 from typing import Any
 
 import pytest
 from sqlalchemy import create_engine, text
+from sqlalchemy.engine import make_url
 
-from app.storage.changes import CHANNEL, RECHECK_S
+from app.storage.changes import CHANNEL, RECHECK_S, LogChanges
 
 pytestmark = pytest.mark.parametrize("db_url", ["postgresql"], indirect=True)
 
@@ -45,3 +47,15 @@ def test_a_stop_ends_the_listener_without_waiting_for_its_next_look(client: Any)
     changes._thread.join(timeout=5)
 
     assert not changes._thread.is_alive()
+
+
+def test_a_postgres_url_is_listened_to_as_a_postgresql_one_is(db_url: str) -> None:
+    # OUTBOX_DATABASE_URL takes postgres:// as well as postgresql://.
+    changes = LogChanges(make_url(db_url).set(drivername="postgres").render_as_string(hide_password=False))
+    loop = asyncio.new_event_loop()
+    changes.start(loop)
+    try:
+        assert changes.listening.wait(10), "no LISTEN on the database"
+    finally:
+        changes.stop()
+        loop.close()

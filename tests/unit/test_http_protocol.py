@@ -285,7 +285,7 @@ class TLSTransport(RecordingTransport):
 @pytest.mark.parametrize("authentication", ["none", "mtls"])
 def test_the_served_protocol_is_one_write_and_takes_client_certificates_under_mtls(authentication: str) -> None:
     tls = {"tls_cert_file": "server.pem", "tls_key_file": "server.key", "tls_client_ca_file": "ca.pem"}
-    protocol = protocol_class(Settings(database_url="sqlite://", authentication=authentication,
+    protocol = protocol_class(Settings(database_url="sqlite:///unused.db", authentication=authentication,
                                        **(tls if authentication == "mtls" else {})))
     seen: list[Any] = []
 

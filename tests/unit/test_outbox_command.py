@@ -45,7 +45,7 @@ def test_logging_configured_by_the_service_is_put_back_as_it_was(monkeypatch: py
     before = (logging.root.level, logging.root.handlers[:], logging.getLogger("uvicorn").level)
     try:
         with logging_kept(monkeypatch):
-            logs.configure(Settings(database_url="sqlite://", log_level="debug"))  # a handler on this stderr
+            logs.configure(Settings(database_url="sqlite:///unused.db", log_level="debug"))  # a handler on this stderr
             assert logging.root.handlers != before[1]
 
         assert (logging.root.level, logging.root.handlers, logging.getLogger("uvicorn").level) == before

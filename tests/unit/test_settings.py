@@ -48,6 +48,49 @@ def test_a_database_url_that_is_not_sqlite_or_postgresql_is_refused_without_repe
     assert "u:p" not in error["msg"] and "nonsense" not in error["msg"]
 
 
+def _database_url_refusal(url: str) -> str:
+    with pytest.raises(ValidationError) as refused:
+        Settings(database_url=url)
+    (error,) = refused.value.errors()
+    assert error["loc"] == ("database_url",)
+    assert "s3cret" not in error["msg"]
+    return error["msg"]
+
+
+@pytest.mark.parametrize("url", ["sqlite:///x.db", "sqlite+pysqlite:///x.db", "postgresql://u:s3cret@h/db",
+                                 "postgres://u:s3cret@h/db", "postgresql+psycopg://u:s3cret@h:5432/db"])
+def test_a_database_url_of_the_drivers_the_service_runs_with_is_taken(url: str) -> None:
+    assert Settings(database_url=url).database_url == url
+
+
+@pytest.mark.parametrize("url", ["postgresql+psycopg2://u:s3cret@h/db", "postgresql+pg8000://u:s3cret@h/db",
+                                 "postgresql+asyncpg://u:s3cret@h/db", "postgresql+psycopg_async://u:s3cret@h/db",
+                                 "sqlite+aiosqlite:///x.db"])
+def test_a_database_url_of_another_driver_is_refused_naming_the_accepted_ones(url: str) -> None:
+    driver = url.partition(":")[0]
+    assert _database_url_refusal(url) == (f"Value error, the driver {driver!r} is not supported; use "
+                                          "sqlite:///path.db or postgresql+psycopg://user:password@host:5432/db")
+
+
+@pytest.mark.parametrize("url", ["sqlite://", "sqlite:///:memory:", "sqlite:///", "sqlite:///file::memory:?uri=true",
+                                 "sqlite:///file:x?mode=memory&cache=shared&uri=true"])
+def test_an_in_memory_sqlite_database_is_refused(url: str) -> None:
+    assert _database_url_refusal(url) == ("Value error, SQLite needs a database file, not an in-memory database "
+                                          "(each process would have its own, empty): sqlite:///path.db")
+
+
+@pytest.mark.parametrize("url", ["sqlite://u:s3cret@host/x.db", "sqlite://host/x.db"])
+def test_a_sqlite_url_with_a_host_or_user_is_refused(url: str) -> None:
+    assert _database_url_refusal(url).startswith("Value error, a SQLite URL names a file only")
+
+
+@pytest.mark.parametrize("url", ["postgresql+psycopg://u:s3c@ret@h/db", "postgresql+psycopg://u:s3cret@@h:5432/db"])
+def test_an_unencoded_at_sign_in_the_password_is_refused_without_showing_it(url: str) -> None:
+    message = _database_url_refusal(url)
+    assert message == "Value error, the user or password holds an '@' as it is: write it %40"
+    assert "ret" not in message
+
+
 def test_log_level_is_one_of_pythons_levels_in_any_case() -> None:
     assert Settings(log_level="WARNING").log_level == "warning"
     with pytest.raises(ValidationError, match="must be one of critical, error, warning, info, debug"):
