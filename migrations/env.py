@@ -47,8 +47,13 @@ def _run(connection) -> None:  # type: ignore[no-untyped-def]
         # SQLite cannot ALTER most things in place; batch mode rebuilds tables when needed.
         render_as_batch=connection.dialect.name == "sqlite",
         compare_type=True,
-        # app.storage.migrate collects the steps applied, to report them itself.
+        # app.storage.migrate reports each step applied itself, as soon as it is made.
         on_version_apply=config.attributes.get("on_version_apply"),
+        # Each migration commits with its own alembic_version row, as SQLite's always did. In one
+        # transaction for all, PostgreSQL's autocommit blocks (0032's, 0026's, …) committed every
+        # step before them but not the version row of their own step: a later refusal rolled
+        # that row back and left the database claiming a revision whose schema it no longer had.
+        transaction_per_migration=True,
     )
     with context.begin_transaction():
         context.run_migrations()

@@ -163,13 +163,15 @@ def _explain(exc: Exception) -> tuple[str, int]:
 
     from app.domain.errors import OutboxError, StorageUnavailable
     from app.storage.backup import BackupRefused
-    from app.storage.migrate import SchemaMismatch
+    from app.storage.migrate import NoSuchRevision, SchemaMismatch, StepRefused
 
     if isinstance(exc, CommandError):
         return str(exc), exc.exit_status
     if isinstance(exc, ValidationError) and exc.title == Settings.__name__:
         return _settings_problems(exc), EXIT_USAGE
-    if isinstance(exc, (SchemaMismatch, BackupRefused)):
+    if isinstance(exc, NoSuchRevision):
+        return str(exc), EXIT_USAGE
+    if isinstance(exc, (SchemaMismatch, StepRefused, BackupRefused)):
         return str(exc), EXIT_FAILURE
     if isinstance(exc, StorageUnavailable):
         return _database_problem(exc.message), EXIT_FAILURE

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import errno
 import logging
+import os
 import signal
 import socket
 import sys
@@ -254,8 +255,25 @@ def migrate(settings: Settings, args: argparse.Namespace) -> int:
     from app.storage.engine import build_migration_engine
 
     require_sqlite_directory(settings)
-    for step in migrate.migrate_to(settings.database_url, args.revision, allow_downgrade=args.downgrade):
-        print(step)
+    reader_gone = False
+
+    def say(step: migrate.Step) -> None:
+        # Each line as its step is made: a later step's failure must not hide how far the
+        # database moved. A reader that stopped reading must not stop the migration half-way
+        # either (the error would roll back the step being made): the rest goes to /dev/null,
+        # and main() ends quietly once the migration is done.
+        nonlocal reader_gone
+        if reader_gone:
+            return
+        try:
+            print(step, flush=True)
+        except BrokenPipeError:
+            reader_gone = True
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+
+    migrate.migrate_to(settings.database_url, args.revision, allow_downgrade=args.downgrade, on_step=say)
+    if reader_gone:
+        raise BrokenPipeError
     engine = build_migration_engine(settings.database_url)
     try:
         print(f"database at {migrate.current_revision(engine) or 'base (no schema)'}")

@@ -1,7 +1,8 @@
 """Alembic, driven from code: move a database to a revision, and compare its schema with the code's.
 
-Alembic's own INFO lines are kept out of the log (app.logs): `migrate_to` returns the steps it
-applied, and its callers say what they did in their own words.
+Alembic's own INFO lines are kept out of the log (app.logs): `migrate_to` hands each step it
+applies to its caller as soon as it is made, and returns them all; its callers say what they did
+in their own words.
 """
 
 from __future__ import annotations
@@ -9,6 +10,7 @@ from __future__ import annotations
 import functools
 import logging
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -20,6 +22,7 @@ from alembic.util import CommandError
 from sqlalchemy import Engine
 
 from app.storage.engine import build_migration_engine, normalise_url
+from migrations.refusal import MigrationRefused
 
 logger = logging.getLogger(__name__)
 
@@ -28,6 +31,10 @@ MIGRATIONS_DIR = Path(__file__).resolve().parent.parent.parent / "migrations"
 
 class SchemaMismatch(Exception):
     """The database's schema revision is not one this code can use, or move as asked."""
+
+
+class NoSuchRevision(SchemaMismatch):
+    """The revision asked for is none of the code's: a mistake in the request, not in the database."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,6 +53,19 @@ class Step:
         return f"downgraded {moved}, undoing: {self.description}"
 
 
+class StepRefused(Exception):
+    """A migration refused to run (migrations.refusal.MigrationRefused). The steps before it
+    stay made, each in its own transaction: the database is at `revision`, which may be neither
+    where it was nor where it was asked to go."""
+
+    def __init__(self, is_upgrade: bool, source: str | None, destination: str | None, reason: str,
+                 revision: str | None) -> None:
+        super().__init__(f"{'upgrade' if is_upgrade else 'downgrade'} {source or 'empty'} -> "
+                         f"{destination or 'empty'} refused: {reason}; the database is now at "
+                         f"{revision or 'base (no schema)'}")
+        self.revision = revision
+
+
 def alembic_config(database_url: str) -> Config:
     cfg = Config()
     cfg.set_main_option("script_location", str(MIGRATIONS_DIR))
@@ -59,13 +79,21 @@ def _scripts() -> ScriptDirectory:
     return ScriptDirectory(str(MIGRATIONS_DIR))
 
 
-def upgrade(database_url: str, revision: str = "head") -> list[Step]:
-    """Upgrade to `revision` (never down); the steps applied, none if it was there already."""
-    return _run(command.upgrade, database_url, revision)
+OnStep = Callable[[Step], None]
 
 
-def migrate_to(database_url: str, revision: str = "head", *, allow_downgrade: bool = False) -> list[Step]:
-    """Move the database to `revision`, up or (only if allowed) down; the steps applied."""
+def upgrade(database_url: str, revision: str = "head", *, on_step: OnStep | None = None) -> list[Step]:
+    """Upgrade to `revision` (never down); the steps applied, none if it was there already.
+    `on_step` is called with each step as soon as it is made, before the next begins (alembic
+    reports a step just before its transaction commits, migrations/env.py)."""
+    return _run(command.upgrade, database_url, revision, on_step)
+
+
+def migrate_to(database_url: str, revision: str = "head", *, allow_downgrade: bool = False,
+               on_step: OnStep | None = None) -> list[Step]:
+    """Move the database to `revision`, up or (only if allowed) down; the steps applied, each
+    also given to `on_step` as soon as it is made. A migration's refusal is StepRefused, naming
+    the revision the steps before it left the database at."""
     target = resolve(revision)
     engine = build_migration_engine(database_url)
     try:
@@ -76,13 +104,13 @@ def migrate_to(database_url: str, revision: str = "head", *, allow_downgrade: bo
     if target == current:
         return []
     if target is not None and (current is None or _is_ancestor(current, target)):
-        return upgrade(database_url, target)
+        return upgrade(database_url, target, on_step=on_step)
     if not allow_downgrade:
         raise SchemaMismatch(
             f"the database is at {current}, newer than {target or 'base'}: moving it there is a "
             f"downgrade, which drops what the later migrations added; add --downgrade to do it"
         )
-    return _run(command.downgrade, database_url, target or "base")
+    return _run(command.downgrade, database_url, target or "base", on_step)
 
 
 def resolve(revision: str) -> str | None:
@@ -96,7 +124,7 @@ def resolve(revision: str) -> str | None:
     except CommandError:
         script = None
     if script is None:
-        raise SchemaMismatch(f"no migration {revision!r}; this version has {', '.join(revisions())}")
+        raise NoSuchRevision(f"no migration {revision!r}; this version has {', '.join(revisions())}")
     return script.revision
 
 
@@ -141,7 +169,7 @@ def _first_sentence(doc: str | None) -> str:
     return paragraph[: end.start() + 1] if end else paragraph
 
 
-def _run(cmd, database_url: str, revision: str) -> list[Step]:  # type: ignore[no-untyped-def]
+def _run(cmd, database_url: str, revision: str, on_step: OnStep | None) -> list[Step]:  # type: ignore[no-untyped-def]
     steps: list[Step] = []
 
     def applied(*, step: MigrationInfo, **_: object) -> None:
@@ -149,11 +177,30 @@ def _run(cmd, database_url: str, revision: str) -> list[Step]:  # type: ignore[n
         (destination,) = step.destination_revision_ids or (None,)
         script = step.up_revision
         steps.append(Step(source, destination, step.is_upgrade, _first_sentence(script.doc if script else None)))
+        if on_step is not None:
+            on_step(steps[-1])
 
     cfg = alembic_config(database_url)
     cfg.attributes["on_version_apply"] = applied  # migrations/env.py passes it to alembic
-    cmd(cfg, revision)
+    try:
+        cmd(cfg, revision)
+    except MigrationRefused as e:
+        raise _refused(database_url, is_upgrade=cmd is command.upgrade, reason=str(e)) from e
     return steps
+
+
+def _refused(database_url: str, *, is_upgrade: bool, reason: str) -> StepRefused:
+    """The refusal of the step after the last one made: the database's revision, read back
+    rather than inferred from the steps reported, is where the operator must start from."""
+    engine = build_migration_engine(database_url)
+    try:
+        current = current_revision(engine)
+    finally:
+        engine.dispose()
+    chain: list[str | None] = [None, *revisions()]  # base first: the chain is linear
+    at = chain.index(current)
+    refusing = chain[at + 1] if is_upgrade else chain[at - 1]
+    return StepRefused(is_upgrade, current, refusing, reason, current)
 
 
 def head_revision() -> str | None:
@@ -204,5 +251,4 @@ def prepare(database_url: str, *, auto_migrate: bool, refuse_schema_mismatch: bo
     finally:
         engine.dispose()
     if auto_migrate:
-        for step in upgrade(database_url):
-            logger.info("%s", step)
+        upgrade(database_url, on_step=lambda step: logger.info("%s", step))

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 from alembic import op
 
+from migrations.refusal import MigrationRefused
 from migrations.sql_files import run_sql_file, view_readers
 
 revision = "0015"
@@ -62,8 +63,8 @@ def downgrade() -> None:
     bytes_topics = op.get_bind().exec_driver_sql(
         "SELECT count(*) FROM topics WHERE value_format <> 'json'").scalar_one()
     if bytes_topics:
-        raise RuntimeError(f"{bytes_topics} topic(s) are not json topics; revision 0014 cannot hold their records: "
-                           "delete them first")
+        raise MigrationRefused(f"{bytes_topics} topic(s) are not json topics; revision 0014 cannot hold their "
+                               "records: delete them first")
     run_sql_file("0015_downgrade_appender.postgresql.sql", dialect="postgresql")
     # The older view has fewer columns, which CREATE OR REPLACE cannot do: dropped and made
     # again, with the SELECT grants it had (outbox grant-reader's roles) given back.

@@ -27,6 +27,8 @@ from collections.abc import Callable
 import sqlalchemy as sa
 from alembic import op
 
+from migrations.refusal import MigrationRefused
+
 revision = "0030"
 down_revision = "0029"
 branch_labels = None
@@ -80,7 +82,7 @@ def downgrade() -> None:
     if op.get_bind().dialect.name == "postgresql":
         holding_nul = sum("\x00" in str(c["new_metadata"]) for _, rows in changes for c in rows)
         if holding_nul:
-            raise RuntimeError(
+            raise MigrationRefused(
                 f"{holding_nul} committed or staged offset(s) hold NUL in their metadata, which revision 0029 "
                 "cannot store on PostgreSQL: commit those offsets again without it, or delete them (and end the "
                 "transactions that stage them), first")

@@ -22,6 +22,8 @@ from __future__ import annotations
 import sqlalchemy as sa
 from alembic import op
 
+from migrations.refusal import MigrationRefused
+
 revision = "0031"
 down_revision = "0030"
 branch_labels = None
@@ -56,7 +58,7 @@ def downgrade() -> None:
     using = op.get_bind().execute(sa.select(acls.c.acl_id, acls.c.operation).where(acls.c.operation.in_(new))
                                   .order_by(acls.c.acl_id)).all()
     if using:
-        raise RuntimeError(
+        raise MigrationRefused(
             f"{len(using)} ACL binding(s) name an operation revision 0030 does not know ("
             + ", ".join(f"acl {r.acl_id}: {r.operation}" for r in using[:10])
             + "): remove them (outbox acls remove) before downgrading; they are not dropped silently, "

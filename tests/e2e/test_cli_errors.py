@@ -430,9 +430,78 @@ def test_every_migration_downgrades_with_data_and_upgrades_again(migrated: str, 
     assert up.returncode == 0 and revision(migrated) == HEAD, up.stderr
 
 
-def test_migrate_to_an_unknown_revision_lists_the_known_ones(migrated: str, cli: Run) -> None:
-    line = one_error_line(cli(migrated, "migrate", UNKNOWN), 1)
+def test_migrate_to_an_unknown_revision_is_a_wrong_command_line_that_lists_the_known_ones(migrated: str,
+                                                                                         cli: Run) -> None:
+    line = one_error_line(cli(migrated, "migrate", UNKNOWN), 2)
     assert line == f"no migration '{UNKNOWN}'; this version has {', '.join(REVISIONS)}"
+    assert revision(migrated) == HEAD
+
+
+# 0031's downgrade refuses while a binding names an operation 0030 cannot store: the steps from
+# the head down to 0031 are made, then that one is refused.
+REFUSING = "0031"
+
+
+def _bind_describe_configs(url: str) -> None:
+    engine = create_engine(url, poolclass=NullPool)
+    with engine.begin() as conn:
+        conn.execute(text(
+            "INSERT INTO acls (acl_id, principal, resource_type, resource_name, pattern_type, operation, permission, "
+            "created_ms) VALUES (20, 'User:alice', 'topic', 'orders', 'literal', 'describe_configs', 'allow', 1)"))
+    engine.dispose()
+
+
+def test_a_refused_downgrade_reports_each_step_it_made_before_the_refusal(migrated: str, cli: Run) -> None:
+    _bind_describe_configs(migrated)
+    done = cli(migrated, "migrate", REVISIONS[REVISIONS.index(REFUSING) - 1], "--downgrade")
+    made = REVISIONS[REVISIONS.index(REFUSING):]  # the revisions it went through, the head included
+    assert [line.split(",")[0] for line in done.stdout.splitlines()] == [
+        f"downgraded {newer} -> {older}" for newer, older in zip(reversed(made), reversed(made[:-1]))]
+    assert revision(migrated) == REFUSING
+
+
+def test_a_refused_downgrade_is_one_line_naming_the_refusal_and_the_revision_the_database_is_at(
+        migrated: str, cli: Run) -> None:
+    _bind_describe_configs(migrated)
+    older = REVISIONS[REVISIONS.index(REFUSING) - 1]
+    line = one_error_line(cli(migrated, "migrate", older, "--downgrade"), 1)
+    assert line == (f"downgrade {REFUSING} -> {older} refused: 1 ACL binding(s) name an operation revision {older} "
+                    "does not know (acl 20: describe_configs): remove them (outbox acls remove) before downgrading; "
+                    "they are not dropped silently, since dropping a deny would allow what it denied; "
+                    f"the database is now at {REFUSING}")
+
+
+def test_after_a_refused_downgrade_migrate_brings_back_the_whole_schema_of_the_head(migrated: str,
+                                                                                    cli: Run) -> None:
+    from alembic.autogenerate import compare_metadata
+    from alembic.runtime.migration import MigrationContext
+
+    from app.storage.tables import metadata
+
+    _bind_describe_configs(migrated)
+    assert cli(migrated, "migrate", REVISIONS[REVISIONS.index(REFUSING) - 1], "--downgrade").returncode == 1
+    up = cli(migrated, "migrate")
+    assert up.returncode == 0 and revision(migrated) == HEAD, up.stderr
+    engine = create_engine(migrated, poolclass=NullPool)
+    with engine.connect() as conn:
+        diff = compare_metadata(MigrationContext.configure(conn, opts={"compare_type": True}), metadata)
+    engine.dispose()
+    assert diff == []
+
+
+@pytest.mark.parametrize("empty_database", ["sqlite"], indirect=True)
+def test_a_reader_that_stops_reading_does_not_stop_a_migration_half_way(empty_database: str) -> None:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("OUTBOX_")}
+    env["OUTBOX_DATABASE_URL"] = empty_database
+    read_end, write_end = os.pipe()
+    os.close(read_end)
+    try:
+        done = subprocess.run([sys.executable, "-m", "app.cli", "migrate"], cwd=ROOT, env=env, stdout=write_end,
+                              stderr=subprocess.PIPE, text=True, timeout=120)
+    finally:
+        os.close(write_end)
+    assert (done.returncode, done.stderr) == (141, "")
+    assert revision(empty_database) == HEAD
 
 
 @pytest.mark.parametrize("args", [("transactions", "list"), ("migrate",), ("coordinator",)])

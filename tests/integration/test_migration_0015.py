@@ -16,6 +16,7 @@ from app.api.app import create_app
 from app.settings import Settings
 from app.storage import migrate
 from app.storage.sql import load
+from migrations.refusal import MigrationRefused
 
 
 def _seed_0014(url: str) -> None:
@@ -85,12 +86,15 @@ def test_the_downgrade_refuses_while_a_bytes_topic_exists(empty_url: str) -> Non
         created = client.post("/v1/topics", json={"name": "b", "config": {"value_format": "bytes"}})
         assert created.status_code == 201, created.text
 
-    with pytest.raises(RuntimeError, match="not json topics"):
+    with pytest.raises(MigrationRefused, match="not json topics"):
         command.downgrade(migrate.alembic_config(empty_url), "0014")
 
     # Refused at 0015, the bytes columns stay (0023's downgrade re-added the producer columns
-    # after them).
+    # after them), and every downgrade before it is made: the database is at 0015.
     assert {"key_bytes", "value_bytes"} <= set(_columns(empty_url)["records"])
+    engine = create_engine(empty_url)
+    assert migrate.current_revision(engine) == "0015"
+    engine.dispose()
 
 
 APPEND = "'outbox.append(text, integer, text, json, json, text, bigint)'::regprocedure"

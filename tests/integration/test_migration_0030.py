@@ -11,6 +11,7 @@ from alembic.config import Config
 from sqlalchemy import text
 
 from app.storage import offsets, transactions
+from migrations.refusal import MigrationRefused
 from tests.migration_helpers import at_revision, connected, topic_t
 
 # As 0029 stored them on either database: none, plain, a backslash, what the escaping writes
@@ -91,8 +92,8 @@ def test_0030_downgrade_on_postgresql_refuses_while_a_metadata_holds_nul_and_cha
     config = at_revision(empty_url, "0030", topic_t(2))
     _insert(empty_url, ("Hello world!\\0", "back\\\\slash"))
 
-    with pytest.raises(RuntimeError, match=r"^2 committed or staged offset\(s\) hold NUL in their metadata, which "
-                                           r"revision 0029 cannot store on PostgreSQL"):
+    with pytest.raises(MigrationRefused, match=r"^2 committed or staged offset\(s\) hold NUL in their metadata, which "
+                                               r"revision 0029 cannot store on PostgreSQL"):
         command.downgrade(config, "0029")
     assert _raw(empty_url) == (["Hello world!\\0", "back\\\\slash"],) * 2
     with connected(empty_url) as conn:

@@ -10,6 +10,7 @@ from alembic import command
 from sqlalchemy import text
 from sqlalchemy.exc import IntegrityError
 
+from migrations.refusal import MigrationRefused
 from tests.migration_helpers import at_revision, connected, write
 
 _EARLIER = ("read", "write", "create", "delete", "alter", "describe", "idempotent_write", "alter_configs", "all")
@@ -56,8 +57,8 @@ def test_0031_downgrade_refuses_while_a_binding_names_a_new_operation(empty_url:
     command.upgrade(config, "0031")
     write(empty_url, _acl(20, "describe_configs"))
 
-    with pytest.raises(RuntimeError, match=r"^1 ACL binding\(s\) name an operation revision 0030 does not know "
-                                           r"\(acl 20: describe_configs\): remove them"):
+    with pytest.raises(MigrationRefused, match=r"^1 ACL binding\(s\) name an operation revision 0030 does not know "
+                                               r"\(acl 20: describe_configs\): remove them"):
         command.downgrade(config, "0030")
     assert _acls(empty_url) == [*_stored(), (20, "topic", "orders", "describe_configs")]
 
