@@ -37,13 +37,27 @@ class Limit:
         return f"{self.low}..{self.high} ({self.settings})"
 
 
+def host_name(host: str) -> str:
+    """`host` (a name or an address); ValueError if no resolver could be asked for it. The
+    socket functions encode a name with the idna codec, which refuses an empty label (`a..b`)
+    or one over 63 characters with a UnicodeError: checked here, it is the setting's mistake,
+    named, and not an unexpected error of the socket's."""
+    try:
+        host.encode("idna")
+    except UnicodeError as e:
+        # The codec's reason: its own (a UnicodeEncodeError's), or that of the error it wraps.
+        reason = getattr(e, "reason", None) or e.__cause__ or e
+        raise ValueError(f"{host!r} is not a valid host name ({reason})") from None
+    return host
+
+
 def kafka_address(listener: str) -> tuple[str, int]:
     """"host:port" (an IPv6 host in brackets) as (host, port); ValueError if it is not one."""
     host, sep, port = listener.strip().rpartition(":")
     host = host[1:-1] if host.startswith("[") and host.endswith("]") else host
     if not sep or not host or not port.isdigit() or not 0 <= int(port) <= 65535:
         raise ValueError(f"must be host:port, e.g. 127.0.0.1:9092, not {listener!r}")
-    return host, int(port)
+    return host_name(host), int(port)
 
 
 # The database URLs the service runs with: SQLite through Python's sqlite3 and PostgreSQL
@@ -294,6 +308,11 @@ class Settings(BaseSettings):
             raise ValueError("the user or password holds an '@' as it is: write it %40")
         return url
 
+    @field_validator("host")
+    @classmethod
+    def _check_host(cls, host: str) -> str:
+        return host_name(host)
+
     @field_validator("kafka_listener")
     @classmethod
     def _check_kafka_listener(cls, value: str | None) -> str | None:
@@ -401,10 +420,28 @@ class Settings(BaseSettings):
         for name in ("fetch_max_bytes", "fetch_max_partition_bytes"):
             if getattr(self, f"{name}_default") > getattr(self, f"{name}_limit"):
                 raise ValueError(f"OUTBOX_{name.upper()}_DEFAULT exceeds OUTBOX_{name.upper()}_LIMIT")
+        if self.fetch_max_records_default > self.fetch_max_records_limit:
+            # A Fetch is answered with at most the limit, whatever the default says. Left at its
+            # default under a lower limit, it is that limit: what a Fetch got before this check.
+            if "fetch_max_records_default" in self.model_fields_set:
+                raise ValueError("OUTBOX_FETCH_MAX_RECORDS_DEFAULT exceeds OUTBOX_FETCH_MAX_RECORDS_LIMIT")
+            self.fetch_max_records_default = self.fetch_max_records_limit
         if self.group_min_session_timeout_ms > self.group_max_session_timeout_ms:
             raise ValueError(
                 "OUTBOX_GROUP_MIN_SESSION_TIMEOUT_MS exceeds OUTBOX_GROUP_MAX_SESSION_TIMEOUT_MS"
             )
+        if self.default_session_timeout_ms not in self.session_timeout_limit:
+            # The session timeout of an HTTP join that names none: outside the range every
+            # such join would be refused with INVALID_SESSION_TIMEOUT, blaming the client. Left
+            # at its default, it is held to the range, so that a deployment whose range leaves
+            # out 45 s (its Kafka clients name their own) starts as it did.
+            if "default_session_timeout_ms" in self.model_fields_set:
+                raise ValueError(
+                    f"OUTBOX_DEFAULT_SESSION_TIMEOUT_MS must be within {self.session_timeout_limit}"
+                )
+            self.default_session_timeout_ms = min(max(self.default_session_timeout_ms,
+                                                      self.group_min_session_timeout_ms),
+                                                  self.group_max_session_timeout_ms)
         if self.group_initial_rebalance_delay_ms > self.group_max_session_timeout_ms:
             # A JoinGroup waits out the delay: it is bounded as a rebalance timeout is. Left at
             # its default, it is that bound, so that a deployment whose bound is below 3 s

@@ -14,9 +14,11 @@ they never print their own errors.
 from __future__ import annotations
 
 import argparse
+import copy
 import os
 import sys
 import traceback
+from collections.abc import Iterator
 
 from app.cli import admin, remote, security, server
 from app.cli.common import (
@@ -25,7 +27,9 @@ from app.cli.common import (
     EXIT_FAILURE,
     EXIT_INTERRUPTED,
     EXIT_USAGE,
+    MAX_TIMEOUT_S,
     CommandError,
+    timeout_seconds,
 )
 from app.cli.server import openapi_yaml
 from app.settings import Settings
@@ -37,6 +41,40 @@ class _Parser(argparse.ArgumentParser):
     def error(self, message: str):  # type: ignore[no-untyped-def]
         # One line, like every other mistake (argparse prints the usage block first).
         raise CommandError(f"{message} (see `{self.prog} --help`)", EXIT_USAGE)
+
+    def parse_known_args(self, args=None, namespace=None):  # type: ignore[no-untyped-def]
+        try:
+            return super().parse_known_args(args, namespace)
+        except CommandError:
+            # argparse refuses a missing argument (the command, a subcommand's action) before it
+            # reports an option it does not know, and that option is most often the mistake:
+            # `outbox --bogus` said only that the command was missing. Parsed again with nothing
+            # required, the options it did not know are named instead, if there are any.
+            unknown = self._unknown_arguments(args, namespace)
+            if unknown:
+                self.error(f"unrecognized arguments: {' '.join(unknown)}")
+            raise
+
+    def _unknown_arguments(self, args, namespace) -> list[str]:  # type: ignore[no-untyped-def]
+        # Relaxed in the subcommands too, so that `outbox --bogus groups` names --bogus rather
+        # than the missing action of `groups`.
+        relaxed = [item for parser in self._tree() for item in (*parser._actions, *parser._mutually_exclusive_groups)
+                   if item.required]
+        for item in relaxed:
+            item.required = False
+        try:
+            return super().parse_known_args(args, copy.copy(namespace))[1]
+        finally:
+            for item in relaxed:
+                item.required = True
+
+    def _tree(self) -> Iterator[argparse.ArgumentParser]:
+        """This parser and its subcommands', all the way down."""
+        yield self
+        for action in self._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                for parser in action.choices.values():
+                    yield from parser._tree()
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -95,8 +133,9 @@ def _service_flags(parser: argparse.ArgumentParser, *, default: object) -> None:
     parser.add_argument("--api-key", default=default, metavar="KEY",
                         help="with --url: the API key itself (visible to other users in `ps`: prefer "
                         f"${remote.API_KEY_VARIABLE} or --api-key-file)")
-    parser.add_argument("--timeout", dest="timeout_s", type=float, default=default, metavar="SECONDS",
-                        help=f"with --url: how long to wait for the service's answer (default {remote.TIMEOUT_S:g})")
+    parser.add_argument("--timeout", dest="timeout_s", type=timeout_seconds, default=default, metavar="SECONDS",
+                        help=f"with --url: how long to wait for the service's answer (default {remote.TIMEOUT_S:g}, "
+                        f"at most {MAX_TIMEOUT_S})")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -131,9 +170,12 @@ def main(argv: list[str] | None = None) -> int:
 
 def _remote(args: argparse.Namespace) -> bool:
     """Whether this command goes to a service over HTTP (and not to the database)."""
-    explicit = args.url is not None
-    args.url = args.url or os.environ.get(remote.URL_VARIABLE) or None
+    given, explicit = args.url, args.url is not None
+    args.url = given or os.environ.get(remote.URL_VARIABLE) or None
     if args.command in remote.COMMANDS and args.url:
+        # Before anything is asked: a mistake in the address is the command line's or the
+        # variable's, named as such, and not a service that cannot be reached.
+        remote.check_url(args.url, "--url" if given else remote.URL_VARIABLE)
         return True
     # A flag that would do nothing here is a mistake; OUTBOX_URL in the environment is not
     # (it is meant for the admin commands, and `outbox migrate` may run in the same shell).

@@ -5,12 +5,13 @@ from __future__ import annotations
 
 import argparse
 import logging
+import math
 import signal
 import sys
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from app.settings import Settings
+from app.settings import Settings, host_name
 
 if TYPE_CHECKING:
     from app.composition import Services
@@ -157,6 +158,33 @@ def port_number(text: str) -> int:
     if not 0 <= port <= 65535:
         raise ValueError(text)
     return port
+
+
+def listen_host(text: str) -> str:
+    """An argparse type: a host name or address to listen on (app.settings.host_name)."""
+    try:
+        return host_name(text)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+
+
+# The longest --timeout: a much longer one overflows the socket's wait (an OverflowError from
+# the HTTP library at 1e10 s), and no admin request needs more than a day.
+MAX_TIMEOUT_S = 86_400
+
+
+def timeout_seconds(text: str) -> float:
+    """An argparse type: a number of seconds above 0 and at most MAX_TIMEOUT_S. float() takes
+    "nan", "inf" and negative numbers, each of which the HTTP library refuses only when the
+    request is made, as an unexpected error; 0 would time out before connecting."""
+    try:
+        seconds = float(text)
+    except ValueError:
+        seconds = math.nan
+    if not 0 < seconds <= MAX_TIMEOUT_S:  # False for nan too
+        raise argparse.ArgumentTypeError(f"must be a number of seconds above 0 and at most {MAX_TIMEOUT_S}, "
+                                         f"not {text!r}")
+    return seconds
 
 
 def non_negative(text: str) -> int:

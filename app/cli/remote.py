@@ -18,11 +18,12 @@ import argparse
 import json
 import logging
 import os
+import re
 import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
-from urllib.parse import quote
+from urllib.parse import quote, urlsplit
 
 import httpx
 
@@ -37,6 +38,7 @@ from app.cli.common import (
 )
 from app.client.errors import ClientError
 from app.client.http import FOREIGN_ERROR_PREFIX, Session, credentials, shown_address
+from app.settings import host_name
 
 # The command groups that go over HTTP when a URL is given; every other command (serve,
 # coordinator, migrate, backup, grant-reader, …) needs the database itself.
@@ -74,14 +76,53 @@ def api_key(args: argparse.Namespace) -> str | None:
     return os.environ.get(API_KEY_VARIABLE) or None
 
 
+def check_url(url: str, source: str) -> None:
+    """Refuse (EXIT_USAGE) a service address, given by `source` (--url or OUTBOX_URL), that no
+    request could be sent to: the HTTP library would raise an InvalidURL or a UnicodeError at
+    the first request, or try a port no service can have and report a refused connection."""
+    def refused(problem: str) -> CommandError:
+        return CommandError(f"{source} {_without_credentials(url)!r}: {problem}", EXIT_USAGE)
+
+    if not url.startswith(("http://", "https://")):
+        raise refused("give the service's http:// or https:// address, e.g. http://127.0.0.1:8000")
+    try:
+        parts = urlsplit(url)
+    except ValueError:  # a bracket left open, or an IPv6 address in brackets that is not one
+        raise refused("not an address, e.g. http://127.0.0.1:8000 (an IPv6 host goes in brackets: "
+                      "http://[::1]:8000)") from None
+    if not parts.hostname:
+        raise refused("no host, e.g. http://127.0.0.1:8000")
+    try:
+        host_name(parts.hostname)
+    except ValueError as e:
+        raise refused(str(e)) from None
+    try:
+        port = parts.port
+    except ValueError:  # not a number, or past 65535
+        port = 0
+    if port == 0:
+        raise refused("the port must be a number from 1 to 65535")
+    try:
+        httpx.URL(url)
+    except httpx.InvalidURL as e:  # anything else the HTTP library will not send to
+        raise refused(str(e)) from None
+
+
+def _without_credentials(url: str) -> str:
+    """The address as given, but for the credentials and the query, either of which may hold a
+    secret (what shown_address does, for an address it may not be able to parse)."""
+    scheme, sep, rest = url.partition("://")
+    if not sep:
+        return url
+    authority, slash, path = re.split(r"[?#]", rest, maxsplit=1)[0].partition("/")
+    return f"{scheme}{sep}{authority.rpartition('@')[2]}{slash}{path}"
+
+
 class Remote:
     """One service, called as the signed-in principal; a refusal or an unreachable service
     becomes the CommandError `main` prints as one line."""
 
     def __init__(self, url: str, key: str | None, timeout_s: float) -> None:
-        if not url.startswith(("http://", "https://")):
-            raise CommandError(f"--url {url!r}: give the service's http:// or https:// address, "
-                               f"e.g. http://127.0.0.1:8000", EXIT_USAGE)
         self.url = url.rstrip("/")
         self.where = shown_address(self.url)
         self.timeout_s = timeout_s

@@ -19,6 +19,7 @@ from app.cli.common import (
     EXIT_USAGE,
     Command,
     CommandError,
+    listen_host,
     logger,
     open_existing,
     port_number,
@@ -42,7 +43,7 @@ def serve(settings: Settings, args: argparse.Namespace) -> int:
         try:
             kafka_address(args.kafka_listener)
         except ValueError as e:
-            raise CommandError(f"--kafka-listener {e}", EXIT_USAGE) from None
+            raise CommandError(f"--kafka-listener: {e}", EXIT_USAGE) from None
         settings = settings.model_copy(update={"kafka_listener": args.kafka_listener})
     host = args.host or settings.host
     port = settings.port if args.port is None else args.port
@@ -51,7 +52,7 @@ def serve(settings: Settings, args: argparse.Namespace) -> int:
     _check_jwt_key(settings)
     # Bound here rather than by uvicorn, so that a port in use is one line and exit 1, before
     # any migration, rather than uvicorn's start-up failure.
-    sock = _listen(host, port)
+    sock = _listen(host, port, "--port or OUTBOX_PORT")
     kafka_sock = _kafka_socket(settings)
     prepare_database(settings, refuse_schema_mismatch=False)
     # Migrated (or checked) above, where a failure is reported like any other; not again in
@@ -138,7 +139,7 @@ def _kafka_socket(settings: Settings) -> socket.socket | None:
         raise CommandError(problem, EXIT_USAGE)
     _check_exposure(settings, address[0])
     try:
-        return _listen(*address)
+        return _listen(*address, "--kafka-listener or OUTBOX_KAFKA_LISTENER")
     except CommandError as e:
         raise CommandError(f"Kafka listener (OUTBOX_KAFKA_LISTENER, --kafka-listener): {e}") from None
 
@@ -184,7 +185,9 @@ def _check_jwt_key(settings: Settings) -> None:
             raise CommandError(str(e), EXIT_USAGE) from None
 
 
-def _listen(host: str, port: int) -> socket.socket:
+def _listen(host: str, port: int, port_flags: str) -> socket.socket:
+    """A socket bound to host:port; `port_flags` names where that port is chosen, for the hint
+    when it is taken."""
     sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     try:
@@ -194,7 +197,7 @@ def _listen(host: str, port: int) -> socket.socket:
         if e.errno == errno.EADDRINUSE:
             raise CommandError(
                 f"cannot listen on {host}:{port}: the address is already in use (another process "
-                f"listens there); choose another port with --port or OUTBOX_PORT"
+                f"listens there); choose another port with {port_flags}"
             ) from e
         raise CommandError(f"cannot listen on {host}:{port}: {e.strerror or e}") from e
     return sock
@@ -321,7 +324,7 @@ def openapi(settings: Settings, args: argparse.Namespace) -> int:
 
 def add_commands(command: Command) -> None:
     sv = command("serve", help="run the HTTP API (with the coordinator worker in-process)")
-    sv.add_argument("--host", default=None)
+    sv.add_argument("--host", type=listen_host, default=None)
     sv.add_argument("--port", type=port_number, default=None)
     sv.add_argument("--kafka-listener", default=None, metavar="HOST:PORT",
                     help="also serve Kafka's protocol there (OUTBOX_KAFKA_LISTENER; off by default)")

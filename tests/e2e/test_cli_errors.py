@@ -299,6 +299,19 @@ def test_serve_on_a_port_in_use_is_one_line_and_exit_1(tmp_path: Path) -> None:
     assert line.startswith(f"cannot listen on 127.0.0.1:{port}: the address is already in use"), line
 
 
+def test_a_kafka_listener_on_a_port_in_use_names_the_listener_s_flags_to_change_it(tmp_path: Path) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        done = outbox(f"sqlite:///{tmp_path}/outbox.db", "serve", "--port", "0",
+                      "--kafka-listener", f"127.0.0.1:{port}")
+    assert one_error_line(done, 1) == (
+        f"Kafka listener (OUTBOX_KAFKA_LISTENER, --kafka-listener): cannot listen on 127.0.0.1:{port}: the address "
+        "is already in use (another process listens there); choose another port with --kafka-listener or "
+        "OUTBOX_KAFKA_LISTENER")
+
+
 # --- the command line or a setting is wrong: exit 2 ------------------------------------------------
 
 
@@ -343,6 +356,28 @@ def test_a_missing_argument_is_one_line_and_exit_2(tmp_path: Path, cli: Run) -> 
     line = one_error_line(cli(f"sqlite:///{tmp_path}/outbox.db", "transactions", "describe"), 2)
     assert line == ("the following arguments are required: transactional_id "
                     "(see `outbox transactions describe --help`)")
+
+
+@pytest.mark.parametrize("args", [("--bogus",), ("--bogus", "groups"), ("groups", "--bogus")],
+                         ids=["no command", "a command missing its action", "after the command"])
+def test_an_unknown_option_is_the_mistake_named_though_an_argument_is_missing(tmp_path: Path, cli: Run,
+                                                                             args: tuple[str, ...]) -> None:
+    line = one_error_line(cli(f"sqlite:///{tmp_path}/outbox.db", *args), 2)
+    assert line == "unrecognized arguments: --bogus (see `outbox --help`)"
+
+
+@pytest.mark.parametrize(("args", "settings", "message"), [
+    (("serve", "--host", "nohost..x"), {},
+     "argument --host: 'nohost..x' is not a valid host name (label empty or too long) (see `outbox serve --help`)"),
+    (("serve",), {"host": "not..a..host"},
+     "OUTBOX_HOST: 'not..a..host' is not a valid host name (label empty or too long)"),
+    (("serve", "--kafka-listener", "nohost..x:9092"), {},
+     "--kafka-listener: 'nohost..x' is not a valid host name (label empty or too long)"),
+], ids=["--host", "OUTBOX_HOST", "--kafka-listener"])
+def test_serve_on_a_host_name_no_resolver_takes_is_one_line_naming_where_it_came_from(
+        tmp_path: Path, args: tuple[str, ...], settings: dict[str, str], message: str) -> None:
+    done = outbox(f"sqlite:///{tmp_path}/outbox.db", *args, **settings)
+    assert one_error_line(done, 2) == message
 
 
 @pytest.mark.parametrize("empty_database", ["postgresql"], indirect=True)

@@ -667,6 +667,45 @@ def test_a_service_that_never_answers_is_one_line_and_exit_status_1_after_the_ti
     assert 0.9 <= took < 20  # the timeout's second, and not the default 30 s
 
 
+@pytest.mark.parametrize("seconds", ["-1", "0", "nan", "inf", "1e10"])
+def test_a_timeout_that_is_not_a_positive_number_of_seconds_up_to_a_day_is_a_usage_error(outbox, seconds: str) -> None:  # type: ignore[no-untyped-def]
+    done = outbox("--url", "http://127.0.0.1:1", "--timeout", seconds, "topics", "list")
+
+    assert (done.status, done.out, done.err) == (
+        EXIT_USAGE, "", f"outbox: error: argument --timeout: must be a number of seconds above 0 and at most 86400, "
+                        f"not '{seconds}' (see `outbox --help`)\n")
+
+
+@pytest.mark.parametrize(("url", "problem"), [
+    ("http://[::1", "not an address, e.g. http://127.0.0.1:8000 (an IPv6 host goes in brackets: http://[::1]:8000)"),
+    ("http://127.0.0.1:99999", "the port must be a number from 1 to 65535"),
+    ("http://127.0.0.1:0", "the port must be a number from 1 to 65535"),
+    ("http://:8000", "no host, e.g. http://127.0.0.1:8000"),
+    ("http://nohost..x:8000", "'nohost..x' is not a valid host name (label empty or too long)"),
+], ids=["bracket left open", "port past 65535", "port 0", "no host", "host name no resolver takes"])
+def test_a_url_without_a_valid_host_and_port_is_a_usage_error(outbox, url: str, problem: str) -> None:  # type: ignore[no-untyped-def]
+    done = outbox("--url", url, "topics", "list")
+
+    assert (done.status, done.out, done.err) == (EXIT_USAGE, "", f"outbox: error: --url '{url}': {problem}\n")
+
+
+def test_a_wrong_url_from_the_environment_is_named_as_outbox_url(outbox, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    monkeypatch.setenv("OUTBOX_URL", "localhost:8431")
+
+    done = outbox("topics", "list")
+
+    assert (done.status, done.out, done.err) == (
+        EXIT_USAGE, "", "outbox: error: OUTBOX_URL 'localhost:8431': give the service's http:// or https:// address, "
+                        "e.g. http://127.0.0.1:8000\n")
+
+
+def test_a_wrong_url_is_shown_without_its_credentials_or_query(outbox) -> None:  # type: ignore[no-untyped-def]
+    done = outbox("--url", "http://admin:hunter2@127.0.0.1:99999/?token=s3cret", "topics", "list")
+
+    assert (done.status, done.out, done.err) == (
+        EXIT_USAGE, "", "outbox: error: --url 'http://127.0.0.1:99999/': the port must be a number from 1 to 65535\n")
+
+
 # One case per way an API key can reach argparse's or the CLI's error message: the command
 # line, and the message on stderr, compared whole (the key shown as *** where it was given).
 _KEY = "outbox_0123456789abcdef_secret"

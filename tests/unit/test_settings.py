@@ -103,6 +103,40 @@ def test_a_fetch_byte_default_above_its_limit_is_refused(name: str) -> None:
         Settings(**{f"{name}_default": 2000, f"{name}_limit": 1000})
 
 
+def test_a_fetch_record_default_above_its_limit_is_refused(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    monkeypatch.setenv("OUTBOX_FETCH_MAX_RECORDS_DEFAULT", "20000")
+    with pytest.raises(ValidationError, match="OUTBOX_FETCH_MAX_RECORDS_DEFAULT exceeds OUTBOX_FETCH_MAX_RECORDS_LIMIT"):
+        Settings()
+
+
+def test_the_fetch_record_default_left_at_its_default_is_held_to_a_lower_limit() -> None:
+    assert Settings(fetch_max_records_limit=50).fetch_max_records_default == 50
+
+
+@pytest.mark.parametrize("timeout_ms", ["999", "1800001"], ids=["below the minimum", "above the maximum"])
+def test_a_default_session_timeout_outside_the_groups_range_is_refused(timeout_ms: str, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    # Taken, it would have every HTTP join that names no session timeout refused, as the client's fault.
+    monkeypatch.setenv("OUTBOX_DEFAULT_SESSION_TIMEOUT_MS", timeout_ms)
+    with pytest.raises(ValidationError, match=r"OUTBOX_DEFAULT_SESSION_TIMEOUT_MS must be within 1000\.\.1800000 "
+                                              r"\(OUTBOX_GROUP_MIN_SESSION_TIMEOUT_MS\.\.OUTBOX_GROUP_MAX_SESSION_TIMEOUT_MS\)"):
+        Settings()
+
+
+def test_the_default_session_timeout_left_at_its_default_is_held_to_the_groups_range() -> None:
+    assert Settings(group_min_session_timeout_ms=100, group_max_session_timeout_ms=200).default_session_timeout_ms == 200
+    assert Settings(group_min_session_timeout_ms=60_000).default_session_timeout_ms == 60_000
+
+
+@pytest.mark.parametrize(("name", "value"), [("host", "not..a..host"), ("kafka_listener", "not..a..host:9092")])
+def test_a_host_name_no_resolver_takes_is_refused_naming_it(name: str, value: str, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    monkeypatch.setenv(f"OUTBOX_{name.upper()}", value)
+    with pytest.raises(ValidationError) as refused:
+        Settings()
+    (error,) = refused.value.errors()
+    assert error["loc"] == (name,)
+    assert error["msg"] == "Value error, 'not..a..host' is not a valid host name (label empty or too long)"
+
+
 def test_the_waiting_requests_per_principal_must_not_exceed_those_in_all() -> None:
     with pytest.raises(ValidationError, match="OUTBOX_MAX_WAITING_REQUESTS_PER_PRINCIPAL exceeds"):
         Settings(max_waiting_requests=10, max_waiting_requests_per_principal=11)
