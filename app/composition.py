@@ -90,6 +90,20 @@ def maintenance_chores(db: Database, settings: Settings, clock: Clock) -> list[C
     ]
 
 
+def coordinator_chores(db: Database, settings: Settings, clock: Clock, security: SecurityState | None) -> list[Chore]:
+    """What a long-running `outbox coordinator` runs: the maintenance chores and, when its
+    metrics port checks credentials (security given), the security refresher, so that a
+    revoked key or a removed ACL stops working there within the refresh interval too."""
+    chores = maintenance_chores(db, settings, clock)
+    if security is not None:
+        chores.append(_security_refresher(security, settings, clock))
+    return chores
+
+
+def _security_refresher(security: SecurityState, settings: Settings, clock: Clock) -> Chore:
+    return SecurityRefresher(security, clock, ChoreConfig(settings.security_refresh_interval_ms))
+
+
 def serve_chores(db: Database, settings: Settings, clock: Clock, security: SecurityState | None,
                  lag_history: LagHistory) -> list[Chore]:
     """What an API process runs beside its requests: the maintenance chores where
@@ -97,7 +111,7 @@ def serve_chores(db: Database, settings: Settings, clock: Clock, security: Secur
     OUTBOX_CONSOLE_LAG_INTERVAL_MS is 0, the sampler of the console's lag history."""
     chores = maintenance_chores(db, settings, clock) if settings.run_coordinator else []
     if security is not None:
-        chores.append(SecurityRefresher(security, clock, ChoreConfig(settings.security_refresh_interval_ms)))
+        chores.append(_security_refresher(security, settings, clock))
     if settings.console_lag_interval_ms:
         chores.append(LagHistorySampler(lag_history, clock, ChoreConfig(settings.console_lag_interval_ms)))
     return chores

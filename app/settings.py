@@ -148,7 +148,8 @@ class Settings(BaseSettings):
     # of them (docs/benchmarks.md, the log cleaner).
     cleaner_max_records_per_second: int | None = Field(default=None, ge=1)
     # `outbox coordinator` serves no API; with a port here it serves its /metrics there (on
-    # OUTBOX_HOST), for Prometheus to scrape its counters.
+    # OUTBOX_HOST), for Prometheus to scrape its counters, under serve's rules for /metrics
+    # (OUTBOX_PROTECT_METRICS, TLS, loopback only with authentication unset).
     coordinator_metrics_port: int | None = Field(default=None, ge=1, le=65535)
     # The gauges /metrics reads from the database (lag, log bounds, transactions) are computed
     # at most once per this interval and the result served to every scrape in between, so that
@@ -258,12 +259,14 @@ class Settings(BaseSettings):
     jwt_algorithms: str = "RS256,ES256"
     jwt_principal_claim: str = "sub"
     jwt_leeway_s: int = Field(default=30, ge=0, le=300)
-    # HTTPS for `outbox serve`, and with mtls the CA whose client certificates it accepts.
+    # HTTPS for `outbox serve` (and `outbox coordinator`'s metrics port), and with mtls the CA
+    # whose client certificates it accepts.
     tls_cert_file: str | None = None
     tls_key_file: str | None = None
     tls_client_ca_file: str | None = None
-    # With authentication on: /metrics, and the API's pages (/docs, /redoc, /openapi.json),
-    # need credentials too (and describe on the cluster for /metrics).
+    # With authentication on: /metrics (serve's and the coordinator's), and the API's pages
+    # (/docs, /redoc, /openapi.json), need credentials too (and describe on the cluster for
+    # /metrics).
     protect_metrics: bool = False
     protect_docs: bool = False
     # The console's rate history (GET /v1/console/history, app.api.rate_history): every

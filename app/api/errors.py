@@ -104,7 +104,7 @@ def _validation_error(_: Request, exc: Exception) -> JSONResponse:
     )
 
 
-def _http_error(_: Request, exc: Exception) -> JSONResponse:
+def http_error(_: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, StarletteHTTPException)
     code = {404: "NOT_FOUND", 405: "METHOD_NOT_ALLOWED", 413: "RECORD_LIST_TOO_LARGE"}.get(
         exc.status_code, "INVALID_REQUEST"
@@ -129,7 +129,7 @@ def _unexpected(request: Request, exc: Exception) -> JSONResponse:
 def install(app: FastAPI) -> None:
     app.add_exception_handler(e.OutboxError, _outbox_error)
     app.add_exception_handler(RequestValidationError, _validation_error)
-    app.add_exception_handler(StarletteHTTPException, _http_error)
+    app.add_exception_handler(StarletteHTTPException, http_error)
     app.add_exception_handler(Exception, _unexpected)
 
 

@@ -300,3 +300,11 @@ def requires(operation: Operation, resource: Resource) -> Any:
         access.require(operation, resource)
 
     return Depends(check)
+
+
+def metrics_dependencies(protect_metrics: bool) -> list[Any]:
+    """Who may read /metrics: anyone, or with OUTBOX_PROTECT_METRICS a principal allowed
+    describe on the cluster. The one rule for every process's /metrics (`outbox serve`'s, and
+    `outbox coordinator`'s on its own port, app.api.coordinator_metrics): what the service
+    does and holds is the same secret through either door, so neither may be more open."""
+    return [requires(Operation.DESCRIBE, CLUSTER)] if protect_metrics else []

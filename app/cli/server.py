@@ -10,8 +10,9 @@ import signal
 import socket
 import sys
 import threading
+import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import yaml
 
@@ -27,6 +28,9 @@ from app.cli.common import (
     require_sqlite_directory,
 )
 from app.settings import Settings, kafka_address
+
+if TYPE_CHECKING:
+    from app.services.security import SecurityState
 
 
 def serve(settings: Settings, args: argparse.Namespace) -> int:
@@ -155,12 +159,14 @@ def _is_loopback(host: str) -> bool:
     return bool(infos) and all(ipaddress.ip_address(info[4][0].split("%")[0]).is_loopback for info in infos)
 
 
-def _check_exposure(settings: Settings, host: str) -> None:
-    """Secure by default: with OUTBOX_AUTHENTICATION unset, serve on loopback only."""
+def _check_exposure(settings: Settings, host: str, exposed: str = "read and change every topic") -> None:
+    """Secure by default: with OUTBOX_AUTHENTICATION unset, serve on loopback only, whichever
+    door (the API, the Kafka listener, the coordinator's metrics). `exposed`: what a stranger
+    could do through it."""
     if settings.authentication is None and not _is_loopback(host):
         raise CommandError(
-            f"refusing to serve on {host} without authentication: anyone who reaches it could read and change "
-            f"every topic. Set OUTBOX_AUTHENTICATION to api_key, jwt and/or mtls (README, \"Authentication and "
+            f"refusing to serve on {host} without authentication: anyone who reaches it could {exposed}. "
+            f"Set OUTBOX_AUTHENTICATION to api_key, jwt and/or mtls (README, \"Authentication and "
             f"ACLs\"), or to none to serve without it on purpose", EXIT_USAGE)
 
 
@@ -206,43 +212,42 @@ def _listen(host: str, port: int, port_flags: str) -> socket.socket:
 def coordinator(settings: Settings, args: argparse.Namespace) -> int:
     from app.domain.clock import system_clock
     from app.services.schema_gate import SchemaGate
-    from app.composition import maintenance_chores
+    from app.composition import coordinator_chores, maintenance_chores
     from app.storage.engine import open_database
 
     if args.once:
         # A one-shot command: never creates or migrates a database (README, Command-line errors).
         db = open_existing(settings, pool_size=2)
-    else:
-        prepare_database(settings, refuse_schema_mismatch=True)
-        db = open_database(settings, pool_size=2)
-    workers = maintenance_chores(db, settings, system_clock)
-    if args.once:
         try:
-            for worker in workers:
+            for worker in maintenance_chores(db, settings, system_clock):
                 print(worker.run_once())
         finally:
             db.dispose()
         return 0
+    # Checked and bound before the database is touched, as serve does: a refused setting or a
+    # port in use is one line, not a coordinator that runs without the metrics asked for.
+    metrics = None if settings.coordinator_metrics_port is None else _metrics_listener(settings)
+    prepare_database(settings, refuse_schema_mismatch=True)
+    db = open_database(settings, pool_size=2)
+    security = None
+    if metrics is not None and settings.protect_metrics and settings.authentication_methods:
+        from app.services.security import SecurityState
+
+        # The API keys and ACLs a scrape is checked against, kept fresh by a refresher chore.
+        security = SecurityState(db, settings, system_clock)
+    workers = coordinator_chores(db, settings, system_clock, security)
     from app.gc_tuning import tune_for_service
 
     tune_for_service()
-    if settings.coordinator_metrics_port is not None:
-        # Its counters (passes, completions, timeouts) on their own port: this process serves
-        # no API. The database gauges are in every `serve`'s /metrics.
-        from app.metrics import serve_metrics
-
-        try:
-            serve_metrics(settings.host, settings.coordinator_metrics_port)
-        except OSError as e:
-            raise CommandError(
-                f"cannot serve metrics on {settings.host}:{settings.coordinator_metrics_port} "
-                f"(OUTBOX_COORDINATOR_METRICS_PORT): {e.strerror or e}"
-            ) from e
+    # A database that did not answer at start-up: the workers wait for it, quietly.
+    schema = SchemaGate(db.engine)
+    if security is not None:
+        schema.on_open(lambda: security.reload(unless_unchanged=False))
+    if metrics is not None:
+        _serve_metrics(settings, security, *metrics)
     stop = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: stop.set())
-    # A database that did not answer at start-up: the workers wait for it, quietly.
-    schema = SchemaGate(db.engine)
     for worker in workers:
         worker.start(schema)
     logger.info("coordinator and log cleaner running against %s", db.dialect)
@@ -251,6 +256,64 @@ def coordinator(settings: Settings, args: argparse.Namespace) -> int:
         worker.stop()
     db.dispose()
     return 0
+
+
+def _metrics_listener(settings: Settings) -> tuple[socket.socket, dict]:  # type: ignore[type-arg]
+    """The coordinator's metrics socket, bound, and its TLS options, under serve's rules: not
+    beyond loopback with authentication unset, HTTPS with OUTBOX_TLS_CERT_FILE, a JWT key that
+    loads when jwt may be asked for."""
+    host, port = settings.host, settings.coordinator_metrics_port
+    assert port is not None
+    _check_exposure(settings, host, "read this process's metrics (OUTBOX_COORDINATOR_METRICS_PORT)")
+    if settings.authentication == "none":
+        logger.warning("authentication is off (OUTBOX_AUTHENTICATION=none): whoever reaches %s:%d may read "
+                       "this process's metrics", host, port)
+    tls = _tls_options(settings)
+    if settings.protect_metrics:
+        _check_jwt_key(settings)
+    try:
+        return _listen(host, port, "OUTBOX_COORDINATOR_METRICS_PORT"), tls
+    except CommandError as e:
+        raise CommandError(f"coordinator metrics (OUTBOX_COORDINATOR_METRICS_PORT): {e}") from None
+
+
+_METRICS_START_S = 30.0
+
+
+def _serve_metrics(settings: Settings, security: SecurityState | None, sock: socket.socket, tls: dict) -> None:  # type: ignore[type-arg]
+    """Serve app.api.coordinator_metrics on `sock` with uvicorn, with serve's HTTP protocol and
+    TLS, in a daemon thread (the main thread waits for signals; uvicorn installs no handlers
+    outside it), which ends with the process as the listener before it did; returns once it
+    has started."""
+    import uvicorn
+
+    from app.api.coordinator_metrics import create_metrics_app
+    from app.api.http_protocol import protocol_class
+
+    config = uvicorn.Config(
+        create_metrics_app(settings, security),
+        log_config=None,  # the process's logging is configured already (app.logs)
+        log_level=settings.log_level,
+        access_log=False,
+        lifespan="off",
+        timeout_keep_alive=settings.http_keep_alive_timeout_s,
+        **tls,
+    )
+    config.http = protocol_class(settings)
+    server = uvicorn.Server(config)
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, name="outbox-metrics", daemon=True)
+    thread.start()
+    deadline = time.monotonic() + _METRICS_START_S
+    while not server.started and thread.is_alive() and time.monotonic() < deadline:
+        thread.join(0.05)
+    if not server.started:
+        raise CommandError(f"cannot serve metrics on {sock.getsockname()[0]}:{sock.getsockname()[1]} "
+                           "(OUTBOX_COORDINATOR_METRICS_PORT): the listener did not start; see the log above")
+    scheme = "https" if tls else "http"
+    url, every = ready_url(scheme, settings.host, sock.getsockname()[1])
+    logger.info("coordinator metrics at %s/metrics%s%s", url, every,
+                " (credentials needed: OUTBOX_PROTECT_METRICS)" if settings.protect_metrics
+                and settings.authentication_methods else "")
 
 
 def migrate(settings: Settings, args: argparse.Namespace) -> int:

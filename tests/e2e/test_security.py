@@ -58,6 +58,55 @@ def test_serve_with_authentication_none_starts_anywhere_and_says_so(launcher: La
         assert c.get("/v1/topics").status_code == 200
 
 
+def _coordinator_metrics(launcher: Launcher, port: int, **settings: Any) -> ServiceProcess:
+    """A long-running `coordinator` with its metrics on `port`, once that port answers."""
+    p = launcher.coordinator(coordinator_metrics_port=port, **settings)
+    deadline = time.monotonic() + 60
+    while True:
+        assert p.alive(), p.log_text()
+        try:
+            httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=2)
+            return p
+        except httpx.TransportError:  # not listening yet
+            assert time.monotonic() < deadline, p.log_text()
+            time.sleep(0.1)
+
+
+def test_the_coordinator_s_metrics_refuse_a_scrape_without_credentials_when_protected(launcher: Launcher) -> None:
+    port = free_port()
+    _coordinator_metrics(launcher, port, **AUTH, protect_metrics=True)
+    r = httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=5)
+    assert (r.status_code, r.json()["error_code"]) == (401, "AUTHENTICATION_FAILED")
+    assert "outbox_coordinator_passes_total" not in r.text
+
+
+def test_the_coordinator_s_protected_metrics_answer_a_principal_allowed_to_describe_the_cluster(
+        launcher: Launcher) -> None:
+    port = free_port()
+    _coordinator_metrics(launcher, port, **AUTH, protect_metrics=True)
+    admin = create_key(launcher, "admin")
+    r = httpx.get(f"http://127.0.0.1:{port}/metrics", headers=bearer(admin), timeout=5)
+    assert r.status_code == 200 and "outbox_coordinator_passes_total" in r.text
+
+
+def test_the_coordinator_s_protected_metrics_refuse_a_principal_no_acl_allows(launcher: Launcher) -> None:
+    port = free_port()
+    _coordinator_metrics(launcher, port, **AUTH, protect_metrics=True)
+    alice = create_key(launcher, "alice")
+    r = httpx.get(f"http://127.0.0.1:{port}/metrics", headers=bearer(alice), timeout=5)
+    assert (r.status_code, r.json()["error_code"]) == (403, "CLUSTER_AUTHORIZATION_FAILED")
+
+
+def test_the_coordinator_s_metrics_on_another_address_without_authentication_refuse_to_start(
+        launcher: Launcher) -> None:
+    port = free_port()
+    done = subprocess.run([PYTHON, "-m", "app.cli", "coordinator"], cwd=ROOT, capture_output=True, text=True,
+                          env=launcher.env(host="0.0.0.0", coordinator_metrics_port=port), timeout=60)
+    assert done.returncode == 2
+    assert done.stderr.startswith("outbox: error: refusing to serve on 0.0.0.0 without authentication")
+    assert "Traceback" not in done.stderr and len(done.stderr.strip().splitlines()) == 1
+
+
 @pytest.mark.parametrize("change", ["acl removed", "key revoked"])
 def test_a_change_made_elsewhere_acts_in_a_running_server_within_the_refresh_interval(
         launcher: Launcher, change: str) -> None:

@@ -1,0 +1,59 @@
+"""`outbox coordinator`'s metrics listener (OUTBOX_COORDINATOR_METRICS_PORT): GET or HEAD of
+/metrics answers this process's counters, any other path 404 and any other method 405.
+
+It is an app of the HTTP door, served by uvicorn as `outbox serve`'s is (app.cli.server), so
+that a scrape meets the same checks as serve's /metrics: OUTBOX_PROTECT_METRICS asks for the
+same credentials and ACL (app.api.security.metrics_dependencies, authenticate), a caller from
+another host is refused while authentication is unset, and OUTBOX_TLS_CERT_FILE makes it HTTPS.
+A listener of its own beside those checks would be a door around them.
+"""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, FastAPI, Request, Response
+from fastapi.responses import JSONResponse
+from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, generate_latest
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from app.api import errors
+from app.api.security import metrics_dependencies
+from app.services.security import SecurityState
+from app.settings import Settings
+
+
+def create_metrics_app(settings: Settings, security: SecurityState | None) -> FastAPI:
+    """security: the process's SecurityState, needed when OUTBOX_PROTECT_METRICS is on with
+    authentication on (None otherwise, as create_app's lifespan leaves it)."""
+    if settings.protect_metrics and settings.authentication_methods and security is None:
+        raise ValueError("OUTBOX_PROTECT_METRICS with authentication on needs the process's SecurityState")
+    # No docs: this port serves no API. No slash redirect: /metrics/ is another path, and a
+    # redirect would tell a caller that mistook the port for the API's that it found something.
+    app = FastAPI(docs_url=None, redoc_url=None, openapi_url=None, redirect_slashes=False)
+    # What app.api.security.authenticate reads, as create_app's lifespan sets it for serve.
+    app.state.settings = settings
+    app.state.security = security
+    errors.install(app)
+    app.add_exception_handler(StarletteHTTPException, _not_here)
+    router = APIRouter()
+
+    @router.api_route("/metrics", methods=["GET", "HEAD"], response_class=Response)
+    def metrics() -> Response:
+        # The process's counters only: the database gauges are in every `serve`'s /metrics,
+        # and one process computing them is enough.
+        return Response(generate_latest(REGISTRY), media_type=CONTENT_TYPE_LATEST)
+
+    app.include_router(router, dependencies=metrics_dependencies(settings.protect_metrics))
+    return app
+
+
+def _not_here(request: Request, exc: Exception) -> JSONResponse:
+    """404 and 405 say what this port is for (and 405 lists its methods in a fixed order:
+    Starlette lists a route's from a set); anything else as the API answers it."""
+    assert isinstance(exc, StarletteHTTPException)
+    if exc.status_code == 404:
+        return JSONResponse(errors.error_body(
+            "NOT_FOUND", "not found: this port serves Prometheus metrics at /metrics only", False), status_code=404)
+    if exc.status_code == 405:
+        return JSONResponse(errors.error_body("METHOD_NOT_ALLOWED", "method not allowed: GET /metrics", False),
+                            status_code=405, headers={"Allow": "GET, HEAD"})
+    return errors.http_error(request, exc)
