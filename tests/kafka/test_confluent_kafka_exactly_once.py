@@ -381,23 +381,13 @@ def test_a_skipped_input_goes_to_the_dead_letter_topic_once_with_its_offset(
         (b"2", b'{"n":2,"square":4}'): 1, (b"3", b'{"n":3,"square":9}'): 1})
 
 
-def test_an_output_topic_that_does_not_exist_is_refused_before_any_transaction(
-        launcher: Launcher, start_loop: Callable[..., Loop]) -> None:
+@pytest.mark.parametrize("option", ["--output", "--dead-letter"])
+def test_a_topic_to_write_to_that_does_not_exist_is_refused_before_any_transaction(
+        launcher: Launcher, start_loop: Callable[..., Loop], option: str) -> None:
     _, client, bootstrap = _serve(launcher)
 
-    loop = start_loop(bootstrap, "squarer-no-output", "--output", "nowhere")
+    loop = start_loop(bootstrap, "squarer-nowhere", option, "nowhere")
 
     assert loop.wait() == 2
-    assert "error: --output 'nowhere': no such topic: create it first" in loop.log_text()
-    assert client.get("/v1/transactions/squarer-no-output").json()["state"] == "Empty"
-
-
-def test_a_dead_letter_topic_that_does_not_exist_is_refused_before_any_transaction(
-        launcher: Launcher, start_loop: Callable[..., Loop]) -> None:
-    _, client, bootstrap = _serve(launcher)
-
-    loop = start_loop(bootstrap, "squarer-nowhere", "--dead-letter", "nowhere")
-
-    assert loop.wait() == 2
-    assert "error: --dead-letter 'nowhere': no such topic: create it first" in loop.log_text()
+    assert f"error: {option} 'nowhere': no such topic: create it first" in loop.log_text()
     assert client.get("/v1/transactions/squarer-nowhere").json()["state"] == "Empty"
