@@ -113,9 +113,12 @@ def _without_credentials(url: str) -> str:
     secret (what shown_address does, for an address it may not be able to parse)."""
     scheme, sep, rest = url.partition("://")
     if not sep:
-        return url
-    authority, slash, path = re.split(r"[?#]", rest, maxsplit=1)[0].partition("/")
-    return f"{scheme}{sep}{authority.rpartition('@')[2]}{slash}{path}"
+        scheme, rest = "", url
+    # Everything up to the last '@', wherever it is: a password may hold '/', '?' or '#', so
+    # where the authority ends cannot be told, and a part of the address left out is better
+    # than a part of a password shown.
+    rest = rest.rpartition("@")[2]
+    return f"{scheme}{sep}{re.split(r'[?#]', rest, maxsplit=1)[0]}"
 
 
 class Remote:

@@ -107,7 +107,8 @@ class JdbcSource:
         if url.startswith("jdbc:"):
             raise SparkJobError(f"unsupported JDBC URL {url!r}: use jdbc:postgresql: or jdbc:sqlite:")
         u = make_url(url)
-        backend = u.get_backend_name()
+        # postgres:// is PostgreSQL's other spelling, which the service takes too.
+        backend = "postgresql" if u.get_backend_name() == "postgres" else u.get_backend_name()
         if backend == "sqlite":
             if not u.database or u.database == ":memory:":
                 raise SparkJobError(f"{url!r} is an in-memory SQLite database; Spark needs a file")
@@ -124,7 +125,7 @@ class JdbcSource:
                 jdbc += f"?{query}"
             return cls("postgresql", jdbc, user if user is not None else u.username,
                        password if password is not None else u.password)
-        raise SparkJobError(f"unsupported database URL {url!r}: use sqlite:///… or postgresql://…")
+        raise SparkJobError(f"unsupported database URL {u.render_as_string()!r}: use sqlite:///… or postgresql://…")
 
 
 # --- Which reader --------------------------------------------------------------------------------

@@ -59,9 +59,12 @@ class Database:
         try:
             u = make_url(url)
         except ArgumentError:
-            raise OutboxSourceError(f"option databaseUrl: {url!r} is not a database URL "
+            # Not shown past its last '@': what comes before may be a password.
+            shown = url.rpartition("@")[2]
+            raise OutboxSourceError(f"option databaseUrl: {shown!r} is not a database URL "
                                     "(sqlite:///path/outbox.db or postgresql://user@host:5432/outbox)") from None
-        backend = u.get_backend_name()
+        # postgres:// is PostgreSQL's other spelling, which the service takes too.
+        backend = "postgresql" if u.get_backend_name() == "postgres" else u.get_backend_name()
         if backend == "sqlite":
             if not u.database or u.database == ":memory:":
                 raise OutboxSourceError(f"option databaseUrl: {url!r} is an in-memory SQLite database; "

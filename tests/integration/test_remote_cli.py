@@ -706,6 +706,15 @@ def test_a_wrong_url_is_shown_without_its_credentials_or_query(outbox) -> None: 
         EXIT_USAGE, "", "outbox: error: --url 'http://127.0.0.1:99999/': the port must be a number from 1 to 65535\n")
 
 
+@pytest.mark.parametrize("url", ["http://admin:pa/ss@127.0.0.1:99999/", "http://admin:p?ss@127.0.0.1:99999/",
+                                 "http://admin:p#ss@127.0.0.1:99999/"])
+def test_a_wrong_url_never_shows_a_part_of_a_password_that_holds_a_delimiter(outbox, url: str) -> None:  # type: ignore[no-untyped-def]
+    done = outbox("--url", url, "topics", "list")
+
+    assert done.status == EXIT_USAGE
+    assert "ss@" not in done.err and "admin" not in done.err and "pa/" not in done.err, done.err
+
+
 # One case per way an API key can reach argparse's or the CLI's error message: the command
 # line, and the message on stderr, compared whole (the key shown as *** where it was given).
 _KEY = "outbox_0123456789abcdef_secret"

@@ -133,6 +133,29 @@ def test_database_urls_become_jdbc_urls(tmp_path: Path, monkeypatch: pytest.Monk
         JdbcSource.from_url("mysql://u@h/d")
 
 
+def test_postgres_urls_are_read_as_postgresql_ones_the_service_takes_them() -> None:
+    from spark_jobs.reader.options import Database
+
+    pg = JdbcSource.from_url("postgres://app:pw@db.example:6432/outbox")
+    assert (pg.database, pg.url, pg.user, pg.password) == ("postgresql", "jdbc:postgresql://db.example:6432/outbox",
+                                                           "app", "pw")
+    database = Database.from_url("postgres://app:pw@db.example/outbox")
+    assert (database.kind, database.target) == ("postgresql", "postgresql://app:pw@db.example/outbox")
+
+
+def test_an_unsupported_database_url_is_refused_without_its_password() -> None:
+    from spark_jobs.errors import OutboxSourceError
+    from spark_jobs.reader.options import Database
+
+    with pytest.raises(Exception, match="unsupported") as jdbc:
+        JdbcSource.from_url("mysql://u:hunter2@h/d")
+    with pytest.raises(OutboxSourceError) as option:
+        Database.from_url("mysql://u:hunter2@h/d")
+    with pytest.raises(OutboxSourceError) as unparsed:
+        Database.from_url("u:hunter2@not a url")
+    assert "hunter2" not in str(jdbc.value) + str(option.value) + str(unparsed.value)
+
+
 # --- JDBC driver discovery --------------------------------------------------------------------
 
 
