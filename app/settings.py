@@ -60,15 +60,24 @@ def kafka_address(listener: str) -> tuple[str, int]:
     return host_name(host), int(port)
 
 
-# The database URLs the service runs with: SQLite through Python's sqlite3 and PostgreSQL
-# through psycopg 3 (postgresql:// and postgres:// are given psycopg 3: app.storage.engine).
-ACCEPTED_DRIVERS = ("sqlite", "sqlite+pysqlite", "postgresql", "postgres", "postgresql+psycopg")
+# The database URLs the service runs with, each with the driver it is opened with: SQLite
+# through Python's sqlite3 and PostgreSQL through psycopg 3, which postgresql:// and
+# postgres:// are given too (app.storage.engine.normalise_url).
+DRIVERS = {
+    "sqlite": "sqlite",
+    "sqlite+pysqlite": "sqlite+pysqlite",
+    "postgresql": "postgresql+psycopg",
+    "postgres": "postgresql+psycopg",
+    "postgresql+psycopg": "postgresql+psycopg",
+}
 ACCEPTED_DATABASE_URLS = "sqlite:///path.db or postgresql+psycopg://user:password@host:5432/db"
 
 
-def _sqlite_in_memory(url: URL) -> bool:
+def sqlite_in_memory(url: URL) -> bool:
     """Whether SQLite would open a database of its own for each connection: none named, or
-    ":memory:" (also as a URI, file::memory:, or mode=memory); an empty name is a temporary one."""
+    ":memory:" (also as a URI, file::memory:, or mode=memory); an empty name is a temporary one.
+    The one definition: the setting refuses such a URL, and app.storage.engine.sqlite_path
+    finds no file in it."""
     database = url.database or ""
     if asbool(url.query.get("uri", False)):
         database = database.removeprefix("file:")
@@ -294,13 +303,13 @@ class Settings(BaseSettings):
             raise ValueError(f"{backend!r} databases are not supported; use sqlite or postgresql")
         # The service is written against these drivers only: another one fails on first use
         # (not installed, or async where the service is not), far from the setting.
-        if parsed.drivername not in ACCEPTED_DRIVERS:
+        if parsed.drivername not in DRIVERS:
             raise ValueError(f"the driver {parsed.drivername!r} is not supported; use {ACCEPTED_DATABASE_URLS}")
         if backend == "sqlite":
             if parsed.username or parsed.password or parsed.host or parsed.port:
                 raise ValueError("a SQLite URL names a file only, without user, password or host: "
                                  "sqlite:///path.db (relative) or sqlite:////abs/path.db")
-            if _sqlite_in_memory(parsed):
+            if sqlite_in_memory(parsed):
                 # Every process, and every connection of one, would open a database of its own,
                 # empty and gone when it closes.
                 raise ValueError("SQLite needs a database file, not an in-memory database (each process "

@@ -12,10 +12,10 @@ from __future__ import annotations
 
 from fastapi import APIRouter, FastAPI, Request, Response
 from fastapi.responses import JSONResponse
-from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, generate_latest
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from app.api import errors
+from app.api.routers.metrics import exposition
 from app.api.security import metrics_dependencies
 from app.services.security import SecurityState
 from app.settings import Settings
@@ -40,7 +40,7 @@ def create_metrics_app(settings: Settings, security: SecurityState | None) -> Fa
     def metrics() -> Response:
         # The process's counters only: the database gauges are in every `serve`'s /metrics,
         # and one process computing them is enough.
-        return Response(generate_latest(REGISTRY), media_type=CONTENT_TYPE_LATEST)
+        return exposition()
 
     app.include_router(router, dependencies=metrics_dependencies(settings.protect_metrics))
     return app

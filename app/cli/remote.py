@@ -18,7 +18,6 @@ import argparse
 import json
 import logging
 import os
-import re
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -81,7 +80,7 @@ def check_url(url: str, source: str) -> None:
     request could be sent to: the HTTP library would raise an InvalidURL or a UnicodeError at
     the first request, or try a port no service can have and report a refused connection."""
     def refused(problem: str) -> CommandError:
-        return CommandError(f"{source} {_without_credentials(url)!r}: {problem}", EXIT_USAGE)
+        return CommandError(f"{source} {shown_address(url)!r}: {problem}", EXIT_USAGE)
 
     if not url.startswith(("http://", "https://")):
         raise refused("give the service's http:// or https:// address, e.g. http://127.0.0.1:8000")
@@ -106,19 +105,6 @@ def check_url(url: str, source: str) -> None:
         httpx.URL(url)
     except httpx.InvalidURL as e:  # anything else the HTTP library will not send to
         raise refused(str(e)) from None
-
-
-def _without_credentials(url: str) -> str:
-    """The address as given, but for the credentials and the query, either of which may hold a
-    secret (what shown_address does, for an address it may not be able to parse)."""
-    scheme, sep, rest = url.partition("://")
-    if not sep:
-        scheme, rest = "", url
-    # Everything up to the last '@', wherever it is: a password may hold '/', '?' or '#', so
-    # where the authority ends cannot be told, and a part of the address left out is better
-    # than a part of a password shown.
-    rest = rest.rpartition("@")[2]
-    return f"{scheme}{sep}{re.split(r'[?#]', rest, maxsplit=1)[0]}"
 
 
 class Remote:

@@ -4,6 +4,7 @@ answers and transport errors inside a deadline, with the client's one backoff be
 from __future__ import annotations
 
 import logging
+import re
 import ssl
 import time
 from collections.abc import Callable
@@ -24,9 +25,17 @@ logger = logging.getLogger(__name__)
 
 
 def shown_address(url: str | httpx.URL) -> str:
-    """The service's address as a message names it: without credentials or a query, either of
-    which may hold a secret."""
-    return str(httpx.URL(url).copy_with(userinfo=b"", query=None))
+    """The service's address as a message names it: without credentials, a query or a fragment,
+    any of which may hold a secret. Works on an address no parser takes, to name it in the
+    error that refuses it."""
+    scheme, sep, rest = str(url).partition("://")
+    if not sep:
+        scheme, rest = "", scheme
+    # Everything up to the last '@', wherever it is: a password may hold '/', '?' or '#', so
+    # where the authority ends cannot be told, and a part of the address left out is better
+    # than a part of a password shown.
+    rest = rest.rpartition("@")[2]
+    return f"{scheme}{sep}{re.split(r'[?#]', rest, maxsplit=1)[0]}"
 
 
 class BearerAuth(httpx.Auth):

@@ -22,7 +22,7 @@ from sqlalchemy.engine import URL, make_url
 from sqlalchemy.pool import NullPool
 
 from app.domain.errors import StorageUnavailable
-from app.settings import Settings
+from app.settings import DRIVERS, Settings, sqlite_in_memory
 from app.storage import changes, dialect
 from app.storage.errors import translate_driver_errors
 
@@ -56,17 +56,17 @@ def _relax_if_owed(conn: Connection) -> None:
 
 
 def normalise_url(url: str) -> str:
-    """Let operators write postgresql://… and still get psycopg 3."""
+    """`url` with the driver the service opens it with (settings.DRIVERS): operators write
+    postgresql://… and still get psycopg 3."""
     u = make_url(url)
-    if u.drivername in ("postgresql", "postgres"):
-        u = u.set(drivername="postgresql+psycopg")
+    u = u.set(drivername=DRIVERS.get(u.drivername, u.drivername))
     return u.render_as_string(hide_password=False)
 
 
 def sqlite_path(database_url: str) -> Path | None:
     """The file of a SQLite URL; None for an in-memory database."""
-    database = make_url(database_url).database
-    return None if not database or database == ":memory:" else Path(database)
+    url = make_url(database_url)
+    return None if sqlite_in_memory(url) else Path(url.database or "")
 
 
 def create_private(path: Path) -> None:

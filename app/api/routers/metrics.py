@@ -171,4 +171,11 @@ def metrics(request: Request, services: ServicesDep) -> Response:
     instances; the database gauges are the same in every process."""
     gauges = CollectorRegistry(auto_describe=False)
     gauges.register(DatabaseGauges(services, request.app.state.schema_gate))
-    return Response(generate_latest(REGISTRY) + generate_latest(gauges), media_type=CONTENT_TYPE_LATEST)
+    return exposition(gauges)
+
+
+def exposition(*registries: CollectorRegistry) -> Response:
+    """This process's counters (app.metrics, in prometheus_client's REGISTRY) and then those of
+    `registries`, in Prometheus' text format: what every /metrics answers, `outbox serve`'s and
+    `outbox coordinator`'s (app.api.coordinator_metrics)."""
+    return Response(b"".join(generate_latest(r) for r in (REGISTRY, *registries)), media_type=CONTENT_TYPE_LATEST)
