@@ -84,6 +84,32 @@ def sqlite_in_memory(url: URL) -> bool:
     return database in ("", ":memory:") or url.query.get("mode") == "memory"
 
 
+def split_password(url: str) -> tuple[URL, str | None, str | None]:
+    """`url` parsed, with the password its writer meant, and the part of it the parse took for
+    the host, the database or a query parameter's name (the spill), if any.
+
+    make_url ends a password at its first "@": one holding an unencoded "@" ("p@ss") is parsed
+    as password "p" and host "ss@127.0.0.1", and "p@ss/x@h" as host "ss", database "x@h". The
+    only "@" after that first one that belongs to the URL are those inside a query parameter's
+    value (?application_name=me@work); every other one, counted from the first, is the
+    password's. The service refuses a URL with a spill (Settings); messages and logs hide it
+    (app.storage.engine.redacted_url, hidden_passwords) wherever a URL is shown."""
+    u = make_url(url)
+    if u.password is None:
+        return u, None, None
+    # A username holds no ":", so the first ":" after the scheme starts the password.
+    after_colon = url.split("://", 1)[1].split(":", 1)[1]
+    first, _, rest = after_colon.partition("@")
+    in_values = sum(v.count("@") for values in u.query.values()
+                    for v in ((values,) if isinstance(values, str) else values))
+    spilled = rest.count("@") - in_values
+    if spilled <= 0:
+        return u, u.password, None
+    parts = rest.split("@")
+    spill, tail = "@".join(parts[:spilled]), "@".join(parts[spilled:])
+    return make_url(f"{u.drivername}://{tail}").set(username=u.username), f"{first}@{spill}", spill
+
+
 class Settings(BaseSettings):
     # hide_input_in_errors: a refused setting's value is not repeated in the error, which a
     # traceback would print (OUTBOX_DATABASE_URL may hold a password).
@@ -314,10 +340,15 @@ class Settings(BaseSettings):
                 # empty and gone when it closes.
                 raise ValueError("SQLite needs a database file, not an in-memory database (each process "
                                  "would have its own, empty): sqlite:///path.db")
-        elif "@" in (parsed.host or ""):
-            # make_url ends a password at its first "@"; libpq could not resolve such a host, and
-            # its error would show the rest of the password.
-            raise ValueError("the user or password holds an '@' as it is: write it %40")
+        else:
+            if split_password(url)[2] is not None:
+                # make_url ends a password at its first "@", and takes the rest for the host, the
+                # database or a parameter: libpq's error about that would show it.
+                raise ValueError("the user, password or database holds an '@' as it is: write it %40")
+            for host in (parsed.host or "").split(","):
+                # A name the resolver's codec refuses (an empty label, one over 63 characters)
+                # would fail at the first connection as an unexpected UnicodeError.
+                host_name(host)
         return url
 
     @field_validator("host")

@@ -245,12 +245,22 @@ def _database_problem(message: str) -> str:
     from app.storage.engine import sqlite_path
     from app.storage.engine import redacted_url
 
-    url = os.environ.get("OUTBOX_DATABASE_URL", Settings.model_fields["database_url"].default)
+    url = _database_url_variable() or Settings.model_fields["database_url"].default
     if url.startswith("sqlite") and "unable to open database file" in message:
         path = sqlite_path(url)
         if path is not None and not path.resolve().parent.is_dir():
             return f"cannot open the SQLite database {path}: directory {path.resolve().parent} does not exist"
     return f"{message} ({redacted_url(url)})"
+
+
+def _database_url_variable() -> str | None:
+    """OUTBOX_DATABASE_URL as Settings reads it: its name in any case (outbox_database_url too),
+    the last one in the environment winning where two are given."""
+    found = None
+    for name, value in os.environ.items():
+        if name.upper() == "OUTBOX_DATABASE_URL":
+            found = value
+    return found
 
 
 def _api_keys(argv: list[str]) -> list[str]:
@@ -284,7 +294,7 @@ def _redact(text: str, api_keys: list[str] | tuple[str, ...] = ()) -> str:
     # Longest first: a key that holds a shorter one is hidden whole, not with its rest shown.
     for key in sorted((k for k in api_keys if len(k) >= _SHORTEST_KEY), key=len, reverse=True):
         text = text.replace(key, "***")
-    url = os.environ.get("OUTBOX_DATABASE_URL")
+    url = _database_url_variable()
     if url:
         for secret, shown in hidden_passwords(url):
             text = text.replace(secret, shown)

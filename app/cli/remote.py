@@ -18,6 +18,7 @@ import argparse
 import json
 import logging
 import os
+import re
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -84,6 +85,12 @@ def check_url(url: str, source: str) -> None:
 
     if not url.startswith(("http://", "https://")):
         raise refused("give the service's http:// or https:// address, e.g. http://127.0.0.1:8000")
+    after_host = re.search(r"[/?#].*", url.partition("://")[2])
+    if after_host and "@" in after_host.group():
+        # A password holding "/", "?" or "#" as it is ends the host there: the request would go
+        # to a host named by the user, with the rest of the password in its path.
+        raise refused("an '@' after the host: write the user's or password's '/', '?', '#' and '@' "
+                      "as %2F, %3F, %23 and %40")
     try:
         parts = urlsplit(url)
     except ValueError:  # a bracket left open, or an IPv6 address in brackets that is not one

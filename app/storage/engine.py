@@ -18,11 +18,11 @@ from pathlib import Path
 from urllib.parse import quote
 
 from sqlalchemy import Connection, Engine, create_engine, event, select
-from sqlalchemy.engine import URL, make_url
+from sqlalchemy.engine import make_url
 from sqlalchemy.pool import NullPool
 
 from app.domain.errors import StorageUnavailable
-from app.settings import DRIVERS, Settings, sqlite_in_memory
+from app.settings import DRIVERS, Settings, split_password, sqlite_in_memory
 from app.storage import changes, dialect
 from app.storage.errors import translate_driver_errors
 
@@ -95,30 +95,11 @@ _SECRET_PARAMETERS = frozenset({"password", "sslpassword"})
 _HIDDEN = "***"
 
 
-def _split_password(url: str) -> tuple[URL, str | None, str | None]:
-    """`url` parsed, with the password its writer meant, and the part of it the parse took for
-    the host (and what follows), if any.
-
-    make_url ends a password at its first "@": one holding an unencoded "@" ("p@ss") is parsed
-    as password "p" and host "ss@127.0.0.1". Any "@" after that one may belong to the
-    password, so it runs to the last "@"."""
-    u = make_url(url)
-    if u.password is None:
-        return u, None, None
-    # A username holds no ":", so the first ":" after the scheme starts the password.
-    after_colon = url.split("://", 1)[1].split(":", 1)[1]
-    first, _, rest = after_colon.partition("@")
-    if "@" not in rest:
-        return u, u.password, None
-    spill, _, tail = rest.rpartition("@")
-    return make_url(f"{u.drivername}://{tail}").set(username=u.username), f"{first}@{spill}", spill
-
-
 def redacted_url(url: str) -> str:
     """The URL with every password libpq would take from it, whole, replaced by ***, for
     messages and logs."""
     try:
-        u, password, _ = _split_password(url)
+        u, password, _ = split_password(url)
         if password is not None:
             u = u.set(password=_HIDDEN)
         secret = {key: _HIDDEN for key in u.query if key.lower() in _SECRET_PARAMETERS}
@@ -133,7 +114,7 @@ def hidden_passwords(url: str) -> list[tuple[str, str]]:
     has in a URL (":secret@", "password=secret"), so that one that is also a word of the URL
     ("postgres") is hidden only where it is the password; an unparsable URL is hidden whole."""
     try:
-        _, password, spill = _split_password(url)
+        _, password, spill = split_password(url)
         pairs = []
         for text in {password, make_url(url).password} - {None, ""}:
             pairs += [(f":{form}@", f":{_HIDDEN}@") for form in (text, quote(text, safe=""))]

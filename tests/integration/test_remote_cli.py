@@ -715,6 +715,17 @@ def test_a_wrong_url_never_shows_a_part_of_a_password_that_holds_a_delimiter(out
     assert "ss@" not in done.err and "admin" not in done.err and "pa/" not in done.err, done.err
 
 
+@pytest.mark.parametrize("url", ["http://admin:8000/s3cret@127.0.0.1:8000", "http://admin:8000#s3cret@127.0.0.1:8000",
+                                 "http://admin:8000?s3cret@127.0.0.1:8000"])
+def test_a_password_that_ends_the_host_early_is_refused_before_any_request(outbox, url: str) -> None:  # type: ignore[no-untyped-def]
+    # Taken as it is, the host would be "admin", port 8000, and the password's rest its path.
+    done = outbox("--url", url, "topics", "list")
+
+    assert (done.status, done.out, done.err) == (
+        EXIT_USAGE, "", "outbox: error: --url 'http://127.0.0.1:8000': an '@' after the host: write the user's or "
+                        "password's '/', '?', '#' and '@' as %2F, %3F, %23 and %40\n")
+
+
 # One case per way an API key can reach argparse's or the CLI's error message: the command
 # line, and the message on stderr, compared whole (the key shown as *** where it was given).
 _KEY = "outbox_0123456789abcdef_secret"

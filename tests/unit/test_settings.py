@@ -84,11 +84,27 @@ def test_a_sqlite_url_with_a_host_or_user_is_refused(url: str) -> None:
     assert _database_url_refusal(url).startswith("Value error, a SQLite URL names a file only")
 
 
-@pytest.mark.parametrize("url", ["postgresql+psycopg://u:s3c@ret@h/db", "postgresql+psycopg://u:s3cret@@h:5432/db"])
+@pytest.mark.parametrize("url", ["postgresql+psycopg://u:s3c@ret@h/db", "postgresql+psycopg://u:s3cret@@h:5432/db",
+                                 # parsed as host "ret", database "x@h": the host alone has no "@"
+                                 "postgresql+psycopg://u:s3c@ret/x@h/db",
+                                 # parsed as host "ret" and a parameter named "x@h/db"
+                                 "postgresql+psycopg://u:s3c@ret?x@h/db"])
 def test_an_unencoded_at_sign_in_the_password_is_refused_without_showing_it(url: str) -> None:
     message = _database_url_refusal(url)
-    assert message == "Value error, the user or password holds an '@' as it is: write it %40"
+    assert message == "Value error, the user, password or database holds an '@' as it is: write it %40"
     assert "ret" not in message
+
+
+def test_an_at_sign_in_a_parameters_value_is_taken() -> None:
+    url = "postgresql+psycopg://u:s3cret@h/db?application_name=me@work"
+    assert Settings(database_url=url).database_url == url
+
+
+@pytest.mark.parametrize("host", ["a..b", "x" * 64 + ".example", "ok.example,a..b"])
+def test_a_database_host_no_resolver_takes_is_refused_naming_it(host: str) -> None:
+    assert _database_url_refusal(f"postgresql+psycopg://u:s3cret@{host}/db").startswith(
+        "Value error, 'a..b' is not a valid host name" if "a..b" in host else
+        f"Value error, {'x' * 64 + '.example'!r} is not a valid host name")
 
 
 def test_log_level_is_one_of_pythons_levels_in_any_case() -> None:
