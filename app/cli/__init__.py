@@ -38,9 +38,21 @@ __all__ = ["EXIT_AUTH", "EXIT_FAILURE", "EXIT_USAGE", "CommandError", "build_par
 
 
 class _Parser(argparse.ArgumentParser):
+    def __init__(self, *args, **kwargs) -> None:  # type: ignore[no-untyped-def]
+        # No abbreviated options: `grant-reader r --password SECRET` took --password for
+        # --password-stdin and then echoed SECRET as an argument it did not know.
+        kwargs.setdefault("allow_abbrev", False)
+        super().__init__(*args, **kwargs)
+
     def error(self, message: str):  # type: ignore[no-untyped-def]
         # One line, like every other mistake (argparse prints the usage block first).
         raise CommandError(f"{message} (see `{self.prog} --help`)", EXIT_USAGE)
+
+    def parse_args(self, args=None, namespace=None):  # type: ignore[no-untyped-def]
+        parsed, unknown = self.parse_known_args(args, namespace)
+        if unknown:
+            self.error(f"unrecognized arguments: {_shown_arguments(unknown)}")
+        return parsed
 
     def parse_known_args(self, args=None, namespace=None):  # type: ignore[no-untyped-def]
         try:
@@ -52,7 +64,7 @@ class _Parser(argparse.ArgumentParser):
             # required, the options it did not know are named instead, if there are any.
             unknown = self._unknown_arguments(args, namespace)
             if unknown:
-                self.error(f"unrecognized arguments: {' '.join(unknown)}")
+                self.error(f"unrecognized arguments: {_shown_arguments(unknown)}")
             raise
 
     def _unknown_arguments(self, args, namespace) -> list[str]:  # type: ignore[no-untyped-def]
@@ -75,6 +87,22 @@ class _Parser(argparse.ArgumentParser):
             if isinstance(action, argparse._SubParsersAction):
                 for parser in action.choices.values():
                     yield from parser._tree()
+
+
+def _shown_arguments(unknown: list[str]) -> str:
+    """Arguments argparse did not know, as an error names them: each option, but not its value
+    (`--ulr http://user:password@host`, `--apikey TOKEN`, `--passwd=SECRET`), which may be a
+    secret given to an option misspelt; an argument after no option is shown as it is."""
+    shown, after_option = [], False
+    for argument in unknown:
+        if argument.startswith("-") and len(argument) > 1:
+            option, eq, _ = argument.partition("=")
+            shown.append(f"{option}=***" if eq else option)
+            after_option = not eq
+        else:
+            shown.append("***" if after_option else argument)
+            after_option = False
+    return " ".join(shown)
 
 
 def build_parser() -> argparse.ArgumentParser:

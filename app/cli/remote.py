@@ -109,9 +109,13 @@ def check_url(url: str, source: str) -> None:
     if port == 0:
         raise refused("the port must be a number from 1 to 65535")
     try:
-        httpx.URL(url)
+        # .host decodes an "xn--" label as the request would: the idna package refuses some
+        # (`xn--.com`) that Python's own codec, which host_name asks, takes.
+        httpx.URL(url).host
     except httpx.InvalidURL as e:  # anything else the HTTP library will not send to
         raise refused(str(e)) from None
+    except UnicodeError as e:
+        raise refused(f"{parts.hostname!r} is not a valid host name ({e})") from None
 
 
 class Remote:

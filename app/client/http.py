@@ -73,7 +73,8 @@ class Session:
         say_unreachable: bool = True,
     ) -> None:
         """`auth`: credentials (credentials()); `tls`: True to verify the service's
-        certificate against the system's CAs, or an SSLContext (a private CA, a client
+        certificate against certifi's CAs (or those of the file SSL_CERT_FILE or the directory
+        SSL_CERT_DIR names, where set), or an SSLContext (a private CA, a client
         certificate for mtls). `say_unreachable`: a call that cannot reach the service logs a
         WARNING as its retries begin (False for a consumer's heartbeat thread, whose calls
         repeat every few seconds in the background: the consumer's own calls say it)."""

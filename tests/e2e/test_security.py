@@ -269,6 +269,22 @@ def test_https_without_client_certificates_serves_api_keys(launcher: Launcher, p
         assert c.get("/v1/topics", headers=bearer(admin)).status_code == 200
 
 
+def test_the_admin_cli_trusts_the_private_ca_given_in_ssl_cert_file(launcher: Launcher, pki: dict[str, Path]) -> None:
+    server = https_server(launcher, pki, **AUTH)
+    env = {k: v for k, v in launcher.env().items() if not k.startswith("SSL_CERT")}
+    env["OUTBOX_API_KEY"] = key = create_key(launcher, "admin")
+
+    def topics_list(**extra: str) -> subprocess.CompletedProcess:
+        return subprocess.run([PYTHON, "-m", "app.cli", "--url", f"https://127.0.0.1:{server.port}", "topics", "list",
+                               "--json"], cwd=ROOT, env=env | extra, capture_output=True, text=True, timeout=60)
+
+    trusted, untrusted = topics_list(SSL_CERT_FILE=str(pki["ca"])), topics_list()
+    assert (trusted.returncode, trusted.stderr) == (0, ""), trusted.stderr
+    with httpx.Client(base_url=f"https://127.0.0.1:{server.port}", verify=tls_context(pki)) as c:
+        assert json.loads(trusted.stdout) == c.get("/v1/topics", headers=bearer(key)).json()
+    assert untrusted.returncode == 1 and "CERTIFICATE_VERIFY_FAILED" in untrusted.stderr, untrusted.stderr
+
+
 def test_https_served_by_outbox_serve_sends_strict_transport_security(launcher: Launcher,
                                                                       pki: dict[str, Path]) -> None:
     server = https_server(launcher, pki, **AUTH)

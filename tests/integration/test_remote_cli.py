@@ -735,19 +735,40 @@ _KEY = "outbox_0123456789abcdef_secret"
     (["transactions", "list", "--state", "Ongoing", "--api-key", _KEY], "--api-key: only for the admin commands "
      "over HTTP (acls, groups, principals, topics, transactions with --url); without --url or OUTBOX_URL"),
     (["serve", "--api-key", _KEY], "unrecognized arguments: --api-key *** (see `outbox --help`)"),
-    (["topics", "list", f"--api-ke={_KEY}"],
-     "ambiguous option: --api-ke=*** could match --api-key-file, --api-key (see `outbox --help`)"),
+    (["topics", "list", f"--api-ke={_KEY}"], "unrecognized arguments: --api-ke=*** (see `outbox --help`)"),
     (["serve", "--api_key", _KEY], "unrecognized arguments: --api_key *** (see `outbox --help`)"),
     (["--api-key", "outbox_0123", "serve", "--api-key", "outbox_0123_not_key_shaped_secret"],
      "unrecognized arguments: --api-key *** (see `outbox --help`)"),
 ], ids=["on a command that takes no key", "repeated by argparse as an unrecognized argument",
-        "after an ambiguous abbreviation of its flag", "key-shaped after a flag argparse does not recognise",
+        "after an abbreviation of its flag", "key-shaped after a flag argparse does not recognise",
         "holding another given value, hidden whole"])
 def test_an_api_key_in_a_usage_error_is_not_echoed(outbox, args, message) -> None:  # type: ignore[no-untyped-def]
     done = outbox(*args)
 
     assert (done.status, done.out) == (EXIT_USAGE, "")
     assert done.err == f"outbox: error: {message}\n"
+
+
+def test_a_host_name_the_http_library_cannot_decode_is_refused_before_any_request(outbox) -> None:  # type: ignore[no-untyped-def]
+    done = outbox("--url", "http://u:pw@xn--.com:80", "topics", "list")
+
+    assert (done.status, done.out, done.err) == (
+        EXIT_USAGE, "", "outbox: error: --url 'http://xn--.com:80': 'xn--.com' is not a valid host name "
+                        "(Malformed A-label, no Punycode eligible content found)\n")
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["topics", "list", "--ulr", "http://admin:s3cr3t@127.0.0.1:8000"], "unrecognized arguments: --ulr ***"),
+    (["topics", "list", "--apikey", "eyJhbGciOiJIUzI1NiJ9.e30.s3cr3t"], "unrecognized arguments: --apikey ***"),
+    (["topics", "list", "--token=s3cr3t"], "unrecognized arguments: --token=***"),
+    # Taken for --password-stdin, were abbreviations allowed, and s3cr3t then shown alone.
+    (["grant-reader", "reader", "--password", "s3cr3t"], "unrecognized arguments: --password ***"),
+    (["topics", "list", "extra"], "unrecognized arguments: extra"),
+])
+def test_a_misspelt_options_value_is_not_echoed(outbox, args, message) -> None:  # type: ignore[no-untyped-def]
+    done = outbox(*args)
+
+    assert (done.status, done.out, done.err) == (EXIT_USAGE, "", f"outbox: error: {message} (see `outbox --help`)\n")
 
 
 def test_a_key_file_of_more_than_one_line_is_refused_without_its_contents(outbox, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
