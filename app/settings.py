@@ -354,6 +354,9 @@ class Settings(BaseSettings):
     @field_validator("host")
     @classmethod
     def _check_host(cls, host: str) -> str:
+        if not host.strip():
+            # uvicorn would bind an empty host to every interface, which 0.0.0.0 says plainly.
+            raise ValueError("empty; give an address, e.g. 127.0.0.1 (0.0.0.0 for every interface)")
         return host_name(host)
 
     @field_validator("kafka_listener")

@@ -199,6 +199,10 @@ def main(argv: list[str] | None = None) -> int:
 def _remote(args: argparse.Namespace) -> bool:
     """Whether this command goes to a service over HTTP (and not to the database)."""
     given, explicit = args.url, args.url is not None
+    if given == "":
+        # Read as "no --url" below, an admin command would open the database, or be told that
+        # --url is not for it.
+        raise CommandError("--url: empty; give the service's address, e.g. http://127.0.0.1:8000", EXIT_USAGE)
     args.url = given or os.environ.get(remote.URL_VARIABLE) or None
     if args.command in remote.COMMANDS and args.url:
         # Before anything is asked: a mistake in the address is the command line's or the

@@ -749,6 +749,13 @@ def test_an_api_key_in_a_usage_error_is_not_echoed(outbox, args, message) -> Non
     assert done.err == f"outbox: error: {message}\n"
 
 
+def test_an_empty_url_is_refused_as_the_admin_commands_flag_it_is(outbox) -> None:  # type: ignore[no-untyped-def]
+    done = outbox("--url", "", "topics", "list")
+
+    assert (done.status, done.out, done.err) == (
+        EXIT_USAGE, "", "outbox: error: --url: empty; give the service's address, e.g. http://127.0.0.1:8000\n")
+
+
 def test_a_host_name_the_http_library_cannot_decode_is_refused_before_any_request(outbox) -> None:  # type: ignore[no-untyped-def]
     done = outbox("--url", "http://u:pw@xn--.com:80", "topics", "list")
 

@@ -107,6 +107,12 @@ def test_a_database_host_no_resolver_takes_is_refused_naming_it(host: str) -> No
         f"Value error, {'x' * 64 + '.example'!r} is not a valid host name")
 
 
+@pytest.mark.parametrize("host", ["", " "])
+def test_an_empty_host_is_refused_rather_than_bound_to_every_interface(host: str) -> None:
+    with pytest.raises(ValidationError, match=r"empty; give an address, e\.g\. 127\.0\.0\.1 \(0\.0\.0\.0 for every interface\)"):
+        Settings(host=host)
+
+
 def test_log_level_is_one_of_pythons_levels_in_any_case() -> None:
     assert Settings(log_level="WARNING").log_level == "warning"
     with pytest.raises(ValidationError, match="must be one of critical, error, warning, info, debug"):
