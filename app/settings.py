@@ -7,10 +7,10 @@ from typing import Literal
 
 from pydantic import Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
-from sqlalchemy.engine import URL, make_url
+from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError
-from sqlalchemy.util import asbool
 
+from app.database_url import DRIVERS, sqlite_in_memory, unencoded_at
 from app.domain.topic_config import DEFAULT_MAX_MESSAGE_BYTES
 
 LOG_LEVELS = ("critical", "error", "warning", "info", "debug")
@@ -60,28 +60,7 @@ def kafka_address(listener: str) -> tuple[str, int]:
     return host_name(host), int(port)
 
 
-# The database URLs the service runs with, each with the driver it is opened with: SQLite
-# through Python's sqlite3 and PostgreSQL through psycopg 3, which postgresql:// and
-# postgres:// are given too (app.storage.engine.normalise_url).
-DRIVERS = {
-    "sqlite": "sqlite",
-    "sqlite+pysqlite": "sqlite+pysqlite",
-    "postgresql": "postgresql+psycopg",
-    "postgres": "postgresql+psycopg",
-    "postgresql+psycopg": "postgresql+psycopg",
-}
 ACCEPTED_DATABASE_URLS = "sqlite:///path.db or postgresql+psycopg://user:password@host:5432/db"
-
-
-def sqlite_in_memory(url: URL) -> bool:
-    """Whether SQLite would open a database of its own for each connection: none named, or
-    ":memory:" (also as a URI, file::memory:, or mode=memory); an empty name is a temporary one.
-    The one definition: the setting refuses such a URL, and app.storage.engine.sqlite_path
-    finds no file in it."""
-    database = url.database or ""
-    if asbool(url.query.get("uri", False)):
-        database = database.removeprefix("file:")
-    return database in ("", ":memory:") or url.query.get("mode") == "memory"
 
 
 class Settings(BaseSettings):
@@ -314,9 +293,7 @@ class Settings(BaseSettings):
                 # empty and gone when it closes.
                 raise ValueError("SQLite needs a database file, not an in-memory database (each process "
                                  "would have its own, empty): sqlite:///path.db")
-        elif "@" in (parsed.host or ""):
-            # make_url ends a password at its first "@"; libpq could not resolve such a host, and
-            # its error would show the rest of the password.
+        elif unencoded_at(parsed):
             raise ValueError("the user or password holds an '@' as it is: write it %40")
         return url
 
