@@ -7,10 +7,10 @@ from typing import Literal
 
 from pydantic import Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
-from sqlalchemy.engine import URL, make_url
+from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError
-from sqlalchemy.util import asbool
 
+from app.database_url import DRIVERS, sqlite_in_memory, unencoded_at
 from app.domain.topic_config import DEFAULT_MAX_MESSAGE_BYTES
 
 LOG_LEVELS = ("critical", "error", "warning", "info", "debug")
@@ -60,54 +60,7 @@ def kafka_address(listener: str) -> tuple[str, int]:
     return host_name(host), int(port)
 
 
-# The database URLs the service runs with, each with the driver it is opened with: SQLite
-# through Python's sqlite3 and PostgreSQL through psycopg 3, which postgresql:// and
-# postgres:// are given too (app.storage.engine.normalise_url).
-DRIVERS = {
-    "sqlite": "sqlite",
-    "sqlite+pysqlite": "sqlite+pysqlite",
-    "postgresql": "postgresql+psycopg",
-    "postgres": "postgresql+psycopg",
-    "postgresql+psycopg": "postgresql+psycopg",
-}
 ACCEPTED_DATABASE_URLS = "sqlite:///path.db or postgresql+psycopg://user:password@host:5432/db"
-
-
-def sqlite_in_memory(url: URL) -> bool:
-    """Whether SQLite would open a database of its own for each connection: none named, or
-    ":memory:" (also as a URI, file::memory:, or mode=memory); an empty name is a temporary one.
-    The one definition: the setting refuses such a URL, and app.storage.engine.sqlite_path
-    finds no file in it."""
-    database = url.database or ""
-    if asbool(url.query.get("uri", False)):
-        database = database.removeprefix("file:")
-    return database in ("", ":memory:") or url.query.get("mode") == "memory"
-
-
-def split_password(url: str) -> tuple[URL, str | None, str | None]:
-    """`url` parsed, with the password its writer meant, and the part of it the parse took for
-    the host, the database or a query parameter's name (the spill), if any.
-
-    make_url ends a password at its first "@": one holding an unencoded "@" ("p@ss") is parsed
-    as password "p" and host "ss@127.0.0.1", and "p@ss/x@h" as host "ss", database "x@h". The
-    only "@" after that first one that belongs to the URL are those inside a query parameter's
-    value (?application_name=me@work); every other one, counted from the first, is the
-    password's. The service refuses a URL with a spill (Settings); messages and logs hide it
-    (app.storage.engine.redacted_url, hidden_passwords) wherever a URL is shown."""
-    u = make_url(url)
-    if u.password is None:
-        return u, None, None
-    # A username holds no ":", so the first ":" after the scheme starts the password.
-    after_colon = url.split("://", 1)[1].split(":", 1)[1]
-    first, _, rest = after_colon.partition("@")
-    in_values = sum(v.count("@") for values in u.query.values()
-                    for v in ((values,) if isinstance(values, str) else values))
-    spilled = rest.count("@") - in_values
-    if spilled <= 0:
-        return u, u.password, None
-    parts = rest.split("@")
-    spill, tail = "@".join(parts[:spilled]), "@".join(parts[spilled:])
-    return make_url(f"{u.drivername}://{tail}").set(username=u.username), f"{first}@{spill}", spill
 
 
 class Settings(BaseSettings):
@@ -341,7 +294,7 @@ class Settings(BaseSettings):
                 raise ValueError("SQLite needs a database file, not an in-memory database (each process "
                                  "would have its own, empty): sqlite:///path.db")
         else:
-            if split_password(url)[2] is not None:
+            if unencoded_at(url):
                 # make_url ends a password at its first "@", and takes the rest for the host, the
                 # database or a parameter: libpq's error about that would show it.
                 raise ValueError("the user, password or database holds an '@' as it is: write it %40")

@@ -17,7 +17,7 @@ from fastapi import routing
 from fastapi.routing import APIRoute
 
 from app import __doc__ as product_doc
-from app.api import console, direct_route, docs_ui, errors
+from app.api import console, direct_route, docs_ui, errors, request_metrics
 from app.api.body_limit import BodySizeLimit
 from app.api.path_guard import EncodedSlashGuard
 from app.api.deps import require_schema
@@ -25,7 +25,6 @@ from app.composition import Services, serve_chores
 from app.services.schema_gate import RECHECK_MAX_S, SchemaGate
 from app.services.security import SecurityState
 from app.api.json_body import JsonBody
-from app.api.request_metrics import RequestMetrics
 from app.api.security_headers import SecurityHeaders
 from app.api.rate_history import RateHistory
 from app.api.routers import (acls, console_history, fetch, groups, health, metrics, producers, records, topics,
@@ -125,9 +124,7 @@ def create_app(settings: Settings | None = None, clock: Clock = system_clock, *,
     app.add_middleware(BodySizeLimit, max_bytes=settings.max_request_bytes)
     app.add_middleware(EncodedSlashGuard)
     # Outermost: it also counts and logs what the two above refuse.
-    app.add_middleware(
-        RequestMetrics, access_log=settings.access_log, log_probes=settings.access_log_probes
-    )
+    request_metrics.install(app, settings)
 
     # Every router of the API is authenticated by construction; the health probes are not
     # (a load balancer has no credentials), /metrics where OUTBOX_PROTECT_METRICS says.

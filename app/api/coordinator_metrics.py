@@ -5,7 +5,9 @@ It is an app of the HTTP door, served by uvicorn as `outbox serve`'s is (app.cli
 that a scrape meets the same checks as serve's /metrics: OUTBOX_PROTECT_METRICS asks for the
 same credentials and ACL (app.api.security.metrics_dependencies, authenticate), a caller from
 another host is refused while authentication is unset, and OUTBOX_TLS_CERT_FILE makes it HTTPS.
-A listener of its own beside those checks would be a door around them.
+A listener of its own beside those checks would be a door around them. Its requests are
+counted and logged as serve's are (app.api.request_metrics.install): a scrape is left out of
+the access log unless OUTBOX_ACCESS_LOG_PROBES is on.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ from fastapi import APIRouter, FastAPI, Request, Response
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from app.api import errors
+from app.api import errors, request_metrics
 from app.api.routers.metrics import exposition
 from app.api.security import metrics_dependencies
 from app.services.security import SecurityState
@@ -43,6 +45,7 @@ def create_metrics_app(settings: Settings, security: SecurityState | None) -> Fa
         return exposition()
 
     app.include_router(router, dependencies=metrics_dependencies(settings.protect_metrics))
+    request_metrics.install(app, settings)
     return app
 
 

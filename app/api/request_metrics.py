@@ -19,10 +19,12 @@ import time
 import uuid
 from typing import Any
 
+from starlette.applications import Starlette
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from app.logs import ACCESS_LOGGER
 from app.metrics import HTTP_REQUEST_DURATION, HTTP_REQUESTS
+from app.settings import Settings
 
 access_log = logging.getLogger(ACCESS_LOGGER)
 
@@ -111,3 +113,12 @@ class RequestMetrics:
                     extra={"method": scope["method"], "route": template, "status": status,
                            "duration_ms": duration_ms, "request_id": rid},
                 )
+
+
+def install(app: Starlette, settings: Settings) -> None:
+    """Count, time and log every request of `app` under the settings' access-log rules
+    (OUTBOX_ACCESS_LOG, OUTBOX_ACCESS_LOG_PROBES): serve's app (app.api.app) and the
+    coordinator's metrics port (app.api.coordinator_metrics) alike, so that a scrape of either
+    is logged, or left out, by the same rules. Call it after every other add_middleware: the
+    last added is outermost, and this one must also count and log what the others refuse."""
+    app.add_middleware(RequestMetrics, access_log=settings.access_log, log_probes=settings.access_log_probes)

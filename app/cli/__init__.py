@@ -275,7 +275,7 @@ def _settings_problems(exc) -> str:  # type: ignore[no-untyped-def]
 def _database_problem(message: str) -> str:
     """A database failure, with the database it was (password hidden) and, for SQLite, why."""
     from app.storage.engine import sqlite_path
-    from app.storage.engine import redacted_url
+    from app.database_url import redacted_url
 
     url = _database_url_variable() or Settings.model_fields["database_url"].default
     if url.startswith("sqlite") and "unable to open database file" in message:
@@ -318,7 +318,7 @@ def _redact(text: str, api_keys: list[str] | tuple[str, ...] = ()) -> str:
     """Hide the database password and the API keys wherever they appear (a driver's message,
     a traceback, argparse's echo of the command line)."""
     from app.services.security import API_KEY_IN_TEXT
-    from app.storage.engine import hidden_passwords
+    from app.database_url import hidden_passwords
 
     # Anything shaped like a key the service hands out, however it reached the message: a flag
     # argparse did not recognise (`--api_key KEY`), a key file's contents in a library's error.

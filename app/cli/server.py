@@ -294,7 +294,7 @@ def _serve_metrics(settings: Settings, security: SecurityState | None, sock: soc
         create_metrics_app(settings, security),
         log_config=None,  # the process's logging is configured already (app.logs)
         log_level=settings.log_level,
-        access_log=False,
+        access_log=False,  # the app writes its own (outbox.access), as serve's does
         lifespan="off",
         timeout_keep_alive=settings.http_keep_alive_timeout_s,
         **tls,

@@ -15,14 +15,14 @@ from collections import deque
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from urllib.parse import quote
 
 from sqlalchemy import Connection, Engine, create_engine, event, select
 from sqlalchemy.engine import make_url
 from sqlalchemy.pool import NullPool
 
 from app.domain.errors import StorageUnavailable
-from app.settings import DRIVERS, Settings, split_password, sqlite_in_memory
+from app.database_url import DRIVERS, sqlite_in_memory
+from app.settings import Settings
 from app.storage import changes, dialect
 from app.storage.errors import translate_driver_errors
 
@@ -56,7 +56,7 @@ def _relax_if_owed(conn: Connection) -> None:
 
 
 def normalise_url(url: str) -> str:
-    """`url` with the driver the service opens it with (settings.DRIVERS): operators write
+    """`url` with the driver the service opens it with (app.database_url.DRIVERS): operators write
     postgresql://… and still get psycopg 3."""
     u = make_url(url)
     u = u.set(drivername=DRIVERS.get(u.drivername, u.drivername))
@@ -86,51 +86,6 @@ def _private_sqlite_file(url: str) -> None:
     path = sqlite_path(url)
     if path is not None and not str(path).startswith("file:"):
         create_private(path)
-
-
-# libpq's connection parameters that carry a secret: a URL's query passes them on to it as
-# readily as its user:password@ part does. (`passfile` is only the path of a file.) Compared
-# without case, to hide a mistyped one too.
-_SECRET_PARAMETERS = frozenset({"password", "sslpassword"})
-_HIDDEN = "***"
-
-
-def redacted_url(url: str) -> str:
-    """The URL with every password libpq would take from it, whole, replaced by ***, for
-    messages and logs."""
-    try:
-        u, password, _ = split_password(url)
-        if password is not None:
-            u = u.set(password=_HIDDEN)
-        secret = {key: _HIDDEN for key in u.query if key.lower() in _SECRET_PARAMETERS}
-        return u.update_query_dict(secret).render_as_string(hide_password=True).replace("%2A%2A%2A", _HIDDEN)
-    except Exception:  # noqa: BLE001 - an unparsable URL may still hold a password
-        return "<unparsable database URL>"
-
-
-def hidden_passwords(url: str) -> list[tuple[str, str]]:
-    """How to hide the passwords of `url` where a driver's message or a traceback repeats them:
-    pairs (text, what to show instead), longest first. Each password stands in the context it
-    has in a URL (":secret@", "password=secret"), so that one that is also a word of the URL
-    ("postgres") is hidden only where it is the password; an unparsable URL is hidden whole."""
-    try:
-        _, password, spill = split_password(url)
-        pairs = []
-        for text in {password, make_url(url).password} - {None, ""}:
-            pairs += [(f":{form}@", f":{_HIDDEN}@") for form in (text, quote(text, safe=""))]
-        if spill:
-            # What the driver took for the host: "failed to resolve host 'ss@127.0.0.1'".
-            pairs.append((f"{spill}@", f"{_HIDDEN}@"))
-        for key, values in make_url(url).query.items():
-            if key.lower() in _SECRET_PARAMETERS:
-                for value in (values,) if isinstance(values, str) else values:
-                    if value:
-                        pairs += [(f"{key}={form}", f"{key}={_HIDDEN}") for form in (value, quote(value, safe=""))]
-        if pairs:
-            pairs.append((url, redacted_url(url)))
-    except Exception:  # noqa: BLE001 - unparsable: hide the whole value
-        pairs = [(url, _HIDDEN)]
-    return sorted(pairs, key=lambda pair: len(pair[0]), reverse=True)
 
 
 def build_engine(

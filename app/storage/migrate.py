@@ -224,7 +224,7 @@ def prepare(database_url: str, *, auto_migrate: bool, refuse_schema_mismatch: bo
     (app.services.schema_gate): /readyz and the API answer 503 until then."""
     from sqlalchemy.exc import DBAPIError
 
-    from app.storage.engine import redacted_url
+    from app.database_url import redacted_url
     from app.storage.errors import first_line
 
     engine = build_migration_engine(database_url)

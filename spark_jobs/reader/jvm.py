@@ -38,7 +38,6 @@ from __future__ import annotations
 
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 from urllib.parse import quote, urlencode
 
@@ -89,43 +88,38 @@ class JdbcSource:
         return props
 
     @classmethod
-    def of(cls, database: Database) -> JdbcSource:
-        """The data source's database (option databaseUrl, checked) for JDBC."""
+    def of(cls, database: Database, *, user: str | None = None, password: str | None = None) -> JdbcSource:
+        """The data source's database (option databaseUrl, checked) for JDBC; `user` and
+        `password`, given, instead of the URL's."""
+        from sqlalchemy.engine import make_url
+
         if database.kind == "sqlite":
+            # Relative paths are relative to the current directory, as for the service; the
+            # executors of a local[*] master share it, a cluster's do not (see docs/SPARK.md).
             return cls("sqlite", f"jdbc:sqlite:{database.target}")
-        return cls.from_url(database.target)
+        u = make_url(database.target)
+        host = u.host or "localhost"
+        if ":" in host:  # IPv6 literal
+            host = f"[{host}]"
+        query = urlencode({k: v for k, v in u.query.items() if isinstance(v, str)})
+        jdbc = f"jdbc:postgresql://{host}:{u.port or 5432}/{quote(u.database or '')}"
+        if query:
+            jdbc += f"?{query}"
+        return cls("postgresql", jdbc, user if user is not None else u.username,
+                   password if password is not None else u.password)
 
     @classmethod
     def from_url(cls, url: str, *, user: str | None = None, password: str | None = None) -> JdbcSource:
-        """From a service database URL (SQLAlchemy or libpq syntax) or a JDBC URL."""
-        from sqlalchemy.engine import make_url
-
+        """From a service database URL (SQLAlchemy or libpq syntax), taken and refused as the
+        data source's option databaseUrl (Database.from_url), or a JDBC URL."""
         if url.startswith("jdbc:postgresql:"):
             return cls("postgresql", url, user, password)
         if url.startswith("jdbc:sqlite:"):
             return cls("sqlite", url)
         if url.startswith("jdbc:"):
-            raise SparkJobError(f"unsupported JDBC URL {url!r}: use jdbc:postgresql: or jdbc:sqlite:")
-        u = make_url(url)
-        # postgres:// is PostgreSQL's other spelling, which the service takes too.
-        backend = "postgresql" if u.get_backend_name() == "postgres" else u.get_backend_name()
-        if backend == "sqlite":
-            if not u.database or u.database == ":memory:":
-                raise SparkJobError(f"{url!r} is an in-memory SQLite database; Spark needs a file")
-            # Relative paths are relative to the current directory, as for the service; the
-            # executors of a local[*] master share it, a cluster's do not (see docs/SPARK.md).
-            return cls("sqlite", f"jdbc:sqlite:{Path(u.database).resolve()}")
-        if backend == "postgresql":
-            host = u.host or "localhost"
-            if ":" in host:  # IPv6 literal
-                host = f"[{host}]"
-            query = urlencode({k: v for k, v in u.query.items() if isinstance(v, str)})
-            jdbc = f"jdbc:postgresql://{host}:{u.port or 5432}/{quote(u.database or '')}"
-            if query:
-                jdbc += f"?{query}"
-            return cls("postgresql", jdbc, user if user is not None else u.username,
-                       password if password is not None else u.password)
-        raise SparkJobError(f"unsupported database URL {u.render_as_string()!r}: use sqlite:///… or postgresql://…")
+            # Its subprotocol only: the rest may hold a password, in a syntax of its driver's own.
+            raise SparkJobError(f"unsupported JDBC URL (jdbc:{url.split(':')[1]}:…): use jdbc:postgresql: or jdbc:sqlite:")
+        return cls.of(Database.from_url(url), user=user, password=password)
 
 
 # --- Which reader --------------------------------------------------------------------------------

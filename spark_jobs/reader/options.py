@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TypeVar
 
+from app.database_url import DRIVERS, redacted_url, sqlite_in_memory, unencoded_at
 from spark_jobs.common.options import (
     HeadersFormat,
     PostgresDriver,
@@ -49,34 +50,40 @@ class Database:
 
     kind: str  # "postgresql" or "sqlite"
     target: str = field(repr=False)  # a libpq connection URI, or the SQLite file's path
-    display: str = ""  # the target without its password, for messages
+
+    @property
+    def display(self) -> str:
+        """The target as messages show it: never with a password."""
+        return self.target if self.kind == "sqlite" else redacted_url(self.target)
 
     @classmethod
     def from_url(cls, url: str) -> Database:
+        """The database of a URL the service takes (OUTBOX_DATABASE_URL), refused as the
+        service refuses it; no message shows a password the URL holds."""
         from sqlalchemy.engine import make_url
         from sqlalchemy.exc import ArgumentError
 
         try:
             u = make_url(url)
         except ArgumentError:
-            # Not shown past its last '@': what comes before may be a password.
-            shown = url.rpartition("@")[2]
-            raise OutboxSourceError(f"option databaseUrl: {shown!r} is not a database URL "
+            # Not repeated: what could not be parsed may hold a password anywhere.
+            raise OutboxSourceError("option databaseUrl is not a database URL "
                                     "(sqlite:///path/outbox.db or postgresql://user@host:5432/outbox)") from None
-        # postgres:// is PostgreSQL's other spelling, which the service takes too.
-        backend = "postgresql" if u.get_backend_name() == "postgres" else u.get_backend_name()
-        if backend == "sqlite":
-            if not u.database or u.database == ":memory:":
-                raise OutboxSourceError(f"option databaseUrl: {url!r} is an in-memory SQLite database; "
+        driver = DRIVERS.get(u.drivername)
+        if driver is None:
+            raise OutboxSourceError(f"option databaseUrl: unsupported database URL {redacted_url(url)!r}: the service "
+                                    "takes sqlite:///… or postgresql[+psycopg]://… only")
+        kind = u.set(drivername=driver).get_backend_name()
+        if kind == "sqlite":
+            if sqlite_in_memory(u):
+                raise OutboxSourceError(f"option databaseUrl: {redacted_url(url)!r} is an in-memory SQLite database; "
                                         "the service's database file is needed")
-            path = str(Path(u.database).resolve())
-            return cls("sqlite", path, path)
-        if backend == "postgresql":
-            # libpq takes the URI with the driver name dropped (postgresql+psycopg:// → postgresql://).
-            plain = u.set(drivername="postgresql")
-            return cls("postgresql", plain.render_as_string(hide_password=False), plain.render_as_string())
-        raise OutboxSourceError(f"option databaseUrl: {backend!r} databases are not supported; "
-                                "use sqlite:///… or postgresql://…")
+            return cls("sqlite", str(Path(u.database or "").resolve()))
+        if unencoded_at(url):
+            raise OutboxSourceError(f"option databaseUrl: {redacted_url(url)!r}: the user, password or database "
+                                    "holds an '@' as it is: write it %40")
+        # libpq takes the URI with the driver name dropped (postgresql+psycopg:// → postgresql://).
+        return cls("postgresql", u.set(drivername="postgresql").render_as_string(hide_password=False))
 
 
 @dataclass(frozen=True, slots=True)

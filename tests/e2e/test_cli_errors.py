@@ -229,7 +229,7 @@ def test_what_is_printed_never_shows_a_password_given_in_the_query(monkeypatch: 
 ])
 def test_a_database_url_shown_in_a_message_never_shows_any_part_of_a_password(url: str, shown: str) -> None:
     # Every message and log line that names the database shows it through this function.
-    from app.storage.engine import redacted_url
+    from app.database_url import redacted_url
 
     assert redacted_url(url) == shown
 

@@ -9,10 +9,11 @@ import re
 import signal
 from pathlib import Path
 
+import httpx
 import pytest
 
 from tests.e2e import readme
-from tests.e2e.conftest import ServiceProcess
+from tests.e2e.conftest import ServiceProcess, free_port
 
 README = Path(__file__).resolve().parents[2] / "README.md"
 
@@ -51,6 +52,21 @@ def test_serve_start_up_and_readyz_write_no_alembic_line(launcher) -> None:  # t
     lines = stopped(server)
     assert [line for line in lines if "alembic" in line] == []
     assert sum("outbox.access: GET /readyz 200" in line for line in lines) >= 3
+
+
+@pytest.mark.parametrize("backend", ["sqlite"], indirect=True)
+@pytest.mark.parametrize(("probes", "routes"), [(True, ["/metrics", "<unmatched>"]), (False, ["<unmatched>"])],
+                         ids=["access-log-probes", "default"])
+def test_the_coordinators_metrics_port_logs_a_scrape_only_with_access_log_probes(launcher, probes, routes) -> None:  # type: ignore[no-untyped-def]
+    # A path of no route after the scrape: logged under either setting, it shows that the port
+    # writes access lines at all, and that the scrape before it would have been written by then.
+    port = free_port()
+    coordinator = launcher.coordinator(coordinator_metrics_port=port, access_log_probes=probes)
+    coordinator.wait_for_log("coordinator metrics at ")
+    assert httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=5).status_code == 200
+    assert httpx.get(f"http://127.0.0.1:{port}/nowhere", timeout=5).status_code == 404
+    logged = [re.search(r"outbox\.access: GET (\S+) ", line) for line in stopped(coordinator)]
+    assert [m.group(1) for m in logged if m] == routes
 
 
 @pytest.mark.parametrize("backend", ["sqlite"], indirect=True)

@@ -8,12 +8,13 @@ import logging
 import os
 import stat
 import zipfile
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
 from benchmarks.jdbc_reader import MIN_POSITIONS_PER_SPLIT, JdbcSource, auto_splits, predicates, split_range
-from spark_jobs.errors import DataLossError, JavaNotFound, JdbcDriverNotFound
+from spark_jobs.errors import DataLossError, JavaNotFound, JdbcDriverNotFound, OutboxSourceError, SparkJobError
 from spark_jobs.jars import (
     check_java,
     parse_java_major,
@@ -28,6 +29,7 @@ from spark_jobs.common.positions import (
     report_data_loss,
     start_positions,
 )
+from spark_jobs.reader.options import Database
 from spark_jobs.reader.statement import positions_predicate
 from spark_jobs.session import check_submitted_jars
 
@@ -127,15 +129,9 @@ def test_database_urls_become_jdbc_urls(tmp_path: Path, monkeypatch: pytest.Monk
     assert "s@cret" not in repr(pg)
     assert JdbcSource.from_url("postgresql://u@h/d").url == "jdbc:postgresql://h:5432/d"
     assert JdbcSource.from_url("jdbc:postgresql://h/d", user="x").user == "x"
-    with pytest.raises(Exception, match="in-memory"):
-        JdbcSource.from_url("sqlite://")
-    with pytest.raises(Exception, match="unsupported"):
-        JdbcSource.from_url("mysql://u@h/d")
 
 
 def test_postgres_urls_are_read_as_postgresql_ones_the_service_takes_them() -> None:
-    from spark_jobs.reader.options import Database
-
     pg = JdbcSource.from_url("postgres://app:pw@db.example:6432/outbox")
     assert (pg.database, pg.url, pg.user, pg.password) == ("postgresql", "jdbc:postgresql://db.example:6432/outbox",
                                                            "app", "pw")
@@ -143,17 +139,78 @@ def test_postgres_urls_are_read_as_postgresql_ones_the_service_takes_them() -> N
     assert (database.kind, database.target) == ("postgresql", "postgresql://app:pw@db.example/outbox")
 
 
-def test_an_unsupported_database_url_is_refused_without_its_password() -> None:
-    from spark_jobs.errors import OutboxSourceError
-    from spark_jobs.reader.options import Database
+# Both Spark readers of a service database URL: the JVM read's and the data source's.
+READERS = pytest.mark.parametrize("reader", [JdbcSource.from_url, Database.from_url], ids=["jdbc", "data source"])
 
-    with pytest.raises(Exception, match="unsupported") as jdbc:
-        JdbcSource.from_url("mysql://u:hunter2@h/d")
-    with pytest.raises(OutboxSourceError) as option:
-        Database.from_url("mysql://u:hunter2@h/d")
-    with pytest.raises(OutboxSourceError) as unparsed:
+# A password written after user:, as a password parameter, and holding an '@' as it is (which
+# a parse ends at its first '@'): each shown as ***, whole.
+UNSUPPORTED = [
+    ("mysql://u:hunter2@h/d", "'mysql://u:***@h/d'"),
+    ("mysql://u@h/d?password=hunter2", "'mysql://u@h/d?password=***'"),
+    ("mysql://u:p@ss@h/d", "'mysql://u:***@h/d'"),
+]
+
+
+@pytest.mark.parametrize(("url", "shown"), UNSUPPORTED)
+@READERS
+def test_the_spark_readers_refuse_an_unsupported_database_url_without_its_password(
+        reader: Callable[[str], object], url: str, shown: str) -> None:
+    with pytest.raises(OutboxSourceError) as caught:
+        reader(url)
+    assert str(caught.value) == (f"option databaseUrl: unsupported database URL {shown}: the service takes "
+                                 "sqlite:///… or postgresql[+psycopg]://… only")
+
+
+def test_an_unparsable_database_url_is_refused_without_repeating_it() -> None:
+    with pytest.raises(OutboxSourceError) as caught:
         Database.from_url("u:hunter2@not a url")
-    assert "hunter2" not in str(jdbc.value) + str(option.value) + str(unparsed.value)
+    assert str(caught.value) == ("option databaseUrl is not a database URL "
+                                 "(sqlite:///path/outbox.db or postgresql://user@host:5432/outbox)")
+
+
+def test_an_unsupported_jdbc_url_is_refused_naming_its_subprotocol_only() -> None:
+    with pytest.raises(SparkJobError) as caught:
+        JdbcSource.from_url("jdbc:mysql://h/d?user=u&password=hunter2")
+    assert str(caught.value) == "unsupported JDBC URL (jdbc:mysql:…): use jdbc:postgresql: or jdbc:sqlite:"
+
+
+def test_a_postgresql_password_holding_an_at_sign_as_it_is_is_refused_as_the_service_refuses_it() -> None:
+    with pytest.raises(OutboxSourceError) as caught:
+        Database.from_url("postgresql://u:p@ss@h/d")
+    assert str(caught.value) == ("option databaseUrl: 'postgresql://u:***@h/d': the user, password or database "
+                                 "holds an '@' as it is: write it %40")
+
+
+@pytest.mark.parametrize(("url", "shown"), [
+    ("postgresql://app:hunter2@db.example/outbox", "postgresql://app:***@db.example/outbox"),
+    ("postgresql://app@db.example/outbox?password=hunter2", "postgresql://app@db.example/outbox?password=***"),
+    ("postgresql://app:hunter2%40x@db.example/outbox", "postgresql://app:***@db.example/outbox"),
+])
+def test_the_data_source_shows_its_postgresql_database_without_the_password(url: str, shown: str) -> None:
+    assert Database.from_url(url).display == shown
+
+
+def test_a_database_that_does_not_answer_is_named_without_the_password() -> None:
+    from spark_jobs.reader.checks import check_database
+
+    with pytest.raises(OutboxSourceError) as caught:
+        check_database(Database.from_url("postgresql://postgres@127.0.0.1:1/x?password=hunter2"), "psycopg")
+    assert str(caught.value).startswith("cannot read the database postgresql://postgres@127.0.0.1:1/x?password=***: ")
+    assert "hunter2" not in str(caught.value)
+
+
+@pytest.mark.parametrize("url", ["sqlite://", "sqlite:///:memory:", "sqlite:///file::memory:?uri=true",
+                                 "sqlite:///file:x?mode=memory&uri=true"])
+@READERS
+def test_an_in_memory_sqlite_url_is_refused_as_the_service_refuses_it(reader: Callable[[str], object], url: str) -> None:
+    from pydantic import ValidationError
+
+    from app.settings import Settings
+
+    with pytest.raises(ValidationError, match="in-memory database"):
+        Settings(database_url=url)
+    with pytest.raises(OutboxSourceError, match="is an in-memory SQLite database; the service's database file is needed"):
+        reader(url)
 
 
 # --- JDBC driver discovery --------------------------------------------------------------------
