@@ -200,6 +200,14 @@ def test_methods_outside_the_usual_set_share_one_label(client) -> None:  # type:
     assert not any(("method", "PROPFIND") in labels for _, labels in after)
 
 
+def test_a_head_is_counted_as_head_on_its_route(client) -> None:  # type: ignore[no-untyped-def]
+    before = scrape(client)
+    assert client.head("/v1/topics").status_code == 200
+    after = scrape(client)
+
+    assert delta(before, after, "outbox_http_requests_total", method="HEAD", route="/v1/topics", status="200") == 1
+
+
 def test_a_scrape_answers_with_database_up_0_when_the_database_is_down() -> None:
     from fastapi.testclient import TestClient
 
