@@ -1,14 +1,23 @@
-"""The HTTP methods an app of the HTTP door answers: HEAD wherever GET is.
+"""The HTTP methods an app of the HTTP door answers: HEAD wherever GET is, and a 405 whose
+`Allow` names every method of the path.
 
 FastAPI's routes answer only the methods they declare (Starlette's own routes add HEAD to
-GET, FastAPI's do not). `HeadAsGet` serves a HEAD as the GET of its path, once for every app.
+GET, FastAPI's do not), and a path served by several routes (GET, PATCH and DELETE of
+/v1/topics/{topic}, each a route of its own) is refused by Starlette from the first route
+whose path matches, with that route's methods only. Both are answered here, once for every
+app: `HeadAsGet` serves a HEAD as the GET of its path, and `allowed` is the `Allow` of a 405
+(app.api.errors), from every route of the path.
 """
 
 from __future__ import annotations
 
+from fastapi import routing
+from starlette.requests import Request
+from starlette.routing import get_route_path
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-# The methods app.api.request_metrics labels by name.
+# The order `Allow` lists them in, whatever order the routes were declared in; the methods
+# app.api.request_metrics labels by name.
 METHODS = ("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS")
 
 
@@ -48,3 +57,15 @@ class HeadAsGet:
         finally:
             scope["method"] = "HEAD"
 
+
+def allowed(request: Request) -> str:
+    """A 405's `Allow`: the methods of every route whose path matches the request's, with HEAD
+    where GET is (HeadAsGet), in METHODS' order."""
+    path = get_route_path(request.scope)
+    methods: set[str] = set()
+    for route in routing.iter_route_contexts(request.app.routes):
+        if route.methods and (regex := getattr(route, "path_regex", None)) is not None and regex.match(path):
+            methods |= route.methods
+    if "GET" in methods:
+        methods.add("HEAD")
+    return ", ".join(sorted(methods, key=lambda m: (METHODS.index(m) if m in METHODS else len(METHODS), m)))

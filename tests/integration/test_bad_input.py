@@ -1166,7 +1166,7 @@ def test_refused_init_producer_id_leaves_the_open_transaction_open(client: TestC
     assert r.json()["state"] == "CompleteCommit"
 
 
-# --- methods: HEAD wherever GET is ---------------------------------------------------------------
+# --- methods: HEAD wherever GET is, and a 405 that names every method of its path ----------------
 
 
 def test_head_of_a_get_route_answers_as_get_without_a_body(client: TestClient) -> None:
@@ -1200,6 +1200,20 @@ def test_head_of_a_path_without_get_is_405(client: TestClient) -> None:
     r = client.head("/v1/records")
 
     assert (r.status_code, r.headers["allow"], r.content) == (405, "POST", b"")
+
+
+def test_a_405_allows_every_method_of_its_path(client: TestClient) -> None:
+    r = client.delete("/v1/topics")
+
+    assert_error_body(r, 405, "METHOD_NOT_ALLOWED")
+    assert r.headers["allow"] == "GET, HEAD, POST"
+
+
+def test_a_405_on_a_path_of_several_routes_allows_the_methods_of_all_of_them(client: TestClient) -> None:
+    r = client.put("/v1/topics/orders", json={})
+
+    assert_error_body(r, 405, "METHOD_NOT_ALLOWED")
+    assert r.headers["allow"] == "GET, HEAD, PATCH, DELETE"
 
 
 # --- request size limits ------------------------------------------------------------------------------
