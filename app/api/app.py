@@ -19,6 +19,7 @@ from fastapi.routing import APIRoute
 from app import __doc__ as product_doc
 from app.api import console, direct_route, docs_ui, errors, request_metrics
 from app.api.body_limit import BodySizeLimit
+from app.api.methods import HeadAsGet
 from app.api.path_guard import EncodedSlashGuard
 from app.api.deps import require_schema
 from app.composition import Services, serve_chores
@@ -121,6 +122,8 @@ def create_app(settings: Settings | None = None, clock: Clock = system_clock, *,
     docs_ui.install(app, dependencies=authenticated if settings.protect_docs else [])
     console.install(app)
 
+    # Innermost, so that the metrics and the access log see a HEAD as sent (app.api.methods).
+    app.add_middleware(HeadAsGet)
     app.add_middleware(BodySizeLimit, max_bytes=settings.max_request_bytes)
     app.add_middleware(EncodedSlashGuard)
     # Outermost: it also counts and logs what the two above refuse.

@@ -17,6 +17,7 @@ from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from app.api import errors, request_metrics
+from app.api.methods import HeadAsGet
 from app.api.routers.metrics import exposition
 from app.api.security import metrics_dependencies
 from app.services.security import SecurityState
@@ -36,9 +37,11 @@ def create_metrics_app(settings: Settings, security: SecurityState | None) -> Fa
     app.state.security = security
     errors.install(app)
     app.add_exception_handler(StarletteHTTPException, _not_here)
+    # HEAD as serve answers it, and so listed in a 405's Allow (app.api.methods).
+    app.add_middleware(HeadAsGet)
     router = APIRouter()
 
-    @router.api_route("/metrics", methods=["GET", "HEAD"], response_class=Response)
+    @router.get("/metrics", response_class=Response)
     def metrics() -> Response:
         # The process's counters only: the database gauges are in every `serve`'s /metrics,
         # and one process computing them is enough.
@@ -50,13 +53,12 @@ def create_metrics_app(settings: Settings, security: SecurityState | None) -> Fa
 
 
 def _not_here(request: Request, exc: Exception) -> JSONResponse:
-    """404 and 405 say what this port is for (and 405 lists its methods in a fixed order:
-    Starlette lists a route's from a set); anything else as the API answers it."""
+    """404 and 405 say what this port is for; anything else as the API answers it. A 405 is
+    the API's otherwise, its Allow too."""
     assert isinstance(exc, StarletteHTTPException)
     if exc.status_code == 404:
         return JSONResponse(errors.error_body(
             "NOT_FOUND", "not found: this port serves Prometheus metrics at /metrics only", False), status_code=404)
     if exc.status_code == 405:
-        return JSONResponse(errors.error_body("METHOD_NOT_ALLOWED", "method not allowed: GET /metrics", False),
-                            status_code=405, headers={"Allow": "GET, HEAD"})
+        exc = StarletteHTTPException(405, "method not allowed: GET /metrics", exc.headers)
     return errors.http_error(request, exc)

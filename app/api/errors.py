@@ -9,6 +9,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from app.api import methods
 from app.domain import errors as e
 from app.metrics import ERRORS
 
@@ -104,14 +105,21 @@ def _validation_error(_: Request, exc: Exception) -> JSONResponse:
     )
 
 
-def http_error(_: Request, exc: Exception) -> JSONResponse:
+def http_error(request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, StarletteHTTPException)
     code = {404: "NOT_FOUND", 405: "METHOD_NOT_ALLOWED", 413: "RECORD_LIST_TOO_LARGE"}.get(
         exc.status_code, "INVALID_REQUEST"
     )
     return JSONResponse(
-        error_body(code, str(exc.detail), False), status_code=exc.status_code, headers=exc.headers
+        error_body(code, str(exc.detail), False), status_code=exc.status_code, headers=_headers(request, exc)
     )
+
+
+def _headers(request: Request, exc: StarletteHTTPException) -> dict[str, str] | None:
+    # A 405's Allow as the router gives it names only the first matching route's methods,
+    # in a set's order: every method of the path instead (app.api.methods).
+    allow = methods.allowed(request) if exc.status_code == 405 else ""
+    return {**(exc.headers or {}), "Allow": allow} if allow else exc.headers
 
 
 def _unexpected(request: Request, exc: Exception) -> JSONResponse:

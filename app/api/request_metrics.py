@@ -22,6 +22,7 @@ from typing import Any
 from starlette.applications import Starlette
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from app.api import methods
 from app.logs import ACCESS_LOGGER
 from app.metrics import HTTP_REQUEST_DURATION, HTTP_REQUESTS
 from app.settings import Settings
@@ -31,7 +32,7 @@ access_log = logging.getLogger(ACCESS_LOGGER)
 UNMATCHED = "<unmatched>"
 # The method is the client's to choose (uvicorn's h11 passes any token, httptools some 35), so
 # only these become label values; any other is counted as "other".
-METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"})
+METHODS = frozenset(methods.METHODS)
 # Asked every few seconds by probers and Prometheus: left out of the access log unless
 # OUTBOX_ACCESS_LOG_PROBES is on.
 PROBE_ROUTES = frozenset({"/healthz", "/readyz", "/metrics"})

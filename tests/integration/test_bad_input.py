@@ -1166,6 +1166,56 @@ def test_refused_init_producer_id_leaves_the_open_transaction_open(client: TestC
     assert r.json()["state"] == "CompleteCommit"
 
 
+# --- methods: HEAD wherever GET is, and a 405 that names every method of its path ----------------
+
+
+def test_head_of_a_get_route_answers_as_get_without_a_body(client: TestClient) -> None:
+    got = client.get("/v1/topics")
+
+    head = client.head("/v1/topics")
+
+    assert (head.status_code, head.content) == (200, b"")
+    assert head.headers["content-type"] == got.headers["content-type"]
+
+
+def test_head_of_a_stream_answers_its_headers_and_ends(client: TestClient) -> None:
+    create_topic(client, "orders")
+
+    head = client.head("/v1/topics/orders/partitions/0/stream")
+
+    assert (head.status_code, head.headers["content-type"], head.content) == (
+        200, "text/event-stream; charset=utf-8", b"")
+
+
+def test_head_of_a_protected_route_without_credentials_is_refused_as_get_is(settings: Settings, clock) -> None:  # type: ignore[no-untyped-def]
+    with TestClient(create_app(settings.model_copy(update={"authentication": "api_key"}), clock)) as c:
+        got = c.get("/v1/topics")
+        head = c.head("/v1/topics")
+
+    assert (got.status_code, head.status_code, head.content) == (401, 401, b"")
+    assert head.headers["www-authenticate"] == got.headers["www-authenticate"]
+
+
+def test_head_of_a_path_without_get_is_405(client: TestClient) -> None:
+    r = client.head("/v1/records")
+
+    assert (r.status_code, r.headers["allow"], r.content) == (405, "POST", b"")
+
+
+def test_a_405_allows_every_method_of_its_path(client: TestClient) -> None:
+    r = client.delete("/v1/topics")
+
+    assert_error_body(r, 405, "METHOD_NOT_ALLOWED")
+    assert r.headers["allow"] == "GET, HEAD, POST"
+
+
+def test_a_405_on_a_path_of_several_routes_allows_the_methods_of_all_of_them(client: TestClient) -> None:
+    r = client.put("/v1/topics/orders", json={})
+
+    assert_error_body(r, 405, "METHOD_NOT_ALLOWED")
+    assert r.headers["allow"] == "GET, HEAD, PATCH, DELETE"
+
+
 # --- request size limits ------------------------------------------------------------------------------
 
 

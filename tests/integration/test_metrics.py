@@ -200,6 +200,36 @@ def test_methods_outside_the_usual_set_share_one_label(client) -> None:  # type:
     assert not any(("method", "PROPFIND") in labels for _, labels in after)
 
 
+def test_a_head_is_counted_as_head_on_its_route(client) -> None:  # type: ignore[no-untyped-def]
+    before = scrape(client)
+    assert client.head("/v1/topics").status_code == 200
+    after = scrape(client)
+
+    assert delta(before, after, "outbox_http_requests_total", method="HEAD", route="/v1/topics", status="200") == 1
+
+
+def test_the_coordinator_metrics_port_answers_head(settings) -> None:  # type: ignore[no-untyped-def]
+    from fastapi.testclient import TestClient
+
+    from app.api.coordinator_metrics import create_metrics_app
+
+    with TestClient(create_metrics_app(settings, None)) as c:
+        r = c.head("/metrics")
+
+    assert (r.status_code, r.headers["content-type"].split(";")[0], r.content) == (200, "text/plain", b"")
+
+
+def test_the_coordinator_metrics_port_allows_get_and_head(settings) -> None:  # type: ignore[no-untyped-def]
+    from fastapi.testclient import TestClient
+
+    from app.api.coordinator_metrics import create_metrics_app
+
+    with TestClient(create_metrics_app(settings, None)) as c:
+        r = c.post("/metrics")
+
+    assert (r.status_code, r.headers["allow"], r.json()["error_code"]) == (405, "GET, HEAD", "METHOD_NOT_ALLOWED")
+
+
 def test_a_scrape_answers_with_database_up_0_when_the_database_is_down() -> None:
     from fastapi.testclient import TestClient
 
