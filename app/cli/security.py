@@ -44,6 +44,18 @@ def principals(settings: Settings, args: argparse.Namespace) -> int:
     return 0
 
 
+def key_id(text: str) -> str:
+    """--key-id, checked before anything is asked, against the rule the service applies
+    (app.services.security.is_key_id): a malformed id is the command line's mistake, with or
+    without --url, and not a refusal of the service or a key the database does not have."""
+    from app.services.security import KEY_ID_MAX_LENGTH, is_key_id
+
+    if not is_key_id(text):
+        raise argparse.ArgumentTypeError(f"{text!r} is not an API key id: 1 to {KEY_ID_MAX_LENGTH} lowercase hex "
+                                         "digits, as `outbox principals list` shows them")
+    return text
+
+
 def acl_bindings(args: argparse.Namespace) -> list:  # type: ignore[type-arg]
     """kafka-acls.sh's way: every principal × operation × resource named."""
     from app.domain.acl import CLUSTER_NAME, AclBinding, Operation, PatternType, Permission, ResourceType, principal_name
@@ -199,7 +211,7 @@ def add_commands(command: Command, verbose: argparse.ArgumentParser) -> None:
     prl.add_argument("principal", nargs="?", default=None)
     prr = prs.add_parser("revoke", parents=[verbose], help="revoke PRINCIPAL's API keys, or one with --key-id")
     prr.add_argument("principal")
-    prr.add_argument("--key-id", default=None)
+    prr.add_argument("--key-id", type=key_id, default=None)
     pr.set_defaults(func=principals)
     ac = command("acls", help="ACL bindings: add, list, remove (like kafka-acls.sh)")
     acs = ac.add_subparsers(dest="action", required=True)
