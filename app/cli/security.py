@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 from app.cli.common import EXIT_USAGE, Command, CommandError, open_existing, open_services, operator, print_json
 from app.settings import Settings
@@ -40,6 +42,18 @@ def principals(settings: Settings, args: argparse.Namespace) -> int:
         services.db.dispose()
     print_json(out)
     return 0
+
+
+def key_id(text: str) -> str:
+    """--key-id, checked before anything is asked, against the rule the service applies
+    (app.services.security.is_key_id): a malformed id is the command line's mistake, with or
+    without --url, and not a refusal of the service or a key the database does not have."""
+    from app.services.security import KEY_ID_MAX_LENGTH, is_key_id
+
+    if not is_key_id(text):
+        raise argparse.ArgumentTypeError(f"{text!r} is not an API key id: 1 to {KEY_ID_MAX_LENGTH} lowercase hex "
+                                         "digits, as `outbox principals list` shows them")
+    return text
 
 
 def acl_bindings(args: argparse.Namespace) -> list:  # type: ignore[type-arg]
@@ -117,6 +131,24 @@ def acls(settings: Settings, args: argparse.Namespace) -> int:
     return 0
 
 
+@contextmanager
+def _role_refusals() -> Iterator[None]:
+    """PostgreSQL's refusal of what a role command asked (SQLSTATE class 42: a role that does
+    not exist, a reserved role name, no right to create roles or grant) as one line in the
+    server's words: the command's mistake, answered with the database's, and not the
+    "database unavailable" main gives the errors it cannot place."""
+    import psycopg
+
+    from app.storage.errors import first_line
+
+    try:
+        yield
+    except psycopg.Error as e:
+        if not (e.sqlstate or "").startswith("42"):
+            raise
+        raise CommandError(first_line(e)) from e
+
+
 def grant_reader(settings: Settings, args: argparse.Namespace) -> int:
     """PostgreSQL: a role that may read the committed_records view and nothing else (Spark's)."""
     from app.storage import roles
@@ -127,7 +159,8 @@ def grant_reader(settings: Settings, args: argparse.Namespace) -> int:
     password = sys.stdin.readline().rstrip("\n") if args.password_stdin else None
     db = open_existing(settings, pool_size=1)
     try:
-        created = roles.grant_reader(db.engine, args.role, password=password)
+        with _role_refusals():
+            created = roles.grant_reader(db.engine, args.role, password=password)
     finally:
         db.dispose()
     print(f"{'created role' if created else 'role'} {args.role}: SELECT on committed_records only")
@@ -151,13 +184,14 @@ def appender(settings: Settings, args: argparse.Namespace) -> int:
     password = sys.stdin.readline().rstrip("\n") if granting and args.password_stdin else None
     db = open_existing(settings, pool_size=1)
     try:
-        if granting:
-            created = roles.grant_appender(db.engine, args.role, topics=topics, prefixes=args.topic_prefix,
-                                           password=password)
-            if created:
-                print(f"created role {args.role}")
-        else:
-            roles.revoke_appender(db.engine, args.role, topics=topics, prefixes=args.topic_prefix)
+        with _role_refusals():
+            if granting:
+                created = roles.grant_appender(db.engine, args.role, topics=topics, prefixes=args.topic_prefix,
+                                               password=password)
+                if created:
+                    print(f"created role {args.role}")
+            else:
+                roles.revoke_appender(db.engine, args.role, topics=topics, prefixes=args.topic_prefix)
         grants = roles.appender_grants(db.engine, args.role)
     finally:
         db.dispose()
@@ -177,7 +211,7 @@ def add_commands(command: Command, verbose: argparse.ArgumentParser) -> None:
     prl.add_argument("principal", nargs="?", default=None)
     prr = prs.add_parser("revoke", parents=[verbose], help="revoke PRINCIPAL's API keys, or one with --key-id")
     prr.add_argument("principal")
-    prr.add_argument("--key-id", default=None)
+    prr.add_argument("--key-id", type=key_id, default=None)
     pr.set_defaults(func=principals)
     ac = command("acls", help="ACL bindings: add, list, remove (like kafka-acls.sh)")
     acs = ac.add_subparsers(dest="action", required=True)

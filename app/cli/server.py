@@ -246,8 +246,13 @@ def coordinator(settings: Settings, args: argparse.Namespace) -> int:
     if metrics is not None:
         _serve_metrics(settings, security, *metrics)
     stop = threading.Event()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(sig, lambda *_: stop.set())
+    heard: list[int] = []
+
+    def on_signal(sig: int, frame: object) -> None:
+        heard.append(sig)
+        stop.set()
+
+    found = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGINT, signal.SIGTERM)}
     for worker in workers:
         worker.start(schema)
     logger.info("coordinator and log cleaner running against %s", db.dialect)
@@ -255,7 +260,13 @@ def coordinator(settings: Settings, args: argparse.Namespace) -> int:
     for worker in workers:
         worker.stop()
     db.dispose()
-    return 0
+    # The signal raised again, under the handlers found, once the workers have stopped, as
+    # uvicorn ends `serve`: the same exit status for both (README, Command-line errors), Ctrl-C
+    # 130 (a KeyboardInterrupt, which main answers) and SIGTERM the process ended by SIGTERM.
+    for sig, handler in found.items():
+        signal.signal(sig, handler)
+    signal.raise_signal(heard[0])
+    return 0  # a signal this process was started ignoring
 
 
 def _metrics_listener(settings: Settings) -> tuple[socket.socket, dict]:  # type: ignore[type-arg]

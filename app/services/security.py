@@ -93,6 +93,19 @@ def new_api_key() -> tuple[str, str, str]:
     return key_id, secret, f"{API_KEY_PREFIX}{key_id}_{secret}"
 
 
+# A key id as a caller names one to revoke it (the API's path parameter, `outbox principals
+# revoke --key-id`): lowercase hex, as new_api_key makes them. The anchored form is the API's
+# and the OpenAPI document's; a malformed id is then refused alike wherever it is given.
+KEY_ID_PATTERN = r"^[0-9a-f]+$"
+KEY_ID_MAX_LENGTH = 32
+
+
+def is_key_id(text: str) -> bool:
+    """Whether `text` has a key id's shape (KEY_ID_PATTERN, at most KEY_ID_MAX_LENGTH)."""
+    # fullmatch: re's `$` also matches before a final newline, which the pattern would let through.
+    return 0 < len(text) <= KEY_ID_MAX_LENGTH and re.fullmatch(KEY_ID_PATTERN, text) is not None
+
+
 # Where an API key new_api_key made may stand in a text, whatever surrounds it: what a message
 # hides (app.cli's redaction of a key that reached it some other way than as a flag's value).
 API_KEY_IN_TEXT = re.compile(rf"{re.escape(API_KEY_PREFIX)}[0-9a-f]{{{_KEY_ID_HEX}}}_[A-Za-z0-9_-]+")

@@ -135,3 +135,25 @@ def test_coordinator_metrics_port_answers_metrics_at_metrics_only(launcher) -> N
     assert (metrics.status_code, "outbox_coordinator_passes_total" in metrics.text) == (200, True)
     assert others == {"/v1/topics": 404, "/": 404, "/metrics/": 404, "/readyz": 404}
     assert (posted.status_code, posted.headers["allow"]) == (405, "GET, HEAD")
+
+
+@pytest.mark.parametrize("backend", ["sqlite"], indirect=True)
+@pytest.mark.parametrize("command", ["serve", "coordinator"])
+@pytest.mark.parametrize(("sig", "status"), [(signal.SIGINT, 130), (signal.SIGTERM, -signal.SIGTERM)])
+def test_a_signal_ends_serve_and_coordinator_with_the_same_exit_status(launcher, command: str,  # type: ignore[no-untyped-def]
+                                                                         sig: int, status: int) -> None:
+    # README, Command-line errors: Ctrl-C is 130, SIGTERM ends the process with SIGTERM's status.
+    # A child started while this process ignores SIGINT (pytest in a background job) would
+    # ignore it too, and Ctrl-C is the case here: Python's own handler becomes SIG_DFL in it.
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        if command == "serve":
+            process = launcher.server()
+        else:
+            process = launcher.coordinator()
+            process.wait_for_log("coordinator and log cleaner running")
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    process.proc.send_signal(sig)
+    assert process.proc.wait(10) == status, process.log_text()[-2000:]
+    assert "Traceback" not in process.log_text()

@@ -14,7 +14,7 @@ import pytest
 from psycopg import sql
 from sqlalchemy import create_engine
 
-from app.cli.common import EXIT_USAGE
+from app.cli.common import EXIT_FAILURE, EXIT_USAGE
 from app.domain.errors import TopicAuthorizationFailed
 from app.in_database import OutboxRecord, append
 from app.storage import roles
@@ -161,3 +161,15 @@ def test_grant_appender_without_a_topic_is_a_usage_error(role: str, db_url: str,
     assert done.returncode == EXIT_USAGE
     assert done.stderr.strip() == ("outbox: error: name what the role may append to: --topic NAME, "
                                                "--topic-prefix PREFIX or --all-topics")
+
+
+@pytest.mark.parametrize(("args", "error"), [
+    (("revoke-appender", "no_such_role"), 'role "no_such_role" does not exist'),
+    (("grant-appender", "pg_app", "--topic", "orders"), 'role name "pg_app" is reserved'),
+    (("grant-reader", "public"), 'role name "public" is reserved'),
+], ids=["revoke from a role that does not exist", "grant to a reserved name", "grant-reader to a reserved name"])
+def test_a_role_the_database_refuses_is_the_commands_mistake_not_an_unavailable_database(
+        admin_url: str, db_url: str, cli: Run, args: tuple[str, ...], error: str) -> None:
+    done = cli(db_url, *args)
+
+    assert (done.returncode, done.stderr) == (EXIT_FAILURE, f"outbox: error: {error}\n")

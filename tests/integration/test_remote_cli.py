@@ -844,3 +844,24 @@ def test_a_topic_shown_without_its_config_prints_a_dash_for_it_and_lists_its_val
     assert (listed.status, listed.err) == (0, "")
     assert [line.split() for line in listed.out.splitlines() if line.startswith(topic)] == [
         [topic, "1", "-", "-", "-", "bytes"]]
+
+
+@pytest.mark.parametrize("key_id", ["nope", "0123456789ABCDEF", "0" * 33, "0123456789abcdef\n"])
+def test_a_malformed_key_id_is_a_usage_error_before_any_call_over_http_or_not(served, outbox, monkeypatch,  # type: ignore[no-untyped-def]
+                                                                               key_id: str) -> None:
+    name = _topic("ops")
+    admin = served.admin()
+    assert admin.post(f"/v1/principals/User:{name}/api-keys").status_code == 201
+    monkeypatch.setenv("OUTBOX_API_KEY", served.admin_key)
+
+    over_http = outbox("--url", served.secured_url, "principals", "revoke", name, "--key-id", key_id)
+    monkeypatch.delenv("OUTBOX_API_KEY")
+    monkeypatch.setenv("OUTBOX_DATABASE_URL", served.db_url)
+    direct = outbox("principals", "revoke", name, "--key-id", key_id)
+
+    line = (f"outbox: error: argument --key-id: {key_id!r} is not an API key id: 1 to 32 lowercase hex digits, as "
+            "`outbox principals list` shows them (see `outbox principals revoke --help`)\n")
+    assert (over_http.status, over_http.out, over_http.err) == (EXIT_USAGE, "", line)
+    assert (direct.status, direct.out, direct.err) == (EXIT_USAGE, "", line)
+    [principal] = [p for p in admin.get("/v1/principals").json()["principals"] if p["principal"] == f"User:{name}"]
+    assert [k["revoked_ms"] for k in principal["api_keys"]] == [None]

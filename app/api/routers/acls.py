@@ -40,6 +40,7 @@ from app.domain.acl import (
     principal_name,
 )
 from app.domain.errors import InvalidRequest, ResourceNotFound
+from app.services.security import KEY_ID_MAX_LENGTH, KEY_ID_PATTERN
 
 router = APIRouter(prefix="/v1/acls", tags=["acls"])
 principals_router = APIRouter(prefix="/v1/principals", tags=["acls"])
@@ -48,7 +49,7 @@ cluster_router = APIRouter(prefix="/v1/cluster", tags=["acls"])
 PrincipalQuery = Annotated[str | None, Query(min_length=6, max_length=255, pattern=PRINCIPAL_PATTERN)]
 PrincipalPath = Annotated[str, Path(min_length=1, max_length=255, pattern=r"^[^\x00-\x1f/\x7f]+$",
                                     description="User:<name>, or just <name>")]
-KeyIdPath = Annotated[str, Path(min_length=1, max_length=32, pattern=r"^[0-9a-f]+$")]
+KeyIdPath = Annotated[str, Path(min_length=1, max_length=KEY_ID_MAX_LENGTH, pattern=KEY_ID_PATTERN)]
 
 
 def _filter(principal: str | None, resource_type: ResourceType | None, resource_name: str | None,
