@@ -39,7 +39,7 @@ from __future__ import annotations
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 from typing import Any
-from urllib.parse import quote, urlencode
+from urllib.parse import parse_qsl, quote, urlencode
 
 from spark_jobs.common.options import HeadersFormat
 from spark_jobs.errors import OutboxSourceError, SparkJobError
@@ -64,6 +64,10 @@ STORED_TYPES = ("`topic` STRING, `partition` INT, `offset` BIGINT, `commit_posit
                 "`timestamp_ms` BIGINT, `key` STRING, `value` STRING, `headers` STRING")
 VIEW = "committed_records"
 
+# The JDBC driver's connection parameters that hold a secret: taken out of a URL's query into the
+# connection properties, since Spark shows the URL in its plans and UI.
+SECRET_PARAMETERS = ("password", "sslpassword")
+
 
 @dataclass(frozen=True, slots=True)
 class JdbcSource:
@@ -74,6 +78,7 @@ class JdbcSource:
     url: str
     user: str | None = None
     password: str | None = field(default=None, repr=False)
+    secrets: tuple[tuple[str, str], ...] = field(default=(), repr=False)  # SECRET_PARAMETERS but password
 
     @property
     def driver_class(self) -> str:
@@ -85,7 +90,21 @@ class JdbcSource:
             props["user"] = self.user
         if self.password is not None:
             props["password"] = self.password
+        props.update(self.secrets)
         return props
+
+    @classmethod
+    def _postgresql(cls, base: str, query: Sequence[tuple[str, str]], user: str | None,
+                    password: str | None) -> JdbcSource:
+        """A PostgreSQL source at `base` with the URL parameters `query`, the secret ones moved
+        to the connection properties; `password` given wins over the query's."""
+        kept = [(k, v) for k, v in query if k not in SECRET_PARAMETERS]
+        secret = {k: v for k, v in query if k in SECRET_PARAMETERS}
+        if password is None:
+            password = secret.get("password")
+        url = f"{base}?{urlencode(kept)}" if kept else base
+        secrets = tuple((k, v) for k, v in secret.items() if k != "password")
+        return cls("postgresql", url, user, password, secrets)
 
     @classmethod
     def of(cls, database: Database, *, user: str | None = None, password: str | None = None) -> JdbcSource:
@@ -101,19 +120,18 @@ class JdbcSource:
         host = u.host or "localhost"
         if ":" in host:  # IPv6 literal
             host = f"[{host}]"
-        query = urlencode({k: v for k, v in u.query.items() if isinstance(v, str)})
-        jdbc = f"jdbc:postgresql://{host}:{u.port or 5432}/{quote(u.database or '')}"
-        if query:
-            jdbc += f"?{query}"
-        return cls("postgresql", jdbc, user if user is not None else u.username,
-                   password if password is not None else u.password)
+        query = [(k, v) for k, v in u.query.items() if isinstance(v, str)]
+        return cls._postgresql(f"jdbc:postgresql://{host}:{u.port or 5432}/{quote(u.database or '')}", query,
+                               user if user is not None else u.username,
+                               password if password is not None else u.password)
 
     @classmethod
     def from_url(cls, url: str, *, user: str | None = None, password: str | None = None) -> JdbcSource:
         """From a service database URL (SQLAlchemy or libpq syntax), taken and refused as the
         data source's option databaseUrl (Database.from_url), or a JDBC URL."""
         if url.startswith("jdbc:postgresql:"):
-            return cls("postgresql", url, user, password)
+            base, _, query = url.partition("?")
+            return cls._postgresql(base, parse_qsl(query, keep_blank_values=True), user, password)
         if url.startswith("jdbc:sqlite:"):
             return cls("sqlite", url)
         if url.startswith("jdbc:"):

@@ -131,6 +131,23 @@ def test_database_urls_become_jdbc_urls(tmp_path: Path, monkeypatch: pytest.Monk
     assert JdbcSource.from_url("jdbc:postgresql://h/d", user="x").user == "x"
 
 
+@pytest.mark.parametrize("url", [
+    "postgresql://app@db.example/outbox?sslmode=require&password=s3cr3t&sslpassword=k3y",
+    "jdbc:postgresql://db.example:5432/outbox?sslmode=require&password=s3cr3t&sslpassword=k3y",
+])
+def test_a_password_in_the_query_goes_to_the_connection_properties_never_the_jdbc_url(url: str) -> None:
+    source = JdbcSource.from_url(url, user="app")
+    assert source.url == "jdbc:postgresql://db.example:5432/outbox?sslmode=require"
+    assert source.properties(fetchsize=10) == {"driver": "org.postgresql.Driver", "fetchsize": "10", "user": "app",
+                                               "password": "s3cr3t", "sslpassword": "k3y"}
+    assert "s3cr3t" not in repr(source) and "k3y" not in repr(source)
+
+
+def test_a_password_given_wins_over_the_querys() -> None:
+    source = JdbcSource.from_url("postgresql://app@h/d?password=old", password="new")
+    assert (source.url, source.password) == ("jdbc:postgresql://h:5432/d", "new")
+
+
 def test_postgres_urls_are_read_as_postgresql_ones_the_service_takes_them() -> None:
     pg = JdbcSource.from_url("postgres://app:pw@db.example:6432/outbox")
     assert (pg.database, pg.url, pg.user, pg.password) == ("postgresql", "jdbc:postgresql://db.example:6432/outbox",
