@@ -763,7 +763,9 @@ class ServeCleaning:
     def _vacuums(self) -> int:
         if self.raw.sqlite:
             return 0
-        return self.raw.sql("SELECT vacuum_count FROM pg_stat_user_tables WHERE relname = 'records'")[0][0]
+        # `records` is a leaf per log partition (migration 0035): a VACUUM of it counts on each leaf.
+        return self.raw.sql("SELECT coalesce(sum(vacuum_count), 0) FROM pg_stat_user_tables "
+                            "WHERE relid IN (SELECT relid FROM pg_partition_tree('records'))")[0][0]
 
     def _vacuuming(self) -> bool:
         return bool(self.raw.sql("SELECT 1 FROM pg_stat_activity WHERE datname = current_database() "
@@ -948,11 +950,12 @@ class Sizes:
             wal = raw.path + "-wal"
             out["-wal"] = (os.path.getsize(wal) if os.path.exists(wal) else 0) * mb
         else:
-            out["records (heap)"] = raw.sql("SELECT pg_relation_size('records')")[0][0] * mb
-            for name, size in raw.sql("SELECT indexrelid::regclass::text, pg_relation_size(indexrelid) FROM pg_index "
-                                      "WHERE indrelid = 'records'::regclass ORDER BY 1"):
-                out[name] = size * mb
-            out["records, total"] = raw.sql("SELECT pg_total_relation_size('records')")[0][0] * mb
+            # Summed over `records`' leaves (migration 0035), its primary key's too.
+            leaves = "SELECT relid FROM pg_partition_tree('records') WHERE isleaf"
+            out["records (heap)"] = raw.sql(f"SELECT coalesce(sum(pg_relation_size(relid)), 0) FROM ({leaves}) l")[0][0] * mb
+            out["pk_records"] = raw.sql("SELECT coalesce(sum(pg_relation_size(relid)), 0) "
+                                        "FROM pg_partition_tree('pk_records') WHERE isleaf")[0][0] * mb
+            out["records, total"] = raw.sql(f"SELECT coalesce(sum(pg_total_relation_size(relid)), 0) FROM ({leaves}) l")[0][0] * mb
             out["partitions, total (KiB)"] = raw.sql("SELECT pg_total_relation_size('partitions')")[0][0] / 1024
         return out
 

@@ -22,7 +22,8 @@ from typing import Any
 from sqlalchemy import create_engine, text
 from sqlalchemy.pool import NullPool
 
-from app.storage.sql import load
+from app.storage.sql import EVERY_PARTITION, load
+from migrations.sql_files import render
 
 KEYS = "prototype_header_keys"
 VALUES = "prototype_header_values"
@@ -47,7 +48,7 @@ def prototype_view_sql() -> str:
     database has it at head (app/storage/sql/committed_records.postgresql.sql, the text the
     newest migration's frozen copy is held equal to), loaded rather than copied, so that the
     prototype reads the same rows the view does, changed by two substitutions only."""
-    sql = load("committed_records.postgresql.sql")
+    sql = render(load("committed_records.postgresql.sql"), {"view": "committed_records", **EVERY_PARTITION})
     # 1. The view's name: the service's own view stays as it is.
     named = sql.replace("CREATE OR REPLACE VIEW committed_records AS", f"CREATE OR REPLACE VIEW {VIEW} AS")
     # 2. The two array columns beside `headers`, in both of the view's column lists: the outer

@@ -55,8 +55,11 @@ import psycopg
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from scratch import kept_database  # noqa: E402
 
+from app.storage.sql import EVERY_PARTITION, load  # noqa: E402
+from migrations.sql_files import render  # noqa: E402
+
 ROOT = Path(__file__).resolve().parent.parent
-VIEW_SQL = (ROOT / "app/storage/sql/committed_records.postgresql.sql").read_text()
+VIEW_SQL = render(load("committed_records.postgresql.sql"), {"view": "committed_records", **EVERY_PARTITION})
 COLUMNS = 'topic, "partition", "offset", commit_position, timestamp_ms, key, value, headers'
 PARTITION_POSITION = 'CASE WHEN b.txn_id IS NULL THEN r."offset" ELSE b.commit_position END'
 

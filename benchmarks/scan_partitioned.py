@@ -61,7 +61,8 @@ import scan_view_cost  # noqa: E402
 import spark_source  # noqa: E402
 from scratch import scratch_database  # noqa: E402
 
-from app.storage.sql import load  # noqa: E402
+from app.storage.sql import EVERY_PARTITION, load  # noqa: E402
+from migrations.sql_files import render  # noqa: E402
 from spark_jobs.common.positions import log_end_offsets  # noqa: E402
 from spark_jobs.reader.jvm import VIEW, JdbcSource, predicates, read_jvm, stored_rows  # noqa: E402
 from spark_jobs.reader.options import parse_options  # noqa: E402
@@ -106,7 +107,7 @@ def partition(conn: psycopg.Connection) -> int:
     # records in append order, as an appender writing into the leaf would.
     conn.execute(f"INSERT INTO {SCHEMA}.records SELECT * FROM public.records ORDER BY ctid")
     conn.execute(f"SET search_path = {SEARCH_PATH}")
-    conn.execute(load("committed_records.postgresql.sql"))
+    conn.execute(render(load("committed_records.postgresql.sql"), {"view": "committed_records", **EVERY_PARTITION}))
     conn.execute("RESET search_path")
     conn.execute(f"VACUUM ANALYZE {SCHEMA}.records")
     return leaves

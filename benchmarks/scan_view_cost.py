@@ -58,7 +58,8 @@ import psycopg
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from app.storage.sql import load  # noqa: E402
+from app.storage.sql import EVERY_PARTITION, load  # noqa: E402
+from migrations.sql_files import render  # noqa: E402
 
 TOPIC = "orders"
 VIEW = "prototype_committed_records"
@@ -75,7 +76,7 @@ def rewritten(sql: str, *edits: tuple[str, str]) -> str:
 
 
 def view_sql() -> str:
-    return load("committed_records.postgresql.sql")
+    return render(load("committed_records.postgresql.sql"), {"view": "committed_records", **EVERY_PARTITION})
 
 
 # The LATERAL range per batch, replaced by an equality on the record's batch base (the log start

@@ -33,7 +33,10 @@ materialised, nothing collected), with the same number of tasks (--tasks):
   and row count, no database: what PySpark's Python data source machinery itself costs;
 - jvm: read_outbox(reader="jvm"), the data source's plan read by Spark's JDBC reader
   (spark_jobs/reader/jvm.py), every column; jvm_no_headers: includeHeaders=false; jvm_json:
-  headersFormat=json, the product's option for what jvm_headers_text prototyped;
+  headersFormat=json, the product's option for what jvm_headers_text prototyped; on PostgreSQL
+  since migration 0035 each split reads its partition's view; jvm_every_partition and
+  jvm_json_every_partition: jvm and jvm_json reading the view of every partition instead (the
+  JVM read before the partitions' views);
 - jvm_stored: the JVM read's JDBC relation alone (spark_jobs.reader.jvm.stored_rows): the
   eight columns the JVM read reads, as stored, headers as JSON text, nothing made from them
   (before 2026-12-01 every column of the view, 14: more than the JVM read fetches);
@@ -132,7 +135,8 @@ from benchmarks.jdbc_reader import (  # noqa: E402
 
 DATABASE = "outbox_spark_source_bench"
 VARIANTS = ("plain", "records_raw", "view_jdbc", "source_adbc", "source_psycopg", "source_adbc_no_headers",
-            "source_adbc_json", "jdbc_reader", "arrow_floor", "jvm", "jvm_no_headers", "jvm_json", "jvm_nullable",
+            "source_adbc_json", "jdbc_reader", "arrow_floor", "jvm", "jvm_no_headers", "jvm_json",
+            "jvm_every_partition", "jvm_json_every_partition", "jvm_nullable",
             "jvm_stored", "jvm_headers_text",
             "jvm_header_arrays", "jvm_batch_base", "jvm_batch_base_no_headers", "jvm_batch_base_hash",
             "jvm_batch_base_hash_no_headers", "jvm_batch_base_hash_by_partition",
@@ -448,7 +452,7 @@ def main(argv: list[str] | None = None) -> int:
             options, splits = planned()
             return record_columns(stored_rows(spark, options, splits), options)
 
-        def jvm_stored(relation: str = VIEW):  # type: ignore[no-untyped-def]
+        def jvm_stored(relation: str | None = None):  # type: ignore[no-untyped-def]
             # read_jvm's JDBC relation alone, nothing made from its columns, and only the ones
             # read_jvm reads: the relation has more (the view's topic_id, producer_id,
             # transactional, key_bytes, value_bytes, batch_position), and selecting them all
@@ -537,6 +541,8 @@ def main(argv: list[str] | None = None) -> int:
             "jvm": jvm,
             "jvm_no_headers": lambda: jvm(includeHeaders="false"),
             "jvm_json": lambda: jvm(headersFormat="json"),
+            "jvm_every_partition": lambda: read_jvm(spark, *planned(), relation=VIEW),
+            "jvm_json_every_partition": lambda: read_jvm(spark, *planned(headersFormat="json"), relation=VIEW),
             "jvm_nullable": jvm_nullable,
             "jvm_stored": jvm_stored,
             "jvm_headers_text": lambda: headers_text(jvm_stored()),

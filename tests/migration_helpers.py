@@ -80,3 +80,10 @@ def appender_takes(url: str, call: str, params: tuple[object, ...] = ()) -> bool
         finally:
             conn.rollback()
     return True
+
+
+def attached_record_leaves(conn: Connection) -> list[str]:
+    """The leaves attached to PostgreSQL's `records` (migration 0035), by name."""
+    return list(conn.execute(text(
+        "SELECT c.relname FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid "
+        "WHERE i.inhparent = 'records'::regclass ORDER BY c.relname")).scalars())

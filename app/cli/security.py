@@ -237,7 +237,7 @@ def add_commands(command: Command, verbose: argparse.ArgumentParser) -> None:
     which.add_argument("--transactional-id", default=None)
     which.add_argument("--cluster", action="store_true")
     ac.set_defaults(func=acls)
-    gr = command("grant-reader", help="PostgreSQL: create or grant ROLE read access to committed_records only")
+    gr = command("grant-reader", help="PostgreSQL: create or grant ROLE read access to committed_records and its partition views only")
     gr.add_argument("role")
     gr.add_argument("--password-stdin", action="store_true",
                     help="create the role with LOGIN and the password read from standard input")

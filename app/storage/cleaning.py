@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from sqlalchemy import Connection, and_, bindparam, case, delete, func, or_, select, true, update
+from sqlalchemy import Connection, and_, bindparam, case, delete, func, or_, select, text, true, tuple_, update
 
 from app.domain.log_cleaning import ChunkSummary, CompactionRow, StoredRow
 from app.domain.topic_config import TopicConfig
@@ -25,10 +25,14 @@ from app.storage import dialect, message_ids
 from app.storage.fetch_plan import RECORD_SIZE
 from app.storage.offset_order import batches_meeting, holding_batch, holding_index
 from app.storage.tables import (
+    RECORD_LEAF,
     cleaner_leases,
     deleted_topics,
+    partition_view,
     partitions,
     record_batches,
+    record_leaf_pattern,
+    record_message_ids,
     records,
     topics,
 )
@@ -152,8 +156,10 @@ _DELETE_EMPTIED_BATCHES = delete(_rb).where(
     # the index until a VACUUM, and a probe bounded below only walked the rest of the chunk's
     # dead entries per batch row. Either way a chunk of one-record batches (20,000 rows, half
     # of them batch rows) took minutes (benchmarks/cleaning.py --txn-batches 1).
+    # The partition by its parameters, not the batch row's columns: planned for their values,
+    # PostgreSQL probes that partition's leaf of `records` only.
     select(records.c.offset)
-    .where(records.c.topic_id == _rb.c.topic_id, records.c.partition == _rb.c.partition,
+    .where(*_PARTITION,
            records.c.offset >= _rb.c.base_offset, records.c.offset < _rb.c.base_offset + _rb.c.record_count)
     .limit(1)
     .scalar_subquery()
@@ -435,15 +441,22 @@ def next_deleted_topic(conn: Connection) -> int | None:
     return conn.execute(select(func.min(deleted_topics.c.topic_id))).scalar()
 
 
+def records_in_leaves(dialect_name: str) -> bool:
+    """Whether `records` is a table of leaves, one per log partition (PostgreSQL since
+    migration 0035): a deleted topic's records then go with its leaves (drop_record_leaves),
+    not a chunk at a time."""
+    return dialect_name == "postgresql"
+
+
 def purge_deleted_topic(conn: Connection, topic_id: int, limit: int) -> int:
     """Delete up to about `limit` records of a deleted topic, one partition's prefix at a
-    time; when none are left, its row in deleted_topics too. Returns the records deleted."""
+    time; when none are left, the rest of the topic too (forget_deleted_topic). Returns the
+    records deleted."""
     partition = conn.execute(
         select(func.min(records.c.partition)).where(records.c.topic_id == topic_id)
     ).scalar()
     if partition is None:
-        conn.execute(delete(record_batches).where(record_batches.c.topic_id == topic_id))
-        conn.execute(delete(deleted_topics).where(deleted_topics.c.topic_id == topic_id))
+        forget_deleted_topic(conn, topic_id, limit)
         return 0
     in_partition = and_(records.c.topic_id == topic_id, records.c.partition == partition)
     bound = conn.execute(
@@ -455,6 +468,96 @@ def purge_deleted_topic(conn: Connection, topic_id: int, limit: int) -> int:
     deleted = conn.execute(stmt).rowcount
     forget_deleted_records(conn, topic_id, partition, -1, _NO_END if bound is None else bound)
     return deleted
+
+
+def forget_deleted_topic(conn: Connection, topic_id: int, limit: int) -> bool:
+    """A deleted topic whose records are gone: up to `limit` of its batch rows and of its
+    records' message ids, and once neither is left its row in deleted_topics; returns whether
+    that row went. Where records go a chunk at a time their batch rows and ids are already
+    gone (forget_deleted_records); where they go with their leaves, here, a chunk at a time as
+    well: a topic's batch rows all at once would be one transaction as long as the topic
+    (its row locks and its write-ahead log), where every other chunk of the cleaner is bounded."""
+    batch_keys = (select(record_batches.c.partition, record_batches.c.base_offset)
+                  .where(record_batches.c.topic_id == topic_id).limit(limit))
+    batches = conn.execute(delete(record_batches).where(
+        record_batches.c.topic_id == topic_id,
+        tuple_(record_batches.c.partition, record_batches.c.base_offset).in_(batch_keys),
+    )).rowcount
+    id_keys = select(record_message_ids.c.message_id).where(record_message_ids.c.topic_id == topic_id).limit(limit)
+    ids = conn.execute(delete(record_message_ids).where(
+        record_message_ids.c.topic_id == topic_id, record_message_ids.c.message_id.in_(id_keys),
+    )).rowcount
+    if batches or ids:
+        return False
+    conn.execute(delete(deleted_topics).where(deleted_topics.c.topic_id == topic_id))
+    return True
+
+
+# A topic's leaves of `records` (records_<topic_id>_<partition>, app/storage/sql/
+# record_leaves.postgresql.sql) in the log's schema, whether attached (detaching: false), left
+# half detached by an interrupted DETACH … CONCURRENTLY (detaching: true) or detached and not
+# dropped yet (detaching: NULL).
+_TOPIC_LEAVES = text(
+    "SELECT c.relname, i.inhdetachpending FROM pg_class c "
+    "LEFT JOIN pg_inherits i ON i.inhrelid = c.oid "
+    "WHERE c.relnamespace = current_schema()::regnamespace AND c.relkind = 'r' "
+    "AND c.relname ~ :leaf ORDER BY c.relname"
+)
+
+
+# The leaf of `records` left "detach pending" by an interrupted DETACH … CONCURRENTLY, if any:
+# PostgreSQL allows one per table, and refuses every other DETACH … CONCURRENTLY until it is
+# finished, whichever topic it belongs to.
+_PENDING_DETACH = text(
+    "SELECT c.relname FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid "
+    "WHERE i.inhparent = 'records'::regclass AND i.inhdetachpending"
+)
+
+# The topics of leaves whose topic is neither in `topics` nor in `deleted_topics`: a topic
+# purged by a process of the revision before 0035, which deleted its records a chunk at a time
+# and then its row, and knew nothing of leaves. A leaf of a topic being created is not seen
+# here: it is created in the transaction that inserts the topic's row.
+_ORPHANED_LEAF_TOPICS = text(
+    "SELECT DISTINCT substring(c.relname FROM :leaf)::integer AS topic_id FROM pg_class c "
+    "WHERE c.relnamespace = current_schema()::regnamespace AND c.relkind = 'r' "
+    "AND c.relname ~ :leaf "
+    "AND substring(c.relname FROM :leaf)::integer NOT IN "
+    "(SELECT topic_id FROM topics UNION ALL SELECT topic_id FROM deleted_topics) ORDER BY 1"
+)
+
+
+def finish_pending_detach(conn: Connection) -> None:
+    """PostgreSQL, on an autocommit connection: finish the detach of a leaf that an interrupted
+    drop_record_leaves left pending (its topic's purge then drops the detached table)."""
+    for name in conn.execute(_PENDING_DETACH).scalars().all():
+        conn.exec_driver_sql(f'ALTER TABLE records DETACH PARTITION "{name}" FINALIZE')
+
+
+def orphaned_leaf_topics(conn: Connection) -> list[int]:
+    # substring(… FROM pattern) gives the pattern's first group: the topic id.
+    return list(conn.execute(_ORPHANED_LEAF_TOPICS, {"leaf": record_leaf_pattern()}).scalars())
+
+
+def drop_record_leaves(conn: Connection, topic_id: int) -> int:
+    """PostgreSQL, on an autocommit connection: drop a deleted topic's leaves of `records`,
+    and with them its records, and its partitions' views; returns the records they held. A leaf is detached first with
+    DETACH … CONCURRENTLY, which waits for the transactions reading or writing `records` but
+    blocks none of them; a plain DETACH or a DROP of an attached leaf would take `records` in
+    ACCESS EXCLUSIVE mode, and every reader and appender would wait behind it. Resumable: a
+    detach interrupted midway is finished (FINALIZE), a leaf detached and not dropped is
+    dropped."""
+    held = 0
+    for name, detaching in conn.execute(_TOPIC_LEAVES, {"leaf": record_leaf_pattern(topic_id)}).all():
+        leaf = f'"{name}"'
+        # The partition's view first: it reads `records`, not the leaf, so nothing else
+        # removes it, and a topic created later under another id never shows through it.
+        _, partition = (int(n) for n in RECORD_LEAF.fullmatch(name).groups())  # type: ignore[union-attr]
+        conn.exec_driver_sql(f"DROP VIEW IF EXISTS {partition_view(topic_id, partition)}")
+        if detaching is not None:
+            conn.exec_driver_sql(f"ALTER TABLE records DETACH PARTITION {leaf} {'FINALIZE' if detaching else 'CONCURRENTLY'}")
+        held += conn.exec_driver_sql(f"SELECT count(*) FROM {leaf}").scalar_one()
+        conn.exec_driver_sql(f"DROP TABLE {leaf}")
+    return held
 
 
 # --- space ------------------------------------------------------------------------------------

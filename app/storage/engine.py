@@ -8,8 +8,9 @@ are described where they are taken. Reads: one snapshot on both (see Database.re
 
 from __future__ import annotations
 
+import functools
 import os
-
+import re
 import threading
 from collections import deque
 from collections.abc import Callable, Iterator
@@ -121,6 +122,7 @@ def build_engine(
         pool_pre_ping=pool_pre_ping,
     )
     event.listen(engine, "connect", _no_jit)
+    event.listen(engine, "do_execute", _plan_records_statements_each_time)
     return engine
 
 
@@ -136,6 +138,36 @@ def _no_jit(dbapi_connection, _record) -> None:  # type: ignore[no-untyped-def]
     with dbapi_connection.cursor() as cur:
         cur.execute("SET jit = off")
     dbapi_connection.commit()
+
+
+# A statement that names the table `records` (not `record_batches`, `committed_records` or a
+# leaf's own name, whose neighbours are word characters).
+_NAMES_RECORDS = re.compile(r"\brecords\b")
+
+
+@functools.lru_cache(maxsize=4096)
+def _names_records(statement: str) -> bool:
+    return _NAMES_RECORDS.search(statement) is not None
+
+
+def _plan_records_statements_each_time(cursor, statement, parameters, context) -> bool:  # type: ignore[no-untyped-def]
+    """PostgreSQL: a statement on `records` is never prepared, so that each execution is planned
+    for its own parameters. `records` is partitioned, a leaf per log partition (migration 0035),
+    and such a statement names one topic and partition: planned for them, it reads and locks
+    that leaf only. psycopg prepares a statement on its fifth execution, and PostgreSQL may then
+    choose a generic plan, which holds a lock on every leaf: at 2,000 leaves a transaction held
+    2,003 locks and a fourth such session failed with "out of shared memory"
+    (docs/DESIGN-partitioned-records.md). Every other statement is still prepared and keeps its
+    generic plan: `plan_cache_mode = force_custom_plan` on the connection, which planned them all
+    again on each execution, cost a Commit 0.7-0.9 ms. The in-database functions carry that
+    setting themselves (their statements' plans are PL/pgSQL's, not psycopg's).
+
+    Returns whether it ran the statement (SQLAlchemy's do_execute event: otherwise the
+    dialect runs it as usual)."""
+    if not _names_records(statement):
+        return False
+    cursor.execute(statement, parameters, prepare=False)
+    return True
 
 
 def build_migration_engine(url: str) -> Engine:

@@ -45,8 +45,10 @@ DELETE_ORPHANED = delete(_ids).where(
     _ids.c.partition == bindparam("c_partition"),
     _ids.c.offset >= bindparam("c_start"),
     _ids.c.offset < bindparam("c_end"),
+    # The partition by its parameters, not the id's columns: planned for their values,
+    # PostgreSQL probes that partition's leaf of `records` only.
     select(records.c.offset)
-    .where(records.c.topic_id == _ids.c.topic_id, records.c.partition == _ids.c.partition,
+    .where(records.c.topic_id == bindparam("c_topic_id"), records.c.partition == bindparam("c_partition"),
            records.c.offset == _ids.c.offset)
     .scalar_subquery()
     .is_(None),

@@ -31,11 +31,11 @@ tests/fuzz/test_read_committed_conformance.py holds Fetch and the counters below
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import BigInteger, Connection, Table, and_, bindparam, case, func, select, true
+from sqlalchemy import BigInteger, Connection, Integer, Table, and_, bindparam, case, func, literal, select, true, union_all
 from sqlalchemy.sql.elements import ColumnElement
 
 from app.domain.types import RecordState
@@ -83,7 +83,8 @@ def run_end(b: Table | Any) -> ColumnElement[Any]:
 
 def batch_runs(dialect_name: str, batches: Any, columns: Callable[[Any, Any], tuple[Any, ...]],
                start: Callable[[Any], Any], end: Callable[[Any], Any], *, correlate: tuple[Any, ...] = (),
-               outer: Callable[[Any], tuple[Any, ...]] = lambda b: (), per_batch: bool = False) -> Any:
+               outer: Callable[[Any], tuple[Any, ...]] = lambda b: (), per_batch: bool = False,
+               partition_of: tuple[Any, Any] | None = None) -> Any:
     """Each row of `batches` (a subquery of record_batches rows: the walk of the batch index,
     with its own bounds, order and LIMIT), joined to the records of its run from start(b) to
     below end(b) through the records' primary key: `columns(b, r)` of each. The batches must be
@@ -94,9 +95,16 @@ def batch_runs(dialect_name: str, batches: Any, columns: Callable[[Any, Any], tu
     `correlate`: an enclosing query's FROMs that `batches`, start or end refer to. `outer`:
     columns of the batch row, first in each row. `per_batch`: the columns are aggregates over
     the run (count a column of the records, not rows), one row per batch, a batch without a
-    record in its run included."""
+    record in its run included. `partition_of`: the topic id and partition (parameters or
+    constants) that every one of `batches` lies in, when the statement reads one partition: the
+    records are matched to them rather than to each batch's columns, so that PostgreSQL, which
+    plans each execution for its parameters (app.storage.engine), reads and locks that
+    partition's leaf of `records` only; matched to a batch's columns, the plan holds every leaf
+    and prunes them as it runs, which at 1,000 leaves cost 50 ms of planning a statement
+    (docs/DESIGN-partitioned-records.md)."""
     b, r = batches, records
-    in_run = (r.c.topic_id == b.c.topic_id, r.c.partition == b.c.partition,
+    topic_id, partition = partition_of or (b.c.topic_id, b.c.partition)
+    in_run = (r.c.topic_id == topic_id, r.c.partition == partition,
               r.c.offset >= start(b), r.c.offset < end(b))
     if dialect_name == "postgresql":
         # OFFSET 0 keeps the planner from pulling the subquery up into a plain join, which it
@@ -156,7 +164,7 @@ def first_record_committed_from_stmt(dialect_name: str) -> Any:
     b = select(rb).where(rb.c.topic_id == topic, rb.c.partition == part, rb.c.txn_id.is_not(None),
                          committed_batch(rb), rb.c.commit_position >= at)
     run = batch_runs(dialect_name, b.subquery("b"), lambda b, r: (r.c.offset,), lambda b: b.c.base_offset,
-                     lambda b: dialect.least(run_end(b), at)).subquery()
+                     lambda b: dialect.least(run_end(b), at), partition_of=(topic, part)).subquery()
     return select(func.min(run.c.offset))
 
 
@@ -178,43 +186,65 @@ def committed_between_for_groups(conn: Connection, cap: int, limit: int | None,
     fetch reads to it (storage.read.plan_fetch), since every commit point is durable, those past
     the high watermark too; counted only to the high watermark, a group behind such a commit
     point would show a lag of 0 while a fetch still gives it records. For every committed offset
-    in a partition that exists, of every group or only of `group_id`'s, in ONE query (a
-    Prometheus scrape reads every group's, GET /v1/groups/{group_id}/lag one group's): the
-    first `limit` committed offsets (None: all) by (group_id, topic_id, partition), in that
-    order.
+    in a partition that exists, of every group or only of `group_id`'s (a Prometheus scrape
+    reads every group's, GET /v1/groups/{group_id}/lag one group's), in two queries whatever the
+    number of groups: the first `limit` committed offsets (None: all) by (group_id, topic_id,
+    partition), in that order.
 
     Counted as a fetch reads them, record by record (so the holes compaction leaves in a run,
     and a log start inside one, are not counted): the records of the committed batches
     positioned in [start, end), where start is the committed offset or the log start if that
     is higher. At most `cap` records are counted per row, so a row reads at most `cap` records;
-    `exact` is False when the cap was reached."""
-    rows = conn.execute(committed_between_for_groups_stmt(conn.dialect.name, cap, limit, group_id)).all()
+    `exact` is False when the cap was reached.
+
+    The first query finds the partitions the groups have committed offsets in; the second
+    counts, with the partition of each of its parts written in as its parameters. A count whose
+    partition came from group_offsets' rows would be planned for every leaf of PostgreSQL's
+    `records` and lock them all (2,011 locks at 1,000 leaves, for one group's one partition:
+    docs/DESIGN-partitioned-records.md); this one is planned for the leaves of the partitions
+    counted."""
+    pos = group_positions_stmt(limit, group_id).cte("pos")
+    consumed = conn.execute(select(pos.c.topic_id, pos.c.partition).distinct()
+                            .order_by(pos.c.topic_id, pos.c.partition)).all()
+    if not consumed:
+        return []
+    rows = conn.execute(committed_between_for_groups_stmt(conn.dialect.name, cap, pos, consumed)).all()
     return [GroupPartitionCount(r.group_id, r.topic_id, r.partition, r.committed_offset, r.counted, r.counted < cap)
             for r in rows]
 
 
-def committed_between_for_groups_stmt(dialect_name: str, cap: int, limit: int | None,
-                                       group_id: str | None = None) -> Any:
-    """committed_between_for_groups' query: per committed offset, the records of the committed
-    batches from its start (the batch index's range) counted up to `cap`."""
+def group_positions_stmt(limit: int | None, group_id: str | None = None) -> Any:
+    """committed_between_for_groups' committed offsets: each with where its count starts (the
+    committed offset or the log start, the higher), the partition's log end and log start."""
     go, p = group_offsets, partitions
     one_group = () if group_id is None else (go.c.group_id == group_id,)
     start = case((go.c.committed_offset > p.c.log_start_offset, go.c.committed_offset),
                  else_=p.c.log_start_offset)
-    pos = (
+    return (
         select(go.c.group_id, go.c.topic_id, go.c.partition, go.c.committed_offset, start.label("start"),
                p.c.next_offset.label("before"), p.c.log_start_offset.label("log_start"))
         .join(p, and_(p.c.topic_id == go.c.topic_id, p.c.partition == go.c.partition))
         .where(*one_group)
         .order_by(go.c.group_id, go.c.topic_id, go.c.partition)
         .limit(limit)
-        .subquery("pos")
     )
-    batches = committed_batches(pos.c.topic_id, pos.c.partition, pos.c.start, pos.c.before).order_by(None)
-    run = batch_runs(dialect_name, batches.correlate(pos).subquery("b"), lambda b, r: (r.c.offset,),
-                     lambda b: run_start(b, pos.c.start, pos.c.log_start), run_end, correlate=(pos,))
-    counted = (select(func.count()).select_from(run.limit(cap).correlate(pos).subquery())
-               .correlate(pos).scalar_subquery())
-    return (select(pos.c.group_id, pos.c.topic_id, pos.c.partition, pos.c.committed_offset,
-                   counted.label("counted"))
-            .order_by(pos.c.group_id, pos.c.topic_id, pos.c.partition))
+
+
+def committed_between_for_groups_stmt(dialect_name: str, cap: int, pos: Any,
+                                       consumed: Sequence[tuple[int, int]]) -> Any:
+    """committed_between_for_groups' count: one part per partition of `consumed`, each the
+    committed offsets of `pos` (group_positions_stmt, a CTE) in it, and for each the records of
+    the committed batches from its start (the batch index's range) counted up to `cap`."""
+    parts = []
+    for topic_id, partition in consumed:
+        t, p = literal(topic_id, Integer), literal(partition, Integer)
+        batches = committed_batches(t, p, pos.c.start, pos.c.before).order_by(None)
+        run = batch_runs(dialect_name, batches.correlate(pos).subquery("b"), lambda b, r: (r.c.offset,),
+                         lambda b: run_start(b, pos.c.start, pos.c.log_start), run_end, correlate=(pos,),
+                         partition_of=(t, p))
+        counted = (select(func.count()).select_from(run.limit(cap).correlate(pos).subquery())
+                   .correlate(pos).scalar_subquery())
+        parts.append(select(pos.c.group_id, pos.c.topic_id, pos.c.partition, pos.c.committed_offset,
+                            counted.label("counted"))
+                     .where(pos.c.topic_id == t, pos.c.partition == p))
+    return union_all(*parts).order_by("group_id", "topic_id", "partition")

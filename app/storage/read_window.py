@@ -52,6 +52,7 @@ def _batch_page_stmt(dialect_name: str) -> Any:
         lambda b, r: (func.count(r.c.offset), func.coalesce(func.sum(RECORD_SIZE), 0)),
         lambda b: read_committed.run_start(b, _p("start"), _p("log_start")), read_committed.run_end,
         outer=lambda b: (b.c.commit_position, b.c.base_offset, b.c.txn_id, b.c.record_count), per_batch=True,
+        partition_of=(_p("topic_id"), _p("partition")),
     ).where(batches.c.ahead < _p("want")).order_by("commit_position", "base_offset")
 
 
@@ -71,7 +72,8 @@ def _window(dialect_name: str, columns: Any) -> Any:
     def start(b: Any) -> Any:
         return read_committed.run_start(b, _p("first"), _p("from_offset"))
 
-    stmt = read_committed.batch_runs(dialect_name, batches, columns, start, end)
+    stmt = read_committed.batch_runs(dialect_name, batches, columns, start, end,
+                                     partition_of=(_p("topic_id"), _p("partition")))
     return stmt.order_by(*(stmt.selected_columns[n] for n in ("batch_position", "batch_base", "offset")))
 
 

@@ -68,8 +68,9 @@ def _driver_cursor(engine: Engine) -> Iterator[Any]:
 
 def grant_reader(engine: Engine, role: str, *, password: str | None = None) -> bool:
     """Create `role` if it does not exist (LOGIN), set its `password` if given, and grant it
-    USAGE on the view's schema, SELECT on committed_records and on the columns topics(topic_id,
-    name) and partitions(topic_id, partition, next_offset). Whether it was created."""
+    USAGE on the view's schema, SELECT on committed_records, on every log partition's view
+    (PostgreSQL since migration 0035) and on the columns topics(topic_id, name) and
+    partitions(topic_id, partition, next_offset). Whether it was created."""
     with _driver_cursor(engine) as cur:
         created = _ensure_role(cur, role, password)
         cur.execute("SELECT table_schema FROM information_schema.views WHERE table_name = 'committed_records' "
@@ -78,6 +79,15 @@ def grant_reader(engine: Engine, role: str, *, password: str | None = None) -> b
         cur.execute(sql.SQL("GRANT USAGE ON SCHEMA {} TO {}").format(sql.Identifier(schema), sql.Identifier(role)))
         cur.execute(sql.SQL("GRANT SELECT ON {}.committed_records TO {}").format(
             sql.Identifier(schema), sql.Identifier(role)))
+        # Each log partition's view (committed_records.partition_<topic_id>_<partition>), those
+        # of partitions created later too: they are made by the role that creates the
+        # partitions, the service's, which runs this (default privileges are a creator's).
+        if cur.execute("SELECT to_regnamespace('committed_records') IS NOT NULL").fetchone()[0]:
+            cur.execute(sql.SQL("GRANT USAGE ON SCHEMA committed_records TO {}").format(sql.Identifier(role)))
+            cur.execute(sql.SQL("GRANT SELECT ON ALL TABLES IN SCHEMA committed_records TO {}").format(
+                sql.Identifier(role)))
+            cur.execute(sql.SQL("ALTER DEFAULT PRIVILEGES IN SCHEMA committed_records GRANT SELECT ON TABLES TO {}")
+                        .format(sql.Identifier(role)))
         # The topics' names and the partitions' next offsets: the data source compares them
         # with the service's log ends, to know it reads the service's own database
         # (spark_jobs.reader.checks.check_same_database). Both show in the view anyway.

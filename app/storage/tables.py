@@ -161,7 +161,33 @@ records = Table(
     one_of("control_type", ControlType, nullable=True),
     CheckConstraint("key IS NULL OR key_bytes IS NULL", name="one_key"),
     CheckConstraint("value IS NULL OR value_bytes IS NULL", name="one_value"),
+    # PostgreSQL: a leaf table per log partition (migration 0035; its leaves come and go with
+    # the log partitions, app/storage/sql/record_leaves.postgresql.sql), so that a partition's
+    # rows lie on pages of their own. SQLite keeps one table.
+    postgresql_partition_by='RANGE (topic_id, "partition")',
 )
+
+# The name of a leaf of `records` on PostgreSQL: records_<topic_id>_<partition>, as
+# app/storage/sql/record_leaves.postgresql.sql names it. Leaves are tables the schema does not
+# list: they come and go with the log partitions.
+RECORD_LEAF = re.compile(r"records_([0-9]+)_([0-9]+)")
+
+
+def partition_view(topic_id: int, partition: int) -> str:
+    """The view of one log partition's committed records on PostgreSQL, schema-qualified:
+    committed_records.partition_<topic_id>_<partition>, made with the partition's leaf by
+    outbox.create_partition_view (app/storage/sql/record_leaves.postgresql.sql), from the
+    text of the view `committed_records` with the partition written in."""
+    return f"committed_records.partition_{int(topic_id)}_{int(partition)}"
+
+
+def record_leaf_pattern(topic_id: int | None = None) -> str:
+    """RECORD_LEAF as a whole-name regular expression for the database's `~`: every leaf's
+    name, or one topic's leaves'."""
+    pattern = RECORD_LEAF.pattern
+    if topic_id is not None:
+        pattern = pattern.replace("([0-9]+)", str(int(topic_id)), 1)
+    return f"^{pattern}$"
 
 # An application's key for a record appended inside its own database transaction
 # (app.in_database, outbox.append), one row per record given one: unique per topic among the

@@ -49,7 +49,16 @@ def check_database(database: Database, driver: PostgresDriver | str = PostgresDr
                                 "(the data source reads PostgreSQL with it)") from None
     try:
         with psycopg.connect(database.target, connect_timeout=PROBE_TIMEOUT_S) as conn:
-            conn.execute(probe).fetchall()
+            # Asked of the catalogue, not by reading the view: since migration 0035 a plan of
+            # the view of every partition holds and locks every leaf of `records`, even for no
+            # row (2,013 locks and 0.2 s at 1,000 leaves).
+            readable = conn.execute(
+                "SELECT has_column_privilege(to_regclass('committed_records'), 'batch_position', 'SELECT')").fetchone()
+            if readable is None or readable[0] is None:
+                raise OutboxSourceError(_not_migrated(database))
+            if not readable[0]:
+                raise OutboxSourceError(f"cannot read the database {database.display}: permission denied for view "
+                                        "committed_records (run outbox grant-reader for the role)")
     except (psycopg.errors.UndefinedTable, psycopg.errors.UndefinedColumn):
         raise OutboxSourceError(_not_migrated(database)) from None
     except psycopg.Error as e:

@@ -6,9 +6,9 @@ between the database and Spark.
                                                                      # when the JDBC driver is there
 
 The driver plans exactly as the data source does (the same SourceOptions, snapshot and
-plan_splits), and Spark's JDBC reader gets one predicate per planned split over the view
-`committed_records`: split_predicate (spark_jobs.reader.statement), the text the Python
-tasks' statements carry too. Each predicate is one Spark task, one query on its own
+plan_splits), and Spark's JDBC reader gets one predicate per planned split over its relation
+(its partition's view on PostgreSQL, the view `committed_records` on SQLite): split_predicate
+(spark_jobs.reader.statement), the text the Python tasks' statements carry too. Each predicate is one Spark task, one query on its own
 connection; rows go from the JDBC driver into Spark's rows in the executor's JVM. Where the
 Python data source hands Spark Arrow batches from a Python worker, every row crossing
 database → Python → JVM, this read has one crossing fewer: docs/SPARK.md, "Read throughput".
@@ -46,7 +46,7 @@ from spark_jobs.errors import OutboxSourceError, SparkJobError
 from spark_jobs.jars import DRIVERS
 from spark_jobs.reader.batch import schema_ddl
 from spark_jobs.reader.options import Database, SourceOptions
-from spark_jobs.reader.planning import Split
+from spark_jobs.reader.planning import VIEW, Split
 from spark_jobs.reader.statement import split_predicate
 
 READERS = ("auto", "jvm", "python")
@@ -62,7 +62,6 @@ DEFAULT_FETCHSIZE = 10_000
 # no types for a view's expressions, so they are pinned (on PostgreSQL too: one schema).
 STORED_TYPES = ("`topic` STRING, `partition` INT, `offset` BIGINT, `commit_position` BIGINT, "
                 "`timestamp_ms` BIGINT, `key` STRING, `value` STRING, `headers` STRING")
-VIEW = "committed_records"
 
 # The JDBC driver's connection parameters that hold a secret: taken out of a URL's query into the
 # connection properties, since Spark shows the URL in its plans and UI.
@@ -207,9 +206,13 @@ def connection_properties(source: JdbcSource) -> dict[str, str]:
     return props
 
 
-def read_jvm(spark: Any, options: SourceOptions, splits: Sequence[Split], *, relation: str = VIEW) -> Any:
+def read_jvm(spark: Any, options: SourceOptions, splits: Sequence[Split], *, relation: str | None = None) -> Any:
     """The DataFrame of `splits`, read by Spark's JDBC reader, with the data source's schema.
-    `relation` is the view unless a benchmark reads a copy of it (benchmarks/spark_source.py)."""
+    Each split reads its own relation (Split.relation: its partition's view, where the
+    database has them), unless a benchmark names a copy of the view as `relation`
+    (benchmarks/spark_source.py)."""
+    from functools import reduce
+
     from pyspark.sql.types import StructType, _parse_datatype_string
 
     schema = _parse_datatype_string(schema_ddl(options))
@@ -218,17 +221,33 @@ def read_jvm(spark: Any, options: SourceOptions, splits: Sequence[Split], *, rel
     # (map_from_arrays over transform) even when the types are equal: 1.44 s against 1.29 s
     # without it for 0.5 M rows, in a one-off measurement of a first form that ended with it
     # (docs/SPARK.md, "The JVM read measured"; the benchmark no longer has that form).
-    # record_columns over the declared relation gives the schema as it is
+    # record_columns over the declared relations gives the schema as it is
     # (tests/spark/test_jvm_reader.py).
-    return record_columns(declared(spark, stored_rows(spark, options, splits, relation=relation), schema), options)
+    frames = [declared(spark, stored, schema) for stored in stored_frames(spark, options, splits, relation=relation)]
+    return record_columns(reduce(lambda a, b: a.union(b), frames), options)
 
 
-def stored_rows(spark: Any, options: SourceOptions, splits: Sequence[Split], *, relation: str = VIEW) -> Any:
-    """The rows of `relation` (the view, unless a benchmark names a table of its shape) in
-    `splits`, as stored (STORED_TYPES), one JDBC query per split."""
+def stored_rows(spark: Any, options: SourceOptions, splits: Sequence[Split], *, relation: str | None = None) -> Any:
+    """The rows of `splits` as stored (STORED_TYPES), one JDBC query per split (stored_frames,
+    unioned)."""
+    from functools import reduce
+
+    return reduce(lambda a, b: a.union(b), stored_frames(spark, options, splits, relation=relation))
+
+
+def stored_frames(spark: Any, options: SourceOptions, splits: Sequence[Split], *,
+                  relation: str | None = None) -> list[Any]:
+    """The rows of `splits`, as stored (STORED_TYPES): a JDBC relation per relation the splits
+    read (each partition's view, or the view of every partition), one query per split. Spark's
+    JDBC reader reads one relation with a predicate per task, so a read of several partitions'
+    views is the union of a relation each."""
     source = JdbcSource.of(options.database)
-    return spark.read.jdbc(source.url, relation, predicates=predicates(splits, source.database),
-                           properties=connection_properties(source))
+    by_relation: dict[str, list[Split]] = {}
+    for s in splits:
+        by_relation.setdefault(relation or s.relation, []).append(s)
+    return [spark.read.jdbc(source.url, name, predicates=predicates(chosen, source.database),
+                            properties=connection_properties(source))
+            for name, chosen in (sorted(by_relation.items()) or [(relation or VIEW, [])])]
 
 
 def record_columns(stored: Any, options: SourceOptions) -> Any:

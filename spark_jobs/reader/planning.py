@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import logging
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
@@ -51,9 +51,9 @@ from spark_jobs.common.positions import (
     log_bounds,
     resolve_position,
 )
-from spark_jobs.common.service import service_session
+from spark_jobs.common.service import PROBE_TIMEOUT_S, service_session
 from spark_jobs.errors import DataLossError, OutboxSourceError
-from spark_jobs.reader.options import SourceOptions
+from spark_jobs.reader.options import Database, SourceOptions
 
 logger = logging.getLogger(__name__)
 
@@ -88,14 +88,30 @@ class Bounds:
         return out
 
 
+# What every reader of the database reads: the view of every log partition. On PostgreSQL
+# (since migration 0035) each log partition has a view of its own, read instead (partition_view).
+VIEW = "committed_records"
+
+
+def partition_view(topic_id: int, partition: int) -> str:
+    """A log partition's view on PostgreSQL: the text of committed_records with the partition
+    written in, so that its plan holds that partition's leaf of `records` alone, where the view
+    of every partition holds and locks every leaf (docs/DESIGN-partitioned-records.md, "A view
+    of each log partition"). The service names it the same (app/storage/tables.py)."""
+    return f"committed_records.partition_{int(topic_id)}_{int(partition)}"
+
+
 @dataclass(frozen=True, slots=True)
 class Split:
     """What one Spark task reads: a topic-partition's commit positions [start, end), and the
-    conditions pushed down on offsets and timestamps (milliseconds)."""
+    conditions pushed down on offsets and timestamps (milliseconds), from `relation`: the
+    partition's view where the database has one (partition_view), else the view of every
+    partition (VIEW)."""
 
     range: TopicRange
     offsets: Bounds = Bounds()
     timestamps_ms: Bounds = Bounds()
+    relation: str = VIEW
 
 
 # --- Pushed filters -----------------------------------------------------------------------------
@@ -317,7 +333,30 @@ def starting_committed(options: SourceOptions, bounds: Mapping[TopicPartition, L
 
 def plan_splits(options: SourceOptions, bounds: Mapping[TopicPartition, LogBounds],
                 committed: Mapping[TopicPartition, int], pruning: Pruning) -> list[Split]:
-    """The read's splits, planned from the snapshot `bounds` (plan_ranges, then split_ranges)."""
+    """The read's splits, planned from the snapshot `bounds` (plan_ranges, then split_ranges),
+    each reading its partition's view where the database has them (relations)."""
     plan = plan_ranges(options, bounds, committed, pruning)
-    return [Split(r, pruning.offsets, pruning.timestamps_ms)
-            for r in split_ranges(plan.ranges, options.positions_per_split)]
+    ranges = split_ranges(plan.ranges, options.positions_per_split)
+    relation = relations(options.database, {r.topic for r in ranges})
+    return [Split(r, pruning.offsets, pruning.timestamps_ms, relation(r.topic, r.partition)) for r in ranges]
+
+
+def relations(database: Database, topics: set[str]) -> Callable[[str, int], str]:
+    """What a split of each of `topics` reads: on a PostgreSQL database with the partitions'
+    views (migration 0035), its partition's view, found by the topic's id (topics' topic_id and
+    name, which outbox grant-reader lets a reader read); else the view of every partition. A
+    topic the database does not hold (deleted since the snapshot) reads the view of every
+    partition, and finds there what the service's positions say."""
+    if database.kind != "postgresql" or not topics:
+        return lambda topic, partition: VIEW
+    import psycopg
+
+    try:
+        with psycopg.connect(database.target, connect_timeout=PROBE_TIMEOUT_S) as conn:
+            if not conn.execute("SELECT to_regnamespace('committed_records') IS NOT NULL").fetchone()[0]:  # type: ignore[index]
+                return lambda topic, partition: VIEW
+            ids = dict(conn.execute("SELECT name, topic_id FROM topics WHERE name = ANY(%s)", (sorted(topics),)).fetchall())
+    except psycopg.Error as e:
+        said = " ".join(line.strip() for line in str(e).splitlines() if line.strip()) or type(e).__name__
+        raise OutboxSourceError(f"cannot read the topics' ids in {database.display}: {said}") from None
+    return lambda topic, partition: partition_view(ids[topic], partition) if topic in ids else VIEW

@@ -1,5 +1,5 @@
 """A split's SQL: the one place that turns a Split (spark_jobs.reader.planning) into conditions
-on the view `committed_records`, and the one place that bounds a range of commit positions
+on its relation (the view `committed_records`, or its partition's view), and the one place that bounds a range of commit positions
 (positions_predicate, which benchmarks/jdbc_reader.py uses too). Both read paths use it: the Python data source's tasks run
 select_statement (spark_jobs.reader.split), the JVM read hands Spark's JDBC reader
 split_predicate, one per task (spark_jobs.reader.jvm). So what a split covers is said once.
@@ -11,7 +11,7 @@ written as a literal each database reads the same whatever its settings (sql_str
 
 from __future__ import annotations
 
-from spark_jobs.reader.planning import Bounds, Split
+from spark_jobs.reader.planning import VIEW, Bounds, Split
 
 # Read from the database by the Python data source, in this order.
 STORED_COLUMNS = ("offset", "commit_position", "timestamp_ms", "key", "value", "headers")
@@ -33,9 +33,12 @@ def quote(column: str) -> str:
     return f'"{column}"' if column in ("offset", "partition") else column
 
 
-def positions_predicate(topic: str, partition: int, start: int, end: int, database: str) -> list[str]:
-    """The conditions on the view that read a topic-partition's commit positions [start, end),
-    as the batch index's range: every reader of the view derives its bounds from here.
+def positions_predicate(topic: str, partition: int, start: int, end: int, database: str,
+                        relation: str = VIEW) -> list[str]:
+    """The conditions on `relation` (the view of every partition, or the partition's own:
+    spark_jobs.reader.planning.partition_view) that read a topic-partition's commit positions
+    [start, end), as the batch index's range: every reader of the views derives its bounds
+    from here.
 
     A record's commit_position is a CASE over the batch and the record, which no database can
     turn into an index range: bounded alone, a query walks every committed batch of the
@@ -55,7 +58,7 @@ def positions_predicate(topic: str, partition: int, start: int, end: int, databa
     # order to stop on and sorts every committed batch from end to the partition's end, each
     # with its run, in every split's query.
     topic_id = f"SELECT topic_id FROM topics WHERE name = {sql_string(topic, database)}"
-    next_batch = (f'SELECT batch_position FROM committed_records WHERE topic_id = ({topic_id}) '
+    next_batch = (f'SELECT batch_position FROM {relation} WHERE topic_id = ({topic_id}) '
                   f'AND "partition" = {int(partition)} AND batch_position >= {int(end)} ORDER BY batch_position LIMIT 1')
     return [where, f"batch_position >= {int(start)}", f"batch_position <= COALESCE(({next_batch}), {int(end) - 1})",
             *Bounds(start, end).sql("commit_position")]
@@ -65,7 +68,7 @@ def split_predicate(split: Split, database: str) -> str:
     """The split's bounds as one condition on the view: its topic, its partition, its range of
     commit positions (positions_predicate), and any pushed conditions on offset and timestamp."""
     r = split.range
-    where = [*positions_predicate(r.topic, r.partition, r.start, r.end, database),
+    where = [*positions_predicate(r.topic, r.partition, r.start, r.end, database, split.relation),
              *split.offsets.sql('"offset"'), *split.timestamps_ms.sql("timestamp_ms")]
     return " AND ".join(where)
 
@@ -77,5 +80,5 @@ def select_statement(split: Split, database: str, *, include_headers: bool) -> s
     # ORDER BY: a join's rows come in no promised order (the plan decides, and may change
     # with the statistics), and without commit order a stream's outputs of one partition
     # would not follow its inputs' commits.
-    return (f"SELECT {', '.join(quote(c) for c in columns)} FROM committed_records "
+    return (f"SELECT {', '.join(quote(c) for c in columns)} FROM {split.relation} "
             f"WHERE {split_predicate(split, database)} ORDER BY commit_position, \"offset\"")

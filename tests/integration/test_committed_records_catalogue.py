@@ -1,14 +1,19 @@
 """A database migrated to head holds the committed_records view of the SQL catalogue
 (app/storage/sql/committed_records.sqlite.sql, app/storage/sql/committed_records.postgresql.sql),
-not merely a view of the same name: the
-catalogue's text, created again under another name in a transaction that is rolled back,
-reads back as the same definition as the migrated view."""
+not merely a view of the same name: the catalogue's text, created again under another name in
+a transaction that is rolled back, reads back as the same definition as the migrated view. On
+PostgreSQL the same holds of each log partition's view, the catalogue's text with the
+partition written in."""
 
 from __future__ import annotations
 
+import pytest
 from sqlalchemy import inspect, text
 
-from app.storage.sql import load
+from app.storage.sql import EVERY_PARTITION, load
+from app.storage.tables import partition_view
+from migrations.sql_files import render
+from tests.helpers import create_topic
 
 
 def _definition(conn, view: str) -> str:  # type: ignore[no-untyped-def]
@@ -20,19 +25,39 @@ def _definition(conn, view: str) -> str:  # type: ignore[no-untyped-def]
     return conn.execute(text("SELECT pg_get_viewdef(CAST(:v AS regclass))"), {"v": view}).scalar_one()
 
 
+def one_partition(topic_id: int, partition: int) -> dict[str, str]:
+    return {"topic_id": str(topic_id), "partition": str(partition),
+            "of_partition": f'\n  AND b.topic_id = {topic_id} AND b."partition" = {partition}'}
+
+
 def test_the_migrated_view_is_the_catalogues(database) -> None:  # type: ignore[no-untyped-def]
     catalogue = load(f"committed_records.{database.engine.dialect.name}.sql")
-    # PostgreSQL's is CREATE OR REPLACE, so that a migration keeps the view's grants.
-    create = "CREATE OR REPLACE VIEW" if database.engine.dialect.name == "postgresql" else "CREATE VIEW"
-    assert catalogue.startswith(f"{create} committed_records AS\n")
     with database.engine.connect() as conn:
         migrated = _definition(conn, "committed_records")
-        conn.exec_driver_sql(catalogue.replace(f"{create} committed_records AS",
-                                               "CREATE VIEW catalogue_committed_records AS", 1))
+        if conn.dialect.name == "postgresql":
+            # CREATE OR REPLACE, so that a migration keeps the view's grants.
+            created_again = render(catalogue, {"view": "catalogue_committed_records", **EVERY_PARTITION})
+        else:
+            created_again = catalogue.replace("CREATE VIEW committed_records AS", "CREATE VIEW catalogue_committed_records AS", 1)
+        conn.exec_driver_sql(created_again)
         created = _definition(conn, "catalogue_committed_records")
         conn.rollback()
     assert migrated == created
     assert all(word in migrated for word in ("log_start_offset", "record_batches", "batch_position", "value_bytes"))
+
+
+@pytest.mark.parametrize("db_url", ["postgresql"], indirect=True)
+def test_a_log_partitions_view_is_the_catalogues_with_the_partition_written_in(database, client) -> None:  # type: ignore[no-untyped-def]
+    create_topic(client, "a", 2)
+    catalogue = load("committed_records.postgresql.sql")
+    with database.engine.connect() as conn:
+        a = conn.execute(text("SELECT topic_id FROM topics WHERE name = 'a'")).scalar_one()
+        migrated = _definition(conn, partition_view(a, 1))
+        conn.exec_driver_sql(render(catalogue, {"view": "catalogue_partition", **one_partition(a, 1)}))
+        created = _definition(conn, "catalogue_partition")
+        conn.rollback()
+    assert migrated == created
+    assert f"(r_1.topic_id = {a}) AND (r_1.partition = 1)" in migrated and f"(b.topic_id = {a}) AND (b.partition = 1)" in migrated
 
 
 def test_the_old_jdbc_readers_columns_are_the_migrated_views_but_a_bytes_topics(database) -> None:  # type: ignore[no-untyped-def]

@@ -125,8 +125,11 @@ def test_downgrade_from_0005_deletes_the_records_of_topics_deleted_but_not_yet_p
     with engine.begin() as conn:  # what DeleteTopics leaves for the cleaner: the records, queued
         conn.execute(text("INSERT INTO topics (topic_id, name, partition_count, cleanup_policy, retention_ms, "
                           "check_expected_offsets, created_ms) VALUES (2, 'doomed', 1, 'delete', -1, FALSE, 1)"))
+        conn.execute(text("INSERT INTO partitions (topic_id, \"partition\", next_offset, log_start_offset) "
+                          "VALUES (2, 0, 2, 0)"))
         conn.execute(text("INSERT INTO records (topic_id, \"partition\", \"offset\", timestamp_ms, value) "
                           "VALUES (2, 0, 0, 1, '\"old\"'), (2, 0, 1, 1, '\"old\"')"))
+        conn.execute(text("DELETE FROM partitions WHERE topic_id = 2"))
         conn.execute(text("DELETE FROM topics WHERE topic_id = 2"))
         conn.execute(text("INSERT INTO deleted_topics (topic_id, name, deleted_ms) VALUES (2, 'doomed', 1)"))
 

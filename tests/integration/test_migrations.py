@@ -11,13 +11,19 @@ from sqlalchemy import CheckConstraint, create_engine, inspect
 from app.domain.acl import Operation
 from app.domain.types import ControlType, TransactionVersion
 from app.storage import migrate
-from app.storage.tables import metadata
+from app.storage.tables import RECORD_LEAF, metadata
+
+
+def _not_a_leaf(name, type_, _parent_names) -> bool:  # type: ignore[no-untyped-def]
+    """A leaf of `records` (PostgreSQL) is a table of the log, not of the schema."""
+    return not (type_ == "table" and RECORD_LEAF.fullmatch(name or ""))
 
 
 def test_migrated_schema_matches_the_table_definitions(db_url: str) -> None:
     engine = create_engine(db_url)
     with engine.connect() as conn:
-        diff = compare_metadata(MigrationContext.configure(conn, opts={"compare_type": True}), metadata)
+        context = MigrationContext.configure(conn, opts={"compare_type": True, "include_name": _not_a_leaf})
+        diff = compare_metadata(context, metadata)
     engine.dispose()
     assert diff == []
 
@@ -41,6 +47,7 @@ def test_both_databases_get_the_same_tables_columns_and_indexes(postgres_url: st
                 sorted(u["name"] for u in insp.get_unique_constraints(t)),
             )
             for t in insp.get_table_names()
+            if not RECORD_LEAF.fullmatch(t)
         }
         engine.dispose()
         return out
@@ -85,7 +92,8 @@ def test_the_migrated_check_constraints_allow_exactly_the_values_of_their_enums(
     engine = create_engine(db_url)
     insp = inspect(engine)
     stored = {(table, c["name"]): allowed(c["sqltext"])
-              for table in insp.get_table_names() for c in insp.get_check_constraints(table)}
+              for table in insp.get_table_names() if not RECORD_LEAF.fullmatch(table)
+              for c in insp.get_check_constraints(table)}
     engine.dispose()
     assert defined == stored
     assert defined[("records", "ck_records_control_type")] == {t.value for t in ControlType}

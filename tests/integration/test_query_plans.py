@@ -23,7 +23,11 @@ from app.domain.records import RecordToAppend
 from app.services.log_service import SendBatch
 from app.storage import cleaning, message_ids
 from app.storage.read_window import _batch_page_stmt, _records_stmt
-from app.storage.read_committed import committed_between_for_groups_stmt, first_record_committed_from_stmt
+from app.storage.read_committed import (
+    committed_between_for_groups_stmt,
+    first_record_committed_from_stmt,
+    group_positions_stmt,
+)
 from app.storage.tables import transactions
 from app.storage.transaction_listing import _id_starts_with
 from spark_jobs.reader.statement import positions_predicate
@@ -35,8 +39,10 @@ RECORDS_PER_SEND = 50
 
 
 def _fill(services) -> None:  # type: ignore[no-untyped-def]
-    """Transactions of two Sends each, interleaved with plain records, in partition 0."""
+    """Transactions of two Sends each, interleaved with plain records, in partition 0. Another
+    topic beside it, so that on PostgreSQL `records` has leaves other than the partition's."""
     services.topics.create("plans", 1)
+    services.topics.create("beside", 2)
     p = services.coordinator.init_producer_id(transactional_id="planner", transaction_timeout_ms=None)
     records = [RecordToAppend(None, "1", None, 1) for _ in range(RECORDS_PER_SEND)]
     seq = 0
@@ -51,12 +57,40 @@ def _fill(services) -> None:  # type: ignore[no-untyped-def]
         services.coordinator.end_transaction("planner", p.producer_id, p.producer_epoch, commit=True)
 
 
-def _plan(database, sql: str) -> list[str]:  # type: ignore[no-untyped-def]
-    """The plan's lines, outer loops first."""
+_LEAF_SCAN = re.compile(r"using (records_[0-9]+_[0-9]+)_pkey on (records_[0-9]+_[0-9]+)")
+
+
+def _plan(database, sql: str, *, pruned_when_planned: bool = True) -> list[str]:  # type: ignore[no-untyped-def]
+    """The plan's lines, outer loops first. On PostgreSQL `records` is a leaf per log partition
+    (migration 0035): a scan of the leaf of `plans`/0 reads here as the scan of `records` by
+    pk_records it stands for. A statement that names its partition by its parameters is planned
+    for that leaf alone (`pruned_when_planned`), and the plan then names no other leaf; one
+    that takes the partition from another table's rows holds every leaf, pruned as it runs, and
+    the other leaves' scans are left out here."""
     with database.engine.connect() as conn:
-        if database.dialect == "postgresql":
-            return [row[0] for row in conn.execute(text("EXPLAIN " + sql))]
-        return [row[3] for row in conn.execute(text("EXPLAIN QUERY PLAN " + sql))]
+        if database.dialect != "postgresql":
+            return [row[3] for row in conn.execute(text("EXPLAIN QUERY PLAN " + sql))]
+        return _as_records(conn, [row[0] for row in conn.execute(text("EXPLAIN " + sql))], pruned_when_planned)
+
+
+def _as_records(conn, lines: list[str], pruned_when_planned: bool = True) -> list[str]:  # type: ignore[no-untyped-def]
+    """A PostgreSQL plan's lines with the scan of the leaf of `plans`/0 read as a scan of
+    `records` by pk_records (_plan)."""
+    topic_id = conn.execute(text("SELECT topic_id FROM topics WHERE name = 'plans'")).scalar_one()
+    leaf = f"records_{topic_id}_0"
+    out, others, skipping = [], [], False
+    for line in lines:
+        scan = _LEAF_SCAN.search(line)
+        if scan and scan[2] != leaf:
+            others.append(line)
+            skipping = True
+            continue
+        if skipping and line.lstrip().startswith(("Index Cond", "Filter", "Heap Fetches")):
+            continue
+        skipping = False
+        out.append(line.replace(f"{leaf}_pkey on {leaf}", "pk_records on records"))
+    assert not (pruned_when_planned and others), lines
+    return out
 
 
 def _scans(lines: list[str]) -> list[str]:
@@ -133,7 +167,7 @@ def test_a_read_of_the_view_bounded_as_spark_bounds_it_is_the_batch_index_range_
     _fill(services)
     sql = "SELECT * FROM committed_records WHERE " + " AND ".join(
         positions_predicate("plans", 0, 100, 1000, database.dialect))
-    lines = _plan(database, sql)
+    lines = _plan(database, sql, pruned_when_planned=False)
     probe = ["ix_record_batches_committed", "pk_records"]  # the first batch at or past the end, and a record of it
     window = ["ix_record_batches_committed", "pk_records"]
     if database.dialect == "postgresql":  # the probe is an InitPlan, run first
@@ -158,7 +192,7 @@ def test_a_read_of_the_view_bounded_on_commit_positions_alone_still_uses_the_bat
     _fill(services)
     sql = ("SELECT * FROM committed_records WHERE topic = 'plans' AND \"partition\" = 0 "
            "AND commit_position >= 100 AND commit_position < 1000")
-    assert _view_scans(_plan(database, sql)) == ["ix_record_batches_committed", "pk_records"]
+    assert _view_scans(_plan(database, sql, pruned_when_planned=False)) == ["ix_record_batches_committed", "pk_records"]
 
 
 def _compiled_with_jit(conn, sql: str) -> bool:  # type: ignore[no-untyped-def]
@@ -207,14 +241,16 @@ def test_a_groups_lag_is_counted_from_its_committed_offset_through_indexes_never
     """The lag (committed_between_for_groups) of every group (the /metrics scrape) or of one
     (GET /v1/groups/{group_id}/lag), per committed offset: the committed batches positioned
     from it (the batch index's range), then each batch's run (primary key). Never a whole scan
-    of the partition's records or batch rows."""
+    of the partition's records or batch rows; on PostgreSQL planned for the leaf of the
+    partition counted alone."""
     _fill(services)
     with database.engine.connect() as conn:
         topic_id = conn.execute(text("SELECT topic_id FROM topics WHERE name = 'plans'")).scalar_one()
         conn.execute(text("INSERT INTO group_offsets (group_id, topic_id, partition, committed_offset, metadata, "
                           "committed_ms) VALUES ('g', :t, 0, 100, NULL, 0)"), {"t": topic_id})
         conn.commit()
-        sql = str(committed_between_for_groups_stmt(database.dialect, 1_000_000, limit, group_id).compile(
+        pos = group_positions_stmt(limit, group_id).cte("pos")
+        sql = str(committed_between_for_groups_stmt(database.dialect, 1_000_000, pos, [(topic_id, 0)]).compile(
             conn, compile_kwargs={"literal_binds": True, "render_postcompile": True}))
     lines = _plan(database, sql)
     primary_key = "pk_records" if database.dialect == "postgresql" else "sqlite_autoindex_records_1"
@@ -289,7 +325,7 @@ def test_the_batch_rows_a_deletion_empties_are_found_by_one_probe_of_the_records
         compiled = cleaning._DELETE_EMPTIED_BATCHES.compile(conn)
         bound = compiled.construct_params({"c_topic_id": topic_id, "c_partition": 0, "c_start": 100, "c_end": 1000})
         if database.dialect == "postgresql":
-            lines = [row[0] for row in conn.exec_driver_sql("EXPLAIN " + str(compiled), bound)]
+            lines = _as_records(conn, [row[0] for row in conn.exec_driver_sql("EXPLAIN " + str(compiled), bound)])
             probes = [cond for scan, cond in zip(lines, lines[1:]) if "using pk_records" in scan]
             assert probes and all('"offset" >= record_batches.base_offset' in cond and '"offset" <' in cond
                                   for cond in probes), "\n".join(lines)
@@ -316,7 +352,7 @@ def test_the_message_ids_a_deletion_frees_are_a_range_of_their_records_each_prob
         compiled = message_ids.DELETE_ORPHANED.compile(conn)
         bound = compiled.construct_params({"c_topic_id": topic_id, "c_partition": 0, "c_start": 100, "c_end": 1000})
         if database.dialect == "postgresql":
-            lines = [row[0] for row in conn.exec_driver_sql("EXPLAIN " + str(compiled), bound)]
+            lines = _as_records(conn, [row[0] for row in conn.exec_driver_sql("EXPLAIN " + str(compiled), bound)])
             ids = [cond for scan, cond in zip(lines, lines[1:]) if "uq_record_message_ids_record" in scan]
             probes = [cond for scan, cond in zip(lines, lines[1:]) if "using pk_records" in scan]
             assert ids and all('"offset" >= ' in cond and '"offset" < ' in cond for cond in ids), "\n".join(lines)

@@ -42,3 +42,27 @@ def test_on_postgresql_the_adbc_driver_is_asked_for_by_member_or_by_value(
 
     with pytest.raises(OutboxSourceError, match="^adbc-driver-postgresql is not installed: "):
         check_database(Database.from_url("postgresql://postgres@127.0.0.1:5432/outbox_nowhere"), driver=driver)
+
+
+@pytest.mark.parametrize("empty_url", ["postgresql"], indirect=True)
+def test_on_postgresql_a_role_that_may_not_read_the_view_is_told_so(empty_url: str) -> None:
+    import uuid
+
+    import psycopg
+    from sqlalchemy.engine import make_url
+
+    command.upgrade(migrate.alembic_config(empty_url), "head")
+    role = f"stranger_{uuid.uuid4().hex[:8]}"
+    dsn = empty_url.replace("postgresql+psycopg", "postgresql")
+    with psycopg.connect(dsn, autocommit=True) as admin:
+        admin.execute(f"CREATE ROLE {role} LOGIN PASSWORD 'pw'")
+    try:
+        as_role = make_url(empty_url).set(drivername="postgresql", username=role, password="pw")
+        database = Database.from_url(as_role.render_as_string(hide_password=False))
+        with pytest.raises(OutboxSourceError) as raised:
+            check_database(database, driver=PostgresDriver.PSYCOPG)
+        assert str(raised.value) == (f"cannot read the database {database.display}: permission denied for view "
+                                     "committed_records (run outbox grant-reader for the role)")
+    finally:
+        with psycopg.connect(dsn, autocommit=True) as admin:
+            admin.execute(f"DROP ROLE {role}")

@@ -60,6 +60,8 @@ def test_the_reader_sees_committed_records_and_none_of_an_aborted_or_open_transa
 
 @pytest.mark.parametrize("sql", [
     "SELECT value FROM records",
+    "SELECT value FROM records_1_0",  # the leaf of orders/0
+    "SELECT * FROM outbox.create_partition_view(1, 0)",
     "SELECT * FROM producers",
     "SELECT * FROM transactions",
     "SELECT * FROM api_keys",
@@ -76,6 +78,14 @@ def test_the_reader_can_do_nothing_else(client: Any, reader: str, sql: str) -> N
     create_topic(client, "orders")
     with pytest.raises(ProgrammingError, match="permission denied"):
         rows(reader, sql)
+
+
+def test_the_reader_reads_the_view_of_a_partition_created_after_its_grant(client: Any, reader: str) -> None:
+    create_topic(client, "orders", 2)
+    assert send(client, [batch("orders", 1, ["late"])]).status_code == 200
+    topic_id = rows(reader, "SELECT topic_id FROM topics WHERE name = 'orders'")[0][0]
+    assert rows(reader, f"SELECT value, commit_position FROM committed_records.partition_{topic_id}_1") == [('"late"', 0)]
+    assert rows(reader, f"SELECT value FROM committed_records.partition_{topic_id}_0") == []
 
 
 def test_the_reader_sees_topic_names_and_partitions_next_offsets_and_no_other_column(client: Any, reader: str) -> None:

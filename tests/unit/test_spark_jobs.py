@@ -29,8 +29,10 @@ from spark_jobs.common.positions import (
     report_data_loss,
     start_positions,
 )
+from spark_jobs.common.positions import TopicRange
 from spark_jobs.reader.options import Database
-from spark_jobs.reader.statement import positions_predicate
+from spark_jobs.reader.planning import VIEW, Split, partition_view, relations
+from spark_jobs.reader.statement import positions_predicate, select_statement
 from spark_jobs.session import check_submitted_jars
 
 # --- positions and predicates ---------------------------------------------------------------
@@ -55,6 +57,20 @@ def test_a_range_of_positions_bounds_the_batch_position_up_to_the_first_batch_at
         "commit_position >= 10",
         "commit_position < 20",
     ]
+
+
+def test_a_split_of_a_partitions_view_reads_it_and_finds_its_end_in_it() -> None:
+    split = Split(TopicRange("t", 2, 10, 20), relation=partition_view(7, 2))
+    statement = select_statement(split, "postgresql", include_headers=True)
+    assert statement.startswith('SELECT "offset", commit_position, timestamp_ms, key, value, headers '
+                                "FROM committed_records.partition_7_2 WHERE ")
+    assert "(SELECT batch_position FROM committed_records.partition_7_2 WHERE topic_id = " in statement
+    assert " committed_records " not in statement.replace("committed_records.partition_7_2", "")
+
+
+def test_on_sqlite_every_split_reads_the_view_of_every_partition() -> None:
+    of = relations(Database("sqlite", "/nowhere.db"), {"t"})
+    assert of("t", 0) == VIEW
 
 
 def test_predicates_bound_each_sub_range_as_a_range_of_positions() -> None:

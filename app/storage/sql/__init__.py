@@ -16,3 +16,10 @@ _HERE = Path(__file__).parent
 def load(name: str) -> str:
     """The text of app/storage/sql/<name>."""
     return (_HERE / name).read_text()
+
+
+# The values that render committed_records.postgresql.sql (a template: migrations/sql_files.py's
+# render) as the view of every log partition, the run's partition the batch row's own, for a
+# reader of the current text (tests, benchmarks); each migration renders its frozen copy with
+# values of its own.
+EVERY_PARTITION = {"topic_id": "b.topic_id", "partition": 'b."partition"', "of_partition": ""}

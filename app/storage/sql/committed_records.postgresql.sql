@@ -1,4 +1,13 @@
-CREATE OR REPLACE VIEW committed_records AS
+-- One text, rendered twice by migrations (migrations/sql_files.py's render, its markers given
+-- values by the migration): the view `committed_records` of every log partition (the run's
+-- topic and partition the batch row's own columns, no bound on the batch rows), and each log
+-- partition's view committed_records.partition_<topic_id>_<partition>, which
+-- outbox.create_partition_view makes with the partition's leaf (the partition's numbers
+-- written in, on the run and on the batch rows). A partition's view names its leaf in its
+-- text, so its plan holds that leaf alone whatever its reader gives; the view of every
+-- partition learns a batch's partition only as it runs, so its plan holds and locks every leaf
+-- (docs/DESIGN-partitioned-records.md, "A view of each log partition").
+CREATE OR REPLACE VIEW @view@ AS
 -- Read_committed over batch rows (docs/DESIGN-batches.md): a committed batch is one with a
 -- commit position; a plain batch's record is exposed at its own offset, a transactional
 -- batch's at the batch's position (its COMMIT marker's offset); a marker's row has no position,
@@ -17,7 +26,7 @@ JOIN partitions p ON p.topic_id = b.topic_id AND p."partition" = b."partition"
 -- way round (a partition just filled, no statistics) a join reads the whole partition per batch.
 CROSS JOIN LATERAL (
     SELECT r."offset", r.timestamp_ms, r.key, r.value, r.headers, r.key_bytes, r.value_bytes FROM records r
-    WHERE r.topic_id = b.topic_id AND r."partition" = b."partition"
+    WHERE r.topic_id = @topic_id@ AND r."partition" = @partition@
       -- One lower bound, the later of the run's start and the log start: given two, a
       -- database may range from either, and from the log start it reads every record below
       -- the run.
@@ -25,4 +34,4 @@ CROSS JOIN LATERAL (
       AND r."offset" < b.base_offset + b.record_count
     OFFSET 0
 ) r
-WHERE b.commit_position IS NOT NULL
+WHERE b.commit_position IS NOT NULL@of_partition@

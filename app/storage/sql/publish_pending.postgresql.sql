@@ -6,6 +6,9 @@
 -- the log's tables.
 CREATE OR REPLACE FUNCTION outbox.publish_pending() RETURNS trigger
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, @log_schema@, pg_temp
+-- Planned for each call's own topic and partition: a generic plan of a statement on `records`
+-- (partitioned, one leaf per log partition) would lock every leaf (app/storage/engine.py).
+SET plan_cache_mode = force_custom_plan
 AS $fn$
 DECLARE
     part record;
