@@ -158,10 +158,11 @@ class Settings(BaseSettings):
     # Kafka's transactional.id.expiration.ms: an idle transactional_id is forgotten after this.
     # It must exceed the maximum transaction timeout, so that a zombie stays fenced.
     transactional_id_expiration_ms: int = Field(default=7 * 24 * 3600 * 1000, ge=1)
-    # Kafka's group.min/max.session.timeout.ms.
-    group_min_session_timeout_ms: int = Field(default=1_000, ge=1)
-    group_max_session_timeout_ms: int = Field(default=1_800_000, ge=1)
-    default_session_timeout_ms: int = Field(default=45_000, ge=1)
+    # Kafka's group.min/max.session.timeout.ms, ints as there: a member's session timeout is a
+    # 32-bit column of the database, which PostgreSQL refuses past 2^31-1.
+    group_min_session_timeout_ms: int = Field(default=1_000, ge=1, le=2**31 - 1)
+    group_max_session_timeout_ms: int = Field(default=1_800_000, ge=1, le=2**31 - 1)
+    default_session_timeout_ms: int = Field(default=45_000, ge=1, le=2**31 - 1)
     # Kafka's offsets.retention.minutes, with its range (an int, 1 to 2^31-1): when set, a group
     # without members loses its committed offsets this long after they were committed or it was
     # left empty (app.storage.groups._offset_expired); group expiry looks once a minute. Unset
@@ -450,6 +451,12 @@ class Settings(BaseSettings):
                     "OUTBOX_GROUP_INITIAL_REBALANCE_DELAY_MS exceeds OUTBOX_GROUP_MAX_SESSION_TIMEOUT_MS"
                 )
             self.group_initial_rebalance_delay_ms = self.group_max_session_timeout_ms
+        if self.kafka_num_partitions > self.max_partitions_per_topic:
+            # Every topic auto-created through Metadata, and every CreateTopics that leaves the
+            # count to the broker (-1), would be refused with INVALID_PARTITIONS.
+            raise ValueError(
+                "OUTBOX_KAFKA_NUM_PARTITIONS exceeds OUTBOX_MAX_PARTITIONS_PER_TOPIC"
+            )
         if self.max_waiting_requests_per_principal > self.max_waiting_requests:
             raise ValueError(
                 "OUTBOX_MAX_WAITING_REQUESTS_PER_PRINCIPAL exceeds OUTBOX_MAX_WAITING_REQUESTS"

@@ -199,3 +199,21 @@ def test_an_offsets_retention_outside_kafkas_range_is_refused_at_startup(minutes
         Settings()
     (error,) = refused.value.errors()
     assert error["loc"] == ("offsets_retention_minutes",)
+
+
+def test_a_kafka_partition_count_above_the_topics_bound_is_refused() -> None:
+    # Every auto-created topic and every CreateTopics leaving the count to the broker would be
+    # refused with INVALID_PARTITIONS.
+    with pytest.raises(ValidationError, match="OUTBOX_KAFKA_NUM_PARTITIONS exceeds OUTBOX_MAX_PARTITIONS_PER_TOPIC"):
+        Settings(kafka_num_partitions=8, max_partitions_per_topic=4)
+    assert Settings(kafka_num_partitions=4, max_partitions_per_topic=4).kafka_num_partitions == 4
+
+
+@pytest.mark.parametrize("name", ["group_min_session_timeout_ms", "group_max_session_timeout_ms",
+                                  "default_session_timeout_ms"])
+def test_a_session_timeout_setting_past_kafkas_int_is_refused(name: str, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    # A member's session timeout is a 32-bit column: past it, PostgreSQL refuses the join.
+    monkeypatch.setenv("OUTBOX_GROUP_MAX_SESSION_TIMEOUT_MS", str(2**31 - 1))
+    monkeypatch.setenv(f"OUTBOX_{name.upper()}", str(2**31))
+    with pytest.raises(ValidationError, match="less than or equal to 2147483647"):
+        Settings()
