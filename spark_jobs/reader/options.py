@@ -183,9 +183,15 @@ def parse_options(raw: Mapping[str, str], env: Mapping[str, str] | None = None) 
     if "headersFormat" in given and not include_headers:
         raise OutboxSourceError("option headersFormat is only read with includeHeaders=true")
 
+    database = Database.from_url(given["databaseUrl"].strip())
+    # The driver chooses PostgreSQL's reader: a SQLite file is read with sqlite3 whatever it says.
+    if "driver" in given and database.kind != "postgresql":
+        raise OutboxSourceError("option driver is only read with a PostgreSQL databaseUrl: a SQLite database "
+                                "is read with Python's sqlite3")
+
     return SourceOptions(
         url=url,
-        database=Database.from_url(given["databaseUrl"].strip()),
+        database=database,
         api_key=given.get("apiKey") or env.get("OUTBOX_API_KEY") or None,
         topics=topics,
         topic_pattern=pattern or None,

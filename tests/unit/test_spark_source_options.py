@@ -35,3 +35,10 @@ def test_an_unknown_headers_format_is_refused_naming_the_formats() -> None:
 
 def test_the_headers_format_is_read_as_its_enum_member() -> None:
     assert parse_options({**_BASE, "headersFormat": "JSON"}, env={}).headers_format is HeadersFormat.JSON
+
+
+def test_the_driver_with_a_sqlite_database_is_refused() -> None:
+    # A SQLite file is read with sqlite3: the option would do nothing.
+    with pytest.raises(OutboxSourceError) as caught:
+        parse_options({**_BASE, "databaseUrl": "sqlite:///./outbox.db", "driver": "psycopg"}, env={})
+    assert str(caught.value).startswith("option driver is only read with a PostgreSQL databaseUrl")
