@@ -34,7 +34,7 @@ from spark_jobs.common.service import list_topics
 from spark_jobs.errors import OutboxSourceError
 from spark_jobs.reader.batch import OutboxBatchReader, check_headers_type, schema_ddl
 from spark_jobs.reader.checks import check_database, check_reachable, check_same_database
-from spark_jobs.reader.options import SourceOptions, parse_options
+from spark_jobs.reader.options import SourceOptions, check_batch, parse_options
 from spark_jobs.reader.jvm import choose_reader, driver_on_classpath, read_jvm, relation_declarable
 from spark_jobs.reader.planning import Pruning, plan_ranges, plan_splits, snapshot, starting_committed
 from spark_jobs.reader.stream import OutboxStreamReader
@@ -70,6 +70,7 @@ class OutboxDataSource(DataSource):
         return schema_ddl(self.parsed)
 
     def reader(self, schema: StructType) -> DataSourceReader:
+        check_batch(self.parsed)
         check_headers_type(self.parsed, schema)
         return OutboxBatchReader(self.parsed, schema)
 
@@ -143,6 +144,7 @@ def read_outbox(spark: Any, *, reader: str = "auto", **options: str) -> Any:
       (driver, queryLog) is given, else python.
     Both give the DataFrame the same schema (spark_jobs.reader.batch.schema_ddl)."""
     parsed = parse_options(options)
+    check_batch(parsed)
     if parsed.value_schema:
         from pyspark.sql.types import _parse_datatype_string
 

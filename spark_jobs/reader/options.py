@@ -212,6 +212,16 @@ def parse_options(raw: Mapping[str, str], env: Mapping[str, str] | None = None) 
     )
 
 
+def check_batch(options: SourceOptions) -> None:
+    """A batch read (spark.read) of `options`: the streaming options would do nothing there, and
+    are refused naming themselves, as a stream refuses endingPositions."""
+    stray = [name for name, value in (("maxOffsetsPerTrigger", options.max_offsets_per_trigger),
+                                      ("commitGroup", options.commit_group)) if value is not None]
+    if stray:
+        raise OutboxSourceError(f"option {stray[0]} is for streaming reads (spark.readStream); a batch read "
+                                "reads every position up to endingPositions and commits no group's offsets")
+
+
 def _chosen(given: Mapping[str, str], name: str, default: Choice) -> Choice:
     """Option `name`'s value as a member of `default`'s enum (matched without case), `default`
     when not given; another value is refused naming the enum's values."""

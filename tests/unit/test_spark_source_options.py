@@ -4,6 +4,8 @@ enum's values (spark_jobs.common.options.choices)."""
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from spark_jobs.common.options import HeadersFormat, PostgresDriver
@@ -42,3 +44,18 @@ def test_the_driver_with_a_sqlite_database_is_refused() -> None:
     with pytest.raises(OutboxSourceError) as caught:
         parse_options({**_BASE, "databaseUrl": "sqlite:///./outbox.db", "driver": "psycopg"}, env={})
     assert str(caught.value).startswith("option driver is only read with a PostgreSQL databaseUrl")
+
+
+@pytest.mark.parametrize("option, value", [("maxOffsetsPerTrigger", "100"), ("commitGroup", "lag-for-operators")])
+def test_a_streaming_option_in_a_batch_read_is_refused(option: str, value: str) -> None:
+    # A batch read would ignore it: every position up to endingPositions, no group committed.
+    from pyspark.sql.types import StructType
+
+    from spark_jobs.datasource import OutboxDataSource, read_outbox
+
+    expected = f"option {option} is for streaming reads (spark.readStream)"
+    with pytest.raises(OutboxSourceError, match=re.escape(expected)):
+        OutboxDataSource({**_BASE, option: value}).reader(StructType())
+    # read_outbox refuses it before it asks Spark, the database or the service anything.
+    with pytest.raises(OutboxSourceError, match=re.escape(expected)):
+        read_outbox(None, **{**_BASE, option: value})
