@@ -74,6 +74,10 @@ def acl_bindings(args: argparse.Namespace) -> list:  # type: ignore[type-arg]
         raise CommandError(f"--resource-pattern-type prefixed would make {' and '.join(prefixable)} all prefixes: "
                            "name one kind of resource per command, and give --resource-pattern-type prefixed "
                            "only to the one whose names are prefixes", EXIT_USAGE)
+    if pattern is PatternType.PREFIXED and args.cluster and not prefixable:
+        # The cluster resource is literal: the flag would do nothing.
+        raise CommandError("--resource-pattern-type prefixed applies to --topic, --group or --transactional-id; "
+                           "the cluster resource (--cluster) is literal", EXIT_USAGE)
     principals = [(principal_name(p), Permission.ALLOW) for p in args.allow_principal] \
         + [(principal_name(p), Permission.DENY) for p in args.deny_principal]
     if not resources or not principals or not args.operation:

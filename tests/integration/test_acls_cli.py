@@ -150,3 +150,13 @@ def test_create_acls_over_http_takes_each_bindings_own_pattern_type(shop_client)
     listed = client.get("/v1/acls", headers=admin, params={"principal": "User:ops"}).json()["acls"]
     assert sorted((b["resource_type"], b["resource_name"], b["pattern_type"]) for b in listed) == [
         ("topic", "refunds", "literal"), ("transactional_id", "ops-", "prefixed")]
+
+
+def test_a_prefixed_add_naming_the_cluster_alone_is_refused_and_stores_nothing(db_url: str, cli: Run) -> None:
+    # The cluster resource is literal: the flag would do nothing.
+    done = cli(db_url, "acls", "add", "--allow-principal", "User:ops", "--operation", "describe", "--cluster",
+               "--resource-pattern-type", "prefixed")
+    assert (done.returncode, done.stdout) == (2, "")
+    assert done.stderr == ("outbox: error: --resource-pattern-type prefixed applies to --topic, --group or "
+                           "--transactional-id; the cluster resource (--cluster) is literal\n")
+    assert _stored(cli, db_url) == []
