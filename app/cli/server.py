@@ -228,7 +228,7 @@ def coordinator(settings: Settings, args: argparse.Namespace) -> int:
     # port in use is one line, not a coordinator that runs without the metrics asked for.
     metrics = None if settings.coordinator_metrics_port is None else _metrics_listener(settings)
     prepare_database(settings, refuse_schema_mismatch=True)
-    db = open_database(settings, pool_size=2)
+    db = open_database(settings, pool_size=coordinator_pool_size(settings))
     security = None
     if metrics is not None and settings.protect_metrics and settings.authentication_methods:
         from app.services.security import SecurityState
@@ -267,6 +267,16 @@ def coordinator(settings: Settings, args: argparse.Namespace) -> int:
         signal.signal(sig, handler)
     signal.raise_signal(heard[0])
     return 0  # a signal this process was started ignoring
+
+
+# The connections `outbox coordinator` keeps when OUTBOX_DB_POOL_SIZE is not set: its chores
+# (coordinator, group expiry, cleaner, security refresher) run one statement at a time each.
+COORDINATOR_POOL_SIZE = 2
+
+
+def coordinator_pool_size(settings: Settings) -> int:
+    """OUTBOX_DB_POOL_SIZE where it is set, as `serve` takes it; else COORDINATOR_POOL_SIZE."""
+    return settings.db_pool_size if "db_pool_size" in settings.model_fields_set else COORDINATOR_POOL_SIZE
 
 
 def _metrics_listener(settings: Settings) -> tuple[socket.socket, dict]:  # type: ignore[type-arg]
