@@ -19,6 +19,9 @@ NO_AUTHENTICATION = "none"
 # The most samples the console's rate history keeps (a sample is five numbers): a window of
 # hours at a short interval would otherwise grow without bound.
 CONSOLE_HISTORY_MAX_SAMPLES = 10_000
+# The longest wait_ms an offset fetch may ask for (GET /v1/groups/{group}/offsets), and so the
+# most OUTBOX_MAX_OFFSET_FETCH_WAIT_MS may be.
+OFFSET_FETCH_WAIT_MAX_MS = 600_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -124,12 +127,15 @@ class Settings(BaseSettings):
     # (PrepareCommit/PrepareAbort) is durable, as Kafka's EndTxn does, the worker writes the
     # markers, and until it has, InitProducerId and Begin answer CONCURRENT_TRANSACTIONS.
     complete_inline: bool = True
-    coordinator_interval_ms: int = Field(default=200, ge=10)
+    # The pauses of the background chores (this, the cleaner's, the security refresher's) are a
+    # thread's wait, which fails past a platform's bound and would end the chore: at most
+    # 2^31-1 ms (24.8 days), a Kafka int.
+    coordinator_interval_ms: int = Field(default=200, ge=10, le=2**31 - 1)
     # Pause between two passes of the log cleaner (retention, compaction, deleted topics), which
     # runs beside the coordinator worker. Kafka checks retention every 5 minutes
     # (log.retention.check.interval.ms) and compacts after 15 s backoff; a pass with nothing to
     # do costs a few indexed reads per partition.
-    cleaner_interval_ms: int = Field(default=30_000, ge=10)
+    cleaner_interval_ms: int = Field(default=30_000, ge=10, le=2**31 - 1)
     # The most records a second the log cleaner deletes, on average (None: as fast as it can),
     # pausing between chunks: Kafka's log.cleaner.io.max.bytes.per.second, in records. On a
     # machine whose cores the service's own requests need, a cleaner at full speed takes one
@@ -182,8 +188,9 @@ class Settings(BaseSettings):
     # (app.services.group_membership.prepare_rebalance). 0: the first member's join completes
     # at once. The HTTP door's groups have no join phase to delay (a join is answered at once).
     group_initial_rebalance_delay_ms: int = Field(default=3_000, ge=0)
-    # Bound on how long an offset fetch may wait for a pending transaction (wait_ms).
-    max_offset_fetch_wait_ms: int = Field(default=30_000, ge=0)
+    # Bound on how long an offset fetch may wait for a pending transaction (wait_ms), at most
+    # what a request's wait_ms may ask for.
+    max_offset_fetch_wait_ms: int = Field(default=30_000, ge=0, le=OFFSET_FETCH_WAIT_MAX_MS)
     max_records_per_request: int = Field(default=20_000, ge=1)
     max_request_bytes: int = Field(default=32 * 1024 * 1024, ge=1024)
     max_partitions_per_topic: int = Field(default=1024, ge=1)
@@ -238,7 +245,7 @@ class Settings(BaseSettings):
     super_users: str = ""
     # How often each process looks for ACL and API key changes made elsewhere (another API
     # process, the CLI): a removed ACL or a revoked key stops working everywhere within this.
-    security_refresh_interval_ms: int = Field(default=1_000, ge=10)
+    security_refresh_interval_ms: int = Field(default=1_000, ge=10, le=2**31 - 1)
     # JWT bearer tokens (OAuth2 / OpenID Connect): the signature is checked against the keys at
     # the JWKS URL or the PEM public key, then the issuer, the audience and the expiry.
     jwt_jwks_url: str | None = None

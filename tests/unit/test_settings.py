@@ -217,3 +217,18 @@ def test_a_session_timeout_setting_past_kafkas_int_is_refused(name: str, monkeyp
     monkeypatch.setenv(f"OUTBOX_{name.upper()}", str(2**31))
     with pytest.raises(ValidationError, match="less than or equal to 2147483647"):
         Settings()
+
+
+@pytest.mark.parametrize("name", ["coordinator_interval_ms", "cleaner_interval_ms", "security_refresh_interval_ms"])
+def test_a_chore_interval_past_kafkas_int_is_refused(name: str) -> None:
+    # A chore waits it out on a thread, whose wait fails past a platform's bound and ends the chore.
+    assert getattr(Settings(**{name: 2**31 - 1}), name) == 2**31 - 1
+    with pytest.raises(ValidationError, match="less than or equal to 2147483647"):
+        Settings(**{name: 10**13})
+
+
+def test_an_offset_fetch_wait_bound_past_what_a_request_may_ask_is_refused() -> None:
+    # A request's wait_ms is at most 600000: a larger bound would never be reached.
+    assert Settings(max_offset_fetch_wait_ms=600_000).max_offset_fetch_wait_ms == 600_000
+    with pytest.raises(ValidationError, match="less than or equal to 600000"):
+        Settings(max_offset_fetch_wait_ms=900_000)

@@ -33,6 +33,7 @@ from app.domain.acl import Operation
 from app.domain.errors import InvalidRequest, UnstableOffsetCommit
 from app.domain.offsets import NO_LEADER_EPOCH, GroupMetadata, OffsetResetSpec, OffsetToStage, ResetScope
 from app.services.group_service import reset_as_dict
+from app.settings import OFFSET_FETCH_WAIT_MAX_MS
 
 router = APIRouter(prefix="/v1/groups", tags=["groups"])
 
@@ -152,7 +153,7 @@ async def fetch_offsets(
     request: Request,
     topic: Annotated[str | None, Query(min_length=1, max_length=TOPIC_NAME_MAX_LENGTH, pattern=ID_PATTERN)] = None,
     require_stable: bool = True,
-    wait_ms: Annotated[int, Query(ge=0, le=600_000)] = 0,
+    wait_ms: Annotated[int, Query(ge=0, le=OFFSET_FETCH_WAIT_MAX_MS)] = 0,
 ) -> GroupOffsets | Response:
     """The group's committed offsets. With require_stable (default), a partition whose offsets
     are pending in an unfinished transaction answers UNSTABLE_OFFSET_COMMIT (retriable);
