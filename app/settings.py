@@ -383,7 +383,10 @@ class Settings(BaseSettings):
                 raise ValueError("OUTBOX_JWT_ALGORITHMS must list public-key algorithms (RS256, ES256, PS256, "
                                  "EdDSA, ...): HS* would take the public key as a shared secret")
         else:
-            stray = [name for name, v in jwt_settings.items() if v]
+            # The three with defaults count as set when given at all: they would do nothing.
+            stray = [name for name, v in jwt_settings.items() if v] + [
+                f"OUTBOX_{field.upper()}" for field in ("jwt_algorithms", "jwt_principal_claim", "jwt_leeway_s")
+                if field in self.model_fields_set]
             if stray:
                 raise ValueError(f"{', '.join(stray)} set, but jwt is not in OUTBOX_AUTHENTICATION")
         if self.tls_key_file and not self.tls_cert_file:
@@ -464,6 +467,11 @@ class Settings(BaseSettings):
             raise ValueError(
                 "OUTBOX_KAFKA_NUM_PARTITIONS exceeds OUTBOX_MAX_PARTITIONS_PER_TOPIC"
             )
+        if self.access_log_probes and not self.access_log:
+            raise ValueError("OUTBOX_ACCESS_LOG_PROBES set, but OUTBOX_ACCESS_LOG is false: no request is logged")
+        if not self.console_lag_interval_ms and "console_lag_max_groups" in self.model_fields_set:
+            raise ValueError("OUTBOX_CONSOLE_LAG_MAX_GROUPS set, but OUTBOX_CONSOLE_LAG_INTERVAL_MS is 0: "
+                             "no lag history is kept")
         if self.max_waiting_requests_per_principal > self.max_waiting_requests:
             raise ValueError(
                 "OUTBOX_MAX_WAITING_REQUESTS_PER_PRINCIPAL exceeds OUTBOX_MAX_WAITING_REQUESTS"

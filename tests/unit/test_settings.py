@@ -232,3 +232,17 @@ def test_an_offset_fetch_wait_bound_past_what_a_request_may_ask_is_refused() -> 
     assert Settings(max_offset_fetch_wait_ms=600_000).max_offset_fetch_wait_ms == 600_000
     with pytest.raises(ValidationError, match="less than or equal to 600000"):
         Settings(max_offset_fetch_wait_ms=900_000)
+
+
+def test_probes_in_the_access_log_without_the_access_log_are_refused() -> None:
+    # With OUTBOX_ACCESS_LOG=false no request is logged, probes or not.
+    with pytest.raises(ValidationError, match="OUTBOX_ACCESS_LOG_PROBES set, but OUTBOX_ACCESS_LOG is false"):
+        Settings(access_log=False, access_log_probes=True)
+    assert Settings(access_log=False).access_log_probes is False
+
+
+def test_a_lag_history_group_count_without_a_lag_history_is_refused() -> None:
+    # OUTBOX_CONSOLE_LAG_INTERVAL_MS=0 keeps no lag history: the count would do nothing.
+    with pytest.raises(ValidationError, match="OUTBOX_CONSOLE_LAG_MAX_GROUPS set, but OUTBOX_CONSOLE_LAG_INTERVAL_MS is 0"):
+        Settings(console_lag_interval_ms=0, console_lag_max_groups=50)
+    assert Settings(console_lag_interval_ms=0).console_lag_max_groups == 20
