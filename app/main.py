@@ -10,6 +10,10 @@ from app.gc_tuning import tune_for_service
 from app.settings import Settings
 
 settings = Settings()
+if settings.kafka_listener is not None:
+    # uvicorn runs the HTTP app only: the Kafka door would be missing without a word.
+    raise SystemExit("OUTBOX_KAFKA_LISTENER is served by `outbox serve` only; `uvicorn app.main:app` serves "
+                     "the HTTP API alone: unset it here, or run `outbox serve`")
 logs.configure(settings)
 app = create_app(settings)
 tune_for_service()

@@ -610,3 +610,10 @@ def test_a_password_that_is_also_a_word_of_the_url_is_hidden_only_where_it_is_th
     line = one_error_line(cli("postgresql+psycopg://postgres:postgres@127.0.0.1:1/x", "transactions", "list"), 1)
     assert line.endswith("(postgresql+psycopg://postgres:***@127.0.0.1:1/x)"), line
     assert ":postgres@" not in line
+
+
+def test_uvicorn_refuses_a_kafka_listener_it_would_not_serve(tmp_path: Path) -> None:
+    # Only `outbox serve` runs the Kafka door: under uvicorn the setting would do nothing.
+    done = _uvicorn(f"sqlite:///{tmp_path}/outbox.db", kafka_listener="127.0.0.1:0")
+    assert done.returncode != 0
+    assert "OUTBOX_KAFKA_LISTENER is served by `outbox serve` only" in done.stderr, done.stderr
