@@ -54,6 +54,10 @@ def parse_sink_options(raw: Mapping[str, str], *, streaming: bool,
     env = os.environ if env is None else env
     given = given_options(raw, "write", OutboxSinkError, "the outbox sink", passthrough=("path", "queryname"))
     url = service_url(given, OutboxSinkError)
+    if not streaming and "checkpointLocation" in given:
+        # Nothing reads it in a batch write: Spark keeps no checkpoint for one.
+        raise OutboxSinkError("option checkpointLocation is for streaming writes (writeStream): a batch write keeps "
+                              "no checkpoint; its pipeline's positions are the option consumedPositions")
     sink_id = given.get("sinkId", "").strip()
     if not sink_id:
         if streaming:

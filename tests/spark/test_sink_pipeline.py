@@ -166,6 +166,9 @@ def test_a_batch_write_is_refused_when_the_group_moved_since_its_read_started(ba
      "option consumedFrom is for batch writes"),
     ({"consumerGroup": "s", "sinkId": "s", "checkpointLocation": "/cp"}, True, "must differ from sinkId"),
     ({"consumerGroup": "g", "sinkId": "s", "checkpointLocation": "s3a://bucket/cp"}, True, "is not a local path"),
+    ({"checkpointLocation": "/cp"}, False, "option checkpointLocation is for streaming writes"),
+    ({"consumerGroup": "g", "consumedPositions": '{"in": {"0": 1}}', "checkpointLocation": "/cp"}, False,
+     "option checkpointLocation is for streaming writes"),
 ])
 def test_pipeline_options_in_the_wrong_form_are_one_line_errors(given, streaming, message) -> None:  # type: ignore[no-untyped-def]
     with pytest.raises(OutboxSinkError, match=message):
