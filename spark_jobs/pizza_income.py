@@ -465,6 +465,11 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.positions_per_split < 1:
         parser.error("--positions-per-split must be at least 1")
+    # 0 or fewer positions would read nothing, and leave the group where it is, run after run.
+    if args.max_positions is not None and args.max_positions < 1:
+        parser.error("--max-positions must be at least 1")
+    if args.transaction_timeout_ms is not None and args.transaction_timeout_ms < 1:
+        parser.error("--transaction-timeout-ms must be at least 1")
     try:
         spark = start_spark("pizza-income", args, [args.input, args.output, args.totals])
     except SparkJobError as e:

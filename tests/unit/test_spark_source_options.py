@@ -59,3 +59,16 @@ def test_a_streaming_option_in_a_batch_read_is_refused(option: str, value: str) 
     # read_outbox refuses it before it asks Spark, the database or the service anything.
     with pytest.raises(OutboxSourceError, match=re.escape(expected)):
         read_outbox(None, **{**_BASE, option: value})
+
+
+@pytest.mark.parametrize("flag", ["--max-positions", "--transaction-timeout-ms"])
+@pytest.mark.parametrize("value", ["0", "-3"])
+def test_the_pizza_income_job_refuses_a_bound_below_one(flag: str, value: str, capsys: pytest.CaptureFixture[str]) -> None:
+    # --max-positions 0 read nothing and left the group where it was, run after run; both are
+    # refused before Spark starts.
+    from spark_jobs.pizza_income import main
+
+    with pytest.raises(SystemExit) as exited:
+        main([flag, value])
+    assert exited.value.code == 2
+    assert f"{flag} must be at least 1" in capsys.readouterr().err
