@@ -214,7 +214,8 @@ class Settings(BaseSettings):
     fetch_max_bytes_limit: int = Field(default=57_671_680, ge=1)
     fetch_max_partition_bytes_default: int = Field(default=1_048_576, ge=1)
     fetch_max_partition_bytes_limit: int = Field(default=57_671_680, ge=1)
-    sqlite_busy_timeout_ms: int = Field(default=30_000, ge=0)
+    # SQLite's busy_timeout pragma is a C int: past 2^31-1 SQLite reads it as 0, no wait at all.
+    sqlite_busy_timeout_ms: int = Field(default=30_000, ge=0, le=2**31 - 1)
     # FULL: an acknowledged write survives a power loss too. NORMAL (WAL) survives a process
     # crash but may lose the last commits on power loss, for fewer fsyncs.
     sqlite_synchronous: Literal["FULL", "NORMAL"] = "FULL"

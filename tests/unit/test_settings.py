@@ -246,3 +246,10 @@ def test_a_lag_history_group_count_without_a_lag_history_is_refused() -> None:
     with pytest.raises(ValidationError, match="OUTBOX_CONSOLE_LAG_MAX_GROUPS set, but OUTBOX_CONSOLE_LAG_INTERVAL_MS is 0"):
         Settings(console_lag_interval_ms=0, console_lag_max_groups=50)
     assert Settings(console_lag_interval_ms=0).console_lag_max_groups == 20
+
+
+def test_a_sqlite_busy_timeout_past_sqlites_int_is_refused() -> None:
+    # SQLite reads a busy_timeout past 2^31-1 as 0: a writer would not wait at all.
+    assert Settings(sqlite_busy_timeout_ms=2**31 - 1).sqlite_busy_timeout_ms == 2**31 - 1
+    with pytest.raises(ValidationError, match="less than or equal to 2147483647"):
+        Settings(sqlite_busy_timeout_ms=3_000_000_000)
