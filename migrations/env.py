@@ -31,7 +31,10 @@ def run_migrations_online() -> None:
     if connectable is not None:
         _run(connectable)
         return
-    engine = build_migration_engine(config.get_main_option("sqlalchemy.url"))
+    # The service's OUTBOX_SQLITE_BUSY_TIMEOUT_MS when app.storage.migrate runs this.
+    busy = config.attributes.get("sqlite_busy_timeout_ms")
+    engine = build_migration_engine(config.get_main_option("sqlalchemy.url"),
+                                    **({} if busy is None else {"sqlite_busy_timeout_ms": busy}))
     with engine.connect() as connection:
         # Several processes may start on one new SQLite file at once: each waits for the
         # write lock, and the ones after the first find the schema at head.

@@ -52,7 +52,7 @@ def create_app(settings: Settings | None = None, clock: Clock = system_clock, *,
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         if prepare_database:
             migrate.prepare(settings.database_url, auto_migrate=settings.should_auto_migrate,
-                            refuse_schema_mismatch=False)
+                            refuse_schema_mismatch=False, sqlite_busy_timeout_ms=settings.sqlite_busy_timeout_ms)
         db = open_database(settings, pool_size=settings.db_pool_size)
         # Waiting readers: woken by this process's commits, and by other processes' (NOTIFY,
         # SQLite's data_version).

@@ -43,7 +43,8 @@ def prepare_database(settings: Settings, *, refuse_schema_mismatch: bool) -> Non
     if settings.should_auto_migrate:
         require_sqlite_directory(settings)
     migrate.prepare(settings.database_url, auto_migrate=settings.should_auto_migrate,
-                    refuse_schema_mismatch=refuse_schema_mismatch)
+                    refuse_schema_mismatch=refuse_schema_mismatch,
+                    sqlite_busy_timeout_ms=settings.sqlite_busy_timeout_ms)
 
 
 def operator() -> str:

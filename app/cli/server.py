@@ -358,10 +358,11 @@ def migrate(settings: Settings, args: argparse.Namespace) -> int:
             reader_gone = True
             os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
 
-    migrate.migrate_to(settings.database_url, args.revision, allow_downgrade=args.downgrade, on_step=say)
+    migrate.migrate_to(settings.database_url, args.revision, allow_downgrade=args.downgrade, on_step=say,
+                       sqlite_busy_timeout_ms=settings.sqlite_busy_timeout_ms)
     if reader_gone:
         raise BrokenPipeError
-    engine = build_migration_engine(settings.database_url)
+    engine = build_migration_engine(settings.database_url, sqlite_busy_timeout_ms=settings.sqlite_busy_timeout_ms)
     try:
         print(f"database at {migrate.current_revision(engine) or 'base (no schema)'}")
     finally:

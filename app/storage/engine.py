@@ -170,11 +170,15 @@ def _plan_records_statements_each_time(cursor, statement, parameters, context) -
     return True
 
 
-def build_migration_engine(url: str) -> Engine:
+# How long a migration waits for SQLite's write lock unless told (OUTBOX_SQLITE_BUSY_TIMEOUT_MS).
+MIGRATION_BUSY_TIMEOUT_MS = 30_000
+
+
+def build_migration_engine(url: str, *, sqlite_busy_timeout_ms: int = MIGRATION_BUSY_TIMEOUT_MS) -> Engine:
     engine = create_engine(normalise_url(url), poolclass=NullPool)
     if engine.dialect.name == "sqlite":
         _private_sqlite_file(normalise_url(url))
-        _configure_sqlite(engine, 30_000, "FULL")
+        _configure_sqlite(engine, sqlite_busy_timeout_ms, "FULL")
     return engine
 
 

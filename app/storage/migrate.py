@@ -21,7 +21,7 @@ from alembic.script import ScriptDirectory
 from alembic.util import CommandError
 from sqlalchemy import Engine
 
-from app.storage.engine import build_migration_engine, normalise_url
+from app.storage.engine import MIGRATION_BUSY_TIMEOUT_MS, build_migration_engine, normalise_url
 from migrations.refusal import MigrationRefused
 
 logger = logging.getLogger(__name__)
@@ -82,20 +82,21 @@ def _scripts() -> ScriptDirectory:
 OnStep = Callable[[Step], None]
 
 
-def upgrade(database_url: str, revision: str = "head", *, on_step: OnStep | None = None) -> list[Step]:
+def upgrade(database_url: str, revision: str = "head", *, on_step: OnStep | None = None,
+            sqlite_busy_timeout_ms: int = MIGRATION_BUSY_TIMEOUT_MS) -> list[Step]:
     """Upgrade to `revision` (never down); the steps applied, none if it was there already.
     `on_step` is called with each step as soon as it is made, before the next begins (alembic
     reports a step just before its transaction commits, migrations/env.py)."""
-    return _run(command.upgrade, database_url, revision, on_step)
+    return _run(command.upgrade, database_url, revision, on_step, sqlite_busy_timeout_ms)
 
 
 def migrate_to(database_url: str, revision: str = "head", *, allow_downgrade: bool = False,
-               on_step: OnStep | None = None) -> list[Step]:
+               on_step: OnStep | None = None, sqlite_busy_timeout_ms: int = MIGRATION_BUSY_TIMEOUT_MS) -> list[Step]:
     """Move the database to `revision`, up or (only if allowed) down; the steps applied, each
     also given to `on_step` as soon as it is made. A migration's refusal is StepRefused, naming
     the revision the steps before it left the database at."""
     target = resolve(revision)
-    engine = build_migration_engine(database_url)
+    engine = build_migration_engine(database_url, sqlite_busy_timeout_ms=sqlite_busy_timeout_ms)
     try:
         current = current_revision(engine)
     finally:
@@ -104,13 +105,13 @@ def migrate_to(database_url: str, revision: str = "head", *, allow_downgrade: bo
     if target == current:
         return []
     if target is not None and (current is None or _is_ancestor(current, target)):
-        return upgrade(database_url, target, on_step=on_step)
+        return upgrade(database_url, target, on_step=on_step, sqlite_busy_timeout_ms=sqlite_busy_timeout_ms)
     if not allow_downgrade:
         raise SchemaMismatch(
             f"the database is at {current}, newer than {target or 'base'}: moving it there is a "
             f"downgrade, which drops what the later migrations added; add --downgrade to do it"
         )
-    return _run(command.downgrade, database_url, target or "base", on_step)
+    return _run(command.downgrade, database_url, target or "base", on_step, sqlite_busy_timeout_ms)
 
 
 def resolve(revision: str) -> str | None:
@@ -169,7 +170,8 @@ def _first_sentence(doc: str | None) -> str:
     return paragraph[: end.start() + 1] if end else paragraph
 
 
-def _run(cmd, database_url: str, revision: str, on_step: OnStep | None) -> list[Step]:  # type: ignore[no-untyped-def]
+def _run(cmd, database_url: str, revision: str, on_step: OnStep | None,  # type: ignore[no-untyped-def]
+         sqlite_busy_timeout_ms: int = MIGRATION_BUSY_TIMEOUT_MS) -> list[Step]:
     steps: list[Step] = []
 
     def applied(*, step: MigrationInfo, **_: object) -> None:
@@ -182,17 +184,20 @@ def _run(cmd, database_url: str, revision: str, on_step: OnStep | None) -> list[
 
     cfg = alembic_config(database_url)
     cfg.attributes["on_version_apply"] = applied  # migrations/env.py passes it to alembic
+    cfg.attributes["sqlite_busy_timeout_ms"] = sqlite_busy_timeout_ms  # and builds its engine with it
     try:
         cmd(cfg, revision)
     except MigrationRefused as e:
-        raise _refused(database_url, is_upgrade=cmd is command.upgrade, reason=str(e)) from e
+        raise _refused(database_url, is_upgrade=cmd is command.upgrade, reason=str(e),
+                       sqlite_busy_timeout_ms=sqlite_busy_timeout_ms) from e
     return steps
 
 
-def _refused(database_url: str, *, is_upgrade: bool, reason: str) -> StepRefused:
+def _refused(database_url: str, *, is_upgrade: bool, reason: str,
+             sqlite_busy_timeout_ms: int = MIGRATION_BUSY_TIMEOUT_MS) -> StepRefused:
     """The refusal of the step after the last one made: the database's revision, read back
     rather than inferred from the steps reported, is where the operator must start from."""
-    engine = build_migration_engine(database_url)
+    engine = build_migration_engine(database_url, sqlite_busy_timeout_ms=sqlite_busy_timeout_ms)
     try:
         current = current_revision(engine)
     finally:
@@ -214,7 +219,8 @@ def current_revision(engine: Engine) -> str | None:
 
 
 
-def prepare(database_url: str, *, auto_migrate: bool, refuse_schema_mismatch: bool) -> None:
+def prepare(database_url: str, *, auto_migrate: bool, refuse_schema_mismatch: bool,
+            sqlite_busy_timeout_ms: int = MIGRATION_BUSY_TIMEOUT_MS) -> None:
     """Start-up of `serve` (`outbox serve` and `uvicorn app.main:app` alike) and `coordinator`:
     migrate if they should, else check the schema, saying what they did in the log.
 
@@ -227,7 +233,7 @@ def prepare(database_url: str, *, auto_migrate: bool, refuse_schema_mismatch: bo
     from app.database_url import redacted_url
     from app.storage.errors import first_line
 
-    engine = build_migration_engine(database_url)
+    engine = build_migration_engine(database_url, sqlite_busy_timeout_ms=sqlite_busy_timeout_ms)
     try:
         current = current_revision(engine)
         if auto_migrate:
@@ -251,4 +257,5 @@ def prepare(database_url: str, *, auto_migrate: bool, refuse_schema_mismatch: bo
     finally:
         engine.dispose()
     if auto_migrate:
-        upgrade(database_url, on_step=lambda step: logger.info("%s", step))
+        upgrade(database_url, on_step=lambda step: logger.info("%s", step),
+                sqlite_busy_timeout_ms=sqlite_busy_timeout_ms)

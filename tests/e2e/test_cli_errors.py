@@ -617,3 +617,24 @@ def test_uvicorn_refuses_a_kafka_listener_it_would_not_serve(tmp_path: Path) -> 
     done = _uvicorn(f"sqlite:///{tmp_path}/outbox.db", kafka_listener="127.0.0.1:0")
     assert done.returncode != 0
     assert "OUTBOX_KAFKA_LISTENER is served by `outbox serve` only" in done.stderr, done.stderr
+
+
+def test_migrate_waits_for_sqlites_write_lock_as_long_as_the_busy_timeout_says(tmp_path: Path) -> None:
+    # OUTBOX_SQLITE_BUSY_TIMEOUT_MS is every SQLite writer's wait, a migration's too: with 300 ms
+    # it gives up in well under the 30 s a migration waited whatever the setting.
+    path = tmp_path / "outbox.db"
+    holder = sqlite3.connect(path, isolation_level=None)
+    try:
+        holder.execute("PRAGMA journal_mode=WAL")
+        holder.execute("CREATE TABLE held (a)")
+        path.chmod(0o600)
+        holder.execute("BEGIN IMMEDIATE")
+        holder.execute("INSERT INTO held VALUES (1)")
+        started = time.monotonic()
+        done = outbox(f"sqlite:///{path}", "migrate", sqlite_busy_timeout_ms="300")
+        waited = time.monotonic() - started
+    finally:
+        holder.close()
+    assert done.returncode == 1
+    assert "database is locked" in done.stderr, done.stderr
+    assert waited < 15, waited
