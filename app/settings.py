@@ -163,7 +163,9 @@ class Settings(BaseSettings):
     max_transaction_timeout_ms: int = Field(default=900_000, ge=1)
     # Kafka's transactional.id.expiration.ms: an idle transactional_id is forgotten after this.
     # It must exceed the maximum transaction timeout, so that a zombie stays fenced.
-    transactional_id_expiration_ms: int = Field(default=7 * 24 * 3600 * 1000, ge=1)
+    # At most 2^62 ms: the coordinator's cut-off, now minus this, is a 64-bit integer of the
+    # database (SQLite refused a larger one, and every coordinator pass failed).
+    transactional_id_expiration_ms: int = Field(default=7 * 24 * 3600 * 1000, ge=1, le=2**62)
     # Kafka's group.min/max.session.timeout.ms, ints as there: a member's session timeout is a
     # 32-bit column of the database, which PostgreSQL refuses past 2^31-1.
     group_min_session_timeout_ms: int = Field(default=1_000, ge=1, le=2**31 - 1)

@@ -253,3 +253,10 @@ def test_a_sqlite_busy_timeout_past_sqlites_int_is_refused() -> None:
     assert Settings(sqlite_busy_timeout_ms=2**31 - 1).sqlite_busy_timeout_ms == 2**31 - 1
     with pytest.raises(ValidationError, match="less than or equal to 2147483647"):
         Settings(sqlite_busy_timeout_ms=3_000_000_000)
+
+
+def test_a_transactional_id_expiration_past_the_databases_integers_is_refused() -> None:
+    # The coordinator's cut-off (now minus it) is a 64-bit integer: past it every pass failed.
+    with pytest.raises(ValidationError, match="less than or equal to 4611686018427387904"):
+        Settings(transactional_id_expiration_ms=10**20)
+    assert Settings(transactional_id_expiration_ms=2**62).transactional_id_expiration_ms == 2**62
