@@ -9,11 +9,22 @@ from app.api.app import create_app
 from app.gc_tuning import tune_for_service
 from app.settings import Settings
 
+# The settings of the server `outbox serve` runs around the app, which uvicorn, running the app
+# alone, would ignore without a word: its own address, keep-alive and TLS are its command
+# line's, and the Kafka door is not started at all. TLS above all: a service its operator
+# believes to speak HTTPS would answer in plain text.
+SERVE_ONLY = {"host": "--host", "port": "--port", "http_keep_alive_timeout_s": "--timeout-keep-alive",
+              "tls_cert_file": "--ssl-certfile", "tls_key_file": "--ssl-keyfile",
+              "tls_client_ca_file": "--ssl-ca-certs", "kafka_listener": None}
+
 settings = Settings()
-if settings.kafka_listener is not None:
-    # uvicorn runs the HTTP app only: the Kafka door would be missing without a word.
-    raise SystemExit("OUTBOX_KAFKA_LISTENER is served by `outbox serve` only; `uvicorn app.main:app` serves "
-                     "the HTTP API alone: unset it here, or run `outbox serve`")
+ignored = [name for name in SERVE_ONLY if name in settings.model_fields_set]
+if ignored:
+    own = ", ".join(flag for name in ignored if (flag := SERVE_ONLY[name]))
+    raise SystemExit(
+        f"{', '.join(f'OUTBOX_{name.upper()}' for name in ignored)}: `outbox serve`'s, which `uvicorn app.main:app` "
+        "would ignore (it serves the HTTP API alone" + (f"; give uvicorn {own} instead" if own else "")
+        + "): unset them here, or run `outbox serve`")
 logs.configure(settings)
 app = create_app(settings)
 tune_for_service()

@@ -616,7 +616,19 @@ def test_uvicorn_refuses_a_kafka_listener_it_would_not_serve(tmp_path: Path) -> 
     # Only `outbox serve` runs the Kafka door: under uvicorn the setting would do nothing.
     done = _uvicorn(f"sqlite:///{tmp_path}/outbox.db", kafka_listener="127.0.0.1:0")
     assert done.returncode != 0
-    assert "OUTBOX_KAFKA_LISTENER is served by `outbox serve` only" in done.stderr, done.stderr
+    assert ("OUTBOX_KAFKA_LISTENER: `outbox serve`'s, which `uvicorn app.main:app` would ignore (it serves the "
+            "HTTP API alone): unset them here, or run `outbox serve`") in done.stderr, done.stderr
+
+
+def test_uvicorn_refuses_tls_and_the_address_it_would_not_act_on(tmp_path: Path) -> None:
+    # uvicorn's own flags set its address and TLS: the settings would leave it speaking plain
+    # HTTP where the operator asked for HTTPS.
+    done = _uvicorn(f"sqlite:///{tmp_path}/outbox.db", port="9999", tls_cert_file=str(tmp_path / "cert.pem"),
+                    tls_key_file=str(tmp_path / "key.pem"))
+    assert done.returncode != 0
+    assert ("OUTBOX_PORT, OUTBOX_TLS_CERT_FILE, OUTBOX_TLS_KEY_FILE: `outbox serve`'s, which `uvicorn app.main:app` "
+            "would ignore (it serves the HTTP API alone; give uvicorn --port, --ssl-certfile, --ssl-keyfile instead): "
+            "unset them here, or run `outbox serve`") in done.stderr, done.stderr
 
 
 def test_migrate_waits_for_sqlites_write_lock_as_long_as_the_busy_timeout_says(tmp_path: Path) -> None:
