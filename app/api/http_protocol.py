@@ -36,9 +36,11 @@ import importlib.util
 import logging
 from typing import Any
 
+import orjson
 from uvicorn.config import HTTP_PROTOCOLS
 from uvicorn.importer import import_from_string
 
+from app.api.errors import error_body
 from app.settings import Settings
 
 logger = logging.getLogger(__name__)
@@ -65,13 +67,33 @@ def protocol_class(settings: Settings) -> type:
 
 def with_one_write(protocol_class: type) -> type:
     """A subclass of uvicorn's HTTP protocol class whose transport holds a response's head
-    until its body (HeldHeadTransport)."""
+    until its body (HeldHeadTransport), and whose answer to a request its parser cannot read
+    is the service's JSON refusal (malformed_request_answer)."""
 
     class OneWriteProtocol(protocol_class):  # type: ignore[misc, valid-type]
         def connection_made(self, transport: Any) -> None:
             super().connection_made(HeldHeadTransport(transport, asyncio.get_running_loop()))
 
+        def send_400_response(self, msg: str) -> None:
+            # uvicorn's own answer is plain text; both its protocols close the connection
+            # after it, as this does, so nothing of the parser's state is needed.
+            self.transport.write(malformed_request_answer(msg, self.server_state.default_headers))
+            self.transport.close()
+
     return OneWriteProtocol
+
+
+def malformed_request_answer(msg: str, default_headers: list[tuple[bytes, bytes]]) -> bytes:
+    """The 400 for bytes that are not an HTTP request (a bad request line or header, a bad
+    Content-Length or chunk), which the app never sees: INVALID_REQUEST as JSON like every
+    other refusal, with the parser's reason, and the connection closed (its stream cannot be
+    read past the error)."""
+    body = orjson.dumps(error_body("INVALID_REQUEST", f"malformed HTTP request: {msg}", False))
+    head = [b"HTTP/1.1 400 Bad Request\r\n"]
+    head += [name + b": " + value + b"\r\n" for name, value in default_headers]
+    head += [b"content-type: application/json\r\n", b"content-length: %d\r\n" % len(body),
+             b"connection: close\r\n\r\n"]
+    return b"".join(head) + body
 
 
 class HeldHeadTransport:

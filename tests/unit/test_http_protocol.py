@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import datetime
+import json
 import logging
 from typing import Any
 
@@ -96,6 +97,29 @@ def test_a_response_is_one_write_of_the_bytes_uvicorn_writes_in_two(implementati
     one = [w for w in served(with_one_write(base), json_answer).writes if w]
     assert len(two) == 2 and two[0].startswith(b"HTTP/1.1 200 OK\r\n") and two[1] == b'{"ok":true}'
     assert one == [b"".join(two)]
+
+
+@pytest.mark.parametrize("implementation", ["httptools", "h11"])
+@pytest.mark.parametrize("request_bytes", [
+    b"G@T /x HTTP/1.1\r\nHost: t\r\n\r\n",  # a method no parser takes
+    b"POST /x HTTP/1.1\r\nHost: t\r\nContent-Length: abc\r\n\r\n",
+    b"POST /x HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n",
+], ids=["method", "content-length", "chunk"])
+def test_bytes_that_are_not_an_http_request_get_the_services_json_refusal_and_the_connection_closes(
+        implementation: str, request_bytes: bytes) -> None:
+    # What the client gets: the writes before the close (an app already answering a request
+    # whose body then fails to parse writes after it, to a closed connection).
+    protocol = with_one_write(import_from_string(HTTP_PROTOCOLS[implementation]))
+    transport = served(protocol, json_answer, request=request_bytes)
+    assert CLOSE in transport.log and len([w for w in transport.writes if w]) == 1
+    head, _, body = b"".join(transport.writes).partition(b"\r\n\r\n")
+    lines = head.split(b"\r\n")
+    assert lines[0] == b"HTTP/1.1 400 Bad Request"
+    assert b"content-type: application/json" in lines and b"connection: close" in lines
+    assert f"content-length: {len(body)}".encode() in lines
+    answer = json.loads(body)
+    assert (answer["error_code"], answer["retriable"]) == ("INVALID_REQUEST", False)
+    assert answer["message"].startswith("malformed HTTP request: ") and len(answer["message"]) > 24
 
 
 @pytest.mark.parametrize("implementation", ["httptools", "h11"])
