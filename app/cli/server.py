@@ -216,8 +216,12 @@ def coordinator(settings: Settings, args: argparse.Namespace) -> int:
     from app.storage.engine import open_database
 
     if args.once:
+        if settings.coordinator_metrics_port is not None:
+            # A pass that ends before a scrape could come: the port would be bound for nothing.
+            raise CommandError("--once: OUTBOX_COORDINATOR_METRICS_PORT is a running coordinator's; a single pass "
+                               "serves no metrics: unset it for this command", EXIT_USAGE)
         # A one-shot command: never creates or migrates a database (README, Command-line errors).
-        db = open_existing(settings, pool_size=2)
+        db = open_existing(settings, pool_size=coordinator_pool_size(settings))
         try:
             for worker in maintenance_chores(db, settings, system_clock):
                 print(worker.run_once())

@@ -650,3 +650,10 @@ def test_migrate_waits_for_sqlites_write_lock_as_long_as_the_busy_timeout_says(t
     assert done.returncode == 1
     assert "database is locked" in done.stderr, done.stderr
     assert waited < 15, waited
+
+
+def test_coordinator_once_refuses_a_metrics_port_it_would_never_serve(tmp_path: Path, cli: Run) -> None:
+    line = one_error_line(cli(f"sqlite:///{tmp_path}/outbox.db", "coordinator", "--once",
+                              coordinator_metrics_port="18110"), 2)
+    assert line == ("--once: OUTBOX_COORDINATOR_METRICS_PORT is a running coordinator's; a single pass serves no "
+                    "metrics: unset it for this command")
