@@ -30,19 +30,24 @@ cleans and creates topics meanwhile, and waits only for the last step.
    commit (and its trigger then deletes the copy) or is waited for (and the row, gone, is not
    copied); never a copy of a row already deleted. ON CONFLICT DO NOTHING: the trigger may have
    copied a row first. Interrupted, the upgrade run again finds records_next and goes on.
-3. Swap, holding `partitions` and `records` exclusively (appends, reads and topic creations
+3. Wait until every transaction holding a snapshot older than the backfill's last copy has
+   ended (as CREATE INDEX CONCURRENTLY waits for older snapshots): a reader in REPEATABLE READ
+   with such a snapshot would otherwise read the new table without the rows copied into it.
+4. Swap, holding `partitions` and `records` exclusively (appends, reads and topic creations
    wait): the old table dropped with its trigger, records_next renamed `records`, the leaves'
    trigger pointed at it, the committed_records view (bound to the table, not to its name)
    created again with its readers' grants, the two functions replaced. Nothing is copied here.
 Grants given by hand on `records` itself are not carried over (the service grants none:
 readers read the view, appenders call SECURITY DEFINER functions). While 1-2 run, each append
-writes its rows twice (the trigger), and the log takes twice its space until 3.
+writes its rows twice (the trigger), and the log takes twice its space until 4.
 
 To give up an upgrade interrupted before its swap (the database is still at 0034, and each
 append writes its rows twice): DROP TRIGGER mirror_records ON records; DROP FUNCTION
 outbox.mirror_records(); DROP TRIGGER attach_record_leaf ON partitions; DROP FUNCTION
-outbox.attach_record_leaf(), outbox.create_record_leaf(text, integer, integer); DROP TABLE
-records_next (its leaves with it).
+outbox.attach_record_leaf(), outbox.create_record_leaf(text, integer, integer),
+outbox.create_partition_view(integer, integer); DROP SCHEMA committed_records CASCADE (the
+partitions' views); DROP TABLE records_next (its leaves with
+it).
 
 The downgrade is offline: holding `partitions` and `records` exclusively, it copies the rows
 back into one table, drops the partitioned one with its leaves, and restores 0034's functions
@@ -149,6 +154,7 @@ def upgrade() -> None:
     with op.get_context().autocommit_block():
         _prepare()
         _backfill()
+        _wait_for_older_snapshots()
     _swap()
 
 
@@ -197,6 +203,41 @@ def _backfill() -> None:
                 'WHERE topic_id = %(t)s AND "partition" = %(p)s AND "offset" >= %(lo)s AND "offset" < %(hi)s '
                 'ORDER BY "offset" FOR KEY SHARE ON CONFLICT DO NOTHING',
                 {"t": topic_id, "p": partition, "lo": start, "hi": start + _CHUNK})
+
+
+# The transactions that hold a snapshot (`backend_xmin`) in this database, but this one: client
+# backends only (autovacuum's and replication's snapshots read no log for a client).
+_SNAPSHOT_HOLDERS = (
+    "SELECT pid, xact_start, application_name FROM pg_stat_activity WHERE backend_xmin IS NOT NULL "
+    "AND datname = current_database() AND backend_type = 'client backend' AND pid <> pg_backend_pid()"
+)
+
+
+def _wait_for_older_snapshots() -> None:
+    """Wait until every transaction that held a snapshot when the backfill ended has ended.
+    The rows the backfill copied are new rows of the new table, visible only to snapshots taken
+    after their copy committed; the swap's lock does not wait for a transaction that has read
+    neither table yet (a Fetch's first statement reads `topics`), and such a transaction in
+    REPEATABLE READ, reading `records` after the swap with its older snapshot, would see the
+    new table without the copied rows: committed records missing from a read_committed Fetch
+    that still sees their batches and log end, and moves past them. Any transaction begun after
+    this point sees every copy. Waits _LOCK_PATIENCE_S at most, then names those still open
+    (the upgrade run again goes on from its backfill)."""
+    bind = op.get_bind()
+    older = {(pid, start): name for pid, start, name in bind.exec_driver_sql(_SNAPSHOT_HOLDERS).all()}
+    deadline = time.monotonic() + _LOCK_PATIENCE_S
+    while older:
+        now = {(pid, start) for pid, start, _ in bind.exec_driver_sql(_SNAPSHOT_HOLDERS).all()}
+        older = {key: name for key, name in older.items() if key in now}
+        if not older:
+            return
+        if time.monotonic() > deadline:
+            holders = "; ".join(f"pid {pid} ({name}, since {str(start)[:19]})"
+                                for (pid, start), name in sorted(older.items()))
+            raise RuntimeError(f"migration 0035 waited {_LOCK_PATIENCE_S:.0f} s for the transactions older than its "
+                               f"copy to end; still open: {holders}; run the upgrade again once they are done "
+                               "(it goes on where it stopped)")
+        time.sleep(0.05)
 
 
 def _swap() -> None:
