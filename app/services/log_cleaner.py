@@ -412,35 +412,41 @@ class LogCleaner:
     def _purge_deleted_topics(self, stop: Callable[[], bool]) -> CleanerPass:
         purged = 0
         in_leaves = cleaning.records_in_leaves(self.db.dialect)
-        if in_leaves:
-            with self.db.autocommit() as conn:
-                cleaning.finish_pending_detach(conn)
-                for topic_id in cleaning.orphaned_leaf_topics(conn):
-                    purged += cleaning.drop_record_leaves(conn, topic_id)
-        while not stop():
-            if not in_leaves:
-                with self._chunk() as conn:
-                    topic_id = cleaning.next_deleted_topic(conn)
+        try:
+            if in_leaves:
+                with self.db.autocommit() as conn:
+                    cleaning.finish_pending_detach(conn)
+                    for topic_id in cleaning.orphaned_leaf_topics(conn):
+                        purged += cleaning.drop_record_leaves(conn, topic_id)
+            while not stop():
+                if not in_leaves:
+                    with self._chunk() as conn:
+                        topic_id = cleaning.next_deleted_topic(conn)
+                        if topic_id is None:
+                            break
+                        n = cleaning.purge_deleted_topic(conn, topic_id, self.chunk_rows)
+                        _count_after_commit(conn, CleanerPass(topics_purged=n))
+                else:
+                    with self.db.read() as conn:
+                        topic_id = cleaning.next_deleted_topic(conn)
                     if topic_id is None:
                         break
-                    n = cleaning.purge_deleted_topic(conn, topic_id, self.chunk_rows)
-                    _count_after_commit(conn, CleanerPass(topics_purged=n))
-            else:
-                with self.db.read() as conn:
-                    topic_id = cleaning.next_deleted_topic(conn)
-                if topic_id is None:
-                    break
-                # The leaves first: a process stopped between the two finds the topic again,
-                # with no leaves left, and forgets it then.
-                with self.db.autocommit() as conn:
-                    n = cleaning.drop_record_leaves(conn, topic_id)
-                # Its batch rows and ids a chunk at a time: the loop finds the topic again (and
-                # no leaves) until the last chunk forgets it.
-                with self._chunk() as conn:
-                    cleaning.forget_deleted_topic(conn, topic_id, self.chunk_rows)
-                    _count_after_commit(conn, CleanerPass(topics_purged=n))
-            purged += n
-            self._chunk_done(CleanerPass(topics_purged=n), stop)
+                    # The leaves first: a process stopped between the two finds the topic
+                    # again, with no leaves left, and forgets it then.
+                    with self.db.autocommit() as conn:
+                        n = cleaning.drop_record_leaves(conn, topic_id)
+                    # Its batch rows and ids a chunk at a time: the loop finds the topic again
+                    # (and no leaves) until the last chunk forgets it.
+                    with self._chunk() as conn:
+                        cleaning.forget_deleted_topic(conn, topic_id, self.chunk_rows)
+                        _count_after_commit(conn, CleanerPass(topics_purged=n))
+                purged += n
+                self._chunk_done(CleanerPass(topics_purged=n), stop)
+        except cleaning.LeafBusy as busy:
+            # A long reader of `records`: the leaf waits, detach pending, for the next pass,
+            # and the topic's other leaves, batch rows and ids with it.
+            logger.info("%s", busy)
+            purged += busy.dropped
         return CleanerPass(topics_purged=purged)
 
 

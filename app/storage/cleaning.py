@@ -17,11 +17,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from sqlalchemy import Connection, and_, bindparam, case, delete, func, or_, select, text, true, tuple_, update
+from sqlalchemy.exc import OperationalError
 
 from app.domain.log_cleaning import ChunkSummary, CompactionRow, StoredRow
 from app.domain.topic_config import TopicConfig
 from app.domain.types import ControlType, RecordState
 from app.storage import dialect, message_ids
+from app.storage.errors import LOCK_NOT_AVAILABLE
 from app.storage.fetch_plan import RECORD_SIZE
 from app.storage.offset_order import batches_meeting, holding_batch, holding_index
 from app.storage.tables import (
@@ -526,11 +528,43 @@ _ORPHANED_LEAF_TOPICS = text(
 )
 
 
+# How long a leaf's detach (CONCURRENTLY, or its FINALIZE) waits for the transactions using
+# `records` before it gives up until the next pass. While it waits it holds `records` in SHARE
+# UPDATE EXCLUSIVE mode, which a topic creation's ATTACH of its leaves needs too: a long read of
+# the view (pg_dump, a Spark job) would otherwise hold every CreateTopics and CreatePartitions
+# behind the purge for as long as it reads. Given up, the leaf stays "detach pending", invisible
+# to new statements, and the next pass finishes it (finish_pending_detach).
+DETACH_PATIENCE = "2s"
+
+
+class LeafBusy(Exception):
+    """A leaf's detach gave up after DETACH_PATIENCE: transactions using `records` still run.
+    `dropped`: the records of the leaves dropped before it, by the call it interrupted."""
+
+    def __init__(self, message: str, dropped: int = 0) -> None:
+        super().__init__(message)
+        self.dropped = dropped
+
+
+def _detach(conn: Connection, leaf: str, how: str) -> None:
+    conn.exec_driver_sql(f"SET lock_timeout = '{DETACH_PATIENCE}'")
+    try:
+        conn.exec_driver_sql(f"ALTER TABLE records DETACH PARTITION {leaf} {how}")
+    except OperationalError as e:
+        if getattr(e.orig, "sqlstate", None) != LOCK_NOT_AVAILABLE:
+            raise
+        raise LeafBusy(f"the detach of {leaf} waits for transactions using records; "
+                       "it goes on at the next pass") from None
+    finally:
+        conn.exec_driver_sql("RESET lock_timeout")
+
+
 def finish_pending_detach(conn: Connection) -> None:
     """PostgreSQL, on an autocommit connection: finish the detach of a leaf that an interrupted
-    drop_record_leaves left pending (its topic's purge then drops the detached table)."""
+    drop_record_leaves left pending (its topic's purge then drops the detached table); LeafBusy
+    if it still waits for a reader after DETACH_PATIENCE."""
     for name in conn.execute(_PENDING_DETACH).scalars().all():
-        conn.exec_driver_sql(f'ALTER TABLE records DETACH PARTITION "{name}" FINALIZE')
+        _detach(conn, f'"{name}"', "FINALIZE")
 
 
 def orphaned_leaf_topics(conn: Connection) -> list[int]:
@@ -545,7 +579,8 @@ def drop_record_leaves(conn: Connection, topic_id: int) -> int:
     blocks none of them; a plain DETACH or a DROP of an attached leaf would take `records` in
     ACCESS EXCLUSIVE mode, and every reader and appender would wait behind it. Resumable: a
     detach interrupted midway is finished (FINALIZE), a leaf detached and not dropped is
-    dropped."""
+    dropped. LeafBusy where a detach still waits for a reader after DETACH_PATIENCE: the leaves
+    dropped until then are gone, the rest left for the next pass."""
     held = 0
     for name, detaching in conn.execute(_TOPIC_LEAVES, {"leaf": record_leaf_pattern(topic_id)}).all():
         leaf = f'"{name}"'
@@ -554,7 +589,10 @@ def drop_record_leaves(conn: Connection, topic_id: int) -> int:
         _, partition = (int(n) for n in RECORD_LEAF.fullmatch(name).groups())  # type: ignore[union-attr]
         conn.exec_driver_sql(f"DROP VIEW IF EXISTS {partition_view(topic_id, partition)}")
         if detaching is not None:
-            conn.exec_driver_sql(f"ALTER TABLE records DETACH PARTITION {leaf} {'FINALIZE' if detaching else 'CONCURRENTLY'}")
+            try:
+                _detach(conn, leaf, "FINALIZE" if detaching else "CONCURRENTLY")
+            except LeafBusy as busy:
+                raise LeafBusy(str(busy), dropped=held) from None
         held += conn.exec_driver_sql(f"SELECT count(*) FROM {leaf}").scalar_one()
         conn.exec_driver_sql(f"DROP TABLE {leaf}")
     return held

@@ -11,9 +11,11 @@ from sqlalchemy import exc
 
 from app.domain.errors import InvalidRequest, StorageUnavailable
 
+# PostgreSQL's SQLSTATE for a lock not taken within lock_timeout (or NOWAIT).
+LOCK_NOT_AVAILABLE = "55P03"
 # PostgreSQL SQLSTATEs that mean "try again": serialization_failure, deadlock_detected,
 # lock_not_available, too_many_connections, cannot_connect_now, admin_shutdown, crash_shutdown.
-_RETRIABLE_SQLSTATES = {"40001", "40P01", "55P03", "53300", "57P03", "57P01", "57P02"}
+_RETRIABLE_SQLSTATES = {"40001", "40P01", LOCK_NOT_AVAILABLE, "53300", "57P03", "57P01", "57P02"}
 
 
 @contextmanager

@@ -22,6 +22,7 @@ from app.domain.transit import TXN_ID_TAKEN_BY_THE_WRITE, BeginCondition, TxnTra
 from app.domain.types import Durability, ProducerEpoch, ProducerId, TransactionState, TransactionVersion, TxnId
 from app.storage import dialect, offsets
 from app.storage.dialect import RowLock
+from app.storage.errors import LOCK_NOT_AVAILABLE
 from app.storage.producers import create_producer
 from app.storage.seen_topics import SeenTopics, with_version
 from app.storage.topics import named_topics, topic_of
@@ -260,7 +261,7 @@ def lock_now(conn: Connection, transactional_id: str) -> TxnId | None:
     try:
         return TxnId(conn.execute(_LOCK_NOW_TAKING_TXN_ID, {"transactional_id": transactional_id}).scalar_one())
     except DBAPIError as e:
-        if getattr(e.orig, "sqlstate", None) == _LOCK_NOT_AVAILABLE:
+        if getattr(e.orig, "sqlstate", None) == LOCK_NOT_AVAILABLE:
             raise RowLockBusy(transactional_id) from e
         raise
 
@@ -275,8 +276,6 @@ _LOCKED_NOW = (
 )
 _LOCK_NOW_TAKING_TXN_ID = select(txn_ids.next_value()).select_from(_LOCKED_NOW)
 
-
-_LOCK_NOT_AVAILABLE = "55P03"
 
 
 @cache

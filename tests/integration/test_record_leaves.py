@@ -6,6 +6,8 @@ its own partition, so that it reads and locks that leaf only."""
 
 from __future__ import annotations
 
+import threading
+
 import psycopg
 import pytest
 from sqlalchemy import text
@@ -249,6 +251,41 @@ def test_a_detach_left_halfway_for_one_topic_does_not_stop_another_topics_purge(
 
     assert LogCleaner(services.db, services.settings, clock).run_once().topics_purged == 3
     assert {f"records_{first}_0", f"records_{second}_0"}.isdisjoint(leaf_tables(db_url))
+
+
+def test_a_purge_gives_up_a_detach_a_long_reader_holds_so_that_topics_are_still_created(  # type: ignore[no-untyped-def]
+        client, services, clock, db_url) -> None:
+    """A detach waiting for a reader of `records` holds the table in the mode a topic creation's
+    ATTACH needs: the purge gives up after DETACH_PATIENCE, leaves the leaf detach pending, and
+    finishes at the pass after the reader."""
+    create_topic(client, "gone", 1)
+    gone = topic_id(db_url, "gone")
+    produce(client, "gone", 0, [1, 2])
+    assert client.delete("/v1/topics/gone").status_code == 204
+    cleaner = LogCleaner(services.db, services.settings, clock)
+    passes: list[int] = []
+    dsn = db_url.replace("postgresql+psycopg", "postgresql")
+    with psycopg.connect(dsn) as reader:
+        reader.execute("BEGIN ISOLATION LEVEL REPEATABLE READ")
+        reader.execute("SELECT count(*) FROM committed_records")
+        purging = threading.Thread(target=lambda: passes.append(cleaner.run_once().topics_purged))
+        purging.start()
+        purging.join(60)
+        try:
+            assert not purging.is_alive(), "the purge still waits for the reader"
+            assert passes == [0]
+            create_topic(client, "new", 1)  # its leaf attached while the reader reads on
+            with connected(db_url) as conn:
+                assert conn.execute(text("SELECT inhdetachpending FROM pg_inherits WHERE inhrelid = "
+                                         f"'records_{gone}_0'::regclass")).scalar_one() is True
+                assert conn.execute(text("SELECT count(*) FROM deleted_topics")).scalar_one() == 1
+        finally:
+            reader.rollback()
+            purging.join(60)
+    assert f"records_{topic_id(db_url, 'new')}_0" in leaves(db_url)
+
+    assert cleaner.run_once().topics_purged == 2
+    assert f"records_{gone}_0" not in leaf_tables(db_url)
 
 
 def test_the_leaves_of_a_topic_purged_without_them_are_dropped(client, services, clock, db_url) -> None:  # type: ignore[no-untyped-def]
