@@ -79,15 +79,13 @@ def grant_reader(engine: Engine, role: str, *, password: str | None = None) -> b
         cur.execute(sql.SQL("GRANT USAGE ON SCHEMA {} TO {}").format(sql.Identifier(schema), sql.Identifier(role)))
         cur.execute(sql.SQL("GRANT SELECT ON {}.committed_records TO {}").format(
             sql.Identifier(schema), sql.Identifier(role)))
-        # Each log partition's view (committed_records.partition_<topic_id>_<partition>), those
-        # of partitions created later too: they are made by the role that creates the
-        # partitions, the service's, which runs this (default privileges are a creator's).
+        # Each log partition's view (committed_records.partition_<topic_id>_<partition>): those
+        # there now; those of partitions created later are given the grants of the view of
+        # every partition as they are made (outbox.create_partition_view).
         if cur.execute("SELECT to_regnamespace('committed_records') IS NOT NULL").fetchone()[0]:
             cur.execute(sql.SQL("GRANT USAGE ON SCHEMA committed_records TO {}").format(sql.Identifier(role)))
             cur.execute(sql.SQL("GRANT SELECT ON ALL TABLES IN SCHEMA committed_records TO {}").format(
                 sql.Identifier(role)))
-            cur.execute(sql.SQL("ALTER DEFAULT PRIVILEGES IN SCHEMA committed_records GRANT SELECT ON TABLES TO {}")
-                        .format(sql.Identifier(role)))
         # The topics' names and the partitions' next offsets: the data source compares them
         # with the service's log ends, to know it reads the service's own database
         # (spark_jobs.reader.checks.check_same_database). Both show in the view anyway.

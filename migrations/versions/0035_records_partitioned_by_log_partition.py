@@ -254,13 +254,12 @@ def _swap() -> None:
     # The leaves' trigger for `records` again (CREATE OR REPLACE).
     _record_leaves()
     run_sql_file("0035_committed_records.postgresql.sql", dialect="postgresql", values=_EVERY_PARTITION)
-    op.execute("SELECT outbox.create_partition_view(topic_id, \"partition\") FROM partitions")
     for reader in readers:
         op.execute(f"GRANT SELECT ON committed_records TO {reader}")
         # What outbox grant-reader gives (app.storage.roles.grant_reader).
         op.execute(f"GRANT USAGE ON SCHEMA committed_records TO {reader}")
-        op.execute(f"GRANT SELECT ON ALL TABLES IN SCHEMA committed_records TO {reader}")
-        op.execute(f"ALTER DEFAULT PRIVILEGES IN SCHEMA committed_records GRANT SELECT ON TABLES TO {reader}")
+    # After the grants: each partition's view is given those of the view of every partition.
+    op.execute("SELECT outbox.create_partition_view(topic_id, \"partition\") FROM partitions")
     run_sql_file("0035_appender.postgresql.sql", dialect="postgresql")
     run_sql_file("0035_publish_pending.postgresql.sql", dialect="postgresql")
 
@@ -274,9 +273,7 @@ def downgrade() -> None:
     op.execute("DROP TRIGGER attach_record_leaf ON partitions")
     op.execute("DROP FUNCTION outbox.attach_record_leaf(), outbox.create_record_leaf(text, integer, integer), "
                "outbox.create_partition_view(integer, integer)")
-    # The partitions' views, and the default privileges given in their schema.
-    for reader in readers:
-        op.execute(f"ALTER DEFAULT PRIVILEGES IN SCHEMA committed_records REVOKE SELECT ON TABLES FROM {reader}")
+    # The partitions' views.
     op.execute("DROP SCHEMA committed_records CASCADE")
     op.execute("ALTER TABLE records RENAME TO records_0035")
     op.execute("ALTER INDEX pk_records RENAME TO pk_records_0035")

@@ -88,6 +88,35 @@ def test_the_reader_reads_the_view_of_a_partition_created_after_its_grant(client
     assert rows(reader, f"SELECT value FROM committed_records.partition_{topic_id}_0") == []
 
 
+def test_the_reader_reads_the_view_of_a_partition_another_role_created(db_url: str, reader: str) -> None:
+    """The role that creates a partition (the service's) need not be the one that granted the
+    reader: the partition's view is given the readers of the view of every partition all the
+    same."""
+    creator = f"svc_{uuid.uuid4().hex[:8]}"
+    engine = create_engine(db_url)
+    try:
+        with engine.begin() as conn:
+            owner = conn.execute(text("SELECT current_user")).scalar_one()
+            conn.execute(text(f'CREATE ROLE "{creator}"'))
+            conn.execute(text(f'GRANT "{owner}" TO "{creator}"'))
+            conn.execute(text(f'SET LOCAL ROLE "{creator}"'))
+            conn.execute(text("INSERT INTO topics (topic_id, name, partition_count, cleanup_policy, retention_ms, "
+                              "check_expected_offsets, created_ms) VALUES (77, 'made_by_svc', 1, 'delete', -1, FALSE, 1)"))
+            conn.execute(text('INSERT INTO partitions (topic_id, "partition", next_offset, log_start_offset) '
+                              "VALUES (77, 0, 0, 0)"))
+            assert conn.execute(text("SELECT relowner::regrole::text FROM pg_class WHERE oid = "
+                                     "'committed_records.partition_77_0'::regclass")).scalar_one() == creator
+        assert rows(reader, "SELECT value FROM committed_records.partition_77_0") == []
+    finally:
+        with engine.begin() as conn:
+            conn.execute(text("DELETE FROM partitions WHERE topic_id = 77"))
+            conn.execute(text("DELETE FROM topics WHERE topic_id = 77"))
+            conn.execute(text(f'REASSIGN OWNED BY "{creator}" TO CURRENT_USER'))
+            conn.execute(text(f'DROP OWNED BY "{creator}"'))
+            conn.execute(text(f'DROP ROLE "{creator}"'))
+        engine.dispose()
+
+
 def test_the_reader_sees_topic_names_and_partitions_next_offsets_and_no_other_column(client: Any, reader: str) -> None:
     create_topic(client, "orders")
     assert send(client, [batch("orders", 0, ["a", "b"])]).status_code == 200

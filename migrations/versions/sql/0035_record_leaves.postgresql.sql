@@ -49,18 +49,31 @@ END
 $fn$;
 ---
 -- The schema of the partitions' views: a schema of their own, so that `outbox grant-reader`
--- can give a reader SELECT on every view in it, those of partitions created later included
--- (default privileges), and nothing on the log's tables.
+-- can give a reader USAGE on it and SELECT on every view in it, and nothing on the log's tables.
 CREATE SCHEMA IF NOT EXISTS committed_records;
 ---
 -- A log partition's view. It reads `records` by its name in the log's schema, so it is made
 -- once `records` is the partitioned table (migration 0035 makes the views at its swap; until
--- then the trigger makes leaves of the table being filled, and no view).
+-- then the trigger makes leaves of the table being filled, and no view). Whoever may read the
+-- view of every partition may read it: its SELECT grants are copied to it here, by its creator
+-- (its owner, who may grant). Default privileges would not do: they act on the objects of the
+-- role that set them only, and the role that creates a partition (the service's) need not be
+-- the one that ran `outbox grant-reader` or the migration; a reader would then be refused the
+-- views of later partitions while the view of every partition still let it in.
 CREATE OR REPLACE FUNCTION outbox.create_partition_view(topic_id integer, "partition" integer) RETURNS void
 LANGUAGE plpgsql SET search_path = pg_catalog, @log_schema@, pg_temp
 AS $fn$
+DECLARE
+    view_name text := format('partition_%s_%s', topic_id, "partition");
+    reader oid;
 BEGIN
-    EXECUTE format(@partition_view@, format('partition_%s_%s', topic_id, "partition"), topic_id, "partition");
+    EXECUTE format(@partition_view@, view_name, topic_id, "partition");
+    FOR reader IN SELECT a.grantee FROM pg_class c, aclexplode(c.relacl) a
+                  WHERE c.oid = '@log_schema@.committed_records'::regclass AND a.privilege_type = 'SELECT'
+                    AND a.grantee <> c.relowner LOOP
+        EXECUTE format('GRANT SELECT ON committed_records.%I TO %s', view_name,
+                       CASE WHEN reader = 0 THEN 'PUBLIC' ELSE reader::regrole::text END);
+    END LOOP;
 END
 $fn$;
 ---
