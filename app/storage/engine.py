@@ -141,8 +141,12 @@ def _no_jit(dbapi_connection, _record) -> None:  # type: ignore[no-untyped-def]
 
 
 # A statement that names the table `records` (not `record_batches`, `committed_records` or a
-# leaf's own name, whose neighbours are word characters).
-_NAMES_RECORDS = re.compile(r"\brecords\b")
+# leaf's own name, whose neighbours are word characters), in any case, as PostgreSQL reads an
+# unquoted name. A comment or a string that holds the word costs that statement its preparing
+# only. Statements run with executemany are not seen here (psycopg prepares them as it
+# chooses): the service's one on `records`, the markers' INSERT, is routed row by row to its
+# leaf whatever its plan, which for an INSERT locks the parent only.
+_NAMES_RECORDS = re.compile(r"\brecords\b", re.IGNORECASE)
 
 
 @functools.lru_cache(maxsize=4096)
