@@ -163,8 +163,8 @@ def _plan_records_statements_each_time(cursor, statement, parameters, context) -
     2,003 locks and a fourth such session failed with "out of shared memory"
     (docs/DESIGN-partitioned-records.md). Every other statement is still prepared and keeps its
     generic plan: `plan_cache_mode = force_custom_plan` on the connection, which planned them all
-    again on each execution, cost a Commit 0.7-0.9 ms. The in-database functions carry that
-    setting themselves (their statements' plans are PL/pgSQL's, not psycopg's).
+    again on each execution, cost a Commit 0.7-0.9 ms. outbox.publish_pending carries that
+    setting itself (its statements' plans are PL/pgSQL's, not psycopg's).
 
     Returns whether it ran the statement (SQLAlchemy's do_execute event: otherwise the
     dialect runs it as usual)."""

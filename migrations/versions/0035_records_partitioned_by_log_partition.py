@@ -13,9 +13,10 @@ topic and partition.
 What it installs (sql/0035_*.postgresql.sql, frozen copies of app/storage/sql/):
 - outbox.create_record_leaf and the trigger attach_record_leaf on `partitions`: each new log
   partition gets its leaf in the transaction that creates it (CREATE … LIKE, then ATTACH);
-- outbox.append and outbox.publish_pending with `plan_cache_mode = force_custom_plan`: a
-  generic plan of a statement on `records` locks every leaf (app/storage/engine.py never
-  prepares the service's own statements that name `records`).
+- outbox.publish_pending with `plan_cache_mode = force_custom_plan`: a generic plan of a
+  statement on `records` locks every leaf (app/storage/engine.py never prepares the service's
+  own statements that name `records`). outbox.append is unchanged: it stages its records in
+  outbox.pending_records and reads nothing of `records`.
 
 How, on PostgreSQL, online: the service (the previous revision's processes) appends, reads,
 cleans and creates topics meanwhile, and waits only for the last step.
@@ -36,7 +37,7 @@ cleans and creates topics meanwhile, and waits only for the last step.
 4. Swap, holding `partitions` and `records` exclusively (appends, reads and topic creations
    wait): the old table dropped with its trigger, records_next renamed `records`, the leaves'
    trigger pointed at it, the committed_records view (bound to the table, not to its name)
-   created again with its readers' grants, the two functions replaced. Nothing is copied here.
+   created again with its readers' grants, publish_pending replaced. Nothing is copied here.
 Grants given by hand on `records` itself are not carried over (the service grants none:
 readers read the view, appenders call SECURITY DEFINER functions). While 1-2 run, each append
 writes its rows twice (the trigger), and the log takes twice its space until 4.
@@ -50,7 +51,7 @@ partitions' views); DROP TABLE records_next (its leaves with
 it).
 
 The downgrade is offline: holding `partitions` and `records` exclusively, it copies the rows
-back into one table, drops the partitioned one with its leaves, and restores 0034's functions
+back into one table, drops the partitioned one with its leaves, and restores 0034's publish_pending
 (sql/0035_downgrade_*); the leaves' trigger and functions go.
 
 Revision ID: 0035
@@ -260,7 +261,6 @@ def _swap() -> None:
         op.execute(f"GRANT USAGE ON SCHEMA committed_records TO {reader}")
     # After the grants: each partition's view is given those of the view of every partition.
     op.execute("SELECT outbox.create_partition_view(topic_id, \"partition\") FROM partitions")
-    run_sql_file("0035_appender.postgresql.sql", dialect="postgresql")
     run_sql_file("0035_publish_pending.postgresql.sql", dialect="postgresql")
 
 
@@ -286,5 +286,4 @@ def downgrade() -> None:
     run_sql_file("0035_committed_records.postgresql.sql", dialect="postgresql", values=_EVERY_PARTITION)
     for reader in readers:
         op.execute(f"GRANT SELECT ON committed_records TO {reader}")
-    run_sql_file("0035_downgrade_appender.postgresql.sql", dialect="postgresql")
     run_sql_file("0035_downgrade_publish_pending.postgresql.sql", dialect="postgresql")

@@ -17,9 +17,6 @@ CREATE OR REPLACE FUNCTION outbox.append(
     timestamp_ms bigint DEFAULT NULL
 ) RETURNS boolean
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, @log_schema@, pg_temp
--- Planned for each call's own topic and partition: a generic plan of a statement on `records`
--- (partitioned, one leaf per log partition) would lock every leaf (app/storage/engine.py).
-SET plan_cache_mode = force_custom_plan
 AS $fn$
 DECLARE
     t record;
