@@ -280,8 +280,13 @@ def downgrade() -> None:
     op.execute("CREATE TABLE records (LIKE records_0035 INCLUDING DEFAULTS INCLUDING CONSTRAINTS)")
     op.execute('ALTER TABLE records ADD CONSTRAINT pk_records PRIMARY KEY (topic_id, "partition", "offset")')
     op.execute('INSERT INTO records SELECT * FROM records_0035 ORDER BY topic_id, "partition", "offset"')
-    # The partitioned table and every leaf.
+    # The partitioned table and every leaf; then a leaf a purge left detached and not dropped
+    # (a deleted topic's: its rows go with it, as the purge would have taken them).
     op.execute("DROP TABLE records_0035")
+    for (leaf,) in op.get_bind().exec_driver_sql(
+            "SELECT relname FROM pg_class WHERE relnamespace = current_schema()::regnamespace "
+            "AND relkind = 'r' AND relname ~ '^records_[0-9]+_[0-9]+$'").all():
+        op.execute(f'DROP TABLE "{leaf}"')
     # The view's text is the same before and after 0035: only the table it is bound to changed.
     run_sql_file("0035_committed_records.postgresql.sql", dialect="postgresql", values=_EVERY_PARTITION)
     for reader in readers:

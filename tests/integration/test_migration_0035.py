@@ -360,3 +360,15 @@ def test_0035_waits_for_a_reader_whose_snapshot_is_older_than_its_copy_before_th
     with connected(empty_url) as conn:
         assert _partitioned(conn)
         assert conn.execute(text("SELECT count(*) FROM records WHERE topic_id = 1")).scalar_one() == 9
+
+
+@pytest.mark.parametrize("empty_url", ["postgresql"], indirect=True)
+def test_the_downgrade_drops_a_leaf_a_purge_left_detached(empty_url: str) -> None:
+    config = at_revision(empty_url, "0034", *_SEED)
+    command.upgrade(config, "0035")
+    write(empty_url, "ALTER TABLE records DETACH PARTITION records_2_0")  # a purge stopped before its DROP
+    command.downgrade(config, "0034")
+    with connected(empty_url) as conn:
+        assert conn.execute(text("SELECT count(*) FROM pg_class WHERE relname ~ '^records_[0-9]'")).scalar_one() == 0
+        assert conn.execute(text('SELECT DISTINCT topic_id, "partition" FROM records ORDER BY 1, 2')).all() == [
+            (1, 0), (1, 1), (2, 3)]
