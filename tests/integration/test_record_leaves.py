@@ -143,7 +143,6 @@ def test_a_deleted_topics_batch_rows_are_forgotten_a_chunk_at_a_time(  # type: i
     """Its leaves go whole, but its batch rows go as every other chunk of the cleaner does: a
     topic's rows in one transaction would hold it as long as the topic is large."""
     create_topic(client, "gone", 1)
-    gone = topic_id(db_url, "gone")
     for v in range(7):
         produce(client, "gone", 0, [v])
     assert client.delete("/v1/topics/gone").status_code == 204
