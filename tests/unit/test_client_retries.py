@@ -664,3 +664,21 @@ def test_close_whose_write_is_not_answered_raises_within_its_timeout_and_closes(
     assert time.monotonic() - started < 0.3 + 5  # the timeout, not delivery_timeout_s (60 s)
     assert closed == [True]
     assert producer.delivery_timeout_s == 60.0
+
+
+@pytest.mark.parametrize("url", ["127.0.0.1:8000", "localhost:8000", "ftp://127.0.0.1:8000"])
+def test_an_address_without_http_or_https_is_refused_at_once_not_retried(
+        url: str, caplog: pytest.LogCaptureFixture) -> None:
+    # A newcomer's `--url 127.0.0.1:8000`: no retry can send the request anywhere, so the
+    # call fails at its first attempt, naming the address, rather than after its deadline.
+    fake = FakeTime()
+    s = Session(url, sleep=fake.sleep, clock=fake.clock)
+    try:
+        with caplog.at_level("WARNING", logger="app.client.http"), pytest.raises(FatalError) as raised:
+            s.call("GET", "/v1/topics/orders")
+    finally:
+        s.close()
+    assert raised.value.error_code == "INVALID_URL"
+    assert "http://127.0.0.1:8000" in raised.value.message and repr(url.split("://")[-1])[1:-1] in raised.value.message
+    assert fake.sleeps == []
+    assert caplog.records == []
