@@ -155,7 +155,7 @@ def grant_reader(settings: Settings, args: argparse.Namespace) -> int:
 
     if settings.is_sqlite:
         raise CommandError("grant-reader is for PostgreSQL: an SQLite file has no roles; give a Spark job a "
-                           "read-only copy or open it read-only (docs/SPARK.md)")
+                           "read-only copy or open it read-only (docs/SPARK.md)", EXIT_USAGE)
     password = sys.stdin.readline().rstrip("\n") if args.password_stdin else None
     db = open_existing(settings, pool_size=1)
     try:
@@ -175,7 +175,7 @@ def appender(settings: Settings, args: argparse.Namespace) -> int:
 
     if settings.is_sqlite:
         raise CommandError(f"{args.command} is for PostgreSQL: an SQLite file has no roles (whoever can write the "
-                           "file can append to it)")
+                           "file can append to it)", EXIT_USAGE)
     topics = [*args.topic, *(["*"] if args.all_topics else [])]
     granting = args.command == "grant-appender"
     if granting and not (topics or args.topic_prefix):
