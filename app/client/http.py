@@ -158,6 +158,20 @@ def _error_of(response: httpx.Response) -> ClientError:
         if isinstance(body.get("details"), dict):
             details = body["details"]
     except Exception:  # not one of ours (a proxy?): 5xx may pass, the rest will not
-        code, message = f"{FOREIGN_ERROR_PREFIX}{response.status_code}", response.text[:200]
+        # Not the page it sent (HTML, many lines, on a program's one error line): who answered.
+        code, message = f"{FOREIGN_ERROR_PREFIX}{response.status_code}", _foreign_answer(response)
         retriable = response.status_code >= 500
     return classify(code, message, retriable, response.status_code, details)
+
+
+def _foreign_answer(response: httpx.Response) -> str:
+    """One line for an answer that is not the service's error body: another server at the
+    address (a URL with a path after the service's address, another web server), or a proxy
+    in front of the service."""
+    try:
+        request = f"{response.request.method} {shown_address(response.request.url)}"
+    except RuntimeError:  # a response built without its request
+        request = "the request"
+    return (f"{request} was answered HTTP {response.status_code} without an outbox error: not the service's "
+            "answer (is the URL the outbox service's address, e.g. http://127.0.0.1:8000, with no path? a proxy "
+            "in front of it?)")

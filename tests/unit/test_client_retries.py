@@ -682,3 +682,18 @@ def test_an_address_without_http_or_https_is_refused_at_once_not_retried(
     assert "http://127.0.0.1:8000" in raised.value.message and repr(url.split("://")[-1])[1:-1] in raised.value.message
     assert fake.sleeps == []
     assert caplog.records == []
+
+
+def test_an_answer_that_is_not_the_service_s_is_one_line_naming_the_request_not_the_page() -> None:
+    # Another web server at the address (or a path after the service's address): its page,
+    # HTML of many lines, would be the message a program prints on its one error line.
+    page = "<!DOCTYPE HTML>\n<html>\n<body>\n<h1>Error response</h1>\n<p>Error code: 404</p>\n</body>\n</html>\n"
+    client = httpx.Client(base_url="http://user:pw@web.test", transport=httpx.MockTransport(
+        lambda request: httpx.Response(404, text=page, headers={"content-type": "text/html"})))
+    with pytest.raises(ClientError) as raised:
+        Session("http://user:pw@web.test", client=client).call("GET", "/v1/topics/income")
+    assert raised.value.error_code == "HTTP_404"
+    assert raised.value.message == (
+        "GET http://web.test/v1/topics/income was answered HTTP 404 without an outbox error: not the service's "
+        "answer (is the URL the outbox service's address, e.g. http://127.0.0.1:8000, with no path? a proxy in "
+        "front of it?)")
