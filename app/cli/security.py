@@ -35,8 +35,12 @@ def principals(settings: Settings, args: argparse.Namespace) -> int:
         else:
             revoked = service.revoke_api_keys(by=operator(), principal=args.principal, key_id=args.key_id)
             if not revoked:
+                # The refusal DELETE /v1/principals/{principal}/api-keys/{key_id} answers, code and all.
+                from app.domain.acl import principal_name
+                from app.domain.errors import ResourceNotFound
+
                 which = f"API key {args.key_id!r}" if args.key_id else "API keys"
-                raise CommandError(f"{args.principal} has no live {which}")
+                raise ResourceNotFound(f"{principal_name(args.principal)} has no live {which}")
             out = {"revoked": revoked}
     finally:
         services.db.dispose()
