@@ -47,6 +47,7 @@ except ModuleNotFoundError:  # main() says how to install it, in one line
     pymysql = None  # type: ignore[assignment]
 
 from app.client import AuthenticationError, ClientError, PreparedTxnState, Producer, UnknownTopicOrPartitionError
+from app.database_url import redacted_url
 from examples.api_key import add_api_key_argument, refused_line
 
 TOPIC = "orders"
@@ -170,7 +171,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         shop = Shop(args.url, args.mariadb, args.transactional_id, args.crash_at, args.topic, args.api_key)
     except pymysql.err.OperationalError as e:
-        print(f"cannot reach MariaDB at {args.mariadb}: {e.args[-1]}", file=sys.stderr)
+        # The URL as given may hold the shop's database password: shown as ***.
+        print(f"cannot reach MariaDB at {redacted_url(args.mariadb)}: {e.args[-1]}", file=sys.stderr)
         return 1
     try:
         shop.recover()

@@ -335,6 +335,13 @@ def main(argv: list[str] | None = None) -> int:
         # Fenced (another instance took over) or the service unreachable past the deadline.
         logger.error("stopping: %s", e)
         return EXIT_FAILED
+    except ClientError as e:
+        # Any other refusal before the loop could begin: a --url that is not the service's
+        # address (a path after it, another server), or an ACL missing.
+        hint = (" (is --url the outbox service's address, e.g. http://127.0.0.1:8000, with no path?)"
+                if e.error_code == "NOT_FOUND" else "")
+        logger.error("stopping: %s%s", e, hint)
+        return EXIT_FAILED
     finally:
         consumer.close()
         producer.close()

@@ -35,8 +35,12 @@ def principals(settings: Settings, args: argparse.Namespace) -> int:
         else:
             revoked = service.revoke_api_keys(by=operator(), principal=args.principal, key_id=args.key_id)
             if not revoked:
+                # The refusal DELETE /v1/principals/{principal}/api-keys/{key_id} answers, code and all.
+                from app.domain.acl import principal_name
+                from app.domain.errors import ResourceNotFound
+
                 which = f"API key {args.key_id!r}" if args.key_id else "API keys"
-                raise CommandError(f"{args.principal} has no live {which}")
+                raise ResourceNotFound(f"{principal_name(args.principal)} has no live {which}")
             out = {"revoked": revoked}
     finally:
         services.db.dispose()
@@ -159,7 +163,7 @@ def grant_reader(settings: Settings, args: argparse.Namespace) -> int:
 
     if settings.is_sqlite:
         raise CommandError("grant-reader is for PostgreSQL: an SQLite file has no roles; give a Spark job a "
-                           "read-only copy or open it read-only (docs/SPARK.md)")
+                           "read-only copy or open it read-only (docs/SPARK.md)", EXIT_USAGE)
     password = sys.stdin.readline().rstrip("\n") if args.password_stdin else None
     db = open_existing(settings, pool_size=1)
     try:
@@ -179,7 +183,7 @@ def appender(settings: Settings, args: argparse.Namespace) -> int:
 
     if settings.is_sqlite:
         raise CommandError(f"{args.command} is for PostgreSQL: an SQLite file has no roles (whoever can write the "
-                           "file can append to it)")
+                           "file can append to it)", EXIT_USAGE)
     topics = [*args.topic, *(["*"] if args.all_topics else [])]
     granting = args.command == "grant-appender"
     if granting and not (topics or args.topic_prefix):

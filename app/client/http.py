@@ -13,7 +13,7 @@ from typing import Any
 import httpx
 
 from app.client.backoff import ExponentialBackoff
-from app.client.errors import ClientError, RetriableError, classify
+from app.client.errors import ClientError, FatalError, RetriableError, classify
 
 # A connection idle for as long as the service keeps it (its http_keep_alive_timeout_s, 5 s by
 # default) may be closed by the service just as a request is written on it: the request then
@@ -110,6 +110,13 @@ class Session:
         while True:
             try:
                 response = self.http.request(method, path, json=json, params=params)
+            except httpx.UnsupportedProtocol as e:
+                # No http:// or https:// in the service's address (`127.0.0.1:8000`,
+                # `localhost:8000`): no retry can send the request anywhere, so it is said at
+                # once rather than retried, with a warning, until the deadline.
+                raise FatalError(
+                    "INVALID_URL", f"{shown_address(self.http.base_url)!r} is not a service address: give its "
+                    f"http:// or https:// address, e.g. http://127.0.0.1:8000 ({e})") from e
             except httpx.TransportError as e:
                 error: ClientError = RetriableError("NETWORK_EXCEPTION", str(e) or type(e).__name__)
                 # Raised below, outside this handler: the transport's exception named as the
@@ -151,6 +158,20 @@ def _error_of(response: httpx.Response) -> ClientError:
         if isinstance(body.get("details"), dict):
             details = body["details"]
     except Exception:  # not one of ours (a proxy?): 5xx may pass, the rest will not
-        code, message = f"{FOREIGN_ERROR_PREFIX}{response.status_code}", response.text[:200]
+        # Not the page it sent (HTML, many lines, on a program's one error line): who answered.
+        code, message = f"{FOREIGN_ERROR_PREFIX}{response.status_code}", _foreign_answer(response)
         retriable = response.status_code >= 500
     return classify(code, message, retriable, response.status_code, details)
+
+
+def _foreign_answer(response: httpx.Response) -> str:
+    """One line for an answer that is not the service's error body: another server at the
+    address (a URL with a path after the service's address, another web server), or a proxy
+    in front of the service."""
+    try:
+        request = f"{response.request.method} {shown_address(response.request.url)}"
+    except RuntimeError:  # a response built without its request
+        request = "the request"
+    return (f"{request} was answered HTTP {response.status_code} without an outbox error: not the service's "
+            "answer (is the URL the outbox service's address, e.g. http://127.0.0.1:8000, with no path? a proxy "
+            "in front of it?)")

@@ -406,6 +406,17 @@ def test_backup_of_postgresql_names_what_to_use_instead(migrated: str, cli: Run)
     assert not Path("/tmp/never-written.db").exists()
 
 
+@pytest.mark.parametrize("empty_database", ["sqlite"], indirect=True)
+@pytest.mark.parametrize("args", [("grant-reader", "spark_reader"), ("grant-appender", "shop", "--all-topics"),
+                                  ("revoke-appender", "shop")], ids=lambda a: a[0])
+def test_the_role_commands_on_sqlite_do_not_apply_exit_2_as_backup_on_postgresql(
+        migrated: str, cli: Run, args: tuple[str, ...]) -> None:
+    # README, Command-line errors: 2 is "the command does not apply", as `outbox backup` on
+    # PostgreSQL is; these are its mirror, PostgreSQL's roles asked of an SQLite file.
+    line = one_error_line(cli(migrated, *args), 2)
+    assert f"{args[0]} is for PostgreSQL: an SQLite file has no roles" in line
+
+
 # --- --verbose ------------------------------------------------------------------------------------
 
 

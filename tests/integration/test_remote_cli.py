@@ -865,3 +865,15 @@ def test_a_malformed_key_id_is_a_usage_error_before_any_call_over_http_or_not(se
     assert (direct.status, direct.out, direct.err) == (EXIT_USAGE, "", line)
     [principal] = [p for p in admin.get("/v1/principals").json()["principals"] if p["principal"] == f"User:{name}"]
     assert [k["revoked_ms"] for k in principal["api_keys"]] == [None]
+
+
+def test_revoking_a_key_that_is_not_live_is_the_same_refusal_over_http_or_not(served, outbox, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    name = _topic("ops")
+    monkeypatch.setenv("OUTBOX_API_KEY", served.admin_key)
+    over_http = outbox("--url", served.secured_url, "principals", "revoke", name, "--key-id", "abcdef")
+    monkeypatch.delenv("OUTBOX_API_KEY")
+    monkeypatch.setenv("OUTBOX_DATABASE_URL", served.db_url)
+    direct = outbox("principals", "revoke", name, "--key-id", "abcdef")
+    line = f"outbox: error: RESOURCE_NOT_FOUND: User:{name} has no live API key 'abcdef'\n"
+    assert (over_http.status, over_http.out, over_http.err) == (1, "", line)
+    assert (direct.status, direct.out, direct.err) == (1, "", line)

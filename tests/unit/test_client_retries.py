@@ -664,3 +664,36 @@ def test_close_whose_write_is_not_answered_raises_within_its_timeout_and_closes(
     assert time.monotonic() - started < 0.3 + 5  # the timeout, not delivery_timeout_s (60 s)
     assert closed == [True]
     assert producer.delivery_timeout_s == 60.0
+
+
+@pytest.mark.parametrize("url", ["127.0.0.1:8000", "localhost:8000", "ftp://127.0.0.1:8000"])
+def test_an_address_without_http_or_https_is_refused_at_once_not_retried(
+        url: str, caplog: pytest.LogCaptureFixture) -> None:
+    # A newcomer's `--url 127.0.0.1:8000`: no retry can send the request anywhere, so the
+    # call fails at its first attempt, naming the address, rather than after its deadline.
+    fake = FakeTime()
+    s = Session(url, sleep=fake.sleep, clock=fake.clock)
+    try:
+        with caplog.at_level("WARNING", logger="app.client.http"), pytest.raises(FatalError) as raised:
+            s.call("GET", "/v1/topics/orders")
+    finally:
+        s.close()
+    assert raised.value.error_code == "INVALID_URL"
+    assert "http://127.0.0.1:8000" in raised.value.message and repr(url.split("://")[-1])[1:-1] in raised.value.message
+    assert fake.sleeps == []
+    assert caplog.records == []
+
+
+def test_an_answer_that_is_not_the_service_s_is_one_line_naming_the_request_not_the_page() -> None:
+    # Another web server at the address (or a path after the service's address): its page,
+    # HTML of many lines, would be the message a program prints on its one error line.
+    page = "<!DOCTYPE HTML>\n<html>\n<body>\n<h1>Error response</h1>\n<p>Error code: 404</p>\n</body>\n</html>\n"
+    client = httpx.Client(base_url="http://user:pw@web.test", transport=httpx.MockTransport(
+        lambda request: httpx.Response(404, text=page, headers={"content-type": "text/html"})))
+    with pytest.raises(ClientError) as raised:
+        Session("http://user:pw@web.test", client=client).call("GET", "/v1/topics/income")
+    assert raised.value.error_code == "HTTP_404"
+    assert raised.value.message == (
+        "GET http://web.test/v1/topics/income was answered HTTP 404 without an outbox error: not the service's "
+        "answer (is the URL the outbox service's address, e.g. http://127.0.0.1:8000, with no path? a proxy in "
+        "front of it?)")

@@ -3,11 +3,14 @@ against a live service in tests/e2e/test_pizza_income_example.py)."""
 
 from __future__ import annotations
 
+import http.server
+import threading
 from typing import Any
 
 import pytest
 
 from app.client import AbortableError, ConsumerRecord, ExponentialBackoff, FatalError, UnknownTopicOrPartitionError
+from examples import pizza_income
 from examples.pizza_income import NotAnOrder, PizzaIncome, Totals, income_of, missing_topic_line
 
 
@@ -172,3 +175,49 @@ def test_interrupted_with_no_commit_under_way_it_aborts_and_asks_nothing() -> No
 
     assert totals == Totals(orders=1, income=1)
     assert producer.calls[-2:] == ["commit", "abort"]
+
+
+class _NotTheService(http.server.BaseHTTPRequestHandler):
+    """Another web server at --url's address: a 404 page for every path."""
+
+    def do_GET(self) -> None:  # noqa: N802 - http.server's name
+        self.send_error(404)
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+class _ServiceWithAPath(_NotTheService):
+    """The service's own answer for a path no route matches (--url http://host:8000/v1)."""
+
+    def do_GET(self) -> None:  # noqa: N802
+        body = b'{"error_code":"NOT_FOUND","message":"Not Found","retriable":false}'
+        self.send_response(404)
+        self.send_header("content-type", "application/json")
+        self.send_header("content-length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+
+@pytest.mark.parametrize("handler, line", [
+    (_NotTheService, "stopping: HTTP_404: GET http://127.0.0.1:{port}/v1/topics/income was answered HTTP 404 "
+                     "without an outbox error"),
+    (_ServiceWithAPath, "stopping: NOT_FOUND: Not Found (is --url the outbox service's address, e.g. "
+                        "http://127.0.0.1:8000, with no path?)"),
+], ids=["another server", "a path after the address"])
+def test_a_url_that_is_not_the_service_s_address_ends_it_with_one_line(
+        handler: type, line: str, caplog: pytest.LogCaptureFixture) -> None:
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    port = server.server_address[1]
+    try:
+        with caplog.at_level("ERROR", logger="pizza_income"):
+            status = pizza_income.main(["--url", f"http://127.0.0.1:{port}", "--idle-exit-s", "1"])
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert status == 1
+    messages = [r.getMessage() for r in caplog.records if r.name == "pizza_income"]
+    assert len(messages) == 1 and messages[0].startswith(line.format(port=port)), messages
+    assert "\n" not in messages[0] and "<" not in messages[0]
