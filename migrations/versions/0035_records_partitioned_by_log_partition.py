@@ -206,12 +206,19 @@ def _backfill() -> None:
                 {"t": topic_id, "p": partition, "lo": start, "hi": start + _CHUNK})
 
 
-# The transactions that hold a snapshot (`backend_xmin`) in this database, but this one: client
-# backends only (autovacuum's and replication's snapshots read no log for a client).
+# The transactions that hold a snapshot (`backend_xmin`) in this database, but this one: each
+# by its virtual transaction id, which pg_locks shows whoever asks (a transaction holds the
+# lock on its own from its first statement to its end). pg_stat_activity hides the
+# `backend_type` and `xact_start` of another role's sessions from a role that is neither a
+# superuser nor pg_read_all_stats (a migration run as the service's owner role), so neither
+# may decide who is waited for: a session whose type is hidden counts as a client's.
 _SNAPSHOT_HOLDERS = (
-    "SELECT pid, xact_start, application_name FROM pg_stat_activity WHERE backend_xmin IS NOT NULL "
-    "AND datname = current_database() AND backend_type = 'client backend' AND pid <> pg_backend_pid()"
+    "SELECT l.virtualxid, a.pid, a.application_name FROM pg_stat_activity a "
+    "JOIN pg_locks l ON l.pid = a.pid AND l.locktype = 'virtualxid' AND l.mode = 'ExclusiveLock' AND l.granted "
+    "WHERE a.backend_xmin IS NOT NULL AND a.datname = current_database() AND a.pid <> pg_backend_pid() "
+    "AND coalesce(a.backend_type, 'client backend') = 'client backend'"
 )
+_RUNNING = "SELECT virtualxid FROM pg_locks WHERE locktype = 'virtualxid' AND mode = 'ExclusiveLock' AND granted"
 
 
 def _wait_for_older_snapshots() -> None:
@@ -225,16 +232,16 @@ def _wait_for_older_snapshots() -> None:
     this point sees every copy. Waits _LOCK_PATIENCE_S at most, then names those still open
     (the upgrade run again goes on from its backfill)."""
     bind = op.get_bind()
-    older = {(pid, start): name for pid, start, name in bind.exec_driver_sql(_SNAPSHOT_HOLDERS).all()}
+    older = {vxid: (pid, name) for vxid, pid, name in bind.exec_driver_sql(_SNAPSHOT_HOLDERS).all()}
     deadline = time.monotonic() + _LOCK_PATIENCE_S
     while older:
-        now = {(pid, start) for pid, start, _ in bind.exec_driver_sql(_SNAPSHOT_HOLDERS).all()}
-        older = {key: name for key, name in older.items() if key in now}
+        running = set(bind.exec_driver_sql(_RUNNING).scalars())
+        older = {vxid: holder for vxid, holder in older.items() if vxid in running}
         if not older:
             return
         if time.monotonic() > deadline:
-            holders = "; ".join(f"pid {pid} ({name}, since {str(start)[:19]})"
-                                for (pid, start), name in sorted(older.items()))
+            holders = "; ".join(f"pid {pid} ({name or 'another role'}), transaction {vxid}"
+                                for vxid, (pid, name) in sorted(older.items()))
             raise RuntimeError(f"migration 0035 waited {_LOCK_PATIENCE_S:.0f} s for the transactions older than its "
                                f"copy to end; still open: {holders}; run the upgrade again once they are done "
                                "(it goes on where it stopped)")

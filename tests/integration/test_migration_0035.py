@@ -372,3 +372,37 @@ def test_the_downgrade_drops_a_leaf_a_purge_left_detached(empty_url: str) -> Non
         assert conn.execute(text("SELECT count(*) FROM pg_class WHERE relname ~ '^records_[0-9]'")).scalar_one() == 0
         assert conn.execute(text('SELECT DISTINCT topic_id, "partition" FROM records ORDER BY 1, 2')).all() == [
             (1, 0), (1, 1), (2, 3)]
+
+
+@pytest.mark.parametrize("empty_url", ["postgresql"], indirect=True)
+def test_0035_sees_the_snapshot_of_another_roles_reader_when_it_is_no_superuser(empty_url: str) -> None:
+    """A migration run as the service's owner role, which PostgreSQL does not let see another
+    role's `backend_type` or `xact_start`, still finds that role's REPEATABLE READ reader among
+    the transactions it waits for."""
+    import importlib.util
+    from pathlib import Path
+
+    path = next((Path(__file__).resolve().parents[2] / "migrations" / "versions").glob("0035_*.py"))
+    spec = importlib.util.spec_from_file_location("migration_0035", path)
+    migration = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
+    spec.loader.exec_module(migration)  # type: ignore[union-attr]
+    at_revision(empty_url, "0034", *_SEED)
+    suffix = uuid.uuid4().hex[:8]
+    migrator, reader = f"mig_{suffix}", f"rdr_{suffix}"
+    dsn = empty_url.replace("postgresql+psycopg", "postgresql")
+    write(empty_url, f'CREATE ROLE "{migrator}"', f'CREATE ROLE "{reader}" LOGIN',
+          f'GRANT SELECT ON topics TO "{reader}"')
+    try:
+        with psycopg.connect(dsn, user=reader) as reading, psycopg.connect(dsn, autocommit=True) as migrating:
+            reading.execute("BEGIN ISOLATION LEVEL REPEATABLE READ")
+            reading.execute("SELECT name FROM topics")
+            migrating.execute(f'SET ROLE "{migrator}"')
+            assert migrating.execute("SELECT backend_type FROM pg_stat_activity WHERE pid = %s",
+                                     (reading.info.backend_pid,)).fetchone() == (None,)  # hidden from it
+            holders = [pid for _, pid, _ in migrating.execute(migration._SNAPSHOT_HOLDERS).fetchall()]
+            assert reading.info.backend_pid in holders
+            reading.rollback()
+            assert reading.info.backend_pid not in [
+                pid for _, pid, _ in migrating.execute(migration._SNAPSHOT_HOLDERS).fetchall()]
+    finally:
+        write(empty_url, f'REVOKE ALL ON topics FROM "{reader}"', f'DROP ROLE "{reader}"', f'DROP ROLE "{migrator}"')
