@@ -57,13 +57,15 @@ def run_sql_file(name: str, *, dialect: str, values: Mapping[str, str] | None = 
 
 
 def view_readers(view: str) -> list[str]:
-    """PostgreSQL: the roles granted SELECT on `view` (outbox grant-reader's), quoted, so that
+    """PostgreSQL: the roles granted SELECT on `view` (outbox grant-reader's, and PUBLIC), quoted, so that
     a migration that must drop the view (CREATE OR REPLACE cannot remove a column) gives the
     grants back; none on SQLite."""
     bind = op.get_bind()
     if bind.dialect.name != "postgresql":
         return []
     return list(bind.exec_driver_sql(
-        "SELECT DISTINCT quote_ident(grantee) FROM information_schema.role_table_grants "
+        # PUBLIC is a keyword, not a role: quoted, it names a role that does not exist.
+        "SELECT DISTINCT CASE WHEN grantee = 'PUBLIC' THEN 'PUBLIC' ELSE quote_ident(grantee) END "
+        "FROM information_schema.role_table_grants "
         f"WHERE table_name = '{view}' AND table_schema = current_schema() AND privilege_type = 'SELECT' "
         "AND grantee <> current_user").scalars())

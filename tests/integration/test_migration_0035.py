@@ -406,3 +406,16 @@ def test_0035_sees_the_snapshot_of_another_roles_reader_when_it_is_no_superuser(
                 pid for _, pid, _ in migrating.execute(migration._SNAPSHOT_HOLDERS).fetchall()]
     finally:
         write(empty_url, f'REVOKE ALL ON topics FROM "{reader}"', f'DROP ROLE "{reader}"', f'DROP ROLE "{migrator}"')
+
+
+@pytest.mark.parametrize("empty_url", ["postgresql"], indirect=True)
+def test_0035_keeps_a_grant_of_the_view_to_public_and_gives_it_each_partitions_view(empty_url: str) -> None:
+    config = at_revision(empty_url, "0034", *_SEED, "GRANT SELECT ON committed_records TO PUBLIC")
+    anyone = f"anyone_{uuid.uuid4().hex[:8]}"
+    write(empty_url, f'CREATE ROLE "{anyone}"')
+    try:
+        command.upgrade(config, "0035")
+        assert _reads_view(empty_url, anyone) == 6
+        assert _reads_view(empty_url, anyone, "committed_records.partition_1_0") == 3
+    finally:
+        write(empty_url, "REVOKE SELECT ON committed_records FROM PUBLIC", f'DROP ROLE "{anyone}"')
