@@ -18,6 +18,11 @@ SERVE_ONLY = {"host": "--host", "port": "--port", "http_keep_alive_timeout_s": "
               "tls_client_ca_file": "--ssl-ca-certs", "kafka_listener": None}
 
 settings = Settings()
+if "mtls" in settings.authentication_methods:
+    # uvicorn verifies a client certificate but puts none in the request: every caller would
+    # be refused (`outbox serve` adds it, app.api.tls).
+    raise SystemExit("OUTBOX_AUTHENTICATION: mtls is `outbox serve`'s; `uvicorn app.main:app` cannot tell the app "
+                     "a client certificate: run `outbox serve`, or authenticate with api_key or jwt here")
 ignored = [name for name in SERVE_ONLY if name in settings.model_fields_set]
 if ignored:
     own = ", ".join(flag for name in ignored if (flag := SERVE_ONLY[name]))

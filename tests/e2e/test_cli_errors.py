@@ -668,3 +668,12 @@ def test_coordinator_once_refuses_a_metrics_port_it_would_never_serve(tmp_path: 
                               coordinator_metrics_port="18110"), 2)
     assert line == ("--once: OUTBOX_COORDINATOR_METRICS_PORT is a running coordinator's; a single pass serves no "
                     "metrics: unset it for this command")
+
+
+def test_uvicorn_refuses_mtls_which_it_cannot_serve(tmp_path: Path) -> None:
+    done = _uvicorn(f"sqlite:///{tmp_path}/outbox.db", authentication="api_key,mtls",
+                    tls_cert_file=str(tmp_path / "cert.pem"), tls_key_file=str(tmp_path / "key.pem"),
+                    tls_client_ca_file=str(tmp_path / "ca.pem"))
+    assert done.returncode != 0
+    assert ("OUTBOX_AUTHENTICATION: mtls is `outbox serve`'s; `uvicorn app.main:app` cannot tell the app a client "
+            "certificate: run `outbox serve`, or authenticate with api_key or jwt here") in done.stderr, done.stderr
