@@ -59,9 +59,13 @@ CREATE SCHEMA IF NOT EXISTS committed_records;
 -- (its owner, who may grant). Default privileges would not do: they act on the objects of the
 -- role that set them only, and the role that creates a partition (the service's) need not be
 -- the one that ran `outbox grant-reader` or the migration; a reader would then be refused the
--- views of later partitions while the view of every partition still let it in.
+-- views of later partitions while the view of every partition still let it in. SECURITY
+-- DEFINER: every view is owned by the function's owner, the role that ran the migration, as
+-- the view of every partition is, whichever role creates the partition; `outbox grant-reader`
+-- (run by that role or a member of it) can then grant SELECT on all of them, where a role that
+-- owned only some would grant nothing on the others.
 CREATE OR REPLACE FUNCTION outbox.create_partition_view(topic_id integer, "partition" integer) RETURNS void
-LANGUAGE plpgsql SET search_path = pg_catalog, @log_schema@, pg_temp
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, @log_schema@, pg_temp
 AS $fn$
 DECLARE
     view_name text := format('partition_%s_%s', topic_id, "partition");
