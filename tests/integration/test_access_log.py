@@ -90,7 +90,7 @@ def test_probes_and_scrapes_are_logged_with_access_log_probes(settings, caplog) 
 
 
 def test_access_log_false_logs_no_request_but_still_echoes_the_id(settings, caplog) -> None:  # type: ignore[no-untyped-def]
-    with client_with(settings, access_log=False, access_log_probes=True) as c:
+    with client_with(settings, access_log=False) as c:
         assert c.get("/v1/topics", headers={"X-Request-ID": "quiet"}).headers["X-Request-ID"] == "quiet"
         c.get("/healthz")
     assert logged(caplog) == []
