@@ -37,7 +37,8 @@ def run_migrations_online() -> None:
                                     **({} if busy is None else {"sqlite_busy_timeout_ms": busy}))
     with engine.connect() as connection:
         # Several processes may start on one new SQLite file at once: each waits for the
-        # write lock, and the ones after the first find the schema at head.
+        # write lock (up to OUTBOX_SQLITE_BUSY_TIMEOUT_MS; at 0 the later ones fail at once,
+        # "database is locked"), and the ones after the first find the schema at head.
         take_write_lock_at_begin(connection)
         _run(connection)
     engine.dispose()
