@@ -48,7 +48,7 @@ from app.domain.log_cleaning import (
 from app.domain.topic_config import NO_LIMIT
 from app.domain.types import IsolationLevel
 from app.settings import Settings
-from app.storage import cleaning, read
+from app.storage import cleaning, read, record_leaves
 from app.storage.cleaning import PartitionState
 from app.storage.engine import Database, after_commit
 
@@ -411,13 +411,13 @@ class LogCleaner:
 
     def _purge_deleted_topics(self, stop: Callable[[], bool]) -> CleanerPass:
         purged = 0
-        in_leaves = cleaning.records_in_leaves(self.db.dialect)
+        in_leaves = record_leaves.records_in_leaves(self.db.dialect)
         try:
             if in_leaves:
                 with self.db.autocommit() as conn:
-                    cleaning.finish_pending_detach(conn)
-                    for topic_id in cleaning.orphaned_leaf_topics(conn):
-                        purged += cleaning.drop_record_leaves(conn, topic_id)
+                    record_leaves.finish_pending_detach(conn)
+                    for topic_id in record_leaves.orphaned_leaf_topics(conn):
+                        purged += record_leaves.drop_record_leaves(conn, topic_id)
             while not stop():
                 if not in_leaves:
                     with self._chunk() as conn:
@@ -434,7 +434,7 @@ class LogCleaner:
                     # The leaves first: a process stopped between the two finds the topic
                     # again, with no leaves left, and forgets it then.
                     with self.db.autocommit() as conn:
-                        n = cleaning.drop_record_leaves(conn, topic_id)
+                        n = record_leaves.drop_record_leaves(conn, topic_id)
                     # Its batch rows and ids a chunk at a time: the loop finds the topic again
                     # (and no leaves) until the last chunk forgets it.
                     with self._chunk() as conn:
@@ -442,7 +442,7 @@ class LogCleaner:
                         _count_after_commit(conn, CleanerPass(topics_purged=n))
                 purged += n
                 self._chunk_done(CleanerPass(topics_purged=n), stop)
-        except cleaning.LeafBusy as busy:
+        except record_leaves.LeafBusy as busy:
             # A long reader of `records`: the leaf waits, detach pending, for the next pass,
             # and the topic's other leaves, batch rows and ids with it.
             logger.info("%s", busy)

@@ -1,7 +1,7 @@
 """PostgreSQL's `records` is partitioned by log partition (migration 0035): each log partition's
 records live in a leaf table of their own, records_<topic_id>_<partition>, which comes with the
 partition's creation (app/storage/sql/record_leaves.postgresql.sql) and goes with its topic's
-purge (app.storage.cleaning.drop_record_leaves); every statement the service runs is planned for
+purge (app.storage.record_leaves.drop_record_leaves); every statement the service runs is planned for
 its own partition, so that it reads and locks that leaf only."""
 
 from __future__ import annotations

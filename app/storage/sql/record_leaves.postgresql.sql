@@ -8,7 +8,7 @@
 -- see of that partition, the text of the view `committed_records` with the partition written
 -- in (committed_records.postgresql.sql, rendered by the migration into create_partition_view).
 -- The log cleaner removes a deleted topic's views and leaves
--- (app.storage.cleaning.drop_record_leaves). The current text; migrations run frozen copies
+-- (app.storage.record_leaves.drop_record_leaves). The current text; migrations run frozen copies
 -- (migrations/versions/sql/NNNN_record_leaves.postgresql.sql). @log_schema@ is the schema of
 -- the log's tables.
 --
