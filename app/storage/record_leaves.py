@@ -9,7 +9,8 @@ from sqlalchemy import Connection, text
 from sqlalchemy.exc import OperationalError
 
 from app.storage.errors import LOCK_NOT_AVAILABLE
-from app.storage.tables import RECORD_LEAF, partition_view, record_leaf_pattern
+from app.reader_relations import partition_view
+from app.storage.tables import RECORD_LEAF, record_leaf_pattern
 
 
 def records_in_leaves(dialect_name: str) -> bool:

@@ -23,6 +23,8 @@ from typing import Any
 from psycopg import sql
 from sqlalchemy import Engine
 
+from app.reader_relations import PARTITION_VIEWS_SCHEMA, VIEW
+
 _SCRAM_ITERATIONS = 4096  # PostgreSQL's own default (scram_iterations)
 
 
@@ -73,19 +75,19 @@ def grant_reader(engine: Engine, role: str, *, password: str | None = None) -> b
     partitions(topic_id, partition, next_offset). Whether it was created."""
     with _driver_cursor(engine) as cur:
         created = _ensure_role(cur, role, password)
-        cur.execute("SELECT table_schema FROM information_schema.views WHERE table_name = 'committed_records' "
-                    "AND table_schema = ANY (current_schemas(false))")
+        cur.execute("SELECT table_schema FROM information_schema.views WHERE table_name = %s "
+                    "AND table_schema = ANY (current_schemas(false))", (VIEW,))
         schema = cur.fetchone()[0]  # type: ignore[index]
         cur.execute(sql.SQL("GRANT USAGE ON SCHEMA {} TO {}").format(sql.Identifier(schema), sql.Identifier(role)))
-        cur.execute(sql.SQL("GRANT SELECT ON {}.committed_records TO {}").format(
-            sql.Identifier(schema), sql.Identifier(role)))
-        # Each log partition's view (committed_records.partition_<topic_id>_<partition>): those
-        # there now; those of partitions created later are given the grants of the view of
-        # every partition as they are made (outbox.create_partition_view).
-        if cur.execute("SELECT to_regnamespace('committed_records') IS NOT NULL").fetchone()[0]:
-            cur.execute(sql.SQL("GRANT USAGE ON SCHEMA committed_records TO {}").format(sql.Identifier(role)))
-            cur.execute(sql.SQL("GRANT SELECT ON ALL TABLES IN SCHEMA committed_records TO {}").format(
-                sql.Identifier(role)))
+        cur.execute(sql.SQL("GRANT SELECT ON {}.{} TO {}").format(
+            sql.Identifier(schema), sql.Identifier(VIEW), sql.Identifier(role)))
+        # Each log partition's view (app.reader_relations.partition_view): those there now;
+        # those of partitions created later are given the grants of the view of every
+        # partition as they are made (outbox.create_partition_view).
+        if cur.execute("SELECT to_regnamespace(%s) IS NOT NULL", (PARTITION_VIEWS_SCHEMA,)).fetchone()[0]:  # type: ignore[index]
+            views = sql.Identifier(PARTITION_VIEWS_SCHEMA)
+            cur.execute(sql.SQL("GRANT USAGE ON SCHEMA {} TO {}").format(views, sql.Identifier(role)))
+            cur.execute(sql.SQL("GRANT SELECT ON ALL TABLES IN SCHEMA {} TO {}").format(views, sql.Identifier(role)))
         # The topics' names and the partitions' next offsets: the data source compares them
         # with the service's log ends, to know it reads the service's own database
         # (spark_jobs.reader.checks.check_same_database). Both show in the view anyway.

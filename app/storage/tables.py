@@ -173,14 +173,6 @@ records = Table(
 RECORD_LEAF = re.compile(r"records_([0-9]+)_([0-9]+)")
 
 
-def partition_view(topic_id: int, partition: int) -> str:
-    """The view of one log partition's committed records on PostgreSQL, schema-qualified:
-    committed_records.partition_<topic_id>_<partition>, made with the partition's leaf by
-    outbox.create_partition_view (app/storage/sql/record_leaves.postgresql.sql), from the
-    text of the view `committed_records` with the partition written in."""
-    return f"committed_records.partition_{int(topic_id)}_{int(partition)}"
-
-
 def record_leaf_pattern(topic_id: int | None = None) -> str:
     """RECORD_LEAF as a whole-name regular expression for the database's `~`: every leaf's
     name, or one topic's leaves'."""

@@ -41,12 +41,13 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import parse_qsl, quote, urlencode
 
+from app.reader_relations import VIEW
 from spark_jobs.common.options import HeadersFormat
 from spark_jobs.errors import OutboxSourceError, SparkJobError
 from spark_jobs.jars import DRIVERS
 from spark_jobs.reader.batch import schema_ddl
 from spark_jobs.reader.options import Database, SourceOptions
-from spark_jobs.reader.planning import VIEW, Split
+from spark_jobs.reader.planning import Split
 from spark_jobs.reader.statement import split_predicate
 
 READERS = ("auto", "jvm", "python")

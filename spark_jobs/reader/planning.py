@@ -41,6 +41,7 @@ from pyspark.sql.datasource import (
 )
 
 from app.client.errors import ClientError
+from app.reader_relations import PARTITION_VIEWS_SCHEMA, VIEW, partition_view
 from spark_jobs.common.positions import (
     EARLIEST,
     DataLoss,
@@ -86,19 +87,6 @@ class Bounds:
         if self.high is not None:
             out.append(f"{column} < {int(self.high)}")
         return out
-
-
-# What every reader of the database reads: the view of every log partition. On PostgreSQL
-# (since migration 0035) each log partition has a view of its own, read instead (partition_view).
-VIEW = "committed_records"
-
-
-def partition_view(topic_id: int, partition: int) -> str:
-    """A log partition's view on PostgreSQL: the text of committed_records with the partition
-    written in, so that its plan holds that partition's leaf of `records` alone, where the view
-    of every partition holds and locks every leaf (docs/DESIGN-partitioned-records.md, "A view
-    of each log partition"). The service names it the same (app/storage/tables.py)."""
-    return f"committed_records.partition_{int(topic_id)}_{int(partition)}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -353,7 +341,7 @@ def relations(database: Database, topics: set[str]) -> Callable[[str, int], str]
 
     try:
         with psycopg.connect(database.target, connect_timeout=PROBE_TIMEOUT_S) as conn:
-            if not conn.execute("SELECT to_regnamespace('committed_records') IS NOT NULL").fetchone()[0]:  # type: ignore[index]
+            if not conn.execute("SELECT to_regnamespace(%s) IS NOT NULL", (PARTITION_VIEWS_SCHEMA,)).fetchone()[0]:  # type: ignore[index]
                 return lambda topic, partition: VIEW
             ids = dict(conn.execute("SELECT name, topic_id FROM topics WHERE name = ANY(%s)", (sorted(topics),)).fetchall())
     except psycopg.Error as e:

@@ -11,7 +11,8 @@ written as a literal each database reads the same whatever its settings (sql_str
 
 from __future__ import annotations
 
-from spark_jobs.reader.planning import VIEW, Bounds, Split
+from app.reader_relations import VIEW
+from spark_jobs.reader.planning import Bounds, Split
 
 # Read from the database by the Python data source, in this order.
 STORED_COLUMNS = ("offset", "commit_position", "timestamp_ms", "key", "value", "headers")
@@ -36,7 +37,7 @@ def quote(column: str) -> str:
 def positions_predicate(topic: str, partition: int, start: int, end: int, database: str,
                         relation: str = VIEW) -> list[str]:
     """The conditions on `relation` (the view of every partition, or the partition's own:
-    spark_jobs.reader.planning.partition_view) that read a topic-partition's commit positions
+    app.reader_relations.partition_view) that read a topic-partition's commit positions
     [start, end), as the batch index's range: every reader of the views derives its bounds
     from here.
 

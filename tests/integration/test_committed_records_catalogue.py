@@ -11,7 +11,7 @@ import pytest
 from sqlalchemy import inspect, text
 
 from app.storage.sql import EVERY_PARTITION, load
-from app.storage.tables import partition_view
+from app.reader_relations import partition_view
 from migrations.sql_files import render
 from tests.helpers import create_topic
 

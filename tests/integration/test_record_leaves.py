@@ -16,7 +16,8 @@ from app import in_database
 from app.in_database import OutboxRecord
 from app.services.log_cleaner import LogCleaner
 from app.storage import cleaning, read_committed
-from app.storage.tables import partition_view, record_leaf_pattern
+from app.reader_relations import partition_view
+from app.storage.tables import record_leaf_pattern
 from tests.helpers import batch, begin, create_topic, ident, init_producer, send
 from tests.migration_helpers import attached_record_leaves, connected
 

@@ -31,7 +31,8 @@ from spark_jobs.common.positions import (
 )
 from spark_jobs.common.positions import TopicRange
 from spark_jobs.reader.options import Database
-from spark_jobs.reader.planning import VIEW, Split, partition_view, relations
+from app.reader_relations import VIEW, partition_view
+from spark_jobs.reader.planning import Split, relations
 from spark_jobs.reader.statement import positions_predicate, select_statement
 from spark_jobs.session import check_submitted_jars
 
