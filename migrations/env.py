@@ -7,6 +7,7 @@ import os
 from alembic import context
 
 from app.storage.engine import build_migration_engine, take_write_lock_at_begin
+from app.storage.migrate import one_migrator_at_a_time
 from app.storage.tables import metadata
 
 config = context.config
@@ -35,10 +36,11 @@ def run_migrations_online() -> None:
     busy = config.attributes.get("sqlite_busy_timeout_ms")
     engine = build_migration_engine(config.get_main_option("sqlalchemy.url"),
                                     **({} if busy is None else {"sqlite_busy_timeout_ms": busy}))
-    with engine.connect() as connection:
-        # Several processes may start on one new SQLite file at once: each waits for the
-        # write lock (up to OUTBOX_SQLITE_BUSY_TIMEOUT_MS; at 0 the later ones fail at once,
-        # "database is locked"), and the ones after the first find the schema at head.
+    # Several processes may migrate one database at once: on PostgreSQL each waits for the
+    # migrators' lock; on SQLite for the write lock (up to OUTBOX_SQLITE_BUSY_TIMEOUT_MS; at 0
+    # the later ones fail at once, "database is locked"). The ones after the first find the
+    # schema where it left it.
+    with one_migrator_at_a_time(engine), engine.connect() as connection:
         take_write_lock_at_begin(connection)
         _run(connection)
     engine.dispose()
