@@ -11,8 +11,9 @@ from app.settings import Settings
 
 # The settings of the server `outbox serve` runs around the app, which uvicorn, running the app
 # alone, would ignore without a word: its own address, keep-alive and TLS are its command
-# line's, and the Kafka door is not started at all. TLS above all: a service its operator
-# believes to speak HTTPS would answer in plain text.
+# line's, and the Kafka door (OUTBOX_KAFKA_LISTENER, and every OUTBOX_KAFKA_ setting with it) is
+# not started at all. TLS above all: a service its operator believes to speak HTTPS would answer
+# in plain text.
 SERVE_ONLY = {"host": "--host", "port": "--port", "http_keep_alive_timeout_s": "--timeout-keep-alive",
               "tls_cert_file": "--ssl-certfile", "tls_key_file": "--ssl-keyfile",
               "tls_client_ca_file": "--ssl-ca-certs", "kafka_listener": None}
@@ -23,9 +24,10 @@ if "mtls" in settings.authentication_methods:
     # be refused (`outbox serve` adds it, app.api.tls).
     raise SystemExit("OUTBOX_AUTHENTICATION: mtls is `outbox serve`'s; `uvicorn app.main:app` cannot tell the app "
                      "a client certificate: run `outbox serve`, or authenticate with api_key or jwt here")
-ignored = [name for name in SERVE_ONLY if name in settings.model_fields_set]
+ignored = [name for name in Settings.model_fields
+           if name in settings.model_fields_set and (name in SERVE_ONLY or name.startswith("kafka_"))]
 if ignored:
-    own = ", ".join(flag for name in ignored if (flag := SERVE_ONLY[name]))
+    own = ", ".join(flag for name in ignored if (flag := SERVE_ONLY.get(name)))
     raise SystemExit(
         f"{', '.join(f'OUTBOX_{name.upper()}' for name in ignored)}: `outbox serve`'s, which `uvicorn app.main:app` "
         "would ignore (it serves the HTTP API alone" + (f"; give uvicorn {own} instead" if own else "")

@@ -63,6 +63,14 @@ def kafka_address(listener: str) -> tuple[str, int]:
     return host_name(host), int(port)
 
 
+# The settings that act on one kind of database only, by that kind; each is refused with a
+# database of the other kind.
+OTHER_BACKENDS_SETTINGS = {
+    "sqlite": ("sqlite_busy_timeout_ms", "sqlite_synchronous"),
+    # SQLite's connections are files of this process: nothing to test before handing one out.
+    "postgresql": ("db_pool_pre_ping",),
+}
+
 ACCEPTED_DATABASE_URLS = "sqlite:///path.db or postgresql+psycopg://user:password@host:5432/db"
 
 
@@ -479,7 +487,25 @@ class Settings(BaseSettings):
             raise ValueError(
                 "OUTBOX_MAX_WAITING_REQUESTS_PER_PRINCIPAL exceeds OUTBOX_MAX_WAITING_REQUESTS"
             )
+        other = OTHER_BACKENDS_SETTINGS["postgresql" if self.is_sqlite else "sqlite"]
+        if given := [name for name in other if getattr(self, name) != type(self).model_fields[name].default]:
+            # Taken and ignored, such a setting would let its operator believe, say, that a
+            # PostgreSQL service flushes as OUTBOX_SQLITE_SYNCHRONOUS says. One left at its
+            # default changes nothing on either kind (an env file both kinds share).
+            raise ValueError(
+                f"{', '.join(f'OUTBOX_{name.upper()}' for name in given)} set, but OUTBOX_DATABASE_URL is "
+                f"{'an SQLite' if self.is_sqlite else 'a PostgreSQL'} database, where "
+                f"{'it does' if len(given) == 1 else 'they do'} nothing"
+            )
         return self
+
+    def kafka_settings_without_listener(self) -> list[str]:
+        """The Kafka listener's own settings that were set while no listener runs: what `outbox
+        serve` (once --kafka-listener is read) and `uvicorn app.main:app` refuse."""
+        if self.kafka_listener is not None:
+            return []
+        return [f"OUTBOX_{name.upper()}" for name in sorted(self.model_fields_set)
+                if name.startswith("kafka_") and name != "kafka_listener"]
 
     @property
     def console_history_samples(self) -> int:

@@ -49,6 +49,9 @@ def serve(settings: Settings, args: argparse.Namespace) -> int:
         except ValueError as e:
             raise CommandError(f"--kafka-listener: {e}", EXIT_USAGE) from None
         settings = settings.model_copy(update={"kafka_listener": args.kafka_listener})
+    if unused := settings.kafka_settings_without_listener():
+        raise CommandError(f"{', '.join(unused)}: the Kafka listener's, and none runs; set OUTBOX_KAFKA_LISTENER "
+                           "(or --kafka-listener), or unset them", EXIT_USAGE)
     host = args.host or settings.host
     port = settings.port if args.port is None else args.port
     _check_exposure(settings, host)

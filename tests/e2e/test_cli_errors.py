@@ -407,8 +407,9 @@ def test_backup_of_postgresql_names_what_to_use_instead(migrated: str, cli: Run)
 
 
 @pytest.mark.parametrize("empty_database", ["sqlite"], indirect=True)
-@pytest.mark.parametrize("args", [("grant-reader", "spark_reader"), ("grant-appender", "shop", "--all-topics"),
-                                  ("revoke-appender", "shop")], ids=lambda a: a[0])
+@pytest.mark.parametrize("args", [("grant-reader", "spark_reader"), ("revoke-reader", "spark_reader"),
+                                  ("grant-appender", "shop", "--all-topics"), ("revoke-appender", "shop")],
+                         ids=lambda a: a[0])
 def test_the_role_commands_on_sqlite_do_not_apply_exit_2_as_backup_on_postgresql(
         migrated: str, cli: Run, args: tuple[str, ...]) -> None:
     # README, Command-line errors: 2 is "the command does not apply", as `outbox backup` on
@@ -629,6 +630,32 @@ def test_uvicorn_refuses_a_kafka_listener_it_would_not_serve(tmp_path: Path) -> 
     assert done.returncode != 0
     assert ("OUTBOX_KAFKA_LISTENER: `outbox serve`'s, which `uvicorn app.main:app` would ignore (it serves the "
             "HTTP API alone): unset them here, or run `outbox serve`") in done.stderr, done.stderr
+
+
+def test_serve_refuses_the_kafka_listener_s_settings_when_no_listener_runs(tmp_path: Path) -> None:
+    line = one_error_line(outbox(f"sqlite:///{tmp_path}/outbox.db", "serve", "--port", "0",
+                                 kafka_num_partitions="3", kafka_auto_create_topics="true"), 2)
+    assert line == ("OUTBOX_KAFKA_AUTO_CREATE_TOPICS, OUTBOX_KAFKA_NUM_PARTITIONS: the Kafka listener's, and none "
+                    "runs; set OUTBOX_KAFKA_LISTENER (or --kafka-listener), or unset them")
+
+
+def test_serve_takes_the_kafka_listener_s_settings_with_a_listener_given_by_its_flag(tmp_path: Path) -> None:
+    # Past the check above, serve stops at the Kafka port in use: the settings were taken.
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        done = outbox(f"sqlite:///{tmp_path}/outbox.db", "serve", "--port", "0",
+                      "--kafka-listener", f"127.0.0.1:{port}", kafka_num_partitions="3")
+    assert one_error_line(done, 1).startswith("Kafka listener (OUTBOX_KAFKA_LISTENER, --kafka-listener): cannot "
+                                              f"listen on 127.0.0.1:{port}")
+
+
+def test_uvicorn_refuses_the_kafka_listener_s_settings_it_would_not_act_on(tmp_path: Path) -> None:
+    done = _uvicorn(f"sqlite:///{tmp_path}/outbox.db", kafka_max_connections="5")
+    assert done.returncode != 0
+    assert ("OUTBOX_KAFKA_MAX_CONNECTIONS: `outbox serve`'s, which `uvicorn app.main:app` would ignore (it serves "
+            "the HTTP API alone): unset them here, or run `outbox serve`") in done.stderr, done.stderr
 
 
 def test_uvicorn_refuses_tls_and_the_address_it_would_not_act_on(tmp_path: Path) -> None:

@@ -201,6 +201,27 @@ def test_an_offsets_retention_outside_kafkas_range_is_refused_at_startup(minutes
     assert error["loc"] == ("offsets_retention_minutes",)
 
 
+@pytest.mark.parametrize(("url", "given", "refused"), [
+    ("postgresql+psycopg://u@h/db", {"sqlite_synchronous": "NORMAL"}, "OUTBOX_SQLITE_SYNCHRONOUS"),
+    ("postgresql+psycopg://u@h/db", {"sqlite_busy_timeout_ms": 100, "sqlite_synchronous": "NORMAL"},
+     "OUTBOX_SQLITE_BUSY_TIMEOUT_MS, OUTBOX_SQLITE_SYNCHRONOUS"),
+    ("sqlite:///x.db", {"db_pool_pre_ping": True}, "OUTBOX_DB_POOL_PRE_PING"),
+])
+def test_a_setting_of_the_other_kind_of_database_is_refused(url: str, given: dict, refused: str) -> None:  # type: ignore[type-arg]
+    # Taken and ignored, OUTBOX_SQLITE_SYNCHRONOUS=FULL would promise flushes PostgreSQL's own
+    # settings decide.
+    with pytest.raises(ValidationError, match=f"{refused} set, but OUTBOX_DATABASE_URL is an? (SQLite|PostgreSQL) "
+                                              "database, where (it does|they do) nothing"):
+        Settings(database_url=url, **given)
+
+
+def test_each_kind_of_database_takes_its_own_settings_and_the_other_s_at_their_defaults() -> None:
+    assert Settings(database_url="sqlite:///x.db", sqlite_synchronous="NORMAL",
+                    db_pool_pre_ping=False).sqlite_synchronous == "NORMAL"
+    assert Settings(database_url="postgresql+psycopg://u@h/db", db_pool_pre_ping=True,
+                    sqlite_synchronous="FULL", sqlite_busy_timeout_ms=30_000).db_pool_pre_ping
+
+
 def test_a_kafka_partition_count_above_the_topics_bound_is_refused() -> None:
     # Every auto-created topic and every CreateTopics leaving the count to the broker would be
     # refused with INVALID_PARTITIONS.
