@@ -190,6 +190,7 @@ CASES = [
     Case("a NUL in a header value", (Record(1, headers={"h": "a\x00"}),), error="INVALID_REQUEST"),
     Case("a NUL in a header name", (Record(1, headers={"\x00": "a"}),), error="INVALID_REQUEST"),
     Case("a NUL in a key", (Record(1, key="a\x00"),), error="INVALID_REQUEST", appenders=(SEND, PYTHON)),
+    Case("a lone surrogate in a key", (Record(1, key="k\ud800"),), error="INVALID_REQUEST", appenders=(SEND, PYTHON)),
     Case("a negative timestamp", (Record(1, timestamp_ms=-1),), error="INVALID_REQUEST"),
     Case("a refusal of a later record refuses the earlier ones too", (Record("ok"), Record(10 ** 400)),
          error="INVALID_REQUEST"),

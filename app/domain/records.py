@@ -158,11 +158,18 @@ def check_address(topic: Any, partition: Any) -> None:
 
 
 def check_text(text: Any, what: str) -> None:
-    """A key, or a header's name or value: a string without NUL."""
+    """A key, a message id, or a header's name or value: a string without NUL (which
+    PostgreSQL's text cannot hold) or a lone surrogate (which is not UTF-8, so no database
+    and no JSON document can hold it)."""
     if not isinstance(text, str):
         raise InvalidRequest(f"{what}: must be a string, not {type(text).__name__}")
     if "\x00" in text:
         raise InvalidRequest(f"{what}: must not contain NUL (U+0000)")
+    if not text.isascii():
+        try:
+            text.encode()
+        except UnicodeEncodeError:
+            raise InvalidRequest(f"{what}: must not contain a lone surrogate, which is not UTF-8") from None
 
 
 # A message id is the application's key of a record, unique per topic in record_message_ids'
@@ -178,15 +185,10 @@ def check_message_id(message_id: Any, what: str) -> None:
     (which PostgreSQL's text cannot hold) or a lone surrogate (which is not UTF-8). outbox.append
     applies the same rule (app/storage/sql/appender.postgresql.sql), where its text parameter
     can hold neither."""
-    check_text(message_id, what)  # a string without NUL, as a key
+    check_text(message_id, what)  # a string without NUL or a lone surrogate, as a key
     if not 1 <= len(message_id) <= MAX_MESSAGE_ID_LENGTH:
         raise InvalidRequest(
             f"{what}: a message id is 1 to {MAX_MESSAGE_ID_LENGTH} characters, not {len(message_id)}")
-    if not message_id.isascii():
-        try:
-            message_id.encode()
-        except UnicodeEncodeError:
-            raise InvalidRequest(f"{what}: a message id must not contain a lone surrogate") from None
 
 
 def check_headers(headers: Any, what: str) -> None:
