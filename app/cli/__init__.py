@@ -1,5 +1,5 @@
 """The `outbox` command: serve, coordinator, migrate, backup, transactions, topics, groups,
-principals, acls, grant-reader, grant-appender, revoke-appender, openapi.
+principals, acls, grant-reader, revoke-reader, grant-appender, revoke-appender, openapi.
 
 With `--url` (or OUTBOX_URL) the admin commands (app.cli.remote.COMMANDS) call a running
 service's HTTP API with an API key; without it they open the database, as every other command

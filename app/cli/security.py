@@ -1,6 +1,6 @@
 """Who may do what, from the command line: principals and their API keys, ACLs, and the
 PostgreSQL roles that read the committed log or append in the application's transaction
-(grant-reader, grant-appender, revoke-appender)."""
+(grant-reader, revoke-reader, grant-appender, revoke-appender)."""
 
 from __future__ import annotations
 
@@ -171,7 +171,24 @@ def grant_reader(settings: Settings, args: argparse.Namespace) -> int:
             created = roles.grant_reader(db.engine, args.role, password=password)
     finally:
         db.dispose()
-    print(f"{'created role' if created else 'role'} {args.role}: SELECT on committed_records only")
+    print(f"{'created role' if created else 'role'} {args.role}: SELECT on committed_records and its partitions' "
+          "views only")
+    return 0
+
+
+def revoke_reader(settings: Settings, args: argparse.Namespace) -> int:
+    """PostgreSQL: take back what grant-reader gave, every log partition's view included."""
+    from app.storage import roles
+
+    if settings.is_sqlite:
+        raise CommandError("revoke-reader is for PostgreSQL: an SQLite file has no roles", EXIT_USAGE)
+    db = open_existing(settings, pool_size=1)
+    try:
+        with _role_refusals():
+            roles.revoke_reader(db.engine, args.role)
+    finally:
+        db.dispose()
+    print(f"role {args.role}: no SELECT on committed_records or its partitions' views")
     return 0
 
 
@@ -250,6 +267,10 @@ def add_commands(command: Command, verbose: argparse.ArgumentParser) -> None:
     gr.add_argument("--password-stdin", action="store_true",
                     help="create the role with LOGIN and the password read from standard input")
     gr.set_defaults(func=grant_reader)
+    rr = command("revoke-reader", help="PostgreSQL: take back from ROLE what grant-reader gave, every partition's "
+                 "view included (a REVOKE of committed_records alone leaves those)")
+    rr.add_argument("role")
+    rr.set_defaults(func=revoke_reader)
     for name, verb in (("grant-appender", "create or grant ROLE"), ("revoke-appender", "take back from ROLE")):
         ap = command(name, help=f"PostgreSQL: {verb} the right to call outbox.append for these topics "
                      "(revoke-appender with no topic: every topic, and EXECUTE on outbox.append)")

@@ -98,6 +98,28 @@ def grant_reader(engine: Engine, role: str, *, password: str | None = None) -> b
     return created
 
 
+def revoke_reader(engine: Engine, role: str) -> None:
+    """Take back from `role` what grant_reader gave: SELECT on committed_records and on every
+    log partition's view, USAGE on those views' schema, and the columns of topics and partitions.
+    A REVOKE of committed_records alone would leave the role every partition's view, each
+    granted on its own (a partition created later no longer gets it: its view copies the
+    grants of committed_records as it is made). USAGE on the log's own schema stays: it
+    opens nothing without a grant inside it, and other grants may need it."""
+    with _driver_cursor(engine) as cur:
+        cur.execute("SELECT table_schema FROM information_schema.views WHERE table_name = %s "
+                    "AND table_schema = ANY (current_schemas(false))", (VIEW,))
+        schema = sql.Identifier(cur.fetchone()[0])  # type: ignore[index]
+        who = sql.Identifier(role)
+        cur.execute(sql.SQL("REVOKE SELECT ON {}.{} FROM {}").format(schema, sql.Identifier(VIEW), who))
+        if cur.execute("SELECT to_regnamespace(%s) IS NOT NULL", (PARTITION_VIEWS_SCHEMA,)).fetchone()[0]:  # type: ignore[index]
+            views = sql.Identifier(PARTITION_VIEWS_SCHEMA)
+            cur.execute(sql.SQL("REVOKE SELECT ON ALL TABLES IN SCHEMA {} FROM {}").format(views, who))
+            cur.execute(sql.SQL("REVOKE USAGE ON SCHEMA {} FROM {}").format(views, who))
+        cur.execute(sql.SQL("REVOKE SELECT (topic_id, name) ON {}.topics FROM {}").format(schema, who))
+        cur.execute(sql.SQL('REVOKE SELECT (topic_id, "partition", next_offset) ON {}.partitions FROM {}').format(
+            schema, who))
+
+
 _APPEND_FUNCTION = "outbox.append(text, integer, text, json, json, text, bigint)"
 
 

@@ -167,7 +167,9 @@ def test_grant_appender_without_a_topic_is_a_usage_error(role: str, db_url: str,
     (("revoke-appender", "no_such_role"), 'role "no_such_role" does not exist'),
     (("grant-appender", "pg_app", "--topic", "orders"), 'role name "pg_app" is reserved'),
     (("grant-reader", "public"), 'role name "public" is reserved'),
-], ids=["revoke from a role that does not exist", "grant to a reserved name", "grant-reader to a reserved name"])
+    (("revoke-reader", "no_such_role"), 'role "no_such_role" does not exist'),
+], ids=["revoke from a role that does not exist", "grant to a reserved name", "grant-reader to a reserved name",
+        "revoke-reader from a role that does not exist"])
 def test_a_role_the_database_refuses_is_the_commands_mistake_not_an_unavailable_database(
         admin_url: str, db_url: str, cli: Run, args: tuple[str, ...], error: str) -> None:
     done = cli(db_url, *args)

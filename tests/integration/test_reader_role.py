@@ -13,7 +13,7 @@ from sqlalchemy import create_engine, text
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ProgrammingError
 
-from app.storage.roles import grant_reader
+from app.storage.roles import grant_reader, revoke_reader
 from tests.helpers import batch, begin, create_topic, ident, init_producer, send
 
 pytestmark = pytest.mark.parametrize("db_url", ["postgresql"], indirect=True)
@@ -127,6 +127,37 @@ def test_the_reader_sees_topic_names_and_partitions_next_offsets_and_no_other_co
     for other in ("SELECT * FROM topics", "SELECT log_start_offset FROM partitions"):
         with pytest.raises(ProgrammingError, match="permission denied"):
             rows(reader, other)
+
+
+def test_revoking_a_reader_takes_back_every_partition_s_view_and_those_made_later(
+        client: Any, db_url: str, reader: str) -> None:
+    # A REVOKE of committed_records alone left the role each partition's view, granted on its own.
+    create_topic(client, "orders")
+    assert send(client, [batch("orders", 0, ["paid"])]).status_code == 200
+    topic_id = rows(reader, "SELECT topic_id FROM topics WHERE name = 'orders'")[0][0]
+    assert rows(reader, f"SELECT value FROM committed_records.partition_{topic_id}_0") == [('"paid"',)]
+    engine = create_engine(db_url)
+    revoke_reader(engine, make_url(reader).username)  # type: ignore[arg-type]
+    engine.dispose()
+    create_topic(client, "later")
+    later = rows(db_url, "SELECT topic_id FROM topics WHERE name = 'later'")[0][0]
+    for sql in ("SELECT count(*) FROM committed_records", f"SELECT value FROM committed_records.partition_{topic_id}_0",
+                f"SELECT value FROM committed_records.partition_{later}_0", "SELECT name FROM topics",
+                "SELECT next_offset FROM partitions"):
+        with pytest.raises(ProgrammingError, match="permission denied"):
+            rows(reader, sql)
+
+
+def test_a_reader_granted_again_after_its_revocation_reads_again(client: Any, db_url: str, reader: str) -> None:
+    create_topic(client, "orders")
+    assert send(client, [batch("orders", 0, ["paid"])]).status_code == 200
+    role = make_url(reader).username
+    engine = create_engine(db_url)
+    revoke_reader(engine, role)  # type: ignore[arg-type]
+    assert grant_reader(engine, role) is False  # type: ignore[arg-type]
+    engine.dispose()
+    topic_id = rows(reader, "SELECT topic_id FROM topics WHERE name = 'orders'")[0][0]
+    assert rows(reader, f"SELECT value FROM committed_records.partition_{topic_id}_0") == [('"paid"',)]
 
 
 def test_granting_an_existing_role_again_creates_nothing(db_url: str, reader: str) -> None:
