@@ -410,8 +410,19 @@ class LogCleaner:
     # --- deleted topics -------------------------------------------------------------------
 
     def _purge_deleted_topics(self, stop: Callable[[], bool]) -> CleanerPass:
+        if not record_leaves.records_in_leaves(self.db.dialect):
+            return self._purge_deleted_topics_now(stop, in_leaves=False)
+        # One process at a time detaches and drops leaves; the others leave it to that one.
+        with self.db.autocommit() as turn:
+            if not record_leaves.take_purge_turn(turn):
+                return CleanerPass()
+            try:
+                return self._purge_deleted_topics_now(stop, in_leaves=True)
+            finally:
+                record_leaves.end_purge_turn(turn)
+
+    def _purge_deleted_topics_now(self, stop: Callable[[], bool], *, in_leaves: bool) -> CleanerPass:
         purged = 0
-        in_leaves = record_leaves.records_in_leaves(self.db.dialect)
         try:
             if in_leaves:
                 with self.db.autocommit() as conn:

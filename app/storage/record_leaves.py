@@ -62,6 +62,24 @@ _ORPHANED_LEAF_TOPICS = text(
 DETACH_PATIENCE = "2s"
 
 
+# The advisory lock a process holds while it purges deleted topics' leaves (advisory locks are
+# per database). Every `serve` runs a log cleaner: without it, two found the same deleted topic
+# and detached the same leaf at once, and the one that came second failed its pass. The bytes
+# of "purge".
+PURGE_LOCK = 0x7075726765
+
+
+def take_purge_turn(conn: Connection) -> bool:
+    """On an autocommit connection held for the purge: whether this process may purge now
+    (the lock is its until end_purge_turn, or until the connection ends); False while another
+    process purges, which then purges for both."""
+    return bool(conn.execute(text("SELECT pg_try_advisory_lock(:key)"), {"key": PURGE_LOCK}).scalar_one())
+
+
+def end_purge_turn(conn: Connection) -> None:
+    conn.execute(text("SELECT pg_advisory_unlock(:key)"), {"key": PURGE_LOCK})
+
+
 class LeafBusy(Exception):
     """A leaf's detach gave up after DETACH_PATIENCE: transactions using `records` still run.
     `dropped`: the records of the leaves dropped before it, by the call it interrupted."""

@@ -14,9 +14,9 @@ from sqlalchemy import text
 
 from app import in_database
 from app.in_database import OutboxRecord
-from app.services.log_cleaner import LogCleaner
-from app.storage import cleaning, read_committed
 from app.reader_relations import partition_view
+from app.services.log_cleaner import LogCleaner
+from app.storage import cleaning, read_committed, record_leaves
 from app.storage.tables import record_leaf_pattern
 from tests.helpers import batch, begin, create_topic, ident, init_producer, send
 from tests.migration_helpers import attached_record_leaves, connected
@@ -163,6 +163,22 @@ def test_a_deleted_topics_batch_rows_are_forgotten_a_chunk_at_a_time(  # type: i
     assert left_before_each_chunk == [7, 4, 1, 0]
     with connected(db_url) as conn:
         assert conn.execute(text("SELECT count(*) FROM deleted_topics")).scalar_one() == 0
+
+
+def test_a_purge_waits_its_turn_while_another_process_purges(client, services, clock, db_url) -> None:  # type: ignore[no-untyped-def]
+    # Two serve processes' cleaners once detached the same leaf at once: the second failed its pass.
+    create_topic(client, "gone", 1)
+    gone = topic_id(db_url, "gone")
+    produce(client, "gone", 0, [1, 2])
+    assert client.delete("/v1/topics/gone").status_code == 204
+    cleaner = LogCleaner(services.db, services.settings, clock)
+    with connected(db_url) as other:
+        other.execute(text("SELECT pg_advisory_lock(:key)"), {"key": record_leaves.PURGE_LOCK})
+        assert cleaner.run_once().topics_purged == 0
+        assert f"records_{gone}_0" in leaves(db_url)
+        other.execute(text("SELECT pg_advisory_unlock(:key)"), {"key": record_leaves.PURGE_LOCK})
+    assert cleaner.run_once().topics_purged == 2
+    assert f"records_{gone}_0" not in leaf_tables(db_url)
 
 
 def test_the_purge_finishes_a_detach_left_halfway_and_drops_a_leaf_left_detached(  # type: ignore[no-untyped-def]
