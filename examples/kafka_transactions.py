@@ -48,10 +48,33 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, Topi
 
 EXIT_FATAL = 3
 TIMEOUT_S = 30
+# How long the start waits for the listener's first answer: enough for a service that is still
+# starting, short enough that a wrong --bootstrap is said while the command is still in view.
+REACH_TIMEOUT_S = 10
 
 
 class MissingTopic(Exception):
     """A topic the loop is told to write to does not exist."""
+
+
+class Unreachable(Exception):
+    """No Kafka listener answers at --bootstrap."""
+
+
+def check_listener(bootstrap: str) -> None:
+    """Raise Unreachable unless a Kafka listener answers a Metadata request at `bootstrap`.
+
+    Without it, a wrong address (or a service started without --kafka-listener) showed as
+    librdkafka's connection failures, several a second, until init_transactions gave up after
+    TIMEOUT_S with `_TIMED_OUT: ... retry call to resume`, which names neither the address nor
+    the cause. The probe's own client logs nothing (log_level 0): its failure is this one line.
+    """
+    probe = Producer({"bootstrap.servers": bootstrap, "log_level": 0})
+    try:
+        probe.list_topics(timeout=REACH_TIMEOUT_S)
+    except KafkaException as e:
+        raise Unreachable(f"--bootstrap {bootstrap}: no Kafka listener answered within {REACH_TIMEOUT_S} s "
+                          f"({e.args[0].str()}): is `outbox serve --kafka-listener {bootstrap}` running?") from None
 
 
 class NotANumber(ValueError):
@@ -257,8 +280,9 @@ def main(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGINT, stop)
     print(f"{args.transactional_id}: starting", flush=True)
     try:
+        check_listener(args.bootstrap)
         Loop(args).run()
-    except MissingTopic as e:
+    except (MissingTopic, Unreachable) as e:
         print(f"error: {e}", file=sys.stderr, flush=True)
         return 2
     except KafkaException as e:

@@ -176,7 +176,13 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     try:
         shop.recover()
-        for order in range(shop.next_order(), args.orders + 1):
+        first = shop.next_order()
+        if first > args.orders:
+            # A run again with the same --orders places nothing: said, so that no output is not
+            # taken for a hang or a failure.
+            logger.info("MariaDB holds orders up to %d already: nothing to place up to --orders %d",
+                        first - 1, args.orders)
+        for order in range(first, args.orders + 1):
             shop.place(order)
     except AuthenticationError as e:
         print(f"stopping: {refused_line(e, args.api_key)}", file=sys.stderr)

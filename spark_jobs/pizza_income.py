@@ -1,4 +1,4 @@
-"""Seed 001's pizza-income pipeline as an exactly-once Spark batch job.
+"""The pizza-income pipeline (README, "Spark") as an exactly-once Spark batch job.
 
 One run is one batch:
 

@@ -1,10 +1,10 @@
-"""Seed 001's pizza-income pipeline as a Spark Structured Streaming job, exactly once.
+"""The pizza-income pipeline (README, "Spark") as a Spark Structured Streaming job, exactly once.
 
-The seed's loop, as a streaming query: read the committed orders, keep the pizza orders, send
-each one's value to `pizza-income`, and commit the consumed offsets in the same transaction
-as the outputs (sendOffsetsToTransaction). Per record, no state: one output per pizza order
-record, keyed by its order id, with the order's position in its headers (`source`:
-"orders/0/17"), so that every output names the input it came from.
+The consume-transform-produce loop, as a streaming query: read the committed orders, keep the
+pizza orders, send each one's value to `pizza-income`, and commit the consumed offsets in the
+same transaction as the outputs (sendOffsetsToTransaction). Per record, no state: one output
+per pizza order record, keyed by its order id, with the order's position in its headers
+(`source`: "orders/0/17"), so that every output names the input it came from.
 
     orders ──readStream "outbox"──▶ where meal = 'Pizza' ──writeStream "outbox"──▶ pizza-income
             (startingPositions=group)                       (consumerGroup: the offsets move

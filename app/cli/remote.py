@@ -126,6 +126,7 @@ class Remote:
         self.url = url.rstrip("/")
         self.where = shown_address(self.url)
         self.timeout_s = timeout_s
+        self.keyless = key is None
         self.session = Session(self.url, request_timeout_s=timeout_s, auth=credentials(key, None))
 
     def call(self, method: str, path: str, *, body: Any = None, params: dict | None = None) -> Answer:
@@ -154,7 +155,12 @@ class Remote:
                                        "(--timeout)") from None
                 raise CommandError(f"cannot reach the service at {self.where}: {e.message}") from None
             status = EXIT_AUTH if e.status in AUTH_STATUSES else EXIT_FAILURE
-            raise CommandError(f"{e.error_code}: {e.message}", status) from None
+            line = f"{e.error_code}: {e.message}"
+            if e.status == 401 and self.keyless:
+                # The service's message names the HTTP header it wants; the operator of this
+                # command sets neither headers nor knows which of the key's sources was empty.
+                line += f"; no API key was given: set {API_KEY_VARIABLE} or give --api-key-file FILE"
+            raise CommandError(line, status) from None
 
     def close(self) -> None:
         self.session.close()

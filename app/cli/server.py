@@ -438,5 +438,10 @@ def add_commands(command: Command) -> None:
 
 def add_openapi_command(command: Command) -> None:
     oa = command("openapi", help="write the OpenAPI document as YAML")
-    oa.add_argument("--output", "-o", default="openapi.yaml")
+    # Said in --help: run with no option, the command prints nothing and overwrites
+    # ./openapi.yaml, which at the repository root is a tracked file.
+    oa.add_argument("--output", "-o", default="openapi.yaml", metavar="FILE",
+                    help="the file to write, replaced if it exists (default: openapi.yaml in the current "
+                         "directory; - writes to standard output); the limits that are OUTBOX_* settings "
+                         "are stated from this process's settings")
     oa.set_defaults(func=openapi)

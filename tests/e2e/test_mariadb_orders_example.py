@@ -140,6 +140,20 @@ def test_it_writes_no_line_per_http_request(launcher: Launcher, shop_db: str) ->
 
 
 @pytest.mark.parametrize("backend", ["sqlite"], indirect=True)
+def test_a_run_again_with_nothing_to_place_says_so_in_one_line(launcher: Launcher, shop_db: str) -> None:
+    server = launcher.server()
+    with server.client() as c:
+        assert c.post("/v1/topics", json={"name": "orders", "partitions": 2}).status_code == 201
+    assert run_shop(server.url, shop_db).returncode == 0
+
+    again = run_shop(server.url, shop_db)
+
+    assert (again.returncode, again.stdout) == (0, "")
+    assert again.stderr == (f"INFO mariadb_orders: MariaDB holds orders up to {ORDERS} already: nothing to place "
+                            f"up to --orders {ORDERS}\n")
+
+
+@pytest.mark.parametrize("backend", ["sqlite"], indirect=True)
 def test_without_its_topic_it_says_how_to_create_it(launcher: Launcher, shop_db: str) -> None:
     server = launcher.server()
 

@@ -112,3 +112,14 @@ def test_the_topic_administration_operations_have_stable_operation_ids() -> None
         ("delete", "/v1/topics/{topic}"): "delete_topic",
         ("post", "/v1/topics/{topic}/partitions/{partition}/delete-records"): "delete_records",
     }
+
+
+def test_outbox_openapi_s_help_says_where_it_writes_and_how_to_print_instead(capsys: pytest.CaptureFixture[str]) -> None:
+    from app.cli import build_parser
+
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(["openapi", "--help"])
+
+    helped = " ".join(capsys.readouterr().out.split())
+    assert "--output FILE, -o FILE the file to write, replaced if it exists (default: openapi.yaml in the current " \
+           "directory; - writes to standard output)" in helped

@@ -550,7 +550,8 @@ def test_a_principal_without_the_acl_gets_the_403_code_and_exit_status_4(served,
 
 
 @pytest.mark.parametrize(("key", "line"), [
-    (None, "AUTHENTICATION_FAILED: this operation needs credentials: an API key (Authorization: Bearer outbox_…)"),
+    (None, "AUTHENTICATION_FAILED: this operation needs credentials: an API key (Authorization: Bearer outbox_…); "
+           "no API key was given: set OUTBOX_API_KEY or give --api-key-file FILE"),
     ("outbox_0000000000000000_wrong", "AUTHENTICATION_FAILED: the API key is unknown, revoked or wrong"),
 ], ids=["no key", "wrong key"])
 def test_no_key_or_a_wrong_one_is_the_401_code_and_exit_status_4_and_the_key_is_never_printed(served, outbox, key, line) -> None:  # type: ignore[no-untyped-def]

@@ -93,3 +93,30 @@ def test_a_transaction_that_cannot_send_an_offset_past_an_input_it_consumed_abor
     assert loop._commit() is False
     assert producer.calls == [("abort", None)]
     assert (loop.consumed, loop.in_transaction) == ({}, 0)
+
+
+def test_a_bootstrap_where_no_listener_answers_is_one_line_and_exit_status_2(
+        capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    import signal
+    import socket
+    import time
+
+    from examples import kafka_transactions
+
+    monkeypatch.setattr(kafka_transactions, "REACH_TIMEOUT_S", 1)  # a short wait: the line and the exit status are what is tested
+    handlers = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
+    with socket.socket() as s:  # a port nothing listens on: bound, never listened
+        s.bind(("127.0.0.1", 0))
+        bootstrap = f"127.0.0.1:{s.getsockname()[1]}"
+        started = time.monotonic()
+        status = kafka_transactions.main(["--bootstrap", bootstrap, "--input", "numbers", "--output", "squares",
+                                          "--group", "squarer", "--transactional-id", "squarer-1"])
+        took = time.monotonic() - started
+    for sig, handler in handlers.items():  # main() installs its own: give pytest's back
+        signal.signal(sig, handler)
+
+    err = capsys.readouterr().err
+    assert status == 2
+    assert err == (f"error: --bootstrap {bootstrap}: no Kafka listener answered within 1 s (Failed to get metadata: "
+                   f"Local: Broker transport failure): is `outbox serve --kafka-listener {bootstrap}` running?\n")
+    assert took < kafka_transactions.TIMEOUT_S
