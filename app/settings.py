@@ -54,6 +54,10 @@ def host_name(host: str) -> str:
     return host
 
 
+# The hosts that bind a listener to every interface: no client can connect to one of them.
+EVERY_ADDRESS = frozenset({"0.0.0.0", "::", ""})
+
+
 def kafka_address(listener: str) -> tuple[str, int]:
     """"host:port" (an IPv6 host in brackets) as (host, port); ValueError if it is not one."""
     host, sep, port = listener.strip().rpartition(":")
@@ -89,6 +93,10 @@ class Settings(BaseSettings):
     # The Kafka-protocol listener of `outbox serve` (app/kafka), "host:port" (port 0: any free
     # one); None: none. Same database, services and coordinator as the HTTP API.
     kafka_listener: str | None = None
+    # Kafka's advertised.listeners: the "host:port" Metadata and FindCoordinator tell clients to
+    # connect to, where the listener's own address is not one they can reach (a listener on
+    # every interface, 0.0.0.0; a container's or a proxy's address). None: the listener's.
+    kafka_advertised_listener: str | None = None
     # The broker id Metadata and FindCoordinator name this process by.
     kafka_broker_id: int = Field(default=0, ge=0, le=2**31 - 1)
     # Kafka's auto.create.topics.enable: a Metadata request that names a topic that does not
@@ -339,10 +347,26 @@ class Settings(BaseSettings):
         kafka_address(value)
         return value.strip()
 
+    @field_validator("kafka_advertised_listener")
+    @classmethod
+    def _check_kafka_advertised_listener(cls, value: str | None) -> str | None:
+        if value is None or value.strip() == "":
+            return None
+        host, port = kafka_address(value)
+        if host in EVERY_ADDRESS or port == 0:
+            # A client told to connect there connects to itself, or nowhere.
+            raise ValueError(f"must be an address clients can connect to, not {value!r}")
+        return value.strip()
+
     @property
     def kafka_address(self) -> tuple[str, int] | None:
         """OUTBOX_KAFKA_LISTENER as (host, port), or None."""
         return None if self.kafka_listener is None else kafka_address(self.kafka_listener)
+
+    @property
+    def kafka_advertised_address(self) -> tuple[str, int] | None:
+        """OUTBOX_KAFKA_ADVERTISED_LISTENER as (host, port), or None: the listener's own."""
+        return None if self.kafka_advertised_listener is None else kafka_address(self.kafka_advertised_listener)
 
     @field_validator("log_level")
     @classmethod

@@ -27,7 +27,7 @@ from app.cli.common import (
     prepare_database,
     require_sqlite_directory,
 )
-from app.settings import Settings, kafka_address
+from app.settings import EVERY_ADDRESS, Settings, kafka_address
 
 if TYPE_CHECKING:
     from app.services.security import SecurityState
@@ -128,7 +128,7 @@ def ready_url(scheme: str, host: str, port: int) -> tuple[str, str]:
     add when the service listens on every address: `--host 0.0.0.0` is where it listens, not
     an address to visit."""
     every = ""
-    if host in ("0.0.0.0", "::", ""):
+    if host in EVERY_ADDRESS:
         every = f", listening on every address ({host or '0.0.0.0'})"
         host = "::1" if host == "::" else "127.0.0.1"
     return f"{scheme}://{f'[{host}]' if ':' in host else host}:{port}", every
@@ -145,6 +145,12 @@ def _kafka_socket(settings: Settings) -> socket.socket | None:
     if problem is not None:
         raise CommandError(problem, EXIT_USAGE)
     _check_exposure(settings, address[0])
+    if address[0] in EVERY_ADDRESS and settings.kafka_advertised_address is None:
+        # Kafka's brokers refuse this too: every client would be told to connect to 0.0.0.0.
+        raise CommandError(f"Kafka listener (OUTBOX_KAFKA_LISTENER, --kafka-listener) on every address "
+                           f"({address[0] or '0.0.0.0'}): clients would be told to connect there; set "
+                           "OUTBOX_KAFKA_ADVERTISED_LISTENER to the host:port they reach this process at",
+                           EXIT_USAGE)
     try:
         return _listen(*address, "--kafka-listener or OUTBOX_KAFKA_LISTENER")
     except CommandError as e:

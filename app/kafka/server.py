@@ -72,11 +72,11 @@ _LARGE_ANSWERS = frozenset({_FETCH, _METADATA})
 
 
 class KafkaListener:
-    def __init__(self, services: Any, sock: socket.socket, advertised: tuple[str, int] | None = None,
-                 security: Any = None) -> None:
-        """`sock`: bound, not yet listening. `advertised`: the host and port clients are told to
-        connect to (Metadata, FindCoordinator); None: the socket's own. `security`: the
-        process's SecurityState (the HTTP app's), which authentication on requires."""
+    def __init__(self, services: Any, sock: socket.socket, security: Any = None) -> None:
+        """`sock`: bound, not yet listening. Clients are told to connect (Metadata,
+        FindCoordinator) to OUTBOX_KAFKA_ADVERTISED_LISTENER, else to the socket's own address.
+        `security`: the process's SecurityState (the HTTP app's), which authentication on
+        requires."""
         self.services = services
         self.settings = services.settings
         problem = auth.unsupported_configuration(self.settings)
@@ -87,7 +87,7 @@ class KafkaListener:
         self.security = security if self.settings.authentication_methods else None
         self._ssl = auth.ssl_context(self.settings)
         self._sock = sock
-        host, port = advertised or sock.getsockname()[:2]
+        host, port = self.settings.kafka_advertised_address or sock.getsockname()[:2]
         self.apis = Apis(services, Broker(self.settings.kafka_broker_id, host, port))
         self._server: asyncio.base_events.Server | None = None
         self._connections: set[asyncio.Task[None]] = set()

@@ -632,6 +632,14 @@ def test_uvicorn_refuses_a_kafka_listener_it_would_not_serve(tmp_path: Path) -> 
             "HTTP API alone): unset them here, or run `outbox serve`") in done.stderr, done.stderr
 
 
+def test_a_kafka_listener_on_every_address_needs_an_address_to_tell_clients(tmp_path: Path) -> None:
+    line = one_error_line(outbox(f"sqlite:///{tmp_path}/outbox.db", "serve", "--port", "0",
+                                 "--kafka-listener", "0.0.0.0:0", authentication="none"), 2)
+    assert line == ("Kafka listener (OUTBOX_KAFKA_LISTENER, --kafka-listener) on every address (0.0.0.0): clients "
+                    "would be told to connect there; set OUTBOX_KAFKA_ADVERTISED_LISTENER to the host:port they "
+                    "reach this process at")
+
+
 def test_serve_refuses_the_kafka_listener_s_settings_when_no_listener_runs(tmp_path: Path) -> None:
     line = one_error_line(outbox(f"sqlite:///{tmp_path}/outbox.db", "serve", "--port", "0",
                                  kafka_num_partitions="3", kafka_auto_create_topics="true"), 2)

@@ -1,5 +1,6 @@
 """The Kafka listener's own settings act: OUTBOX_KAFKA_BROKER_ID is the node id clients are
-told of, OUTBOX_KAFKA_MAX_CONNECTIONS the connections it keeps open at once. (The request size
+told of, OUTBOX_KAFKA_ADVERTISED_LISTENER the address, OUTBOX_KAFKA_MAX_CONNECTIONS the
+connections it keeps open at once. (The request size
 and idle limits are tested with the frames they act on, tests/kafka/test_wire.py.)"""
 
 from __future__ import annotations
@@ -30,6 +31,17 @@ def test_the_broker_id_is_the_node_clients_are_told_to_find(kafka: Listener) -> 
     (topic,) = answer.topics
     assert [(p.leader_id, p.replica_nodes, p.isr_nodes) for p in topic.partitions] == [(7, (7,), (7,))]
     assert [(c.key, c.node_id) for c in found.coordinators] == [("pay-1", 7)]
+
+
+def test_clients_are_told_the_advertised_listener_rather_than_the_listener_s_own_address(kafka: Listener) -> None:
+    create_topic(kafka.client, "orders", partitions=1)
+    metadata, coordinator = request_class(3, 12), request_class(10, 4)
+    with listener_with(kafka, kafka_advertised_listener="kafka.example.com:19092") as told, told.connect() as s:
+        answer = ask(s, 3, 12, metadata(topics=None, allow_auto_topic_creation=False,
+                                        include_topic_authorized_operations=False))
+        found = ask(s, 10, 4, coordinator(key_type=1, coordinator_keys=("pay-1",)))
+    assert [(b.host, b.port) for b in answer.brokers] == [("kafka.example.com", 19092)]
+    assert [(c.host, c.port) for c in found.coordinators] == [("kafka.example.com", 19092)]
 
 
 def test_connections_past_the_limit_are_closed_as_they_are_accepted(kafka: Listener) -> None:

@@ -222,6 +222,17 @@ def test_each_kind_of_database_takes_its_own_settings_and_the_other_s_at_their_d
                     sqlite_synchronous="FULL", sqlite_busy_timeout_ms=30_000).db_pool_pre_ping
 
 
+@pytest.mark.parametrize("advertised", ["0.0.0.0:9092", "[::]:9092", "kafka.example.com:0", "kafka.example.com"])
+def test_an_advertised_listener_no_client_can_connect_to_is_refused(advertised: str) -> None:
+    with pytest.raises(ValidationError, match="kafka_advertised_listener"):
+        Settings(kafka_advertised_listener=advertised)
+
+
+def test_an_advertised_listener_is_a_host_and_a_port() -> None:
+    settings = Settings(kafka_advertised_listener="kafka.example.com:19092")
+    assert settings.kafka_advertised_address == ("kafka.example.com", 19092)
+
+
 def test_a_kafka_partition_count_above_the_topics_bound_is_refused() -> None:
     # Every auto-created topic and every CreateTopics leaving the count to the broker would be
     # refused with INVALID_PARTITIONS.
