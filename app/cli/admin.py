@@ -177,7 +177,7 @@ def add_commands(command: Command, verbose: argparse.ArgumentParser) -> None:
     tpd.add_argument("topic")
     tpc = tps.add_parser("create", parents=[verbose], help="create a topic (CreateTopics)")
     tpc.add_argument("topic")
-    tpc.add_argument("--partitions", type=int, default=1)
+    tpc.add_argument("--partitions", type=int, default=1, help="how many partitions (default 1)")
     tpc.add_argument("--config", action="append", default=[], metavar="KEY=VALUE",
                      help="e.g. retention_ms=86400000 (repeatable)")
     tpa = tps.add_parser("alter", parents=[verbose],

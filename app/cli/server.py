@@ -422,8 +422,10 @@ def openapi(settings: Settings, args: argparse.Namespace) -> int:
 
 def add_commands(command: Command) -> None:
     sv = command("serve", help="run the HTTP API (with the coordinator worker in-process)")
-    sv.add_argument("--host", type=listen_host, default=None)
-    sv.add_argument("--port", type=port_number, default=None)
+    sv.add_argument("--host", type=listen_host, default=None,
+                    help="the address to listen on (OUTBOX_HOST; default 127.0.0.1, 0.0.0.0 for every interface)")
+    sv.add_argument("--port", type=port_number, default=None,
+                    help="the HTTP port (OUTBOX_PORT; default 8000, 0 for any free one)")
     sv.add_argument("--kafka-listener", default=None, metavar="HOST:PORT",
                     help="also serve Kafka's protocol there (OUTBOX_KAFKA_LISTENER; off by default)")
     sv.add_argument("--no-coordinator", action="store_true",
