@@ -211,6 +211,9 @@ class Apis:
                                         else body.transaction_timeout // datetime.timedelta(milliseconds=1)),
                 producer_id=current if recovering else None,
                 producer_epoch=getattr(body, "producer_epoch", -1) if recovering else None,
+                # Who asks, as the HTTP door passes it: an id without a transactional id is its
+                # holder's only (the service's rule, for both doors).
+                principal=access().principal.name,
                 # Kafka's InitProducerId does not say which transaction version the client
                 # speaks: its later requests do, and each transaction takes the version of the
                 # request that begins it, each EndTxn decides by its own (docs/ARCHITECTURE.md,

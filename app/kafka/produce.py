@@ -21,7 +21,7 @@ from app.domain.errors import ConcurrentTransactions, InvalidRecord, OutboxError
 from app.domain.records import check_record_count
 from app.domain.types import TransactionVersion, ValueFormat
 from app.kafka import records
-from app.kafka.auth import refusal_code
+from app.kafka.auth import access, refusal_code
 from app.kafka.decompressed import BudgetSpent, DecompressedBudget
 from app.kafka.errors import transactional_code
 from app.kafka.protocol import NO_WAIT, CloseConnection, build, partitions_once, response_module, transaction_version
@@ -100,6 +100,9 @@ class ProduceApi:
         the producer's next transaction if none is open, as Kafka's partition leader adds the
         partition to it."""
         spoken = None if transactional_id is None else transaction_version(0, version)
+        # Who sends, as the HTTP door's Send passes it: an idempotent producer id is usable by
+        # the principal it was handed to only (LogService.send).
+        principal = access().principal.name
         raw = bytes(data or b"")
         try:
             batches = records.read_batches(raw)
@@ -135,7 +138,7 @@ class ProduceApi:
                     [records.send_batch(topic, partition, batch, self.services.clock(), value_format)],
                     producer_id=batch.producer_id if producer else None,
                     producer_epoch=batch.producer_epoch if producer else None, transactional_id=transactional_id,
-                    transaction_version=spoken)
+                    principal=principal, transaction_version=spoken)
                 return result
 
             value_format = self._value_format(topic)
