@@ -20,7 +20,7 @@ from app.domain.read import offset_order_upper_bound
 from app.domain.types import IsolationLevel, TransactionVersion
 from app.kafka import groups, records
 from app.kafka.acls import AclApis
-from app.kafka.auth import RULES, access, authorized_operations, refusal_code
+from app.kafka.auth import RULES, access, authorized_operations, refusal_code, topics_not_acted_on
 from app.kafka.errors import error_code, metadata_code, transactional_code
 from app.kafka.groups import GroupApis
 from app.kafka.produce import ProduceApi
@@ -347,7 +347,11 @@ class Apis:
         left = max(0, min(getattr(body, "max_bytes", 2**31 - 1), self.settings.fetch_max_bytes_limit))
         partition_limit = self.settings.fetch_max_partition_bytes_limit
         total, keys, topics = 0, [], []
-        for topic, named in fetch_partitions(body.topics):
+        fetched = fetch_partitions(body.topics)
+        # A topic named with no partition is neither checked nor answered, as Kafka's Fetch
+        # (its answer is its partitions'); left unchecked, it closed the connection unanswered.
+        topics_not_acted_on(Operation.READ, (t.topic for t in body.topics), (topic for topic, _ in fetched))
+        for topic, named in fetched:
             answered = []
             denied = refusal_code(Operation.READ, acl.topic(topic))
             for p in named:

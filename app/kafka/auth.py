@@ -23,7 +23,8 @@ it names. The handler makes the checks where Kafka makes them, through `access()
 per-request Access: SecurityState.is_allowed, the engine's one decision, which the HTTP door
 uses too), and answers a refusal with Kafka's code for the resource: refusal_code, the one
 definition of that answer. After the handler returns, the listener (app.kafka.server) holds it
-to RULES: every pair was checked (or declared `not_acted_on`: a topic no entry of the request
+to RULES (Access.hold_to_rules; a handler that writes, Produce and DeleteRecords, holds itself
+to it before its first write): every pair was checked (or declared `not_acted_on`: a topic no entry of the request
 acts on, named twice or, by DeleteTopics v6, both by name and by id, which Kafka answers
 INVALID_REQUEST without asking an ACL), or a refusal ended the request first; otherwise
 the request fails as the service's fault and its connection is closed. So a handler that
@@ -41,7 +42,7 @@ from __future__ import annotations
 import contextvars
 import enum
 import ssl
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -227,6 +228,16 @@ class Access:
             return []
         return [n for n in needs if n not in self.checked]
 
+    def hold_to_rules(self, api_key: int, body: Any) -> None:
+        """UncheckedAccess unless every need RULES lists for the request `body` of `api_key` was
+        checked (or a refusal ended the request first). The listener holds every answer to it;
+        a handler that writes holds itself to it before its first write, so that a check it
+        missed writes nothing (found after the writes, it closed the connection unanswered and
+        the client's retry wrote them again)."""
+        unchecked = self.unchecked(RULES[api_key](body))
+        if unchecked:
+            raise UncheckedAccess(f"API key {api_key} answered without checking {unchecked}")
+
 
 _CURRENT: contextvars.ContextVar[Access] = contextvars.ContextVar("kafka_access")
 
@@ -269,6 +280,18 @@ ACL_OPERATION_CODES: dict[Operation, int] = {
 # What an authorized-operations field holds when the request did not ask for it (INT32_MIN,
 # the field's default in Kafka's schema).
 NOT_REQUESTED = -2147483648
+
+
+def topics_not_acted_on(operation: Operation, named: Iterable[str], acted_on: Iterable[str]) -> None:
+    """Declares not_acted_on(operation, topic) for each topic `named` by the request that no
+    entry acts on (`acted_on`: those named with a partition): a Fetch's or a DeleteRecords'
+    topic named with an empty partition list only. Kafka's broker takes their partitions into
+    a map and checks and answers each partition's topic, so such a topic is neither checked
+    nor answered (protocol.partitions_once leaves it out too)."""
+    acting = set(acted_on)
+    for name in dict.fromkeys(named):
+        if name not in acting:
+            access().not_acted_on(operation, acl.topic(name))
 
 
 def authorized_operations(resource: Resource, requested: bool) -> int:

@@ -29,6 +29,7 @@ from app.kafka.protocol import NO_WAIT, CloseConnection, build, partitions_once,
 # The topics whose value format Produce remembers, the most recently produced to: what a
 # listener holds does not grow with the number of topics, nor with what its callers name.
 VALUE_FORMATS_REMEMBERED = 1_024
+PRODUCE = 0  # its API key
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,7 +54,7 @@ class ProduceApi:
 
     def produce(self, body: Any, version: int) -> Any:
         """The answer, or None for acks=0 (Kafka sends none: the client does not read one)."""
-        m = response_module(0, version)
+        m = response_module(PRODUCE, version)
         assert m is not None
         topics = []
         # As Kafka: without WRITE on the transactional id every partition is refused with it;
@@ -67,10 +68,19 @@ class ProduceApi:
         # As Kafka's handleProduceRequest: the partitions into a map, so a partition named more
         # than once is answered once and written with the records it was last named with; the
         # records of its earlier entries are not read. Each topic answered once, as Kafka's.
-        for topic, named in partitions_once(((t.name, p.index, p) for t in body.topic_data for p in t.partition_data),
-                                            each_topic_once=True):
+        written = partitions_once(((t.name, p.index, p) for t in body.topic_data for p in t.partition_data),
+                                  each_topic_once=True)
+        # Every topic named is checked before any partition is written, as Kafka's authorizer
+        # is asked for all of them first: one named with no partition too, which is then not
+        # answered (the answer is its partitions'). Checked topic by topic among the writes, it
+        # was left unchecked, found so after the others were written, and the connection closed
+        # unanswered: the client's retry wrote them again.
+        denials = {name: refusal or refusal_code(Operation.WRITE, acl.topic(name))
+                   for name in dict.fromkeys(t.name for t in body.topic_data)}
+        access().hold_to_rules(PRODUCE, body)
+        for topic, named in written:
             answered = []
-            denied = refusal or refusal_code(Operation.WRITE, acl.topic(topic))
+            denied = denials[topic]
             for p in named:
                 if denied is not None:
                     answered.append(build(m.PartitionProduceResponse, index=p.index, error_code=denied,
