@@ -22,7 +22,7 @@ from app.domain.records import check_record_count
 from app.domain.types import TransactionVersion, ValueFormat
 from app.kafka import records
 from app.kafka.auth import access, refusal_code
-from app.kafka.decompressed import BudgetSpent, DecompressedBudget
+from app.kafka.decompressed import CODECS, BudgetSpent, DecompressedBudget
 from app.kafka.errors import transactional_code
 from app.kafka.protocol import NO_WAIT, CloseConnection, build, partitions_once, response_module, transaction_version
 
@@ -125,6 +125,13 @@ class ProduceApi:
             return Produced(ErrorCode.unsupported_for_message_format, "only record batches of magic 2 are taken", -1)
         if not batch.validate_crc():
             return Produced(ErrorCode.corrupt_message, "the record batch's CRC-32C does not match its bytes", -1)
+        if batch.compression_type not in CODECS:
+            # Its records cannot be read: answered for this partition, as a batch that does
+            # not match its CRC is, before anything of it is read (aiokafka's reader raised
+            # UnsupportedCodecError, which closed the connection unanswered with the Produce's
+            # earlier partitions written, and a client's retry wrote them again).
+            return Produced(ErrorCode.corrupt_message,
+                            f"the record batch's compression codec {batch.compression_type} is none of Kafka's", -1)
         if batch.is_control_batch:
             return Produced(ErrorCode.invalid_record, "a producer cannot write control batches", -1)
         if (transactional_id is not None) != batch.is_transactional:

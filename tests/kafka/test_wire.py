@@ -726,3 +726,20 @@ def test_a_fetch_naming_a_topic_with_no_partitions_answers_the_others_alone(kafk
     assert [(t.topic, [(p.partition_index, p.error_code) for p in t.partitions]) for t in answer.responses] == [
         ("orders", [(0, ErrorCode.none)])]
     assert _fetched_offsets(answer) == [0]
+
+
+@pytest.mark.parametrize("codec", [5, 6, 7])
+def test_a_batch_whose_compression_codec_names_none_is_corrupt_message_and_the_connection_kept(
+        kafka: Listener, codec: int) -> None:
+    # Its CRC matches its bytes. aiokafka's reader raised UnsupportedCodecError: the connection
+    # closed unanswered, the Produce's partition before it written.
+    from tests.kafka_batches import with_codec
+
+    create_topic(kafka.client, "blobs", partitions=2, value_format="bytes")
+    with kafka.connect() as s:
+        answer = ask(s, 0, 9, _produce_partitions("blobs", [
+            (0, _records([b"good"])), (1, with_codec(_records([b"bad"]), codec))]))
+        again = _partition_answer(ask(s, 0, 9, _produce("blobs", 1, _records([b"next"])), correlation_id=8))
+    assert _answered(answer) == [("blobs", 0, ErrorCode.none, 0), ("blobs", 1, ErrorCode.corrupt_message, -1)]
+    assert (again.error_code, again.base_offset) == (ErrorCode.none, 0)  # on the same connection
+    assert [len(_stored_values(kafka, p)) for p in range(2)] == [1, 1]
