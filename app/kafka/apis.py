@@ -20,7 +20,8 @@ from app.domain.read import offset_order_upper_bound
 from app.domain.types import IsolationLevel, TransactionVersion
 from app.kafka import groups, records
 from app.kafka.acls import AclApis
-from app.kafka.auth import RULES, access, authorized_operations, refusal_code, topics_not_acted_on
+from app.kafka.auth import (RULES, access, authorized_operations, coordinator_resource, refusal_code,
+                            topics_not_acted_on)
 from app.kafka.errors import error_code, metadata_code, transactional_code
 from app.kafka.groups import GroupApis
 from app.kafka.produce import ProduceApi
@@ -47,7 +48,6 @@ _NO_TIMESTAMP = -1
 # Fetch's flexible versions librdkafka 2.0 takes a null record set (size -1) for a corrupt
 # answer and fetches again for ever.
 _NO_RECORDS = b""
-_FIND_TRANSACTION = 1  # FindCoordinator key_type: 0 a group, 1 a transactional id
 
 
 @dataclass(frozen=True, slots=True)
@@ -173,7 +173,7 @@ class Apis:
         m = response_module(10, version)
         assert m is not None
         b = self.broker
-        resource = acl.transactional_id if body.key_type == _FIND_TRANSACTION else acl.group
+        resource = coordinator_resource(body)
 
         def code(key: str) -> ErrorCode:
             return refusal_code(Operation.DESCRIBE, resource(key)) or ErrorCode.none

@@ -329,9 +329,18 @@ def _init_producer_id(body: Any) -> list[Need]:
     return _transactional(body, body.transactional_id)
 
 
+_FIND_TRANSACTION = 1  # FindCoordinator's key_type: 0 a group, 1 a transactional id
+
+
+def coordinator_resource(body: Any) -> Callable[[str], Resource]:
+    """The resource of each key a FindCoordinator asks for: a transactional id's for key_type 1,
+    else a group's. Version 0 has no key_type: it finds a group's coordinator."""
+    return acl.transactional_id if getattr(body, "key_type", 0) == _FIND_TRANSACTION else acl.group
+
+
 def _find_coordinator(body: Any) -> list[Need]:
     keys = body.coordinator_keys if hasattr(body, "coordinator_keys") else (body.key,)
-    resource = acl.transactional_id if getattr(body, "key_type", 0) == 1 else acl.group
+    resource = coordinator_resource(body)
     return [(Operation.DESCRIBE, resource(k)) for k in keys]
 
 

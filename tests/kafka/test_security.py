@@ -688,3 +688,15 @@ def test_without_authentication_an_idempotent_producer_id_of_the_kafka_door_is_t
     sent = kafka.client.post("/v1/records", json={"producer_id": init.producer_id, "producer_epoch": 0, "batches": [
         {"topic": "orders", "partition": 0, "base_sequence": 1, "records": [{"value": "b"}]}]})
     assert (sent.status_code, sent.json()["results"][0]["base_offset"]) == (200, 1)
+
+
+def test_find_coordinator_version_0_is_held_to_describe_on_the_group(secured: Secured) -> None:
+    from kio.schema.find_coordinator.v0.request import FindCoordinatorRequest
+
+    secured.grant("User:alice", "group", "g", "describe")
+    with secured.connect() as s:
+        assert _sasl(s, "alice", secured.keys["alice"]).error_code == ErrorCode.none
+        allowed = ask(s, 10, 0, FindCoordinatorRequest(key="g"))
+        refused = ask(s, 10, 0, FindCoordinatorRequest(key="other"), correlation_id=8)
+    assert (allowed.error_code, allowed.port) == (ErrorCode.none, secured.port)
+    assert refused.error_code == ErrorCode.group_authorization_failed

@@ -743,3 +743,10 @@ def test_a_batch_whose_compression_codec_names_none_is_corrupt_message_and_the_c
     assert _answered(answer) == [("blobs", 0, ErrorCode.none, 0), ("blobs", 1, ErrorCode.corrupt_message, -1)]
     assert (again.error_code, again.base_offset) == (ErrorCode.none, 0)  # on the same connection
     assert [len(_stored_values(kafka, p)) for p in range(2)] == [1, 1]
+
+
+def test_find_coordinator_version_0_without_a_key_type_finds_a_group_s(kafka: Listener) -> None:
+    m = request_class(10, 0)
+    with kafka.connect() as s:
+        answer = ask(s, 10, 0, m(key="group-a"))
+    assert (answer.error_code, answer.node_id, answer.port) == (ErrorCode.none, 0, kafka.port)
