@@ -700,3 +700,17 @@ def test_find_coordinator_version_0_is_held_to_describe_on_the_group(secured: Se
         refused = ask(s, 10, 0, FindCoordinatorRequest(key="other"), correlation_id=8)
     assert (allowed.error_code, allowed.port) == (ErrorCode.none, secured.port)
     assert refused.error_code == ErrorCode.group_authorization_failed
+
+
+def test_offset_fetch_version_1_without_describe_on_the_group_answers_it_in_every_partition(secured: Secured) -> None:
+    # Version 1 has no field for the group's error: Kafka answers it in each partition asked for.
+    from kio.schema.offset_fetch.v1.request import OffsetFetchRequest, OffsetFetchRequestTopic
+
+    secured.grant("User:alice", "topic", "orders", "describe")
+    with secured.connect() as s:
+        assert _sasl(s, "alice", secured.keys["alice"]).error_code == ErrorCode.none
+        answer = ask(s, 9, 1, OffsetFetchRequest(group_id="g", topics=(
+            OffsetFetchRequestTopic(name="orders", partition_indexes=(0, 1)),)))
+    assert [(t.name, p.partition_index, p.committed_offset, p.error_code) for t in answer.topics
+            for p in t.partitions] == [("orders", 0, -1, ErrorCode.group_authorization_failed),
+                                       ("orders", 1, -1, ErrorCode.group_authorization_failed)]
