@@ -20,7 +20,7 @@ from app.domain.read import offset_order_upper_bound
 from app.domain.types import IsolationLevel, TransactionVersion
 from app.kafka import groups, records
 from app.kafka.acls import AclApis
-from app.kafka.auth import (RULES, access, authorized_operations, coordinator_resource, refusal_code,
+from app.kafka.auth import (NOT_REQUESTED, RULES, access, authorized_operations, coordinator_resource, refusal_code,
                             topics_not_acted_on)
 from app.kafka.errors import error_code, metadata_code, transactional_code
 from app.kafka.groups import GroupApis
@@ -42,6 +42,7 @@ from app.kafka.topic_admin import TopicAdminApis
 from app.kafka.transaction_descriptions import TransactionDescriptionApis
 
 _ZERO_UUID = uuid.UUID(int=0)
+_METADATA_TOPIC_IDS = 12  # the first version of Metadata to name a topic by its id
 _LATEST, _EARLIEST = -1, -2
 _NO_TIMESTAMP = -1
 # An erring partition's records in a Fetch answer: empty, as Kafka answers, never null. Before
@@ -109,10 +110,20 @@ class Apis:
     def metadata(self, body: Any, version: int) -> Any:
         m = response_module(3, version)
         assert m is not None
+        if body.topics and version < _METADATA_TOPIC_IDS and any(
+                t.name is None or getattr(t, "topic_id", None) not in (None, _ZERO_UUID) for t in body.topics):
+            return self._metadata_invalid(m, body)
         # A name named twice is answered once, as Kafka answers the set of names asked: a
         # request repeating one name cannot make the door answer (and check ACLs for) each copy.
+        # A topic named by its id alone (version 12 on) is not one of them: no topic here has
+        # an id, so Kafka's answer to an id it does not know, UNKNOWN_TOPIC_ID, comes first.
         wanted = None if body.topics is None or (version == 0 and not body.topics) else list(
-            dict.fromkeys(t.name for t in body.topics))
+            dict.fromkeys(t.name for t in body.topics if t.name is not None))
+        by_id = [] if body.topics is None else [
+            build(m.MetadataResponseTopic, error_code=ErrorCode.unknown_topic_id, name=None,
+                  topic_id=topic_id, is_internal=False, partitions=(),
+                  topic_authorized_operations=NOT_REQUESTED)
+            for topic_id in dict.fromkeys(t.topic_id or _ZERO_UUID for t in body.topics if t.name is None)]
         by_name = {t.name: t for t in self.services.topics.list()}
         # As Kafka: listing every topic shows only those the principal may describe; a topic
         # named but not describable is TOPIC_AUTHORIZATION_FAILED, whether it exists or not.
@@ -151,10 +162,27 @@ class Apis:
                 for p in range(topic.partition_count))
             answered.append(build(m.MetadataResponseTopic, error_code=ErrorCode.none, name=name, topic_id=_ZERO_UUID,
                                   is_internal=False, partitions=partitions, topic_authorized_operations=operations))
+        return self._metadata_answer(m, body, [*by_id, *answered])
+
+    def _metadata_answer(self, m: Any, body: Any, topics: list[Any]) -> Any:
         return build(m.MetadataResponse, throttle_time=NO_WAIT, brokers=(self._broker(m.MetadataResponseBroker),),
-                     cluster_id="outbox", controller_id=self.broker.node_id, topics=tuple(answered),
+                     cluster_id="outbox", controller_id=self.broker.node_id, topics=tuple(topics),
                      cluster_authorized_operations=authorized_operations(
                          acl.CLUSTER, getattr(body, "include_cluster_authorized_operations", False)))
+
+    def _metadata_invalid(self, m: Any, body: Any) -> Any:
+        """Versions 10 and 11 carry a topic id field that is not served before version 12: a
+        topic named without a name, or with an id, makes the whole request invalid, and Kafka
+        answers every topic it names INVALID_REQUEST, a null name as "" (the answer's name is
+        not nullable). Nothing of the request is done: no topic is acted on."""
+        for t in body.topics:
+            if t.name is not None:
+                access().not_acted_on(Operation.DESCRIBE, acl.topic(t.name))
+        return self._metadata_answer(m, body, [
+            build(m.MetadataResponseTopic, error_code=ErrorCode.invalid_request, name=t.name or "",
+                  topic_id=t.topic_id or _ZERO_UUID, is_internal=False, partitions=(),
+                  topic_authorized_operations=NOT_REQUESTED)
+            for t in body.topics])
 
     def _auto_creates(self, body: Any, name: str) -> bool:
         """Whether a Metadata naming the missing topic `name` creates it: the listener's

@@ -359,7 +359,9 @@ def _txn_offset_commit(body: Any) -> list[Need]:
 
 def _metadata(body: Any) -> list[Need]:
     # Every topic (topics null, or none at version 0) is filtered, not refused: nothing to hold.
-    return [] if not body.topics else [(Operation.DESCRIBE, acl.topic(t.name)) for t in body.topics]
+    # A topic named by its id alone names no topic here (none has an id): UNKNOWN_TOPIC_ID.
+    return [] if not body.topics else [(Operation.DESCRIBE, acl.topic(t.name)) for t in body.topics
+                                       if t.name is not None]
 
 
 def _nothing(body: Any) -> list[Need]:

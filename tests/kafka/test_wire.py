@@ -750,3 +750,36 @@ def test_find_coordinator_version_0_without_a_key_type_finds_a_group_s(kafka: Li
     with kafka.connect() as s:
         answer = ask(s, 10, 0, m(key="group-a"))
     assert (answer.error_code, answer.node_id, answer.port) == (ErrorCode.none, 0, kafka.port)
+
+
+@pytest.mark.parametrize("version", [10, 11])
+def test_metadata_of_a_version_without_topic_ids_naming_a_topic_by_no_name_answers_every_topic_invalid_request(
+        kafka: Listener, version: int) -> None:
+    # As Kafka: a null name (the request's topic ids not served before version 12) makes the
+    # request invalid. Its answer, whose names are not nullable, failed to encode: closed.
+    create_topic(kafka.client, "orders")
+    m = request_class(3, version)
+    mod = __import__(m.__module__, fromlist=["x"])
+    cluster = {"include_cluster_authorized_operations": False} if version == 10 else {}
+    with kafka.connect() as s:
+        answer = ask(s, 3, version, m(topics=(mod.MetadataRequestTopic(topic_id=None, name="orders"),
+                                              mod.MetadataRequestTopic(topic_id=None, name=None)),
+                                      allow_auto_topic_creation=False, include_topic_authorized_operations=False,
+                                      **cluster))
+    assert [(t.name, t.error_code, t.partitions) for t in answer.topics] == [
+        ("orders", ErrorCode.invalid_request, ()), ("", ErrorCode.invalid_request, ())]
+
+
+def test_metadata_version_12_naming_a_topic_by_an_id_alone_answers_it_unknown_topic_id(kafka: Listener) -> None:
+    import uuid
+
+    create_topic(kafka.client, "orders")
+    m = request_class(3, 12)
+    mod = __import__(m.__module__, fromlist=["x"])
+    some_id = uuid.UUID(int=7)
+    with kafka.connect() as s:
+        answer = ask(s, 3, 12, m(topics=(mod.MetadataRequestTopic(topic_id=None, name="orders"),
+                                         mod.MetadataRequestTopic(topic_id=some_id, name=None)),
+                                 allow_auto_topic_creation=False, include_topic_authorized_operations=False))
+    assert [(t.name, t.topic_id, t.error_code) for t in answer.topics] == [
+        (None, some_id, ErrorCode.unknown_topic_id), ("orders", None, ErrorCode.none)]  # kio reads a zero id as None
