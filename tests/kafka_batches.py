@@ -12,7 +12,7 @@ from aiokafka.record.util import calc_crc32c
 
 GZIP, SNAPPY, LZ4, ZSTD = 1, 2, 3, 4
 RECORDS_AT = 61  # a v2 batch's header: its records (compressed or not) follow
-_LENGTH_AT, _CRC_AT, _CRC_FROM = 8, 17, 21
+_LENGTH_AT, _CRC_AT, _CRC_FROM, _ATTRIBUTES_AT = 8, 17, 21, 21
 _XERIAL = b"\x82SNAPPY\x00" + struct.pack(">ii", 1, 1)  # xerial's magic, its version and compatible version
 
 
@@ -54,3 +54,13 @@ def undecompressable(shape: str) -> bytes:
     """A batch of one record, its compressed records those of UNDECOMPRESSABLE[shape]."""
     codec, payload = UNDECOMPRESSABLE[shape]
     return with_records(compressed(codec, b'"a"'), payload)
+
+
+def with_codec(batch: bytes, codec: int) -> bytes:
+    """`batch` with its attributes' compression codec bits set to `codec` (5, 6 and 7 name
+    none), its CRC-32C made to match."""
+    raw = bytearray(batch)
+    (attributes,) = struct.unpack_from(">h", raw, _ATTRIBUTES_AT)
+    struct.pack_into(">h", raw, _ATTRIBUTES_AT, (attributes & ~0x07) | codec)
+    struct.pack_into(">I", raw, _CRC_AT, calc_crc32c(bytes(raw[_CRC_FROM:])))
+    return bytes(raw)

@@ -20,7 +20,8 @@ from app.domain.read import offset_order_upper_bound
 from app.domain.types import IsolationLevel, TransactionVersion
 from app.kafka import groups, records
 from app.kafka.acls import AclApis
-from app.kafka.auth import RULES, access, authorized_operations, refusal_code
+from app.kafka.auth import (NOT_REQUESTED, RULES, access, authorized_operations, coordinator_resource, refusal_code,
+                            topics_not_acted_on)
 from app.kafka.errors import error_code, metadata_code, transactional_code
 from app.kafka.groups import GroupApis
 from app.kafka.produce import ProduceApi
@@ -41,13 +42,13 @@ from app.kafka.topic_admin import TopicAdminApis
 from app.kafka.transaction_descriptions import TransactionDescriptionApis
 
 _ZERO_UUID = uuid.UUID(int=0)
+_METADATA_TOPIC_IDS = 12  # the first version of Metadata to name a topic by its id
 _LATEST, _EARLIEST = -1, -2
 _NO_TIMESTAMP = -1
 # An erring partition's records in a Fetch answer: empty, as Kafka answers, never null. Before
 # Fetch's flexible versions librdkafka 2.0 takes a null record set (size -1) for a corrupt
 # answer and fetches again for ever.
 _NO_RECORDS = b""
-_FIND_TRANSACTION = 1  # FindCoordinator key_type: 0 a group, 1 a transactional id
 
 
 @dataclass(frozen=True, slots=True)
@@ -109,10 +110,20 @@ class Apis:
     def metadata(self, body: Any, version: int) -> Any:
         m = response_module(3, version)
         assert m is not None
+        if body.topics and version < _METADATA_TOPIC_IDS and any(
+                t.name is None or getattr(t, "topic_id", None) not in (None, _ZERO_UUID) for t in body.topics):
+            return self._metadata_invalid(m, body)
         # A name named twice is answered once, as Kafka answers the set of names asked: a
         # request repeating one name cannot make the door answer (and check ACLs for) each copy.
+        # A topic named by its id alone (version 12 on) is not one of them: no topic here has
+        # an id, so Kafka's answer to an id it does not know, UNKNOWN_TOPIC_ID, comes first.
         wanted = None if body.topics is None or (version == 0 and not body.topics) else list(
-            dict.fromkeys(t.name for t in body.topics))
+            dict.fromkeys(t.name for t in body.topics if t.name is not None))
+        by_id = [] if body.topics is None else [
+            build(m.MetadataResponseTopic, error_code=ErrorCode.unknown_topic_id, name=None,
+                  topic_id=topic_id, is_internal=False, partitions=(),
+                  topic_authorized_operations=NOT_REQUESTED)
+            for topic_id in dict.fromkeys(t.topic_id or _ZERO_UUID for t in body.topics if t.name is None)]
         by_name = {t.name: t for t in self.services.topics.list()}
         # As Kafka: listing every topic shows only those the principal may describe; a topic
         # named but not describable is TOPIC_AUTHORIZATION_FAILED, whether it exists or not.
@@ -151,10 +162,27 @@ class Apis:
                 for p in range(topic.partition_count))
             answered.append(build(m.MetadataResponseTopic, error_code=ErrorCode.none, name=name, topic_id=_ZERO_UUID,
                                   is_internal=False, partitions=partitions, topic_authorized_operations=operations))
+        return self._metadata_answer(m, body, [*by_id, *answered])
+
+    def _metadata_answer(self, m: Any, body: Any, topics: list[Any]) -> Any:
         return build(m.MetadataResponse, throttle_time=NO_WAIT, brokers=(self._broker(m.MetadataResponseBroker),),
-                     cluster_id="outbox", controller_id=self.broker.node_id, topics=tuple(answered),
+                     cluster_id="outbox", controller_id=self.broker.node_id, topics=tuple(topics),
                      cluster_authorized_operations=authorized_operations(
                          acl.CLUSTER, getattr(body, "include_cluster_authorized_operations", False)))
+
+    def _metadata_invalid(self, m: Any, body: Any) -> Any:
+        """Versions 10 and 11 carry a topic id field that is not served before version 12: a
+        topic named without a name, or with an id, makes the whole request invalid, and Kafka
+        answers every topic it names INVALID_REQUEST, a null name as "" (the answer's name is
+        not nullable). Nothing of the request is done: no topic is acted on."""
+        for t in body.topics:
+            if t.name is not None:
+                access().not_acted_on(Operation.DESCRIBE, acl.topic(t.name))
+        return self._metadata_answer(m, body, [
+            build(m.MetadataResponseTopic, error_code=ErrorCode.invalid_request, name=t.name or "",
+                  topic_id=t.topic_id or _ZERO_UUID, is_internal=False, partitions=(),
+                  topic_authorized_operations=NOT_REQUESTED)
+            for t in body.topics])
 
     def _auto_creates(self, body: Any, name: str) -> bool:
         """Whether a Metadata naming the missing topic `name` creates it: the listener's
@@ -173,7 +201,7 @@ class Apis:
         m = response_module(10, version)
         assert m is not None
         b = self.broker
-        resource = acl.transactional_id if body.key_type == _FIND_TRANSACTION else acl.group
+        resource = coordinator_resource(body)
 
         def code(key: str) -> ErrorCode:
             return refusal_code(Operation.DESCRIBE, resource(key)) or ErrorCode.none
@@ -211,6 +239,9 @@ class Apis:
                                         else body.transaction_timeout // datetime.timedelta(milliseconds=1)),
                 producer_id=current if recovering else None,
                 producer_epoch=getattr(body, "producer_epoch", -1) if recovering else None,
+                # Who asks, as the HTTP door passes it: an id without a transactional id is its
+                # holder's only (the service's rule, for both doors).
+                principal=access().principal.name,
                 # Kafka's InitProducerId does not say which transaction version the client
                 # speaks: its later requests do, and each transaction takes the version of the
                 # request that begins it, each EndTxn decides by its own (docs/ARCHITECTURE.md,
@@ -344,7 +375,11 @@ class Apis:
         left = max(0, min(getattr(body, "max_bytes", 2**31 - 1), self.settings.fetch_max_bytes_limit))
         partition_limit = self.settings.fetch_max_partition_bytes_limit
         total, keys, topics = 0, [], []
-        for topic, named in fetch_partitions(body.topics):
+        fetched = fetch_partitions(body.topics)
+        # A topic named with no partition is neither checked nor answered, as Kafka's Fetch
+        # (its answer is its partitions'); left unchecked, it closed the connection unanswered.
+        topics_not_acted_on(Operation.READ, (t.topic for t in body.topics), (topic for topic, _ in fetched))
+        for topic, named in fetched:
             answered = []
             denied = refusal_code(Operation.READ, acl.topic(topic))
             for p in named:

@@ -23,7 +23,8 @@ it names. The handler makes the checks where Kafka makes them, through `access()
 per-request Access: SecurityState.is_allowed, the engine's one decision, which the HTTP door
 uses too), and answers a refusal with Kafka's code for the resource: refusal_code, the one
 definition of that answer. After the handler returns, the listener (app.kafka.server) holds it
-to RULES: every pair was checked (or declared `not_acted_on`: a topic no entry of the request
+to RULES (Access.hold_to_rules; a handler that writes, Produce and DeleteRecords, holds itself
+to it before its first write): every pair was checked (or declared `not_acted_on`: a topic no entry of the request
 acts on, named twice or, by DeleteTopics v6, both by name and by id, which Kafka answers
 INVALID_REQUEST without asking an ACL), or a refusal ended the request first; otherwise
 the request fails as the service's fault and its connection is closed. So a handler that
@@ -41,7 +42,7 @@ from __future__ import annotations
 import contextvars
 import enum
 import ssl
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -227,6 +228,16 @@ class Access:
             return []
         return [n for n in needs if n not in self.checked]
 
+    def hold_to_rules(self, api_key: int, body: Any) -> None:
+        """UncheckedAccess unless every need RULES lists for the request `body` of `api_key` was
+        checked (or a refusal ended the request first). The listener holds every answer to it;
+        a handler that writes holds itself to it before its first write, so that a check it
+        missed writes nothing (found after the writes, it closed the connection unanswered and
+        the client's retry wrote them again)."""
+        unchecked = self.unchecked(RULES[api_key](body))
+        if unchecked:
+            raise UncheckedAccess(f"API key {api_key} answered without checking {unchecked}")
+
 
 _CURRENT: contextvars.ContextVar[Access] = contextvars.ContextVar("kafka_access")
 
@@ -271,6 +282,18 @@ ACL_OPERATION_CODES: dict[Operation, int] = {
 NOT_REQUESTED = -2147483648
 
 
+def topics_not_acted_on(operation: Operation, named: Iterable[str], acted_on: Iterable[str]) -> None:
+    """Declares not_acted_on(operation, topic) for each topic `named` by the request that no
+    entry acts on (`acted_on`: those named with a partition): a Fetch's or a DeleteRecords'
+    topic named with an empty partition list only. Kafka's broker takes their partitions into
+    a map and checks and answers each partition's topic, so such a topic is neither checked
+    nor answered (protocol.partitions_once leaves it out too)."""
+    acting = set(acted_on)
+    for name in dict.fromkeys(named):
+        if name not in acting:
+            access().not_acted_on(operation, acl.topic(name))
+
+
 def authorized_operations(resource: Resource, requested: bool) -> int:
     """The KIP-430 field of `resource` for the request's principal: the bits of the operations
     acl.authorized_operations grants (the HTTP door's answer too), or NOT_REQUESTED."""
@@ -306,9 +329,18 @@ def _init_producer_id(body: Any) -> list[Need]:
     return _transactional(body, body.transactional_id)
 
 
+_FIND_TRANSACTION = 1  # FindCoordinator's key_type: 0 a group, 1 a transactional id
+
+
+def coordinator_resource(body: Any) -> Callable[[str], Resource]:
+    """The resource of each key a FindCoordinator asks for: a transactional id's for key_type 1,
+    else a group's. Version 0 has no key_type: it finds a group's coordinator."""
+    return acl.transactional_id if getattr(body, "key_type", 0) == _FIND_TRANSACTION else acl.group
+
+
 def _find_coordinator(body: Any) -> list[Need]:
     keys = body.coordinator_keys if hasattr(body, "coordinator_keys") else (body.key,)
-    resource = acl.transactional_id if getattr(body, "key_type", 0) == 1 else acl.group
+    resource = coordinator_resource(body)
     return [(Operation.DESCRIBE, resource(k)) for k in keys]
 
 
@@ -327,7 +359,9 @@ def _txn_offset_commit(body: Any) -> list[Need]:
 
 def _metadata(body: Any) -> list[Need]:
     # Every topic (topics null, or none at version 0) is filtered, not refused: nothing to hold.
-    return [] if not body.topics else [(Operation.DESCRIBE, acl.topic(t.name)) for t in body.topics]
+    # A topic named by its id alone names no topic here (none has an id): UNKNOWN_TOPIC_ID.
+    return [] if not body.topics else [(Operation.DESCRIBE, acl.topic(t.name)) for t in body.topics
+                                       if t.name is not None]
 
 
 def _nothing(body: Any) -> list[Need]:

@@ -22,7 +22,10 @@ import cramjam
 
 from app.domain.errors import InvalidRecord, RecordListTooLarge
 
-GZIP, SNAPPY, LZ4, ZSTD = 1, 2, 3, 4
+NONE, GZIP, SNAPPY, LZ4, ZSTD = 0, 1, 2, 3, 4
+# The codec ids Kafka defines: a batch's attributes have room for 5, 6 and 7 too, which name no
+# codec (aiokafka's reader raises UnsupportedCodecError for them once it reads the records).
+CODECS = frozenset({NONE, GZIP, SNAPPY, LZ4, ZSTD})
 _BATCH_LENGTH = struct.Struct(">i")  # at byte 8 of a v2 batch: its length after this field
 _RECORDS_AT = 61  # a v2 batch's header: its records (compressed or not) follow
 _XERIAL = b"\x82SNAPPY\x00" + struct.pack(">ii", 1, 1)  # magic, version, compatible version
@@ -88,6 +91,7 @@ def _decompressed_size(batch: bytes, codec: int, limit: int) -> tuple[int, bool]
         return (len(payload), False) if size is None else (size, True)
     if codec in (LZ4, ZSTD):
         return _bounded_size(cramjam.lz4 if codec == LZ4 else cramjam.zstd, payload, limit)
+    assert codec == NONE, f"codec {codec} is not one of CODECS: its batch is refused before it is read"
     return len(payload), True
 
 

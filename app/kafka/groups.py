@@ -347,14 +347,31 @@ class GroupApis:
         m = response_module(OFFSET_FETCH, version)
         assert m is not None
         require_stable = getattr(body, "require_stable", False)
+
+        def failed(code: ErrorCode) -> Any:
+            # The group's error, as Kafka's answer to it: from version 2 the answer's own, no
+            # partition; before, which have no field for it, every partition asked for.
+            every = () if version >= 2 else tuple(
+                build(m.OffsetFetchResponseTopic, name=t.name, partitions=tuple(
+                    build(m.OffsetFetchResponsePartition, partition_index=index, committed_offset=-1,
+                          committed_leader_epoch=NO_LEADER_EPOCH, metadata=None, error_code=code)
+                    for index in t.partition_indexes))
+                for t in body.topics or ())
+            return build(m.OffsetFetchResponse, throttle_time=NO_WAIT, error_code=code, topics=every)
+
         if (refused := refusal_code(Operation.DESCRIBE, acl.group(body.group_id))) is not None:
-            return build(m.OffsetFetchResponse, throttle_time=NO_WAIT, topics=(), error_code=refused)
+            return failed(refused)
+        # The topics named are checked before the group's offsets are read, as Kafka's
+        # authorizer is asked before its group coordinator: a group the coordinator refuses (an
+        # id outside the rule for ids, INVALID_GROUP_ID) leaves none unchecked.
+        denied: dict[str, ErrorCode] = {} if body.topics is None else {
+            t.name: code for t in body.topics
+            if (code := refusal_code(Operation.DESCRIBE, acl.topic(t.name))) is not None}
         try:
             committed, pending = self.groups.fetch_with_pending(body.group_id)
         except OutboxError as e:
-            return build(m.OffsetFetchResponse, throttle_time=NO_WAIT, topics=(), error_code=error_code(e))
+            return failed(error_code(e))
         at = {(o.topic, o.partition): o for o in committed}
-        denied: dict[str, ErrorCode] = {}
         if body.topics is None:  # version 2 and later: every partition the group has an offset for,
             wanted: dict[str, list[int]] = {}  # of the topics the principal may describe
             for topic, partition in sorted(at):
@@ -362,8 +379,6 @@ class GroupApis:
                     wanted.setdefault(topic, []).append(partition)
         else:
             wanted = {t.name: list(t.partition_indexes) for t in body.topics}
-            denied = {t.name: code for t in body.topics
-                      if (code := refusal_code(Operation.DESCRIBE, acl.topic(t.name))) is not None}
 
         def partition(topic: str, index: int) -> Any:
             if topic in denied:

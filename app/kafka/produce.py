@@ -21,14 +21,15 @@ from app.domain.errors import ConcurrentTransactions, InvalidRecord, OutboxError
 from app.domain.records import check_record_count
 from app.domain.types import TransactionVersion, ValueFormat
 from app.kafka import records
-from app.kafka.auth import refusal_code
-from app.kafka.decompressed import BudgetSpent, DecompressedBudget
+from app.kafka.auth import access, refusal_code
+from app.kafka.decompressed import CODECS, BudgetSpent, DecompressedBudget
 from app.kafka.errors import transactional_code
 from app.kafka.protocol import NO_WAIT, CloseConnection, build, partitions_once, response_module, transaction_version
 
 # The topics whose value format Produce remembers, the most recently produced to: what a
 # listener holds does not grow with the number of topics, nor with what its callers name.
 VALUE_FORMATS_REMEMBERED = 1_024
+PRODUCE = 0  # its API key
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,7 +54,7 @@ class ProduceApi:
 
     def produce(self, body: Any, version: int) -> Any:
         """The answer, or None for acks=0 (Kafka sends none: the client does not read one)."""
-        m = response_module(0, version)
+        m = response_module(PRODUCE, version)
         assert m is not None
         topics = []
         # As Kafka: without WRITE on the transactional id every partition is refused with it;
@@ -67,10 +68,19 @@ class ProduceApi:
         # As Kafka's handleProduceRequest: the partitions into a map, so a partition named more
         # than once is answered once and written with the records it was last named with; the
         # records of its earlier entries are not read. Each topic answered once, as Kafka's.
-        for topic, named in partitions_once(((t.name, p.index, p) for t in body.topic_data for p in t.partition_data),
-                                            each_topic_once=True):
+        written = partitions_once(((t.name, p.index, p) for t in body.topic_data for p in t.partition_data),
+                                  each_topic_once=True)
+        # Every topic named is checked before any partition is written, as Kafka's authorizer
+        # is asked for all of them first: one named with no partition too, which is then not
+        # answered (the answer is its partitions'). Checked topic by topic among the writes, it
+        # was left unchecked, found so after the others were written, and the connection closed
+        # unanswered: the client's retry wrote them again.
+        denials = {name: refusal or refusal_code(Operation.WRITE, acl.topic(name))
+                   for name in dict.fromkeys(t.name for t in body.topic_data)}
+        access().hold_to_rules(PRODUCE, body)
+        for topic, named in written:
             answered = []
-            denied = refusal or refusal_code(Operation.WRITE, acl.topic(topic))
+            denied = denials[topic]
             for p in named:
                 if denied is not None:
                     answered.append(build(m.PartitionProduceResponse, index=p.index, error_code=denied,
@@ -100,6 +110,9 @@ class ProduceApi:
         the producer's next transaction if none is open, as Kafka's partition leader adds the
         partition to it."""
         spoken = None if transactional_id is None else transaction_version(0, version)
+        # Who sends, as the HTTP door's Send passes it: an idempotent producer id is usable by
+        # the principal it was handed to only (LogService.send).
+        principal = access().principal.name
         raw = bytes(data or b"")
         try:
             batches = records.read_batches(raw)
@@ -112,6 +125,13 @@ class ProduceApi:
             return Produced(ErrorCode.unsupported_for_message_format, "only record batches of magic 2 are taken", -1)
         if not batch.validate_crc():
             return Produced(ErrorCode.corrupt_message, "the record batch's CRC-32C does not match its bytes", -1)
+        if batch.compression_type not in CODECS:
+            # Its records cannot be read: answered for this partition, as a batch that does
+            # not match its CRC is, before anything of it is read (aiokafka's reader raised
+            # UnsupportedCodecError, which closed the connection unanswered with the Produce's
+            # earlier partitions written, and a client's retry wrote them again).
+            return Produced(ErrorCode.corrupt_message,
+                            f"the record batch's compression codec {batch.compression_type} is none of Kafka's", -1)
         if batch.is_control_batch:
             return Produced(ErrorCode.invalid_record, "a producer cannot write control batches", -1)
         if (transactional_id is not None) != batch.is_transactional:
@@ -135,7 +155,7 @@ class ProduceApi:
                     [records.send_batch(topic, partition, batch, self.services.clock(), value_format)],
                     producer_id=batch.producer_id if producer else None,
                     producer_epoch=batch.producer_epoch if producer else None, transactional_id=transactional_id,
-                    transaction_version=spoken)
+                    principal=principal, transaction_version=spoken)
                 return result
 
             value_format = self._value_format(topic)

@@ -25,7 +25,7 @@ from typing import Any
 
 import cramjam
 from aiokafka.record.default_records import DefaultRecordBatch, DefaultRecordBatchBuilder
-from aiokafka.errors import CorruptRecordException
+from aiokafka.errors import CorruptRecordException, UnsupportedCodecError
 from kio.records.schema import NewRecordBatch, Record
 from kio.records.writers import write_new_batch
 
@@ -61,15 +61,17 @@ def send_batch(topic: str, partition: int, batch: DefaultRecordBatch, now_ms: in
         values = [r.value for r in read]
         headers = [r.headers for r in read]
         timestamps = [r.timestamp for r in read]
-    except (UnicodeDecodeError, ValueError, CorruptRecordException, OSError, EOFError, zlib.error, struct.error,
-            cramjam.DecompressionError) as e:
+    except (UnicodeDecodeError, ValueError, CorruptRecordException, UnsupportedCodecError, OSError, EOFError,
+            zlib.error, struct.error, cramjam.DecompressionError) as e:
         # A header name that is not UTF-8, a bad varint, a record the header's count names and
         # the bytes do not hold, compressed records that do not decompress: gzip's reader raises
         # OSError for a bad header, zlib.error for a bad deflate body, EOFError for a member cut
         # short; aiokafka's xerial snappy reader struct.error for a block length cut short;
-        # cramjam's codecs their own. The request's fault, answered for this partition, never
-        # the service's traceback (which closed the connection without an answer, the earlier
-        # partitions of the Produce written: a producer without idempotence wrote them twice).
+        # cramjam's codecs their own; aiokafka's reader UnsupportedCodecError for a codec id that
+        # names none (which app.kafka.produce refuses before). The request's fault, answered for
+        # this partition, never the service's traceback (which closed the connection without an
+        # answer, the earlier partitions of the Produce written: a producer without idempotence
+        # wrote them twice).
         raise InvalidRecord(f"a record of {topic}/{partition} cannot be read: {e}") from None
     if batch.timestamp_type == _LOG_APPEND_TIME:
         timestamps = [now_ms] * len(read)

@@ -33,11 +33,12 @@ from app.domain.errors import (
 )
 from app.domain.types import CleanupPolicy, ValueFormat
 from app.domain.topic_config import CONFIG_KEYS, ConfigTextError, TopicConfig, new_topic_config, parse_config_text
-from app.kafka.auth import ConfigResourceType, access, config_resource, refusal_code
+from app.kafka.auth import ConfigResourceType, access, config_resource, refusal_code, topics_not_acted_on
 from app.kafka.errors import error_code
 from app.kafka.protocol import NO_WAIT, answered_once, build, partitions_once, response_module
 
 _ZERO_UUID = uuid.UUID(int=0)
+DELETE_RECORDS = 21  # its API key
 # Kafka topic configs that tune how a broker lays its log out in files: segments, their indexes,
 # flushes to disk, the record format the files hold (message.format.version, which Kafka 3.0 and
 # later ignore as well: a Fetch here always answers v2 record batches). The log here is rows of
@@ -473,16 +474,24 @@ class TopicAdminApis:
     # --- DeleteRecords ---------------------------------------------------------------------
 
     def delete_records(self, body: Any, version: int) -> Any:
-        m = response_module(21, version)
+        m = response_module(DELETE_RECORDS, version)
         assert m is not None
         topics = []
         # As Kafka's handleDeleteRecordsRequest: the partitions into a map, so a partition named
         # more than once is answered and written once, up to the offset it was last named with;
         # each topic answered once, as Kafka's.
-        for topic, named in partitions_once(((t.name, p.partition_index, p) for t in body.topics for p in t.partitions),
-                                            each_topic_once=True):
+        deleted = partitions_once(((t.name, p.partition_index, p) for t in body.topics for p in t.partitions),
+                                  each_topic_once=True)
+        # Every topic checked before any log start moves: a topic named with no partition is
+        # acted on by no entry, and answered by none, as Kafka's (which checks each
+        # partition's topic). Checked among the deletions, it was left unchecked, found so after
+        # the others had moved, and the connection closed unanswered.
+        topics_not_acted_on(Operation.DELETE, (t.name for t in body.topics), (topic for topic, _ in deleted))
+        denials = {topic: refusal_code(Operation.DELETE, acl.topic(topic)) for topic, _ in deleted}
+        access().hold_to_rules(DELETE_RECORDS, body)
+        for topic, named in deleted:
             answered = []
-            denied = refusal_code(Operation.DELETE, acl.topic(topic))
+            denied = denials[topic]
             for p in named:
                 code, low = denied or ErrorCode.none, -1
                 if denied is not None:

@@ -91,3 +91,31 @@ def test_txn_offset_commit_of_a_group_id_with_a_slash_is_invalid_group_id_and_st
     answer = _refused_writing_nothing(kafka, db_url, lambda s: ask(s, 28, 3, body))
 
     assert [p.error_code for t in answer.topics for p in t.partitions] == [ErrorCode.invalid_group_id]
+
+
+def _offset_fetch(s: Any, version: int, group_id: str) -> Any:
+    """OffsetFetch of `version` naming orders/0 for `group_id`."""
+    topic = _nested(9, version, "OffsetFetchRequestTopic")
+    fields = {"require_stable": False} if version >= 7 else {}
+    return ask(s, 9, version, request_class(9, version)(  # type: ignore[misc]
+        group_id=group_id, topics=(topic(name="orders", partition_indexes=(0,)),), **fields))
+
+
+@pytest.mark.parametrize("group_id", ["", OVER_LONG, "../t1", "t\x00"],
+                         ids=["empty", "over-long", "with-a-slash", "with-a-nul"])
+@pytest.mark.parametrize("version", [2, 7])
+def test_offset_fetch_of_a_group_id_outside_the_rule_is_invalid_group_id(
+        kafka: Listener, db_url: str, group_id: str, version: int) -> None:
+    # The topics named went unchecked once the group was refused: the connection closed unanswered.
+    create_topic(kafka.client, "orders")
+    answer = _refused_writing_nothing(kafka, db_url, lambda s: _offset_fetch(s, version, group_id))
+    assert (answer.error_code, answer.topics) == (ErrorCode.invalid_group_id, ())
+
+
+def test_offset_fetch_version_1_answers_a_group_id_outside_the_rule_in_every_partition(
+        kafka: Listener, db_url: str) -> None:
+    # Version 1 has no field for the group's error: Kafka answers it in each partition asked for.
+    create_topic(kafka.client, "orders")
+    answer = _refused_writing_nothing(kafka, db_url, lambda s: _offset_fetch(s, 1, WITH_A_SLASH))
+    assert [(t.name, p.partition_index, p.committed_offset, p.error_code) for t in answer.topics
+            for p in t.partitions] == [("orders", 0, -1, ErrorCode.invalid_group_id)]

@@ -609,3 +609,108 @@ def test_list_transactions_shows_only_the_transactional_ids_the_principal_may_de
         assert _sasl(s, "alice", w.keys["alice"]).error_code == ErrorCode.none
         answer = ask(s, 66, 1, ListTransactionsRequest(state_filters=(), producer_id_filters=(), duration_filter=-1))
     assert [t.transactional_id for t in answer.transaction_states] == ["mine"]
+
+
+def _idempotent_producer(s: socket.socket, producer_id: int = -1, producer_epoch: int = -1) -> Any:
+    """InitProducerId v4 without a transactional id (KIP-360's bump with an id and epoch)."""
+    from kio.schema.init_producer_id.v4.request import InitProducerIdRequest
+
+    return ask(s, 22, 4, InitProducerIdRequest(transactional_id=None, transaction_timeout=datetime.timedelta(
+        seconds=60), producer_id=producer_id, producer_epoch=producer_epoch))
+
+
+def _idempotent_produce(s: socket.socket, producer_id: int, value: bytes) -> tuple[ErrorCode, int]:
+    """Produce v9 of one record to orders/0 at epoch 0 and sequence 0: (error code, base offset)."""
+    from tests.kafka.test_wire import _partition_answer, _produce, _records
+
+    p = _partition_answer(ask(s, 0, 9, _produce("orders", 0, _records(
+        [value], producer_id=producer_id, producer_epoch=0, base_sequence=0))))
+    return p.error_code, p.base_offset
+
+
+def test_an_idempotent_producer_id_handed_to_one_principal_is_unknown_to_another_s_produce(secured: Secured) -> None:
+    # Producer ids are small sequential numbers: held by nobody in particular, another principal
+    # sent at its sequence 0 and the holder's own first batch was answered as its duplicate.
+    w = secured
+    for who in ("alice", "bob"):
+        w.grant(f"User:{who}", "topic", "orders", "write")
+    with w.connect() as bob, w.connect() as alice:
+        assert _sasl(bob, "bob", w.keys["bob"]).error_code == ErrorCode.none
+        assert _sasl(alice, "alice", w.keys["alice"]).error_code == ErrorCode.none
+        init = _idempotent_producer(bob)
+        assert init.error_code == ErrorCode.none
+        assert _idempotent_produce(alice, init.producer_id, b'"alice"') == (ErrorCode.unknown_producer_id, -1)
+        assert _idempotent_produce(bob, init.producer_id, b'"bob"') == (ErrorCode.none, 0)
+    assert [r["value"] for r in w.stored()] == ["bob"]
+
+
+def test_an_idempotent_producer_id_handed_to_one_principal_cannot_be_bumped_by_another(secured: Secured) -> None:
+    w = secured
+    for who in ("alice", "bob"):
+        w.grant(f"User:{who}", "topic", "orders", "write")
+    with w.connect() as bob, w.connect() as alice:
+        assert _sasl(bob, "bob", w.keys["bob"]).error_code == ErrorCode.none
+        assert _sasl(alice, "alice", w.keys["alice"]).error_code == ErrorCode.none
+        init = _idempotent_producer(bob)
+        stolen = _idempotent_producer(alice, init.producer_id, init.producer_epoch)
+        bumped = _idempotent_producer(bob, init.producer_id, init.producer_epoch)
+    assert (stolen.error_code, stolen.producer_id) == (ErrorCode.unknown_producer_id, -1)
+    assert (bumped.error_code, bumped.producer_id, bumped.producer_epoch) == (
+        ErrorCode.none, init.producer_id, init.producer_epoch + 1)
+
+
+def test_an_idempotent_producer_id_handed_out_at_the_kafka_door_is_its_principal_s_at_the_http_door(
+        secured: Secured) -> None:
+    w = secured
+    for who in ("alice", "bob"):
+        w.grant(f"User:{who}", "topic", "orders", "write")
+    with w.connect() as bob:
+        assert _sasl(bob, "bob", w.keys["bob"]).error_code == ErrorCode.none
+        init = _idempotent_producer(bob)
+
+    def send(who: str) -> Any:
+        return w.client.post("/v1/records", headers=w.headers(who), json={
+            "producer_id": init.producer_id, "producer_epoch": 0,
+            "batches": [{"topic": "orders", "partition": 0, "base_sequence": 0, "records": [{"value": who}]}]})
+
+    other, own = send("alice"), send("bob")
+    assert (other.status_code, other.json()["error_code"]) == (409, "UNKNOWN_PRODUCER_ID")
+    assert (own.status_code, own.json()["results"][0]["base_offset"]) == (200, 0)
+
+
+def test_without_authentication_an_idempotent_producer_id_of_the_kafka_door_is_the_anonymous_caller_s(
+        kafka: Any) -> None:
+    # As over HTTP with authentication off: every caller is User:ANONYMOUS, one holder.
+    create_topic(kafka.client, "orders")
+    with kafka.connect() as s:
+        init = _idempotent_producer(s)
+        assert _idempotent_produce(s, init.producer_id, b'"a"') == (ErrorCode.none, 0)
+    sent = kafka.client.post("/v1/records", json={"producer_id": init.producer_id, "producer_epoch": 0, "batches": [
+        {"topic": "orders", "partition": 0, "base_sequence": 1, "records": [{"value": "b"}]}]})
+    assert (sent.status_code, sent.json()["results"][0]["base_offset"]) == (200, 1)
+
+
+def test_find_coordinator_version_0_is_held_to_describe_on_the_group(secured: Secured) -> None:
+    from kio.schema.find_coordinator.v0.request import FindCoordinatorRequest
+
+    secured.grant("User:alice", "group", "g", "describe")
+    with secured.connect() as s:
+        assert _sasl(s, "alice", secured.keys["alice"]).error_code == ErrorCode.none
+        allowed = ask(s, 10, 0, FindCoordinatorRequest(key="g"))
+        refused = ask(s, 10, 0, FindCoordinatorRequest(key="other"), correlation_id=8)
+    assert (allowed.error_code, allowed.port) == (ErrorCode.none, secured.port)
+    assert refused.error_code == ErrorCode.group_authorization_failed
+
+
+def test_offset_fetch_version_1_without_describe_on_the_group_answers_it_in_every_partition(secured: Secured) -> None:
+    # Version 1 has no field for the group's error: Kafka answers it in each partition asked for.
+    from kio.schema.offset_fetch.v1.request import OffsetFetchRequest, OffsetFetchRequestTopic
+
+    secured.grant("User:alice", "topic", "orders", "describe")
+    with secured.connect() as s:
+        assert _sasl(s, "alice", secured.keys["alice"]).error_code == ErrorCode.none
+        answer = ask(s, 9, 1, OffsetFetchRequest(group_id="g", topics=(
+            OffsetFetchRequestTopic(name="orders", partition_indexes=(0, 1)),)))
+    assert [(t.name, p.partition_index, p.committed_offset, p.error_code) for t in answer.topics
+            for p in t.partitions] == [("orders", 0, -1, ErrorCode.group_authorization_failed),
+                                       ("orders", 1, -1, ErrorCode.group_authorization_failed)]
