@@ -21,7 +21,12 @@ from typing import Any, TypeVar
 
 from kio.index import UnknownAPIKey, UnknownEntity, load_payload_module
 from kio.schema.errors import ErrorCode
-from kio.serial import entity_reader, entity_writer
+from kio.serial import entity_writer
+from kio.serial._introspect import EntityField, EntityTupleField, PrimitiveField, classify_field, get_field_tag
+from kio.serial._parse import get_field_reader
+from kio.serial.errors import BufferUnderflow, NegativeByteLength, UnexpectedNull
+from kio.serial.readers import (Reader, read_compact_array_length, read_legacy_array_length,
+                                read_unsigned_varint)
 from kio.static.constants import EntityType
 
 from app.domain.request_shape import duplicated
@@ -370,18 +375,118 @@ def _entity_name(module: types.ModuleType, entity_type: EntityType) -> str:
 
 
 def parse(frame: bytes) -> Request:
-    """The served request in `frame`; Unparseable if kio cannot read it."""
+    """The served request in `frame`; Unparseable if it cannot be read as its version's
+    request (kio's schema: a list null where its version does not allow one is as unreadable as
+    such a string)."""
     api_key, api_version, correlation_id = prefix(frame)
     cls = request_class(api_key, api_version)
     if cls is None:
         raise Unparseable(f"no request type for API key {api_key} version {api_version}")
     view = memoryview(frame)
     try:
-        header, used = entity_reader(cls.__header_schema__)(view, 0)  # type: ignore[attr-defined]
-        body, _ = entity_reader(cls)(view, used)
+        header, at = _read(cls.__header_schema__, view, 0)  # type: ignore[attr-defined]
+        body, _ = _read(cls, view, at)
     except Exception as e:  # noqa: BLE001 - kio raises several kinds for bytes it cannot read
         raise Unparseable(f"{type(e).__name__}: {e}") from None
     return Request(api_key, api_version, correlation_id, getattr(header, "client_id", None), body)
+
+
+@dataclass(frozen=True, slots=True)
+class _Field:
+    """How one field of an entity is read. `read`: kio's reader of the whole field. `entity`:
+    the type of the entity it is or whose list it is, read with _read unless `whole`. A list's
+    length is read first (`length`), refused if null where `nullable` is False;
+    then kio reads the list `whole`, or its entities are read one by one."""
+    name: str
+    read: Reader[Any]
+    length: Reader[int | None] | None
+    nullable: bool
+    entity: type | None
+    whole: bool
+
+
+@dataclass(frozen=True, slots=True)
+class _Plan:
+    fields: tuple[_Field, ...]
+    tagged: dict[int, _Field]
+    flexible: bool
+
+
+def _read(cls: type, view: memoryview, at: int) -> tuple[Any, int]:
+    """The entity of `cls` at `at`, and the offset after it."""
+    plan = _plan(cls)
+    values: dict[str, Any] = {}
+    for f in plan.fields:
+        values[f.name], at = _read_field(cls, f, view, at)
+    if plan.flexible:
+        count, used = read_unsigned_varint(view, at)
+        at += used
+        for _ in range(count):
+            tag, used = read_unsigned_varint(view, at)
+            at += used
+            size, used = read_unsigned_varint(view, at)
+            at += used
+            if at + size > len(view):
+                raise BufferUnderflow(f"{cls.__name__}'s tagged field {tag} of {size} bytes past the frame's end")
+            known = plan.tagged[tag]
+            values[known.name], _ = _read_field(cls, known, view, at)
+            at += size
+    return cls(**values), at
+
+
+def _read_field(cls: type, f: _Field, view: memoryview, at: int) -> tuple[Any, int]:
+    if f.length is None:
+        if f.entity is not None and not f.whole:
+            return _read(f.entity, view, at)
+        value, used = f.read(view, at)
+        return value, at + used
+    n, used = f.length(view, at)
+    if n is not None and n < -1:
+        raise NegativeByteLength(f"{cls.__name__}.{f.name} of {n} entries")
+    if n is None or n == -1:
+        # kio reads a null list as None wherever it is, which a handler iterating it cannot take.
+        if not f.nullable:
+            raise UnexpectedNull(f"{cls.__name__}.{f.name} is null, which its version does not allow")
+        return None, at + used
+    if f.whole:
+        value, whole = f.read(view, at)
+        return value, at + whole
+    at += used
+    items = []
+    for _ in range(n):
+        item, at = _read(f.entity, view, at)  # type: ignore[arg-type]
+        items.append(item)
+    return tuple(items), at
+
+
+@cache
+def _plan(cls: type) -> _Plan:
+    """How `cls` is read, from kio's schema of it (its fields' types and metadata), once per
+    type. kio reads a list whole, once its length is checked, where nothing within it is to be
+    refused: a list of primitives, or of entities of primitives only."""
+    header = getattr(cls, "__type__", None) is EntityType.header
+    fields, tagged = [], {}
+    for f in dataclasses.fields(cls):
+        kind = classify_field(f)
+        tag = get_field_tag(f)
+        # A nullable list is `tuple[X, ...] | None`; `tuple[X | None, ...]` is not one.
+        nullable = typing.get_origin(f.type) in (types.UnionType, typing.Union)
+        entity = kind.type_ if isinstance(kind, (EntityField, EntityTupleField)) else None
+        if entity is None:
+            whole = True
+        elif kind.is_array:
+            whole = all(isinstance(classify_field(g), PrimitiveField) for g in dataclasses.fields(entity))
+        else:
+            whole = nullable  # left to kio, the marker byte before it and all
+        planned = _Field(name=f.name, read=get_field_reader(cls, f, header, tag is not None),
+                         length=(read_compact_array_length if cls.__flexible__  # type: ignore[attr-defined]
+                                 else read_legacy_array_length) if kind.is_array else None,
+                         nullable=nullable, entity=entity, whole=whole)
+        if tag is None:
+            fields.append(planned)
+        else:
+            tagged[tag] = planned
+    return _Plan(tuple(fields), tagged, bool(cls.__flexible__))  # type: ignore[attr-defined]
 
 
 def encode(correlation_id: int, response: Any) -> bytes:
