@@ -419,6 +419,8 @@ def _read(cls: type, view: memoryview, at: int) -> tuple[Any, int]:
     for f in plan.fields:
         values[f.name], at = _read_field(cls, f, view, at)
     if plan.flexible:
+        # Kafka skips a tagged field it does not know (KIP-482: a newer client may send one):
+        # only the known ones are read, each from where its size says it starts.
         count, used = read_unsigned_varint(view, at)
         at += used
         for _ in range(count):
@@ -428,8 +430,9 @@ def _read(cls: type, view: memoryview, at: int) -> tuple[Any, int]:
             at += used
             if at + size > len(view):
                 raise BufferUnderflow(f"{cls.__name__}'s tagged field {tag} of {size} bytes past the frame's end")
-            known = plan.tagged[tag]
-            values[known.name], _ = _read_field(cls, known, view, at)
+            known = plan.tagged.get(tag)
+            if known is not None:
+                values[known.name], _ = _read_field(cls, known, view, at)
             at += size
     return cls(**values), at
 
@@ -449,8 +452,14 @@ def _read_field(cls: type, f: _Field, view: memoryview, at: int) -> tuple[Any, i
             raise UnexpectedNull(f"{cls.__name__}.{f.name} is null, which its version does not allow")
         return None, at + used
     if f.whole:
-        value, whole = f.read(view, at)
-        return value, at + whole
+        try:
+            value, whole = f.read(view, at)
+            return value, at + whole
+        except KeyError:
+            # kio's reader fails on a tagged field it does not know (a flexible version's
+            # entity): such a list is read entity by entity, which skips it.
+            if f.entity is None:
+                raise
     at += used
     items = []
     for _ in range(n):
