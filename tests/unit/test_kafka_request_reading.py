@@ -1,10 +1,13 @@
 """How the Kafka door reads a request frame (app.kafka.protocol.parse): a list null where its
 version does not allow one is unreadable, as such a string is; a tagged field it does not know
-is skipped, as Kafka skips it."""
+is skipped, as Kafka skips it; OUTBOX_KAFKA_MAX_REQUEST_ENTRIES is counted as each list's
+length is read, so a request over it is refused before its entries are made."""
 
 from __future__ import annotations
 
 import datetime
+import struct
+import tracemalloc
 import uuid
 from typing import Any
 
@@ -18,8 +21,10 @@ from kio.schema.metadata.v1.request import MetadataRequest as MetadataRequestV1
 from kio.schema.offset_fetch.v7 import request as offset_fetch_v7
 
 from app.kafka import protocol
-from app.kafka.protocol import Unparseable, parse
+from app.kafka.protocol import TooManyEntries, Unparseable, parse
 from tests.kafka.conftest import frame
+
+ENOUGH = 1_000_000
 
 
 def _request(api_key: int, version: int, body: Any, client_id: str = "test") -> bytes:
@@ -54,13 +59,13 @@ NULL_LISTS = {
 def test_a_null_list_where_its_version_allows_none_is_unreadable(request_: tuple[int, int, Any]) -> None:
     api_key, version, body = request_
     with pytest.raises(Unparseable, match="UnexpectedNull"):
-        parse(_request(api_key, version, body))
+        parse(_request(api_key, version, body), ENOUGH)
 
 
 def test_a_null_list_where_its_version_allows_one_is_read_as_none() -> None:
-    assert parse(_request(3, 1, MetadataRequestV1(topics=None))).body.topics is None
+    assert parse(_request(3, 1, MetadataRequestV1(topics=None)), ENOUGH).body.topics is None
     assert parse(_request(9, 7, offset_fetch_v7.OffsetFetchRequest(group_id="billing", require_stable=False,
-                                                                   topics=None))).body.topics is None
+                                                                   topics=None)), ENOUGH).body.topics is None
 
 
 # --- Tagged fields ------------------------------------------------------------------------------
@@ -81,7 +86,7 @@ API_VERSIONS_V3 = ApiVersionsRequest(client_software_name="librdkafka", client_s
 def test_an_api_versions_with_an_unknown_tagged_field_in_its_body_is_read_as_without_it() -> None:
     plain = _request(18, 3, API_VERSIONS_V3)
     assert plain.endswith(b"\0")  # the body's tagged fields: none
-    request = parse(plain[:-1] + _with_tag(b"\0"))
+    request = parse(plain[:-1] + _with_tag(b"\0"), ENOUGH)
     assert request.body == API_VERSIONS_V3 and request.client_id == "test"
 
 
@@ -89,7 +94,7 @@ def test_an_unknown_tagged_field_in_the_request_header_is_skipped() -> None:
     plain = _request(18, 3, API_VERSIONS_V3)
     header_end = 8 + 2 + len("test")  # the prefix, the client id (a legacy string) and its bytes
     assert plain[header_end] == 0  # the header's tagged fields: none
-    request = parse(plain[:header_end] + _with_tag(b"\0") + plain[header_end + 1:])
+    request = parse(plain[:header_end] + _with_tag(b"\0") + plain[header_end + 1:], ENOUGH)
     assert request.body == API_VERSIONS_V3 and request.client_id == "test"
 
 
@@ -113,7 +118,7 @@ def test_a_fetch_with_unknown_tagged_fields_at_every_depth_is_read_as_without_th
     assert plain.endswith(tail)
     tagged = (_with_tag(b"\0", tag=5) + _with_tag(b"\0", tag=100) + b"\x01\x01"
               + _with_tag(known, tag=UNKNOWN_TAG))
-    assert parse(plain[:-len(tail)] + tagged).body == body
+    assert parse(plain[:-len(tail)] + tagged, ENOUGH).body == body
 
 
 def test_a_metadata_of_a_flexible_version_with_an_unknown_tagged_field_in_a_topic_is_read_as_without_it() -> None:
@@ -125,10 +130,63 @@ def test_a_metadata_of_a_flexible_version_with_an_unknown_tagged_field_in_a_topi
              include_topic_authorized_operations=False)
     plain = _request(3, 12, body)
     end = plain.index(b"orders") + len(b"orders")  # the topic's tagged fields follow its name
-    assert parse(plain[:end] + _with_tag(plain[end:end + 1]) + plain[end + 1:]).body == body
+    assert parse(plain[:end] + _with_tag(plain[end:end + 1]) + plain[end + 1:], ENOUGH).body == body
 
 
 def test_a_tagged_field_whose_size_runs_past_the_frame_is_unreadable() -> None:
     plain = _request(18, 3, API_VERSIONS_V3)
     with pytest.raises(Unparseable, match="BufferUnderflow"):
-        parse(plain[:-1] + bytes([1, UNKNOWN_TAG, 100]) + b"short")
+        parse(plain[:-1] + bytes([1, UNKNOWN_TAG, 100]) + b"short", ENOUGH)
+
+
+# --- OUTBOX_KAFKA_MAX_REQUEST_ENTRIES -------------------------------------------------------------
+
+def _metadata_v0_of_empty_names(names: int) -> bytes:
+    """A Metadata v0 naming `names` topics, each an empty name of 2 bytes: the densest list."""
+    return struct.pack(">hhih", 3, 0, 7, 0) + struct.pack(">i", names) + b"\0\0" * names
+
+
+def _offset_fetch_v7_of_topics(topics: int) -> bytes:
+    """An OffsetFetch v7 naming `topics` topics of one partition each: lists within a list."""
+    body = offset_fetch_v7.OffsetFetchRequest(group_id="g", require_stable=False, topics=(
+        offset_fetch_v7.OffsetFetchRequestTopic(name="t", partition_indexes=(0,)),) * topics)
+    return _request(9, 7, body)
+
+
+def _peak_of_parsing(request: bytes, max_entries: int) -> int:
+    """The most memory the reading of `request` held at once (tracemalloc: Python's
+    allocations, kio's entities among them), the request's own bytes not counted."""
+    tracemalloc.start()
+    try:
+        with pytest.raises(TooManyEntries, match=f"more than {max_entries} entries"):
+            parse(request, max_entries)
+        return tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+
+
+@pytest.mark.parametrize("request_", [_metadata_v0_of_empty_names(ENOUGH), _offset_fetch_v7_of_topics(ENOUGH // 2)],
+                         ids=["a list of a million entries", "half a million lists of one entry"])
+def test_a_request_over_max_request_entries_is_refused_before_its_entries_are_made(request_: bytes) -> None:
+    # Made, a million entries hold tens of MiB (a slotted entity and its place in a tuple
+    # each); refused as its lengths are read, at most the bound's are made.
+    assert _peak_of_parsing(request_, max_entries=100) < 256 * 1024
+
+
+def test_the_entries_of_every_list_count_nested_ones_and_null_ones_none() -> None:
+    body = offset_fetch_v7.OffsetFetchRequest(group_id="billing", require_stable=True, topics=(
+        offset_fetch_v7.OffsetFetchRequestTopic(name="orders", partition_indexes=(0, 1, 2)),
+        offset_fetch_v7.OffsetFetchRequestTopic(name="clicks", partition_indexes=(0,))))
+    assert parse(_request(9, 7, body), 2 + 3 + 1).body == body
+    with pytest.raises(TooManyEntries):
+        parse(_request(9, 7, body), 2 + 3)
+    null = offset_fetch_v7.OffsetFetchRequest(group_id="billing", require_stable=True, topics=None)
+    assert parse(_request(9, 7, null), 0).body == null
+
+
+def test_a_list_longer_than_the_bytes_left_is_unreadable_not_over_the_bound() -> None:
+    # Each entry takes a byte at least: a length no frame of its size can hold is a corrupt
+    # frame, as Kafka's reader says, whatever the bound.
+    request = struct.pack(">hhih", 3, 0, 7, 0) + struct.pack(">i", 2**31 - 1)
+    with pytest.raises(Unparseable, match="BufferUnderflow"):
+        parse(request, ENOUGH)
