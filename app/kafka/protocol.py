@@ -340,7 +340,10 @@ def _module(api_key: int, api_version: int, entity_type: EntityType) -> types.Mo
         return None
 
 
+@cache
 def request_class(api_key: int, api_version: int) -> type | None:
+    """The request type of that API and version (None if kio has none): once per version, as
+    every frame's parse asks for it and finding it scans its module's names."""
     module = _module(api_key, api_version, EntityType.request)
     return None if module is None else module.__dict__.get(_entity_name(module, EntityType.request))
 
