@@ -1,7 +1,10 @@
 """Kafka's wire protocol through kio: a request frame's header and body parsed, a response
 encoded with its header, the versions served, and the answer Kafka gives to a version it does
 not serve. No message is hand-written: every type comes from kio, generated from Kafka's own
-JSON message schemas."""
+JSON message schemas. A request is read field by field with kio's own readers, walking kio's
+schema of its type (parse), so that, as Kafka's reader, it refuses a list null where its
+version allows none, skips a tagged field it does not know, and stops at
+OUTBOX_KAFKA_MAX_REQUEST_ENTRIES before making the entries past it."""
 
 from __future__ import annotations
 
