@@ -1,7 +1,10 @@
 """Kafka's wire protocol through kio: a request frame's header and body parsed, a response
 encoded with its header, the versions served, and the answer Kafka gives to a version it does
 not serve. No message is hand-written: every type comes from kio, generated from Kafka's own
-JSON message schemas."""
+JSON message schemas. A request is read field by field with kio's own readers, walking kio's
+schema of its type (parse), so that, as Kafka's reader, it refuses a list null where its
+version allows none, skips a tagged field it does not know, and stops at
+OUTBOX_KAFKA_MAX_REQUEST_ENTRIES before making the entries past it."""
 
 from __future__ import annotations
 
@@ -21,7 +24,12 @@ from typing import Any, TypeVar
 
 from kio.index import UnknownAPIKey, UnknownEntity, load_payload_module
 from kio.schema.errors import ErrorCode
-from kio.serial import entity_reader, entity_writer
+from kio.serial import entity_writer
+from kio.serial._introspect import EntityField, EntityTupleField, PrimitiveField, classify_field, get_field_tag
+from kio.serial._parse import get_field_reader
+from kio.serial.errors import BufferUnderflow, NegativeByteLength, UnexpectedNull
+from kio.serial.readers import (Reader, read_compact_array_length, read_legacy_array_length,
+                                read_unsigned_varint)
 from kio.static.constants import EntityType
 
 from app.domain.request_shape import duplicated
@@ -278,17 +286,6 @@ def answered_once(entries: Iterable[_Entry], key: Callable[[_Entry], Hashable | 
     return out
 
 
-def entries(request: Any) -> int:
-    """How many entries the lists of a request entity hold, nested ones included (a Fetch's
-    topics and each topic's partitions): what OUTBOX_KAFKA_MAX_REQUEST_ENTRIES bounds."""
-    count = 0
-    for entity in _entities(request):
-        _, _, tuples, values = _walked(type(entity))
-        count += sum(len(getattr(entity, name) or ()) for name in tuples)
-        count += sum(len(getattr(entity, name) or ()) for name in values)
-    return count
-
-
 def _entities(root: Any) -> Iterator[Any]:
     """`root` and every entity within it, through its fields that hold entities (_walked)."""
     stack = [root]
@@ -297,7 +294,7 @@ def _entities(root: Any) -> Iterator[Any]:
         if entity is None:
             continue
         yield entity
-        _, entities, tuples, _ = _walked(type(entity))
+        _, entities, tuples = _walked(type(entity))
         for name in entities:
             stack.append(getattr(entity, name))
         for name in tuples:
@@ -305,15 +302,15 @@ def _entities(root: Any) -> Iterator[Any]:
 
 
 @cache
-def _walked(cls: type) -> tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...], tuple[str, ...]]:
-    """An entity type's fields that error_codes and entries read: (error codes, entities,
-    tuples of entities, tuples of anything else), from its type hints, once per type."""
-    codes, entities, tuples, values = [], [], [], []
+def _walked(cls: type) -> tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...]]:
+    """An entity type's fields that error_codes reads: (error codes, entities, tuples of
+    entities), from its type hints, once per type."""
+    codes, entities, tuples = [], [], []
     hints = typing.get_type_hints(cls)
     for f in dataclasses.fields(cls):
         hint = hints[f.name]
         # A nullable field (`X | None`, an OffsetFetch's `topics` up to version 7) is walked as
-        # its X: counted as a plain value, its entities would escape both walks.
+        # its X, or its entities would escape the walk.
         present = [a for a in typing.get_args(hint) if a is not type(None)]
         if typing.get_origin(hint) is not tuple and len(present) == 1:
             hint = present[0]
@@ -324,9 +321,7 @@ def _walked(cls: type) -> tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...
             tuples.append(f.name)
         elif dataclasses.is_dataclass(hint):
             entities.append(f.name)
-        elif typing.get_origin(hint) is tuple:
-            values.append(f.name)
-    return tuple(codes), tuple(entities), tuple(tuples), tuple(values)
+    return tuple(codes), tuple(entities), tuple(tuples)
 
 
 def supported_features(api_versions_version: int) -> dict[str, tuple[int, int]]:
@@ -348,7 +343,10 @@ def _module(api_key: int, api_version: int, entity_type: EntityType) -> types.Mo
         return None
 
 
+@cache
 def request_class(api_key: int, api_version: int) -> type | None:
+    """The request type of that API and version (None if kio has none): once per version, as
+    every frame's parse asks for it and finding it scans its module's names."""
     module = _module(api_key, api_version, EntityType.request)
     return None if module is None else module.__dict__.get(_entity_name(module, EntityType.request))
 
@@ -369,19 +367,154 @@ def _entity_name(module: types.ModuleType, entity_type: EntityType) -> str:
     return ""
 
 
-def parse(frame: bytes) -> Request:
-    """The served request in `frame`; Unparseable if kio cannot read it."""
+def parse(frame: bytes, max_entries: int) -> Request:
+    """The served request in `frame`; Unparseable if it cannot be read as its version's
+    request (kio's schema: a list null where its version does not allow one is as unreadable as
+    such a string); TooManyEntries as soon as its lists hold more than `max_entries` together
+    (OUTBOX_KAFKA_MAX_REQUEST_ENTRIES), counted as each list's length is read, before any of
+    that list is built."""
     api_key, api_version, correlation_id = prefix(frame)
     cls = request_class(api_key, api_version)
     if cls is None:
         raise Unparseable(f"no request type for API key {api_key} version {api_version}")
     view = memoryview(frame)
+    budget = _Budget(api_key, max_entries)
     try:
-        header, used = entity_reader(cls.__header_schema__)(view, 0)  # type: ignore[attr-defined]
-        body, _ = entity_reader(cls)(view, used)
+        header, at = _read(cls.__header_schema__, view, 0, budget)  # type: ignore[attr-defined]
+        body, _ = _read(cls, view, at, budget)
+    except TooManyEntries:
+        raise
     except Exception as e:  # noqa: BLE001 - kio raises several kinds for bytes it cannot read
         raise Unparseable(f"{type(e).__name__}: {e}") from None
     return Request(api_key, api_version, correlation_id, getattr(header, "client_id", None), body)
+
+
+class _Budget:
+    """What is left of a request's OUTBOX_KAFKA_MAX_REQUEST_ENTRIES while it is read."""
+
+    __slots__ = ("api_key", "limit", "left")
+
+    def __init__(self, api_key: int, limit: int) -> None:
+        self.api_key, self.limit, self.left = api_key, limit, limit
+
+    def take(self, n: int) -> None:
+        self.left -= n
+        if self.left < 0:
+            raise TooManyEntries(f"API key {self.api_key} with more than {self.limit} entries in its lists "
+                                 f"(OUTBOX_KAFKA_MAX_REQUEST_ENTRIES)")
+
+
+@dataclass(frozen=True, slots=True)
+class _Field:
+    """How one field of an entity is read. `read`: kio's reader of the whole field. `entity`:
+    the type of the entity it is or whose list it is, read with _read unless `whole`. A list's
+    length is read first (`length`), refused if null where `nullable` is False, and counted;
+    then kio reads the list `whole`, or its entities are read one by one."""
+    name: str
+    read: Reader[Any]
+    length: Reader[int | None] | None
+    nullable: bool
+    entity: type | None
+    whole: bool
+
+
+@dataclass(frozen=True, slots=True)
+class _Plan:
+    fields: tuple[_Field, ...]
+    tagged: dict[int, _Field]
+    flexible: bool
+
+
+def _read(cls: type, view: memoryview, at: int, budget: _Budget) -> tuple[Any, int]:
+    """The entity of `cls` at `at`, and the offset after it."""
+    plan = _plan(cls)
+    values: dict[str, Any] = {}
+    for f in plan.fields:
+        values[f.name], at = _read_field(cls, f, view, at, budget)
+    if plan.flexible:
+        # Kafka skips a tagged field it does not know (KIP-482: a newer client may send one):
+        # only the known ones are read, each from where its size says it starts.
+        count, used = read_unsigned_varint(view, at)
+        at += used
+        for _ in range(count):
+            tag, used = read_unsigned_varint(view, at)
+            at += used
+            size, used = read_unsigned_varint(view, at)
+            at += used
+            if at + size > len(view):
+                raise BufferUnderflow(f"{cls.__name__}'s tagged field {tag} of {size} bytes past the frame's end")
+            known = plan.tagged.get(tag)
+            if known is not None:
+                values[known.name], _ = _read_field(cls, known, view, at, budget)
+            at += size
+    return cls(**values), at
+
+
+def _read_field(cls: type, f: _Field, view: memoryview, at: int, budget: _Budget) -> tuple[Any, int]:
+    if f.length is None:
+        if f.entity is not None and not f.whole:
+            return _read(f.entity, view, at, budget)
+        value, used = f.read(view, at)
+        return value, at + used
+    n, used = f.length(view, at)
+    if n is not None and n < -1:
+        raise NegativeByteLength(f"{cls.__name__}.{f.name} of {n} entries")
+    if n is None or n == -1:
+        # kio reads a null list as None wherever it is, which a handler iterating it cannot take.
+        if not f.nullable:
+            raise UnexpectedNull(f"{cls.__name__}.{f.name} is null, which its version does not allow")
+        return None, at + used
+    at_least = len(view) - at - used
+    if n > at_least:
+        # Every entry takes a byte at least: as Kafka's reader, a length past the frame's end
+        # is refused before anything is made of it.
+        raise BufferUnderflow(f"{cls.__name__}.{f.name} of {n} entries in {at_least} bytes")
+    budget.take(n)
+    if f.whole:
+        try:
+            value, whole = f.read(view, at)
+            return value, at + whole
+        except KeyError:
+            # kio's reader fails on a tagged field it does not know (a flexible version's
+            # entity): such a list is read entity by entity, which skips it.
+            if f.entity is None:
+                raise
+    at += used
+    items = []
+    for _ in range(n):
+        item, at = _read(f.entity, view, at, budget)  # type: ignore[arg-type]
+        items.append(item)
+    return tuple(items), at
+
+
+@cache
+def _plan(cls: type) -> _Plan:
+    """How `cls` is read, from kio's schema of it (its fields' types and metadata), once per
+    type. kio reads a list whole, once its length is counted, where nothing within it is to be
+    counted or refused: a list of primitives, or of entities of primitives only."""
+    header = getattr(cls, "__type__", None) is EntityType.header
+    fields, tagged = [], {}
+    for f in dataclasses.fields(cls):
+        kind = classify_field(f)
+        tag = get_field_tag(f)
+        # A nullable list is `tuple[X, ...] | None`; `tuple[X | None, ...]` is not one.
+        nullable = typing.get_origin(f.type) in (types.UnionType, typing.Union)
+        entity = kind.type_ if isinstance(kind, (EntityField, EntityTupleField)) else None
+        if entity is None:
+            whole = True
+        elif kind.is_array:
+            whole = all(isinstance(classify_field(g), PrimitiveField) for g in dataclasses.fields(entity))
+        else:
+            whole = nullable  # left to kio, the marker byte before it and all
+        planned = _Field(name=f.name, read=get_field_reader(cls, f, header, tag is not None),
+                         length=(read_compact_array_length if cls.__flexible__  # type: ignore[attr-defined]
+                                 else read_legacy_array_length) if kind.is_array else None,
+                         nullable=nullable, entity=entity, whole=whole)
+        if tag is None:
+            fields.append(planned)
+        else:
+            tagged[tag] = planned
+    return _Plan(tuple(fields), tagged, bool(cls.__flexible__))  # type: ignore[attr-defined]
 
 
 def encode(correlation_id: int, response: Any) -> bytes:

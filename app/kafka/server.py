@@ -262,7 +262,7 @@ class KafkaListener:
             return await self._answer(frame, session, writer), False
         if not protocol.is_served(api_key, api_version):
             raise protocol.CloseConnection(f"SASL API key {api_key} version {api_version} is not served")
-        body = protocol.parse(frame).body
+        body = protocol.parse(frame, self.settings.kafka_max_request_entries).body
         m = protocol.response_module(api_key, api_version)
         assert m is not None
         if api_key == auth.SASL_HANDSHAKE:
@@ -316,7 +316,7 @@ class KafkaListener:
         # hold up every connection of both doors. A small one is not worth a thread's hop.
         off_loop = len(frame) > _INLINE_FRAME_BYTES
         limit = self.settings.kafka_max_request_entries
-        request = await asyncio.to_thread(_parsed, frame, limit) if off_loop else _parsed(frame, limit)
+        request = await asyncio.to_thread(protocol.parse, frame, limit) if off_loop else protocol.parse(frame, limit)
         response = await self._respond(request, session, writer)
         encoded, errors = (await asyncio.to_thread(_encoded, correlation_id, response)
                            if off_loop or api_key in _LARGE_ANSWERS else _encoded(correlation_id, response))
@@ -408,16 +408,6 @@ class KafkaListener:
         finally:
             if place is not None:
                 place.release()
-
-
-def _parsed(frame: bytes, max_entries: int) -> protocol.Request:
-    """The request in `frame`; TooManyEntries if its lists hold more than `max_entries`
-    (OUTBOX_KAFKA_MAX_REQUEST_ENTRIES), before any of it is done."""
-    request = protocol.parse(frame)
-    if (n := protocol.entries(request.body)) > max_entries:
-        raise protocol.TooManyEntries(f"API key {request.api_key} with {n} entries in its lists (the limit is "
-                                      f"{max_entries}, OUTBOX_KAFKA_MAX_REQUEST_ENTRIES)")
-    return request
 
 
 def _encoded(correlation_id: int, response: Any) -> tuple[bytes | None, dict[ErrorCode, int]]:

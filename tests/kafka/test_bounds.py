@@ -11,6 +11,7 @@ import datetime
 import socket
 import struct
 import time
+import tracemalloc
 from collections.abc import Callable
 from typing import Any
 
@@ -227,6 +228,25 @@ def test_a_request_of_max_request_entries_is_answered(kafka: Listener) -> None:
     assert [(p.index, p.error_code, p.base_offset) for p in answer.responses[0].partition_responses] == [
         (0, ErrorCode.none, 0), (1, ErrorCode.none, 0)]
 
+
+
+def test_a_request_far_over_max_request_entries_is_closed_without_its_entries_made(kafka: Listener) -> None:
+    # A Metadata v0 of a million empty topic names, 2 MB: made, they held tens of MiB (a
+    # reviewer's 100 MiB frame of them, 3.5 GiB); counted as its list's length is read, the
+    # connection closes with none made. Traced: the frame as read, and what its reading held.
+    names = 1_000_000
+    body = struct.pack(">hhih", 3, 0, 7, 0) + struct.pack(">i", names) + b"\0\0" * names
+    too_large = _added("outbox_kafka_connections_closed_total", reason="too_large")
+    with listener_with(kafka, kafka_max_request_entries=100) as small, small.connect() as s:
+        tracemalloc.start()
+        try:
+            s.sendall(struct.pack(">i", len(body)) + body)
+            assert closed(s)
+            peak = tracemalloc.get_traced_memory()[1]
+        finally:
+            tracemalloc.stop()
+    assert too_large() == 1
+    assert peak < 4 * len(body)
 
 
 def test_names_count_as_entries_a_describe_groups_naming_more_groups_than_the_bound_closes_the_connection(

@@ -1,26 +1,14 @@
-"""What the Kafka door counts of a request (app.kafka.protocol.entries, bounded by
-OUTBOX_KAFKA_MAX_REQUEST_ENTRIES) and of an answer (error_codes): every list, nullable ones
-included, at every depth."""
+"""What the Kafka door counts of an answer (error_codes): every list, nullable ones included,
+at every depth. What it counts of a request (OUTBOX_KAFKA_MAX_REQUEST_ENTRIES) is counted as
+the request is read: tests/unit/test_kafka_request_reading.py."""
 
 from __future__ import annotations
 
 from kio.schema.errors import ErrorCode
-from kio.schema.offset_fetch.v7.request import OffsetFetchRequest, OffsetFetchRequestTopic
 from kio.schema.offset_fetch.v7.response import (OffsetFetchResponse, OffsetFetchResponsePartition,
                                                  OffsetFetchResponseTopic)
 
-from app.kafka.protocol import entries, error_codes
-
-
-def test_a_nullable_list_of_topics_counts_each_topic_and_its_partitions() -> None:
-    request = OffsetFetchRequest(group_id="billing", require_stable=True, topics=(
-        OffsetFetchRequestTopic(name="orders", partition_indexes=(0, 1, 2)),
-        OffsetFetchRequestTopic(name="clicks", partition_indexes=(0,))))
-    assert entries(request) == 2 + 3 + 1
-
-
-def test_a_null_list_counts_nothing() -> None:
-    assert entries(OffsetFetchRequest(group_id="billing", require_stable=True, topics=None)) == 0
+from app.kafka.protocol import error_codes
 
 
 def test_error_codes_under_a_nullable_list_are_counted() -> None:
