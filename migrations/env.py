@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from contextlib import nullcontext
 
 from alembic import context
 
@@ -39,8 +40,12 @@ def run_migrations_online() -> None:
     # Several processes may migrate one database at once: on PostgreSQL each waits for the
     # migrators' lock; on SQLite for the write lock (up to OUTBOX_SQLITE_BUSY_TIMEOUT_MS; at 0
     # the later ones fail at once, "database is locked"). The ones after the first find the
-    # schema where it left it.
-    with one_migrator_at_a_time(engine), engine.connect() as connection:
+    # schema where it left it. Not taken here where app.storage.migrate holds it already, nor
+    # for what changes nothing (`alembic current`), which would wait out a whole migration.
+    lock_held = config.attributes.get("migrators_lock_held", False)
+    read_only = context._proxy.context_opts.get("dont_mutate", False)  # type: ignore[attr-defined]
+    turn = nullcontext() if lock_held or read_only else one_migrator_at_a_time(engine)
+    with turn, engine.connect() as connection:
         take_write_lock_at_begin(connection)
         _run(connection)
     engine.dispose()

@@ -107,20 +107,25 @@ def migrate_to(database_url: str, revision: str = "head", *, allow_downgrade: bo
     target = resolve(revision)
     engine = build_migration_engine(database_url, sqlite_busy_timeout_ms=sqlite_busy_timeout_ms)
     try:
-        current = current_revision(engine)
+        # The direction is chosen from the revision read under the lock: read before it, a
+        # migrator that waited for another's upgrade would then "upgrade" to an older revision,
+        # which alembic takes as nothing to do, and say it was done.
+        with one_migrator_at_a_time(engine):
+            current = current_revision(engine)
+            known(current)
+            if target == current:
+                return []
+            if target is not None and (current is None or _is_ancestor(current, target)):
+                return _run(command.upgrade, database_url, target, on_step, sqlite_busy_timeout_ms, lock_held=True)
+            if not allow_downgrade:
+                raise SchemaMismatch(
+                    f"the database is at {current}, newer than {target or 'base'}: moving it there is a "
+                    f"downgrade, which drops what the later migrations added; add --downgrade to do it"
+                )
+            return _run(command.downgrade, database_url, target or "base", on_step, sqlite_busy_timeout_ms,
+                        lock_held=True)
     finally:
         engine.dispose()
-    known(current)
-    if target == current:
-        return []
-    if target is not None and (current is None or _is_ancestor(current, target)):
-        return upgrade(database_url, target, on_step=on_step, sqlite_busy_timeout_ms=sqlite_busy_timeout_ms)
-    if not allow_downgrade:
-        raise SchemaMismatch(
-            f"the database is at {current}, newer than {target or 'base'}: moving it there is a "
-            f"downgrade, which drops what the later migrations added; add --downgrade to do it"
-        )
-    return _run(command.downgrade, database_url, target or "base", on_step, sqlite_busy_timeout_ms)
 
 
 def resolve(revision: str) -> str | None:
@@ -180,7 +185,10 @@ def _first_sentence(doc: str | None) -> str:
 
 
 def _run(cmd, database_url: str, revision: str, on_step: OnStep | None,  # type: ignore[no-untyped-def]
-         sqlite_busy_timeout_ms: int = MIGRATION_BUSY_TIMEOUT_MS) -> list[Step]:
+         sqlite_busy_timeout_ms: int = MIGRATION_BUSY_TIMEOUT_MS, *, lock_held: bool = False) -> list[Step]:
+    """Run alembic's `cmd`. `lock_held`: the caller holds the migrators' lock already
+    (one_migrator_at_a_time), which migrations/env.py then does not take again: a second
+    session of this process asking for it would wait for this one forever."""
     steps: list[Step] = []
 
     def applied(*, step: MigrationInfo, **_: object) -> None:
@@ -194,6 +202,7 @@ def _run(cmd, database_url: str, revision: str, on_step: OnStep | None,  # type:
     cfg = alembic_config(database_url)
     cfg.attributes["on_version_apply"] = applied  # migrations/env.py passes it to alembic
     cfg.attributes["sqlite_busy_timeout_ms"] = sqlite_busy_timeout_ms  # and builds its engine with it
+    cfg.attributes["migrators_lock_held"] = lock_held
     try:
         cmd(cfg, revision)
     except MigrationRefused as e:

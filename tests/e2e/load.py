@@ -962,6 +962,7 @@ def provisioned(backend_name: str, tmp: Path) -> Any:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from app.settings import OTHER_BACKENDS_SETTINGS
     from tests.e2e.conftest import Launcher
 
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -972,11 +973,15 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--rotate", action="store_true", help="each request to a random server")
     ap.add_argument("--seed", type=int, default=None)
     ap.add_argument("--setting", action="append", default=[], metavar="NAME=VALUE",
-                    help="an OUTBOX_ setting for the servers, e.g. sqlite_busy_timeout_ms=1000")
+                    help="an OUTBOX_ setting for the servers, e.g. sqlite_busy_timeout_ms=1000 (one of a "
+                    "kind of database goes to that kind's servers only)")
     args = ap.parse_args(argv)
-    settings = dict(s.split("=", 1) for s in args.setting)
+    given = dict(s.split("=", 1) for s in args.setting)
     failed = False
     for name in (["sqlite", "postgresql"] if args.backend == "both" else [args.backend]):
+        # The servers refuse the other kind's settings, which would do nothing there.
+        other = OTHER_BACKENDS_SETTINGS["postgresql" if name == "sqlite" else "sqlite"]
+        settings = {k: v for k, v in given.items() if k.lower() not in other}
         with tempfile.TemporaryDirectory(prefix="outbox-load-") as tmp, provisioned(name, Path(tmp)) as backend:
             launcher = Launcher(backend)
             try:

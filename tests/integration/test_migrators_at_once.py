@@ -7,10 +7,12 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
+from alembic import command
 from sqlalchemy import create_engine, text
 
 from app.storage import migrate
 from app.storage.migrate import MIGRATORS_LOCK
+from tests.migration_helpers import at_revision
 from tests.outbox_command import outbox
 
 MIGRATORS = 3
@@ -53,3 +55,42 @@ def test_migrators_started_together_wait_for_the_one_that_migrates_and_all_succe
     # One of them made every step; the others found the schema at head.
     made = sorted(r.stdout.count("upgraded ") for r in results)
     assert made == [0] * (MIGRATORS - 1) + [len(migrate.revisions())]
+
+
+@pytest.mark.parametrize("empty_url", ["postgresql"], indirect=True)
+def test_a_migrator_that_waited_chooses_its_direction_from_where_the_other_left_the_schema(empty_url: str) -> None:
+    # Chosen before the wait, `outbox migrate 0034` from 0033 "upgraded" a database another
+    # migrator had brought to head meanwhile: alembic did nothing, and it said it was done.
+    at_revision(empty_url, "0033")
+    holder = create_engine(empty_url, isolation_level="AUTOCOMMIT")
+    with ThreadPoolExecutor(1) as pool, holder.connect() as held:
+        held.execute(text("SELECT pg_advisory_lock(:key)"), {"key": MIGRATORS_LOCK})
+        waiting = pool.submit(outbox, empty_url, "migrate", "0034")
+        deadline = time.monotonic() + 60
+        while _polling(empty_url) < 1:
+            assert time.monotonic() < deadline, waiting.result().stderr if waiting.done() else "not polling"
+            time.sleep(0.2)
+        # The holder's own migration, to head, under the lock it holds.
+        config = migrate.alembic_config(empty_url)
+        config.attributes["migrators_lock_held"] = True
+        command.upgrade(config, "head")
+        held.execute(text("SELECT pg_advisory_unlock(:key)"), {"key": MIGRATORS_LOCK})
+        done = waiting.result()
+    holder.dispose()
+    assert done.returncode == 1, done.stderr
+    assert (f"the database is at {migrate.head_revision()}, newer than 0034: moving it there is a downgrade"
+            in done.stderr), done.stderr
+
+
+@pytest.mark.parametrize("empty_url", ["postgresql"], indirect=True)
+def test_alembic_current_does_not_wait_for_a_migration(empty_url: str) -> None:
+    config = migrate.alembic_config(empty_url)
+    holder = create_engine(empty_url, isolation_level="AUTOCOMMIT")
+    with ThreadPoolExecutor(1) as pool, holder.connect() as held:
+        held.execute(text("SELECT pg_advisory_lock(:key)"), {"key": MIGRATORS_LOCK})
+        shown = pool.submit(command.current, config)
+        try:
+            shown.result(timeout=30)
+        finally:
+            held.execute(text("SELECT pg_advisory_unlock(:key)"), {"key": MIGRATORS_LOCK})
+    holder.dispose()
