@@ -64,6 +64,20 @@ materialised, nothing collected), with the same number of tasks (--tasks):
   layout a log's appends give): the heap layout's share of the per-split hash join;
   jvm_union: the JVM read's own split queries over the view read the same way (one `dbtable`
   subquery per split, unioned): what that way of reading costs, apart from the SQL;
+- step 3 PROTOTYPE on the partitioned layout (benchmarks/step3_prototype.py: `records` given
+  `batch_base`, and per log partition two copies of its view, rendered from the template with
+  the join alone changed): step3_loop_* read the views `step3_views.loop_<t>_<p>` (the fenced
+  LATERAL kept, `r.batch_base = b.base_offset`: one descent of (topic_id, partition,
+  batch_base) per batch), step3_hashview_* the views `step3_views.hash_<t>_<p>` (the
+  partition's records behind OFFSET 0, hash-joined to the batch rows: every split reads its
+  whole leaf), step3_hash_* scan_view_cost.split_statements over `records` (per split: its
+  committed batches hashed, one offset range of the leaf; topic and log start looked up when
+  the read is planned); each as *_jvm (read_jvm's conversions, headers a map), *_jvm_json
+  (headersFormat=json) and *_view_jdbc (view_jdbc's read: Spark's JDBC reader, the plain
+  columns as text, nothing decoded, one relation a partition with view_jdbc's predicates, or
+  one a split for step3_hash); view_jdbc_partitions: that read over the real partitions'
+  views (the reference for the step3 *_view_jdbc); these view_jdbc reads set `jit=off` as the
+  JVM read does (view_jdbc does not); step3_*_jvm are checked equal to jvm row for row;
 - jvm_dense: the JVM read (spark_jobs.reader.jvm.read_jvm: the same plan, predicates, connection
   properties, declared schema and conversions) over `bench_view_rows`, a table holding the
   view's output for the topic (its columns and types, headers as the view's JSON text, and
@@ -78,7 +92,9 @@ materialised, nothing collected), with the same number of tasks (--tasks):
 - server_plain, server_view, server_dense: the server's execution of each variant's split
   queries (plain's id ranges, the JVM read's predicates over the view, the same over
   bench_view_rows; server_batch_base: the predicates over prototype_committed_records;
-  server_batch_base_hash: jvm_batch_base_hash's split queries), as Spark's JDBC reader sends them, run one after another through psycopg
+  server_batch_base_hash: jvm_batch_base_hash's split queries; server_partition_views: the JVM read's
+  own split queries, each over its partition's view; server_step3_loop, server_step3_hashview,
+  server_step3_hash: the same over the step 3 prototype's relations), as Spark's JDBC reader sends them, run one after another through psycopg
   under EXPLAIN (ANALYZE, TIMING OFF), the sum of their execution times (rows are produced,
   not sent): the server's share of each read, in the same rounds;
 - *_count (plain, source_adbc, jvm, jvm_nullable, jvm_header_arrays): the same reads counted
@@ -121,6 +137,7 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 import committed_log  # noqa: E402
 import header_arrays_prototype  # noqa: E402
 import scan_view_cost  # noqa: E402
+import step3_prototype  # noqa: E402
 from scratch import ADMIN_URL, kept_database  # noqa: E402
 
 from spark_jobs.datasource import read_outbox  # noqa: E402
@@ -128,6 +145,7 @@ from spark_jobs.reader.jvm import STORED_TYPES, VIEW, parsed_headers, read_jvm, 
 from spark_jobs.reader.jvm import predicates as jvm_predicates  # noqa: E402
 from spark_jobs.reader.options import parse_options  # noqa: E402
 from spark_jobs.reader.planning import Pruning, plan_splits, snapshot, starting_committed  # noqa: E402
+from spark_jobs.reader.statement import positions_predicate  # noqa: E402
 from spark_jobs.common.positions import batch_ranges, log_end_offsets  # noqa: E402
 from spark_jobs.session import build_session  # noqa: E402
 from benchmarks.jdbc_reader import (  # noqa: E402
@@ -144,7 +162,11 @@ VARIANTS = ("plain", "records_raw", "view_jdbc", "source_adbc", "source_psycopg"
             "jvm_header_arrays_count", "jvm_batch_base_count",
             "jvm_dense", "jvm_dense_no_headers", "jvm_dense_headers_text", "headers_cached", "headers_parse",
             "server_plain", "server_view", "server_dense", "server_batch_base", "server_batch_base_hash",
-            "plain_pruned", "source_adbc_pruned", "jvm_pruned", "jvm_nullable_pruned")
+            "plain_pruned", "source_adbc_pruned", "jvm_pruned", "jvm_nullable_pruned",
+            "view_jdbc_partitions", "step3_loop_view_jdbc", "step3_loop_jvm", "step3_loop_jvm_json",
+            "step3_hashview_view_jdbc", "step3_hashview_jvm", "step3_hashview_jvm_json",
+            "step3_hash_view_jdbc", "step3_hash_jvm", "step3_hash_jvm_json",
+            "server_partition_views", "server_step3_loop", "server_step3_hashview", "server_step3_hash")
 # What each variant's ratio is taken against: the raw JDBC read of the same rows, in the same way.
 REFERENCE = {"plain_count": "plain_count", "source_adbc_count": "plain_count", "jvm_count": "plain_count",
              "jvm_nullable_count": "plain_count", "jvm_header_arrays_count": "plain_count",
@@ -152,7 +174,9 @@ REFERENCE = {"plain_count": "plain_count", "source_adbc_count": "plain_count", "
              "plain_pruned": "plain_pruned", "source_adbc_pruned": "plain_pruned", "jvm_pruned": "plain_pruned",
              "jvm_nullable_pruned": "plain_pruned",
              "server_plain": "server_plain", "server_view": "server_plain", "server_dense": "server_plain",
-             "server_batch_base": "server_plain", "server_batch_base_hash": "server_plain"}
+             "server_batch_base": "server_plain", "server_batch_base_hash": "server_plain",
+             "server_partition_views": "server_plain", "server_step3_loop": "server_plain",
+             "server_step3_hashview": "server_plain", "server_step3_hash": "server_plain"}
 # The pruned variants keep one partition of the topic: the last.
 PRUNED = "partition = {last}"
 PLAIN_COLUMNS = '"partition", "offset", commit_position, timestamp_ms, key, value, headers'
@@ -408,6 +432,13 @@ def main(argv: list[str] | None = None) -> int:
                 print("  prototype: records with their batch base, and its view, built", file=sys.stderr)
             if any(v.startswith("jvm_batch_base_hash_by_partition") for v in chosen):
                 scan_view_cost.ensure_by_partition(conn)
+    if any(v.startswith(("step3_", "server_step3_")) for v in chosen):
+        import psycopg
+
+        with psycopg.connect(url.replace("postgresql+psycopg", "postgresql"), autocommit=True) as conn:
+            if step3_prototype.ensure(conn, log=lambda m: print(m, file=sys.stderr)):
+                print("  prototype: step 3 (batch_base on records, the partitions' prototype views) built",
+                      file=sys.stderr)
     rows = copy_to_plain_table(url)
     if any(v in chosen for v in ("jvm_dense", "jvm_dense_no_headers", "jvm_dense_headers_text", "headers_cached",
                                  "headers_parse", "server_dense")):
@@ -471,6 +502,47 @@ def main(argv: list[str] | None = None) -> int:
         def jvm_dense(**extra: str):  # type: ignore[no-untyped-def]
             return read_jvm(spark, *planned(**extra), relation=VIEW_SHAPED)
 
+        def step3_splits(kind: str, **extra: str):  # type: ignore[no-untyped-def]
+            """The JVM read's plan, each split reading its partition's step 3 prototype view."""
+            from dataclasses import replace
+
+            options, splits = planned(**extra)
+            prefix = "committed_records.partition_"
+            assert all(s.relation.startswith(prefix) for s in splits), [s.relation for s in splits]
+            return options, [replace(s, relation=f"{step3_prototype.SCHEMA}.{kind}_{s.relation[len(prefix):]}")
+                             for s in splits]
+
+        def step3_jvm(kind: str, **extra: str):  # type: ignore[no-untyped-def]
+            return read_jvm(spark, *step3_splits(kind, **extra))
+
+        def step3_hash(**extra: str):  # type: ignore[no-untyped-def]
+            return scan_view_cost.read_batch_base_hash(spark, *planned(**extra), server, relation="records")
+
+        def view_jdbc_over(relation_of):  # type: ignore[no-untyped-def]
+            """view_jdbc's read (its predicates, columns and schema) over one relation a
+            partition, relation_of(topic_id, partition), unioned; jit off."""
+            from functools import reduce
+
+            frames = []
+            for r in ranges:
+                relation = relation_of(topic_id, r.partition)
+                preds = [" AND ".join(positions_predicate(committed_log.TOPIC, r.partition, lo, hi, "postgresql",
+                                                          relation))
+                         for lo, hi in split_range(r, args.tasks // len(ranges))]
+                frames.append(spark.read.jdbc(source.url, relation, predicates=preds, properties={
+                    **props, "customSchema": CUSTOM_SCHEMA, "options": "-c jit=off"}
+                ).select(*PLAIN_COLUMNS.replace('"', "").split(", ")))
+            return reduce(lambda a, b: a.union(b), frames)
+
+        def step3_hash_view_jdbc():  # type: ignore[no-untyped-def]
+            from functools import reduce
+
+            return reduce(lambda a, b: a.union(b), [
+                spark.read.jdbc(source.url, f"({sql}) s", properties={
+                    **props, "customSchema": STORED_TYPES, "options": "-c jit=off"}
+                ).select(*PLAIN_COLUMNS.replace('"', "").split(", "))
+                for sql in scan_view_cost.split_statements(server, planned()[1], relation="records")])
+
         cached_headers = []  # made once, when a variant first asks for it
 
         def headers_cached():  # type: ignore[no-untyped-def]
@@ -496,6 +568,21 @@ def main(argv: list[str] | None = None) -> int:
                                                      for p in jvm_queries]),
             "server_batch_base_hash": ServerRead(server, scan_view_cost.split_statements(server, planned()[1])),
         }
+        if any(v.startswith(("step3_", "server_step3_", "server_partition_views")) for v in chosen):
+            def own_relations(splits):  # type: ignore[no-untyped-def]
+                return [f"SELECT {JVM_COLUMNS} FROM {s.relation} WHERE {p}"
+                        for s, p in zip(splits, jvm_predicates(splits, "postgresql"), strict=True)]
+
+            server_reads.update({
+                "server_partition_views": ServerRead(server, own_relations(planned()[1])),
+                "server_step3_loop": ServerRead(server, own_relations(step3_splits("loop")[1])),
+                "server_step3_hashview": ServerRead(server, own_relations(step3_splits("hash")[1])),
+                "server_step3_hash": ServerRead(server, scan_view_cost.split_statements(
+                    server, planned()[1], relation="records")),
+            })
+        else:
+            server_reads.update({n: server_reads["server_plain"] for n in (
+                "server_partition_views", "server_step3_loop", "server_step3_hashview", "server_step3_hash")})
 
         pruned = PRUNED.format(last=max(ends))
 
@@ -571,6 +658,17 @@ def main(argv: list[str] | None = None) -> int:
             "plain_pruned": lambda: plain().where(pruned),
             "source_adbc_pruned": lambda: source_df(driver="adbc").where(pruned),
             "jvm_pruned": lambda: jvm().where(pruned),
+            "view_jdbc_partitions": lambda: view_jdbc_over(lambda t, p: f"committed_records.partition_{t}_{p}"),
+            "step3_loop_view_jdbc": lambda: view_jdbc_over(lambda t, p: step3_prototype.prototype_view("loop", t, p)),
+            "step3_loop_jvm": lambda: step3_jvm("loop"),
+            "step3_loop_jvm_json": lambda: step3_jvm("loop", headersFormat="json"),
+            "step3_hashview_view_jdbc": lambda: view_jdbc_over(
+                lambda t, p: step3_prototype.prototype_view("hash", t, p)),
+            "step3_hashview_jvm": lambda: step3_jvm("hash"),
+            "step3_hashview_jvm_json": lambda: step3_jvm("hash", headersFormat="json"),
+            "step3_hash_view_jdbc": step3_hash_view_jdbc,
+            "step3_hash_jvm": step3_hash,
+            "step3_hash_jvm_json": lambda: step3_hash(headersFormat="json"),
         }
         assert set(variants) | set(server_reads) == set(VARIANTS)
 
@@ -593,7 +691,9 @@ def main(argv: list[str] | None = None) -> int:
                   f"{with_headers:,} rows with headers", file=sys.stderr)
             assert differing == 0, differing
         for prototype, read in (("jvm_batch_base", jvm_batch_base), ("jvm_batch_base_hash", jvm_batch_base_hash),
-                                ("jvm_batch_base_hash_by_partition", variants["jvm_batch_base_hash_by_partition"])):
+                                ("jvm_batch_base_hash_by_partition", variants["jvm_batch_base_hash_by_partition"]),
+                                *((n, variants[n]) for n in ("step3_loop_jvm", "step3_hashview_jvm",
+                                                             "step3_hash_jvm"))):
             if prototype not in chosen:
                 continue
             # Every row and column (headers as their JSON, maps not being comparable) equal to jvm's.
@@ -608,6 +708,17 @@ def main(argv: list[str] | None = None) -> int:
             both = (read().count(), jvm().count())
             print(f"{prototype}: {extra} rows not in jvm's; counts {both[0]:,} and {both[1]:,}", file=sys.stderr)
             assert extra == 0 and both[0] == both[1], (extra, both)
+        if any(v.startswith(("step3_", "server_step3_")) for v in chosen):
+            # One split's plan each way, as Spark's JDBC reader sends it (its columns selected).
+            for kind, (opts, splits) in (("loop", step3_splits("loop")), ("hashview", step3_splits("hash"))):
+                sql = f"SELECT {JVM_COLUMNS} FROM {splits[0].relation} WHERE {jvm_predicates(splits, 'postgresql')[0]}"
+                plan = server.execute(f"EXPLAIN (ANALYZE, BUFFERS) {sql}").fetchall()
+                print(f"step3_{kind}, first split:\n    " + sql + "\n    " + "\n    ".join(r[0] for r in plan),
+                      file=sys.stderr)
+            first = scan_view_cost.split_statements(server, planned()[1], relation="records")[0]
+            plan = server.execute(f"EXPLAIN (ANALYZE, BUFFERS) SELECT {JVM_COLUMNS} FROM ({first}) s").fetchall()
+            print("step3_hash, first split:\n    " + first + "\n    " + "\n    ".join(r[0] for r in plan),
+                  file=sys.stderr)
         if "jvm_batch_base_hash" in chosen:
             # The plan of one split's query, as Spark's JDBC reader sends it (its columns
             # selected from the subquery): a hash join, the records read by one range.
