@@ -8,6 +8,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from app.client.errors import ClientError
+from app.reader_relations import VIEW
 from spark_jobs.common.options import PostgresDriver
 from spark_jobs.common.positions import LogBounds, TopicPartition, log_bounds
 from spark_jobs.common.service import PROBE_TIMEOUT_S, list_topics, service_session
@@ -21,7 +22,7 @@ def check_database(database: Database, driver: PostgresDriver | str = PostgresDr
     for PostgreSQL, the ADBC PostgreSQL driver or psycopg, the member or its value."""
     # By value: a plain "adbc" is not the member `is` compares with, and would be read as psycopg.
     driver = PostgresDriver(driver)
-    probe = "SELECT batch_position FROM committed_records WHERE 1 = 0"
+    probe = f"SELECT batch_position FROM {VIEW} WHERE 1 = 0"
     if database.kind == "sqlite":
         import sqlite3
 
@@ -53,12 +54,12 @@ def check_database(database: Database, driver: PostgresDriver | str = PostgresDr
             # the view of every partition holds and locks every leaf of `records`, even for no
             # row (2,013 locks and 0.2 s at 1,000 leaves).
             readable = conn.execute(
-                "SELECT has_column_privilege(to_regclass('committed_records'), 'batch_position', 'SELECT')").fetchone()
+                "SELECT has_column_privilege(to_regclass(%s), 'batch_position', 'SELECT')", (VIEW,)).fetchone()
             if readable is None or readable[0] is None:
                 raise OutboxSourceError(_not_migrated(database))
             if not readable[0]:
                 raise OutboxSourceError(f"cannot read the database {database.display}: permission denied for view "
-                                        "committed_records (run outbox grant-reader for the role)")
+                                        f"{VIEW} (run outbox grant-reader for the role)")
     except (psycopg.errors.UndefinedTable, psycopg.errors.UndefinedColumn):
         raise OutboxSourceError(_not_migrated(database)) from None
     except psycopg.Error as e:
