@@ -173,11 +173,12 @@ def main(argv: list[str] | None = None) -> int:
     try:
         args = build_parser().parse_args(argv)
         verbose = args.verbose
-        settings = Settings()
+        over_http = _remote(args)
+        settings = _remote_settings() if over_http else Settings()
         from app import logs
 
         logs.configure(settings)
-        status = remote.run(args) if _remote(args) else args.func(settings, args)
+        status = remote.run(args) if over_http else args.func(settings, args)
         sys.stdout.flush()  # here, where a reader that went away is caught below
         return status
     except KeyboardInterrupt:
@@ -194,6 +195,26 @@ def main(argv: list[str] | None = None) -> int:
             sys.stderr.write(_redact("".join(traceback.format_exception(exc)), keys))
         sys.stderr.write(f"outbox: error: {_redact(' '.join(message.split()), keys)}\n")
         return status
+
+
+def _remote_settings() -> Settings:
+    """The settings of a command over HTTP, which reads only the log's: the service's own (its
+    database, its limits) are the service's business, and an operator's shell may carry a
+    service's environment, or part of it. So a setting this command would not act on is not
+    refused here; the log's settings are taken as given when they are right."""
+    from pydantic import ValidationError
+
+    log_settings = {"log_level", "log_format"}
+    try:
+        return Settings()
+    except ValidationError as e:
+        if log_settings & {str(error["loc"][0]) for error in e.errors() if error["loc"]}:
+            raise
+    # Right, since Settings found nothing wrong with them: the log's settings as given, every
+    # other one at its default.
+    given = {name: value for key, value in os.environ.items()
+             if (name := key.lower().removeprefix("outbox_")) in log_settings and key.lower().startswith("outbox_")}
+    return Settings.model_construct(**given)
 
 
 def _remote(args: argparse.Namespace) -> bool:

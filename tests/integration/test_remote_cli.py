@@ -571,6 +571,29 @@ def test_an_unreachable_service_is_one_line_and_exit_status_1(outbox) -> None:  
     assert done.err == f"outbox: error: cannot reach the service at http://127.0.0.1:{port}: [Errno 111] Connection refused\n"
 
 
+@pytest.mark.parametrize("setting", [("OUTBOX_DATABASE_URL", "mysql://shop@db/shop"),
+                                     ("OUTBOX_DB_POOL_PRE_PING", "true"),
+                                     ("OUTBOX_MAX_PARTITIONS_PER_TOPIC", "many")], ids=lambda s: s[0])
+def test_a_command_over_http_is_not_refused_for_a_service_setting_it_does_not_act_on(  # type: ignore[no-untyped-def]
+        outbox, monkeypatch, setting) -> None:
+    # An operator's shell may carry a service's environment: its database is the service's.
+    monkeypatch.setenv(*setting)
+    port = free_port()
+
+    done = outbox("--url", f"http://127.0.0.1:{port}", "topics", "list")
+
+    assert (done.status, done.err) == (
+        EXIT_FAILURE, f"outbox: error: cannot reach the service at http://127.0.0.1:{port}: [Errno 111] Connection refused\n")
+
+
+def test_a_command_over_http_still_refuses_a_wrong_log_setting(outbox, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    monkeypatch.setenv("OUTBOX_LOG_FORMAT", "xml")
+
+    done = outbox("--url", "http://127.0.0.1:1", "topics", "list")
+
+    assert (done.status, done.err) == (EXIT_USAGE, "outbox: error: OUTBOX_LOG_FORMAT: Input should be 'text' or 'json'\n")
+
+
 @pytest.fixture
 def web_server() -> Iterator[int]:
     """A port where a web server that is not the service answers every GET with an HTML page:
