@@ -9,6 +9,8 @@ import datetime
 import socket
 import ssl
 import struct
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -628,15 +630,22 @@ def _idempotent_produce(s: socket.socket, producer_id: int, value: bytes) -> tup
     return p.error_code, p.base_offset
 
 
-def test_an_idempotent_producer_id_handed_to_one_principal_is_unknown_to_another_s_produce(secured: Secured) -> None:
-    # Producer ids are small sequential numbers: held by nobody in particular, another principal
-    # sent at its sequence 0 and the holder's own first batch was answered as its duplicate.
-    w = secured
+@contextmanager
+def _bob_and_alice(w: Secured) -> Iterator[tuple[socket.socket, socket.socket]]:
+    """Two connections, bob's and alice's, each authenticated and allowed to write to orders."""
     for who in ("alice", "bob"):
         w.grant(f"User:{who}", "topic", "orders", "write")
     with w.connect() as bob, w.connect() as alice:
         assert _sasl(bob, "bob", w.keys["bob"]).error_code == ErrorCode.none
         assert _sasl(alice, "alice", w.keys["alice"]).error_code == ErrorCode.none
+        yield bob, alice
+
+
+def test_an_idempotent_producer_id_handed_to_one_principal_is_unknown_to_another_s_produce(secured: Secured) -> None:
+    # Producer ids are small sequential numbers: held by nobody in particular, another principal
+    # sent at its sequence 0 and the holder's own first batch was answered as its duplicate.
+    w = secured
+    with _bob_and_alice(w) as (bob, alice):
         init = _idempotent_producer(bob)
         assert init.error_code == ErrorCode.none
         assert _idempotent_produce(alice, init.producer_id, b'"alice"') == (ErrorCode.unknown_producer_id, -1)
@@ -646,11 +655,7 @@ def test_an_idempotent_producer_id_handed_to_one_principal_is_unknown_to_another
 
 def test_an_idempotent_producer_id_handed_to_one_principal_cannot_be_bumped_by_another(secured: Secured) -> None:
     w = secured
-    for who in ("alice", "bob"):
-        w.grant(f"User:{who}", "topic", "orders", "write")
-    with w.connect() as bob, w.connect() as alice:
-        assert _sasl(bob, "bob", w.keys["bob"]).error_code == ErrorCode.none
-        assert _sasl(alice, "alice", w.keys["alice"]).error_code == ErrorCode.none
+    with _bob_and_alice(w) as (bob, alice):
         init = _idempotent_producer(bob)
         stolen = _idempotent_producer(alice, init.producer_id, init.producer_epoch)
         bumped = _idempotent_producer(bob, init.producer_id, init.producer_epoch)
