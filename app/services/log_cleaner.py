@@ -51,6 +51,7 @@ from app.settings import Settings
 from app.storage import cleaning, read, record_leaves
 from app.storage.cleaning import PartitionState
 from app.storage.engine import Database, after_commit
+from app.storage.turns import Turn, turn_if_free
 
 logger = logging.getLogger(__name__)
 
@@ -413,13 +414,10 @@ class LogCleaner:
         if not record_leaves.records_in_leaves(self.db.dialect):
             return self._purge_deleted_topics_now(stop, in_leaves=False)
         # One process at a time detaches and drops leaves; the others leave it to that one.
-        with self.db.autocommit() as turn:
-            if not record_leaves.take_purge_turn(turn):
+        with self.db.autocommit() as conn, turn_if_free(conn, Turn.PURGE) as ours:
+            if not ours:
                 return CleanerPass()
-            try:
-                return self._purge_deleted_topics_now(stop, in_leaves=True)
-            finally:
-                record_leaves.end_purge_turn(turn)
+            return self._purge_deleted_topics_now(stop, in_leaves=True)
 
     def _purge_deleted_topics_now(self, stop: Callable[[], bool], *, in_leaves: bool) -> CleanerPass:
         purged = 0

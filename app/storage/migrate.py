@@ -10,7 +10,6 @@ from __future__ import annotations
 import functools
 import logging
 import re
-import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -21,20 +20,17 @@ from alembic.config import Config
 from alembic.runtime.migration import MigrationContext, MigrationInfo
 from alembic.script import ScriptDirectory
 from alembic.util import CommandError
-from sqlalchemy import Engine, text
+from sqlalchemy import Engine
 
 from app.storage.engine import MIGRATION_BUSY_TIMEOUT_MS, build_migration_engine, normalise_url
+from app.storage.turns import Turn, waiting_for_turn
 from migrations.refusal import MigrationRefused
 
 logger = logging.getLogger(__name__)
 
 MIGRATIONS_DIR = Path(__file__).resolve().parent.parent.parent / "migrations"
 
-# The advisory lock every migrator of a PostgreSQL database holds while it migrates (advisory
-# locks are per database): `outbox migrate`, alembic's own command line, and `serve` or
-# `coordinator` migrating at start. The bytes of "outbox".
-MIGRATORS_LOCK = 0x6F7574626F78
-# How often a migrator that found the lock held asks for it again.
+# How often a migrator that found another migrating asks for its turn again.
 MIGRATORS_POLL_S = 0.25
 
 
@@ -228,31 +224,20 @@ def _refused(database_url: str, *, is_upgrade: bool, reason: str,
 
 @contextmanager
 def one_migrator_at_a_time(engine: Engine) -> Iterator[None]:
-    """PostgreSQL: hold the migrators' advisory lock (MIGRATORS_LOCK), on a connection of its
-    own, while the migrations run; a migrator that finds it held waits for it, then finds the
-    schema where the first left it. Without it, migrators started together (two deploys' `outbox
-    migrate`, an init container per replica) each read the same old revision and ran the same
-    steps: the later ones failed half-way ("column … already exists"). SQLite's migrators wait
-    for its write lock instead (app.storage.engine.take_write_lock_at_begin).
-
-    Asked for with pg_try_advisory_lock between sleeps, never waited for in pg_advisory_lock:
-    a statement that waits holds a snapshot, and a migration that waits for the transactions
-    older than its copy (0035's) would then wait for the migrator that waits for it. The lock
-    goes with the connection: a migrator killed midway leaves nothing held."""
+    """PostgreSQL: hold the migrators' turn (app.storage.turns.Turn.MIGRATE), on a connection
+    of its own, while the migrations run; a migrator that finds another migrating waits for it,
+    then finds the schema where the first left it. SQLite's migrators wait for its write lock
+    instead (app.storage.engine.take_write_lock_at_begin)."""
     if engine.dialect.name != "postgresql":
         yield
         return
     with engine.connect().execution_options(isolation_level="AUTOCOMMIT") as lock:
-        told = False
-        while not lock.execute(text("SELECT pg_try_advisory_lock(:key)"), {"key": MIGRATORS_LOCK}).scalar_one():
-            if not told:
-                logger.warning("another process is migrating this database; waiting for it to finish")
-                told = True
-            time.sleep(MIGRATORS_POLL_S)
-        try:
+        with waiting_for_turn(lock, Turn.MIGRATE, poll_s=MIGRATORS_POLL_S, on_wait=_say_waiting):
             yield
-        finally:
-            lock.execute(text("SELECT pg_advisory_unlock(:key)"), {"key": MIGRATORS_LOCK})
+
+
+def _say_waiting() -> None:
+    logger.warning("another process is migrating this database; waiting for it to finish")
 
 
 def head_revision() -> str | None:

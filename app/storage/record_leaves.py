@@ -8,8 +8,8 @@ from __future__ import annotations
 from sqlalchemy import Connection, text
 from sqlalchemy.exc import OperationalError
 
-from app.storage.errors import LOCK_NOT_AVAILABLE
 from app.reader_relations import partition_view
+from app.storage.errors import LOCK_NOT_AVAILABLE
 from app.storage.tables import RECORD_LEAF, record_leaf_pattern
 
 
@@ -60,24 +60,6 @@ _ORPHANED_LEAF_TOPICS = text(
 # behind the purge for as long as it reads. Given up, the leaf stays "detach pending", invisible
 # to new statements, and the next pass finishes it (finish_pending_detach).
 DETACH_PATIENCE = "2s"
-
-
-# The advisory lock a process holds while it purges deleted topics' leaves (advisory locks are
-# per database). Every `serve` runs a log cleaner: without it, two found the same deleted topic
-# and detached the same leaf at once, and the one that came second failed its pass. The bytes
-# of "purge".
-PURGE_LOCK = 0x7075726765
-
-
-def take_purge_turn(conn: Connection) -> bool:
-    """On an autocommit connection held for the purge: whether this process may purge now
-    (the lock is its until end_purge_turn, or until the connection ends); False while another
-    process purges, which then purges for both."""
-    return bool(conn.execute(text("SELECT pg_try_advisory_lock(:key)"), {"key": PURGE_LOCK}).scalar_one())
-
-
-def end_purge_turn(conn: Connection) -> None:
-    conn.execute(text("SELECT pg_advisory_unlock(:key)"), {"key": PURGE_LOCK})
 
 
 class LeafBusy(Exception):

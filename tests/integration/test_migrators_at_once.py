@@ -11,7 +11,7 @@ from alembic import command
 from sqlalchemy import create_engine, text
 
 from app.storage import migrate
-from app.storage.migrate import MIGRATORS_LOCK
+from app.storage.turns import Turn
 from tests.migration_helpers import at_revision
 from tests.outbox_command import outbox
 
@@ -37,14 +37,14 @@ def test_migrators_started_together_wait_for_the_one_that_migrates_and_all_succe
     with ThreadPoolExecutor(MIGRATORS) as pool:
         with holder.connect() as held:
             # Held here, as by a migrator already at work: none of them may touch the schema.
-            held.execute(text("SELECT pg_advisory_lock(:key)"), {"key": MIGRATORS_LOCK})
+            held.execute(text("SELECT pg_advisory_lock(:key)"), {"key": int(Turn.MIGRATE)})
             runs = [pool.submit(outbox, empty_url, "migrate") for _ in range(MIGRATORS)]
             deadline = time.monotonic() + 60
             while _polling(empty_url) < MIGRATORS:
                 assert time.monotonic() < deadline, [r.result().stderr for r in runs if r.done()]
                 time.sleep(0.2)
             assert migrate.current_revision(holder) is None
-            held.execute(text("SELECT pg_advisory_unlock(:key)"), {"key": MIGRATORS_LOCK})
+            held.execute(text("SELECT pg_advisory_unlock(:key)"), {"key": int(Turn.MIGRATE)})
         results = [r.result() for r in runs]
     holder.dispose()
     assert [(r.returncode, r.stderr.count("waiting for it to finish")) for r in results] == [(0, 1)] * MIGRATORS, \
@@ -64,7 +64,7 @@ def test_a_migrator_that_waited_chooses_its_direction_from_where_the_other_left_
     at_revision(empty_url, "0033")
     holder = create_engine(empty_url, isolation_level="AUTOCOMMIT")
     with ThreadPoolExecutor(1) as pool, holder.connect() as held:
-        held.execute(text("SELECT pg_advisory_lock(:key)"), {"key": MIGRATORS_LOCK})
+        held.execute(text("SELECT pg_advisory_lock(:key)"), {"key": int(Turn.MIGRATE)})
         waiting = pool.submit(outbox, empty_url, "migrate", "0034")
         deadline = time.monotonic() + 60
         while _polling(empty_url) < 1:
@@ -74,7 +74,7 @@ def test_a_migrator_that_waited_chooses_its_direction_from_where_the_other_left_
         config = migrate.alembic_config(empty_url)
         config.attributes["migrators_lock_held"] = True
         command.upgrade(config, "head")
-        held.execute(text("SELECT pg_advisory_unlock(:key)"), {"key": MIGRATORS_LOCK})
+        held.execute(text("SELECT pg_advisory_unlock(:key)"), {"key": int(Turn.MIGRATE)})
         done = waiting.result()
     holder.dispose()
     assert done.returncode == 1, done.stderr
@@ -87,10 +87,10 @@ def test_alembic_current_does_not_wait_for_a_migration(empty_url: str) -> None:
     config = migrate.alembic_config(empty_url)
     holder = create_engine(empty_url, isolation_level="AUTOCOMMIT")
     with ThreadPoolExecutor(1) as pool, holder.connect() as held:
-        held.execute(text("SELECT pg_advisory_lock(:key)"), {"key": MIGRATORS_LOCK})
+        held.execute(text("SELECT pg_advisory_lock(:key)"), {"key": int(Turn.MIGRATE)})
         shown = pool.submit(command.current, config)
         try:
             shown.result(timeout=30)
         finally:
-            held.execute(text("SELECT pg_advisory_unlock(:key)"), {"key": MIGRATORS_LOCK})
+            held.execute(text("SELECT pg_advisory_unlock(:key)"), {"key": int(Turn.MIGRATE)})
     holder.dispose()

@@ -16,8 +16,9 @@ from app import in_database
 from app.in_database import OutboxRecord
 from app.reader_relations import partition_view
 from app.services.log_cleaner import LogCleaner
-from app.storage import cleaning, read_committed, record_leaves
+from app.storage import cleaning, read_committed
 from app.storage.tables import record_leaf_pattern
+from app.storage.turns import Turn
 from tests.helpers import batch, begin, create_topic, ident, init_producer, send
 from tests.migration_helpers import attached_record_leaves, connected
 
@@ -173,10 +174,10 @@ def test_a_purge_waits_its_turn_while_another_process_purges(client, services, c
     assert client.delete("/v1/topics/gone").status_code == 204
     cleaner = LogCleaner(services.db, services.settings, clock)
     with connected(db_url) as other:
-        other.execute(text("SELECT pg_advisory_lock(:key)"), {"key": record_leaves.PURGE_LOCK})
+        other.execute(text("SELECT pg_advisory_lock(:key)"), {"key": int(Turn.PURGE)})
         assert cleaner.run_once().topics_purged == 0
         assert f"records_{gone}_0" in leaves(db_url)
-        other.execute(text("SELECT pg_advisory_unlock(:key)"), {"key": record_leaves.PURGE_LOCK})
+        other.execute(text("SELECT pg_advisory_unlock(:key)"), {"key": int(Turn.PURGE)})
     assert cleaner.run_once().topics_purged == 2
     assert f"records_{gone}_0" not in leaf_tables(db_url)
 
