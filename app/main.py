@@ -25,7 +25,7 @@ if "mtls" in settings.authentication_methods:
     raise SystemExit("OUTBOX_AUTHENTICATION: mtls is `outbox serve`'s; `uvicorn app.main:app` cannot tell the app "
                      "a client certificate: run `outbox serve`, or authenticate with api_key or jwt here")
 ignored = [name for name in Settings.model_fields
-           if name in settings.model_fields_set and (name in SERVE_ONLY or name.startswith("kafka_"))]
+           if name in settings.model_fields_set and (name in SERVE_ONLY or name in Settings.kafka_door_settings())]
 if ignored:
     own = ", ".join(flag for name in ignored if (flag := SERVE_ONLY.get(name)))
     raise SystemExit(

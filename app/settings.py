@@ -78,11 +78,30 @@ OTHER_BACKENDS_SETTINGS = {
 ACCEPTED_DATABASE_URLS = "sqlite:///path.db or postgresql+psycopg://user:password@host:5432/db"
 
 
-class Settings(BaseSettings):
+class LogSettings(BaseSettings):
+    """The log's settings (app.logs), every process's: all that an admin command over --url
+    reads, since the service's own settings (its database, its limits) are the service's
+    business, and an operator's shell may carry a service's environment, or part of it."""
+
     # hide_input_in_errors: a refused setting's value is not repeated in the error, which a
     # traceback would print (OUTBOX_DATABASE_URL may hold a password).
     model_config = SettingsConfigDict(env_prefix="OUTBOX_", env_file=None, extra="ignore",
                                       hide_input_in_errors=True)
+
+    log_level: str = "info"
+    # text: one human-readable line per record; json: one JSON object per line (a log shipper's
+    # format), uvicorn's own lines included.
+    log_format: Literal["text", "json"] = "text"
+
+    @field_validator("log_level")
+    @classmethod
+    def _check_log_level(cls, level: str) -> str:
+        if level.lower() not in LOG_LEVELS:
+            raise ValueError(f"must be one of {', '.join(LOG_LEVELS)}")
+        return level.lower()
+
+
+class Settings(LogSettings):
 
     database_url: str = Field(
         default="sqlite:///./outbox.db",
@@ -244,10 +263,6 @@ class Settings(BaseSettings):
     # request that meets a dead connection first (503, retriable), and that failure discards
     # the whole pool.
     db_pool_pre_ping: bool = False
-    log_level: str = "info"
-    # text: one human-readable line per record; json: one JSON object per line (a log shipper's
-    # format), uvicorn's own lines included.
-    log_format: Literal["text", "json"] = "text"
     # One line per request, HTTP (method, route template, status, duration, request id) and Kafka
     # (API and version, duration, error codes, principal, client).
     access_log: bool = True
@@ -367,13 +382,6 @@ class Settings(BaseSettings):
     def kafka_advertised_address(self) -> tuple[str, int] | None:
         """OUTBOX_KAFKA_ADVERTISED_LISTENER as (host, port), or None: the listener's own."""
         return None if self.kafka_advertised_listener is None else kafka_address(self.kafka_advertised_listener)
-
-    @field_validator("log_level")
-    @classmethod
-    def _check_log_level(cls, level: str) -> str:
-        if level.lower() not in LOG_LEVELS:
-            raise ValueError(f"must be one of {', '.join(LOG_LEVELS)}")
-        return level.lower()
 
     @field_validator("authentication")
     @classmethod
@@ -523,13 +531,19 @@ class Settings(BaseSettings):
             )
         return self
 
+    @classmethod
+    def kafka_door_settings(cls) -> frozenset[str]:
+        """The Kafka listener's settings (OUTBOX_KAFKA_*), kafka_listener among them: what only
+        `outbox serve` with a listener acts on."""
+        return frozenset(name for name in cls.model_fields if name.startswith("kafka_"))
+
     def kafka_settings_without_listener(self) -> list[str]:
         """The Kafka listener's own settings that were set while no listener runs: what `outbox
-        serve` (once --kafka-listener is read) and `uvicorn app.main:app` refuse."""
+        serve` refuses once --kafka-listener is read."""
         if self.kafka_listener is not None:
             return []
-        return [f"OUTBOX_{name.upper()}" for name in sorted(self.model_fields_set)
-                if name.startswith("kafka_") and name != "kafka_listener"]
+        return [f"OUTBOX_{name.upper()}" for name in sorted(self.model_fields_set & self.kafka_door_settings())
+                if name != "kafka_listener"]
 
     @property
     def console_history_samples(self) -> int:

@@ -32,7 +32,7 @@ from app.cli.common import (
     timeout_seconds,
 )
 from app.cli.server import openapi_yaml
-from app.settings import Settings
+from app.settings import LogSettings, Settings
 
 __all__ = ["EXIT_AUTH", "EXIT_FAILURE", "EXIT_USAGE", "CommandError", "build_parser", "main", "openapi_yaml"]
 
@@ -174,7 +174,8 @@ def main(argv: list[str] | None = None) -> int:
         args = build_parser().parse_args(argv)
         verbose = args.verbose
         over_http = _remote(args)
-        settings = _remote_settings() if over_http else Settings()
+        # Over HTTP the log's settings alone (LogSettings says why).
+        settings = LogSettings() if over_http else Settings()
         from app import logs
 
         logs.configure(settings)
@@ -195,26 +196,6 @@ def main(argv: list[str] | None = None) -> int:
             sys.stderr.write(_redact("".join(traceback.format_exception(exc)), keys))
         sys.stderr.write(f"outbox: error: {_redact(' '.join(message.split()), keys)}\n")
         return status
-
-
-def _remote_settings() -> Settings:
-    """The settings of a command over HTTP, which reads only the log's: the service's own (its
-    database, its limits) are the service's business, and an operator's shell may carry a
-    service's environment, or part of it. So a setting this command would not act on is not
-    refused here; the log's settings are taken as given when they are right."""
-    from pydantic import ValidationError
-
-    log_settings = {"log_level", "log_format"}
-    try:
-        return Settings()
-    except ValidationError as e:
-        if log_settings & {str(error["loc"][0]) for error in e.errors() if error["loc"]}:
-            raise
-    # Right, since Settings found nothing wrong with them: the log's settings as given, every
-    # other one at its default.
-    given = {name: value for key, value in os.environ.items()
-             if (name := key.lower().removeprefix("outbox_")) in log_settings and key.lower().startswith("outbox_")}
-    return Settings.model_construct(**given)
 
 
 def _remote(args: argparse.Namespace) -> bool:
@@ -262,7 +243,7 @@ def _explain(exc: Exception) -> tuple[str, int]:
 
     if isinstance(exc, CommandError):
         return str(exc), exc.exit_status
-    if isinstance(exc, ValidationError) and exc.title == Settings.__name__:
+    if isinstance(exc, ValidationError) and exc.title in (Settings.__name__, LogSettings.__name__):
         return _settings_problems(exc), EXIT_USAGE
     if isinstance(exc, NoSuchRevision):
         return str(exc), EXIT_USAGE
