@@ -34,9 +34,8 @@ from app.domain.acl import CLUSTER, CLUSTER_NAME, AclBinding, AclFilter, Operati
 from app.domain.errors import InvalidRequest, OutboxError
 from app.kafka.auth import ACL_OPERATION_CODES, access, refusal_code
 from app.kafka.errors import error_code
-from app.kafka.protocol import NO_WAIT, build, response_module
+from app.kafka.protocol import NO_WAIT, ApiKey, build, response_module
 
-DESCRIBE_ACLS, CREATE_ACLS, DELETE_ACLS = 29, 30, 31
 KAFKA_CLUSTER_NAME = "kafka-cluster"
 ANY_HOST = "*"
 
@@ -185,11 +184,11 @@ def _kafka_name(b: AclBinding) -> str:
 class AclApis:
     def __init__(self, services: Any) -> None:
         self.services = services
-        self.handlers = {DESCRIBE_ACLS: self.describe_acls, CREATE_ACLS: self.create_acls,
-                         DELETE_ACLS: self.delete_acls}
+        self.handlers = {ApiKey.DESCRIBE_ACLS: self.describe_acls, ApiKey.CREATE_ACLS: self.create_acls,
+                         ApiKey.DELETE_ACLS: self.delete_acls}
 
     def describe_acls(self, body: Any, version: int) -> Any:
-        m = response_module(DESCRIBE_ACLS, version)
+        m = response_module(ApiKey.DESCRIBE_ACLS, version)
         assert m is not None
 
         def answer(code: ErrorCode, message: str | None = None, found: Sequence[AclBinding] = ()) -> Any:
@@ -215,7 +214,7 @@ class AclApis:
             return answer(error_code(e), e.message)
 
     def create_acls(self, body: Any, version: int) -> Any:
-        m = response_module(CREATE_ACLS, version)
+        m = response_module(ApiKey.CREATE_ACLS, version)
         assert m is not None
         denied = refusal_code(Operation.ALTER, CLUSTER)
         outcomes: list[tuple[ErrorCode, str | None]] = []
@@ -242,7 +241,7 @@ class AclApis:
     def delete_acls(self, body: Any, version: int) -> Any:
         """Each filter deletes what it matches, as Kafka's: a filter of ANY everywhere deletes
         every binding (the HTTP door asks for one field at least; a Kafka client does not)."""
-        m = response_module(DELETE_ACLS, version)
+        m = response_module(ApiKey.DELETE_ACLS, version)
         assert m is not None
         denied = refusal_code(Operation.ALTER, CLUSTER)
         results = []

@@ -26,12 +26,12 @@ from app.kafka.errors import error_code, metadata_code, transactional_code
 from app.kafka.groups import GroupApis
 from app.kafka.produce import ProduceApi
 from app.kafka.protocol import (
-    API_VERSIONS,
     FINALIZED_FEATURES,
     FINALIZED_FEATURES_EPOCH,
     NO_REAUTHENTICATION,
     NO_WAIT,
     SERVED,
+    ApiKey,
     build,
     partitions_once,
     response_module,
@@ -67,21 +67,26 @@ class Apis:
         self.settings = services.settings
         self.broker = broker
         self.produce_api = ProduceApi(services)
-        self.handlers = {0: self.produce_api.produce, 1: self.fetch_now, 2: self.list_offsets, 3: self.metadata,
-                         10: self.find_coordinator, 18: self.api_versions, 22: self.init_producer_id,
-                         24: self.add_partitions_to_txn, 25: self.add_offsets_to_txn, 26: self.end_txn,
-                         28: self.txn_offset_commit, 17: self.sasl_again, 36: self.sasl_again}
+        self.handlers = {
+            ApiKey.PRODUCE: self.produce_api.produce, ApiKey.FETCH: self.fetch_now,
+            ApiKey.LIST_OFFSETS: self.list_offsets, ApiKey.METADATA: self.metadata,
+            ApiKey.FIND_COORDINATOR: self.find_coordinator, ApiKey.API_VERSIONS: self.api_versions,
+            ApiKey.INIT_PRODUCER_ID: self.init_producer_id, ApiKey.ADD_PARTITIONS_TO_TXN: self.add_partitions_to_txn,
+            ApiKey.ADD_OFFSETS_TO_TXN: self.add_offsets_to_txn, ApiKey.END_TXN: self.end_txn,
+            ApiKey.TXN_OFFSET_COMMIT: self.txn_offset_commit, ApiKey.SASL_HANDSHAKE: self.sasl_again,
+            ApiKey.SASL_AUTHENTICATE: self.sasl_again}
         self.admin = TopicAdminApis(services, broker.node_id)
         self.handlers |= self.admin.handlers
         self.handlers |= TransactionDescriptionApis(services).handlers
         self.handlers |= AclApis(services).handlers
         # The classic group protocol, its own module (its ACL requirements are auth.RULES' too).
         self.groups = GroupApis(services)
-        self.handlers |= {groups.OFFSET_COMMIT: self.groups.offset_commit, groups.OFFSET_FETCH: self.groups.offset_fetch,
-                          groups.JOIN_GROUP: self.groups.join_group, groups.HEARTBEAT: self.groups.heartbeat,
-                          groups.LEAVE_GROUP: self.groups.leave_group, groups.SYNC_GROUP: self.groups.sync_group,
-                          groups.DESCRIBE_GROUPS: self.groups.describe_groups, groups.LIST_GROUPS: self.groups.list_groups,
-                          groups.DELETE_GROUPS: self.groups.delete_groups, groups.OFFSET_DELETE: self.groups.offset_delete}
+        self.handlers |= {
+            ApiKey.OFFSET_COMMIT: self.groups.offset_commit, ApiKey.OFFSET_FETCH: self.groups.offset_fetch,
+            ApiKey.JOIN_GROUP: self.groups.join_group, ApiKey.HEARTBEAT: self.groups.heartbeat,
+            ApiKey.LEAVE_GROUP: self.groups.leave_group, ApiKey.SYNC_GROUP: self.groups.sync_group,
+            ApiKey.DESCRIBE_GROUPS: self.groups.describe_groups, ApiKey.LIST_GROUPS: self.groups.list_groups,
+            ApiKey.DELETE_GROUPS: self.groups.delete_groups, ApiKey.OFFSET_DELETE: self.groups.offset_delete}
         # Every served API has its ACL rule (app.kafka.auth.RULES), which the listener holds it to.
         assert set(self.handlers) == set(SERVED) == set(RULES)
 
@@ -92,7 +97,7 @@ class Apis:
         connection is authenticated, or on a listener without authentication, another is
         ILLEGAL_SASL_STATE (authenticating again is not served: every SaslAuthenticate answer
         gives the session the lifetime NO_REAUTHENTICATION)."""
-        m = response_module(17 if hasattr(body, "mechanism") else 36, version)
+        m = response_module(ApiKey.SASL_HANDSHAKE if hasattr(body, "mechanism") else ApiKey.SASL_AUTHENTICATE, version)
         assert m is not None
         if hasattr(body, "mechanism"):
             return build(m.SaslHandshakeResponse, error_code=ErrorCode.illegal_sasl_state, mechanisms=())
@@ -108,7 +113,7 @@ class Apis:
     # --- Metadata --------------------------------------------------------------------------
 
     def metadata(self, body: Any, version: int) -> Any:
-        m = response_module(3, version)
+        m = response_module(ApiKey.METADATA, version)
         assert m is not None
         if body.topics and version < _METADATA_TOPIC_IDS and any(
                 t.name is None or getattr(t, "topic_id", None) not in (None, _ZERO_UUID) for t in body.topics):
@@ -198,7 +203,7 @@ class Apis:
     # --- FindCoordinator -------------------------------------------------------------------
 
     def find_coordinator(self, body: Any, version: int) -> Any:
-        m = response_module(10, version)
+        m = response_module(ApiKey.FIND_COORDINATOR, version)
         assert m is not None
         b = self.broker
         resource = coordinator_resource(body)
@@ -217,7 +222,7 @@ class Apis:
     # --- InitProducerId --------------------------------------------------------------------
 
     def init_producer_id(self, body: Any, version: int) -> Any:
-        m = response_module(22, version)
+        m = response_module(ApiKey.INIT_PRODUCER_ID, version)
         assert m is not None
 
         def answer(code: ErrorCode, producer_id: int = -1, producer_epoch: int = -1) -> Any:
@@ -246,7 +251,7 @@ class Apis:
                 # speaks: its later requests do, and each transaction takes the version of the
                 # request that begins it, each EndTxn decides by its own (docs/ARCHITECTURE.md,
                 # "Transactions over the Kafka door").
-                transaction_version=transaction_version(22, version))
+                transaction_version=transaction_version(ApiKey.INIT_PRODUCER_ID, version))
         except OutboxError as e:
             return answer(transactional_code(e, 22, version))
         return answer(ErrorCode.none, got.producer_id, got.producer_epoch)
@@ -254,7 +259,7 @@ class Apis:
     # --- AddPartitionsToTxn, AddOffsetsToTxn, TxnOffsetCommit, EndTxn ---------------------
 
     def add_partitions_to_txn(self, body: Any, version: int) -> Any:
-        m = response_module(24, version)
+        m = response_module(ApiKey.ADD_PARTITIONS_TO_TXN, version)
         assert m is not None
         wanted = [(t.name, p) for t in body.v3_and_below_topics for p in t.partitions]
         # As Kafka: without WRITE on the transactional id every partition is refused with it;
@@ -270,7 +275,8 @@ class Apis:
             if every is ErrorCode.none:
                 refused = self.services.coordinator.add_partitions(
                     body.v3_and_below_transactional_id, body.v3_and_below_producer_id,
-                    body.v3_and_below_producer_epoch, wanted, transaction_version=transaction_version(24, version))
+                    body.v3_and_below_producer_epoch, wanted,
+                    transaction_version=transaction_version(ApiKey.ADD_PARTITIONS_TO_TXN, version))
         except OutboxError as e:
             code = transactional_code(e, 24, version)
             refused, every = {}, code
@@ -293,22 +299,23 @@ class Apis:
     def add_offsets_to_txn(self, body: Any, version: int) -> Any:
         """Kafka adds the group's offsets partition to the transaction here; the service stages
         offsets with the transaction itself (TxnOffsetCommit), so this only begins or checks it."""
-        m = response_module(25, version)
+        m = response_module(ApiKey.ADD_OFFSETS_TO_TXN, version)
         assert m is not None
         denied = (refusal_code(Operation.WRITE, acl.transactional_id(body.transactional_id))
                   or refusal_code(Operation.READ, acl.group(body.group_id)))
         if denied is not None:
             return build(m.AddOffsetsToTxnResponse, throttle_time=NO_WAIT, error_code=denied)
         try:
+            spoken = transaction_version(ApiKey.ADD_OFFSETS_TO_TXN, version)
             self.services.coordinator.begin_or_join(body.transactional_id, body.producer_id, body.producer_epoch,
-                                                    transaction_version=transaction_version(25, version))
+                                                    transaction_version=spoken)
         except OutboxError as e:
             return build(m.AddOffsetsToTxnResponse, throttle_time=NO_WAIT,
                          error_code=transactional_code(e, 25, version))
         return build(m.AddOffsetsToTxnResponse, throttle_time=NO_WAIT, error_code=ErrorCode.none)
 
     def txn_offset_commit(self, body: Any, version: int) -> Any:
-        m = response_module(28, version)
+        m = response_module(ApiKey.TXN_OFFSET_COMMIT, version)
         assert m is not None
         generation_id = getattr(body, "generation_id", -1)
         member_id = getattr(body, "member_id", "")
@@ -330,7 +337,8 @@ class Apis:
                 self.services.coordinator.add_offsets(body.transactional_id, body.producer_id,
                                                       body.producer_epoch, body.group_id, groups.offsets_once(allowed),
                                                       group_metadata,
-                                                      transaction_version=transaction_version(28, version),
+                                                      transaction_version=transaction_version(
+                                                          ApiKey.TXN_OFFSET_COMMIT, version),
                                                       each_partition=True)
         except OutboxError as e:
             code = transactional_code(e, 28, version)
@@ -342,17 +350,17 @@ class Apis:
             for t in body.topics))
 
     def end_txn(self, body: Any, version: int) -> Any:
-        m = response_module(26, version)
+        m = response_module(ApiKey.END_TXN, version)
         assert m is not None
         if (denied := refusal_code(Operation.WRITE, acl.transactional_id(body.transactional_id))) is not None:
             return build(m.EndTxnResponse, throttle_time=NO_WAIT, error_code=denied)
         try:
             ended = self.services.coordinator.end_transaction(
                 body.transactional_id, body.producer_id, body.producer_epoch, commit=body.committed,
-                transaction_version=transaction_version(26, version))
+                transaction_version=transaction_version(ApiKey.END_TXN, version))
         except OutboxError as e:
             code = transactional_code(e, 26, version, every_stale_epoch_fenced=(
-                transaction_version(26, version) is TransactionVersion.V2))
+                transaction_version(ApiKey.END_TXN, version) is TransactionVersion.V2))
             return build(m.EndTxnResponse, throttle_time=NO_WAIT, error_code=code)
         # Version 5 answers the producer id and epoch the producer goes on with: under
         # transaction version 2 every Commit and Abort bumps the epoch (a new producer id once
@@ -366,7 +374,7 @@ class Apis:
         """The Fetch's answer with what is there now: (answer, its records' bytes, the
         partitions read as (topic_id, partition), for a wait on them). server.Connection waits
         for max_wait_ms/min_bytes and asks again."""
-        m = response_module(1, version)
+        m = response_module(ApiKey.FETCH, version)
         assert m is not None
         isolation = (IsolationLevel.READ_COMMITTED if getattr(body, "isolation_level", 0) == 1
                      else IsolationLevel.READ_UNCOMMITTED)
@@ -427,7 +435,7 @@ class Apis:
     # --- ListOffsets -----------------------------------------------------------------------
 
     def list_offsets(self, body: Any, version: int) -> Any:
-        m = response_module(2, version)
+        m = response_module(ApiKey.LIST_OFFSETS, version)
         assert m is not None
         isolation = (IsolationLevel.READ_COMMITTED if getattr(body, "isolation_level", 0) == 1
                      else IsolationLevel.READ_UNCOMMITTED)
@@ -479,7 +487,7 @@ def fetch_partitions(topics: Any) -> list[tuple[str, list[Any]]]:
 def api_versions_answer(version: int, code: ErrorCode) -> Any:
     """The versions served and (version 3 and later) the features, as a Kafka 4 broker answers:
     a client that reads `transaction.version` finalized at 2 speaks transaction version 2."""
-    m = response_module(API_VERSIONS, version)
+    m = response_module(ApiKey.API_VERSIONS, version)
     assert m is not None
     features: dict[str, Any] = {}
     if hasattr(m, "FinalizedFeatureKey"):

@@ -51,6 +51,7 @@ from kio.schema.errors import ErrorCode
 from app.domain import acl, scram
 from app.domain.acl import ANONYMOUS, CLUSTER, Operation, Principal, Resource, ResourceType
 from app.domain.errors import AuthenticationFailed
+from app.kafka.protocol import ApiKey
 
 # The settings (app.settings.Settings) and the process's SecurityState
 # (app.services.security), as handed to the listener: the Kafka door imports neither module
@@ -59,9 +60,6 @@ Settings = Any
 SecurityState = Any
 
 NOBODY = Principal(ANONYMOUS, "none")
-SASL_HANDSHAKE = 17
-SASL_AUTHENTICATE = 36
-API_VERSIONS = 18
 PLAIN = "PLAIN"
 MECHANISMS = (PLAIN, *scram.HASHES)
 # The largest frame a connection may send before it has authenticated: Kafka's default
@@ -417,49 +415,50 @@ def _delete_topics(body: Any) -> list[Need]:
 
 
 # api_key -> the (operation, resource) pairs a request of it needs (the module docstring).
-RULES: dict[int, Callable[[Any], list[Need]]] = {
-    0: _produce,
-    1: _topics(Operation.READ, lambda body: [t.topic for t in body.topics]),
-    2: _topics(Operation.DESCRIBE, lambda body: [t.name for t in body.topics]),
-    3: _metadata,
-    10: _find_coordinator,
-    SASL_HANDSHAKE: _nothing,
-    API_VERSIONS: _nothing,
-    22: _init_producer_id,
-    24: _add_partitions,
-    25: _txn_and_group,
-    26: lambda body: _transactional(body, body.transactional_id),
-    28: _txn_offset_commit,
-    SASL_AUTHENTICATE: _nothing,
+RULES: dict[ApiKey, Callable[[Any], list[Need]]] = {
+    ApiKey.PRODUCE: _produce,
+    ApiKey.FETCH: _topics(Operation.READ, lambda body: [t.topic for t in body.topics]),
+    ApiKey.LIST_OFFSETS: _topics(Operation.DESCRIBE, lambda body: [t.name for t in body.topics]),
+    ApiKey.METADATA: _metadata,
+    ApiKey.FIND_COORDINATOR: _find_coordinator,
+    ApiKey.SASL_HANDSHAKE: _nothing,
+    ApiKey.API_VERSIONS: _nothing,
+    ApiKey.INIT_PRODUCER_ID: _init_producer_id,
+    ApiKey.ADD_PARTITIONS_TO_TXN: _add_partitions,
+    ApiKey.ADD_OFFSETS_TO_TXN: _txn_and_group,
+    ApiKey.END_TXN: lambda body: _transactional(body, body.transactional_id),
+    ApiKey.TXN_OFFSET_COMMIT: _txn_offset_commit,
+    ApiKey.SASL_AUTHENTICATE: _nothing,
     # The classic group protocol (app.kafka.groups).
-    8: _offset_commit,
-    9: _offset_fetch,
-    11: _group(Operation.READ),  # JoinGroup
-    12: _group(Operation.READ),  # Heartbeat
-    13: _group(Operation.READ),  # LeaveGroup
-    14: _group(Operation.READ),  # SyncGroup
-    15: lambda body: [(Operation.DESCRIBE, acl.group(g)) for g in body.groups],  # DescribeGroups
-    16: _nothing,  # ListGroups: DESCRIBE on the cluster lists every group, else each is filtered
+    ApiKey.OFFSET_COMMIT: _offset_commit,
+    ApiKey.OFFSET_FETCH: _offset_fetch,
+    ApiKey.JOIN_GROUP: _group(Operation.READ),
+    ApiKey.HEARTBEAT: _group(Operation.READ),
+    ApiKey.LEAVE_GROUP: _group(Operation.READ),
+    ApiKey.SYNC_GROUP: _group(Operation.READ),
+    ApiKey.DESCRIBE_GROUPS: lambda body: [(Operation.DESCRIBE, acl.group(g)) for g in body.groups],  # DescribeGroups
+    ApiKey.LIST_GROUPS: _nothing,  # DESCRIBE on the cluster lists every group, else each is filtered
     # Administration (app.kafka.topic_admin, app.kafka.transaction_descriptions), as the HTTP
     # door's /v1/topics and /v1/transactions.
     # CreateTopics: CREATE on the cluster or on the topic (both asked, either allows).
-    19: _topics(Operation.CREATE, lambda body: [t.name for t in body.topics]),
-    20: _delete_topics,
-    21: _topics(Operation.DELETE, lambda body: [t.name for t in body.topics]),  # DeleteRecords
-    32: _config_resources(Operation.DESCRIBE_CONFIGS),  # DescribeConfigs
-    33: _config_resources(Operation.ALTER_CONFIGS),  # AlterConfigs
-    37: _topics(Operation.ALTER, lambda body: [t.name for t in body.topics]),  # CreatePartitions
-    44: _config_resources(Operation.ALTER_CONFIGS),  # IncrementalAlterConfigs
-    61: _topics(Operation.READ, lambda body: [t.name for t in body.topics]),  # DescribeProducers
-    65: lambda body: [(Operation.DESCRIBE, acl.transactional_id(t)) for t in body.transactional_ids],
-    66: _nothing,  # ListTransactions: each transactional id filtered by DESCRIBE
+    ApiKey.CREATE_TOPICS: _topics(Operation.CREATE, lambda body: [t.name for t in body.topics]),
+    ApiKey.DELETE_TOPICS: _delete_topics,
+    ApiKey.DELETE_RECORDS: _topics(Operation.DELETE, lambda body: [t.name for t in body.topics]),
+    ApiKey.DESCRIBE_CONFIGS: _config_resources(Operation.DESCRIBE_CONFIGS),
+    ApiKey.ALTER_CONFIGS: _config_resources(Operation.ALTER_CONFIGS),
+    ApiKey.CREATE_PARTITIONS: _topics(Operation.ALTER, lambda body: [t.name for t in body.topics]),
+    ApiKey.INCREMENTAL_ALTER_CONFIGS: _config_resources(Operation.ALTER_CONFIGS),
+    ApiKey.DESCRIBE_PRODUCERS: _topics(Operation.READ, lambda body: [t.name for t in body.topics]),
+    ApiKey.DESCRIBE_TRANSACTIONS: lambda body: [(Operation.DESCRIBE, acl.transactional_id(t))
+                                                for t in body.transactional_ids],
+    ApiKey.LIST_TRANSACTIONS: _nothing,  # each transactional id filtered by DESCRIBE
     # ACLs (app.kafka.acls), as /v1/acls: reading them DESCRIBE on the cluster, changing them ALTER.
-    29: lambda body: [(Operation.DESCRIBE, CLUSTER)],  # DescribeAcls
-    30: lambda body: [(Operation.ALTER, CLUSTER)],  # CreateAcls
-    31: lambda body: [(Operation.ALTER, CLUSTER)],  # DeleteAcls
+    ApiKey.DESCRIBE_ACLS: lambda body: [(Operation.DESCRIBE, CLUSTER)],
+    ApiKey.CREATE_ACLS: lambda body: [(Operation.ALTER, CLUSTER)],
+    ApiKey.DELETE_ACLS: lambda body: [(Operation.ALTER, CLUSTER)],
     # The administration of groups (app.kafka.groups).
-    42: lambda body: [(Operation.DELETE, acl.group(g)) for g in body.groups_names],  # DeleteGroups
-    47: lambda body: [(Operation.DELETE, acl.group(body.group_id))] + [  # OffsetDelete
+    ApiKey.DELETE_GROUPS: lambda body: [(Operation.DELETE, acl.group(g)) for g in body.groups_names],  # DeleteGroups
+    ApiKey.OFFSET_DELETE: lambda body: [(Operation.DELETE, acl.group(body.group_id))] + [
         (Operation.READ, acl.topic(t.name)) for t in body.topics],
 }
 

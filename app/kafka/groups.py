@@ -33,12 +33,9 @@ from app.domain.errors import InvalidRequest, MemberIdRequired, OutboxError, Reb
 from app.domain.offsets import NO_LEADER_EPOCH, GroupMetadata, OffsetToStage, metadata_fits
 from app.kafka.auth import NOT_REQUESTED, access, authorized_operations, refusal_code
 from app.kafka.errors import error_code, metadata_code
-from app.kafka.protocol import (NO_WAIT, ClientGone, build, client_gone, client_host, client_id, partitions_once,
-                                response_module)
+from app.kafka.protocol import (NO_WAIT, ApiKey, ClientGone, build, client_gone, client_host, client_id,
+                                partitions_once, response_module)
 
-JOIN_GROUP, SYNC_GROUP, HEARTBEAT, LEAVE_GROUP = 11, 14, 12, 13
-OFFSET_COMMIT, OFFSET_FETCH, DESCRIBE_GROUPS, LIST_GROUPS = 8, 9, 15, 16
-DELETE_GROUPS, OFFSET_DELETE = 42, 47
 
 # What each of them requires of the principal is app.kafka.auth.RULES'.
 
@@ -136,7 +133,7 @@ class GroupApis:
     # --- JoinGroup, SyncGroup, Heartbeat, LeaveGroup ---------------------------------------
 
     async def join_group(self, body: Any, version: int) -> Any:
-        m = response_module(JOIN_GROUP, version)
+        m = response_module(ApiKey.JOIN_GROUP, version)
         assert m is not None
 
         def answer(code: ErrorCode, joined: Any = None, member_id: str | None = None) -> Any:
@@ -238,7 +235,7 @@ class GroupApis:
         return expires is not None and self.protocol.clock() < expires
 
     async def sync_group(self, body: Any, version: int) -> Any:
-        m = response_module(SYNC_GROUP, version)
+        m = response_module(ApiKey.SYNC_GROUP, version)
         assert m is not None
         protocol_type = getattr(body, "protocol_type", None)
         protocol_name = getattr(body, "protocol_name", None)
@@ -276,7 +273,7 @@ class GroupApis:
         return answer(ErrorCode.none, got)
 
     async def heartbeat(self, body: Any, version: int) -> Any:
-        m = response_module(HEARTBEAT, version)
+        m = response_module(ApiKey.HEARTBEAT, version)
         assert m is not None
         if (refused := refusal_code(Operation.READ, acl.group(body.group_id))) is not None:
             return build(m.HeartbeatResponse, throttle_time=NO_WAIT, error_code=refused)
@@ -289,7 +286,7 @@ class GroupApis:
         return build(m.HeartbeatResponse, throttle_time=NO_WAIT, error_code=code)
 
     async def leave_group(self, body: Any, version: int) -> Any:
-        m = response_module(LEAVE_GROUP, version)
+        m = response_module(ApiKey.LEAVE_GROUP, version)
         assert m is not None
         # Versions 0 to 2 name one member; 3 and later a batch of them, each by its member id, its
         # group instance id or both (KIP-345).
@@ -312,7 +309,7 @@ class GroupApis:
     # --- OffsetCommit, OffsetFetch ---------------------------------------------------------
 
     def offset_commit(self, body: Any, version: int) -> Any:
-        m = response_module(OFFSET_COMMIT, version)
+        m = response_module(ApiKey.OFFSET_COMMIT, version)
         assert m is not None
         generation_id = body.generation_id_or_member_epoch
         instance_id = getattr(body, "group_instance_id", None)  # from version 7 (KIP-345)
@@ -344,7 +341,7 @@ class GroupApis:
         version 5; -1 where none is, as the offset); with require_stable (version 7),
         a partition whose offsets a transaction holds pending is answered UNSTABLE_OFFSET_COMMIT,
         as Kafka does (KIP-447)."""
-        m = response_module(OFFSET_FETCH, version)
+        m = response_module(ApiKey.OFFSET_FETCH, version)
         assert m is not None
         require_stable = getattr(body, "require_stable", False)
 
@@ -403,7 +400,7 @@ class GroupApis:
     def delete_groups(self, body: Any, version: int) -> Any:
         """Each group on its own, through GroupService.delete: an empty group is deleted with
         its offsets; NON_EMPTY_GROUP while it has members, GROUP_ID_NOT_FOUND for none."""
-        m = response_module(DELETE_GROUPS, version)
+        m = response_module(ApiKey.DELETE_GROUPS, version)
         assert m is not None
         results = []
         for g in body.groups_names:
@@ -421,7 +418,7 @@ class GroupApis:
         """The group's committed offsets of the partitions named (GroupService.delete_offsets):
         DELETE on the group, then READ on each topic, as Kafka's authorizer asks; a refused
         topic's partitions are answered TOPIC_AUTHORIZATION_FAILED and keep their offsets."""
-        m = response_module(OFFSET_DELETE, version)
+        m = response_module(ApiKey.OFFSET_DELETE, version)
         assert m is not None
 
         def answer(code: ErrorCode, codes: dict[tuple[str, int], ErrorCode]) -> Any:
@@ -453,7 +450,7 @@ class GroupApis:
     # --- DescribeGroups, ListGroups --------------------------------------------------------
 
     def describe_groups(self, body: Any, version: int) -> Any:
-        m = response_module(DESCRIBE_GROUPS, version)
+        m = response_module(ApiKey.DESCRIBE_GROUPS, version)
         assert m is not None
         # KIP-430 (version 3 on): each group described carries the operations the principal may
         # do on it when asked; a refused group never does, as in Kafka.
@@ -477,7 +474,7 @@ class GroupApis:
         return build(m.DescribeGroupsResponse, throttle_time=NO_WAIT, groups=tuple(described))
 
     def list_groups(self, body: Any, version: int) -> Any:
-        m = response_module(LIST_GROUPS, version)
+        m = response_module(ApiKey.LIST_GROUPS, version)
         assert m is not None
         states = {s.lower() for s in getattr(body, "states_filter", ())}
         # DESCRIBE on the cluster lists every group; otherwise those the principal may describe.

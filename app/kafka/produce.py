@@ -24,12 +24,12 @@ from app.kafka import records
 from app.kafka.auth import access, refusal_code
 from app.kafka.decompressed import CODECS, BudgetSpent, DecompressedBudget
 from app.kafka.errors import transactional_code
-from app.kafka.protocol import NO_WAIT, CloseConnection, build, partitions_once, response_module, transaction_version
+from app.kafka.protocol import (NO_WAIT, ApiKey, CloseConnection, build, partitions_once, response_module,
+                                transaction_version)
 
 # The topics whose value format Produce remembers, the most recently produced to: what a
 # listener holds does not grow with the number of topics, nor with what its callers name.
 VALUE_FORMATS_REMEMBERED = 1_024
-PRODUCE = 0  # its API key
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,7 +54,7 @@ class ProduceApi:
 
     def produce(self, body: Any, version: int) -> Any:
         """The answer, or None for acks=0 (Kafka sends none: the client does not read one)."""
-        m = response_module(PRODUCE, version)
+        m = response_module(ApiKey.PRODUCE, version)
         assert m is not None
         topics = []
         # As Kafka: without WRITE on the transactional id every partition is refused with it;
@@ -77,7 +77,7 @@ class ProduceApi:
         # unanswered: the client's retry wrote them again.
         denials = {name: refusal or refusal_code(Operation.WRITE, acl.topic(name))
                    for name in dict.fromkeys(t.name for t in body.topic_data)}
-        access().hold_to_rules(PRODUCE, body)
+        access().hold_to_rules(ApiKey.PRODUCE, body)
         for topic, named in written:
             answered = []
             denied = denials[topic]
@@ -109,7 +109,7 @@ class ProduceApi:
         `budget`. A transactional Produce of version 12 or later (transaction version 2) begins
         the producer's next transaction if none is open, as Kafka's partition leader adds the
         partition to it."""
-        spoken = None if transactional_id is None else transaction_version(0, version)
+        spoken = None if transactional_id is None else transaction_version(ApiKey.PRODUCE, version)
         # Who sends, as the HTTP door's Send passes it: an idempotent producer id is usable by
         # the principal it was handed to only (LogService.send).
         principal = access().principal.name

@@ -38,6 +38,7 @@ from kio.schema.errors import ErrorCode
 from app.domain.acl import ANONYMOUS
 from app.domain.errors import AuthenticationFailed, OutboxError, ThrottlingQuotaExceeded
 from app.kafka import auth, protocol
+from app.kafka.protocol import ApiKey
 from app.kafka.apis import Apis, Broker, api_versions_answer
 from app.kafka.auth import SaslState, Session
 from app.logs import ACCESS_LOGGER
@@ -57,7 +58,6 @@ UNSUPPORTED = "unsupported"
 
 _SIZE = struct.Struct(">i")
 _INT_ZERO = bytes(4)  # the ioctl's int, filled in by the kernel
-_FETCH = 1
 # The largest frame read and answered on the event loop: about 11 ms at the slowest measured
 # (2.8 s a MB, a Metadata v0 of one-letter topic names, read and written), where a thread's hop
 # took 93 µs (asyncio.to_thread of nothing, load 8 on 2 cores). Typical frames are smaller (a
@@ -67,8 +67,7 @@ _INLINE_FRAME_BYTES = 4096
 # Fetch can be answered megabytes of records (50 MiB took 181 ms to write), and a Metadata
 # naming no topics is answered every topic (10,000 of 3 partitions: 149 ms), either of which
 # on the event loop would hold up every connection of both doors.
-_METADATA = 3
-_LARGE_ANSWERS = frozenset({_FETCH, _METADATA})
+_LARGE_ANSWERS = frozenset({ApiKey.FETCH, ApiKey.METADATA})
 
 
 class KafkaListener:
@@ -254,18 +253,18 @@ class KafkaListener:
                 session.state = SaslState.AUTHENTICATED
             return _SIZE.pack(len(token)) + token, False
         api_key, api_version, correlation_id = protocol.prefix(frame)
-        expected = {SaslState.HANDSHAKE: (auth.API_VERSIONS, auth.SASL_HANDSHAKE),
-                    SaslState.AUTHENTICATE: (auth.API_VERSIONS, auth.SASL_AUTHENTICATE)}[session.state]
+        expected = {SaslState.HANDSHAKE: (ApiKey.API_VERSIONS, ApiKey.SASL_HANDSHAKE),
+                    SaslState.AUTHENTICATE: (ApiKey.API_VERSIONS, ApiKey.SASL_AUTHENTICATE)}[session.state]
         if api_key not in expected:
             raise protocol.CloseConnection(f"API key {api_key} before SASL authentication")
-        if api_key == auth.API_VERSIONS:
+        if api_key == ApiKey.API_VERSIONS:
             return await self._answer(frame, session, writer), False
         if not protocol.is_served(api_key, api_version):
             raise protocol.CloseConnection(f"SASL API key {api_key} version {api_version} is not served")
         body = protocol.parse(frame, self.settings.kafka_max_request_entries).body
         m = protocol.response_module(api_key, api_version)
         assert m is not None
-        if api_key == auth.SASL_HANDSHAKE:
+        if api_key == ApiKey.SASL_HANDSHAKE:
             if body.mechanism not in auth.MECHANISMS:
                 answer = protocol.build(m.SaslHandshakeResponse, error_code=ErrorCode.unsupported_sasl_mechanism,
                                         mechanisms=auth.MECHANISMS)
@@ -297,7 +296,7 @@ class KafkaListener:
         start = time.perf_counter()
         api_key, api_version, correlation_id = protocol.prefix(frame)
         if not protocol.is_served(api_key, api_version):
-            if api_key == protocol.API_VERSIONS:
+            if api_key == ApiKey.API_VERSIONS:
                 # Kafka answers a version of ApiVersions it does not know with version 0 and
                 # UNSUPPORTED_VERSION, listing what it serves: the client retries with one of those.
                 answer = api_versions_answer(0, ErrorCode.unsupported_version)
@@ -359,7 +358,7 @@ class KafkaListener:
         peer = _peer_address(writer)
         host_token = protocol.bind_client_host(peer[0] if peer else None)  # DescribeGroups shows it
         try:
-            if api_key == _FETCH:
+            if api_key == ApiKey.FETCH:
                 response = await self._fetch(request, _waiter(writer, session))
             elif inspect.iscoroutinefunction(handler):
                 # A request that waits on other clients' (JoinGroup, SyncGroup): it waits on the

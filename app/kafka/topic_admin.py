@@ -35,10 +35,9 @@ from app.domain.types import CleanupPolicy, ValueFormat
 from app.domain.topic_config import CONFIG_KEYS, ConfigTextError, TopicConfig, new_topic_config, parse_config_text
 from app.kafka.auth import ConfigResourceType, access, config_resource, refusal_code, topics_not_acted_on
 from app.kafka.errors import error_code
-from app.kafka.protocol import NO_WAIT, answered_once, build, partitions_once, response_module
+from app.kafka.protocol import NO_WAIT, ApiKey, answered_once, build, partitions_once, response_module
 
 _ZERO_UUID = uuid.UUID(int=0)
-DELETE_RECORDS = 21  # its API key
 # Kafka topic configs that tune how a broker lays its log out in files: segments, their indexes,
 # flushes to disk, the record format the files hold (message.format.version, which Kafka 3.0 and
 # later ignore as well: a Fetch here always answers v2 record batches). The log here is rows of
@@ -194,9 +193,11 @@ class TopicAdminApis:
         self.services = services
         self.settings = services.settings
         self.node_id = node_id  # this broker's, the one a manual replica assignment may name
-        self.handlers: dict[int, Callable[[Any, int], Any]] = {
-            19: self.create_topics, 20: self.delete_topics, 21: self.delete_records, 32: self.describe_configs,
-            33: self.alter_configs, 37: self.create_partitions, 44: self.incremental_alter_configs}
+        self.handlers: dict[ApiKey, Callable[[Any, int], Any]] = {
+            ApiKey.CREATE_TOPICS: self.create_topics, ApiKey.DELETE_TOPICS: self.delete_topics,
+            ApiKey.DELETE_RECORDS: self.delete_records, ApiKey.DESCRIBE_CONFIGS: self.describe_configs,
+            ApiKey.ALTER_CONFIGS: self.alter_configs, ApiKey.CREATE_PARTITIONS: self.create_partitions,
+            ApiKey.INCREMENTAL_ALTER_CONFIGS: self.incremental_alter_configs}
 
     def _defaults(self) -> TopicConfig:
         """A topic's config where nothing was set through this door: max_message_bytes the
@@ -206,7 +207,7 @@ class TopicAdminApis:
     # --- CreateTopics ----------------------------------------------------------------------
 
     def create_topics(self, body: Any, version: int) -> Any:
-        m = response_module(19, version)
+        m = response_module(ApiKey.CREATE_TOPICS, version)
         assert m is not None
         # CREATE on the cluster, or on the topic, as /v1/topics asks.
         cluster = access().allows(Operation.CREATE, acl.CLUSTER)
@@ -285,7 +286,7 @@ class TopicAdminApis:
     # --- DeleteTopics ----------------------------------------------------------------------
 
     def delete_topics(self, body: Any, version: int) -> Any:
-        m = response_module(20, version)
+        m = response_module(ApiKey.DELETE_TOPICS, version)
         assert m is not None
         # The wire's all-zero id is read as None.
         named = ([(t.name, t.topic_id or _ZERO_UUID) for t in body.topics] if hasattr(body, "topics")
@@ -326,7 +327,7 @@ class TopicAdminApis:
     # --- CreatePartitions ------------------------------------------------------------------
 
     def create_partitions(self, body: Any, version: int) -> Any:
-        m = response_module(37, version)
+        m = response_module(ApiKey.CREATE_PARTITIONS, version)
         assert m is not None
         results = [_partitions_named_twice(m, t.name) if twice else self._create_partitions(m, t, body.validate_only)
                    for t, twice in answered_once(body.topics, key=lambda t: t.name)]
@@ -360,7 +361,7 @@ class TopicAdminApis:
     # --- DescribeConfigs -------------------------------------------------------------------
 
     def describe_configs(self, body: Any, version: int) -> Any:
-        m = response_module(32, version)
+        m = response_module(ApiKey.DESCRIBE_CONFIGS, version)
         assert m is not None
         return build(m.DescribeConfigsResponse, throttle_time=NO_WAIT, results=tuple(
             self._describe_configs(m, r) for r in body.resources))
@@ -398,14 +399,14 @@ class TopicAdminApis:
         """AlterConfigs, the non-incremental one: a topic's config becomes the configs named,
         every other back to its default (value.format, fixed when the topic was created, kept).
         Kafka's file layout configs are taken and change nothing, as CreateTopics takes them."""
-        m = response_module(33, version)
+        m = response_module(ApiKey.ALTER_CONFIGS, version)
         assert m is not None
         return build(m.AlterConfigsResponse, throttle_time=NO_WAIT, responses=self._alter(
             m, body, lambda _config, configs: parse_configs(
                 {c.name: c.value for c in configs if c.name not in FILE_LAYOUT_CONFIGS}), replace=True))
 
     def incremental_alter_configs(self, body: Any, version: int) -> Any:
-        m = response_module(44, version)
+        m = response_module(ApiKey.INCREMENTAL_ALTER_CONFIGS, version)
         assert m is not None
         return build(m.IncrementalAlterConfigsResponse, throttle_time=NO_WAIT, responses=self._alter(
             m, body, self._changes, replace=False))
@@ -474,7 +475,7 @@ class TopicAdminApis:
     # --- DeleteRecords ---------------------------------------------------------------------
 
     def delete_records(self, body: Any, version: int) -> Any:
-        m = response_module(DELETE_RECORDS, version)
+        m = response_module(ApiKey.DELETE_RECORDS, version)
         assert m is not None
         topics = []
         # As Kafka's handleDeleteRecordsRequest: the partitions into a map, so a partition named
@@ -488,7 +489,7 @@ class TopicAdminApis:
         # the others had moved, and the connection closed unanswered.
         topics_not_acted_on(Operation.DELETE, (t.name for t in body.topics), (topic for topic, _ in deleted))
         denials = {topic: refusal_code(Operation.DELETE, acl.topic(topic)) for topic, _ in deleted}
-        access().hold_to_rules(DELETE_RECORDS, body)
+        access().hold_to_rules(ApiKey.DELETE_RECORDS, body)
         for topic, named in deleted:
             answered = []
             denied = denials[topic]

@@ -17,7 +17,7 @@ from app.domain.errors import OutboxError, TransactionalIdNotFound
 from app.domain.types import TRANSACTION_LIST_MAX, TransactionState
 from app.kafka.auth import access, refusal_code
 from app.kafka.errors import error_code
-from app.kafka.protocol import NO_WAIT, build, response_module
+from app.kafka.protocol import NO_WAIT, ApiKey, build, response_module
 
 # Kafka's -1 for "no transaction start" (an idle transactional id): the millisecond before the
 # epoch; and the schema's default, the epoch, for a transactional id it could not describe.
@@ -32,11 +32,13 @@ DESCRIBE_PRODUCERS_MAX = 10_000
 class TransactionDescriptionApis:
     def __init__(self, services: Any) -> None:
         self.services = services
-        self.handlers: dict[int, Callable[[Any, int], Any]] = {
-            61: self.describe_producers, 65: self.describe_transactions, 66: self.list_transactions}
+        self.handlers: dict[ApiKey, Callable[[Any, int], Any]] = {
+            ApiKey.DESCRIBE_PRODUCERS: self.describe_producers,
+            ApiKey.DESCRIBE_TRANSACTIONS: self.describe_transactions,
+            ApiKey.LIST_TRANSACTIONS: self.list_transactions}
 
     def describe_transactions(self, body: Any, version: int) -> Any:
-        m = response_module(65, version)
+        m = response_module(ApiKey.DESCRIBE_TRANSACTIONS, version)
         assert m is not None
         return build(m.DescribeTransactionsResponse, throttle_time=NO_WAIT, transaction_states=tuple(
             self._describe_transaction(m, tid) for tid in body.transactional_ids))
@@ -71,7 +73,7 @@ class TransactionDescriptionApis:
                                   for name, parts in sorted(by_topic.items())))
 
     def list_transactions(self, body: Any, version: int) -> Any:
-        m = response_module(66, version)
+        m = response_module(ApiKey.LIST_TRANSACTIONS, version)
         assert m is not None
         known = {s.value: s for s in TransactionState}
         unknown = tuple(f for f in body.state_filters if f not in known)
@@ -97,7 +99,7 @@ class TransactionDescriptionApis:
                          and access().allows(Operation.DESCRIBE, acl.transactional_id(t.transactional_id))))
 
     def describe_producers(self, body: Any, version: int) -> Any:
-        m = response_module(61, version)
+        m = response_module(ApiKey.DESCRIBE_PRODUCERS, version)
         assert m is not None
         topics = []
         for t in body.topics:

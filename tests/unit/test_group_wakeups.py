@@ -20,8 +20,8 @@ from kio.schema.errors import ErrorCode
 
 from app.kafka import auth, protocol
 from app.kafka import groups as kafka_groups
-from app.kafka.groups import JOIN_GROUP, SYNC_GROUP, GroupApis
-from app.kafka.protocol import request_class
+from app.kafka.groups import GroupApis
+from app.kafka.protocol import ApiKey, request_class
 from app.services.classic_group_protocol import Joined, Joining
 from app.settings import Settings
 
@@ -80,7 +80,7 @@ async def _handled(call: Callable[[], Any]) -> Any:
 
 
 def _join_body(member_id: str = "m-1") -> Any:
-    cls = request_class(JOIN_GROUP, 5)
+    cls = request_class(ApiKey.JOIN_GROUP, 5)
     proto = getattr(__import__(cls.__module__, fromlist=["x"]), "JoinGroupRequestProtocol")  # type: ignore[union-attr]
     return cls(group_id="g", session_timeout=datetime.timedelta(seconds=10),  # type: ignore[misc]
                rebalance_timeout=datetime.timedelta(seconds=10), member_id=member_id, group_instance_id=None,
@@ -88,7 +88,7 @@ def _join_body(member_id: str = "m-1") -> Any:
 
 
 def _sync_body() -> Any:
-    return request_class(SYNC_GROUP, 3)(group_id="g", generation_id=1, member_id="m-1",  # type: ignore[misc]
+    return request_class(ApiKey.SYNC_GROUP, 3)(group_id="g", generation_id=1, member_id="m-1",  # type: ignore[misc]
                                         group_instance_id=None, assignments=())
 
 
