@@ -293,6 +293,21 @@ async def get_access(principal: CurrentPrincipal, request: Request) -> Access:
 AccessDep = Annotated[Access, Depends(get_access)]
 
 
+async def still_allowed(request: Request, access: Access, operation: Operation, resource: Resource) -> None:
+    """For an answer that goes on long after its request was checked (a stream of records):
+    the request's credentials authenticated again, as they would be now, and the operation
+    checked again; AuthenticationFailed or the refusal as the request would get it now. Without
+    it a stream opened before its key was revoked, its token expired or its ACL removed would
+    go on delivering records for as long as it stays open. Costs a dictionary lookup while
+    nothing changed (a verified credential is remembered)."""
+    if access.unchecked:
+        return
+    principal = await authenticate(request)
+    if principal != access.principal:
+        raise AuthenticationFailed("the credentials this stream was opened with now name another principal")
+    access.require(operation, resource)
+
+
 def requires(operation: Operation, resource: Resource) -> Any:
     """A route-level dependency for a fixed resource: `dependencies=[requires(...)]`."""
 

@@ -310,3 +310,64 @@ def test_a_stream_whose_topic_is_deleted_ends_with_an_error_event_at_once(launch
         "error_code": "UNKNOWN_TOPIC_OR_PARTITION", "retriable": False}
     assert rest[3:] == [""]
     assert ended_s < 10.0  # woken by the deletion, not by a heartbeat or the client's timeout
+
+
+# --- a stream's reader checked again while it reads ------------------------------------------------
+
+
+def _alices_stream(launcher: Launcher) -> tuple[ServiceProcess, dict[str, str], dict[str, str]]:
+    """A server with authentication, topic `orders`, and alice allowed to read it: the server,
+    admin's and alice's headers."""
+    server = launcher.server(authentication="api_key", super_users="User:admin")
+    admin, alice = ({"Authorization": f"Bearer {json.loads(launcher.cli('principals', 'create', name))['api_key']}"}
+                    for name in ("admin", "alice"))
+    with server.client(headers=admin) as c:
+        ok(c.post("/v1/topics", json={"name": "orders"}))
+        ok(c.post("/v1/acls", json={"acls": [{"principal": "User:alice", "resource_type": "topic",
+                                              "resource_name": "orders", "operation": "read"}]}))
+    return server, admin, alice
+
+
+def _read_until_it_ends(server: ServiceProcess, admin: dict[str, str], alice: dict[str, str],
+                        take_away: Any) -> list[str]:
+    """alice's stream: one record sent while she may read it, then `take_away(admin's client)`,
+    then another record; the lines of the stream after its first event."""
+    with server.client(headers=admin) as c, \
+            httpx.stream("GET", f"{server.url}/v1/topics/orders/partitions/0/stream", headers=alice, timeout=30) as r:
+        lines = r.iter_lines()
+        assert (r.status_code, next(lines)) == (200, "retry: 1000")
+        send = {"batches": [{"topic": "orders", "partition": 0, "records": [{"value": "before"}]}]}
+        ok(c.post("/v1/records", json=send))
+        assert [next(lines) for _ in range(4)][:3] == ["", "id: 1", "event: records"]
+        take_away(c)
+        ok(c.post("/v1/records", json={"batches": [{"topic": "orders", "partition": 0,
+                                                    "records": [{"value": "after"}]}]}))
+        event = [next(lines) for _ in range(4)]
+        assert event[1] != "id: 2", event  # "after" delivered: the stream went on
+        return event + list(lines)  # the stream ends: the server closes it
+
+
+def _error_event(rest: list[str]) -> dict[str, Any]:
+    assert rest[:2] == ["", "event: error"] and rest[3:] == [""], rest
+    return {k: v for k, v in json.loads(rest[2].removeprefix("data: ")).items() if k != "message"}
+
+
+def test_a_stream_ends_with_an_error_event_once_its_readers_acl_is_removed(launcher: Launcher) -> None:
+    server, admin, alice = _alices_stream(launcher)
+
+    rest = _read_until_it_ends(server, admin, alice, lambda c: ok(c.delete(
+        "/v1/acls", params={"principal": "User:alice", "resource_type": "topic", "resource_name": "orders"})))
+
+    assert _error_event(rest) == {"error_code": "TOPIC_AUTHORIZATION_FAILED", "retriable": False}
+
+
+def test_a_stream_ends_with_an_error_event_once_its_api_key_is_revoked(launcher: Launcher) -> None:
+    server, admin, alice = _alices_stream(launcher)
+
+    def revoke(c: httpx.Client) -> None:
+        key_id = alice["Authorization"].removeprefix("Bearer outbox_").split("_")[0]
+        ok(c.delete(f"/v1/principals/User:alice/api-keys/{key_id}"))
+
+    rest = _read_until_it_ends(server, admin, alice, revoke)
+
+    assert _error_event(rest) == {"error_code": "AUTHENTICATION_FAILED", "retriable": False}

@@ -14,7 +14,7 @@ from app.api.fetched import StreamedAnswer, partition_json, partition_stream_par
 from app.api.json_body import json_body
 from app.api.schemas.common import ID_PATTERN, TOPIC_NAME_MAX_LENGTH
 from app.api.schemas.records import FetchResponse
-from app.api.security import AccessDep
+from app.api.security import AccessDep, still_allowed
 from app.api.waiting import PlaceHoldingStreamingResponse, WaitingPrincipal, unless_disconnected
 from app.api.schemas.topics import (
     CreatePartitionsRequest,
@@ -287,13 +287,16 @@ SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}  # no pro
                                     "`data:` {\"records\": [...]} (one commit point's records, as a Fetch gives "
                                     "them); a `: heartbeat` comment every 15 s when nothing commits; "
                                     "`event: error`, `data:` an error body, as its last event when its partition "
-                                    "can no longer be read (its topic deleted, or the log cut past its position)",
+                                    "can no longer be read (its topic deleted, or the log cut past its position) "
+                                    "or its reader no longer may (its API key revoked, its token expired, its ACL "
+                                    "removed: 401 or 403's body)",
                      "content": {"text/event-stream": {}}},
                **documented(400, 401, 403, 404, 416, 429)},
 )
 async def stream_records(
     topic: TopicPath,
     partition: PartitionPath,
+    request: Request,
     services: ServicesDep,
     access: AccessDep,
     principal: WaitingPrincipal,
@@ -307,9 +310,11 @@ async def stream_records(
     in commit order, each with the position to resume from as its id. Reconnect with
     `Last-Event-ID` (a browser's EventSource does it by itself) to go on with nothing skipped and
     nothing repeated. The stream ends when the server stops, or with an `error` event when its
-    partition can no longer be read (its topic deleted). It counts among the requests that
-    wait for its whole life: past their most, it is refused before it starts with 429
-    THROTTLING_QUOTA_EXCEEDED (retriable). Needs READ on the topic."""
+    partition can no longer be read (its topic deleted), or its reader no longer may read it
+    (its API key revoked, its token expired, its ACL removed: checked again before every event,
+    heartbeats included). It counts among the requests that wait for its whole life: past
+    their most, it is refused before it starts with 429 THROTTLING_QUOTA_EXCEEDED (retriable).
+    Needs READ on the topic."""
     access.require(Operation.READ, acl.topic(topic))
     position = offset
     if last_event_id is not None:
@@ -328,6 +333,8 @@ async def stream_records(
         in_event = False  # a commit point larger than a chunk comes in pieces: one event, sent as they come
         try:
             async for point in stream:
+                if not in_event:
+                    await still_allowed(request, access, Operation.READ, acl.topic(topic))
                 if point is None:
                     yield b": heartbeat\n\n"
                     continue
@@ -337,7 +344,8 @@ async def stream_records(
                 yield out + b"]}\n\n" if point.ends else out
         except OutboxError as e:
             # Once the stream has begun its status is sent: the refusal (a deleted topic, a log
-            # cut past the position) is its last event, which says why it ends.
+            # cut past the position, a reader no longer allowed) is its last event, which says
+            # why it ends.
             body = error_body(e.error_code, e.message, e.retriable, e.details or None)
             yield b"event: error\ndata: %s\n\n" % orjson.dumps(body)
 
