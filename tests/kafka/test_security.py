@@ -646,6 +646,27 @@ def test_describe_transactions_leaves_out_the_topics_the_principal_may_not_descr
     assert [(p["topic"], p["partition"]) for p in http["partitions"]] == [("orders", 0)]
 
 
+def test_delete_topics_refused_for_open_transactions_names_only_the_transactional_ids_the_principal_may_describe(
+        secured: Secured) -> None:
+    from kio.schema.delete_topics.v5.request import DeleteTopicsRequest
+
+    w = secured
+    _open_transaction(w, "tx-leak", ("orders", 0))
+    _open_transaction(w, "tx-mine", ("orders", 0))
+    w.grant("User:alice", "topic", "orders", "delete")
+    w.grant("User:alice", "transactional_id", "tx-mine", "describe")
+    with w.connect() as s:
+        assert _sasl(s, "alice", w.keys["alice"]).error_code == ErrorCode.none
+        answer = ask(s, 20, 5, DeleteTopicsRequest(topic_names=("orders",), timeout=datetime.timedelta(0)))
+    assert [(t.name, t.error_code, t.error_message) for t in answer.responses] == [(
+        "orders", ErrorCode.invalid_txn_state,
+        "the topic is in unfinished transactions (tx-mine, 1 other(s)): wait for them to commit or abort, "
+        "or have an operator abort them, then delete the topic")]
+    # The HTTP door's refusal of the same deletion to the same principal.
+    http = w.client.delete("/v1/topics/orders", headers=w.headers("alice")).json()
+    assert (http["message"], http["details"]["transactional_ids"]) == (answer.responses[0].error_message, ["tx-mine"])
+
+
 def _idempotent_producer(s: socket.socket, producer_id: int = -1, producer_epoch: int = -1) -> Any:
     """InitProducerId v4 without a transactional id (KIP-360's bump with an id and epoch)."""
     from kio.schema.init_producer_id.v4.request import InitProducerIdRequest
