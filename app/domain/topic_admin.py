@@ -4,8 +4,10 @@ IncrementalAlterConfigs' rule is TopicConfig.altered (app.domain.topic_config)."
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
+from app.domain import acl
+from app.domain.acl import Operation, Resource
 from app.domain.errors import InvalidPartitions, OffsetOutOfRange, TopicHasOpenTransactions
 
 
@@ -69,3 +71,19 @@ def check_deletable(topic: str, transactional_ids: Iterable[str]) -> None:
             "(`outbox transactions abort ID`), then delete the topic",
             transactional_ids=ids,
         )
+
+
+def only_describable(e: TopicHasOpenTransactions,
+                     allows: Callable[[Operation, Resource], bool]) -> TopicHasOpenTransactions:
+    """check_deletable's refusal as a principal may see it, `allows` being its door's decision
+    for it: naming only the transactional ids it may describe (the others counted), so that a
+    principal allowed to delete a topic learns nothing more of who writes to it. Both doors
+    answer a DeleteTopics refused this way through it."""
+    ids = e.details.get("transactional_ids", [])
+    shown = [i for i in ids if allows(Operation.DESCRIBE, acl.transactional_id(i))]
+    if len(shown) == len(ids):
+        return e
+    others = len(ids) - len(shown)
+    return TopicHasOpenTransactions(
+        f"the topic is in unfinished transactions ({', '.join(shown + [f'{others} other(s)'])}): wait for them to "
+        "commit or abort, or have an operator abort them, then delete the topic", transactional_ids=shown)

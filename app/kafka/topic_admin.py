@@ -30,7 +30,9 @@ from app.domain.errors import (
     InvalidRequest,
     OutboxError,
     TopicAlreadyExists,
+    TopicHasOpenTransactions,
 )
+from app.domain.topic_admin import only_describable
 from app.domain.types import CleanupPolicy, ValueFormat
 from app.domain.topic_config import CONFIG_KEYS, ConfigTextError, TopicConfig, new_topic_config, parse_config_text
 from app.kafka.auth import ConfigResourceType, access, config_resource, refusal_code, topics_not_acted_on
@@ -318,6 +320,10 @@ class TopicAdminApis:
             else:
                 try:
                     self.services.topics.delete(name)
+                except TopicHasOpenTransactions as e:
+                    # Naming only the transactional ids the principal may describe, as the HTTP door.
+                    shown = only_describable(e, access().allows)
+                    code, message = error_code(shown), shown.message
                 except OutboxError as e:
                     code, message = error_code(e), e.message
             results.append(build(m.DeletableTopicResult, name=name, topic_id=topic_id, error_code=code,

@@ -49,7 +49,8 @@ class TransactionDescriptionApis:
                 return build(m.TransactionState, error_code=denied, transactional_id=transactional_id,
                              transaction_state="", transaction_timeout=_NO_TIMEOUT, transaction_start_time=_EPOCH,
                              producer_id=0, producer_epoch=0, topics=())
-            view = self.services.coordinator.listing.describe(transactional_id)
+            # Only the topics the principal may describe, as the HTTP door's description.
+            view = self.services.coordinator.listing.describe(transactional_id).describable(access().allows)
         except OutboxError as e:
             # The refusal with every other field at its schema default, as Kafka answers it.
             # TRANSACTIONAL_ID_NOT_FOUND is this API's own code (a producing request gets

@@ -9,10 +9,13 @@ Also the shape the coordinator's requests answer in (TransactionView, view_of)."
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
 
 from sqlalchemy import Connection
 
+from app.domain import acl
+from app.domain.acl import Operation, Resource
 from app.domain.clock import Clock
 from app.domain.errors import InvalidRequest
 from app.domain.transaction import IDLE_STATES, OPEN_STATE_NAMES, OPEN_TRANSACTION_STATES, TransactionMetadata
@@ -34,6 +37,20 @@ class TransactionView:
     partitions: list[txns.TxnPartition] = field(default_factory=list)
     pending_offsets: list[txns.PendingOffset] = field(default_factory=list)
     sent: list[SendResult] = field(default_factory=list)  # the batches a Commit carried
+
+    def describable(self, allows: Callable[[Operation, Resource], bool]) -> TransactionView:
+        """The view as a principal may see it, `allows` being its door's decision for it: only
+        the partitions of the topics it may describe, and the staged offsets of the topics and
+        groups it may describe. A refusal reveals nothing the principal may not describe, so
+        both doors describe a transaction through this (Kafka's DescribeTransactions leaves the
+        other topics out too); DESCRIBE on the transactional id is the door's to check first."""
+        topic_ok = lambda name: allows(Operation.DESCRIBE, acl.topic(name))  # noqa: E731
+        return replace(
+            self,
+            partitions=[p for p in self.partitions if topic_ok(p.topic)],
+            pending_offsets=[o for o in self.pending_offsets
+                             if topic_ok(o.topic) and allows(Operation.DESCRIBE, acl.group(o.group_id))],
+        )
 
 
 def view_of(conn: Connection, meta: TransactionMetadata, sent: list[SendResult] | None = None) -> TransactionView:

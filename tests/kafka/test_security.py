@@ -613,6 +613,60 @@ def test_list_transactions_shows_only_the_transactional_ids_the_principal_may_de
     assert [t.transactional_id for t in answer.transaction_states] == ["mine"]
 
 
+def _open_transaction(w: Secured, tid: str, *writes: tuple[str, int]) -> None:
+    """As admin over HTTP: `tid`'s transaction, open with one record in each (topic, partition)."""
+    p = w.client.post("/v1/producers", headers=w.headers(), json={"transactional_id": tid})
+    assert p.status_code == 200, p.text
+    ident = {"producer_id": p.json()["producer_id"], "producer_epoch": p.json()["producer_epoch"]}
+    r = w.client.post(f"/v1/transactions/{tid}/begin", headers=w.headers(), json=ident)
+    assert r.status_code == 200, r.text
+    r = w.client.post("/v1/records", headers=w.headers(), json={**ident, "transactional_id": tid, "batches": [
+        {"topic": topic, "partition": partition, "base_sequence": 0, "records": [{"value": "in txn"}]}
+        for topic, partition in writes]})
+    assert r.status_code == 200, r.text
+
+
+def test_describe_transactions_leaves_out_the_topics_the_principal_may_not_describe(secured: Secured) -> None:
+    from kio.schema.describe_transactions.v0.request import DescribeTransactionsRequest
+
+    w = secured
+    r = w.client.post("/v1/topics", headers=w.headers(), json={"name": "secret", "partitions": 2})
+    assert r.status_code == 201, r.text
+    _open_transaction(w, "tx-secret", ("secret", 1), ("orders", 0))
+    w.grant("User:bob", "transactional_id", "tx-secret", "describe")
+    w.grant("User:bob", "topic", "orders", "describe")
+    with w.connect() as s:
+        assert _sasl(s, "bob", w.keys["bob"]).error_code == ErrorCode.none
+        answer = ask(s, 65, 0, DescribeTransactionsRequest(transactional_ids=("tx-secret",)))
+    (described,) = answer.transaction_states
+    assert (described.error_code, described.transaction_state) == (ErrorCode.none, "Ongoing")
+    assert [(t.topic, tuple(t.partitions)) for t in described.topics] == [("orders", (0,))]
+    # The HTTP door's description of the same transaction to the same principal.
+    http = w.client.get("/v1/transactions/tx-secret", headers=w.headers("bob")).json()
+    assert [(p["topic"], p["partition"]) for p in http["partitions"]] == [("orders", 0)]
+
+
+def test_delete_topics_refused_for_open_transactions_names_only_the_transactional_ids_the_principal_may_describe(
+        secured: Secured) -> None:
+    from kio.schema.delete_topics.v5.request import DeleteTopicsRequest
+
+    w = secured
+    _open_transaction(w, "tx-leak", ("orders", 0))
+    _open_transaction(w, "tx-mine", ("orders", 0))
+    w.grant("User:alice", "topic", "orders", "delete")
+    w.grant("User:alice", "transactional_id", "tx-mine", "describe")
+    with w.connect() as s:
+        assert _sasl(s, "alice", w.keys["alice"]).error_code == ErrorCode.none
+        answer = ask(s, 20, 5, DeleteTopicsRequest(topic_names=("orders",), timeout=datetime.timedelta(0)))
+    assert [(t.name, t.error_code, t.error_message) for t in answer.responses] == [(
+        "orders", ErrorCode.invalid_txn_state,
+        "the topic is in unfinished transactions (tx-mine, 1 other(s)): wait for them to commit or abort, "
+        "or have an operator abort them, then delete the topic")]
+    # The HTTP door's refusal of the same deletion to the same principal.
+    http = w.client.delete("/v1/topics/orders", headers=w.headers("alice")).json()
+    assert (http["message"], http["details"]["transactional_ids"]) == (answer.responses[0].error_message, ["tx-mine"])
+
+
 def _idempotent_producer(s: socket.socket, producer_id: int = -1, producer_epoch: int = -1) -> Any:
     """InitProducerId v4 without a transactional id (KIP-360's bump with an id and epoch)."""
     from kio.schema.init_producer_id.v4.request import InitProducerIdRequest

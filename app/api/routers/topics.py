@@ -33,6 +33,7 @@ from app.api.schemas.topics import (
 from app.domain import acl
 from app.domain.acl import Operation
 from app.domain.errors import InvalidRequest, OutboxError, TopicAlreadyExists, TopicHasOpenTransactions
+from app.domain.topic_admin import only_describable
 from app.domain.types import MAX_INT32, MAX_INT64, IsolationLevel
 from app.services.fetch_answer import PartitionFetch, check_partition_fetch_bytes
 from app.services.long_poll import close
@@ -148,7 +149,7 @@ def delete_topic(topic: TopicPath, services: ServicesDep, access: AccessDep) -> 
     try:
         services.topics.delete(topic)
     except TopicHasOpenTransactions as e:
-        raise _only_describable(e, access) from None
+        raise only_describable(e, access.allows) from None
     return Response(status_code=204)
 
 
@@ -351,16 +352,3 @@ async def stream_records(
 
     return PlaceHoldingStreamingResponse(events(), on_close=stream.close, media_type="text/event-stream",
                                          headers=SSE_HEADERS)
-
-
-def _only_describable(e: TopicHasOpenTransactions, access: AccessDep) -> TopicHasOpenTransactions:
-    """The refusal, naming only the transactional ids the caller may describe (the others
-    counted): a principal allowed to delete a topic learns nothing more of who writes to it."""
-    ids = e.details.get("transactional_ids", [])
-    shown = [i for i in ids if access.allows(Operation.DESCRIBE, acl.transactional_id(i))]
-    if len(shown) == len(ids):
-        return e
-    others = len(ids) - len(shown)
-    return TopicHasOpenTransactions(
-        f"the topic is in unfinished transactions ({', '.join(shown + [f'{others} other(s)'])}): wait for them to "
-        "commit or abort, or have an operator abort them, then delete the topic", transactional_ids=shown)

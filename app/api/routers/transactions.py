@@ -54,20 +54,19 @@ def _summary(meta: TransactionMetadata, now_ms: int) -> TransactionSummary:
 
 
 def _description(view: TransactionView, now_ms: int, access: AccessDep) -> TransactionDescription:
-    """The transaction, with the partitions of the topics and the offsets of the groups the
-    caller may describe (Kafka's DescribeTransactions leaves the others out too)."""
-    topic_ok = lambda name: access.allows(Operation.DESCRIBE, acl.topic(name))  # noqa: E731
+    """The transaction as the caller may describe it (TransactionView.describable, the Kafka
+    door's DescribeTransactions' too)."""
+    view = view.describable(access.allows)
     return TransactionDescription(
         **_summary(view.meta, now_ms).model_dump(),
         partitions=[
             TransactionPartition(topic=p.topic, partition=p.partition, first_offset=p.first_offset)
-            for p in view.partitions if topic_ok(p.topic)
+            for p in view.partitions
         ],
         pending_offsets=[
             PendingOffset(group_id=o.group_id, topic=o.topic, partition=o.partition,
                           offset=o.committed_offset, metadata=o.metadata, leader_epoch=o.leader_epoch)
             for o in view.pending_offsets
-            if topic_ok(o.topic) and access.allows(Operation.DESCRIBE, acl.group(o.group_id))
         ],
     )
 
