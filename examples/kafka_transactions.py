@@ -74,7 +74,9 @@ def check_listener(bootstrap: str) -> None:
         probe.list_topics(timeout=REACH_TIMEOUT_S)
     except KafkaException as e:
         raise Unreachable(f"--bootstrap {bootstrap}: no Kafka listener answered within {REACH_TIMEOUT_S} s "
-                          f"({e.args[0].str()}): is `outbox serve --kafka-listener {bootstrap}` running?") from None
+                          f"({e.args[0].str()}): is `outbox serve --kafka-listener {bootstrap}` running, without "
+                          f"OUTBOX_AUTHENTICATION? This example does not authenticate (no SASL), and a listener "
+                          f"that asks for it closes its connections alike") from None
 
 
 class NotANumber(ValueError):

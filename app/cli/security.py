@@ -263,18 +263,19 @@ def add_commands(command: Command, verbose: argparse.ArgumentParser) -> None:
     which.add_argument("--cluster", action="store_true")
     ac.set_defaults(func=acls)
     gr = command("grant-reader", help="PostgreSQL: create or grant ROLE read access to committed_records and its partition views only")
-    gr.add_argument("role")
+    gr.add_argument("role", help="the PostgreSQL role to grant, created if it does not exist")
     gr.add_argument("--password-stdin", action="store_true",
                     help="create the role with LOGIN and the password read from standard input")
     gr.set_defaults(func=grant_reader)
     rr = command("revoke-reader", help="PostgreSQL: take back from ROLE what grant-reader gave, every partition's "
                  "view included (a REVOKE of committed_records alone leaves those)")
-    rr.add_argument("role")
+    rr.add_argument("role", help="the PostgreSQL role grant-reader was given")
     rr.set_defaults(func=revoke_reader)
     for name, verb in (("grant-appender", "create or grant ROLE"), ("revoke-appender", "take back from ROLE")):
         ap = command(name, help=f"PostgreSQL: {verb} the right to call outbox.append for these topics "
                      "(revoke-appender with no topic: every topic, and EXECUTE on outbox.append)")
-        ap.add_argument("role")
+        ap.add_argument("role", help="the PostgreSQL role to grant, created if it does not exist"
+                        if name == "grant-appender" else "the PostgreSQL role grant-appender was given")
         ap.add_argument("--topic", action="append", default=[], help="a topic's name (repeatable)")
         ap.add_argument("--topic-prefix", action="append", default=[],
                         help="every topic whose name starts with it (repeatable)")

@@ -144,7 +144,10 @@ def _kafka_socket(settings: Settings) -> socket.socket | None:
     problem = unsupported_configuration(settings)
     if problem is not None:
         raise CommandError(problem, EXIT_USAGE)
-    _check_exposure(settings, address[0])
+    # The HTTP door may be on loopback while this one is not: the line names the Kafka listener,
+    # and the one method it can serve (jwt and mtls alone are refused above).
+    _check_exposure(settings, address[0], "produce to and consume every topic through the Kafka listener "
+                    "(OUTBOX_KAFKA_LISTENER, --kafka-listener)", methods="api_key")
     if address[0] in EVERY_ADDRESS and settings.kafka_advertised_address is None:
         # Kafka's brokers refuse this too: every client would be told to connect to 0.0.0.0.
         raise CommandError(f"Kafka listener (OUTBOX_KAFKA_LISTENER, --kafka-listener) on every address "
@@ -168,14 +171,15 @@ def _is_loopback(host: str) -> bool:
     return bool(infos) and all(ipaddress.ip_address(info[4][0].split("%")[0]).is_loopback for info in infos)
 
 
-def _check_exposure(settings: Settings, host: str, exposed: str = "read and change every topic") -> None:
+def _check_exposure(settings: Settings, host: str, exposed: str = "read and change every topic",
+                    methods: str = "api_key, jwt and/or mtls") -> None:
     """Secure by default: with OUTBOX_AUTHENTICATION unset, serve on loopback only, whichever
     door (the API, the Kafka listener, the coordinator's metrics). `exposed`: what a stranger
-    could do through it."""
+    could do through it; `methods`: the OUTBOX_AUTHENTICATION values that door can serve."""
     if settings.authentication is None and not _is_loopback(host):
         raise CommandError(
             f"refusing to serve on {host} without authentication: anyone who reaches it could {exposed}. "
-            f"Set OUTBOX_AUTHENTICATION to api_key, jwt and/or mtls (README, \"Authentication and "
+            f"Set OUTBOX_AUTHENTICATION to {methods} (README, \"Authentication and "
             f"ACLs\"), or to none to serve without it on purpose", EXIT_USAGE)
 
 

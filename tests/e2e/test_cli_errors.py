@@ -640,6 +640,18 @@ def test_a_kafka_listener_on_every_address_needs_an_address_to_tell_clients(tmp_
                     "reach this process at")
 
 
+def test_a_kafka_listener_on_every_address_without_authentication_is_named_with_the_method_it_serves(
+        tmp_path: Path) -> None:
+    # The README's command with its advertised listener, the HTTP door left on loopback.
+    line = one_error_line(outbox(f"sqlite:///{tmp_path}/outbox.db", "serve", "--port", "0",
+                                 "--kafka-listener", "0.0.0.0:0",
+                                 kafka_advertised_listener="kafka.example.com:9092"), 2)
+    assert line == ("refusing to serve on 0.0.0.0 without authentication: anyone who reaches it could produce to "
+                    "and consume every topic through the Kafka listener (OUTBOX_KAFKA_LISTENER, "
+                    "--kafka-listener). Set OUTBOX_AUTHENTICATION to api_key (README, \"Authentication and "
+                    "ACLs\"), or to none to serve without it on purpose")
+
+
 def test_serve_refuses_the_kafka_listener_s_settings_when_no_listener_runs(tmp_path: Path) -> None:
     line = one_error_line(outbox(f"sqlite:///{tmp_path}/outbox.db", "serve", "--port", "0",
                                  kafka_num_partitions="3", kafka_auto_create_topics="true"), 2)

@@ -71,6 +71,16 @@ def test_a_body_not_sent_as_json_is_refused_with_415_naming_the_content_type(
     assert stored(client) == []
 
 
+def test_curl_s_default_form_type_is_told_the_flag_that_sends_json(client: Any) -> None:
+    # curl -d without -H "content-type: application/json", the likeliest slip from the README.
+    create_topic(client, "t")
+    r = post(client, "/v1/records", send_body(b"1"), {"content-type": "application/x-www-form-urlencoded"})
+    assert refusal(r, 415, "UNSUPPORTED_MEDIA_TYPE") == (
+        "the body must be JSON, sent with content-type: application/json (got "
+        "'application/x-www-form-urlencoded', curl's default for -d; with curl add "
+        "-H 'content-type: application/json')")
+
+
 @pytest.mark.parametrize("content_type", ["application/json", "application/json; charset=utf-8",
                                           "Application/JSON;charset=UTF-8", "application/vnd.api+json"])
 def test_json_content_types_are_taken(client: Any, content_type: str) -> None:
