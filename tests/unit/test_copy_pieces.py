@@ -106,3 +106,17 @@ def test_a_large_batch_with_one_character_outside_the_bmp_is_copied_in_bounded_m
 
     assert written == sum(len(f"7\t1\t{i}\t{100 + i}\t\\N\t{v}\t\\N\n") for i, v in enumerate(values))
     assert peak < 12 * COPY_PIECE_CHARS
+
+
+@pytest.mark.parametrize("base_offset", [0, 998, 999_997, 10**15 - 2])
+def test_offsets_across_a_thousand_are_copied_as_the_rows_hold_them(base_offset: int) -> None:
+    # Lines take an offset's last three digits from a table: below 1,000 unpadded, above it
+    # padded after the digits before them.
+    for timestamps in ([500] * 1_003, list(range(1_003))):
+        records = RecordColumns([f"k{i}" for i in range(1_003)], ["1"] * 1_003, [None] * 1_003, timestamps)
+        batch = BatchToAppend(3, 2, records, size_bytes=4_012)
+
+        (lines,) = record_rows._copy_pieces([(batch, base_offset)])
+
+        assert lines == "".join("\t".join("\\N" if f is None else str(f) for f in row) + "\n"
+                                for row in record_rows._rows([(batch, base_offset)]))
