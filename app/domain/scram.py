@@ -166,7 +166,9 @@ class ServerExchange:
         if attributes[0][2:] != base64.b64encode(self.client_first.gs2_header.encode()).decode():
             raise AuthenticationFailed("the SCRAM channel binding differs from the client-first message's gs2 header")
         if not hmac.compare_digest(attributes[1][2:].encode(), self.nonce.encode()):
-            raise AuthenticationFailed("the SCRAM client-final nonce is not the one the server sent")
+            # The likeliest sender of another nonce is a librdkafka before 2.6.1, which repeats it.
+            raise AuthenticationFailed("the SCRAM client-final nonce is not the one the server sent (librdkafka "
+                                       "before 2.6.1 sends it twice: upgrade the client, or use PLAIN over TLS)")
         try:
             proof = base64.b64decode(attributes[-1][2:], validate=True)
         except (binascii.Error, ValueError):

@@ -17,6 +17,9 @@ OTHER_KEY = "outbox_fedcba9876543210_" + "t" * 43
 SALT = b"0123456789abcdef"
 MECHANISMS = ["SCRAM-SHA-256", "SCRAM-SHA-512"]
 
+NONCE_REFUSED = ("the SCRAM client-final nonce is not the one the server sent (librdkafka before 2.6.1 sends "
+                 "it twice: upgrade the client, or use PLAIN over TLS)")
+
 
 def _exchange(mechanism: str, client_first: str, *keys: tuple[str, str], salt: bytes = SALT) -> ServerExchange:
     candidates = [Candidate(key_id, credential(mechanism, key, salt)) for key_id, key in keys]
@@ -116,7 +119,7 @@ def test_a_client_final_with_another_nonce_is_refused() -> None:
     server = _exchange("SCRAM-SHA-256", "n,,n=alice,r=clientnonce", ("k1", KEY))
     with pytest.raises(AuthenticationFailed) as e:
         server.final(_final_by_hand(server, "clientnonceservernoncf"))
-    assert e.value.message == "the SCRAM client-final nonce is not the one the server sent"
+    assert e.value.message == NONCE_REFUSED
 
 
 def test_a_tampered_nonce_in_a_real_exchange_is_refused() -> None:
@@ -128,7 +131,7 @@ def test_a_tampered_nonce_in_a_real_exchange_is_refused() -> None:
     assert tampered != final
     with pytest.raises(AuthenticationFailed) as e:
         server.final(tampered.encode())
-    assert e.value.message == "the SCRAM client-final nonce is not the one the server sent"
+    assert e.value.message == NONCE_REFUSED
 
 
 def test_a_channel_binding_other_than_the_gs2_header_is_refused() -> None:
