@@ -75,8 +75,9 @@ def check_listener(bootstrap: str) -> None:
     except KafkaException as e:
         raise Unreachable(f"--bootstrap {bootstrap}: no Kafka listener answered within {REACH_TIMEOUT_S} s "
                           f"({e.args[0].str()}): is `outbox serve --kafka-listener {bootstrap}` running, without "
-                          f"OUTBOX_AUTHENTICATION? This example does not authenticate (no SASL), and a listener "
-                          f"that asks for it closes its connections alike") from None
+                          f"OUTBOX_AUTHENTICATION? This example does not authenticate (no SASL), and a listener with "
+                          f"OUTBOX_AUTHENTICATION closes its unauthenticated connections, which looks the same"
+                          ) from None
 
 
 class NotANumber(ValueError):

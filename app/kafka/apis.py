@@ -253,7 +253,7 @@ class Apis:
                 # "Transactions over the Kafka door").
                 transaction_version=transaction_version(ApiKey.INIT_PRODUCER_ID, version))
         except OutboxError as e:
-            return answer(transactional_code(e, 22, version))
+            return answer(transactional_code(e, ApiKey.INIT_PRODUCER_ID, version))
         return answer(ErrorCode.none, got.producer_id, got.producer_epoch)
 
     # --- AddPartitionsToTxn, AddOffsetsToTxn, TxnOffsetCommit, EndTxn ---------------------
@@ -278,7 +278,7 @@ class Apis:
                     body.v3_and_below_producer_epoch, wanted,
                     transaction_version=transaction_version(ApiKey.ADD_PARTITIONS_TO_TXN, version))
         except OutboxError as e:
-            code = transactional_code(e, 24, version)
+            code = transactional_code(e, ApiKey.ADD_PARTITIONS_TO_TXN, version)
             refused, every = {}, code
         else:
             if any(refused.values()):
@@ -311,7 +311,7 @@ class Apis:
                                                     transaction_version=spoken)
         except OutboxError as e:
             return build(m.AddOffsetsToTxnResponse, throttle_time=NO_WAIT,
-                         error_code=transactional_code(e, 25, version))
+                         error_code=transactional_code(e, ApiKey.ADD_OFFSETS_TO_TXN, version))
         return build(m.AddOffsetsToTxnResponse, throttle_time=NO_WAIT, error_code=ErrorCode.none)
 
     def txn_offset_commit(self, body: Any, version: int) -> Any:
@@ -341,7 +341,7 @@ class Apis:
                                                           ApiKey.TXN_OFFSET_COMMIT, version),
                                                       each_partition=True)
         except OutboxError as e:
-            code = transactional_code(e, 28, version)
+            code = transactional_code(e, ApiKey.TXN_OFFSET_COMMIT, version)
         return build(m.TxnOffsetCommitResponse, throttle_time=NO_WAIT, topics=tuple(
             build(m.TxnOffsetCommitResponseTopic, name=t.name, partitions=tuple(
                 build(m.TxnOffsetCommitResponsePartition, partition_index=p.partition_index,
@@ -359,7 +359,7 @@ class Apis:
                 body.transactional_id, body.producer_id, body.producer_epoch, commit=body.committed,
                 transaction_version=transaction_version(ApiKey.END_TXN, version))
         except OutboxError as e:
-            code = transactional_code(e, 26, version, every_stale_epoch_fenced=(
+            code = transactional_code(e, ApiKey.END_TXN, version, every_stale_epoch_fenced=(
                 transaction_version(ApiKey.END_TXN, version) is TransactionVersion.V2))
             return build(m.EndTxnResponse, throttle_time=NO_WAIT, error_code=code)
         # Version 5 answers the producer id and epoch the producer goes on with: under

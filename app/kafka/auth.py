@@ -436,7 +436,7 @@ RULES: dict[ApiKey, Callable[[Any], list[Need]]] = {
     ApiKey.HEARTBEAT: _group(Operation.READ),
     ApiKey.LEAVE_GROUP: _group(Operation.READ),
     ApiKey.SYNC_GROUP: _group(Operation.READ),
-    ApiKey.DESCRIBE_GROUPS: lambda body: [(Operation.DESCRIBE, acl.group(g)) for g in body.groups],  # DescribeGroups
+    ApiKey.DESCRIBE_GROUPS: lambda body: [(Operation.DESCRIBE, acl.group(g)) for g in body.groups],
     ApiKey.LIST_GROUPS: _nothing,  # DESCRIBE on the cluster lists every group, else each is filtered
     # Administration (app.kafka.topic_admin, app.kafka.transaction_descriptions), as the HTTP
     # door's /v1/topics and /v1/transactions.
@@ -457,7 +457,7 @@ RULES: dict[ApiKey, Callable[[Any], list[Need]]] = {
     ApiKey.CREATE_ACLS: lambda body: [(Operation.ALTER, CLUSTER)],
     ApiKey.DELETE_ACLS: lambda body: [(Operation.ALTER, CLUSTER)],
     # The administration of groups (app.kafka.groups).
-    ApiKey.DELETE_GROUPS: lambda body: [(Operation.DELETE, acl.group(g)) for g in body.groups_names],  # DeleteGroups
+    ApiKey.DELETE_GROUPS: lambda body: [(Operation.DELETE, acl.group(g)) for g in body.groups_names],
     ApiKey.OFFSET_DELETE: lambda body: [(Operation.DELETE, acl.group(body.group_id))] + [
         (Operation.READ, acl.topic(t.name)) for t in body.topics],
 }

@@ -7,6 +7,7 @@ from kio.schema.errors import ErrorCode
 
 from app.domain.errors import OutboxError
 from app.domain.offsets import metadata_fits
+from app.kafka.protocol import ApiKey
 
 # Names of the service's own errors that are not Kafka's, and the code a Kafka client gets.
 _NEAREST: dict[str, ErrorCode] = {
@@ -48,7 +49,9 @@ _NEVER = 1 << 15  # above every version of every API (versions are INT16)
 # older versions are answered INVALID_PRODUCER_EPOCH for it. Produce is not here: Kafka's
 # partition leader answers a stale epoch INVALID_PRODUCER_EPOCH at every version, and a
 # transactional client takes it as being fenced.
-PRODUCER_FENCED_SINCE: dict[int, int] = {22: 3, 24: 2, 25: 2, 26: 2, 28: 3}
+PRODUCER_FENCED_SINCE: dict[ApiKey, int] = {ApiKey.INIT_PRODUCER_ID: 3, ApiKey.ADD_PARTITIONS_TO_TXN: 2,
+                                            ApiKey.ADD_OFFSETS_TO_TXN: 2, ApiKey.END_TXN: 2,
+                                            ApiKey.TXN_OFFSET_COMMIT: 3}
 # KIP-890: the first version of Produce and of TxnOffsetCommit whose client knows
 # TRANSACTION_ABORTABLE (120). Kafka answers it where the transaction the request would join
 # does not hold the partition (its partition leader, or its group coordinator for the offsets,
@@ -57,10 +60,10 @@ PRODUCER_FENCED_SINCE: dict[int, int] = {22: 3, 24: 2, 25: 2, 26: 2, 28: 3}
 # transaction); the other requests that know the code (InitProducerId 5, AddPartitionsToTxn 5,
 # AddOffsetsToTxn 4, EndTxn 4, FindCoordinator 5) are never answered it by Kafka, and older
 # versions keep INVALID_TXN_STATE, which their clients take as fatal.
-TRANSACTION_ABORTABLE_SINCE: dict[int, int] = {0: 11, 28: 4}
+TRANSACTION_ABORTABLE_SINCE: dict[ApiKey, int] = {ApiKey.PRODUCE: 11, ApiKey.TXN_OFFSET_COMMIT: 4}
 
 
-def transactional_code(error: OutboxError, api_key: int, version: int, *,
+def transactional_code(error: OutboxError, api_key: ApiKey, version: int, *,
                        every_stale_epoch_fenced: bool = False) -> ErrorCode:
     """error_code for an answer of `version` of the transactional API `api_key` (or a Produce),
     in the codes that version's clients know (PRODUCER_FENCED_SINCE, TRANSACTION_ABORTABLE_SINCE).

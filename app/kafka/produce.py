@@ -186,7 +186,7 @@ class ProduceApi:
             # retries (it takes CONCURRENT_TRANSACTIONS from a Produce as an error of its own).
             return Produced(ErrorCode.not_enough_replicas, e.message, -1)
         except OutboxError as e:
-            return Produced(transactional_code(e, 0, version), e.message, -1)
+            return Produced(transactional_code(e, ApiKey.PRODUCE, version), e.message, -1)
         return Produced(ErrorCode.none, None, result.base_offset)
 
     def _value_format(self, topic: str, *, again: bool = False) -> ValueFormat:

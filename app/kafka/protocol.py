@@ -37,6 +37,7 @@ from app.domain.request_shape import duplicated
 from app.domain.types import TransactionVersion
 
 
+@enum.unique
 class ApiKey(enum.IntEnum):
     """The APIs the Kafka door serves, by the key that starts each request's header."""
 

@@ -38,9 +38,9 @@ from kio.schema.errors import ErrorCode
 from app.domain.acl import ANONYMOUS
 from app.domain.errors import AuthenticationFailed, OutboxError, ThrottlingQuotaExceeded
 from app.kafka import auth, protocol
-from app.kafka.protocol import ApiKey
 from app.kafka.apis import Apis, Broker, api_versions_answer
 from app.kafka.auth import SaslState, Session
+from app.kafka.protocol import ApiKey
 from app.logs import ACCESS_LOGGER
 from app.metrics import (
     KAFKA_CONNECTIONS,

@@ -16,6 +16,7 @@ from contextlib import contextmanager
 from sqlalchemy import Connection, text
 
 
+@enum.unique
 class Turn(enum.IntEnum):
     """The advisory lock keys, one per chore."""
 

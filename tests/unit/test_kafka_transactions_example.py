@@ -120,5 +120,5 @@ def test_a_bootstrap_where_no_listener_answers_is_one_line_and_exit_status_2(
     assert err == (f"error: --bootstrap {bootstrap}: no Kafka listener answered within 1 s (Failed to get metadata: "
                    f"Local: Broker transport failure): is `outbox serve --kafka-listener {bootstrap}` running, "
                    f"without OUTBOX_AUTHENTICATION? This example does not authenticate (no SASL), and a listener "
-                   f"that asks for it closes its connections alike\n")
+                   f"with OUTBOX_AUTHENTICATION closes its unauthenticated connections, which looks the same\n")
     assert took < kafka_transactions.TIMEOUT_S

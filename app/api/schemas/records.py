@@ -52,9 +52,10 @@ class TypedDataOut(BaseModel):
 
 
 # A Send's records (and a bytes topic's typed keys and headers) are made by the thousand and
-# freed with their request, never in a cycle (decoded from JSON, frozen): not tracked by the
-# garbage collector (gc=False), so that they neither cost its traversals nor bring its young
-# collections nearer.
+# freed with their request: not tracked by the garbage collector (gc=False), so that they
+# neither cost its traversals nor bring its young collections nearer. Safe because none can be
+# in a cycle: their fields hold only strings, numbers, None, raw JSON and other such structs,
+# and nothing in the service changes them once decoded.
 class RecordIn(RequestBody, gc=False):
     """One record of a Send. Its topic's value_format says what it holds
     (docs/ARCHITECTURE.md#record-formats): a json topic takes a string key, any JSON value and
