@@ -160,6 +160,13 @@ class Settings(LogSettings):
     # service itself makes a body wait (reading paused until the app takes what it has,
     # `Expect: 100-continue` not yet answered) does not count.
     http_request_timeout_s: int = Field(default=30, ge=1)
+    # The most HTTP connections `outbox serve` holds open at once (each of its listeners: the
+    # API's, the coordinator metrics'), as OUTBOX_KAFKA_MAX_CONNECTIONS for the Kafka door: past
+    # it a new connection is closed as it is accepted, so that a flood of connections runs out
+    # of this count and not of the process's file descriptors, which its database connections,
+    # log and other clients' connections share. Keep it, with OUTBOX_KAFKA_MAX_CONNECTIONS,
+    # below `ulimit -n`. Waiting fetches and event streams hold a connection each.
+    http_max_connections: int = Field(default=1000, ge=1)
     # None: migrate on start-up for SQLite only (an embedded file has no operator to run
     # `outbox migrate`); PostgreSQL deployments migrate as a separate step.
     auto_migrate: bool | None = None

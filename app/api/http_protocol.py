@@ -19,7 +19,9 @@ transport does, which logged a client's going away as the service's "unexpected 
 
 A connection whose request does not arrive (its head not whole, or its body silent, for
 OUTBOX_HTTP_REQUEST_TIMEOUT_S) is closed (`with_request_timeout`): uvicorn times out only an
-idle keep-alive connection, and a client could otherwise hold connections open for good.
+idle keep-alive connection, and a client could otherwise hold connections open for good. A
+connection past OUTBOX_HTTP_MAX_CONNECTIONS is closed as it is accepted
+(`with_connection_limit`).
 
 This relies on how uvicorn writes (uvicorn is pinned below 0.55 in pyproject.toml, and
 tests/unit/test_http_protocol.py::test_a_response_is_one_write_of_the_bytes_uvicorn_writes_in_two
@@ -59,12 +61,12 @@ JOIN_MAX_BYTES = 1 << 16
 
 def protocol_class(settings: Settings) -> type:
     """uvicorn.Config's `http`: its own protocol class (httptools', h11's without httptools),
-    with one write a response, a request that does not arrive closed after
-    OUTBOX_HTTP_REQUEST_TIMEOUT_S (httptools' only: uvicorn[standard] brings it), and the
-    client certificate in the scope for mtls."""
+    with one write a response, at most OUTBOX_HTTP_MAX_CONNECTIONS connections, a request that
+    does not arrive closed after OUTBOX_HTTP_REQUEST_TIMEOUT_S (httptools' only:
+    uvicorn[standard] brings it), and the client certificate in the scope for mtls."""
     httptools = importlib.util.find_spec("httptools") is not None
     base = import_from_string(HTTP_PROTOCOLS["httptools" if httptools else "h11"])
-    protocol = with_one_write(base)
+    protocol = with_connection_limit(with_one_write(base), settings.http_max_connections)
     if httptools:  # its parser's callbacks say where a request begins and ends; h11's differ
         protocol = with_request_timeout(protocol, settings.http_request_timeout_s)
     if "mtls" in settings.authentication_methods:
@@ -90,6 +92,26 @@ def with_one_write(protocol_class: type) -> type:
             self.transport.close()
 
     return OneWriteProtocol
+
+
+def with_connection_limit(protocol_class: type, max_connections: int) -> type:
+    """A subclass of uvicorn's HTTP protocol class that closes a new connection as it is
+    accepted when its server holds `max_connections` already (OUTBOX_HTTP_MAX_CONNECTIONS), as
+    the Kafka door does past OUTBOX_KAFKA_MAX_CONNECTIONS. uvicorn's own `limit_concurrency`
+    answers 503 only once a request's head has arrived, keeping the connection until then, and
+    counts requests in flight too; this bounds the file descriptors clients can take."""
+
+    class ConnectionLimitProtocol(protocol_class):  # type: ignore[misc, valid-type]
+        def connection_made(self, transport: Any) -> None:
+            # uvicorn's own connection_made adds this one to the server's set, and its
+            # connection_lost needs the state it sets up: the connection is made, then closed.
+            super().connection_made(transport)
+            if len(self.server_state.connections) > max_connections:
+                logger.warning("%d HTTP connections already (OUTBOX_HTTP_MAX_CONNECTIONS); closing a new one from %s",
+                               max_connections, _peer(self.client))
+                self.transport.close()
+
+    return ConnectionLimitProtocol
 
 
 def with_request_timeout(protocol_class: type, timeout_s: float) -> type:

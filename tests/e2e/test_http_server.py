@@ -229,3 +229,33 @@ def test_a_body_that_keeps_arriving_slowly_is_not_cut_by_the_request_timeout(lau
         conn.close()
     with server.client() as c:
         assert any(t["name"] == "orders" for t in ok(c.get("/v1/topics"))["topics"])
+
+
+@pytest.mark.parametrize("backend", ["sqlite"], indirect=True)
+def test_connections_past_the_http_max_connections_are_closed_as_they_come_and_the_rest_answered(launcher) -> None:  # type: ignore[no-untyped-def]
+    server = launcher.server(http_max_connections=2, http_request_timeout_s=60, http_keep_alive_timeout_s=60)
+    address = ("127.0.0.1", server.port)
+    held = [socket.create_connection(address, timeout=5) for _ in range(2)]
+    extra = socket.create_connection(address, timeout=5)
+    try:
+        assert _get_healthz(held[0]).startswith(b"HTTP/1.1 200")
+        assert _closed_within(extra, 20)
+        assert not _closed_by_server(held[1])  # those within the bound stay
+        for c in held:
+            c.close()
+        # Once they are gone, new connections are answered again (as soon as the server has
+        # seen them close).
+        deadline = time.monotonic() + 20
+        while True:
+            with socket.create_connection(address, timeout=5) as again:
+                try:
+                    if _get_healthz(again).startswith(b"HTTP/1.1 200"):
+                        break
+                except (AssertionError, ConnectionResetError):
+                    pass
+            assert time.monotonic() < deadline, "no connection answered after the held ones closed"
+            time.sleep(0.1)
+    finally:
+        for c in (*held, extra):
+            c.close()
+    assert "OUTBOX_HTTP_MAX_CONNECTIONS" in server.log_text()

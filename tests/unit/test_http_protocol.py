@@ -21,7 +21,8 @@ from uvicorn.config import HTTP_PROTOCOLS
 from uvicorn.importer import import_from_string
 from uvicorn.server import ServerState
 
-from app.api.http_protocol import JOIN_MAX_BYTES, HeldHeadTransport, protocol_class, with_one_write, with_request_timeout
+from app.api.http_protocol import (JOIN_MAX_BYTES, HeldHeadTransport, protocol_class, with_connection_limit,
+                                   with_one_write, with_request_timeout)
 from app.settings import Settings
 
 REQUEST = b"GET /x HTTP/1.1\r\nHost: t\r\n\r\n"
@@ -387,3 +388,28 @@ def test_a_body_the_service_has_not_read_yet_is_not_the_clients_delay() -> None:
 def test_the_served_httptools_protocol_has_the_request_timeout_of_the_settings() -> None:
     protocol = protocol_class(Settings(http_request_timeout_s=7))
     assert any(cls.__name__ == "RequestTimeoutProtocol" for cls in protocol.__mro__)
+
+
+def test_a_connection_past_the_bound_is_closed_as_it_comes_and_one_within_it_is_answered() -> None:
+    protocol = with_connection_limit(with_one_write(import_from_string(HTTP_PROTOCOLS["httptools"])), 2)
+
+    async def run() -> list[RecordingTransport]:
+        config = uvicorn.Config(json_answer, lifespan="off", log_level="warning")
+        config.load()
+        state = ServerState()
+        transports = []
+        for _ in range(3):
+            served = protocol(config=config, server_state=state, app_state={})
+            transport = RecordingTransport()
+            served.connection_made(transport)
+            if not transport.closed:
+                served.data_received(REQUEST)
+            transports.append(transport)
+        for _ in range(20):
+            await asyncio.sleep(0)
+        return transports
+
+    first, second, third = asyncio.run(run())
+    assert third.log == [CLOSE]
+    assert not first.closed and not second.closed
+    assert first.writes[0].startswith(b"HTTP/1.1 200") and second.writes[0].startswith(b"HTTP/1.1 200")
