@@ -150,6 +150,23 @@ class Settings(LogSettings):
     # idle timeout: otherwise the service may close a connection just as the balancer sends a
     # request on it, and that request fails (a 502 from the balancer) without reaching us.
     http_keep_alive_timeout_s: int = Field(default=5, ge=1)
+    # How long `outbox serve` waits for a request to arrive, so that a client cannot hold a
+    # connection (and a file descriptor) by never finishing one: its head must be whole within
+    # this many seconds of the connection opening (first request) or of the head's first byte
+    # (later requests; before it, the keep-alive timeout counts); its body may go this long with
+    # no byte received. The head's is a deadline, as a head is a few KB; the body's is an idle
+    # timeout, as a body of up to OUTBOX_MAX_REQUEST_BYTES (32 MiB) takes 27 s at 10 Mbit/s and
+    # minutes on a slower link, which a deadline from its first byte would cut. Time the
+    # service itself makes a body wait (reading paused until the app takes what it has,
+    # `Expect: 100-continue` not yet answered) does not count.
+    http_request_timeout_s: int = Field(default=30, ge=1)
+    # The most HTTP connections `outbox serve` holds open at once (each of its listeners: the
+    # API's, the coordinator metrics'), as OUTBOX_KAFKA_MAX_CONNECTIONS for the Kafka door: past
+    # it a new connection is closed as it is accepted, so that a flood of connections runs out
+    # of this count and not of the process's file descriptors, which its database connections,
+    # log and other clients' connections share. Keep it, with OUTBOX_KAFKA_MAX_CONNECTIONS,
+    # below `ulimit -n`. Waiting fetches and event streams hold a connection each.
+    http_max_connections: int = Field(default=1000, ge=1)
     # None: migrate on start-up for SQLite only (an embedded file has no operator to run
     # `outbox migrate`); PostgreSQL deployments migrate as a separate step.
     auto_migrate: bool | None = None

@@ -17,6 +17,12 @@ a transport the client has closed, before uvicorn learns of it at the loop's nex
 streamed Fetch's next chunk), is dropped with a DEBUG line rather than raised as uvloop's
 transport does, which logged a client's going away as the service's "unexpected error".
 
+A connection whose request does not arrive (its head not whole, or its body silent, for
+OUTBOX_HTTP_REQUEST_TIMEOUT_S) is closed (`with_request_timeout`): uvicorn times out only an
+idle keep-alive connection, and a client could otherwise hold connections open for good. A
+connection past OUTBOX_HTTP_MAX_CONNECTIONS is closed as it is accepted
+(`with_connection_limit`).
+
 This relies on how uvicorn writes (uvicorn is pinned below 0.55 in pyproject.toml, and
 tests/unit/test_http_protocol.py::test_a_response_is_one_write_of_the_bytes_uvicorn_writes_in_two
 fails if it changes): each head is a write of its own that starts with "HTTP/1.1 ". A head that
@@ -55,9 +61,14 @@ JOIN_MAX_BYTES = 1 << 16
 
 def protocol_class(settings: Settings) -> type:
     """uvicorn.Config's `http`: its own protocol class (httptools', h11's without httptools),
-    with one write a response, and the client certificate in the scope for mtls."""
-    base = import_from_string(HTTP_PROTOCOLS["httptools" if importlib.util.find_spec("httptools") else "h11"])
-    protocol = with_one_write(base)
+    with one write a response, at most OUTBOX_HTTP_MAX_CONNECTIONS connections, a request that
+    does not arrive closed after OUTBOX_HTTP_REQUEST_TIMEOUT_S (httptools' only:
+    uvicorn[standard] brings it), and the client certificate in the scope for mtls."""
+    httptools = importlib.util.find_spec("httptools") is not None
+    base = import_from_string(HTTP_PROTOCOLS["httptools" if httptools else "h11"])
+    protocol = with_connection_limit(with_one_write(base), settings.http_max_connections)
+    if httptools:  # its parser's callbacks say where a request begins and ends; h11's differ
+        protocol = with_request_timeout(protocol, settings.http_request_timeout_s)
     if "mtls" in settings.authentication_methods:
         from app.api.tls import with_client_certificate
 
@@ -81,6 +92,118 @@ def with_one_write(protocol_class: type) -> type:
             self.transport.close()
 
     return OneWriteProtocol
+
+
+def with_connection_limit(protocol_class: type, max_connections: int) -> type:
+    """A subclass of uvicorn's HTTP protocol class that closes a new connection as it is
+    accepted when its server holds `max_connections` already (OUTBOX_HTTP_MAX_CONNECTIONS), as
+    the Kafka door does past OUTBOX_KAFKA_MAX_CONNECTIONS. uvicorn's own `limit_concurrency`
+    answers 503 only once a request's head has arrived, keeping the connection until then, and
+    counts requests in flight too; this bounds the file descriptors clients can take."""
+
+    class ConnectionLimitProtocol(protocol_class):  # type: ignore[misc, valid-type]
+        def connection_made(self, transport: Any) -> None:
+            # uvicorn's own connection_made adds this one to the server's set, and its
+            # connection_lost needs the state it sets up: the connection is made, then closed.
+            super().connection_made(transport)
+            if len(self.server_state.connections) > max_connections:
+                logger.warning("%d HTTP connections already (OUTBOX_HTTP_MAX_CONNECTIONS); closing a new one from %s",
+                               max_connections, _peer(self.client))
+                self.transport.close()
+
+    return ConnectionLimitProtocol
+
+
+def with_request_timeout(protocol_class: type, timeout_s: float) -> type:
+    """A subclass of uvicorn's httptools protocol class that closes a connection whose request
+    does not arrive (OUTBOX_HTTP_REQUEST_TIMEOUT_S, app/settings.py): its head not whole within
+    `timeout_s` of the connection opening (first request) or of the head's first byte (later
+    ones; until then uvicorn's keep-alive timer counts), or its body receiving nothing for
+    `timeout_s`. uvicorn times out only an idle keep-alive connection, from its last response
+    to the next request's first byte: without this a client that opens connections and sends
+    part of a request keeps each open for good, until the process has no file descriptors
+    left. A head just closes; a body already handed to the app ends with `http.disconnect` to
+    it, as when the client goes. One timer a connection, as uvicorn's keep-alive timer: armed
+    when the connection opens and at each request's first byte, cancelled once the request is
+    whole; a body's bytes only move its start (`_since`), and the timer, when it fires early,
+    waits for the rest."""
+
+    class RequestTimeoutProtocol(protocol_class):  # type: ignore[misc, valid-type]
+        _request_timer: asyncio.TimerHandle | None = None
+        _since = 0.0  # when the head's wait or the body's last silence began (loop time)
+        _in_body = False
+
+        def connection_made(self, transport: Any) -> None:
+            super().connection_made(transport)
+            self._arm_request_timer()
+
+        def connection_lost(self, exc: Exception | None) -> None:
+            self._cancel_request_timer()
+            super().connection_lost(exc)
+
+        def on_message_begin(self) -> None:
+            super().on_message_begin()
+            if self._request_timer is None:  # the first request's wait began with the connection
+                self._arm_request_timer()
+
+        def on_headers_complete(self) -> None:
+            super().on_headers_complete()
+            self._in_body = True
+            self._since = self.loop.time()
+
+        def on_body(self, body: bytes) -> None:
+            self._since = self.loop.time()
+            super().on_body(body)
+
+        def on_message_complete(self) -> None:
+            # Before uvicorn's, which returns early when the app has answered already.
+            self._cancel_request_timer()
+            super().on_message_complete()
+
+        def handle_websocket_upgrade(self) -> None:
+            self._cancel_request_timer()  # the connection is the WebSocket protocol's from here
+            super().handle_websocket_upgrade()
+
+        def _arm_request_timer(self) -> None:
+            self._in_body = False
+            self._since = self.loop.time()
+            self._request_timer = self.loop.call_later(timeout_s, self._request_timer_fired)
+
+        def _cancel_request_timer(self) -> None:
+            if self._request_timer is not None:
+                self._request_timer.cancel()
+                self._request_timer = None
+            self._in_body = False
+
+        def _request_timer_fired(self) -> None:
+            self._request_timer = None
+            if self.transport.is_closing():
+                return
+            now = self.loop.time()
+            if self._in_body and self._service_holds_the_body():
+                self._since = now  # the client is not the one waited for: its silence starts later
+            remaining = self._since + timeout_s - now
+            if remaining > 0:
+                self._request_timer = self.loop.call_later(remaining, self._request_timer_fired)
+                return
+            logger.info("closing the HTTP connection from %s: its request's %s did not arrive within %g s "
+                        "(OUTBOX_HTTP_REQUEST_TIMEOUT_S)", _peer(self.client), "body" if self._in_body else "head",
+                        timeout_s)
+            self.transport.close()
+
+        def _service_holds_the_body(self) -> bool:
+            # Reading paused (the app has not taken the body read so far, or a pipelined request
+            # waits its turn), or a client that asked `Expect: 100-continue` not answered yet:
+            # the body is late because of the service, which a slow app must not turn into a
+            # closed connection.
+            cycle = self.cycle
+            return self.flow.read_paused or (cycle is not None and cycle.waiting_for_100_continue)
+
+    return RequestTimeoutProtocol
+
+
+def _peer(client: tuple[str, int] | None) -> str:
+    return f"{client[0]}:{client[1]}" if client else "a client"
 
 
 def malformed_request_answer(msg: str, default_headers: list[tuple[bytes, bytes]]) -> bytes:

@@ -678,6 +678,20 @@ def test_uvicorn_refuses_the_kafka_listener_s_settings_it_would_not_act_on(tmp_p
             "the HTTP API alone): unset them here, or run `outbox serve`") in done.stderr, done.stderr
 
 
+def test_uvicorn_refuses_the_request_timeout_and_connection_bound_it_would_not_act_on(tmp_path: Path) -> None:
+    # It is `outbox serve`'s protocol class that times a request out (uvicorn has no such flag)
+    # and bounds connections (uvicorn's nearest is --limit-concurrency).
+    done = _uvicorn(f"sqlite:///{tmp_path}/outbox.db", http_request_timeout_s="10")
+    assert done.returncode != 0
+    assert ("OUTBOX_HTTP_REQUEST_TIMEOUT_S: `outbox serve`'s, which `uvicorn app.main:app` would ignore (it serves "
+            "the HTTP API alone): unset them here, or run `outbox serve`") in done.stderr, done.stderr
+    done = _uvicorn(f"sqlite:///{tmp_path}/outbox.db", http_max_connections="10")
+    assert done.returncode != 0
+    assert ("OUTBOX_HTTP_MAX_CONNECTIONS: `outbox serve`'s, which `uvicorn app.main:app` would ignore (it serves "
+            "the HTTP API alone; give uvicorn --limit-concurrency instead): unset them here, or run `outbox serve`"
+            ) in done.stderr, done.stderr
+
+
 def test_uvicorn_refuses_tls_and_the_address_it_would_not_act_on(tmp_path: Path) -> None:
     # uvicorn's own flags set its address and TLS: the settings would leave it speaking plain
     # HTTP where the operator asked for HTTPS.

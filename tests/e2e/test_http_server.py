@@ -1,4 +1,4 @@
-"""`outbox serve` and `outbox coordinator` as processes: keep-alive, shutdown, metrics port.
+"""`outbox serve` and `outbox coordinator` as processes: keep-alive, request timeout, shutdown, metrics port.
 
 Connection handling does not depend on the database, so SQLite alone is enough here.
 """
@@ -157,3 +157,105 @@ def test_a_signal_ends_serve_and_coordinator_with_the_same_exit_status(launcher,
     process.proc.send_signal(sig)
     assert process.proc.wait(10) == status, process.log_text()[-2000:]
     assert "Traceback" not in process.log_text()
+
+
+def _closed_within(conn: socket.socket, seconds: float) -> bool:
+    """Whether the server closes `conn` (end-of-stream or a reset) within `seconds`, reading and
+    dropping whatever it answers before (a 400, say, would also be a close)."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        conn.settimeout(max(0.01, deadline - time.monotonic()))
+        try:
+            if conn.recv(65536) == b"":
+                return True
+        except TimeoutError:
+            return False
+        except ConnectionResetError:
+            return True
+    return False
+
+
+@pytest.mark.parametrize("backend", ["sqlite"], indirect=True)
+def test_a_request_whose_head_or_body_never_completes_is_closed_and_others_are_answered(launcher) -> None:  # type: ignore[no-untyped-def]
+    # Without OUTBOX_HTTP_REQUEST_TIMEOUT_S each of these stayed open for good: a client could
+    # hold every file descriptor of the process without credentials.
+    server = launcher.server(http_request_timeout_s=1, http_keep_alive_timeout_s=30)
+    address = ("127.0.0.1", server.port)
+    silent = socket.create_connection(address, timeout=5)  # opens and sends nothing
+    half_head = socket.create_connection(address, timeout=5)
+    half_head.sendall(b"GET /healthz HTTP/1.1\r\nHost: out")
+    half_body = socket.create_connection(address, timeout=5)
+    half_body.sendall(b"POST /v1/topics HTTP/1.1\r\nHost: outbox\r\nContent-Type: application/json\r\n"
+                      b"Content-Length: 100\r\n\r\n{\"name\": \"or")
+    # A later request on a kept-alive connection: its head's wait starts at its first byte.
+    later_half_head = socket.create_connection(address, timeout=5)
+    assert _get_healthz(later_half_head).startswith(b"HTTP/1.1 200")
+    later_half_head.sendall(b"GET /heal")
+    normal = socket.create_connection(address, timeout=5)
+    try:
+        assert _get_healthz(normal).startswith(b"HTTP/1.1 200")
+        for name, conn in (("silent", silent), ("half head", half_head), ("half body", half_body),
+                           ("later half head", later_half_head)):
+            assert _closed_within(conn, 20), name
+        # Meanwhile a connection that completes its requests is answered, and kept.
+        assert _get_healthz(normal).startswith(b"HTTP/1.1 200")
+        assert not _closed_by_server(normal)
+    finally:
+        for c in (silent, half_head, half_body, later_half_head, normal):
+            c.close()
+    assert "OUTBOX_HTTP_REQUEST_TIMEOUT_S" in server.log_text()
+
+
+@pytest.mark.parametrize("backend", ["sqlite"], indirect=True)
+def test_a_body_that_keeps_arriving_slowly_is_not_cut_by_the_request_timeout(launcher) -> None:  # type: ignore[no-untyped-def]
+    # The body's timeout counts silence, not the whole body: a large body over a slow link
+    # takes longer than OUTBOX_HTTP_REQUEST_TIMEOUT_S and is still answered.
+    server = launcher.server(http_request_timeout_s=1)
+    body = b'{"name": "orders", "partitions": 1}'
+    conn = socket.create_connection(("127.0.0.1", server.port), timeout=10)
+    try:
+        conn.sendall(b"POST /v1/topics HTTP/1.1\r\nHost: outbox\r\nContent-Type: application/json\r\n"
+                     b"Content-Length: %d\r\n\r\n" % len(body))
+        for i in range(0, len(body), 4):  # about 3 s in all, 0.3 s between pieces
+            time.sleep(0.3)
+            conn.sendall(body[i:i + 4])
+        data = b""
+        while b"\r\n\r\n" not in data:
+            chunk = conn.recv(65536)
+            assert chunk, f"connection closed before the answer: {data!r}"
+            data += chunk
+        assert data.startswith(b"HTTP/1.1 201"), data
+    finally:
+        conn.close()
+    with server.client() as c:
+        assert any(t["name"] == "orders" for t in ok(c.get("/v1/topics"))["topics"])
+
+
+@pytest.mark.parametrize("backend", ["sqlite"], indirect=True)
+def test_connections_past_the_http_max_connections_are_closed_as_they_come_and_the_rest_answered(launcher) -> None:  # type: ignore[no-untyped-def]
+    server = launcher.server(http_max_connections=2, http_request_timeout_s=60, http_keep_alive_timeout_s=60)
+    address = ("127.0.0.1", server.port)
+    held = [socket.create_connection(address, timeout=5) for _ in range(2)]
+    extra = socket.create_connection(address, timeout=5)
+    try:
+        assert _get_healthz(held[0]).startswith(b"HTTP/1.1 200")
+        assert _closed_within(extra, 20)
+        assert not _closed_by_server(held[1])  # those within the bound stay
+        for c in held:
+            c.close()
+        # Once they are gone, new connections are answered again (as soon as the server has
+        # seen them close).
+        deadline = time.monotonic() + 20
+        while True:
+            with socket.create_connection(address, timeout=5) as again:
+                try:
+                    if _get_healthz(again).startswith(b"HTTP/1.1 200"):
+                        break
+                except (AssertionError, ConnectionResetError):
+                    pass
+            assert time.monotonic() < deadline, "no connection answered after the held ones closed"
+            time.sleep(0.1)
+    finally:
+        for c in (*held, extra):
+            c.close()
+    assert "OUTBOX_HTTP_MAX_CONNECTIONS" in server.log_text()

@@ -21,7 +21,8 @@ from uvicorn.config import HTTP_PROTOCOLS
 from uvicorn.importer import import_from_string
 from uvicorn.server import ServerState
 
-from app.api.http_protocol import JOIN_MAX_BYTES, HeldHeadTransport, protocol_class, with_one_write
+from app.api.http_protocol import (JOIN_MAX_BYTES, HeldHeadTransport, protocol_class, with_connection_limit,
+                                   with_one_write, with_request_timeout)
 from app.settings import Settings
 
 REQUEST = b"GET /x HTTP/1.1\r\nHost: t\r\n\r\n"
@@ -332,3 +333,83 @@ def test_the_served_protocol_is_one_write_and_takes_client_certificates_under_mt
     writes = [w for w in asyncio.run(run()).writes if w]
     assert len(writes) == 1 and writes[0].endswith(b'\r\n\r\n{"ok":true}')
     assert seen == (["CN=producer-1"] if authentication == "mtls" else [None])
+
+
+async def never_reads(scope: Any, receive: Any, send: Any) -> None:
+    await asyncio.sleep(3600)  # an app still busy before it takes the request's body
+
+
+def waited(protocol: type, request: bytes, seconds: float, app: Any = never_reads) -> RecordingTransport:
+    """The transport of a connection that received `request` and then nothing for `seconds`."""
+
+    async def run() -> RecordingTransport:
+        config = uvicorn.Config(app, lifespan="off", log_level="warning")
+        config.load()
+        served = protocol(config=config, server_state=ServerState(), app_state={})
+        transport = RecordingTransport()
+        served.connection_made(transport)
+        if request:
+            served.data_received(request)
+        await asyncio.sleep(seconds)
+        closed = transport.closed
+        served.connection_lost(None)
+        for task in served.tasks:
+            task.cancel()
+        transport.closed = closed
+        return transport
+
+    return asyncio.run(run())
+
+
+TIMEOUT_S = 0.05
+POST_HEAD = b"POST /x HTTP/1.1\r\nHost: t\r\nContent-Length: %d\r\n\r\n"
+
+
+@pytest.mark.parametrize("request_bytes", [b"", b"GET /x HTTP/1.1\r\nHo", POST_HEAD % 100 + b"x" * 10],
+                         ids=["nothing", "half a head", "half a body"])
+def test_a_request_that_does_not_arrive_closes_its_connection(request_bytes: bytes) -> None:
+    base = import_from_string(HTTP_PROTOCOLS["httptools"])
+    protocol = with_request_timeout(with_one_write(base), TIMEOUT_S)
+    assert waited(protocol, request_bytes, 20 * TIMEOUT_S).closed
+    assert not waited(with_one_write(base), request_bytes, 20 * TIMEOUT_S).closed  # uvicorn's own waits
+
+
+def test_a_body_the_service_has_not_read_yet_is_not_the_clients_delay() -> None:
+    # More body than uvicorn buffers before it pauses reading for an app that has not taken it:
+    # the client cannot send the rest, and is not closed for it.
+    base = import_from_string(HTTP_PROTOCOLS["httptools"])
+    protocol = with_request_timeout(with_one_write(base), TIMEOUT_S)
+    assert not waited(protocol, POST_HEAD % 200_000 + b"x" * 100_000, 20 * TIMEOUT_S).closed
+    # Nor one whose client waits for a `100 Continue` the app has not asked for yet.
+    continue_head = b"POST /x HTTP/1.1\r\nHost: t\r\nExpect: 100-continue\r\nContent-Length: 100\r\n\r\n"
+    assert not waited(protocol, continue_head, 20 * TIMEOUT_S).closed
+
+
+def test_the_served_httptools_protocol_has_the_request_timeout_of_the_settings() -> None:
+    protocol = protocol_class(Settings(http_request_timeout_s=7))
+    assert any(cls.__name__ == "RequestTimeoutProtocol" for cls in protocol.__mro__)
+
+
+def test_a_connection_past_the_bound_is_closed_as_it_comes_and_one_within_it_is_answered() -> None:
+    protocol = with_connection_limit(with_one_write(import_from_string(HTTP_PROTOCOLS["httptools"])), 2)
+
+    async def run() -> list[RecordingTransport]:
+        config = uvicorn.Config(json_answer, lifespan="off", log_level="warning")
+        config.load()
+        state = ServerState()
+        transports = []
+        for _ in range(3):
+            served = protocol(config=config, server_state=state, app_state={})
+            transport = RecordingTransport()
+            served.connection_made(transport)
+            if not transport.closed:
+                served.data_received(REQUEST)
+            transports.append(transport)
+        for _ in range(20):
+            await asyncio.sleep(0)
+        return transports
+
+    first, second, third = asyncio.run(run())
+    assert third.log == [CLOSE]
+    assert not first.closed and not second.closed
+    assert first.writes[0].startswith(b"HTTP/1.1 200") and second.writes[0].startswith(b"HTTP/1.1 200")
