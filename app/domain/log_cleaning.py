@@ -258,11 +258,10 @@ class Compaction:
     """One compaction pass over a partition.
 
     1. `supersede` is fed the committed records whose commit positions lie in the dirty
-       section, from the checkpoint on, in commit order (as read_committed reads them over
-       HTTP): the last one of each key is that key's latest record in commit order, and the
-       one of highest offset its latest in offset order (as a Kafka consumer reads them).
-       `close_dirty_section(point)` ends it: the cleaning point, which every record fed lies
-       below and which never passes the last stable offset.
+       section, from the checkpoint on, in commit order (as read_committed reads them): the
+       last one of each key is that key's latest record. `close_dirty_section(point)` ends
+       it: the cleaning point, which every record fed lies below and which never passes the
+       last stable offset.
     2. `scan` is fed the stored rows of [log start, cleaning point) in DESCENDING offset
        order, a chunk at a time, each record with its outcome and commit position (its batch
        row's), and answers each chunk's deletions. Descending, a transaction's marker comes
@@ -275,7 +274,6 @@ class Compaction:
         self.tombstones_before_ms = tombstones_before_ms
         self.cleaning_point: int | None = None
         self._latest: dict[str | bytes, tuple[int, int]] = {}  # key -> (commit position, offset)
-        self._latest_offset: dict[str | bytes, int] = {}  # key -> its highest offset fed
         self._markers: dict[int, int] = {}  # txn -> its marker's offset, for the markers met
         self._survivors: dict[int, int] = {}  # txn -> records of it kept
         self._last_scanned: int | None = None
@@ -288,8 +286,6 @@ class Compaction:
         assert self.cleaning_point is None, "the dirty section is closed"
         if key is not None:
             self._latest[key] = (commit_position, offset)
-            if offset > self._latest_offset.get(key, -1):
-                self._latest_offset[key] = offset
 
     def close_dirty_section(self, cleaning_point: int) -> None:
         assert all(position < cleaning_point for position, _ in self._latest.values())
@@ -328,21 +324,10 @@ class Compaction:
             return True  # committed past the cleaning point: neither superseded nor superseding here
         if row.key is None:
             return True  # nothing to compact it against
-        # A record goes only when a later committed record of its key exists in both orders:
-        # the HTTP door's read_committed reads in commit order, the Kafka door's in offset
-        # order, and the two differ where a transaction commits after a later-written record
-        # of its key. Keeping the last of either order keeps each door's final value of the
-        # key; keeping only commit order's changed what a Kafka consumer ended with.
         latest = self._latest.get(row.key)
-        later_in_commit_order = latest is not None and latest > (position, row.offset)
-        later_in_offset_order = self._latest_offset.get(row.key, -1) > row.offset
-        if later_in_commit_order and later_in_offset_order:
-            return False
-        if later_in_commit_order or later_in_offset_order:
-            # One door's last value of the key. A tombstone stays too, however old: without
-            # it that door's readers would find the other door's last value, the key alive.
-            return True
-        # The key's latest record in both orders: a tombstone goes once it is old enough.
+        if latest is not None and latest > (position, row.offset):
+            return False  # a later committed record of the key exists
+        # The key's latest record: a tombstone goes once it is old enough.
         return not (row.tombstone and row.timestamp_ms < self.tombstones_before_ms)
 
     def markers_left_empty(self) -> list[int]:

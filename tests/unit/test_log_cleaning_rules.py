@@ -266,24 +266,10 @@ def test_compaction_keeps_each_keys_latest_record() -> None:
     assert compacted(rows, 5)[0] == [0, 1]
 
 
-def test_the_latest_of_each_order_stays_where_commit_order_and_offset_order_differ() -> None:
-    # txn 7 wrote a=… at offset 0 and committed at 2, after the plain a=… at offset 1: the
-    # HTTP door's last a is txn 7's (commit order), the Kafka door's the plain one (offsets).
+def test_latest_is_in_commit_order_not_offset_order() -> None:
+    # txn 7 wrote a=… at offset 0 and committed at 2, after the plain a=… at offset 1.
     rows = [row(0, "a", txn=7), row(1, "a"), mark(2, 7)]
-    assert compacted(rows, 3)[0] == []
-
-
-def test_a_record_goes_once_a_later_one_of_its_key_exists_in_both_orders() -> None:
-    # a at 0 is before both later a's in both orders; of those, each is the last of one order.
-    rows = [row(0, "a"), row(1, "a", txn=7), row(2, "a"), mark(3, 7)]
-    assert compacted(rows, 4)[0] == [0]
-
-
-def test_a_tombstone_last_in_one_order_only_stays_however_old() -> None:
-    # txn 7's tombstone of a (offset 0) commits at 2, after the plain a=… at 1: the HTTP door's
-    # last a is the tombstone, which must stay, or that door would find the key alive again.
-    rows = [row(0, "a", txn=7, ts=100, tombstone=True), row(1, "a"), mark(2, 7)]
-    assert compacted(rows, 3, tombstones_before=500)[0] == []
+    assert compacted(rows, 3)[0] == [1]
 
 
 def test_records_past_the_cleaning_point_are_neither_touched_nor_superseding() -> None:
