@@ -141,6 +141,16 @@ def with_request_timeout(protocol_class: type, timeout_s: float) -> type:
             self._cancel_request_timer()
             super().connection_lost(exc)
 
+        def data_received(self, data: bytes) -> None:
+            # Bytes between requests (the CRLFs a client may send before a request line) begin
+            # no message, so on_message_begin never arms the timer for them, while uvicorn's
+            # data_received cancels its keep-alive timer: without this, one "\r\n" after a
+            # response would leave the connection with no timer at all. Not while a response is
+            # on its way (a long poll, a stream): pipelined bytes then wait for it.
+            if self._request_timer is None and (self.cycle is None or self.cycle.response_complete):
+                self._arm_request_timer()
+            super().data_received(data)
+
         def on_message_begin(self) -> None:
             super().on_message_begin()
             if self._request_timer is None:  # the first request's wait began with the connection
@@ -180,7 +190,7 @@ def with_request_timeout(protocol_class: type, timeout_s: float) -> type:
             if self.transport.is_closing():
                 return
             now = self.loop.time()
-            if self._in_body and self._service_holds_the_body():
+            if self._service_holds_the_request():
                 self._since = now  # the client is not the one waited for: its silence starts later
             remaining = self._since + timeout_s - now
             if remaining > 0:
@@ -191,13 +201,13 @@ def with_request_timeout(protocol_class: type, timeout_s: float) -> type:
                         timeout_s)
             self.transport.close()
 
-        def _service_holds_the_body(self) -> bool:
+        def _service_holds_the_request(self) -> bool:
             # Reading paused (the app has not taken the body read so far, or a pipelined request
-            # waits its turn), or a client that asked `Expect: 100-continue` not answered yet:
-            # the body is late because of the service, which a slow app must not turn into a
-            # closed connection.
+            # waits for the answer before it, a long poll or a stream perhaps), or a client that
+            # asked `Expect: 100-continue` not answered yet: the request is late because of the
+            # service, which a slow app or a long answer must not turn into a closed connection.
             cycle = self.cycle
-            return self.flow.read_paused or (cycle is not None and cycle.waiting_for_100_continue)
+            return self.flow.read_paused or (self._in_body and cycle is not None and cycle.waiting_for_100_continue)
 
     return RequestTimeoutProtocol
 

@@ -413,3 +413,52 @@ def test_a_connection_past_the_bound_is_closed_as_it_comes_and_one_within_it_is_
     assert third.log == [CLOSE]
     assert not first.closed and not second.closed
     assert first.writes[0].startswith(b"HTTP/1.1 200") and second.writes[0].startswith(b"HTTP/1.1 200")
+
+
+def fed(protocol: type, app: Any, chunks: list[bytes], seconds: float) -> tuple[bool, list[bytes]]:
+    """Whether a connection fed `chunks`, each once the loop has run a few steps after the one
+    before (an answer written meanwhile), then nothing for `seconds`, was closed then, and what
+    it had written (before the app's task, cancelled at the end, closes it as it ends)."""
+
+    async def run() -> tuple[bool, list[bytes]]:
+        config = uvicorn.Config(app, lifespan="off", log_level="warning")
+        config.load()
+        served = protocol(config=config, server_state=ServerState(), app_state={})
+        transport = RecordingTransport()
+        served.connection_made(transport)
+        for chunk in chunks:
+            served.data_received(chunk)
+            for _ in range(20):
+                await asyncio.sleep(0)
+        await asyncio.sleep(seconds)
+        seen = transport.closed, transport.writes
+        served.connection_lost(None)
+        for task in served.tasks:
+            task.cancel()
+        return seen
+
+    return asyncio.run(run())
+
+
+def test_bytes_between_requests_that_begin_no_request_still_have_it_timed() -> None:
+    # An answered request, then a CRLF (which begins no message) and nothing: uvicorn's
+    # keep-alive timer is cancelled by those bytes, so only the request timer can close it.
+    base = import_from_string(HTTP_PROTOCOLS["httptools"])
+    protocol = with_request_timeout(with_one_write(base), TIMEOUT_S)
+    closed, writes = fed(protocol, json_answer, [REQUEST, b"\r\n"], 20 * TIMEOUT_S)
+    assert closed and any(w.endswith(b'{"ok":true}') for w in writes)
+
+
+async def streams_on(scope: Any, receive: Any, send: Any) -> None:
+    await send({"type": "http.response.start", "status": 200, "headers": [(b"content-type", b"text/event-stream")]})
+    await send({"type": "http.response.body", "body": b"retry: 1000\n\n", "more_body": True})
+    await asyncio.sleep(3600)  # a stream of records, or a long poll, still answering
+
+
+def test_requests_pipelined_behind_a_long_answer_are_not_the_clients_delay() -> None:
+    # A second request and part of a third sent behind a stream: uvicorn pauses reading until
+    # the stream ends, which may be hours; the connection is the service's to keep meanwhile.
+    base = import_from_string(HTTP_PROTOCOLS["httptools"])
+    protocol = with_request_timeout(with_one_write(base), TIMEOUT_S)
+    closed, writes = fed(protocol, streams_on, [REQUEST + REQUEST + b"GET /y HTTP/1.1\r\nHo"], 20 * TIMEOUT_S)
+    assert not closed and writes[0].endswith(b"retry: 1000\n\n\r\n")
