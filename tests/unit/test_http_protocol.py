@@ -339,24 +339,28 @@ async def never_reads(scope: Any, receive: Any, send: Any) -> None:
     await asyncio.sleep(3600)  # an app still busy before it takes the request's body
 
 
-def waited(protocol: type, request: bytes, seconds: float, app: Any = never_reads) -> RecordingTransport:
-    """The transport of a connection that received `request` and then nothing for `seconds`."""
+def fed(protocol: type, app: Any, chunks: list[bytes], seconds: float) -> tuple[bool, list[bytes]]:
+    """Whether a connection fed `chunks`, each once the loop has run a few steps after the one
+    before (an answer written meanwhile), then nothing for `seconds`, was closed then, and what
+    it had written (before the app's task, cancelled at the end, closes it as it ends)."""
 
-    async def run() -> RecordingTransport:
+    async def run() -> tuple[bool, list[bytes]]:
         config = uvicorn.Config(app, lifespan="off", log_level="warning")
         config.load()
         served = protocol(config=config, server_state=ServerState(), app_state={})
         transport = RecordingTransport()
         served.connection_made(transport)
-        if request:
-            served.data_received(request)
+        for chunk in chunks:
+            if chunk:
+                served.data_received(chunk)
+            for _ in range(20):
+                await asyncio.sleep(0)
         await asyncio.sleep(seconds)
-        closed = transport.closed
+        seen = transport.closed, transport.writes
         served.connection_lost(None)
         for task in served.tasks:
             task.cancel()
-        transport.closed = closed
-        return transport
+        return seen
 
     return asyncio.run(run())
 
@@ -370,8 +374,8 @@ POST_HEAD = b"POST /x HTTP/1.1\r\nHost: t\r\nContent-Length: %d\r\n\r\n"
 def test_a_request_that_does_not_arrive_closes_its_connection(request_bytes: bytes) -> None:
     base = import_from_string(HTTP_PROTOCOLS["httptools"])
     protocol = with_request_timeout(with_one_write(base), TIMEOUT_S)
-    assert waited(protocol, request_bytes, 20 * TIMEOUT_S).closed
-    assert not waited(with_one_write(base), request_bytes, 20 * TIMEOUT_S).closed  # uvicorn's own waits
+    assert fed(protocol, never_reads, [request_bytes], 20 * TIMEOUT_S)[0]
+    assert not fed(with_one_write(base), never_reads, [request_bytes], 20 * TIMEOUT_S)[0]  # uvicorn's own waits
 
 
 def test_a_body_the_service_has_not_read_yet_is_not_the_clients_delay() -> None:
@@ -379,10 +383,10 @@ def test_a_body_the_service_has_not_read_yet_is_not_the_clients_delay() -> None:
     # the client cannot send the rest, and is not closed for it.
     base = import_from_string(HTTP_PROTOCOLS["httptools"])
     protocol = with_request_timeout(with_one_write(base), TIMEOUT_S)
-    assert not waited(protocol, POST_HEAD % 200_000 + b"x" * 100_000, 20 * TIMEOUT_S).closed
+    assert not fed(protocol, never_reads, [POST_HEAD % 200_000 + b"x" * 100_000], 20 * TIMEOUT_S)[0]
     # Nor one whose client waits for a `100 Continue` the app has not asked for yet.
     continue_head = b"POST /x HTTP/1.1\r\nHost: t\r\nExpect: 100-continue\r\nContent-Length: 100\r\n\r\n"
-    assert not waited(protocol, continue_head, 20 * TIMEOUT_S).closed
+    assert not fed(protocol, never_reads, [continue_head], 20 * TIMEOUT_S)[0]
 
 
 def test_the_served_httptools_protocol_has_the_request_timeout_of_the_settings() -> None:
@@ -413,31 +417,6 @@ def test_a_connection_past_the_bound_is_closed_as_it_comes_and_one_within_it_is_
     assert third.log == [CLOSE]
     assert not first.closed and not second.closed
     assert first.writes[0].startswith(b"HTTP/1.1 200") and second.writes[0].startswith(b"HTTP/1.1 200")
-
-
-def fed(protocol: type, app: Any, chunks: list[bytes], seconds: float) -> tuple[bool, list[bytes]]:
-    """Whether a connection fed `chunks`, each once the loop has run a few steps after the one
-    before (an answer written meanwhile), then nothing for `seconds`, was closed then, and what
-    it had written (before the app's task, cancelled at the end, closes it as it ends)."""
-
-    async def run() -> tuple[bool, list[bytes]]:
-        config = uvicorn.Config(app, lifespan="off", log_level="warning")
-        config.load()
-        served = protocol(config=config, server_state=ServerState(), app_state={})
-        transport = RecordingTransport()
-        served.connection_made(transport)
-        for chunk in chunks:
-            served.data_received(chunk)
-            for _ in range(20):
-                await asyncio.sleep(0)
-        await asyncio.sleep(seconds)
-        seen = transport.closed, transport.writes
-        served.connection_lost(None)
-        for task in served.tasks:
-            task.cancel()
-        return seen
-
-    return asyncio.run(run())
 
 
 def test_bytes_between_requests_that_begin_no_request_still_have_it_timed() -> None:
