@@ -28,7 +28,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from scratch import scratch_database  # noqa: E402
 
 from app.composition import Services  # noqa: E402
-from app.domain.offsets import OffsetToStage  # noqa: E402
+from app.domain.offsets import NO_LEADER_EPOCH, OffsetToStage, ReadOrder  # noqa: E402
 from app.settings import Settings  # noqa: E402
 from app.storage import offsets as stored_offsets  # noqa: E402
 from app.storage.engine import Database, build_engine  # noqa: E402
@@ -45,14 +45,14 @@ def measure(partitions: int, rounds: int) -> None:
         try:
             services = Services.build(settings, db, lambda: NOW_MS)
             services.topics.create("t", partitions)
-            services.groups.commit("g", [OffsetToStage("t", p, 1, None) for p in range(partitions)])
+            services.groups.commit("g", [OffsetToStage("t", p, 1, None, NO_LEADER_EPOCH, ReadOrder.COMMIT) for p in range(partitions)])
             p = services.coordinator.init_producer_id(transactional_id="tx", transaction_timeout_ms=900_000)
             services.coordinator.begin("tx", p.producer_id, p.producer_epoch)
             hold = stored_offsets.hold_committed
 
             def stage(offset: int) -> None:
                 services.coordinator.add_offsets("tx", p.producer_id, p.producer_epoch, "g",
-                                                 [OffsetToStage("t", q, offset, None) for q in range(partitions)])
+                                                 [OffsetToStage("t", q, offset, None, NO_LEADER_EPOCH, ReadOrder.COMMIT) for q in range(partitions)])
 
             def timed(with_hold: bool, offset: int) -> float:
                 stored_offsets.hold_committed = hold if with_hold else (lambda conn, keys: None)

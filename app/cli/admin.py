@@ -133,18 +133,21 @@ def groups(settings: Settings, args: argparse.Namespace) -> int:
 
 def reset_answer(group_id: str, body: dict, service) -> dict:  # type: ignore[no-untyped-def]
     """What POST /v1/groups/{group_id}/offsets/reset answers for `body`, from the same service."""
-    from app.domain.offsets import OffsetResetSpec, ResetScope, ResetTo
+    from app.domain.offsets import OffsetResetSpec, ReadOrder, ResetScope, ResetTo
     from app.services.group_service import reset_as_dict
 
     partitions = body.get("partitions")
     scope = ResetScope(body.get("topic"), None if partitions is None else tuple(partitions),
                        body.get("all_topics", False))
-    spec = OffsetResetSpec(ResetTo(body["to"]), body.get("offset"), body.get("timestamp_ms"), body.get("shift_by"))
+    order = body.get("read_order")
+    spec = OffsetResetSpec(ResetTo(body["to"]), body.get("offset"), body.get("timestamp_ms"), body.get("shift_by"),
+                           None if order is None else ReadOrder(order))
     plan = service.reset_offsets(group_id, scope, spec, dry_run=body["dry_run"])
     return reset_as_dict(group_id, plan, dry_run=body["dry_run"])
 
 
 def add_commands(command: Command, verbose: argparse.ArgumentParser) -> None:
+    from app.domain.offsets import ReadOrder
     from app.domain.topic_config import CONFIG_KEYS
     from app.domain.transaction import OPEN_STATE_NAMES
     from app.domain.types import TRANSACTION_LIST_DEFAULT, TRANSACTION_LIST_MAX, TransactionState
@@ -231,6 +234,10 @@ def add_commands(command: Command, verbose: argparse.ArgumentParser) -> None:
     to.add_argument("--to-datetime", metavar="TIME",
                     help="the first record at or after TIME, ISO 8601 (UTC when no zone is given), e.g. "
                     "2026-11-28T09:30:00Z; the log end if none")
+    gpr.add_argument("--read-order", choices=[o.value for o in ReadOrder],
+                     help="whose readers start from the offsets: commit (HTTP readers, Spark: commit positions) or "
+                     "offset (Kafka consumers: Kafka's offsets); by default each keeps the order of the offset it "
+                     "replaces. Name it to move a group between doors")
     run = gpr.add_mutually_exclusive_group()
     run.add_argument("--execute", action="store_true", help="commit the offsets")
     run.add_argument("--dry-run", action="store_true", help="print the plan, commit nothing (the default)")

@@ -109,6 +109,8 @@ def offset_reset_request(args: argparse.Namespace) -> dict[str, object]:
         if at.timestamp() < 0:
             raise CommandError(f"--to-datetime {args.to_datetime!r} is before 1970", EXIT_USAGE)
         body.update(to="timestamp", timestamp_ms=int(at.timestamp() * 1000))
+    if args.read_order is not None:
+        body["read_order"] = args.read_order
     if not args.execute and not args.dry_run:
         # As Kafka's tool warns: an operator who forgot --execute must not think it done.
         print("outbox: the plan only, nothing is committed: add --execute to commit it (--dry-run to "

@@ -5,7 +5,13 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass
 
-from app.domain.errors import InvalidRequest, OffsetMetadataTooLarge
+from app.domain.errors import (
+    InconsistentGroupProtocol,
+    InvalidRequest,
+    OffsetMetadataTooLarge,
+    OutboxError,
+    UnstableOffsetCommit,
+)
 from app.domain import request_shape
 
 # Most partitions one AddOffsets (TxnOffsetCommit) or AddPartitionsToTxn names, from every door:
@@ -24,6 +30,66 @@ OFFSET_METADATA_MAX_CHARS = 4096
 NO_LEADER_EPOCH = -1
 
 
+@enum.unique
+class ReadOrder(str, enum.Enum):
+    """The order a reader reads a partition in, and so what a committed offset it stores says
+    it has read (group_offsets.read_order, transaction_offsets.read_order).
+
+    COMMIT: commit order, read_committed as the HTTP door and Spark read it; the committed
+    offset is a commit position, and everything exposed below it (plain records, and whole
+    transactions whose COMMIT marker lies below it) has been read.
+    OFFSET: offset order, as a Kafka consumer reads; the committed offset is Kafka's, and every
+    record below it has been read (a read_committed consumer stops at the last stable offset,
+    so every transaction with records below it had ended when they were read).
+
+    The two say the same where no transaction that has not aborted has records on both sides
+    of the offset (see offset_in_order): then the number is the same in either order."""
+
+    COMMIT = "commit"
+    OFFSET = "offset"
+
+
+@enum.unique
+class Straddle(enum.Enum):
+    """What lies across an offset of a partition: whether a transaction that has not aborted
+    has records below it and its COMMIT marker at or past it (or no marker yet)."""
+
+    NONE = "none"  # no such transaction: the offset means the same in either read order
+    UNDECIDED = "undecided"  # an open or prepared one: its outcome decides
+    COMMITTED = "committed"  # a committed one: a reader of one order has read it, one of the other has not
+
+
+def offset_in_order(stored: ReadOrder, wanted: ReadOrder, straddle: Straddle, *, group_id: str, topic: str,
+                    partition: int, offset: int) -> OutboxError | None:
+    """Why a committed offset stored in `stored` order cannot be handed to a reader in `wanted`
+    order, or None where it can, as the same number: the one rule by which a group's offsets
+    move between the HTTP door (commit order) and the Kafka door (offset order), so that
+    neither makes its reader skip or repeat a record silently.
+
+    Where a transaction T has records below the offset and its marker at or past it, a reader
+    in commit order at that offset has not read T (it is exposed at its marker) and one in
+    offset order has; no number of the other order says "T read" or "T unread" together with
+    everything else the group has read, so the offset is refused with INCONSISTENT_GROUP_PROTOCOL
+    (the group is moved between doors by a reset of its offsets). Where T is still open or
+    prepared, its outcome decides (an abort leaves nothing to read on either side): refused as
+    retriable, UNSTABLE_OFFSET_COMMIT, as a pending transactional offset is."""
+    if stored is wanted or straddle is Straddle.NONE:
+        return None
+    committed_in = "offset order (a Kafka consumer's)" if stored is ReadOrder.OFFSET else "commit order"
+    where = f"group {group_id!r}'s offset {offset} in {topic}/{partition}"
+    partitions = [{"topic": topic, "partition": partition}]
+    if straddle is Straddle.UNDECIDED:
+        return UnstableOffsetCommit(
+            f"{where} was committed in {committed_in}, and a transaction still open has records below it: "
+            "what it means in the other order depends on that transaction's outcome; retry once it ends",
+            partitions=partitions)
+    return InconsistentGroupProtocol(
+        f"{where} was committed in {committed_in}, and a transaction committed at or past it has records "
+        "below it: read in the other order it would skip or repeat that transaction. Move the group between "
+        "the HTTP and Kafka doors by resetting its offsets (reset-offsets) while its readers are stopped",
+        partitions=partitions)
+
+
 def metadata_fits(metadata: str | None) -> bool:
     """Whether a committed offset's metadata is within OFFSET_METADATA_MAX_CHARS."""
     return metadata is None or len(metadata) <= OFFSET_METADATA_MAX_CHARS
@@ -36,6 +102,7 @@ class OffsetToStage:
     committed_offset: int
     metadata: str | None
     leader_epoch: int  # the Kafka door's committed_leader_epoch; NO_LEADER_EPOCH: none (every HTTP commit)
+    read_order: ReadOrder  # the committing door's: COMMIT over HTTP, OFFSET over Kafka
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,6 +116,7 @@ class OffsetToCommit:
     committed_offset: int
     metadata: str | None
     leader_epoch: int  # NO_LEADER_EPOCH: none
+    read_order: ReadOrder
 
 
 @dataclass(frozen=True, slots=True)
@@ -123,6 +191,11 @@ class OffsetResetSpec:
     offset: int | None = None  # with ResetTo.OFFSET only
     timestamp_ms: int | None = None  # with ResetTo.TIMESTAMP only
     shift_by: int | None = None  # with ResetTo.SHIFT only
+    # Whose readers the offsets are for: the order they are committed in. None: each keeps the
+    # order of the offset it moves, and one without takes that of the door managing the group.
+    # Named, it moves a group between doors: a Kafka consumer starts at an offset reset for
+    # ReadOrder.OFFSET as at its own, without the look across it (offset_in_order).
+    read_order: ReadOrder | None = None
 
     def __post_init__(self) -> None:
         if (self.offset is not None) != (self.to is ResetTo.OFFSET):

@@ -30,7 +30,7 @@ from app.domain import acl
 from app.domain.acl import Operation
 from app.domain.group import CONSUMER_PROTOCOL
 from app.domain.errors import InvalidRequest, MemberIdRequired, OutboxError, RebalanceInProgress
-from app.domain.offsets import NO_LEADER_EPOCH, GroupMetadata, OffsetToStage, metadata_fits
+from app.domain.offsets import NO_LEADER_EPOCH, GroupMetadata, OffsetToStage, ReadOrder, metadata_fits
 from app.kafka.auth import NOT_REQUESTED, access, authorized_operations, refusal_code
 from app.kafka.errors import error_code, metadata_code
 from app.kafka.protocol import (NO_WAIT, ApiKey, ClientGone, build, client_gone, client_host, client_id,
@@ -365,13 +365,13 @@ class GroupApis:
             t.name: code for t in body.topics
             if (code := refusal_code(Operation.DESCRIBE, acl.topic(t.name))) is not None}
         try:
-            committed, pending = self.groups.fetch_with_pending(body.group_id)
+            fetched = self.groups.fetch_with_pending(body.group_id, ReadOrder.OFFSET)
         except OutboxError as e:
             return failed(error_code(e))
-        at = {(o.topic, o.partition): o for o in committed}
+        at = {(o.topic, o.partition): o for o in fetched.committed}
         if body.topics is None:  # version 2 and later: every partition the group has an offset for,
             wanted: dict[str, list[int]] = {}  # of the topics the principal may describe
-            for topic, partition in sorted(at):
+            for topic, partition in sorted(set(at) | set(fetched.refused)):
                 if access().allows(Operation.DESCRIBE, acl.topic(topic)):
                     wanted.setdefault(topic, []).append(partition)
         else:
@@ -381,10 +381,16 @@ class GroupApis:
             if topic in denied:
                 return build(m.OffsetFetchResponsePartition, partition_index=index, committed_offset=-1,
                              committed_leader_epoch=NO_LEADER_EPOCH, metadata=None, error_code=denied[topic])
-            if require_stable and (topic, index) in pending:
+            if require_stable and (topic, index) in fetched.pending:
                 return build(m.OffsetFetchResponsePartition, partition_index=index, committed_offset=-1,
                              committed_leader_epoch=NO_LEADER_EPOCH, metadata=None,
                              error_code=ErrorCode.unstable_offset_commit)
+            if (refusal := fetched.refused.get((topic, index))) is not None:
+                # An HTTP reader's commit position that a Kafka consumer would skip or repeat a
+                # transaction from (app.domain.offsets.offset_in_order): refused whether or not
+                # stable offsets are required, since no offset answered here would be right.
+                return build(m.OffsetFetchResponsePartition, partition_index=index, committed_offset=-1,
+                             committed_leader_epoch=NO_LEADER_EPOCH, metadata=None, error_code=error_code(refusal))
             o = at.get((topic, index))
             return build(m.OffsetFetchResponsePartition, partition_index=index,
                          committed_offset=-1 if o is None else o.committed_offset,
@@ -493,7 +499,7 @@ def offsets_once(topics: Any) -> list[OffsetToStage]:
     answered, each for its own metadata); here one row per partition (protocol.partitions_once)."""
     # committed_leader_epoch: OffsetCommit from version 6, TxnOffsetCommit from 2; none before.
     return [OffsetToStage(topic, p.partition_index, p.committed_offset, p.committed_metadata,
-                          getattr(p, "committed_leader_epoch", NO_LEADER_EPOCH))
+                          getattr(p, "committed_leader_epoch", NO_LEADER_EPOCH), ReadOrder.OFFSET)
             for topic, named in partitions_once((t.name, p.partition_index, p) for t in topics for p in t.partitions
                                                 if metadata_fits(p.committed_metadata))
             for p in named]

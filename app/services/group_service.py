@@ -14,6 +14,7 @@ their generation is not the current one, which fences a consumer that lost its p
 
 from __future__ import annotations
 
+import dataclasses
 import enum
 import uuid
 from typing import Any
@@ -47,9 +48,11 @@ from app.domain.offsets import (
     OffsetToCommit,
     OffsetToStage,
     PlannedReset,
+    ReadOrder,
     ResetScope,
     check_distinct_partitions,
     check_partition_count,
+    offset_in_order,
     offsets_to_write,
     plan_reset,
 )
@@ -462,7 +465,7 @@ class GroupService:
                 return
             topic_ids = topics.topic_ids_for_offsets(conn, to_commit)
             offsets.commit(conn, (OffsetToCommit(group_id, topic_id, o.partition, o.committed_offset, o.metadata,
-                                                 o.leader_epoch)
+                                                 o.leader_epoch, o.read_order)
                                   for o, topic_id in zip(to_commit, topic_ids, strict=True)), now)
 
     def reset_offsets(self, group_id: str, scope: ResetScope, spec: OffsetResetSpec, *, dry_run: bool,
@@ -514,7 +517,12 @@ class GroupService:
                 raise UnstableOffsetCommit(
                     "offsets pending in an unfinished transaction for " + ", ".join(f"{t}/{p}" for t, p in pending),
                     partitions=[{"topic": t, "partition": p} for t, p in pending])
-            committed = {(o.topic, o.partition): o.committed_offset for o in offsets.fetch(conn, group_id)}
+            stored = {(o.topic, o.partition): o for o in offsets.fetch(conn, group_id)}
+            committed = {key: o.committed_offset for key, o in stored.items()}
+            # Unless it names one, a reset keeps the order of the offset it moves (shifting a
+            # Kafka consumer's offset shifts it in offset order); a partition without one takes
+            # that of the door that manages the group, whose readers read it next.
+            door_order = ReadOrder.COMMIT if g is None or g.protocol_type is None else ReadOrder.OFFSET
             wanted = set(chosen)
             plan = []
             for name in names:
@@ -536,15 +544,21 @@ class GroupService:
                                            log_end_offset=info.high_watermark, offset_for_timestamp=at))
             if plan and not dry_run:
                 offsets.commit(conn, (OffsetToCommit(group_id, by_name[r.topic].topic_id, r.partition, r.new_offset,
-                                                     None, NO_LEADER_EPOCH)
+                                                     None, NO_LEADER_EPOCH,
+                                                     spec.read_order or (stored[r.topic, r.partition].read_order
+                                                                         if (r.topic, r.partition) in stored
+                                                                         else door_order))
                                       for r in plan), now)
             return plan
 
-    def fetch(self, group_id: str, *, topic: str | None, require_stable: bool,
+    def fetch(self, group_id: str, *, topic: str | None, require_stable: bool, order: ReadOrder | None,
               visible: Callable[[str], bool] = lambda _topic: True) -> list[offsets.CommittedOffset]:
         """The group's committed offsets. With require_stable (the default, as in KIP-447), a
         partition with offsets pending in an unfinished transaction is refused with
         UNSTABLE_OFFSET_COMMIT instead of answering the value that transaction is replacing.
+        With `order`, each offset as a reader in that order reads it, an offset committed in
+        the other order refused where it would make that reader skip or repeat a transaction
+        (in_read_order); None: each as stored, with the order it was committed in.
         Topics for which `visible` is false (the caller may not describe them) are left out,
         of the answer and of the refusal alike."""
         check_group_id(group_id)  # no group can hold another id: refused as the commit would be
@@ -560,12 +574,64 @@ class GroupService:
                         + ", ".join(f"{t}/{p}" for t, p in sorted(pending)),
                         partitions=[{"topic": t, "partition": p} for t, p in sorted(pending)],
                     )
-            return [o for o in offsets.fetch(conn, group_id, topic_id) if visible(o.topic)]
+            rows = [o for o in offsets.fetch(conn, group_id, topic_id) if visible(o.topic)]
+            if order is None:
+                return rows
+            rows, refused = in_read_order(conn, group_id, rows, order)
+            raise_refused(refused)
+            return rows
 
-    def fetch_with_pending(self, group_id: str) -> tuple[list[offsets.CommittedOffset], set[tuple[str, int]]]:
-        """The group's committed offsets and the partitions whose offsets an unfinished
-        transaction holds pending, in one snapshot: Kafka's OffsetFetch answers the second
-        UNSTABLE_OFFSET_COMMIT partition by partition when it requires stable offsets."""
+    def fetch_with_pending(self, group_id: str, order: ReadOrder) -> FetchedOffsets:
+        """The group's committed offsets as a reader in `order` reads them (in_read_order), and
+        the partitions whose offsets an unfinished transaction holds pending, in one snapshot:
+        Kafka's OffsetFetch answers the second UNSTABLE_OFFSET_COMMIT partition by partition
+        when it requires stable offsets, and each refused offset with its refusal's code."""
         check_group_id(group_id)  # no group can hold another id: refused as the commit would be
         with self.db.read() as conn:
-            return offsets.fetch(conn, group_id), set(offsets.pending_partitions(conn, group_id, None))
+            committed, refused = in_read_order(conn, group_id, offsets.fetch(conn, group_id), order)
+            return FetchedOffsets(committed, set(offsets.pending_partitions(conn, group_id, None)), refused)
+
+
+@dataclass(frozen=True, slots=True)
+class FetchedOffsets:
+    """A group's committed offsets as a reader of one order reads them (GroupService.fetch_with_pending)."""
+
+    committed: list[offsets.CommittedOffset]  # those it may read, in its order
+    pending: set[tuple[str, int]]  # (topic, partition) with offsets staged in an unfinished transaction
+    refused: dict[tuple[str, int], OutboxError]  # those of the other order it may not read, and why
+
+
+def in_read_order(conn: Connection, group_id: str, rows: list[offsets.CommittedOffset],
+                  wanted: ReadOrder) -> tuple[list[offsets.CommittedOffset], dict[tuple[str, int], OutboxError]]:
+    """The committed offsets `rows` as a reader in `wanted` order reads them: each of that order
+    as it is, each of the other order as the same number where it means the same there, and
+    refused where it does not (app.domain.offsets.offset_in_order, on what lies across the
+    offset: offsets.straddle_at). Only an offset of the other order costs a look at the log."""
+    kept: list[offsets.CommittedOffset] = []
+    refused: dict[tuple[str, int], OutboxError] = {}
+    for o in rows:
+        if o.read_order is wanted:
+            kept.append(o)
+            continue
+        straddle = offsets.straddle_at(conn, o.topic_id, o.partition, o.committed_offset)
+        refusal = offset_in_order(o.read_order, wanted, straddle, group_id=group_id, topic=o.topic,
+                                  partition=o.partition, offset=o.committed_offset)
+        if refusal is None:
+            kept.append(dataclasses.replace(o, read_order=wanted))
+        else:
+            refused[o.topic, o.partition] = refusal
+    return kept, refused
+
+
+def raise_refused(refused: dict[tuple[str, int], OutboxError]) -> None:
+    """One refusal for all of `refused` (in_read_order), for a door that answers a fetch of
+    offsets all or nothing: a skip or repeat (INCONSISTENT_GROUP_PROTOCOL) before a wait for a
+    transaction's outcome (UNSTABLE_OFFSET_COMMIT, retriable), naming every partition of its
+    kind."""
+    if not refused:
+        return
+    worst = sorted(refused.items(), key=lambda kv: (kv[1].retriable, kv[0]))
+    first = worst[0][1]
+    alike = [key for key, e in worst if type(e) is type(first)]
+    more = f" (and {len(alike) - 1} more partition(s) alike)" if len(alike) > 1 else ""
+    raise type(first)(first.message + more, partitions=[{"topic": t, "partition": p} for t, p in alike])

@@ -7,9 +7,11 @@ from dataclasses import dataclass
 
 from sqlalchemy import Connection, delete, select, tuple_
 
-from app.domain.offsets import OffsetToCommit
+from app.domain.offsets import OffsetToCommit, ReadOrder, Straddle
 from app.storage import dialect
+from app.storage.read_committed import first_record_committed_from
 from app.storage.tables import group_offsets, partitions, topics, transaction_offsets
+from app.storage.topics import LAST_STABLE_OFFSET
 
 
 OffsetKey = tuple[str, int, int]  # a committed offset's (group_id, topic_id, partition)
@@ -27,6 +29,8 @@ class CommittedOffset:
     metadata: str | None
     committed_ms: int
     leader_epoch: int  # app.domain.offsets.NO_LEADER_EPOCH: committed without one
+    topic_id: int
+    read_order: ReadOrder  # what committed_offset means
 
 
 def commit(conn: Connection, rows: Iterable[OffsetToCommit], now_ms: int) -> None:
@@ -39,10 +43,11 @@ def commit(conn: Connection, rows: Iterable[OffsetToCommit], now_ms: int) -> Non
     # waits for a row a commit holds, so it needs no order from here.
     ordered = sorted(rows, key=lambda r: (r.group_id, r.topic_id, r.partition))
     dialect.execute_rows(
-        conn, dialect.upsert(conn, group_offsets, ["committed_offset", "metadata", "committed_ms", "leader_epoch"]),
+        conn, dialect.upsert(conn, group_offsets,
+                             ["committed_offset", "metadata", "committed_ms", "leader_epoch", "read_order"]),
         [{"group_id": r.group_id, "topic_id": r.topic_id, "partition": r.partition,
           "committed_offset": r.committed_offset, "metadata": r.metadata, "committed_ms": now_ms,
-          "leader_epoch": r.leader_epoch} for r in ordered],
+          "leader_epoch": r.leader_epoch, "read_order": r.read_order.value} for r in ordered],
     )
 
 
@@ -84,6 +89,8 @@ def fetch(conn: Connection, group_id: str, topic_id: int | None = None) -> list[
             group_offsets.c.metadata,
             group_offsets.c.committed_ms,
             group_offsets.c.leader_epoch,
+            group_offsets.c.topic_id,
+            group_offsets.c.read_order,
         )
         .join(topics, topics.c.topic_id == group_offsets.c.topic_id)
         .where(group_offsets.c.group_id == group_id)
@@ -91,7 +98,28 @@ def fetch(conn: Connection, group_id: str, topic_id: int | None = None) -> list[
     )
     if topic_id is not None:
         stmt = stmt.where(group_offsets.c.topic_id == topic_id)
-    return [CommittedOffset(*r) for r in conn.execute(stmt)]
+    return [CommittedOffset(*r[:-1], ReadOrder(r.read_order)) for r in conn.execute(stmt)]
+
+
+def straddle_at(conn: Connection, topic_id: int, partition: int, offset: int) -> Straddle:
+    """Whether a transaction that has not aborted has records below `offset` in the partition
+    and its marker at or past it (app.domain.offsets.Straddle): an open or prepared one below
+    the last stable offset, or a committed one positioned at or past `offset` with a stored
+    record below it (read_committed.first_record_committed_from). What decides whether a
+    committed offset means the same in both read orders (app.domain.offsets.offset_in_order).
+    Records the log cleaner or retention deleted count for nothing: a reader of neither order
+    reads them again."""
+    # The last stable offset is the first offset of the earliest open transaction, or the log
+    # end when none is open: an offset past the log end (a commit may name one) straddles no
+    # open transaction.
+    last_stable, log_end = conn.execute(
+        select(LAST_STABLE_OFFSET, partitions.c.next_offset)
+        .where(partitions.c.topic_id == topic_id, partitions.c.partition == partition)).one()
+    if last_stable < min(offset, log_end):
+        return Straddle.UNDECIDED
+    if first_record_committed_from(conn, topic_id, partition, offset) is not None:
+        return Straddle.COMMITTED
+    return Straddle.NONE
 
 
 def pending_partitions(

@@ -35,6 +35,7 @@ from sqlalchemy import (
 
 from app.domain.acl import Operation, PatternType, Permission, ResourceType
 from app.domain.group import StoredGroupState
+from app.domain.offsets import ReadOrder
 from app.domain.types import ControlType, Durability, RecordState, TransactionVersion, ValueFormat
 
 NAMING_CONVENTION = {
@@ -391,7 +392,10 @@ transaction_offsets = Table(
     Column("committed_offset", BigInteger, nullable=False),
     Column("metadata", OffsetMetadataText, nullable=True),
     Column("leader_epoch", Integer, nullable=False, server_default=text("-1")),  # NO_LEADER_EPOCH: none
+    # The staging door's read order (app.domain.offsets.ReadOrder), carried to group_offsets.
+    Column("read_order", String(6), nullable=False, server_default=ReadOrder.COMMIT.value),
     PrimaryKeyConstraint("transactional_id", "group_id", "topic_id", "partition"),
+    one_of("read_order", ReadOrder),
 )
 Index(
     "ix_transaction_offsets_group",
@@ -412,7 +416,12 @@ group_offsets = Table(
     # Kafka's committed_leader_epoch of the offset (OffsetCommit v6+, TxnOffsetCommit v2+);
     # app.domain.offsets.NO_LEADER_EPOCH where the commit carried none.
     Column("leader_epoch", Integer, nullable=False, server_default=text("-1")),
+    # What the offset means (app.domain.offsets.ReadOrder, migration 0036): a commit position
+    # (the HTTP door's commits) or Kafka's offset (the Kafka door's). Every writer names it;
+    # the default serves only processes of an older revision still running during an upgrade.
+    Column("read_order", String(6), nullable=False, server_default=ReadOrder.COMMIT.value),
     PrimaryKeyConstraint("group_id", "topic_id", "partition"),
+    one_of("read_order", ReadOrder),
 )
 
 # Consumer groups (KIP-447 needs their generations). One row per group; a membership change

@@ -15,7 +15,7 @@ from sqlalchemy import (BigInteger, Connection, Integer, and_, bindparam, case, 
 from sqlalchemy.exc import DBAPIError
 
 from app.domain.errors import ConcurrentTransactions
-from app.domain.offsets import OffsetToCommit, OffsetToStage
+from app.domain.offsets import OffsetToCommit, OffsetToStage, ReadOrder
 from app.domain.topic import Topic
 from app.domain.transaction import IDLE_STATES, STORED_COMPLETING_STATES, JoinCondition, TransactionMetadata
 from app.domain.transit import TXN_ID_TAKEN_BY_THE_WRITE, BeginCondition, TxnTransit
@@ -457,10 +457,11 @@ def stage_offsets(conn: Connection, transactional_id: str, txn_id: TxnId, group_
     if hold_committed:
         offsets.hold_committed(conn, [(group_id, topic_id, o.partition) for o, topic_id in staged])
     dialect.execute_rows(
-        conn, dialect.upsert(conn, transaction_offsets, ["txn_id", "committed_offset", "metadata", "leader_epoch"]), [
+        conn, dialect.upsert(conn, transaction_offsets,
+                             ["txn_id", "committed_offset", "metadata", "leader_epoch", "read_order"]), [
             {"transactional_id": transactional_id, "group_id": group_id, "topic_id": topic_id,
              "partition": o.partition, "txn_id": txn_id, "committed_offset": o.committed_offset,
-             "metadata": o.metadata, "leader_epoch": o.leader_epoch}
+             "metadata": o.metadata, "leader_epoch": o.leader_epoch, "read_order": o.read_order.value}
             for o, topic_id in staged])
 
 
@@ -487,6 +488,7 @@ _CLAIM_OFFSETS = (
         transaction_offsets.c.committed_offset,
         transaction_offsets.c.metadata,
         transaction_offsets.c.leader_epoch,
+        transaction_offsets.c.read_order,
     )
 )
 
@@ -509,9 +511,10 @@ def _claim_both_stmt() -> Any:
         # typed as the column, so that the offsets' rows are read back unescaped.
         select(literal(True).label("is_partition"), partitions_.c.topic_id, partitions_.c.partition,
                none.label("group_id"), none.label("committed_offset"),
-               type_coerce(none, transaction_offsets.c.metadata.type).label("metadata"), none.label("leader_epoch")),
+               type_coerce(none, transaction_offsets.c.metadata.type).label("metadata"), none.label("leader_epoch"),
+               none.label("read_order")),
         select(literal(False), offsets_.c.topic_id, offsets_.c.partition, offsets_.c.group_id,
-               offsets_.c.committed_offset, offsets_.c.metadata, offsets_.c.leader_epoch),
+               offsets_.c.committed_offset, offsets_.c.metadata, offsets_.c.leader_epoch, offsets_.c.read_order),
     )
 
 
@@ -540,7 +543,7 @@ def complete_offsets(
     (commit) or drop them (abort)."""
     if commit and claimed:
         offsets.commit(conn, (OffsetToCommit(r.group_id, r.topic_id, r.partition, r.committed_offset, r.metadata,
-                                             r.leader_epoch) for r in claimed), now_ms)
+                                             r.leader_epoch, ReadOrder(r.read_order)) for r in claimed), now_ms)
     return len(claimed)
 
 

@@ -65,7 +65,7 @@ from sqlalchemy import Engine, event, text
 
 from app.composition import Services
 from app.domain.errors import OutboxError
-from app.domain.offsets import NO_LEADER_EPOCH, OffsetToStage
+from app.domain.offsets import NO_LEADER_EPOCH, OffsetToStage, ReadOrder
 from app.domain.records import RecordToAppend
 from app.domain.types import IsolationLevel
 from app.services.log_service import SendBatch
@@ -478,7 +478,7 @@ class CoordinatorMachine(RuleBasedStateMachine):
         state = self._begins(h, expected)
         _, code = _call(lambda: self.services.coordinator.add_offsets(
             h.tid, h.producer_id, h.producer_epoch, group,
-            [OffsetToStage(SRC, partition, offset, None, NO_LEADER_EPOCH)]))
+            [OffsetToStage(SRC, partition, offset, None, NO_LEADER_EPOCH, ReadOrder.COMMIT)]))
         self._check(f"add_offsets {h} ({state})", code, expected)
         if code is OK:
             assert m.txn is not None
@@ -606,7 +606,7 @@ class CoordinatorMachine(RuleBasedStateMachine):
             "begin": lambda: c.begin(future.tid, future.producer_id, future.producer_epoch),
             "send": lambda: self._send(future, [(0, 0, [f"future.{next(self.names)}"])]),
             "add_offsets": lambda: c.add_offsets(future.tid, future.producer_id, future.producer_epoch,
-                                                 GROUPS[0], [OffsetToStage(SRC, 0, 1, None, NO_LEADER_EPOCH)]),
+                                                 GROUPS[0], [OffsetToStage(SRC, 0, 1, None, NO_LEADER_EPOCH, ReadOrder.COMMIT)]),
             "commit": lambda: c.end_transaction(future.tid, future.producer_id, future.producer_epoch, commit=True),
             "abort": lambda: c.end_transaction(future.tid, future.producer_id, future.producer_epoch, commit=False),
         }
@@ -684,12 +684,12 @@ class CoordinatorMachine(RuleBasedStateMachine):
     def group_offsets_are_the_committed_ones(self) -> None:
         pending = self.model.pending_groups()
         for g in GROUPS:
-            rows = self.services.groups.fetch(g, topic=None, require_stable=False)
+            rows = self.services.groups.fetch(g, topic=None, require_stable=False, order=None)
             got = {(r.topic, r.partition): r.committed_offset for r in rows}
             want = {(SRC, p): o for (group, p), o in self.model.group_offsets.items() if group == g}
             assert got.keys() == want.keys() and all(got[k] in want[k] for k in got), (
                 f"group {g}: committed {got}, model {want}")
-            _, code = _call(lambda: self.services.groups.fetch(g, topic=None, require_stable=True))
+            _, code = _call(lambda: self.services.groups.fetch(g, topic=None, require_stable=True, order=None))
             self._check(f"stable offset fetch of {g}", code,
                         "UNSTABLE_OFFSET_COMMIT" if g in pending else OK)
 

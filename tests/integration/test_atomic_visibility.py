@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 import pytest
 
 from app.composition import Services
-from app.domain.offsets import NO_LEADER_EPOCH, OffsetToStage
+from app.domain.offsets import NO_LEADER_EPOCH, OffsetToStage, ReadOrder
 from app.domain.records import RecordToAppend
 from app.domain.types import IsolationLevel
 from app.services.log_service import SendBatch
@@ -69,7 +69,7 @@ class _Writer:
                 transactional_id=tid,
             )
             coordinator.add_offsets(tid, pid, epoch, GROUP,
-                                    [OffsetToStage(CONSUMED, self.index, n + 1, None, NO_LEADER_EPOCH)])
+                                    [OffsetToStage(CONSUMED, self.index, n + 1, None, NO_LEADER_EPOCH, ReadOrder.COMMIT)])
             commit = not _aborts(i)
             coordinator.end_transaction(tid, pid, epoch, commit=commit)
             if not coordinator.settings.complete_inline:

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from app.composition import Services
-from app.domain.offsets import NO_LEADER_EPOCH, OffsetToStage
+from app.domain.offsets import NO_LEADER_EPOCH, OffsetToStage, ReadOrder
 from app.domain.records import RecordToAppend
 from app.domain.transaction import PreparedTxnRef
 from app.domain.types import IsolationLevel
@@ -225,7 +225,7 @@ def test_joint_commits_beside_appenders_never_deadlock_and_show_each_batch_whole
             d = coordinator.init_producer_id(transactional_id=DRIVER, transaction_timeout_ms=None)
             coordinator.begin(DRIVER, d.producer_id, d.producer_epoch)
             coordinator.add_offsets(DRIVER, d.producer_id, d.producer_epoch, "sink",
-                                    [OffsetToStage("out", 0, n + 1, f"batch {n}", NO_LEADER_EPOCH)])
+                                    [OffsetToStage("out", 0, n + 1, f"batch {n}", NO_LEADER_EPOCH, ReadOrder.COMMIT)])
             coordinator.end_transaction(DRIVER, d.producer_id, d.producer_epoch, commit=True, prepared=refs)
     finally:
         done.set()

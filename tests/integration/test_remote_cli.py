@@ -292,6 +292,27 @@ def test_groups_reset_offsets_plans_without_execute_and_commits_with_it_as_the_d
         (0, 1), (1, 0)]
 
 
+def test_groups_reset_offsets_with_a_read_order_commits_the_offsets_in_it_over_http_and_directly(served, outbox, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    name, group = _topic("ro"), _topic("moving")
+    http = served.http()
+    create_topic(http, name, 3)
+    assert send(http, [batch(name, 0, ["o1", "o2"])]).status_code == 200
+
+    remote = outbox("--url", served.open_url, "groups", "reset-offsets", group, "--topic", name, "--partition", "0",
+                    "--to-offset", "1", "--read-order", "offset", "--execute")
+    monkeypatch.setenv("OUTBOX_DATABASE_URL", served.db_url)
+    direct = outbox("groups", "reset-offsets", group, "--topic", name, "--partition", "1", "--to-earliest",
+                    "--read-order", "offset", "--execute")
+    monkeypatch.delenv("OUTBOX_DATABASE_URL")
+
+    assert (remote.status, direct.status) == (0, 0)
+    # The answer to a commit shows each offset in the order it was committed in.
+    answer = http.post(f"/v1/groups/{group}/offsets", json={"offsets": [{"topic": name, "partition": 2, "offset": 0}]})
+    assert answer.status_code == 200, answer.text
+    assert [(o["partition"], o["offset"], o["read_order"]) for o in answer.json()["offsets"]] == [
+        (0, 1, "offset"), (1, 0, "offset"), (2, 0, "commit")]
+
+
 def test_groups_reset_offsets_prints_kafka_consumer_groups_columns_with_table(served, outbox) -> None:  # type: ignore[no-untyped-def]
     name, group = _topic("rt"), _topic("grp")
     http = served.http()

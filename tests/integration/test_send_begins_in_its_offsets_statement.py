@@ -17,7 +17,7 @@ from sqlalchemy import text, update
 
 from app.composition import Services
 from app.domain.errors import InvalidProducerEpoch, OutboxError, ProducerFenced
-from app.domain.offsets import NO_LEADER_EPOCH, OffsetToStage
+from app.domain.offsets import NO_LEADER_EPOCH, OffsetToStage, ReadOrder
 from app.domain.types import TransactionVersion
 from app.storage import transactions as txns
 from app.storage.tables import transactions
@@ -239,7 +239,7 @@ def test_a_send_after_add_offsets_began_the_transaction_joins_it_in_one_statemen
     _running(producer)
     producer.commit()
     view = services.coordinator.add_offsets(TID, producer.producer_id, producer.producer_epoch, "g",
-                                            [OffsetToStage("t", 0, 2, None, NO_LEADER_EPOCH)])
+                                            [OffsetToStage("t", 0, 2, None, NO_LEADER_EPOCH, ReadOrder.COMMIT)])
     assert _copy(services) == _stored(services) == view.meta
 
     with statements_run() as seen:

@@ -23,7 +23,7 @@ from app.domain.errors import (
     TopicHasOpenTransactions,
     UnknownTopicOrPartition,
 )
-from app.domain.offsets import NO_LEADER_EPOCH, OffsetToStage
+from app.domain.offsets import NO_LEADER_EPOCH, OffsetToStage, ReadOrder
 from app.domain.records import RecordToAppend
 from app.services.log_service import SendBatch
 from app.storage import append, topics
@@ -133,7 +133,7 @@ def test_a_delete_waits_for_offsets_being_staged_for_the_topic_and_refuses(clien
     staged, deleted, waited = hold_then(
         held,
         lambda: services.coordinator.add_offsets("tx", p["producer_id"], p["producer_epoch"], "g",
-                                                 [OffsetToStage("t", 0, 5, None, NO_LEADER_EPOCH)]),
+                                                 [OffsetToStage("t", 0, 5, None, NO_LEADER_EPOCH, ReadOrder.COMMIT)]),
         lambda: services.topics.delete("t"),
         database,
     )
@@ -150,7 +150,7 @@ def test_an_offset_commit_during_a_delete_waits_and_finds_the_topic_gone(client,
     deleted, committed, waited = hold_then(
         held,
         lambda: services.topics.delete("t"),
-        lambda: services.groups.commit("g", [OffsetToStage("t", 0, 5, None, NO_LEADER_EPOCH)]),
+        lambda: services.groups.commit("g", [OffsetToStage("t", 0, 5, None, NO_LEADER_EPOCH, ReadOrder.COMMIT)]),
         database,
     )
 

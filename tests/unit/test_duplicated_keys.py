@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from app.domain.errors import InvalidRequest
-from app.domain.offsets import NO_LEADER_EPOCH, OffsetToStage, check_distinct_partitions
+from app.domain.offsets import NO_LEADER_EPOCH, OffsetToStage, ReadOrder, check_distinct_partitions
 from app.domain.request_shape import duplicated
 
 
@@ -36,7 +36,7 @@ def test_nothing_named_is_nothing_duplicated() -> None:
 
 
 def test_the_http_door_refuses_the_first_partition_named_again() -> None:
-    offsets = [OffsetToStage("orders", p, o, None, NO_LEADER_EPOCH) for p, o in ((0, 5), (1, 5), (1, 6), (0, 6))]
+    offsets = [OffsetToStage("orders", p, o, None, NO_LEADER_EPOCH, ReadOrder.COMMIT) for p, o in ((0, 5), (1, 5), (1, 6), (0, 6))]
     with pytest.raises(InvalidRequest) as refused:
         check_distinct_partitions(offsets)
     assert (refused.value.error_code, refused.value.message) == ("INVALID_REQUEST",
@@ -44,5 +44,5 @@ def test_the_http_door_refuses_the_first_partition_named_again() -> None:
 
 
 def test_the_http_door_takes_each_partition_named_once() -> None:
-    check_distinct_partitions([OffsetToStage("orders", 0, 5, None, NO_LEADER_EPOCH),
-                               OffsetToStage("orders", 1, 5, None, NO_LEADER_EPOCH)])
+    check_distinct_partitions([OffsetToStage("orders", 0, 5, None, NO_LEADER_EPOCH, ReadOrder.COMMIT),
+                               OffsetToStage("orders", 1, 5, None, NO_LEADER_EPOCH, ReadOrder.COMMIT)])

@@ -6,11 +6,11 @@ from __future__ import annotations
 import pytest
 
 from app.domain.errors import OffsetMetadataTooLarge
-from app.domain.offsets import NO_LEADER_EPOCH, OFFSET_METADATA_MAX_CHARS, OffsetToStage, offsets_to_write
+from app.domain.offsets import NO_LEADER_EPOCH, OFFSET_METADATA_MAX_CHARS, OffsetToStage, ReadOrder, offsets_to_write
 
-FITS = OffsetToStage("orders", 0, 5, "m" * OFFSET_METADATA_MAX_CHARS, NO_LEADER_EPOCH)
-NONE = OffsetToStage("orders", 1, 6, None, NO_LEADER_EPOCH)
-TOO_LONG = OffsetToStage("orders", 2, 7, "m" * (OFFSET_METADATA_MAX_CHARS + 1), NO_LEADER_EPOCH)
+FITS = OffsetToStage("orders", 0, 5, "m" * OFFSET_METADATA_MAX_CHARS, NO_LEADER_EPOCH, ReadOrder.COMMIT)
+NONE = OffsetToStage("orders", 1, 6, None, NO_LEADER_EPOCH, ReadOrder.COMMIT)
+TOO_LONG = OffsetToStage("orders", 2, 7, "m" * (OFFSET_METADATA_MAX_CHARS + 1), NO_LEADER_EPOCH, ReadOrder.COMMIT)
 
 
 def test_answered_per_partition_the_offsets_whose_metadata_fits_are_written_and_the_others_left_out() -> None:

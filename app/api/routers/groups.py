@@ -31,7 +31,14 @@ from app.api.waiting import WaitingPrincipal, unless_disconnected
 from app.domain import acl
 from app.domain.acl import Operation
 from app.domain.errors import InvalidRequest, UnstableOffsetCommit
-from app.domain.offsets import NO_LEADER_EPOCH, GroupMetadata, OffsetResetSpec, OffsetToStage, ResetScope
+from app.domain.offsets import (
+    NO_LEADER_EPOCH,
+    GroupMetadata,
+    OffsetResetSpec,
+    OffsetToStage,
+    ReadOrder,
+    ResetScope,
+)
 from app.services.group_service import reset_as_dict
 from app.settings import OFFSET_FETCH_WAIT_MAX_MS
 
@@ -59,7 +66,7 @@ def _offsets(group_id: str, rows: list) -> GroupOffsets:  # type: ignore[type-ar
         offsets=[
             CommittedOffset(topic=r.topic, partition=r.partition, offset=r.committed_offset,
                             metadata=r.metadata, committed_ms=r.committed_ms,
-                            leader_epoch=r.leader_epoch)
+                            leader_epoch=r.leader_epoch, read_order=r.read_order)
             for r in rows
         ],
     )
@@ -106,10 +113,14 @@ def commit_offsets(
         access.require(Operation.READ, acl.topic(o.topic))
     services.groups.commit(
         group_id,
-        [OffsetToStage(o.topic, o.partition, o.offset, o.metadata, NO_LEADER_EPOCH) for o in body.offsets],
+        [OffsetToStage(o.topic, o.partition, o.offset, o.metadata, NO_LEADER_EPOCH, ReadOrder.COMMIT)
+         for o in body.offsets],
         group_metadata(body.generation_id, body.member_id),
     )
-    return _offsets(group_id, services.groups.fetch(group_id, topic=None, require_stable=False,
+    # Each offset as stored, with the order it was committed in: the answer to a commit is
+    # no reader's start, and one of the group's Kafka consumers' offsets it cannot translate
+    # must not turn a commit that was made into a refusal.
+    return _offsets(group_id, services.groups.fetch(group_id, topic=None, require_stable=False, order=None,
                                                     visible=_describable(access)))
 
 
@@ -133,7 +144,7 @@ def reset_offsets(
     needed = Operation.DESCRIBE if body.dry_run else Operation.READ
     access.require(needed, acl.group(group_id))
     scope = ResetScope(body.topic, None if body.partitions is None else tuple(body.partitions), body.all_topics)
-    spec = OffsetResetSpec(body.to, body.offset, body.timestamp_ms, body.shift_by)
+    spec = OffsetResetSpec(body.to, body.offset, body.timestamp_ms, body.shift_by, body.read_order)
     plan = services.groups.reset_offsets(group_id, scope, spec, dry_run=body.dry_run, visible=_describable(access),
                                          authorize=lambda topic: access.require(needed, acl.topic(topic)))
     return OffsetReset.model_validate(reset_as_dict(group_id, plan, dry_run=body.dry_run))
@@ -175,7 +186,7 @@ async def fetch_offsets(
                 try:
                     rows = await run_in_threadpool(
                         services.groups.fetch, group_id, topic=topic, require_stable=require_stable,
-                        visible=_describable(access),
+                        order=ReadOrder.COMMIT, visible=_describable(access),
                     )
                     return _offsets(group_id, rows)
                 except UnstableOffsetCommit:

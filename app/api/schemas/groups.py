@@ -17,7 +17,7 @@ from app.api.schemas.common import (
     RequestBody,
     TopicName,
 )
-from app.domain.offsets import MAX_PARTITIONS_PER_REQUEST, ResetTo
+from app.domain.offsets import MAX_PARTITIONS_PER_REQUEST, ReadOrder, ResetTo
 from app.domain.types import MAX_INT64
 from app.services import group_service
 from app.services.group_service import LagUnknown
@@ -48,6 +48,11 @@ class OffsetResetRequest(RequestBody):
     shift_by: Annotated[int, Meta(ge=-MAX_INT64, le=MAX_INT64, description=(
         "with to=shift only: how far to move each committed offset (negative: back)"))] | None = None
     dry_run: Annotated[bool, Meta(description="answer the plan and commit nothing")] = False
+    read_order: Annotated[ReadOrder, Meta(description=(
+        "whose readers start from the offsets: commit (HTTP readers and Spark: commit positions) or offset (Kafka "
+        "consumers: Kafka's offsets). Omitted: each keeps the order of the offset it replaces, and a partition "
+        "without one takes the order of the door that manages the group. Named, it moves a group between doors: "
+        "its readers start there as at their own offsets"))] | None = None
 
 
 class JoinGroupRequest(RequestBody):
@@ -70,6 +75,12 @@ class CommittedOffset(BaseModel):
     committed_ms: int
     leader_epoch: int = Field(description="the leader epoch a Kafka client committed with the offset (Kafka's "
                               "committed_leader_epoch); -1: none (every commit over this API, a reset)")
+    read_order: ReadOrder = Field(description=(
+        "what the offset means: `commit`, a read_committed position in commit order (every commit over this "
+        "API); `offset`, Kafka's offset in offset order (a Kafka consumer's commit). GET offsets answers every "
+        "offset in commit order: one a Kafka consumer committed is answered where it means the same (no "
+        "transaction has records on both sides of it) and refused with INCONSISTENT_GROUP_PROTOCOL where it "
+        "would skip or repeat one (UNSTABLE_OFFSET_COMMIT while that transaction is open)"))
 
 
 class GroupOffsets(BaseModel):
