@@ -20,7 +20,11 @@ Fetch, the counters and the view read the batch rows. On every such log:
 - the first-unread counter (read_committed.first_record_committed_from) from every position is
   the lowest offset of the view's rows committed at or past it but lying below it, where the
   records below the log start are deleted (below the log start it answers from the stored
-  records of the batches, which only ever lowers a DeleteRecords bound that cannot go below the log start).
+  records of the batches, which only ever lowers a DeleteRecords bound that cannot go below the log start);
+- what lies across every position (offsets.straddle_at): an open transaction below it where the
+  last stable offset is, else a committed one exactly where a reader in commit order at that
+  position has read other records than one in offset order (the view's rows positioned below it,
+  against those lying below it), where the records below the log start are deleted.
 
 OUTBOX_CONFORMANCE_EXAMPLES (default 100) sets the examples per database.
 """
@@ -35,8 +39,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from sqlalchemy import Connection, insert, text
 
+from app.domain.offsets import Straddle
 from app.domain.types import IsolationLevel
-from app.storage import read, read_committed
+from app.storage import offsets, read, read_committed
 from app.storage.tables import group_offsets, partitions, record_batches, records, topics, transaction_partitions
 from tests.batch_rows import assert_batch_rows_match
 
@@ -210,6 +215,17 @@ def test_fetch_and_the_counters_read_exactly_the_committed_records_view(  # type
                 for position in range(log.next_offset + 1):
                     assert read_committed.first_record_committed_from(conn, topic_id, 0, position) == min(
                         (o for o, c, _ in seen if c >= position and o < position), default=None)
+                for position in range(log.next_offset + 2):
+                    # What a reader in commit order at `position` has read (the view's rows
+                    # positioned below it) is what one in offset order has (those lying below it)
+                    # exactly where no committed transaction straddles it; an open one with
+                    # records below it leaves that to its outcome.
+                    in_commit_order = {o for o, c, _ in seen if c < position}
+                    in_offset_order = {o for o, _, _ in seen if o < position}
+                    undecided = log.last_stable_offset < min(position, log.next_offset)
+                    assert offsets.straddle_at(conn, topic_id, 0, position) == (
+                        Straddle.UNDECIDED if undecided
+                        else Straddle.NONE if in_commit_order == in_offset_order else Straddle.COMMITTED)
             # One group committed at each position.
             conn.execute(insert(group_offsets), [
                 {"group_id": f"g{position:03}", "topic_id": topic_id, "partition": 0,
