@@ -464,9 +464,13 @@ class GroupService:
             if not to_commit:
                 return
             topic_ids = topics.topic_ids_for_offsets(conn, to_commit)
-            offsets.commit(conn, (OffsetToCommit(group_id, topic_id, o.partition, o.committed_offset, o.metadata,
-                                                 o.leader_epoch, o.read_order)
-                                  for o, topic_id in zip(to_commit, topic_ids, strict=True)), now)
+            rows = [OffsetToCommit(group_id, topic_id, o.partition, o.committed_offset, o.metadata, o.leader_epoch,
+                                   o.read_order) for o, topic_id in zip(to_commit, topic_ids, strict=True)]
+            # transaction_offsets before group_offsets, the order a transaction's completion
+            # locks them in (its claim, then its commit of the claimed offsets): the other order
+            # would deadlock with a completion of the same group's partition on PostgreSQL.
+            offsets.supersede_staged(conn, rows)
+            offsets.commit(conn, rows, now)
 
     def reset_offsets(self, group_id: str, scope: ResetScope, spec: OffsetResetSpec, *, dry_run: bool,
                       visible: Callable[[str], bool] = lambda _topic: True,

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from sqlalchemy import Connection, delete, select, tuple_
+from sqlalchemy import Connection, bindparam, delete, select, tuple_, update
 
 from app.domain.offsets import OffsetToCommit, ReadOrder, Straddle
 from app.storage import dialect
@@ -42,6 +42,8 @@ def commit(conn: Connection, rows: Iterable[OffsetToCommit], now_ms: int) -> Non
     # between concurrent commits. The expiry of offsets (groups.delete_expired_offsets) never
     # waits for a row a commit holds, so it needs no order from here.
     ordered = sorted(rows, key=lambda r: (r.group_id, r.topic_id, r.partition))
+    if not ordered:
+        return
     dialect.execute_rows(
         conn, dialect.upsert(conn, group_offsets,
                              ["committed_offset", "metadata", "committed_ms", "leader_epoch", "read_order"]),
@@ -49,6 +51,26 @@ def commit(conn: Connection, rows: Iterable[OffsetToCommit], now_ms: int) -> Non
           "committed_offset": r.committed_offset, "metadata": r.metadata, "committed_ms": now_ms,
           "leader_epoch": r.leader_epoch, "read_order": r.read_order.value} for r in ordered],
     )
+
+
+def supersede_staged(conn: Connection, rows: Iterable[OffsetToCommit]) -> None:
+    """A plain commit of these offsets (outside any transaction) marks the same group's offsets
+    staged for the same partitions in unfinished transactions as superseded: when such a
+    transaction commits, this newer offset stays (transactions.complete_offsets), as Kafka
+    keeps, of a group's offsets for a partition, the one written last. Staging again clears
+    the mark. A staging that commits after this statement began is not seen and so counts as
+    written after the commit; one it waits for (its row locked by the staging) is marked once
+    that has committed, as written before: either is a serial order of the two."""
+    keys = sorted({(r.group_id, r.topic_id, r.partition) for r in rows})
+    if keys:
+        # One statement, built once, run for each key (a commit names one partition, mostly):
+        # a probe of ix_transaction_offsets_group each, no statement compiled a call.
+        conn.execute(_SUPERSEDE, [{"of_group": g, "of_topic": t, "of_partition": p} for g, t, p in keys])
+
+
+_SUPERSEDE = update(transaction_offsets).where(
+    transaction_offsets.c.group_id == bindparam("of_group"), transaction_offsets.c.topic_id == bindparam("of_topic"),
+    transaction_offsets.c.partition == bindparam("of_partition")).values(superseded=True)
 
 
 def hold_committed(conn: Connection, keys: list[OffsetKey]) -> None:

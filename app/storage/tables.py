@@ -394,6 +394,10 @@ transaction_offsets = Table(
     Column("leader_epoch", Integer, nullable=False, server_default=text("-1")),  # NO_LEADER_EPOCH: none
     # The staging door's read order (app.domain.offsets.ReadOrder), carried to group_offsets.
     Column("read_order", String(6), nullable=False, server_default=ReadOrder.COMMIT.value),
+    # A commit of the same group's offset outside the transaction came after this staging
+    # (offsets.supersede_staged, migration 0037): the transaction's commit leaves that newer
+    # offset in place, as Kafka keeps the offset written last. Staging it again clears it.
+    Column("superseded", Boolean, nullable=False, server_default=false()),
     PrimaryKeyConstraint("transactional_id", "group_id", "topic_id", "partition"),
     one_of("read_order", ReadOrder),
 )
