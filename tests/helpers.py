@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -12,6 +13,7 @@ from sqlalchemy import and_, event
 from sqlalchemy.engine import Engine
 
 from app.api.direct_route import DirectRoute
+from app.domain.types import ControlType, IsolationLevel
 from app.storage.tables import record_batches, records
 
 
@@ -78,6 +80,36 @@ def read_all(client, topic: str, partition: int, isolation: str = "read_committe
             return out
         offset = page["next_offset"]
         if offset >= page["high_watermark"]:
+            return out
+
+
+def read_in_offset_order(services: Any, topic: str, partition: int = 0) -> list[tuple[int, Any, Any]]:
+    """What a Kafka read_committed consumer reads of a partition from its log start, through
+    the Kafka door's read (LogService.read_in_offset_order): (offset, key, value) of each
+    record in offset order up to the last stable offset, dropping the records of the aborted
+    transactions the reads name, from their first offset to their producer's ABORT marker, as
+    a Kafka client does. Values as JSON decodes them (a tombstone's is None)."""
+    out: list[tuple[int, Any, Any]] = []
+    offset = services.log.partition_offsets(topic, partition, isolation=IsolationLevel.READ_COMMITTED).log_start_offset
+    aborted: dict[int, set[int]] = {}  # producer id -> first offsets of its aborted transactions
+    aborting: set[int] = set()  # producers inside an aborted transaction
+    while True:
+        read = services.log.read_in_offset_order(topic, partition, offset=offset,
+                                                 isolation=IsolationLevel.READ_COMMITTED,
+                                                 max_bytes=1 << 20, max_records=100)
+        for a in read.aborted_transactions:
+            aborted.setdefault(a.producer_id, set()).add(a.first_offset)
+        for b in read.batches:
+            last = b.records[-1].offset if b.records else b.base_offset
+            if any(first <= last for first in aborted.get(b.producer_id, ())):
+                aborting.add(b.producer_id)
+            if b.control_type is ControlType.ABORT:
+                aborting.discard(b.producer_id)
+                aborted[b.producer_id] = {first for first in aborted.get(b.producer_id, ()) if first > last}
+            elif b.control_type is None and not (b.txn_id is not None and b.producer_id in aborting):
+                out += [(r.offset, r.key, None if r.value is None else json.loads(r.value)) for r in b.records]
+            offset = max(offset, last + 1)
+        if not read.batches or offset >= read.upper_bound:
             return out
 
 

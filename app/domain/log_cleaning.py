@@ -15,14 +15,25 @@ it, the bound stops at the transaction's first record, so a reader starting at t
 start sees whole transactions only, and a marker goes only with all of its records.
 
 Compaction (`Compaction`) keeps, below a cleaning point that never passes the last stable
-offset, each key's latest committed record, "latest" in the order read_committed shows them
-(commit order: a committed transaction's records at its COMMIT marker's offset). Records of
-aborted transactions go, and a marker goes once none of its records are left. A tombstone (a
-latest record whose value is null) goes once older than `delete_retention_ms`. Records of
-transactions committed at or past the cleaning point, and records without a key, stay. As
-in Kafka, the cleaning point advances by "dirty" sections: the records whose commit position
-lies between the last cleaning point (the checkpoint) and the new one supersede older
-records anywhere below; the clean part below the checkpoint already holds each key once.
+offset, each key's latest committed record in each of the two orders the doors read it: commit
+order, the HTTP door's read_committed (a committed transaction's records at its COMMIT
+marker's offset), and offset order, the Kafka door's read_committed consumer's (records in
+offset order up to the last stable offset, aborted ones dropped). The two differ where a
+transaction commits after a record of its key written later in the log: then both records
+stay, and a reader of either door ends with the value it ended with before. Every other
+committed record of a key goes: in each order a record of the key kept comes after it.
+Records of aborted transactions go, and a marker goes once none of its records are left.
+Records of transactions committed at or past the cleaning point, and records without a key,
+stay, and supersede nothing. A tombstone (a kept record whose value is null) goes once older
+than `delete_retention_ms`, but only with every other record of its key left below the
+cleaning point: a key whose records there are all such tombstones loses them together; one
+that keeps anything else (a value, a younger tombstone, a record of a transaction committed
+past the point) keeps its tombstones too, or the value left would come back to life for the
+readers of the order whose last record the tombstone was. As in Kafka, the cleaning point
+advances by "dirty" sections: the records whose commit position lies between the last
+cleaning point (the checkpoint) and the new one supersede older records anywhere below; the
+clean part below the checkpoint already holds each key's latest in each order only, at most
+two records of it.
 """
 
 from __future__ import annotations
@@ -254,26 +265,45 @@ class ChunkPlan:
     delete: list[int] = field(default_factory=list)  # offsets
 
 
+# What the scan has met of a key (Compaction._met), as bit flags.
+_MET_COMMITTED = 1  # a committed record judged here: the key's latest in offset order is behind
+_HOLDS = 2  # a record of it stays that does not expire in this pass
+
+
 class Compaction:
     """One compaction pass over a partition.
 
     1. `supersede` is fed the committed records whose commit positions lie in the dirty
-       section, from the checkpoint on, in commit order (as read_committed reads them): the
-       last one of each key is that key's latest record. `close_dirty_section(point)` ends
-       it: the cleaning point, which every record fed lies below and which never passes the
-       last stable offset.
+       section, from the checkpoint on, in commit order (as read_committed reads them over
+       HTTP): the last one of each key is that key's latest record in commit order.
+       `close_dirty_section(point)` ends it: the cleaning point, which every record fed lies
+       below and which never passes the last stable offset.
     2. `scan` is fed the stored rows of [log start, cleaning point) in DESCENDING offset
        order, a chunk at a time, each record with its outcome and commit position (its batch
        row's), and answers each chunk's deletions. Descending, a transaction's marker comes
-       before its records. A run with holes keeps its batch row and reads the same (the
-       records' primary key steps over them), so nothing of a batch is rewritten.
-    3. `markers_left_empty` names the markers met all of whose records are gone.
+       before its records, and the first committed record of a key met is its latest in
+       offset order (as a Kafka consumer reads them). A run with holes keeps its batch row
+       and reads the same (the records' primary key steps over them), so nothing of a batch
+       is rewritten.
+    3. Once the scan has reached the log start, `tombstones_expired` names the tombstones
+       that go, and `markers_left_empty` the markers met all of whose records are gone.
+       A tombstone's fate waits for the end: with descending offsets the scan meets it before
+       the older records of its key that it must not leave behind alive.
+
+    The scan remembers every key it meets (`_met`, a small int each): whether a key's latest
+    record in offset order, or a record of it that stays, was met higher up is what a record
+    met lower down is judged by. So a pass holds the keys of the whole partition below the
+    cleaning point, where Kafka's cleaner holds the dirty section's only (the map's bound,
+    app.services.log_cleaner.MAX_COMPACTION_KEYS, does not bound these).
     """
 
     def __init__(self, *, tombstones_before_ms: int) -> None:
         self.tombstones_before_ms = tombstones_before_ms
         self.cleaning_point: int | None = None
         self._latest: dict[str | bytes, tuple[int, int]] = {}  # key -> (commit position, offset)
+        self._met: dict[str | bytes, int] = {}  # key -> _MET_COMMITTED | _HOLDS, for the keys met
+        # key -> (offset, txn) of each old tombstone kept as its key's latest in an order
+        self._expiring: dict[str | bytes, list[tuple[int, int | None]]] = {}
         self._markers: dict[int, int] = {}  # txn -> its marker's offset, for the markers met
         self._survivors: dict[int, int] = {}  # txn -> records of it kept
         self._last_scanned: int | None = None
@@ -314,23 +344,53 @@ class Compaction:
         assert self.cleaning_point is not None
         if row.state is RecordState.ABORTED:
             return False  # never shown to read_committed, wherever its marker lies
+        if row.key is None:
+            return True  # nothing to compact it against
+        met = self._met.get(row.key, 0)
         if row.state is not RecordState.COMMITTED:
+            self._met[row.key] = met | _HOLDS
             return True  # not ended (below the last stable offset, never so): not decided here
-        # Where read_committed shows it: a plain record at its own offset, a transaction's at
-        # its COMMIT marker's (its batch's commit position).
+        # Where read_committed over HTTP shows it: a plain record at its own offset, a
+        # transaction's at its COMMIT marker's (its batch's commit position).
         position = row.offset if row.txn_id is None else row.commit_position
         assert position is not None
         if position >= self.cleaning_point:
-            return True  # committed past the cleaning point: neither superseded nor superseding here
-        if row.key is None:
-            return True  # nothing to compact it against
+            # Committed past the cleaning point: neither superseded nor superseding here. Its
+            # key's tombstones stay with it: it may lie under one in either order.
+            self._met[row.key] = met | _HOLDS
+            return True
+        self._met[row.key] = met | _MET_COMMITTED
         latest = self._latest.get(row.key)
-        if latest is not None and latest > (position, row.offset):
-            return False  # a later committed record of the key exists
-        # The key's latest record: a tombstone goes once it is old enough.
-        return not (row.tombstone and row.timestamp_ms < self.tombstones_before_ms)
+        later_in_commit_order = latest is not None and latest > (position, row.offset)
+        if met & _MET_COMMITTED and later_in_commit_order:
+            return False  # later in both orders, a record of its key is kept
+        # The key's latest record in one order at least. A tombstone old enough goes at the
+        # end, if nothing else of its key stays (tombstones_expired).
+        if row.tombstone and row.timestamp_ms < self.tombstones_before_ms:
+            self._expiring.setdefault(row.key, []).append((row.offset, row.txn_id))
+        else:
+            self._met[row.key] |= _HOLDS
+        return True
+
+    def _expired(self) -> list[tuple[int, int | None]]:
+        return [tombstone for key, tombstones in self._expiring.items() if not self._met[key] & _HOLDS
+                for tombstone in tombstones]
+
+    def tombstones_expired(self) -> list[int]:
+        """Offsets of the old tombstones the scan kept whose keys keep nothing else below the
+        cleaning point: they go, all of a key's together. One that went alone would leave the
+        record it hid in its order (the other order's latest, a value) the last of its key in
+        both, the key alive again where it had been deleted: a later pass, whose map holds the
+        dirty section only, once let one go so. Only valid once the scan has reached the log
+        start."""
+        return sorted(offset for offset, _ in self._expired())
 
     def markers_left_empty(self) -> list[int]:
-        """Offsets of the markers met whose transactions have no record left in the partition.
-        Only valid once the scan has reached the log start."""
-        return sorted(offset for txn, offset in self._markers.items() if self._survivors.get(txn, 0) == 0)
+        """Offsets of the markers met whose transactions have no record left in the partition,
+        once the tombstones expired go too. Only valid once the scan has reached the log start."""
+        gone: dict[int, int] = {}
+        for _, txn in self._expired():
+            if txn is not None:
+                gone[txn] = gone.get(txn, 0) + 1
+        return sorted(offset for txn, offset in self._markers.items()
+                      if self._survivors.get(txn, 0) == gone.get(txn, 0))

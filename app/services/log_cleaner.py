@@ -88,7 +88,8 @@ YIELD_FACTOR = 2.0
 # until its marker is read: the chunk grows up to this before the cleaner gives up for now.
 MAX_CHUNK_ROWS = 1_000_000
 # Compaction's map of the dirty section's keys (Kafka's dedupe buffer): a dirty section with
-# more keys is compacted in parts, this many keys at a time.
+# more keys is compacted in parts, this many keys at a time. The scan remembers besides every
+# key it meets below the cleaning point (app.domain.log_cleaning.Compaction), unbounded by it.
 MAX_COMPACTION_KEYS = 500_000
 # Kafka's min.cleanable.dirty.ratio: compact once this share of the log below the last stable
 # offset is dirty, so each pass's scan of the whole partition is paid for by as many new records.
@@ -363,13 +364,15 @@ class LogCleaner:
     def _scan(self, state: PartitionState, compaction: Compaction, log_start: int,
               stop: Callable[[], bool]) -> CleanerPass:
         """The rows below the cleaning point, from the top down, a chunk per database
-        transaction; then the markers left empty and the new checkpoint."""
+        transaction; then what the scan left to delete (the tombstones expired, the markers
+        left empty), a chunk per transaction as well, and the new checkpoint with the last."""
         assert compaction.cleaning_point is not None
         done, below = CleanerPass(), compaction.cleaning_point
+        left: list[int] | None = None  # what the scan left to delete, once it is over
         while not stop():  # stopped: the checkpoint stays, and the next pass scans again
             with self._chunk() as conn:
-                rows = cleaning.compaction_rows(conn, state.topic_id, state.partition, log_start, below,
-                                                self.chunk_rows)
+                rows = [] if left is not None else cleaning.compaction_rows(
+                    conn, state.topic_id, state.partition, log_start, below, self.chunk_rows)
                 if rows:
                     plan = compaction.scan(rows)
                     records, size = cleaning.delete_offsets(conn, state.topic_id, state.partition, plan.delete)
@@ -377,16 +380,21 @@ class LogCleaner:
                     cleaning.claim(conn, state.topic_id, state.partition, self.holder, now, now + LEASE_MS)
                     step = CleanerPass(compaction=records, bytes_deleted=size)
                 else:
-                    records, size = cleaning.delete_offsets(conn, state.topic_id, state.partition,
-                                                            compaction.markers_left_empty())
-                    cleaning.set_cleaned_offset(conn, state.topic_id, state.partition, compaction.cleaning_point)
-                    step = CleanerPass(compaction=records, bytes_deleted=size, partitions_compacted=1)
+                    if left is None:
+                        # Ascending: a marker goes with its transaction's last records, or after.
+                        left = sorted(compaction.tombstones_expired() + compaction.markers_left_empty())
+                    offsets, left = left[:self.chunk_rows], left[self.chunk_rows:]
+                    records, size = cleaning.delete_offsets(conn, state.topic_id, state.partition, offsets)
+                    if not left:
+                        cleaning.set_cleaned_offset(conn, state.topic_id, state.partition, compaction.cleaning_point)
+                    step = CleanerPass(compaction=records, bytes_deleted=size, partitions_compacted=int(not left))
                 _count_after_commit(conn, step)
             done += step
             self._chunk_done(step, stop)
-            if not rows:
+            if rows:
+                below = rows[-1].offset
+            elif not left:
                 break
-            below = rows[-1].offset
         return done
 
     # --- space ----------------------------------------------------------------------------

@@ -378,6 +378,14 @@ def delete_prefix(conn: Connection, topic_id: int, partition: int, start: int, b
     return _uncount(conn, topic_id, partition, deleted, bound)
 
 
+# delete_offsets forgets what described the rows it deleted a range at a time, a range ending
+# where the next row deleted lies further than this: forgetting a range probes every batch row
+# in it, and the rows a compaction pass deletes once its scan is over (the tombstones expired,
+# the markers left empty) may lie anywhere in the partition, one range of which was a probe per
+# batch row of the partition.
+_FORGET_GAP = 1_000
+
+
 def delete_offsets(conn: Connection, topic_id: int, partition: int, offsets: Sequence[int]) -> tuple[int, int]:
     """Delete these rows; returns (data records, bytes) deleted."""
     if not offsets:
@@ -389,7 +397,13 @@ def delete_offsets(conn: Connection, topic_id: int, partition: int, offsets: Seq
         .returning(_SIZE, records.c.control_type),
         {"offsets": list(offsets)},
     ).all()
-    forget_deleted_records(conn, topic_id, partition, min(offsets), max(offsets) + 1)
+    ordered = sorted(offsets)
+    start = ordered[0]
+    for before, after in zip(ordered, ordered[1:]):
+        if after - before > _FORGET_GAP:
+            forget_deleted_records(conn, topic_id, partition, start, before + 1)
+            start = after
+    forget_deleted_records(conn, topic_id, partition, start, ordered[-1] + 1)
     return _uncount(conn, topic_id, partition, deleted, None)
 
 

@@ -101,7 +101,8 @@ topics = Table(
 # below it (app.services.log_cleaner). `record_count` and `size_bytes` are the data records
 # stored (control markers not counted) and the UTF-8 bytes of their keys, values and headers,
 # kept by every append and every deletion in the same database transaction.
-# `cleaned_offset` is compaction's checkpoint: below it, the log holds each key once.
+# `cleaned_offset` is compaction's checkpoint: below it, the log holds each key's latest record
+# in commit order and in offset order only (app.domain.log_cleaning).
 partitions = Table(
     "partitions",
     metadata,

@@ -16,7 +16,7 @@ from app.services.log_cleaner import CleanerPass, LogCleaner
 from app.storage import cleaning
 from app.storage.dialect import utf8_bytes
 from app.storage.tables import deleted_topics, partitions, record_message_ids, records, topics
-from tests.helpers import batch, begin, create_topic, fetch, ident, init_producer, read_all, send
+from tests.helpers import batch, begin, create_topic, fetch, ident, init_producer, read_all, read_in_offset_order, send
 
 HOUR = 3_600_000
 
@@ -475,14 +475,63 @@ def test_compaction_keeps_each_keys_latest_committed_record(client, cleaner, db_
     assert_counters_exact(client, db_url, "t")
 
 
-def test_a_record_committed_later_wins_over_one_appended_later(client, cleaner) -> None:  # type: ignore[no-untyped-def]
+def last_values(read: list) -> dict[str, Any]:
+    """Each key's last value in a read, (key, value) or (offset, key, value) in the order read;
+    a key whose last record is a tombstone is absent."""
+    last = {r[-2]: r[-1] for r in read}
+    return {key: value for key, value in last.items() if value is not None}
+
+
+def test_where_a_transaction_commits_after_a_later_written_record_of_its_key_each_door_ends_as_before(client, cleaner, services, db_url) -> None:  # type: ignore[no-untyped-def]
     create_topic(client, "t", cleanup_policy="compact")
     p = txn(client, "x", "t", ["from-txn"], keys=["a"], commit=None)  # offset 0
-    produce(client, "t", ["plain"], keys=["a"])  # offset 1, visible first
+    produce(client, "t", ["plain"], keys=["a"])  # offset 1: shown first over HTTP
     assert client.post("/v1/transactions/x/commit", json=ident(p)).status_code == 200  # marker 2
 
     cleaner.run_once()
-    assert committed_values(client, "t") == [("a", "from-txn")]
+    assert offsets_stored(db_url, "t") == [0, 1, 2]
+    assert committed_values(client, "t") == [("a", "plain"), ("a", "from-txn")]  # commit order
+    assert read_in_offset_order(services, "t") == [(0, "a", "from-txn"), (1, "a", "plain")]
+
+
+def test_a_tombstone_an_earlier_pass_kept_beside_the_other_orders_value_stays_however_old(client, cleaner, services, clock, db_url) -> None:  # type: ignore[no-untyped-def]
+    create_topic(client, "t", cleanup_policy="compact", delete_retention_ms=HOUR)
+    p = txn(client, "x", "t", [None], keys=["a"], commit=None)  # 0: x deletes a
+    produce(client, "t", ["plain"], keys=["a"])  # 1
+    assert client.post("/v1/transactions/x/commit", json=ident(p)).status_code == 200  # marker 2
+    # Over HTTP a is deleted (x's tombstone commits last); a Kafka consumer ends with "plain".
+    assert last_values(committed_values(client, "t")) == {}
+    assert last_values(read_in_offset_order(services, "t")) == {"a": "plain"}
+
+    cleaner.run_once()
+    assert offsets_stored(db_url, "t") == [0, 1, 2]  # each order's last a
+    clock.advance(HOUR + 1)
+    produce(client, "t", [1, 2, 3], keys=["b", "b", "b"])  # 3..5: dirty enough to compact again
+    cleaner.run_once()  # its map holds b alone; the tombstone is old now
+
+    assert offsets_stored(db_url, "t") == [0, 1, 2, 5]
+    assert last_values(committed_values(client, "t")) == {"b": 3}
+    assert last_values(read_in_offset_order(services, "t")) == {"a": "plain", "b": 3}
+    assert_counters_exact(client, db_url, "t")
+
+
+def test_old_tombstones_latest_in_either_order_go_together_with_their_marker(client, cleaner, services, clock, db_url) -> None:  # type: ignore[no-untyped-def]
+    create_topic(client, "t", cleanup_policy="compact", delete_retention_ms=HOUR)
+    p = txn(client, "x", "t", [None], keys=["a"], commit=None)  # 0
+    produce(client, "t", [None], keys=["a"])  # 1
+    assert client.post("/v1/transactions/x/commit", json=ident(p)).status_code == 200  # marker 2
+    produce(client, "t", [1], keys=["b"])  # 3
+
+    cleaner.run_once()
+    assert offsets_stored(db_url, "t") == [0, 1, 2, 3]  # recent tombstones stay
+    clock.advance(HOUR + 1)
+    produce(client, "t", [2, 3, 4, 5], keys=["c", "c", "c", "c"])  # 4..7
+    cleaner.run_once()
+
+    assert offsets_stored(db_url, "t") == [3, 7]
+    assert committed_values(client, "t") == [("b", 1), ("c", 5)]
+    assert read_in_offset_order(services, "t") == [(3, "b", 1), (7, "c", 5)]
+    assert_counters_exact(client, db_url, "t")
 
 
 def test_compaction_never_reaches_the_last_stable_offset(client, cleaner, db_url) -> None:  # type: ignore[no-untyped-def]
@@ -534,6 +583,46 @@ def test_an_old_tombstone_goes_after_delete_retention_ms(client, cleaner, clock,
     produce(client, "t", [3, 4, 5], keys=["b", "c", "c"])  # dirty enough to compact again
     cleaner.run_once()
     assert committed_values(client, "t") == [("b", 3), ("c", 5)]
+    assert_counters_exact(client, db_url, "t")
+
+
+def test_what_the_scan_leaves_to_delete_goes_a_chunk_per_transaction_the_checkpoint_with_the_last(client, cleaner, clock, db_url, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    create_topic(client, "t", cleanup_policy="compact", delete_retention_ms=HOUR)
+    produce(client, "t", [None] * 5, keys=["a", "b", "c", "d", "e"])  # 0..4
+    clock.advance(HOUR + 1)
+    done: list[tuple] = []
+    delete_offsets, set_cleaned_offset = cleaning.delete_offsets, cleaning.set_cleaned_offset
+    monkeypatch.setattr(cleaning, "delete_offsets", lambda conn, t, p, offsets: (
+        done.append(("delete", list(offsets))), delete_offsets(conn, t, p, offsets))[1])
+    monkeypatch.setattr(cleaning, "set_cleaned_offset", lambda conn, t, p, offset: (
+        done.append(("checkpoint", offset)), set_cleaned_offset(conn, t, p, offset))[1])
+
+    result = cleaner.run_once()  # chunks of 3 rows
+
+    assert (result.compaction, result.partitions_compacted) == (5, 1)
+    assert done == [("delete", []), ("delete", []),  # the scan's chunks: 4, 3, 2; then 1, 0
+                    ("delete", [0, 1, 2]), ("delete", [3, 4]), ("checkpoint", 5)]
+    assert offsets_stored(db_url, "t") == []
+    assert_counters_exact(client, db_url, "t")
+
+
+def test_tombstones_that_expire_far_apart_take_their_batch_rows_and_nothing_between(services, client, clock, db_url, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    create_topic(client, "t", cleanup_policy="compact", delete_retention_ms=HOUR)
+    produce(client, "t", [None], keys=["a"])  # 0
+    produce(client, "t", list(range(15)), keys=[f"k{i}" for i in range(15)])  # 1..15, one batch row
+    produce(client, "t", [None], keys=["b"])  # 16
+    clock.advance(HOUR + 1)
+    monkeypatch.setattr(cleaning, "_FORGET_GAP", 10)
+    forgotten: list[tuple[int, int]] = []
+    forget = cleaning.forget_deleted_records
+    monkeypatch.setattr(cleaning, "forget_deleted_records",
+                        lambda conn, t, p, start, end: forgotten.append((start, end)) or forget(conn, t, p, start, end))
+
+    assert LogCleaner(services.db, services.settings, clock, chunk_rows=20).run_once().compaction == 2
+
+    # Each tombstone's range alone: one range from 0 to 17 would probe every batch row between.
+    assert forgotten == [(0, 1), (16, 17)]
+    assert offsets_stored(db_url, "t") == list(range(1, 16))
     assert_counters_exact(client, db_url, "t")
 
 

@@ -258,7 +258,15 @@ def compacted(rows: list[CompactionRow], point: int, *, tombstones_before: int =
             compaction.supersede(key, position, offset)
     compaction.close_dirty_section(point)
     plan = compaction.scan(sorted((r for r in rows if r.offset < point), key=lambda r: -r.offset))
-    return sorted(plan.delete), compaction.markers_left_empty()
+    return sorted(plan.delete + compaction.tombstones_expired()), compaction.markers_left_empty()
+
+
+def compacted_again(rows: list[CompactionRow], deleted: list[int], new: list[CompactionRow], point: int, *,
+                    tombstones_before: int, dirty_from: int) -> list[int]:
+    """A later pass: the rows a first one left, `new` ones appended, compacted below `point`
+    with the dirty section from `dirty_from` (the first pass's cleaning point)."""
+    left = [r for r in rows if r.offset not in deleted] + new
+    return compacted(left, point, tombstones_before=tombstones_before, dirty_from=dirty_from)[0]
 
 
 def test_compaction_keeps_each_keys_latest_record() -> None:
@@ -266,10 +274,87 @@ def test_compaction_keeps_each_keys_latest_record() -> None:
     assert compacted(rows, 5)[0] == [0, 1]
 
 
-def test_latest_is_in_commit_order_not_offset_order() -> None:
-    # txn 7 wrote a=… at offset 0 and committed at 2, after the plain a=… at offset 1.
+def test_where_commit_order_and_offset_order_differ_the_latest_of_each_stays() -> None:
+    # txn 7 wrote a=… at offset 0 and committed at 2, after the plain a=… at offset 1: the
+    # HTTP door's last a is txn 7's (commit order), a Kafka consumer's the plain one (offsets).
     rows = [row(0, "a", txn=7), row(1, "a"), mark(2, 7)]
-    assert compacted(rows, 3)[0] == [1]
+    assert compacted(rows, 3) == ([], [])
+
+
+def test_a_record_goes_once_a_record_of_its_key_kept_comes_after_it_in_both_orders() -> None:
+    # a@0 comes before txn 7's a@1 (committed at 3) and the plain a@2 in both orders; each of
+    # those is the latest of one order.
+    rows = [row(0, "a"), row(1, "a", txn=7), row(2, "a"), mark(3, 7)]
+    assert compacted(rows, 4)[0] == [0]
+
+
+def test_a_record_latest_in_neither_order_goes_though_none_comes_after_it_in_both() -> None:
+    # Transactions 1, 2, 3 write a at 0, 1, 2 and commit in the other order (3, 4, 5): 2's a@1
+    # comes after 1's in offset order and after 3's in commit order, but is neither's latest.
+    rows = [row(0, "a", txn=1), row(1, "a", txn=2), row(2, "a", txn=3), mark(3, 3), mark(4, 2), mark(5, 1)]
+    assert compacted(rows, 6) == ([1], [4])
+
+
+def test_an_old_tombstone_latest_in_commit_order_stays_with_the_value_latest_in_offset_order() -> None:
+    # txn 7's tombstone of a (offset 0) commits at 2, after the plain a=… at 1: over HTTP a is
+    # deleted, a Kafka consumer ends with the plain value. Neither may go: without the plain
+    # record the consumer would find a deleted, without the tombstone HTTP readers a alive.
+    rows = [row(0, "a", txn=7, ts=OLD, tombstone=True), row(1, "a"), mark(2, 7)]
+    assert compacted(rows, 3, tombstones_before=500) == ([], [])
+
+
+def test_an_old_tombstone_latest_in_offset_order_stays_with_the_value_latest_in_commit_order() -> None:
+    # txn 7's a=… (offset 0) commits at 2, after the plain tombstone of a at 1: a Kafka consumer
+    # finds a deleted, an HTTP reader ends with txn 7's value.
+    rows = [row(0, "a", txn=7), row(1, "a", ts=OLD, tombstone=True), mark(2, 7)]
+    assert compacted(rows, 3, tombstones_before=500) == ([], [])
+
+
+def test_old_tombstones_latest_in_either_order_go_together_and_their_marker_with_them() -> None:
+    rows = [row(0, "a", txn=7, ts=OLD, tombstone=True), row(1, "a", ts=OLD, tombstone=True), mark(2, 7)]
+    assert compacted(rows, 3, tombstones_before=500) == ([0, 1], [2])
+
+
+def test_an_old_tombstone_stays_while_the_other_orders_latest_is_a_recent_one() -> None:
+    rows = [row(0, "a", txn=7, ts=OLD, tombstone=True), row(1, "a", ts=NEW, tombstone=True), mark(2, 7)]
+    assert compacted(rows, 3, tombstones_before=500) == ([], [])
+
+
+def test_an_old_tombstone_stays_over_a_record_of_its_key_committed_past_the_cleaning_point() -> None:
+    # txn 7's a@0 commits at 3, past the cleaning point 2: a Kafka consumer finds a deleted by
+    # the plain tombstone at 1, and would find txn 7's value without it.
+    rows = [row(0, "a", txn=7), row(1, "a", ts=OLD, tombstone=True), mark(3, 7)]
+    assert compacted(rows, 2, tombstones_before=500) == ([], [])
+
+
+def test_an_old_tombstone_goes_once_the_scan_is_over_not_with_its_chunk() -> None:
+    compaction = Compaction(tombstones_before_ms=500)
+    compaction.supersede("a", 1, 1)
+    compaction.close_dirty_section(2)
+    assert compaction.scan([row(1, "a", ts=OLD, tombstone=True)]).delete == []  # what lies below decides
+    assert compaction.scan([row(0, "b")]).delete == []
+    assert compaction.tombstones_expired() == [1]
+
+
+def test_a_later_pass_keeps_an_old_tombstone_over_a_value_an_earlier_pass_kept_beside_it() -> None:
+    # Pass 1 (point 3) keeps both: txn 7's tombstone (HTTP's latest a, recent then) and the
+    # plain a@1 (a Kafka consumer's). Pass 2 (point 5) has only b in its map; the tombstone,
+    # old now, must still stay, or HTTP readers would find a alive again with the value at 1.
+    rows = [row(0, "a", txn=7, ts=NEW, tombstone=True), row(1, "a"), mark(2, 7)]
+    deleted, _ = compacted(rows, 3, tombstones_before=0)
+    assert deleted == []
+    assert compacted_again(rows, deleted, [row(3, "b"), row(4, "b")], 5,
+                           tombstones_before=2_000, dirty_from=3) == [3]
+
+
+def test_a_later_pass_keeps_an_old_tombstone_over_a_value_below_it_in_offset_order() -> None:
+    # The other way round: the plain tombstone at 1 is a Kafka consumer's latest a, txn 7's
+    # a@0 (committed at 2) an HTTP reader's; pass 2 meets the tombstone before the value.
+    rows = [row(0, "a", txn=7), row(1, "a", ts=NEW, tombstone=True), mark(2, 7)]
+    deleted, _ = compacted(rows, 3, tombstones_before=0)
+    assert deleted == []
+    assert compacted_again(rows, deleted, [row(3, "b"), row(4, "b")], 5,
+                           tombstones_before=2_000, dirty_from=3) == [3]
 
 
 def test_records_past_the_cleaning_point_are_neither_touched_nor_superseding() -> None:
