@@ -290,15 +290,22 @@ class Compaction:
        A tombstone's fate waits for the end: with descending offsets the scan meets it before
        the older records of its key that it must not leave behind alive.
 
-    The scan remembers every key it meets (`_met`, a small int each): whether a key's latest
+    The scan remembers the keys it meets (`_met`, a small int each): whether a key's latest
     record in offset order, or a record of it that stays, was met higher up is what a record
-    met lower down is judged by. So a pass holds the keys of the whole partition below the
-    cleaning point, where Kafka's cleaner holds the dirty section's only (the map's bound,
-    app.services.log_cleaner.MAX_COMPACTION_KEYS, does not bound these).
+    met lower down is judged by. Unbounded, a pass would hold the keys of the whole partition
+    below the cleaning point, where Kafka's cleaner holds the dirty section's only; so at most
+    `max_keys_met` of them (the service passes the dirty map's bound,
+    app.services.log_cleaner.MAX_COMPACTION_KEYS), the keys first met past it kept whole.
     """
 
-    def __init__(self, *, tombstones_before_ms: int) -> None:
+    def __init__(self, *, tombstones_before_ms: int, max_keys_met: int | None = None) -> None:
         self.tombstones_before_ms = tombstones_before_ms
+        # The most keys `_met` holds (None: no bound). A key first met once it is full is not
+        # remembered, and judged as one whose latest record in offset order is still to come
+        # and that keeps something: none of its records goes for being superseded and none of
+        # its tombstones expires in this pass. Keeping is always safe; only remembering lets
+        # a record go, so the bound costs space reclaimed later, never a record shown wrong.
+        self.max_keys_met = max_keys_met
         self.cleaning_point: int | None = None
         self._latest: dict[str | bytes, tuple[int, int]] = {}  # key -> (commit position, offset)
         self._met: dict[str | bytes, int] = {}  # key -> _MET_COMMITTED | _HOLDS, for the keys met
@@ -346,7 +353,11 @@ class Compaction:
             return False  # never shown to read_committed, wherever its marker lies
         if row.key is None:
             return True  # nothing to compact it against
-        met = self._met.get(row.key, 0)
+        met = self._met.get(row.key)
+        if met is None:
+            if self.max_keys_met is not None and len(self._met) >= self.max_keys_met:
+                return True  # a key not remembered (max_keys_met): kept
+            met = 0
         if row.state is not RecordState.COMMITTED:
             self._met[row.key] = met | _HOLDS
             return True  # not ended (below the last stable offset, never so): not decided here

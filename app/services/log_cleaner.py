@@ -333,7 +333,8 @@ class LogCleaner:
         (app.storage.read.fetch: one definition of what is committed and in which order), from
         the checkpoint to the last stable offset, or to the commit point at which the map
         holds max_compaction_keys keys. None if the log start moved past the checkpoint."""
-        compaction = Compaction(tombstones_before_ms=now - state.config.delete_retention_ms)
+        compaction = Compaction(tombstones_before_ms=now - state.config.delete_retention_ms,
+                                max_keys_met=self.max_compaction_keys)
         position, point, last = checkpoint, state.last_stable, None
         while position < state.last_stable:
             with self.db.read() as conn:

@@ -425,3 +425,15 @@ def test_every_record_fed_lies_below_the_cleaning_point(point: int) -> None:
     if point <= 5:
         with pytest.raises(AssertionError):
             compaction.close_dirty_section(point)
+
+
+def test_a_key_first_met_once_the_pass_remembers_max_keys_met_keeps_every_record() -> None:
+    # a is remembered (the first key met, descending): its superseded record goes, its old
+    # tombstone too; b is not: its superseded record and its old tombstone stay.
+    compaction = Compaction(tombstones_before_ms=500, max_keys_met=1)
+    compaction.supersede("a", 3, 3)
+    compaction.supersede("b", 2, 2)
+    compaction.close_dirty_section(4)
+    deleted = compaction.scan([row(3, "a", ts=OLD, tombstone=True), row(2, "b", ts=OLD, tombstone=True),
+                               row(1, "a"), row(0, "b")]).delete
+    assert (deleted, compaction.tombstones_expired()) == ([1], [3])
