@@ -244,7 +244,10 @@ class Consumer:
             return {}
         answer = self._session.call(
             "GET", f"/v1/groups/{self.group_id}/offsets",
-            params={"require_stable": "true", "wait_ms": self.offset_wait_ms},
+            # Its partitions' topics named: a partition of another topic the group has read
+            # (pending in a transaction, or a Kafka consumer's offset) refuses nothing here.
+            params={"require_stable": "true", "wait_ms": self.offset_wait_ms,
+                    "topic": sorted({topic for topic, _ in partitions})},
             deadline_s=max(60.0, self.session_timeout_ms / 1000),
         )
         found = {(o["topic"], o["partition"]): o["offset"] for o in answer["offsets"]}

@@ -238,7 +238,8 @@ class RebalanceInProgress(OutboxError):
 
 class InconsistentGroupProtocol(OutboxError):
     """The member's protocol does not fit the group's: another door manages the group while it
-    has members, or the members share no assignor."""
+    has members, or the members share no assignor; or a committed offset of the other door's
+    read order means nothing this reader's order can say (app.domain.offsets.offset_in_order)."""
 
     error_code = "INCONSISTENT_GROUP_PROTOCOL"
 

@@ -75,18 +75,20 @@ def offset_in_order(stored: ReadOrder, wanted: ReadOrder, straddle: Straddle, *,
     retriable, UNSTABLE_OFFSET_COMMIT, as a pending transactional offset is."""
     if stored is wanted or straddle is Straddle.NONE:
         return None
-    committed_in = "offset order (a Kafka consumer's)" if stored is ReadOrder.OFFSET else "commit order"
+    committed_in = ("offset order (a Kafka offset)" if stored is ReadOrder.OFFSET
+                    else "commit order (an HTTP reader's position)")
     where = f"group {group_id!r}'s offset {offset} in {topic}/{partition}"
     partitions = [{"topic": topic, "partition": partition}]
     if straddle is Straddle.UNDECIDED:
         return UnstableOffsetCommit(
-            f"{where} was committed in {committed_in}, and a transaction still open has records below it: "
+            f"{where} is in {committed_in}, and a transaction still open has records below it: "
             "what it means in the other order depends on that transaction's outcome; retry once it ends",
             partitions=partitions)
     return InconsistentGroupProtocol(
-        f"{where} was committed in {committed_in}, and a transaction committed at or past it has records "
-        "below it: read in the other order it would skip or repeat that transaction. Move the group between "
-        "the HTTP and Kafka doors by resetting its offsets (reset-offsets) while its readers are stopped",
+        f"{where} is in {committed_in}, and a transaction committed at or past it has records below it: read "
+        "in the other order it would skip or repeat that transaction. To move the group between the HTTP and "
+        "Kafka doors, stop its readers and reset its offsets for the other door's readers, with an offset in "
+        "their order (outbox groups reset-offsets --read-order commit|offset --to-offset N ...)",
         partitions=partitions)
 
 

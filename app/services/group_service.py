@@ -50,6 +50,7 @@ from app.domain.offsets import (
     PlannedReset,
     ReadOrder,
     ResetScope,
+    ResetTo,
     check_distinct_partitions,
     check_partition_count,
     offset_in_order,
@@ -540,6 +541,17 @@ class GroupService:
                                                                   spec.timestamp_ms, info.log_start_offset,
                                                                   info.high_watermark)
                         at = None if found is None else found[0]
+                    was = stored.get((name, info.partition))
+                    if (spec.to in (ResetTo.CURRENT, ResetTo.SHIFT) and was is not None
+                            and spec.read_order not in (None, was.read_order)):
+                        # The committed offset moved, or kept, into the other order: only where
+                        # it means the same there (offset_in_order), as a reader of that order
+                        # would be handed it; else the reset would relabel a skip or a repeat.
+                        straddle = offsets.straddle_at(conn, topic.topic_id, info.partition, was.committed_offset)
+                        refusal = offset_in_order(was.read_order, spec.read_order, straddle, group_id=group_id,
+                                                  topic=name, partition=info.partition, offset=was.committed_offset)
+                        if refusal is not None:
+                            raise refusal
                     plan.append(plan_reset(spec, name, info.partition,
                                            committed_offset=committed.get((name, info.partition)),
                                            log_start_offset=info.log_start_offset,
@@ -555,7 +567,7 @@ class GroupService:
                                       for r in plan), now)
             return plan
 
-    def fetch(self, group_id: str, *, topic: str | None, require_stable: bool, order: ReadOrder | None,
+    def fetch(self, group_id: str, *, topic_names: list[str] | None, require_stable: bool, order: ReadOrder | None,
               visible: Callable[[str], bool] = lambda _topic: True) -> list[offsets.CommittedOffset]:
         """The group's committed offsets. With require_stable (the default, as in KIP-447), a
         partition with offsets pending in an unfinished transaction is refused with
@@ -563,22 +575,25 @@ class GroupService:
         With `order`, each offset as a reader in that order reads it, an offset committed in
         the other order refused where it would make that reader skip or repeat a transaction
         (in_read_order); None: each as stored, with the order it was committed in.
+        Only the offsets of `topic_names` where named (None: every topic's), and only they refuse.
         Topics for which `visible` is false (the caller may not describe them) are left out,
         of the answer and of the refusal alike."""
         check_group_id(group_id)  # no group can hold another id: refused as the commit would be
         with self.db.read() as conn:
-            topic_id = None if topic is None else topics.get_topic(conn, topic).topic_id
+            named = None if topic_names is None else set(topic_names)
+            for name in sorted(named or ()):
+                topics.get_topic(conn, name)  # an unknown topic: UNKNOWN_TOPIC_OR_PARTITION
             if require_stable:
                 pending = [p for p in offsets.pending_partitions(conn, group_id, None) if visible(p[0])]
-                if topic is not None:
-                    pending = [p for p in pending if p[0] == topic]
+                if named is not None:
+                    pending = [p for p in pending if p[0] in named]
                 if pending:
                     raise UnstableOffsetCommit(
                         "offsets pending in an unfinished transaction for "
                         + ", ".join(f"{t}/{p}" for t, p in sorted(pending)),
                         partitions=[{"topic": t, "partition": p} for t, p in sorted(pending)],
                     )
-            rows = [o for o in offsets.fetch(conn, group_id, topic_id) if visible(o.topic)]
+            rows = [o for o in offsets.fetch(conn, group_id) if visible(o.topic) and (named is None or o.topic in named)]
             if order is None:
                 return rows
             rows, refused = in_read_order(conn, group_id, rows, order)
@@ -617,11 +632,14 @@ def in_read_order(conn: Connection, group_id: str, rows: list[offsets.CommittedO
         if o.read_order is wanted:
             kept.append(o)
             continue
-        straddle = offsets.straddle_at(conn, o.topic_id, o.partition, o.committed_offset)
+        at = o.committed_offset
+        if o.read_order is ReadOrder.OFFSET:
+            at = offsets.past_markers(conn, o.topic_id, o.partition, at)  # the same Kafka offset
+        straddle = offsets.straddle_at(conn, o.topic_id, o.partition, at)
         refusal = offset_in_order(o.read_order, wanted, straddle, group_id=group_id, topic=o.topic,
                                   partition=o.partition, offset=o.committed_offset)
         if refusal is None:
-            kept.append(dataclasses.replace(o, read_order=wanted))
+            kept.append(dataclasses.replace(o, committed_offset=at, read_order=wanted))
         else:
             refused[o.topic, o.partition] = refusal
     return kept, refused

@@ -42,6 +42,16 @@ class SchemaRevisions:
     def at_head(self) -> bool:
         return self.current == self.head
 
+    def why_not_at_head(self) -> str:
+        """What the schema gate says of a schema not at head (migrate.require_head_at): "run
+        `outbox migrate`" to a process ahead of the database, "a newer version migrated it" to
+        one behind it, which migrating would not help."""
+        try:
+            migrate.require_head_at(self.current)
+        except migrate.SchemaMismatch as e:
+            return str(e)
+        return f"the database schema is at {self.current}, this version needs {self.head}"
+
 
 class SchemaGate:
     def __init__(self, engine: Engine) -> None:

@@ -149,7 +149,7 @@ def known(current: str | None) -> None:
     if current is not None and current not in revisions():
         raise SchemaMismatch(
             f"the database is at revision {current}, which this version of outbox does not know "
-            f"(its newest is {head_revision()}): a newer version migrated it"
+            f"(its newest is {head_revision()}): a newer version migrated it; upgrade this process"
         )
 
 

@@ -10,7 +10,7 @@ from sqlalchemy import Connection, bindparam, delete, select, tuple_, update
 from app.domain.offsets import OffsetToCommit, ReadOrder, Straddle
 from app.storage import dialect
 from app.storage.read_committed import first_record_committed_from
-from app.storage.tables import group_offsets, partitions, topics, transaction_offsets
+from app.storage.tables import group_offsets, partitions, record_batches, topics, transaction_offsets
 from app.storage.topics import LAST_STABLE_OFFSET
 
 
@@ -102,7 +102,7 @@ def delete_offsets(conn: Connection, group_id: str, keys: list[tuple[int, int]])
             tuple_(group_offsets.c.topic_id, group_offsets.c.partition).in_(keys)))
 
 
-def fetch(conn: Connection, group_id: str, topic_id: int | None = None) -> list[CommittedOffset]:
+def fetch(conn: Connection, group_id: str) -> list[CommittedOffset]:
     stmt = (
         select(
             topics.c.name,
@@ -118,9 +118,22 @@ def fetch(conn: Connection, group_id: str, topic_id: int | None = None) -> list[
         .where(group_offsets.c.group_id == group_id)
         .order_by(topics.c.name, group_offsets.c.partition)
     )
-    if topic_id is not None:
-        stmt = stmt.where(group_offsets.c.topic_id == topic_id)
-    return [CommittedOffset(*r[:-1], ReadOrder(r.read_order)) for r in conn.execute(stmt)]
+    return [CommittedOffset(topic=r.name, partition=r.partition, committed_offset=r.committed_offset,
+                            metadata=r.metadata, committed_ms=r.committed_ms, leader_epoch=r.leader_epoch,
+                            topic_id=r.topic_id, read_order=ReadOrder(r.read_order)) for r in conn.execute(stmt)]
+
+
+def past_markers(conn: Connection, topic_id: int, partition: int, offset: int) -> int:
+    """The first offset at or past `offset` that is not a control marker's: in offset order the
+    same place as `offset`, a marker being no record a Kafka consumer reads. A consumer that
+    committed after each record commits a transaction's marker offset after its last record;
+    read in commit order that number would be refused (the marker lies at the offset), the one
+    past the marker means what it meant. One probe of record_batches' primary key a marker."""
+    while conn.execute(select(record_batches.c.base_offset).where(
+            record_batches.c.topic_id == topic_id, record_batches.c.partition == partition,
+            record_batches.c.base_offset == offset, record_batches.c.control_type.is_not(None))).first():
+        offset += 1
+    return offset
 
 
 def straddle_at(conn: Connection, topic_id: int, partition: int, offset: int) -> Straddle:

@@ -24,7 +24,7 @@ Positions are read_committed positions: offsets in the log at which commit point
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 
 from app.client.errors import ClientError
@@ -136,13 +136,15 @@ def report_data_loss(lost: Sequence[DataLoss], *, group: str, topic: str, fail_o
                        "the batch goes on without them" if d.while_reading else "starting at the log start")
 
 
-def group_offsets(session: Session, group_id: str, topic: str | None = None) -> dict[TopicPartition, int]:
-    """(topic, partition) → the group's committed offset, of `topic` or of every topic (missing:
+def group_offsets(session: Session, group_id: str, topics: Collection[str] | None = None) -> dict[TopicPartition, int]:
+    """(topic, partition) → the group's committed offset, of `topics` or of every topic (missing:
     never committed). require_stable: an offset pending in an unfinished transaction is waited
-    out (up to OFFSET_DEADLINE_S), never read stale. The one fetch of a group's offsets."""
-    params: dict[str, str | int] = {"require_stable": "true", "wait_ms": OFFSET_WAIT_MS}
-    if topic is not None:
-        params["topic"] = topic
+    out (up to OFFSET_DEADLINE_S), never read stale. Named, only those topics' offsets can
+    refuse the fetch (one pending, or one a Kafka consumer committed that no commit position
+    means). The one fetch of a group's offsets."""
+    params: dict[str, str | int | list[str]] = {"require_stable": "true", "wait_ms": OFFSET_WAIT_MS}
+    if topics is not None:
+        params["topic"] = sorted(topics)
     try:
         answer = session.call("GET", f"/v1/groups/{group_id}/offsets", params=params, deadline_s=OFFSET_DEADLINE_S)
     except ClientError as e:
@@ -150,12 +152,12 @@ def group_offsets(session: Session, group_id: str, topic: str | None = None) -> 
             return {}
         raise
     return {TopicPartition(o["topic"], o["partition"]): o["offset"] for o in answer["offsets"]
-            if topic is None or o["topic"] == topic}
+            if topics is None or o["topic"] in topics}
 
 
 def committed_offsets(session: Session, group_id: str, topic: str) -> dict[int, int]:
     """partition → the group's committed offset in `topic` (group_offsets, by partition)."""
-    return {tp.partition: offset for tp, offset in group_offsets(session, group_id, topic).items()}
+    return {tp.partition: offset for tp, offset in group_offsets(session, group_id, [topic]).items()}
 
 
 def batch_ranges(

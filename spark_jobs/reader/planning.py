@@ -309,8 +309,7 @@ def group_offsets(options: SourceOptions, topics: Iterable[str]) -> dict[TopicPa
     assert options.group is not None
     wanted = set(topics)
     with service_session(options.url, options.api_key) as session:
-        return {tp: offset for tp, offset in fetch_group_offsets(session, options.group).items()
-                if tp.topic in wanted}
+        return fetch_group_offsets(session, options.group, wanted)
 
 
 def starting_committed(options: SourceOptions, bounds: Mapping[TopicPartition, LogBounds]) -> dict[TopicPartition, int]:

@@ -578,7 +578,7 @@ def test_a_database_migrated_by_a_newer_version_is_refused(migrated: str, args: 
     engine.dispose()
     line = one_error_line(runner(args, cli)(migrated, *args, auto_migrate="true"), 1)
     assert line == (f"the database is at revision {UNKNOWN}, which this version of outbox does not know "
-                    f"(its newest is {HEAD}): a newer version migrated it")
+                    f"(its newest is {HEAD}): a newer version migrated it; upgrade this process")
 
 
 def test_coordinator_on_a_database_that_does_not_answer_warns_and_keeps_trying(tmp_path: Path) -> None:

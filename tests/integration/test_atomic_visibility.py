@@ -108,7 +108,7 @@ def _read_snapshot(services: Services) -> _Snapshot:
                     break
                 position = page.next_offset
             seen.append(tuple(numbers))
-        group = {o.partition: o.committed_offset for o in offsets.fetch(conn, GROUP, consumed.topic_id)}
+        group = {o.partition: o.committed_offset for o in offsets.fetch(conn, GROUP) if o.topic_id == consumed.topic_id}
     return _Snapshot(tuple(seen), group)
 
 

@@ -50,4 +50,4 @@ def test_offset_delete_deletes_the_offsets_of_a_topic_only_a_member_whose_sessio
 
     assert services.groups.delete_offsets("g", [("t", 0)]) == {}
 
-    assert [(o.topic, o.partition) for o in services.groups.fetch("g", topic=None, require_stable=False, order=None)] == []
+    assert [(o.topic, o.partition) for o in services.groups.fetch("g", topic_names=None, require_stable=False, order=None)] == []

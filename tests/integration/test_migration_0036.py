@@ -68,15 +68,24 @@ def test_0036_downgrade_drops_the_read_order_and_keeps_the_offsets(empty_url: st
 
 
 @pytest.mark.parametrize("empty_url", ["postgresql"], indirect=True)
-def test_0036_interrupted_between_its_tables_runs_again_and_so_does_its_downgrade(empty_url: str) -> None:
-    """On PostgreSQL each table is altered in a database transaction of its own, so a run can
-    stop with one table altered: run again, it alters the other (and its downgrade likewise)."""
-    config = at_revision(empty_url, "0035", topic_t(1),
-                         "ALTER TABLE group_offsets ADD COLUMN read_order VARCHAR(6) DEFAULT 'commit' NOT NULL "
-                         "CONSTRAINT ck_group_offsets_read_order CHECK (read_order IN ('commit', 'offset'))")
+def test_0036_interrupted_after_a_tables_column_runs_again_and_so_does_its_downgrade(empty_url: str) -> None:
+    """On PostgreSQL each step is a database transaction of its own, so a run can stop with
+    group_offsets' column and its unvalidated CHECK added, nothing backfilled: run again, it
+    backfills and validates that table and alters the other (and its downgrade likewise)."""
+    config = at_revision(empty_url, "0035", topic_t(1), *_GROUPS, *_OFFSETS,
+                         "ALTER TABLE group_offsets ADD COLUMN read_order VARCHAR(6) DEFAULT 'commit' NOT NULL",
+                         "ALTER TABLE group_offsets ADD CONSTRAINT ck_group_offsets_read_order "
+                         "CHECK (read_order IN ('commit', 'offset')) NOT VALID")
 
     command.upgrade(config, "0036")
-    assert "read_order" in _columns(empty_url, "transaction_offsets")
+    with connected(empty_url) as conn:
+        assert conn.execute(text(_GROUP_OFFSETS.format(", read_order"))).all() == [
+            ("http-readers", 11, "commit"), ("kafka-consumers", 10, "offset"), ("self-assigned", 12, "commit")]
+        assert conn.execute(text(_TRANSACTION_OFFSETS.format(", read_order"))).all() == [
+            ("http-readers", 21, "commit"), ("kafka-consumers", 20, "offset")]
+        assert conn.execute(text("SELECT conname, convalidated FROM pg_constraint WHERE conname LIKE '%read_order' "
+                                 "ORDER BY conname")).all() == [
+            ("ck_group_offsets_read_order", True), ("ck_transaction_offsets_read_order", True)]
 
     write(empty_url, "ALTER TABLE transaction_offsets DROP COLUMN read_order")
     command.downgrade(config, "0035")

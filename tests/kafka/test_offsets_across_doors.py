@@ -20,7 +20,9 @@ from app.domain.offsets import ReadOrder
 from app.storage import offsets as stored_offsets
 from tests.helpers import batch, begin, create_topic, ident, init_producer, send
 from tests.kafka.conftest import Listener
-from tests.kafka.test_offset_leader_epoch import _commit, _fetched
+from tests.kafka.test_offset_leader_epoch import _commit, _fetched, _stage
+from tests.kafka.test_transactions import _end as _end_kafka
+from tests.kafka.test_transactions import _init
 
 pytestmark = pytest.mark.kafka
 
@@ -262,3 +264,100 @@ def test_a_reset_for_kafka_consumers_moves_a_group_they_were_refused_to_them(kaf
     assert _stored(kafka) == [(0, ReadOrder.OFFSET)]
     with kafka.connect() as s:
         assert _fetched(s) == (0, -1, ErrorCode.none)
+
+
+def test_a_reset_to_the_current_offset_for_the_other_doors_readers_is_refused_where_it_would_skip(
+        kafka: Listener) -> None:
+    """The committed offset kept, only its order changed: refused where no offset of the other
+    order means the same (T1 straddles 2), as a reader of that order would be."""
+    create_topic(kafka.client, "orders")
+    t1 = _open_transaction(kafka, "t1", "T1")
+    _plain(kafka, "P1")
+    _http_commit(kafka, 2)
+    _end(kafka, "t1", t1, commit=True)
+    for to in ({"to": "current"}, {"to": "shift", "shift_by": 0}):
+        r = kafka.client.post("/v1/groups/billing/offsets/reset", json={"topic": "orders", **to, "read_order": "offset"})
+        assert r.status_code == 409, r.text
+        assert r.json()["error_code"] == "INCONSISTENT_GROUP_PROTOCOL"
+    assert _stored(kafka) == [(2, ReadOrder.COMMIT)]
+
+
+def test_a_reset_to_the_current_offset_for_the_other_doors_readers_moves_it_where_it_means_the_same(
+        kafka: Listener) -> None:
+    create_topic(kafka.client, "orders")
+    _plain(kafka, "P0")
+    _plain(kafka, "P1")
+    _http_commit(kafka, 1)
+    r = kafka.client.post("/v1/groups/billing/offsets/reset", json={"topic": "orders", "to": "current",
+                                                                   "read_order": "offset"})
+    assert r.status_code == 200, r.text
+    assert _stored(kafka) == [(1, ReadOrder.OFFSET)]
+
+
+def test_a_kafka_transactional_offset_commit_stores_offset_order(kafka: Listener) -> None:
+    create_topic(kafka.client, "orders")
+    with kafka.connect() as s:
+        pid, epoch = _init(s, "t")
+        _stage(s, pid, epoch, 20, 4)
+        assert _end_kafka(s, "t", pid, epoch, commit=True).error_code == ErrorCode.none
+    assert _stored(kafka) == [(20, ReadOrder.OFFSET)]
+
+
+def test_a_kafka_offset_at_a_transactions_marker_is_the_position_past_it_for_an_http_reader(kafka: Listener) -> None:
+    """A consumer that commits after each record commits T1's marker offset after T1's last
+    record: the same place in offset order as the offset past the marker, which an HTTP reader
+    starts from (T1 read, nothing else)."""
+    create_topic(kafka.client, "orders")
+    _plain(kafka, "P0")
+    t1 = _open_transaction(kafka, "t1", "T1")  # at 1
+    _end(kafka, "t1", t1, commit=True)  # its marker at 2
+    _plain(kafka, "P3")
+    with kafka.connect() as s:
+        assert _commit(s, 8, 2) == ErrorCode.none
+    r = _http_fetch(kafka)
+    assert r.status_code == 200, r.text
+    assert [(o["offset"], o["read_order"]) for o in r.json()["offsets"]] == [(3, "commit")]
+
+
+def test_a_fetch_naming_its_topics_is_not_refused_for_another_topics_offset(kafka: Listener) -> None:
+    create_topic(kafka.client, "orders")
+    create_topic(kafka.client, "other")
+    t1 = _open_transaction(kafka, "t1", "T1")
+    _plain(kafka, "P1")
+    _end(kafka, "t1", t1, commit=True)
+    with kafka.connect() as s:
+        assert _commit(s, 8, 1) == ErrorCode.none  # orders/0: refused to an HTTP reader
+    r = kafka.client.post("/v1/groups/billing/offsets", json={"offsets": [{"topic": "other", "partition": 0, "offset": 0}]})
+    assert r.status_code == 200, r.text
+
+    named = kafka.client.get("/v1/groups/billing/offsets", params={"topic": ["other"]})
+    every = kafka.client.get("/v1/groups/billing/offsets")
+
+    assert named.status_code == 200, named.text
+    assert [(o["topic"], o["offset"]) for o in named.json()["offsets"]] == [("other", 0)]
+    assert (every.status_code, every.json()["error_code"]) == (409, "INCONSISTENT_GROUP_PROTOCOL")
+    both = kafka.client.get("/v1/groups/billing/offsets", params={"topic": ["other", "orders"]})
+    assert (both.status_code, both.json()["error_code"]) == (409, "INCONSISTENT_GROUP_PROTOCOL")
+
+
+def test_the_http_client_library_of_a_group_reads_its_topic_beside_another_topics_refused_offset(
+        kafka: Listener) -> None:
+    from app.client.consumer import Consumer as HttpConsumer
+
+    create_topic(kafka.client, "orders")
+    create_topic(kafka.client, "other")
+    t1 = _open_transaction(kafka, "t1", "T1")
+    _plain(kafka, "P1")
+    _end(kafka, "t1", t1, commit=True)
+    with kafka.connect() as s:
+        assert _commit(s, 8, 1) == ErrorCode.none
+    r = kafka.client.post("/v1/groups/billing/offsets", json={"offsets": [{"topic": "other", "partition": 0, "offset": 0}]})
+    assert r.status_code == 200, r.text
+    send(kafka.client, [batch("other", 0, ["x"])])
+    consumer = HttpConsumer(str(kafka.client.base_url), "billing", client=kafka.client)
+    consumer.subscribe(["other"])
+    try:
+        got = consumer.poll(5.0)
+    finally:
+        consumer.close()
+    assert [r.value for r in got] == ["x"]

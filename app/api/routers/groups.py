@@ -6,6 +6,7 @@ import time
 
 import anyio
 from fastapi import APIRouter, Path, Query, Request, Response
+from pydantic import StringConstraints
 from starlette.concurrency import run_in_threadpool
 
 from app.api.deps import ServicesDep
@@ -45,6 +46,7 @@ from app.settings import OFFSET_FETCH_WAIT_MAX_MS
 router = APIRouter(prefix="/v1/groups", tags=["groups"])
 
 OFFSET_WAIT_POLL_S = 0.05
+MAX_TOPICS_NAMED = 1000  # the most topics one fetch of a group's offsets names (`topic`)
 
 GroupPath = Annotated[str, Path(min_length=1, max_length=ID_MAX_LENGTH, pattern=ID_PATTERN)]
 MemberPath = Annotated[str, Path(min_length=1, max_length=ID_MAX_LENGTH, pattern=ID_PATTERN)]
@@ -120,7 +122,7 @@ def commit_offsets(
     # Each offset as stored, with the order it was committed in: the answer to a commit is
     # no reader's start, and one of the group's Kafka consumers' offsets it cannot translate
     # must not turn a commit that was made into a refusal.
-    return _offsets(group_id, services.groups.fetch(group_id, topic=None, require_stable=False, order=None,
+    return _offsets(group_id, services.groups.fetch(group_id, topic_names=None, require_stable=False, order=None,
                                                     visible=_describable(access)))
 
 
@@ -162,19 +164,26 @@ async def fetch_offsets(
     access: AccessDep,
     principal: WaitingPrincipal,
     request: Request,
-    topic: Annotated[str | None, Query(min_length=1, max_length=TOPIC_NAME_MAX_LENGTH, pattern=ID_PATTERN)] = None,
+    topic: Annotated[list[Annotated[str, StringConstraints(
+        min_length=1, max_length=TOPIC_NAME_MAX_LENGTH, pattern=ID_PATTERN)]] | None, Query(
+            max_length=MAX_TOPICS_NAMED, description="only these topics' offsets (repeat the parameter for several): "
+            "a refusal then concerns these topics only")] = None,
     require_stable: bool = True,
     wait_ms: Annotated[int, Query(ge=0, le=OFFSET_FETCH_WAIT_MAX_MS)] = 0,
 ) -> GroupOffsets | Response:
-    """The group's committed offsets. With require_stable (default), a partition whose offsets
-    are pending in an unfinished transaction answers UNSTABLE_OFFSET_COMMIT (retriable);
-    wait_ms waits for that transaction to complete first (bounded by the service's maximum),
-    unless the most requests that may wait already do: then 429 THROTTLING_QUOTA_EXCEEDED
-    (retriable). Needs DESCRIBE on the group, and on `topic` if given; without it, the topics
-    the principal may not describe are left out."""
+    """The group's committed offsets, each as a reader in commit order reads it. With
+    require_stable (default), a partition whose offsets are pending in an unfinished transaction
+    answers UNSTABLE_OFFSET_COMMIT (retriable); wait_ms waits for that transaction to complete
+    first (bounded by the service's maximum), unless the most requests that may wait already
+    do: then 429 THROTTLING_QUOTA_EXCEEDED (retriable). An offset a Kafka consumer committed is
+    answered as the commit position that means the same, and refused with
+    INCONSISTENT_GROUP_PROTOCOL where none does (UNSTABLE_OFFSET_COMMIT while the transaction
+    that decides it is open). A reader names its topics (`topic`), so that a partition of
+    another topic refuses nothing of its own. Needs DESCRIBE on the group, and on each `topic`
+    given; without any, the topics the principal may not describe are left out."""
     access.require(Operation.DESCRIBE, acl.group(group_id))
-    if topic is not None:
-        access.require(Operation.DESCRIBE, acl.topic(topic))
+    for name in topic or ():
+        access.require(Operation.DESCRIBE, acl.topic(name))
     # The wait sleeps on the event loop, not in a worker thread: many waiting consumers must
     # not use up the threads that the commits they wait for need.
     deadline = time.monotonic() + min(wait_ms, services.settings.max_offset_fetch_wait_ms) / 1000
@@ -185,7 +194,7 @@ async def fetch_offsets(
             while True:
                 try:
                     rows = await run_in_threadpool(
-                        services.groups.fetch, group_id, topic=topic, require_stable=require_stable,
+                        services.groups.fetch, group_id, topic_names=topic, require_stable=require_stable,
                         order=ReadOrder.COMMIT, visible=_describable(access),
                     )
                     return _offsets(group_id, rows)

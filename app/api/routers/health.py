@@ -38,11 +38,8 @@ def readyz(request: Request, services: ServicesDep):  # type: ignore[no-untyped-
         return _unreachable(exc)
     current, head = revisions.current, revisions.head
     if not revisions.at_head:
-        return JSONResponse(
-            error_body(SchemaNotMigrated.error_code, f"schema at {current or 'none'}, head is {head}: run `outbox migrate`",
-                       SchemaNotMigrated.retriable),
-            status_code=503,
-        )
+        return JSONResponse(error_body(SchemaNotMigrated.error_code, revisions.why_not_at_head(),
+                                       SchemaNotMigrated.retriable), status_code=503)
     try:
         # A probe is often the first to see a migration: the API serves, and the workers
         # start, from now rather than at their next look.
