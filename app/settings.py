@@ -152,13 +152,19 @@ class Settings(LogSettings):
     http_keep_alive_timeout_s: int = Field(default=5, ge=1)
     # How long `outbox serve` waits for a request to arrive, so that a client cannot hold a
     # connection (and a file descriptor) by never finishing one: its head must be whole within
-    # this many seconds of the connection opening (first request) or of the head's first byte
-    # (later requests; before it, the keep-alive timeout counts); its body may go this long with
-    # no byte received. The head's is a deadline, as a head is a few KB; the body's is an idle
-    # timeout, as a body of up to OUTBOX_MAX_REQUEST_BYTES (32 MiB) takes 27 s at 10 Mbit/s and
-    # minutes on a slower link, which a deadline from its first byte would cut. Time the
-    # service itself makes a body wait (reading paused until the app takes what it has,
-    # `Expect: 100-continue` not yet answered) does not count.
+    # this many seconds of the connection opening (first request) or of the first byte after
+    # the answer before it (later requests; until that byte, the keep-alive timeout counts),
+    # even a byte that begins no request (a stray CRLF), which would otherwise leave the
+    # connection with no timer; its body may go this long with no byte received. The head's is
+    # a deadline, as a head is a few KB; the body's is an idle timeout, as a body of up to
+    # OUTBOX_MAX_REQUEST_BYTES (32 MiB) takes 27 s at 10 Mbit/s and minutes on a slower link,
+    # which a deadline from its first byte would cut. Time the service itself makes a request
+    # wait does not count: reading paused until the app takes the body it has, or, for
+    # requests pipelined behind a long poll or a stream, from the end of the first one's head
+    # until that answer is done (hours, perhaps); `Expect: 100-continue` not yet answered.
+    # Bytes that arrive while an answer is on its way start no wait, but a pipelined head that
+    # begins then, reading not yet paused, must still be whole within this many seconds of its
+    # first byte.
     http_request_timeout_s: int = Field(default=30, ge=1)
     # The most HTTP connections `outbox serve` holds open at once (each of its listeners: the
     # API's, the coordinator metrics'), as OUTBOX_KAFKA_MAX_CONNECTIONS for the Kafka door: past
