@@ -38,9 +38,9 @@ from kio.schema.errors import ErrorCode
 from app.domain.acl import ANONYMOUS
 from app.domain.errors import AuthenticationFailed, OutboxError, ThrottlingQuotaExceeded
 from app.kafka import auth, protocol
+from app.kafka.api_keys import ApiKey, is_served
 from app.kafka.apis import Apis, Broker, api_versions_answer
 from app.kafka.auth import SaslState, Session
-from app.kafka.protocol import ApiKey
 from app.logs import ACCESS_LOGGER
 from app.metrics import (
     KAFKA_CONNECTIONS,
@@ -259,7 +259,7 @@ class KafkaListener:
             raise protocol.CloseConnection(f"API key {api_key} before SASL authentication")
         if api_key == ApiKey.API_VERSIONS:
             return await self._answer(frame, session, writer), False
-        if not protocol.is_served(api_key, api_version):
+        if not is_served(api_key, api_version):
             raise protocol.CloseConnection(f"SASL API key {api_key} version {api_version} is not served")
         body = protocol.parse(frame, self.settings.kafka_max_request_entries).body
         m = protocol.response_module(api_key, api_version)
@@ -295,7 +295,7 @@ class KafkaListener:
         request is (app.api.request_metrics)."""
         start = time.perf_counter()
         api_key, api_version, correlation_id = protocol.prefix(frame)
-        if not protocol.is_served(api_key, api_version):
+        if not is_served(api_key, api_version):
             if api_key == ApiKey.API_VERSIONS:
                 # Kafka answers a version of ApiVersions it does not know with version 0 and
                 # UNSUPPORTED_VERSION, listing what it serves: the client retries with one of those.
