@@ -6,14 +6,13 @@ from dataclasses import dataclass
 from typing import Literal
 
 from pydantic import Field, field_validator, model_validator
-from pydantic_settings import BaseSettings, SettingsConfigDict
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError
 
 from app.database_url import DRIVERS, sqlite_in_memory, unencoded_at
 from app.domain.topic_config import DEFAULT_MAX_MESSAGE_BYTES
+from app.log_settings import LogSettings
 
-LOG_LEVELS = ("critical", "error", "warning", "info", "debug")
 AUTHENTICATION_METHODS = ("api_key", "jwt", "mtls")
 NO_AUTHENTICATION = "none"
 # The most samples the console's rate history keeps (a sample is five numbers): a window of
@@ -76,29 +75,6 @@ OTHER_BACKENDS_SETTINGS = {
 }
 
 ACCEPTED_DATABASE_URLS = "sqlite:///path.db or postgresql+psycopg://user:password@host:5432/db"
-
-
-class LogSettings(BaseSettings):
-    """The log's settings (app.logs), every process's: all that an admin command over --url
-    reads, since the service's own settings (its database, its limits) are the service's
-    business, and an operator's shell may carry a service's environment, or part of it."""
-
-    # hide_input_in_errors: a refused setting's value is not repeated in the error, which a
-    # traceback would print (OUTBOX_DATABASE_URL may hold a password).
-    model_config = SettingsConfigDict(env_prefix="OUTBOX_", env_file=None, extra="ignore",
-                                      hide_input_in_errors=True)
-
-    log_level: str = "info"
-    # text: one human-readable line per record; json: one JSON object per line (a log shipper's
-    # format), uvicorn's own lines included.
-    log_format: Literal["text", "json"] = "text"
-
-    @field_validator("log_level")
-    @classmethod
-    def _check_log_level(cls, level: str) -> str:
-        if level.lower() not in LOG_LEVELS:
-            raise ValueError(f"must be one of {', '.join(LOG_LEVELS)}")
-        return level.lower()
 
 
 class Settings(LogSettings):
