@@ -41,7 +41,7 @@ from app.kafka import auth, protocol
 from app.kafka.api_keys import ApiKey, is_served
 from app.kafka.apis import Apis, Broker, api_versions_answer
 from app.kafka.auth import SaslState, Session
-from app.logs import ACCESS_LOGGER
+from app.logs import ACCESS_LOGGER, RateLimitedWarning
 from app.metrics import (
     KAFKA_CONNECTIONS,
     KAFKA_CONNECTIONS_CLOSED,
@@ -91,6 +91,10 @@ class KafkaListener:
         self._server: asyncio.base_events.Server | None = None
         self._connections: set[asyncio.Task[None]] = set()
         self._per_host: dict[str | None, int] = {}  # open connections by client address
+        # A connection refused past a bound is a WARNING, one line at most every
+        # app.logs.WARNING_INTERVAL_S a bound: a flood of connections is not a flood of the log.
+        self._refused = RateLimitedWarning(logger)
+        self._refused_per_address = RateLimitedWarning(logger)
 
     @property
     def port(self) -> int:
@@ -114,8 +118,8 @@ class KafkaListener:
 
     async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         if len(self._connections) >= self.settings.kafka_max_connections:
-            logger.warning("Kafka listener: %d connections already (OUTBOX_KAFKA_MAX_CONNECTIONS); closing a new one "
-                           "from %s", len(self._connections), _peer(writer))
+            self._refused("Kafka listener: %d connections already (OUTBOX_KAFKA_MAX_CONNECTIONS); closing a new one "
+                          "from %s", len(self._connections), _peer(writer))
             KAFKA_CONNECTIONS_CLOSED.labels("too_many").inc()
             writer.close()
             return
@@ -123,8 +127,8 @@ class KafkaListener:
         host = peer[0] if peer else None
         per_ip = self.settings.kafka_max_connections_per_ip
         if per_ip is not None and self._per_host.get(host, 0) >= per_ip:
-            logger.warning("Kafka listener: %d connections from %s already (OUTBOX_KAFKA_MAX_CONNECTIONS_PER_IP); "
-                           "closing a new one", per_ip, host)
+            self._refused_per_address("Kafka listener: %d connections from %s already "
+                                      "(OUTBOX_KAFKA_MAX_CONNECTIONS_PER_IP); closing a new one", per_ip, host)
             KAFKA_CONNECTIONS_CLOSED.labels("too_many").inc()
             writer.close()
             return
