@@ -147,7 +147,9 @@ class Settings(LogSettings):
     # it a new connection is closed as it is accepted, so that a flood of connections runs out
     # of this count and not of the process's file descriptors, which its database connections,
     # log and other clients' connections share. Keep it, with OUTBOX_KAFKA_MAX_CONNECTIONS,
-    # below `ulimit -n`. Waiting fetches and event streams hold a connection each.
+    # below `ulimit -n` (a WARNING at start says where they and the database pool could pass
+    # it: app.cli.server.open_file_limit_warning). Waiting fetches and event streams hold a
+    # connection each.
     http_max_connections: int = Field(default=1000, ge=1)
     # None: migrate on start-up for SQLite only (an embedded file has no operator to run
     # `outbox migrate`); PostgreSQL deployments migrate as a separate step.
