@@ -5,12 +5,16 @@ start-up, and `outbox serve` hands the same dictionary to uvicorn as its `log_co
 server's own lines ("Started server process", errors) come out in the one format rather than
 uvicorn's coloured default. uvicorn's access log stays off: the service writes its own
 (`outbox.access`, app.api.request_metrics), which knows the route template and request id.
+A warning a client can make the service repeat at will is a RateLimitedWarning.
 """
 
 from __future__ import annotations
 
 import logging
 import logging.config
+import math
+import time
+from collections.abc import Callable
 from typing import Any, Protocol
 
 from pythonjsonlogger.core import RESERVED_ATTRS
@@ -90,3 +94,36 @@ def logging_config(settings: Settings) -> dict[str, Any]:
 def configure(settings: Settings) -> None:
     logging.config.dictConfig(logging_config(settings))
 
+
+# The least time between two lines of one RateLimitedWarning.
+WARNING_INTERVAL_S = 10.0
+
+
+class RateLimitedWarning:
+    """A WARNING about an event a client can repeat as fast as it likes (a connection refused
+    past OUTBOX_HTTP_MAX_CONNECTIONS or the Kafka door's bounds), logged at most once per
+    `interval_s`: one line per event would make a flood of connections a flood of the log,
+    whose writing then takes the event loop and the disk the flood is already pressing. The
+    first event is logged; those in the next `interval_s` are counted; the first after it is
+    logged with how many were not, and starts the next interval. The count comes with the next
+    line, however late: nothing is logged between events. One instance a cause, so that one
+    cause's flood does not hide another's first line."""
+
+    def __init__(self, log: logging.Logger, interval_s: float = WARNING_INTERVAL_S,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self._log = log
+        self._interval_s = interval_s
+        self._clock = clock
+        self._logged_at = -math.inf  # never: the first event is logged
+        self._unlogged = 0
+
+    def __call__(self, msg: str, *args: object) -> None:
+        now = self._clock()
+        if now - self._logged_at < self._interval_s:
+            self._unlogged += 1
+            return
+        if self._unlogged:
+            msg += " (and %d more since this was last logged, %.0f s ago)"
+            args += (self._unlogged, now - self._logged_at)
+        self._log.warning(msg, *args)
+        self._logged_at, self._unlogged = now, 0

@@ -6,14 +6,13 @@ from dataclasses import dataclass
 from typing import Literal
 
 from pydantic import Field, field_validator, model_validator
-from pydantic_settings import BaseSettings, SettingsConfigDict
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError
 
 from app.database_url import DRIVERS, sqlite_in_memory, unencoded_at
 from app.domain.topic_config import DEFAULT_MAX_MESSAGE_BYTES
+from app.log_settings import LogSettings
 
-LOG_LEVELS = ("critical", "error", "warning", "info", "debug")
 AUTHENTICATION_METHODS = ("api_key", "jwt", "mtls")
 NO_AUTHENTICATION = "none"
 # The most samples the console's rate history keeps (a sample is five numbers): a window of
@@ -78,29 +77,6 @@ OTHER_BACKENDS_SETTINGS = {
 ACCEPTED_DATABASE_URLS = "sqlite:///path.db or postgresql+psycopg://user:password@host:5432/db"
 
 
-class LogSettings(BaseSettings):
-    """The log's settings (app.logs), every process's: all that an admin command over --url
-    reads, since the service's own settings (its database, its limits) are the service's
-    business, and an operator's shell may carry a service's environment, or part of it."""
-
-    # hide_input_in_errors: a refused setting's value is not repeated in the error, which a
-    # traceback would print (OUTBOX_DATABASE_URL may hold a password).
-    model_config = SettingsConfigDict(env_prefix="OUTBOX_", env_file=None, extra="ignore",
-                                      hide_input_in_errors=True)
-
-    log_level: str = "info"
-    # text: one human-readable line per record; json: one JSON object per line (a log shipper's
-    # format), uvicorn's own lines included.
-    log_format: Literal["text", "json"] = "text"
-
-    @field_validator("log_level")
-    @classmethod
-    def _check_log_level(cls, level: str) -> str:
-        if level.lower() not in LOG_LEVELS:
-            raise ValueError(f"must be one of {', '.join(LOG_LEVELS)}")
-        return level.lower()
-
-
 class Settings(LogSettings):
 
     database_url: str = Field(
@@ -152,20 +128,28 @@ class Settings(LogSettings):
     http_keep_alive_timeout_s: int = Field(default=5, ge=1)
     # How long `outbox serve` waits for a request to arrive, so that a client cannot hold a
     # connection (and a file descriptor) by never finishing one: its head must be whole within
-    # this many seconds of the connection opening (first request) or of the head's first byte
-    # (later requests; before it, the keep-alive timeout counts); its body may go this long with
-    # no byte received. The head's is a deadline, as a head is a few KB; the body's is an idle
-    # timeout, as a body of up to OUTBOX_MAX_REQUEST_BYTES (32 MiB) takes 27 s at 10 Mbit/s and
-    # minutes on a slower link, which a deadline from its first byte would cut. Time the
-    # service itself makes a body wait (reading paused until the app takes what it has,
-    # `Expect: 100-continue` not yet answered) does not count.
+    # this many seconds of the connection opening (first request) or of the first byte after
+    # the answer before it (later requests; until that byte, the keep-alive timeout counts),
+    # even a byte that begins no request (a stray CRLF), which would otherwise leave the
+    # connection with no timer; its body may go this long with no byte received. The head's is
+    # a deadline, as a head is a few KB; the body's is an idle timeout, as a body of up to
+    # OUTBOX_MAX_REQUEST_BYTES (32 MiB) takes 27 s at 10 Mbit/s and minutes on a slower link,
+    # which a deadline from its first byte would cut. Time the service itself makes a request
+    # wait does not count: reading paused until the app takes the body it has, or, for
+    # requests pipelined behind a long poll or a stream, from the end of the first one's head
+    # until that answer is done (hours, perhaps); `Expect: 100-continue` not yet answered.
+    # Bytes that arrive while an answer is on its way start no wait, but a pipelined head that
+    # begins then, reading not yet paused, must still be whole within this many seconds of its
+    # first byte.
     http_request_timeout_s: int = Field(default=30, ge=1)
     # The most HTTP connections `outbox serve` holds open at once (each of its listeners: the
     # API's, the coordinator metrics'), as OUTBOX_KAFKA_MAX_CONNECTIONS for the Kafka door: past
     # it a new connection is closed as it is accepted, so that a flood of connections runs out
     # of this count and not of the process's file descriptors, which its database connections,
     # log and other clients' connections share. Keep it, with OUTBOX_KAFKA_MAX_CONNECTIONS,
-    # below `ulimit -n`. Waiting fetches and event streams hold a connection each.
+    # below `ulimit -n` (a WARNING at start says where they and the database pool could pass
+    # it: app.cli.server.open_file_limit_warning). Waiting fetches and event streams hold a
+    # connection each.
     http_max_connections: int = Field(default=1000, ge=1)
     # None: migrate on start-up for SQLite only (an embedded file has no operator to run
     # `outbox migrate`); PostgreSQL deployments migrate as a separate step.

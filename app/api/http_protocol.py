@@ -47,6 +47,7 @@ from uvicorn.config import HTTP_PROTOCOLS
 from uvicorn.importer import import_from_string
 
 from app.api.errors import error_body
+from app.logs import RateLimitedWarning
 from app.settings import Settings
 
 logger = logging.getLogger(__name__)
@@ -101,14 +102,16 @@ def with_connection_limit(protocol_class: type, max_connections: int) -> type:
     answers 503 only once a request's head has arrived, keeping the connection until then, and
     counts requests in flight too; this bounds the file descriptors clients can take."""
 
+    refused = RateLimitedWarning(logger)  # a flood of connections is not a flood of the log
+
     class ConnectionLimitProtocol(protocol_class):  # type: ignore[misc, valid-type]
         def connection_made(self, transport: Any) -> None:
             # uvicorn's own connection_made adds this one to the server's set, and its
             # connection_lost needs the state it sets up: the connection is made, then closed.
             super().connection_made(transport)
             if len(self.server_state.connections) > max_connections:
-                logger.warning("%d HTTP connections already (OUTBOX_HTTP_MAX_CONNECTIONS); closing a new one from %s",
-                               max_connections, _peer(self.client))
+                refused("%d HTTP connections already (OUTBOX_HTTP_MAX_CONNECTIONS); closing a new one from %s",
+                        max_connections, _peer(self.client))
                 self.transport.close()
 
     return ConnectionLimitProtocol

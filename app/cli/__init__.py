@@ -32,7 +32,8 @@ from app.cli.common import (
     timeout_seconds,
 )
 from app.cli.server import openapi_yaml
-from app.settings import LogSettings, Settings
+from app.log_settings import LogSettings
+from app.settings import Settings
 
 __all__ = ["EXIT_AUTH", "EXIT_FAILURE", "EXIT_USAGE", "CommandError", "build_parser", "main", "openapi_yaml"]
 

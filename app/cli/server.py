@@ -6,6 +6,7 @@ import argparse
 import errno
 import logging
 import os
+import resource
 import signal
 import socket
 import sys
@@ -65,6 +66,8 @@ def serve(settings: Settings, args: argparse.Namespace) -> int:
     # Migrated (or checked) above, where a failure is reported like any other; not again in
     # the lifespan.
     app = create_app(settings, prepare_database=False)
+    # Once nothing refuses to start: a warning beside a refusal would be noise.
+    _warn_of_open_file_limit(settings, http=True, pool_size=settings.db_pool_size)
     tune_for_service()
 
     class Server(uvicorn.Server):
@@ -245,6 +248,7 @@ def coordinator(settings: Settings, args: argparse.Namespace) -> int:
     # port in use is one line, not a coordinator that runs without the metrics asked for.
     metrics = None if settings.coordinator_metrics_port is None else _metrics_listener(settings)
     prepare_database(settings, refuse_schema_mismatch=True)
+    _warn_of_open_file_limit(settings, http=metrics is not None, pool_size=coordinator_pool_size(settings))
     db = open_database(settings, pool_size=coordinator_pool_size(settings))
     security = None
     if metrics is not None and settings.protect_metrics and settings.authentication_methods:
@@ -294,6 +298,59 @@ COORDINATOR_POOL_SIZE = 2
 def coordinator_pool_size(settings: Settings) -> int:
     """OUTBOX_DB_POOL_SIZE where it is set, as `serve` takes it; else COORDINATOR_POOL_SIZE."""
     return settings.db_pool_size if "db_pool_size" in settings.model_fields_set else COORDINATOR_POOL_SIZE
+
+
+# The file descriptors a started process holds besides its clients' connections and its
+# database pool's: stdin, stdout and stderr, the event loop's, its listening sockets, the
+# database's notifications (about 17 on an idle `outbox serve`, SQLite or PostgreSQL,
+# 2026-12-05), with room to spare.
+PROCESS_OWN_FILES = 32
+# A SQLite connection's files: the database's and its write-ahead log's (the shared memory
+# file is one for the process).
+SQLITE_FILES_PER_CONNECTION = 2
+
+
+def open_file_limit_warning(settings: Settings, *, http: bool, pool_size: int, limit: int) -> str | None:
+    """What to say when the file descriptors the process may come to hold pass `limit`, its
+    open-file limit (RLIMIT_NOFILE's soft limit, `ulimit -n`): every connection its bounds let
+    clients open (OUTBOX_HTTP_MAX_CONNECTIONS where `http`, OUTBOX_KAFKA_MAX_CONNECTIONS with
+    the Kafka listener), every one its database pool may open, and PROCESS_OWN_FILES; None
+    when they fit.
+
+    A warning, not a refusal: the bounds are ceilings against a flood, not what the service
+    expects to hold, and the defaults (1,000 HTTP connections and a pool of up to 50) pass
+    1,024, the soft limit of many a shell and of systemd's services, where they serve well
+    until a flood comes. Nor is the limit raised here: a library that waits on a descriptor
+    with select() fails on one numbered 1,024 or more, which is why the soft limit is low."""
+    from app.storage.engine import pool_connections_max
+
+    settings_named: list[str] = []
+    clients = 0
+    if http:
+        clients += settings.http_max_connections
+        settings_named.append(f"OUTBOX_HTTP_MAX_CONNECTIONS={settings.http_max_connections}")
+    if settings.kafka_listener is not None:
+        clients += settings.kafka_max_connections
+        settings_named.append(f"OUTBOX_KAFKA_MAX_CONNECTIONS={settings.kafka_max_connections}")
+    database = pool_connections_max(pool_size)
+    files = database * (SQLITE_FILES_PER_CONNECTION if settings.is_sqlite else 1)
+    needed = clients + files + PROCESS_OWN_FILES
+    if needed <= limit:
+        return None
+    settings_named.append(f"OUTBOX_DB_POOL_SIZE={pool_size}: up to {database} database connections"
+                          + (f" of {SQLITE_FILES_PER_CONNECTION} files each" if settings.is_sqlite else ""))
+    return (f"this process may need {needed} file descriptors ({', '.join(settings_named)}; and about "
+            f"{PROCESS_OWN_FILES} of its own), above its open-file limit of {limit} (ulimit -n): a flood of "
+            "connections would run out of descriptors before these bounds refuse it, failing health checks and "
+            "database connections with it; lower the settings or raise the limit")
+
+
+def _warn_of_open_file_limit(settings: Settings, *, http: bool, pool_size: int) -> None:
+    limit = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+    if limit != resource.RLIM_INFINITY:
+        warning = open_file_limit_warning(settings, http=http, pool_size=pool_size, limit=limit)
+        if warning is not None:
+            logger.warning("%s", warning)
 
 
 def _metrics_listener(settings: Settings) -> tuple[socket.socket, dict]:  # type: ignore[type-arg]

@@ -32,9 +32,10 @@ from kio.schema.errors import ErrorCode
 from app.domain import acl
 from app.domain.acl import CLUSTER, CLUSTER_NAME, AclBinding, AclFilter, Operation, PatternType, Permission, ResourceType
 from app.domain.errors import InvalidRequest, OutboxError
+from app.kafka.api_keys import ApiKey
 from app.kafka.auth import ACL_OPERATION_CODES, access, refusal_code
 from app.kafka.errors import error_code
-from app.kafka.protocol import NO_WAIT, ApiKey, build, response_module
+from app.kafka.protocol import NO_WAIT, build, response_module
 
 KAFKA_CLUSTER_NAME = "kafka-cluster"
 ANY_HOST = "*"

@@ -20,6 +20,7 @@ from app.domain.read import offset_order_upper_bound
 from app.domain.types import IsolationLevel, TransactionVersion
 from app.kafka import groups, records
 from app.kafka.acls import AclApis
+from app.kafka.api_keys import SERVED, ApiKey, transaction_version
 from app.kafka.auth import (NOT_REQUESTED, RULES, access, authorized_operations, coordinator_resource, refusal_code,
                             topics_not_acted_on)
 from app.kafka.errors import error_code, metadata_code, transactional_code
@@ -30,13 +31,10 @@ from app.kafka.protocol import (
     FINALIZED_FEATURES_EPOCH,
     NO_REAUTHENTICATION,
     NO_WAIT,
-    SERVED,
-    ApiKey,
     build,
     partitions_once,
     response_module,
     supported_features,
-    transaction_version,
 )
 from app.kafka.topic_admin import TopicAdminApis
 from app.kafka.transaction_descriptions import TransactionDescriptionApis

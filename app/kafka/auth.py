@@ -51,7 +51,7 @@ from kio.schema.errors import ErrorCode
 from app.domain import acl, scram
 from app.domain.acl import ANONYMOUS, CLUSTER, Operation, Principal, Resource, ResourceType
 from app.domain.errors import AuthenticationFailed
-from app.kafka.protocol import ApiKey
+from app.kafka.api_keys import ApiKey
 
 # The settings (app.settings.Settings) and the process's SecurityState
 # (app.services.security), as handed to the listener: the Kafka door imports neither module

@@ -7,7 +7,7 @@ from kio.schema.errors import ErrorCode
 
 from app.domain.errors import OutboxError
 from app.domain.offsets import metadata_fits
-from app.kafka.protocol import ApiKey
+from app.kafka.api_keys import ApiKey
 
 # Names of the service's own errors that are not Kafka's, and the code a Kafka client gets.
 _NEAREST: dict[str, ErrorCode] = {

@@ -31,9 +31,10 @@ from app.domain.acl import Operation
 from app.domain.group import CONSUMER_PROTOCOL
 from app.domain.errors import InvalidRequest, MemberIdRequired, OutboxError, RebalanceInProgress
 from app.domain.offsets import NO_LEADER_EPOCH, GroupMetadata, OffsetToStage, ReadOrder, metadata_fits
+from app.kafka.api_keys import ApiKey
 from app.kafka.auth import NOT_REQUESTED, access, authorized_operations, refusal_code
 from app.kafka.errors import error_code, metadata_code
-from app.kafka.protocol import (NO_WAIT, ApiKey, ClientGone, build, client_gone, client_host, client_id,
+from app.kafka.protocol import (NO_WAIT, ClientGone, build, client_gone, client_host, client_id,
                                 partitions_once, response_module)
 
 

@@ -21,11 +21,11 @@ from app.domain.errors import ConcurrentTransactions, InvalidRecord, OutboxError
 from app.domain.records import check_record_count
 from app.domain.types import TransactionVersion, ValueFormat
 from app.kafka import records
+from app.kafka.api_keys import ApiKey, transaction_version
 from app.kafka.auth import access, refusal_code
 from app.kafka.decompressed import CODECS, BudgetSpent, DecompressedBudget
 from app.kafka.errors import transactional_code
-from app.kafka.protocol import (NO_WAIT, ApiKey, CloseConnection, build, partitions_once, response_module,
-                                transaction_version)
+from app.kafka.protocol import NO_WAIT, CloseConnection, build, partitions_once, response_module
 
 # The topics whose value format Produce remembers, the most recently produced to: what a
 # listener holds does not grow with the number of topics, nor with what its callers name.

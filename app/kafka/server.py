@@ -38,10 +38,10 @@ from kio.schema.errors import ErrorCode
 from app.domain.acl import ANONYMOUS
 from app.domain.errors import AuthenticationFailed, OutboxError, ThrottlingQuotaExceeded
 from app.kafka import auth, protocol
+from app.kafka.api_keys import ApiKey, is_served
 from app.kafka.apis import Apis, Broker, api_versions_answer
 from app.kafka.auth import SaslState, Session
-from app.kafka.protocol import ApiKey
-from app.logs import ACCESS_LOGGER
+from app.logs import ACCESS_LOGGER, RateLimitedWarning
 from app.metrics import (
     KAFKA_CONNECTIONS,
     KAFKA_CONNECTIONS_CLOSED,
@@ -91,6 +91,10 @@ class KafkaListener:
         self._server: asyncio.base_events.Server | None = None
         self._connections: set[asyncio.Task[None]] = set()
         self._per_host: dict[str | None, int] = {}  # open connections by client address
+        # A connection refused past a bound is a WARNING, one line at most every
+        # app.logs.WARNING_INTERVAL_S a bound: a flood of connections is not a flood of the log.
+        self._refused = RateLimitedWarning(logger)
+        self._refused_per_address = RateLimitedWarning(logger)
 
     @property
     def port(self) -> int:
@@ -114,8 +118,8 @@ class KafkaListener:
 
     async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         if len(self._connections) >= self.settings.kafka_max_connections:
-            logger.warning("Kafka listener: %d connections already (OUTBOX_KAFKA_MAX_CONNECTIONS); closing a new one "
-                           "from %s", len(self._connections), _peer(writer))
+            self._refused("Kafka listener: %d connections already (OUTBOX_KAFKA_MAX_CONNECTIONS); closing a new one "
+                          "from %s", len(self._connections), _peer(writer))
             KAFKA_CONNECTIONS_CLOSED.labels("too_many").inc()
             writer.close()
             return
@@ -123,8 +127,8 @@ class KafkaListener:
         host = peer[0] if peer else None
         per_ip = self.settings.kafka_max_connections_per_ip
         if per_ip is not None and self._per_host.get(host, 0) >= per_ip:
-            logger.warning("Kafka listener: %d connections from %s already (OUTBOX_KAFKA_MAX_CONNECTIONS_PER_IP); "
-                           "closing a new one", per_ip, host)
+            self._refused_per_address("Kafka listener: %d connections from %s already "
+                                      "(OUTBOX_KAFKA_MAX_CONNECTIONS_PER_IP); closing a new one", per_ip, host)
             KAFKA_CONNECTIONS_CLOSED.labels("too_many").inc()
             writer.close()
             return
@@ -259,7 +263,7 @@ class KafkaListener:
             raise protocol.CloseConnection(f"API key {api_key} before SASL authentication")
         if api_key == ApiKey.API_VERSIONS:
             return await self._answer(frame, session, writer), False
-        if not protocol.is_served(api_key, api_version):
+        if not is_served(api_key, api_version):
             raise protocol.CloseConnection(f"SASL API key {api_key} version {api_version} is not served")
         body = protocol.parse(frame, self.settings.kafka_max_request_entries).body
         m = protocol.response_module(api_key, api_version)
@@ -295,7 +299,7 @@ class KafkaListener:
         request is (app.api.request_metrics)."""
         start = time.perf_counter()
         api_key, api_version, correlation_id = protocol.prefix(frame)
-        if not protocol.is_served(api_key, api_version):
+        if not is_served(api_key, api_version):
             if api_key == ApiKey.API_VERSIONS:
                 # Kafka answers a version of ApiVersions it does not know with version 0 and
                 # UNSUPPORTED_VERSION, listing what it serves: the client retries with one of those.

@@ -35,9 +35,10 @@ from app.domain.errors import (
 from app.domain.topic_admin import only_describable
 from app.domain.types import CleanupPolicy, ValueFormat
 from app.domain.topic_config import CONFIG_KEYS, ConfigTextError, TopicConfig, new_topic_config, parse_config_text
+from app.kafka.api_keys import ApiKey
 from app.kafka.auth import ConfigResourceType, access, config_resource, refusal_code, topics_not_acted_on
 from app.kafka.errors import error_code
-from app.kafka.protocol import NO_WAIT, ApiKey, answered_once, build, partitions_once, response_module
+from app.kafka.protocol import NO_WAIT, answered_once, build, partitions_once, response_module
 
 _ZERO_UUID = uuid.UUID(int=0)
 # Kafka topic configs that tune how a broker lays its log out in files: segments, their indexes,

@@ -15,9 +15,10 @@ from app.domain import acl
 from app.domain.acl import Operation
 from app.domain.errors import OutboxError, TransactionalIdNotFound
 from app.domain.types import TRANSACTION_LIST_MAX, TransactionState
+from app.kafka.api_keys import ApiKey
 from app.kafka.auth import access, refusal_code
 from app.kafka.errors import error_code
-from app.kafka.protocol import NO_WAIT, ApiKey, build, response_module
+from app.kafka.protocol import NO_WAIT, build, response_module
 
 # Kafka's -1 for "no transaction start" (an idle transactional id): the millisecond before the
 # epoch; and the schema's default, the epoch, for a transactional id it could not describe.

@@ -89,6 +89,16 @@ def _private_sqlite_file(url: str) -> None:
         create_private(path)
 
 
+# The connections a pool opens past its pool_size while a burst lasts (SQLAlchemy's
+# max_overflow), as a multiple of pool_size; each is closed once it is returned.
+POOL_OVERFLOW_PER_POOLED = 4
+
+
+def pool_connections_max(pool_size: int) -> int:
+    """The most database connections build_engine's pool holds at once."""
+    return pool_size * (1 + POOL_OVERFLOW_PER_POOLED)
+
+
 def build_engine(
     url: str,
     *,
@@ -104,7 +114,7 @@ def build_engine(
             url,
             connect_args={"check_same_thread": False, "timeout": sqlite_busy_timeout_ms / 1000},
             pool_size=pool_size,
-            max_overflow=pool_size * 4,
+            max_overflow=pool_size * POOL_OVERFLOW_PER_POOLED,
             # The connection returned last is the one handed out next: SQLite drops a
             # connection's page cache when another connection has written since, so rotating
             # through the idle ones (the pool's default order) starts every write cold.
@@ -115,7 +125,7 @@ def build_engine(
     engine = create_engine(
         url,
         pool_size=pool_size,
-        max_overflow=pool_size * 4,
+        max_overflow=pool_size * POOL_OVERFLOW_PER_POOLED,
         # A disconnect met by any statement invalidates every pooled connection (SQLAlchemy's
         # default), so after a database restart one request fails (retriable) rather than one
         # per pooled connection; pre-ping would catch even that one, at a round trip per request.

@@ -172,22 +172,22 @@ def _copy_lines(b: BatchToAppend, base_offset: int, c: RecordColumns, start: int
     if keys is None or values is None or headers is None:
         return None
     timestamps = c.timestamps[start:stop]
+    # The usual Send: every record stamped by the service's clock, none with headers. The
+    # fields alike in every row are written once into its format: two fields fewer a row, a
+    # third of the lines' time (docs/benchmarks.md, 2026-12-01). Chosen once a run of offsets
+    # (up to 1,000 rows), not once a row.
+    alike = bool(timestamps) and (headers.count(dialect.COPY_NULL) == len(headers)
+                                  and timestamps.count(timestamps[0]) == len(timestamps))
+    middle, tail = (f"\t{timestamps[0]}\t", f"\t{dialect.COPY_NULL}{more}\n") if alike else ("", "")
     lines: list[str] = []
     i = 0
-    if timestamps and headers.count(dialect.COPY_NULL) == len(headers) and timestamps.count(timestamps[0]) == len(timestamps):
-        # The usual Send: every record stamped by the service's clock, none with headers. The
-        # fields alike in every row are written once into its format: two fields fewer a row,
-        # a third of the lines' time (docs/benchmarks.md, 2026-12-01).
-        middle, tail = f"\t{timestamps[0]}\t", f"\t{dialect.COPY_NULL}{more}\n"
-        for head, lows in _offset_runs(f"{b.topic_id}\t{b.partition}\t", base_offset + start, base_offset + stop):
-            j = i + len(lows)
-            lines += [f"{head}{low}{middle}{k}\t{v}{tail}" for low, k, v in zip(lows, keys[i:j], values[i:j])]
-            i = j
-        return "".join(lines)
     for head, lows in _offset_runs(f"{b.topic_id}\t{b.partition}\t", base_offset + start, base_offset + stop):
         j = i + len(lows)
-        lines += [f"{head}{low}\t{ts}\t{k}\t{v}\t{h}{more}\n" for low, ts, k, v, h in zip(
-            lows, timestamps[i:j], keys[i:j], values[i:j], headers[i:j])]
+        if alike:
+            lines += [f"{head}{low}{middle}{k}\t{v}{tail}" for low, k, v in zip(lows, keys[i:j], values[i:j])]
+        else:
+            lines += [f"{head}{low}\t{ts}\t{k}\t{v}\t{h}{more}\n" for low, ts, k, v, h in zip(
+                lows, timestamps[i:j], keys[i:j], values[i:j], headers[i:j])]
         i = j
     return "".join(lines)
 

@@ -5,6 +5,7 @@ Connection handling does not depend on the database, so SQLite alone is enough h
 
 from __future__ import annotations
 
+import resource
 import signal
 import socket
 import threading
@@ -259,3 +260,15 @@ def test_connections_past_the_http_max_connections_are_closed_as_they_come_and_t
         for c in (*held, extra):
             c.close()
     assert "OUTBOX_HTTP_MAX_CONNECTIONS" in server.log_text()
+
+
+@pytest.mark.parametrize("backend", ["sqlite"], indirect=True)
+def test_bounds_past_the_open_file_limit_are_a_warning_at_start_and_the_service_serves(launcher) -> None:  # type: ignore[no-untyped-def]
+    # The process inherits this one's limit: a bound of as many connections cannot fit under it.
+    limit = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+    server = launcher.server(http_max_connections=limit)
+    with server.client() as c:
+        ok(c.get("/healthz"))
+    warnings = [line for line in server.log_text().splitlines() if f"open-file limit of {limit}" in line]
+    assert len(warnings) == 1 and " WARNING " in warnings[0], server.log_text()
+    assert f"OUTBOX_HTTP_MAX_CONNECTIONS={limit}" in warnings[0]

@@ -69,7 +69,9 @@ def unmigrated(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple
 
 
 def _serve(launcher: Launcher, **settings: object):  # type: ignore[no-untyped-def]
-    server = launcher.start_server(auto_migrate=False, **settings)
+    # Bounds under any machine's open-file limit: the warning of a low one (app.cli.server)
+    # would be a line more than these tests count.
+    server = launcher.start_server(auto_migrate=False, http_max_connections=100, **settings)
     server.wait_for_log("Application startup complete")
     return server
 

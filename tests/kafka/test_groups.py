@@ -558,7 +558,8 @@ def test_two_listeners_are_one_coordinator_the_rebalance_being_in_the_database(k
 def test_every_served_version_of_the_group_apis_is_answered(kafka: Listener) -> None:
     """One group per JoinGroup version, driven through every API at its versions: each answer
     is read with that version's own type, without an error."""
-    from app.kafka.protocol import SERVED, build
+    from app.kafka.api_keys import SERVED
+    from app.kafka.protocol import build
 
     create_topic(kafka.client, "orders")
     versions = {key: range(lo, hi + 1) for key, (lo, hi) in SERVED.items()}

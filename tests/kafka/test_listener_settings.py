@@ -6,6 +6,7 @@ and idle limits are tested with the frames they act on, tests/kafka/test_wire.py
 from __future__ import annotations
 
 import datetime
+import logging
 import socket
 import time
 
@@ -61,6 +62,21 @@ def test_connections_past_the_limit_are_closed_as_they_are_accepted(kafka: Liste
         finally:
             first.close()
             second.close()
+
+
+def test_a_flood_of_connections_past_the_limit_is_one_warning(kafka: Listener,
+                                                              caplog: pytest.LogCaptureFixture) -> None:
+    # A line a refused connection would let a client flood the log as fast as it connects.
+    versions = request_class(18, 3)
+    request = versions(client_software_name="test", client_software_version="1")
+    with caplog.at_level(logging.WARNING, "app.kafka"), listener_with(kafka, kafka_max_connections=1) as small, \
+            small.connect() as first:
+        assert ask(first, 18, 3, request).error_code == ErrorCode.none  # accepted by now
+        for _ in range(5):
+            with small.connect() as refused:
+                assert closed(refused)
+    lines = [r.getMessage() for r in caplog.records if "OUTBOX_KAFKA_MAX_CONNECTIONS" in r.getMessage()]
+    assert len(lines) == 1 and lines[0].startswith("Kafka listener: 1 connections already"), lines
 
 
 def _connected_and_answered(listener: Listener, request: object) -> socket.socket:

@@ -15,7 +15,7 @@ from kio.schema.end_txn.v3.request import EndTxnRequest
 from kio.schema.errors import ErrorCode
 
 from app.kafka import auth, topic_admin
-from app.kafka.protocol import SERVED
+from app.kafka.api_keys import SERVED
 from app.kafka.server import KafkaListener
 from app.settings import Settings
 from tests.helpers import create_topic

@@ -13,7 +13,8 @@ from aiokafka.record.default_records import DefaultRecordBatchBuilder
 from kio.schema.errors import ErrorCode
 from sqlalchemy import select, update
 
-from app.kafka.protocol import SERVED, request_class
+from app.kafka.api_keys import SERVED
+from app.kafka.protocol import request_class
 from app.storage.tables import record_batches, records, transactions
 from tests.helpers import create_topic, records_with_batches
 from tests.kafka.conftest import Listener, ask, deferred_completion

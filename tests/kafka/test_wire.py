@@ -14,7 +14,8 @@ from aiokafka.record.default_records import DefaultRecordBatchBuilder
 from aiokafka.record.util import calc_crc32c
 from kio.schema.errors import ErrorCode
 
-from app.kafka.protocol import SERVED, request_class
+from app.kafka.api_keys import SERVED
+from app.kafka.protocol import request_class
 from tests.helpers import create_topic
 from tests.kafka.conftest import Listener, ask, closed, frame, join_group_v8, listener_with, read_frame, response
 from tests.kafka_batches import UNDECOMPRESSABLE, compressed, undecompressable

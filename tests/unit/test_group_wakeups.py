@@ -20,8 +20,9 @@ from kio.schema.errors import ErrorCode
 
 from app.kafka import auth, protocol
 from app.kafka import groups as kafka_groups
+from app.kafka.api_keys import ApiKey
 from app.kafka.groups import GroupApis
-from app.kafka.protocol import ApiKey, request_class
+from app.kafka.protocol import request_class
 from app.services.classic_group_protocol import Joined, Joining
 from app.settings import Settings
 

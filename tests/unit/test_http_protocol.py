@@ -419,6 +419,29 @@ def test_a_connection_past_the_bound_is_closed_as_it_comes_and_one_within_it_is_
     assert first.writes[0].startswith(b"HTTP/1.1 200") and second.writes[0].startswith(b"HTTP/1.1 200")
 
 
+def test_a_flood_of_connections_past_the_bound_is_one_warning(caplog: pytest.LogCaptureFixture) -> None:
+    # A line a refused connection would let a client flood the log as fast as it connects.
+    protocol = with_connection_limit(with_one_write(import_from_string(HTTP_PROTOCOLS["httptools"])), 1)
+
+    async def run() -> list[RecordingTransport]:
+        config = uvicorn.Config(json_answer, lifespan="off", log_level="warning")
+        config.load()
+        state = ServerState()
+        transports = []
+        for _ in range(6):
+            served = protocol(config=config, server_state=state, app_state={})
+            transport = RecordingTransport()
+            served.connection_made(transport)
+            transports.append(transport)
+        return transports
+
+    with caplog.at_level(logging.WARNING, "app.api.http_protocol"):
+        transports = asyncio.run(run())
+    assert [t.closed for t in transports] == [False] + [True] * 5
+    assert [r.getMessage() for r in caplog.records if "OUTBOX_HTTP_MAX_CONNECTIONS" in r.getMessage()] == [
+        "1 HTTP connections already (OUTBOX_HTTP_MAX_CONNECTIONS); closing a new one from 127.0.0.1:50000"]
+
+
 def test_bytes_between_requests_that_begin_no_request_still_have_it_timed() -> None:
     # An answered request, then a CRLF (which begins no message) and nothing: uvicorn's
     # keep-alive timer is cancelled by those bytes, so only the request timer can close it.
