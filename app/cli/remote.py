@@ -372,26 +372,37 @@ def _group_table(a: Answer) -> list[str]:
     if not a["members"]:  # kafka-consumer-groups --describe --members' words for an Empty group
         return [f"Consumer group '{a['group_id']}' has no active members."]
     return columns(["GROUP", "GENERATION", "MEMBER-ID", "TOPICS", "ASSIGNMENT", "SESSION-TIMEOUT-MS",
-                    "LAST-HEARTBEAT-MS"],
+                    "LAST-HEARTBEAT-UTC"],
                    [[a["group_id"], a["generation_id"], m["member_id"], m["topics"],
                      [f"{tp['topic']}-{tp['partition']}" for tp in m["assignment"]], m["session_timeout_ms"],
-                     m["last_heartbeat_ms"]] for m in a["members"]])
+                     _utc(m["last_heartbeat_ms"])] for m in a["members"]])
+
+
+def _utc(ms: int | None) -> str | None:
+    """A time in ms since the epoch as people read it (the JSON answer keeps the number)."""
+    if ms is None:
+        return None
+    from datetime import datetime, timezone
+
+    return datetime.fromtimestamp(ms / 1000, timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
 def _lag_table(a: Answer) -> list[str]:
     # kafka-consumer-groups --describe, with the log start and last stable offset beside the end.
-    return columns(["GROUP", "TOPIC", "PARTITION", "CURRENT-OFFSET", "LOG-START-OFFSET", "LAST-STABLE-OFFSET",
-                    "LOG-END-OFFSET", "LAG"],
-                   [[a["group_id"], p["topic"], p["partition"], p["committed_offset"], p["log_start_offset"],
+    return columns(["GROUP", "TOPIC", "PARTITION", "CURRENT-OFFSET", "READ-ORDER", "LOG-START-OFFSET",
+                    "LAST-STABLE-OFFSET", "LOG-END-OFFSET", "LAG"],
+                   [[a["group_id"], p["topic"], p["partition"], p["committed_offset"], p["read_order"],
+                     p["log_start_offset"],
                      p["last_stable_offset"], p["high_watermark"],
                      p["lag"] if p["lag"] is None or p["lag_exact"] else f">={p['lag']}"] for p in a["partitions"]])
 
 
 def _reset_table(a: Answer) -> list[str]:
-    # kafka-consumer-groups --reset-offsets' columns, with the offset it replaces beside.
-    return columns(["GROUP", "TOPIC", "PARTITION", "CURRENT-OFFSET", "NEW-OFFSET"],
-                   [[a["group_id"], o["topic"], o["partition"], o["committed_offset"], o["new_offset"]]
-                    for o in a["offsets"]])
+    # kafka-consumer-groups --reset-offsets' columns, with the offset it replaces beside, and
+    # each offset's read order: a reset may keep the number and change what it means.
+    return columns(["GROUP", "TOPIC", "PARTITION", "CURRENT-OFFSET", "CURRENT-ORDER", "NEW-OFFSET", "NEW-ORDER"],
+                   [[a["group_id"], o["topic"], o["partition"], o["committed_offset"], o["committed_read_order"],
+                     o["new_offset"], o["read_order"]] for o in a["offsets"]])
 
 
 _TXN_HEADER = ["TRANSACTIONAL-ID", "STATE", "PRODUCER-ID", "PRODUCER-EPOCH", "TIMEOUT-MS", "AGE-MS"]

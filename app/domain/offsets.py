@@ -232,20 +232,26 @@ class ResetScope:
 @dataclass(frozen=True, slots=True)
 class PlannedReset:
     """One partition of a reset: the group's committed offset before (None: it has none) and
-    the offset the reset commits."""
+    the offset the reset commits, each with its read order."""
 
     topic: str
     partition: int
     committed_offset: int | None
     new_offset: int
+    committed_read_order: ReadOrder | None  # None: no committed offset
+    read_order: ReadOrder  # the new offset's
 
 
 def plan_reset(spec: OffsetResetSpec, topic: str, partition: int, *, committed_offset: int | None,
-               log_start_offset: int, log_end_offset: int, offset_for_timestamp: int | None) -> PlannedReset:
+               committed_read_order: ReadOrder | None, door_order: ReadOrder, log_start_offset: int,
+               log_end_offset: int, offset_for_timestamp: int | None) -> PlannedReset:
     """The one rule of a reset, for every door: where `spec` puts the group in this partition.
     An offset outside the log is moved to its nearer end (a position below the log start would
     answer OFFSET_OUT_OF_RANGE to the next read; one past the end does not exist yet).
-    `offset_for_timestamp`: the partition's first data record at or after spec.timestamp_ms."""
+    `offset_for_timestamp`: the partition's first data record at or after spec.timestamp_ms.
+    The new offset's read order: the one the spec names; else that of the offset it replaces
+    (shifting a Kafka consumer's offset shifts it in offset order); else `door_order`, that of
+    the door managing the group, whose readers read it next."""
 
     def into_log(offset: int) -> int:
         return min(max(offset, log_start_offset), log_end_offset)
@@ -268,4 +274,5 @@ def plan_reset(spec: OffsetResetSpec, topic: str, partition: int, *, committed_o
         new = into_log(committed_offset + spec.shift_by)
     else:
         new = log_end_offset if offset_for_timestamp is None else offset_for_timestamp
-    return PlannedReset(topic, partition, committed_offset, new)
+    return PlannedReset(topic, partition, committed_offset, new, committed_read_order,
+                        spec.read_order or committed_read_order or door_order)

@@ -95,6 +95,7 @@ class PartitionLag:
     lag: int | None  # committed records after the committed offset; None: unknown, nothing committed
     exact: bool  # False: at least `lag` (LAG_COUNT_CAP reached)
     pending: bool  # an unfinished transaction has staged a new offset for it
+    read_order: ReadOrder | None  # committed_offset's; None with it
 
 
 class LagUnknown(str, enum.Enum):
@@ -130,7 +131,7 @@ class GroupLag:
                 {"topic": p.topic, "partition": p.partition, "committed_offset": p.committed_offset,
                  "log_start_offset": p.log_start_offset, "high_watermark": p.high_watermark,
                  "last_stable_offset": p.last_stable_offset, "lag": p.lag, "lag_exact": p.exact,
-                 "pending": p.pending}
+                 "pending": p.pending, "read_order": None if p.read_order is None else p.read_order.value}
                 for p in self.partitions
             ],
             "total_lag": self.total,
@@ -201,7 +202,8 @@ def reset_as_dict(group_id: str, plan: list[PlannedReset], *, dry_run: bool) -> 
     /v1/groups/{group_id}/offsets/reset, `outbox groups reset-offsets`)."""
     return {"group_id": group_id, "dry_run": dry_run,
             "offsets": [{"topic": r.topic, "partition": r.partition, "committed_offset": r.committed_offset,
-                         "new_offset": r.new_offset} for r in plan]}
+                         "committed_read_order": None if r.committed_read_order is None else r.committed_read_order.value,
+                         "new_offset": r.new_offset, "read_order": r.read_order.value} for r in plan]}
 
 
 def expire_group(conn: Connection, group_id: str, now_ms: int, settings: Settings) -> int:
@@ -414,6 +416,7 @@ class GroupService:
             consumed = topics.existing_topics(conn, {t for t in names if visible(t)})
             counted = {(c.topic_id, c.partition): c for c in read_committed.committed_between_for_groups(
                 conn, LAG_COUNT_CAP, limit=None, group_id=group_id)}
+            orders = {(o.topic_id, o.partition): o.read_order for o in offsets.fetch(conn, group_id)}
             out = []
             for name in sorted(consumed):
                 topic = consumed[name]
@@ -421,7 +424,8 @@ class GroupService:
                     c = counted.get((topic.topic_id, info.partition))
                     at, lag, exact = (None, None, True) if c is None else (c.committed_offset, c.count, c.exact)
                     out.append(PartitionLag(name, info.partition, at, info.log_start_offset, info.high_watermark,
-                                            info.last_stable_offset, lag, exact, (name, info.partition) in pending))
+                                            info.last_stable_offset, lag, exact, (name, info.partition) in pending,
+                                            None if c is None else orders.get((topic.topic_id, info.partition))))
             return GroupLag(out)
 
     @staticmethod
@@ -523,10 +527,8 @@ class GroupService:
                     "offsets pending in an unfinished transaction for " + ", ".join(f"{t}/{p}" for t, p in pending),
                     partitions=[{"topic": t, "partition": p} for t, p in pending])
             stored = {(o.topic, o.partition): o for o in offsets.fetch(conn, group_id)}
-            committed = {key: o.committed_offset for key, o in stored.items()}
-            # Unless it names one, a reset keeps the order of the offset it moves (shifting a
-            # Kafka consumer's offset shifts it in offset order); a partition without one takes
-            # that of the door that manages the group, whose readers read it next.
+            # The order of a reset's offset where neither the spec nor the offset it replaces
+            # gives one (plan_reset): that of the door managing the group.
             door_order = ReadOrder.COMMIT if g is None or g.protocol_type is None else ReadOrder.OFFSET
             wanted = set(chosen)
             plan = []
@@ -553,17 +555,15 @@ class GroupService:
                         if refusal is not None:
                             raise refusal
                     plan.append(plan_reset(spec, name, info.partition,
-                                           committed_offset=committed.get((name, info.partition)),
-                                           log_start_offset=info.log_start_offset,
+                                           committed_offset=None if was is None else was.committed_offset,
+                                           committed_read_order=None if was is None else was.read_order,
+                                           door_order=door_order, log_start_offset=info.log_start_offset,
                                            # Never past the high watermark: a reader placed
                                            # there could skip offsets a crash hands out again.
                                            log_end_offset=info.high_watermark, offset_for_timestamp=at))
             if plan and not dry_run:
                 offsets.commit(conn, (OffsetToCommit(group_id, by_name[r.topic].topic_id, r.partition, r.new_offset,
-                                                     None, NO_LEADER_EPOCH,
-                                                     spec.read_order or (stored[r.topic, r.partition].read_order
-                                                                         if (r.topic, r.partition) in stored
-                                                                         else door_order))
+                                                     None, NO_LEADER_EPOCH, r.read_order)
                                       for r in plan), now)
             return plan
 

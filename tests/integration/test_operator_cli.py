@@ -86,7 +86,7 @@ def test_outbox_groups_lag_shows_a_never_committed_groups_lag_as_unknown(client,
         "group_id": "g1", "total_lag": None, "total_lag_unknown_reason": "no_committed_offset",
         "partitions": [{"topic": "deliveries", "partition": 0, "committed_offset": None, "log_start_offset": 0,
                         "high_watermark": 2, "last_stable_offset": 2, "lag": None, "lag_exact": True,
-                        "pending": False}]}
+                        "pending": False, "read_order": None}]}
     assert json.loads(done.stdout) == client.get("/v1/groups/g1/lag").json()
     # README, "Consumer groups (KIP-447)", shows this run, as printed: the same topic, records and join.
     steps = readme.console_steps(readme.section((ROOT / "README.md").read_text(), "Consumer groups (KIP-447)"))

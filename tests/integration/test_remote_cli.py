@@ -243,10 +243,10 @@ def test_groups_lag_prints_kafka_consumer_groups_columns_with_table(served, outb
     assert (done.status, done.err) == (0, "")
     g, t = group.ljust(len("GROUP")), name.ljust(len("TOPIC"))
     assert done.out.splitlines() == [
-        f"{'GROUP'.ljust(len(g))}  {'TOPIC'.ljust(len(t))}  PARTITION  CURRENT-OFFSET  LOG-START-OFFSET  "
+        f"{'GROUP'.ljust(len(g))}  {'TOPIC'.ljust(len(t))}  PARTITION  CURRENT-OFFSET  READ-ORDER  LOG-START-OFFSET  "
         "LAST-STABLE-OFFSET  LOG-END-OFFSET  LAG",
-        f"{g}  {t}  0          1               0                 2                   2               1",
-        f"{g}  {t}  1          -               0                 0                   0               -",
+        f"{g}  {t}  0          1               commit      0                 2                   2               1",
+        f"{g}  {t}  1          -               -           0                 0                   0               -",
     ]
 
 
@@ -283,8 +283,10 @@ def test_groups_reset_offsets_plans_without_execute_and_commits_with_it_as_the_d
     assert planned.err == ("outbox: the plan only, nothing is committed: add --execute to commit it (--dry-run to "
                            "say so without this warning)\n")
     planned.err = ""  # the answer is the rest
-    expected = [{"topic": name, "partition": 0, "committed_offset": 3, "new_offset": 1},
-                {"topic": name, "partition": 1, "committed_offset": None, "new_offset": 0}]
+    expected = [{"topic": name, "partition": 0, "committed_offset": 3, "committed_read_order": "commit",
+                 "new_offset": 1, "read_order": "commit"},
+                {"topic": name, "partition": 1, "committed_offset": None, "committed_read_order": None,
+                 "new_offset": 0, "read_order": "commit"}]
     assert planned.json == direct_plan == {"group_id": group, "dry_run": True, "offsets": expected}
     assert [o["offset"] for o in after_plan] == [3]
     assert executed == {"group_id": group, "dry_run": False, "offsets": expected}
@@ -325,8 +327,9 @@ def test_groups_reset_offsets_prints_kafka_consumer_groups_columns_with_table(se
     assert (done.status, done.err) == (0, "")
     g, t = group.ljust(len("GROUP")), name.ljust(len("TOPIC"))
     assert done.out.splitlines() == [
-        f"{'GROUP'.ljust(len(g))}  {'TOPIC'.ljust(len(t))}  PARTITION  CURRENT-OFFSET  NEW-OFFSET",
-        f"{g}  {t}  0          -               2",
+        f"{'GROUP'.ljust(len(g))}  {'TOPIC'.ljust(len(t))}  PARTITION  CURRENT-OFFSET  CURRENT-ORDER  NEW-OFFSET  "
+        "NEW-ORDER",
+        f"{g}  {t}  0          -               -              2           commit",
     ]
 
 
@@ -383,10 +386,10 @@ def test_groups_reset_offsets_of_all_topics_shifted_back_plans_and_commits_as_th
     executed = outbox("--url", served.open_url, *flags, "--execute").json
 
     assert current == {"group_id": group, "dry_run": True, "offsets": [
-        {"topic": first, "partition": 0, "committed_offset": 3, "new_offset": 3},
-        {"topic": second, "partition": 0, "committed_offset": 1, "new_offset": 1}]}
-    expected = [{"topic": first, "partition": 0, "committed_offset": 3, "new_offset": 1},
-                {"topic": second, "partition": 0, "committed_offset": 1, "new_offset": 0}]
+        {"topic": first, "partition": 0, "committed_offset": 3, "committed_read_order": "commit", "new_offset": 3, "read_order": "commit"},
+        {"topic": second, "partition": 0, "committed_offset": 1, "committed_read_order": "commit", "new_offset": 1, "read_order": "commit"}]}
+    expected = [{"topic": first, "partition": 0, "committed_offset": 3, "committed_read_order": "commit", "new_offset": 1, "read_order": "commit"},
+                {"topic": second, "partition": 0, "committed_offset": 1, "committed_read_order": "commit", "new_offset": 0, "read_order": "commit"}]
     assert planned == direct_plan == {"group_id": group, "dry_run": True, "offsets": expected}
     assert executed == {"group_id": group, "dry_run": False, "offsets": expected}
     assert [(o["topic"], o["offset"]) for o in http.get(f"/v1/groups/{group}/offsets").json()["offsets"]] == sorted(

@@ -6,11 +6,12 @@ from __future__ import annotations
 import pytest
 
 from app.domain.errors import InvalidRequest
-from app.domain.offsets import OffsetResetSpec, PlannedReset, ResetScope, ResetTo, plan_reset
+from app.domain.offsets import OffsetResetSpec, PlannedReset, ReadOrder, ResetScope, ResetTo, plan_reset
 
 
 def _plan(spec: OffsetResetSpec, at_timestamp: int | None = None) -> int:
-    planned = plan_reset(spec, "orders", 3, committed_offset=15, log_start_offset=10, log_end_offset=20,
+    planned = plan_reset(spec, "orders", 3, committed_offset=15, committed_read_order=ReadOrder.COMMIT,
+                         door_order=ReadOrder.COMMIT, log_start_offset=10, log_end_offset=20,
                          offset_for_timestamp=at_timestamp)
     assert (planned.topic, planned.partition, planned.committed_offset) == ("orders", 3, 15)
     return planned.new_offset
@@ -38,8 +39,9 @@ def test_each_kind_of_reset_plans_its_offset(spec: OffsetResetSpec, at_timestamp
 
 
 def test_the_plan_names_the_committed_offset_it_replaces_or_none() -> None:
-    assert plan_reset(OffsetResetSpec(ResetTo.LATEST), "orders", 0, committed_offset=None, log_start_offset=0,
-                      log_end_offset=4, offset_for_timestamp=None) == PlannedReset("orders", 0, None, 4)
+    assert plan_reset(OffsetResetSpec(ResetTo.LATEST), "orders", 0, committed_offset=None, committed_read_order=None,
+                      door_order=ReadOrder.COMMIT, log_start_offset=0,
+                      log_end_offset=4, offset_for_timestamp=None) == PlannedReset("orders", 0, None, 4, None, ReadOrder.COMMIT)
 
 
 @pytest.mark.parametrize("fields", [
@@ -54,13 +56,15 @@ def test_a_spec_carries_exactly_the_value_its_kind_needs(fields: dict) -> None:
 
 
 def test_current_without_a_committed_offset_plans_the_log_end() -> None:
-    assert plan_reset(OffsetResetSpec(ResetTo.CURRENT), "orders", 0, committed_offset=None, log_start_offset=2,
-                      log_end_offset=4, offset_for_timestamp=None) == PlannedReset("orders", 0, None, 4)
+    assert plan_reset(OffsetResetSpec(ResetTo.CURRENT), "orders", 0, committed_offset=None, committed_read_order=None,
+                      door_order=ReadOrder.COMMIT, log_start_offset=2,
+                      log_end_offset=4, offset_for_timestamp=None) == PlannedReset("orders", 0, None, 4, None, ReadOrder.COMMIT)
 
 
 def test_a_shift_without_a_committed_offset_is_refused_naming_the_partition() -> None:
     with pytest.raises(InvalidRequest) as refused:
-        plan_reset(OffsetResetSpec(ResetTo.SHIFT, shift_by=1), "orders", 2, committed_offset=None, log_start_offset=0,
+        plan_reset(OffsetResetSpec(ResetTo.SHIFT, shift_by=1), "orders", 2, committed_offset=None, committed_read_order=None,
+                      door_order=ReadOrder.COMMIT, log_start_offset=0,
                    log_end_offset=4, offset_for_timestamp=None)
     assert refused.value.details == {"partitions": [{"topic": "orders", "partition": 2}]}
 
@@ -72,3 +76,17 @@ def test_a_shift_without_a_committed_offset_is_refused_naming_the_partition() ->
 def test_a_scope_names_one_topic_or_all_of_them(fields: dict) -> None:
     with pytest.raises(InvalidRequest):
         ResetScope(**fields)
+
+
+@pytest.mark.parametrize(("named", "committed", "door", "order"), [
+    (ReadOrder.OFFSET, ReadOrder.COMMIT, ReadOrder.COMMIT, ReadOrder.OFFSET),
+    (None, ReadOrder.OFFSET, ReadOrder.COMMIT, ReadOrder.OFFSET),
+    (None, None, ReadOrder.OFFSET, ReadOrder.OFFSET),
+    (None, None, ReadOrder.COMMIT, ReadOrder.COMMIT),
+], ids=["the order named", "the replaced offset's", "the group's door's (Kafka)", "the group's door's (HTTP)"])
+def test_the_new_offsets_read_order_is_the_one_named_else_the_replaced_offsets_else_the_doors(
+        named: ReadOrder | None, committed: ReadOrder | None, door: ReadOrder, order: ReadOrder) -> None:
+    planned = plan_reset(OffsetResetSpec(ResetTo.EARLIEST, read_order=named), "orders", 0,
+                         committed_offset=None if committed is None else 5, committed_read_order=committed,
+                         door_order=door, log_start_offset=0, log_end_offset=9, offset_for_timestamp=None)
+    assert (planned.committed_read_order, planned.read_order) == (committed, order)

@@ -92,7 +92,10 @@ class PlannedOffset(BaseModel):
     topic: str
     partition: int
     committed_offset: int | None = Field(description="the group's committed offset before the reset; null: none")
+    committed_read_order: ReadOrder | None = Field(description="the read order of committed_offset; null with it")
     new_offset: int = Field(description="the committed offset the reset sets (or, in a dry run, would set)")
+    read_order: ReadOrder = Field(description=(
+        "the read order new_offset is committed in: commit (HTTP readers, Spark) or offset (Kafka consumers)"))
 
 
 class OffsetReset(BaseModel):
@@ -156,8 +159,8 @@ class GroupList(BaseModel):
 class PartitionLag(BaseModel):
     topic: str
     partition: int
-    committed_offset: int | None = Field(description="the group's position: a read_committed position; null: the "
-                                         "group has committed no offset for this partition")
+    committed_offset: int | None = Field(description="the group's committed offset, as stored (its order: "
+                                         "read_order); null: the group has committed no offset for this partition")
     log_start_offset: int
     high_watermark: int = Field(description=HIGH_WATERMARK)
     last_stable_offset: int
@@ -168,6 +171,9 @@ class PartitionLag(BaseModel):
     lag_exact: bool = Field(description="false: at least `lag` (the count stopped at a million plain records); "
                             "true when lag is null")
     pending: bool = Field(description="an unfinished transaction has staged a new offset for this partition")
+    read_order: ReadOrder | None = Field(description=(
+        "the order committed_offset is in: commit (a read_committed position, an HTTP reader's) or offset (a Kafka "
+        "consumer's offset); the lag is counted from it in commit order either way; null with committed_offset"))
 
 
 class GroupLag(BaseModel):
