@@ -304,7 +304,9 @@ class Compaction:
         # remembered, and judged as one whose latest record in offset order is still to come
         # and that keeps something: none of its records goes for being superseded and none of
         # its tombstones expires in this pass. Keeping is always safe; only remembering lets
-        # a record go, so the bound costs space reclaimed later, never a record shown wrong.
+        # a record go, so the bound costs space, never a record shown wrong. The scan meets the
+        # same keys first in every pass (the highest offsets'), so in a partition holding more
+        # keys below the cleaning point than the bound the lowest ones keep that space.
         self.max_keys_met = max_keys_met
         self.cleaning_point: int | None = None
         self._latest: dict[str | bytes, tuple[int, int]] = {}  # key -> (commit position, offset)

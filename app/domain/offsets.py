@@ -119,6 +119,11 @@ class OffsetToCommit:
     metadata: str | None
     leader_epoch: int  # NO_LEADER_EPOCH: none
     read_order: ReadOrder
+    # None: a write made now (a commit, a reset), over whatever is committed. A transaction's
+    # staged offset carries the number of its staging, and is written only over an offset
+    # written before it: of a group's offsets for a partition the one written last stays, as
+    # in Kafka, where a transaction's commit does not move a consumer back.
+    write_seq: int | None
 
 
 @dataclass(frozen=True, slots=True)

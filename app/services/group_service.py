@@ -469,13 +469,9 @@ class GroupService:
             if not to_commit:
                 return
             topic_ids = topics.topic_ids_for_offsets(conn, to_commit)
-            rows = [OffsetToCommit(group_id, topic_id, o.partition, o.committed_offset, o.metadata, o.leader_epoch,
-                                   o.read_order) for o, topic_id in zip(to_commit, topic_ids, strict=True)]
-            # transaction_offsets before group_offsets, the order a transaction's completion
-            # locks them in (its claim, then its commit of the claimed offsets): the other order
-            # would deadlock with a completion of the same group's partition on PostgreSQL.
-            offsets.supersede_staged(conn, rows)
-            offsets.commit(conn, rows, now)
+            offsets.commit(conn, (OffsetToCommit(group_id, topic_id, o.partition, o.committed_offset, o.metadata,
+                                                 o.leader_epoch, o.read_order, None)
+                                  for o, topic_id in zip(to_commit, topic_ids, strict=True)), now)
 
     def reset_offsets(self, group_id: str, scope: ResetScope, spec: OffsetResetSpec, *, dry_run: bool,
                       visible: Callable[[str], bool] = lambda _topic: True,
@@ -544,26 +540,27 @@ class GroupService:
                                                                   info.high_watermark)
                         at = None if found is None else found[0]
                     was = stored.get((name, info.partition))
+                    base = None if was is None else was.committed_offset
                     if (spec.to in (ResetTo.CURRENT, ResetTo.SHIFT) and was is not None
                             and spec.read_order not in (None, was.read_order)):
-                        # The committed offset moved, or kept, into the other order: only where
-                        # it means the same there (offset_in_order), as a reader of that order
-                        # would be handed it; else the reset would relabel a skip or a repeat.
-                        straddle = offsets.straddle_at(conn, topic.topic_id, info.partition, was.committed_offset)
-                        refusal = offset_in_order(was.read_order, spec.read_order, straddle, group_id=group_id,
-                                                  topic=name, partition=info.partition, offset=was.committed_offset)
-                        if refusal is not None:
-                            raise refusal
-                    plan.append(plan_reset(spec, name, info.partition,
-                                           committed_offset=None if was is None else was.committed_offset,
-                                           committed_read_order=None if was is None else was.read_order,
-                                           door_order=door_order, log_start_offset=info.log_start_offset,
-                                           # Never past the high watermark: a reader placed
-                                           # there could skip offsets a crash hands out again.
-                                           log_end_offset=info.high_watermark, offset_for_timestamp=at))
+                        # The committed offset kept, or moved, into the other order: as a reader
+                        # of that order is handed it (in_read_order), translated or refused;
+                        # else the reset would relabel a skip or a repeat.
+                        kept, refused = in_read_order(conn, group_id, [was], spec.read_order)
+                        raise_refused(refused)
+                        base = kept[0].committed_offset
+                    planned = plan_reset(spec, name, info.partition, committed_offset=base,
+                                         committed_read_order=None if was is None else was.read_order,
+                                         door_order=door_order, log_start_offset=info.log_start_offset,
+                                         # Never past the high watermark: a reader placed
+                                         # there could skip offsets a crash hands out again.
+                                         log_end_offset=info.high_watermark, offset_for_timestamp=at)
+                    # The plan shows the offset replaced as it is stored.
+                    plan.append(planned if was is None else dataclasses.replace(
+                        planned, committed_offset=was.committed_offset))
             if plan and not dry_run:
                 offsets.commit(conn, (OffsetToCommit(group_id, by_name[r.topic].topic_id, r.partition, r.new_offset,
-                                                     None, NO_LEADER_EPOCH, r.read_order)
+                                                     None, NO_LEADER_EPOCH, r.read_order, None)
                                       for r in plan), now)
             return plan
 
@@ -575,14 +572,15 @@ class GroupService:
         With `order`, each offset as a reader in that order reads it, an offset committed in
         the other order refused where it would make that reader skip or repeat a transaction
         (in_read_order); None: each as stored, with the order it was committed in.
-        Only the offsets of `topic_names` where named (None: every topic's), and only they refuse.
+        Only the offsets of `topic_names` where named (None: every topic's), and only they
+        refuse; a named topic that does not exist has none.
         Topics for which `visible` is false (the caller may not describe them) are left out,
         of the answer and of the refusal alike."""
         check_group_id(group_id)  # no group can hold another id: refused as the commit would be
         with self.db.read() as conn:
+            # A named topic that does not exist (deleted while a reader read it) has no
+            # offsets, as one the group never committed in: the others are answered.
             named = None if topic_names is None else set(topic_names)
-            for name in sorted(named or ()):
-                topics.get_topic(conn, name)  # an unknown topic: UNKNOWN_TOPIC_OR_PARTITION
             if require_stable:
                 pending = [p for p in offsets.pending_partitions(conn, group_id, None) if visible(p[0])]
                 if named is not None:

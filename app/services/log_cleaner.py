@@ -377,8 +377,6 @@ class LogCleaner:
                 if rows:
                     plan = compaction.scan(rows)
                     records, size = cleaning.delete_offsets(conn, state.topic_id, state.partition, plan.delete)
-                    now = self.clock()
-                    cleaning.claim(conn, state.topic_id, state.partition, self.holder, now, now + LEASE_MS)
                     step = CleanerPass(compaction=records, bytes_deleted=size)
                 else:
                     if left is None:
@@ -389,6 +387,10 @@ class LogCleaner:
                     if not left:
                         cleaning.set_cleaned_offset(conn, state.topic_id, state.partition, compaction.cleaning_point)
                     step = CleanerPass(compaction=records, bytes_deleted=size, partitions_compacted=int(not left))
+                # The lease renewed with every chunk, the scan's and the deletions after it alike:
+                # those may be many chunks too, and no other cleaner may start on the partition.
+                now = self.clock()
+                cleaning.claim(conn, state.topic_id, state.partition, self.holder, now, now + LEASE_MS)
                 _count_after_commit(conn, step)
             done += step
             self._chunk_done(step, stop)

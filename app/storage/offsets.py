@@ -4,13 +4,23 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
+from functools import cache
+from typing import Any
 
-from sqlalchemy import Connection, bindparam, delete, select, tuple_, update
+from sqlalchemy import Connection, Integer, bindparam, delete, func, select, tuple_, update
 
 from app.domain.offsets import OffsetToCommit, ReadOrder, Straddle
 from app.storage import dialect
 from app.storage.read_committed import first_record_committed_from
-from app.storage.tables import group_offsets, partitions, record_batches, topics, transaction_offsets
+from app.storage.tables import (
+    counters,
+    group_offsets,
+    offset_writes,
+    partitions,
+    record_batches,
+    topics,
+    transaction_offsets,
+)
 from app.storage.topics import LAST_STABLE_OFFSET
 
 
@@ -19,6 +29,7 @@ OffsetKey = tuple[str, int, int]  # a committed offset's (group_id, topic_id, pa
 # (groups.expired_offsets, groups.delete_expired_offsets) and what a staging holds
 # (hold_committed), named once so that both speak of the same rows in the same order.
 OFFSET_KEY = (group_offsets.c.group_id, group_offsets.c.topic_id, group_offsets.c.partition)
+OFFSET_WRITE_COUNTER = "offset_write"  # SQLite's source of write numbers (next_writes; migration 0037)
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,33 +55,52 @@ def commit(conn: Connection, rows: Iterable[OffsetToCommit], now_ms: int) -> Non
     ordered = sorted(rows, key=lambda r: (r.group_id, r.topic_id, r.partition))
     if not ordered:
         return
-    dialect.execute_rows(
-        conn, dialect.upsert(conn, group_offsets,
-                             ["committed_offset", "metadata", "committed_ms", "leader_epoch", "read_order"]),
-        [{"group_id": r.group_id, "topic_id": r.topic_id, "partition": r.partition,
-          "committed_offset": r.committed_offset, "metadata": r.metadata, "committed_ms": now_ms,
-          "leader_epoch": r.leader_epoch, "read_order": r.read_order.value} for r in ordered],
-    )
+    fresh = iter(next_writes(conn, sum(r.write_seq is None for r in ordered)))
+    for staged in (False, True):
+        rows_ = [{"group_id": r.group_id, "topic_id": r.topic_id, "partition": r.partition,
+                  "committed_offset": r.committed_offset, "metadata": r.metadata, "committed_ms": now_ms,
+                  "leader_epoch": r.leader_epoch, "read_order": r.read_order.value,
+                  "write_seq": next(fresh) if r.write_seq is None else r.write_seq}
+                 for r in ordered if (r.write_seq is not None) is staged]
+        if rows_:
+            dialect.execute_rows(conn, _upsert_if_newer(conn.dialect.name) if staged else dialect.upsert(
+                conn, group_offsets, _WRITTEN), rows_)
 
 
-def supersede_staged(conn: Connection, rows: Iterable[OffsetToCommit]) -> None:
-    """A plain commit of these offsets (outside any transaction) marks the same group's offsets
-    staged for the same partitions in unfinished transactions as superseded: when such a
-    transaction commits, this newer offset stays (transactions.complete_offsets), as Kafka
-    keeps, of a group's offsets for a partition, the one written last. Staging again clears
-    the mark. A staging that commits after this statement began is not seen and so counts as
-    written after the commit; one it waits for (its row locked by the staging) is marked once
-    that has committed, as written before: either is a serial order of the two."""
-    keys = sorted({(r.group_id, r.topic_id, r.partition) for r in rows})
-    if keys:
-        # One statement, built once, run for each key (a commit names one partition, mostly):
-        # a probe of ix_transaction_offsets_group each, no statement compiled a call.
-        conn.execute(_SUPERSEDE, [{"of_group": g, "of_topic": t, "of_partition": p} for g, t, p in keys])
+_WRITTEN = ("committed_offset", "metadata", "committed_ms", "leader_epoch", "read_order", "write_seq")
 
 
-_SUPERSEDE = update(transaction_offsets).where(
-    transaction_offsets.c.group_id == bindparam("of_group"), transaction_offsets.c.topic_id == bindparam("of_topic"),
-    transaction_offsets.c.partition == bindparam("of_partition")).values(superseded=True)
+@cache
+def _upsert_if_newer(dialect_name: str) -> Any:
+    """The upsert of staged offsets: over a committed offset written before the staging only."""
+    stmt = dialect.insert_on_conflict(dialect_name, group_offsets)
+    return stmt.on_conflict_do_update(
+        index_elements=[c.name for c in group_offsets.primary_key.columns],
+        set_={name: stmt.excluded[name] for name in _WRITTEN},
+        where=group_offsets.c.write_seq < stmt.excluded.write_seq)
+
+
+def next_writes(conn: Connection, count: int) -> list[int]:
+    """`count` new write numbers, rising: the order of every write of an offset, committed or
+    staged (group_offsets.write_seq, transaction_offsets.write_seq), by which a transaction's
+    commit keeps an offset written after its staging (commit). On PostgreSQL from the sequence
+    offset_writes, which holds no lock (commits of different groups never wait for each other);
+    on SQLite from the counter row, in the caller's database transaction (its writers take turns
+    anyway). Two writes that run at once take numbers in either order, and either is an order
+    they could have run in."""
+    if count <= 0:
+        return []
+    if conn.dialect.name == "postgresql":
+        return list(conn.execute(_NEXT_WRITES_PG, {"count": count}).scalars())
+    last = conn.execute(_NEXT_WRITES_COUNTER, {"count": count}).scalar_one()
+    return list(range(last - count + 1, last + 1))
+
+
+_NEXT_WRITES_PG = select(offset_writes.next_value()).select_from(
+    func.generate_series(1, bindparam("count", type_=Integer())))
+_NEXT_WRITES_COUNTER = (update(counters).where(counters.c.name == OFFSET_WRITE_COUNTER)
+                        .values(value=counters.c.value + bindparam("count", type_=Integer()))
+                        .returning(counters.c.value))
 
 
 def hold_committed(conn: Connection, keys: list[OffsetKey]) -> None:

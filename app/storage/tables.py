@@ -298,6 +298,9 @@ producer_partitions = Table(
 # PostgreSQL: where txn ids come from (app.storage.producers.next_txn_id); SQLite uses the
 # counters row `txn_id`, which PostgreSQL no longer does.
 txn_ids = Sequence("txn_ids", metadata=metadata)
+# PostgreSQL: where offset writes take their numbers (app.storage.offsets.next_writes); SQLite
+# uses the counters row `offset_write`.
+offset_writes = Sequence("offset_writes", metadata=metadata)
 
 transactions = Table(
     "transactions",
@@ -395,10 +398,9 @@ transaction_offsets = Table(
     Column("leader_epoch", Integer, nullable=False, server_default=text("-1")),  # NO_LEADER_EPOCH: none
     # The staging door's read order (app.domain.offsets.ReadOrder), carried to group_offsets.
     Column("read_order", String(6), nullable=False, server_default=ReadOrder.COMMIT.value),
-    # A commit of the same group's offset outside the transaction came after this staging
-    # (offsets.supersede_staged, migration 0037): the transaction's commit leaves that newer
-    # offset in place, as Kafka keeps the offset written last. Staging it again clears it.
-    Column("superseded", Boolean, nullable=False, server_default=false()),
+    # When it was staged, in the order of every offset write (offsets.next_writes, migration
+    # 0037): the transaction's commit writes it only over an offset written before it.
+    Column("write_seq", BigInteger, nullable=False, server_default=text("0")),
     PrimaryKeyConstraint("transactional_id", "group_id", "topic_id", "partition"),
     one_of("read_order", ReadOrder),
 )
@@ -425,6 +427,9 @@ group_offsets = Table(
     # (the HTTP door's commits) or Kafka's offset (the Kafka door's). Every writer names it;
     # the default serves only processes of an older revision still running during an upgrade.
     Column("read_order", String(6), nullable=False, server_default=ReadOrder.COMMIT.value),
+    # When it was written, in the order of every offset write, staged ones too
+    # (offsets.next_writes, migration 0037; 0: before that migration).
+    Column("write_seq", BigInteger, nullable=False, server_default=text("0")),
     PrimaryKeyConstraint("group_id", "topic_id", "partition"),
     one_of("read_order", ReadOrder),
 )

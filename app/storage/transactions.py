@@ -456,14 +456,17 @@ def stage_offsets(conn: Connection, transactional_id: str, txn_id: TxnId, group_
     nothing expires, and the staging takes no lock on them."""
     if hold_committed:
         offsets.hold_committed(conn, [(group_id, topic_id, o.partition) for o, topic_id in staged])
+    # Key order, as every writer of offsets takes them: two stagings of the same keys, or a
+    # staging and a completion, never wait for each other in a cycle.
+    ordered = sorted(staged, key=lambda s: (s[1], s[0].partition))
     dialect.execute_rows(
         conn, dialect.upsert(conn, transaction_offsets,
-                             ["txn_id", "committed_offset", "metadata", "leader_epoch", "read_order", "superseded"]), [
+                             ["txn_id", "committed_offset", "metadata", "leader_epoch", "read_order", "write_seq"]), [
             {"transactional_id": transactional_id, "group_id": group_id, "topic_id": topic_id,
              "partition": o.partition, "txn_id": txn_id, "committed_offset": o.committed_offset,
              "metadata": o.metadata, "leader_epoch": o.leader_epoch, "read_order": o.read_order.value,
-             "superseded": False}
-            for o, topic_id in staged])
+             "write_seq": write_seq}
+            for (o, topic_id), write_seq in zip(ordered, offsets.next_writes(conn, len(ordered)), strict=True)])
 
 
 # A completion's claims: deleted with RETURNING, so that of two completing the same transaction
@@ -490,7 +493,7 @@ _CLAIM_OFFSETS = (
         transaction_offsets.c.metadata,
         transaction_offsets.c.leader_epoch,
         transaction_offsets.c.read_order,
-        transaction_offsets.c.superseded,
+        transaction_offsets.c.write_seq,
     )
 )
 
@@ -514,10 +517,10 @@ def _claim_both_stmt() -> Any:
         select(literal(True).label("is_partition"), partitions_.c.topic_id, partitions_.c.partition,
                none.label("group_id"), none.label("committed_offset"),
                type_coerce(none, transaction_offsets.c.metadata.type).label("metadata"), none.label("leader_epoch"),
-               none.label("read_order"), type_coerce(none, transaction_offsets.c.superseded.type).label("superseded")),
+               none.label("read_order"), none.label("write_seq")),
         select(literal(False), offsets_.c.topic_id, offsets_.c.partition, offsets_.c.group_id,
                offsets_.c.committed_offset, offsets_.c.metadata, offsets_.c.leader_epoch, offsets_.c.read_order,
-               offsets_.c.superseded),
+               offsets_.c.write_seq),
     )
 
 
@@ -543,12 +546,12 @@ def complete_offsets(
     conn: Connection, *, commit: bool, now_ms: int, claimed: Sequence[Any]
 ) -> int:
     """Turn the transaction's staged offsets, as claimed (claim_completion), into committed ones
-    (commit) or drop them (abort). A staged offset a plain commit superseded is dropped either
-    way (offsets.supersede_staged): the offset written last stays, as in Kafka."""
+    (commit) or drop them (abort). Each is written only over an offset written before its
+    staging (OffsetToCommit.write_seq): the offset written last stays, as in Kafka."""
     if commit and claimed:
         offsets.commit(conn, (OffsetToCommit(r.group_id, r.topic_id, r.partition, r.committed_offset, r.metadata,
-                                             r.leader_epoch, ReadOrder(r.read_order))
-                              for r in claimed if not r.superseded), now_ms)
+                                             r.leader_epoch, ReadOrder(r.read_order), r.write_seq)
+                              for r in claimed), now_ms)
     return len(claimed)
 
 

@@ -61,7 +61,8 @@ def upgrade() -> None:
                 # every commit and fetch of offsets (657 ms at 3 million offsets, against 6 ms
                 # without it); VALIDATE reads it under a lock that lets them go on.
                 named = f"ck_{table}_read_order"
-                if not bind.exec_driver_sql(f"SELECT 1 FROM pg_constraint WHERE conname = '{named}'").first():
+                if not bind.exec_driver_sql(f"SELECT 1 FROM pg_constraint WHERE conname = '{named}' "
+                                            f"AND conrelid = '{table}'::regclass").first():
                     op.execute(f"ALTER TABLE {table} ADD CONSTRAINT {named} {_CHECK} NOT VALID")
                 op.execute(_KAFKA_GROUPS.format(table=table))
                 op.execute(f"ALTER TABLE {table} VALIDATE CONSTRAINT {named}")

@@ -1,7 +1,7 @@
 """A plain offset commit beside transactions staging and committing offsets of the same group's
-partition, at once, on SQLite and PostgreSQL: every call succeeds, PostgreSQL finds no deadlock
-(the plain commit marks the staged offsets before it writes the committed one, the order a
-completion takes them in), and the offset left is one a serial order of the calls leaves."""
+partition, at once, on SQLite and PostgreSQL: every call succeeds, PostgreSQL finds no deadlock,
+and the offset left is one a serial order of the calls leaves (the write numbers,
+offsets.next_writes, decide which of a commit and a staging was written last)."""
 
 from __future__ import annotations
 

@@ -361,3 +361,28 @@ def test_the_http_client_library_of_a_group_reads_its_topic_beside_another_topic
     finally:
         consumer.close()
     assert [r.value for r in got] == ["x"]
+
+
+def test_a_reset_to_the_current_kafka_offset_on_a_marker_for_http_readers_takes_the_position_past_it(
+        kafka: Listener) -> None:
+    """As GET translates it: the same place, past T1's marker."""
+    create_topic(kafka.client, "orders")
+    _plain(kafka, "P0")
+    t1 = _open_transaction(kafka, "t1", "T1")  # at 1
+    _end(kafka, "t1", t1, commit=True)  # its marker at 2
+    with kafka.connect() as s:
+        assert _commit(s, 8, 2) == ErrorCode.none
+    r = kafka.client.post("/v1/groups/billing/offsets/reset", json={"topic": "orders", "to": "current",
+                                                                   "read_order": "commit"})
+    assert r.status_code == 200, r.text
+    assert [(o["committed_offset"], o["committed_read_order"], o["new_offset"], o["read_order"])
+            for o in r.json()["offsets"]] == [(2, "offset", 3, "commit")]
+    assert _stored(kafka) == [(3, ReadOrder.COMMIT)]
+
+
+def test_a_fetch_naming_a_topic_that_does_not_exist_answers_the_others(kafka: Listener) -> None:
+    create_topic(kafka.client, "orders")
+    _http_commit(kafka, 0)
+    r = kafka.client.get("/v1/groups/billing/offsets", params={"topic": ["orders", "gone"]})
+    assert r.status_code == 200, r.text
+    assert [(o["topic"], o["offset"]) for o in r.json()["offsets"]] == [("orders", 0)]

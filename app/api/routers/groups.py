@@ -167,7 +167,7 @@ async def fetch_offsets(
     topic: Annotated[list[Annotated[str, StringConstraints(
         min_length=1, max_length=TOPIC_NAME_MAX_LENGTH, pattern=ID_PATTERN)]] | None, Query(
             max_length=MAX_TOPICS_NAMED, description="only these topics' offsets (repeat the parameter for several): "
-            "a refusal then concerns these topics only")] = None,
+            "a refusal then concerns these topics only; a topic that does not exist has none")] = None,
     require_stable: bool = True,
     wait_ms: Annotated[int, Query(ge=0, le=OFFSET_FETCH_WAIT_MAX_MS)] = 0,
 ) -> GroupOffsets | Response:
