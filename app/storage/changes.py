@@ -21,7 +21,8 @@ then find it gone), notes the partition on its connection (`mark_changed`). Then
   When it moved, the partitions' log ends (`partitions`, a row per partition) say which grew.
 
 Only the waiters of a partition that changed are woken: a commit to a partition nobody waits
-on costs a counter and a dictionary entry, whatever the number of waiters.
+on costs a counter and a dictionary entry, whatever the number of waiters, taken in the
+thread that tells of it, without waking the event loop.
 
 A notification can be lost (the listening connection drops; its reconnection then wakes every
 waiter, as what committed meanwhile is unknown). Under that, on PostgreSQL, the listener reads
@@ -124,6 +125,12 @@ class LogChanges:
         self._changed_at: dict[Key, int] = {}  # each partition's last change, in `_now`'s numbers
         self._everything_at = 0  # when any partition may have changed (a listener reconnecting)
         self._waiters: dict[Key, set[asyncio.Event]] = {}
+        # Held while the version moves (from any thread: the request threads' commits, the
+        # listener) and while a waiter registers and looks at it (on the loop). Without it two
+        # commits could both take the same next version, and a reader that took that version
+        # between them would sleep through the second; and a change could be made between a
+        # waiter's registration and its look without either seeing the other.
+        self._lock = threading.Lock()
         self._closing = threading.Event()
         # PostgreSQL: the listener waits on its connection's socket and on this pair's reading
         # end, to which `close` writes, so that a stop is seen at once rather than at the end
@@ -200,8 +207,13 @@ class LogChanges:
         if timeout_s <= 0:
             return False
         event = asyncio.Event()
-        for k in keys:
-            self._waiters.setdefault(k, set()).add(event)
+        with self._lock:
+            for k in keys:
+                self._waiters.setdefault(k, set()).add(event)
+            # Looked at again once registered: a change made before the registration was not
+            # told to this waiter (`changed` saw nobody waiting), so it must be seen here.
+            if self.moved(keys, since):
+                event.set()
         try:
             # asyncio.timeout, not wait_for: no second task per waiter (Python 3.11).
             async with asyncio.timeout(timeout_s):
@@ -209,38 +221,46 @@ class LogChanges:
         except TimeoutError:
             pass
         finally:
-            for k in keys:
-                waiting = self._waiters.get(k)
-                if waiting is not None:
-                    waiting.discard(event)
-                    if not waiting:
-                        del self._waiters[k]
+            with self._lock:
+                for k in keys:
+                    waiting = self._waiters.get(k)
+                    if waiting is not None:
+                        waiting.discard(event)
+                        if not waiting:
+                            del self._waiters[k]
         return self.moved(keys, since)
 
     # --- being told ---------------------------------------------------------------------
 
     def changed(self, keys: Iterable[Key]) -> None:
         """These partitions' logs grew (a commit of this process, or one another process was
-        heard of)."""
-        keys = list(keys)
-        if keys and self._loop is not None and not self._loop.is_closed():
-            self._loop.call_soon_threadsafe(self._bump, keys)
+        heard of). The version moves here, in the caller's thread; the event loop is woken only
+        for the partitions someone waits on. Every Send's commit calls this twice, from its
+        request thread and from the listener hearing its NOTIFY, and a producer's partitions
+        usually have no waiter in this process: two wake-ups of the loop a Send saved."""
+        with self._lock:
+            self._now += 1
+            now = self._now
+            waited = []
+            for k in keys:
+                self._changed_at[k] = now
+                if k in self._waiters:
+                    waited.append(k)
+        if waited and self._loop is not None and not self._loop.is_closed():
+            self._loop.call_soon_threadsafe(self._wake, waited)
 
     def changed_everywhere(self) -> None:
-        if self._loop is not None and not self._loop.is_closed():
-            self._loop.call_soon_threadsafe(self._bump_everything)
+        with self._lock:
+            self._now += 1
+            self._everything_at = self._now
+            anyone = bool(self._waiters)
+        if anyone and self._loop is not None and not self._loop.is_closed():
+            self._loop.call_soon_threadsafe(self._wake_all)
 
-    def _bump(self, keys: list[Key]) -> None:
-        self._now += 1
+    def _wake(self, keys: list[Key]) -> None:
         for k in keys:
-            self._changed_at[k] = self._now
             for event in self._waiters.get(k, ()):
                 event.set()
-
-    def _bump_everything(self) -> None:
-        self._now += 1
-        self._everything_at = self._now
-        self._wake_all()
 
     def _wake_all(self) -> None:
         for waiting in self._waiters.values():
@@ -267,9 +287,12 @@ class LogChanges:
                         # What has arrived, passed on without waiting (timeout 0): the
                         # notifications psycopg kept while the look below ran, and those the
                         # socket has since the wait below ended.
+                        heard = []
                         for notify in conn.notifies(timeout=0):
                             topic_id, _, partition = notify.payload.partition(":")
-                            self.changed([(int(topic_id), int(partition))])
+                            heard.append((int(topic_id), int(partition)))
+                        if heard:
+                            self.changed(heard)
                         if time.monotonic() - looked >= RECHECK_S:
                             ends = self._wake_grown(ends, _log_ends(conn))
                             looked = time.monotonic()

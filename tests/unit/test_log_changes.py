@@ -1,0 +1,97 @@
+"""LogChanges: a waiter is woken by every change of its partitions, whichever thread tells it,
+and a change nobody waits on does not wake the event loop."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Awaitable, Callable
+from typing import TypeVar
+
+import pytest
+
+from app.storage.changes import LogChanges
+
+KEY = (1, 0)
+OTHER = (1, 1)
+T = TypeVar("T")
+
+
+def _run(scenario: Callable[[LogChanges], Awaitable[T]]) -> T:
+    async def started() -> T:
+        # An in-memory SQLite database has no other process: start() starts nothing to hear.
+        changes = LogChanges("sqlite://")
+        changes.start(asyncio.get_running_loop())
+        try:
+            return await scenario(changes)
+        finally:
+            changes.stop()
+
+    return asyncio.run(started())
+
+
+async def _registered(changes: LogChanges, keys: list, since: int, timeout_s: float) -> asyncio.Future[bool]:
+    waiting = asyncio.ensure_future(changes.wait(keys, since, timeout_s=timeout_s))
+    while not changes.waiting:
+        await asyncio.sleep(0)
+    return waiting
+
+
+def test_a_change_told_from_another_thread_wakes_its_waiter() -> None:
+    async def scenario(changes: LogChanges) -> bool:
+        waiting = await _registered(changes, [KEY], changes.now(), timeout_s=60)
+        threading.Thread(target=changes.changed, args=([KEY],)).start()
+        return await asyncio.wait_for(waiting, 10)
+
+    assert _run(scenario) is True
+
+
+def test_a_change_between_the_first_look_and_the_registration_is_not_slept_through(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # The race the lock closes: the change lands after `wait` looked and found nothing, before
+    # it registered, so `changed` sees no waiter to wake; the look made once registered must
+    # see it, or the waiter sleeps until its timeout (60 s; wait_for gives up after 10).
+    looks = 0
+    moved = LogChanges.moved
+
+    def change_after_the_first_look(self: LogChanges, keys: list, since: int) -> bool:
+        nonlocal looks
+        looks += 1
+        answer = moved(self, keys, since)
+        if looks == 1:
+            thread = threading.Thread(target=self.changed, args=([KEY],))
+            thread.start()
+            thread.join()
+        return answer
+
+    monkeypatch.setattr(LogChanges, "moved", change_after_the_first_look)
+
+    async def scenario(changes: LogChanges) -> bool:
+        return await asyncio.wait_for(changes.wait([KEY], changes.now(), timeout_s=60), 10)
+
+    assert _run(scenario) is True
+
+
+def test_a_change_nobody_waits_on_does_not_wake_the_loop_and_is_still_seen(monkeypatch: pytest.MonkeyPatch) -> None:
+    async def scenario(changes: LogChanges) -> tuple[list, bool, bool]:
+        scheduled: list = []
+        monkeypatch.setattr(asyncio.get_running_loop(), "call_soon_threadsafe", lambda *a: scheduled.append(a))
+        since = changes.now()
+        changes.changed([OTHER])
+        moved_other = changes.moved([OTHER], since)
+        changes.changed_everywhere()
+        return list(scheduled), moved_other, changes.moved([KEY], since)  # stop() schedules later
+
+    scheduled, moved_other, moved_any = _run(scenario)
+    assert scheduled == []
+    assert moved_other is True  # a reader that took its version before the change sees it
+    assert moved_any is True  # changed_everywhere: any partition may have changed
+
+
+def test_a_change_of_another_partition_does_not_wake_a_waiter() -> None:
+    async def scenario(changes: LogChanges) -> bool:
+        waiting = await _registered(changes, [KEY], changes.now(), timeout_s=0.3)
+        changes.changed([OTHER])
+        return await waiting
+
+    assert _run(scenario) is False
