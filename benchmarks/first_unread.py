@@ -85,7 +85,7 @@ def timed(conn, stmt, repeats: int) -> float:  # type: ignore[no-untyped-def]
     times = []
     for _ in range(repeats):
         t0 = time.perf_counter()
-        got = conn.execute(stmt, {"topic_id": 1, "partition": 0, "position": 1}).scalar()
+        got = conn.execute(stmt, {"topic_id": 1, "partition": 0, "position": 1, "log_start": 0}).scalar()
         times.append((time.perf_counter() - t0) * 1000)
         assert got == 0, got
     return statistics.median(times)

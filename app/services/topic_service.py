@@ -155,7 +155,8 @@ class TopicService:
             if consumed is None:
                 return bounds.log_start_offset
             bound = min(consumed, topics.last_stable_offset(conn, topic.topic_id, partition))
-            unread = read_committed.first_record_committed_from(conn, topic.topic_id, partition, bound)
+            unread = read_committed.first_record_committed_from(conn, topic.topic_id, partition, bound,
+                                                                 bounds.log_start_offset)
             if unread is not None:
                 bound = min(bound, unread)
             return topics.advance_log_start(conn, topic.topic_id, partition, bound)

@@ -172,17 +172,17 @@ def straddle_at(conn: Connection, topic_id: int, partition: int, offset: int) ->
     the last stable offset, or a committed one positioned at or past `offset` with a stored
     record below it (read_committed.first_record_committed_from). What decides whether a
     committed offset means the same in both read orders (app.domain.offsets.offset_in_order).
-    Records the log cleaner or retention deleted count for nothing: a reader of neither order
-    reads them again."""
+    Records below the log start count for nothing, whether or not the log cleaner has
+    deleted their rows yet: a reader of neither order reads them again."""
     # The last stable offset is the first offset of the earliest open transaction, or the log
     # end when none is open: an offset past the log end (a commit may name one) straddles no
     # open transaction.
-    last_stable, log_end = conn.execute(
-        select(LAST_STABLE_OFFSET, partitions.c.next_offset)
+    last_stable, log_end, log_start = conn.execute(
+        select(LAST_STABLE_OFFSET, partitions.c.next_offset, partitions.c.log_start_offset)
         .where(partitions.c.topic_id == topic_id, partitions.c.partition == partition)).one()
     if last_stable < min(offset, log_end):
         return Straddle.UNDECIDED
-    if first_record_committed_from(conn, topic_id, partition, offset) is not None:
+    if first_record_committed_from(conn, topic_id, partition, offset, log_start) is not None:
         return Straddle.COMMITTED
     return Straddle.NONE
 

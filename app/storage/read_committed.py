@@ -131,10 +131,13 @@ def committed_batches(topic_id: Any, partition: Any, lo: Any, before: Any = None
             .order_by(b.c.commit_position, b.c.base_offset))
 
 
-def first_record_committed_from(conn: Connection, topic_id: int, partition: int, position: int) -> int | None:
-    """The lowest offset of a record whose transaction committed at or past `position` but
-    which lies below it: such a record is exposed at its marker (docs/GUARANTEES.md#commit-order),
-    so a reader whose position is `position` has not read it yet. None if there is none. Walks
+def first_record_committed_from(conn: Connection, topic_id: int, partition: int, position: int,
+                                log_start: int) -> int | None:
+    """The lowest offset at or past `log_start` of a record whose transaction committed at or
+    past `position` but which lies below it: such a record is exposed at its marker
+    (docs/GUARANTEES.md#commit-order), so a reader whose position is `position` has not read it
+    yet. None if there is none. A record below the log start is garbage that no read returns,
+    whether or not the log cleaner has deleted its row yet: it is unread by nobody. Walks
     the committed transactional batches positioned from `position` on (only a transactional
     batch can lie below its position): a range of ix_record_batches_committed_txn, as many
     rows as committed transactions lie there, and probes each one's run below the position for
@@ -149,12 +152,14 @@ def first_record_committed_from(conn: Connection, topic_id: int, partition: int,
     and commit order would favour the index that gives it, ix_record_batches_committed.
     """
     return conn.execute(first_record_committed_from_stmt(conn.dialect.name), {
-        "topic_id": topic_id, "partition": partition, "position": position}).scalar()
+        "topic_id": topic_id, "partition": partition, "position": position, "log_start": log_start}).scalar()
 
 
 def first_record_committed_from_stmt(dialect_name: str) -> Any:
-    """first_record_committed_from's query, its parameters topic_id, partition and position."""
-    topic, part, at = (bindparam(n, type_=BigInteger()) for n in ("topic_id", "partition", "position"))
+    """first_record_committed_from's query, its parameters topic_id, partition, position and
+    log_start."""
+    topic, part, at, log_start = (bindparam(n, type_=BigInteger())
+                                  for n in ("topic_id", "partition", "position", "log_start"))
     rb = record_batches
     # No `base_offset < position` here: the run's bound (below least(run end, position)) keeps
     # a batch starting at or past the position out already, and as a condition it would be a
@@ -163,7 +168,8 @@ def first_record_committed_from_stmt(dialect_name: str) -> Any:
     # index is built, before an ANALYZE), chose that index and walked every plain batch again.
     b = select(rb).where(rb.c.topic_id == topic, rb.c.partition == part, rb.c.txn_id.is_not(None),
                          committed_batch(rb), rb.c.commit_position >= at)
-    run = batch_runs(dialect_name, b.subquery("b"), lambda b, r: (r.c.offset,), lambda b: b.c.base_offset,
+    run = batch_runs(dialect_name, b.subquery("b"), lambda b, r: (r.c.offset,),
+                     lambda b: dialect.greatest(b.c.base_offset, log_start),
                      lambda b: dialect.least(run_end(b), at), partition_of=(topic, part)).subquery()
     return select(func.min(run.c.offset))
 

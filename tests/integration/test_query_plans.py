@@ -272,7 +272,7 @@ def test_the_first_record_committed_from_a_position_walks_the_committed_transact
     with database.engine.connect() as conn:
         topic_id = conn.execute(text("SELECT topic_id FROM topics WHERE name = 'plans'")).scalar_one()
         sql = _compiled(conn, first_record_committed_from_stmt(database.dialect), topic_id=topic_id, partition=0,
-                        position=100)
+                        position=100, log_start=0)
     lines = _plan(database, sql)
     primary_key = "pk_records" if database.dialect == "postgresql" else "sqlite_autoindex_records_1"
     assert _scans(lines) == ["ix_record_batches_committed_txn", primary_key], lines
