@@ -42,6 +42,8 @@ from app.kafka.protocol import (NO_WAIT, ClientGone, build, client_gone, client_
 
 WAIT_POLL_S = 0.1
 _MS = datetime.timedelta(milliseconds=1)
+# OffsetFetch's first version whose clients know UNSTABLE_OFFSET_COMMIT (KIP-447's require_stable).
+FIRST_UNSTABLE_OFFSET_COMMIT_VERSION = 7
 
 
 class _Waiting:
@@ -390,8 +392,14 @@ class GroupApis:
                 # An HTTP reader's commit position that a Kafka consumer would skip or repeat a
                 # transaction from (app.domain.offsets.offset_in_order): refused whether or not
                 # stable offsets are required, since no offset answered here would be right.
+                code = error_code(refusal)
+                if code == ErrorCode.unstable_offset_commit and version < FIRST_UNSTABLE_OFFSET_COMMIT_VERSION:
+                    # A client of an older version does not know the code (aiokafka raises it as
+                    # an unknown error and gives up); the coordinator's "still loading" is the
+                    # retriable refusal every client retries a partition's offset after.
+                    code = ErrorCode.coordinator_load_in_progress
                 return build(m.OffsetFetchResponsePartition, partition_index=index, committed_offset=-1,
-                             committed_leader_epoch=NO_LEADER_EPOCH, metadata=None, error_code=error_code(refusal))
+                             committed_leader_epoch=NO_LEADER_EPOCH, metadata=None, error_code=code)
             o = at.get((topic, index))
             return build(m.OffsetFetchResponsePartition, partition_index=index,
                          committed_offset=-1 if o is None else o.committed_offset,

@@ -1,0 +1,68 @@
+"""OffsetFetch before version 7 has no UNSTABLE_OFFSET_COMMIT: a client of such a version is
+given the retriable COORDINATOR_LOAD_IN_PROGRESS where the offset waits on an open transaction
+(an HTTP reader's commit position past its records: app.domain.offsets.offset_in_order), and
+retries until the transaction ends. aiokafka 0.14 asks with version 1 and gave up on the code
+it did not know. On SQLite and PostgreSQL."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+from aiokafka import AIOKafkaConsumer, TopicPartition
+
+from tests.helpers import create_topic
+from tests.kafka.conftest import Listener
+from tests.kafka.test_offsets_across_doors import _end, _http_commit, _open_transaction, _plain
+
+pytestmark = pytest.mark.kafka
+
+RETRYING_S = 1.5  # how long the consumer is left retrying before the transaction ends
+TIMEOUT_S = 20
+
+
+async def _committed_while_t1_ends(kafka: Listener, t1: dict, *, commit: bool) -> tuple[bool, object]:
+    """aiokafka's committed offset of orders/0 for "billing", asked while T1 is open: whether
+    it was still asking when T1 ended, and what it got (an offset, or the error it raised)."""
+    consumer = AIOKafkaConsumer(bootstrap_servers=kafka.bootstrap, group_id="billing", enable_auto_commit=False,
+                                isolation_level="read_committed", retry_backoff_ms=50)
+    await consumer.start()
+    try:
+        asking = asyncio.ensure_future(consumer.committed(TopicPartition("orders", 0)))
+        await asyncio.sleep(RETRYING_S)
+        still_asking = not asking.done()
+        await asyncio.to_thread(_end, kafka, "t1", t1, commit=commit)
+        try:
+            got: object = await asyncio.wait_for(asking, TIMEOUT_S)
+        except Exception as e:  # noqa: BLE001 - what the client raised is the answer
+            got = e
+    finally:
+        await consumer.stop()
+    return still_asking, got
+
+
+def _straddled(kafka: Listener) -> dict:
+    """T1 open with its record at 0, a plain record at 1, the HTTP reader's position 2."""
+    create_topic(kafka.client, "orders")
+    t1 = _open_transaction(kafka, "t1", "T1")
+    _plain(kafka, "P1")
+    _http_commit(kafka, 2)
+    return t1
+
+
+def test_aiokafka_retries_an_offset_an_open_transaction_straddles_and_gets_it_once_the_transaction_aborts(
+        kafka: Listener) -> None:
+    t1 = _straddled(kafka)
+    still_asking, got = asyncio.run(_committed_while_t1_ends(kafka, t1, commit=False))
+    assert still_asking is True
+    assert got == 2  # T1 aborted: 2 is past the plain record in both orders
+
+
+def test_aiokafka_is_refused_once_the_straddling_transaction_commits(kafka: Listener) -> None:
+    from aiokafka.errors import KafkaError
+
+    t1 = _straddled(kafka)
+    still_asking, got = asyncio.run(_committed_while_t1_ends(kafka, t1, commit=True))
+    assert still_asking is True
+    # T1 committed at 2: a Kafka consumer at 2 would never read it. Not retriable.
+    assert isinstance(got, KafkaError) and "InconsistentGroupProtocol" in repr(got), got
