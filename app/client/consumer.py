@@ -41,6 +41,9 @@ class GroupMetadata:
     group_id: str
     generation_id: int = -1
     member_id: str | None = None
+    # The order the consumer reads in, which gives its positions their meaning (the service
+    # stores it with each offset): "commit" for read_committed, "offset" for read_uncommitted.
+    read_order: str = "commit"
 
 
 @dataclass(frozen=True, slots=True)
@@ -120,6 +123,9 @@ class Consumer:
                              f"got {auto_offset_reset!r}")
         self.group_id = group_id
         self.isolation = isolation
+        # read_uncommitted reads records as they lie, so its positions are Kafka's offsets;
+        # read_committed's are commit positions.
+        self._read_order = "offset" if isolation == "read_uncommitted" else "commit"
         self.auto_offset_reset = auto_offset_reset
         self.session_timeout_ms = session_timeout_ms
         self.max_records = max_records
@@ -247,7 +253,7 @@ class Consumer:
             # Its partitions' topics named: a partition of another topic the group has read
             # (pending in a transaction, or a Kafka consumer's offset) refuses nothing here.
             params={"require_stable": "true", "wait_ms": self.offset_wait_ms,
-                    "topic": sorted({topic for topic, _ in partitions})},
+                    "topic": sorted({topic for topic, _ in partitions}), "read_order": self._read_order},
             deadline_s=max(60.0, self.session_timeout_ms / 1000),
         )
         found = {(o["topic"], o["partition"]): o["offset"] for o in answer["offsets"]}
@@ -436,8 +442,8 @@ class Consumer:
         if self.group_id is None:
             raise ValueError("no group_id")
         if self._manual:
-            return GroupMetadata(self.group_id)
-        return GroupMetadata(self.group_id, self._assignment.generation_id, self._member_id)
+            return GroupMetadata(self.group_id, read_order=self._read_order)
+        return GroupMetadata(self.group_id, self._assignment.generation_id, self._member_id, self._read_order)
 
     def commit(self, offsets: dict[TopicPartition, int] | None = None) -> None:
         """Commit offsets outside a transaction (at-least-once consumers)."""
@@ -447,7 +453,8 @@ class Consumer:
         if not offsets:
             return
         body: dict[str, Any] = {
-            "offsets": [{"topic": t, "partition": p, "offset": o} for (t, p), o in sorted(offsets.items())]
+            "offsets": [{"topic": t, "partition": p, "offset": o} for (t, p), o in sorted(offsets.items())],
+            "read_order": self._read_order,
         }
         meta = self.group_metadata()
         if meta.member_id is not None:

@@ -334,6 +334,7 @@ class Producer:
         }
         if isinstance(group_metadata, GroupMetadata):
             body["group_id"] = group_metadata.group_id
+            body["read_order"] = group_metadata.read_order
             if group_metadata.member_id is not None:
                 body.update(generation_id=group_metadata.generation_id, member_id=group_metadata.member_id)
         else:

@@ -75,8 +75,8 @@ def offset_in_order(stored: ReadOrder, wanted: ReadOrder, straddle: Straddle, *,
     retriable, UNSTABLE_OFFSET_COMMIT, as a pending transactional offset is."""
     if stored is wanted or straddle is Straddle.NONE:
         return None
-    committed_in = ("offset order (a Kafka offset)" if stored is ReadOrder.OFFSET
-                    else "commit order (an HTTP reader's position)")
+    committed_in = ("offset order (a Kafka consumer's or a read_uncommitted reader's offset)"
+                    if stored is ReadOrder.OFFSET else "commit order (a read_committed HTTP reader's position)")
     where = f"group {group_id!r}'s offset {offset} in {topic}/{partition}"
     partitions = [{"topic": topic, "partition": partition}]
     if straddle is Straddle.UNDECIDED:
@@ -87,8 +87,8 @@ def offset_in_order(stored: ReadOrder, wanted: ReadOrder, straddle: Straddle, *,
     return InconsistentGroupProtocol(
         f"{where} is in {committed_in}, and a transaction committed at or past it has records below it: read "
         "in the other order it would skip or repeat that transaction. To move the group between the HTTP and "
-        "Kafka doors, stop its readers and reset its offsets for the other door's readers, with an offset in "
-        "their order (outbox groups reset-offsets --read-order commit|offset --to-offset N ...)",
+        "Kafka doors (or between isolation levels), stop its readers and reset its offsets for the new readers, "
+        "with an offset in their order (outbox groups reset-offsets --read-order commit|offset --to-offset N ...)",
         partitions=partitions)
 
 

@@ -12,7 +12,7 @@ from starlette.concurrency import run_in_threadpool
 from app.api.deps import ServicesDep
 from app.api.errors import documented
 from app.api.json_body import json_body
-from app.api.schemas.common import ID_MAX_LENGTH, ID_PATTERN, TOPIC_NAME_MAX_LENGTH
+from app.api.schemas.common import ID_MAX_LENGTH, ID_PATTERN, READ_ORDER_OF_OFFSETS, TOPIC_NAME_MAX_LENGTH
 from app.api.schemas.groups import (
     CommittedOffset,
     GroupDescription,
@@ -115,7 +115,7 @@ def commit_offsets(
         access.require(Operation.READ, acl.topic(o.topic))
     services.groups.commit(
         group_id,
-        [OffsetToStage(o.topic, o.partition, o.offset, o.metadata, NO_LEADER_EPOCH, ReadOrder.COMMIT)
+        [OffsetToStage(o.topic, o.partition, o.offset, o.metadata, NO_LEADER_EPOCH, body.read_order)
          for o in body.offsets],
         group_metadata(body.generation_id, body.member_id),
     )
@@ -170,13 +170,16 @@ async def fetch_offsets(
             "a refusal then concerns these topics only; a topic that does not exist has none")] = None,
     require_stable: bool = True,
     wait_ms: Annotated[int, Query(ge=0, le=OFFSET_FETCH_WAIT_MAX_MS)] = 0,
+    read_order: Annotated[ReadOrder, Query(description=READ_ORDER_OF_OFFSETS)] = ReadOrder.COMMIT,
 ) -> GroupOffsets | Response:
-    """The group's committed offsets, each as a reader in commit order reads it. With
+    """The group's committed offsets, each as a reader in `read_order` reads it (commit order,
+    read_committed's, unless named: offset order is read_uncommitted's). With
     require_stable (default), a partition whose offsets are pending in an unfinished transaction
     answers UNSTABLE_OFFSET_COMMIT (retriable); wait_ms waits for that transaction to complete
     first (bounded by the service's maximum), unless the most requests that may wait already
     do: then 429 THROTTLING_QUOTA_EXCEEDED (retriable). An offset a Kafka consumer committed is
-    answered as the commit position that means the same, and refused with
+    answered as the commit position that means the same (and an HTTP reader's commit position,
+    to a reader in offset order, as that offset), and refused with
     INCONSISTENT_GROUP_PROTOCOL where none does (UNSTABLE_OFFSET_COMMIT while the transaction
     that decides it is open). A reader names its topics (`topic`), so that a partition of
     another topic refuses nothing of its own. Needs DESCRIBE on the group, and on each `topic`
@@ -195,7 +198,7 @@ async def fetch_offsets(
                 try:
                     rows = await run_in_threadpool(
                         services.groups.fetch, group_id, topic_names=topic, require_stable=require_stable,
-                        order=ReadOrder.COMMIT, visible=_describable(access),
+                        order=read_order, visible=_describable(access),
                     )
                     return _offsets(group_id, rows)
                 except UnstableOffsetCommit:

@@ -29,7 +29,7 @@ from app.api.schemas.transactions import (
 from app.domain.transaction import OPEN_STATE_NAMES, PreparedTxnRef, TransactionMetadata
 from app.domain.types import TRANSACTION_LIST_DEFAULT, TRANSACTION_LIST_MAX, TransactionState
 from app.api.routers.groups import group_metadata
-from app.domain.offsets import NO_LEADER_EPOCH, OffsetToStage, ReadOrder
+from app.domain.offsets import NO_LEADER_EPOCH, OffsetToStage
 from app.api.send_body import CommitBody, DecodedCommit
 from app.services.transaction_listing import TransactionView
 
@@ -101,7 +101,7 @@ def add_offsets(
         body.producer_id,
         body.producer_epoch,
         body.group_id,
-        [OffsetToStage(o.topic, o.partition, o.offset, o.metadata, NO_LEADER_EPOCH, ReadOrder.COMMIT)
+        [OffsetToStage(o.topic, o.partition, o.offset, o.metadata, NO_LEADER_EPOCH, body.read_order)
          for o in body.offsets],
         group_metadata(body.generation_id, body.member_id),
     )

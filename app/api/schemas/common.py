@@ -15,7 +15,7 @@ from pydantic import BaseModel, Field
 
 # The ids' rule is the domain's (app.domain.ids), which the services check for every door.
 from app.domain.ids import ID_MAX_LENGTH, ID_PATTERN
-from app.domain.offsets import OFFSET_METADATA_MAX_CHARS
+from app.domain.offsets import OFFSET_METADATA_MAX_CHARS, ReadOrder
 from app.domain.types import MAX_INT32, MAX_INT64, MAX_PRODUCER_EPOCH
 
 # Other text both databases store exactly: no NUL.
@@ -67,6 +67,16 @@ class OffsetEntry(RequestBody):
     partition: Partition
     offset: Annotated[Offset, Meta(description="the next offset to consume (Kafka's committed offset)")]
     metadata: OffsetMetadata | None = None
+
+
+# The order a reader reads a partition in decides what its offsets mean: a commit or a fetch of
+# offsets names it.
+READ_ORDER_OF_OFFSETS = (
+    "the order the group's readers read in, which gives the offsets their meaning: commit (read_committed, "
+    "the default: commit positions) or offset (read_uncommitted, which reads records as they lie: Kafka's "
+    "offsets). Stored with each offset, so that a reader through the other door starts where this one stopped")
+
+ReadOrderOfOffsets = Annotated[ReadOrder, Meta(description=READ_ORDER_OF_OFFSETS)]
 
 
 class ErrorResponse(BaseModel):

@@ -13,6 +13,7 @@ from app.api.schemas.common import (
     MemberId,
     Offset,
     OffsetEntry,
+    ReadOrderOfOffsets,
     Partition,
     RequestBody,
     TopicName,
@@ -29,6 +30,7 @@ class OffsetCommitRequest(RequestBody):
         description="KIP-447: refuse the commit unless this is the group's generation"
     )] | None = None
     member_id: MemberId | None = None
+    read_order: ReadOrderOfOffsets = ReadOrder.COMMIT
 
 
 class OffsetResetRequest(RequestBody):

@@ -11,13 +11,14 @@ from app.api.schemas.common import (
     GroupId,
     MemberId,
     OffsetEntry,
+    ReadOrderOfOffsets,
     ProducerEpoch,
     ProducerId,
     RequestBody,
     TransactionalId,
 )
 from app.api.schemas.records import BatchIn, BatchResult
-from app.domain.offsets import MAX_PARTITIONS_PER_REQUEST
+from app.domain.offsets import MAX_PARTITIONS_PER_REQUEST, ReadOrder
 from app.domain.transaction import MAX_JOINT_COMMIT, OPEN_STATE_NAMES
 from app.domain.types import MAX_INT64, TransactionState
 
@@ -86,6 +87,7 @@ class AddOffsetsRequest(ProducerIdentity):
         description="KIP-447 group metadata: refuse (ILLEGAL_GENERATION) unless this is the group's generation",
     )] | None = None
     member_id: MemberId | None = None
+    read_order: ReadOrderOfOffsets = ReadOrder.COMMIT
 
 
 class TransactionPartition(BaseModel):
