@@ -44,9 +44,17 @@ class Record:
         return None if self.headers is None else dumps(self.headers)
 
 
+class JsonText(str):
+    """A value given as its JSON text exactly (dumps passes it through): a text no Python value
+    dumps to, such as a number whose exponent the Python API would never write. Only the Send
+    and outbox.append, which are given text, can express it."""
+
+
 def dumps(value: Any) -> str:
     """JSON text as the Python API writes a value (app.in_database), but with a lone surrogate
     as its escape: the text a Send or outbox.append can be given (it is not UTF-8 otherwise)."""
+    if isinstance(value, JsonText):
+        return str(value)
     return _SURROGATE.sub(lambda m: f"\\u{ord(m.group()):04x}", json.dumps(value, ensure_ascii=False, allow_nan=False))
 
 
@@ -85,6 +93,8 @@ class Case:
     # takes one record per call and cannot be passed a text holding NUL or a lone surrogate,
     # nor a message id that is not text.
     appenders: tuple[str, ...] = APPENDERS
+    # Appenders known to give another verdict: appender -> why (the case runs as xfail(strict)).
+    known_wrong: dict[str, str] = field(default_factory=dict)
 
     def runs_on(self, appender: str) -> bool:
         if appender not in self.appenders:
@@ -174,16 +184,37 @@ CASES = [
     Case("an unknown topic", (Record(),), topic="nope", error="UNKNOWN_TOPIC_OR_PARTITION"),
     Case("a partition the topic does not have", (Record(),), partition=2, error="UNKNOWN_TOPIC_OR_PARTITION"),
     Case("a negative partition", (Record(),), partition=-1, error="INVALID_REQUEST"),
+    # (found by review) A name no topic may have (app.domain.records.check_address) is the caller's
+    # mistake, not a topic that does not exist.
+    Case("a topic name no topic may have", (Record(),), topic="a/b", error="INVALID_REQUEST",
+         known_wrong={SQL: "outbox.append looks the name up and answers UNKNOWN_TOPIC_OR_PARTITION; fix: check "
+                           "the name as check_address does (1 to 249 characters, no '/' nor control character) "
+                           "before the lookup, in a new appender"}),
     Case("a compacted topic refuses a record without a key", (Record("k", key="k"), Record(1)),
          config={"cleanup_policy": "compact"}, error="INVALID_RECORD"),
     Case("a topic checking expected offsets refuses an append without one", (Record(),),
          config={"check_expected_offsets": True}, error="INVALID_REQUEST"),
     Case("a number beyond a 64-bit float", (Record(10 ** 400),), error="INVALID_REQUEST"),
+    # (found by review) Finite as a 64-bit float (it reads as 0.0, as orjson and every parser read
+    # it); PostgreSQL's numeric, which outbox.append parses a value with, holds no exponent below
+    # -16383 and refused it: the one rule of a finite number, checked two ways that disagree.
+    Case("a number too small for PostgreSQL's numeric is a float's 0 and is stored as sent",
+         (Record(JsonText("1e-16384")),), stored=(Stored(1, "1e-16384"),), appenders=(SEND, SQL),
+         known_wrong={SQL: "outbox.append casts the value to jsonb, whose numeric refuses an exponent below "
+                           "-16383 (value overflows numeric format); fix: in a new appender, refuse only the "
+                           "numbers a float cannot hold (e.g. catch numeric_value_out_of_range and refuse only "
+                           "where an exponent is large, or compare via float8)"}),
     Case("a number beyond a 64-bit float deep in the value", (Record([1, {"a": -(10 ** 309)}]),), error="INVALID_REQUEST"),
     Case("a value nesting 255 levels", (Record(_nested(255)),), error="INVALID_REQUEST"),
     Case("a lone surrogate escape in a value", (Record("\ud800"),), error="INVALID_REQUEST",
          appenders=(SEND, SQL)),
     Case("a lone surrogate escape in a header", (Record(1, headers={"h": "\ud800"}),), error="INVALID_REQUEST",
+         appenders=(SEND, SQL)),
+    # (found by review) outbox.append looked closely only at a text holding a high surrogate's escape;
+    # PostgreSQL's json type takes a lone low one (\\udc00..\\udfff) unparsed (migration 0038).
+    Case("a lone low surrogate escape in a value", (Record("\udc00"),), error="INVALID_REQUEST",
+         appenders=(SEND, SQL)),
+    Case("a lone low surrogate escape in a header", (Record(1, headers={"h": "\udfff"}),), error="INVALID_REQUEST",
          appenders=(SEND, SQL)),
     Case("a header value that is not a string", (Record(1, headers={"h": 1}),), error="INVALID_REQUEST"),
     Case("headers that are not an object", (Record(1, headers=["h"]),), error="INVALID_REQUEST"),  # type: ignore[arg-type]

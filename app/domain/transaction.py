@@ -315,8 +315,11 @@ def classify_recovery(
         )
     if producer_epoch == meta.producer_epoch:
         return False
-    if meta.last_producer_epoch is not None and producer_epoch == meta.last_producer_epoch:
-        # Not where the bump it asked for was a fence's, to the epoch kept back from every
+    if (meta.last_producer_epoch is not None and producer_epoch == meta.last_producer_epoch
+            and meta.state is not TransactionState.ONGOING):
+        # Not once a transaction has begun since the bump (Ongoing): a Begin takes the new epoch,
+        # so a request with the one left behind is a stale copy, and answered as a retry it fenced
+        # the live producer. Not where the bump it asked for was a fence's, to the epoch kept back from every
         # producer: it is bumped past that, to a new producer id.
         return meta.producer_epoch < MAX_PRODUCER_EPOCH
     raise ProducerFenced(

@@ -11,7 +11,7 @@ from app import metrics
 from app.domain.acl import ANONYMOUS
 from app.domain.clock import Clock
 from app.domain.log_cleaning import record_sizes
-from app.domain.producer import ActiveProducer
+from app.domain.producer import MAX_SEQUENCE, ActiveProducer
 from app.domain.topic import Topic
 from app.domain.request_shape import duplicated
 from app.domain.topic_config import check_record_size
@@ -217,6 +217,12 @@ def check_send(
             )
         if producer_id is None and b.base_sequence is not None:
             raise InvalidRequest("base_sequence needs producer_id and producer_epoch")
+        if b.base_sequence is not None and not 0 <= b.base_sequence <= MAX_SEQUENCE:
+            # The HTTP schema's range, for every door: a Kafka batch's base sequence below 0 was
+            # judged a duplicate (DUPLICATE_SEQUENCE_NUMBER), which a producer takes as written.
+            raise InvalidRequest(
+                f"batch for {b.topic}/{b.partition}: base_sequence must be from 0 to {MAX_SEQUENCE}, "
+                f"not {b.base_sequence}")
 
 
 def append_sent(

@@ -303,3 +303,29 @@ def test_outbox_append_refuses_exactly_the_records_a_send_refuses_as_too_large(
             conn.rollback()
 
     assert appended == ("appended" if sent.status_code == 200 else sent.json()["error_code"])
+
+
+@pytest.mark.xfail(strict=True, reason="found by review: outbox.append checks the record against the topic's "
+                   "config when it stages it, publish_pending takes its offsets at the commit without checking "
+                   "again; fix: publish_pending refuses at the commit what the topic's config then refuses "
+                   "(a new frozen publish_pending in a migration)")
+@pytest.mark.parametrize("config", [{"cleanup_policy": "compact"}, {"check_expected_offsets": True},
+                                    {"max_message_bytes": 2}])
+def test_a_record_staged_before_the_topic_s_config_changed_is_held_to_the_config_at_its_commit(
+        url: str, client: Any, config: dict) -> None:
+    """The records of an application's transaction take their offsets at its commit, after
+    every record a Send appended before it: they are appended then, and must meet the config of
+    then, as a Send running while an alter commits acts wholly on the config before or after it.
+    A record without a key staged, the topic made compacted, and the commit published it into a
+    compacted topic (which refuses such a record from every door); so with a topic made to
+    require expected offsets, or a max_message_bytes the record is over."""
+    with psycopg.connect(url) as app:
+        app.execute("INSERT INTO orders VALUES (1, 10)")
+        app.execute("SELECT outbox.append('orders', 0, NULL, '\"staged\"')")
+        r = client.patch("/v1/topics/orders", json={"config": config})
+        assert r.status_code == 200, r.text
+        try:
+            app.commit()
+        except psycopg.Error:
+            pass
+    assert offsets_and_values(client) == []

@@ -224,3 +224,32 @@ def test_an_idempotent_producer_at_epoch_32766_is_bumped_to_a_new_producer_id(cl
     assert (last["producer_id"], last["producer_epoch"]) == (p["producer_id"], 32766)
     rotated = client.post("/v1/producers", json=ident(last)).json()
     assert (rotated["producer_id"], rotated["producer_epoch"]) == (p["producer_id"] + 1, 0)
+
+
+@pytest.mark.parametrize("version", [1, 2])
+def test_a_delayed_recovery_with_an_epoch_left_behind_never_fences_the_transaction_begun_since(  # type: ignore[no-untyped-def]
+        client, version: int):
+    """(found by review) A KIP-360 InitProducerId carrying the epoch a bump left behind
+    (last_producer_epoch: a recovery's, or under version 2 the ended transaction's) is a retry
+    only while no transaction has begun since: a Begin needs the new epoch, so once the id is
+    Ongoing the request is a stale copy (a duplicate delivered late). It was answered as a
+    retry and fenced the live producer: its open transaction aborted, its epoch replaced, and the
+    stale caller handed the new one."""
+    create_topic(client, "t", 1)
+    p = init_producer(client, "X", transaction_version=version)
+    if version == 1:  # a KIP-360 bump: epoch 0 left behind
+        live = _recover(client, "X", p).json()
+        begin(client, "X", live)
+    else:  # a commit: epoch 0 left behind, and the next Send begins a transaction at epoch 1
+        assert send(client, [batch("t", 0, ["first"], 0)], p, "X").status_code == 200
+        live = client.post("/v1/transactions/X/commit", json=ident(p)).json()
+    assert live["producer_epoch"] == 1
+    assert send(client, [batch("t", 0, ["open"], 0)], live, "X").status_code == 200
+
+    late = client.post("/v1/producers", json={"transactional_id": "X", "transaction_version": version, **ident(p)})
+
+    assert late.status_code == 409 and late.json()["error_code"] == "PRODUCER_FENCED", late.text
+    described = client.get("/v1/transactions/X").json()
+    assert (described["state"], described["producer_epoch"]) == ("Ongoing", 1)
+    assert client.post("/v1/transactions/X/commit", json=ident(live)).status_code == 200
+    assert values(fetch(client, "t", 0))[-1] == "open"

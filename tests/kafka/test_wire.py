@@ -299,6 +299,31 @@ def test_an_idempotent_retry_is_answered_with_the_first_offsets_and_written_once
     assert _stored(kafka) == [(0, None, 1), (1, None, 2)]
 
 
+def test_an_idempotent_batch_with_a_negative_base_sequence_is_refused_as_the_http_door_refuses_it(
+        kafka: Listener) -> None:
+    """(found by review) A base sequence below 0 is no batch's (Kafka's are 0 to 2^31-1): the HTTP
+    door's schema refuses it (422 INVALID_REQUEST), and the service both doors call must too. It
+    was judged by check_sequence as overlapping what was written and answered
+    DUPLICATE_SEQUENCE_NUMBER, which a Kafka producer takes as success: its records acknowledged,
+    never written."""
+    create_topic(kafka.client, "orders")
+    with kafka.connect() as s:
+        init = ask(s, 22, 4, request_class(22, 4)(transactional_id=None, transaction_timeout=datetime.timedelta(0),
+                                                  producer_id=-1, producer_epoch=-1))
+        first = _partition_answer(ask(s, 0, 9, _produce("orders", 0, _records(
+            [b"1", b"2"], producer_id=init.producer_id, producer_epoch=init.producer_epoch, base_sequence=0))))
+        negative = _partition_answer(ask(s, 0, 9, _produce("orders", 0, _records(
+            [b"3"], producer_id=init.producer_id, producer_epoch=init.producer_epoch, base_sequence=-1)), 8))
+    assert first.error_code == ErrorCode.none
+    assert negative.error_code not in (ErrorCode.none, ErrorCode.duplicate_sequence_number), negative
+    r = kafka.client.post("/v1/records", json={
+        "producer_id": init.producer_id, "producer_epoch": init.producer_epoch,
+        "batches": [{"topic": "orders", "partition": 0, "base_sequence": -1, "records": [{"value": 3}]}]})
+    assert r.status_code == 422 and r.json()["error_code"] == "INVALID_REQUEST", r.text
+    assert negative.error_code == ErrorCode.invalid_request
+    assert _stored(kafka) == [(0, None, 1), (1, None, 2)]
+
+
 def test_produce_requests_sent_before_any_answer_is_read_are_answered_in_order_each_on_its_own(
         kafka: Listener) -> None:
     create_topic(kafka.client, "orders")

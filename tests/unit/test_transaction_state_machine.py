@@ -290,7 +290,15 @@ def test_recovery_by_the_live_instance_bumps_now() -> None:
 
 
 def test_recovery_retry_with_the_epoch_just_bumped_from_is_answered_again() -> None:
-    assert classify_recovery(meta(last_producer_epoch=ProducerEpoch(4)), 10, 4) is True
+    # A recovery's bump leaves the id Empty (a fence's, PrepareAbort then CompleteAbort).
+    for state in (S.EMPTY, S.PREPARE_ABORT, S.COMPLETE_ABORT, S.COMPLETE_COMMIT, S.PREPARED):
+        assert classify_recovery(meta(state=state, last_producer_epoch=ProducerEpoch(4)), 10, 4) is True
+
+
+def test_recovery_with_the_epoch_bumped_from_once_a_transaction_began_since_is_fenced() -> None:
+    # (found by review) A Begin took the new epoch: a request with the old one is a stale copy.
+    with pytest.raises(ProducerFenced):
+        classify_recovery(meta(state=S.ONGOING, last_producer_epoch=ProducerEpoch(4)), 10, 4)
 
 
 def test_recovery_retry_after_its_fence_took_the_epoch_kept_back_bumps_again_rather_than_hand_that_epoch_out() -> None:

@@ -75,9 +75,10 @@ BEGIN
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
     -- jsonb refuses what the json type lets through and readers' parsers refuse: a lone
-    -- surrogate escape. Only a text holding a surrogate escape can fail the cast, and only
+    -- surrogate escape, high (\ud800-\udbff) or low (\udc00-\udfff; a low one missed here was
+    -- stored, found by review). Only a text holding a surrogate escape can fail the cast, and only
     -- such a text enters the block (each entry is a subtransaction).
-    IF headers_text ~ '\\u[dD][89abAB]' THEN
+    IF headers_text ~ '\\u[dD][89a-fA-F]' THEN
         BEGIN
             PERFORM headers::jsonb;
         EXCEPTION WHEN data_exception THEN
@@ -105,7 +106,7 @@ BEGIN
     -- digits in a row (209 digits before a point times at most 1e99 stay finite; 210 need not:
     -- with 309, 1 followed by 300 zeros and e10 was taken), a text long enough to nest 255 deep. NUL escapes become spaces for
     -- jsonb, which cannot hold NUL (an escaped backslash before u0000 stays valid JSON too).
-    ELSIF value_text ~ '\\u[dD][89abAB]|[eE][+-]?[0-9]{3}|[0-9]{210}' OR length(value_text) > 2 * 254 THEN
+    ELSIF value_text ~ '\\u[dD][89a-fA-F]|[eE][+-]?[0-9]{3}|[0-9]{210}' OR length(value_text) > 2 * 254 THEN
         BEGIN
             parsed := replace(value_text, '\u0000', '\u0020')::jsonb;
         EXCEPTION WHEN data_exception THEN

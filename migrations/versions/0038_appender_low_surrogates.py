@@ -1,0 +1,35 @@
+"""outbox.append refuses a lone low surrogate's escape (\\udc00 to \\udfff) in a value or a
+header, as a Send does (sql/0038_appender.postgresql.sql; found by review).
+
+It looked closely (a cast to jsonb, which refuses a lone surrogate) only at a text holding a
+high surrogate's escape, `\\u[dD][89abAB]`; PostgreSQL's json type takes a lone low one
+unparsed. Such a value was stored, and every Fetch of it answered JSON that strict parsers
+(orjson, msgspec) refuse; such a header failed the unescaping of json_each with
+invalid_text_representation, a raw database error instead of INVALID_REQUEST. Records stored
+before are not checked again.
+
+CREATE OR REPLACE keeps the function's owner and its EXECUTE grants (outbox grant-appender's),
+and older processes keep working beside it. The downgrade puts 0034's function back. SQLite
+has no in-database appender: nothing to do there.
+
+Revision ID: 0038
+Revises: 0037
+Create Date: 2026-12-05
+"""
+
+from __future__ import annotations
+
+from migrations.sql_files import run_sql_file
+
+revision = "0038"
+down_revision = "0037"
+branch_labels = None
+depends_on = None
+
+
+def upgrade() -> None:
+    run_sql_file("0038_appender.postgresql.sql", dialect="postgresql")
+
+
+def downgrade() -> None:
+    run_sql_file("0038_downgrade_appender.postgresql.sql", dialect="postgresql")
