@@ -447,7 +447,7 @@
       h("p", { class: "muted" }, `${t.config === null ? "" : `cleanup policy ${t.config.cleanup_policy}; `}last stable offset: the first offset of the ` +
         "partition's earliest open transaction (read_committed readers get committed transactions past it too, in commit order)."),
       table(["partition", "log start", "last stable offset", "high watermark", "records", "bytes", ""],
-        t.partitions.map(p => [link(`#/topics/${enc(t.name)}/${p.partition}?isolation=read_uncommitted`, String(p.partition)), n(p.log_start_offset), n(p.last_stable_offset), n(p.log_end_offset),
+        t.partitions.map(p => [link(`#/topics/${enc(t.name)}/${p.partition}?isolation=read_uncommitted`, String(p.partition)), n(p.log_start_offset), n(p.last_stable_offset), n(p.high_watermark),
           n(p.record_count), bytes(p.size_bytes),
           link(`#/topics/${enc(t.name)}/${p.partition}?isolation=read_uncommitted`, "browse records")])),
       h("h2", {}, "Settings"),
