@@ -249,10 +249,10 @@ admin_router = APIRouter(prefix="/v1/admin/transactions", tags=["admin"])
                    response_model=TransactionDescription, responses=documented(401, 403, 404, 409))
 def admin_abort_transaction(transactional_id: TransactionalIdPath, services: ServicesDep,
                             access: AccessDep) -> TransactionDescription:
-    """Operator abort of an open or prepared transaction, without its producer: the epoch is
-    bumped as on timeout, so the producer is fenced if it comes back. Abort a Prepared
-    transaction only once its application's own database is known not to have committed it.
-    Needs ALTER or CLUSTER_ACTION on the cluster: the abort writes markers as the cluster
+    """Operator abort of a transaction not decided yet (Ongoing or Prepared), without its
+    producer: the epoch is bumped as on timeout, so the producer is fenced if it comes back.
+    Abort a Prepared transaction only once its application's own database is known not to
+    have committed it. Needs ALTER or CLUSTER_ACTION on the cluster: the abort writes markers as the cluster
     does, which Kafka's authorizer lets either operation do; as Kafka's, ALTER is asked
     silently and a refusal names (and audits) CLUSTER_ACTION."""
     access.require_any([(Operation.ALTER, acl.CLUSTER), (Operation.CLUSTER_ACTION, acl.CLUSTER)])

@@ -762,7 +762,7 @@
       // Without describe on the cluster its operations are answered empty, unknown rather than
       // none: the abort is offered, and a refusal shown as the service words it.
       !permitted.includes("describe") || permitted.includes("alter") || permitted.includes("cluster_action")
-        ? h("p", {}, abort, abortable ? "" : h("span", { class: "muted" }, " (only an open or prepared transaction can be aborted)"))
+        ? h("p", {}, abort, abortable ? "" : h("span", { class: "muted" }, " (only a transaction not decided yet, Ongoing or Prepared, can be aborted)"))
         : h("p", { class: "muted", id: "abort-needs" }, "Aborting a transaction as an operator needs alter or cluster_action on the cluster."),
       h("h2", {}, "Partitions"),
       table(["topic", "partition", "first offset"], t.partitions.map(p => [link(`#/topics/${enc(p.topic)}`, p.topic), p.partition, n(p.first_offset)]),
