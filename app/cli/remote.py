@@ -409,6 +409,8 @@ def _utc(ms: int | None) -> str | None:
 
 def _lag_table(a: Answer) -> list[str]:
     # kafka-consumer-groups --describe, with the log start and last stable offset beside the end.
+    # Its LOG-END-OFFSET is the high watermark, as in Kafka's tool (a read_uncommitted end
+    # offset): the column keeps the name its users know, and shows the answer's high_watermark.
     return columns(["GROUP", "TOPIC", "PARTITION", "CURRENT-OFFSET", "READ-ORDER", "LOG-START-OFFSET",
                     "LAST-STABLE-OFFSET", "LOG-END-OFFSET", "LAG"],
                    [[a["group_id"], p["topic"], p["partition"], p["committed_offset"], p["read_order"],
