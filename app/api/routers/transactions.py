@@ -220,7 +220,9 @@ def list_transactions(
     min_age_ms: Annotated[int | None, Query(ge=0, le=2**63 - 1, description=(
         f"only transactions open ({OPEN_STATE_NAMES}: their records hold back their partitions' last stable "
         "offset) at least this long since they began; with a `state` in which none is open, 400 INVALID_REQUEST"))] = None,
-    hanging: Annotated[bool, Query(description="only transactions open, or left completing, longer than the maximum transaction timeout")] = False,
+    hanging: Annotated[bool, Query(description=(
+        "only Ongoing transactions, or decided ones left completing, older than the maximum transaction timeout "
+        "(a Prepared transaction waits for its application's decision, however long, and is not listed)"))] = False,
     limit: Annotated[int, Query(ge=1, le=TRANSACTION_LIST_MAX)] = TRANSACTION_LIST_DEFAULT,
     transactional_id_prefix: Annotated[str | None, Query(
         min_length=1, max_length=ID_MAX_LENGTH, pattern=ID_PATTERN,
