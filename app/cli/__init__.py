@@ -158,7 +158,8 @@ def _service_flags(parser: argparse.ArgumentParser, *, default: object) -> None:
                         help=f"the service to administer ({admin_commands} only), e.g. "
                         f"http://127.0.0.1:8000; default ${remote.URL_VARIABLE}")
     parser.add_argument("--api-key-file", default=default, metavar="FILE",
-                        help=f"with --url: a file holding the API key; default ${remote.API_KEY_VARIABLE}")
+                        help="with --url: a file holding the API key; without it, the key itself is read "
+                        f"from ${remote.API_KEY_VARIABLE} (the variable holds the key, not a file)")
     parser.add_argument("--api-key", default=default, metavar="KEY",
                         help="with --url: the API key itself (visible to other users in `ps`: prefer "
                         f"${remote.API_KEY_VARIABLE} or --api-key-file)")

@@ -76,6 +76,17 @@ def api_key(args: argparse.Namespace) -> str | None:
     return os.environ.get(API_KEY_VARIABLE) or None
 
 
+def _key_is_a_path(args: argparse.Namespace, key: str | None) -> bool:
+    """The key came from OUTBOX_API_KEY, is no API key, and names a file: a path put where the
+    key belongs. A key (outbox_…) is never looked at as a path."""
+    if key is None or args.api_key is not None or args.api_key_file is not None or key.startswith("outbox_"):
+        return False
+    try:
+        return Path(key).expanduser().is_file()
+    except (OSError, ValueError):  # a name too long, a NUL: not a path
+        return False
+
+
 def check_url(url: str, source: str) -> None:
     """Refuse (EXIT_USAGE) a service address, given by `source` (--url or OUTBOX_URL), that no
     request could be sent to: the HTTP library would raise an InvalidURL or a UnicodeError at
@@ -122,11 +133,14 @@ class Remote:
     """One service, called as the signed-in principal; a refusal or an unreachable service
     becomes the CommandError `main` prints as one line."""
 
-    def __init__(self, url: str, key: str | None, timeout_s: float) -> None:
+    def __init__(self, url: str, key: str | None, timeout_s: float, *, key_is_a_path: bool = False) -> None:
         self.url = url.rstrip("/")
         self.where = shown_address(self.url)
         self.timeout_s = timeout_s
         self.keyless = key is None
+        # OUTBOX_API_KEY naming the key's file rather than holding the key: sent as a key, and
+        # refused with a message about bearer tokens that does not say what to change.
+        self.key_is_a_path = key_is_a_path
         self.session = Session(self.url, request_timeout_s=timeout_s, auth=credentials(key, None))
 
     def call(self, method: str, path: str, *, body: Any = None, params: dict | None = None) -> Answer:
@@ -160,6 +174,10 @@ class Remote:
                 # The service's message names the HTTP header it wants; the operator of this
                 # command sets neither headers nor knows which of the key's sources was empty.
                 line += f"; no API key was given: set {API_KEY_VARIABLE} or give --api-key-file FILE"
+            elif e.status == 401 and self.key_is_a_path:
+                # Not the path itself: the CLI masks whatever the variable holds in its output.
+                line += (f"; {API_KEY_VARIABLE} names a file: it holds the key itself "
+                         f"(export {API_KEY_VARIABLE}=\"$(cat FILE)\"), or give the file with --api-key-file FILE")
             raise CommandError(line, status) from None
 
     def close(self) -> None:
@@ -289,7 +307,9 @@ def run(args: argparse.Namespace) -> int:
     # httpx logs every request at INFO: on an operator's terminal that is a second line per
     # command in stderr, and a script reading stderr for the one error line would get it too.
     logging.getLogger("httpx").setLevel(logging.WARNING)
-    remote = Remote(args.url, api_key(args), TIMEOUT_S if args.timeout_s is None else args.timeout_s)
+    key = api_key(args)
+    remote = Remote(args.url, key, TIMEOUT_S if args.timeout_s is None else args.timeout_s,
+                    key_is_a_path=_key_is_a_path(args, key))
     try:
         answer, table = _RUN[args.command](remote, args)
     finally:
@@ -389,6 +409,8 @@ def _utc(ms: int | None) -> str | None:
 
 def _lag_table(a: Answer) -> list[str]:
     # kafka-consumer-groups --describe, with the log start and last stable offset beside the end.
+    # Its LOG-END-OFFSET is the high watermark, as in Kafka's tool (a read_uncommitted end
+    # offset): the column keeps the name its users know, and shows the answer's high_watermark.
     return columns(["GROUP", "TOPIC", "PARTITION", "CURRENT-OFFSET", "READ-ORDER", "LOG-START-OFFSET",
                     "LAST-STABLE-OFFSET", "LOG-END-OFFSET", "LAG"],
                    [[a["group_id"], p["topic"], p["partition"], p["committed_offset"], p["read_order"],

@@ -485,8 +485,11 @@ class TransactionCoordinator(ProducerInit):
             if meta.state in UNDECIDED_STATES:
                 meta = fence(conn, meta, now, Fence(FenceReason.ADMIN))
             elif meta.state is not S.PREPARE_ABORT:
+                # Not "open": a PrepareCommit transaction is open (glossary) and is not aborted.
+                committing = ": it is committed, and completes by itself" if meta.state is S.PREPARE_COMMIT else ""
                 raise InvalidTxnState(
-                    f"transaction is {meta.state.value}; only an open or prepared transaction can be aborted",
+                    f"transaction is {meta.state.value}; only a transaction not decided yet (Ongoing or Prepared) "
+                    f"can be aborted{committing}",
                     state=meta.state.value,
                 )
             return view_of(conn, complete_stored(conn, meta, now))

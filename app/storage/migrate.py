@@ -64,10 +64,17 @@ class StepRefused(Exception):
     where it was nor where it was asked to go."""
 
     def __init__(self, is_upgrade: bool, source: str | None, destination: str | None, reason: str,
-                 revision: str | None) -> None:
-        super().__init__(f"{'upgrade' if is_upgrade else 'downgrade'} {source or 'empty'} -> "
-                         f"{destination or 'empty'} refused: {reason}; the database is now at "
-                         f"{revision or 'base (no schema)'}")
+                 revision: str | None, head: str | None = None) -> None:
+        message = (f"{'upgrade' if is_upgrade else 'downgrade'} {source or 'empty'} -> "
+                   f"{destination or 'empty'} refused: {reason}; the database is now at "
+                   f"{revision or 'base (no schema)'}")
+        if not is_upgrade and head is not None and revision != head:
+            # Every command but `migrate` refuses a schema below this version's head, the
+            # `outbox acls remove` or topic deletion a refusal asks for included: say how to
+            # get back to where they run, or the operator is left with a hint no command obeys.
+            message += (f", where this version's other commands refuse to run: `outbox migrate` brings it back to "
+                        f"{head}, then do that and run the downgrade again")
+        super().__init__(message)
         self.revision = revision
 
 
@@ -219,7 +226,7 @@ def _refused(database_url: str, *, is_upgrade: bool, reason: str,
     chain: list[str | None] = [None, *revisions()]  # base first: the chain is linear
     at = chain.index(current)
     refusing = chain[at + 1] if is_upgrade else chain[at - 1]
-    return StepRefused(is_upgrade, current, refusing, reason, current)
+    return StepRefused(is_upgrade, current, refusing, reason, current, head=chain[-1])
 
 
 @contextmanager

@@ -9,7 +9,12 @@ from typing import Any
 
 from sqlalchemy import Connection, and_, func, or_, select
 
-from app.domain.transaction import OPEN_TRANSACTION_STATES, STORED_COMPLETING_STATES, TransactionMetadata
+from app.domain.transaction import (
+    COMPLETING_STATES,
+    OPEN_TRANSACTION_STATES,
+    STORED_COMPLETING_STATES,
+    TransactionMetadata,
+)
 from app.domain.types import TransactionState
 from app.storage.tables import transactions
 from app.storage.transactions import metadata_of
@@ -120,7 +125,12 @@ def count_hanging(conn: Connection, stale_before_ms: int) -> int:
 
 
 def oldest_open_started_ms(conn: Connection) -> int | None:
-    """When the oldest transaction still open (ONGOING) began; None if none is open."""
+    """When the oldest open transaction (OPEN_TRANSACTION_STATES, as stored) began; None if none
+    is open. The one meaning of open, that of `age_ms` and `min_age_ms`: a Prepared transaction
+    waiting for its application, or one stuck completing, holds back its partitions' last stable
+    offset as an Ongoing one does, so the gauge an operator alerts on counts it too."""
+    stored_open = (OPEN_TRANSACTION_STATES - COMPLETING_STATES) | STORED_COMPLETING_STATES
     return conn.execute(
-        select(func.min(transactions.c.txn_started_ms)).where(transactions.c.state == TransactionState.ONGOING.value)
+        select(func.min(transactions.c.txn_started_ms))
+        .where(transactions.c.state.in_(sorted(s.value for s in stored_open)))
     ).scalar()

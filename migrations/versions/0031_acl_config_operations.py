@@ -19,6 +19,9 @@ Create Date: 2026-12-02
 
 from __future__ import annotations
 
+import shlex
+from typing import Any
+
 import sqlalchemy as sa
 from alembic import op
 
@@ -52,15 +55,31 @@ def upgrade() -> None:
     _replace_check(_AFTER)
 
 
+# Frozen: the flag of `outbox acls` that names each resource type (app/cli/security.py).
+_RESOURCE_FLAGS = {"topic": "--topic", "group": "--group", "transactional_id": "--transactional-id"}
+
+
+def _remove_command(r: sa.Row[Any]) -> str:
+    """The `outbox acls remove` that takes binding `r` away: an acl_id is shown by no command,
+    so the refusal names each binding as the operator removes it."""
+    resource = ("--cluster" if r.resource_type == "cluster"
+                else f"{_RESOURCE_FLAGS[r.resource_type]} {shlex.quote(r.resource_name)}")
+    prefixed = " --resource-pattern-type prefixed" if r.pattern_type == "prefixed" else ""
+    return (f"outbox acls remove --{r.permission}-principal {shlex.quote(r.principal)} "
+            f"--operation {r.operation} {resource}{prefixed}")
+
+
 def downgrade() -> None:
     new = sorted(set(_AFTER) - set(_BEFORE))
-    acls = sa.table("acls", sa.column("acl_id"), sa.column("operation"))
-    using = op.get_bind().execute(sa.select(acls.c.acl_id, acls.c.operation).where(acls.c.operation.in_(new))
+    acls = sa.table("acls", *(sa.column(c) for c in ("acl_id", "principal", "permission", "operation",
+                                                      "resource_type", "resource_name", "pattern_type")))
+    using = op.get_bind().execute(sa.select(acls).where(acls.c.operation.in_(new))
                                   .order_by(acls.c.acl_id)).all()
     if using:
         raise MigrationRefused(
-            f"{len(using)} ACL binding(s) name an operation revision 0030 does not know ("
-            + ", ".join(f"acl {r.acl_id}: {r.operation}" for r in using[:10])
-            + "): remove them (outbox acls remove) before downgrading; they are not dropped silently, "
-              "since dropping a deny would allow what it denied")
+            f"{len(using)} ACL binding(s) name an operation revision 0030 does not know; remove them before "
+            "downgrading ("
+            + "; ".join(_remove_command(r) for r in using[:10])
+            + ("; …" if len(using) > 10 else "")
+            + "): they are not dropped silently, since dropping a deny would allow what it denied")
     _replace_check(_BEFORE)

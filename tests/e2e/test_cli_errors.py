@@ -532,9 +532,32 @@ def test_a_refused_downgrade_is_one_line_naming_the_refusal_and_the_revision_the
     older = REVISIONS[REVISIONS.index(REFUSING) - 1]
     line = one_error_line(cli(migrated, "migrate", older, "--downgrade"), 1)
     assert line == (f"downgrade {REFUSING} -> {older} refused: 1 ACL binding(s) name an operation revision {older} "
-                    "does not know (acl 20: describe_configs): remove them (outbox acls remove) before downgrading; "
-                    "they are not dropped silently, since dropping a deny would allow what it denied; "
-                    f"the database is now at {REFUSING}")
+                    "does not know; remove them before downgrading (outbox acls remove --allow-principal User:alice "
+                    "--operation describe_configs --topic orders): they are not dropped silently, since dropping a "
+                    f"deny would allow what it denied; the database is now at {REFUSING}, where this version's other "
+                    f"commands refuse to run: `outbox migrate` brings it back to {HEAD}, then do that and run the "
+                    "downgrade again")
+
+
+def test_a_refused_downgrade_is_undone_by_doing_what_its_line_says(migrated: str, cli: Run) -> None:
+    # The line's advice, followed to the letter: at the refusing revision `outbox acls remove`
+    # refuses (the schema is not this version's head), so it says to migrate back up first, and
+    # names each binding as the command that removes it (no command shows an acl_id).
+    import re
+    import shlex
+
+    _bind_describe_configs(migrated)
+    older = REVISIONS[REVISIONS.index(REFUSING) - 1]
+    line = one_error_line(cli(migrated, "migrate", older, "--downgrade"), 1)
+    remove = re.search(r"\((outbox acls remove [^)]*)\)", line)
+    assert remove is not None, line
+    assert cli(migrated, *shlex.split(remove.group(1))[1:]).returncode == 1  # as the line warns
+    assert cli(migrated, "migrate").returncode == 0
+    removed = cli(migrated, *shlex.split(remove.group(1))[1:])
+    assert removed.returncode == 0, removed.stderr
+    done = cli(migrated, "migrate", older, "--downgrade")
+    assert done.returncode == 0, done.stderr
+    assert revision(migrated) == older
 
 
 def test_after_a_refused_downgrade_migrate_brings_back_the_whole_schema_of_the_head(migrated: str,

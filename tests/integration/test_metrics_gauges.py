@@ -187,6 +187,22 @@ def test_the_oldest_open_transactions_age_is_counted_from_when_it_began(client, 
     assert value(scrape(client), "outbox_oldest_open_transaction_age_seconds") == 12.5
 
 
+def test_a_prepared_transaction_is_open_to_the_oldest_open_transactions_age(client, clock) -> None:  # type: ignore[no-untyped-def]
+    # Open has one meaning (age_ms, min_age_ms): a Prepared transaction waiting for its
+    # application holds back the last stable offset as an Ongoing one does.
+    create_topic(client, "orders")
+    p = init_producer(client, "shop")
+    txn = begin(client, "shop", p)
+    assert send(client, [batch("orders", 0, ["x"], 0)], p, "shop").status_code == 200
+    r = client.post("/v1/transactions/shop/prepare", json={**ident(p), "txn_id": txn["txn_id"]})
+    assert r.status_code == 200 and r.json()["state"] == "Prepared", r.text
+    clock.advance(20_000)
+    scraped = scrape(client)
+    assert value(scraped, "outbox_oldest_open_transaction_age_seconds") == 20
+    assert value(scraped, "outbox_oldest_open_transaction_age_seconds") * 1000 == client.get(
+        "/v1/transactions/shop").json()["age_ms"]
+
+
 def test_scrapes_within_the_interval_share_one_computation(settings, clock) -> None:  # type: ignore[no-untyped-def]
     with _client(settings, clock, metrics_gauge_interval_ms=10_000) as c:
         create_topic(c, "orders")

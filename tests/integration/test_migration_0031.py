@@ -57,8 +57,9 @@ def test_0031_downgrade_refuses_while_a_binding_names_a_new_operation(empty_url:
     command.upgrade(config, "0031")
     write(empty_url, _acl(20, "describe_configs"))
 
-    with pytest.raises(MigrationRefused, match=r"^1 ACL binding\(s\) name an operation revision 0030 does not know "
-                                               r"\(acl 20: describe_configs\): remove them"):
+    with pytest.raises(MigrationRefused, match=r"^1 ACL binding\(s\) name an operation revision 0030 does not know; "
+                                               r"remove them before downgrading \(outbox acls remove --allow-principal "
+                                               r"User:alice --operation describe_configs --topic orders\): "):
         command.downgrade(config, "0030")
     assert _acls(empty_url) == [*_stored(), (20, "topic", "orders", "describe_configs")]
 
@@ -67,3 +68,18 @@ def test_0031_downgrade_refuses_while_a_binding_names_a_new_operation(empty_url:
     assert _acls(empty_url) == _stored()
     with pytest.raises(IntegrityError):
         write(empty_url, _acl(20, "describe_configs"))
+
+
+def test_0031_downgrade_names_each_binding_as_the_command_that_removes_it(empty_url: str) -> None:
+    # No command shows an acl_id: the refusal gives `outbox acls remove`'s flags, quoted for a shell.
+    config = at_revision(empty_url, "0030")
+    command.upgrade(config, "0031")
+    write(empty_url, _acl(20, "cluster_action", "cluster", "outbox-cluster"),
+          "INSERT INTO acls (acl_id, principal, resource_type, resource_name, pattern_type, operation, permission, "
+          "created_ms) VALUES (21, 'User:*', 'transactional_id', 'shop-', 'prefixed', 'describe_configs', 'deny', 1)")
+
+    with pytest.raises(MigrationRefused) as refused:
+        command.downgrade(config, "0030")
+    assert ("(outbox acls remove --allow-principal User:alice --operation cluster_action --cluster; "
+            "outbox acls remove --deny-principal 'User:*' --operation describe_configs --transactional-id shop- "
+            "--resource-pattern-type prefixed)") in str(refused.value)

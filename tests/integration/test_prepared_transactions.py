@@ -157,6 +157,19 @@ def test_keep_prepared_txn_needs_a_transactional_id(client: Any) -> None:
     assert (r.status_code, r.json()["error_code"]) == (400, "INVALID_REQUEST")
 
 
+def test_a_prepared_transaction_past_the_maximum_timeout_is_open_but_not_hanging(client: Any, prepared: dict,
+                                                                                  clock: Any, settings: Any) -> None:
+    # Hanging is what the coordinator should have ended; a Prepared transaction is the
+    # application's to decide, as the hanging parameter's description says.
+    clock.advance(settings.max_transaction_timeout_ms + 1)
+
+    hanging = client.get("/v1/transactions", params={"hanging": True}).json()["transactions"]
+    old = client.get("/v1/transactions", params={"min_age_ms": settings.max_transaction_timeout_ms}).json()
+
+    assert hanging == []
+    assert [t["transactional_id"] for t in old["transactions"]] == [TID]
+
+
 def test_operators_list_prepared_transactions_and_may_abort_one(client: Any, prepared: dict) -> None:
     listed = client.get("/v1/transactions", params={"state": "Prepared"}).json()["transactions"]
     assert [(t["transactional_id"], t["txn_id"]) for t in listed] == [(TID, prepared["txn_id"])]

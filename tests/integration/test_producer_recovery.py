@@ -154,6 +154,10 @@ def test_operator_abort_aborts_and_fences_the_producer(client):  # type: ignore[
     assert r.json()["error_code"] == "PRODUCER_FENCED"
     r = client.post("/v1/admin/transactions/X/abort")
     assert (r.status_code, r.json()["error_code"]) == (409, "INVALID_TXN_STATE")
+    # "Open" would include PrepareCommit (docs/ARCHITECTURE.md's glossary), which is not aborted:
+    # the refusal names the states that are.
+    assert r.json()["message"] == ("transaction is CompleteAbort; only a transaction not decided yet "
+                                   "(Ongoing or Prepared) can be aborted")
 
 
 # --- epoch exhaustion: 32766 is the last epoch a producer is handed, 32767 the coordinator's ---

@@ -586,6 +586,23 @@ def test_no_key_or_a_wrong_one_is_the_401_code_and_exit_status_4_and_the_key_is_
     assert key is None or key not in done.err
 
 
+def test_a_path_in_outbox_api_key_is_named_with_what_the_variable_takes(served, outbox, monkeypatch,  # type: ignore[no-untyped-def]
+                                                                         tmp_path) -> None:
+    # The variable holds the key, --api-key-file a file: a path put in the variable was sent as
+    # the key and refused as "not an API key", which did not say what to change.
+    key_file = tmp_path / "admin.key"
+    key_file.write_text(served.admin_key + "\n")
+    monkeypatch.setenv("OUTBOX_API_KEY", str(key_file))
+
+    done = outbox("--url", served.secured_url, "topics", "list")
+
+    assert (done.status, done.out) == (EXIT_AUTH, "")
+    assert done.err.splitlines()[-1].endswith(
+        "; OUTBOX_API_KEY names a file: it holds the key itself "
+        '(export OUTBOX_API_KEY="$(cat FILE)"), or give the file with --api-key-file FILE')
+    assert served.admin_key not in done.err
+
+
 def test_an_unreachable_service_is_one_line_and_exit_status_1(outbox) -> None:  # type: ignore[no-untyped-def]
     port = free_port()  # nothing listens there
 

@@ -72,8 +72,9 @@ def transaction_gauges(reading: GaugeReading, now_ms: int) -> Iterator[Metric]:
     started = reading.oldest_open_transaction_started_ms
     yield GaugeMetricFamily(
         "outbox_oldest_open_transaction_age_seconds",
-        "Seconds since the oldest open (Ongoing) transaction began, at the gauges' computation; 0 "
-        "when none is open. It holds back its partitions' last stable offset.",
+        "Seconds since the oldest open transaction (Ongoing or Prepared, or decided and still "
+        "completing) began, at the gauges' computation; 0 when none is open. It holds back its "
+        "partitions' last stable offset.",
         # Not below 0: a transaction begun by a process whose clock is ahead of this one's.
         value=0 if started is None else max(0, reading.computed_ms - started) / 1000,
     )

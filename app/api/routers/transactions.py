@@ -220,7 +220,9 @@ def list_transactions(
     min_age_ms: Annotated[int | None, Query(ge=0, le=2**63 - 1, description=(
         f"only transactions open ({OPEN_STATE_NAMES}: their records hold back their partitions' last stable "
         "offset) at least this long since they began; with a `state` in which none is open, 400 INVALID_REQUEST"))] = None,
-    hanging: Annotated[bool, Query(description="only transactions open, or left completing, longer than the maximum transaction timeout")] = False,
+    hanging: Annotated[bool, Query(description=(
+        "only Ongoing transactions, or decided ones left completing, older than the maximum transaction timeout "
+        "(a Prepared transaction waits for its application's decision, however long, and is not listed)"))] = False,
     limit: Annotated[int, Query(ge=1, le=TRANSACTION_LIST_MAX)] = TRANSACTION_LIST_DEFAULT,
     transactional_id_prefix: Annotated[str | None, Query(
         min_length=1, max_length=ID_MAX_LENGTH, pattern=ID_PATTERN,
@@ -249,10 +251,10 @@ admin_router = APIRouter(prefix="/v1/admin/transactions", tags=["admin"])
                    response_model=TransactionDescription, responses=documented(401, 403, 404, 409))
 def admin_abort_transaction(transactional_id: TransactionalIdPath, services: ServicesDep,
                             access: AccessDep) -> TransactionDescription:
-    """Operator abort of an open or prepared transaction, without its producer: the epoch is
-    bumped as on timeout, so the producer is fenced if it comes back. Abort a Prepared
-    transaction only once its application's own database is known not to have committed it.
-    Needs ALTER or CLUSTER_ACTION on the cluster: the abort writes markers as the cluster
+    """Operator abort of a transaction not decided yet (Ongoing or Prepared), without its
+    producer: the epoch is bumped as on timeout, so the producer is fenced if it comes back.
+    Abort a Prepared transaction only once its application's own database is known not to
+    have committed it. Needs ALTER or CLUSTER_ACTION on the cluster: the abort writes markers as the cluster
     does, which Kafka's authorizer lets either operation do; as Kafka's, ALTER is asked
     silently and a refusal names (and audits) CLUSTER_ACTION."""
     access.require_any([(Operation.ALTER, acl.CLUSTER), (Operation.CLUSTER_ACTION, acl.CLUSTER)])

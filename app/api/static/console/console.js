@@ -447,7 +447,7 @@
       h("p", { class: "muted" }, `${t.config === null ? "" : `cleanup policy ${t.config.cleanup_policy}; `}last stable offset: the first offset of the ` +
         "partition's earliest open transaction (read_committed readers get committed transactions past it too, in commit order)."),
       table(["partition", "log start", "last stable offset", "high watermark", "records", "bytes", ""],
-        t.partitions.map(p => [link(`#/topics/${enc(t.name)}/${p.partition}?isolation=read_uncommitted`, String(p.partition)), n(p.log_start_offset), n(p.last_stable_offset), n(p.log_end_offset),
+        t.partitions.map(p => [link(`#/topics/${enc(t.name)}/${p.partition}?isolation=read_uncommitted`, String(p.partition)), n(p.log_start_offset), n(p.last_stable_offset), n(p.high_watermark),
           n(p.record_count), bytes(p.size_bytes),
           link(`#/topics/${enc(t.name)}/${p.partition}?isolation=read_uncommitted`, "browse records")])),
       h("h2", {}, "Settings"),
@@ -762,7 +762,7 @@
       // Without describe on the cluster its operations are answered empty, unknown rather than
       // none: the abort is offered, and a refusal shown as the service words it.
       !permitted.includes("describe") || permitted.includes("alter") || permitted.includes("cluster_action")
-        ? h("p", {}, abort, abortable ? "" : h("span", { class: "muted" }, " (only an open or prepared transaction can be aborted)"))
+        ? h("p", {}, abort, abortable ? "" : h("span", { class: "muted" }, " (only a transaction not decided yet, Ongoing or Prepared, can be aborted)"))
         : h("p", { class: "muted", id: "abort-needs" }, "Aborting a transaction as an operator needs alter or cluster_action on the cluster."),
       h("h2", {}, "Partitions"),
       table(["topic", "partition", "first offset"], t.partitions.map(p => [link(`#/topics/${enc(p.topic)}`, p.topic), p.partition, n(p.first_offset)]),
