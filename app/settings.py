@@ -448,6 +448,10 @@ class Settings(LogSettings):
             if stray:
                 raise ValueError(f"{', '.join(stray)} set, but OUTBOX_AUTHENTICATION names no method: "
                                  "without authentication every caller may do everything")
+            if "security_refresh_interval_ms" in self.model_fields_set:
+                # No process runs the refresher without authentication: nothing is checked.
+                raise ValueError("OUTBOX_SECURITY_REFRESH_INTERVAL_MS set, but OUTBOX_AUTHENTICATION names no "
+                                 "method: no ACL or key is checked, so none is refreshed")
         return self
 
     @model_validator(mode="after")

@@ -48,6 +48,8 @@ def test_an_unknown_authentication_method_is_refused(value: str) -> None:
     ({"super_users": "User:admin"}, "names no method"),
     ({"authentication": "none", "protect_metrics": True}, "names no method"),
     ({"protect_docs": True}, "names no method"),
+    ({"security_refresh_interval_ms": 500}, "OUTBOX_SECURITY_REFRESH_INTERVAL_MS set, but"),
+    ({"authentication": "none", "security_refresh_interval_ms": 1_000}, "none is refreshed"),
     ({"authentication": "api_key", "super_users": "admin"}, "User:<name>"),
     ({"authentication": "api_key", "super_users": "User:*"}, "User:<name>"),
 ])
