@@ -86,8 +86,9 @@ IDLE_STATES = frozenset({S.EMPTY, S.COMPLETE_COMMIT, S.COMPLETE_ABORT})
 # states (idle, Dead) have no transaction in progress; an ended one keeps its start time, but
 # has not been open since.
 OPEN_TRANSACTION_STATES = UNDECIDED_STATES | COMPLETING_STATES
-# Their names in the enum's order, as messages and the API's descriptions give them.
-OPEN_STATE_NAMES = ", ".join(s.value for s in S if s in OPEN_TRANSACTION_STATES)
+# The names of those a transaction is ever seen in (PrepareEpochFence is never stored), in the
+# enum's order, as messages and the API's descriptions give them.
+OPEN_STATE_NAMES = ", ".join(s.value for s in S if s in UNDECIDED_STATES | STORED_COMPLETING_STATES)
 
 
 def check_transition(current: TransactionState, target: TransactionState) -> None:

@@ -64,7 +64,7 @@ def test_transactions_list_by_age_in_a_state_with_none_open_is_refused(db_url): 
     assert (done.returncode, done.stdout) == (1, "")
     assert done.stderr == (
         "outbox: error: INVALID_REQUEST: min_age_ms lists open transactions only (states Ongoing, Prepared, "
-        "PrepareCommit, PrepareAbort, PrepareEpochFence); in state CompleteCommit no transaction is open: list it "
+        "PrepareCommit, PrepareAbort); in state CompleteCommit no transaction is open: list it "
         "without min_age_ms\n")
 
 
