@@ -416,16 +416,16 @@ class GroupService:
             consumed = topics.existing_topics(conn, {t for t in names if visible(t)})
             counted = {(c.topic_id, c.partition): c for c in read_committed.committed_between_for_groups(
                 conn, LAG_COUNT_CAP, limit=None, group_id=group_id)}
-            orders = {(o.topic_id, o.partition): o.read_order for o in offsets.fetch(conn, group_id)}
             out = []
             for name in sorted(consumed):
                 topic = consumed[name]
                 for info in topics.describe_partitions(conn, topic):
                     c = counted.get((topic.topic_id, info.partition))
-                    at, lag, exact = (None, None, True) if c is None else (c.committed_offset, c.count, c.exact)
+                    at, lag, exact, order = ((None, None, True, None) if c is None
+                                             else (c.committed_offset, c.count, c.exact, c.read_order))
                     out.append(PartitionLag(name, info.partition, at, info.log_start_offset, info.high_watermark,
                                             info.last_stable_offset, lag, exact, (name, info.partition) in pending,
-                                            None if c is None else orders.get((topic.topic_id, info.partition))))
+                                            order))
             return GroupLag(out)
 
     @staticmethod
