@@ -3,7 +3,8 @@ outside transactions, the lag, and the expiry of one group's members (expire_gro
 requests and group maintenance both run. Kafka's classic group protocol, the Kafka door's
 membership, is app.services.classic_group_protocol; the rules both share are
 app.services.group_membership; what the group-expiry worker runs is
-app.services.group_expiry.
+app.services.group_expiry; how a reader of one read order reads the committed offsets is
+app.services.offsets_in_order.
 
 The HTTP door's rebalance protocol is Kafka's eager one reduced to what HTTP clients need: Join returns
 the member's assignment at once (the service runs the range assignor itself, no group
@@ -53,7 +54,6 @@ from app.domain.offsets import (
     ResetTo,
     check_distinct_partitions,
     check_partition_count,
-    offset_in_order,
     offsets_to_write,
     plan_reset,
 )
@@ -64,6 +64,7 @@ from app.services.group_membership import (
     members_left,
     session_ended,
 )
+from app.services.offsets_in_order import FetchedOffsets, in_read_order, raise_refused
 from app.settings import Settings
 from app.storage import groups, offset_order, offsets, read_committed, topics
 from app.storage.dialect import RowLock
@@ -416,16 +417,16 @@ class GroupService:
             consumed = topics.existing_topics(conn, {t for t in names if visible(t)})
             counted = {(c.topic_id, c.partition): c for c in read_committed.committed_between_for_groups(
                 conn, LAG_COUNT_CAP, limit=None, group_id=group_id)}
-            orders = {(o.topic_id, o.partition): o.read_order for o in offsets.fetch(conn, group_id)}
             out = []
             for name in sorted(consumed):
                 topic = consumed[name]
                 for info in topics.describe_partitions(conn, topic):
                     c = counted.get((topic.topic_id, info.partition))
-                    at, lag, exact = (None, None, True) if c is None else (c.committed_offset, c.count, c.exact)
+                    at, lag, exact, order = ((None, None, True, None) if c is None
+                                             else (c.committed_offset, c.count, c.exact, c.read_order))
                     out.append(PartitionLag(name, info.partition, at, info.log_start_offset, info.high_watermark,
                                             info.last_stable_offset, lag, exact, (name, info.partition) in pending,
-                                            None if c is None else orders.get((topic.topic_id, info.partition))))
+                                            order))
             return GroupLag(out)
 
     @staticmethod
@@ -607,51 +608,3 @@ class GroupService:
         with self.db.read() as conn:
             committed, refused = in_read_order(conn, group_id, offsets.fetch(conn, group_id), order)
             return FetchedOffsets(committed, set(offsets.pending_partitions(conn, group_id, None)), refused)
-
-
-@dataclass(frozen=True, slots=True)
-class FetchedOffsets:
-    """A group's committed offsets as a reader of one order reads them (GroupService.fetch_with_pending)."""
-
-    committed: list[offsets.CommittedOffset]  # those it may read, in its order
-    pending: set[tuple[str, int]]  # (topic, partition) with offsets staged in an unfinished transaction
-    refused: dict[tuple[str, int], OutboxError]  # those of the other order it may not read, and why
-
-
-def in_read_order(conn: Connection, group_id: str, rows: list[offsets.CommittedOffset],
-                  wanted: ReadOrder) -> tuple[list[offsets.CommittedOffset], dict[tuple[str, int], OutboxError]]:
-    """The committed offsets `rows` as a reader in `wanted` order reads them: each of that order
-    as it is, each of the other order as the same number where it means the same there, and
-    refused where it does not (app.domain.offsets.offset_in_order, on what lies across the
-    offset: offsets.straddle_at). Only an offset of the other order costs a look at the log."""
-    kept: list[offsets.CommittedOffset] = []
-    refused: dict[tuple[str, int], OutboxError] = {}
-    for o in rows:
-        if o.read_order is wanted:
-            kept.append(o)
-            continue
-        at = o.committed_offset
-        if o.read_order is ReadOrder.OFFSET:
-            at = offsets.past_markers(conn, o.topic_id, o.partition, at)  # the same Kafka offset
-        straddle = offsets.straddle_at(conn, o.topic_id, o.partition, at)
-        refusal = offset_in_order(o.read_order, wanted, straddle, group_id=group_id, topic=o.topic,
-                                  partition=o.partition, offset=o.committed_offset)
-        if refusal is None:
-            kept.append(dataclasses.replace(o, committed_offset=at, read_order=wanted))
-        else:
-            refused[o.topic, o.partition] = refusal
-    return kept, refused
-
-
-def raise_refused(refused: dict[tuple[str, int], OutboxError]) -> None:
-    """One refusal for all of `refused` (in_read_order), for a door that answers a fetch of
-    offsets all or nothing: a skip or repeat (INCONSISTENT_GROUP_PROTOCOL) before a wait for a
-    transaction's outcome (UNSTABLE_OFFSET_COMMIT, retriable), naming every partition of its
-    kind."""
-    if not refused:
-        return
-    worst = sorted(refused.items(), key=lambda kv: (kv[1].retriable, kv[0]))
-    first = worst[0][1]
-    alike = [key for key, e in worst if type(e) is type(first)]
-    more = f" (and {len(alike) - 1} more partition(s) alike)" if len(alike) > 1 else ""
-    raise type(first)(first.message + more, partitions=[{"topic": t, "partition": p} for t, p in alike])

@@ -53,18 +53,26 @@ def commit(conn: Connection, rows: Iterable[OffsetToCommit], now_ms: int) -> Non
     # between concurrent commits. The expiry of offsets (groups.delete_expired_offsets) never
     # waits for a row a commit holds, so it needs no order from here.
     ordered = sorted(rows, key=lambda r: (r.group_id, r.topic_id, r.partition))
-    if not ordered:
-        return
-    fresh = iter(next_writes(conn, sum(r.write_seq is None for r in ordered)))
-    for staged in (False, True):
-        rows_ = [{"group_id": r.group_id, "topic_id": r.topic_id, "partition": r.partition,
-                  "committed_offset": r.committed_offset, "metadata": r.metadata, "committed_ms": now_ms,
-                  "leader_epoch": r.leader_epoch, "read_order": r.read_order.value,
-                  "write_seq": next(fresh) if r.write_seq is None else r.write_seq}
-                 for r in ordered if (r.write_seq is not None) is staged]
-        if rows_:
-            dialect.execute_rows(conn, _upsert_if_newer(conn.dialect.name) if staged else dialect.upsert(
-                conn, group_offsets, _WRITTEN), rows_)
+    # A write made now takes a new number and goes over whatever is committed; a staged one
+    # keeps its staging's number and goes only over an offset written before it
+    # (_upsert_if_newer). A caller writes one kind: a commit and a reset fresh rows, a
+    # transaction's completion (transactions.complete_offsets) staged ones.
+    fresh = [r for r in ordered if r.write_seq is None]
+    if fresh:
+        _write(conn, dialect.upsert(conn, group_offsets, _WRITTEN),
+               zip(fresh, next_writes(conn, len(fresh)), strict=True), now_ms)
+    staged = [(r, r.write_seq) for r in ordered if r.write_seq is not None]
+    if staged:
+        _write(conn, _upsert_if_newer(conn.dialect.name), staged, now_ms)
+
+
+def _write(conn: Connection, stmt: Any, rows: Iterable[tuple[OffsetToCommit, int]], now_ms: int) -> None:
+    """`stmt` (an upsert of group_offsets' _WRITTEN columns) for each row, with its write number."""
+    dialect.execute_rows(conn, stmt, [
+        {"group_id": r.group_id, "topic_id": r.topic_id, "partition": r.partition,
+         "committed_offset": r.committed_offset, "metadata": r.metadata, "committed_ms": now_ms,
+         "leader_epoch": r.leader_epoch, "read_order": r.read_order.value, "write_seq": write_seq}
+        for r, write_seq in rows])
 
 
 _WRITTEN = ("committed_offset", "metadata", "committed_ms", "leader_epoch", "read_order", "write_seq")

@@ -38,6 +38,7 @@ from typing import Any
 from sqlalchemy import BigInteger, Connection, Integer, Table, and_, bindparam, case, func, literal, select, true, union_all
 from sqlalchemy.sql.elements import ColumnElement
 
+from app.domain.offsets import ReadOrder
 from app.domain.types import RecordState
 from app.storage import dialect
 from app.storage.tables import group_offsets, partitions, record_batches, records
@@ -182,6 +183,7 @@ class GroupPartitionCount:
     committed_offset: int
     count: int  # the committed records from committed_offset to the partition's log end
     exact: bool  # False: at least `count` (the cap was reached)
+    read_order: ReadOrder  # what committed_offset means (offsets.CommittedOffset.read_order)
 
 
 def committed_between_for_groups(conn: Connection, cap: int, limit: int | None,
@@ -215,20 +217,22 @@ def committed_between_for_groups(conn: Connection, cap: int, limit: int | None,
     if not consumed:
         return []
     rows = conn.execute(committed_between_for_groups_stmt(conn.dialect.name, cap, pos, consumed)).all()
-    return [GroupPartitionCount(r.group_id, r.topic_id, r.partition, r.committed_offset, r.counted, r.counted < cap)
+    return [GroupPartitionCount(r.group_id, r.topic_id, r.partition, r.committed_offset, r.counted, r.counted < cap,
+                                ReadOrder(r.read_order))
             for r in rows]
 
 
 def group_positions_stmt(limit: int | None, group_id: str | None = None) -> Any:
     """committed_between_for_groups' committed offsets: each with where its count starts (the
-    committed offset or the log start, the higher), the partition's log end and log start."""
+    committed offset or the log start, the higher), the partition's log end and log start, and
+    the committed offset's read order."""
     go, p = group_offsets, partitions
     one_group = () if group_id is None else (go.c.group_id == group_id,)
     start = case((go.c.committed_offset > p.c.log_start_offset, go.c.committed_offset),
                  else_=p.c.log_start_offset)
     return (
-        select(go.c.group_id, go.c.topic_id, go.c.partition, go.c.committed_offset, start.label("start"),
-               p.c.next_offset.label("before"), p.c.log_start_offset.label("log_start"))
+        select(go.c.group_id, go.c.topic_id, go.c.partition, go.c.committed_offset, go.c.read_order,
+               start.label("start"), p.c.next_offset.label("before"), p.c.log_start_offset.label("log_start"))
         .join(p, and_(p.c.topic_id == go.c.topic_id, p.c.partition == go.c.partition))
         .where(*one_group)
         .order_by(go.c.group_id, go.c.topic_id, go.c.partition)
@@ -251,6 +255,6 @@ def committed_between_for_groups_stmt(dialect_name: str, cap: int, pos: Any,
         counted = (select(func.count()).select_from(run.limit(cap).correlate(pos).subquery())
                    .correlate(pos).scalar_subquery())
         parts.append(select(pos.c.group_id, pos.c.topic_id, pos.c.partition, pos.c.committed_offset,
-                            counted.label("counted"))
+                            pos.c.read_order, counted.label("counted"))
                      .where(pos.c.topic_id == t, pos.c.partition == p))
     return union_all(*parts).order_by("group_id", "topic_id", "partition")

@@ -90,12 +90,13 @@ def test_a_reset_of_the_groups_offsets_replaces_the_leader_epoch_with_none(kafka
         assert _fetched(s) == (0, -1, ErrorCode.none)
 
 
-def _stage(s: Any, pid: int, epoch: int, offset: int, leader_epoch: int) -> None:
-    """TxnOffsetCommit v3 of transaction "t": group "billing"'s orders/0 at `offset`, `leader_epoch`."""
+def _stage(s: Any, tid: str, pid: int, epoch: int, offset: int, leader_epoch: int = -1) -> None:
+    """TxnOffsetCommit v3 of transaction `tid`: group "billing"'s orders/0 at `offset`,
+    `leader_epoch` (-1: none)."""
     m = _module(28, 3)
-    assert _add_offsets(s, "t", pid, epoch, "billing").error_code == ErrorCode.none
+    assert _add_offsets(s, tid, pid, epoch, "billing").error_code == ErrorCode.none
     staged = ask(s, 28, 3, request_class(28, 3)(  # type: ignore[misc]
-        transactional_id="t", group_id="billing", producer_id=pid, producer_epoch=epoch, generation_id=-1,
+        transactional_id=tid, group_id="billing", producer_id=pid, producer_epoch=epoch, generation_id=-1,
         member_id="", group_instance_id=None,
         topics=(m.TxnOffsetCommitRequestTopic(name="orders", partitions=(m.TxnOffsetCommitRequestPartition(
             partition_index=0, committed_offset=offset, committed_leader_epoch=leader_epoch,
@@ -107,7 +108,7 @@ def test_txn_offset_commits_leader_epoch_is_answered_once_the_transaction_commit
     create_topic(kafka.client, "orders")
     with kafka.connect() as s:
         pid, epoch = _init(s, "t")
-        _stage(s, pid, epoch, 20, 4)
+        _stage(s, "t", pid, epoch, 20, 4)
         pending = kafka.client.get("/v1/transactions/t").json()["pending_offsets"]
         assert [(o["offset"], o["leader_epoch"]) for o in pending] == [(20, 4)]
         assert _fetched(s) == (-1, -1, ErrorCode.unstable_offset_commit)
@@ -120,8 +121,8 @@ def test_an_offset_staged_again_in_the_transaction_commits_with_the_last_leader_
     create_topic(kafka.client, "orders")
     with kafka.connect() as s:
         pid, epoch = _init(s, "t")
-        _stage(s, pid, epoch, 20, 4)
-        _stage(s, pid, epoch, 21, 9)  # replaces the staged offset, and its leader epoch with it
+        _stage(s, "t", pid, epoch, 20, 4)
+        _stage(s, "t", pid, epoch, 21, 9)  # replaces the staged offset, and its leader epoch with it
         assert _end(s, "t", pid, epoch, commit=True).error_code == ErrorCode.none
         assert _fetched(s) == (21, 9, ErrorCode.none)
     assert _over_http(kafka) == [(21, 9)]
@@ -132,7 +133,7 @@ def test_an_aborted_txn_offset_commit_leaves_the_committed_offset_and_its_leader
     with kafka.connect() as s:
         assert _commit(s, 8, 12, committed_leader_epoch=7) == ErrorCode.none
         pid, epoch = _init(s, "t")
-        _stage(s, pid, epoch, 20, 9)
+        _stage(s, "t", pid, epoch, 20, 9)
         assert _end(s, "t", pid, epoch, commit=False).error_code == ErrorCode.none
         assert _fetched(s) == (12, 7, ErrorCode.none)
     assert _over_http(kafka) == [(12, 7)]

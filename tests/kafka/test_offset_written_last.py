@@ -5,17 +5,13 @@ On SQLite and PostgreSQL; the group billing, the partition orders/0."""
 
 from __future__ import annotations
 
-from typing import Any
-
 import pytest
 from kio.schema.errors import ErrorCode
 
-from app.kafka.protocol import request_class
-
 from tests.helpers import begin, create_topic, ident, init_producer
-from tests.kafka.conftest import Listener, ask
+from tests.kafka.conftest import Listener
 from tests.kafka.test_offset_leader_epoch import _commit, _fetched, _over_http, _stage
-from tests.kafka.test_transactions import _add_offsets, _end, _init
+from tests.kafka.test_transactions import _end, _init
 
 pytestmark = pytest.mark.kafka
 
@@ -24,7 +20,7 @@ def test_a_plain_commit_after_the_staging_stays_when_the_transaction_commits(kaf
     create_topic(kafka.client, "orders")
     with kafka.connect() as s:
         pid, epoch = _init(s, "t")
-        _stage(s, pid, epoch, 20, 4)
+        _stage(s, "t", pid, epoch, 20, 4)
         assert _commit(s, 8, 30, committed_leader_epoch=6) == ErrorCode.none
         assert _fetched(s) == (-1, -1, ErrorCode.unstable_offset_commit)  # still pending until it ends
         assert _end(s, "t", pid, epoch, commit=True).error_code == ErrorCode.none
@@ -36,9 +32,9 @@ def test_an_offset_staged_again_after_a_plain_commit_is_the_one_written_last(kaf
     create_topic(kafka.client, "orders")
     with kafka.connect() as s:
         pid, epoch = _init(s, "t")
-        _stage(s, pid, epoch, 20, 4)
+        _stage(s, "t", pid, epoch, 20, 4)
         assert _commit(s, 8, 30, committed_leader_epoch=6) == ErrorCode.none
-        _stage(s, pid, epoch, 25, 5)
+        _stage(s, "t", pid, epoch, 25, 5)
         assert _end(s, "t", pid, epoch, commit=True).error_code == ErrorCode.none
         assert _fetched(s) == (25, 5, ErrorCode.none)
 
@@ -48,7 +44,7 @@ def test_a_plain_commit_before_the_staging_is_replaced_when_the_transaction_comm
     with kafka.connect() as s:
         assert _commit(s, 8, 30, committed_leader_epoch=6) == ErrorCode.none
         pid, epoch = _init(s, "t")
-        _stage(s, pid, epoch, 20, 4)
+        _stage(s, "t", pid, epoch, 20, 4)
         assert _end(s, "t", pid, epoch, commit=True).error_code == ErrorCode.none
         assert _fetched(s) == (20, 4, ErrorCode.none)
 
@@ -57,7 +53,7 @@ def test_a_plain_commit_of_another_partition_leaves_the_staged_offset_to_commit(
     create_topic(kafka.client, "orders", partitions=2)
     with kafka.connect() as s:
         pid, epoch = _init(s, "t")
-        _stage(s, pid, epoch, 20, 4)
+        _stage(s, "t", pid, epoch, 20, 4)
     r = kafka.client.post("/v1/groups/billing/offsets", json={"offsets": [{"topic": "orders", "partition": 1, "offset": 3}]})
     assert r.status_code == 200, r.text
     with kafka.connect() as s:
@@ -84,9 +80,9 @@ def test_of_two_transactions_staging_one_partition_the_one_staged_last_stays_whi
     create_topic(kafka.client, "orders")
     with kafka.connect() as a, kafka.connect() as b:
         pid_b, epoch_b = _init(b, "b")
-        _stage_as(b, "b", pid_b, epoch_b, 5)
+        _stage(b, "b", pid_b, epoch_b, 5)
         pid_a, epoch_a = _init(a, "a")
-        _stage_as(a, "a", pid_a, epoch_a, 10)  # staged after b's
+        _stage(a, "a", pid_a, epoch_a, 10)  # staged after b's
         assert _end(a, "a", pid_a, epoch_a, commit=True).error_code == ErrorCode.none
         assert _end(b, "b", pid_b, epoch_b, commit=True).error_code == ErrorCode.none
         assert _fetched(a) == (10, -1, ErrorCode.none)
@@ -96,7 +92,7 @@ def test_a_staged_offset_commits_where_the_offset_committed_after_its_staging_wa
     create_topic(kafka.client, "orders")
     with kafka.connect() as s:
         pid, epoch = _init(s, "t")
-        _stage(s, pid, epoch, 20, 4)
+        _stage(s, "t", pid, epoch, 20, 4)
         assert _commit(s, 8, 30) == ErrorCode.none
     services = kafka.client.app.state.services
     assert services.groups.delete_offsets("billing", [("orders", 0)]) == {}
@@ -104,14 +100,3 @@ def test_a_staged_offset_commits_where_the_offset_committed_after_its_staging_wa
         assert _end(s, "t", pid, epoch, commit=True).error_code == ErrorCode.none
         assert _fetched(s) == (20, 4, ErrorCode.none)
 
-
-def _stage_as(s: Any, tid: str, pid: int, epoch: int, offset: int) -> None:
-    """TxnOffsetCommit v3 of transaction `tid`: group "billing"'s orders/0 at `offset`."""
-    m = __import__(request_class(28, 3).__module__, fromlist=["x"])  # type: ignore[union-attr]
-    assert _add_offsets(s, tid, pid, epoch, "billing").error_code == ErrorCode.none
-    staged = ask(s, 28, 3, request_class(28, 3)(  # type: ignore[misc]
-        transactional_id=tid, group_id="billing", producer_id=pid, producer_epoch=epoch, generation_id=-1,
-        member_id="", group_instance_id=None,
-        topics=(m.TxnOffsetCommitRequestTopic(name="orders", partitions=(m.TxnOffsetCommitRequestPartition(
-            partition_index=0, committed_offset=offset, committed_leader_epoch=-1, committed_metadata=""),)),)))
-    assert [p.error_code for p in staged.topics[0].partitions] == [ErrorCode.none]

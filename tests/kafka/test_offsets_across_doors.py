@@ -58,6 +58,19 @@ def _http_commit(kafka: Listener, offset: int) -> dict:
     return r.json()
 
 
+def _straddle(kafka: Listener, *, http_commit: bool) -> None:
+    """The straddle most tests here build: orders created, transaction T1's record at 0 (left
+    open), a plain record P1 at 1, T1 committed (its marker at 2, at commit position 2). With
+    `http_commit`, an HTTP reader that read P1 commits position 2 while T1 is open: T1, committed
+    at that position, straddles it."""
+    create_topic(kafka.client, "orders")
+    t1 = _open_transaction(kafka, "t1", "T1")
+    assert _plain(kafka, "P1") == 1
+    if http_commit:
+        _http_commit(kafka, 2)
+    _end(kafka, "t1", t1, commit=True)
+
+
 def _http_fetch(kafka: Listener) -> Any:
     return kafka.client.get("/v1/groups/billing/offsets", params={"require_stable": "false"})
 
@@ -76,11 +89,7 @@ def test_a_commit_position_past_a_transaction_that_committed_later_is_refused_to
     """The review's case: T1's record at 0 (open), a plain record at 1; the HTTP reader reads
     the plain record and commits 2; T1 commits at 2. A Kafka consumer starting at 2 would never
     get T1: refused, while the HTTP door still answers 2."""
-    create_topic(kafka.client, "orders")
-    t1 = _open_transaction(kafka, "t1", "T1")
-    assert _plain(kafka, "P1") == 1
-    _http_commit(kafka, 2)
-    _end(kafka, "t1", t1, commit=True)
+    _straddle(kafka, http_commit=True)
     with kafka.connect() as s:
         assert _fetched(s) == (NOT_FETCHED, -1, ErrorCode.inconsistent_group_protocol)
     r = _http_fetch(kafka)
@@ -136,10 +145,7 @@ def test_a_commit_position_past_a_whole_committed_transaction_is_the_same_offset
 def test_a_kafka_offset_below_a_transactions_marker_is_refused_to_an_http_reader(kafka: Listener) -> None:
     """T1's record at 0, a plain record at 1, T1's marker at 2: a Kafka consumer that read T1's
     record commits 1. From commit position 1 an HTTP reader would read T1 again (at 2)."""
-    create_topic(kafka.client, "orders")
-    t1 = _open_transaction(kafka, "t1", "T1")
-    _plain(kafka, "P1")
-    _end(kafka, "t1", t1, commit=True)
+    _straddle(kafka, http_commit=False)
     with kafka.connect() as s:
         assert _commit(s, 8, 1) == ErrorCode.none
     r = _http_fetch(kafka)
@@ -150,10 +156,7 @@ def test_a_kafka_offset_below_a_transactions_marker_is_refused_to_an_http_reader
 
 
 def test_a_kafka_offset_past_a_transactions_marker_is_the_same_position_for_an_http_reader(kafka: Listener) -> None:
-    create_topic(kafka.client, "orders")
-    t1 = _open_transaction(kafka, "t1", "T1")
-    _plain(kafka, "P1")
-    _end(kafka, "t1", t1, commit=True)
+    _straddle(kafka, http_commit=False)
     with kafka.connect() as s:
         assert _commit(s, 8, 3) == ErrorCode.none
     r = _http_fetch(kafka)
@@ -214,11 +217,7 @@ def test_librdkafka_assigned_a_partition_whose_http_position_it_cannot_read_gets
         kafka: Listener) -> None:
     """The refusal reaches the application as an error, and the consumer does not fall back to
     auto.offset.reset: it reads nothing, neither T1 again from the log start nor past it."""
-    create_topic(kafka.client, "orders")
-    t1 = _open_transaction(kafka, "t1", "T1")
-    _plain(kafka, "P1")
-    _http_commit(kafka, 2)
-    _end(kafka, "t1", t1, commit=True)
+    _straddle(kafka, http_commit=True)
     _plain(kafka, "P2")  # at 3, after T1's marker
     c = Consumer({"bootstrap.servers": kafka.bootstrap, "group.id": "billing", "enable.auto.commit": False,
                   "isolation.level": "read_committed", "auto.offset.reset": "earliest", "fetch.wait.max.ms": 100})
@@ -254,11 +253,7 @@ def test_a_kafka_offset_past_the_log_end_with_no_transaction_open_is_the_same_po
 
 
 def test_a_reset_for_kafka_consumers_moves_a_group_they_were_refused_to_them(kafka: Listener) -> None:
-    create_topic(kafka.client, "orders")
-    t1 = _open_transaction(kafka, "t1", "T1")
-    _plain(kafka, "P1")
-    _http_commit(kafka, 2)
-    _end(kafka, "t1", t1, commit=True)
+    _straddle(kafka, http_commit=True)
     r = kafka.client.post("/v1/groups/billing/offsets/reset", json={
         "topic": "orders", "to": "offset", "offset": 0, "read_order": "offset"})
     assert r.status_code == 200, r.text
@@ -271,11 +266,7 @@ def test_a_reset_to_the_current_offset_for_the_other_doors_readers_is_refused_wh
         kafka: Listener) -> None:
     """The committed offset kept, only its order changed: refused where no offset of the other
     order means the same (T1 straddles 2), as a reader of that order would be."""
-    create_topic(kafka.client, "orders")
-    t1 = _open_transaction(kafka, "t1", "T1")
-    _plain(kafka, "P1")
-    _http_commit(kafka, 2)
-    _end(kafka, "t1", t1, commit=True)
+    _straddle(kafka, http_commit=True)
     for to in ({"to": "current"}, {"to": "shift", "shift_by": 0}):
         r = kafka.client.post("/v1/groups/billing/offsets/reset", json={"topic": "orders", **to, "read_order": "offset"})
         assert r.status_code == 409, r.text
@@ -299,7 +290,7 @@ def test_a_kafka_transactional_offset_commit_stores_offset_order(kafka: Listener
     create_topic(kafka.client, "orders")
     with kafka.connect() as s:
         pid, epoch = _init(s, "t")
-        _stage(s, pid, epoch, 20, 4)
+        _stage(s, "t", pid, epoch, 20, 4)
         assert _end_kafka(s, "t", pid, epoch, commit=True).error_code == ErrorCode.none
     assert _stored(kafka) == [(20, ReadOrder.OFFSET)]
 
@@ -321,11 +312,8 @@ def test_a_kafka_offset_at_a_transactions_marker_is_the_position_past_it_for_an_
 
 
 def test_a_fetch_naming_its_topics_is_not_refused_for_another_topics_offset(kafka: Listener) -> None:
-    create_topic(kafka.client, "orders")
+    _straddle(kafka, http_commit=False)
     create_topic(kafka.client, "other")
-    t1 = _open_transaction(kafka, "t1", "T1")
-    _plain(kafka, "P1")
-    _end(kafka, "t1", t1, commit=True)
     with kafka.connect() as s:
         assert _commit(s, 8, 1) == ErrorCode.none  # orders/0: refused to an HTTP reader
     r = kafka.client.post("/v1/groups/billing/offsets", json={"offsets": [{"topic": "other", "partition": 0, "offset": 0}]})
@@ -345,11 +333,8 @@ def test_the_http_client_library_of_a_group_reads_its_topic_beside_another_topic
         kafka: Listener) -> None:
     from app.client.consumer import Consumer as HttpConsumer
 
-    create_topic(kafka.client, "orders")
+    _straddle(kafka, http_commit=False)
     create_topic(kafka.client, "other")
-    t1 = _open_transaction(kafka, "t1", "T1")
-    _plain(kafka, "P1")
-    _end(kafka, "t1", t1, commit=True)
     with kafka.connect() as s:
         assert _commit(s, 8, 1) == ErrorCode.none
     r = kafka.client.post("/v1/groups/billing/offsets", json={"offsets": [{"topic": "other", "partition": 0, "offset": 0}]})
