@@ -212,8 +212,8 @@ def committed_between_for_groups(conn: Connection, cap: int, limit: int | None,
     docs/DESIGN-partitioned-records.md); this one is planned for the leaves of the partitions
     counted."""
     pos = group_positions_stmt(limit, group_id).cte("pos")
-    consumed = conn.execute(select(pos.c.topic_id, pos.c.partition).distinct()
-                            .order_by(pos.c.topic_id, pos.c.partition)).all()
+    consumed = conn.execute(select(pos.c.topic_id, pos.c.partition, pos.c.read_order).distinct()
+                            .order_by(pos.c.topic_id, pos.c.partition, pos.c.read_order)).all()
     if not consumed:
         return []
     rows = conn.execute(committed_between_for_groups_stmt(conn.dialect.name, cap, pos, consumed)).all()
@@ -241,20 +241,33 @@ def group_positions_stmt(limit: int | None, group_id: str | None = None) -> Any:
 
 
 def committed_between_for_groups_stmt(dialect_name: str, cap: int, pos: Any,
-                                       consumed: Sequence[tuple[int, int]]) -> Any:
-    """committed_between_for_groups' count: one part per partition of `consumed`, each the
-    committed offsets of `pos` (group_positions_stmt, a CTE) in it, and for each the records of
-    the committed batches from its start (the batch index's range) counted up to `cap`."""
+                                       consumed: Sequence[tuple[int, int, str]]) -> Any:
+    """committed_between_for_groups' count: one part per partition and read order of `consumed`,
+    each the committed offsets of `pos` (group_positions_stmt, a CTE) in it, and for each the
+    records left to read from its start, counted up to `cap`, in the order its reader reads:
+    - commit order (an HTTP read_committed reader's position): the records of the committed
+      batches positioned from the start on (the batch index's range);
+    - offset order (a Kafka consumer's or read_uncommitted reader's offset): the records of the
+      committed batches lying from the start on. Counted in commit order instead, a transaction whose records
+      the consumer has read but whose marker lies past its offset would count as left, and one
+      whose records lie past it but whose marker does not would count as read."""
     parts = []
-    for topic_id, partition in consumed:
+    for topic_id, partition, read_order in consumed:
         t, p = literal(topic_id, Integer), literal(partition, Integer)
+        # Both orders walk the same batches: a committed batch with a record at or past the
+        # start has its commit position (its last record's offset, or its marker's, past its
+        # records) there too. Only where a transaction's run starts differs.
         batches = committed_batches(t, p, pos.c.start, pos.c.before).order_by(None)
+        if ReadOrder(read_order) is ReadOrder.COMMIT:
+            start: Callable[[Any], Any] = lambda b: run_start(b, pos.c.start, pos.c.log_start)  # noqa: E731
+        else:
+            start = lambda b: dialect.greatest(b.c.base_offset, pos.c.start)  # noqa: E731
         run = batch_runs(dialect_name, batches.correlate(pos).subquery("b"), lambda b, r: (r.c.offset,),
-                         lambda b: run_start(b, pos.c.start, pos.c.log_start), run_end, correlate=(pos,),
-                         partition_of=(t, p))
+                         start, run_end, correlate=(pos,), partition_of=(t, p))
         counted = (select(func.count()).select_from(run.limit(cap).correlate(pos).subquery())
                    .correlate(pos).scalar_subquery())
         parts.append(select(pos.c.group_id, pos.c.topic_id, pos.c.partition, pos.c.committed_offset,
                             pos.c.read_order, counted.label("counted"))
-                     .where(pos.c.topic_id == t, pos.c.partition == p))
+                     .where(pos.c.topic_id == t, pos.c.partition == p, pos.c.read_order == read_order))
     return union_all(*parts).order_by("group_id", "topic_id", "partition")
+

@@ -39,7 +39,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from sqlalchemy import Connection, insert, text
 
-from app.domain.offsets import Straddle
+from app.domain.offsets import ReadOrder, Straddle
 from app.domain.types import IsolationLevel
 from app.storage import offsets, read, read_committed
 from app.storage.tables import group_offsets, partitions, record_batches, records, topics, transaction_partitions
@@ -227,13 +227,18 @@ def test_fetch_and_the_counters_read_exactly_the_committed_records_view(  # type
                 assert offsets.straddle_at(conn, topic_id, 0, position) == (
                     Straddle.UNDECIDED if undecided
                     else Straddle.NONE if in_commit_order == in_offset_order else Straddle.COMMITTED)
-            # One group committed at each position.
+            # One group committed at each position in commit order (g...), and one at each offset
+            # in offset order (o...): the records left to a reader of each are the view's rows
+            # positioned, or lying, from there on.
             conn.execute(insert(group_offsets), [
-                {"group_id": f"g{position:03}", "topic_id": topic_id, "partition": 0,
-                 "committed_offset": position, "metadata": None, "committed_ms": 0}
+                {"group_id": f"{prefix}{position:03}", "topic_id": topic_id, "partition": 0,
+                 "committed_offset": position, "metadata": None, "committed_ms": 0, "read_order": order.value}
+                for prefix, order in (("g", ReadOrder.COMMIT), ("o", ReadOrder.OFFSET))
                 for position in range(log.next_offset + 1)])
-            true = [sum(c >= position for _, c, _ in seen) for position in range(log.next_offset + 1)]
-            expected = [(f"g{position:03}", min(n, cap), n < cap) for position, n in enumerate(true)]
+            left = {"g": [sum(c >= position for _, c, _ in seen) for position in range(log.next_offset + 1)],
+                    "o": [sum(o >= position for o, _, _ in seen) for position in range(log.next_offset + 1)]}
+            expected = [(f"{prefix}{position:03}", min(n, cap), n < cap)
+                        for prefix in ("g", "o") for position, n in enumerate(left[prefix])]
             # Every group at once (what a /metrics scrape reads)...
             assert [(c.group_id, c.count, c.exact)
                     for c in read_committed.committed_between_for_groups(conn, cap=cap, limit=10_000)

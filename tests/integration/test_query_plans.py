@@ -250,7 +250,7 @@ def test_a_groups_lag_is_counted_from_its_committed_offset_through_indexes_never
                           "committed_ms) VALUES ('g', :t, 0, 100, NULL, 0)"), {"t": topic_id})
         conn.commit()
         pos = group_positions_stmt(limit, group_id).cte("pos")
-        sql = str(committed_between_for_groups_stmt(database.dialect, 1_000_000, pos, [(topic_id, 0)]).compile(
+        sql = str(committed_between_for_groups_stmt(database.dialect, 1_000_000, pos, [(topic_id, 0, "commit")]).compile(
             conn, compile_kwargs={"literal_binds": True, "render_postcompile": True}))
     lines = _plan(database, sql)
     primary_key = "pk_records" if database.dialect == "postgresql" else "sqlite_autoindex_records_1"
@@ -260,6 +260,26 @@ def test_a_groups_lag_is_counted_from_its_committed_offset_through_indexes_never
     # The committed offset bounds the batch index's range.
     assert [line for line in lines if "commit_position>?" in line or "commit_position >= pos.start" in line], lines
     assert sorted(_run_bounds(database, lines)) == sorted(["<", ">=" if database.dialect == "postgresql" else ">"]), lines
+
+
+def test_a_kafka_consumers_lag_is_counted_from_its_offset_through_primary_keys_never_a_whole_scan(  # type: ignore[no-untyped-def]
+        services, database) -> None:
+    """The lag of an offset in offset order (a Kafka consumer's): the same walk as in commit
+    order (a committed batch with a record at or past the offset has its commit position
+    there too), each batch's run from the offset."""
+    _fill(services)
+    with database.engine.connect() as conn:
+        topic_id = conn.execute(text("SELECT topic_id FROM topics WHERE name = 'plans'")).scalar_one()
+        conn.execute(text("INSERT INTO group_offsets (group_id, topic_id, partition, committed_offset, metadata, "
+                          "committed_ms, read_order) VALUES ('g', :t, 0, 100, NULL, 0, 'offset')"), {"t": topic_id})
+        conn.commit()
+        pos = group_positions_stmt(None, "g").cte("pos")
+        sql = str(committed_between_for_groups_stmt(database.dialect, 1_000_000, pos, [(topic_id, 0, "offset")]).compile(
+            conn, compile_kwargs={"literal_binds": True, "render_postcompile": True}))
+    lines = _plan(database, sql)
+    primary_key = "pk_records" if database.dialect == "postgresql" else "sqlite_autoindex_records_1"
+    assert _scans(lines) == ["ix_record_batches_committed", primary_key], lines
+    assert [line for line in lines if "commit_position>?" in line or "commit_position >= pos.start" in line], lines
 
 
 def test_the_first_record_committed_from_a_position_walks_the_committed_transactional_batches_only(  # type: ignore[no-untyped-def]

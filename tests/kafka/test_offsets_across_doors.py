@@ -155,6 +155,28 @@ def test_a_kafka_offset_below_a_transactions_marker_is_refused_to_an_http_reader
     assert _stored(kafka) == [(1, ReadOrder.OFFSET)]  # the refusal changed nothing
 
 
+@pytest.mark.parametrize(("door", "offset", "lag"), [
+    # A Kafka consumer at 1 has read T1's record, not P1: one record left, P1. Counted in
+    # commit order 1 would also leave T1 (positioned at its marker, 2).
+    ("kafka", 1, 1),
+    # An HTTP reader at commit position 1 has read nothing: P1 (position 1) and T1 (2) left.
+    ("http", 1, 2),
+    # An HTTP reader at commit position 2 has read P1: T1 left, though it lies below 2.
+    ("http", 2, 1),
+])
+def test_the_lag_counts_an_offset_in_its_own_read_order(kafka: Listener, door: str, offset: int, lag: int) -> None:
+    _straddle(kafka, http_commit=False)
+    if door == "kafka":
+        with kafka.connect() as s:
+            assert _commit(s, 8, offset) == ErrorCode.none
+    else:
+        _http_commit(kafka, offset)
+    r = kafka.client.get("/v1/groups/billing/lag")
+    assert r.status_code == 200, r.text
+    assert [(p["committed_offset"], p["read_order"], p["lag"]) for p in r.json()["partitions"]] == [
+        (offset, "offset" if door == "kafka" else "commit", lag)]
+
+
 def test_a_kafka_offset_past_a_transactions_marker_is_the_same_position_for_an_http_reader(kafka: Listener) -> None:
     _straddle(kafka, http_commit=False)
     with kafka.connect() as s:
