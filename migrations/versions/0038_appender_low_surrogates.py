@@ -5,8 +5,12 @@ It looked closely (a cast to jsonb, which refuses a lone surrogate) only at a te
 high surrogate's escape, `\\u[dD][89abAB]`; PostgreSQL's json type takes a lone low one
 unparsed. Such a value was stored, and every Fetch of it answered JSON that strict parsers
 (orjson, msgspec) refuse; such a header failed the unescaping of json_each with
-invalid_text_representation, a raw database error instead of INVALID_REQUEST. Records stored
-before are not checked again.
+invalid_text_representation, a raw database error instead of INVALID_REQUEST.
+
+It also refuses a topic name no topic may have (empty, over 249 characters, a '/' or a control
+character) with INVALID_REQUEST, as a Send and the Python API do (app.domain.records
+check_address), before the lookup; it answered UNKNOWN_TOPIC_OR_PARTITION (found by review).
+Records stored before are not checked again.
 
 CREATE OR REPLACE keeps the function's owner and its EXECUTE grants (outbox grant-appender's),
 and older processes keep working beside it. The downgrade puts 0034's function back. SQLite

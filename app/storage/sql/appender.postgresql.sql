@@ -30,6 +30,15 @@ BEGIN
         RAISE EXCEPTION 'INVALID_REQUEST: partition must be at least 0, not %', coalesce("partition"::text, 'null')
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
+    -- A name no topic may have, as a Send's schema and the Python API refuse it
+    -- (app.domain.records.check_address): the caller's mistake, not a topic that does not
+    -- exist, so checked before the lookup (an impossible name was UNKNOWN_TOPIC_OR_PARTITION
+    -- here, found by review). Text cannot hold NUL, the one control character not listed.
+    IF topic IS NULL OR NOT char_length(topic) BETWEEN 1 AND 249 OR topic ~ '[/\x01-\x1f\x7f]' THEN
+        RAISE EXCEPTION 'INVALID_REQUEST: topic: a topic''s name is 1 to 249 characters without ''/'' or control characters, not %',
+            coalesce(quote_literal(left(topic, 300)), 'null')
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
     -- Before the topic is looked up, so that a role learns nothing of topics it may not
     -- append to. session_user: inside this SECURITY DEFINER function current_user is its
     -- owner; the owner (and a superuser) may append anywhere, as the service itself does.
