@@ -12,9 +12,17 @@ character) with INVALID_REQUEST, as a Send and the Python API do (app.domain.rec
 check_address), before the lookup; it answered UNKNOWN_TOPIC_OR_PARTITION (found by review).
 Records stored before are not checked again.
 
-CREATE OR REPLACE keeps the function's owner and its EXECUTE grants (outbox grant-appender's),
-and older processes keep working beside it. The downgrade puts 0034's function back. SQLite
-has no in-database appender: nothing to do there.
+And outbox.publish_pending (sql/0038_publish_pending.postgresql.sql) holds the staged records
+to the topic's config at the application's commit, where they take their offsets: a config
+changed after outbox.append staged them (the topic made compacted, made to check expected
+offsets, a smaller max_message_bytes) fails the commit with the refusal a Send would get then
+(INVALID_RECORD, INVALID_REQUEST, MESSAGE_TOO_LARGE), as a topic deleted in between fails it.
+Such records were published under the config of their staging (found by review).
+
+CREATE OR REPLACE keeps the functions' owner and outbox.append's EXECUTE grants (outbox
+grant-appender's), and older processes keep working beside them. The downgrade puts 0034's
+appender and 0035's publish_pending back. SQLite has no in-database appender: nothing to do
+there.
 
 Revision ID: 0038
 Revises: 0037
@@ -33,7 +41,9 @@ depends_on = None
 
 def upgrade() -> None:
     run_sql_file("0038_appender.postgresql.sql", dialect="postgresql")
+    run_sql_file("0038_publish_pending.postgresql.sql", dialect="postgresql")
 
 
 def downgrade() -> None:
     run_sql_file("0038_downgrade_appender.postgresql.sql", dialect="postgresql")
+    run_sql_file("0038_downgrade_publish_pending.postgresql.sql", dialect="postgresql")

@@ -42,3 +42,33 @@ def test_0038_refuses_a_lone_low_surrogate_escape_that_0037_took_and_the_downgra
     command.downgrade(config, "0037")
     assert [_appended(empty_url, v) for v in (LOW, PAIR)] == [True, True]
     assert _refusal(empty_url, "a/b") == "UNKNOWN_TOPIC_OR_PARTITION"
+
+
+def _published_though_compacted(url: str) -> bool:
+    """A record without a key staged to t/0, t made compacted in the same transaction before
+    its commit: whether the commit published the record (or refused it, INVALID_RECORD)."""
+    with psycopg.connect(url.replace("postgresql+psycopg", "postgresql")) as conn:
+        conn.execute("UPDATE topics SET cleanup_policy = 'delete' WHERE topic_id = 1")
+        conn.commit()
+        conn.execute("SELECT outbox.append('t', 0, NULL, '1')")
+        conn.execute("UPDATE topics SET cleanup_policy = 'compact' WHERE topic_id = 1")
+        try:
+            conn.commit()
+        except psycopg.errors.InvalidParameterValue as e:
+            assert (e.diag.message_primary or "").startswith("INVALID_RECORD: ")
+            return False
+    return True
+
+
+@pytest.mark.parametrize("empty_url", ["postgresql"], indirect=True)
+def test_0038_holds_staged_records_to_the_topic_s_config_at_the_commit_and_the_downgrade_does_not(
+        empty_url: str) -> None:
+    config = at_revision(empty_url, "0037", topic_t(1),
+                         'INSERT INTO partitions (topic_id, "partition", next_offset, log_start_offset) VALUES (1, 0, 0, 0)')
+    assert _published_though_compacted(empty_url)
+
+    command.upgrade(config, "0038")
+    assert not _published_though_compacted(empty_url)
+
+    command.downgrade(config, "0037")
+    assert _published_though_compacted(empty_url)
