@@ -10,6 +10,10 @@ invalid_text_representation, a raw database error instead of INVALID_REQUEST.
 It also refuses a topic name no topic may have (empty, over 249 characters, a '/' or a control
 character) with INVALID_REQUEST, as a Send and the Python API do (app.domain.records
 check_address), before the lookup; it answered UNKNOWN_TOPIC_OR_PARTITION (found by review).
+And it takes a number PostgreSQL's numeric cannot hold where a 64-bit float holds it (such as
+1e-16384, a float's 0, or 1 with more than 16383 fraction digits), as a Send stores it; it
+refused every such number, as its cast to jsonb failed (found by review). It still refuses a
+number no float holds finite.
 Records stored before are not checked again.
 
 And outbox.publish_pending (sql/0038_publish_pending.postgresql.sql) holds the staged records

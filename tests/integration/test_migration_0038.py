@@ -1,7 +1,8 @@
 """Upgrading to 0038 and back on PostgreSQL: outbox.append refuses a lone low surrogate's escape
 in a value, which 0037's function (0034's text) stored, and takes it again after the downgrade;
 a surrogate pair is taken throughout. An impossible topic name is the caller's mistake
-(INVALID_REQUEST) from 0038 on, an unknown topic before."""
+(INVALID_REQUEST) from 0038 on, an unknown topic before; a number too small for PostgreSQL's
+numeric (a float's 0) is taken from 0038 on, refused before."""
 
 from __future__ import annotations
 
@@ -12,6 +13,8 @@ from alembic import command
 from tests.migration_helpers import appender_takes, at_revision, topic_t
 
 LOW, PAIR = '"\\udc00"', '"\\ud83d\\ude00"'
+# A float's 0 that PostgreSQL's numeric cannot hold: refused before 0038, taken from it.
+TINY = "1e-16384"
 
 
 def _appended(url: str, value: str) -> bool:
@@ -32,15 +35,15 @@ def _refusal(url: str, topic: str) -> str:
 def test_0038_refuses_a_lone_low_surrogate_escape_that_0037_took_and_the_downgrade_takes_it_again(
         empty_url: str) -> None:
     config = at_revision(empty_url, "0037", topic_t(1))
-    assert [_appended(empty_url, v) for v in (LOW, PAIR)] == [True, True]
+    assert [_appended(empty_url, v) for v in (LOW, PAIR, TINY)] == [True, True, False]
     assert _refusal(empty_url, "a/b") == "UNKNOWN_TOPIC_OR_PARTITION"
 
     command.upgrade(config, "0038")
-    assert [_appended(empty_url, v) for v in (LOW, PAIR)] == [False, True]
+    assert [_appended(empty_url, v) for v in (LOW, PAIR, TINY)] == [False, True, True]
     assert _refusal(empty_url, "a/b") == "INVALID_REQUEST"
 
     command.downgrade(config, "0037")
-    assert [_appended(empty_url, v) for v in (LOW, PAIR)] == [True, True]
+    assert [_appended(empty_url, v) for v in (LOW, PAIR, TINY)] == [True, True, False]
     assert _refusal(empty_url, "a/b") == "UNKNOWN_TOPIC_OR_PARTITION"
 
 
