@@ -305,27 +305,44 @@ def test_outbox_append_refuses_exactly_the_records_a_send_refuses_as_too_large(
     assert appended == ("appended" if sent.status_code == 200 else sent.json()["error_code"])
 
 
-@pytest.mark.xfail(strict=True, reason="found by review: outbox.append checks the record against the topic's "
-                   "config when it stages it, publish_pending takes its offsets at the commit without checking "
-                   "again; fix: publish_pending refuses at the commit what the topic's config then refuses "
-                   "(a new frozen publish_pending in a migration)")
-@pytest.mark.parametrize("config", [{"cleanup_policy": "compact"}, {"check_expected_offsets": True},
-                                    {"max_message_bytes": 2}])
+# Each as a Send under that config refuses the record (tests/appender_cases.py): a compacted
+# topic a record without a key, a topic checking expected offsets a batch without one, a record
+# over max_message_bytes.
+@pytest.mark.parametrize(("config", "refusal"), [
+    ({"cleanup_policy": "compact"}, (psycopg.errors.InvalidParameterValue, "INVALID_RECORD")),
+    ({"check_expected_offsets": True}, (psycopg.errors.InvalidParameterValue, "INVALID_REQUEST")),
+    ({"max_message_bytes": 2}, (psycopg.errors.ProgramLimitExceeded, "MESSAGE_TOO_LARGE")),
+], ids=["compact", "check_expected_offsets", "max_message_bytes"])
 def test_a_record_staged_before_the_topic_s_config_changed_is_held_to_the_config_at_its_commit(
-        url: str, client: Any, config: dict) -> None:
+        url: str, client: Any, config: dict, refusal: tuple[type[psycopg.Error], str]) -> None:
     """The records of an application's transaction take their offsets at its commit, after
     every record a Send appended before it: they are appended then, and must meet the config of
     then, as a Send running while an alter commits acts wholly on the config before or after it.
     A record without a key staged, the topic made compacted, and the commit published it into a
-    compacted topic (which refuses such a record from every door); so with a topic made to
-    require expected offsets, or a max_message_bytes the record is over."""
+    compacted topic (which refuses such a record from every door; found by review); so with a
+    topic made to require expected offsets, or a max_message_bytes the record is over. The
+    commit fails, the business row with it, as for a topic deleted before the commit."""
+    error, code = refusal
     with psycopg.connect(url) as app:
         app.execute("INSERT INTO orders VALUES (1, 10)")
         app.execute("SELECT outbox.append('orders', 0, NULL, '\"staged\"')")
         r = client.patch("/v1/topics/orders", json={"config": config})
         assert r.status_code == 200, r.text
-        try:
+        with pytest.raises(error) as refused:
             app.commit()
-        except psycopg.Error:
-            pass
+        assert (refused.value.diag.message_primary or "").partition(":")[0] == code
+        assert app.execute("SELECT count(*) FROM orders").fetchone() == (0,)
     assert offsets_and_values(client) == []
+
+
+def test_a_record_staged_before_the_topic_s_config_changed_and_meeting_the_new_one_is_published(
+        url: str, client: Any) -> None:
+    """Only what the config at the commit refuses fails it: a record with a key, within the new
+    max_message_bytes, is published into the topic made compacted."""
+    with psycopg.connect(url) as app:
+        app.execute("INSERT INTO orders VALUES (1, 10)")
+        app.execute("SELECT outbox.append('orders', 0, 'k', '\"staged\"')")
+        r = client.patch("/v1/topics/orders", json={"config": {"cleanup_policy": "compact", "max_message_bytes": 9}})
+        assert r.status_code == 200, r.text
+        app.commit()
+    assert offsets_and_values(client) == [(0, "staged")]

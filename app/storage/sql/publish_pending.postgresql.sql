@@ -12,6 +12,7 @@ SET plan_cache_mode = force_custom_plan
 AS $fn$
 DECLARE
     part record;
+    topic_now record;
     base bigint;
     me xid8 := pg_current_xact_id();
     context text;
@@ -46,7 +47,8 @@ BEGIN
     -- In partition order, as a Send locks partitions, so that two committing transactions
     -- cannot deadlock on each other's partitions.
     FOR part IN
-        SELECT p.topic_id, p."partition", count(*) AS n, sum(p.size_bytes) AS bytes
+        SELECT p.topic_id, p."partition", count(*) AS n, sum(p.size_bytes) AS bytes,
+               bool_or(p.key IS NULL) AS keyless, max(p.size_bytes) AS largest
         FROM outbox.pending_records p WHERE p.xact = me
         GROUP BY p.topic_id, p."partition" ORDER BY p.topic_id, p."partition"
     LOOP
@@ -60,6 +62,27 @@ BEGIN
         IF base IS NULL THEN
             RAISE EXCEPTION 'UNKNOWN_TOPIC_OR_PARTITION: topic id % was deleted before this transaction committed',
                 part.topic_id USING ERRCODE = 'undefined_object';
+        END IF;
+        -- The records are appended now, after every record a Send appended before: held to the
+        -- topic's config of now, as outbox.append held them to the config when it staged them
+        -- (a config changed in between was skipped, found by review). Each refusal is
+        -- outbox.append's, which is a Send's. Read after the partition's row lock is taken, so a
+        -- change committed while this waited for it is seen; the row is not locked: nothing
+        -- holding a partition row waits for a topic row (app/storage/topics.py).
+        SELECT t.name, t.cleanup_policy, t.check_expected_offsets, t.max_message_bytes INTO topic_now
+        FROM @log_schema@.topics t WHERE t.topic_id = part.topic_id;
+        IF topic_now.check_expected_offsets THEN
+            RAISE EXCEPTION 'INVALID_REQUEST: topic % has check_expected_offsets: every batch needs expected_offset (set after outbox.append staged this transaction''s records)',
+                quote_literal(topic_now.name) USING ERRCODE = 'invalid_parameter_value';
+        END IF;
+        IF part.keyless AND topic_now.cleanup_policy LIKE 'compact%' THEN
+            RAISE EXCEPTION 'INVALID_RECORD: topic % is compacted (cleanup_policy %): every record needs a key (set after outbox.append staged this transaction''s records)',
+                quote_literal(topic_now.name), topic_now.cleanup_policy USING ERRCODE = 'invalid_parameter_value';
+        END IF;
+        IF part.largest > topic_now.max_message_bytes THEN
+            RAISE EXCEPTION 'MESSAGE_TOO_LARGE: a record of %/% is % bytes (key, value and headers), more than topic %''s max_message_bytes % (set after outbox.append staged it)',
+                topic_now.name, part."partition", part.largest, quote_literal(topic_now.name), topic_now.max_message_bytes
+                USING ERRCODE = 'program_limit_exceeded';
         END IF;
         -- The records, and the message ids of those given one at the same offsets: the CTE is
         -- computed once, so both take each record's offset from one numbering.
