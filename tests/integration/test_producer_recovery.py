@@ -292,3 +292,24 @@ def test_a_delayed_recovery_with_an_epoch_left_behind_never_touches_the_transact
     assert (described["state"], described["producer_epoch"]) == ("Prepared", live["producer_epoch"])
     assert client.post("/v1/transactions/X/commit", json={**ident(live), "txn_id": txn_id}).status_code == 200
     assert values(fetch(client, "t", 0)) == ["prepared"]
+
+
+@pytest.mark.xfail(strict=True, reason="a recovery's retry across the producer id its bump rotated to is fenced "
+                                       "(found by review, rev2)")
+def test_a_retried_recovery_whose_bump_rotated_the_producer_id_is_answered_again(client, database):  # type: ignore[no-untyped-def]
+    """(found by review, rev2) KIP-360 at the last epoch a producer id hands out: the bump
+    rotates to a new producer id at epoch 0. If that answer is lost, the live producer retries
+    with its old (producer id, epoch); Kafka recognises it (isValidProducerId: the previous
+    producer id with an exhausted epoch; prepareProducerIdRotation keeps the old epoch as the
+    last one) and answers the new id again. Here the old id is forgotten by the rotation
+    (_bumped: last_producer_epoch None, previous_producer_id None for an InitProducerId), and
+    the legitimate retry is PRODUCER_FENCED: the producer is dead though nobody replaced it."""
+    p = _at_epoch(database, init_producer(client, "X"), 32766)
+    first = _recover(client, "X", p)
+    assert first.status_code == 200, first.text
+    assert (first.json()["producer_id"], first.json()["producer_epoch"]) == (p["producer_id"] + 1, 0)
+
+    retried = _recover(client, "X", p)  # the first answer lost
+
+    assert retried.status_code == 200, retried.text
+    assert (retried.json()["producer_id"], retried.json()["producer_epoch"]) == (p["producer_id"] + 1, 0)
