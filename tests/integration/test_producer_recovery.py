@@ -273,8 +273,8 @@ def test_a_delayed_recovery_with_an_epoch_left_behind_never_touches_the_transact
     transaction with the epoch a KIP-360 bump handed it, a late copy of the recovery request
     that bumped (its epoch left behind) is stale, not a retry. Without keep_prepared_txn it was
     answered as a retry, which fenced the live producer and aborted its prepared transaction
-    (guarantee 15: only its owner ends it); with keep_prepared_txn it was handed the live
-    producer's own epoch, a second holder of it."""
+    (docs/GUARANTEES.md#prepared-transactions: only its owner ends it); with keep_prepared_txn
+    it was handed the live producer's own epoch, a second holder of it."""
     create_topic(client, "t", 1)
     p = init_producer(client, "X")
     live = _recover(client, "X", p).json()
