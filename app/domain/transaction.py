@@ -302,7 +302,7 @@ class TransactionMetadata:
 
 
 def classify_recovery(
-    meta: TransactionMetadata, producer_id: int, producer_epoch: int
+    meta: TransactionMetadata, producer_id: int, producer_epoch: int, *, keep_prepared_txn: bool = False
 ) -> bool:
     """KIP-360: may the caller (producer_id, producer_epoch) re-initialise this transactional_id?
 
@@ -317,10 +317,14 @@ def classify_recovery(
     if producer_epoch == meta.producer_epoch:
         return False
     if (meta.last_producer_epoch is not None and producer_epoch == meta.last_producer_epoch
-            and meta.state is not TransactionState.ONGOING):
+            and meta.state is not TransactionState.ONGOING
+            and not (meta.state is TransactionState.PREPARED and not keep_prepared_txn)):
         # Not once a transaction has begun since the bump (Ongoing): a Begin takes the new epoch,
         # so a request with the one left behind is a stale copy, and answered as a retry it fenced
-        # the live producer. Not where the bump it asked for was a fence's, to the epoch kept back from every
+        # the live producer. Nor, for the same reason, once Prepared unless keep_prepared_txn: the
+        # bump that request asked for would have aborted a transaction Prepared then, so this one
+        # began since (with keep_prepared_txn it may be the retry of a KeepPrepared bump, which
+        # left the id Prepared). Not where the bump it asked for was a fence's, to the epoch kept back from every
         # producer: it is bumped past that, to a new producer id.
         return meta.producer_epoch < MAX_PRODUCER_EPOCH
     raise ProducerFenced(

@@ -195,7 +195,7 @@ class ProducerInit:
             is_retry = False
             if producer_id is not None:
                 assert producer_epoch is not None
-                is_retry = classify_recovery(meta, producer_id, producer_epoch)
+                is_retry = classify_recovery(meta, producer_id, producer_epoch, keep_prepared_txn=keep_prepared_txn)
 
             if meta.state in COMPLETING_STATES:
                 return None

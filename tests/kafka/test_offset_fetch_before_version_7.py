@@ -66,3 +66,29 @@ def test_aiokafka_is_refused_once_the_straddling_transaction_commits(kafka: List
     assert still_asking is True
     # T1 committed at 2: a Kafka consumer at 2 would never read it. Not retriable.
     assert isinstance(got, KafkaError) and "InconsistentGroupProtocol" in repr(got), got
+
+
+def test_kafka_python_of_a_version_before_7_retries_an_offset_an_open_transaction_straddles(kafka: Listener) -> None:
+    """(rev2) kafka-python told the broker is 2.4 asks with OffsetFetch version 6 (its table of
+    2.4's versions): it takes a partition's COORDINATOR_LOAD_IN_PROGRESS as retriable too, and
+    gets the offset once the transaction aborts."""
+    import threading
+
+    from kafka import KafkaConsumer
+    from kafka import TopicPartition as KTopicPartition
+
+    t1 = _straddled(kafka)
+    consumer = KafkaConsumer(bootstrap_servers=kafka.bootstrap, group_id="billing", enable_auto_commit=False,
+                             api_version=(2, 4), retry_backoff_ms=50)
+    got: list[object] = []
+    try:
+        asking = threading.Thread(target=lambda: got.append(consumer.committed(KTopicPartition("orders", 0))))
+        asking.start()
+        asking.join(RETRYING_S)
+        still_asking = asking.is_alive()
+        _end(kafka, "t1", t1, commit=False)
+        asking.join(TIMEOUT_S)
+    finally:
+        consumer.close()
+    assert still_asking is True
+    assert got == [2]

@@ -291,8 +291,18 @@ def test_recovery_by_the_live_instance_bumps_now() -> None:
 
 def test_recovery_retry_with_the_epoch_just_bumped_from_is_answered_again() -> None:
     # A recovery's bump leaves the id Empty (a fence's, PrepareAbort then CompleteAbort).
-    for state in (S.EMPTY, S.PREPARE_ABORT, S.COMPLETE_ABORT, S.COMPLETE_COMMIT, S.PREPARED):
+    for state in (S.EMPTY, S.PREPARE_ABORT, S.COMPLETE_ABORT, S.COMPLETE_COMMIT):
         assert classify_recovery(meta(state=state, last_producer_epoch=ProducerEpoch(4)), 10, 4) is True
+    # A KeepPrepared bump leaves the id Prepared: its retry asks to keep it too.
+    assert classify_recovery(meta(state=S.PREPARED, last_producer_epoch=ProducerEpoch(4)), 10, 4,
+                             keep_prepared_txn=True) is True
+
+
+def test_recovery_with_the_epoch_bumped_from_not_keeping_a_transaction_prepared_since_is_fenced() -> None:
+    # (found by review, rev2) Its bump would have aborted a transaction Prepared then: this one
+    # began since, with the new epoch, and the request is a stale copy.
+    with pytest.raises(ProducerFenced):
+        classify_recovery(meta(state=S.PREPARED, last_producer_epoch=ProducerEpoch(4)), 10, 4)
 
 
 def test_recovery_with_the_epoch_bumped_from_once_a_transaction_began_since_is_fenced() -> None:
