@@ -233,7 +233,7 @@ def test_an_idempotent_producer_at_epoch_32766_is_bumped_to_a_new_producer_id(cl
 @pytest.mark.parametrize("version", [1, 2])
 def test_a_delayed_recovery_with_an_epoch_left_behind_never_fences_the_transaction_begun_since(  # type: ignore[no-untyped-def]
         client, version: int):
-    """(found by review) A KIP-360 InitProducerId carrying the epoch a bump left behind
+    """A KIP-360 InitProducerId carrying the epoch a bump left behind
     (last_producer_epoch: a recovery's, or under version 2 the ended transaction's) is a retry
     only while no transaction has begun since: a Begin needs the new epoch, so once the id is
     Ongoing the request is a stale copy (a duplicate delivered late). It was answered as a
@@ -265,11 +265,11 @@ def test_a_delayed_recovery_with_an_epoch_left_behind_never_fences_the_transacti
     # left the id Prepared with the transaction begun before it; telling the two apart needs the
     # epoch the prepared transaction began with (a stale copy's began with the current epoch).
     pytest.param(True, marks=pytest.mark.xfail(strict=True, reason="a stale keep_prepared_txn copy is handed the "
-                                                                   "live producer's epoch (found by review, rev2)")),
+                                                                   "live producer's epoch")),
 ])
 def test_a_delayed_recovery_with_an_epoch_left_behind_never_touches_the_transaction_prepared_since(  # type: ignore[no-untyped-def]
         client, keep_prepared_txn: bool):
-    """(found by review, rev2) As for Ongoing: once the live producer has begun and prepared a
+    """As for Ongoing: once the live producer has begun and prepared a
     transaction with the epoch a KIP-360 bump handed it, a late copy of the recovery request
     that bumped (its epoch left behind) is stale, not a retry. Without keep_prepared_txn it was
     answered as a retry, which fenced the live producer and aborted its prepared transaction
@@ -294,16 +294,16 @@ def test_a_delayed_recovery_with_an_epoch_left_behind_never_touches_the_transact
     assert values(fetch(client, "t", 0)) == ["prepared"]
 
 
-@pytest.mark.xfail(strict=True, reason="a recovery's retry across the producer id its bump rotated to is fenced "
-                                       "(found by review, rev2)")
+@pytest.mark.xfail(strict=True, reason="a recovery's retry across the producer id its bump rotated to is fenced")
 def test_a_retried_recovery_whose_bump_rotated_the_producer_id_is_answered_again(client, database):  # type: ignore[no-untyped-def]
-    """(found by review, rev2) KIP-360 at the last epoch a producer id hands out: the bump
-    rotates to a new producer id at epoch 0. If that answer is lost, the live producer retries
-    with its old (producer id, epoch); Kafka recognises it (isValidProducerId: the previous
-    producer id with an exhausted epoch; prepareProducerIdRotation keeps the old epoch as the
-    last one) and answers the new id again. Here the old id is forgotten by the rotation
-    (_bumped: last_producer_epoch None, previous_producer_id None for an InitProducerId), and
-    the legitimate retry is PRODUCER_FENCED: the producer is dead though nobody replaced it."""
+    """KIP-360 at the last epoch a producer id hands out: the bump rotates to a new producer id
+    at epoch 0. If that answer is lost, the live producer retries with its old (producer id,
+    epoch); Kafka's coordinator recognises the previous producer id with its exhausted epoch
+    and answers the new id again. Here the rotation forgets the old id (_bumped keeps neither
+    last_producer_epoch nor previous_producer_id for an InitProducerId), and the retry is
+    PRODUCER_FENCED: the producer is dead though nobody replaced it. Mending it needs
+    previous_producer_id to mean the rotated id for a recovery as well, without the markers of
+    a later version 1 transaction taking it (marker_producer reads it in PrepareCommit)."""
     p = _at_epoch(database, init_producer(client, "X"), 32766)
     first = _recover(client, "X", p)
     assert first.status_code == 200, first.text

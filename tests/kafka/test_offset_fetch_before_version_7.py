@@ -69,7 +69,7 @@ def test_aiokafka_is_refused_once_the_straddling_transaction_commits(kafka: List
 
 
 def test_kafka_python_of_a_version_before_7_retries_an_offset_an_open_transaction_straddles(kafka: Listener) -> None:
-    """(rev2) kafka-python told the broker is 2.4 asks with OffsetFetch version 6 (its table of
+    """kafka-python told the broker is 2.4 asks with OffsetFetch version 6 (its table of
     2.4's versions): it takes a partition's COORDINATOR_LOAD_IN_PROGRESS as retriable too, and
     gets the offset once the transaction aborts."""
     import threading

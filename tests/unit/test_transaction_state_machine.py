@@ -299,14 +299,14 @@ def test_recovery_retry_with_the_epoch_just_bumped_from_is_answered_again() -> N
 
 
 def test_recovery_with_the_epoch_bumped_from_not_keeping_a_transaction_prepared_since_is_fenced() -> None:
-    # (found by review, rev2) Its bump would have aborted a transaction Prepared then: this one
+    # Its bump would have aborted a transaction Prepared then: this one
     # began since, with the new epoch, and the request is a stale copy.
     with pytest.raises(ProducerFenced):
         classify_recovery(meta(state=S.PREPARED, last_producer_epoch=ProducerEpoch(4)), 10, 4)
 
 
 def test_recovery_with_the_epoch_bumped_from_once_a_transaction_began_since_is_fenced() -> None:
-    # (found by review) A Begin took the new epoch: a request with the old one is a stale copy.
+    # A Begin took the new epoch: a request with the old one is a stale copy.
     with pytest.raises(ProducerFenced):
         classify_recovery(meta(state=S.ONGOING, last_producer_epoch=ProducerEpoch(4)), 10, 4)
 
