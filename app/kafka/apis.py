@@ -374,8 +374,7 @@ class Apis:
         for max_wait_ms/min_bytes and asks again."""
         m = response_module(ApiKey.FETCH, version)
         assert m is not None
-        isolation = (IsolationLevel.READ_COMMITTED if getattr(body, "isolation_level", 0) == 1
-                     else IsolationLevel.READ_UNCOMMITTED)
+        isolation = _isolation(body)
         # The client's limits, within the service's (Kafka's broker fetch.max.bytes): a Fetch
         # answer never holds more than these, but for the first record of the first partition.
         left = max(0, min(getattr(body, "max_bytes", 2**31 - 1), self.settings.fetch_max_bytes_limit))
@@ -387,7 +386,9 @@ class Apis:
         topics_not_acted_on(Operation.READ, (t.topic for t in body.topics), (topic for topic, _ in fetched))
         for topic, named in fetched:
             answered = []
-            denied = refusal_code(Operation.READ, acl.topic(topic))
+            # Checked whatever the isolation level: the listener holds every answer to its checks.
+            denied = refusal_code(Operation.READ, acl.topic(topic)) or (
+                ErrorCode.invalid_request if isolation is None else None)
             for p in named:
                 if denied is not None:
                     answered.append(build(m.PartitionData, partition_index=p.partition,
@@ -435,13 +436,13 @@ class Apis:
     def list_offsets(self, body: Any, version: int) -> Any:
         m = response_module(ApiKey.LIST_OFFSETS, version)
         assert m is not None
-        isolation = (IsolationLevel.READ_COMMITTED if getattr(body, "isolation_level", 0) == 1
-                     else IsolationLevel.READ_UNCOMMITTED)
+        isolation = _isolation(body)
         topics = []
         twice = set(duplicated((t.name, p.partition_index) for t in body.topics for p in t.partitions))
         for t in body.topics:
             answered = []
-            denied = refusal_code(Operation.DESCRIBE, acl.topic(t.name))
+            denied = refusal_code(Operation.DESCRIBE, acl.topic(t.name)) or (
+                ErrorCode.invalid_request if isolation is None else None)
             for p in t.partitions:
                 if denied is not None:
                     code, offset, timestamp = denied, -1, _NO_TIMESTAMP
@@ -500,3 +501,11 @@ def api_versions_answer(version: int, code: ErrorCode) -> Any:
     return build(m.ApiVersionsResponse, error_code=code, throttle_time=NO_WAIT, api_keys=tuple(
         build(m.ApiVersion, api_key=k, min_version=lo, max_version=hi) for k, (lo, hi) in sorted(SERVED.items())),
         **features)
+
+
+def _isolation(body: Any) -> IsolationLevel | None:
+    """The isolation level a Fetch or ListOffsets asks for (0 before the version that has the
+    field); None for a level Kafka does not define, which every partition is then refused with
+    INVALID_REQUEST, as Kafka refuses it, rather than read as read_uncommitted."""
+    return {0: IsolationLevel.READ_UNCOMMITTED, 1: IsolationLevel.READ_COMMITTED}.get(
+        getattr(body, "isolation_level", 0))
