@@ -368,10 +368,13 @@ class Apis:
 
     # --- Fetch -----------------------------------------------------------------------------
 
-    def fetch_now(self, body: Any, version: int) -> tuple[Any, int, list[tuple[int, int]]]:
+    def fetch_now(self, body: Any, version: int) -> tuple[Any, int, list[tuple[int, int]], bool]:
         """The Fetch's answer with what is there now: (answer, its records' bytes, the
-        partitions read as (topic_id, partition), for a wait on them). server.Connection waits
-        for max_wait_ms/min_bytes and asks again."""
+        partitions read as (topic_id, partition), for a wait on them, whether reading a
+        partition failed). server.Connection waits for max_wait_ms/min_bytes and asks again,
+        unless a read failed: Kafka answers such a Fetch at once (ReplicaManager.fetchMessages),
+        so that the client sees the error (an offset out of range to reset) without waiting out
+        max_wait_ms on the other partitions."""
         m = response_module(ApiKey.FETCH, version)
         assert m is not None
         isolation = _isolation(body)
@@ -379,7 +382,7 @@ class Apis:
         # answer never holds more than these, but for the first record of the first partition.
         left = max(0, min(getattr(body, "max_bytes", 2**31 - 1), self.settings.fetch_max_bytes_limit))
         partition_limit = self.settings.fetch_max_partition_bytes_limit
-        total, keys, topics = 0, [], []
+        total, keys, topics, read_failed = 0, [], [], False
         fetched = fetch_partitions(body.topics)
         # A topic named with no partition is neither checked nor answered, as Kafka's Fetch
         # (its answer is its partitions'); left unchecked, it closed the connection unanswered.
@@ -406,6 +409,7 @@ class Apis:
                         max_bytes=max(0, min(p.partition_max_bytes, partition_limit, left)),
                         max_records=self.settings.fetch_max_records_limit, min_one=total == 0)
                 except OutboxError as e:
+                    read_failed = True
                     answered.append(build(m.PartitionData, partition_index=p.partition, error_code=error_code(e),
                                           high_watermark=-1, last_stable_offset=-1, log_start_offset=-1,
                                           aborted_transactions=None, records=_NO_RECORDS))
@@ -429,7 +433,7 @@ class Apis:
             topics.append(build(m.FetchableTopicResponse, topic=topic, partitions=tuple(answered)))
         answer = build(m.FetchResponse, throttle_time=NO_WAIT, error_code=ErrorCode.none, session_id=0,
                        responses=tuple(topics))
-        return answer, total, keys
+        return answer, total, keys, read_failed
 
     # --- ListOffsets -----------------------------------------------------------------------
 

@@ -391,13 +391,14 @@ class KafkaListener:
         try:
             while True:
                 since = changes.now()
-                answer, size, keys = await asyncio.to_thread(self.apis.fetch_now, body, request.api_version)
+                answer, size, keys, read_failed = await asyncio.to_thread(self.apis.fetch_now, body,
+                                                                          request.api_version)
                 left = deadline - time.monotonic()
                 # A partition waited on that is no longer read (its topic deleted) ends the
                 # wait: Kafka completes a waiting Fetch once it no longer hosts one of its
                 # partitions, and the client learns at once that it must look again.
                 gone = waited_on is not None and not waited_on <= set(keys)
-                if size >= body.min_bytes or left <= 0 or not keys or gone:
+                if size >= body.min_bytes or left <= 0 or not keys or gone or read_failed:
                     return answer
                 waited_on = set(keys)
                 if place is None:

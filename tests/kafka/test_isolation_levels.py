@@ -60,3 +60,41 @@ def test_the_two_isolation_levels_kafka_defines_are_read(orders: Listener, isola
     ((p,),) = [t.partitions for t in fetched.responses]
     ((o,),) = [t.partitions for t in listed.topics]
     assert (p.error_code, p.high_watermark, o.error_code, o.offset) == (ErrorCode.none, 1, ErrorCode.none, 1)
+
+
+def test_a_fetch_of_an_unknown_isolation_level_is_answered_at_once_whatever_its_max_wait(orders: Listener) -> None:
+    import time
+
+    with orders.connect() as s:
+        started = time.monotonic()
+        answer = ask(s, 1, 12, _fetch("orders", 0, 1, isolation=2, max_wait_ms=5000))
+        waited = time.monotonic() - started
+    ((p,),) = [t.partitions for t in answer.responses]
+    assert p.error_code == ErrorCode.invalid_request
+    assert waited < 2, waited
+
+
+def test_a_fetch_with_a_partition_read_in_error_is_answered_at_once(kafka: Listener) -> None:
+    """Kafka answers a Fetch at once when reading one of its partitions fails (an offset out
+    of range: ReplicaManager.fetchMessages' errorReadingData), however long max_wait_ms: the
+    client resets that partition's offset and fetches again, rather than waiting out the wait
+    on the others."""
+    import datetime
+    import time
+
+    create_topic(kafka.client, "pair", partitions=2)
+    m = request_class(1, 12)
+    assert m is not None
+    mod = __import__(m.__module__, fromlist=["x"])
+    body = m(replica_id=-1, max_wait=datetime.timedelta(milliseconds=4000), min_bytes=1, max_bytes=1 << 20,
+             isolation_level=1, session_id=0, session_epoch=-1, topics=(mod.FetchTopic(topic="pair", partitions=tuple(
+                 mod.FetchPartition(partition=p, current_leader_epoch=-1, fetch_offset=offset, last_fetched_epoch=-1,
+                                    log_start_offset=-1, partition_max_bytes=1 << 20)
+                 for p, offset in ((0, 0), (1, 5)))),), forgotten_topics_data=(), rack_id="")
+    with kafka.connect() as s:
+        started = time.monotonic()
+        answer = ask(s, 1, 12, body)
+        waited = time.monotonic() - started
+    ((p0, p1),) = [t.partitions for t in answer.responses]
+    assert (p0.error_code, p1.error_code) == (ErrorCode.none, ErrorCode.offset_out_of_range)
+    assert waited < 2, waited
