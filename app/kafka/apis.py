@@ -409,7 +409,10 @@ class Apis:
                         max_bytes=max(0, min(p.partition_max_bytes, partition_limit, left)),
                         max_records=self.settings.fetch_max_records_limit, min_one=total == 0)
                 except OutboxError as e:
-                    read_failed = True
+                    # Kafka's ReplicaManager answers at once when a read fails (an offset out of
+                    # range); an unknown topic or partition it never reads (KafkaApis answers it
+                    # beside the others), and a Fetch waiting on other partitions still waits.
+                    read_failed = read_failed or error_code(e) is not ErrorCode.unknown_topic_or_partition
                     answered.append(build(m.PartitionData, partition_index=p.partition, error_code=error_code(e),
                                           high_watermark=-1, last_stable_offset=-1, log_start_offset=-1,
                                           aborted_transactions=None, records=_NO_RECORDS))

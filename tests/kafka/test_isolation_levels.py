@@ -98,3 +98,27 @@ def test_a_fetch_with_a_partition_read_in_error_is_answered_at_once(kafka: Liste
     ((p0, p1),) = [t.partitions for t in answer.responses]
     assert (p0.error_code, p1.error_code) == (ErrorCode.none, ErrorCode.offset_out_of_range)
     assert waited < 2, waited
+
+
+def test_a_fetch_naming_an_unknown_partition_beside_a_caught_up_one_still_waits(kafka: Listener) -> None:
+    """An unknown partition is no read that failed: Kafka answers it beside the others and the
+    Fetch waits for them, as it waits without it."""
+    import datetime
+    import time
+
+    create_topic(kafka.client, "pair")
+    m = request_class(1, 12)
+    assert m is not None
+    mod = __import__(m.__module__, fromlist=["x"])
+    body = m(replica_id=-1, max_wait=datetime.timedelta(milliseconds=1000), min_bytes=1, max_bytes=1 << 20,
+             isolation_level=1, session_id=0, session_epoch=-1, topics=(mod.FetchTopic(topic="pair", partitions=tuple(
+                 mod.FetchPartition(partition=p, current_leader_epoch=-1, fetch_offset=0, last_fetched_epoch=-1,
+                                    log_start_offset=-1, partition_max_bytes=1 << 20)
+                 for p in (0, 7))),), forgotten_topics_data=(), rack_id="")
+    with kafka.connect() as s:
+        started = time.monotonic()
+        answer = ask(s, 1, 12, body)
+        waited = time.monotonic() - started
+    ((p0, p7),) = [t.partitions for t in answer.responses]
+    assert (p0.error_code, p7.error_code) == (ErrorCode.none, ErrorCode.unknown_topic_or_partition)
+    assert waited >= 0.9, waited
