@@ -372,7 +372,7 @@ class Apis:
         """The Fetch's answer with what is there now: (answer, its records' bytes, the
         partitions read as (topic_id, partition), for a wait on them, whether reading a
         partition failed). server.Connection waits for max_wait_ms/min_bytes and asks again,
-        unless a read failed: Kafka answers such a Fetch at once (ReplicaManager.fetchMessages),
+        unless a read failed: Kafka's broker answers such a Fetch at once,
         so that the client sees the error (an offset out of range to reset) without waiting out
         max_wait_ms on the other partitions."""
         m = response_module(ApiKey.FETCH, version)
@@ -409,9 +409,9 @@ class Apis:
                         max_bytes=max(0, min(p.partition_max_bytes, partition_limit, left)),
                         max_records=self.settings.fetch_max_records_limit, min_one=total == 0)
                 except OutboxError as e:
-                    # Kafka's ReplicaManager answers at once when a read fails (an offset out of
-                    # range); an unknown topic or partition it never reads (KafkaApis answers it
-                    # beside the others), and a Fetch waiting on other partitions still waits.
+                    # Kafka's broker answers at once when a read fails (an offset out of range);
+                    # an unknown topic or partition it never reads (it answers that one beside
+                    # the others), and a Fetch waiting on other partitions still waits.
                     read_failed = read_failed or error_code(e) is not ErrorCode.unknown_topic_or_partition
                     answered.append(build(m.PartitionData, partition_index=p.partition, error_code=error_code(e),
                                           high_watermark=-1, last_stable_offset=-1, log_start_offset=-1,

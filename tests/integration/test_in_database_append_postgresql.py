@@ -348,7 +348,7 @@ def test_a_record_staged_before_the_topic_s_config_changed_and_meeting_the_new_o
     assert offsets_and_values(client) == [(0, "staged")]
 
 
-@pytest.mark.xfail(strict=True, reason="found by review (rev3): publish_pending reads the topic's config in the "
+@pytest.mark.xfail(strict=True, reason="publish_pending reads the topic's config in the "
                    "application transaction's snapshot, which under REPEATABLE READ or SERIALIZABLE is taken at its "
                    "first statement, so a config committed after it is not seen and the record is published into a "
                    "compacted topic; fix: publish_pending reads the topics of the staged records FOR SHARE before it "

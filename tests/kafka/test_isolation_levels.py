@@ -18,6 +18,7 @@ from tests.kafka.test_wire import _fetch
 pytestmark = pytest.mark.kafka
 
 LATEST = -1
+LONG_WAIT_MS = 30_000  # a Fetch's max_wait_ms that an answer "at once" stays far below
 
 
 def _list_offsets(isolation: int) -> Any:
@@ -67,16 +68,16 @@ def test_a_fetch_of_an_unknown_isolation_level_is_answered_at_once_whatever_its_
 
     with orders.connect() as s:
         started = time.monotonic()
-        answer = ask(s, 1, 12, _fetch("orders", 0, 1, isolation=2, max_wait_ms=5000))
+        answer = ask(s, 1, 12, _fetch("orders", 0, 1, isolation=2, max_wait_ms=LONG_WAIT_MS))
         waited = time.monotonic() - started
     ((p,),) = [t.partitions for t in answer.responses]
     assert p.error_code == ErrorCode.invalid_request
-    assert waited < 2, waited
+    assert waited < LONG_WAIT_MS / 1000 / 2, waited  # not the wait: far below it, however loaded the machine
 
 
 def test_a_fetch_with_a_partition_read_in_error_is_answered_at_once(kafka: Listener) -> None:
     """Kafka answers a Fetch at once when reading one of its partitions fails (an offset out
-    of range: ReplicaManager.fetchMessages' errorReadingData), however long max_wait_ms: the
+    of range), however long max_wait_ms: the
     client resets that partition's offset and fetches again, rather than waiting out the wait
     on the others."""
     import datetime
@@ -86,7 +87,7 @@ def test_a_fetch_with_a_partition_read_in_error_is_answered_at_once(kafka: Liste
     m = request_class(1, 12)
     assert m is not None
     mod = __import__(m.__module__, fromlist=["x"])
-    body = m(replica_id=-1, max_wait=datetime.timedelta(milliseconds=4000), min_bytes=1, max_bytes=1 << 20,
+    body = m(replica_id=-1, max_wait=datetime.timedelta(milliseconds=LONG_WAIT_MS), min_bytes=1, max_bytes=1 << 20,
              isolation_level=1, session_id=0, session_epoch=-1, topics=(mod.FetchTopic(topic="pair", partitions=tuple(
                  mod.FetchPartition(partition=p, current_leader_epoch=-1, fetch_offset=offset, last_fetched_epoch=-1,
                                     log_start_offset=-1, partition_max_bytes=1 << 20)
@@ -97,7 +98,7 @@ def test_a_fetch_with_a_partition_read_in_error_is_answered_at_once(kafka: Liste
         waited = time.monotonic() - started
     ((p0, p1),) = [t.partitions for t in answer.responses]
     assert (p0.error_code, p1.error_code) == (ErrorCode.none, ErrorCode.offset_out_of_range)
-    assert waited < 2, waited
+    assert waited < LONG_WAIT_MS / 1000 / 2, waited
 
 
 def test_a_fetch_naming_an_unknown_partition_beside_a_caught_up_one_still_waits(kafka: Listener) -> None:
