@@ -31,6 +31,8 @@ from app.cli.common import (
 from app.settings import EVERY_ADDRESS, Settings, kafka_address
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from app.services.security import SecurityState
 
 
@@ -264,8 +266,7 @@ def coordinator(settings: Settings, args: argparse.Namespace) -> int:
     schema = SchemaGate(db.engine)
     if security is not None:
         schema.on_open(lambda: security.reload(unless_unchanged=False))
-    if metrics is not None:
-        _serve_metrics(settings, security, *metrics)
+    stop_metrics = _serve_metrics(settings, security, *metrics) if metrics is not None else None
     stop = threading.Event()
     heard: list[int] = []
 
@@ -280,6 +281,8 @@ def coordinator(settings: Settings, args: argparse.Namespace) -> int:
     stop.wait()
     for worker in workers:
         worker.stop()
+    if stop_metrics is not None:
+        stop_metrics()
     db.dispose()
     # The signal raised again, under the handlers found, once the workers have stopped, as
     # uvicorn ends `serve`: the same exit status for both (README, Command-line errors), Ctrl-C
@@ -375,11 +378,17 @@ def _metrics_listener(settings: Settings) -> tuple[socket.socket, dict]:  # type
 _METRICS_START_S = 30.0
 
 
-def _serve_metrics(settings: Settings, security: SecurityState | None, sock: socket.socket, tls: dict) -> None:  # type: ignore[type-arg]
+_METRICS_STOP_S = 5.0
+
+
+def _serve_metrics(settings: Settings, security: SecurityState | None, sock: socket.socket, tls: dict) -> Callable[[], None]:  # type: ignore[type-arg]
     """Serve app.api.coordinator_metrics on `sock` with uvicorn, with serve's HTTP protocol and
     TLS, in a daemon thread (the main thread waits for signals; uvicorn installs no handlers
-    outside it), which ends with the process as the listener before it did; returns once it
-    has started."""
+    outside it); returns once it has started, with what stops it.
+
+    The stop lets a scrape being answered finish, its access line included, for up to
+    _METRICS_STOP_S: a process ended with the daemon thread mid-request loses the line of a
+    scrape whose answer the scraper already has."""
     import uvicorn
 
     from app.api.coordinator_metrics import create_metrics_app
@@ -409,6 +418,12 @@ def _serve_metrics(settings: Settings, security: SecurityState | None, sock: soc
     logger.info("coordinator metrics at %s/metrics%s%s", url, every,
                 " (credentials needed: OUTBOX_PROTECT_METRICS)" if settings.protect_metrics
                 and settings.authentication_methods else "")
+
+    def stop() -> None:
+        server.should_exit = True
+        thread.join(_METRICS_STOP_S)
+
+    return stop
 
 
 def migrate(settings: Settings, args: argparse.Namespace) -> int:
