@@ -32,6 +32,7 @@ from app.kafka.protocol import (
     NO_REAUTHENTICATION,
     NO_WAIT,
     build,
+    isolation_level,
     partitions_once,
     response_module,
     supported_features,
@@ -377,7 +378,7 @@ class Apis:
         max_wait_ms on the other partitions."""
         m = response_module(ApiKey.FETCH, version)
         assert m is not None
-        isolation = _isolation(body)
+        isolation = isolation_level(body)
         # The client's limits, within the service's (Kafka's broker fetch.max.bytes): a Fetch
         # answer never holds more than these, but for the first record of the first partition.
         left = max(0, min(getattr(body, "max_bytes", 2**31 - 1), self.settings.fetch_max_bytes_limit))
@@ -443,7 +444,7 @@ class Apis:
     def list_offsets(self, body: Any, version: int) -> Any:
         m = response_module(ApiKey.LIST_OFFSETS, version)
         assert m is not None
-        isolation = _isolation(body)
+        isolation = isolation_level(body)
         topics = []
         twice = set(duplicated((t.name, p.partition_index) for t in body.topics for p in t.partitions))
         for t in body.topics:
@@ -509,10 +510,3 @@ def api_versions_answer(version: int, code: ErrorCode) -> Any:
         build(m.ApiVersion, api_key=k, min_version=lo, max_version=hi) for k, (lo, hi) in sorted(SERVED.items())),
         **features)
 
-
-def _isolation(body: Any) -> IsolationLevel | None:
-    """The isolation level a Fetch or ListOffsets asks for (0 before the version that has the
-    field); None for a level Kafka does not define, which every partition is then refused with
-    INVALID_REQUEST, as Kafka refuses it, rather than read as read_uncommitted."""
-    return {0: IsolationLevel.READ_UNCOMMITTED, 1: IsolationLevel.READ_COMMITTED}.get(
-        getattr(body, "isolation_level", 0))

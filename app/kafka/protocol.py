@@ -33,6 +33,7 @@ from kio.serial.readers import (Reader, read_compact_array_length, read_legacy_a
 from kio.static.constants import EntityType
 
 from app.domain.request_shape import duplicated
+from app.domain.types import IsolationLevel
 from app.kafka.api_keys import SERVED
 
 
@@ -157,6 +158,15 @@ def api_name(api_key: int) -> str:
     low = SERVED[api_key][0]
     cls = request_class(api_key, low)
     return cls.__name__.removesuffix("Request") if cls is not None else str(api_key)
+
+
+def isolation_level(body: Any) -> IsolationLevel | None:
+    """The isolation level a Fetch or ListOffsets asks for (read_uncommitted before the version
+    that has the field); None for a level Kafka's protocol does not define. The caller refuses
+    every partition of such a request with INVALID_REQUEST rather than read it as
+    read_uncommitted (Kafka answers UNKNOWN_SERVER_ERROR there; the clearer code is chosen)."""
+    return {0: IsolationLevel.READ_UNCOMMITTED, 1: IsolationLevel.READ_COMMITTED}.get(
+        getattr(body, "isolation_level", 0))
 
 
 def error_codes(response: Any) -> dict[ErrorCode, int]:
