@@ -627,8 +627,8 @@ def test_coordinator_on_a_database_that_does_not_answer_warns_and_keeps_trying(t
                                   ("coordinator", "--once")])
 def test_a_reader_that_stops_reading_ends_the_command_quietly_as_unix_tools_do(migrated: str,
                                                                                args: tuple[str, ...]) -> None:
-    """`outbox topics list | head -1`: no message, no traceback, the status a shell gives a
-    command that SIGPIPE ended (128 + 13)."""
+    """A long `outbox topics list` into `head -c 100`: no message, no traceback, the status a
+    shell gives a command that SIGPIPE ended (128 + 13)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("OUTBOX_")}
     env["OUTBOX_DATABASE_URL"] = migrated
     read_end, write_end = os.pipe()

@@ -160,3 +160,12 @@ def test_a_prefixed_add_naming_the_cluster_alone_is_refused_and_stores_nothing(d
     assert done.stderr == ("outbox: error: --resource-pattern-type prefixed applies to --topic, --group or "
                            "--transactional-id; the cluster resource (--cluster) is literal\n")
     assert _stored(cli, db_url) == []
+
+
+def test_the_readme_shows_the_line_its_first_acl_command_prints(db_url: str, cli: Run) -> None:
+    text = readme.section((ROOT / "README.md").read_text(), SECTION)
+    first = next(step for step in readme.console_steps(text)
+                 if shlex.split(step.command.replace("\\\n", " "))[:3] == [PROGRAM, "acls", "add"])
+    done = cli(db_url, *shlex.split(first.command)[1:])
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout) == json.loads(first.shown)
