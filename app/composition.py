@@ -11,6 +11,7 @@ from app.domain.clock import Clock
 from app.services.classic_group_protocol import ClassicGroupProtocol
 from app.services.gauges import DatabaseGauges
 from app.services.group_expiry import GroupExpiry
+from app.services.group_offsets import GroupOffsetService
 from app.services.group_service import GroupService
 from app.services.lag_history import LagHistory
 from app.services.log_cleaner import LogCleaner
@@ -40,6 +41,7 @@ class Services:
     log: LogService
     coordinator: TransactionCoordinator
     groups: GroupService
+    group_offsets: GroupOffsetService
     # What the group-expiry worker runs; here for the tests, which run its passes themselves.
     group_expiry: GroupExpiry
     classic_group_protocol: ClassicGroupProtocol
@@ -64,6 +66,7 @@ class Services:
             coordinator=TransactionCoordinator(db, settings, clock, seen_topics=log.seen_topics,
                                                transaction_copies=log.transaction_copies),
             groups=GroupService(db, settings, clock),
+            group_offsets=GroupOffsetService(db, settings, clock),
             group_expiry=GroupExpiry(db, settings),
             classic_group_protocol=ClassicGroupProtocol(db, settings, clock),
             security=SecurityService(db, clock, on_change=None if security_state is None else security_state.reload),

@@ -48,7 +48,7 @@ def measure(kind: str, partitions: int, rounds: int) -> None:
                 stored_offsets.next_writes = numbered if with_numbers else (lambda conn, count: [0] * count)
                 try:
                     start = time.perf_counter()
-                    services.groups.commit("g", [OffsetToStage("t", q, offset, None, NO_LEADER_EPOCH, ReadOrder.COMMIT)
+                    services.group_offsets.commit("g", [OffsetToStage("t", q, offset, None, NO_LEADER_EPOCH, ReadOrder.COMMIT)
                                                  for q in range(partitions)])
                     return (time.perf_counter() - start) * 1000
                 finally:

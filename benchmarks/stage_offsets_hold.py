@@ -45,7 +45,7 @@ def measure(partitions: int, rounds: int) -> None:
         try:
             services = Services.build(settings, db, lambda: NOW_MS)
             services.topics.create("t", partitions)
-            services.groups.commit("g", [OffsetToStage("t", p, 1, None, NO_LEADER_EPOCH, ReadOrder.COMMIT) for p in range(partitions)])
+            services.group_offsets.commit("g", [OffsetToStage("t", p, 1, None, NO_LEADER_EPOCH, ReadOrder.COMMIT) for p in range(partitions)])
             p = services.coordinator.init_producer_id(transactional_id="tx", transaction_timeout_ms=900_000)
             services.coordinator.begin("tx", p.producer_id, p.producer_epoch)
             hold = stored_offsets.hold_committed

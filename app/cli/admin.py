@@ -122,9 +122,9 @@ def groups(settings: Settings, args: argparse.Namespace) -> int:
         elif args.action == "describe":
             out = services.groups.describe_group(args.group_id).as_dict()
         elif args.action == "lag":
-            out = services.groups.lag(args.group_id).as_dict(args.group_id)
+            out = services.group_offsets.lag(args.group_id).as_dict(args.group_id)
         else:
-            out = reset_answer(args.group_id, offset_reset_request(args), services.groups)
+            out = reset_answer(args.group_id, offset_reset_request(args), services.group_offsets)
     finally:
         services.db.dispose()
     print_json(out)
@@ -134,7 +134,7 @@ def groups(settings: Settings, args: argparse.Namespace) -> int:
 def reset_answer(group_id: str, body: dict, service) -> dict:  # type: ignore[no-untyped-def]
     """What POST /v1/groups/{group_id}/offsets/reset answers for `body`, from the same service."""
     from app.domain.offsets import OffsetResetSpec, ReadOrder, ResetScope, ResetTo
-    from app.services.group_service import reset_as_dict
+    from app.services.group_offsets import reset_as_dict
 
     partitions = body.get("partitions")
     scope = ResetScope(body.get("topic"), None if partitions is None else tuple(partitions),

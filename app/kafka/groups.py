@@ -59,6 +59,7 @@ class _Waiting:
 class GroupApis:
     def __init__(self, services: Any) -> None:
         self.groups = services.groups
+        self.group_offsets = services.group_offsets
         self.protocol = services.classic_group_protocol
         self.settings = services.settings
         # How many times a request of this process changed a group (`_notify`), and the event
@@ -317,7 +318,7 @@ class GroupApis:
         generation_id = body.generation_id_or_member_epoch
         instance_id = getattr(body, "group_instance_id", None)  # from version 7 (KIP-345)
         # None for Kafka's simple consumer, taken only while the group has no members
-        # (GroupService.commit).
+        # (GroupOffsetService.commit).
         metadata = GroupMetadata.given(generation_id, body.member_id, instance_id)
         # The group first, then each topic, as Kafka's authorizer asks: a refused topic's
         # partitions are answered TOPIC_AUTHORIZATION_FAILED and not committed.
@@ -329,7 +330,7 @@ class GroupApis:
             if allowed:
                 # The group is checked before any metadata is (the service's order, Kafka's),
                 # even when no offset fits; one too long is left out, answered below.
-                self.groups.commit(body.group_id, offsets_once(allowed), metadata, each_partition=True)
+                self.group_offsets.commit(body.group_id, offsets_once(allowed), metadata, each_partition=True)
         except OutboxError as e:
             code = error_code(e)
         return build(m.OffsetCommitResponse, throttle_time=NO_WAIT, topics=tuple(
@@ -368,7 +369,7 @@ class GroupApis:
             t.name: code for t in body.topics
             if (code := refusal_code(Operation.DESCRIBE, acl.topic(t.name))) is not None}
         try:
-            fetched = self.groups.fetch_with_pending(body.group_id, ReadOrder.OFFSET)
+            fetched = self.group_offsets.fetch_with_pending(body.group_id, ReadOrder.OFFSET)
         except OutboxError as e:
             return failed(error_code(e))
         at = {(o.topic, o.partition): o for o in fetched.committed}
@@ -430,7 +431,7 @@ class GroupApis:
         return build(m.DeleteGroupsResponse, throttle_time=NO_WAIT, results=tuple(results))
 
     def offset_delete(self, body: Any, version: int) -> Any:
-        """The group's committed offsets of the partitions named (GroupService.delete_offsets):
+        """The group's committed offsets of the partitions named (GroupOffsetService.delete_offsets):
         DELETE on the group, then READ on each topic, as Kafka's authorizer asks; a refused
         topic's partitions are answered TOPIC_AUTHORIZATION_FAILED and keep their offsets."""
         m = response_module(ApiKey.OFFSET_DELETE, version)
@@ -456,7 +457,7 @@ class GroupApis:
                 else:
                     wanted.append((t.name, p.partition_index))
         try:
-            for key, e in self.groups.delete_offsets(body.group_id, wanted).items():
+            for key, e in self.group_offsets.delete_offsets(body.group_id, wanted).items():
                 codes[key] = error_code(e)
         except OutboxError as e:
             return build(m.OffsetDeleteResponse, error_code=error_code(e), throttle_time=NO_WAIT, topics=())

@@ -24,7 +24,7 @@ from itertools import islice
 
 from app.domain.clock import Clock
 from app.domain.types import TransactionState
-from app.services.group_service import LAG_COUNT_CAP
+from app.services.group_offsets import LAG_COUNT_CAP
 from app.settings import Settings
 from app.storage import groups, offsets, read_committed, topics
 from app.storage import transaction_listing
@@ -36,7 +36,7 @@ class GroupPartitionLag:
     group_id: str
     topic: str
     partition: int
-    lag: int | None  # as GroupService.lag counts it; None: unknown, the group committed no offset here
+    lag: int | None  # as GroupOffsetService.lag counts it; None: unknown, the group committed no offset here
     exact: bool  # False: at least `lag` (LAG_COUNT_CAP reached)
 
 
@@ -105,7 +105,7 @@ class DatabaseGauges:
 
 def _unknown(consumed: dict[str, set[str]], partition_counts: dict[str, int],
              has_offset: set[tuple[str, str, int]]) -> Iterator[tuple[str, str, int]]:
-    """The partitions GroupService.lag shows as unknown, by (group_id, topic, partition): every
+    """The partitions GroupOffsetService.lag shows as unknown, by (group_id, topic, partition): every
     partition, without a committed offset, of a topic the group subscribes to, has committed in
     or has staged offsets in. Lazily: the caller keeps what it exports and only counts the rest."""
     for group_id in sorted(consumed):

@@ -25,7 +25,7 @@ from app.services.gauges import DatabaseGauges, GaugeReading
 @dataclass(frozen=True, slots=True)
 class GroupLagPoint:
     group_id: str
-    total_lag: int | None  # None: unknown, a partition without a committed offset (GroupService.lag)
+    total_lag: int | None  # None: unknown, a partition without a committed offset (GroupOffsetService.lag)
     known_lag: int  # the partitions' lag where it is known: what ranks the groups
     topics: frozenset[str]  # the topics the total counts
 

@@ -17,7 +17,7 @@ from app.storage import offsets
 
 @dataclass(frozen=True, slots=True)
 class FetchedOffsets:
-    """A group's committed offsets as a reader of one order reads them (GroupService.fetch_with_pending)."""
+    """A group's committed offsets as a reader of one order reads them (GroupOffsetService.fetch_with_pending)."""
 
     committed: list[offsets.CommittedOffset]  # those it may read, in its order
     pending: set[tuple[str, int]]  # (topic, partition) with offsets staged in an unfinished transaction

@@ -684,12 +684,12 @@ class CoordinatorMachine(RuleBasedStateMachine):
     def group_offsets_are_the_committed_ones(self) -> None:
         pending = self.model.pending_groups()
         for g in GROUPS:
-            rows = self.services.groups.fetch(g, topic_names=None, require_stable=False, order=None)
+            rows = self.services.group_offsets.fetch(g, topic_names=None, require_stable=False, order=None)
             got = {(r.topic, r.partition): r.committed_offset for r in rows}
             want = {(SRC, p): o for (group, p), o in self.model.group_offsets.items() if group == g}
             assert got.keys() == want.keys() and all(got[k] in want[k] for k in got), (
                 f"group {g}: committed {got}, model {want}")
-            _, code = _call(lambda: self.services.groups.fetch(g, topic_names=None, require_stable=True, order=None))
+            _, code = _call(lambda: self.services.group_offsets.fetch(g, topic_names=None, require_stable=True, order=None))
             self._check(f"stable offset fetch of {g}", code,
                         "UNSTABLE_OFFSET_COMMIT" if g in pending else OK)
 

@@ -108,7 +108,7 @@ def test_a_group_whose_offsets_go_after_the_retention_is_deleted_at_the_next_loo
     clock.advance(EMPTY_GROUP_RETENTION_MS + 1)
     assert worker.run_once(clock()) == GroupExpiryPass(0, 0)  # its offsets keep it
 
-    assert services.groups.delete_offsets("g", [("in", 0)]) == {}
+    assert services.group_offsets.delete_offsets("g", [("in", 0)]) == {}
     clock.advance(EMPTY_GROUP_CHECK_INTERVAL_MS)
     assert worker.run_once(clock()) == GroupExpiryPass(0, 1)
     assert _group_rows(database) == []

@@ -45,9 +45,9 @@ def test_delete_groups_refuses_a_group_whose_members_session_ends_only_after_now
 def test_offset_delete_deletes_the_offsets_of_a_topic_only_a_member_whose_session_ended_subscribes_to(  # type: ignore[no-untyped-def]
         client, services, clock) -> None:
     _member_of(client, services, "g")
-    services.groups.commit("g", [OffsetToStage("t", 0, 4, None, NO_LEADER_EPOCH, ReadOrder.COMMIT)])
+    services.group_offsets.commit("g", [OffsetToStage("t", 0, 4, None, NO_LEADER_EPOCH, ReadOrder.COMMIT)])
     clock.advance(SESSION_MS + 1)
 
-    assert services.groups.delete_offsets("g", [("t", 0)]) == {}
+    assert services.group_offsets.delete_offsets("g", [("t", 0)]) == {}
 
-    assert [(o.topic, o.partition) for o in services.groups.fetch("g", topic_names=None, require_stable=False, order=None)] == []
+    assert [(o.topic, o.partition) for o in services.group_offsets.fetch("g", topic_names=None, require_stable=False, order=None)] == []

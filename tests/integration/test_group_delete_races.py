@@ -139,7 +139,7 @@ def simple_consumer_past_the_retention(client, services, clock) -> None:  # type
     """The group "simple", known by its offsets alone (topic "t" partition 0 at 3, leader epoch
     SIMPLE_LEADER_EPOCH), committed a retention ago."""
     create_topic(client, "t", 1)
-    services.groups.commit("simple", [OffsetToStage("t", 0, 3, None, SIMPLE_LEADER_EPOCH, ReadOrder.COMMIT)])
+    services.group_offsets.commit("simple", [OffsetToStage("t", 0, 3, None, SIMPLE_LEADER_EPOCH, ReadOrder.COMMIT)])
     clock.advance(OFFSETS_RETENTION_MS)
 
 
@@ -151,7 +151,7 @@ def simple_consumer_past_the_retention(client, services, clock) -> None:  # type
 def test_an_offset_expiry_waiting_for_a_join_keeps_the_offsets_of_the_group_it_added_a_member_to(  # type: ignore[no-untyped-def]
         client, services, database, clock, monkeypatch, held_step: str) -> None:
     emptied_group(client, services, "g")
-    services.groups.commit("g", [OffsetToStage("t", 0, 3, None, NO_LEADER_EPOCH, ReadOrder.COMMIT)])
+    services.group_offsets.commit("g", [OffsetToStage("t", 0, 3, None, NO_LEADER_EPOCH, ReadOrder.COMMIT)])
     committed_ms = clock()
     clock.advance(OFFSETS_RETENTION_MS)
 
@@ -177,7 +177,7 @@ def test_an_offset_expiry_skips_the_offset_a_commit_holds_and_keeps_it(  # type:
 
     committed, expired, waited = hold_then(
         Held(monkeypatch, offsets, "commit"),
-        lambda: services.groups.commit("simple", [OffsetToStage("t", 0, 4, None, NO_LEADER_EPOCH, ReadOrder.COMMIT)]),
+        lambda: services.group_offsets.commit("simple", [OffsetToStage("t", 0, 4, None, NO_LEADER_EPOCH, ReadOrder.COMMIT)]),
         lambda: services.group_expiry.expire_offsets(clock()),
         database,
     )
@@ -317,7 +317,7 @@ def test_an_offset_expiry_keeps_the_offset_a_commit_refreshed_inside_its_delete(
 
     expired, _ = _expiry_with_a_commit_inside_its_delete(
         services, clock, database, monkeypatch,
-        lambda: services.groups.commit("simple", [OffsetToStage("t", 0, 7, None, NO_LEADER_EPOCH, ReadOrder.COMMIT)]))
+        lambda: services.group_offsets.commit("simple", [OffsetToStage("t", 0, 7, None, NO_LEADER_EPOCH, ReadOrder.COMMIT)]))
 
     assert expired == OffsetExpiry(0, False)
     assert _committed(database, "simple") == [(0, 7, clock())]
@@ -331,7 +331,7 @@ def test_a_staging_holds_the_committed_offsets_only_with_the_retention_set(  # t
     create_topic(client, "t", 1)
     services = Services.build(settings.model_copy(update={"offsets_retention_minutes": retention_minutes}),
                               database, clock)
-    services.groups.commit("simple", [OffsetToStage("t", 0, 3, None, NO_LEADER_EPOCH, ReadOrder.COMMIT)])
+    services.group_offsets.commit("simple", [OffsetToStage("t", 0, 3, None, NO_LEADER_EPOCH, ReadOrder.COMMIT)])
     p = services.coordinator.init_producer_id(transactional_id="tx", transaction_timeout_ms=900_000)
     services.coordinator.begin("tx", p.producer_id, p.producer_epoch)
 

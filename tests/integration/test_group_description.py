@@ -45,7 +45,7 @@ def test_a_member_of_the_kafka_doors_group_is_described_with_its_client_id_metad
 
 def test_a_group_with_offsets_only_is_empty_without_generation_nor_members(client, services) -> None:  # type: ignore[no-untyped-def]
     create_topic(client, "t", 1)
-    services.groups.commit("o", [OffsetToStage("t", 0, 3, None, NO_LEADER_EPOCH, ReadOrder.COMMIT)])
+    services.group_offsets.commit("o", [OffsetToStage("t", 0, 3, None, NO_LEADER_EPOCH, ReadOrder.COMMIT)])
 
     assert services.groups.describe_group("o") == GroupDescription("o", GroupState.EMPTY, None, None, None, [])
 

@@ -81,7 +81,7 @@ def test_a_failing_offset_expiry_leaves_the_empty_groups_deleted_and_fails_the_p
 def test_a_failing_member_expiry_leaves_the_offsets_expired(  # type: ignore[no-untyped-def]
         client, services, clock, worker, monkeypatch) -> None:
     create_topic(client, "t", 1)
-    services.groups.commit("simple", [OffsetToStage("t", 0, 3, None, NO_LEADER_EPOCH, ReadOrder.COMMIT)])
+    services.group_offsets.commit("simple", [OffsetToStage("t", 0, 3, None, NO_LEADER_EPOCH, ReadOrder.COMMIT)])
     clock.advance(OFFSETS_RETENTION_MS)
     error = RuntimeError("member expiry broke")
     monkeypatch.setattr(services.group_expiry, "expire_members", failing([], error))

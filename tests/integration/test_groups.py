@@ -327,7 +327,7 @@ def test_the_lag_of_an_unknown_group_is_group_id_not_found(client) -> None:  # t
 def test_a_lag_past_the_count_cap_says_it_is_a_lower_bound(client, monkeypatch) -> None:  # type: ignore[no-untyped-def]
     from tests.helpers import batch, create_topic, send
 
-    monkeypatch.setattr("app.services.group_service.LAG_COUNT_CAP", 3)
+    monkeypatch.setattr("app.services.group_offsets.LAG_COUNT_CAP", 3)
     create_topic(client, "orders", 1)
     assert send(client, [batch("orders", 0, list(range(5)))]).status_code == 200
     assert client.post("/v1/groups/g/offsets", json={"offsets": [

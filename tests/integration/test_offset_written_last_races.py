@@ -54,7 +54,7 @@ def test_plain_commits_and_transactions_committing_offsets_of_one_partition_at_o
     def plain() -> None:
         try:
             for i in range(ROUNDS):
-                services.groups.commit("g", [_offset(PLAIN_BASE + i)])
+                services.group_offsets.commit("g", [_offset(PLAIN_BASE + i)])
                 last_plain.append(PLAIN_BASE + i)
         except BaseException as e:
             errors.append(e)

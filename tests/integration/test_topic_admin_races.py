@@ -150,7 +150,7 @@ def test_an_offset_commit_during_a_delete_waits_and_finds_the_topic_gone(client,
     deleted, committed, waited = hold_then(
         held,
         lambda: services.topics.delete("t"),
-        lambda: services.groups.commit("g", [OffsetToStage("t", 0, 5, None, NO_LEADER_EPOCH, ReadOrder.COMMIT)]),
+        lambda: services.group_offsets.commit("g", [OffsetToStage("t", 0, 5, None, NO_LEADER_EPOCH, ReadOrder.COMMIT)]),
         database,
     )
 

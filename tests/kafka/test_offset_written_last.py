@@ -95,7 +95,7 @@ def test_a_staged_offset_commits_where_the_offset_committed_after_its_staging_wa
         _stage(s, "t", pid, epoch, 20, 4)
         assert _commit(s, 8, 30) == ErrorCode.none
     services = kafka.client.app.state.services
-    assert services.groups.delete_offsets("billing", [("orders", 0)]) == {}
+    assert services.group_offsets.delete_offsets("billing", [("orders", 0)]) == {}
     with kafka.connect() as s:
         assert _end(s, "t", pid, epoch, commit=True).error_code == ErrorCode.none
         assert _fetched(s) == (20, 4, ErrorCode.none)

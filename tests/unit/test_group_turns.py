@@ -14,7 +14,7 @@ from app.settings import Settings
 
 
 def _apis() -> GroupApis:
-    return GroupApis(SimpleNamespace(groups=None, classic_group_protocol=None, settings=Settings()))
+    return GroupApis(SimpleNamespace(groups=None, group_offsets=None, classic_group_protocol=None, settings=Settings()))
 
 
 def test_the_turns_of_many_groups_taken_at_once_are_all_given_back() -> None:

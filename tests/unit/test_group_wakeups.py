@@ -67,7 +67,7 @@ def hour_long_poll(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def _apis(protocol: _Protocol) -> GroupApis:
-    return GroupApis(SimpleNamespace(groups=None, classic_group_protocol=protocol,
+    return GroupApis(SimpleNamespace(groups=None, group_offsets=None, classic_group_protocol=protocol,
                                      settings=Settings(database_url="sqlite:///unused.db")))
 
 

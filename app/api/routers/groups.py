@@ -40,7 +40,7 @@ from app.domain.offsets import (
     ReadOrder,
     ResetScope,
 )
-from app.services.group_service import reset_as_dict
+from app.services.group_offsets import reset_as_dict
 from app.settings import OFFSET_FETCH_WAIT_MAX_MS
 
 router = APIRouter(prefix="/v1/groups", tags=["groups"])
@@ -97,7 +97,7 @@ def describe_group_lag(group_id: GroupPath, services: ServicesDep, access: Acces
     total_lag, with total_lag_unknown_reason saying why. Needs DESCRIBE on the group; topics
     the principal may not describe are left out."""
     access.require(Operation.DESCRIBE, acl.group(group_id))
-    return GroupLag.of(group_id, services.groups.lag(group_id, visible=_describable(access)))
+    return GroupLag.of(group_id, services.group_offsets.lag(group_id, visible=_describable(access)))
 
 
 @router.post("/{group_id}/offsets", operation_id="commit_offsets", response_model=GroupOffsets,
@@ -113,7 +113,7 @@ def commit_offsets(
     access.require(Operation.READ, acl.group(group_id))
     for o in body.offsets:
         access.require(Operation.READ, acl.topic(o.topic))
-    services.groups.commit(
+    services.group_offsets.commit(
         group_id,
         [OffsetToStage(o.topic, o.partition, o.offset, o.metadata, NO_LEADER_EPOCH, body.read_order)
          for o in body.offsets],
@@ -122,7 +122,7 @@ def commit_offsets(
     # Each offset as stored, with the order it was committed in: the answer to a commit is
     # no reader's start, and one of the group's Kafka consumers' offsets it cannot translate
     # must not turn a commit that was made into a refusal.
-    return _offsets(group_id, services.groups.fetch(group_id, topic_names=None, require_stable=False, order=None,
+    return _offsets(group_id, services.group_offsets.fetch(group_id, topic_names=None, require_stable=False, order=None,
                                                     visible=_describable(access)))
 
 
@@ -147,7 +147,7 @@ def reset_offsets(
     access.require(needed, acl.group(group_id))
     scope = ResetScope(body.topic, None if body.partitions is None else tuple(body.partitions), body.all_topics)
     spec = OffsetResetSpec(body.to, body.offset, body.timestamp_ms, body.shift_by, body.read_order)
-    plan = services.groups.reset_offsets(group_id, scope, spec, dry_run=body.dry_run, visible=_describable(access),
+    plan = services.group_offsets.reset_offsets(group_id, scope, spec, dry_run=body.dry_run, visible=_describable(access),
                                          authorize=lambda topic: access.require(needed, acl.topic(topic)))
     return OffsetReset.model_validate(reset_as_dict(group_id, plan, dry_run=body.dry_run))
 
@@ -197,7 +197,7 @@ async def fetch_offsets(
             while True:
                 try:
                     rows = await run_in_threadpool(
-                        services.groups.fetch, group_id, topic_names=topic, require_stable=require_stable,
+                        services.group_offsets.fetch, group_id, topic_names=topic, require_stable=require_stable,
                         order=read_order, visible=_describable(access),
                     )
                     return _offsets(group_id, rows)

@@ -20,8 +20,8 @@ from app.api.schemas.common import (
 )
 from app.domain.offsets import MAX_PARTITIONS_PER_REQUEST, ReadOrder, ResetTo
 from app.domain.types import MAX_INT64
-from app.services import group_service
-from app.services.group_service import LagUnknown
+from app.services import group_offsets, group_service
+from app.services.group_offsets import LagUnknown
 
 
 class OffsetCommitRequest(RequestBody):
@@ -191,5 +191,5 @@ class GroupLag(BaseModel):
         "partitions_without_committed_offset (some partitions listed have none); null when total_lag is known")
 
     @classmethod
-    def of(cls, group_id: str, lag: group_service.GroupLag) -> "GroupLag":
+    def of(cls, group_id: str, lag: group_offsets.GroupLag) -> "GroupLag":
         return cls.model_validate(lag.as_dict(group_id))
