@@ -6,6 +6,8 @@ everything fails here and the end-to-end walkthrough test cannot pass by matchin
 
 from __future__ import annotations
 
+import ast
+import builtins
 import re
 from pathlib import Path
 
@@ -247,3 +249,22 @@ def test_every_section_using_the_walkthroughs_variables_says_where_they_come_fro
             if not is_code:
                 prose.append(line)
     assert missing == []
+
+
+def _python_blocks(text: str) -> list[str]:
+    return re.findall(r"^```python\n(.*?)^```", text, re.MULTILINE | re.DOTALL)
+
+
+def test_the_spark_data_source_snippet_defines_every_name_it_uses() -> None:
+    """Copied into a script of one's own (README, "Spark"), the snippet runs: `spark` and every
+    other name it reads is imported or assigned in it."""
+    [snippet] = [b for b in _python_blocks(section(README, "Spark")) if "register(spark)" in b]
+    tree = ast.parse(snippet)
+    defined = set(dir(builtins))
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            defined |= {(alias.asname or alias.name).split(".")[0] for alias in node.names}
+        elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+            defined.add(node.id)
+    used = {node.id for node in ast.walk(tree) if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load)}
+    assert used - defined == set()
