@@ -203,3 +203,25 @@ def test_the_one_process_check_passes_a_query_taken_once_across_processes(tmp_pa
                                   tmp_path / "once_test.yml")
 
     assert done.returncode == 0, done.stdout + done.stderr
+
+
+def _readme_alerting() -> str:
+    text = (ROOT / "README.md").read_text()
+    return text.split("\n### Alerting\n", 1)[1].split("\n## ", 1)[0]
+
+
+def test_the_readmes_prometheus_yml_saved_at_the_repository_root_loads_the_rules(tmp_path: Path) -> None:
+    """README, "Alerting": its prometheus.yml, beside the repository's docker/, is a valid
+    configuration whose rule files load, and the command it gives Prometheus names a storage path
+    of its own (Debian's default is its service's directory, which a user cannot write)."""
+    section = _readme_alerting()
+    [config] = re.findall(r"```yaml\n(.*?)```", section, re.DOTALL)
+    (tmp_path / "docker").symlink_to(ROOT / "docker")
+    (tmp_path / "prometheus.yml").write_text(config)
+
+    done = promtool("check", "config", str(tmp_path / "prometheus.yml"))
+
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "SUCCESS: 1 rule files found" in done.stdout + done.stderr
+    [command] = re.findall(r"`(prometheus --config\.file=prometheus\.yml[^`]*)`", section)
+    assert "--storage.tsdb.path=" in command

@@ -6,6 +6,9 @@ everything fails here and the end-to-end walkthrough test cannot pass by matchin
 
 from __future__ import annotations
 
+import ast
+import builtins
+import re
 from pathlib import Path
 
 import pytest
@@ -209,3 +212,59 @@ def test_readme_walkthrough_has_every_curl_read_with_a_response_that_parses() ->
 
 def test_readme_quick_start_command_starts_the_service() -> None:
     assert quick_start_command(README).endswith("outbox serve")
+
+
+def _level_two_sections(readme: str) -> list[str]:
+    titles = [line[3:] for line in readme.splitlines() if line.startswith("## ")]
+    return [title for title in titles if title != WALKTHROUGH]
+
+
+def _prose_and_code_lines(text: str) -> list[tuple[bool, str]]:
+    """Each line of `text`, marked True where it is code (fenced, or an indented block)."""
+    marked: list[tuple[bool, str]] = []
+    fenced = False
+    for line in text.splitlines():
+        if line.startswith("```"):
+            fenced = not fenced
+            marked.append((True, line))
+        else:
+            marked.append((fenced or line.startswith("    "), line))
+    return marked
+
+
+def test_every_section_using_the_walkthroughs_variables_says_where_they_come_from() -> None:
+    """A newcomer who jumps to a section in a fresh shell gets an empty `$OUTBOX`, and
+    `curl -s` then fails without a word: each section's prose names `$OUTBOX` (the walkthrough's
+    shell) before its first command that uses it, or the section sets it itself."""
+    missing = []
+    for title in _level_two_sections(README):
+        prose = []
+        for is_code, line in _prose_and_code_lines(section(README, title)):
+            if is_code and re.match(r"\s*OUTBOX=", line.lstrip("$ ")):
+                break
+            if is_code and re.search(r"\$OUTBOX\b", line):
+                if not any("$OUTBOX" in p for p in prose):
+                    missing.append(title)
+                break
+            if not is_code:
+                prose.append(line)
+    assert missing == []
+
+
+def _python_blocks(text: str) -> list[str]:
+    return re.findall(r"^```python\n(.*?)^```", text, re.MULTILINE | re.DOTALL)
+
+
+def test_the_spark_data_source_snippet_defines_every_name_it_uses() -> None:
+    """Copied into a script of one's own (README, "Spark"), the snippet runs: `spark` and every
+    other name it reads is imported or assigned in it."""
+    [snippet] = [b for b in _python_blocks(section(README, "Spark")) if "register(spark)" in b]
+    tree = ast.parse(snippet)
+    defined = set(dir(builtins))
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            defined |= {(alias.asname or alias.name).split(".")[0] for alias in node.names}
+        elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+            defined.add(node.id)
+    used = {node.id for node in ast.walk(tree) if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load)}
+    assert used - defined == set()
