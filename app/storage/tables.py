@@ -318,9 +318,9 @@ transactions = Table(
     Column("last_producer_epoch", Integer, nullable=True),
     # The transaction protocol version the producer chose at InitProducerId.
     Column("transaction_version", SmallInteger, nullable=False, server_default="1"),
-    # Version 2: the producer id an epoch bump replaced when the epoch was exhausted, so that
-    # a retry of the Commit or Abort that bumped it (old producer id, last_producer_epoch) is
-    # answered again. Cleared by any other bump.
+    # The producer id an epoch bump replaced when the epoch was exhausted, so that a retry of
+    # the version 2 Commit or Abort, or of the KIP-360 recovery, that bumped it (old producer
+    # id, last_producer_epoch) is answered again. Cleared by any other bump.
     Column("previous_producer_id", BigInteger, nullable=True),
     # When the producer's Sends are made durable (app.domain.types.Durability), chosen at
     # InitProducerId; every row stored before migration 0025 is "send".

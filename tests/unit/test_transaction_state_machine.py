@@ -316,6 +316,41 @@ def test_recovery_retry_after_its_fence_took_the_epoch_kept_back_bumps_again_rat
     assert classify_recovery(fenced, 10, 32766) is False
 
 
+def _rotated(**overrides: object) -> TransactionMetadata:
+    """A recovery from epoch 32766 of producer id 10 rotated the id to 11 at epoch 0."""
+    return meta(**{"producer_id": ProducerId(11), "producer_epoch": ProducerEpoch(0), "state": S.EMPTY,
+                   "previous_producer_id": ProducerId(10), "last_producer_epoch": ProducerEpoch(32766),
+                   **overrides})
+
+
+def test_recovery_retry_with_the_producer_id_its_bump_replaced_is_answered_again() -> None:
+    assert classify_recovery(_rotated(), 10, 32766) is True
+    # A KeepPrepared bump that rotated the id: its retry asks to keep the transaction too.
+    assert classify_recovery(_rotated(state=S.PREPARED), 10, 32766, keep_prepared_txn=True) is True
+
+
+@pytest.mark.parametrize(("producer_id", "producer_epoch"), [
+    (10, 32765),  # the replaced id, but not the epoch bumped from
+    (10, 0),  # the replaced id at the new id's epoch
+    (9, 32766),  # neither the live id nor the replaced one
+])
+def test_recovery_with_the_replaced_producer_id_and_another_epoch_is_fenced(producer_id: int,
+                                                                             producer_epoch: int) -> None:
+    with pytest.raises(ProducerFenced):
+        classify_recovery(_rotated(), producer_id, producer_epoch)
+
+
+def test_recovery_with_the_replaced_producer_id_once_a_transaction_began_under_the_new_one_is_fenced() -> None:
+    with pytest.raises(ProducerFenced):
+        classify_recovery(_rotated(state=S.ONGOING), 10, 32766)
+
+
+def test_recovery_with_the_replaced_producer_id_after_a_new_instance_took_over_is_fenced() -> None:
+    # A new instance's bump forgets the replaced id (and the epoch bumped from).
+    with pytest.raises(ProducerFenced):
+        classify_recovery(_rotated(previous_producer_id=None, last_producer_epoch=None), 10, 32766)
+
+
 def test_recovery_with_an_older_epoch_that_is_not_the_last_is_fenced() -> None:
     with pytest.raises(ProducerFenced):
         classify_recovery(meta(last_producer_epoch=ProducerEpoch(4)), 10, 3)
