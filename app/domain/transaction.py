@@ -330,9 +330,11 @@ def classify_recovery(
         # so a request with the one left behind is a stale copy, and answered as a retry it fenced
         # the live producer. Nor, for the same reason, once Prepared unless keep_prepared_txn: the
         # bump that request asked for would have aborted a transaction Prepared then, so this one
-        # began since (with keep_prepared_txn it may be the retry of a KeepPrepared bump, which
-        # left the id Prepared). Not where the bump it asked for was a fence's, to the epoch kept back from every
-        # producer: it is bumped past that, to a new producer id.
+        # began since. With keep_prepared_txn it is the retry of a KeepPrepared bump, which left
+        # the id Prepared: a transaction prepared since the bump would have made the Prepare
+        # forget the epoch left behind (transit.prepare_transition), so while Prepared that
+        # epoch is a KeepPrepared bump's alone. Not where the bump it asked for was a fence's,
+        # to the epoch kept back from every producer: it is bumped past that, to a new producer id.
         return meta.producer_epoch < MAX_PRODUCER_EPOCH
     raise ProducerFenced(
         f"producer epoch {producer_epoch} was replaced (current epoch {meta.producer_epoch})"

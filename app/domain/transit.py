@@ -222,7 +222,17 @@ def prepare_transition(meta: TransactionMetadata, event: Event, now_ms: int) -> 
                                       updated_ms=now_ms))
         case Prepare():
             check_transition(meta.state, S.PREPARED)
-            return TxnTransit(replace(meta, state=S.PREPARED, updated_ms=now_ms))
+            if meta.state is S.PREPARED:
+                return TxnTransit(replace(meta, updated_ms=now_ms))
+            # The transaction began with the current epoch, so the epoch (and id) a bump left
+            # behind is forgotten: while Prepared, last_producer_epoch is only ever a KeepPrepared
+            # bump's, the epoch the transaction was held with before it, which that bump's
+            # retry carries (classify_recovery). Kept, a delayed copy of the recovery that handed
+            # out the current epoch would pass for that retry, and be handed the live epoch too.
+            # Nothing else reads it while Prepared: no Send joins, and the Commit or Abort that
+            # ended the transaction before this one (version 2) is no longer answered again.
+            return TxnTransit(replace(meta, state=S.PREPARED, updated_ms=now_ms, last_producer_epoch=None,
+                                      previous_producer_id=None))
         case Decide():
             target = S.PREPARE_COMMIT if event.commit else S.PREPARE_ABORT
             check_transition(meta.state, target)

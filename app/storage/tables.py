@@ -314,7 +314,8 @@ transactions = Table(
     Column("txn_started_ms", BigInteger, nullable=True),
     Column("updated_ms", BigInteger, nullable=False),
     # KIP-360: the epoch a live producer asked to bump from, so that a retry of that request
-    # is answered again instead of being fenced. Cleared by any other bump.
+    # is answered again instead of being fenced. Cleared by any other bump, and by the Prepare
+    # of a transaction begun since (while Prepared it is only a KeepPrepared bump's).
     Column("last_producer_epoch", Integer, nullable=True),
     # The transaction protocol version the producer chose at InitProducerId.
     Column("transaction_version", SmallInteger, nullable=False, server_default="1"),

@@ -198,6 +198,21 @@ def test_prepare_keeps_the_epoch_and_the_txn_id() -> None:
     assert prepare_transition(meta(S.ONGOING), Prepare(), NOW) == TxnTransit(meta(S.PREPARED, updated_ms=NOW))
 
 
+@pytest.mark.parametrize("version", list(TransactionVersion))
+def test_prepare_forgets_the_epoch_and_producer_id_a_bump_left_behind(version: TransactionVersion) -> None:
+    # The transaction began with the current epoch: while Prepared, only a KeepPrepared bump's
+    # left-behind epoch is kept, for that bump's retry.
+    before = meta(S.ONGOING, transaction_version=version, last_producer_epoch=ProducerEpoch(4),
+                  previous_producer_id=ProducerId(9))
+    assert prepare_transition(before, Prepare(), NOW) == TxnTransit(
+        meta(S.PREPARED, transaction_version=version, updated_ms=NOW))
+
+
+def test_prepare_of_a_transaction_already_prepared_keeps_what_a_keep_prepared_bump_left_behind() -> None:
+    before = meta(S.PREPARED, last_producer_epoch=ProducerEpoch(4))
+    assert prepare_transition(before, Prepare(), NOW) == TxnTransit(replace(before, updated_ms=NOW))
+
+
 @pytest.mark.parametrize(("commit", "target"), [(True, S.PREPARE_COMMIT), (False, S.PREPARE_ABORT)])
 @pytest.mark.parametrize("state", [S.ONGOING, S.PREPARED])
 def test_a_decision_moves_an_open_transaction_to_prepare_commit_or_abort(
