@@ -150,7 +150,9 @@ class TransactionMetadata:
     updated_ms: int
     last_producer_epoch: ProducerEpoch | None = None
     transaction_version: TransactionVersion = TransactionVersion.V1
-    # Version 2: the producer id the last Commit or Abort replaced (its epoch was exhausted).
+    # The producer id the last bump replaced (its epoch was exhausted), where that bump's retry
+    # is answered again: a version 2 Commit's or Abort's, or a KIP-360 recovery's. With
+    # last_producer_epoch it is what the retry carries.
     previous_producer_id: ProducerId | None = None
     durability: Durability = Durability.SEND
 
@@ -308,13 +310,18 @@ def classify_recovery(
 
     Returns True for a retry of a bump this same instance already asked for (answer it again),
     False for the live instance itself (bump now), and raises PRODUCER_FENCED for anyone else:
-    in particular an instance that another InitProducerId has replaced in between.
+    in particular an instance that another InitProducerId has replaced in between. A retry may
+    carry the producer id its bump replaced (previous_producer_id, the epoch exhausted): it is
+    answered the new one.
     """
     if producer_id != meta.producer_id:
-        raise ProducerFenced(
-            f"producer id {producer_id} is not the producer of {meta.transactional_id!r}"
-        )
-    if producer_epoch == meta.producer_epoch:
+        # The one other producer id recognised: the one the last bump replaced, its epoch
+        # exhausted, whose holder retries with it when the answer naming the new id was lost.
+        if producer_id != meta.previous_producer_id or producer_epoch != meta.last_producer_epoch:
+            raise ProducerFenced(
+                f"producer id {producer_id} is not the producer of {meta.transactional_id!r}"
+            )
+    elif producer_epoch == meta.producer_epoch:
         return False
     if (meta.last_producer_epoch is not None and producer_epoch == meta.last_producer_epoch
             and meta.state is not TransactionState.ONGOING
@@ -323,9 +330,11 @@ def classify_recovery(
         # so a request with the one left behind is a stale copy, and answered as a retry it fenced
         # the live producer. Nor, for the same reason, once Prepared unless keep_prepared_txn: the
         # bump that request asked for would have aborted a transaction Prepared then, so this one
-        # began since (with keep_prepared_txn it may be the retry of a KeepPrepared bump, which
-        # left the id Prepared). Not where the bump it asked for was a fence's, to the epoch kept back from every
-        # producer: it is bumped past that, to a new producer id.
+        # began since. With keep_prepared_txn it is the retry of a KeepPrepared bump, which left
+        # the id Prepared: a transaction prepared since the bump would have made the Prepare
+        # forget the epoch left behind (transit.prepare_transition), so while Prepared that
+        # epoch is a KeepPrepared bump's alone. Not where the bump it asked for was a fence's,
+        # to the epoch kept back from every producer: it is bumped past that, to a new producer id.
         return meta.producer_epoch < MAX_PRODUCER_EPOCH
     raise ProducerFenced(
         f"producer epoch {producer_epoch} was replaced (current epoch {meta.producer_epoch})"

@@ -178,7 +178,7 @@ def prepare_transition(meta: TransactionMetadata, event: Event, now_ms: int) -> 
                                    transaction_timeout_ms=event.transaction_timeout_ms,
                                    transaction_version=event.transaction_version,
                                    durability=event.durability or meta.durability),
-                           now_ms, event.recovering_epoch, event.holder)
+                           now_ms, event.recovering_epoch, event.holder, remember_producer_id=True)
         case KeepPrepared():
             if meta.state is not S.PREPARED:  # the table lets Ongoing become Prepared: not this event
                 raise InvalidTxnState(f"transaction is {meta.state.value}; only a Prepared one is kept",
@@ -187,7 +187,7 @@ def prepare_transition(meta: TransactionMetadata, event: Event, now_ms: int) -> 
             return _bumped(replace(meta, transaction_timeout_ms=event.transaction_timeout_ms,
                                    transaction_version=event.transaction_version,
                                    durability=event.durability or meta.durability),
-                           now_ms, event.recovering_epoch, event.holder)
+                           now_ms, event.recovering_epoch, event.holder, remember_producer_id=True)
         case AnswerAgain():
             return TxnTransit(replace(meta, transaction_timeout_ms=event.transaction_timeout_ms,
                                       transaction_version=event.transaction_version,
@@ -222,7 +222,17 @@ def prepare_transition(meta: TransactionMetadata, event: Event, now_ms: int) -> 
                                       updated_ms=now_ms))
         case Prepare():
             check_transition(meta.state, S.PREPARED)
-            return TxnTransit(replace(meta, state=S.PREPARED, updated_ms=now_ms))
+            if meta.state is S.PREPARED:
+                return TxnTransit(replace(meta, updated_ms=now_ms))
+            # The transaction began with the current epoch, so the epoch (and id) a bump left
+            # behind is forgotten: while Prepared, last_producer_epoch is only ever a KeepPrepared
+            # bump's, the epoch the transaction was held with before it, which that bump's
+            # retry carries (classify_recovery). Kept, a delayed copy of the recovery that handed
+            # out the current epoch would pass for that retry, and be handed the live epoch too.
+            # Nothing else reads it while Prepared: no Send joins, and the Commit or Abort that
+            # ended the transaction before this one (version 2) is no longer answered again.
+            return TxnTransit(replace(meta, state=S.PREPARED, updated_ms=now_ms, last_producer_epoch=None,
+                                      previous_producer_id=None))
         case Decide():
             target = S.PREPARE_COMMIT if event.commit else S.PREPARE_ABORT
             check_transition(meta.state, target)
@@ -350,7 +360,12 @@ def marker_producer(decision: TxnTransit) -> tuple[int, int]:
     meta = decision.after
     if decision.new_producer_id:
         return meta.producer_id, MAX_PRODUCER_EPOCH
-    if meta.previous_producer_id is not None and meta.state in (S.PREPARE_COMMIT, S.PREPARE_ABORT):
+    # A version 2 decision's bump sets previous_producer_id (or clears it): there it names the
+    # id the batches were written under. A version 1 decision bumps nothing, and may find the
+    # one a KIP-360 recovery's bump (or a version 2 decision's, before the id spoke version 1)
+    # left for that request's retry: its transaction's batches carry the current id.
+    if (meta.previous_producer_id is not None and meta.state in (S.PREPARE_COMMIT, S.PREPARE_ABORT)
+            and meta.transaction_version is TransactionVersion.V2):
         return meta.previous_producer_id, MAX_PRODUCER_EPOCH
     return meta.producer_id, meta.producer_epoch
 
@@ -370,11 +385,14 @@ def _bumped(meta: TransactionMetadata, now_ms: int, recovering_epoch: int | None
     """The epoch bumped (`fencing`: by a fence, see next_epoch). `recovering_epoch`: the epoch
     whose holder's retry is answered again (None: no retry is). A retry across a new producer id
     is recognised only where `remember_producer_id` keeps the old one (a version 2 Commit or
-    Abort); elsewhere the old epoch means nothing under the new id."""
+    Abort, a KIP-360 recovery): its holder knows only the old id, whose epoch alone would mean
+    nothing under the new one. A fence never keeps it: the next InitProducerId makes the bump
+    that replaces the id (next_epoch)."""
     exhausted, epoch = next_epoch(meta.producer_epoch, fencing=fencing)
-    previous = meta.producer_id if exhausted and remember_producer_id else None
-    last = (None if recovering_epoch is None or (exhausted and previous is None)
-            else ProducerEpoch(recovering_epoch))
+    if recovering_epoch is None or (exhausted and not remember_producer_id):
+        last, previous = None, None
+    else:
+        last, previous = ProducerEpoch(recovering_epoch), (meta.producer_id if exhausted else None)
     return TxnTransit(replace(meta, producer_epoch=epoch, last_producer_epoch=last, previous_producer_id=previous,
                               updated_ms=now_ms),
                       new_producer_id=exhausted, holder=holder)

@@ -314,13 +314,14 @@ transactions = Table(
     Column("txn_started_ms", BigInteger, nullable=True),
     Column("updated_ms", BigInteger, nullable=False),
     # KIP-360: the epoch a live producer asked to bump from, so that a retry of that request
-    # is answered again instead of being fenced. Cleared by any other bump.
+    # is answered again instead of being fenced. Cleared by any other bump, and by the Prepare
+    # of a transaction begun since (while Prepared it is only a KeepPrepared bump's).
     Column("last_producer_epoch", Integer, nullable=True),
     # The transaction protocol version the producer chose at InitProducerId.
     Column("transaction_version", SmallInteger, nullable=False, server_default="1"),
-    # Version 2: the producer id an epoch bump replaced when the epoch was exhausted, so that
-    # a retry of the Commit or Abort that bumped it (old producer id, last_producer_epoch) is
-    # answered again. Cleared by any other bump.
+    # The producer id an epoch bump replaced when the epoch was exhausted, so that a retry of
+    # the version 2 Commit or Abort, or of the KIP-360 recovery, that bumped it (old producer
+    # id, last_producer_epoch) is answered again. Cleared by any other bump.
     Column("previous_producer_id", BigInteger, nullable=True),
     # When the producer's Sends are made durable (app.domain.types.Durability), chosen at
     # InitProducerId; every row stored before migration 0025 is "send".

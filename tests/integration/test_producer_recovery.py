@@ -259,14 +259,10 @@ def test_a_delayed_recovery_with_an_epoch_left_behind_never_fences_the_transacti
     assert values(fetch(client, "t", 0))[-1] == "open"
 
 
-@pytest.mark.parametrize("keep_prepared_txn", [
-    False,
-    # Not fixed: with keep_prepared_txn the request may be the retry of a KeepPrepared bump, which
-    # left the id Prepared with the transaction begun before it; telling the two apart needs the
-    # epoch the prepared transaction began with (a stale copy's began with the current epoch).
-    pytest.param(True, marks=pytest.mark.xfail(strict=True, reason="a stale keep_prepared_txn copy is handed the "
-                                                                   "live producer's epoch")),
-])
+# With keep_prepared_txn the request may also be the retry of a KeepPrepared bump, which left the
+# id Prepared with the transaction begun before it: the Prepare of one begun since forgets the
+# epoch the bump left behind, so that only that retry finds it.
+@pytest.mark.parametrize("keep_prepared_txn", [False, True])
 def test_a_delayed_recovery_with_an_epoch_left_behind_never_touches_the_transaction_prepared_since(  # type: ignore[no-untyped-def]
         client, keep_prepared_txn: bool):
     """As for Ongoing: once the live producer has begun and prepared a
@@ -294,16 +290,11 @@ def test_a_delayed_recovery_with_an_epoch_left_behind_never_touches_the_transact
     assert values(fetch(client, "t", 0)) == ["prepared"]
 
 
-@pytest.mark.xfail(strict=True, reason="a recovery's retry across the producer id its bump rotated to is fenced")
 def test_a_retried_recovery_whose_bump_rotated_the_producer_id_is_answered_again(client, database):  # type: ignore[no-untyped-def]
     """KIP-360 at the last epoch a producer id hands out: the bump rotates to a new producer id
     at epoch 0. If that answer is lost, the live producer retries with its old (producer id,
-    epoch); Kafka's coordinator recognises the previous producer id with its exhausted epoch
-    and answers the new id again. Here the rotation forgets the old id (_bumped keeps neither
-    last_producer_epoch nor previous_producer_id for an InitProducerId), and the retry is
-    PRODUCER_FENCED: the producer is dead though nobody replaced it. Mending it needs
-    previous_producer_id to mean the rotated id for a recovery as well, without the markers of
-    a later version 1 transaction taking it (marker_producer reads it in PrepareCommit)."""
+    epoch), and is answered the new id again. The rotation forgot the old id, and the retry
+    was PRODUCER_FENCED: the producer was dead though nobody replaced it."""
     p = _at_epoch(database, init_producer(client, "X"), 32766)
     first = _recover(client, "X", p)
     assert first.status_code == 200, first.text
@@ -313,3 +304,48 @@ def test_a_retried_recovery_whose_bump_rotated_the_producer_id_is_answered_again
 
     assert retried.status_code == 200, retried.text
     assert (retried.json()["producer_id"], retried.json()["producer_epoch"]) == (p["producer_id"] + 1, 0)
+
+
+def test_the_markers_of_a_transaction_begun_after_a_rotating_recovery_carry_the_new_producer_id(  # type: ignore[no-untyped-def]
+        client, database):
+    """The rotation keeps the old producer id for the recovery's retry: a version 1 transaction
+    begun since writes its batches, and so its markers, under the new one."""
+    create_topic(client, "t", 1)
+    p = _at_epoch(database, init_producer(client, "X"), 32766)
+    q = _recover(client, "X", p).json()
+    assert (q["producer_id"], q["producer_epoch"]) == (p["producer_id"] + 1, 0)
+    begin(client, "X", q)
+    assert send(client, [batch("t", 0, ["a"], 0)], q, "X").status_code == 200
+
+    assert client.post("/v1/transactions/X/commit", json=ident(q)).status_code == 200
+
+    with database.read() as conn:
+        assert [tuple(m) for m in conn.execute(
+            select(records.c.offset, record_batches.c.producer_id, record_batches.c.producer_epoch,
+                   records.c.control_type)
+            .select_from(records_with_batches()))] == [(0, q["producer_id"], 0, None), (1, q["producer_id"], 0, "COMMIT")]
+    assert values(fetch(client, "t", 0)) == ["a"]
+
+
+@pytest.mark.parametrize("epoch", [0, 32766])
+def test_a_retried_keep_prepared_recovery_is_answered_again_and_its_transaction_stays_prepared(  # type: ignore[no-untyped-def]
+        client, database, epoch: int):
+    """The retry the Prepare's forgetting leaves recognised: a KeepPrepared bump's, whose
+    transaction was prepared before it (at 32766 the bump gives a new producer id)."""
+    create_topic(client, "t", 1)
+    p = _at_epoch(database, init_producer(client, "X"), epoch)
+    txn_id = begin(client, "X", p)["txn_id"]
+    assert send(client, [batch("t", 0, ["kept"], 0)], p, "X").status_code == 200
+    assert client.post("/v1/transactions/X/prepare", json={**ident(p), "txn_id": txn_id}).status_code == 200
+    first = client.post("/v1/producers", json={"transactional_id": "X", "keep_prepared_txn": True, **ident(p)})
+    assert first.status_code == 200, first.text
+
+    retried = client.post("/v1/producers", json={"transactional_id": "X", "keep_prepared_txn": True, **ident(p)})
+
+    assert retried.status_code == 200, retried.text
+    q = first.json()
+    assert ((retried.json()["producer_id"], retried.json()["producer_epoch"], retried.json()["prepared_txn_id"])
+            == (q["producer_id"], q["producer_epoch"], txn_id))
+    assert client.get("/v1/transactions/X").json()["state"] == "Prepared"
+    assert client.post("/v1/transactions/X/commit", json={**ident(q), "txn_id": txn_id}).status_code == 200
+    assert values(fetch(client, "t", 0)) == ["kept"]

@@ -28,10 +28,16 @@ from app.domain.transaction import (
 )
 from app.domain.transit import (
     TXN_ID_TAKEN_BY_THE_WRITE,
+    Complete,
+    Decide,
+    InitProducerId,
+    KeepPrepared,
+    Prepare,
     begin,
     begin_condition,
     is_epoch_exhausted,
     next_epoch,
+    prepare_transition,
     send_condition,
 )
 from app.domain.types import (
@@ -314,6 +320,86 @@ def test_recovery_with_the_epoch_bumped_from_once_a_transaction_began_since_is_f
 def test_recovery_retry_after_its_fence_took_the_epoch_kept_back_bumps_again_rather_than_hand_that_epoch_out() -> None:
     fenced = meta(state=S.COMPLETE_ABORT, producer_epoch=ProducerEpoch(32767), last_producer_epoch=ProducerEpoch(32766))
     assert classify_recovery(fenced, 10, 32766) is False
+
+
+def _rotated(**overrides: object) -> TransactionMetadata:
+    """A recovery from epoch 32766 of producer id 10 rotated the id to 11 at epoch 0."""
+    return meta(**{"producer_id": ProducerId(11), "producer_epoch": ProducerEpoch(0), "state": S.EMPTY,
+                   "previous_producer_id": ProducerId(10), "last_producer_epoch": ProducerEpoch(32766),
+                   **overrides})
+
+
+def test_recovery_retry_with_the_producer_id_its_bump_replaced_is_answered_again() -> None:
+    assert classify_recovery(_rotated(), 10, 32766) is True
+    # A KeepPrepared bump that rotated the id: its retry asks to keep the transaction too.
+    assert classify_recovery(_rotated(state=S.PREPARED), 10, 32766, keep_prepared_txn=True) is True
+
+
+@pytest.mark.parametrize(("producer_id", "producer_epoch"), [
+    (10, 32765),  # the replaced id, but not the epoch bumped from
+    (10, 0),  # the replaced id at the new id's epoch
+    (9, 32766),  # neither the live id nor the replaced one
+])
+def test_recovery_with_the_replaced_producer_id_and_another_epoch_is_fenced(producer_id: int,
+                                                                             producer_epoch: int) -> None:
+    with pytest.raises(ProducerFenced):
+        classify_recovery(_rotated(), producer_id, producer_epoch)
+
+
+def test_recovery_with_the_replaced_producer_id_once_a_transaction_began_under_the_new_one_is_fenced() -> None:
+    with pytest.raises(ProducerFenced):
+        classify_recovery(_rotated(state=S.ONGOING), 10, 32766)
+
+
+def test_recovery_with_the_replaced_producer_id_after_a_new_instance_took_over_is_fenced() -> None:
+    # A new instance's bump forgets the replaced id (and the epoch bumped from).
+    with pytest.raises(ProducerFenced):
+        classify_recovery(_rotated(previous_producer_id=None, last_producer_epoch=None), 10, 32766)
+
+
+# The epoch left behind by the last bump, and the transaction prepared since, in each version:
+# a KIP-360 recovery's (version 1 or 2), or a version 2 Commit's.
+def _left_behind(version: TransactionVersion, by_commit: bool) -> TransactionMetadata:
+    idle = meta(state=S.COMPLETE_COMMIT, producer_epoch=ProducerEpoch(4), transaction_version=version)
+    if by_commit:
+        decided = prepare_transition(replace(idle, state=S.ONGOING), Decide(commit=True), 0).after
+        bumped = prepare_transition(decided, Complete(), 0).after
+    else:
+        bumped = prepare_transition(idle, InitProducerId(30_000, "User:a", recovering_epoch=4,
+                                                         transaction_version=version), 0).after
+    assert (bumped.producer_epoch, bumped.last_producer_epoch) == (5, 4)
+    ongoing = begin(bumped, 8, 0).after
+    return prepare_transition(ongoing, Prepare(), 0).after
+
+
+@pytest.mark.parametrize(("version", "by_commit"), [
+    (TransactionVersion.V1, False), (TransactionVersion.V2, False), (TransactionVersion.V2, True)])
+def test_recovery_keeping_a_transaction_prepared_since_the_bump_with_the_epoch_left_behind_is_fenced(
+        version: TransactionVersion, by_commit: bool) -> None:
+    # The transaction began with the new epoch: a request with the old one is a stale copy,
+    # which would otherwise be handed the live producer's epoch.
+    prepared = _left_behind(version, by_commit)
+    for keep_prepared_txn in (False, True):
+        with pytest.raises(ProducerFenced):
+            classify_recovery(prepared, 10, 4, keep_prepared_txn=keep_prepared_txn)
+    # The live producer itself may still recover, keeping it.
+    assert classify_recovery(prepared, 10, 5, keep_prepared_txn=True) is False
+
+
+@pytest.mark.parametrize("version", list(TransactionVersion))
+def test_recovery_retry_of_a_keep_prepared_bump_of_a_transaction_prepared_before_it_is_answered_again(
+        version: TransactionVersion) -> None:
+    prepared = _left_behind(version, by_commit=False)
+    kept = prepare_transition(prepared, KeepPrepared(30_000, "User:a", recovering_epoch=5,
+                                                     transaction_version=version), 0).after
+    assert (kept.state, kept.producer_epoch) == (S.PREPARED, 6)
+    assert classify_recovery(kept, 10, 5, keep_prepared_txn=True) is True
+    # Not without keep_prepared_txn (its bump would have aborted the transaction), nor with the
+    # epoch left behind before the transaction began.
+    with pytest.raises(ProducerFenced):
+        classify_recovery(kept, 10, 5)
+    with pytest.raises(ProducerFenced):
+        classify_recovery(kept, 10, 4, keep_prepared_txn=True)
 
 
 def test_recovery_with_an_older_epoch_that_is_not_the_last_is_fenced() -> None:

@@ -95,12 +95,57 @@ def test_a_bump_below_the_exhausted_epoch_hands_out_the_last_epoch_under_the_sam
 
 
 @pytest.mark.parametrize("epoch", [32766, 32767])
-def test_a_bump_from_an_exhausted_epoch_asks_for_a_new_producer_id_at_epoch_0_and_forgets_the_old_epoch(
+def test_a_new_instance_s_bump_from_an_exhausted_epoch_asks_for_a_new_producer_id_at_epoch_0_and_forgets_the_old_one(
         epoch: int) -> None:
-    transit = prepare_transition(meta(S.EMPTY, producer_epoch=ProducerEpoch(epoch)),
-                                 InitProducerId(30_000, "User:a", recovering_epoch=epoch), NOW)
+    transit = prepare_transition(meta(S.EMPTY, producer_epoch=ProducerEpoch(epoch)), InitProducerId(30_000, "User:a"),
+                                 NOW)
     assert (transit.new_producer_id, transit.holder) == (True, "User:a")
-    assert (transit.after.producer_id, transit.after.producer_epoch, transit.after.last_producer_epoch) == (10, 0, None)
+    assert (transit.after.producer_id, transit.after.producer_epoch, transit.after.last_producer_epoch,
+            transit.after.previous_producer_id) == (10, 0, None, None)
+
+
+# 32767: a fence of the recovering instance at 32766 took the epoch kept back.
+@pytest.mark.parametrize("epoch", [32766, 32767])
+def test_a_recovery_s_bump_from_an_exhausted_epoch_remembers_the_old_producer_id_and_epoch_for_its_retry(
+        epoch: int) -> None:
+    transit = prepare_transition(meta(S.COMPLETE_ABORT, producer_epoch=ProducerEpoch(epoch)),
+                                 InitProducerId(30_000, "User:a", recovering_epoch=32766), NOW)
+    assert (transit.new_producer_id, transit.holder) == (True, "User:a")
+    # The transit keeps the old id; storage puts the new one in (apply_transit).
+    assert (transit.after.producer_id, transit.after.producer_epoch, transit.after.last_producer_epoch,
+            transit.after.previous_producer_id) == (10, 0, 32766, 10)
+
+
+def test_keep_prepared_of_a_recovery_from_an_exhausted_epoch_remembers_the_old_producer_id_and_epoch() -> None:
+    transit = prepare_transition(meta(S.PREPARED, producer_epoch=ProducerEpoch(32766)),
+                                 KeepPrepared(30_000, "User:b", recovering_epoch=32766), NOW)
+    assert transit.new_producer_id
+    assert (transit.after.state, transit.after.producer_epoch, transit.after.last_producer_epoch,
+            transit.after.previous_producer_id) == (S.PREPARED, 0, 32766, 10)
+
+
+@pytest.mark.parametrize("commit", [True, False])
+def test_a_version_1_decision_s_markers_never_take_the_producer_id_a_recovery_replaced(commit: bool) -> None:
+    # The recovery's rotation left the old id for its retry; the transaction begun since wrote
+    # its batches under the new one, at the current epoch, which a version 1 decision keeps.
+    before = meta(S.ONGOING, producer_id=ProducerId(11), producer_epoch=ProducerEpoch(0),
+                  previous_producer_id=ProducerId(10), last_producer_epoch=ProducerEpoch(32766))
+    decided = prepare_transition(before, Decide(commit), NOW)
+    assert marker_producer(decided) == (11, 0)
+    # Stored, and completed later: the same.
+    assert marker_producer(TxnTransit(decided.after)) == (11, 0)
+
+
+def test_a_version_1_decision_s_markers_never_take_the_producer_id_a_version_2_decision_replaced() -> None:
+    # A version 2 Commit rotated the id, then the id spoke version 1 (which keeps the last
+    # epoch and id: speaking_version_1 below) and began a transaction under the new id.
+    before = meta(S.COMPLETE_COMMIT, producer_id=ProducerId(11), producer_epoch=ProducerEpoch(0),
+                  transaction_version=TransactionVersion.V2, previous_producer_id=ProducerId(10),
+                  last_producer_epoch=ProducerEpoch(32766))
+    spoken = speaking(before, TransactionVersion.V1, NOW)
+    assert spoken is not None
+    begun = prepare_transition(spoken.after, Begin(8), NOW)
+    assert marker_producer(prepare_transition(begun.after, Decide(commit=True), NOW)) == (11, 0)
 
 
 def test_keep_prepared_from_an_exhausted_epoch_asks_for_a_new_producer_id() -> None:
@@ -151,6 +196,21 @@ def test_begin_opens_transaction_txn_id_started_now(state: TransactionState) -> 
 
 def test_prepare_keeps_the_epoch_and_the_txn_id() -> None:
     assert prepare_transition(meta(S.ONGOING), Prepare(), NOW) == TxnTransit(meta(S.PREPARED, updated_ms=NOW))
+
+
+@pytest.mark.parametrize("version", list(TransactionVersion))
+def test_prepare_forgets_the_epoch_and_producer_id_a_bump_left_behind(version: TransactionVersion) -> None:
+    # The transaction began with the current epoch: while Prepared, only a KeepPrepared bump's
+    # left-behind epoch is kept, for that bump's retry.
+    before = meta(S.ONGOING, transaction_version=version, last_producer_epoch=ProducerEpoch(4),
+                  previous_producer_id=ProducerId(9))
+    assert prepare_transition(before, Prepare(), NOW) == TxnTransit(
+        meta(S.PREPARED, transaction_version=version, updated_ms=NOW))
+
+
+def test_prepare_of_a_transaction_already_prepared_keeps_what_a_keep_prepared_bump_left_behind() -> None:
+    before = meta(S.PREPARED, last_producer_epoch=ProducerEpoch(4))
+    assert prepare_transition(before, Prepare(), NOW) == TxnTransit(replace(before, updated_ms=NOW))
 
 
 @pytest.mark.parametrize(("commit", "target"), [(True, S.PREPARE_COMMIT), (False, S.PREPARE_ABORT)])
