@@ -167,7 +167,7 @@ class Remote:
                     # refused connection, and --timeout is what the operator can change.
                     raise CommandError(f"the service at {self.where} did not answer within {self.timeout_s:g}s "
                                        "(--timeout)") from None
-                raise CommandError(f"cannot reach the service at {self.where}: {e.message}") from None
+                raise CommandError(f"cannot reach the service at {self.where} (--url, OUTBOX_URL): {e.message}") from None
             status = EXIT_AUTH if e.status in AUTH_STATUSES else EXIT_FAILURE
             line = f"{e.error_code}: {e.message}"
             if e.status == 401 and self.keyless:

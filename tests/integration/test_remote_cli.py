@@ -609,7 +609,7 @@ def test_an_unreachable_service_is_one_line_and_exit_status_1(outbox) -> None:  
     done = outbox("--url", f"http://127.0.0.1:{port}", "topics", "list")
 
     assert (done.status, done.out) == (EXIT_FAILURE, "")
-    assert done.err == f"outbox: error: cannot reach the service at http://127.0.0.1:{port}: [Errno 111] Connection refused\n"
+    assert done.err == f"outbox: error: cannot reach the service at http://127.0.0.1:{port} (--url, OUTBOX_URL): [Errno 111] Connection refused\n"
 
 
 @pytest.mark.parametrize("setting", [("OUTBOX_DATABASE_URL", "mysql://shop@db/shop"),
@@ -624,7 +624,7 @@ def test_a_command_over_http_is_not_refused_for_a_service_setting_it_does_not_ac
     done = outbox("--url", f"http://127.0.0.1:{port}", "topics", "list")
 
     assert (done.status, done.err) == (
-        EXIT_FAILURE, f"outbox: error: cannot reach the service at http://127.0.0.1:{port}: [Errno 111] Connection refused\n")
+        EXIT_FAILURE, f"outbox: error: cannot reach the service at http://127.0.0.1:{port} (--url, OUTBOX_URL): [Errno 111] Connection refused\n")
 
 
 def test_a_command_over_http_still_refuses_a_wrong_log_setting(outbox, monkeypatch) -> None:  # type: ignore[no-untyped-def]
@@ -860,7 +860,7 @@ def test_the_service_s_address_is_named_without_its_credentials_or_query(outbox)
     done = outbox("--url", f"http://admin:hunter2@127.0.0.1:{port}/?token=s3cret", "topics", "list")
 
     assert (done.status, done.out) == (EXIT_FAILURE, "")
-    assert done.err == f"outbox: error: cannot reach the service at http://127.0.0.1:{port}/: [Errno 111] Connection refused\n"
+    assert done.err == f"outbox: error: cannot reach the service at http://127.0.0.1:{port}/ (--url, OUTBOX_URL): [Errno 111] Connection refused\n"
 
 
 @pytest.mark.parametrize(("args", "line"), [
