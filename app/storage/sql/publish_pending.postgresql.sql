@@ -64,26 +64,15 @@ BEGIN
                 part.topic_id USING ERRCODE = 'undefined_object';
         END IF;
         -- The records are appended now, after every record a Send appended before: held to the
-        -- topic's config of now, as outbox.append held them to the config when it staged them
-        -- (a config changed in between was skipped, found by review). Each refusal is
-        -- outbox.append's, which is a Send's. Read after the partition's row lock is taken, so a
-        -- change committed while this waited for it is seen; the row is not locked: nothing
-        -- holding a partition row waits for a topic row (app/storage/topics.py).
+        -- topic's config of now, as outbox.append held them to the config when it staged them.
+        -- Read after the partition's row lock is taken, so a change committed while this
+        -- waited for it is seen; the row is not locked: nothing holding a partition row waits
+        -- for a topic row (app/storage/topics.py).
         SELECT t.name, t.cleanup_policy, t.check_expected_offsets, t.max_message_bytes INTO topic_now
         FROM @log_schema@.topics t WHERE t.topic_id = part.topic_id;
-        IF topic_now.check_expected_offsets THEN
-            RAISE EXCEPTION 'INVALID_REQUEST: topic % has check_expected_offsets: every batch needs expected_offset (set after outbox.append staged this transaction''s records)',
-                quote_literal(topic_now.name) USING ERRCODE = 'invalid_parameter_value';
-        END IF;
-        IF part.keyless AND topic_now.cleanup_policy LIKE 'compact%' THEN
-            RAISE EXCEPTION 'INVALID_RECORD: topic % is compacted (cleanup_policy %): every record needs a key (set after outbox.append staged this transaction''s records)',
-                quote_literal(topic_now.name), topic_now.cleanup_policy USING ERRCODE = 'invalid_parameter_value';
-        END IF;
-        IF part.largest > topic_now.max_message_bytes THEN
-            RAISE EXCEPTION 'MESSAGE_TOO_LARGE: a record of %/% is % bytes (key, value and headers), more than topic %''s max_message_bytes % (set after outbox.append staged it)',
-                topic_now.name, part."partition", part.largest, quote_literal(topic_now.name), topic_now.max_message_bytes
-                USING ERRCODE = 'program_limit_exceeded';
-        END IF;
+        PERFORM outbox.check_topic_config(topic_now.name, part."partition", topic_now.cleanup_policy,
+                                          topic_now.check_expected_offsets, topic_now.max_message_bytes,
+                                          keyless => part.keyless, size_bytes => part.largest, staged => true);
         -- The records, and the message ids of those given one at the same offsets: the CTE is
         -- computed once, so both take each record's offset from one numbering.
         WITH staged AS (
